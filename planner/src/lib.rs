@@ -1,0 +1,7 @@
+//! `klaud-planner` owns Klaud's knowledge of a benchmark repository and of the
+//! upstream registries: the master configs and their families, identities,
+//! image references, tag tracks, the OCI registry client, staleness and
+//! candidate selection, the byte-exact image bump and the changelog append.
+//!
+//! It must never talk to GitHub or decide anything about claims or pull
+//! requests: it reads a checkout and registries, and computes edits.
