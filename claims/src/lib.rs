@@ -4,3 +4,7 @@
 //!
 //! It must never overwrite a claim it cannot prove is its own or expired, and
 //! never delete a claim it cannot parse.
+
+pub mod store;
+
+pub use store::{RefStore, RefStoreError, RefTip};
