@@ -5,3 +5,10 @@
 //!
 //! It must never talk to GitHub or decide anything about claims or pull
 //! requests: it reads a checkout and registries, and computes edits.
+
+pub mod bump;
+pub mod changelog;
+pub mod identity;
+pub mod image;
+pub mod repo;
+pub mod yaml;

@@ -1,0 +1,791 @@
+//! The benchmark repository as Klaud reads it: master configs, families,
+//! platforms and the multi-node recipe files they point at (spec §2, §3.1).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::identity::family_id;
+use crate::image::ImageRef;
+use crate::yaml::{self, Node};
+
+/// Directory that holds the project when the repository uses the new layout.
+pub const E2E_PREFIX: &str = "inferencex-e2e";
+/// Where `CONFIG_FILE=recipes/<path>` settings point, project-relative.
+pub const RECIPES_DIR: &str = "benchmarks/multi_node/srt-slurm-recipes";
+/// The master entry fields Klaud knows (spec §3.1); others are kept and reported.
+const KNOWN_FIELDS: &[&str] = &[
+    "image",
+    "model",
+    "model-prefix",
+    "runner",
+    "precision",
+    "framework",
+    "multinode",
+    "disagg",
+    "router",
+    "kv-p2p-transfer",
+    "scenarios",
+];
+/// Recipe fields that repeat the master's image (`a.b.c` paths).
+pub const RECIPE_IMAGE_FIELDS: &[&str] = &["model.container", "identity.container.image"];
+
+/// A problem reading the repository. Every variant names the file and, where
+/// it has one, the line, and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    /// A file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not UTF-8.
+    #[error(
+        "{path}: not valid UTF-8 (first bad byte at offset {offset}); re-save the file as UTF-8"
+    )]
+    NotUtf8 { path: String, offset: usize },
+    /// A file has CR line endings, which edits could not preserve byte for byte.
+    #[error(
+        "{path}:{line}: carriage return (CRLF line endings); convert the file to LF line endings"
+    )]
+    CarriageReturn { path: String, line: usize },
+    /// YAML syntax.
+    #[error("{path}:{line}:{column}: {message}")]
+    Yaml {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// A field has the wrong shape or value.
+    #[error("{path}:{line}: {field}: {message}")]
+    Field {
+        path: String,
+        line: usize,
+        field: String,
+        message: String,
+    },
+    /// The same config key in two master files.
+    #[error(
+        "config key {key:?} is defined in both {first} (line {first_line}) and {second} (line {second_line}); keep it in one master file"
+    )]
+    DuplicateKey {
+        key: String,
+        first: String,
+        first_line: usize,
+        second: String,
+        second_line: usize,
+    },
+    /// A recipe setting whose path leaves the repository.
+    #[error(
+        "{path}:{line}: {family}: {setting:?} points outside the repository; recipe paths must stay under {RECIPES_DIR}"
+    )]
+    RecipeEscapes {
+        path: String,
+        line: usize,
+        family: String,
+        setting: String,
+    },
+    /// No master configs at all.
+    #[error(
+        "no configs/*-master.yaml under {root}; point --repo at a benchmark repository checkout"
+    )]
+    NoMasters { root: String },
+    /// A family that does not exist.
+    #[error("no family {family:?} in this repository; `klaud families` lists them")]
+    UnknownFamily { family: String },
+}
+
+/// The platform a family's runners pull images for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+pub enum Platform {
+    /// `linux/amd64`.
+    #[serde(rename = "linux/amd64")]
+    LinuxAmd64,
+    /// `linux/arm64` (Grace: GB200, GB300).
+    #[serde(rename = "linux/arm64")]
+    LinuxArm64,
+}
+
+impl Platform {
+    /// The OCI architecture name.
+    pub fn architecture(self) -> &'static str {
+        match self {
+            Platform::LinuxAmd64 => "amd64",
+            Platform::LinuxArm64 => "arm64",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "linux/amd64" | "amd64" | "x86_64" => Some(Self::LinuxAmd64),
+            "linux/arm64" | "arm64" | "aarch64" | "linux/arm64/v8" => Some(Self::LinuxArm64),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Platform::LinuxAmd64 => "linux/amd64",
+            Platform::LinuxArm64 => "linux/arm64",
+        })
+    }
+}
+
+/// One `*-master.yaml` entry, typed (spec §3.1).
+#[derive(Debug, Clone, Serialize)]
+pub struct MasterEntry {
+    /// The image, as written.
+    #[serde(serialize_with = "serialize_display")]
+    pub image: ImageRef,
+    pub model: String,
+    pub model_prefix: String,
+    pub runner: String,
+    pub precision: String,
+    pub framework: String,
+    pub multinode: bool,
+    pub disagg: Option<bool>,
+    pub router: Option<Value>,
+    pub kv_p2p_transfer: Option<String>,
+    /// `fixed-seq-len` and/or `agentic-coding`, kept as data.
+    pub scenarios: BTreeMap<String, Value>,
+    /// Fields Klaud does not know, kept verbatim.
+    pub unknown: BTreeMap<String, Value>,
+}
+
+fn serialize_display<S: serde::Serializer, T: fmt::Display>(
+    value: &T,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_str(value)
+}
+
+/// A `CONFIG_FILE=recipes/<path>` setting of a multi-node family.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecipeRef {
+    /// The setting's value, e.g. `recipes/vllm/x.yaml`.
+    pub setting: String,
+    /// Repository-relative path of the file.
+    pub path: String,
+    /// Whether the file is in the repository (the others live in the
+    /// srt-slurm project and are not Klaud's to edit).
+    pub in_repository: bool,
+    /// Line of the setting in the master file.
+    pub line: usize,
+}
+
+/// An image field inside a recipe file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecipeImage {
+    /// `model.container` or `identity.container.image`.
+    pub field: &'static str,
+    /// The value as read.
+    pub value: String,
+    /// Its line.
+    pub line: usize,
+}
+
+/// A config family: one key of one master file.
+#[derive(Debug, Clone)]
+pub struct Family {
+    /// `<master path>:<key>`, project-relative, e.g. `configs/nvidia-master.yaml:dsr1-fp4-b200-sglang`.
+    pub family: String,
+    /// `identity(family)[:16]`.
+    pub id: String,
+    /// The config key.
+    pub key: String,
+    /// Project-relative master path, e.g. `configs/nvidia-master.yaml`.
+    pub file: String,
+    /// Line of the key in the master file.
+    pub line: usize,
+    /// Line of the `image:` value.
+    pub image_line: usize,
+    /// The typed entry.
+    pub entry: MasterEntry,
+    /// The platform its runner pulls for.
+    pub platform: Platform,
+    /// Recipe settings, in file order, without duplicates.
+    pub recipes: Vec<RecipeRef>,
+}
+
+impl Family {
+    /// The current image.
+    pub fn image(&self) -> &ImageRef {
+        &self.entry.image
+    }
+}
+
+/// A non-fatal finding while reading the repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    /// Where (`path:line`).
+    pub location: String,
+    /// What.
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.location, self.message)
+    }
+}
+
+/// A benchmark repository checkout, read.
+#[derive(Debug, Clone)]
+pub struct Repository {
+    root: PathBuf,
+    /// `""` or `"inferencex-e2e/"`.
+    prefix: String,
+    families: Vec<Family>,
+    warnings: Vec<Warning>,
+}
+
+impl Repository {
+    /// Reads every `configs/*-master.yaml` of the checkout at `root` (and
+    /// `configs/runners.yaml` when present). Recipe files are read on demand.
+    pub fn open(root: impl AsRef<Path>) -> Result<Self, RepoError> {
+        let root = root.as_ref().to_path_buf();
+        let prefix = if root.join(E2E_PREFIX).is_dir() {
+            format!("{E2E_PREFIX}/")
+        } else {
+            String::new()
+        };
+        let configs_dir = root.join(&prefix).join("configs");
+        let display_root = root.display().to_string();
+        let mut masters: Vec<String> = match std::fs::read_dir(&configs_dir) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|name| name.ends_with("-master.yaml"))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        if masters.is_empty() {
+            return Err(RepoError::NoMasters { root: display_root });
+        }
+        masters.sort();
+
+        let mut warnings = Vec::new();
+        let runner_platforms = read_runner_platforms(&root, &prefix, &mut warnings)?;
+        let mut families: Vec<Family> = Vec::new();
+        let mut seen: BTreeMap<String, (String, usize)> = BTreeMap::new();
+        for name in masters {
+            let file = format!("configs/{name}");
+            let path = format!("{prefix}{file}");
+            let text = read_text(&root, &path)?;
+            let Some(doc) = parse_yaml(&path, &text)? else {
+                continue;
+            };
+            let Some(entries) = doc.as_mapping() else {
+                return Err(field_error(
+                    &path,
+                    &doc,
+                    "(top level)",
+                    "expected a mapping of config key → entry",
+                ));
+            };
+            for (key_node, value) in entries {
+                let Some(key) = key_node.as_scalar() else {
+                    return Err(field_error(
+                        &path,
+                        key_node,
+                        "(key)",
+                        "config keys must be plain strings",
+                    ));
+                };
+                if let Some((first, first_line)) = seen.get(key) {
+                    return Err(RepoError::DuplicateKey {
+                        key: key.to_owned(),
+                        first: format!("{prefix}{first}"),
+                        first_line: *first_line,
+                        second: path.clone(),
+                        second_line: key_node.line,
+                    });
+                }
+                seen.insert(key.to_owned(), (file.clone(), key_node.line));
+                let family = read_family(
+                    &root,
+                    &prefix,
+                    &file,
+                    key,
+                    key_node.line,
+                    value,
+                    &runner_platforms,
+                    &mut warnings,
+                )?;
+                families.push(family);
+            }
+        }
+        Ok(Self {
+            root,
+            prefix,
+            families,
+            warnings,
+        })
+    }
+
+    /// The checkout's root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `""`, or `"inferencex-e2e/"` for the new layout: prepend it to a
+    /// project-relative path to get a repository-relative one.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Every family, master files in name order, keys in file order.
+    pub fn families(&self) -> &[Family] {
+        &self.families
+    }
+
+    /// Non-fatal findings (unknown fields, external recipes, unknown runners).
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    /// The family named `family` (`configs/x-master.yaml:key`, or just the key).
+    pub fn family(&self, family: &str) -> Result<&Family, RepoError> {
+        self.families
+            .iter()
+            .find(|f| f.family == family || f.key == family)
+            .ok_or_else(|| RepoError::UnknownFamily {
+                family: family.to_owned(),
+            })
+    }
+
+    /// Families other than `except` that reference the recipe at `path`.
+    pub fn recipe_users<'a>(
+        &'a self,
+        path: &'a str,
+        except: &'a str,
+    ) -> impl Iterator<Item = &'a Family> + 'a {
+        self.families
+            .iter()
+            .filter(move |f| f.family != except && f.recipes.iter().any(|r| r.path == path))
+    }
+
+    /// Reads a recipe file's image fields (`model.container`,
+    /// `identity.container.image`); an external recipe has none.
+    pub fn recipe_images(&self, recipe: &RecipeRef) -> Result<Vec<RecipeImage>, RepoError> {
+        if !recipe.in_repository {
+            return Ok(Vec::new());
+        }
+        let text = read_text(&self.root, &recipe.path)?;
+        let Some(doc) = parse_yaml(&recipe.path, &text)? else {
+            return Ok(Vec::new());
+        };
+        recipe_image_nodes(&doc)
+            .into_iter()
+            .map(|(field, node)| match node.as_scalar() {
+                Some(value) => Ok(RecipeImage {
+                    field,
+                    value: value.to_owned(),
+                    line: node.line,
+                }),
+                None => Err(field_error(
+                    &recipe.path,
+                    node,
+                    field,
+                    &format!("expected an image string, found {}", node.kind_name()),
+                )),
+            })
+            .collect()
+    }
+}
+
+/// The image-carrying nodes of a recipe document that exist.
+pub(crate) fn recipe_image_nodes(doc: &Node) -> Vec<(&'static str, &Node)> {
+    RECIPE_IMAGE_FIELDS
+        .iter()
+        .filter_map(|field| {
+            let mut node = doc;
+            for part in field.split('.') {
+                node = node.get(part)?;
+            }
+            Some((*field, node))
+        })
+        .collect()
+}
+
+/// Reads a repository-relative file as UTF-8 text with LF line endings.
+pub(crate) fn read_text(root: &Path, path: &str) -> Result<String, RepoError> {
+    let bytes = std::fs::read(root.join(path)).map_err(|source| RepoError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    text_from_bytes(path, bytes)
+}
+
+/// Checks that bytes are UTF-8 without carriage returns.
+pub(crate) fn text_from_bytes(path: &str, bytes: Vec<u8>) -> Result<String, RepoError> {
+    let text = String::from_utf8(bytes).map_err(|e| RepoError::NotUtf8 {
+        path: path.to_owned(),
+        offset: e.utf8_error().valid_up_to(),
+    })?;
+    if let Some(offset) = text.find('\r') {
+        return Err(RepoError::CarriageReturn {
+            path: path.to_owned(),
+            line: text[..offset].matches('\n').count() + 1,
+        });
+    }
+    Ok(text)
+}
+
+pub(crate) fn parse_yaml(path: &str, text: &str) -> Result<Option<Node>, RepoError> {
+    yaml::parse(text).map_err(|e| RepoError::Yaml {
+        path: path.to_owned(),
+        line: e.line,
+        column: e.column,
+        message: e.message,
+    })
+}
+
+fn field_error(path: &str, node: &Node, field: &str, message: &str) -> RepoError {
+    RepoError::Field {
+        path: path.to_owned(),
+        line: node.line,
+        field: field.to_owned(),
+        message: message.to_owned(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn read_family(
+    root: &Path,
+    prefix: &str,
+    file: &str,
+    key: &str,
+    line: usize,
+    node: &Node,
+    runner_platforms: &RunnerPlatforms,
+    warnings: &mut Vec<Warning>,
+) -> Result<Family, RepoError> {
+    let path = format!("{prefix}{file}");
+    let family = format!("{file}:{key}");
+    let Some(fields) = node.as_mapping() else {
+        return Err(field_error(
+            &path,
+            node,
+            key,
+            &format!(
+                "expected a mapping (the config entry), found {}",
+                node.kind_name()
+            ),
+        ));
+    };
+    let string = |name: &str| -> Result<String, RepoError> {
+        let value = node.get(name).ok_or_else(|| {
+            field_error(
+                &path,
+                node,
+                &format!("{key}.{name}"),
+                "missing; every master entry needs it",
+            )
+        })?;
+        value.as_scalar().map(str::to_owned).ok_or_else(|| {
+            field_error(
+                &path,
+                value,
+                &format!("{key}.{name}"),
+                &format!("expected a string, found {}", value.kind_name()),
+            )
+        })
+    };
+    let optional_bool = |name: &str| -> Result<Option<bool>, RepoError> {
+        match node.get(name) {
+            None => Ok(None),
+            Some(value) => match value.to_json() {
+                Value::Bool(b) => Ok(Some(b)),
+                _ => Err(field_error(
+                    &path,
+                    value,
+                    &format!("{key}.{name}"),
+                    "expected true or false",
+                )),
+            },
+        }
+    };
+
+    let image_node = node.get("image").ok_or_else(|| {
+        field_error(
+            &path,
+            node,
+            &format!("{key}.image"),
+            "missing; every master entry needs an image",
+        )
+    })?;
+    let image_text = image_node.as_scalar().ok_or_else(|| {
+        field_error(
+            &path,
+            image_node,
+            &format!("{key}.image"),
+            "expected an image reference string",
+        )
+    })?;
+    let image = ImageRef::parse(image_text).map_err(|e| {
+        field_error(
+            &path,
+            image_node,
+            &format!("{key}.image"),
+            &format!("family {family}: {e}; fix the image reference"),
+        )
+    })?;
+
+    let runner = string("runner")?;
+    let multinode = optional_bool("multinode")?.ok_or_else(|| {
+        field_error(
+            &path,
+            node,
+            &format!("{key}.multinode"),
+            "missing; every master entry says whether it is multi-node",
+        )
+    })?;
+    let mut scenarios = BTreeMap::new();
+    if let Some(value) = node.get("scenarios") {
+        let Some(entries) = value.as_mapping() else {
+            return Err(field_error(
+                &path,
+                value,
+                &format!("{key}.scenarios"),
+                "expected a mapping of scenario → settings",
+            ));
+        };
+        for (name, settings) in entries {
+            scenarios.insert(
+                name.as_scalar().unwrap_or_default().to_owned(),
+                settings.to_json(),
+            );
+        }
+    }
+    let mut unknown = BTreeMap::new();
+    for (name, value) in fields {
+        let name = name.as_scalar().unwrap_or_default();
+        if !KNOWN_FIELDS.contains(&name) {
+            unknown.insert(name.to_owned(), value.to_json());
+            warnings.push(Warning {
+                location: format!("{path}:{}", value.line),
+                message: format!("{family}: unknown field {name:?} kept as is"),
+            });
+        }
+    }
+
+    let entry = MasterEntry {
+        image,
+        model: string("model")?,
+        model_prefix: string("model-prefix")?,
+        precision: string("precision")?,
+        framework: string("framework")?,
+        runner: runner.clone(),
+        multinode,
+        disagg: optional_bool("disagg")?,
+        router: node.get("router").map(Node::to_json),
+        kv_p2p_transfer: node
+            .get("kv-p2p-transfer")
+            .and_then(|n| n.as_scalar())
+            .map(str::to_owned),
+        scenarios,
+        unknown,
+    };
+
+    let platform = runner_platforms.platform(&runner);
+    if runner_platforms.known && !runner_platforms.labels.contains(&runner) {
+        warnings.push(Warning {
+            location: format!("{path}:{line}"),
+            message: format!("{family}: runner {runner:?} is not listed in configs/runners.yaml"),
+        });
+    }
+
+    let mut recipes: Vec<RecipeRef> = Vec::new();
+    collect_recipe_settings(node, &mut |setting_node, setting| {
+        if recipes.iter().any(|r| r.setting == setting) {
+            return Ok(());
+        }
+        let recipe = resolve_recipe(root, prefix, &path, &family, setting_node.line, setting)?;
+        if !recipe.in_repository {
+            warnings.push(Warning {
+                location: format!("{path}:{}", setting_node.line),
+                message: format!("{family}: recipe {setting} is not in the repository (external recipe); it is not edited"),
+            });
+        }
+        recipes.push(recipe);
+        Ok(())
+    })?;
+
+    Ok(Family {
+        id: family_id(&family),
+        family,
+        key: key.to_owned(),
+        file: file.to_owned(),
+        line,
+        image_line: image_node.line,
+        entry,
+        platform,
+        recipes,
+    })
+}
+
+/// Calls `found` for every `CONFIG_FILE=recipes/<path>` string in the entry
+/// (they sit in `additional-settings` lists at any depth).
+fn collect_recipe_settings(
+    node: &Node,
+    found: &mut dyn FnMut(&Node, &str) -> Result<(), RepoError>,
+) -> Result<(), RepoError> {
+    if let Some(text) = node.as_scalar() {
+        if let Some(value) = text.trim().strip_prefix("CONFIG_FILE=") {
+            found(node, value.trim())?;
+        }
+    } else if let Some(items) = node.as_sequence() {
+        for item in items {
+            collect_recipe_settings(item, found)?;
+        }
+    } else if let Some(entries) = node.as_mapping() {
+        for (_, value) in entries {
+            collect_recipe_settings(value, found)?;
+        }
+    }
+    Ok(())
+}
+
+fn resolve_recipe(
+    root: &Path,
+    prefix: &str,
+    path: &str,
+    family: &str,
+    line: usize,
+    setting: &str,
+) -> Result<RecipeRef, RepoError> {
+    let escapes = || RepoError::RecipeEscapes {
+        path: path.to_owned(),
+        line,
+        family: family.to_owned(),
+        setting: setting.to_owned(),
+    };
+    let Some(relative) = setting.strip_prefix("recipes/") else {
+        return Err(RepoError::Field {
+            path: path.to_owned(),
+            line,
+            field: format!("{family}: CONFIG_FILE"),
+            message: format!(
+                "{setting:?} does not start with recipes/; write CONFIG_FILE=recipes/<path>"
+            ),
+        });
+    };
+    // Lexical normalization: the path must stay under the recipes directory
+    // before the file system is asked, so a missing file can't hide an escape.
+    let mut parts: Vec<&str> = Vec::new();
+    for component in Path::new(relative).components() {
+        match component {
+            Component::Normal(part) => parts.push(part.to_str().ok_or_else(escapes)?),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                parts.pop().ok_or_else(escapes)?;
+            }
+            Component::RootDir | Component::Prefix(_) => return Err(escapes()),
+        }
+    }
+    if parts.is_empty() {
+        return Err(escapes());
+    }
+    let repo_path = format!("{prefix}{RECIPES_DIR}/{}", parts.join("/"));
+    let full = root.join(&repo_path);
+    let in_repository = full.is_file();
+    if in_repository {
+        // A symlink could still point outside; compare canonical paths.
+        let inside = match (full.canonicalize(), root.canonicalize()) {
+            (Ok(file), Ok(root)) => file.starts_with(root),
+            _ => false,
+        };
+        if !inside {
+            return Err(escapes());
+        }
+    }
+    Ok(RecipeRef {
+        setting: setting.to_owned(),
+        path: repo_path,
+        in_repository,
+        line,
+    })
+}
+
+/// Runner → platform knowledge from `configs/runners.yaml`.
+#[derive(Debug, Default)]
+struct RunnerPlatforms {
+    /// Whether runners.yaml was there.
+    known: bool,
+    labels: Vec<String>,
+    /// Explicit `platform:`/`arch:` under `hardware.<runner>`.
+    explicit: BTreeMap<String, Platform>,
+}
+
+impl RunnerPlatforms {
+    /// Explicit configuration wins; otherwise Grace-based runners (GB200,
+    /// GB300, GH200) are arm64 and everything else amd64.
+    fn platform(&self, runner: &str) -> Platform {
+        if let Some(platform) = self.explicit.get(runner) {
+            return *platform;
+        }
+        let name = runner.to_ascii_lowercase();
+        if ["gb200", "gb300", "gh200"]
+            .iter()
+            .any(|grace| name.contains(grace))
+        {
+            Platform::LinuxArm64
+        } else {
+            Platform::LinuxAmd64
+        }
+    }
+}
+
+fn read_runner_platforms(
+    root: &Path,
+    prefix: &str,
+    warnings: &mut Vec<Warning>,
+) -> Result<RunnerPlatforms, RepoError> {
+    let path = format!("{prefix}configs/runners.yaml");
+    if !root.join(&path).is_file() {
+        return Ok(RunnerPlatforms::default());
+    }
+    let text = read_text(root, &path)?;
+    let Some(doc) = parse_yaml(&path, &text)? else {
+        return Ok(RunnerPlatforms::default());
+    };
+    let mut result = RunnerPlatforms {
+        known: true,
+        ..Default::default()
+    };
+    if let Some(labels) = doc.get("labels").and_then(Node::as_mapping) {
+        result.labels = labels
+            .iter()
+            .filter_map(|(k, _)| k.as_scalar().map(str::to_owned))
+            .collect();
+    }
+    if let Some(hardware) = doc.get("hardware").and_then(Node::as_mapping) {
+        for (runner, info) in hardware {
+            let Some(runner) = runner.as_scalar() else {
+                continue;
+            };
+            let declared = info.get("platform").or_else(|| info.get("arch"));
+            if let Some(value) = declared {
+                match value.as_scalar().and_then(Platform::parse) {
+                    Some(platform) => {
+                        result.explicit.insert(runner.to_owned(), platform);
+                    }
+                    None => warnings.push(Warning {
+                        location: format!("{path}:{}", value.line),
+                        message: format!("runner {runner:?}: platform {:?} is not linux/amd64 or linux/arm64; ignored", value.as_scalar().unwrap_or("")),
+                    }),
+                }
+            }
+        }
+    }
+    Ok(result)
+}

@@ -1,0 +1,596 @@
+//! A YAML document tree that remembers where every node is in the source.
+//!
+//! serde YAML readers re-serialize and lose comments, so Klaud reads with
+//! `saphyr-parser` events and keeps byte spans: typed reads get file:line
+//! errors, and edits splice exactly one token into the original bytes.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use saphyr_parser::{Event, Parser, ScalarStyle, Span};
+use serde_json::Value;
+
+/// How a scalar is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// `value`
+    Plain,
+    /// `'value'`
+    SingleQuoted,
+    /// `"value"`
+    DoubleQuoted,
+    /// `|` block
+    Literal,
+    /// `>` block
+    Folded,
+}
+
+/// One node of a YAML document, with its position in the source.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// What the node holds.
+    pub kind: NodeKind,
+    /// Byte offset where the node starts.
+    pub start: usize,
+    /// 1-based line of the start.
+    pub line: usize,
+    /// 1-based column (in characters) of the start.
+    pub column: usize,
+    /// Whether the node sits inside a flow collection (`{…}` or `[…]`),
+    /// where `,`, `]` and `}` end a plain scalar.
+    pub in_flow: bool,
+}
+
+/// The content of a [`Node`].
+#[derive(Debug, Clone)]
+pub enum NodeKind {
+    /// A scalar with its resolved text and how it was written.
+    Scalar { value: String, style: Style },
+    /// A sequence.
+    Sequence(Vec<Node>),
+    /// A mapping, in source order.
+    Mapping(Vec<(Node, Node)>),
+}
+
+/// A YAML syntax problem, with its position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}, column {column}: {message}")]
+pub struct YamlError {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Node {
+    /// The scalar's text, if this is a scalar.
+    pub fn as_scalar(&self) -> Option<&str> {
+        match &self.kind {
+            NodeKind::Scalar { value, .. } => Some(value),
+            _ => None,
+        }
+    }
+
+    /// The scalar's style, if this is a scalar.
+    pub fn style(&self) -> Option<Style> {
+        match &self.kind {
+            NodeKind::Scalar { style, .. } => Some(*style),
+            _ => None,
+        }
+    }
+
+    /// The mapping entries, if this is a mapping.
+    pub fn as_mapping(&self) -> Option<&[(Node, Node)]> {
+        match &self.kind {
+            NodeKind::Mapping(entries) => Some(entries),
+            _ => None,
+        }
+    }
+
+    /// The items, if this is a sequence.
+    pub fn as_sequence(&self) -> Option<&[Node]> {
+        match &self.kind {
+            NodeKind::Sequence(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    /// The value under a scalar key, if this is a mapping that has it.
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        self.as_mapping()?
+            .iter()
+            .find(|(k, _)| k.as_scalar() == Some(key))
+            .map(|(_, v)| v)
+    }
+
+    /// A short name of the node's kind, for error messages.
+    pub fn kind_name(&self) -> &'static str {
+        match &self.kind {
+            NodeKind::Scalar { .. } => "a scalar",
+            NodeKind::Sequence(_) => "a sequence",
+            NodeKind::Mapping(_) => "a mapping",
+        }
+    }
+
+    /// Converts to JSON with the YAML 1.1 scalar rules PyYAML applies, since
+    /// the benchmark repository's own tooling reads these files with PyYAML
+    /// (so `2_063_837` is an integer and `yes` a boolean there).
+    pub fn to_json(&self) -> Value {
+        match &self.kind {
+            NodeKind::Scalar { value, style } => match style {
+                Style::Plain => resolve_plain(value),
+                _ => Value::String(value.clone()),
+            },
+            NodeKind::Sequence(items) => Value::Array(items.iter().map(Node::to_json).collect()),
+            NodeKind::Mapping(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            k.as_scalar()
+                                .map_or_else(|| k.to_json().to_string(), str::to_owned),
+                            v.to_json(),
+                        )
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// Parses a single-document YAML text. An empty text is `Ok(None)`. Duplicate
+/// mapping keys are errors (YAML forbids them; PyYAML silently keeps the last).
+pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
+    let positions = Positions::new(text);
+    let mut builder = Builder {
+        positions: &positions,
+        anchors: HashMap::new(),
+        documents: 0,
+    };
+    let mut parser = Parser::new_from_str(text);
+    let mut root = None;
+    loop {
+        let (event, span) = next(&mut parser, &positions)?;
+        match event {
+            Event::StreamStart | Event::Nothing => {}
+            Event::StreamEnd => break,
+            Event::DocumentStart(_) => {
+                builder.documents += 1;
+                if builder.documents > 1 {
+                    return Err(positions
+                        .error(&span, "expected a single YAML document, found a second one"));
+                }
+            }
+            Event::DocumentEnd => {}
+            event => {
+                root = Some(builder.node(&mut parser, event, span, false)?);
+            }
+        }
+    }
+    Ok(root)
+}
+
+fn next<'a>(
+    parser: &mut Parser<'a, saphyr_parser::StrInput<'a>>,
+    positions: &Positions,
+) -> Result<(Event<'a>, Span), YamlError> {
+    match parser.next_event() {
+        Some(Ok(pair)) => Ok(pair),
+        Some(Err(err)) => {
+            let mark = err.marker();
+            Err(YamlError {
+                line: mark.line(),
+                column: mark.col() + 1,
+                message: err.info().to_owned(),
+            })
+        }
+        None => Err(positions.error_at_end("the YAML stream ended unexpectedly")),
+    }
+}
+
+struct Builder<'p> {
+    positions: &'p Positions,
+    anchors: HashMap<usize, Node>,
+    documents: usize,
+}
+
+impl Builder<'_> {
+    fn node<'a>(
+        &mut self,
+        parser: &mut Parser<'a, saphyr_parser::StrInput<'a>>,
+        event: Event<'a>,
+        span: Span,
+        in_flow: bool,
+    ) -> Result<Node, YamlError> {
+        let start = self.positions.byte(span.start.index());
+        let line = span.start.line();
+        let column = span.start.col() + 1;
+        let make = |kind| Node {
+            kind,
+            start,
+            line,
+            column,
+            in_flow,
+        };
+        let (node, anchor) = match event {
+            Event::Scalar(value, style, anchor, _tag) => {
+                let style = match style {
+                    ScalarStyle::Plain => Style::Plain,
+                    ScalarStyle::SingleQuoted => Style::SingleQuoted,
+                    ScalarStyle::DoubleQuoted => Style::DoubleQuoted,
+                    ScalarStyle::Literal => Style::Literal,
+                    ScalarStyle::Folded => Style::Folded,
+                };
+                (
+                    make(NodeKind::Scalar {
+                        value: Cow::into_owned(value),
+                        style,
+                    }),
+                    anchor,
+                )
+            }
+            Event::SequenceStart(anchor, _tag) => {
+                let flow = in_flow || self.positions.char_at(start) == Some('[');
+                let mut items = Vec::new();
+                loop {
+                    let (event, span) = next(parser, self.positions)?;
+                    if matches!(event, Event::SequenceEnd) {
+                        break;
+                    }
+                    items.push(self.node(parser, event, span, flow)?);
+                }
+                (make(NodeKind::Sequence(items)), anchor)
+            }
+            Event::MappingStart(anchor, _tag) => {
+                let flow = in_flow || self.positions.char_at(start) == Some('{');
+                let mut entries: Vec<(Node, Node)> = Vec::new();
+                loop {
+                    let (event, span) = next(parser, self.positions)?;
+                    if matches!(event, Event::MappingEnd) {
+                        break;
+                    }
+                    let key = self.node(parser, event, span, flow)?;
+                    let (event, span) = next(parser, self.positions)?;
+                    let value = self.node(parser, event, span, flow)?;
+                    if let Some(name) = key.as_scalar()
+                        && let Some((first, _)) =
+                            entries.iter().find(|(k, _)| k.as_scalar() == Some(name))
+                    {
+                        return Err(YamlError {
+                            line: key.line,
+                            column: key.column,
+                            message: format!(
+                                "duplicate key {name:?} (first defined on line {}); remove one of them",
+                                first.line
+                            ),
+                        });
+                    }
+                    entries.push((key, value));
+                }
+                (make(NodeKind::Mapping(entries)), anchor)
+            }
+            Event::Alias(id) => {
+                let target = self
+                    .anchors
+                    .get(&id)
+                    .cloned()
+                    .ok_or_else(|| self.positions.error(&span, "alias to an unknown anchor"))?;
+                return Ok(target);
+            }
+            other => {
+                return Err(self
+                    .positions
+                    .error(&span, &format!("unexpected YAML event {other:?}")));
+            }
+        };
+        if anchor != 0 {
+            self.anchors.insert(anchor, node.clone());
+        }
+        Ok(node)
+    }
+}
+
+/// Converts the parser's character indices to byte offsets.
+struct Positions {
+    /// Byte offset of each character; empty when the text is ASCII (then
+    /// character and byte indices agree).
+    char_to_byte: Vec<usize>,
+    text_len: usize,
+    last_line: usize,
+    bytes: Vec<u8>,
+}
+
+impl Positions {
+    fn new(text: &str) -> Self {
+        let char_to_byte = if text.is_ascii() {
+            Vec::new()
+        } else {
+            text.char_indices().map(|(i, _)| i).collect()
+        };
+        Self {
+            char_to_byte,
+            text_len: text.len(),
+            last_line: text.lines().count().max(1),
+            bytes: text.as_bytes().to_vec(),
+        }
+    }
+
+    fn byte(&self, char_index: usize) -> usize {
+        if self.char_to_byte.is_empty() {
+            char_index.min(self.text_len)
+        } else {
+            self.char_to_byte
+                .get(char_index)
+                .copied()
+                .unwrap_or(self.text_len)
+        }
+    }
+
+    fn char_at(&self, byte: usize) -> Option<char> {
+        self.bytes.get(byte).map(|b| *b as char)
+    }
+
+    fn error(&self, span: &Span, message: &str) -> YamlError {
+        YamlError {
+            line: span.start.line(),
+            column: span.start.col() + 1,
+            message: message.to_owned(),
+        }
+    }
+
+    fn error_at_end(&self, message: &str) -> YamlError {
+        YamlError {
+            line: self.last_line,
+            column: 1,
+            message: message.to_owned(),
+        }
+    }
+}
+
+/// The byte range of a single-line scalar token that starts at `node.start`,
+/// re-lexed from the source: the parser's own span of a quoted scalar can
+/// run into a following comment. Block scalars and scalars that continue on
+/// another line are refused, since splicing them would need reflowing.
+pub fn scalar_token(text: &str, node: &Node) -> Result<std::ops::Range<usize>, String> {
+    let Some(style) = node.style() else {
+        return Err(format!("expected a scalar, found {}", node.kind_name()));
+    };
+    let bytes = text.as_bytes();
+    let start = node.start;
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let end = match style {
+        Style::Literal | Style::Folded => {
+            return Err(
+                "the value is a block scalar (| or >); write it on one line first".to_owned(),
+            );
+        }
+        Style::DoubleQuoted => {
+            let mut i = start + 1;
+            loop {
+                match bytes.get(i) {
+                    None | Some(b'\n') => {
+                        return Err("the quoted value continues on another line; join it into one line first".to_owned());
+                    }
+                    Some(b'\\') => i += 2,
+                    Some(b'"') => break i + 1,
+                    Some(_) => i += 1,
+                }
+            }
+        }
+        Style::SingleQuoted => {
+            let mut i = start + 1;
+            loop {
+                match bytes.get(i) {
+                    None | Some(b'\n') => {
+                        return Err("the quoted value continues on another line; join it into one line first".to_owned());
+                    }
+                    Some(b'\'') if bytes.get(i + 1) == Some(&b'\'') => i += 2,
+                    Some(b'\'') => break i + 1,
+                    Some(_) => i += 1,
+                }
+            }
+        }
+        Style::Plain => {
+            let mut end = line_end;
+            for (offset, ch) in text[start..line_end].char_indices() {
+                let i = start + offset;
+                let after_space = i > start && matches!(bytes[i - 1], b' ' | b'\t');
+                if (ch == '#' && after_space) || (node.in_flow && matches!(ch, ',' | ']' | '}')) {
+                    end = i;
+                    break;
+                }
+            }
+            let token = text[start..end].trim_end_matches([' ', '\t', '\r']);
+            let end = start + token.len();
+            if node.as_scalar() != Some(token) {
+                return Err(
+                    "the value continues on another line; join it into one line first".to_owned(),
+                );
+            }
+            end
+        }
+    };
+    Ok(start..end)
+}
+
+/// Writes `value` as a scalar token in `style`, or says why it cannot be.
+pub fn encode_scalar(value: &str, style: Style) -> Result<String, String> {
+    if value.contains(['\n', '\r']) {
+        return Err("the new value contains a line break".to_owned());
+    }
+    match style {
+        Style::DoubleQuoted => {
+            let mut out = String::with_capacity(value.len() + 2);
+            out.push('"');
+            for ch in value.chars() {
+                match ch {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            Ok(out)
+        }
+        Style::SingleQuoted => Ok(format!("'{}'", value.replace('\'', "''"))),
+        Style::Plain => {
+            let risky_start = value.starts_with(|c: char| "-?:,[]{}#&*!|>'\"%@`~ ".contains(c));
+            if value.is_empty()
+                || risky_start
+                || value.contains(": ")
+                || value.contains(" #")
+                || value.ends_with([' ', ':'])
+                || !matches!(resolve_plain(value), Value::String(_))
+            {
+                return Err(format!(
+                    "{value:?} cannot be written as a plain YAML scalar"
+                ));
+            }
+            Ok(value.to_owned())
+        }
+        Style::Literal | Style::Folded => Err("block scalars are not edited".to_owned()),
+    }
+}
+
+/// PyYAML's (YAML 1.1) resolution of a plain scalar.
+fn resolve_plain(text: &str) -> Value {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => {
+            return Value::Bool(true);
+        }
+        "false" | "False" | "FALSE" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => {
+            return Value::Bool(false);
+        }
+        _ => {}
+    }
+    let (negative, digits) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let clean: String = digits.chars().filter(|c| *c != '_').collect();
+    let first_ok = digits.starts_with(|c: char| c.is_ascii_digit());
+    if first_ok && !clean.is_empty() && clean.chars().all(|c| c.is_ascii_digit()) {
+        let octal = clean.len() > 1 && clean.starts_with('0');
+        let parsed = if octal {
+            i64::from_str_radix(&clean, 8).ok()
+        } else {
+            clean.parse::<i64>().ok()
+        };
+        if let Some(n) = parsed {
+            return Value::from(if negative { -n } else { n });
+        }
+    }
+    if let Some(hex) = clean.strip_prefix("0x")
+        && first_ok
+        && let Ok(n) = i64::from_str_radix(hex, 16)
+    {
+        return Value::from(if negative { -n } else { n });
+    }
+    let looks_float = (first_ok || digits.starts_with('.'))
+        && clean.contains('.')
+        && clean
+            .chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '-' | '+'));
+    if looks_float && let Ok(f) = clean.parse::<f64>() {
+        let f = if negative { -f } else { f };
+        if let Some(n) = serde_json::Number::from_f64(f) {
+            return Value::Number(n);
+        }
+    }
+    Value::String(text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root(text: &str) -> Node {
+        parse(text).unwrap().unwrap()
+    }
+
+    #[test]
+    fn spans_point_at_tokens_in_bytes() {
+        let text = "a: 'é'\nkey:\n  image: \"x:1\"  # note\n  other: plain value # c\n";
+        let doc = root(text);
+        let image = doc.get("key").unwrap().get("image").unwrap();
+        let range = scalar_token(text, image).unwrap();
+        assert_eq!(&text[range], "\"x:1\"");
+        assert_eq!(image.line, 3);
+        let other = doc.get("key").unwrap().get("other").unwrap();
+        assert_eq!(&text[scalar_token(text, other).unwrap()], "plain value");
+    }
+
+    #[test]
+    fn flow_scalars_end_at_flow_indicators() {
+        let text = "identity:\n  container: { image: vllm/vllm-openai:v1, x: 1 }\n";
+        let doc = root(text);
+        let image = doc
+            .get("identity")
+            .unwrap()
+            .get("container")
+            .unwrap()
+            .get("image")
+            .unwrap();
+        assert!(image.in_flow);
+        assert_eq!(
+            &text[scalar_token(text, image).unwrap()],
+            "vllm/vllm-openai:v1"
+        );
+    }
+
+    #[test]
+    fn block_and_multiline_scalars_are_refused() {
+        let text = "a: |\n  x\nb: one\n  two\nc: \"one\n  two\"\n";
+        let doc = root(text);
+        for key in ["a", "b", "c"] {
+            assert!(scalar_token(text, doc.get(key).unwrap()).is_err(), "{key}");
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_errors_with_both_lines() {
+        let err = parse("a: 1\nb: 2\na: 3\n").unwrap_err();
+        assert_eq!(err.line, 3);
+        assert!(err.message.contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn syntax_errors_carry_positions() {
+        let err = parse("a: [1, 2\nb: 3\n").unwrap_err();
+        assert!(err.line >= 1, "{err}");
+        assert!(parse("a: 1\n---\nb: 2\n").is_err());
+    }
+
+    #[test]
+    fn scalars_resolve_like_pyyaml() {
+        assert_eq!(resolve_plain("2_063_837"), Value::from(2063837));
+        assert_eq!(resolve_plain("0.95"), serde_json::json!(0.95));
+        assert_eq!(resolve_plain("true"), Value::Bool(true));
+        assert_eq!(resolve_plain("v0.5"), Value::from("v0.5"));
+        assert_eq!(resolve_plain("1.3.0rc14"), Value::from("1.3.0rc14"));
+        assert_eq!(resolve_plain("~"), Value::Null);
+    }
+
+    #[test]
+    fn encoding_keeps_the_quote_style() {
+        assert_eq!(
+            encode_scalar("a:b", Style::DoubleQuoted).unwrap(),
+            "\"a:b\""
+        );
+        assert_eq!(
+            encode_scalar("it's", Style::SingleQuoted).unwrap(),
+            "'it''s'"
+        );
+        assert_eq!(
+            encode_scalar("vllm/x:v1@sha256:ab", Style::Plain).unwrap(),
+            "vllm/x:v1@sha256:ab"
+        );
+        assert!(encode_scalar("a: b", Style::Plain).is_err());
+        assert!(encode_scalar("123", Style::Plain).is_err());
+    }
+}
