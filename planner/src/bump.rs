@@ -189,7 +189,7 @@ impl Repository {
         warnings: &mut Vec<String>,
     ) -> Result<Option<FileEdit>, BumpError> {
         let text = repo::read_text(self.root(), path)?;
-        let Some(doc) = repo::parse_yaml(path, &text)? else {
+        let Some(doc) = repo::parse_recipe(path, &text)? else {
             return Ok(None);
         };
         let mut targets = Vec::new();
@@ -286,8 +286,9 @@ fn splice(
         path: path.to_owned(),
         reason,
     };
-    let reparsed = yaml::parse(&after)
+    let reparsed = yaml::parse_lenient(&after)
         .map_err(|e| verify(e.to_string()))?
+        .0
         .ok_or_else(|| verify("the document vanished".to_owned()))?;
     let mut old_scalars = Vec::new();
     let mut new_scalars = Vec::new();
@@ -399,4 +400,42 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut file = std::fs::File::create(path)?;
     file.write_all(bytes)?;
     file.sync_all()
+}
+
+impl BumpPlan {
+    /// Adds the changelog entry to the same all-or-none write.
+    pub fn add_changelog_entry(
+        &mut self,
+        repository: &Repository,
+        entry: &crate::changelog::ChangelogEntry,
+    ) -> Result<(), BumpError> {
+        let path = format!(
+            "{}{}",
+            repository.prefix(),
+            crate::changelog::CHANGELOG_PATH
+        );
+        let base =
+            std::fs::read(repository.root().join(&path)).map_err(|source| RepoError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        let head =
+            crate::changelog::append_entry(&base, entry).map_err(|e| BumpError::Uneditable {
+                path: path.clone(),
+                line: base.iter().filter(|b| **b == b'\n').count() + 1,
+                field: "perf-changelog".to_owned(),
+                reason: e.to_string(),
+            })?;
+        let after = String::from_utf8(head).map_err(|_| RepoError::NotUtf8 {
+            path: path.clone(),
+            offset: 0,
+        })?;
+        self.edits.push(FileEdit {
+            path,
+            before_sha256: Sha256::digest(&base).into(),
+            after,
+            changes: Vec::new(),
+        });
+        Ok(())
+    }
 }

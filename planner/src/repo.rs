@@ -380,7 +380,7 @@ impl Repository {
             return Ok(Vec::new());
         }
         let text = read_text(&self.root, &recipe.path)?;
-        let Some(doc) = parse_yaml(&recipe.path, &text)? else {
+        let Some(doc) = parse_recipe(&recipe.path, &text)? else {
             return Ok(Vec::new());
         };
         recipe_image_nodes(&doc)
@@ -438,6 +438,39 @@ pub(crate) fn text_from_bytes(path: &str, bytes: Vec<u8>) -> Result<String, Repo
         });
     }
     Ok(text)
+}
+
+/// Parses a recipe: srt-slurm recipes in the wild repeat keys (PyYAML keeps
+/// the last), so duplicates are tolerated unless they sit on an image path.
+pub(crate) fn parse_recipe(path: &str, text: &str) -> Result<Option<Node>, RepoError> {
+    let (doc, _duplicates) = yaml::parse_lenient(text).map_err(|e| RepoError::Yaml {
+        path: path.to_owned(),
+        line: e.line,
+        column: e.column,
+        message: e.message,
+    })?;
+    if let Some(doc) = &doc {
+        for field in RECIPE_IMAGE_FIELDS {
+            let mut node = doc;
+            for part in field.split('.') {
+                if node.key_count(part) > 1 {
+                    return Err(RepoError::Field {
+                        path: path.to_owned(),
+                        line: node.line,
+                        field: (*field).to_owned(),
+                        message: format!(
+                            "the key {part:?} is defined more than once on the image path; remove the duplicate"
+                        ),
+                    });
+                }
+                match node.get(part) {
+                    Some(next) => node = next,
+                    None => break,
+                }
+            }
+        }
+    }
+    Ok(doc)
 }
 
 pub(crate) fn parse_yaml(path: &str, text: &str) -> Result<Option<Node>, RepoError> {
@@ -669,15 +702,16 @@ fn resolve_recipe(
         family: family.to_owned(),
         setting: setting.to_owned(),
     };
-    let Some(relative) = setting.strip_prefix("recipes/") else {
-        return Err(RepoError::Field {
-            path: path.to_owned(),
-            line,
-            field: format!("{family}: CONFIG_FILE"),
-            message: format!(
-                "{setting:?} does not start with recipes/; write CONFIG_FILE=recipes/<path>"
-            ),
-        });
+    // `recipes/<path>` is the srt-slurm convention; some entries spell the
+    // project-relative directory out. Anything else names a recipe kept
+    // outside the repository (e.g. llm-d's own files).
+    let recipes_dir_prefix = format!("{RECIPES_DIR}/");
+    let (relative, known_location) = match setting.strip_prefix("recipes/") {
+        Some(rest) => (rest, true),
+        None => match setting.strip_prefix(&recipes_dir_prefix) {
+            Some(rest) => (rest, true),
+            None => (setting, false),
+        },
     };
     // Lexical normalization: the path must stay under the recipes directory
     // before the file system is asked, so a missing file can't hide an escape.
@@ -697,7 +731,7 @@ fn resolve_recipe(
     }
     let repo_path = format!("{prefix}{RECIPES_DIR}/{}", parts.join("/"));
     let full = root.join(&repo_path);
-    let in_repository = full.is_file();
+    let in_repository = known_location && full.is_file();
     if in_repository {
         // A symlink could still point outside; compare canonical paths.
         let inside = match (full.canonicalize(), root.canonicalize()) {

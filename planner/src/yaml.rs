@@ -97,12 +97,25 @@ impl Node {
         }
     }
 
-    /// The value under a scalar key, if this is a mapping that has it.
+    /// The value under a scalar key, if this is a mapping that has it. With
+    /// duplicate keys (only kept by [`parse_lenient`]) the last one wins, as in
+    /// PyYAML.
     pub fn get(&self, key: &str) -> Option<&Node> {
         self.as_mapping()?
             .iter()
+            .rev()
             .find(|(k, _)| k.as_scalar() == Some(key))
             .map(|(_, v)| v)
+    }
+
+    /// How many times a scalar key occurs in this mapping.
+    pub fn key_count(&self, key: &str) -> usize {
+        self.as_mapping().map_or(0, |entries| {
+            entries
+                .iter()
+                .filter(|(k, _)| k.as_scalar() == Some(key))
+                .count()
+        })
     }
 
     /// A short name of the node's kind, for error messages.
@@ -143,11 +156,28 @@ impl Node {
 /// Parses a single-document YAML text. An empty text is `Ok(None)`. Duplicate
 /// mapping keys are errors (YAML forbids them; PyYAML silently keeps the last).
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
+    let (root, duplicates) = parse_with(text, false)?;
+    debug_assert!(duplicates.is_empty());
+    Ok(root)
+}
+
+/// Like [`parse`], but keeps duplicate keys (reporting each) the way PyYAML
+/// reads them, for files Klaud only reads a few fields of.
+pub fn parse_lenient(text: &str) -> Result<(Option<Node>, Vec<YamlError>), YamlError> {
+    parse_with(text, true)
+}
+
+fn parse_with(
+    text: &str,
+    keep_duplicates: bool,
+) -> Result<(Option<Node>, Vec<YamlError>), YamlError> {
     let positions = Positions::new(text);
     let mut builder = Builder {
         positions: &positions,
         anchors: HashMap::new(),
         documents: 0,
+        keep_duplicates,
+        duplicates: Vec::new(),
     };
     let mut parser = Parser::new_from_str(text);
     let mut root = None;
@@ -169,7 +199,7 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
             }
         }
     }
-    Ok(root)
+    Ok((root, builder.duplicates))
 }
 
 fn next<'a>(
@@ -194,6 +224,8 @@ struct Builder<'p> {
     positions: &'p Positions,
     anchors: HashMap<usize, Node>,
     documents: usize,
+    keep_duplicates: bool,
+    duplicates: Vec<YamlError>,
 }
 
 impl Builder<'_> {
@@ -258,14 +290,18 @@ impl Builder<'_> {
                         && let Some((first, _)) =
                             entries.iter().find(|(k, _)| k.as_scalar() == Some(name))
                     {
-                        return Err(YamlError {
+                        let error = YamlError {
                             line: key.line,
                             column: key.column,
                             message: format!(
                                 "duplicate key {name:?} (first defined on line {}); remove one of them",
                                 first.line
                             ),
-                        });
+                        };
+                        if !self.keep_duplicates {
+                            return Err(error);
+                        }
+                        self.duplicates.push(error);
                     }
                     entries.push((key, value));
                 }

@@ -5,8 +5,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bump;
+mod families;
+
 /// Exit code for success.
 pub const EXIT_OK: u8 = 0;
+/// Exit code for a failure that is not the input's fault (I/O, network).
+pub const EXIT_FAILURE: u8 = 1;
 /// Exit code for bad input or usage: the message says what to fix.
 pub const EXIT_BAD_INPUT: u8 = 2;
 
@@ -22,6 +27,16 @@ impl CliError {
     pub fn bad_input(error: impl Into<anyhow::Error>) -> Self {
         Self {
             code: EXIT_BAD_INPUT,
+            error: error.into(),
+        }
+    }
+}
+
+impl CliError {
+    /// A failure that is not the input's fault (exit code 1).
+    pub fn failure(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: EXIT_FAILURE,
             error: error.into(),
         }
     }
@@ -45,12 +60,21 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// List every config family: id, image and platform.
+    Families(families::Args),
+    /// Apply Klaud's exact image edit (and changelog entry) to a local checkout.
+    Bump(bump::Args),
+}
 
 /// Parses the command line, runs the command and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: Result<(), CliError> = match cli.command {};
+    init_tracing();
+    let result = match cli.command {
+        Command::Families(args) => families::run(args),
+        Command::Bump(args) => bump::run(args),
+    };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),
         Err(err) => {
@@ -58,4 +82,24 @@ pub fn main() -> ExitCode {
             ExitCode::from(err.code)
         }
     }
+}
+
+/// Logs go to stderr; `RUST_LOG` filters them (default: warnings).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Writes command output to stdout. A closed pipe (`klaud families | head`)
+/// is the reader's choice, not an error worth a panic.
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
 }

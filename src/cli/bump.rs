@@ -1,0 +1,104 @@
+//! `klaud bump`: apply Klaud's exact image edit to a local checkout.
+
+use std::path::PathBuf;
+
+use klaud_planner::changelog::{ChangelogEntry, MAX_DESCRIPTION_CHARS};
+use klaud_planner::image::ImageRef;
+use klaud_planner::repo::Repository;
+
+use super::CliError;
+
+/// Arguments of `klaud bump`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Path of the benchmark repository checkout.
+    #[arg(long, value_name = "PATH", default_value = ".")]
+    repo: PathBuf,
+    /// The family (`configs/<x>-master.yaml:<key>`, or just the key).
+    #[arg(long)]
+    family: String,
+    /// The new image, e.g. `lmsysorg/sglang:v0.5.17-cu130@sha256:<digest>`.
+    #[arg(long, value_name = "IMAGE")]
+    to: String,
+    /// Also append the perf-changelog entry with this pull request link.
+    #[arg(long, value_name = "URL")]
+    pr_link: Option<String>,
+    /// The changelog sentence (at most 120 characters); generated when absent.
+    #[arg(long, value_name = "TEXT", requires = "pr_link")]
+    description: Option<String>,
+    /// Validate and show what would change, writing nothing.
+    #[arg(long)]
+    check: bool,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let repository = Repository::open(&args.repo)?;
+    let family = repository.family(&args.family)?;
+    let to = ImageRef::parse(&args.to).map_err(|e| anyhow::anyhow!("--to: {e}"))?;
+    let mut plan = repository.plan_bump(&family.family, family.image(), &to)?;
+    if let Some(pr_link) = args.pr_link {
+        let description = match args.description {
+            Some(text) => text,
+            None => default_description(&family.entry.framework, family.image(), &to)?,
+        };
+        let entry = ChangelogEntry {
+            config_keys: vec![family.key.clone()],
+            description,
+            pr_link,
+        };
+        plan.add_changelog_entry(&repository, &entry)?;
+    }
+    for warning in &plan.warnings {
+        eprintln!("warning: {warning}");
+    }
+    if !args.check {
+        plan.write(repository.root()).map_err(|e| match e {
+            klaud_planner::bump::BumpError::Write { .. } => CliError::failure(e),
+            other => CliError::bad_input(other),
+        })?;
+    }
+    let verb = if args.check {
+        "would change"
+    } else {
+        "changed"
+    };
+    let mut out = String::new();
+    for edit in &plan.edits {
+        out.push_str(&format!("{verb} {}\n", edit.path));
+        for change in &edit.changes {
+            out.push_str(&format!(
+                "  line {}: {}: {} -> {}\n",
+                change.line, change.field, change.old, change.new
+            ));
+        }
+    }
+    super::emit(&out);
+    Ok(())
+}
+
+/// `Update the <framework> image from <old tag> to <new tag>.`, shortened
+/// when the tags are long.
+fn default_description(
+    framework: &str,
+    from: &ImageRef,
+    to: &ImageRef,
+) -> Result<String, CliError> {
+    let tag = |image: &ImageRef| image.tag().unwrap_or("its pinned digest").to_owned();
+    let candidates = [
+        format!(
+            "Update the {framework} image from {} to {}.",
+            tag(from),
+            tag(to)
+        ),
+        format!("Update the {framework} image to {}.", tag(to)),
+    ];
+    candidates
+        .into_iter()
+        .find(|text| text.chars().count() <= MAX_DESCRIPTION_CHARS)
+        .ok_or_else(|| {
+            CliError::bad_input(anyhow::anyhow!(
+                "the generated changelog sentence is longer than {MAX_DESCRIPTION_CHARS} characters; pass --description"
+            ))
+        })
+}
