@@ -165,7 +165,7 @@ impl ClaimRecord {
         }
         // Serializing a `Value` cannot fail: all keys are strings and there are
         // no non-finite floats (serde_json refuses to build those).
-        serde_json::to_string(&sorted_object(top)).unwrap_or_default()
+        ascii_escape(serde_json::to_string(&sorted_object(top)).unwrap_or_default())
     }
 
     /// Parses a claim commit message written by Klaud or the existing helper.
@@ -252,6 +252,27 @@ impl ClaimRecord {
 /// Formats a lease end the way Klaud writes it: `2026-11-29T20:15:00Z`.
 pub fn format_lease(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Escapes non-ASCII as `\uXXXX` (UTF-16, lowercase hex), as Python's
+/// `json.dumps` does by default, so both tools write the same bytes. serde_json
+/// only emits non-ASCII inside strings, so a pass over the output is exact.
+fn ascii_escape(json: String) -> String {
+    if json.is_ascii() {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for ch in json.chars() {
+        if ch.is_ascii() {
+            out.push(ch);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in ch.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
 }
 
 fn parse_candidate(index: usize, item: Value) -> Result<ClaimCandidate, RecordError> {
@@ -429,6 +450,20 @@ mod tests {
         );
         assert_eq!(record.encode(), expected);
         assert_eq!(ClaimRecord::parse(&expected).unwrap(), record);
+    }
+
+    #[test]
+    fn non_ascii_is_escaped_like_python_json_dumps() {
+        let mut record = klaud_record();
+        record.candidates[0].family = "configs/nvidia-master.yaml:ä-😀".into();
+        let encoded = record.encode();
+        // python3 -c 'import json; print(json.dumps("ä-😀"))' → "\u00e4-\ud83d\ude00"
+        assert!(
+            encoded.contains(r#""family":"configs/nvidia-master.yaml:\u00e4-\ud83d\ude00""#),
+            "{encoded}"
+        );
+        assert!(encoded.is_ascii());
+        assert_eq!(ClaimRecord::parse(&encoded).unwrap(), record);
     }
 
     #[test]
