@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, TimeDelta, Utc};
 use uuid::Uuid;
 
-use crate::names::{CLAIM_REF_PREFIX, CandidateId, FamilyId};
+use crate::names::{CLAIM_REF_PREFIX, CandidateId, FamilyId, RECOVERY_REF_PREFIX};
 use crate::record::{ClaimCandidate, ClaimRecord, RecordError, format_lease};
 use crate::store::{RefStore, RefStoreError, RefTip};
 
@@ -121,8 +121,10 @@ pub struct HeldClaim {
 /// Why a claim ref could not be read as a claim.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClaimParseError {
-    /// The ref name does not end in a family id.
-    #[error("ref name {0} does not end in a 16-hex family id")]
+    /// The ref name is not a well-formed claim or recovery lease name.
+    #[error(
+        "ref name {0} is not klaud/claim-<16 hex family id> or klaud/recovery-<run>-<candidate id>"
+    )]
     BadRefName(String),
     /// The commit message is not a claim record.
     #[error(transparent)]
@@ -539,12 +541,27 @@ impl<'a> ClaimBook<'a> {
         record: ClaimRecord,
         entry: fn(RefTip) -> ClaimEntry,
     ) -> Result<Acquire, ClaimError> {
+        let message = record.encode();
+        // Never write a record that we (or the next instance) could not read
+        // back: it would block planning for everybody.
+        match ClaimRecord::parse(&message) {
+            Ok(back) if back == record => {}
+            Ok(_) => {
+                return Err(ClaimError::InvalidRequest(format!(
+                    "the record for {ref_name} does not survive encoding"
+                )));
+            }
+            Err(e) => {
+                return Err(ClaimError::InvalidRequest(format!(
+                    "the record for {ref_name} would not parse: {e}"
+                )));
+            }
+        }
         let tree = self
             .store
             .commit_tree(base_sha)
             .await
             .map_err(store_err("read the tree of base commit for", ref_name))?;
-        let message = record.encode();
         let sha = self
             .store
             .create_commit(&message, &tree, &[base_sha.to_owned()])
@@ -612,6 +629,41 @@ impl<'a> ClaimBook<'a> {
             .await
             .map_err(store_err("list", CLAIM_REF_PREFIX))?;
         Ok(tips.into_iter().map(ClaimEntry::claim_from_tip).collect())
+    }
+
+    /// Every recovery lease with its record or parse error.
+    pub async fn list_recovery_leases(&self) -> Result<Vec<ClaimEntry>, ClaimError> {
+        let tips = self
+            .store
+            .list_refs(RECOVERY_REF_PREFIX)
+            .await
+            .map_err(store_err("list", RECOVERY_REF_PREFIX))?;
+        Ok(tips
+            .into_iter()
+            .map(|tip| {
+                if CandidateId::from_recovery_ref(&tip.name).is_none() {
+                    let name = tip.name.clone();
+                    return ClaimEntry {
+                        tip,
+                        record: Err(ClaimParseError::BadRefName(name)),
+                    };
+                }
+                ClaimEntry::from_tip(tip)
+            })
+            .collect())
+    }
+
+    /// Recognises a claim this instance wrote (e.g. found again after a
+    /// crash between creating the ref and journaling it) so it can be
+    /// renewed or released instead of waiting for its lease to run out.
+    /// `None` unless the record parses and names this instance as owner.
+    pub fn adopt(&self, entry: &ClaimEntry) -> Option<HeldClaim> {
+        let record = entry.record.as_ref().ok()?;
+        (record.owner == Some(self.claimant.owner)).then(|| HeldClaim {
+            ref_name: entry.tip.name.clone(),
+            sha: entry.tip.sha.clone(),
+            record: record.clone(),
+        })
     }
 
     /// Extends the lease of a held claim: a new commit on the tip we wrote,

@@ -90,6 +90,16 @@ impl CandidateId {
     pub fn recovery_ref(&self, owner_run: u64) -> String {
         format!("{RECOVERY_REF_PREFIX}{owner_run}-{}", self.0)
     }
+
+    /// The owner run and candidate named by a recovery lease ref, if `name`
+    /// is a well-formed one.
+    pub fn from_recovery_ref(name: &str) -> Option<(u64, Self)> {
+        let (run, candidate) = name.strip_prefix(RECOVERY_REF_PREFIX)?.split_once('-')?;
+        if run.is_empty() || run.len() > 20 || !run.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some((run.parse().ok()?, Self::new(candidate).ok()?))
+    }
 }
 
 impl fmt::Display for CandidateId {
@@ -148,6 +158,20 @@ mod tests {
             id.recovery_ref(35570778795),
             "refs/heads/klaud/recovery-35570778795-d92e15065c55779d-0123456789abcdef"
         );
+        let name = id.recovery_ref(35570778795);
+        assert_eq!(
+            CandidateId::from_recovery_ref(&name),
+            Some((35570778795, id.clone()))
+        );
+        for bad in [
+            "refs/heads/klaud/recovery--d92e15065c55779d-0123456789abcdef",
+            "refs/heads/klaud/recovery-12x-d92e15065c55779d-0123456789abcdef",
+            "refs/heads/klaud/recovery-99999999999999999999-d92e15065c55779d-0123456789abcdef",
+            "refs/heads/klaud/recovery-1-d92e15065c55779d",
+            "refs/heads/klaud/claim-d92e15065c55779d",
+        ] {
+            assert_eq!(CandidateId::from_recovery_ref(bad), None, "{bad}");
+        }
         for bad in [
             "d92e15065c55779d",
             "d92e15065c55779d-",

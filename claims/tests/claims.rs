@@ -747,3 +747,90 @@ async fn claim_recovery_lease_is_exclusive_and_owner_released() {
     // Recovery leases are not claims: listing claims ignores them.
     assert!(a.list_claims().await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn claim_acquire_refuses_a_record_it_could_not_read_back() {
+    let store = MemoryRefStore::new();
+    let clock = ManualClock::new(t0());
+    let base = store.seed_commit("base");
+    let book = ClaimBook::new(&store, &clock, claimant());
+    let bad = ClaimCandidate::new("main", FAMILY, CandidateId::new(CANDIDATE).unwrap());
+    let e = book
+        .acquire(&family(), vec![bad], &base, RUN, lease())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("would not parse"), "{e}");
+    assert!(e.to_string().contains("candidates[0].base"), "{e}");
+    assert!(store.ref_names().is_empty());
+    assert!(!store.calls().contains(&Op::CreateCommit));
+}
+
+#[tokio::test]
+async fn claim_takeover_keeps_fields_it_does_not_know() {
+    let store = MemoryRefStore::new();
+    let clock = ManualClock::new(t0());
+    let base = sha40(&store);
+    let name = family().claim_ref();
+    let message = format!(
+        r#"{{"candidates":[{{"base":"{base}","family":"{FAMILY}","id":"{CANDIDATE}","pr":3010}}],"fence":4,"future":{{"b":2,"a":1}},"lease-until":"2026-11-29T19:00:00Z","owner":"0192f0a4-7d1c-7c3e-9b1a-2f4e5d6c7b8a","run-id":{RUN}}}"#
+    );
+    store.plant(&name, &message, &base).unwrap();
+    let book = ClaimBook::new(&store, &clock, claimant());
+    let Takeover::Took { held, .. } = book
+        .takeover(&family(), 8, lease(), &Runs(Ok(None)))
+        .await
+        .unwrap()
+    else {
+        panic!("expired claim not taken over")
+    };
+    assert_eq!(held.record.fence, Some(5));
+    let written = store.read_ref(&name).await.unwrap().unwrap().message;
+    assert!(written.contains(r#""future":{"a":1,"b":2}"#), "{written}");
+    assert!(written.contains(r#""pr":3010"#), "{written}");
+}
+
+#[tokio::test]
+async fn claim_adopt_recognises_only_our_own_claims() {
+    let store = MemoryRefStore::new();
+    let clock = ManualClock::new(t0());
+    let base = store.seed_commit("base");
+    let me = ClaimBook::new(&store, &clock, claimant());
+    let other = ClaimBook::new(&store, &clock, claimant());
+    let held = won(me
+        .acquire(&family(), vec![candidate(&base)], &base, RUN, lease())
+        .await
+        .unwrap());
+    let entry = me.inspect(&family()).await.unwrap().unwrap();
+    assert_eq!(me.adopt(&entry), Some(held.clone()));
+    assert_eq!(other.adopt(&entry), None);
+    let Renew::Renewed(_) = me.renew(&me.adopt(&entry).unwrap(), lease()).await.unwrap() else {
+        panic!("adopted claim could not be renewed")
+    };
+}
+
+#[tokio::test]
+async fn claim_recovery_leases_are_listed_with_parse_errors() {
+    let store = MemoryRefStore::new();
+    let clock = ManualClock::new(t0());
+    let base = store.seed_commit("base");
+    let book = ClaimBook::new(&store, &clock, claimant());
+    won(book
+        .acquire_recovery_lease(RUN, &candidate(&base), &base, 11, lease())
+        .await
+        .unwrap());
+    store
+        .plant("refs/heads/klaud/recovery-oops", "{}", &base)
+        .unwrap();
+    let leases = book.list_recovery_leases().await.unwrap();
+    assert_eq!(leases.len(), 2);
+    assert!(
+        leases
+            .iter()
+            .any(|e| e.record.as_ref().is_ok_and(|r| r.run_id == 11))
+    );
+    assert!(
+        leases
+            .iter()
+            .any(|e| matches!(e.record, Err(ClaimParseError::BadRefName(_))))
+    );
+}
