@@ -710,7 +710,9 @@ impl TrackRule {
         })
     }
 
-    /// The image repository the rule applies to (compared exactly).
+    /// The image repository the rule applies to, compared exactly with
+    /// `ImageRef::normalized_repository()` (e.g. `vllm/vllm-openai`, no
+    /// `docker.io/`); configuration should normalize it the same way.
     pub fn repository(&self) -> &str {
         &self.repository
     }

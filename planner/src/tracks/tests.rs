@@ -350,14 +350,14 @@ fn commit_matches_is_a_case_insensitive_prefix_of_at_least_seven() {
 #[test]
 fn configured_rules_override_inference_and_validate() {
     let rule = TrackRule::new(
-        "docker.io/rocm/atom",
+        "rocm/atom",
         r"rocm7\.2\.[0-9]+_ubuntu24\.04_py3\.12_pytorch_release_2\.10\.0_atom(?P<date>[0-9]{8})",
         TrackOrdering::Date,
     )
     .unwrap();
     let tag = "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511";
     assert_eq!(infer_track(tag), None);
-    let t = track_for("docker.io/rocm/atom", tag, std::slice::from_ref(&rule))
+    let t = track_for("rocm/atom", tag, std::slice::from_ref(&rule))
         .unwrap()
         .unwrap();
     assert_eq!(t.source(), TrackSource::Configured);
@@ -369,11 +369,11 @@ fn configured_rules_override_inference_and_validate() {
             )
     );
     assert_eq!(
-        track_for("docker.io/rocm/other", tag, std::slice::from_ref(&rule)).unwrap(),
+        track_for("rocm/other", tag, std::slice::from_ref(&rule)).unwrap(),
         None
     );
     // Tags the rule does not match fall back to inference.
-    let fallback = track_for("docker.io/rocm/atom", "v1.2.3", std::slice::from_ref(&rule))
+    let fallback = track_for("rocm/atom", "v1.2.3", std::slice::from_ref(&rule))
         .unwrap()
         .unwrap();
     assert_eq!(fallback.name(), "v<semver>");
