@@ -4,7 +4,29 @@
 //!
 //! It must never overwrite a claim it cannot prove is its own or expired, and
 //! never delete a claim it cannot parse.
+//!
+//! Design: a claim is `refs/heads/klaud/claim-<family id>` pointing at a
+//! commit (base tree, base parent) whose message is the [`ClaimRecord`].
+//! Every write is a GitHub-side compare-and-swap: acquiring creates the ref
+//! (an existing ref means occupied), renewing and taking over fast-forward it
+//! from the tip that was read, so of concurrent writers exactly one wins.
+//! Takeovers raise the `fence`, which the lifecycle's ownership checks
+//! compare before every mutation. Release is read-check-delete: GitHub has no
+//! conditional delete, see [`ClaimBook::release`]. Time comes from an
+//! injected [`Clock`], the state of old-helper runs from [`RunStatus`].
 
+pub mod claim;
+pub mod memory;
+pub mod names;
+pub mod record;
 pub mod store;
 
+pub use claim::{
+    Acquire, ClaimBook, ClaimEntry, ClaimError, ClaimParseError, Claimant, Clock, HeldClaim, Lost,
+    ManualClock, PlanningBlocked, Release, Renew, RunStatus, RunStatusError, SystemClock, Takeover,
+    TakeoverRefusal, ensure_plannable,
+};
+pub use memory::MemoryRefStore;
+pub use names::{CLAIM_REF_PREFIX, CandidateId, FamilyId, IdError, RECOVERY_REF_PREFIX};
+pub use record::{ClaimCandidate, ClaimRecord, RecordError};
 pub use store::{RefStore, RefStoreError, RefTip};

@@ -11,4 +11,5 @@ pub mod changelog;
 pub mod identity;
 pub mod image;
 pub mod repo;
+pub mod tracks;
 pub mod yaml;

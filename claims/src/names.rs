@@ -1,0 +1,192 @@
+//! Validated identifiers and the ref names built from them.
+//!
+//! The planner computes family and candidate ids (spec §2); this crate only
+//! checks their shape, so a malformed id can never produce a ref name outside
+//! `refs/heads/klaud/`.
+
+use std::fmt;
+
+/// Prefix of every claim ref.
+pub const CLAIM_REF_PREFIX: &str = "refs/heads/klaud/claim-";
+/// Prefix of every recovery lease ref.
+pub const RECOVERY_REF_PREFIX: &str = "refs/heads/klaud/recovery-";
+
+/// Why an identifier was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    /// Not 16 lowercase hex digits.
+    #[error("family id {0:?} is not 16 lowercase hex digits")]
+    Family(String),
+    /// Not `<16 hex>-<16 hex>`.
+    #[error("candidate id {0:?} is not <16 lowercase hex>-<16 lowercase hex>")]
+    Candidate(String),
+}
+
+fn is_hex16(s: &str) -> bool {
+    s.len() == 16 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// A family id: the first 16 hex digits of `identity(family)`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FamilyId(String);
+
+impl FamilyId {
+    /// Validates `id` as 16 lowercase hex digits.
+    pub fn new(id: &str) -> Result<Self, IdError> {
+        if is_hex16(id) {
+            Ok(Self(id.to_owned()))
+        } else {
+            Err(IdError::Family(truncate_for_message(id)))
+        }
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `refs/heads/klaud/claim-<family id>`.
+    pub fn claim_ref(&self) -> String {
+        format!("{CLAIM_REF_PREFIX}{}", self.0)
+    }
+
+    /// The family id named by a claim ref, if `name` is a well-formed one.
+    pub fn from_claim_ref(name: &str) -> Option<Self> {
+        name.strip_prefix(CLAIM_REF_PREFIX)
+            .and_then(|rest| Self::new(rest).ok())
+    }
+}
+
+impl fmt::Display for FamilyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A candidate id: `<family id>-<first 16 hex of identity(normalized image)>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CandidateId(String);
+
+impl CandidateId {
+    /// Validates `id` as `<16 lowercase hex>-<16 lowercase hex>`.
+    pub fn new(id: &str) -> Result<Self, IdError> {
+        match id.split_once('-') {
+            Some((family, image)) if is_hex16(family) && is_hex16(image) => Ok(Self(id.to_owned())),
+            _ => Err(IdError::Candidate(truncate_for_message(id))),
+        }
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The family part of the id.
+    pub fn family(&self) -> FamilyId {
+        FamilyId(self.0[..16].to_owned())
+    }
+
+    /// `refs/heads/klaud/recovery-<owner run>-<candidate id>`.
+    pub fn recovery_ref(&self, owner_run: u64) -> String {
+        format!("{RECOVERY_REF_PREFIX}{owner_run}-{}", self.0)
+    }
+
+    /// The owner run and candidate named by a recovery lease ref, if `name`
+    /// is a well-formed one.
+    pub fn from_recovery_ref(name: &str) -> Option<(u64, Self)> {
+        let (run, candidate) = name.strip_prefix(RECOVERY_REF_PREFIX)?.split_once('-')?;
+        if run.is_empty() || run.len() > 20 || !run.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some((run.parse().ok()?, Self::new(candidate).ok()?))
+    }
+}
+
+impl fmt::Display for CandidateId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Hostile input can be arbitrarily long; error messages quote only its start.
+pub(crate) fn truncate_for_message(s: &str) -> String {
+    const MAX: usize = 80;
+    match s.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn family_id_accepts_known_value_and_builds_claim_ref() {
+        let id = FamilyId::new("d92e15065c55779d").expect("valid id");
+        assert_eq!(id.claim_ref(), "refs/heads/klaud/claim-d92e15065c55779d");
+        assert_eq!(FamilyId::from_claim_ref(&id.claim_ref()), Some(id));
+    }
+
+    #[test]
+    fn family_id_rejects_wrong_shapes() {
+        for bad in [
+            "",
+            "d92e15065c55779",
+            "d92e15065c55779dd",
+            "D92E15065C55779D",
+            "../../../etc/pa",
+            "d92e15065c55779g",
+        ] {
+            assert!(FamilyId::new(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(
+            FamilyId::from_claim_ref("refs/heads/klaud/claim-nothex"),
+            None
+        );
+        assert_eq!(
+            FamilyId::from_claim_ref("refs/heads/other-d92e15065c55779d"),
+            None
+        );
+    }
+
+    #[test]
+    fn candidate_id_validates_and_names_recovery_ref() {
+        let id = CandidateId::new("d92e15065c55779d-0123456789abcdef").expect("valid id");
+        assert_eq!(id.family().as_str(), "d92e15065c55779d");
+        assert_eq!(
+            id.recovery_ref(35570778795),
+            "refs/heads/klaud/recovery-35570778795-d92e15065c55779d-0123456789abcdef"
+        );
+        let name = id.recovery_ref(35570778795);
+        assert_eq!(
+            CandidateId::from_recovery_ref(&name),
+            Some((35570778795, id.clone()))
+        );
+        for bad in [
+            "refs/heads/klaud/recovery--d92e15065c55779d-0123456789abcdef",
+            "refs/heads/klaud/recovery-12x-d92e15065c55779d-0123456789abcdef",
+            "refs/heads/klaud/recovery-99999999999999999999-d92e15065c55779d-0123456789abcdef",
+            "refs/heads/klaud/recovery-1-d92e15065c55779d",
+            "refs/heads/klaud/claim-d92e15065c55779d",
+        ] {
+            assert_eq!(CandidateId::from_recovery_ref(bad), None, "{bad}");
+        }
+        for bad in [
+            "d92e15065c55779d",
+            "d92e15065c55779d-",
+            "d92e15065c55779d-0123456789abcdeF",
+            "d92e15065c55779d-0123456789abcdef-",
+            "é2e15065c55779d-0123456789abcdef",
+        ] {
+            assert!(CandidateId::new(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn error_messages_truncate_hostile_input() {
+        let long = "x".repeat(10_000);
+        let message = FamilyId::new(&long).unwrap_err().to_string();
+        assert!(message.len() < 200, "{message}");
+    }
+}

@@ -1,0 +1,773 @@
+//! Tag tracks (spec §3.2): which newer tag counts as "the next one".
+//!
+//! A family follows the track of its current tag and never jumps tracks
+//! implicitly. A built-in track is inferred from the tag's shape: the parts
+//! that change from build to build (a version, a date, a commit) become
+//! captures and everything else is fixed text, so `v0.5.16-cu130` is on
+//! `v<semver>-cu130` and never on `v<semver>-cu130-runtime`.
+//!
+//! Inference is deliberately conservative: a tag whose shape is ambiguous
+//! (two versions, a year-less date, an unexplained number, a feature build
+//! named only by a commit) gets no track, and the planner reports it as
+//! `unknown-track` rather than guess. Configuration can add or override a
+//! track per image repository with a regex and an ordering ([`TrackRule`]).
+//!
+//! Pure logic: no I/O.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
+use regex::{Regex, RegexBuilder};
+
+/// How tags on a track are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TrackOrdering {
+    /// By the `version` capture: numeric components, pre-releases (`rcN`)
+    /// before the release, `.postN` after it. A date, when the tag also
+    /// carries one, breaks ties.
+    Semver,
+    /// By the `number` capture as an integer.
+    Numeric,
+    /// By the `date` capture (`YYYYMMDD`, `YYYYMMDDhhmm`, `YYYYMMDDhhmmss`
+    /// or `YYYY-MM-DD`).
+    Date,
+    /// The text has no order: the registry's push time decides.
+    Pushed,
+}
+
+impl TrackOrdering {
+    /// The configuration spelling: `semver`, `numeric`, `date`, `pushed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Semver => "semver",
+            Self::Numeric => "numeric",
+            Self::Date => "date",
+            Self::Pushed => "pushed",
+        }
+    }
+
+    /// The capture this ordering reads, if any.
+    fn required_capture(self) -> Option<&'static str> {
+        match self {
+            Self::Semver => Some(CAP_VERSION),
+            Self::Numeric => Some(CAP_NUMBER),
+            Self::Date => Some(CAP_DATE),
+            Self::Pushed => None,
+        }
+    }
+}
+
+impl fmt::Display for TrackOrdering {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for TrackOrdering {
+    type Err = TrackError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "semver" => Ok(Self::Semver),
+            "numeric" => Ok(Self::Numeric),
+            "date" => Ok(Self::Date),
+            "pushed" => Ok(Self::Pushed),
+            other => Err(TrackError::UnknownOrdering(
+                other.chars().take(40).collect(),
+            )),
+        }
+    }
+}
+
+const CAP_VERSION: &str = "version";
+const CAP_DATE: &str = "date";
+const CAP_NUMBER: &str = "number";
+const CAP_COMMIT: &str = "commit";
+const KNOWN_CAPTURES: [&str; 4] = [CAP_VERSION, CAP_DATE, CAP_NUMBER, CAP_COMMIT];
+
+/// Bounds the compiled size of a configured regex.
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// Longest tag considered (the OCI spec caps tags at 128 characters).
+const MAX_TAG_LEN: usize = 128;
+
+/// A configuration or matching error of a track rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TrackError {
+    /// The rule's regex does not compile.
+    #[error("track rule for {repository}: regex {pattern:?} is invalid: {message}")]
+    InvalidRegex {
+        /// Image repository of the rule.
+        repository: String,
+        /// The regex.
+        pattern: String,
+        /// The compiler's message.
+        message: String,
+    },
+    /// The ordering needs a capture the regex lacks.
+    #[error(
+        "track rule for {repository}: ordering `{ordering}` needs a named capture (?P<{capture}>...) in regex {pattern:?}"
+    )]
+    MissingCapture {
+        /// Image repository of the rule.
+        repository: String,
+        /// The regex.
+        pattern: String,
+        /// The ordering.
+        ordering: TrackOrdering,
+        /// The missing capture name.
+        capture: &'static str,
+    },
+    /// A named capture other than version, date, number, commit.
+    #[error(
+        "track rule for {repository}: regex {pattern:?} has capture `{capture}`; only version, date, number and commit are allowed"
+    )]
+    UnknownCapture {
+        /// Image repository of the rule.
+        repository: String,
+        /// The regex.
+        pattern: String,
+        /// The unexpected capture name.
+        capture: String,
+    },
+    /// The rule names no repository.
+    #[error("track rule with regex {0:?} names no image repository")]
+    EmptyRepository(String),
+    /// An ordering other than semver, numeric, date, pushed.
+    #[error("unknown track ordering {0:?}; expected semver, numeric, date or pushed")]
+    UnknownOrdering(String),
+    /// A configured rule matched a tag, but a capture does not parse.
+    #[error(transparent)]
+    BadCapture(Box<BadCapture>),
+}
+
+/// A configured rule matched a tag, but one of its captures does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "track rule for {repository} ({pattern:?}) matched tag {tag:?}, but its `{capture}` capture {value:?} is not {expected}"
+)]
+pub struct BadCapture {
+    /// Image repository of the rule.
+    pub repository: String,
+    /// The regex.
+    pub pattern: String,
+    /// The tag.
+    pub tag: String,
+    /// The capture.
+    pub capture: &'static str,
+    /// What it captured.
+    pub value: String,
+    /// What it should be.
+    pub expected: &'static str,
+}
+
+/// Pre-release marker of a version; variant order is precedence order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Pre {
+    Alpha(u64),
+    Beta(u64),
+    Rc(u64),
+    /// No pre-release: the release itself, after all its pre-releases.
+    Final,
+}
+
+/// A parsed version: `[v]1.3.0rc22.post1`.
+///
+/// Trailing zero components are dropped so that `0.26` and `0.26.0` compare
+/// equal, keeping equality consistent with the ordering.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Version {
+    release: Vec<u64>,
+    pre: Pre,
+    post: Option<u64>,
+}
+
+impl Version {
+    /// Parses `[v]N.N[.N[.N]][(a|b|rc)N][.postN]`; `None` otherwise.
+    pub fn parse(text: &str) -> Option<Self> {
+        let s = text.strip_prefix('v').unwrap_or(text);
+        let (s, post) = match s.rfind(".post") {
+            Some(i) => (&s[..i], Some(small_number(&s[i + ".post".len()..])?)),
+            None => (s, None),
+        };
+        let release_len = s
+            .bytes()
+            .take_while(|b| b.is_ascii_digit() || *b == b'.')
+            .count();
+        let (release_text, rest) = s.split_at(release_len);
+        let mut release = release_text
+            .split('.')
+            .map(small_number)
+            .collect::<Option<Vec<_>>>()?;
+        if !(2..=4).contains(&release.len()) {
+            return None;
+        }
+        while release.len() > 1 && release.last() == Some(&0) {
+            release.pop();
+        }
+        let pre = if rest.is_empty() {
+            Pre::Final
+        } else if let Some(n) = rest.strip_prefix("rc") {
+            Pre::Rc(small_number(n)?)
+        } else if let Some(n) = rest.strip_prefix('a') {
+            Pre::Alpha(small_number(n)?)
+        } else if let Some(n) = rest.strip_prefix('b') {
+            Pre::Beta(small_number(n)?)
+        } else {
+            return None;
+        };
+        Some(Self { release, pre, post })
+    }
+
+    /// Whether this is a pre-release (`rcN`, `aN`, `bN`).
+    pub fn is_prerelease(&self) -> bool {
+        self.pre != Pre::Final
+    }
+}
+
+impl Ord for Version {
+    fn cmp(&self, other: &Self) -> Ordering {
+        let len = self.release.len().max(other.release.len());
+        let component = |v: &Version, i: usize| v.release.get(i).copied().unwrap_or(0);
+        (0..len)
+            .map(|i| component(self, i).cmp(&component(other, i)))
+            .find(|o| o.is_ne())
+            .unwrap_or(Ordering::Equal)
+            .then(self.pre.cmp(&other.pre))
+            .then(self.post.cmp(&other.post))
+    }
+}
+
+impl PartialOrd for Version {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// 1–9 ASCII digits (a bound that keeps every component far from overflow).
+fn small_number(text: &str) -> Option<u64> {
+    if text.is_empty() || text.len() > 9 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// Where a tag sits on its track. Keys are comparable only within a track.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SortKey {
+    /// The version, for semver tracks.
+    pub version: Option<Version>,
+    /// The date (and time, when the tag has one).
+    pub date: Option<NaiveDateTime>,
+    /// The build number, for numeric tracks.
+    pub number: Option<u64>,
+}
+
+/// A tag's position on a track.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagPosition {
+    /// Comparable key; `None` on `pushed` tracks (the registry's clock decides).
+    pub key: Option<SortKey>,
+    /// The upstream commit named in the tag, if any (as written).
+    pub commit: Option<String>,
+}
+
+/// Where a track came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrackSource {
+    /// Inferred from the shape of the current tag.
+    Inferred,
+    /// A configured [`TrackRule`].
+    Configured,
+}
+
+/// A tag track: a pattern with captures plus an ordering.
+#[derive(Debug, Clone)]
+pub struct Track {
+    name: String,
+    ordering: TrackOrdering,
+    regex: Regex,
+    source: TrackSource,
+}
+
+impl PartialEq for Track {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.ordering == other.ordering
+            && self.regex.as_str() == other.regex.as_str()
+    }
+}
+
+impl Eq for Track {}
+
+impl fmt::Display for Track {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name, self.ordering)
+    }
+}
+
+impl Track {
+    /// A readable pattern, e.g. `v<semver>-cu130` or `nightly-<commit>`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How tags on this track are ordered.
+    pub fn ordering(&self) -> TrackOrdering {
+        self.ordering
+    }
+
+    /// Whether the track was inferred or configured.
+    pub fn source(&self) -> TrackSource {
+        self.source
+    }
+
+    /// The anchored regex tags must match.
+    pub fn pattern(&self) -> &str {
+        self.regex.as_str()
+    }
+
+    /// The tag's position when it is on this track; `None` when it is not
+    /// (including when a capture does not parse, e.g. a date of month 13).
+    pub fn matches(&self, tag: &str) -> Option<TagPosition> {
+        self.position(tag).ok().flatten()
+    }
+
+    fn position(
+        &self,
+        tag: &str,
+    ) -> Result<Option<TagPosition>, (&'static str, String, &'static str)> {
+        if tag.len() > MAX_TAG_LEN {
+            return Ok(None);
+        }
+        let Some(caps) = self.regex.captures(tag) else {
+            return Ok(None);
+        };
+        let text = |name: &str| caps.name(name).map(|m| m.as_str());
+        let version = text(CAP_VERSION)
+            .map(|v| {
+                Version::parse(v).ok_or((
+                    CAP_VERSION,
+                    v.to_owned(),
+                    "a version like 1.2.3, 1.3.0rc14 or 0.5.8.post1",
+                ))
+            })
+            .transpose()?;
+        let date = text(CAP_DATE)
+            .map(|d| {
+                parse_date(d).ok_or((
+                    CAP_DATE,
+                    d.to_owned(),
+                    "a date like 20260815, 202606101403 or 2026-08-15",
+                ))
+            })
+            .transpose()?;
+        let number = text(CAP_NUMBER)
+            .map(|n| {
+                n.parse::<u64>()
+                    .map_err(|_| (CAP_NUMBER, n.to_owned(), "a non-negative integer"))
+            })
+            .transpose()?;
+        let commit = text(CAP_COMMIT).map(str::to_owned);
+        let key = match self.ordering {
+            TrackOrdering::Pushed => None,
+            TrackOrdering::Semver => Some(SortKey {
+                version,
+                date,
+                number: None,
+            }),
+            TrackOrdering::Date => Some(SortKey {
+                version: None,
+                date,
+                number: None,
+            }),
+            TrackOrdering::Numeric => Some(SortKey {
+                version: None,
+                date: None,
+                number,
+            }),
+        };
+        Ok(Some(TagPosition { key, commit }))
+    }
+}
+
+fn parse_date(text: &str) -> Option<NaiveDateTime> {
+    let digits = |range: std::ops::Range<usize>| text.get(range)?.parse::<u32>().ok();
+    let year_ok = |y: i32| (2000..=2099).contains(&y);
+    if let Ok(date) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        return year_ok(chrono::Datelike::year(&date)).then(|| date.and_time(NaiveTime::MIN));
+    }
+    if !text.bytes().all(|b| b.is_ascii_digit()) || !matches!(text.len(), 8 | 12 | 14) {
+        return None;
+    }
+    let year = i32::try_from(digits(0..4)?).ok()?;
+    if !year_ok(year) {
+        return None;
+    }
+    let date = NaiveDate::from_ymd_opt(year, digits(4..6)?, digits(6..8)?)?;
+    let time = match text.len() {
+        8 => NaiveTime::MIN,
+        12 => NaiveTime::from_hms_opt(digits(8..10)?, digits(10..12)?, 0)?,
+        _ => NaiveTime::from_hms_opt(digits(8..10)?, digits(10..12)?, digits(12..14)?)?,
+    };
+    Some(date.and_time(time))
+}
+
+/// One piece of a tag, as classified by inference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    /// Separator or identifier kept verbatim.
+    Fixed(String),
+    /// A whole-token version, with its optional `v` kept as fixed text.
+    /// `prerelease` says whether the current tag is one (`rcN`).
+    Version { v_prefix: bool, prerelease: bool },
+    /// `YYYYMMDD` or `YYYYMMDDhhmm`.
+    Date { len: usize },
+    /// A hex commit of this length.
+    Commit { len: usize },
+    /// Digits with no recognisable meaning (`0820`): only acceptable on a
+    /// pushed track, where the text does not order anything.
+    Opaque { len: usize },
+    /// An identifier that carries a dotted version (`cu13.0.1`, `py3.12`).
+    FixedVersioned(String),
+}
+
+fn is_commit_token(token: &str) -> bool {
+    let hex = token
+        .bytes()
+        .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if !hex {
+        return false;
+    }
+    if token.len() == 40 {
+        return true;
+    }
+    // Short shas are 7–12 digits in practice; demand both a letter and a
+    // digit so that plain numbers and hex-looking words are not commits.
+    (7..=12).contains(&token.len())
+        && token.bytes().any(|b| b.is_ascii_digit())
+        && token.bytes().any(|b| b.is_ascii_lowercase())
+}
+
+/// `cu130`, `mi35x`, `nightly`: a letter, then letters and digits.
+fn is_identifier(token: &str) -> bool {
+    let mut bytes = token.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+        && bytes.all(|b| b.is_ascii_alphanumeric())
+}
+
+/// `cu13.0.1`, `py3.12`: letters, digits, then dotted digit groups.
+fn is_versioned_identifier(token: &str) -> bool {
+    let Some((head, tail)) = token.split_once('.') else {
+        return false;
+    };
+    let letters = head.bytes().take_while(u8::is_ascii_alphabetic).count();
+    let digits = &head[letters..];
+    letters > 0
+        && !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && tail
+            .split('.')
+            .all(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn classify(token: &str) -> Option<Piece> {
+    if token == "x86_64" {
+        return Some(Piece::Fixed(token.to_owned()));
+    }
+    if let Some(version) = Version::parse(token) {
+        return Some(Piece::Version {
+            v_prefix: token.starts_with('v'),
+            prerelease: version.is_prerelease(),
+        });
+    }
+    if token.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(match token.len() {
+            8 | 12 if parse_date(token).is_some() => Piece::Date { len: token.len() },
+            _ => Piece::Opaque { len: token.len() },
+        });
+    }
+    if is_commit_token(token) {
+        return Some(Piece::Commit { len: token.len() });
+    }
+    if is_identifier(token) {
+        // An identifier hiding a date-sized digit run (`atom20260511`) is a
+        // variable part we cannot separate safely.
+        let longest_run = token
+            .split(|c: char| !c.is_ascii_digit())
+            .map(str::len)
+            .max()
+            .unwrap_or(0);
+        return (longest_run < 6).then(|| Piece::Fixed(token.to_owned()));
+    }
+    if is_versioned_identifier(token) {
+        return Some(Piece::FixedVersioned(token.to_owned()));
+    }
+    None
+}
+
+/// Splits on `-` and `_`, keeping separators, and keeps `x86_64` whole.
+fn tokens(tag: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, c) in tag.char_indices() {
+        if c == '-' || c == '_' {
+            if start < i {
+                out.push(&tag[start..i]);
+            }
+            out.push(&tag[i..i + 1]);
+            start = i + 1;
+        }
+    }
+    if start < tag.len() {
+        out.push(&tag[start..]);
+    }
+    let mut merged: Vec<&str> = Vec::with_capacity(out.len());
+    let mut i = 0;
+    while i < out.len() {
+        if out[i] == "x86" && out.get(i + 1) == Some(&"_") && out.get(i + 2) == Some(&"64") {
+            let begin = out[i].as_ptr() as usize - tag.as_ptr() as usize;
+            merged.push(&tag[begin..begin + "x86_64".len()]);
+            i += 3;
+        } else {
+            merged.push(out[i]);
+            i += 1;
+        }
+    }
+    merged
+}
+
+/// Infers the built-in track of `tag` from its shape; `None` when the tag
+/// has no recognisable order (the planner reports `unknown-track`).
+pub fn infer_track(tag: &str) -> Option<Track> {
+    if tag.is_empty() || tag.len() > MAX_TAG_LEN {
+        return None;
+    }
+    let mut pieces = Vec::new();
+    for token in tokens(tag) {
+        if token == "-" || token == "_" {
+            pieces.push(Piece::Fixed(token.to_owned()));
+        } else {
+            pieces.push(classify(token)?);
+        }
+    }
+    let count = |f: fn(&Piece) -> bool| pieces.iter().filter(|p| f(p)).count();
+    let versions = count(|p| matches!(p, Piece::Version { .. }));
+    let dates = count(|p| matches!(p, Piece::Date { .. }));
+    let commits = count(|p| matches!(p, Piece::Commit { .. }));
+    let opaque = count(|p| matches!(p, Piece::Opaque { .. }));
+    let versioned_idents = count(|p| matches!(p, Piece::FixedVersioned(_)));
+    let nightly = pieces
+        .iter()
+        .any(|p| matches!(p, Piece::Fixed(t) if t.eq_ignore_ascii_case("nightly")));
+
+    if versions > 1 || dates > 1 || commits > 1 {
+        return None;
+    }
+    let ordering = if versions == 1 {
+        // A second dotted version inside an identifier (`py3.12`, `rocm7.2.2`)
+        // makes it unclear which version orders the tag.
+        if versioned_idents > 0 || opaque > 0 {
+            return None;
+        }
+        TrackOrdering::Semver
+    } else if dates == 1 {
+        if opaque > 0 {
+            return None;
+        }
+        TrackOrdering::Date
+    } else if nightly && commits + opaque > 0 {
+        // Only nightlies: a feature build named by a commit
+        // (`feat-deepseek_v4-c185066`) is not a stream of builds.
+        if opaque > 1 {
+            return None;
+        }
+        TrackOrdering::Pushed
+    } else {
+        return None;
+    };
+
+    let mut name = String::new();
+    let mut pattern = String::from("^");
+    for piece in &pieces {
+        match piece {
+            Piece::Fixed(text) | Piece::FixedVersioned(text) => {
+                name.push_str(text);
+                pattern.push_str(&regex::escape(text));
+            }
+            Piece::Version {
+                v_prefix,
+                prerelease,
+            } => {
+                if *v_prefix {
+                    name.push('v');
+                    pattern.push('v');
+                }
+                // A family on a release stays on releases; one already on
+                // pre-releases (TensorRT-LLM's `rcN`) may also reach the
+                // release they lead to.
+                if *prerelease {
+                    name.push_str("<semver-pre>");
+                    pattern.push_str(
+                        r"(?P<version>[0-9]{1,9}(?:\.[0-9]{1,9}){1,3}(?:(?:rc|a|b)[0-9]{1,9})?(?:\.post[0-9]{1,9})?)",
+                    );
+                } else {
+                    name.push_str("<semver>");
+                    pattern.push_str(
+                        r"(?P<version>[0-9]{1,9}(?:\.[0-9]{1,9}){1,3}(?:\.post[0-9]{1,9})?)",
+                    );
+                }
+            }
+            Piece::Date { len } => {
+                name.push_str(if *len == 8 {
+                    "<yyyymmdd>"
+                } else {
+                    "<yyyymmddhhmm>"
+                });
+                pattern.push_str(&format!("(?P<date>[0-9]{{{len}}})"));
+            }
+            Piece::Commit { len } => {
+                name.push_str("<commit>");
+                pattern.push_str(&format!("(?P<commit>[0-9a-f]{{{len}}})"));
+            }
+            Piece::Opaque { len } => {
+                name.push_str(if *len == 4 { "<mmdd>" } else { "<n>" });
+                pattern.push_str(&format!("[0-9]{{{len}}}"));
+            }
+        }
+    }
+    pattern.push('$');
+    let regex = Regex::new(&pattern).ok()?;
+    let track = Track {
+        name,
+        ordering,
+        regex,
+        source: TrackSource::Inferred,
+    };
+    // The tag must sit on its own track; anything else is a bug in the rules
+    // above, and answering "no track" is the safe way to fail.
+    track.matches(tag).map(|_| track)
+}
+
+/// A configured track for one image repository.
+#[derive(Debug, Clone)]
+pub struct TrackRule {
+    repository: String,
+    pattern: String,
+    track: Track,
+}
+
+impl TrackRule {
+    /// Compiles a rule. `pattern` must match the whole tag (it is anchored
+    /// here), may use the named captures `version`, `date`, `number` and
+    /// `commit`, and must have the capture its `ordering` reads.
+    pub fn new(
+        repository: &str,
+        pattern: &str,
+        ordering: TrackOrdering,
+    ) -> Result<Self, TrackError> {
+        let repository = repository.trim();
+        if repository.is_empty() {
+            return Err(TrackError::EmptyRepository(pattern.to_owned()));
+        }
+        let anchored = format!("^(?:{pattern})$");
+        let regex = RegexBuilder::new(&anchored)
+            .size_limit(REGEX_SIZE_LIMIT)
+            .build()
+            .map_err(|e| TrackError::InvalidRegex {
+                repository: repository.to_owned(),
+                pattern: pattern.to_owned(),
+                message: e.to_string(),
+            })?;
+        let names: Vec<&str> = regex.capture_names().flatten().collect();
+        if let Some(unknown) = names.iter().find(|n| !KNOWN_CAPTURES.contains(n)) {
+            return Err(TrackError::UnknownCapture {
+                repository: repository.to_owned(),
+                pattern: pattern.to_owned(),
+                capture: (*unknown).to_owned(),
+            });
+        }
+        if let Some(capture) = ordering.required_capture()
+            && !names.contains(&capture)
+        {
+            return Err(TrackError::MissingCapture {
+                repository: repository.to_owned(),
+                pattern: pattern.to_owned(),
+                ordering,
+                capture,
+            });
+        }
+        let track = Track {
+            name: format!("/{pattern}/"),
+            ordering,
+            regex,
+            source: TrackSource::Configured,
+        };
+        Ok(Self {
+            repository: repository.to_owned(),
+            pattern: pattern.to_owned(),
+            track,
+        })
+    }
+
+    /// The image repository the rule applies to, compared exactly with
+    /// `ImageRef::normalized_repository()` (e.g. `vllm/vllm-openai`, no
+    /// `docker.io/`); configuration should normalize it the same way.
+    pub fn repository(&self) -> &str {
+        &self.repository
+    }
+
+    /// The regex as configured (before anchoring).
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
+    /// The configured track.
+    pub fn track(&self) -> &Track {
+        &self.track
+    }
+}
+
+/// The track of `tag` in `repository`: the first configured rule for the
+/// repository that matches the tag, else the inferred track.
+///
+/// A rule whose regex matches but whose captures do not parse is a
+/// configuration error, reported rather than skipped.
+pub fn track_for(
+    repository: &str,
+    tag: &str,
+    rules: &[TrackRule],
+) -> Result<Option<Track>, TrackError> {
+    for rule in rules.iter().filter(|r| r.repository == repository) {
+        match rule.track.position(tag) {
+            Ok(Some(_)) => return Ok(Some(rule.track.clone())),
+            Ok(None) => {}
+            Err((capture, value, expected)) => {
+                return Err(TrackError::BadCapture(Box::new(BadCapture {
+                    repository: rule.repository.clone(),
+                    pattern: rule.pattern.clone(),
+                    tag: tag.chars().take(MAX_TAG_LEN).collect(),
+                    capture,
+                    value,
+                    expected,
+                })));
+            }
+        }
+    }
+    Ok(infer_track(tag))
+}
+
+/// Whether the short commit in a tag names the full commit in an image label
+/// (`org.opencontainers.image.revision`): a case-insensitive prefix match of
+/// at least 7 hex digits.
+pub fn commit_matches(tag_commit: &str, label: &str) -> bool {
+    let label = label.trim();
+    tag_commit.len() >= 7
+        && tag_commit.len() <= label.len()
+        && tag_commit.bytes().all(|b| b.is_ascii_hexdigit())
+        && label.bytes().all(|b| b.is_ascii_hexdigit())
+        && label.as_bytes()[..tag_commit.len()].eq_ignore_ascii_case(tag_commit.as_bytes())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,657 @@
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn track(tag: &str) -> Track {
+    infer_track(tag).unwrap_or_else(|| panic!("{tag} has no track"))
+}
+
+fn key(track: &Track, tag: &str) -> SortKey {
+    track
+        .matches(tag)
+        .unwrap_or_else(|| panic!("{tag} is not on {track}"))
+        .key
+        .unwrap_or_else(|| panic!("{track} has no order"))
+}
+
+#[test]
+fn inferred_track_names_and_orderings_follow_the_tag_shape() {
+    let cases = [
+        ("v0.25.0", "v<semver>", TrackOrdering::Semver),
+        ("v0.5.16-cu130", "v<semver>-cu130", TrackOrdering::Semver),
+        (
+            "v0.5.16-cu130-runtime",
+            "v<semver>-cu130-runtime",
+            TrackOrdering::Semver,
+        ),
+        (
+            "v0.5.8.post1-cu130-amd64",
+            "v<semver>-cu130-amd64",
+            TrackOrdering::Semver,
+        ),
+        ("1.3.0rc14", "<semver-pre>", TrackOrdering::Semver),
+        ("1.3.0rc22.post1", "<semver-pre>", TrackOrdering::Semver),
+        ("0.8.1.post2", "<semver>", TrackOrdering::Semver),
+        (
+            "v0.20.1-ubuntu2404",
+            "v<semver>-ubuntu2404",
+            TrackOrdering::Semver,
+        ),
+        (
+            "v0.5.12-rocm700-mi35x",
+            "v<semver>-rocm700-mi35x",
+            TrackOrdering::Semver,
+        ),
+        (
+            "v0.5.17-rocm720-mi35x-20260817",
+            "v<semver>-rocm720-mi35x-<yyyymmdd>",
+            TrackOrdering::Semver,
+        ),
+        (
+            "nightly-dev-cu13-20260815-a5ba081f",
+            "nightly-dev-cu13-<yyyymmdd>-<commit>",
+            TrackOrdering::Date,
+        ),
+        (
+            "nightly-dev-20260527-14f81a67",
+            "nightly-dev-<yyyymmdd>-<commit>",
+            TrackOrdering::Date,
+        ),
+        (
+            "nightly-09663abde0f50944a8d5ea30120666024b503faa",
+            "nightly-<commit>",
+            TrackOrdering::Pushed,
+        ),
+        (
+            "nightly-dev-x86_64-cu13.0.1-426e59f",
+            "nightly-dev-x86_64-cu13.0.1-<commit>",
+            TrackOrdering::Pushed,
+        ),
+        (
+            "nightly-dev-arm64-cu13.0.1-75c2eef",
+            "nightly-dev-arm64-cu13.0.1-<commit>",
+            TrackOrdering::Pushed,
+        ),
+        (
+            "vllm-x86_64-cu13-0.25.1-7a33ba9",
+            "vllm-x86_64-cu13-<semver>-<commit>",
+            TrackOrdering::Semver,
+        ),
+        (
+            "nightly_202606101403",
+            "nightly_<yyyymmddhhmm>",
+            TrackOrdering::Date,
+        ),
+        (
+            "dev-nightly-0820",
+            "dev-nightly-<mmdd>",
+            TrackOrdering::Pushed,
+        ),
+        ("0.1.5", "<semver>", TrackOrdering::Semver),
+    ];
+    for (tag, name, ordering) in cases {
+        let t = track(tag);
+        assert_eq!((t.name(), t.ordering()), (name, ordering), "{tag}");
+        assert_eq!(t.source(), TrackSource::Inferred);
+    }
+}
+
+#[test]
+fn tags_without_a_recognisable_order_have_no_track() {
+    for tag in [
+        "kimi-k3",
+        "deepseek-v4-hopper",
+        "feat-deepseek_v4-c185066",
+        "dsv4-megamoe-mxfp4-arm64-cu130-4ba0a72",
+        "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511",
+        "rocm7.2.2_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.2.post",
+        "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3",
+        "ubuntu24.04_py3.12_pytorch_release_2.10.0_kimi_k3_agentic_0820",
+        "sglang-0.5.9-rocm720-mi35x-mori-0227-2",
+        "1.3.0-deepseek-v4-dev.1",
+        "1.3.0-dev.1-cuda13",
+        "vllm0.26",
+        "latest",
+        "",
+        "v1.2.3-v1.2.4",
+        "nightly-20260101-20260102",
+        "nightly-a5ba081f-14f81a67",
+        "v0.5.9-20261341",
+    ] {
+        assert_eq!(
+            infer_track(tag).map(|t| t.name().to_owned()),
+            None,
+            "{tag:?}"
+        );
+    }
+}
+
+#[test]
+fn semver_orders_numerically_with_prereleases_before_and_posts_after() {
+    let t = track("v0.5.16-cu130");
+    assert!(
+        key(&t, "v0.5.9-cu130") < key(&t, "v0.5.16-cu130"),
+        "numeric, not lexical"
+    );
+    assert!(key(&t, "v0.5.8-cu130") < key(&t, "v0.5.8.post1-cu130"));
+    assert!(key(&t, "v0.5.8.post1-cu130") < key(&t, "v0.5.9-cu130"));
+    assert_eq!(key(&t, "v0.26-cu130"), key(&t, "v0.26.0-cu130"));
+
+    let trt = track("1.3.0rc14");
+    let ordered = [
+        "1.3.0rc9",
+        "1.3.0rc14",
+        "1.3.0rc22",
+        "1.3.0rc22.post1",
+        "1.3.0rc23",
+        "1.3.0",
+        "1.3.0.post1",
+        "1.3.1rc1",
+    ];
+    for pair in ordered.windows(2) {
+        assert!(
+            key(&trt, pair[0]) < key(&trt, pair[1]),
+            "{} < {}",
+            pair[0],
+            pair[1]
+        );
+    }
+    assert!(Version::parse("1.3.0rc14").is_some_and(|v| v.is_prerelease()));
+    assert!(Version::parse("1.3.0").is_some_and(|v| !v.is_prerelease()));
+}
+
+#[test]
+fn malformed_versions_do_not_parse() {
+    for bad in [
+        "",
+        "v",
+        "1",
+        "1.",
+        "1..2",
+        ".1.2",
+        "1.2.3.4.5",
+        "1.2rc",
+        "1.2.post",
+        "1.2.3-rc1",
+        "vv1.2",
+        "1.2c1",
+        "1.2.3.post1.post2",
+        "1234567890.1",
+    ] {
+        assert_eq!(Version::parse(bad), None, "{bad:?}");
+    }
+    for good in [
+        "0.1",
+        "v1.2.3",
+        "1.2.3.4",
+        "1.3.0rc22.post1",
+        "2.0a1",
+        "2.0b3",
+        "999999999.0",
+    ] {
+        assert!(Version::parse(good).is_some(), "{good:?}");
+    }
+}
+
+#[test]
+fn version_then_date_orders_rocm_builds() {
+    let t = track("v0.5.17-rocm720-mi35x-20260817");
+    let ordered = [
+        "v0.5.14-rocm720-mi35x-20260708",
+        "v0.5.16-rocm720-mi35x-20260726",
+        "v0.5.16-rocm720-mi35x-20260730",
+        "v0.5.17-rocm720-mi35x-20260813",
+        "v0.5.17-rocm720-mi35x-20260817",
+    ];
+    for pair in ordered.windows(2) {
+        assert!(
+            key(&t, pair[0]) < key(&t, pair[1]),
+            "{} < {}",
+            pair[0],
+            pair[1]
+        );
+    }
+    assert_eq!(
+        t.matches("v0.5.18-rocm720-mi35x-20261301"),
+        None,
+        "month 13 is not a date"
+    );
+}
+
+#[test]
+fn date_tracks_order_by_date_and_time_and_carry_the_commit() {
+    let t = track("nightly-dev-cu13-20260815-a5ba081f");
+    let newer = t.matches("nightly-dev-cu13-20260901-0123abcd").unwrap();
+    assert!(key(&t, "nightly-dev-cu13-20260815-a5ba081f") < newer.key.unwrap());
+    assert_eq!(newer.commit.as_deref(), Some("0123abcd"));
+
+    let atom = track("nightly_202606101403");
+    assert!(key(&atom, "nightly_202606101403") < key(&atom, "nightly_202607231538"));
+    assert!(key(&atom, "nightly_202607231538") < key(&atom, "nightly_202607231539"));
+    assert_eq!(atom.matches("nightly_202607232460"), None);
+}
+
+#[test]
+fn pushed_tracks_have_no_key_but_carry_the_commit() {
+    let t = track("nightly-09663abde0f50944a8d5ea30120666024b503faa");
+    let p = t
+        .matches("nightly-cb8104839c141609d99f1254459ef3a4f1bd4263")
+        .unwrap();
+    assert_eq!(p.key, None);
+    assert_eq!(
+        p.commit.as_deref(),
+        Some("cb8104839c141609d99f1254459ef3a4f1bd4263")
+    );
+    assert_eq!(
+        t.matches("nightly-cb8104839c"),
+        None,
+        "another commit length is another track"
+    );
+    let dev = track("dev-nightly-0820");
+    assert_eq!(dev.matches("dev-nightly-0901").map(|p| p.key), Some(None));
+}
+
+#[test]
+fn tracks_never_mix_builds() {
+    let rejections = [
+        (
+            "v0.5.16-cu130",
+            &[
+                "v0.5.17-cu130-runtime",
+                "v0.5.17-cu130-amd64",
+                "v0.5.17-cu129",
+                "v0.5.17",
+                "v0.5.17-rocm720-mi35x",
+                "0.5.17-cu130",
+                "v0.5.17-CU130",
+            ][..],
+        ),
+        (
+            "v0.25.0",
+            &[
+                "v0.25.1-ubuntu2404",
+                "0.25.1",
+                "v0.25.1-cu130",
+                "vllm-x86_64-cu13-0.25.1-7a33ba9",
+            ],
+        ),
+        (
+            "v0.5.17-rocm720-mi35x-20260817",
+            &[
+                "v0.5.17-rocm720-mi30x-20260817",
+                "v0.5.17-rocm700-mi35x-20260817",
+                "v0.5.17-rocm720-mi35x",
+            ],
+        ),
+        (
+            "v0.5.12-rocm700-mi35x",
+            &["v0.5.12-rocm700-mi30x", "v0.5.12-rocm720-mi35x"],
+        ),
+        (
+            "nightly-dev-cu13-20260815-a5ba081f",
+            &[
+                "nightly-dev-20260818-c0b6474b",
+                "nightly-dev-cu12-20260818-c0b6474b",
+            ],
+        ),
+        (
+            "nightly-dev-x86_64-cu13.0.1-426e59f",
+            &[
+                "nightly-dev-arm64-cu13.0.1-75c2eef",
+                "nightly-dev-x86_64-cu12.9.1-426e59f",
+                "nightly-dev-x86_64-cu1301-426e59f",
+            ],
+        ),
+        (
+            "nightly-3ee2df30337a301164c46ae444b76ee67e71c106",
+            &[
+                "nightly-dev-x86_64-cu13.0.1-426e59f",
+                "nightly-dev-cu13-20260815-a5ba081f",
+            ],
+        ),
+        ("1.3.0rc14", &["1.3.0-dev.1-cuda13", "v1.3.0"]),
+        ("v0.25.0", &["v0.26.0rc1", "v0.26.0b2"]),
+    ];
+    for (current, others) in rejections {
+        let t = track(current);
+        for other in others {
+            assert_eq!(
+                t.matches(other),
+                None,
+                "{other} must not be on the track of {current} ({t})"
+            );
+            if let Some(theirs) = infer_track(other) {
+                assert_ne!(theirs, t, "{other} inferred onto the track of {current}");
+            }
+        }
+    }
+}
+
+#[test]
+fn commit_matches_is_a_case_insensitive_prefix_of_at_least_seven() {
+    let full = "426E59F0123456789abcdef0123456789abcdef0";
+    assert!(commit_matches("426e59f", full));
+    assert!(commit_matches(
+        "426e59f0",
+        "426e59f0123456789abcdef0123456789abcdef0\n"
+    ));
+    assert!(commit_matches(&full.to_lowercase(), full));
+    assert!(!commit_matches("426e59e", full));
+    assert!(!commit_matches("426e5", full), "too short to mean anything");
+    assert!(!commit_matches("", full));
+    assert!(!commit_matches("426e59f", "426e59"));
+    assert!(!commit_matches("426e59f", ""));
+    assert!(!commit_matches("426e59g", "426e59g0"));
+}
+
+#[test]
+fn configured_rules_override_inference_and_validate() {
+    let rule = TrackRule::new(
+        "rocm/atom",
+        r"rocm7\.2\.[0-9]+_ubuntu24\.04_py3\.12_pytorch_release_2\.10\.0_atom(?P<date>[0-9]{8})",
+        TrackOrdering::Date,
+    )
+    .unwrap();
+    let tag = "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511";
+    assert_eq!(infer_track(tag), None);
+    let t = track_for("rocm/atom", tag, std::slice::from_ref(&rule))
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.source(), TrackSource::Configured);
+    assert!(
+        key(&t, tag)
+            < key(
+                &t,
+                "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260601"
+            )
+    );
+    assert_eq!(
+        track_for("rocm/other", tag, std::slice::from_ref(&rule)).unwrap(),
+        None
+    );
+    // Tags the rule does not match fall back to inference.
+    let fallback = track_for("rocm/atom", "v1.2.3", std::slice::from_ref(&rule))
+        .unwrap()
+        .unwrap();
+    assert_eq!(fallback.name(), "v<semver>");
+
+    let numeric = TrackRule::new("r", r"build-(?P<number>[0-9]+)", TrackOrdering::Numeric).unwrap();
+    let t = track_for("r", "build-9", std::slice::from_ref(&numeric))
+        .unwrap()
+        .unwrap();
+    assert!(key(&t, "build-9") < key(&t, "build-10"));
+    assert_eq!(t.matches("build-9x"), None, "rules are anchored");
+
+    let pushed = TrackRule::new("r", r"kimi-k3", TrackOrdering::Pushed).unwrap();
+    let t = track_for("r", "kimi-k3", std::slice::from_ref(&pushed))
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.matches("kimi-k3").unwrap().key, None);
+}
+
+#[test]
+fn configured_rule_errors_are_clear() {
+    let e = TrackRule::new("r", "v(?P<version>[0-9.]+", TrackOrdering::Semver).unwrap_err();
+    assert!(matches!(e, TrackError::InvalidRegex { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("track rule for r: regex \"v(?P<version>[0-9.]+\" is invalid"),
+        "{e}"
+    );
+    let e = TrackRule::new("r", "nightly-(?P<commit>[0-9a-f]+)", TrackOrdering::Date).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "track rule for r: ordering `date` needs a named capture (?P<date>...) in regex \"nightly-(?P<commit>[0-9a-f]+)\""
+    );
+    let e = TrackRule::new("r", "(?P<build>[0-9]+)", TrackOrdering::Pushed).unwrap_err();
+    assert!(
+        matches!(e, TrackError::UnknownCapture { ref capture, .. } if capture == "build"),
+        "{e}"
+    );
+    assert!(matches!(
+        TrackRule::new(" ", "x", TrackOrdering::Pushed),
+        Err(TrackError::EmptyRepository(_))
+    ));
+    let e = TrackRule::new("r", "a{1000}{1000}{1000}", TrackOrdering::Pushed).unwrap_err();
+    assert!(matches!(e, TrackError::InvalidRegex { .. }), "{e}");
+    assert_eq!(
+        "weekly".parse::<TrackOrdering>().unwrap_err(),
+        TrackError::UnknownOrdering("weekly".into())
+    );
+    assert_eq!(
+        "date".parse::<TrackOrdering>().unwrap(),
+        TrackOrdering::Date
+    );
+
+    let rule = TrackRule::new("r", r"v(?P<version>[0-9a-z.]+)", TrackOrdering::Semver).unwrap();
+    let e = track_for("r", "vbanana", std::slice::from_ref(&rule)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "track rule for r (\"v(?P<version>[0-9a-z.]+)\") matched tag \"vbanana\", but its `version` capture \"banana\" is not a version like 1.2.3, 1.3.0rc14 or 0.5.8.post1"
+    );
+}
+
+#[test]
+fn hostile_tags_do_not_panic() {
+    let long = "v1.2.3-".repeat(100);
+    assert_eq!(infer_track(&long), None);
+    let t = track("v1.2.3");
+    assert_eq!(t.matches(&format!("v1.2.{}", "9".repeat(200))), None);
+    assert_eq!(t.matches("v99999999999.1"), None);
+    for tag in [
+        "-",
+        "_",
+        "--",
+        "x86_64",
+        "ä-1.2.3",
+        "1.2.3-ä",
+        "nightly-",
+        "-nightly-0820",
+        "v1.2.3\n",
+    ] {
+        if let Some(t) = infer_track(tag) {
+            assert!(t.matches(tag).is_some(), "{tag:?}");
+        }
+    }
+}
+
+/// Shared fixtures live next to the repository, never inside it.
+fn fixtures() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/inferencex/full");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "fixtures missing at {}",
+        dir.display()
+    );
+    eprintln!(
+        "SKIP: InferenceX fixtures not found at {}; tag-track fixture test did not run",
+        dir.display()
+    );
+    None
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            yaml_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(path);
+        }
+    }
+}
+
+/// Tags of every `image:` / `container:` value, found line by line (the
+/// typed YAML reader lives elsewhere; this test only needs the spellings).
+fn fixture_tags(root: &Path) -> BTreeSet<String> {
+    let mut files = Vec::new();
+    yaml_files(&root.join("configs"), &mut files);
+    yaml_files(&root.join("benchmarks"), &mut files);
+    // Block and flow style (`{ image: x }`), quoted or not.
+    let value = Regex::new(r#"(?:^|[\s{,])(?:image|container):\s*["']?([^\s"',}]+)"#).unwrap();
+    let mut tags = BTreeSet::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for caps in text.lines().filter_map(|line| value.captures(line)) {
+            let image = caps[1].split('@').next().unwrap_or("");
+            let last = image.rsplit(['/', '#']).next().unwrap_or("");
+            if let Some((_, tag)) = last.split_once(':') {
+                tags.insert(tag.to_owned());
+            }
+        }
+    }
+    tags
+}
+
+#[test]
+fn every_fixture_tag_is_on_its_own_track_or_has_none() {
+    let Some(root) = fixtures() else { return };
+    let tags = fixture_tags(&root);
+    assert!(tags.len() > 80, "found only {} tags", tags.len());
+    let mut none = BTreeSet::new();
+    for tag in &tags {
+        match infer_track(tag) {
+            Some(t) => assert!(
+                t.matches(tag).is_some(),
+                "{tag} is not on its own track {t}"
+            ),
+            None => {
+                none.insert(tag.as_str());
+            }
+        }
+    }
+    let expected: BTreeSet<&str> = [
+        "1.3.0-deepseek-v4-dev.1",
+        "1.3.0-dev.1-cuda13",
+        "deepseek-v4-hopper",
+        "dsv4-megamoe-mxfp4-arm64-cu130-4ba0a72",
+        "feat-deepseek_v4-c185066",
+        "kimi-k3",
+        "rocm7.2.2_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.2.post",
+        "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511",
+        "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3",
+        "sglang-0.5.9-rocm720-mi35x-mori-0227-2",
+        "ubuntu24.04_py3.12_pytorch_release_2.10.0_glm52_agentic_0813",
+        "ubuntu24.04_py3.12_pytorch_release_2.10.0_kimi_k3_agentic_0820",
+        "vllm0.26",
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(none, expected);
+}
+
+#[derive(Debug, Clone)]
+struct GenVersion {
+    release: Vec<u64>,
+    pre: Option<(u8, u64)>,
+    post: Option<u64>,
+}
+
+impl GenVersion {
+    fn render(&self) -> String {
+        let mut s = self
+            .release
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(".");
+        if let Some((kind, n)) = self.pre {
+            s.push_str(["a", "b", "rc"][usize::from(kind)]);
+            s.push_str(&n.to_string());
+        }
+        if let Some(n) = self.post {
+            s.push_str(&format!(".post{n}"));
+        }
+        s
+    }
+
+    /// The reference order, written independently of `Version`.
+    fn reference_cmp(&self, other: &Self) -> Ordering {
+        let n = self.release.len().max(other.release.len());
+        let pad = |v: &[u64]| {
+            (0..n)
+                .map(|i| v.get(i).copied().unwrap_or(0))
+                .collect::<Vec<_>>()
+        };
+        let pre_rank = |p: Option<(u8, u64)>| p.map_or((3, 0), |(k, n)| (k, n));
+        pad(&self.release)
+            .cmp(&pad(&other.release))
+            .then(pre_rank(self.pre).cmp(&pre_rank(other.pre)))
+            .then(self.post.cmp(&other.post))
+    }
+}
+
+fn gen_version() -> impl Strategy<Value = GenVersion> {
+    (
+        prop::collection::vec(0u64..30, 2..=4),
+        prop::option::of((0u8..3, 0u64..30)),
+        prop::option::of(0u64..5),
+    )
+        .prop_map(|(release, pre, post)| GenVersion { release, pre, post })
+}
+
+proptest! {
+    #[test]
+    fn semver_ordering_is_total_and_matches_version_numbers(
+        versions in prop::collection::vec(gen_version(), 2..12),
+    ) {
+        let t = track("v0.5.16rc1-cu130");
+        let keyed: Vec<(GenVersion, SortKey)> = versions
+            .into_iter()
+            .map(|g| {
+                let tag = format!("v{}-cu130", g.render());
+                let k = key(&t, &tag);
+                (g, k)
+            })
+            .collect();
+        for (a, ka) in &keyed {
+            for (b, kb) in &keyed {
+                prop_assert_eq!(ka.cmp(kb), a.reference_cmp(b), "{} vs {}", a.render(), b.render());
+                prop_assert_eq!(ka == kb, ka.cmp(kb).is_eq());
+            }
+        }
+        let mut sorted = keyed.clone();
+        sorted.sort_by(|x, y| x.1.cmp(&y.1));
+        for pair in sorted.windows(2) {
+            prop_assert!(pair[0].0.reference_cmp(&pair[1].0).is_le());
+        }
+    }
+
+    #[test]
+    fn date_ordering_is_chronological(
+        a in (2000i32..2100, 1u32..13, 1u32..29, 0u32..24, 0u32..60),
+        b in (2000i32..2100, 1u32..13, 1u32..29, 0u32..24, 0u32..60),
+    ) {
+        let t = track("nightly_202606101403");
+        let tag = |(y, m, d, h, min): (i32, u32, u32, u32, u32)| format!("nightly_{y:04}{m:02}{d:02}{h:02}{min:02}");
+        prop_assert_eq!(key(&t, &tag(a)).cmp(&key(&t, &tag(b))), a.cmp(&b));
+    }
+
+    #[test]
+    fn inference_never_panics_and_tags_sit_on_their_own_track(tag in "[a-z0-9._-]{0,40}") {
+        if let Some(t) = infer_track(&tag) {
+            prop_assert!(t.matches(&tag).is_some());
+        }
+    }
+}
+
+#[test]
+#[ignore = "prints the inferred track of every fixture tag"]
+fn print_fixture_tracks() {
+    let Some(root) = fixtures() else { return };
+    for tag in fixture_tags(&root) {
+        println!(
+            "{tag:70} {}",
+            infer_track(&tag).map_or("-".to_owned(), |t| t.to_string())
+        );
+    }
+}
