@@ -14,12 +14,26 @@ use sha2::{Digest, Sha256};
 
 #[test]
 fn all_208_families_load_with_the_helpers_ids() {
-    let Some(full) = support::inferencex_full() else { return };
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
     let repository = Repository::open(&full).unwrap();
     let families = repository.families();
     assert_eq!(families.len(), 208);
-    assert_eq!(families.iter().filter(|f| f.file == "configs/nvidia-master.yaml").count(), 152);
-    assert_eq!(families.iter().filter(|f| f.file == "configs/amd-master.yaml").count(), 56);
+    assert_eq!(
+        families
+            .iter()
+            .filter(|f| f.file == "configs/nvidia-master.yaml")
+            .count(),
+        152
+    );
+    assert_eq!(
+        families
+            .iter()
+            .filter(|f| f.file == "configs/amd-master.yaml")
+            .count(),
+        56
+    );
     for family in families {
         assert_eq!(family.family, format!("{}:{}", family.file, family.key));
         // Independent computation: sha256 of the JSON string, quotes included.
@@ -28,21 +42,36 @@ fn all_208_families_load_with_the_helpers_ids() {
         assert_eq!(family.id, expected[..16], "{}", family.family);
     }
     let id = |name: &str| repository.family(name).unwrap().id.clone();
-    assert_eq!(id("configs/nvidia-master.yaml:dsr1-fp4-b200-sglang"), "d92e15065c55779d");
-    let grace = repository.family("dsv4-fp4-gb200-dynamo-vllm-agentic-mtp-disagg").unwrap();
+    assert_eq!(
+        id("configs/nvidia-master.yaml:dsr1-fp4-b200-sglang"),
+        "d92e15065c55779d"
+    );
+    let grace = repository
+        .family("dsv4-fp4-gb200-dynamo-vllm-agentic-mtp-disagg")
+        .unwrap();
     assert_eq!(grace.platform, Platform::LinuxArm64);
-    assert_eq!(repository.family("dsr1-fp4-b200-sglang").unwrap().platform, Platform::LinuxAmd64);
-    let arm = families.iter().filter(|f| f.platform == Platform::LinuxArm64).count();
-    assert!(families
+    assert_eq!(
+        repository.family("dsr1-fp4-b200-sglang").unwrap().platform,
+        Platform::LinuxAmd64
+    );
+    let arm = families
         .iter()
         .filter(|f| f.platform == Platform::LinuxArm64)
-        .all(|f| f.entry.runner.contains("gb200") || f.entry.runner.contains("gb300")));
+        .count();
+    assert!(
+        families
+            .iter()
+            .filter(|f| f.platform == Platform::LinuxArm64)
+            .all(|f| f.entry.runner.contains("gb200") || f.entry.runner.contains("gb300"))
+    );
     assert!(arm > 0);
 }
 
 #[test]
 fn every_image_round_trips() {
-    let Some(full) = support::inferencex_full() else { return };
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
     let repository = Repository::open(&full).unwrap();
     let master_text = std::fs::read_to_string(full.join("configs/nvidia-master.yaml")).unwrap()
         + &std::fs::read_to_string(full.join("configs/amd-master.yaml")).unwrap();
@@ -65,12 +94,17 @@ fn every_image_round_trips() {
             }
         }
     }
-    assert!(recipe_images > 300, "only {recipe_images} recipe image fields were read");
+    assert!(
+        recipe_images > 300,
+        "only {recipe_images} recipe image fields were read"
+    );
 }
 
 #[test]
 fn recipe_references_match_the_fixture_inventory() {
-    let Some(full) = support::inferencex_full() else { return };
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
     let repository = Repository::open(&full).unwrap();
     let mut in_repo = 0;
     let mut same_image = 0;
@@ -79,9 +113,9 @@ fn recipe_references_match_the_fixture_inventory() {
             in_repo += 1;
             let images = repository.recipe_images(recipe).unwrap();
             let all_same = !images.is_empty()
-                && images
-                    .iter()
-                    .all(|i| ImageRef::parse(&i.value).is_ok_and(|image| image.same_image(family.image())));
+                && images.iter().all(|i| {
+                    ImageRef::parse(&i.value).is_ok_and(|image| image.same_image(family.image()))
+                });
             same_image += usize::from(all_same);
         }
     }
@@ -93,12 +127,16 @@ fn recipe_references_match_the_fixture_inventory() {
 fn next_image(image: &ImageRef) -> ImageRef {
     let tag = image.tag().map(|t| format!("{t}-next"));
     let digest = image.digest().map(|_| format!("sha256:{}", "0".repeat(64)));
-    image.with_reference(tag.as_deref(), digest.as_deref()).unwrap()
+    image
+        .with_reference(tag.as_deref(), digest.as_deref())
+        .unwrap()
 }
 
 #[test]
 fn bumping_each_family_changes_only_its_image_tokens() {
-    let Some(full) = support::inferencex_full() else { return };
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
     let repository = Repository::open(&full).unwrap();
     let mut planned = 0;
     let mut shared = 0;
@@ -128,12 +166,19 @@ fn bumping_each_family_changes_only_its_image_tokens() {
         assert_eq!(master.changes[0].line, family.image_line);
     }
     assert_eq!(planned + shared, 208);
-    assert!(planned > 190, "only {planned} families could be bumped ({shared} share recipes)");
+    assert!(
+        planned > 190,
+        "only {planned} families could be bumped ({shared} share recipes)"
+    );
     eprintln!("{planned} families bumped, {shared} refused for shared recipes");
 }
 
 /// `after` equals `before` with each changed token replaced, and nothing else.
-fn assert_only_tokens_changed(before: &str, after: &str, changes: &[klaud_planner::bump::TokenChange]) {
+fn assert_only_tokens_changed(
+    before: &str,
+    after: &str,
+    changes: &[klaud_planner::bump::TokenChange],
+) {
     let mut expected = String::new();
     let mut rest = before;
     let before_lines: Vec<&str> = before.split_inclusive('\n').collect();
@@ -145,7 +190,12 @@ fn assert_only_tokens_changed(before: &str, after: &str, changes: &[klaud_planne
     for (index, line) in before_lines.iter().enumerate() {
         let mut line = line.to_string();
         for change in by_line.get(&(index + 1)).into_iter().flatten() {
-            assert_eq!(line.matches(&change.old).count(), 1, "ambiguous token on line {}", index + 1);
+            assert_eq!(
+                line.matches(&change.old).count(),
+                1,
+                "ambiguous token on line {}",
+                index + 1
+            );
             line = line.replacen(&change.old, &change.new, 1);
         }
         expected.push_str(&line);
@@ -155,37 +205,56 @@ fn assert_only_tokens_changed(before: &str, after: &str, changes: &[klaud_planne
 
 #[test]
 fn a_multi_node_bump_writes_master_and_recipes_together() {
-    let Some(full) = support::inferencex_full() else { return };
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     support::copy_tree(&full, dir.path());
     let repository = Repository::open(dir.path()).unwrap();
-    let family = repository.family("dsv4-fp4-gb200-dynamo-vllm-agentic-mtp-disagg").unwrap();
+    let family = repository
+        .family("dsv4-fp4-gb200-dynamo-vllm-agentic-mtp-disagg")
+        .unwrap();
     let to = next_image(family.image());
     let before = support::snapshot(dir.path());
-    let plan = repository.plan_bump(&family.family, family.image(), &to).unwrap();
+    let plan = repository
+        .plan_bump(&family.family, family.image(), &to)
+        .unwrap();
     plan.write(dir.path()).unwrap();
     let after = support::snapshot(dir.path());
     let changed: Vec<&String> = before.keys().filter(|k| before[*k] != after[*k]).collect();
     assert_eq!(before.len(), after.len(), "no file appears or disappears");
     assert_eq!(changed.len(), plan.edits.len());
     assert!(changed.len() >= 3, "master plus its recipes: {changed:?}");
-    assert!(changed.iter().any(|p| p.ends_with("disagg-gb200-1p1d-dep8-dep8-mtp-agentic.yaml")));
+    assert!(
+        changed
+            .iter()
+            .any(|p| p.ends_with("disagg-gb200-1p1d-dep8-dep8-mtp-agentic.yaml"))
+    );
     let reread = Repository::open(dir.path()).unwrap();
     assert_eq!(reread.family(&family.family).unwrap().image(), &to);
 }
 
 #[test]
 fn the_new_layout_bumps_the_same_way() {
-    let Some(full) = support::inferencex_full() else { return };
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     support::copy_tree(&full, &dir.path().join("inferencex-e2e"));
     let repository = Repository::open(dir.path()).unwrap();
     assert_eq!(repository.prefix(), "inferencex-e2e/");
     assert_eq!(repository.families().len(), 208);
-    let family = repository.family("dsv4-fp4-gb200-dynamo-vllm-agentic-mtp-disagg").unwrap();
-    assert!(family.family.starts_with("configs/nvidia-master.yaml:"), "no prefix in the family");
+    let family = repository
+        .family("dsv4-fp4-gb200-dynamo-vllm-agentic-mtp-disagg")
+        .unwrap();
+    assert!(
+        family.family.starts_with("configs/nvidia-master.yaml:"),
+        "no prefix in the family"
+    );
     let to = next_image(family.image());
-    let mut plan = repository.plan_bump(&family.family, family.image(), &to).unwrap();
+    let mut plan = repository
+        .plan_bump(&family.family, family.image(), &to)
+        .unwrap();
     plan.add_changelog_entry(
         &repository,
         &ChangelogEntry {
@@ -195,7 +264,13 @@ fn the_new_layout_bumps_the_same_way() {
         },
     )
     .unwrap();
-    assert!(plan.paths().iter().all(|p| p.starts_with("inferencex-e2e/")), "{:?}", plan.paths());
+    assert!(
+        plan.paths()
+            .iter()
+            .all(|p| p.starts_with("inferencex-e2e/")),
+        "{:?}",
+        plan.paths()
+    );
     plan.write(dir.path()).unwrap();
     let reread = Repository::open(dir.path()).unwrap();
     assert_eq!(reread.family(&family.family).unwrap().image(), &to);
@@ -203,7 +278,9 @@ fn the_new_layout_bumps_the_same_way() {
 
 #[test]
 fn changelog_append_over_the_real_file_passes_the_validator() {
-    let Some(full) = support::inferencex_full() else { return };
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
     let base = std::fs::read(full.join("perf-changelog.yaml")).unwrap();
     let entry = ChangelogEntry {
         config_keys: vec!["dsr1-fp4-b200-sglang".into()],
@@ -219,5 +296,8 @@ fn changelog_append_over_the_real_file_passes_the_validator() {
     let tail = String::from_utf8(second[base.len() - 200..].to_vec()).unwrap();
     assert!(tail.contains("pull/3300\n\n- config-keys:"));
     let text = String::from_utf8(base).unwrap();
-    assert!(text.contains("\n  \n- config-keys:"), "the fixture still has its irregular separators");
+    assert!(
+        text.contains("\n  \n- config-keys:"),
+        "the fixture still has its irregular separators"
+    );
 }

@@ -409,7 +409,10 @@ pub fn scalar_token(text: &str, node: &Node) -> Result<std::ops::Range<usize>, S
                     None | Some(b'\n') => {
                         return Err("the quoted value continues on another line; join it into one line first".to_owned());
                     }
-                    Some(b'\\') => i += 2,
+                    Some(b'\\') if bytes.get(i + 1) != Some(&b'\n') => i += 2,
+                    Some(b'\\') => {
+                        return Err("the quoted value continues on another line; join it into one line first".to_owned());
+                    }
                     Some(b'"') => break i + 1,
                     Some(_) => i += 1,
                 }

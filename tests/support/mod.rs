@@ -12,7 +12,10 @@ pub fn inferencex_full() -> Option<PathBuf> {
         return Some(path);
     }
     if std::env::var_os("CI").is_some() {
-        panic!("the shared InferenceX fixtures are missing at {}; CI must provide them", path.display());
+        panic!(
+            "the shared InferenceX fixtures are missing at {}; CI must provide them",
+            path.display()
+        );
     }
     eprintln!(
         "\n*** SKIPPED: the shared InferenceX fixtures are not at {} — this test needs them ***\n",
@@ -48,7 +51,12 @@ pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
             if entry.file_type().unwrap().is_dir() {
                 walk(root, &entry.path(), files);
             } else {
-                let relative = entry.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                let relative = entry
+                    .path()
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
                 files.insert(relative, std::fs::read(entry.path()).unwrap());
             }
         }

@@ -1,0 +1,391 @@
+//! Malformed and hostile repositories: every problem is a clear error that
+//! names the file (and line), and a refused bump writes nothing.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use klaud_planner::bump::BumpError;
+use klaud_planner::image::ImageRef;
+use klaud_planner::repo::{RepoError, Repository};
+
+const ENTRY: &str = "demo-a:
+  image: lmsysorg/sglang:v0.5.16-cu130
+  model: demo/Model
+  model-prefix: demo
+  runner: b200
+  precision: fp4
+  framework: sglang
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 1024
+      osl: 1024
+      search-space:
+      - { tp: 8, conc-start: 1, conc-end: 8 }
+";
+
+fn repo_with(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, bytes) in files {
+        let target = dir.path().join(path);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::write(target, bytes).unwrap();
+    }
+    dir
+}
+
+fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.insert(
+                    path.strip_prefix(root).unwrap().display().to_string(),
+                    std::fs::read(&path).unwrap(),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn open_err(files: &[(&str, &[u8])]) -> String {
+    let dir = repo_with(files);
+    Repository::open(dir.path()).unwrap_err().to_string()
+}
+
+#[test]
+fn malformed_yaml_names_file_and_line() {
+    let err = open_err(&[(
+        "configs/x-master.yaml",
+        b"demo-a:\n  image: [unclosed\n  model: x\n",
+    )]);
+    assert!(err.starts_with("configs/x-master.yaml:"), "{err}");
+}
+
+#[test]
+fn a_missing_field_names_the_key_and_field() {
+    let text = ENTRY.replace("  runner: b200\n", "");
+    let err = open_err(&[("configs/x-master.yaml", text.as_bytes())]);
+    assert!(
+        err.contains("configs/x-master.yaml:2: demo-a.runner: missing"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_key_in_two_master_files_names_both() {
+    let err = open_err(&[
+        ("configs/amd-master.yaml", ENTRY.as_bytes()),
+        ("configs/nvidia-master.yaml", ENTRY.as_bytes()),
+    ]);
+    assert!(err.contains("configs/amd-master.yaml (line 1)"), "{err}");
+    assert!(err.contains("configs/nvidia-master.yaml (line 1)"), "{err}");
+}
+
+#[test]
+fn a_key_twice_in_one_file_is_an_error() {
+    let text = format!("{ENTRY}\n{ENTRY}");
+    let err = open_err(&[("configs/x-master.yaml", text.as_bytes())]);
+    assert!(err.contains("duplicate key \"demo-a\""), "{err}");
+    assert!(err.contains("configs/x-master.yaml:16"), "{err}");
+}
+
+#[test]
+fn non_utf8_and_crlf_are_refused() {
+    let mut bytes = ENTRY.as_bytes().to_vec();
+    bytes[20] = 0xff;
+    let err = open_err(&[("configs/x-master.yaml", &bytes)]);
+    assert!(
+        err.contains("not valid UTF-8") && err.contains("offset 20"),
+        "{err}"
+    );
+    let crlf = ENTRY.replace('\n', "\r\n");
+    let err = open_err(&[("configs/x-master.yaml", crlf.as_bytes())]);
+    assert!(
+        err.contains("configs/x-master.yaml:1: carriage return"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_malformed_image_names_family_and_text() {
+    let text = ENTRY.replace("lmsysorg/sglang:v0.5.16-cu130", "lmsysorg/SGLang:v1");
+    let err = open_err(&[("configs/x-master.yaml", text.as_bytes())]);
+    assert!(
+        err.contains("configs/x-master.yaml:demo-a") && err.contains("lmsysorg/SGLang:v1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_recipe_path_that_escapes_is_an_error() {
+    for setting in [
+        "recipes/../../../../etc/passwd",
+        "recipes/../x.yaml",
+        "recipes/a/../../b.yaml",
+    ] {
+        let text = ENTRY.replace(
+            "      - { tp: 8, conc-start: 1, conc-end: 8 }\n",
+            &format!("      - additional-settings:\n        - \"CONFIG_FILE={setting}\"\n"),
+        );
+        let err = open_err(&[("configs/x-master.yaml", text.as_bytes())]);
+        assert!(
+            err.contains("points outside the repository"),
+            "{setting}: {err}"
+        );
+        assert!(err.contains("configs/x-master.yaml:15"), "{err}");
+    }
+}
+
+#[test]
+fn external_recipes_and_unknown_fields_are_warnings() {
+    let text = ENTRY
+        .replace(
+            "  multinode: false\n",
+            "  multinode: true\n  shiny-new-field: 3\n",
+        )
+        .replace(
+            "      - { tp: 8, conc-start: 1, conc-end: 8 }\n",
+            "      - additional-settings:\n        - \"CONFIG_FILE=recipes/not/here.yaml\"\n",
+        );
+    let dir = repo_with(&[("configs/x-master.yaml", text.as_bytes())]);
+    let repository = Repository::open(dir.path()).unwrap();
+    let family = &repository.families()[0];
+    assert_eq!(
+        family.entry.unknown.get("shiny-new-field"),
+        Some(&serde_json::json!(3))
+    );
+    assert!(!family.recipes[0].in_repository);
+    let warnings: Vec<String> = repository
+        .warnings()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w.contains("shiny-new-field")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.contains("external recipe")),
+        "{warnings:?}"
+    );
+}
+
+fn bump_err(files: &[(&str, &[u8])], family: &str, from: &str, to: &str) -> BumpError {
+    let dir = repo_with(files);
+    let before = snapshot(dir.path());
+    let repository = Repository::open(dir.path()).unwrap();
+    let result = repository
+        .plan_bump(
+            family,
+            &ImageRef::parse(from).unwrap(),
+            &ImageRef::parse(to).unwrap(),
+        )
+        .and_then(|plan| plan.write(dir.path()));
+    assert_eq!(
+        snapshot(dir.path()),
+        before,
+        "a refused bump wrote something"
+    );
+    result.unwrap_err()
+}
+
+#[test]
+fn a_bump_refuses_when_the_current_value_is_not_old() {
+    let err = bump_err(
+        &[("configs/x-master.yaml", ENTRY.as_bytes())],
+        "demo-a",
+        "lmsysorg/sglang:v0.5.15-cu130",
+        "lmsysorg/sglang:v0.5.17-cu130",
+    );
+    assert!(matches!(err, BumpError::NotOld { .. }), "{err}");
+    assert!(err.to_string().contains("configs/x-master.yaml:2"), "{err}");
+}
+
+#[test]
+fn a_bump_refuses_block_and_multiline_values() {
+    for (replacement, needle) in [
+        (
+            "  image: >-\n    lmsysorg/sglang:v0.5.16-cu130\n",
+            "block scalar",
+        ),
+        ("  image: lmsysorg/sglang:v0.5.16-cu130\n    \n", ""),
+        // An escaped line break joins the halves without a space.
+        (
+            "  image: \"lmsysorg/sglang:v0.5.16-\\\n    cu130\"\n",
+            "another line",
+        ),
+    ] {
+        let text = ENTRY.replace("  image: lmsysorg/sglang:v0.5.16-cu130\n", replacement);
+        let dir = repo_with(&[("configs/x-master.yaml", text.as_bytes())]);
+        let repository = Repository::open(dir.path()).unwrap();
+        let from = repository.families()[0].image().clone();
+        let result = repository.plan_bump(
+            "demo-a",
+            &from,
+            &ImageRef::parse("lmsysorg/sglang:v0.5.17-cu130").unwrap(),
+        );
+        if needle.is_empty() {
+            assert!(result.is_ok(), "a trailing blank line is fine");
+        } else {
+            let err = result.unwrap_err().to_string();
+            assert!(err.contains(needle), "{err}");
+        }
+    }
+}
+
+#[test]
+fn a_bump_of_a_missing_family_is_refused() {
+    let err = bump_err(
+        &[("configs/x-master.yaml", ENTRY.as_bytes())],
+        "demo-b",
+        "lmsysorg/sglang:v0.5.16-cu130",
+        "lmsysorg/sglang:v0.5.17-cu130",
+    );
+    assert!(err.to_string().contains("no family \"demo-b\""), "{err}");
+}
+
+const RECIPE: &str = "name: r\nmodel:\n  container: \"lmsysorg/sglang:v0.5.16-cu130\"  # pinned\nidentity:\n  container: { image: lmsysorg/sglang:v0.5.16-cu130 }\n";
+
+fn multinode(key: &str, recipe: &str) -> String {
+    ENTRY
+        .replace("demo-a:", &format!("{key}:"))
+        .replace("  multinode: false\n", "  multinode: true\n")
+        .replace(
+            "      - { tp: 8, conc-start: 1, conc-end: 8 }\n",
+            &format!("      - additional-settings:\n        - \"CONFIG_FILE=recipes/{recipe}\"\n"),
+        )
+}
+
+#[test]
+fn a_bump_changes_master_and_recipe_tokens_only() {
+    let master = multinode("demo-a", "s/r.yaml");
+    let dir = repo_with(&[
+        ("configs/x-master.yaml", master.as_bytes()),
+        (
+            "benchmarks/multi_node/srt-slurm-recipes/s/r.yaml",
+            RECIPE.as_bytes(),
+        ),
+    ]);
+    let repository = Repository::open(dir.path()).unwrap();
+    let from = repository.families()[0].image().clone();
+    let to = ImageRef::parse(&format!(
+        "lmsysorg/sglang:v0.5.17-cu130@sha256:{}",
+        "a".repeat(64)
+    ))
+    .unwrap();
+    let plan = repository.plan_bump("demo-a", &from, &to).unwrap();
+    plan.write(dir.path()).unwrap();
+    let recipe = std::fs::read_to_string(
+        dir.path()
+            .join("benchmarks/multi_node/srt-slurm-recipes/s/r.yaml"),
+    )
+    .unwrap();
+    assert_eq!(
+        recipe,
+        RECIPE.replace(
+            "v0.5.16-cu130",
+            &format!("v0.5.17-cu130@sha256:{}", "a".repeat(64))
+        )
+    );
+    let master_after = std::fs::read_to_string(dir.path().join("configs/x-master.yaml")).unwrap();
+    assert_eq!(
+        master_after,
+        master.replacen("lmsysorg/sglang:v0.5.16-cu130", &to.to_string(), 1)
+    );
+}
+
+#[test]
+fn recipe_fields_with_another_image_are_left_alone_with_a_warning() {
+    let master = multinode("demo-a", "s/r.yaml");
+    let recipe = RECIPE.replacen("\"lmsysorg/sglang:v0.5.16-cu130\"", "dynamo-sglang", 1);
+    let dir = repo_with(&[
+        ("configs/x-master.yaml", master.as_bytes()),
+        (
+            "benchmarks/multi_node/srt-slurm-recipes/s/r.yaml",
+            recipe.as_bytes(),
+        ),
+    ]);
+    let repository = Repository::open(dir.path()).unwrap();
+    let from = repository.families()[0].image().clone();
+    let plan = repository
+        .plan_bump(
+            "demo-a",
+            &from,
+            &ImageRef::parse("lmsysorg/sglang:v0.5.17-cu130").unwrap(),
+        )
+        .unwrap();
+    assert_eq!(plan.edits.len(), 2);
+    assert_eq!(
+        plan.edits[1].changes.len(),
+        1,
+        "only identity.container.image"
+    );
+    assert!(
+        plan.warnings[0].contains("model.container") && plan.warnings[0].contains("dynamo-sglang")
+    );
+}
+
+#[test]
+fn a_recipe_shared_with_another_family_is_never_changed_behind_its_back() {
+    let master = format!(
+        "{}\n{}",
+        multinode("demo-a", "s/r.yaml"),
+        multinode("demo-b", "s/r.yaml")
+    );
+    let err = bump_err(
+        &[
+            ("configs/x-master.yaml", master.as_bytes()),
+            (
+                "benchmarks/multi_node/srt-slurm-recipes/s/r.yaml",
+                RECIPE.as_bytes(),
+            ),
+        ],
+        "demo-a",
+        "lmsysorg/sglang:v0.5.16-cu130",
+        "lmsysorg/sglang:v0.5.17-cu130",
+    );
+    assert!(matches!(err, BumpError::SharedRecipe { .. }), "{err}");
+    assert!(
+        err.to_string().contains("configs/x-master.yaml:demo-b"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_file_changed_after_planning_is_not_overwritten() {
+    let dir = repo_with(&[("configs/x-master.yaml", ENTRY.as_bytes())]);
+    let repository = Repository::open(dir.path()).unwrap();
+    let from = repository.families()[0].image().clone();
+    let plan = repository
+        .plan_bump(
+            "demo-a",
+            &from,
+            &ImageRef::parse("lmsysorg/sglang:v0.5.17-cu130").unwrap(),
+        )
+        .unwrap();
+    let changed = format!("{ENTRY}# a maintainer's edit\n");
+    std::fs::write(dir.path().join("configs/x-master.yaml"), &changed).unwrap();
+    let err = plan.write(dir.path()).unwrap_err();
+    assert!(matches!(err, BumpError::Concurrent { .. }), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("configs/x-master.yaml")).unwrap(),
+        changed
+    );
+}
+
+#[test]
+fn a_repository_without_masters_says_where_it_looked() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Repository::open(dir.path()).unwrap_err();
+    assert!(matches!(err, RepoError::NoMasters { .. }));
+    assert!(
+        err.to_string()
+            .contains("point --repo at a benchmark repository checkout")
+    );
+}

@@ -1,0 +1,171 @@
+//! The `families` and `bump` commands as a user runs them: output, files
+//! written, exit codes.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn klaud(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_klaud"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/demo")
+}
+
+fn demo_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_tree(&demo(), dir.path());
+    dir
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn families_json_lists_every_family_with_its_identity() {
+    let output = klaud(&["families", "--repo", demo().to_str().unwrap(), "--json"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(rows.len(), 7);
+    for row in &rows {
+        for field in [
+            "family", "id", "key", "file", "image", "platform", "recipes",
+        ] {
+            assert!(row.get(field).is_some(), "{field} missing in {row}");
+        }
+    }
+    let disagg = rows
+        .iter()
+        .find(|r| r["key"] == "demo-fp4-gb200-dynamo-vllm-disagg")
+        .unwrap();
+    assert_eq!(disagg["platform"], "linux/arm64");
+    assert_eq!(disagg["recipes"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        disagg["recipes"][0]["images"][1]["field"],
+        "identity.container.image"
+    );
+}
+
+#[test]
+fn families_table_has_a_row_per_family() {
+    let output = klaud(&["families", "--repo", demo().to_str().unwrap()]);
+    assert!(output.status.success());
+    let stdout = text(&output.stdout);
+    assert!(stdout.starts_with("FAMILY"));
+    assert_eq!(stdout.lines().count(), 8);
+    assert!(stdout.contains("configs/nvidia-master.yaml:demo-fp8-h200-trt"));
+}
+
+#[test]
+fn bump_check_writes_nothing_and_bump_writes_master_recipes_and_changelog() {
+    let dir = demo_copy();
+    let repo = dir.path().to_str().unwrap();
+    let before = support::snapshot(dir.path());
+    let args = [
+        "bump",
+        "--repo",
+        repo,
+        "--family",
+        "demo-fp4-gb200-dynamo-vllm-disagg",
+        "--to",
+        "vllm/vllm-openai:v0.26.0",
+        "--pr-link",
+        "https://github.com/sandbox/benchmarks/pull/7",
+    ];
+    let check = klaud(&[&args[..], &["--check"]].concat());
+    assert!(check.status.success(), "{}", text(&check.stderr));
+    assert!(text(&check.stdout).contains("would change perf-changelog.yaml"));
+    assert_eq!(support::snapshot(dir.path()), before);
+
+    let run = klaud(&args);
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let after = support::snapshot(dir.path());
+    let changed: Vec<&String> = before.keys().filter(|k| before[*k] != after[*k]).collect();
+    assert_eq!(changed.len(), 4, "{changed:?}");
+    let changelog = text(&after["perf-changelog.yaml"]);
+    assert!(changelog.ends_with(
+        "\n\n- config-keys:\n    - demo-fp4-gb200-dynamo-vllm-disagg\n  description:\n    - \"Update the dynamo-vllm image from v0.25.0 to v0.26.0.\"\n  pr-link: https://github.com/sandbox/benchmarks/pull/7\n"
+    ));
+}
+
+#[test]
+fn bad_input_exits_2_with_an_actionable_message() {
+    let dir = demo_copy();
+    let repo = dir.path().to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["families", "--repo", "/nonexistent/klaud"],
+            "point --repo at a benchmark repository checkout",
+        ),
+        (
+            &["bump", "--repo", repo, "--family", "nope", "--to", "x/y:1"],
+            "no family \"nope\"",
+        ),
+        (
+            &[
+                "bump",
+                "--repo",
+                repo,
+                "--family",
+                "demo-fp4-b200-vllm",
+                "--to",
+                "vllm/VLLM:1",
+            ],
+            "--to: invalid image reference",
+        ),
+        (
+            &[
+                "bump",
+                "--repo",
+                repo,
+                "--family",
+                "demo-fp4-b200-vllm",
+                "--to",
+                "vllm/vllm-openai:v0.25.0",
+            ],
+            "already uses",
+        ),
+        (
+            &[
+                "bump",
+                "--repo",
+                repo,
+                "--family",
+                "demo-fp4-b200-vllm",
+                "--to",
+                "vllm/vllm-openai:v1",
+                "--pr-link",
+                "not-a-link",
+            ],
+            "pr-link",
+        ),
+        (&["bump", "--repo", repo], "--family"),
+    ];
+    let before = support::snapshot(dir.path());
+    for (args, needle) in cases {
+        let output = klaud(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    assert_eq!(support::snapshot(dir.path()), before);
+}
+
+#[test]
+fn every_command_has_help() {
+    for command in [
+        &["--help"][..],
+        &["families", "--help"],
+        &["bump", "--help"],
+    ] {
+        let output = klaud(command);
+        assert!(output.status.success(), "{command:?}");
+        assert!(text(&output.stdout).contains("Usage"));
+    }
+}
