@@ -1,0 +1,320 @@
+//! `klaud.toml`: Klaud's configuration. Every key has a default (documented
+//! in `configs/inferencex.toml`); secrets never live here — only the names of
+//! the environment variables that hold them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where the benchmark repository lives on GitHub.
+    pub github: GithubConfig,
+    /// Candidate selection.
+    pub planner: PlannerConfig,
+    /// Upstream registries.
+    pub registry: RegistryConfig,
+    /// Extra or overriding tag tracks, per image repository.
+    pub tracks: Vec<TrackConfig>,
+    /// Image repository (normalized, e.g. `vllm/vllm-openai`) → upstream
+    /// source repository on GitHub (`vllm-project/vllm`), used to prove a
+    /// release is not behind a nightly's commit.
+    pub upstream: BTreeMap<String, String>,
+}
+
+/// `[github]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GithubConfig {
+    /// REST API base URL.
+    pub api_url: String,
+    /// `owner/name` of the benchmark repository.
+    pub repository: Option<String>,
+    /// The login the credential must resolve to.
+    pub bot_login: String,
+    /// Environment variables tried, in order, for the token.
+    pub token_env: Vec<String>,
+}
+
+impl Default for GithubConfig {
+    fn default() -> Self {
+        Self {
+            api_url: "https://api.github.com".to_owned(),
+            repository: None,
+            bot_login: "Klaud-Cold".to_owned(),
+            token_env: vec!["KLAUD_GITHUB_TOKEN".to_owned(), "GITHUB_TOKEN".to_owned()],
+        }
+    }
+}
+
+/// `[planner]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlannerConfig {
+    /// At most this many candidates per wave.
+    pub max_candidates: usize,
+    /// A newer tag must be at least this old (half-published nightlies are skipped).
+    #[serde(deserialize_with = "duration")]
+    pub min_age: Duration,
+    /// After a family finishes, wait this long before picking it again.
+    #[serde(deserialize_with = "duration")]
+    pub cooldown: Duration,
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        Self {
+            max_candidates: 5,
+            min_age: Duration::from_secs(24 * 3600),
+            cooldown: Duration::from_secs(72 * 3600),
+        }
+    }
+}
+
+/// `[registry]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegistryConfig {
+    /// Registry host → base URL to use instead (air-gapped sites, tests).
+    /// The key `hub.docker.com` redirects Docker Hub's tags API.
+    pub mirrors: BTreeMap<String, String>,
+    /// Registry host → basic credentials, read from environment variables.
+    pub credentials: BTreeMap<String, CredentialEnv>,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+    /// Per-request timeout.
+    #[serde(deserialize_with = "duration")]
+    pub timeout: Duration,
+    /// Retries of a read after 5xx, 429 or a dropped connection.
+    pub max_retries: u32,
+    /// `tags/list` pages followed at most.
+    pub max_tag_pages: usize,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            mirrors: BTreeMap::new(),
+            credentials: BTreeMap::new(),
+            concurrency: 16,
+            timeout: Duration::from_secs(30),
+            max_retries: 3,
+            max_tag_pages: 50,
+        }
+    }
+}
+
+/// Names of the environment variables holding a registry's credentials.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialEnv {
+    /// Variable with the user name.
+    pub username_env: String,
+    /// Variable with the password or token.
+    pub password_env: String,
+}
+
+/// One `[[tracks]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrackConfig {
+    /// Normalized image repository, e.g. `lmsysorg/sglang` or `nvcr.io/nvidia/tensorrt-llm/release`.
+    pub repository: String,
+    /// Regex over the whole tag with named captures `version`, `date`, `number`, `commit`.
+    pub pattern: String,
+    /// `semver`, `numeric`, `date` or `pushed`.
+    pub ordering: String,
+}
+
+/// A configuration problem, naming the file and what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// TOML syntax, an unknown key or a wrong type (the message has the line).
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    /// A value that parsed but makes no sense.
+    #[error("{path}: {key}: {message}")]
+    Invalid {
+        path: String,
+        key: String,
+        message: String,
+    },
+}
+
+impl Config {
+    /// Reads and checks a configuration file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let display = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: display.clone(),
+            source,
+        })?;
+        Self::parse(&display, &text)
+    }
+
+    /// Parses and checks configuration text; `origin` names it in errors.
+    pub fn parse(origin: &str, text: &str) -> Result<Self, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        config.check(origin)?;
+        Ok(config)
+    }
+
+    fn check(&self, origin: &str) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            path: origin.to_owned(),
+            key: key.to_owned(),
+            message,
+        };
+        if let Some(repository) = &self.github.repository {
+            let parts: Vec<&str> = repository.split('/').collect();
+            if parts.len() != 2 || parts.iter().any(|p| p.is_empty()) {
+                return Err(invalid(
+                    "github.repository",
+                    format!("{repository:?} must be owner/name"),
+                ));
+            }
+        }
+        url::Url::parse(&self.github.api_url).map_err(|e| {
+            invalid(
+                "github.api_url",
+                format!("{:?} is not a URL: {e}", self.github.api_url),
+            )
+        })?;
+        if self.planner.max_candidates == 0 {
+            return Err(invalid(
+                "planner.max_candidates",
+                "must be at least 1".to_owned(),
+            ));
+        }
+        if self.registry.concurrency == 0 {
+            return Err(invalid(
+                "registry.concurrency",
+                "must be at least 1".to_owned(),
+            ));
+        }
+        for (host, base) in &self.registry.mirrors {
+            url::Url::parse(base).map_err(|e| {
+                invalid(
+                    &format!("registry.mirrors.{host}"),
+                    format!("{base:?} is not a URL: {e}"),
+                )
+            })?;
+        }
+        for (index, track) in self.tracks.iter().enumerate() {
+            klaud_planner::tracks::TrackRule::new(
+                &track.repository,
+                &track.pattern,
+                track
+                    .ordering
+                    .parse()
+                    .map_err(|e| invalid(&format!("tracks[{index}].ordering"), format!("{e}")))?,
+            )
+            .map_err(|e| invalid(&format!("tracks[{index}]"), e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Durations are written like `30s`, `90m`, `24h` or `7d`.
+fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+/// Parses `30s`, `90m`, `24h`, `7d` (one number and one unit).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 30s, 90m, 24h or 7d"))?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "{text:?} has no unit; write it like 30s, 90m, 24h or 7d"
+            ));
+        }
+    };
+    number
+        .checked_mul(seconds)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_configuration_parses_and_matches_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/inferencex.toml");
+        let config = Config::load(&path).unwrap();
+        let defaults = Config::default();
+        assert_eq!(
+            config.github.repository.as_deref(),
+            Some("SemiAnalysisAI/InferenceX")
+        );
+        assert_eq!(config.github.bot_login, defaults.github.bot_login);
+        assert_eq!(
+            config.planner.max_candidates,
+            defaults.planner.max_candidates
+        );
+        assert_eq!(config.planner.min_age, defaults.planner.min_age);
+        assert_eq!(config.registry.concurrency, defaults.registry.concurrency);
+        assert_eq!(config.registry.timeout, defaults.registry.timeout);
+    }
+
+    #[test]
+    fn an_empty_file_is_all_defaults() {
+        let config = Config::parse("empty", "").unwrap();
+        assert_eq!(config.planner.max_candidates, 5);
+        assert_eq!(config.planner.min_age, Duration::from_secs(86_400));
+    }
+
+    #[test]
+    fn mistakes_name_the_key() {
+        for (text, needle) in [
+            ("[planner]\nmax_candidate = 3\n", "max_candidate"),
+            ("[planner]\nmin_age = \"24\"\n", "no unit"),
+            ("[planner]\nmax_candidates = 0\n", "planner.max_candidates"),
+            ("[github]\nrepository = \"nope\"\n", "owner/name"),
+            (
+                "[registry.mirrors]\n\"docker.io\" = \"not a url\"\n",
+                "registry.mirrors.docker.io",
+            ),
+            (
+                "[[tracks]]\nrepository = \"x/y\"\npattern = \"(\"\nordering = \"semver\"\n",
+                "tracks[0]",
+            ),
+            (
+                "[[tracks]]\nrepository = \"x/y\"\npattern = \"^(?P<version>.*)$\"\nordering = \"sideways\"\n",
+                "tracks[0].ordering",
+            ),
+            ("planner = 3\n", "planner"),
+        ] {
+            let err = Config::parse("klaud.toml", text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+    }
+}
