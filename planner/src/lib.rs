@@ -5,3 +5,4 @@
 //!
 //! It must never talk to GitHub or decide anything about claims or pull
 //! requests: it reads a checkout and registries, and computes edits.
+pub mod registry;
