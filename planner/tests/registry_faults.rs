@@ -707,3 +707,44 @@ async fn invalid_names_never_reach_the_network() {
     }
     assert_eq!(c.counts().total(), 0);
 }
+
+#[tokio::test]
+async fn a_body_cut_off_mid_stream_is_fetched_again() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let served = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&served);
+    let body = r#"{"name":"vllm/vllm-openai","tags":["v1","v2"]}"#;
+    let server = tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let n = counter.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = sock.read(&mut buf).await;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = sock.write_all(head.as_bytes()).await;
+            // The first answer stops after a few bytes and drops the connection.
+            let payload = if n == 0 { &body[..5] } else { body };
+            let _ = sock.write_all(payload.as_bytes()).await;
+            let _ = sock.shutdown().await;
+        }
+    });
+    let mut cfg = RegistryConfig::default();
+    cfg.mirrors
+        .insert(HOST.into(), Url::parse(&format!("http://{addr}")).unwrap());
+    cfg.retry_base_delay = Duration::from_millis(1);
+    let c = RegistryClient::new(cfg).unwrap();
+    let tags = c.session().list_tags(HOST, REPO).await.unwrap();
+    assert_eq!(*tags, vec!["v1", "v2"]);
+    assert_eq!(served.load(Ordering::SeqCst), 2);
+    assert_eq!(c.counts().tags_list, 2);
+    server.abort();
+}

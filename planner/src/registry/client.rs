@@ -224,31 +224,17 @@ impl RegistryClient {
         target: &Target,
         url: &Url,
     ) -> Result<(Bytes, Option<String>), RegistryError> {
-        let ex = self
+        let kind = RequestKind::ManifestGet;
+        let limit = self.http().config.max_manifest_bytes;
+        let got = self
             .http()
-            .registry(
-                RequestKind::ManifestGet,
-                target,
-                Method::GET,
-                url,
-                Some(MANIFEST_ACCEPT),
-            )
+            .fetch(kind, target, url, Some(MANIFEST_ACCEPT), limit, true)
             .await?;
-        let status = ex.response.status();
-        if !status.is_success() {
-            return Err(status_error(status, RequestKind::ManifestGet, target, url));
+        if !got.status.is_success() {
+            return Err(status_error(got.status, kind, target, url));
         }
-        let ct = content_type(ex.response.headers()).filter(|m| is_manifest_media_type(m));
-        let body = self
-            .http()
-            .read_body(
-                ex,
-                self.http().config.max_manifest_bytes,
-                RequestKind::ManifestGet,
-                target,
-            )
-            .await?;
-        Ok((body, ct))
+        let ct = content_type(&got.headers).filter(|m| is_manifest_media_type(m));
+        Ok((got.body, ct))
     }
 
     /// GETs a manifest by digest and checks that the bytes hash to it.
@@ -271,25 +257,17 @@ impl RegistryClient {
             &target.host,
             &format!("{}/blobs/{digest}", target.repository),
         )?;
-        let ex = self
+        let kind = RequestKind::BlobGet;
+        let limit = self.http().config.max_manifest_bytes;
+        let got = self
             .http()
-            .registry(RequestKind::BlobGet, target, Method::GET, &url, None)
+            .fetch(kind, target, &url, None, limit, true)
             .await?;
-        let status = ex.response.status();
-        if !status.is_success() {
-            return Err(status_error(status, RequestKind::BlobGet, target, &url));
+        if !got.status.is_success() {
+            return Err(status_error(got.status, kind, target, &url));
         }
-        let body = self
-            .http()
-            .read_body(
-                ex,
-                self.http().config.max_manifest_bytes,
-                RequestKind::BlobGet,
-                target,
-            )
-            .await?;
-        verify_digest(target, digest, &body)?;
-        Ok(body)
+        verify_digest(target, digest, &got.body)?;
+        Ok(got.body)
     }
 
     /// Platforms, labels and creation times of an image by digest. Cached by
@@ -463,32 +441,23 @@ impl RegistryClient {
         let mut seen = HashSet::new();
         let mut tags = Vec::new();
         for _page in 0..self.http().config.max_tag_pages {
-            let ex = self
+            let kind = RequestKind::TagsList;
+            let limit = self.http().config.max_tag_list_bytes;
+            let got = self
                 .http()
-                .registry(RequestKind::TagsList, &target, Method::GET, &url, None)
+                .fetch(kind, &target, &url, None, limit, true)
                 .await?;
-            let status = ex.response.status();
-            if !status.is_success() {
-                return Err(status_error(status, RequestKind::TagsList, &target, &url));
+            if !got.status.is_success() {
+                return Err(status_error(got.status, kind, &target, &url));
             }
-            let next = ex
-                .response
-                .headers()
+            let next = got
+                .headers
                 .get_all(LINK)
                 .iter()
                 .filter_map(|v| v.to_str().ok())
                 .find_map(next_link)
                 .map(|s| s.to_owned());
-            let body = self
-                .http()
-                .read_body(
-                    ex,
-                    self.http().config.max_tag_list_bytes,
-                    RequestKind::TagsList,
-                    &target,
-                )
-                .await?;
-            let page: TagList = parse_json(&body, &target, "tag list JSON")?;
+            let page: TagList = parse_json(&got.body, &target, "tag list JSON")?;
             for t in page.tags.unwrap_or_default() {
                 if seen.insert(t.clone()) {
                     tags.push(t);
@@ -532,11 +501,14 @@ impl RegistryClient {
         let first = url.clone();
         let mut out = BTreeMap::new();
         for _page in 0..self.http().config.max_tag_pages {
-            let ex = self
+            let kind = RequestKind::HubApi;
+            let limit = self.http().config.max_tag_list_bytes;
+            let accept = Some("application/json");
+            let got = self
                 .http()
-                .plain(RequestKind::HubApi, &target, &url)
+                .fetch(kind, &target, &url, accept, limit, false)
                 .await?;
-            let status = ex.response.status();
+            let status = got.status;
             if matches!(status.as_u16(), 401 | 403 | 404) {
                 tracing::info!(%target, status = status.as_u16(), "Docker Hub tags API unavailable for this repository");
                 return Ok(None);
@@ -544,16 +516,7 @@ impl RegistryClient {
             if !status.is_success() {
                 return Err(status_error(status, RequestKind::HubApi, &target, &url));
             }
-            let body = self
-                .http()
-                .read_body(
-                    ex,
-                    self.http().config.max_tag_list_bytes,
-                    RequestKind::HubApi,
-                    &target,
-                )
-                .await?;
-            let page: HubTagPage = parse_json(&body, &target, "Docker Hub tags page JSON")?;
+            let page: HubTagPage = parse_json(&got.body, &target, "Docker Hub tags page JSON")?;
             for tag in page.results {
                 let Some(pushed) = tag.tag_last_pushed else {
                     continue;

@@ -77,6 +77,13 @@ struct Call<'a> {
     accept: Option<&'a str>,
 }
 
+/// Outcome of [`Http::fetch`].
+pub(crate) struct Fetched {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+}
+
 /// A response together with the concurrency permit it occupies until its
 /// body has been read.
 pub(crate) struct Exchange {
@@ -382,25 +389,66 @@ impl Http {
         Ok((Token(token), lifetime))
     }
 
-    /// A request without registry auth (Docker Hub's public REST API).
-    pub(crate) async fn plain(
+    /// A GET returning status, headers and, for a 2xx, the body (refused past
+    /// `limit` bytes). A body that breaks off mid-stream is retried like a
+    /// failed connection. `registry_auth` selects the `/v2/` challenge flow;
+    /// without it the request is anonymous (Docker Hub's REST API).
+    pub(crate) async fn fetch(
         &self,
         kind: RequestKind,
         target: &Target,
         url: &Url,
-    ) -> Result<Exchange, RegistryError> {
-        let call = Call {
-            kind,
-            target,
-            method: &Method::GET,
-            url,
-            accept: Some("application/json"),
-        };
-        self.send(&call, &Auth::Anonymous, "").await
+        accept: Option<&str>,
+        limit: usize,
+        registry_auth: bool,
+    ) -> Result<Fetched, RegistryError> {
+        let mut attempt: u32 = 0;
+        loop {
+            let ex = if registry_auth {
+                self.registry(kind, target, Method::GET, url, accept)
+                    .await?
+            } else {
+                let call = Call {
+                    kind,
+                    target,
+                    method: &Method::GET,
+                    url,
+                    accept,
+                };
+                self.send(&call, &Auth::Anonymous, "").await?
+            };
+            let status = ex.response.status();
+            let headers = ex.response.headers().clone();
+            if !status.is_success() {
+                return Ok(Fetched {
+                    status,
+                    headers,
+                    body: Bytes::new(),
+                });
+            }
+            match self.read_body(ex, limit, kind, target).await {
+                Err(RegistryError::Transport { reason, .. })
+                    if attempt < self.config.max_retries =>
+                {
+                    let wait = self.backoff(attempt);
+                    tracing::debug!(%target, what = kind.describe(), attempt, ?wait, error = %reason, "retrying a broken body");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+                Ok(body) => {
+                    return Ok(Fetched {
+                        status,
+                        headers,
+                        body,
+                    });
+                }
+            }
+        }
     }
 
     /// Reads a body, refusing it as soon as it exceeds `limit` bytes.
-    pub(crate) async fn read_body(
+    async fn read_body(
         &self,
         ex: Exchange,
         limit: usize,
