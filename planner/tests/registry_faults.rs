@@ -748,3 +748,32 @@ async fn a_body_cut_off_mid_stream_is_fetched_again() {
     assert_eq!(c.counts().tags_list, 2);
     server.abort();
 }
+
+#[tokio::test]
+async fn requests_challenged_together_share_one_token_fetch() {
+    let server = MockServer::start().await;
+    Mock::given(method("HEAD"))
+        .and(header("authorization", "Bearer shared"))
+        .respond_with(head_ok(&digest(b"s")).set_delay(Duration::from_millis(20)))
+        .mount(&server)
+        .await;
+    Mock::given(method("HEAD"))
+        .respond_with(bearer_challenge(&server))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/token"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(json!({"token": "shared"}))
+                .set_delay(Duration::from_millis(50)),
+        )
+        .mount(&server)
+        .await;
+    let c = client(&server);
+    let s = c.session();
+    let tags: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
+    let all = futures::future::join_all(tags.iter().map(|t| s.head_manifest(HOST, REPO, t))).await;
+    assert!(all.iter().all(|r| r.is_ok()), "{all:?}");
+    assert_eq!(c.counts().token, 1, "{:?}", c.counts());
+}

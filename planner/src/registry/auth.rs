@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A parsed authentication challenge.
@@ -182,13 +182,23 @@ const EXPIRY_MARGIN: Duration = Duration::from_secs(10);
 /// Lifetime the distribution spec prescribes when `expires_in` is missing.
 pub(crate) const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(60);
 
+/// Serializes token fetches for one (host, scope).
+type Gate = Arc<tokio::sync::Mutex<()>>;
+
 /// Tokens per (host, scope), valid until their expiry minus a margin.
 #[derive(Default)]
 pub(crate) struct TokenCache {
     tokens: Mutex<HashMap<(String, String), (Token, Instant)>>,
+    gates: Mutex<HashMap<(String, String), Gate>>,
 }
 
 impl TokenCache {
+    /// The lock that serializes token fetches for one (host, scope).
+    pub(crate) fn gate(&self, host: &str, scope: &str) -> Gate {
+        let mut map = self.gates.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(map.entry((host.to_owned(), scope.to_owned())).or_default())
+    }
+
     pub(crate) fn get(&self, host: &str, scope: &str) -> Option<Token> {
         let mut map = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
         let key = (host.to_owned(), scope.to_owned());

@@ -268,18 +268,31 @@ impl Http {
                 what: "WWW-Authenticate header".into(),
                 reason,
             })?;
+            let used = match &auth {
+                Auth::Bearer(t) => Some(t.0.clone()),
+                _ => None,
+            };
             auth = match challenge {
                 Challenge::Bearer {
                     realm,
                     service,
                     scope: asked,
                 } => {
-                    let asked = asked.unwrap_or_else(|| scope.clone());
-                    let (token, lifetime) = self
-                        .fetch_token(target, &realm, service.as_deref(), &asked)
-                        .await?;
-                    self.tokens.put(host, &scope, token.clone(), lifetime);
-                    Auth::Bearer(token)
+                    // One token fetch per scope at a time: requests challenged
+                    // together wait for it instead of each asking the realm.
+                    let gate = self.tokens.gate(host, &scope);
+                    let _serialized = gate.lock().await;
+                    match self.tokens.get(host, &scope) {
+                        Some(fresh) if Some(&fresh.0) != used.as_ref() => Auth::Bearer(fresh),
+                        _ => {
+                            let asked = asked.unwrap_or_else(|| scope.clone());
+                            let (token, lifetime) = self
+                                .fetch_token(target, &realm, service.as_deref(), &asked)
+                                .await?;
+                            self.tokens.put(host, &scope, token.clone(), lifetime);
+                            Auth::Bearer(token)
+                        }
+                    }
                 }
                 Challenge::Basic => {
                     if !self.config.credentials.contains_key(host) {
