@@ -777,3 +777,32 @@ async fn requests_challenged_together_share_one_token_fetch() {
     assert!(all.iter().all(|r| r.is_ok()), "{all:?}");
     assert_eq!(c.counts().token, 1, "{:?}", c.counts());
 }
+
+#[tokio::test]
+async fn a_failed_image_lookup_is_not_repeated_within_a_plan() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .respond_with(ResponseTemplate::new(500))
+        .mount(&server)
+        .await;
+    let mut cfg = config(&server);
+    cfg.max_retries = 1;
+    let c = RegistryClient::new(cfg).unwrap();
+    let s = c.session();
+    let d = digest(b"broken");
+    for _family in 0..3 {
+        let err = s.image_details(HOST, REPO, &d).await.unwrap_err();
+        assert!(
+            matches!(err, RegistryError::Status { status: 500, .. }),
+            "{err:?}"
+        );
+    }
+    assert_eq!(
+        c.counts().manifest_get,
+        2,
+        "one try and one retry, shared by all families"
+    );
+    // The next plan tries again: the failure may have been transient.
+    assert!(c.session().image_details(HOST, REPO, &d).await.is_err());
+    assert_eq!(c.counts().manifest_get, 4);
+}

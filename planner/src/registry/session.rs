@@ -24,11 +24,18 @@ pub struct RegistrySession {
     memo: Arc<Memo>,
 }
 
+impl std::fmt::Debug for RegistrySession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistrySession").finish_non_exhaustive()
+    }
+}
+
 #[derive(Default)]
 struct Memo {
     tags: OnceMap<(String, String), Shared<Arc<Vec<String>>>>,
     heads: OnceMap<(String, String, String), Shared<ManifestHead>>,
     hub: OnceMap<String, Shared<PushTimes>>,
+    details: OnceMap<(String, String, String), Shared<Arc<ImageDetails>>>,
 }
 
 impl RegistrySession {
@@ -72,14 +79,21 @@ impl RegistrySession {
             .clone()
     }
 
-    /// Platforms, labels and `created` of an image by digest (cached forever).
+    /// Platforms, labels and `created` of an image by digest. Successes come
+    /// from the client's by-digest cache, which outlives the session; a
+    /// failure is remembered for the rest of this session only, so families
+    /// sharing a broken candidate do not each retry it.
     pub async fn image_details(
         &self,
         host: &str,
         repository: &str,
         digest: &str,
     ) -> Result<Arc<ImageDetails>, RegistryError> {
-        self.client.image_details(host, repository, digest).await
+        let key = (host.to_owned(), repository.to_owned(), digest.to_owned());
+        let cell = self.memo.details.cell(&key);
+        cell.get_or_init(|| self.client.image_details(host, repository, digest))
+            .await
+            .clone()
     }
 
     /// Docker Hub push times (`tag_last_pushed`) for a repository on
