@@ -806,3 +806,26 @@ async fn a_failed_image_lookup_is_not_repeated_within_a_plan() {
     assert!(c.session().image_details(HOST, REPO, &d).await.is_err());
     assert_eq!(c.counts().manifest_get, 4);
 }
+
+#[tokio::test]
+async fn mirrors_may_carry_a_path_prefix() {
+    let server = MockServer::start().await;
+    Mock::given(method("HEAD"))
+        .and(path(format!("/mirror/docker/v2/{REPO}/manifests/v1")))
+        .respond_with(head_ok(&digest(b"m")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let mut cfg = RegistryConfig::default();
+    cfg.mirrors.insert(
+        "docker.io".into(),
+        Url::parse(&format!("{}/mirror/docker/", server.uri())).unwrap(),
+    );
+    let c = RegistryClient::new(cfg).unwrap();
+    let head = c
+        .session()
+        .head_manifest("docker.io", REPO, "v1")
+        .await
+        .unwrap();
+    assert_eq!(head.digest, digest(b"m"));
+}

@@ -164,6 +164,9 @@ impl Http {
                         .map(|d| d.min(self.config.max_retry_delay)),
                 ),
                 Ok(_) => None,
+                // A request that cannot be built or a redirect loop will not
+                // get better by asking again.
+                Err(e) if e.is_builder() || e.is_redirect() => None,
                 Err(_) => Some(None),
             };
             match (result, retry_in) {
@@ -180,7 +183,7 @@ impl Http {
                         _permit: permit,
                     });
                 }
-                (Err(e), _) if attempt < self.config.max_retries => {
+                (Err(e), Some(_)) if attempt < self.config.max_retries => {
                     drop(permit);
                     let wait = self.backoff(attempt);
                     tracing::debug!(%target, what = kind.describe(), attempt, ?wait, error = %describe_reqwest(e), "retrying after transport error");
