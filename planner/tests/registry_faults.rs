@@ -829,3 +829,74 @@ async fn mirrors_may_carry_a_path_prefix() {
         .unwrap();
     assert_eq!(head.digest, digest(b"m"));
 }
+
+/// Every image written in the real InferenceX masters passes the client's
+/// name checks (host, repository, tag, digest) and reaches the registry.
+#[tokio::test]
+async fn every_fixture_image_name_is_accepted() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/inferencex/full/configs");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "fixtures missing at {}",
+            dir.display()
+        );
+        eprintln!(
+            "\n!!!!! SKIP every_fixture_image_name_is_accepted: no fixtures at {} !!!!!\n",
+            dir.display()
+        );
+        return;
+    };
+    let mut images = std::collections::BTreeSet::new();
+    for e in entries {
+        let p = e.unwrap().path();
+        if !p
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .ends_with("-master.yaml")
+        {
+            continue;
+        }
+        for line in std::fs::read_to_string(&p).unwrap().lines() {
+            if let Some(v) = line.trim_start().strip_prefix("image:") {
+                images.insert(v.trim().trim_matches('"').trim_matches('\'').to_owned());
+            }
+        }
+    }
+    assert!(images.len() > 50, "found only {} images", images.len());
+    let server = MockServer::start().await;
+    Mock::given(method("HEAD"))
+        .respond_with(head_ok(&digest(b"any")))
+        .mount(&server)
+        .await;
+    let mut cfg = config(&server);
+    for host in ["nvcr.io", "ghcr.io", "quay.io"] {
+        cfg.mirrors
+            .insert(host.into(), Url::parse(&server.uri()).unwrap());
+    }
+    let c = RegistryClient::new(cfg).unwrap();
+    let s = c.session();
+    for image in &images {
+        // Enough reference parsing for this check; the planner owns the real parser.
+        let image = image.replacen('#', "/", 1);
+        let (name, pinned) = match image.split_once('@') {
+            Some((n, d)) => (n.to_owned(), Some(d.to_owned())),
+            None => (image.clone(), None),
+        };
+        let (name, tag) = name.rsplit_once(':').expect("tagged");
+        let (host, repo) = match name.split_once('/') {
+            Some((h, r)) if h.contains('.') => (h.to_owned(), r.to_owned()),
+            _ => ("docker.io".to_owned(), name.to_owned()),
+        };
+        s.head_manifest(&host, &repo, tag)
+            .await
+            .unwrap_or_else(|e| panic!("{image}: {e}"));
+        if let Some(d) = pinned {
+            s.head_manifest(&host, &repo, &d)
+                .await
+                .unwrap_or_else(|e| panic!("{image}: {e}"));
+        }
+    }
+}
