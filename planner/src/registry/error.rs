@@ -106,13 +106,13 @@ pub enum RegistryError {
         reason: String,
     },
     /// Content fetched by digest hashed to something else.
-    #[error("{target}: digest mismatch: asked for {expected}, content hashes to {actual}")]
+    #[error("{target}: digest mismatch: asked for {expected}, registry content is {actual}")]
     DigestMismatch {
         /// What was asked.
         target: Target,
         /// The digest that was requested.
         expected: String,
-        /// The digest of the bytes received.
+        /// The digest the registry reported or the received bytes hash to.
         actual: String,
     },
     /// Tag listing did not end within the configured page cap.
