@@ -303,6 +303,9 @@ pub struct Pusher {
     http: reqwest::Client,
     base: Url,
     tokens: Option<TokenServer>,
+    /// (repository, digest) of blobs this pusher (or a clone) already
+    /// uploaded: seeding hundreds of tags then skips their existence checks.
+    uploaded: Arc<Mutex<std::collections::HashSet<(String, String)>>>,
 }
 
 impl Pusher {
@@ -312,6 +315,7 @@ impl Pusher {
             http: reqwest::Client::new(),
             base,
             tokens: None,
+            uploaded: Arc::default(),
         }
     }
 
@@ -338,6 +342,15 @@ impl Pusher {
     /// Uploads a blob (POST + PUT), skipping it when it already exists.
     pub async fn push_blob(&self, repo: &str, data: &[u8]) -> Result<String, TestkitError> {
         let digest = sha256(data);
+        let key = (repo.to_owned(), digest.clone());
+        if self
+            .uploaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&key)
+        {
+            return Ok(digest);
+        }
         let exists = self
             .req(
                 reqwest::Method::HEAD,
@@ -348,6 +361,10 @@ impl Pusher {
             .await
             .map_err(|e| TestkitError::Push(format!("HEAD blob {repo}@{digest}: {e}")))?;
         if exists.status().is_success() {
+            self.uploaded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(key);
             return Ok(digest);
         }
         let start = self
@@ -386,6 +403,10 @@ impl Pusher {
                 "finish upload to {repo}: HTTP {s}: {body}"
             )));
         }
+        self.uploaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key);
         Ok(digest)
     }
 
