@@ -394,3 +394,60 @@ async fn seed_file_errors_name_the_problem() {
     .to_string();
     assert!(err.contains("a/b:t"), "{err}");
 }
+
+#[tokio::test]
+async fn simulator_speaks_the_distribution_protocol() {
+    let s = serve(RegistrySim::from_seed_json(SEED).unwrap()).await;
+    let http = reqwest::Client::new();
+    let url = |p: &str| format!("{}{p}", s.url.as_str().trim_end_matches('/'));
+    assert_eq!(http.get(url("/v2/")).send().await.unwrap().status(), 200);
+
+    // A client that does not offer the manifest's media type gets 404, as
+    // from real registries.
+    let manifest = url("/v2/vllm/vllm-openai/manifests/v0.25.0");
+    assert_eq!(http.get(&manifest).send().await.unwrap().status(), 404);
+    let r = http
+        .get(&manifest)
+        .header("accept", OCI_INDEX)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let digest = r.headers()["docker-content-digest"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let body = r.bytes().await.unwrap();
+    assert_eq!(
+        digest,
+        format!(
+            "sha256:{}",
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body))
+        )
+    );
+
+    let r = http
+        .get(url("/v2/vllm/vllm-openai/tags/list?n=1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["link"],
+        r#"</v2/vllm/vllm-openai/tags/list?n=1&last=nightly-2222222222222222222222222222222222222222>; rel="next""#
+    );
+    let bad = http
+        .get(url("/v2/vllm/vllm-openai/tags/list?n=x"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let unknown = http.get(url("/v2/no/such/tags/list")).send().await.unwrap();
+    assert_eq!(unknown.status(), 404);
+    let body: serde_json::Value = unknown.json().await.unwrap();
+    assert_eq!(body["errors"][0]["code"], "NAME_UNKNOWN");
+
+    // DELETE by tag prunes it.
+    let r = http.delete(&manifest).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    assert!(s.sim.digest_of("vllm/vllm-openai", "v0.25.0").is_none());
+}
