@@ -1,0 +1,722 @@
+//! The registry client: manifests, configs and tag lists, with
+//! content-addressed caches shared by every clone.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::future::try_join_all;
+use reqwest::Method;
+use reqwest::header::LINK;
+use sha2::{Digest as _, Sha256, Sha512};
+use tokio::sync::OnceCell;
+use url::Url;
+
+use super::config::RegistryConfig;
+use super::error::{RegistryError, Target};
+use super::http::{Http, content_type, status_error};
+use super::model::{
+    AnyManifest, DOCKER_LIST, DOCKER_MANIFEST, HubTagPage, ImageConfig, ImageDetails,
+    MANIFEST_ACCEPT, ManifestHead, OCI_INDEX, OCI_MANIFEST, PlatformImage, RequestCounts,
+    RequestKind, TagList, is_index_media_type,
+};
+use super::session::RegistrySession;
+use super::validate;
+
+/// Values computed once per key; only successes are kept, so a failed fetch
+/// is tried again by the next caller while concurrent callers share one try.
+pub(crate) struct OnceMap<K, V> {
+    cells: Mutex<HashMap<K, Arc<OnceCell<V>>>>,
+}
+
+impl<K, V> Default for OnceMap<K, V> {
+    fn default() -> Self {
+        Self {
+            cells: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: Eq + Hash + Clone, V: Clone> OnceMap<K, V> {
+    pub(crate) fn cell(&self, key: &K) -> Arc<OnceCell<V>> {
+        let mut map = self.cells.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(map.entry(key.clone()).or_default())
+    }
+}
+
+/// What a platform manifest and its config say, cached by manifest digest.
+#[derive(Debug, Clone)]
+struct PlatformData {
+    os: Option<String>,
+    architecture: Option<String>,
+    variant: Option<String>,
+    labels: BTreeMap<String, String>,
+    created: Option<DateTime<Utc>>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) http: Http,
+    details: OnceMap<String, Arc<ImageDetails>>,
+    platforms: OnceMap<String, Arc<PlatformData>>,
+}
+
+/// OCI distribution client. Cheap to clone; clones share connections, token
+/// cache, request counters and the by-digest caches.
+#[derive(Clone)]
+pub struct RegistryClient {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RegistryClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryClient")
+            .field("config", &self.inner.http.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RegistryClient {
+    /// Builds a client; fails when the configuration is unusable.
+    pub fn new(config: RegistryConfig) -> Result<Self, RegistryError> {
+        Ok(Self {
+            inner: Arc::new(Inner {
+                http: Http::new(config)?,
+                details: OnceMap::default(),
+                platforms: OnceMap::default(),
+            }),
+        })
+    }
+
+    /// A per-plan view that lists each repository's tags and resolves each
+    /// tag at most once.
+    pub fn session(&self) -> RegistrySession {
+        RegistrySession::new(self.clone())
+    }
+
+    /// Requests sent so far by this client and its clones.
+    pub fn counts(&self) -> RequestCounts {
+        self.inner.http.counters.snapshot()
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &RegistryConfig {
+        &self.inner.http.config
+    }
+
+    fn http(&self) -> &Http {
+        &self.inner.http
+    }
+
+    fn url(&self, host: &str, rest: &str) -> Result<Url, RegistryError> {
+        let base = self.http().config.base_url(host)?;
+        let mut url = base.clone();
+        url.set_path(&format!(
+            "{}/v2/{}",
+            base.path().trim_end_matches('/'),
+            rest
+        ));
+        Ok(url)
+    }
+
+    /// Resolves a tag or digest with `HEAD` (a GET and a body hash only when
+    /// the registry omits `Docker-Content-Digest` or the media type).
+    pub async fn head_manifest(
+        &self,
+        host: &str,
+        repository: &str,
+        reference: &str,
+    ) -> Result<ManifestHead, RegistryError> {
+        let target = Target::new(host, repository, Some(reference));
+        validate::host(&target)?;
+        validate::repository(&target)?;
+        validate::reference(&target)?;
+        let url = self.url(host, &format!("{repository}/manifests/{reference}"))?;
+        let ex = self
+            .http()
+            .registry(
+                RequestKind::ManifestHead,
+                &target,
+                Method::HEAD,
+                &url,
+                Some(MANIFEST_ACCEPT),
+            )
+            .await?;
+        let status = ex.response.status();
+        if !status.is_success() {
+            return Err(status_error(
+                status,
+                RequestKind::ManifestHead,
+                &target,
+                &url,
+            ));
+        }
+        let headers = ex.response.headers();
+        let digest = match headers.get("docker-content-digest") {
+            Some(v) => {
+                let d = v.to_str().map(str::trim).unwrap_or_default();
+                if d.is_empty() {
+                    None
+                } else {
+                    validate::digest_value(d).map_err(|reason| RegistryError::Invalid {
+                        target: target.clone(),
+                        what: "Docker-Content-Digest header".into(),
+                        reason,
+                    })?;
+                    Some(d.to_owned())
+                }
+            }
+            None => None,
+        };
+        let media_type = content_type(headers).filter(|m| is_manifest_media_type(m));
+        drop(ex);
+        if let (Some(digest), Some(media_type)) = (&digest, &media_type) {
+            if reference.contains(':') && digest != reference {
+                return Err(RegistryError::DigestMismatch {
+                    target,
+                    expected: reference.to_owned(),
+                    actual: digest.clone(),
+                });
+            }
+            return Ok(ManifestHead {
+                digest: digest.clone(),
+                media_type: media_type.clone(),
+            });
+        }
+        // Some registries and proxies drop these headers on HEAD: the digest
+        // is then the hash of the exact bytes a GET returns.
+        let (body, header_type) = self.get_manifest_raw(&target, &url).await?;
+        let computed = digest_of(
+            &body,
+            digest
+                .as_deref()
+                .or(reference.contains(':').then_some(reference)),
+        );
+        if let Some(expected) = digest
+            .as_deref()
+            .or(reference.contains(':').then_some(reference))
+            && expected != computed
+        {
+            return Err(RegistryError::DigestMismatch {
+                target,
+                expected: expected.to_owned(),
+                actual: computed,
+            });
+        }
+        let parsed: AnyManifest = parse_json(&body, &target, "manifest JSON")?;
+        let media_type = media_type.or(header_type).or_else(|| infer_media_type(&parsed)).ok_or_else(|| {
+            RegistryError::Invalid {
+                target: target.clone(),
+                what: "manifest".into(),
+                reason: "no media type in headers or `mediaType` field, and neither `manifests` nor `config` present"
+                    .into(),
+            }
+        })?;
+        Ok(ManifestHead {
+            digest: computed,
+            media_type,
+        })
+    }
+
+    async fn get_manifest_raw(
+        &self,
+        target: &Target,
+        url: &Url,
+    ) -> Result<(Bytes, Option<String>), RegistryError> {
+        let kind = RequestKind::ManifestGet;
+        let limit = self.http().config.max_manifest_bytes;
+        let got = self
+            .http()
+            .fetch(kind, target, url, Some(MANIFEST_ACCEPT), limit, true)
+            .await?;
+        if !got.status.is_success() {
+            return Err(status_error(got.status, kind, target, url));
+        }
+        let ct = content_type(&got.headers).filter(|m| is_manifest_media_type(m));
+        Ok((got.body, ct))
+    }
+
+    /// GETs a manifest by digest and checks that the bytes hash to it.
+    async fn get_manifest(
+        &self,
+        target: &Target,
+        digest: &str,
+    ) -> Result<(Bytes, Option<String>), RegistryError> {
+        let url = self.url(
+            &target.host,
+            &format!("{}/manifests/{digest}", target.repository),
+        )?;
+        let (body, ct) = self.get_manifest_raw(target, &url).await?;
+        verify_digest(target, digest, &body)?;
+        Ok((body, ct))
+    }
+
+    async fn get_blob(&self, target: &Target, digest: &str) -> Result<Bytes, RegistryError> {
+        let url = self.url(
+            &target.host,
+            &format!("{}/blobs/{digest}", target.repository),
+        )?;
+        let kind = RequestKind::BlobGet;
+        let limit = self.http().config.max_manifest_bytes;
+        let got = self
+            .http()
+            .fetch(kind, target, &url, None, limit, true)
+            .await?;
+        if !got.status.is_success() {
+            return Err(status_error(got.status, kind, target, &url));
+        }
+        verify_digest(target, digest, &got.body)?;
+        Ok(got.body)
+    }
+
+    /// Platforms, labels and creation times of an image by digest. Cached by
+    /// digest for the life of the client: the content cannot change.
+    pub async fn image_details(
+        &self,
+        host: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Arc<ImageDetails>, RegistryError> {
+        let target = Target::new(host, repository, Some(digest));
+        validate::host(&target)?;
+        validate::repository(&target)?;
+        validate::digest_value(digest).map_err(|reason| RegistryError::Invalid {
+            target: target.clone(),
+            what: "digest argument".into(),
+            reason,
+        })?;
+        let cell = self.inner.details.cell(&digest.to_owned());
+        cell.get_or_try_init(|| self.fetch_details(&target, digest))
+            .await
+            .cloned()
+    }
+
+    async fn fetch_details(
+        &self,
+        target: &Target,
+        digest: &str,
+    ) -> Result<Arc<ImageDetails>, RegistryError> {
+        let (body, header_type) = self.get_manifest(target, digest).await?;
+        let parsed: AnyManifest = parse_json(&body, target, "manifest JSON")?;
+        let media_type = header_type
+            .or_else(|| {
+                parsed
+                    .media_type
+                    .clone()
+                    .filter(|m| is_manifest_media_type(m))
+            })
+            .or_else(|| infer_media_type(&parsed))
+            .ok_or_else(|| RegistryError::Invalid {
+                target: target.clone(),
+                what: "manifest".into(),
+                reason: "cannot tell index from manifest: no media type, `manifests` or `config`"
+                    .into(),
+            })?;
+        let platforms = if is_index_media_type(&media_type) {
+            let entries = parsed.manifests.ok_or_else(|| RegistryError::Invalid {
+                target: target.clone(),
+                what: "index JSON".into(),
+                reason: "field `manifests` missing".into(),
+            })?;
+            let wanted: Vec<_> = entries
+                .into_iter()
+                .filter(|d| {
+                    d.media_type
+                        .as_deref()
+                        .is_none_or(|m| !is_index_media_type(m))
+                })
+                .filter_map(|d| d.platform.map(|p| (d.digest, p)))
+                // Build attestations are listed as unknown/unknown: not images.
+                .filter(|(_, p)| p.os != "unknown" && p.architecture != "unknown")
+                .collect();
+            try_join_all(wanted.into_iter().map(|(d, p)| async move {
+                let t = Target::new(&target.host, &target.repository, Some(&d));
+                validate::digest_value(&d).map_err(|reason| RegistryError::Invalid {
+                    target: target.clone(),
+                    what: "index entry `digest`".into(),
+                    reason,
+                })?;
+                let data = self.platform_data(&t, &d, None).await?;
+                Ok::<_, RegistryError>(PlatformImage {
+                    os: p.os,
+                    architecture: p.architecture,
+                    variant: p.variant.or_else(|| data.variant.clone()),
+                    digest: d,
+                    labels: data.labels.clone(),
+                    created: data.created,
+                })
+            }))
+            .await?
+        } else {
+            let data = self.platform_data(target, digest, Some(parsed)).await?;
+            let missing = |f: &str| RegistryError::Invalid {
+                target: target.clone(),
+                what: "image config JSON".into(),
+                reason: format!("field `{f}` missing in a single-platform image"),
+            };
+            vec![PlatformImage {
+                os: data.os.clone().ok_or_else(|| missing("os"))?,
+                architecture: data
+                    .architecture
+                    .clone()
+                    .ok_or_else(|| missing("architecture"))?,
+                variant: data.variant.clone(),
+                digest: digest.to_owned(),
+                labels: data.labels.clone(),
+                created: data.created,
+            }]
+        };
+        Ok(Arc::new(ImageDetails {
+            digest: digest.to_owned(),
+            media_type,
+            platforms,
+        }))
+    }
+
+    async fn platform_data(
+        &self,
+        target: &Target,
+        digest: &str,
+        already: Option<AnyManifest>,
+    ) -> Result<Arc<PlatformData>, RegistryError> {
+        let cell = self.inner.platforms.cell(&digest.to_owned());
+        cell.get_or_try_init(|| async move {
+            let manifest = match already {
+                Some(m) => m,
+                None => {
+                    let (body, _) = self.get_manifest(target, digest).await?;
+                    parse_json(&body, target, "platform manifest JSON")?
+                }
+            };
+            let config = manifest.config.ok_or_else(|| RegistryError::Invalid {
+                target: target.clone(),
+                what: "platform manifest JSON".into(),
+                reason: "field `config` missing".into(),
+            })?;
+            validate::digest_value(&config.digest).map_err(|reason| RegistryError::Invalid {
+                target: target.clone(),
+                what: "manifest `config.digest`".into(),
+                reason,
+            })?;
+            let blob = self.get_blob(target, &config.digest).await?;
+            let cfg: ImageConfig = parse_json(&blob, target, "image config JSON")?;
+            let created = match cfg.created.as_deref() {
+                Some(s) => match DateTime::parse_from_rfc3339(s) {
+                    Ok(t) => Some(t.with_timezone(&Utc)),
+                    Err(e) => {
+                        tracing::warn!(%target, created = s, error = %e, "image config `created` is not RFC 3339; ignored");
+                        None
+                    }
+                },
+                None => None,
+            };
+            Ok(Arc::new(PlatformData {
+                os: cfg.os,
+                architecture: cfg.architecture,
+                variant: cfg.variant,
+                labels: cfg.config.and_then(|c| c.labels).unwrap_or_default(),
+                created,
+            }))
+        })
+        .await
+        .cloned()
+    }
+
+    /// All tags of a repository, following `Link` pages up to the page cap.
+    /// The order is the registry's; nothing assumes it is sorted.
+    pub async fn list_tags(
+        &self,
+        host: &str,
+        repository: &str,
+    ) -> Result<Vec<String>, RegistryError> {
+        let target = Target::new(host, repository, None);
+        validate::host(&target)?;
+        validate::repository(&target)?;
+        let first = self.url(host, &format!("{repository}/tags/list"))?;
+        let mut url = first.clone();
+        if let Some(n) = self.http().config.tag_page_size {
+            url.query_pairs_mut().append_pair("n", &n.to_string());
+        }
+        let mut seen = HashSet::new();
+        let mut tags = Vec::new();
+        for _page in 0..self.http().config.max_tag_pages {
+            let kind = RequestKind::TagsList;
+            let limit = self.http().config.max_tag_list_bytes;
+            let got = self
+                .http()
+                .fetch(kind, &target, &url, None, limit, true)
+                .await?;
+            if !got.status.is_success() {
+                return Err(status_error(got.status, kind, &target, &url));
+            }
+            let next = got
+                .headers
+                .get_all(LINK)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .find_map(next_link)
+                .map(|s| s.to_owned());
+            let page: TagList = parse_json(&got.body, &target, "tag list JSON")?;
+            for t in page.tags.unwrap_or_default() {
+                if seen.insert(t.clone()) {
+                    tags.push(t);
+                }
+            }
+            match next {
+                None => return Ok(tags),
+                Some(link) => {
+                    url = same_origin_join(&first, &url, &link, &target, "tag list `Link` header")?
+                }
+            }
+        }
+        Err(RegistryError::TooManyPages {
+            target,
+            limit: self.http().config.max_tag_pages,
+        })
+    }
+
+    /// Push times from Docker Hub's REST API for a `docker.io` repository
+    /// (`namespace/name`), newest first, up to the page cap. `None` when the
+    /// API does not know the repository or refuses anonymous access.
+    pub async fn hub_push_times(
+        &self,
+        repository: &str,
+    ) -> Result<Option<BTreeMap<String, DateTime<Utc>>>, RegistryError> {
+        let target = Target::new("docker.io", repository, None);
+        validate::repository(&target)?;
+        let Some((ns, name)) = repository.split_once('/').filter(|(_, n)| !n.contains('/')) else {
+            return Ok(None);
+        };
+        let base = self.http().config.hub_api_url();
+        let mut url = base.clone();
+        url.set_path(&format!(
+            "{}/v2/namespaces/{ns}/repositories/{name}/tags",
+            base.path().trim_end_matches('/')
+        ));
+        // Newest first, so a capped listing still covers the candidates.
+        url.query_pairs_mut()
+            .append_pair("page_size", "100")
+            .append_pair("ordering", "last_updated");
+        let first = url.clone();
+        let mut out = BTreeMap::new();
+        for _page in 0..self.http().config.max_tag_pages {
+            let kind = RequestKind::HubApi;
+            let limit = self.http().config.max_tag_list_bytes;
+            let accept = Some("application/json");
+            let got = self
+                .http()
+                .fetch(kind, &target, &url, accept, limit, false)
+                .await?;
+            let status = got.status;
+            if matches!(status.as_u16(), 401 | 403 | 404) {
+                tracing::info!(%target, status = status.as_u16(), "Docker Hub tags API unavailable for this repository");
+                return Ok(None);
+            }
+            if !status.is_success() {
+                return Err(status_error(status, RequestKind::HubApi, &target, &url));
+            }
+            let page: HubTagPage = parse_json(&got.body, &target, "Docker Hub tags page JSON")?;
+            for tag in page.results {
+                let Some(pushed) = tag.tag_last_pushed else {
+                    continue;
+                };
+                match DateTime::parse_from_rfc3339(&pushed) {
+                    Ok(t) => {
+                        out.insert(tag.name, t.with_timezone(&Utc));
+                    }
+                    Err(e) => {
+                        return Err(RegistryError::Invalid {
+                            target,
+                            what: format!("Docker Hub tag {:?} field `tag_last_pushed`", tag.name),
+                            reason: format!("{pushed:?}: {e}"),
+                        });
+                    }
+                }
+            }
+            match page.next.filter(|n| !n.is_empty()) {
+                None => return Ok(Some(out)),
+                Some(next) => {
+                    url = same_origin_join(&first, &url, &next, &target, "Docker Hub `next` link")?
+                }
+            }
+        }
+        tracing::info!(%target, pages = self.http().config.max_tag_pages, "Docker Hub tag history capped; older tags have no push time");
+        Ok(Some(out))
+    }
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    target: &Target,
+    what: &str,
+) -> Result<T, RegistryError> {
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        RegistryError::Invalid {
+            target: target.clone(),
+            what: if path == "." {
+                what.to_owned()
+            } else {
+                format!("{what} at `{path}`")
+            },
+            reason: e.into_inner().to_string(),
+        }
+    })
+}
+
+fn is_manifest_media_type(m: &str) -> bool {
+    matches!(m, OCI_INDEX | DOCKER_LIST | OCI_MANIFEST | DOCKER_MANIFEST)
+}
+
+fn infer_media_type(m: &AnyManifest) -> Option<String> {
+    if let Some(mt) = m
+        .media_type
+        .as_deref()
+        .filter(|t| is_manifest_media_type(t))
+    {
+        return Some(mt.to_owned());
+    }
+    if m.manifests.is_some() {
+        Some(OCI_INDEX.to_owned())
+    } else if m.config.is_some() {
+        Some(OCI_MANIFEST.to_owned())
+    } else {
+        None
+    }
+}
+
+/// Digest of `body` in the algorithm of `like` (sha256 unless it says sha512).
+fn digest_of(body: &[u8], like: Option<&str>) -> String {
+    if like.is_some_and(|d| d.starts_with("sha512:")) {
+        format!("sha512:{}", hex::encode(Sha512::digest(body)))
+    } else {
+        format!("sha256:{}", hex::encode(Sha256::digest(body)))
+    }
+}
+
+fn verify_digest(target: &Target, expected: &str, body: &[u8]) -> Result<(), RegistryError> {
+    let actual = digest_of(body, Some(expected));
+    if actual == expected {
+        Ok(())
+    } else {
+        Err(RegistryError::DigestMismatch {
+            target: target.clone(),
+            expected: expected.to_owned(),
+            actual,
+        })
+    }
+}
+
+/// The `rel="next"` target of one `Link` header value, if it has one.
+pub(crate) fn next_link(header: &str) -> Option<&str> {
+    let mut rest = header;
+    loop {
+        let open = rest.find('<')?;
+        let close = open + rest[open..].find('>')?;
+        let target = &rest[open + 1..close];
+        let after = &rest[close + 1..];
+        let end = after.find('<').unwrap_or(after.len());
+        let params = &after[..end];
+        let is_next = params.split(';').any(|p| {
+            let p = p.trim().trim_end_matches(',').trim();
+            p.split_once('=').is_some_and(|(k, v)| {
+                k.trim().eq_ignore_ascii_case("rel")
+                    && v.trim()
+                        .trim_matches('"')
+                        .split_ascii_whitespace()
+                        .any(|r| r.eq_ignore_ascii_case("next"))
+            })
+        });
+        if is_next {
+            return Some(target);
+        }
+        rest = &after[end..];
+    }
+}
+
+/// Resolves a pagination link against the current URL and refuses one that
+/// leaves the origin we started from (we would send our token there).
+fn same_origin_join(
+    first: &Url,
+    current: &Url,
+    link: &str,
+    target: &Target,
+    what: &str,
+) -> Result<Url, RegistryError> {
+    let next = current.join(link).map_err(|e| RegistryError::Invalid {
+        target: target.clone(),
+        what: what.to_owned(),
+        reason: format!("{link:?}: {e}"),
+    })?;
+    if next.origin() != first.origin() {
+        return Err(RegistryError::Invalid {
+            target: target.clone(),
+            what: what.to_owned(),
+            reason: format!(
+                "next page {next} leaves the origin {}",
+                first.origin().ascii_serialization()
+            ),
+        });
+    }
+    Ok(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_headers() {
+        assert_eq!(
+            next_link(r#"</v2/r/tags/list?last=b&n=2>; rel="next""#),
+            Some("/v2/r/tags/list?last=b&n=2")
+        );
+        assert_eq!(
+            next_link("<https://h/v2/r/tags/list?n=1&last=a>; rel=next"),
+            Some("https://h/v2/r/tags/list?n=1&last=a")
+        );
+        assert_eq!(
+            next_link(r#"<https://a/p1>; rel="prev", <https://a/p3>; rel="next""#),
+            Some("https://a/p3")
+        );
+        assert_eq!(next_link(r#"<https://a/p1>; rel="prev""#), None);
+        assert_eq!(next_link("garbage"), None);
+        assert_eq!(next_link("<unterminated; rel=next"), None);
+    }
+
+    #[test]
+    fn pagination_may_not_leave_origin() {
+        let t = Target::new("h", "r", None);
+        let first = Url::parse("http://127.0.0.1:5000/v2/r/tags/list").unwrap();
+        assert!(same_origin_join(&first, &first, "/v2/r/tags/list?last=x", &t, "link").is_ok());
+        assert!(
+            same_origin_join(
+                &first,
+                &first,
+                "http://127.0.0.1:5000/v2/r/tags/list?last=x",
+                &t,
+                "link"
+            )
+            .is_ok()
+        );
+        let err =
+            same_origin_join(&first, &first, "http://evil.example/steal", &t, "link").unwrap_err();
+        assert!(err.to_string().contains("leaves the origin"), "{err}");
+    }
+
+    #[test]
+    fn digests() {
+        assert_eq!(
+            digest_of(b"", None),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        let t = Target::new("h", "r", None);
+        assert!(verify_digest(&t, &digest_of(b"x", None), b"x").is_ok());
+        assert!(matches!(
+            verify_digest(&t, &digest_of(b"x", None), b"y"),
+            Err(RegistryError::DigestMismatch { .. })
+        ));
+    }
+}

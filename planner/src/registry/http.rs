@@ -1,0 +1,600 @@
+//! One HTTP exchange with retries, body limits, counting and auth.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use chrono::{DateTime, Utc};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER, WWW_AUTHENTICATE};
+use reqwest::{Method, Response, StatusCode};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use url::Url;
+
+use super::auth::{
+    Challenge, DEFAULT_TOKEN_LIFETIME, Token, TokenCache, TokenResponse, parse_challenge,
+    pull_scope,
+};
+use super::config::RegistryConfig;
+use super::error::{RegistryError, Target, describe_reqwest};
+use super::model::{RequestCounts, RequestKind};
+
+/// Request counters, one per [`RequestKind`].
+#[derive(Default)]
+pub(crate) struct Counters {
+    manifest_head: AtomicU64,
+    manifest_get: AtomicU64,
+    blob_get: AtomicU64,
+    tags_list: AtomicU64,
+    token: AtomicU64,
+    hub_api: AtomicU64,
+    other: AtomicU64,
+}
+
+impl Counters {
+    fn bump(&self, kind: RequestKind) {
+        let c = match kind {
+            RequestKind::ManifestHead => &self.manifest_head,
+            RequestKind::ManifestGet => &self.manifest_get,
+            RequestKind::BlobGet => &self.blob_get,
+            RequestKind::TagsList => &self.tags_list,
+            RequestKind::Token => &self.token,
+            RequestKind::HubApi => &self.hub_api,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> RequestCounts {
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        RequestCounts {
+            manifest_head: l(&self.manifest_head),
+            manifest_get: l(&self.manifest_get),
+            blob_get: l(&self.blob_get),
+            tags_list: l(&self.tags_list),
+            token: l(&self.token),
+            hub_api: l(&self.hub_api),
+            other: l(&self.other),
+        }
+    }
+}
+
+/// How a request authenticates.
+#[derive(Clone)]
+enum Auth {
+    Anonymous,
+    Bearer(Token),
+    Basic,
+}
+
+/// What one request is: kind for counting, target for errors, and the HTTP
+/// method, URL and `Accept` header.
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    kind: RequestKind,
+    target: &'a Target,
+    method: &'a Method,
+    url: &'a Url,
+    accept: Option<&'a str>,
+}
+
+/// Outcome of [`Http::fetch`].
+pub(crate) struct Fetched {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+}
+
+/// A response together with the concurrency permit it occupies until its
+/// body has been read.
+pub(crate) struct Exchange {
+    pub(crate) response: Response,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// The HTTP layer shared by every clone of a client.
+pub(crate) struct Http {
+    pub(crate) config: RegistryConfig,
+    client: reqwest::Client,
+    permits: Arc<Semaphore>,
+    tokens: TokenCache,
+    basic_hosts: std::sync::Mutex<std::collections::HashSet<String>>,
+    pub(crate) counters: Counters,
+}
+
+impl Http {
+    pub(crate) fn new(config: RegistryConfig) -> Result<Self, RegistryError> {
+        config.validate()?;
+        let client = reqwest::Client::builder()
+            .user_agent(config.user_agent.clone())
+            .timeout(config.timeout)
+            .connect_timeout(config.timeout.min(Duration::from_secs(10)))
+            .build()
+            .map_err(|e| {
+                RegistryError::Config(format!("cannot build HTTP client: {}", describe_reqwest(e)))
+            })?;
+        Ok(Self {
+            permits: Arc::new(Semaphore::new(config.concurrency)),
+            config,
+            client,
+            tokens: TokenCache::default(),
+            basic_hosts: Default::default(),
+            counters: Counters::default(),
+        })
+    }
+
+    /// Sends a read request, retrying 5xx, 429 and transport errors with
+    /// exponential backoff and full jitter, honouring `Retry-After`. Returns
+    /// the last response whatever its status; the caller interprets it.
+    async fn send(
+        &self,
+        call: &Call<'_>,
+        auth: &Auth,
+        host_for_basic: &str,
+    ) -> Result<Exchange, RegistryError> {
+        let Call {
+            kind,
+            target,
+            method,
+            url,
+            accept,
+        } = *call;
+        let mut attempt: u32 = 0;
+        loop {
+            let permit = Arc::clone(&self.permits)
+                .acquire_owned()
+                .await
+                .map_err(|_| RegistryError::Config("registry client was shut down".into()))?;
+            self.counters.bump(kind);
+            let mut req = self.client.request(method.clone(), url.clone());
+            if let Some(a) = accept {
+                req = req.header(ACCEPT, a);
+            }
+            req = match auth {
+                Auth::Anonymous => req,
+                Auth::Bearer(t) => req.bearer_auth(&t.0),
+                Auth::Basic => match self.config.credentials.get(host_for_basic) {
+                    Some(c) => req.basic_auth(&c.username, Some(&c.password)),
+                    None => req,
+                },
+            };
+            let result = req.send().await;
+            let retry_in = match &result {
+                Ok(resp) if is_retryable_status(resp.status()) => Some(
+                    retry_after(resp.headers(), Utc::now())
+                        .map(|d| d.min(self.config.max_retry_delay)),
+                ),
+                Ok(_) => None,
+                // A request that cannot be built or a redirect loop will not
+                // get better by asking again.
+                Err(e) if e.is_builder() || e.is_redirect() => None,
+                Err(_) => Some(None),
+            };
+            match (result, retry_in) {
+                (Ok(response), Some(wait)) if attempt < self.config.max_retries => {
+                    drop(response);
+                    drop(permit);
+                    let wait = wait.unwrap_or_else(|| self.backoff(attempt));
+                    tracing::debug!(%target, what = kind.describe(), attempt, ?wait, "retrying after retryable status");
+                    tokio::time::sleep(wait).await;
+                }
+                (Ok(response), _) => {
+                    return Ok(Exchange {
+                        response,
+                        _permit: permit,
+                    });
+                }
+                (Err(e), Some(_)) if attempt < self.config.max_retries => {
+                    drop(permit);
+                    let wait = self.backoff(attempt);
+                    tracing::debug!(%target, what = kind.describe(), attempt, ?wait, error = %describe_reqwest(e), "retrying after transport error");
+                    tokio::time::sleep(wait).await;
+                }
+                (Err(e), _) => {
+                    return Err(RegistryError::Transport {
+                        target: target.clone(),
+                        what: kind.describe(),
+                        reason: format!("{} (after {} attempts)", describe_reqwest(e), attempt + 1),
+                    });
+                }
+            }
+            attempt += 1;
+        }
+    }
+
+    fn backoff(&self, attempt: u32) -> Duration {
+        let exp = self
+            .config
+            .retry_base_delay
+            .saturating_mul(2u32.saturating_pow(attempt.min(16)));
+        let cap = exp.min(self.config.max_retry_delay);
+        let nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
+        // Full jitter: concurrent clients that failed together spread out.
+        Duration::from_nanos(rand::random_range(0..=nanos))
+    }
+
+    /// A registry request (`/v2/...`) with anonymous-first auth: on 401 the
+    /// challenge is answered once (token or basic credentials); a second 401
+    /// is an error, never a loop.
+    pub(crate) async fn registry(
+        &self,
+        kind: RequestKind,
+        target: &Target,
+        method: Method,
+        url: &Url,
+        accept: Option<&str>,
+    ) -> Result<Exchange, RegistryError> {
+        let host = target.host.as_str();
+        let scope = pull_scope(&target.repository);
+        let mut auth = match self.tokens.get(host, &scope) {
+            Some(t) => Auth::Bearer(t),
+            None if self.is_basic_host(host) => Auth::Basic,
+            None => Auth::Anonymous,
+        };
+        let mut answered = false;
+        loop {
+            let call = Call {
+                kind,
+                target,
+                method: &method,
+                url,
+                accept,
+            };
+            let ex = self.send(&call, &auth, host).await?;
+            if ex.response.status() != StatusCode::UNAUTHORIZED {
+                return Ok(ex);
+            }
+            let unauthorized = |reason: String| RegistryError::Unauthorized {
+                target: target.clone(),
+                reason,
+            };
+            if answered {
+                return Err(unauthorized(format!(
+                    "registry answered 401 again after the auth challenge was answered ({})",
+                    match auth {
+                        Auth::Basic => "basic credentials rejected or insufficient",
+                        _ => "fresh token rejected or insufficient",
+                    }
+                )));
+            }
+            answered = true;
+            let header = ex
+                .response
+                .headers()
+                .get(WWW_AUTHENTICATE)
+                .ok_or_else(|| unauthorized("401 without a WWW-Authenticate challenge".into()))?
+                .to_str()
+                .map_err(|_| unauthorized("WWW-Authenticate header is not visible ASCII".into()))?
+                .to_owned();
+            drop(ex);
+            let challenge = parse_challenge(&header).map_err(|reason| RegistryError::Invalid {
+                target: target.clone(),
+                what: "WWW-Authenticate header".into(),
+                reason,
+            })?;
+            let used = match &auth {
+                Auth::Bearer(t) => Some(t.0.clone()),
+                _ => None,
+            };
+            auth = match challenge {
+                Challenge::Bearer {
+                    realm,
+                    service,
+                    scope: asked,
+                } => {
+                    // One token fetch per scope at a time: requests challenged
+                    // together wait for it instead of each asking the realm.
+                    let gate = self.tokens.gate(host, &scope);
+                    let _serialized = gate.lock().await;
+                    match self.tokens.get(host, &scope) {
+                        Some(fresh) if Some(&fresh.0) != used.as_ref() => Auth::Bearer(fresh),
+                        _ => {
+                            let asked = asked.unwrap_or_else(|| scope.clone());
+                            let (token, lifetime) = self
+                                .fetch_token(target, &realm, service.as_deref(), &asked)
+                                .await?;
+                            self.tokens.put(host, &scope, token.clone(), lifetime);
+                            Auth::Bearer(token)
+                        }
+                    }
+                }
+                Challenge::Basic => {
+                    if !self.config.credentials.contains_key(host) {
+                        return Err(unauthorized(format!(
+                            "registry requires basic credentials and none are configured for {host}"
+                        )));
+                    }
+                    self.basic_hosts
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(host.to_owned());
+                    Auth::Basic
+                }
+            };
+        }
+    }
+
+    fn is_basic_host(&self, host: &str) -> bool {
+        self.basic_hosts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(host)
+    }
+
+    async fn fetch_token(
+        &self,
+        target: &Target,
+        realm: &str,
+        service: Option<&str>,
+        scope: &str,
+    ) -> Result<(Token, Duration), RegistryError> {
+        let invalid = |reason: String| RegistryError::Invalid {
+            target: target.clone(),
+            what: "token realm".into(),
+            reason,
+        };
+        let mut url = Url::parse(realm).map_err(|e| invalid(format!("{realm:?}: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid(format!("{realm:?}: scheme must be http or https")));
+        }
+        {
+            let mut q = url.query_pairs_mut();
+            if let Some(s) = service {
+                q.append_pair("service", s);
+            }
+            for s in scope.split(' ').filter(|s| !s.is_empty()) {
+                q.append_pair("scope", s);
+            }
+        }
+        let host = target.host.as_str();
+        let auth = if self.config.credentials.contains_key(host) {
+            Auth::Basic
+        } else {
+            Auth::Anonymous
+        };
+        let call = Call {
+            kind: RequestKind::Token,
+            target,
+            method: &Method::GET,
+            url: &url,
+            accept: None,
+        };
+        let ex = self.send(&call, &auth, host).await?;
+        let status = ex.response.status();
+        if !status.is_success() {
+            return Err(RegistryError::Unauthorized {
+                target: target.clone(),
+                reason: format!(
+                    "token endpoint {} answered HTTP {}{}",
+                    strip_query(&url),
+                    status.as_u16(),
+                    if matches!(auth, Auth::Basic) {
+                        " (check the credentials configured for this host)"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+        }
+        let body = self
+            .read_body(
+                ex,
+                self.config.max_manifest_bytes,
+                RequestKind::Token,
+                target,
+            )
+            .await?;
+        let parsed: TokenResponse =
+            serde_json::from_slice(&body).map_err(|e| RegistryError::Invalid {
+                target: target.clone(),
+                what: "token response JSON".into(),
+                reason: e.to_string(),
+            })?;
+        let token = parsed
+            .token
+            .or(parsed.access_token)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| RegistryError::Invalid {
+                target: target.clone(),
+                what: "token response JSON".into(),
+                reason: "field `token` (or `access_token`) missing or empty".into(),
+            })?;
+        let lifetime = match parsed.expires_in {
+            Some(s) if s > 0 => Duration::from_secs(s.unsigned_abs()),
+            _ => DEFAULT_TOKEN_LIFETIME,
+        };
+        Ok((Token(token), lifetime))
+    }
+
+    /// A GET returning status, headers and, for a 2xx, the body (refused past
+    /// `limit` bytes). A body that breaks off mid-stream is retried like a
+    /// failed connection. `registry_auth` selects the `/v2/` challenge flow;
+    /// without it the request is anonymous (Docker Hub's REST API).
+    pub(crate) async fn fetch(
+        &self,
+        kind: RequestKind,
+        target: &Target,
+        url: &Url,
+        accept: Option<&str>,
+        limit: usize,
+        registry_auth: bool,
+    ) -> Result<Fetched, RegistryError> {
+        let mut attempt: u32 = 0;
+        loop {
+            let ex = if registry_auth {
+                self.registry(kind, target, Method::GET, url, accept)
+                    .await?
+            } else {
+                let call = Call {
+                    kind,
+                    target,
+                    method: &Method::GET,
+                    url,
+                    accept,
+                };
+                self.send(&call, &Auth::Anonymous, "").await?
+            };
+            let status = ex.response.status();
+            let headers = ex.response.headers().clone();
+            if !status.is_success() {
+                return Ok(Fetched {
+                    status,
+                    headers,
+                    body: Bytes::new(),
+                });
+            }
+            match self.read_body(ex, limit, kind, target).await {
+                Err(RegistryError::Transport { reason, .. })
+                    if attempt < self.config.max_retries =>
+                {
+                    let wait = self.backoff(attempt);
+                    tracing::debug!(%target, what = kind.describe(), attempt, ?wait, error = %reason, "retrying a broken body");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+                Ok(body) => {
+                    return Ok(Fetched {
+                        status,
+                        headers,
+                        body,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Reads a body, refusing it as soon as it exceeds `limit` bytes.
+    async fn read_body(
+        &self,
+        ex: Exchange,
+        limit: usize,
+        kind: RequestKind,
+        target: &Target,
+    ) -> Result<Bytes, RegistryError> {
+        let Exchange {
+            mut response,
+            _permit,
+        } = ex;
+        let too_large = || RegistryError::TooLarge {
+            target: target.clone(),
+            what: kind.describe(),
+            limit,
+        };
+        if response.content_length().is_some_and(|n| n > limit as u64) {
+            return Err(too_large());
+        }
+        let mut buf = BytesMut::new();
+        loop {
+            let chunk = response
+                .chunk()
+                .await
+                .map_err(|e| RegistryError::Transport {
+                    target: target.clone(),
+                    what: kind.describe(),
+                    reason: format!("reading the body: {}", describe_reqwest(e)),
+                })?;
+            let Some(chunk) = chunk else { break };
+            if buf.len() + chunk.len() > limit {
+                return Err(too_large());
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(buf.freeze())
+    }
+}
+
+fn is_retryable_status(s: StatusCode) -> bool {
+    s == StatusCode::TOO_MANY_REQUESTS || s.is_server_error()
+}
+
+/// `Retry-After` as a delay: delta-seconds or an HTTP date.
+pub(crate) fn retry_after(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
+    let v = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = DateTime::parse_from_rfc2822(v).ok()?.with_timezone(&Utc);
+    Some((at - now).to_std().unwrap_or(Duration::ZERO))
+}
+
+/// Media type from `Content-Type` without parameters.
+pub(crate) fn content_type(headers: &HeaderMap) -> Option<String> {
+    let v = headers.get(CONTENT_TYPE)?.to_str().ok()?;
+    let mt = v.split(';').next()?.trim();
+    (!mt.is_empty()).then(|| mt.to_ascii_lowercase())
+}
+
+/// A URL for messages: without query (token endpoints carry scopes there).
+pub(crate) fn strip_query(url: &Url) -> String {
+    let mut u = url.clone();
+    u.set_query(None);
+    u.to_string()
+}
+
+/// Maps a non-success status to an error.
+pub(crate) fn status_error(
+    status: StatusCode,
+    kind: RequestKind,
+    target: &Target,
+    url: &Url,
+) -> RegistryError {
+    match status.as_u16() {
+        404 => RegistryError::NotFound {
+            target: target.clone(),
+            what: kind.describe(),
+        },
+        401 | 403 => RegistryError::Unauthorized {
+            target: target.clone(),
+            reason: format!("HTTP {} for {}", status.as_u16(), kind.describe()),
+        },
+        s => RegistryError::Status {
+            target: target.clone(),
+            what: kind.describe(),
+            status: s,
+            url: strip_query(url),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        let now = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_static("7"));
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(7)));
+        h.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("Thu, 01 Jan 2026 00:00:30 GMT"),
+        );
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(30)));
+        h.insert(
+            RETRY_AFTER,
+            HeaderValue::from_static("Wed, 31 Dec 2025 00:00:30 GMT"),
+        );
+        assert_eq!(retry_after(&h, now), Some(Duration::ZERO));
+        h.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h, now), None);
+        h.insert(RETRY_AFTER, HeaderValue::from_static("-3"));
+        assert_eq!(retry_after(&h, now), None);
+    }
+
+    #[test]
+    fn content_type_drops_parameters() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("application/vnd.oci.image.index.v1+json; charset=utf-8"),
+        );
+        assert_eq!(
+            content_type(&h).as_deref(),
+            Some("application/vnd.oci.image.index.v1+json")
+        );
+    }
+}

@@ -1,0 +1,38 @@
+//! OCI distribution client for upstream registries (Docker Hub, NGC, GHCR,
+//! Quay, local mirrors), built on `reqwest` rather than the `oci-client`
+//! crate: Klaud needs per-kind request counting, mirrors for every host,
+//! Docker Hub's REST API and exact control over which requests are sent,
+//! which that crate does not expose.
+//!
+//! Design for "fewest requests": a current tag is checked with `HEAD` only
+//! (it does not count as a Docker Hub pull); manifests and config blobs are
+//! fetched only for candidate tags and cached by digest for the life of the
+//! [`RegistryClient`]; a [`RegistrySession`] (one per plan) lists each
+//! repository's tags and resolves each tag at most once, with concurrent
+//! callers sharing one request.
+//!
+//! Auth is anonymous first; a 401 challenge is answered once (bearer token
+//! from the realm, cached per host and scope, or basic credentials), and a
+//! second 401 is an error. Reads are retried on 5xx, 429 and connection
+//! errors with jittered exponential backoff that honours `Retry-After`.
+
+mod auth;
+mod client;
+mod config;
+mod error;
+mod http;
+mod model;
+mod session;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+mod validate;
+
+pub use auth::{Challenge, parse_challenge};
+pub use client::RegistryClient;
+pub use config::{BasicCredentials, HUB_API_HOST, RegistryConfig};
+pub use error::{RegistryError, Target};
+pub use model::{
+    DOCKER_LIST, DOCKER_MANIFEST, ImageDetails, MANIFEST_ACCEPT, ManifestHead, OCI_CONFIG,
+    OCI_INDEX, OCI_MANIFEST, PlatformImage, RequestCounts, is_index_media_type,
+};
+pub use session::RegistrySession;

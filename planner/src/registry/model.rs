@@ -1,0 +1,187 @@
+//! What the registry client returns, and the registry JSON it reads.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// OCI image index (multi-platform).
+pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+/// Docker manifest list (multi-platform).
+pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+/// OCI image manifest (one platform).
+pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+/// Docker image manifest v2 schema 2 (one platform).
+pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+/// OCI image config blob.
+pub const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
+
+/// `Accept` header for manifest requests: a registry that is not offered all
+/// four answers 404 or 400 for some images.
+pub const MANIFEST_ACCEPT: &str = "application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+
+/// True for media types that list platform manifests.
+pub fn is_index_media_type(media_type: &str) -> bool {
+    media_type == OCI_INDEX || media_type == DOCKER_LIST
+}
+
+/// Result of resolving a tag: the digest to pin and its media type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ManifestHead {
+    /// `sha256:<hex>`; for a multi-arch tag, the index digest.
+    pub digest: String,
+    /// Media type of the manifest the tag points at.
+    pub media_type: String,
+}
+
+/// An image by digest with its platforms, labels and creation times.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImageDetails {
+    /// The digest asked for (index or single manifest).
+    pub digest: String,
+    /// Its media type.
+    pub media_type: String,
+    /// Runnable platforms (attestation entries such as `unknown/unknown` are
+    /// left out); a single-platform manifest yields exactly one.
+    pub platforms: Vec<PlatformImage>,
+}
+
+impl ImageDetails {
+    /// The platform for `os`/`architecture`, if the image has one.
+    pub fn platform(&self, os: &str, architecture: &str) -> Option<&PlatformImage> {
+        self.platforms
+            .iter()
+            .find(|p| p.os == os && p.architecture == architecture)
+    }
+}
+
+/// One platform of an image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlatformImage {
+    /// `linux`.
+    pub os: String,
+    /// `amd64`, `arm64`, ...
+    pub architecture: String,
+    /// `v8`, ... when given.
+    pub variant: Option<String>,
+    /// Digest of this platform's manifest.
+    pub digest: String,
+    /// `config.Labels` of the image config.
+    pub labels: BTreeMap<String, String>,
+    /// The config's `created` time, when present and valid RFC 3339.
+    pub created: Option<DateTime<Utc>>,
+}
+
+/// Requests sent, by kind (every attempt counts, retries included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestCounts {
+    /// `HEAD /v2/<repo>/manifests/<ref>`.
+    pub manifest_head: u64,
+    /// `GET /v2/<repo>/manifests/<ref>`.
+    pub manifest_get: u64,
+    /// `GET /v2/<repo>/blobs/<digest>`.
+    pub blob_get: u64,
+    /// `GET /v2/<repo>/tags/list` (each page).
+    pub tags_list: u64,
+    /// Token endpoint requests.
+    pub token: u64,
+    /// Docker Hub REST API requests (each page).
+    pub hub_api: u64,
+    /// Anything else.
+    pub other: u64,
+}
+
+impl RequestCounts {
+    /// Sum of all kinds.
+    pub fn total(&self) -> u64 {
+        self.manifest_head
+            + self.manifest_get
+            + self.blob_get
+            + self.tags_list
+            + self.token
+            + self.hub_api
+            + self.other
+    }
+}
+
+/// Kind of request, for counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RequestKind {
+    ManifestHead,
+    ManifestGet,
+    BlobGet,
+    TagsList,
+    Token,
+    HubApi,
+}
+
+impl RequestKind {
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Self::ManifestHead | Self::ManifestGet => "manifest",
+            Self::BlobGet => "config blob",
+            Self::TagsList => "tag list",
+            Self::Token => "token",
+            Self::HubApi => "Docker Hub tags API",
+        }
+    }
+}
+
+// --- registry JSON (lenient: unknown fields ignored, only what Klaud needs) ---
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Descriptor {
+    #[serde(rename = "mediaType")]
+    pub(crate) media_type: Option<String>,
+    pub(crate) digest: String,
+    pub(crate) platform: Option<Platform>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Platform {
+    pub(crate) os: String,
+    pub(crate) architecture: String,
+    pub(crate) variant: Option<String>,
+}
+
+/// Index, manifest list or single manifest: which fields are present tells
+/// them apart when the media type is missing.
+#[derive(Debug, Deserialize)]
+pub(crate) struct AnyManifest {
+    #[serde(rename = "mediaType")]
+    pub(crate) media_type: Option<String>,
+    pub(crate) manifests: Option<Vec<Descriptor>>,
+    pub(crate) config: Option<Descriptor>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ImageConfig {
+    pub(crate) created: Option<String>,
+    pub(crate) os: Option<String>,
+    pub(crate) architecture: Option<String>,
+    pub(crate) variant: Option<String>,
+    pub(crate) config: Option<ImageConfigInner>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ImageConfigInner {
+    #[serde(rename = "Labels")]
+    pub(crate) labels: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct TagList {
+    pub(crate) tags: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct HubTagPage {
+    pub(crate) next: Option<String>,
+    pub(crate) results: Vec<HubTag>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct HubTag {
+    pub(crate) name: String,
+    pub(crate) tag_last_pushed: Option<String>,
+}

@@ -1,0 +1,120 @@
+//! Per-plan memoization with single-flight semantics.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use super::client::{OnceMap, RegistryClient};
+use super::error::RegistryError;
+use super::model::{ImageDetails, ManifestHead};
+
+type Shared<T> = Result<T, RegistryError>;
+type PushTimes = Option<Arc<BTreeMap<String, DateTime<Utc>>>>;
+
+/// One plan's view of the registries. Within a session each repository's tags
+/// are listed once, each reference resolved once and each Docker Hub history
+/// read once, however many families ask and however concurrently: callers of
+/// the same key wait for one shared request and get the same answer, errors
+/// included, so a plan sees a consistent picture. Image details come from the
+/// client's by-digest cache, which outlives sessions.
+#[derive(Clone)]
+pub struct RegistrySession {
+    client: RegistryClient,
+    memo: Arc<Memo>,
+}
+
+impl std::fmt::Debug for RegistrySession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistrySession").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Memo {
+    tags: OnceMap<(String, String), Shared<Arc<Vec<String>>>>,
+    heads: OnceMap<(String, String, String), Shared<ManifestHead>>,
+    hub: OnceMap<String, Shared<PushTimes>>,
+    details: OnceMap<(String, String, String), Shared<Arc<ImageDetails>>>,
+}
+
+impl RegistrySession {
+    pub(crate) fn new(client: RegistryClient) -> Self {
+        Self {
+            client,
+            memo: Arc::default(),
+        }
+    }
+
+    /// The client this session reads through.
+    pub fn client(&self) -> &RegistryClient {
+        &self.client
+    }
+
+    /// Digest and media type of `reference` (tag or digest); a missing one is
+    /// [`RegistryError::NotFound`].
+    pub async fn head_manifest(
+        &self,
+        host: &str,
+        repository: &str,
+        reference: &str,
+    ) -> Result<ManifestHead, RegistryError> {
+        let key = (host.to_owned(), repository.to_owned(), reference.to_owned());
+        let cell = self.memo.heads.cell(&key);
+        cell.get_or_init(|| self.client.head_manifest(host, repository, reference))
+            .await
+            .clone()
+    }
+
+    /// Every tag of the repository, in the registry's order.
+    pub async fn list_tags(
+        &self,
+        host: &str,
+        repository: &str,
+    ) -> Result<Arc<Vec<String>>, RegistryError> {
+        let key = (host.to_owned(), repository.to_owned());
+        let cell = self.memo.tags.cell(&key);
+        cell.get_or_init(|| async { self.client.list_tags(host, repository).await.map(Arc::new) })
+            .await
+            .clone()
+    }
+
+    /// Platforms, labels and `created` of an image by digest. Successes come
+    /// from the client's by-digest cache, which outlives the session; a
+    /// failure is remembered for the rest of this session only, so families
+    /// sharing a broken candidate do not each retry it.
+    pub async fn image_details(
+        &self,
+        host: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Arc<ImageDetails>, RegistryError> {
+        let key = (host.to_owned(), repository.to_owned(), digest.to_owned());
+        let cell = self.memo.details.cell(&key);
+        cell.get_or_init(|| self.client.image_details(host, repository, digest))
+            .await
+            .clone()
+    }
+
+    /// Docker Hub push times (`tag_last_pushed`) for a repository on
+    /// `docker.io`. `None` when `host` is not Docker Hub or the API has nothing
+    /// for the repository; the planner then falls back to image labels.
+    pub async fn hub_push_times(
+        &self,
+        host: &str,
+        repository: &str,
+    ) -> Result<PushTimes, RegistryError> {
+        if host != "docker.io" {
+            return Ok(None);
+        }
+        let cell = self.memo.hub.cell(&repository.to_owned());
+        cell.get_or_init(|| async {
+            self.client
+                .hub_push_times(repository)
+                .await
+                .map(|o| o.map(Arc::new))
+        })
+        .await
+        .clone()
+    }
+}
