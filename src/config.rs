@@ -102,7 +102,7 @@ impl Default for RegistryConfig {
             credentials: BTreeMap::new(),
             concurrency: 16,
             timeout: Duration::from_secs(30),
-            max_retries: 3,
+            max_retries: 4,
             max_tag_pages: 50,
         }
     }

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod bump;
 mod families;
+mod plan;
 
 /// Exit code for success.
 pub const EXIT_OK: u8 = 0;
@@ -65,6 +66,8 @@ enum Command {
     Families(families::Args),
     /// Apply Klaud's exact image edit (and changelog entry) to a local checkout.
     Bump(bump::Args),
+    /// Dry run: which families are stale, their candidate images, and why.
+    Plan(plan::Args),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -74,6 +77,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Families(args) => families::run(args),
         Command::Bump(args) => bump::run(args),
+        Command::Plan(args) => plan::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

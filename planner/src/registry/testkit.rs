@@ -716,3 +716,144 @@ mod tests {
         assert_eq!(listening_addr("level=info msg=\"starting\""), None);
     }
 }
+
+/// What [`seed_repository`] pushed.
+#[derive(Debug, Clone, Default)]
+pub struct SeedSummary {
+    /// Distinct repositories that received tags.
+    pub repositories: usize,
+    /// Tags pushed.
+    pub tags: usize,
+    /// Current tags deliberately left out (they plan as pruned).
+    pub pruned: Vec<String>,
+    /// Newer tags pushed on a family's track.
+    pub newer: Vec<String>,
+}
+
+/// Seeds a registry with every family's current image (both platforms) and,
+/// where the family has a track, one newer tag on that track, so a plan over
+/// `repository` has real work. Current tags of families whose id starts with
+/// `0` are left out, to plan as pruned. Times are relative to `now`: current
+/// images 60 days old, newer ones 10 days. Commit-named tags get a matching
+/// revision label. All hosts are expected to be mirrored to this registry.
+pub async fn seed_repository(
+    pusher: &Pusher,
+    repository: &crate::repo::Repository,
+    now: DateTime<Utc>,
+) -> Result<SeedSummary, TestkitError> {
+    use std::collections::BTreeSet;
+
+    let mut wanted: BTreeMap<(String, String), DateTime<Utc>> = BTreeMap::new();
+    let mut pruned = BTreeSet::new();
+    let mut newer = BTreeSet::new();
+    for family in repository.families() {
+        let image = family.image();
+        let Some(tag) = image.tag() else { continue };
+        let repo = image.repository();
+        if family.id.starts_with('0') {
+            pruned.insert(format!("{repo}:{tag}"));
+        } else {
+            wanted.insert(
+                (repo.clone(), tag.to_owned()),
+                now - chrono::Duration::days(60),
+            );
+        }
+        let track = crate::tracks::track_for(&image.normalized_repository(), tag, &[])
+            .ok()
+            .flatten();
+        if let Some(next) = track.and_then(|t| next_tag_on(&t, tag)) {
+            newer.insert(format!("{repo}:{next}"));
+            wanted.insert((repo, next), now - chrono::Duration::days(10));
+        }
+    }
+    // A pruned tag that another family still uses stays pushed.
+    pruned.retain(|name| {
+        let (repo, tag) = name.split_once(':').unwrap_or_default();
+        !wanted.contains_key(&(repo.to_owned(), tag.to_owned()))
+    });
+    let repositories: BTreeSet<&String> = wanted.keys().map(|(repo, _)| repo).collect();
+    let summary = SeedSummary {
+        repositories: repositories.len(),
+        tags: wanted.len(),
+        pruned: pruned.into_iter().collect(),
+        newer: newer.into_iter().collect(),
+    };
+    // Tags of one repository share blobs, so they are pushed one after the
+    // other; repositories in parallel, a few at a time (the registry writes
+    // to disk).
+    let mut by_repository: BTreeMap<&String, Vec<(&String, DateTime<Utc>)>> = BTreeMap::new();
+    for ((repo, tag), created) in &wanted {
+        by_repository.entry(repo).or_default().push((tag, *created));
+    }
+    let pushes = by_repository.into_iter().map(|(repo, tags)| async move {
+        for (tag, created) in tags {
+            let revision = crate::tracks::infer_track(tag)
+                .and_then(|t| t.matches(tag))
+                .and_then(|p| p.commit)
+                .map(|commit| format!("{commit:0<40}"));
+            // The version label makes every tag a distinct image, as in a real registry.
+            let mut labels: Vec<(&str, &str)> =
+                vec![("org.opencontainers.image.version", tag.as_str())];
+            if let Some(revision) = revision.as_deref() {
+                labels.push(("org.opencontainers.image.revision", revision));
+            }
+            let platforms = [
+                PlatformSpec::linux("amd64", &labels, Some(created)),
+                PlatformSpec::linux("arm64", &labels, Some(created)),
+            ];
+            pusher.push_image(repo, tag, &platforms).await?;
+        }
+        Ok::<(), TestkitError>(())
+    });
+    use futures::StreamExt as _;
+    let mut results = futures::stream::iter(pushes).buffer_unordered(8);
+    while let Some(result) = results.next().await {
+        result?;
+    }
+    Ok(summary)
+}
+
+/// A tag one step newer than `tag` on `track`: the first digit run (from the
+/// right) whose increment keeps the tag on the track and orders it later,
+/// or, on push-ordered tracks, the commit replaced by another of its length.
+pub fn next_tag_on(track: &crate::tracks::Track, tag: &str) -> Option<String> {
+    let current = track.matches(tag)?;
+    if track.ordering() == crate::tracks::TrackOrdering::Pushed {
+        let commit = current.commit?;
+        let replacement: String = commit
+            .chars()
+            .map(|c| if c == 'f' { 'e' } else { 'f' })
+            .collect();
+        let next = tag.replacen(&commit, &replacement, 1);
+        return track.matches(&next).map(|_| next);
+    }
+    let key = current.key?;
+    let bytes = tag.as_bytes();
+    let mut end = bytes.len();
+    while end > 0 {
+        if !bytes[end - 1].is_ascii_digit() {
+            end -= 1;
+            continue;
+        }
+        let mut start = end;
+        while start > 0 && bytes[start - 1].is_ascii_digit() {
+            start -= 1;
+        }
+        if let Ok(number) = tag[start..end].parse::<u64>() {
+            let next = format!(
+                "{}{:0width$}{}",
+                &tag[..start],
+                number + 1,
+                &tag[end..],
+                width = end - start
+            );
+            if let Some(position) = track.matches(&next)
+                && position.key.as_ref().is_some_and(|k| *k > key)
+            {
+                return Some(next);
+            }
+        }
+        end = start;
+    }
+    None
+}

@@ -1,0 +1,113 @@
+//! Benchmark: plan the full InferenceX masters against a real
+//! `docker-registry` on loopback and print wall time, requests by kind next
+//! to the minimum, and peak memory — cold (empty caches) and warm (a second
+//! plan in the same process).
+//!
+//! `cargo bench -p klaud-planner --bench plan` (needs `docker-registry`, e.g.
+//! `apt-get install -y docker-registry`, and the shared fixtures beside the
+//! checkout). Set `KLAUD_BENCH_CONCURRENCY` to change the request bound.
+
+use std::path::Path;
+use std::time::Instant;
+
+use chrono::Utc;
+use klaud_planner::plan::{PlanOptions, PlanReport, plan};
+use klaud_planner::registry::testkit::{LocalRegistry, Pusher, seed_repository};
+use klaud_planner::registry::{RegistryClient, RegistryConfig};
+use klaud_planner::repo::Repository;
+
+fn main() {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/inferencex/full");
+    if !full.is_dir() {
+        eprintln!(
+            "the shared InferenceX fixtures are not at {}; nothing to measure",
+            full.display()
+        );
+        std::process::exit(2);
+    }
+    let registry = match LocalRegistry::start() {
+        Ok(registry) => registry,
+        Err(err) => {
+            eprintln!("cannot start docker-registry: {err}");
+            std::process::exit(2);
+        }
+    };
+    let concurrency = std::env::var("KLAUD_BENCH_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    runtime.block_on(async {
+        let repository = Repository::open(&full).expect("fixtures load");
+        let now = Utc::now();
+        let started = Instant::now();
+        let seeded = seed_repository(&Pusher::new(registry.base_url()), &repository, now)
+            .await
+            .expect("seeding the local registry");
+        println!(
+            "seeded {} tags in {} repositories ({} newer, {} pruned) in {:.1} s",
+            seeded.tags,
+            seeded.repositories,
+            seeded.newer.len(),
+            seeded.pruned.len(),
+            started.elapsed().as_secs_f64()
+        );
+        let mut config = RegistryConfig {
+            concurrency,
+            ..RegistryConfig::default()
+        };
+        for host in [
+            "docker.io",
+            "nvcr.io",
+            "ghcr.io",
+            "quay.io",
+            "hub.docker.com",
+        ] {
+            config.mirrors.insert(host.to_owned(), registry.base_url());
+        }
+        let client = RegistryClient::new(config).expect("client");
+        let options = PlanOptions::new(now);
+        let cold = plan(&repository, &client.session(), &options).await;
+        print_figures("cold plan (empty caches)", &cold, concurrency);
+        let warm = plan(&repository, &client.session(), &options).await;
+        print_figures("warm plan (same process)", &warm, concurrency);
+    });
+    if let Some(peak) = peak_memory_kib() {
+        println!("peak memory: {:.1} MiB", peak as f64 / 1024.0);
+    }
+}
+
+fn print_figures(title: &str, report: &PlanReport, concurrency: usize) {
+    let r = report.requests;
+    let m = report.minimum;
+    println!(
+        "\n{title}: {} families, {} candidates, {} ms, concurrency {concurrency}",
+        report.families.len(),
+        report.candidates.len(),
+        report.elapsed_ms
+    );
+    println!("  {:<14} {:>6} {:>8}", "requests", "made", "minimum");
+    for (name, made, minimum) in [
+        ("manifest_head", r.manifest_head, m.manifest_head),
+        ("manifest_get", r.manifest_get, m.manifest_get),
+        ("blob_get", r.blob_get, m.blob_get),
+        ("tags_list", r.tags_list, m.tags_list),
+        ("token", r.token, m.token),
+        ("hub_api", r.hub_api, m.hub_api),
+        ("other", r.other, m.other),
+    ] {
+        println!("  {name:<14} {made:>6} {minimum:>8}");
+    }
+    println!("  {:<14} {:>6} {:>8}", "total", r.total(), m.total());
+}
+
+fn peak_memory_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+}
