@@ -1,0 +1,125 @@
+//! `klaud plan` as a user runs it, against the sandbox registry simulator.
+
+use std::process::Command;
+use std::sync::Arc;
+
+use klaud::sandbox::registry::{RegistrySim, router};
+
+const SEED: &str = r#"{"repositories": {
+  "lmsysorg/sglang": {"tags": {
+    "v0.5.16-cu130": {"created": "2026-01-01T00:00:00Z"},
+    "v0.5.17-cu130": {"created": "2026-02-01T00:00:00Z"}
+  }},
+  "vllm/vllm-openai": {"tags": {
+    "v0.25.0": {"created": "2026-01-01T00:00:00Z", "pushed": "2026-01-01T00:00:00Z"}
+  }}
+}}"#;
+
+/// Serves the simulator on a thread of its own; returns its URL.
+fn serve() -> String {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let sim = Arc::new(RegistrySim::from_seed_json(SEED).unwrap());
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            sender.send(listener.local_addr().unwrap()).unwrap();
+            axum::serve(listener, router(sim)).await.unwrap();
+        });
+    });
+    format!("http://{}", receiver.recv().unwrap())
+}
+
+#[test]
+fn plan_json_reports_families_candidates_and_requests() {
+    let url = serve();
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/demo");
+    let output = Command::new(env!("CARGO_BIN_EXE_klaud"))
+        .args(["plan", "--repo", demo, "--json", "--max", "3"])
+        .args(["--mirror", &format!("docker.io={url}")])
+        .args(["--mirror", &format!("nvcr.io={url}")])
+        .args(["--mirror", &format!("hub.docker.com={url}")])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let families = report["families"].as_array().unwrap();
+    assert_eq!(families.len(), 7);
+    for family in families {
+        for key in [
+            "family",
+            "status",
+            "current",
+            "candidate",
+            "clock",
+            "reasons",
+        ] {
+            assert!(family.get(key).is_some(), "{key} missing in {family}");
+        }
+    }
+    let sglang = families
+        .iter()
+        .find(|f| {
+            f["family"]
+                .as_str()
+                .unwrap()
+                .ends_with(":demo-fp4-b200-sglang")
+        })
+        .unwrap();
+    assert_eq!(sglang["status"], "stale-newer");
+    assert!(
+        sglang["candidate"]["image"]
+            .as_str()
+            .unwrap()
+            .starts_with("lmsysorg/sglang:v0.5.17-cu130@sha256:")
+    );
+    // The trt family's registry has no such repository: only it fails.
+    let trt = families
+        .iter()
+        .find(|f| {
+            f["family"]
+                .as_str()
+                .unwrap()
+                .ends_with(":demo-fp8-h200-trt")
+        })
+        .unwrap();
+    assert_eq!(trt["status"], "error", "{trt}");
+    assert!(trt["reasons"].to_string().contains("404"), "{trt}");
+    let candidates = report["candidates"].as_array().unwrap();
+    assert_eq!(candidates[0]["family"], sglang["family"]);
+    for key in [
+        "manifest_head",
+        "manifest_get",
+        "blob_get",
+        "tags_list",
+        "token",
+        "hub_api",
+        "other",
+    ] {
+        assert!(report["requests"][key].is_u64(), "{key}");
+    }
+    assert!(report["elapsed_ms"].is_u64());
+}
+
+#[test]
+fn plan_refuses_a_bad_mirror_flag() {
+    let output = Command::new(env!("CARGO_BIN_EXE_klaud"))
+        .args([
+            "plan",
+            "--repo",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/configs/demo"),
+            "--mirror",
+            "docker.io",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("HOST=URL"));
+}
