@@ -5,3 +5,4 @@
 //! wires them to the outside world and must never re-implement their rules.
 
 pub mod cli;
+pub mod sandbox;

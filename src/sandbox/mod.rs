@@ -1,0 +1,4 @@
+//! The sandbox: simulators of the outside world (GitHub, and the OCI
+//! registry) that Klaud is tested and demonstrated against over loopback.
+
+pub mod github;
