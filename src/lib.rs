@@ -5,4 +5,5 @@
 //! wires them to the outside world and must never re-implement their rules.
 
 pub mod cli;
+pub mod github;
 pub mod sandbox;

@@ -216,7 +216,10 @@ fn parse_when(s: &str, end_of_day: bool) -> Option<DateTime<Utc>> {
 }
 
 /// GitHub's `created` search qualifier: `>=X`, `>X`, `<=X`, `<X`, `A..B` or a date.
-fn created_filter(q: &str) -> Result<Box<dyn Fn(DateTime<Utc>) -> bool + Send + Sync>, ApiError> {
+/// A compiled `created` qualifier.
+type CreatedFilter = Box<dyn Fn(DateTime<Utc>) -> bool + Send + Sync>;
+
+fn created_filter(q: &str) -> Result<CreatedFilter, ApiError> {
     let bad = || {
         ApiError::validation(
             json!({"resource": "WorkflowRun", "field": "created", "code": "invalid"}),

@@ -133,7 +133,7 @@ pub async fn compare(
     let mb = r
         .objects
         .merge_base(&base, &head)
-        .ok_or_else(|| ApiError::not_found())?;
+        .ok_or_else(ApiError::not_found)?;
     let ahead = r.objects.commits_between(&mb, &head);
     let behind = r.objects.commits_between(&mb, &base);
     let status = match (ahead.len(), behind.len()) {

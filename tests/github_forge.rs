@@ -1,0 +1,495 @@
+//! The GitHub forge (real octocrab code path) against the GitHub simulator
+//! over loopback, including injected faults.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use klaud::github::{Forge, ForgeConfig, GithubError, RetryPolicy, RunFilter, Secret, TreeChange};
+use klaud::sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
+use klaud_claims::{RefStore, RefStoreError};
+use serde_json::json;
+
+const REPO: &str = "sandbox/benchmarks";
+const BOT: &str = "Klaud-Cold";
+const BOT_TOKEN: &str = "bot-token-1";
+const MAINTAINER_TOKEN: &str = "maintainer-token-1";
+
+async fn sim() -> GithubSim {
+    let st = GithubState::new();
+    st.add_user(BOT, Some("Klaud Cold"), false).await;
+    st.add_user("maintainer", Some("A Maintainer"), false).await;
+    st.add_token(BOT, BOT_TOKEN, None).await.unwrap();
+    st.add_token("maintainer", MAINTAINER_TOKEN, None)
+        .await
+        .unwrap();
+    st.create_repo(REPO, "main").await.unwrap();
+    st.set_permission(REPO, BOT, Permission::Write)
+        .await
+        .unwrap();
+    st.set_permission(REPO, "maintainer", Permission::Maintain)
+        .await
+        .unwrap();
+    let mut files = BTreeMap::new();
+    files.insert(
+        "configs/nvidia-master.yaml".to_string(),
+        Some(b"a: 1\n".to_vec()),
+    );
+    files.insert(
+        "perf-changelog.yaml".to_string(),
+        Some(b"- config-keys:\n    - a\n".to_vec()),
+    );
+    st.push_commit(REPO, "main", "maintainer", files, "seed")
+        .await
+        .unwrap();
+    GithubSim::start(st).await.unwrap()
+}
+
+fn config(sim: &GithubSim, token: &str) -> ForgeConfig {
+    ForgeConfig {
+        api_url: sim.url(),
+        repo: REPO.into(),
+        bot_login: BOT.into(),
+        token: Secret::new(token),
+        retry: RetryPolicy {
+            max_attempts: 4,
+            base_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(100),
+            max_wait: Duration::from_secs(10),
+        },
+    }
+}
+
+async fn forge(sim: &GithubSim) -> Forge {
+    Forge::connect(config(sim, BOT_TOKEN)).await.unwrap()
+}
+
+/// Pushes a commit changing `path` on a new branch, as the bot would.
+async fn bot_branch(f: &Forge, branch: &str, path: &str, content: &[u8]) -> String {
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    let tree = RefStore::commit_tree(f, &main).await.unwrap();
+    let new_tree = f
+        .create_tree(
+            Some(&tree),
+            &[TreeChange {
+                path: path.into(),
+                content: Some(content.to_vec()),
+                executable: false,
+            }],
+        )
+        .await
+        .unwrap();
+    let sha = f.create_commit("bump", &new_tree, &[main]).await.unwrap();
+    f.create_ref(&format!("refs/heads/{branch}"), &sha)
+        .await
+        .unwrap();
+    sha
+}
+
+fn count(log: &[klaud::sandbox::github::LogEntry], method: &str, path_suffix: &str) -> usize {
+    log.iter()
+        .filter(|e| {
+            e.method == method
+                && e.path
+                    .split('?')
+                    .next()
+                    .unwrap_or("")
+                    .ends_with(path_suffix)
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn identity_preflight_refuses_a_foreign_token() {
+    let sim = sim().await;
+    let err = Forge::connect(config(&sim, MAINTAINER_TOKEN))
+        .await
+        .unwrap_err();
+    match &err {
+        GithubError::IdentityMismatch { expected, found } => {
+            assert_eq!(expected, BOT);
+            assert_eq!(found, "maintainer");
+        }
+        other => panic!("expected IdentityMismatch, got {other:?}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.contains("Klaud-Cold") && text.contains("maintainer"),
+        "{text}"
+    );
+    assert!(!text.contains(MAINTAINER_TOKEN));
+
+    let err = Forge::connect(config(&sim, "no-such-token"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, GithubError::Unauthorized { .. }), "{err:?}");
+    assert!(!err.to_string().contains("no-such-token"));
+    assert!(!format!("{:?}", config(&sim, "secret-xyz")).contains("secret-xyz"));
+}
+
+#[tokio::test]
+async fn a_502_after_creating_the_pull_request_does_not_create_a_second_one() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    bot_branch(&f, "klaud/auto-x", "configs/nvidia-master.yaml", b"a: 2\n").await;
+    sim.state()
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/repos/*/pulls".into(),
+            count: 1,
+            action: FaultAction::AfterWriteStatus { status: 502 },
+        })
+        .await;
+    let pr = f
+        .create_pull(
+            "title",
+            "klaud/auto-x",
+            "main",
+            "<!-- klaud-baseline -->",
+            true,
+        )
+        .await
+        .unwrap();
+    assert!(pr.draft && pr.open);
+    assert_eq!(pr.head_ref, "klaud/auto-x");
+    assert_eq!(
+        sim.state().pulls_for_head(REPO, "klaud/auto-x").await,
+        vec![pr.number]
+    );
+    let log = sim.state().request_log().await;
+    assert_eq!(
+        count(&log, "POST", "/pulls"),
+        1,
+        "the write must not be repeated"
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_connection_after_commenting_does_not_post_twice() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    bot_branch(&f, "klaud/auto-y", "configs/nvidia-master.yaml", b"a: 3\n").await;
+    let pr = f
+        .create_pull("t", "klaud/auto-y", "main", "b", true)
+        .await
+        .unwrap();
+    sim.state()
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/repos/*/issues/*/comments".into(),
+            count: 1,
+            action: FaultAction::AfterWriteDrop,
+        })
+        .await;
+    let body = "<!-- klaud-report:1:c:baseline\n{}\n-->\nreport";
+    let c = f.create_comment(pr.number, body).await.unwrap();
+    assert_eq!(c.body, body);
+    assert_eq!(
+        sim.state().comment_bodies(REPO, pr.number).await,
+        vec![body.to_string()]
+    );
+}
+
+#[tokio::test]
+async fn a_secondary_rate_limit_with_retry_after_is_waited_out() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    bot_branch(&f, "klaud/auto-z", "configs/nvidia-master.yaml", b"a: 4\n").await;
+    let pr = f
+        .create_pull("t", "klaud/auto-z", "main", "b", true)
+        .await
+        .unwrap();
+    sim.state()
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/repos/*/issues/*/comments".into(),
+            count: 1,
+            action: FaultAction::Status {
+                status: 403,
+                retry_after: Some(1),
+                message: Some("You have exceeded a secondary rate limit. Please wait a few minutes before you try again.".into()),
+            },
+        })
+        .await;
+    f.create_comment(pr.number, "hello").await.unwrap();
+    assert_eq!(
+        sim.state().comment_bodies(REPO, pr.number).await,
+        vec!["hello".to_string()]
+    );
+    let log = sim.state().request_log().await;
+    let posts: Vec<u16> = log
+        .iter()
+        .filter(|e| e.method == "POST" && e.path.ends_with("/comments"))
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(posts, vec![403, 201]);
+
+    // A read hitting the same limit is retried too.
+    sim.state()
+        .add_fault(Fault {
+            method: Some("GET".into()),
+            path: "/repos/*/issues/*/labels".into(),
+            count: 1,
+            action: FaultAction::Status {
+                status: 429,
+                retry_after: Some(1),
+                message: None,
+            },
+        })
+        .await;
+    assert!(f.list_labels(pr.number).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_304_poll_costs_no_rate_limit() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    bot_branch(&f, "klaud/auto-p", "configs/nvidia-master.yaml", b"a: 5\n").await;
+    let pr = f
+        .create_pull("t", "klaud/auto-p", "main", "b", true)
+        .await
+        .unwrap();
+    let first = f.get_pull(pr.number).await.unwrap();
+    let before = sim.state().rate_remaining(BOT_TOKEN).await.unwrap();
+    let second = f.get_pull(pr.number).await.unwrap();
+    let after = sim.state().rate_remaining(BOT_TOKEN).await.unwrap();
+    assert_eq!(first, second);
+    assert_eq!(before, after, "a 304 must not count");
+    let log = sim.state().request_log().await;
+    assert_eq!(log.last().map(|e| e.status), Some(304));
+    assert_eq!(f.rate_budget().map(|b| b.remaining), Some(after));
+
+    // A change invalidates the ETag and is seen.
+    f.update_pull(pr.number, Some("new title"), None, None)
+        .await
+        .unwrap();
+    assert_eq!(f.get_pull(pr.number).await.unwrap().title, "new title");
+}
+
+#[tokio::test]
+async fn listing_follows_pagination_over_250_refs() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    for i in 0..250 {
+        f.create_ref(&format!("refs/heads/klaud/claim-{i:04}"), &main)
+            .await
+            .unwrap();
+    }
+    let refs = f.list_refs("refs/heads/klaud/claim-").await.unwrap();
+    assert_eq!(refs.len(), 250);
+    assert!(refs.iter().all(|(_, s)| s == &main));
+    let log = sim.state().request_log().await;
+    assert_eq!(
+        log.iter()
+            .filter(|e| e.method == "GET" && e.path.contains("/git/matching-refs/"))
+            .count(),
+        3,
+        "100 + 100 + 50"
+    );
+}
+
+#[tokio::test]
+async fn ref_store_reports_already_exists_and_not_fast_forward() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let store: &dyn RefStore = &f;
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    let tree = store.commit_tree(&main).await.unwrap();
+    let claim = store
+        .create_commit(
+            "{\"candidates\":[],\"run-id\":1}",
+            &tree,
+            std::slice::from_ref(&main),
+        )
+        .await
+        .unwrap();
+    let name = "refs/heads/klaud/claim-d92e15065c55779d";
+    store.create_ref(name, &claim).await.unwrap();
+    let err = store.create_ref(name, &main).await.unwrap_err();
+    assert!(matches!(err, RefStoreError::AlreadyExists(_)), "{err:?}");
+
+    let tip = store.read_ref(name).await.unwrap().unwrap();
+    assert_eq!(tip.sha, claim);
+    assert_eq!(tip.parents, vec![main.clone()]);
+    assert_eq!(tip.tree, tree);
+    assert_eq!(tip.message, "{\"candidates\":[],\"run-id\":1}");
+
+    // A sibling of the tip is not a fast-forward: the CAS loses.
+    let sibling = store
+        .create_commit("other", &tree, std::slice::from_ref(&main))
+        .await
+        .unwrap();
+    let err = store.fast_forward_ref(name, &sibling).await.unwrap_err();
+    assert!(matches!(err, RefStoreError::NotFastForward(_)), "{err:?}");
+    let child = store
+        .create_commit("renew", &tree, std::slice::from_ref(&claim))
+        .await
+        .unwrap();
+    store.fast_forward_ref(name, &child).await.unwrap();
+
+    assert_eq!(
+        store
+            .list_refs("refs/heads/klaud/claim-")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    store.delete_ref(name).await.unwrap();
+    assert!(store.read_ref(name).await.unwrap().is_none());
+    assert!(matches!(
+        store.delete_ref(name).await,
+        Err(RefStoreError::NotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn draft_state_labels_and_final_sweep_trigger() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    bot_branch(
+        &f,
+        "klaud/auto-s",
+        "perf-changelog.yaml",
+        b"- config-keys:\n    - a\n\n- config-keys:\n    - b\n",
+    )
+    .await;
+    let pr = f
+        .create_pull("t", "klaud/auto-s", "main", "b", true)
+        .await
+        .unwrap();
+    f.set_draft(&pr, false).await.unwrap();
+    assert!(!f.get_pull(pr.number).await.unwrap().draft);
+    f.set_draft(&pr, true).await.unwrap();
+    assert!(f.get_pull(pr.number).await.unwrap().draft);
+
+    assert!(
+        f.pull_files(pr.number)
+            .await
+            .unwrap()
+            .iter()
+            .any(|c| c.filename == "perf-changelog.yaml")
+    );
+    let labels = f
+        .add_labels(pr.number, &["full-sweep-fail-fast"])
+        .await
+        .unwrap();
+    assert_eq!(labels, vec!["full-sweep-fail-fast".to_string()]);
+    let runs = f
+        .list_runs(&RunFilter {
+            event: Some("pull_request".into()),
+            branch: Some("klaud/auto-s".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].pull_requests, vec![pr.number]);
+    f.remove_label(pr.number, "full-sweep-fail-fast")
+        .await
+        .unwrap();
+    f.remove_label(pr.number, "full-sweep-fail-fast")
+        .await
+        .unwrap();
+    assert!(f.list_labels(pr.number).await.unwrap().is_empty());
+    assert_eq!(
+        f.collaborator_permission("maintainer").await.unwrap(),
+        "maintain"
+    );
+}
+
+#[tokio::test]
+async fn dispatch_run_and_artifacts_round_trip() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let head = bot_branch(&f, "klaud/auto-d", "configs/nvidia-master.yaml", b"a: 9\n").await;
+    let inputs = json!({"ref": head, "test-name": "klaud-1-abc", "fail-fast": "true"});
+    let out = f
+        .dispatch_workflow("e2e-tests.yml", "main", &inputs)
+        .await
+        .unwrap();
+    let id = out.run_id.expect("run id from return_run_details");
+    let run = f.get_run(id).await.unwrap();
+    assert_eq!(run.display_title.as_deref(), Some("e2e Test - klaud-1-abc"));
+    assert_eq!(run.event, "workflow_dispatch");
+    assert_eq!(run.actor.as_deref(), Some(BOT));
+    assert_eq!(run.head_sha, head);
+    assert_eq!(run.status.as_deref(), Some("queued"));
+    let mine = f
+        .list_runs(&RunFilter {
+            actor: Some(BOT.into()),
+            event: Some("workflow_dispatch".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(mine.iter().map(|r| r.id).collect::<Vec<_>>(), vec![id]);
+
+    let mut files = BTreeMap::new();
+    files.insert("agg_bmk.json".to_string(), b"[]".to_vec());
+    let mut arts = BTreeMap::new();
+    arts.insert("results_bmk".to_string(), files);
+    sim.state()
+        .complete_run(REPO, id, "success", arts)
+        .await
+        .unwrap();
+    let run = f.get_run(id).await.unwrap();
+    assert_eq!(run.conclusion.as_deref(), Some("success"));
+    let artifacts = f.list_artifacts(id).await.unwrap();
+    assert_eq!(artifacts.len(), 1);
+    let zip = f.download_artifact(artifacts[0].id).await.unwrap();
+    assert_eq!(&zip[..2], b"PK");
+    f.cancel_run(id).await.unwrap();
+}
+
+#[tokio::test]
+async fn octocrab_typed_models_parse_simulator_responses() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    bot_branch(&f, "klaud/auto-o", "configs/nvidia-master.yaml", b"a: 7\n").await;
+    let pr = f
+        .create_pull("t", "klaud/auto-o", "main", "b", true)
+        .await
+        .unwrap();
+    f.add_labels(pr.number, &["sweep-enabled"]).await.unwrap();
+    let gh = octocrab::Octocrab::builder()
+        .base_uri(sim.url())
+        .unwrap()
+        .personal_token(BOT_TOKEN.to_string())
+        .build()
+        .unwrap();
+    let me = gh.current().user().await.unwrap();
+    assert_eq!(me.login, BOT);
+    let repo = gh.repos("sandbox", "benchmarks").get().await.unwrap();
+    assert_eq!(repo.default_branch.as_deref(), Some("main"));
+    let p = gh
+        .pulls("sandbox", "benchmarks")
+        .get(pr.number)
+        .await
+        .unwrap();
+    assert_eq!(p.draft, Some(true));
+    let c = gh
+        .issues("sandbox", "benchmarks")
+        .create_comment(pr.number, "x")
+        .await
+        .unwrap();
+    let c2 = gh
+        .issues("sandbox", "benchmarks")
+        .update_comment(c.id, "y")
+        .await
+        .unwrap();
+    assert_eq!(c2.body.as_deref(), Some("y"));
+    let issue = gh
+        .issues("sandbox", "benchmarks")
+        .get(pr.number)
+        .await
+        .unwrap();
+    assert_eq!(issue.labels.len(), 1);
+    let page = gh
+        .pulls("sandbox", "benchmarks")
+        .list()
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 1);
+}
