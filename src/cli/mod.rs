@@ -1,6 +1,8 @@
 //! Command-line interface. One file per command; this module only parses
 //! arguments and maps errors to exit codes.
 
+pub mod sandbox;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -45,12 +47,17 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Serve the GitHub simulator with a seeded repository on loopback.
+    Sandbox(sandbox::Args),
+}
 
 /// Parses the command line, runs the command and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: Result<(), CliError> = match cli.command {};
+    let result: Result<(), CliError> = match cli.command {
+        Command::Sandbox(args) => sandbox::run(args),
+    };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),
         Err(err) => {
