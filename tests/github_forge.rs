@@ -161,6 +161,17 @@ async fn a_502_after_creating_the_pull_request_does_not_create_a_second_one() {
         1,
         "the write must not be repeated"
     );
+    let post = log
+        .iter()
+        .position(|e| e.method == "POST" && e.path.ends_with("/pulls"))
+        .unwrap();
+    assert_eq!(log[post].status, 502);
+    assert!(
+        log[post..]
+            .iter()
+            .any(|e| e.method == "GET" && e.path.contains("/pulls?") && e.path.contains("head=")),
+        "the forge must re-read the PR for the head after the 502"
+    );
 }
 
 #[tokio::test]
@@ -186,6 +197,17 @@ async fn a_dropped_connection_after_commenting_does_not_post_twice() {
     assert_eq!(
         sim.state().comment_bodies(REPO, pr.number).await,
         vec![body.to_string()]
+    );
+    let log = sim.state().request_log().await;
+    assert_eq!(
+        count(&log, "POST", "/comments"),
+        1,
+        "the write must not be repeated"
+    );
+    assert_eq!(
+        count(&log, "GET", "/comments"),
+        1,
+        "the forge re-reads the comments"
     );
 }
 

@@ -570,6 +570,39 @@ async fn faults_delay_fail_and_then_expire() {
     assert_eq!(h["retry-after"], "2");
     let (s, _, _) = t.get("/repos/sandbox/benchmarks/git/ref/heads/main").await;
     assert_eq!(s, StatusCode::OK);
+    // Malformed bodies get GitHub's JSON errors, not a crash or plain text.
+    let r = t
+        .http
+        .post(format!("{}/repos/sandbox/benchmarks/git/refs", t.sim.url()))
+        .bearer_auth(BOT)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["message"],
+        "Problems parsing JSON"
+    );
+    let (s, v) = t
+        .post("/repos/sandbox/benchmarks/git/refs", json!({"ref": 5}))
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invalid request."),
+        "{v}"
+    );
+    let (s, v) = t
+        .post(
+            "/repos/sandbox/benchmarks/git/trees",
+            json!({"tree": [{"path": "../x", "content": "x"}]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
     let (s, _, u) = t.get("/user").await;
     assert_eq!(
         (s, u["login"].as_str()),

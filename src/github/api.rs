@@ -427,7 +427,10 @@ impl Forge {
         let what = format!("delete ref {name}");
         let path = self.path(&format!("git/refs/{}", short_ref(name)));
         match self.t.write(&what, Method::DELETE, &path, None).await {
-            Ok(raw) if raw.status == http::StatusCode::UNPROCESSABLE_ENTITY => {
+            Ok(raw)
+                if raw.status == http::StatusCode::UNPROCESSABLE_ENTITY
+                    && raw.message().contains("does not exist") =>
+            {
                 Err(GithubError::NotFound { what })
             }
             Ok(raw) => ok_or_error(&what, &raw),

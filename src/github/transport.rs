@@ -369,7 +369,17 @@ impl Transport {
                 }
             };
             out.extend(page);
-            next = raw.next_link().and_then(|l| self.relative(&l));
+            next = match raw.next_link() {
+                None => None,
+                // Stopping here would silently truncate the list.
+                Some(link) => Some(self.relative(&link).ok_or_else(|| GithubError::Decode {
+                    what: what.to_string(),
+                    detail: format!(
+                        "next page {link:?} is not under the API URL {:?}",
+                        self.api_url
+                    ),
+                })?),
+            };
         }
         Ok(out)
     }
@@ -456,5 +466,95 @@ pub(crate) fn ok_or_error(what: &str, raw: &Raw) -> Result<(), GithubError> {
         Ok(())
     } else {
         Err(status_error(what, raw))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(status: u16, headers: &[(&str, &str)], body: &str) -> Raw {
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            h.insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        Raw {
+            status: StatusCode::from_u16(status).unwrap(),
+            headers: h,
+            body: Bytes::from(body.to_string()),
+        }
+    }
+
+    #[test]
+    fn next_link_is_found_among_other_relations() {
+        let r = raw(
+            200,
+            &[(
+                "link",
+                "<https://api.github.com/x?page=1>; rel=\"prev\", <https://api.github.com/x?page=3>; rel=\"next\"",
+            )],
+            "[]",
+        );
+        assert_eq!(
+            r.next_link().as_deref(),
+            Some("https://api.github.com/x?page=3")
+        );
+        assert_eq!(raw(200, &[("link", "garbage")], "").next_link(), None);
+        assert_eq!(raw(200, &[], "").next_link(), None);
+    }
+
+    #[test]
+    fn waits_come_from_retry_after_or_the_reset() {
+        let r = raw(
+            403,
+            &[("retry-after", "7")],
+            "{\"message\":\"secondary rate limit\"}",
+        );
+        assert!(r.is_rate_limited());
+        assert_eq!(r.requested_wait(0), Some(Duration::from_secs(7)));
+        let r = raw(
+            403,
+            &[
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", "1100"),
+            ],
+            "{}",
+        );
+        assert!(r.is_rate_limited());
+        assert_eq!(r.requested_wait(1000), Some(Duration::from_secs(100)));
+        let r = raw(
+            403,
+            &[("retry-after", "soon")],
+            "{\"message\":\"Forbidden\"}",
+        );
+        assert_eq!(r.requested_wait(0), None);
+        let r = raw(403, &[], "{\"message\":\"Resource not accessible\"}");
+        assert!(!r.is_rate_limited());
+    }
+
+    #[test]
+    fn statuses_map_to_typed_errors_and_bad_bodies_do_not_panic() {
+        let e = status_error(
+            "create ref",
+            &raw(422, &[], "{\"message\":\"Reference already exists\"}"),
+        );
+        assert!(matches!(e, GithubError::AlreadyExists { .. }));
+        let e = status_error(
+            "move ref",
+            &raw(422, &[], "{\"message\":\"Update is not a fast forward\"}"),
+        );
+        assert!(matches!(e, GithubError::NotFastForward { .. }));
+        let e = status_error("x", &raw(401, &[], "<html>"));
+        assert!(
+            matches!(e, GithubError::Unauthorized { ref message, .. } if message == "HTTP 401")
+        );
+        let e = status_error("x", &raw(418, &[], "\u{0}\u{1}"));
+        assert!(matches!(e, GithubError::Rejected { status: 418, .. }));
+        let r = raw(200, &[], "{not json");
+        let e = r.json::<Value>("read pull").unwrap_err();
+        assert!(e.to_string().contains("read pull"));
     }
 }

@@ -370,7 +370,7 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
     if let Some(FaultAction::Delay { millis }) = &fault {
         tokio::time::sleep(Duration::from_millis(*millis)).await;
     }
-    let resp = next.run(req).await;
+    let resp = github_shaped_rejection(next.run(req).await).await;
 
     let resp = match &fault {
         Some(FaultAction::AfterWriteStatus { status }) => {
@@ -429,4 +429,29 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
     }
     let mut m = st.lock().await;
     finish(&mut m, resp, true)
+}
+
+/// axum answers a malformed body with plain text; GitHub answers JSON:
+/// 400 "Problems parsing JSON", or 422 "Invalid request." for JSON of the
+/// wrong shape.
+async fn github_shaped_rejection(resp: Response) -> Response {
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json || !matches!(status.as_u16(), 400 | 415 | 422) {
+        return resp;
+    }
+    let detail = axum::body::to_bytes(resp.into_body(), 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let e = if status == StatusCode::UNPROCESSABLE_ENTITY {
+        ApiError::unprocessable(&format!("Invalid request.\n\n{detail}"))
+    } else {
+        ApiError::new(StatusCode::BAD_REQUEST, "Problems parsing JSON")
+    };
+    e.into_response()
 }
