@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use klaud::github::{Forge, ForgeConfig, GithubError, RetryPolicy, RunFilter, Secret, TreeChange};
+use klaud::github::{
+    Credential, Forge, ForgeConfig, GithubError, RetryPolicy, RunFilter, Secret, TreeChange,
+};
 use klaud::sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
 use klaud_claims::{RefStore, RefStoreError};
 use serde_json::json;
@@ -49,7 +51,7 @@ fn config(sim: &GithubSim, token: &str) -> ForgeConfig {
         api_url: sim.url(),
         repo: REPO.into(),
         bot_login: BOT.into(),
-        token: Secret::new(token),
+        credential: Credential::Token(Secret::new(token)),
         retry: RetryPolicy {
             max_attempts: 4,
             base_delay: Duration::from_millis(10),
@@ -514,4 +516,93 @@ async fn octocrab_typed_models_parse_simulator_responses() {
         .await
         .unwrap();
     assert_eq!(page.items.len(), 1);
+}
+
+/// A throwaway RSA key pair from the `openssl` binary (skipped loudly when
+/// it is missing, required under CI).
+fn rsa_key_pair(dir: &std::path::Path) -> Option<(String, String)> {
+    let key = dir.join("app.pem");
+    let ok = std::process::Command::new("openssl")
+        .args(["genrsa", "-traditional", "-out"])
+        .arg(&key)
+        .arg("2048")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let public = ok
+        .then(|| {
+            std::process::Command::new("openssl")
+                .args(["rsa", "-pubout", "-in"])
+                .arg(&key)
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+        })
+        .flatten();
+    match public {
+        Some(p) => Some((
+            std::fs::read_to_string(&key).unwrap(),
+            String::from_utf8(p.stdout).unwrap(),
+        )),
+        None if std::env::var_os("CI").is_some() => panic!("openssl is required under CI"),
+        None => {
+            eprintln!("SKIP: openssl not available; GitHub App auth not tested");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn github_app_installation_tokens_act_as_the_app_bot() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((private, public)) = rsa_key_pair(dir.path()) else {
+        return;
+    };
+    let sim = sim().await;
+    let login = sim
+        .state()
+        .add_app(4242, "klaud-cold", &public, 77, REPO)
+        .await
+        .unwrap();
+    assert_eq!(login, "klaud-cold[bot]");
+    let mut cfg = config(&sim, "unused");
+    cfg.credential = Credential::App {
+        app_id: 4242,
+        private_key_pem: Secret::new(private.clone()),
+        installation_id: 77,
+    };
+    assert!(!format!("{cfg:?}").contains("PRIVATE KEY"));
+
+    // The preflight resolves the app to `<slug>[bot]`.
+    let err = Forge::connect(cfg.clone()).await.unwrap_err();
+    assert!(
+        matches!(&err, GithubError::IdentityMismatch { found, .. } if found == "klaud-cold[bot]"),
+        "{err:?}"
+    );
+    cfg.bot_login = "klaud-cold[bot]".into();
+    let f = Forge::connect(cfg.clone()).await.unwrap();
+    bot_branch(
+        &f,
+        "klaud/auto-app",
+        "configs/nvidia-master.yaml",
+        b"a: 11\n",
+    )
+    .await;
+    let pr = f
+        .create_pull("t", "klaud/auto-app", "main", "b", true)
+        .await
+        .unwrap();
+    assert_eq!(pr.author.as_deref(), Some("klaud-cold[bot]"));
+    let log = sim.state().request_log().await;
+    assert!(log.iter().all(|e| !e.path.contains("ghs_")));
+
+    // A key that is not the app's is refused.
+    let other = tempfile::tempdir().unwrap();
+    if let Some((wrong, _)) = rsa_key_pair(other.path()) {
+        cfg.credential = Credential::App {
+            app_id: 4242,
+            private_key_pem: Secret::new(wrong),
+            installation_id: 77,
+        };
+        assert!(Forge::connect(cfg).await.is_err());
+    }
 }

@@ -47,6 +47,39 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// How the forge authenticates.
+#[derive(Clone)]
+pub enum Credential {
+    /// A personal access token (or any token used as-is).
+    Token(Secret),
+    /// A GitHub App installation: short-lived installation tokens are minted
+    /// (and re-minted before expiry) from the app's RS256 private key. The
+    /// identity is `<app slug>[bot]`.
+    App {
+        app_id: u64,
+        private_key_pem: Secret,
+        installation_id: u64,
+    },
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Credential::Token(_) => f.write_str("Token(***)"),
+            Credential::App {
+                app_id,
+                installation_id,
+                ..
+            } => f
+                .debug_struct("App")
+                .field("app_id", app_id)
+                .field("installation_id", installation_id)
+                .field("private_key_pem", &"***")
+                .finish(),
+        }
+    }
+}
+
 /// Retry policy for reads (and for rate-limited writes).
 #[derive(Debug, Clone)]
 pub struct RetryPolicy {
@@ -81,8 +114,8 @@ pub struct ForgeConfig {
     pub repo: String,
     /// The login the credential must resolve to (InferenceX: `Klaud-Cold`).
     pub bot_login: String,
-    /// Personal access token (or an installation token obtained elsewhere).
-    pub token: Secret,
+    /// The credential: a token, or a GitHub App installation.
+    pub credential: Credential,
     pub retry: RetryPolicy,
 }
 
@@ -138,6 +171,8 @@ pub enum GithubError {
 /// A connected, identity-checked forge for one repository.
 pub struct Forge {
     pub(crate) t: Transport,
+    /// The app-JWT client, for `GET /app` (App credentials only).
+    app: Option<Transport>,
     owner: String,
     name: String,
     bot_login: String,
@@ -175,21 +210,61 @@ impl Forge {
             return Err(GithubError::Config("the bot login is empty".into()));
         }
         let api_url = config.api_url.trim_end_matches('/').to_string();
-        let gh = Octocrab::builder()
-            .base_uri(api_url.as_str())
-            .map_err(|e| GithubError::Config(format!("API URL {api_url:?}: {e}")))?
-            .personal_token(config.token.expose().to_string())
-            .add_retry_config(RetryConfig::None)
-            .add_header(
-                HeaderName::from_static("x-github-api-version"),
-                API_VERSION.into(),
-            )
-            .set_connect_timeout(Some(Duration::from_secs(15)))
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .build()
-            .map_err(|e| GithubError::Config(format!("building the HTTP client: {e}")))?;
+        let builder = || -> Result<octocrab::OctocrabBuilder<_, _, _, _>, GithubError> {
+            Ok(Octocrab::builder()
+                .base_uri(api_url.as_str())
+                .map_err(|e| GithubError::Config(format!("API URL {api_url:?}: {e}")))?
+                .add_retry_config(RetryConfig::None)
+                .add_header(
+                    HeaderName::from_static("x-github-api-version"),
+                    API_VERSION.into(),
+                )
+                .set_connect_timeout(Some(Duration::from_secs(15)))
+                .set_read_timeout(Some(Duration::from_secs(60))))
+        };
+        let build_err =
+            |e: octocrab::Error| GithubError::Config(format!("building the HTTP client: {e}"));
+        let (gh, app) = match &config.credential {
+            Credential::Token(token) => (
+                builder()?
+                    .personal_token(token.expose().to_string())
+                    .build()
+                    .map_err(build_err)?,
+                None,
+            ),
+            Credential::App {
+                app_id,
+                private_key_pem,
+                installation_id,
+            } => {
+                let key = octocrab::jsonwebtoken::EncodingKey::from_rsa_pem(
+                    private_key_pem.expose().as_bytes(),
+                )
+                .map_err(|e| {
+                    GithubError::Config(format!(
+                        "GitHub App {app_id}: the private key is not an RSA PEM key ({e})"
+                    ))
+                })?;
+                let app_client = builder()?
+                    .app(octocrab::models::AppId(*app_id), key)
+                    .build()
+                    .map_err(build_err)?;
+                let installation = app_client
+                    .installation(octocrab::models::InstallationId(*installation_id))
+                    .map_err(build_err)?;
+                (
+                    installation,
+                    Some(Transport::new(
+                        app_client,
+                        api_url.clone(),
+                        config.retry.clone(),
+                    )),
+                )
+            }
+        };
         Ok(Self {
             t: Transport::new(gh, api_url, config.retry),
+            app,
             owner: owner.to_string(),
             name: name.to_string(),
             bot_login: config.bot_login,
@@ -198,7 +273,24 @@ impl Forge {
 
     /// Checks that the credential resolves to the bot login.
     pub async fn preflight(&self) -> Result<UserInfo, GithubError> {
-        let me = self.current_user().await?;
+        let me = match &self.app {
+            None => self.current_user().await?,
+            Some(app) => {
+                #[derive(serde::Deserialize)]
+                struct AppInfo {
+                    id: u64,
+                    slug: String,
+                }
+                let a: AppInfo = app
+                    .get_json("identity preflight (GET /app)", "/app")
+                    .await?;
+                UserInfo {
+                    login: format!("{}[bot]", a.slug),
+                    id: a.id,
+                    name: None,
+                }
+            }
+        };
         // GitHub logins are case-insensitive.
         if !me.login.eq_ignore_ascii_case(&self.bot_login) {
             return Err(GithubError::IdentityMismatch {

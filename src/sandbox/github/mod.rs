@@ -6,6 +6,7 @@
 //! workflow runs. Tests drive the real octocrab code path against it.
 
 mod actions;
+mod apps;
 mod comments;
 mod contents;
 mod control;
@@ -111,6 +112,11 @@ pub fn router(state: GithubState) -> Router {
         .route("/user", get(users::me))
         .route("/users/{login}", get(users::get_user))
         .route("/graphql", post(graphql::graphql))
+        .route("/app", get(apps::get_app))
+        .route(
+            "/app/installations/{id}/access_tokens",
+            post(apps::access_token),
+        )
         .nest("/repos/{owner}/{repo}", repo)
         .nest("/_sandbox", control::router())
         .fallback(|| async { ApiError::not_found() })
@@ -208,7 +214,8 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| path.clone());
     // Control routes and signed artifact downloads are not GitHub API calls.
-    if path.starts_with("/_sandbox/") {
+    // App endpoints authenticate with a JWT, checked by their handlers.
+    if path.starts_with("/_sandbox/") || path == "/app" || path.starts_with("/app/") {
         return next.run(req).await;
     }
     let token = bearer(req.headers());

@@ -251,6 +251,7 @@ pub struct Model {
     pub next_id: u64,
     pub faults: Vec<Fault>,
     pub log: Vec<LogEntry>,
+    pub apps: HashMap<u64, super::apps::App>,
 }
 
 fn key(owner: &str, repo: &str) -> String {
@@ -622,6 +623,7 @@ impl GithubState {
                 next_id: 10_000,
                 faults: Vec::new(),
                 log: Vec::new(),
+                apps: HashMap::new(),
             })),
         }
     }
@@ -941,6 +943,34 @@ impl GithubState {
         run.conclusion = conclusion.map(str::to_string);
         run.updated_at = Utc::now();
         Ok(())
+    }
+
+    /// Registers a GitHub App (RS256 public key in PEM) with one
+    /// installation that has write access to `repo`. Its installation
+    /// tokens act as `<slug>[bot]`, which is returned.
+    pub async fn add_app(
+        &self,
+        app_id: u64,
+        slug: &str,
+        public_key_pem: &str,
+        installation_id: u64,
+        repo: &str,
+    ) -> Result<String, SimError> {
+        let login = format!("{slug}[bot]");
+        self.add_user(&login, None, true).await;
+        self.set_permission(repo, &login, Permission::Write).await?;
+        let mut m = self.lock().await;
+        m.apps.insert(
+            app_id,
+            super::apps::App {
+                id: app_id,
+                slug: slug.to_string(),
+                name: slug.to_string(),
+                public_key_pem: public_key_pem.to_string(),
+                installations: vec![installation_id],
+            },
+        );
+        Ok(login)
     }
 
     /// Installs a fault.

@@ -15,6 +15,12 @@ pub async fn me(State(st): State<GithubState>, caller: Caller) -> Result<Respons
     let login = caller.require()?;
     let m = st.lock().await;
     let u = m.user(login).ok_or_else(ApiError::bad_credentials)?;
+    if u.is_bot && u.login.ends_with("[bot]") {
+        // Installation tokens have no user behind them.
+        return Err(ApiError::forbidden(
+            "Resource not accessible by integration",
+        ));
+    }
     let mut v = m.user_json(u);
     v["name"] = json!(u.name);
     v["email"] = json!(null);
