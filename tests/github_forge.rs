@@ -606,3 +606,81 @@ async fn github_app_installation_tokens_act_as_the_app_bot() {
         assert!(Forge::connect(cfg).await.is_err());
     }
 }
+
+#[tokio::test]
+async fn contents_small_large_missing_and_directories() {
+    let sim = sim().await;
+    let big: Vec<u8> = (0..1_200_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut files = BTreeMap::new();
+    files.insert("big/perf-changelog.yaml".to_string(), Some(big.clone()));
+    sim.state()
+        .push_commit(REPO, "main", "maintainer", files, "big file")
+        .await
+        .unwrap();
+    let f = forge(&sim).await;
+    assert_eq!(
+        f.get_contents("configs/nvidia-master.yaml", "main")
+            .await
+            .unwrap(),
+        Some(b"a: 1\n".to_vec())
+    );
+    assert_eq!(
+        f.get_contents("big/perf-changelog.yaml", "main")
+            .await
+            .unwrap(),
+        Some(big)
+    );
+    assert_eq!(f.get_contents("nope.yaml", "main").await.unwrap(), None);
+    let err = f.get_contents("configs", "main").await.unwrap_err();
+    assert!(matches!(err, GithubError::Decode { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn concurrent_creates_of_one_ref_have_exactly_one_winner() {
+    let sim = sim().await;
+    let f = std::sync::Arc::new(forge(&sim).await);
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    let tree = RefStore::commit_tree(&*f, &main).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let f = f.clone();
+        let (tree, main) = (tree.clone(), main.clone());
+        tasks.push(tokio::spawn(async move {
+            let c = f
+                .create_commit(&format!("owner {i}"), &tree, &[main])
+                .await
+                .unwrap();
+            f.create_ref("refs/heads/klaud/claim-race", &c).await
+        }));
+    }
+    let mut wins = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(()) => wins += 1,
+            Err(GithubError::AlreadyExists { .. }) => {}
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    assert_eq!(wins, 1);
+}
+
+#[tokio::test]
+async fn an_exhausted_primary_limit_is_reported_not_waited_for_an_hour() {
+    let sim = sim().await;
+    sim.state()
+        .add_token(BOT, "bot-small-budget", Some(3))
+        .await
+        .unwrap();
+    let f = Forge::connect(config(&sim, "bot-small-budget"))
+        .await
+        .unwrap();
+    f.get_ref("refs/heads/main").await.unwrap();
+    f.get_ref("refs/heads/main").await.unwrap();
+    let err = f.get_ref("refs/heads/main").await.unwrap_err();
+    assert!(
+        matches!(err, GithubError::RateLimited { retry_after_secs, .. } if retry_after_secs > 60),
+        "{err:?}"
+    );
+    let budget = f.rate_budget().unwrap();
+    assert_eq!((budget.limit, budget.remaining), (3, 0));
+}

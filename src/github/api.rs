@@ -9,7 +9,7 @@ use http::Method;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::transport::{Raw, ok_or_error, status_error};
+use super::transport::{ok_or_error, status_error};
 use super::{Forge, GithubError};
 
 /// An account.
@@ -316,10 +316,6 @@ pub struct RunFilter {
 }
 
 impl Forge {
-    fn created(&self, what: &str, raw: &Raw) -> Result<(), GithubError> {
-        ok_or_error(what, raw)
-    }
-
     /// `GET /user`.
     pub async fn current_user(&self) -> Result<UserInfo, GithubError> {
         self.t
@@ -370,7 +366,7 @@ impl Forge {
                 .write(&what, Method::POST, &self.path("git/refs"), Some(&body))
                 .await
             {
-                Ok(raw) => return self.created(&what, &raw),
+                Ok(raw) => return ok_or_error(&what, &raw),
                 Err(GithubError::Ambiguous { detail, .. }) => match self.get_ref(name).await? {
                     Some(s) if s == sha => return Ok(()),
                     Some(_) => {
@@ -532,6 +528,10 @@ impl Forge {
             content: Option<String>,
             #[serde(default)]
             encoding: Option<String>,
+            #[serde(default)]
+            sha: Option<String>,
+            #[serde(rename = "type", default)]
+            kind: Option<String>,
         }
         let what = format!("read {path} at {git_ref}");
         let p = self.path(&format!(
@@ -544,18 +544,48 @@ impl Forge {
             return Ok(None);
         }
         ok_or_error(&what, &raw)?;
-        let c: Content = raw.json(&what)?;
-        match (c.content, c.encoding.as_deref()) {
-            (Some(text), Some("base64")) => B64
-                .decode(text.replace(['\n', '\r'], ""))
-                .map(Some)
+        // A directory answers with an array.
+        let c: Content = raw.json(&what).map_err(|_| GithubError::Decode {
+            what: what.clone(),
+            detail: "not a file (a directory listing?)".into(),
+        })?;
+        if c.kind.as_deref().is_some_and(|k| k != "file") {
+            return Err(GithubError::Decode {
+                what,
+                detail: format!("not a file but a {}", c.kind.unwrap_or_default()),
+            });
+        }
+        let decode = |text: &str, what: String| {
+            B64.decode(text.replace(['\n', '\r'], ""))
                 .map_err(|e| GithubError::Decode {
                     what,
                     detail: format!("content is not base64: {e}"),
-                }),
+                })
+        };
+        match (c.content.as_deref(), c.encoding.as_deref(), c.sha) {
+            (Some(text), Some("base64"), _) => decode(text, what).map(Some),
+            // Files over 1 MB are not inlined: read the blob (up to 100 MB).
+            (_, Some("none"), Some(sha)) | (None, _, Some(sha)) => {
+                #[derive(Deserialize)]
+                struct Blob {
+                    content: String,
+                    encoding: String,
+                }
+                let b: Blob = self
+                    .t
+                    .get_json(&what, &self.path(&format!("git/blobs/{}", seg(&sha))))
+                    .await?;
+                if b.encoding != "base64" {
+                    return Err(GithubError::Decode {
+                        what,
+                        detail: format!("blob encoding {:?}", b.encoding),
+                    });
+                }
+                decode(&b.content, what).map(Some)
+            }
             _ => Err(GithubError::Decode {
                 what,
-                detail: "not a file with base64 content (a directory, or a file over 1 MB)".into(),
+                detail: "file content missing from the response".into(),
             }),
         }
     }
@@ -570,7 +600,7 @@ impl Forge {
         state: &str,
     ) -> Result<Option<PullInfo>, GithubError> {
         let what = format!("find pull request for {branch}");
-        let head = format!("{}:{branch}", self.owner_name().0);
+        let head = format!("{}:{branch}", self.owner);
         let p = self.path(&format!(
             "pulls?{}",
             query(&[("head", &head), ("state", state), ("per_page", "100")])
@@ -580,12 +610,6 @@ impl Forge {
             .into_iter()
             .map(PullInfo::from)
             .find(|p| p.head_ref == branch))
-    }
-
-    fn owner_name(&self) -> (String, String) {
-        let repo = self.repo();
-        let (o, n) = repo.split_once('/').unwrap_or((&repo, ""));
-        (o.to_string(), n.to_string())
     }
 
     /// Opens a pull request. After an ambiguous failure the open PR for the

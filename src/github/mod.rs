@@ -173,7 +173,7 @@ pub struct Forge {
     pub(crate) t: Transport,
     /// The app-JWT client, for `GET /app` (App credentials only).
     app: Option<Transport>,
-    owner: String,
+    pub(crate) owner: String,
     name: String,
     bot_login: String,
 }

@@ -18,6 +18,9 @@ pub struct RefQuery {
     git_ref: Option<String>,
 }
 
+/// Largest file the contents API returns inline.
+const INLINE_LIMIT: usize = 1024 * 1024;
+
 /// GitHub wraps base64 content at 60 characters per line.
 fn wrapped_base64(bytes: &[u8]) -> String {
     let enc = B64.encode(bytes);
@@ -90,8 +93,15 @@ pub async fn get_contents(
         .ok_or_else(ApiError::not_found)?;
     let name = path.rsplit('/').next().unwrap_or(&path);
     let mut v = item(&path, name, &entry.sha, false, bytes.len());
-    v["encoding"] = json!("base64");
-    v["content"] = json!(wrapped_base64(bytes));
+    // GitHub serves contents inline only up to 1 MB; larger files come back
+    // with `encoding: none` and must be read through the git blobs API.
+    if bytes.len() > INLINE_LIMIT {
+        v["encoding"] = json!("none");
+        v["content"] = json!("");
+    } else {
+        v["encoding"] = json!("base64");
+        v["content"] = json!(wrapped_base64(bytes));
+    }
     Ok(Json(v).into_response())
 }
 
