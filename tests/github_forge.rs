@@ -684,3 +684,47 @@ async fn an_exhausted_primary_limit_is_reported_not_waited_for_an_hour() {
     let budget = f.rate_budget().unwrap();
     assert_eq!((budget.limit, budget.remaining), (3, 0));
 }
+
+#[tokio::test]
+async fn dispatch_falls_back_when_return_run_details_is_rejected() {
+    let sim = sim().await;
+    sim.state().set_return_run_details_supported(false).await;
+    let f = forge(&sim).await;
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    let inputs = json!({"ref": main, "test-name": "klaud-2-def"});
+    let out = f
+        .dispatch_workflow("e2e-tests.yml", "main", &inputs)
+        .await
+        .unwrap();
+    assert_eq!(out.run_id, None);
+    let log = sim.state().request_log().await;
+    let statuses: Vec<u16> = log
+        .iter()
+        .filter(|e| e.path.ends_with("/dispatches"))
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(statuses, vec![422, 204]);
+    // The run is found by its title, as the lifecycle does.
+    let runs = f
+        .list_runs(&RunFilter {
+            workflow: Some("e2e-tests.yml".into()),
+            event: Some("workflow_dispatch".into()),
+            actor: Some(BOT.into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        runs[0].display_title.as_deref(),
+        Some("e2e Test - klaud-2-def")
+    );
+    let none = f
+        .list_runs(&RunFilter {
+            workflow: Some("run-sweep.yml".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+}

@@ -306,6 +306,8 @@ fn short_ref(name: &str) -> &str {
 /// Filters for listing workflow runs (GitHub's query parameters).
 #[derive(Debug, Clone, Default)]
 pub struct RunFilter {
+    /// Only runs of this workflow (id or file name, e.g. `e2e-tests.yml`).
+    pub workflow: Option<String>,
     pub event: Option<String>,
     pub actor: Option<String>,
     pub branch: Option<String>,
@@ -997,7 +999,11 @@ impl Forge {
                 q.push((k, v));
             }
         }
-        let p = self.path(&format!("actions/runs?{}", query(&q)));
+        let base = match &filter.workflow {
+            Some(w) => format!("actions/workflows/{}/runs", seg(w)),
+            None => "actions/runs".to_string(),
+        };
+        let p = self.path(&format!("{base}?{}", query(&q)));
         let runs: Vec<RawRun> = self
             .t
             .get_all("list workflow runs", &p, Some("workflow_runs"))

@@ -311,9 +311,15 @@ impl Forge {
         &self.bot_login
     }
 
-    /// The latest rate-limit budget GitHub reported, if any.
+    /// The latest REST (`core`) rate-limit budget GitHub reported, if any.
     pub fn rate_budget(&self) -> Option<RateBudget> {
-        self.t.budget()
+        self.t.budgets().remove("core")
+    }
+
+    /// The latest budget of every rate-limit resource seen (`core`,
+    /// `graphql`, ...), for the dashboard.
+    pub fn rate_budgets(&self) -> Vec<RateBudget> {
+        self.t.budgets().into_values().collect()
     }
 
     pub(crate) fn path(&self, rest: &str) -> String {

@@ -6,7 +6,7 @@
 //! and re-sent. An ambiguous write failure is reported as such so the caller
 //! re-reads state before deciding.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -113,7 +113,7 @@ pub(crate) struct Transport {
     api_url: String,
     policy: RetryPolicy,
     etags: Mutex<HashMap<String, (HeaderValue, Bytes)>>,
-    budget: Mutex<Option<RateBudget>>,
+    budgets: Mutex<BTreeMap<String, RateBudget>>,
 }
 
 /// Upper bound on cached conditional GETs; the cache is cleared when full
@@ -127,12 +127,13 @@ impl Transport {
             api_url,
             policy,
             etags: Mutex::new(HashMap::new()),
-            budget: Mutex::new(None),
+            budgets: Mutex::new(BTreeMap::new()),
         }
     }
 
-    pub fn budget(&self) -> Option<RateBudget> {
-        self.budget.lock().ok().and_then(|b| b.clone())
+    /// Latest budget per rate-limit resource (`core`, `graphql`, ...).
+    pub fn budgets(&self) -> BTreeMap<String, RateBudget> {
+        self.budgets.lock().map(|b| b.clone()).unwrap_or_default()
     }
 
     /// Turns an absolute `Link` URL on our API into the relative path
@@ -160,15 +161,19 @@ impl Transport {
         let num = |n: &str| get(n).and_then(|v| v.parse::<u64>().ok());
         if let (Some(limit), Some(remaining)) =
             (num("x-ratelimit-limit"), num("x-ratelimit-remaining"))
-            && let Ok(mut b) = self.budget.lock()
+            && let Ok(mut b) = self.budgets.lock()
         {
-            *b = Some(RateBudget {
-                limit,
-                remaining,
-                used: num("x-ratelimit-used").unwrap_or(limit.saturating_sub(remaining)),
-                reset_unix: num("x-ratelimit-reset").unwrap_or(0) as i64,
-                resource: get("x-ratelimit-resource").unwrap_or_else(|| "core".into()),
-            });
+            let resource = get("x-ratelimit-resource").unwrap_or_else(|| "core".into());
+            b.insert(
+                resource.clone(),
+                RateBudget {
+                    limit,
+                    remaining,
+                    used: num("x-ratelimit-used").unwrap_or(limit.saturating_sub(remaining)),
+                    reset_unix: num("x-ratelimit-reset").unwrap_or(0) as i64,
+                    resource,
+                },
+            );
         }
     }
 

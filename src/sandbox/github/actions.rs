@@ -63,6 +63,11 @@ pub async fn dispatch(
         }
     }
     let mut m = st.lock().await;
+    if body.return_run_details && !m.run_details_supported {
+        return Err(ApiError::unprocessable(
+            "Invalid request.\n\n\"return_run_details\" is not a permitted key.",
+        ));
+    }
     let (run_id, job_id) = (m.id() * 1000, m.id());
     let r = m.repo(&owner, &repo)?;
     let w = r.workflow(&wf).ok_or_else(ApiError::not_found)?.clone();
@@ -268,13 +273,39 @@ pub async fn list_runs(
     Query(q): Query<RunsQuery>,
     FullUri(uri): FullUri,
 ) -> Result<Response, ApiError> {
+    runs_page(&st, &owner, &repo, None, q, &uri).await
+}
+
+/// `GET actions/workflows/{id or file}/runs`.
+pub async fn list_workflow_runs(
+    State(st): State<GithubState>,
+    Path((owner, repo, wf)): Path<(String, String, String)>,
+    Query(q): Query<RunsQuery>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    runs_page(&st, &owner, &repo, Some(&wf), q, &uri).await
+}
+
+async fn runs_page(
+    st: &GithubState,
+    owner: &str,
+    repo: &str,
+    workflow: Option<&str>,
+    q: RunsQuery,
+    uri: &axum::http::Uri,
+) -> Result<Response, ApiError> {
     let created = q.created.as_deref().map(created_filter).transpose()?;
     let m = st.lock().await;
-    let r = m.repo(&owner, &repo)?;
+    let r = m.repo(owner, repo)?;
+    let workflow_id = match workflow {
+        Some(w) => Some(r.workflow(w).ok_or_else(ApiError::not_found)?.id),
+        None => None,
+    };
     let items: Vec<Value> = r
         .runs
         .values()
         .rev()
+        .filter(|x| workflow_id.is_none_or(|w| x.workflow_id == w))
         .filter(|x| q.event.as_deref().is_none_or(|e| x.event == e))
         .filter(|x| {
             q.actor
@@ -291,7 +322,7 @@ pub async fn list_runs(
         .filter(|x| created.as_ref().is_none_or(|f| f(x.created_at)))
         .map(|x| m.run_json(r, x))
         .collect();
-    Ok(paginate(items, &m.base_url, &uri, Some("workflow_runs")))
+    Ok(paginate(items, &m.base_url, uri, Some("workflow_runs")))
 }
 
 pub async fn get_run(

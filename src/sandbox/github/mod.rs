@@ -100,6 +100,10 @@ pub fn router(state: GithubState) -> Router {
             "/actions/workflows/{id}/dispatches",
             post(actions::dispatch),
         )
+        .route(
+            "/actions/workflows/{id}/runs",
+            get(actions::list_workflow_runs),
+        )
         .route("/actions/runs", get(actions::list_runs))
         .route("/actions/runs/{id}", get(actions::get_run))
         .route("/actions/runs/{id}/jobs", get(actions::jobs))
@@ -235,7 +239,7 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
         Some(t) => match m.tokens.get(t) {
             Some(info) => (t.clone(), Some(info.login.clone())),
             None => {
-                m.log.push(LogEntry {
+                m.record(LogEntry {
                     method: method.to_string(),
                     path: log_path,
                     status: 401,
@@ -293,7 +297,7 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
             "x-github-api-version-selected",
             HeaderValue::from_static(API_VERSIONS[0]),
         );
-        m.log.push(LogEntry {
+        m.record(LogEntry {
             method: method.to_string(),
             path: log_path.clone(),
             status,

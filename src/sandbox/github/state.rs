@@ -252,13 +252,30 @@ pub struct Model {
     pub faults: Vec<Fault>,
     pub log: Vec<LogEntry>,
     pub apps: HashMap<u64, super::apps::App>,
+    /// Whether dispatches accept `return_run_details` (older GitHub
+    /// versions reject the key; Klaud must fall back).
+    pub run_details_supported: bool,
 }
 
 fn key(owner: &str, repo: &str) -> String {
     format!("{owner}/{repo}").to_ascii_lowercase()
 }
 
+/// Entries kept in the request log; older ones are dropped so a long-running
+/// sandbox stays small.
+pub const LOG_CAPACITY: usize = 10_000;
+
 impl Model {
+    /// Appends to the request log, dropping the oldest entries past
+    /// [`LOG_CAPACITY`].
+    pub fn record(&mut self, entry: LogEntry) {
+        if self.log.len() >= LOG_CAPACITY {
+            let excess = self.log.len() + 1 - LOG_CAPACITY;
+            self.log.drain(..excess);
+        }
+        self.log.push(entry);
+    }
+
     pub fn id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
@@ -624,6 +641,7 @@ impl GithubState {
                 faults: Vec::new(),
                 log: Vec::new(),
                 apps: HashMap::new(),
+                run_details_supported: true,
             })),
         }
     }
@@ -971,6 +989,11 @@ impl GithubState {
             },
         );
         Ok(login)
+    }
+
+    /// Makes dispatches accept or reject `return_run_details`.
+    pub async fn set_return_run_details_supported(&self, supported: bool) {
+        self.lock().await.run_details_supported = supported;
     }
 
     /// Installs a fault.
