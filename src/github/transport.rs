@@ -220,7 +220,8 @@ impl Transport {
             .base_delay
             .saturating_mul(2u32.saturating_pow(attempt))
             .min(self.policy.max_delay);
-        // Full jitter so concurrent instances do not retry in lockstep.
+        // Jitter (50-100% of the step) so concurrent instances do not retry
+        // in lockstep.
         let jitter = rand::rng().random_range(0.5..1.0);
         exp.mul_f64(jitter)
     }

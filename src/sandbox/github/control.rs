@@ -240,7 +240,7 @@ async fn add_fault(State(st): State<GithubState>, Json(f): Json<Fault>) -> Respo
 }
 
 async fn clear_faults(State(st): State<GithubState>) -> Response {
-    st.lock().await.faults.clear();
+    st.clear_faults().await;
     StatusCode::NO_CONTENT.into_response()
 }
 

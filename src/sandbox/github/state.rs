@@ -687,6 +687,11 @@ impl GithubState {
         token: &str,
         limit: Option<u64>,
     ) -> Result<(), SimError> {
+        if token.trim().is_empty() || token.chars().any(char::is_whitespace) {
+            return Err(SimError::Invalid(
+                "a token must be non-empty without whitespace".into(),
+            ));
+        }
         let mut m = self.lock().await;
         let user = m
             .user(login)
@@ -999,6 +1004,11 @@ impl GithubState {
     /// Installs a fault.
     pub async fn add_fault(&self, fault: Fault) {
         self.lock().await.faults.push(fault);
+    }
+
+    /// Removes every installed fault.
+    pub async fn clear_faults(&self) {
+        self.lock().await.faults.clear();
     }
 
     /// A copy of the request log.
