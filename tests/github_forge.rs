@@ -464,6 +464,30 @@ async fn dispatch_run_and_artifacts_round_trip() {
     let zip = f.download_artifact(artifacts[0].id).await.unwrap();
     assert_eq!(&zip[..2], b"PK");
     f.cancel_run(id).await.unwrap();
+
+    let jobs = f.list_jobs(id).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].conclusion.as_deref(), Some("success"));
+    sim.state()
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/repos/*/actions/runs/*/rerun".into(),
+            count: 1,
+            action: FaultAction::AfterWriteStatus { status: 504 },
+        })
+        .await;
+    f.rerun_run(id).await.unwrap();
+    let run = f.get_run(id).await.unwrap();
+    assert_eq!(
+        (run.run_attempt, run.status.as_deref()),
+        (2, Some("queued"))
+    );
+
+    let cmp = f.compare("main", &head).await.unwrap();
+    assert_eq!(
+        (cmp.status.as_str(), cmp.ahead_by, cmp.behind_by),
+        ("ahead", 1, 0)
+    );
 }
 
 #[tokio::test]
@@ -503,6 +527,9 @@ async fn octocrab_typed_models_parse_simulator_responses() {
         .await
         .unwrap();
     assert_eq!(c2.body.as_deref(), Some("y"));
+    f.delete_comment(c.id.into_inner()).await.unwrap();
+    f.delete_comment(c.id.into_inner()).await.unwrap();
+    assert!(f.list_comments(pr.number, None).await.unwrap().is_empty());
     let issue = gh
         .issues("sandbox", "benchmarks")
         .get(pr.number)

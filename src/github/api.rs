@@ -245,6 +245,33 @@ pub struct FileChange {
     pub status: String,
 }
 
+/// How `head` relates to `base` (`GET compare/{base}...{head}`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Comparison {
+    /// `ahead`, `behind`, `diverged` or `identical`.
+    pub status: String,
+    pub ahead_by: u64,
+    pub behind_by: u64,
+    #[serde(default)]
+    pub total_commits: u64,
+}
+
+/// A job of a workflow run (lenient: GitHub adds statuses over time).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct JobInfo {
+    pub id: u64,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub conclusion: Option<String>,
+    #[serde(default)]
+    pub run_attempt: Option<u64>,
+    #[serde(default)]
+    pub html_url: Option<String>,
+}
+
 /// A commit object (git data API).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct GitCommit {
@@ -1078,5 +1105,55 @@ impl Forge {
             return Err(status_error(&what, &raw));
         }
         Ok(raw.body.to_vec())
+    }
+
+    /// Deletes a comment; one that is already gone counts as deleted.
+    pub async fn delete_comment(&self, id: u64) -> Result<(), GithubError> {
+        let what = format!("delete comment {id}");
+        let path = self.path(&format!("issues/comments/{id}"));
+        let raw = match self.t.write(&what, Method::DELETE, &path, None).await {
+            Err(GithubError::Ambiguous { .. }) => {
+                self.t.write(&what, Method::DELETE, &path, None).await?
+            }
+            other => other?,
+        };
+        if raw.status == http::StatusCode::NOT_FOUND {
+            return Ok(());
+        }
+        ok_or_error(&what, &raw)
+    }
+
+    /// Compares two commits or branches.
+    pub async fn compare(&self, base: &str, head: &str) -> Result<Comparison, GithubError> {
+        let what = format!("compare {base}...{head}");
+        let p = self.path(&format!("compare/{}...{}?per_page=1", seg(base), seg(head)));
+        self.t.get_json(&what, &p).await
+    }
+
+    /// Jobs of a run's latest attempt.
+    pub async fn list_jobs(&self, run_id: u64) -> Result<Vec<JobInfo>, GithubError> {
+        let p = self.path(&format!("actions/runs/{run_id}/jobs?per_page=100"));
+        self.t
+            .get_all(&format!("list jobs of run {run_id}"), &p, Some("jobs"))
+            .await
+    }
+
+    /// Re-runs a completed run. After an ambiguous failure the run is
+    /// re-read: a higher attempt than before means the re-run was accepted.
+    pub async fn rerun_run(&self, id: u64) -> Result<(), GithubError> {
+        let what = format!("re-run workflow run {id}");
+        let before = self.get_run(id).await?.run_attempt;
+        let path = self.path(&format!("actions/runs/{id}/rerun"));
+        match self.t.write(&what, Method::POST, &path, None).await {
+            Ok(raw) => ok_or_error(&what, &raw),
+            Err(GithubError::Ambiguous { detail, .. }) => {
+                if self.get_run(id).await?.run_attempt > before {
+                    Ok(())
+                } else {
+                    Err(GithubError::Ambiguous { what, detail })
+                }
+            }
+            Err(e) => Err(e),
+        }
     }
 }

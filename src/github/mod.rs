@@ -19,8 +19,8 @@ use octocrab::Octocrab;
 use octocrab::service::middleware::retry::RetryConfig;
 
 pub use api::{
-    Artifact, CommentInfo, DispatchOutcome, FileChange, PullInfo, RunFilter, RunInfo, TreeChange,
-    UserInfo,
+    Artifact, CommentInfo, Comparison, DispatchOutcome, FileChange, JobInfo, PullInfo, RunFilter,
+    RunInfo, TreeChange, UserInfo,
 };
 
 use transport::Transport;
