@@ -663,3 +663,95 @@ async fn seeding_from_the_fixtures_gives_git_identical_blobs() {
             .any(|e| e["name"] == "nvidia-master.yaml")
     );
 }
+
+/// Every JSON shape Klaud or octocrab reads deserializes into octocrab's
+/// typed models (required fields present, types right).
+#[tokio::test]
+async fn responses_deserialize_into_octocrab_models() {
+    use octocrab::models;
+    fn parse<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> T {
+        serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{what}: {e}\n{v:#}"))
+    }
+    let t = T::new().await;
+    let main = t.main_sha().await;
+    let head = t.commit(&main, "perf-changelog.yaml", "- x\n- y\n").await;
+    t.post(
+        "/repos/sandbox/benchmarks/git/refs",
+        json!({"ref": "refs/heads/b", "sha": head}),
+    )
+    .await;
+
+    let (_, _, v) = t.get("/repos/sandbox/benchmarks/git/ref/heads/b").await;
+    let _: models::repos::Ref = parse("ref", v);
+    let (_, _, v) = t
+        .get(&format!("/repos/sandbox/benchmarks/git/commits/{head}"))
+        .await;
+    let _: models::commits::GitCommitObject = parse("git commit", v);
+    let (_, _, v) = t
+        .get(&format!("/repos/sandbox/benchmarks/commits/{head}"))
+        .await;
+    let _: models::commits::Commit = parse("commit", v);
+    let (_, _, v) = t
+        .get(&format!("/repos/sandbox/benchmarks/compare/main...{head}"))
+        .await;
+    let _: models::commits::CommitComparison = parse("compare", v);
+    let (_, _, v) = t
+        .get("/repos/sandbox/benchmarks/contents/a.txt?ref=b")
+        .await;
+    let c: models::repos::Content = parse("contents", v);
+    assert_eq!(c.decoded_content().as_deref(), Some("a\n"));
+    // Not checked against octocrab's `RepoPermission`: its enum expects
+    // pull/push, but GitHub answers the legacy roles read/write/admin/none
+    // in `permission` (the forge reads `role_name` with its own struct).
+    let (_, _, v) = t.get("/users/reader").await;
+    let _: models::Author = parse("user", v);
+
+    let (_, p) = t
+        .post(
+            "/repos/sandbox/benchmarks/pulls",
+            json!({"title": "T", "head": "b", "base": "main", "draft": true}),
+        )
+        .await;
+    let n = p["number"].as_u64().unwrap();
+    let (_, _, v) = t
+        .get(&format!("/repos/sandbox/benchmarks/pulls/{n}/files"))
+        .await;
+    let _: Vec<models::repos::DiffEntry> = parse("pull files", v);
+    t.post(
+        &format!("/repos/sandbox/benchmarks/issues/{n}/labels"),
+        json!(["full-sweep-fail-fast"]),
+    )
+    .await;
+    let (_, _, v) = t
+        .get(&format!("/repos/sandbox/benchmarks/issues/{n}/labels"))
+        .await;
+    let _: Vec<models::Label> = parse("labels", v);
+
+    let (_, _, v) = t.get("/repos/sandbox/benchmarks/actions/workflows").await;
+    let _: Vec<models::workflows::WorkFlow> = parse("workflows", v["workflows"].clone());
+    let (_, _, runs) = t.get("/repos/sandbox/benchmarks/actions/runs").await;
+    let run: models::workflows::Run = parse("run", runs["workflow_runs"][0].clone());
+    let run_id = run.id.into_inner();
+    let mut files = BTreeMap::new();
+    files.insert("agg_bmk.json".to_string(), b"[]".to_vec());
+    let mut arts = BTreeMap::new();
+    arts.insert("results_bmk".to_string(), files);
+    t.sim
+        .state()
+        .complete_run(REPO, run_id, "success", arts)
+        .await
+        .unwrap();
+    let (_, _, v) = t
+        .get(&format!(
+            "/repos/sandbox/benchmarks/actions/runs/{run_id}/jobs"
+        ))
+        .await;
+    let _: Vec<models::workflows::Job> = parse("jobs", v["jobs"].clone());
+    let (_, _, v) = t
+        .get(&format!(
+            "/repos/sandbox/benchmarks/actions/runs/{run_id}/artifacts"
+        ))
+        .await;
+    let _: Vec<models::workflows::WorkflowListArtifact> =
+        parse("artifacts", v["artifacts"].clone());
+}

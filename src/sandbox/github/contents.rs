@@ -8,7 +8,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::git::{diff_files, repo_commit_json};
+use super::git::{diff_files, link_files, repo_commit_json};
 use super::http::ApiError;
 use super::state::GithubState;
 
@@ -126,7 +126,8 @@ pub async fn get_commit(
         .and_then(|p| r.objects.commits.get(p))
         .map(|p| p.tree.clone())
         .unwrap_or_else(|| "4b825dc642cb6eb9a060e54bf8d69288fbee4904".into());
-    let files = diff_files(&r.objects, &parent_tree, &c.tree);
+    let mut files = diff_files(&r.objects, &parent_tree, &c.tree);
+    link_files(&mut files, &url, &m.html_base(&url), &sha);
     Ok(Json(repo_commit_json(&m, &url, &sha, c, Some(files))).into_response())
 }
 
@@ -163,6 +164,8 @@ pub async fn compare(
         (Some(a), Some(b)) => diff_files(&r.objects, &a.tree, &b.tree),
         _ => Vec::new(),
     };
+    let mut files = files;
+    link_files(&mut files, &url, &m.html_base(&url), &head);
     let html = format!("{}/compare/{basehead}", m.html_base(&url));
     Ok(Json(json!({
         "url": format!("{url}/compare/{basehead}"), "html_url": html,

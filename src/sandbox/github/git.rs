@@ -618,7 +618,6 @@ pub fn diff_files(objs: &Objects, old_tree: &str, new_tree: &str) -> Vec<Value> 
         out.push(json!({
             "sha": sha, "filename": path, "status": status,
             "additions": adds, "deletions": dels, "changes": adds + dels,
-            "blob_url": "", "raw_url": "", "contents_url": "",
         }));
     }
     for (path, (_, sha)) in &old {
@@ -627,12 +626,22 @@ pub fn diff_files(objs: &Objects, old_tree: &str, new_tree: &str) -> Vec<Value> 
             out.push(json!({
                 "sha": sha, "filename": path, "status": "removed",
                 "additions": 0, "deletions": dels, "changes": dels,
-                "blob_url": "", "raw_url": "", "contents_url": "",
             }));
         }
     }
     out.sort_by(|a, b| a["filename"].as_str().cmp(&b["filename"].as_str()));
     out
+}
+
+/// Adds the `blob_url`, `raw_url` and `contents_url` GitHub puts on each
+/// changed file, pointing at `commit`.
+pub fn link_files(files: &mut [Value], api_repo_url: &str, html_repo_url: &str, commit: &str) {
+    for f in files {
+        let name = f["filename"].as_str().unwrap_or_default().to_string();
+        f["blob_url"] = json!(format!("{html_repo_url}/blob/{commit}/{name}"));
+        f["raw_url"] = json!(format!("{html_repo_url}/raw/{commit}/{name}"));
+        f["contents_url"] = json!(format!("{api_repo_url}/contents/{name}?ref={commit}"));
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::git::diff_files;
+use super::git::{diff_files, link_files};
 use super::http::{ApiError, Caller, FullUri, paginate};
 use super::state::{GithubState, Pull};
 
@@ -262,5 +262,8 @@ pub async fn files(
         },
         None => Vec::new(),
     };
+    let mut items = items;
+    let url = m.repo_url(&owner, &repo);
+    link_files(&mut items, &url, &m.html_base(&url), &p.head_sha);
     Ok(paginate(items, &m.base_url, &uri, None))
 }
