@@ -1,5 +1,5 @@
 //! The GitHub forge: every call Klaud makes to GitHub, over octocrab's raw
-//! requests with Klaud's own retry and write policy (see [`transport`]).
+//! requests with Klaud's own retry and write policy (see the `transport` module).
 //!
 //! Writes are never blindly repeated: when a write ends ambiguously (5xx,
 //! dropped connection) the forge re-reads whether the thing exists — the

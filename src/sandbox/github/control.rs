@@ -2,6 +2,19 @@
 //! only listens on loopback). It mirrors the Rust-level API of
 //! [`GithubState`] so tests in other processes can seed, inject faults and
 //! drive workflow runs.
+//!
+//! | Method and path | Body | Effect |
+//! | --- | --- | --- |
+//! | `POST /_sandbox/repos` | `{"repo": "o/n", "default_branch"?: "main", "seed_dir"?: DIR, "committer"?: LOGIN}` | creates a repository, optionally committing every file of `DIR` on the default branch; answers `{"repo", "head"}` |
+//! | `POST /_sandbox/users` | `{"login", "name"?, "bot"?: false, "token"?, "rate_limit"?: 5000}` | registers a user and optionally a token with its primary limit per hour |
+//! | `PUT /_sandbox/repos/{o}/{n}/collaborators/{login}` | `{"permission": "none|read|triage|write|maintain|admin"}` | sets a permission |
+//! | `POST /_sandbox/repos/{o}/{n}/push` | `{"branch", "login", "message", "files": {PATH: TEXT \| {"base64": B64} \| null}}` | pushes one commit as `login` (null deletes); answers `{"sha"}` |
+//! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/complete` | `{"conclusion", "artifacts": {NAME: {PATH: TEXT \| {"base64": B64}}}}` | completes a run; each artifact is zipped |
+//! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/status` | `{"status", "conclusion"?}` | sets a run's status |
+//! | `POST /_sandbox/faults` | a [`Fault`], e.g. `{"method": "POST", "path": "/repos/*/pulls", "count": 1, "action": {"kind": "after_write_status", "status": 502}}` | installs a fault (`status` with `retry_after`/`message`, `delay` with `millis`, `after_write_status`, `after_write_drop`) |
+//! | `DELETE /_sandbox/faults` | | removes all faults |
+//! | `GET /_sandbox/log` | | the request log: method, path, status, login (never a token) |
+//! | `GET /_sandbox/download/{repo id}/{artifact id}` | | artifact bytes (the target of the artifact `zip` redirect) |
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
