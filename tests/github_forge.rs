@@ -755,3 +755,21 @@ async fn dispatch_falls_back_when_return_run_details_is_rejected() {
         .unwrap();
     assert!(none.is_empty());
 }
+
+#[tokio::test]
+async fn the_secondary_content_limit_refuses_writes_without_performing_them() {
+    let sim = sim().await;
+    sim.state().set_content_limit(Some(2)).await;
+    let mut cfg = config(&sim, BOT_TOKEN);
+    // GitHub asks for up to a minute; allow less so the forge reports it.
+    cfg.retry.max_wait = Duration::from_secs(1);
+    let f = Forge::connect(cfg).await.unwrap();
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    f.create_ref("refs/heads/w1", &main).await.unwrap();
+    f.create_ref("refs/heads/w2", &main).await.unwrap();
+    let err = f.create_ref("refs/heads/w3", &main).await.unwrap_err();
+    assert!(matches!(err, GithubError::RateLimited { .. }), "{err:?}");
+    assert_eq!(sim.state().ref_sha(REPO, "refs/heads/w3").await, None);
+    // Reads are not content-creating.
+    assert!(f.get_ref("refs/heads/w2").await.unwrap().is_some());
+}

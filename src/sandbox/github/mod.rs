@@ -327,6 +327,28 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
         return finish(&mut m, e.into_response(), false);
     }
 
+    if method != Method::GET
+        && method != Method::HEAD
+        && let Some(limit) = m.content_limit_per_minute
+    {
+        let window = m.content_writes.entry(bucket.clone()).or_default();
+        while window.front().is_some_and(|&t| t <= now - 60) {
+            window.pop_front();
+        }
+        if window.len() >= limit as usize {
+            let wait = window.front().map(|&t| t + 60 - now).unwrap_or(60).max(1);
+            let mut resp = ApiError::forbidden(
+                "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID.",
+            )
+            .into_response();
+            if let Ok(v) = HeaderValue::from_str(&wait.to_string()) {
+                resp.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            return finish(&mut m, resp, true);
+        }
+        window.push_back(now);
+    }
+
     let fault = faults::take(&mut m.faults, method.as_str(), &path);
     if let Some(FaultAction::Status {
         status,

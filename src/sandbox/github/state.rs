@@ -255,6 +255,11 @@ pub struct Model {
     /// Whether dispatches accept `return_run_details` (older GitHub
     /// versions reject the key; Klaud must fall back).
     pub run_details_supported: bool,
+    /// Secondary limit on content-creating requests per token and minute
+    /// (GitHub: 80); off unless set, so load tests are not throttled.
+    pub content_limit_per_minute: Option<u32>,
+    /// Times (unix seconds) of recent content-creating requests per token.
+    pub content_writes: HashMap<String, std::collections::VecDeque<i64>>,
 }
 
 fn key(owner: &str, repo: &str) -> String {
@@ -642,6 +647,8 @@ impl GithubState {
                 log: Vec::new(),
                 apps: HashMap::new(),
                 run_details_supported: true,
+                content_limit_per_minute: None,
+                content_writes: HashMap::new(),
             })),
         }
     }
@@ -999,6 +1006,13 @@ impl GithubState {
     /// Makes dispatches accept or reject `return_run_details`.
     pub async fn set_return_run_details_supported(&self, supported: bool) {
         self.lock().await.run_details_supported = supported;
+    }
+
+    /// Turns on GitHub's secondary limit for content-creating requests
+    /// (`None` turns it off): past `per_minute` writes in a minute a token
+    /// gets 403 with `retry-after`, and the write is not performed.
+    pub async fn set_content_limit(&self, per_minute: Option<u32>) {
+        self.lock().await.content_limit_per_minute = per_minute;
     }
 
     /// Installs a fault.
