@@ -385,7 +385,8 @@ impl Forge {
 
     /// Creates a ref. [`GithubError::AlreadyExists`] when it exists. After
     /// an ambiguous failure the ref is re-read: pointing at `sha` means our
-    /// write landed.
+    /// write landed — sound only when `sha` is unique to this writer (claim
+    /// commits carry the owner's id, so two owners never share one).
     pub async fn create_ref(&self, name: &str, sha: &str) -> Result<(), GithubError> {
         let what = format!("create ref {name}");
         let body = json!({"ref": name, "sha": sha});
