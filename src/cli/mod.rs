@@ -1,6 +1,8 @@
 //! Command-line interface. One file per command; this module only parses
 //! arguments and maps errors to exit codes.
 
+pub mod sandbox;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -68,6 +70,8 @@ enum Command {
     Bump(bump::Args),
     /// Dry run: which families are stale, their candidate images, and why.
     Plan(plan::Args),
+    /// Serve the GitHub simulator with a seeded repository on loopback.
+    Sandbox(sandbox::Args),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -78,6 +82,7 @@ pub fn main() -> ExitCode {
         Command::Families(args) => families::run(args),
         Command::Bump(args) => bump::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Sandbox(args) => sandbox::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

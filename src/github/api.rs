@@ -1,0 +1,1160 @@
+//! The forge's operations. Response types are Klaud's own lenient structs:
+//! only the fields Klaud reads are required, so GitHub adding or dropping
+//! optional fields (octocrab's `Run` has no `actor`, job statuses lack
+//! `requested`) cannot break a poll.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use http::Method;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::transport::{ok_or_error, status_error};
+use super::{Forge, GithubError};
+
+/// An account.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct UserInfo {
+    pub login: String,
+    pub id: u64,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Login {
+    login: String,
+}
+
+#[derive(Deserialize)]
+struct LabelName {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct BranchRef {
+    #[serde(rename = "ref")]
+    name: String,
+    sha: String,
+}
+
+#[derive(Deserialize)]
+struct RawPull {
+    number: u64,
+    node_id: String,
+    state: String,
+    #[serde(default)]
+    draft: bool,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    body: Option<String>,
+    head: BranchRef,
+    base: BranchRef,
+    user: Option<Login>,
+    #[serde(default)]
+    labels: Vec<LabelName>,
+    #[serde(default)]
+    html_url: String,
+}
+
+/// A pull request as Klaud needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullInfo {
+    pub number: u64,
+    /// GraphQL node id (for the draft-state mutations).
+    pub node_id: String,
+    pub open: bool,
+    pub draft: bool,
+    pub title: String,
+    pub body: Option<String>,
+    pub head_ref: String,
+    pub head_sha: String,
+    pub base_ref: String,
+    pub author: Option<String>,
+    pub labels: Vec<String>,
+    pub html_url: String,
+}
+
+impl From<RawPull> for PullInfo {
+    fn from(p: RawPull) -> Self {
+        Self {
+            number: p.number,
+            node_id: p.node_id,
+            open: p.state == "open",
+            draft: p.draft,
+            title: p.title,
+            body: p.body,
+            head_ref: p.head.name,
+            head_sha: p.head.sha,
+            base_ref: p.base.name,
+            author: p.user.map(|u| u.login),
+            labels: p.labels.into_iter().map(|l| l.name).collect(),
+            html_url: p.html_url,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RawComment {
+    id: u64,
+    #[serde(default)]
+    body: Option<String>,
+    user: Option<Login>,
+    #[serde(default)]
+    html_url: String,
+    #[serde(default)]
+    created_at: Option<String>,
+    #[serde(default)]
+    updated_at: Option<String>,
+}
+
+/// An issue comment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommentInfo {
+    pub id: u64,
+    pub body: String,
+    pub author: Option<String>,
+    pub html_url: String,
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+}
+
+impl From<RawComment> for CommentInfo {
+    fn from(c: RawComment) -> Self {
+        Self {
+            id: c.id,
+            body: c.body.unwrap_or_default(),
+            author: c.user.map(|u| u.login),
+            html_url: c.html_url,
+            created_at: c.created_at,
+            updated_at: c.updated_at,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct PrNumber {
+    number: u64,
+}
+
+#[derive(Deserialize)]
+struct RawRun {
+    id: u64,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    display_title: Option<String>,
+    #[serde(default)]
+    event: String,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    conclusion: Option<String>,
+    #[serde(default)]
+    head_branch: Option<String>,
+    #[serde(default)]
+    head_sha: String,
+    #[serde(default)]
+    actor: Option<Login>,
+    #[serde(default)]
+    triggering_actor: Option<Login>,
+    #[serde(default)]
+    run_attempt: Option<u64>,
+    #[serde(default)]
+    created_at: Option<String>,
+    #[serde(default)]
+    html_url: String,
+    #[serde(default)]
+    pull_requests: Vec<PrNumber>,
+}
+
+/// A workflow run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunInfo {
+    pub id: u64,
+    pub name: Option<String>,
+    pub display_title: Option<String>,
+    pub event: String,
+    /// `queued`, `in_progress`, `completed`, `requested`, `waiting`, ...
+    pub status: Option<String>,
+    pub conclusion: Option<String>,
+    pub head_branch: Option<String>,
+    pub head_sha: String,
+    pub actor: Option<String>,
+    pub triggering_actor: Option<String>,
+    pub run_attempt: u64,
+    pub created_at: Option<String>,
+    pub html_url: String,
+    pub pull_requests: Vec<u64>,
+}
+
+impl From<RawRun> for RunInfo {
+    fn from(r: RawRun) -> Self {
+        Self {
+            id: r.id,
+            name: r.name,
+            display_title: r.display_title,
+            event: r.event,
+            status: r.status,
+            conclusion: r.conclusion,
+            head_branch: r.head_branch,
+            head_sha: r.head_sha,
+            actor: r.actor.map(|a| a.login),
+            triggering_actor: r.triggering_actor.map(|a| a.login),
+            run_attempt: r.run_attempt.unwrap_or(1),
+            created_at: r.created_at,
+            html_url: r.html_url,
+            pull_requests: r.pull_requests.into_iter().map(|p| p.number).collect(),
+        }
+    }
+}
+
+/// A run artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Artifact {
+    pub id: u64,
+    pub name: String,
+    #[serde(default)]
+    pub size_in_bytes: u64,
+    #[serde(default)]
+    pub expired: bool,
+}
+
+/// What a workflow dispatch told us.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchOutcome {
+    /// The run id when the server supports `return_run_details`; otherwise
+    /// find the run by its title.
+    pub run_id: Option<u64>,
+    pub html_url: Option<String>,
+}
+
+/// A file in a new tree: `content: None` deletes the path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeChange {
+    pub path: String,
+    pub content: Option<Vec<u8>>,
+    pub executable: bool,
+}
+
+/// A file changed by a pull request.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct FileChange {
+    pub filename: String,
+    pub status: String,
+}
+
+/// How `head` relates to `base` (`GET compare/{base}...{head}`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Comparison {
+    /// `ahead`, `behind`, `diverged` or `identical`.
+    pub status: String,
+    pub ahead_by: u64,
+    pub behind_by: u64,
+    #[serde(default)]
+    pub total_commits: u64,
+}
+
+/// A job of a workflow run (lenient: GitHub adds statuses over time).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct JobInfo {
+    pub id: u64,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub status: Option<String>,
+    #[serde(default)]
+    pub conclusion: Option<String>,
+    #[serde(default)]
+    pub run_attempt: Option<u64>,
+    #[serde(default)]
+    pub html_url: Option<String>,
+}
+
+/// A commit object (git data API).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GitCommit {
+    pub message: String,
+    pub tree: String,
+    pub parents: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct RawGitCommit {
+    message: String,
+    tree: ShaOnly,
+    #[serde(default)]
+    parents: Vec<ShaOnly>,
+}
+
+#[derive(Deserialize)]
+struct ShaOnly {
+    sha: String,
+}
+
+#[derive(Deserialize)]
+struct RawRef {
+    #[serde(rename = "ref")]
+    name: String,
+    object: ShaOnly,
+}
+
+/// Percent-encodes one path segment (label names, file path parts).
+fn seg(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn path_of(p: &str) -> String {
+    p.split('/').map(seg).collect::<Vec<_>>().join("/")
+}
+
+fn query(pairs: &[(&str, &str)]) -> String {
+    let mut ser = url::form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        ser.append_pair(k, v);
+    }
+    ser.finish()
+}
+
+/// `refs/heads/x` → `heads/x` (the form the `git/ref` routes take).
+fn short_ref(name: &str) -> &str {
+    name.strip_prefix("refs/").unwrap_or(name)
+}
+
+/// Filters for listing workflow runs (GitHub's query parameters).
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    /// Only runs of this workflow (id or file name, e.g. `e2e-tests.yml`).
+    pub workflow: Option<String>,
+    pub event: Option<String>,
+    pub actor: Option<String>,
+    pub branch: Option<String>,
+    pub status: Option<String>,
+    pub head_sha: Option<String>,
+    /// GitHub's `created` qualifier, e.g. `>=2026-08-22T10:00:00Z`.
+    pub created: Option<String>,
+}
+
+impl Forge {
+    /// `GET /user`.
+    pub async fn current_user(&self) -> Result<UserInfo, GithubError> {
+        self.t
+            .get_json("identity preflight (GET /user)", "/user")
+            .await
+    }
+
+    // ------------------------------------------------------------- git data
+
+    /// The sha a ref (full name) points at; `None` when absent.
+    pub async fn get_ref(&self, name: &str) -> Result<Option<String>, GithubError> {
+        let what = format!("read ref {name}");
+        let raw = self
+            .t
+            .read(
+                &what,
+                &self.path(&format!("git/ref/{}", short_ref(name))),
+                None,
+            )
+            .await?;
+        if raw.status == http::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        ok_or_error(&what, &raw)?;
+        Ok(Some(raw.json::<RawRef>(&what)?.object.sha))
+    }
+
+    /// Every ref whose full name starts with `prefix`, as (name, sha).
+    pub async fn list_refs(&self, prefix: &str) -> Result<Vec<(String, String)>, GithubError> {
+        let what = format!("list refs {prefix}*");
+        let path = self.path(&format!(
+            "git/matching-refs/{}?per_page=100",
+            short_ref(prefix)
+        ));
+        let refs: Vec<RawRef> = self.t.get_all(&what, &path, None).await?;
+        Ok(refs.into_iter().map(|r| (r.name, r.object.sha)).collect())
+    }
+
+    /// Creates a ref. [`GithubError::AlreadyExists`] when it exists. After
+    /// an ambiguous failure the ref is re-read: pointing at `sha` means our
+    /// write landed — sound only when `sha` is unique to this writer (claim
+    /// commits carry the owner's id, so two owners never share one).
+    pub async fn create_ref(&self, name: &str, sha: &str) -> Result<(), GithubError> {
+        let what = format!("create ref {name}");
+        let body = json!({"ref": name, "sha": sha});
+        for _ in 0..2 {
+            match self
+                .t
+                .write(&what, Method::POST, &self.path("git/refs"), Some(&body))
+                .await
+            {
+                Ok(raw) => return ok_or_error(&what, &raw),
+                Err(GithubError::Ambiguous { detail, .. }) => match self.get_ref(name).await? {
+                    Some(s) if s == sha => return Ok(()),
+                    Some(_) => {
+                        return Err(GithubError::AlreadyExists {
+                            what,
+                            message: "Reference already exists".into(),
+                        });
+                    }
+                    None => tracing::warn!(what, detail, "write did not land; sending it again"),
+                },
+                Err(e) => return Err(e),
+            }
+        }
+        Err(GithubError::Ambiguous {
+            what,
+            detail: "the write failed twice without landing".into(),
+        })
+    }
+
+    /// Moves a ref. Without `force`, a non-fast-forward answers
+    /// [`GithubError::NotFastForward`] (the compare-and-swap).
+    pub async fn update_ref(&self, name: &str, sha: &str, force: bool) -> Result<(), GithubError> {
+        let what = format!("update ref {name}");
+        let body = json!({"sha": sha, "force": force});
+        let path = self.path(&format!("git/refs/{}", short_ref(name)));
+        for _ in 0..2 {
+            match self.t.write(&what, Method::PATCH, &path, Some(&body)).await {
+                Ok(raw)
+                    if raw.status == http::StatusCode::UNPROCESSABLE_ENTITY
+                        && raw.message().contains("does not exist") =>
+                {
+                    return Err(GithubError::NotFound { what });
+                }
+                Ok(raw) => return ok_or_error(&what, &raw),
+                // Re-sending is safe: a non-forced update stays a CAS, and a
+                // forced one converges on the same sha.
+                Err(GithubError::Ambiguous { detail, .. }) => {
+                    if self.get_ref(name).await?.as_deref() == Some(sha) {
+                        return Ok(());
+                    }
+                    tracing::warn!(what, detail, "ref update did not land; sending it again");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(GithubError::Ambiguous {
+            what,
+            detail: "the write failed twice without landing".into(),
+        })
+    }
+
+    /// Deletes a ref; [`GithubError::NotFound`] when it does not exist.
+    pub async fn delete_ref(&self, name: &str) -> Result<(), GithubError> {
+        let what = format!("delete ref {name}");
+        let path = self.path(&format!("git/refs/{}", short_ref(name)));
+        match self.t.write(&what, Method::DELETE, &path, None).await {
+            Ok(raw)
+                if raw.status == http::StatusCode::UNPROCESSABLE_ENTITY
+                    && raw.message().contains("does not exist") =>
+            {
+                Err(GithubError::NotFound { what })
+            }
+            Ok(raw) => ok_or_error(&what, &raw),
+            Err(GithubError::Ambiguous { detail, .. }) => match self.get_ref(name).await? {
+                None => Ok(()),
+                Some(_) => Err(GithubError::Ambiguous { what, detail }),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) async fn git_commit(&self, sha: &str) -> Result<GitCommit, GithubError> {
+        let what = format!("read commit {sha}");
+        let c: RawGitCommit = self
+            .t
+            .get_json(&what, &self.path(&format!("git/commits/{}", seg(sha))))
+            .await?;
+        Ok(GitCommit {
+            message: c.message,
+            tree: c.tree.sha,
+            parents: c.parents.into_iter().map(|p| p.sha).collect(),
+        })
+    }
+
+    /// Git objects are content-addressed, so re-sending a create after an
+    /// ambiguous failure only ever yields the same object.
+    async fn create_object(
+        &self,
+        what: &str,
+        kind: &str,
+        body: &Value,
+    ) -> Result<String, GithubError> {
+        let path = self.path(&format!("git/{kind}"));
+        let mut last = None;
+        for _ in 0..2 {
+            match self.t.write(what, Method::POST, &path, Some(body)).await {
+                Ok(raw) => {
+                    ok_or_error(what, &raw)?;
+                    return Ok(raw.json::<ShaOnly>(what)?.sha);
+                }
+                Err(e @ GithubError::Ambiguous { .. }) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| GithubError::Ambiguous {
+            what: what.to_string(),
+            detail: "no answer".into(),
+        }))
+    }
+
+    /// Creates a blob and returns its sha.
+    pub async fn create_blob(&self, content: &[u8]) -> Result<String, GithubError> {
+        let body = json!({"content": B64.encode(content), "encoding": "base64"});
+        self.create_object("create blob", "blobs", &body).await
+    }
+
+    /// Creates a tree from `base_tree` plus changes and returns its sha.
+    pub async fn create_tree(
+        &self,
+        base_tree: Option<&str>,
+        changes: &[TreeChange],
+    ) -> Result<String, GithubError> {
+        let mut entries = Vec::new();
+        for c in changes {
+            let mode = if c.executable { "100755" } else { "100644" };
+            let sha = match &c.content {
+                Some(bytes) => Value::String(self.create_blob(bytes).await?),
+                None => Value::Null,
+            };
+            entries.push(json!({"path": c.path, "mode": mode, "type": "blob", "sha": sha}));
+        }
+        let mut body = json!({"tree": entries});
+        if let Some(b) = base_tree {
+            body["base_tree"] = json!(b);
+        }
+        self.create_object("create tree", "trees", &body).await
+    }
+
+    /// Creates a commit object and returns its sha.
+    pub async fn create_commit(
+        &self,
+        message: &str,
+        tree: &str,
+        parents: &[String],
+    ) -> Result<String, GithubError> {
+        let body = json!({"message": message, "tree": tree, "parents": parents});
+        self.create_object("create commit", "commits", &body).await
+    }
+
+    /// A file's bytes at a ref; `None` when the path does not exist.
+    pub async fn get_contents(
+        &self,
+        path: &str,
+        git_ref: &str,
+    ) -> Result<Option<Vec<u8>>, GithubError> {
+        #[derive(Deserialize)]
+        struct Content {
+            #[serde(default)]
+            content: Option<String>,
+            #[serde(default)]
+            encoding: Option<String>,
+            #[serde(default)]
+            sha: Option<String>,
+            #[serde(rename = "type", default)]
+            kind: Option<String>,
+        }
+        let what = format!("read {path} at {git_ref}");
+        let p = self.path(&format!(
+            "contents/{}?{}",
+            path_of(path),
+            query(&[("ref", git_ref)])
+        ));
+        let raw = self.t.read(&what, &p, None).await?;
+        if raw.status == http::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        ok_or_error(&what, &raw)?;
+        // A directory answers with an array.
+        let c: Content = raw.json(&what).map_err(|_| GithubError::Decode {
+            what: what.clone(),
+            detail: "not a file (a directory listing?)".into(),
+        })?;
+        if c.kind.as_deref().is_some_and(|k| k != "file") {
+            return Err(GithubError::Decode {
+                what,
+                detail: format!("not a file but a {}", c.kind.unwrap_or_default()),
+            });
+        }
+        let decode = |text: &str, what: String| {
+            B64.decode(text.replace(['\n', '\r'], ""))
+                .map_err(|e| GithubError::Decode {
+                    what,
+                    detail: format!("content is not base64: {e}"),
+                })
+        };
+        match (c.content.as_deref(), c.encoding.as_deref(), c.sha) {
+            (Some(text), Some("base64"), _) => decode(text, what).map(Some),
+            // Files over 1 MB are not inlined: read the blob (up to 100 MB).
+            (_, Some("none"), Some(sha)) | (None, _, Some(sha)) => {
+                #[derive(Deserialize)]
+                struct Blob {
+                    content: String,
+                    encoding: String,
+                }
+                let b: Blob = self
+                    .t
+                    .get_json(&what, &self.path(&format!("git/blobs/{}", seg(&sha))))
+                    .await?;
+                if b.encoding != "base64" {
+                    return Err(GithubError::Decode {
+                        what,
+                        detail: format!("blob encoding {:?}", b.encoding),
+                    });
+                }
+                decode(&b.content, what).map(Some)
+            }
+            _ => Err(GithubError::Decode {
+                what,
+                detail: "file content missing from the response".into(),
+            }),
+        }
+    }
+
+    // ---------------------------------------------------------------- pulls
+
+    /// The pull request (any state, newest first) whose head is `branch` of
+    /// this repository.
+    pub async fn find_pull_for_head(
+        &self,
+        branch: &str,
+        state: &str,
+    ) -> Result<Option<PullInfo>, GithubError> {
+        let what = format!("find pull request for {branch}");
+        let head = format!("{}:{branch}", self.owner);
+        let p = self.path(&format!(
+            "pulls?{}",
+            query(&[("head", &head), ("state", state), ("per_page", "100")])
+        ));
+        let pulls: Vec<RawPull> = self.t.get_all(&what, &p, None).await?;
+        Ok(pulls
+            .into_iter()
+            .map(PullInfo::from)
+            .find(|p| p.head_ref == branch))
+    }
+
+    /// Opens a pull request. After an ambiguous failure the open PR for the
+    /// head is looked up: if it exists it is ours, and no second one is made.
+    pub async fn create_pull(
+        &self,
+        title: &str,
+        head: &str,
+        base: &str,
+        body: &str,
+        draft: bool,
+    ) -> Result<PullInfo, GithubError> {
+        let what = format!("open pull request for {head}");
+        let payload =
+            json!({"title": title, "head": head, "base": base, "body": body, "draft": draft});
+        for _ in 0..2 {
+            match self
+                .t
+                .write(&what, Method::POST, &self.path("pulls"), Some(&payload))
+                .await
+            {
+                Ok(raw) => {
+                    ok_or_error(&what, &raw)?;
+                    return Ok(raw.json::<RawPull>(&what)?.into());
+                }
+                Err(GithubError::Ambiguous { detail, .. }) => {
+                    if let Some(p) = self.find_pull_for_head(head, "open").await? {
+                        return Ok(p);
+                    }
+                    tracing::warn!(
+                        what,
+                        detail,
+                        "pull request was not created; sending it again"
+                    );
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(GithubError::Ambiguous {
+            what,
+            detail: "the write failed twice without landing".into(),
+        })
+    }
+
+    /// One pull request (conditional GET: cheap to poll).
+    pub async fn get_pull(&self, number: u64) -> Result<PullInfo, GithubError> {
+        let what = format!("read pull request #{number}");
+        let raw: RawPull = self
+            .t
+            .get_json_cached(&what, &self.path(&format!("pulls/{number}")))
+            .await?;
+        Ok(raw.into())
+    }
+
+    /// Pull requests in a state (`open`, `closed`, `all`), newest first.
+    pub async fn list_pulls(&self, state: &str) -> Result<Vec<PullInfo>, GithubError> {
+        let p = self.path(&format!(
+            "pulls?{}",
+            query(&[("state", state), ("per_page", "100")])
+        ));
+        let pulls: Vec<RawPull> = self.t.get_all("list pull requests", &p, None).await?;
+        Ok(pulls.into_iter().map(PullInfo::from).collect())
+    }
+
+    /// Updates title, body and/or state (`open`/`closed`). Idempotent, so an
+    /// ambiguous failure is resolved by sending it once more.
+    pub async fn update_pull(
+        &self,
+        number: u64,
+        title: Option<&str>,
+        body: Option<&str>,
+        state: Option<&str>,
+    ) -> Result<PullInfo, GithubError> {
+        let what = format!("update pull request #{number}");
+        let mut payload = json!({});
+        if let Some(t) = title {
+            payload["title"] = json!(t);
+        }
+        if let Some(b) = body {
+            payload["body"] = json!(b);
+        }
+        if let Some(s) = state {
+            payload["state"] = json!(s);
+        }
+        let path = self.path(&format!("pulls/{number}"));
+        let raw = match self
+            .t
+            .write(&what, Method::PATCH, &path, Some(&payload))
+            .await
+        {
+            Err(GithubError::Ambiguous { .. }) => {
+                self.t
+                    .write(&what, Method::PATCH, &path, Some(&payload))
+                    .await?
+            }
+            other => other?,
+        };
+        ok_or_error(&what, &raw)?;
+        Ok(raw.json::<RawPull>(&what)?.into())
+    }
+
+    /// Files changed by a pull request.
+    pub async fn pull_files(&self, number: u64) -> Result<Vec<FileChange>, GithubError> {
+        let p = self.path(&format!("pulls/{number}/files?per_page=100"));
+        self.t
+            .get_all(&format!("list files of #{number}"), &p, None)
+            .await
+    }
+
+    /// Marks a pull request ready for review (`draft = false`) or converts
+    /// it back to a draft, through GraphQL (REST has no such call).
+    pub async fn set_draft(&self, pull: &PullInfo, draft: bool) -> Result<(), GithubError> {
+        let (what, mutation) = if draft {
+            (
+                format!("convert #{} to draft", pull.number),
+                "convertPullRequestToDraft",
+            )
+        } else {
+            (
+                format!("mark #{} ready for review", pull.number),
+                "markPullRequestReadyForReview",
+            )
+        };
+        let query = format!(
+            "mutation($id: ID!) {{ {mutation}(input: {{pullRequestId: $id}}) {{ pullRequest {{ isDraft }} }} }}"
+        );
+        let body = json!({"query": query, "variables": {"id": pull.node_id}});
+        let raw = match self
+            .t
+            .write(&what, Method::POST, "/graphql", Some(&body))
+            .await
+        {
+            // Setting the draft state is idempotent.
+            Err(GithubError::Ambiguous { .. }) => {
+                self.t
+                    .write(&what, Method::POST, "/graphql", Some(&body))
+                    .await?
+            }
+            other => other?,
+        };
+        ok_or_error(&what, &raw)?;
+        let v: Value = raw.json(&what)?;
+        if let Some(errs) = v
+            .get("errors")
+            .and_then(Value::as_array)
+            .filter(|e| !e.is_empty())
+        {
+            let message = errs
+                .iter()
+                .filter_map(|e| e.get("message").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(GithubError::Rejected {
+                what,
+                status: 200,
+                message,
+            });
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------- comments
+
+    /// Comments on an issue or PR, oldest first; `since` is RFC 3339.
+    pub async fn list_comments(
+        &self,
+        number: u64,
+        since: Option<&str>,
+    ) -> Result<Vec<CommentInfo>, GithubError> {
+        let mut q = vec![("per_page", "100")];
+        if let Some(s) = since {
+            q.push(("since", s));
+        }
+        let p = self.path(&format!("issues/{number}/comments?{}", query(&q)));
+        let cs: Vec<RawComment> = self
+            .t
+            .get_all(&format!("list comments of #{number}"), &p, None)
+            .await?;
+        Ok(cs.into_iter().map(CommentInfo::from).collect())
+    }
+
+    /// Posts a comment. After an ambiguous failure the comments are re-read:
+    /// a bot comment with exactly this body (Klaud's bodies carry a unique
+    /// hidden marker) means it landed.
+    pub async fn create_comment(
+        &self,
+        number: u64,
+        body: &str,
+    ) -> Result<CommentInfo, GithubError> {
+        let what = format!("comment on #{number}");
+        let payload = json!({"body": body});
+        let path = self.path(&format!("issues/{number}/comments"));
+        for _ in 0..2 {
+            match self
+                .t
+                .write(&what, Method::POST, &path, Some(&payload))
+                .await
+            {
+                Ok(raw) => {
+                    ok_or_error(&what, &raw)?;
+                    return Ok(raw.json::<RawComment>(&what)?.into());
+                }
+                Err(GithubError::Ambiguous { detail, .. }) => {
+                    let existing = self.list_comments(number, None).await?;
+                    if let Some(c) = existing.into_iter().find(|c| {
+                        c.body == body
+                            && c.author
+                                .as_deref()
+                                .is_some_and(|a| a.eq_ignore_ascii_case(self.bot_login()))
+                    }) {
+                        return Ok(c);
+                    }
+                    tracing::warn!(what, detail, "comment was not created; sending it again");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(GithubError::Ambiguous {
+            what,
+            detail: "the write failed twice without landing".into(),
+        })
+    }
+
+    /// Replaces a comment's body (PATCH; idempotent).
+    pub async fn update_comment(&self, id: u64, body: &str) -> Result<CommentInfo, GithubError> {
+        let what = format!("update comment {id}");
+        let payload = json!({"body": body});
+        let path = self.path(&format!("issues/comments/{id}"));
+        let raw = match self
+            .t
+            .write(&what, Method::PATCH, &path, Some(&payload))
+            .await
+        {
+            Err(GithubError::Ambiguous { .. }) => {
+                self.t
+                    .write(&what, Method::PATCH, &path, Some(&payload))
+                    .await?
+            }
+            other => other?,
+        };
+        ok_or_error(&what, &raw)?;
+        Ok(raw.json::<RawComment>(&what)?.into())
+    }
+
+    // --------------------------------------------------------------- labels
+
+    /// Labels on an issue or PR.
+    pub async fn list_labels(&self, number: u64) -> Result<Vec<String>, GithubError> {
+        let p = self.path(&format!("issues/{number}/labels?per_page=100"));
+        let ls: Vec<LabelName> = self
+            .t
+            .get_all(&format!("list labels of #{number}"), &p, None)
+            .await?;
+        Ok(ls.into_iter().map(|l| l.name).collect())
+    }
+
+    /// Adds labels (idempotent). Returns the labels now on the issue.
+    pub async fn add_labels(
+        &self,
+        number: u64,
+        labels: &[&str],
+    ) -> Result<Vec<String>, GithubError> {
+        let what = format!("add labels {labels:?} to #{number}");
+        let payload = json!({"labels": labels});
+        let path = self.path(&format!("issues/{number}/labels"));
+        let raw = match self
+            .t
+            .write(&what, Method::POST, &path, Some(&payload))
+            .await
+        {
+            Err(GithubError::Ambiguous { .. }) => {
+                self.t
+                    .write(&what, Method::POST, &path, Some(&payload))
+                    .await?
+            }
+            other => other?,
+        };
+        ok_or_error(&what, &raw)?;
+        Ok(raw
+            .json::<Vec<LabelName>>(&what)?
+            .into_iter()
+            .map(|l| l.name)
+            .collect())
+    }
+
+    /// Removes a label; a label that is not there counts as removed.
+    pub async fn remove_label(&self, number: u64, label: &str) -> Result<(), GithubError> {
+        let what = format!("remove label {label:?} from #{number}");
+        let path = self.path(&format!("issues/{number}/labels/{}", seg(label)));
+        let raw = match self.t.write(&what, Method::DELETE, &path, None).await {
+            Err(GithubError::Ambiguous { .. }) => {
+                self.t.write(&what, Method::DELETE, &path, None).await?
+            }
+            other => other?,
+        };
+        if raw.status == http::StatusCode::NOT_FOUND {
+            return Ok(());
+        }
+        ok_or_error(&what, &raw)
+    }
+
+    /// A user's permission on the repository (`admin`, `maintain`, `write`,
+    /// `triage`, `read` or `none`), using the precise `role_name`.
+    pub async fn collaborator_permission(&self, login: &str) -> Result<String, GithubError> {
+        #[derive(Deserialize)]
+        struct Perm {
+            permission: String,
+            #[serde(default)]
+            role_name: Option<String>,
+        }
+        let what = format!("permission of {login}");
+        let p: Perm = self
+            .t
+            .get_json(
+                &what,
+                &self.path(&format!("collaborators/{}/permission", seg(login))),
+            )
+            .await?;
+        Ok(p.role_name
+            .filter(|r| !r.is_empty())
+            .unwrap_or(p.permission))
+    }
+
+    // -------------------------------------------------------------- actions
+
+    /// Dispatches a workflow. Asks for `return_run_details`; a server that
+    /// rejects the parameter is asked again without it (then `run_id` is
+    /// `None`: find the run by title). An ambiguous failure is returned as
+    /// is — the caller must search for the run before dispatching again.
+    pub async fn dispatch_workflow(
+        &self,
+        workflow: &str,
+        git_ref: &str,
+        inputs: &Value,
+    ) -> Result<DispatchOutcome, GithubError> {
+        #[derive(Deserialize)]
+        struct Details {
+            workflow_run_id: u64,
+            #[serde(default)]
+            html_url: Option<String>,
+        }
+        let what = format!("dispatch {workflow} on {git_ref}");
+        let path = self.path(&format!("actions/workflows/{}/dispatches", seg(workflow)));
+        let with = json!({"ref": git_ref, "inputs": inputs, "return_run_details": true});
+        let raw = self
+            .t
+            .write(&what, Method::POST, &path, Some(&with))
+            .await?;
+        let raw = if matches!(raw.status.as_u16(), 400 | 422)
+            && raw.message().contains("return_run_details")
+        {
+            let without = json!({"ref": git_ref, "inputs": inputs});
+            self.t
+                .write(&what, Method::POST, &path, Some(&without))
+                .await?
+        } else {
+            raw
+        };
+        ok_or_error(&what, &raw)?;
+        if raw.status == http::StatusCode::NO_CONTENT || raw.body.is_empty() {
+            return Ok(DispatchOutcome {
+                run_id: None,
+                html_url: None,
+            });
+        }
+        let d: Details = raw.json(&what)?;
+        Ok(DispatchOutcome {
+            run_id: Some(d.workflow_run_id),
+            html_url: d.html_url,
+        })
+    }
+
+    /// Workflow runs matching the filter, newest first (all pages).
+    pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, GithubError> {
+        let mut q: Vec<(&str, &str)> = vec![("per_page", "100")];
+        for (k, v) in [
+            ("event", &filter.event),
+            ("actor", &filter.actor),
+            ("branch", &filter.branch),
+            ("status", &filter.status),
+            ("head_sha", &filter.head_sha),
+            ("created", &filter.created),
+        ] {
+            if let Some(v) = v {
+                q.push((k, v));
+            }
+        }
+        let base = match &filter.workflow {
+            Some(w) => format!("actions/workflows/{}/runs", seg(w)),
+            None => "actions/runs".to_string(),
+        };
+        let p = self.path(&format!("{base}?{}", query(&q)));
+        let runs: Vec<RawRun> = self
+            .t
+            .get_all("list workflow runs", &p, Some("workflow_runs"))
+            .await?;
+        Ok(runs.into_iter().map(RunInfo::from).collect())
+    }
+
+    /// One run (conditional GET: polling costs no budget while unchanged).
+    pub async fn get_run(&self, id: u64) -> Result<RunInfo, GithubError> {
+        let what = format!("read workflow run {id}");
+        let r: RawRun = self
+            .t
+            .get_json_cached(&what, &self.path(&format!("actions/runs/{id}")))
+            .await?;
+        Ok(r.into())
+    }
+
+    /// Cancels a run; a run that already completed counts as done.
+    pub async fn cancel_run(&self, id: u64) -> Result<(), GithubError> {
+        let what = format!("cancel workflow run {id}");
+        let path = self.path(&format!("actions/runs/{id}/cancel"));
+        match self.t.write(&what, Method::POST, &path, None).await {
+            Ok(raw) if raw.status == http::StatusCode::CONFLICT => Ok(()),
+            Ok(raw) => ok_or_error(&what, &raw),
+            Err(GithubError::Ambiguous { detail, .. }) => {
+                let run = self.get_run(id).await?;
+                if run.status.as_deref() == Some("completed") {
+                    return Ok(());
+                }
+                let raw = self
+                    .t
+                    .write(&what, Method::POST, &path, None)
+                    .await
+                    .map_err(|_| GithubError::Ambiguous {
+                        what: what.clone(),
+                        detail,
+                    })?;
+                if raw.status == http::StatusCode::CONFLICT {
+                    return Ok(());
+                }
+                ok_or_error(&what, &raw)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Artifacts of a run.
+    pub async fn list_artifacts(&self, run_id: u64) -> Result<Vec<Artifact>, GithubError> {
+        let p = self.path(&format!("actions/runs/{run_id}/artifacts?per_page=100"));
+        self.t
+            .get_all(
+                &format!("list artifacts of run {run_id}"),
+                &p,
+                Some("artifacts"),
+            )
+            .await
+    }
+
+    /// An artifact's zip bytes (GitHub redirects to a signed URL; octocrab
+    /// follows it without sending the token to the other host).
+    pub async fn download_artifact(&self, id: u64) -> Result<Vec<u8>, GithubError> {
+        let what = format!("download artifact {id}");
+        let raw = self
+            .t
+            .read(
+                &what,
+                &self.path(&format!("actions/artifacts/{id}/zip")),
+                None,
+            )
+            .await?;
+        if !raw.status.is_success() {
+            return Err(status_error(&what, &raw));
+        }
+        Ok(raw.body.to_vec())
+    }
+
+    /// Deletes a comment; one that is already gone counts as deleted.
+    pub async fn delete_comment(&self, id: u64) -> Result<(), GithubError> {
+        let what = format!("delete comment {id}");
+        let path = self.path(&format!("issues/comments/{id}"));
+        let raw = match self.t.write(&what, Method::DELETE, &path, None).await {
+            Err(GithubError::Ambiguous { .. }) => {
+                self.t.write(&what, Method::DELETE, &path, None).await?
+            }
+            other => other?,
+        };
+        if raw.status == http::StatusCode::NOT_FOUND {
+            return Ok(());
+        }
+        ok_or_error(&what, &raw)
+    }
+
+    /// Compares two commits or branches.
+    pub async fn compare(&self, base: &str, head: &str) -> Result<Comparison, GithubError> {
+        let what = format!("compare {base}...{head}");
+        let p = self.path(&format!("compare/{}...{}?per_page=1", seg(base), seg(head)));
+        self.t.get_json(&what, &p).await
+    }
+
+    /// Jobs of a run's latest attempt.
+    pub async fn list_jobs(&self, run_id: u64) -> Result<Vec<JobInfo>, GithubError> {
+        let p = self.path(&format!("actions/runs/{run_id}/jobs?per_page=100"));
+        self.t
+            .get_all(&format!("list jobs of run {run_id}"), &p, Some("jobs"))
+            .await
+    }
+
+    /// Re-runs a completed run. After an ambiguous failure the run is
+    /// re-read: a higher attempt than before means the re-run was accepted.
+    pub async fn rerun_run(&self, id: u64) -> Result<(), GithubError> {
+        let what = format!("re-run workflow run {id}");
+        let before = self.get_run(id).await?.run_attempt;
+        let path = self.path(&format!("actions/runs/{id}/rerun"));
+        match self.t.write(&what, Method::POST, &path, None).await {
+            Ok(raw) => ok_or_error(&what, &raw),
+            Err(GithubError::Ambiguous { detail, .. }) => {
+                if self.get_run(id).await?.run_attempt > before {
+                    Ok(())
+                } else {
+                    Err(GithubError::Ambiguous { what, detail })
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+}

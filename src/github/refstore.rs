@@ -1,0 +1,74 @@
+//! [`klaud_claims::RefStore`] over the forge: claim refs live on GitHub.
+
+use async_trait::async_trait;
+use klaud_claims::{RefStore, RefStoreError, RefTip};
+
+use super::{Forge, GithubError};
+
+fn map(e: GithubError) -> RefStoreError {
+    match e {
+        GithubError::AlreadyExists { what, .. } => RefStoreError::AlreadyExists(what),
+        GithubError::NotFastForward { what } => RefStoreError::NotFastForward(what),
+        GithubError::NotFound { what } => RefStoreError::NotFound(what),
+        other => RefStoreError::Other(other.to_string()),
+    }
+}
+
+impl Forge {
+    async fn tip(&self, name: String, sha: String) -> Result<RefTip, GithubError> {
+        let c = self.git_commit(&sha).await?;
+        Ok(RefTip {
+            name,
+            sha,
+            message: c.message,
+            parents: c.parents,
+            tree: c.tree,
+        })
+    }
+}
+
+#[async_trait]
+impl RefStore for Forge {
+    async fn read_ref(&self, name: &str) -> Result<Option<RefTip>, RefStoreError> {
+        match self.get_ref(name).await.map_err(map)? {
+            Some(sha) => Ok(Some(self.tip(name.to_string(), sha).await.map_err(map)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn list_refs(&self, prefix: &str) -> Result<Vec<RefTip>, RefStoreError> {
+        let refs = Forge::list_refs(self, prefix).await.map_err(map)?;
+        let mut out = Vec::with_capacity(refs.len());
+        for (name, sha) in refs {
+            out.push(self.tip(name, sha).await.map_err(map)?);
+        }
+        Ok(out)
+    }
+
+    async fn create_commit(
+        &self,
+        message: &str,
+        tree: &str,
+        parents: &[String],
+    ) -> Result<String, RefStoreError> {
+        Forge::create_commit(self, message, tree, parents)
+            .await
+            .map_err(map)
+    }
+
+    async fn create_ref(&self, name: &str, sha: &str) -> Result<(), RefStoreError> {
+        Forge::create_ref(self, name, sha).await.map_err(map)
+    }
+
+    async fn fast_forward_ref(&self, name: &str, sha: &str) -> Result<(), RefStoreError> {
+        self.update_ref(name, sha, false).await.map_err(map)
+    }
+
+    async fn delete_ref(&self, name: &str) -> Result<(), RefStoreError> {
+        Forge::delete_ref(self, name).await.map_err(map)
+    }
+
+    async fn commit_tree(&self, sha: &str) -> Result<String, RefStoreError> {
+        Ok(self.git_commit(sha).await.map_err(map)?.tree)
+    }
+}

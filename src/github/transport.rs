@@ -1,0 +1,566 @@
+//! Klaud's request policy on top of octocrab's raw calls: octocrab runs with
+//! `RetryConfig::None` (it would otherwise repeat POSTs on a 5xx), and this
+//! layer decides. Reads retry with backoff and jitter, honouring
+//! `retry-after` and `x-ratelimit-reset`; writes are sent once, and only a
+//! secondary-limit rejection (the request was not acted upon) is waited out
+//! and re-sent. An ambiguous write failure is reported as such so the caller
+//! re-reads state before deciding.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http_body_util::BodyExt;
+use octocrab::Octocrab;
+use rand::Rng;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::{GithubError, RateBudget, RetryPolicy};
+
+/// A fully read response.
+#[derive(Debug)]
+pub(crate) struct Raw {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Raw {
+    /// GitHub's `message` field, if the body is a GitHub error.
+    pub fn message(&self) -> String {
+        serde_json::from_slice::<Value>(&self.body)
+            .ok()
+            .and_then(|v| {
+                let msg = v.get("message")?.as_str()?.to_string();
+                let detail = v
+                    .get("errors")
+                    .and_then(Value::as_array)
+                    .and_then(|e| e.first())
+                    .and_then(|e| e.get("message"))
+                    .and_then(Value::as_str)
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default();
+                Some(format!("{msg}{detail}"))
+            })
+            .unwrap_or_else(|| format!("HTTP {}", self.status.as_u16()))
+    }
+
+    fn header_u64(&self, name: &str) -> Option<u64> {
+        self.headers.get(name)?.to_str().ok()?.trim().parse().ok()
+    }
+
+    /// How long GitHub asks us to wait, if it asks: `retry-after`, or the
+    /// primary window's reset when `x-ratelimit-remaining` is 0.
+    pub fn requested_wait(&self, now_unix: i64) -> Option<Duration> {
+        if let Some(secs) = self.header_u64("retry-after") {
+            return Some(Duration::from_secs(secs));
+        }
+        if self.header_u64("x-ratelimit-remaining") == Some(0) {
+            let reset = self.header_u64("x-ratelimit-reset")? as i64;
+            return Some(Duration::from_secs((reset - now_unix).max(1) as u64));
+        }
+        None
+    }
+
+    /// A rate-limit rejection (primary or secondary): the request was not
+    /// acted upon, so repeating it after the wait is safe even for writes.
+    pub fn is_rate_limited(&self) -> bool {
+        match self.status.as_u16() {
+            429 => true,
+            403 => {
+                self.headers.contains_key("retry-after")
+                    || self.header_u64("x-ratelimit-remaining") == Some(0)
+                    || self.message().to_ascii_lowercase().contains("rate limit")
+            }
+            _ => false,
+        }
+    }
+
+    pub fn json<T: DeserializeOwned>(&self, what: &str) -> Result<T, GithubError> {
+        serde_json::from_slice(&self.body).map_err(|e| GithubError::Decode {
+            what: what.to_string(),
+            detail: e.to_string(),
+        })
+    }
+
+    /// `Link: <...>; rel="next"`.
+    pub fn next_link(&self) -> Option<String> {
+        let link = self.headers.get(http::header::LINK)?.to_str().ok()?;
+        link.split(',').find_map(|part| {
+            let (url, params) = part.split_once(';')?;
+            params
+                .split(';')
+                .any(|p| p.trim() == "rel=\"next\"")
+                .then(|| {
+                    url.trim()
+                        .trim_start_matches('<')
+                        .trim_end_matches('>')
+                        .to_string()
+                })
+        })
+    }
+}
+
+/// Why a single exchange failed before a complete response was read.
+#[derive(Debug)]
+pub(crate) struct TransportFailure(pub String);
+
+pub(crate) struct Transport {
+    gh: Octocrab,
+    api_url: String,
+    policy: RetryPolicy,
+    etags: Mutex<HashMap<String, (HeaderValue, Bytes)>>,
+    budgets: Mutex<BTreeMap<String, RateBudget>>,
+}
+
+/// Upper bound on cached conditional GETs; the cache is cleared when full
+/// (polling touches few distinct URLs, so this is a safety valve).
+const ETAG_CACHE_MAX: usize = 512;
+
+impl Transport {
+    pub fn new(gh: Octocrab, api_url: String, policy: RetryPolicy) -> Self {
+        Self {
+            gh,
+            api_url,
+            policy,
+            etags: Mutex::new(HashMap::new()),
+            budgets: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Latest budget per rate-limit resource (`core`, `graphql`, ...).
+    pub fn budgets(&self) -> BTreeMap<String, RateBudget> {
+        self.budgets.lock().map(|b| b.clone()).unwrap_or_default()
+    }
+
+    /// Turns an absolute `Link` URL on our API into the relative path
+    /// octocrab expects (it only attaches credentials to relative URIs).
+    pub fn relative(&self, url: &str) -> Option<String> {
+        if let Some(rest) = url.strip_prefix(&self.api_url) {
+            return Some(if rest.starts_with('/') {
+                rest.to_string()
+            } else {
+                format!("/{rest}")
+            });
+        }
+        // A Link to another host would leak nothing (no auth is attached)
+        // but is not ours to follow.
+        None
+    }
+
+    fn record_budget(&self, headers: &HeaderMap) {
+        let get = |n: &str| {
+            headers
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let num = |n: &str| get(n).and_then(|v| v.parse::<u64>().ok());
+        if let (Some(limit), Some(remaining)) =
+            (num("x-ratelimit-limit"), num("x-ratelimit-remaining"))
+            && let Ok(mut b) = self.budgets.lock()
+        {
+            let resource = get("x-ratelimit-resource").unwrap_or_else(|| "core".into());
+            b.insert(
+                resource.clone(),
+                RateBudget {
+                    limit,
+                    remaining,
+                    used: num("x-ratelimit-used").unwrap_or(limit.saturating_sub(remaining)),
+                    reset_unix: num("x-ratelimit-reset").unwrap_or(0) as i64,
+                    resource,
+                },
+            );
+        }
+    }
+
+    /// One exchange, body fully read. No retries here.
+    pub async fn exchange(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        headers: Option<HeaderMap>,
+    ) -> Result<Raw, TransportFailure> {
+        let fail = |e: octocrab::Error| TransportFailure(transport_detail(&e));
+        let resp = match method {
+            Method::GET => self.gh._get_with_headers(path, headers).await,
+            Method::POST => self.gh._post(path, body).await,
+            Method::PATCH => self.gh._patch(path, body).await,
+            Method::PUT => self.gh._put(path, body).await,
+            Method::DELETE => self.gh._delete(path, body).await,
+            other => return Err(TransportFailure(format!("unsupported method {other}"))),
+        }
+        .map_err(fail)?;
+        let (parts, body) = resp.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| {
+                TransportFailure(format!(
+                    "reading the response body: {}",
+                    transport_detail(&e)
+                ))
+            })?
+            .to_bytes();
+        self.record_budget(&parts.headers);
+        Ok(Raw {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        })
+    }
+
+    fn backoff(&self, attempt: u32) -> Duration {
+        let exp = self
+            .policy
+            .base_delay
+            .saturating_mul(2u32.saturating_pow(attempt))
+            .min(self.policy.max_delay);
+        // Jitter (50-100% of the step) so concurrent instances do not retry
+        // in lockstep.
+        let jitter = rand::rng().random_range(0.5..1.0);
+        exp.mul_f64(jitter)
+    }
+
+    async fn wait(&self, what: &str, wait: Duration) -> Result<(), GithubError> {
+        if wait > self.policy.max_wait {
+            return Err(GithubError::RateLimited {
+                what: what.to_string(),
+                retry_after_secs: wait.as_secs(),
+            });
+        }
+        tracing::info!(
+            what,
+            wait_ms = wait.as_millis() as u64,
+            "waiting before retrying a GitHub request"
+        );
+        tokio::time::sleep(wait).await;
+        Ok(())
+    }
+
+    /// A read: retried on transport errors, 5xx and rate limits.
+    pub async fn read(
+        &self,
+        what: &str,
+        path: &str,
+        headers: Option<HeaderMap>,
+    ) -> Result<Raw, GithubError> {
+        let mut attempt = 0;
+        loop {
+            let last = attempt + 1 >= self.policy.max_attempts;
+            match self
+                .exchange(Method::GET, path, None, headers.clone())
+                .await
+            {
+                Ok(raw) if raw.is_rate_limited() => {
+                    let wait = raw
+                        .requested_wait(chrono::Utc::now().timestamp())
+                        .unwrap_or_else(|| self.backoff(attempt));
+                    if last {
+                        return Err(status_error(what, &raw));
+                    }
+                    self.wait(what, wait).await?;
+                }
+                Ok(raw) if raw.status.is_server_error() => {
+                    if last {
+                        return Err(status_error(what, &raw));
+                    }
+                    let wait = raw
+                        .requested_wait(chrono::Utc::now().timestamp())
+                        .unwrap_or_else(|| self.backoff(attempt));
+                    self.wait(what, wait).await?;
+                }
+                Ok(raw) => return Ok(raw),
+                Err(TransportFailure(detail)) => {
+                    if last {
+                        return Err(GithubError::Transport {
+                            what: what.to_string(),
+                            detail,
+                        });
+                    }
+                    self.wait(what, self.backoff(attempt)).await?;
+                }
+            }
+            attempt += 1;
+        }
+    }
+
+    /// A read that must succeed with 2xx, decoded.
+    pub async fn get_json<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        path: &str,
+    ) -> Result<T, GithubError> {
+        let raw = self.read(what, path, None).await?;
+        ok_or_error(what, &raw)?;
+        raw.json(what)
+    }
+
+    /// A conditional GET: a 304 answers from the cache and costs no budget.
+    pub async fn get_json_cached<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        path: &str,
+    ) -> Result<T, GithubError> {
+        let cached = self.etags.lock().ok().and_then(|c| c.get(path).cloned());
+        let mut headers = HeaderMap::new();
+        if let Some((etag, _)) = &cached {
+            headers.insert(http::header::IF_NONE_MATCH, etag.clone());
+        }
+        let raw = self.read(what, path, Some(headers)).await?;
+        if raw.status == StatusCode::NOT_MODIFIED {
+            if let Some((_, body)) = cached {
+                return serde_json::from_slice(&body).map_err(|e| GithubError::Decode {
+                    what: what.to_string(),
+                    detail: e.to_string(),
+                });
+            }
+            return Err(GithubError::Decode {
+                what: what.to_string(),
+                detail: "304 Not Modified without a cached copy".into(),
+            });
+        }
+        ok_or_error(what, &raw)?;
+        if let Some(etag) = raw.headers.get(http::header::ETAG)
+            && let Ok(mut c) = self.etags.lock()
+        {
+            if c.len() >= ETAG_CACHE_MAX {
+                c.clear();
+            }
+            c.insert(path.to_string(), (etag.clone(), raw.body.clone()));
+        }
+        raw.json(what)
+    }
+
+    /// Every page of a list endpoint. `key` selects the array inside a
+    /// wrapped page (`workflow_runs`, `artifacts`); `None` for bare arrays.
+    pub async fn get_all<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        path: &str,
+        key: Option<&str>,
+    ) -> Result<Vec<T>, GithubError> {
+        let mut out = Vec::new();
+        let mut next = Some(path.to_string());
+        let mut pages = 0;
+        while let Some(p) = next.take() {
+            pages += 1;
+            if pages > 1000 {
+                return Err(GithubError::Decode {
+                    what: what.to_string(),
+                    detail: "more than 1000 pages; refusing to follow further".into(),
+                });
+            }
+            let raw = self.read(what, &p, None).await?;
+            ok_or_error(what, &raw)?;
+            let page: Vec<T> = match key {
+                None => raw.json(what)?,
+                Some(k) => {
+                    let mut v: Value = raw.json(what)?;
+                    let items =
+                        v.get_mut(k)
+                            .map(Value::take)
+                            .ok_or_else(|| GithubError::Decode {
+                                what: what.to_string(),
+                                detail: format!("page has no {k:?} array"),
+                            })?;
+                    serde_json::from_value(items).map_err(|e| GithubError::Decode {
+                        what: what.to_string(),
+                        detail: e.to_string(),
+                    })?
+                }
+            };
+            out.extend(page);
+            next = match raw.next_link() {
+                None => None,
+                // Stopping here would silently truncate the list.
+                Some(link) => Some(self.relative(&link).ok_or_else(|| GithubError::Decode {
+                    what: what.to_string(),
+                    detail: format!(
+                        "next page {link:?} is not under the API URL {:?}",
+                        self.api_url
+                    ),
+                })?),
+            };
+        }
+        Ok(out)
+    }
+
+    /// A write, sent once. Rate-limit rejections are waited out and re-sent
+    /// (GitHub did not act on them); anything else that leaves the outcome
+    /// unknown comes back as [`GithubError::Ambiguous`].
+    pub async fn write(
+        &self,
+        what: &str,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Raw, GithubError> {
+        let mut attempt = 0;
+        loop {
+            match self.exchange(method.clone(), path, body, None).await {
+                Ok(raw) if raw.is_rate_limited() && attempt + 1 < self.policy.max_attempts => {
+                    let wait = raw
+                        .requested_wait(chrono::Utc::now().timestamp())
+                        .unwrap_or_else(|| self.backoff(attempt));
+                    self.wait(what, wait).await?;
+                }
+                Ok(raw) if raw.status.is_server_error() => {
+                    return Err(GithubError::Ambiguous {
+                        what: what.to_string(),
+                        detail: format!("HTTP {}", raw.status.as_u16()),
+                    });
+                }
+                Ok(raw) => return Ok(raw),
+                Err(TransportFailure(detail)) => {
+                    return Err(GithubError::Ambiguous {
+                        what: what.to_string(),
+                        detail,
+                    });
+                }
+            }
+            attempt += 1;
+        }
+    }
+}
+
+/// Error text of an octocrab/hyper failure. octocrab errors never contain the
+/// token (it lives in a sensitive header), but keep only the chain of
+/// messages anyway.
+fn transport_detail(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut src = e.source();
+    while let Some(s) = src {
+        parts.push(s.to_string());
+        src = s.source();
+    }
+    parts.dedup();
+    parts.join(": ")
+}
+
+/// Maps a non-2xx response to a typed error.
+pub(crate) fn status_error(what: &str, raw: &Raw) -> GithubError {
+    let message = raw.message();
+    let what = what.to_string();
+    match raw.status.as_u16() {
+        401 => GithubError::Unauthorized { what, message },
+        404 => GithubError::NotFound { what },
+        422 if message.contains("already exists") => GithubError::AlreadyExists { what, message },
+        422 if message.contains("not a fast forward") => GithubError::NotFastForward { what },
+        _ if raw.is_rate_limited() => GithubError::RateLimited {
+            what,
+            retry_after_secs: raw
+                .requested_wait(chrono::Utc::now().timestamp())
+                .map(|d| d.as_secs())
+                .unwrap_or(60),
+        },
+        s if s >= 500 => GithubError::Server { what, status: s },
+        status => GithubError::Rejected {
+            what,
+            status,
+            message,
+        },
+    }
+}
+
+pub(crate) fn ok_or_error(what: &str, raw: &Raw) -> Result<(), GithubError> {
+    if raw.status.is_success() {
+        Ok(())
+    } else {
+        Err(status_error(what, raw))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(status: u16, headers: &[(&str, &str)], body: &str) -> Raw {
+        let mut h = HeaderMap::new();
+        for (k, v) in headers {
+            h.insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        Raw {
+            status: StatusCode::from_u16(status).unwrap(),
+            headers: h,
+            body: Bytes::from(body.to_string()),
+        }
+    }
+
+    #[test]
+    fn next_link_is_found_among_other_relations() {
+        let r = raw(
+            200,
+            &[(
+                "link",
+                "<https://api.github.com/x?page=1>; rel=\"prev\", <https://api.github.com/x?page=3>; rel=\"next\"",
+            )],
+            "[]",
+        );
+        assert_eq!(
+            r.next_link().as_deref(),
+            Some("https://api.github.com/x?page=3")
+        );
+        assert_eq!(raw(200, &[("link", "garbage")], "").next_link(), None);
+        assert_eq!(raw(200, &[], "").next_link(), None);
+    }
+
+    #[test]
+    fn waits_come_from_retry_after_or_the_reset() {
+        let r = raw(
+            403,
+            &[("retry-after", "7")],
+            "{\"message\":\"secondary rate limit\"}",
+        );
+        assert!(r.is_rate_limited());
+        assert_eq!(r.requested_wait(0), Some(Duration::from_secs(7)));
+        let r = raw(
+            403,
+            &[
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", "1100"),
+            ],
+            "{}",
+        );
+        assert!(r.is_rate_limited());
+        assert_eq!(r.requested_wait(1000), Some(Duration::from_secs(100)));
+        let r = raw(
+            403,
+            &[("retry-after", "soon")],
+            "{\"message\":\"Forbidden\"}",
+        );
+        assert_eq!(r.requested_wait(0), None);
+        let r = raw(403, &[], "{\"message\":\"Resource not accessible\"}");
+        assert!(!r.is_rate_limited());
+    }
+
+    #[test]
+    fn statuses_map_to_typed_errors_and_bad_bodies_do_not_panic() {
+        let e = status_error(
+            "create ref",
+            &raw(422, &[], "{\"message\":\"Reference already exists\"}"),
+        );
+        assert!(matches!(e, GithubError::AlreadyExists { .. }));
+        let e = status_error(
+            "move ref",
+            &raw(422, &[], "{\"message\":\"Update is not a fast forward\"}"),
+        );
+        assert!(matches!(e, GithubError::NotFastForward { .. }));
+        let e = status_error("x", &raw(401, &[], "<html>"));
+        assert!(
+            matches!(e, GithubError::Unauthorized { ref message, .. } if message == "HTTP 401")
+        );
+        let e = status_error("x", &raw(418, &[], "\u{0}\u{1}"));
+        assert!(matches!(e, GithubError::Rejected { status: 418, .. }));
+        let r = raw(200, &[], "{not json");
+        let e = r.json::<Value>("read pull").unwrap_err();
+        assert!(e.to_string().contains("read pull"));
+    }
+}

@@ -1,0 +1,490 @@
+//! GitHub Actions: workflows, dispatches (with and without
+//! `return_run_details`), runs with GitHub's filters, jobs, cancel, rerun and
+//! artifacts (zip files served through a redirect, like GitHub's signed
+//! blob-storage URLs).
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::git::diff_files;
+use super::http::{ApiError, Caller, FullUri, paginate};
+use super::state::{GithubState, Model, Run};
+
+/// The changelog whose change (plus a sweep label) triggers `run-sweep.yml`.
+const CHANGELOG: &str = "perf-changelog.yaml";
+
+fn parse_id(n: &str) -> Result<u64, ApiError> {
+    n.parse().map_err(|_| ApiError::not_found())
+}
+
+pub async fn list_workflows(
+    State(st): State<GithubState>,
+    Path((owner, repo)): Path<(String, String)>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let items: Vec<Value> = r.workflows.iter().map(|w| m.workflow_json(r, w)).collect();
+    Ok(paginate(items, &m.base_url, &uri, Some("workflows")))
+}
+
+#[derive(Deserialize)]
+pub struct DispatchIn {
+    #[serde(rename = "ref")]
+    git_ref: String,
+    #[serde(default)]
+    inputs: Map<String, Value>,
+    #[serde(default)]
+    return_run_details: bool,
+}
+
+pub async fn dispatch(
+    State(st): State<GithubState>,
+    caller: Caller,
+    Path((owner, repo, wf)): Path<(String, String, String)>,
+    Json(body): Json<DispatchIn>,
+) -> Result<Response, ApiError> {
+    let login = caller.require()?.to_string();
+    if body.inputs.len() > 25 {
+        return Err(ApiError::unprocessable(
+            "you may only define up to 25 `inputs` for a `workflow_dispatch` event",
+        ));
+    }
+    for (k, v) in &body.inputs {
+        if !(v.is_string() || v.is_boolean() || v.is_number()) {
+            return Err(ApiError::unprocessable(&format!(
+                "Invalid value for input '{k}': inputs must be strings, numbers or booleans"
+            )));
+        }
+    }
+    let mut m = st.lock().await;
+    if body.return_run_details && !m.run_details_supported {
+        return Err(ApiError::unprocessable(
+            "Invalid request.\n\n\"return_run_details\" is not a permitted key.",
+        ));
+    }
+    let (run_id, job_id) = (m.id() * 1000, m.id());
+    let r = m.repo(&owner, &repo)?;
+    let w = r.workflow(&wf).ok_or_else(ApiError::not_found)?.clone();
+    let branch = body
+        .git_ref
+        .strip_prefix("refs/heads/")
+        .unwrap_or(&body.git_ref)
+        .to_string();
+    let branch_sha = r
+        .refs
+        .get(&format!("refs/heads/{branch}"))
+        .or_else(|| r.refs.get(&format!("refs/tags/{branch}")))
+        .cloned()
+        .ok_or_else(|| ApiError::unprocessable(&format!("No ref found for: {}", body.git_ref)))?;
+    let head_sha = body
+        .inputs
+        .get("ref")
+        .and_then(Value::as_str)
+        .and_then(|s| r.resolve(s))
+        .unwrap_or(branch_sha);
+    let display_title = body
+        .inputs
+        .get("test-name")
+        .and_then(Value::as_str)
+        .map(|t| format!("e2e Test - {t}"))
+        .unwrap_or_else(|| w.name.clone());
+    let now = Utc::now();
+    let run = Run {
+        id: run_id,
+        workflow_id: w.id,
+        name: w.name.clone(),
+        display_title,
+        event: "workflow_dispatch".into(),
+        status: "queued".into(),
+        conclusion: None,
+        head_branch: branch,
+        head_sha,
+        actor: login.clone(),
+        triggering_actor: login,
+        run_attempt: 1,
+        inputs: Value::Object(body.inputs),
+        pull_requests: Vec::new(),
+        created_at: now,
+        updated_at: now,
+        run_started_at: now,
+        job_id,
+    };
+    let url = m.repo_url(&owner, &repo);
+    m.repo_mut(&owner, &repo)?.runs.insert(run_id, run);
+    if body.return_run_details {
+        return Ok(Json(json!({
+            "workflow_run_id": run_id,
+            "run_url": format!("{url}/actions/runs/{run_id}"),
+            "html_url": format!("{}/actions/runs/{run_id}", m.html_base(&url)),
+        }))
+        .into_response());
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Starts the final-sweep run for a labelled PR when its head changes the
+/// changelog (the InferenceX `run-sweep.yml` trigger).
+pub fn start_sweep_run(
+    m: &mut Model,
+    owner: &str,
+    repo: &str,
+    number: u64,
+    login: &str,
+) -> Result<(), ApiError> {
+    let (run_id, job_id) = (m.id() * 1000, m.id());
+    let r = m.repo(owner, repo)?;
+    let Some(p) = r.pulls.get(&number).filter(|p| p.open) else {
+        return Ok(());
+    };
+    let Some(w) = r.workflow("run-sweep.yml").cloned() else {
+        return Ok(());
+    };
+    let base = r.resolve(&p.base_ref).unwrap_or_default();
+    let changes_changelog = r
+        .objects
+        .merge_base(&base, &p.head_sha)
+        .and_then(|mb| {
+            Some((
+                r.objects.commits.get(&mb)?,
+                r.objects.commits.get(&p.head_sha)?,
+            ))
+        })
+        .map(|(a, b)| {
+            diff_files(&r.objects, &a.tree, &b.tree).iter().any(|f| {
+                f["filename"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with(CHANGELOG))
+            })
+        })
+        .unwrap_or(false);
+    if !changes_changelog {
+        return Ok(());
+    }
+    let now = Utc::now();
+    let run = Run {
+        id: run_id,
+        workflow_id: w.id,
+        name: w.name.clone(),
+        display_title: p.title.clone(),
+        event: "pull_request".into(),
+        status: "queued".into(),
+        conclusion: None,
+        head_branch: p.head_ref.clone(),
+        head_sha: p.head_sha.clone(),
+        actor: login.to_string(),
+        triggering_actor: login.to_string(),
+        run_attempt: 1,
+        inputs: Value::Null,
+        pull_requests: vec![number],
+        created_at: now,
+        updated_at: now,
+        run_started_at: now,
+        job_id,
+    };
+    m.repo_mut(owner, repo)?.runs.insert(run_id, run);
+    Ok(())
+}
+
+#[derive(Deserialize, Default)]
+pub struct RunsQuery {
+    #[serde(default)]
+    event: Option<String>,
+    #[serde(default)]
+    actor: Option<String>,
+    #[serde(default)]
+    branch: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    head_sha: Option<String>,
+    #[serde(default)]
+    created: Option<String>,
+}
+
+fn parse_when(s: &str, end_of_day: bool) -> Option<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Some(t.with_timezone(&Utc));
+    }
+    let d = NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+    let t = if end_of_day {
+        d.and_hms_opt(23, 59, 59)?
+    } else {
+        d.and_hms_opt(0, 0, 0)?
+    };
+    Some(t.and_utc())
+}
+
+/// GitHub's `created` search qualifier: `>=X`, `>X`, `<=X`, `<X`, `A..B` or a date.
+/// A compiled `created` qualifier.
+type CreatedFilter = Box<dyn Fn(DateTime<Utc>) -> bool + Send + Sync>;
+
+fn created_filter(q: &str) -> Result<CreatedFilter, ApiError> {
+    let bad = || {
+        ApiError::validation(
+            json!({"resource": "WorkflowRun", "field": "created", "code": "invalid"}),
+        )
+    };
+    let q = q.trim().to_string();
+    if let Some(v) = q.strip_prefix(">=") {
+        let t = parse_when(v, false).ok_or_else(bad)?;
+        return Ok(Box::new(move |c| c >= t));
+    }
+    if let Some(v) = q.strip_prefix("<=") {
+        let t = parse_when(v, true).ok_or_else(bad)?;
+        return Ok(Box::new(move |c| c <= t));
+    }
+    if let Some(v) = q.strip_prefix('>') {
+        let t = parse_when(v, true).ok_or_else(bad)?;
+        return Ok(Box::new(move |c| c > t));
+    }
+    if let Some(v) = q.strip_prefix('<') {
+        let t = parse_when(v, false).ok_or_else(bad)?;
+        return Ok(Box::new(move |c| c < t));
+    }
+    if let Some((a, b)) = q.split_once("..") {
+        let lo = if a == "*" {
+            None
+        } else {
+            Some(parse_when(a, false).ok_or_else(bad)?)
+        };
+        let hi = if b == "*" {
+            None
+        } else {
+            Some(parse_when(b, true).ok_or_else(bad)?)
+        };
+        return Ok(Box::new(move |c| {
+            lo.is_none_or(|l| c >= l) && hi.is_none_or(|h| c <= h)
+        }));
+    }
+    let lo = parse_when(&q, false).ok_or_else(bad)?;
+    let hi = parse_when(&q, true).ok_or_else(bad)?;
+    Ok(Box::new(move |c| c >= lo && c <= hi))
+}
+
+pub async fn list_runs(
+    State(st): State<GithubState>,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(q): Query<RunsQuery>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    runs_page(&st, &owner, &repo, None, q, &uri).await
+}
+
+/// `GET actions/workflows/{id or file}/runs`.
+pub async fn list_workflow_runs(
+    State(st): State<GithubState>,
+    Path((owner, repo, wf)): Path<(String, String, String)>,
+    Query(q): Query<RunsQuery>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    runs_page(&st, &owner, &repo, Some(&wf), q, &uri).await
+}
+
+async fn runs_page(
+    st: &GithubState,
+    owner: &str,
+    repo: &str,
+    workflow: Option<&str>,
+    q: RunsQuery,
+    uri: &axum::http::Uri,
+) -> Result<Response, ApiError> {
+    let created = q.created.as_deref().map(created_filter).transpose()?;
+    let m = st.lock().await;
+    let r = m.repo(owner, repo)?;
+    let workflow_id = match workflow {
+        Some(w) => Some(r.workflow(w).ok_or_else(ApiError::not_found)?.id),
+        None => None,
+    };
+    let items: Vec<Value> = r
+        .runs
+        .values()
+        .rev()
+        .filter(|x| workflow_id.is_none_or(|w| x.workflow_id == w))
+        .filter(|x| q.event.as_deref().is_none_or(|e| x.event == e))
+        .filter(|x| {
+            q.actor
+                .as_deref()
+                .is_none_or(|a| x.actor.eq_ignore_ascii_case(a))
+        })
+        .filter(|x| q.branch.as_deref().is_none_or(|b| x.head_branch == b))
+        .filter(|x| q.head_sha.as_deref().is_none_or(|h| x.head_sha == h))
+        .filter(|x| {
+            q.status
+                .as_deref()
+                .is_none_or(|s| x.status == s || x.conclusion.as_deref() == Some(s))
+        })
+        .filter(|x| created.as_ref().is_none_or(|f| f(x.created_at)))
+        .map(|x| m.run_json(r, x))
+        .collect();
+    Ok(paginate(items, &m.base_url, uri, Some("workflow_runs")))
+}
+
+pub async fn get_run(
+    State(st): State<GithubState>,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let run = r
+        .runs
+        .get(&parse_id(&id)?)
+        .ok_or_else(ApiError::not_found)?;
+    Ok(Json(m.run_json(r, run)).into_response())
+}
+
+pub async fn jobs(
+    State(st): State<GithubState>,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let run = r
+        .runs
+        .get(&parse_id(&id)?)
+        .ok_or_else(ApiError::not_found)?;
+    Ok(paginate(
+        vec![m.job_json(r, run)],
+        &m.base_url,
+        &uri,
+        Some("jobs"),
+    ))
+}
+
+pub async fn cancel(
+    State(st): State<GithubState>,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let mut m = st.lock().await;
+    let r = m.repo_mut(&owner, &repo)?;
+    let run = r
+        .runs
+        .get_mut(&parse_id(&id)?)
+        .ok_or_else(ApiError::not_found)?;
+    if run.status == "completed" {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "Cannot cancel a workflow run that is completed.",
+        ));
+    }
+    run.status = "completed".into();
+    run.conclusion = Some("cancelled".into());
+    run.updated_at = Utc::now();
+    Ok((StatusCode::ACCEPTED, Json(json!({}))).into_response())
+}
+
+pub async fn rerun(
+    State(st): State<GithubState>,
+    caller: Caller,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let login = caller.require()?.to_string();
+    let mut m = st.lock().await;
+    let r = m.repo_mut(&owner, &repo)?;
+    let run = r
+        .runs
+        .get_mut(&parse_id(&id)?)
+        .ok_or_else(ApiError::not_found)?;
+    if run.status != "completed" {
+        return Err(ApiError::forbidden("This workflow run is not completed"));
+    }
+    let now = Utc::now();
+    run.run_attempt += 1;
+    run.status = "queued".into();
+    run.conclusion = None;
+    run.triggering_actor = login;
+    run.updated_at = now;
+    run.run_started_at = now;
+    Ok((StatusCode::CREATED, Json(json!({}))).into_response())
+}
+
+pub async fn run_artifacts(
+    State(st): State<GithubState>,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&id)?;
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    if !r.runs.contains_key(&id) {
+        return Err(ApiError::not_found());
+    }
+    let items: Vec<Value> = r
+        .artifacts
+        .values()
+        .filter(|a| a.run_id == id)
+        .map(|a| m.artifact_json(r, a))
+        .collect();
+    Ok(paginate(items, &m.base_url, &uri, Some("artifacts")))
+}
+
+pub async fn get_artifact(
+    State(st): State<GithubState>,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let a = r
+        .artifacts
+        .get(&parse_id(&id)?)
+        .ok_or_else(ApiError::not_found)?;
+    Ok(Json(m.artifact_json(r, a)).into_response())
+}
+
+/// 302 to a download address on the same server (GitHub redirects to a
+/// short-lived signed blob-storage URL that needs no token).
+pub async fn artifact_zip(
+    State(st): State<GithubState>,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let a = r
+        .artifacts
+        .get(&parse_id(&id)?)
+        .ok_or_else(ApiError::not_found)?;
+    let location = format!("{}/_sandbox/download/{}/{}", m.base_url, r.id, a.id);
+    Ok((StatusCode::FOUND, [(header::LOCATION, location)]).into_response())
+}
+
+/// Serves artifact bytes for [`artifact_zip`]'s redirect.
+pub async fn download(
+    State(st): State<GithubState>,
+    Path((repo_id, id)): Path<(u64, u64)>,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m
+        .repos
+        .values()
+        .find(|r| r.id == repo_id)
+        .ok_or_else(ApiError::not_found)?;
+    let a = r.artifacts.get(&id).ok_or_else(ApiError::not_found)?;
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/zip")],
+        a.zip.clone(),
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn created_qualifiers_follow_github_search_syntax() {
+        let t = parse_when("2026-08-22T10:00:00Z", false).unwrap();
+        assert!(created_filter(">=2026-08-22T10:00:00Z").unwrap()(t));
+        assert!(!created_filter(">2026-08-22").unwrap()(t));
+        assert!(created_filter("2026-08-22").unwrap()(t));
+        assert!(created_filter("2026-08-21..2026-08-22").unwrap()(t));
+        assert!(created_filter("*..2026-08-21").is_ok_and(|f| !f(t)));
+        assert!(created_filter(">=yesterday").is_err());
+    }
+}

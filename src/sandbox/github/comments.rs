@@ -1,0 +1,172 @@
+//! Issues (pull requests seen as issues) and issue comments.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::http::{ApiError, Caller, FullUri, paginate};
+use super::state::{GithubState, IssueComment};
+
+fn parse_id(n: &str) -> Result<u64, ApiError> {
+    n.parse().map_err(|_| ApiError::not_found())
+}
+
+pub async fn get_issue(
+    State(st): State<GithubState>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let p = r
+        .pulls
+        .get(&parse_id(&number)?)
+        .ok_or_else(ApiError::not_found)?;
+    Ok(Json(m.issue_json(r, p)).into_response())
+}
+
+#[derive(Deserialize, Default)]
+pub struct ListQuery {
+    #[serde(default)]
+    since: Option<String>,
+}
+
+pub async fn list(
+    State(st): State<GithubState>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    Query(q): Query<ListQuery>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    let number = parse_id(&number)?;
+    let since = match q.since.as_deref() {
+        Some(s) => Some(DateTime::parse_from_rfc3339(s).map_err(|_| {
+            ApiError::validation(
+                json!({"resource": "IssueComment", "field": "since", "code": "invalid"}),
+            )
+        })?),
+        None => None,
+    };
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    if !r.pulls.contains_key(&number) {
+        return Err(ApiError::not_found());
+    }
+    let items: Vec<Value> = r
+        .comments
+        .values()
+        .filter(|c| c.issue == number)
+        .filter(|c| since.is_none_or(|s| c.updated_at >= s))
+        .map(|c| m.comment_json(r, c))
+        .collect();
+    Ok(paginate(items, &m.base_url, &uri, None))
+}
+
+#[derive(Deserialize)]
+pub struct BodyIn {
+    body: String,
+}
+
+/// GitHub's limit on a comment body.
+const MAX_COMMENT: usize = 65_536;
+
+fn check_body(body: &str) -> Result<(), ApiError> {
+    if body.chars().count() > MAX_COMMENT {
+        return Err(ApiError::validation(json!({
+            "resource": "IssueComment", "code": "custom", "field": "body",
+            "message": "body is too long (maximum is 65536 characters)",
+        })));
+    }
+    if body.is_empty() {
+        return Err(ApiError::validation(
+            json!({"resource": "IssueComment", "code": "missing_field", "field": "body"}),
+        ));
+    }
+    Ok(())
+}
+
+pub async fn create(
+    State(st): State<GithubState>,
+    caller: Caller,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    Json(body): Json<BodyIn>,
+) -> Result<Response, ApiError> {
+    let login = caller.require()?.to_string();
+    let number = parse_id(&number)?;
+    check_body(&body.body)?;
+    let mut m = st.lock().await;
+    let id = m.id();
+    let r = m.repo_mut(&owner, &repo)?;
+    if !r.pulls.contains_key(&number) {
+        return Err(ApiError::not_found());
+    }
+    let now = Utc::now();
+    r.comments.insert(
+        id,
+        IssueComment {
+            id,
+            issue: number,
+            body: body.body,
+            user: login,
+            created_at: now,
+            updated_at: now,
+        },
+    );
+    let r = m.repo(&owner, &repo)?;
+    let c = r.comments.get(&id).ok_or_else(ApiError::not_found)?;
+    Ok((StatusCode::CREATED, Json(m.comment_json(r, c))).into_response())
+}
+
+pub async fn get_one(
+    State(st): State<GithubState>,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let c = r
+        .comments
+        .get(&parse_id(&id)?)
+        .ok_or_else(ApiError::not_found)?;
+    Ok(Json(m.comment_json(r, c)).into_response())
+}
+
+/// `PATCH` (GitHub) and `POST` (what octocrab's `update_comment` sends).
+pub async fn update(
+    State(st): State<GithubState>,
+    caller: Caller,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+    Json(body): Json<BodyIn>,
+) -> Result<Response, ApiError> {
+    let login = caller.require()?.to_string();
+    let id = parse_id(&id)?;
+    check_body(&body.body)?;
+    let mut m = st.lock().await;
+    let r = m.repo_mut(&owner, &repo)?;
+    let c = r.comments.get_mut(&id).ok_or_else(ApiError::not_found)?;
+    if !c.user.eq_ignore_ascii_case(&login)
+        && r.permission_of(&login) < super::state::Permission::Write
+    {
+        return Err(ApiError::forbidden(
+            "Resource not accessible by personal access token",
+        ));
+    }
+    let c = r.comments.get_mut(&id).ok_or_else(ApiError::not_found)?;
+    c.body = body.body;
+    c.updated_at = Utc::now();
+    let r = m.repo(&owner, &repo)?;
+    let c = r.comments.get(&id).ok_or_else(ApiError::not_found)?;
+    Ok(Json(m.comment_json(r, c)).into_response())
+}
+
+pub async fn delete(
+    State(st): State<GithubState>,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&id)?;
+    let mut m = st.lock().await;
+    let r = m.repo_mut(&owner, &repo)?;
+    r.comments.remove(&id).ok_or_else(ApiError::not_found)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

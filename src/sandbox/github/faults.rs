@@ -1,0 +1,128 @@
+//! Fault injection: a route pattern plus method and count, answered with a
+//! status (and optional `retry-after`), a delay, or "perform the write, then
+//! fail" (502 or a dropped connection) — the ambiguous failures Klaud's write
+//! policy must survive.
+
+use serde::{Deserialize, Serialize};
+
+/// What an injected fault does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FaultAction {
+    /// Answer `status` without running the handler. A 403/429 with
+    /// `retry_after` is how GitHub reports a secondary rate limit.
+    Status {
+        status: u16,
+        #[serde(default)]
+        retry_after: Option<u64>,
+        #[serde(default)]
+        message: Option<String>,
+    },
+    /// Wait before handling the request normally.
+    Delay { millis: u64 },
+    /// Run the handler (the write happens), then answer `status` instead
+    /// (default 502 Bad Gateway).
+    AfterWriteStatus {
+        #[serde(default = "default_bad_gateway")]
+        status: u16,
+    },
+    /// Run the handler (the write happens), then break the response stream
+    /// so the client never sees a complete answer.
+    AfterWriteDrop,
+}
+
+fn default_bad_gateway() -> u16 {
+    502
+}
+
+fn default_count() -> u32 {
+    1
+}
+
+/// One installed fault. `path` is a glob over the request path where `*`
+/// matches any run of characters (slashes included).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fault {
+    /// HTTP method to match; any method when absent.
+    #[serde(default)]
+    pub method: Option<String>,
+    /// Glob over the path (no query), e.g. `/repos/*/pulls`.
+    pub path: String,
+    /// How many matching requests it affects.
+    #[serde(default = "default_count")]
+    pub count: u32,
+    pub action: FaultAction,
+}
+
+impl Fault {
+    /// Whether this fault applies to a request.
+    pub fn matches(&self, method: &str, path: &str) -> bool {
+        self.count > 0
+            && self
+                .method
+                .as_deref()
+                .is_none_or(|m| m.eq_ignore_ascii_case(method))
+            && glob(self.path.as_bytes(), path.as_bytes())
+    }
+}
+
+/// `*`-only glob matching (iterative, no backtracking blow-up).
+fn glob(pat: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pat.len() && pat[p] == b'*' {
+            star = Some((p, t));
+            p += 1;
+        } else if p < pat.len() && pat[p] == text[t] {
+            p += 1;
+            t += 1;
+        } else if let Some((sp, st)) = star {
+            p = sp + 1;
+            t = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    pat[p..].iter().all(|&c| c == b'*')
+}
+
+/// Takes the first live fault matching the request, consuming one use.
+pub fn take(faults: &mut Vec<Fault>, method: &str, path: &str) -> Option<FaultAction> {
+    let idx = faults.iter().position(|f| f.matches(method, path))?;
+    let f = &mut faults[idx];
+    f.count -= 1;
+    let action = f.action.clone();
+    if f.count == 0 {
+        faults.remove(idx);
+    }
+    Some(action)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_matches_like_shell_star() {
+        assert!(glob(b"/repos/*/pulls", b"/repos/a/b/pulls"));
+        assert!(!glob(b"/repos/*/pulls", b"/repos/a/b/pulls/1"));
+        assert!(glob(b"*", b""));
+        assert!(glob(b"/x*y*z", b"/xaaybbz"));
+    }
+
+    #[test]
+    fn fault_is_consumed_after_count_uses() {
+        let mut fs = vec![Fault {
+            method: Some("POST".into()),
+            path: "/a".into(),
+            count: 2,
+            action: FaultAction::AfterWriteDrop,
+        }];
+        assert!(take(&mut fs, "GET", "/a").is_none());
+        assert!(take(&mut fs, "post", "/a").is_some());
+        assert!(take(&mut fs, "POST", "/a").is_some());
+        assert!(take(&mut fs, "POST", "/a").is_none());
+    }
+}

@@ -1,0 +1,121 @@
+//! `POST /graphql`: only the two mutations that change a pull request's
+//! draft state, addressed by the PR's node id (`node_id` in PR JSON).
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::http::{ApiError, Caller};
+use super::state::{GithubState, Permission};
+
+#[derive(Deserialize)]
+pub struct GraphqlIn {
+    query: String,
+    #[serde(default)]
+    variables: Value,
+}
+
+fn find_pr_id(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) if s.starts_with("PR_") => Some(s.clone()),
+        Value::Object(o) => o.values().find_map(find_pr_id),
+        Value::Array(a) => a.iter().find_map(find_pr_id),
+        _ => None,
+    }
+}
+
+fn inline_pr_id(query: &str) -> Option<String> {
+    let rest = &query[query.find("pullRequestId")? + "pullRequestId".len()..];
+    let rest = rest
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start()
+        .strip_prefix('"')?;
+    Some(rest[..rest.find('"')?].to_string())
+}
+
+fn gql_error(message: &str, kind: Option<&str>) -> Response {
+    let mut e = json!({"message": message, "locations": []});
+    if let Some(k) = kind {
+        e["type"] = json!(k);
+    }
+    Json(json!({"errors": [e]})).into_response()
+}
+
+pub async fn graphql(
+    State(st): State<GithubState>,
+    caller: Caller,
+    Json(body): Json<GraphqlIn>,
+) -> Result<Response, ApiError> {
+    let login = caller.require()?.to_string();
+    let (field, draft) = if body.query.contains("markPullRequestReadyForReview") {
+        ("markPullRequestReadyForReview", false)
+    } else if body.query.contains("convertPullRequestToDraft") {
+        ("convertPullRequestToDraft", true)
+    } else {
+        return Ok(gql_error(
+            "The simulator implements only markPullRequestReadyForReview and convertPullRequestToDraft",
+            None,
+        ));
+    };
+    let Some(node) = find_pr_id(&body.variables).or_else(|| inline_pr_id(&body.query)) else {
+        return Ok(gql_error(
+            "Argument 'pullRequestId' on InputObject is required",
+            None,
+        ));
+    };
+    let mut m = st.lock().await;
+    let target = m.repos.iter_mut().find_map(|(_, r)| {
+        let number = r
+            .pulls
+            .values()
+            .find(|p| format!("PR_{}", p.id) == node)?
+            .number;
+        Some((r, number))
+    });
+    let Some((r, number)) = target else {
+        return Ok(gql_error(
+            &format!("Could not resolve to a node with the global id of '{node}'"),
+            Some("NOT_FOUND"),
+        ));
+    };
+    if r.permission_of(&login) < Permission::Write {
+        return Ok(gql_error(
+            &format!("{login} does not have permission to update this pull request."),
+            Some("FORBIDDEN"),
+        ));
+    }
+    let Some(p) = r.pulls.get_mut(&number) else {
+        return Ok(gql_error("pull request vanished", Some("NOT_FOUND")));
+    };
+    if !p.open {
+        return Ok(gql_error("Pull request is closed", Some("UNPROCESSABLE")));
+    }
+    p.draft = draft;
+    p.updated_at = Utc::now();
+    Ok(Json(json!({"data": {field: {"pullRequest": {
+        "id": node, "number": p.number, "isDraft": p.draft,
+    }}}}))
+    .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pr_id_is_found_in_variables_or_inline() {
+        assert_eq!(
+            find_pr_id(&json!({"input": {"pullRequestId": "PR_12"}})).as_deref(),
+            Some("PR_12")
+        );
+        assert_eq!(
+            inline_pr_id(r#"mutation { convertPullRequestToDraft(input: {pullRequestId: "PR_7"}) { pullRequest { isDraft } } }"#).as_deref(),
+            Some("PR_7")
+        );
+        assert_eq!(inline_pr_id("mutation { x }"), None);
+    }
+}

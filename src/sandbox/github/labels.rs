@@ -1,0 +1,163 @@
+//! Labels on issues and pull requests. Adding a label to a pull request that
+//! changes `perf-changelog.yaml` starts a `pull_request` run of
+//! `run-sweep.yml`, like the InferenceX workflow trigger.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::actions::start_sweep_run;
+use super::http::{ApiError, Caller};
+use super::state::{GithubState, LabelDef, Model};
+
+/// Both shapes GitHub accepts: `{"labels": [...]}` and a bare array.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum LabelsIn {
+    Wrapped { labels: Vec<String> },
+    Bare(Vec<String>),
+}
+
+impl LabelsIn {
+    fn names(self) -> Vec<String> {
+        match self {
+            LabelsIn::Wrapped { labels } | LabelsIn::Bare(labels) => labels,
+        }
+    }
+}
+
+fn parse_number(n: &str) -> Result<u64, ApiError> {
+    n.parse().map_err(|_| ApiError::not_found())
+}
+
+fn labels_of(m: &Model, owner: &str, repo: &str, number: u64) -> Result<Response, ApiError> {
+    let r = m.repo(owner, repo)?;
+    let p = r.pulls.get(&number).ok_or_else(ApiError::not_found)?;
+    let v: Vec<Value> = p.labels.iter().map(|l| m.label_json(r, l)).collect();
+    Ok(Json(Value::Array(v)).into_response())
+}
+
+pub async fn list(
+    State(st): State<GithubState>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    labels_of(&m, &owner, &repo, parse_number(&number)?)
+}
+
+/// Adds labels (creating unknown ones in the repository, as GitHub does).
+/// Returns whether any label was new on the issue.
+fn add_labels(
+    m: &mut Model,
+    owner: &str,
+    repo: &str,
+    number: u64,
+    names: Vec<String>,
+) -> Result<bool, ApiError> {
+    let ids: Vec<u64> = names.iter().map(|_| m.id()).collect();
+    let r = m.repo_mut(owner, repo)?;
+    if !r.pulls.contains_key(&number) {
+        return Err(ApiError::not_found());
+    }
+    let mut added = false;
+    for (name, id) in names.into_iter().zip(ids) {
+        let name = name.trim().to_string();
+        if name.is_empty() || name.chars().count() > 100 {
+            return Err(ApiError::unprocessable(&format!(
+                "label name {name:?} is invalid"
+            )));
+        }
+        let canonical = r
+            .labels
+            .entry(name.to_ascii_lowercase())
+            .or_insert_with(|| LabelDef {
+                id,
+                name: name.clone(),
+                color: "ededed".into(),
+                description: None,
+            })
+            .name
+            .clone();
+        let p = r.pulls.get_mut(&number).ok_or_else(ApiError::not_found)?;
+        if !p.labels.iter().any(|l| l.eq_ignore_ascii_case(&canonical)) {
+            p.labels.push(canonical);
+            added = true;
+        }
+    }
+    Ok(added)
+}
+
+pub async fn add(
+    State(st): State<GithubState>,
+    caller: Caller,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    Json(body): Json<LabelsIn>,
+) -> Result<Response, ApiError> {
+    let login = caller.require()?.to_string();
+    let number = parse_number(&number)?;
+    let mut m = st.lock().await;
+    if add_labels(&mut m, &owner, &repo, number, body.names())? {
+        start_sweep_run(&mut m, &owner, &repo, number, &login)?;
+    }
+    labels_of(&m, &owner, &repo, number)
+}
+
+pub async fn set(
+    State(st): State<GithubState>,
+    caller: Caller,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    Json(body): Json<LabelsIn>,
+) -> Result<Response, ApiError> {
+    let login = caller.require()?.to_string();
+    let number = parse_number(&number)?;
+    let mut m = st.lock().await;
+    m.repo_mut(&owner, &repo)?
+        .pulls
+        .get_mut(&number)
+        .ok_or_else(ApiError::not_found)?
+        .labels
+        .clear();
+    if add_labels(&mut m, &owner, &repo, number, body.names())? {
+        start_sweep_run(&mut m, &owner, &repo, number, &login)?;
+    }
+    labels_of(&m, &owner, &repo, number)
+}
+
+pub async fn clear(
+    State(st): State<GithubState>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let number = parse_number(&number)?;
+    let mut m = st.lock().await;
+    m.repo_mut(&owner, &repo)?
+        .pulls
+        .get_mut(&number)
+        .ok_or_else(ApiError::not_found)?
+        .labels
+        .clear();
+    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
+}
+
+pub async fn remove(
+    State(st): State<GithubState>,
+    Path((owner, repo, number, name)): Path<(String, String, String, String)>,
+) -> Result<Response, ApiError> {
+    let number = parse_number(&number)?;
+    let mut m = st.lock().await;
+    let p = m
+        .repo_mut(&owner, &repo)?
+        .pulls
+        .get_mut(&number)
+        .ok_or_else(ApiError::not_found)?;
+    let before = p.labels.len();
+    p.labels.retain(|l| !l.eq_ignore_ascii_case(&name));
+    if p.labels.len() == before {
+        return Err(ApiError::new(
+            axum::http::StatusCode::NOT_FOUND,
+            "Label does not exist",
+        ));
+    }
+    labels_of(&m, &owner, &repo, number)
+}

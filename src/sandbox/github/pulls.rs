@@ -1,0 +1,269 @@
+//! Pull requests: create (draft allowed, one open PR per head), get, list
+//! with `head`/`state`/`base` filters, update, and changed files.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::git::{diff_files, link_files};
+use super::http::{ApiError, Caller, FullUri, paginate};
+use super::state::{GithubState, Pull};
+
+#[derive(Deserialize)]
+pub struct CreatePull {
+    title: String,
+    head: String,
+    base: String,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    draft: bool,
+}
+
+pub async fn create(
+    State(st): State<GithubState>,
+    caller: Caller,
+    Path((owner, repo)): Path<(String, String)>,
+    Json(body): Json<CreatePull>,
+) -> Result<Response, ApiError> {
+    let login = caller.require()?.to_string();
+    let mut m = st.lock().await;
+    let id = m.id();
+    let r = m.repo_mut(&owner, &repo)?;
+    let head = match body.head.split_once(':') {
+        Some((o, b)) if o.eq_ignore_ascii_case(&r.owner) => b.to_string(),
+        Some(_) => {
+            // Forks are not simulated: Klaud only opens same-repository PRs.
+            return Err(ApiError::validation(
+                json!({"resource": "PullRequest", "field": "head", "code": "invalid"}),
+            ));
+        }
+        None => body.head.clone(),
+    };
+    let head_sha = r
+        .refs
+        .get(&format!("refs/heads/{head}"))
+        .cloned()
+        .ok_or_else(|| {
+            ApiError::validation(
+                json!({"resource": "PullRequest", "field": "head", "code": "invalid"}),
+            )
+        })?;
+    let base_sha = r
+        .refs
+        .get(&format!("refs/heads/{}", body.base))
+        .cloned()
+        .ok_or_else(|| {
+            ApiError::validation(
+                json!({"resource": "PullRequest", "field": "base", "code": "invalid"}),
+            )
+        })?;
+    if body.title.trim().is_empty() {
+        return Err(ApiError::validation(
+            json!({"resource": "PullRequest", "field": "title", "code": "missing_field"}),
+        ));
+    }
+    if r.pulls
+        .values()
+        .any(|p| p.open && p.head_ref == head && p.base_ref == body.base)
+    {
+        return Err(ApiError::validation(json!({
+            "resource": "PullRequest", "code": "custom",
+            "message": format!("A pull request already exists for {}:{head}.", r.owner),
+        })));
+    }
+    if r.objects.is_ancestor(&head_sha, &base_sha) {
+        return Err(ApiError::validation(json!({
+            "resource": "PullRequest", "code": "custom",
+            "message": format!("No commits between {} and {head}", body.base),
+        })));
+    }
+    let number = r.next_number;
+    r.next_number += 1;
+    let now = Utc::now();
+    let pull = Pull {
+        number,
+        id,
+        title: body.title,
+        body: body.body,
+        open: true,
+        draft: body.draft,
+        head_ref: head,
+        head_sha,
+        base_ref: body.base,
+        user: login,
+        labels: Vec::new(),
+        created_at: now,
+        updated_at: now,
+        closed_at: None,
+    };
+    r.pulls.insert(number, pull);
+    let r = m.repo(&owner, &repo)?;
+    let p = r.pulls.get(&number).ok_or_else(ApiError::not_found)?;
+    Ok((StatusCode::CREATED, Json(m.pull_json(r, p))).into_response())
+}
+
+fn parse_number(n: &str) -> Result<u64, ApiError> {
+    n.parse().map_err(|_| ApiError::not_found())
+}
+
+pub async fn get(
+    State(st): State<GithubState>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let p = r
+        .pulls
+        .get(&parse_number(&number)?)
+        .ok_or_else(ApiError::not_found)?;
+    Ok(Json(m.pull_json(r, p)).into_response())
+}
+
+#[derive(Deserialize, Default)]
+pub struct ListQuery {
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    head: Option<String>,
+    #[serde(default)]
+    base: Option<String>,
+    #[serde(default)]
+    direction: Option<String>,
+}
+
+pub async fn list(
+    State(st): State<GithubState>,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(q): Query<ListQuery>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let state = q.state.as_deref().unwrap_or("open");
+    if !["open", "closed", "all"].contains(&state) {
+        return Err(ApiError::validation(
+            json!({"resource": "PullRequest", "field": "state", "code": "invalid"}),
+        ));
+    }
+    // `head` must be `owner:branch`; GitHub ignores a bare branch name.
+    let head = q.head.as_deref().and_then(|h| h.split_once(':'));
+    let mut pulls: Vec<&Pull> = r
+        .pulls
+        .values()
+        .filter(|p| match state {
+            "open" => p.open,
+            "closed" => !p.open,
+            _ => true,
+        })
+        .filter(|p| head.is_none_or(|(o, b)| o.eq_ignore_ascii_case(&r.owner) && p.head_ref == b))
+        .filter(|p| q.base.as_deref().is_none_or(|b| p.base_ref == b))
+        .collect();
+    if q.direction.as_deref() != Some("asc") {
+        pulls.reverse();
+    }
+    let items: Vec<Value> = pulls.into_iter().map(|p| m.pull_json(r, p)).collect();
+    Ok(paginate(items, &m.base_url, &uri, None))
+}
+
+#[derive(Deserialize)]
+pub struct UpdatePull {
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    state: Option<String>,
+    #[serde(default)]
+    base: Option<String>,
+}
+
+pub async fn update(
+    State(st): State<GithubState>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    Json(body): Json<UpdatePull>,
+) -> Result<Response, ApiError> {
+    let number = parse_number(&number)?;
+    let mut m = st.lock().await;
+    let r = m.repo_mut(&owner, &repo)?;
+    let head_exists = {
+        let p = r.pulls.get(&number).ok_or_else(ApiError::not_found)?;
+        r.refs.contains_key(&format!("refs/heads/{}", p.head_ref))
+    };
+    if let Some(b) = &body.base
+        && !r.refs.contains_key(&format!("refs/heads/{b}"))
+    {
+        return Err(ApiError::validation(
+            json!({"resource": "PullRequest", "field": "base", "code": "invalid"}),
+        ));
+    }
+    let p = r.pulls.get_mut(&number).ok_or_else(ApiError::not_found)?;
+    let now = Utc::now();
+    if let Some(t) = body.title {
+        p.title = t;
+    }
+    if let Some(b) = body.body {
+        p.body = Some(b);
+    }
+    if let Some(b) = body.base {
+        p.base_ref = b;
+    }
+    match body.state.as_deref() {
+        None => {}
+        Some("closed") if p.open => {
+            p.open = false;
+            p.closed_at = Some(now);
+        }
+        Some("open") if !p.open => {
+            if !head_exists {
+                return Err(ApiError::unprocessable(
+                    "Cannot reopen a pull request whose head branch was deleted",
+                ));
+            }
+            p.open = true;
+            p.closed_at = None;
+        }
+        Some("open") | Some("closed") => {}
+        Some(_) => {
+            return Err(ApiError::validation(
+                json!({"resource": "PullRequest", "field": "state", "code": "invalid"}),
+            ));
+        }
+    }
+    p.updated_at = now;
+    let r = m.repo(&owner, &repo)?;
+    let p = r.pulls.get(&number).ok_or_else(ApiError::not_found)?;
+    Ok(Json(m.pull_json(r, p)).into_response())
+}
+
+pub async fn files(
+    State(st): State<GithubState>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let p = r
+        .pulls
+        .get(&parse_number(&number)?)
+        .ok_or_else(ApiError::not_found)?;
+    let base = r.resolve(&p.base_ref).unwrap_or_default();
+    let items = match r.objects.merge_base(&base, &p.head_sha) {
+        Some(mb) => match (
+            r.objects.commits.get(&mb),
+            r.objects.commits.get(&p.head_sha),
+        ) {
+            (Some(a), Some(b)) => diff_files(&r.objects, &a.tree, &b.tree),
+            _ => Vec::new(),
+        },
+        None => Vec::new(),
+    };
+    let mut items = items;
+    let url = m.repo_url(&owner, &repo);
+    link_files(&mut items, &url, &m.html_base(&url), &p.head_sha);
+    Ok(paginate(items, &m.base_url, &uri, None))
+}

@@ -1,0 +1,182 @@
+//! Git references: the compare-and-swap primitives claims are built on.
+//! Creating an existing ref and a non-forced, non-fast-forward update both
+//! answer 422 exactly like GitHub.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::http::{ApiError, FullUri, paginate};
+use super::state::{GithubState, Model, Repo};
+
+fn ref_json(m: &Model, r: &Repo, name: &str, sha: &str) -> Value {
+    let url = m.repo_url(&r.owner, &r.name);
+    json!({
+        "ref": name,
+        "node_id": format!("REF_{}", hex::encode(name.as_bytes())),
+        "url": format!("{url}/git/{name}"),
+        "object": {"sha": sha, "type": "commit", "url": format!("{url}/git/commits/{sha}")},
+    })
+}
+
+fn full_name(name: &str) -> String {
+    let name = name.trim_start_matches('/');
+    if name.starts_with("refs/") {
+        name.to_string()
+    } else {
+        format!("refs/{name}")
+    }
+}
+
+/// A ref name git would accept (the subset GitHub checks up front).
+fn valid_ref(name: &str) -> bool {
+    name.starts_with("refs/")
+        && name.matches('/').count() >= 2
+        && !name.ends_with('/')
+        && !name.ends_with(".lock")
+        && !name.contains("..")
+        && !name.contains("//")
+        && !name.contains("@{")
+        && !name
+            .chars()
+            .any(|c| c.is_control() || " ~^:?*[\\".contains(c))
+}
+
+pub async fn get_ref(
+    State(st): State<GithubState>,
+    Path((owner, repo, name)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let full = full_name(&name);
+    let sha = r.refs.get(&full).ok_or_else(ApiError::not_found)?;
+    Ok(Json(ref_json(&m, r, &full, sha)).into_response())
+}
+
+pub async fn matching_refs(
+    State(st): State<GithubState>,
+    Path((owner, repo, prefix)): Path<(String, String, String)>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let prefix = full_name(&prefix);
+    let items: Vec<Value> = r
+        .refs
+        .iter()
+        .filter(|(n, _)| n.starts_with(&prefix))
+        .map(|(n, s)| ref_json(&m, r, n, s))
+        .collect();
+    Ok(paginate(items, &m.base_url, &uri, None))
+}
+
+#[derive(Deserialize)]
+pub struct CreateRef {
+    #[serde(rename = "ref")]
+    name: String,
+    sha: String,
+}
+
+pub async fn create_ref(
+    State(st): State<GithubState>,
+    Path((owner, repo)): Path<(String, String)>,
+    Json(body): Json<CreateRef>,
+) -> Result<Response, ApiError> {
+    let mut m = st.lock().await;
+    let r = m.repo_mut(&owner, &repo)?;
+    if !valid_ref(&body.name) {
+        return Err(ApiError::unprocessable(&format!(
+            "{} is not a valid ref name.",
+            body.name
+        )));
+    }
+    if !r.objects.commits.contains_key(&body.sha) {
+        return Err(ApiError::unprocessable("Object does not exist"));
+    }
+    if r.refs.contains_key(&body.name) {
+        return Err(ApiError::unprocessable("Reference already exists"));
+    }
+    r.set_ref(&body.name, &body.sha);
+    let r = m.repo(&owner, &repo)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ref_json(&m, r, &body.name, &body.sha)),
+    )
+        .into_response())
+}
+
+#[derive(Deserialize)]
+pub struct UpdateRef {
+    sha: String,
+    #[serde(default)]
+    force: bool,
+}
+
+pub async fn update_ref(
+    State(st): State<GithubState>,
+    Path((owner, repo, name)): Path<(String, String, String)>,
+    Json(body): Json<UpdateRef>,
+) -> Result<Response, ApiError> {
+    let mut m = st.lock().await;
+    let r = m.repo_mut(&owner, &repo)?;
+    let full = full_name(&name);
+    let current = r
+        .refs
+        .get(&full)
+        .cloned()
+        .ok_or_else(|| ApiError::unprocessable("Reference does not exist"))?;
+    if !r.objects.commits.contains_key(&body.sha) {
+        return Err(ApiError::unprocessable("Object does not exist"));
+    }
+    if !body.force && !r.objects.is_ancestor(&current, &body.sha) {
+        return Err(ApiError::unprocessable("Update is not a fast forward"));
+    }
+    r.set_ref(&full, &body.sha);
+    let r = m.repo(&owner, &repo)?;
+    Ok(Json(ref_json(&m, r, &full, &body.sha)).into_response())
+}
+
+pub async fn delete_ref(
+    State(st): State<GithubState>,
+    Path((owner, repo, name)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let mut m = st.lock().await;
+    let r = m.repo_mut(&owner, &repo)?;
+    let full = full_name(&name);
+    if r.refs.remove(&full).is_none() {
+        return Err(ApiError::unprocessable("Reference does not exist"));
+    }
+    // GitHub closes open pull requests whose head branch disappears.
+    if let Some(branch) = full.strip_prefix("refs/heads/") {
+        let now = Utc::now();
+        for p in r
+            .pulls
+            .values_mut()
+            .filter(|p| p.open && p.head_ref == branch)
+        {
+            p.open = false;
+            p.closed_at = Some(now);
+            p.updated_at = now;
+        }
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_ref;
+
+    #[test]
+    fn ref_names_are_checked_like_git() {
+        assert!(valid_ref("refs/heads/klaud/claim-d92e15065c55779d"));
+        assert!(!valid_ref("heads/x"));
+        assert!(!valid_ref("refs/heads"));
+        assert!(!valid_ref("refs/heads/a..b"));
+        assert!(!valid_ref("refs/heads/a b"));
+        assert!(!valid_ref("refs/heads/x.lock"));
+    }
+}

@@ -1,0 +1,1100 @@
+//! The simulator's in-memory model and its Rust-level control API. Every
+//! response is derived from this state; there is no global state — each
+//! [`GithubState`] is an independent GitHub.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::{Mutex, MutexGuard};
+
+use super::faults::Fault;
+use super::git::{CommitObj, MODE_EXEC, MODE_FILE, Objects, Signature};
+use super::http::ApiError;
+
+/// Primary rate limit of a token unless configured otherwise (GitHub: 5,000/h).
+pub const DEFAULT_RATE_LIMIT: u64 = 5000;
+
+/// Formats a time the way GitHub does (`2026-08-22T10:11:12Z`).
+pub fn fmt_time(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Why a control operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("repository {0} does not exist in the simulator")]
+    NoRepo(String),
+    #[error("repository {0} already exists")]
+    RepoExists(String),
+    #[error("user {0} is not registered")]
+    NoUser(String),
+    #[error("{0} does not exist")]
+    NotFound(String),
+    #[error("invalid input: {0}")]
+    Invalid(String),
+    #[error("reading seed directory {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// Repository permission levels, ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Permission {
+    None,
+    Read,
+    Triage,
+    Write,
+    Maintain,
+    Admin,
+}
+
+impl Permission {
+    /// The lowercase name GitHub uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::None => "none",
+            Permission::Read => "read",
+            Permission::Triage => "triage",
+            Permission::Write => "write",
+            Permission::Maintain => "maintain",
+            Permission::Admin => "admin",
+        }
+    }
+}
+
+/// A registered account.
+#[derive(Debug, Clone)]
+pub struct User {
+    pub login: String,
+    pub id: u64,
+    pub name: Option<String>,
+    pub email: String,
+    pub is_bot: bool,
+}
+
+/// A token: who it belongs to and its primary-limit window.
+#[derive(Debug, Clone)]
+pub struct TokenInfo {
+    pub login: String,
+    pub limit: u64,
+    pub used: u64,
+    pub reset: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Pull {
+    pub number: u64,
+    pub id: u64,
+    pub title: String,
+    pub body: Option<String>,
+    pub open: bool,
+    pub draft: bool,
+    pub head_ref: String,
+    pub head_sha: String,
+    pub base_ref: String,
+    pub user: String,
+    pub labels: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub closed_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct IssueComment {
+    pub id: u64,
+    pub issue: u64,
+    pub body: String,
+    pub user: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LabelDef {
+    pub id: u64,
+    pub name: String,
+    pub color: String,
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Workflow {
+    pub id: u64,
+    pub name: String,
+    pub path: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub id: u64,
+    pub workflow_id: u64,
+    pub name: String,
+    pub display_title: String,
+    pub event: String,
+    pub status: String,
+    pub conclusion: Option<String>,
+    pub head_branch: String,
+    pub head_sha: String,
+    pub actor: String,
+    pub triggering_actor: String,
+    pub run_attempt: u64,
+    pub inputs: Value,
+    pub pull_requests: Vec<u64>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub run_started_at: DateTime<Utc>,
+    pub job_id: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    pub id: u64,
+    pub run_id: u64,
+    pub name: String,
+    pub zip: Vec<u8>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One repository.
+#[derive(Debug)]
+pub struct Repo {
+    pub id: u64,
+    pub owner: String,
+    pub name: String,
+    pub default_branch: String,
+    pub created_at: DateTime<Utc>,
+    pub objects: Objects,
+    pub refs: BTreeMap<String, String>,
+    pub pulls: BTreeMap<u64, Pull>,
+    pub next_number: u64,
+    pub comments: BTreeMap<u64, IssueComment>,
+    pub labels: BTreeMap<String, LabelDef>,
+    pub collaborators: HashMap<String, Permission>,
+    pub workflows: Vec<Workflow>,
+    pub runs: BTreeMap<u64, Run>,
+    pub artifacts: BTreeMap<u64, Artifact>,
+}
+
+impl Repo {
+    /// Resolves a branch name, full ref or sha to a commit sha.
+    pub fn resolve(&self, spec: &str) -> Option<String> {
+        if super::git::is_sha(spec) && self.objects.commits.contains_key(spec) {
+            return Some(spec.to_string());
+        }
+        let spec = spec.strip_prefix("refs/").unwrap_or(spec);
+        self.refs
+            .get(&format!("refs/{spec}"))
+            .or_else(|| self.refs.get(&format!("refs/heads/{spec}")))
+            .or_else(|| self.refs.get(&format!("refs/tags/{spec}")))
+            .cloned()
+    }
+
+    /// Moves (or creates) a ref and keeps the head sha of open PRs current.
+    pub fn set_ref(&mut self, full: &str, sha: &str) {
+        self.refs.insert(full.to_string(), sha.to_string());
+        if let Some(branch) = full.strip_prefix("refs/heads/") {
+            for p in self.pulls.values_mut() {
+                if p.head_ref == branch && p.open {
+                    p.head_sha = sha.to_string();
+                }
+            }
+        }
+    }
+
+    pub fn permission_of(&self, login: &str) -> Permission {
+        if login.eq_ignore_ascii_case(&self.owner) {
+            return Permission::Admin;
+        }
+        self.collaborators
+            .get(&login.to_ascii_lowercase())
+            .copied()
+            .unwrap_or(Permission::Read)
+    }
+
+    pub fn workflow(&self, id_or_file: &str) -> Option<&Workflow> {
+        self.workflows.iter().find(|w| {
+            w.id.to_string() == id_or_file
+                || w.path == id_or_file
+                || w.path.rsplit('/').next() == Some(id_or_file)
+        })
+    }
+
+    pub fn full_name(&self) -> String {
+        format!("{}/{}", self.owner, self.name)
+    }
+}
+
+/// A request as the request log records it (never the token).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LogEntry {
+    pub method: String,
+    pub path: String,
+    pub status: u16,
+    pub login: Option<String>,
+}
+
+/// The whole simulated GitHub.
+#[derive(Debug)]
+pub struct Model {
+    pub base_url: String,
+    pub users: BTreeMap<String, User>,
+    pub tokens: HashMap<String, TokenInfo>,
+    pub repos: BTreeMap<String, Repo>,
+    pub next_id: u64,
+    pub faults: Vec<Fault>,
+    pub log: Vec<LogEntry>,
+    pub apps: HashMap<u64, super::apps::App>,
+    /// Whether dispatches accept `return_run_details` (older GitHub
+    /// versions reject the key; Klaud must fall back).
+    pub run_details_supported: bool,
+    /// Secondary limit on content-creating requests per token and minute
+    /// (GitHub: 80); off unless set, so load tests are not throttled.
+    pub content_limit_per_minute: Option<u32>,
+    /// Times (unix seconds) of recent content-creating requests per token.
+    pub content_writes: HashMap<String, std::collections::VecDeque<i64>>,
+}
+
+fn key(owner: &str, repo: &str) -> String {
+    format!("{owner}/{repo}").to_ascii_lowercase()
+}
+
+/// Entries kept in the request log; older ones are dropped so a long-running
+/// sandbox stays small.
+pub const LOG_CAPACITY: usize = 10_000;
+
+impl Model {
+    /// Appends to the request log, dropping the oldest entries past
+    /// [`LOG_CAPACITY`].
+    pub fn record(&mut self, entry: LogEntry) {
+        if self.log.len() >= LOG_CAPACITY {
+            let excess = self.log.len() + 1 - LOG_CAPACITY;
+            self.log.drain(..excess);
+        }
+        self.log.push(entry);
+    }
+
+    pub fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    pub fn repo(&self, owner: &str, repo: &str) -> Result<&Repo, ApiError> {
+        self.repos
+            .get(&key(owner, repo))
+            .ok_or_else(ApiError::not_found)
+    }
+
+    pub fn repo_mut(&mut self, owner: &str, repo: &str) -> Result<&mut Repo, ApiError> {
+        self.repos
+            .get_mut(&key(owner, repo))
+            .ok_or_else(ApiError::not_found)
+    }
+
+    fn repo_by_full(&mut self, full: &str) -> Result<&mut Repo, SimError> {
+        self.repos
+            .get_mut(&full.to_ascii_lowercase())
+            .ok_or_else(|| SimError::NoRepo(full.to_string()))
+    }
+
+    /// API URL of a repository (`{base}/repos/{owner}/{repo}`).
+    pub fn repo_url(&self, owner: &str, repo: &str) -> String {
+        match self.repos.get(&key(owner, repo)) {
+            Some(r) => format!("{}/repos/{}/{}", self.base_url, r.owner, r.name),
+            None => format!("{}/repos/{owner}/{repo}", self.base_url),
+        }
+    }
+
+    /// "HTML" URL matching an API repository URL; the simulator serves no
+    /// HTML, so it is a stable, recognisable address on the same server.
+    pub fn html_base(&self, api_repo_url: &str) -> String {
+        api_repo_url.replacen("/repos/", "/_html/", 1)
+    }
+
+    pub fn user(&self, login: &str) -> Option<&User> {
+        self.users.get(&login.to_ascii_lowercase())
+    }
+
+    pub fn user_by_email(&self, email: &str) -> Option<&User> {
+        self.users.values().find(|u| u.email == email)
+    }
+
+    /// The git signature of a user (or a neutral one).
+    pub fn signature_of(&self, login: Option<&str>) -> Signature {
+        let (name, email) = match login.and_then(|l| self.user(l)) {
+            Some(u) => (
+                u.name.clone().unwrap_or_else(|| u.login.clone()),
+                u.email.clone(),
+            ),
+            None => ("GitHub".to_string(), "noreply@github.com".to_string()),
+        };
+        Signature {
+            name,
+            email,
+            date: Utc::now(),
+        }
+    }
+
+    /// The simple-user JSON shape (octocrab's `Author`).
+    pub fn user_json(&self, u: &User) -> Value {
+        let b = &self.base_url;
+        let l = &u.login;
+        json!({
+            "login": l, "id": u.id, "node_id": format!("U_{}", u.id),
+            "avatar_url": format!("{b}/_avatars/{}", u.id), "gravatar_id": "",
+            "url": format!("{b}/users/{l}"), "html_url": format!("{b}/_html/{l}"),
+            "followers_url": format!("{b}/users/{l}/followers"),
+            "following_url": format!("{b}/users/{l}/following{{/other_user}}"),
+            "gists_url": format!("{b}/users/{l}/gists{{/gist_id}}"),
+            "starred_url": format!("{b}/users/{l}/starred{{/owner}}{{/repo}}"),
+            "subscriptions_url": format!("{b}/users/{l}/subscriptions"),
+            "organizations_url": format!("{b}/users/{l}/orgs"),
+            "repos_url": format!("{b}/users/{l}/repos"),
+            "events_url": format!("{b}/users/{l}/events{{/privacy}}"),
+            "received_events_url": format!("{b}/users/{l}/received_events"),
+            "type": if u.is_bot { "Bot" } else { "User" }, "site_admin": false,
+        })
+    }
+
+    /// User JSON by login; unknown logins (e.g. a repository owner that is
+    /// not registered) get a synthetic organisation-like record.
+    pub fn login_json(&self, login: &str) -> Value {
+        match self.user(login) {
+            Some(u) => self.user_json(u),
+            None => {
+                let fake = User {
+                    login: login.to_string(),
+                    id: 1,
+                    name: None,
+                    email: String::new(),
+                    is_bot: false,
+                };
+                self.user_json(&fake)
+            }
+        }
+    }
+
+    /// The full repository JSON shape (octocrab's `Repository`).
+    pub fn repo_json(&self, r: &Repo) -> Value {
+        let url = self.repo_url(&r.owner, &r.name);
+        json!({
+            "id": r.id, "node_id": format!("R_{}", r.id), "name": r.name,
+            "full_name": r.full_name(), "private": false, "fork": false,
+            "owner": self.login_json(&r.owner),
+            "html_url": self.html_base(&url), "description": null,
+            "url": url,
+            "git_url": format!("{url}.git"),
+            "clone_url": format!("{url}.git"),
+            "default_branch": r.default_branch,
+            "visibility": "public", "archived": false, "disabled": false,
+            "created_at": fmt_time(r.created_at), "updated_at": fmt_time(r.created_at),
+            "pushed_at": fmt_time(r.created_at),
+            "permissions": {"admin": false, "maintain": false, "push": true, "triage": true, "pull": true},
+        })
+    }
+
+    pub fn label_json(&self, r: &Repo, name: &str) -> Value {
+        let url = self.repo_url(&r.owner, &r.name);
+        let l = r.labels.get(&name.to_ascii_lowercase());
+        json!({
+            "id": l.map(|l| l.id).unwrap_or(0),
+            "node_id": format!("LA_{}", l.map(|l| l.id).unwrap_or(0)),
+            "url": format!("{url}/labels/{}", url::form_urlencoded::byte_serialize(name.as_bytes()).collect::<String>()),
+            "name": l.map(|l| l.name.as_str()).unwrap_or(name),
+            "description": l.and_then(|l| l.description.clone()),
+            "color": l.map(|l| l.color.as_str()).unwrap_or("ededed"),
+            "default": false,
+        })
+    }
+
+    /// Pull request JSON (octocrab's `PullRequest`), including the node id
+    /// the GraphQL mutations take.
+    pub fn pull_json(&self, r: &Repo, p: &Pull) -> Value {
+        let url = self.repo_url(&r.owner, &r.name);
+        let repo = self.repo_json(r);
+        let base_sha = r.resolve(&p.base_ref).unwrap_or_default();
+        let merge_base = r.objects.merge_base(&base_sha, &p.head_sha);
+        let (commits, changed) = match &merge_base {
+            Some(mb) => {
+                let files = match (
+                    r.objects.commits.get(mb),
+                    r.objects.commits.get(&p.head_sha),
+                ) {
+                    (Some(a), Some(b)) => {
+                        super::git::diff_files(&r.objects, &a.tree, &b.tree).len()
+                    }
+                    _ => 0,
+                };
+                (r.objects.commits_between(mb, &p.head_sha).len(), files)
+            }
+            None => (0, 0),
+        };
+        let html = format!("{}/pull/{}", self.html_base(&url), p.number);
+        let links = json!({
+            "self": {"href": format!("{url}/pulls/{}", p.number)},
+            "html": {"href": html},
+            "issue": {"href": format!("{url}/issues/{}", p.number)},
+            "comments": {"href": format!("{url}/issues/{}/comments", p.number)},
+            "review_comments": {"href": format!("{url}/pulls/{}/comments", p.number)},
+            "review_comment": {"href": format!("{url}/pulls/comments{{/number}}")},
+            "commits": {"href": format!("{url}/pulls/{}/commits", p.number)},
+            "statuses": {"href": format!("{url}/statuses/{}", p.head_sha)},
+        });
+        let mut v = json!({
+            "url": format!("{url}/pulls/{}", p.number), "id": p.id,
+            "node_id": format!("PR_{}", p.id),
+            "html_url": html, "diff_url": format!("{html}.diff"), "patch_url": format!("{html}.patch"),
+            "issue_url": format!("{url}/issues/{}", p.number),
+            "commits_url": format!("{url}/pulls/{}/commits", p.number),
+            "review_comments_url": format!("{url}/pulls/{}/comments", p.number),
+            "review_comment_url": format!("{url}/pulls/comments{{/number}}"),
+            "comments_url": format!("{url}/issues/{}/comments", p.number),
+            "statuses_url": format!("{url}/statuses/{}", p.head_sha),
+            "number": p.number, "state": if p.open { "open" } else { "closed" },
+            "locked": false, "title": p.title, "user": self.login_json(&p.user), "body": p.body,
+            "labels": p.labels.iter().map(|l| self.label_json(r, l)).collect::<Vec<_>>(),
+            "milestone": null, "active_lock_reason": null,
+            "created_at": fmt_time(p.created_at), "updated_at": fmt_time(p.updated_at),
+            "closed_at": p.closed_at.map(fmt_time), "merged_at": null, "merge_commit_sha": null,
+        });
+        let rest = json!({
+            "assignee": null, "assignees": [], "requested_reviewers": [], "requested_teams": [],
+            "head": {"label": format!("{}:{}", r.owner, p.head_ref), "ref": p.head_ref, "sha": p.head_sha,
+                     "user": self.login_json(&r.owner), "repo": repo.clone()},
+            "base": {"label": format!("{}:{}", r.owner, p.base_ref), "ref": p.base_ref, "sha": base_sha,
+                     "user": self.login_json(&r.owner), "repo": repo},
+            "author_association": "CONTRIBUTOR", "auto_merge": null, "draft": p.draft,
+            "merged": false, "mergeable": null, "rebaseable": null, "mergeable_state": "unknown",
+            "merged_by": null, "comments": r.comments.values().filter(|c| c.issue == p.number).count(),
+            "review_comments": 0, "maintainer_can_modify": false,
+            "commits": commits, "additions": 0, "deletions": 0, "changed_files": changed,
+        });
+        if let (Some(o), Value::Object(r2)) = (v.as_object_mut(), rest) {
+            o.extend(r2);
+        }
+        v["_links"] = links;
+        v
+    }
+
+    /// Issue JSON of a pull request (octocrab's `Issue`).
+    pub fn issue_json(&self, r: &Repo, p: &Pull) -> Value {
+        let url = self.repo_url(&r.owner, &r.name);
+        let html = format!("{}/pull/{}", self.html_base(&url), p.number);
+        json!({
+            "id": p.id, "node_id": format!("I_{}", p.id),
+            "url": format!("{url}/issues/{}", p.number), "repository_url": url,
+            "labels_url": format!("{url}/issues/{}/labels{{/name}}", p.number),
+            "comments_url": format!("{url}/issues/{}/comments", p.number),
+            "events_url": format!("{url}/issues/{}/events", p.number),
+            "html_url": html, "number": p.number,
+            "state": if p.open { "open" } else { "closed" }, "title": p.title, "body": p.body,
+            "user": self.login_json(&p.user),
+            "labels": p.labels.iter().map(|l| self.label_json(r, l)).collect::<Vec<_>>(),
+            "assignee": null, "assignees": [], "milestone": null, "locked": false,
+            "comments": r.comments.values().filter(|c| c.issue == p.number).count(),
+            "pull_request": {"url": format!("{url}/pulls/{}", p.number), "html_url": html,
+                             "diff_url": format!("{html}.diff"), "patch_url": format!("{html}.patch")},
+            "closed_at": p.closed_at.map(fmt_time), "created_at": fmt_time(p.created_at),
+            "updated_at": fmt_time(p.updated_at), "draft": p.draft,
+            "author_association": "CONTRIBUTOR",
+        })
+    }
+
+    pub fn comment_json(&self, r: &Repo, c: &IssueComment) -> Value {
+        let url = self.repo_url(&r.owner, &r.name);
+        json!({
+            "id": c.id, "node_id": format!("IC_{}", c.id),
+            "url": format!("{url}/issues/comments/{}", c.id),
+            "html_url": format!("{}/pull/{}#issuecomment-{}", self.html_base(&url), c.issue, c.id),
+            "issue_url": format!("{url}/issues/{}", c.issue),
+            "body": c.body, "user": self.login_json(&c.user),
+            "created_at": fmt_time(c.created_at), "updated_at": fmt_time(c.updated_at),
+            "author_association": match r.permission_of(&c.user) {
+                Permission::Admin => "OWNER",
+                Permission::Maintain | Permission::Write => "COLLABORATOR",
+                _ => "CONTRIBUTOR",
+            },
+        })
+    }
+
+    pub fn workflow_json(&self, r: &Repo, w: &Workflow) -> Value {
+        let url = self.repo_url(&r.owner, &r.name);
+        json!({
+            "id": w.id, "node_id": format!("W_{}", w.id), "name": w.name, "path": w.path,
+            "state": "active", "created_at": fmt_time(r.created_at), "updated_at": fmt_time(r.created_at),
+            "url": format!("{url}/actions/workflows/{}", w.id),
+            "html_url": format!("{}/blob/{}/{}", self.html_base(&url), r.default_branch, w.path),
+            "badge_url": format!("{}/workflows/{}/badge.svg", self.html_base(&url), w.name),
+        })
+    }
+
+    pub fn run_json(&self, r: &Repo, run: &Run) -> Value {
+        let url = self.repo_url(&r.owner, &r.name);
+        let path = r
+            .workflows
+            .iter()
+            .find(|w| w.id == run.workflow_id)
+            .map(|w| w.path.clone())
+            .unwrap_or_default();
+        let html = format!("{}/actions/runs/{}", self.html_base(&url), run.id);
+        let prs: Vec<Value> = run
+            .pull_requests
+            .iter()
+            .filter_map(|n| r.pulls.get(n))
+            .map(|p| {
+                json!({"id": p.id, "number": p.number, "url": format!("{url}/pulls/{}", p.number),
+                       "head": {"ref": p.head_ref, "sha": p.head_sha, "repo": {"id": r.id, "url": url, "name": r.name}},
+                       "base": {"ref": p.base_ref, "sha": r.resolve(&p.base_ref).unwrap_or_default(),
+                                "repo": {"id": r.id, "url": url, "name": r.name}}})
+            })
+            .collect();
+        let head_commit = r.objects.commits.get(&run.head_sha).map(|c| {
+            json!({"id": run.head_sha, "tree_id": c.tree, "message": c.message,
+                   "timestamp": fmt_time(c.committer.date),
+                   "author": {"name": c.author.name, "email": c.author.email},
+                   "committer": {"name": c.committer.name, "email": c.committer.email}})
+        });
+        json!({
+            "id": run.id, "name": run.name, "node_id": format!("WFR_{}", run.id),
+            "head_branch": run.head_branch, "head_sha": run.head_sha, "path": path,
+            "display_title": run.display_title, "run_number": run.id % 100_000, "event": run.event,
+            "status": run.status, "conclusion": run.conclusion, "workflow_id": run.workflow_id,
+            "check_suite_id": run.id + 1, "check_suite_node_id": format!("CS_{}", run.id + 1),
+            "url": format!("{url}/actions/runs/{}", run.id), "html_url": html,
+            "pull_requests": prs, "created_at": fmt_time(run.created_at),
+            "updated_at": fmt_time(run.updated_at), "run_started_at": fmt_time(run.run_started_at),
+            "actor": self.login_json(&run.actor), "triggering_actor": self.login_json(&run.triggering_actor),
+            "run_attempt": run.run_attempt,
+            "jobs_url": format!("{url}/actions/runs/{}/jobs", run.id),
+            "logs_url": format!("{url}/actions/runs/{}/logs", run.id),
+            "check_suite_url": format!("{url}/check-suites/{}", run.id + 1),
+            "artifacts_url": format!("{url}/actions/runs/{}/artifacts", run.id),
+            "cancel_url": format!("{url}/actions/runs/{}/cancel", run.id),
+            "rerun_url": format!("{url}/actions/runs/{}/rerun", run.id),
+            "workflow_url": format!("{url}/actions/workflows/{}", run.workflow_id),
+            "head_commit": head_commit, "repository": self.repo_json(r),
+            "head_repository": self.repo_json(r),
+        })
+    }
+
+    pub fn job_json(&self, r: &Repo, run: &Run) -> Value {
+        let url = self.repo_url(&r.owner, &r.name);
+        let completed = run.status == "completed";
+        json!({
+            "id": run.job_id, "run_id": run.id, "run_url": format!("{url}/actions/runs/{}", run.id),
+            "run_attempt": run.run_attempt, "node_id": format!("J_{}", run.job_id),
+            "head_sha": run.head_sha, "head_branch": run.head_branch,
+            "url": format!("{url}/actions/jobs/{}", run.job_id),
+            "html_url": format!("{}/actions/runs/{}/job/{}", self.html_base(&url), run.id, run.job_id),
+            "status": run.status, "conclusion": run.conclusion,
+            "created_at": fmt_time(run.created_at), "started_at": fmt_time(run.run_started_at),
+            "completed_at": if completed { Some(fmt_time(run.updated_at)) } else { None },
+            "name": run.name, "steps": [], "check_run_url": format!("{url}/check-runs/{}", run.job_id),
+            "labels": ["ubuntu-latest"], "runner_id": null, "runner_name": null,
+            "runner_group_id": null, "runner_group_name": null, "workflow_name": run.name,
+        })
+    }
+
+    pub fn artifact_json(&self, r: &Repo, a: &Artifact) -> Value {
+        let url = self.repo_url(&r.owner, &r.name);
+        json!({
+            "id": a.id, "node_id": format!("MDg6QXJ0aWZhY3Q{}", a.id), "name": a.name,
+            "size_in_bytes": a.zip.len(), "url": format!("{url}/actions/artifacts/{}", a.id),
+            "archive_download_url": format!("{url}/actions/artifacts/{}/zip", a.id),
+            "expired": false, "digest": format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&a.zip))),
+            "created_at": fmt_time(a.created_at), "updated_at": fmt_time(a.created_at),
+            "expires_at": fmt_time(a.created_at + chrono::Duration::days(90)),
+            "workflow_run": {"id": a.run_id, "repository_id": r.id, "head_repository_id": r.id,
+                             "head_branch": r.runs.get(&a.run_id).map(|x| x.head_branch.clone()),
+                             "head_sha": r.runs.get(&a.run_id).map(|x| x.head_sha.clone())},
+        })
+    }
+}
+
+/// Shared handle on the simulated GitHub. Cloning shares the same state.
+#[derive(Clone, Debug)]
+pub struct GithubState {
+    inner: Arc<Mutex<Model>>,
+}
+
+impl Default for GithubState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A workflow run's artifacts: artifact name → (path inside the zip → bytes).
+pub type ArtifactFiles = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
+
+impl GithubState {
+    /// An empty GitHub with no users, tokens or repositories.
+    pub fn new() -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(Model {
+                base_url: "http://127.0.0.1".into(),
+                users: BTreeMap::new(),
+                tokens: HashMap::new(),
+                repos: BTreeMap::new(),
+                next_id: 10_000,
+                faults: Vec::new(),
+                log: Vec::new(),
+                apps: HashMap::new(),
+                run_details_supported: true,
+                content_limit_per_minute: None,
+                content_writes: HashMap::new(),
+            })),
+        }
+    }
+
+    pub(crate) async fn lock(&self) -> MutexGuard<'_, Model> {
+        self.inner.lock().await
+    }
+
+    /// Sets the absolute base URL used in `url` fields and `Link` headers.
+    pub async fn set_base_url(&self, url: &str) {
+        self.lock().await.base_url = url.trim_end_matches('/').to_string();
+    }
+
+    /// The base URL the simulator answers on.
+    pub async fn base_url(&self) -> String {
+        self.lock().await.base_url.clone()
+    }
+
+    /// Registers an account (idempotent by login) and returns its id.
+    pub async fn add_user(&self, login: &str, name: Option<&str>, is_bot: bool) -> u64 {
+        let mut m = self.lock().await;
+        if let Some(u) = m.user(login) {
+            return u.id;
+        }
+        let id = m.id();
+        m.users.insert(
+            login.to_ascii_lowercase(),
+            User {
+                login: login.to_string(),
+                id,
+                name: name.map(str::to_string),
+                email: format!("{id}+{login}@users.noreply.github.com"),
+                is_bot,
+            },
+        );
+        id
+    }
+
+    /// Registers a token for a user, with an optional primary limit per hour.
+    pub async fn add_token(
+        &self,
+        login: &str,
+        token: &str,
+        limit: Option<u64>,
+    ) -> Result<(), SimError> {
+        if token.trim().is_empty() || token.chars().any(char::is_whitespace) {
+            return Err(SimError::Invalid(
+                "a token must be non-empty without whitespace".into(),
+            ));
+        }
+        let mut m = self.lock().await;
+        let user = m
+            .user(login)
+            .ok_or_else(|| SimError::NoUser(login.into()))?;
+        let login = user.login.clone();
+        m.tokens.insert(
+            token.to_string(),
+            TokenInfo {
+                login,
+                limit: limit.unwrap_or(DEFAULT_RATE_LIMIT),
+                used: 0,
+                reset: Utc::now().timestamp() + 3600,
+            },
+        );
+        Ok(())
+    }
+
+    /// Creates an empty repository `owner/name` (with the two InferenceX
+    /// workflows registered, since Klaud dispatches and watches them).
+    pub async fn create_repo(&self, full: &str, default_branch: &str) -> Result<(), SimError> {
+        let (owner, name) = full
+            .split_once('/')
+            .filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
+            .ok_or_else(|| SimError::Invalid(format!("repository {full:?} is not OWNER/NAME")))?;
+        let mut m = self.lock().await;
+        if m.repos.contains_key(&key(owner, name)) {
+            return Err(SimError::RepoExists(full.into()));
+        }
+        let id = m.id();
+        let mut workflows = Vec::new();
+        for (file, wname) in [
+            ("e2e-tests.yml", "End-to-End Tests"),
+            ("run-sweep.yml", "Run Sweep"),
+        ] {
+            workflows.push(Workflow {
+                id: m.id(),
+                name: wname.into(),
+                path: format!(".github/workflows/{file}"),
+            });
+        }
+        m.repos.insert(
+            key(owner, name),
+            Repo {
+                id,
+                owner: owner.into(),
+                name: name.into(),
+                default_branch: default_branch.into(),
+                created_at: Utc::now(),
+                objects: Objects::default(),
+                refs: BTreeMap::new(),
+                pulls: BTreeMap::new(),
+                next_number: 1,
+                comments: BTreeMap::new(),
+                labels: BTreeMap::new(),
+                collaborators: HashMap::new(),
+                workflows,
+                runs: BTreeMap::new(),
+                artifacts: BTreeMap::new(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Commits every file under `dir` as the initial commit of the default
+    /// branch (or on top of it) and returns the commit sha.
+    pub async fn seed_from_dir(
+        &self,
+        full: &str,
+        dir: &Path,
+        login: Option<&str>,
+    ) -> Result<String, SimError> {
+        let mut files = BTreeMap::new();
+        let mut stack = vec![dir.to_path_buf()];
+        let io = |p: &Path, e| SimError::Io {
+            path: p.display().to_string(),
+            source: e,
+        };
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).map_err(|e| io(&d, e))? {
+                let entry = entry.map_err(|e| io(&d, e))?;
+                let path = entry.path();
+                let ft = entry.file_type().map_err(|e| io(&path, e))?;
+                if ft.is_dir() {
+                    if entry.file_name() != ".git" {
+                        stack.push(path);
+                    }
+                } else if ft.is_file() {
+                    let rel = path.strip_prefix(dir).map_err(|_| {
+                        SimError::Invalid(format!("{} escapes the seed", path.display()))
+                    })?;
+                    let rel = rel
+                        .to_str()
+                        .ok_or_else(|| {
+                            SimError::Invalid(format!("{} is not UTF-8", path.display()))
+                        })?
+                        .replace('\\', "/");
+                    let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
+                    #[cfg(unix)]
+                    let exec = {
+                        use std::os::unix::fs::PermissionsExt;
+                        entry
+                            .metadata()
+                            .map(|m| m.permissions().mode() & 0o111 != 0)
+                            .unwrap_or(false)
+                    };
+                    #[cfg(not(unix))]
+                    let exec = false;
+                    files.insert(rel, (Some(bytes), exec));
+                }
+            }
+        }
+        let m = self.lock().await;
+        let branch = m
+            .repos
+            .get(&full.to_ascii_lowercase())
+            .ok_or_else(|| SimError::NoRepo(full.into()))?
+            .default_branch
+            .clone();
+        drop(m);
+        self.push_files(full, &branch, login, files, "Initial commit")
+            .await
+    }
+
+    /// Pushes one commit on `branch` (created when missing) changing the
+    /// given files (`None` deletes), authored by `login` — e.g. a maintainer
+    /// pushing onto a bot branch. Returns the new commit sha.
+    pub async fn push_commit(
+        &self,
+        full: &str,
+        branch: &str,
+        login: &str,
+        files: BTreeMap<String, Option<Vec<u8>>>,
+        message: &str,
+    ) -> Result<String, SimError> {
+        let files = files.into_iter().map(|(k, v)| (k, (v, false))).collect();
+        self.push_files(full, branch, Some(login), files, message)
+            .await
+    }
+
+    async fn push_files(
+        &self,
+        full: &str,
+        branch: &str,
+        login: Option<&str>,
+        files: BTreeMap<String, (Option<Vec<u8>>, bool)>,
+        message: &str,
+    ) -> Result<String, SimError> {
+        let mut m = self.lock().await;
+        if let Some(l) = login
+            && m.user(l).is_none()
+        {
+            return Err(SimError::NoUser(l.into()));
+        }
+        let sig = m.signature_of(login);
+        let r = m.repo_by_full(full)?;
+        let full_ref = format!("refs/heads/{branch}");
+        let parent = r.refs.get(&full_ref).cloned();
+        let mut flat = match parent.as_ref().and_then(|p| r.objects.commits.get(p)) {
+            Some(c) => r.objects.flatten(&c.tree.clone()),
+            None => BTreeMap::new(),
+        };
+        for (path, (content, exec)) in files {
+            match content {
+                Some(bytes) => {
+                    let sha = r.objects.put_blob(bytes);
+                    let mode = if exec { MODE_EXEC } else { MODE_FILE };
+                    flat.insert(path, (mode.to_string(), sha));
+                }
+                None => {
+                    flat.remove(&path);
+                }
+            }
+        }
+        let tree = r.objects.build_tree(&flat);
+        let sha = r.objects.put_commit(CommitObj {
+            tree,
+            parents: parent.into_iter().collect(),
+            author: sig.clone(),
+            committer: sig,
+            message: message.to_string(),
+        });
+        r.set_ref(&full_ref, &sha);
+        Ok(sha)
+    }
+
+    /// Sets a user's permission on a repository.
+    pub async fn set_permission(
+        &self,
+        full: &str,
+        login: &str,
+        perm: Permission,
+    ) -> Result<(), SimError> {
+        let mut m = self.lock().await;
+        if m.user(login).is_none() {
+            return Err(SimError::NoUser(login.into()));
+        }
+        m.repo_by_full(full)?
+            .collaborators
+            .insert(login.to_ascii_lowercase(), perm);
+        Ok(())
+    }
+
+    /// Registers a workflow file (e.g. `.github/workflows/x.yml`) and returns its id.
+    pub async fn add_workflow(&self, full: &str, path: &str, name: &str) -> Result<u64, SimError> {
+        let mut m = self.lock().await;
+        let id = m.id();
+        let r = m.repo_by_full(full)?;
+        if let Some(w) = r.workflows.iter().find(|w| w.path == path) {
+            return Ok(w.id);
+        }
+        r.workflows.push(Workflow {
+            id,
+            name: name.into(),
+            path: path.into(),
+        });
+        Ok(id)
+    }
+
+    /// Completes a workflow run with a conclusion and artifacts (zipped here).
+    pub async fn complete_run(
+        &self,
+        full: &str,
+        run_id: u64,
+        conclusion: &str,
+        artifacts: ArtifactFiles,
+    ) -> Result<(), SimError> {
+        let mut zipped = Vec::new();
+        for (name, files) in artifacts {
+            zipped.push((name, zip_files(&files)?));
+        }
+        let mut m = self.lock().await;
+        let ids: Vec<u64> = zipped.iter().map(|_| m.id()).collect();
+        let r = m.repo_by_full(full)?;
+        let now = Utc::now();
+        let run = r
+            .runs
+            .get_mut(&run_id)
+            .ok_or_else(|| SimError::NotFound(format!("workflow run {run_id}")))?;
+        run.status = "completed".into();
+        run.conclusion = Some(conclusion.to_string());
+        run.updated_at = now;
+        for ((name, zip), id) in zipped.into_iter().zip(ids) {
+            r.artifacts.insert(
+                id,
+                Artifact {
+                    id,
+                    run_id,
+                    name,
+                    zip,
+                    created_at: now,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Sets a run's status (`queued`, `in_progress`, `completed`, ...).
+    pub async fn set_run_status(
+        &self,
+        full: &str,
+        run_id: u64,
+        status: &str,
+        conclusion: Option<&str>,
+    ) -> Result<(), SimError> {
+        let mut m = self.lock().await;
+        let r = m.repo_by_full(full)?;
+        let run = r
+            .runs
+            .get_mut(&run_id)
+            .ok_or_else(|| SimError::NotFound(format!("workflow run {run_id}")))?;
+        run.status = status.to_string();
+        run.conclusion = conclusion.map(str::to_string);
+        run.updated_at = Utc::now();
+        Ok(())
+    }
+
+    /// Registers a GitHub App (RS256 public key in PEM) with one
+    /// installation that has write access to `repo`. Its installation
+    /// tokens act as `<slug>[bot]`, which is returned.
+    pub async fn add_app(
+        &self,
+        app_id: u64,
+        slug: &str,
+        public_key_pem: &str,
+        installation_id: u64,
+        repo: &str,
+    ) -> Result<String, SimError> {
+        let login = format!("{slug}[bot]");
+        self.add_user(&login, None, true).await;
+        self.set_permission(repo, &login, Permission::Write).await?;
+        let mut m = self.lock().await;
+        m.apps.insert(
+            app_id,
+            super::apps::App {
+                id: app_id,
+                slug: slug.to_string(),
+                name: slug.to_string(),
+                public_key_pem: public_key_pem.to_string(),
+                installations: vec![installation_id],
+            },
+        );
+        Ok(login)
+    }
+
+    /// Makes dispatches accept or reject `return_run_details`.
+    pub async fn set_return_run_details_supported(&self, supported: bool) {
+        self.lock().await.run_details_supported = supported;
+    }
+
+    /// Turns on GitHub's secondary limit for content-creating requests
+    /// (`None` turns it off): past `per_minute` writes in a minute a token
+    /// gets 403 with `retry-after`, and the write is not performed.
+    pub async fn set_content_limit(&self, per_minute: Option<u32>) {
+        self.lock().await.content_limit_per_minute = per_minute;
+    }
+
+    /// Installs a fault.
+    pub async fn add_fault(&self, fault: Fault) {
+        self.lock().await.faults.push(fault);
+    }
+
+    /// Removes every installed fault.
+    pub async fn clear_faults(&self) {
+        self.lock().await.faults.clear();
+    }
+
+    /// A copy of the request log.
+    pub async fn request_log(&self) -> Vec<LogEntry> {
+        self.lock().await.log.clone()
+    }
+
+    /// The sha a ref (full name) points at.
+    pub async fn ref_sha(&self, full: &str, name: &str) -> Option<String> {
+        let m = self.lock().await;
+        m.repos
+            .get(&full.to_ascii_lowercase())?
+            .refs
+            .get(name)
+            .cloned()
+    }
+
+    /// Numbers of all pull requests whose head is `branch`.
+    pub async fn pulls_for_head(&self, full: &str, branch: &str) -> Vec<u64> {
+        let m = self.lock().await;
+        m.repos
+            .get(&full.to_ascii_lowercase())
+            .map(|r| {
+                r.pulls
+                    .values()
+                    .filter(|p| p.head_ref == branch)
+                    .map(|p| p.number)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Ids of all runs, oldest first.
+    pub async fn run_ids(&self, full: &str) -> Vec<u64> {
+        let m = self.lock().await;
+        m.repos
+            .get(&full.to_ascii_lowercase())
+            .map(|r| r.runs.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Bodies of the comments on an issue or PR, oldest first.
+    pub async fn comment_bodies(&self, full: &str, number: u64) -> Vec<String> {
+        let m = self.lock().await;
+        m.repos
+            .get(&full.to_ascii_lowercase())
+            .map(|r| {
+                r.comments
+                    .values()
+                    .filter(|c| c.issue == number)
+                    .map(|c| c.body.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Remaining primary budget of a token.
+    pub async fn rate_remaining(&self, token: &str) -> Option<u64> {
+        let m = self.lock().await;
+        m.tokens.get(token).map(|t| t.limit.saturating_sub(t.used))
+    }
+}
+
+/// Zips files in memory (deflate), like `actions/upload-artifact` does.
+pub fn zip_files(files: &BTreeMap<String, Vec<u8>>) -> Result<Vec<u8>, SimError> {
+    let mut w = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    let err = |e: &dyn std::fmt::Display| SimError::Invalid(format!("zipping artifact: {e}"));
+    for (path, bytes) in files {
+        w.start_file(path.as_str(), opts).map_err(|e| err(&e))?;
+        w.write_all(bytes).map_err(|e| err(&e))?;
+    }
+    Ok(w.finish().map_err(|e| err(&e))?.into_inner())
+}

@@ -1,0 +1,97 @@
+//! `klaud sandbox` as a process: it prints one JSON line, serves the seeded
+//! repository with working tokens, and refuses non-loopback addresses.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+/// Kills the child (by its own handle) when the test ends, even on panic.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn sandbox_refuses_a_non_loopback_listen_address() {
+    let out = Command::new(env!("CARGO_BIN_EXE_klaud"))
+        .args(["sandbox", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--allow-non-loopback"), "{err}");
+}
+
+#[tokio::test]
+async fn sandbox_prints_its_endpoints_and_serves_the_seeded_repository() {
+    let mut child = Child(
+        Command::new(env!("CARGO_BIN_EXE_klaud"))
+            .args(["sandbox", "--bot-login", "Klaud-Cold"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    let info: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(info["repo"], "sandbox/benchmarks");
+    assert!(info["registry"].is_null());
+    let api = info["github_api"].as_str().unwrap();
+    assert!(api.starts_with("http://127.0.0.1:"));
+    let http = reqwest::Client::new();
+    for (token, login) in [
+        ("bot_token", "Klaud-Cold"),
+        ("maintainer_token", "sandbox-maintainer"),
+        ("reader_token", "sandbox-reader"),
+    ] {
+        let me: Value = http
+            .get(format!("{api}/user"))
+            .bearer_auth(info[token].as_str().unwrap())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(me["login"], login);
+    }
+    let perm: Value = http
+        .get(format!(
+            "{api}/repos/sandbox/benchmarks/collaborators/sandbox-reader/permission"
+        ))
+        .bearer_auth(info["bot_token"].as_str().unwrap())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(perm["permission"], "read");
+    let main = http
+        .get(format!("{api}/repos/sandbox/benchmarks/git/ref/heads/main"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(main.status(), 200);
+    let log = http
+        .get(format!("{}/log", info["control"].as_str().unwrap()))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!log.contains(info["bot_token"].as_str().unwrap()));
+}

@@ -1,0 +1,775 @@
+//! The GitHub forge (real octocrab code path) against the GitHub simulator
+//! over loopback, including injected faults.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use klaud::github::{
+    Credential, Forge, ForgeConfig, GithubError, RetryPolicy, RunFilter, Secret, TreeChange,
+};
+use klaud::sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
+use klaud_claims::{RefStore, RefStoreError};
+use serde_json::json;
+
+const REPO: &str = "sandbox/benchmarks";
+const BOT: &str = "Klaud-Cold";
+const BOT_TOKEN: &str = "bot-token-1";
+const MAINTAINER_TOKEN: &str = "maintainer-token-1";
+
+async fn sim() -> GithubSim {
+    let st = GithubState::new();
+    st.add_user(BOT, Some("Klaud Cold"), false).await;
+    st.add_user("maintainer", Some("A Maintainer"), false).await;
+    st.add_token(BOT, BOT_TOKEN, None).await.unwrap();
+    st.add_token("maintainer", MAINTAINER_TOKEN, None)
+        .await
+        .unwrap();
+    st.create_repo(REPO, "main").await.unwrap();
+    st.set_permission(REPO, BOT, Permission::Write)
+        .await
+        .unwrap();
+    st.set_permission(REPO, "maintainer", Permission::Maintain)
+        .await
+        .unwrap();
+    let mut files = BTreeMap::new();
+    files.insert(
+        "configs/nvidia-master.yaml".to_string(),
+        Some(b"a: 1\n".to_vec()),
+    );
+    files.insert(
+        "perf-changelog.yaml".to_string(),
+        Some(b"- config-keys:\n    - a\n".to_vec()),
+    );
+    st.push_commit(REPO, "main", "maintainer", files, "seed")
+        .await
+        .unwrap();
+    GithubSim::start(st).await.unwrap()
+}
+
+fn config(sim: &GithubSim, token: &str) -> ForgeConfig {
+    ForgeConfig {
+        api_url: sim.url(),
+        repo: REPO.into(),
+        bot_login: BOT.into(),
+        credential: Credential::Token(Secret::new(token)),
+        retry: RetryPolicy {
+            max_attempts: 4,
+            base_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(100),
+            max_wait: Duration::from_secs(10),
+        },
+    }
+}
+
+async fn forge(sim: &GithubSim) -> Forge {
+    Forge::connect(config(sim, BOT_TOKEN)).await.unwrap()
+}
+
+/// Pushes a commit changing `path` on a new branch, as the bot would.
+async fn bot_branch(f: &Forge, branch: &str, path: &str, content: &[u8]) -> String {
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    let tree = RefStore::commit_tree(f, &main).await.unwrap();
+    let new_tree = f
+        .create_tree(
+            Some(&tree),
+            &[TreeChange {
+                path: path.into(),
+                content: Some(content.to_vec()),
+                executable: false,
+            }],
+        )
+        .await
+        .unwrap();
+    let sha = f.create_commit("bump", &new_tree, &[main]).await.unwrap();
+    f.create_ref(&format!("refs/heads/{branch}"), &sha)
+        .await
+        .unwrap();
+    sha
+}
+
+fn count(log: &[klaud::sandbox::github::LogEntry], method: &str, path_suffix: &str) -> usize {
+    log.iter()
+        .filter(|e| {
+            e.method == method
+                && e.path
+                    .split('?')
+                    .next()
+                    .unwrap_or("")
+                    .ends_with(path_suffix)
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn identity_preflight_refuses_a_foreign_token() {
+    let sim = sim().await;
+    let err = Forge::connect(config(&sim, MAINTAINER_TOKEN))
+        .await
+        .unwrap_err();
+    match &err {
+        GithubError::IdentityMismatch { expected, found } => {
+            assert_eq!(expected, BOT);
+            assert_eq!(found, "maintainer");
+        }
+        other => panic!("expected IdentityMismatch, got {other:?}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.contains("Klaud-Cold") && text.contains("maintainer"),
+        "{text}"
+    );
+    assert!(!text.contains(MAINTAINER_TOKEN));
+
+    let err = Forge::connect(config(&sim, "no-such-token"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, GithubError::Unauthorized { .. }), "{err:?}");
+    assert!(!err.to_string().contains("no-such-token"));
+    assert!(!format!("{:?}", config(&sim, "secret-xyz")).contains("secret-xyz"));
+}
+
+#[tokio::test]
+async fn a_502_after_creating_the_pull_request_does_not_create_a_second_one() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    bot_branch(&f, "klaud/auto-x", "configs/nvidia-master.yaml", b"a: 2\n").await;
+    sim.state()
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/repos/*/pulls".into(),
+            count: 1,
+            action: FaultAction::AfterWriteStatus { status: 502 },
+        })
+        .await;
+    let pr = f
+        .create_pull(
+            "title",
+            "klaud/auto-x",
+            "main",
+            "<!-- klaud-baseline -->",
+            true,
+        )
+        .await
+        .unwrap();
+    assert!(pr.draft && pr.open);
+    assert_eq!(pr.head_ref, "klaud/auto-x");
+    assert_eq!(
+        sim.state().pulls_for_head(REPO, "klaud/auto-x").await,
+        vec![pr.number]
+    );
+    let log = sim.state().request_log().await;
+    assert_eq!(
+        count(&log, "POST", "/pulls"),
+        1,
+        "the write must not be repeated"
+    );
+    let post = log
+        .iter()
+        .position(|e| e.method == "POST" && e.path.ends_with("/pulls"))
+        .unwrap();
+    assert_eq!(log[post].status, 502);
+    assert!(
+        log[post..]
+            .iter()
+            .any(|e| e.method == "GET" && e.path.contains("/pulls?") && e.path.contains("head=")),
+        "the forge must re-read the PR for the head after the 502"
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_connection_after_commenting_does_not_post_twice() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    bot_branch(&f, "klaud/auto-y", "configs/nvidia-master.yaml", b"a: 3\n").await;
+    let pr = f
+        .create_pull("t", "klaud/auto-y", "main", "b", true)
+        .await
+        .unwrap();
+    sim.state()
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/repos/*/issues/*/comments".into(),
+            count: 1,
+            action: FaultAction::AfterWriteDrop,
+        })
+        .await;
+    let body = "<!-- klaud-report:1:c:baseline\n{}\n-->\nreport";
+    let c = f.create_comment(pr.number, body).await.unwrap();
+    assert_eq!(c.body, body);
+    assert_eq!(
+        sim.state().comment_bodies(REPO, pr.number).await,
+        vec![body.to_string()]
+    );
+    let log = sim.state().request_log().await;
+    assert_eq!(
+        count(&log, "POST", "/comments"),
+        1,
+        "the write must not be repeated"
+    );
+    assert_eq!(
+        count(&log, "GET", "/comments"),
+        1,
+        "the forge re-reads the comments"
+    );
+}
+
+#[tokio::test]
+async fn a_secondary_rate_limit_with_retry_after_is_waited_out() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    bot_branch(&f, "klaud/auto-z", "configs/nvidia-master.yaml", b"a: 4\n").await;
+    let pr = f
+        .create_pull("t", "klaud/auto-z", "main", "b", true)
+        .await
+        .unwrap();
+    sim.state()
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/repos/*/issues/*/comments".into(),
+            count: 1,
+            action: FaultAction::Status {
+                status: 403,
+                retry_after: Some(1),
+                message: Some("You have exceeded a secondary rate limit. Please wait a few minutes before you try again.".into()),
+            },
+        })
+        .await;
+    f.create_comment(pr.number, "hello").await.unwrap();
+    assert_eq!(
+        sim.state().comment_bodies(REPO, pr.number).await,
+        vec!["hello".to_string()]
+    );
+    let log = sim.state().request_log().await;
+    let posts: Vec<u16> = log
+        .iter()
+        .filter(|e| e.method == "POST" && e.path.ends_with("/comments"))
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(posts, vec![403, 201]);
+
+    // A read hitting the same limit is retried too.
+    sim.state()
+        .add_fault(Fault {
+            method: Some("GET".into()),
+            path: "/repos/*/issues/*/labels".into(),
+            count: 1,
+            action: FaultAction::Status {
+                status: 429,
+                retry_after: Some(1),
+                message: None,
+            },
+        })
+        .await;
+    assert!(f.list_labels(pr.number).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_304_poll_costs_no_rate_limit() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    bot_branch(&f, "klaud/auto-p", "configs/nvidia-master.yaml", b"a: 5\n").await;
+    let pr = f
+        .create_pull("t", "klaud/auto-p", "main", "b", true)
+        .await
+        .unwrap();
+    let first = f.get_pull(pr.number).await.unwrap();
+    let before = sim.state().rate_remaining(BOT_TOKEN).await.unwrap();
+    let second = f.get_pull(pr.number).await.unwrap();
+    let after = sim.state().rate_remaining(BOT_TOKEN).await.unwrap();
+    assert_eq!(first, second);
+    assert_eq!(before, after, "a 304 must not count");
+    let log = sim.state().request_log().await;
+    assert_eq!(log.last().map(|e| e.status), Some(304));
+    assert_eq!(f.rate_budget().map(|b| b.remaining), Some(after));
+
+    // A change invalidates the ETag and is seen.
+    f.update_pull(pr.number, Some("new title"), None, None)
+        .await
+        .unwrap();
+    assert_eq!(f.get_pull(pr.number).await.unwrap().title, "new title");
+}
+
+#[tokio::test]
+async fn listing_follows_pagination_over_250_refs() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    for i in 0..250 {
+        f.create_ref(&format!("refs/heads/klaud/claim-{i:04}"), &main)
+            .await
+            .unwrap();
+    }
+    let refs = f.list_refs("refs/heads/klaud/claim-").await.unwrap();
+    assert_eq!(refs.len(), 250);
+    assert!(refs.iter().all(|(_, s)| s == &main));
+    let log = sim.state().request_log().await;
+    assert_eq!(
+        log.iter()
+            .filter(|e| e.method == "GET" && e.path.contains("/git/matching-refs/"))
+            .count(),
+        3,
+        "100 + 100 + 50"
+    );
+}
+
+#[tokio::test]
+async fn ref_store_reports_already_exists_and_not_fast_forward() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let store: &dyn RefStore = &f;
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    let tree = store.commit_tree(&main).await.unwrap();
+    let claim = store
+        .create_commit(
+            "{\"candidates\":[],\"run-id\":1}",
+            &tree,
+            std::slice::from_ref(&main),
+        )
+        .await
+        .unwrap();
+    let name = "refs/heads/klaud/claim-d92e15065c55779d";
+    store.create_ref(name, &claim).await.unwrap();
+    let err = store.create_ref(name, &main).await.unwrap_err();
+    assert!(matches!(err, RefStoreError::AlreadyExists(_)), "{err:?}");
+
+    let tip = store.read_ref(name).await.unwrap().unwrap();
+    assert_eq!(tip.sha, claim);
+    assert_eq!(tip.parents, vec![main.clone()]);
+    assert_eq!(tip.tree, tree);
+    assert_eq!(tip.message, "{\"candidates\":[],\"run-id\":1}");
+
+    // A sibling of the tip is not a fast-forward: the CAS loses.
+    let sibling = store
+        .create_commit("other", &tree, std::slice::from_ref(&main))
+        .await
+        .unwrap();
+    let err = store.fast_forward_ref(name, &sibling).await.unwrap_err();
+    assert!(matches!(err, RefStoreError::NotFastForward(_)), "{err:?}");
+    let child = store
+        .create_commit("renew", &tree, std::slice::from_ref(&claim))
+        .await
+        .unwrap();
+    store.fast_forward_ref(name, &child).await.unwrap();
+
+    assert_eq!(
+        store
+            .list_refs("refs/heads/klaud/claim-")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    store.delete_ref(name).await.unwrap();
+    assert!(store.read_ref(name).await.unwrap().is_none());
+    assert!(matches!(
+        store.delete_ref(name).await,
+        Err(RefStoreError::NotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn draft_state_labels_and_final_sweep_trigger() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    bot_branch(
+        &f,
+        "klaud/auto-s",
+        "perf-changelog.yaml",
+        b"- config-keys:\n    - a\n\n- config-keys:\n    - b\n",
+    )
+    .await;
+    let pr = f
+        .create_pull("t", "klaud/auto-s", "main", "b", true)
+        .await
+        .unwrap();
+    f.set_draft(&pr, false).await.unwrap();
+    assert!(!f.get_pull(pr.number).await.unwrap().draft);
+    f.set_draft(&pr, true).await.unwrap();
+    assert!(f.get_pull(pr.number).await.unwrap().draft);
+
+    assert!(
+        f.pull_files(pr.number)
+            .await
+            .unwrap()
+            .iter()
+            .any(|c| c.filename == "perf-changelog.yaml")
+    );
+    let labels = f
+        .add_labels(pr.number, &["full-sweep-fail-fast"])
+        .await
+        .unwrap();
+    assert_eq!(labels, vec!["full-sweep-fail-fast".to_string()]);
+    let runs = f
+        .list_runs(&RunFilter {
+            event: Some("pull_request".into()),
+            branch: Some("klaud/auto-s".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].pull_requests, vec![pr.number]);
+    f.remove_label(pr.number, "full-sweep-fail-fast")
+        .await
+        .unwrap();
+    f.remove_label(pr.number, "full-sweep-fail-fast")
+        .await
+        .unwrap();
+    assert!(f.list_labels(pr.number).await.unwrap().is_empty());
+    assert_eq!(
+        f.collaborator_permission("maintainer").await.unwrap(),
+        "maintain"
+    );
+}
+
+#[tokio::test]
+async fn dispatch_run_and_artifacts_round_trip() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let head = bot_branch(&f, "klaud/auto-d", "configs/nvidia-master.yaml", b"a: 9\n").await;
+    let inputs = json!({"ref": head, "test-name": "klaud-1-abc", "fail-fast": "true"});
+    let out = f
+        .dispatch_workflow("e2e-tests.yml", "main", &inputs)
+        .await
+        .unwrap();
+    let id = out.run_id.expect("run id from return_run_details");
+    let run = f.get_run(id).await.unwrap();
+    assert_eq!(run.display_title.as_deref(), Some("e2e Test - klaud-1-abc"));
+    assert_eq!(run.event, "workflow_dispatch");
+    assert_eq!(run.actor.as_deref(), Some(BOT));
+    assert_eq!(run.head_sha, head);
+    assert_eq!(run.status.as_deref(), Some("queued"));
+    let mine = f
+        .list_runs(&RunFilter {
+            actor: Some(BOT.into()),
+            event: Some("workflow_dispatch".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(mine.iter().map(|r| r.id).collect::<Vec<_>>(), vec![id]);
+
+    let mut files = BTreeMap::new();
+    files.insert("agg_bmk.json".to_string(), b"[]".to_vec());
+    let mut arts = BTreeMap::new();
+    arts.insert("results_bmk".to_string(), files);
+    sim.state()
+        .complete_run(REPO, id, "success", arts)
+        .await
+        .unwrap();
+    let run = f.get_run(id).await.unwrap();
+    assert_eq!(run.conclusion.as_deref(), Some("success"));
+    let artifacts = f.list_artifacts(id).await.unwrap();
+    assert_eq!(artifacts.len(), 1);
+    let zip = f.download_artifact(artifacts[0].id).await.unwrap();
+    assert_eq!(&zip[..2], b"PK");
+    f.cancel_run(id).await.unwrap();
+
+    let jobs = f.list_jobs(id).await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].conclusion.as_deref(), Some("success"));
+    sim.state()
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/repos/*/actions/runs/*/rerun".into(),
+            count: 1,
+            action: FaultAction::AfterWriteStatus { status: 504 },
+        })
+        .await;
+    f.rerun_run(id).await.unwrap();
+    let run = f.get_run(id).await.unwrap();
+    assert_eq!(
+        (run.run_attempt, run.status.as_deref()),
+        (2, Some("queued"))
+    );
+
+    let cmp = f.compare("main", &head).await.unwrap();
+    assert_eq!(
+        (cmp.status.as_str(), cmp.ahead_by, cmp.behind_by),
+        ("ahead", 1, 0)
+    );
+}
+
+#[tokio::test]
+async fn octocrab_typed_models_parse_simulator_responses() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    bot_branch(&f, "klaud/auto-o", "configs/nvidia-master.yaml", b"a: 7\n").await;
+    let pr = f
+        .create_pull("t", "klaud/auto-o", "main", "b", true)
+        .await
+        .unwrap();
+    f.add_labels(pr.number, &["sweep-enabled"]).await.unwrap();
+    let gh = octocrab::Octocrab::builder()
+        .base_uri(sim.url())
+        .unwrap()
+        .personal_token(BOT_TOKEN.to_string())
+        .build()
+        .unwrap();
+    let me = gh.current().user().await.unwrap();
+    assert_eq!(me.login, BOT);
+    let repo = gh.repos("sandbox", "benchmarks").get().await.unwrap();
+    assert_eq!(repo.default_branch.as_deref(), Some("main"));
+    let p = gh
+        .pulls("sandbox", "benchmarks")
+        .get(pr.number)
+        .await
+        .unwrap();
+    assert_eq!(p.draft, Some(true));
+    let c = gh
+        .issues("sandbox", "benchmarks")
+        .create_comment(pr.number, "x")
+        .await
+        .unwrap();
+    let c2 = gh
+        .issues("sandbox", "benchmarks")
+        .update_comment(c.id, "y")
+        .await
+        .unwrap();
+    assert_eq!(c2.body.as_deref(), Some("y"));
+    f.delete_comment(c.id.into_inner()).await.unwrap();
+    f.delete_comment(c.id.into_inner()).await.unwrap();
+    assert!(f.list_comments(pr.number, None).await.unwrap().is_empty());
+    let issue = gh
+        .issues("sandbox", "benchmarks")
+        .get(pr.number)
+        .await
+        .unwrap();
+    assert_eq!(issue.labels.len(), 1);
+    let page = gh
+        .pulls("sandbox", "benchmarks")
+        .list()
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.items.len(), 1);
+}
+
+/// A throwaway RSA key pair from the `openssl` binary (skipped loudly when
+/// it is missing, required under CI).
+fn rsa_key_pair(dir: &std::path::Path) -> Option<(String, String)> {
+    let key = dir.join("app.pem");
+    let ok = std::process::Command::new("openssl")
+        .args(["genrsa", "-traditional", "-out"])
+        .arg(&key)
+        .arg("2048")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let public = ok
+        .then(|| {
+            std::process::Command::new("openssl")
+                .args(["rsa", "-pubout", "-in"])
+                .arg(&key)
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+        })
+        .flatten();
+    match public {
+        Some(p) => Some((
+            std::fs::read_to_string(&key).unwrap(),
+            String::from_utf8(p.stdout).unwrap(),
+        )),
+        None if std::env::var_os("CI").is_some() => panic!("openssl is required under CI"),
+        None => {
+            eprintln!("SKIP: openssl not available; GitHub App auth not tested");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn github_app_installation_tokens_act_as_the_app_bot() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some((private, public)) = rsa_key_pair(dir.path()) else {
+        return;
+    };
+    let sim = sim().await;
+    let login = sim
+        .state()
+        .add_app(4242, "klaud-cold", &public, 77, REPO)
+        .await
+        .unwrap();
+    assert_eq!(login, "klaud-cold[bot]");
+    let mut cfg = config(&sim, "unused");
+    cfg.credential = Credential::App {
+        app_id: 4242,
+        private_key_pem: Secret::new(private.clone()),
+        installation_id: 77,
+    };
+    assert!(!format!("{cfg:?}").contains("PRIVATE KEY"));
+
+    // The preflight resolves the app to `<slug>[bot]`.
+    let err = Forge::connect(cfg.clone()).await.unwrap_err();
+    assert!(
+        matches!(&err, GithubError::IdentityMismatch { found, .. } if found == "klaud-cold[bot]"),
+        "{err:?}"
+    );
+    cfg.bot_login = "klaud-cold[bot]".into();
+    let f = Forge::connect(cfg.clone()).await.unwrap();
+    bot_branch(
+        &f,
+        "klaud/auto-app",
+        "configs/nvidia-master.yaml",
+        b"a: 11\n",
+    )
+    .await;
+    let pr = f
+        .create_pull("t", "klaud/auto-app", "main", "b", true)
+        .await
+        .unwrap();
+    assert_eq!(pr.author.as_deref(), Some("klaud-cold[bot]"));
+    let log = sim.state().request_log().await;
+    assert!(log.iter().all(|e| !e.path.contains("ghs_")));
+
+    // A key that is not the app's is refused.
+    let other = tempfile::tempdir().unwrap();
+    if let Some((wrong, _)) = rsa_key_pair(other.path()) {
+        cfg.credential = Credential::App {
+            app_id: 4242,
+            private_key_pem: Secret::new(wrong),
+            installation_id: 77,
+        };
+        assert!(Forge::connect(cfg).await.is_err());
+    }
+}
+
+#[tokio::test]
+async fn contents_small_large_missing_and_directories() {
+    let sim = sim().await;
+    let big: Vec<u8> = (0..1_200_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut files = BTreeMap::new();
+    files.insert("big/perf-changelog.yaml".to_string(), Some(big.clone()));
+    sim.state()
+        .push_commit(REPO, "main", "maintainer", files, "big file")
+        .await
+        .unwrap();
+    let f = forge(&sim).await;
+    assert_eq!(
+        f.get_contents("configs/nvidia-master.yaml", "main")
+            .await
+            .unwrap(),
+        Some(b"a: 1\n".to_vec())
+    );
+    assert_eq!(
+        f.get_contents("big/perf-changelog.yaml", "main")
+            .await
+            .unwrap(),
+        Some(big)
+    );
+    assert_eq!(f.get_contents("nope.yaml", "main").await.unwrap(), None);
+    let err = f.get_contents("configs", "main").await.unwrap_err();
+    assert!(matches!(err, GithubError::Decode { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn concurrent_creates_of_one_ref_have_exactly_one_winner() {
+    let sim = sim().await;
+    let f = std::sync::Arc::new(forge(&sim).await);
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    let tree = RefStore::commit_tree(&*f, &main).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let f = f.clone();
+        let (tree, main) = (tree.clone(), main.clone());
+        tasks.push(tokio::spawn(async move {
+            let c = f
+                .create_commit(&format!("owner {i}"), &tree, &[main])
+                .await
+                .unwrap();
+            f.create_ref("refs/heads/klaud/claim-race", &c).await
+        }));
+    }
+    let mut wins = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(()) => wins += 1,
+            Err(GithubError::AlreadyExists { .. }) => {}
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    assert_eq!(wins, 1);
+}
+
+#[tokio::test]
+async fn an_exhausted_primary_limit_is_reported_not_waited_for_an_hour() {
+    let sim = sim().await;
+    sim.state()
+        .add_token(BOT, "bot-small-budget", Some(3))
+        .await
+        .unwrap();
+    let f = Forge::connect(config(&sim, "bot-small-budget"))
+        .await
+        .unwrap();
+    f.get_ref("refs/heads/main").await.unwrap();
+    f.get_ref("refs/heads/main").await.unwrap();
+    let err = f.get_ref("refs/heads/main").await.unwrap_err();
+    assert!(
+        matches!(err, GithubError::RateLimited { retry_after_secs, .. } if retry_after_secs > 60),
+        "{err:?}"
+    );
+    let budget = f.rate_budget().unwrap();
+    assert_eq!((budget.limit, budget.remaining), (3, 0));
+}
+
+#[tokio::test]
+async fn dispatch_falls_back_when_return_run_details_is_rejected() {
+    let sim = sim().await;
+    sim.state().set_return_run_details_supported(false).await;
+    let f = forge(&sim).await;
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    let inputs = json!({"ref": main, "test-name": "klaud-2-def"});
+    let out = f
+        .dispatch_workflow("e2e-tests.yml", "main", &inputs)
+        .await
+        .unwrap();
+    assert_eq!(out.run_id, None);
+    let log = sim.state().request_log().await;
+    let statuses: Vec<u16> = log
+        .iter()
+        .filter(|e| e.path.ends_with("/dispatches"))
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(statuses, vec![422, 204]);
+    // The run is found by its title, as the lifecycle does.
+    let runs = f
+        .list_runs(&RunFilter {
+            workflow: Some("e2e-tests.yml".into()),
+            event: Some("workflow_dispatch".into()),
+            actor: Some(BOT.into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(
+        runs[0].display_title.as_deref(),
+        Some("e2e Test - klaud-2-def")
+    );
+    let none = f
+        .list_runs(&RunFilter {
+            workflow: Some("run-sweep.yml".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+}
+
+#[tokio::test]
+async fn the_secondary_content_limit_refuses_writes_without_performing_them() {
+    let sim = sim().await;
+    sim.state().set_content_limit(Some(2)).await;
+    let mut cfg = config(&sim, BOT_TOKEN);
+    // GitHub asks for up to a minute; allow less so the forge reports it.
+    cfg.retry.max_wait = Duration::from_secs(1);
+    let f = Forge::connect(cfg).await.unwrap();
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    f.create_ref("refs/heads/w1", &main).await.unwrap();
+    f.create_ref("refs/heads/w2", &main).await.unwrap();
+    let err = f.create_ref("refs/heads/w3", &main).await.unwrap_err();
+    assert!(matches!(err, GithubError::RateLimited { .. }), "{err:?}");
+    assert_eq!(sim.state().ref_sha(REPO, "refs/heads/w3").await, None);
+    // Reads are not content-creating.
+    assert!(f.get_ref("refs/heads/w2").await.unwrap().is_some());
+}

@@ -1,0 +1,757 @@
+//! The GitHub simulator over plain HTTP: GitHub's status codes, messages,
+//! pagination, ETags, rate limits, permissions and the control API.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use base64::Engine;
+use klaud::sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
+use reqwest::{Client, Method, StatusCode};
+use serde_json::{Value, json};
+use sha1::Digest;
+
+const REPO: &str = "sandbox/benchmarks";
+const BOT: &str = "bot-token";
+const READER: &str = "reader-token";
+
+struct T {
+    sim: GithubSim,
+    http: Client,
+}
+
+impl T {
+    async fn new() -> Self {
+        let st = GithubState::new();
+        st.add_user("Klaud-Cold", None, false).await;
+        st.add_user("reader", None, false).await;
+        st.add_token("Klaud-Cold", BOT, None).await.unwrap();
+        st.add_token("reader", READER, Some(1000)).await.unwrap();
+        st.create_repo(REPO, "main").await.unwrap();
+        st.set_permission(REPO, "Klaud-Cold", Permission::Write)
+            .await
+            .unwrap();
+        st.set_permission(REPO, "reader", Permission::Read)
+            .await
+            .unwrap();
+        let mut files = BTreeMap::new();
+        files.insert("a.txt".to_string(), Some(b"a\n".to_vec()));
+        files.insert("perf-changelog.yaml".to_string(), Some(b"- x\n".to_vec()));
+        st.push_commit(REPO, "main", "Klaud-Cold", files, "init")
+            .await
+            .unwrap();
+        Self {
+            sim: GithubSim::start(st).await.unwrap(),
+            http: Client::new(),
+        }
+    }
+
+    async fn call(
+        &self,
+        token: Option<&str>,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, reqwest::header::HeaderMap, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.sim.url()));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = resp.bytes().await.unwrap();
+        let v = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (status, headers, v)
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, reqwest::header::HeaderMap, Value) {
+        self.call(Some(BOT), Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let (s, _, v) = self.call(Some(BOT), Method::POST, path, Some(body)).await;
+        (s, v)
+    }
+
+    async fn main_sha(&self) -> String {
+        let (_, _, v) = self
+            .get("/repos/sandbox/benchmarks/git/ref/heads/main")
+            .await;
+        v["object"]["sha"].as_str().unwrap().to_string()
+    }
+
+    /// A commit on top of `parent` that adds `path`.
+    async fn commit(&self, parent: &str, path: &str, content: &str) -> String {
+        let (_, _, c) = self
+            .get(&format!("/repos/sandbox/benchmarks/git/commits/{parent}"))
+            .await;
+        let base_tree = c["tree"]["sha"].as_str().unwrap().to_string();
+        let (s, t) = self
+            .post(
+                "/repos/sandbox/benchmarks/git/trees",
+                json!({"base_tree": base_tree, "tree": [{"path": path, "mode": "100644", "type": "blob", "content": content}]}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{t}");
+        let (s, c) = self
+            .post(
+                "/repos/sandbox/benchmarks/git/commits",
+                json!({"message": format!("add {path}"), "tree": t["sha"], "parents": [parent]}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{c}");
+        c["sha"].as_str().unwrap().to_string()
+    }
+}
+
+#[tokio::test]
+async fn refs_answer_like_github() {
+    let t = T::new().await;
+    let main = t.main_sha().await;
+    let (s, v) = t
+        .post(
+            "/repos/sandbox/benchmarks/git/refs",
+            json!({"ref": "refs/heads/x", "sha": main}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let (s, v) = t
+        .post(
+            "/repos/sandbox/benchmarks/git/refs",
+            json!({"ref": "refs/heads/x", "sha": main}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["message"], "Reference already exists");
+
+    let side = t.commit(&main, "b.txt", "b").await;
+    let other = t.commit(&main, "c.txt", "c").await;
+    let (s, _, _) = t
+        .call(
+            Some(BOT),
+            Method::PATCH,
+            "/repos/sandbox/benchmarks/git/refs/heads/x",
+            Some(json!({"sha": side, "force": false})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _, v) = t
+        .call(
+            Some(BOT),
+            Method::PATCH,
+            "/repos/sandbox/benchmarks/git/refs/heads/x",
+            Some(json!({"sha": other, "force": false})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["message"], "Update is not a fast forward");
+    let (s, _, _) = t
+        .call(
+            Some(BOT),
+            Method::PATCH,
+            "/repos/sandbox/benchmarks/git/refs/heads/x",
+            Some(json!({"sha": other, "force": true})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+
+    let (s, _, _) = t
+        .call(
+            Some(BOT),
+            Method::DELETE,
+            "/repos/sandbox/benchmarks/git/refs/heads/x",
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _, v) = t
+        .call(
+            Some(BOT),
+            Method::DELETE,
+            "/repos/sandbox/benchmarks/git/refs/heads/x",
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(v["message"], "Reference does not exist");
+    let (s, _, v) = t.get("/repos/sandbox/benchmarks/git/ref/heads/x").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(v["message"], "Not Found");
+    assert!(v["documentation_url"].is_string());
+
+    let (s, _, v) = t
+        .get(&format!("/repos/sandbox/benchmarks/compare/main...{other}"))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        (
+            v["ahead_by"].as_u64(),
+            v["behind_by"].as_u64(),
+            v["status"].as_str()
+        ),
+        (Some(1), Some(0), Some("ahead"))
+    );
+}
+
+#[tokio::test]
+async fn lists_paginate_with_link_headers() {
+    let t = T::new().await;
+    let main = t.main_sha().await;
+    for i in 0..35 {
+        let (s, _) = t
+            .post(
+                "/repos/sandbox/benchmarks/git/refs",
+                json!({"ref": format!("refs/heads/p/{i:02}"), "sha": main}),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    let (_, h, v) = t
+        .get("/repos/sandbox/benchmarks/git/matching-refs/heads/p/")
+        .await;
+    assert_eq!(v.as_array().unwrap().len(), 30);
+    let link = h["link"].to_str().unwrap();
+    assert!(
+        link.contains("page=2>; rel=\"next\"") && link.contains("rel=\"last\""),
+        "{link}"
+    );
+    let (_, h, v) = t
+        .get("/repos/sandbox/benchmarks/git/matching-refs/heads/p/?per_page=30&page=2")
+        .await;
+    assert_eq!(v.as_array().unwrap().len(), 5);
+    assert!(h["link"].to_str().unwrap().contains("rel=\"prev\""));
+    let (_, h, v) = t
+        .get("/repos/sandbox/benchmarks/git/matching-refs/heads/p/?per_page=500")
+        .await;
+    assert_eq!(v.as_array().unwrap().len(), 35);
+    assert!(h.get("link").is_none());
+}
+
+#[tokio::test]
+async fn etags_rate_limits_and_versions() {
+    let t = T::new().await;
+    let st = t.sim.state();
+    st.add_user("tiny", None, false).await;
+    st.add_token("tiny", "tiny-token", Some(2)).await.unwrap();
+    let url = format!("{}/repos/sandbox/benchmarks", t.sim.url());
+    let r = t
+        .http
+        .get(&url)
+        .bearer_auth("tiny-token")
+        .send()
+        .await
+        .unwrap();
+    let etag = r.headers()["etag"].to_str().unwrap().to_string();
+    assert_eq!(r.headers()["x-ratelimit-remaining"], "1");
+    let r = t
+        .http
+        .get(&url)
+        .bearer_auth("tiny-token")
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_MODIFIED);
+    assert_eq!(r.headers()["x-ratelimit-remaining"], "1", "a 304 is free");
+    let r = t
+        .http
+        .get(&url)
+        .bearer_auth("tiny-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = t
+        .http
+        .get(&url)
+        .bearer_auth("tiny-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_eq!(r.headers()["x-ratelimit-remaining"], "0");
+    assert!(r.headers().contains_key("x-ratelimit-reset"));
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("API rate limit exceeded for user ID")
+    );
+
+    let r = t
+        .http
+        .get(&url)
+        .bearer_auth(BOT)
+        .header("x-github-api-version", "1999-01-01")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let r = t
+        .http
+        .get(&url)
+        .bearer_auth(BOT)
+        .header("x-github-api-version", "2022-11-28")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = t
+        .http
+        .get(format!("{}/user", t.sim.url()))
+        .bearer_auth("nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["message"],
+        "Bad credentials"
+    );
+
+    let log = serde_json::to_string(&st.request_log().await).unwrap();
+    assert!(!log.contains("tiny-token") && !log.contains(BOT) && !log.contains("nope"));
+    assert!(log.contains("\"login\":\"tiny\""));
+}
+
+#[tokio::test]
+async fn pull_requests_permissions_labels_and_graphql() {
+    let t = T::new().await;
+    let main = t.main_sha().await;
+    let head = t.commit(&main, "perf-changelog.yaml", "- x\n\n- y\n").await;
+    t.post(
+        "/repos/sandbox/benchmarks/git/refs",
+        json!({"ref": "refs/heads/klaud/auto-1", "sha": head}),
+    )
+    .await;
+    let pr = json!({"title": "T", "head": "sandbox:klaud/auto-1", "base": "main", "body": "B", "draft": true});
+    let (s, _, v) = t
+        .call(
+            Some(READER),
+            Method::POST,
+            "/repos/sandbox/benchmarks/pulls",
+            Some(pr.clone()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    let (s, p) = t.post("/repos/sandbox/benchmarks/pulls", pr.clone()).await;
+    assert_eq!(s, StatusCode::CREATED, "{p}");
+    assert_eq!(p["draft"], true);
+    assert_eq!(p["head"]["sha"], head);
+    let (s, v) = t.post("/repos/sandbox/benchmarks/pulls", pr).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        v["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already exists"),
+        "{v}"
+    );
+    let n = p["number"].as_u64().unwrap();
+
+    let (_, _, l) = t
+        .get("/repos/sandbox/benchmarks/pulls?head=sandbox:klaud/auto-1&state=all")
+        .await;
+    assert_eq!(l.as_array().unwrap().len(), 1);
+    let (_, _, l) = t
+        .get("/repos/sandbox/benchmarks/pulls?head=sandbox:other")
+        .await;
+    assert!(l.as_array().unwrap().is_empty());
+
+    // Anyone may comment; only writers may label.
+    let (s, _, c) = t
+        .call(
+            Some(READER),
+            Method::POST,
+            &format!("/repos/sandbox/benchmarks/issues/{n}/comments"),
+            Some(json!({"body": "/klaud stop"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(c["user"]["login"], "reader");
+    let (s, _, _) = t
+        .call(
+            Some(READER),
+            Method::POST,
+            &format!("/repos/sandbox/benchmarks/issues/{n}/labels"),
+            Some(json!({"labels": ["x"]})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, v) = t
+        .post(
+            &format!("/repos/sandbox/benchmarks/issues/{n}/labels"),
+            json!({"labels": ["full-sweep-fail-fast"]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (_, _, runs) = t
+        .get("/repos/sandbox/benchmarks/actions/runs?event=pull_request")
+        .await;
+    assert_eq!(runs["total_count"], 1);
+    assert_eq!(
+        runs["workflow_runs"][0]["path"],
+        ".github/workflows/run-sweep.yml"
+    );
+    let (s, _, v) = t
+        .call(
+            Some(BOT),
+            Method::DELETE,
+            &format!("/repos/sandbox/benchmarks/issues/{n}/labels/nope"),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(v["message"], "Label does not exist");
+
+    let (s, v) = t
+        .post("/graphql", json!({"query": "mutation($id: ID!) { markPullRequestReadyForReview(input: {pullRequestId: $id}) { pullRequest { isDraft } } }", "variables": {"id": p["node_id"]}}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        v["data"]["markPullRequestReadyForReview"]["pullRequest"]["isDraft"],
+        false
+    );
+    let (_, _, p2) = t.get(&format!("/repos/sandbox/benchmarks/pulls/{n}")).await;
+    assert_eq!(p2["draft"], false);
+    let (_, v) = t.post("/graphql", json!({"query": "mutation { convertPullRequestToDraft(input: {pullRequestId: \"PR_0\"}) { pullRequest { isDraft } } }"})).await;
+    assert_eq!(v["errors"][0]["type"], "NOT_FOUND");
+
+    // Deleting the head branch closes the PR, as on GitHub.
+    t.call(
+        Some(BOT),
+        Method::DELETE,
+        "/repos/sandbox/benchmarks/git/refs/heads/klaud/auto-1",
+        None,
+    )
+    .await;
+    let (_, _, p3) = t.get(&format!("/repos/sandbox/benchmarks/pulls/{n}")).await;
+    assert_eq!(p3["state"], "closed");
+}
+
+#[tokio::test]
+async fn actions_dispatch_cancel_rerun_and_artifacts() {
+    let t = T::new().await;
+    let main = t.main_sha().await;
+    let path = "/repos/sandbox/benchmarks/actions/workflows/e2e-tests.yml/dispatches";
+    let (s, _, v) = t
+        .call(
+            Some(BOT),
+            Method::POST,
+            path,
+            Some(json!({"ref": "main", "inputs": {"test-name": "klaud-7-x", "ref": main}})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT, "{v}");
+    let (s, v) = t.post(path, json!({"ref": "nope", "inputs": {}})).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    let (_, _, runs) = t.get("/repos/sandbox/benchmarks/actions/runs?actor=Klaud-Cold&event=workflow_dispatch&status=queued").await;
+    assert_eq!(runs["total_count"], 1);
+    let run = &runs["workflow_runs"][0];
+    assert_eq!(run["display_title"], "e2e Test - klaud-7-x");
+    assert_eq!(run["triggering_actor"]["login"], "Klaud-Cold");
+    let id = run["id"].as_u64().unwrap();
+    let (_, _, none) = t
+        .get("/repos/sandbox/benchmarks/actions/runs?created=<2000-01-01")
+        .await;
+    assert_eq!(none["total_count"], 0);
+
+    let (s, _) = t
+        .post(
+            &format!("/repos/sandbox/benchmarks/actions/runs/{id}/cancel"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    let (s, _) = t
+        .post(
+            &format!("/repos/sandbox/benchmarks/actions/runs/{id}/cancel"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let (s, _) = t
+        .post(
+            &format!("/repos/sandbox/benchmarks/actions/runs/{id}/rerun"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (_, _, r) = t
+        .get(&format!("/repos/sandbox/benchmarks/actions/runs/{id}"))
+        .await;
+    assert_eq!(
+        (r["run_attempt"].as_u64(), r["status"].as_str()),
+        (Some(2), Some("queued"))
+    );
+    let (_, _, jobs) = t
+        .get(&format!("/repos/sandbox/benchmarks/actions/runs/{id}/jobs"))
+        .await;
+    assert_eq!(jobs["total_count"], 1);
+
+    // Control API over HTTP: complete the run with an artifact.
+    let control = format!(
+        "{}/_sandbox/repos/sandbox/benchmarks/runs/{id}/complete",
+        t.sim.url()
+    );
+    let r = t
+        .http
+        .post(&control)
+        .json(&json!({"conclusion": "failure", "artifacts": {"klaud-sweep-manifest": {"sweep_manifest.json": "{\"head\":\"x\"}"}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let (_, _, arts) = t
+        .get(&format!(
+            "/repos/sandbox/benchmarks/actions/runs/{id}/artifacts"
+        ))
+        .await;
+    let aid = arts["artifacts"][0]["id"].as_u64().unwrap();
+    let no_redirect = Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = no_redirect
+        .get(format!(
+            "{}/repos/sandbox/benchmarks/actions/artifacts/{aid}/zip",
+            t.sim.url()
+        ))
+        .bearer_auth(BOT)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FOUND);
+    let loc = r.headers()["location"].to_str().unwrap().to_string();
+    let zip = t
+        .http
+        .get(&loc)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip.to_vec())).unwrap();
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut archive.by_name("sweep_manifest.json").unwrap(), &mut s)
+        .unwrap();
+    assert_eq!(s, "{\"head\":\"x\"}");
+}
+
+#[tokio::test]
+async fn faults_delay_fail_and_then_expire() {
+    let t = T::new().await;
+    let r = t
+        .http
+        .post(format!("{}/_sandbox/faults", t.sim.url()))
+        .json(&json!({"method": "GET", "path": "/repos/*/git/ref/*", "count": 1, "action": {"kind": "status", "status": 503, "retry_after": 2}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    t.sim
+        .state()
+        .add_fault(Fault {
+            method: None,
+            path: "/user".into(),
+            count: 1,
+            action: FaultAction::Delay { millis: 5 },
+        })
+        .await;
+    let (s, h, _) = t.get("/repos/sandbox/benchmarks/git/ref/heads/main").await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(h["retry-after"], "2");
+    let (s, _, _) = t.get("/repos/sandbox/benchmarks/git/ref/heads/main").await;
+    assert_eq!(s, StatusCode::OK);
+    // Malformed bodies get GitHub's JSON errors, not a crash or plain text.
+    let r = t
+        .http
+        .post(format!("{}/repos/sandbox/benchmarks/git/refs", t.sim.url()))
+        .bearer_auth(BOT)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["message"],
+        "Problems parsing JSON"
+    );
+    let (s, v) = t
+        .post("/repos/sandbox/benchmarks/git/refs", json!({"ref": 5}))
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Invalid request."),
+        "{v}"
+    );
+    let (s, v) = t
+        .post(
+            "/repos/sandbox/benchmarks/git/trees",
+            json!({"tree": [{"path": "../x", "content": "x"}]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+    let (s, _, u) = t.get("/user").await;
+    assert_eq!(
+        (s, u["login"].as_str()),
+        (StatusCode::OK, Some("Klaud-Cold"))
+    );
+}
+
+fn fixtures() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/inferencex/full");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "fixtures missing at {} (required when CI is set)",
+            dir.display()
+        );
+    }
+    eprintln!(
+        "SKIP: fixtures missing at {}; not testing the seeded repository",
+        dir.display()
+    );
+    None
+}
+
+#[tokio::test]
+async fn seeding_from_the_fixtures_gives_git_identical_blobs() {
+    let Some(dir) = fixtures() else { return };
+    let t = T::new().await;
+    let r = t
+        .http
+        .post(format!("{}/_sandbox/repos", t.sim.url()))
+        .json(&json!({"repo": "semi/inferencex", "seed_dir": dir}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let (s, _, v) = t
+        .get("/repos/semi/inferencex/contents/perf-changelog.yaml?ref=main")
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let content = base64::engine::general_purpose::STANDARD
+        .decode(v["content"].as_str().unwrap().replace('\n', ""))
+        .unwrap();
+    let on_disk = std::fs::read(dir.join("perf-changelog.yaml")).unwrap();
+    assert_eq!(content, on_disk);
+    let mut h = sha1::Sha1::new();
+    h.update(format!("blob {}\0", on_disk.len()).as_bytes());
+    h.update(&on_disk);
+    assert_eq!(v["sha"].as_str().unwrap(), hex::encode(h.finalize()));
+    let (s, _, listing) = t.get("/repos/semi/inferencex/contents/configs").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        listing
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "nvidia-master.yaml")
+    );
+}
+
+/// Every JSON shape Klaud or octocrab reads deserializes into octocrab's
+/// typed models (required fields present, types right).
+#[tokio::test]
+async fn responses_deserialize_into_octocrab_models() {
+    use octocrab::models;
+    fn parse<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> T {
+        serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{what}: {e}\n{v:#}"))
+    }
+    let t = T::new().await;
+    let main = t.main_sha().await;
+    let head = t.commit(&main, "perf-changelog.yaml", "- x\n- y\n").await;
+    t.post(
+        "/repos/sandbox/benchmarks/git/refs",
+        json!({"ref": "refs/heads/b", "sha": head}),
+    )
+    .await;
+
+    let (_, _, v) = t.get("/repos/sandbox/benchmarks/git/ref/heads/b").await;
+    let _: models::repos::Ref = parse("ref", v);
+    let (_, _, v) = t
+        .get(&format!("/repos/sandbox/benchmarks/git/commits/{head}"))
+        .await;
+    let _: models::commits::GitCommitObject = parse("git commit", v);
+    let (_, _, v) = t
+        .get(&format!("/repos/sandbox/benchmarks/commits/{head}"))
+        .await;
+    let _: models::commits::Commit = parse("commit", v);
+    let (_, _, v) = t
+        .get(&format!("/repos/sandbox/benchmarks/compare/main...{head}"))
+        .await;
+    let _: models::commits::CommitComparison = parse("compare", v);
+    let (_, _, v) = t
+        .get("/repos/sandbox/benchmarks/contents/a.txt?ref=b")
+        .await;
+    let c: models::repos::Content = parse("contents", v);
+    assert_eq!(c.decoded_content().as_deref(), Some("a\n"));
+    // Not checked against octocrab's `RepoPermission`: its enum expects
+    // pull/push, but GitHub answers the legacy roles read/write/admin/none
+    // in `permission` (the forge reads `role_name` with its own struct).
+    let (_, _, v) = t.get("/users/reader").await;
+    let _: models::Author = parse("user", v);
+
+    let (_, p) = t
+        .post(
+            "/repos/sandbox/benchmarks/pulls",
+            json!({"title": "T", "head": "b", "base": "main", "draft": true}),
+        )
+        .await;
+    let n = p["number"].as_u64().unwrap();
+    let (_, _, v) = t
+        .get(&format!("/repos/sandbox/benchmarks/pulls/{n}/files"))
+        .await;
+    let _: Vec<models::repos::DiffEntry> = parse("pull files", v);
+    t.post(
+        &format!("/repos/sandbox/benchmarks/issues/{n}/labels"),
+        json!(["full-sweep-fail-fast"]),
+    )
+    .await;
+    let (_, _, v) = t
+        .get(&format!("/repos/sandbox/benchmarks/issues/{n}/labels"))
+        .await;
+    let _: Vec<models::Label> = parse("labels", v);
+
+    let (_, _, v) = t.get("/repos/sandbox/benchmarks/actions/workflows").await;
+    let _: Vec<models::workflows::WorkFlow> = parse("workflows", v["workflows"].clone());
+    let (_, _, runs) = t.get("/repos/sandbox/benchmarks/actions/runs").await;
+    let run: models::workflows::Run = parse("run", runs["workflow_runs"][0].clone());
+    let run_id = run.id.into_inner();
+    let mut files = BTreeMap::new();
+    files.insert("agg_bmk.json".to_string(), b"[]".to_vec());
+    let mut arts = BTreeMap::new();
+    arts.insert("results_bmk".to_string(), files);
+    t.sim
+        .state()
+        .complete_run(REPO, run_id, "success", arts)
+        .await
+        .unwrap();
+    let (_, _, v) = t
+        .get(&format!(
+            "/repos/sandbox/benchmarks/actions/runs/{run_id}/jobs"
+        ))
+        .await;
+    let _: Vec<models::workflows::Job> = parse("jobs", v["jobs"].clone());
+    let (_, _, v) = t
+        .get(&format!(
+            "/repos/sandbox/benchmarks/actions/runs/{run_id}/artifacts"
+        ))
+        .await;
+    let _: Vec<models::workflows::WorkflowListArtifact> =
+        parse("artifacts", v["artifacts"].clone());
+}
