@@ -95,3 +95,64 @@ async fn sandbox_prints_its_endpoints_and_serves_the_seeded_repository() {
         .unwrap();
     assert!(!log.contains(info["bot_token"].as_str().unwrap()));
 }
+
+#[tokio::test]
+async fn sandbox_serves_the_demo_registry_that_plan_reads() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut child = Child(
+        Command::new(env!("CARGO_BIN_EXE_klaud"))
+            .args(["sandbox", "--seed", &format!("{root}/configs/demo")])
+            .args([
+                "--registry-seed",
+                &format!("{root}/configs/demo-registry.json"),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    let info: Value = serde_json::from_str(&line).unwrap();
+    let registry = info["registry"].as_str().unwrap().to_owned();
+    assert!(registry.starts_with("http://127.0.0.1:"));
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_klaud"))
+            .args(["plan", "--repo", &format!("{root}/configs/demo"), "--json"])
+            .args(["--mirror", &format!("docker.io={registry}")])
+            .args(["--mirror", &format!("nvcr.io={registry}")])
+            .args(["--mirror", &format!("hub.docker.com={registry}")])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let status = |key: &str| {
+        report["families"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["family"].as_str().unwrap().ends_with(key))
+            .map(|f| f["status"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    assert_eq!(status(":demo-fp8-mi355x-sglang"), "stale-pruned");
+    assert_eq!(status(":demo-fp4-b200-sglang"), "stale-newer");
+    assert_eq!(status(":demo-fp4-b300-vllm-agentic"), "stale-newer");
+    assert_eq!(status(":demo-fp4-gb200-dynamo-vllm-disagg"), "stale-newer");
+    assert_eq!(status(":demo-fp8-h200-trt"), "stale-newer");
+    assert_eq!(status(":demo-fp4-b200-vllm-special"), "unknown-track");
+    assert_eq!(report["candidates"].as_array().unwrap().len(), 5);
+}

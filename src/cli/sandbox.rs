@@ -9,7 +9,10 @@ use anyhow::{Context, bail};
 use rand::Rng;
 use tokio::net::TcpListener;
 
+use std::sync::Arc;
+
 use crate::sandbox::github::{GithubState, Permission, serve_github};
+use crate::sandbox::registry::RegistrySim;
 
 use super::CliError;
 
@@ -57,19 +60,18 @@ pub fn run(args: Args) -> Result<(), CliError> {
             args.listen
         )));
     }
-    if let Some(seed) = &args.registry_seed {
-        // HOOK(registry): start the registry simulator from this seed and
-        // report its URL in the `registry` field once it is merged.
-        return Err(CliError::bad_input(anyhow::anyhow!(
-            "--registry-seed {}: the registry simulator is not part of this build yet",
-            seed.display()
-        )));
-    }
+    // A bad seed is the user's input: refuse before serving anything.
+    let registry = match &args.registry_seed {
+        Some(seed) => Some(RegistrySim::from_seed_file(seed).map_err(|e| {
+            CliError::bad_input(anyhow::anyhow!("--registry-seed {}: {e}", seed.display()))
+        })?),
+        None => None,
+    };
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    rt.block_on(serve(args)).map_err(CliError::from)
+    rt.block_on(serve(args, registry)).map_err(CliError::from)
 }
 
-async fn serve(args: Args) -> anyhow::Result<()> {
+async fn serve(args: Args, registry: Option<RegistrySim>) -> anyhow::Result<()> {
     let state = GithubState::new();
     state.create_repo(&args.repo, "main").await?;
     let owner = args.repo.split('/').next().unwrap_or("sandbox").to_string();
@@ -130,10 +132,23 @@ async fn serve(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;
     let api = format!("http://{addr}");
+    // The registry simulator listens beside the GitHub simulator, on the same
+    // address and a port of its own.
+    let mut registry_url = None;
+    let mut registry_task = None;
+    if let Some(sim) = registry {
+        let registry_listener = TcpListener::bind(SocketAddr::new(args.listen.ip(), 0))
+            .await
+            .context("binding the registry simulator")?;
+        registry_url = Some(format!("http://{}", registry_listener.local_addr()?));
+        let app = crate::sandbox::registry::router(Arc::new(sim));
+        registry_task = Some(tokio::spawn(async move {
+            axum::serve(registry_listener, app).await
+        }));
+    }
     let line = serde_json::json!({
         "github_api": api,
-        // HOOK(registry): the registry simulator's URL once it is merged.
-        "registry": null,
+        "registry": registry_url,
         "control": format!("{api}/_sandbox"),
         "repo": args.repo,
         "bot_token": bot_token,
@@ -144,6 +159,9 @@ async fn serve(args: Args) -> anyhow::Result<()> {
     tokio::select! {
         r = serve_github(listener, state) => r.context("serving the GitHub simulator")?,
         r = tokio::signal::ctrl_c() => r.context("waiting for Ctrl-C")?,
+    }
+    if let Some(task) = registry_task {
+        task.abort();
     }
     Ok(())
 }
