@@ -20,6 +20,8 @@ pub struct Config {
     pub registry: RegistryConfig,
     /// Extra or overriding tag tracks, per image repository.
     pub tracks: Vec<TrackConfig>,
+    /// Release tracks that nightly families may move to (with an upstream proof).
+    pub release_tracks: Vec<ReleaseTrackConfig>,
     /// Image repository (normalized, e.g. `vllm/vllm-openai`) → upstream
     /// source repository on GitHub (`vllm-project/vllm`), used to prove a
     /// release is not behind a nightly's commit.
@@ -130,6 +132,21 @@ pub struct TrackConfig {
     pub ordering: String,
 }
 
+/// One `[[release_tracks]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseTrackConfig {
+    /// Normalized image repository.
+    pub repository: String,
+    /// Regex over the whole release tag with a `version` (or `date`, `number`) capture.
+    pub pattern: String,
+    /// `semver`, `numeric` or `date`.
+    pub ordering: String,
+    /// Only nightlies on this track name may move (as `klaud plan` prints
+    /// it, e.g. `nightly-<commit>`); absent: every commit-named track.
+    pub nightly_track: Option<String>,
+}
+
 /// A configuration problem, naming the file and what to fix.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -214,19 +231,61 @@ impl Config {
                 )
             })?;
         }
-        for (index, track) in self.tracks.iter().enumerate() {
-            klaud_planner::tracks::TrackRule::new(
-                &track.repository,
-                &track.pattern,
-                track
-                    .ordering
-                    .parse()
-                    .map_err(|e| invalid(&format!("tracks[{index}].ordering"), format!("{e}")))?,
-            )
-            .map_err(|e| invalid(&format!("tracks[{index}]"), e.to_string()))?;
-        }
+        self.track_rules()
+            .map_err(|(key, message)| invalid(&key, message))?;
+        self.release_rules()
+            .map_err(|(key, message)| invalid(&key, message))?;
         Ok(())
     }
+
+    /// The configured `[[tracks]]` as planner rules; errors name the key.
+    pub fn track_rules(&self) -> Result<Vec<klaud_planner::tracks::TrackRule>, (String, String)> {
+        self.tracks
+            .iter()
+            .enumerate()
+            .map(|(index, track)| {
+                rule(
+                    &format!("tracks[{index}]"),
+                    &track.repository,
+                    &track.pattern,
+                    &track.ordering,
+                )
+            })
+            .collect()
+    }
+
+    /// The configured `[[release_tracks]]` as planner rules.
+    pub fn release_rules(&self) -> Result<Vec<klaud_planner::plan::ReleaseRule>, (String, String)> {
+        self.release_tracks
+            .iter()
+            .enumerate()
+            .map(|(index, release)| {
+                let key = format!("release_tracks[{index}]");
+                Ok(klaud_planner::plan::ReleaseRule {
+                    track: rule(
+                        &key,
+                        &release.repository,
+                        &release.pattern,
+                        &release.ordering,
+                    )?,
+                    nightly_track: release.nightly_track.clone(),
+                })
+            })
+            .collect()
+    }
+}
+
+fn rule(
+    key: &str,
+    repository: &str,
+    pattern: &str,
+    ordering: &str,
+) -> Result<klaud_planner::tracks::TrackRule, (String, String)> {
+    let ordering = ordering
+        .parse()
+        .map_err(|e| (format!("{key}.ordering"), format!("{e}")))?;
+    klaud_planner::tracks::TrackRule::new(repository, pattern, ordering)
+        .map_err(|e| (key.to_owned(), e.to_string()))
 }
 
 /// Durations are written like `30s`, `90m`, `24h` or `7d`.

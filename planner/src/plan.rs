@@ -153,6 +153,18 @@ pub trait UpstreamCompare: Send + Sync {
     ) -> Result<Option<bool>, String>;
 }
 
+/// A release track that nightly families may move to, once the upstream
+/// source repository proves the release contains the nightly's commit.
+#[derive(Debug, Clone)]
+pub struct ReleaseRule {
+    /// The release track (its repository is the image repository).
+    pub track: TrackRule,
+    /// Only nightlies on this track (by name, e.g.
+    /// `nightly-dev-cu13-<yyyymmdd>-<commit>`) may move; `None`: any
+    /// commit-named track of the repository.
+    pub nightly_track: Option<String>,
+}
+
 /// What the plan needs besides the repository and the registry.
 pub struct PlanOptions<'a> {
     /// The time the plan runs at.
@@ -164,7 +176,7 @@ pub struct PlanOptions<'a> {
     /// Configured tracks (override the inferred ones).
     pub rules: Vec<TrackRule>,
     /// Release tracks nightly families of a repository may move to.
-    pub release_rules: Vec<TrackRule>,
+    pub release_rules: Vec<ReleaseRule>,
     /// Image repository (normalized) → upstream source repository.
     pub upstream: BTreeMap<String, String>,
     /// Proof that a release is not behind a nightly; without it such moves
@@ -713,14 +725,16 @@ async fn release_candidate(
     tags: &[String],
 ) -> Result<Option<Candidate>, String> {
     let normalized_repository = work.image.normalized_repository();
-    let Some(rule) = options
-        .release_rules
-        .iter()
-        .find(|r| r.repository() == normalized_repository)
-    else {
+    let nightly_track = work.plan.track.clone().unwrap_or_default();
+    let Some(rule) = options.release_rules.iter().find(|r| {
+        r.track.repository() == normalized_repository
+            && r.nightly_track
+                .as_ref()
+                .is_none_or(|name| *name == nightly_track)
+    }) else {
         return Ok(None);
     };
-    let track = rule.track();
+    let track = rule.track.track();
     let mut releases: Vec<_> = tags
         .iter()
         .filter_map(|t| track.matches(t).and_then(|p| p.key).map(|k| (k, t.clone())))

@@ -8,10 +8,11 @@ use anyhow::Context;
 use klaud_planner::plan::{PlanOptions, PlanReport, plan};
 use klaud_planner::registry::{BasicCredentials, RegistryClient, RegistryConfig};
 use klaud_planner::repo::Repository;
-use klaud_planner::tracks::TrackRule;
 
 use super::CliError;
 use crate::config::Config;
+use crate::github::upstream::GithubUpstream;
+use crate::github::{Credential, Secret};
 
 /// Arguments of `klaud plan`.
 #[derive(Debug, clap::Args)]
@@ -45,7 +46,25 @@ pub fn run(args: Args) -> Result<(), CliError> {
     };
     let repository = Repository::open(&args.repo)?;
     let registry = registry_config(&config, &args.mirrors)?;
-    let rules = track_rules(&config)?;
+    let rules = config
+        .track_rules()
+        .map_err(|(key, message)| CliError::bad_input(anyhow::anyhow!("{key}: {message}")))?;
+    let release_rules = config
+        .release_rules()
+        .map_err(|(key, message)| CliError::bad_input(anyhow::anyhow!("{key}: {message}")))?;
+    // The upstream proof for nightly → release moves needs a GitHub token;
+    // without one such moves are skipped, with the reason in the plan.
+    let upstream = config
+        .github
+        .token_env
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        .map(|token| {
+            GithubUpstream::new(
+                &config.github.api_url,
+                Credential::Token(Secret::new(token)),
+            )
+        });
     let client = RegistryClient::new(registry).map_err(CliError::bad_input)?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -63,6 +82,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
     options.min_age = config.planner.min_age;
     options.max_candidates = args.max.unwrap_or(config.planner.max_candidates);
     options.rules = rules;
+    options.release_rules = release_rules;
+    options.compare = upstream
+        .as_ref()
+        .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
     options.upstream = config.upstream.clone();
     options.progress = Some(&progress);
     let report = runtime.block_on(async { plan(&repository, &client.session(), &options).await });
@@ -124,22 +147,6 @@ pub fn registry_config(config: &Config, flags: &[String]) -> Result<RegistryConf
         );
     }
     Ok(registry)
-}
-
-/// The configured `[[tracks]]` as planner rules.
-pub fn track_rules(config: &Config) -> Result<Vec<TrackRule>, CliError> {
-    config
-        .tracks
-        .iter()
-        .enumerate()
-        .map(|(index, track)| {
-            let ordering = track.ordering.parse().map_err(|e| {
-                CliError::bad_input(anyhow::anyhow!("tracks[{index}].ordering: {e}"))
-            })?;
-            TrackRule::new(&track.repository, &track.pattern, ordering)
-                .map_err(|e| CliError::bad_input(anyhow::anyhow!("tracks[{index}]: {e}")))
-        })
-        .collect()
 }
 
 fn progress_bar(total: usize, json: bool) -> Option<indicatif::ProgressBar> {

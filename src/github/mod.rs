@@ -10,6 +10,7 @@
 mod api;
 mod refstore;
 mod transport;
+pub mod upstream;
 
 use std::fmt;
 use std::time::Duration;
