@@ -3,3 +3,6 @@
 //! a journal trait.
 //!
 //! It must never mutate anything on the forge without an ownership proof.
+
+pub mod artifacts;
+pub mod model;
