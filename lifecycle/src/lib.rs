@@ -5,4 +5,5 @@
 //! It must never mutate anything on the forge without an ownership proof.
 
 pub mod artifacts;
+pub mod commands;
 pub mod model;
