@@ -5,5 +5,6 @@
 //! It must never mutate anything on the forge without an ownership proof.
 
 pub mod artifacts;
+pub mod baseline;
 pub mod commands;
 pub mod model;

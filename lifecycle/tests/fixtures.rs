@@ -94,3 +94,94 @@ fn real_eval_and_manifest_samples_parse() {
     assert_eq!((m.run_id, m.run_attempt, m.full_sweep), (123, 1, false));
     assert!(m.extra.contains_key("points"));
 }
+
+#[test]
+fn every_real_family_expands_into_points() {
+    use klaud_lifecycle::baseline::{FamilyKey, family_points};
+    let root =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/inferencex/full");
+    if fixture("full/configs/nvidia-master.yaml").is_none() {
+        return;
+    }
+    let repo = klaud_planner::repo::Repository::open(&root).expect("the real checkout opens");
+    let mut total = 0;
+    let mut dup: Vec<String> = Vec::new();
+    for family in repo.families() {
+        let points = family_points(&family.family, &family.entry)
+            .unwrap_or_else(|e| panic!("{}: {e}", family.family));
+        let key = FamilyKey::of(family);
+        assert!(
+            !key.hardware.is_empty() && !key.hardware.contains(':'),
+            "{key:?}"
+        );
+        let labels: std::collections::BTreeSet<String> = points.iter().map(|p| p.label()).collect();
+        if labels.len() != points.len() {
+            dup.push(family.family.clone());
+        }
+        total += points.len();
+    }
+    assert!(dup.is_empty(), "labels not unique in {dup:?}");
+    assert!(total > 1000, "only {total} points over the real masters");
+}
+
+#[test]
+fn real_api_samples_build_a_baseline() {
+    use chrono::NaiveDate;
+    use klaud_lifecycle::baseline::*;
+    let (Some(bench), Some(info)) = (
+        fixture("api-benchmarks.sample.json"),
+        fixture("api-workflow-info.sample.json"),
+    ) else {
+        return;
+    };
+    let point = |isl, osl| PointSpec {
+        scenario: Scenario::FixedSeqLen { isl, osl },
+        conc: 4,
+        spec_decoding: "none".into(),
+        decode: Workers {
+            num_workers: None,
+            tp: 4,
+            ep: 1,
+            dp_attn: false,
+        },
+        prefill: None,
+    };
+    let request = BaselineRequest {
+        model: "DeepSeek-R1-0528".into(),
+        date: NaiveDate::from_ymd_opt(2026, 2, 27).expect("date"),
+        image: "lmsysorg/sglang:v0.5.9-rocm700-mi35x".into(),
+        key: FamilyKey {
+            hardware: "mi355x".into(),
+            framework: "sglang".into(),
+            model_prefix: "dsr1".into(),
+            precision: "fp4".into(),
+        },
+        points: vec![point(1024, 1024), point(1024, 8192), point(8192, 1024)],
+    };
+    let baseline = build_baseline(
+        &request,
+        &Fetched {
+            url: "https://x/api/v1/benchmarks".into(),
+            body: String::from_utf8(bench).expect("utf-8"),
+        },
+        &Fetched {
+            url: "https://x/api/v1/workflow-info".into(),
+            body: String::from_utf8(info).expect("utf-8"),
+        },
+    )
+    .expect("real samples parse");
+    let m = baseline.points[0]
+        .metrics()
+        .expect("1k1k row of the current image");
+    assert!((m.output_tput_per_gpu - 89.88905796876784).abs() < 1e-9);
+    // The 1k8k row records no image: accepted, but it lacks output_tput_per_gpu.
+    assert!(
+        matches!(&baseline.points[1].value, BaselineValue::Unavailable { reason } if reason.contains("output_tput_per_gpu"))
+    );
+    assert!(
+        matches!(&baseline.points[2].value, BaselineValue::Unavailable { reason } if reason.contains("not benchmarked"))
+    );
+    let json = serde_json::to_string(&baseline).expect("serializable");
+    let back: Baseline = serde_json::from_str(&json).expect("round-trips");
+    assert_eq!(back, baseline);
+}
