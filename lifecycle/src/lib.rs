@@ -8,3 +8,4 @@ pub mod artifacts;
 pub mod baseline;
 pub mod commands;
 pub mod model;
+pub mod report;
