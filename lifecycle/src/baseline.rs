@@ -909,6 +909,57 @@ mod tests {
         );
     }
 
+    struct FakeSource {
+        benchmarks: Result<String, String>,
+    }
+
+    #[async_trait]
+    impl BaselineSource for FakeSource {
+        async fn benchmarks(&self, model: &str, date: NaiveDate) -> Result<Fetched, SourceError> {
+            let url = benchmarks_url("https://api.example", model, date);
+            match &self.benchmarks {
+                Ok(body) => Ok(Fetched {
+                    url,
+                    body: body.clone(),
+                }),
+                Err(reason) => Err(SourceError {
+                    url,
+                    reason: reason.clone(),
+                }),
+            }
+        }
+
+        async fn workflow_info(&self, _date: NaiveDate) -> Result<Fetched, SourceError> {
+            Ok(info())
+        }
+    }
+
+    #[tokio::test]
+    async fn freeze_asks_the_source_and_reports_its_failures() {
+        let req = request(vec![point(4, 4)]);
+        let rows = format!(
+            "[{}]",
+            ROW.replace("IMAGE", "lmsysorg/sglang:v0.5.9-rocm700-mi35x")
+        );
+        let ok = FakeSource {
+            benchmarks: Ok(rows),
+        };
+        let b = freeze(&ok, &req).await.expect("freezes");
+        assert!(b.points[0].metrics().is_some());
+        assert_eq!(
+            b.source_urls[0],
+            "https://api.example/api/v1/benchmarks?model=DeepSeek-R1-0528&date=2026-02-27&exact=true"
+        );
+        let down = FakeSource {
+            benchmarks: Err("HTTP 503".into()),
+        };
+        let err = freeze(&down, &req).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "baseline source https://api.example/api/v1/benchmarks?model=DeepSeek-R1-0528&date=2026-02-27&exact=true: HTTP 503"
+        );
+    }
+
     #[test]
     fn runner_labels_map_to_api_hardware() {
         assert_eq!(hardware_of_runner("cluster:b200-dgxc"), "b200");

@@ -185,3 +185,65 @@ fn real_api_samples_build_a_baseline() {
     let back: Baseline = serde_json::from_str(&json).expect("round-trips");
     assert_eq!(back, baseline);
 }
+
+#[test]
+fn baseline_blocks_of_real_families_fit_a_pr_body() {
+    use chrono::NaiveDate;
+    use klaud_lifecycle::baseline::*;
+    use klaud_lifecycle::report::{FrozenBaseline, Provenance, render_baseline_block};
+    let root =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/inferencex/full");
+    if fixture("full/configs/nvidia-master.yaml").is_none() {
+        return;
+    }
+    let repo = klaud_planner::repo::Repository::open(&root).expect("the real checkout opens");
+    let mut largest = (0, String::new());
+    for family in repo.families() {
+        let points = family_points(&family.family, &family.entry).expect("expands");
+        let frozen = FrozenBaseline {
+            provenance: Provenance {
+                engine: "SGLang".into(),
+                old_image: family.image().to_string(),
+                new_image: format!("{}@sha256:{}", family.image(), "a".repeat(64)),
+                old_tag: family.image().tag().map(str::to_owned),
+                new_tag: "v99.0.0".into(),
+                digest: format!("sha256:{}", "a".repeat(64)),
+                revision: Some("b".repeat(40)),
+                clock: Some("registry push time".into()),
+                upstream: None,
+                not_release_reason: None,
+            },
+            baseline: Baseline {
+                date: NaiveDate::from_ymd_opt(2026, 9, 9).expect("date"),
+                image: family.image().to_string(),
+                model: family.entry.model.clone(),
+                source_urls: vec!["https://example.com/api/v1/benchmarks".into()],
+                points: points
+                    .iter()
+                    .map(|p| BaselinePoint {
+                        label: p.label(),
+                        point: p.clone(),
+                        value: BaselineValue::Measured {
+                            metrics: klaud_lifecycle::artifacts::PointMetrics {
+                                tput_per_gpu: 12345.678901234,
+                                output_tput_per_gpu: 1234.5678901234,
+                                mean_ttft: 1.23456789012,
+                                mean_tpot: 0.0123456789012,
+                            },
+                            run_url: Some("https://github.com/SemiAnalysisAI/InferenceX/actions/runs/12345678901/attempts/1".into()),
+                        },
+                    })
+                    .collect(),
+            },
+        };
+        let chars = render_baseline_block(&frozen).chars().count();
+        if chars > largest.0 {
+            largest = (chars, family.family.clone());
+        }
+    }
+    eprintln!(
+        "largest baseline block: {} characters ({})",
+        largest.0, largest.1
+    );
+    assert!(largest.0 <= 60_000, "{largest:?}");
+}
