@@ -158,12 +158,12 @@ pub const MAX_INFRA_RETRIES: u32 = 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum AttemptKind {
-    /// The first smoke: "Initial attempt 0/<budget>".
+    /// The first smoke: `Initial attempt 0/<budget>`.
     Initial {
         /// The repair budget.
         budget: u32,
     },
-    /// A smoke after repair `n`: "Repair n/<budget>".
+    /// A smoke after repair `n`: `Repair n/<budget>`.
     Repair {
         /// Which repair, from 1.
         n: u32,

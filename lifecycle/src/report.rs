@@ -4,7 +4,7 @@
 //! read it back and tell whether publishing again would change anything.
 //!
 //! Rendering is pure; publishing is the state machine's job. Every value
-//! from outside is escaped ([`format`]) so Klaud never mentions anyone and
+//! from outside is escaped ([`format`](mod@format)) so Klaud never mentions anyone and
 //! no text can break a marker.
 
 pub mod attempt;

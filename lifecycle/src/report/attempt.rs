@@ -479,7 +479,7 @@ pub fn render_report_with_limit(
         index: MAX_PARTS,
         count: MAX_PARTS,
     };
-    let build = |chunk: &[&Item], first: bool| -> AttemptReport {
+    let build = |chunk: &[Item], first: bool| -> AttemptReport {
         let mut part = whole.clone();
         part.sections = Vec::new();
         part.evals = Vec::new();
@@ -509,35 +509,54 @@ pub fn render_report_with_limit(
         }
         part
     };
-    let fits = |chunk: &[&Item], first: bool| {
+    let fits = |chunk: &[Item], first: bool| {
         let mut trial = build(chunk, first);
         trial.part = Some(widest);
         render_one(&trial).body.chars().count() <= limit
     };
-    let mut chunks: Vec<Vec<&Item>> = Vec::new();
-    let mut current: Vec<&Item> = Vec::new();
-    for item in &items {
-        current.push(item);
-        if !fits(&current, chunks.is_empty()) {
-            current.pop();
-            if current.is_empty() {
-                return Err(ReportError::TooLarge {
-                    marker: whole.key().to_string(),
-                    limit,
-                });
+    let too_large = || ReportError::TooLarge {
+        marker: whole.key().to_string(),
+        limit,
+    };
+    // A part's length grows with every item added, so the largest prefix
+    // that fits is found by galloping then bisecting: O(log n) renders per
+    // part instead of one per row.
+    let mut chunks: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut start = 0;
+    while start < items.len() {
+        let first = chunks.is_empty();
+        if !fits(&items[start..start + 1], first) {
+            return Err(too_large());
+        }
+        let (mut good, mut step) = (start + 1, 1);
+        let mut bad = loop {
+            let probe = (good + step).min(items.len());
+            if probe == good {
+                break None;
             }
-            chunks.push(std::mem::take(&mut current));
-            current.push(item);
-            if !fits(&current, chunks.is_empty()) {
-                return Err(ReportError::TooLarge {
-                    marker: whole.key().to_string(),
-                    limit,
-                });
+            if fits(&items[start..probe], first) {
+                good = probe;
+                step *= 2;
+            } else {
+                break Some(probe);
+            }
+        };
+        while let Some(b) = bad {
+            if b - good <= 1 {
+                break;
+            }
+            let mid = good + (b - good) / 2;
+            if fits(&items[start..mid], first) {
+                good = mid;
+            } else {
+                bad = Some(mid);
             }
         }
+        chunks.push(start..good);
+        start = good;
     }
-    if !current.is_empty() || chunks.is_empty() {
-        chunks.push(current);
+    if chunks.is_empty() {
+        chunks.push(0..0);
     }
     let count = u32::try_from(chunks.len())
         .ok()
@@ -550,7 +569,7 @@ pub fn render_report_with_limit(
         .iter()
         .enumerate()
         .map(|(i, chunk)| {
-            let mut part = build(chunk, i == 0);
+            let mut part = build(&items[chunk.clone()], i == 0);
             part.part = Some(PartInfo {
                 index: i as u32 + 1,
                 count,
