@@ -37,3 +37,17 @@ proptest! {
         let _ = parse_baseline_block(&body);
     }
 }
+
+proptest! {
+    #[test]
+    fn splicing_keeps_every_byte_outside_the_markers(before in "[^<]{0,40}", after in any::<String>()) {
+        use klaud_lifecycle::report::{BASELINE_END, BASELINE_PLACEHOLDER, BASELINE_START, splice_baseline};
+        prop_assume!(!after.contains(BASELINE_PLACEHOLDER) && !after.contains(BASELINE_START));
+        let block = format!("{BASELINE_START}\nx\n{BASELINE_END}");
+        let body = format!("{before}{BASELINE_PLACEHOLDER}{after}");
+        let spliced = splice_baseline(&body, &block).expect("one placeholder");
+        prop_assert_eq!(&spliced, &format!("{before}{block}{after}"));
+        let block2 = format!("{BASELINE_START}\ny\n{BASELINE_END}");
+        prop_assert_eq!(splice_baseline(&spliced, &block2).expect("one block"), format!("{before}{block2}{after}"));
+    }
+}

@@ -134,10 +134,11 @@ pub struct FrozenBaseline {
     pub baseline: Baseline,
 }
 
-fn baseline_table(baseline: &Baseline) -> String {
-    let mut out = String::from(
-        "| Point | Total tok/s/GPU ↑ | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |\n| --- | ---: | ---: | ---: | ---: |\n",
-    );
+const TABLE_HEAD: &str = "| Point | Total tok/s/GPU ↑ | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |\n| --- | ---: | ---: | ---: | ---: |\n";
+const TABLE_HEAD_ZH: &str = "| 点位 | 总 tok/s/GPU ↑ | 输出 tok/s/GPU ↑ | TTFT 毫秒 ↓ | TPOT 毫秒 ↓ |\n| --- | ---: | ---: | ---: | ---: |\n";
+
+fn baseline_table(baseline: &Baseline, head: &str) -> String {
+    let mut out = String::from(head);
     for p in &baseline.points {
         match p.metrics() {
             Some(m) => out.push_str(&format!(
@@ -233,7 +234,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
         "Mean latency · Sources: {}\n\n",
         sources(b, "API")
     ));
-    out.push_str(&baseline_table(b));
+    out.push_str(&baseline_table(b, TABLE_HEAD));
     let na = unavailable(b);
     if !na.is_empty() {
         let parts: Vec<String> = na
@@ -285,7 +286,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
     }
     out.push_str(&format!("**基线：**{} · {}  \n", b.date, code(&b.image)));
     out.push_str(&format!("平均延迟 · 来源：{}\n\n", sources(b, "API")));
-    out.push_str("基线表格见上方英文部分。\n");
+    out.push_str(&baseline_table(b, TABLE_HEAD_ZH));
     if !na.is_empty() {
         let parts: Vec<String> = na
             .iter()
