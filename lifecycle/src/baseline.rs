@@ -195,6 +195,10 @@ pub struct PointSpec {
     pub conc: u64,
     /// Speculative decoding (`none` when not set).
     pub spec_decoding: String,
+    /// KV-cache offloading, `<mode>` or `<mode>/<backend>` (`dram/hicache`);
+    /// `None` when off. Families run the same topology with and without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_offload: Option<String>,
     /// The server (single node) or the decode workers (disaggregated).
     pub decode: Workers,
     /// The prefill workers of a disaggregated point.
@@ -237,6 +241,10 @@ impl PointSpec {
         if self.spec_decoding != "none" {
             s.push(' ');
             s.push_str(&self.spec_decoding.to_ascii_uppercase());
+        }
+        if let Some(kv) = &self.kv_offload {
+            s.push_str(" KV ");
+            s.push_str(kv);
         }
         s
     }
@@ -283,6 +291,7 @@ pub fn family_points(family: &str, entry: &MasterEntry) -> Result<Vec<PointSpec>
                 let at = format!("{at}.search-space[{si}]");
                 let concs = concurrencies(space).map_err(|r| fail(format!("{at}: {r}")))?;
                 let spec_decoding = text(space, "spec-decoding").unwrap_or_else(|| "none".into());
+                let kv_offload = kv_offload(space);
                 let (decode, prefill) = match (space.get("prefill"), space.get("decode")) {
                     (Some(p), Some(d)) => (
                         workers(d, true).map_err(|r| fail(format!("{at}.decode: {r}")))?,
@@ -299,6 +308,7 @@ pub fn family_points(family: &str, entry: &MasterEntry) -> Result<Vec<PointSpec>
                         scenario,
                         conc,
                         spec_decoding: spec_decoding.clone(),
+                        kv_offload: kv_offload.clone(),
                         decode,
                         prefill,
                     };
@@ -313,6 +323,18 @@ pub fn family_points(family: &str, entry: &MasterEntry) -> Result<Vec<PointSpec>
         }
     }
     Ok(points)
+}
+
+fn kv_offload(space: &Value) -> Option<String> {
+    let mode = text(space, "kv-offloading").filter(|m| m != "none" && !m.is_empty())?;
+    match space
+        .get("kv-offload-backend")
+        .and_then(|b| b.get("name"))
+        .and_then(Value::as_str)
+    {
+        Some(backend) => Some(format!("{mode}/{backend}")),
+        None => Some(mode),
+    }
 }
 
 fn uint(v: &Value, key: &str) -> Option<u64> {
@@ -794,6 +816,7 @@ mod tests {
             },
             conc,
             spec_decoding: "none".into(),
+            kv_offload: None,
             decode: Workers {
                 num_workers: None,
                 tp,

@@ -138,6 +138,7 @@ fn real_api_samples_build_a_baseline() {
         scenario: Scenario::FixedSeqLen { isl, osl },
         conc: 4,
         spec_decoding: "none".into(),
+        kv_offload: None,
         decode: Workers {
             num_workers: None,
             tp: 4,
@@ -246,4 +247,28 @@ fn baseline_blocks_of_real_families_fit_a_pr_body() {
         largest.0, largest.1
     );
     assert!(largest.0 <= 60_000, "{largest:?}");
+}
+
+#[test]
+fn offloading_variants_of_one_topology_stay_separate_points() {
+    use klaud_lifecycle::baseline::family_points;
+    let root =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/inferencex/full");
+    if fixture("full/configs/nvidia-master.yaml").is_none() {
+        return;
+    }
+    let repo = klaud_planner::repo::Repository::open(&root).expect("the real checkout opens");
+    let family = repo
+        .family("configs/nvidia-master.yaml:qwen3.5-fp8-h100-sglang-agentic")
+        .expect("family exists");
+    let points = family_points(&family.family, &family.entry).expect("expands");
+    let at12: Vec<_> = points
+        .iter()
+        .filter(|p| p.conc == 12 && p.decode.tp == 8 && p.decode.ep == 8)
+        .map(|p| p.label())
+        .collect();
+    assert_eq!(
+        at12,
+        vec!["AgentX c12 TP8 EP8", "AgentX c12 TP8 EP8 KV dram/hicache"]
+    );
 }

@@ -34,6 +34,7 @@ fn spec(conc: u64, tp: u64, ep: u64, dpa: bool) -> PointSpec {
         },
         conc,
         spec_decoding: "none".into(),
+        kv_offload: None,
         decode: Workers {
             num_workers: None,
             tp,

@@ -273,6 +273,23 @@ fn row_is_point(row: &BenchmarkRow, point: &PointSpec) -> bool {
             .as_deref()
             .is_none_or(|s| s.eq_ignore_ascii_case(&point.spec_decoding))
         && id.disagg.is_none_or(|d| d == point.prefill.is_some())
+        && kv_matches(row, point)
+}
+
+/// AgentX rows state their offloading mode (`none`, `dram`); the point's
+/// `mode/backend` must start with it.
+fn kv_matches(row: &BenchmarkRow, point: &PointSpec) -> bool {
+    let BenchmarkRow::Agentic(row) = row else {
+        return true;
+    };
+    match (row.kv_offloading.as_deref(), point.kv_offload.as_deref()) {
+        (None, _) => true,
+        (Some(mode), None) => mode.eq_ignore_ascii_case("none"),
+        (Some(mode), Some(kv)) => kv
+            .split('/')
+            .next()
+            .is_some_and(|m| m.eq_ignore_ascii_case(mode)),
+    }
 }
 
 /// Pairs eval rows with baseline eval rows of the same task, metric and
