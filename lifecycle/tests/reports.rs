@@ -576,3 +576,94 @@ fn a_record_whose_marker_and_json_disagree_is_refused() {
         Err(MarkerError::WrongKind { .. })
     ));
 }
+
+#[test]
+fn compare_puts_each_variant_in_its_own_table_and_keeps_unmatched_rows() {
+    use klaud_lifecycle::artifacts::AgenticRow;
+    let agentic = |kv: Option<&str>| PointSpec {
+        scenario: Scenario::Agentic,
+        conc: 12,
+        spec_decoding: "mtp".into(),
+        kv_offload: kv.map(str::to_owned),
+        decode: Workers {
+            num_workers: None,
+            tp: 8,
+            ep: 8,
+            dp_attn: false,
+        },
+        prefill: None,
+    };
+    let mut b = baseline();
+    b.points = [agentic(None), agentic(Some("dram/hicache"))]
+        .into_iter()
+        .map(|p| BaselinePoint {
+            label: p.label(),
+            point: p,
+            value: BaselineValue::Measured {
+                metrics: metrics(10.0, 1.0, 0.01),
+                run_url: None,
+            },
+        })
+        .collect();
+    let row = |kv: &str, out: f64| {
+        BenchmarkRow::Agentic(AgenticRow {
+            conc: 12,
+            identity: PointIdentity {
+                tp: Some(8),
+                ep: Some(8),
+                dp_attention: Some(false),
+                spec_decoding: Some("mtp".into()),
+                ..PointIdentity::default()
+            },
+            scenario_type: Some("agentic-coding".into()),
+            kv_offloading: Some(kv.into()),
+            recipe_fingerprint: None,
+            metrics: metrics(out, 1.0, 0.01),
+            num_requests_total: None,
+            num_requests_successful: None,
+            extra: Default::default(),
+        })
+    };
+    let rows = [row("dram", 12.0), row("none", 11.0), row("none", 99.0)];
+    let sections = compare(&b, &rows, "missing");
+    let summary: Vec<(String, Vec<String>)> = sections
+        .iter()
+        .map(|s| {
+            (
+                format!("{} | {}", s.scenario, s.topology),
+                s.rows
+                    .iter()
+                    .map(|r| match (&r.new, &r.old) {
+                        (Measure::Measured { metrics: n }, Measure::Measured { metrics: o }) => {
+                            format!(
+                                "{} {}/{}",
+                                r.conc, n.output_tput_per_gpu, o.output_tput_per_gpu
+                            )
+                        }
+                        (Measure::Measured { metrics: n }, Measure::Missing { reason }) => {
+                            format!("{} {} ({reason})", r.conc, n.output_tput_per_gpu)
+                        }
+                        _ => format!("{} ?", r.conc),
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (
+                "AgentX MTP | TP8 EP8".to_owned(),
+                vec!["12 11/10".to_owned()]
+            ),
+            (
+                "AgentX MTP KV dram/hicache | TP8 EP8".to_owned(),
+                vec!["12 12/10".to_owned()]
+            ),
+            (
+                "AgentX | TP8 EP8".to_owned(),
+                vec!["12 99 (not a point of the frozen baseline)".to_owned()]
+            ),
+        ]
+    );
+}

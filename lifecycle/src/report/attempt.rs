@@ -241,16 +241,19 @@ pub fn compare(
     sections
 }
 
+/// Everything in a point's label except concurrency and topology, so each
+/// table holds one row per concurrency.
 fn scenario_text(point: &PointSpec) -> String {
-    if point.spec_decoding == "none" {
-        point.scenario.to_string()
-    } else {
-        format!(
-            "{} {}",
-            point.scenario,
-            point.spec_decoding.to_ascii_uppercase()
-        )
+    let mut s = point.scenario.to_string();
+    if point.spec_decoding != "none" {
+        s.push(' ');
+        s.push_str(&point.spec_decoding.to_ascii_uppercase());
     }
+    if let Some(kv) = &point.kv_offload {
+        s.push_str(" KV ");
+        s.push_str(kv);
+    }
+    s
 }
 
 fn row_is_point(row: &BenchmarkRow, point: &PointSpec) -> bool {
