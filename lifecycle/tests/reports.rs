@@ -345,23 +345,21 @@ fn attempt_report_renders_with_deltas_and_na() {
 
 #[test]
 fn baseline_report_without_run_renders() {
-    let mut report = attempt_report();
-    report.name = ReportName::Baseline;
-    report.kind = None;
-    report.run = None;
-    report.detail = Some("frozen".into());
-    report.head = None;
-    report.evals.clear();
-    for row in report.sections.iter_mut().flat_map(|s| s.rows.iter_mut()) {
-        row.new = row.old.clone();
-    }
+    let at = Utc
+        .with_ymd_and_hms(2026, 9, 17, 12, 34, 56)
+        .single()
+        .expect("time");
+    let report = AttemptReport::for_baseline(OWNER, cand(), at, &baseline());
     let comments = render_report(&report).expect("renders");
-    insta::assert_snapshot!("baseline_report_na", comments[0].body);
+    let body = &comments[0].body;
+    insta::assert_snapshot!("baseline_report_na", body);
+    assert!(body.starts_with(&format!("<!-- klaud-report:{OWNER}:{CAND}:baseline\n")));
+    assert!(body.contains("**Baseline · passed (frozen 2026-09-09)** · 2026-09-17 12:34 UTC"));
     assert!(
-        comments[0]
-            .body
-            .starts_with(&format!("<!-- klaud-report:{OWNER}:{CAND}:baseline\n"))
+        body.contains("| 32 | 1,266.3 | 4,201.16 | 6.16 |"),
+        "{body}"
     );
+    assert!(body.contains("- 8k1k c64 TP4 EP4 DPA: baseline: not benchmarked on 2026-09-09"));
 }
 
 fn big_report(rows: u64) -> AttemptReport {

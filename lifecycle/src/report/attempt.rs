@@ -144,6 +144,36 @@ impl AttemptReport {
         }
     }
 
+    /// The `baseline` report: the frozen numbers of every point, published
+    /// once so the thread shows what later attempts compare against.
+    pub fn for_baseline(
+        owner_run: OwnerRun,
+        candidate: CandidateId,
+        at: DateTime<Utc>,
+        baseline: &Baseline,
+    ) -> Self {
+        let mut sections = compare(baseline, &[], "");
+        for row in sections.iter_mut().flat_map(|s| s.rows.iter_mut()) {
+            row.new = row.old.clone();
+        }
+        Self {
+            owner_run,
+            candidate,
+            name: ReportName::Baseline,
+            kind: None,
+            status: AttemptStatus::Passed,
+            detail: Some(format!("frozen {}", baseline.date)),
+            run: None,
+            at,
+            image: baseline.image.clone(),
+            head: None,
+            sections,
+            evals: Vec::new(),
+            notes: Vec::new(),
+            part: None,
+        }
+    }
+
     fn title(&self) -> (String, String) {
         match &self.kind {
             Some(kind) => (kind.title(), kind.title_zh()),
@@ -323,6 +353,10 @@ fn cell(new: &Measure, old: &Measure, pick: fn(&PointMetrics) -> f64, decimals: 
 
 fn render_text(report: &AttemptReport) -> String {
     let (title, title_zh) = report.title();
+    let is_baseline = report.name == ReportName::Baseline;
+    let no_delta = Measure::Missing {
+        reason: String::new(),
+    };
     let status = match &report.detail {
         Some(detail) => format!("{} ({})", report.status, text(detail)),
         None => report.status.to_string(),
@@ -363,12 +397,14 @@ fn render_text(report: &AttemptReport) -> String {
         out.push_str("| Concurrency | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |\n");
         out.push_str("| ---: | ---: | ---: | ---: |\n");
         for row in &section.rows {
+            // The baseline report shows the frozen numbers themselves.
+            let old = if is_baseline { &no_delta } else { &row.old };
             out.push_str(&format!(
                 "| {} | {} | {} | {} |\n",
                 row.conc,
-                cell(&row.new, &row.old, |m| m.output_tput_per_gpu, 2),
-                cell(&row.new, &row.old, |m| ms(m.mean_ttft), 2),
-                cell(&row.new, &row.old, |m| ms(m.mean_tpot), 2),
+                cell(&row.new, old, |m| m.output_tput_per_gpu, 2),
+                cell(&row.new, old, |m| ms(m.mean_ttft), 2),
+                cell(&row.new, old, |m| ms(m.mean_tpot), 2),
             ));
         }
     }
@@ -391,7 +427,11 @@ fn render_text(report: &AttemptReport) -> String {
     if !notes.is_empty() {
         out.push_str("\n**N/A:**\n");
         for (label, side, reason) in &notes {
-            let side = if *side { "result" } else { "baseline" };
+            let side = if *side && !is_baseline {
+                "result"
+            } else {
+                "baseline"
+            };
             out.push_str(&format!("- {}: {side}: {}\n", text(label), text(reason)));
         }
     }
@@ -423,7 +463,11 @@ fn render_text(report: &AttemptReport) -> String {
     if !notes.is_empty() {
         out.push_str("\n**N/A：**\n");
         for (label, side, reason) in &notes {
-            let side = if *side { "结果" } else { "基线" };
+            let side = if *side && !is_baseline {
+                "结果"
+            } else {
+                "基线"
+            };
             out.push_str(&format!("- {}：{side}：{}\n", text(label), text(reason)));
         }
     }
