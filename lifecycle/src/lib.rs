@@ -3,3 +3,15 @@
 //! a journal trait.
 //!
 //! It must never mutate anything on the forge without an ownership proof.
+//!
+//! The pure parts, free of any I/O, are: [`model`] (outcomes, phases,
+//! attempts), [`artifacts`] (bounded parsing of workflow artifacts),
+//! [`baseline`] (the frozen baseline from published results), [`report`]
+//! (everything Klaud publishes and the parsers of its hidden markers) and
+//! [`commands`] (maintainer PR commands and who may give them).
+
+pub mod artifacts;
+pub mod baseline;
+pub mod commands;
+pub mod model;
+pub mod report;

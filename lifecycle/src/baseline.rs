@@ -1,0 +1,1011 @@
+//! The frozen baseline (spec §3.6): the published results of a family's
+//! current image, taken once from the InferenceX public API and frozen into
+//! the PR body.
+//!
+//! The HTTP side is the [`BaselineSource`] trait (implemented by the binary);
+//! everything else is pure: expanding a family's search space into points,
+//! parsing the API answers and matching rows to points. A point without a
+//! usable row is kept as N/A with the reason, never dropped.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use async_trait::async_trait;
+use chrono::NaiveDate;
+use klaud_planner::image::ImageRef;
+use klaud_planner::repo::{Family, MasterEntry};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::artifacts::PointMetrics;
+use crate::model::shorten;
+
+/// One answer of the baseline source: the URL asked and the body received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    /// The URL the body came from (shown in the PR as a source).
+    pub url: String,
+    /// The response body.
+    pub body: String,
+}
+
+/// Why the baseline source could not answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("baseline source {url}: {reason}")]
+pub struct SourceError {
+    /// The URL asked (no credentials: the API is public).
+    pub url: String,
+    /// What went wrong.
+    pub reason: String,
+}
+
+/// Where published results come from: the InferenceX public API shape
+/// (`/api/v1/benchmarks?model=<display name>&date=<date>&exact=true` and
+/// `/api/v1/workflow-info?date=<date>`).
+#[async_trait]
+pub trait BaselineSource: Send + Sync {
+    /// Benchmark rows of `model` (display name) published on `date`.
+    async fn benchmarks(&self, model: &str, date: NaiveDate) -> Result<Fetched, SourceError>;
+    /// Workflow runs, changelog entries and configs of `date`.
+    async fn workflow_info(&self, date: NaiveDate) -> Result<Fetched, SourceError>;
+}
+
+/// `<base>/api/v1/benchmarks?model=<model>&date=<date>&exact=true`.
+pub fn benchmarks_url(base: &str, model: &str, date: NaiveDate) -> String {
+    let model: String = url::form_urlencoded::byte_serialize(model.as_bytes()).collect();
+    format!(
+        "{}/api/v1/benchmarks?model={model}&date={date}&exact=true",
+        base.trim_end_matches('/')
+    )
+}
+
+/// `<base>/api/v1/workflow-info?date=<date>`.
+pub fn workflow_info_url(base: &str, date: NaiveDate) -> String {
+    format!(
+        "{}/api/v1/workflow-info?date={date}",
+        base.trim_end_matches('/')
+    )
+}
+
+/// Why a baseline could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BaselineError {
+    /// The source failed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// An answer is not JSON of the expected shape.
+    #[error("baseline source {url}: {reason}")]
+    Response {
+        /// The URL.
+        url: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// One row of an answer is malformed.
+    #[error("baseline source {url}, row {index}: {reason}")]
+    Row {
+        /// The URL.
+        url: String,
+        /// Row index, from 0.
+        index: usize,
+        /// What is wrong (names the field).
+        reason: String,
+    },
+    /// The family's search space cannot be expanded into points.
+    #[error("family {family}: {reason}")]
+    SearchSpace {
+        /// The family.
+        family: String,
+        /// What is wrong, with its location.
+        reason: String,
+    },
+}
+
+/// What every point of a family shares, in the API's vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FamilyKey {
+    /// Hardware as the API names it (`b200`, `mi355x`).
+    pub hardware: String,
+    /// Engine (`sglang`, `vllm`, …).
+    pub framework: String,
+    /// Model prefix (`dsr1`).
+    pub model_prefix: String,
+    /// Precision (`fp4`).
+    pub precision: String,
+}
+
+impl FamilyKey {
+    /// The key of a family, with its hardware derived by [`hardware_of_runner`].
+    pub fn of(family: &Family) -> Self {
+        Self {
+            hardware: hardware_of_runner(&family.entry.runner),
+            framework: family.entry.framework.to_ascii_lowercase(),
+            model_prefix: family.entry.model_prefix.clone(),
+            precision: family.entry.precision.to_ascii_lowercase(),
+        }
+    }
+}
+
+/// The API's hardware name for a runner label: `cluster:b200-dgxc` → `b200`,
+/// `h100-multinode` → `h100`, `mi355x` → `mi355x`. Runner labels name a GPU
+/// followed by a pool suffix; the API keeps only the GPU.
+pub fn hardware_of_runner(runner: &str) -> String {
+    let runner = runner.strip_prefix("cluster:").unwrap_or(runner);
+    runner
+        .split(['-', '_'])
+        .next()
+        .unwrap_or(runner)
+        .to_ascii_lowercase()
+}
+
+/// Fixed sequence lengths or AgentX traces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Scenario {
+    /// `fixed-seq-len` with its lengths.
+    FixedSeqLen {
+        /// Input sequence length.
+        isl: u64,
+        /// Output sequence length.
+        osl: u64,
+    },
+    /// `agentic-coding`.
+    Agentic,
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Scenario::FixedSeqLen { isl, osl } => {
+                write!(f, "{}{}", short_len(*isl), short_len(*osl))
+            }
+            Scenario::Agentic => f.write_str("AgentX"),
+        }
+    }
+}
+
+/// `8192` → `8k`, `1000` → `1000`.
+fn short_len(n: u64) -> String {
+    if n >= 1024 && n % 1024 == 0 {
+        format!("{}k", n / 1024)
+    } else {
+        n.to_string()
+    }
+}
+
+/// Parallelism of one role (the whole server, or prefill / decode workers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Workers {
+    /// Worker count (disaggregated roles only).
+    pub num_workers: Option<u64>,
+    /// Tensor parallelism.
+    pub tp: u64,
+    /// Expert parallelism.
+    pub ep: u64,
+    /// Data-parallel attention.
+    pub dp_attn: bool,
+}
+
+/// One benchmark point a family runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PointSpec {
+    /// Scenario.
+    pub scenario: Scenario,
+    /// Concurrency.
+    pub conc: u64,
+    /// Speculative decoding (`none` when not set).
+    pub spec_decoding: String,
+    /// KV-cache offloading, `<mode>` or `<mode>/<backend>` (`dram/hicache`);
+    /// `None` when off. Families run the same topology with and without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_offload: Option<String>,
+    /// The server (single node) or the decode workers (disaggregated).
+    pub decode: Workers,
+    /// The prefill workers of a disaggregated point.
+    pub prefill: Option<Workers>,
+}
+
+impl PointSpec {
+    /// The topology part of the label: `TP4 EP4 DPA`, or for disaggregated
+    /// points prefill/decode as TP × workers, `PTP1x3/DTP4x4`, with EP and
+    /// DPA in parentheses when used: `P(TP8 EP8 DPA)x1/DTP8x2`.
+    pub fn topology(&self) -> String {
+        fn parallelism(w: &Workers) -> String {
+            let mut s = format!("TP{}", w.tp);
+            if w.ep > 1 {
+                s.push_str(&format!(" EP{}", w.ep));
+            }
+            if w.dp_attn {
+                s.push_str(" DPA");
+            }
+            s
+        }
+        fn role(prefix: char, w: &Workers) -> String {
+            let n = w.num_workers.unwrap_or(1);
+            if w.ep > 1 || w.dp_attn {
+                format!("{prefix}({})x{n}", parallelism(w))
+            } else {
+                format!("{prefix}TP{}x{n}", w.tp)
+            }
+        }
+        match &self.prefill {
+            None => parallelism(&self.decode),
+            Some(prefill) => format!("{}/{}", role('P', prefill), role('D', &self.decode)),
+        }
+    }
+
+    /// A short unique label, e.g. `8k1k c64 TP4 EP4 DPA MTP` or
+    /// `AgentX c565 PTP1x3/DTP4x4`.
+    pub fn label(&self) -> String {
+        let mut s = format!("{} c{} {}", self.scenario, self.conc, self.topology());
+        if self.spec_decoding != "none" {
+            s.push(' ');
+            s.push_str(&self.spec_decoding.to_ascii_uppercase());
+        }
+        if let Some(kv) = &self.kv_offload {
+            s.push_str(" KV ");
+            s.push_str(kv);
+        }
+        s
+    }
+}
+
+/// Most points one family may expand to; the real masters stay far below.
+pub const MAX_POINTS: usize = 10_000;
+
+/// Expands a master entry's `scenarios` into points, in config order and
+/// without duplicates. `conc-start`/`conc-end` doubles from start to end, as
+/// the InferenceX sweep generator does; `conc-list` is taken as written.
+pub fn family_points(family: &str, entry: &MasterEntry) -> Result<Vec<PointSpec>, BaselineError> {
+    let fail = |reason: String| BaselineError::SearchSpace {
+        family: family.to_owned(),
+        reason,
+    };
+    let mut points = Vec::new();
+    let mut seen = HashSet::new();
+    for (name, value) in &entry.scenarios {
+        let agentic = match name.as_str() {
+            "fixed-seq-len" => false,
+            "agentic-coding" => true,
+            // Scenarios Klaud does not know are not compared, not an error.
+            _ => continue,
+        };
+        let blocks = value
+            .as_array()
+            .ok_or_else(|| fail(format!("scenarios.{name} is not a list")))?;
+        for (bi, block) in blocks.iter().enumerate() {
+            let at = format!("scenarios.{name}[{bi}]");
+            let scenario = if agentic {
+                Scenario::Agentic
+            } else {
+                Scenario::FixedSeqLen {
+                    isl: uint(block, "isl").ok_or_else(|| fail(format!("{at}.isl is missing")))?,
+                    osl: uint(block, "osl").ok_or_else(|| fail(format!("{at}.osl is missing")))?,
+                }
+            };
+            let spaces = block
+                .get("search-space")
+                .and_then(Value::as_array)
+                .ok_or_else(|| fail(format!("{at}.search-space is not a list")))?;
+            for (si, space) in spaces.iter().enumerate() {
+                let at = format!("{at}.search-space[{si}]");
+                let concs = concurrencies(space).map_err(|r| fail(format!("{at}: {r}")))?;
+                let spec_decoding = text(space, "spec-decoding").unwrap_or_else(|| "none".into());
+                let kv_offload = kv_offload(space);
+                let (decode, prefill) = match (space.get("prefill"), space.get("decode")) {
+                    (Some(p), Some(d)) => (
+                        workers(d, true).map_err(|r| fail(format!("{at}.decode: {r}")))?,
+                        Some(workers(p, true).map_err(|r| fail(format!("{at}.prefill: {r}")))?),
+                    ),
+                    (None, None) => (
+                        workers(space, false).map_err(|r| fail(format!("{at}: {r}")))?,
+                        None,
+                    ),
+                    _ => return Err(fail(format!("{at}: prefill and decode must come together"))),
+                };
+                for conc in concs {
+                    let point = PointSpec {
+                        scenario,
+                        conc,
+                        spec_decoding: spec_decoding.clone(),
+                        kv_offload: kv_offload.clone(),
+                        decode,
+                        prefill,
+                    };
+                    if seen.insert(point.clone()) {
+                        points.push(point);
+                        if points.len() > MAX_POINTS {
+                            return Err(fail(format!("more than {MAX_POINTS} points")));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(points)
+}
+
+fn kv_offload(space: &Value) -> Option<String> {
+    let mode = text(space, "kv-offloading").filter(|m| m != "none" && !m.is_empty())?;
+    match space
+        .get("kv-offload-backend")
+        .and_then(|b| b.get("name"))
+        .and_then(Value::as_str)
+    {
+        Some(backend) => Some(format!("{mode}/{backend}")),
+        None => Some(mode),
+    }
+}
+
+fn uint(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64)
+}
+
+fn text(v: &Value, key: &str) -> Option<String> {
+    match v.get(key)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn workers(v: &Value, role: bool) -> Result<Workers, String> {
+    let tp = uint(v, "tp").ok_or("tp is missing or not a positive integer")?;
+    let ep = match v.get("ep") {
+        None | Some(Value::Null) => 1,
+        Some(e) => e.as_u64().ok_or("ep is not an integer")?,
+    };
+    let dp_attn = match v.get("dp-attn") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err("dp-attn is not true or false".into()),
+    };
+    let num_workers = if role {
+        Some(uint(v, "num-worker").unwrap_or(1))
+    } else {
+        None
+    };
+    Ok(Workers {
+        num_workers,
+        tp,
+        ep,
+        dp_attn,
+    })
+}
+
+fn concurrencies(space: &Value) -> Result<Vec<u64>, String> {
+    if let Some(list) = space.get("conc-list") {
+        let list = list.as_array().ok_or("conc-list is not a list")?;
+        if list.len() > MAX_POINTS {
+            return Err("conc-list is too long".into());
+        }
+        return list
+            .iter()
+            .map(|c| {
+                c.as_u64()
+                    .filter(|c| *c > 0)
+                    .ok_or_else(|| "conc-list holds a value that is not a positive integer".into())
+            })
+            .collect();
+    }
+    let start = uint(space, "conc-start").ok_or("conc-start is missing")?;
+    let end = uint(space, "conc-end").ok_or("conc-end is missing")?;
+    if start == 0 || start > end {
+        return Err(format!(
+            "conc-start {start} and conc-end {end} give no points"
+        ));
+    }
+    let mut out = Vec::new();
+    let mut conc = start;
+    while conc <= end {
+        out.push(conc);
+        conc = match conc.checked_mul(2) {
+            Some(next) => next,
+            None => break,
+        };
+    }
+    Ok(out)
+}
+
+/// One row of `/api/v1/benchmarks`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApiBenchmarkRow {
+    /// Hardware (`mi355x`).
+    pub hardware: String,
+    /// Engine.
+    pub framework: String,
+    /// Model prefix (`dsr1`).
+    pub model: String,
+    /// Precision.
+    pub precision: String,
+    /// Speculative decoding (`none`, `mtp`).
+    #[serde(default)]
+    pub spec_method: Option<String>,
+    /// Disaggregated.
+    #[serde(default)]
+    pub disagg: Option<bool>,
+    /// Multi-node.
+    #[serde(default)]
+    pub is_multinode: Option<bool>,
+    /// Prefill TP.
+    #[serde(default)]
+    pub prefill_tp: Option<u64>,
+    /// Prefill EP.
+    #[serde(default)]
+    pub prefill_ep: Option<u64>,
+    /// Prefill DP attention.
+    #[serde(default)]
+    pub prefill_dp_attention: Option<bool>,
+    /// Prefill workers (0 when not disaggregated).
+    #[serde(default)]
+    pub prefill_num_workers: Option<u64>,
+    /// Decode TP.
+    #[serde(default)]
+    pub decode_tp: Option<u64>,
+    /// Decode EP.
+    #[serde(default)]
+    pub decode_ep: Option<u64>,
+    /// Decode DP attention.
+    #[serde(default)]
+    pub decode_dp_attention: Option<bool>,
+    /// Decode workers (0 when not disaggregated).
+    #[serde(default)]
+    pub decode_num_workers: Option<u64>,
+    /// Input sequence length (absent for AgentX).
+    #[serde(default)]
+    pub isl: Option<u64>,
+    /// Output sequence length (absent for AgentX).
+    #[serde(default)]
+    pub osl: Option<u64>,
+    /// Concurrency.
+    pub conc: u64,
+    /// Image, when recorded.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// Metrics, seconds for latencies.
+    #[serde(default)]
+    pub metrics: serde_json::Map<String, Value>,
+    /// Publication date.
+    #[serde(default)]
+    pub date: Option<String>,
+    /// The run that produced it.
+    #[serde(default)]
+    pub run_url: Option<String>,
+}
+
+/// `/api/v1/workflow-info`: only the parts the baseline uses.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowInfo {
+    /// Runs of the day.
+    #[serde(default)]
+    pub runs: Vec<Value>,
+    /// Changelog entries of the day.
+    #[serde(default)]
+    pub changelogs: Vec<Value>,
+    /// Configurations benchmarked that day.
+    #[serde(default)]
+    pub configs: Vec<WorkflowConfig>,
+}
+
+/// A configuration benchmarked on a day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowConfig {
+    /// Model prefix.
+    pub model: String,
+    /// Input sequence length.
+    #[serde(default)]
+    pub isl: Option<u64>,
+    /// Output sequence length.
+    #[serde(default)]
+    pub osl: Option<u64>,
+    /// Precision.
+    pub precision: String,
+    /// Hardware.
+    pub hardware: String,
+    /// Engine.
+    pub framework: String,
+    /// Speculative decoding.
+    #[serde(default)]
+    pub spec_method: Option<String>,
+    /// Disaggregated.
+    #[serde(default)]
+    pub disagg: Option<bool>,
+}
+
+/// Parses a `/api/v1/benchmarks` answer.
+pub fn parse_benchmarks(fetched: &Fetched) -> Result<Vec<ApiBenchmarkRow>, BaselineError> {
+    let value: Value =
+        serde_json::from_str(&fetched.body).map_err(|e| BaselineError::Response {
+            url: fetched.url.clone(),
+            reason: format!("not valid JSON: {e}"),
+        })?;
+    let Value::Array(rows) = value else {
+        return Err(BaselineError::Response {
+            url: fetched.url.clone(),
+            reason: "expected a list of rows".into(),
+        });
+    };
+    rows.into_iter()
+        .enumerate()
+        .map(|(index, row)| {
+            serde_json::from_value(row).map_err(|e| BaselineError::Row {
+                url: fetched.url.clone(),
+                index,
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Parses a `/api/v1/workflow-info` answer.
+pub fn parse_workflow_info(fetched: &Fetched) -> Result<WorkflowInfo, BaselineError> {
+    let fail = |reason: String| BaselineError::Response {
+        url: fetched.url.clone(),
+        reason,
+    };
+    let value: Value =
+        serde_json::from_str(&fetched.body).map_err(|e| fail(format!("not valid JSON: {e}")))?;
+    // Derived deserializers also accept a list in field order; the API
+    // answers an object, and anything else is a wrong endpoint.
+    if !value.is_object() {
+        return Err(fail("expected a workflow-info object".into()));
+    }
+    serde_json::from_value(value).map_err(|e| fail(format!("not a workflow-info object: {e}")))
+}
+
+/// The frozen baseline of one PR.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    /// Publication date asked.
+    pub date: NaiveDate,
+    /// The family's current image (what the baseline measures).
+    pub image: String,
+    /// Model display name asked.
+    pub model: String,
+    /// The URLs the data came from.
+    pub source_urls: Vec<String>,
+    /// One entry per family point, in family order.
+    pub points: Vec<BaselinePoint>,
+}
+
+/// A point's baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselinePoint {
+    /// Short label, e.g. `8k1k c64 TP4`.
+    pub label: String,
+    /// The point.
+    pub point: PointSpec,
+    /// The published numbers, or why there are none.
+    pub value: BaselineValue,
+}
+
+/// Published numbers, or why there are none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum BaselineValue {
+    /// Numbers from a published row.
+    Measured {
+        /// The metrics (latencies in seconds).
+        metrics: PointMetrics,
+        /// The run that produced them.
+        run_url: Option<String>,
+    },
+    /// N/A.
+    Unavailable {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl BaselinePoint {
+    /// The metrics, when measured.
+    pub fn metrics(&self) -> Option<&PointMetrics> {
+        match &self.value {
+            BaselineValue::Measured { metrics, .. } => Some(metrics),
+            BaselineValue::Unavailable { .. } => None,
+        }
+    }
+}
+
+/// What to freeze.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaselineRequest {
+    /// Model display name, as the API wants it (`Qwen-3.5-397B-A17B`).
+    pub model: String,
+    /// Publication date.
+    pub date: NaiveDate,
+    /// The family's current image.
+    pub image: String,
+    /// Shared point attributes.
+    pub key: FamilyKey,
+    /// The points, from [`family_points`].
+    pub points: Vec<PointSpec>,
+}
+
+/// Asks `source` and freezes the baseline.
+pub async fn freeze(
+    source: &dyn BaselineSource,
+    request: &BaselineRequest,
+) -> Result<Baseline, BaselineError> {
+    let benchmarks = source.benchmarks(&request.model, request.date).await?;
+    let workflow = source.workflow_info(request.date).await?;
+    build_baseline(request, &benchmarks, &workflow)
+}
+
+/// Matches the API answers to the request's points.
+pub fn build_baseline(
+    request: &BaselineRequest,
+    benchmarks: &Fetched,
+    workflow: &Fetched,
+) -> Result<Baseline, BaselineError> {
+    let rows = parse_benchmarks(benchmarks)?;
+    let info = parse_workflow_info(workflow)?;
+    let current = ImageRef::parse(&request.image).ok();
+    let points = request
+        .points
+        .iter()
+        .map(|point| BaselinePoint {
+            label: point.label(),
+            point: point.clone(),
+            value: match_point(request, current.as_ref(), point, &rows, &info),
+        })
+        .collect();
+    Ok(Baseline {
+        date: request.date,
+        image: request.image.clone(),
+        model: request.model.clone(),
+        source_urls: vec![benchmarks.url.clone(), workflow.url.clone()],
+        points,
+    })
+}
+
+fn eq_ci(a: &str, b: &str) -> bool {
+    a.eq_ignore_ascii_case(b)
+}
+
+/// Whether a stated row value agrees with the point; unstated agrees.
+fn agrees<T: PartialEq>(stated: Option<T>, wanted: T) -> bool {
+    stated.is_none_or(|s| s == wanted)
+}
+
+fn row_matches(key: &FamilyKey, point: &PointSpec, row: &ApiBenchmarkRow) -> bool {
+    if !(eq_ci(&row.hardware, &key.hardware)
+        && eq_ci(&row.framework, &key.framework)
+        && eq_ci(&row.model, &key.model_prefix)
+        && eq_ci(&row.precision, &key.precision)
+        && row.conc == point.conc)
+    {
+        return false;
+    }
+    let scenario_ok = match point.scenario {
+        Scenario::FixedSeqLen { isl, osl } => row.isl == Some(isl) && row.osl == Some(osl),
+        Scenario::Agentic => row.isl.is_none() && row.osl.is_none(),
+    };
+    let spec_ok = row
+        .spec_method
+        .as_deref()
+        .is_none_or(|s| eq_ci(s, &point.spec_decoding));
+    let disagg = point.prefill.is_some();
+    // Single-node rows repeat the server's parallelism as prefill and decode.
+    let prefill = point.prefill.unwrap_or(point.decode);
+    let workers_ok = |stated: Option<u64>, wanted: Option<u64>| match wanted {
+        Some(w) => agrees(stated, w),
+        None => stated.is_none_or(|s| s == 0),
+    };
+    scenario_ok
+        && spec_ok
+        && agrees(row.disagg, disagg)
+        && agrees(row.decode_tp, point.decode.tp)
+        && agrees(row.decode_ep, point.decode.ep)
+        && agrees(row.decode_dp_attention, point.decode.dp_attn)
+        && agrees(row.prefill_tp, prefill.tp)
+        && agrees(row.prefill_ep, prefill.ep)
+        && agrees(row.prefill_dp_attention, prefill.dp_attn)
+        && workers_ok(row.decode_num_workers, point.decode.num_workers)
+        && workers_ok(
+            row.prefill_num_workers,
+            point.prefill.and_then(|p| p.num_workers),
+        )
+}
+
+fn same_image(current: Option<&ImageRef>, written: &str, row_image: &str) -> bool {
+    match (current, ImageRef::parse(row_image)) {
+        (Some(current), Ok(row)) => current.same_image(&row),
+        _ => written == row_image,
+    }
+}
+
+fn match_point(
+    request: &BaselineRequest,
+    current: Option<&ImageRef>,
+    point: &PointSpec,
+    rows: &[ApiBenchmarkRow],
+    info: &WorkflowInfo,
+) -> BaselineValue {
+    let matching: Vec<&ApiBenchmarkRow> = rows
+        .iter()
+        .filter(|row| row_matches(&request.key, point, row))
+        .collect();
+    if matching.is_empty() {
+        let benchmarked = info.configs.iter().any(|c| {
+            eq_ci(&c.model, &request.key.model_prefix)
+                && eq_ci(&c.hardware, &request.key.hardware)
+                && eq_ci(&c.framework, &request.key.framework)
+                && eq_ci(&c.precision, &request.key.precision)
+                && match point.scenario {
+                    Scenario::FixedSeqLen { isl, osl } => c.isl == Some(isl) && c.osl == Some(osl),
+                    Scenario::Agentic => c.isl.is_none(),
+                }
+        });
+        let reason = if benchmarked {
+            format!("no published result for this point on {}", request.date)
+        } else {
+            format!("not benchmarked on {}", request.date)
+        };
+        return BaselineValue::Unavailable { reason };
+    }
+    // Rows of the current image first; rows that do not record an image are
+    // accepted next (older publications); rows of another image never are.
+    let chosen = matching
+        .iter()
+        .find(|r| {
+            r.image
+                .as_deref()
+                .is_some_and(|i| same_image(current, &request.image, i))
+        })
+        .or_else(|| matching.iter().find(|r| r.image.is_none()));
+    let Some(row) = chosen else {
+        let other = matching
+            .iter()
+            .find_map(|r| r.image.as_deref())
+            .unwrap_or_default();
+        return BaselineValue::Unavailable {
+            reason: format!(
+                "published result ran another image ({})",
+                shorten(other, 120)
+            ),
+        };
+    };
+    let metric = |name: &str| {
+        row.metrics
+            .get(name)
+            .and_then(Value::as_f64)
+            .filter(|f| f.is_finite())
+    };
+    let names = [
+        "tput_per_gpu",
+        "output_tput_per_gpu",
+        "mean_ttft",
+        "mean_tpot",
+    ];
+    let values: Vec<Option<f64>> = names.iter().map(|n| metric(n)).collect();
+    match values.as_slice() {
+        [Some(t), Some(o), Some(ttft), Some(tpot)] => BaselineValue::Measured {
+            metrics: PointMetrics {
+                tput_per_gpu: *t,
+                output_tput_per_gpu: *o,
+                mean_ttft: *ttft,
+                mean_tpot: *tpot,
+            },
+            run_url: row.run_url.clone(),
+        },
+        _ => {
+            let missing: Vec<&str> = names
+                .iter()
+                .zip(&values)
+                .filter(|(_, v)| v.is_none())
+                .map(|(n, _)| *n)
+                .collect();
+            BaselineValue::Unavailable {
+                reason: format!("published result lacks {}", missing.join(", ")),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(conc: u64, tp: u64) -> PointSpec {
+        PointSpec {
+            scenario: Scenario::FixedSeqLen {
+                isl: 1024,
+                osl: 1024,
+            },
+            conc,
+            spec_decoding: "none".into(),
+            kv_offload: None,
+            decode: Workers {
+                num_workers: None,
+                tp,
+                ep: 1,
+                dp_attn: false,
+            },
+            prefill: None,
+        }
+    }
+
+    fn request(points: Vec<PointSpec>) -> BaselineRequest {
+        BaselineRequest {
+            model: "DeepSeek-R1-0528".into(),
+            date: NaiveDate::from_ymd_opt(2026, 2, 27).expect("date"),
+            image: "lmsysorg/sglang:v0.5.9-rocm700-mi35x".into(),
+            key: FamilyKey {
+                hardware: "mi355x".into(),
+                framework: "sglang".into(),
+                model_prefix: "dsr1".into(),
+                precision: "fp4".into(),
+            },
+            points,
+        }
+    }
+
+    const ROW: &str = r#"{"hardware":"mi355x","framework":"sglang","model":"dsr1","precision":"fp4","spec_method":"none","disagg":false,"is_multinode":false,"prefill_tp":4,"prefill_ep":1,"prefill_dp_attention":false,"prefill_num_workers":0,"decode_tp":4,"decode_ep":1,"decode_dp_attention":false,"decode_num_workers":0,"isl":1024,"osl":1024,"conc":4,"image":"IMAGE","metrics":{"mean_tpot":0.0106,"mean_ttft":0.1477,"tput_per_gpu":180.65,"output_tput_per_gpu":89.88},"date":"2026-02-27","run_url":"https://github.com/o/r/actions/runs/1/attempts/1"}"#;
+
+    fn fetched(body: String) -> Fetched {
+        Fetched {
+            url: "https://api.example/api/v1/benchmarks?model=x".into(),
+            body,
+        }
+    }
+
+    fn info() -> Fetched {
+        Fetched {
+            url: "https://api.example/api/v1/workflow-info?date=2026-02-27".into(),
+            body: r#"{"runs":[],"changelogs":[],"configs":[{"model":"dsr1","isl":1024,"osl":1024,"precision":"fp4","hardware":"mi355x","framework":"sglang","spec_method":"none","disagg":false}]}"#.into(),
+        }
+    }
+
+    #[test]
+    fn matching_row_gives_numbers_and_others_are_na_with_reason() {
+        let rows = format!(
+            "[{}]",
+            ROW.replace("IMAGE", "lmsysorg/sglang:v0.5.9-rocm700-mi35x")
+        );
+        let req = request(vec![point(4, 4), point(8, 4), point(4, 8)]);
+        let b = build_baseline(&req, &fetched(rows), &info()).expect("builds");
+        assert_eq!(b.points[0].label, "1k1k c4 TP4");
+        let m = b.points[0].metrics().expect("measured");
+        assert_eq!(m.output_tput_per_gpu, 89.88);
+        assert_eq!(
+            b.points[1].value,
+            BaselineValue::Unavailable {
+                reason: "no published result for this point on 2026-02-27".into()
+            }
+        );
+        assert!(b.points[2].metrics().is_none());
+        assert_eq!(b.source_urls.len(), 2);
+    }
+
+    #[test]
+    fn rows_of_another_image_are_not_a_baseline() {
+        let rows = format!(
+            "[{}]",
+            ROW.replace("IMAGE", "lmsysorg/sglang:v0.5.8-rocm700-mi35x")
+        );
+        let b = build_baseline(&request(vec![point(4, 4)]), &fetched(rows), &info()).expect("ok");
+        let BaselineValue::Unavailable { reason } = &b.points[0].value else {
+            panic!("must be N/A");
+        };
+        assert!(reason.contains("another image"), "{reason}");
+        let rows = format!("[{}]", ROW.replace("\"IMAGE\"", "null"));
+        let b = build_baseline(&request(vec![point(4, 4)]), &fetched(rows), &info()).expect("ok");
+        assert!(b.points[0].metrics().is_some());
+    }
+
+    #[test]
+    fn malformed_answers_name_url_row_and_field() {
+        let req = request(vec![point(4, 4)]);
+        let err = build_baseline(&req, &fetched("{".into()), &info()).unwrap_err();
+        assert!(err.to_string().contains("not valid JSON"), "{err}");
+        let err = build_baseline(&req, &fetched("{}".into()), &info()).unwrap_err();
+        assert!(err.to_string().contains("expected a list of rows"), "{err}");
+        let bad = ROW.replace(r#""conc":4,"#, "");
+        let err = build_baseline(&req, &fetched(format!("[{bad}]")), &info()).unwrap_err();
+        assert!(
+            err.to_string().contains("row 0: missing field `conc`"),
+            "{err}"
+        );
+        let broken_info = Fetched {
+            url: "u".into(),
+            body: "[]".into(),
+        };
+        let rows = format!("[{}]", ROW.replace("\"IMAGE\"", "null"));
+        assert!(build_baseline(&req, &fetched(rows), &broken_info).is_err());
+    }
+
+    #[test]
+    fn missing_metric_is_na_naming_it() {
+        let rows = format!(
+            "[{}]",
+            ROW.replace("\"IMAGE\"", "null")
+                .replace(r#""mean_tpot":0.0106,"#, "")
+        );
+        let b = build_baseline(&request(vec![point(4, 4)]), &fetched(rows), &info()).expect("ok");
+        assert_eq!(
+            b.points[0].value,
+            BaselineValue::Unavailable {
+                reason: "published result lacks mean_tpot".into()
+            }
+        );
+    }
+
+    struct FakeSource {
+        benchmarks: Result<String, String>,
+    }
+
+    #[async_trait]
+    impl BaselineSource for FakeSource {
+        async fn benchmarks(&self, model: &str, date: NaiveDate) -> Result<Fetched, SourceError> {
+            let url = benchmarks_url("https://api.example", model, date);
+            match &self.benchmarks {
+                Ok(body) => Ok(Fetched {
+                    url,
+                    body: body.clone(),
+                }),
+                Err(reason) => Err(SourceError {
+                    url,
+                    reason: reason.clone(),
+                }),
+            }
+        }
+
+        async fn workflow_info(&self, _date: NaiveDate) -> Result<Fetched, SourceError> {
+            Ok(info())
+        }
+    }
+
+    #[tokio::test]
+    async fn freeze_asks_the_source_and_reports_its_failures() {
+        let req = request(vec![point(4, 4)]);
+        let rows = format!(
+            "[{}]",
+            ROW.replace("IMAGE", "lmsysorg/sglang:v0.5.9-rocm700-mi35x")
+        );
+        let ok = FakeSource {
+            benchmarks: Ok(rows),
+        };
+        let b = freeze(&ok, &req).await.expect("freezes");
+        assert!(b.points[0].metrics().is_some());
+        assert_eq!(
+            b.source_urls[0],
+            "https://api.example/api/v1/benchmarks?model=DeepSeek-R1-0528&date=2026-02-27&exact=true"
+        );
+        let down = FakeSource {
+            benchmarks: Err("HTTP 503".into()),
+        };
+        let err = freeze(&down, &req).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "baseline source https://api.example/api/v1/benchmarks?model=DeepSeek-R1-0528&date=2026-02-27&exact=true: HTTP 503"
+        );
+    }
+
+    #[test]
+    fn runner_labels_map_to_api_hardware() {
+        assert_eq!(hardware_of_runner("cluster:b200-dgxc"), "b200");
+        assert_eq!(hardware_of_runner("h100-multinode"), "h100");
+        assert_eq!(hardware_of_runner("mi355x"), "mi355x");
+        assert_eq!(hardware_of_runner("b200-dsv4"), "b200");
+    }
+
+    #[test]
+    fn urls_encode_the_model() {
+        let date = NaiveDate::from_ymd_opt(2026, 9, 9).expect("date");
+        assert_eq!(
+            benchmarks_url(
+                "https://inferencex.semianalysis.com/",
+                "Qwen-3.5-397B-A17B",
+                date
+            ),
+            "https://inferencex.semianalysis.com/api/v1/benchmarks?model=Qwen-3.5-397B-A17B&date=2026-09-09&exact=true"
+        );
+        assert!(benchmarks_url("h", "a b&c", date).contains("model=a+b%26c&"));
+        assert_eq!(
+            workflow_info_url("h", date),
+            "h/api/v1/workflow-info?date=2026-09-09"
+        );
+    }
+}

@@ -1,0 +1,325 @@
+//! Maintainer commands in PR comments (spec §8): `/klaud retry`,
+//! `/klaud release`, `/klaud stop`, `/klaud status`, and who may give them.
+//!
+//! A command is a line that starts (after at most three spaces) with
+//! `/klaud` followed by a verb. Text that Markdown shows as code or as a
+//! quotation is never a command: fenced blocks (```` ``` ```` and `~~~`),
+//! indented code, `>` quotes and HTML comments are skipped, and a command
+//! inside inline code cannot start a line. This keeps a maintainer who
+//! explains or quotes a command from triggering it.
+
+use std::fmt;
+
+/// What a command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Command {
+    /// Run the next attempt again.
+    Retry,
+    /// Release the claim.
+    Release,
+    /// Stop working on the PR (finish as handoff).
+    Stop,
+    /// Reply with the candidate's state.
+    Status,
+    /// `/klaud` with a verb Klaud does not know (empty when there was
+    /// none); the bot answers with help.
+    Unknown(String),
+}
+
+impl Command {
+    /// The verb as written in a comment.
+    pub fn verb(&self) -> &str {
+        match self {
+            Command::Retry => "retry",
+            Command::Release => "release",
+            Command::Stop => "stop",
+            Command::Status => "status",
+            Command::Unknown(verb) => verb,
+        }
+    }
+}
+
+/// A command found in a comment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedCommand {
+    /// The command.
+    pub command: Command,
+    /// The text after the verb, trimmed (e.g. a reason), at most
+    /// [`MAX_ARGUMENT_CHARS`] characters.
+    pub argument: String,
+    /// 1-based line number in the comment.
+    pub line: usize,
+}
+
+/// Arguments are free text for receipts and replies; longer ones are cut.
+pub const MAX_ARGUMENT_CHARS: usize = 500;
+
+const PREFIX: &str = "/klaud";
+
+/// The commands in a comment body, in order.
+pub fn parse_commands(body: &str) -> Vec<ParsedCommand> {
+    let mut found = Vec::new();
+    let mut fence: Option<(char, usize)> = None;
+    let mut in_html_comment = false;
+    // Indented code cannot interrupt a paragraph, so an indented line right
+    // after text is a continuation, not code — but a continuation line is
+    // also not at the start of a block, so it can never be a command either.
+    for (index, raw) in body.split('\n').enumerate() {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        let (indent, rest) = leading_indent(line);
+
+        if let Some((ch, len)) = fence {
+            if indent < 4 && closes_fence(rest, ch, len) {
+                fence = None;
+            }
+            continue;
+        }
+        if in_html_comment {
+            if line.contains("-->") {
+                in_html_comment = false;
+            }
+            continue;
+        }
+        if indent >= 4 {
+            continue;
+        }
+        if let Some(open) = opens_fence(rest) {
+            fence = Some(open);
+            continue;
+        }
+        if rest.starts_with('>') {
+            continue;
+        }
+        if let Some(after) = rest.strip_prefix("<!--") {
+            if !after.contains("-->") {
+                in_html_comment = true;
+            }
+            continue;
+        }
+        if let Some(command) = parse_line(rest, index + 1) {
+            found.push(command);
+        }
+    }
+    found
+}
+
+/// Width of leading spaces and tabs (a tab counts as four, as in
+/// CommonMark's tab stops from the line start) and the rest of the line.
+fn leading_indent(line: &str) -> (usize, &str) {
+    let mut width = 0;
+    for (i, c) in line.char_indices() {
+        match c {
+            ' ' => width += 1,
+            '\t' => width += 4 - width % 4,
+            _ => return (width, &line[i..]),
+        }
+    }
+    (width, "")
+}
+
+fn opens_fence(rest: &str) -> Option<(char, usize)> {
+    let ch = rest.chars().next().filter(|c| *c == '`' || *c == '~')?;
+    let len = rest.chars().take_while(|c| *c == ch).count();
+    if len < 3 {
+        return None;
+    }
+    // A backtick fence's info string may not contain backticks.
+    if ch == '`' && rest[len..].contains('`') {
+        return None;
+    }
+    Some((ch, len))
+}
+
+fn closes_fence(rest: &str, ch: char, len: usize) -> bool {
+    let run = rest.chars().take_while(|c| *c == ch).count();
+    run >= len && rest[run * ch.len_utf8()..].trim().is_empty()
+}
+
+fn parse_line(rest: &str, line: usize) -> Option<ParsedCommand> {
+    let head = rest.get(..PREFIX.len())?;
+    if !head.eq_ignore_ascii_case(PREFIX) {
+        return None;
+    }
+    let after = &rest[PREFIX.len()..];
+    // `/klaudius` is not `/klaud`.
+    if !(after.is_empty() || after.starts_with(char::is_whitespace)) {
+        return None;
+    }
+    let after = after.trim();
+    let (verb, argument) = match after.split_once(char::is_whitespace) {
+        Some((verb, argument)) => (verb, argument.trim()),
+        None => (after, ""),
+    };
+    let command = match verb.to_ascii_lowercase().as_str() {
+        "retry" => Command::Retry,
+        "release" => Command::Release,
+        "stop" => Command::Stop,
+        "status" => Command::Status,
+        _ => Command::Unknown(verb.chars().take(40).collect()),
+    };
+    Some(ParsedCommand {
+        command,
+        argument: argument.chars().take(MAX_ARGUMENT_CHARS).collect(),
+        line,
+    })
+}
+
+/// A user's collaborator permission on the repository, as GitHub's
+/// `GET /repos/{owner}/{repo}/collaborators/{user}/permission` reports it
+/// (`role_name`, or the legacy `permission`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Permission {
+    /// `admin`.
+    Admin,
+    /// `maintain`.
+    Maintain,
+    /// `write` (also legacy `push`).
+    Write,
+    /// `triage`.
+    Triage,
+    /// `read` (also legacy `pull`).
+    Read,
+    /// `none`.
+    None,
+}
+
+impl Permission {
+    /// Parses GitHub's spelling; unknown spellings are `None` so that a new
+    /// role GitHub invents is refused until someone decides otherwise.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "admin" => Some(Self::Admin),
+            "maintain" => Some(Self::Maintain),
+            "write" | "push" => Some(Self::Write),
+            "triage" => Some(Self::Triage),
+            "read" | "pull" => Some(Self::Read),
+            "none" => Some(Self::None),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Permission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Permission::Admin => "admin",
+            Permission::Maintain => "maintain",
+            Permission::Write => "write",
+            Permission::Triage => "triage",
+            Permission::Read => "read",
+            Permission::None => "none",
+        })
+    }
+}
+
+/// Whether a command is obeyed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authorization {
+    /// The user may command Klaud.
+    Allowed,
+    /// Refused; the reason is safe to post as a reply.
+    Refused(String),
+}
+
+/// The permission rule: only `write`, `maintain` and `admin` may command
+/// Klaud; a lookup that failed or answered something unknown refuses (fail
+/// closed). `lookup` is the role name GitHub answered, or the error.
+pub fn authorize<E: fmt::Display>(user: &str, lookup: Result<&str, E>) -> Authorization {
+    let user: String = user.chars().take(60).collect();
+    match lookup {
+        Err(_) => Authorization::Refused(format!(
+            "Could not verify the repository permission of {user}; commands need write, maintain or admin permission."
+        )),
+        Ok(role) => match Permission::parse(role) {
+            Some(Permission::Admin | Permission::Maintain | Permission::Write) => {
+                Authorization::Allowed
+            }
+            Some(other) => Authorization::Refused(format!(
+                "{user} has {other} permission; commands need write, maintain or admin permission."
+            )),
+            None => Authorization::Refused(format!(
+                "{user} has an unrecognized permission; commands need write, maintain or admin permission."
+            )),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn commands(body: &str) -> Vec<Command> {
+        parse_commands(body)
+            .into_iter()
+            .map(|c| c.command)
+            .collect()
+    }
+
+    #[test]
+    fn finds_each_command_at_line_start() {
+        let body =
+            "Thanks!\n/klaud retry\n  /klaud status\n/klaud release flaky runner\r\n/klaud stop";
+        let parsed = parse_commands(body);
+        assert_eq!(
+            parsed.iter().map(|c| c.command.clone()).collect::<Vec<_>>(),
+            vec![
+                Command::Retry,
+                Command::Status,
+                Command::Release,
+                Command::Stop
+            ]
+        );
+        assert_eq!(parsed[2].argument, "flaky runner");
+        assert_eq!(parsed[2].line, 4);
+    }
+
+    #[test]
+    fn unknown_and_bare_commands_are_reported_for_help() {
+        assert_eq!(
+            commands("/klaud frobnicate\n/klaud\n/KLAUD Retry"),
+            vec![
+                Command::Unknown("frobnicate".into()),
+                Command::Unknown(String::new()),
+                Command::Retry
+            ]
+        );
+        assert!(commands("/klaudius retry\nplease /klaud retry\n/klaud-retry").is_empty());
+    }
+
+    #[test]
+    fn code_quotes_and_comments_are_ignored() {
+        let body = "```\n/klaud retry\n```\n~~~~ sh\n/klaud stop\n~~~\nstill fenced\n/klaud stop\n~~~~\n\
+                    > /klaud release\n>/klaud release\n    /klaud status\n\t/klaud status\n\
+                    `/klaud retry`\n<!--\n/klaud stop\n-->\n<!-- /klaud stop -->\n/klaud status";
+        assert_eq!(commands(body), vec![Command::Status]);
+    }
+
+    #[test]
+    fn unterminated_fence_swallows_the_rest() {
+        assert!(commands("```\n/klaud retry").is_empty());
+        assert_eq!(commands("``` a`b\n/klaud retry"), vec![Command::Retry]);
+    }
+
+    #[test]
+    fn permission_rule_fails_closed() {
+        for role in ["write", "maintain", "admin", "Admin", "push"] {
+            assert_eq!(
+                authorize::<String>("alice", Ok(role)),
+                Authorization::Allowed,
+                "{role}"
+            );
+        }
+        for role in ["read", "triage", "none", "owner", ""] {
+            assert!(matches!(
+                authorize::<String>("bob", Ok(role)),
+                Authorization::Refused(_)
+            ));
+        }
+        let refused = authorize("carol", Err("HTTP 502"));
+        let Authorization::Refused(reason) = refused else {
+            panic!("a failed lookup must refuse");
+        };
+        assert!(reason.contains("Could not verify"), "{reason}");
+        assert!(!reason.contains("502"), "{reason}");
+    }
+}

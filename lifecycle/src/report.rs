@@ -1,0 +1,106 @@
+//! Everything Klaud writes for people to read (spec §7): the PR title and
+//! body, attempt reports, receipts and the cleanup marker — each with a
+//! hidden typed record so a later run (or another instance) can find it,
+//! read it back and tell whether publishing again would change anything.
+//!
+//! Rendering is pure; publishing is the state machine's job. Every value
+//! from outside is escaped ([`format`](mod@format)) so Klaud never mentions anyone and
+//! no text can break a marker.
+
+pub mod attempt;
+pub mod format;
+pub mod markers;
+pub mod pr;
+pub mod receipt;
+
+pub use attempt::{
+    AttemptReport, EvalComparison, MAX_COMMENT_CHARS, Measure, PartInfo, ReassembleError,
+    ReportRow, ReportSection, compare, compare_evals, parse_report, reassemble, render_report,
+    render_report_with_limit,
+};
+pub use markers::{HiddenRecord, MarkerError, MarkerKey, ReportName, find_record};
+pub use pr::{
+    BASELINE_END, BASELINE_PLACEHOLDER, BASELINE_START, DEFAULT_DISPLAY_NAME, FrozenBaseline,
+    FrozenError, Provenance, SpliceError, UpstreamRange, engine_display, initial_body,
+    parse_baseline_block, pr_title, render_baseline_block, splice_baseline,
+};
+pub use receipt::{Receipt, SweepCheck, parse_receipt, render_cleanup, render_receipt};
+
+/// A comment ready to publish, with the key that identifies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedComment {
+    /// The marker key.
+    pub key: MarkerKey,
+    /// The full body.
+    pub body: String,
+}
+
+/// Why a report could not be rendered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    /// Even one row per part does not fit, or more than 999 parts are needed.
+    #[error("report {marker} cannot be split into comments of at most {limit} characters")]
+    TooLarge {
+        /// The record's marker.
+        marker: String,
+        /// The limit.
+        limit: usize,
+    },
+}
+
+/// How an existing comment relates to one Klaud wants to publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Existing {
+    /// Not this record (another record, another bot, a person).
+    Unrelated,
+    /// The same record with the same content: publishing changes nothing.
+    Identical,
+    /// The same record with other content: edit that comment.
+    Changed,
+}
+
+/// Compares an existing comment body with a rendered comment. Two bodies
+/// are the same record when their markers are equal; the content is equal
+/// when the texts are (line endings aside) or the hidden JSON values are —
+/// so a newer Klaud with different wording does not re-publish old records.
+/// A malformed Klaud marker is reported as an error: it needs a person.
+pub fn compare_existing(
+    existing_body: &str,
+    wanted: &RenderedComment,
+) -> Result<Existing, MarkerError> {
+    let Some(found) = find_record(existing_body)? else {
+        return Ok(Existing::Unrelated);
+    };
+    if found.key != wanted.key {
+        return Ok(Existing::Unrelated);
+    }
+    if existing_body.replace("\r\n", "\n").trim_end() == wanted.body.trim_end() {
+        return Ok(Existing::Identical);
+    }
+    let ours = find_record(&wanted.body)?.ok_or_else(|| MarkerError::WrongKind {
+        expected: "Klaud record",
+        found: "a rendered comment without marker".to_owned(),
+    })?;
+    let theirs: serde_json::Value = markers::parse_json(&found)?;
+    let mine: serde_json::Value = markers::parse_json(&ours)?;
+    Ok(if theirs == mine {
+        Existing::Identical
+    } else {
+        Existing::Changed
+    })
+}
+
+/// Serde for [`CandidateId`] as its text, validated when read.
+pub(crate) mod candidate_serde {
+    use crate::model::CandidateId;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(id: &CandidateId, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(id.as_str())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<CandidateId, D::Error> {
+        let text = String::deserialize(d)?;
+        CandidateId::new(&text).map_err(serde::de::Error::custom)
+    }
+}

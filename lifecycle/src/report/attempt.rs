@@ -1,0 +1,736 @@
+//! Attempt report comments (spec §7): a hidden typed record followed by the
+//! rendered text, English then Chinese.
+//!
+//! Splitting: GitHub refuses comments over 65,536 characters, and Klaud keeps
+//! each one at most [`MAX_COMMENT_CHARS`]. A report that does not fit is
+//! published as parts `…:<name>:part-1`, `…:part-2`, …; every part is a
+//! complete report of its own (header, image, its tables) whose record holds
+//! a slice of the rows plus `part: {index, count}`. [`reassemble`] joins the
+//! records of all parts back into the whole report.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::format::{code, link, ms, score, text, timestamp, with_delta};
+use super::markers::{
+    HiddenRecord, MAX_PARTS, MarkerError, MarkerKey, ReportName, hidden_block, hidden_json,
+    parse_json,
+};
+use super::{RenderedComment, ReportError, candidate_serde};
+use crate::artifacts::{BenchmarkRow, EvalRow, PointMetrics};
+use crate::baseline::{Baseline, PointSpec, Scenario};
+use crate::model::{AttemptKind, AttemptStatus, CandidateId, OwnerRun, RunRef};
+
+/// Most characters in one published comment.
+pub const MAX_COMMENT_CHARS: usize = 60_000;
+
+/// A measured value, or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum Measure {
+    /// The numbers.
+    Measured {
+        /// Metrics, latencies in seconds.
+        metrics: PointMetrics,
+    },
+    /// N/A.
+    Missing {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Measure {
+    fn metrics(&self) -> Option<&PointMetrics> {
+        match self {
+            Measure::Measured { metrics } => Some(metrics),
+            Measure::Missing { .. } => None,
+        }
+    }
+}
+
+/// One row of a report table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportRow {
+    /// The point's label (for N/A notes).
+    pub label: String,
+    /// Concurrency.
+    pub conc: u64,
+    /// This attempt's result.
+    pub new: Measure,
+    /// The frozen baseline.
+    pub old: Measure,
+}
+
+/// Rows of one scenario and topology: one table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReportSection {
+    /// Scenario, e.g. `8k1k` or `AgentX MTP`.
+    pub scenario: String,
+    /// Topology, e.g. `TP4 EP4 DPA`.
+    pub topology: String,
+    /// Rows by concurrency.
+    pub rows: Vec<ReportRow>,
+}
+
+/// One eval result against its baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalComparison {
+    /// Task.
+    pub task: String,
+    /// Metric name.
+    pub score_name: String,
+    /// Concurrency.
+    pub conc: u64,
+    /// This attempt's score, `None` when missing.
+    pub new: Option<f64>,
+    /// The baseline score, `None` when there is none.
+    pub old: Option<f64>,
+}
+
+/// Which part of a split report a record is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartInfo {
+    /// From 1.
+    pub index: u32,
+    /// Number of parts.
+    pub count: u32,
+}
+
+/// The typed record of an attempt (or baseline) report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptReport {
+    /// Owner run.
+    #[serde(rename = "owner-run")]
+    pub owner_run: OwnerRun,
+    /// Candidate.
+    #[serde(with = "candidate_serde")]
+    pub candidate: CandidateId,
+    /// Record name.
+    pub name: ReportName,
+    /// The attempt; `None` for the baseline report.
+    pub kind: Option<AttemptKind>,
+    /// Attempt status.
+    pub status: AttemptStatus,
+    /// Words after the status, e.g. `smoke`.
+    pub detail: Option<String>,
+    /// The run, when there is one.
+    pub run: Option<RunRef>,
+    /// When the report was made.
+    pub at: DateTime<Utc>,
+    /// Image tested.
+    pub image: String,
+    /// Head commit tested.
+    pub head: Option<String>,
+    /// Tables.
+    pub sections: Vec<ReportSection>,
+    /// Evals.
+    pub evals: Vec<EvalComparison>,
+    /// Free-form remarks (e.g. why the run failed).
+    pub notes: Vec<String>,
+    /// Set on the records of a split report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<PartInfo>,
+}
+
+impl AttemptReport {
+    /// The marker key of this record (with its part, if any).
+    pub fn key(&self) -> MarkerKey {
+        MarkerKey::Report {
+            owner_run: self.owner_run,
+            candidate: self.candidate.clone(),
+            name: self.name,
+            part: self.part.map(|p| p.index),
+        }
+    }
+
+    /// The `baseline` report: the frozen numbers of every point, published
+    /// once so the thread shows what later attempts compare against.
+    pub fn for_baseline(
+        owner_run: OwnerRun,
+        candidate: CandidateId,
+        at: DateTime<Utc>,
+        baseline: &Baseline,
+    ) -> Self {
+        let mut sections = compare(baseline, &[], "");
+        for row in sections.iter_mut().flat_map(|s| s.rows.iter_mut()) {
+            row.new = row.old.clone();
+        }
+        Self {
+            owner_run,
+            candidate,
+            name: ReportName::Baseline,
+            kind: None,
+            status: AttemptStatus::Passed,
+            detail: Some(format!("frozen {}", baseline.date)),
+            run: None,
+            at,
+            image: baseline.image.clone(),
+            head: None,
+            sections,
+            evals: Vec::new(),
+            notes: Vec::new(),
+            part: None,
+        }
+    }
+
+    fn title(&self) -> (String, String) {
+        match &self.kind {
+            Some(kind) => (kind.title(), kind.title_zh()),
+            None => ("Baseline".to_owned(), "基线".to_owned()),
+        }
+    }
+}
+
+/// Builds the tables: each baseline point with the attempt's row for it,
+/// then attempt rows that match no baseline point. Rows are matched on
+/// scenario, concurrency and topology as far as the row states them.
+pub fn compare(
+    baseline: &Baseline,
+    rows: &[BenchmarkRow],
+    missing_reason: &str,
+) -> Vec<ReportSection> {
+    let mut used = vec![false; rows.len()];
+    let mut sections: Vec<ReportSection> = Vec::new();
+    let mut push = |scenario: String, topology: String, row: ReportRow| match sections
+        .iter_mut()
+        .find(|s| s.scenario == scenario && s.topology == topology)
+    {
+        Some(section) => section.rows.push(row),
+        None => sections.push(ReportSection {
+            scenario,
+            topology,
+            rows: vec![row],
+        }),
+    };
+    for point in &baseline.points {
+        let found = rows
+            .iter()
+            .enumerate()
+            .find(|(i, r)| !used[*i] && row_is_point(r, &point.point));
+        let new = match found {
+            Some((i, r)) => {
+                used[i] = true;
+                Measure::Measured {
+                    metrics: *r.metrics(),
+                }
+            }
+            None => Measure::Missing {
+                reason: missing_reason.to_owned(),
+            },
+        };
+        let old = match point.metrics() {
+            Some(m) => Measure::Measured { metrics: *m },
+            None => Measure::Missing {
+                reason: match &point.value {
+                    crate::baseline::BaselineValue::Unavailable { reason } => reason.clone(),
+                    crate::baseline::BaselineValue::Measured { .. } => String::new(),
+                },
+            },
+        };
+        push(
+            scenario_text(&point.point),
+            point.point.topology(),
+            ReportRow {
+                label: point.label.clone(),
+                conc: point.point.conc,
+                new,
+                old,
+            },
+        );
+    }
+    for (row, _) in rows.iter().zip(&used).filter(|(_, used)| !**used) {
+        let id = row.identity();
+        let scenario = match (row, id.isl, id.osl) {
+            (BenchmarkRow::Agentic(_), _, _) => "AgentX".to_owned(),
+            (_, Some(isl), Some(osl)) => Scenario::FixedSeqLen { isl, osl }.to_string(),
+            _ => "fixed-seq-len".to_owned(),
+        };
+        let mut topology = format!("TP{}", id.tp.map_or("?".into(), |t| t.to_string()));
+        if let Some(ep) = id.ep.filter(|ep| *ep > 1) {
+            topology.push_str(&format!(" EP{ep}"));
+        }
+        if id.dp_attention == Some(true) {
+            topology.push_str(" DPA");
+        }
+        push(
+            scenario.clone(),
+            topology.clone(),
+            ReportRow {
+                label: format!("{scenario} c{} {topology}", row.conc()),
+                conc: row.conc(),
+                new: Measure::Measured {
+                    metrics: *row.metrics(),
+                },
+                old: Measure::Missing {
+                    reason: "not a point of the frozen baseline".to_owned(),
+                },
+            },
+        );
+    }
+    sections
+}
+
+/// Everything in a point's label except concurrency and topology, so each
+/// table holds one row per concurrency.
+fn scenario_text(point: &PointSpec) -> String {
+    let mut s = point.scenario.to_string();
+    if point.spec_decoding != "none" {
+        s.push(' ');
+        s.push_str(&point.spec_decoding.to_ascii_uppercase());
+    }
+    if let Some(kv) = &point.kv_offload {
+        s.push_str(" KV ");
+        s.push_str(kv);
+    }
+    s
+}
+
+fn row_is_point(row: &BenchmarkRow, point: &PointSpec) -> bool {
+    let id = row.identity();
+    let scenario_ok = match (point.scenario, row) {
+        (Scenario::Agentic, BenchmarkRow::Agentic(_)) => true,
+        (Scenario::FixedSeqLen { isl, osl }, BenchmarkRow::FixedSeqLen(_)) => {
+            id.isl.is_none_or(|v| v == isl) && id.osl.is_none_or(|v| v == osl)
+        }
+        _ => false,
+    };
+    // Disaggregated rows describe the decode side in `tp`/`ep`.
+    scenario_ok
+        && row.conc() == point.conc
+        && id.tp.is_none_or(|v| v == point.decode.tp)
+        && id.ep.is_none_or(|v| v == point.decode.ep)
+        && id.dp_attention.is_none_or(|v| v == point.decode.dp_attn)
+        && id
+            .spec_decoding
+            .as_deref()
+            .is_none_or(|s| s.eq_ignore_ascii_case(&point.spec_decoding))
+        && id.disagg.is_none_or(|d| d == point.prefill.is_some())
+        && kv_matches(row, point)
+}
+
+/// AgentX rows state their offloading mode (`none`, `dram`); the point's
+/// `mode/backend` must start with it.
+fn kv_matches(row: &BenchmarkRow, point: &PointSpec) -> bool {
+    let BenchmarkRow::Agentic(row) = row else {
+        return true;
+    };
+    match (row.kv_offloading.as_deref(), point.kv_offload.as_deref()) {
+        (None, _) => true,
+        (Some(mode), None) => mode.eq_ignore_ascii_case("none"),
+        (Some(mode), Some(kv)) => kv
+            .split('/')
+            .next()
+            .is_some_and(|m| m.eq_ignore_ascii_case(mode)),
+    }
+}
+
+/// Pairs eval rows with baseline eval rows of the same task, metric and
+/// concurrency.
+pub fn compare_evals(new: &[EvalRow], old: &[EvalRow]) -> Vec<EvalComparison> {
+    new.iter()
+        .map(|row| EvalComparison {
+            task: row.task.clone(),
+            score_name: row.score_name.clone(),
+            conc: row.conc,
+            new: Some(row.score),
+            old: old
+                .iter()
+                .find(|o| {
+                    o.task == row.task && o.score_name == row.score_name && o.conc == row.conc
+                })
+                .map(|o| o.score),
+        })
+        .collect()
+}
+
+fn cell(new: &Measure, old: &Measure, pick: fn(&PointMetrics) -> f64, decimals: usize) -> String {
+    match new.metrics() {
+        None => "N/A".to_owned(),
+        Some(n) => with_delta(pick(n), old.metrics().map(pick), decimals),
+    }
+}
+
+fn render_text(report: &AttemptReport) -> String {
+    let (title, title_zh) = report.title();
+    let is_baseline = report.name == ReportName::Baseline;
+    let no_delta = Measure::Missing {
+        reason: String::new(),
+    };
+    let status = match &report.detail {
+        Some(detail) => format!("{} ({})", report.status, text(detail)),
+        None => report.status.to_string(),
+    };
+    let run = report.run.as_ref().map(|r| {
+        format!(
+            " · {}",
+            link(&format!("Run {} / attempt {}", r.id, r.attempt), &r.url)
+        )
+    });
+    let run_zh = report.run.as_ref().map(|r| {
+        format!(
+            " · {}",
+            link(&format!("运行 {} / 第 {} 次尝试", r.id, r.attempt), &r.url)
+        )
+    });
+    let at = timestamp(&report.at);
+    let mut out = format!(
+        "**{} · {status}**{} · {at}",
+        text(&title),
+        run.unwrap_or_default()
+    );
+    if let Some(part) = report.part {
+        out.push_str(&format!("  \nPart {} of {}", part.index, part.count));
+    }
+    out.push_str("\n\n");
+    out.push_str(&format!("Image: {}", code(&report.image)));
+    if let Some(head) = &report.head {
+        out.push_str(&format!(" · Head: {}", code(head)));
+    }
+    out.push_str("  \n");
+    for section in &report.sections {
+        out.push_str(&format!(
+            "\nScenario: {} · Topology: {}\n\n",
+            text(&section.scenario),
+            text(&section.topology)
+        ));
+        out.push_str("| Concurrency | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |\n");
+        out.push_str("| ---: | ---: | ---: | ---: |\n");
+        for row in &section.rows {
+            // The baseline report shows the frozen numbers themselves.
+            let old = if is_baseline { &no_delta } else { &row.old };
+            out.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                row.conc,
+                cell(&row.new, old, |m| m.output_tput_per_gpu, 2),
+                cell(&row.new, old, |m| ms(m.mean_ttft), 2),
+                cell(&row.new, old, |m| ms(m.mean_tpot), 2),
+            ));
+        }
+    }
+    if !report.evals.is_empty() {
+        out.push_str("\n| Eval | Concurrency | Score |\n| --- | ---: | ---: |\n");
+        for e in &report.evals {
+            let shown = match e.new {
+                Some(new) => score(new, e.old),
+                None => "N/A".to_owned(),
+            };
+            out.push_str(&format!(
+                "| {} ({}) | {} | {shown} |\n",
+                text(&e.task),
+                text(&e.score_name),
+                e.conc
+            ));
+        }
+    }
+    let notes = na_notes(report);
+    if !notes.is_empty() {
+        out.push_str("\n**N/A:**\n");
+        for (label, side, reason) in &notes {
+            let side = if *side && !is_baseline {
+                "result"
+            } else {
+                "baseline"
+            };
+            out.push_str(&format!("- {}: {side}: {}\n", text(label), text(reason)));
+        }
+    }
+    for note in &report.notes {
+        out.push_str(&format!("\n{}\n", text(note)));
+    }
+    out.push_str("\n<details>\n<summary>中文</summary>\n\n");
+    let status_zh = match &report.detail {
+        Some(detail) => format!("{}（{}）", status_zh(report.status), text(detail)),
+        None => status_zh(report.status).to_owned(),
+    };
+    out.push_str(&format!(
+        "**{} · {status_zh}**{} · {at}",
+        text(&title_zh),
+        run_zh.unwrap_or_default()
+    ));
+    if let Some(part) = report.part {
+        out.push_str(&format!(
+            "  \n第 {} 部分，共 {} 部分",
+            part.index, part.count
+        ));
+    }
+    out.push('\n');
+    out.push_str(&format!("\n镜像：{}", code(&report.image)));
+    if let Some(head) = &report.head {
+        out.push_str(&format!(" · 提交：{}", code(head)));
+    }
+    out.push_str("  \n表格同上：输出 tok/s/GPU 越高越好，TTFT 与 TPOT（毫秒）越低越好；括号内为相对冻结基线的变化。\n");
+    if !notes.is_empty() {
+        out.push_str("\n**N/A：**\n");
+        for (label, side, reason) in &notes {
+            let side = if *side && !is_baseline {
+                "结果"
+            } else {
+                "基线"
+            };
+            out.push_str(&format!("- {}：{side}：{}\n", text(label), text(reason)));
+        }
+    }
+    out.push_str("\n</details>\n");
+    out
+}
+
+fn status_zh(status: AttemptStatus) -> &'static str {
+    match status {
+        AttemptStatus::Queued => "排队中",
+        AttemptStatus::Running => "运行中",
+        AttemptStatus::Passed => "通过",
+        AttemptStatus::Failed => "失败",
+        AttemptStatus::Cancelled => "已取消",
+        AttemptStatus::Deferred => "已推迟",
+    }
+}
+
+/// `(label, is_result_side, reason)` of every N/A cell.
+fn na_notes(report: &AttemptReport) -> Vec<(String, bool, String)> {
+    let mut notes = Vec::new();
+    for row in report.sections.iter().flat_map(|s| &s.rows) {
+        if let Measure::Missing { reason } = &row.new {
+            notes.push((row.label.clone(), true, reason.clone()));
+        } else if let Measure::Missing { reason } = &row.old {
+            notes.push((row.label.clone(), false, reason.clone()));
+        }
+    }
+    notes
+}
+
+fn render_one(report: &AttemptReport) -> RenderedComment {
+    let key = report.key();
+    let body = format!(
+        "{}{}",
+        hidden_block(&key, &hidden_json(report)),
+        render_text(report)
+    );
+    RenderedComment { key, body }
+}
+
+/// Renders a report as one comment, or as parts when it exceeds
+/// [`MAX_COMMENT_CHARS`].
+pub fn render_report(report: &AttemptReport) -> Result<Vec<RenderedComment>, ReportError> {
+    render_report_with_limit(report, MAX_COMMENT_CHARS)
+}
+
+/// [`render_report`] with another limit (tests use a small one).
+pub fn render_report_with_limit(
+    report: &AttemptReport,
+    limit: usize,
+) -> Result<Vec<RenderedComment>, ReportError> {
+    let mut whole = report.clone();
+    whole.part = None;
+    let single = render_one(&whole);
+    if single.body.chars().count() <= limit {
+        return Ok(vec![single]);
+    }
+    // Items are packed greedily; each trial is rendered with the widest part
+    // numbers so the final numbering can only make a part shorter.
+    enum Item<'a> {
+        Row(usize, &'a ReportRow),
+        Eval(&'a EvalComparison),
+    }
+    let items: Vec<Item> = whole
+        .sections
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| s.rows.iter().map(move |r| Item::Row(i, r)))
+        .chain(whole.evals.iter().map(Item::Eval))
+        .collect();
+    let widest = PartInfo {
+        index: MAX_PARTS,
+        count: MAX_PARTS,
+    };
+    let build = |chunk: &[Item], first: bool| -> AttemptReport {
+        let mut part = whole.clone();
+        part.sections = Vec::new();
+        part.evals = Vec::new();
+        if !first {
+            part.notes = Vec::new();
+        }
+        for item in chunk {
+            match item {
+                Item::Row(si, row) => {
+                    let source = &whole.sections[*si];
+                    match part.sections.last_mut() {
+                        Some(last)
+                            if last.scenario == source.scenario
+                                && last.topology == source.topology =>
+                        {
+                            last.rows.push((*row).clone())
+                        }
+                        _ => part.sections.push(ReportSection {
+                            scenario: source.scenario.clone(),
+                            topology: source.topology.clone(),
+                            rows: vec![(*row).clone()],
+                        }),
+                    }
+                }
+                Item::Eval(e) => part.evals.push((*e).clone()),
+            }
+        }
+        part
+    };
+    let fits = |chunk: &[Item], first: bool| {
+        let mut trial = build(chunk, first);
+        trial.part = Some(widest);
+        render_one(&trial).body.chars().count() <= limit
+    };
+    let too_large = || ReportError::TooLarge {
+        marker: whole.key().to_string(),
+        limit,
+    };
+    // A part's length grows with every item added, so the largest prefix
+    // that fits is found by galloping then bisecting: O(log n) renders per
+    // part instead of one per row.
+    let mut chunks: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut start = 0;
+    while start < items.len() {
+        let first = chunks.is_empty();
+        if !fits(&items[start..start + 1], first) {
+            return Err(too_large());
+        }
+        let (mut good, mut step) = (start + 1, 1);
+        let mut bad = loop {
+            let probe = (good + step).min(items.len());
+            if probe == good {
+                break None;
+            }
+            if fits(&items[start..probe], first) {
+                good = probe;
+                step *= 2;
+            } else {
+                break Some(probe);
+            }
+        };
+        while let Some(b) = bad {
+            if b - good <= 1 {
+                break;
+            }
+            let mid = good + (b - good) / 2;
+            if fits(&items[start..mid], first) {
+                good = mid;
+            } else {
+                bad = Some(mid);
+            }
+        }
+        chunks.push(start..good);
+        start = good;
+    }
+    if chunks.is_empty() {
+        chunks.push(0..0);
+    }
+    let count = u32::try_from(chunks.len())
+        .ok()
+        .filter(|c| *c <= MAX_PARTS)
+        .ok_or_else(|| ReportError::TooLarge {
+            marker: whole.key().to_string(),
+            limit,
+        })?;
+    Ok(chunks
+        .iter()
+        .enumerate()
+        .map(|(i, chunk)| {
+            let mut part = build(&items[chunk.clone()], i == 0);
+            part.part = Some(PartInfo {
+                index: i as u32 + 1,
+                count,
+            });
+            render_one(&part)
+        })
+        .collect())
+}
+
+/// Reads the report record of a comment, checking that it names what its
+/// marker names.
+pub fn parse_report(record: &HiddenRecord<'_>) -> Result<AttemptReport, MarkerError> {
+    let MarkerKey::Report { .. } = &record.key else {
+        return Err(MarkerError::WrongKind {
+            expected: "klaud-report",
+            found: record.key.to_string(),
+        });
+    };
+    let report: AttemptReport = parse_json(record)?;
+    if report.key() != record.key {
+        return Err(MarkerError::Mismatch {
+            marker: record.key.to_string(),
+            found: report.key().to_string(),
+        });
+    }
+    Ok(report)
+}
+
+/// Why parts do not make one report.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReassembleError {
+    /// No parts were given.
+    #[error("no parts to reassemble")]
+    Empty,
+    /// Parts of different records or counts were mixed.
+    #[error("parts disagree: {0}")]
+    Inconsistent(String),
+    /// Some parts are absent.
+    #[error("parts missing: {0:?}")]
+    Missing(Vec<u32>),
+}
+
+/// Joins the records of every part of a split report (in any order) into
+/// the whole report. A single unsplit record is returned as is.
+pub fn reassemble(mut parts: Vec<AttemptReport>) -> Result<AttemptReport, ReassembleError> {
+    let first = parts.first().ok_or(ReassembleError::Empty)?;
+    let Some(info) = first.part else {
+        return if parts.len() == 1 {
+            Ok(parts.remove(0))
+        } else {
+            Err(ReassembleError::Inconsistent(
+                "an unsplit record among parts".into(),
+            ))
+        };
+    };
+    let (run, candidate, name, count) = (
+        first.owner_run,
+        first.candidate.clone(),
+        first.name,
+        info.count,
+    );
+    for p in &parts {
+        let same = p.owner_run == run && p.candidate == candidate && p.name == name;
+        if !same || p.part.map(|i| i.count) != Some(count) {
+            return Err(ReassembleError::Inconsistent(format!(
+                "{} does not belong with {}",
+                p.key(),
+                first.key()
+            )));
+        }
+    }
+    parts.sort_by_key(|p| p.part.map_or(0, |i| i.index));
+    parts.dedup_by_key(|p| p.part.map_or(0, |i| i.index));
+    let present: Vec<u32> = parts
+        .iter()
+        .filter_map(|p| p.part.map(|i| i.index))
+        .collect();
+    let missing: Vec<u32> = (1..=count).filter(|i| !present.contains(i)).collect();
+    if !missing.is_empty() || present.len() != count as usize {
+        return Err(ReassembleError::Missing(missing));
+    }
+    let mut whole = parts[0].clone();
+    whole.part = None;
+    whole.sections = Vec::new();
+    whole.evals = Vec::new();
+    for p in parts {
+        for section in p.sections {
+            match whole.sections.last_mut() {
+                Some(last)
+                    if last.scenario == section.scenario && last.topology == section.topology =>
+                {
+                    last.rows.extend(section.rows)
+                }
+                _ => whole.sections.push(section),
+            }
+        }
+        whole.evals.extend(p.evals);
+    }
+    Ok(whole)
+}

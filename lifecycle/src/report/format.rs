@@ -1,0 +1,210 @@
+//! Safe Markdown pieces and number formats shared by every rendering.
+//!
+//! Anything interpolated into a comment or body comes from outside (config
+//! keys, tags, labels, reasons). It goes through [`text`] or [`code`] so it
+//! can never mention a user, open HTML (and so never end one of Klaud's
+//! hidden markers early), break a table or span lines.
+
+use chrono::{DateTime, Utc};
+
+/// Longest interpolated value kept; longer text is cut with `…`.
+pub const MAX_FIELD_CHARS: usize = 300;
+
+/// A word joiner after `@` stops GitHub from reading a mention while the
+/// text still looks the same.
+const MENTION_BREAK: &str = "@\u{2060}";
+
+fn one_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len().min(MAX_FIELD_CHARS * 4));
+    for (count, c) in s.chars().enumerate() {
+        if count == MAX_FIELD_CHARS {
+            out.push('…');
+            break;
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
+    out
+}
+
+/// Plain Markdown text: escapes emphasis, links, HTML, table pipes and
+/// mentions.
+pub fn text(s: &str) -> String {
+    let mut out = String::new();
+    for c in one_line(s).chars() {
+        match c {
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '#' | '~' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '@' => out.push_str(MENTION_BREAK),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Text for a title (no Markdown is rendered there): one line, no mentions.
+pub fn title_text(s: &str) -> String {
+    one_line(s).replace('@', MENTION_BREAK)
+}
+
+/// A code span. GitHub never reads mentions inside code, so `@` stays
+/// copyable (`repo:tag@sha256:…`); angle brackets become look-alikes because
+/// code spans cannot escape them and a literal `-->` would end a marker.
+pub fn code(s: &str) -> String {
+    let body: String = one_line(s)
+        .chars()
+        .map(|c| match c {
+            '<' => '‹',
+            '>' => '›',
+            // A pipe splits GFM table cells even inside code.
+            '|' => '¦',
+            _ => c,
+        })
+        .collect();
+    let longest_run = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest_run + 1);
+    let pad = if body.starts_with('`') || body.ends_with('`') || body.is_empty() {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{body}{pad}{fence}")
+}
+
+/// A Markdown link whose URL must be `https://`; anything else renders as
+/// plain text so a hostile URL cannot inject Markdown or script.
+pub fn link(label: &str, url: &str) -> String {
+    let safe = url.starts_with("https://")
+        && url.len() <= 2048
+        && !url.chars().any(|c| {
+            c.is_whitespace() || c.is_control() || matches!(c, '(' | ')' | '<' | '>' | '"' | '\'')
+        });
+    if safe {
+        format!("[{}]({url})", text(label))
+    } else {
+        text(label)
+    }
+}
+
+/// `1266.3`, `87,274.51`, `110`: thousands separators, at most `decimals`
+/// decimals, trailing zeros dropped.
+pub fn number(v: f64, decimals: usize) -> String {
+    if !v.is_finite() {
+        return "N/A".to_owned();
+    }
+    let fixed = format!("{:.*}", decimals, v.abs());
+    let (int, frac) = match fixed.split_once('.') {
+        Some((i, f)) => (i.to_owned(), f.trim_end_matches('0').to_owned()),
+        None => (fixed.clone(), String::new()),
+    };
+    let mut grouped = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    let negative = v < 0.0 && (grouped != "0" || !frac.is_empty());
+    let sign = if negative { "-" } else { "" };
+    if frac.is_empty() {
+        format!("{sign}{grouped}")
+    } else {
+        format!("{sign}{grouped}.{frac}")
+    }
+}
+
+/// `(new/old − 1) × 100` with one decimal and a sign, e.g. `+10.0%`; `None`
+/// when there is no meaningful ratio.
+pub fn delta_percent(new: f64, old: f64) -> Option<String> {
+    if !(new.is_finite() && old.is_finite()) || old == 0.0 {
+        return None;
+    }
+    let delta = (new / old - 1.0) * 100.0;
+    let rounded = (delta * 10.0).round() / 10.0;
+    // `-0.0` would print as "-0.0%".
+    let rounded = if rounded == 0.0 { 0.0 } else { rounded };
+    Some(format!("{rounded:+.1}%"))
+}
+
+/// A value with its delta: `110 (+10.0%)`, or just `110`.
+pub fn with_delta(new: f64, old: Option<f64>, decimals: usize) -> String {
+    match old.and_then(|old| delta_percent(new, old)) {
+        Some(delta) => format!("{} ({delta})", number(new, decimals)),
+        None => number(new, decimals),
+    }
+}
+
+/// A score in `[0, 1]` as a percentage with its change in points:
+/// `97% (+0.50 pp)`.
+pub fn score(new: f64, old: Option<f64>) -> String {
+    let shown = format!("{}%", number(new * 100.0, 2));
+    match old.filter(|o| o.is_finite()) {
+        Some(old) if new.is_finite() => {
+            let pp = ((new - old) * 100.0 * 100.0).round() / 100.0;
+            let pp = if pp == 0.0 { 0.0 } else { pp };
+            format!("{shown} ({pp:+.2} pp)")
+        }
+        _ => shown,
+    }
+}
+
+/// Seconds to milliseconds, for display.
+pub fn ms(seconds: f64) -> f64 {
+    seconds * 1000.0
+}
+
+/// `YYYY-MM-DD HH:MM UTC`.
+pub fn timestamp(at: &DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_group_thousands_and_trim_zeros() {
+        assert_eq!(number(87274.51, 2), "87,274.51");
+        assert_eq!(number(1266.30, 2), "1,266.3");
+        assert_eq!(number(110.0, 2), "110");
+        assert_eq!(number(0.004, 2), "0");
+        assert_eq!(number(-1234.5, 1), "-1,234.5");
+        assert_eq!(number(-0.001, 2), "0");
+        assert_eq!(number(f64::NAN, 2), "N/A");
+    }
+
+    #[test]
+    fn deltas_follow_the_spec_formula() {
+        assert_eq!(delta_percent(110.0, 100.0).as_deref(), Some("+10.0%"));
+        assert_eq!(delta_percent(94.7, 100.0).as_deref(), Some("-5.3%"));
+        assert_eq!(delta_percent(100.0, 100.0).as_deref(), Some("+0.0%"));
+        assert_eq!(delta_percent(99.99, 100.0).as_deref(), Some("+0.0%"));
+        assert_eq!(delta_percent(1.0, 0.0), None);
+        assert_eq!(with_delta(110.0, Some(100.0), 2), "110 (+10.0%)");
+        assert_eq!(score(0.97, Some(0.965)), "97% (+0.50 pp)");
+        assert_eq!(score(0.5, None), "50%");
+    }
+
+    #[test]
+    fn interpolated_text_cannot_mention_or_inject() {
+        assert_eq!(text("@octocat"), "@\u{2060}octocat");
+        assert_eq!(text("a|b <!-- x -->"), "a\\|b &lt;\\!-- x --&gt;");
+        assert_eq!(text("line\nbreak"), "line break");
+        assert_eq!(code("repo:t@sha256:ab"), "`repo:t@sha256:ab`");
+        assert_eq!(code("a`b"), "``a`b``");
+        assert_eq!(code("`"), "`` ` ``");
+        assert_eq!(code("x -->"), "`x --›`");
+        assert_eq!(
+            link("Run 1", "https://github.com/o/r/actions/runs/1"),
+            "[Run 1](https://github.com/o/r/actions/runs/1)"
+        );
+        assert_eq!(link("Run 1", "javascript:alert(1)"), "Run 1");
+        assert_eq!(link("x", "https://a/b) [y](https://evil"), "x");
+        let long = "é".repeat(1000);
+        assert_eq!(text(&long).chars().count(), MAX_FIELD_CHARS + 1);
+    }
+}

@@ -1,0 +1,489 @@
+//! Klaud's hidden markers (spec §7) and their parsers.
+//!
+//! A record comment starts with an HTML comment that GitHub does not show:
+//!
+//! ```text
+//! <!-- klaud-report:<owner run>:<candidate>:<name>[:part-<i>]
+//! {typed JSON}
+//! -->
+//! ```
+//!
+//! (`klaud-outcome:<owner run>:<candidate>` for receipts), and the cleanup
+//! marker is the single line `<!-- klaud-cleanup:<owner run>:<candidate> -->`.
+//! The JSON is written with `<`, `>` and `&` as `\u003c`-style escapes, so no
+//! value can end the comment early. Markers are recognised only at the very
+//! start of a body: a person quoting a Klaud comment starts with `>` and is
+//! never mistaken for Klaud.
+
+use std::fmt;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::model::{CandidateId, OwnerRun, shorten};
+
+/// Longest marker header line accepted.
+const MAX_HEADER: usize = 200;
+/// Longest part number accepted.
+pub const MAX_PARTS: u32 = 999;
+
+/// What a record is called: the frozen baseline or one run attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReportName {
+    /// `baseline`.
+    Baseline,
+    /// `run-<id>-<attempt>`.
+    Run {
+        /// Run id.
+        id: u64,
+        /// Run attempt.
+        attempt: u32,
+    },
+}
+
+impl fmt::Display for ReportName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReportName::Baseline => f.write_str("baseline"),
+            ReportName::Run { id, attempt } => write!(f, "run-{id}-{attempt}"),
+        }
+    }
+}
+
+impl ReportName {
+    /// Parses `baseline` or `run-<id>-<attempt>`.
+    pub fn parse(s: &str) -> Option<Self> {
+        if s == "baseline" {
+            return Some(Self::Baseline);
+        }
+        let (id, attempt) = s.strip_prefix("run-")?.split_once('-')?;
+        Some(Self::Run {
+            id: digits(id)?,
+            attempt: u32::try_from(digits(attempt)?).ok()?,
+        })
+    }
+}
+
+impl Serialize for ReportName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ReportName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ReportName::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!("invalid report name {:?}", shorten(&s, 40)))
+        })
+    }
+}
+
+fn digits(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Which record a marker names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum MarkerKey {
+    /// An attempt or baseline report (or one part of it).
+    Report {
+        /// Owner run.
+        owner_run: OwnerRun,
+        /// Candidate.
+        candidate: CandidateId,
+        /// Record name.
+        name: ReportName,
+        /// Part number (from 1) of a split record.
+        part: Option<u32>,
+    },
+    /// The completion receipt.
+    Outcome {
+        /// Owner run.
+        owner_run: OwnerRun,
+        /// Candidate.
+        candidate: CandidateId,
+    },
+    /// Cleanup in progress.
+    Cleanup {
+        /// Owner run.
+        owner_run: OwnerRun,
+        /// Candidate.
+        candidate: CandidateId,
+    },
+}
+
+impl fmt::Display for MarkerKey {
+    /// The marker text after `<!-- `.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MarkerKey::Report {
+                owner_run,
+                candidate,
+                name,
+                part,
+            } => {
+                write!(f, "klaud-report:{owner_run}:{candidate}:{name}")?;
+                if let Some(part) = part {
+                    write!(f, ":part-{part}")?;
+                }
+                Ok(())
+            }
+            MarkerKey::Outcome {
+                owner_run,
+                candidate,
+            } => write!(f, "klaud-outcome:{owner_run}:{candidate}"),
+            MarkerKey::Cleanup {
+                owner_run,
+                candidate,
+            } => write!(f, "klaud-cleanup:{owner_run}:{candidate}"),
+        }
+    }
+}
+
+impl MarkerKey {
+    /// The owner run named.
+    pub fn owner_run(&self) -> OwnerRun {
+        match self {
+            MarkerKey::Report { owner_run, .. }
+            | MarkerKey::Outcome { owner_run, .. }
+            | MarkerKey::Cleanup { owner_run, .. } => *owner_run,
+        }
+    }
+
+    /// The candidate named.
+    pub fn candidate(&self) -> &CandidateId {
+        match self {
+            MarkerKey::Report { candidate, .. }
+            | MarkerKey::Outcome { candidate, .. }
+            | MarkerKey::Cleanup { candidate, .. } => candidate,
+        }
+    }
+}
+
+/// Why a body that claims to be a Klaud record is not a valid one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MarkerError {
+    /// The header line is malformed.
+    #[error("malformed Klaud marker {found:?}: {reason}")]
+    Header {
+        /// The header, shortened.
+        found: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// No `-->` ends the hidden record.
+    #[error("Klaud marker {marker}: the hidden record is not terminated by a line \"-->\"")]
+    Unterminated {
+        /// The marker.
+        marker: String,
+    },
+    /// The hidden JSON does not parse as the record type.
+    #[error("Klaud marker {marker}: hidden record is not valid: {reason}")]
+    Json {
+        /// The marker.
+        marker: String,
+        /// The JSON error.
+        reason: String,
+    },
+    /// The record names another owner, candidate or name than its marker.
+    #[error("Klaud marker {marker}: the hidden record names {found}")]
+    Mismatch {
+        /// The marker.
+        marker: String,
+        /// What the record says instead.
+        found: String,
+    },
+    /// A marker was found where another kind was expected.
+    #[error("expected a {expected} marker, found {found}")]
+    WrongKind {
+        /// Expected kind.
+        expected: &'static str,
+        /// The marker found.
+        found: String,
+    },
+}
+
+/// A hidden record found at the start of a body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HiddenRecord<'a> {
+    /// The marker.
+    pub key: MarkerKey,
+    /// The JSON text (empty for cleanup markers).
+    pub json: &'a str,
+    /// The rendered text after the hidden record.
+    pub rest: &'a str,
+}
+
+/// Serializes a record for a hidden comment: compact JSON with `<`, `>` and
+/// `&` (and `@`) escaped, so the text can never contain `-->` or a mention.
+pub fn hidden_json<T: Serialize>(record: &T) -> String {
+    let json = serde_json::to_string(record).unwrap_or_else(|e| {
+        // Records are plain data (no maps with non-string keys), so this
+        // cannot happen; a visible error string still makes a valid record.
+        format!("{{\"error\":{:?}}}", e.to_string())
+    });
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            // Mentions are not read inside HTML comments, but nothing Klaud
+            // writes should even look like one.
+            '@' => out.push_str("\\u0040"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// `<!-- <key>\n<json>\n-->\n`.
+pub fn hidden_block(key: &MarkerKey, json: &str) -> String {
+    format!("<!-- {key}\n{json}\n-->\n")
+}
+
+/// The cleanup marker line.
+pub fn cleanup_marker(owner_run: OwnerRun, candidate: &CandidateId) -> String {
+    format!(
+        "<!-- {} -->",
+        MarkerKey::Cleanup {
+            owner_run,
+            candidate: candidate.clone()
+        }
+    )
+}
+
+/// Finds the Klaud record a body starts with. `Ok(None)` means the body is
+/// not a Klaud record at all (someone else's comment); `Err` means it claims
+/// to be one but is malformed.
+pub fn find_record(body: &str) -> Result<Option<HiddenRecord<'_>>, MarkerError> {
+    let trimmed = body.trim_start_matches(['\u{feff}', ' ', '\t', '\r', '\n']);
+    let Some(after) = trimmed.strip_prefix("<!--") else {
+        return Ok(None);
+    };
+    let after = after.trim_start_matches([' ', '\t']);
+    if !after.starts_with("klaud-report:")
+        && !after.starts_with("klaud-outcome:")
+        && !after.starts_with("klaud-cleanup:")
+    {
+        return Ok(None);
+    }
+    let line_end = after.find('\n').unwrap_or(after.len());
+    let line = after[..line_end].trim_end_matches('\r');
+    if line.len() > MAX_HEADER {
+        return Err(header_error(line, "too long"));
+    }
+    if let Some(header) = line.strip_prefix("klaud-cleanup:") {
+        let header = header.trim_end();
+        let Some(header) = header.strip_suffix("-->") else {
+            return Err(header_error(
+                line,
+                "a cleanup marker ends on its line with \"-->\"",
+            ));
+        };
+        let (owner_run, candidate) = run_and_candidate(header.trim_end(), line)?;
+        return Ok(Some(HiddenRecord {
+            key: MarkerKey::Cleanup {
+                owner_run,
+                candidate,
+            },
+            json: "",
+            rest: &after[line_end..],
+        }));
+    }
+    let key = if let Some(header) = line.strip_prefix("klaud-outcome:") {
+        let (owner_run, candidate) = run_and_candidate(header.trim_end(), line)?;
+        MarkerKey::Outcome {
+            owner_run,
+            candidate,
+        }
+    } else {
+        let header = line
+            .strip_prefix("klaud-report:")
+            .unwrap_or(line)
+            .trim_end();
+        let mut fields = header.splitn(4, ':');
+        let (run, candidate, name, part) = (
+            fields.next().unwrap_or_default(),
+            fields.next().unwrap_or_default(),
+            fields.next().unwrap_or_default(),
+            fields.next(),
+        );
+        let owner_run =
+            digits(run).ok_or_else(|| header_error(line, "owner run is not a number"))?;
+        let candidate =
+            CandidateId::new(candidate).map_err(|e| header_error(line, &e.to_string()))?;
+        let name = ReportName::parse(name)
+            .ok_or_else(|| header_error(line, "name is neither baseline nor run-<id>-<attempt>"))?;
+        let part = match part {
+            None => None,
+            Some(p) => Some(
+                p.strip_prefix("part-")
+                    .and_then(digits)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .filter(|n| (1..=MAX_PARTS).contains(n))
+                    .ok_or_else(|| header_error(line, "part is not part-<1..999>"))?,
+            ),
+        };
+        MarkerKey::Report {
+            owner_run,
+            candidate,
+            name,
+            part,
+        }
+    };
+    if line_end == after.len() {
+        return Err(MarkerError::Unterminated {
+            marker: key.to_string(),
+        });
+    }
+    let json_start = line_end + 1;
+    let rest_of_body = &after[json_start..];
+    let end = find_terminator(rest_of_body).ok_or_else(|| MarkerError::Unterminated {
+        marker: key.to_string(),
+    })?;
+    let json = rest_of_body[..end].trim_end_matches(['\r', '\n']);
+    let after_terminator = &rest_of_body[end..];
+    let after_terminator = after_terminator
+        .strip_prefix("-->")
+        .unwrap_or(after_terminator);
+    Ok(Some(HiddenRecord {
+        key,
+        json,
+        rest: after_terminator,
+    }))
+}
+
+/// Index of the `-->` that starts a line.
+fn find_terminator(s: &str) -> Option<usize> {
+    if s.starts_with("-->") {
+        return Some(0);
+    }
+    s.match_indices("\n-->").next().map(|(i, _)| i + 1)
+}
+
+fn run_and_candidate(header: &str, line: &str) -> Result<(OwnerRun, CandidateId), MarkerError> {
+    let (run, candidate) = header
+        .split_once(':')
+        .ok_or_else(|| header_error(line, "expected <owner run>:<candidate>"))?;
+    let owner_run = digits(run).ok_or_else(|| header_error(line, "owner run is not a number"))?;
+    let candidate = CandidateId::new(candidate).map_err(|e| header_error(line, &e.to_string()))?;
+    Ok((owner_run, candidate))
+}
+
+fn header_error(line: &str, reason: &str) -> MarkerError {
+    MarkerError::Header {
+        found: shorten(line, 120),
+        reason: reason.to_owned(),
+    }
+}
+
+/// Parses a hidden record's JSON as `T`.
+pub fn parse_json<T: DeserializeOwned>(record: &HiddenRecord<'_>) -> Result<T, MarkerError> {
+    serde_json::from_str(record.json).map_err(|e| MarkerError::Json {
+        marker: record.key.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAND: &str = "d92e15065c55779d-0123456789abcdef";
+
+    #[test]
+    fn report_marker_round_trips() {
+        let body = format!(
+            "<!-- klaud-report:35570778795:{CAND}:run-355-2:part-3\n{{\"a\":1}}\n-->\n**text**"
+        );
+        let rec = find_record(&body).expect("valid").expect("ours");
+        assert_eq!(rec.json, "{\"a\":1}");
+        assert_eq!(rec.rest, "\n**text**");
+        let MarkerKey::Report { name, part, .. } = &rec.key else {
+            panic!("not a report");
+        };
+        assert_eq!(
+            *name,
+            ReportName::Run {
+                id: 355,
+                attempt: 2
+            }
+        );
+        assert_eq!(*part, Some(3));
+        assert_eq!(
+            rec.key.to_string(),
+            format!("klaud-report:35570778795:{CAND}:run-355-2:part-3")
+        );
+    }
+
+    #[test]
+    fn crlf_bodies_parse() {
+        let body = format!("<!-- klaud-outcome:1:{CAND}\r\n{{}}\r\n-->\r\n**failed**");
+        let rec = find_record(&body).expect("valid").expect("ours");
+        assert_eq!(rec.json, "{}");
+    }
+
+    #[test]
+    fn foreign_and_quoted_bodies_are_not_ours() {
+        for body in [
+            "",
+            "LGTM",
+            "> <!-- klaud-outcome:1:x",
+            "<!-- other-bot:1 -->",
+            "text\n<!-- klaud-outcome:1:d92e15065c55779d-0123456789abcdef\n{}\n-->",
+        ] {
+            assert_eq!(find_record(body), Ok(None), "{body:?}");
+        }
+    }
+
+    #[test]
+    fn malformed_markers_are_clear_errors() {
+        let cases = [
+            format!("<!-- klaud-report:x:{CAND}:baseline\n{{}}\n-->"),
+            "<!-- klaud-report:1:nothex:baseline\n{}\n-->".to_owned(),
+            format!("<!-- klaud-report:1:{CAND}:latest\n{{}}\n-->"),
+            format!("<!-- klaud-report:1:{CAND}:baseline:part-0\n{{}}\n-->"),
+            format!("<!-- klaud-report:1:{CAND}:baseline\n{{}}"),
+            format!("<!-- klaud-report:1:{CAND}:baseline"),
+            format!("<!-- klaud-cleanup:1:{CAND}"),
+            format!("<!-- klaud-outcome:{}:{CAND}\n{{}}\n-->", "9".repeat(30)),
+            format!("<!-- klaud-outcome:1:{CAND}{}\n{{}}\n-->", "x".repeat(500)),
+        ];
+        for body in &cases {
+            assert!(find_record(body).is_err(), "{body:?} accepted");
+        }
+    }
+
+    #[test]
+    fn cleanup_marker_round_trips() {
+        let cand = CandidateId::new(CAND).expect("id");
+        let line = cleanup_marker(42, &cand);
+        assert_eq!(line, format!("<!-- klaud-cleanup:42:{CAND} -->"));
+        let rec = find_record(&line).expect("valid").expect("ours");
+        assert_eq!(
+            rec.key,
+            MarkerKey::Cleanup {
+                owner_run: 42,
+                candidate: cand
+            }
+        );
+    }
+
+    #[test]
+    fn hidden_json_never_contains_a_comment_end() {
+        let json = hidden_json(&serde_json::json!({"reason": "--> <b>& @x"}));
+        assert!(
+            !json.contains("-->")
+                && !json.contains('<')
+                && !json.contains('&')
+                && !json.contains('@')
+        );
+        let back: serde_json::Value = serde_json::from_str(&json).expect("still JSON");
+        assert_eq!(back["reason"], "--> <b>& @x");
+    }
+}

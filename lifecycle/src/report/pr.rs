@@ -1,0 +1,385 @@
+//! The pull request's title and body (spec §7).
+//!
+//! The body is opened with only the placeholder `<!-- klaud-baseline -->`.
+//! Once the baseline is frozen, the placeholder is replaced by the block
+//! `<!-- klaud-baseline-body -->…<!-- /klaud-baseline-body -->`, which holds
+//! the hidden record (provenance and baseline, the frozen truth later
+//! reports compare against) and the rendered goal, provenance and table in
+//! English and Chinese. Text outside the markers belongs to others (bots
+//! that append to PR bodies) and is kept byte for byte.
+
+use serde::{Deserialize, Serialize};
+
+use super::format::{code, link, ms, number, text, title_text};
+use super::markers::hidden_json;
+use crate::baseline::{Baseline, BaselineValue};
+
+/// The bot's display name in titles.
+pub const DEFAULT_DISPLAY_NAME: &str = "Klaud Cold";
+/// What a fresh PR body starts with.
+pub const BASELINE_PLACEHOLDER: &str = "<!-- klaud-baseline -->";
+/// Start of the baseline block.
+pub const BASELINE_START: &str = "<!-- klaud-baseline-body -->";
+/// End of the baseline block.
+pub const BASELINE_END: &str = "<!-- /klaud-baseline-body -->";
+/// Start of the hidden record inside the block.
+const RECORD_START: &str = "<!-- klaud-baseline-record\n";
+
+/// The engine's display name for a framework and image repository:
+/// `SGLang`, `vLLM`, `TensorRT-LLM`, `ATOM`, with `ROCm` for ROCm builds and
+/// `Dynamo` for Dynamo runtime images, e.g. `SGLang ROCm`.
+pub fn engine_display(framework: &str, repository: &str) -> String {
+    let repo = repository.to_ascii_lowercase();
+    let last = repo.rsplit(['/', '#']).next().unwrap_or(&repo);
+    let framework = framework.to_ascii_lowercase();
+    let engine = |s: &str| -> Option<&'static str> {
+        if s.contains("tensorrt") || s.contains("trtllm") || s.split(['-', '_']).any(|t| t == "trt")
+        {
+            Some("TensorRT-LLM")
+        } else if s.contains("atom") {
+            Some("ATOM")
+        } else if s.contains("sglang") || s.split(['-', '_']).any(|t| t == "sgl") {
+            Some("SGLang")
+        } else if s.contains("vllm") {
+            Some("vLLM")
+        } else if s.contains("tilert") {
+            Some("TileRT")
+        } else {
+            None
+        }
+    };
+    let Some(name) = engine(last).or_else(|| engine(&framework)) else {
+        return title_text(&framework);
+    };
+    let mut out = String::new();
+    if repo.contains("dynamo") {
+        out.push_str("Dynamo ");
+    }
+    out.push_str(name);
+    if repo.contains("rocm") && name != "ATOM" {
+        out.push_str(" ROCm");
+    }
+    out
+}
+
+/// `[Klaud Cold] Update <key> <Engine> image to <tag> / 将 <key> 的 <Engine> 镜像更新至 <tag>`.
+pub fn pr_title(display_name: &str, key: &str, engine: &str, tag: &str) -> String {
+    let (d, k, e, t) = (
+        title_text(display_name),
+        title_text(key),
+        title_text(engine),
+        title_text(tag),
+    );
+    format!("[{d}] Update {k} {e} image to {t} / 将 {k} 的 {e} 镜像更新至 {t}")
+}
+
+/// The body a PR is opened with.
+pub fn initial_body() -> String {
+    format!("{BASELINE_PLACEHOLDER}\n")
+}
+
+/// Upstream source commits between the old and new image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpstreamRange {
+    /// Source repository, `owner/name`.
+    pub repository: String,
+    /// Old commit.
+    pub from: String,
+    /// New commit.
+    pub to: String,
+    /// Commits in between, when known.
+    pub commits: Option<u64>,
+    /// Compare URL.
+    pub compare_url: Option<String>,
+}
+
+/// Where the new image comes from and why it was chosen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    /// Engine display name ([`engine_display`]).
+    pub engine: String,
+    /// The image on the base branch.
+    pub old_image: String,
+    /// The pinned candidate image.
+    pub new_image: String,
+    /// Old tag, when the old image has one.
+    pub old_tag: Option<String>,
+    /// New tag.
+    pub new_tag: String,
+    /// The index digest pinned.
+    pub digest: String,
+    /// The image's revision label, when present.
+    pub revision: Option<String>,
+    /// The clock that ordered the tags (`registry push time`, `image created
+    /// label`, `tag version`).
+    pub clock: Option<String>,
+    /// Upstream commit range, when a source repository is configured.
+    pub upstream: Option<UpstreamRange>,
+    /// Why a nightly was taken rather than a release, when it was.
+    pub not_release_reason: Option<String>,
+}
+
+/// `from..to` with commits cut to 12 characters, as `git log` ranges read.
+fn short_range(u: &UpstreamRange) -> String {
+    let cut = |s: &str| s.chars().take(12).collect::<String>();
+    format!("{}..{}", cut(&u.from), cut(&u.to))
+}
+
+/// The frozen record inside the body block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrozenBaseline {
+    /// Provenance.
+    pub provenance: Provenance,
+    /// Baseline.
+    pub baseline: Baseline,
+}
+
+const TABLE_HEAD: &str = "| Point | Total tok/s/GPU ↑ | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |\n| --- | ---: | ---: | ---: | ---: |\n";
+const TABLE_HEAD_ZH: &str = "| 点位 | 总 tok/s/GPU ↑ | 输出 tok/s/GPU ↑ | TTFT 毫秒 ↓ | TPOT 毫秒 ↓ |\n| --- | ---: | ---: | ---: | ---: |\n";
+
+fn baseline_table(baseline: &Baseline, head: &str) -> String {
+    let mut out = String::from(head);
+    for p in &baseline.points {
+        match p.metrics() {
+            Some(m) => out.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                text(&p.label),
+                number(m.tput_per_gpu, 2),
+                number(m.output_tput_per_gpu, 2),
+                number(ms(m.mean_ttft), 2),
+                number(ms(m.mean_tpot), 2)
+            )),
+            None => out.push_str(&format!("| {} | N/A | N/A | N/A | N/A |\n", text(&p.label))),
+        }
+    }
+    out
+}
+
+/// `(reason, labels)` of the N/A points, reasons in first-seen order.
+fn unavailable(baseline: &Baseline) -> Vec<(String, Vec<String>)> {
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for p in &baseline.points {
+        if let BaselineValue::Unavailable { reason } = &p.value {
+            match groups.iter_mut().find(|(r, _)| r == reason) {
+                Some((_, labels)) => labels.push(p.label.clone()),
+                None => groups.push((reason.clone(), vec![p.label.clone()])),
+            }
+        }
+    }
+    groups
+}
+
+fn sources(baseline: &Baseline, word: &str) -> String {
+    baseline
+        .source_urls
+        .iter()
+        .enumerate()
+        .map(|(i, url)| link(&format!("{word} {}", i + 1), url))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Renders the baseline block that replaces the placeholder.
+pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
+    let p = &frozen.provenance;
+    let b = &frozen.baseline;
+    let engine = text(&p.engine);
+    let mut out = format!(
+        "{BASELINE_START}\n{RECORD_START}{}\n-->\n",
+        hidden_json(frozen)
+    );
+
+    // English.
+    out.push_str(&format!(
+        "**Goal:** Update {engine} image from {} to {}.  \n",
+        code(&p.old_image),
+        code(&p.new_image)
+    ));
+    let old_tag = p.old_tag.as_deref().map_or("—".to_owned(), code);
+    out.push_str(&format!(
+        "**Provenance:** tag {old_tag} → {} · digest {}",
+        code(&p.new_tag),
+        code(&p.digest)
+    ));
+    if let Some(rev) = &p.revision {
+        out.push_str(&format!(" · revision {}", code(rev)));
+    }
+    if let Some(clock) = &p.clock {
+        out.push_str(&format!(" · ordered by {}", text(clock)));
+    }
+    out.push_str("  \n");
+    if let Some(u) = &p.upstream {
+        let range = short_range(u);
+        let shown = match &u.compare_url {
+            Some(url) => link(&range, url),
+            None => code(&range),
+        };
+        let count = u
+            .commits
+            .map_or(String::new(), |n| format!(" · {n} commits"));
+        out.push_str(&format!(
+            "**Upstream:** {} {shown}{count}  \n",
+            text(&u.repository)
+        ));
+    }
+    if let Some(why) = &p.not_release_reason {
+        out.push_str(&format!("**Why not a release:** {}  \n", text(why)));
+    }
+    out.push_str(&format!(
+        "**Baseline:** {} · {}  \n",
+        b.date,
+        code(&b.image)
+    ));
+    out.push_str(&format!(
+        "Mean latency · Sources: {}\n\n",
+        sources(b, "API")
+    ));
+    out.push_str(&baseline_table(b, TABLE_HEAD));
+    let na = unavailable(b);
+    if !na.is_empty() {
+        let parts: Vec<String> = na
+            .iter()
+            .map(|(reason, labels)| {
+                let labels: Vec<String> = labels.iter().map(|l| text(l)).collect();
+                format!("{}: {}.", labels.join(", "), text(reason))
+            })
+            .collect();
+        out.push_str(&format!("\n**Note:** {}\n", parts.join(" ")));
+    }
+    out.push_str("\n**Eval:** N/A\n");
+
+    // Chinese.
+    out.push_str("\n<details>\n<summary>中文</summary>\n\n");
+    out.push_str(&format!(
+        "**目标：**将 {engine} 镜像从 {} 更新为 {}。  \n",
+        code(&p.old_image),
+        code(&p.new_image)
+    ));
+    out.push_str(&format!(
+        "**来源：**标签 {old_tag} → {} · 摘要 {}",
+        code(&p.new_tag),
+        code(&p.digest)
+    ));
+    if let Some(rev) = &p.revision {
+        out.push_str(&format!(" · 修订 {}", code(rev)));
+    }
+    if let Some(clock) = &p.clock {
+        out.push_str(&format!(" · 排序依据：{}", text(clock)));
+    }
+    out.push_str("  \n");
+    if let Some(u) = &p.upstream {
+        let range = short_range(u);
+        let shown = match &u.compare_url {
+            Some(url) => link(&range, url),
+            None => code(&range),
+        };
+        let count = u
+            .commits
+            .map_or(String::new(), |n| format!(" · {n} 个提交"));
+        out.push_str(&format!(
+            "**上游：**{} {shown}{count}  \n",
+            text(&u.repository)
+        ));
+    }
+    if let Some(why) = &p.not_release_reason {
+        out.push_str(&format!("**为何不用正式版本：**{}  \n", text(why)));
+    }
+    out.push_str(&format!("**基线：**{} · {}  \n", b.date, code(&b.image)));
+    out.push_str(&format!("平均延迟 · 来源：{}\n\n", sources(b, "API")));
+    out.push_str(&baseline_table(b, TABLE_HEAD_ZH));
+    if !na.is_empty() {
+        let parts: Vec<String> = na
+            .iter()
+            .map(|(reason, labels)| {
+                let labels: Vec<String> = labels.iter().map(|l| text(l)).collect();
+                format!("{}：{}。", labels.join("、"), text(reason))
+            })
+            .collect();
+        out.push_str(&format!("\n**说明：**{}（原因为英文）\n", parts.join(" ")));
+    }
+    out.push_str("\n**评估：**N/A\n\n</details>\n");
+    out.push_str(BASELINE_END);
+    out
+}
+
+/// Why the block could not be placed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpliceError {
+    /// Neither the placeholder nor a block is in the body.
+    #[error("the PR body has neither {BASELINE_PLACEHOLDER} nor a baseline block")]
+    NotFound,
+    /// More than one placeholder or block.
+    #[error("the PR body has {0} baseline markers; expected one")]
+    Ambiguous(usize),
+    /// A block start without its end.
+    #[error("the PR body's baseline block has no {BASELINE_END}")]
+    Unterminated,
+}
+
+/// Replaces the placeholder, or an existing block, with `block`, keeping
+/// every byte outside the markers. Returns the new body; when it equals the
+/// old one there is nothing to edit.
+pub fn splice_baseline(body: &str, block: &str) -> Result<String, SpliceError> {
+    let starts: Vec<usize> = body.match_indices(BASELINE_START).map(|(i, _)| i).collect();
+    match starts.as_slice() {
+        [start] => {
+            let end = body[*start..]
+                .find(BASELINE_END)
+                .map(|i| start + i + BASELINE_END.len())
+                .ok_or(SpliceError::Unterminated)?;
+            Ok(format!("{}{block}{}", &body[..*start], &body[end..]))
+        }
+        [] => {
+            let found: Vec<usize> = body
+                .match_indices(BASELINE_PLACEHOLDER)
+                .map(|(i, _)| i)
+                .collect();
+            match found.as_slice() {
+                [at] => Ok(format!(
+                    "{}{block}{}",
+                    &body[..*at],
+                    &body[at + BASELINE_PLACEHOLDER.len()..]
+                )),
+                [] => Err(SpliceError::NotFound),
+                many => Err(SpliceError::Ambiguous(many.len())),
+            }
+        }
+        many => Err(SpliceError::Ambiguous(many.len())),
+    }
+}
+
+/// Why a frozen baseline could not be read back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrozenError {
+    /// The block has no hidden record, or it is unterminated.
+    #[error("the baseline block has no readable hidden record")]
+    NoRecord,
+    /// The record is not valid.
+    #[error("the baseline block's hidden record is not valid: {0}")]
+    Json(String),
+    /// Markers are broken.
+    #[error(transparent)]
+    Splice(#[from] SpliceError),
+}
+
+/// Reads the frozen baseline back from a body: `Ok(None)` while only the
+/// placeholder is there.
+pub fn parse_baseline_block(body: &str) -> Result<Option<FrozenBaseline>, FrozenError> {
+    let starts: Vec<usize> = body.match_indices(BASELINE_START).map(|(i, _)| i).collect();
+    let start = match starts.as_slice() {
+        [] => return Ok(None),
+        [one] => *one,
+        many => return Err(SpliceError::Ambiguous(many.len()).into()),
+    };
+    let block = &body[start..];
+    let end = block.find(BASELINE_END).ok_or(SpliceError::Unterminated)?;
+    let block = &block[..end].replace("\r\n", "\n");
+    let record = block
+        .find(RECORD_START)
+        .map(|i| &block[i + RECORD_START.len()..])
+        .ok_or(FrozenError::NoRecord)?;
+    let json_end = record.find("\n-->").ok_or(FrozenError::NoRecord)?;
+    serde_json::from_str(&record[..json_end])
+        .map(Some)
+        .map_err(|e| FrozenError::Json(e.to_string()))
+}

@@ -1,0 +1,239 @@
+//! Completion receipts (spec §7) and the cleanup marker comment.
+//!
+//! Layout follows the helper's `<details>` receipt (PR #3023):
+//!
+//! ```text
+//! <!-- klaud-outcome:<owner run>:<candidate>
+//! {"head":…,"outcome":…,"validation":{…}}
+//! -->
+//! **failed** · Repairs: 0 · Runs: [id](url), [id](url)
+//! <sentence>
+//!
+//! <details>
+//! <summary>中文</summary>
+//! …
+//! </details>
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use super::RenderedComment;
+use super::format::{link, text};
+use super::markers::{
+    HiddenRecord, MarkerError, MarkerKey, cleanup_marker, hidden_block, hidden_json, parse_json,
+};
+use crate::model::{CandidateId, FinishedResult, Outcome, OwnerRun, Phase, RunRef};
+
+/// What the final sweep verification found (from the sweep manifest and the
+/// run), kept in the receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepCheck {
+    /// The sweep run.
+    #[serde(rename = "run-id")]
+    pub run_id: u64,
+    /// Its attempt.
+    #[serde(rename = "run-attempt")]
+    pub run_attempt: u32,
+    /// The head it ran on.
+    pub head: String,
+    /// Whether it was a full sweep.
+    #[serde(rename = "full-sweep")]
+    pub full_sweep: bool,
+    /// Whether a `klaud-sweep-manifest` confirmed the above.
+    pub manifest: bool,
+}
+
+/// A receipt: the checked result plus what was verified.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Receipt {
+    /// Owner run.
+    pub owner_run: OwnerRun,
+    /// Candidate.
+    pub candidate: CandidateId,
+    /// Branch head at the end, if a branch existed.
+    pub head: Option<String>,
+    /// The result.
+    pub result: FinishedResult,
+    /// Final sweep verification, when one ran.
+    pub sweep: Option<SweepCheck>,
+    /// Extra sentence in English (e.g. who released the claim and why).
+    pub note: Option<String>,
+    /// The same sentence in Chinese.
+    pub note_zh: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Wire {
+    head: Option<String>,
+    outcome: Outcome,
+    validation: Validation,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Validation {
+    phase: Phase,
+    #[serde(rename = "pull-request")]
+    pull_request: Option<u64>,
+    runs: Vec<RunRef>,
+    repairs: u32,
+    sweep: Option<SweepCheck>,
+    #[serde(default)]
+    note: Option<String>,
+    #[serde(default, rename = "note-zh")]
+    note_zh: Option<String>,
+}
+
+impl Receipt {
+    /// The marker key.
+    pub fn key(&self) -> MarkerKey {
+        MarkerKey::Outcome {
+            owner_run: self.owner_run,
+            candidate: self.candidate.clone(),
+        }
+    }
+
+    fn wire(&self) -> Wire {
+        Wire {
+            head: self.head.clone(),
+            outcome: self.result.outcome(),
+            validation: Validation {
+                phase: self.result.phase(),
+                pull_request: self.result.pull_request(),
+                runs: self.result.runs().to_vec(),
+                repairs: self.result.repairs(),
+                sweep: self.sweep.clone(),
+                note: self.note.clone(),
+                note_zh: self.note_zh.clone(),
+            },
+        }
+    }
+}
+
+fn sentences(outcome: Outcome) -> (&'static str, &'static str) {
+    match outcome {
+        Outcome::Validated => (
+            "The full sweep is verified; this PR is ready for review.",
+            "完整 sweep 已通过验证；PR 已就绪，等待审查。",
+        ),
+        Outcome::CapacityDeferred => (
+            "No GPU capacity was available; a later wave will try again.",
+            "没有可用的 GPU 资源；之后的轮次会再次尝试。",
+        ),
+        Outcome::ReadinessBlocked => (
+            "The repository was not ready for this candidate.",
+            "仓库尚未准备好处理该候选。",
+        ),
+        Outcome::Incompatible => (
+            "The candidate image cannot run this configuration.",
+            "候选镜像无法运行此配置。",
+        ),
+        Outcome::Duplicate => (
+            "Another pull request already proposes this image.",
+            "已有其他 PR 提出相同的镜像。",
+        ),
+        Outcome::Retired => (
+            "The configuration no longer exists on the base branch.",
+            "基础分支上已不存在该配置。",
+        ),
+        Outcome::AlreadyUpdated => (
+            "The base branch already uses this image.",
+            "基础分支已使用该镜像。",
+        ),
+        Outcome::Uncertain => (
+            "Klaud could not determine the result of its runs.",
+            "Klaud 无法确定其运行的结果。",
+        ),
+        Outcome::Failed => (
+            "All owned runs ended without a passing result.",
+            "所有自有运行均已结束，未获得通过的结果。",
+        ),
+        Outcome::Handoff => (
+            "A maintainer took over; Klaud no longer changes this PR.",
+            "维护者已接手；Klaud 不再修改此 PR。",
+        ),
+        Outcome::UnexpectedError => (
+            "Klaud stopped after an unexpected error and cleaned up its runs.",
+            "Klaud 因意外错误停止，并已清理其运行。",
+        ),
+    }
+}
+
+fn run_links(runs: &[RunRef]) -> String {
+    if runs.is_empty() {
+        return "—".to_owned();
+    }
+    runs.iter()
+        .map(|r| link(&r.id.to_string(), &r.url))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Renders the receipt comment.
+pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
+    let key = receipt.key();
+    let outcome = receipt.result.outcome();
+    let runs = run_links(receipt.result.runs());
+    let repairs = receipt.result.repairs();
+    let (en, zh) = sentences(outcome);
+    let mut body = hidden_block(&key, &hidden_json(&receipt.wire()));
+    body.push_str(&format!(
+        "**{outcome}** · Repairs: {repairs} · Runs: {runs}  \n{en}"
+    ));
+    if let Some(note) = &receipt.note {
+        body.push(' ');
+        body.push_str(&text(note));
+    }
+    body.push_str("\n\n<details>\n<summary>中文</summary>\n\n");
+    body.push_str(&format!(
+        "**{outcome}** · 修复次数：{repairs} · 运行：{runs}  \n{zh}"
+    ));
+    if let Some(note) = receipt.note_zh.as_ref().or(receipt.note.as_ref()) {
+        body.push_str(&text(note));
+    }
+    body.push_str("\n\n</details>\n");
+    RenderedComment { key, body }
+}
+
+/// Reads a receipt record, re-checking the outcome rules.
+pub fn parse_receipt(record: &HiddenRecord<'_>) -> Result<Receipt, MarkerError> {
+    let MarkerKey::Outcome {
+        owner_run,
+        candidate,
+    } = &record.key
+    else {
+        return Err(MarkerError::WrongKind {
+            expected: "klaud-outcome",
+            found: record.key.to_string(),
+        });
+    };
+    let wire: Wire = parse_json(record)?;
+    let v = wire.validation;
+    let result = FinishedResult::new(wire.outcome, v.phase, v.pull_request, v.runs, v.repairs)
+        .map_err(|e| MarkerError::Json {
+            marker: record.key.to_string(),
+            reason: e.to_string(),
+        })?;
+    Ok(Receipt {
+        owner_run: *owner_run,
+        candidate: candidate.clone(),
+        head: wire.head,
+        result,
+        sweep: v.sweep,
+        note: v.note,
+        note_zh: v.note_zh,
+    })
+}
+
+/// The comment posted when cleanup starts: the marker line and a sentence.
+pub fn render_cleanup(owner_run: OwnerRun, candidate: &CandidateId) -> RenderedComment {
+    let key = MarkerKey::Cleanup {
+        owner_run,
+        candidate: candidate.clone(),
+    };
+    let body = format!(
+        "{}\nKlaud is cleaning up this candidate: cancelling its runs, removing sweep labels and closing the PR.\n\n\
+         <details>\n<summary>中文</summary>\n\nKlaud 正在清理该候选：取消其运行、移除 sweep 标签并关闭 PR。\n\n</details>\n",
+        cleanup_marker(owner_run, candidate)
+    );
+    RenderedComment { key, body }
+}

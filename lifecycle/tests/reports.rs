@@ -1,0 +1,667 @@
+//! Rendering, parsing and idempotence of everything Klaud publishes, with
+//! insta snapshots of the texts people read.
+
+use chrono::{NaiveDate, TimeZone, Utc};
+use klaud_lifecycle::artifacts::{BenchmarkRow, EvalRow, FixedSeqRow, PointIdentity, PointMetrics};
+use klaud_lifecycle::baseline::{
+    Baseline, BaselinePoint, BaselineValue, PointSpec, Scenario, Workers,
+};
+use klaud_lifecycle::model::{
+    AttemptKind, AttemptStatus, CandidateId, FinishedResult, Outcome, Phase, RunRef,
+};
+use klaud_lifecycle::report::*;
+
+const CAND: &str = "d92e15065c55779d-0123456789abcdef";
+const OWNER: u64 = 35570000001;
+
+fn cand() -> CandidateId {
+    CandidateId::new(CAND).expect("valid id")
+}
+
+fn run(id: u64, attempt: u32) -> RunRef {
+    RunRef {
+        id,
+        attempt,
+        url: format!("https://github.com/SemiAnalysisAI/InferenceX/actions/runs/{id}"),
+    }
+}
+
+fn spec(conc: u64, tp: u64, ep: u64, dpa: bool) -> PointSpec {
+    PointSpec {
+        scenario: Scenario::FixedSeqLen {
+            isl: 8192,
+            osl: 1024,
+        },
+        conc,
+        spec_decoding: "none".into(),
+        kv_offload: None,
+        decode: Workers {
+            num_workers: None,
+            tp,
+            ep,
+            dp_attn: dpa,
+        },
+        prefill: None,
+    }
+}
+
+fn metrics(out: f64, ttft: f64, tpot: f64) -> PointMetrics {
+    PointMetrics {
+        tput_per_gpu: out * 9.5,
+        output_tput_per_gpu: out,
+        mean_ttft: ttft,
+        mean_tpot: tpot,
+    }
+}
+
+fn baseline() -> Baseline {
+    let measured = |p: PointSpec, m| BaselinePoint {
+        label: p.label(),
+        point: p,
+        value: BaselineValue::Measured {
+            metrics: m,
+            run_url: Some(
+                "https://github.com/SemiAnalysisAI/InferenceX/actions/runs/1/attempts/1".into(),
+            ),
+        },
+    };
+    let na = |p: PointSpec, reason: &str| BaselinePoint {
+        label: p.label(),
+        point: p,
+        value: BaselineValue::Unavailable {
+            reason: reason.into(),
+        },
+    };
+    Baseline {
+        date: NaiveDate::from_ymd_opt(2026, 9, 9).expect("date"),
+        image: "lmsysorg/sglang:v0.5.16-cu130".into(),
+        model: "DeepSeek-R1-0528".into(),
+        source_urls: vec![
+            "https://inferencex.semianalysis.com/api/v1/benchmarks?model=DeepSeek-R1-0528&date=2026-09-09&exact=true".into(),
+            "https://inferencex.semianalysis.com/api/v1/workflow-info?date=2026-09-09".into(),
+        ],
+        points: vec![
+            measured(spec(1, 4, 1, false), metrics(100.0, 0.2, 0.01)),
+            measured(spec(32, 4, 1, false), metrics(1266.3, 4.20116, 0.00616)),
+            na(spec(64, 4, 4, true), "not benchmarked on 2026-09-09"),
+            na(spec(128, 4, 4, true), "not benchmarked on 2026-09-09"),
+            na(spec(256, 4, 4, true), "published result lacks mean_tpot"),
+        ],
+    }
+}
+
+fn row(conc: u64, tp: u64, ep: u64, dpa: bool, m: PointMetrics) -> BenchmarkRow {
+    BenchmarkRow::FixedSeqLen(FixedSeqRow {
+        conc,
+        identity: PointIdentity {
+            isl: Some(8192),
+            osl: Some(1024),
+            tp: Some(tp),
+            ep: Some(ep),
+            dp_attention: Some(dpa),
+            ..PointIdentity::default()
+        },
+        metrics: m,
+        extra: Default::default(),
+    })
+}
+
+fn provenance() -> Provenance {
+    Provenance {
+        engine: engine_display("sglang", "lmsysorg/sglang"),
+        old_image: "lmsysorg/sglang:v0.5.16-cu130".into(),
+        new_image: "lmsysorg/sglang:v0.5.17-cu130@sha256:d6e7288627be8b02be88e4bba38e73f6d50e2826869f753c13a4c4385ab3eda9".into(),
+        old_tag: Some("v0.5.16-cu130".into()),
+        new_tag: "v0.5.17-cu130".into(),
+        digest: "sha256:d6e7288627be8b02be88e4bba38e73f6d50e2826869f753c13a4c4385ab3eda9".into(),
+        revision: Some("bb5e6198".into()),
+        clock: Some("tag version (semver)".into()),
+        upstream: Some(UpstreamRange {
+            repository: "sgl-project/sglang".into(),
+            from: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".into(),
+            to: "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb".into(),
+            commits: Some(214),
+            compare_url: Some("https://github.com/sgl-project/sglang/compare/aaaaaaaa...bbbbbbbb".into()),
+        }),
+        not_release_reason: None,
+    }
+}
+
+fn attempt_report() -> AttemptReport {
+    let rows = vec![
+        row(1, 4, 1, false, metrics(110.0, 0.19, 0.0098)),
+        row(32, 4, 1, false, metrics(1200.0, 4.5, 0.0065)),
+        row(64, 4, 4, true, metrics(2000.0, 6.0, 0.012)),
+        row(256, 4, 4, true, metrics(3000.0, 9.0, 0.02)),
+    ];
+    let sections = compare(&baseline(), &rows, "no result artifact for this point");
+    let evals = compare_evals(
+        &[EvalRow {
+            task: "gsm8k".into(),
+            conc: 28,
+            score: 0.97,
+            score_name: "em_strict".into(),
+            n_eff: Some(1319),
+            identity: PointIdentity::default(),
+            extra: Default::default(),
+        }],
+        &[EvalRow {
+            task: "gsm8k".into(),
+            conc: 28,
+            score: 0.965,
+            score_name: "em_strict".into(),
+            n_eff: Some(1319),
+            identity: PointIdentity::default(),
+            extra: Default::default(),
+        }],
+    );
+    AttemptReport {
+        owner_run: OWNER,
+        candidate: cand(),
+        name: ReportName::Run {
+            id: 35570778795,
+            attempt: 1,
+        },
+        kind: Some(AttemptKind::Initial { budget: 5 }),
+        status: AttemptStatus::Passed,
+        detail: Some("smoke".into()),
+        run: Some(run(35570778795, 1)),
+        at: Utc
+            .with_ymd_and_hms(2026, 9, 17, 12, 34, 56)
+            .single()
+            .expect("time"),
+        image: provenance().new_image,
+        head: Some("9d5bbb82a1d648054e300003efb5692433f0fee8".into()),
+        sections,
+        evals,
+        notes: vec![],
+        part: None,
+    }
+}
+
+#[test]
+fn pr_title_matches_the_real_sample() {
+    let engine = engine_display("sglang", "lmsysorg/sglang-rocm");
+    let title = pr_title(
+        DEFAULT_DISPLAY_NAME,
+        "qwen3.5-fp8-mi300x-sglang",
+        &engine,
+        "v0.5.19-rocm720-mi30x",
+    );
+    assert_eq!(
+        title,
+        "[Klaud Cold] Update qwen3.5-fp8-mi300x-sglang SGLang ROCm image to v0.5.19-rocm720-mi30x / 将 qwen3.5-fp8-mi300x-sglang 的 SGLang ROCm 镜像更新至 v0.5.19-rocm720-mi30x"
+    );
+    insta::assert_snapshot!(
+        "pr_title",
+        pr_title(
+            DEFAULT_DISPLAY_NAME,
+            "dsr1-fp4-b200-sglang",
+            &engine_display("sglang", "lmsysorg/sglang"),
+            "v0.5.17-cu130"
+        )
+    );
+}
+
+#[test]
+fn engine_names_come_from_image_and_framework() {
+    let cases = [
+        ("sglang", "lmsysorg/sglang", "SGLang"),
+        ("sglang", "lmsysorg/sglang-rocm", "SGLang ROCm"),
+        ("sglang", "rocm/sgl-dev", "SGLang ROCm"),
+        ("vllm", "vllm/vllm-openai", "vLLM"),
+        ("vllm", "vllm/vllm-openai-rocm", "vLLM ROCm"),
+        ("trt", "nvcr.io/nvidia/tensorrt-llm/release", "TensorRT-LLM"),
+        (
+            "trt",
+            "ghcr.io/semianalysisai/trtllm-deepseek-v4",
+            "TensorRT-LLM",
+        ),
+        (
+            "dynamo-trt",
+            "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime",
+            "Dynamo TensorRT-LLM",
+        ),
+        ("dynamo-sglang", "lmsysorg/sglang", "SGLang"),
+        ("atom", "rocm/atom", "ATOM"),
+        ("atom", "rocm/atom-dev", "ATOM"),
+        (
+            "llmd-vllm",
+            "quay.io/rh-ee-imarkov/llm-d-nokube-vllm",
+            "vLLM",
+        ),
+        ("tilert", "ghcr.io/tile-ai/tilert", "TileRT"),
+        ("mystery", "example/thing", "mystery"),
+    ];
+    for (framework, repo, want) in cases {
+        assert_eq!(engine_display(framework, repo), want, "{framework} {repo}");
+    }
+}
+
+#[test]
+fn pr_body_block_replaces_placeholder_and_keeps_other_text() {
+    let frozen = FrozenBaseline {
+        provenance: provenance(),
+        baseline: baseline(),
+    };
+    let block = render_baseline_block(&frozen);
+    insta::assert_snapshot!("pr_body_block", block);
+
+    let other = "\r\n\n<!-- other-bot -->\nCoverage: 93% \u{1F600}\r\n";
+    let body = format!("{}{other}", initial_body());
+    let spliced = splice_baseline(&body, &block).expect("placeholder found");
+    assert!(spliced.starts_with(BASELINE_START));
+    assert!(
+        spliced.ends_with(&format!("\n{other}")),
+        "other text must stay byte for byte"
+    );
+    // Re-splicing the same block changes nothing; a new block replaces only the block.
+    assert_eq!(
+        splice_baseline(&spliced, &block).expect("block found"),
+        spliced
+    );
+    let mut changed = frozen.clone();
+    changed.baseline.points.pop();
+    let block2 = render_baseline_block(&changed);
+    let respliced = splice_baseline(&spliced, &block2).expect("block found");
+    assert!(respliced.ends_with(&format!("\n{other}")));
+    assert_eq!(
+        parse_baseline_block(&respliced).expect("parses"),
+        Some(changed)
+    );
+    assert_eq!(
+        parse_baseline_block(&spliced).expect("parses"),
+        Some(frozen)
+    );
+    assert_eq!(parse_baseline_block(&body).expect("placeholder only"), None);
+
+    assert_eq!(
+        splice_baseline("no markers", &block),
+        Err(SpliceError::NotFound)
+    );
+    assert_eq!(
+        splice_baseline(
+            &format!("{BASELINE_PLACEHOLDER}{BASELINE_PLACEHOLDER}"),
+            &block
+        ),
+        Err(SpliceError::Ambiguous(2))
+    );
+    assert_eq!(
+        splice_baseline(&format!("x{BASELINE_START} y"), &block),
+        Err(SpliceError::Unterminated)
+    );
+    assert!(
+        parse_baseline_block(&format!(
+            "{BASELINE_START}\n<!-- klaud-baseline-record\n{{nope\n-->\n{BASELINE_END}"
+        ))
+        .is_err()
+    );
+}
+
+#[test]
+fn interpolated_text_never_mentions_anyone() {
+    let mut frozen = FrozenBaseline {
+        provenance: provenance(),
+        baseline: baseline(),
+    };
+    frozen.provenance.not_release_reason = Some("@octocat asked for the nightly -->".into());
+    frozen.baseline.points[2].value = BaselineValue::Unavailable {
+        reason: "ask @team/maintainers".into(),
+    };
+    let block = render_baseline_block(&frozen);
+    assert!(
+        !block.contains("@octocat") && !block.contains("@team"),
+        "{block}"
+    );
+    // The block still splices and reads back: the hostile `-->` did not end a marker.
+    let spliced = splice_baseline(&initial_body(), &block).expect("splices");
+    assert_eq!(
+        parse_baseline_block(&spliced).expect("parses"),
+        Some(frozen)
+    );
+    let title = pr_title("Klaud Cold", "@x", "SGLang", "t");
+    assert!(!title.contains("@x"));
+}
+
+#[test]
+fn attempt_report_renders_with_deltas_and_na() {
+    let report = attempt_report();
+    let comments = render_report(&report).expect("renders");
+    assert_eq!(comments.len(), 1);
+    let body = &comments[0].body;
+    insta::assert_snapshot!("attempt_report", body);
+    assert!(body.starts_with(&format!(
+        "<!-- klaud-report:{OWNER}:{CAND}:run-35570778795-1\n"
+    )));
+    assert!(body.contains("**Initial attempt 0/5 · passed (smoke)** · [Run 35570778795 / attempt 1](https://github.com/SemiAnalysisAI/InferenceX/actions/runs/35570778795) · 2026-09-17 12:34 UTC"));
+    assert!(
+        body.contains("| 1 | 110 (+10.0%) | 190 (-5.0%) | 9.8 (-2.0%) |"),
+        "{body}"
+    );
+    assert!(body.contains("97% (+0.50 pp)"));
+    let record = find_record(body).expect("valid").expect("ours");
+    assert_eq!(parse_report(&record).expect("typed"), report);
+}
+
+#[test]
+fn baseline_report_without_run_renders() {
+    let at = Utc
+        .with_ymd_and_hms(2026, 9, 17, 12, 34, 56)
+        .single()
+        .expect("time");
+    let report = AttemptReport::for_baseline(OWNER, cand(), at, &baseline());
+    let comments = render_report(&report).expect("renders");
+    let body = &comments[0].body;
+    insta::assert_snapshot!("baseline_report_na", body);
+    assert!(body.starts_with(&format!("<!-- klaud-report:{OWNER}:{CAND}:baseline\n")));
+    assert!(body.contains("**Baseline · passed (frozen 2026-09-09)** · 2026-09-17 12:34 UTC"));
+    assert!(
+        body.contains("| 32 | 1,266.3 | 4,201.16 | 6.16 |"),
+        "{body}"
+    );
+    assert!(body.contains("- 8k1k c64 TP4 EP4 DPA: baseline: not benchmarked on 2026-09-09"));
+}
+
+fn big_report(rows: u64) -> AttemptReport {
+    let mut report = attempt_report();
+    report.sections = vec![ReportSection {
+        scenario: "8k1k".into(),
+        topology: "TP8".into(),
+        rows: (1..=rows)
+            .map(|c| ReportRow {
+                label: format!("8k1k c{c} TP8"),
+                conc: c,
+                new: Measure::Measured {
+                    metrics: metrics(100.0 + c as f64, 0.5, 0.01),
+                },
+                old: if c % 7 == 0 {
+                    Measure::Missing {
+                        reason: "not benchmarked on 2026-09-09".into(),
+                    }
+                } else {
+                    Measure::Measured {
+                        metrics: metrics(100.0, 0.5, 0.01),
+                    }
+                },
+            })
+            .collect(),
+    }];
+    report
+}
+
+#[test]
+fn large_reports_split_into_standalone_parts_that_reassemble() {
+    let report = big_report(1500);
+    let parts = render_report(&report).expect("splits");
+    assert!(parts.len() > 1, "1500 rows must not fit one comment");
+    let mut records = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        assert!(part.body.chars().count() <= MAX_COMMENT_CHARS);
+        let record = find_record(&part.body).expect("valid").expect("ours");
+        assert_eq!(record.key, part.key);
+        let MarkerKey::Report { part: Some(n), .. } = record.key else {
+            panic!("part marker missing")
+        };
+        assert_eq!(n as usize, i + 1);
+        assert!(
+            part.body
+                .contains("| Concurrency | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |")
+        );
+        records.push(parse_report(&record).expect("typed"));
+    }
+    records.reverse();
+    assert_eq!(reassemble(records.clone()).expect("whole"), report);
+    records.pop();
+    assert!(matches!(
+        reassemble(records),
+        Err(ReassembleError::Missing(_))
+    ));
+}
+
+#[test]
+fn split_report_snapshot() {
+    let parts = render_report_with_limit(&big_report(12), 3500).expect("splits");
+    assert!(parts.len() >= 2);
+    let joined: Vec<String> = parts.iter().map(|p| p.body.clone()).collect();
+    insta::assert_snapshot!("split_report", joined.join("\n=== next comment ===\n"));
+}
+
+#[test]
+fn republishing_the_same_record_is_detected() {
+    let wanted = render_report(&attempt_report()).expect("renders").remove(0);
+    assert_eq!(
+        compare_existing(&wanted.body, &wanted),
+        Ok(Existing::Identical)
+    );
+    assert_eq!(
+        compare_existing(&wanted.body.replace('\n', "\r\n"), &wanted),
+        Ok(Existing::Identical)
+    );
+    // Other wording, same record (a newer Klaud): still identical.
+    let reworded = wanted.body.replace("Scenario:", "Szenario:");
+    assert_eq!(
+        compare_existing(&reworded, &wanted),
+        Ok(Existing::Identical)
+    );
+    let mut changed = attempt_report();
+    changed.status = AttemptStatus::Failed;
+    let changed = render_report(&changed).expect("renders").remove(0);
+    assert_eq!(
+        compare_existing(&changed.body, &wanted),
+        Ok(Existing::Changed)
+    );
+    assert_eq!(
+        compare_existing("LGTM /klaud retry", &wanted),
+        Ok(Existing::Unrelated)
+    );
+    let receipt = render_receipt(&failed_receipt());
+    assert_eq!(
+        compare_existing(&receipt.body, &wanted),
+        Ok(Existing::Unrelated)
+    );
+    let broken = wanted.body.replacen("{", "{nope", 1);
+    assert!(compare_existing(&broken, &wanted).is_err());
+}
+
+fn failed_receipt() -> Receipt {
+    Receipt {
+        owner_run: OWNER,
+        candidate: cand(),
+        head: Some("9d5bbb82a1d648054e300003efb5692433f0fee8".into()),
+        result: FinishedResult::new(
+            Outcome::Failed,
+            Phase::Targeted,
+            Some(3023),
+            vec![run(34647177620, 1), run(34648882312, 1)],
+            0,
+        )
+        .expect("valid"),
+        sweep: None,
+        note: Some("PR closed; exact-candidate branch retained pending maintainer review.".into()),
+        note_zh: Some("PR 已关闭；保留精确候选分支，等待维护者检查。".into()),
+    }
+}
+
+#[test]
+fn receipts_render_like_the_helper_and_parse_back() {
+    let failed = failed_receipt();
+    let rendered = render_receipt(&failed);
+    insta::assert_snapshot!("receipt_failed", rendered.body);
+    assert!(rendered.body.contains("**failed** · Repairs: 0 · Runs: [34647177620](https://github.com/SemiAnalysisAI/InferenceX/actions/runs/34647177620), [34648882312](https://github.com/SemiAnalysisAI/InferenceX/actions/runs/34648882312)  \n"));
+    let record = find_record(&rendered.body).expect("valid").expect("ours");
+    assert_eq!(parse_receipt(&record).expect("typed"), failed);
+    let json: serde_json::Value = serde_json::from_str(record.json).expect("json");
+    assert_eq!(json["outcome"], "failed");
+    assert!(json.get("head").is_some() && json.get("validation").is_some());
+
+    let validated = Receipt {
+        result: FinishedResult::new(
+            Outcome::Validated,
+            Phase::FinalSweep,
+            Some(3010),
+            vec![run(34592860782, 1), run(34600160889, 1)],
+            0,
+        )
+        .expect("valid"),
+        sweep: Some(SweepCheck {
+            run_id: 34600160889,
+            run_attempt: 1,
+            head: "9d5bbb82a1d648054e300003efb5692433f0fee8".into(),
+            full_sweep: true,
+            manifest: true,
+        }),
+        note: None,
+        note_zh: None,
+        ..failed.clone()
+    };
+    insta::assert_snapshot!("receipt_validated", render_receipt(&validated).body);
+
+    let uncertain = Receipt {
+        result: FinishedResult::new(Outcome::Uncertain, Phase::Resolve, None, vec![], 0)
+            .expect("valid"),
+        note: None,
+        note_zh: None,
+        ..failed.clone()
+    };
+    let body = render_receipt(&uncertain).body;
+    assert!(
+        body.contains("**uncertain** · Repairs: 0 · Runs: —"),
+        "{body}"
+    );
+
+    // A forged receipt claiming validated without runs is refused on read.
+    let forged = render_receipt(&validated).body.replace(r#""runs":[{"id":34592860782,"attempt":1,"url":"https://github.com/SemiAnalysisAI/InferenceX/actions/runs/34592860782"},{"id":34600160889,"attempt":1,"url":"https://github.com/SemiAnalysisAI/InferenceX/actions/runs/34600160889"}]"#, r#""runs":[]"#);
+    let record = find_record(&forged).expect("valid").expect("ours");
+    let err = parse_receipt(&record).unwrap_err();
+    assert!(
+        err.to_string().contains("validated needs at least one run"),
+        "{err}"
+    );
+}
+
+#[test]
+fn cleanup_comment_renders_and_parses() {
+    let rendered = render_cleanup(OWNER, &cand());
+    insta::assert_snapshot!("cleanup", rendered.body);
+    let record = find_record(&rendered.body).expect("valid").expect("ours");
+    assert_eq!(
+        record.key,
+        MarkerKey::Cleanup {
+            owner_run: OWNER,
+            candidate: cand()
+        }
+    );
+    assert_eq!(
+        compare_existing(&rendered.body, &rendered),
+        Ok(Existing::Identical)
+    );
+}
+
+#[test]
+fn a_record_whose_marker_and_json_disagree_is_refused() {
+    let body = render_report(&attempt_report())
+        .expect("renders")
+        .remove(0)
+        .body;
+    let tampered = body.replacen(&format!("klaud-report:{OWNER}:"), "klaud-report:1:", 1);
+    let record = find_record(&tampered).expect("header valid").expect("ours");
+    assert!(matches!(
+        parse_report(&record),
+        Err(MarkerError::Mismatch { .. })
+    ));
+    assert!(matches!(
+        parse_receipt(&record),
+        Err(MarkerError::WrongKind { .. })
+    ));
+}
+
+#[test]
+fn compare_puts_each_variant_in_its_own_table_and_keeps_unmatched_rows() {
+    use klaud_lifecycle::artifacts::AgenticRow;
+    let agentic = |kv: Option<&str>| PointSpec {
+        scenario: Scenario::Agentic,
+        conc: 12,
+        spec_decoding: "mtp".into(),
+        kv_offload: kv.map(str::to_owned),
+        decode: Workers {
+            num_workers: None,
+            tp: 8,
+            ep: 8,
+            dp_attn: false,
+        },
+        prefill: None,
+    };
+    let mut b = baseline();
+    b.points = [agentic(None), agentic(Some("dram/hicache"))]
+        .into_iter()
+        .map(|p| BaselinePoint {
+            label: p.label(),
+            point: p,
+            value: BaselineValue::Measured {
+                metrics: metrics(10.0, 1.0, 0.01),
+                run_url: None,
+            },
+        })
+        .collect();
+    let row = |kv: &str, out: f64| {
+        BenchmarkRow::Agentic(AgenticRow {
+            conc: 12,
+            identity: PointIdentity {
+                tp: Some(8),
+                ep: Some(8),
+                dp_attention: Some(false),
+                spec_decoding: Some("mtp".into()),
+                ..PointIdentity::default()
+            },
+            scenario_type: Some("agentic-coding".into()),
+            kv_offloading: Some(kv.into()),
+            recipe_fingerprint: None,
+            metrics: metrics(out, 1.0, 0.01),
+            num_requests_total: None,
+            num_requests_successful: None,
+            extra: Default::default(),
+        })
+    };
+    let rows = [row("dram", 12.0), row("none", 11.0), row("none", 99.0)];
+    let sections = compare(&b, &rows, "missing");
+    let summary: Vec<(String, Vec<String>)> = sections
+        .iter()
+        .map(|s| {
+            (
+                format!("{} | {}", s.scenario, s.topology),
+                s.rows
+                    .iter()
+                    .map(|r| match (&r.new, &r.old) {
+                        (Measure::Measured { metrics: n }, Measure::Measured { metrics: o }) => {
+                            format!(
+                                "{} {}/{}",
+                                r.conc, n.output_tput_per_gpu, o.output_tput_per_gpu
+                            )
+                        }
+                        (Measure::Measured { metrics: n }, Measure::Missing { reason }) => {
+                            format!("{} {} ({reason})", r.conc, n.output_tput_per_gpu)
+                        }
+                        _ => format!("{} ?", r.conc),
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            (
+                "AgentX MTP | TP8 EP8".to_owned(),
+                vec!["12 11/10".to_owned()]
+            ),
+            (
+                "AgentX MTP KV dram/hicache | TP8 EP8".to_owned(),
+                vec!["12 12/10".to_owned()]
+            ),
+            (
+                "AgentX | TP8 EP8".to_owned(),
+                vec!["12 99 (not a point of the frozen baseline)".to_owned()]
+            ),
+        ]
+    );
+}
