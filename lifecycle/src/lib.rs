@@ -8,10 +8,13 @@
 //! attempts), [`artifacts`] (bounded parsing of workflow artifacts),
 //! [`baseline`] (the frozen baseline from published results), [`report`]
 //! (everything Klaud publishes and the parsers of its hidden markers) and
-//! [`commands`] (maintainer PR commands and who may give them).
+//! [`commands`] (maintainer PR commands and who may give them). The
+//! [`engine`] drives a candidate through its life over the forge and journal
+//! traits.
 
 pub mod artifacts;
 pub mod baseline;
 pub mod commands;
+pub mod engine;
 pub mod model;
 pub mod report;

@@ -1,0 +1,250 @@
+//! The forge boundary: the GitHub operations the lifecycle needs. Reads are
+//! free; every mutating method takes an [`OwnershipProof`], which only the
+//! ownership check can make, so no code path can change GitHub without
+//! having re-read that the work is still Klaud's.
+
+use async_trait::async_trait;
+use klaud_claims::RefStore;
+use serde_json::Value;
+
+use super::ownership::OwnershipProof;
+
+/// A pull request as the lifecycle sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pull {
+    /// Number.
+    pub number: u64,
+    /// Open (not closed or merged).
+    pub open: bool,
+    /// Draft.
+    pub draft: bool,
+    /// Title.
+    pub title: String,
+    /// Body.
+    pub body: String,
+    /// Head branch name.
+    pub head_ref: String,
+    /// Head commit.
+    pub head_sha: String,
+    /// `owner/name` of the head repository (`None` when GitHub omits it,
+    /// e.g. a deleted fork).
+    pub head_repo: Option<String>,
+    /// Author login.
+    pub author: Option<String>,
+    /// Labels.
+    pub labels: Vec<String>,
+    /// Web URL.
+    pub html_url: String,
+}
+
+/// An issue comment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comment {
+    /// Id.
+    pub id: u64,
+    /// Body.
+    pub body: String,
+    /// Author login.
+    pub author: Option<String>,
+}
+
+/// A workflow run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// Id.
+    pub id: u64,
+    /// Attempt, from 1.
+    pub attempt: u32,
+    /// Title shown on GitHub (`display_title`).
+    pub title: String,
+    /// Event (`workflow_dispatch`, `pull_request`).
+    pub event: String,
+    /// `queued`, `in_progress`, `completed`, ...
+    pub status: String,
+    /// Conclusion once completed.
+    pub conclusion: Option<String>,
+    /// Commit the run tests.
+    pub head_sha: String,
+    /// Who started it.
+    pub actor: Option<String>,
+    /// RFC 3339 creation time.
+    pub created_at: Option<String>,
+    /// Web URL.
+    pub html_url: String,
+}
+
+impl Run {
+    /// Whether the run can no longer change (until someone re-runs it).
+    pub fn is_completed(&self) -> bool {
+        self.status == "completed"
+    }
+}
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunQuery {
+    /// Workflow file, e.g. `e2e-tests.yml`.
+    pub workflow: String,
+    /// Event.
+    pub event: Option<String>,
+    /// Actor login.
+    pub actor: Option<String>,
+    /// Head commit.
+    pub head_sha: Option<String>,
+}
+
+/// An artifact of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactInfo {
+    /// Id.
+    pub id: u64,
+    /// Name.
+    pub name: String,
+    /// Expired artifacts cannot be downloaded.
+    pub expired: bool,
+}
+
+/// A forge operation failed. Messages name the operation and never carry a
+/// credential.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ForgeError {
+    /// The thing does not exist.
+    #[error("{0}: not found")]
+    NotFound(String),
+    /// Creating something that exists (a ref).
+    #[error("{0}: already exists")]
+    AlreadyExists(String),
+    /// A non-forced ref update that is not a fast-forward.
+    #[error("{0}: not a fast-forward")]
+    NotFastForward(String),
+    /// A write whose outcome is unknown; re-read before trying again.
+    #[error("{0}: outcome unknown")]
+    Ambiguous(String),
+    /// Anything else (transport, permissions, rate limits, decoding).
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The GitHub operations of the lifecycle, for one repository.
+#[async_trait]
+pub trait Forge: Send + Sync {
+    /// `owner/name`.
+    fn repo(&self) -> String;
+    /// The bot login every Klaud write is made as.
+    fn bot_login(&self) -> String;
+    /// The ref store claims are kept in.
+    fn refs(&self) -> &dyn RefStore;
+
+    // ---- reads
+
+    /// A file's bytes at a commit or branch; `None` when absent.
+    async fn read_file(&self, path: &str, git_ref: &str) -> Result<Option<Vec<u8>>, ForgeError>;
+    /// The newest pull request (any state) whose head is `branch` of this
+    /// repository.
+    async fn find_pull(&self, branch: &str) -> Result<Option<Pull>, ForgeError>;
+    /// One pull request.
+    async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError>;
+    /// Comments of a pull request, oldest first.
+    async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError>;
+    /// Runs of a workflow, newest first.
+    async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>, ForgeError>;
+    /// One run.
+    async fn get_run(&self, id: u64) -> Result<Run, ForgeError>;
+    /// Artifacts of a run.
+    async fn list_artifacts(&self, run: u64) -> Result<Vec<ArtifactInfo>, ForgeError>;
+    /// An artifact's zip bytes.
+    async fn download_artifact(&self, id: u64) -> Result<Vec<u8>, ForgeError>;
+
+    // ---- mutations (each needs a proof)
+
+    /// Creates one commit on `parent` that sets `files` (path → bytes) and
+    /// returns its sha. Moves no ref.
+    async fn commit_files(
+        &self,
+        proof: &OwnershipProof,
+        parent: &str,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<String, ForgeError>;
+    /// Creates `refs/heads/<branch>` at `sha`.
+    async fn create_branch(
+        &self,
+        proof: &OwnershipProof,
+        branch: &str,
+        sha: &str,
+    ) -> Result<(), ForgeError>;
+    /// Moves a branch without force (a compare-and-swap on GitHub's side).
+    async fn fast_forward_branch(
+        &self,
+        proof: &OwnershipProof,
+        branch: &str,
+        sha: &str,
+    ) -> Result<(), ForgeError>;
+    /// Deletes a branch.
+    async fn delete_branch(&self, proof: &OwnershipProof, branch: &str) -> Result<(), ForgeError>;
+    /// Opens a draft pull request.
+    async fn create_draft_pull(
+        &self,
+        proof: &OwnershipProof,
+        title: &str,
+        head: &str,
+        base: &str,
+        body: &str,
+    ) -> Result<Pull, ForgeError>;
+    /// Replaces a pull request's body.
+    async fn update_pull_body(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        body: &str,
+    ) -> Result<(), ForgeError>;
+    /// Closes a pull request.
+    async fn close_pull(&self, proof: &OwnershipProof, number: u64) -> Result<(), ForgeError>;
+    /// Marks a pull request draft (`true`) or ready for review (`false`).
+    async fn set_draft(
+        &self,
+        proof: &OwnershipProof,
+        pull: &Pull,
+        draft: bool,
+    ) -> Result<(), ForgeError>;
+    /// Posts a comment.
+    async fn create_comment(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        body: &str,
+    ) -> Result<Comment, ForgeError>;
+    /// Edits a comment.
+    async fn update_comment(
+        &self,
+        proof: &OwnershipProof,
+        id: u64,
+        body: &str,
+    ) -> Result<(), ForgeError>;
+    /// Adds labels.
+    async fn add_labels(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        labels: &[String],
+    ) -> Result<(), ForgeError>;
+    /// Removes a label (absent counts as removed).
+    async fn remove_label(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        label: &str,
+    ) -> Result<(), ForgeError>;
+    /// Dispatches a workflow on `git_ref` with `inputs`; the run id when the
+    /// server returns run details. [`ForgeError::Ambiguous`] means: search
+    /// for the run before dispatching again.
+    async fn dispatch(
+        &self,
+        proof: &OwnershipProof,
+        workflow: &str,
+        git_ref: &str,
+        inputs: &Value,
+    ) -> Result<Option<u64>, ForgeError>;
+    /// Cancels a run (a completed run counts as done).
+    async fn cancel_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError>;
+}

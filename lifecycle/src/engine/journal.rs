@@ -1,0 +1,268 @@
+//! The journal boundary: durable candidate records. The engine records its
+//! intent and flushes it before each external action, so after a crash it
+//! knows what may have happened and re-reads GitHub to find out. The
+//! journal is a cache of GitHub, never the truth: with an empty journal the
+//! engine rebuilds each record from claims, branches, PRs, markers and runs.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use klaud_claims::{ClaimRecord, HeldClaim};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
+use crate::report::{FrozenBaseline, SweepCheck};
+
+/// Where a candidate is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    /// Take the claim.
+    Claim,
+    /// Commit the bump and create the branch.
+    Prepare,
+    /// Open the draft PR.
+    Open,
+    /// Freeze the baseline into the PR body.
+    Baseline,
+    /// Smoke attempts.
+    Smoke,
+    /// Run the repair hook.
+    Repair,
+    /// Append the changelog and label the PR.
+    Final,
+    /// Watch the final sweep.
+    Sweep,
+    /// Publish the end (validated or cleanup) and release the claim.
+    Finish,
+    /// Nothing left to do.
+    Done,
+}
+
+impl Step {
+    /// The kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Claim => "claim",
+            Step::Prepare => "prepare",
+            Step::Open => "open",
+            Step::Baseline => "baseline",
+            Step::Smoke => "smoke",
+            Step::Repair => "repair",
+            Step::Final => "final",
+            Step::Sweep => "sweep",
+            Step::Finish => "finish",
+            Step::Done => "done",
+        }
+    }
+}
+
+/// The claim as last written, in a storable form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredClaim {
+    /// Full ref name.
+    pub ref_name: String,
+    /// The commit Klaud last moved the ref to.
+    pub sha: String,
+    /// The encoded record in that commit.
+    pub message: String,
+}
+
+impl StoredClaim {
+    /// Stores a held claim.
+    pub fn of(held: &HeldClaim) -> Self {
+        Self {
+            ref_name: held.ref_name.clone(),
+            sha: held.sha.clone(),
+            message: held.record.encode(),
+        }
+    }
+
+    /// The held claim back; an error names the ref when the stored record
+    /// does not parse (a corrupt journal).
+    pub fn held(&self) -> Result<HeldClaim, JournalError> {
+        let record = ClaimRecord::parse(&self.message).map_err(|e| {
+            JournalError(format!(
+                "stored claim of {} does not parse: {e}",
+                self.ref_name
+            ))
+        })?;
+        Ok(HeldClaim {
+            ref_name: self.ref_name.clone(),
+            sha: self.sha.clone(),
+            record,
+        })
+    }
+}
+
+/// One attempt (a smoke run, its infrastructure retries, the final sweep).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    /// Which attempt.
+    pub kind: AttemptKind,
+    /// The head it tests.
+    pub head: String,
+    /// When the dispatch was about to be sent (intent); `None` before.
+    pub dispatched_at: Option<DateTime<Utc>>,
+    /// The run, once found.
+    pub run: Option<RunRef>,
+    /// Status.
+    pub status: AttemptStatus,
+    /// Whether the run ended on an infrastructure failure.
+    #[serde(default)]
+    pub infra: bool,
+    /// Whether its report is published.
+    pub reported: bool,
+}
+
+/// How the candidate ends (decided, maybe not yet published).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ending {
+    /// Outcome.
+    pub outcome: Outcome,
+    /// Phase.
+    pub phase: Phase,
+    /// Why, in one sentence.
+    pub message: String,
+    /// The PR or branch is not Klaud's any more (handoff, ownership
+    /// mismatch): finishing touches nothing but Klaud's own claim.
+    #[serde(default)]
+    pub hands_off: bool,
+}
+
+/// Everything Klaud remembers about one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateRecord {
+    /// Candidate id.
+    pub candidate: String,
+    /// Family.
+    pub family: String,
+    /// Config key.
+    pub key: String,
+    /// The image on the base branch.
+    pub old_image: String,
+    /// The pinned candidate image.
+    pub image: String,
+    /// The candidate image's revision label.
+    #[serde(default)]
+    pub revision: Option<String>,
+    /// The clock that ordered the tags.
+    #[serde(default)]
+    pub clock: Option<String>,
+    /// Why a nightly rather than a release, when so.
+    #[serde(default)]
+    pub not_release_reason: Option<String>,
+    /// The owner run (claim `run-id`).
+    pub owner_run: u64,
+    /// Base branch name.
+    pub base_branch: String,
+    /// Base commit the bump was made on.
+    pub base_sha: String,
+    /// `klaud/auto-<candidate>`.
+    pub branch: String,
+    /// Where it is.
+    pub step: Step,
+    /// The claim as last written.
+    pub claim: Option<StoredClaim>,
+    /// The last branch head Klaud wrote (or accepted from the repair hook).
+    pub head: Option<String>,
+    /// A commit made but not yet on the branch (intent).
+    pub pending_commit: Option<String>,
+    /// Pull request number.
+    pub pull: Option<u64>,
+    /// Pull request URL.
+    pub pull_url: Option<String>,
+    /// The frozen baseline (a copy of the PR body's record).
+    pub frozen: Option<FrozenBaseline>,
+    /// Attempts, oldest first.
+    pub attempts: Vec<AttemptRecord>,
+    /// Repairs used.
+    pub repairs: u32,
+    /// When the final labels were set (the sweep starts after).
+    pub sweep_requested_at: Option<DateTime<Utc>>,
+    /// What the final sweep verification found.
+    pub sweep: Option<SweepCheck>,
+    /// The end, once decided.
+    pub ending: Option<Ending>,
+    /// The last external action about to be taken (for diagnosis).
+    pub intent: Option<String>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl CandidateRecord {
+    /// Every run Klaud owns for this candidate, oldest first.
+    pub fn runs(&self) -> Vec<RunRef> {
+        self.attempts.iter().filter_map(|a| a.run.clone()).collect()
+    }
+}
+
+/// A journal failure (I/O, corrupt record).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("journal: {0}")]
+pub struct JournalError(pub String);
+
+/// Durable candidate records.
+#[async_trait]
+pub trait Journal: Send + Sync {
+    /// Stores a record durably (flushed before returning).
+    async fn save(&self, record: &CandidateRecord) -> Result<(), JournalError>;
+    /// One record.
+    async fn load(&self, candidate: &str) -> Result<Option<CandidateRecord>, JournalError>;
+    /// Every record.
+    async fn list(&self) -> Result<Vec<CandidateRecord>, JournalError>;
+}
+
+/// A journal in memory (tests, and runs that accept losing it: GitHub is
+/// the truth and the engine rebuilds from it).
+#[derive(Debug, Default)]
+pub struct MemoryJournal {
+    records: Mutex<BTreeMap<String, CandidateRecord>>,
+}
+
+impl MemoryJournal {
+    /// An empty journal.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Forgets everything (simulates a deleted store).
+    pub fn clear(&self) {
+        self.records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+}
+
+#[async_trait]
+impl Journal for MemoryJournal {
+    async fn save(&self, record: &CandidateRecord) -> Result<(), JournalError> {
+        self.records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(record.candidate.clone(), record.clone());
+        Ok(())
+    }
+
+    async fn load(&self, candidate: &str) -> Result<Option<CandidateRecord>, JournalError> {
+        Ok(self
+            .records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(candidate)
+            .cloned())
+    }
+
+    async fn list(&self) -> Result<Vec<CandidateRecord>, JournalError> {
+        Ok(self
+            .records
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect())
+    }
+}

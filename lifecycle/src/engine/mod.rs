@@ -1,0 +1,34 @@
+//! The candidate state machine (spec §1, §5–§7): claim → prepare → open →
+//! baseline → smoke attempts → repairs → final → finish, over a [`Forge`]
+//! and a [`Journal`].
+//!
+//! Every step first looks for its work already done, by deterministic name
+//! (branch `klaud/auto-<candidate>`, the claim ref, the PR for the branch,
+//! run titles) or by hidden marker (reports, receipts, the cleanup marker),
+//! and continues from there; so a crash anywhere, a restart from the journal
+//! or from an empty journal all converge on the same end without duplicate
+//! branches, PRs, comments, labels or dispatches. Every mutation needs an
+//! [`OwnershipProof`] from [`ownership::check`]; a mismatch ends the
+//! candidate as `handoff` (label, foreign commit) or `unexpected-error`
+//! without touching anything but Klaud's own claim.
+//!
+//! [`Engine::step`] advances a candidate by one step and never sleeps:
+//! while a run is going it answers [`Progress::Waiting`] and the caller
+//! decides when to ask again.
+
+mod driver;
+pub mod forge;
+pub mod journal;
+pub mod ownership;
+
+pub use driver::{
+    Engine, EngineConfig, EngineError, Progress, RepairContext, RepairHook, RepairOutcome, Target,
+    branch_name, smoke_test_name,
+};
+pub use forge::{ArtifactInfo, Comment, Forge, ForgeError, Pull, Run, RunQuery};
+pub use journal::{
+    AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, Step, StoredClaim,
+};
+pub use ownership::{
+    Expectation, HANDOFF_LABEL, Mismatch, MismatchKind, OwnershipError, OwnershipProof,
+};
