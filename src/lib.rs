@@ -6,5 +6,6 @@
 
 pub mod cli;
 pub mod config;
+pub mod dashboard;
 pub mod github;
 pub mod sandbox;
