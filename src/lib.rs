@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod dashboard;
 pub mod github;
 pub mod sandbox;

@@ -18,7 +18,7 @@ h1 { font-size: 20px; margin: 0 0 4px; }
 h2 { font-size: 17px; margin: 24px 0 8px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
 h3 { font-size: 15px; margin: 16px 0 6px; }
 .meta { color: var(--muted); margin: 0 0 12px; }
-.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(180px, 1fr)); gap: 8px; margin: 12px 0; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(150px, 1fr)); gap: 8px; margin: 12px 0; }
 .card { border: 1px solid var(--line); border-radius: 8px; padding: 8px 10px; }
 .card b { display: block; font-size: 18px; }
 .scroll { overflow-x: auto; }

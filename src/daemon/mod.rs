@@ -1,0 +1,4 @@
+//! The long-running daemon (`klaud serve`): scheduled planner waves, the
+//! reconcile loop, lease heartbeats and the dashboard.
+
+pub mod schedule;
