@@ -2,3 +2,4 @@
 //! reconcile loop, lease heartbeats and the dashboard.
 
 pub mod schedule;
+pub mod webhook;
