@@ -9,6 +9,7 @@
 
 mod api;
 mod refstore;
+mod runstatus;
 mod transport;
 
 use std::fmt;
@@ -22,6 +23,8 @@ pub use api::{
     Artifact, CommentInfo, Comparison, DispatchOutcome, FileChange, JobInfo, PullInfo, RunFilter,
     RunInfo, TreeChange, UserInfo,
 };
+
+pub use runstatus::ForgeRunStatus;
 
 use transport::Transport;
 
