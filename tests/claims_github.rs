@@ -511,6 +511,38 @@ async fn an_unparsable_claim_blocks_planning_and_stays_in_place() {
         "{text}"
     );
 
+    // A ref under the claim prefix whose name is no family id blocks too,
+    // however valid its record.
+    let stray = "klaud/claim-not-a-family-id";
+    let stray_sha = sim
+        .state()
+        .push_commit(
+            REPO,
+            stray,
+            "maintainer",
+            BTreeMap::new(),
+            &entries
+                .iter()
+                .find(|e| e.record.is_ok())
+                .unwrap()
+                .tip
+                .message,
+        )
+        .await
+        .unwrap();
+    let blocked = ensure_plannable(&book.list_claims().await.unwrap()).unwrap_err();
+    let mut names: Vec<String> = blocked.unparsable.iter().map(|(n, _)| n.clone()).collect();
+    names.sort();
+    let mut want = vec![fam.id.claim_ref(), format!("refs/heads/{stray}")];
+    want.sort();
+    assert_eq!(names, want);
+    assert_eq!(
+        sim.state()
+            .ref_sha(REPO, &format!("refs/heads/{stray}"))
+            .await,
+        Some(stray_sha)
+    );
+
     // Nothing Klaud does on its own removes or overwrites it.
     match book
         .acquire(

@@ -5,7 +5,10 @@
 use std::collections::BTreeMap;
 use std::process::{Command, Output};
 
+use chrono::TimeDelta;
+use klaud::github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
 use klaud::sandbox::github::{GithubSim, GithubState, Permission};
+use klaud_claims::{CandidateId, ClaimBook, ClaimCandidate, Claimant, SystemClock};
 use serde_json::Value;
 
 const REPO: &str = "sandbox/benchmarks";
@@ -212,6 +215,45 @@ fn list_acquire_occupied_and_release_as_processes() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("nothing to release"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Recovery leases are listed beside claims.
+    let candidate = format!("{FAMILY_ID}-0123456789abcdef");
+    block(async {
+        let forge = Forge::connect(ForgeConfig {
+            api_url: sb.url.clone(),
+            repo: REPO.into(),
+            bot_login: BOT.into(),
+            credential: Credential::Token(Secret::new(BOT_TOKEN)),
+            retry: RetryPolicy::default(),
+        })
+        .await
+        .unwrap();
+        let base = forge.get_ref("refs/heads/main").await.unwrap().unwrap();
+        let clock = SystemClock;
+        let book = ClaimBook::new(&forge, &clock, Claimant::new(uuid::Uuid::new_v4()));
+        let cand = ClaimCandidate::new(base.clone(), FAMILY, CandidateId::new(&candidate).unwrap());
+        book.acquire_recovery_lease(77, &cand, &base, 78, TimeDelta::minutes(10))
+            .await
+            .unwrap();
+    });
+    let out = klaud(&sb, Some(BOT_TOKEN), &["list", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listed = json(&out);
+    let lease = &listed["claims"][0];
+    assert_eq!(lease["kind"], "recovery-lease");
+    assert_eq!(
+        lease["ref"],
+        format!("refs/heads/klaud/recovery-77-{candidate}")
+    );
+    assert_eq!(lease["family_id"], FAMILY_ID);
+    assert_eq!(lease["run_id"], 78);
+    assert_eq!(lease["manual"], false);
+    let out = klaud(&sb, Some(BOT_TOKEN), &["list"]);
+    assert!(
+        stdout(&out).contains(&format!("klaud/recovery-77-{candidate}")),
         "{}",
         stdout(&out)
     );

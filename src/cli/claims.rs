@@ -336,7 +336,12 @@ impl ClaimView {
         let mut view = Self {
             kind,
             ref_name: clean(&entry.tip.name),
-            family_id: entry.family().map(|f| f.to_string()),
+            family_id: entry
+                .family()
+                .or_else(|| {
+                    CandidateId::from_recovery_ref(&entry.tip.name).map(|(_, c)| c.family())
+                })
+                .map(|f| f.to_string()),
             sha: clean(&entry.tip.sha),
             state: "unparsable",
             owner: None,
@@ -460,6 +465,7 @@ fn render_table(repo: &str, views: &[ClaimView]) -> String {
     let rows: Vec<[String; 8]> = views
         .iter()
         .map(|v| {
+            // Recovery leases and malformed names are shown by ref name.
             let family_id = match (v.kind, &v.family_id) {
                 ("claim", Some(id)) => id.clone(),
                 _ => v.ref_name.trim_start_matches("refs/heads/").to_owned(),
