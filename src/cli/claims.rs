@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use anyhow::{Context, anyhow};
 use chrono::{DateTime, TimeDelta, Utc};
 use clap::Subcommand;
+use klaud_claims::claim::MAX_LEASE;
 use klaud_claims::{
     Acquire, CandidateId, ClaimBook, ClaimCandidate, ClaimEntry, ClaimError, ClaimRecord, Claimant,
     Clock, FamilyId, RefStore, RefStoreError, Release, SystemClock,
@@ -126,16 +127,103 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .build()
         .context("cannot start the async runtime")
         .map_err(CliError::failure)?;
+    // Local input is checked before anything talks to GitHub.
+    let request = match args.command {
+        ClaimsCommand::List { json } => Request::List { json },
+        ClaimsCommand::Acquire(a) => Request::Acquire(AcquireRequest::new(a)?),
+        ClaimsCommand::Release(r) => Request::Release(ReleaseRequest::new(r)?),
+    };
     runtime.block_on(async {
         let forge = Forge::connect(forge_config)
             .await
             .map_err(|e| github_error(e, "identity preflight"))?;
-        match args.command {
-            ClaimsCommand::List { json } => list(&forge, json).await,
-            ClaimsCommand::Acquire(a) => acquire(&forge, a).await,
-            ClaimsCommand::Release(r) => release(&forge, r).await,
+        match request {
+            Request::List { json } => list(&forge, json).await,
+            Request::Acquire(a) => acquire(&forge, a).await,
+            Request::Release(r) => release(&forge, r).await,
         }
     })
+}
+
+/// A command with its input checked.
+enum Request {
+    List { json: bool },
+    Acquire(AcquireRequest),
+    Release(ReleaseRequest),
+}
+
+struct AcquireRequest {
+    family: String,
+    family_id: FamilyId,
+    lease: TimeDelta,
+    run_id: u64,
+    json: bool,
+}
+
+impl AcquireRequest {
+    fn new(args: AcquireArgs) -> Result<Self, CliError> {
+        let (family, family_id) = match parse_family(&args.family)? {
+            FamilyArg::Name { family, id } => (family, id),
+            FamilyArg::Id(id) => {
+                return Err(CliError::bad_input(anyhow!(
+                    "--family {id}: acquire needs the family string (configs/<file>:<key>), \
+                     which the claim record stores; `klaud families` lists each family with its id"
+                )));
+            }
+        };
+        let lease = parse_duration(&args.lease)
+            .ok()
+            .and_then(|d| TimeDelta::from_std(d).ok())
+            .ok_or_else(|| {
+                CliError::bad_input(anyhow!(
+                    "--lease {:?} is not a duration like 30s, 90m, 24h or 7d",
+                    args.lease
+                ))
+            })?;
+        if lease <= TimeDelta::zero() || lease > MAX_LEASE {
+            return Err(CliError::bad_input(anyhow!(
+                "--lease {:?} is outside 1s..={}d",
+                args.lease,
+                MAX_LEASE.num_days()
+            )));
+        }
+        Ok(Self {
+            family,
+            family_id,
+            lease,
+            run_id: args.run_id,
+            json: args.json,
+        })
+    }
+}
+
+struct ReleaseRequest {
+    family: FamilyArg,
+    owner: Option<Uuid>,
+    force: bool,
+    reason: Option<String>,
+    json: bool,
+}
+
+impl ReleaseRequest {
+    fn new(args: ReleaseArgs) -> Result<Self, CliError> {
+        let family = parse_family(&args.family)?;
+        let reason = match args.reason.as_deref().map(str::trim) {
+            Some("") => {
+                return Err(CliError::bad_input(anyhow!(
+                    "--reason is empty; say why the claim is released"
+                )));
+            }
+            other => other.map(str::to_owned),
+        };
+        Ok(Self {
+            family,
+            owner: args.owner,
+            force: args.force,
+            reason,
+            json: args.json,
+        })
+    }
 }
 
 /// The forge settings from `klaud.toml`, the flags and the token variables.
@@ -587,25 +675,13 @@ struct AcquireOutput<'a> {
     holder: Option<ClaimView>,
 }
 
-async fn acquire(forge: &Forge, args: AcquireArgs) -> Result<(), CliError> {
-    let (family, family_id) = match parse_family(&args.family)? {
-        FamilyArg::Name { family, id } => (family, id),
-        FamilyArg::Id(id) => {
-            return Err(CliError::bad_input(anyhow!(
-                "--family {id}: acquire needs the family string (configs/<file>:<key>), which the \
-                 claim record stores; `klaud families` lists each family with its id"
-            )));
-        }
-    };
-    let lease = parse_duration(&args.lease)
-        .ok()
-        .and_then(|d| TimeDelta::from_std(d).ok())
-        .ok_or_else(|| {
-            CliError::bad_input(anyhow!(
-                "--lease {:?} is not a duration like 30s, 90m, 24h or 7d",
-                args.lease
-            ))
-        })?;
+async fn acquire(forge: &Forge, args: AcquireRequest) -> Result<(), CliError> {
+    let AcquireRequest {
+        family,
+        family_id,
+        lease,
+        ..
+    } = &args;
     let branch = forge
         .default_branch()
         .await
@@ -617,17 +693,17 @@ async fn acquire(forge: &Forge, args: AcquireArgs) -> Result<(), CliError> {
         .ok_or_else(|| {
             CliError::failure(anyhow!("the default branch {branch:?} has no head commit"))
         })?;
-    check_family_exists(forge, &family, &base).await?;
+    check_family_exists(forge, family, &base).await?;
 
     let owner = Uuid::new_v4();
     let clock = SystemClock;
     let book = book(forge, &clock, owner);
-    let candidate_id = manual_candidate_id(&family_id).ok_or_else(|| {
+    let candidate_id = manual_candidate_id(family_id).ok_or_else(|| {
         CliError::failure(anyhow!("cannot name the manual candidate of {family_id}"))
     })?;
     let candidate = ClaimCandidate::new(base.clone(), family.clone(), candidate_id);
     let outcome = book
-        .acquire(&family_id, vec![candidate], &base, args.run_id, lease)
+        .acquire(family_id, vec![candidate], &base, args.run_id, *lease)
         .await
         .map_err(claim_error)?;
     match outcome {
@@ -635,7 +711,7 @@ async fn acquire(forge: &Forge, args: AcquireArgs) -> Result<(), CliError> {
             let record = &held.record;
             let out = AcquireOutput {
                 result: "acquired",
-                family: &family,
+                family,
                 ref_name: held.ref_name.clone(),
                 owner: Some(owner.to_string()),
                 sha: Some(held.sha.clone()),
@@ -668,7 +744,7 @@ async fn acquire(forge: &Forge, args: AcquireArgs) -> Result<(), CliError> {
             if args.json {
                 emit_json(&AcquireOutput {
                     result: "occupied",
-                    family: &family,
+                    family,
                     ref_name: view.ref_name.clone(),
                     owner: None,
                     sha: None,
@@ -700,16 +776,9 @@ struct ReleaseOutput {
     previous: Option<ClaimView>,
 }
 
-async fn release(forge: &Forge, args: ReleaseArgs) -> Result<(), CliError> {
-    let family = parse_family(&args.family)?;
-    let reason = match args.reason.as_deref().map(str::trim) {
-        Some("") => {
-            return Err(CliError::bad_input(anyhow!(
-                "--reason is empty; say why the claim is released"
-            )));
-        }
-        other => other.map(str::to_owned),
-    };
+async fn release(forge: &Forge, args: ReleaseRequest) -> Result<(), CliError> {
+    let ReleaseRequest { family, reason, .. } = &args;
+    let reason = reason.clone();
     let clock = SystemClock;
     // Without --owner this instance owns nothing; the uuid is never written.
     let owner = args.owner.unwrap_or_else(Uuid::new_v4);
