@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{TimeDelta, TimeZone, Utc};
 use klaud::github::{Credential, Forge, ForgeConfig, ForgeRunStatus, RetryPolicy, Secret};
-use klaud::sandbox::github::{GithubSim, GithubState, Permission};
+use klaud::sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
 use klaud_claims::{
     Acquire, CandidateId, ClaimBook, ClaimCandidate, ClaimError, ClaimRecord, Claimant, FamilyId,
     Lost, ManualClock, RefStore, Release, Renew, SystemClock, Takeover, TakeoverRefusal,
@@ -564,6 +564,155 @@ async fn an_unparsable_claim_blocks_planning_and_stays_in_place() {
             .await,
         Err(ClaimError::Unparsable { .. })
     ));
+    assert_eq!(
+        sim.state().ref_sha(REPO, &fam.id.claim_ref()).await,
+        Some(planted)
+    );
+}
+
+async fn won(book: &ClaimBook<'_>, fam: &Family, base: &str) -> klaud_claims::HeldClaim {
+    match book
+        .acquire(
+            &fam.id,
+            vec![candidate(fam, base, "docker.io/x/y:1")],
+            base,
+            7,
+            TimeDelta::minutes(10),
+        )
+        .await
+        .unwrap()
+    {
+        Acquire::Won(h) => h,
+        other => panic!("expected Won, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_lost_response_after_the_claim_ref_was_created_still_counts_as_won_once() {
+    let sim = sim().await;
+    let f = forge(&sim, 0).await;
+    let base = main_sha(&f).await;
+    for action in [
+        FaultAction::AfterWriteStatus { status: 502 },
+        FaultAction::AfterWriteDrop,
+    ] {
+        let fam = family(&format!("lost-{action:?}").replace(['{', '}', ' ', ':'], ""));
+        sim.state()
+            .add_fault(Fault {
+                method: Some("POST".into()),
+                path: "/repos/*/git/refs".into(),
+                count: 1,
+                action: action.clone(),
+            })
+            .await;
+        let clock = SystemClock;
+        let book = ClaimBook::new(&f, &clock, claimant());
+        let before = sim.state().request_log().await.len();
+        let held = won(&book, &fam, &base).await;
+        let log = sim.state().request_log().await;
+        let creates: Vec<u16> = log[before..]
+            .iter()
+            .filter(|e| e.method == "POST" && e.path.ends_with("/git/refs"))
+            .map(|e| e.status)
+            .collect();
+        assert_eq!(
+            creates.len(),
+            1,
+            "{action:?}: the create must not be sent twice"
+        );
+        if let FaultAction::AfterWriteStatus { status } = &action {
+            assert_eq!(creates, vec![*status], "the fault must have hit the create");
+        }
+        assert_eq!(
+            sim.state().ref_sha(REPO, &fam.id.claim_ref()).await,
+            Some(held.sha.clone()),
+            "{action:?}"
+        );
+        // A second instance still finds it occupied by the first.
+        let other = ClaimBook::new(&f, &clock, claimant());
+        match other
+            .acquire(
+                &fam.id,
+                vec![candidate(&fam, &base, "docker.io/x/y:2")],
+                &base,
+                8,
+                TimeDelta::minutes(10),
+            )
+            .await
+            .unwrap()
+        {
+            Acquire::Occupied(entry) => {
+                assert_eq!(entry.record.unwrap().owner, Some(book.claimant().owner));
+            }
+            other => panic!("{action:?}: expected Occupied, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_lost_response_after_a_renew_landed_still_counts_as_renewed() {
+    let sim = sim().await;
+    let f = forge(&sim, 0).await;
+    let base = main_sha(&f).await;
+    let clock = ManualClock::new(t0());
+    let book = ClaimBook::new(&f, &clock, claimant());
+    let fam = family("renew-lost");
+    let held = won(&book, &fam, &base).await;
+    sim.state()
+        .add_fault(Fault {
+            method: Some("PATCH".into()),
+            path: "/repos/*/git/refs/*".into(),
+            count: 1,
+            action: FaultAction::AfterWriteStatus { status: 502 },
+        })
+        .await;
+    match book.renew(&held, TimeDelta::minutes(20)).await.unwrap() {
+        Renew::Renewed(renewed) => {
+            assert_eq!(
+                sim.state().ref_sha(REPO, &fam.id.claim_ref()).await,
+                Some(renewed.sha)
+            );
+        }
+        other => panic!("expected Renewed, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_unreadable_owner_run_fails_the_takeover_without_writing() {
+    let sim = sim().await;
+    let f = forge(&sim, 0).await;
+    let base = main_sha(&f).await;
+    let fam = family("run-unreadable");
+    let cand = candidate(&fam, &base, "docker.io/x/y:1");
+    let old = format!(
+        r#"{{"candidates":[{{"base":"{base}","family":"{}","id":"{}"}}],"run-id":31337}}"#,
+        fam.name, cand.id
+    );
+    let planted = plant(&sim, &fam, &old).await;
+    sim.state()
+        .add_fault(Fault {
+            method: Some("GET".into()),
+            path: "/repos/*/actions/runs/31337".into(),
+            count: 100,
+            action: FaultAction::Status {
+                status: 503,
+                retry_after: None,
+                message: None,
+            },
+        })
+        .await;
+    let clock = ManualClock::new(t0());
+    let book = ClaimBook::new(&f, &clock, claimant());
+    match book
+        .takeover(&fam.id, 9, TimeDelta::minutes(10), &ForgeRunStatus::new(&f))
+        .await
+    {
+        Err(ClaimError::RunStatus { run_id, source }) => {
+            assert_eq!(run_id, 31337);
+            assert!(source.0.contains("503"), "{source}");
+        }
+        other => panic!("expected a RunStatus error, got {other:?}"),
+    }
     assert_eq!(
         sim.state().ref_sha(REPO, &fam.id.claim_ref()).await,
         Some(planted)
