@@ -296,7 +296,7 @@ fn concurrent_acquire_processes_elect_exactly_one_holder() {
     let owner = json(winner)["owner"].as_str().unwrap().to_owned();
     for o in outs.iter().filter(|o| o.status.code() == Some(3)) {
         assert_no_secret(o);
-        assert_eq!(json(o)["holder"]["owner"], owner);
+        assert_eq!(json(o)["held_by"]["owner"], owner);
     }
 }
 

@@ -672,7 +672,8 @@ struct AcquireOutput<'a> {
     lease_until: Option<String>,
     fence: Option<u64>,
     base: Option<&'a str>,
-    holder: Option<ClaimView>,
+    /// The claim that is in the way, when occupied.
+    held_by: Option<ClaimView>,
 }
 
 async fn acquire(forge: &Forge, args: AcquireRequest) -> Result<(), CliError> {
@@ -721,7 +722,7 @@ async fn acquire(forge: &Forge, args: AcquireRequest) -> Result<(), CliError> {
                     .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
                 fence: record.fence,
                 base: Some(&base),
-                holder: None,
+                held_by: None,
             };
             if args.json {
                 emit_json(&out)?;
@@ -752,7 +753,7 @@ async fn acquire(forge: &Forge, args: AcquireRequest) -> Result<(), CliError> {
                     lease_until: None,
                     fence: None,
                     base: None,
-                    holder: Some(view),
+                    held_by: Some(view),
                 })?;
             } else {
                 super::emit(&format!(
