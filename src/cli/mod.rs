@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bump;
+mod claims;
 mod families;
 mod plan;
 
@@ -70,6 +71,8 @@ enum Command {
     Bump(bump::Args),
     /// Dry run: which families are stale, their candidate images, and why.
     Plan(plan::Args),
+    /// Claim refs on GitHub: list, acquire or release a family's claim.
+    Claims(claims::Args),
     /// Serve the GitHub simulator with a seeded repository on loopback.
     Sandbox(sandbox::Args),
 }
@@ -83,6 +86,7 @@ pub fn main() -> ExitCode {
         Command::Bump(args) => bump::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Sandbox(args) => sandbox::run(args),
+        Command::Claims(args) => claims::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),
