@@ -9,4 +9,5 @@ pub mod config;
 pub mod daemon;
 pub mod dashboard;
 pub mod github;
+pub mod logging;
 pub mod sandbox;
