@@ -22,6 +22,8 @@ pub struct Config {
     pub tracks: Vec<TrackConfig>,
     /// Release tracks that nightly families may move to (with an upstream proof).
     pub release_tracks: Vec<ReleaseTrackConfig>,
+    /// The long-running daemon (`klaud serve`).
+    pub daemon: DaemonConfig,
     /// Image repository (normalized, e.g. `vllm/vllm-openai`) → upstream
     /// source repository on GitHub (`vllm-project/vllm`), used to prove a
     /// release is not behind a nightly's commit.
@@ -49,6 +51,49 @@ impl Default for GithubConfig {
             repository: None,
             bot_login: "Klaud-Cold".to_owned(),
             token_env: vec!["KLAUD_GITHUB_TOKEN".to_owned(), "GITHUB_TOKEN".to_owned()],
+        }
+    }
+}
+
+/// `[daemon]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// When planner waves fire: 5-field crontab, or 6/7 fields with seconds first.
+    pub schedule: String,
+    /// IANA time zone of the schedule.
+    pub timezone: String,
+    /// How often the reconcile loop polls owned PRs and runs (conditional
+    /// requests; a verified webhook wakes it early).
+    #[serde(deserialize_with = "duration")]
+    pub reconcile_interval: Duration,
+    /// How long a claim's lease lasts; heartbeats renew it at a third of that.
+    #[serde(deserialize_with = "duration")]
+    pub lease: Duration,
+    /// Candidates driven at once per repository.
+    pub concurrency: usize,
+    /// Dashboard address (loopback unless `dashboard_allow_remote`).
+    pub dashboard_listen: String,
+    /// Allow a non-loopback dashboard address.
+    pub dashboard_allow_remote: bool,
+    /// Environment variable with the webhook secret; no webhook endpoint without it.
+    pub webhook_secret_env: Option<String>,
+    /// Where the local store (a cache and journal; deletable) lives.
+    pub store: String,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            schedule: "0 */6 * * *".to_owned(),
+            timezone: "UTC".to_owned(),
+            reconcile_interval: Duration::from_secs(60),
+            lease: Duration::from_secs(2 * 3600),
+            concurrency: 2,
+            dashboard_listen: crate::dashboard::DEFAULT_LISTEN.to_owned(),
+            dashboard_allow_remote: false,
+            webhook_secret_env: None,
+            store: ".klaud/store".to_owned(),
         }
     }
 }
@@ -217,6 +262,31 @@ impl Config {
                 "must be at least 1".to_owned(),
             ));
         }
+        crate::daemon::schedule::WaveSchedule::parse(&self.daemon.schedule, &self.daemon.timezone)
+            .map_err(|e| invalid("daemon.schedule", e))?;
+        let listen: std::net::SocketAddr = self.daemon.dashboard_listen.parse().map_err(|_| {
+            invalid(
+                "daemon.dashboard_listen",
+                format!(
+                    "{:?} is not an address like 127.0.0.1:8723",
+                    self.daemon.dashboard_listen
+                ),
+            )
+        })?;
+        crate::dashboard::check_listen(listen, self.daemon.dashboard_allow_remote)
+            .map_err(|e| invalid("daemon.dashboard_listen", e))?;
+        if self.daemon.concurrency == 0 {
+            return Err(invalid(
+                "daemon.concurrency",
+                "must be at least 1".to_owned(),
+            ));
+        }
+        if self.daemon.lease < Duration::from_secs(300) {
+            return Err(invalid(
+                "daemon.lease",
+                "must be at least 5m so heartbeats can keep it".to_owned(),
+            ));
+        }
         if self.registry.concurrency == 0 {
             return Err(invalid(
                 "registry.concurrency",
@@ -342,6 +412,12 @@ mod tests {
         assert_eq!(config.planner.min_age, defaults.planner.min_age);
         assert_eq!(config.registry.concurrency, defaults.registry.concurrency);
         assert_eq!(config.registry.timeout, defaults.registry.timeout);
+        assert_eq!(config.daemon.schedule, defaults.daemon.schedule);
+        assert_eq!(config.daemon.lease, defaults.daemon.lease);
+        assert_eq!(
+            config.daemon.dashboard_listen,
+            defaults.daemon.dashboard_listen
+        );
     }
 
     #[test]
@@ -371,6 +447,12 @@ mod tests {
                 "tracks[0].ordering",
             ),
             ("planner = 3\n", "planner"),
+            ("[daemon]\nschedule = \"0 9 * *\"\n", "daemon.schedule"),
+            (
+                "[daemon]\ndashboard_listen = \"0.0.0.0:8723\"\n",
+                "dashboard-allow-remote",
+            ),
+            ("[daemon]\nlease = \"1m\"\n", "daemon.lease"),
         ] {
             let err = Config::parse("klaud.toml", text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text:?}: {err}");

@@ -6,5 +6,8 @@
 
 pub mod cli;
 pub mod config;
+pub mod daemon;
+pub mod dashboard;
 pub mod github;
+pub mod logging;
 pub mod sandbox;

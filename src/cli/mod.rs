@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bump;
+mod claims;
 mod families;
 mod plan;
 
@@ -58,6 +59,9 @@ impl<E: Into<anyhow::Error>> From<E> for CliError {
     about = "Keeps the container images of a GPU-inference benchmark repository fresh"
 )]
 struct Cli {
+    /// Log format on stderr (default: `github` inside GitHub Actions, else `human`).
+    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    log_format: Option<crate::logging::LogFormat>,
     #[command(subcommand)]
     command: Command,
 }
@@ -70,6 +74,8 @@ enum Command {
     Bump(bump::Args),
     /// Dry run: which families are stale, their candidate images, and why.
     Plan(plan::Args),
+    /// Claim refs on GitHub: list, acquire or release a family's claim.
+    Claims(claims::Args),
     /// Serve the GitHub simulator with a seeded repository on loopback.
     Sandbox(sandbox::Args),
 }
@@ -77,30 +83,30 @@ enum Command {
 /// Parses the command line, runs the command and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    let log_format = cli
+        .log_format
+        .unwrap_or_else(crate::logging::LogFormat::detect);
+    crate::logging::init(log_format);
     let result = match cli.command {
         Command::Families(args) => families::run(args),
         Command::Bump(args) => bump::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Sandbox(args) => sandbox::run(args),
+        Command::Claims(args) => claims::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),
         Err(err) => {
             eprintln!("error: {:#}", err.error);
+            if log_format == crate::logging::LogFormat::Github {
+                eprintln!(
+                    "::error::{}",
+                    crate::logging::annotation_escape(&format!("{:#}", err.error))
+                );
+            }
             ExitCode::from(err.code)
         }
     }
-}
-
-/// Logs go to stderr; `RUST_LOG` filters them (default: warnings).
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 /// Writes command output to stdout. A closed pipe (`klaud families | head`)

@@ -45,7 +45,15 @@ pub fn run(args: Args) -> Result<(), CliError> {
         None => Config::default(),
     };
     let repository = Repository::open(&args.repo)?;
-    let registry = registry_config(&config, &args.mirrors)?;
+    // Credentials may also come from KLAUD_REGISTRY_<HOST>_USERNAME/_PASSWORD
+    // for any registry the repository's images live on.
+    let hosts: std::collections::BTreeSet<String> = repository
+        .families()
+        .iter()
+        .map(|f| f.image().registry().to_owned())
+        .collect();
+    let registry = registry_config(&config, &args.mirrors)?
+        .with_env_credentials(hosts.iter().map(String::as_str));
     let rules = config
         .track_rules()
         .map_err(|(key, message)| CliError::bad_input(anyhow::anyhow!("{key}: {message}")))?;

@@ -9,6 +9,7 @@
 
 mod api;
 mod refstore;
+mod runstatus;
 mod transport;
 pub mod upstream;
 
@@ -23,6 +24,8 @@ pub use api::{
     Artifact, CommentInfo, Comparison, DispatchOutcome, FileChange, JobInfo, PullInfo, RunFilter,
     RunInfo, TreeChange, UserInfo,
 };
+
+pub use runstatus::ForgeRunStatus;
 
 use transport::Transport;
 

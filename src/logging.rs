@@ -1,0 +1,116 @@
+//! Log output: human-readable on a terminal, JSON lines for services, and
+//! GitHub Actions workflow commands (`::warning::`, `::error::`) when Klaud
+//! runs inside Actions, so problems show up as annotations on the run.
+
+use std::fmt::Write as _;
+
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::{Context, SubscriberExt as _};
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+/// How logs are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Human,
+    /// One JSON object per line.
+    Json,
+    /// Human-readable lines plus Actions annotations for warnings and errors.
+    Github,
+}
+
+impl LogFormat {
+    /// `github` inside GitHub Actions, else `human`.
+    pub fn detect() -> Self {
+        if std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true") {
+            Self::Github
+        } else {
+            Self::Human
+        }
+    }
+}
+
+/// Installs the global subscriber; `RUST_LOG` filters (default: warnings).
+pub fn init(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let registry = tracing_subscriber::registry().with(filter);
+    let _ = match format {
+        LogFormat::Human => registry
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .try_init(),
+        LogFormat::Json => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_writer(std::io::stderr),
+            )
+            .try_init(),
+        LogFormat::Github => registry
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .with(ActionsAnnotations)
+            .try_init(),
+    };
+}
+
+/// Prints warnings and errors again as Actions workflow commands.
+struct ActionsAnnotations;
+
+impl<S: Subscriber> Layer<S> for ActionsAnnotations {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let command = match *event.metadata().level() {
+            Level::ERROR => "error",
+            Level::WARN => "warning",
+            _ => return,
+        };
+        let mut text = MessageText::default();
+        event.record(&mut text);
+        eprintln!("::{command}::{}", annotation_escape(&text.0));
+    }
+}
+
+#[derive(Default)]
+struct MessageText(String);
+
+impl Visit for MessageText {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if !self.0.is_empty() {
+            self.0.push(' ');
+        }
+        if field.name() == "message" {
+            let _ = write!(self.0, "{value:?}");
+        } else {
+            let _ = write!(self.0, "{}={value:?}", field.name());
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if !self.0.is_empty() {
+            self.0.push(' ');
+        }
+        if field.name() == "message" {
+            self.0.push_str(value);
+        } else {
+            let _ = write!(self.0, "{}={value}", field.name());
+        }
+    }
+}
+
+/// Workflow commands end at a newline; `%`, CR and LF are escaped.
+pub fn annotation_escape(text: &str) -> String {
+    text.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn annotations_stay_on_one_line() {
+        assert_eq!(annotation_escape("a\nb%c\r"), "a%0Ab%25c%0D");
+    }
+}

@@ -1,0 +1,142 @@
+//! The dashboard's routes over a published snapshot.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use klaud::dashboard::{
+    CandidateRow, ClaimRow, FamilyRow, LinkRow, RateBudgetRow, RepositoryStatus, StatusSnapshot,
+    router,
+};
+use tokio::sync::watch;
+
+fn sample() -> StatusSnapshot {
+    StatusSnapshot {
+        generated_at: Some(Utc::now()),
+        version: "0.1.0".into(),
+        bot_login: "Klaud-Cold".into(),
+        repositories: vec![RepositoryStatus {
+            name: "sandbox/benchmarks".into(),
+            url: "https://github.com/sandbox/benchmarks".into(),
+            families: vec![FamilyRow {
+                family: "configs/nvidia-master.yaml:demo-fp4-b200-sglang".into(),
+                id: "8e003d7af66d38c9".into(),
+                status: "stale-newer".into(),
+                current: "lmsysorg/sglang:v0.5.16-cu130".into(),
+                candidate: Some("lmsysorg/sglang:v0.5.17-cu130@sha256:abc".into()),
+                stale_hours: Some(72),
+                reasons: vec!["v0.5.18-cu130: only 2h old (minimum 24h); skipped".into()],
+            }],
+            claims: vec![ClaimRow {
+                family_id: "8e003d7af66d38c9".into(),
+                owner: Some("0193-owner".into()),
+                run_id: Some(7),
+                fence: Some(1),
+                ..ClaimRow::default()
+            }],
+            candidates: vec![CandidateRow {
+                id: "8e003d7af66d38c9-0123456789abcdef".into(),
+                family: "configs/nvidia-master.yaml:demo-fp4-b200-sglang".into(),
+                image: "lmsysorg/sglang:v0.5.17-cu130@sha256:abc".into(),
+                state: "smoke".into(),
+                attempt: Some("Repair 2/5".into()),
+                pull_request: Some(LinkRow {
+                    label: "#12".into(),
+                    url: "https://github.com/sandbox/benchmarks/pull/12".into(),
+                }),
+                runs: vec![],
+                outcome: None,
+            }],
+            outcomes: vec![],
+        }],
+        github_budget: vec![RateBudgetRow {
+            resource: "core".into(),
+            limit: 5000,
+            remaining: 4990,
+            reset: None,
+        }],
+        ..StatusSnapshot::default()
+    }
+}
+
+async fn serve(snapshot: StatusSnapshot) -> (String, watch::Sender<Arc<StatusSnapshot>>) {
+    let (sender, receiver) = watch::channel(Arc::new(snapshot));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router(receiver)).await });
+    (url, sender)
+}
+
+#[tokio::test]
+async fn the_page_json_and_metrics_show_the_snapshot() {
+    let (url, _sender) = serve(sample()).await;
+    let http = reqwest::Client::new();
+    let page = http.get(&url).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(
+        page.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let page = page.text().await.unwrap();
+    for needle in [
+        "demo-fp4-b200-sglang",
+        "Repair 2/5",
+        "stale-newer",
+        "pull/12",
+        "4990 / 5000",
+        "0193-owner",
+    ] {
+        assert!(page.contains(needle), "{needle} missing");
+    }
+    let json: serde_json::Value = http
+        .get(format!("{url}/api/v1/status"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        json["repositories"][0]["candidates"][0]["attempt"],
+        "Repair 2/5"
+    );
+    assert_eq!(json["github_budget"][0]["remaining"], 4990);
+    let metrics = http
+        .get(format!("{url}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("klaud_candidates{repository=\"sandbox/benchmarks\",state=\"smoke\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("klaud_github_rate_limit_remaining{resource=\"core\"} 4990"));
+    assert!(metrics.contains("# TYPE klaud_waves_total counter"));
+}
+
+#[tokio::test]
+async fn healthz_waits_for_the_first_snapshot() {
+    let (url, sender) = serve(StatusSnapshot::default()).await;
+    let http = reqwest::Client::new();
+    assert_eq!(
+        http.get(format!("{url}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        503
+    );
+    sender.send(Arc::new(sample())).unwrap();
+    assert_eq!(
+        http.get(format!("{url}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+}
