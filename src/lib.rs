@@ -9,5 +9,6 @@ pub mod config;
 pub mod daemon;
 pub mod dashboard;
 pub mod github;
+pub mod lifecycle;
 pub mod logging;
 pub mod sandbox;

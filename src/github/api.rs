@@ -36,6 +36,14 @@ struct BranchRef {
     #[serde(rename = "ref")]
     name: String,
     sha: String,
+    /// Absent (null) when the head fork was deleted.
+    #[serde(default)]
+    repo: Option<RepoName>,
+}
+
+#[derive(Deserialize)]
+struct RepoName {
+    full_name: String,
 }
 
 #[derive(Deserialize)]
@@ -70,6 +78,8 @@ pub struct PullInfo {
     pub body: Option<String>,
     pub head_ref: String,
     pub head_sha: String,
+    /// `owner/name` of the head repository; `None` for a deleted fork.
+    pub head_repo: Option<String>,
     pub base_ref: String,
     pub author: Option<String>,
     pub labels: Vec<String>,
@@ -85,6 +95,7 @@ impl From<RawPull> for PullInfo {
             draft: p.draft,
             title: p.title,
             body: p.body,
+            head_repo: p.head.repo.map(|r| r.full_name),
             head_ref: p.head.name,
             head_sha: p.head.sha,
             base_ref: p.base.name,
@@ -533,6 +544,69 @@ impl Forge {
             body["base_tree"] = json!(b);
         }
         self.create_object("create tree", "trees", &body).await
+    }
+
+    /// Every blob of a commit's (or tree's) tree, recursively, as
+    /// `(path, blob sha)`. A truncated answer (GitHub caps recursive trees)
+    /// is an error rather than a silently partial listing.
+    pub async fn tree_blobs(&self, tree_ish: &str) -> Result<Vec<(String, String)>, GithubError> {
+        #[derive(Deserialize)]
+        struct Entry {
+            path: String,
+            #[serde(rename = "type")]
+            kind: String,
+            sha: String,
+        }
+        #[derive(Deserialize)]
+        struct Tree {
+            tree: Vec<Entry>,
+            #[serde(default)]
+            truncated: bool,
+        }
+        let what = format!("read tree of {tree_ish}");
+        let t: Tree = self
+            .t
+            .get_json(
+                &what,
+                &self.path(&format!("git/trees/{}?recursive=1", seg(tree_ish))),
+            )
+            .await?;
+        if t.truncated {
+            return Err(GithubError::Decode {
+                what,
+                detail: "GitHub truncated the recursive tree".into(),
+            });
+        }
+        Ok(t.tree
+            .into_iter()
+            .filter(|e| e.kind == "blob")
+            .map(|e| (e.path, e.sha))
+            .collect())
+    }
+
+    /// A blob's bytes.
+    pub async fn get_blob(&self, sha: &str) -> Result<Vec<u8>, GithubError> {
+        #[derive(Deserialize)]
+        struct Blob {
+            content: String,
+            encoding: String,
+        }
+        let what = format!("read blob {sha}");
+        let b: Blob = self
+            .t
+            .get_json(&what, &self.path(&format!("git/blobs/{}", seg(sha))))
+            .await?;
+        if b.encoding != "base64" {
+            return Err(GithubError::Decode {
+                what,
+                detail: format!("blob encoding {:?}", b.encoding),
+            });
+        }
+        B64.decode(b.content.replace(['\n', '\r'], ""))
+            .map_err(|e| GithubError::Decode {
+                what,
+                detail: format!("content is not base64: {e}"),
+            })
     }
 
     /// Creates a commit object and returns its sha.

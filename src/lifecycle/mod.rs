@@ -1,0 +1,11 @@
+//! The candidate lifecycle wired to the outside world: the lifecycle forge
+//! over GitHub, the journal on disk, the baseline source over HTTP, the
+//! repair hook as a command, and the wave that drives them.
+
+pub mod forge;
+pub mod journal;
+pub mod wave;
+
+pub use forge::GithubLifecycle;
+pub use journal::FileJournal;
+pub use wave::{CandidateSummary, WaveError, WaveOptions, WaveSummary, materialize, run_wave};

@@ -1,0 +1,379 @@
+//! One wave (spec §1): read the base branch, plan, claim, and drive every
+//! candidate of this instance as far as it can go. Running a wave again
+//! resumes (from the journal, or from GitHub when the journal is empty) and
+//! never duplicates anything.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use klaud_claims::{CandidateId, ClaimBook, Claimant, SystemClock, ensure_plannable};
+use klaud_lifecycle::baseline::BaselineSource;
+use klaud_lifecycle::engine::{
+    CandidateRecord, Engine, EngineConfig, Journal, Progress, RepairHook, Step, Target,
+};
+use klaud_lifecycle::model::RunRef;
+use klaud_planner::plan::{PlanOptions, PlanReport, plan};
+use klaud_planner::registry::RegistryClient;
+use klaud_planner::repo::Repository;
+use serde::Serialize;
+
+use super::forge::GithubLifecycle;
+use crate::github::{Forge, GithubError};
+
+/// Paths (after an optional `inferencex-e2e/` prefix) the planner and the
+/// bump read from the base branch.
+fn needed(path: &str) -> bool {
+    let rel = path.strip_prefix("inferencex-e2e/").unwrap_or(path);
+    rel.starts_with("configs/")
+        || rel.starts_with("benchmarks/multi_node/srt-slurm-recipes/")
+        || rel == "perf-changelog.yaml"
+}
+
+/// Why a wave stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum WaveError {
+    /// GitHub failed.
+    #[error(transparent)]
+    Github(#[from] GithubError),
+    /// The base branch is missing.
+    #[error("the base branch {0} does not exist")]
+    NoBase(String),
+    /// The checkout could not be written or read.
+    #[error("base checkout: {0}")]
+    Checkout(String),
+    /// Claims block planning (fail closed) or could not be listed.
+    #[error("{0}")]
+    Claims(String),
+    /// The journal failed.
+    #[error("{0}")]
+    Journal(String),
+}
+
+/// Writes the files the planner needs from `sha` into `dir`.
+pub async fn materialize(forge: &Forge, sha: &str, dir: &Path) -> Result<usize, WaveError> {
+    let mut n = 0;
+    for (path, blob) in forge.tree_blobs(sha).await? {
+        if !needed(&path) {
+            continue;
+        }
+        let target = dir.join(&path);
+        // Tree paths come from GitHub: never let one escape the directory.
+        if path
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+        {
+            return Err(WaveError::Checkout(format!("refusing tree path {path:?}")));
+        }
+        let bytes = forge.get_blob(&blob).await?;
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| WaveError::Checkout(format!("{}: {e}", parent.display())))?;
+        }
+        std::fs::write(&target, bytes)
+            .map_err(|e| WaveError::Checkout(format!("{}: {e}", target.display())))?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// What a wave needs besides the forge and the journal.
+pub struct WaveOptions<'a> {
+    /// This instance.
+    pub claimant: Claimant,
+    /// The engine settings (owner run, workflows, labels, budgets).
+    pub engine: EngineConfig,
+    /// The planner settings (`occupied` is filled in by the wave).
+    pub plan: PlanOptions<'a>,
+    /// How often to look at running workflows.
+    pub poll: Duration,
+    /// How long this wave keeps waiting for runs before it returns (a later
+    /// wave resumes).
+    pub wait: Duration,
+}
+
+/// One candidate at the end of a wave.
+#[derive(Debug, Clone, Serialize)]
+pub struct CandidateSummary {
+    /// Candidate id.
+    pub candidate: String,
+    /// Family.
+    pub family: String,
+    /// Candidate image.
+    pub image: String,
+    /// Outcome, once finished.
+    pub outcome: Option<String>,
+    /// Phase of the outcome, or the step it is at.
+    pub phase: String,
+    /// The PR URL.
+    pub pull_request: Option<String>,
+    /// Runs Klaud owns.
+    pub runs: Vec<RunRef>,
+    /// Repairs used.
+    pub repairs: u32,
+    /// Why it is not finished (waiting on, or the error it stopped at).
+    pub status: Option<String>,
+}
+
+impl CandidateSummary {
+    fn of(rec: &CandidateRecord, status: Option<String>) -> Self {
+        Self {
+            candidate: rec.candidate.clone(),
+            family: rec.family.clone(),
+            image: rec.image.clone(),
+            outcome: rec
+                .ending
+                .as_ref()
+                .filter(|_| rec.step == Step::Done)
+                .map(|e| e.outcome.to_string()),
+            phase: match (&rec.ending, rec.step) {
+                (Some(e), Step::Done) => e.phase.to_string(),
+                (_, step) => step.as_str().to_owned(),
+            },
+            pull_request: rec.pull_url.clone(),
+            runs: rec.runs(),
+            repairs: rec.repairs,
+            status,
+        }
+    }
+}
+
+/// The result of a wave.
+#[derive(Debug, Clone, Serialize)]
+pub struct WaveSummary {
+    /// Base commit.
+    pub base: String,
+    /// Candidates worked on.
+    pub candidates: Vec<CandidateSummary>,
+    /// Planned candidates not taken up, with why.
+    pub skipped: Vec<(String, String)>,
+}
+
+impl WaveSummary {
+    /// Whether every candidate has an outcome.
+    pub fn all_finished(&self) -> bool {
+        self.candidates.iter().all(|c| c.outcome.is_some())
+    }
+}
+
+fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) -> Vec<Target> {
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    let selected = report.candidates.iter().map(|s| s.id.clone());
+    for id in selected.chain(wanted.iter().cloned()) {
+        if !seen.insert(id.clone()) {
+            continue;
+        }
+        let Some(fp) = report
+            .families
+            .iter()
+            .find(|f| f.candidate.is_some() && candidate_of(report, f) == Some(id.clone()))
+        else {
+            continue;
+        };
+        let Some(c) = &fp.candidate else { continue };
+        let Ok(candidate) = CandidateId::new(&id) else {
+            continue;
+        };
+        out.push(Target {
+            family: fp.family.clone(),
+            candidate,
+            image: c.image.to_string(),
+            revision: c.revision.clone(),
+            clock: serde_json::to_value(c.clock)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned)),
+            not_release_reason: None,
+        });
+    }
+    out
+}
+
+fn candidate_of(_report: &PlanReport, fp: &klaud_planner::plan::FamilyPlan) -> Option<String> {
+    let c = fp.candidate.as_ref()?;
+    Some(klaud_planner::identity::candidate_id(
+        &fp.id,
+        &c.image.normalized(),
+    ))
+}
+
+/// Runs one wave.
+pub async fn run_wave(
+    forge: &Forge,
+    journal: &dyn Journal,
+    registry: &RegistryClient,
+    baseline: &dyn BaselineSource,
+    repair: Option<&dyn RepairHook>,
+    mut options: WaveOptions<'_>,
+) -> Result<WaveSummary, WaveError> {
+    let base_branch = options.engine.base_branch.clone();
+    let base = forge
+        .get_ref(&format!("refs/heads/{base_branch}"))
+        .await?
+        .ok_or_else(|| WaveError::NoBase(base_branch.clone()))?;
+    let dir = tempfile::tempdir().map_err(|e| WaveError::Checkout(e.to_string()))?;
+    materialize(forge, &base, dir.path()).await?;
+    let repository =
+        Repository::open(dir.path()).map_err(|e| WaveError::Checkout(e.to_string()))?;
+
+    let clock = SystemClock;
+    let book = ClaimBook::new(forge, &clock, options.claimant.clone());
+    let claims = book
+        .list_claims()
+        .await
+        .map_err(|e| WaveError::Claims(e.to_string()))?;
+    ensure_plannable(&claims).map_err(|e| WaveError::Claims(e.to_string()))?;
+    let mut ours = BTreeSet::new();
+    for entry in &claims {
+        match book.adopt(entry) {
+            Some(held) => ours.extend(held.record.candidate_ids().iter().map(|s| s.to_string())),
+            None => {
+                if let Some(f) = entry.family() {
+                    options.plan.occupied.insert(f.as_str().to_owned());
+                }
+            }
+        }
+    }
+    let unfinished: Vec<CandidateRecord> = journal
+        .list()
+        .await
+        .map_err(|e| WaveError::Journal(e.to_string()))?
+        .into_iter()
+        .filter(|r| r.step != Step::Done)
+        .collect();
+
+    let session = registry.session();
+    let report = plan(&repository, &session, &options.plan).await;
+    let mut targets = Vec::new();
+    let mut seen = BTreeSet::new();
+    // This instance's leftovers first: unfinished journal records, then
+    // claims it holds, then the plan.
+    for rec in &unfinished {
+        if let Ok(candidate) = CandidateId::new(&rec.candidate)
+            && seen.insert(rec.candidate.clone())
+        {
+            targets.push(Target {
+                family: rec.family.clone(),
+                candidate,
+                image: rec.image.clone(),
+                revision: rec.revision.clone(),
+                clock: rec.clock.clone(),
+                not_release_reason: rec.not_release_reason.clone(),
+            });
+        }
+    }
+    for t in targets_from_plan(&report, &ours) {
+        if seen.insert(t.candidate.as_str().to_owned()) {
+            targets.push(t);
+        }
+    }
+
+    let lifecycle = GithubLifecycle::new(forge);
+    let mut engine = Engine::new(
+        &lifecycle,
+        journal,
+        &clock,
+        options.claimant.clone(),
+        baseline,
+        &repository,
+        base.clone(),
+        &options.engine,
+    );
+    if let Some(hook) = repair {
+        engine = engine.with_repair(hook);
+    }
+
+    let mut records: Vec<(CandidateRecord, Option<String>, bool)> = Vec::new();
+    let mut skipped = Vec::new();
+    for t in &targets {
+        match engine.open_record(t).await {
+            Ok(rec) => records.push((rec, None, false)),
+            Err(e) => skipped.push((t.candidate.as_str().to_owned(), e.to_string())),
+        }
+    }
+    let started = Instant::now();
+    loop {
+        let mut waiting = false;
+        for (rec, status, skip) in records.iter_mut() {
+            if *skip || rec.step == Step::Done {
+                continue;
+            }
+            match engine.drive(rec, 64).await {
+                Ok(Progress::Waiting(why)) => {
+                    *status = Some(why);
+                    waiting = true;
+                }
+                Ok(Progress::Skipped(why)) => {
+                    *status = Some(why);
+                    *skip = true;
+                }
+                Ok(Progress::Done(_)) => *status = None,
+                Ok(Progress::Advanced(_)) => waiting = true,
+                Err(e) => {
+                    // Transient: the next wave resumes from here.
+                    *status = Some(format!("stopped: {e}"));
+                    tracing::warn!(candidate = %rec.candidate, error = %e, "candidate stopped");
+                }
+            }
+        }
+        if !waiting || started.elapsed() >= options.wait {
+            break;
+        }
+        tokio::time::sleep(options.poll).await;
+    }
+    let mut candidates = Vec::new();
+    for (rec, status, skip) in &records {
+        if *skip {
+            skipped.push((rec.candidate.clone(), status.clone().unwrap_or_default()));
+        } else {
+            candidates.push(CandidateSummary::of(rec, status.clone()));
+        }
+    }
+    Ok(WaveSummary {
+        base,
+        candidates,
+        skipped,
+    })
+}
+
+/// Renders a wave summary as a table.
+pub fn render_summary(summary: &WaveSummary) -> String {
+    let mut rows: Vec<[String; 5]> = vec![[
+        "FAMILY".into(),
+        "OUTCOME".into(),
+        "PHASE".into(),
+        "RUNS".into(),
+        "PULL REQUEST".into(),
+    ]];
+    for c in &summary.candidates {
+        rows.push([
+            c.family.clone(),
+            c.outcome
+                .clone()
+                .unwrap_or_else(|| format!("({})", c.status.as_deref().unwrap_or("running"))),
+            c.phase.clone(),
+            c.runs.len().to_string(),
+            c.pull_request.clone().unwrap_or_else(|| "—".into()),
+        ]);
+    }
+    let mut widths = [0usize; 5];
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in &rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    for (id, why) in &summary.skipped {
+        out.push_str(&format!("skipped {id}: {why}\n"));
+    }
+    out
+}
