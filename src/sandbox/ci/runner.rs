@@ -331,6 +331,7 @@ fn build_uploads(
             families,
         );
     }
+    let mut rows = Vec::new();
     let mut evals = Vec::new();
     for (f, _) in families {
         let limit = match (step.conclusion, step.partial) {
@@ -338,43 +339,15 @@ fn build_uploads(
             (_, true) => f.points.len().div_ceil(2),
             _ => 0,
         };
-        results::add_rows(
-            uploads,
-            results::point_rows(f, &f.image, &step.multipliers, limit),
-        );
+        rows.extend(results::point_rows(f, &f.image, &step.multipliers, limit));
         if step.conclusion == Conclusion::Success
             && let Some(row) = results::eval_row(f, &f.image, &step.multipliers)
         {
             evals.push(row);
         }
     }
+    results::add_rows(uploads, rows);
     results::add_evals(uploads, evals);
-    // `add_rows` per family overwrote the aggregate with the last family's
-    // rows; rebuild it over all per-point artifacts.
-    rebuild_aggregate(uploads);
-}
-
-fn rebuild_aggregate(uploads: &mut Uploads) {
-    let mut rows = Vec::new();
-    for (name, files) in uploads.iter() {
-        if !name.starts_with("bmk_") {
-            continue;
-        }
-        for bytes in files.values() {
-            if let Ok(v) = serde_json::from_slice::<Value>(bytes) {
-                rows.push(v);
-            }
-        }
-    }
-    if rows.is_empty() {
-        uploads.remove("results_bmk");
-        return;
-    }
-    let bytes = serde_json::to_vec_pretty(&Value::Array(rows)).unwrap_or_default();
-    uploads
-        .entry("results_bmk".into())
-        .or_default()
-        .insert("agg_bmk.json".into(), bytes);
 }
 
 /// `"inferencex-e2e/"` when the commit uses the new layout, else `""`.
