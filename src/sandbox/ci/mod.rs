@@ -94,6 +94,10 @@ use crate::sandbox::github::GithubState;
 /// How often the runner looks at the state by default.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
 
+/// Decisions kept for [`CiSim::events`]; older ones are dropped so a
+/// long-running sandbox stays small.
+pub const EVENTS_CAPACITY: usize = 10_000;
+
 /// Sweep labels that make a sweep a full sweep (spec §3.5).
 pub const FULL_SWEEP_LABELS: &[&str] = &[
     "full-sweep-enabled",
@@ -141,7 +145,7 @@ impl CiSim {
         Self { task, events }
     }
 
-    /// Every decision so far, oldest first.
+    /// The decisions so far (at most [`EVENTS_CAPACITY`]), oldest first.
     pub fn events(&self) -> Vec<CiEvent> {
         self.events
             .lock()

@@ -75,8 +75,14 @@ impl Point {
     }
 
     /// A stable, artifact-name-safe description, e.g.
-    /// `8192_1024_tp4_ep1_dpafalse_conc32` or `agentic_tp4_conc8`.
+    /// `8192_1024_tp4_ep1_dpafalse_conc32` or `agentic_tp4_ep1_dpafalse_conc8`.
     pub fn slug(&self) -> String {
+        format!("{}_conc{}", self.shape_slug(), self.conc)
+    }
+
+    /// [`Point::slug`] without the concurrency: what the points of one sweep
+    /// line share.
+    pub fn shape_slug(&self) -> String {
         let topo = match &self.prefill {
             Some(p) => format!(
                 "p{}x{}ep{}dpa{}_d{}x{}ep{}dpa{}",
@@ -106,7 +112,6 @@ impl Point {
             s.push_str("_kv");
             s.push_str(&sanitize(&self.kv_offloading));
         }
-        s.push_str(&format!("_conc{}", self.conc));
         s
     }
 }

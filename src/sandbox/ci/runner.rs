@@ -1,7 +1,7 @@
 //! The runner task: picks up queued workflow runs from the simulator's
 //! state, moves them to `in_progress` and completes them per the script.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -55,7 +55,6 @@ struct Pending {
 pub(super) struct Runner {
     state: GithubState,
     script: Script,
-    seen: HashSet<(String, u64, u64)>,
     counters: HashMap<(String, String, RunKind), usize>,
     pending: Vec<Pending>,
     events: Arc<StdMutex<Vec<CiEvent>>>,
@@ -70,7 +69,6 @@ impl Runner {
         Self {
             state,
             script,
-            seen: HashSet::new(),
             counters: HashMap::new(),
             pending: Vec::new(),
             events,
@@ -103,21 +101,19 @@ impl Runner {
         let mut m = self.state.lock().await;
         let now = Utc::now();
         let mut out = Vec::new();
-        for (repo_key, r) in m.repos.iter_mut() {
+        for r in m.repos.values_mut() {
             let workflows: HashMap<u64, String> = r
                 .workflows
                 .iter()
                 .map(|w| (w.id, w.path.rsplit('/').next().unwrap_or("").to_string()))
                 .collect();
+            // A run leaves `queued` under this same lock, so the status alone
+            // says whether it is new; a run put back to `queued` (a re-run, or
+            // a test through the control API) runs again as the next attempt.
             let queued: Vec<u64> = r
                 .runs
                 .values()
                 .filter(|run| run.status == "queued")
-                .filter(|run| {
-                    !self
-                        .seen
-                        .contains(&(repo_key.clone(), run.id, run.run_attempt))
-                })
                 .map(|run| run.id)
                 .collect();
             for id in queued {
@@ -131,8 +127,6 @@ impl Runner {
                     // Other workflows are left to whoever drives them.
                     _ => continue,
                 };
-                self.seen
-                    .insert((repo_key.clone(), run.id, run.run_attempt));
                 let head_sha = run.head_sha.clone();
                 let prefix = project_prefix(r, &head_sha);
                 let head_masters = masters_at(r, &head_sha, &prefix);
@@ -246,6 +240,10 @@ impl Runner {
     fn record(&self, e: CiEvent) {
         // A poisoned lock only means a reader panicked; the list is still usable.
         let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        if events.len() >= super::EVENTS_CAPACITY {
+            let excess = events.len() + 1 - super::EVENTS_CAPACITY;
+            events.drain(..excess);
+        }
         events.push(e);
     }
 
@@ -559,6 +557,56 @@ fn entry_keys(entry: &Value) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const MASTER: &str = "a:\n  image: x/y:1\n  model: m\n  model-prefix: p\n  runner: b200\n  precision: fp4\n  framework: vllm\n  scenarios:\n    fixed-seq-len:\n    - isl: 1\n      osl: 1\n      search-space:\n      - { tp: 1, conc-list: [1] }\n";
+
+    fn sweep(head_master: &str, head_branch: &str) -> Snapshot {
+        let b = MASTER.replace("a:", "b:");
+        let mut head_masters = BTreeMap::new();
+        head_masters.insert(
+            "configs/n-master.yaml".to_string(),
+            format!("{head_master}{b}"),
+        );
+        let mut base_masters = BTreeMap::new();
+        base_masters.insert("configs/n-master.yaml".to_string(), format!("{MASTER}{b}"));
+        Snapshot {
+            repo: "o/r".into(),
+            run_id: 1,
+            run_attempt: 1,
+            kind: RunKind::Sweep,
+            head_sha: "0".repeat(40),
+            head_branch: head_branch.into(),
+            inputs: Value::Null,
+            head_masters,
+            base_masters,
+            head_changelog: None,
+            base_changelog: None,
+            labels: Vec::new(),
+        }
+    }
+
+    fn keys(s: &Snapshot) -> Vec<String> {
+        sweep_families(s)
+            .unwrap()
+            .into_iter()
+            .map(|(f, _)| f.family)
+            .collect()
+    }
+
+    #[test]
+    fn sweep_families_come_from_changed_entries_then_the_klaud_branch() {
+        let changed = sweep(&MASTER.replace("x/y:1", "x/y:2"), "feature");
+        assert_eq!(keys(&changed), vec!["configs/n-master.yaml:a"]);
+        let fid = klaud_planner::identity::family_id("configs/n-master.yaml:b");
+        let unchanged = sweep(MASTER, &format!("klaud/auto-{fid}-0123456789abcdef"));
+        assert_eq!(keys(&unchanged), vec!["configs/n-master.yaml:b"]);
+        assert!(keys(&sweep(MASTER, "feature")).is_empty());
+        // The changelog wins over both.
+        let mut logged = sweep(&MASTER.replace("x/y:1", "x/y:2"), "feature");
+        logged.base_changelog = Some("- config-keys: [a]\n".into());
+        logged.head_changelog = Some("- config-keys: [a]\n\n- config-keys: [b, gone]\n".into());
+        assert_eq!(keys(&logged), vec!["configs/n-master.yaml:b"]);
+    }
 
     #[test]
     fn appended_changelog_entries_name_the_swept_keys() {
