@@ -1,6 +1,7 @@
 //! Command-line interface. One file per command; this module only parses
 //! arguments and maps errors to exit codes.
 
+pub mod demo;
 pub mod sandbox;
 
 use std::process::ExitCode;
@@ -78,6 +79,8 @@ enum Command {
     Claims(claims::Args),
     /// Serve the GitHub simulator with a seeded repository on loopback.
     Sandbox(sandbox::Args),
+    /// Run the whole lifecycle against an in-process sandbox and print the outcomes.
+    Demo(demo::Args),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -93,6 +96,7 @@ pub fn main() -> ExitCode {
         Command::Plan(args) => plan::run(args),
         Command::Sandbox(args) => sandbox::run(args),
         Command::Claims(args) => claims::run(args),
+        Command::Demo(args) => demo::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

@@ -2,10 +2,12 @@
 //! over GitHub, the journal on disk, the baseline source over HTTP, the
 //! repair hook as a command, and the wave that drives them.
 
+pub mod baseline;
 pub mod forge;
 pub mod journal;
 pub mod wave;
 
+pub use baseline::{HttpBaselineSource, NoBaseline};
 pub use forge::GithubLifecycle;
 pub use journal::FileJournal;
 pub use wave::{CandidateSummary, WaveError, WaveOptions, WaveSummary, materialize, run_wave};

@@ -113,6 +113,8 @@ pub struct CandidateSummary {
     pub repairs: u32,
     /// Why it is not finished (waiting on, or the error it stopped at).
     pub status: Option<String>,
+    /// Why it ended, once it did.
+    pub message: Option<String>,
 }
 
 impl CandidateSummary {
@@ -134,6 +136,7 @@ impl CandidateSummary {
             runs: rec.runs(),
             repairs: rec.repairs,
             status,
+            message: rec.ending.as_ref().map(|e| e.message.clone()),
         }
     }
 }

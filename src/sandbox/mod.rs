@@ -4,3 +4,4 @@
 pub mod ci;
 pub mod github;
 pub mod registry;
+pub mod stack;

@@ -77,6 +77,9 @@ pub struct EngineConfig {
     pub model_names: BTreeMap<String, String>,
     /// Bounds on artifact sizes.
     pub artifact_limits: ArtifactLimits,
+    /// Base of the changelog's `pr-link` (the benchmark repository's gate
+    /// wants `https://github.com/<owner>/<repo>/pull/<N>`).
+    pub pr_link_base: String,
 }
 
 impl EngineConfig {
@@ -96,6 +99,7 @@ impl EngineConfig {
             dispatch_grace: TimeDelta::minutes(2),
             model_names: BTreeMap::new(),
             artifact_limits: ArtifactLimits::default(),
+            pr_link_base: "https://github.com".into(),
         }
     }
 }
@@ -1424,7 +1428,11 @@ impl<'a> Engine<'a> {
         let number = rec
             .pull
             .ok_or_else(|| EngineError::Invalid("final without a pull request".into()))?;
-        let link = rec.pull_url.clone().unwrap_or_default();
+        let link = format!(
+            "{}/{}/pull/{number}",
+            self.config.pr_link_base.trim_end_matches('/'),
+            self.forge.repo()
+        );
         let path = format!("{}{CHANGELOG_PATH}", self.repository.prefix());
         let base_tip = self
             .branch_tip(&rec.base_branch)
