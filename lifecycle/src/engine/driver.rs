@@ -318,17 +318,35 @@ impl<'a> Engine<'a> {
             not_release_reason: target.not_release_reason.clone(),
         };
         if let Some(pull) = self.forge.find_pull(&branch).await? {
-            for c in self.forge.list_comments(pull.number).await? {
-                if !self.by_bot(c.author.as_deref()) {
-                    continue;
-                }
-                let Ok(Some(found)) = find_record(&c.body) else {
-                    continue;
-                };
-                if let MarkerKey::Outcome { candidate, .. } = &found.key
-                    && candidate.as_str() == rec.candidate
-                    && let Ok(receipt) = crate::report::parse_receipt(&found)
-                {
+            self.rebuild_ending(&mut rec, &pull).await?;
+        }
+        self.save(&mut rec).await?;
+        Ok(rec)
+    }
+
+    /// With an empty journal, a PR that carries this candidate's receipt is
+    /// finished, and one with its cleanup marker is mid-cleanup: the ending
+    /// is re-derived from the published reports the same way it was first
+    /// decided, so the receipt comes out the same.
+    async fn rebuild_ending(
+        &self,
+        rec: &mut CandidateRecord,
+        pull: &super::forge::Pull,
+    ) -> Result<(), EngineError> {
+        let comments = self.forge.list_comments(pull.number).await?;
+        let mut cleanup = None;
+        for c in &comments {
+            if !self.by_bot(c.author.as_deref()) {
+                continue;
+            }
+            let Ok(Some(found)) = find_record(&c.body) else {
+                continue;
+            };
+            match &found.key {
+                MarkerKey::Outcome { candidate, .. } if candidate.as_str() == rec.candidate => {
+                    let Ok(receipt) = crate::report::parse_receipt(&found) else {
+                        continue;
+                    };
                     rec.pull = Some(pull.number);
                     rec.pull_url = Some(pull.html_url.clone());
                     rec.owner_run = receipt.owner_run;
@@ -356,12 +374,49 @@ impl<'a> Engine<'a> {
                         })
                         .collect();
                     rec.step = Step::Finish;
-                    break;
+                    return Ok(());
                 }
+                MarkerKey::Cleanup {
+                    owner_run,
+                    candidate,
+                } if candidate.as_str() == rec.candidate => cleanup = Some(*owner_run),
+                _ => {}
             }
         }
-        self.save(&mut rec).await?;
-        Ok(rec)
+        let Some(owner_run) = cleanup else {
+            return Ok(());
+        };
+        rec.owner_run = owner_run;
+        rec.pull = Some(pull.number);
+        rec.pull_url = Some(pull.html_url.clone());
+        rec.attempts = self.reported_attempts(rec, &comments, true);
+        rec.repairs = rec
+            .attempts
+            .iter()
+            .filter_map(|a| match a.kind {
+                AttemptKind::Repair { n, .. } => Some(n),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        rec.head = rec
+            .attempts
+            .last()
+            .map(|a| a.head.clone())
+            .filter(|h| !h.is_empty());
+        let (outcome, phase) = match rec.attempts.last() {
+            Some(a) if a.kind == AttemptKind::FinalSweep => (Outcome::Failed, Phase::FinalSweep),
+            Some(a) if a.status != AttemptStatus::Passed => (Outcome::Failed, Phase::Targeted),
+            _ => (Outcome::UnexpectedError, Phase::Unknown),
+        };
+        rec.ending = Some(Ending {
+            outcome,
+            phase,
+            message: "resumed an interrupted cleanup".into(),
+            hands_off: false,
+        });
+        rec.step = Step::Finish;
+        Ok(())
     }
 
     /// Drives `rec` until it waits, finishes, is skipped or `max_steps`
@@ -498,6 +553,23 @@ impl<'a> Engine<'a> {
         rec: &mut CandidateRecord,
         scope: Scope<'_>,
     ) -> Result<Proved, EngineError> {
+        if rec.claim.is_none() {
+            // An empty journal: the claim may still be ours on GitHub.
+            let book = self.book();
+            let family = Self::candidate_id(rec)?.family();
+            if let Some(entry) = book
+                .inspect(&family)
+                .await
+                .map_err(|e| EngineError::Claim(e.to_string()))?
+                && let Some(held) = book.adopt(&entry)
+                && held
+                    .record
+                    .candidate_ids()
+                    .contains(&rec.candidate.as_str())
+            {
+                self.hold(rec, &held);
+            }
+        }
         let Some(stored) = rec.claim.clone() else {
             let m = Mismatch {
                 kind: MismatchKind::Unexpected,
@@ -993,7 +1065,25 @@ impl<'a> Engine<'a> {
         let Some(number) = rec.pull else {
             return Ok(());
         };
-        for c in self.forge.list_comments(number).await? {
+        let comments = self.forge.list_comments(number).await?;
+        rec.attempts = self.reported_attempts(rec, &comments, false);
+        for a in &rec.attempts {
+            if let AttemptKind::Repair { n, .. } = a.kind {
+                rec.repairs = rec.repairs.max(n);
+            }
+        }
+        Ok(())
+    }
+
+    /// The attempts whose reports are published, in publishing order.
+    fn reported_attempts(
+        &self,
+        rec: &CandidateRecord,
+        comments: &[super::forge::Comment],
+        with_sweep: bool,
+    ) -> Vec<AttemptRecord> {
+        let mut out = Vec::new();
+        for c in comments {
             if !self.by_bot(c.author.as_deref()) {
                 continue;
             }
@@ -1019,13 +1109,10 @@ impl<'a> Engine<'a> {
                 continue;
             };
             let Some(kind) = report.kind else { continue };
-            if kind == AttemptKind::FinalSweep {
+            if kind == AttemptKind::FinalSweep && !with_sweep {
                 continue;
             }
-            if let AttemptKind::Repair { n, .. } = kind {
-                rec.repairs = rec.repairs.max(n);
-            }
-            rec.attempts.push(AttemptRecord {
+            out.push(AttemptRecord {
                 kind,
                 head: report.head.clone().unwrap_or_default(),
                 dispatched_at: None,
@@ -1035,7 +1122,7 @@ impl<'a> Engine<'a> {
                 reported: true,
             });
         }
-        Ok(())
+        out
     }
 
     fn head(rec: &CandidateRecord) -> Result<String, EngineError> {

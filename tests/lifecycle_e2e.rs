@@ -1,0 +1,664 @@
+//! The candidate lifecycle end to end: the real engine, the octocrab forge
+//! and the GitHub, registry, CI and baseline simulators over loopback.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use klaud::cli::demo::{sandbox_engine, sandbox_forge, sandbox_registry};
+use klaud::github::Forge;
+use klaud::lifecycle::{GithubLifecycle, HttpBaselineSource, materialize};
+use klaud::sandbox::ci::Script;
+use klaud::sandbox::stack::{MAINTAINER, SandboxStack};
+use klaud_claims::{CandidateId, Claimant, SystemClock};
+use klaud_lifecycle::engine::{
+    CandidateRecord, Engine, EngineConfig, MemoryJournal, Progress, RepairContext, RepairHook,
+    RepairOutcome, Step, Target,
+};
+use klaud_lifecycle::model::{AttemptKind, Outcome};
+use klaud_lifecycle::report::find_record;
+use klaud_planner::plan::{PlanOptions, plan};
+use klaud_planner::repo::Repository;
+
+const REPO: &str = "demo/benchmarks";
+const BOT: &str = "Klaud-Cold";
+const OWNER_RUN: u64 = 4242;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn owner() -> Claimant {
+    Claimant::new(uuid::Uuid::from_u128(0x6b6c_6175_6400))
+}
+
+/// A sandbox with the demo repository, one base checkout and the target of
+/// one family.
+struct Env {
+    stack: SandboxStack,
+    forge: Forge,
+    repository: Repository,
+    base: String,
+    baseline: HttpBaselineSource,
+    config: EngineConfig,
+    _dir: tempfile::TempDir,
+}
+
+async fn env(script: Option<&str>) -> Env {
+    let registry_seed =
+        std::fs::read_to_string(root().join("configs/demo-registry.json")).expect("registry seed");
+    let script = script.map(|s| Script::parse("test script", s).expect("script"));
+    let stack = SandboxStack::start(
+        REPO,
+        BOT,
+        &root().join("configs/demo"),
+        &registry_seed,
+        script,
+        Duration::from_millis(10),
+    )
+    .await
+    .expect("sandbox");
+    let forge = sandbox_forge(&stack).await.expect("forge");
+    let base = forge
+        .get_ref("refs/heads/main")
+        .await
+        .expect("read main")
+        .expect("main exists");
+    let dir = tempfile::tempdir().expect("tempdir");
+    materialize(&forge, &base, dir.path())
+        .await
+        .expect("materialize");
+    let repository = Repository::open(dir.path()).expect("repository");
+    let baseline = HttpBaselineSource::new(&stack.baseline_url).expect("baseline");
+    Env {
+        stack,
+        forge,
+        repository,
+        base,
+        baseline,
+        config: sandbox_engine(OWNER_RUN),
+        _dir: dir,
+    }
+}
+
+impl Env {
+    async fn target(&self, key: &str) -> Target {
+        let registry = sandbox_registry(&self.stack.registry_url).expect("registry");
+        let mut options = PlanOptions::new(chrono::Utc::now());
+        options.max_candidates = 20;
+        let report = plan(&self.repository, &registry.session(), &options).await;
+        let selected = report
+            .candidates
+            .iter()
+            .find(|c| c.family.ends_with(&format!(":{key}")))
+            .unwrap_or_else(|| panic!("{key} is not planned: {:?}", report.candidates));
+        Target {
+            family: selected.family.clone(),
+            candidate: CandidateId::new(&selected.id).expect("id"),
+            image: selected.image.clone(),
+            revision: None,
+            clock: None,
+            not_release_reason: None,
+        }
+    }
+
+    /// Drives to the end (waiting for the CI simulator as needed).
+    async fn finish(&self, journal: &MemoryJournal, target: &Target) -> CandidateRecord {
+        self.finish_with(journal, target, None).await
+    }
+
+    async fn finish_with(
+        &self,
+        journal: &MemoryJournal,
+        target: &Target,
+        hook: Option<&dyn RepairHook>,
+    ) -> CandidateRecord {
+        let lifecycle = GithubLifecycle::new(&self.forge);
+        let clock = SystemClock;
+        let mut engine = Engine::new(
+            &lifecycle,
+            journal,
+            &clock,
+            owner(),
+            &self.baseline,
+            &self.repository,
+            self.base.clone(),
+            &self.config,
+        );
+        if let Some(h) = hook {
+            engine = engine.with_repair(h);
+        }
+        let mut rec = engine.open_record(target).await.expect("record");
+        let started = Instant::now();
+        loop {
+            match engine.drive(&mut rec, 100).await.expect("drive") {
+                Progress::Done(_) => return rec,
+                Progress::Skipped(why) => panic!("skipped: {why}"),
+                _ if started.elapsed() > Duration::from_secs(60) => {
+                    panic!("no end after 60 s: {rec:#?}")
+                }
+                _ => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+
+    /// Takes `steps` engine steps (a crash after them drops everything);
+    /// returns the step reached.
+    async fn steps(&self, journal: &MemoryJournal, target: &Target, steps: usize) -> Step {
+        let lifecycle = GithubLifecycle::new(&self.forge);
+        let clock = SystemClock;
+        let engine = Engine::new(
+            &lifecycle,
+            journal,
+            &clock,
+            owner(),
+            &self.baseline,
+            &self.repository,
+            self.base.clone(),
+            &self.config,
+        );
+        let mut rec = engine.open_record(target).await.expect("record");
+        // Waits do not count: the k-th crash point is the same in every run.
+        let mut taken = 0;
+        let started = Instant::now();
+        while taken < steps && started.elapsed() < Duration::from_secs(60) {
+            match engine.step(&mut rec).await.expect("step") {
+                Progress::Done(_) => return Step::Done,
+                Progress::Waiting(_) => tokio::time::sleep(Duration::from_millis(15)).await,
+                _ => taken += 1,
+            }
+        }
+        rec.step
+    }
+
+    async fn pulls(&self, branch: &str) -> Vec<u64> {
+        self.stack.state().pulls_for_head(REPO, branch).await
+    }
+
+    async fn bodies(&self, number: u64) -> Vec<String> {
+        self.stack.state().comment_bodies(REPO, number).await
+    }
+
+    async fn pull(&self, number: u64) -> klaud::github::PullInfo {
+        self.forge.get_pull(number).await.expect("pull")
+    }
+
+    async fn dispatches(&self) -> usize {
+        self.stack
+            .state()
+            .request_log()
+            .await
+            .iter()
+            .filter(|e| e.method == "POST" && e.path.contains("/dispatches") && e.status < 300)
+            .count()
+    }
+
+    async fn label_writes(&self) -> usize {
+        self.stack
+            .state()
+            .request_log()
+            .await
+            .iter()
+            .filter(|e| e.method == "POST" && e.path.contains("/labels") && e.status < 300)
+            .count()
+    }
+
+    async fn claims(&self) -> Vec<(String, String)> {
+        self.forge
+            .list_refs("refs/heads/klaud/claim-")
+            .await
+            .expect("claims")
+    }
+}
+
+/// The markers of the comments, in order (`None` for non-Klaud comments).
+fn markers(bodies: &[String]) -> Vec<String> {
+    bodies
+        .iter()
+        .filter_map(|b| find_record(b).ok().flatten().map(|r| r.key.to_string()))
+        .collect()
+}
+
+fn assert_unique(markers: &[String]) {
+    let mut seen = std::collections::BTreeSet::new();
+    for m in markers {
+        assert!(seen.insert(m), "duplicate comment {m} in {markers:#?}");
+    }
+}
+
+const VALIDATED_SCRIPT: &str = r#"
+[families."*"]
+smoke = ["success"]
+sweep = ["success"]
+[families.demo-fp4-b200-vllm]
+smoke = ["failure"]
+[families.demo-fp8-h200-trt]
+smoke = ["infra", "success"]
+[families.demo-fp4-b300-vllm-agentic]
+smoke = ["failure", "success"]
+"#;
+
+async fn assert_validated(env: &Env, target: &Target, rec: &CandidateRecord) {
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Validated, "{ending:?}");
+    let pulls = env.pulls(&rec.branch).await;
+    assert_eq!(pulls.len(), 1, "one PR for the branch");
+    let pull = env.pull(pulls[0]).await;
+    assert!(pull.open && !pull.draft, "validated PRs are open and ready");
+    assert_eq!(pull.labels, vec!["full-sweep-fail-fast".to_owned()]);
+    assert!(
+        pull.body
+            .as_deref()
+            .unwrap_or("")
+            .contains("<!-- klaud-baseline-body -->")
+    );
+    let bodies = env.bodies(pull.number).await;
+    let m = markers(&bodies);
+    assert_unique(&m);
+    assert!(m.iter().any(|k| k.starts_with("klaud-outcome:")), "{m:?}");
+    assert!(m.iter().any(|k| k.ends_with(":baseline")), "{m:?}");
+    assert!(env.claims().await.is_empty(), "claim released");
+    // The head carries the bump and the changelog entry.
+    let changelog = env
+        .forge
+        .get_contents("perf-changelog.yaml", &pull.head_sha)
+        .await
+        .expect("read")
+        .expect("exists");
+    let text = String::from_utf8(changelog).expect("utf-8");
+    assert!(
+        text.contains(&format!("https://github.com/{REPO}/pull/{}", pull.number)),
+        "{text}"
+    );
+    assert!(text.ends_with('\n') && !text.ends_with("\n\n"));
+    let master = env
+        .forge
+        .get_contents("configs/nvidia-master.yaml", &pull.head_sha)
+        .await
+        .expect("read")
+        .expect("exists");
+    let image = target
+        .image
+        .split('@')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(String::from_utf8_lossy(&master).contains(&image));
+}
+
+#[tokio::test]
+async fn validated_candidate_ends_ready_for_review_with_receipt() {
+    let env = env(Some(VALIDATED_SCRIPT)).await;
+    let target = env.target("demo-fp4-b200-sglang").await;
+    let journal = MemoryJournal::new();
+    let rec = env.finish(&journal, &target).await;
+    assert_validated(&env, &target, &rec).await;
+    assert_eq!(rec.runs().len(), 2, "one smoke and the final sweep");
+    assert_eq!(env.dispatches().await, 1);
+    let pull = env.pull(rec.pull.expect("pull")).await;
+    let bodies = env.bodies(pull.number).await;
+    // Reports and receipt as published, run-specific numbers redacted.
+    let redact = regex::Regex::new(r"(https?://127\.0\.0\.1:\d+|\b\d{6,}\b|\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?Z?)?( UTC)?|\b[0-9a-f]{40}\b|\b[0-9a-f]{16}-[0-9a-f]{16}\b|\d{4}-\d{2}-\d{2})")
+        .expect("regex");
+    let receipt = bodies
+        .iter()
+        .find(|b| b.starts_with("<!-- klaud-outcome:"))
+        .expect("receipt");
+    insta::assert_snapshot!("validated_receipt", redact.replace_all(receipt, "[X]"));
+    insta::assert_snapshot!("validated_pr_title", pull.title);
+    let smoke = bodies
+        .iter()
+        .find(|b| b.contains("Initial attempt 0/5"))
+        .expect("smoke report");
+    insta::assert_snapshot!("validated_smoke_report", redact.replace_all(smoke, "[X]"));
+    let body = pull.body.clone().unwrap_or_default();
+    insta::assert_snapshot!("validated_pr_body", redact.replace_all(&body, "[X]"));
+    // Driving again changes nothing.
+    let before = env.stack.state().request_log().await;
+    let again = env.finish(&journal, &target).await;
+    assert_eq!(again.step, Step::Done);
+    let after = env.stack.state().request_log().await;
+    assert!(
+        after[before.len()..].iter().all(|e| e.method == "GET"),
+        "a finished candidate makes no writes"
+    );
+}
+
+#[tokio::test]
+async fn failed_smoke_without_hook_cleans_up() {
+    let env = env(Some(VALIDATED_SCRIPT)).await;
+    let target = env.target("demo-fp4-b200-vllm").await;
+    let journal = MemoryJournal::new();
+    let rec = env.finish(&journal, &target).await;
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Failed);
+    let number = rec.pull.expect("pull");
+    let pull = env.pull(number).await;
+    assert!(!pull.open && pull.draft, "closed and back to draft");
+    assert!(pull.labels.is_empty());
+    assert_eq!(
+        env.forge
+            .get_ref(&format!("refs/heads/{}", rec.branch))
+            .await
+            .expect("ref"),
+        None
+    );
+    let m = markers(&env.bodies(number).await);
+    assert_unique(&m);
+    assert!(m.iter().any(|k| k.starts_with("klaud-cleanup:")), "{m:?}");
+    assert!(
+        m.last().is_some_and(|k| k.starts_with("klaud-outcome:")),
+        "{m:?}"
+    );
+    assert!(env.claims().await.is_empty());
+    let receipt = env
+        .bodies(number)
+        .await
+        .into_iter()
+        .find(|b| b.starts_with("<!-- klaud-outcome:"))
+        .expect("receipt");
+    assert!(receipt.contains("**failed** · Repairs: 0"), "{receipt}");
+}
+
+#[tokio::test]
+async fn infrastructure_failure_is_retried_without_counting_as_repair() {
+    let env = env(Some(VALIDATED_SCRIPT)).await;
+    let target = env.target("demo-fp8-h200-trt").await;
+    let journal = MemoryJournal::new();
+    let rec = env.finish(&journal, &target).await;
+    assert_validated(&env, &target, &rec).await;
+    let kinds: Vec<AttemptKind> = rec.attempts.iter().map(|a| a.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            AttemptKind::Initial { budget: 5 },
+            AttemptKind::InfraRetry { n: 1 },
+            AttemptKind::FinalSweep
+        ]
+    );
+    assert_eq!(rec.repairs, 0);
+    assert_eq!(env.dispatches().await, 2);
+}
+
+/// A repair hook that pushes one commit onto the branch as the bot.
+struct PushingHook {
+    state: klaud::sandbox::github::GithubState,
+    calls: Mutex<Vec<u32>>,
+}
+
+#[async_trait]
+impl RepairHook for PushingHook {
+    async fn repair(&self, ctx: &RepairContext) -> Result<RepairOutcome, String> {
+        self.calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(ctx.repair);
+        let mut files = BTreeMap::new();
+        files.insert(
+            format!("repairs/{}.txt", ctx.repair),
+            Some(b"tuned\n".to_vec()),
+        );
+        self.state
+            .push_commit(REPO, &ctx.branch, BOT, files, "Repair the smoke")
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(RepairOutcome::Pushed)
+    }
+}
+
+#[tokio::test]
+async fn failed_smoke_is_repaired_by_the_hook() {
+    let env = env(Some(VALIDATED_SCRIPT)).await;
+    let target = env.target("demo-fp4-b300-vllm-agentic").await;
+    let journal = MemoryJournal::new();
+    let hook = PushingHook {
+        state: env.stack.state().clone(),
+        calls: Mutex::new(Vec::new()),
+    };
+    let rec = env.finish_with(&journal, &target, Some(&hook)).await;
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Validated, "{ending:?}");
+    assert_eq!(rec.repairs, 1);
+    assert_eq!(*hook.calls.lock().expect("calls"), vec![1]);
+    assert!(
+        rec.attempts
+            .iter()
+            .any(|a| a.kind == AttemptKind::Repair { n: 1, budget: 5 })
+    );
+}
+
+/// Drives a candidate (no CI simulator: runs stay queued) until its smoke
+/// run is dispatched, then returns the record.
+async fn until_smoke_dispatched(
+    env: &Env,
+    journal: &MemoryJournal,
+    target: &Target,
+) -> CandidateRecord {
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let clock = SystemClock;
+    let engine = Engine::new(
+        &lifecycle,
+        journal,
+        &clock,
+        owner(),
+        &env.baseline,
+        &env.repository,
+        env.base.clone(),
+        &env.config,
+    );
+    let mut rec = engine.open_record(target).await.expect("record");
+    for _ in 0..100 {
+        engine.step(&mut rec).await.expect("step");
+        if rec.attempts.first().is_some_and(|a| a.run.is_some()) {
+            return rec;
+        }
+    }
+    panic!("never dispatched: {rec:#?}");
+}
+
+async fn complete_smoke(env: &Env, rec: &CandidateRecord) {
+    let run = rec.attempts[0].run.as_ref().expect("run").id;
+    env.stack
+        .state()
+        .complete_run(REPO, run, "success", BTreeMap::new())
+        .await
+        .expect("complete");
+}
+
+async fn maintainer(env: &Env) -> Forge {
+    klaud::github::Forge::connect_unchecked(klaud::github::ForgeConfig {
+        api_url: env.stack.github.url(),
+        repo: REPO.into(),
+        bot_login: MAINTAINER.into(),
+        credential: klaud::github::Credential::Token(klaud::github::Secret::new(
+            klaud::sandbox::stack::MAINTAINER_TOKEN,
+        )),
+        retry: klaud::github::RetryPolicy::default(),
+    })
+    .expect("maintainer forge")
+}
+
+async fn hands_off_case(
+    change: impl AsyncFnOnce(&Env, &CandidateRecord),
+) -> (Env, CandidateRecord, Vec<String>) {
+    let env = env(None).await;
+    let target = env.target("demo-fp4-b200-sglang").await;
+    let journal = MemoryJournal::new();
+    let rec = until_smoke_dispatched(&env, &journal, &target).await;
+    change(&env, &rec).await;
+    complete_smoke(&env, &rec).await;
+    let log_before = env.stack.state().request_log().await.len();
+    let rec = env.finish(&journal, &target).await;
+    let writes: Vec<String> = env.stack.state().request_log().await[log_before..]
+        .iter()
+        .filter(|e| e.method != "GET")
+        .map(|e| format!("{} {}", e.method, e.path))
+        .collect();
+    (env, rec, writes)
+}
+
+/// Only the claim (Klaud's own) may be touched after a handoff.
+fn only_claim_writes(writes: &[String]) {
+    for w in writes {
+        assert!(
+            w.contains("klaud/claim-"),
+            "mutation after handoff: {w} in {writes:#?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn handoff_label_stops_every_mutation() {
+    let (env, rec, writes) = hands_off_case(async |env, rec| {
+        maintainer(env)
+            .await
+            .add_labels(rec.pull.expect("pull"), &["klaud-handoff"])
+            .await
+            .expect("label");
+    })
+    .await;
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Handoff, "{ending:?}");
+    assert!(
+        ending.message.contains("klaud-handoff"),
+        "{}",
+        ending.message
+    );
+    only_claim_writes(&writes);
+    let pull = env.pull(rec.pull.expect("pull")).await;
+    assert!(pull.open, "the PR stays as the maintainer left it");
+    assert!(
+        env.claims().await.is_empty(),
+        "Klaud's own claim is released"
+    );
+}
+
+#[tokio::test]
+async fn foreign_commit_is_a_handoff() {
+    let (env, rec, writes) = hands_off_case(async |env, rec| {
+        let mut files = BTreeMap::new();
+        files.insert("fix.txt".to_owned(), Some(b"mine\n".to_vec()));
+        env.stack
+            .state()
+            .push_commit(REPO, &rec.branch, MAINTAINER, files, "Maintainer fix")
+            .await
+            .expect("push");
+    })
+    .await;
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Handoff, "{ending:?}");
+    assert!(
+        ending.message.contains("foreign commit"),
+        "{}",
+        ending.message
+    );
+    assert!(ending.message.contains(rec.head.as_deref().unwrap_or("?")));
+    only_claim_writes(&writes);
+    assert!(
+        env.forge
+            .get_ref(&format!("refs/heads/{}", rec.branch))
+            .await
+            .expect("ref")
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn lost_claim_is_an_ownership_mismatch() {
+    let (env, rec, writes) = hands_off_case(async |env, rec| {
+        let family = rec.candidate.split('-').next().expect("family id");
+        maintainer(env)
+            .await
+            .delete_ref(&format!("refs/heads/klaud/claim-{family}"))
+            .await
+            .expect("delete claim");
+    })
+    .await;
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::UnexpectedError, "{ending:?}");
+    assert!(ending.message.contains("claim"), "{}", ending.message);
+    assert!(ending.message.contains("expected"), "{}", ending.message);
+    assert!(
+        writes.is_empty(),
+        "nothing is written without the claim: {writes:#?}"
+    );
+    assert!(env.pull(rec.pull.expect("pull")).await.open);
+}
+
+/// Stops after `k` steps, restarts (from the journal, or from an empty one)
+/// and checks the end is the uninterrupted one, without duplicates.
+async fn crash_at(k: usize, keep_journal: bool, key: &str) -> Step {
+    let env = env(Some(VALIDATED_SCRIPT)).await;
+    let target = env.target(key).await;
+    let journal = MemoryJournal::new();
+    let reached = env.steps(&journal, &target, k).await;
+    if !keep_journal {
+        journal.clear();
+    }
+    let rec = env.finish(&journal, &target).await;
+    let what = format!("crash after {k} steps (journal kept: {keep_journal})");
+    let number = rec.pull.unwrap_or_else(|| panic!("{what}: no PR"));
+    assert_eq!(env.pulls(&rec.branch).await.len(), 1, "{what}: PRs");
+    let m = markers(&env.bodies(number).await);
+    assert_unique(&m);
+    assert!(env.claims().await.is_empty(), "{what}: claim left");
+    let ending = rec.ending.clone().expect("ending");
+    if key == "demo-fp4-b200-vllm" {
+        assert_eq!(ending.outcome, Outcome::Failed, "{what}: {ending:?}");
+        assert_eq!(env.dispatches().await, 1, "{what}: dispatches");
+        assert!(
+            m.iter().any(|k| k.starts_with("klaud-cleanup:")),
+            "{what}: {m:?}"
+        );
+    } else {
+        assert_validated(&env, &target, &rec).await;
+        assert_eq!(env.dispatches().await, 1, "{what}: dispatches");
+        assert_eq!(env.label_writes().await, 1, "{what}: label writes");
+    }
+    assert_eq!(
+        m.iter().filter(|k| k.starts_with("klaud-outcome:")).count(),
+        1,
+        "{what}"
+    );
+    reached
+}
+
+/// Crashes after 1, 2, … steps until the interrupted run itself got to the
+/// end, so every step boundary (and every wait) is a crash point once.
+async fn crash_everywhere(key: &str) {
+    let mut seen = Vec::new();
+    for k in 1..=80 {
+        let kept = crash_at(k, true, key).await;
+        let cleared = crash_at(k, false, key).await;
+        seen.push(kept);
+        if kept == Step::Done && cleared == Step::Done {
+            let mut expected = vec![
+                Step::Prepare,
+                Step::Open,
+                Step::Baseline,
+                Step::Smoke,
+                Step::Finish,
+            ];
+            if key != "demo-fp4-b200-vllm" {
+                expected.extend([Step::Final, Step::Sweep]);
+            }
+            for step in expected {
+                assert!(seen.contains(&step), "never crashed in {step:?}: {seen:?}");
+            }
+            return;
+        }
+    }
+    panic!("the interrupted run never finished: {seen:?}");
+}
+
+#[tokio::test]
+async fn crash_and_restart_at_every_step_converges_validated() {
+    crash_everywhere("demo-fp4-b200-sglang").await;
+}
+
+#[tokio::test]
+async fn crash_and_restart_at_every_step_converges_failed() {
+    crash_everywhere("demo-fp4-b200-vllm").await;
+}
