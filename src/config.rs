@@ -24,6 +24,8 @@ pub struct Config {
     pub release_tracks: Vec<ReleaseTrackConfig>,
     /// The long-running daemon (`klaud serve`).
     pub daemon: DaemonConfig,
+    /// How candidates are driven (workflows, labels, repairs, baseline).
+    pub lifecycle: LifecycleConfig,
     /// Image repository (normalized, e.g. `vllm/vllm-openai`) → upstream
     /// source repository on GitHub (`vllm-project/vllm`), used to prove a
     /// release is not behind a nightly's commit.
@@ -94,6 +96,42 @@ impl Default for DaemonConfig {
             dashboard_allow_remote: false,
             webhook_secret_env: None,
             store: ".klaud/store".to_owned(),
+        }
+    }
+}
+
+/// `[lifecycle]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LifecycleConfig {
+    /// The branch PRs target and bumps start from.
+    pub base_branch: String,
+    /// The one primary sweep label Klaud sets for the final sweep.
+    pub sweep_label: String,
+    /// Repairs a candidate may use.
+    pub repair_budget: u32,
+    /// The repair hook: a command (argv) given the failure context as JSON
+    /// on stdin; empty means no hook (a failed smoke finishes `failed`).
+    pub repair_command: Vec<String>,
+    /// Post `/use <run-id>` after a validated sweep.
+    pub use_comment: bool,
+    /// Base URL of the public results API the baseline is frozen from;
+    /// empty means no baseline (every point N/A, with the reason).
+    pub baseline_api: String,
+    /// Model (as in the master configs) → display name the results API wants.
+    pub model_names: BTreeMap<String, String>,
+}
+
+impl Default for LifecycleConfig {
+    fn default() -> Self {
+        Self {
+            base_branch: "main".to_owned(),
+            sweep_label: "full-sweep-fail-fast".to_owned(),
+            repair_budget: 5,
+            repair_command: Vec::new(),
+            use_comment: false,
+            baseline_api: String::new(),
+            model_names: BTreeMap::new(),
         }
     }
 }

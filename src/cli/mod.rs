@@ -3,12 +3,14 @@
 
 pub mod demo;
 pub mod sandbox;
+pub mod wave;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod bump;
+mod candidate;
 mod claims;
 mod families;
 mod plan;
@@ -81,6 +83,10 @@ enum Command {
     Sandbox(sandbox::Args),
     /// Run the whole lifecycle against an in-process sandbox and print the outcomes.
     Demo(demo::Args),
+    /// One planner wave now: recover own leftovers, plan, claim and drive candidates.
+    Wave(wave::Args),
+    /// One candidate: show its record, finish it now, or hand it to a maintainer.
+    Candidate(candidate::Args),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -97,6 +103,8 @@ pub fn main() -> ExitCode {
         Command::Sandbox(args) => sandbox::run(args),
         Command::Claims(args) => claims::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Wave(args) => wave::run(args),
+        Command::Candidate(args) => candidate::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

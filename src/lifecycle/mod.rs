@@ -5,9 +5,12 @@
 pub mod baseline;
 pub mod forge;
 pub mod journal;
+pub mod repair;
 pub mod wave;
 
 pub use baseline::{HttpBaselineSource, NoBaseline};
 pub use forge::GithubLifecycle;
 pub use journal::FileJournal;
+pub use repair::CommandHook;
+pub use wave::base_checkout;
 pub use wave::{CandidateSummary, WaveError, WaveOptions, WaveSummary, materialize, run_wave};

@@ -77,6 +77,22 @@ pub async fn materialize(forge: &Forge, sha: &str, dir: &Path) -> Result<usize, 
     Ok(n)
 }
 
+/// The base branch's head and a checkout of what the planner reads.
+pub async fn base_checkout(
+    forge: &Forge,
+    base_branch: &str,
+) -> Result<(String, tempfile::TempDir, Repository), WaveError> {
+    let base = forge
+        .get_ref(&format!("refs/heads/{base_branch}"))
+        .await?
+        .ok_or_else(|| WaveError::NoBase(base_branch.to_owned()))?;
+    let dir = tempfile::tempdir().map_err(|e| WaveError::Checkout(e.to_string()))?;
+    materialize(forge, &base, dir.path()).await?;
+    let repository =
+        Repository::open(dir.path()).map_err(|e| WaveError::Checkout(e.to_string()))?;
+    Ok((base, dir, repository))
+}
+
 /// What a wave needs besides the forge and the journal.
 pub struct WaveOptions<'a> {
     /// This instance.
@@ -209,15 +225,7 @@ pub async fn run_wave(
     repair: Option<&dyn RepairHook>,
     mut options: WaveOptions<'_>,
 ) -> Result<WaveSummary, WaveError> {
-    let base_branch = options.engine.base_branch.clone();
-    let base = forge
-        .get_ref(&format!("refs/heads/{base_branch}"))
-        .await?
-        .ok_or_else(|| WaveError::NoBase(base_branch.clone()))?;
-    let dir = tempfile::tempdir().map_err(|e| WaveError::Checkout(e.to_string()))?;
-    materialize(forge, &base, dir.path()).await?;
-    let repository =
-        Repository::open(dir.path()).map_err(|e| WaveError::Checkout(e.to_string()))?;
+    let (base, _dir, repository) = base_checkout(forge, &options.engine.base_branch).await?;
 
     let clock = SystemClock;
     let book = ClaimBook::new(forge, &clock, options.claimant.clone());

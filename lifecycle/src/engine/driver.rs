@@ -419,6 +419,24 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
+    /// Ends a candidate now (an operator's decision): `hands_off` leaves the
+    /// PR and branch as they are and only releases Klaud's claim; otherwise
+    /// the usual cleanup runs. The next [`Engine::step`] carries it out.
+    pub async fn end_now(
+        &self,
+        rec: &mut CandidateRecord,
+        outcome: Outcome,
+        message: String,
+        hands_off: bool,
+    ) -> Result<(), EngineError> {
+        if rec.step == Step::Done {
+            return Ok(());
+        }
+        let phase = Self::phase_of(rec.step);
+        self.end(rec, outcome, phase, message, hands_off).await?;
+        Ok(())
+    }
+
     /// Drives `rec` until it waits, finishes, is skipped or `max_steps`
     /// steps were taken.
     pub async fn drive(

@@ -1,0 +1,251 @@
+//! `klaud wave`: one planner wave now — preflight (the token must be the bot),
+//! this instance's leftovers first, then plan, claim and drive every
+//! candidate as far as it can go; print a summary. Running it again resumes
+//! and never duplicates anything.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use klaud_claims::Claimant;
+use klaud_lifecycle::baseline::BaselineSource;
+use klaud_lifecycle::engine::{EngineConfig, RepairHook};
+use klaud_planner::plan::PlanOptions;
+use klaud_planner::registry::RegistryClient;
+
+use super::CliError;
+use crate::config::{Config, parse_duration};
+use crate::github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+use crate::lifecycle::wave::{WaveOptions, render_summary, run_wave};
+use crate::lifecycle::{CommandHook, FileJournal, HttpBaselineSource, NoBaseline};
+
+/// Where and as whom (shared by `wave` and `candidate`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Connection {
+    /// GitHub REST API base URL (overrides `github.api_url`).
+    #[arg(long, value_name = "URL")]
+    pub github_api: Option<String>,
+    /// The benchmark repository, OWNER/NAME (overrides `github.repository`).
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub repo: Option<String>,
+    /// Configuration file (`klaud.toml`); defaults apply without one.
+    #[arg(long, value_name = "FILE", env = "KLAUD_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The local store directory (overrides `daemon.store`).
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<PathBuf>,
+}
+
+/// Arguments of `klaud wave`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    connection: Connection,
+    /// Use another base URL for a registry host, e.g. `docker.io=http://127.0.0.1:5000`.
+    #[arg(long = "mirror", value_name = "HOST=URL")]
+    mirrors: Vec<String>,
+    /// At most this many new candidates (overrides `planner.max_candidates`).
+    #[arg(long, value_name = "N")]
+    max: Option<usize>,
+    /// Keep polling running workflows this long before returning (a later
+    /// wave resumes), e.g. `30m`.
+    #[arg(long, default_value = "0s")]
+    wait: String,
+    /// Poll interval while waiting.
+    #[arg(long, default_value = "30s")]
+    poll: String,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Everything a lifecycle command needs, connected and checked.
+pub struct Session {
+    /// The configuration.
+    pub config: Config,
+    /// The forge (identity preflight passed).
+    pub forge: Forge,
+    /// The journal.
+    pub journal: FileJournal,
+    /// This instance.
+    pub claimant: Claimant,
+    /// The owner run of this process.
+    pub owner_run: u64,
+}
+
+/// This instance's id: kept in the store so restarts recognise their own
+/// claims; a deleted store makes a new instance whose old claims are
+/// recovered once their leases expire.
+fn instance_id(store: &Path) -> anyhow::Result<uuid::Uuid> {
+    std::fs::create_dir_all(store).with_context(|| format!("creating {}", store.display()))?;
+    let path = store.join("instance-id");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => uuid::Uuid::parse_str(text.trim())
+            .with_context(|| format!("{} is not a uuid; delete it", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let id = uuid::Uuid::new_v4();
+            std::fs::write(&path, format!("{id}\n"))
+                .with_context(|| format!("writing {}", path.display()))?;
+            Ok(id)
+        }
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// The owner run: the Actions run this wave runs in, else the start time.
+fn owner_run() -> u64 {
+    std::env::var("GITHUB_RUN_ID")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(1))
+}
+
+/// Loads the configuration, connects (identity preflight) and opens the store.
+pub async fn connect(c: &Connection) -> Result<Session, CliError> {
+    let mut config = match &c.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if let Some(api) = &c.github_api {
+        config.github.api_url = api.clone();
+    }
+    if let Some(repo) = &c.repo {
+        config.github.repository = Some(repo.clone());
+    }
+    let repo = config.github.repository.clone().ok_or_else(|| {
+        CliError::bad_input(anyhow::anyhow!(
+            "no repository: pass --repo OWNER/NAME or set github.repository"
+        ))
+    })?;
+    let token = config
+        .github
+        .token_env
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        .ok_or_else(|| {
+            CliError::bad_input(anyhow::anyhow!(
+                "no GitHub token: set one of {}",
+                config.github.token_env.join(", ")
+            ))
+        })?;
+    let forge = Forge::connect(ForgeConfig {
+        api_url: config.github.api_url.clone(),
+        repo,
+        bot_login: config.github.bot_login.clone(),
+        credential: Credential::Token(Secret::new(token)),
+        retry: RetryPolicy::default(),
+    })
+    .await
+    .map_err(CliError::bad_input)?;
+    let store = c
+        .store
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&config.daemon.store));
+    let claimant = Claimant::new(instance_id(&store).map_err(CliError::failure)?);
+    let journal = FileJournal::open(&store).map_err(CliError::failure)?;
+    Ok(Session {
+        config,
+        forge,
+        journal,
+        claimant,
+        owner_run: owner_run(),
+    })
+}
+
+/// The engine settings from the configuration.
+pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
+    let mut e = EngineConfig::new(owner_run);
+    let l = &config.lifecycle;
+    e.base_branch = l.base_branch.clone();
+    e.sweep_label = l.sweep_label.clone();
+    if !e.managed_labels.contains(&l.sweep_label) {
+        e.managed_labels.push(l.sweep_label.clone());
+    }
+    e.repair_budget = l.repair_budget;
+    e.post_use_comment = l.use_comment;
+    e.model_names = l.model_names.clone();
+    if let Ok(lease) = chrono::TimeDelta::from_std(config.daemon.lease) {
+        e.lease = lease;
+    }
+    e
+}
+
+/// The baseline source from the configuration.
+pub fn baseline(config: &Config) -> Result<Box<dyn BaselineSource>, CliError> {
+    if config.lifecycle.baseline_api.trim().is_empty() {
+        return Ok(Box::new(NoBaseline));
+    }
+    Ok(Box::new(
+        HttpBaselineSource::new(&config.lifecycle.baseline_api)
+            .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?,
+    ))
+}
+
+/// The repair hook from the configuration.
+pub fn repair_hook(config: &Config) -> Result<Option<CommandHook>, CliError> {
+    if config.lifecycle.repair_command.is_empty() {
+        return Ok(None);
+    }
+    CommandHook::new(
+        config.lifecycle.repair_command.clone(),
+        Duration::from_secs(2 * 3600),
+    )
+    .map(Some)
+    .map_err(|e| CliError::bad_input(anyhow::anyhow!("lifecycle.repair_command: {e}")))
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let wait = parse_duration(&args.wait)
+        .map_err(|e| CliError::bad_input(anyhow::anyhow!("--wait: {e}")))?;
+    let poll = parse_duration(&args.poll)
+        .map_err(|e| CliError::bad_input(anyhow::anyhow!("--poll: {e}")))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .map_err(CliError::failure)?;
+    runtime.block_on(async {
+        let session = connect(&args.connection).await?;
+        let config = &session.config;
+        let registry = super::plan::registry_config(config, &args.mirrors)?;
+        let client = RegistryClient::new(registry).map_err(CliError::bad_input)?;
+        let baseline = baseline(config)?;
+        let hook = repair_hook(config)?;
+        let mut plan = PlanOptions::new(chrono::Utc::now());
+        plan.min_age = config.planner.min_age;
+        plan.max_candidates = args.max.unwrap_or(config.planner.max_candidates);
+        plan.rules = config
+            .track_rules()
+            .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?;
+        plan.release_rules = config
+            .release_rules()
+            .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?;
+        plan.upstream = config.upstream.clone();
+        let options = WaveOptions {
+            claimant: session.claimant.clone(),
+            engine: engine_config(config, session.owner_run),
+            plan,
+            poll,
+            wait,
+        };
+        let summary = run_wave(
+            &session.forge,
+            &session.journal,
+            &client,
+            baseline.as_ref(),
+            hook.as_ref().map(|h| h as &dyn RepairHook),
+            options,
+        )
+        .await
+        .map_err(CliError::failure)?;
+        if args.json {
+            let mut text = serde_json::to_string_pretty(&summary).map_err(anyhow::Error::from)?;
+            text.push('\n');
+            super::emit(&text);
+        } else {
+            super::emit(&render_summary(&summary));
+        }
+        Ok(())
+    })
+}
