@@ -238,6 +238,8 @@ smoke = ["failure"]
 smoke = ["infra", "success"]
 [families.demo-fp4-b300-vllm-agentic]
 smoke = ["failure", "success"]
+[families.demo-fp8-mi355x-sglang]
+sweep = ["infra:timed_out", "success"]
 "#;
 
 async fn assert_validated(env: &Env, target: &Target, rec: &CandidateRecord) {
@@ -661,4 +663,87 @@ async fn crash_and_restart_at_every_step_converges_validated() {
 #[tokio::test]
 async fn crash_and_restart_at_every_step_converges_failed() {
     crash_everywhere("demo-fp4-b200-vllm").await;
+}
+
+#[tokio::test]
+async fn final_sweep_infrastructure_failure_is_rerun() {
+    let env = env(Some(VALIDATED_SCRIPT)).await;
+    let target = env.target("demo-fp8-mi355x-sglang").await;
+    let journal = MemoryJournal::new();
+    let rec = env.finish(&journal, &target).await;
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Validated, "{ending:?}");
+    let sweeps: Vec<(u64, u32)> = rec
+        .attempts
+        .iter()
+        .filter(|a| a.kind == AttemptKind::FinalSweep)
+        .filter_map(|a| a.run.as_ref().map(|r| (r.id, r.attempt)))
+        .collect();
+    assert_eq!(sweeps.len(), 2, "{sweeps:?}");
+    assert_eq!(sweeps[0].0, sweeps[1].0, "the same run, re-run");
+    assert_eq!((sweeps[0].1, sweeps[1].1), (1, 2));
+    assert_eq!(rec.repairs, 0);
+    let m = markers(&env.bodies(rec.pull.expect("pull")).await);
+    assert_unique(&m);
+}
+
+/// Figures for the issue note: GitHub requests of one validated candidate
+/// from claim to receipt, and of one poll of a running smoke.
+#[tokio::test]
+async fn request_figures_per_validated_candidate() {
+    use klaud::cli::demo::RequestFigures;
+    let env = env(None).await;
+    let target = env.target("demo-fp4-b200-sglang").await;
+    let journal = MemoryJournal::new();
+    let before = env.stack.state().request_log().await.len();
+    let rec = until_smoke_dispatched(&env, &journal, &target).await;
+    // One idle poll: the smoke run is still queued.
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let clock = SystemClock;
+    let engine = Engine::new(
+        &lifecycle,
+        &journal,
+        &clock,
+        owner(),
+        &env.baseline,
+        &env.repository,
+        env.base.clone(),
+        &env.config,
+    );
+    let mut polled = rec.clone();
+    let _ = engine.step(&mut polled).await.expect("poll");
+    let warm = env.stack.state().request_log().await.len();
+    let progress = engine.step(&mut polled).await.expect("poll");
+    assert!(matches!(progress, Progress::Waiting(_)), "{progress:?}");
+    let log = env.stack.state().request_log().await;
+    let idle = RequestFigures::of(&log[warm..]);
+    assert_eq!(idle.writes, 0, "an idle poll writes nothing");
+    let not_modified = log[warm..].iter().filter(|e| e.status == 304).count();
+    complete_smoke(&env, &rec).await;
+    // The sweep: complete it as soon as it starts.
+    let state = env.stack.state().clone();
+    let completer = tokio::spawn(async move {
+        loop {
+            for id in state.run_ids(REPO).await {
+                let _ = state
+                    .complete_run(REPO, id, "success", BTreeMap::new())
+                    .await;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let rec = env.finish(&journal, &target).await;
+    completer.abort();
+    assert_eq!(
+        rec.ending.as_ref().map(|e| e.outcome),
+        Some(Outcome::Validated)
+    );
+    let log = env.stack.state().request_log().await;
+    let all = RequestFigures::of(&log[before..]);
+    eprintln!(
+        "FIGURES validated candidate: {} requests, {} writes, {} content-creating; \
+         one idle poll: {} requests ({} answered 304 Not Modified), {} writes",
+        all.total, all.writes, all.content_creating, idle.total, not_modified, idle.writes
+    );
+    assert!(all.writes > 0 && all.content_creating <= all.writes);
 }

@@ -326,6 +326,10 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .map_err(map)
     }
 
+    async fn rerun_run(&self, _proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
+        self.forge.rerun_run(id).await.map_err(map)
+    }
+
     async fn cancel_run(&self, _proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
         self.forge.cancel_run(id).await.map_err(map)
     }

@@ -208,6 +208,7 @@ pub fn smoke_test_name(owner_run: u64, candidate: &str) -> String {
 
 const TRAILER: &str = "Klaud-Candidate: ";
 const INFRA_DETAIL: &str = "smoke, infrastructure failure";
+const SWEEP_INFRA_DETAIL: &str = "full sweep, infrastructure failure";
 
 /// Which ownership facts a mutation needs checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1136,7 +1137,10 @@ impl<'a> Engine<'a> {
                 dispatched_at: None,
                 run: report.run.clone(),
                 status: report.status,
-                infra: report.detail.as_deref() == Some(INFRA_DETAIL),
+                infra: matches!(
+                    report.detail.as_deref(),
+                    Some(INFRA_DETAIL | SWEEP_INFRA_DETAIL)
+                ),
                 reported: true,
             });
         }
@@ -1674,6 +1678,9 @@ impl<'a> Engine<'a> {
             }
         };
         let title = self.title(rec);
+        if rec.attempts[idx].reported && rec.attempts[idx].infra {
+            return self.retry_sweep(rec, idx, &title).await;
+        }
         if rec.attempts[idx].reported {
             let (outcome, m) = match (&rec.attempts[idx].status, &rec.sweep) {
                 (AttemptStatus::Passed, Some(_)) => (
@@ -1755,6 +1762,7 @@ impl<'a> Engine<'a> {
         if let Some(c) = &live.conclusion {
             notes.insert(0, format!("Run conclusion: {c}."));
         }
+        let (_, infra) = classify(&live);
         let status = if passed && check.is_some() {
             AttemptStatus::Passed
         } else if live.conclusion.as_deref() == Some("cancelled") {
@@ -1772,7 +1780,14 @@ impl<'a> Engine<'a> {
             },
             kind: Some(AttemptKind::FinalSweep),
             status,
-            detail: Some("full sweep".into()),
+            detail: Some(
+                if infra {
+                    SWEEP_INFRA_DETAIL
+                } else {
+                    "full sweep"
+                }
+                .to_owned(),
+            ),
             run: Some(run.clone()),
             at: self.clock.now(),
             image: rec.image.clone(),
@@ -1792,7 +1807,64 @@ impl<'a> Engine<'a> {
         rec.sweep = check.filter(|_| passed);
         let a = &mut rec.attempts[idx];
         a.status = status;
+        a.infra = infra;
         a.reported = true;
+        self.save(rec).await?;
+        Ok(Progress::Advanced(Step::Sweep))
+    }
+
+    /// An infrastructure failure of the final sweep: re-run it (at most
+    /// [`MAX_INFRA_RETRIES`] times, not counted as repairs), else fail.
+    async fn retry_sweep(
+        &self,
+        rec: &mut CandidateRecord,
+        idx: usize,
+        title: &str,
+    ) -> Result<Progress, EngineError> {
+        let Some(run) = rec.attempts[idx].run.clone() else {
+            return Err(EngineError::Invalid(
+                "a reported sweep without a run".into(),
+            ));
+        };
+        let retries = rec
+            .attempts
+            .iter()
+            .filter(|a| a.kind == AttemptKind::FinalSweep && a.infra)
+            .count() as u32;
+        if retries > MAX_INFRA_RETRIES {
+            let m = format!("the final sweep failed on infrastructure {retries} times");
+            return self
+                .end(rec, Outcome::Failed, Phase::FinalSweep, m, false)
+                .await;
+        }
+        // A re-run that landed before a crash shows as a newer attempt.
+        let live = self.forge.get_run(run.id).await?;
+        if live.attempt <= run.attempt {
+            let proof = match self.prove(rec, Scope::Run(run.id, title)).await? {
+                Ok(p) => p,
+                Err(p) => return Ok(p),
+            };
+            self.intend(rec, &format!("re-run sweep {}", run.id))
+                .await?;
+            match self.forge.rerun_run(&proof, run.id).await {
+                Ok(()) | Err(ForgeError::Ambiguous(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let head = rec.attempts[idx].head.clone();
+        rec.attempts.push(AttemptRecord {
+            kind: AttemptKind::FinalSweep,
+            head,
+            dispatched_at: None,
+            run: Some(RunRef {
+                id: run.id,
+                attempt: run.attempt + 1,
+                url: run.url,
+            }),
+            status: AttemptStatus::Queued,
+            infra: false,
+            reported: false,
+        });
         self.save(rec).await?;
         Ok(Progress::Advanced(Step::Sweep))
     }

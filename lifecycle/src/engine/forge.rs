@@ -245,6 +245,8 @@ pub trait Forge: Send + Sync {
         git_ref: &str,
         inputs: &Value,
     ) -> Result<Option<u64>, ForgeError>;
+    /// Re-runs a completed run (a new attempt of the same run).
+    async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError>;
     /// Cancels a run (a completed run counts as done).
     async fn cancel_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError>;
 }
