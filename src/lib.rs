@@ -8,3 +8,4 @@ pub mod cli;
 pub mod config;
 pub mod github;
 pub mod sandbox;
+pub mod store;
