@@ -138,9 +138,12 @@ impl Store {
     /// Opens (or creates) the store in directory `path`.
     pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
+        // sled writes `conf` when it creates a store; its presence tells a
+        // fresh store from one that lost its whole log.
+        let existed = path.join("conf").exists();
         let config = base_config().path(&path);
         let db = open_db(&config, &path)?;
-        Self::init(db, Some(path), options)
+        Self::init(db, Some(path), options, existed)
     }
 
     /// A store in a temporary directory that is deleted when the last clone
@@ -153,20 +156,21 @@ impl Store {
     pub fn temporary_with(options: StoreOptions) -> Result<Self, StoreError> {
         let config = base_config().temporary(true);
         let db = open_db(&config, Path::new("<temporary store>"))?;
-        Self::init(db, None, options)
+        Self::init(db, None, options, false)
     }
 
     fn init(
         db: sled::Db,
         path: Option<PathBuf>,
         options: StoreOptions,
+        existed: bool,
     ) -> Result<Self, StoreError> {
         let store = Self {
             db,
             path,
             event_limit: options.event_limit,
         };
-        store.check_format()?;
+        store.check_format(existed)?;
         Ok(store)
     }
 
@@ -183,14 +187,28 @@ impl Store {
 
     /// Refuses a store whose layout comes from a newer Klaud, and stamps a
     /// fresh one with this build's format.
-    fn check_format(&self) -> Result<(), StoreError> {
+    ///
+    /// sled 0.34.7 does not report a damaged log: it recovers up to the first
+    /// segment that fails its checksum and silently drops the rest. The format
+    /// marker is the first record of every store and is flushed at once, so
+    /// an existing store without it has lost flushed data and is reported as
+    /// corrupt rather than served half-empty. (Damage further into the log
+    /// keeps the marker and stays undetectable at this level.)
+    fn check_format(&self, existed: bool) -> Result<(), StoreError> {
         let meta = self.raw_tree(META_TREE)?;
         let stored = meta
             .get(FORMAT_KEY)
             .map_err(|source| self.backend("open", META_TREE, source))?;
         match stored {
+            None if existed => Err(StoreError::Corrupt {
+                path: self.display_path(),
+                detail: "its format marker is missing, so sled dropped part of its log".to_owned(),
+            }),
             None => {
                 meta.insert(FORMAT_KEY, FORMAT.to_string().as_bytes())
+                    .map_err(|source| self.backend("open", META_TREE, source))?;
+                self.db
+                    .flush()
                     .map_err(|source| self.backend("open", META_TREE, source))?;
                 Ok(())
             }
@@ -475,8 +493,9 @@ fn base_config() -> sled::Config {
 
 /// Opens sled and turns its errors into ones an operator can act on.
 fn open_db(config: &sled::Config, path: &Path) -> Result<sled::Db, StoreError> {
-    // sled 0.34.7 can panic instead of returning an error on some damaged
-    // files; a damaged cache must not take the daemon down with a backtrace.
+    // sled 0.34.7's recovery asserts its invariants (pagecache/snapshot.rs,
+    // segment.rs) instead of returning errors, so some damage panics; a
+    // damaged cache must not take the daemon down.
     let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| config.open()));
     match opened {
         Ok(Ok(db)) => Ok(db),

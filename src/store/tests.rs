@@ -641,3 +641,48 @@ fn crash_after_flush_keeps_flushed_data() {
         "before the crash"
     );
 }
+
+/// sled recovers a damaged log by dropping everything after the first bad
+/// segment, without an error; the store must not then pass for a fresh one.
+#[test]
+fn store_whose_log_was_wiped_is_reported_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    {
+        let store = Store::open(&path).unwrap();
+        for n in 0..200 {
+            store
+                .put(trees::CANDIDATES, &format!("c{n}"), &candidate(n))
+                .unwrap();
+        }
+        store.db.flush().unwrap();
+    }
+    let db_file = path.join("db");
+    let mut bytes = std::fs::read(&db_file).unwrap();
+    for byte in &mut bytes {
+        *byte = byte.wrapping_mul(31).wrapping_add(7);
+    }
+    std::fs::write(&db_file, &bytes).unwrap();
+
+    let err = Store::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains("delete the directory"), "{err}");
+
+    // Deleting it, as the message says, gives a working empty store.
+    std::fs::remove_dir_all(&path).unwrap();
+    let store = Store::open(&path).unwrap();
+    assert!(
+        store
+            .list::<Candidate>(trees::CANDIDATES)
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_fresh_store_reopens_without_any_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    drop(Store::open(&path).unwrap());
+    Store::open(&path).expect("an empty store is not mistaken for a wiped one");
+}
