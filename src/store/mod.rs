@@ -308,7 +308,9 @@ impl Store {
     /// when absent), and writes what `f` returns (`None` removes the record)
     /// only if nobody changed the record in between; otherwise reads again and
     /// re-runs `f`. So `f` may run several times and must have no side
-    /// effects. Returns the value written. A stored record that does not
+    /// effects. Returning the value unchanged still rewrites it (with a new
+    /// write time); use [`Store::try_update`] to leave it alone. Returns the
+    /// value written. A stored record that does not
     /// decode is an error: it is never overwritten blindly.
     pub fn update<T, F>(&self, tree: &str, key: &str, mut f: F) -> Result<Option<T>, StoreError>
     where

@@ -686,3 +686,15 @@ fn a_fresh_store_reopens_without_any_write() {
     drop(Store::open(&path).unwrap());
     Store::open(&path).expect("an empty store is not mistaken for a wiped one");
 }
+
+/// The daemon shares one store across tokio tasks and flushes from them.
+#[test]
+fn store_and_flush_future_can_cross_threads() {
+    fn assert_send_sync<T: Send + Sync>(_: &T) {}
+    fn assert_send<T: Send>(_: &T) {}
+    let store = Store::temporary().unwrap();
+    assert_send_sync(&store);
+    let flush = store.flush();
+    assert_send(&flush);
+    drop(flush);
+}
