@@ -11,3 +11,4 @@ pub mod dashboard;
 pub mod github;
 pub mod logging;
 pub mod sandbox;
+pub mod store;
