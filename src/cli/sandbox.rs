@@ -1,6 +1,9 @@
 //! `klaud sandbox`: serves the GitHub simulator on loopback with a seeded
 //! repository and three accounts (bot, maintainer, reader), prints one JSON
-//! line describing it, and serves until Ctrl-C.
+//! line describing it, and serves until Ctrl-C. Beside it: the baseline API
+//! (the InferenceX public API shape, from the seeded families), the OCI
+//! registry simulator with `--registry-seed`, and with `--ci SCRIPT` the CI
+//! simulator, which runs dispatched and label-triggered workflows by itself.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,6 +14,7 @@ use tokio::net::TcpListener;
 
 use std::sync::Arc;
 
+use crate::sandbox::ci::{CiSim, Script, baseline_router};
 use crate::sandbox::github::{GithubState, Permission, serve_github};
 use crate::sandbox::registry::RegistrySim;
 
@@ -35,6 +39,10 @@ pub struct Args {
     /// Seed file of the OCI registry simulator.
     #[arg(long)]
     pub registry_seed: Option<PathBuf>,
+    /// CI simulator script (TOML; see `configs/demo-ci.toml`): run dispatched
+    /// and label-triggered workflows with these outcomes.
+    #[arg(long, value_name = "SCRIPT")]
+    pub ci: Option<PathBuf>,
     /// Allow listening on a non-loopback address (the sandbox has no real
     /// authentication and its control API is open).
     #[arg(long)]
@@ -67,11 +75,23 @@ pub fn run(args: Args) -> Result<(), CliError> {
         })?),
         None => None,
     };
+    let script = match &args.ci {
+        Some(path) => Some(
+            Script::from_file(path)
+                .map_err(|e| CliError::bad_input(anyhow::anyhow!("--ci: {e}")))?,
+        ),
+        None => None,
+    };
     let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    rt.block_on(serve(args, registry)).map_err(CliError::from)
+    rt.block_on(serve(args, registry, script))
+        .map_err(CliError::from)
 }
 
-async fn serve(args: Args, registry: Option<RegistrySim>) -> anyhow::Result<()> {
+async fn serve(
+    args: Args,
+    registry: Option<RegistrySim>,
+    script: Option<Script>,
+) -> anyhow::Result<()> {
     let state = GithubState::new();
     state.create_repo(&args.repo, "main").await?;
     let owner = args.repo.split('/').next().unwrap_or("sandbox").to_string();
@@ -146,9 +166,21 @@ async fn serve(args: Args, registry: Option<RegistrySim>) -> anyhow::Result<()> 
             axum::serve(registry_listener, app).await
         }));
     }
+    // The baseline API has its own port: it is not GitHub and must not share
+    // GitHub's authentication, rate limits or request log.
+    let baseline_listener = TcpListener::bind(SocketAddr::new(args.listen.ip(), 0))
+        .await
+        .context("binding the baseline API")?;
+    let baseline_url = format!("http://{}", baseline_listener.local_addr()?);
+    let baseline_app = baseline_router(state.clone(), &args.repo);
+    let baseline_task =
+        tokio::spawn(async move { axum::serve(baseline_listener, baseline_app).await });
+    let ci = script.map(|s| CiSim::spawn(state.clone(), s));
     let line = serde_json::json!({
         "github_api": api,
         "registry": registry_url,
+        "baseline_api": baseline_url,
+        "ci": ci.is_some(),
         "control": format!("{api}/_sandbox"),
         "repo": args.repo,
         "bot_token": bot_token,
@@ -163,5 +195,7 @@ async fn serve(args: Args, registry: Option<RegistrySim>) -> anyhow::Result<()> 
     if let Some(task) = registry_task {
         task.abort();
     }
+    baseline_task.abort();
+    drop(ci);
     Ok(())
 }

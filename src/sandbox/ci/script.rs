@@ -1,0 +1,649 @@
+//! The script file: which outcome each workflow run of each family gets.
+//! The format is documented in the module doc of [`super`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Longest delay a script may ask for; a longer one is almost certainly a
+/// unit mistake (milliseconds written as seconds) and would hang a demo.
+pub const MAX_DELAY_SECS: u64 = 24 * 3600;
+
+/// Why a script could not be read. Every message names the file (when there
+/// is one) and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// TOML syntax, or a field of the wrong shape.
+    #[error("{path}: {message}")]
+    Syntax { path: String, message: String },
+    /// A field holds a value the simulator cannot act on.
+    #[error("{path}: field `{field}`: {message}")]
+    Field {
+        path: String,
+        field: String,
+        message: String,
+    },
+}
+
+/// How a run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conclusion {
+    /// `success`, with result rows for every point.
+    Success,
+    /// `failure`: a real benchmark failure (no rows, or the first half with
+    /// `partial`).
+    Failure,
+    /// An infrastructure failure, concluded as GitHub would report it.
+    Infra(InfraKind),
+}
+
+/// The conclusions GitHub gives infrastructure failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InfraKind {
+    /// `startup_failure` (the workflow never started a job).
+    StartupFailure,
+    /// `timed_out`.
+    TimedOut,
+    /// `cancelled` by the system (e.g. a lost runner).
+    Cancelled,
+}
+
+impl Conclusion {
+    /// The `conclusion` GitHub reports.
+    pub fn as_github(self) -> &'static str {
+        match self {
+            Conclusion::Success => "success",
+            Conclusion::Failure => "failure",
+            Conclusion::Infra(InfraKind::StartupFailure) => "startup_failure",
+            Conclusion::Infra(InfraKind::TimedOut) => "timed_out",
+            Conclusion::Infra(InfraKind::Cancelled) => "cancelled",
+        }
+    }
+}
+
+/// Factors applied to the baseline values of every point of a run, so
+/// reports show deltas (throughput 1.10 → +10.0%).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Multipliers {
+    /// Total and output tokens/s per GPU.
+    pub throughput: f64,
+    /// Mean time to first token.
+    pub ttft: f64,
+    /// Mean time per output token.
+    pub tpot: f64,
+    /// Eval score (capped at 1.0).
+    pub score: f64,
+}
+
+impl Default for Multipliers {
+    fn default() -> Self {
+        Self {
+            throughput: 1.0,
+            ttft: 1.0,
+            tpot: 1.0,
+            score: 1.0,
+        }
+    }
+}
+
+/// What happens to one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// How long the run stays `in_progress` before it concludes.
+    pub delay: Duration,
+    /// How it concludes.
+    pub conclusion: Conclusion,
+    /// Metric factors (only meaningful when rows are uploaded).
+    pub multipliers: Multipliers,
+    /// For failures: upload the rows of the first half of the points.
+    pub partial: bool,
+}
+
+impl Step {
+    /// A plain success with baseline values.
+    pub fn success() -> Self {
+        Self {
+            delay: Duration::ZERO,
+            conclusion: Conclusion::Success,
+            multipliers: Multipliers::default(),
+            partial: false,
+        }
+    }
+}
+
+/// Which list of a family a run draws from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RunKind {
+    /// A dispatched `e2e-tests.yml` run (smoke / targeted attempt).
+    Smoke,
+    /// A `run-sweep.yml` run on a pull request (final sweep).
+    Sweep,
+}
+
+/// The outcomes of one family (or the `*` default).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FamilyScript {
+    /// Smoke runs, in order; the last one repeats.
+    pub smoke: Vec<Step>,
+    /// Sweep runs, in order; the last one repeats.
+    pub sweep: Vec<Step>,
+}
+
+/// A parsed, validated script.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Script {
+    /// Keyed by family (`configs/x-master.yaml:key`), config key, or `*`.
+    families: BTreeMap<String, FamilyScript>,
+}
+
+/// The raw TOML shape.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScript {
+    #[serde(default)]
+    families: BTreeMap<String, RawFamily>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFamily {
+    #[serde(default)]
+    smoke: Option<Vec<RawStep>>,
+    #[serde(default)]
+    sweep: Option<Vec<RawStep>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawStep {
+    Word(String),
+    Table(RawStepTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawStepTable {
+    #[serde(default)]
+    outcome: Option<String>,
+    #[serde(default)]
+    delay: Option<toml::Value>,
+    #[serde(default)]
+    seconds: Option<toml::Value>,
+    #[serde(default)]
+    throughput: Option<toml::Value>,
+    #[serde(default)]
+    ttft: Option<toml::Value>,
+    #[serde(default)]
+    tpot: Option<toml::Value>,
+    #[serde(default)]
+    score: Option<toml::Value>,
+    #[serde(default)]
+    partial: Option<bool>,
+}
+
+impl Script {
+    /// A script where every run succeeds with baseline values.
+    pub fn all_success() -> Self {
+        Self::default()
+    }
+
+    /// Reads and validates a script file.
+    pub fn from_file(path: &Path) -> Result<Self, ScriptError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&path.display().to_string(), &text)
+    }
+
+    /// Parses script text; `origin` names it in errors.
+    pub fn parse(origin: &str, text: &str) -> Result<Self, ScriptError> {
+        let raw: RawScript = toml::from_str(text).map_err(|e| ScriptError::Syntax {
+            path: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let mut families = BTreeMap::new();
+        for (key, fam) in raw.families {
+            let at = format!("families.{}", quote_key(&key));
+            if key.trim().is_empty() {
+                return Err(field_err(origin, &at, "a family key must not be empty"));
+            }
+            let smoke = steps(origin, &format!("{at}.smoke"), fam.smoke)?;
+            let sweep = steps(origin, &format!("{at}.sweep"), fam.sweep)?;
+            families.insert(key, FamilyScript { smoke, sweep });
+        }
+        Ok(Self { families })
+    }
+
+    /// The step for the `attempt`-th run (0-based) of `kind` for `family`
+    /// (`configs/x-master.yaml:key`). Lookup order: the full family, its
+    /// config key, `*`; an empty or missing list falls through to the next;
+    /// past the end of a list its last step repeats; with nothing scripted the
+    /// run succeeds.
+    pub fn step(&self, family: &str, kind: RunKind, attempt: usize) -> Step {
+        let key = family.rsplit_once(':').map_or(family, |(_, k)| k);
+        for name in [family, key, "*"] {
+            let Some(f) = self.families.get(name) else {
+                continue;
+            };
+            let list = match kind {
+                RunKind::Smoke => &f.smoke,
+                RunKind::Sweep => &f.sweep,
+            };
+            if let Some(last) = list.last() {
+                return list.get(attempt).unwrap_or(last).clone();
+            }
+        }
+        Step::success()
+    }
+}
+
+fn quote_key(key: &str) -> String {
+    if !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        key.to_string()
+    } else {
+        format!("{key:?}")
+    }
+}
+
+fn field_err(origin: &str, field: &str, message: impl Into<String>) -> ScriptError {
+    ScriptError::Field {
+        path: origin.to_string(),
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Turns a list of raw entries into steps: `delay` entries attach to the
+/// outcome that follows them.
+fn steps(origin: &str, at: &str, raw: Option<Vec<RawStep>>) -> Result<Vec<Step>, ScriptError> {
+    let Some(raw) = raw else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    let mut pending_delay = Duration::ZERO;
+    let mut pending_at: Option<String> = None;
+    for (i, entry) in raw.into_iter().enumerate() {
+        let here = format!("{at}[{i}]");
+        let table = match entry {
+            RawStep::Word(w) => word_table(origin, &here, &w)?,
+            RawStep::Table(t) => t,
+        };
+        let outcome = match &table.outcome {
+            Some(o) => o.trim().to_string(),
+            None if table.delay.is_some() => "delay".to_string(),
+            None => {
+                return Err(field_err(
+                    origin,
+                    &format!("{here}.outcome"),
+                    "missing; expected success, failure, infra[:startup_failure|timed_out|cancelled] or delay",
+                ));
+            }
+        };
+        let conclusion = match outcome.as_str() {
+            "delay" => {
+                let secs_value = table.delay.as_ref().or(table.seconds.as_ref());
+                let field = if table.delay.is_some() {
+                    "delay"
+                } else {
+                    "seconds"
+                };
+                let Some(v) = secs_value else {
+                    return Err(field_err(
+                        origin,
+                        &format!("{here}.delay"),
+                        "a delay needs its length in seconds, e.g. { delay = 30 }",
+                    ));
+                };
+                let d = seconds(origin, &format!("{here}.{field}"), v)?;
+                reject_metric_fields(origin, &here, &table, "a delay")?;
+                pending_delay += d;
+                if pending_delay > Duration::from_secs(MAX_DELAY_SECS) {
+                    return Err(field_err(
+                        origin,
+                        &format!("{here}.{field}"),
+                        format!(
+                            "delays before one outcome add up to more than {MAX_DELAY_SECS} seconds"
+                        ),
+                    ));
+                }
+                pending_at = Some(here);
+                continue;
+            }
+            other => parse_conclusion(origin, &format!("{here}.outcome"), other)?,
+        };
+        if table.seconds.is_some() {
+            return Err(field_err(
+                origin,
+                &format!("{here}.seconds"),
+                "only a delay takes `seconds`; use `delay = N` to keep an outcome running first",
+            ));
+        }
+        let mut delay = std::mem::take(&mut pending_delay);
+        pending_at = None;
+        if let Some(v) = &table.delay {
+            delay += seconds(origin, &format!("{here}.delay"), v)?;
+        }
+        if delay > Duration::from_secs(MAX_DELAY_SECS) {
+            return Err(field_err(
+                origin,
+                &format!("{here}.delay"),
+                format!("more than {MAX_DELAY_SECS} seconds"),
+            ));
+        }
+        let multipliers = Multipliers {
+            throughput: factor(origin, &here, "throughput", table.throughput.as_ref())?,
+            ttft: factor(origin, &here, "ttft", table.ttft.as_ref())?,
+            tpot: factor(origin, &here, "tpot", table.tpot.as_ref())?,
+            score: factor(origin, &here, "score", table.score.as_ref())?,
+        };
+        let partial = table.partial.unwrap_or(false);
+        if partial && conclusion != Conclusion::Failure {
+            return Err(field_err(
+                origin,
+                &format!("{here}.partial"),
+                "only a failure uploads partial results",
+            ));
+        }
+        out.push(Step {
+            delay,
+            conclusion,
+            multipliers,
+            partial,
+        });
+    }
+    if let Some(here) = pending_at {
+        return Err(field_err(
+            origin,
+            &here,
+            "a delay must be followed by the outcome it delays",
+        ));
+    }
+    Ok(out)
+}
+
+/// The string shorthand: `success`, `failure`, `infra`, `infra:timed_out`,
+/// `delay:30`.
+fn word_table(origin: &str, here: &str, word: &str) -> Result<RawStepTable, ScriptError> {
+    let word = word.trim();
+    let mut t = RawStepTable {
+        outcome: Some(word.to_string()),
+        delay: None,
+        seconds: None,
+        throughput: None,
+        ttft: None,
+        tpot: None,
+        score: None,
+        partial: None,
+    };
+    if let Some(n) = word.strip_prefix("delay:") {
+        let secs: i64 = n.trim().parse().map_err(|_| {
+            field_err(
+                origin,
+                here,
+                format!("{word:?}: expected delay:<whole seconds>, e.g. delay:30"),
+            )
+        })?;
+        t.outcome = Some("delay".into());
+        t.delay = Some(toml::Value::Integer(secs));
+    } else if word == "delay" {
+        return Err(field_err(
+            origin,
+            here,
+            "\"delay\" needs its length: write delay:<seconds> or { delay = <seconds> }",
+        ));
+    }
+    Ok(t)
+}
+
+fn parse_conclusion(origin: &str, field: &str, word: &str) -> Result<Conclusion, ScriptError> {
+    Ok(match word {
+        "success" => Conclusion::Success,
+        "failure" => Conclusion::Failure,
+        "infra" | "infra:startup_failure" => Conclusion::Infra(InfraKind::StartupFailure),
+        "infra:timed_out" => Conclusion::Infra(InfraKind::TimedOut),
+        "infra:cancelled" => Conclusion::Infra(InfraKind::Cancelled),
+        other => {
+            return Err(field_err(
+                origin,
+                field,
+                format!(
+                    "unknown outcome {other:?}; expected success, failure, infra, \
+                     infra:startup_failure, infra:timed_out, infra:cancelled or delay"
+                ),
+            ));
+        }
+    })
+}
+
+fn seconds(origin: &str, field: &str, v: &toml::Value) -> Result<Duration, ScriptError> {
+    let secs = match v {
+        toml::Value::Integer(i) => *i as f64,
+        toml::Value::Float(f) => *f,
+        other => {
+            return Err(field_err(
+                origin,
+                field,
+                format!("expected a number of seconds, found {}", other.type_str()),
+            ));
+        }
+    };
+    if !secs.is_finite() || secs < 0.0 || secs > MAX_DELAY_SECS as f64 {
+        return Err(field_err(
+            origin,
+            field,
+            format!("{secs} is not a number of seconds between 0 and {MAX_DELAY_SECS}"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn factor(
+    origin: &str,
+    here: &str,
+    name: &str,
+    v: Option<&toml::Value>,
+) -> Result<f64, ScriptError> {
+    let field = format!("{here}.{name}");
+    let f = match v {
+        None => return Ok(1.0),
+        Some(toml::Value::Integer(i)) => *i as f64,
+        Some(toml::Value::Float(f)) => *f,
+        Some(other) => {
+            return Err(field_err(
+                origin,
+                &field,
+                format!("expected a factor such as 1.10, found {}", other.type_str()),
+            ));
+        }
+    };
+    // A factor of 0 or less would make throughput vanish and deltas meaningless;
+    // 100× is far beyond any real regression or speed-up.
+    if !f.is_finite() || f <= 0.0 || f > 100.0 {
+        return Err(field_err(
+            origin,
+            &field,
+            format!("{f} is not a factor between 0 (exclusive) and 100"),
+        ));
+    }
+    Ok(f)
+}
+
+fn reject_metric_fields(
+    origin: &str,
+    here: &str,
+    t: &RawStepTable,
+    what: &str,
+) -> Result<(), ScriptError> {
+    for (name, set) in [
+        ("throughput", t.throughput.is_some()),
+        ("ttft", t.ttft.is_some()),
+        ("tpot", t.tpot.is_some()),
+        ("score", t.score.is_some()),
+        ("partial", t.partial.is_some()),
+    ] {
+        if set {
+            return Err(field_err(
+                origin,
+                &format!("{here}.{name}"),
+                format!("{what} uploads nothing; put `{name}` on the outcome that follows it"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Script, ScriptError> {
+        Script::parse("test.toml", text)
+    }
+
+    #[test]
+    fn lookup_prefers_family_then_key_then_default_and_repeats_the_last_step() {
+        let s = parse(
+            r#"
+            [families."*"]
+            smoke = ["success"]
+            sweep = ["infra:timed_out", "success"]
+            [families.demo-a]
+            smoke = ["failure", { outcome = "success", throughput = 1.1 }]
+            [families."configs/x-master.yaml:demo-a"]
+            sweep = ["failure"]
+            "#,
+        )
+        .unwrap();
+        let fam = "configs/x-master.yaml:demo-a";
+        assert_eq!(
+            s.step(fam, RunKind::Smoke, 0).conclusion,
+            Conclusion::Failure
+        );
+        let second = s.step(fam, RunKind::Smoke, 1);
+        assert_eq!(second.conclusion, Conclusion::Success);
+        assert_eq!(second.multipliers.throughput, 1.1);
+        assert_eq!(s.step(fam, RunKind::Smoke, 7), second);
+        assert_eq!(
+            s.step(fam, RunKind::Sweep, 0).conclusion,
+            Conclusion::Failure
+        );
+        let other = "configs/x-master.yaml:other";
+        assert_eq!(
+            s.step(other, RunKind::Sweep, 0).conclusion,
+            Conclusion::Infra(InfraKind::TimedOut)
+        );
+        assert_eq!(
+            s.step(other, RunKind::Sweep, 1).conclusion,
+            Conclusion::Success
+        );
+    }
+
+    #[test]
+    fn delays_attach_to_the_following_outcome() {
+        let s = parse(
+            r#"
+            [families."*"]
+            smoke = ["delay:2", { delay = 1.5 }, "failure", { outcome = "success", delay = 3 }]
+            "#,
+        )
+        .unwrap();
+        let first = s.step("f:k", RunKind::Smoke, 0);
+        assert_eq!(first.delay, Duration::from_millis(3500));
+        assert_eq!(first.conclusion, Conclusion::Failure);
+        assert_eq!(
+            s.step("f:k", RunKind::Smoke, 1).delay,
+            Duration::from_secs(3)
+        );
+    }
+
+    #[test]
+    fn nothing_scripted_means_success() {
+        let s = parse("").unwrap();
+        assert_eq!(s.step("f:k", RunKind::Sweep, 3), Step::success());
+    }
+
+    #[test]
+    fn malformed_scripts_name_the_field() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "[families.a]\nsmoke = [\"sucess\"]",
+                "families.a.smoke[0].outcome",
+            ),
+            (
+                "[families.a]\nsmoke = [{ outcome = \"success\", throughput = -1 }]",
+                "families.a.smoke[0].throughput",
+            ),
+            (
+                "[families.a]\nsmoke = [{ outcome = \"success\", ttft = \"fast\" }]",
+                "families.a.smoke[0].ttft",
+            ),
+            ("[families.a]\nsweep = [\"delay:5\"]", "families.a.sweep[0]"),
+            (
+                "[families.a]\nsweep = [\"delay:soon\"]",
+                "families.a.sweep[0]",
+            ),
+            ("[families.a]\nsweep = [\"delay\"]", "families.a.sweep[0]"),
+            (
+                "[families.a]\nsmoke = [{ delay = -3 }, \"success\"]",
+                "families.a.smoke[0].delay",
+            ),
+            (
+                "[families.a]\nsmoke = [{ throughput = 1.2 }]",
+                "families.a.smoke[0].outcome",
+            ),
+            (
+                "[families.a]\nsmoke = [{ outcome = \"success\", partial = true }]",
+                "families.a.smoke[0].partial",
+            ),
+            (
+                "[families.a]\nsmoke = [{ delay = 1, throughput = 1.2 }, \"success\"]",
+                "families.a.smoke[0].throughput",
+            ),
+            ("[families.\"\"]\nsmoke = [\"success\"]", "families.\"\""),
+            (
+                "[families.a]\nsmoke = [{ outcome = \"success\", delay = 1e12 }]",
+                "families.a.smoke[0].delay",
+            ),
+        ];
+        for (text, field) in cases {
+            let err = parse(text).expect_err(text).to_string();
+            assert!(err.starts_with("test.toml: "), "{err}");
+            assert!(
+                err.contains(&format!("field `{field}`")),
+                "{text:?} gave {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_shapes_are_syntax_errors_naming_the_key() {
+        for (text, needle) in [
+            ("[families.a]\nsmok = [\"success\"]", "smok"),
+            ("[famiies.a]\nsmoke = [\"success\"]", "famiies"),
+            ("[families.a]\nsmoke = \"success\"", "smoke"),
+            (
+                "[families.a]\nsmoke = [{ outcome = \"success\", speed = 2 }]",
+                "smoke",
+            ),
+            ("[families.a\nsmoke = []", "test.toml"),
+        ] {
+            let err = parse(text).expect_err(text).to_string();
+            assert!(err.starts_with("test.toml: "), "{err}");
+            assert!(err.contains(needle), "{text:?} gave {err}");
+        }
+    }
+}
