@@ -12,3 +12,4 @@ pub mod github;
 pub mod lifecycle;
 pub mod logging;
 pub mod sandbox;
+pub mod store;

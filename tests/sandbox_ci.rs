@@ -2,6 +2,8 @@
 //! dispatches and labelled sweeps run by themselves, with scripted outcomes
 //! and artifacts in the InferenceX formats; the baseline API matches them.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::PathBuf;
@@ -788,4 +790,63 @@ async fn sandbox_with_ci_runs_dispatched_workflows_by_itself() {
         .unwrap();
     // demo-fp8-h200-trt (4..32: 4 points) and demo-fp8-mi355x-sglang (4..64: 5).
     assert_eq!(rows.as_array().unwrap().len(), 9, "{rows}");
+}
+
+#[test]
+fn every_real_inferencex_family_expands_into_points() {
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
+    let mut families = 0;
+    let mut points = 0;
+    for file in ["configs/nvidia-master.yaml", "configs/amd-master.yaml"] {
+        let text = std::fs::read_to_string(full.join(file)).unwrap();
+        let doc = klaud::sandbox::ci::points::parse_master(file, &text).unwrap();
+        for key in doc.as_object().unwrap().keys() {
+            let spec = klaud::sandbox::ci::points::family_spec(file, key, &doc)
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(!spec.points.is_empty(), "{file}:{key} has no points");
+            families += 1;
+            points += spec.points.len();
+        }
+    }
+    assert_eq!(families, 152 + 56);
+    eprintln!("{families} real families expand into {points} points");
+}
+
+#[tokio::test]
+async fn a_real_inferencex_family_runs_at_its_exact_head() {
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
+    let st = GithubState::new();
+    st.add_user(BOT, None, false).await;
+    st.add_token(BOT, TOKEN, None).await.unwrap();
+    st.create_repo(REPO, "main").await.unwrap();
+    st.set_permission(REPO, BOT, Permission::Write)
+        .await
+        .unwrap();
+    let main = st.seed_from_dir(REPO, &full, Some(BOT)).await.unwrap();
+    let sim = GithubSim::start(st.clone()).await.unwrap();
+    let ci = CiSim::spawn(st, Script::all_success());
+    let t = T {
+        sim,
+        ci,
+        http: Client::new(),
+        main,
+    };
+    for key in [
+        "dsr1-fp4-b200-sglang",
+        "dsv4-fp4-gb200-dynamo-vllm-agentic-mtp-disagg",
+    ] {
+        let id = t.dispatch(key, &t.main).await;
+        let run = t.completed(id).await;
+        assert_eq!(run["conclusion"], "success", "{key}: {run}");
+        let arts = t.artifacts(id).await;
+        let agg = json_of(&arts["results_bmk"]["agg_bmk.json"]);
+        let rows = agg.as_array().unwrap();
+        assert!(!rows.is_empty(), "{key}");
+        let per_point = arts.keys().filter(|n| n.starts_with("bmk_")).count();
+        assert_eq!(per_point, rows.len(), "{key}: one artifact per point");
+    }
 }

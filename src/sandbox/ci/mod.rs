@@ -14,7 +14,9 @@
 //! - `run-sweep.yml` runs from `pull_request` (final sweeps). The families are
 //!   the `config-keys` of the changelog entries the PR appends (what the real
 //!   workflow sweeps), else the master entries the PR changes, else the
-//!   family a `klaud/auto-<family id>-…` branch names.
+//!   family a `klaud/auto-<family id>-…` branch names. A sweep of several
+//!   families uploads rows for all of them and follows the script of the
+//!   first (Klaud sweeps one family per PR).
 //!
 //! Runs of other workflows are left alone. A queued run moves to
 //! `in_progress` on the next poll and concludes when its step says.

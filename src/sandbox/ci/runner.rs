@@ -174,7 +174,20 @@ impl Runner {
             RunKind::Smoke => smoke_families(&s),
             RunKind::Sweep => sweep_families(&s),
         };
+        let total: usize = found
+            .as_ref()
+            .map(|f| f.iter().map(|(spec, _)| spec.points.len()).sum())
+            .unwrap_or(0);
         let (families, problem) = match found {
+            // Each point becomes an artifact; a run naming many large
+            // families must not make the simulator build without bound.
+            Ok(_) if total > points::MAX_POINTS => (
+                Vec::new(),
+                Some(format!(
+                    "the run would benchmark {total} points, more than the simulator's {} per run",
+                    points::MAX_POINTS
+                )),
+            ),
             Ok(f) if !f.is_empty() => (f, None),
             Ok(_) => (
                 Vec::new(),
