@@ -14,8 +14,8 @@ use klaud::sandbox::ci::Script;
 use klaud::sandbox::stack::{MAINTAINER, SandboxStack};
 use klaud_claims::{CandidateId, Claimant, SystemClock};
 use klaud_lifecycle::engine::{
-    CandidateRecord, Engine, EngineConfig, MemoryJournal, Progress, RepairContext, RepairHook,
-    RepairOutcome, Step, Target,
+    CandidateRecord, Engine, EngineConfig, Journal, MemoryJournal, Progress, RepairContext,
+    RepairHook, RepairOutcome, Step, Target,
 };
 use klaud_lifecycle::model::{AttemptKind, Outcome};
 use klaud_lifecycle::report::find_record;
@@ -105,13 +105,13 @@ impl Env {
     }
 
     /// Drives to the end (waiting for the CI simulator as needed).
-    async fn finish(&self, journal: &MemoryJournal, target: &Target) -> CandidateRecord {
+    async fn finish(&self, journal: &dyn Journal, target: &Target) -> CandidateRecord {
         self.finish_with(journal, target, None).await
     }
 
     async fn finish_with(
         &self,
-        journal: &MemoryJournal,
+        journal: &dyn Journal,
         target: &Target,
         hook: Option<&dyn RepairHook>,
     ) -> CandidateRecord {
@@ -146,7 +146,7 @@ impl Env {
 
     /// Takes `steps` engine steps (a crash after them drops everything);
     /// returns the step reached.
-    async fn steps(&self, journal: &MemoryJournal, target: &Target, steps: usize) -> Step {
+    async fn steps(&self, journal: &dyn Journal, target: &Target, steps: usize) -> Step {
         let lifecycle = GithubLifecycle::new(&self.forge);
         let clock = SystemClock;
         let engine = Engine::new(
@@ -746,4 +746,31 @@ async fn request_figures_per_validated_candidate() {
         all.total, all.writes, all.content_creating, idle.total, not_modified, idle.writes
     );
     assert!(all.writes > 0 && all.content_creating <= all.writes);
+}
+
+/// The sled store as the journal: a crash after k steps, the store closed
+/// and opened again (the real restart), then the same end as without crash.
+#[tokio::test]
+async fn crash_and_restart_with_the_sled_store_converges() {
+    use klaud::lifecycle::StoreJournal;
+    use klaud::store::Store;
+    for k in [2, 4, 6, 9, 12] {
+        let env = env(Some(VALIDATED_SCRIPT)).await;
+        let target = env.target("demo-fp4-b200-sglang").await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let journal = StoreJournal::new(Store::open(dir.path()).expect("store"));
+            env.steps(&journal, &target, k).await;
+        }
+        let journal = StoreJournal::new(Store::open(dir.path()).expect("store reopens"));
+        let saved = journal
+            .load(target.candidate.as_str())
+            .await
+            .expect("load")
+            .expect("the record survived the restart");
+        assert_ne!(saved.step, Step::Claim, "after {k} steps");
+        let rec = env.finish(&journal, &target).await;
+        assert_validated(&env, &target, &rec).await;
+        assert_eq!(env.dispatches().await, 1, "after {k} steps");
+    }
 }

@@ -13,7 +13,8 @@ use klaud_lifecycle::model::Outcome;
 use super::CliError;
 use super::wave::{Connection, baseline, connect, engine_config, repair_hook};
 use crate::config::Config;
-use crate::lifecycle::{FileJournal, GithubLifecycle, base_checkout};
+use crate::lifecycle::{GithubLifecycle, StoreJournal, base_checkout};
+use crate::store::Store;
 
 /// Arguments of `klaud candidate`.
 #[derive(Debug, clap::Args)]
@@ -70,7 +71,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                     None => Config::default(),
                 };
                 let store = store.unwrap_or_else(|| PathBuf::from(&config.daemon.store));
-                let journal = FileJournal::open(&store).map_err(CliError::failure)?;
+                let journal = StoreJournal::new(Store::open(&store).map_err(CliError::failure)?);
                 let rec = load(&journal, &id).await?;
                 let mut text = serde_json::to_string_pretty(&rec).map_err(anyhow::Error::from)?;
                 text.push('\n');
@@ -99,7 +100,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     })
 }
 
-async fn load(journal: &FileJournal, id: &str) -> Result<CandidateRecord, CliError> {
+async fn load(journal: &StoreJournal, id: &str) -> Result<CandidateRecord, CliError> {
     journal
         .load(id)
         .await

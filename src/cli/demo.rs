@@ -18,10 +18,11 @@ use serde::Serialize;
 use super::CliError;
 use crate::github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
 use crate::lifecycle::wave::{CandidateSummary, WaveOptions, render_summary, run_wave};
-use crate::lifecycle::{FileJournal, HttpBaselineSource};
+use crate::lifecycle::{HttpBaselineSource, StoreJournal};
 use crate::sandbox::ci::Script;
 use crate::sandbox::github::LogEntry;
 use crate::sandbox::stack::{BOT_TOKEN, SandboxStack};
+use crate::store::Store;
 
 /// Arguments of `klaud demo`.
 #[derive(Debug, clap::Args)]
@@ -266,7 +267,7 @@ async fn demo(
     let file;
     let journal: &dyn Journal = match &args.store {
         Some(dir) => {
-            file = FileJournal::open(dir)?;
+            file = StoreJournal::new(Store::open(dir)?);
             &file
         }
         None => &memory,

@@ -3,7 +3,7 @@
 //! candidate as far as it can go; print a summary. Running it again resumes
 //! and never duplicates anything.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -17,7 +17,8 @@ use super::CliError;
 use crate::config::{Config, parse_duration};
 use crate::github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
 use crate::lifecycle::wave::{WaveOptions, render_summary, run_wave};
-use crate::lifecycle::{CommandHook, FileJournal, HttpBaselineSource, NoBaseline};
+use crate::lifecycle::{CommandHook, HttpBaselineSource, NoBaseline, StoreJournal};
+use crate::store::Store;
 
 /// Where and as whom (shared by `wave` and `candidate`).
 #[derive(Debug, Clone, clap::Args)]
@@ -66,30 +67,11 @@ pub struct Session {
     /// The forge (identity preflight passed).
     pub forge: Forge,
     /// The journal.
-    pub journal: FileJournal,
+    pub journal: StoreJournal,
     /// This instance.
     pub claimant: Claimant,
     /// The owner run of this process.
     pub owner_run: u64,
-}
-
-/// This instance's id: kept in the store so restarts recognise their own
-/// claims; a deleted store makes a new instance whose old claims are
-/// recovered once their leases expire.
-fn instance_id(store: &Path) -> anyhow::Result<uuid::Uuid> {
-    std::fs::create_dir_all(store).with_context(|| format!("creating {}", store.display()))?;
-    let path = store.join("instance-id");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => uuid::Uuid::parse_str(text.trim())
-            .with_context(|| format!("{} is not a uuid; delete it", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let id = uuid::Uuid::new_v4();
-            std::fs::write(&path, format!("{id}\n"))
-                .with_context(|| format!("writing {}", path.display()))?;
-            Ok(id)
-        }
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
-    }
 }
 
 /// The owner run: the Actions run this wave runs in, else the start time.
@@ -141,8 +123,8 @@ pub async fn connect(c: &Connection) -> Result<Session, CliError> {
         .store
         .clone()
         .unwrap_or_else(|| PathBuf::from(&config.daemon.store));
-    let claimant = Claimant::new(instance_id(&store).map_err(CliError::failure)?);
-    let journal = FileJournal::open(&store).map_err(CliError::failure)?;
+    let journal = StoreJournal::new(Store::open(&store).map_err(CliError::failure)?);
+    let claimant = Claimant::new(journal.instance_id().await.map_err(CliError::failure)?);
     Ok(Session {
         config,
         forge,

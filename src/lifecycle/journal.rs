@@ -1,101 +1,91 @@
-//! A file-backed [`Journal`]: one JSON file per candidate in a directory,
-//! written to a temporary file, synced and renamed into place, so a crash
-//! leaves either the old or the new record. It stands in for the sled store
-//! until that lands; GitHub stays the truth either way.
-
-use std::path::{Path, PathBuf};
+//! The lifecycle [`Journal`] over the sled [`Store`]: candidate records in
+//! the `candidates` tree, flushed to disk before `save` returns — so the
+//! engine's "record the intent, then act" holds across crashes. The store
+//! stays a cache of GitHub: deleting it only costs a rebuild.
 
 use async_trait::async_trait;
 use klaud_lifecycle::engine::{CandidateRecord, Journal, JournalError};
+use serde::{Deserialize, Serialize};
 
-/// Candidate records as files under one directory.
+use crate::store::{Record, Store, trees};
+
+impl Record for CandidateRecord {
+    const VERSION: u32 = 1;
+}
+
+/// This instance's identity, kept in the store.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Instance {
+    id: uuid::Uuid,
+}
+
+impl Record for Instance {
+    const VERSION: u32 = 1;
+}
+
+const INSTANCE_TREE: &str = "instance";
+
+/// Candidate records in the local store.
 #[derive(Debug, Clone)]
-pub struct FileJournal {
-    dir: PathBuf,
+pub struct StoreJournal {
+    store: Store,
 }
 
-impl FileJournal {
-    /// Opens (creating) the journal directory.
-    pub fn open(dir: impl AsRef<Path>) -> Result<Self, JournalError> {
-        let dir = dir.as_ref().join("candidates");
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| JournalError(format!("create {}: {e}", dir.display())))?;
-        Ok(Self { dir })
+impl StoreJournal {
+    /// A journal over `store`.
+    pub fn new(store: Store) -> Self {
+        Self { store }
     }
 
-    fn path(&self, candidate: &str) -> Result<PathBuf, JournalError> {
-        // Candidate ids are `<16 hex>-<16 hex>`; anything else never
-        // becomes a file name.
-        if candidate.is_empty()
-            || candidate.len() > 64
-            || !candidate
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() || b == b'-')
+    /// This instance's id: made once and kept in the store, so a restart
+    /// recognises its own claims. A deleted store makes a new instance whose
+    /// old claims are recovered once their leases expire.
+    pub async fn instance_id(&self) -> Result<uuid::Uuid, JournalError> {
+        if let Some(i) = self
+            .store
+            .get::<Instance>(INSTANCE_TREE, "id")
+            .map_err(|e| JournalError(e.to_string()))?
         {
-            return Err(JournalError(format!("{candidate:?} is not a candidate id")));
+            return Ok(i.id);
         }
-        Ok(self.dir.join(format!("{candidate}.json")))
+        let id = uuid::Uuid::new_v4();
+        self.store
+            .put(INSTANCE_TREE, "id", &Instance { id })
+            .map_err(|e| JournalError(e.to_string()))?;
+        self.store
+            .flush()
+            .await
+            .map_err(|e| JournalError(e.to_string()))?;
+        Ok(id)
     }
-}
-
-fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("json.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
 }
 
 #[async_trait]
-impl Journal for FileJournal {
+impl Journal for StoreJournal {
     async fn save(&self, record: &CandidateRecord) -> Result<(), JournalError> {
-        let path = self.path(&record.candidate)?;
-        let bytes = serde_json::to_vec_pretty(record)
-            .map_err(|e| JournalError(format!("encode {}: {e}", record.candidate)))?;
-        tokio::task::spawn_blocking(move || write_durably(&path, &bytes).map_err(|e| (path, e)))
+        self.store
+            .put(trees::CANDIDATES, &record.candidate, record)
+            .map_err(|e| JournalError(e.to_string()))?;
+        self.store
+            .flush()
             .await
-            .map_err(|e| JournalError(format!("journal writer: {e}")))?
-            .map_err(|(p, e)| JournalError(format!("write {}: {e}", p.display())))
+            .map_err(|e| JournalError(e.to_string()))
     }
 
     async fn load(&self, candidate: &str) -> Result<Option<CandidateRecord>, JournalError> {
-        let path = self.path(candidate)?;
-        match tokio::fs::read(&path).await {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| JournalError(format!("{} does not parse: {e}", path.display()))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(JournalError(format!("read {}: {e}", path.display()))),
-        }
+        self.store
+            .get(trees::CANDIDATES, candidate)
+            .map_err(|e| JournalError(e.to_string()))
     }
 
     async fn list(&self) -> Result<Vec<CandidateRecord>, JournalError> {
-        let mut out = Vec::new();
-        let mut dir = tokio::fs::read_dir(&self.dir)
-            .await
-            .map_err(|e| JournalError(format!("list {}: {e}", self.dir.display())))?;
-        while let Some(entry) = dir
-            .next_entry()
-            .await
-            .map_err(|e| JournalError(format!("list {}: {e}", self.dir.display())))?
-        {
-            let name = entry.file_name();
-            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
-                continue;
-            };
-            if let Some(rec) = self.load(id).await? {
-                out.push(rec);
-            }
-        }
-        out.sort_by(|a, b| a.candidate.cmp(&b.candidate));
-        Ok(out)
+        Ok(self
+            .store
+            .list::<CandidateRecord>(trees::CANDIDATES)
+            .map_err(|e| JournalError(e.to_string()))?
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect())
     }
 }
 
@@ -104,10 +94,11 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn rejects_ids_that_are_not_file_safe() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let j = FileJournal::open(dir.path()).expect("open");
-        assert!(j.load("../etc/passwd").await.is_err());
+    async fn instance_id_is_kept() {
+        let store = Store::temporary().expect("store");
+        let j = StoreJournal::new(store);
+        let a = j.instance_id().await.expect("id");
+        assert_eq!(j.instance_id().await.expect("id"), a);
         assert_eq!(j.load("0123456789abcdef-0123456789abcdef").await, Ok(None));
         assert!(j.list().await.expect("list").is_empty());
     }

@@ -10,7 +10,7 @@ pub mod wave;
 
 pub use baseline::{HttpBaselineSource, NoBaseline};
 pub use forge::GithubLifecycle;
-pub use journal::FileJournal;
+pub use journal::StoreJournal;
 pub use repair::CommandHook;
 pub use wave::base_checkout;
 pub use wave::{CandidateSummary, WaveError, WaveOptions, WaveSummary, materialize, run_wave};
