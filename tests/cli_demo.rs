@@ -1,0 +1,169 @@
+//! `klaud demo` and `klaud wave` as a user runs them.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use klaud::sandbox::ci::Script;
+use klaud::sandbox::stack::{BOT_TOKEN, SandboxStack};
+
+fn klaud() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_klaud"))
+}
+
+#[test]
+fn demo_ends_every_candidate_with_the_scripted_outcomes() {
+    let out = klaud()
+        .args(["demo", "--json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run klaud demo");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let candidates = v["candidates"].as_array().expect("candidates");
+    assert!(!candidates.is_empty());
+    let by_key = |key: &str| {
+        candidates
+            .iter()
+            .find(|c| {
+                c["family"]
+                    .as_str()
+                    .is_some_and(|f| f.ends_with(&format!(":{key}")))
+            })
+            .unwrap_or_else(|| panic!("{key} missing from {v:#}"))
+    };
+    for c in candidates {
+        for field in [
+            "family",
+            "image",
+            "outcome",
+            "phase",
+            "pull_request",
+            "runs",
+            "repairs",
+        ] {
+            assert!(!c[field].is_null(), "{field} missing in {c:#}");
+        }
+    }
+    assert_eq!(by_key("demo-fp4-b200-sglang")["outcome"], "validated");
+    let failed = by_key("demo-fp4-b200-vllm");
+    assert_eq!(failed["outcome"], "failed");
+    assert_eq!(failed["phase"], "targeted");
+    let retried = by_key("demo-fp8-h200-trt");
+    assert_eq!(retried["outcome"], "validated");
+    assert_eq!(
+        retried["runs"].as_array().map(Vec::len),
+        Some(3),
+        "smoke, retry, sweep"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wave_resumes_without_duplicates_and_rebuilds_from_an_empty_store() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let seed = std::fs::read_to_string(root.join("configs/demo-registry.json")).expect("seed");
+    let script = Script::from_file(&root.join("configs/demo-ci.toml")).expect("script");
+    let stack = SandboxStack::start(
+        "demo/benchmarks",
+        "Klaud-Cold",
+        &root.join("configs/demo"),
+        &seed,
+        Some(script),
+        Duration::from_millis(20),
+    )
+    .await
+    .expect("sandbox");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("klaud.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[github]\napi_url = \"{}\"\nrepository = \"demo/benchmarks\"\n[lifecycle]\nbaseline_api = \"{}\"\n",
+            stack.github.url(),
+            stack.baseline_url
+        ),
+    )
+    .expect("config");
+    let store = dir.path().join("store");
+    let registry = stack.registry_url.clone();
+    let wave = move |wait: &str| {
+        let mut cmd = klaud();
+        cmd.env("KLAUD_GITHUB_TOKEN", BOT_TOKEN)
+            .env_remove("GITHUB_TOKEN")
+            .arg("wave")
+            .arg("--config")
+            .arg(&config)
+            .arg("--store")
+            .arg(&store)
+            .args(["--max", "10", "--json", "--poll", "1s", "--wait", wait]);
+        for host in ["docker.io", "nvcr.io", "hub.docker.com"] {
+            cmd.args(["--mirror", &format!("{host}={registry}")]);
+        }
+        cmd
+    };
+    let run = |mut cmd: Command| {
+        let out = cmd.output().expect("run klaud wave");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("JSON")
+    };
+    // A wave that does not wait, then one that waits until the end.
+    let first = tokio::task::spawn_blocking({
+        let cmd = wave("0s");
+        move || run(cmd)
+    })
+    .await
+    .expect("first wave");
+    assert!(
+        first["candidates"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty())
+    );
+    let second = tokio::task::spawn_blocking({
+        let cmd = wave("120s");
+        move || run(cmd)
+    })
+    .await
+    .expect("second wave");
+    let done = |v: &serde_json::Value| {
+        v["candidates"]
+            .as_array()
+            .map(|c| c.iter().all(|c| !c["outcome"].is_null()))
+            .unwrap_or(false)
+    };
+    assert!(done(&second), "{second:#}");
+    let pulls = |v: &serde_json::Value| -> Vec<String> {
+        let mut p: Vec<String> = v["candidates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["pull_request"].as_str().map(str::to_owned))
+            .collect();
+        p.sort();
+        p
+    };
+    // A deleted store: the third wave finds everything finished on GitHub.
+    std::fs::remove_dir_all(dir.path().join("store")).expect("delete store");
+    let third = tokio::task::spawn_blocking({
+        let cmd = wave("0s");
+        move || run(cmd)
+    })
+    .await
+    .expect("third wave");
+    assert!(done(&third), "{third:#}");
+    assert_eq!(pulls(&second), pulls(&third), "no new PRs");
+    let log = stack.state().request_log().await;
+    let dispatches = log
+        .iter()
+        .filter(|e| e.method == "POST" && e.path.contains("/dispatches"))
+        .count();
+    // 6 candidates: 6 initial smokes plus 1 infrastructure retry.
+    assert_eq!(dispatches, 7, "dispatches");
+}
