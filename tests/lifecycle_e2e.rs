@@ -774,3 +774,70 @@ async fn crash_and_restart_with_the_sled_store_converges() {
         assert_eq!(env.dispatches().await, 1, "after {k} steps");
     }
 }
+
+/// Recovery (spec §6): an instance dies mid-smoke; once its lease expires,
+/// another instance's wave takes the claim over (fence + 1), cancels the
+/// orphan's run, cleans up and posts the receipt as unexpected-error.
+#[tokio::test]
+async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
+    use klaud::lifecycle::wave::{WaveOptions, run_wave};
+    let mut env = env(None).await;
+    env.config.lease = chrono::TimeDelta::seconds(1);
+    let target = env.target("demo-fp4-b200-sglang").await;
+    let dead = MemoryJournal::new();
+    let rec = until_smoke_dispatched(&env, &dead, &target).await;
+    let run = rec.attempts[0].run.clone().expect("run").id;
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+
+    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
+    let mut plan = PlanOptions::new(chrono::Utc::now());
+    plan.max_candidates = 0;
+    let other = Claimant::new(uuid::Uuid::from_u128(7));
+    let journal = MemoryJournal::new();
+    let summary = run_wave(
+        &env.forge,
+        &journal,
+        &registry,
+        &env.baseline,
+        None,
+        WaveOptions {
+            claimant: other,
+            engine: sandbox_engine(5151),
+            plan,
+            poll: Duration::from_millis(20),
+            wait: Duration::from_secs(10),
+        },
+    )
+    .await
+    .expect("wave");
+    let recovered = summary
+        .candidates
+        .iter()
+        .find(|c| c.candidate == target.candidate.as_str())
+        .unwrap_or_else(|| panic!("not recovered: {summary:#?}"));
+    assert_eq!(
+        recovered.outcome.as_deref(),
+        Some("unexpected-error"),
+        "{recovered:#?}"
+    );
+    let number = rec.pull.expect("pull");
+    let pull = env.pull(number).await;
+    assert!(!pull.open, "closed");
+    let live = env.forge.get_run(run).await.expect("run");
+    assert_eq!(live.conclusion.as_deref(), Some("cancelled"));
+    let m = markers(&env.bodies(number).await);
+    assert_unique(&m);
+    let orphan = format!("klaud-outcome:{OWNER_RUN}:{}", target.candidate.as_str());
+    assert!(
+        m.contains(&orphan),
+        "the receipt completes the orphan's records: {m:?}"
+    );
+    assert!(env.claims().await.is_empty());
+    assert_eq!(
+        env.forge
+            .get_ref(&format!("refs/heads/{}", rec.branch))
+            .await
+            .expect("ref"),
+        None
+    );
+}

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use klaud_claims::{CandidateId, ClaimBook, Claimant, SystemClock, ensure_plannable};
+use klaud_claims::{CandidateId, ClaimBook, Claimant, SystemClock, Takeover, ensure_plannable};
 use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::engine::{
     CandidateRecord, Engine, EngineConfig, Journal, Progress, RepairHook, Step, Target,
@@ -19,7 +19,7 @@ use klaud_planner::repo::Repository;
 use serde::Serialize;
 
 use super::forge::GithubLifecycle;
-use crate::github::{Forge, GithubError};
+use crate::github::{Forge, ForgeRunStatus, GithubError};
 
 /// Paths (after an optional `inferencex-e2e/` prefix) the planner and the
 /// bump read from the base branch.
@@ -235,12 +235,38 @@ pub async fn run_wave(
         .map_err(|e| WaveError::Claims(e.to_string()))?;
     ensure_plannable(&claims).map_err(|e| WaveError::Claims(e.to_string()))?;
     let mut ours = BTreeSet::new();
+    let mut orphans = Vec::new();
+    let now = chrono::Utc::now();
+    let runs = ForgeRunStatus::new(forge);
     for entry in &claims {
         match book.adopt(entry) {
             Some(held) => ours.extend(held.record.candidate_ids().iter().map(|s| s.to_string())),
             None => {
-                if let Some(f) = entry.family() {
-                    options.plan.occupied.insert(f.as_str().to_owned());
+                let Some(family) = entry.family() else {
+                    continue;
+                };
+                options.plan.occupied.insert(family.as_str().to_owned());
+                // Recovery (spec §6): an expired lease, or a lease-less
+                // (old helper) claim whose run ended, is taken over with a
+                // higher fence and its candidates finished.
+                let lease_less = entry.record.as_ref().is_ok_and(|r| r.lease_until.is_none());
+                if entry.lease_expired(now) != Some(true) && !lease_less {
+                    continue;
+                }
+                match book
+                    .takeover(
+                        &family,
+                        options.engine.owner_run,
+                        options.engine.lease,
+                        &runs,
+                    )
+                    .await
+                {
+                    Ok(Takeover::Took { held, previous }) => orphans.push((held, previous)),
+                    Ok(other) => tracing::info!(family = family.as_str(), ?other, "not taken over"),
+                    Err(e) => {
+                        tracing::warn!(family = family.as_str(), error = %e, "takeover failed")
+                    }
                 }
             }
         }
@@ -296,6 +322,17 @@ pub async fn run_wave(
 
     let mut records: Vec<(CandidateRecord, Option<String>, bool)> = Vec::new();
     let mut skipped = Vec::new();
+    for (held, previous) in &orphans {
+        for c in &previous.candidates {
+            match engine
+                .recover(&c.family, &c.id, held, previous.run_id)
+                .await
+            {
+                Ok(rec) => records.push((rec, None, false)),
+                Err(e) => skipped.push((c.id.as_str().to_owned(), format!("recovery: {e}"))),
+            }
+        }
+    }
     for t in &targets {
         match engine.open_record(t).await {
             Ok(rec) => records.push((rec, None, false)),

@@ -420,6 +420,147 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
+    /// Recovery (spec §6): after taking over the expired claim of another
+    /// owner, finish its orphaned candidate as `unexpected-error` with the
+    /// usual cleanup — unless a receipt already exists, then only release.
+    /// The record keeps the orphan's owner run, so the cleanup marker and
+    /// receipt complete the orphan's own records, and its runs (found by
+    /// title and head) are cancelled if still going.
+    pub async fn recover(
+        &self,
+        family: &str,
+        candidate: &CandidateId,
+        held: &HeldClaim,
+        orphan_run: u64,
+    ) -> Result<CandidateRecord, EngineError> {
+        let branch = branch_name(candidate.as_str());
+        let key = family.rsplit(':').next().unwrap_or(family).to_owned();
+        let old_image = self
+            .family(family)
+            .map(|f| f.image().to_string())
+            .unwrap_or_default();
+        let mut rec = CandidateRecord {
+            candidate: candidate.as_str().to_owned(),
+            family: family.to_owned(),
+            key,
+            old_image,
+            image: String::new(),
+            revision: None,
+            clock: None,
+            not_release_reason: None,
+            owner_run: orphan_run,
+            base_branch: self.config.base_branch.clone(),
+            base_sha: self.repository_sha.clone(),
+            branch: branch.clone(),
+            step: Step::Finish,
+            claim: Some(super::journal::StoredClaim::of(held)),
+            head: None,
+            pending_commit: None,
+            pull: None,
+            pull_url: None,
+            frozen: None,
+            attempts: Vec::new(),
+            repairs: 0,
+            sweep_requested_at: None,
+            sweep: None,
+            ending: None,
+            intent: None,
+            updated_at: self.clock.now(),
+        };
+        let trailer = format!("{TRAILER}{}", rec.candidate);
+        if let Some(tip) = self.branch_tip(&branch).await?
+            && tip.message.lines().any(|l| l.trim() == trailer)
+        {
+            rec.head = Some(tip.sha);
+        }
+        if let Some(pull) = self.forge.find_pull(&branch).await? {
+            if self.by_bot(pull.author.as_deref()) {
+                rec.pull = Some(pull.number);
+                rec.pull_url = Some(pull.html_url.clone());
+            }
+            self.rebuild_ending(&mut rec, &pull).await?;
+            if rec.ending.is_some() {
+                // A receipt (only release) or an interrupted cleanup.
+                rec.claim = Some(super::journal::StoredClaim::of(held));
+                self.save(&mut rec).await?;
+                return Ok(rec);
+            }
+            let comments = self.forge.list_comments(pull.number).await?;
+            rec.attempts = self.reported_attempts(&rec, &comments, true);
+        }
+        let title = format!("e2e Test - {}", smoke_test_name(orphan_run, &rec.candidate));
+        let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
+        let smoke = self
+            .forge
+            .list_runs(&RunQuery {
+                workflow: self.config.smoke_workflow.clone(),
+                event: Some("workflow_dispatch".into()),
+                actor: Some(self.forge.bot_login()),
+                head_sha: None,
+            })
+            .await?;
+        for r in smoke.iter().rev() {
+            if r.title == title && !known.contains(&r.id) {
+                rec.attempts.push(AttemptRecord {
+                    kind: AttemptKind::Initial {
+                        budget: self.config.repair_budget,
+                    },
+                    head: r.head_sha.clone(),
+                    dispatched_at: None,
+                    run: Some(RunRef {
+                        id: r.id,
+                        attempt: r.attempt,
+                        url: r.html_url.clone(),
+                    }),
+                    status: if r.is_completed() {
+                        AttemptStatus::Failed
+                    } else {
+                        AttemptStatus::Running
+                    },
+                    infra: false,
+                    reported: false,
+                });
+            }
+        }
+        if let Some(head) = rec.head.clone() {
+            let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
+            let sweeps = self
+                .forge
+                .list_runs(&RunQuery {
+                    workflow: self.config.sweep_workflow.clone(),
+                    event: Some("pull_request".into()),
+                    actor: None,
+                    head_sha: Some(head.clone()),
+                })
+                .await?;
+            for r in sweeps.iter().filter(|r| !known.contains(&r.id)) {
+                rec.attempts.push(AttemptRecord {
+                    kind: AttemptKind::FinalSweep,
+                    head: head.clone(),
+                    dispatched_at: None,
+                    run: Some(RunRef {
+                        id: r.id,
+                        attempt: r.attempt,
+                        url: r.html_url.clone(),
+                    }),
+                    status: AttemptStatus::Running,
+                    infra: false,
+                    reported: false,
+                });
+            }
+        }
+        rec.ending = Some(Ending {
+            outcome: Outcome::UnexpectedError,
+            phase: Phase::Unknown,
+            message: format!(
+                "recovered: the claim of run {orphan_run} expired before the candidate finished"
+            ),
+            hands_off: false,
+        });
+        self.save(&mut rec).await?;
+        Ok(rec)
+    }
+
     /// Ends a candidate now (an operator's decision): `hands_off` leaves the
     /// PR and branch as they are and only releases Klaud's claim; otherwise
     /// the usual cleanup runs. The next [`Engine::step`] carries it out.
@@ -2008,6 +2149,8 @@ impl<'a> Engine<'a> {
             "e2e Test - {}",
             smoke_test_name(rec.owner_run, &rec.candidate)
         );
+        // Sweep runs carry the PR's title.
+        let pr_title = self.forge.get_pull(number).await?.title;
         for run in rec.runs() {
             let live = self.forge.get_run(run.id).await?;
             if live.is_completed() {
@@ -2016,7 +2159,7 @@ impl<'a> Engine<'a> {
             let title = if live.event == "workflow_dispatch" {
                 smoke_title.clone()
             } else {
-                self.title(rec)
+                pr_title.clone()
             };
             let proof = match self.prove(rec, Scope::Run(run.id, &title)).await? {
                 Ok(p) => p,
