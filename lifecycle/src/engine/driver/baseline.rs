@@ -1,0 +1,163 @@
+//! Freezing the baseline into the PR body, once.
+
+use klaud_planner::image::ImageRef;
+
+use super::{Engine, EngineError, Progress, Scope};
+use crate::baseline::{
+    Baseline, BaselinePoint, BaselineRequest, BaselineValue, FamilyKey, family_points, freeze,
+};
+use crate::engine::journal::{CandidateRecord, Step};
+use crate::model::{Outcome, Phase};
+use crate::report::{
+    AttemptReport, BASELINE_START, FrozenBaseline, Provenance, engine_display,
+    parse_baseline_block, render_baseline_block, render_report, splice_baseline,
+};
+
+impl Engine<'_> {
+    // ----------------------------------------------------------- baseline
+
+    pub(super) async fn frozen_now(&self, rec: &CandidateRecord) -> FrozenBaseline {
+        let image = ImageRef::parse(&rec.image).ok();
+        let old = ImageRef::parse(&rec.old_image).ok();
+        let family = self.family(&rec.family).ok();
+        let engine = family
+            .zip(image.as_ref())
+            .map(|(f, i)| engine_display(&f.entry.framework, &i.repository()))
+            .unwrap_or_else(|| "engine".into());
+        let date = self.clock.now().date_naive();
+        let mut model = String::new();
+        let baseline = match family {
+            Some(f) => {
+                model = self
+                    .config
+                    .model_names
+                    .get(&f.entry.model)
+                    .cloned()
+                    .unwrap_or_else(|| {
+                        f.entry
+                            .model
+                            .rsplit('/')
+                            .next()
+                            .unwrap_or(&f.entry.model)
+                            .to_owned()
+                    });
+                match family_points(&f.family, &f.entry) {
+                    Ok(points) => {
+                        let request = BaselineRequest {
+                            model: model.clone(),
+                            date,
+                            image: rec.old_image.clone(),
+                            key: FamilyKey::of(f),
+                            points: points.clone(),
+                        };
+                        match freeze(self.baseline, &request).await {
+                            Ok(b) => Ok(b),
+                            Err(e) => Err((points, e.to_string())),
+                        }
+                    }
+                    Err(e) => Err((Vec::new(), e.to_string())),
+                }
+            }
+            None => Err((Vec::new(), format!("family {} not found", rec.family))),
+        };
+        let baseline = baseline.unwrap_or_else(|(points, reason)| Baseline {
+            date,
+            image: rec.old_image.clone(),
+            model,
+            source_urls: Vec::new(),
+            points: points
+                .into_iter()
+                .map(|p| BaselinePoint {
+                    label: p.label(),
+                    point: p,
+                    value: BaselineValue::Unavailable {
+                        reason: format!("no baseline: {reason}"),
+                    },
+                })
+                .collect(),
+        });
+        FrozenBaseline {
+            provenance: Provenance {
+                engine,
+                old_image: rec.old_image.clone(),
+                new_image: rec.image.clone(),
+                old_tag: old.as_ref().and_then(|i| i.tag().map(str::to_owned)),
+                new_tag: image
+                    .as_ref()
+                    .and_then(|i| i.tag().map(str::to_owned))
+                    .unwrap_or_default(),
+                digest: image
+                    .as_ref()
+                    .and_then(|i| i.digest().map(str::to_owned))
+                    .unwrap_or_default(),
+                revision: rec.revision.clone(),
+                clock: rec.clock.clone(),
+                upstream: None,
+                not_release_reason: rec.not_release_reason.clone(),
+            },
+            baseline,
+        }
+    }
+
+    pub(super) async fn step_baseline(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Progress, EngineError> {
+        let number = rec
+            .pull
+            .ok_or_else(|| EngineError::Invalid("baseline without a pull request".into()))?;
+        let pull = self.forge.get_pull(number).await?;
+        let frozen = match parse_baseline_block(&pull.body) {
+            Ok(Some(f)) => f,
+            Ok(None) if pull.body.contains(BASELINE_START) => {
+                let m = "the PR body's baseline block has no record".to_owned();
+                return self
+                    .end(rec, Outcome::UnexpectedError, Phase::Baseline, m, false)
+                    .await;
+            }
+            Ok(None) => {
+                let frozen = self.frozen_now(rec).await;
+                let block = render_baseline_block(&frozen);
+                let body = match splice_baseline(&pull.body, &block) {
+                    Ok(b) => b,
+                    // Someone removed the placeholder: the block goes first,
+                    // their text stays.
+                    Err(crate::report::SpliceError::NotFound) => {
+                        format!("{block}\n{}", pull.body)
+                    }
+                    Err(e) => {
+                        let m = format!("cannot freeze the baseline into the PR body: {e}");
+                        return self
+                            .end(rec, Outcome::UnexpectedError, Phase::Baseline, m, false)
+                            .await;
+                    }
+                };
+                let proof = match self.prove(rec, Scope::Pull).await? {
+                    Ok(p) => p,
+                    Err(p) => return Ok(p),
+                };
+                self.intend(rec, "freeze the baseline").await?;
+                self.forge.update_pull_body(&proof, number, &body).await?;
+                frozen
+            }
+            Err(e) => {
+                let m = format!("the PR body's baseline record is malformed: {e}");
+                return self
+                    .end(rec, Outcome::UnexpectedError, Phase::Baseline, m, false)
+                    .await;
+            }
+        };
+        let cid = Self::candidate_id(rec)?;
+        let report =
+            AttemptReport::for_baseline(rec.owner_run, cid, self.clock.now(), &frozen.baseline);
+        rec.frozen = Some(frozen);
+        self.save(rec).await?;
+        let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
+        if let Some(p) = self.publish(rec, &rendered, Scope::Pull).await? {
+            return Ok(p);
+        }
+        rec.step = Step::Smoke;
+        self.save(rec).await?;
+        Ok(Progress::Advanced(Step::Smoke))
+    }
+}

@@ -1,0 +1,245 @@
+//! The end: ready for review or cleanup, receipt, claim released.
+
+use super::{Engine, EngineError, Progress, Scope, smoke_test_name};
+use crate::engine::forge::ForgeError;
+use crate::engine::journal::{CandidateRecord, Ending, Step};
+use crate::model::{FinishedResult, Outcome, Phase};
+use crate::report::{MarkerKey, Receipt, find_record, render_cleanup, render_receipt};
+
+impl Engine<'_> {
+    // ------------------------------------------------------------- finish
+
+    pub(super) async fn step_finish(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Progress, EngineError> {
+        let ending = rec.ending.clone().unwrap_or_else(|| Ending {
+            outcome: Outcome::UnexpectedError,
+            phase: Phase::Unknown,
+            message: "finished without a recorded ending".into(),
+            hands_off: false,
+        });
+        if !ending.hands_off
+            && let Some(number) = rec.pull
+        {
+            let cid = Self::candidate_id(rec)?;
+            let comments = self.forge.list_comments(number).await?;
+            let has = |key: &MarkerKey| {
+                comments.iter().any(|c| {
+                    self.by_bot(c.author.as_deref())
+                        && find_record(&c.body)
+                            .ok()
+                            .flatten()
+                            .is_some_and(|f| &f.key == key)
+                })
+            };
+            let receipt_key = MarkerKey::Outcome {
+                owner_run: rec.owner_run,
+                candidate: cid.clone(),
+            };
+            if !has(&receipt_key) {
+                let progress = if ending.outcome == Outcome::Validated {
+                    self.finish_validated(rec, number).await?
+                } else {
+                    let cleanup_key = MarkerKey::Cleanup {
+                        owner_run: rec.owner_run,
+                        candidate: cid.clone(),
+                    };
+                    self.cleanup(rec, number, !has(&cleanup_key)).await?
+                };
+                if let Some(p) = progress {
+                    return Ok(p);
+                }
+                let runs = rec.runs();
+                let result = match FinishedResult::new(
+                    ending.outcome,
+                    ending.phase,
+                    rec.pull,
+                    runs.clone(),
+                    rec.repairs,
+                ) {
+                    Ok(r) => r,
+                    Err(e) => FinishedResult::new(
+                        Outcome::UnexpectedError,
+                        ending.phase,
+                        rec.pull,
+                        runs,
+                        rec.repairs,
+                    )
+                    .map_err(|_| EngineError::Invalid(e.to_string()))?,
+                };
+                let receipt = Receipt {
+                    owner_run: rec.owner_run,
+                    candidate: cid,
+                    head: rec.head.clone(),
+                    result,
+                    sweep: rec.sweep.clone(),
+                    note: None,
+                    note_zh: None,
+                };
+                let rendered = render_receipt(&receipt);
+                if let Some(p) = self
+                    .publish(rec, std::slice::from_ref(&rendered), Scope::PullOnly)
+                    .await?
+                {
+                    return Ok(p);
+                }
+            }
+        }
+        self.release(rec).await?;
+        rec.step = Step::Done;
+        rec.intent = None;
+        self.save(rec).await?;
+        Ok(Progress::Done(rec.ending.clone()))
+    }
+
+    pub(super) async fn finish_validated(
+        &self,
+        rec: &mut CandidateRecord,
+        number: u64,
+    ) -> Result<Option<Progress>, EngineError> {
+        let pull = self.forge.get_pull(number).await?;
+        if pull.draft {
+            let proof = match self.prove(rec, Scope::Pull).await? {
+                Ok(p) => p,
+                Err(p) => return Ok(Some(p)),
+            };
+            self.intend(rec, "mark ready for review").await?;
+            self.forge.set_draft(&proof, &pull, false).await?;
+        }
+        if self.config.post_use_comment
+            && let Some(sweep) = rec.sweep.clone()
+        {
+            let body = format!("/use {}", sweep.run_id);
+            let comments = self.forge.list_comments(number).await?;
+            if !comments
+                .iter()
+                .any(|c| self.by_bot(c.author.as_deref()) && c.body.trim() == body)
+            {
+                let proof = match self.prove(rec, Scope::Pull).await? {
+                    Ok(p) => p,
+                    Err(p) => return Ok(Some(p)),
+                };
+                self.intend(rec, "post /use").await?;
+                self.forge.create_comment(&proof, number, &body).await?;
+            }
+        }
+        Ok(None)
+    }
+
+    pub(super) async fn cleanup(
+        &self,
+        rec: &mut CandidateRecord,
+        number: u64,
+        marker_missing: bool,
+    ) -> Result<Option<Progress>, EngineError> {
+        let proof = match self.prove(rec, Scope::PullOnly).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(Some(p)),
+        };
+        if marker_missing {
+            let cid = Self::candidate_id(rec)?;
+            let marker = render_cleanup(rec.owner_run, &cid);
+            self.intend(rec, "post the cleanup marker").await?;
+            self.forge
+                .create_comment(&proof, number, &marker.body)
+                .await?;
+        }
+        let smoke_title = format!(
+            "e2e Test - {}",
+            smoke_test_name(rec.owner_run, &rec.candidate)
+        );
+        // Sweep runs carry the PR's title.
+        let pr_title = self.forge.get_pull(number).await?.title;
+        for run in rec.runs() {
+            let live = self.forge.get_run(run.id).await?;
+            if live.is_completed() {
+                continue;
+            }
+            let title = if live.event == "workflow_dispatch" {
+                smoke_title.clone()
+            } else {
+                pr_title.clone()
+            };
+            let proof = match self.prove(rec, Scope::Run(run.id, &title)).await? {
+                Ok(p) => p,
+                Err(p) => return Ok(Some(p)),
+            };
+            self.intend(rec, &format!("cancel run {}", run.id)).await?;
+            self.forge.cancel_run(&proof, run.id).await?;
+        }
+        let pull = self.forge.get_pull(number).await?;
+        for l in pull
+            .labels
+            .iter()
+            .filter(|l| self.config.managed_labels.iter().any(|m| m == *l))
+        {
+            self.intend(rec, &format!("remove label {l}")).await?;
+            self.forge.remove_label(&proof, number, l).await?;
+        }
+        if pull.open && !pull.draft {
+            self.intend(rec, "convert to draft").await?;
+            self.forge.set_draft(&proof, &pull, true).await?;
+        }
+        if pull.open {
+            self.intend(rec, "close the pull request").await?;
+            self.forge.close_pull(&proof, number).await?;
+        }
+        self.delete_branch_if_unchanged(rec).await
+    }
+
+    pub(super) async fn delete_branch_if_unchanged(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Option<Progress>, EngineError> {
+        let Some(head) = rec.head.clone() else {
+            return Ok(None);
+        };
+        match self.branch_tip(&rec.branch).await? {
+            Some(tip) if tip.sha == head => {
+                let proof = match self.prove(rec, Scope::Branch).await? {
+                    Ok(p) => p,
+                    Err(p) => return Ok(Some(p)),
+                };
+                self.intend(rec, "delete the branch").await?;
+                match self.forge.delete_branch(&proof, &rec.branch).await {
+                    Ok(()) | Err(ForgeError::NotFound(_)) => Ok(None),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            // Gone already, or someone pushed: their branch now.
+            _ => Ok(None),
+        }
+    }
+
+    pub(super) async fn release(&self, rec: &mut CandidateRecord) -> Result<(), EngineError> {
+        let book = self.book();
+        let claim_err = |e: klaud_claims::ClaimError| EngineError::Claim(e.to_string());
+        let held = match &rec.claim {
+            Some(stored) => Some(stored.held()?),
+            None => {
+                let family = Self::candidate_id(rec)?.family();
+                match book.inspect(&family).await.map_err(claim_err)? {
+                    Some(entry) => book
+                        .adopt(&entry)
+                        .filter(|h| h.record.candidate_ids().contains(&rec.candidate.as_str())),
+                    None => None,
+                }
+            }
+        };
+        let Some(held) = held else { return Ok(()) };
+        self.intend(rec, "release the claim").await?;
+        match book.release(&held).await {
+            Ok(_) => {
+                rec.claim = None;
+                Ok(())
+            }
+            // Not ours any more: nothing of ours to release.
+            Err(klaud_claims::ClaimError::NotOwner { .. }) => {
+                rec.claim = None;
+                Ok(())
+            }
+            Err(e) => Err(claim_err(e)),
+        }
+    }
+}

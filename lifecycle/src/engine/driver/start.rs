@@ -1,0 +1,261 @@
+//! Claiming, preparing the bump commit and branch, opening the draft PR.
+
+use klaud_claims::{Acquire, ClaimBook, ClaimCandidate, ClaimEntry, HeldClaim};
+use klaud_planner::image::ImageRef;
+
+use super::{Engine, EngineError, Progress, Scope, TRAILER};
+use crate::engine::forge::ForgeError;
+use crate::engine::journal::{CandidateRecord, Step};
+use crate::engine::ownership::{Mismatch, MismatchKind};
+use crate::model::{Outcome, Phase};
+use crate::report::initial_body;
+
+impl Engine<'_> {
+    // -------------------------------------------------------------- claim
+
+    pub(super) async fn step_claim(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Progress, EngineError> {
+        let cid = Self::candidate_id(rec)?;
+        let family_id = cid.family();
+        let book = self.book();
+        let claim_err = |e: klaud_claims::ClaimError| EngineError::Claim(e.to_string());
+        if let Some(entry) = book.inspect(&family_id).await.map_err(claim_err)? {
+            return self.adopt_or_skip(rec, &book, &entry).await;
+        }
+        self.intend(rec, "acquire claim").await?;
+        let base = self.repository_sha.clone();
+        match book
+            .acquire(
+                &family_id,
+                vec![ClaimCandidate::new(&base, &rec.family, cid.clone())],
+                &base,
+                rec.owner_run,
+                self.config.lease,
+            )
+            .await
+            .map_err(claim_err)?
+        {
+            Acquire::Won(held) => {
+                self.hold(rec, &held);
+                rec.step = Step::Prepare;
+                self.save(rec).await?;
+                Ok(Progress::Advanced(Step::Prepare))
+            }
+            Acquire::Occupied(entry) => self.adopt_or_skip(rec, &book, &entry).await,
+        }
+    }
+
+    pub(super) fn hold(&self, rec: &mut CandidateRecord, held: &HeldClaim) {
+        rec.claim = Some(crate::engine::journal::StoredClaim::of(held));
+        rec.owner_run = held.record.run_id;
+    }
+
+    pub(super) async fn adopt_or_skip(
+        &self,
+        rec: &mut CandidateRecord,
+        book: &ClaimBook<'_>,
+        entry: &ClaimEntry,
+    ) -> Result<Progress, EngineError> {
+        if let Some(held) = book.adopt(entry)
+            && held
+                .record
+                .candidate_ids()
+                .contains(&rec.candidate.as_str())
+        {
+            self.hold(rec, &held);
+            rec.step = Step::Prepare;
+            self.save(rec).await?;
+            return Ok(Progress::Advanced(Step::Prepare));
+        }
+        let who = match &entry.record {
+            Ok(r) => format!(
+                "run {} (owner {})",
+                r.run_id,
+                r.owner
+                    .map_or_else(|| "old helper".into(), |o| o.to_string())
+            ),
+            Err(e) => format!("an unparsable claim ({e})"),
+        };
+        Ok(Progress::Skipped(format!(
+            "family {} is claimed by {who}",
+            rec.family
+        )))
+    }
+
+    // ------------------------------------------------------------ prepare
+
+    pub(super) async fn branch_tip(
+        &self,
+        branch: &str,
+    ) -> Result<Option<klaud_claims::RefTip>, EngineError> {
+        self.forge
+            .refs()
+            .read_ref(&format!("refs/heads/{branch}"))
+            .await
+            .map_err(|e| ForgeError::Other(format!("read branch {branch}: {e}")).into())
+    }
+
+    /// Adopts the branch tip when it is a commit Klaud made but did not get
+    /// to journal (a crash between push and save).
+    pub(super) async fn reconcile_head(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<(), EngineError> {
+        let Some(pending) = rec.pending_commit.clone() else {
+            return Ok(());
+        };
+        if let Some(tip) = self.branch_tip(&rec.branch).await?
+            && tip.sha == pending
+        {
+            rec.head = Some(pending);
+            rec.pending_commit = None;
+            self.save(rec).await?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn step_prepare(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Progress, EngineError> {
+        if let Some(tip) = self.branch_tip(&rec.branch).await? {
+            let trailer = format!("{TRAILER}{}", rec.candidate);
+            let ours = rec.head.as_deref() == Some(tip.sha.as_str())
+                || rec.pending_commit.as_deref() == Some(tip.sha.as_str())
+                || (rec.head.is_none() && tip.message.lines().any(|l| l.trim() == trailer));
+            if !ours {
+                let m = Mismatch {
+                    kind: MismatchKind::Unexpected,
+                    what: format!("branch {}", rec.branch),
+                    expected: "absent, or a commit Klaud made".into(),
+                    found: format!("{} (not a Klaud commit)", tip.sha),
+                };
+                return self.on_mismatch(rec, m).await;
+            }
+            rec.head = Some(tip.sha);
+            rec.pending_commit = None;
+            rec.step = Step::Open;
+            self.save(rec).await?;
+            return Ok(Progress::Advanced(Step::Open));
+        }
+        let proof = match self.prove(rec, Scope::Claim).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(p),
+        };
+        let commit = match rec.pending_commit.clone() {
+            Some(c) => c,
+            None => {
+                let family = self.family(&rec.family)?;
+                let from = family.image().clone();
+                let to = match ImageRef::parse(&rec.image) {
+                    Ok(i) => i,
+                    Err(e) => {
+                        let m = format!("candidate image {:?} does not parse: {e}", rec.image);
+                        return self
+                            .end(rec, Outcome::UnexpectedError, Phase::Resolve, m, true)
+                            .await;
+                    }
+                };
+                if from.same_image(&to) {
+                    let m = format!("the base branch already uses {}", rec.image);
+                    return self
+                        .end(rec, Outcome::AlreadyUpdated, Phase::Resolve, m, true)
+                        .await;
+                }
+                let bump = match self.repository.plan_bump(&rec.family, &from, &to) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let m = format!("the bump cannot be made: {e}");
+                        return self
+                            .end(rec, Outcome::UnexpectedError, Phase::Resolve, m, true)
+                            .await;
+                    }
+                };
+                let files: Vec<(String, Vec<u8>)> = bump
+                    .edits
+                    .iter()
+                    .map(|e| (e.path.clone(), e.after.clone().into_bytes()))
+                    .collect();
+                let tag = to.tag().unwrap_or("digest").to_owned();
+                let message = format!(
+                    "Update {} image to {tag}\n\n{} -> {}\n\n{TRAILER}{}\n",
+                    rec.key, rec.old_image, rec.image, rec.candidate
+                );
+                rec.base_sha = self.repository_sha.clone();
+                self.intend(rec, "commit the bump").await?;
+                let sha = self
+                    .forge
+                    .commit_files(&proof, &rec.base_sha, &files, &message)
+                    .await?;
+                rec.pending_commit = Some(sha.clone());
+                self.save(rec).await?;
+                sha
+            }
+        };
+        self.intend(rec, "create the branch").await?;
+        match self.forge.create_branch(&proof, &rec.branch, &commit).await {
+            // Re-read next step: ours (a lost response) or foreign.
+            Ok(()) | Err(ForgeError::AlreadyExists(_)) | Err(ForgeError::Ambiguous(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(Progress::Advanced(Step::Prepare))
+    }
+
+    // --------------------------------------------------------------- open
+
+    pub(super) async fn step_open(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Progress, EngineError> {
+        if let Some(pull) = self.forge.find_pull(&rec.branch).await? {
+            if !pull.open || !self.by_bot(pull.author.as_deref()) {
+                let m = Mismatch {
+                    kind: MismatchKind::Unexpected,
+                    what: format!("pull request #{} for {}", pull.number, rec.branch),
+                    expected: format!("an open PR by {}", self.forge.bot_login()),
+                    found: format!(
+                        "{} PR by {}",
+                        if pull.open { "an open" } else { "a closed" },
+                        pull.author.as_deref().unwrap_or("nobody")
+                    ),
+                };
+                return self.on_mismatch(rec, m).await;
+            }
+            rec.pull = Some(pull.number);
+            rec.pull_url = Some(pull.html_url);
+            rec.step = Step::Baseline;
+            self.save(rec).await?;
+            return Ok(Progress::Advanced(Step::Baseline));
+        }
+        let proof = match self.prove(rec, Scope::Branch).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(p),
+        };
+        let title = self.title(rec);
+        self.intend(rec, "open the pull request").await?;
+        match self
+            .forge
+            .create_draft_pull(
+                &proof,
+                &title,
+                &rec.branch,
+                &rec.base_branch,
+                &initial_body(),
+            )
+            .await
+        {
+            Ok(pull) => {
+                rec.pull = Some(pull.number);
+                rec.pull_url = Some(pull.html_url);
+                rec.step = Step::Baseline;
+                self.save(rec).await?;
+                Ok(Progress::Advanced(Step::Baseline))
+            }
+            // Look again next step.
+            Err(ForgeError::Ambiguous(_)) => Ok(Progress::Advanced(Step::Open)),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

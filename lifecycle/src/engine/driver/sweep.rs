@@ -1,0 +1,359 @@
+//! The changelog entry, the sweep label and the final sweep.
+
+use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
+use klaud_planner::image::ImageRef;
+
+use super::{
+    Engine, EngineError, Progress, SWEEP_INFRA_DETAIL, Scope, TRAILER, classify, description,
+};
+use crate::engine::forge::{ForgeError, RunQuery};
+use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
+use crate::model::{AttemptKind, AttemptStatus, MAX_INFRA_RETRIES, Outcome, Phase, RunRef};
+use crate::report::{AttemptReport, ReportName, SweepCheck, compare, compare_evals, render_report};
+
+impl Engine<'_> {
+    // -------------------------------------------------------------- final
+
+    pub(super) async fn step_final(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Progress, EngineError> {
+        self.reconcile_head(rec).await?;
+        let number = rec
+            .pull
+            .ok_or_else(|| EngineError::Invalid("final without a pull request".into()))?;
+        let link = format!(
+            "{}/{}/pull/{number}",
+            self.config.pr_link_base.trim_end_matches('/'),
+            self.forge.repo()
+        );
+        let path = format!("{}{CHANGELOG_PATH}", self.repository.prefix());
+        let base_tip = self
+            .branch_tip(&rec.base_branch)
+            .await?
+            .ok_or_else(|| ForgeError::NotFound(format!("base branch {}", rec.base_branch)))?;
+        let head = Self::head(rec)?;
+        let base_bytes = self
+            .forge
+            .read_file(&path, &base_tip.sha)
+            .await?
+            .unwrap_or_default();
+        let head_bytes = self
+            .forge
+            .read_file(&path, &head)
+            .await?
+            .unwrap_or_default();
+        let appended = validate_append(&base_bytes, &head_bytes).is_ok_and(|n| n >= 1)
+            && String::from_utf8_lossy(&head_bytes[base_bytes.len()..]).contains(&link);
+        if !appended {
+            let proof = match self.prove(rec, Scope::Pull).await? {
+                Ok(p) => p,
+                Err(p) => return Ok(p),
+            };
+            let tag = ImageRef::parse(&rec.image)
+                .ok()
+                .and_then(|i| i.tag().map(str::to_owned))
+                .unwrap_or_else(|| "a new build".into());
+            let entry = ChangelogEntry {
+                config_keys: vec![rec.key.clone()],
+                description: description(&rec.key, &tag),
+                pr_link: link.clone(),
+            };
+            // A stale base is re-taken: the entry goes onto the current
+            // base's bytes, never a merge.
+            let new = match append_entry(&base_bytes, &entry)
+                .map_err(|e| e.to_string())
+                .and_then(|new| {
+                    validate_append(&base_bytes, &new)
+                        .map(|_| new)
+                        .map_err(|e| format!("check-final: {e}"))
+                }) {
+                Ok(n) => n,
+                Err(e) => {
+                    let m = format!("the changelog entry cannot be appended: {e}");
+                    return self
+                        .end(rec, Outcome::UnexpectedError, Phase::FinalSweep, m, false)
+                        .await;
+                }
+            };
+            let message = format!(
+                "Add perf-changelog entry for {}\n\n{TRAILER}{}\n",
+                rec.key, rec.candidate
+            );
+            self.intend(rec, "commit the changelog").await?;
+            let sha = self
+                .forge
+                .commit_files(&proof, &head, &[(path, new)], &message)
+                .await?;
+            rec.pending_commit = Some(sha.clone());
+            self.intend(rec, "push the changelog").await?;
+            match self
+                .forge
+                .fast_forward_branch(&proof, &rec.branch, &sha)
+                .await
+            {
+                Ok(()) => {
+                    rec.head = Some(sha);
+                    rec.pending_commit = None;
+                    self.save(rec).await?;
+                }
+                // Re-read next step (reconcile_head or the ownership check
+                // tells what happened).
+                Err(ForgeError::Ambiguous(_)) | Err(ForgeError::NotFastForward(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+            return Ok(Progress::Advanced(Step::Final));
+        }
+        let pull = self.forge.get_pull(number).await?;
+        let sweep = &self.config.sweep_label;
+        let remove: Vec<String> = pull
+            .labels
+            .iter()
+            .filter(|l| *l != sweep && self.config.managed_labels.iter().any(|m| m == *l))
+            .cloned()
+            .collect();
+        let add = !pull.labels.iter().any(|l| l == sweep);
+        if !remove.is_empty() || add {
+            let proof = match self.prove(rec, Scope::Pull).await? {
+                Ok(p) => p,
+                Err(p) => return Ok(p),
+            };
+            self.intend(rec, "set the sweep label").await?;
+            for l in &remove {
+                self.forge.remove_label(&proof, number, l).await?;
+            }
+            if add {
+                self.forge
+                    .add_labels(&proof, number, std::slice::from_ref(sweep))
+                    .await?;
+            }
+        }
+        rec.sweep_requested_at.get_or_insert(self.clock.now());
+        rec.attempts.push(AttemptRecord {
+            kind: AttemptKind::FinalSweep,
+            head,
+            dispatched_at: None,
+            run: None,
+            status: AttemptStatus::Queued,
+            infra: false,
+            reported: false,
+        });
+        rec.step = Step::Sweep;
+        self.save(rec).await?;
+        Ok(Progress::Advanced(Step::Sweep))
+    }
+
+    // -------------------------------------------------------------- sweep
+
+    pub(super) async fn step_sweep(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Progress, EngineError> {
+        let head = Self::head(rec)?;
+        let idx = match rec.attempts.last() {
+            Some(a) if a.kind == AttemptKind::FinalSweep => rec.attempts.len() - 1,
+            _ => {
+                rec.attempts.push(AttemptRecord {
+                    kind: AttemptKind::FinalSweep,
+                    head: head.clone(),
+                    dispatched_at: None,
+                    run: None,
+                    status: AttemptStatus::Queued,
+                    infra: false,
+                    reported: false,
+                });
+                rec.attempts.len() - 1
+            }
+        };
+        let title = self.title(rec);
+        if rec.attempts[idx].reported && rec.attempts[idx].infra {
+            return self.retry_sweep(rec, idx, &title).await;
+        }
+        if rec.attempts[idx].reported {
+            let (outcome, m) = match (&rec.attempts[idx].status, &rec.sweep) {
+                (AttemptStatus::Passed, Some(_)) => (
+                    Outcome::Validated,
+                    "the final sweep passed on the exact head".to_owned(),
+                ),
+                _ => (
+                    Outcome::Failed,
+                    "the final sweep did not pass on the exact head".to_owned(),
+                ),
+            };
+            return self.end(rec, outcome, Phase::FinalSweep, m, false).await;
+        }
+        let run = match rec.attempts[idx].run.clone() {
+            Some(r) => r,
+            None => {
+                let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
+                let runs = self
+                    .forge
+                    .list_runs(&RunQuery {
+                        workflow: self.config.sweep_workflow.clone(),
+                        event: Some("pull_request".into()),
+                        actor: None,
+                        head_sha: Some(head.clone()),
+                    })
+                    .await?;
+                let Some(found) = runs
+                    .into_iter()
+                    .find(|r| r.head_sha == head && !known.contains(&r.id))
+                else {
+                    return Ok(Progress::Waiting(
+                        "waiting for the final sweep to start".into(),
+                    ));
+                };
+                let r = RunRef {
+                    id: found.id,
+                    attempt: found.attempt,
+                    url: found.html_url,
+                };
+                rec.attempts[idx].run = Some(r.clone());
+                rec.attempts[idx].status = AttemptStatus::Running;
+                self.save(rec).await?;
+                r
+            }
+        };
+        let live = self.forge.get_run(run.id).await?;
+        if !live.is_completed() {
+            return Ok(Progress::Waiting(format!(
+                "final sweep run {} is {}",
+                live.id, live.status
+            )));
+        }
+        let (rows, evals, mut notes, manifest) = self.collect(live.id).await?;
+        let passed = live.conclusion.as_deref() == Some("success");
+        let check = match &manifest {
+            Some(m) if m.head == head && m.run_id == live.id && m.full_sweep => Some(SweepCheck {
+                run_id: live.id,
+                run_attempt: live.attempt,
+                head: head.clone(),
+                full_sweep: true,
+                manifest: true,
+            }),
+            Some(m) => {
+                notes.push(format!(
+                    "The sweep manifest does not match: head {}, run {}, full sweep {}.",
+                    m.head, m.run_id, m.full_sweep
+                ));
+                None
+            }
+            None if live.head_sha == head => Some(SweepCheck {
+                run_id: live.id,
+                run_attempt: live.attempt,
+                head: head.clone(),
+                full_sweep: true,
+                manifest: false,
+            }),
+            None => None,
+        };
+        if let Some(c) = &live.conclusion {
+            notes.insert(0, format!("Run conclusion: {c}."));
+        }
+        let (_, infra) = classify(&live);
+        let status = if passed && check.is_some() {
+            AttemptStatus::Passed
+        } else if live.conclusion.as_deref() == Some("cancelled") {
+            AttemptStatus::Cancelled
+        } else {
+            AttemptStatus::Failed
+        };
+        let frozen = self.frozen(rec).await?;
+        let report = AttemptReport {
+            owner_run: rec.owner_run,
+            candidate: Self::candidate_id(rec)?,
+            name: ReportName::Run {
+                id: live.id,
+                attempt: live.attempt,
+            },
+            kind: Some(AttemptKind::FinalSweep),
+            status,
+            detail: Some(
+                if infra {
+                    SWEEP_INFRA_DETAIL
+                } else {
+                    "full sweep"
+                }
+                .to_owned(),
+            ),
+            run: Some(run.clone()),
+            at: self.clock.now(),
+            image: rec.image.clone(),
+            head: Some(head.clone()),
+            sections: compare(&frozen.baseline, &rows, "no result in this run"),
+            evals: compare_evals(&evals, &[]),
+            notes,
+            part: None,
+        };
+        let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
+        if let Some(p) = self
+            .publish(rec, &rendered, Scope::Run(live.id, &title))
+            .await?
+        {
+            return Ok(p);
+        }
+        rec.sweep = check.filter(|_| passed);
+        let a = &mut rec.attempts[idx];
+        a.status = status;
+        a.infra = infra;
+        a.reported = true;
+        self.save(rec).await?;
+        Ok(Progress::Advanced(Step::Sweep))
+    }
+
+    /// An infrastructure failure of the final sweep: re-run it (at most
+    /// [`MAX_INFRA_RETRIES`] times, not counted as repairs), else fail.
+    pub(super) async fn retry_sweep(
+        &self,
+        rec: &mut CandidateRecord,
+        idx: usize,
+        title: &str,
+    ) -> Result<Progress, EngineError> {
+        let Some(run) = rec.attempts[idx].run.clone() else {
+            return Err(EngineError::Invalid(
+                "a reported sweep without a run".into(),
+            ));
+        };
+        let retries = rec
+            .attempts
+            .iter()
+            .filter(|a| a.kind == AttemptKind::FinalSweep && a.infra)
+            .count() as u32;
+        if retries > MAX_INFRA_RETRIES {
+            let m = format!("the final sweep failed on infrastructure {retries} times");
+            return self
+                .end(rec, Outcome::Failed, Phase::FinalSweep, m, false)
+                .await;
+        }
+        // A re-run that landed before a crash shows as a newer attempt.
+        let live = self.forge.get_run(run.id).await?;
+        if live.attempt <= run.attempt {
+            let proof = match self.prove(rec, Scope::Run(run.id, title)).await? {
+                Ok(p) => p,
+                Err(p) => return Ok(p),
+            };
+            self.intend(rec, &format!("re-run sweep {}", run.id))
+                .await?;
+            match self.forge.rerun_run(&proof, run.id).await {
+                Ok(()) | Err(ForgeError::Ambiguous(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let head = rec.attempts[idx].head.clone();
+        rec.attempts.push(AttemptRecord {
+            kind: AttemptKind::FinalSweep,
+            head,
+            dispatched_at: None,
+            run: Some(RunRef {
+                id: run.id,
+                attempt: run.attempt + 1,
+                url: run.url,
+            }),
+            status: AttemptStatus::Queued,
+            infra: false,
+            reported: false,
+        });
+        self.save(rec).await?;
+        Ok(Progress::Advanced(Step::Sweep))
+    }
+}
