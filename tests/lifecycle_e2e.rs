@@ -841,3 +841,19 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
         None
     );
 }
+
+#[tokio::test]
+async fn use_comment_names_the_validated_sweep_once() {
+    let mut env = env(Some(VALIDATED_SCRIPT)).await;
+    env.config.post_use_comment = true;
+    let target = env.target("demo-fp4-b200-sglang").await;
+    let journal = MemoryJournal::new();
+    let rec = env.finish(&journal, &target).await;
+    assert_validated(&env, &target, &rec).await;
+    let sweep = rec.sweep.clone().expect("sweep check");
+    journal.clear();
+    env.finish(&journal, &target).await;
+    let bodies = env.bodies(rec.pull.expect("pull")).await;
+    let uses: Vec<&String> = bodies.iter().filter(|b| b.starts_with("/use ")).collect();
+    assert_eq!(uses, vec![&format!("/use {}", sweep.run_id)]);
+}

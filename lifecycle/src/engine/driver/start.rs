@@ -24,6 +24,17 @@ impl Engine<'_> {
         if let Some(entry) = book.inspect(&family_id).await.map_err(claim_err)? {
             return self.adopt_or_skip(rec, &book, &entry).await;
         }
+        // Free family: the candidate may have been finished meanwhile (by
+        // another instance, or before the journal was lost).
+        if rec.claim.is_none()
+            && let Some(pull) = self.forge.find_pull(&rec.branch).await?
+        {
+            self.rebuild_ending(rec, &pull).await?;
+            if rec.ending.is_some() {
+                self.save(rec).await?;
+                return Ok(Progress::Advanced(rec.step));
+            }
+        }
         self.intend(rec, "acquire claim").await?;
         let base = self.repository_sha.clone();
         match book
