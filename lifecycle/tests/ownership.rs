@@ -1,0 +1,314 @@
+//! The ownership check (spec §5): a proof only when the claim, PR, branch
+//! and run are all still Klaud's; otherwise a mismatch naming what differed,
+//! what was expected and what was found.
+
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use chrono::{TimeDelta, TimeZone, Utc};
+use klaud_claims::{
+    Acquire, CandidateId, ClaimBook, ClaimCandidate, Claimant, HeldClaim, ManualClock,
+    MemoryRefStore, RefStore,
+};
+use klaud_lifecycle::engine::ownership::check;
+use klaud_lifecycle::engine::{
+    ArtifactInfo, Comment, Expectation, Forge, ForgeError, MismatchKind, OwnershipError,
+    OwnershipProof, Pull, Run, RunQuery,
+};
+use serde_json::Value;
+
+const BOT: &str = "Klaud-Cold";
+const CAND: &str = "d92e15065c55779d-0123456789abcdef";
+const BRANCH: &str = "klaud/auto-d92e15065c55779d-0123456789abcdef";
+
+struct Fake {
+    refs: MemoryRefStore,
+    pull: Mutex<Pull>,
+    run: Mutex<Run>,
+}
+
+fn unused<T>() -> Result<T, ForgeError> {
+    Err(ForgeError::Other("not used by the ownership check".into()))
+}
+
+#[async_trait]
+impl Forge for Fake {
+    fn repo(&self) -> String {
+        "owner/bench".into()
+    }
+    fn bot_login(&self) -> String {
+        BOT.into()
+    }
+    fn refs(&self) -> &dyn RefStore {
+        &self.refs
+    }
+    async fn read_file(&self, _: &str, _: &str) -> Result<Option<Vec<u8>>, ForgeError> {
+        unused()
+    }
+    async fn find_pull(&self, _: &str) -> Result<Option<Pull>, ForgeError> {
+        unused()
+    }
+    async fn get_pull(&self, _: u64) -> Result<Pull, ForgeError> {
+        Ok(self.pull.lock().expect("pull").clone())
+    }
+    async fn list_comments(&self, _: u64) -> Result<Vec<Comment>, ForgeError> {
+        unused()
+    }
+    async fn list_runs(&self, _: &RunQuery) -> Result<Vec<Run>, ForgeError> {
+        unused()
+    }
+    async fn get_run(&self, _: u64) -> Result<Run, ForgeError> {
+        Ok(self.run.lock().expect("run").clone())
+    }
+    async fn list_artifacts(&self, _: u64) -> Result<Vec<ArtifactInfo>, ForgeError> {
+        unused()
+    }
+    async fn download_artifact(&self, _: u64) -> Result<Vec<u8>, ForgeError> {
+        unused()
+    }
+    async fn commit_files(
+        &self,
+        _: &OwnershipProof,
+        _: &str,
+        _: &[(String, Vec<u8>)],
+        _: &str,
+    ) -> Result<String, ForgeError> {
+        unused()
+    }
+    async fn create_branch(&self, _: &OwnershipProof, _: &str, _: &str) -> Result<(), ForgeError> {
+        unused()
+    }
+    async fn fast_forward_branch(
+        &self,
+        _: &OwnershipProof,
+        _: &str,
+        _: &str,
+    ) -> Result<(), ForgeError> {
+        unused()
+    }
+    async fn delete_branch(&self, _: &OwnershipProof, _: &str) -> Result<(), ForgeError> {
+        unused()
+    }
+    async fn create_draft_pull(
+        &self,
+        _: &OwnershipProof,
+        _: &str,
+        _: &str,
+        _: &str,
+        _: &str,
+    ) -> Result<Pull, ForgeError> {
+        unused()
+    }
+    async fn update_pull_body(
+        &self,
+        _: &OwnershipProof,
+        _: u64,
+        _: &str,
+    ) -> Result<(), ForgeError> {
+        unused()
+    }
+    async fn close_pull(&self, _: &OwnershipProof, _: u64) -> Result<(), ForgeError> {
+        unused()
+    }
+    async fn set_draft(&self, _: &OwnershipProof, _: &Pull, _: bool) -> Result<(), ForgeError> {
+        unused()
+    }
+    async fn create_comment(
+        &self,
+        _: &OwnershipProof,
+        _: u64,
+        _: &str,
+    ) -> Result<Comment, ForgeError> {
+        unused()
+    }
+    async fn update_comment(&self, _: &OwnershipProof, _: u64, _: &str) -> Result<(), ForgeError> {
+        unused()
+    }
+    async fn add_labels(&self, _: &OwnershipProof, _: u64, _: &[String]) -> Result<(), ForgeError> {
+        unused()
+    }
+    async fn remove_label(&self, _: &OwnershipProof, _: u64, _: &str) -> Result<(), ForgeError> {
+        unused()
+    }
+    async fn dispatch(
+        &self,
+        _: &OwnershipProof,
+        _: &str,
+        _: &str,
+        _: &Value,
+    ) -> Result<Option<u64>, ForgeError> {
+        unused()
+    }
+    async fn rerun_run(&self, _: &OwnershipProof, _: u64) -> Result<(), ForgeError> {
+        unused()
+    }
+    async fn cancel_run(&self, _: &OwnershipProof, _: u64) -> Result<(), ForgeError> {
+        unused()
+    }
+}
+
+/// A forge where everything is Klaud's: the claim, PR #7, the branch at
+/// `head` and run 99 titled `e2e Test - t`.
+async fn world() -> (Fake, HeldClaim, String) {
+    let refs = MemoryRefStore::new();
+    let base = refs.seed_commit("base");
+    let head = refs.seed_commit("Update\n\nKlaud-Candidate: x");
+    refs.force_ref(&format!("refs/heads/{BRANCH}"), &head);
+    let clock = ManualClock::new(Utc.with_ymd_and_hms(2026, 9, 1, 0, 0, 0).unwrap());
+    let book = ClaimBook::new(&refs, &clock, Claimant::new(uuid::Uuid::from_u128(1)));
+    let id = CandidateId::new(CAND).expect("id");
+    let Acquire::Won(held) = book
+        .acquire(
+            &id.family(),
+            vec![ClaimCandidate::new(
+                &base,
+                "configs/x-master.yaml:k",
+                id.clone(),
+            )],
+            &base,
+            42,
+            TimeDelta::hours(1),
+        )
+        .await
+        .expect("acquire")
+    else {
+        panic!("occupied");
+    };
+    let fake = Fake {
+        refs,
+        pull: Mutex::new(Pull {
+            number: 7,
+            open: true,
+            draft: true,
+            title: "t".into(),
+            body: String::new(),
+            head_ref: BRANCH.into(),
+            head_sha: head.clone(),
+            head_repo: Some("owner/bench".into()),
+            author: Some("klaud-cold".into()),
+            labels: vec!["full-sweep-fail-fast".into()],
+            html_url: String::new(),
+        }),
+        run: Mutex::new(Run {
+            id: 99,
+            attempt: 1,
+            title: "e2e Test - t".into(),
+            event: "workflow_dispatch".into(),
+            status: "in_progress".into(),
+            conclusion: None,
+            head_sha: head.clone(),
+            actor: Some(BOT.into()),
+            created_at: None,
+            html_url: String::new(),
+        }),
+    };
+    (fake, held, head)
+}
+
+fn all<'a>(held: &'a HeldClaim, head: &'a str) -> Expectation<'a> {
+    Expectation {
+        claim: held,
+        branch: Some((BRANCH, head)),
+        pull: Some(7),
+        run: Some((99, "e2e Test - t")),
+    }
+}
+
+async fn mismatch(fake: &Fake, expect: Expectation<'_>) -> (MismatchKind, String) {
+    match check(fake, expect).await {
+        Err(OwnershipError::Mismatch(m)) => (m.kind, m.to_string()),
+        other => panic!("expected a mismatch, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn everything_ours_gives_a_proof_of_what_was_checked() {
+    let (fake, held, head) = world().await;
+    let proof = check(&fake, all(&held, &head)).await.expect("proof");
+    assert_eq!(proof.head(), Some(head.as_str()));
+    assert_eq!(proof.pull(), Some(7));
+    assert_eq!(proof.run(), Some(99));
+    assert_eq!(proof.fence(), held.record.fence_or_zero());
+}
+
+#[tokio::test]
+async fn handoff_label_is_a_handoff() {
+    let (fake, held, head) = world().await;
+    fake.pull
+        .lock()
+        .expect("pull")
+        .labels
+        .push("klaud-handoff".into());
+    let (kind, msg) = mismatch(&fake, all(&held, &head)).await;
+    assert_eq!(kind, MismatchKind::Handoff);
+    assert!(
+        msg.contains("labels of #7") && msg.contains("klaud-handoff"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn foreign_commit_is_a_handoff_naming_both_heads() {
+    let (fake, held, head) = world().await;
+    let foreign = fake.refs.seed_commit("maintainer fix");
+    fake.refs
+        .force_ref(&format!("refs/heads/{BRANCH}"), &foreign);
+    let (kind, msg) = mismatch(&fake, all(&held, &head)).await;
+    assert_eq!(kind, MismatchKind::Handoff);
+    assert!(msg.contains(&head) && msg.contains(&foreign), "{msg}");
+}
+
+#[tokio::test]
+async fn other_author_fork_and_run_are_unexpected() {
+    let (fake, held, head) = world().await;
+    fake.pull.lock().expect("pull").author = Some("someone".into());
+    let (kind, msg) = mismatch(&fake, all(&held, &head)).await;
+    assert_eq!(kind, MismatchKind::Unexpected);
+    assert!(
+        msg.contains("author of #7") && msg.contains(BOT) && msg.contains("someone"),
+        "{msg}"
+    );
+
+    let (fake, held, head) = world().await;
+    fake.pull.lock().expect("pull").head_repo = Some("fork/bench".into());
+    let (_, msg) = mismatch(&fake, all(&held, &head)).await;
+    assert!(
+        msg.contains("head repository") && msg.contains("fork/bench"),
+        "{msg}"
+    );
+
+    let (fake, held, head) = world().await;
+    fake.run.lock().expect("run").actor = Some("someone".into());
+    let (_, msg) = mismatch(&fake, all(&held, &head)).await;
+    assert!(msg.contains("actor of run 99"), "{msg}");
+
+    let (fake, held, head) = world().await;
+    fake.run.lock().expect("run").title = "e2e Test - other".into();
+    let (_, msg) = mismatch(&fake, all(&held, &head)).await;
+    assert!(
+        msg.contains("title of run 99") && msg.contains("other"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn a_claim_taken_or_deleted_is_unexpected() {
+    let (fake, held, head) = world().await;
+    let mut theirs = held.record.clone();
+    theirs.owner = Some(uuid::Uuid::from_u128(2));
+    theirs.fence = Some(theirs.fence_or_zero() + 1);
+    fake.refs
+        .plant(&held.ref_name, &theirs.encode(), &held.sha)
+        .expect("plant");
+    let (kind, msg) = mismatch(&fake, all(&held, &head)).await;
+    assert_eq!(kind, MismatchKind::Unexpected);
+    assert!(
+        msg.contains("owner expected") && msg.contains("fence expected"),
+        "{msg}"
+    );
+
+    let (fake, held, head) = world().await;
+    fake.refs.delete_ref(&held.ref_name).await.expect("delete");
+    let (_, msg) = mismatch(&fake, all(&held, &head)).await;
+    assert!(msg.contains("deleted"), "{msg}");
+}
