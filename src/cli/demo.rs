@@ -176,8 +176,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
             }
         };
         eprintln!(
-            "GitHub requests: {} total, {} writes, {} content-creating; per validated candidate \
-             ({validated}): {:.1} total, {:.1} writes, {:.1} content-creating; one idle wave: {} total, {} writes",
+            "GitHub requests of the whole demo: {} total, {} writes, {} content-creating; averaged \
+             over the {validated} validated candidates (failed ones' requests included): {:.1} total, \
+             {:.1} writes, {:.1} content-creating; one idle wave afterwards: {} total, {} writes",
             all.total,
             all.writes,
             all.content_creating,

@@ -175,6 +175,8 @@ impl WaveSummary {
     }
 }
 
+/// Targets for the plan's selected candidates plus `wanted` (claims this
+/// instance holds), looked up among every family's candidate.
 fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) -> Vec<Target> {
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
@@ -183,15 +185,12 @@ fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) -> Vec<Targ
         if !seen.insert(id.clone()) {
             continue;
         }
-        let Some(fp) = report
-            .families
-            .iter()
-            .find(|f| f.candidate.is_some() && candidate_of(report, f) == Some(id.clone()))
-        else {
-            continue;
-        };
-        let Some(c) = &fp.candidate else { continue };
-        let Ok(candidate) = CandidateId::new(&id) else {
+        let found = report.families.iter().find_map(|fp| {
+            let c = fp.candidate.as_ref()?;
+            (klaud_planner::identity::candidate_id(&fp.id, &c.image.normalized()) == id)
+                .then_some((fp, c))
+        });
+        let (Some((fp, c)), Ok(candidate)) = (found, CandidateId::new(&id)) else {
             continue;
         };
         out.push(Target {
@@ -206,14 +205,6 @@ fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) -> Vec<Targ
         });
     }
     out
-}
-
-fn candidate_of(_report: &PlanReport, fp: &klaud_planner::plan::FamilyPlan) -> Option<String> {
-    let c = fp.candidate.as_ref()?;
-    Some(klaud_planner::identity::candidate_id(
-        &fp.id,
-        &c.image.normalized(),
-    ))
 }
 
 /// Runs one wave.
