@@ -806,6 +806,7 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
             plan,
             poll: Duration::from_millis(20),
             wait: Duration::from_secs(10),
+            cooldown: Duration::ZERO,
         },
     )
     .await

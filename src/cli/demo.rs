@@ -285,6 +285,7 @@ async fn demo(
             plan: demo_plan(),
             poll: Duration::from_millis(50),
             wait: Duration::from_secs(60),
+            cooldown: Duration::ZERO,
         };
         let summary = run_wave(&forge, journal, &registry, &baseline, None, options).await?;
         for c in summary.candidates {
@@ -302,6 +303,7 @@ async fn demo(
         plan: demo_plan(),
         poll: Duration::from_millis(50),
         wait: Duration::from_secs(0),
+        cooldown: Duration::ZERO,
     };
     if args.stats {
         run_wave(&forge, journal, &registry, &baseline, None, options).await?;

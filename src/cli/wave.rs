@@ -210,6 +210,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             plan,
             poll,
             wait,
+            cooldown: config.planner.cooldown,
         };
         let summary = run_wave(
             &session.forge,

@@ -106,6 +106,9 @@ pub struct WaveOptions<'a> {
     /// How long this wave keeps waiting for runs before it returns (a later
     /// wave resumes).
     pub wait: Duration,
+    /// A family whose candidate finished (in this instance's journal) less
+    /// than this long ago is not planned again.
+    pub cooldown: Duration,
 }
 
 /// One candidate at the end of a wave.
@@ -262,13 +265,23 @@ pub async fn run_wave(
             }
         }
     }
-    let unfinished: Vec<CandidateRecord> = journal
+    let (done, unfinished): (Vec<CandidateRecord>, Vec<CandidateRecord>) = journal
         .list()
         .await
         .map_err(|e| WaveError::Journal(e.to_string()))?
         .into_iter()
-        .filter(|r| r.step != Step::Done)
-        .collect();
+        .partition(|r| r.step == Step::Done);
+    let cooldown = chrono::TimeDelta::from_std(options.cooldown).unwrap_or(chrono::TimeDelta::MAX);
+    for rec in &done {
+        if now - rec.updated_at < cooldown
+            && let Ok(id) = CandidateId::new(&rec.candidate)
+        {
+            options
+                .plan
+                .cooling_down
+                .insert(id.family().as_str().to_owned());
+        }
+    }
 
     let session = registry.session();
     let report = plan(&repository, &session, &options.plan).await;
