@@ -101,6 +101,16 @@ impl Env {
             revision: None,
             clock: None,
             not_release_reason: None,
+            // As the wave fills it in when a source repository is configured.
+            upstream: Some(klaud_lifecycle::report::UpstreamRange {
+                repository: "upstream/engine".into(),
+                from: "1111111111111111111111111111111111111111".into(),
+                to: "2222222222222222222222222222222222222222".into(),
+                commits: Some(42),
+                compare_url: Some(
+                    "https://github.com/upstream/engine/compare/1111111...2222222".into(),
+                ),
+            }),
         }
     }
 
@@ -807,6 +817,7 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
             poll: Duration::from_millis(20),
             wait: Duration::from_secs(10),
             cooldown: Duration::ZERO,
+            upstream: None,
         },
     )
     .await

@@ -286,6 +286,7 @@ async fn demo(
             poll: Duration::from_millis(50),
             wait: Duration::from_secs(60),
             cooldown: Duration::ZERO,
+            upstream: None,
         };
         let summary = run_wave(&forge, journal, &registry, &baseline, None, options).await?;
         for c in summary.candidates {
@@ -304,6 +305,7 @@ async fn demo(
         poll: Duration::from_millis(50),
         wait: Duration::from_secs(0),
         cooldown: Duration::ZERO,
+        upstream: None,
     };
     if args.stats {
         run_wave(&forge, journal, &registry, &baseline, None, options).await?;

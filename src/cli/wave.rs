@@ -15,6 +15,7 @@ use klaud_planner::registry::RegistryClient;
 
 use super::CliError;
 use crate::config::{Config, parse_duration};
+use crate::github::upstream::GithubUpstream;
 use crate::github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
 use crate::lifecycle::wave::{WaveOptions, render_summary, run_wave};
 use crate::lifecycle::{CommandHook, HttpBaselineSource, NoBaseline, StoreJournal};
@@ -72,6 +73,8 @@ pub struct Session {
     pub claimant: Claimant,
     /// The owner run of this process.
     pub owner_run: u64,
+    /// The credential (for upstream reads).
+    pub credential: Credential,
 }
 
 /// The owner run: the Actions run this wave runs in, else the start time.
@@ -114,7 +117,7 @@ pub async fn connect(c: &Connection) -> Result<Session, CliError> {
         api_url: config.github.api_url.clone(),
         repo,
         bot_login: config.github.bot_login.clone(),
-        credential: Credential::Token(Secret::new(token)),
+        credential: Credential::Token(Secret::new(token.clone())),
         retry: RetryPolicy::default(),
     })
     .await
@@ -131,6 +134,7 @@ pub async fn connect(c: &Connection) -> Result<Session, CliError> {
         journal,
         claimant,
         owner_run: owner_run(),
+        credential: Credential::Token(Secret::new(token)),
     })
 }
 
@@ -194,6 +198,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let client = RegistryClient::new(registry).map_err(CliError::bad_input)?;
         let baseline = baseline(config)?;
         let hook = repair_hook(config)?;
+        // Upstream reads (the release proof, the bump's commit range) use
+        // the same token; public repositories only.
+        let upstream = (!config.upstream.is_empty())
+            .then(|| GithubUpstream::new(&config.github.api_url, session.credential.clone()));
         let mut plan = PlanOptions::new(chrono::Utc::now());
         plan.min_age = config.planner.min_age;
         plan.max_candidates = args.max.unwrap_or(config.planner.max_candidates);
@@ -204,6 +212,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
             .release_rules()
             .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?;
         plan.upstream = config.upstream.clone();
+        plan.compare = upstream
+            .as_ref()
+            .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
         let options = WaveOptions {
             claimant: session.claimant.clone(),
             engine: engine_config(config, session.owner_run),
@@ -211,6 +222,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             poll,
             wait,
             cooldown: config.planner.cooldown,
+            upstream: upstream.as_ref(),
         };
         let summary = run_wave(
             &session.forge,

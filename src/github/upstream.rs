@@ -46,6 +46,25 @@ impl GithubUpstream {
     }
 }
 
+impl GithubUpstream {
+    /// Commits from `from` to `to` in `source` (GitHub compare
+    /// `from...to`): `Some(n)` when `to` descends from `from`, `None` when
+    /// the range is unknown (a commit not found) or not linear.
+    pub async fn commits_between(
+        &self,
+        source: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<Option<u64>, String> {
+        let forge = self.forge(source).await.map_err(|e| e.to_string())?;
+        match forge.compare(from, to).await {
+            Ok(c) if matches!(c.status.as_str(), "ahead" | "identical") => Ok(Some(c.ahead_by)),
+            Ok(_) | Err(GithubError::NotFound { .. }) => Ok(None),
+            Err(err) => Err(err.to_string()),
+        }
+    }
+}
+
 #[async_trait::async_trait]
 impl UpstreamCompare for GithubUpstream {
     async fn release_contains(

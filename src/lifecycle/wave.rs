@@ -3,7 +3,7 @@
 //! resumes (from the journal, or from GitHub when the journal is empty) and
 //! never duplicates anything.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -13,12 +13,15 @@ use klaud_lifecycle::engine::{
     CandidateRecord, Engine, EngineConfig, Journal, Progress, RepairHook, Step, Target,
 };
 use klaud_lifecycle::model::RunRef;
+use klaud_lifecycle::report::UpstreamRange;
+use klaud_planner::image::ImageRef;
 use klaud_planner::plan::{PlanOptions, PlanReport, plan};
 use klaud_planner::registry::RegistryClient;
 use klaud_planner::repo::Repository;
 use serde::Serialize;
 
 use super::forge::GithubLifecycle;
+use crate::github::upstream::GithubUpstream;
 use crate::github::{Forge, ForgeRunStatus, GithubError};
 
 /// Paths (after an optional `inferencex-e2e/` prefix) the planner and the
@@ -109,6 +112,9 @@ pub struct WaveOptions<'a> {
     /// A family whose candidate finished (in this instance's journal) less
     /// than this long ago is not planned again.
     pub cooldown: Duration,
+    /// Upstream source repositories, asked for the commit range of a bump
+    /// (the image repositories come from `plan.upstream`).
+    pub upstream: Option<&'a GithubUpstream>,
 }
 
 /// One candidate at the end of a wave.
@@ -205,9 +211,56 @@ fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) -> Vec<Targ
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned)),
             not_release_reason: None,
+            upstream: None,
         });
     }
     out
+}
+
+/// The upstream commit an image tag names: `nightly-<sha>` or a tag ending
+/// in `-<7 to 40 hex>` with at least one letter (so dates are not taken for
+/// commits).
+pub fn tag_commit(tag: &str) -> Option<&str> {
+    let last = tag.rsplit('-').next()?;
+    let hex = last.len() >= 7
+        && last.len() <= 40
+        && last
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    (hex && (last.len() == 40 || last.bytes().any(|b| b.is_ascii_alphabetic()))).then_some(last)
+}
+
+/// The upstream range of a bump, when the image repository has a source
+/// repository and both commits are known; the count is asked of GitHub.
+async fn upstream_range(
+    upstream: &GithubUpstream,
+    sources: &BTreeMap<String, String>,
+    old: &str,
+    new: &str,
+    revision: Option<&str>,
+) -> Option<UpstreamRange> {
+    let new_ref = ImageRef::parse(new).ok()?;
+    let source = sources.get(&new_ref.normalized_repository())?;
+    let old_ref = ImageRef::parse(old).ok()?;
+    let from = tag_commit(old_ref.tag()?)?.to_owned();
+    let to = match revision {
+        Some(r) => r.to_owned(),
+        None => tag_commit(new_ref.tag()?)?.to_owned(),
+    };
+    let commits = match upstream.commits_between(source, &from, &to).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(source, error = %e, "upstream range unknown");
+            None
+        }
+    };
+    Some(UpstreamRange {
+        compare_url: Some(format!("https://github.com/{source}/compare/{from}...{to}")),
+        repository: source.clone(),
+        from,
+        to,
+        commits,
+    })
 }
 
 /// Runs one wave.
@@ -300,13 +353,25 @@ pub async fn run_wave(
                 revision: rec.revision.clone(),
                 clock: rec.clock.clone(),
                 not_release_reason: rec.not_release_reason.clone(),
+                upstream: rec.upstream.clone(),
             });
         }
     }
-    for t in targets_from_plan(&report, &ours) {
-        if seen.insert(t.candidate.as_str().to_owned()) {
-            targets.push(t);
+    for mut t in targets_from_plan(&report, &ours) {
+        if !seen.insert(t.candidate.as_str().to_owned()) {
+            continue;
         }
+        if let (Some(up), Ok(family)) = (options.upstream, repository.family(&t.family)) {
+            t.upstream = upstream_range(
+                up,
+                &options.plan.upstream,
+                &family.image().to_string(),
+                &t.image,
+                t.revision.as_deref(),
+            )
+            .await;
+        }
+        targets.push(t);
     }
 
     let lifecycle = GithubLifecycle::new(forge);
@@ -428,4 +493,32 @@ pub fn render_summary(summary: &WaveSummary) -> String {
         out.push_str(&format!("skipped {id}: {why}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tag_commit;
+
+    #[test]
+    fn commits_are_read_from_commit_named_tags_only() {
+        let sha = "3ee2df30337a301164c46ae444b76ee67e71c106";
+        assert_eq!(tag_commit(&format!("nightly-{sha}")), Some(sha));
+        assert_eq!(
+            tag_commit("nightly-dev-x86_64-cu13.0.1-8f2a3b1"),
+            Some("8f2a3b1")
+        );
+        assert_eq!(
+            tag_commit("nightly-dev-cu13-20260817-a1b2c3d4"),
+            Some("a1b2c3d4")
+        );
+        for tag in [
+            "v0.25.0",
+            "v0.5.17-cu130",
+            "v0.5.17-rocm720-mi35x-20260817",
+            "kimi-k3",
+            "latest",
+        ] {
+            assert_eq!(tag_commit(tag), None, "{tag}");
+        }
+    }
 }

@@ -17,7 +17,9 @@ use super::ownership::{self, Expectation, Mismatch, MismatchKind, OwnershipError
 use crate::artifacts::ArtifactLimits;
 use crate::baseline::BaselineSource;
 use crate::model::{AttemptKind, AttemptStatus, DEFAULT_REPAIR_BUDGET, Outcome, Phase, RunRef};
-use crate::report::{MarkerKey, RenderedComment, engine_display, find_record, pr_title};
+use crate::report::{
+    MarkerKey, RenderedComment, UpstreamRange, engine_display, find_record, pr_title,
+};
 
 mod baseline;
 mod finish;
@@ -109,6 +111,9 @@ pub struct Target {
     pub clock: Option<String>,
     /// Why a nightly rather than a release, when so.
     pub not_release_reason: Option<String>,
+    /// Upstream source commits between the old and the new image, when a
+    /// source repository is configured and both commits are known.
+    pub upstream: Option<UpstreamRange>,
 }
 
 /// What one call of [`Engine::step`] achieved.
@@ -307,6 +312,7 @@ impl<'a> Engine<'a> {
             revision: target.revision.clone(),
             clock: target.clock.clone(),
             not_release_reason: target.not_release_reason.clone(),
+            upstream: target.upstream.clone(),
         };
         if let Some(pull) = self.forge.find_pull(&branch).await? {
             self.rebuild_ending(&mut rec, &pull).await?;
@@ -438,6 +444,7 @@ impl<'a> Engine<'a> {
             revision: None,
             clock: None,
             not_release_reason: None,
+            upstream: None,
             owner_run: orphan_run,
             base_branch: self.config.base_branch.clone(),
             base_sha: self.repository_sha.clone(),

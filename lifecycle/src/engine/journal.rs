@@ -13,7 +13,7 @@ use klaud_claims::{ClaimRecord, HeldClaim};
 use serde::{Deserialize, Serialize};
 
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
-use crate::report::{FrozenBaseline, SweepCheck};
+use crate::report::{FrozenBaseline, SweepCheck, UpstreamRange};
 
 /// Where a candidate is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -154,6 +154,9 @@ pub struct CandidateRecord {
     /// Why a nightly rather than a release, when so.
     #[serde(default)]
     pub not_release_reason: Option<String>,
+    /// Upstream source commits between the old and the new image.
+    #[serde(default)]
+    pub upstream: Option<UpstreamRange>,
     /// The owner run (claim `run-id`).
     pub owner_run: u64,
     /// Base branch name.

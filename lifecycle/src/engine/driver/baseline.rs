@@ -92,7 +92,7 @@ impl Engine<'_> {
                     .unwrap_or_default(),
                 revision: rec.revision.clone(),
                 clock: rec.clock.clone(),
-                upstream: None,
+                upstream: rec.upstream.clone(),
                 not_release_reason: rec.not_release_reason.clone(),
             },
             baseline,
