@@ -67,7 +67,7 @@ async fn env(script: Option<&str>) -> Env {
         .expect("read main")
         .expect("main exists");
     let dir = tempfile::tempdir().expect("tempdir");
-    materialize(&forge, &base, dir.path())
+    materialize(&forge, &base, dir.path(), None)
         .await
         .expect("materialize");
     let repository = Repository::open(dir.path()).expect("repository");
@@ -818,6 +818,7 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
             wait: Duration::from_secs(10),
             cooldown: Duration::ZERO,
             upstream: None,
+            cache: None,
         },
     )
     .await

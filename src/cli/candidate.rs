@@ -121,9 +121,13 @@ async fn end(
     let session = connect(connection).await?;
     let mut rec = load(&session.journal, id).await?;
     let engine_cfg = engine_config(&session.config, rec.owner_run);
-    let (base, _dir, repository) = base_checkout(&session.forge, &engine_cfg.base_branch)
-        .await
-        .map_err(CliError::failure)?;
+    let (base, _dir, repository) = base_checkout(
+        &session.forge,
+        &engine_cfg.base_branch,
+        Some(session.journal.store()),
+    )
+    .await
+    .map_err(CliError::failure)?;
     let baseline = baseline(&session.config)?;
     let hook = repair_hook(&session.config)?;
     let lifecycle = GithubLifecycle::new(&session.forge);

@@ -287,6 +287,7 @@ async fn demo(
             wait: Duration::from_secs(60),
             cooldown: Duration::ZERO,
             upstream: None,
+            cache: None,
         };
         let summary = run_wave(&forge, journal, &registry, &baseline, None, options).await?;
         for c in summary.candidates {
@@ -306,6 +307,7 @@ async fn demo(
         wait: Duration::from_secs(0),
         cooldown: Duration::ZERO,
         upstream: None,
+        cache: None,
     };
     if args.stats {
         run_wave(&forge, journal, &registry, &baseline, None, options).await?;

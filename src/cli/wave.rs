@@ -223,6 +223,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             wait,
             cooldown: config.planner.cooldown,
             upstream: upstream.as_ref(),
+            cache: Some(session.journal.store()),
         };
         let summary = run_wave(
             &session.forge,

@@ -37,6 +37,11 @@ impl StoreJournal {
         Self { store }
     }
 
+    /// The store (for its cache).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// This instance's id: made once and kept in the store, so a restart
     /// recognises its own claims. A deleted store makes a new instance whose
     /// old claims are recovered once their leases expire.

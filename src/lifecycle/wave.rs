@@ -23,6 +23,7 @@ use serde::Serialize;
 use super::forge::GithubLifecycle;
 use crate::github::upstream::GithubUpstream;
 use crate::github::{Forge, ForgeRunStatus, GithubError};
+use crate::store::{Record, Store, trees};
 
 /// Paths (after an optional `inferencex-e2e/` prefix) the planner and the
 /// bump read from the base branch.
@@ -53,14 +54,53 @@ pub enum WaveError {
     Journal(String),
 }
 
-/// Writes the files the planner needs from `sha` into `dir`.
-pub async fn materialize(forge: &Forge, sha: &str, dir: &Path) -> Result<usize, WaveError> {
+/// A blob kept in the store's cache tree (content-addressed: valid forever).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CachedBlob {
+    base64: String,
+}
+
+impl Record for CachedBlob {
+    const VERSION: u32 = 1;
+}
+
+async fn blob(forge: &Forge, sha: &str, cache: Option<&Store>) -> Result<Vec<u8>, WaveError> {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let key = format!("blob:{sha}");
+    if let Some(store) = cache
+        && let Ok(Some(c)) = store.get::<CachedBlob>(trees::CACHE, &key)
+        && let Ok(bytes) = b64.decode(&c.base64)
+    {
+        return Ok(bytes);
+    }
+    let bytes = forge.get_blob(sha).await?;
+    if let Some(store) = cache {
+        // A cache miss next time is the only cost of a failed write.
+        let _ = store.put(
+            trees::CACHE,
+            &key,
+            &CachedBlob {
+                base64: b64.encode(&bytes),
+            },
+        );
+    }
+    Ok(bytes)
+}
+
+/// Writes the files the planner needs from `sha` into `dir`. Blobs are
+/// content-addressed, so with a store they are read from GitHub once.
+pub async fn materialize(
+    forge: &Forge,
+    sha: &str,
+    dir: &Path,
+    cache: Option<&Store>,
+) -> Result<usize, WaveError> {
     let mut n = 0;
-    for (path, blob) in forge.tree_blobs(sha).await? {
+    for (path, sha) in forge.tree_blobs(sha).await? {
         if !needed(&path) {
             continue;
         }
-        let target = dir.join(&path);
         // Tree paths come from GitHub: never let one escape the directory.
         if path
             .split('/')
@@ -68,7 +108,8 @@ pub async fn materialize(forge: &Forge, sha: &str, dir: &Path) -> Result<usize, 
         {
             return Err(WaveError::Checkout(format!("refusing tree path {path:?}")));
         }
-        let bytes = forge.get_blob(&blob).await?;
+        let target = dir.join(&path);
+        let bytes = blob(forge, &sha, cache).await?;
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent)
                 .map_err(|e| WaveError::Checkout(format!("{}: {e}", parent.display())))?;
@@ -84,13 +125,14 @@ pub async fn materialize(forge: &Forge, sha: &str, dir: &Path) -> Result<usize, 
 pub async fn base_checkout(
     forge: &Forge,
     base_branch: &str,
+    cache: Option<&Store>,
 ) -> Result<(String, tempfile::TempDir, Repository), WaveError> {
     let base = forge
         .get_ref(&format!("refs/heads/{base_branch}"))
         .await?
         .ok_or_else(|| WaveError::NoBase(base_branch.to_owned()))?;
     let dir = tempfile::tempdir().map_err(|e| WaveError::Checkout(e.to_string()))?;
-    materialize(forge, &base, dir.path()).await?;
+    materialize(forge, &base, dir.path(), cache).await?;
     let repository =
         Repository::open(dir.path()).map_err(|e| WaveError::Checkout(e.to_string()))?;
     Ok((base, dir, repository))
@@ -115,6 +157,8 @@ pub struct WaveOptions<'a> {
     /// Upstream source repositories, asked for the commit range of a bump
     /// (the image repositories come from `plan.upstream`).
     pub upstream: Option<&'a GithubUpstream>,
+    /// The store, to cache the base branch's blobs.
+    pub cache: Option<&'a Store>,
 }
 
 /// One candidate at the end of a wave.
@@ -272,7 +316,8 @@ pub async fn run_wave(
     repair: Option<&dyn RepairHook>,
     mut options: WaveOptions<'_>,
 ) -> Result<WaveSummary, WaveError> {
-    let (base, _dir, repository) = base_checkout(forge, &options.engine.base_branch).await?;
+    let (base, _dir, repository) =
+        base_checkout(forge, &options.engine.base_branch, options.cache).await?;
 
     let clock = SystemClock;
     let book = ClaimBook::new(forge, &clock, options.claimant.clone());
