@@ -69,6 +69,9 @@ pub struct EngineConfig {
     pub model_names: BTreeMap<String, String>,
     /// Bounds on artifact sizes.
     pub artifact_limits: ArtifactLimits,
+    /// How long after labelling the final sweep may take to start before
+    /// the candidate ends `uncertain`.
+    pub sweep_start_timeout: TimeDelta,
     /// Base of the changelog's `pr-link` (the benchmark repository's gate
     /// wants `https://github.com/<owner>/<repo>/pull/<N>`).
     pub pr_link_base: String,
@@ -92,6 +95,7 @@ impl EngineConfig {
             model_names: BTreeMap::new(),
             artifact_limits: ArtifactLimits::default(),
             pr_link_base: "https://github.com".into(),
+            sweep_start_timeout: TimeDelta::hours(1),
         }
     }
 }

@@ -199,6 +199,20 @@ impl Engine<'_> {
                     .into_iter()
                     .find(|r| r.head_sha == head && !known.contains(&r.id))
                 else {
+                    // The sweep is triggered by GitHub, not by Klaud: if it
+                    // never starts (a workflow condition, a disabled
+                    // workflow), say so instead of waiting forever.
+                    if let Some(at) = rec.sweep_requested_at
+                        && self.clock.now() - at > self.config.sweep_start_timeout
+                    {
+                        let m = format!(
+                            "no final sweep started on {head} within {} minutes of labelling",
+                            self.config.sweep_start_timeout.num_minutes()
+                        );
+                        return self
+                            .end(rec, Outcome::Uncertain, Phase::FinalSweep, m, false)
+                            .await;
+                    }
                     return Ok(Progress::Waiting(
                         "waiting for the final sweep to start".into(),
                     ));
