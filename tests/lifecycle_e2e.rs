@@ -870,3 +870,36 @@ async fn use_comment_names_the_validated_sweep_once() {
     let uses: Vec<&String> = bodies.iter().filter(|b| b.starts_with("/use ")).collect();
     assert_eq!(uses, vec![&format!("/use {}", sweep.run_id)]);
 }
+
+/// A smoke run no runner ever picks up is cancelled after the run timeout
+/// and retried as an infrastructure failure; after two retries the
+/// candidate fails and is cleaned up.
+#[tokio::test]
+async fn stuck_smoke_runs_are_cancelled_and_retried() {
+    let mut env = env(None).await;
+    env.config.run_timeout = chrono::TimeDelta::seconds(1);
+    let target = env.target("demo-fp4-b200-sglang").await;
+    let journal = MemoryJournal::new();
+    let rec = env.finish(&journal, &target).await;
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Failed, "{ending:?}");
+    assert!(
+        ending.message.contains("infrastructure"),
+        "{}",
+        ending.message
+    );
+    let kinds: Vec<AttemptKind> = rec.attempts.iter().map(|a| a.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            AttemptKind::Initial { budget: 5 },
+            AttemptKind::InfraRetry { n: 1 },
+            AttemptKind::InfraRetry { n: 2 }
+        ]
+    );
+    for run in rec.runs() {
+        let live = env.forge.get_run(run.id).await.expect("run");
+        assert_eq!(live.conclusion.as_deref(), Some("cancelled"));
+    }
+    assert_eq!(env.dispatches().await, 3);
+}

@@ -69,6 +69,9 @@ pub struct EngineConfig {
     pub model_names: BTreeMap<String, String>,
     /// Bounds on artifact sizes.
     pub artifact_limits: ArtifactLimits,
+    /// How long a smoke run may stay unfinished before Klaud cancels it and
+    /// retries (an infrastructure failure).
+    pub run_timeout: TimeDelta,
     /// How long after labelling the final sweep may take to start before
     /// the candidate ends `uncertain`.
     pub sweep_start_timeout: TimeDelta,
@@ -96,6 +99,7 @@ impl EngineConfig {
             artifact_limits: ArtifactLimits::default(),
             pr_link_base: "https://github.com".into(),
             sweep_start_timeout: TimeDelta::hours(1),
+            run_timeout: TimeDelta::hours(12),
         }
     }
 }
@@ -849,8 +853,8 @@ fn classify(run: &Run) -> (AttemptStatus, bool) {
     match run.conclusion.as_deref() {
         Some("success") => (AttemptStatus::Passed, false),
         Some("failure") => (AttemptStatus::Failed, false),
-        // Klaud cancels only during cleanup, so a cancel here is someone
-        // else's (or a lost runner).
+        // Cancelled by someone else, a lost runner, or by Klaud after the
+        // run timeout: never the candidate's fault.
         Some("cancelled") => (AttemptStatus::Cancelled, true),
         _ => (AttemptStatus::Failed, true),
     }

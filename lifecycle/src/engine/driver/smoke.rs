@@ -129,6 +129,25 @@ impl Engine<'_> {
         };
         let live = self.forge.get_run(run.id).await?;
         if !live.is_completed() {
+            // A run stuck in the queue (no runner) is cancelled after the
+            // timeout; its cancellation then counts as an infrastructure
+            // failure and is retried.
+            let started = live
+                .created_at
+                .as_deref()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&chrono::Utc))
+                .or(rec.attempts[idx].dispatched_at);
+            if started.is_some_and(|t| self.clock.now() - t > self.config.run_timeout) {
+                let proof = match self.prove(rec, Scope::Run(live.id, &title)).await? {
+                    Ok(p) => p,
+                    Err(p) => return Ok(p),
+                };
+                self.intend(rec, &format!("cancel stuck run {}", live.id))
+                    .await?;
+                self.forge.cancel_run(&proof, live.id).await?;
+                return Ok(Progress::Advanced(Step::Smoke));
+            }
             return Ok(Progress::Waiting(format!(
                 "smoke run {} is {}",
                 live.id, live.status
