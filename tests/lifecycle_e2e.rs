@@ -372,6 +372,18 @@ async fn failed_smoke_without_hook_cleans_up() {
         .find(|b| b.starts_with("<!-- klaud-outcome:"))
         .expect("receipt");
     assert!(receipt.contains("**failed** · Repairs: 0"), "{receipt}");
+    let redact = regex::Regex::new(
+        r"(https?://127\.0\.0\.1:\d+|\b\d{6,}\b|\b[0-9a-f]{40}\b|\b[0-9a-f]{16}-[0-9a-f]{16}\b)",
+    )
+    .expect("regex");
+    insta::assert_snapshot!("failed_receipt", redact.replace_all(&receipt, "[X]"));
+    let cleanup = env
+        .bodies(number)
+        .await
+        .into_iter()
+        .find(|b| b.starts_with("<!-- klaud-cleanup:"))
+        .expect("cleanup marker");
+    insta::assert_snapshot!("failed_cleanup", redact.replace_all(&cleanup, "[X]"));
 }
 
 #[tokio::test]
