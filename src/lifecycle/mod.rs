@@ -3,6 +3,7 @@
 //! repair hook as a command, and the wave that drives them.
 
 pub mod baseline;
+pub mod commands;
 pub mod forge;
 pub mod journal;
 pub mod repair;

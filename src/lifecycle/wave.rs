@@ -219,6 +219,8 @@ pub struct WaveSummary {
     pub candidates: Vec<CandidateSummary>,
     /// Planned candidates not taken up, with why.
     pub skipped: Vec<(String, String)>,
+    /// Maintainer command comments answered in this wave.
+    pub answered: Vec<super::commands::Answered>,
 }
 
 impl WaveSummary {
@@ -371,7 +373,12 @@ pub async fn run_wave(
         .partition(|r| r.step == Step::Done);
     let cooldown = chrono::TimeDelta::from_std(options.cooldown).unwrap_or(chrono::TimeDelta::MAX);
     for rec in &done {
+        // A maintainer's retry request (`/klaud retry`) lifts the cooldown.
+        let retried = options
+            .cache
+            .is_some_and(|store| super::commands::retry_requested(store, rec));
         if now - rec.updated_at < cooldown
+            && !retried
             && let Ok(id) = CandidateId::new(&rec.candidate)
         {
             options
@@ -453,6 +460,37 @@ pub async fn run_wave(
             Err(e) => skipped.push((t.candidate.as_str().to_owned(), e.to_string())),
         }
     }
+    // Maintainer commands on this wave's PRs, before driving (a `stop`
+    // must win over the next step) — and on recently finished candidates,
+    // where `retry` and `status` still make sense.
+    let mut answered = Vec::new();
+    for (rec, status, skip) in records.iter_mut() {
+        if *skip || rec.pull.is_none() {
+            continue;
+        }
+        match super::commands::handle_commands(forge, &engine, rec, options.cache).await {
+            Ok(a) => answered.extend(a),
+            Err(e) => {
+                *status = Some(format!("commands not handled: {e}"));
+                tracing::warn!(candidate = %rec.candidate, error = %e, "maintainer commands not handled");
+            }
+        }
+    }
+    for rec in done
+        .iter()
+        .filter(|r| r.pull.is_some() && now - r.updated_at < cooldown)
+    {
+        if records.iter().any(|(r, _, _)| r.candidate == rec.candidate) {
+            continue;
+        }
+        let mut rec = rec.clone();
+        match super::commands::handle_commands(forge, &engine, &mut rec, options.cache).await {
+            Ok(a) => answered.extend(a),
+            Err(e) => {
+                tracing::warn!(candidate = %rec.candidate, error = %e, "maintainer commands not handled")
+            }
+        }
+    }
     let started = Instant::now();
     loop {
         let mut waiting = false;
@@ -495,6 +533,7 @@ pub async fn run_wave(
         base,
         candidates,
         skipped,
+        answered,
     })
 }
 
