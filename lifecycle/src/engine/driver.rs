@@ -363,6 +363,7 @@ impl<'a> Engine<'a> {
                         phase: receipt.result.phase(),
                         message: "found finished on GitHub".into(),
                         hands_off: true,
+                        note: None,
                     });
                     rec.attempts = receipt
                         .result
@@ -419,6 +420,7 @@ impl<'a> Engine<'a> {
             phase,
             message: "resumed an interrupted cleanup".into(),
             hands_off: false,
+            note: None,
         });
         rec.step = Step::Finish;
         Ok(())
@@ -561,6 +563,7 @@ impl<'a> Engine<'a> {
                 "recovered: the claim of run {orphan_run} expired before the candidate finished"
             ),
             hands_off: false,
+            note: None,
         });
         self.save(&mut rec).await?;
         Ok(rec)
@@ -580,7 +583,13 @@ impl<'a> Engine<'a> {
             return Ok(());
         }
         let phase = Self::phase_of(rec.step);
-        self.end(rec, outcome, phase, message, hands_off).await?;
+        self.end(rec, outcome, phase, message.clone(), hands_off)
+            .await?;
+        // A person decided this end: the receipt says who and why.
+        if let Some(ending) = rec.ending.as_mut() {
+            ending.note = Some(message);
+        }
+        self.save(rec).await?;
         Ok(())
     }
 
@@ -692,6 +701,7 @@ impl<'a> Engine<'a> {
             phase,
             message,
             hands_off,
+            note: None,
         });
         rec.step = Step::Finish;
         self.save(rec).await?;

@@ -130,6 +130,10 @@ pub struct Ending {
     /// mismatch): finishing touches nothing but Klaud's own claim.
     #[serde(default)]
     pub hands_off: bool,
+    /// Who decided this end and why, when a person did (a maintainer's
+    /// command, an operator): shown in the receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Everything Klaud remembers about one candidate.

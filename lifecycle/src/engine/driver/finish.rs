@@ -18,6 +18,7 @@ impl Engine<'_> {
             phase: Phase::Unknown,
             message: "finished without a recorded ending".into(),
             hands_off: false,
+            note: None,
         });
         if !ending.hands_off
             && let Some(number) = rec.pull
@@ -74,7 +75,7 @@ impl Engine<'_> {
                     head: rec.head.clone(),
                     result,
                     sweep: rec.sweep.clone(),
-                    note: None,
+                    note: ending.note.clone(),
                     note_zh: None,
                 };
                 let rendered = render_receipt(&receipt);

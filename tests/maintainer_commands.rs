@@ -1,0 +1,354 @@
+//! Maintainer commands on Klaud's candidate PRs and `klaud recover`,
+//! through the real octocrab forge against the GitHub simulator.
+
+use std::path::Path;
+use std::time::Duration;
+
+use klaud::cli::demo::{sandbox_engine, sandbox_forge, sandbox_registry};
+use klaud::github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+use klaud::lifecycle::commands::{handle_commands, reply_marker};
+use klaud::lifecycle::{GithubLifecycle, HttpBaselineSource, materialize};
+use klaud::sandbox::github::{Fault, FaultAction, Permission};
+use klaud::sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN, SandboxStack};
+use klaud_claims::{CandidateId, Claimant, SystemClock};
+use klaud_lifecycle::engine::{CandidateRecord, Engine, EngineConfig, MemoryJournal, Step, Target};
+use klaud_lifecycle::model::Outcome;
+use klaud_planner::plan::{PlanOptions, plan};
+use klaud_planner::repo::Repository;
+
+const REPO: &str = "demo/benchmarks";
+const BOT: &str = "Klaud-Cold";
+const READER: &str = "sandbox-reader";
+const READER_TOKEN: &str = "ghp_sandbox_reader";
+const OWNER_RUN: u64 = 5151;
+const KEY: &str = "demo-fp4-b200-sglang";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn owner() -> Claimant {
+    Claimant::new(uuid::Uuid::from_u128(0x636f_6d6d_616e_6473))
+}
+
+struct Env {
+    stack: SandboxStack,
+    forge: Forge,
+    repository: Repository,
+    base: String,
+    baseline: HttpBaselineSource,
+    config: EngineConfig,
+    journal: MemoryJournal,
+    _dir: tempfile::TempDir,
+}
+
+fn user_forge(stack: &SandboxStack, login: &str, token: &str) -> Forge {
+    Forge::connect_unchecked(ForgeConfig {
+        api_url: stack.github.url(),
+        repo: REPO.into(),
+        bot_login: login.into(),
+        credential: Credential::Token(Secret::new(token)),
+        retry: RetryPolicy::default(),
+    })
+    .expect("user forge")
+}
+
+async fn env() -> Env {
+    let registry_seed =
+        std::fs::read_to_string(root().join("configs/demo-registry.json")).expect("registry seed");
+    let stack = SandboxStack::start(
+        REPO,
+        BOT,
+        &root().join("configs/demo"),
+        &registry_seed,
+        None,
+        Duration::from_millis(10),
+    )
+    .await
+    .expect("sandbox");
+    let state = stack.state();
+    state.add_user(READER, Some("Sandbox Reader"), false).await;
+    state
+        .add_token(READER, READER_TOKEN, None)
+        .await
+        .expect("reader token");
+    state
+        .set_permission(REPO, READER, Permission::Read)
+        .await
+        .expect("reader permission");
+    let forge = sandbox_forge(&stack).await.expect("forge");
+    let base = forge
+        .get_ref("refs/heads/main")
+        .await
+        .expect("read main")
+        .expect("main exists");
+    let dir = tempfile::tempdir().expect("tempdir");
+    materialize(&forge, &base, dir.path(), None)
+        .await
+        .expect("materialize");
+    let repository = Repository::open(dir.path()).expect("repository");
+    let baseline = HttpBaselineSource::new(&stack.baseline_url).expect("baseline");
+    Env {
+        stack,
+        forge,
+        repository,
+        base,
+        baseline,
+        config: sandbox_engine(OWNER_RUN),
+        journal: MemoryJournal::new(),
+        _dir: dir,
+    }
+}
+
+impl Env {
+    async fn target(&self) -> Target {
+        let registry = sandbox_registry(&self.stack.registry_url).expect("registry");
+        let mut options = PlanOptions::new(chrono::Utc::now());
+        options.max_candidates = 20;
+        let report = plan(&self.repository, &registry.session(), &options).await;
+        let selected = report
+            .candidates
+            .iter()
+            .find(|c| c.family.ends_with(&format!(":{KEY}")))
+            .unwrap_or_else(|| panic!("{KEY} is not planned: {:?}", report.candidates));
+        Target {
+            family: selected.family.clone(),
+            candidate: CandidateId::new(&selected.id).expect("id"),
+            image: selected.image.clone(),
+            revision: None,
+            clock: None,
+            not_release_reason: None,
+            upstream: None,
+        }
+    }
+
+    /// A candidate driven until its smoke run is dispatched (no CI: the
+    /// run stays queued), so it has a PR and holds its claim.
+    async fn live_candidate(&self) -> CandidateRecord {
+        let target = self.target().await;
+        let lifecycle = GithubLifecycle::new(&self.forge);
+        let clock = SystemClock;
+        let engine = self.engine(&lifecycle, &clock);
+        let mut rec = engine.open_record(&target).await.expect("record");
+        for _ in 0..100 {
+            engine.step(&mut rec).await.expect("step");
+            if rec.attempts.first().is_some_and(|a| a.run.is_some()) {
+                return rec;
+            }
+        }
+        panic!("never dispatched: {rec:#?}");
+    }
+
+    fn engine<'a>(
+        &'a self,
+        lifecycle: &'a GithubLifecycle<'a>,
+        clock: &'a SystemClock,
+    ) -> Engine<'a> {
+        Engine::new(
+            lifecycle,
+            &self.journal,
+            clock,
+            owner(),
+            &self.baseline,
+            &self.repository,
+            self.base.clone(),
+            &self.config,
+        )
+    }
+
+    /// One pass of command handling, as the wave runs it.
+    async fn handle(&self, forge: &Forge, rec: &mut CandidateRecord) -> usize {
+        let lifecycle = GithubLifecycle::new(forge);
+        let clock = SystemClock;
+        let engine = self.engine(&lifecycle, &clock);
+        handle_commands(forge, &engine, rec, None)
+            .await
+            .expect("handle commands")
+            .len()
+    }
+
+    async fn comment_as(&self, login: &str, token: &str, number: u64, body: &str) -> u64 {
+        user_forge(&self.stack, login, token)
+            .create_comment(number, body)
+            .await
+            .expect("post comment")
+            .id
+    }
+
+    async fn replies_to(&self, number: u64, comment: u64) -> Vec<String> {
+        let marker = reply_marker(comment);
+        self.stack
+            .state()
+            .comment_bodies(REPO, number)
+            .await
+            .into_iter()
+            .filter(|b| b.contains(&marker))
+            .collect()
+    }
+
+    async fn claims(&self) -> Vec<(String, String)> {
+        self.forge
+            .list_refs("refs/heads/klaud/claim-")
+            .await
+            .expect("claims")
+    }
+}
+
+fn assert_no_mention(reply: &str) {
+    assert!(!reply.contains('@'), "a reply must not @mention: {reply}");
+}
+
+#[tokio::test]
+async fn maintainer_stop_ends_the_candidate_as_handoff_with_one_reply() {
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    assert_eq!(env.claims().await.len(), 1);
+    let id = env
+        .comment_as(
+            MAINTAINER,
+            MAINTAINER_TOKEN,
+            pr,
+            "Taking this over.\n/klaud stop flaky node",
+        )
+        .await;
+
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 1);
+    assert_eq!(rec.step, Step::Done);
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Handoff);
+    assert!(ending.hands_off);
+    assert!(ending.message.contains(MAINTAINER), "{}", ending.message);
+    assert!(ending.message.contains("flaky node"), "{}", ending.message);
+    assert!(env.claims().await.is_empty(), "the claim is released");
+    // Hands off: the PR stays open and the branch stays.
+    assert!(env.forge.get_pull(pr).await.expect("pull").open);
+    let replies = env.replies_to(pr, id).await;
+    assert_eq!(replies.len(), 1, "{replies:#?}");
+    assert!(replies[0].starts_with("Stopped") || replies[0].contains("Stopped"));
+    assert_no_mention(&replies[0]);
+}
+
+#[tokio::test]
+async fn each_command_is_answered_once_across_passes_and_a_restart() {
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    let id = env
+        .comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud status")
+        .await;
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 1);
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 0);
+    // A restart: a new forge and an empty journal; GitHub's markers remain.
+    env.journal.clear();
+    let restarted = sandbox_forge(&env.stack).await.expect("forge");
+    assert_eq!(env.handle(&restarted, &mut rec).await, 0);
+    let replies = env.replies_to(pr, id).await;
+    assert_eq!(replies.len(), 1, "{replies:#?}");
+    assert!(replies[0].contains(&rec.candidate), "{}", replies[0]);
+    assert!(replies[0].contains("in progress"), "{}", replies[0]);
+    assert_eq!(rec.step, Step::Smoke, "status changes nothing");
+}
+
+#[tokio::test]
+async fn reader_command_is_refused_with_a_reply() {
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    let id = env
+        .comment_as(READER, READER_TOKEN, pr, "/klaud stop")
+        .await;
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 1);
+    assert_ne!(rec.step, Step::Done, "a reader cannot stop Klaud");
+    assert_eq!(env.claims().await.len(), 1);
+    let replies = env.replies_to(pr, id).await;
+    assert_eq!(replies.len(), 1);
+    assert!(replies[0].contains("Refused"), "{}", replies[0]);
+    assert!(replies[0].contains("read permission"), "{}", replies[0]);
+    assert_no_mention(&replies[0]);
+}
+
+#[tokio::test]
+async fn failed_permission_lookup_refuses() {
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    let id = env
+        .comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud release")
+        .await;
+    env.stack
+        .state()
+        .add_fault(Fault {
+            method: Some("GET".into()),
+            path: "/repos/*/collaborators/*/permission".into(),
+            count: 100,
+            action: FaultAction::Status {
+                status: 502,
+                retry_after: None,
+                message: None,
+            },
+        })
+        .await;
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 1);
+    assert_ne!(rec.step, Step::Done, "fail closed");
+    assert_eq!(env.claims().await.len(), 1);
+    let replies = env.replies_to(pr, id).await;
+    assert_eq!(replies.len(), 1);
+    assert!(replies[0].contains("Could not verify"), "{}", replies[0]);
+}
+
+#[tokio::test]
+async fn commands_in_code_blocks_quotes_and_own_comments_are_ignored() {
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    env.comment_as(
+        MAINTAINER,
+        MAINTAINER_TOKEN,
+        pr,
+        "To stop it, write:\n```\n/klaud stop\n```\n> /klaud release\n\n    /klaud stop",
+    )
+    .await;
+    // Klaud's own text mentioning a command is never an order.
+    env.forge
+        .create_comment(pr, "/klaud stop")
+        .await
+        .expect("bot comment");
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 0);
+    assert_ne!(rec.step, Step::Done);
+    assert_eq!(env.claims().await.len(), 1);
+    let bodies = env.stack.state().comment_bodies(REPO, pr).await;
+    assert!(
+        !bodies.iter().any(|b| b.contains("klaud-reply:")),
+        "{bodies:#?}"
+    );
+}
+
+#[tokio::test]
+async fn release_cleans_up_and_the_receipt_names_who_and_why() {
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    env.comment_as(
+        MAINTAINER,
+        MAINTAINER_TOKEN,
+        pr,
+        "/klaud release base image broken",
+    )
+    .await;
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 1);
+    assert_eq!(rec.step, Step::Done);
+    assert!(!rec.ending.as_ref().expect("ending").hands_off);
+    assert!(env.claims().await.is_empty());
+    assert!(
+        !env.forge.get_pull(pr).await.expect("pull").open,
+        "cleanup closes the PR"
+    );
+    let bodies = env.stack.state().comment_bodies(REPO, pr).await;
+    let receipt = bodies
+        .iter()
+        .find(|b| b.contains("<!-- klaud-outcome:"))
+        .expect("receipt");
+    assert!(receipt.contains(MAINTAINER), "{receipt}");
+    assert!(receipt.contains("base image broken"), "{receipt}");
+}
