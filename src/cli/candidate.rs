@@ -1,6 +1,8 @@
-//! `klaud candidate show|finish|handoff ID`: look at one candidate of this
-//! instance, end it now with the usual cleanup, or hand it to a maintainer
-//! (Klaud stops touching the PR and releases its claim).
+//! `klaud candidate show|finish|handoff|retry ID`: look at one candidate of
+//! this instance, end it now with the usual cleanup, hand it to a maintainer
+//! (Klaud stops touching the PR and releases its claim), or let a finished
+//! unsuccessful candidate's family be planned again before its cooldown
+//! ends (the same rule as the `/klaud retry` PR command).
 
 use std::path::PathBuf;
 
@@ -54,6 +56,21 @@ enum Action {
         #[command(flatten)]
         connection: Connection,
     },
+    /// Lift the cooldown of a finished, unsuccessful candidate's family so
+    /// the next wave plans it again (no GitHub access).
+    Retry {
+        /// Candidate id.
+        id: String,
+        /// Why (kept with the request).
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// Configuration file (for `daemon.store`).
+        #[arg(long, value_name = "FILE", env = "KLAUD_CONFIG")]
+        config: Option<PathBuf>,
+        /// The local store directory.
+        #[arg(long, value_name = "PATH")]
+        store: Option<PathBuf>,
+    },
 }
 
 /// Runs the command.
@@ -95,6 +112,35 @@ pub fn run(args: Args) -> Result<(), CliError> {
             }
             Action::Handoff { id, connection } => {
                 end(&connection, &id, Outcome::Handoff, true).await
+            }
+            Action::Retry {
+                id,
+                reason,
+                config,
+                store,
+            } => {
+                let config = match &config {
+                    Some(path) => Config::load(path)?,
+                    None => Config::default(),
+                };
+                let store = store.unwrap_or_else(|| PathBuf::from(&config.daemon.store));
+                let journal = StoreJournal::new(Store::open(&store).map_err(CliError::failure)?);
+                let rec = load(&journal, &id).await?;
+                match crate::lifecycle::commands::request_retry(
+                    journal.store(),
+                    &rec,
+                    "operator",
+                    &reason,
+                )
+                .await
+                .map_err(CliError::failure)?
+                {
+                    Ok(text) => {
+                        super::emit(&format!("{text}\n"));
+                        Ok(())
+                    }
+                    Err(why) => Err(CliError::bad_input(anyhow::anyhow!(why))),
+                }
             }
         }
     })

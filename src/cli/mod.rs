@@ -14,6 +14,8 @@ mod candidate;
 mod claims;
 mod families;
 mod plan;
+mod recover;
+mod status;
 
 /// Exit code for success.
 pub const EXIT_OK: u8 = 0;
@@ -87,6 +89,10 @@ enum Command {
     Wave(wave::Args),
     /// One candidate: show its record, finish it now, or hand it to a maintainer.
     Candidate(candidate::Args),
+    /// Recover orphaned claims now: expired leases and finished old-helper runs.
+    Recover(recover::Args),
+    /// Claims, candidates, recent outcomes and open Klaud PRs (`--json`: the dashboard snapshot).
+    Status(status::Args),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -105,6 +111,8 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Wave(args) => wave::run(args),
         Command::Candidate(args) => candidate::run(args),
+        Command::Recover(args) => recover::run(args),
+        Command::Status(args) => status::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

@@ -6,7 +6,9 @@ pub mod baseline;
 pub mod commands;
 pub mod forge;
 pub mod journal;
+pub mod recover;
 pub mod repair;
+pub mod status;
 pub mod wave;
 
 pub use baseline::{HttpBaselineSource, NoBaseline};

@@ -1,0 +1,103 @@
+//! `klaud recover [--family F]`: recover orphaned claims now (spec §6) —
+//! expired leases, and lease-less old-helper claims whose run completed.
+
+use anyhow::Context;
+use klaud_claims::{ClaimBook, SystemClock};
+use klaud_lifecycle::engine::{Engine, RepairHook};
+
+use super::CliError;
+use super::wave::{Connection, baseline, connect, engine_config, repair_hook};
+use crate::lifecycle::recover::{finish_orphans, take_over_orphans};
+use crate::lifecycle::{GithubLifecycle, base_checkout};
+
+/// Arguments of `klaud recover`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only this family (family id or `<master file>:<key>`).
+    #[arg(long, value_name = "FAMILY")]
+    family: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    connection: Connection,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .map_err(CliError::failure)?;
+    runtime.block_on(async {
+        let session = connect(&args.connection).await?;
+        let engine_cfg = engine_config(&session.config, session.owner_run);
+        let clock = SystemClock;
+        let book = ClaimBook::new(&session.forge, &clock, session.claimant.clone());
+        let (orphans, mut skipped) = take_over_orphans(
+            &session.forge,
+            &book,
+            session.owner_run,
+            engine_cfg.lease,
+            args.family.as_deref(),
+            chrono::Utc::now(),
+        )
+        .await
+        .map_err(CliError::failure)?;
+        let mut recovered = Vec::new();
+        if !orphans.is_empty() {
+            let (base, _dir, repository) = base_checkout(
+                &session.forge,
+                &engine_cfg.base_branch,
+                Some(session.journal.store()),
+            )
+            .await
+            .map_err(CliError::failure)?;
+            let baseline = baseline(&session.config)?;
+            let hook = repair_hook(&session.config)?;
+            let lifecycle = GithubLifecycle::new(&session.forge);
+            let mut engine = Engine::new(
+                &lifecycle,
+                &session.journal,
+                &clock,
+                session.claimant.clone(),
+                baseline.as_ref(),
+                &repository,
+                base,
+                &engine_cfg,
+            );
+            if let Some(h) = hook.as_ref() {
+                engine = engine.with_repair(h as &dyn RepairHook);
+            }
+            let report = finish_orphans(&engine, &orphans, 64).await;
+            recovered = report.recovered;
+            skipped.extend(report.skipped);
+        }
+        if args.json {
+            let value = serde_json::json!({"recovered": recovered, "skipped": skipped});
+            let mut text = serde_json::to_string_pretty(&value).map_err(anyhow::Error::from)?;
+            text.push('\n');
+            super::emit(&text);
+        } else {
+            let mut out = String::new();
+            for r in &recovered {
+                out.push_str(&format!(
+                    "recovered {} (run {}): {} — {}\n",
+                    r.candidate,
+                    r.orphan_run,
+                    r.outcome.as_deref().unwrap_or("unfinished"),
+                    r.message
+                ));
+            }
+            for (what, why) in &skipped {
+                out.push_str(&format!("skipped {what}: {why}\n"));
+            }
+            if out.is_empty() {
+                out.push_str("no claims to recover\n");
+            }
+            super::emit(&out);
+        }
+        Ok(())
+    })
+}
