@@ -11,7 +11,9 @@ use klaud::lifecycle::{GithubLifecycle, HttpBaselineSource, materialize};
 use klaud::sandbox::github::{Fault, FaultAction, Permission};
 use klaud::sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN, SandboxStack};
 use klaud_claims::{CandidateId, Claimant, SystemClock};
-use klaud_lifecycle::engine::{CandidateRecord, Engine, EngineConfig, MemoryJournal, Step, Target};
+use klaud_lifecycle::engine::{
+    CandidateRecord, Engine, EngineConfig, Journal, MemoryJournal, Step, Target,
+};
 use klaud_lifecycle::model::Outcome;
 use klaud_planner::plan::{PlanOptions, plan};
 use klaud_planner::repo::Repository;
@@ -351,4 +353,213 @@ async fn release_cleans_up_and_the_receipt_names_who_and_why() {
         .expect("receipt");
     assert!(receipt.contains(MAINTAINER), "{receipt}");
     assert!(receipt.contains("base image broken"), "{receipt}");
+}
+
+/// One `klaud recover` pass as instance `who`: take over, then finish.
+async fn recover_as(env: &Env, who: u128) -> Vec<klaud::lifecycle::recover::Recovered> {
+    use klaud::lifecycle::recover::{finish_orphans, take_over_orphans};
+    let claimant = Claimant::new(uuid::Uuid::from_u128(who));
+    let clock = SystemClock;
+    let book = klaud_claims::ClaimBook::new(&env.forge, &clock, claimant.clone());
+    let config = sandbox_engine(9000 + who as u64);
+    let (orphans, _skipped) = take_over_orphans(
+        &env.forge,
+        &book,
+        config.owner_run,
+        config.lease,
+        None,
+        chrono::Utc::now(),
+    )
+    .await
+    .expect("take over");
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let journal = MemoryJournal::new();
+    let engine = Engine::new(
+        &lifecycle,
+        &journal,
+        &clock,
+        claimant,
+        &env.baseline,
+        &env.repository,
+        env.base.clone(),
+        &config,
+    );
+    finish_orphans(&engine, &orphans, 64).await.recovered
+}
+
+async fn receipts(env: &Env, number: u64) -> usize {
+    env.stack
+        .state()
+        .comment_bodies(REPO, number)
+        .await
+        .iter()
+        .filter(|b| b.contains("<!-- klaud-outcome:"))
+        .count()
+}
+
+#[tokio::test]
+async fn recover_finishes_an_expired_claim_once_with_two_concurrent_recoverers() {
+    let mut env = env().await;
+    env.config.lease = chrono::TimeDelta::seconds(1);
+    let rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    // Let the lease run out (the wait is not asserted on).
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+
+    let (a, b) = tokio::join!(recover_as(&env, 1), recover_as(&env, 2));
+    let all: Vec<_> = a.iter().chain(b.iter()).collect();
+    assert_eq!(all.len(), 1, "exactly one recoverer wins: {all:#?}");
+    assert_eq!(all[0].candidate, rec.candidate);
+    assert_eq!(
+        all[0].outcome.as_deref(),
+        Some("unexpected-error"),
+        "{all:#?}"
+    );
+    assert_eq!(receipts(&env, pr).await, 1, "one cleanup, one receipt");
+    assert!(!env.forge.get_pull(pr).await.expect("pull").open);
+    assert!(env.claims().await.is_empty());
+    // Nothing left: a later pass finds nothing to do.
+    assert!(recover_as(&env, 3).await.is_empty());
+}
+
+#[tokio::test]
+async fn recover_takes_over_a_lease_less_old_helper_claim_whose_run_completed() {
+    let env = env().await;
+    let rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    let run = rec.attempts[0].run.as_ref().expect("run").id;
+    // Rewrite the claim as the old helper writes it: no owner, lease or
+    // fence, owned by the (now completed) run.
+    let (claim_ref, _) = env.claims().await.into_iter().next().expect("claim");
+    let message = format!(
+        r#"{{"candidates":[{{"base":"{}","family":"{}","id":"{}"}}],"run-id":{run}}}"#,
+        rec.base_sha, rec.family, rec.candidate
+    );
+    let tree = klaud_claims::RefStore::commit_tree(&env.forge, &rec.base_sha)
+        .await
+        .expect("tree");
+    let commit = env
+        .forge
+        .create_commit(&message, &tree, std::slice::from_ref(&rec.base_sha))
+        .await
+        .expect("commit");
+    env.forge
+        .update_ref(&claim_ref, &commit, true)
+        .await
+        .expect("rewrite claim");
+
+    // While the run is going the claim is left alone.
+    assert!(recover_as(&env, 1).await.is_empty());
+    assert_eq!(env.claims().await.len(), 1);
+
+    env.stack
+        .state()
+        .complete_run(REPO, run, "failure", Default::default())
+        .await
+        .expect("complete run");
+    let recovered = recover_as(&env, 1).await;
+    assert_eq!(recovered.len(), 1, "{recovered:#?}");
+    assert_eq!(recovered[0].orphan_run, run);
+    assert_eq!(recovered[0].outcome.as_deref(), Some("unexpected-error"));
+    assert_eq!(receipts(&env, pr).await, 1);
+    assert!(env.claims().await.is_empty());
+}
+
+#[tokio::test]
+async fn the_wave_honours_stop_and_answers_once_across_two_waves() {
+    use klaud::lifecycle::wave::{WaveOptions, run_wave};
+    let env = env().await;
+    let rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    let id = env
+        .comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud stop")
+        .await;
+    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
+    let store = klaud::store::Store::temporary().expect("store");
+    for wave in 0..2 {
+        let mut plan = PlanOptions::new(chrono::Utc::now());
+        plan.max_candidates = 0;
+        let summary = run_wave(
+            &env.forge,
+            &env.journal,
+            &registry,
+            &env.baseline,
+            None,
+            WaveOptions {
+                claimant: owner(),
+                engine: env.config.clone(),
+                plan,
+                poll: Duration::from_millis(20),
+                wait: Duration::from_secs(5),
+                cooldown: Duration::from_secs(3600),
+                upstream: None,
+                cache: Some(&store),
+            },
+        )
+        .await
+        .expect("wave");
+        assert_eq!(
+            summary.answered.len(),
+            usize::from(wave == 0),
+            "wave {wave}: {summary:#?}"
+        );
+    }
+    let rec = env
+        .journal
+        .list()
+        .await
+        .expect("journal")
+        .into_iter()
+        .find(|r| r.candidate == rec.candidate)
+        .expect("record");
+    assert_eq!(rec.step, Step::Done);
+    assert_eq!(
+        rec.ending.as_ref().map(|e| e.outcome),
+        Some(Outcome::Handoff)
+    );
+    assert!(env.claims().await.is_empty());
+    assert_eq!(env.replies_to(pr, id).await.len(), 1);
+}
+
+#[tokio::test]
+async fn retry_is_refused_while_running_and_lifts_the_cooldown_once_finished() {
+    use klaud::lifecycle::commands::retry_requested;
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    let store = klaud::store::Store::temporary().expect("store");
+    let handle = async |rec: &mut CandidateRecord| {
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let clock = SystemClock;
+        let engine = env.engine(&lifecycle, &clock);
+        handle_commands(&env.forge, &engine, rec, Some(&store))
+            .await
+            .expect("handle")
+    };
+    let early = env
+        .comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud retry")
+        .await;
+    handle(&mut rec).await;
+    assert!(env.replies_to(pr, early).await[0].contains("Nothing to retry"));
+    assert!(!retry_requested(&store, &rec));
+
+    env.comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud release")
+        .await;
+    handle(&mut rec).await;
+    assert_eq!(rec.step, Step::Done);
+    let late = env
+        .comment_as(
+            MAINTAINER,
+            MAINTAINER_TOKEN,
+            pr,
+            "/klaud retry new driver is out",
+        )
+        .await;
+    handle(&mut rec).await;
+    assert!(
+        env.replies_to(pr, late).await[0].contains("Retry recorded"),
+        "{:?}",
+        env.replies_to(pr, late).await
+    );
+    assert!(retry_requested(&store, &rec));
 }

@@ -86,7 +86,7 @@ pub async fn repository_status(
         .list()
         .await
         .map_err(|e| WaveError::Journal(e.to_string()))?;
-    records.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+    records.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
     let mut candidates: Vec<CandidateRow> = records
         .iter()
         .filter(|r| r.step != Step::Done)
