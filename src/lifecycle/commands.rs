@@ -272,20 +272,20 @@ async fn execute(
     user: &str,
     parsed: &ParsedCommand,
 ) -> Result<String, CommandError> {
-    let why = if parsed.argument.is_empty() {
+    // The reason lands in the receipt: it must not ping anyone.
+    let argument = no_mentions(&parsed.argument);
+    let why = if argument.is_empty() {
         String::new()
     } else {
-        format!(": {}", parsed.argument)
+        format!(": {argument}")
     };
     match &parsed.command {
         Command::Status => Ok(status_text(rec)),
         Command::Retry => match store {
             None => Ok("Cannot retry: this instance has no store to record the request.".into()),
-            Some(store) => Ok(
-                match request_retry(store, rec, user, &parsed.argument).await? {
-                    Ok(text) | Err(text) => text,
-                },
-            ),
+            Some(store) => Ok(match request_retry(store, rec, user, &argument).await? {
+                Ok(text) | Err(text) => text,
+            }),
         },
         Command::Stop | Command::Release => {
             if rec.step == Step::Done {
@@ -336,9 +336,21 @@ async fn execute(
     }
 }
 
+/// Text safe to post: a zero-width space after every `@` keeps GitHub
+/// from turning `@name` or `@org/team` into a notification.
+fn no_mentions(text: &str) -> String {
+    text.replace('@', "@\u{200b}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasons_cannot_mention_anyone() {
+        assert_eq!(no_mentions("ask @alice"), "ask @\u{200b}alice");
+        assert_eq!(no_mentions("plain"), "plain");
+    }
 
     #[test]
     fn reply_markers_round_trip_and_junk_is_ignored() {
