@@ -1,0 +1,173 @@
+//! `klaud status --json` and `klaud recover` as processes against an
+//! in-process GitHub simulator.
+
+use std::process::{Command, Output};
+
+use chrono::TimeDelta;
+use klaud::github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+use klaud::sandbox::github::{GithubSim, GithubState, Permission};
+use klaud_claims::{CandidateId, ClaimBook, ClaimCandidate, Claimant, SystemClock};
+use serde_json::Value;
+
+const REPO: &str = "sandbox/benchmarks";
+const BOT: &str = "Klaud-Cold";
+const BOT_TOKEN: &str = "ghp_botSECRETtoken0123456789abcdef";
+const FAMILY: &str = "configs/nvidia-master.yaml:demo-fp4-b200-sglang";
+
+struct Sandbox {
+    url: String,
+    state: GithubState,
+}
+
+fn block<T>(fut: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(fut)
+}
+
+fn sandbox() -> Sandbox {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let st = GithubState::new();
+            st.add_user(BOT, Some("Klaud Cold"), false).await;
+            st.add_user("maintainer", None, false).await;
+            st.add_token(BOT, BOT_TOKEN, Some(u64::MAX))
+                .await
+                .expect("token");
+            st.create_repo(REPO, "main").await.expect("repo");
+            st.set_permission(REPO, BOT, Permission::Write)
+                .await
+                .expect("permission");
+            st.seed_from_dir(
+                REPO,
+                &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/demo"),
+                Some("maintainer"),
+            )
+            .await
+            .expect("seed");
+            let sim = GithubSim::start(st).await.expect("sim");
+            tx.send((sim.url(), sim.state().clone())).expect("send");
+            std::future::pending::<()>().await;
+        });
+    });
+    let (url, state) = rx.recv().expect("sandbox");
+    Sandbox { url, state }
+}
+
+fn klaud(sb: &Sandbox, store: &std::path::Path, args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_klaud"))
+        .args(args)
+        .args(["--github-api", &sb.url, "--repo", REPO])
+        .arg("--store")
+        .arg(store)
+        .env_remove("KLAUD_CONFIG")
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GITHUB_RUN_ID")
+        .env("KLAUD_GITHUB_TOKEN", BOT_TOKEN)
+        .output()
+        .expect("run klaud");
+    for stream in [&out.stdout, &out.stderr] {
+        assert!(
+            !String::from_utf8_lossy(stream).contains(BOT_TOKEN),
+            "the token leaked"
+        );
+    }
+    out
+}
+
+fn json(out: &Output) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+#[test]
+fn status_lists_an_expired_claim_and_recover_releases_it() {
+    let sb = sandbox();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let family_id = klaud_planner::identity::family_id(FAMILY);
+    let candidate = format!("{family_id}-0123456789abcdef");
+    // Another instance claimed the family with a one-second lease and died.
+    block(async {
+        let forge = Forge::connect_unchecked(ForgeConfig {
+            api_url: sb.url.clone(),
+            repo: REPO.into(),
+            bot_login: BOT.into(),
+            credential: Credential::Token(Secret::new(BOT_TOKEN)),
+            retry: RetryPolicy::default(),
+        })
+        .expect("forge");
+        let base = forge
+            .get_ref("refs/heads/main")
+            .await
+            .expect("main")
+            .expect("main exists");
+        let clock = SystemClock;
+        let book = ClaimBook::new(&forge, &clock, Claimant::new(uuid::Uuid::new_v4()));
+        let cand = ClaimCandidate::new(
+            base.clone(),
+            FAMILY,
+            CandidateId::new(&candidate).expect("id"),
+        );
+        book.acquire(
+            &cand.id.family(),
+            vec![cand],
+            &base,
+            31337,
+            TimeDelta::seconds(1),
+        )
+        .await
+        .expect("acquire");
+    });
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+
+    let status = json(&klaud(&sb, dir.path(), &["status", "--json"]));
+    assert_eq!(status["bot_login"], BOT);
+    let repo = &status["repositories"][0];
+    assert_eq!(repo["name"], REPO);
+    assert_eq!(
+        repo["claims"][0]["family_id"],
+        family_id.as_str(),
+        "{status:#}"
+    );
+    assert_eq!(repo["claims"][0]["run_id"], 31337);
+
+    let recovered = json(&klaud(&sb, dir.path(), &["recover", "--json"]));
+    let list = recovered["recovered"].as_array().expect("recovered");
+    assert_eq!(list.len(), 1, "{recovered:#}");
+    assert_eq!(list[0]["candidate"], candidate.as_str());
+    assert_eq!(list[0]["orphan_run"], 31337);
+    assert_eq!(list[0]["outcome"], "unexpected-error");
+    assert_eq!(
+        block(
+            sb.state
+                .ref_sha(REPO, &format!("refs/heads/klaud/claim-{family_id}"))
+        ),
+        None
+    );
+
+    let again = json(&klaud(&sb, dir.path(), &["recover", "--json"]));
+    assert_eq!(again["recovered"].as_array().map(Vec::len), Some(0));
+    let status = json(&klaud(&sb, dir.path(), &["status", "--json"]));
+    assert_eq!(
+        status["repositories"][0]["claims"].as_array().map(Vec::len),
+        Some(0)
+    );
+}
