@@ -563,3 +563,19 @@ async fn retry_is_refused_while_running_and_lifts_the_cooldown_once_finished() {
     );
     assert!(retry_requested(&store, &rec));
 }
+
+#[tokio::test]
+async fn a_flood_of_commands_is_answered_over_several_passes() {
+    use klaud::lifecycle::commands::MAX_REPLIES_PER_PASS;
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    let total = MAX_REPLIES_PER_PASS + 2;
+    for _ in 0..total {
+        env.comment_as(READER, READER_TOKEN, pr, "/klaud status")
+            .await;
+    }
+    assert_eq!(env.handle(&env.forge, &mut rec).await, MAX_REPLIES_PER_PASS);
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 2);
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 0);
+}

@@ -30,6 +30,12 @@ use crate::store::{Record, Store, StoreError, trees};
 
 const REPLY_PREFIX: &str = "<!-- klaud-reply:";
 
+/// Replies posted per PR and pass. GitHub allows about 80 content-creating
+/// requests a minute; a flood of command comments (or of refusals to a
+/// reader) must not spend the budget the lifecycle needs. The rest are
+/// answered on the next pass, oldest first.
+pub const MAX_REPLIES_PER_PASS: usize = 10;
+
 /// The hidden marker of the reply to comment `id`.
 pub fn reply_marker(id: u64) -> String {
     format!("{REPLY_PREFIX}{id} -->")
@@ -221,6 +227,9 @@ pub async fn handle_commands(
         .collect();
     let mut out = Vec::new();
     for comment in &comments {
+        if out.len() >= MAX_REPLIES_PER_PASS {
+            break;
+        }
         if is_bot(comment) || answered.contains(&comment.id) {
             continue;
         }
