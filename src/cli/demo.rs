@@ -162,6 +162,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             base: String::new(),
             candidates: report.candidates.clone(),
             skipped: Vec::new(),
+            families: Vec::new(),
         };
         super::emit(&render_summary(&summary));
         super::emit(&format!("{} wave(s)\n", report.waves));

@@ -219,6 +219,9 @@ pub struct WaveSummary {
     pub candidates: Vec<CandidateSummary>,
     /// Planned candidates not taken up, with why.
     pub skipped: Vec<(String, String)>,
+    /// Every family of the wave's plan (for the dashboard).
+    #[serde(skip)]
+    pub families: Vec<klaud_planner::plan::FamilyPlan>,
 }
 
 impl WaveSummary {
@@ -495,6 +498,7 @@ pub async fn run_wave(
         base,
         candidates,
         skipped,
+        families: report.families,
     })
 }
 
