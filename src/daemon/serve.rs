@@ -143,6 +143,21 @@ impl Daemon {
         })
     }
 
+    /// The repositories served.
+    pub fn repos(&self) -> &[RepoService] {
+        &self.repos
+    }
+
+    /// The registry client (its request counts are on the dashboard).
+    pub fn registry(&self) -> &RegistryClient {
+        &self.registry
+    }
+
+    /// The baseline source.
+    pub fn baseline(&self) -> &dyn BaselineSource {
+        self.baseline.as_ref()
+    }
+
     /// A fresh feed (initial, empty snapshot) for [`Daemon::new`].
     pub fn feed() -> (
         watch::Sender<Arc<StatusSnapshot>>,
@@ -391,7 +406,7 @@ impl Daemon {
         let records = repo.journal.list().await.unwrap_or_default();
         let mut done: Vec<&CandidateRecord> =
             records.iter().filter(|r| r.step == Step::Done).collect();
-        done.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+        done.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
         let outcomes = done
             .iter()
             .take(MAX_OUTCOMES)
@@ -505,7 +520,7 @@ fn candidate_row(r: &CandidateRecord) -> CandidateRow {
 }
 
 /// Resolves when SIGTERM or SIGINT arrives; then flips `shutdown` to true.
-pub async fn shutdown_on_signal(shutdown: watch::Sender<bool>) {
+pub async fn shutdown_on_signal(shutdown: Arc<watch::Sender<bool>>) {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -529,4 +544,16 @@ pub async fn shutdown_on_signal(shutdown: watch::Sender<bool>) {
     }
     tracing::info!("signal received: finishing the current step");
     let _ = shutdown.send(true);
+}
+
+/// The dashboard routes, plus `POST /webhook` when a secret is configured.
+pub fn http_router(
+    feed: crate::dashboard::SnapshotFeed,
+    webhook: Option<super::webhook::WebhookState>,
+) -> axum::Router {
+    let router = crate::dashboard::router(feed);
+    match webhook {
+        Some(state) => router.merge(super::webhook::router(state)),
+        None => router,
+    }
 }

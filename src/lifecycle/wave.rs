@@ -187,7 +187,8 @@ pub struct CandidateSummary {
 }
 
 impl CandidateSummary {
-    fn of(rec: &CandidateRecord, status: Option<String>) -> Self {
+    /// The summary of a journal record.
+    pub fn of(rec: &CandidateRecord, status: Option<String>) -> Self {
         Self {
             candidate: rec.candidate.clone(),
             family: rec.family.clone(),
