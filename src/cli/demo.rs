@@ -347,9 +347,11 @@ async fn demo(
             let watch = async {
                 while feed.changed().await.is_ok() {
                     let snapshot = Arc::clone(&feed.borrow_and_update());
-                    let finished = snapshot.repositories.iter().all(|r| {
-                        !r.candidates.is_empty() && r.candidates.iter().all(|c| c.outcome.is_some())
-                    });
+                    let finished = !snapshot.repositories.is_empty()
+                        && snapshot.repositories.iter().all(|r| {
+                            !r.candidates.is_empty()
+                                && r.candidates.iter().all(|c| c.outcome.is_some())
+                        });
                     if finished {
                         break;
                     }
