@@ -397,3 +397,134 @@ async fn two_instances_split_families_and_one_recovers_the_other_after_its_lease
         .collect();
     assert!(prs.len() <= candidates.len(), "{prs:?} vs {candidates:?}");
 }
+
+/// A recognisable fake credential: if it shows up anywhere, it leaked.
+const CANARY_TOKEN: &str = "ghp_KLAUDCANARYtoken0123456789abcdefABCDEF";
+const CANARY_SECRET: &str = "whsec-KLAUDCANARY-webhook-secret-42";
+
+fn serve_command(stack: &SandboxStack, dir: &Path, token: &str) -> std::process::Command {
+    let config = dir.join("klaud.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[github]\napi_url = \"{}\"\nrepository = \"{REPO}\"\n\
+             [daemon]\nreconcile_interval = \"1s\"\nschedule = \"0 0 1 1 *\"\n\
+             webhook_secret_env = \"KLAUD_TEST_WEBHOOK_SECRET\"\n\
+             [lifecycle]\nbaseline_api = \"{}\"\n",
+            stack.github.url(),
+            stack.baseline_url
+        ),
+    )
+    .expect("config");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_klaud"));
+    cmd.env("KLAUD_GITHUB_TOKEN", token)
+        .env("KLAUD_TEST_WEBHOOK_SECRET", CANARY_SECRET)
+        .env("RUST_LOG", "debug")
+        .env_remove("GITHUB_TOKEN")
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .arg("--store")
+        .arg(dir.join("store"))
+        .args(["--dashboard", "127.0.0.1:0", "--wave-now"]);
+    for host in ["docker.io", "nvcr.io", "hub.docker.com", "ghcr.io"] {
+        cmd.args(["--mirror", &format!("{host}={}", stack.registry_url)]);
+    }
+    cmd
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_never_shows_a_credential_and_stops_gracefully_on_sigterm() {
+    let stack = stack().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    // A token of another identity: refused at preflight, never echoed.
+    let refused = tokio::task::spawn_blocking({
+        let mut cmd = serve_command(&stack, dir.path(), CANARY_TOKEN);
+        move || cmd.output().expect("run klaud serve")
+    })
+    .await
+    .expect("serve task");
+    assert!(!refused.status.success(), "a foreign token must be refused");
+    for stream in [&refused.stdout, &refused.stderr] {
+        let text = String::from_utf8_lossy(stream);
+        assert!(!text.contains(CANARY_TOKEN), "token leaked: {text}");
+        assert!(!text.contains(CANARY_SECRET), "secret leaked: {text}");
+    }
+
+    // The bot's token: runs, serves the page, stops on SIGTERM.
+    let mut child = serve_command(&stack, dir.path(), BOT_TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn klaud serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let stderr = child.stderr.take().expect("stderr");
+    let logs = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut text = String::new();
+        let _ = std::io::BufReader::new(stderr).read_to_string(&mut text);
+        text
+    });
+    let first = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("first line");
+        line
+    })
+    .await
+    .expect("read task");
+    let url = first
+        .trim()
+        .strip_prefix("dashboard: ")
+        .unwrap_or_else(|| panic!("first line names the dashboard: {first:?}"))
+        .trim_end_matches('/')
+        .to_owned();
+    let client = http();
+    let _first_wave = tokio::time::timeout(Duration::from_secs(180), async {
+        loop {
+            if let Ok(r) = client.get(format!("{url}/api/v1/status")).send().await
+                && let Ok(v) = r.json::<serde_json::Value>().await
+                && v["waves_total"].as_u64().is_some_and(|n| n >= 1)
+                && v["repositories"][0]["candidates"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["pull_request"]["url"].is_string()))
+            {
+                return v;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("a wave with a PR on the dashboard");
+    for path in ["/", "/api/v1/status", "/metrics", "/healthz"] {
+        let body = client
+            .get(format!("{url}{path}"))
+            .send()
+            .await
+            .expect("page")
+            .text()
+            .await
+            .expect("body");
+        assert!(!body.contains(BOT_TOKEN), "token on {path}");
+        assert!(!body.contains(CANARY_SECRET), "webhook secret on {path}");
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .map(|s| s.success());
+    assert!(matches!(killed, Ok(true)), "kill -TERM");
+    let exit = tokio::task::spawn_blocking(move || child.wait().expect("wait"))
+        .await
+        .expect("wait task");
+    let logs = logs.join().expect("logs");
+    assert!(
+        exit.success(),
+        "graceful exit after SIGTERM: {exit:?}\n{logs}"
+    );
+    assert!(logs.contains("shutting down"), "{logs}");
+    assert!(!logs.contains(BOT_TOKEN), "token in the logs");
+    assert!(!logs.contains(CANARY_SECRET), "webhook secret in the logs");
+}
