@@ -385,6 +385,7 @@ async fn demo(
         cooldown: Duration::ZERO,
         upstream: None,
         cache: None,
+        stop: None,
     };
     if args.stats {
         run_wave(forge, journal.as_ref(), registry, baseline, None, options).await?;

@@ -224,6 +224,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             cooldown: config.planner.cooldown,
             upstream: upstream.as_ref(),
             cache: Some(session.journal.store()),
+            stop: None,
         };
         let summary = run_wave(
             &session.forge,

@@ -202,7 +202,7 @@ impl Daemon {
                 if *shutdown.borrow() {
                     break;
                 }
-                self.pass(repo, pass, &mut state).await;
+                self.pass(repo, pass, &mut state, &shutdown).await;
             }
             if pass == Pass::Wave {
                 state.waves += 1;
@@ -241,7 +241,13 @@ impl Daemon {
 
     /// One wave or reconcile pass over one repository. Failures are logged
     /// and shown; the next pass resumes.
-    async fn pass(&self, repo: &RepoService, pass: Pass, state: &mut LoopState) {
+    async fn pass(
+        &self,
+        repo: &RepoService,
+        pass: Pass,
+        state: &mut LoopState,
+        stop: &watch::Receiver<bool>,
+    ) {
         let name = repo.forge.repo();
         let unfinished = match repo.journal.list().await {
             Ok(records) => records.iter().filter(|r| r.step != Step::Done).count(),
@@ -271,6 +277,7 @@ impl Daemon {
             cooldown: self.settings.cooldown,
             upstream: None,
             cache: repo.store.as_ref(),
+            stop: Some(stop.clone()),
         };
         let result = run_wave(
             &repo.forge,

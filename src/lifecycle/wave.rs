@@ -159,6 +159,9 @@ pub struct WaveOptions<'a> {
     pub upstream: Option<&'a GithubUpstream>,
     /// The store, to cache the base branch's blobs.
     pub cache: Option<&'a Store>,
+    /// When it turns true the wave stops between steps: the current step
+    /// finishes, nothing new starts (the daemon's graceful shutdown).
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// One candidate at the end of a wave.
@@ -473,6 +476,7 @@ pub async fn run_wave(
             Err(e) => skipped.push((t.candidate.as_str().to_owned(), e.to_string())),
         }
     }
+    let stopping = || options.stop.as_ref().is_some_and(|s| *s.borrow());
     let started = Instant::now();
     loop {
         let mut waiting = false;
@@ -480,7 +484,19 @@ pub async fn run_wave(
             if *skip || rec.step == Step::Done {
                 continue;
             }
-            match engine.drive(rec, 64).await {
+            if stopping() {
+                *status = Some("paused: shutting down".to_owned());
+                continue;
+            }
+            // One step at a time so a shutdown request is seen between steps.
+            let mut progress = Ok(Progress::Advanced(rec.step));
+            for _ in 0..64 {
+                progress = engine.step(rec).await;
+                if !matches!(progress, Ok(Progress::Advanced(_))) || stopping() {
+                    break;
+                }
+            }
+            match progress {
                 Ok(Progress::Waiting(why)) => {
                     *status = Some(why);
                     waiting = true;
@@ -498,7 +514,7 @@ pub async fn run_wave(
                 }
             }
         }
-        if !waiting || started.elapsed() >= options.wait {
+        if !waiting || stopping() || started.elapsed() >= options.wait {
             break;
         }
         tokio::time::sleep(options.poll).await;
