@@ -339,6 +339,10 @@ async fn two_instances_split_families_and_one_recovers_the_other_after_its_lease
     let a_records = a_journal.list().await.expect("A's journal");
     assert!(!a_records.is_empty(), "A made progress");
     assert!(
+        a_records.len() <= 2,
+        "daemon.concurrency bounds A's candidates"
+    );
+    assert!(
         a_records.iter().any(|r| r.step != Step::Done),
         "A was killed with unfinished candidates"
     );
@@ -527,4 +531,70 @@ async fn serve_never_shows_a_credential_and_stops_gracefully_on_sigterm() {
     assert!(logs.contains("shutting down"), "{logs}");
     assert!(!logs.contains(BOT_TOKEN), "token in the logs");
     assert!(!logs.contains(CANARY_SECRET), "webhook secret in the logs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verified_webhook_wakes_the_reconcile_loop_and_a_forged_one_does_not() {
+    use hmac::Mac;
+    let stack = stack().await;
+    let mut s = settings(
+        Claimant::new(uuid::Uuid::new_v4()),
+        1,
+        chrono::TimeDelta::hours(2),
+    );
+    // Without a wake-up the next pass would be an hour away.
+    s.reconcile_interval = Duration::from_secs(3600);
+    let (daemon, mut feed) = daemon(&stack, s, Arc::new(MemoryJournal::new())).await;
+    let wake = Arc::new(Notify::new());
+    let secret = b"klaud-test-webhook-secret";
+    let app = http_router(
+        feed.clone(),
+        Some(klaud::daemon::webhook::WebhookState::new(
+            secret,
+            Arc::clone(&wake),
+        )),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let (stop_tx, stop) = watch::channel(false);
+    let running = tokio::spawn({
+        let wake = Arc::clone(&wake);
+        async move { daemon.run(wake, stop).await }
+    });
+    wait_for(&mut feed, "the first wave", |s| s.waves_total >= 1).await;
+    let first = feed.borrow_and_update().generated_at;
+
+    let body = br#"{"action":"completed"}"#.to_vec();
+    let sign = |key: &[u8]| {
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).expect("key");
+        mac.update(&body);
+        format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+    };
+    let post = |signature: String| {
+        http()
+            .post(format!("http://{addr}/webhook"))
+            .header("x-hub-signature-256", signature)
+            .header("x-github-event", "workflow_run")
+            .body(body.clone())
+            .send()
+    };
+    let forged = post(sign(b"not-the-secret")).await.expect("post");
+    assert_eq!(forged.status(), 401);
+    assert!(
+        !feed.has_changed().expect("feed"),
+        "a forged delivery must not wake the loop"
+    );
+    let genuine = post(sign(secret)).await.expect("post");
+    assert_eq!(genuine.status(), 202);
+    wait_for(&mut feed, "a reconcile pass after the webhook", |s| {
+        s.generated_at != first
+    })
+    .await;
+
+    stop_tx.send(true).expect("stop");
+    running.await.expect("daemon task").expect("daemon");
+    server.abort();
 }
