@@ -175,6 +175,21 @@ impl Daemon {
     ) -> Result<(), ServeError> {
         let mut state = LoopState::default();
         for repo in &self.repos {
+            // Errors recorded by an earlier run stay visible after a restart.
+            if let Some(store) = &repo.store {
+                match store.recent_events(MAX_ERRORS) {
+                    Ok(events) => state.errors.extend(
+                        events
+                            .into_iter()
+                            .filter(|e| e.event.kind == EventKind::Error)
+                            .map(|e| EventRow {
+                                at: Some(e.at),
+                                message: e.event.message,
+                            }),
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "cannot read the event log"),
+                }
+            }
             // Outcomes reached before this start are history, not news.
             if let Ok(records) = repo.journal.list().await {
                 state.announced.extend(
@@ -185,6 +200,7 @@ impl Daemon {
                 );
             }
         }
+        state.errors.truncate(MAX_ERRORS);
         state.next_wave = if self.settings.wave_on_start {
             Some(Utc::now())
         } else {
@@ -562,5 +578,88 @@ pub fn http_router(
     match webhook {
         Some(state) => router.merge(super::webhook::router(state)),
         None => router,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use klaud_claims::{ClaimEntry, ClaimParseError, ClaimRecord, RefTip};
+
+    fn tip(name: &str, message: &str) -> RefTip {
+        RefTip {
+            name: name.to_owned(),
+            sha: "a".repeat(40),
+            message: message.to_owned(),
+            parents: vec!["b".repeat(40)],
+            tree: "c".repeat(40),
+        }
+    }
+
+    #[test]
+    fn a_claim_that_does_not_parse_is_shown_with_its_error() {
+        let name = "refs/heads/klaud/claim-d92e15065c55779d";
+        let entry = ClaimEntry {
+            tip: tip(name, "not json"),
+            record: ClaimRecord::parse("not json").map_err(ClaimParseError::from),
+        };
+        let row = claim_row(&entry);
+        assert_eq!(row.family_id, "d92e15065c55779d");
+        assert!(row.parse_error.is_some(), "{row:?}");
+        assert_eq!(row.owner, None);
+    }
+
+    #[test]
+    fn a_leased_claim_shows_owner_lease_and_fence() {
+        let owner = uuid::Uuid::from_u128(7);
+        let message = format!(
+            "{{\"candidates\":[{{\"base\":\"{}\",\"family\":\"configs/nvidia-master.yaml:dsr1-fp4-b200-sglang\",\"id\":\"d92e15065c55779d-0123456789abcdef\"}}],\"fence\":3,\"holder\":\"klaud/0.1.0\",\"lease-until\":\"2026-11-29T22:00:00Z\",\"owner\":\"{owner}\",\"run-id\":42}}",
+            "b".repeat(40)
+        );
+        let entry = ClaimEntry {
+            tip: tip("refs/heads/klaud/claim-d92e15065c55779d", &message),
+            record: ClaimRecord::parse(&message).map_err(ClaimParseError::from),
+        };
+        let row = claim_row(&entry);
+        assert_eq!(row.parse_error, None, "{row:?}");
+        assert_eq!(row.owner, Some(owner.to_string()));
+        assert_eq!(row.fence, Some(3));
+        assert_eq!(row.run_id, Some(42));
+        assert_eq!(
+            row.family.as_deref(),
+            Some("configs/nvidia-master.yaml:dsr1-fp4-b200-sglang")
+        );
+        assert!(row.lease_until.is_some());
+    }
+
+    #[test]
+    fn a_daemon_without_repositories_is_refused() {
+        let registry = RegistryClient::new(Default::default()).expect("registry");
+        let settings = ServeSettings {
+            claimant: Claimant::new(uuid::Uuid::from_u128(1)),
+            engine: EngineConfig::new(1),
+            schedule: WaveSchedule::parse("0 */6 * * *", "UTC").expect("schedule"),
+            wave_on_start: false,
+            reconcile_interval: Duration::from_secs(60),
+            concurrency: 2,
+            max_candidates: 5,
+            min_age: Duration::from_secs(86_400),
+            cooldown: Duration::ZERO,
+            rules: Vec::new(),
+            release_rules: Vec::new(),
+            upstream: BTreeMap::new(),
+            poll: Duration::from_secs(5),
+            pass_wait: Duration::ZERO,
+        };
+        let (tx, _rx) = Daemon::feed();
+        let result = Daemon::new(
+            Vec::new(),
+            registry,
+            Box::new(crate::lifecycle::NoBaseline),
+            None,
+            settings,
+            tx,
+        );
+        assert!(matches!(result, Err(ServeError::NoRepository)));
     }
 }
