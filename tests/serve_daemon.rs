@@ -598,3 +598,69 @@ async fn a_verified_webhook_wakes_the_reconcile_loop_and_a_forged_one_does_not()
     running.await.expect("daemon task").expect("daemon");
     server.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_starting_together_never_open_two_prs_for_a_family() {
+    let stack = stack().await;
+    let lease = chrono::TimeDelta::hours(2);
+    let journals = [
+        Arc::new(MemoryJournal::new()),
+        Arc::new(MemoryJournal::new()),
+    ];
+    let mut runs = Vec::new();
+    let mut stops = Vec::new();
+    let mut feeds = Vec::new();
+    for journal in &journals {
+        let (d, feed) = daemon(
+            &stack,
+            settings(Claimant::new(uuid::Uuid::new_v4()), 3, lease),
+            Arc::clone(journal) as Arc<dyn Journal>,
+        )
+        .await;
+        let (tx, rx) = watch::channel(false);
+        runs.push(tokio::spawn(async move {
+            d.run(Arc::new(Notify::new()), rx).await
+        }));
+        stops.push(tx);
+        feeds.push(feed);
+    }
+    for feed in &mut feeds {
+        wait_for(
+            feed,
+            "each instance's wave and its candidates' outcomes",
+            |s| {
+                s.waves_total >= 1
+                    && s.repositories
+                        .iter()
+                        .all(|r| r.candidates.iter().all(|c| c.outcome.is_some()))
+            },
+        )
+        .await;
+    }
+    for tx in &stops {
+        tx.send(true).expect("stop");
+    }
+    for run in runs {
+        run.await.expect("daemon task").expect("daemon");
+    }
+    // A family may show up in both journals only when the second instance
+    // claimed it after the first released it and found the work already
+    // finished on GitHub (same PR, nothing redone).
+    let mut families: BTreeMap<String, BTreeSet<Option<u64>>> = BTreeMap::new();
+    let mut total = 0;
+    for journal in &journals {
+        for rec in journal.list().await.expect("journal") {
+            families.entry(rec.family).or_default().insert(rec.pull);
+            total += 1;
+        }
+    }
+    assert!(total > 0, "somebody made progress");
+    assert!(
+        families.values().all(|pulls| pulls.len() == 1),
+        "a family got two PRs: {families:?}"
+    );
+    let prs = pulls(&stack).await;
+    let heads: BTreeSet<&str> = prs.iter().map(|(_, h)| h.as_str()).collect();
+    assert_eq!(heads.len(), prs.len(), "duplicate PRs: {prs:?}");
+    assert_eq!(prs.len(), families.len(), "one PR per family");
+}
