@@ -206,6 +206,8 @@ impl Daemon {
         } else {
             self.settings.schedule.next_after(Utc::now())
         };
+        // The page is useful before the first (possibly long) wave ends.
+        self.publish(&state).await;
         loop {
             if *shutdown.borrow() {
                 break;
