@@ -268,7 +268,12 @@ impl Daemon {
     ) {
         let name = repo.forge.repo();
         let unfinished = match repo.journal.list().await {
-            Ok(records) => records.iter().filter(|r| r.step != Step::Done).count(),
+            // A record still at `Claim` lost the claim race (occupied family)
+            // and holds nothing: it must not take a concurrency slot.
+            Ok(records) => records
+                .iter()
+                .filter(|r| !matches!(r.step, Step::Done | Step::Claim))
+                .count(),
             Err(e) => {
                 self.error(repo, state, format!("{name}: journal: {e}"));
                 return;
