@@ -14,7 +14,13 @@ fn klaud() -> Command {
 #[test]
 fn demo_ends_every_candidate_with_the_scripted_outcomes() {
     let out = klaud()
-        .args(["demo", "--json"])
+        .args([
+            "demo",
+            "--json",
+            "--exit-when-done",
+            "--dashboard",
+            "127.0.0.1:0",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run klaud demo");

@@ -831,6 +831,7 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
             cooldown: Duration::ZERO,
             upstream: None,
             cache: None,
+            stop: None,
         },
     )
     .await

@@ -494,6 +494,7 @@ async fn the_wave_honours_stop_and_answers_once_across_two_waves() {
                 cooldown: Duration::from_secs(3600),
                 upstream: None,
                 cache: Some(&store),
+                stop: None,
             },
         )
         .await

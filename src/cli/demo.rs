@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -15,7 +16,11 @@ use klaud_planner::plan::PlanOptions;
 use klaud_planner::registry::{RegistryClient, RegistryConfig};
 use serde::Serialize;
 
+use tokio::sync::watch;
+
 use super::CliError;
+use crate::daemon::schedule::WaveSchedule;
+use crate::daemon::serve::{Daemon, RepoService, ServeSettings};
 use crate::github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
 use crate::lifecycle::wave::{CandidateSummary, WaveOptions, render_summary, run_wave};
 use crate::lifecycle::{HttpBaselineSource, StoreJournal};
@@ -35,13 +40,16 @@ pub struct Args {
     /// content-creating, per idle wave) to stderr.
     #[arg(long)]
     stats: bool,
-    /// Exit once every candidate has an outcome (the default until the
-    /// dashboard exists).
-    #[arg(long, default_value_t = true)]
+    /// Exit once every candidate has an outcome and print the summary
+    /// (default: keep serving the dashboard until Ctrl-C).
+    #[arg(long)]
     exit_when_done: bool,
-    /// Most waves before giving up.
-    #[arg(long, default_value_t = 20)]
-    max_waves: usize,
+    /// Dashboard address (port 0 picks a free one).
+    #[arg(long, default_value = crate::dashboard::DEFAULT_LISTEN, value_name = "ADDR")]
+    dashboard: String,
+    /// With `--exit-when-done`: give up after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout_secs: u64,
     /// Directory of the sample repository (default: `configs/demo`).
     #[arg(long)]
     seed: Option<PathBuf>,
@@ -163,6 +171,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             candidates: report.candidates.clone(),
             skipped: Vec::new(),
             answered: Vec::new(),
+            families: Vec::new(),
         };
         super::emit(&render_summary(&summary));
         super::emit(&format!("{} wave(s)\n", report.waves));
@@ -190,13 +199,14 @@ pub fn run(args: Args) -> Result<(), CliError> {
             idle.writes,
         );
     }
-    let done = report.candidates.iter().all(|c| c.outcome.is_some());
+    let done =
+        !report.candidates.is_empty() && report.candidates.iter().all(|c| c.outcome.is_some());
     if done || !args.exit_when_done {
         Ok(())
     } else {
         Err(CliError::failure(anyhow::anyhow!(
-            "some candidates have no outcome after {} waves",
-            report.waves
+            "some candidates have no outcome after {} s",
+            args.timeout_secs
         )))
     }
 }
@@ -265,38 +275,105 @@ async fn demo(
     let forge = sandbox_forge(&stack).await?;
     let registry = sandbox_registry(&stack.registry_url)?;
     let baseline = HttpBaselineSource::new(&stack.baseline_url).map_err(anyhow::Error::msg)?;
-    let memory = MemoryJournal::new();
-    let file;
-    let journal: &dyn Journal = match &args.store {
+    let (journal, store): (Arc<dyn Journal>, Option<Store>) = match &args.store {
         Some(dir) => {
-            file = StoreJournal::new(Store::open(dir)?);
-            &file
+            let store = Store::open(dir)?;
+            (Arc::new(StoreJournal::new(store.clone())), Some(store))
         }
-        None => &memory,
+        None => (Arc::new(MemoryJournal::new()), None),
     };
     let claimant = Claimant::new(uuid::Uuid::new_v4());
     let owner_run = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(1);
-    let mut all: BTreeMap<String, CandidateSummary> = BTreeMap::new();
-    let mut waves = 0;
-    while waves < args.max_waves {
-        waves += 1;
-        let options = WaveOptions {
+
+    let listen: std::net::SocketAddr = args.dashboard.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "--dashboard {:?} is not an address like 127.0.0.1:8723",
+            args.dashboard
+        )
+    })?;
+    crate::dashboard::check_listen(listen, false).map_err(anyhow::Error::msg)?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let bound = listener.local_addr()?;
+    // First line, so a newcomer (and a test) can open the page at once.
+    let line = format!("dashboard: http://{bound}/\n");
+    if args.json {
+        eprint!("{line}");
+    } else {
+        super::emit(&line);
+    }
+    let (feed_tx, feed) = Daemon::feed();
+    let server = tokio::spawn({
+        let app = crate::daemon::serve::http_router(feed.clone(), None);
+        async move { axum::serve(listener, app).await }
+    });
+    let daemon = Daemon::new(
+        vec![RepoService {
+            forge,
+            journal: Arc::clone(&journal),
+            store: store.clone(),
+        }],
+        registry,
+        Box::new(baseline),
+        None,
+        ServeSettings {
             claimant: claimant.clone(),
             engine: sandbox_engine(owner_run),
-            plan: demo_plan(),
-            poll: Duration::from_millis(50),
-            wait: Duration::from_secs(60),
+            schedule: WaveSchedule::parse("*/5 * * * *", "UTC").map_err(anyhow::Error::msg)?,
+            wave_on_start: true,
+            reconcile_interval: Duration::from_millis(200),
+            concurrency: 10,
+            max_candidates: 10,
+            min_age: demo_plan().min_age,
             cooldown: Duration::ZERO,
-            upstream: None,
-            cache: None,
-        };
-        let summary = run_wave(&forge, journal, &registry, &baseline, None, options).await?;
-        for c in summary.candidates {
-            all.insert(c.candidate.clone(), c);
-        }
-        if !all.is_empty() && all.values().all(|c| c.outcome.is_some()) {
-            break;
-        }
+            rules: Vec::new(),
+            release_rules: Vec::new(),
+            upstream: BTreeMap::new(),
+            poll: Duration::from_millis(50),
+            pass_wait: Duration::ZERO,
+        },
+        feed_tx,
+    )?;
+    let (stop_tx, stop) = watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    tokio::spawn(crate::daemon::serve::shutdown_on_signal(Arc::clone(
+        &stop_tx,
+    )));
+    if args.exit_when_done {
+        let stop_tx = Arc::clone(&stop_tx);
+        let mut feed = feed.clone();
+        let timeout = Duration::from_secs(args.timeout_secs);
+        tokio::spawn(async move {
+            let watch = async {
+                while feed.changed().await.is_ok() {
+                    let snapshot = Arc::clone(&feed.borrow_and_update());
+                    let finished = !snapshot.repositories.is_empty()
+                        && snapshot.repositories.iter().all(|r| {
+                            !r.candidates.is_empty()
+                                && r.candidates.iter().all(|c| c.outcome.is_some())
+                        });
+                    if finished {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(timeout, watch).await;
+            let _ = stop_tx.send(true);
+        });
+    }
+    let wake = Arc::new(tokio::sync::Notify::new());
+    daemon.run(wake, stop).await?;
+    server.abort();
+    let waves = usize::try_from(feed.borrow().waves_total).unwrap_or(usize::MAX);
+    let (forge, registry, baseline) = (
+        &daemon.repos()[0].forge,
+        daemon.registry(),
+        daemon.baseline(),
+    );
+    let mut all: BTreeMap<String, CandidateSummary> = BTreeMap::new();
+    for rec in journal.list().await.map_err(|e| anyhow::anyhow!("{e}"))? {
+        all.insert(rec.candidate.clone(), CandidateSummary::of(&rec, None));
     }
     let full = stack.state().request_log().await;
     let before_idle = full.len();
@@ -309,9 +386,10 @@ async fn demo(
         cooldown: Duration::ZERO,
         upstream: None,
         cache: None,
+        stop: None,
     };
     if args.stats {
-        run_wave(&forge, journal, &registry, &baseline, None, options).await?;
+        run_wave(forge, journal.as_ref(), registry, baseline, None, options).await?;
     }
     let after = stack.state().request_log().await;
     let validated = all

@@ -3,6 +3,7 @@
 
 pub mod demo;
 pub mod sandbox;
+pub mod serve;
 pub mod wave;
 
 use std::process::ExitCode;
@@ -85,6 +86,8 @@ enum Command {
     Sandbox(sandbox::Args),
     /// Run the whole lifecycle against an in-process sandbox and print the outcomes.
     Demo(demo::Args),
+    /// The daemon: scheduled waves, reconcile loop, lease heartbeats and the dashboard.
+    Serve(serve::Args),
     /// One planner wave now: recover own leftovers, plan, claim and drive candidates.
     Wave(wave::Args),
     /// One candidate: show its record, finish it now, or hand it to a maintainer.
@@ -110,6 +113,7 @@ pub fn main() -> ExitCode {
         Command::Claims(args) => claims::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Wave(args) => wave::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Candidate(args) => candidate::run(args),
         Command::Recover(args) => recover::run(args),
         Command::Status(args) => status::run(args),

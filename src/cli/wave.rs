@@ -78,7 +78,7 @@ pub struct Session {
 }
 
 /// The owner run: the Actions run this wave runs in, else the start time.
-fn owner_run() -> u64 {
+pub(crate) fn owner_run() -> u64 {
     std::env::var("GITHUB_RUN_ID")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -224,6 +224,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             cooldown: config.planner.cooldown,
             upstream: upstream.as_ref(),
             cache: Some(session.journal.store()),
+            stop: None,
         };
         let summary = run_wave(
             &session.forge,

@@ -2,4 +2,5 @@
 //! reconcile loop, lease heartbeats and the dashboard.
 
 pub mod schedule;
+pub mod serve;
 pub mod webhook;

@@ -159,6 +159,9 @@ pub struct WaveOptions<'a> {
     pub upstream: Option<&'a GithubUpstream>,
     /// The store, to cache the base branch's blobs.
     pub cache: Option<&'a Store>,
+    /// When it turns true the wave stops between steps: the current step
+    /// finishes, nothing new starts (the daemon's graceful shutdown).
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// One candidate at the end of a wave.
@@ -187,7 +190,8 @@ pub struct CandidateSummary {
 }
 
 impl CandidateSummary {
-    fn of(rec: &CandidateRecord, status: Option<String>) -> Self {
+    /// The summary of a journal record.
+    pub fn of(rec: &CandidateRecord, status: Option<String>) -> Self {
         Self {
             candidate: rec.candidate.clone(),
             family: rec.family.clone(),
@@ -221,6 +225,9 @@ pub struct WaveSummary {
     pub skipped: Vec<(String, String)>,
     /// Maintainer command comments answered in this wave.
     pub answered: Vec<super::commands::Answered>,
+    /// Every family of the wave's plan (for the dashboard).
+    #[serde(skip)]
+    pub families: Vec<klaud_planner::plan::FamilyPlan>,
 }
 
 impl WaveSummary {
@@ -388,8 +395,24 @@ pub async fn run_wave(
         }
     }
 
-    let session = registry.session();
-    let report = plan(&repository, &session, &options.plan).await;
+    // A pass that may start nothing new (the daemon's reconcile) and has no
+    // held claim to rebuild from the plan skips the registry entirely: at
+    // one pass a minute, a plan each time would burn the registries' budget.
+    let journal_ids: BTreeSet<&str> = unfinished.iter().map(|r| r.candidate.as_str()).collect();
+    let report = if options.plan.max_candidates == 0
+        && ours.iter().all(|id| journal_ids.contains(id.as_str()))
+    {
+        PlanReport {
+            families: Vec::new(),
+            candidates: Vec::new(),
+            requests: Default::default(),
+            minimum: Default::default(),
+            elapsed_ms: 0,
+        }
+    } else {
+        let session = registry.session();
+        plan(&repository, &session, &options.plan).await
+    };
     let mut targets = Vec::new();
     let mut seen = BTreeSet::new();
     // This instance's leftovers first: unfinished journal records, then
@@ -491,6 +514,7 @@ pub async fn run_wave(
             }
         }
     }
+    let stopping = || options.stop.as_ref().is_some_and(|s| *s.borrow());
     let started = Instant::now();
     loop {
         let mut waiting = false;
@@ -498,7 +522,19 @@ pub async fn run_wave(
             if *skip || rec.step == Step::Done {
                 continue;
             }
-            match engine.drive(rec, 64).await {
+            if stopping() {
+                *status = Some("paused: shutting down".to_owned());
+                continue;
+            }
+            // One step at a time so a shutdown request is seen between steps.
+            let mut progress = Ok(Progress::Advanced(rec.step));
+            for _ in 0..64 {
+                progress = engine.step(rec).await;
+                if !matches!(progress, Ok(Progress::Advanced(_))) || stopping() {
+                    break;
+                }
+            }
+            match progress {
                 Ok(Progress::Waiting(why)) => {
                     *status = Some(why);
                     waiting = true;
@@ -516,7 +552,7 @@ pub async fn run_wave(
                 }
             }
         }
-        if !waiting || started.elapsed() >= options.wait {
+        if !waiting || stopping() || started.elapsed() >= options.wait {
             break;
         }
         tokio::time::sleep(options.poll).await;
@@ -534,6 +570,7 @@ pub async fn run_wave(
         candidates,
         skipped,
         answered,
+        families: report.families,
     })
 }
 
