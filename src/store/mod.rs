@@ -64,6 +64,10 @@ pub mod trees {
 }
 
 /// Internal tree holding the store's own format marker.
+/// How long `open` waits for another handle's lock to go before reporting
+/// the store as held by another instance.
+const LOCK_WAIT: Duration = Duration::from_secs(3);
+
 const META_TREE: &str = "__klaud_meta";
 const FORMAT_KEY: &str = "format";
 /// Layout of the store itself (envelope shape, reserved trees). Bump when an
@@ -142,7 +146,19 @@ impl Store {
         // fresh store from one that lost its whole log.
         let existed = path.join("conf").exists();
         let config = base_config().path(&path);
-        let db = open_db(&config, &path)?;
+        // sled releases its file lock only when its background flusher lets
+        // go of the last handle, a moment after the owner dropped it: a
+        // restart in the same process (or right after the old one exited)
+        // may see the lock briefly. Wait a little before calling it held.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let db = loop {
+            match open_db(&config, &path) {
+                Err(StoreError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                other => break other?,
+            }
+        };
         Self::init(db, Some(path), options, existed)
     }
 
