@@ -374,7 +374,10 @@ fn workers(v: &Value, role: bool) -> Result<Workers, String> {
     })
 }
 
-fn concurrencies(space: &Value) -> Result<Vec<u64>, String> {
+/// The concurrencies of one search-space entry: `conc-list` as written, or
+/// `conc-start` doubling up to `conc-end` (as the InferenceX sweep
+/// generator expands them).
+pub fn concurrencies(space: &Value) -> Result<Vec<u64>, String> {
     if let Some(list) = space.get("conc-list") {
         let list = list.as_array().ok_or("conc-list is not a list")?;
         if list.len() > MAX_POINTS {

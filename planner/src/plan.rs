@@ -240,13 +240,13 @@ pub async fn plan(
 
 fn subtract(after: RequestCounts, before: RequestCounts) -> RequestCounts {
     RequestCounts {
-        manifest_head: after.manifest_head - before.manifest_head,
-        manifest_get: after.manifest_get - before.manifest_get,
-        blob_get: after.blob_get - before.blob_get,
-        tags_list: after.tags_list - before.tags_list,
-        token: after.token - before.token,
-        hub_api: after.hub_api - before.hub_api,
-        other: after.other - before.other,
+        manifest_head: after.manifest_head.saturating_sub(before.manifest_head),
+        manifest_get: after.manifest_get.saturating_sub(before.manifest_get),
+        blob_get: after.blob_get.saturating_sub(before.blob_get),
+        tags_list: after.tags_list.saturating_sub(before.tags_list),
+        token: after.token.saturating_sub(before.token),
+        hub_api: after.hub_api.saturating_sub(before.hub_api),
+        other: after.other.saturating_sub(before.other),
     }
 }
 

@@ -799,18 +799,10 @@ impl Forge {
             payload["state"] = json!(s);
         }
         let path = self.path(&format!("pulls/{number}"));
-        let raw = match self
+        let raw = self
             .t
-            .write(&what, Method::PATCH, &path, Some(&payload))
-            .await
-        {
-            Err(GithubError::Ambiguous { .. }) => {
-                self.t
-                    .write(&what, Method::PATCH, &path, Some(&payload))
-                    .await?
-            }
-            other => other?,
-        };
+            .write_idempotent(&what, Method::PATCH, &path, Some(&payload))
+            .await?;
         ok_or_error(&what, &raw)?;
         Ok(raw.json::<RawPull>(&what)?.into())
     }
@@ -841,19 +833,11 @@ impl Forge {
             "mutation($id: ID!) {{ {mutation}(input: {{pullRequestId: $id}}) {{ pullRequest {{ isDraft }} }} }}"
         );
         let body = json!({"query": query, "variables": {"id": pull.node_id}});
-        let raw = match self
+        // Setting this state again is harmless.
+        let raw = self
             .t
-            .write(&what, Method::POST, "/graphql", Some(&body))
-            .await
-        {
-            // Setting the draft state is idempotent.
-            Err(GithubError::Ambiguous { .. }) => {
-                self.t
-                    .write(&what, Method::POST, "/graphql", Some(&body))
-                    .await?
-            }
-            other => other?,
-        };
+            .write_idempotent(&what, Method::POST, "/graphql", Some(&body))
+            .await?;
         ok_or_error(&what, &raw)?;
         let v: Value = raw.json(&what)?;
         if let Some(errs) = v
@@ -942,18 +926,10 @@ impl Forge {
         let what = format!("update comment {id}");
         let payload = json!({"body": body});
         let path = self.path(&format!("issues/comments/{id}"));
-        let raw = match self
+        let raw = self
             .t
-            .write(&what, Method::PATCH, &path, Some(&payload))
-            .await
-        {
-            Err(GithubError::Ambiguous { .. }) => {
-                self.t
-                    .write(&what, Method::PATCH, &path, Some(&payload))
-                    .await?
-            }
-            other => other?,
-        };
+            .write_idempotent(&what, Method::PATCH, &path, Some(&payload))
+            .await?;
         ok_or_error(&what, &raw)?;
         Ok(raw.json::<RawComment>(&what)?.into())
     }
@@ -979,18 +955,10 @@ impl Forge {
         let what = format!("add labels {labels:?} to #{number}");
         let payload = json!({"labels": labels});
         let path = self.path(&format!("issues/{number}/labels"));
-        let raw = match self
+        let raw = self
             .t
-            .write(&what, Method::POST, &path, Some(&payload))
-            .await
-        {
-            Err(GithubError::Ambiguous { .. }) => {
-                self.t
-                    .write(&what, Method::POST, &path, Some(&payload))
-                    .await?
-            }
-            other => other?,
-        };
+            .write_idempotent(&what, Method::POST, &path, Some(&payload))
+            .await?;
         ok_or_error(&what, &raw)?;
         Ok(raw
             .json::<Vec<LabelName>>(&what)?
@@ -1003,12 +971,10 @@ impl Forge {
     pub async fn remove_label(&self, number: u64, label: &str) -> Result<(), GithubError> {
         let what = format!("remove label {label:?} from #{number}");
         let path = self.path(&format!("issues/{number}/labels/{}", seg(label)));
-        let raw = match self.t.write(&what, Method::DELETE, &path, None).await {
-            Err(GithubError::Ambiguous { .. }) => {
-                self.t.write(&what, Method::DELETE, &path, None).await?
-            }
-            other => other?,
-        };
+        let raw = self
+            .t
+            .write_idempotent(&what, Method::DELETE, &path, None)
+            .await?;
         if raw.status == http::StatusCode::NOT_FOUND {
             return Ok(());
         }
@@ -1186,12 +1152,10 @@ impl Forge {
     pub async fn delete_comment(&self, id: u64) -> Result<(), GithubError> {
         let what = format!("delete comment {id}");
         let path = self.path(&format!("issues/comments/{id}"));
-        let raw = match self.t.write(&what, Method::DELETE, &path, None).await {
-            Err(GithubError::Ambiguous { .. }) => {
-                self.t.write(&what, Method::DELETE, &path, None).await?
-            }
-            other => other?,
-        };
+        let raw = self
+            .t
+            .write_idempotent(&what, Method::DELETE, &path, None)
+            .await?;
         if raw.status == http::StatusCode::NOT_FOUND {
             return Ok(());
         }

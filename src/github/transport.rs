@@ -390,6 +390,22 @@ impl Transport {
         Ok(out)
     }
 
+    /// A write whose repetition is harmless (replacing a body, setting labels
+    /// or draft state, deleting): when the first attempt leaves the outcome
+    /// unknown it is sent once more instead of re-reading first.
+    pub async fn write_idempotent(
+        &self,
+        what: &str,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Raw, GithubError> {
+        match self.write(what, method.clone(), path, body).await {
+            Err(GithubError::Ambiguous { .. }) => self.write(what, method, path, body).await,
+            other => other,
+        }
+    }
+
     /// A write, sent once. Rate-limit rejections are waited out and re-sent
     /// (GitHub did not act on them); anything else that leaves the outcome
     /// unknown comes back as [`GithubError::Ambiguous`].

@@ -244,7 +244,9 @@ fn points(entry: &Value) -> Result<Vec<Point>, String> {
                     ),
                     _ => return Err(format!("{at}: prefill and decode must come together")),
                 };
-                for conc in concurrencies(space).map_err(|r| format!("{at}: {r}"))? {
+                for conc in klaud_lifecycle::baseline::concurrencies(space)
+                    .map_err(|r| format!("{at}: {r}"))?
+                {
                     let point = Point {
                         isl,
                         osl,
@@ -293,40 +295,6 @@ fn workers(v: &Value, role: bool) -> Result<Workers, String> {
         ep,
         dp_attn,
     })
-}
-
-fn concurrencies(space: &Value) -> Result<Vec<u64>, String> {
-    if let Some(list) = space.get("conc-list") {
-        let list = list.as_array().ok_or("conc-list is not a list")?;
-        if list.len() > MAX_POINTS {
-            return Err("conc-list is too long".into());
-        }
-        return list
-            .iter()
-            .map(|c| {
-                c.as_u64()
-                    .filter(|c| *c > 0)
-                    .ok_or_else(|| "conc-list holds a value that is not a positive integer".into())
-            })
-            .collect();
-    }
-    let start = uint(space, "conc-start").ok_or("conc-start is missing")?;
-    let end = uint(space, "conc-end").ok_or("conc-end is missing")?;
-    if start == 0 || start > end {
-        return Err(format!(
-            "conc-start {start} and conc-end {end} give no points"
-        ));
-    }
-    let mut out = Vec::new();
-    let mut conc = start;
-    while conc <= end {
-        out.push(conc);
-        conc = match conc.checked_mul(2) {
-            Some(next) => next,
-            None => break,
-        };
-    }
-    Ok(out)
 }
 
 /// Config keys named in a `generate-cli-command` input
