@@ -859,6 +859,23 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
         "the receipt completes the orphan's records: {m:?}"
     );
     assert!(env.claims().await.is_empty());
+    let leases = env
+        .forge
+        .list_refs("refs/heads/klaud/recovery-")
+        .await
+        .expect("recovery leases");
+    assert!(leases.is_empty(), "recovery lease left behind: {leases:?}");
+    let lease = format!(
+        "git/refs/heads/klaud/recovery-{OWNER_RUN}-{}",
+        target.candidate.as_str()
+    );
+    let released = env.stack.state().request_log().await.into_iter().any(|e| {
+        e.method == "DELETE" && e.path.ends_with(&lease) && (200..300).contains(&e.status)
+    });
+    assert!(
+        released,
+        "the recovery lease {lease} was taken and released"
+    );
     assert_eq!(
         env.forge
             .get_ref(&format!("refs/heads/{}", rec.branch))

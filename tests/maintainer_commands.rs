@@ -1,11 +1,12 @@
 //! Maintainer commands on Klaud's candidate PRs and `klaud recover`,
 //! through the real octocrab forge against the GitHub simulator.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
 use klaud::cli::demo::{sandbox_engine, sandbox_forge, sandbox_registry};
-use klaud::github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+use klaud::github::{Credential, Forge, ForgeConfig, ForgeRunStatus, RetryPolicy, Secret};
 use klaud::lifecycle::commands::{handle_commands, reply_marker};
 use klaud::lifecycle::{GithubLifecycle, HttpBaselineSource, materialize};
 use klaud::sandbox::github::{Fault, FaultAction, Permission};
@@ -355,23 +356,57 @@ async fn release_cleans_up_and_the_receipt_names_who_and_why() {
     assert!(receipt.contains("base image broken"), "{receipt}");
 }
 
-/// One `klaud recover` pass as instance `who`: take over, then finish.
+/// Takes over every orphan as instance `who` with recovery leases of
+/// `lease`, and stops there (as if it crashed right after).
+async fn take_over_as(
+    env: &Env,
+    who: u128,
+    lease: chrono::TimeDelta,
+) -> Vec<klaud::lifecycle::recover::Orphan> {
+    use klaud::lifecycle::recover::{RecoveryContext, take_over_orphans};
+    let clock = SystemClock;
+    let book = klaud_claims::ClaimBook::new(&env.forge, &clock, instance(who));
+    let runs = ForgeRunStatus::new(&env.forge);
+    let ctx = RecoveryContext {
+        book: &book,
+        runs: &runs,
+        owner_run: 9000 + who as u64,
+        lease,
+        now: chrono::Utc::now(),
+    };
+    let claims = book.list_claims().await.expect("claims");
+    let leases = book.list_recovery_leases().await.expect("leases");
+    take_over_orphans(&ctx, &claims, &leases, &BTreeSet::new(), None)
+        .await
+        .0
+}
+
+fn instance(who: u128) -> Claimant {
+    Claimant::new(uuid::Uuid::from_u128(who))
+}
+
+/// One `klaud recover` pass as instance `who` with an empty journal: take
+/// over, finish, settle the recovery leases.
 async fn recover_as(env: &Env, who: u128) -> Vec<klaud::lifecycle::recover::Recovered> {
-    use klaud::lifecycle::recover::{finish_orphans, take_over_orphans};
-    let claimant = Claimant::new(uuid::Uuid::from_u128(who));
+    use klaud::lifecycle::recover::{
+        RecoveryContext, finish_orphans, settle_recovery_leases, take_over_orphans,
+    };
+    let claimant = instance(who);
     let clock = SystemClock;
     let book = klaud_claims::ClaimBook::new(&env.forge, &clock, claimant.clone());
     let config = sandbox_engine(9000 + who as u64);
-    let (orphans, _skipped) = take_over_orphans(
-        &env.forge,
-        &book,
-        config.owner_run,
-        config.lease,
-        None,
-        chrono::Utc::now(),
-    )
-    .await
-    .expect("take over");
+    let runs = ForgeRunStatus::new(&env.forge);
+    let ctx = RecoveryContext {
+        book: &book,
+        runs: &runs,
+        owner_run: config.owner_run,
+        lease: config.lease,
+        now: chrono::Utc::now(),
+    };
+    let claims = book.list_claims().await.expect("claims");
+    let leases = book.list_recovery_leases().await.expect("leases");
+    let (orphans, _skipped) =
+        take_over_orphans(&ctx, &claims, &leases, &BTreeSet::new(), None).await;
     let lifecycle = GithubLifecycle::new(&env.forge);
     let journal = MemoryJournal::new();
     let engine = Engine::new(
@@ -384,7 +419,17 @@ async fn recover_as(env: &Env, who: u128) -> Vec<klaud::lifecycle::recover::Reco
         env.base.clone(),
         &config,
     );
-    finish_orphans(&engine, &orphans, 64).await.recovered
+    let recovered = finish_orphans(&engine, &book, &orphans, 64).await.recovered;
+    let records = journal.list().await.expect("journal");
+    settle_recovery_leases(&ctx, &leases, &[], &claims, &records).await;
+    recovered
+}
+
+async fn recovery_leases(env: &Env) -> Vec<(String, String)> {
+    env.forge
+        .list_refs("refs/heads/klaud/recovery-")
+        .await
+        .expect("recovery leases")
 }
 
 async fn receipts(env: &Env, number: u64) -> usize {
@@ -418,8 +463,95 @@ async fn recover_finishes_an_expired_claim_once_with_two_concurrent_recoverers()
     assert_eq!(receipts(&env, pr).await, 1, "one cleanup, one receipt");
     assert!(!env.forge.get_pull(pr).await.expect("pull").open);
     assert!(env.claims().await.is_empty());
+    assert!(
+        recovery_leases(&env).await.is_empty(),
+        "recovery lease released"
+    );
     // Nothing left: a later pass finds nothing to do.
     assert!(recover_as(&env, 3).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_recoverer_that_crashed_after_the_takeover_resumes_from_its_recovery_lease() {
+    let mut env = env().await;
+    env.config.lease = chrono::TimeDelta::seconds(1);
+    let rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+
+    // Instance 7 takes the recovery lease and the claim, then dies.
+    let orphans = take_over_as(&env, 7, chrono::TimeDelta::hours(1)).await;
+    assert_eq!(orphans.len(), 1);
+    let lease_ref = CandidateId::new(&rec.candidate)
+        .expect("id")
+        .recovery_ref(OWNER_RUN);
+    let leases = recovery_leases(&env).await;
+    assert_eq!(
+        leases.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        [lease_ref.as_str()],
+        "the recovery lease names the orphan's run and candidate"
+    );
+    // Nobody else may recover it meanwhile: the claim is 7's now.
+    assert!(recover_as(&env, 8).await.is_empty());
+    assert_eq!(receipts(&env, pr).await, 0);
+
+    // 7 restarts with an empty journal: its recovery lease says what it was
+    // doing, and it finishes the orphan once.
+    let recovered = recover_as(&env, 7).await;
+    assert_eq!(recovered.len(), 1, "{recovered:#?}");
+    assert_eq!(recovered[0].orphan_run, OWNER_RUN);
+    assert_eq!(recovered[0].outcome.as_deref(), Some("unexpected-error"));
+    assert_eq!(receipts(&env, pr).await, 1);
+    assert!(env.claims().await.is_empty());
+    assert!(recovery_leases(&env).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_live_recovery_lease_blocks_other_recoverers_until_it_expires() {
+    let mut env = env().await;
+    env.config.lease = chrono::TimeDelta::seconds(1);
+    let rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+
+    // Instance 7 took the recovery lease but died before the claim; a
+    // recoverer of some earlier, finished orphan run left a lease behind.
+    let clock = SystemClock;
+    let dead = klaud_claims::ClaimBook::new(&env.forge, &clock, instance(7));
+    let (claim_ref, claim_sha) = env.claims().await.into_iter().next().expect("claim");
+    let candidate = klaud_claims::ClaimCandidate::new(
+        &rec.base_sha,
+        &rec.family,
+        CandidateId::new(&rec.candidate).expect("id"),
+    );
+    for run in [OWNER_RUN, 1] {
+        let taken = dead
+            .acquire_recovery_lease(
+                run,
+                &candidate,
+                &claim_sha,
+                9007,
+                chrono::TimeDelta::seconds(2),
+            )
+            .await
+            .expect("recovery lease");
+        assert!(matches!(taken, klaud_claims::Acquire::Won(_)), "{taken:?}");
+    }
+    assert!(recover_as(&env, 8).await.is_empty(), "7 is recovering it");
+    let claims = env.claims().await;
+    assert_eq!(claims, [(claim_ref, claim_sha)], "claim untouched");
+    assert_eq!(recovery_leases(&env).await.len(), 2);
+
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let recovered = recover_as(&env, 8).await;
+    assert_eq!(recovered.len(), 1, "{recovered:#?}");
+    assert_eq!(recovered[0].outcome.as_deref(), Some("unexpected-error"));
+    assert_eq!(receipts(&env, pr).await, 1);
+    assert!(env.claims().await.is_empty());
+    assert!(
+        recovery_leases(&env).await.is_empty(),
+        "the taken-over lease is released and the stale one swept"
+    );
 }
 
 #[tokio::test]
@@ -451,6 +583,10 @@ async fn recover_takes_over_a_lease_less_old_helper_claim_whose_run_completed() 
     // While the run is going the claim is left alone.
     assert!(recover_as(&env, 1).await.is_empty());
     assert_eq!(env.claims().await.len(), 1);
+    assert!(
+        recovery_leases(&env).await.is_empty(),
+        "no recovery lease is taken for a claim whose run goes on"
+    );
 
     env.stack
         .state()

@@ -802,18 +802,39 @@ impl<'a> ClaimBook<'a> {
             &family.claim_ref(),
             run_id,
             lease_for,
-            runs,
+            Some(runs),
             ClaimEntry::claim_from_tip,
         )
         .await
     }
 
+    /// Takes over the claim of `family` whatever its lease says: a
+    /// maintainer's forced release (`klaud claims release --force`). Still a
+    /// compare-and-swap with `fence + 1`, so the holder's next ownership
+    /// check sees the change and stops; never [`Takeover::Refused`].
+    pub async fn force_takeover(
+        &self,
+        family: &FamilyId,
+        run_id: u64,
+        lease_for: TimeDelta,
+    ) -> Result<Takeover, ClaimError> {
+        self.take_over_ref(
+            &family.claim_ref(),
+            run_id,
+            lease_for,
+            None,
+            ClaimEntry::claim_from_tip,
+        )
+        .await
+    }
+
+    /// `runs` is `None` for a forced takeover (no lease or run check).
     async fn take_over_ref(
         &self,
         ref_name: &str,
         run_id: u64,
         lease_for: TimeDelta,
-        runs: &dyn RunStatus,
+        runs: Option<&dyn RunStatus>,
         entry: fn(RefTip) -> ClaimEntry,
     ) -> Result<Takeover, ClaimError> {
         let lease_until = self.lease_end(lease_for)?;
@@ -830,12 +851,13 @@ impl<'a> ClaimBook<'a> {
             ref_name: ref_name.to_owned(),
             source,
         })?;
-        match previous.lease_until {
-            Some(until) if until > self.clock.now() => {
+        match (runs, previous.lease_until) {
+            (None, _) => {}
+            (Some(_), Some(until)) if until > self.clock.now() => {
                 return Ok(Takeover::Refused(TakeoverRefusal::LeaseActive { until }));
             }
-            Some(_) => {}
-            None => {
+            (Some(_), Some(_)) => {}
+            (Some(runs), None) => {
                 let owner_run = previous.run_id;
                 match runs.run_completed(owner_run).await {
                     Ok(Some(true)) => {}
@@ -920,7 +942,7 @@ impl<'a> ClaimBook<'a> {
             &candidate.recovery_ref(owner_run),
             run_id,
             lease_for,
-            runs,
+            Some(runs),
             ClaimEntry::from_tip,
         )
         .await

@@ -834,3 +834,42 @@ async fn claim_recovery_leases_are_listed_with_parse_errors() {
             .any(|e| matches!(e.record, Err(ClaimParseError::BadRefName(_))))
     );
 }
+
+#[tokio::test]
+async fn claim_force_takeover_ignores_a_live_lease_but_still_fences_the_holder() {
+    let store = MemoryRefStore::new();
+    let clock = ManualClock::new(t0());
+    let base = store.seed_commit("base");
+    let holder = ClaimBook::new(&store, &clock, claimant());
+    let held = won(holder
+        .acquire(&family(), vec![candidate(&base)], &base, RUN, lease())
+        .await
+        .unwrap());
+    let maintainer = ClaimBook::new(&store, &clock, claimant());
+    let Takeover::Took {
+        held: taken,
+        previous,
+    } = maintainer
+        .force_takeover(&family(), RUN + 7, lease())
+        .await
+        .unwrap()
+    else {
+        panic!("a forced takeover is never refused")
+    };
+    assert_eq!(*previous, held.record);
+    assert_eq!(taken.record.fence, Some(2));
+    assert_eq!(taken.record.owner, Some(maintainer.claimant().owner));
+    // The live holder learns it lost the claim on its next renew.
+    assert!(matches!(
+        holder.renew(&held, lease()).await.unwrap(),
+        Renew::Lost(Lost::Moved(_))
+    ));
+    assert_eq!(maintainer.release(&taken).await.unwrap(), Release::Released);
+    assert_eq!(
+        maintainer
+            .force_takeover(&family(), RUN, lease())
+            .await
+            .unwrap(),
+        Takeover::Vacant
+    );
+}

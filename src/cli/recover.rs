@@ -3,11 +3,14 @@
 
 use anyhow::Context;
 use klaud_claims::{ClaimBook, SystemClock};
-use klaud_lifecycle::engine::{Engine, RepairHook};
+use klaud_lifecycle::engine::{Engine, Journal, RepairHook};
 
 use super::CliError;
 use super::wave::{Connection, baseline, connect, engine_config, repair_hook};
-use crate::lifecycle::recover::{finish_orphans, take_over_orphans};
+use crate::github::ForgeRunStatus;
+use crate::lifecycle::recover::{
+    RecoveryContext, finish_orphans, settle_recovery_leases, take_over_orphans,
+};
 use crate::lifecycle::{GithubLifecycle, base_checkout};
 
 /// Arguments of `klaud recover`.
@@ -35,16 +38,27 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let engine_cfg = engine_config(&session.config, session.owner_run);
         let clock = SystemClock;
         let book = ClaimBook::new(&session.forge, &clock, session.claimant.clone());
+        let runs = ForgeRunStatus::new(&session.forge);
+        let recovery = RecoveryContext {
+            book: &book,
+            runs: &runs,
+            owner_run: session.owner_run,
+            lease: engine_cfg.lease,
+            now: chrono::Utc::now(),
+        };
+        let failed = |e: klaud_claims::ClaimError| CliError::failure(anyhow::Error::new(e));
+        let claims = book.list_claims().await.map_err(failed)?;
+        let leases = book.list_recovery_leases().await.map_err(failed)?;
+        let journal = session.journal.list().await.map_err(CliError::failure)?;
+        let journaled = journal.iter().map(|r| r.candidate.clone()).collect();
         let (orphans, mut skipped) = take_over_orphans(
-            &session.forge,
-            &book,
-            session.owner_run,
-            engine_cfg.lease,
+            &recovery,
+            &claims,
+            &leases,
+            &journaled,
             args.family.as_deref(),
-            chrono::Utc::now(),
         )
-        .await
-        .map_err(CliError::failure)?;
+        .await;
         let mut recovered = Vec::new();
         if !orphans.is_empty() {
             let (base, _dir, repository) = base_checkout(
@@ -70,10 +84,13 @@ pub fn run(args: Args) -> Result<(), CliError> {
             if let Some(h) = hook.as_ref() {
                 engine = engine.with_repair(h as &dyn RepairHook);
             }
-            let report = finish_orphans(&engine, &orphans, 64).await;
+            let report = finish_orphans(&engine, &book, &orphans, 64).await;
             recovered = report.recovered;
             skipped.extend(report.skipped);
         }
+        // Stale leases of recoverers that died are swept here too.
+        let journal = session.journal.list().await.map_err(CliError::failure)?;
+        settle_recovery_leases(&recovery, &leases, &[], &claims, &journal).await;
         if args.json {
             let value = serde_json::json!({"recovered": recovered, "skipped": skipped});
             let mut text = serde_json::to_string_pretty(&value).map_err(anyhow::Error::from)?;

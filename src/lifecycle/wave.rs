@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use klaud_claims::{CandidateId, ClaimBook, Claimant, SystemClock, Takeover, ensure_plannable};
+use klaud_claims::{CandidateId, ClaimBook, Claimant, SystemClock, ensure_plannable};
 use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::engine::{
     CandidateRecord, Engine, EngineConfig, Journal, Progress, RepairHook, Step, Target,
@@ -21,6 +21,7 @@ use klaud_planner::repo::Repository;
 use serde::Serialize;
 
 use super::forge::GithubLifecycle;
+use super::recover::{RecoveryContext, open_orphans, settle_recovery_leases, take_over_orphans};
 use crate::github::upstream::GithubUpstream;
 use crate::github::{Forge, ForgeRunStatus, GithubError};
 use crate::store::{Record, Store, trees};
@@ -335,49 +336,58 @@ pub async fn run_wave(
         .await
         .map_err(|e| WaveError::Claims(e.to_string()))?;
     ensure_plannable(&claims).map_err(|e| WaveError::Claims(e.to_string()))?;
-    let mut ours = BTreeSet::new();
-    let mut orphans = Vec::new();
-    let now = chrono::Utc::now();
-    let runs = ForgeRunStatus::new(forge);
-    for entry in &claims {
-        match book.adopt(entry) {
-            Some(held) => ours.extend(held.record.candidate_ids().iter().map(|s| s.to_string())),
-            None => {
-                let Some(family) = entry.family() else {
-                    continue;
-                };
-                options.plan.occupied.insert(family.as_str().to_owned());
-                // Recovery (spec §6): an expired lease, or a lease-less
-                // (old helper) claim whose run ended, is taken over with a
-                // higher fence and its candidates finished.
-                let lease_less = entry.record.as_ref().is_ok_and(|r| r.lease_until.is_none());
-                if entry.lease_expired(now) != Some(true) && !lease_less {
-                    continue;
-                }
-                match book
-                    .takeover(
-                        &family,
-                        options.engine.owner_run,
-                        options.engine.lease,
-                        &runs,
-                    )
-                    .await
-                {
-                    Ok(Takeover::Took { held, previous }) => orphans.push((held, previous)),
-                    Ok(other) => tracing::info!(family = family.as_str(), ?other, "not taken over"),
-                    Err(e) => {
-                        tracing::warn!(family = family.as_str(), error = %e, "takeover failed")
-                    }
-                }
-            }
-        }
-    }
+    let leases = book
+        .list_recovery_leases()
+        .await
+        .map_err(|e| WaveError::Claims(e.to_string()))?;
     let (done, unfinished): (Vec<CandidateRecord>, Vec<CandidateRecord>) = journal
         .list()
         .await
         .map_err(|e| WaveError::Journal(e.to_string()))?
         .into_iter()
         .partition(|r| r.step == Step::Done);
+    let now = chrono::Utc::now();
+    let runs = ForgeRunStatus::new(forge);
+    let recovery = RecoveryContext {
+        book: &book,
+        runs: &runs,
+        owner_run: options.engine.owner_run,
+        lease: options.engine.lease,
+        now,
+    };
+    // Recovery (spec §6) before planning: orphaned claims are taken over
+    // and their candidates finished in this wave.
+    let journaled: BTreeSet<String> = done
+        .iter()
+        .chain(&unfinished)
+        .map(|r| r.candidate.clone())
+        .collect();
+    let (orphans, not_recovered) =
+        take_over_orphans(&recovery, &claims, &leases, &journaled, None).await;
+    for (claim, why) in &not_recovered {
+        tracing::debug!(claim, why, "not recovered");
+    }
+    let recovering: BTreeSet<String> = orphans
+        .iter()
+        .flat_map(|o| o.candidates.iter().map(|c| c.id.as_str().to_owned()))
+        .collect();
+    let mut ours = BTreeSet::new();
+    for entry in &claims {
+        match book.adopt(entry) {
+            Some(held) => ours.extend(
+                held.record
+                    .candidate_ids()
+                    .iter()
+                    .map(|s| s.to_string())
+                    .filter(|id| !recovering.contains(id)),
+            ),
+            None => {
+                if let Some(family) = entry.family() {
+                    options.plan.occupied.insert(family.as_str().to_owned());
+                }
+            }
+        }
+    }
     let cooldown = chrono::TimeDelta::from_std(options.cooldown).unwrap_or(chrono::TimeDelta::MAX);
     for rec in &done {
         // A maintainer's retry request (`/klaud retry`) lifts the cooldown.
@@ -464,19 +474,9 @@ pub async fn run_wave(
         engine = engine.with_repair(hook);
     }
 
-    let mut records: Vec<(CandidateRecord, Option<String>, bool)> = Vec::new();
-    let mut skipped = Vec::new();
-    for (held, previous) in &orphans {
-        for c in &previous.candidates {
-            match engine
-                .recover(&c.family, &c.id, held, previous.run_id)
-                .await
-            {
-                Ok(rec) => records.push((rec, None, false)),
-                Err(e) => skipped.push((c.id.as_str().to_owned(), format!("recovery: {e}"))),
-            }
-        }
-    }
+    let (recovered, mut skipped) = open_orphans(&engine, &orphans).await;
+    let mut records: Vec<(CandidateRecord, Option<String>, bool)> =
+        recovered.into_iter().map(|r| (r, None, false)).collect();
     for t in &targets {
         match engine.open_record(t).await {
             Ok(rec) => records.push((rec, None, false)),
@@ -557,6 +557,10 @@ pub async fn run_wave(
         }
         tokio::time::sleep(options.poll).await;
     }
+    let acquired: Vec<_> = orphans.iter().flat_map(|o| o.leases.clone()).collect();
+    let mut journal_now: Vec<CandidateRecord> = done;
+    journal_now.extend(records.iter().map(|(r, _, _)| r.clone()));
+    settle_recovery_leases(&recovery, &leases, &acquired, &claims, &journal_now).await;
     let mut candidates = Vec::new();
     for (rec, status, skip) in &records {
         if *skip {
