@@ -183,11 +183,19 @@ fn list_acquire_occupied_and_release_as_processes() {
         "{table}"
     );
 
-    // Not yours: refused without --force, by id or with another owner.
+    // Not yours: a reason is required, and a live owner's lease is refused
+    // without --force, by id or with another owner.
     let out = klaud(&sb, Some(BOT_TOKEN), &["release", "--family", FAMILY_ID]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--reason"), "{}", stderr(&out));
+    let out = klaud(
+        &sb,
+        Some(BOT_TOKEN),
+        &["release", "--family", FAMILY_ID, "--reason", "stuck"],
+    );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("--force --reason"),
+        stderr(&out).contains("live owner") && stderr(&out).contains("--force --reason"),
         "{}",
         stderr(&out)
     );
@@ -211,7 +219,11 @@ fn list_acquire_occupied_and_release_as_processes() {
     assert_eq!(released["forced"], false);
     assert_eq!(tip(&sb), None);
 
-    let out = klaud(&sb, Some(BOT_TOKEN), &["release", "--family", FAMILY]);
+    let out = klaud(
+        &sb,
+        Some(BOT_TOKEN),
+        &["release", "--family", FAMILY, "--reason", "cleanup"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("nothing to release"),
@@ -330,13 +342,16 @@ fn a_forced_release_needs_a_reason_and_records_who_and_why() {
             "--force",
             "--reason",
             "holder crashed; alice checked",
+            "--by",
+            "alice",
         ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     for needle in [
         "released",
-        "by Klaud-Cold",
+        "by alice",
+        "token of Klaud-Cold",
         "forced",
         "holder crashed; alice checked",
         owner.as_str(),
@@ -379,8 +394,13 @@ fn an_unparsable_claim_is_listed_with_its_error_and_only_deleted_by_hand() {
     let out = klaud(&sb, Some(BOT_TOKEN), &["acquire", "--family", FAMILY]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stdout(&out).contains("does not parse"), "{}", stdout(&out));
-    let out = klaud(&sb, Some(BOT_TOKEN), &["release", "--family", FAMILY]);
+    let out = klaud(
+        &sb,
+        Some(BOT_TOKEN),
+        &["release", "--family", FAMILY, "--reason", "garbage"],
+    );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("does not parse"), "{}", stderr(&out));
     assert_eq!(tip(&sb), Some(planted));
 
     let out = klaud(
@@ -512,4 +532,34 @@ fn an_unreachable_api_is_a_failure_exit_1() {
     assert_no_secret(&out);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("network error"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_expired_claim_is_released_with_a_reason_and_no_force() {
+    let sb = sandbox();
+    let out = klaud(
+        &sb,
+        Some(BOT_TOKEN),
+        &["acquire", "--family", FAMILY, "--lease", "1s", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let owner = json(&out)["owner"].as_str().unwrap().to_owned();
+    // Let the lease run out (the wait is not asserted on).
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let out = klaud(
+        &sb,
+        Some(BOT_TOKEN),
+        &[
+            "release", "--family", FAMILY, "--reason", "run died", "--by", "bob", "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let released = json(&out);
+    assert_eq!(released["result"], "released");
+    assert_eq!(released["forced"], false);
+    assert_eq!(released["released_by"], "bob");
+    assert_eq!(released["reason"], "run died");
+    assert_eq!(released["previous"]["owner"], owner.as_str());
+    assert_eq!(released["previous"]["state"], "expired");
+    assert_eq!(tip(&sb), None);
 }

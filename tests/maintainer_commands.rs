@@ -716,3 +716,94 @@ async fn a_flood_of_commands_is_answered_over_several_passes() {
     assert_eq!(env.handle(&env.forge, &mut rec).await, 2);
     assert_eq!(env.handle(&env.forge, &mut rec).await, 0);
 }
+
+/// `klaud claims release` as a process against the sandbox.
+async fn claims_release(env: &Env, args: &[&str]) -> std::process::Output {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("klaud.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[lifecycle]\nbaseline_api = \"{}\"\n",
+            env.stack.baseline_url
+        ),
+    )
+    .expect("config");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_klaud"));
+    cmd.args(["claims", "release"])
+        .args(args)
+        .args(["--github-api", &env.stack.github.url(), "--repo", REPO])
+        .arg("--config")
+        .arg(&config)
+        .env("KLAUD_GITHUB_TOKEN", klaud::sandbox::stack::BOT_TOKEN)
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GITHUB_RUN_ID")
+        .env_remove("KLAUD_CONFIG");
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("run klaud"))
+        .await
+        .expect("process task");
+    drop(dir);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt_naming_who_and_why()
+ {
+    let env = env().await;
+    let rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    let reason = "bad base image, see #12";
+    let args = ["--family", &rec.family, "--reason", reason, "--by", "alice"];
+
+    let out = claims_release(&env, &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("live owner"), "{stderr}");
+    assert_eq!(env.claims().await.len(), 1, "a refusal changes nothing");
+    assert!(env.forge.get_pull(pr).await.expect("pull").open);
+
+    let forced: Vec<&str> = args.iter().copied().chain(["--force", "--json"]).collect();
+    let out = claims_release(&env, &forced).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let released: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(released["result"], "released");
+    assert_eq!(released["forced"], true);
+    assert_eq!(
+        released["candidates"][0]["candidate"],
+        rec.candidate.as_str()
+    );
+    assert_eq!(released["candidates"][0]["outcome"], "handoff");
+    assert!(env.claims().await.is_empty());
+    assert!(
+        !env.forge.get_pull(pr).await.expect("pull").open,
+        "cleanup closes the PR"
+    );
+    let bodies = env.stack.state().comment_bodies(REPO, pr).await;
+    let receipt = bodies
+        .iter()
+        .find(|b| b.contains("<!-- klaud-outcome:"))
+        .expect("receipt");
+    assert!(receipt.contains("alice"), "{receipt}");
+    assert!(receipt.contains(reason), "{receipt}");
+    assert!(receipt.contains("klaud claims release"), "{receipt}");
+
+    // The fenced-out holder cannot touch the candidate any more.
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let clock = SystemClock;
+    let engine = env.engine(&lifecycle, &clock);
+    let mut stale = rec.clone();
+    engine.drive(&mut stale, 16).await.expect("drive");
+    assert_eq!(stale.step, Step::Done);
+    assert_eq!(
+        env.stack
+            .state()
+            .comment_bodies(REPO, pr)
+            .await
+            .iter()
+            .filter(|b| b.contains("<!-- klaud-outcome:"))
+            .count(),
+        1,
+        "one receipt"
+    );
+}

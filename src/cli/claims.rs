@@ -3,9 +3,14 @@
 //! There is no local store here: GitHub is the truth, so these commands can
 //! run beside a daemon or each other. Every command first runs the identity
 //! preflight (the token must belong to the bot login). Exit codes: 0 done,
-//! 3 the claim belongs to somebody else (acquire: occupied; release: not
-//! ours and no `--force`), 2 bad input or preflight mismatch, 1 transport or
-//! GitHub failures.
+//! 3 the claim belongs to somebody else (acquire: occupied; release: a live
+//! owner holds it, or it does not parse, and no `--force`), 2 bad input or
+//! preflight mismatch, 1 transport or GitHub failures.
+//!
+//! Releasing another owner's claim is a recovery with a person's name on it:
+//! the claim is taken over by compare-and-swap (fence + 1, so a live holder
+//! stops at its next ownership check), and each candidate ends as `handoff`
+//! with the usual cleanup and a receipt saying who released it and why.
 //!
 //! A claim made here has no planner candidate behind it, but the record
 //! format (shared with the old helper) needs at least one candidate of the
@@ -21,8 +26,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use clap::Subcommand;
 use klaud_claims::claim::MAX_LEASE;
 use klaud_claims::{
-    Acquire, CandidateId, ClaimBook, ClaimCandidate, ClaimEntry, ClaimError, ClaimRecord, Claimant,
-    Clock, FamilyId, RefStore, RefStoreError, Release, SystemClock,
+    Acquire, CandidateId, ClaimBook, ClaimCandidate, ClaimEntry, ClaimError, Claimant, Clock,
+    FamilyId, RefStore, RefStoreError, Release, SystemClock,
 };
 use klaud_planner::identity;
 use serde::Serialize;
@@ -30,7 +35,12 @@ use uuid::Uuid;
 
 use super::CliError;
 use crate::config::{Config, parse_duration};
-use crate::github::{Credential, Forge, ForgeConfig, GithubError, RetryPolicy, Secret};
+use crate::github::{
+    Credential, Forge, ForgeConfig, ForgeRunStatus, GithubError, RetryPolicy, Secret,
+};
+use crate::lifecycle::recover::{Recovered, RecoveryContext, ReleaseRefused, release_claim};
+use crate::lifecycle::{GithubLifecycle, base_checkout};
+use klaud_lifecycle::engine::{Engine, MemoryJournal};
 
 /// Exit code when the claim belongs to somebody else.
 pub const EXIT_HELD_BY_OTHER: u8 = 3;
@@ -74,7 +84,9 @@ enum ClaimsCommand {
     },
     /// Claim a family on the default branch head (exit 3 when occupied).
     Acquire(AcquireArgs),
-    /// Delete a claim: yours (`--owner`), or anybody's with `--force --reason`.
+    /// Release a claim: yours (`--owner`); another's with `--reason` once its
+    /// lease ran out (its candidates end with a receipt naming who and why),
+    /// or while its owner is live with `--force --reason`.
     Release(ReleaseArgs),
 }
 
@@ -104,12 +116,15 @@ struct ReleaseArgs {
     /// The owner uuid `acquire` printed: releases the claim only if it is still that owner's.
     #[arg(long, value_name = "UUID")]
     owner: Option<Uuid>,
-    /// Delete the claim even though it is not yours (or does not parse).
+    /// Release it even though a live owner holds the lease (or it does not parse).
     #[arg(long, requires = "reason")]
     force: bool,
-    /// Why (required with --force; printed with who released it).
+    /// Why (required unless it is yours); written into each candidate's receipt.
     #[arg(long, value_name = "TEXT")]
     reason: Option<String>,
+    /// Who is releasing it, for the receipt (default: $GITHUB_ACTOR, else $USER).
+    #[arg(long, value_name = "NAME")]
+    by: Option<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -140,7 +155,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         match request {
             Request::List { json } => list(&forge, json).await,
             Request::Acquire(a) => acquire(&forge, a).await,
-            Request::Release(r) => release(&forge, r).await,
+            Request::Release(r) => release(&forge, &config, r).await,
         }
     })
 }
@@ -202,6 +217,7 @@ struct ReleaseRequest {
     owner: Option<Uuid>,
     force: bool,
     reason: Option<String>,
+    by: String,
     json: bool,
 }
 
@@ -216,11 +232,30 @@ impl ReleaseRequest {
             }
             other => other.map(str::to_owned),
         };
+        if reason.is_none() && args.owner.is_none() {
+            return Err(CliError::bad_input(anyhow!(
+                "--reason TEXT is required to release a claim that is not yours (pass --owner \
+                 UUID for your own): it goes into the receipt of each candidate"
+            )));
+        }
+        let by = match args.by.as_deref().map(str::trim) {
+            Some("") => {
+                return Err(CliError::bad_input(anyhow!(
+                    "--by is empty; say who is releasing the claim"
+                )));
+            }
+            Some(by) => by.to_owned(),
+            None => ["GITHUB_ACTOR", "USER", "LOGNAME"]
+                .iter()
+                .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
+                .unwrap_or_else(|| "an operator".to_owned()),
+        };
         Ok(Self {
             family,
             owner: args.owner,
             force: args.force,
             reason,
+            by: clean(&by),
             json: args.json,
         })
     }
@@ -773,113 +808,192 @@ struct ReleaseOutput {
     ref_name: String,
     forced: bool,
     released_by: String,
+    /// The login of the token that did it.
+    token_of: String,
     reason: Option<String>,
     previous: Option<ClaimView>,
+    /// The claim's candidates, each ended with a receipt naming who and why.
+    candidates: Vec<Recovered>,
 }
 
-async fn release(forge: &Forge, args: ReleaseRequest) -> Result<(), CliError> {
-    let ReleaseRequest { family, reason, .. } = &args;
-    let reason = reason.clone();
-    let clock = SystemClock;
-    // Without --owner this instance owns nothing; the uuid is never written.
-    let owner = args.owner.unwrap_or_else(Uuid::new_v4);
-    let book = book(forge, &clock, owner);
-    let ref_name = family.id().claim_ref();
-    let by = forge.bot_login().to_owned();
-    let emit = |out: ReleaseOutput, json: bool| -> Result<(), CliError> {
-        if json {
-            return emit_json(&out);
-        }
-        let mut text = match out.result {
-            "released" => format!("released {} (by {})", out.ref_name, out.released_by),
-            _ => format!("no claim at {}: nothing to release", out.ref_name),
+impl ReleaseOutput {
+    fn text(&self) -> String {
+        let mut text = match self.result {
+            "released" => format!(
+                "released {} (by {}, token of {})",
+                self.ref_name, self.released_by, self.token_of
+            ),
+            _ => format!("no claim at {}: nothing to release", self.ref_name),
         };
-        if out.forced {
+        if self.forced {
             text.push_str(", forced");
         }
-        if let Some(reason) = &out.reason {
+        if let Some(reason) = &self.reason {
             let _ = write!(text, "; reason: {}", clean(reason));
         }
-        if let Some(previous) = &out.previous {
+        if let Some(previous) = &self.previous {
             let _ = write!(text, "\nprevious holder: {}", previous.holder_line());
         }
+        for c in &self.candidates {
+            let _ = write!(
+                text,
+                "\ncandidate {}: {} — {}",
+                c.candidate,
+                c.outcome.as_deref().unwrap_or("not finished"),
+                clean(&c.message)
+            );
+        }
         text.push('\n');
-        super::emit(&text);
+        text
+    }
+}
+
+async fn release(forge: &Forge, config: &Config, args: ReleaseRequest) -> Result<(), CliError> {
+    let clock = SystemClock;
+    // Without --owner this run owns nothing; its uuid only fences what it
+    // takes over on the way to releasing it.
+    let owner = args.owner.unwrap_or_else(Uuid::new_v4);
+    let book = book(forge, &clock, owner);
+    let ref_name = args.family.id().claim_ref();
+    let output = |result, previous, candidates| ReleaseOutput {
+        result,
+        ref_name: ref_name.clone(),
+        forced: args.force,
+        released_by: args.by.clone(),
+        token_of: forge.bot_login().to_owned(),
+        reason: args.reason.clone(),
+        previous,
+        candidates,
+    };
+    let emit = |out: ReleaseOutput| -> Result<(), CliError> {
+        if args.json {
+            return emit_json(&out);
+        }
+        super::emit(&out.text());
         Ok(())
     };
 
-    let Some(entry) = book.inspect(family.id()).await.map_err(claim_error)? else {
-        return emit(
-            ReleaseOutput {
-                result: "already-gone",
-                ref_name,
-                forced: false,
-                released_by: by,
-                reason,
-                previous: None,
-            },
-            args.json,
-        );
+    let Some(entry) = book.inspect(args.family.id()).await.map_err(claim_error)? else {
+        return emit(output("already-gone", None, Vec::new()));
     };
     let view = ClaimView::new("claim", &entry, clock.now());
-    let ours: Option<&ClaimRecord> = entry
-        .record
-        .as_ref()
-        .ok()
-        .filter(|r| args.owner.is_some() && r.owner == args.owner);
+    let record = match &entry.record {
+        Ok(record) => record,
+        Err(_) if args.force => return force_delete(forge, &entry, view, output, emit).await,
+        Err(_) => {
+            return Err(held_by_other(anyhow!(
+                "refusing to release {ref_name}: {}; it has no candidates to finish, so it is \
+                 only deleted by hand: pass --force --reason TEXT",
+                view.holder_line()
+            )));
+        }
+    };
 
-    if let Some(record) = ours {
+    if args.owner.is_some() && record.owner == args.owner {
         // Same checks the daemon's release makes: owner, run, fence and
         // candidates must still be what we just read.
         let released = book
             .release_expected(&ref_name, record)
             .await
             .map_err(claim_error)?;
-        return emit(
-            ReleaseOutput {
-                result: match released {
-                    Release::Released => "released",
-                    Release::AlreadyGone => "already-gone",
-                },
-                ref_name,
-                forced: false,
-                released_by: by,
-                reason,
-                previous: Some(view),
-            },
-            args.json,
-        );
-    }
-
-    if !args.force {
-        let whose = match args.owner {
-            Some(o) => format!("it is not owned by {o}"),
-            None => "pass --owner UUID (printed by acquire) to release your own claim".to_owned(),
+        let result = match released {
+            Release::Released => "released",
+            Release::AlreadyGone => "already-gone",
         };
+        return emit(ReleaseOutput {
+            forced: false,
+            ..output(result, Some(view), Vec::new())
+        });
+    }
+    if let Some(owner) = args.owner
+        && !args.force
+    {
         return Err(held_by_other(anyhow!(
-            "refusing to release {ref_name}: {}; {whose}. To delete it anyway, pass \
-             --force --reason TEXT",
+            "refusing to release {ref_name}: {}; it is not owned by {owner}. To release it \
+             anyway, pass --force --reason TEXT",
+            view.holder_line()
+        )));
+    }
+    // Checked before the base checkout below: a refusal costs no reads.
+    if !args.force
+        && let Some(until) = record.lease_until
+        && until > clock.now()
+    {
+        return Err(held_by_other(anyhow!(
+            "refusing to release {ref_name}: a live owner holds it ({}). Wait until the lease \
+             runs out, or pass --force --reason TEXT",
             view.holder_line()
         )));
     }
 
-    // Forced: delete exactly the commit we showed. GitHub has no conditional
-    // delete, so re-read right before it to narrow the window in which a
-    // renew or takeover could be deleted unseen.
-    match RefStore::read_ref(forge, &ref_name).await {
-        Ok(None) => {
-            return emit(
-                ReleaseOutput {
-                    result: "already-gone",
-                    ref_name,
-                    forced: true,
-                    released_by: by,
-                    reason,
-                    previous: Some(view),
-                },
-                args.json,
-            );
-        }
+    let who = crate::lifecycle::commands::no_mentions(&args.by);
+    let why = crate::lifecycle::commands::no_mentions(args.reason.as_deref().unwrap_or(""));
+    let note = format!("released by {who} with `klaud claims release`: {why}");
+    let owner_run = super::wave::owner_run();
+    let engine_cfg = super::wave::engine_config(config, owner_run);
+    let runs = ForgeRunStatus::new(forge);
+    let ctx = RecoveryContext {
+        book: &book,
+        runs: &runs,
+        owner_run,
+        lease: engine_cfg.lease,
+        now: clock.now(),
+    };
+    tracing::warn!(
+        ref_name,
+        by = args.by,
+        reason = args.reason.as_deref().unwrap_or(""),
+        previous = view.holder_line(),
+        forced = args.force,
+        "releasing another owner's claim"
+    );
+    let manual_only = record
+        .candidates
+        .iter()
+        .all(|c| Some(&c.id) == manual_candidate_id(&c.id.family()).as_ref());
+    let released = if manual_only {
+        release_claim(&ctx, None, args.family.id(), args.force, &note).await
+    } else {
+        // Finishing the candidates needs the engine over the base branch.
+        let (base, _dir, repository) = base_checkout(forge, &engine_cfg.base_branch, None)
+            .await
+            .map_err(CliError::failure)?;
+        let baseline = super::wave::baseline(config)?;
+        let lifecycle = GithubLifecycle::new(forge);
+        let journal = MemoryJournal::new();
+        let engine = Engine::new(
+            &lifecycle,
+            &journal,
+            &clock,
+            book.claimant().clone(),
+            baseline.as_ref(),
+            &repository,
+            base,
+            &engine_cfg,
+        );
+        release_claim(&ctx, Some(&engine), args.family.id(), args.force, &note).await
+    };
+    match released {
+        Ok(done) => emit(output("released", Some(view), done.candidates)),
+        Err(ReleaseRefused::Vacant(_)) => emit(output("already-gone", Some(view), Vec::new())),
+        Err(ReleaseRefused::Claim(e)) => Err(claim_error(e)),
+        Err(refused) => Err(held_by_other(anyhow!(refused))),
+    }
+}
+
+/// Deletes a claim that does not parse (`--force` only): exactly the commit
+/// shown, re-read right before the delete because GitHub has no
+/// conditional delete.
+async fn force_delete(
+    forge: &Forge,
+    entry: &ClaimEntry,
+    view: ClaimView,
+    output: impl Fn(&'static str, Option<ClaimView>, Vec<Recovered>) -> ReleaseOutput,
+    emit: impl Fn(ReleaseOutput) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    let ref_name = entry.tip.name.as_str();
+    match RefStore::read_ref(forge, ref_name).await {
+        Ok(None) => return emit(output("already-gone", Some(view), Vec::new())),
         Ok(Some(tip)) if tip.sha != entry.tip.sha => {
             return Err(held_by_other(anyhow!(
                 "{ref_name} moved from {} to {} while it was being released; nothing was \
@@ -893,27 +1007,15 @@ async fn release(forge: &Forge, args: ReleaseRequest) -> Result<(), CliError> {
     }
     tracing::warn!(
         ref_name,
-        by,
-        reason = reason.as_deref().unwrap_or(""),
         previous = view.holder_line(),
-        "force-releasing a claim"
+        "force-deleting an unparsable claim"
     );
-    let result = match RefStore::delete_ref(forge, &ref_name).await {
+    let result = match RefStore::delete_ref(forge, ref_name).await {
         Ok(()) => "released",
         Err(RefStoreError::NotFound(_)) => "already-gone",
         Err(e) => return Err(CliError::failure(anyhow!("deleting {ref_name}: {e}"))),
     };
-    emit(
-        ReleaseOutput {
-            result,
-            ref_name,
-            forced: true,
-            released_by: by,
-            reason,
-            previous: Some(view),
-        },
-        args.json,
-    )
+    emit(output(result, Some(view), Vec::new()))
 }
 
 fn emit_json(value: &impl Serialize) -> Result<(), CliError> {

@@ -347,7 +347,8 @@ async fn execute(
 
 /// Text safe to post: a zero-width space after every `@` keeps GitHub
 /// from turning `@name` or `@org/team` into a notification.
-fn no_mentions(text: &str) -> String {
+/// Keeps text written into a PR comment from notifying anyone.
+pub(crate) fn no_mentions(text: &str) -> String {
     text.replace('@', "@\u{200b}")
 }
 

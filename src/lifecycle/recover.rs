@@ -535,10 +535,12 @@ pub enum ReleaseRefused {
 /// taken over by compare-and-swap — refused while a live owner holds it
 /// unless `force` — and each of its candidates ends as `handoff` with the
 /// usual cleanup and a receipt whose note is `note` (who and why). A
-/// candidate whose receipt already exists is only released.
+/// candidate whose receipt already exists is only released. Without an
+/// `engine` (a manual claim: nothing on GitHub to finish) only the claim is
+/// released.
 pub async fn release_claim(
     ctx: &RecoveryContext<'_>,
-    engine: &Engine<'_>,
+    engine: Option<&Engine<'_>>,
     family: &FamilyId,
     force: bool,
     note: &str,
@@ -577,9 +579,13 @@ pub async fn release_claim(
         candidates: previous.candidates.clone(),
         leases: Vec::new(),
     };
-    let (mut records, skipped) = open_orphans(engine, std::slice::from_ref(&orphan)).await;
+    let (mut records, skipped) = match engine {
+        Some(engine) => open_orphans(engine, std::slice::from_ref(&orphan)).await,
+        None => (Vec::new(), Vec::new()),
+    };
     let mut candidates = Vec::new();
     for rec in &mut records {
+        let Some(engine) = engine else { break };
         // A receipt on GitHub (or a maintainer's earlier stop) already ended
         // it: only the claim is released.
         let ended = rec.ending.as_ref().is_some_and(|e| e.hands_off);
