@@ -213,17 +213,19 @@ fn interrupted_recovery(
 ) -> Option<Orphan> {
     let mut orphan_run = None;
     let mut leases = Vec::new();
+    let mut candidates = Vec::new();
     for c in &held.record.candidates {
         if let Some((run, lease)) = ours.get(c.id.as_str())
             && !journaled.contains(c.id.as_str())
         {
             orphan_run = Some(*run);
             leases.push(lease.clone());
+            candidates.push(c.clone());
         }
     }
     Some(Orphan {
         orphan_run: orphan_run?,
-        candidates: held.record.candidates.clone(),
+        candidates,
         held,
         leases,
     })
