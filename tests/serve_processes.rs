@@ -576,3 +576,58 @@ async fn a_killed_serve_process_is_recovered_by_the_other_without_duplicate_prs(
     assert!(!b_log.contains(BOT_TOKEN), "the token reached B's log");
     drop(a);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_serve_processes_starting_together_never_open_two_prs_for_a_family() {
+    let mut stack = stack().await;
+    stack.ci = Some(CiSim::spawn_with_poll(
+        stack.state().clone(),
+        Script::all_success(),
+        Duration::from_millis(20),
+    ));
+    // Both plan the same base at once, so they race for the same families:
+    // the claim refs must pick one winner per family.
+    let (mut a, mut b) = tokio::join!(Serve::start("A", &stack), Serve::start("B", &stack));
+    let finished = |s: &Value| {
+        let rows = rows(s);
+        s["waves_total"].as_u64().is_some_and(|n| n >= 1)
+            && rows.iter().all(|r| r.outcome.is_some())
+    };
+    let a_end = wait_for(&a, &[&b], "A's wave and its candidates' outcomes", finished).await;
+    let b_end = wait_for(&b, &[&a], "B's wave and its candidates' outcomes", finished).await;
+
+    // A family in both journals means the later one found the work already
+    // finished on GitHub after the winner released it: same PR, nothing redone.
+    let mut families: BTreeMap<String, BTreeSet<Option<String>>> = BTreeMap::new();
+    for status in [&a_end, &b_end] {
+        for row in rows(status) {
+            families.entry(row.family).or_default().insert(row.pull);
+        }
+    }
+    assert!(
+        families.values().flatten().any(Option::is_some),
+        "somebody opened a PR: {families:?}\n{}",
+        logs(&[&a, &b])
+    );
+    assert!(
+        families.values().all(|pulls| pulls.len() == 1),
+        "a family got two PRs: {families:?}\n{}",
+        logs(&[&a, &b])
+    );
+    let prs = assert_one_pr_per_branch(&stack, &[&a, &b]).await;
+    let with_pr = families
+        .values()
+        .filter(|p| p.iter().any(Option::is_some))
+        .count();
+    assert_eq!(prs.len(), with_pr, "one PR per family: {prs:?}");
+
+    for serve in [&mut a, &mut b] {
+        let exit = serve.terminate().await;
+        assert!(
+            exit.success(),
+            "{} after SIGTERM: {exit:?}\n{}",
+            serve.name,
+            serve.logs()
+        );
+    }
+}
