@@ -4,9 +4,13 @@
 //! candidates once their leases expire — closed PRs with an
 //! `unexpected-error` receipt, claims released, no duplicate PR.
 //!
+//! A second test starts both at once: they race for the same families and
+//! the claim refs let one win each, so no family ever gets two PRs.
+//!
 //! The sandbox (GitHub, registry, baseline API, CI simulators) runs in this
-//! test process; the two daemons reach it over loopback. CI is held back
-//! until instance A is dead, so A is certain to die with unfinished work.
+//! test process; the daemons reach it over loopback. In the first test CI is
+//! held back until instance A is dead, so A is certain to die with
+//! unfinished work.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -452,10 +456,10 @@ async fn a_killed_serve_process_is_recovered_by_the_other_without_duplicate_prs(
 
     // No CI has run yet, so every candidate of A is still waiting on its
     // smoke run: killed now, A leaves its claims leased and its work open.
-    let a_open: BTreeMap<String, String> = rows(&a_status)
+    let a_open: BTreeSet<String> = rows(&a_status)
         .into_iter()
         .filter(|r| r.pull.is_some() && r.outcome.is_none())
-        .map(|r| (r.id, r.family))
+        .map(|r| r.id)
         .collect();
     assert!(
         !a_open.is_empty(),
@@ -482,7 +486,7 @@ async fn a_killed_serve_process_is_recovered_by_the_other_without_duplicate_prs(
             };
             !rows.is_empty()
                 && rows.iter().all(|r| r.outcome.is_some())
-                && a_open.keys().all(|id| outcome(id).is_some())
+                && a_open.iter().all(|id| outcome(id).is_some())
         },
     )
     .await;
@@ -494,7 +498,7 @@ async fn a_killed_serve_process_is_recovered_by_the_other_without_duplicate_prs(
             .map(|r| (r.family.as_str(), r.outcome.as_deref().unwrap_or("-")))
             .collect::<Vec<_>>()
     );
-    for id in a_open.keys() {
+    for id in &a_open {
         let row = end_rows.iter().find(|r| &r.id == id).expect("recovered");
         assert_eq!(
             row.outcome.as_deref(),
@@ -504,7 +508,7 @@ async fn a_killed_serve_process_is_recovered_by_the_other_without_duplicate_prs(
         );
     }
     for row in &end_rows {
-        if !a_open.contains_key(&row.id) {
+        if !a_open.contains(&row.id) {
             assert!(
                 !a_families.contains(&row.family),
                 "B drove A's family {} as a candidate of its own\n{}",
@@ -517,7 +521,7 @@ async fn a_killed_serve_process_is_recovered_by_the_other_without_duplicate_prs(
     // GitHub agrees: one PR per branch; every orphan's PR closed with one
     // receipt saying unexpected-error; no claim or recovery ref left of A's.
     let prs = assert_one_pr_per_branch(&stack, &[&a, &b]).await;
-    for id in a_open.keys() {
+    for id in &a_open {
         let branch = format!("klaud/auto-{id}");
         let pr = prs.iter().find(|p| p.head == branch).unwrap_or_else(|| {
             panic!("no PR for A's candidate {id}: {prs:?}\n{}", logs(&[&a, &b]))
@@ -548,7 +552,7 @@ async fn a_killed_serve_process_is_recovered_by_the_other_without_duplicate_prs(
         );
     }
     let claims = refs(&stack, "klaud/claim-").await;
-    for id in a_open.keys() {
+    for id in &a_open {
         let family_id = id.split('-').next().expect("family id");
         let claim = format!("refs/heads/klaud/claim-{family_id}");
         assert!(
