@@ -8,6 +8,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+/// A lease must be at least this many reconcile intervals long.
+const LEASE_PER_RECONCILE: u32 = 4;
+/// The shortest lease at any reconcile interval.
+const MIN_LEASE: Duration = Duration::from_secs(5);
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -69,7 +74,8 @@ pub struct DaemonConfig {
     /// requests; a verified webhook wakes it early).
     #[serde(deserialize_with = "duration")]
     pub reconcile_interval: Duration,
-    /// How long a claim's lease lasts; heartbeats renew it at a third of that.
+    /// How long a claim's lease lasts; heartbeats renew it once less than
+    /// half is left. At least 4 × `reconcile_interval` (and 5 s).
     #[serde(deserialize_with = "duration")]
     pub lease: Duration,
     /// Candidates driven at once per repository.
@@ -319,10 +325,25 @@ impl Config {
                 "must be at least 1".to_owned(),
             ));
         }
-        if self.daemon.lease < Duration::from_secs(300) {
+        // Heartbeats run inside reconcile passes and renew once less than
+        // half of the lease is left: a pass must fit in that half with room
+        // to spare for the pass itself, or a live owner loses its claims.
+        let floor = self
+            .daemon
+            .reconcile_interval
+            .saturating_mul(LEASE_PER_RECONCILE)
+            .max(MIN_LEASE);
+        if self.daemon.lease < floor {
             return Err(invalid(
                 "daemon.lease",
-                "must be at least 5m so heartbeats can keep it".to_owned(),
+                format!(
+                    "{}s is too short: heartbeats can keep a lease only when it is at least \
+                     {LEASE_PER_RECONCILE} × daemon.reconcile_interval and at least {}s \
+                     (here {}s)",
+                    self.daemon.lease.as_secs(),
+                    MIN_LEASE.as_secs(),
+                    floor.as_secs()
+                ),
             ));
         }
         if self.registry.concurrency == 0 {
@@ -491,9 +512,33 @@ mod tests {
                 "dashboard-allow-remote",
             ),
             ("[daemon]\nlease = \"1m\"\n", "daemon.lease"),
+            (
+                "[daemon]\nreconcile_interval = \"10s\"\nlease = \"39s\"\n",
+                "daemon.lease",
+            ),
+            (
+                "[daemon]\nreconcile_interval = \"1s\"\nlease = \"4s\"\n",
+                "at least 5s",
+            ),
         ] {
             let err = Config::parse("klaud.toml", text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_lease_scales_with_the_reconcile_interval() {
+        let config = Config::parse(
+            "klaud.toml",
+            "[daemon]\nreconcile_interval = \"1s\"\nlease = \"8s\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.daemon.lease, Duration::from_secs(8));
+        let config = Config::parse(
+            "klaud.toml",
+            "[daemon]\nreconcile_interval = \"60s\"\nlease = \"4m\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.daemon.lease, Duration::from_secs(240));
     }
 }
