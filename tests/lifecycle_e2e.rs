@@ -933,3 +933,109 @@ async fn stuck_smoke_runs_are_cancelled_and_retried() {
     }
     assert_eq!(env.dispatches().await, 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wave_that_loses_its_picks_to_a_racing_instance_claims_the_next_stale_families() {
+    use klaud::lifecycle::wave::{WaveOptions, run_wave};
+    use klaud::sandbox::github::{Fault, FaultAction};
+    let env = env(None).await;
+    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
+    let mut plan_options = PlanOptions::new(chrono::Utc::now());
+    plan_options.max_candidates = 2;
+    // What the wave is going to pick (the plan is deterministic).
+    let picks = plan(&env.repository, &registry.session(), &plan_options)
+        .await
+        .candidates;
+    assert_eq!(picks.len(), 2, "{picks:?}");
+
+    // Another instance claims exactly those after the wave has listed the
+    // claims and before it claims: the recovery-lease listing that follows
+    // the claim listing is held back long enough.
+    env.stack
+        .state()
+        .add_fault(Fault {
+            method: Some("GET".into()),
+            path: "*/git/matching-refs/heads/klaud/recovery-*".into(),
+            count: 1,
+            action: FaultAction::Delay { millis: 1500 },
+        })
+        .await;
+    let racer = async {
+        loop {
+            let log = env.stack.state().request_log().await;
+            if log
+                .iter()
+                .any(|e| e.path.contains("git/matching-refs/heads/klaud/claim-"))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let clock = SystemClock;
+        let other = klaud_claims::ClaimBook::new(
+            &env.forge,
+            &clock,
+            Claimant::new(uuid::Uuid::from_u128(99)),
+        );
+        for p in &picks {
+            let id = CandidateId::new(&p.id).expect("id");
+            let won = other
+                .acquire(
+                    &id.family(),
+                    vec![klaud_claims::ClaimCandidate::new(
+                        &env.base,
+                        &p.family,
+                        id.clone(),
+                    )],
+                    &env.base,
+                    1,
+                    chrono::TimeDelta::hours(1),
+                )
+                .await
+                .expect("racing claim");
+            assert!(matches!(won, klaud_claims::Acquire::Won(_)), "{won:?}");
+        }
+    };
+    let journal = MemoryJournal::new();
+    let wave = run_wave(
+        &env.forge,
+        &journal,
+        &registry,
+        &env.baseline,
+        None,
+        WaveOptions {
+            claimant: owner(),
+            engine: sandbox_engine(OWNER_RUN),
+            plan: plan_options,
+            poll: Duration::from_millis(20),
+            wait: Duration::ZERO,
+            cooldown: Duration::ZERO,
+            upstream: None,
+            cache: None,
+            stop: None,
+        },
+    );
+    let (summary, ()) = tokio::join!(wave, racer);
+    let summary = summary.expect("wave");
+
+    let lost: Vec<&str> = picks.iter().map(|p| p.id.as_str()).collect();
+    for id in &lost {
+        let why = summary
+            .skipped
+            .iter()
+            .find(|(s, _)| s == id)
+            .unwrap_or_else(|| panic!("{id} not reported lost: {summary:#?}"));
+        assert!(why.1.contains("is claimed by"), "{why:?}");
+    }
+    let lost_families: Vec<&str> = picks.iter().map(|p| p.family.as_str()).collect();
+    assert_eq!(
+        summary.candidates.len(),
+        2,
+        "the lost slots are refilled: {summary:#?}"
+    );
+    for c in &summary.candidates {
+        assert!(!lost_families.contains(&c.family.as_str()), "{c:#?}");
+        assert!(c.pull_request.is_some(), "{c:#?}");
+    }
+    assert_eq!(env.claims().await.len(), 4, "two each, none shared");
+}

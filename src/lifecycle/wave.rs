@@ -317,6 +317,39 @@ async fn upstream_range(
     })
 }
 
+/// How often a wave re-plans to replace picks whose claim another instance
+/// won first.
+const REFILL_ROUNDS: usize = 3;
+
+/// The targets of `report` (its picks plus the claims in `ours`) not in
+/// `seen`, with their upstream commit range when it can be known.
+async fn plan_targets(
+    report: &PlanReport,
+    ours: &BTreeSet<String>,
+    seen: &mut BTreeSet<String>,
+    options: &WaveOptions<'_>,
+    repository: &Repository,
+) -> Vec<Target> {
+    let mut out = Vec::new();
+    for mut t in targets_from_plan(report, ours) {
+        if !seen.insert(t.candidate.as_str().to_owned()) {
+            continue;
+        }
+        if let (Some(up), Ok(family)) = (options.upstream, repository.family(&t.family)) {
+            t.upstream = upstream_range(
+                up,
+                &options.plan.upstream,
+                &family.image().to_string(),
+                &t.image,
+                t.revision.as_deref(),
+            )
+            .await;
+        }
+        out.push(t);
+    }
+    out
+}
+
 /// Runs one wave.
 pub async fn run_wave(
     forge: &Forge,
@@ -409,6 +442,9 @@ pub async fn run_wave(
     // held claim to rebuild from the plan skips the registry entirely: at
     // one pass a minute, a plan each time would burn the registries' budget.
     let journal_ids: BTreeSet<&str> = unfinished.iter().map(|r| r.candidate.as_str()).collect();
+    // One session for the wave: a re-plan after a lost claim race is
+    // answered from its cache.
+    let session = registry.session();
     let report = if options.plan.max_candidates == 0
         && ours.iter().all(|id| journal_ids.contains(id.as_str()))
     {
@@ -420,7 +456,6 @@ pub async fn run_wave(
             elapsed_ms: 0,
         }
     } else {
-        let session = registry.session();
         plan(&repository, &session, &options.plan).await
     };
     let mut targets = Vec::new();
@@ -442,22 +477,13 @@ pub async fn run_wave(
             });
         }
     }
-    for mut t in targets_from_plan(&report, &ours) {
-        if !seen.insert(t.candidate.as_str().to_owned()) {
-            continue;
-        }
-        if let (Some(up), Ok(family)) = (options.upstream, repository.family(&t.family)) {
-            t.upstream = upstream_range(
-                up,
-                &options.plan.upstream,
-                &family.image().to_string(),
-                &t.image,
-                t.revision.as_deref(),
-            )
-            .await;
-        }
-        targets.push(t);
-    }
+    let picked = plan_targets(&report, &ours, &mut seen, &options, &repository).await;
+    let mut new_picks: BTreeSet<String> = picked
+        .iter()
+        .map(|t| t.candidate.as_str().to_owned())
+        .filter(|id| !ours.contains(id))
+        .collect();
+    targets.extend(picked);
 
     let lifecycle = GithubLifecycle::new(forge);
     let mut engine = Engine::new(
@@ -481,6 +507,53 @@ pub async fn run_wave(
         match engine.open_record(t).await {
             Ok(rec) => records.push((rec, None, false)),
             Err(e) => skipped.push((t.candidate.as_str().to_owned(), e.to_string())),
+        }
+    }
+    // Claim the plan's new picks now: a family lost to another instance's
+    // race frees its slot for the next stale family, so instances started
+    // together split the work instead of one of them idling until the next
+    // wave.
+    for _ in 0..REFILL_ROUNDS {
+        if new_picks.is_empty() || options.stop.as_ref().is_some_and(|s| *s.borrow()) {
+            break;
+        }
+        let mut lost = 0;
+        for (rec, status, skip) in records.iter_mut() {
+            if !new_picks.remove(&rec.candidate) || rec.step != Step::Claim {
+                continue;
+            }
+            match engine.step(rec).await {
+                Ok(Progress::Skipped(why)) => {
+                    *status = Some(why);
+                    *skip = true;
+                    lost += 1;
+                }
+                Ok(_) => {}
+                Err(e) => *status = Some(format!("stopped: {e}")),
+            }
+        }
+        if lost == 0 {
+            break;
+        }
+        for (rec, _, _) in &records {
+            if let Ok(id) = CandidateId::new(&rec.candidate) {
+                options
+                    .plan
+                    .occupied
+                    .insert(id.family().as_str().to_owned());
+            }
+        }
+        options.plan.max_candidates = lost;
+        let again = plan(&repository, &session, &options.plan).await;
+        let refill = plan_targets(&again, &BTreeSet::new(), &mut seen, &options, &repository).await;
+        for t in &refill {
+            match engine.open_record(t).await {
+                Ok(rec) => {
+                    new_picks.insert(rec.candidate.clone());
+                    records.push((rec, None, false));
+                }
+                Err(e) => skipped.push((t.candidate.as_str().to_owned(), e.to_string())),
+            }
         }
     }
     // Maintainer commands on this wave's PRs, before driving (a `stop`
