@@ -807,3 +807,56 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
         "one receipt"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovery_only_releases_when_the_orphan_already_wrote_its_receipt() {
+    let mut env = env().await;
+    env.config.lease = chrono::TimeDelta::seconds(1);
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    // The owner ends the candidate and writes its receipt, but dies before
+    // the claim is released (every delete of the claim ref fails).
+    env.stack
+        .state()
+        .add_fault(Fault {
+            method: Some("DELETE".into()),
+            path: "*/git/refs/heads/klaud/claim-*".into(),
+            count: 50,
+            action: FaultAction::Status {
+                status: 500,
+                retry_after: None,
+                message: None,
+            },
+        })
+        .await;
+    {
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let clock = SystemClock;
+        let engine = env.engine(&lifecycle, &clock);
+        engine
+            .end_now(&mut rec, Outcome::Failed, "smoke failed".into(), false)
+            .await
+            .expect("end");
+        let _ = engine.drive(&mut rec, 32).await;
+    }
+    env.stack.state().clear_faults().await;
+    assert_eq!(receipts(&env, pr).await, 1, "the receipt was written");
+    assert_eq!(env.claims().await.len(), 1, "the claim was not released");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+
+    let before = env.stack.state().comment_bodies(REPO, pr).await.len();
+    let recovered = recover_as(&env, 8).await;
+    assert_eq!(recovered.len(), 1, "{recovered:#?}");
+    assert_eq!(
+        recovered[0].outcome.as_deref(),
+        Some("failed"),
+        "the receipt's outcome stands: {recovered:#?}"
+    );
+    assert_eq!(
+        env.stack.state().comment_bodies(REPO, pr).await.len(),
+        before,
+        "only released: nothing written on the PR"
+    );
+    assert!(env.claims().await.is_empty());
+    assert!(recovery_leases(&env).await.is_empty());
+}
