@@ -860,3 +860,52 @@ async fn recovery_only_releases_when_the_orphan_already_wrote_its_receipt() {
     assert!(env.claims().await.is_empty());
     assert!(recovery_leases(&env).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_release_that_cannot_finish_a_candidate_keeps_the_claim_and_says_so() {
+    let env = env().await;
+    let rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    let args = [
+        "--family",
+        rec.family.as_str(),
+        "--reason",
+        "stuck",
+        "--force",
+    ];
+    // GitHub cannot list pull requests: the candidate cannot be looked up.
+    env.stack
+        .state()
+        .add_fault(Fault {
+            method: Some("GET".into()),
+            path: "/repos/*/pulls".into(),
+            count: 100,
+            action: FaultAction::Status {
+                status: 500,
+                retry_after: None,
+                message: None,
+            },
+        })
+        .await;
+    let out = claims_release(&env, &args).await;
+    env.stack.state().clear_faults().await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("did not finish"), "{stdout}");
+    assert!(stderr.contains("stays leased"), "{stderr}");
+    assert_eq!(env.claims().await.len(), 1, "the claim is kept");
+    assert!(env.forge.get_pull(pr).await.expect("pull").open);
+    assert_eq!(receipts(&env, pr).await, 0);
+
+    // Once GitHub answers again, a forced re-run finishes it.
+    let out = claims_release(&env, &args).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(env.claims().await.is_empty());
+    assert_eq!(receipts(&env, pr).await, 1);
+}

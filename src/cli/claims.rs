@@ -823,6 +823,10 @@ impl ReleaseOutput {
                 "released {} (by {}, token of {})",
                 self.ref_name, self.released_by, self.token_of
             ),
+            "unfinished" => format!(
+                "took over {} (by {}, token of {}) but did not finish every candidate",
+                self.ref_name, self.released_by, self.token_of
+            ),
             _ => format!("no claim at {}: nothing to release", self.ref_name),
         };
         if self.forced {
@@ -974,7 +978,14 @@ async fn release(forge: &Forge, config: &Config, args: ReleaseRequest) -> Result
         release_claim(&ctx, Some(&engine), args.family.id(), args.force, &note).await
     };
     match released {
-        Ok(done) => emit(output("released", Some(view), done.candidates)),
+        Ok(done) if done.claim_released => emit(output("released", Some(view), done.candidates)),
+        Ok(done) => {
+            emit(output("unfinished", Some(view), done.candidates))?;
+            Err(CliError::failure(anyhow!(
+                "{ref_name}: not every candidate finished, so the claim stays leased by this \
+                 release; re-run it with --force, or let recovery finish it once the lease runs out"
+            )))
+        }
         Err(ReleaseRefused::Vacant(_)) => emit(output("already-gone", Some(view), Vec::new())),
         Err(ReleaseRefused::Claim(e)) => Err(claim_error(e)),
         Err(refused) => Err(held_by_other(anyhow!(refused))),

@@ -499,6 +499,9 @@ pub struct Released {
     pub ref_name: String,
     /// Its candidates, each finished with a receipt naming who and why.
     pub candidates: Vec<Recovered>,
+    /// Whether the claim is gone; `false` when a candidate did not finish
+    /// (the claim then stays leased and recovery finishes it later).
+    pub claim_released: bool,
 }
 
 /// Why a maintainer's release did not happen.
@@ -604,18 +607,23 @@ pub async fn release_claim(
         }
         candidates.push(recovered(rec, previous.run_id, progress));
     }
+    // A candidate that could not be opened keeps the claim: its lease runs
+    // out and the next recovery finishes it, rather than freeing the family
+    // under an open PR.
+    let all_opened = skipped.is_empty();
     for (id, why) in skipped {
         candidates.push(Recovered {
             family: String::new(),
             candidate: id,
             orphan_run: previous.run_id,
             outcome: None,
-            message: why,
+            message: format!("{why}; the claim stays until its lease runs out"),
         });
     }
-    // Candidates that finished released the claim; without any (a manual
-    // claim, or none could be opened) it is released here.
-    if records.iter().all(|r| r.step == Step::Done) {
+    // Finished candidates released the claim; a manual claim (no engine)
+    // has none, so it is released here.
+    let claim_released = all_opened && records.iter().all(|r| r.step == Step::Done);
+    if claim_released {
         ctx.book.release(&held).await.or_else(|e| match e {
             // Already moved on by the finished candidates' release.
             ClaimError::NotOwner { .. } => Ok(Release::AlreadyGone),
@@ -625,5 +633,6 @@ pub async fn release_claim(
     Ok(Released {
         ref_name,
         candidates,
+        claim_released,
     })
 }
