@@ -9,13 +9,13 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Subcommand;
 use klaud_claims::SystemClock;
-use klaud_lifecycle::engine::{CandidateRecord, Engine, Journal, Progress, RepairHook};
+use klaud_lifecycle::engine::{CandidateRecord, Journal, Progress};
 use klaud_lifecycle::model::Outcome;
 
 use super::CliError;
-use super::wave::{Connection, baseline, connect, engine_config, repair_hook};
+use super::wave::{Connection, EngineParts, connect, engine_config};
 use crate::config::Config;
-use crate::lifecycle::{GithubLifecycle, StoreJournal, base_checkout};
+use crate::lifecycle::{GithubLifecycle, StoreJournal};
 use crate::store::Store;
 
 /// Arguments of `klaud candidate`.
@@ -166,31 +166,21 @@ async fn end(
 ) -> Result<(), CliError> {
     let session = connect(connection).await?;
     let mut rec = load(&session.journal, id).await?;
-    let engine_cfg = engine_config(&session.config, rec.owner_run);
-    let (base, _dir, repository) = base_checkout(
+    let parts = EngineParts::load(
         &session.forge,
-        &engine_cfg.base_branch,
+        &session.config,
+        engine_config(&session.config, rec.owner_run),
         Some(session.journal.store()),
     )
-    .await
-    .map_err(CliError::failure)?;
-    let baseline = baseline(&session.config)?;
-    let hook = repair_hook(&session.config)?;
+    .await?;
     let lifecycle = GithubLifecycle::new(&session.forge);
     let clock = SystemClock;
-    let mut engine = Engine::new(
+    let engine = parts.engine(
         &lifecycle,
         &session.journal,
         &clock,
         session.claimant.clone(),
-        baseline.as_ref(),
-        &repository,
-        base,
-        &engine_cfg,
     );
-    if let Some(h) = hook.as_ref() {
-        engine = engine.with_repair(h as &dyn RepairHook);
-    }
     let message = if hands_off {
         "handed to a maintainer by an operator (klaud candidate handoff)"
     } else {

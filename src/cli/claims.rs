@@ -38,9 +38,11 @@ use crate::config::{Config, parse_duration};
 use crate::github::{
     Credential, Forge, ForgeConfig, ForgeRunStatus, GithubError, RetryPolicy, Secret,
 };
+use crate::lifecycle::GithubLifecycle;
 use crate::lifecycle::recover::{Recovered, RecoveryContext, ReleaseRefused, release_claim};
-use crate::lifecycle::{GithubLifecycle, base_checkout};
-use klaud_lifecycle::engine::{Engine, MemoryJournal};
+
+use super::wave::EngineParts;
+use klaud_lifecycle::engine::MemoryJournal;
 
 /// Exit code when the claim belongs to somebody else.
 pub const EXIT_HELD_BY_OTHER: u8 = 3;
@@ -959,22 +961,10 @@ async fn release(forge: &Forge, config: &Config, args: ReleaseRequest) -> Result
         release_claim(&ctx, None, args.family.id(), args.force, &note).await
     } else {
         // Finishing the candidates needs the engine over the base branch.
-        let (base, _dir, repository) = base_checkout(forge, &engine_cfg.base_branch, None)
-            .await
-            .map_err(CliError::failure)?;
-        let baseline = super::wave::baseline(config)?;
+        let parts = EngineParts::load(forge, config, engine_cfg.clone(), None).await?;
         let lifecycle = GithubLifecycle::new(forge);
         let journal = MemoryJournal::new();
-        let engine = Engine::new(
-            &lifecycle,
-            &journal,
-            &clock,
-            book.claimant().clone(),
-            baseline.as_ref(),
-            &repository,
-            base,
-            &engine_cfg,
-        );
+        let engine = parts.engine(&lifecycle, &journal, &clock, book.claimant().clone());
         release_claim(&ctx, Some(&engine), args.family.id(), args.force, &note).await
     };
     match released {

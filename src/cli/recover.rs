@@ -3,15 +3,15 @@
 
 use anyhow::Context;
 use klaud_claims::{ClaimBook, SystemClock};
-use klaud_lifecycle::engine::{Engine, Journal, RepairHook};
+use klaud_lifecycle::engine::Journal;
 
 use super::CliError;
-use super::wave::{Connection, baseline, connect, engine_config, repair_hook};
+use super::wave::{Connection, EngineParts, connect, engine_config};
 use crate::github::ForgeRunStatus;
+use crate::lifecycle::GithubLifecycle;
 use crate::lifecycle::recover::{
     RecoveryContext, finish_orphans, settle_recovery_leases, take_over_orphans,
 };
-use crate::lifecycle::{GithubLifecycle, base_checkout};
 
 /// Arguments of `klaud recover`.
 #[derive(Debug, clap::Args)]
@@ -61,29 +61,20 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .await;
         let mut recovered = Vec::new();
         if !orphans.is_empty() {
-            let (base, _dir, repository) = base_checkout(
+            let parts = EngineParts::load(
                 &session.forge,
-                &engine_cfg.base_branch,
+                &session.config,
+                engine_cfg.clone(),
                 Some(session.journal.store()),
             )
-            .await
-            .map_err(CliError::failure)?;
-            let baseline = baseline(&session.config)?;
-            let hook = repair_hook(&session.config)?;
+            .await?;
             let lifecycle = GithubLifecycle::new(&session.forge);
-            let mut engine = Engine::new(
+            let engine = parts.engine(
                 &lifecycle,
                 &session.journal,
                 &clock,
                 session.claimant.clone(),
-                baseline.as_ref(),
-                &repository,
-                base,
-                &engine_cfg,
             );
-            if let Some(h) = hook.as_ref() {
-                engine = engine.with_repair(h as &dyn RepairHook);
-            }
             let report = finish_orphans(&engine, &book, &orphans, 64).await;
             recovered = report.recovered;
             skipped.extend(report.skipped);

@@ -167,6 +167,66 @@ pub fn baseline(config: &Config) -> Result<Box<dyn BaselineSource>, CliError> {
     ))
 }
 
+/// What an engine outside a wave needs, owned: the configuration's engine
+/// settings, a checkout of the base branch, the baseline source and the
+/// repair hook (`klaud recover`, `klaud candidate`, `klaud claims release`).
+pub struct EngineParts {
+    config: EngineConfig,
+    base: String,
+    _checkout: tempfile::TempDir,
+    repository: klaud_planner::repo::Repository,
+    baseline: Box<dyn BaselineSource>,
+    hook: Option<CommandHook>,
+}
+
+impl EngineParts {
+    /// Reads the base branch (blobs from `cache` when given) and builds the
+    /// baseline source and repair hook from `config`.
+    pub async fn load(
+        forge: &Forge,
+        config: &Config,
+        engine: EngineConfig,
+        cache: Option<&Store>,
+    ) -> Result<Self, CliError> {
+        let (base, checkout, repository) =
+            crate::lifecycle::base_checkout(forge, &engine.base_branch, cache)
+                .await
+                .map_err(CliError::failure)?;
+        Ok(Self {
+            base,
+            _checkout: checkout,
+            repository,
+            baseline: baseline(config)?,
+            hook: repair_hook(config)?,
+            config: engine,
+        })
+    }
+
+    /// An engine over these parts.
+    pub fn engine<'a>(
+        &'a self,
+        lifecycle: &'a crate::lifecycle::GithubLifecycle<'a>,
+        journal: &'a dyn klaud_lifecycle::engine::Journal,
+        clock: &'a dyn klaud_claims::Clock,
+        claimant: Claimant,
+    ) -> klaud_lifecycle::engine::Engine<'a> {
+        let engine = klaud_lifecycle::engine::Engine::new(
+            lifecycle,
+            journal,
+            clock,
+            claimant,
+            self.baseline.as_ref(),
+            &self.repository,
+            self.base.clone(),
+            &self.config,
+        );
+        match &self.hook {
+            Some(hook) => engine.with_repair(hook as &dyn RepairHook),
+            None => engine,
+        }
+    }
+}
+
 /// The repair hook from the configuration.
 pub fn repair_hook(config: &Config) -> Result<Option<CommandHook>, CliError> {
     if config.lifecycle.repair_command.is_empty() {
