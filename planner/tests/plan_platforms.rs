@@ -185,3 +185,59 @@ async fn a_tag_without_the_family_platform_is_rejected_from_the_index_alone() {
     );
     assert_eq!(gets(&report), (1, 0), "{:?}", report.requests);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordering_a_nightly_track_by_creation_time_reads_only_the_family_platform() {
+    let test = "ordering_a_nightly_track_by_creation_time_reads_only_the_family_platform";
+    let Some(registry) = LocalRegistry::start_or_skip(test) else {
+        return;
+    };
+    let now = Utc::now();
+    let pusher = Pusher::new(registry.base_url());
+    let (old, new) = ("a".repeat(40), "b".repeat(40));
+    for (commit, age) in [(&old, 30), (&new, 3)] {
+        let created = now - Duration::days(age);
+        let stamp = created.to_rfc3339();
+        let specs: Vec<PlatformSpec> = ["amd64", "arm64"]
+            .iter()
+            .map(|arch| {
+                PlatformSpec::linux(
+                    arch,
+                    &[
+                        (REVISION, commit.as_str()),
+                        ("org.opencontainers.image.created", stamp.as_str()),
+                    ],
+                    Some(created),
+                )
+            })
+            .collect();
+        pusher
+            .push_image("klaud/nightly", &format!("nightly-{commit}"), &specs)
+            .await
+            .unwrap();
+    }
+    // No Docker Hub API on loopback (404): the track is ordered by the
+    // images' creation times, which costs a config read per tag.
+    let mut config = RegistryConfig::default();
+    for host in ["docker.io", "hub.docker.com"] {
+        config.mirrors.insert(host.to_owned(), registry.base_url());
+    }
+    let setup = Setup {
+        _registry: registry,
+        client: RegistryClient::new(config).unwrap(),
+        now,
+    };
+    let dir = checkout(
+        &format!("klaud/nightly:nightly-{old}"),
+        &[("a-fp4-gb200-vllm", "gb200")],
+    );
+    let (_, report) = plan_checkout(&setup, &dir).await;
+    let family = &report.families[0];
+    assert_eq!(family.status, Status::StaleNewer, "{family:?}");
+    let candidate = family.candidate.as_ref().unwrap();
+    assert_eq!(candidate.tag, format!("nightly-{new}"));
+    assert_eq!(candidate.revision.as_deref(), Some(new.as_str()));
+    // Two indexes, and the arm64 manifest and config of each; amd64 is
+    // never read.
+    assert_eq!(gets(&report), (4, 2), "{:?}", report.requests);
+}
