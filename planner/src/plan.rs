@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::identity::candidate_id;
 use crate::image::ImageRef;
-use crate::registry::{ImageDetails, PlatformImage, RegistryError, RegistrySession, RequestCounts};
+use crate::registry::{PlatformImage, RegistryError, RegistrySession, RequestCounts};
 use crate::repo::{Family, Repository};
 use crate::tracks::{Track, TrackOrdering, TrackRule, commit_matches, track_for};
 
@@ -251,8 +251,9 @@ fn subtract(after: RequestCounts, before: RequestCounts) -> RequestCounts {
 }
 
 /// The request floor: every listed repository once, every distinct current
-/// tag once, and for every chosen candidate its `HEAD` plus one index, one
-/// platform manifest and one config (distinct digests only).
+/// tag once, and for every chosen candidate its `HEAD`, one index per
+/// distinct digest, and one platform manifest and one config per distinct
+/// digest and platform (families on other platforms need theirs).
 fn minimum_requests(repository: &Repository, families: &[FamilyPlan]) -> RequestCounts {
     let mut listed = BTreeSet::new();
     let mut heads = BTreeSet::new();
@@ -267,17 +268,20 @@ fn minimum_requests(repository: &Repository, families: &[FamilyPlan]) -> Request
     }
     let mut candidate_heads = BTreeSet::new();
     let mut candidate_digests = BTreeSet::new();
-    for plan in families {
+    let mut candidate_platforms = BTreeSet::new();
+    for (family, plan) in repository.families().iter().zip(families) {
         if let Some(candidate) = &plan.candidate {
             candidate_heads.insert(candidate.image.normalized_repository() + ":" + &candidate.tag);
             candidate_digests.insert(candidate.digest.clone());
+            candidate_platforms.insert((candidate.digest.clone(), family.platform));
         }
     }
     let digests = candidate_digests.len() as u64;
+    let platforms = candidate_platforms.len() as u64;
     RequestCounts {
         manifest_head: (heads.len() + candidate_heads.len()) as u64,
-        manifest_get: 2 * digests,
-        blob_get: digests,
+        manifest_get: digests + platforms,
+        blob_get: platforms,
         tags_list: listed.len() as u64,
         ..RequestCounts::default()
     }
@@ -521,16 +525,15 @@ async fn order_track(
             .head_manifest(&work.host, &work.repository, current_tag)
             .await
             .map_err(|e| e.to_string())?;
-        let current_details = session
-            .image_details(&work.host, &work.repository, &current_head.digest)
-            .await
-            .map_err(|e| e.to_string())?;
         let (time, clock) =
-            image_time(&current_details, platform.architecture()).ok_or_else(|| {
-                format!(
-                    "the current image {current_tag} has no creation time to order the track by"
-                )
-            })?;
+            image_time(session, work, &current_head.digest, platform.architecture())
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| {
+                    format!(
+                        "the current image {current_tag} has no creation time to order the track by"
+                    )
+                })?;
         (Some(time), clock)
     };
     let mut newer = Vec::new();
@@ -543,11 +546,10 @@ async fn order_track(
             Err(err) if err.is_not_found() => continue,
             Err(err) => return Err(err.to_string()),
         };
-        let details = session
-            .image_details(&work.host, &work.repository, &head.digest)
+        let time = image_time(session, work, &head.digest, platform.architecture())
             .await
             .map_err(|e| e.to_string())?;
-        if let Some((time, tag_clock)) = image_time(&details, platform.architecture())
+        if let Some((time, tag_clock)) = time
             && current_time.is_none_or(|current| time > current)
         {
             clock = tag_clock;
@@ -562,12 +564,34 @@ async fn order_track(
     })
 }
 
-/// The creation time of an image for a platform: the label first, then the
-/// config's `created`.
-fn image_time(details: &ImageDetails, architecture: &str) -> Option<(DateTime<Utc>, Clock)> {
-    let platform = details
+/// The creation time of an image by digest for the family's architecture
+/// (or, lacking it, the first platform the image lists: ordering needs some
+/// time, and a tag without the family's platform is rejected later anyway).
+/// Reads the index and that one platform only.
+async fn image_time(
+    session: &RegistrySession,
+    work: &FamilyWork<'_>,
+    digest: &str,
+    architecture: &str,
+) -> Result<Option<(DateTime<Utc>, Clock)>, RegistryError> {
+    let image = session
+        .image_platforms(&work.host, &work.repository, digest)
+        .await?;
+    let Some(platform) = image
         .platform("linux", architecture)
-        .or(details.platforms.first())?;
+        .or(image.platforms.first())
+    else {
+        return Ok(None);
+    };
+    let platform = session
+        .platform_image(&work.host, &work.repository, platform)
+        .await?;
+    Ok(platform_time(&platform))
+}
+
+/// The creation time of one platform's image: the label first, then the
+/// config's `created`.
+fn platform_time(platform: &PlatformImage) -> Option<(DateTime<Utc>, Clock)> {
     if let Some(label) = platform.labels.get(CREATED_LABEL)
         && let Ok(time) = DateTime::parse_from_rfc3339(label.trim())
     {
@@ -581,6 +605,17 @@ fn revision(platform: &PlatformImage) -> Option<&str> {
         .iter()
         .find_map(|label| platform.labels.get(*label))
         .map(String::as_str)
+}
+
+/// Content that is broken rather than unreachable: the tag is skipped, not
+/// the family failed.
+fn is_unusable(err: &RegistryError) -> bool {
+    matches!(
+        err,
+        RegistryError::Invalid { .. }
+            | RegistryError::DigestMismatch { .. }
+            | RegistryError::NotFound { .. }
+    )
 }
 
 /// Walks newer tags newest first and returns the first that qualifies:
@@ -616,16 +651,12 @@ async fn first_qualifying(
             }
             Err(err) => return Err(err.to_string()),
         };
-        let details = match session
-            .image_details(&work.host, &work.repository, &head.digest)
+        let image = match session
+            .image_platforms(&work.host, &work.repository, &head.digest)
             .await
         {
-            Ok(details) => details,
-            Err(
-                err @ (RegistryError::Invalid { .. }
-                | RegistryError::DigestMismatch { .. }
-                | RegistryError::NotFound { .. }),
-            ) => {
+            Ok(image) => image,
+            Err(err) if is_unusable(&err) => {
                 work.plan
                     .reasons
                     .push(format!("{tag}: unusable image ({err}); skipped"));
@@ -633,12 +664,8 @@ async fn first_qualifying(
             }
             Err(err) => return Err(err.to_string()),
         };
-        let Some(platform) = details.platform("linux", architecture) else {
-            let have: Vec<String> = details
-                .platforms
-                .iter()
-                .map(|p| format!("{}/{}", p.os, p.architecture))
-                .collect();
+        let Some(platform) = image.platform("linux", architecture) else {
+            let have = image.names();
             work.plan.reasons.push(format!(
                 "{tag}: no linux/{architecture} image (has {}); skipped",
                 if have.is_empty() {
@@ -649,9 +676,24 @@ async fn first_qualifying(
             ));
             continue;
         };
+        // Only the family's platform is read: the others' labels and times
+        // cannot change the verdict.
+        let platform = match session
+            .platform_image(&work.host, &work.repository, platform)
+            .await
+        {
+            Ok(platform) => platform,
+            Err(err) if is_unusable(&err) => {
+                work.plan.reasons.push(format!(
+                    "{tag}: unusable linux/{architecture} image ({err}); skipped"
+                ));
+                continue;
+            }
+            Err(err) => return Err(err.to_string()),
+        };
         let (time, used_clock) = match known_time {
             Some(time) => (Some(*time), clock),
-            None => match image_time(&details, architecture) {
+            None => match platform_time(&platform) {
                 Some((time, label_clock)) => (
                     Some(time),
                     if clock == Clock::TagText {
@@ -680,7 +722,7 @@ async fn first_qualifying(
             continue;
         }
         let tag_commit = track.matches(tag).and_then(|p| p.commit);
-        let label = revision(platform).map(str::to_owned);
+        let label = revision(&platform).map(str::to_owned);
         if let Some(commit) = &tag_commit {
             match &label {
                 Some(label) if !commit_matches(commit, label) => {

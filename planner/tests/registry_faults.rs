@@ -904,3 +904,188 @@ async fn every_fixture_image_name_is_accepted() {
         }
     }
 }
+
+/// Serves each document at its path, slowly enough that concurrent callers
+/// overlap; the client's counters say what was sent.
+async fn serve(server: &MockServer, docs: Vec<(String, String, &'static str)>) {
+    for (p, body, ct) in docs {
+        Mock::given(method("GET"))
+            .and(path(p))
+            .respond_with(
+                ResponseTemplate::new(200)
+                    .set_body_raw(body, ct)
+                    .set_delay(Duration::from_millis(20)),
+            )
+            .mount(server)
+            .await;
+    }
+}
+
+#[tokio::test]
+async fn a_family_reads_the_index_and_only_its_own_platform() {
+    let server = MockServer::start().await;
+    let mut docs = Vec::new();
+    let index = index_fixture(&mut docs);
+    let d = digest(index.as_bytes());
+    docs.push((manifest_path(&d), index, OCI_INDEX));
+    serve(&server, docs).await;
+    let c = client(&server);
+    let s = c.session();
+    let gets = |c: &RegistryClient| (c.counts().manifest_get, c.counts().blob_get);
+
+    let image = s.image_platforms(HOST, REPO, &d).await.unwrap();
+    assert_eq!(image.media_type, OCI_INDEX);
+    assert_eq!(image.names(), ["linux/amd64", "linux/arm64"]);
+    assert_eq!(gets(&c), (1, 0), "the index alone names the platforms");
+
+    // Two amd64 families at once: one platform manifest, one config.
+    let amd64 = image.platform("linux", "amd64").unwrap();
+    let family = || async {
+        let image = s.image_platforms(HOST, REPO, &d).await?;
+        let platform = image.platform("linux", "amd64").cloned();
+        s.platform_image(HOST, REPO, &platform.unwrap_or_else(|| amd64.clone()))
+            .await
+    };
+    let (a, b) = tokio::join!(family(), family());
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.labels["org.opencontainers.image.revision"], "aaa");
+    assert_eq!(a.created.unwrap().to_rfc3339(), "2026-02-01T12:00:00+00:00");
+    assert_eq!((a.os.as_str(), a.architecture.as_str()), ("linux", "amd64"));
+    assert_eq!(a.digest, amd64.digest);
+    assert_eq!(a, b);
+    assert_eq!(gets(&c), (2, 1), "{:?}", c.counts());
+
+    // An arm64 family on the same tag reads its own platform.
+    let arm64 = image.platform("linux", "arm64").unwrap();
+    let p = s.platform_image(HOST, REPO, arm64).await.unwrap();
+    assert_eq!(p.labels["org.opencontainers.image.revision"], "bbb");
+    assert_eq!(gets(&c), (3, 2), "{:?}", c.counts());
+
+    // The next plan and the all-platforms view come from the caches.
+    let next = c.session();
+    let again = next.image_platforms(HOST, REPO, &d).await.unwrap();
+    assert_eq!(again, image);
+    next.platform_image(HOST, REPO, arm64).await.unwrap();
+    let details = next.image_details(HOST, REPO, &d).await.unwrap();
+    assert_eq!(details.platforms.len(), 2);
+    assert_eq!(details.platform("linux", "amd64").unwrap(), &*a);
+    assert_eq!(details.platform("linux", "arm64").unwrap(), &*p);
+    assert_eq!(gets(&c), (3, 2), "{:?}", c.counts());
+}
+
+#[tokio::test]
+async fn a_single_platform_image_is_read_once() {
+    let server = MockServer::start().await;
+    let cfg = json!({"architecture": "arm64", "os": "linux", "variant": "v8",
+        "config": {"Labels": {"k": "v"}}})
+    .to_string();
+    let man = json!({"schemaVersion": 2, "mediaType": DOCKER_MANIFEST,
+        "config": {"digest": digest(cfg.as_bytes()), "size": cfg.len()}, "layers": []})
+    .to_string();
+    let d = digest(man.as_bytes());
+    serve(
+        &server,
+        vec![
+            (manifest_path(&d), man, DOCKER_MANIFEST),
+            (
+                format!("/v2/{REPO}/blobs/{}", digest(cfg.as_bytes())),
+                cfg,
+                "application/octet-stream",
+            ),
+        ],
+    )
+    .await;
+    let c = client(&server);
+    let s = c.session();
+    let image = s.image_platforms(HOST, REPO, &d).await.unwrap();
+    assert_eq!(image.media_type, DOCKER_MANIFEST);
+    assert_eq!(image.names(), ["linux/arm64"]);
+    let only = &image.platforms[0];
+    assert_eq!(
+        (only.digest.as_str(), only.variant.as_deref()),
+        (d.as_str(), Some("v8"))
+    );
+    // Its platform is only known from its config, read once for both.
+    let p = s.platform_image(HOST, REPO, only).await.unwrap();
+    assert_eq!(p.labels["k"], "v");
+    assert_eq!(p.created, None);
+    let n = c.counts();
+    assert_eq!((n.manifest_get, n.blob_get), (1, 1), "{n:?}");
+}
+
+#[tokio::test]
+async fn a_broken_platform_spoils_only_the_families_that_run_on_it() {
+    let server = MockServer::start().await;
+    let mut docs = Vec::new();
+    let index = index_fixture(&mut docs);
+    let d = digest(index.as_bytes());
+    docs.push((manifest_path(&d), index, OCI_INDEX));
+    // The arm64 manifest is served with bytes that do not hash to its digest.
+    let arm64_manifest = docs
+        .iter()
+        .filter(|(p, _, ct)| p.contains("/manifests/") && *ct == OCI_MANIFEST)
+        .nth(1)
+        .map(|(p, _, _)| p.clone())
+        .unwrap();
+    for doc in &mut docs {
+        if doc.0 == arm64_manifest {
+            doc.1 = json!({"schemaVersion": 2, "config": {"digest": digest(b"x")}}).to_string();
+        }
+    }
+    serve(&server, docs).await;
+    let c = client(&server);
+    let s = c.session();
+    let image = s.image_platforms(HOST, REPO, &d).await.unwrap();
+    let amd64 = image.platform("linux", "amd64").unwrap();
+    let arm64 = image.platform("linux", "arm64").unwrap();
+    assert!(arm64_manifest.ends_with(&arm64.digest));
+    let ok = s.platform_image(HOST, REPO, amd64).await.unwrap();
+    assert_eq!(ok.labels["org.opencontainers.image.revision"], "aaa");
+    let err = s.platform_image(HOST, REPO, arm64).await.unwrap_err();
+    assert!(
+        matches!(err, RegistryError::DigestMismatch { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains(&arm64.digest), "{err}");
+    // The all-platforms view needs every platform, so it fails as a whole.
+    let err = s.image_details(HOST, REPO, &d).await.unwrap_err();
+    assert!(
+        matches!(err, RegistryError::DigestMismatch { .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_index_entry_is_an_error_before_any_platform_is_read() {
+    let server = MockServer::start().await;
+    let idx = json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [
+        {"mediaType": OCI_MANIFEST, "digest": digest(b"fine"), "platform": {"os": "linux", "architecture": "amd64"}},
+        {"mediaType": OCI_MANIFEST, "digest": "sha256:../../x", "platform": {"os": "linux", "architecture": "arm64"}}
+    ]})
+    .to_string();
+    let d = digest(idx.as_bytes());
+    serve(&server, vec![(manifest_path(&d), idx, OCI_INDEX)]).await;
+    let c = client(&server);
+    let err = c
+        .session()
+        .image_platforms(HOST, REPO, &d)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::Invalid { .. }), "{err:?}");
+    assert!(err.to_string().contains("index entry `digest`"), "{err}");
+    assert_eq!(c.counts().manifest_get, 1);
+    // A platform reference that was never in an index is checked too.
+    let forged = klaud_planner::registry::PlatformRef {
+        os: "linux".into(),
+        architecture: "amd64".into(),
+        variant: None,
+        digest: "sha256:../../v2/_catalog".into(),
+    };
+    let err = c
+        .session()
+        .platform_image(HOST, REPO, &forged)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::Invalid { .. }), "{err:?}");
+    assert_eq!(c.counts().total(), 1);
+}

@@ -19,8 +19,8 @@ use super::error::{RegistryError, Target};
 use super::http::{Http, content_type, status_error};
 use super::model::{
     AnyManifest, DOCKER_LIST, DOCKER_MANIFEST, HubTagPage, ImageConfig, ImageDetails,
-    MANIFEST_ACCEPT, ManifestHead, OCI_INDEX, OCI_MANIFEST, PlatformImage, RequestCounts,
-    RequestKind, TagList, is_index_media_type,
+    ImagePlatforms, MANIFEST_ACCEPT, ManifestHead, OCI_INDEX, OCI_MANIFEST, PlatformImage,
+    PlatformRef, RequestCounts, RequestKind, TagList, is_index_media_type,
 };
 use super::session::RegistrySession;
 use super::validate;
@@ -59,6 +59,7 @@ struct PlatformData {
 pub(crate) struct Inner {
     pub(crate) http: Http,
     details: OnceMap<String, Arc<ImageDetails>>,
+    indexes: OnceMap<String, Arc<ImagePlatforms>>,
     platforms: OnceMap<String, Arc<PlatformData>>,
 }
 
@@ -84,6 +85,7 @@ impl RegistryClient {
             inner: Arc::new(Inner {
                 http: Http::new(config)?,
                 details: OnceMap::default(),
+                indexes: OnceMap::default(),
                 platforms: OnceMap::default(),
             }),
         })
@@ -270,33 +272,90 @@ impl RegistryClient {
         Ok(got.body)
     }
 
-    /// Platforms, labels and creation times of an image by digest. Cached by
-    /// digest for the life of the client: the content cannot change.
+    /// Platforms, labels and creation times of every platform of an image by
+    /// digest (one manifest and one config read per platform). Cached by
+    /// digest for the life of the client: the content cannot change. A
+    /// caller that needs one platform should use [`Self::image_platforms`]
+    /// and [`Self::platform_image`], which read only that platform.
     pub async fn image_details(
         &self,
         host: &str,
         repository: &str,
         digest: &str,
     ) -> Result<Arc<ImageDetails>, RegistryError> {
-        let target = Target::new(host, repository, Some(digest));
-        validate::host(&target)?;
-        validate::repository(&target)?;
-        validate::digest_value(digest).map_err(|reason| RegistryError::Invalid {
-            target: target.clone(),
-            what: "digest argument".into(),
-            reason,
-        })?;
+        let target = checked_target(host, repository, digest, "digest argument")?;
         let cell = self.inner.details.cell(&digest.to_owned());
-        cell.get_or_try_init(|| self.fetch_details(&target, digest))
+        cell.get_or_try_init(|| async {
+            let image = self.image_platforms(host, repository, digest).await?;
+            let platforms = try_join_all(
+                image
+                    .platforms
+                    .iter()
+                    .map(|p| self.platform_image_at(&target, p)),
+            )
+            .await?;
+            Ok(Arc::new(ImageDetails {
+                digest: image.digest.clone(),
+                media_type: image.media_type.clone(),
+                platforms: platforms.into_iter().map(Arc::unwrap_or_clone).collect(),
+            }))
+        })
+        .await
+        .cloned()
+    }
+
+    /// Which platforms an image by digest is built for, from its index (one
+    /// manifest read) — or, for a single-platform manifest, from the manifest
+    /// and its config, which also makes that platform's
+    /// [`Self::platform_image`] free. Cached by digest for the life of the
+    /// client.
+    pub async fn image_platforms(
+        &self,
+        host: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Arc<ImagePlatforms>, RegistryError> {
+        let target = checked_target(host, repository, digest, "digest argument")?;
+        let cell = self.inner.indexes.cell(&digest.to_owned());
+        cell.get_or_try_init(|| self.fetch_platforms(&target, digest))
             .await
             .cloned()
     }
 
-    async fn fetch_details(
+    /// Labels and creation time of one platform an image lists: its manifest
+    /// and config, read once per manifest digest for the life of the client.
+    pub async fn platform_image(
+        &self,
+        host: &str,
+        repository: &str,
+        platform: &PlatformRef,
+    ) -> Result<Arc<PlatformImage>, RegistryError> {
+        let target = checked_target(host, repository, &platform.digest, "platform digest")?;
+        self.platform_image_at(&target, platform).await
+    }
+
+    async fn platform_image_at(
+        &self,
+        target: &Target,
+        platform: &PlatformRef,
+    ) -> Result<Arc<PlatformImage>, RegistryError> {
+        let t = Target::new(&target.host, &target.repository, Some(&platform.digest));
+        let data = self.platform_data(&t, &platform.digest, None).await?;
+        Ok(Arc::new(PlatformImage {
+            os: platform.os.clone(),
+            architecture: platform.architecture.clone(),
+            variant: platform.variant.clone().or_else(|| data.variant.clone()),
+            digest: platform.digest.clone(),
+            labels: data.labels.clone(),
+            created: data.created,
+        }))
+    }
+
+    async fn fetch_platforms(
         &self,
         target: &Target,
         digest: &str,
-    ) -> Result<Arc<ImageDetails>, RegistryError> {
+    ) -> Result<Arc<ImagePlatforms>, RegistryError> {
         let (body, header_type) = self.get_manifest(target, digest).await?;
         let parsed: AnyManifest = parse_json(&body, target, "manifest JSON")?;
         let media_type = header_type
@@ -319,7 +378,7 @@ impl RegistryClient {
                 what: "index JSON".into(),
                 reason: "field `manifests` missing".into(),
             })?;
-            let wanted: Vec<_> = entries
+            entries
                 .into_iter()
                 .filter(|d| {
                     d.media_type
@@ -329,33 +388,31 @@ impl RegistryClient {
                 .filter_map(|d| d.platform.map(|p| (d.digest, p)))
                 // Build attestations are listed as unknown/unknown: not images.
                 .filter(|(_, p)| p.os != "unknown" && p.architecture != "unknown")
-                .collect();
-            try_join_all(wanted.into_iter().map(|(d, p)| async move {
-                let t = Target::new(&target.host, &target.repository, Some(&d));
-                validate::digest_value(&d).map_err(|reason| RegistryError::Invalid {
-                    target: target.clone(),
-                    what: "index entry `digest`".into(),
-                    reason,
-                })?;
-                let data = self.platform_data(&t, &d, None).await?;
-                Ok::<_, RegistryError>(PlatformImage {
-                    os: p.os,
-                    architecture: p.architecture,
-                    variant: p.variant.or_else(|| data.variant.clone()),
-                    digest: d,
-                    labels: data.labels.clone(),
-                    created: data.created,
+                // Every entry is checked although only one may be read: an
+                // index with a malformed entry is not trusted for the others.
+                .map(|(d, p)| {
+                    validate::digest_value(&d).map_err(|reason| RegistryError::Invalid {
+                        target: target.clone(),
+                        what: "index entry `digest`".into(),
+                        reason,
+                    })?;
+                    Ok(PlatformRef {
+                        os: p.os,
+                        architecture: p.architecture,
+                        variant: p.variant,
+                        digest: d,
+                    })
                 })
-            }))
-            .await?
+                .collect::<Result<Vec<_>, RegistryError>>()?
         } else {
+            // A single-platform image names its platform only in its config.
             let data = self.platform_data(target, digest, Some(parsed)).await?;
             let missing = |f: &str| RegistryError::Invalid {
                 target: target.clone(),
                 what: "image config JSON".into(),
                 reason: format!("field `{f}` missing in a single-platform image"),
             };
-            vec![PlatformImage {
+            vec![PlatformRef {
                 os: data.os.clone().ok_or_else(|| missing("os"))?,
                 architecture: data
                     .architecture
@@ -363,11 +420,9 @@ impl RegistryClient {
                     .ok_or_else(|| missing("architecture"))?,
                 variant: data.variant.clone(),
                 digest: digest.to_owned(),
-                labels: data.labels.clone(),
-                created: data.created,
             }]
         };
-        Ok(Arc::new(ImageDetails {
+        Ok(Arc::new(ImagePlatforms {
             digest: digest.to_owned(),
             media_type,
             platforms,
@@ -544,6 +599,25 @@ impl RegistryClient {
         tracing::info!(%target, pages = self.http().config.max_tag_pages, "Docker Hub tag history capped; older tags have no push time");
         Ok(Some(out))
     }
+}
+
+/// The target of a by-digest lookup, with host, repository and digest
+/// checked before anything is sent.
+fn checked_target(
+    host: &str,
+    repository: &str,
+    digest: &str,
+    what: &str,
+) -> Result<Target, RegistryError> {
+    let target = Target::new(host, repository, Some(digest));
+    validate::host(&target)?;
+    validate::repository(&target)?;
+    validate::digest_value(digest).map_err(|reason| RegistryError::Invalid {
+        target: target.clone(),
+        what: what.to_owned(),
+        reason,
+    })?;
+    Ok(target)
 }
 
 fn parse_json<T: serde::de::DeserializeOwned>(

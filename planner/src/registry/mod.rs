@@ -6,10 +6,11 @@
 //!
 //! Design for "fewest requests": a current tag is checked with `HEAD` only
 //! (it does not count as a Docker Hub pull); manifests and config blobs are
-//! fetched only for candidate tags and cached by digest for the life of the
-//! [`RegistryClient`]; a [`RegistrySession`] (one per plan) lists each
-//! repository's tags and resolves each tag at most once, with concurrent
-//! callers sharing one request.
+//! fetched only for candidate tags — the index, then only the manifest and
+//! config of the platform a family runs on — and cached by digest for the
+//! life of the [`RegistryClient`]; a [`RegistrySession`] (one per plan)
+//! lists each repository's tags and resolves each tag at most once, with
+//! concurrent callers sharing one request.
 //!
 //! Auth is anonymous first; a 401 challenge is answered once (bearer token
 //! from the realm, cached per host and scope, or basic credentials), and a
@@ -32,7 +33,8 @@ pub use client::RegistryClient;
 pub use config::{BasicCredentials, HUB_API_HOST, RegistryConfig};
 pub use error::{RegistryError, Target};
 pub use model::{
-    DOCKER_LIST, DOCKER_MANIFEST, ImageDetails, MANIFEST_ACCEPT, ManifestHead, OCI_CONFIG,
-    OCI_INDEX, OCI_MANIFEST, PlatformImage, RequestCounts, is_index_media_type,
+    DOCKER_LIST, DOCKER_MANIFEST, ImageDetails, ImagePlatforms, MANIFEST_ACCEPT, ManifestHead,
+    OCI_CONFIG, OCI_INDEX, OCI_MANIFEST, PlatformImage, PlatformRef, RequestCounts,
+    is_index_media_type,
 };
 pub use session::RegistrySession;

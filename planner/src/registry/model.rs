@@ -34,6 +34,53 @@ pub struct ManifestHead {
     pub media_type: String,
 }
 
+/// An image by digest and the platforms it is built for, as its index (or,
+/// for a single-platform image, its manifest and config) lists them. No
+/// platform's labels or creation time are here: those are read per platform
+/// with [`RegistrySession::platform_image`](crate::registry::RegistrySession::platform_image),
+/// so "not fetched" cannot pass for "no labels".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImagePlatforms {
+    /// The digest asked for (index or single manifest).
+    pub digest: String,
+    /// Its media type.
+    pub media_type: String,
+    /// Runnable platforms (attestation entries such as `unknown/unknown` and
+    /// nested indexes are left out); a single-platform manifest yields
+    /// exactly one.
+    pub platforms: Vec<PlatformRef>,
+}
+
+impl ImagePlatforms {
+    /// The platform for `os`/`architecture`, if the image has one.
+    pub fn platform(&self, os: &str, architecture: &str) -> Option<&PlatformRef> {
+        self.platforms
+            .iter()
+            .find(|p| p.os == os && p.architecture == architecture)
+    }
+
+    /// `os/architecture` of every platform, in index order, for messages.
+    pub fn names(&self) -> Vec<String> {
+        self.platforms
+            .iter()
+            .map(|p| format!("{}/{}", p.os, p.architecture))
+            .collect()
+    }
+}
+
+/// Where one platform of an image is: the index entry, not its contents.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct PlatformRef {
+    /// `linux`.
+    pub os: String,
+    /// `amd64`, `arm64`, ...
+    pub architecture: String,
+    /// `v8`, ... when the index (or a single-platform config) gives one.
+    pub variant: Option<String>,
+    /// Digest of this platform's manifest.
+    pub digest: String,
+}
+
 /// An image by digest with its platforms, labels and creation times.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ImageDetails {
@@ -55,7 +102,7 @@ impl ImageDetails {
     }
 }
 
-/// One platform of an image.
+/// One platform of an image, with what its manifest and config say.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PlatformImage {
     /// `linux`.

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::client::{OnceMap, RegistryClient};
 use super::error::RegistryError;
-use super::model::{ImageDetails, ManifestHead};
+use super::model::{ImageDetails, ImagePlatforms, ManifestHead, PlatformImage, PlatformRef};
 
 type Shared<T> = Result<T, RegistryError>;
 type PushTimes = Option<Arc<BTreeMap<String, DateTime<Utc>>>>;
@@ -16,8 +16,9 @@ type PushTimes = Option<Arc<BTreeMap<String, DateTime<Utc>>>>;
 /// are listed once, each reference resolved once and each Docker Hub history
 /// read once, however many families ask and however concurrently: callers of
 /// the same key wait for one shared request and get the same answer, errors
-/// included, so a plan sees a consistent picture. Image details come from the
-/// client's by-digest cache, which outlives sessions.
+/// included, so a plan sees a consistent picture. Image platforms and
+/// per-platform labels come from the client's by-digest caches, which outlive
+/// sessions.
 #[derive(Clone)]
 pub struct RegistrySession {
     client: RegistryClient,
@@ -36,6 +37,8 @@ struct Memo {
     heads: OnceMap<(String, String, String), Shared<ManifestHead>>,
     hub: OnceMap<String, Shared<PushTimes>>,
     details: OnceMap<(String, String, String), Shared<Arc<ImageDetails>>>,
+    indexes: OnceMap<(String, String, String), Shared<Arc<ImagePlatforms>>>,
+    platforms: OnceMap<(String, String, PlatformRef), Shared<Arc<PlatformImage>>>,
 }
 
 impl RegistrySession {
@@ -92,6 +95,38 @@ impl RegistrySession {
         let key = (host.to_owned(), repository.to_owned(), digest.to_owned());
         let cell = self.memo.details.cell(&key);
         cell.get_or_init(|| self.client.image_details(host, repository, digest))
+            .await
+            .clone()
+    }
+
+    /// Which platforms an image by digest lists (the index only; see
+    /// [`RegistryClient::image_platforms`]). Successes come from the client's
+    /// by-digest cache; a failure is remembered for the rest of this session.
+    pub async fn image_platforms(
+        &self,
+        host: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Arc<ImagePlatforms>, RegistryError> {
+        let key = (host.to_owned(), repository.to_owned(), digest.to_owned());
+        let cell = self.memo.indexes.cell(&key);
+        cell.get_or_init(|| self.client.image_platforms(host, repository, digest))
+            .await
+            .clone()
+    }
+
+    /// Labels and `created` of one platform from [`Self::image_platforms`]:
+    /// only that platform's manifest and config are read, once per client;
+    /// a failure is remembered for the rest of this session.
+    pub async fn platform_image(
+        &self,
+        host: &str,
+        repository: &str,
+        platform: &PlatformRef,
+    ) -> Result<Arc<PlatformImage>, RegistryError> {
+        let key = (host.to_owned(), repository.to_owned(), platform.clone());
+        let cell = self.memo.platforms.cell(&key);
+        cell.get_or_init(|| self.client.platform_image(host, repository, platform))
             .await
             .clone()
     }

@@ -1,0 +1,243 @@
+//! A family reads only the platform it runs on: planned against a real
+//! `docker-registry` on loopback, counting what the planner sends for
+//! families on one multi-arch image.
+
+use chrono::{DateTime, Duration, Utc};
+use klaud_planner::plan::{PlanOptions, PlanReport, Status, plan};
+use klaud_planner::registry::testkit::{LocalRegistry, PlatformSpec, Pusher};
+use klaud_planner::registry::{RegistryClient, RegistryConfig};
+use klaud_planner::repo::{Platform, Repository};
+
+const REVISION: &str = "org.opencontainers.image.revision";
+
+/// A checkout whose families (key, runner) all run `image`; `gb200` runners
+/// are arm64, the others amd64.
+fn checkout(image: &str, families: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut master = String::new();
+    for (key, runner) in families {
+        master.push_str(&format!(
+            "{key}:\n  image: {image}\n  model: demo/Demo\n  model-prefix: demo\n  runner: {runner}\n  precision: fp4\n  framework: vllm\n  multinode: false\n  scenarios:\n    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n      search-space:\n      - {{ tp: 8, conc-start: 4, conc-end: 64 }}\n\n"
+        ));
+    }
+    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
+    std::fs::write(dir.path().join("configs/nvidia-master.yaml"), master).unwrap();
+    dir
+}
+
+/// Each architecture's image carries its own revision label, so a family
+/// that read the wrong platform shows it.
+fn platforms(architectures: &[&str], created: DateTime<Utc>) -> Vec<PlatformSpec> {
+    architectures
+        .iter()
+        .map(|arch| PlatformSpec::linux(arch, &[(REVISION, &format!("rev-{arch}"))], Some(created)))
+        .collect()
+}
+
+struct Setup {
+    _registry: LocalRegistry,
+    client: RegistryClient,
+    now: DateTime<Utc>,
+}
+
+/// A registry holding `repository:v0.25.0` (both platforms) and
+/// `repository:v0.26.0` built for `newer`, and a client that reads it as
+/// Docker Hub.
+async fn setup(test: &str, repository: &str, newer: &[&str]) -> Option<Setup> {
+    let registry = LocalRegistry::start_or_skip(test)?;
+    let now = Utc::now();
+    let pusher = Pusher::new(registry.base_url());
+    pusher
+        .push_image(
+            repository,
+            "v0.25.0",
+            &platforms(&["amd64", "arm64"], now - Duration::days(30)),
+        )
+        .await
+        .unwrap();
+    pusher
+        .push_image(
+            repository,
+            "v0.26.0",
+            &platforms(newer, now - Duration::days(3)),
+        )
+        .await
+        .unwrap();
+    let mut config = RegistryConfig::default();
+    config
+        .mirrors
+        .insert("docker.io".to_owned(), registry.base_url());
+    let client = RegistryClient::new(config).unwrap();
+    Some(Setup {
+        _registry: registry,
+        client,
+        now,
+    })
+}
+
+async fn plan_checkout(setup: &Setup, dir: &tempfile::TempDir) -> (Repository, PlanReport) {
+    let repository = Repository::open(dir.path()).unwrap();
+    let report = plan(
+        &repository,
+        &setup.client.session(),
+        &PlanOptions::new(setup.now),
+    )
+    .await;
+    (repository, report)
+}
+
+fn gets(report: &PlanReport) -> (u64, u64) {
+    (report.requests.manifest_get, report.requests.blob_get)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amd64_and_arm64_families_each_read_their_own_platform_once() {
+    let test = "amd64_and_arm64_families_each_read_their_own_platform_once";
+    let Some(setup) = setup(test, "klaud/mixed", &["amd64", "arm64"]).await else {
+        return;
+    };
+    let dir = checkout(
+        "klaud/mixed:v0.25.0",
+        &[
+            ("a-fp4-b200-vllm", "b200"),
+            ("a-fp4-gb200-vllm", "gb200"),
+            ("a-fp8-b200-vllm", "b200"),
+            ("a-fp8-gb200-vllm", "gb200"),
+        ],
+    );
+    let (repository, report) = plan_checkout(&setup, &dir).await;
+    let platforms: Vec<Platform> = repository.families().iter().map(|f| f.platform).collect();
+    assert_eq!(
+        platforms,
+        [
+            Platform::LinuxAmd64,
+            Platform::LinuxArm64,
+            Platform::LinuxAmd64,
+            Platform::LinuxArm64
+        ]
+    );
+    for (family, plan) in repository.families().iter().zip(&report.families) {
+        assert_eq!(plan.status, Status::StaleNewer, "{plan:?}");
+        let candidate = plan.candidate.as_ref().unwrap();
+        assert_eq!(candidate.tag, "v0.26.0");
+        let expected = format!("rev-{}", family.platform.architecture());
+        assert_eq!(
+            candidate.revision.as_deref(),
+            Some(expected.as_str()),
+            "{}",
+            plan.family
+        );
+    }
+    // One index, then one manifest and one config per platform, however
+    // many families share it.
+    assert_eq!(gets(&report), (3, 2), "{:?}", report.requests);
+    assert_eq!(
+        (report.minimum.manifest_get, report.minimum.blob_get),
+        (3, 2),
+        "{:?}",
+        report.minimum
+    );
+
+    let warm = plan_checkout(&setup, &dir).await.1;
+    assert_eq!(gets(&warm), (0, 0), "{:?}", warm.requests);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn families_on_one_platform_read_one_platform() {
+    let test = "families_on_one_platform_read_one_platform";
+    let Some(setup) = setup(test, "klaud/twins", &["amd64", "arm64"]).await else {
+        return;
+    };
+    let dir = checkout(
+        "klaud/twins:v0.25.0",
+        &[("a-fp4-b200-vllm", "b200"), ("a-fp4-h200-vllm", "h200")],
+    );
+    let (_, report) = plan_checkout(&setup, &dir).await;
+    for plan in &report.families {
+        let candidate = plan.candidate.as_ref().unwrap();
+        assert_eq!(candidate.revision.as_deref(), Some("rev-amd64"));
+    }
+    assert_eq!(gets(&report), (2, 1), "{:?}", report.requests);
+    assert_eq!(
+        (report.minimum.manifest_get, report.minimum.blob_get),
+        (2, 1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_without_the_family_platform_is_rejected_from_the_index_alone() {
+    let test = "a_tag_without_the_family_platform_is_rejected_from_the_index_alone";
+    let Some(setup) = setup(test, "klaud/amd-only", &["amd64"]).await else {
+        return;
+    };
+    let dir = checkout("klaud/amd-only:v0.25.0", &[("a-fp4-gb200-vllm", "gb200")]);
+    let (_, report) = plan_checkout(&setup, &dir).await;
+    let family = &report.families[0];
+    assert_eq!(family.status, Status::UpToDate, "{family:?}");
+    assert!(family.candidate.is_none());
+    assert!(
+        family
+            .reasons
+            .iter()
+            .any(|r| r == "v0.26.0: no linux/arm64 image (has linux/amd64); skipped"),
+        "{:?}",
+        family.reasons
+    );
+    assert_eq!(gets(&report), (1, 0), "{:?}", report.requests);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordering_a_nightly_track_by_creation_time_reads_only_the_family_platform() {
+    let test = "ordering_a_nightly_track_by_creation_time_reads_only_the_family_platform";
+    let Some(registry) = LocalRegistry::start_or_skip(test) else {
+        return;
+    };
+    let now = Utc::now();
+    let pusher = Pusher::new(registry.base_url());
+    let (old, new) = ("a".repeat(40), "b".repeat(40));
+    for (commit, age) in [(&old, 30), (&new, 3)] {
+        let created = now - Duration::days(age);
+        let stamp = created.to_rfc3339();
+        let specs: Vec<PlatformSpec> = ["amd64", "arm64"]
+            .iter()
+            .map(|arch| {
+                PlatformSpec::linux(
+                    arch,
+                    &[
+                        (REVISION, commit.as_str()),
+                        ("org.opencontainers.image.created", stamp.as_str()),
+                    ],
+                    Some(created),
+                )
+            })
+            .collect();
+        pusher
+            .push_image("klaud/nightly", &format!("nightly-{commit}"), &specs)
+            .await
+            .unwrap();
+    }
+    // No Docker Hub API on loopback (404): the track is ordered by the
+    // images' creation times, which costs a config read per tag.
+    let mut config = RegistryConfig::default();
+    for host in ["docker.io", "hub.docker.com"] {
+        config.mirrors.insert(host.to_owned(), registry.base_url());
+    }
+    let setup = Setup {
+        _registry: registry,
+        client: RegistryClient::new(config).unwrap(),
+        now,
+    };
+    let dir = checkout(
+        &format!("klaud/nightly:nightly-{old}"),
+        &[("a-fp4-gb200-vllm", "gb200")],
+    );
+    let (_, report) = plan_checkout(&setup, &dir).await;
+    let family = &report.families[0];
+    assert_eq!(family.status, Status::StaleNewer, "{family:?}");
+    let candidate = family.candidate.as_ref().unwrap();
+    assert_eq!(candidate.tag, format!("nightly-{new}"));
+    assert_eq!(candidate.revision.as_deref(), Some(new.as_str()));
+    // Two indexes, and the arm64 manifest and config of each; amd64 is
+    // never read.
+    assert_eq!(gets(&report), (4, 2), "{:?}", report.requests);
+}
