@@ -32,14 +32,34 @@ impl LogFormat {
     }
 }
 
+/// Whether human lines get ANSI colours: on a terminal, or in Actions (its
+/// log viewer renders them); never with `NO_COLOR` set — log files and
+/// journald get plain text.
+fn colour(format: LogFormat, stderr_is_terminal: bool, no_color: Option<&str>) -> bool {
+    if no_color.is_some_and(|v| !v.is_empty()) {
+        return false;
+    }
+    format == LogFormat::Github || stderr_is_terminal
+}
+
 /// Installs the global subscriber; `RUST_LOG` filters (default: warnings).
 pub fn init(format: LogFormat) {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let ansi = colour(
+        format,
+        std::io::stderr().is_terminal(),
+        std::env::var("NO_COLOR").ok().as_deref(),
+    );
     let registry = tracing_subscriber::registry().with(filter);
     let _ = match format {
         LogFormat::Human => registry
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(ansi)
+                    .with_writer(std::io::stderr),
+            )
             .try_init(),
         LogFormat::Json => registry
             .with(
@@ -49,7 +69,11 @@ pub fn init(format: LogFormat) {
             )
             .try_init(),
         LogFormat::Github => registry
-            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(ansi)
+                    .with_writer(std::io::stderr),
+            )
             .with(ActionsAnnotations)
             .try_init(),
     };
@@ -108,6 +132,19 @@ pub fn annotation_escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn colours_only_on_a_terminal_or_in_actions_and_never_with_no_color() {
+        assert!(colour(LogFormat::Human, true, None));
+        assert!(!colour(LogFormat::Human, false, None), "a pipe or a file");
+        assert!(colour(LogFormat::Github, false, None));
+        assert!(!colour(LogFormat::Human, true, Some("1")));
+        assert!(!colour(LogFormat::Github, false, Some("1")));
+        assert!(
+            colour(LogFormat::Human, true, Some("")),
+            "empty NO_COLOR is unset"
+        );
+    }
 
     #[test]
     fn annotations_stay_on_one_line() {
