@@ -787,6 +787,10 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
     assert!(receipt.contains("alice"), "{receipt}");
     assert!(receipt.contains(reason), "{receipt}");
     assert!(receipt.contains("klaud claims release"), "{receipt}");
+    assert!(
+        receipt.contains("A maintainer ended this candidate"),
+        "{receipt}"
+    );
 
     // The fenced-out holder cannot touch the candidate any more.
     let lifecycle = GithubLifecycle::new(&env.forge);

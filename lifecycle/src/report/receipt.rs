@@ -174,7 +174,16 @@ pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
     let outcome = receipt.result.outcome();
     let runs = run_links(receipt.result.runs());
     let repairs = receipt.result.repairs();
-    let (en, zh) = sentences(outcome);
+    let (en, zh) = match (outcome, &receipt.note) {
+        // A person's decision (`/klaud stop|release`, `klaud claims release`,
+        // `klaud candidate handoff`): the note says who and why, and the
+        // candidate may have been cleaned up rather than taken over.
+        (Outcome::Handoff, Some(_)) => (
+            "A maintainer ended this candidate; Klaud no longer changes this PR.",
+            "维护者已结束此候选；Klaud 不再修改此 PR。",
+        ),
+        _ => sentences(outcome),
+    };
     let mut body = hidden_block(&key, &hidden_json(&receipt.wire()));
     body.push_str(&format!(
         "**{outcome}** · Repairs: {repairs} · Runs: {runs}  \n{en}"
