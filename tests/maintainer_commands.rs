@@ -541,6 +541,23 @@ async fn a_live_recovery_lease_blocks_other_recoverers_until_it_expires() {
     let claims = env.claims().await;
     assert_eq!(claims, [(claim_ref, claim_sha)], "claim untouched");
     assert_eq!(recovery_leases(&env).await.len(), 2);
+    // `klaud status` and the dashboard show them beside the claim.
+    let status = klaud::lifecycle::status::repository_status(&env.forge, &env.journal, instance(8))
+        .await
+        .expect("status");
+    let shown: Vec<&str> = status
+        .claims
+        .iter()
+        .filter_map(|c| c.recovering.as_deref())
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            format!("{} of run 1", rec.candidate),
+            format!("{} of run {OWNER_RUN}", rec.candidate)
+        ],
+        "{status:#?}"
+    );
 
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let recovered = recover_as(&env, 8).await;

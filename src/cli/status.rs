@@ -61,13 +61,16 @@ fn render(snapshot: &StatusSnapshot) -> String {
             match &c.parse_error {
                 Some(e) => out.push_str(&format!("  {}  UNPARSABLE: {e}\n", c.family_id)),
                 None => out.push_str(&format!(
-                    "  {}  {}  run {}  fence {}  lease until {}\n",
+                    "  {}  {}  run {}  fence {}  lease until {}{}\n",
                     c.family_id,
                     c.family.as_deref().unwrap_or("?"),
                     c.run_id.map_or_else(|| "?".into(), |r| r.to_string()),
                     c.fence.unwrap_or(0),
                     c.lease_until
-                        .map_or_else(|| "none (old helper)".into(), |t| t.to_rfc3339())
+                        .map_or_else(|| "none (old helper)".into(), |t| t.to_rfc3339()),
+                    c.recovering
+                        .as_deref()
+                        .map_or_else(String::new, |w| format!("  recovery lease: finishing {w}"))
                 )),
             }
         }

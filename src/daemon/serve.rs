@@ -25,8 +25,8 @@ use tokio::sync::{Notify, watch};
 
 use super::schedule::WaveSchedule;
 use crate::dashboard::{
-    CandidateRow, ClaimRow, EventRow, FamilyRow, LinkRow, OutcomeRow, RateBudgetRow,
-    RepositoryStatus, StatusSnapshot,
+    CandidateRow, EventRow, FamilyRow, LinkRow, OutcomeRow, RateBudgetRow, RepositoryStatus,
+    StatusSnapshot,
 };
 use crate::github::Forge;
 use crate::lifecycle::wave::{WaveOptions, run_wave};
@@ -426,8 +426,8 @@ impl Daemon {
             .unwrap_or_default();
         let clock = SystemClock;
         let book = ClaimBook::new(&repo.forge, &clock, self.settings.claimant.clone());
-        let claims = match book.list_claims().await {
-            Ok(entries) => entries.iter().map(claim_row).collect(),
+        let claims = match crate::dashboard::claim_rows(&book).await {
+            Ok(rows) => rows,
             Err(e) => {
                 tracing::warn!(repo = %name, error = %e, "cannot list claims for the dashboard");
                 Vec::new()
@@ -501,30 +501,6 @@ fn family_row(f: &FamilyPlan) -> FamilyRow {
     }
 }
 
-fn claim_row(e: &klaud_claims::ClaimEntry) -> ClaimRow {
-    let family_id = e
-        .family()
-        .map(|f| f.as_str().to_owned())
-        .unwrap_or_else(|| e.tip.name.clone());
-    match &e.record {
-        Ok(r) => ClaimRow {
-            family_id,
-            family: r.candidates.first().map(|c| c.family.clone()),
-            owner: r.owner.map(|o| o.to_string()),
-            run_id: Some(r.run_id),
-            lease_until: r.lease_until,
-            fence: r.fence,
-            holder: r.holder.clone(),
-            parse_error: None,
-        },
-        Err(err) => ClaimRow {
-            family_id,
-            parse_error: Some(err.to_string()),
-            ..ClaimRow::default()
-        },
-    }
-}
-
 fn candidate_row(r: &CandidateRecord) -> CandidateRow {
     CandidateRow {
         id: r.candidate.clone(),
@@ -591,53 +567,6 @@ pub fn http_router(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use klaud_claims::{ClaimEntry, ClaimParseError, ClaimRecord, RefTip};
-
-    fn tip(name: &str, message: &str) -> RefTip {
-        RefTip {
-            name: name.to_owned(),
-            sha: "a".repeat(40),
-            message: message.to_owned(),
-            parents: vec!["b".repeat(40)],
-            tree: "c".repeat(40),
-        }
-    }
-
-    #[test]
-    fn a_claim_that_does_not_parse_is_shown_with_its_error() {
-        let name = "refs/heads/klaud/claim-d92e15065c55779d";
-        let entry = ClaimEntry {
-            tip: tip(name, "not json"),
-            record: ClaimRecord::parse("not json").map_err(ClaimParseError::from),
-        };
-        let row = claim_row(&entry);
-        assert_eq!(row.family_id, "d92e15065c55779d");
-        assert!(row.parse_error.is_some(), "{row:?}");
-        assert_eq!(row.owner, None);
-    }
-
-    #[test]
-    fn a_leased_claim_shows_owner_lease_and_fence() {
-        let owner = uuid::Uuid::from_u128(7);
-        let message = format!(
-            "{{\"candidates\":[{{\"base\":\"{}\",\"family\":\"configs/nvidia-master.yaml:dsr1-fp4-b200-sglang\",\"id\":\"d92e15065c55779d-0123456789abcdef\"}}],\"fence\":3,\"holder\":\"klaud/0.1.0\",\"lease-until\":\"2026-11-29T22:00:00Z\",\"owner\":\"{owner}\",\"run-id\":42}}",
-            "b".repeat(40)
-        );
-        let entry = ClaimEntry {
-            tip: tip("refs/heads/klaud/claim-d92e15065c55779d", &message),
-            record: ClaimRecord::parse(&message).map_err(ClaimParseError::from),
-        };
-        let row = claim_row(&entry);
-        assert_eq!(row.parse_error, None, "{row:?}");
-        assert_eq!(row.owner, Some(owner.to_string()));
-        assert_eq!(row.fence, Some(3));
-        assert_eq!(row.run_id, Some(42));
-        assert_eq!(
-            row.family.as_deref(),
-            Some("configs/nvidia-master.yaml:dsr1-fp4-b200-sglang")
-        );
-        assert!(row.lease_until.is_some());
-    }
 
     #[test]
     fn a_daemon_without_repositories_is_refused() {

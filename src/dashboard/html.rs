@@ -238,10 +238,13 @@ fn render_claims(page: &mut String, claims: &[ClaimRow]) {
     }
     page.push_str("<div class=\"scroll\"><table class=\"stack\"><thead><tr><th>Family</th><th>Owner</th><th>Run</th><th>Lease until</th><th>Fence</th><th>Holder</th></tr></thead><tbody>");
     for claim in claims {
-        let family = claim
+        let mut family = claim
             .family
             .clone()
             .unwrap_or_else(|| claim.family_id.clone());
+        if let Some(what) = &claim.recovering {
+            let _ = write!(family, " — recovery lease: finishing {what}");
+        }
         let owner = match &claim.parse_error {
             Some(error) => format!("{} {}", badge("unparsable"), escape(error)),
             None => escape(claim.owner.as_deref().unwrap_or("old helper (no lease)")),

@@ -92,6 +92,49 @@ pub struct ClaimRow {
     pub holder: Option<String>,
     /// Set when the claim does not parse (planning is then refused).
     pub parse_error: Option<String>,
+    /// For a recovery lease: the orphaned candidate being finished and the
+    /// run that owned it (`None` for a claim).
+    pub recovering: Option<String>,
+}
+
+impl ClaimRow {
+    /// The row of a claim ref or recovery lease as listed on GitHub.
+    pub fn of(entry: &klaud_claims::ClaimEntry) -> Self {
+        let recovery = klaud_claims::CandidateId::from_recovery_ref(&entry.tip.name);
+        let family_id = entry
+            .family()
+            .or_else(|| recovery.as_ref().map(|(_, c)| c.family()))
+            .map_or_else(|| entry.tip.name.clone(), |f| f.as_str().to_owned());
+        let recovering = recovery.map(|(run, c)| format!("{c} of run {run}"));
+        match &entry.record {
+            Ok(r) => Self {
+                family_id,
+                family: r.candidates.first().map(|c| c.family.clone()),
+                owner: r.owner.map(|o| o.to_string()),
+                run_id: Some(r.run_id),
+                lease_until: r.lease_until,
+                fence: r.fence,
+                holder: r.holder.clone(),
+                parse_error: None,
+                recovering,
+            },
+            Err(err) => Self {
+                family_id,
+                parse_error: Some(err.to_string()),
+                recovering,
+                ..Self::default()
+            },
+        }
+    }
+}
+
+/// Every claim and recovery lease of the book's repository, as rows.
+pub async fn claim_rows(
+    book: &klaud_claims::ClaimBook<'_>,
+) -> Result<Vec<ClaimRow>, klaud_claims::ClaimError> {
+    let claims = book.list_claims().await?;
+    let leases = book.list_recovery_leases().await?;
+    Ok(claims.iter().chain(&leases).map(ClaimRow::of).collect())
 }
 
 /// A candidate.
@@ -211,5 +254,84 @@ async fn healthz(State(feed): State<SnapshotFeed>) -> Response {
         (StatusCode::OK, "ok\n").into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "starting\n").into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use klaud_claims::{ClaimEntry, ClaimParseError, ClaimRecord, RefTip};
+
+    fn tip(name: &str, message: &str) -> RefTip {
+        RefTip {
+            name: name.to_owned(),
+            sha: "a".repeat(40),
+            message: message.to_owned(),
+            parents: vec!["b".repeat(40)],
+            tree: "c".repeat(40),
+        }
+    }
+
+    #[test]
+    fn a_claim_that_does_not_parse_is_shown_with_its_error() {
+        let name = "refs/heads/klaud/claim-d92e15065c55779d";
+        let entry = ClaimEntry {
+            tip: tip(name, "not json"),
+            record: ClaimRecord::parse("not json").map_err(ClaimParseError::from),
+        };
+        let row = ClaimRow::of(&entry);
+        assert_eq!(row.family_id, "d92e15065c55779d");
+        assert!(row.parse_error.is_some(), "{row:?}");
+        assert_eq!(row.owner, None);
+    }
+
+    #[test]
+    fn a_leased_claim_shows_owner_lease_and_fence() {
+        let owner = uuid::Uuid::from_u128(7);
+        let message = format!(
+            "{{\"candidates\":[{{\"base\":\"{}\",\"family\":\"configs/nvidia-master.yaml:dsr1-fp4-b200-sglang\",\"id\":\"d92e15065c55779d-0123456789abcdef\"}}],\"fence\":3,\"holder\":\"klaud/0.1.0\",\"lease-until\":\"2026-11-29T22:00:00Z\",\"owner\":\"{owner}\",\"run-id\":42}}",
+            "b".repeat(40)
+        );
+        let entry = ClaimEntry {
+            tip: tip("refs/heads/klaud/claim-d92e15065c55779d", &message),
+            record: ClaimRecord::parse(&message).map_err(ClaimParseError::from),
+        };
+        let row = ClaimRow::of(&entry);
+        assert_eq!(row.parse_error, None, "{row:?}");
+        assert_eq!(row.owner, Some(owner.to_string()));
+        assert_eq!(row.fence, Some(3));
+        assert_eq!(row.run_id, Some(42));
+        assert_eq!(
+            row.family.as_deref(),
+            Some("configs/nvidia-master.yaml:dsr1-fp4-b200-sglang")
+        );
+        assert!(row.lease_until.is_some());
+    }
+
+    #[test]
+    fn a_recovery_lease_names_the_candidate_it_finishes() {
+        let owner = uuid::Uuid::from_u128(9);
+        let message = format!(
+            "{{\"candidates\":[{{\"base\":\"{}\",\"family\":\"configs/nvidia-master.yaml:dsr1-fp4-b200-sglang\",\"id\":\"d92e15065c55779d-0123456789abcdef\"}}],\"fence\":1,\"holder\":\"klaud/0.1.0\",\"lease-until\":\"2026-11-29T22:00:00Z\",\"owner\":\"{owner}\",\"run-id\":43}}",
+            "b".repeat(40)
+        );
+        let name = "refs/heads/klaud/recovery-42-d92e15065c55779d-0123456789abcdef";
+        let entry = ClaimEntry {
+            tip: tip(name, &message),
+            record: ClaimRecord::parse(&message).map_err(ClaimParseError::from),
+        };
+        let row = ClaimRow::of(&entry);
+        assert_eq!(row.family_id, "d92e15065c55779d");
+        assert_eq!(
+            row.recovering.as_deref(),
+            Some("d92e15065c55779d-0123456789abcdef of run 42")
+        );
+        assert_eq!(row.owner, Some(owner.to_string()));
+        assert_eq!(row.run_id, Some(43));
+        let claim = ClaimEntry {
+            tip: tip("refs/heads/klaud/claim-d92e15065c55779d", &message),
+            record: ClaimRecord::parse(&message).map_err(ClaimParseError::from),
+        };
+        assert_eq!(ClaimRow::of(&claim).recovering, None);
     }
 }

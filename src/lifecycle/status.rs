@@ -7,7 +7,7 @@ use klaud_claims::{ClaimBook, Claimant, SystemClock};
 use klaud_lifecycle::engine::{CandidateRecord, Journal, Step};
 
 use super::wave::WaveError;
-use crate::dashboard::{CandidateRow, ClaimRow, LinkRow, OutcomeRow, RepositoryStatus};
+use crate::dashboard::{CandidateRow, LinkRow, OutcomeRow, RepositoryStatus};
 use crate::github::Forge;
 
 /// Most recent outcomes kept in the status.
@@ -54,34 +54,9 @@ pub async fn repository_status(
 ) -> Result<RepositoryStatus, WaveError> {
     let clock = SystemClock;
     let book = ClaimBook::new(forge, &clock, claimant);
-    let claims = book
-        .list_claims()
+    let claims = crate::dashboard::claim_rows(&book)
         .await
         .map_err(|e| WaveError::Claims(e.to_string()))?;
-    let claims = claims
-        .iter()
-        .map(|entry| match &entry.record {
-            Ok(r) => ClaimRow {
-                family_id: entry
-                    .family()
-                    .map_or_else(|| entry.tip.name.clone(), |f| f.as_str().to_owned()),
-                family: r.candidates.first().map(|c| c.family.clone()),
-                owner: r.owner.map(|o| o.to_string()),
-                run_id: Some(r.run_id),
-                lease_until: r.lease_until,
-                fence: r.fence,
-                holder: r.holder.clone(),
-                parse_error: None,
-            },
-            Err(e) => ClaimRow {
-                family_id: entry
-                    .family()
-                    .map_or_else(|| entry.tip.name.clone(), |f| f.as_str().to_owned()),
-                parse_error: Some(e.to_string()),
-                ..ClaimRow::default()
-            },
-        })
-        .collect();
     let mut records = journal
         .list()
         .await
