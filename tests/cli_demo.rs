@@ -190,3 +190,114 @@ async fn wave_resumes_without_duplicates_and_rebuilds_from_an_empty_store() {
     // 6 candidates: 6 initial smokes plus 1 infrastructure retry.
     assert_eq!(dispatches, 7, "dispatches");
 }
+
+/// Scheduled one-shot waves as the Actions workflow runs them: a fresh
+/// store and a new run id every time. With one `KLAUD_INSTANCE_ID` a later
+/// run resumes the earlier run's candidates; without it, it is a stranger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_waves_with_fresh_stores_resume_under_one_instance_id() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let seed = std::fs::read_to_string(root.join("configs/demo-registry.json")).expect("seed");
+    let script = Script::from_file(&root.join("configs/demo-ci.toml")).expect("script");
+    let stack = SandboxStack::start(
+        "demo/benchmarks",
+        "Klaud-Cold",
+        &root.join("configs/demo"),
+        &seed,
+        Some(script),
+        Duration::from_millis(20),
+    )
+    .await
+    .expect("sandbox");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("klaud.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[github]\napi_url = \"{}\"\nrepository = \"demo/benchmarks\"\n[lifecycle]\nbaseline_api = \"{}\"\n",
+            stack.github.url(),
+            stack.baseline_url
+        ),
+    )
+    .expect("config");
+    let instance = "6f1c2b3a-4d5e-4f60-8a9b-0c1d2e3f4a5b";
+    let registry = stack.registry_url.clone();
+    let dir_path = dir.path().to_owned();
+    let wave = move |run: u32, id: Option<&str>, max: &str, wait: &str| {
+        let mut cmd = klaud();
+        cmd.env("KLAUD_GITHUB_TOKEN", BOT_TOKEN)
+            .env_remove("GITHUB_TOKEN")
+            .env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_RUN_ID", run.to_string())
+            .env_remove("KLAUD_INSTANCE_ID")
+            .arg("wave")
+            .arg("--config")
+            .arg(&config)
+            .arg("--store")
+            .arg(dir_path.join(format!("store-{run}")))
+            .args(["--max", max, "--json", "--poll", "1s", "--wait", wait]);
+        if let Some(id) = id {
+            cmd.env("KLAUD_INSTANCE_ID", id);
+        }
+        for host in ["docker.io", "nvcr.io", "hub.docker.com"] {
+            cmd.args(["--mirror", &format!("{host}={registry}")]);
+        }
+        cmd
+    };
+    let run = |mut cmd: Command| async move {
+        let out = tokio::task::spawn_blocking(move || cmd.output().expect("run klaud wave"))
+            .await
+            .expect("wave task");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        (json, stderr)
+    };
+    let ids = |v: &serde_json::Value| -> Vec<String> {
+        let mut ids: Vec<String> = v["candidates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["candidate"].as_str().map(str::to_owned))
+            .collect();
+        ids.sort();
+        ids
+    };
+
+    let (first, stderr) = run(wave(101, Some(instance), "2", "0s")).await;
+    let started = ids(&first);
+    assert_eq!(started.len(), 2, "{first:#}");
+    assert!(!stderr.contains("KLAUD_INSTANCE_ID"), "{stderr}");
+
+    // A run without the id is another instance: it is warned, and the
+    // first run's claims (leased) are not its own.
+    let (stranger, stderr) = run(wave(102, None, "0", "0s")).await;
+    assert!(
+        stderr.contains("new Klaud instance") && stderr.contains("KLAUD_INSTANCE_ID"),
+        "{stderr}"
+    );
+    assert!(ids(&stranger).is_empty(), "{stranger:#}");
+
+    // The next scheduled run with the id resumes both and finishes them.
+    let (later, _) = run(wave(103, Some(instance), "0", "120s")).await;
+    assert_eq!(ids(&later), started, "{later:#}");
+    for c in later["candidates"].as_array().expect("candidates") {
+        let outcome = c["outcome"].as_str().unwrap_or("unfinished");
+        assert!(
+            outcome != "unfinished" && outcome != "unexpected-error",
+            "{c:#}"
+        );
+    }
+
+    // A malformed id is refused before anything is touched.
+    let mut bad = wave(104, Some("not-a-uuid"), "0", "0s");
+    let out = tokio::task::spawn_blocking(move || bad.output().expect("run"))
+        .await
+        .expect("task");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("KLAUD_INSTANCE_ID"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

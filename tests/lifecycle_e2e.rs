@@ -1039,3 +1039,70 @@ async fn a_wave_that_loses_its_picks_to_a_racing_instance_claims_the_next_stale_
     }
     assert_eq!(env.claims().await.len(), 4, "two each, none shared");
 }
+
+/// One-shot waves as the Actions workflow runs them: every wave a new
+/// process with an empty journal and its own run id, the same instance id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shot_waves_with_empty_journals_carry_a_candidate_to_its_outcome() {
+    use klaud::lifecycle::wave::{WaveOptions, run_wave};
+    let env = env(Some(VALIDATED_SCRIPT)).await;
+    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
+    let mut outcome = None;
+    let mut candidate = None;
+    for wave in 0..40u64 {
+        let mut plan = PlanOptions::new(chrono::Utc::now());
+        plan.max_candidates = 1;
+        let journal = MemoryJournal::new();
+        let summary = run_wave(
+            &env.forge,
+            &journal,
+            &registry,
+            &env.baseline,
+            None,
+            WaveOptions {
+                claimant: owner(),
+                // A new Actions run each time.
+                engine: sandbox_engine(9_000 + wave),
+                plan,
+                poll: Duration::from_millis(20),
+                wait: Duration::ZERO,
+                cooldown: Duration::from_secs(3600),
+                upstream: None,
+                cache: None,
+                stop: None,
+            },
+        )
+        .await
+        .expect("wave");
+        let c = summary
+            .candidates
+            .first()
+            .unwrap_or_else(|| panic!("wave {wave} has no candidate: {summary:#?}"));
+        let id = candidate.get_or_insert_with(|| c.candidate.clone());
+        assert_eq!(&c.candidate, id, "a later wave resumes the same candidate");
+        if c.outcome.is_some() {
+            outcome = Some((wave, c.clone()));
+            break;
+        }
+        // The next scheduled run, once the CI simulator moved on.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (waves, c) = outcome.expect("the candidate finished within 40 waves");
+    assert_eq!(c.outcome.as_deref(), Some("validated"), "{c:#?}");
+    assert!(
+        waves >= 2,
+        "it took {waves} waves: the test must span several"
+    );
+    let branch = format!("klaud/auto-{}", c.candidate);
+    let pulls = env.pulls(&branch).await;
+    assert_eq!(pulls.len(), 1, "one PR");
+    let m = markers(&env.bodies(pulls[0]).await);
+    assert_unique(&m);
+    assert!(!m.is_empty());
+    assert!(
+        m.iter().all(|k| k.contains(":9000:")),
+        "every record keeps the first wave's run: {m:?}"
+    );
+    assert_eq!(env.dispatches().await, 1, "one smoke dispatch");
+    assert!(env.claims().await.is_empty());
+}

@@ -36,6 +36,25 @@ pub struct Connection {
     /// The local store directory (overrides `daemon.store`).
     #[arg(long, value_name = "PATH")]
     pub store: Option<PathBuf>,
+    /// This instance's id (default: made once and kept in the store). Runs
+    /// with an ephemeral store — scheduled Actions waves — must all pass the
+    /// same one, or each run is a new instance whose candidates the next run
+    /// recovers as orphans.
+    #[arg(long, value_name = "UUID", env = "KLAUD_INSTANCE_ID")]
+    pub instance_id: Option<String>,
+}
+
+/// `--instance-id` / `KLAUD_INSTANCE_ID`: empty means unset.
+fn parse_instance_id(text: Option<&str>) -> Result<Option<uuid::Uuid>, CliError> {
+    match text.map(str::trim).filter(|t| !t.is_empty()) {
+        None => Ok(None),
+        Some(t) => uuid::Uuid::parse_str(t).map(Some).map_err(|e| {
+            CliError::bad_input(anyhow::anyhow!(
+                "--instance-id / KLAUD_INSTANCE_ID {t:?} is not a UUID ({e}); make one with \
+                 `uuidgen` and keep it"
+            ))
+        }),
+    }
 }
 
 /// Arguments of `klaud wave`.
@@ -87,6 +106,7 @@ pub(crate) fn owner_run() -> u64 {
 
 /// Loads the configuration, connects (identity preflight) and opens the store.
 pub async fn connect(c: &Connection) -> Result<Session, CliError> {
+    let instance_id = parse_instance_id(c.instance_id.as_deref())?;
     let mut config = match &c.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
@@ -127,7 +147,21 @@ pub async fn connect(c: &Connection) -> Result<Session, CliError> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(&config.daemon.store));
     let journal = StoreJournal::new(Store::open(&store).map_err(CliError::failure)?);
-    let claimant = Claimant::new(journal.instance_id().await.map_err(CliError::failure)?);
+    let owner = match instance_id {
+        Some(id) => id,
+        None => {
+            let fresh = !journal.has_instance_id().map_err(CliError::failure)?;
+            if fresh && std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true") {
+                tracing::warn!(
+                    "this run is a new Klaud instance (a fresh store and no KLAUD_INSTANCE_ID): \
+                     the next run will take the candidates it starts for orphans and end them \
+                     as unexpected-error; set KLAUD_INSTANCE_ID to a fixed UUID"
+                );
+            }
+            journal.instance_id().await.map_err(CliError::failure)?
+        }
+    };
+    let claimant = Claimant::new(owner);
     Ok(Session {
         config,
         forge,
@@ -305,4 +339,26 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_instance_id;
+
+    #[test]
+    fn an_instance_id_is_a_uuid_and_empty_means_unset() {
+        let id = "6f1c2b3a-4d5e-4f60-8a9b-0c1d2e3f4a5b";
+        assert_eq!(
+            parse_instance_id(Some(id))
+                .ok()
+                .flatten()
+                .map(|u| u.to_string()),
+            Some(id.to_owned())
+        );
+        assert!(matches!(parse_instance_id(Some("  ")), Ok(None)));
+        assert!(matches!(parse_instance_id(None), Ok(None)));
+        let err = parse_instance_id(Some("not-a-uuid")).expect_err("refused");
+        assert_eq!(err.code, super::super::EXIT_BAD_INPUT);
+        assert!(err.error.to_string().contains("KLAUD_INSTANCE_ID"));
+    }
 }

@@ -42,6 +42,16 @@ impl StoreJournal {
         &self.store
     }
 
+    /// Whether the store already names an instance (a store made just now
+    /// does not).
+    pub fn has_instance_id(&self) -> Result<bool, JournalError> {
+        Ok(self
+            .store
+            .get::<Instance>(INSTANCE_TREE, "id")
+            .map_err(|e| JournalError(e.to_string()))?
+            .is_some())
+    }
+
     /// This instance's id: made once and kept in the store, so a restart
     /// recognises its own claims. A deleted store makes a new instance whose
     /// old claims are recovered once their leases expire.
