@@ -488,3 +488,50 @@ fn without_a_rate_limit_endpoint_the_budget_comes_from_response_headers() {
         report(&c)
     );
 }
+
+#[test]
+fn a_malformed_mirror_fails_the_config_check_and_github_is_still_checked() {
+    let sb = sandbox();
+    let out = sb.doctor(Some(BOT_TOKEN), &[], &["--mirror", "docker.io"]);
+    let c = checks(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", report(&c));
+    assert_eq!(status(&c, "config"), "fail", "{}", report(&c));
+    assert!(detail(&c, "config").contains("HOST=URL"), "{}", report(&c));
+    assert_eq!(status(&c, "registries"), "warn", "{}", report(&c));
+    for name in ["identity", "base-branch", "claims"] {
+        assert_eq!(status(&c, name), "ok", "{}", report(&c));
+    }
+}
+
+#[test]
+fn an_unreachable_github_api_fails_identity_once_and_skips_the_github_checks() {
+    let sb = sandbox();
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        format!("http://127.0.0.1:{}", l.local_addr().expect("addr").port())
+    };
+    let out = sb.doctor(Some(BOT_TOKEN), &[], &["--github-api", &closed]);
+    let c = checks(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", report(&c));
+    assert_eq!(status(&c, "identity"), "fail", "{}", report(&c));
+    assert!(
+        detail(&c, "identity").contains("network error"),
+        "{}",
+        report(&c)
+    );
+    for name in [
+        "permission",
+        "base-branch",
+        "workflows",
+        "claims",
+        "rate-limit",
+    ] {
+        assert_eq!(status(&c, name), "warn", "{}", report(&c));
+        assert!(
+            detail(&c, name).starts_with("not checked"),
+            "{}",
+            report(&c)
+        );
+    }
+    assert_eq!(status(&c, "baseline"), "ok", "{}", report(&c));
+}

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use klaud_claims::{ClaimBook, ClaimEntry, Claimant, SystemClock};
-use klaud_planner::registry::{ApiBase, Challenge, RegistryClient};
+use klaud_planner::registry::{ApiBase, Challenge, RegistryClient, RegistryConfig};
 use klaud_planner::repo::Repository;
 use serde::Serialize;
 
@@ -185,9 +185,9 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
     let mut checks = Vec::new();
 
     // 1. configuration
-    let (config, check) = check_config(connection);
+    let (loaded, check) = check_config(connection, mirrors);
     checks.push(check);
-    let Some(config) = config else {
+    let Some(Loaded { config, registry }) = loaded else {
         let why = "the configuration did not load";
         for name in [
             "token",
@@ -210,7 +210,7 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
     let token = config.github.token_env.iter().find_map(|name| {
         std::env::var(name)
             .ok()
-            .filter(|v| !v.trim().is_empty())
+            .filter(|v| !v.is_empty())
             .map(|v| (name.clone(), v))
     });
     checks.push(match &token {
@@ -312,14 +312,20 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
     }
 
     // 9. registries
-    checks.push(match &repository {
-        None => Check::skipped(
+    checks.push(match (&repository, registry) {
+        (_, None) => Check::skipped(
+            "registries",
+            "the registry settings are unusable (see config)",
+        ),
+        (None, _) => Check::skipped(
             "registries",
             "needs the families of the base branch (see base-branch)",
         ),
-        Some(repository) => bounded("registries", check_registries(&config, mirrors, repository))
-            .await
-            .unwrap_or_else(|c| c),
+        (Some(repository), Some(registry)) => {
+            bounded("registries", check_registries(registry, repository))
+                .await
+                .unwrap_or_else(|c| c)
+        }
     });
 
     // 10. baseline
@@ -343,8 +349,19 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
     checks
 }
 
-/// Loads the configuration with the command-line overrides applied.
-fn check_config(c: &Connection) -> (Option<Config>, Check) {
+/// The configuration with the command-line overrides applied, and the
+/// registry settings built from it (`None` when they are unusable; the
+/// config check then says why).
+struct Loaded {
+    config: Config,
+    registry: Option<RegistryConfig>,
+}
+
+/// Loads the configuration with the command-line overrides applied, and
+/// checks the registry settings (`--mirror`, `[registry.mirrors]`, the
+/// credential variables) up front so a typo there shows even when the
+/// registries cannot be asked.
+fn check_config(c: &Connection, mirrors: &[String]) -> (Option<Loaded>, Check) {
     const NAME: &str = "config";
     let (mut config, origin) = match &c.config {
         Some(path) => match Config::load(path) {
@@ -373,7 +390,7 @@ fn check_config(c: &Connection) -> (Option<Config>, Check) {
     if let Some(repo) = &c.repo {
         config.github.repository = Some(repo.clone());
     }
-    let check = match &config.github.repository {
+    let mut check = match &config.github.repository {
         None => Check::fail(
             NAME,
             format!("{origin}, but no repository: pass --repo OWNER/NAME or set github.repository"),
@@ -395,7 +412,19 @@ fn check_config(c: &Connection) -> (Option<Config>, Check) {
     if check.status == Status::Fail {
         config.github.repository = None;
     }
-    (Some(config), check)
+    let registry = match super::plan::registry_config(&config, mirrors) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            let problem = format!("{:#}", e.error);
+            check = if check.status == Status::Fail {
+                Check::fail(NAME, format!("{}; and {problem}", check.detail))
+            } else {
+                Check::fail(NAME, format!("{origin}: {problem}"))
+            };
+            None
+        }
+    };
+    (Some(Loaded { config, registry }), check)
 }
 
 fn is_owner_name(repo: &str) -> bool {
@@ -663,17 +692,14 @@ fn budget_check(b: &RateBudget, source: &str) -> Check {
     }
 }
 
-async fn check_registries(config: &Config, mirrors: &[String], repository: &Repository) -> Check {
+async fn check_registries(registry: RegistryConfig, repository: &Repository) -> Check {
     const NAME: &str = "registries";
     let hosts: BTreeSet<String> = repository
         .families()
         .iter()
         .map(|f| f.image().registry().to_owned())
         .collect();
-    let registry = match super::plan::registry_config(config, mirrors) {
-        Ok(r) => r.with_env_credentials(hosts.iter().map(String::as_str)),
-        Err(e) => return Check::fail(NAME, format!("{:#}", e.error)),
-    };
+    let registry = registry.with_env_credentials(hosts.iter().map(String::as_str));
     let via = |host: &str| {
         registry
             .mirrors
