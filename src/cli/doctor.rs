@@ -29,6 +29,21 @@ use crate::store::{Store, StoreError, trees};
 /// retries, so a check that keeps being retried cannot hold the run.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// Every check's name, in the order they run.
+pub const CHECKS: [&str; 11] = [
+    "config",
+    "token",
+    "identity",
+    "permission",
+    "base-branch",
+    "workflows",
+    "claims",
+    "rate-limit",
+    "registries",
+    "baseline",
+    "store",
+];
+
 /// Below this share of the REST budget the rate-limit check warns.
 const LOW_BUDGET_PERCENT: u64 = 10;
 
@@ -189,20 +204,7 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
     checks.push(check);
     let Some(Loaded { config, registry }) = loaded else {
         let why = "the configuration did not load";
-        for name in [
-            "token",
-            "identity",
-            "permission",
-            "base-branch",
-            "workflows",
-            "claims",
-            "rate-limit",
-            "registries",
-            "baseline",
-            "store",
-        ] {
-            checks.push(Check::skipped(name, why));
-        }
+        checks.extend(CHECKS[1..].iter().map(|&name| Check::skipped(name, why)));
         return checks;
     };
 
@@ -790,8 +792,9 @@ async fn check_baseline(base: &str) -> Check {
 
 /// sled 0.34.7 has no read-only mode, so a store that does not exist yet is
 /// never opened (opening would create it), and an existing one is opened
-/// and dropped without a single Klaud write (its format marker is only
-/// read). Being held by a running daemon is normal, so that is a warning.
+/// and dropped without a Klaud write (its format marker is only read; sled
+/// may still tidy its own log files while opening, which changes no
+/// record). Being held by a running daemon is normal, so that is a warning.
 fn check_store(path: &Path) -> Check {
     const NAME: &str = "store";
     let shown = path.display();
