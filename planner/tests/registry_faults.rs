@@ -1089,3 +1089,75 @@ async fn a_malformed_index_entry_is_an_error_before_any_platform_is_read() {
     assert!(matches!(err, RegistryError::Invalid { .. }), "{err:?}");
     assert_eq!(c.counts().total(), 1);
 }
+
+#[tokio::test]
+async fn api_base_check_accepts_200_and_answerable_challenges_only() {
+    use klaud_planner::registry::{ApiBase, Challenge};
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v2/"))
+        .respond_with(ResponseTemplate::new(200).set_body_string("{}"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    assert_eq!(
+        client(&server).check_api_base(HOST).await.unwrap(),
+        ApiBase::Open
+    );
+
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v2/"))
+        .respond_with(ResponseTemplate::new(401).insert_header(
+            "www-authenticate",
+            "Bearer realm=\"https://auth.test/token\",service=\"registry.test\"",
+        ))
+        .mount(&server)
+        .await;
+    match client(&server).check_api_base(HOST).await.unwrap() {
+        ApiBase::Challenge(Challenge::Bearer { realm, .. }) => {
+            assert_eq!(realm, "https://auth.test/token")
+        }
+        other => panic!("expected a bearer challenge, got {other:?}"),
+    }
+
+    // A 401 without a challenge, a garbled challenge and a 404 (not a
+    // registry at that URL) are errors that name the host.
+    for response in [
+        ResponseTemplate::new(401),
+        ResponseTemplate::new(401).insert_header("www-authenticate", "Negotiate"),
+        ResponseTemplate::new(404),
+    ] {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path("/v2/"))
+            .respond_with(response)
+            .mount(&server)
+            .await;
+        let err = client(&server).check_api_base(HOST).await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("registry.test:"), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn api_base_check_of_a_closed_port_is_a_transport_error() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut c = RegistryConfig::default();
+    c.mirrors.insert(
+        HOST.into(),
+        Url::parse(&format!("http://127.0.0.1:{port}")).unwrap(),
+    );
+    c.retry_base_delay = Duration::from_millis(1);
+    c.max_retries = 1;
+    let err = RegistryClient::new(c)
+        .unwrap()
+        .check_api_base(HOST)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::Transport { .. }), "{err}");
+    assert!(err.to_string().contains("registry API base"), "{err}");
+}

@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 mod bump;
 mod candidate;
 mod claims;
+mod doctor;
 mod families;
 mod plan;
 mod recover;
@@ -96,6 +97,8 @@ enum Command {
     Recover(recover::Args),
     /// Claims, candidates, recent outcomes and open Klaud PRs (`--json`: the dashboard snapshot).
     Status(status::Args),
+    /// Check configuration, token, repository, registries and store without changing anything.
+    Doctor(doctor::Args),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -117,6 +120,7 @@ pub fn main() -> ExitCode {
         Command::Candidate(args) => candidate::run(args),
         Command::Recover(args) => recover::run(args),
         Command::Status(args) => status::run(args),
+        Command::Doctor(args) => doctor::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

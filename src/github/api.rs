@@ -221,6 +221,17 @@ impl From<RawRun> for RunInfo {
     }
 }
 
+/// A workflow of the repository (`actions/workflows/<file>`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct WorkflowInfo {
+    pub id: u64,
+    pub name: String,
+    /// `.github/workflows/<file>`.
+    pub path: String,
+    /// `active`, `disabled_manually`, `disabled_inactivity`, ...
+    pub state: String,
+}
+
 /// A run artifact.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Artifact {
@@ -1050,6 +1061,64 @@ impl Forge {
             run_id: Some(d.workflow_run_id),
             html_url: d.html_url,
         })
+    }
+
+    /// A workflow by file name (or id); `None` when the repository has no
+    /// such workflow.
+    pub async fn get_workflow(&self, workflow: &str) -> Result<Option<WorkflowInfo>, GithubError> {
+        let what = format!("read workflow {workflow}");
+        let raw = self
+            .t
+            .read(
+                &what,
+                &self.path(&format!("actions/workflows/{}", seg(workflow))),
+                None,
+            )
+            .await?;
+        if raw.status == http::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        ok_or_error(&what, &raw)?;
+        Ok(Some(raw.json(&what)?))
+    }
+
+    /// The REST (`core`) budget from `GET /rate_limit`, which GitHub does
+    /// not count against it; `None` when the server has rate limiting
+    /// turned off (GitHub Enterprise answers 404 then).
+    pub async fn rate_limit(&self) -> Result<Option<super::RateBudget>, GithubError> {
+        #[derive(Deserialize)]
+        struct Window {
+            limit: u64,
+            remaining: u64,
+            #[serde(default)]
+            used: Option<u64>,
+            #[serde(default)]
+            reset: i64,
+        }
+        #[derive(Deserialize)]
+        struct Resources {
+            core: Window,
+        }
+        #[derive(Deserialize)]
+        struct RateLimit {
+            resources: Resources,
+        }
+        let what = "read the rate limit (GET /rate_limit)";
+        let raw = self.t.read(what, "/rate_limit", None).await?;
+        if raw.status == http::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        ok_or_error(what, &raw)?;
+        let core = raw.json::<RateLimit>(what)?.resources.core;
+        Ok(Some(super::RateBudget {
+            limit: core.limit,
+            remaining: core.remaining,
+            used: core
+                .used
+                .unwrap_or(core.limit.saturating_sub(core.remaining)),
+            reset_unix: core.reset,
+            resource: "core".into(),
+        }))
     }
 
     /// Workflow runs matching the filter, newest first (all pages).

@@ -22,7 +22,7 @@ use octocrab::service::middleware::retry::RetryConfig;
 
 pub use api::{
     Artifact, CommentInfo, Comparison, DispatchOutcome, FileChange, JobInfo, PullInfo, RunFilter,
-    RunInfo, TreeChange, UserInfo,
+    RunInfo, TreeChange, UserInfo, WorkflowInfo,
 };
 
 pub use runstatus::ForgeRunStatus;

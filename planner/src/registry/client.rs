@@ -18,7 +18,7 @@ use super::config::RegistryConfig;
 use super::error::{RegistryError, Target};
 use super::http::{Http, content_type, status_error};
 use super::model::{
-    AnyManifest, DOCKER_LIST, DOCKER_MANIFEST, HubTagPage, ImageConfig, ImageDetails,
+    AnyManifest, ApiBase, DOCKER_LIST, DOCKER_MANIFEST, HubTagPage, ImageConfig, ImageDetails,
     ImagePlatforms, MANIFEST_ACCEPT, ManifestHead, OCI_INDEX, OCI_MANIFEST, PlatformImage,
     PlatformRef, RequestCounts, RequestKind, TagList, is_index_media_type,
 };
@@ -476,6 +476,49 @@ impl RegistryClient {
         })
         .await
         .cloned()
+    }
+
+    /// Whether `host` (or its mirror) is a registry that answers: `GET /v2/`
+    /// must give 200, or 401 with a `WWW-Authenticate` challenge Klaud can
+    /// answer. Anonymous and read-only; retried like every read.
+    pub async fn check_api_base(&self, host: &str) -> Result<ApiBase, RegistryError> {
+        let target = Target::new(host, "", None);
+        validate::host(&target)?;
+        let base = self.http().config.base_url(host)?;
+        let mut url = base.clone();
+        url.set_path(&format!("{}/v2/", base.path().trim_end_matches('/')));
+        let kind = RequestKind::ApiBase;
+        let (status, headers) = self.http().probe(kind, &target, &url).await?;
+        if status.is_success() {
+            return Ok(ApiBase::Open);
+        }
+        if status == reqwest::StatusCode::UNAUTHORIZED {
+            let header = headers
+                .get(reqwest::header::WWW_AUTHENTICATE)
+                .ok_or_else(|| RegistryError::Unauthorized {
+                    target: target.clone(),
+                    reason: "HTTP 401 for /v2/ without a WWW-Authenticate challenge".into(),
+                })?
+                .to_str()
+                .map_err(|_| RegistryError::Invalid {
+                    target: target.clone(),
+                    what: "WWW-Authenticate header".into(),
+                    reason: "not visible ASCII".into(),
+                })?;
+            let challenge =
+                super::auth::parse_challenge(header).map_err(|reason| RegistryError::Invalid {
+                    target: target.clone(),
+                    what: "WWW-Authenticate header".into(),
+                    reason,
+                })?;
+            return Ok(ApiBase::Challenge(challenge));
+        }
+        Err(RegistryError::Status {
+            target,
+            what: kind.describe(),
+            status: status.as_u16(),
+            url: super::http::strip_query(&url),
+        })
     }
 
     /// All tags of a repository, following `Link` pages up to the page cap.

@@ -31,6 +31,10 @@ impl Target {
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A request about the registry itself (`/v2/`) names no repository.
+        if self.repository.is_empty() {
+            return f.write_str(&self.host);
+        }
         write!(f, "{}/{}", self.host, self.repository)?;
         match &self.reference {
             Some(r) if r.contains(':') => write!(f, "@{r}"),

@@ -40,6 +40,7 @@ impl Counters {
             RequestKind::TagsList => &self.tags_list,
             RequestKind::Token => &self.token,
             RequestKind::HubApi => &self.hub_api,
+            RequestKind::ApiBase => &self.other,
         };
         c.fetch_add(1, Ordering::Relaxed);
     }
@@ -199,6 +200,26 @@ impl Http {
             }
             attempt += 1;
         }
+    }
+
+    /// One anonymous read whose answer is interpreted by the caller, with
+    /// the usual retries but without answering an auth challenge: a 401 is
+    /// itself the answer when asking whether a registry is there.
+    pub(crate) async fn probe(
+        &self,
+        kind: RequestKind,
+        target: &Target,
+        url: &Url,
+    ) -> Result<(StatusCode, HeaderMap), RegistryError> {
+        let call = Call {
+            kind,
+            target,
+            method: &Method::GET,
+            url,
+            accept: None,
+        };
+        let ex = self.send(&call, &Auth::Anonymous, "").await?;
+        Ok((ex.response.status(), ex.response.headers().clone()))
     }
 
     fn backoff(&self, attempt: u32) -> Duration {

@@ -33,8 +33,8 @@ pub use client::RegistryClient;
 pub use config::{BasicCredentials, HUB_API_HOST, RegistryConfig};
 pub use error::{RegistryError, Target};
 pub use model::{
-    DOCKER_LIST, DOCKER_MANIFEST, ImageDetails, ImagePlatforms, MANIFEST_ACCEPT, ManifestHead,
-    OCI_CONFIG, OCI_INDEX, OCI_MANIFEST, PlatformImage, PlatformRef, RequestCounts,
+    ApiBase, DOCKER_LIST, DOCKER_MANIFEST, ImageDetails, ImagePlatforms, MANIFEST_ACCEPT,
+    ManifestHead, OCI_CONFIG, OCI_INDEX, OCI_MANIFEST, PlatformImage, PlatformRef, RequestCounts,
     is_index_media_type,
 };
 pub use session::RegistrySession;

@@ -119,6 +119,15 @@ pub struct PlatformImage {
     pub created: Option<DateTime<Utc>>,
 }
 
+/// How a registry's API base (`GET /v2/`) answered an anonymous request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiBase {
+    /// HTTP 200: the registry serves anonymous reads.
+    Open,
+    /// HTTP 401 with a challenge Klaud knows how to answer.
+    Challenge(super::auth::Challenge),
+}
+
 /// Requests sent, by kind (every attempt counts, retries included).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestCounts {
@@ -160,6 +169,8 @@ pub(crate) enum RequestKind {
     TagsList,
     Token,
     HubApi,
+    /// `GET /v2/` (is the registry there at all?), counted as `other`.
+    ApiBase,
 }
 
 impl RequestKind {
@@ -170,6 +181,7 @@ impl RequestKind {
             Self::TagsList => "tag list",
             Self::Token => "token",
             Self::HubApi => "Docker Hub tags API",
+            Self::ApiBase => "registry API base (/v2/)",
         }
     }
 }

@@ -33,6 +33,17 @@ pub async fn list_workflows(
     Ok(paginate(items, &m.base_url, &uri, Some("workflows")))
 }
 
+/// `GET /repos/{owner}/{repo}/actions/workflows/{id or file name}`.
+pub async fn get_workflow(
+    State(st): State<GithubState>,
+    Path((owner, repo, wf)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let w = r.workflow(&wf).ok_or_else(ApiError::not_found)?;
+    Ok(Json(m.workflow_json(r, w)).into_response())
+}
+
 #[derive(Deserialize)]
 pub struct DispatchIn {
     #[serde(rename = "ref")]

@@ -9,6 +9,7 @@
 //! | `POST /_sandbox/users` | `{"login", "name"?, "bot"?: false, "token"?, "rate_limit"?: 5000}` | registers a user and optionally a token with its primary limit per hour |
 //! | `PUT /_sandbox/repos/{o}/{n}/collaborators/{login}` | `{"permission": "none|read|triage|write|maintain|admin"}` | sets a permission |
 //! | `POST /_sandbox/repos/{o}/{n}/push` | `{"branch", "login", "message", "files": {PATH: TEXT \| {"base64": B64} \| null}}` | pushes one commit as `login` (null deletes); answers `{"sha"}` |
+//! | `DELETE /_sandbox/repos/{o}/{n}/workflows/{file}` | | removes a workflow (404 when there is none) |
 //! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/complete` | `{"conclusion", "artifacts": {NAME: {PATH: TEXT \| {"base64": B64}}}}` | completes a run; each artifact is zipped |
 //! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/status` | `{"status", "conclusion"?}` | sets a run's status |
 //! | `POST /_sandbox/faults` | a [`Fault`], e.g. `{"method": "POST", "path": "/repos/*/pulls", "count": 1, "action": {"kind": "after_write_status", "status": 502}}` | installs a fault (`status` with `retry_after`/`message`, `delay` with `millis`, `after_write_status`, `after_write_drop`) |
@@ -42,6 +43,10 @@ pub fn router() -> Router<GithubState> {
             put(set_permission),
         )
         .route("/repos/{owner}/{repo}/push", post(push))
+        .route(
+            "/repos/{owner}/{repo}/workflows/{workflow}",
+            delete(remove_workflow),
+        )
         .route(
             "/repos/{owner}/{repo}/runs/{id}/complete",
             post(complete_run),
@@ -196,6 +201,20 @@ async fn push(
         )
         .await?;
     Ok((StatusCode::CREATED, Json(json!({"sha": sha}))).into_response())
+}
+
+async fn remove_workflow(
+    State(st): State<GithubState>,
+    Path((owner, repo, workflow)): Path<(String, String, String)>,
+) -> Result<Response, ControlError> {
+    if st
+        .remove_workflow(&format!("{owner}/{repo}"), &workflow)
+        .await?
+    {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(SimError::NotFound(format!("workflow {workflow}")).into())
+    }
 }
 
 #[derive(Deserialize)]

@@ -31,6 +31,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chrono::Utc;
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -96,6 +97,7 @@ pub fn router(state: GithubState) -> Router {
             axum::routing::delete(labels::remove),
         )
         .route("/actions/workflows", get(actions::list_workflows))
+        .route("/actions/workflows/{id}", get(actions::get_workflow))
         .route(
             "/actions/workflows/{id}/dispatches",
             post(actions::dispatch),
@@ -315,7 +317,8 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
         );
         return finish(&mut m, e.into_response(), false);
     }
-    if bucket_info.used >= bucket_info.limit {
+    let rate_limit_query = method == Method::GET && path == "/rate_limit";
+    if bucket_info.used >= bucket_info.limit && !rate_limit_query {
         let msg = match login.as_deref().and_then(|l| m.user(l)) {
             Some(u) => format!(
                 "API rate limit exceeded for user ID {}. If you reach out to GitHub Support for help, please include the request ID.",
@@ -369,6 +372,27 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
             resp.headers_mut().insert(header::RETRY_AFTER, v);
         }
         return finish(&mut m, resp, true);
+    }
+
+    // `GET /rate_limit` reports the caller's buckets and, like GitHub's,
+    // costs nothing and answers even when the budget is spent.
+    if rate_limit_query && let Some(info) = m.tokens.get(&bucket).cloned() {
+        let window = |limit: u64, used: u64| {
+            json!({
+                "limit": limit, "used": used, "remaining": limit.saturating_sub(used),
+                "reset": info.reset,
+            })
+        };
+        let core = window(info.limit, info.used);
+        let body = json!({
+            "resources": {
+                "core": core,
+                "graphql": window(info.limit, 0),
+                "search": window(30, 0),
+            },
+            "rate": core,
+        });
+        return finish(&mut m, axum::Json(body).into_response(), false);
     }
 
     // Writing to a repository needs push access; commenting does not (any

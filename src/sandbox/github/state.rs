@@ -917,6 +917,18 @@ impl GithubState {
         Ok(id)
     }
 
+    /// Removes a workflow (by file name, path or id), as if its file had
+    /// been deleted from the default branch; `false` when there was none.
+    pub async fn remove_workflow(&self, full: &str, workflow: &str) -> Result<bool, SimError> {
+        let mut m = self.lock().await;
+        let r = m.repo_by_full(full)?;
+        let Some(id) = r.workflow(workflow).map(|w| w.id) else {
+            return Ok(false);
+        };
+        r.workflows.retain(|w| w.id != id);
+        Ok(true)
+    }
+
     /// Completes a workflow run with a conclusion and artifacts (zipped here).
     pub async fn complete_run(
         &self,
