@@ -131,7 +131,21 @@ baseline_api = "{baseline}"
 
     /// Runs `klaud doctor --json` with `token` and the given mirrors.
     fn doctor(&self, token: Option<&str>, mirrors: &[(&str, &str)], extra: &[&str]) -> Output {
+        self.doctor_env(token, mirrors, extra, &[])
+    }
+
+    /// [`Sandbox::doctor`] with extra environment variables.
+    fn doctor_env(
+        &self,
+        token: Option<&str>,
+        mirrors: &[(&str, &str)],
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_klaud"));
+        cmd.env_remove("GITHUB_ACTIONS")
+            .env_remove("KLAUD_INSTANCE_ID")
+            .envs(envs.iter().copied());
         cmd.args(["doctor", "--json", "--config"])
             .arg(self.config())
             .arg("--store")
@@ -534,4 +548,33 @@ fn an_unreachable_github_api_fails_identity_once_and_skips_the_github_checks() {
         );
     }
     assert_eq!(status(&c, "baseline"), "ok", "{}", report(&c));
+}
+
+#[test]
+fn an_actions_run_with_a_fresh_store_and_no_instance_id_is_warned() {
+    let sb = sandbox();
+    let mirrors = sb.mirrors();
+    let mirrors: Vec<(&str, &str)> = mirrors.iter().map(|(h, u)| (*h, u.as_str())).collect();
+    let actions = [("GITHUB_ACTIONS", "true")];
+    let out = sb.doctor_env(Some(BOT_TOKEN), &mirrors, &[], &actions);
+    let c = checks(&out);
+    assert_eq!(out.status.code(), Some(0), "{}", report(&c));
+    assert_eq!(status(&c, "store"), "warn", "{}", report(&c));
+    assert!(
+        detail(&c, "store").contains("KLAUD_INSTANCE_ID"),
+        "{}",
+        report(&c)
+    );
+
+    let id = "6f1c2b3a-4d5e-4f60-8a9b-0c1d2e3f4a5b";
+    let with_id = [("GITHUB_ACTIONS", "true"), ("KLAUD_INSTANCE_ID", id)];
+    let out = sb.doctor_env(Some(BOT_TOKEN), &mirrors, &[], &with_id);
+    let c = checks(&out);
+    assert_eq!(status(&c, "store"), "ok", "{}", report(&c));
+    assert!(detail(&c, "store").contains(id), "{}", report(&c));
+
+    let out = sb.doctor(Some(BOT_TOKEN), &mirrors, &["--instance-id", "nope"]);
+    let c = checks(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", report(&c));
+    assert_eq!(status(&c, "store"), "fail", "{}", report(&c));
 }

@@ -343,12 +343,47 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
         .store
         .clone()
         .unwrap_or_else(|| PathBuf::from(&config.daemon.store));
+    let instance = super::wave::parse_instance_id(connection.instance_id.as_deref())
+        .map_err(|e| format!("{:#}", e.error));
+    let in_actions = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
     checks.push(
-        tokio::task::spawn_blocking(move || check_store(&store))
-            .await
-            .unwrap_or_else(|e| Check::fail("store", format!("the check stopped: {e}"))),
+        tokio::task::spawn_blocking(move || {
+            // sled writes `conf` when it creates a store.
+            let fresh = !store.join("conf").exists();
+            instance_check(check_store(&store), instance, in_actions && fresh)
+        })
+        .await
+        .unwrap_or_else(|e| Check::fail("store", format!("the check stopped: {e}"))),
     );
     checks
+}
+
+/// The store check, with what it means for the instance id: a malformed
+/// `--instance-id` fails; an Actions run with a fresh store
+/// (`fresh_in_actions`) and no fixed id would make each run a new instance
+/// (the next run would take this run's candidates for orphans).
+fn instance_check(
+    store: Check,
+    instance: Result<Option<uuid::Uuid>, String>,
+    fresh_in_actions: bool,
+) -> Check {
+    match instance {
+        Err(e) => Check::fail(store.name, e),
+        Ok(Some(id)) if store.status != Status::Fail => Check {
+            detail: format!("{}; instance id {id} (--instance-id)", store.detail),
+            ..store
+        },
+        Ok(None) if fresh_in_actions && store.status == Status::Ok => Check::warn(
+            store.name,
+            format!(
+                "{}, and no KLAUD_INSTANCE_ID: in Actions with a fresh store every run is a \
+                     new instance, and the next run ends this run's candidates as orphans; set \
+                     KLAUD_INSTANCE_ID to a fixed UUID",
+                store.detail
+            ),
+        ),
+        Ok(_) => store,
+    }
 }
 
 /// The configuration with the command-line overrides applied, and the
@@ -859,6 +894,21 @@ fn check_store(path: &Path) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fresh_store_in_actions_needs_a_fixed_instance_id() {
+        let store = || Check::ok("store", "no store at s yet; the first run creates it");
+        let id = uuid::Uuid::from_u128(5);
+        let warned = instance_check(store(), Ok(None), true);
+        assert_eq!(warned.status, Status::Warn);
+        assert!(warned.detail.contains("KLAUD_INSTANCE_ID"), "{warned:?}");
+        assert_eq!(instance_check(store(), Ok(None), false), store());
+        let fixed = instance_check(store(), Ok(Some(id)), true);
+        assert_eq!(fixed.status, Status::Ok);
+        assert!(fixed.detail.contains(&id.to_string()), "{fixed:?}");
+        let bad = instance_check(store(), Err("not a UUID".into()), false);
+        assert_eq!(bad.status, Status::Fail);
+    }
 
     fn budget(remaining: u64, limit: u64) -> RateBudget {
         RateBudget {

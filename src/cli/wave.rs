@@ -45,7 +45,7 @@ pub struct Connection {
 }
 
 /// `--instance-id` / `KLAUD_INSTANCE_ID`: empty means unset.
-fn parse_instance_id(text: Option<&str>) -> Result<Option<uuid::Uuid>, CliError> {
+pub(crate) fn parse_instance_id(text: Option<&str>) -> Result<Option<uuid::Uuid>, CliError> {
     match text.map(str::trim).filter(|t| !t.is_empty()) {
         None => Ok(None),
         Some(t) => uuid::Uuid::parse_str(t).map(Some).map_err(|e| {
