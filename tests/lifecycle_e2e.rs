@@ -1106,3 +1106,137 @@ async fn one_shot_waves_with_empty_journals_carry_a_candidate_to_its_outcome() {
     assert_eq!(env.dispatches().await, 1, "one smoke dispatch");
     assert!(env.claims().await.is_empty());
 }
+
+/// A one-shot run with a fresh journal after upstream moved on: the plan
+/// proposes a newer image, so the held candidate is found from its branch
+/// and resumed, not left holding its family forever; a held claim with no
+/// branch at all is finished and its family freed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_claims_the_plan_no_longer_proposes_are_resumed_from_their_branch() {
+    use klaud::lifecycle::wave::{WaveOptions, WaveSummary, run_wave};
+    use klaud::sandbox::registry::TagSeed;
+    let env = env(None).await;
+    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
+    let wave = |run: u64| {
+        let registry = &registry;
+        let env = &env;
+        async move {
+            let mut plan = PlanOptions::new(chrono::Utc::now());
+            plan.max_candidates = 10;
+            let journal = MemoryJournal::new();
+            run_wave(
+                &env.forge,
+                &journal,
+                registry,
+                &env.baseline,
+                None,
+                WaveOptions {
+                    claimant: owner(),
+                    engine: sandbox_engine(run),
+                    plan,
+                    poll: Duration::from_millis(20),
+                    wait: Duration::ZERO,
+                    cooldown: Duration::from_secs(3600),
+                    upstream: None,
+                    cache: None,
+                    stop: None,
+                },
+            )
+            .await
+            .expect("wave")
+        }
+    };
+    let find = |s: &WaveSummary, key: &str| {
+        s.candidates
+            .iter()
+            .find(|c| c.family.ends_with(&format!(":{key}")))
+            .cloned()
+    };
+    let first = wave(9_000).await;
+    let held = find(&first, "demo-fp4-b200-sglang").expect("b200-sglang started");
+    assert!(held.pull_request.is_some(), "{held:#?}");
+
+    // Upstream publishes a newer tag on the family's track.
+    env.stack
+        .registry
+        .add_tag(
+            "lmsysorg/sglang",
+            "v0.5.18-cu130",
+            &TagSeed {
+                pushed: Some("2026-10-01T10:00:00Z".parse().expect("time")),
+                created: Some("2026-10-01T09:00:00Z".parse().expect("time")),
+                ..TagSeed::default()
+            },
+        )
+        .expect("new tag");
+    // And a claim of ours whose candidate never got a branch.
+    let trt = env
+        .repository
+        .families()
+        .iter()
+        .find(|f| f.family.ends_with(":demo-fp8-h200-trt"))
+        .expect("family")
+        .clone();
+    let orphan_id = CandidateId::new(&klaud_planner::identity::candidate_id(
+        &trt.id,
+        "nvcr.io/nvidia/tensorrt-llm/release:9.9.9",
+    ))
+    .expect("id");
+    let clock = SystemClock;
+    let book = klaud_claims::ClaimBook::new(&env.forge, &clock, owner());
+    if let Some(entry) = book.inspect(&orphan_id.family()).await.expect("inspect") {
+        // The first wave claimed this family too: give its claim up first.
+        let ours = book.adopt(&entry).expect("ours");
+        book.release(&ours).await.expect("release");
+    }
+    let won = book
+        .acquire(
+            &orphan_id.family(),
+            vec![klaud_claims::ClaimCandidate::new(
+                &env.base,
+                &trt.family,
+                orphan_id.clone(),
+            )],
+            &env.base,
+            8_999,
+            chrono::TimeDelta::hours(1),
+        )
+        .await
+        .expect("acquire");
+    assert!(matches!(won, klaud_claims::Acquire::Won(_)), "{won:?}");
+
+    let second = wave(9_001).await;
+    let resumed = second
+        .candidates
+        .iter()
+        .find(|c| c.candidate == held.candidate)
+        .unwrap_or_else(|| panic!("{} not resumed: {second:#?}", held.candidate));
+    assert_eq!(resumed.pull_request, held.pull_request, "the same PR");
+    assert_eq!(resumed.outcome, None, "still running: {resumed:#?}");
+    assert_eq!(resumed.image, held.image);
+    let lost = second
+        .candidates
+        .iter()
+        .find(|c| c.candidate == orphan_id.as_str())
+        .unwrap_or_else(|| panic!("{orphan_id} not finished: {second:#?}"));
+    assert_eq!(
+        lost.outcome.as_deref(),
+        Some("unexpected-error"),
+        "{lost:#?}"
+    );
+    assert!(
+        lost.message
+            .as_deref()
+            .is_some_and(|m| m.contains("lost track")),
+        "{lost:#?}"
+    );
+    assert!(
+        book.inspect(&orphan_id.family())
+            .await
+            .expect("inspect")
+            .is_none(),
+        "the family is free again"
+    );
+    let branch = format!("klaud/auto-{}", held.candidate);
+    assert_eq!(env.pulls(&branch).await.len(), 1, "no second PR");
+}

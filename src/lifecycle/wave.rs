@@ -21,7 +21,9 @@ use klaud_planner::repo::Repository;
 use serde::Serialize;
 
 use super::forge::GithubLifecycle;
-use super::recover::{RecoveryContext, open_orphans, settle_recovery_leases, take_over_orphans};
+use super::recover::{
+    Orphan, RecoveryContext, open_orphans, settle_recovery_leases, take_over_orphans,
+};
 use crate::github::upstream::GithubUpstream;
 use crate::github::{Forge, ForgeRunStatus, GithubError};
 use crate::store::{Record, Store, trees};
@@ -317,6 +319,55 @@ async fn upstream_range(
     })
 }
 
+/// The target of a candidate this instance holds a claim for, read from
+/// its branch: the family's image in the bumped master config names the
+/// candidate. `None` when there is no branch, or it does not carry that
+/// image; an error when GitHub could not be read (try again next pass).
+async fn held_target(
+    forge: &Forge,
+    repository: &Repository,
+    candidate: &klaud_claims::ClaimCandidate,
+    cache: Option<&Store>,
+) -> Result<Option<Target>, WaveError> {
+    let branch = klaud_lifecycle::engine::branch_name(candidate.id.as_str());
+    let Some(head) = forge.get_ref(&format!("refs/heads/{branch}")).await? else {
+        return Ok(None);
+    };
+    let Some((file, key)) = candidate.family.rsplit_once(':') else {
+        return Ok(None);
+    };
+    let path = format!("{}{file}", repository.prefix());
+    let Some((_, sha)) = forge
+        .tree_blobs(&head)
+        .await?
+        .into_iter()
+        .find(|(p, _)| *p == path)
+    else {
+        return Ok(None);
+    };
+    let bytes = blob(forge, &sha, cache).await?;
+    let image = std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(|text| klaud_planner::yaml::parse(text).ok().flatten())
+        .and_then(|doc| doc.get(key)?.get("image")?.as_scalar().map(str::to_owned));
+    let Some(image) = image else {
+        return Ok(None);
+    };
+    let names_candidate = ImageRef::parse(&image).is_ok_and(|i| {
+        klaud_planner::identity::candidate_id(candidate.id.family().as_str(), &i.normalized())
+            == candidate.id.as_str()
+    });
+    Ok(names_candidate.then(|| Target {
+        family: candidate.family.clone(),
+        candidate: candidate.id.clone(),
+        image,
+        revision: None,
+        clock: None,
+        not_release_reason: None,
+        upstream: None,
+    }))
+}
+
 /// How often a wave re-plans to replace picks whose claim another instance
 /// won first.
 const REFILL_ROUNDS: usize = 3;
@@ -405,15 +456,19 @@ pub async fn run_wave(
         .flat_map(|o| o.candidates.iter().map(|c| c.id.as_str().to_owned()))
         .collect();
     let mut ours = BTreeSet::new();
+    let mut held_by_us = Vec::new();
     for entry in &claims {
         match book.adopt(entry) {
-            Some(held) => ours.extend(
-                held.record
-                    .candidate_ids()
-                    .iter()
-                    .map(|s| s.to_string())
-                    .filter(|id| !recovering.contains(id)),
-            ),
+            Some(held) => {
+                ours.extend(
+                    held.record
+                        .candidate_ids()
+                        .iter()
+                        .map(|s| s.to_string())
+                        .filter(|id| !recovering.contains(id)),
+                );
+                held_by_us.push(held);
+            }
             None => {
                 if let Some(family) = entry.family() {
                     options.plan.occupied.insert(family.as_str().to_owned());
@@ -484,6 +539,33 @@ pub async fn run_wave(
         .filter(|id| !ours.contains(id))
         .collect();
     targets.extend(picked);
+    // A claim of ours whose candidate neither the journal nor the plan knows
+    // (a one-shot run with a fresh store, after upstream moved on): its
+    // target is rebuilt from its branch; without a branch there is nothing
+    // to resume, so it is finished like an orphan and the family freed.
+    let done_ids: BTreeSet<&str> = done.iter().map(|r| r.candidate.as_str()).collect();
+    let mut lost_track = Vec::new();
+    for held in &held_by_us {
+        for c in &held.record.candidates {
+            let id = c.id.as_str();
+            if seen.contains(id) || done_ids.contains(id) || recovering.contains(id) {
+                continue;
+            }
+            match held_target(forge, &repository, c, options.cache).await {
+                Ok(Some(t)) => {
+                    seen.insert(id.to_owned());
+                    targets.push(t);
+                }
+                Ok(None) => lost_track.push(Orphan {
+                    held: held.clone(),
+                    orphan_run: held.record.run_id,
+                    candidates: vec![c.clone()],
+                    leases: Vec::new(),
+                }),
+                Err(e) => tracing::warn!(candidate = id, error = %e, "held claim not resumed"),
+            }
+        }
+    }
 
     let lifecycle = GithubLifecycle::new(forge);
     let mut engine = Engine::new(
@@ -501,8 +583,20 @@ pub async fn run_wave(
     }
 
     let (recovered, mut skipped) = open_orphans(&engine, &orphans).await;
-    let mut records: Vec<(CandidateRecord, Option<String>, bool)> =
-        recovered.into_iter().map(|r| (r, None, false)).collect();
+    let (mut lost, lost_skipped) = open_orphans(&engine, &lost_track).await;
+    skipped.extend(lost_skipped);
+    for rec in &mut lost {
+        if let Some(ending) = rec.ending.as_mut().filter(|e| !e.hands_off) {
+            ending.message = "this instance lost track of the candidate: no journal record, \
+                              no branch, and the plan proposes another image"
+                .to_owned();
+        }
+    }
+    let mut records: Vec<(CandidateRecord, Option<String>, bool)> = recovered
+        .into_iter()
+        .chain(lost)
+        .map(|r| (r, None, false))
+        .collect();
     for t in &targets {
         match engine.open_record(t).await {
             Ok(rec) => records.push((rec, None, false)),
