@@ -25,8 +25,7 @@ use tokio::sync::{Notify, watch};
 
 use super::schedule::WaveSchedule;
 use crate::dashboard::{
-    CandidateRow, EventRow, FamilyRow, LinkRow, OutcomeRow, RateBudgetRow, RepositoryStatus,
-    StatusSnapshot,
+    CandidateRow, EventRow, FamilyRow, OutcomeRow, RateBudgetRow, RepositoryStatus, StatusSnapshot,
 };
 use crate::github::Forge;
 use crate::lifecycle::wave::{WaveOptions, run_wave};
@@ -439,25 +438,10 @@ impl Daemon {
         done.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
         let outcomes = done
             .iter()
+            .filter_map(|r| OutcomeRow::of(r))
             .take(MAX_OUTCOMES)
-            .map(|r| OutcomeRow {
-                at: Some(r.updated_at),
-                family: r.family.clone(),
-                candidate: r.candidate.clone(),
-                outcome: r
-                    .ending
-                    .as_ref()
-                    .map(|e| e.outcome.to_string())
-                    .unwrap_or_default(),
-                phase: r
-                    .ending
-                    .as_ref()
-                    .map(|e| e.phase.to_string())
-                    .unwrap_or_default(),
-                pull_request: pull_link(r),
-            })
             .collect();
-        let mut candidates: Vec<CandidateRow> = records.iter().map(candidate_row).collect();
+        let mut candidates: Vec<CandidateRow> = records.iter().map(CandidateRow::of).collect();
         candidates.sort_by(|a, b| a.family.cmp(&b.family));
         let url = repo_web_url(&name);
         RepositoryStatus {
@@ -475,17 +459,6 @@ fn repo_web_url(name: &str) -> String {
     format!("https://github.com/{name}")
 }
 
-fn pull_link(r: &CandidateRecord) -> Option<LinkRow> {
-    let url = r.pull_url.clone()?;
-    Some(LinkRow {
-        label: r
-            .pull
-            .map(|n| format!("#{n}"))
-            .unwrap_or_else(|| "PR".into()),
-        url,
-    })
-}
-
 fn family_row(f: &FamilyPlan) -> FamilyRow {
     FamilyRow {
         family: f.family.clone(),
@@ -498,30 +471,6 @@ fn family_row(f: &FamilyPlan) -> FamilyRow {
         candidate: f.candidate.as_ref().map(|c| c.image.to_string()),
         stale_hours: None,
         reasons: f.reasons.clone(),
-    }
-}
-
-fn candidate_row(r: &CandidateRecord) -> CandidateRow {
-    CandidateRow {
-        id: r.candidate.clone(),
-        family: r.family.clone(),
-        image: r.image.clone(),
-        state: r.step.as_str().to_owned(),
-        attempt: r.attempts.last().map(|a| a.kind.title()),
-        pull_request: pull_link(r),
-        runs: r
-            .runs()
-            .into_iter()
-            .map(|run| LinkRow {
-                label: format!("Run {} / attempt {}", run.id, run.attempt),
-                url: run.url,
-            })
-            .collect(),
-        outcome: r
-            .ending
-            .as_ref()
-            .filter(|_| r.step == Step::Done)
-            .map(|e| e.outcome.to_string()),
     }
 }
 

@@ -128,6 +128,66 @@ impl ClaimRow {
     }
 }
 
+impl CandidateRow {
+    /// The row of a journal record.
+    pub fn of(rec: &klaud_lifecycle::engine::CandidateRecord) -> Self {
+        Self {
+            id: rec.candidate.clone(),
+            family: rec.family.clone(),
+            image: rec.image.clone(),
+            state: rec.step.as_str().to_owned(),
+            attempt: rec
+                .attempts
+                .last()
+                .map(|a| format!("{} · {}", a.kind.title(), a.status)),
+            pull_request: pull_link(rec),
+            runs: rec
+                .runs()
+                .into_iter()
+                .map(|run| LinkRow {
+                    label: format!("Run {} / attempt {}", run.id, run.attempt),
+                    url: run.url,
+                })
+                .collect(),
+            outcome: outcome_of(rec).map(|e| e.outcome.to_string()),
+        }
+    }
+}
+
+impl OutcomeRow {
+    /// The row of a finished journal record; `None` while it runs.
+    pub fn of(rec: &klaud_lifecycle::engine::CandidateRecord) -> Option<Self> {
+        let ending = outcome_of(rec)?;
+        Some(Self {
+            at: Some(rec.updated_at),
+            family: rec.family.clone(),
+            candidate: rec.candidate.clone(),
+            outcome: ending.outcome.to_string(),
+            phase: ending.phase.to_string(),
+            pull_request: pull_link(rec),
+        })
+    }
+}
+
+/// The ending of a finished record (an ending is decided a step before
+/// the record is done).
+fn outcome_of(
+    rec: &klaud_lifecycle::engine::CandidateRecord,
+) -> Option<&klaud_lifecycle::engine::Ending> {
+    rec.ending
+        .as_ref()
+        .filter(|_| rec.step == klaud_lifecycle::engine::Step::Done)
+}
+
+fn pull_link(rec: &klaud_lifecycle::engine::CandidateRecord) -> Option<LinkRow> {
+    Some(LinkRow {
+        label: rec
+            .pull
+            .map_or_else(|| "PR".to_owned(), |n| format!("#{n}")),
+        url: rec.pull_url.clone()?,
+    })
+}
+
 /// Every claim and recovery lease of the book's repository, as rows.
 pub async fn claim_rows(
     book: &klaud_claims::ClaimBook<'_>,

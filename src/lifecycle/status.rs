@@ -4,7 +4,7 @@
 //! that was deleted).
 
 use klaud_claims::{ClaimBook, Claimant, SystemClock};
-use klaud_lifecycle::engine::{CandidateRecord, Journal, Step};
+use klaud_lifecycle::engine::{Journal, Step};
 
 use super::wave::WaveError;
 use crate::dashboard::{CandidateRow, LinkRow, OutcomeRow, RepositoryStatus};
@@ -12,37 +12,6 @@ use crate::github::Forge;
 
 /// Most recent outcomes kept in the status.
 pub const MAX_OUTCOMES: usize = 50;
-
-fn candidate_row(rec: &CandidateRecord) -> CandidateRow {
-    let done = rec.step == Step::Done;
-    CandidateRow {
-        id: rec.candidate.clone(),
-        family: rec.family.clone(),
-        image: rec.image.clone(),
-        state: rec.step.as_str().to_owned(),
-        attempt: rec
-            .attempts
-            .last()
-            .map(|a| format!("{} · {}", a.kind.title(), a.status)),
-        pull_request: rec.pull.zip(rec.pull_url.clone()).map(|(n, url)| LinkRow {
-            label: format!("#{n}"),
-            url,
-        }),
-        runs: rec
-            .runs()
-            .into_iter()
-            .map(|r| LinkRow {
-                label: format!("{} / attempt {}", r.id, r.attempt),
-                url: r.url,
-            })
-            .collect(),
-        outcome: rec
-            .ending
-            .as_ref()
-            .filter(|_| done)
-            .map(|e| e.outcome.to_string()),
-    }
-}
 
 /// Claims, candidates, recent outcomes and open Klaud PRs of the forge's
 /// repository (read-only; `claimant` is only needed to open the claim
@@ -65,25 +34,12 @@ pub async fn repository_status(
     let mut candidates: Vec<CandidateRow> = records
         .iter()
         .filter(|r| r.step != Step::Done)
-        .map(candidate_row)
+        .map(CandidateRow::of)
         .collect();
     let outcomes = records
         .iter()
         .filter(|r| r.step == Step::Done)
-        .filter_map(|r| {
-            let e = r.ending.as_ref()?;
-            Some(OutcomeRow {
-                at: Some(r.updated_at),
-                family: r.family.clone(),
-                candidate: r.candidate.clone(),
-                outcome: e.outcome.to_string(),
-                phase: e.phase.to_string(),
-                pull_request: r.pull.zip(r.pull_url.clone()).map(|(n, url)| LinkRow {
-                    label: format!("#{n}"),
-                    url,
-                }),
-            })
-        })
+        .filter_map(OutcomeRow::of)
         .take(MAX_OUTCOMES)
         .collect();
     let bot = forge.bot_login().to_owned();
