@@ -51,6 +51,56 @@ pub struct GithubConfig {
     pub token_env: Vec<String>,
 }
 
+/// A GitHub token found in the environment, with the variable it came from.
+#[derive(Debug)]
+pub struct FoundToken {
+    /// The variable (one of `github.token_env`).
+    pub variable: String,
+    /// The token, trimmed.
+    pub token: crate::github::Secret,
+}
+
+impl GithubConfig {
+    /// The first variable of `token_env` that `lookup` finds set and not
+    /// blank; an error names a variable that is not UTF-8.
+    pub fn token_from(
+        &self,
+        lookup: impl Fn(&str) -> Result<String, std::env::VarError>,
+    ) -> Result<Option<FoundToken>, String> {
+        for name in &self.token_env {
+            match lookup(name) {
+                Ok(value) if !value.trim().is_empty() => {
+                    return Ok(Some(FoundToken {
+                        variable: name.clone(),
+                        token: crate::github::Secret::new(value.trim()),
+                    }));
+                }
+                Ok(_) | Err(std::env::VarError::NotPresent) => {}
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    return Err(format!("environment variable {name} is not valid UTF-8"));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// [`GithubConfig::token_from`] the process environment, required: the
+    /// error says which variables to set.
+    pub fn token(&self) -> Result<FoundToken, String> {
+        self.token_from(|name| std::env::var(name))?
+            .ok_or_else(|| self.missing_token())
+    }
+
+    /// What to do when no token is set.
+    pub fn missing_token(&self) -> String {
+        format!(
+            "no GitHub token: set one of {} (github.token_env) to a token of {:?}",
+            self.token_env.join(", "),
+            self.bot_login
+        )
+    }
+}
+
 impl Default for GithubConfig {
     fn default() -> Self {
         Self {
@@ -524,6 +574,30 @@ mod tests {
             let err = Config::parse("klaud.toml", text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text:?}: {err}");
         }
+    }
+
+    #[test]
+    fn the_token_is_the_first_set_variable_trimmed() {
+        use std::env::VarError;
+        let github = GithubConfig::default();
+        let env = |name: &str| match name {
+            "KLAUD_GITHUB_TOKEN" => Ok("  ".to_owned()),
+            "GITHUB_TOKEN" => Ok(" ghp_x\n".to_owned()),
+            _ => Err(VarError::NotPresent),
+        };
+        let found = github.token_from(env).unwrap().expect("found");
+        assert_eq!(found.variable, "GITHUB_TOKEN", "a blank variable is unset");
+        let none = github.token_from(|_| Err(VarError::NotPresent)).unwrap();
+        assert!(none.is_none());
+        assert!(
+            github
+                .missing_token()
+                .contains("KLAUD_GITHUB_TOKEN, GITHUB_TOKEN")
+        );
+        let bad = github
+            .token_from(|_| Err(VarError::NotUnicode("\u{fffd}".into())))
+            .unwrap_err();
+        assert!(bad.contains("KLAUD_GITHUB_TOKEN"), "{bad}");
     }
 
     #[test]

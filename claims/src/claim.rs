@@ -146,8 +146,10 @@ impl ClaimEntry {
         Self { tip, record }
     }
 
-    fn claim_from_tip(tip: RefTip) -> Self {
-        if FamilyId::from_claim_ref(&tip.name).is_none() {
+    /// The entry of a ref whose name must pass `well_named`; a bad name
+    /// is a parse error like a bad record.
+    fn named(tip: RefTip, well_named: bool) -> Self {
+        if !well_named {
             let name = tip.name.clone();
             return Self {
                 tip,
@@ -155,6 +157,16 @@ impl ClaimEntry {
             };
         }
         Self::from_tip(tip)
+    }
+
+    fn claim_from_tip(tip: RefTip) -> Self {
+        let ok = FamilyId::from_claim_ref(&tip.name).is_some();
+        Self::named(tip, ok)
+    }
+
+    fn recovery_from_tip(tip: RefTip) -> Self {
+        let ok = CandidateId::from_recovery_ref(&tip.name).is_some();
+        Self::named(tip, ok)
     }
 
     /// The family id in the ref name, when it is a well-formed claim ref.
@@ -640,16 +652,7 @@ impl<'a> ClaimBook<'a> {
             .map_err(store_err("list", RECOVERY_REF_PREFIX))?;
         Ok(tips
             .into_iter()
-            .map(|tip| {
-                if CandidateId::from_recovery_ref(&tip.name).is_none() {
-                    let name = tip.name.clone();
-                    return ClaimEntry {
-                        tip,
-                        record: Err(ClaimParseError::BadRefName(name)),
-                    };
-                }
-                ClaimEntry::from_tip(tip)
-            })
+            .map(ClaimEntry::recovery_from_tip)
             .collect())
     }
 
@@ -923,7 +926,7 @@ impl<'a> ClaimBook<'a> {
             &candidate.id.recovery_ref(owner_run),
             claim_sha,
             record,
-            ClaimEntry::from_tip,
+            ClaimEntry::recovery_from_tip,
         )
         .await
     }
@@ -943,7 +946,7 @@ impl<'a> ClaimBook<'a> {
             run_id,
             lease_for,
             Some(runs),
-            ClaimEntry::from_tip,
+            ClaimEntry::recovery_from_tip,
         )
         .await
     }

@@ -35,9 +35,7 @@ use uuid::Uuid;
 
 use super::CliError;
 use crate::config::{Config, parse_duration};
-use crate::github::{
-    Credential, Forge, ForgeConfig, ForgeRunStatus, GithubError, RetryPolicy, Secret,
-};
+use crate::github::{Credential, Forge, ForgeConfig, ForgeRunStatus, GithubError, RetryPolicy};
 use crate::lifecycle::GithubLifecycle;
 use crate::lifecycle::recover::{Recovered, RecoveryContext, ReleaseRefused, release_claim};
 
@@ -288,32 +286,20 @@ fn forge_config(
         .bot_login
         .clone()
         .unwrap_or_else(|| config.github.bot_login.clone());
-    let mut token = None;
-    for name in &config.github.token_env {
-        match env(name) {
-            Ok(value) if !value.trim().is_empty() => {
-                token = Some(value.trim().to_owned());
-                break;
-            }
-            Ok(_) | Err(std::env::VarError::NotPresent) => {}
-            Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(CliError::bad_input(anyhow!(
-                    "environment variable {name} is not valid UTF-8"
-                )));
-            }
-        }
-    }
-    let token = token.ok_or_else(|| {
-        CliError::bad_input(anyhow!(
-            "no GitHub token: set one of {} (github.token_env) to a token of {bot_login:?}",
-            config.github.token_env.join(", ")
-        ))
-    })?;
+    let github = crate::config::GithubConfig {
+        bot_login: bot_login.clone(),
+        ..config.github.clone()
+    };
+    let token = github
+        .token_from(env)
+        .map_err(|e| CliError::bad_input(anyhow!(e)))?
+        .ok_or_else(|| CliError::bad_input(anyhow!(github.missing_token())))?
+        .token;
     Ok(ForgeConfig {
         api_url,
         repo,
         bot_login,
-        credential: Credential::Token(Secret::new(token)),
+        credential: Credential::Token(token),
         retry: RetryPolicy::default(),
     })
 }

@@ -209,19 +209,23 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
     };
 
     // 2. token
-    let token = config.github.token_env.iter().find_map(|name| {
-        std::env::var(name)
-            .ok()
-            .filter(|v| !v.is_empty())
-            .map(|v| (name.clone(), v))
-    });
-    checks.push(match &token {
-        Some((name, _)) => Check::ok("token", format!("found in ${name} (value not shown)")),
-        None if config.github.token_env.is_empty() => Check::fail(
+    let found = config.github.token_from(|name| std::env::var(name));
+    let token = found
+        .as_ref()
+        .ok()
+        .and_then(|t| t.as_ref())
+        .map(|t| t.token.clone());
+    checks.push(match &found {
+        Err(e) => Check::fail("token", e.clone()),
+        Ok(Some(t)) => Check::ok(
+            "token",
+            format!("found in ${} (value not shown)", t.variable),
+        ),
+        Ok(None) if config.github.token_env.is_empty() => Check::fail(
             "token",
             "github.token_env names no environment variable; list the variables the token may be in",
         ),
-        None => Check::fail(
+        Ok(None) => Check::fail(
             "token",
             format!(
                 "none of {} is set; set one to a token of {}",
@@ -247,7 +251,7 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
             checks.push(Check::skipped("identity", "no GitHub token"));
             None
         }
-        (Some(repo), Some((_, token))) => {
+        (Some(repo), Some(token)) => {
             let (forge, check) = check_identity(&config, repo, token).await;
             checks.push(check);
             forge
@@ -470,13 +474,13 @@ fn is_owner_name(repo: &str) -> bool {
 
 /// The identity preflight, kept apart from connecting so that a token of
 /// another account still lets the read-only checks after it run.
-async fn check_identity(config: &Config, repo: &str, token: String) -> (Option<Forge>, Check) {
+async fn check_identity(config: &Config, repo: &str, token: Secret) -> (Option<Forge>, Check) {
     const NAME: &str = "identity";
     let forge = match Forge::connect_unchecked(ForgeConfig {
         api_url: config.github.api_url.clone(),
         repo: repo.to_owned(),
         bot_login: config.github.bot_login.clone(),
-        credential: Credential::Token(Secret::new(token)),
+        credential: Credential::Token(token),
         retry: RetryPolicy::default(),
     }) {
         Ok(forge) => forge,

@@ -11,8 +11,8 @@ use klaud_planner::repo::Repository;
 
 use super::CliError;
 use crate::config::Config;
+use crate::github::Credential;
 use crate::github::upstream::GithubUpstream;
-use crate::github::{Credential, Secret};
 
 /// Arguments of `klaud plan`.
 #[derive(Debug, clap::Args)]
@@ -64,15 +64,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
     // without one such moves are skipped, with the reason in the plan.
     let upstream = config
         .github
-        .token_env
-        .iter()
-        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
-        .map(|token| {
-            GithubUpstream::new(
-                &config.github.api_url,
-                Credential::Token(Secret::new(token)),
-            )
-        });
+        .token_from(|name| std::env::var(name))
+        .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?
+        .map(|found| GithubUpstream::new(&config.github.api_url, Credential::Token(found.token)));
     let client = RegistryClient::new(registry).map_err(CliError::bad_input)?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -20,7 +20,7 @@ use crate::daemon::schedule::WaveSchedule;
 use crate::daemon::serve::{Daemon, RepoService, ServeSettings, http_router, shutdown_on_signal};
 use crate::daemon::webhook::WebhookState;
 use crate::dashboard::check_listen;
-use crate::github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+use crate::github::{Credential, Forge, ForgeConfig, RetryPolicy};
 use crate::lifecycle::StoreJournal;
 use crate::store::Store;
 
@@ -92,17 +92,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ),
         None => None,
     };
-    let token = config
-        .github
-        .token_env
-        .iter()
-        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "no GitHub token: set one of {}",
-                config.github.token_env.join(", ")
-            )
-        })?;
+    let token = config.github.token().map_err(anyhow::Error::msg)?.token;
     let store_root = args
         .store
         .clone()
@@ -120,7 +110,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 api_url: config.github.api_url.clone(),
                 repo: repo.clone(),
                 bot_login: config.github.bot_login.clone(),
-                credential: Credential::Token(Secret::new(token.clone())),
+                credential: Credential::Token(token.clone()),
                 retry: RetryPolicy::default(),
             })
             .await

@@ -16,7 +16,7 @@ use klaud_planner::registry::RegistryClient;
 use super::CliError;
 use crate::config::{Config, parse_duration};
 use crate::github::upstream::GithubUpstream;
-use crate::github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+use crate::github::{Credential, Forge, ForgeConfig, RetryPolicy};
 use crate::lifecycle::wave::{WaveOptions, render_summary, run_wave};
 use crate::lifecycle::{CommandHook, HttpBaselineSource, NoBaseline, StoreJournal};
 use crate::store::Store;
@@ -124,20 +124,14 @@ pub async fn connect(c: &Connection) -> Result<Session, CliError> {
     })?;
     let token = config
         .github
-        .token_env
-        .iter()
-        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
-        .ok_or_else(|| {
-            CliError::bad_input(anyhow::anyhow!(
-                "no GitHub token: set one of {}",
-                config.github.token_env.join(", ")
-            ))
-        })?;
+        .token()
+        .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?
+        .token;
     let forge = Forge::connect(ForgeConfig {
         api_url: config.github.api_url.clone(),
         repo,
         bot_login: config.github.bot_login.clone(),
-        credential: Credential::Token(Secret::new(token.clone())),
+        credential: Credential::Token(token.clone()),
         retry: RetryPolicy::default(),
     })
     .await
@@ -168,7 +162,7 @@ pub async fn connect(c: &Connection) -> Result<Session, CliError> {
         journal,
         claimant,
         owner_run: owner_run(),
-        credential: Credential::Token(Secret::new(token)),
+        credential: Credential::Token(token),
     })
 }
 

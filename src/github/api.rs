@@ -379,18 +379,10 @@ impl Forge {
     /// The sha a ref (full name) points at; `None` when absent.
     pub async fn get_ref(&self, name: &str) -> Result<Option<String>, GithubError> {
         let what = format!("read ref {name}");
-        let raw = self
-            .t
-            .read(
-                &what,
-                &self.path(&format!("git/ref/{}", short_ref(name))),
-                None,
-            )
-            .await?;
-        if raw.status == http::StatusCode::NOT_FOUND {
+        let path = self.path(&format!("git/ref/{}", short_ref(name)));
+        let Some(raw) = self.t.read_found(&what, &path).await? else {
             return Ok(None);
-        }
-        ok_or_error(&what, &raw)?;
+        };
         Ok(Some(raw.json::<RawRef>(&what)?.object.sha))
     }
 
@@ -654,11 +646,9 @@ impl Forge {
             path_of(path),
             query(&[("ref", git_ref)])
         ));
-        let raw = self.t.read(&what, &p, None).await?;
-        if raw.status == http::StatusCode::NOT_FOUND {
+        let Some(raw) = self.t.read_found(&what, &p).await? else {
             return Ok(None);
-        }
-        ok_or_error(&what, &raw)?;
+        };
         // A directory answers with an array.
         let c: Content = raw.json(&what).map_err(|_| GithubError::Decode {
             what: what.clone(),
@@ -1067,19 +1057,12 @@ impl Forge {
     /// such workflow.
     pub async fn get_workflow(&self, workflow: &str) -> Result<Option<WorkflowInfo>, GithubError> {
         let what = format!("read workflow {workflow}");
-        let raw = self
-            .t
-            .read(
-                &what,
-                &self.path(&format!("actions/workflows/{}", seg(workflow))),
-                None,
-            )
-            .await?;
-        if raw.status == http::StatusCode::NOT_FOUND {
-            return Ok(None);
-        }
-        ok_or_error(&what, &raw)?;
-        Ok(Some(raw.json(&what)?))
+        let path = self.path(&format!("actions/workflows/{}", seg(workflow)));
+        self.t
+            .read_found(&what, &path)
+            .await?
+            .map(|raw| raw.json(&what))
+            .transpose()
     }
 
     /// The REST (`core`) budget from `GET /rate_limit`, which GitHub does
@@ -1104,11 +1087,9 @@ impl Forge {
             resources: Resources,
         }
         let what = "read the rate limit (GET /rate_limit)";
-        let raw = self.t.read(what, "/rate_limit", None).await?;
-        if raw.status == http::StatusCode::NOT_FOUND {
+        let Some(raw) = self.t.read_found(what, "/rate_limit").await? else {
             return Ok(None);
-        }
-        ok_or_error(what, &raw)?;
+        };
         let core = raw.json::<RateLimit>(what)?.resources.core;
         Ok(Some(super::RateBudget {
             limit: core.limit,

@@ -300,6 +300,17 @@ impl Transport {
         raw.json(what)
     }
 
+    /// A read of something that may not exist: `None` on 404, otherwise it
+    /// must succeed with 2xx.
+    pub async fn read_found(&self, what: &str, path: &str) -> Result<Option<Raw>, GithubError> {
+        let raw = self.read(what, path, None).await?;
+        if raw.status == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        ok_or_error(what, &raw)?;
+        Ok(Some(raw))
+    }
+
     /// A conditional GET: a 304 answers from the cache and costs no budget.
     pub async fn get_json_cached<T: DeserializeOwned>(
         &self,

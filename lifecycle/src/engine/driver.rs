@@ -285,24 +285,25 @@ impl<'a> Engine<'a> {
         ClaimBook::new(self.forge.refs(), self.clock, self.claimant.clone())
     }
 
-    /// The journal's record of `target`, or a new one rebuilt from GitHub:
-    /// a PR that already carries this candidate's receipt is finished.
-    pub async fn open_record(&self, target: &Target) -> Result<CandidateRecord, EngineError> {
-        if let Some(rec) = self.journal.load(target.candidate.as_str()).await? {
-            return Ok(rec);
-        }
-        let family = self.family(&target.family)?;
-        let branch = branch_name(target.candidate.as_str());
-        let mut rec = CandidateRecord {
-            candidate: target.candidate.as_str().to_owned(),
-            family: target.family.clone(),
-            key: family.key.clone(),
-            old_image: family.image().to_string(),
-            image: target.image.clone(),
+    /// A record of `candidate` on this engine's base with nothing done yet:
+    /// at the claim step, owned by this engine's run, no image chosen.
+    fn new_record(
+        &self,
+        candidate: &CandidateId,
+        family: &str,
+        key: String,
+        old_image: String,
+    ) -> CandidateRecord {
+        CandidateRecord {
+            candidate: candidate.as_str().to_owned(),
+            family: family.to_owned(),
+            key,
+            old_image,
+            image: String::new(),
             owner_run: self.config.owner_run,
             base_branch: self.config.base_branch.clone(),
             base_sha: self.repository_sha.clone(),
-            branch: branch.clone(),
+            branch: branch_name(candidate.as_str()),
             step: Step::Claim,
             claim: None,
             head: None,
@@ -317,11 +318,32 @@ impl<'a> Engine<'a> {
             ending: None,
             intent: None,
             updated_at: self.clock.now(),
-            revision: target.revision.clone(),
-            clock: target.clock.clone(),
-            not_release_reason: target.not_release_reason.clone(),
-            upstream: target.upstream.clone(),
-        };
+            revision: None,
+            clock: None,
+            not_release_reason: None,
+            upstream: None,
+        }
+    }
+
+    /// The journal's record of `target`, or a new one rebuilt from GitHub:
+    /// a PR that already carries this candidate's receipt is finished.
+    pub async fn open_record(&self, target: &Target) -> Result<CandidateRecord, EngineError> {
+        if let Some(rec) = self.journal.load(target.candidate.as_str()).await? {
+            return Ok(rec);
+        }
+        let family = self.family(&target.family)?;
+        let mut rec = self.new_record(
+            &target.candidate,
+            &target.family,
+            family.key.clone(),
+            family.image().to_string(),
+        );
+        rec.image = target.image.clone();
+        rec.revision = target.revision.clone();
+        rec.clock = target.clock.clone();
+        rec.not_release_reason = target.not_release_reason.clone();
+        rec.upstream = target.upstream.clone();
+        let branch = rec.branch.clone();
         if let Some(pull) = self.forge.find_pull(&branch).await? {
             self.rebuild_ending(&mut rec, &pull).await?;
         }
@@ -439,41 +461,16 @@ impl<'a> Engine<'a> {
         held: &HeldClaim,
         orphan_run: u64,
     ) -> Result<CandidateRecord, EngineError> {
-        let branch = branch_name(candidate.as_str());
         let key = family.rsplit(':').next().unwrap_or(family).to_owned();
         let old_image = self
             .family(family)
             .map(|f| f.image().to_string())
             .unwrap_or_default();
-        let mut rec = CandidateRecord {
-            candidate: candidate.as_str().to_owned(),
-            family: family.to_owned(),
-            key,
-            old_image,
-            image: String::new(),
-            revision: None,
-            clock: None,
-            not_release_reason: None,
-            upstream: None,
-            owner_run: orphan_run,
-            base_branch: self.config.base_branch.clone(),
-            base_sha: self.repository_sha.clone(),
-            branch: branch.clone(),
-            step: Step::Finish,
-            claim: Some(super::journal::StoredClaim::of(held)),
-            head: None,
-            pending_commit: None,
-            pull: None,
-            pull_url: None,
-            frozen: None,
-            attempts: Vec::new(),
-            repairs: 0,
-            sweep_requested_at: None,
-            sweep: None,
-            ending: None,
-            intent: None,
-            updated_at: self.clock.now(),
-        };
+        let mut rec = self.new_record(candidate, family, key, old_image);
+        rec.owner_run = orphan_run;
+        rec.step = Step::Finish;
+        rec.claim = Some(super::journal::StoredClaim::of(held));
+        let branch = rec.branch.clone();
         let trailer = format!("{TRAILER}{}", rec.candidate);
         if let Some(tip) = self.branch_tip(&branch).await?
             && tip.message.lines().any(|l| l.trim() == trailer)
