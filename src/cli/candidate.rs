@@ -6,7 +6,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Subcommand;
 use klaud_claims::SystemClock;
 use klaud_lifecycle::engine::{CandidateRecord, Journal, Progress};
@@ -75,11 +74,7 @@ enum Action {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .map_err(CliError::failure)?;
+    let runtime = super::runtime()?;
     runtime.block_on(async {
         match args.action {
             Action::Show { id, config, store } => {

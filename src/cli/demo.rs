@@ -153,11 +153,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             seed.display()
         )));
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .map_err(CliError::failure)?;
+    let runtime = super::runtime()?;
     let (report, figures) = runtime
         .block_on(demo(&args, &seed, &registry_text, script))
         .map_err(CliError::failure)?;

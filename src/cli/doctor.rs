@@ -125,11 +125,7 @@ impl Check {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .map_err(CliError::failure)?;
+    let runtime = super::runtime()?;
     let checks = runtime.block_on(diagnose(&args.connection, &args.mirrors));
     if args.json {
         let mut text = serde_json::to_string_pretty(&checks)

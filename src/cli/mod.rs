@@ -137,6 +137,16 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The multi-threaded async runtime a command runs on.
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            CliError::failure(anyhow::Error::new(e).context("cannot start the async runtime"))
+        })
+}
+
 /// Writes command output to stdout. A closed pipe (`klaud families | head`)
 /// is the reader's choice, not an error worth a panic.
 pub fn emit(text: &str) {

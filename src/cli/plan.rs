@@ -4,7 +4,6 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use anyhow::Context;
 use klaud_planner::plan::{PlanOptions, PlanReport, plan};
 use klaud_planner::registry::{BasicCredentials, RegistryClient, RegistryConfig};
 use klaud_planner::repo::Repository;
@@ -69,11 +68,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .map(|found| GithubUpstream::new(&config.github.api_url, Credential::Token(found.token)));
     let client = RegistryClient::new(registry).map_err(CliError::bad_input)?;
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .map_err(CliError::failure)?;
+    let runtime = super::runtime()?;
     let bar = progress_bar(repository.families().len(), args.json);
     let progress = |done: usize, _total: usize| {
         if let Some(bar) = &bar {

@@ -1,7 +1,6 @@
 //! `klaud recover [--family F]`: recover orphaned claims now (spec §6) —
 //! expired leases, and lease-less old-helper claims whose run completed.
 
-use anyhow::Context;
 use klaud_claims::{ClaimBook, SystemClock};
 use klaud_lifecycle::engine::Journal;
 
@@ -28,11 +27,7 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .map_err(CliError::failure)?;
+    let runtime = super::runtime()?;
     runtime.block_on(async {
         let session = connect(&args.connection).await?;
         let engine_cfg = engine_config(&session.config, session.owner_run);

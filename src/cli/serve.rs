@@ -97,11 +97,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .store
         .clone()
         .unwrap_or_else(|| PathBuf::from(&config.daemon.store));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .map_err(CliError::failure)?;
+    let runtime = super::runtime()?;
     runtime.block_on(async {
         let mut services = Vec::new();
         let mut claimant = None;

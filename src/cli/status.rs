@@ -2,8 +2,6 @@
 //! and recent outcomes, and Klaud's open PRs. JSON is a
 //! [`crate::dashboard::StatusSnapshot`], the dashboard's `/api/v1/status`.
 
-use anyhow::Context;
-
 use super::CliError;
 use super::wave::{Connection, connect};
 use crate::dashboard::StatusSnapshot;
@@ -21,11 +19,7 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .map_err(CliError::failure)?;
+    let runtime = super::runtime()?;
     runtime.block_on(async {
         let session = connect(&args.connection).await?;
         let repository =

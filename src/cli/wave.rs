@@ -6,7 +6,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use klaud_claims::Claimant;
 use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::engine::{EngineConfig, RepairHook};
@@ -274,11 +273,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .map_err(|e| CliError::bad_input(anyhow::anyhow!("--wait: {e}")))?;
     let poll = parse_duration(&args.poll)
         .map_err(|e| CliError::bad_input(anyhow::anyhow!("--poll: {e}")))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .map_err(CliError::failure)?;
+    let runtime = super::runtime()?;
     runtime.block_on(async {
         let session = connect(&args.connection).await?;
         let config = &session.config;
