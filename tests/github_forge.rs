@@ -773,3 +773,31 @@ async fn the_secondary_content_limit_refuses_writes_without_performing_them() {
     // Reads are not content-creating.
     assert!(f.get_ref("refs/heads/w2").await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn an_unchanged_list_is_answered_by_a_free_304_and_a_change_is_seen() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    f.create_ref("refs/heads/klaud/claim-0123456789abcdef", &main)
+        .await
+        .unwrap();
+    let first = f.list_refs("refs/heads/klaud/claim-").await.unwrap();
+    let before = sim.state().rate_remaining(BOT_TOKEN).await.unwrap();
+    let second = f.list_refs("refs/heads/klaud/claim-").await.unwrap();
+    let after = sim.state().rate_remaining(BOT_TOKEN).await.unwrap();
+    assert_eq!(first, second);
+    assert_eq!(before, after, "an idle listing must not count");
+    let log = sim.state().request_log().await;
+    assert_eq!(log.last().map(|e| e.status), Some(304));
+
+    f.delete_ref("refs/heads/klaud/claim-0123456789abcdef")
+        .await
+        .unwrap();
+    assert!(
+        f.list_refs("refs/heads/klaud/claim-")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

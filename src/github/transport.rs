@@ -80,10 +80,7 @@ impl Raw {
     }
 
     pub fn json<T: DeserializeOwned>(&self, what: &str) -> Result<T, GithubError> {
-        serde_json::from_slice(&self.body).map_err(|e| GithubError::Decode {
-            what: what.to_string(),
-            detail: e.to_string(),
-        })
+        decode(what, &self.body)
     }
 
     /// `Link: <...>; rel="next"`.
@@ -112,13 +109,25 @@ pub(crate) struct Transport {
     gh: Octocrab,
     api_url: String,
     policy: RetryPolicy,
-    etags: Mutex<HashMap<String, (HeaderValue, Bytes)>>,
+    etags: Mutex<HashMap<String, CachedPage>>,
     budgets: Mutex<BTreeMap<String, RateBudget>>,
 }
 
 /// Upper bound on cached conditional GETs; the cache is cleared when full
 /// (polling touches few distinct URLs, so this is a safety valve).
 const ETAG_CACHE_MAX: usize = 512;
+/// And at most this many bytes of bodies (pages of report comments can be
+/// large); the cache starts over when an insert would pass it.
+const ETAG_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+/// A GET answer kept for conditional requests: its validator, body and
+/// the next page's address (a 304 carries neither).
+#[derive(Clone)]
+struct CachedPage {
+    etag: HeaderValue,
+    body: Bytes,
+    next: Option<String>,
+}
 
 impl Transport {
     pub fn new(gh: Octocrab, api_url: String, policy: RetryPolicy) -> Self {
@@ -311,40 +320,55 @@ impl Transport {
         Ok(Some(raw))
     }
 
-    /// A conditional GET: a 304 answers from the cache and costs no budget.
+    /// A conditional GET: a 304 answers from the cache and costs no
+    /// budget. The body (from GitHub or the cache) and the next page link.
+    async fn read_conditional(
+        &self,
+        what: &str,
+        path: &str,
+    ) -> Result<(Bytes, Option<String>), GithubError> {
+        let cached = self.etags.lock().ok().and_then(|c| c.get(path).cloned());
+        let mut headers = HeaderMap::new();
+        if let Some(c) = &cached {
+            headers.insert(http::header::IF_NONE_MATCH, c.etag.clone());
+        }
+        let raw = self.read(what, path, Some(headers)).await?;
+        if raw.status == StatusCode::NOT_MODIFIED {
+            return cached
+                .map(|c| (c.body, c.next))
+                .ok_or_else(|| GithubError::Decode {
+                    what: what.to_string(),
+                    detail: "304 Not Modified without a cached copy".into(),
+                });
+        }
+        ok_or_error(what, &raw)?;
+        let next = raw.next_link();
+        if let Some(etag) = raw.headers.get(http::header::ETAG)
+            && raw.body.len() <= ETAG_CACHE_BYTES / 16
+            && let Ok(mut c) = self.etags.lock()
+        {
+            let bytes: usize = c.values().map(|p| p.body.len()).sum();
+            if c.len() >= ETAG_CACHE_MAX || bytes + raw.body.len() > ETAG_CACHE_BYTES {
+                c.clear();
+            }
+            let page = CachedPage {
+                etag: etag.clone(),
+                body: raw.body.clone(),
+                next: next.clone(),
+            };
+            c.insert(path.to_string(), page);
+        }
+        Ok((raw.body, next))
+    }
+
+    /// [`Transport::read_conditional`], decoded.
     pub async fn get_json_cached<T: DeserializeOwned>(
         &self,
         what: &str,
         path: &str,
     ) -> Result<T, GithubError> {
-        let cached = self.etags.lock().ok().and_then(|c| c.get(path).cloned());
-        let mut headers = HeaderMap::new();
-        if let Some((etag, _)) = &cached {
-            headers.insert(http::header::IF_NONE_MATCH, etag.clone());
-        }
-        let raw = self.read(what, path, Some(headers)).await?;
-        if raw.status == StatusCode::NOT_MODIFIED {
-            if let Some((_, body)) = cached {
-                return serde_json::from_slice(&body).map_err(|e| GithubError::Decode {
-                    what: what.to_string(),
-                    detail: e.to_string(),
-                });
-            }
-            return Err(GithubError::Decode {
-                what: what.to_string(),
-                detail: "304 Not Modified without a cached copy".into(),
-            });
-        }
-        ok_or_error(what, &raw)?;
-        if let Some(etag) = raw.headers.get(http::header::ETAG)
-            && let Ok(mut c) = self.etags.lock()
-        {
-            if c.len() >= ETAG_CACHE_MAX {
-                c.clear();
-            }
-            c.insert(path.to_string(), (etag.clone(), raw.body.clone()));
-        }
-        raw.json(what)
+        let (body, _) = self.read_conditional(what, path).await?;
+        decode(what, &body)
     }
 
     /// Every page of a list endpoint. `key` selects the array inside a
@@ -366,12 +390,12 @@ impl Transport {
                     detail: "more than 1000 pages; refusing to follow further".into(),
                 });
             }
-            let raw = self.read(what, &p, None).await?;
-            ok_or_error(what, &raw)?;
+            // Conditional: an unchanged page (an idle poll) costs no budget.
+            let (body, next_link) = self.read_conditional(what, &p).await?;
             let page: Vec<T> = match key {
-                None => raw.json(what)?,
+                None => decode(what, &body)?,
                 Some(k) => {
-                    let mut v: Value = raw.json(what)?;
+                    let mut v: Value = decode(what, &body)?;
                     let items =
                         v.get_mut(k)
                             .map(Value::take)
@@ -386,7 +410,7 @@ impl Transport {
                 }
             };
             out.extend(page);
-            next = match raw.next_link() {
+            next = match next_link {
                 None => None,
                 // Stopping here would silently truncate the list.
                 Some(link) => Some(self.relative(&link).ok_or_else(|| GithubError::Decode {
@@ -492,6 +516,13 @@ pub(crate) fn status_error(what: &str, raw: &Raw) -> GithubError {
             message,
         },
     }
+}
+
+fn decode<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, GithubError> {
+    serde_json::from_slice(body).map_err(|e| GithubError::Decode {
+        what: what.to_string(),
+        detail: e.to_string(),
+    })
 }
 
 pub(crate) fn ok_or_error(what: &str, raw: &Raw) -> Result<(), GithubError> {
