@@ -35,6 +35,30 @@ pub struct Config {
     /// source repository on GitHub (`vllm-project/vllm`), used to prove a
     /// release is not behind a nightly's commit.
     pub upstream: BTreeMap<String, String>,
+    /// Launcher copy mappings: recipes named under `prefix` live in the
+    /// project folder `folder` (what `cp -rT` in `runners/launch_*.sh` does).
+    pub recipe_roots: Vec<RecipeRootConfig>,
+    /// How bumps treat recipes that do not simply carry the old image.
+    pub bump: BumpConfig,
+}
+
+/// `[[recipe_roots]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecipeRootConfig {
+    /// The recipe path prefix as settings spell it, e.g. `recipes/trtllm/kimi-k25-nvfp4/b200-fp4`.
+    pub prefix: String,
+    /// The project-relative folder the launcher copies there.
+    pub folder: String,
+}
+
+/// `[bump]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BumpConfig {
+    /// Recipe image fields that carry another image than the master:
+    /// `"leave"` (warn, the default) or `"align"` (set them to the new image).
+    pub disagreeing_recipes: klaud_planner::bump::DisagreePolicy,
 }
 
 /// `[github]`.
@@ -410,11 +434,48 @@ impl Config {
                 )
             })?;
         }
+        for (index, root) in self.recipe_roots.iter().enumerate() {
+            let safe = |path: &str| {
+                !path.trim().is_empty()
+                    && !path.starts_with('/')
+                    && path.split('/').all(|part| part != "..")
+            };
+            if !safe(&root.prefix) || !safe(&root.folder) {
+                return Err(invalid(
+                    &format!("recipe_roots[{index}]"),
+                    format!(
+                        "prefix {:?} and folder {:?} must be non-empty relative paths without `..`",
+                        root.prefix, root.folder
+                    ),
+                ));
+            }
+        }
         self.track_rules()
             .map_err(|(key, message)| invalid(&key, message))?;
         self.release_rules()
             .map_err(|(key, message)| invalid(&key, message))?;
         Ok(())
+    }
+
+    /// How to read a checkout: the configured `[[recipe_roots]]`.
+    pub fn repo_options(&self) -> klaud_planner::repo::RepoOptions {
+        klaud_planner::repo::RepoOptions {
+            recipe_roots: self
+                .recipe_roots
+                .iter()
+                .map(|r| klaud_planner::repo::RecipeRoot {
+                    prefix: r.prefix.clone(),
+                    folder: r.folder.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The configured bump options.
+    pub fn bump_options(&self) -> klaud_planner::bump::BumpOptions {
+        klaud_planner::bump::BumpOptions {
+            disagreeing: self.bump.disagreeing_recipes,
+        }
     }
 
     /// The configured `[[tracks]]` as planner rules; errors name the key.
