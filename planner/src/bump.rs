@@ -568,12 +568,11 @@ fn splice(
     let mut changes = Vec::new();
     for target in targets {
         let (field, node, new_value) = (&target.field, target.node, &target.value);
-        if replacements
-            .iter()
-            .any(|(_, _, start, _): &(std::ops::Range<usize>, String, usize, String)| {
+        if replacements.iter().any(
+            |(_, _, start, _): &(std::ops::Range<usize>, String, usize, String)| {
                 *start == node.start
-            })
-        {
+            },
+        ) {
             continue;
         }
         let uneditable = |reason: String| BumpError::Uneditable {

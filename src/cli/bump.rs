@@ -31,7 +31,12 @@ pub struct Args {
     pr_link: Option<String>,
     /// The changelog sentence (at most 120 characters); generated when absent.
     /// It may start with `-`.
-    #[arg(long, value_name = "TEXT", requires = "pr_link", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        value_name = "TEXT",
+        requires = "pr_link",
+        allow_hyphen_values = true
+    )]
     description: Option<String>,
     /// Also set recipe image fields that disagree with the master to the new
     /// image (overrides `[bump] disagreeing_recipes`).
