@@ -30,8 +30,15 @@ const KNOWN_FIELDS: &[&str] = &[
     "kv-p2p-transfer",
     "scenarios",
 ];
-/// Recipe fields that repeat the master's image (`a.b.c` paths).
-pub const RECIPE_IMAGE_FIELDS: &[&str] = &["model.container", "identity.container.image"];
+/// Recipe fields that repeat the master's image (`a.b.c` paths). Recipes
+/// built from a `base:` plus `zip_override_<name>` selections keep them
+/// under `base`.
+pub const RECIPE_IMAGE_FIELDS: &[&str] = &[
+    "model.container",
+    "identity.container.image",
+    "base.model.container",
+    "base.identity.container.image",
+];
 
 /// A problem reading the repository. Every variant names the file and, where
 /// it has one, the line, and says what to do.
