@@ -311,3 +311,76 @@ fn changelog_append_over_the_real_file_passes_the_validator() {
         "the fixture still has its irregular separators"
     );
 }
+
+#[test]
+fn the_families_sharing_recipes_on_main_form_one_group_bumped_together() {
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
+    let repository = Repository::open(&full).unwrap();
+    let groups = repository.groups();
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(
+        groups[0].keys,
+        [
+            "dsv4-fp4-gb200-dynamo-vllm-mtp2",
+            "dsv4-fp4-gb200-dynamo-vllm-mtp2-nosynthetic"
+        ]
+    );
+    assert!(groups[0].same_image);
+    for asked in &groups[0].keys {
+        let family = repository.family(asked).unwrap();
+        let to = next_image(family.image());
+        let plan = repository
+            .plan_bump(&family.family, family.image(), &to)
+            .unwrap();
+        assert_eq!(plan.keys, groups[0].keys);
+        assert_eq!(plan.edits[0].changes.len(), 2, "both master entries");
+    }
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_klaud"))
+        .args(["families", "--repo", full.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("with dsv4-fp4-gb200-dynamo-vllm-mtp2-nosynthetic"));
+    assert!(stdout.contains(
+        "group dsv4-fp4-gb200-dynamo-vllm-mtp2 + dsv4-fp4-gb200-dynamo-vllm-mtp2-nosynthetic (4 shared recipe(s)): bumped together in one commit"
+    ));
+}
+
+#[test]
+fn the_eval_twins_and_selector_recipes_on_main_are_bumped() {
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
+    let repository = Repository::open(&full).unwrap();
+    let family = repository
+        .family("minimaxm3-fp4-gb300-dynamo-vllm-agentic-mtp-disagg")
+        .unwrap();
+    let to = next_image(family.image());
+    let plan = repository
+        .plan_bump(&family.family, family.image(), &to)
+        .unwrap();
+    let evals = plan
+        .paths()
+        .iter()
+        .filter(|p| p.ends_with("-eval-agentic.yaml"))
+        .count();
+    assert_eq!(evals, 5);
+    let family = repository
+        .family("glm5.2-fp4-gb200-dynamo-sglang-agentic-disagg")
+        .unwrap();
+    let plan = repository
+        .plan_bump(&family.family, family.image(), &next_image(family.image()))
+        .unwrap();
+    assert!(
+        plan.edits
+            .iter()
+            .any(|e| e.path.ends_with("glm5.2-agentx.yaml")
+                && e.changes
+                    .iter()
+                    .any(|c| c.field == "base.identity.container.image")),
+        "{:?}",
+        plan.paths()
+    );
+}
