@@ -591,6 +591,36 @@ mod tests {
     }
 
     #[test]
+    fn recipe_roots_and_the_bump_policy_are_read_and_checked() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/inferencex.toml");
+        let config = Config::load(&path).unwrap();
+        assert_eq!(
+            config.bump.disagreeing_recipes,
+            BumpConfig::default().disagreeing_recipes
+        );
+        let options = config.repo_options();
+        assert!(options.recipe_roots.iter().any(|r| r.prefix
+            == "recipes/trtllm/kimi-k25-nvfp4/b200-fp4"
+            && r.folder.ends_with("trtllm/kimi-k2.5/disagg/trtllm_dynamo/b200-fp4")));
+        let align = Config::parse("t", "[bump]\ndisagreeing_recipes = \"align\"\n").unwrap();
+        assert_eq!(
+            align.bump_options().disagreeing,
+            klaud_planner::bump::DisagreePolicy::Align
+        );
+        let err = Config::parse("t", "[bump]\ndisagreeing_recipes = \"sometimes\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("disagreeing_recipes"), "{err}");
+        let err = Config::parse(
+            "t",
+            "[[recipe_roots]]\nprefix = \"recipes/x\"\nfolder = \"../outside\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("recipe_roots[0]"), "{err}");
+    }
+
+    #[test]
     fn an_empty_file_is_all_defaults() {
         let config = Config::parse("empty", "").unwrap();
         assert_eq!(config.planner.max_candidates, 5);
