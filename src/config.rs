@@ -599,9 +599,11 @@ mod tests {
             BumpConfig::default().disagreeing_recipes
         );
         let options = config.repo_options();
-        assert!(options.recipe_roots.iter().any(|r| r.prefix
-            == "recipes/trtllm/kimi-k25-nvfp4/b200-fp4"
-            && r.folder.ends_with("trtllm/kimi-k2.5/disagg/trtllm_dynamo/b200-fp4")));
+        assert!(options.recipe_roots.iter().any(|r| {
+            r.prefix == "recipes/trtllm/kimi-k25-nvfp4/b200-fp4"
+                && r.folder
+                    .ends_with("trtllm/kimi-k2.5/disagg/trtllm_dynamo/b200-fp4")
+        }));
         let align = Config::parse("t", "[bump]\ndisagreeing_recipes = \"align\"\n").unwrap();
         assert_eq!(
             align.bump_options().disagreeing,
