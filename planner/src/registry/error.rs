@@ -89,6 +89,19 @@ pub enum RegistryError {
         /// Underlying cause.
         reason: String,
     },
+    /// The host failed at the connection level (DNS, refused, timeout), now
+    /// or earlier within its breaker cooldown: not asked again until then.
+    #[error("{target}: {host} is unreachable ({reason}); not asked again before {until}")]
+    Unreachable {
+        /// What was asked.
+        target: Target,
+        /// The network host that failed (after mirrors).
+        host: String,
+        /// The connection failure.
+        reason: String,
+        /// End of the cooldown (RFC 3339, UTC).
+        until: String,
+    },
     /// The response body exceeded the configured limit.
     #[error("{target}: {what} response exceeds the limit of {limit} bytes")]
     TooLarge {
@@ -133,6 +146,12 @@ impl RegistryError {
     /// True when the registry said the object does not exist (HTTP 404).
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::NotFound { .. })
+    }
+
+    /// True when a host's breaker is open: the host failed at the
+    /// connection level and is not asked until its cooldown ends.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Self::Unreachable { .. })
     }
 }
 
