@@ -3,9 +3,11 @@
 //!
 //! Request discipline: each upstream repository's tags are listed once per
 //! plan and each tag resolved once (the [`RegistrySession`] single-flights
-//! them), a current tag is only `HEAD`ed, and manifests and configs are
-//! fetched only for candidate tags — newest first, stopping at the first
-//! that qualifies.
+//! them), a current tag on a track is checked against that listing (only a
+//! digest-pinned or track-less one is `HEAD`ed), and manifests and configs
+//! are fetched only for candidate tags — newest first, stopping at the first
+//! that qualifies — and for tags whose order needs their creation time
+//! (read concurrently, cached by digest).
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
@@ -229,7 +231,7 @@ pub struct PlanOptions<'a> {
     pub max_timed_tags: usize,
 }
 
-/// An image's creation time for one architecture, as cached by digest.
+/// An image's creation time, as cached by digest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct CreationTime {
     /// When the image was built.
@@ -239,12 +241,14 @@ pub struct CreationTime {
 }
 
 /// A content-addressed cache of creation times: the key is an image (index
-/// or manifest) digest and an architecture, so an entry never goes stale and
-/// a store may keep it forever. Implemented in memory by
+/// or manifest) digest, so an entry never goes stale and a store may keep it
+/// forever. The time is that of the family's platform (or, lacking it, the
+/// first the image lists), so only that platform's manifest and config are
+/// read; `digest` is the index digest and `architecture` the platform's. Implemented in memory by
 /// [`MemoryCreationTimes`]; the daemon's store can implement it to survive
 /// restarts.
 pub trait CreationTimes: Send + Sync {
-    /// The cached time of `digest` for `architecture`.
+    /// The cached time of the image `digest` for `architecture`.
     fn get(&self, digest: &str, architecture: &str) -> Option<CreationTime>;
     /// Remembers a time read from the registry.
     fn put(&self, digest: &str, architecture: &str, time: CreationTime);
@@ -253,7 +257,7 @@ pub trait CreationTimes: Send + Sync {
 /// [`CreationTimes`] in memory, with hit and miss counts for benchmarks.
 #[derive(Debug, Default)]
 pub struct MemoryCreationTimes {
-    entries: std::sync::Mutex<std::collections::HashMap<(String, String), CreationTime>>,
+    entries: std::sync::Mutex<std::collections::HashMap<String, CreationTime>>,
     hits: std::sync::atomic::AtomicU64,
     misses: std::sync::atomic::AtomicU64,
 }
@@ -275,9 +279,7 @@ impl MemoryCreationTimes {
         (self.hits.load(Relaxed), self.misses.load(Relaxed))
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, String), CreationTime>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, CreationTime>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -287,7 +289,7 @@ impl CreationTimes for MemoryCreationTimes {
         use std::sync::atomic::Ordering::Relaxed;
         let found = self
             .lock()
-            .get(&(digest.to_owned(), architecture.to_owned()))
+            .get(&format!("{digest} {architecture}"))
             .copied();
         match found {
             Some(_) => self.hits.fetch_add(1, Relaxed),
@@ -297,8 +299,7 @@ impl CreationTimes for MemoryCreationTimes {
     }
 
     fn put(&self, digest: &str, architecture: &str, time: CreationTime) {
-        self.lock()
-            .insert((digest.to_owned(), architecture.to_owned()), time);
+        self.lock().insert(format!("{digest} {architecture}"), time);
     }
 }
 
@@ -407,7 +408,7 @@ fn subtract(after: RequestCounts, before: RequestCounts) -> RequestCounts {
 }
 
 /// The request floor: every listed repository once, every distinct current
-/// tag once, and for every chosen candidate its `HEAD`, one index per
+/// tag without a track (or pinned by digest) once, and for every chosen candidate its `HEAD`, one index per
 /// distinct digest, and one platform manifest and one config per distinct
 /// digest and platform (families on other platforms need theirs).
 fn minimum_requests(repository: &Repository, families: &[FamilyPlan]) -> RequestCounts {
@@ -415,10 +416,13 @@ fn minimum_requests(repository: &Repository, families: &[FamilyPlan]) -> Request
     let mut heads = BTreeSet::new();
     for (family, plan) in repository.families().iter().zip(families) {
         let image = family.image();
-        if image.tag().is_some() {
+        // A family on a track learns from the listing whether its tag
+        // exists; a pinned one also HEADs it to see whether it moved.
+        let on_track = plan.track.is_some() && plan.status != Status::Error;
+        if image.tag().is_some() && (!on_track || image.digest().is_some()) {
             heads.insert(image.normalized_repository() + ":" + image.tag().unwrap_or_default());
         }
-        if plan.track.is_some() && plan.status != Status::Error {
+        if on_track {
             listed.insert(image.normalized_repository());
         }
     }
@@ -499,32 +503,53 @@ async fn examine(
     let track =
         track_for(&normalized_repository, &tag, &options.rules).map_err(|e| e.to_string())?;
 
-    // The current tag: HEAD only.
+    // The current tag. On a track its repository is listed anyway, and the
+    // listing says whether the tag still exists: a HEAD is needed only to
+    // see whether a pinned tag moved, or when nothing is listed.
+    let tags = match &track {
+        Some(_) => Some(
+            session
+                .list_tags(&work.host, &work.repository)
+                .await
+                .map_err(|e| short(&e))?,
+        ),
+        None => None,
+    };
     let mut pruned = false;
-    match session
-        .head_manifest(&work.host, &work.repository, &tag)
-        .await
-    {
-        Ok(head) => {
-            if let Some(pinned) = work.image.digest()
-                && pinned != head.digest
-            {
+    match &tags {
+        Some(tags) if work.image.digest().is_none() => {
+            if !tags.contains(&tag) {
+                pruned = true;
                 work.plan.reasons.push(format!(
-                    "tag {tag} moved: pinned {pinned}, the registry now serves {}; not bumped for that alone",
-                    head.digest
+                    "current tag {tag} is gone from the registry (pruned)"
                 ));
             }
         }
-        Err(err) if err.is_not_found() => {
-            pruned = true;
-            work.plan.reasons.push(format!(
-                "current tag {tag} is gone from the registry (pruned)"
-            ));
-        }
-        Err(err) => return Err(short(&err)),
+        _ => match session
+            .head_manifest(&work.host, &work.repository, &tag)
+            .await
+        {
+            Ok(head) => {
+                if let Some(pinned) = work.image.digest()
+                    && pinned != head.digest
+                {
+                    work.plan.reasons.push(format!(
+                        "tag {tag} moved: pinned {pinned}, the registry now serves {}; not bumped for that alone",
+                        head.digest
+                    ));
+                }
+            }
+            Err(err) if err.is_not_found() => {
+                pruned = true;
+                work.plan.reasons.push(format!(
+                    "current tag {tag} is gone from the registry (pruned)"
+                ));
+            }
+            Err(err) => return Err(short(&err)),
+        },
     }
 
-    let Some(track) = track else {
+    let (Some(track), Some(tags)) = (track, tags) else {
         work.plan.status = Status::UnknownTrack;
         work.plan.reasons.push(format!(
             "tag {tag:?} has no recognisable order; bump it by hand or configure a track"
@@ -539,10 +564,6 @@ async fn examine(
         ));
     };
 
-    let tags = session
-        .list_tags(&work.host, &work.repository)
-        .await
-        .map_err(|e| short(&e))?;
     let ordered = order_track(
         work,
         session,
@@ -872,8 +893,8 @@ async fn tag_times(
     Ok(out)
 }
 
-/// An image's creation time for one architecture, from the
-/// [`CreationTimes`] cache when it has the digest, else read and stored.
+/// An image's creation time (see [`CreationTimes`] for which platform's),
+/// from the cache when it has the digest, else read and stored.
 async fn creation_time(
     session: &RegistrySession,
     options: &PlanOptions<'_>,
@@ -894,9 +915,9 @@ async fn creation_time(
     Ok(time)
 }
 
-/// The creation time of an image by digest for the family's architecture
-/// (or, lacking it, the first platform the image lists: ordering needs some
-/// time, and a tag without the family's platform is rejected later anyway).
+/// The creation time of an image by digest for `architecture` (or, lacking
+/// it, the first platform the image lists: ordering needs some time, and a
+/// tag without the family's platform is rejected later anyway).
 /// Reads the index and that one platform only.
 async fn image_time(
     session: &RegistrySession,
@@ -938,8 +959,11 @@ fn revision(platform: &PlatformImage) -> Option<&str> {
 /// plan's notes, so the family only names it.
 fn short(err: &RegistryError) -> String {
     match err {
-        RegistryError::Unreachable { target, host, .. } => {
-            format!("{target}: {host} is unreachable (see the plan notes)")
+        RegistryError::Unreachable(u) => {
+            format!(
+                "{}: {} is unreachable (see the plan notes)",
+                u.target, u.host
+            )
         }
         other => other.to_string(),
     }

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use klaud_planner::plan::{MemoryCreationTimes, PlanOptions, plan};
@@ -135,10 +135,10 @@ fn labels_for(track: Option<&Track>, tag: &str) -> Vec<(String, String)> {
     labels
 }
 
-async fn push(
-    pusher: &Pusher,
-    images: Vec<(String, String, Vec<(String, String)>, DateTime<Utc>)>,
-) {
+/// (repository, tag, labels, created) of one image to push.
+type Image = (String, String, Vec<(String, String)>, DateTime<Utc>);
+
+async fn push(pusher: &Pusher, images: Vec<Image>) {
     use futures::StreamExt as _;
     let mut by_repository: BTreeMap<String, Vec<_>> = BTreeMap::new();
     for (repo, tag, labels, created) in images {
@@ -406,10 +406,13 @@ pub fn heldout() {
         }
         let warm_started = Instant::now();
         let warm_client = RegistryClient::new(client.config().clone()).expect("client");
+        // What the daemon's store would persist across a restart.
+        let breaker = serde_json::to_string(&client.breaker_state()).expect("breaker state");
+        warm_client.restore_breaker(&serde_json::from_str(&breaker).expect("breaker state"));
         let warm = runtime().block_on(plan(&repository, &warm_client.session(), &options));
         let (hits, misses) = times.hits_and_misses();
         println!(
-            "  restarted client, creation times from the digest cache: {} ms, {} requests (manifest_get {}, blob_get {}), cache {} entries, {hits} hits / {misses} misses",
+            "  restarted client (breaker state and creation times restored): {} ms, {} requests (manifest_get {}, blob_get {}), cache {} entries, {hits} hits / {misses} misses",
             warm_started.elapsed().as_millis(),
             warm.requests.total(),
             warm.requests.manifest_get,
@@ -468,7 +471,10 @@ pub fn scale() {
             async move {
                 for t in 0..SCALE_TAGS {
                     let created = now - chrono::Duration::days(60 - t as i64);
-                    let platforms = [PlatformSpec::linux("amd64", &[], Some(created))];
+                    // A label per repository keeps every image distinct, as upstream.
+                    let name = format!("scale/r{r:03}");
+                    let labels = [("org.opencontainers.image.title", name.as_str())];
+                    let platforms = [PlatformSpec::linux("amd64", &labels, Some(created))];
                     pusher
                         .push_image(&format!("scale/r{r:03}"), &format!("v1.0.{t}"), &platforms)
                         .await
@@ -545,5 +551,4 @@ pub fn families() {
             large / small
         );
     }
-    let _ = Duration::ZERO;
 }

@@ -553,14 +553,14 @@ fn authority(url: &Url) -> String {
 }
 
 fn unreachable(target: &Target, trip: &TrippedHost) -> RegistryError {
-    RegistryError::Unreachable {
+    RegistryError::Unreachable(Box::new(super::error::Unreachable {
         target: target.clone(),
         host: trip.host.clone(),
         reason: trip.reason.clone(),
         until: trip
             .until
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-    }
+    }))
 }
 
 fn describe_reqwest_ref(err: &reqwest::Error) -> String {

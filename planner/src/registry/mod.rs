@@ -37,7 +37,7 @@ pub use auth::{Challenge, parse_challenge};
 pub use breaker::{BreakerState, TrippedHost};
 pub use client::RegistryClient;
 pub use config::{BasicCredentials, HUB_API_HOST, RegistryConfig};
-pub use error::{RegistryError, Target};
+pub use error::{RegistryError, Target, Unreachable};
 pub use model::{
     ApiBase, DOCKER_LIST, DOCKER_MANIFEST, ImageDetails, ImagePlatforms, MANIFEST_ACCEPT,
     ManifestHead, OCI_CONFIG, OCI_INDEX, OCI_MANIFEST, PlatformImage, PlatformRef, RequestCounts,
