@@ -270,6 +270,81 @@ pub(crate) fn eval_string(s: &str, scope: &Scope<'_>) -> Result<String, EvalErro
     }
 }
 
+/// A value an expression may stringify to, with its truthiness.
+#[derive(Debug, Clone, PartialEq)]
+enum Alt {
+    Str(String, bool),
+    /// Some falsy value of unknown origin (`''`, `false`, `0`, `null`).
+    AnyFalsy,
+}
+
+/// The values an expression can take when only its literals are known:
+/// `Some(alternatives)`, or `None` when it may be anything. Follows `&&`/`||`
+/// operand selection, so `inputs.x && 'a_' || 'b_'` can only be `a_` or `b_`.
+fn alternatives(e: &SpannedExpr<'_>) -> Option<Vec<Alt>> {
+    match &e.inner {
+        Expr::Literal(l) => {
+            let j = literal(l);
+            Some(vec![Alt::Str(stringify(&j), to_eval(&j).as_boolean())])
+        }
+        Expr::BinExpr(BinExpr {
+            lhs,
+            op: BinOp::Or,
+            rhs,
+        }) => {
+            let mut alts: Vec<Alt> = alternatives(lhs)?
+                .into_iter()
+                .filter(|a| matches!(a, Alt::Str(_, true)))
+                .collect();
+            alts.extend(alternatives(rhs)?);
+            Some(alts)
+        }
+        Expr::BinExpr(BinExpr {
+            lhs,
+            op: BinOp::And,
+            rhs,
+        }) => {
+            let mut alts: Vec<Alt> = match alternatives(lhs) {
+                Some(l) => l
+                    .into_iter()
+                    .filter(|a| !matches!(a, Alt::Str(_, true)))
+                    .collect(),
+                None => vec![Alt::AnyFalsy],
+            };
+            alts.extend(alternatives(rhs)?);
+            Some(alts)
+        }
+        _ => None,
+    }
+}
+
+/// A regular expression (anchored) for the strings a template can produce:
+/// literal text as is, each `${{ }}` as its possible values or, when those
+/// are unknown, any text.
+pub(crate) fn template_pattern(s: &str) -> Result<String, EvalError> {
+    let mut pattern = String::from("^");
+    for piece in split_template(s)? {
+        match piece {
+            Piece::Lit(l) => pattern.push_str(&regex::escape(l)),
+            Piece::Expr(e) => match alternatives(&parse(e)?) {
+                None => pattern.push_str(".*"),
+                Some(alts) => {
+                    let alts: Vec<String> = alts
+                        .iter()
+                        .map(|a| match a {
+                            Alt::Str(s, _) => regex::escape(s),
+                            Alt::AnyFalsy => "|false|0".into(),
+                        })
+                        .collect();
+                    pattern.push_str(&format!("(?:{})", alts.join("|")));
+                }
+            },
+        }
+    }
+    pattern.push('$');
+    Ok(pattern)
+}
+
 pub(crate) fn to_eval(j: &Json) -> Evaluation {
     match j {
         Json::Null => Evaluation::Null,
@@ -816,6 +891,31 @@ mod tests {
             );
             assert!(eval_string("${{ steps.x.outputs.y }}", scope).is_err());
         });
+    }
+
+    #[test]
+    fn template_patterns_keep_literal_alternatives() {
+        let matches = |t: &str, v: &str| {
+            regex::Regex::new(&template_pattern(t).unwrap())
+                .unwrap()
+                .is_match(v)
+        };
+        let logs = "${{ inputs.eval-only && 'eval_server_logs_' || 'server_logs_' }}${{ env.R }}";
+        assert!(matches(logs, "server_logs_dsr1"));
+        assert!(matches(logs, "eval_server_logs_dsr1"));
+        assert!(!matches(logs, "klaud-sweep-manifest"));
+        assert!(matches(
+            "results_${{ inputs.prefix || 'all' }}",
+            "results_all"
+        ));
+        assert!(matches(
+            "results_${{ inputs.prefix || 'all' }}",
+            "results_bmk"
+        ));
+        assert!(matches("bmk_${{ env.R }}", "bmk_x"));
+        assert!(!matches("bmk_${{ env.R }}", "eval_x"));
+        assert!(matches("a${{ x && 'b' }}", "afalse") && matches("a${{ x && 'b' }}", "ab"));
+        assert!(template_pattern("${{ (").is_err());
     }
 
     #[test]

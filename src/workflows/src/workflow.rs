@@ -278,21 +278,15 @@ impl ArtifactUpload {
         (!self.name.contains("${{")).then_some(self.name.as_str())
     }
 
-    /// Whether the step can produce an artifact called `name`: each `${{ }}`
-    /// in the name template may stand for any text.
+    /// Whether the step can produce an artifact called `name`. Literal text
+    /// must match; a `${{ }}` matches its possible literal values where the
+    /// expression only chooses between literals (`inputs.x && 'a' || 'b'`),
+    /// and any text where it reads a context (`env.RESULT_FILENAME`).
     pub fn may_be_named(&self, name: &str) -> bool {
-        let Ok(pieces) = eval::split_template(&self.name) else {
-            return false;
-        };
-        let mut pattern = String::from("^");
-        for piece in pieces {
-            match piece {
-                eval::Piece::Lit(l) => pattern.push_str(&regex::escape(l)),
-                eval::Piece::Expr(_) => pattern.push_str(".*"),
-            }
-        }
-        pattern.push('$');
-        regex::Regex::new(&pattern).is_ok_and(|r| r.is_match(name))
+        eval::template_pattern(&self.name)
+            .ok()
+            .and_then(|p| regex::Regex::new(&p).ok())
+            .is_some_and(|r| r.is_match(name))
     }
 }
 
