@@ -381,12 +381,35 @@ fn eval(e: &SpannedExpr<'_>, scope: &Scope<'_>) -> Result<V, EvalError> {
         Expr::Literal(l) => Ok(V::Json(literal(l))),
         Expr::Identifier(id) => root(id.as_str(), scope),
         Expr::Context(ctx) => {
-            let mut parts = ctx.parts.iter();
+            let mut parts = ctx.parts.iter().peekable();
             let Some(head) = parts.next() else {
                 return Ok(V::null());
             };
             let mut cur = match &head.inner {
-                Expr::Identifier(id) => root(id.as_str(), scope)?,
+                Expr::Identifier(id) => match borrowed_root(id.as_str(), scope) {
+                    // Walk plain member and index steps by reference, so
+                    // `github.event.x` copies `x`, not the whole payload.
+                    Some(mut at) => {
+                        while let Some(part) = parts.peek() {
+                            let next = match &part.inner {
+                                Expr::Identifier(id) => member_ref(at, id.as_str()),
+                                Expr::Index(inner) if !matches!(inner.inner, Expr::Star) => {
+                                    match eval(inner, scope)? {
+                                        V::Json(Json::String(key)) => member_ref(at, &key),
+                                        V::Json(Json::Number(n)) => index_ref(at, n.as_f64()),
+                                        V::Json(_) => &Json::Null,
+                                        V::Unknown | V::Partial(_) => return Ok(V::Unknown),
+                                    }
+                                }
+                                _ => break,
+                            };
+                            at = next;
+                            parts.next();
+                        }
+                        V::Json(at.clone())
+                    }
+                    None => root(id.as_str(), scope)?,
+                },
                 _ => eval(head, scope)?,
             };
             let mut filtered = false;
@@ -476,6 +499,33 @@ fn eval(e: &SpannedExpr<'_>, scope: &Scope<'_>) -> Result<V, EvalError> {
             }
         }
         Expr::Call(call) => eval_call(call, scope),
+    }
+}
+
+fn borrowed_root<'a>(name: &str, scope: &Scope<'a>) -> Option<&'a Json> {
+    match name.to_ascii_lowercase().as_str() {
+        "github" => Some(scope.github),
+        "inputs" => Some(scope.inputs),
+        "vars" => Some(scope.vars),
+        _ => None,
+    }
+}
+
+static NULL: Json = Json::Null;
+
+fn member_ref<'a>(at: &'a Json, key: &str) -> &'a Json {
+    match at {
+        Json::Object(m) => get_ci(m, key).unwrap_or(&NULL),
+        _ => &NULL,
+    }
+}
+
+fn index_ref(at: &Json, n: Option<f64>) -> &Json {
+    match (at, n) {
+        (Json::Array(items), Some(n)) if n >= 0.0 && n.fract() == 0.0 => {
+            items.get(n as usize).unwrap_or(&NULL)
+        }
+        _ => &NULL,
     }
 }
 

@@ -1731,6 +1731,13 @@ jobs:
     }
 
     #[test]
+    fn workflows_can_be_shared_between_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Workflow>();
+        shared::<EventContext>();
+    }
+
+    #[test]
     fn errors_name_the_file_field_and_line() {
         let err = Workflow::parse("w.yml", "on: push\njobs:\n  a:\n    runs-on: x\n    steps: [{run: echo}]\n    if: github.x ==\n").unwrap_err();
         assert_eq!(err.field.as_deref(), Some("jobs.a.if"));
