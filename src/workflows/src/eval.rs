@@ -95,7 +95,9 @@ impl Status {
 /// The contexts an expression can read.
 pub(crate) struct Scope<'a> {
     pub github: &'a Json,
-    pub inputs: &'a Json,
+    /// `None` where the inputs are not known (a reusable workflow's steps,
+    /// whose inputs come from the caller's `with:`).
+    pub inputs: Option<&'a Json>,
     pub vars: &'a Json,
     /// `Some` where the `needs` context exists (job-level `if:`).
     pub needs: Option<&'a V>,
@@ -505,7 +507,7 @@ fn eval(e: &SpannedExpr<'_>, scope: &Scope<'_>) -> Result<V, EvalError> {
 fn borrowed_root<'a>(name: &str, scope: &Scope<'a>) -> Option<&'a Json> {
     match name.to_ascii_lowercase().as_str() {
         "github" => Some(scope.github),
-        "inputs" => Some(scope.inputs),
+        "inputs" => scope.inputs,
         "vars" => Some(scope.vars),
         _ => None,
     }
@@ -533,7 +535,7 @@ fn root(name: &str, scope: &Scope<'_>) -> Result<V, EvalError> {
     let lower = name.to_ascii_lowercase();
     match lower.as_str() {
         "github" => Ok(V::Json(scope.github.clone())),
-        "inputs" => Ok(V::Json(scope.inputs.clone())),
+        "inputs" => Ok(scope.inputs.map_or(V::Unknown, |i| V::Json(i.clone()))),
         "vars" => Ok(V::Json(scope.vars.clone())),
         "needs" => match scope.needs {
             Some(needs) => Ok(needs.clone()),
@@ -768,7 +770,7 @@ mod tests {
         let vars = json!({});
         let scope = Scope {
             github: &github,
-            inputs: &inputs,
+            inputs: Some(&inputs),
             vars: &vars,
             needs: None,
             status: Status::FRESH,

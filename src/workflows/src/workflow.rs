@@ -278,6 +278,34 @@ impl ArtifactUpload {
         (!self.name.contains("${{")).then_some(self.name.as_str())
     }
 
+    /// Whether the step's `if:` holds for the event: `Some(true)` when the
+    /// step runs if its job runs, `Some(false)` when it never does, `None`
+    /// when the condition reads values only known while the run executes
+    /// (steps, matrix, env; and the inputs of a reusable workflow, which its
+    /// caller's `with:` sets). Like GitHub, a condition without a status
+    /// function means `success() && …`; earlier steps are assumed to
+    /// succeed.
+    pub fn condition_holds(&self, ctx: &EventContext) -> Result<Option<bool>, WorkflowError> {
+        let Some(cond) = &self.condition else {
+            return Ok(Some(true));
+        };
+        let needs = V::Unknown;
+        let scope = Scope {
+            github: ctx.github(),
+            inputs: self.via.is_empty().then(|| ctx.inputs()),
+            vars: ctx.vars(),
+            needs: Some(&needs),
+            status: Status::FRESH,
+        };
+        eval::eval_condition(cond, &scope).map_err(|e| WorkflowError {
+            file: self.workflow.clone(),
+            field: Some(format!("jobs.{}.steps.if", self.job)),
+            line: None,
+            column: None,
+            message: e.to_string(),
+        })
+    }
+
     /// Whether the step can produce an artifact called `name`. Literal text
     /// must match; a `${{ }}` matches its possible literal values where the
     /// expression only chooses between literals (`inputs.x && 'a' || 'b'`),
@@ -494,7 +522,7 @@ impl Workflow {
     fn scope<'a>(&self, ctx: &'a EventContext) -> Scope<'a> {
         Scope {
             github: ctx.github(),
-            inputs: ctx.inputs(),
+            inputs: Some(ctx.inputs()),
             vars: ctx.vars(),
             needs: None,
             status: Status::FRESH,
@@ -858,7 +886,7 @@ impl Workflow {
             );
             let scope = Scope {
                 github: ctx.github(),
-                inputs: ctx.inputs(),
+                inputs: Some(ctx.inputs()),
                 vars: ctx.vars(),
                 needs: Some(&needs_ctx),
                 status: Status { success, failure },
@@ -1709,6 +1737,17 @@ jobs:
         assert!(uploads[0].may_be_named("bmk_dsr1_fp4"));
         assert!(!uploads[0].may_be_named("eval_x"));
         assert!(wf.may_upload("klaud-sweep-manifest", &resolve).unwrap());
+        let ctx = pr("labeled", false, &["go"], Some("go"));
+        assert_eq!(
+            uploads[1].condition_holds(&ctx).unwrap(),
+            None,
+            "a template's inputs come from its caller"
+        );
+        assert_eq!(
+            uploads[2].condition_holds(&ctx).unwrap(),
+            Some(true),
+            "no if: at all"
+        );
         assert!(!wf.may_upload("klaud-sweep-manifest", &|_| None).unwrap());
 
         let looping =

@@ -358,7 +358,25 @@ fn only_the_newer_sweep_uploads_the_klaud_manifest() {
         .find(|u| u.literal_name() == Some("klaud-sweep-manifest"))
         .unwrap();
     assert_eq!(manifest.job, "upload-changelog-metadata");
-    assert!(manifest.condition.unwrap().contains("Klaud-Cold"));
+    let klaud = pr_event(
+        "labeled",
+        false,
+        &["full-sweep-enabled"],
+        Some("full-sweep-enabled"),
+    );
+    assert_eq!(
+        manifest.condition_holds(&klaud).unwrap(),
+        Some(true),
+        "Klaud's own PR"
+    );
+    let mut human = klaud.github().clone();
+    human["event"]["pull_request"]["user"]["login"] = json!("someone");
+    let human = EventContext::from_github(human).unwrap();
+    assert_eq!(
+        manifest.condition_holds(&human).unwrap(),
+        Some(false),
+        "a human's PR"
+    );
 
     for (wf, resolve, version) in [(&old, &old_resolve, OLD), (&new, &new_resolve, NEW)] {
         let uploads = wf.artifact_uploads(resolve).unwrap();
