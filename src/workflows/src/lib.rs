@@ -18,10 +18,12 @@
 mod context;
 mod eval;
 mod filters;
+mod set;
 mod workflow;
 
 pub use context::{ContextError, EventContext, RunHead};
 pub use eval::EvalError;
+pub use set::WorkflowSet;
 pub use workflow::{
     ArtifactUpload, Assumptions, ConcurrencyGroup, DEFAULT_PULL_REQUEST_TYPES,
     DISPATCH_REFUSAL_STATUS, DispatchInput, DispatchRefusal, InputType, JobDecision, JobPlan,
