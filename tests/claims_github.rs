@@ -5,14 +5,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{TimeDelta, TimeZone, Utc};
-use klaud::github::{Credential, Forge, ForgeConfig, ForgeRunStatus, RetryPolicy, Secret};
-use klaud::sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
 use klaud_claims::{
     Acquire, CandidateId, ClaimBook, ClaimCandidate, ClaimError, ClaimRecord, Claimant, FamilyId,
     Lost, ManualClock, RefStore, Release, Renew, SystemClock, Takeover, TakeoverRefusal,
     ensure_plannable,
 };
+use klaud_github::{Credential, Forge, ForgeConfig, ForgeRunStatus, RetryPolicy, Secret};
 use klaud_planner::identity;
+use klaud_sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
 use serde_json::json;
 use uuid::Uuid;
 

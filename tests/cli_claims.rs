@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::process::{Command, Output};
 
 use chrono::TimeDelta;
-use klaud::github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
-use klaud::sandbox::github::{GithubSim, GithubState, Permission};
 use klaud_claims::{CandidateId, ClaimBook, ClaimCandidate, Claimant, SystemClock};
+use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+use klaud_sandbox::github::{GithubSim, GithubState, Permission};
 use serde_json::Value;
 
 const REPO: &str = "sandbox/benchmarks";

@@ -4,8 +4,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use klaud::sandbox::ci::Script;
-use klaud::sandbox::stack::{BOT_TOKEN, SandboxStack};
+use klaud_sandbox::ci::Script;
+use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
 
 fn klaud() -> Command {
     Command::new(env!("CARGO_BIN_EXE_klaud"))
@@ -21,7 +21,7 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
             "--dashboard",
             "127.0.0.1:0",
         ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(crate::support::REPO_ROOT)
         .output()
         .expect("run klaud demo");
     assert!(
@@ -70,7 +70,7 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wave_resumes_without_duplicates_and_rebuilds_from_an_empty_store() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(crate::support::REPO_ROOT);
     let seed = std::fs::read_to_string(root.join("configs/demo-registry.json")).expect("seed");
     let script = Script::from_file(&root.join("configs/demo-ci.toml")).expect("script");
     let stack = SandboxStack::start(
@@ -132,7 +132,7 @@ async fn wave_resumes_without_duplicates_and_rebuilds_from_an_empty_store() {
             .as_array()
             .is_some_and(|c| !c.is_empty())
     );
-    let blob_reads = |log: &[klaud::sandbox::github::LogEntry]| {
+    let blob_reads = |log: &[klaud_sandbox::github::LogEntry]| {
         log.iter()
             .filter(|e| e.method == "GET" && e.path.contains("/git/blobs/"))
             .count()
@@ -196,7 +196,7 @@ async fn wave_resumes_without_duplicates_and_rebuilds_from_an_empty_store() {
 /// run resumes the earlier run's candidates; without it, it is a stranger.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduled_waves_with_fresh_stores_resume_under_one_instance_id() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(crate::support::REPO_ROOT);
     let seed = std::fs::read_to_string(root.join("configs/demo-registry.json")).expect("seed");
     let script = Script::from_file(&root.join("configs/demo-ci.toml")).expect("script");
     let stack = SandboxStack::start(

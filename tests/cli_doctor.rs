@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use klaud::sandbox::github::GithubState;
-use klaud::sandbox::stack::{BOT_TOKEN, MAINTAINER, SandboxStack};
+use klaud_sandbox::github::GithubState;
+use klaud_sandbox::stack::{BOT_TOKEN, MAINTAINER, SandboxStack};
 use serde_json::Value;
 
 const REPO: &str = "demo/benchmarks";
@@ -45,7 +45,7 @@ struct Sandbox {
 }
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(crate::support::REPO_ROOT)
 }
 
 fn block<T>(fut: impl std::future::Future<Output = T>) -> T {
@@ -428,7 +428,7 @@ fn an_unreachable_registry_fails_its_check_and_doctor_finishes() {
 #[test]
 fn a_store_held_by_a_running_instance_is_only_a_warning() {
     let sb = sandbox();
-    let store = klaud::store::Store::open(sb.store()).expect("store");
+    let store = klaud_store::Store::open(sb.store()).expect("store");
     let out = sb.doctor_with_registry(Some(BOT_TOKEN));
     let c = checks(&out);
     assert_eq!(out.status.code(), Some(0), "{}", report(&c));
@@ -479,7 +479,7 @@ fn a_bad_configuration_fails_first_and_skips_the_rest() {
 
 #[test]
 fn without_a_rate_limit_endpoint_the_budget_comes_from_response_headers() {
-    use klaud::sandbox::github::{Fault, FaultAction};
+    use klaud_sandbox::github::{Fault, FaultAction};
     let sb = sandbox();
     // GitHub Enterprise answers 404 when rate limiting is off.
     block(sb.state.add_fault(Fault {

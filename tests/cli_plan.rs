@@ -3,7 +3,7 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use klaud::sandbox::registry::{RegistrySim, router};
+use klaud_sandbox::registry::{RegistrySim, router};
 
 const SEED: &str = r#"{"repositories": {
   "lmsysorg/sglang": {"tags": {
@@ -36,7 +36,7 @@ fn serve() -> String {
 #[test]
 fn plan_json_reports_families_candidates_and_requests() {
     let url = serve();
-    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/demo");
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo");
     let output = Command::new(env!("CARGO_BIN_EXE_klaud"))
         .args(["plan", "--repo", demo, "--json", "--max", "3"])
         .args(["--mirror", &format!("docker.io={url}")])
@@ -114,7 +114,7 @@ fn plan_refuses_a_bad_mirror_flag() {
         .args([
             "plan",
             "--repo",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/configs/demo"),
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo"),
             "--mirror",
             "docker.io",
         ])

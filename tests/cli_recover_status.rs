@@ -4,9 +4,9 @@
 use std::process::{Command, Output};
 
 use chrono::TimeDelta;
-use klaud::github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
-use klaud::sandbox::github::{GithubSim, GithubState, Permission};
 use klaud_claims::{CandidateId, ClaimBook, ClaimCandidate, Claimant, SystemClock};
+use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+use klaud_sandbox::github::{GithubSim, GithubState, Permission};
 use serde_json::Value;
 
 const REPO: &str = "sandbox/benchmarks";
@@ -48,7 +48,7 @@ fn sandbox() -> Sandbox {
                 .expect("permission");
             st.seed_from_dir(
                 REPO,
-                &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/demo"),
+                &std::path::Path::new(crate::support::REPO_ROOT).join("configs/demo"),
                 Some("maintainer"),
             )
             .await

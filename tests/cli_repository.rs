@@ -1,7 +1,7 @@
 //! The `families` and `bump` commands as a user runs them: output, files
 //! written, exit codes.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -14,7 +14,7 @@ fn klaud(args: &[&str]) -> Output {
 }
 
 fn demo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/demo")
+    Path::new(crate::support::REPO_ROOT).join("configs/demo")
 }
 
 fn demo_copy() -> tempfile::TempDir {

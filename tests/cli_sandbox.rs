@@ -98,7 +98,7 @@ async fn sandbox_prints_its_endpoints_and_serves_the_seeded_repository() {
 
 #[tokio::test]
 async fn sandbox_serves_the_demo_registry_that_plan_reads() {
-    let root = env!("CARGO_MANIFEST_DIR");
+    let root = crate::support::REPO_ROOT;
     let mut child = Child(
         Command::new(env!("CARGO_BIN_EXE_klaud"))
             .args(["sandbox", "--seed", &format!("{root}/configs/demo")])

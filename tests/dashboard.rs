@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use klaud::dashboard::{
+use klaud_service::dashboard::{
     CandidateRow, ClaimRow, FamilyRow, LinkRow, RateBudgetRow, RepositoryStatus, StatusSnapshot,
     router,
 };

@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use klaud::github::{
+use klaud_claims::{RefStore, RefStoreError};
+use klaud_github::{
     Credential, Forge, ForgeConfig, GithubError, RetryPolicy, RunFilter, Secret, TreeChange,
 };
-use klaud::sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
-use klaud_claims::{RefStore, RefStoreError};
+use klaud_sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
 use serde_json::json;
 
 const REPO: &str = "sandbox/benchmarks";
@@ -87,7 +87,7 @@ async fn bot_branch(f: &Forge, branch: &str, path: &str, content: &[u8]) -> Stri
     sha
 }
 
-fn count(log: &[klaud::sandbox::github::LogEntry], method: &str, path_suffix: &str) -> usize {
+fn count(log: &[klaud_sandbox::github::LogEntry], method: &str, path_suffix: &str) -> usize {
     log.iter()
         .filter(|e| {
             e.method == method

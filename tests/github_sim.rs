@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use base64::Engine;
-use klaud::sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
+use klaud_sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 use sha1::Digest;
@@ -611,7 +611,7 @@ async fn faults_delay_fail_and_then_expire() {
 }
 
 fn fixtures() -> Option<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/inferencex/full");
+    let dir = PathBuf::from(crate::support::REPO_ROOT).join("../shared/fixtures/inferencex/full");
     if dir.is_dir() {
         return Some(dir);
     }

@@ -8,11 +8,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use klaud::cli::demo::{sandbox_engine, sandbox_forge, sandbox_registry};
-use klaud::github::Forge;
-use klaud::lifecycle::{GithubLifecycle, HttpBaselineSource, materialize};
-use klaud::sandbox::ci::Script;
-use klaud::sandbox::stack::{MAINTAINER, SandboxStack};
 use klaud_claims::{CandidateId, Claimant, SystemClock};
+use klaud_github::Forge;
 use klaud_lifecycle::engine::{
     CandidateRecord, Engine, EngineConfig, Journal, MemoryJournal, Progress, RepairContext,
     RepairHook, RepairOutcome, Step, Target,
@@ -21,13 +18,16 @@ use klaud_lifecycle::model::{AttemptKind, Outcome};
 use klaud_lifecycle::report::find_record;
 use klaud_planner::plan::{PlanOptions, plan};
 use klaud_planner::repo::Repository;
+use klaud_sandbox::ci::Script;
+use klaud_sandbox::stack::{MAINTAINER, SandboxStack};
+use klaud_service::{GithubLifecycle, HttpBaselineSource, materialize};
 
 const REPO: &str = "demo/benchmarks";
 const BOT: &str = "Klaud-Cold";
 const OWNER_RUN: u64 = 4242;
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(crate::support::REPO_ROOT)
 }
 
 fn owner() -> Claimant {
@@ -191,7 +191,7 @@ impl Env {
         self.stack.state().comment_bodies(REPO, number).await
     }
 
-    async fn pull(&self, number: u64) -> klaud::github::PullInfo {
+    async fn pull(&self, number: u64) -> klaud_github::PullInfo {
         self.forge.get_pull(number).await.expect("pull")
     }
 
@@ -408,7 +408,7 @@ async fn infrastructure_failure_is_retried_without_counting_as_repair() {
 
 /// A repair hook that pushes one commit onto the branch as the bot.
 struct PushingHook {
-    state: klaud::sandbox::github::GithubState,
+    state: klaud_sandbox::github::GithubState,
     calls: Mutex<Vec<u32>>,
 }
 
@@ -492,14 +492,14 @@ async fn complete_smoke(env: &Env, rec: &CandidateRecord) {
 }
 
 async fn maintainer(env: &Env) -> Forge {
-    klaud::github::Forge::connect_unchecked(klaud::github::ForgeConfig {
+    klaud_github::Forge::connect_unchecked(klaud_github::ForgeConfig {
         api_url: env.stack.github.url(),
         repo: REPO.into(),
         bot_login: MAINTAINER.into(),
-        credential: klaud::github::Credential::Token(klaud::github::Secret::new(
-            klaud::sandbox::stack::MAINTAINER_TOKEN,
+        credential: klaud_github::Credential::Token(klaud_github::Secret::new(
+            klaud_sandbox::stack::MAINTAINER_TOKEN,
         )),
-        retry: klaud::github::RetryPolicy::default(),
+        retry: klaud_github::RetryPolicy::default(),
     })
     .expect("maintainer forge")
 }
@@ -774,8 +774,8 @@ async fn request_figures_per_validated_candidate() {
 /// and opened again (the real restart), then the same end as without crash.
 #[tokio::test]
 async fn crash_and_restart_with_the_sled_store_converges() {
-    use klaud::lifecycle::StoreJournal;
-    use klaud::store::Store;
+    use klaud_service::StoreJournal;
+    use klaud_store::Store;
     for k in [2, 4, 6, 9, 12] {
         let env = env(Some(VALIDATED_SCRIPT)).await;
         let target = env.target("demo-fp4-b200-sglang").await;
@@ -802,7 +802,7 @@ async fn crash_and_restart_with_the_sled_store_converges() {
 /// orphan's run, cleans up and posts the receipt as unexpected-error.
 #[tokio::test]
 async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
-    use klaud::lifecycle::wave::{WaveOptions, run_wave};
+    use klaud_service::wave::{WaveOptions, run_wave};
     let mut env = env(None).await;
     env.config.lease = chrono::TimeDelta::seconds(1);
     let target = env.target("demo-fp4-b200-sglang").await;
@@ -936,8 +936,8 @@ async fn stuck_smoke_runs_are_cancelled_and_retried() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wave_that_loses_its_picks_to_a_racing_instance_claims_the_next_stale_families() {
-    use klaud::lifecycle::wave::{WaveOptions, run_wave};
-    use klaud::sandbox::github::{Fault, FaultAction};
+    use klaud_sandbox::github::{Fault, FaultAction};
+    use klaud_service::wave::{WaveOptions, run_wave};
     let env = env(None).await;
     let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
     let mut plan_options = PlanOptions::new(chrono::Utc::now());
@@ -1044,7 +1044,7 @@ async fn a_wave_that_loses_its_picks_to_a_racing_instance_claims_the_next_stale_
 /// process with an empty journal and its own run id, the same instance id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_shot_waves_with_empty_journals_carry_a_candidate_to_its_outcome() {
-    use klaud::lifecycle::wave::{WaveOptions, run_wave};
+    use klaud_service::wave::{WaveOptions, run_wave};
     let env = env(Some(VALIDATED_SCRIPT)).await;
     let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
     let mut outcome = None;
@@ -1113,8 +1113,8 @@ async fn one_shot_waves_with_empty_journals_carry_a_candidate_to_its_outcome() {
 /// branch at all is finished and its family freed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_claims_the_plan_no_longer_proposes_are_resumed_from_their_branch() {
-    use klaud::lifecycle::wave::{WaveOptions, WaveSummary, run_wave};
-    use klaud::sandbox::registry::TagSeed;
+    use klaud_sandbox::registry::TagSeed;
+    use klaud_service::wave::{WaveOptions, WaveSummary, run_wave};
     let env = env(None).await;
     let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
     let wave = |run: u64| {

@@ -6,18 +6,18 @@ use std::path::Path;
 use std::time::Duration;
 
 use klaud::cli::demo::{sandbox_engine, sandbox_forge, sandbox_registry};
-use klaud::github::{Credential, Forge, ForgeConfig, ForgeRunStatus, RetryPolicy, Secret};
-use klaud::lifecycle::commands::{handle_commands, reply_marker};
-use klaud::lifecycle::{GithubLifecycle, HttpBaselineSource, materialize};
-use klaud::sandbox::github::{Fault, FaultAction, Permission};
-use klaud::sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN, SandboxStack};
 use klaud_claims::{CandidateId, Claimant, SystemClock};
+use klaud_github::{Credential, Forge, ForgeConfig, ForgeRunStatus, RetryPolicy, Secret};
 use klaud_lifecycle::engine::{
     CandidateRecord, Engine, EngineConfig, Journal, MemoryJournal, Step, Target,
 };
 use klaud_lifecycle::model::Outcome;
 use klaud_planner::plan::{PlanOptions, plan};
 use klaud_planner::repo::Repository;
+use klaud_sandbox::github::{Fault, FaultAction, Permission};
+use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN, SandboxStack};
+use klaud_service::pr_commands::{handle_commands, reply_marker};
+use klaud_service::{GithubLifecycle, HttpBaselineSource, materialize};
 
 const REPO: &str = "demo/benchmarks";
 const BOT: &str = "Klaud-Cold";
@@ -27,7 +27,7 @@ const OWNER_RUN: u64 = 5151;
 const KEY: &str = "demo-fp4-b200-sglang";
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(crate::support::REPO_ROOT)
 }
 
 fn owner() -> Claimant {
@@ -362,8 +362,8 @@ async fn take_over_as(
     env: &Env,
     who: u128,
     lease: chrono::TimeDelta,
-) -> Vec<klaud::lifecycle::recover::Orphan> {
-    use klaud::lifecycle::recover::{RecoveryContext, take_over_orphans};
+) -> Vec<klaud_service::recover::Orphan> {
+    use klaud_service::recover::{RecoveryContext, take_over_orphans};
     let clock = SystemClock;
     let book = klaud_claims::ClaimBook::new(&env.forge, &clock, instance(who));
     let runs = ForgeRunStatus::new(&env.forge);
@@ -387,8 +387,8 @@ fn instance(who: u128) -> Claimant {
 
 /// One `klaud recover` pass as instance `who` with an empty journal: take
 /// over, finish, settle the recovery leases.
-async fn recover_as(env: &Env, who: u128) -> Vec<klaud::lifecycle::recover::Recovered> {
-    use klaud::lifecycle::recover::{
+async fn recover_as(env: &Env, who: u128) -> Vec<klaud_service::recover::Recovered> {
+    use klaud_service::recover::{
         RecoveryContext, finish_orphans, settle_recovery_leases, take_over_orphans,
     };
     let claimant = instance(who);
@@ -542,7 +542,7 @@ async fn a_live_recovery_lease_blocks_other_recoverers_until_it_expires() {
     assert_eq!(claims, [(claim_ref, claim_sha)], "claim untouched");
     assert_eq!(recovery_leases(&env).await.len(), 2);
     // `klaud status` and the dashboard show them beside the claim.
-    let status = klaud::lifecycle::status::repository_status(&env.forge, &env.journal, instance(8))
+    let status = klaud_service::status::repository_status(&env.forge, &env.journal, instance(8))
         .await
         .expect("status");
     let shown: Vec<&str> = status
@@ -620,7 +620,7 @@ async fn recover_takes_over_a_lease_less_old_helper_claim_whose_run_completed() 
 
 #[tokio::test]
 async fn the_wave_honours_stop_and_answers_once_across_two_waves() {
-    use klaud::lifecycle::wave::{WaveOptions, run_wave};
+    use klaud_service::wave::{WaveOptions, run_wave};
     let env = env().await;
     let rec = env.live_candidate().await;
     let pr = rec.pull.expect("pull");
@@ -628,7 +628,7 @@ async fn the_wave_honours_stop_and_answers_once_across_two_waves() {
         .comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud stop")
         .await;
     let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
-    let store = klaud::store::Store::temporary().expect("store");
+    let store = klaud_store::Store::temporary().expect("store");
     for wave in 0..2 {
         let mut plan = PlanOptions::new(chrono::Utc::now());
         plan.max_candidates = 0;
@@ -677,11 +677,11 @@ async fn the_wave_honours_stop_and_answers_once_across_two_waves() {
 
 #[tokio::test]
 async fn retry_is_refused_while_running_and_lifts_the_cooldown_once_finished() {
-    use klaud::lifecycle::commands::retry_requested;
+    use klaud_service::pr_commands::retry_requested;
     let env = env().await;
     let mut rec = env.live_candidate().await;
     let pr = rec.pull.expect("pull");
-    let store = klaud::store::Store::temporary().expect("store");
+    let store = klaud_store::Store::temporary().expect("store");
     let handle = async |rec: &mut CandidateRecord| {
         let lifecycle = GithubLifecycle::new(&env.forge);
         let clock = SystemClock;
@@ -720,7 +720,7 @@ async fn retry_is_refused_while_running_and_lifts_the_cooldown_once_finished() {
 
 #[tokio::test]
 async fn a_flood_of_commands_is_answered_over_several_passes() {
-    use klaud::lifecycle::commands::MAX_REPLIES_PER_PASS;
+    use klaud_service::pr_commands::MAX_REPLIES_PER_PASS;
     let env = env().await;
     let mut rec = env.live_candidate().await;
     let pr = rec.pull.expect("pull");
@@ -752,7 +752,7 @@ async fn claims_release(env: &Env, args: &[&str]) -> std::process::Output {
         .args(["--github-api", &env.stack.github.url(), "--repo", REPO])
         .arg("--config")
         .arg(&config)
-        .env("KLAUD_GITHUB_TOKEN", klaud::sandbox::stack::BOT_TOKEN)
+        .env("KLAUD_GITHUB_TOKEN", klaud_sandbox::stack::BOT_TOKEN)
         .env_remove("GITHUB_TOKEN")
         .env_remove("GITHUB_RUN_ID")
         .env_remove("KLAUD_CONFIG");

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
-use klaud::sandbox::registry::{Fault, RegistrySim, SimRoute, router};
 use klaud_planner::plan::{Clock, PlanOptions, PlanReport, Status, plan};
 use klaud_planner::registry::{RegistryClient, RegistryConfig};
 use klaud_planner::repo::Repository;
+use klaud_sandbox::registry::{Fault, RegistrySim, SimRoute, router};
 use serde_json::json;
 
 fn now() -> DateTime<Utc> {
@@ -94,7 +94,7 @@ fn client(served: &Served) -> RegistryClient {
 }
 
 fn demo() -> Repository {
-    Repository::open(Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/demo")).unwrap()
+    Repository::open(Path::new(crate::support::REPO_ROOT).join("configs/demo")).unwrap()
 }
 
 fn family<'a>(report: &'a PlanReport, key: &str) -> &'a klaud_planner::plan::FamilyPlan {

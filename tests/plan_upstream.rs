@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
-use klaud::github::upstream::GithubUpstream;
-use klaud::github::{Credential, Secret};
-use klaud::sandbox::github::{GithubSim, GithubState, Permission};
-use klaud::sandbox::registry::{RegistrySim, router};
+use klaud_github::upstream::GithubUpstream;
+use klaud_github::{Credential, Secret};
 use klaud_planner::plan::{PlanOptions, ReleaseRule, Status, UpstreamCompare, plan};
 use klaud_planner::registry::{RegistryClient, RegistryConfig};
 use klaud_planner::repo::Repository;
 use klaud_planner::tracks::{TrackOrdering, TrackRule};
+use klaud_sandbox::github::{GithubSim, GithubState, Permission};
+use klaud_sandbox::registry::{RegistrySim, router};
 
 const TOKEN: &str = "ghp_upstream_reader_token";
 
@@ -87,7 +87,7 @@ fn registry_seed(nightly_commit: &str, release: &str) -> String {
 /// A demo checkout whose nightly family names `commit`.
 fn checkout(commit: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/demo");
+    let demo = Path::new(crate::support::REPO_ROOT).join("configs/demo");
     for entry in ["configs/nvidia-master.yaml", "configs/runners.yaml"] {
         let text = std::fs::read_to_string(demo.join(entry)).unwrap();
         let text = text.replace("3ee2df30337a301164c46ae444b76ee67e71c106", commit);

@@ -2,15 +2,15 @@
 //! dispatches and labelled sweeps run by themselves, with scripted outcomes
 //! and artifacts in the InferenceX formats; the baseline API matches them.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use klaud::sandbox::ci::{CiSim, RunKind, Script, baseline_router};
-use klaud::sandbox::github::{GithubSim, GithubState, Permission};
+use klaud_sandbox::ci::{CiSim, RunKind, Script, baseline_router};
+use klaud_sandbox::github::{GithubSim, GithubState, Permission};
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 
@@ -23,7 +23,7 @@ const SGLANG: &str = "demo-fp4-b200-sglang";
 const PATIENCE: Duration = Duration::from_secs(60);
 
 fn demo_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("configs/demo")
+    PathBuf::from(crate::support::REPO_ROOT).join("configs/demo")
 }
 
 struct T {
@@ -670,7 +670,7 @@ fn malformed_script_files_give_clear_errors_naming_the_field() {
     );
 
     // The shipped example parses.
-    Script::from_file(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("configs/demo-ci.toml"))
+    Script::from_file(&PathBuf::from(crate::support::REPO_ROOT).join("configs/demo-ci.toml"))
         .unwrap();
 
     // The command line refuses a bad script before serving anything.
@@ -699,7 +699,7 @@ impl Drop for Child {
 #[tokio::test]
 async fn sandbox_with_ci_runs_dispatched_workflows_by_itself() {
     use std::io::BufRead;
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = PathBuf::from(crate::support::REPO_ROOT);
     let mut child = Child(
         std::process::Command::new(env!("CARGO_BIN_EXE_klaud"))
             .arg("sandbox")
@@ -801,9 +801,9 @@ fn every_real_inferencex_family_expands_into_points() {
     let mut points = 0;
     for file in ["configs/nvidia-master.yaml", "configs/amd-master.yaml"] {
         let text = std::fs::read_to_string(full.join(file)).unwrap();
-        let doc = klaud::sandbox::ci::points::parse_master(file, &text).unwrap();
+        let doc = klaud_sandbox::ci::points::parse_master(file, &text).unwrap();
         for key in doc.as_object().unwrap().keys() {
-            let spec = klaud::sandbox::ci::points::family_spec(file, key, &doc)
+            let spec = klaud_sandbox::ci::points::family_spec(file, key, &doc)
                 .unwrap_or_else(|e| panic!("{e}"));
             assert!(!spec.points.is_empty(), "{file}:{key} has no points");
             families += 1;

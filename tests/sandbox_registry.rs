@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use klaud::sandbox::registry::{Fault, RegistrySim, SimAuth, SimRoute, TagSeed, router};
 use klaud_planner::registry::{
     OCI_INDEX, OCI_MANIFEST, RegistryClient, RegistryConfig, RegistryError,
 };
+use klaud_sandbox::registry::{Fault, RegistrySim, SimAuth, SimRoute, TagSeed, router};
 use url::Url;
 
 const SEED: &str = r#"{

@@ -8,19 +8,19 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use klaud::daemon::schedule::WaveSchedule;
-use klaud::daemon::serve::{Daemon, RepoService, ServeSettings, http_router};
-use klaud::dashboard::{SnapshotFeed, StatusSnapshot};
-use klaud::sandbox::ci::Script;
-use klaud::sandbox::stack::{BOT_TOKEN, SandboxStack};
 use klaud_claims::Claimant;
 use klaud_lifecycle::engine::{Journal, MemoryJournal, Step};
+use klaud_sandbox::ci::Script;
+use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
+use klaud_service::daemon::schedule::WaveSchedule;
+use klaud_service::daemon::serve::{Daemon, RepoService, ServeSettings, http_router};
+use klaud_service::dashboard::{SnapshotFeed, StatusSnapshot};
 use tokio::sync::{Notify, watch};
 
 const REPO: &str = "demo/benchmarks";
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(crate::support::REPO_ROOT)
 }
 
 async fn stack() -> SandboxStack {
@@ -67,8 +67,7 @@ async fn daemon(
 ) -> (Daemon, SnapshotFeed) {
     let forge = klaud::cli::demo::sandbox_forge(stack).await.expect("forge");
     let registry = klaud::cli::demo::sandbox_registry(&stack.registry_url).expect("registry");
-    let baseline =
-        klaud::lifecycle::HttpBaselineSource::new(&stack.baseline_url).expect("baseline");
+    let baseline = klaud_service::HttpBaselineSource::new(&stack.baseline_url).expect("baseline");
     let (tx, feed) = Daemon::feed();
     let daemon = Daemon::new(
         vec![RepoService {
@@ -549,7 +548,7 @@ async fn a_verified_webhook_wakes_the_reconcile_loop_and_a_forged_one_does_not()
     let secret = b"klaud-test-webhook-secret";
     let app = http_router(
         feed.clone(),
-        Some(klaud::daemon::webhook::WebhookState::new(
+        Some(klaud_service::daemon::webhook::WebhookState::new(
             secret,
             Arc::clone(&wake),
         )),

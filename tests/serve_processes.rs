@@ -19,9 +19,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use klaud::sandbox::ci::{CiSim, Script};
-use klaud::sandbox::stack::{BOT_TOKEN, SandboxStack};
 use klaud_lifecycle::report::{find_record, parse_receipt};
+use klaud_sandbox::ci::{CiSim, Script};
+use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
 use serde_json::Value;
 
 const REPO: &str = "demo/benchmarks";
@@ -32,7 +32,7 @@ const LEASE: &str = "8s";
 const PATIENCE: Duration = Duration::from_secs(240);
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(crate::support::REPO_ROOT)
 }
 
 /// The demo repository with the CI simulator held back (started later).

@@ -250,8 +250,7 @@ impl PointSpec {
     }
 }
 
-/// Most points one family may expand to; the real masters stay far below.
-pub const MAX_POINTS: usize = 10_000;
+pub use klaud_planner::search_space::{MAX_POINTS, concurrencies};
 
 /// Expands a master entry's `scenarios` into points, in config order and
 /// without duplicates. `conc-start`/`conc-end` doubles from start to end, as
@@ -372,43 +371,6 @@ fn workers(v: &Value, role: bool) -> Result<Workers, String> {
         ep,
         dp_attn,
     })
-}
-
-/// The concurrencies of one search-space entry: `conc-list` as written, or
-/// `conc-start` doubling up to `conc-end` (as the InferenceX sweep
-/// generator expands them).
-pub fn concurrencies(space: &Value) -> Result<Vec<u64>, String> {
-    if let Some(list) = space.get("conc-list") {
-        let list = list.as_array().ok_or("conc-list is not a list")?;
-        if list.len() > MAX_POINTS {
-            return Err("conc-list is too long".into());
-        }
-        return list
-            .iter()
-            .map(|c| {
-                c.as_u64()
-                    .filter(|c| *c > 0)
-                    .ok_or_else(|| "conc-list holds a value that is not a positive integer".into())
-            })
-            .collect();
-    }
-    let start = uint(space, "conc-start").ok_or("conc-start is missing")?;
-    let end = uint(space, "conc-end").ok_or("conc-end is missing")?;
-    if start == 0 || start > end {
-        return Err(format!(
-            "conc-start {start} and conc-end {end} give no points"
-        ));
-    }
-    let mut out = Vec::new();
-    let mut conc = start;
-    while conc <= end {
-        out.push(conc);
-        conc = match conc.checked_mul(2) {
-            Some(next) => next,
-            None => break,
-        };
-    }
-    Ok(out)
 }
 
 /// One row of `/api/v1/benchmarks`.

@@ -13,5 +13,6 @@ pub mod image;
 pub mod plan;
 pub mod registry;
 pub mod repo;
+pub mod search_space;
 pub mod tracks;
 pub mod yaml;

@@ -3,11 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
+/// The repository root (the tests are compiled as part of `src/klaud`).
+pub const REPO_ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
 /// The shared InferenceX fixtures beside the checkout, or `None` (with a loud
 /// message) when they are absent on a developer machine. On CI (`CI` set)
 /// their absence is a failure.
 pub fn inferencex_full() -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/inferencex/full");
+    let path = Path::new(REPO_ROOT).join("../shared/fixtures/inferencex/full");
     if path.join("configs/nvidia-master.yaml").is_file() {
         return Some(path);
     }

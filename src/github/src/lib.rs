@@ -1,0 +1,340 @@
+//! The GitHub forge: every call Klaud makes to GitHub, over octocrab's raw
+//! requests with Klaud's own retry and write policy (see the `transport` module).
+//!
+//! Writes are never blindly repeated: when a write ends ambiguously (5xx,
+//! dropped connection) the forge re-reads whether the thing exists — the
+//! ref, the PR for the head branch, the comment carrying our hidden marker —
+//! and only then decides. Credentials never appear in errors, logs or
+//! `Debug` output.
+//!
+//! `klaud-github` owns the GitHub side of Klaud: the transport (retries,
+//! conditional requests, rate budget), the REST calls, the claim
+//! [`klaud_claims::RefStore`] over git refs and the lifecycle forge
+//! ([`lifecycle::GithubLifecycle`]) the engine drives. It must never decide
+//! lifecycle rules (who owns what, what an outcome is): it carries out what
+//! the lifecycle crate asks, and reports GitHub's answer faithfully.
+
+mod api;
+pub mod lifecycle;
+mod refstore;
+mod runstatus;
+mod transport;
+pub mod upstream;
+
+use std::fmt;
+use std::time::Duration;
+
+use http::HeaderName;
+use octocrab::Octocrab;
+use octocrab::service::middleware::retry::RetryConfig;
+
+pub use api::{
+    Artifact, CommentInfo, Comparison, DispatchOutcome, FileChange, JobInfo, PullInfo, RunFilter,
+    RunInfo, TreeChange, UserInfo, WorkflowInfo,
+};
+
+pub use runstatus::ForgeRunStatus;
+
+use transport::Transport;
+
+/// The REST API version Klaud is written against.
+pub const API_VERSION: &str = "2022-11-28";
+
+/// A credential. Its `Debug` and `Display` never show the value.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+    fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// How the forge authenticates.
+#[derive(Clone)]
+pub enum Credential {
+    /// A personal access token (or any token used as-is).
+    Token(Secret),
+    /// A GitHub App installation: short-lived installation tokens are minted
+    /// (and re-minted before expiry) from the app's RS256 private key. The
+    /// identity is `<app slug>[bot]`.
+    App {
+        app_id: u64,
+        private_key_pem: Secret,
+        installation_id: u64,
+    },
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Credential::Token(_) => f.write_str("Token(***)"),
+            Credential::App {
+                app_id,
+                installation_id,
+                ..
+            } => f
+                .debug_struct("App")
+                .field("app_id", app_id)
+                .field("installation_id", installation_id)
+                .field("private_key_pem", &"***")
+                .finish(),
+        }
+    }
+}
+
+/// Retry policy for reads (and for rate-limited writes).
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Attempts per request, the first included.
+    pub max_attempts: u32,
+    /// First backoff step; doubles per attempt, with jitter.
+    pub base_delay: Duration,
+    /// Cap of one backoff step.
+    pub max_delay: Duration,
+    /// Longest wait GitHub may ask for (`retry-after`, rate-limit reset)
+    /// before the forge gives up with [`GithubError::RateLimited`] instead.
+    pub max_wait: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+            max_wait: Duration::from_secs(120),
+        }
+    }
+}
+
+/// How to reach one repository.
+#[derive(Debug, Clone)]
+pub struct ForgeConfig {
+    /// API base, e.g. `https://api.github.com` or the sandbox URL.
+    pub api_url: String,
+    /// `OWNER/NAME`.
+    pub repo: String,
+    /// The login the credential must resolve to (InferenceX: `Klaud-Cold`).
+    pub bot_login: String,
+    /// The credential: a token, or a GitHub App installation.
+    pub credential: Credential,
+    pub retry: RetryPolicy,
+}
+
+/// The last rate-limit figures GitHub reported (for the dashboard).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateBudget {
+    pub limit: u64,
+    pub remaining: u64,
+    pub used: u64,
+    pub reset_unix: i64,
+    pub resource: String,
+}
+
+/// Why a GitHub operation failed. Messages name the operation (`what`) and
+/// never carry a credential.
+#[derive(Debug, thiserror::Error)]
+pub enum GithubError {
+    #[error(
+        "the GitHub credential belongs to {found:?}, but the configured bot login is {expected:?}; \
+         use a token of {expected:?} or set the bot login to {found:?}"
+    )]
+    IdentityMismatch { expected: String, found: String },
+    #[error(
+        "{what}: GitHub rejected the credential ({message}); check that the token is valid and not expired"
+    )]
+    Unauthorized { what: String, message: String },
+    #[error("{what}: not found")]
+    NotFound { what: String },
+    #[error("{what}: already exists ({message})")]
+    AlreadyExists { what: String, message: String },
+    #[error("{what}: not a fast-forward")]
+    NotFastForward { what: String },
+    #[error("{what}: GitHub answered {status}: {message}")]
+    Rejected {
+        what: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{what}: rate limited; GitHub asks to wait {retry_after_secs}s, longer than allowed")]
+    RateLimited { what: String, retry_after_secs: u64 },
+    #[error("{what}: outcome unknown ({detail}); the state could not be confirmed")]
+    Ambiguous { what: String, detail: String },
+    #[error("{what}: GitHub server error {status}")]
+    Server { what: String, status: u16 },
+    #[error("{what}: network error: {detail}")]
+    Transport { what: String, detail: String },
+    #[error("{what}: unexpected response: {detail}")]
+    Decode { what: String, detail: String },
+    #[error("GitHub forge configuration: {0}")]
+    Config(String),
+}
+
+/// A connected, identity-checked forge for one repository.
+pub struct Forge {
+    pub(crate) t: Transport,
+    /// The app-JWT client, for `GET /app` (App credentials only).
+    app: Option<Transport>,
+    pub(crate) owner: String,
+    name: String,
+    bot_login: String,
+}
+
+impl fmt::Debug for Forge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Forge")
+            .field("repo", &format_args!("{}/{}", self.owner, self.name))
+            .field("bot_login", &self.bot_login)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Forge {
+    /// Builds the client and runs the identity preflight: `GET /user` must
+    /// be the configured bot login, else [`GithubError::IdentityMismatch`].
+    pub async fn connect(config: ForgeConfig) -> Result<Self, GithubError> {
+        let forge = Self::connect_unchecked(config)?;
+        forge.preflight().await?;
+        Ok(forge)
+    }
+
+    /// Builds the client without the identity preflight (for tools that only
+    /// read). Prefer [`Forge::connect`].
+    pub fn connect_unchecked(config: ForgeConfig) -> Result<Self, GithubError> {
+        let (owner, name) = config
+            .repo
+            .split_once('/')
+            .filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
+            .ok_or_else(|| {
+                GithubError::Config(format!("repository {:?} is not OWNER/NAME", config.repo))
+            })?;
+        if config.bot_login.trim().is_empty() {
+            return Err(GithubError::Config("the bot login is empty".into()));
+        }
+        let api_url = config.api_url.trim_end_matches('/').to_string();
+        let builder = || -> Result<octocrab::OctocrabBuilder<_, _, _, _>, GithubError> {
+            Ok(Octocrab::builder()
+                .base_uri(api_url.as_str())
+                .map_err(|e| GithubError::Config(format!("API URL {api_url:?}: {e}")))?
+                .add_retry_config(RetryConfig::None)
+                .add_header(
+                    HeaderName::from_static("x-github-api-version"),
+                    API_VERSION.into(),
+                )
+                .set_connect_timeout(Some(Duration::from_secs(15)))
+                .set_read_timeout(Some(Duration::from_secs(60))))
+        };
+        let build_err =
+            |e: octocrab::Error| GithubError::Config(format!("building the HTTP client: {e}"));
+        let (gh, app) = match &config.credential {
+            Credential::Token(token) => (
+                builder()?
+                    .personal_token(token.expose().to_string())
+                    .build()
+                    .map_err(build_err)?,
+                None,
+            ),
+            Credential::App {
+                app_id,
+                private_key_pem,
+                installation_id,
+            } => {
+                let key = octocrab::jsonwebtoken::EncodingKey::from_rsa_pem(
+                    private_key_pem.expose().as_bytes(),
+                )
+                .map_err(|e| {
+                    GithubError::Config(format!(
+                        "GitHub App {app_id}: the private key is not an RSA PEM key ({e})"
+                    ))
+                })?;
+                let app_client = builder()?
+                    .app(octocrab::models::AppId(*app_id), key)
+                    .build()
+                    .map_err(build_err)?;
+                let installation = app_client
+                    .installation(octocrab::models::InstallationId(*installation_id))
+                    .map_err(build_err)?;
+                (
+                    installation,
+                    Some(Transport::new(
+                        app_client,
+                        api_url.clone(),
+                        config.retry.clone(),
+                    )),
+                )
+            }
+        };
+        Ok(Self {
+            t: Transport::new(gh, api_url, config.retry),
+            app,
+            owner: owner.to_string(),
+            name: name.to_string(),
+            bot_login: config.bot_login,
+        })
+    }
+
+    /// Checks that the credential resolves to the bot login.
+    pub async fn preflight(&self) -> Result<UserInfo, GithubError> {
+        let me = match &self.app {
+            None => self.current_user().await?,
+            Some(app) => {
+                #[derive(serde::Deserialize)]
+                struct AppInfo {
+                    id: u64,
+                    slug: String,
+                }
+                let a: AppInfo = app
+                    .get_json("identity preflight (GET /app)", "/app")
+                    .await?;
+                UserInfo {
+                    login: format!("{}[bot]", a.slug),
+                    id: a.id,
+                    name: None,
+                }
+            }
+        };
+        // GitHub logins are case-insensitive.
+        if !me.login.eq_ignore_ascii_case(&self.bot_login) {
+            return Err(GithubError::IdentityMismatch {
+                expected: self.bot_login.clone(),
+                found: me.login,
+            });
+        }
+        Ok(me)
+    }
+
+    /// `OWNER/NAME` of the repository.
+    pub fn repo(&self) -> String {
+        format!("{}/{}", self.owner, self.name)
+    }
+
+    /// The configured bot login.
+    pub fn bot_login(&self) -> &str {
+        &self.bot_login
+    }
+
+    /// The latest REST (`core`) rate-limit budget GitHub reported, if any.
+    pub fn rate_budget(&self) -> Option<RateBudget> {
+        self.t.budgets().remove("core")
+    }
+
+    /// The latest budget of every rate-limit resource seen (`core`,
+    /// `graphql`, ...), for the dashboard.
+    pub fn rate_budgets(&self) -> Vec<RateBudget> {
+        self.t.budgets().into_values().collect()
+    }
+
+    pub(crate) fn path(&self, rest: &str) -> String {
+        format!("/repos/{}/{}/{rest}", self.owner, self.name)
+    }
+}

@@ -1,0 +1,336 @@
+//! The lifecycle's [`Forge`](klaud_lifecycle::engine::Forge) over the
+//! octocrab [`crate::Forge`]: a thin mapping, the retry and write
+//! policy stay in `crate`.
+
+use async_trait::async_trait;
+use klaud_claims::RefStore;
+use klaud_lifecycle::engine::{
+    ArtifactInfo, Comment, Forge as LifecycleForge, ForgeError, OwnershipProof, Pull, Run, RunQuery,
+};
+use serde_json::Value;
+
+use crate::{Forge, GithubError, PullInfo, RunFilter, RunInfo, TreeChange};
+
+/// The lifecycle forge over GitHub.
+#[derive(Debug)]
+pub struct GithubLifecycle<'a> {
+    forge: &'a Forge,
+}
+
+impl<'a> GithubLifecycle<'a> {
+    /// Wraps a connected (identity-checked) forge.
+    pub fn new(forge: &'a Forge) -> Self {
+        Self { forge }
+    }
+}
+
+fn map(e: GithubError) -> ForgeError {
+    match e {
+        GithubError::NotFound { what } => ForgeError::NotFound(what),
+        GithubError::AlreadyExists { what, .. } => ForgeError::AlreadyExists(what),
+        GithubError::NotFastForward { what } => ForgeError::NotFastForward(what),
+        GithubError::Ambiguous { what, detail } => {
+            ForgeError::Ambiguous(format!("{what} ({detail})"))
+        }
+        other => ForgeError::Other(other.to_string()),
+    }
+}
+
+fn pull(p: PullInfo) -> Pull {
+    Pull {
+        number: p.number,
+        open: p.open,
+        draft: p.draft,
+        title: p.title,
+        body: p.body.unwrap_or_default(),
+        head_ref: p.head_ref,
+        head_sha: p.head_sha,
+        head_repo: p.head_repo,
+        author: p.author,
+        labels: p.labels,
+        html_url: p.html_url,
+    }
+}
+
+fn run(r: RunInfo) -> Run {
+    Run {
+        id: r.id,
+        attempt: u32::try_from(r.run_attempt).unwrap_or(u32::MAX),
+        title: r.display_title.or(r.name).unwrap_or_default(),
+        event: r.event,
+        status: r.status.unwrap_or_default(),
+        conclusion: r.conclusion,
+        head_sha: r.head_sha,
+        actor: r.actor,
+        created_at: r.created_at,
+        html_url: r.html_url,
+    }
+}
+
+#[async_trait]
+impl LifecycleForge for GithubLifecycle<'_> {
+    fn repo(&self) -> String {
+        self.forge.repo()
+    }
+
+    fn bot_login(&self) -> String {
+        self.forge.bot_login().to_owned()
+    }
+
+    fn refs(&self) -> &dyn RefStore {
+        self.forge
+    }
+
+    async fn read_file(&self, path: &str, git_ref: &str) -> Result<Option<Vec<u8>>, ForgeError> {
+        self.forge.get_contents(path, git_ref).await.map_err(map)
+    }
+
+    async fn find_pull(&self, branch: &str) -> Result<Option<Pull>, ForgeError> {
+        Ok(self
+            .forge
+            .find_pull_for_head(branch, "all")
+            .await
+            .map_err(map)?
+            .map(pull))
+    }
+
+    async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError> {
+        self.forge.get_pull(number).await.map(pull).map_err(map)
+    }
+
+    async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
+        Ok(self
+            .forge
+            .list_comments(number, None)
+            .await
+            .map_err(map)?
+            .into_iter()
+            .map(|c| Comment {
+                id: c.id,
+                body: c.body,
+                author: c.author,
+            })
+            .collect())
+    }
+
+    async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>, ForgeError> {
+        let filter = RunFilter {
+            workflow: Some(query.workflow.clone()),
+            event: query.event.clone(),
+            actor: query.actor.clone(),
+            head_sha: query.head_sha.clone(),
+            ..RunFilter::default()
+        };
+        Ok(self
+            .forge
+            .list_runs(&filter)
+            .await
+            .map_err(map)?
+            .into_iter()
+            .map(run)
+            .collect())
+    }
+
+    async fn get_run(&self, id: u64) -> Result<Run, ForgeError> {
+        self.forge.get_run(id).await.map(run).map_err(map)
+    }
+
+    async fn list_artifacts(&self, run: u64) -> Result<Vec<ArtifactInfo>, ForgeError> {
+        Ok(self
+            .forge
+            .list_artifacts(run)
+            .await
+            .map_err(map)?
+            .into_iter()
+            .map(|a| ArtifactInfo {
+                id: a.id,
+                name: a.name,
+                expired: a.expired,
+            })
+            .collect())
+    }
+
+    async fn download_artifact(&self, id: u64) -> Result<Vec<u8>, ForgeError> {
+        self.forge.download_artifact(id).await.map_err(map)
+    }
+
+    async fn commit_files(
+        &self,
+        _proof: &OwnershipProof,
+        parent: &str,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<String, ForgeError> {
+        let base = self.forge.git_commit(parent).await.map_err(map)?;
+        let changes: Vec<TreeChange> = files
+            .iter()
+            .map(|(path, bytes)| TreeChange {
+                path: path.clone(),
+                content: Some(bytes.clone()),
+                executable: false,
+            })
+            .collect();
+        let tree = self
+            .forge
+            .create_tree(Some(&base.tree), &changes)
+            .await
+            .map_err(map)?;
+        self.forge
+            .create_commit(message, &tree, &[parent.to_owned()])
+            .await
+            .map_err(map)
+    }
+
+    async fn create_branch(
+        &self,
+        _proof: &OwnershipProof,
+        branch: &str,
+        sha: &str,
+    ) -> Result<(), ForgeError> {
+        self.forge
+            .create_ref(&format!("refs/heads/{branch}"), sha)
+            .await
+            .map_err(map)
+    }
+
+    async fn fast_forward_branch(
+        &self,
+        _proof: &OwnershipProof,
+        branch: &str,
+        sha: &str,
+    ) -> Result<(), ForgeError> {
+        self.forge
+            .update_ref(&format!("refs/heads/{branch}"), sha, false)
+            .await
+            .map_err(map)
+    }
+
+    async fn delete_branch(&self, _proof: &OwnershipProof, branch: &str) -> Result<(), ForgeError> {
+        self.forge
+            .delete_ref(&format!("refs/heads/{branch}"))
+            .await
+            .map_err(map)
+    }
+
+    async fn create_draft_pull(
+        &self,
+        _proof: &OwnershipProof,
+        title: &str,
+        head: &str,
+        base: &str,
+        body: &str,
+    ) -> Result<Pull, ForgeError> {
+        self.forge
+            .create_pull(title, head, base, body, true)
+            .await
+            .map(pull)
+            .map_err(map)
+    }
+
+    async fn update_pull_body(
+        &self,
+        _proof: &OwnershipProof,
+        number: u64,
+        body: &str,
+    ) -> Result<(), ForgeError> {
+        self.forge
+            .update_pull(number, None, Some(body), None)
+            .await
+            .map(|_| ())
+            .map_err(map)
+    }
+
+    async fn close_pull(&self, _proof: &OwnershipProof, number: u64) -> Result<(), ForgeError> {
+        self.forge
+            .update_pull(number, None, None, Some("closed"))
+            .await
+            .map(|_| ())
+            .map_err(map)
+    }
+
+    async fn set_draft(
+        &self,
+        _proof: &OwnershipProof,
+        pull: &Pull,
+        draft: bool,
+    ) -> Result<(), ForgeError> {
+        // The draft mutations need the node id, which only the full read has.
+        let info = self.forge.get_pull(pull.number).await.map_err(map)?;
+        if info.draft == draft {
+            return Ok(());
+        }
+        self.forge.set_draft(&info, draft).await.map_err(map)
+    }
+
+    async fn create_comment(
+        &self,
+        _proof: &OwnershipProof,
+        number: u64,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        let c = self.forge.create_comment(number, body).await.map_err(map)?;
+        Ok(Comment {
+            id: c.id,
+            body: c.body,
+            author: c.author,
+        })
+    }
+
+    async fn update_comment(
+        &self,
+        _proof: &OwnershipProof,
+        id: u64,
+        body: &str,
+    ) -> Result<(), ForgeError> {
+        self.forge
+            .update_comment(id, body)
+            .await
+            .map(|_| ())
+            .map_err(map)
+    }
+
+    async fn add_labels(
+        &self,
+        _proof: &OwnershipProof,
+        number: u64,
+        labels: &[String],
+    ) -> Result<(), ForgeError> {
+        let names: Vec<&str> = labels.iter().map(String::as_str).collect();
+        self.forge
+            .add_labels(number, &names)
+            .await
+            .map(|_| ())
+            .map_err(map)
+    }
+
+    async fn remove_label(
+        &self,
+        _proof: &OwnershipProof,
+        number: u64,
+        label: &str,
+    ) -> Result<(), ForgeError> {
+        self.forge.remove_label(number, label).await.map_err(map)
+    }
+
+    async fn dispatch(
+        &self,
+        _proof: &OwnershipProof,
+        workflow: &str,
+        git_ref: &str,
+        inputs: &Value,
+    ) -> Result<Option<u64>, ForgeError> {
+        self.forge
+            .dispatch_workflow(workflow, git_ref, inputs)
+            .await
+            .map(|d| d.run_id)
+            .map_err(map)
+    }
+
+    async fn rerun_run(&self, _proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
+        self.forge.rerun_run(id).await.map_err(map)
+    }
+
+    async fn cancel_run(&self, _proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
+        self.forge.cancel_run(id).await.map_err(map)
+    }
+}

@@ -1,0 +1,403 @@
+//! `klaud demo`: the whole sandbox in-process (GitHub simulator seeded from
+//! `configs/demo`, registry simulator from `configs/demo-registry.json`, the
+//! CI simulator running `configs/demo-ci.toml`, the baseline API), then
+//! waves of the real lifecycle against it until every candidate has an
+//! outcome, and a summary with the PR URLs.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use klaud_claims::Claimant;
+use klaud_lifecycle::engine::{EngineConfig, Journal, MemoryJournal};
+use klaud_planner::plan::PlanOptions;
+use klaud_planner::registry::{RegistryClient, RegistryConfig};
+use serde::Serialize;
+
+use tokio::sync::watch;
+
+use super::CliError;
+use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+use klaud_sandbox::ci::Script;
+use klaud_sandbox::github::LogEntry;
+use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
+use klaud_service::daemon::schedule::WaveSchedule;
+use klaud_service::daemon::serve::{Daemon, RepoService, ServeSettings};
+use klaud_service::wave::{CandidateSummary, WaveOptions, render_summary, run_wave};
+use klaud_service::{HttpBaselineSource, StoreJournal};
+use klaud_store::Store;
+
+/// Arguments of `klaud demo`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print one JSON object (`candidates`, each with `family`, `image`,
+    /// `outcome`, `phase`, `pull_request`, `runs`, `repairs`).
+    #[arg(long)]
+    json: bool,
+    /// Also print GitHub request figures (per candidate, writes,
+    /// content-creating, per idle wave) to stderr.
+    #[arg(long)]
+    stats: bool,
+    /// Exit once every candidate has an outcome and print the summary
+    /// (default: keep serving the dashboard until Ctrl-C).
+    #[arg(long)]
+    exit_when_done: bool,
+    /// Dashboard address (port 0 picks a free one).
+    #[arg(long, default_value = klaud_service::dashboard::DEFAULT_LISTEN, value_name = "ADDR")]
+    dashboard: String,
+    /// With `--exit-when-done`: give up after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout_secs: u64,
+    /// Directory of the sample repository (default: `configs/demo`).
+    #[arg(long)]
+    seed: Option<PathBuf>,
+    /// Registry seed (default: `configs/demo-registry.json`).
+    #[arg(long)]
+    registry_seed: Option<PathBuf>,
+    /// CI script (default: `configs/demo-ci.toml`).
+    #[arg(long)]
+    ci: Option<PathBuf>,
+    /// Keep the journal in this directory (default: in memory).
+    #[arg(long)]
+    store: Option<PathBuf>,
+}
+
+/// `configs/<name>` under the working directory, else under the source
+/// tree this binary was built from.
+fn default_path(name: &str) -> PathBuf {
+    let local = Path::new("configs").join(name);
+    if local.exists() {
+        return local;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../configs")
+        .join(name)
+}
+
+/// The demo's result.
+#[derive(Debug, Serialize)]
+pub struct DemoReport {
+    /// Every candidate, by family.
+    pub candidates: Vec<CandidateSummary>,
+    /// Waves run.
+    pub waves: usize,
+}
+
+/// GitHub request figures from the simulator's log.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct RequestFigures {
+    /// Every API request.
+    pub total: usize,
+    /// Requests that are not reads.
+    pub writes: usize,
+    /// Writes that count against GitHub's content-creation limit.
+    pub content_creating: usize,
+}
+
+impl RequestFigures {
+    /// Counts a slice of the request log.
+    pub fn of(log: &[LogEntry]) -> Self {
+        let mut f = Self::default();
+        for e in log {
+            if e.path.starts_with("/_sandbox") {
+                continue;
+            }
+            f.total += 1;
+            if e.method != "GET" && e.method != "HEAD" && e.path != "/graphql" {
+                f.writes += 1;
+            }
+            if e.method == "POST" && is_content_creating(&e.path) {
+                f.content_creating += 1;
+            }
+            if e.path == "/graphql" {
+                // Draft mutations are writes too.
+                f.writes += 1;
+            }
+        }
+        f
+    }
+}
+
+/// GitHub's secondary limit counts requests that create content: comments,
+/// PRs, commits and git objects, refs, dispatches.
+fn is_content_creating(path: &str) -> bool {
+    let path = path.split('?').next().unwrap_or(path);
+    path.ends_with("/comments")
+        || path.ends_with("/pulls")
+        || path.ends_with("/git/blobs")
+        || path.ends_with("/git/trees")
+        || path.ends_with("/git/commits")
+        || path.ends_with("/git/refs")
+        || path.ends_with("/dispatches")
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let seed = args.seed.clone().unwrap_or_else(|| default_path("demo"));
+    let registry_seed = args
+        .registry_seed
+        .clone()
+        .unwrap_or_else(|| default_path("demo-registry.json"));
+    let ci = args
+        .ci
+        .clone()
+        .unwrap_or_else(|| default_path("demo-ci.toml"));
+    let registry_text = std::fs::read_to_string(&registry_seed)
+        .with_context(|| format!("reading {}", registry_seed.display()))?;
+    let script = Script::from_file(&ci).map_err(|e| anyhow::anyhow!("{}: {e}", ci.display()))?;
+    if !seed.is_dir() {
+        return Err(CliError::bad_input(anyhow::anyhow!(
+            "{} is not a directory",
+            seed.display()
+        )));
+    }
+    let runtime = super::runtime()?;
+    let (report, figures) = runtime
+        .block_on(demo(&args, &seed, &registry_text, script))
+        .map_err(CliError::failure)?;
+    if args.json {
+        let mut text = serde_json::to_string_pretty(&report).map_err(anyhow::Error::from)?;
+        text.push('\n');
+        super::emit(&text);
+    } else {
+        let summary = klaud_service::WaveSummary {
+            base: String::new(),
+            candidates: report.candidates.clone(),
+            skipped: Vec::new(),
+            answered: Vec::new(),
+            families: Vec::new(),
+        };
+        super::emit(&render_summary(&summary));
+        super::emit(&format!("{} wave(s)\n", report.waves));
+    }
+    if args.stats {
+        let (all, idle, validated) = figures;
+        let per = |n: usize| {
+            if validated == 0 {
+                0.0
+            } else {
+                n as f64 / validated as f64
+            }
+        };
+        eprintln!(
+            "GitHub requests of the whole demo: {} total, {} writes, {} content-creating; averaged \
+             over the {validated} validated candidates (failed ones' requests included): {:.1} total, \
+             {:.1} writes, {:.1} content-creating; one idle wave afterwards: {} total, {} writes",
+            all.total,
+            all.writes,
+            all.content_creating,
+            per(all.total),
+            per(all.writes),
+            per(all.content_creating),
+            idle.total,
+            idle.writes,
+        );
+    }
+    let done =
+        !report.candidates.is_empty() && report.candidates.iter().all(|c| c.outcome.is_some());
+    if done || !args.exit_when_done {
+        Ok(())
+    } else {
+        Err(CliError::failure(anyhow::anyhow!(
+            "some candidates have no outcome after {} s",
+            args.timeout_secs
+        )))
+    }
+}
+
+/// The demo's registry client: every registry host the demo images name
+/// goes to the simulator.
+pub fn sandbox_registry(url: &str) -> anyhow::Result<RegistryClient> {
+    let mut config = RegistryConfig::default();
+    let url = url::Url::parse(url)?;
+    for host in ["docker.io", "nvcr.io", "hub.docker.com", "ghcr.io"] {
+        config.mirrors.insert(host.into(), url.clone());
+    }
+    config.retry_base_delay = Duration::from_millis(5);
+    config.max_retries = 2;
+    Ok(RegistryClient::new(config)?)
+}
+
+/// Connects to the stack's GitHub simulator as the bot.
+pub async fn sandbox_forge(stack: &SandboxStack) -> anyhow::Result<Forge> {
+    Ok(Forge::connect(ForgeConfig {
+        api_url: stack.github.url(),
+        repo: stack.repo.clone(),
+        bot_login: stack.bot.clone(),
+        credential: Credential::Token(Secret::new(BOT_TOKEN)),
+        retry: RetryPolicy {
+            max_attempts: 3,
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(50),
+            max_wait: Duration::from_secs(2),
+        },
+    })
+    .await?)
+}
+
+/// Engine settings for the sandbox: the defaults with short waits.
+pub fn sandbox_engine(owner_run: u64) -> EngineConfig {
+    let mut engine = EngineConfig::new(owner_run);
+    engine.dispatch_grace = chrono::TimeDelta::seconds(5);
+    engine
+}
+
+/// Every stale demo family in one wave.
+fn demo_plan() -> PlanOptions<'static> {
+    let mut plan = PlanOptions::new(chrono::Utc::now());
+    plan.max_candidates = 10;
+    plan
+}
+
+type Figures = (RequestFigures, RequestFigures, usize);
+
+async fn demo(
+    args: &Args,
+    seed: &Path,
+    registry_seed: &str,
+    script: Script,
+) -> anyhow::Result<(DemoReport, Figures)> {
+    let stack = SandboxStack::start(
+        "demo/benchmarks",
+        "Klaud-Cold",
+        seed,
+        registry_seed,
+        Some(script),
+        Duration::from_millis(20),
+    )
+    .await?;
+    let forge = sandbox_forge(&stack).await?;
+    let registry = sandbox_registry(&stack.registry_url)?;
+    let baseline = HttpBaselineSource::new(&stack.baseline_url).map_err(anyhow::Error::msg)?;
+    let (journal, store): (Arc<dyn Journal>, Option<Store>) = match &args.store {
+        Some(dir) => {
+            let store = Store::open(dir)?;
+            (Arc::new(StoreJournal::new(store.clone())), Some(store))
+        }
+        None => (Arc::new(MemoryJournal::new()), None),
+    };
+    let claimant = Claimant::new(uuid::Uuid::new_v4());
+    let owner_run = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(1);
+
+    let listen: std::net::SocketAddr = args.dashboard.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "--dashboard {:?} is not an address like 127.0.0.1:8723",
+            args.dashboard
+        )
+    })?;
+    klaud_service::dashboard::check_listen(listen, false).map_err(anyhow::Error::msg)?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let bound = listener.local_addr()?;
+    // First line, so a newcomer (and a test) can open the page at once.
+    let line = format!("dashboard: http://{bound}/\n");
+    if args.json {
+        eprint!("{line}");
+    } else {
+        super::emit(&line);
+    }
+    let (feed_tx, feed) = Daemon::feed();
+    let server = tokio::spawn({
+        let app = klaud_service::daemon::serve::http_router(feed.clone(), None);
+        async move { axum::serve(listener, app).await }
+    });
+    let daemon = Daemon::new(
+        vec![RepoService {
+            forge,
+            journal: Arc::clone(&journal),
+            store: store.clone(),
+        }],
+        registry,
+        Box::new(baseline),
+        None,
+        ServeSettings {
+            claimant: claimant.clone(),
+            engine: sandbox_engine(owner_run),
+            schedule: WaveSchedule::parse("*/5 * * * *", "UTC").map_err(anyhow::Error::msg)?,
+            wave_on_start: true,
+            reconcile_interval: Duration::from_millis(200),
+            concurrency: 10,
+            max_candidates: 10,
+            min_age: demo_plan().min_age,
+            cooldown: Duration::ZERO,
+            rules: Vec::new(),
+            release_rules: Vec::new(),
+            upstream: BTreeMap::new(),
+            poll: Duration::from_millis(50),
+            pass_wait: Duration::ZERO,
+        },
+        feed_tx,
+    )?;
+    let (stop_tx, stop) = watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    tokio::spawn(klaud_service::daemon::serve::shutdown_on_signal(
+        Arc::clone(&stop_tx),
+    ));
+    if args.exit_when_done {
+        let stop_tx = Arc::clone(&stop_tx);
+        let mut feed = feed.clone();
+        let timeout = Duration::from_secs(args.timeout_secs);
+        tokio::spawn(async move {
+            let watch = async {
+                while feed.changed().await.is_ok() {
+                    let snapshot = Arc::clone(&feed.borrow_and_update());
+                    let finished = !snapshot.repositories.is_empty()
+                        && snapshot.repositories.iter().all(|r| {
+                            !r.candidates.is_empty()
+                                && r.candidates.iter().all(|c| c.outcome.is_some())
+                        });
+                    if finished {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(timeout, watch).await;
+            let _ = stop_tx.send(true);
+        });
+    }
+    let wake = Arc::new(tokio::sync::Notify::new());
+    daemon.run(wake, stop).await?;
+    server.abort();
+    let waves = usize::try_from(feed.borrow().waves_total).unwrap_or(usize::MAX);
+    let (forge, registry, baseline) = (
+        &daemon.repos()[0].forge,
+        daemon.registry(),
+        daemon.baseline(),
+    );
+    let mut all: BTreeMap<String, CandidateSummary> = BTreeMap::new();
+    for rec in journal.list().await.map_err(|e| anyhow::anyhow!("{e}"))? {
+        all.insert(rec.candidate.clone(), CandidateSummary::of(&rec, None));
+    }
+    let full = stack.state().request_log().await;
+    let before_idle = full.len();
+    let options = WaveOptions {
+        claimant: claimant.clone(),
+        engine: sandbox_engine(owner_run),
+        plan: demo_plan(),
+        poll: Duration::from_millis(50),
+        wait: Duration::from_secs(0),
+        cooldown: Duration::ZERO,
+        upstream: None,
+        cache: None,
+        stop: None,
+    };
+    if args.stats {
+        run_wave(forge, journal.as_ref(), registry, baseline, None, options).await?;
+    }
+    let after = stack.state().request_log().await;
+    let validated = all
+        .values()
+        .filter(|c| c.outcome.as_deref() == Some("validated"))
+        .count();
+    let figures = (
+        RequestFigures::of(&full),
+        RequestFigures::of(&after[before_idle.min(after.len())..]),
+        validated,
+    );
+    let mut candidates: Vec<CandidateSummary> = all.into_values().collect();
+    candidates.sort_by(|a, b| a.family.cmp(&b.family));
+    Ok((DemoReport { candidates, waves }, figures))
+}

@@ -1,0 +1,989 @@
+//! `klaud doctor`: checks that a configuration, token and machine can run
+//! Klaud against a repository — before anything is touched. Every check
+//! only reads (GitHub, the registries, the baseline API, the store) and the
+//! run keeps going after a failure, so one run lists every problem.
+//!
+//! Exit codes: 0 when nothing failed (warnings allowed), 2 when a check
+//! failed (configuration, credentials or repository setup to fix), 1 only
+//! when doctor itself could not run.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use klaud_claims::{ClaimBook, ClaimEntry, Claimant, SystemClock};
+use klaud_planner::registry::{ApiBase, Challenge, RegistryClient, RegistryConfig};
+use klaud_planner::repo::Repository;
+use serde::Serialize;
+
+use super::CliError;
+use super::wave::{Connection, engine_config};
+use crate::config::Config;
+use klaud_github::{Credential, Forge, ForgeConfig, GithubError, RateBudget, RetryPolicy, Secret};
+use klaud_service::HttpBaselineSource;
+use klaud_store::{Store, StoreError, trees};
+
+/// Upper bound of one check on top of the clients' own timeouts and
+/// retries, so a check that keeps being retried cannot hold the run.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Every check's name, in the order they run.
+pub const CHECKS: [&str; 11] = [
+    "config",
+    "token",
+    "identity",
+    "permission",
+    "base-branch",
+    "workflows",
+    "claims",
+    "rate-limit",
+    "registries",
+    "baseline",
+    "store",
+];
+
+/// Below this share of the REST budget the rate-limit check warns.
+const LOW_BUDGET_PERCENT: u64 = 10;
+
+/// Arguments of `klaud doctor`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    connection: Connection,
+    /// Use another base URL for a registry host, e.g. `docker.io=http://127.0.0.1:5000`
+    /// (repeatable; adds to and overrides `[registry.mirrors]`).
+    #[arg(long = "mirror", value_name = "HOST=URL")]
+    mirrors: Vec<String>,
+    /// Print a JSON array of checks instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Nothing to do.
+    Ok,
+    /// Klaud can run, but look at this (or it could not be checked).
+    Warn,
+    /// Klaud cannot work like this; the detail says what to fix.
+    Fail,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+        }
+    }
+}
+
+/// One check: its name, how it came out, and one line saying what was
+/// found and, when not ok, what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// Short stable name (`identity`, `claims`, ...).
+    pub name: &'static str,
+    /// The verdict.
+    pub status: Status,
+    /// What was found (and what to do).
+    pub detail: String,
+}
+
+impl Check {
+    fn ok(name: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            name,
+            status: Status::Ok,
+            detail: detail.into(),
+        }
+    }
+    fn warn(name: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            name,
+            status: Status::Warn,
+            detail: detail.into(),
+        }
+    }
+    fn fail(name: &'static str, detail: impl Into<String>) -> Self {
+        Self {
+            name,
+            status: Status::Fail,
+            detail: detail.into(),
+        }
+    }
+    /// A check that could not run because an earlier one did not pass.
+    fn skipped(name: &'static str, because: &str) -> Self {
+        Self::warn(name, format!("not checked: {because}"))
+    }
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let runtime = super::runtime()?;
+    let checks = runtime.block_on(diagnose(&args.connection, &args.mirrors));
+    if args.json {
+        let mut text = serde_json::to_string_pretty(&checks)
+            .context("cannot encode the checks as JSON")
+            .map_err(CliError::failure)?;
+        text.push('\n');
+        super::emit(&text);
+    } else {
+        super::emit(&render(&checks));
+    }
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|c| c.status == Status::Fail)
+        .map(|c| c.name)
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::bad_input(anyhow::anyhow!(
+            "{} check(s) failed: {}",
+            failed.len(),
+            failed.join(", ")
+        )))
+    }
+}
+
+/// The table, then a one-line count.
+fn render(checks: &[Check]) -> String {
+    let rows: Vec<[String; 3]> = checks
+        .iter()
+        .map(|c| {
+            [
+                c.name.to_owned(),
+                c.status.as_str().to_owned(),
+                c.detail.clone(),
+            ]
+        })
+        .collect();
+    let mut out = super::families::render_table(&["CHECK", "STATUS", "DETAIL"], &rows);
+    let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
+    out.push_str(&format!(
+        "\n{} checks: {} ok, {} warn, {} fail\n",
+        checks.len(),
+        count(Status::Ok),
+        count(Status::Warn),
+        count(Status::Fail)
+    ));
+    out
+}
+
+/// Runs `check`, turning a run past [`CHECK_TIMEOUT`] into a failure.
+async fn bounded<T>(name: &'static str, check: impl Future<Output = T>) -> Result<T, Check> {
+    tokio::time::timeout(CHECK_TIMEOUT, check)
+        .await
+        .map_err(|_| {
+            Check::fail(
+                name,
+                format!(
+                    "did not finish within {}s; check the network path to the service",
+                    CHECK_TIMEOUT.as_secs()
+                ),
+            )
+        })
+}
+
+/// Every check, in order.
+pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check> {
+    let mut checks = Vec::new();
+
+    // 1. configuration
+    let (loaded, check) = check_config(connection, mirrors);
+    checks.push(check);
+    let Some(Loaded { config, registry }) = loaded else {
+        let why = "the configuration did not load";
+        checks.extend(CHECKS[1..].iter().map(|&name| Check::skipped(name, why)));
+        return checks;
+    };
+
+    // 2. token
+    let found = config.github.token_from(|name| std::env::var(name));
+    let token = found
+        .as_ref()
+        .ok()
+        .and_then(|t| t.as_ref())
+        .map(|t| t.token.clone());
+    checks.push(match &found {
+        Err(e) => Check::fail("token", e.clone()),
+        Ok(Some(t)) => Check::ok(
+            "token",
+            format!("found in ${} (value not shown)", t.variable),
+        ),
+        Ok(None) if config.github.token_env.is_empty() => Check::fail(
+            "token",
+            "github.token_env names no environment variable; list the variables the token may be in",
+        ),
+        Ok(None) => Check::fail(
+            "token",
+            format!(
+                "none of {} is set; set one to a token of {}",
+                config
+                    .github
+                    .token_env
+                    .iter()
+                    .map(|n| format!("${n}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                config.github.bot_login
+            ),
+        ),
+    });
+
+    // 3. identity (and whether GitHub can be asked anything else)
+    let forge = match (&config.github.repository, token) {
+        (None, _) => {
+            checks.push(Check::skipped("identity", "no repository is configured"));
+            None
+        }
+        (Some(_), None) => {
+            checks.push(Check::skipped("identity", "no GitHub token"));
+            None
+        }
+        (Some(repo), Some(token)) => {
+            let (forge, check) = check_identity(&config, repo, token).await;
+            checks.push(check);
+            forge
+        }
+    };
+
+    let engine = engine_config(&config, 0);
+    let mut repository = None;
+    match &forge {
+        None => {
+            let why = "GitHub could not be asked (see the checks above)";
+            for name in [
+                "permission",
+                "base-branch",
+                "workflows",
+                "claims",
+                "rate-limit",
+            ] {
+                checks.push(Check::skipped(name, why));
+            }
+        }
+        Some(forge) => {
+            // 4. permission
+            checks.push(
+                bounded("permission", check_permission(forge))
+                    .await
+                    .unwrap_or_else(|c| c),
+            );
+            // 5. base branch
+            let (repo, check) = bounded("base-branch", check_base(forge, &engine.base_branch))
+                .await
+                .unwrap_or_else(|c| (None, c));
+            repository = repo;
+            checks.push(check);
+            // 6. workflows
+            let workflows = [
+                (
+                    engine.smoke_workflow.as_str(),
+                    "Klaud dispatches it for the smoke test",
+                ),
+                (
+                    engine.sweep_workflow.as_str(),
+                    "Klaud watches the final sweep it runs",
+                ),
+            ];
+            checks.push(
+                bounded("workflows", check_workflows(forge, &workflows))
+                    .await
+                    .unwrap_or_else(|c| c),
+            );
+            // 7. claims
+            checks.push(
+                bounded("claims", check_claims(forge))
+                    .await
+                    .unwrap_or_else(|c| c),
+            );
+            // 8. rate limit
+            checks.push(
+                bounded("rate-limit", check_rate_limit(forge))
+                    .await
+                    .unwrap_or_else(|c| c),
+            );
+        }
+    }
+
+    // 9. registries
+    checks.push(match (&repository, registry) {
+        (_, None) => Check::skipped(
+            "registries",
+            "the registry settings are unusable (see config)",
+        ),
+        (None, _) => Check::skipped(
+            "registries",
+            "needs the families of the base branch (see base-branch)",
+        ),
+        (Some(repository), Some(registry)) => {
+            bounded("registries", check_registries(registry, repository))
+                .await
+                .unwrap_or_else(|c| c)
+        }
+    });
+
+    // 10. baseline
+    checks.push(
+        bounded("baseline", check_baseline(&config.lifecycle.baseline_api))
+            .await
+            .unwrap_or_else(|c| c),
+    );
+
+    // 11. store (synchronous: sled; waiting out another holder's lock takes
+    // a few seconds at most)
+    let store = connection
+        .store
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&config.daemon.store));
+    let instance = super::wave::parse_instance_id(connection.instance_id.as_deref())
+        .map_err(|e| format!("{:#}", e.error));
+    let in_actions = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
+    checks.push(
+        tokio::task::spawn_blocking(move || {
+            // sled writes `conf` when it creates a store.
+            let fresh = !store.join("conf").exists();
+            instance_check(check_store(&store), instance, in_actions && fresh)
+        })
+        .await
+        .unwrap_or_else(|e| Check::fail("store", format!("the check stopped: {e}"))),
+    );
+    checks
+}
+
+/// The store check, with what it means for the instance id: a malformed
+/// `--instance-id` fails; an Actions run with a fresh store
+/// (`fresh_in_actions`) and no fixed id would make each run a new instance
+/// (the next run would take this run's candidates for orphans).
+fn instance_check(
+    store: Check,
+    instance: Result<Option<uuid::Uuid>, String>,
+    fresh_in_actions: bool,
+) -> Check {
+    match instance {
+        Err(e) => Check::fail(store.name, e),
+        Ok(Some(id)) if store.status != Status::Fail => Check {
+            detail: format!("{}; instance id {id} (--instance-id)", store.detail),
+            ..store
+        },
+        Ok(None) if fresh_in_actions && store.status == Status::Ok => Check::warn(
+            store.name,
+            format!(
+                "{}, and no KLAUD_INSTANCE_ID: in Actions with a fresh store every run is a \
+                     new instance, and the next run ends this run's candidates as orphans; set \
+                     KLAUD_INSTANCE_ID to a fixed UUID",
+                store.detail
+            ),
+        ),
+        Ok(_) => store,
+    }
+}
+
+/// The configuration with the command-line overrides applied, and the
+/// registry settings built from it (`None` when they are unusable; the
+/// config check then says why).
+struct Loaded {
+    config: Config,
+    registry: Option<RegistryConfig>,
+}
+
+/// Loads the configuration with the command-line overrides applied, and
+/// checks the registry settings (`--mirror`, `[registry.mirrors]`, the
+/// credential variables) up front so a typo there shows even when the
+/// registries cannot be asked.
+fn check_config(c: &Connection, mirrors: &[String]) -> (Option<Loaded>, Check) {
+    const NAME: &str = "config";
+    let (mut config, origin) = match &c.config {
+        Some(path) => match Config::load(path) {
+            Ok(config) => (config, path.display().to_string()),
+            Err(e) => {
+                return (
+                    None,
+                    Check::fail(NAME, format!("{e}; fix the file and run doctor again")),
+                );
+            }
+        },
+        None => (
+            Config::default(),
+            "no file (--config or $KLAUD_CONFIG): built-in defaults".to_owned(),
+        ),
+    };
+    if let Some(api) = &c.github_api {
+        if let Err(e) = url::Url::parse(api) {
+            return (
+                None,
+                Check::fail(NAME, format!("--github-api {api:?} is not a URL: {e}")),
+            );
+        }
+        config.github.api_url = api.clone();
+    }
+    if let Some(repo) = &c.repo {
+        config.github.repository = Some(repo.clone());
+    }
+    let mut check = match &config.github.repository {
+        None => Check::fail(
+            NAME,
+            format!("{origin}, but no repository: pass --repo OWNER/NAME or set github.repository"),
+        ),
+        Some(repo) if !is_owner_name(repo) => Check::fail(
+            NAME,
+            format!("{origin}, but the repository {repo:?} is not OWNER/NAME"),
+        ),
+        Some(repo) => Check::ok(
+            NAME,
+            format!(
+                "{origin}: {repo} at {}, bot {}, base branch {}",
+                config.github.api_url, config.github.bot_login, config.lifecycle.base_branch
+            ),
+        ),
+    };
+    // A bad repository fails here once; the GitHub checks then have
+    // nothing to ask about.
+    if check.status == Status::Fail {
+        config.github.repository = None;
+    }
+    let registry = match super::plan::registry_config(&config, mirrors) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            let problem = format!("{:#}", e.error);
+            check = if check.status == Status::Fail {
+                Check::fail(NAME, format!("{}; and {problem}", check.detail))
+            } else {
+                Check::fail(NAME, format!("{origin}: {problem}"))
+            };
+            None
+        }
+    };
+    (Some(Loaded { config, registry }), check)
+}
+
+fn is_owner_name(repo: &str) -> bool {
+    matches!(repo.split_once('/'), Some((o, n)) if !o.is_empty() && !n.is_empty() && !n.contains('/'))
+}
+
+/// The identity preflight, kept apart from connecting so that a token of
+/// another account still lets the read-only checks after it run.
+async fn check_identity(config: &Config, repo: &str, token: Secret) -> (Option<Forge>, Check) {
+    const NAME: &str = "identity";
+    let forge = match Forge::connect_unchecked(ForgeConfig {
+        api_url: config.github.api_url.clone(),
+        repo: repo.to_owned(),
+        bot_login: config.github.bot_login.clone(),
+        credential: Credential::Token(token),
+        retry: RetryPolicy::default(),
+    }) {
+        Ok(forge) => forge,
+        Err(e) => return (None, Check::fail(NAME, e.to_string())),
+    };
+    match bounded(NAME, forge.preflight()).await {
+        Err(check) => (None, check),
+        Ok(Ok(me)) => (
+            Some(forge),
+            Check::ok(
+                NAME,
+                format!(
+                    "the token belongs to {}, the configured bot login",
+                    me.login
+                ),
+            ),
+        ),
+        // The token works, it is only someone else's: everything after this
+        // only reads, so it still runs (and shows what else is wrong).
+        Ok(Err(e @ GithubError::IdentityMismatch { .. })) => {
+            (Some(forge), Check::fail(NAME, e.to_string()))
+        }
+        // A rejected token or an unreachable API fails every later call
+        // the same way; say it once.
+        Ok(Err(e)) => (None, Check::fail(NAME, e.to_string())),
+    }
+}
+
+async fn check_permission(forge: &Forge) -> Check {
+    const NAME: &str = "permission";
+    let bot = forge.bot_login();
+    let repo = forge.repo();
+    match forge.collaborator_permission(bot).await {
+        Ok(p) if matches!(p.as_str(), "admin" | "maintain" | "write") => {
+            Check::ok(NAME, format!("{bot} has {p} access to {repo}"))
+        }
+        Ok(p) => Check::fail(
+            NAME,
+            format!(
+                "{bot} has only {p:?} access to {repo}; Klaud pushes branches, opens PRs and \
+                 creates claim refs: give it write (or maintain) access"
+            ),
+        ),
+        Err(GithubError::NotFound { .. }) => Check::fail(
+            NAME,
+            format!(
+                "{repo} or the user {bot} was not found (or the token cannot see them); \
+                 check github.repository and github.bot_login"
+            ),
+        ),
+        Err(e) => Check::fail(NAME, format!("{e}; the bot needs write access to {repo}")),
+    }
+}
+
+/// Reads the base branch as a wave would (without the store's blob cache,
+/// which would write to it) and opens the repository model.
+async fn check_base(forge: &Forge, branch: &str) -> (Option<Repository>, Check) {
+    const NAME: &str = "base-branch";
+    let (sha, _checkout, repository) = match klaud_service::base_checkout(forge, branch, None).await
+    {
+        Ok(parts) => parts,
+        Err(klaud_service::wave::WaveError::NoBase(_)) => {
+            return (
+                None,
+                Check::fail(
+                    NAME,
+                    format!(
+                        "{} has no branch {branch:?}; set lifecycle.base_branch",
+                        forge.repo()
+                    ),
+                ),
+            );
+        }
+        Err(e) => {
+            return (
+                None,
+                Check::fail(
+                    NAME,
+                    format!("{branch}: {e}; fix the master configs on {branch}"),
+                ),
+            );
+        }
+    };
+    let masters: BTreeSet<&str> = repository
+        .families()
+        .iter()
+        .filter_map(|f| f.family.split_once(':').map(|(file, _)| file))
+        .collect();
+    let short = sha.get(..7).unwrap_or(&sha);
+    let found = format!(
+        "{branch} at {short}: {} families in {} master config(s)",
+        repository.families().len(),
+        masters.len()
+    );
+    let check = if repository.families().is_empty() {
+        Check::fail(
+            NAME,
+            format!(
+                "{found}; the master configs have no entries, so there is nothing to keep fresh"
+            ),
+        )
+    } else if repository.warnings().is_empty() {
+        Check::ok(NAME, found)
+    } else {
+        let warnings = repository.warnings();
+        let shown: Vec<String> = warnings.iter().take(3).map(ToString::to_string).collect();
+        let more = warnings.len().saturating_sub(shown.len());
+        Check::warn(
+            NAME,
+            format!(
+                "{found}; {} warning(s): {}{}; see `klaud families` on a checkout",
+                warnings.len(),
+                shown.join("; "),
+                if more > 0 {
+                    format!("; and {more} more")
+                } else {
+                    String::new()
+                }
+            ),
+        )
+    };
+    (Some(repository), check)
+}
+
+async fn check_workflows(forge: &Forge, workflows: &[(&str, &str)]) -> Check {
+    const NAME: &str = "workflows";
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    for (file, why) in workflows {
+        match forge.get_workflow(file).await {
+            Ok(Some(w)) if w.state == "active" => found.push(format!("{file} ({})", w.name)),
+            Ok(Some(w)) => problems.push(format!(
+                "{file} is {} ({why}): enable it in the Actions tab",
+                w.state
+            )),
+            Ok(None) => problems.push(format!(
+                "{file} is missing ({why}): add .github/workflows/{file} to the default branch"
+            )),
+            Err(e) => problems.push(format!("{file}: {e}")),
+        }
+    }
+    if problems.is_empty() {
+        Check::ok(NAME, format!("active: {}", found.join(", ")))
+    } else {
+        Check::fail(NAME, problems.join("; "))
+    }
+}
+
+async fn check_claims(forge: &Forge) -> Check {
+    const NAME: &str = "claims";
+    // Listing only reads; the claimant is never used to write.
+    let clock = SystemClock;
+    let book = ClaimBook::new(forge, &clock, Claimant::new(uuid::Uuid::nil()));
+    let claims = match book.list_claims().await {
+        Ok(c) => c,
+        Err(e) => return Check::fail(NAME, format!("listing claim refs: {e}")),
+    };
+    let leases = match book.list_recovery_leases().await {
+        Ok(l) => l,
+        Err(e) => return Check::fail(NAME, format!("listing recovery leases: {e}")),
+    };
+    let all = || claims.iter().chain(&leases);
+    let unparsable: Vec<String> = all()
+        .filter_map(|e| {
+            e.record
+                .as_ref()
+                .err()
+                .map(|why| format!("{} ({why})", e.tip.name))
+        })
+        .collect();
+    if !unparsable.is_empty() {
+        return Check::fail(
+            NAME,
+            format!(
+                "{} ref(s) do not parse: {}; planning stops until each is fixed or deleted by \
+                 hand (Klaud never deletes them)",
+                unparsable.len(),
+                unparsable.join("; ")
+            ),
+        );
+    }
+    let now = chrono::Utc::now();
+    let expired: Vec<&str> = all()
+        .filter(|e: &&ClaimEntry| e.lease_expired(now) == Some(true))
+        .map(|e| e.tip.name.as_str())
+        .collect();
+    let leaseless = claims
+        .iter()
+        .filter(|e| e.record.as_ref().is_ok_and(|r| r.lease_until.is_none()))
+        .count();
+    let counts = format!(
+        "{} claim(s) ({leaseless} without a lease, from the old helper), {} recovery lease(s)",
+        claims.len(),
+        leases.len()
+    );
+    if expired.is_empty() {
+        Check::ok(NAME, counts)
+    } else {
+        Check::warn(
+            NAME,
+            format!(
+                "{counts}; {} with an expired lease: {}; the next wave's recovery takes them over",
+                expired.len(),
+                expired.join(", ")
+            ),
+        )
+    }
+}
+
+async fn check_rate_limit(forge: &Forge) -> Check {
+    const NAME: &str = "rate-limit";
+    // `/rate_limit` is free; when the server does not offer it, the
+    // headers of the calls above carry the same figures.
+    let (budget, source) = match forge.rate_limit().await {
+        Ok(Some(b)) => (Some(b), "GET /rate_limit"),
+        Ok(None) => (forge.rate_budget(), "response headers"),
+        Err(e) => match forge.rate_budget() {
+            Some(b) => (Some(b), "response headers"),
+            None => return Check::fail(NAME, e.to_string()),
+        },
+    };
+    let Some(budget) = budget else {
+        return Check::warn(
+            NAME,
+            "GitHub reported no rate limit (rate limiting may be off on this server)",
+        );
+    };
+    budget_check(&budget, source)
+}
+
+fn budget_check(b: &RateBudget, source: &str) -> Check {
+    const NAME: &str = "rate-limit";
+    let reset = chrono::DateTime::from_timestamp(b.reset_unix, 0)
+        .map(|t| t.format("%H:%M UTC").to_string())
+        .unwrap_or_else(|| "unknown".to_owned());
+    let found = format!(
+        "{} of {} requests left, resets at {reset} (from {source})",
+        b.remaining, b.limit
+    );
+    if b.limit > 0 && b.remaining.saturating_mul(100) < b.limit.saturating_mul(LOW_BUDGET_PERCENT) {
+        Check::warn(
+            NAME,
+            format!(
+                "{found}: under {LOW_BUDGET_PERCENT}%; a wave may stall until the reset — wait, \
+                 or give Klaud a token of its own"
+            ),
+        )
+    } else {
+        Check::ok(NAME, found)
+    }
+}
+
+async fn check_registries(registry: RegistryConfig, repository: &Repository) -> Check {
+    const NAME: &str = "registries";
+    let hosts: BTreeSet<String> = repository
+        .families()
+        .iter()
+        .map(|f| f.image().registry().to_owned())
+        .collect();
+    let registry = registry.with_env_credentials(hosts.iter().map(String::as_str));
+    let via = |host: &str| {
+        registry
+            .mirrors
+            .get(host)
+            .map(|u| format!(" via {u}"))
+            .unwrap_or_default()
+    };
+    let described: Vec<(String, String)> = hosts.iter().map(|h| (h.clone(), via(h))).collect();
+    let client = match RegistryClient::new(registry) {
+        Ok(c) => c,
+        Err(e) => return Check::fail(NAME, e.to_string()),
+    };
+    let answers = futures::future::join_all(
+        described
+            .iter()
+            .map(|(host, _)| client.check_api_base(host)),
+    )
+    .await;
+    let mut good = Vec::new();
+    let mut bad = Vec::new();
+    for ((host, via), answer) in described.iter().zip(answers) {
+        match answer {
+            Ok(ApiBase::Open) => good.push(format!("{host}{via} (anonymous)")),
+            Ok(ApiBase::Challenge(Challenge::Bearer { .. })) => {
+                good.push(format!("{host}{via} (token auth)"))
+            }
+            Ok(ApiBase::Challenge(Challenge::Basic)) => {
+                good.push(format!("{host}{via} (basic auth)"))
+            }
+            Err(e) => bad.push(format!("{host}{via}: {e}")),
+        }
+    }
+    if bad.is_empty() {
+        Check::ok(NAME, format!("answering: {}", good.join(", ")))
+    } else {
+        Check::fail(
+            NAME,
+            format!(
+                "{}; check the network, or point the host at a mirror (--mirror / [registry.mirrors]){}",
+                bad.join("; "),
+                if good.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (answering: {})", good.join(", "))
+                }
+            ),
+        )
+    }
+}
+
+async fn check_baseline(base: &str) -> Check {
+    const NAME: &str = "baseline";
+    use klaud_lifecycle::baseline::{BaselineSource, parse_workflow_info};
+    if base.trim().is_empty() {
+        return Check::warn(
+            NAME,
+            "not checked: lifecycle.baseline_api is empty, so every baseline point of a report \
+             will be N/A; set it to the results API",
+        );
+    }
+    let source = match HttpBaselineSource::new(base) {
+        Ok(s) => s,
+        Err(e) => return Check::fail(NAME, e),
+    };
+    let today = chrono::Utc::now().date_naive();
+    let fetched = match source.workflow_info(today).await {
+        Ok(f) => f,
+        Err(e) => {
+            return Check::fail(NAME, format!("{e}; check lifecycle.baseline_api"));
+        }
+    };
+    match parse_workflow_info(&fetched) {
+        Ok(info) => Check::ok(
+            NAME,
+            format!(
+                "{} answers workflow-info for {today}: {} run(s), {} config(s)",
+                base.trim_end_matches('/'),
+                info.runs.len(),
+                info.configs.len()
+            ),
+        ),
+        Err(e) => Check::fail(
+            NAME,
+            format!("{e}; is lifecycle.baseline_api the results API?"),
+        ),
+    }
+}
+
+/// sled 0.34.7 has no read-only mode, so a store that does not exist yet is
+/// never opened (opening would create it), and an existing one is opened
+/// and dropped without a Klaud write (its format marker is only read; sled
+/// may still tidy its own log files while opening, which changes no
+/// record). Being held by a running daemon is normal, so that is a warning.
+fn check_store(path: &Path) -> Check {
+    const NAME: &str = "store";
+    let shown = path.display();
+    if !path.exists() {
+        // The first run creates the directory: its nearest existing
+        // ancestor must be a directory.
+        let ancestor = path.ancestors().skip(1).find(|a| a.exists());
+        return match ancestor {
+            Some(a) if !a.as_os_str().is_empty() && !a.is_dir() => Check::fail(
+                NAME,
+                format!(
+                    "{shown} cannot be created: {} is not a directory; set daemon.store or --store",
+                    a.display()
+                ),
+            ),
+            _ => Check::ok(
+                NAME,
+                format!("no store at {shown} yet; the first run creates it"),
+            ),
+        };
+    }
+    if !path.is_dir() {
+        return Check::fail(
+            NAME,
+            format!("{shown} is not a directory; set daemon.store or --store to a directory"),
+        );
+    }
+    // sled writes `conf` when it creates a store.
+    if !path.join("conf").exists() {
+        return Check::ok(
+            NAME,
+            format!("{shown} exists but holds no store yet; the first run creates it there"),
+        );
+    }
+    match Store::open(path) {
+        Ok(store) => match store.stats() {
+            Ok(stats) => {
+                let n = |t: &str| stats.records.get(t).copied().unwrap_or(0);
+                Check::ok(
+                    NAME,
+                    format!(
+                        "{shown} opens: {} candidate(s), {} outcome(s), {} KiB on disk",
+                        n(trees::CANDIDATES),
+                        n(trees::OUTCOMES),
+                        stats.size_on_disk / 1024
+                    ),
+                )
+            }
+            Err(e) => Check::fail(NAME, e.to_string()),
+        },
+        Err(StoreError::Locked { .. }) => Check::warn(
+            NAME,
+            format!(
+                "{shown} is held by a running Klaud (sled allows one process per store), so it \
+                 was not opened; fine beside a daemon — give any other instance its own store"
+            ),
+        ),
+        Err(e) => Check::fail(NAME, e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fresh_store_in_actions_needs_a_fixed_instance_id() {
+        let store = || Check::ok("store", "no store at s yet; the first run creates it");
+        let id = uuid::Uuid::from_u128(5);
+        let warned = instance_check(store(), Ok(None), true);
+        assert_eq!(warned.status, Status::Warn);
+        assert!(warned.detail.contains("KLAUD_INSTANCE_ID"), "{warned:?}");
+        assert_eq!(instance_check(store(), Ok(None), false), store());
+        let fixed = instance_check(store(), Ok(Some(id)), true);
+        assert_eq!(fixed.status, Status::Ok);
+        assert!(fixed.detail.contains(&id.to_string()), "{fixed:?}");
+        let bad = instance_check(store(), Err("not a UUID".into()), false);
+        assert_eq!(bad.status, Status::Fail);
+    }
+
+    fn budget(remaining: u64, limit: u64) -> RateBudget {
+        RateBudget {
+            limit,
+            remaining,
+            used: limit - remaining,
+            reset_unix: 0,
+            resource: "core".into(),
+        }
+    }
+
+    #[test]
+    fn a_budget_under_ten_percent_warns() {
+        assert_eq!(budget_check(&budget(499, 5000), "x").status, Status::Warn);
+        assert_eq!(budget_check(&budget(500, 5000), "x").status, Status::Ok);
+        assert_eq!(budget_check(&budget(0, 0), "x").status, Status::Ok);
+        let c = budget_check(&budget(4000, 5000), "GET /rate_limit");
+        assert!(c.detail.contains("4000 of 5000"), "{}", c.detail);
+    }
+
+    #[test]
+    fn the_table_ends_with_the_counts_and_json_uses_lowercase_statuses() {
+        let checks = vec![
+            Check::ok("config", "fine"),
+            Check::warn("baseline", "not set"),
+            Check::fail("identity", "someone else"),
+        ];
+        let text = render(&checks);
+        assert!(text.starts_with("CHECK"), "{text}");
+        assert!(text.contains("identity  fail    someone else"), "{text}");
+        assert!(text.ends_with("3 checks: 1 ok, 1 warn, 1 fail\n"), "{text}");
+        let json = serde_json::to_value(&checks).unwrap();
+        assert_eq!(json[2]["status"], "fail");
+        assert_eq!(json[1]["name"], "baseline");
+    }
+
+    #[test]
+    fn repositories_must_be_owner_slash_name() {
+        assert!(is_owner_name("a/b"));
+        for bad in ["a", "a/", "/b", "a/b/c", ""] {
+            assert!(!is_owner_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_missing_store_is_not_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("deeper/store");
+        let c = check_store(&path);
+        assert_eq!(c.status, Status::Ok, "{}", c.detail);
+        assert!(!path.exists());
+        assert!(!dir.path().join("deeper").exists());
+        let c = check_store(dir.path());
+        assert_eq!(c.status, Status::Ok, "{}", c.detail);
+        assert!(!dir.path().join("conf").exists());
+
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(check_store(&file).status, Status::Fail);
+        assert_eq!(check_store(&file.join("store")).status, Status::Fail);
+    }
+
+    #[test]
+    fn an_existing_store_opens_and_a_held_one_warns() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        drop(Store::open(&path).unwrap());
+        let c = check_store(&path);
+        assert_eq!(c.status, Status::Ok, "{}", c.detail);
+        assert!(c.detail.contains("0 candidate(s)"), "{}", c.detail);
+
+        let held = Store::open(&path).unwrap();
+        let c = check_store(&path);
+        assert_eq!(c.status, Status::Warn, "{}", c.detail);
+        assert!(c.detail.contains("held by a running Klaud"), "{}", c.detail);
+        drop(held);
+    }
+}

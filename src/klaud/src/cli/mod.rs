@@ -1,0 +1,164 @@
+//! Command-line interface. One file per command; this module only parses
+//! arguments and maps errors to exit codes.
+
+#[cfg(feature = "sandbox")]
+pub mod demo;
+#[cfg(feature = "sandbox")]
+pub mod sandbox;
+pub mod serve;
+pub mod wave;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod bump;
+mod candidate;
+mod claims;
+mod doctor;
+mod families;
+mod plan;
+mod recover;
+mod status;
+
+/// Exit code for success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code for a failure that is not the input's fault (I/O, network).
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit code for bad input or usage: the message says what to fix.
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// A command failure with the exit code it maps to.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl CliError {
+    /// Bad input or usage (exit code 2).
+    pub fn bad_input(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: EXIT_BAD_INPUT,
+            error: error.into(),
+        }
+    }
+}
+
+impl CliError {
+    /// A failure that is not the input's fault (exit code 1).
+    pub fn failure(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: EXIT_FAILURE,
+            error: error.into(),
+        }
+    }
+}
+
+impl<E: Into<anyhow::Error>> From<E> for CliError {
+    fn from(error: E) -> Self {
+        Self::bad_input(error)
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "klaud",
+    version,
+    about = "Keeps the container images of a GPU-inference benchmark repository fresh"
+)]
+struct Cli {
+    /// Log format on stderr (default: `github` inside GitHub Actions, else `human`).
+    #[arg(long, global = true, value_enum, value_name = "FORMAT")]
+    log_format: Option<crate::logging::LogFormat>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List every config family: id, image and platform.
+    Families(families::Args),
+    /// Apply Klaud's exact image edit (and changelog entry) to a local checkout.
+    Bump(bump::Args),
+    /// Dry run: which families are stale, their candidate images, and why.
+    Plan(plan::Args),
+    /// Claim refs on GitHub: list, acquire or release a family's claim.
+    Claims(claims::Args),
+    /// Serve the GitHub simulator with a seeded repository on loopback.
+    #[cfg(feature = "sandbox")]
+    Sandbox(sandbox::Args),
+    /// Run the whole lifecycle against an in-process sandbox and print the outcomes.
+    #[cfg(feature = "sandbox")]
+    Demo(demo::Args),
+    /// The daemon: scheduled waves, reconcile loop, lease heartbeats and the dashboard.
+    Serve(serve::Args),
+    /// One planner wave now: recover own leftovers, plan, claim and drive candidates.
+    Wave(wave::Args),
+    /// One candidate: show its record, finish it now, or hand it to a maintainer.
+    Candidate(candidate::Args),
+    /// Recover orphaned claims now: expired leases and finished old-helper runs.
+    Recover(recover::Args),
+    /// Claims, candidates, recent outcomes and open Klaud PRs (`--json`: the dashboard snapshot).
+    Status(status::Args),
+    /// Check configuration, token, repository, registries and store without changing anything.
+    Doctor(doctor::Args),
+}
+
+/// Parses the command line, runs the command and returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let log_format = cli
+        .log_format
+        .unwrap_or_else(crate::logging::LogFormat::detect);
+    crate::logging::init(log_format);
+    let result = match cli.command {
+        Command::Families(args) => families::run(args),
+        Command::Bump(args) => bump::run(args),
+        Command::Plan(args) => plan::run(args),
+        #[cfg(feature = "sandbox")]
+        Command::Sandbox(args) => sandbox::run(args),
+        Command::Claims(args) => claims::run(args),
+        #[cfg(feature = "sandbox")]
+        Command::Demo(args) => demo::run(args),
+        Command::Wave(args) => wave::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Candidate(args) => candidate::run(args),
+        Command::Recover(args) => recover::run(args),
+        Command::Status(args) => status::run(args),
+        Command::Doctor(args) => doctor::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::from(EXIT_OK),
+        Err(err) => {
+            eprintln!("error: {:#}", err.error);
+            if log_format == crate::logging::LogFormat::Github {
+                eprintln!(
+                    "::error::{}",
+                    crate::logging::annotation_escape(&format!("{:#}", err.error))
+                );
+            }
+            ExitCode::from(err.code)
+        }
+    }
+}
+
+/// The multi-threaded async runtime a command runs on.
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            CliError::failure(anyhow::Error::new(e).context("cannot start the async runtime"))
+        })
+}
+
+/// Writes command output to stdout. A closed pipe (`klaud families | head`)
+/// is the reader's choice, not an error worth a panic.
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+}

@@ -1,0 +1,242 @@
+//! `klaud plan`: a dry run — which families are stale, what would replace
+//! their images, and why. Asks the registries; changes nothing anywhere.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use klaud_planner::plan::{PlanOptions, PlanReport, plan};
+use klaud_planner::registry::{BasicCredentials, RegistryClient, RegistryConfig};
+use klaud_planner::repo::Repository;
+
+use super::CliError;
+use crate::config::Config;
+use klaud_github::Credential;
+use klaud_github::upstream::GithubUpstream;
+
+/// Arguments of `klaud plan`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Path of the benchmark repository checkout.
+    #[arg(long, value_name = "PATH", default_value = ".")]
+    repo: PathBuf,
+    /// Configuration file (`klaud.toml`); defaults apply without one.
+    #[arg(long, value_name = "FILE", env = "KLAUD_CONFIG")]
+    config: Option<PathBuf>,
+    /// Use another base URL for a registry host, e.g. `docker.io=http://127.0.0.1:5000`
+    /// (repeatable; adds to and overrides `[registry.mirrors]`).
+    #[arg(long = "mirror", value_name = "HOST=URL")]
+    mirrors: Vec<String>,
+    /// At most this many candidates (overrides `planner.max_candidates`).
+    #[arg(long, value_name = "N")]
+    max: Option<usize>,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also print requests by kind next to the minimum, wall time and peak memory.
+    #[arg(long)]
+    stats: bool,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    let repository = Repository::open(&args.repo)?;
+    // Credentials may also come from KLAUD_REGISTRY_<HOST>_USERNAME/_PASSWORD
+    // for any registry the repository's images live on.
+    let hosts: std::collections::BTreeSet<String> = repository
+        .families()
+        .iter()
+        .map(|f| f.image().registry().to_owned())
+        .collect();
+    let registry = registry_config(&config, &args.mirrors)?
+        .with_env_credentials(hosts.iter().map(String::as_str));
+    let rules = config
+        .track_rules()
+        .map_err(|(key, message)| CliError::bad_input(anyhow::anyhow!("{key}: {message}")))?;
+    let release_rules = config
+        .release_rules()
+        .map_err(|(key, message)| CliError::bad_input(anyhow::anyhow!("{key}: {message}")))?;
+    // The upstream proof for nightly → release moves needs a GitHub token;
+    // without one such moves are skipped, with the reason in the plan.
+    let upstream = config
+        .github
+        .token_from(|name| std::env::var(name))
+        .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?
+        .map(|found| GithubUpstream::new(&config.github.api_url, Credential::Token(found.token)));
+    let client = RegistryClient::new(registry).map_err(CliError::bad_input)?;
+
+    let runtime = super::runtime()?;
+    let bar = progress_bar(repository.families().len(), args.json);
+    let progress = |done: usize, _total: usize| {
+        if let Some(bar) = &bar {
+            bar.set_position(done as u64);
+        }
+    };
+    let mut options = PlanOptions::new(chrono::Utc::now());
+    options.min_age = config.planner.min_age;
+    options.max_candidates = args.max.unwrap_or(config.planner.max_candidates);
+    options.rules = rules;
+    options.release_rules = release_rules;
+    options.compare = upstream
+        .as_ref()
+        .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
+    options.upstream = config.upstream.clone();
+    options.progress = Some(&progress);
+    let report = runtime.block_on(async { plan(&repository, &client.session(), &options).await });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+
+    if args.json {
+        let mut text = serde_json::to_string_pretty(&report).map_err(anyhow::Error::from)?;
+        text.push('\n');
+        super::emit(&text);
+    } else {
+        super::emit(&render(&report));
+    }
+    if args.stats {
+        eprint!("{}", stats(&report));
+    }
+    Ok(())
+}
+
+/// The registry client's settings from the configuration and `--mirror` flags.
+pub fn registry_config(config: &Config, flags: &[String]) -> Result<RegistryConfig, CliError> {
+    let mut registry = RegistryConfig {
+        timeout: config.registry.timeout,
+        concurrency: config.registry.concurrency,
+        max_retries: config.registry.max_retries,
+        max_tag_pages: config.registry.max_tag_pages,
+        ..RegistryConfig::default()
+    };
+    let mut mirrors: Vec<(String, String)> = config.registry.mirrors.clone().into_iter().collect();
+    for flag in flags {
+        let (host, url) = flag.split_once('=').ok_or_else(|| {
+            CliError::bad_input(anyhow::anyhow!("--mirror {flag:?}: write it as HOST=URL"))
+        })?;
+        mirrors.push((host.trim().to_owned(), url.trim().to_owned()));
+    }
+    for (host, url) in mirrors {
+        let parsed = url::Url::parse(&url).map_err(|e| {
+            CliError::bad_input(anyhow::anyhow!(
+                "mirror for {host}: {url:?} is not a URL: {e}"
+            ))
+        })?;
+        registry.mirrors.insert(host, parsed);
+    }
+    for (host, names) in &config.registry.credentials {
+        let read = |name: &str| {
+            std::env::var(name).map_err(|_| {
+                CliError::bad_input(anyhow::anyhow!(
+                    "registry.credentials.{host}: environment variable {name} is not set"
+                ))
+            })
+        };
+        registry.credentials.insert(
+            host.clone(),
+            BasicCredentials {
+                username: read(&names.username_env)?,
+                password: read(&names.password_env)?,
+            },
+        );
+    }
+    Ok(registry)
+}
+
+fn progress_bar(total: usize, json: bool) -> Option<indicatif::ProgressBar> {
+    if json || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("planning {bar:30} {pos}/{len} families")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    Some(bar)
+}
+
+/// The table: one row per family, then the chosen candidates.
+fn render(report: &PlanReport) -> String {
+    let rows: Vec<[String; 6]> = report
+        .families
+        .iter()
+        .map(|f| {
+            [
+                f.family.clone(),
+                serde_json::to_value(f.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                f.current.clone(),
+                f.candidate
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), |c| c.image.to_string()),
+                f.clock
+                    .and_then(|c| serde_json::to_value(c).ok())
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "-".to_owned()),
+                f.reasons.join("; "),
+            ]
+        })
+        .collect();
+    let mut out = super::families::render_table(
+        &[
+            "FAMILY",
+            "STATUS",
+            "CURRENT",
+            "CANDIDATE",
+            "CLOCK",
+            "REASONS",
+        ],
+        &rows,
+    );
+    out.push_str(&format!(
+        "\n{} candidate(s) for this wave:\n",
+        report.candidates.len()
+    ));
+    for candidate in &report.candidates {
+        out.push_str(&format!(
+            "  {}  {}  {}\n",
+            candidate.id, candidate.family, candidate.image
+        ));
+    }
+    out
+}
+
+/// Requests by kind next to the minimum, wall time and peak memory.
+pub fn stats(report: &PlanReport) -> String {
+    let r = &report.requests;
+    let m = &report.minimum;
+    let rows = [
+        ("manifest_head", r.manifest_head, Some(m.manifest_head)),
+        ("manifest_get", r.manifest_get, Some(m.manifest_get)),
+        ("blob_get", r.blob_get, Some(m.blob_get)),
+        ("tags_list", r.tags_list, Some(m.tags_list)),
+        ("token", r.token, None),
+        ("hub_api", r.hub_api, None),
+        ("other", r.other, None),
+    ];
+    let mut out = String::from("requests        made  minimum\n");
+    for (name, made, minimum) in rows {
+        let minimum = minimum.map_or_else(|| "-".to_owned(), |m| m.to_string());
+        out.push_str(&format!("{name:<14} {made:>5}  {minimum:>7}\n"));
+    }
+    out.push_str(&format!("{:<14} {:>5}\n", "total", r.total()));
+    out.push_str(&format!("wall time      {} ms\n", report.elapsed_ms));
+    if let Some(peak) = peak_memory_kib() {
+        out.push_str(&format!("peak memory    {:.1} MiB\n", peak as f64 / 1024.0));
+    }
+    out
+}
+
+/// Peak resident memory of this process (Linux `VmHWM`).
+pub fn peak_memory_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+}

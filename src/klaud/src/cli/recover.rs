@@ -1,0 +1,106 @@
+//! `klaud recover [--family F]`: recover orphaned claims now (spec §6) —
+//! expired leases, and lease-less old-helper claims whose run completed.
+
+use klaud_claims::{ClaimBook, SystemClock};
+use klaud_lifecycle::engine::Journal;
+
+use super::CliError;
+use super::wave::{Connection, EngineParts, connect, engine_config};
+use klaud_github::ForgeRunStatus;
+use klaud_service::GithubLifecycle;
+use klaud_service::recover::{
+    RecoveryContext, finish_orphans, settle_recovery_leases, take_over_orphans,
+};
+
+/// Arguments of `klaud recover`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only this family (family id or `<master file>:<key>`).
+    #[arg(long, value_name = "FAMILY")]
+    family: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    connection: Connection,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let runtime = super::runtime()?;
+    runtime.block_on(async {
+        let session = connect(&args.connection).await?;
+        let engine_cfg = engine_config(&session.config, session.owner_run);
+        let clock = SystemClock;
+        let book = ClaimBook::new(&session.forge, &clock, session.claimant.clone());
+        let runs = ForgeRunStatus::new(&session.forge);
+        let recovery = RecoveryContext {
+            book: &book,
+            runs: &runs,
+            owner_run: session.owner_run,
+            lease: engine_cfg.lease,
+            now: chrono::Utc::now(),
+        };
+        let failed = |e: klaud_claims::ClaimError| CliError::failure(anyhow::Error::new(e));
+        let claims = book.list_claims().await.map_err(failed)?;
+        let leases = book.list_recovery_leases().await.map_err(failed)?;
+        let journal = session.journal.list().await.map_err(CliError::failure)?;
+        let journaled = journal.iter().map(|r| r.candidate.clone()).collect();
+        let (orphans, mut skipped) = take_over_orphans(
+            &recovery,
+            &claims,
+            &leases,
+            &journaled,
+            args.family.as_deref(),
+        )
+        .await;
+        let mut recovered = Vec::new();
+        if !orphans.is_empty() {
+            let parts = EngineParts::load(
+                &session.forge,
+                &session.config,
+                engine_cfg.clone(),
+                Some(session.journal.store()),
+            )
+            .await?;
+            let lifecycle = GithubLifecycle::new(&session.forge);
+            let engine = parts.engine(
+                &lifecycle,
+                &session.journal,
+                &clock,
+                session.claimant.clone(),
+            );
+            let report = finish_orphans(&engine, &book, &orphans, 64).await;
+            recovered = report.recovered;
+            skipped.extend(report.skipped);
+        }
+        // Stale leases of recoverers that died are swept here too.
+        let journal = session.journal.list().await.map_err(CliError::failure)?;
+        settle_recovery_leases(&recovery, &leases, &[], &claims, &journal).await;
+        if args.json {
+            let value = serde_json::json!({"recovered": recovered, "skipped": skipped});
+            let mut text = serde_json::to_string_pretty(&value).map_err(anyhow::Error::from)?;
+            text.push('\n');
+            super::emit(&text);
+        } else {
+            let mut out = String::new();
+            for r in &recovered {
+                out.push_str(&format!(
+                    "recovered {} (run {}): {} — {}\n",
+                    r.candidate,
+                    r.orphan_run,
+                    r.outcome.as_deref().unwrap_or("unfinished"),
+                    r.message
+                ));
+            }
+            for (what, why) in &skipped {
+                out.push_str(&format!("skipped {what}: {why}\n"));
+            }
+            if out.is_empty() {
+                out.push_str("no claims to recover\n");
+            }
+            super::emit(&out);
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,100 @@
+//! `klaud status [--json]`: claims on GitHub, this instance's candidates
+//! and recent outcomes, and Klaud's open PRs. JSON is a
+//! [`klaud_service::dashboard::StatusSnapshot`], the dashboard's `/api/v1/status`.
+
+use super::CliError;
+use super::wave::{Connection, connect};
+use klaud_service::dashboard::StatusSnapshot;
+use klaud_service::status::repository_status;
+
+/// Arguments of `klaud status`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print the status snapshot as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    connection: Connection,
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let runtime = super::runtime()?;
+    runtime.block_on(async {
+        let session = connect(&args.connection).await?;
+        let repository =
+            repository_status(&session.forge, &session.journal, session.claimant.clone())
+                .await
+                .map_err(CliError::failure)?;
+        let snapshot = StatusSnapshot {
+            generated_at: Some(chrono::Utc::now()),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            bot_login: session.forge.bot_login().to_owned(),
+            repositories: vec![repository],
+            ..StatusSnapshot::default()
+        };
+        if args.json {
+            let mut text = serde_json::to_string_pretty(&snapshot).map_err(anyhow::Error::from)?;
+            text.push('\n');
+            super::emit(&text);
+        } else {
+            super::emit(&render(&snapshot));
+        }
+        Ok(())
+    })
+}
+
+fn render(snapshot: &StatusSnapshot) -> String {
+    let mut out = String::new();
+    for repo in &snapshot.repositories {
+        out.push_str(&format!("{}\n\nclaims:\n", repo.name));
+        if repo.claims.is_empty() {
+            out.push_str("  none\n");
+        }
+        for c in &repo.claims {
+            match &c.parse_error {
+                Some(e) => out.push_str(&format!("  {}  UNPARSABLE: {e}\n", c.family_id)),
+                None => out.push_str(&format!(
+                    "  {}  {}  run {}  fence {}  lease until {}{}\n",
+                    c.family_id,
+                    c.family.as_deref().unwrap_or("?"),
+                    c.run_id.map_or_else(|| "?".into(), |r| r.to_string()),
+                    c.fence.unwrap_or(0),
+                    c.lease_until
+                        .map_or_else(|| "none (old helper)".into(), |t| t.to_rfc3339()),
+                    c.recovering
+                        .as_deref()
+                        .map_or_else(String::new, |w| format!("  recovery lease: finishing {w}"))
+                )),
+            }
+        }
+        out.push_str("\ncandidates:\n");
+        if repo.candidates.is_empty() {
+            out.push_str("  none\n");
+        }
+        for c in &repo.candidates {
+            out.push_str(&format!(
+                "  {}  {}  {}  {}  {}\n",
+                c.id,
+                c.state,
+                c.attempt.as_deref().unwrap_or("-"),
+                c.pull_request.as_ref().map_or("-", |p| p.url.as_str()),
+                c.family
+            ));
+        }
+        out.push_str("\nrecent outcomes:\n");
+        if repo.outcomes.is_empty() {
+            out.push_str("  none\n");
+        }
+        for o in &repo.outcomes {
+            out.push_str(&format!(
+                "  {}  {}  {}  {}\n",
+                o.candidate,
+                o.outcome,
+                o.phase,
+                o.pull_request.as_ref().map_or("-", |p| p.url.as_str())
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,621 @@
+//! `klaud.toml`: Klaud's configuration. Every key has a default (documented
+//! in `configs/inferencex.toml`); secrets never live here — only the names of
+//! the environment variables that hold them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+/// A lease must be at least this many reconcile intervals long.
+const LEASE_PER_RECONCILE: u32 = 4;
+/// The shortest lease at any reconcile interval.
+const MIN_LEASE: Duration = Duration::from_secs(5);
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where the benchmark repository lives on GitHub.
+    pub github: GithubConfig,
+    /// Candidate selection.
+    pub planner: PlannerConfig,
+    /// Upstream registries.
+    pub registry: RegistryConfig,
+    /// Extra or overriding tag tracks, per image repository.
+    pub tracks: Vec<TrackConfig>,
+    /// Release tracks that nightly families may move to (with an upstream proof).
+    pub release_tracks: Vec<ReleaseTrackConfig>,
+    /// The long-running daemon (`klaud serve`).
+    pub daemon: DaemonConfig,
+    /// How candidates are driven (workflows, labels, repairs, baseline).
+    pub lifecycle: LifecycleConfig,
+    /// Image repository (normalized, e.g. `vllm/vllm-openai`) → upstream
+    /// source repository on GitHub (`vllm-project/vllm`), used to prove a
+    /// release is not behind a nightly's commit.
+    pub upstream: BTreeMap<String, String>,
+}
+
+/// `[github]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GithubConfig {
+    /// REST API base URL.
+    pub api_url: String,
+    /// `owner/name` of the benchmark repository.
+    pub repository: Option<String>,
+    /// The login the credential must resolve to.
+    pub bot_login: String,
+    /// Environment variables tried, in order, for the token.
+    pub token_env: Vec<String>,
+}
+
+/// A GitHub token found in the environment, with the variable it came from.
+#[derive(Debug)]
+pub struct FoundToken {
+    /// The variable (one of `github.token_env`).
+    pub variable: String,
+    /// The token, trimmed.
+    pub token: klaud_github::Secret,
+}
+
+impl GithubConfig {
+    /// The first variable of `token_env` that `lookup` finds set and not
+    /// blank; an error names a variable that is not UTF-8.
+    pub fn token_from(
+        &self,
+        lookup: impl Fn(&str) -> Result<String, std::env::VarError>,
+    ) -> Result<Option<FoundToken>, String> {
+        for name in &self.token_env {
+            match lookup(name) {
+                Ok(value) if !value.trim().is_empty() => {
+                    return Ok(Some(FoundToken {
+                        variable: name.clone(),
+                        token: klaud_github::Secret::new(value.trim()),
+                    }));
+                }
+                Ok(_) | Err(std::env::VarError::NotPresent) => {}
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    return Err(format!("environment variable {name} is not valid UTF-8"));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// [`GithubConfig::token_from`] the process environment, required: the
+    /// error says which variables to set.
+    pub fn token(&self) -> Result<FoundToken, String> {
+        self.token_from(|name| std::env::var(name))?
+            .ok_or_else(|| self.missing_token())
+    }
+
+    /// What to do when no token is set.
+    pub fn missing_token(&self) -> String {
+        format!(
+            "no GitHub token: set one of {} (github.token_env) to a token of {:?}",
+            self.token_env.join(", "),
+            self.bot_login
+        )
+    }
+}
+
+impl Default for GithubConfig {
+    fn default() -> Self {
+        Self {
+            api_url: "https://api.github.com".to_owned(),
+            repository: None,
+            bot_login: "Klaud-Cold".to_owned(),
+            token_env: vec!["KLAUD_GITHUB_TOKEN".to_owned(), "GITHUB_TOKEN".to_owned()],
+        }
+    }
+}
+
+/// `[daemon]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// When planner waves fire: 5-field crontab, or 6/7 fields with seconds first.
+    pub schedule: String,
+    /// IANA time zone of the schedule.
+    pub timezone: String,
+    /// How often the reconcile loop polls owned PRs and runs (conditional
+    /// requests; a verified webhook wakes it early).
+    #[serde(deserialize_with = "duration")]
+    pub reconcile_interval: Duration,
+    /// How long a claim's lease lasts; heartbeats renew it once less than
+    /// half is left. At least 4 × `reconcile_interval` (and 5 s).
+    #[serde(deserialize_with = "duration")]
+    pub lease: Duration,
+    /// Candidates driven at once per repository.
+    pub concurrency: usize,
+    /// Dashboard address (loopback unless `dashboard_allow_remote`).
+    pub dashboard_listen: String,
+    /// Allow a non-loopback dashboard address.
+    pub dashboard_allow_remote: bool,
+    /// Environment variable with the webhook secret; no webhook endpoint without it.
+    pub webhook_secret_env: Option<String>,
+    /// Where the local store (a cache and journal; deletable) lives.
+    pub store: String,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            schedule: "0 */6 * * *".to_owned(),
+            timezone: "UTC".to_owned(),
+            reconcile_interval: Duration::from_secs(60),
+            lease: Duration::from_secs(2 * 3600),
+            concurrency: 2,
+            dashboard_listen: klaud_service::dashboard::DEFAULT_LISTEN.to_owned(),
+            dashboard_allow_remote: false,
+            webhook_secret_env: None,
+            store: ".klaud/store".to_owned(),
+        }
+    }
+}
+
+/// `[lifecycle]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LifecycleConfig {
+    /// The branch PRs target and bumps start from.
+    pub base_branch: String,
+    /// The one primary sweep label Klaud sets for the final sweep.
+    pub sweep_label: String,
+    /// Repairs a candidate may use.
+    pub repair_budget: u32,
+    /// The repair hook: a command (argv) given the failure context as JSON
+    /// on stdin; empty means no hook (a failed smoke finishes `failed`).
+    pub repair_command: Vec<String>,
+    /// Post `/use <run-id>` after a validated sweep.
+    pub use_comment: bool,
+    /// Base URL of the public results API the baseline is frozen from;
+    /// empty means no baseline (every point N/A, with the reason).
+    pub baseline_api: String,
+    /// Model (as in the master configs) → display name the results API wants.
+    pub model_names: BTreeMap<String, String>,
+}
+
+impl Default for LifecycleConfig {
+    fn default() -> Self {
+        Self {
+            base_branch: "main".to_owned(),
+            sweep_label: "full-sweep-fail-fast".to_owned(),
+            repair_budget: 5,
+            repair_command: Vec::new(),
+            use_comment: false,
+            baseline_api: String::new(),
+            model_names: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[planner]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlannerConfig {
+    /// At most this many candidates per wave.
+    pub max_candidates: usize,
+    /// A newer tag must be at least this old (half-published nightlies are skipped).
+    #[serde(deserialize_with = "duration")]
+    pub min_age: Duration,
+    /// After a family finishes, wait this long before picking it again.
+    #[serde(deserialize_with = "duration")]
+    pub cooldown: Duration,
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        Self {
+            max_candidates: 5,
+            min_age: Duration::from_secs(24 * 3600),
+            cooldown: Duration::from_secs(72 * 3600),
+        }
+    }
+}
+
+/// `[registry]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegistryConfig {
+    /// Registry host → base URL to use instead (air-gapped sites, tests).
+    /// The key `hub.docker.com` redirects Docker Hub's tags API.
+    pub mirrors: BTreeMap<String, String>,
+    /// Registry host → basic credentials, read from environment variables.
+    pub credentials: BTreeMap<String, CredentialEnv>,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+    /// Per-request timeout.
+    #[serde(deserialize_with = "duration")]
+    pub timeout: Duration,
+    /// Retries of a read after 5xx, 429 or a dropped connection.
+    pub max_retries: u32,
+    /// `tags/list` pages followed at most.
+    pub max_tag_pages: usize,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        Self {
+            mirrors: BTreeMap::new(),
+            credentials: BTreeMap::new(),
+            concurrency: 16,
+            timeout: Duration::from_secs(30),
+            max_retries: 4,
+            max_tag_pages: 50,
+        }
+    }
+}
+
+/// Names of the environment variables holding a registry's credentials.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialEnv {
+    /// Variable with the user name.
+    pub username_env: String,
+    /// Variable with the password or token.
+    pub password_env: String,
+}
+
+/// One `[[tracks]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrackConfig {
+    /// Normalized image repository, e.g. `lmsysorg/sglang` or `nvcr.io/nvidia/tensorrt-llm/release`.
+    pub repository: String,
+    /// Regex over the whole tag with named captures `version`, `date`, `number`, `commit`.
+    pub pattern: String,
+    /// `semver`, `numeric`, `date` or `pushed`.
+    pub ordering: String,
+}
+
+/// One `[[release_tracks]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseTrackConfig {
+    /// Normalized image repository.
+    pub repository: String,
+    /// Regex over the whole release tag with a `version` (or `date`, `number`) capture.
+    pub pattern: String,
+    /// `semver`, `numeric` or `date`.
+    pub ordering: String,
+    /// Only nightlies on this track name may move (as `klaud plan` prints
+    /// it, e.g. `nightly-<commit>`); absent: every commit-named track.
+    pub nightly_track: Option<String>,
+}
+
+/// A configuration problem, naming the file and what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// TOML syntax, an unknown key or a wrong type (the message has the line).
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    /// A value that parsed but makes no sense.
+    #[error("{path}: {key}: {message}")]
+    Invalid {
+        path: String,
+        key: String,
+        message: String,
+    },
+}
+
+impl Config {
+    /// Reads and checks a configuration file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let display = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: display.clone(),
+            source,
+        })?;
+        Self::parse(&display, &text)
+    }
+
+    /// Parses and checks configuration text; `origin` names it in errors.
+    pub fn parse(origin: &str, text: &str) -> Result<Self, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: origin.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        config.check(origin)?;
+        Ok(config)
+    }
+
+    fn check(&self, origin: &str) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            path: origin.to_owned(),
+            key: key.to_owned(),
+            message,
+        };
+        if let Some(repository) = &self.github.repository {
+            let parts: Vec<&str> = repository.split('/').collect();
+            if parts.len() != 2 || parts.iter().any(|p| p.is_empty()) {
+                return Err(invalid(
+                    "github.repository",
+                    format!("{repository:?} must be owner/name"),
+                ));
+            }
+        }
+        url::Url::parse(&self.github.api_url).map_err(|e| {
+            invalid(
+                "github.api_url",
+                format!("{:?} is not a URL: {e}", self.github.api_url),
+            )
+        })?;
+        if self.planner.max_candidates == 0 {
+            return Err(invalid(
+                "planner.max_candidates",
+                "must be at least 1".to_owned(),
+            ));
+        }
+        klaud_service::daemon::schedule::WaveSchedule::parse(
+            &self.daemon.schedule,
+            &self.daemon.timezone,
+        )
+        .map_err(|e| invalid("daemon.schedule", e))?;
+        let listen: std::net::SocketAddr = self.daemon.dashboard_listen.parse().map_err(|_| {
+            invalid(
+                "daemon.dashboard_listen",
+                format!(
+                    "{:?} is not an address like 127.0.0.1:8723",
+                    self.daemon.dashboard_listen
+                ),
+            )
+        })?;
+        klaud_service::dashboard::check_listen(listen, self.daemon.dashboard_allow_remote)
+            .map_err(|e| invalid("daemon.dashboard_listen", e))?;
+        if self.daemon.concurrency == 0 {
+            return Err(invalid(
+                "daemon.concurrency",
+                "must be at least 1".to_owned(),
+            ));
+        }
+        // Heartbeats run inside reconcile passes and renew once less than
+        // half of the lease is left: a pass must fit in that half with room
+        // to spare for the pass itself, or a live owner loses its claims.
+        let floor = self
+            .daemon
+            .reconcile_interval
+            .saturating_mul(LEASE_PER_RECONCILE)
+            .max(MIN_LEASE);
+        if self.daemon.lease < floor {
+            return Err(invalid(
+                "daemon.lease",
+                format!(
+                    "{}s is too short: heartbeats can keep a lease only when it is at least \
+                     {LEASE_PER_RECONCILE} × daemon.reconcile_interval and at least {}s \
+                     (here {}s)",
+                    self.daemon.lease.as_secs(),
+                    MIN_LEASE.as_secs(),
+                    floor.as_secs()
+                ),
+            ));
+        }
+        if self.registry.concurrency == 0 {
+            return Err(invalid(
+                "registry.concurrency",
+                "must be at least 1".to_owned(),
+            ));
+        }
+        for (host, base) in &self.registry.mirrors {
+            url::Url::parse(base).map_err(|e| {
+                invalid(
+                    &format!("registry.mirrors.{host}"),
+                    format!("{base:?} is not a URL: {e}"),
+                )
+            })?;
+        }
+        self.track_rules()
+            .map_err(|(key, message)| invalid(&key, message))?;
+        self.release_rules()
+            .map_err(|(key, message)| invalid(&key, message))?;
+        Ok(())
+    }
+
+    /// The configured `[[tracks]]` as planner rules; errors name the key.
+    pub fn track_rules(&self) -> Result<Vec<klaud_planner::tracks::TrackRule>, (String, String)> {
+        self.tracks
+            .iter()
+            .enumerate()
+            .map(|(index, track)| {
+                rule(
+                    &format!("tracks[{index}]"),
+                    &track.repository,
+                    &track.pattern,
+                    &track.ordering,
+                )
+            })
+            .collect()
+    }
+
+    /// The configured `[[release_tracks]]` as planner rules.
+    pub fn release_rules(&self) -> Result<Vec<klaud_planner::plan::ReleaseRule>, (String, String)> {
+        self.release_tracks
+            .iter()
+            .enumerate()
+            .map(|(index, release)| {
+                let key = format!("release_tracks[{index}]");
+                Ok(klaud_planner::plan::ReleaseRule {
+                    track: rule(
+                        &key,
+                        &release.repository,
+                        &release.pattern,
+                        &release.ordering,
+                    )?,
+                    nightly_track: release.nightly_track.clone(),
+                })
+            })
+            .collect()
+    }
+}
+
+fn rule(
+    key: &str,
+    repository: &str,
+    pattern: &str,
+    ordering: &str,
+) -> Result<klaud_planner::tracks::TrackRule, (String, String)> {
+    let ordering = ordering
+        .parse()
+        .map_err(|e| (format!("{key}.ordering"), format!("{e}")))?;
+    klaud_planner::tracks::TrackRule::new(repository, pattern, ordering)
+        .map_err(|e| (key.to_owned(), e.to_string()))
+}
+
+/// Durations are written like `30s`, `90m`, `24h` or `7d`.
+fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+/// Parses `30s`, `90m`, `24h`, `7d` (one number and one unit).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 30s, 90m, 24h or 7d"))?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "{text:?} has no unit; write it like 30s, 90m, 24h or 7d"
+            ));
+        }
+    };
+    number
+        .checked_mul(seconds)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_configuration_parses_and_matches_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/inferencex.toml");
+        let config = Config::load(&path).unwrap();
+        let defaults = Config::default();
+        assert_eq!(
+            config.github.repository.as_deref(),
+            Some("SemiAnalysisAI/InferenceX")
+        );
+        assert_eq!(config.github.bot_login, defaults.github.bot_login);
+        assert_eq!(
+            config.planner.max_candidates,
+            defaults.planner.max_candidates
+        );
+        assert_eq!(config.planner.min_age, defaults.planner.min_age);
+        assert_eq!(config.registry.concurrency, defaults.registry.concurrency);
+        assert_eq!(config.registry.timeout, defaults.registry.timeout);
+        assert_eq!(config.daemon.schedule, defaults.daemon.schedule);
+        assert_eq!(config.daemon.lease, defaults.daemon.lease);
+        assert_eq!(
+            config.daemon.dashboard_listen,
+            defaults.daemon.dashboard_listen
+        );
+    }
+
+    #[test]
+    fn an_empty_file_is_all_defaults() {
+        let config = Config::parse("empty", "").unwrap();
+        assert_eq!(config.planner.max_candidates, 5);
+        assert_eq!(config.planner.min_age, Duration::from_secs(86_400));
+    }
+
+    #[test]
+    fn mistakes_name_the_key() {
+        for (text, needle) in [
+            ("[planner]\nmax_candidate = 3\n", "max_candidate"),
+            ("[planner]\nmin_age = \"24\"\n", "no unit"),
+            ("[planner]\nmax_candidates = 0\n", "planner.max_candidates"),
+            ("[github]\nrepository = \"nope\"\n", "owner/name"),
+            (
+                "[registry.mirrors]\n\"docker.io\" = \"not a url\"\n",
+                "registry.mirrors.docker.io",
+            ),
+            (
+                "[[tracks]]\nrepository = \"x/y\"\npattern = \"(\"\nordering = \"semver\"\n",
+                "tracks[0]",
+            ),
+            (
+                "[[tracks]]\nrepository = \"x/y\"\npattern = \"^(?P<version>.*)$\"\nordering = \"sideways\"\n",
+                "tracks[0].ordering",
+            ),
+            ("planner = 3\n", "planner"),
+            ("[daemon]\nschedule = \"0 9 * *\"\n", "daemon.schedule"),
+            (
+                "[daemon]\ndashboard_listen = \"0.0.0.0:8723\"\n",
+                "dashboard-allow-remote",
+            ),
+            ("[daemon]\nlease = \"1m\"\n", "daemon.lease"),
+            (
+                "[daemon]\nreconcile_interval = \"10s\"\nlease = \"39s\"\n",
+                "daemon.lease",
+            ),
+            (
+                "[daemon]\nreconcile_interval = \"1s\"\nlease = \"4s\"\n",
+                "at least 5s",
+            ),
+        ] {
+            let err = Config::parse("klaud.toml", text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_token_is_the_first_set_variable_trimmed() {
+        use std::env::VarError;
+        let github = GithubConfig::default();
+        let env = |name: &str| match name {
+            "KLAUD_GITHUB_TOKEN" => Ok("  ".to_owned()),
+            "GITHUB_TOKEN" => Ok(" ghp_x\n".to_owned()),
+            _ => Err(VarError::NotPresent),
+        };
+        let found = github.token_from(env).unwrap().expect("found");
+        assert_eq!(found.variable, "GITHUB_TOKEN", "a blank variable is unset");
+        let none = github.token_from(|_| Err(VarError::NotPresent)).unwrap();
+        assert!(none.is_none());
+        assert!(
+            github
+                .missing_token()
+                .contains("KLAUD_GITHUB_TOKEN, GITHUB_TOKEN")
+        );
+        let bad = github
+            .token_from(|_| Err(VarError::NotUnicode("\u{fffd}".into())))
+            .unwrap_err();
+        assert!(bad.contains("KLAUD_GITHUB_TOKEN"), "{bad}");
+    }
+
+    #[test]
+    fn a_lease_scales_with_the_reconcile_interval() {
+        let config = Config::parse(
+            "klaud.toml",
+            "[daemon]\nreconcile_interval = \"1s\"\nlease = \"8s\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.daemon.lease, Duration::from_secs(8));
+        let config = Config::parse(
+            "klaud.toml",
+            "[daemon]\nreconcile_interval = \"60s\"\nlease = \"4m\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.daemon.lease, Duration::from_secs(240));
+    }
+}

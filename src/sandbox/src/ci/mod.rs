@@ -1,0 +1,167 @@
+//! The CI simulator: runs the workflows the GitHub simulator queues, with
+//! outcomes from a script, and uploads artifacts in the real InferenceX
+//! formats (spec §3.5). It reads and writes the simulator's state directly
+//! (a poll every ~100 ms), so it costs no GitHub API traffic and never
+//! shows up in the request log.
+//!
+//! # Which runs it runs
+//!
+//! - `e2e-tests.yml` runs from `workflow_dispatch` (smoke / targeted attempts).
+//!   The family comes from the `generate-cli-command` input
+//!   (`test-config --config-files <file> --config-keys <key> --smoke`), read
+//!   from the master config at the run's head sha. A key that is not there
+//!   fails the run with no artifacts, as the real matrix generation does.
+//! - `run-sweep.yml` runs from `pull_request` (final sweeps). The families are
+//!   the `config-keys` of the changelog entries the PR appends (what the real
+//!   workflow sweeps), else the master entries the PR changes. A sweep of several
+//!   families uploads rows for all of them and follows the script of the
+//!   first (Klaud sweeps one family per PR).
+//!
+//! Runs of other workflows are left alone. A queued run moves to
+//! `in_progress` on the next poll and concludes when its step says.
+//!
+//! # Script file (TOML)
+//!
+//! ```toml
+//! # The default for every family: all runs pass with baseline numbers.
+//! [families."*"]
+//! smoke = ["success"]
+//! sweep = ["success"]
+//!
+//! # A family by config key (or by full family, `configs/x-master.yaml:key`).
+//! [families.demo-fp4-b200-vllm]
+//! smoke = ["failure"]                      # every smoke run fails
+//!
+//! [families.demo-fp8-h200-trt]
+//! # 1st smoke: infrastructure failure; 2nd: passes, 10% faster.
+//! smoke = ["infra", { outcome = "success", throughput = 1.10, ttft = 0.95 }]
+//!
+//! [families.demo-fp8-mi355x-sglang]
+//! # 1st smoke runs 5 s, then fails with half of its rows uploaded.
+//! smoke = [{ delay = 5 }, { outcome = "failure", partial = true }, "success"]
+//! sweep = ["infra:timed_out", "success"]
+//! ```
+//!
+//! - `families.<name>`: `*` (default), a config key, or a full family; a run
+//!   looks up its full family, then its key, then `*`.
+//! - `smoke` / `sweep`: the steps of that family's runs in order (1st smoke,
+//!   2nd smoke, …; re-runs count as runs). Past the end the last step repeats;
+//!   a family with no list for the kind falls through to the next name; with
+//!   nothing at all a run succeeds.
+//! - A step is a word or a table. Words: `success`, `failure` (a real
+//!   benchmark failure), `infra` (= `infra:startup_failure`),
+//!   `infra:timed_out`, `infra:cancelled` (cancelled by the system), and
+//!   `delay:<seconds>`. Table fields: `outcome` (one of the words, or `delay`),
+//!   `delay` (seconds the run stays `in_progress` first; a table with only
+//!   `delay` is a delay step), `throughput`, `ttft`, `tpot`, `score`
+//!   (multipliers on the baseline numbers, in (0, 100]; default 1.0),
+//!   `partial` (failures only: upload the rows of the first half of the
+//!   points).
+//! - A delay step attaches to the outcome after it: `["delay:30", "success"]`
+//!   is one run that stays running 30 s and then passes.
+//!
+//! # What a run uploads
+//!
+//! - success: per point `bmk_<key>_<point>` (file `agg_<key>_<point>.json`,
+//!   fixed-seq-len row) or `bmk_agentic_<key>_<point>` (file `agg.json`, AgentX
+//!   row); `results_bmk/agg_bmk.json` (all rows); `eval_results_all/agg_eval_all.json`.
+//! - failure: nothing, or with `partial` the first half of the point rows and
+//!   their `results_bmk`.
+//! - infrastructure failure: nothing.
+//! - every non-infrastructure sweep run also uploads
+//!   `klaud-sweep-manifest/sweep_manifest.json` (`head` = the exact run head,
+//!   `run-id`, `run-attempt`, `full-sweep` = the PR carries a full-sweep label).
+//!
+//! Numbers are deterministic per family and point and independent of the
+//! image: multipliers of 1.0 reproduce the baseline API ([`baseline_router`])
+//! exactly.
+
+mod baseline;
+pub mod points;
+pub mod results;
+mod runner;
+pub mod script;
+
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+pub use baseline::baseline_router;
+pub use script::{Conclusion, InfraKind, Multipliers, RunKind, Script, ScriptError, Step};
+
+use crate::github::GithubState;
+
+/// How often the runner looks at the state by default.
+pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
+
+/// Decisions kept for [`CiSim::events`]; older ones are dropped so a
+/// long-running sandbox stays small.
+pub const EVENTS_CAPACITY: usize = 10_000;
+
+/// Sweep labels that make a sweep a full sweep (spec §3.5).
+pub const FULL_SWEEP_LABELS: &[&str] = &[
+    "full-sweep-enabled",
+    "non-canary-full-sweep-enabled",
+    "full-sweep-fail-fast",
+    "full-sweep-fail-fast-no-canary",
+];
+
+/// What the simulator decided for one run, for tests and the demo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CiEvent {
+    /// `owner/name`.
+    pub repo: String,
+    pub run_id: u64,
+    pub run_attempt: u64,
+    pub kind: RunKind,
+    /// The family whose script was used; `None` when none was found.
+    pub family: Option<String>,
+    /// 0-based index of this run among the family's runs of this kind.
+    pub attempt_index: usize,
+    /// The conclusion it will get.
+    pub conclusion: String,
+    /// Why the run fails when no family was found.
+    pub note: String,
+}
+
+/// A running CI simulator; it stops when dropped.
+pub struct CiSim {
+    task: JoinHandle<()>,
+    events: Arc<StdMutex<Vec<CiEvent>>>,
+}
+
+impl CiSim {
+    /// Starts the runner over `state` with the default poll interval. Must be
+    /// called inside a Tokio runtime.
+    pub fn spawn(state: GithubState, script: Script) -> Self {
+        Self::spawn_with_poll(state, script, DEFAULT_POLL)
+    }
+
+    /// Starts the runner polling every `poll`.
+    pub fn spawn_with_poll(state: GithubState, script: Script, poll: Duration) -> Self {
+        let events = Arc::new(StdMutex::new(Vec::new()));
+        let runner = runner::Runner::new(state, script, events.clone());
+        let task = tokio::spawn(runner.run(poll.max(Duration::from_millis(1))));
+        Self { task, events }
+    }
+
+    /// The decisions so far (at most [`EVENTS_CAPACITY`]), oldest first.
+    pub fn events(&self) -> Vec<CiEvent> {
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Stops the runner; runs still in progress stay `in_progress`.
+    pub fn stop(self) {
+        drop(self);
+    }
+}
+
+impl Drop for CiSim {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

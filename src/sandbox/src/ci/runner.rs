@@ -1,0 +1,617 @@
+//! The runner task: picks up queued workflow runs from the simulator's
+//! state, moves them to `in_progress` and completes them per the script.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::points::{self, FamilySpec};
+use super::results::{self, Uploads};
+use super::script::{Conclusion, RunKind, Script, Step};
+use super::{CiEvent, FULL_SWEEP_LABELS};
+use crate::github::GithubState;
+use crate::github::state::{Artifact, Repo, zip_files};
+
+/// Directory holding the project when the repository uses the new layout.
+const E2E_PREFIX: &str = "inferencex-e2e";
+const CHANGELOG: &str = "perf-changelog.yaml";
+const SMOKE_WORKFLOW: &str = "e2e-tests.yml";
+const SWEEP_WORKFLOW: &str = "run-sweep.yml";
+
+/// What the runner copies out of the state for one newly queued run, so the
+/// YAML work happens without holding the simulator's lock.
+struct Snapshot {
+    repo: String,
+    run_id: u64,
+    run_attempt: u64,
+    kind: RunKind,
+    head_sha: String,
+    inputs: Value,
+    /// Master files at the head: project-relative path → text.
+    head_masters: BTreeMap<String, String>,
+    /// Master files at the merge base (sweeps).
+    base_masters: BTreeMap<String, String>,
+    head_changelog: Option<String>,
+    base_changelog: Option<String>,
+    labels: Vec<String>,
+}
+
+/// A run in progress, due to conclude.
+struct Pending {
+    repo: String,
+    run_id: u64,
+    run_attempt: u64,
+    due: Instant,
+    conclusion: Conclusion,
+    uploads: Uploads,
+}
+
+/// The runner's own memory; nothing here is shared with other runners.
+pub(super) struct Runner {
+    state: GithubState,
+    script: Script,
+    counters: HashMap<(String, String, RunKind), usize>,
+    pending: Vec<Pending>,
+    events: Arc<StdMutex<Vec<CiEvent>>>,
+}
+
+impl Runner {
+    pub(super) fn new(
+        state: GithubState,
+        script: Script,
+        events: Arc<StdMutex<Vec<CiEvent>>>,
+    ) -> Self {
+        Self {
+            state,
+            script,
+            counters: HashMap::new(),
+            pending: Vec::new(),
+            events,
+        }
+    }
+
+    /// Polls until the task is aborted.
+    pub(super) async fn run(mut self, poll: Duration) {
+        let mut tick = tokio::time::interval(poll);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            self.tick().await;
+        }
+    }
+
+    /// One poll: start new runs, conclude due ones.
+    pub(super) async fn tick(&mut self) {
+        let snapshots = self.pick_up().await;
+        for snap in snapshots {
+            let pending = self.plan(snap);
+            self.pending.push(pending);
+        }
+        self.conclude_due().await;
+    }
+
+    /// Moves every newly queued smoke or sweep run to `in_progress` and
+    /// copies what planning it needs.
+    async fn pick_up(&mut self) -> Vec<Snapshot> {
+        let mut m = self.state.lock().await;
+        let now = Utc::now();
+        let mut out = Vec::new();
+        for r in m.repos.values_mut() {
+            let workflows: HashMap<u64, String> = r
+                .workflows
+                .iter()
+                .map(|w| (w.id, w.path.rsplit('/').next().unwrap_or("").to_string()))
+                .collect();
+            // A run leaves `queued` under this same lock, so the status alone
+            // says whether it is new; a run put back to `queued` (a re-run, or
+            // a test through the control API) runs again as the next attempt.
+            let queued: Vec<u64> = r
+                .runs
+                .values()
+                .filter(|run| run.status == "queued")
+                .map(|run| run.id)
+                .collect();
+            for id in queued {
+                let Some(run) = r.runs.get(&id) else {
+                    continue;
+                };
+                let file = workflows.get(&run.workflow_id).map(String::as_str);
+                let kind = match (file, run.event.as_str()) {
+                    (Some(SMOKE_WORKFLOW), "workflow_dispatch") => RunKind::Smoke,
+                    (Some(SWEEP_WORKFLOW), "pull_request") => RunKind::Sweep,
+                    // Other workflows are left to whoever drives them.
+                    _ => continue,
+                };
+                let head_sha = run.head_sha.clone();
+                let prefix = project_prefix(r, &head_sha);
+                let head_masters = masters_at(r, &head_sha, &prefix);
+                let head_changelog = text_at(r, &head_sha, &format!("{prefix}{CHANGELOG}"));
+                let (mut base_masters, mut base_changelog, mut labels) =
+                    (BTreeMap::new(), None, Vec::new());
+                if kind == RunKind::Sweep {
+                    if let Some(p) = run.pull_requests.first().and_then(|n| r.pulls.get(n)) {
+                        labels = p.labels.clone();
+                        let base = r.resolve(&p.base_ref).unwrap_or_default();
+                        if let Some(mb) = r.objects.merge_base(&base, &head_sha) {
+                            base_masters = masters_at(r, &mb, &prefix);
+                            base_changelog = text_at(r, &mb, &format!("{prefix}{CHANGELOG}"));
+                        }
+                    }
+                }
+                let snap = Snapshot {
+                    repo: r.full_name(),
+                    run_id: run.id,
+                    run_attempt: run.run_attempt,
+                    kind,
+                    head_sha,
+                    inputs: run.inputs.clone(),
+                    head_masters,
+                    base_masters,
+                    head_changelog,
+                    base_changelog,
+                    labels,
+                };
+                if let Some(run) = r.runs.get_mut(&id) {
+                    run.status = "in_progress".into();
+                    run.updated_at = now;
+                    run.run_started_at = now;
+                }
+                out.push(snap);
+            }
+        }
+        out
+    }
+
+    /// Decides a run's outcome and builds its artifacts.
+    fn plan(&mut self, s: Snapshot) -> Pending {
+        let found = match s.kind {
+            RunKind::Smoke => smoke_families(&s),
+            RunKind::Sweep => sweep_families(&s),
+        };
+        let total: usize = found
+            .as_ref()
+            .map(|f| f.iter().map(|(spec, _)| spec.points.len()).sum())
+            .unwrap_or(0);
+        let (families, problem) = match found {
+            // Each point becomes an artifact; a run naming many large
+            // families must not make the simulator build without bound.
+            Ok(_) if total > points::MAX_POINTS => (
+                Vec::new(),
+                Some(format!(
+                    "the run would benchmark {total} points, more than the simulator's {} per run",
+                    points::MAX_POINTS
+                )),
+            ),
+            Ok(f) if !f.is_empty() => (f, None),
+            Ok(_) => (
+                Vec::new(),
+                Some("no benchmark family found for this run".to_string()),
+            ),
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        let now = Instant::now();
+        let mut uploads = Uploads::new();
+        let Some((first, _)) = families.first() else {
+            // The real workflow fails while generating its matrix when the
+            // config it is asked for does not exist.
+            let reason = problem.unwrap_or_default();
+            tracing::warn!(repo = %s.repo, run = s.run_id, %reason, "ci simulator: run fails");
+            self.record(CiEvent {
+                repo: s.repo.clone(),
+                run_id: s.run_id,
+                run_attempt: s.run_attempt,
+                kind: s.kind,
+                family: None,
+                attempt_index: 0,
+                conclusion: Conclusion::Failure.as_github().to_string(),
+                note: reason,
+            });
+            return Pending {
+                repo: s.repo,
+                run_id: s.run_id,
+                run_attempt: s.run_attempt,
+                due: now,
+                conclusion: Conclusion::Failure,
+                uploads,
+            };
+        };
+        let family = first.family.clone();
+        let counter = self
+            .counters
+            .entry((s.repo.clone(), family.clone(), s.kind))
+            .or_insert(0);
+        let index = *counter;
+        *counter += 1;
+        let step: Step = self.script.step(&family, s.kind, index);
+        build_uploads(&s, &families, &step, &mut uploads);
+        self.record(CiEvent {
+            repo: s.repo.clone(),
+            run_id: s.run_id,
+            run_attempt: s.run_attempt,
+            kind: s.kind,
+            family: Some(family),
+            attempt_index: index,
+            conclusion: step.conclusion.as_github().to_string(),
+            note: String::new(),
+        });
+        Pending {
+            repo: s.repo,
+            run_id: s.run_id,
+            run_attempt: s.run_attempt,
+            due: now + step.delay,
+            conclusion: step.conclusion,
+            uploads,
+        }
+    }
+
+    fn record(&self, e: CiEvent) {
+        // A poisoned lock only means a reader panicked; the list is still usable.
+        let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        if events.len() >= super::EVENTS_CAPACITY {
+            let excess = events.len() + 1 - super::EVENTS_CAPACITY;
+            events.drain(..excess);
+        }
+        events.push(e);
+    }
+
+    /// Concludes every pending run whose time has come, unless someone else
+    /// (a cancel, a re-run) changed it meanwhile.
+    async fn conclude_due(&mut self) {
+        let now = Instant::now();
+        let (due, later): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|p| p.due <= now);
+        self.pending = later;
+        if due.is_empty() {
+            return;
+        }
+        let mut zipped = Vec::new();
+        for p in due {
+            let mut arts = Vec::new();
+            for (name, files) in &p.uploads {
+                match zip_files(files) {
+                    Ok(z) => arts.push((name.clone(), z)),
+                    Err(e) => tracing::error!(run = p.run_id, artifact = %name, error = %e,
+                        "ci simulator: cannot zip an artifact"),
+                }
+            }
+            zipped.push((p, arts));
+        }
+        let mut m = self.state.lock().await;
+        for (p, arts) in zipped {
+            let ids: Vec<u64> = arts.iter().map(|_| m.id()).collect();
+            let Some(r) = m.repos.get_mut(&p.repo.to_ascii_lowercase()) else {
+                continue;
+            };
+            let Some(run) = r.runs.get_mut(&p.run_id) else {
+                continue;
+            };
+            if run.status != "in_progress" || run.run_attempt != p.run_attempt {
+                continue;
+            }
+            let now = Utc::now();
+            run.status = "completed".into();
+            run.conclusion = Some(p.conclusion.as_github().to_string());
+            run.updated_at = now;
+            for ((name, zip), id) in arts.into_iter().zip(ids) {
+                r.artifacts.insert(
+                    id,
+                    Artifact {
+                        id,
+                        run_id: p.run_id,
+                        name,
+                        zip,
+                        created_at: now,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// Fills `uploads` for a run of `families` concluding per `step`.
+fn build_uploads(
+    s: &Snapshot,
+    families: &[(FamilySpec, String)],
+    step: &Step,
+    uploads: &mut Uploads,
+) {
+    if let Conclusion::Infra(_) = step.conclusion {
+        // Infrastructure failures never reach a benchmark job.
+        return;
+    }
+    if s.kind == RunKind::Sweep {
+        // The manifest is written when the sweep's matrix is set up, before
+        // any benchmark can fail.
+        let full = s
+            .labels
+            .iter()
+            .any(|l| FULL_SWEEP_LABELS.contains(&l.as_str()));
+        results::add_manifest(
+            uploads,
+            &s.head_sha,
+            s.run_id,
+            s.run_attempt,
+            full,
+            families,
+        );
+    }
+    let mut rows = Vec::new();
+    let mut evals = Vec::new();
+    for (f, _) in families {
+        let limit = match (step.conclusion, step.partial) {
+            (Conclusion::Success, _) => f.points.len(),
+            (_, true) => f.points.len().div_ceil(2),
+            _ => 0,
+        };
+        rows.extend(results::point_rows(f, &f.image, &step.multipliers, limit));
+        if step.conclusion == Conclusion::Success
+            && let Some(row) = results::eval_row(f, &f.image, &step.multipliers)
+        {
+            evals.push(row);
+        }
+    }
+    results::add_rows(uploads, rows);
+    results::add_evals(uploads, evals);
+}
+
+/// `"inferencex-e2e/"` when the commit uses the new layout, else `""`.
+fn project_prefix(r: &Repo, sha: &str) -> String {
+    let is_dir = r
+        .objects
+        .commits
+        .get(sha)
+        .and_then(|c| r.objects.lookup(&c.tree, E2E_PREFIX))
+        .is_some_and(|e| e.is_tree());
+    if is_dir {
+        format!("{E2E_PREFIX}/")
+    } else {
+        String::new()
+    }
+}
+
+/// A file's text at a commit (`None` when missing or not UTF-8).
+pub(super) fn text_at(r: &Repo, sha: &str, path: &str) -> Option<String> {
+    let commit = r.objects.commits.get(sha)?;
+    let entry = r.objects.lookup(&commit.tree, path)?;
+    if entry.is_tree() {
+        return None;
+    }
+    let bytes = r.objects.blobs.get(&entry.sha)?;
+    String::from_utf8(bytes.clone()).ok()
+}
+
+/// Every `configs/*-master.yaml` at a commit, keyed project-relative.
+pub(super) fn masters_at(r: &Repo, sha: &str, prefix: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Some(commit) = r.objects.commits.get(sha) else {
+        return out;
+    };
+    let Some(dir) = r
+        .objects
+        .lookup(&commit.tree, &format!("{prefix}configs"))
+        .filter(|e| e.is_tree())
+    else {
+        return out;
+    };
+    let Some(entries) = r.objects.trees.get(&dir.sha) else {
+        return out;
+    };
+    for e in entries {
+        if e.is_tree() || !e.name.ends_with("-master.yaml") {
+            continue;
+        }
+        if let Some(text) = r
+            .objects
+            .blobs
+            .get(&e.sha)
+            .and_then(|b| String::from_utf8(b.clone()).ok())
+        {
+            out.insert(format!("configs/{}", e.name), text);
+        }
+    }
+    out
+}
+
+/// Parses every master once; a master that does not parse is skipped
+/// (and logged), as the real matrix generator would fail only for it.
+fn parsed(masters: &BTreeMap<String, String>) -> BTreeMap<String, Value> {
+    masters
+        .iter()
+        .filter_map(|(path, text)| match points::parse_master(path, text) {
+            Ok(v) => Some((path.clone(), v)),
+            Err(e) => {
+                tracing::warn!(error = %e, "ci simulator: master config does not parse");
+                None
+            }
+        })
+        .collect()
+}
+
+/// Families of a dispatched smoke run, from its `generate-cli-command`.
+fn smoke_families(s: &Snapshot) -> Result<Vec<(FamilySpec, String)>, String> {
+    let cmd = s
+        .inputs
+        .get("generate-cli-command")
+        .and_then(Value::as_str)
+        .ok_or("the dispatch has no generate-cli-command input")?;
+    let (files, keys) = points::parse_cli_command(cmd);
+    if files.is_empty() || keys.is_empty() {
+        return Err(format!(
+            "generate-cli-command {cmd:?} names no --config-files or no --config-keys"
+        ));
+    }
+    let masters = parsed(&s.head_masters);
+    let mut out = Vec::new();
+    for key in &keys {
+        let found = files.iter().find_map(|file| {
+            masters
+                .get(file)
+                .filter(|m| m.get(key).is_some())
+                .map(|m| (file, m))
+        });
+        let Some((file, master)) = found else {
+            return Err(format!(
+                "config key {key:?} is not in {} at {}",
+                files.join(", "),
+                s.head_sha
+            ));
+        };
+        let spec = points::family_spec(file, key, master).map_err(|e| e.to_string())?;
+        out.push((spec, file.clone()));
+    }
+    Ok(out)
+}
+
+/// Families of a sweep run: the config keys of the changelog entries the PR
+/// appends (what the real `run-sweep.yml` sweeps), else the master entries it
+/// changes. The branch name means nothing here: GitHub does not know Klaud.
+fn sweep_families(s: &Snapshot) -> Result<Vec<(FamilySpec, String)>, String> {
+    let head = parsed(&s.head_masters);
+    let lookup = |key: &str| -> Option<Result<(FamilySpec, String), String>> {
+        head.iter()
+            .find(|(_, m)| m.get(key).is_some())
+            .map(|(file, m)| {
+                points::family_spec(file, key, m)
+                    .map(|f| (f, file.clone()))
+                    .map_err(|e| e.to_string())
+            })
+    };
+    let mut keys: Vec<String> = appended_changelog_keys(
+        s.base_changelog.as_deref().unwrap_or(""),
+        s.head_changelog.as_deref().unwrap_or(""),
+    );
+    if keys.is_empty() {
+        let base = parsed(&s.base_masters);
+        for (file, m) in &head {
+            let Some(entries) = m.as_object() else {
+                continue;
+            };
+            for (key, entry) in entries {
+                if base.get(file).and_then(|b| b.get(key)) != Some(entry) {
+                    keys.push(key.clone());
+                }
+            }
+        }
+    }
+    let mut out: Vec<(FamilySpec, String)> = Vec::new();
+    for key in keys {
+        if out.iter().any(|(f, _)| f.key == key) {
+            continue;
+        }
+        match lookup(&key) {
+            Some(Ok(f)) => out.push(f),
+            Some(Err(e)) => return Err(e),
+            // A changelog may name a key a later PR removed; the real sweep
+            // skips it.
+            None => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Config keys of the entries `head` appends to `base` (both changelog
+/// texts). Entries are compared as parsed data, so only new list items count.
+fn appended_changelog_keys(base: &str, head: &str) -> Vec<String> {
+    let list = |text: &str| -> Vec<Value> {
+        klaud_planner::yaml::parse_lenient(text)
+            .ok()
+            .and_then(|(doc, _)| doc)
+            .and_then(|doc| doc.to_json().as_array().cloned())
+            .unwrap_or_default()
+    };
+    let (b, h) = (list(base), list(head));
+    let new = if h.len() >= b.len() && h[..b.len()] == b[..] {
+        &h[b.len()..]
+    } else {
+        // A rewritten history: take entries that are not in the base.
+        return h
+            .iter()
+            .filter(|e| !b.contains(e))
+            .flat_map(entry_keys)
+            .collect();
+    };
+    new.iter().flat_map(entry_keys).collect()
+}
+
+fn entry_keys(entry: &Value) -> Vec<String> {
+    entry
+        .get("config-keys")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MASTER: &str = "a:\n  image: x/y:1\n  model: m\n  model-prefix: p\n  runner: b200\n  precision: fp4\n  framework: vllm\n  scenarios:\n    fixed-seq-len:\n    - isl: 1\n      osl: 1\n      search-space:\n      - { tp: 1, conc-list: [1] }\n";
+
+    fn sweep(head_master: &str, _head_branch: &str) -> Snapshot {
+        let b = MASTER.replace("a:", "b:");
+        let mut head_masters = BTreeMap::new();
+        head_masters.insert(
+            "configs/n-master.yaml".to_string(),
+            format!("{head_master}{b}"),
+        );
+        let mut base_masters = BTreeMap::new();
+        base_masters.insert("configs/n-master.yaml".to_string(), format!("{MASTER}{b}"));
+        Snapshot {
+            repo: "o/r".into(),
+            run_id: 1,
+            run_attempt: 1,
+            kind: RunKind::Sweep,
+            head_sha: "0".repeat(40),
+            inputs: Value::Null,
+            head_masters,
+            base_masters,
+            head_changelog: None,
+            base_changelog: None,
+            labels: Vec::new(),
+        }
+    }
+
+    fn keys(s: &Snapshot) -> Vec<String> {
+        sweep_families(s)
+            .unwrap()
+            .into_iter()
+            .map(|(f, _)| f.family)
+            .collect()
+    }
+
+    #[test]
+    fn sweep_families_come_from_the_changelog_then_changed_entries_never_the_branch() {
+        let changed = sweep(&MASTER.replace("x/y:1", "x/y:2"), "feature");
+        assert_eq!(keys(&changed), vec!["configs/n-master.yaml:a"]);
+        let fid = klaud_planner::identity::family_id("configs/n-master.yaml:b");
+        let unchanged = sweep(MASTER, &format!("klaud/auto-{fid}-0123456789abcdef"));
+        assert!(keys(&unchanged).is_empty());
+        assert!(keys(&sweep(MASTER, "feature")).is_empty());
+        // The changelog wins over both.
+        let mut logged = sweep(&MASTER.replace("x/y:1", "x/y:2"), "feature");
+        logged.base_changelog = Some("- config-keys: [a]\n".into());
+        logged.head_changelog = Some("- config-keys: [a]\n\n- config-keys: [b, gone]\n".into());
+        assert_eq!(keys(&logged), vec!["configs/n-master.yaml:b"]);
+    }
+
+    #[test]
+    fn appended_changelog_entries_name_the_swept_keys() {
+        let base = "- config-keys:\n    - old\n  description:\n    - \"x\"\n";
+        let head = format!(
+            "{base}\n- config-keys:\n    - new-a\n    - new-b\n  description:\n    - \"y\"\n"
+        );
+        assert_eq!(appended_changelog_keys(base, &head), vec!["new-a", "new-b"]);
+        assert!(appended_changelog_keys(base, base).is_empty());
+        assert!(appended_changelog_keys("", "not: [valid").is_empty());
+    }
+}

@@ -1,0 +1,550 @@
+//! The daemon loop behind `klaud serve` (and `klaud demo`): planner waves on
+//! the cron schedule, a reconcile pass every `reconcile_interval` (or when the
+//! webhook wakes it) that resumes this instance's candidates and renews their
+//! claims' leases, and a [`StatusSnapshot`] published after every pass.
+//!
+//! Every pass is one [`run_wave`] per repository: a scheduled wave may start
+//! new candidates, a reconcile pass may not (it still resumes, heartbeats and
+//! recovers expired claims). Passes never sleep inside the engine, so a
+//! shutdown request is honoured between steps: the current pass finishes,
+//! the stores are flushed, and claims stay leased so another instance can
+//! take over after their lease expires.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use klaud_claims::{ClaimBook, Claimant, SystemClock};
+use klaud_lifecycle::baseline::BaselineSource;
+use klaud_lifecycle::engine::{CandidateRecord, EngineConfig, Journal, RepairHook, Step};
+use klaud_planner::plan::{FamilyPlan, PlanOptions, ReleaseRule};
+use klaud_planner::registry::RegistryClient;
+use klaud_planner::tracks::TrackRule;
+use tokio::sync::{Notify, watch};
+
+use super::schedule::WaveSchedule;
+use crate::dashboard::{
+    CandidateRow, EventRow, FamilyRow, OutcomeRow, RateBudgetRow, RepositoryStatus, StatusSnapshot,
+};
+use crate::wave::{WaveOptions, run_wave};
+use klaud_github::Forge;
+use klaud_store::{Event, EventKind, Store};
+
+/// How many errors the dashboard keeps.
+const MAX_ERRORS: usize = 20;
+/// How many outcomes per repository the dashboard shows.
+const MAX_OUTCOMES: usize = 50;
+
+/// One benchmark repository served by this instance: its forge and its own
+/// journal namespace.
+pub struct RepoService {
+    /// The identity-checked forge for this repository.
+    pub forge: Forge,
+    /// This repository's candidate journal.
+    pub journal: Arc<dyn Journal>,
+    /// The store behind the journal, when there is one: base blob cache,
+    /// event log, flushed on shutdown.
+    pub store: Option<Store>,
+}
+
+/// What the daemon does and how often.
+#[derive(Debug, Clone)]
+pub struct ServeSettings {
+    /// This instance (claim owner).
+    pub claimant: Claimant,
+    /// Engine settings (owner run, lease, labels, budgets).
+    pub engine: EngineConfig,
+    /// When planner waves fire.
+    pub schedule: WaveSchedule,
+    /// Run a planner wave right away instead of waiting for the first fire.
+    pub wave_on_start: bool,
+    /// Time between reconcile passes.
+    pub reconcile_interval: Duration,
+    /// Most unfinished candidates per repository.
+    pub concurrency: usize,
+    /// Most new candidates per wave (before the concurrency bound).
+    pub max_candidates: usize,
+    /// A newer tag must be at least this old.
+    pub min_age: Duration,
+    /// Families whose candidate finished this recently are not planned again.
+    pub cooldown: Duration,
+    /// Configured tag tracks.
+    pub rules: Vec<TrackRule>,
+    /// Configured release tracks.
+    pub release_rules: Vec<ReleaseRule>,
+    /// Image repository → upstream source repository.
+    pub upstream: BTreeMap<String, String>,
+    /// Poll interval inside a pass (only used when `pass_wait` is not zero).
+    pub poll: Duration,
+    /// How long one pass keeps polling running workflows before it returns.
+    pub pass_wait: Duration,
+}
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// No repository to serve.
+    #[error("no repository to serve: pass --repo OWNER/NAME or set github.repository")]
+    NoRepository,
+    /// Flushing a store on shutdown failed.
+    #[error("flushing the store of {repo}: {detail}")]
+    Flush { repo: String, detail: String },
+}
+
+/// Which kind of pass to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    Wave,
+    Reconcile,
+}
+
+/// The daemon: repositories, clients and the snapshot feed.
+pub struct Daemon {
+    repos: Vec<RepoService>,
+    registry: RegistryClient,
+    baseline: Box<dyn BaselineSource>,
+    repair: Option<Box<dyn RepairHook>>,
+    settings: ServeSettings,
+    feed: watch::Sender<Arc<StatusSnapshot>>,
+}
+
+/// Mutable state of the loop that the snapshot needs.
+#[derive(Default)]
+struct LoopState {
+    waves: u64,
+    next_wave: Option<DateTime<Utc>>,
+    families: BTreeMap<String, Vec<FamilyPlan>>,
+    errors: VecDeque<EventRow>,
+    announced: BTreeSet<String>,
+}
+
+impl Daemon {
+    /// A daemon over `repos`; snapshots go to `feed`.
+    pub fn new(
+        repos: Vec<RepoService>,
+        registry: RegistryClient,
+        baseline: Box<dyn BaselineSource>,
+        repair: Option<Box<dyn RepairHook>>,
+        settings: ServeSettings,
+        feed: watch::Sender<Arc<StatusSnapshot>>,
+    ) -> Result<Self, ServeError> {
+        if repos.is_empty() {
+            return Err(ServeError::NoRepository);
+        }
+        Ok(Self {
+            repos,
+            registry,
+            baseline,
+            repair,
+            settings,
+            feed,
+        })
+    }
+
+    /// The repositories served.
+    pub fn repos(&self) -> &[RepoService] {
+        &self.repos
+    }
+
+    /// The registry client (its request counts are on the dashboard).
+    pub fn registry(&self) -> &RegistryClient {
+        &self.registry
+    }
+
+    /// The baseline source.
+    pub fn baseline(&self) -> &dyn BaselineSource {
+        self.baseline.as_ref()
+    }
+
+    /// A fresh feed (initial, empty snapshot) for [`Daemon::new`].
+    pub fn feed() -> (
+        watch::Sender<Arc<StatusSnapshot>>,
+        watch::Receiver<Arc<StatusSnapshot>>,
+    ) {
+        watch::channel(Arc::new(StatusSnapshot::default()))
+    }
+
+    /// Runs until `shutdown` turns true (or its sender is dropped). The
+    /// current pass always finishes; claims are left leased.
+    pub async fn run(
+        &self,
+        wake: Arc<Notify>,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Result<(), ServeError> {
+        let mut state = LoopState::default();
+        for repo in &self.repos {
+            // Errors recorded by an earlier run stay visible after a restart.
+            if let Some(store) = &repo.store {
+                match store.recent_events(MAX_ERRORS) {
+                    Ok(events) => state.errors.extend(
+                        events
+                            .into_iter()
+                            .filter(|e| e.event.kind == EventKind::Error)
+                            .map(|e| EventRow {
+                                at: Some(e.at),
+                                message: e.event.message,
+                            }),
+                    ),
+                    Err(e) => tracing::warn!(error = %e, "cannot read the event log"),
+                }
+            }
+            // Outcomes reached before this start are history, not news.
+            if let Ok(records) = repo.journal.list().await {
+                state.announced.extend(
+                    records
+                        .into_iter()
+                        .filter(|r| r.step == Step::Done)
+                        .map(|r| r.candidate),
+                );
+            }
+        }
+        state.errors.truncate(MAX_ERRORS);
+        state.next_wave = if self.settings.wave_on_start {
+            Some(Utc::now())
+        } else {
+            self.settings.schedule.next_after(Utc::now())
+        };
+        // The page is useful before the first (possibly long) wave ends.
+        self.publish(&state).await;
+        loop {
+            if *shutdown.borrow() {
+                break;
+            }
+            let pass = match state.next_wave {
+                Some(at) if at <= Utc::now() => Pass::Wave,
+                _ => Pass::Reconcile,
+            };
+            for repo in &self.repos {
+                if *shutdown.borrow() {
+                    break;
+                }
+                self.pass(repo, pass, &mut state, &shutdown).await;
+            }
+            if pass == Pass::Wave {
+                state.waves += 1;
+                // Computed after the wave so a long wave never fires twice.
+                state.next_wave = self.settings.schedule.next_after(Utc::now());
+            }
+            self.publish(&state).await;
+            let reconcile = tokio::time::sleep(self.settings.reconcile_interval);
+            let until_wave = state
+                .next_wave
+                .and_then(|at| (at - Utc::now()).to_std().ok())
+                .unwrap_or(Duration::MAX);
+            let wave = tokio::time::sleep(until_wave.min(Duration::from_secs(86_400 * 365)));
+            tokio::select! {
+                () = reconcile => {}
+                () = wave => {}
+                () = wake.notified() => tracing::debug!("woken by the webhook"),
+                changed = shutdown.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        tracing::info!("shutting down: claims stay leased until they expire");
+        for repo in &self.repos {
+            if let Some(store) = &repo.store {
+                store.flush().await.map_err(|e| ServeError::Flush {
+                    repo: repo.forge.repo(),
+                    detail: e.to_string(),
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One wave or reconcile pass over one repository. Failures are logged
+    /// and shown; the next pass resumes.
+    async fn pass(
+        &self,
+        repo: &RepoService,
+        pass: Pass,
+        state: &mut LoopState,
+        stop: &watch::Receiver<bool>,
+    ) {
+        let name = repo.forge.repo();
+        let unfinished = match repo.journal.list().await {
+            // A record still at `Claim` lost the claim race (occupied family)
+            // and holds nothing: it must not take a concurrency slot.
+            Ok(records) => records
+                .iter()
+                .filter(|r| !matches!(r.step, Step::Done | Step::Claim))
+                .count(),
+            Err(e) => {
+                self.error(repo, state, format!("{name}: journal: {e}"));
+                return;
+            }
+        };
+        let mut plan = PlanOptions::new(Utc::now());
+        plan.min_age = self.settings.min_age;
+        plan.max_candidates = match pass {
+            Pass::Wave => self
+                .settings
+                .max_candidates
+                .min(self.settings.concurrency.saturating_sub(unfinished)),
+            Pass::Reconcile => 0,
+        };
+        plan.rules = self.settings.rules.clone();
+        plan.release_rules = self.settings.release_rules.clone();
+        plan.upstream = self.settings.upstream.clone();
+        let options = WaveOptions {
+            claimant: self.settings.claimant.clone(),
+            engine: self.settings.engine.clone(),
+            plan,
+            poll: self.settings.poll,
+            wait: self.settings.pass_wait,
+            cooldown: self.settings.cooldown,
+            upstream: None,
+            cache: repo.store.as_ref(),
+            stop: Some(stop.clone()),
+        };
+        let result = run_wave(
+            &repo.forge,
+            repo.journal.as_ref(),
+            &self.registry,
+            self.baseline.as_ref(),
+            self.repair.as_deref(),
+            options,
+        )
+        .await;
+        match result {
+            Ok(summary) => {
+                if pass == Pass::Wave || !summary.families.is_empty() {
+                    state.families.insert(name.clone(), summary.families);
+                }
+                for (id, why) in &summary.skipped {
+                    tracing::info!(repo = %name, candidate = %id, why, "skipped");
+                }
+                for c in &summary.candidates {
+                    if let Some(status) = c.status.as_deref()
+                        && status.starts_with("stopped:")
+                    {
+                        self.error(repo, state, format!("{name}: {}: {status}", c.candidate));
+                    }
+                }
+            }
+            Err(e) => self.error(repo, state, format!("{name}: {pass:?} failed: {e}")),
+        }
+        self.announce(repo, state).await;
+    }
+
+    /// Logs, keeps and stores an error (messages come from error types that
+    /// never carry credentials).
+    fn error(&self, repo: &RepoService, state: &mut LoopState, message: String) {
+        tracing::warn!(error = %message, "daemon pass");
+        if let Some(store) = &repo.store {
+            let mut event = Event::new(EventKind::Error, message.clone());
+            event.repository = Some(repo.forge.repo());
+            if let Err(e) = store.append_event(&event) {
+                tracing::warn!(error = %e, "cannot record the error event");
+            }
+        }
+        state.errors.push_front(EventRow {
+            at: Some(Utc::now()),
+            message,
+        });
+        state.errors.truncate(MAX_ERRORS);
+    }
+
+    /// Records each newly reached outcome once in the store's event log.
+    async fn announce(&self, repo: &RepoService, state: &mut LoopState) {
+        let Ok(records) = repo.journal.list().await else {
+            return;
+        };
+        for rec in records.into_iter().filter(|r| r.step == Step::Done) {
+            if !state.announced.insert(rec.candidate.clone()) {
+                continue;
+            }
+            let outcome = rec
+                .ending
+                .as_ref()
+                .map(|e| e.outcome.to_string())
+                .unwrap_or_default();
+            tracing::info!(repo = %repo.forge.repo(), candidate = %rec.candidate, outcome, "candidate finished");
+            if let Some(store) = &repo.store {
+                let event = Event {
+                    kind: EventKind::Outcome,
+                    repository: Some(repo.forge.repo()),
+                    candidate: Some(rec.candidate.clone()),
+                    message: format!("{} ended {outcome}", rec.family),
+                    link: rec.pull_url.clone(),
+                };
+                if let Err(e) = store.append_event(&event) {
+                    tracing::warn!(error = %e, "cannot record the outcome event");
+                }
+            }
+        }
+    }
+
+    /// Builds and sends the snapshot.
+    async fn publish(&self, state: &LoopState) {
+        let mut repositories = Vec::new();
+        let mut budgets = Vec::new();
+        for repo in &self.repos {
+            repositories.push(self.repo_status(repo, state).await);
+            for b in repo.forge.rate_budgets() {
+                budgets.push(RateBudgetRow {
+                    resource: if self.repos.len() > 1 {
+                        format!("{} {}", repo.forge.repo(), b.resource)
+                    } else {
+                        b.resource.clone()
+                    },
+                    limit: b.limit,
+                    remaining: b.remaining,
+                    reset: DateTime::from_timestamp(b.reset_unix, 0),
+                });
+            }
+        }
+        let snapshot = StatusSnapshot {
+            generated_at: Some(Utc::now()),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            bot_login: self
+                .repos
+                .first()
+                .map(|r| r.forge.bot_login().to_owned())
+                .unwrap_or_default(),
+            repositories,
+            github_budget: budgets,
+            registry_requests: self.registry.counts(),
+            waves_total: state.waves,
+            next_wave: state.next_wave,
+            recent_errors: state.errors.iter().cloned().collect(),
+        };
+        self.feed.send_replace(Arc::new(snapshot));
+    }
+
+    async fn repo_status(&self, repo: &RepoService, state: &LoopState) -> RepositoryStatus {
+        let name = repo.forge.repo();
+        let families = state
+            .families
+            .get(&name)
+            .map(|fs| fs.iter().map(family_row).collect())
+            .unwrap_or_default();
+        let clock = SystemClock;
+        let book = ClaimBook::new(&repo.forge, &clock, self.settings.claimant.clone());
+        let claims = match crate::dashboard::claim_rows(&book).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(repo = %name, error = %e, "cannot list claims for the dashboard");
+                Vec::new()
+            }
+        };
+        let records = repo.journal.list().await.unwrap_or_default();
+        let mut done: Vec<&CandidateRecord> =
+            records.iter().filter(|r| r.step == Step::Done).collect();
+        done.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
+        let outcomes = done
+            .iter()
+            .filter_map(|r| OutcomeRow::of(r))
+            .take(MAX_OUTCOMES)
+            .collect();
+        let mut candidates: Vec<CandidateRow> = records.iter().map(CandidateRow::of).collect();
+        candidates.sort_by(|a, b| a.family.cmp(&b.family));
+        let url = repo_web_url(&name);
+        RepositoryStatus {
+            name,
+            url,
+            families,
+            claims,
+            candidates,
+            outcomes,
+        }
+    }
+}
+
+fn repo_web_url(name: &str) -> String {
+    format!("https://github.com/{name}")
+}
+
+fn family_row(f: &FamilyPlan) -> FamilyRow {
+    FamilyRow {
+        family: f.family.clone(),
+        id: f.id.clone(),
+        status: serde_json::to_value(f.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| format!("{:?}", f.status)),
+        current: f.current.clone(),
+        candidate: f.candidate.as_ref().map(|c| c.image.to_string()),
+        stale_hours: None,
+        reasons: f.reasons.clone(),
+    }
+}
+
+/// Resolves when SIGTERM or SIGINT arrives; then flips `shutdown` to true.
+pub async fn shutdown_on_signal(shutdown: Arc<watch::Sender<bool>>) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; Ctrl-C only");
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+    tracing::info!("signal received: finishing the current step");
+    let _ = shutdown.send(true);
+}
+
+/// The dashboard routes, plus `POST /webhook` when a secret is configured.
+pub fn http_router(
+    feed: crate::dashboard::SnapshotFeed,
+    webhook: Option<super::webhook::WebhookState>,
+) -> axum::Router {
+    let router = crate::dashboard::router(feed);
+    match webhook {
+        Some(state) => router.merge(super::webhook::router(state)),
+        None => router,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_daemon_without_repositories_is_refused() {
+        let registry = RegistryClient::new(Default::default()).expect("registry");
+        let settings = ServeSettings {
+            claimant: Claimant::new(uuid::Uuid::from_u128(1)),
+            engine: EngineConfig::new(1),
+            schedule: WaveSchedule::parse("0 */6 * * *", "UTC").expect("schedule"),
+            wave_on_start: false,
+            reconcile_interval: Duration::from_secs(60),
+            concurrency: 2,
+            max_candidates: 5,
+            min_age: Duration::from_secs(86_400),
+            cooldown: Duration::ZERO,
+            rules: Vec::new(),
+            release_rules: Vec::new(),
+            upstream: BTreeMap::new(),
+            poll: Duration::from_secs(5),
+            pass_wait: Duration::ZERO,
+        };
+        let (tx, _rx) = Daemon::feed();
+        let result = Daemon::new(
+            Vec::new(),
+            registry,
+            Box::new(crate::baseline_api::NoBaseline),
+            None,
+            settings,
+            tx,
+        );
+        assert!(matches!(result, Err(ServeError::NoRepository)));
+    }
+}

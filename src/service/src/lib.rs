@@ -1,0 +1,28 @@
+//! `klaud-service`: the long-running side of Klaud and the wiring of the
+//! candidate lifecycle to the outside world. It owns the planner wave
+//! ([`wave`]), recovery of orphaned claims ([`recover`]), maintainer PR
+//! commands ([`pr_commands`]), the daemon with its schedule, reconcile loop
+//! and webhook ([`daemon`]), the status dashboard ([`dashboard`], [`status`]),
+//! the baseline API client ([`baseline_api`]) and the repair hook
+//! ([`repair_hook`]).
+//!
+//! It must never re-implement a rule another crate owns: repository
+//! knowledge is `klaud-planner`'s, claims are `klaud-claims`', the candidate
+//! state machine, ownership proofs and reports are `klaud-lifecycle`'s, and
+//! every GitHub call goes through `klaud-github`.
+
+pub mod baseline_api;
+pub mod daemon;
+pub mod dashboard;
+pub mod pr_commands;
+pub mod recover;
+pub mod repair_hook;
+pub mod status;
+pub mod wave;
+
+pub use baseline_api::{HttpBaselineSource, NoBaseline};
+pub use klaud_github::lifecycle::GithubLifecycle;
+pub use klaud_store::journal::StoreJournal;
+pub use repair_hook::CommandHook;
+pub use wave::base_checkout;
+pub use wave::{CandidateSummary, WaveError, WaveOptions, WaveSummary, materialize, run_wave};

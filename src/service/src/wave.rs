@@ -1,0 +1,816 @@
+//! One wave (spec §1): read the base branch, plan, claim, and drive every
+//! candidate of this instance as far as it can go. Running a wave again
+//! resumes (from the journal, or from GitHub when the journal is empty) and
+//! never duplicates anything.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use klaud_claims::{CandidateId, ClaimBook, Claimant, SystemClock, ensure_plannable};
+use klaud_lifecycle::baseline::BaselineSource;
+use klaud_lifecycle::engine::{
+    CandidateRecord, Engine, EngineConfig, Journal, Progress, RepairHook, Step, Target,
+};
+use klaud_lifecycle::model::RunRef;
+use klaud_lifecycle::report::UpstreamRange;
+use klaud_planner::image::ImageRef;
+use klaud_planner::plan::{PlanOptions, PlanReport, plan};
+use klaud_planner::registry::RegistryClient;
+use klaud_planner::repo::Repository;
+use serde::Serialize;
+
+use super::recover::{
+    Orphan, RecoveryContext, open_orphans, settle_recovery_leases, take_over_orphans,
+};
+use klaud_github::lifecycle::GithubLifecycle;
+use klaud_github::upstream::GithubUpstream;
+use klaud_github::{Forge, ForgeRunStatus, GithubError};
+use klaud_store::{Record, Store, trees};
+
+/// Paths (after an optional `inferencex-e2e/` prefix) the planner and the
+/// bump read from the base branch.
+fn needed(path: &str) -> bool {
+    let rel = path.strip_prefix("inferencex-e2e/").unwrap_or(path);
+    rel.starts_with("configs/")
+        || rel.starts_with("benchmarks/multi_node/srt-slurm-recipes/")
+        || rel == "perf-changelog.yaml"
+}
+
+/// Why a wave stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum WaveError {
+    /// GitHub failed.
+    #[error(transparent)]
+    Github(#[from] GithubError),
+    /// The base branch is missing.
+    #[error("the base branch {0} does not exist")]
+    NoBase(String),
+    /// The checkout could not be written or read.
+    #[error("base checkout: {0}")]
+    Checkout(String),
+    /// Claims block planning (fail closed) or could not be listed.
+    #[error("{0}")]
+    Claims(String),
+    /// The journal failed.
+    #[error("{0}")]
+    Journal(String),
+}
+
+/// A blob kept in the store's cache tree (content-addressed: valid forever).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CachedBlob {
+    base64: String,
+}
+
+impl Record for CachedBlob {
+    const VERSION: u32 = 1;
+}
+
+async fn blob(forge: &Forge, sha: &str, cache: Option<&Store>) -> Result<Vec<u8>, WaveError> {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let key = format!("blob:{sha}");
+    if let Some(store) = cache
+        && let Ok(Some(c)) = store.get::<CachedBlob>(trees::CACHE, &key)
+        && let Ok(bytes) = b64.decode(&c.base64)
+    {
+        return Ok(bytes);
+    }
+    let bytes = forge.get_blob(sha).await?;
+    if let Some(store) = cache {
+        // A cache miss next time is the only cost of a failed write.
+        let _ = store.put(
+            trees::CACHE,
+            &key,
+            &CachedBlob {
+                base64: b64.encode(&bytes),
+            },
+        );
+    }
+    Ok(bytes)
+}
+
+/// Writes the files the planner needs from `sha` into `dir`. Blobs are
+/// content-addressed, so with a store they are read from GitHub once.
+pub async fn materialize(
+    forge: &Forge,
+    sha: &str,
+    dir: &Path,
+    cache: Option<&Store>,
+) -> Result<usize, WaveError> {
+    let mut n = 0;
+    for (path, sha) in forge.tree_blobs(sha).await? {
+        if !needed(&path) {
+            continue;
+        }
+        // Tree paths come from GitHub: never let one escape the directory.
+        if path
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+        {
+            return Err(WaveError::Checkout(format!("refusing tree path {path:?}")));
+        }
+        let target = dir.join(&path);
+        let bytes = blob(forge, &sha, cache).await?;
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| WaveError::Checkout(format!("{}: {e}", parent.display())))?;
+        }
+        std::fs::write(&target, bytes)
+            .map_err(|e| WaveError::Checkout(format!("{}: {e}", target.display())))?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The base branch's head and a checkout of what the planner reads.
+pub async fn base_checkout(
+    forge: &Forge,
+    base_branch: &str,
+    cache: Option<&Store>,
+) -> Result<(String, tempfile::TempDir, Repository), WaveError> {
+    let base = forge
+        .get_ref(&format!("refs/heads/{base_branch}"))
+        .await?
+        .ok_or_else(|| WaveError::NoBase(base_branch.to_owned()))?;
+    let dir = tempfile::tempdir().map_err(|e| WaveError::Checkout(e.to_string()))?;
+    materialize(forge, &base, dir.path(), cache).await?;
+    let repository =
+        Repository::open(dir.path()).map_err(|e| WaveError::Checkout(e.to_string()))?;
+    Ok((base, dir, repository))
+}
+
+/// What a wave needs besides the forge and the journal.
+pub struct WaveOptions<'a> {
+    /// This instance.
+    pub claimant: Claimant,
+    /// The engine settings (owner run, workflows, labels, budgets).
+    pub engine: EngineConfig,
+    /// The planner settings (`occupied` is filled in by the wave).
+    pub plan: PlanOptions<'a>,
+    /// How often to look at running workflows.
+    pub poll: Duration,
+    /// How long this wave keeps waiting for runs before it returns (a later
+    /// wave resumes).
+    pub wait: Duration,
+    /// A family whose candidate finished (in this instance's journal) less
+    /// than this long ago is not planned again.
+    pub cooldown: Duration,
+    /// Upstream source repositories, asked for the commit range of a bump
+    /// (the image repositories come from `plan.upstream`).
+    pub upstream: Option<&'a GithubUpstream>,
+    /// The store, to cache the base branch's blobs.
+    pub cache: Option<&'a Store>,
+    /// When it turns true the wave stops between steps: the current step
+    /// finishes, nothing new starts (the daemon's graceful shutdown).
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+/// One candidate at the end of a wave.
+#[derive(Debug, Clone, Serialize)]
+pub struct CandidateSummary {
+    /// Candidate id.
+    pub candidate: String,
+    /// Family.
+    pub family: String,
+    /// Candidate image.
+    pub image: String,
+    /// Outcome, once finished.
+    pub outcome: Option<String>,
+    /// Phase of the outcome, or the step it is at.
+    pub phase: String,
+    /// The PR URL.
+    pub pull_request: Option<String>,
+    /// Runs Klaud owns.
+    pub runs: Vec<RunRef>,
+    /// Repairs used.
+    pub repairs: u32,
+    /// Why it is not finished (waiting on, or the error it stopped at).
+    pub status: Option<String>,
+    /// Why it ended, once it did.
+    pub message: Option<String>,
+}
+
+impl CandidateSummary {
+    /// The summary of a journal record.
+    pub fn of(rec: &CandidateRecord, status: Option<String>) -> Self {
+        Self {
+            candidate: rec.candidate.clone(),
+            family: rec.family.clone(),
+            image: rec.image.clone(),
+            outcome: rec
+                .ending
+                .as_ref()
+                .filter(|_| rec.step == Step::Done)
+                .map(|e| e.outcome.to_string()),
+            phase: match (&rec.ending, rec.step) {
+                (Some(e), Step::Done) => e.phase.to_string(),
+                (_, step) => step.as_str().to_owned(),
+            },
+            pull_request: rec.pull_url.clone(),
+            runs: rec.runs(),
+            repairs: rec.repairs,
+            status,
+            message: rec.ending.as_ref().map(|e| e.message.clone()),
+        }
+    }
+}
+
+/// The result of a wave.
+#[derive(Debug, Clone, Serialize)]
+pub struct WaveSummary {
+    /// Base commit.
+    pub base: String,
+    /// Candidates worked on.
+    pub candidates: Vec<CandidateSummary>,
+    /// Planned candidates not taken up, with why.
+    pub skipped: Vec<(String, String)>,
+    /// Maintainer command comments answered in this wave.
+    pub answered: Vec<crate::pr_commands::Answered>,
+    /// Every family of the wave's plan (for the dashboard).
+    #[serde(skip)]
+    pub families: Vec<klaud_planner::plan::FamilyPlan>,
+}
+
+impl WaveSummary {
+    /// Whether every candidate has an outcome.
+    pub fn all_finished(&self) -> bool {
+        self.candidates.iter().all(|c| c.outcome.is_some())
+    }
+}
+
+/// Targets for the plan's selected candidates plus `wanted` (claims this
+/// instance holds), looked up among every family's candidate.
+fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) -> Vec<Target> {
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    let selected = report.candidates.iter().map(|s| s.id.clone());
+    for id in selected.chain(wanted.iter().cloned()) {
+        if !seen.insert(id.clone()) {
+            continue;
+        }
+        let found = report.families.iter().find_map(|fp| {
+            let c = fp.candidate.as_ref()?;
+            (klaud_planner::identity::candidate_id(&fp.id, &c.image.normalized()) == id)
+                .then_some((fp, c))
+        });
+        let (Some((fp, c)), Ok(candidate)) = (found, CandidateId::new(&id)) else {
+            continue;
+        };
+        out.push(Target {
+            family: fp.family.clone(),
+            candidate,
+            image: c.image.to_string(),
+            revision: c.revision.clone(),
+            clock: serde_json::to_value(c.clock)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned)),
+            not_release_reason: None,
+            upstream: None,
+        });
+    }
+    out
+}
+
+/// The upstream commit an image tag names: `nightly-<sha>` or a tag ending
+/// in `-<7 to 40 hex>` with at least one letter (so dates are not taken for
+/// commits).
+pub fn tag_commit(tag: &str) -> Option<&str> {
+    let last = tag.rsplit('-').next()?;
+    let hex = last.len() >= 7
+        && last.len() <= 40
+        && last
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    (hex && (last.len() == 40 || last.bytes().any(|b| b.is_ascii_alphabetic()))).then_some(last)
+}
+
+/// The upstream range of a bump, when the image repository has a source
+/// repository and both commits are known; the count is asked of GitHub.
+async fn upstream_range(
+    upstream: &GithubUpstream,
+    sources: &BTreeMap<String, String>,
+    old: &str,
+    new: &str,
+    revision: Option<&str>,
+) -> Option<UpstreamRange> {
+    let new_ref = ImageRef::parse(new).ok()?;
+    let source = sources.get(&new_ref.normalized_repository())?;
+    let old_ref = ImageRef::parse(old).ok()?;
+    let from = tag_commit(old_ref.tag()?)?.to_owned();
+    let to = match revision {
+        Some(r) => r.to_owned(),
+        None => tag_commit(new_ref.tag()?)?.to_owned(),
+    };
+    let commits = match upstream.commits_between(source, &from, &to).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(source, error = %e, "upstream range unknown");
+            None
+        }
+    };
+    Some(UpstreamRange {
+        compare_url: Some(format!("https://github.com/{source}/compare/{from}...{to}")),
+        repository: source.clone(),
+        from,
+        to,
+        commits,
+    })
+}
+
+/// The target of a candidate this instance holds a claim for, read from
+/// its branch: the family's image in the bumped master config names the
+/// candidate. `None` when there is no branch, or it does not carry that
+/// image; an error when GitHub could not be read (try again next pass).
+async fn held_target(
+    forge: &Forge,
+    repository: &Repository,
+    candidate: &klaud_claims::ClaimCandidate,
+    cache: Option<&Store>,
+) -> Result<Option<Target>, WaveError> {
+    let branch = klaud_lifecycle::engine::branch_name(candidate.id.as_str());
+    let Some(head) = forge.get_ref(&format!("refs/heads/{branch}")).await? else {
+        return Ok(None);
+    };
+    let Some((file, key)) = candidate.family.rsplit_once(':') else {
+        return Ok(None);
+    };
+    let path = format!("{}{file}", repository.prefix());
+    let Some((_, sha)) = forge
+        .tree_blobs(&head)
+        .await?
+        .into_iter()
+        .find(|(p, _)| *p == path)
+    else {
+        return Ok(None);
+    };
+    let bytes = blob(forge, &sha, cache).await?;
+    let image = std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(|text| klaud_planner::yaml::parse(text).ok().flatten())
+        .and_then(|doc| doc.get(key)?.get("image")?.as_scalar().map(str::to_owned));
+    let Some(image) = image else {
+        return Ok(None);
+    };
+    let names_candidate = ImageRef::parse(&image).is_ok_and(|i| {
+        klaud_planner::identity::candidate_id(candidate.id.family().as_str(), &i.normalized())
+            == candidate.id.as_str()
+    });
+    Ok(names_candidate.then(|| Target {
+        family: candidate.family.clone(),
+        candidate: candidate.id.clone(),
+        image,
+        revision: None,
+        clock: None,
+        not_release_reason: None,
+        upstream: None,
+    }))
+}
+
+/// How often a wave re-plans to replace picks whose claim another instance
+/// won first.
+const REFILL_ROUNDS: usize = 3;
+
+/// The targets of `report` (its picks plus the claims in `ours`) not in
+/// `seen`, with their upstream commit range when it can be known.
+async fn plan_targets(
+    report: &PlanReport,
+    ours: &BTreeSet<String>,
+    seen: &mut BTreeSet<String>,
+    options: &WaveOptions<'_>,
+    repository: &Repository,
+) -> Vec<Target> {
+    let mut out = Vec::new();
+    for mut t in targets_from_plan(report, ours) {
+        if !seen.insert(t.candidate.as_str().to_owned()) {
+            continue;
+        }
+        if let (Some(up), Ok(family)) = (options.upstream, repository.family(&t.family)) {
+            t.upstream = upstream_range(
+                up,
+                &options.plan.upstream,
+                &family.image().to_string(),
+                &t.image,
+                t.revision.as_deref(),
+            )
+            .await;
+        }
+        out.push(t);
+    }
+    out
+}
+
+/// Runs one wave.
+pub async fn run_wave(
+    forge: &Forge,
+    journal: &dyn Journal,
+    registry: &RegistryClient,
+    baseline: &dyn BaselineSource,
+    repair: Option<&dyn RepairHook>,
+    mut options: WaveOptions<'_>,
+) -> Result<WaveSummary, WaveError> {
+    let (base, _dir, repository) =
+        base_checkout(forge, &options.engine.base_branch, options.cache).await?;
+
+    let clock = SystemClock;
+    let book = ClaimBook::new(forge, &clock, options.claimant.clone());
+    let claims = book
+        .list_claims()
+        .await
+        .map_err(|e| WaveError::Claims(e.to_string()))?;
+    ensure_plannable(&claims).map_err(|e| WaveError::Claims(e.to_string()))?;
+    let leases = book
+        .list_recovery_leases()
+        .await
+        .map_err(|e| WaveError::Claims(e.to_string()))?;
+    let (done, unfinished): (Vec<CandidateRecord>, Vec<CandidateRecord>) = journal
+        .list()
+        .await
+        .map_err(|e| WaveError::Journal(e.to_string()))?
+        .into_iter()
+        .partition(|r| r.step == Step::Done);
+    let now = chrono::Utc::now();
+    let runs = ForgeRunStatus::new(forge);
+    let recovery = RecoveryContext {
+        book: &book,
+        runs: &runs,
+        owner_run: options.engine.owner_run,
+        lease: options.engine.lease,
+        now,
+    };
+    // Recovery (spec §6) before planning: orphaned claims are taken over
+    // and their candidates finished in this wave.
+    let journaled: BTreeSet<String> = done
+        .iter()
+        .chain(&unfinished)
+        .map(|r| r.candidate.clone())
+        .collect();
+    let (orphans, not_recovered) =
+        take_over_orphans(&recovery, &claims, &leases, &journaled, None).await;
+    for (claim, why) in &not_recovered {
+        tracing::debug!(claim, why, "not recovered");
+    }
+    let recovering: BTreeSet<String> = orphans
+        .iter()
+        .flat_map(|o| o.candidates.iter().map(|c| c.id.as_str().to_owned()))
+        .collect();
+    let mut ours = BTreeSet::new();
+    let mut held_by_us = Vec::new();
+    for entry in &claims {
+        match book.adopt(entry) {
+            Some(held) => {
+                ours.extend(
+                    held.record
+                        .candidate_ids()
+                        .iter()
+                        .map(|s| s.to_string())
+                        .filter(|id| !recovering.contains(id)),
+                );
+                held_by_us.push(held);
+            }
+            None => {
+                if let Some(family) = entry.family() {
+                    options.plan.occupied.insert(family.as_str().to_owned());
+                }
+            }
+        }
+    }
+    let cooldown = chrono::TimeDelta::from_std(options.cooldown).unwrap_or(chrono::TimeDelta::MAX);
+    for rec in &done {
+        // A maintainer's retry request (`/klaud retry`) lifts the cooldown.
+        let retried = options
+            .cache
+            .is_some_and(|store| crate::pr_commands::retry_requested(store, rec));
+        if now - rec.updated_at < cooldown
+            && !retried
+            && let Ok(id) = CandidateId::new(&rec.candidate)
+        {
+            options
+                .plan
+                .cooling_down
+                .insert(id.family().as_str().to_owned());
+        }
+    }
+
+    // A pass that may start nothing new (the daemon's reconcile) and has no
+    // held claim to rebuild from the plan skips the registry entirely: at
+    // one pass a minute, a plan each time would burn the registries' budget.
+    let journal_ids: BTreeSet<&str> = unfinished.iter().map(|r| r.candidate.as_str()).collect();
+    // One session for the wave: a re-plan after a lost claim race is
+    // answered from its cache.
+    let session = registry.session();
+    let report = if options.plan.max_candidates == 0
+        && ours.iter().all(|id| journal_ids.contains(id.as_str()))
+    {
+        PlanReport {
+            families: Vec::new(),
+            candidates: Vec::new(),
+            requests: Default::default(),
+            minimum: Default::default(),
+            elapsed_ms: 0,
+        }
+    } else {
+        plan(&repository, &session, &options.plan).await
+    };
+    let mut targets = Vec::new();
+    let mut seen = BTreeSet::new();
+    // This instance's leftovers first: unfinished journal records, then
+    // claims it holds, then the plan.
+    for rec in &unfinished {
+        if let Ok(candidate) = CandidateId::new(&rec.candidate)
+            && seen.insert(rec.candidate.clone())
+        {
+            targets.push(Target {
+                family: rec.family.clone(),
+                candidate,
+                image: rec.image.clone(),
+                revision: rec.revision.clone(),
+                clock: rec.clock.clone(),
+                not_release_reason: rec.not_release_reason.clone(),
+                upstream: rec.upstream.clone(),
+            });
+        }
+    }
+    let picked = plan_targets(&report, &ours, &mut seen, &options, &repository).await;
+    let mut new_picks: BTreeSet<String> = picked
+        .iter()
+        .map(|t| t.candidate.as_str().to_owned())
+        .filter(|id| !ours.contains(id))
+        .collect();
+    targets.extend(picked);
+    // A claim of ours whose candidate neither the journal nor the plan knows
+    // (a one-shot run with a fresh store, after upstream moved on): its
+    // target is rebuilt from its branch; without a branch there is nothing
+    // to resume, so it is finished like an orphan and the family freed.
+    let done_ids: BTreeSet<&str> = done.iter().map(|r| r.candidate.as_str()).collect();
+    let mut lost_track = Vec::new();
+    for held in &held_by_us {
+        for c in &held.record.candidates {
+            let id = c.id.as_str();
+            if seen.contains(id) || done_ids.contains(id) || recovering.contains(id) {
+                continue;
+            }
+            match held_target(forge, &repository, c, options.cache).await {
+                Ok(Some(t)) => {
+                    seen.insert(id.to_owned());
+                    targets.push(t);
+                }
+                Ok(None) => lost_track.push(Orphan {
+                    held: held.clone(),
+                    orphan_run: held.record.run_id,
+                    candidates: vec![c.clone()],
+                    leases: Vec::new(),
+                }),
+                Err(e) => tracing::warn!(candidate = id, error = %e, "held claim not resumed"),
+            }
+        }
+    }
+
+    let lifecycle = GithubLifecycle::new(forge);
+    let mut engine = Engine::new(
+        &lifecycle,
+        journal,
+        &clock,
+        options.claimant.clone(),
+        baseline,
+        &repository,
+        base.clone(),
+        &options.engine,
+    );
+    if let Some(hook) = repair {
+        engine = engine.with_repair(hook);
+    }
+
+    let (recovered, mut skipped) = open_orphans(&engine, &orphans).await;
+    let (mut lost, lost_skipped) = open_orphans(&engine, &lost_track).await;
+    skipped.extend(lost_skipped);
+    for rec in &mut lost {
+        if let Some(ending) = rec.ending.as_mut().filter(|e| !e.hands_off) {
+            ending.message = "this instance lost track of the candidate: no journal record, \
+                              no branch, and the plan proposes another image"
+                .to_owned();
+        }
+    }
+    let mut records: Vec<(CandidateRecord, Option<String>, bool)> = recovered
+        .into_iter()
+        .chain(lost)
+        .map(|r| (r, None, false))
+        .collect();
+    for t in &targets {
+        match engine.open_record(t).await {
+            Ok(rec) => records.push((rec, None, false)),
+            Err(e) => skipped.push((t.candidate.as_str().to_owned(), e.to_string())),
+        }
+    }
+    // Claim the plan's new picks now: a family lost to another instance's
+    // race frees its slot for the next stale family, so instances started
+    // together split the work instead of one of them idling until the next
+    // wave.
+    for _ in 0..REFILL_ROUNDS {
+        if new_picks.is_empty() || options.stop.as_ref().is_some_and(|s| *s.borrow()) {
+            break;
+        }
+        let mut lost = 0;
+        for (rec, status, skip) in records.iter_mut() {
+            if !new_picks.remove(&rec.candidate) || rec.step != Step::Claim {
+                continue;
+            }
+            match engine.step(rec).await {
+                Ok(Progress::Skipped(why)) => {
+                    *status = Some(why);
+                    *skip = true;
+                    lost += 1;
+                }
+                Ok(_) => {}
+                Err(e) => *status = Some(format!("stopped: {e}")),
+            }
+        }
+        if lost == 0 {
+            break;
+        }
+        for (rec, _, _) in &records {
+            if let Ok(id) = CandidateId::new(&rec.candidate) {
+                options
+                    .plan
+                    .occupied
+                    .insert(id.family().as_str().to_owned());
+            }
+        }
+        options.plan.max_candidates = lost;
+        let again = plan(&repository, &session, &options.plan).await;
+        let refill = plan_targets(&again, &BTreeSet::new(), &mut seen, &options, &repository).await;
+        for t in &refill {
+            match engine.open_record(t).await {
+                Ok(rec) => {
+                    new_picks.insert(rec.candidate.clone());
+                    records.push((rec, None, false));
+                }
+                Err(e) => skipped.push((t.candidate.as_str().to_owned(), e.to_string())),
+            }
+        }
+    }
+    // Maintainer commands on this wave's PRs, before driving (a `stop`
+    // must win over the next step) — and on recently finished candidates,
+    // where `retry` and `status` still make sense.
+    let mut answered = Vec::new();
+    for (rec, status, skip) in records.iter_mut() {
+        if *skip || rec.pull.is_none() {
+            continue;
+        }
+        match crate::pr_commands::handle_commands(forge, &engine, rec, options.cache).await {
+            Ok(a) => answered.extend(a),
+            Err(e) => {
+                *status = Some(format!("commands not handled: {e}"));
+                tracing::warn!(candidate = %rec.candidate, error = %e, "maintainer commands not handled");
+            }
+        }
+    }
+    for rec in done
+        .iter()
+        .filter(|r| r.pull.is_some() && now - r.updated_at < cooldown)
+    {
+        if records.iter().any(|(r, _, _)| r.candidate == rec.candidate) {
+            continue;
+        }
+        let mut rec = rec.clone();
+        match crate::pr_commands::handle_commands(forge, &engine, &mut rec, options.cache).await {
+            Ok(a) => answered.extend(a),
+            Err(e) => {
+                tracing::warn!(candidate = %rec.candidate, error = %e, "maintainer commands not handled")
+            }
+        }
+    }
+    let stopping = || options.stop.as_ref().is_some_and(|s| *s.borrow());
+    let started = Instant::now();
+    loop {
+        let mut waiting = false;
+        for (rec, status, skip) in records.iter_mut() {
+            if *skip || rec.step == Step::Done {
+                continue;
+            }
+            if stopping() {
+                *status = Some("paused: shutting down".to_owned());
+                continue;
+            }
+            // One step at a time so a shutdown request is seen between steps.
+            let mut progress = Ok(Progress::Advanced(rec.step));
+            for _ in 0..64 {
+                progress = engine.step(rec).await;
+                if !matches!(progress, Ok(Progress::Advanced(_))) || stopping() {
+                    break;
+                }
+            }
+            match progress {
+                Ok(Progress::Waiting(why)) => {
+                    *status = Some(why);
+                    waiting = true;
+                }
+                Ok(Progress::Skipped(why)) => {
+                    *status = Some(why);
+                    *skip = true;
+                }
+                Ok(Progress::Done(_)) => *status = None,
+                Ok(Progress::Advanced(_)) => waiting = true,
+                Err(e) => {
+                    // Transient: the next wave resumes from here.
+                    *status = Some(format!("stopped: {e}"));
+                    tracing::warn!(candidate = %rec.candidate, error = %e, "candidate stopped");
+                }
+            }
+        }
+        if !waiting || stopping() || started.elapsed() >= options.wait {
+            break;
+        }
+        tokio::time::sleep(options.poll).await;
+    }
+    let acquired: Vec<_> = orphans.iter().flat_map(|o| o.leases.clone()).collect();
+    let mut journal_now: Vec<CandidateRecord> = done;
+    journal_now.extend(records.iter().map(|(r, _, _)| r.clone()));
+    settle_recovery_leases(&recovery, &leases, &acquired, &claims, &journal_now).await;
+    let mut candidates = Vec::new();
+    for (rec, status, skip) in &records {
+        if *skip {
+            skipped.push((rec.candidate.clone(), status.clone().unwrap_or_default()));
+        } else {
+            candidates.push(CandidateSummary::of(rec, status.clone()));
+        }
+    }
+    Ok(WaveSummary {
+        base,
+        candidates,
+        skipped,
+        answered,
+        families: report.families,
+    })
+}
+
+/// Renders a wave summary as a table.
+pub fn render_summary(summary: &WaveSummary) -> String {
+    let mut rows: Vec<[String; 5]> = vec![[
+        "FAMILY".into(),
+        "OUTCOME".into(),
+        "PHASE".into(),
+        "RUNS".into(),
+        "PULL REQUEST".into(),
+    ]];
+    for c in &summary.candidates {
+        rows.push([
+            c.family.clone(),
+            c.outcome
+                .clone()
+                .unwrap_or_else(|| format!("({})", c.status.as_deref().unwrap_or("running"))),
+            c.phase.clone(),
+            c.runs.len().to_string(),
+            c.pull_request.clone().unwrap_or_else(|| "—".into()),
+        ]);
+    }
+    let mut widths = [0usize; 5];
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in &rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    for (id, why) in &summary.skipped {
+        out.push_str(&format!("skipped {id}: {why}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tag_commit;
+
+    #[test]
+    fn commits_are_read_from_commit_named_tags_only() {
+        let sha = "3ee2df30337a301164c46ae444b76ee67e71c106";
+        assert_eq!(tag_commit(&format!("nightly-{sha}")), Some(sha));
+        assert_eq!(
+            tag_commit("nightly-dev-x86_64-cu13.0.1-8f2a3b1"),
+            Some("8f2a3b1")
+        );
+        assert_eq!(
+            tag_commit("nightly-dev-cu13-20260817-a1b2c3d4"),
+            Some("a1b2c3d4")
+        );
+        for tag in [
+            "v0.25.0",
+            "v0.5.17-cu130",
+            "v0.5.17-rocm720-mi35x-20260817",
+            "kimi-k3",
+            "latest",
+        ] {
+            assert_eq!(tag_commit(tag), None, "{tag}");
+        }
+    }
+}

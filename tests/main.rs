@@ -1,0 +1,25 @@
+//! Every integration test of the workspace, in one binary (one link step).
+//! Each module is one area; [`support`] is the shared harness.
+
+mod support;
+
+mod claims_github;
+mod cli_claims;
+mod cli_demo;
+mod cli_doctor;
+mod cli_plan;
+mod cli_recover_status;
+mod cli_repository;
+mod cli_sandbox;
+mod dashboard;
+mod github_forge;
+mod github_sim;
+mod inferencex_compat;
+mod lifecycle_e2e;
+mod maintainer_commands;
+mod plan_sandbox;
+mod plan_upstream;
+mod sandbox_ci;
+mod sandbox_registry;
+mod serve_daemon;
+mod serve_processes;
