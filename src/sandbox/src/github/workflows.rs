@@ -665,4 +665,167 @@ jobs:
             "the built-in InferenceX workflows"
         );
     }
+
+    /// The real InferenceX workflow files, when the shared fixtures exist.
+    fn inferencex_workflows(version: &str) -> Option<Vec<(String, String)>> {
+        let dir = std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/fixtures/inferencex/workflows"
+        ))
+        .join(version);
+        if !dir.is_dir() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "InferenceX workflow fixtures missing at {} (required when CI is set)",
+                dir.display()
+            );
+            eprintln!(
+                "SKIPPED: InferenceX workflow fixtures not found at {}",
+                dir.display()
+            );
+            return None;
+        }
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            if name.ends_with(".yml") {
+                out.push((
+                    format!(".github/workflows/{name}"),
+                    std::fs::read_to_string(&path).unwrap(),
+                ));
+            }
+        }
+        Some(out)
+    }
+
+    #[tokio::test]
+    async fn the_real_inferencex_files_drive_the_simulator_in_both_versions() {
+        for (version, changelog, drafts_run, declares_klaud_run) in [
+            ("843c6254", "perf-changelog.yaml", false, false),
+            ("newer", "inferencex-e2e/perf-changelog.yaml", true, true),
+        ] {
+            let Some(workflows) = inferencex_workflows(version) else {
+                return;
+            };
+            let st = GithubState::new();
+            st.add_user("Klaud-Cold", None, true).await;
+            st.create_repo("SemiAnalysisAI/InferenceX", "main")
+                .await
+                .unwrap();
+            let mut seed: Vec<(&str, &str)> = workflows
+                .iter()
+                .map(|(p, t)| (p.as_str(), t.as_str()))
+                .collect();
+            seed.push((changelog, "- config-keys: [a]\n"));
+            st.push_commit(
+                "SemiAnalysisAI/InferenceX",
+                "main",
+                "Klaud-Cold",
+                files(&seed),
+                "seed",
+            )
+            .await
+            .unwrap();
+            let tip = st
+                .ref_sha("SemiAnalysisAI/InferenceX", "refs/heads/main")
+                .await
+                .unwrap();
+            let (owner, repo) = ("SemiAnalysisAI", "InferenceX");
+            st.lock()
+                .await
+                .repo_mut(owner, repo)
+                .unwrap()
+                .set_ref("refs/heads/klaud/auto-a", &tip);
+            let head = st
+                .push_commit(
+                    "SemiAnalysisAI/InferenceX",
+                    "klaud/auto-a",
+                    "Klaud-Cold",
+                    files(&[(changelog, "- config-keys: [a]\n- config-keys: [b]\n")]),
+                    "bump",
+                )
+                .await
+                .unwrap();
+            let mut m = st.lock().await;
+            let id = m.id();
+            let now = Utc::now();
+            m.repo_mut(owner, repo).unwrap().pulls.insert(
+                7,
+                Pull {
+                    number: 7,
+                    id,
+                    title: "[Klaud Cold] Bump a".into(),
+                    body: None,
+                    open: true,
+                    draft: true,
+                    head_ref: "klaud/auto-a".into(),
+                    head_sha: head.clone(),
+                    base_ref: "main".into(),
+                    user: "Klaud-Cold".into(),
+                    labels: vec!["full-sweep-enabled".into()],
+                    created_at: now,
+                    updated_at: now,
+                    closed_at: None,
+                },
+            );
+            let ids = pull_request_event(
+                &mut m,
+                owner,
+                repo,
+                7,
+                "labeled",
+                Some("full-sweep-enabled"),
+                "Klaud-Cold",
+            )
+            .unwrap()
+            .unwrap();
+            assert_eq!(ids.len(), 1, "{version}: one run-sweep run");
+            let r = m.repo(owner, repo).unwrap().runs[&ids[0]].clone();
+            assert_eq!(
+                r.display_title, "Run Sweep - [Klaud Cold] Bump a",
+                "{version}"
+            );
+            assert_eq!(r.name, "Run Sweep");
+            assert_eq!(r.head_sha, head);
+            let expected = if drafts_run {
+                (None, "queued")
+            } else {
+                (Some("skipped"), "completed")
+            };
+            assert_eq!(
+                (r.conclusion.as_deref(), r.status.as_str()),
+                expected,
+                "{version}"
+            );
+
+            let inputs = json!({"test-name": "smoke", "generate-cli-command": "x", "ref": head, "klaud-run": "true"});
+            let answer = dispatch_event(
+                &mut m,
+                owner,
+                repo,
+                "e2e-tests.yml",
+                "main",
+                &tip,
+                inputs.as_object().unwrap(),
+                "Klaud-Cold",
+            );
+            match answer {
+                Ok(Some(id)) => {
+                    assert!(declares_klaud_run, "{version}");
+                    let r = m.repo(owner, repo).unwrap().runs[&id].clone();
+                    assert_eq!(r.display_title, "e2e Test - smoke");
+                    assert_eq!(
+                        r.head_sha, tip,
+                        "{version}: a dispatch runs on the tip of main"
+                    );
+                }
+                Err(e) => {
+                    assert!(!declares_klaud_run, "{version}: {}", e.message);
+                    assert_eq!(e.message, r#"Unexpected inputs provided: ["klaud-run"]"#);
+                }
+                Ok(None) => panic!("{version}: workflow files were not found"),
+            }
+        }
+    }
 }
