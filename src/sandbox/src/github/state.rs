@@ -935,6 +935,26 @@ impl GithubState {
         Ok(())
     }
 
+    /// The workflow files (`.github/workflows/*.yml`, by file name) at the tip
+    /// of the default branch that parse; empty when the repository has none
+    /// (then the simulator keeps its built-in InferenceX behaviour).
+    pub async fn workflow_files(&self, full: &str) -> Vec<String> {
+        let mut m = self.lock().await;
+        let Some((owner, name)) = full.split_once('/') else {
+            return Vec::new();
+        };
+        let Some(tip) = m
+            .repo(owner, name)
+            .ok()
+            .and_then(|r| r.resolve(&r.default_branch))
+        else {
+            return Vec::new();
+        };
+        super::workflows::set_at(&mut m, owner, name, &tip)
+            .map(|set| set.names().map(str::to_string).collect())
+            .unwrap_or_default()
+    }
+
     /// Registers a workflow file (e.g. `.github/workflows/x.yml`) and returns its id.
     pub async fn add_workflow(&self, full: &str, path: &str, name: &str) -> Result<u64, SimError> {
         let mut m = self.lock().await;
