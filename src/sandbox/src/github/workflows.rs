@@ -150,22 +150,26 @@ pub fn pull_request_event(
         payload["label"] = m.label_json(r, label);
     }
     let files = pr_changed_files(r, &p.base_ref, &head);
-    let ctx = EventContext::new("pull_request", payload)
-        .map_err(|e| ApiError::unprocessable(&e.to_string()))?
-        .with_changed_files(files);
     let mut started = Vec::new();
-    for (file, _) in set.triggered_by(&ctx) {
-        started.push(start_run(
-            m,
-            owner,
-            repo,
-            &set,
-            file,
-            &ctx,
-            vec![number],
-            Value::Null,
-            sender,
-        )?);
+    // GitHub delivers the same activity as both events; `pull_request_target`
+    // workflows run in the base repository's context.
+    for event in ["pull_request", "pull_request_target"] {
+        let ctx = EventContext::new(event, payload.clone())
+            .map_err(|e| ApiError::unprocessable(&e.to_string()))?
+            .with_changed_files(files.clone());
+        for (file, _) in set.triggered_by(&ctx) {
+            started.push(start_run(
+                m,
+                owner,
+                repo,
+                &set,
+                file,
+                &ctx,
+                vec![number],
+                Value::Null,
+                sender,
+            )?);
+        }
     }
     Ok(Some(started))
 }
@@ -780,8 +784,29 @@ jobs:
             )
             .unwrap()
             .unwrap();
-            assert_eq!(ids.len(), 1, "{version}: one run-sweep run");
-            let r = m.repo(owner, repo).unwrap().runs[&ids[0]].clone();
+            let runs: Vec<Run> = ids
+                .iter()
+                .map(|id| m.repo(owner, repo).unwrap().runs[id].clone())
+                .collect();
+            let sweep: Vec<&Run> = runs.iter().filter(|r| r.name == "Run Sweep").collect();
+            assert_eq!(sweep.len(), 1, "{version}: one run-sweep run");
+            // The older version also has a pull_request_target workflow for
+            // external PRs: its run exists and is skipped for Klaud's own.
+            for other in runs.iter().filter(|r| r.name != "Run Sweep") {
+                assert_eq!(other.event, "pull_request_target", "{version}");
+                assert_eq!(
+                    other.conclusion.as_deref(),
+                    Some("skipped"),
+                    "{version}: {}",
+                    other.display_title
+                );
+            }
+            assert_eq!(
+                runs.len(),
+                if version == "843c6254" { 2 } else { 1 },
+                "{version}"
+            );
+            let r = sweep[0].clone();
             assert_eq!(
                 r.display_title, "Run Sweep - [Klaud Cold] Bump a",
                 "{version}"
