@@ -30,5 +30,6 @@ pub use journal::{
     AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, Step, StoredClaim,
 };
 pub use ownership::{
-    Expectation, HANDOFF_LABEL, Mismatch, MismatchKind, OwnershipError, OwnershipProof,
+    Expectation, HANDOFF_LABEL, Mismatch, MismatchKind, OwnershipError, OwnershipProof, ProofError,
+    ReplyPermit, reply_permit,
 };
