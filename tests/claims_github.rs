@@ -369,17 +369,14 @@ async fn an_old_helper_claim_parses_and_is_taken_over_only_after_its_run_complet
     let sim = sim().await;
     let f = forge(&sim, 0).await;
     let base = main_sha(&f).await;
-    let dispatched = f
-        .dispatch_workflow(
+    // The old helper's run, dispatched with the bot's token.
+    let run = crate::support::Person::new(&sim.url(), &token(0), REPO)
+        .dispatch(
             "e2e-tests.yml",
             "main",
-            &json!({"ref": base, "klaud-run": "true"}),
+            json!({"ref": base, "klaud-run": "true"}),
         )
-        .await
-        .unwrap();
-    let run = dispatched
-        .run_id
-        .expect("the simulator returns run details");
+        .await;
     sim.state()
         .set_run_status(REPO, run, "in_progress", None)
         .await

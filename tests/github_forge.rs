@@ -4,10 +4,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use klaud_claims::{RefStore, RefStoreError};
-use klaud_github::{
-    Credential, Forge, ForgeConfig, GithubError, RetryPolicy, RunFilter, Secret, TreeChange,
+use chrono::TimeDelta;
+use klaud_claims::{
+    Acquire, CandidateId, ClaimBook, ClaimCandidate, Claimant, HeldClaim, RefStore, RefStoreError,
+    SystemClock,
 };
+use klaud_github::lifecycle::GithubLifecycle;
+use klaud_github::{Credential, Forge, ForgeConfig, GithubError, RetryPolicy, RunFilter, Secret};
+use klaud_lifecycle::engine::ownership::check;
+use klaud_lifecycle::engine::{Expectation, Forge as _, ForgeError, OwnershipProof, Pull};
 use klaud_sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
 use serde_json::json;
 
@@ -65,26 +70,106 @@ async fn forge(sim: &GithubSim) -> Forge {
     Forge::connect(config(sim, BOT_TOKEN)).await.unwrap()
 }
 
-/// Pushes a commit changing `path` on a new branch, as the bot would.
-async fn bot_branch(f: &Forge, branch: &str, path: &str, content: &[u8]) -> String {
-    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
-    let tree = RefStore::commit_tree(f, &main).await.unwrap();
-    let new_tree = f
-        .create_tree(
-            Some(&tree),
-            &[TreeChange {
-                path: path.into(),
-                content: Some(content.to_vec()),
-                executable: false,
-            }],
-        )
-        .await
-        .unwrap();
-    let sha = f.create_commit("bump", &new_tree, &[main]).await.unwrap();
-    f.create_ref(&format!("refs/heads/{branch}"), &sha)
-        .await
-        .unwrap();
-    sha
+const CANDIDATE: &str = "d92e15065c55779d-0123456789abcdef";
+
+/// Klaud as the engine writes: through the lifecycle forge, each write with
+/// an ownership proof over a claim the bot holds.
+struct Klaud<'a> {
+    forge: GithubLifecycle<'a>,
+    held: HeldClaim,
+}
+
+impl<'a> Klaud<'a> {
+    async fn new(f: &'a Forge) -> Self {
+        let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+        let clock = SystemClock;
+        let book = ClaimBook::new(f, &clock, Claimant::new(uuid::Uuid::from_u128(1)));
+        let id = CandidateId::new(CANDIDATE).unwrap();
+        let Acquire::Won(held) = book
+            .acquire(
+                &id.family(),
+                vec![ClaimCandidate::new(
+                    &main,
+                    "configs/nvidia-master.yaml:a",
+                    id.clone(),
+                )],
+                &main,
+                1,
+                TimeDelta::hours(1),
+            )
+            .await
+            .unwrap()
+        else {
+            panic!("the claim is occupied");
+        };
+        Self {
+            forge: GithubLifecycle::new(f),
+            held,
+        }
+    }
+
+    async fn prove(
+        &self,
+        branch: Option<(&str, &str)>,
+        creates: Option<&str>,
+        pull: Option<u64>,
+        run: Option<(u64, &str)>,
+    ) -> OwnershipProof {
+        let expect = Expectation {
+            claim: &self.held,
+            branch,
+            creates,
+            pull,
+            run,
+        };
+        check(&self.forge, expect).await.expect("ownership proof")
+    }
+
+    /// Pushes a commit changing `path` on a new branch; its sha.
+    async fn branch(&self, branch: &str, path: &str, content: &[u8]) -> String {
+        let main = self
+            .forge
+            .read_file("configs/nvidia-master.yaml", "main")
+            .await
+            .unwrap();
+        assert!(main.is_some());
+        let base = RefStore::read_ref(self.forge.refs(), "refs/heads/main")
+            .await
+            .unwrap()
+            .unwrap()
+            .sha;
+        let proof = self.prove(None, Some(branch), None, None).await;
+        let sha = self
+            .forge
+            .commit_files(
+                &proof,
+                &base,
+                &[(path.to_owned(), content.to_vec())],
+                "bump",
+            )
+            .await
+            .unwrap();
+        self.forge
+            .create_branch(&proof, branch, &sha)
+            .await
+            .unwrap();
+        sha
+    }
+
+    /// Opens the draft PR for `branch` at `head`.
+    async fn pull(&self, branch: &str, head: &str, body: &str) -> Pull {
+        let proof = self.prove(Some((branch, head)), None, None, None).await;
+        self.forge
+            .create_draft_pull(&proof, "t", branch, "main", body)
+            .await
+            .unwrap()
+    }
+
+    /// A proof for `pull` and its branch at `head`.
+    async fn on_pull(&self, branch: &str, head: &str, pull: u64) -> OwnershipProof {
+        self.prove(Some((branch, head)), None, Some(pull), None)
+            .await
+    }
 }
 
 fn count(log: &[klaud_sandbox::github::LogEntry], method: &str, path_suffix: &str) -> usize {
@@ -132,7 +217,10 @@ async fn identity_preflight_refuses_a_foreign_token() {
 async fn a_502_after_creating_the_pull_request_does_not_create_a_second_one() {
     let sim = sim().await;
     let f = forge(&sim).await;
-    bot_branch(&f, "klaud/auto-x", "configs/nvidia-master.yaml", b"a: 2\n").await;
+    let k = Klaud::new(&f).await;
+    let head = k
+        .branch("klaud/auto-x", "configs/nvidia-master.yaml", b"a: 2\n")
+        .await;
     sim.state()
         .add_fault(Fault {
             method: Some("POST".into()),
@@ -141,16 +229,9 @@ async fn a_502_after_creating_the_pull_request_does_not_create_a_second_one() {
             action: FaultAction::AfterWriteStatus { status: 502 },
         })
         .await;
-    let pr = f
-        .create_pull(
-            "title",
-            "klaud/auto-x",
-            "main",
-            "<!-- klaud-baseline -->",
-            true,
-        )
-        .await
-        .unwrap();
+    let pr = k
+        .pull("klaud/auto-x", &head, "<!-- klaud-baseline -->")
+        .await;
     assert!(pr.draft && pr.open);
     assert_eq!(pr.head_ref, "klaud/auto-x");
     assert_eq!(
@@ -180,11 +261,12 @@ async fn a_502_after_creating_the_pull_request_does_not_create_a_second_one() {
 async fn a_dropped_connection_after_commenting_does_not_post_twice() {
     let sim = sim().await;
     let f = forge(&sim).await;
-    bot_branch(&f, "klaud/auto-y", "configs/nvidia-master.yaml", b"a: 3\n").await;
-    let pr = f
-        .create_pull("t", "klaud/auto-y", "main", "b", true)
-        .await
-        .unwrap();
+    let k = Klaud::new(&f).await;
+    let head = k
+        .branch("klaud/auto-y", "configs/nvidia-master.yaml", b"a: 3\n")
+        .await;
+    let pr = k.pull("klaud/auto-y", &head, "b").await;
+    let proof = k.on_pull("klaud/auto-y", &head, pr.number).await;
     sim.state()
         .add_fault(Fault {
             method: Some("POST".into()),
@@ -194,7 +276,11 @@ async fn a_dropped_connection_after_commenting_does_not_post_twice() {
         })
         .await;
     let body = "<!-- klaud-report:1:c:baseline\n{}\n-->\nreport";
-    let c = f.create_comment(pr.number, body).await.unwrap();
+    let c = k
+        .forge
+        .create_comment(&proof, pr.number, body)
+        .await
+        .unwrap();
     assert_eq!(c.body, body);
     assert_eq!(
         sim.state().comment_bodies(REPO, pr.number).await,
@@ -217,11 +303,12 @@ async fn a_dropped_connection_after_commenting_does_not_post_twice() {
 async fn a_secondary_rate_limit_with_retry_after_is_waited_out() {
     let sim = sim().await;
     let f = forge(&sim).await;
-    bot_branch(&f, "klaud/auto-z", "configs/nvidia-master.yaml", b"a: 4\n").await;
-    let pr = f
-        .create_pull("t", "klaud/auto-z", "main", "b", true)
-        .await
-        .unwrap();
+    let k = Klaud::new(&f).await;
+    let head = k
+        .branch("klaud/auto-z", "configs/nvidia-master.yaml", b"a: 4\n")
+        .await;
+    let pr = k.pull("klaud/auto-z", &head, "b").await;
+    let proof = k.on_pull("klaud/auto-z", &head, pr.number).await;
     sim.state()
         .add_fault(Fault {
             method: Some("POST".into()),
@@ -234,7 +321,10 @@ async fn a_secondary_rate_limit_with_retry_after_is_waited_out() {
             },
         })
         .await;
-    f.create_comment(pr.number, "hello").await.unwrap();
+    k.forge
+        .create_comment(&proof, pr.number, "hello")
+        .await
+        .unwrap();
     assert_eq!(
         sim.state().comment_bodies(REPO, pr.number).await,
         vec!["hello".to_string()]
@@ -267,11 +357,12 @@ async fn a_secondary_rate_limit_with_retry_after_is_waited_out() {
 async fn a_304_poll_costs_no_rate_limit() {
     let sim = sim().await;
     let f = forge(&sim).await;
-    bot_branch(&f, "klaud/auto-p", "configs/nvidia-master.yaml", b"a: 5\n").await;
-    let pr = f
-        .create_pull("t", "klaud/auto-p", "main", "b", true)
-        .await
-        .unwrap();
+    let k = Klaud::new(&f).await;
+    let head = k
+        .branch("klaud/auto-p", "configs/nvidia-master.yaml", b"a: 5\n")
+        .await;
+    let pr = k.pull("klaud/auto-p", &head, "b").await;
+    let proof = k.on_pull("klaud/auto-p", &head, pr.number).await;
     let first = f.get_pull(pr.number).await.unwrap();
     let before = sim.state().rate_remaining(BOT_TOKEN).await.unwrap();
     let second = f.get_pull(pr.number).await.unwrap();
@@ -283,10 +374,14 @@ async fn a_304_poll_costs_no_rate_limit() {
     assert_eq!(f.rate_budget().map(|b| b.remaining), Some(after));
 
     // A change invalidates the ETag and is seen.
-    f.update_pull(pr.number, Some("new title"), None, None)
+    k.forge
+        .update_pull_body(&proof, pr.number, "new body")
         .await
         .unwrap();
-    assert_eq!(f.get_pull(pr.number).await.unwrap().title, "new title");
+    assert_eq!(
+        f.get_pull(pr.number).await.unwrap().body.as_deref(),
+        Some("new body")
+    );
 }
 
 #[tokio::test]
@@ -295,7 +390,7 @@ async fn listing_follows_pagination_over_250_refs() {
     let f = forge(&sim).await;
     let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
     for i in 0..250 {
-        f.create_ref(&format!("refs/heads/klaud/claim-{i:04}"), &main)
+        RefStore::create_ref(&f, &format!("refs/heads/klaud/claim-{i:04}"), &main)
             .await
             .unwrap();
     }
@@ -371,20 +466,19 @@ async fn ref_store_reports_already_exists_and_not_fast_forward() {
 async fn draft_state_labels_and_final_sweep_trigger() {
     let sim = sim().await;
     let f = forge(&sim).await;
-    bot_branch(
-        &f,
-        "klaud/auto-s",
-        "perf-changelog.yaml",
-        b"- config-keys:\n    - a\n\n- config-keys:\n    - b\n",
-    )
-    .await;
-    let pr = f
-        .create_pull("t", "klaud/auto-s", "main", "b", true)
-        .await
-        .unwrap();
-    f.set_draft(&pr, false).await.unwrap();
+    let k = Klaud::new(&f).await;
+    let head = k
+        .branch(
+            "klaud/auto-s",
+            "perf-changelog.yaml",
+            b"- config-keys:\n    - a\n\n- config-keys:\n    - b\n",
+        )
+        .await;
+    let pr = k.pull("klaud/auto-s", &head, "b").await;
+    let proof = k.on_pull("klaud/auto-s", &head, pr.number).await;
+    k.forge.set_draft(&proof, &pr, false).await.unwrap();
     assert!(!f.get_pull(pr.number).await.unwrap().draft);
-    f.set_draft(&pr, true).await.unwrap();
+    k.forge.set_draft(&proof, &pr, true).await.unwrap();
     assert!(f.get_pull(pr.number).await.unwrap().draft);
 
     assert!(
@@ -394,11 +488,14 @@ async fn draft_state_labels_and_final_sweep_trigger() {
             .iter()
             .any(|c| c.filename == "perf-changelog.yaml")
     );
-    let labels = f
-        .add_labels(pr.number, &["full-sweep-fail-fast"])
+    k.forge
+        .add_labels(&proof, pr.number, &["full-sweep-fail-fast".to_owned()])
         .await
         .unwrap();
-    assert_eq!(labels, vec!["full-sweep-fail-fast".to_string()]);
+    assert_eq!(
+        f.list_labels(pr.number).await.unwrap(),
+        vec!["full-sweep-fail-fast".to_string()]
+    );
     let runs = f
         .list_runs(&RunFilter {
             event: Some("pull_request".into()),
@@ -409,12 +506,12 @@ async fn draft_state_labels_and_final_sweep_trigger() {
         .unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].pull_requests, vec![pr.number]);
-    f.remove_label(pr.number, "full-sweep-fail-fast")
-        .await
-        .unwrap();
-    f.remove_label(pr.number, "full-sweep-fail-fast")
-        .await
-        .unwrap();
+    for _ in 0..2 {
+        k.forge
+            .remove_label(&proof, pr.number, "full-sweep-fail-fast")
+            .await
+            .unwrap();
+    }
     assert!(f.list_labels(pr.number).await.unwrap().is_empty());
     assert_eq!(
         f.collaborator_permission("maintainer").await.unwrap(),
@@ -426,13 +523,19 @@ async fn draft_state_labels_and_final_sweep_trigger() {
 async fn dispatch_run_and_artifacts_round_trip() {
     let sim = sim().await;
     let f = forge(&sim).await;
-    let head = bot_branch(&f, "klaud/auto-d", "configs/nvidia-master.yaml", b"a: 9\n").await;
+    let k = Klaud::new(&f).await;
+    let head = k
+        .branch("klaud/auto-d", "configs/nvidia-master.yaml", b"a: 9\n")
+        .await;
+    let pr = k.pull("klaud/auto-d", &head, "b").await;
+    let proof = k.on_pull("klaud/auto-d", &head, pr.number).await;
     let inputs = json!({"ref": head, "test-name": "klaud-1-abc", "fail-fast": "true"});
-    let out = f
-        .dispatch_workflow("e2e-tests.yml", "main", &inputs)
+    let out = k
+        .forge
+        .dispatch(&proof, "e2e-tests.yml", "main", &inputs)
         .await
         .unwrap();
-    let id = out.run_id.expect("run id from return_run_details");
+    let id = out.expect("run id from return_run_details");
     let run = f.get_run(id).await.unwrap();
     assert_eq!(run.display_title.as_deref(), Some("e2e Test - klaud-1-abc"));
     assert_eq!(run.event, "workflow_dispatch");
@@ -463,7 +566,16 @@ async fn dispatch_run_and_artifacts_round_trip() {
     assert_eq!(artifacts.len(), 1);
     let zip = f.download_artifact(artifacts[0].id).await.unwrap();
     assert_eq!(&zip[..2], b"PK");
-    f.cancel_run(id).await.unwrap();
+    let title = "e2e Test - klaud-1-abc";
+    let run_proof = k
+        .prove(
+            Some(("klaud/auto-d", &head)),
+            None,
+            Some(pr.number),
+            Some((id, title)),
+        )
+        .await;
+    k.forge.cancel_run(&run_proof, id).await.unwrap();
 
     let jobs = f.list_jobs(id).await.unwrap();
     assert_eq!(jobs.len(), 1);
@@ -476,7 +588,7 @@ async fn dispatch_run_and_artifacts_round_trip() {
             action: FaultAction::AfterWriteStatus { status: 504 },
         })
         .await;
-    f.rerun_run(id).await.unwrap();
+    k.forge.rerun_run(&run_proof, id).await.unwrap();
     let run = f.get_run(id).await.unwrap();
     assert_eq!(
         (run.run_attempt, run.status.as_deref()),
@@ -494,12 +606,16 @@ async fn dispatch_run_and_artifacts_round_trip() {
 async fn octocrab_typed_models_parse_simulator_responses() {
     let sim = sim().await;
     let f = forge(&sim).await;
-    bot_branch(&f, "klaud/auto-o", "configs/nvidia-master.yaml", b"a: 7\n").await;
-    let pr = f
-        .create_pull("t", "klaud/auto-o", "main", "b", true)
+    let k = Klaud::new(&f).await;
+    let head = k
+        .branch("klaud/auto-o", "configs/nvidia-master.yaml", b"a: 7\n")
+        .await;
+    let pr = k.pull("klaud/auto-o", &head, "b").await;
+    let proof = k.on_pull("klaud/auto-o", &head, pr.number).await;
+    k.forge
+        .add_labels(&proof, pr.number, &["sweep-enabled".to_owned()])
         .await
         .unwrap();
-    f.add_labels(pr.number, &["sweep-enabled"]).await.unwrap();
     let gh = octocrab::Octocrab::builder()
         .base_uri(sim.url())
         .unwrap()
@@ -527,8 +643,10 @@ async fn octocrab_typed_models_parse_simulator_responses() {
         .await
         .unwrap();
     assert_eq!(c2.body.as_deref(), Some("y"));
-    f.delete_comment(c.id.into_inner()).await.unwrap();
-    f.delete_comment(c.id.into_inner()).await.unwrap();
+    gh.issues("sandbox", "benchmarks")
+        .delete_comment(c.id)
+        .await
+        .unwrap();
     assert!(f.list_comments(pr.number, None).await.unwrap().is_empty());
     let issue = gh
         .issues("sandbox", "benchmarks")
@@ -607,17 +725,11 @@ async fn github_app_installation_tokens_act_as_the_app_bot() {
     );
     cfg.bot_login = "klaud-cold[bot]".into();
     let f = Forge::connect(cfg.clone()).await.unwrap();
-    bot_branch(
-        &f,
-        "klaud/auto-app",
-        "configs/nvidia-master.yaml",
-        b"a: 11\n",
-    )
-    .await;
-    let pr = f
-        .create_pull("t", "klaud/auto-app", "main", "b", true)
-        .await
-        .unwrap();
+    let k = Klaud::new(&f).await;
+    let head = k
+        .branch("klaud/auto-app", "configs/nvidia-master.yaml", b"a: 11\n")
+        .await;
+    let pr = k.pull("klaud/auto-app", &head, "b").await;
     assert_eq!(pr.author.as_deref(), Some("klaud-cold[bot]"));
     let log = sim.state().request_log().await;
     assert!(log.iter().all(|e| !e.path.contains("ghs_")));
@@ -673,18 +785,17 @@ async fn concurrent_creates_of_one_ref_have_exactly_one_winner() {
         let f = f.clone();
         let (tree, main) = (tree.clone(), main.clone());
         tasks.push(tokio::spawn(async move {
-            let c = f
-                .create_commit(&format!("owner {i}"), &tree, &[main])
+            let c = RefStore::create_commit(&*f, &format!("owner {i}"), &tree, &[main])
                 .await
                 .unwrap();
-            f.create_ref("refs/heads/klaud/claim-race", &c).await
+            RefStore::create_ref(&*f, "refs/heads/klaud/claim-race", &c).await
         }));
     }
     let mut wins = 0;
     for t in tasks {
         match t.await.unwrap() {
             Ok(()) => wins += 1,
-            Err(GithubError::AlreadyExists { .. }) => {}
+            Err(RefStoreError::AlreadyExists(_)) => {}
             Err(e) => panic!("unexpected {e:?}"),
         }
     }
@@ -718,13 +829,19 @@ async fn dispatch_falls_back_when_return_run_details_is_rejected() {
     let sim = sim().await;
     sim.state().set_return_run_details_supported(false).await;
     let f = forge(&sim).await;
-    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
-    let inputs = json!({"ref": main, "test-name": "klaud-2-def"});
-    let out = f
-        .dispatch_workflow("e2e-tests.yml", "main", &inputs)
+    let k = Klaud::new(&f).await;
+    let head = k
+        .branch("klaud/auto-f", "configs/nvidia-master.yaml", b"a: 12\n")
+        .await;
+    let pr = k.pull("klaud/auto-f", &head, "b").await;
+    let proof = k.on_pull("klaud/auto-f", &head, pr.number).await;
+    let inputs = json!({"ref": head, "test-name": "klaud-2-def"});
+    let out = k
+        .forge
+        .dispatch(&proof, "e2e-tests.yml", "main", &inputs)
         .await
         .unwrap();
-    assert_eq!(out.run_id, None);
+    assert_eq!(out, None);
     let log = sim.state().request_log().await;
     let statuses: Vec<u16> = log
         .iter()
@@ -766,13 +883,17 @@ async fn the_secondary_content_limit_refuses_writes_without_performing_them() {
     cfg.retry.max_wait = Duration::from_secs(1);
     let f = Forge::connect(cfg).await.unwrap();
     let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
-    f.create_ref("refs/heads/w1", &main).await.unwrap();
-    f.create_ref("refs/heads/w2", &main).await.unwrap();
-    let err = f.create_ref("refs/heads/w3", &main).await.unwrap_err();
-    assert!(matches!(err, GithubError::RateLimited { .. }), "{err:?}");
-    assert_eq!(sim.state().ref_sha(REPO, "refs/heads/w3").await, None);
+    let name = |i: u32| format!("refs/heads/klaud/claim-w{i}");
+    RefStore::create_ref(&f, &name(1), &main).await.unwrap();
+    RefStore::create_ref(&f, &name(2), &main).await.unwrap();
+    let err = RefStore::create_ref(&f, &name(3), &main).await.unwrap_err();
+    assert!(
+        matches!(&err, RefStoreError::Other(m) if m.contains("rate limited")),
+        "{err:?}"
+    );
+    assert_eq!(sim.state().ref_sha(REPO, &name(3)).await, None);
     // Reads are not content-creating.
-    assert!(f.get_ref("refs/heads/w2").await.unwrap().is_some());
+    assert!(f.get_ref(&name(2)).await.unwrap().is_some());
 }
 
 #[tokio::test]
@@ -780,7 +901,7 @@ async fn an_unchanged_list_is_answered_by_a_free_304_and_a_change_is_seen() {
     let sim = sim().await;
     let f = forge(&sim).await;
     let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
-    f.create_ref("refs/heads/klaud/claim-0123456789abcdef", &main)
+    RefStore::create_ref(&f, "refs/heads/klaud/claim-0123456789abcdef", &main)
         .await
         .unwrap();
     let first = f.list_refs("refs/heads/klaud/claim-").await.unwrap();
@@ -792,7 +913,7 @@ async fn an_unchanged_list_is_answered_by_a_free_304_and_a_change_is_seen() {
     let log = sim.state().request_log().await;
     assert_eq!(log.last().map(|e| e.status), Some(304));
 
-    f.delete_ref("refs/heads/klaud/claim-0123456789abcdef")
+    RefStore::delete_ref(&f, "refs/heads/klaud/claim-0123456789abcdef")
         .await
         .unwrap();
     assert!(
@@ -800,5 +921,50 @@ async fn an_unchanged_list_is_answered_by_a_free_304_and_a_change_is_seen() {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_proof_for_one_pull_request_writes_nothing_to_another() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let k = Klaud::new(&f).await;
+    let head = k
+        .branch("klaud/auto-a", "configs/nvidia-master.yaml", b"a: 13\n")
+        .await;
+    let pr = k.pull("klaud/auto-a", &head, "b").await;
+    let proof = k.on_pull("klaud/auto-a", &head, pr.number).await;
+    let other = pr.number + 1;
+    let before = sim.state().request_log().await.len();
+    let err = k
+        .forge
+        .create_comment(&proof, other, "not yours")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ForgeError::Proof(e) if e.asked.contains(&format!("#{other}"))),
+        "{err:?}"
+    );
+    assert!(matches!(
+        k.forge.cancel_run(&proof, 1).await,
+        Err(ForgeError::Proof(_))
+    ));
+    assert!(matches!(
+        k.forge.delete_branch(&proof, "main").await,
+        Err(ForgeError::Proof(_))
+    ));
+    assert_eq!(
+        sim.state().request_log().await.len(),
+        before,
+        "a refused write sends nothing"
+    );
+    // Nor can the claim store move a branch.
+    let err = RefStore::delete_ref(&f, "refs/heads/klaud/auto-a")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RefStoreError::Other(_)), "{err:?}");
+    assert_eq!(
+        sim.state().ref_sha(REPO, "refs/heads/klaud/auto-a").await,
+        Some(head)
     );
 }

@@ -491,17 +491,12 @@ async fn complete_smoke(env: &Env, rec: &CandidateRecord) {
         .expect("complete");
 }
 
-async fn maintainer(env: &Env) -> Forge {
-    klaud_github::Forge::connect_unchecked(klaud_github::ForgeConfig {
-        api_url: env.stack.github.url(),
-        repo: REPO.into(),
-        bot_login: MAINTAINER.into(),
-        credential: klaud_github::Credential::Token(klaud_github::Secret::new(
-            klaud_sandbox::stack::MAINTAINER_TOKEN,
-        )),
-        retry: klaud_github::RetryPolicy::default(),
-    })
-    .expect("maintainer forge")
+async fn maintainer(env: &Env) -> crate::support::Person {
+    crate::support::Person::new(
+        &env.stack.github.url(),
+        klaud_sandbox::stack::MAINTAINER_TOKEN,
+        REPO,
+    )
 }
 
 async fn hands_off_case(
@@ -539,8 +534,7 @@ async fn handoff_label_stops_every_mutation() {
         maintainer(env)
             .await
             .add_labels(rec.pull.expect("pull"), &["klaud-handoff"])
-            .await
-            .expect("label");
+            .await;
     })
     .await;
     let ending = rec.ending.as_ref().expect("ending");
@@ -596,8 +590,7 @@ async fn lost_claim_is_an_ownership_mismatch() {
         maintainer(env)
             .await
             .delete_ref(&format!("refs/heads/klaud/claim-{family}"))
-            .await
-            .expect("delete claim");
+            .await;
     })
     .await;
     let ending = rec.ending.as_ref().expect("ending");

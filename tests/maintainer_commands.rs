@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use klaud::cli::demo::{sandbox_engine, sandbox_forge, sandbox_registry};
 use klaud_claims::{CandidateId, Claimant, SystemClock};
-use klaud_github::{Credential, Forge, ForgeConfig, ForgeRunStatus, RetryPolicy, Secret};
+use klaud_github::{Forge, ForgeRunStatus};
 use klaud_lifecycle::engine::{
     CandidateRecord, Engine, EngineConfig, Journal, MemoryJournal, Step, Target,
 };
@@ -43,17 +43,6 @@ struct Env {
     config: EngineConfig,
     journal: MemoryJournal,
     _dir: tempfile::TempDir,
-}
-
-fn user_forge(stack: &SandboxStack, login: &str, token: &str) -> Forge {
-    Forge::connect_unchecked(ForgeConfig {
-        api_url: stack.github.url(),
-        repo: REPO.into(),
-        bot_login: login.into(),
-        credential: Credential::Token(Secret::new(token)),
-        retry: RetryPolicy::default(),
-    })
-    .expect("user forge")
 }
 
 async fn env() -> Env {
@@ -170,12 +159,11 @@ impl Env {
             .len()
     }
 
-    async fn comment_as(&self, login: &str, token: &str, number: u64, body: &str) -> u64 {
-        user_forge(&self.stack, login, token)
-            .create_comment(number, body)
+    /// Posts `body` as the user `_login` (whom `token` belongs to).
+    async fn comment_as(&self, _login: &str, token: &str, number: u64, body: &str) -> u64 {
+        crate::support::Person::new(&self.stack.github.url(), token, REPO)
+            .comment(number, body)
             .await
-            .expect("post comment")
-            .id
     }
 
     async fn replies_to(&self, number: u64, comment: u64) -> Vec<String> {
@@ -313,10 +301,13 @@ async fn commands_in_code_blocks_quotes_and_own_comments_are_ignored() {
     )
     .await;
     // Klaud's own text mentioning a command is never an order.
-    env.forge
-        .create_comment(pr, "/klaud stop")
-        .await
-        .expect("bot comment");
+    crate::support::Person::new(
+        &env.stack.github.url(),
+        klaud_sandbox::stack::BOT_TOKEN,
+        REPO,
+    )
+    .comment(pr, "/klaud stop")
+    .await;
     assert_eq!(env.handle(&env.forge, &mut rec).await, 0);
     assert_ne!(rec.step, Step::Done);
     assert_eq!(env.claims().await.len(), 1);
@@ -587,13 +578,18 @@ async fn recover_takes_over_a_lease_less_old_helper_claim_whose_run_completed() 
     let tree = klaud_claims::RefStore::commit_tree(&env.forge, &rec.base_sha)
         .await
         .expect("tree");
-    let commit = env
-        .forge
-        .create_commit(&message, &tree, std::slice::from_ref(&rec.base_sha))
+    let commit = klaud_claims::RefStore::create_commit(
+        &env.forge,
+        &message,
+        &tree,
+        std::slice::from_ref(&rec.base_sha),
+    )
+    .await
+    .expect("commit");
+    klaud_claims::RefStore::delete_ref(&env.forge, &claim_ref)
         .await
-        .expect("commit");
-    env.forge
-        .update_ref(&claim_ref, &commit, true)
+        .expect("drop the claim");
+    klaud_claims::RefStore::create_ref(&env.forge, &claim_ref, &commit)
         .await
         .expect("rewrite claim");
 

@@ -348,6 +348,19 @@ pub enum ClaimError {
         #[source]
         source: RunStatusError,
     },
+    /// A forced delete found the ref at another commit than the one the
+    /// operator was shown; nothing was deleted.
+    #[error(
+        "{ref_name} moved from {expected} to {found} while it was being released; nothing was deleted"
+    )]
+    Moved {
+        /// The ref.
+        ref_name: String,
+        /// The commit the operator saw.
+        expected: String,
+        /// The commit it points at now.
+        found: String,
+    },
     /// The ref kept being created and deleted under us.
     #[error("{ref_name} kept changing between create and read; try again later")]
     Contended {
@@ -787,6 +800,45 @@ impl<'a> ClaimBook<'a> {
                     source,
                 }),
             },
+        }
+    }
+
+    /// Deletes the claim `shown` whatever its record says (an operator's
+    /// `--force`, for a claim that does not parse): only a claim ref, and
+    /// only while it still points at the commit the operator was shown. It
+    /// is re-read right before the delete because GitHub has no conditional
+    /// delete.
+    pub async fn force_delete(&self, shown: &RefTip) -> Result<Release, ClaimError> {
+        let ref_name = shown.name.as_str();
+        if !ref_name.starts_with(CLAIM_REF_PREFIX) {
+            return Err(ClaimError::InvalidRequest(format!(
+                "{ref_name} is not a claim ref"
+            )));
+        }
+        match self
+            .store
+            .read_ref(ref_name)
+            .await
+            .map_err(store_err("read", ref_name))?
+        {
+            None => return Ok(Release::AlreadyGone),
+            Some(tip) if tip.sha != shown.sha => {
+                return Err(ClaimError::Moved {
+                    ref_name: ref_name.to_owned(),
+                    expected: shown.sha.clone(),
+                    found: tip.sha,
+                });
+            }
+            Some(_) => {}
+        }
+        match self.store.delete_ref(ref_name).await {
+            Ok(()) => Ok(Release::Released),
+            Err(RefStoreError::NotFound(_)) => Ok(Release::AlreadyGone),
+            Err(source) => Err(ClaimError::Store {
+                action: "delete",
+                ref_name: ref_name.to_owned(),
+                source,
+            }),
         }
     }
 

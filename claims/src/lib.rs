@@ -27,6 +27,8 @@ pub use claim::{
     TakeoverRefusal, ensure_plannable,
 };
 pub use memory::MemoryRefStore;
-pub use names::{CLAIM_REF_PREFIX, CandidateId, FamilyId, IdError, RECOVERY_REF_PREFIX};
+pub use names::{
+    CLAIM_REF_PREFIX, CandidateId, FamilyId, IdError, RECOVERY_REF_PREFIX, is_coordination_ref,
+};
 pub use record::{ClaimCandidate, ClaimRecord, RecordError};
 pub use store::{RefStore, RefStoreError, RefTip};

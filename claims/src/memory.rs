@@ -132,6 +132,22 @@ impl MemoryRefStore {
         sha
     }
 
+    /// Adds a commit on a tree the store has not seen (a fake forge keeps
+    /// the files of its trees itself); its sha.
+    pub fn commit_on_tree(&self, message: &str, tree: &str, parents: &[String]) -> String {
+        let mut state = self.lock();
+        let sha = state.new_sha("commit");
+        state.commits.insert(
+            sha.clone(),
+            Commit {
+                message: message.to_owned(),
+                tree: tree.to_owned(),
+                parents: parents.to_vec(),
+            },
+        );
+        sha
+    }
+
     /// Points `name` at `sha` unconditionally, as a maintainer's force-push
     /// would. Returns false when the commit is unknown.
     pub fn force_ref(&self, name: &str, sha: &str) -> bool {

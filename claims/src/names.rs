@@ -11,6 +11,12 @@ pub const CLAIM_REF_PREFIX: &str = "refs/heads/klaud/claim-";
 /// Prefix of every recovery lease ref.
 pub const RECOVERY_REF_PREFIX: &str = "refs/heads/klaud/recovery-";
 
+/// Whether `name` (a full ref name) is a claim or recovery-lease ref: the
+/// only refs a ref store handed to claims may write.
+pub fn is_coordination_ref(name: &str) -> bool {
+    name.starts_with(CLAIM_REF_PREFIX) || name.starts_with(RECOVERY_REF_PREFIX)
+}
+
 /// Why an identifier was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {

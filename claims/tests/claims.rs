@@ -873,3 +873,39 @@ async fn claim_force_takeover_ignores_a_live_lease_but_still_fences_the_holder()
         Takeover::Vacant
     );
 }
+
+#[tokio::test]
+async fn claim_force_delete_deletes_only_the_claim_commit_it_was_shown() {
+    let store = MemoryRefStore::new();
+    let clock = ManualClock::new(t0());
+    let base = store.seed_commit("base");
+    let name = family().claim_ref();
+    store.plant(&name, "not a record", &base).unwrap();
+    let book = ClaimBook::new(&store, &clock, claimant());
+    let shown = store.read_ref(&name).await.unwrap().unwrap();
+
+    // Moved since it was shown: nothing is deleted.
+    let moved = store.plant(&name, "still not a record", &base).unwrap();
+    let e = book.force_delete(&shown).await.unwrap_err();
+    assert!(
+        matches!(&e, ClaimError::Moved { expected, found, .. } if *expected == shown.sha && *found == moved),
+        "{e}"
+    );
+    assert_eq!(store.ref_sha(&name), Some(moved));
+
+    // The commit shown is deleted, once.
+    let shown = store.read_ref(&name).await.unwrap().unwrap();
+    assert_eq!(book.force_delete(&shown).await.unwrap(), Release::Released);
+    assert_eq!(store.ref_sha(&name), None);
+    assert_eq!(
+        book.force_delete(&shown).await.unwrap(),
+        Release::AlreadyGone
+    );
+
+    // Only claim refs.
+    store.force_ref("refs/heads/main", &base);
+    let main = store.read_ref("refs/heads/main").await.unwrap().unwrap();
+    let e = book.force_delete(&main).await.unwrap_err();
+    assert!(matches!(e, ClaimError::InvalidRequest(_)), "{e}");
+    assert_eq!(store.ref_sha("refs/heads/main"), Some(base));
+}

@@ -10,7 +10,13 @@
 //! (everything Klaud publishes and the parsers of its hidden markers) and
 //! [`commands`] (maintainer PR commands and who may give them). The
 //! [`engine`] drives a candidate through its life over the forge and journal
-//! traits.
+//! traits; [`engine::MemoryForge`], [`engine::MemoryJournal`] and
+//! [`engine::ManualClock`] let every step be tested without HTTP or sleeps.
+//!
+//! An [`engine::OwnershipProof`] is made only by the ownership check, is not
+//! `Clone`, and authorizes writes only to the branch, pull request and run it
+//! checked; a reply to a maintainer needs only the narrower
+//! [`engine::ReplyPermit`].
 
 pub mod artifacts;
 pub mod baseline;

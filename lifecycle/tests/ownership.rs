@@ -13,7 +13,7 @@ use klaud_claims::{
 use klaud_lifecycle::engine::ownership::check;
 use klaud_lifecycle::engine::{
     ArtifactInfo, Comment, Expectation, Forge, ForgeError, MismatchKind, OwnershipError,
-    OwnershipProof, Pull, Run, RunQuery,
+    OwnershipProof, ProofError, Pull, ReplyPermit, Run, RunQuery, reply_permit,
 };
 use serde_json::Value;
 
@@ -121,7 +121,7 @@ impl Forge for Fake {
     ) -> Result<Comment, ForgeError> {
         unused()
     }
-    async fn update_comment(&self, _: &OwnershipProof, _: u64, _: &str) -> Result<(), ForgeError> {
+    async fn reply(&self, _: &ReplyPermit, _: &str) -> Result<Comment, ForgeError> {
         unused()
     }
     async fn add_labels(&self, _: &OwnershipProof, _: u64, _: &[String]) -> Result<(), ForgeError> {
@@ -209,6 +209,7 @@ fn all<'a>(held: &'a HeldClaim, head: &'a str) -> Expectation<'a> {
     Expectation {
         claim: held,
         branch: Some((BRANCH, head)),
+        creates: None,
         pull: Some(7),
         run: Some((99, "e2e Test - t")),
     }
@@ -311,4 +312,56 @@ async fn a_claim_taken_or_deleted_is_unexpected() {
     fake.refs.delete_ref(&held.ref_name).await.expect("delete");
     let (_, msg) = mismatch(&fake, all(&held, &head)).await;
     assert!(msg.contains("deleted"), "{msg}");
+}
+
+#[tokio::test]
+async fn a_proof_covers_only_what_it_checked() {
+    let (fake, held, head) = world().await;
+    let proof = check(&fake, all(&held, &head)).await.expect("proof");
+    assert_eq!(proof.for_pull(7), Ok(()));
+    assert_eq!(proof.for_run(99), Ok(()));
+    assert_eq!(proof.for_branch(BRANCH), Ok(()));
+    assert_eq!(proof.for_commit(&head), Ok(()));
+    assert_eq!(proof.for_dispatch(), Ok(()));
+
+    let ProofError { proved, asked } = proof.for_pull(8).expect_err("another PR");
+    assert!(
+        proved.contains("#7") && asked.contains("#8"),
+        "{proved} / {asked}"
+    );
+    assert!(proof.for_run(100).is_err());
+    assert!(proof.for_branch("klaud/auto-other").is_err());
+    assert!(proof.for_commit("some-other-parent").is_err());
+
+    // A claim-only proof (before the branch exists) may create only its
+    // branch, and touches no PR or run.
+    let expect = Expectation {
+        claim: &held,
+        branch: None,
+        creates: Some(BRANCH),
+        pull: None,
+        run: None,
+    };
+    let proof = check(&fake, expect).await.expect("proof");
+    assert_eq!(proof.for_branch(BRANCH), Ok(()));
+    assert_eq!(proof.for_commit("any-base"), Ok(()));
+    assert!(proof.for_branch("main").is_err());
+    assert!(proof.for_pull(7).is_err());
+    assert!(proof.for_dispatch().is_err());
+}
+
+#[tokio::test]
+async fn a_reply_permit_needs_a_pull_request_by_the_bot() {
+    let (fake, _, _) = world().await;
+    let permit = reply_permit(&fake, 7).await.expect("read").expect("ours");
+    assert_eq!(permit.pull(), 7);
+    // Handoff does not matter for a reply: the maintainer still gets one.
+    fake.pull
+        .lock()
+        .expect("pull")
+        .labels
+        .push("klaud-handoff".into());
+    assert!(reply_permit(&fake, 7).await.expect("read").is_some());
+    fake.pull.lock().expect("pull").author = Some("someone".into());
+    assert!(reply_permit(&fake, 7).await.expect("read").is_none());
 }

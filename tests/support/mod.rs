@@ -67,3 +67,98 @@ pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     walk(root, root, &mut files);
     files
 }
+
+/// Someone on GitHub who is not Klaud's engine: a maintainer, the old
+/// helper, or the bot's own token used by hand. Klaud's forge writes only
+/// with an ownership proof, so the tests act for everyone else through
+/// octocrab's plain REST calls.
+pub struct Person {
+    gh: octocrab::Octocrab,
+    repo: String,
+}
+
+impl Person {
+    /// A person with `token` on `repo` (`owner/name`) of the GitHub at
+    /// `api_url`.
+    pub fn new(api_url: &str, token: &str, repo: &str) -> Self {
+        let gh = octocrab::Octocrab::builder()
+            .base_uri(api_url)
+            .expect("api url")
+            .personal_token(token.to_owned())
+            .build()
+            .expect("octocrab");
+        Self {
+            gh,
+            repo: repo.to_owned(),
+        }
+    }
+
+    async fn send(
+        &self,
+        delete: bool,
+        route: &str,
+        body: Option<serde_json::Value>,
+    ) -> serde_json::Value {
+        let route = format!("/repos/{}/{route}", self.repo);
+        let response = if delete {
+            self.gh._delete(route.as_str(), body.as_ref()).await
+        } else {
+            self.gh._post(route.as_str(), body.as_ref()).await
+        }
+        .unwrap_or_else(|e| panic!("{route}: {e}"));
+        let status = response.status();
+        let text = self.gh.body_to_string(response).await.expect("body");
+        assert!(status.is_success(), "{route}: {status} {text}");
+        if text.trim().is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_str(&text).expect("json")
+        }
+    }
+
+    /// Posts a comment; its id.
+    pub async fn comment(&self, number: u64, body: &str) -> u64 {
+        let c = self
+            .send(
+                false,
+                &format!("issues/{number}/comments"),
+                Some(serde_json::json!({ "body": body })),
+            )
+            .await;
+        c["id"].as_u64().expect("comment id")
+    }
+
+    /// Adds labels to an issue or pull request.
+    pub async fn add_labels(&self, number: u64, labels: &[&str]) {
+        self.send(
+            false,
+            &format!("issues/{number}/labels"),
+            Some(serde_json::json!({ "labels": labels })),
+        )
+        .await;
+    }
+
+    /// Deletes a ref (`refs/heads/...`).
+    pub async fn delete_ref(&self, full: &str) {
+        let short = full.strip_prefix("refs/").expect("a full ref name");
+        self.send(true, &format!("git/refs/{short}"), None).await;
+    }
+
+    /// Dispatches `workflow` on `git_ref`; the run id the server returns.
+    pub async fn dispatch(&self, workflow: &str, git_ref: &str, inputs: serde_json::Value) -> u64 {
+        let out = self
+            .send(
+                false,
+                &format!("actions/workflows/{workflow}/dispatches"),
+                Some(serde_json::json!({
+                    "ref": git_ref,
+                    "inputs": inputs,
+                    "return_run_details": true,
+                })),
+            )
+            .await;
+        out["workflow_run_id"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no run id in {out}"))
+    }
+}

@@ -763,6 +763,7 @@ impl<'a> Engine<'a> {
             } else {
                 None
             },
+            creates: (scope == Scope::Claim).then_some(branch.as_str()),
             pull: if with_pull { rec.pull } else { None },
             run: match scope {
                 Scope::Run(id, title) => Some((id, title)),

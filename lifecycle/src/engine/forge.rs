@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use klaud_claims::RefStore;
 use serde_json::Value;
 
-use super::ownership::OwnershipProof;
+use super::ownership::{OwnershipProof, ProofError, ReplyPermit};
 
 /// A pull request as the lifecycle sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +120,9 @@ pub enum ForgeError {
     /// A write whose outcome is unknown; re-read before trying again.
     #[error("{0}: outcome unknown")]
     Ambiguous(String),
+    /// The write's target is not what its proof checked; nothing was sent.
+    #[error(transparent)]
+    Proof(#[from] ProofError),
     /// Anything else (transport, permissions, rate limits, decoding).
     #[error("{0}")]
     Other(String),
@@ -132,7 +135,10 @@ pub trait Forge: Send + Sync {
     fn repo(&self) -> String;
     /// The bot login every Klaud write is made as.
     fn bot_login(&self) -> String;
-    /// The ref store claims are kept in.
+    /// The ref store claims are kept in. Reads see every ref; writes are
+    /// refused outside the claim and recovery-lease namespaces
+    /// ([`klaud_claims::is_coordination_ref`]), so no branch can be changed
+    /// through it without a proof.
     fn refs(&self) -> &dyn RefStore;
 
     // ---- reads
@@ -155,7 +161,8 @@ pub trait Forge: Send + Sync {
     /// An artifact's zip bytes.
     async fn download_artifact(&self, id: u64) -> Result<Vec<u8>, ForgeError>;
 
-    // ---- mutations (each needs a proof)
+    // ---- mutations (each needs a proof, and refuses with
+    // [`ForgeError::Proof`] a target the proof did not check)
 
     /// Creates one commit on `parent` that sets `files` (path → bytes) and
     /// returns its sha. Moves no ref.
@@ -214,13 +221,9 @@ pub trait Forge: Send + Sync {
         number: u64,
         body: &str,
     ) -> Result<Comment, ForgeError>;
-    /// Edits a comment.
-    async fn update_comment(
-        &self,
-        proof: &OwnershipProof,
-        id: u64,
-        body: &str,
-    ) -> Result<(), ForgeError>;
+    /// Posts a reply on the pull request of `permit` (maintainer commands,
+    /// also after a handoff).
+    async fn reply(&self, permit: &ReplyPermit, body: &str) -> Result<Comment, ForgeError>;
     /// Adds labels.
     async fn add_labels(
         &self,

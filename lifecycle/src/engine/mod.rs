@@ -19,6 +19,7 @@
 mod driver;
 pub mod forge;
 pub mod journal;
+pub mod memory;
 pub mod ownership;
 
 pub use driver::{
@@ -29,6 +30,12 @@ pub use forge::{ArtifactInfo, Comment, Forge, ForgeError, Pull, Run, RunQuery};
 pub use journal::{
     AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, Step, StoredClaim,
 };
+pub use klaud_claims::ManualClock;
+pub use memory::MemoryForge;
 pub use ownership::{
-    Expectation, HANDOFF_LABEL, Mismatch, MismatchKind, OwnershipError, OwnershipProof,
+    Expectation, HANDOFF_LABEL, Mismatch, MismatchKind, OwnershipError, OwnershipProof, ProofError,
+    ReplyPermit, reply_permit,
 };
+
+#[cfg(test)]
+mod tests;

@@ -16,16 +16,105 @@ use super::forge::{Forge, ForgeError};
 pub const HANDOFF_LABEL: &str = "klaud-handoff";
 
 /// Evidence that, when it was made, the claim, branch, PR and run named in
-/// it were still Klaud's. It cannot be built outside this module.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// it were still Klaud's. It cannot be built outside this module, and it is
+/// not `Clone`: a proof is made for one step and authorizes writes only to
+/// the branch, pull request and run it checked ([`OwnershipProof::for_pull`],
+/// [`OwnershipProof::for_run`], [`OwnershipProof::for_branch`]).
+#[derive(Debug, PartialEq, Eq)]
 pub struct OwnershipProof {
     fence: u64,
+    claim_ref: String,
+    branch: Option<String>,
     head: Option<String>,
     pull: Option<u64>,
     run: Option<u64>,
 }
 
+/// A write was asked of a proof that did not check its target.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the ownership proof for {proved} does not cover {asked}")]
+pub struct ProofError {
+    /// What the proof checked, e.g. `claim refs/heads/klaud/claim-…, #12`.
+    pub proved: String,
+    /// The write's target, e.g. `pull request #13`.
+    pub asked: String,
+}
+
 impl OwnershipProof {
+    /// The claim ref that was checked.
+    pub fn claim_ref(&self) -> &str {
+        &self.claim_ref
+    }
+
+    /// The branch the proof covers: checked at a head, or (before the
+    /// branch exists) the one it may create.
+    pub fn branch(&self) -> Option<&str> {
+        self.branch.as_deref()
+    }
+
+    fn refuse(&self, asked: String) -> ProofError {
+        let mut proved = format!("claim {}", self.claim_ref);
+        if let Some(b) = &self.branch {
+            proved.push_str(&format!(", branch {b}"));
+        }
+        if let Some(n) = self.pull {
+            proved.push_str(&format!(", #{n}"));
+        }
+        if let Some(r) = self.run {
+            proved.push_str(&format!(", run {r}"));
+        }
+        ProofError { proved, asked }
+    }
+
+    /// `Ok` when the proof checked pull request `number`.
+    pub fn for_pull(&self, number: u64) -> Result<(), ProofError> {
+        if self.pull == Some(number) {
+            Ok(())
+        } else {
+            Err(self.refuse(format!("pull request #{number}")))
+        }
+    }
+
+    /// `Ok` when the proof checked run `id`.
+    pub fn for_run(&self, id: u64) -> Result<(), ProofError> {
+        if self.run == Some(id) {
+            Ok(())
+        } else {
+            Err(self.refuse(format!("run {id}")))
+        }
+    }
+
+    /// `Ok` when a commit on `parent` may be made: the head the proof
+    /// checked, or any parent when the proof is for a branch that does not
+    /// exist yet (the bump commit on the base).
+    pub fn for_commit(&self, parent: &str) -> Result<(), ProofError> {
+        match (&self.head, &self.branch) {
+            (Some(h), _) if h == parent => Ok(()),
+            (None, Some(_)) => Ok(()),
+            _ => Err(self.refuse(format!("a commit on {parent}"))),
+        }
+    }
+
+    /// `Ok` when the proof checked a branch head and a pull request, which
+    /// is what a run testing that head needs.
+    pub fn for_dispatch(&self) -> Result<(), ProofError> {
+        if self.head.is_some() && self.pull.is_some() {
+            Ok(())
+        } else {
+            Err(self.refuse("a workflow dispatch (needs a checked head and PR)".into()))
+        }
+    }
+
+    /// `Ok` when the proof covers branch `name` (short name, without
+    /// `refs/heads/`).
+    pub fn for_branch(&self, name: &str) -> Result<(), ProofError> {
+        if self.branch.as_deref() == Some(name) {
+            Ok(())
+        } else {
+            Err(self.refuse(format!("branch {name}")))
+        }
+    }
+
     /// The claim fence that was checked.
     pub fn fence(&self) -> u64 {
         self.fence
@@ -54,6 +143,9 @@ pub struct Expectation<'a> {
     pub claim: &'a HeldClaim,
     /// `(branch name, head Klaud last wrote)`.
     pub branch: Option<(&'a str, &'a str)>,
+    /// A branch that does not exist yet and that the proof may create
+    /// (nothing is read for it; `branch` wins when both are set).
+    pub creates: Option<&'a str>,
     /// The pull request.
     pub pull: Option<u64>,
     /// `(run id, expected title)`.
@@ -252,6 +344,12 @@ pub async fn check(
 
     Ok(OwnershipProof {
         fence: found.fence_or_zero(),
+        claim_ref: claim_ref.to_owned(),
+        branch: expect
+            .branch
+            .map(|(b, _)| b)
+            .or(expect.creates)
+            .map(str::to_owned),
         head: expect.branch.map(|(_, h)| h.to_owned()),
         pull: expect.pull,
         run: expect.run.map(|(id, _)| id),
@@ -265,4 +363,30 @@ fn describe(r: &ClaimRecord) -> String {
         r.run_id,
         r.fence_or_zero()
     )
+}
+
+/// The one write Klaud may make on a pull request that is no longer its own
+/// (after a handoff): a comment on that pull request, nothing else. Made by
+/// [`reply_permit`], which checks that the bot authored the pull request.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ReplyPermit {
+    pull: u64,
+}
+
+impl ReplyPermit {
+    /// The pull request a reply may be posted on.
+    pub fn pull(&self) -> u64 {
+        self.pull
+    }
+}
+
+/// A permit to reply on pull request `number` when the bot authored it;
+/// `Ok(None)` when it did not (Klaud takes no orders on others' PRs).
+pub async fn reply_permit(
+    forge: &dyn Forge,
+    number: u64,
+) -> Result<Option<ReplyPermit>, ForgeError> {
+    let pull = forge.get_pull(number).await?;
+    Ok(same_login(pull.author.as_deref(), &forge.bot_login())
+        .then_some(ReplyPermit { pull: number }))
 }

@@ -411,7 +411,7 @@ impl Forge {
     /// an ambiguous failure the ref is re-read: pointing at `sha` means our
     /// write landed — sound only when `sha` is unique to this writer (claim
     /// commits carry the owner's id, so two owners never share one).
-    pub async fn create_ref(&self, name: &str, sha: &str) -> Result<(), GithubError> {
+    pub(crate) async fn create_ref(&self, name: &str, sha: &str) -> Result<(), GithubError> {
         let what = format!("create ref {name}");
         let body = json!({"ref": name, "sha": sha});
         for _ in 0..2 {
@@ -442,7 +442,12 @@ impl Forge {
 
     /// Moves a ref. Without `force`, a non-fast-forward answers
     /// [`GithubError::NotFastForward`] (the compare-and-swap).
-    pub async fn update_ref(&self, name: &str, sha: &str, force: bool) -> Result<(), GithubError> {
+    pub(crate) async fn update_ref(
+        &self,
+        name: &str,
+        sha: &str,
+        force: bool,
+    ) -> Result<(), GithubError> {
         let what = format!("update ref {name}");
         let body = json!({"sha": sha, "force": force});
         let path = self.path(&format!("git/refs/{}", short_ref(name)));
@@ -473,7 +478,7 @@ impl Forge {
     }
 
     /// Deletes a ref; [`GithubError::NotFound`] when it does not exist.
-    pub async fn delete_ref(&self, name: &str) -> Result<(), GithubError> {
+    pub(crate) async fn delete_ref(&self, name: &str) -> Result<(), GithubError> {
         let what = format!("delete ref {name}");
         let path = self.path(&format!("git/refs/{}", short_ref(name)));
         match self.t.write(&what, Method::DELETE, &path, None).await {
@@ -532,13 +537,13 @@ impl Forge {
     }
 
     /// Creates a blob and returns its sha.
-    pub async fn create_blob(&self, content: &[u8]) -> Result<String, GithubError> {
+    pub(crate) async fn create_blob(&self, content: &[u8]) -> Result<String, GithubError> {
         let body = json!({"content": B64.encode(content), "encoding": "base64"});
         self.create_object("create blob", "blobs", &body).await
     }
 
     /// Creates a tree from `base_tree` plus changes and returns its sha.
-    pub async fn create_tree(
+    pub(crate) async fn create_tree(
         &self,
         base_tree: Option<&str>,
         changes: &[TreeChange],
@@ -622,7 +627,7 @@ impl Forge {
     }
 
     /// Creates a commit object and returns its sha.
-    pub async fn create_commit(
+    pub(crate) async fn create_commit(
         &self,
         message: &str,
         tree: &str,
@@ -735,7 +740,7 @@ impl Forge {
 
     /// Opens a pull request. After an ambiguous failure the open PR for the
     /// head is looked up: if it exists it is ours, and no second one is made.
-    pub async fn create_pull(
+    pub(crate) async fn create_pull(
         &self,
         title: &str,
         head: &str,
@@ -797,7 +802,7 @@ impl Forge {
 
     /// Updates title, body and/or state (`open`/`closed`). Idempotent, so an
     /// ambiguous failure is resolved by sending it once more.
-    pub async fn update_pull(
+    pub(crate) async fn update_pull(
         &self,
         number: u64,
         title: Option<&str>,
@@ -834,7 +839,7 @@ impl Forge {
 
     /// Marks a pull request ready for review (`draft = false`) or converts
     /// it back to a draft, through GraphQL (REST has no such call).
-    pub async fn set_draft(&self, pull: &PullInfo, draft: bool) -> Result<(), GithubError> {
+    pub(crate) async fn set_draft(&self, pull: &PullInfo, draft: bool) -> Result<(), GithubError> {
         let (what, mutation) = if draft {
             (
                 format!("convert #{} to draft", pull.number),
@@ -899,7 +904,7 @@ impl Forge {
     /// Posts a comment. After an ambiguous failure the comments are re-read:
     /// a bot comment with exactly this body (Klaud's bodies carry a unique
     /// hidden marker) means it landed.
-    pub async fn create_comment(
+    pub(crate) async fn create_comment(
         &self,
         number: u64,
         body: &str,
@@ -938,19 +943,6 @@ impl Forge {
         })
     }
 
-    /// Replaces a comment's body (PATCH; idempotent).
-    pub async fn update_comment(&self, id: u64, body: &str) -> Result<CommentInfo, GithubError> {
-        let what = format!("update comment {id}");
-        let payload = json!({"body": body});
-        let path = self.path(&format!("issues/comments/{id}"));
-        let raw = self
-            .t
-            .write_idempotent(&what, Method::PATCH, &path, Some(&payload))
-            .await?;
-        ok_or_error(&what, &raw)?;
-        Ok(raw.json::<RawComment>(&what)?.into())
-    }
-
     // --------------------------------------------------------------- labels
 
     /// Labels on an issue or PR.
@@ -964,7 +956,7 @@ impl Forge {
     }
 
     /// Adds labels (idempotent). Returns the labels now on the issue.
-    pub async fn add_labels(
+    pub(crate) async fn add_labels(
         &self,
         number: u64,
         labels: &[&str],
@@ -985,7 +977,7 @@ impl Forge {
     }
 
     /// Removes a label; a label that is not there counts as removed.
-    pub async fn remove_label(&self, number: u64, label: &str) -> Result<(), GithubError> {
+    pub(crate) async fn remove_label(&self, number: u64, label: &str) -> Result<(), GithubError> {
         let what = format!("remove label {label:?} from #{number}");
         let path = self.path(&format!("issues/{number}/labels/{}", seg(label)));
         let raw = self
@@ -1026,7 +1018,7 @@ impl Forge {
     /// rejects the parameter is asked again without it (then `run_id` is
     /// `None`: find the run by title). An ambiguous failure is returned as
     /// is — the caller must search for the run before dispatching again.
-    pub async fn dispatch_workflow(
+    pub(crate) async fn dispatch_workflow(
         &self,
         workflow: &str,
         git_ref: &str,
@@ -1156,7 +1148,7 @@ impl Forge {
     }
 
     /// Cancels a run; a run that already completed counts as done.
-    pub async fn cancel_run(&self, id: u64) -> Result<(), GithubError> {
+    pub(crate) async fn cancel_run(&self, id: u64) -> Result<(), GithubError> {
         let what = format!("cancel workflow run {id}");
         let path = self.path(&format!("actions/runs/{id}/cancel"));
         match self.t.write(&what, Method::POST, &path, None).await {
@@ -1214,20 +1206,6 @@ impl Forge {
         Ok(raw.body.to_vec())
     }
 
-    /// Deletes a comment; one that is already gone counts as deleted.
-    pub async fn delete_comment(&self, id: u64) -> Result<(), GithubError> {
-        let what = format!("delete comment {id}");
-        let path = self.path(&format!("issues/comments/{id}"));
-        let raw = self
-            .t
-            .write_idempotent(&what, Method::DELETE, &path, None)
-            .await?;
-        if raw.status == http::StatusCode::NOT_FOUND {
-            return Ok(());
-        }
-        ok_or_error(&what, &raw)
-    }
-
     /// Compares two commits or branches.
     pub async fn compare(&self, base: &str, head: &str) -> Result<Comparison, GithubError> {
         let what = format!("compare {base}...{head}");
@@ -1245,7 +1223,7 @@ impl Forge {
 
     /// Re-runs a completed run. After an ambiguous failure the run is
     /// re-read: a higher attempt than before means the re-run was accepted.
-    pub async fn rerun_run(&self, id: u64) -> Result<(), GithubError> {
+    pub(crate) async fn rerun_run(&self, id: u64) -> Result<(), GithubError> {
         let what = format!("re-run workflow run {id}");
         let before = self.get_run(id).await?.run_attempt;
         let path = self.path(&format!("actions/runs/{id}/rerun"));

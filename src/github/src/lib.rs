@@ -12,7 +12,10 @@
 //! [`klaud_claims::RefStore`] over git refs and the lifecycle forge
 //! ([`lifecycle::GithubLifecycle`]) the engine drives. It must never decide
 //! lifecycle rules (who owns what, what an outcome is): it carries out what
-//! the lifecycle crate asks, and reports GitHub's answer faithfully.
+//! the lifecycle crate asks, and reports GitHub's answer faithfully. Its
+//! REST writes are crate-private: outside callers write only through the
+//! lifecycle forge (each write checked against its ownership proof or reply
+//! permit) or the claim store (claim and recovery-lease refs only).
 
 mod api;
 pub mod lifecycle;

@@ -1,11 +1,16 @@
 //! The lifecycle's [`Forge`](klaud_lifecycle::engine::Forge) over the
 //! octocrab [`crate::Forge`]: a thin mapping, the retry and write
 //! policy stay in `crate`.
+//!
+//! This is the only public way to write to GitHub besides the claim store:
+//! every write first checks that its proof covers its target (the pull
+//! request, run or branch it names) and sends nothing when it does not.
 
 use async_trait::async_trait;
 use klaud_claims::RefStore;
 use klaud_lifecycle::engine::{
-    ArtifactInfo, Comment, Forge as LifecycleForge, ForgeError, OwnershipProof, Pull, Run, RunQuery,
+    ArtifactInfo, Comment, Forge as LifecycleForge, ForgeError, OwnershipProof, Pull, ReplyPermit,
+    Run, RunQuery,
 };
 use serde_json::Value;
 
@@ -156,11 +161,12 @@ impl LifecycleForge for GithubLifecycle<'_> {
 
     async fn commit_files(
         &self,
-        _proof: &OwnershipProof,
+        proof: &OwnershipProof,
         parent: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
     ) -> Result<String, ForgeError> {
+        proof.for_commit(parent)?;
         let base = self.forge.git_commit(parent).await.map_err(map)?;
         let changes: Vec<TreeChange> = files
             .iter()
@@ -183,10 +189,11 @@ impl LifecycleForge for GithubLifecycle<'_> {
 
     async fn create_branch(
         &self,
-        _proof: &OwnershipProof,
+        proof: &OwnershipProof,
         branch: &str,
         sha: &str,
     ) -> Result<(), ForgeError> {
+        proof.for_branch(branch)?;
         self.forge
             .create_ref(&format!("refs/heads/{branch}"), sha)
             .await
@@ -195,17 +202,19 @@ impl LifecycleForge for GithubLifecycle<'_> {
 
     async fn fast_forward_branch(
         &self,
-        _proof: &OwnershipProof,
+        proof: &OwnershipProof,
         branch: &str,
         sha: &str,
     ) -> Result<(), ForgeError> {
+        proof.for_branch(branch)?;
         self.forge
             .update_ref(&format!("refs/heads/{branch}"), sha, false)
             .await
             .map_err(map)
     }
 
-    async fn delete_branch(&self, _proof: &OwnershipProof, branch: &str) -> Result<(), ForgeError> {
+    async fn delete_branch(&self, proof: &OwnershipProof, branch: &str) -> Result<(), ForgeError> {
+        proof.for_branch(branch)?;
         self.forge
             .delete_ref(&format!("refs/heads/{branch}"))
             .await
@@ -214,12 +223,13 @@ impl LifecycleForge for GithubLifecycle<'_> {
 
     async fn create_draft_pull(
         &self,
-        _proof: &OwnershipProof,
+        proof: &OwnershipProof,
         title: &str,
         head: &str,
         base: &str,
         body: &str,
     ) -> Result<Pull, ForgeError> {
+        proof.for_branch(head)?;
         self.forge
             .create_pull(title, head, base, body, true)
             .await
@@ -229,10 +239,11 @@ impl LifecycleForge for GithubLifecycle<'_> {
 
     async fn update_pull_body(
         &self,
-        _proof: &OwnershipProof,
+        proof: &OwnershipProof,
         number: u64,
         body: &str,
     ) -> Result<(), ForgeError> {
+        proof.for_pull(number)?;
         self.forge
             .update_pull(number, None, Some(body), None)
             .await
@@ -240,7 +251,8 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .map_err(map)
     }
 
-    async fn close_pull(&self, _proof: &OwnershipProof, number: u64) -> Result<(), ForgeError> {
+    async fn close_pull(&self, proof: &OwnershipProof, number: u64) -> Result<(), ForgeError> {
+        proof.for_pull(number)?;
         self.forge
             .update_pull(number, None, None, Some("closed"))
             .await
@@ -250,10 +262,11 @@ impl LifecycleForge for GithubLifecycle<'_> {
 
     async fn set_draft(
         &self,
-        _proof: &OwnershipProof,
+        proof: &OwnershipProof,
         pull: &Pull,
         draft: bool,
     ) -> Result<(), ForgeError> {
+        proof.for_pull(pull.number)?;
         // The draft mutations need the node id, which only the full read has.
         let info = self.forge.get_pull(pull.number).await.map_err(map)?;
         if info.draft == draft {
@@ -264,10 +277,11 @@ impl LifecycleForge for GithubLifecycle<'_> {
 
     async fn create_comment(
         &self,
-        _proof: &OwnershipProof,
+        proof: &OwnershipProof,
         number: u64,
         body: &str,
     ) -> Result<Comment, ForgeError> {
+        proof.for_pull(number)?;
         let c = self.forge.create_comment(number, body).await.map_err(map)?;
         Ok(Comment {
             id: c.id,
@@ -276,25 +290,26 @@ impl LifecycleForge for GithubLifecycle<'_> {
         })
     }
 
-    async fn update_comment(
-        &self,
-        _proof: &OwnershipProof,
-        id: u64,
-        body: &str,
-    ) -> Result<(), ForgeError> {
-        self.forge
-            .update_comment(id, body)
+    async fn reply(&self, permit: &ReplyPermit, body: &str) -> Result<Comment, ForgeError> {
+        let c = self
+            .forge
+            .create_comment(permit.pull(), body)
             .await
-            .map(|_| ())
-            .map_err(map)
+            .map_err(map)?;
+        Ok(Comment {
+            id: c.id,
+            body: c.body,
+            author: c.author,
+        })
     }
 
     async fn add_labels(
         &self,
-        _proof: &OwnershipProof,
+        proof: &OwnershipProof,
         number: u64,
         labels: &[String],
     ) -> Result<(), ForgeError> {
+        proof.for_pull(number)?;
         let names: Vec<&str> = labels.iter().map(String::as_str).collect();
         self.forge
             .add_labels(number, &names)
@@ -305,20 +320,22 @@ impl LifecycleForge for GithubLifecycle<'_> {
 
     async fn remove_label(
         &self,
-        _proof: &OwnershipProof,
+        proof: &OwnershipProof,
         number: u64,
         label: &str,
     ) -> Result<(), ForgeError> {
+        proof.for_pull(number)?;
         self.forge.remove_label(number, label).await.map_err(map)
     }
 
     async fn dispatch(
         &self,
-        _proof: &OwnershipProof,
+        proof: &OwnershipProof,
         workflow: &str,
         git_ref: &str,
         inputs: &Value,
     ) -> Result<Option<u64>, ForgeError> {
+        proof.for_dispatch()?;
         self.forge
             .dispatch_workflow(workflow, git_ref, inputs)
             .await
@@ -326,11 +343,13 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .map_err(map)
     }
 
-    async fn rerun_run(&self, _proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
+    async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
+        proof.for_run(id)?;
         self.forge.rerun_run(id).await.map_err(map)
     }
 
-    async fn cancel_run(&self, _proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
+    async fn cancel_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
+        proof.for_run(id)?;
         self.forge.cancel_run(id).await.map_err(map)
     }
 }

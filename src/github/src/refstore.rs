@@ -1,7 +1,11 @@
 //! [`klaud_claims::RefStore`] over the forge: claim refs live on GitHub.
+//!
+//! Claims coordinate by compare-and-swap, not by ownership proofs, so this
+//! store writes only claim and recovery-lease refs: a caller holding the
+//! store cannot move or delete a candidate branch without a proof.
 
 use async_trait::async_trait;
-use klaud_claims::{RefStore, RefStoreError, RefTip};
+use klaud_claims::{RefStore, RefStoreError, RefTip, is_coordination_ref};
 
 use super::{Forge, GithubError};
 
@@ -11,6 +15,16 @@ fn map(e: GithubError) -> RefStoreError {
         GithubError::NotFastForward { what } => RefStoreError::NotFastForward(what),
         GithubError::NotFound { what } => RefStoreError::NotFound(what),
         other => RefStoreError::Other(other.to_string()),
+    }
+}
+
+fn coordination_only(name: &str) -> Result<(), RefStoreError> {
+    if is_coordination_ref(name) {
+        Ok(())
+    } else {
+        Err(RefStoreError::Other(format!(
+            "{name} is not a claim or recovery-lease ref; the claim store does not write it"
+        )))
     }
 }
 
@@ -57,14 +71,17 @@ impl RefStore for Forge {
     }
 
     async fn create_ref(&self, name: &str, sha: &str) -> Result<(), RefStoreError> {
+        coordination_only(name)?;
         Forge::create_ref(self, name, sha).await.map_err(map)
     }
 
     async fn fast_forward_ref(&self, name: &str, sha: &str) -> Result<(), RefStoreError> {
+        coordination_only(name)?;
         self.update_ref(name, sha, false).await.map_err(map)
     }
 
     async fn delete_ref(&self, name: &str) -> Result<(), RefStoreError> {
+        coordination_only(name)?;
         Forge::delete_ref(self, name).await.map_err(map)
     }
 

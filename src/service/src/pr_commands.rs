@@ -12,19 +12,23 @@
 //! (ending a finished candidate changes nothing, a retry request is a put).
 //!
 //! Replies are the one write Klaud makes on a PR that may not be its own any
-//! more (after a handoff the maintainer still gets an answer), so they go
-//! straight to the GitHub forge rather than through an ownership proof; the
-//! PR is checked to be authored by the bot before anything is read from it.
+//! more (after a handoff the maintainer still gets an answer), so they need
+//! no ownership proof but their own narrower [`ReplyPermit`]: a comment on
+//! that one PR, granted when the bot authored it, checked before anything
+//! is read from it.
 
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use klaud_claims::CandidateId;
 use klaud_lifecycle::commands::{Authorization, Command, ParsedCommand, authorize, parse_commands};
-use klaud_lifecycle::engine::{CandidateRecord, Engine, EngineError, Step};
+use klaud_lifecycle::engine::{
+    CandidateRecord, Engine, EngineError, Forge as _, ForgeError, Step, reply_permit,
+};
 use klaud_lifecycle::model::Outcome;
 use serde::{Deserialize, Serialize};
 
+use klaud_github::lifecycle::GithubLifecycle;
 use klaud_github::{CommentInfo, Forge, GithubError};
 use klaud_store::{Record, Store, StoreError, trees};
 
@@ -56,6 +60,9 @@ pub enum CommandError {
     /// GitHub failed.
     #[error(transparent)]
     Github(#[from] GithubError),
+    /// GitHub failed, seen through the lifecycle forge (permit, reply).
+    #[error(transparent)]
+    Forge(#[from] ForgeError),
     /// The engine failed while carrying out a command.
     #[error(transparent)]
     Engine(#[from] EngineError),
@@ -205,15 +212,11 @@ pub async fn handle_commands(
         return Ok(Vec::new());
     };
     let bot = forge.bot_login().to_owned();
-    let pull = forge.get_pull(number).await?;
-    if !pull
-        .author
-        .as_deref()
-        .is_some_and(|a| a.eq_ignore_ascii_case(&bot))
-    {
+    let replies = GithubLifecycle::new(forge);
+    let Some(permit) = reply_permit(&replies, number).await? else {
         // Not Klaud's PR (a mismatching record): take no orders there.
         return Ok(Vec::new());
-    }
+    };
     let comments = forge.list_comments(number, None).await?;
     let is_bot = |c: &CommentInfo| {
         c.author
@@ -260,7 +263,7 @@ pub async fn handle_commands(
             comment.id,
             user
         );
-        forge.create_comment(number, &body).await?;
+        replies.reply(&permit, &body).await?;
         out.push(Answered {
             comment: comment.id,
             user,

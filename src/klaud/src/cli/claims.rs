@@ -27,7 +27,7 @@ use clap::Subcommand;
 use klaud_claims::claim::MAX_LEASE;
 use klaud_claims::{
     Acquire, CandidateId, ClaimBook, ClaimCandidate, ClaimEntry, ClaimError, Claimant, Clock,
-    FamilyId, RefStore, RefStoreError, Release, SystemClock,
+    FamilyId, Release, SystemClock,
 };
 use klaud_planner::identity;
 use serde::Serialize;
@@ -330,9 +330,10 @@ fn claim_error(e: ClaimError) -> CliError {
             code: EXIT_HELD_BY_OTHER,
             error: e.into(),
         },
-        ClaimError::Store { .. } | ClaimError::RunStatus { .. } | ClaimError::Contended { .. } => {
-            CliError::failure(e)
-        }
+        ClaimError::Store { .. }
+        | ClaimError::RunStatus { .. }
+        | ClaimError::Contended { .. }
+        | ClaimError::Moved { .. } => CliError::failure(e),
     }
 }
 
@@ -871,7 +872,7 @@ async fn release(forge: &Forge, config: &Config, args: ReleaseRequest) -> Result
     let view = ClaimView::new("claim", &entry, clock.now());
     let record = match &entry.record {
         Ok(record) => record,
-        Err(_) if args.force => return force_delete(forge, &entry, view, output, emit).await,
+        Err(_) if args.force => return force_delete(&book, &entry, view, output, emit).await,
         Err(_) => {
             return Err(held_by_other(anyhow!(
                 "refusing to release {ref_name}: {}; it has no candidates to finish, so it is \
@@ -969,38 +970,33 @@ async fn release(forge: &Forge, config: &Config, args: ReleaseRequest) -> Result
 }
 
 /// Deletes a claim that does not parse (`--force` only): exactly the commit
-/// shown, re-read right before the delete because GitHub has no
-/// conditional delete.
+/// shown, through [`klaud_claims::ClaimBook::force_delete`].
 async fn force_delete(
-    forge: &Forge,
+    book: &klaud_claims::ClaimBook<'_>,
     entry: &ClaimEntry,
     view: ClaimView,
     output: impl Fn(&'static str, Option<ClaimView>, Vec<Recovered>) -> ReleaseOutput,
     emit: impl Fn(ReleaseOutput) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
     let ref_name = entry.tip.name.as_str();
-    match RefStore::read_ref(forge, ref_name).await {
-        Ok(None) => return emit(output("already-gone", Some(view), Vec::new())),
-        Ok(Some(tip)) if tip.sha != entry.tip.sha => {
-            return Err(held_by_other(anyhow!(
-                "{ref_name} moved from {} to {} while it was being released; nothing was \
-                 deleted: look again (klaud claims list) and re-run",
-                entry.tip.sha,
-                clean(&tip.sha)
-            )));
-        }
-        Ok(Some(_)) => {}
-        Err(e) => return Err(CliError::failure(anyhow!("reading {ref_name}: {e}"))),
-    }
     tracing::warn!(
         ref_name,
         previous = view.holder_line(),
         "force-deleting an unparsable claim"
     );
-    let result = match RefStore::delete_ref(forge, ref_name).await {
-        Ok(()) => "released",
-        Err(RefStoreError::NotFound(_)) => "already-gone",
-        Err(e) => return Err(CliError::failure(anyhow!("deleting {ref_name}: {e}"))),
+    let result = match book.force_delete(&entry.tip).await {
+        Ok(Release::Released) => "released",
+        Ok(Release::AlreadyGone) => "already-gone",
+        Err(ClaimError::Moved {
+            expected, found, ..
+        }) => {
+            return Err(held_by_other(anyhow!(
+                "{ref_name} moved from {expected} to {} while it was being released; nothing was \
+                 deleted: look again (klaud claims list) and re-run",
+                clean(&found)
+            )));
+        }
+        Err(e) => return Err(CliError::failure(anyhow!(e))),
     };
     emit(output(result, Some(view), Vec::new()))
 }

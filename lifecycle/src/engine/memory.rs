@@ -1,0 +1,685 @@
+//! An in-memory [`Forge`] with GitHub's semantics as the engine sees them,
+//! like `klaud_claims::MemoryRefStore` for claims: branches and commits
+//! (with file contents), pull requests, comments, labels and workflow runs
+//! whose conclusions and artifacts a test scripts. Every write checks its
+//! proof exactly as the GitHub forge does, and is logged, so each engine
+//! step can be tested without HTTP or sleeps. Transport-level behaviour
+//! (retries, ambiguous writes, pagination) stays with the GitHub simulator.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use klaud_claims::{MemoryRefStore, RefStore, RefStoreError, RefTip, is_coordination_ref};
+use serde_json::Value;
+
+use super::forge::{ArtifactInfo, Comment, Forge, ForgeError, Pull, Run, RunQuery};
+use super::ownership::{OwnershipProof, ReplyPermit};
+
+/// The title the benchmark repository's smoke workflow gives a dispatched
+/// run (its `run-name`), from the `test-name` input.
+fn dispatch_title(inputs: &Value) -> String {
+    let name = inputs
+        .get("test-name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    format!("e2e Test - {name}")
+}
+
+/// The claim store a [`MemoryForge`] hands out: every read, and writes of
+/// claim and recovery-lease refs only.
+#[derive(Debug)]
+struct ClaimRefs(Arc<MemoryRefStore>);
+
+fn coordination_only(name: &str) -> Result<(), RefStoreError> {
+    if is_coordination_ref(name) {
+        Ok(())
+    } else {
+        Err(RefStoreError::Other(format!(
+            "{name} is not a claim or recovery-lease ref; the claim store does not write it"
+        )))
+    }
+}
+
+#[async_trait]
+impl RefStore for ClaimRefs {
+    async fn read_ref(&self, name: &str) -> Result<Option<RefTip>, RefStoreError> {
+        self.0.read_ref(name).await
+    }
+    async fn list_refs(&self, prefix: &str) -> Result<Vec<RefTip>, RefStoreError> {
+        self.0.list_refs(prefix).await
+    }
+    async fn create_commit(
+        &self,
+        message: &str,
+        tree: &str,
+        parents: &[String],
+    ) -> Result<String, RefStoreError> {
+        self.0.create_commit(message, tree, parents).await
+    }
+    async fn create_ref(&self, name: &str, sha: &str) -> Result<(), RefStoreError> {
+        coordination_only(name)?;
+        self.0.create_ref(name, sha).await
+    }
+    async fn fast_forward_ref(&self, name: &str, sha: &str) -> Result<(), RefStoreError> {
+        coordination_only(name)?;
+        self.0.fast_forward_ref(name, sha).await
+    }
+    async fn delete_ref(&self, name: &str) -> Result<(), RefStoreError> {
+        coordination_only(name)?;
+        self.0.delete_ref(name).await
+    }
+    async fn commit_tree(&self, sha: &str) -> Result<String, RefStoreError> {
+        self.0.commit_tree(sha).await
+    }
+}
+
+#[derive(Debug, Clone)]
+struct StoredRun {
+    run: Run,
+    workflow: String,
+    artifacts: Vec<(ArtifactInfo, Vec<u8>)>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    trees: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+    pulls: Vec<Pull>,
+    comments: Vec<(u64, Comment)>,
+    runs: Vec<StoredRun>,
+    writes: Vec<String>,
+    next_id: u64,
+}
+
+impl State {
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn pull_mut(&mut self, number: u64) -> Result<&mut Pull, ForgeError> {
+        self.pulls
+            .iter_mut()
+            .find(|p| p.number == number)
+            .ok_or_else(|| ForgeError::NotFound(format!("pull request #{number}")))
+    }
+
+    fn run_mut(&mut self, id: u64) -> Result<&mut StoredRun, ForgeError> {
+        self.runs
+            .iter_mut()
+            .find(|r| r.run.id == id)
+            .ok_or_else(|| ForgeError::NotFound(format!("run {id}")))
+    }
+}
+
+/// A stateful fake of the lifecycle [`Forge`] for one repository.
+#[derive(Debug)]
+pub struct MemoryForge {
+    repo: String,
+    bot: String,
+    store: Arc<MemoryRefStore>,
+    claims: ClaimRefs,
+    sweep: Option<(String, Vec<String>)>,
+    return_run_details: bool,
+    state: Mutex<State>,
+}
+
+fn store_err(e: RefStoreError) -> ForgeError {
+    match e {
+        RefStoreError::AlreadyExists(w) => ForgeError::AlreadyExists(w),
+        RefStoreError::NotFastForward(w) => ForgeError::NotFastForward(w),
+        RefStoreError::NotFound(w) => ForgeError::NotFound(w),
+        RefStoreError::Other(w) => ForgeError::Other(w),
+    }
+}
+
+impl MemoryForge {
+    /// An empty repository `repo` (`owner/name`) where the bot is `bot`.
+    pub fn new(repo: &str, bot: &str) -> Self {
+        let store = Arc::new(MemoryRefStore::new());
+        Self {
+            repo: repo.to_owned(),
+            bot: bot.to_owned(),
+            claims: ClaimRefs(store.clone()),
+            store,
+            sweep: None,
+            return_run_details: true,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Adding any of `labels` to a pull request starts a `pull_request` run
+    /// of `workflow` on its head, titled like the PR (what the benchmark
+    /// repository's sweep workflow does).
+    pub fn with_sweep(mut self, workflow: &str, labels: &[String]) -> Self {
+        self.sweep = Some((workflow.to_owned(), labels.to_vec()));
+        self
+    }
+
+    /// Dispatches answer without the run id, as older GitHub servers do.
+    pub fn without_run_details(mut self) -> Self {
+        self.return_run_details = false;
+        self
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A test that panicked mid-write poisons nothing worth keeping.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn log(&self, write: String) {
+        self.lock().writes.push(write);
+    }
+
+    /// Every write made so far, e.g. `comment #1`, in order.
+    pub fn writes(&self) -> Vec<String> {
+        self.lock().writes.clone()
+    }
+
+    /// The underlying git objects and refs (for tests that plant claims or
+    /// foreign commits).
+    pub fn git(&self) -> &MemoryRefStore {
+        &self.store
+    }
+
+    async fn commit(
+        &self,
+        parent: Option<&str>,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<String, ForgeError> {
+        let mut tree = match parent {
+            Some(p) => {
+                let id = self.store.commit_tree(p).await.map_err(store_err)?;
+                self.lock().trees.get(&id).cloned().unwrap_or_default()
+            }
+            None => BTreeMap::new(),
+        };
+        for (path, bytes) in files {
+            tree.insert(path.clone(), bytes.clone());
+        }
+        let tree_id = {
+            let mut st = self.lock();
+            let id = format!("tree-{}", st.id());
+            st.trees.insert(id.clone(), tree);
+            id
+        };
+        let parents: Vec<String> = parent.map(str::to_owned).into_iter().collect();
+        Ok(self.store.commit_on_tree(message, &tree_id, &parents))
+    }
+
+    /// Commits `files` on `branch` (created when missing) as someone else
+    /// would push them; the new head.
+    pub async fn push(
+        &self,
+        branch: &str,
+        files: &[(&str, &[u8])],
+        message: &str,
+    ) -> Result<String, ForgeError> {
+        let name = format!("refs/heads/{branch}");
+        let parent = self.store.ref_sha(&name);
+        let files: Vec<(String, Vec<u8>)> = files
+            .iter()
+            .map(|(p, b)| ((*p).to_owned(), b.to_vec()))
+            .collect();
+        let sha = self.commit(parent.as_deref(), &files, message).await?;
+        self.store.force_ref(&name, &sha);
+        Ok(sha)
+    }
+
+    /// Puts `label` on a pull request as a maintainer would.
+    pub fn label_as_maintainer(&self, number: u64, label: &str) -> Result<(), ForgeError> {
+        let mut st = self.lock();
+        let pull = st.pull_mut(number)?;
+        if !pull.labels.iter().any(|l| l == label) {
+            pull.labels.push(label.to_owned());
+        }
+        Ok(())
+    }
+
+    /// Moves a run to `in_progress`.
+    pub fn start_run(&self, id: u64) -> Result<(), ForgeError> {
+        let mut st = self.lock();
+        st.run_mut(id)?.run.status = "in_progress".into();
+        Ok(())
+    }
+
+    /// Completes a run with `conclusion` and `artifacts` (name → zip bytes).
+    pub fn complete_run(
+        &self,
+        id: u64,
+        conclusion: &str,
+        artifacts: Vec<(String, Vec<u8>)>,
+    ) -> Result<(), ForgeError> {
+        let mut st = self.lock();
+        let mut stored = Vec::new();
+        for (name, bytes) in artifacts {
+            let id = st.id();
+            stored.push((
+                ArtifactInfo {
+                    id,
+                    name,
+                    expired: false,
+                },
+                bytes,
+            ));
+        }
+        let run = st.run_mut(id)?;
+        run.run.status = "completed".into();
+        run.run.conclusion = Some(conclusion.to_owned());
+        run.artifacts = stored;
+        Ok(())
+    }
+
+    /// Every run, oldest first.
+    pub fn runs(&self) -> Vec<Run> {
+        self.lock().runs.iter().map(|r| r.run.clone()).collect()
+    }
+
+    /// Every pull request, oldest first.
+    pub fn pulls(&self) -> Vec<Pull> {
+        self.lock().pulls.clone()
+    }
+
+    fn new_run(
+        &self,
+        st: &mut State,
+        workflow: &str,
+        event: &str,
+        title: String,
+        head: String,
+    ) -> u64 {
+        let id = st.id();
+        st.runs.push(StoredRun {
+            run: Run {
+                id,
+                attempt: 1,
+                title,
+                event: event.to_owned(),
+                status: "queued".into(),
+                conclusion: None,
+                head_sha: head,
+                actor: Some(self.bot.clone()),
+                created_at: None,
+                html_url: format!("https://github.com/{}/actions/runs/{id}", self.repo),
+            },
+            workflow: workflow.to_owned(),
+            artifacts: Vec::new(),
+        });
+        id
+    }
+
+    /// A branch name's tip, or `git_ref` itself (a sha).
+    fn resolve(&self, git_ref: &str) -> String {
+        self.store
+            .ref_sha(&format!("refs/heads/{git_ref}"))
+            .unwrap_or_else(|| git_ref.to_owned())
+    }
+}
+
+#[async_trait]
+impl Forge for MemoryForge {
+    fn repo(&self) -> String {
+        self.repo.clone()
+    }
+
+    fn bot_login(&self) -> String {
+        self.bot.clone()
+    }
+
+    fn refs(&self) -> &dyn RefStore {
+        &self.claims
+    }
+
+    async fn read_file(&self, path: &str, git_ref: &str) -> Result<Option<Vec<u8>>, ForgeError> {
+        let sha = self.resolve(git_ref);
+        let tree = match self.store.commit_tree(&sha).await {
+            Ok(t) => t,
+            Err(RefStoreError::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(store_err(e)),
+        };
+        Ok(self
+            .lock()
+            .trees
+            .get(&tree)
+            .and_then(|t| t.get(path).cloned()))
+    }
+
+    async fn find_pull(&self, branch: &str) -> Result<Option<Pull>, ForgeError> {
+        Ok(self
+            .lock()
+            .pulls
+            .iter()
+            .rev()
+            .find(|p| p.head_ref == branch)
+            .cloned())
+    }
+
+    async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError> {
+        let head = {
+            let st = self.lock();
+            let p = st
+                .pulls
+                .iter()
+                .find(|p| p.number == number)
+                .ok_or_else(|| ForgeError::NotFound(format!("pull request #{number}")))?;
+            p.head_ref.clone()
+        };
+        let sha = self.store.ref_sha(&format!("refs/heads/{head}"));
+        let mut st = self.lock();
+        let p = st.pull_mut(number)?;
+        if let Some(sha) = sha {
+            p.head_sha = sha;
+        }
+        Ok(p.clone())
+    }
+
+    async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
+        Ok(self
+            .lock()
+            .comments
+            .iter()
+            .filter(|(n, _)| *n == number)
+            .map(|(_, c)| c.clone())
+            .collect())
+    }
+
+    async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>, ForgeError> {
+        Ok(self
+            .lock()
+            .runs
+            .iter()
+            .rev()
+            .filter(|r| r.workflow == query.workflow)
+            .filter(|r| query.event.as_ref().is_none_or(|e| &r.run.event == e))
+            .filter(|r| {
+                query
+                    .actor
+                    .as_ref()
+                    .is_none_or(|a| r.run.actor.as_ref() == Some(a))
+            })
+            .filter(|r| query.head_sha.as_ref().is_none_or(|h| &r.run.head_sha == h))
+            .map(|r| r.run.clone())
+            .collect())
+    }
+
+    async fn get_run(&self, id: u64) -> Result<Run, ForgeError> {
+        Ok(self.lock().run_mut(id)?.run.clone())
+    }
+
+    async fn list_artifacts(&self, run: u64) -> Result<Vec<ArtifactInfo>, ForgeError> {
+        Ok(self
+            .lock()
+            .run_mut(run)?
+            .artifacts
+            .iter()
+            .map(|(a, _)| a.clone())
+            .collect())
+    }
+
+    async fn download_artifact(&self, id: u64) -> Result<Vec<u8>, ForgeError> {
+        self.lock()
+            .runs
+            .iter()
+            .flat_map(|r| r.artifacts.iter())
+            .find(|(a, _)| a.id == id)
+            .map(|(_, b)| b.clone())
+            .ok_or_else(|| ForgeError::NotFound(format!("artifact {id}")))
+    }
+
+    async fn commit_files(
+        &self,
+        proof: &OwnershipProof,
+        parent: &str,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<String, ForgeError> {
+        proof.for_commit(parent)?;
+        self.log(format!("commit on {parent}"));
+        self.commit(Some(parent), files, message).await
+    }
+
+    async fn create_branch(
+        &self,
+        proof: &OwnershipProof,
+        branch: &str,
+        sha: &str,
+    ) -> Result<(), ForgeError> {
+        proof.for_branch(branch)?;
+        self.log(format!("create branch {branch}"));
+        self.store
+            .create_ref(&format!("refs/heads/{branch}"), sha)
+            .await
+            .map_err(store_err)
+    }
+
+    async fn fast_forward_branch(
+        &self,
+        proof: &OwnershipProof,
+        branch: &str,
+        sha: &str,
+    ) -> Result<(), ForgeError> {
+        proof.for_branch(branch)?;
+        self.log(format!("push branch {branch}"));
+        self.store
+            .fast_forward_ref(&format!("refs/heads/{branch}"), sha)
+            .await
+            .map_err(store_err)
+    }
+
+    async fn delete_branch(&self, proof: &OwnershipProof, branch: &str) -> Result<(), ForgeError> {
+        proof.for_branch(branch)?;
+        self.log(format!("delete branch {branch}"));
+        self.store
+            .delete_ref(&format!("refs/heads/{branch}"))
+            .await
+            .map_err(store_err)
+    }
+
+    async fn create_draft_pull(
+        &self,
+        proof: &OwnershipProof,
+        title: &str,
+        head: &str,
+        _base: &str,
+        body: &str,
+    ) -> Result<Pull, ForgeError> {
+        proof.for_branch(head)?;
+        let head_sha = self
+            .store
+            .ref_sha(&format!("refs/heads/{head}"))
+            .ok_or_else(|| ForgeError::NotFound(format!("branch {head}")))?;
+        let mut st = self.lock();
+        st.writes.push(format!("open pull request for {head}"));
+        let number = st.id();
+        let pull = Pull {
+            number,
+            open: true,
+            draft: true,
+            title: title.to_owned(),
+            body: body.to_owned(),
+            head_ref: head.to_owned(),
+            head_sha,
+            head_repo: Some(self.repo.clone()),
+            author: Some(self.bot.clone()),
+            labels: Vec::new(),
+            html_url: format!("https://github.com/{}/pull/{number}", self.repo),
+        };
+        st.pulls.push(pull.clone());
+        Ok(pull)
+    }
+
+    async fn update_pull_body(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        body: &str,
+    ) -> Result<(), ForgeError> {
+        proof.for_pull(number)?;
+        let mut st = self.lock();
+        st.writes.push(format!("body #{number}"));
+        st.pull_mut(number)?.body = body.to_owned();
+        Ok(())
+    }
+
+    async fn close_pull(&self, proof: &OwnershipProof, number: u64) -> Result<(), ForgeError> {
+        proof.for_pull(number)?;
+        let mut st = self.lock();
+        st.writes.push(format!("close #{number}"));
+        st.pull_mut(number)?.open = false;
+        Ok(())
+    }
+
+    async fn set_draft(
+        &self,
+        proof: &OwnershipProof,
+        pull: &Pull,
+        draft: bool,
+    ) -> Result<(), ForgeError> {
+        proof.for_pull(pull.number)?;
+        let mut st = self.lock();
+        st.writes.push(format!(
+            "{} #{}",
+            if draft { "draft" } else { "ready" },
+            pull.number
+        ));
+        st.pull_mut(pull.number)?.draft = draft;
+        Ok(())
+    }
+
+    async fn create_comment(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        proof.for_pull(number)?;
+        self.post(number, body, "comment")
+    }
+
+    async fn reply(&self, permit: &ReplyPermit, body: &str) -> Result<Comment, ForgeError> {
+        self.post(permit.pull(), body, "reply")
+    }
+
+    async fn add_labels(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        labels: &[String],
+    ) -> Result<(), ForgeError> {
+        proof.for_pull(number)?;
+        let head = self.get_pull(number).await?;
+        let mut st = self.lock();
+        for label in labels {
+            st.writes.push(format!("label #{number} {label}"));
+            let pull = st.pull_mut(number)?;
+            if pull.labels.contains(label) {
+                continue;
+            }
+            pull.labels.push(label.clone());
+            if let Some((workflow, sweep)) = &self.sweep
+                && sweep.contains(label)
+            {
+                self.new_run(
+                    &mut st,
+                    workflow,
+                    "pull_request",
+                    head.title.clone(),
+                    head.head_sha.clone(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn remove_label(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        label: &str,
+    ) -> Result<(), ForgeError> {
+        proof.for_pull(number)?;
+        let mut st = self.lock();
+        st.writes.push(format!("unlabel #{number} {label}"));
+        st.pull_mut(number)?.labels.retain(|l| l != label);
+        Ok(())
+    }
+
+    async fn dispatch(
+        &self,
+        proof: &OwnershipProof,
+        workflow: &str,
+        git_ref: &str,
+        inputs: &Value,
+    ) -> Result<Option<u64>, ForgeError> {
+        proof.for_dispatch()?;
+        let head = match inputs.get("ref").and_then(Value::as_str) {
+            Some(sha) => sha.to_owned(),
+            None => self.resolve(git_ref),
+        };
+        let mut st = self.lock();
+        st.writes.push(format!("dispatch {workflow}"));
+        let id = self.new_run(
+            &mut st,
+            workflow,
+            "workflow_dispatch",
+            dispatch_title(inputs),
+            head,
+        );
+        Ok(self.return_run_details.then_some(id))
+    }
+
+    async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
+        proof.for_run(id)?;
+        let mut st = self.lock();
+        st.writes.push(format!("rerun {id}"));
+        let run = &mut st.run_mut(id)?.run;
+        run.attempt += 1;
+        run.status = "queued".into();
+        run.conclusion = None;
+        Ok(())
+    }
+
+    async fn cancel_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
+        proof.for_run(id)?;
+        let mut st = self.lock();
+        st.writes.push(format!("cancel {id}"));
+        let run = &mut st.run_mut(id)?.run;
+        if run.status != "completed" {
+            run.status = "completed".into();
+            run.conclusion = Some("cancelled".into());
+        }
+        Ok(())
+    }
+}
+
+impl MemoryForge {
+    fn post(&self, number: u64, body: &str, what: &str) -> Result<Comment, ForgeError> {
+        let mut st = self.lock();
+        st.pull_mut(number)?;
+        st.writes.push(format!("{what} #{number}"));
+        let comment = Comment {
+            id: st.id(),
+            body: body.to_owned(),
+            author: Some(self.bot.clone()),
+        };
+        st.comments.push((number, comment.clone()));
+        Ok(comment)
+    }
+
+    /// Posts a comment as `author` (a maintainer's command, say).
+    pub fn comment_as(&self, author: &str, number: u64, body: &str) -> Result<u64, ForgeError> {
+        let mut st = self.lock();
+        st.pull_mut(number)?;
+        let id = st.id();
+        st.comments.push((
+            number,
+            Comment {
+                id,
+                body: body.to_owned(),
+                author: Some(author.to_owned()),
+            },
+        ));
+        Ok(id)
+    }
+}
