@@ -50,6 +50,41 @@ pub struct WantedInput {
     pub essential: bool,
 }
 
+/// The inputs Klaud's smoke wants (spec §3.5), in the order it sends them:
+/// `ref`, `generate-cli-command` and `test-name` are essential (the run must
+/// test the candidate head and be findable by its title); `fail-fast` and
+/// `klaud-run` are sent only where the workflow declares them.
+pub fn klaud_smoke_inputs(head: &str, command: &str, test_name: &str) -> Vec<WantedInput> {
+    let s = |v: &str| Value::String(v.to_owned());
+    vec![
+        WantedInput {
+            name: "ref",
+            value: s(head),
+            essential: true,
+        },
+        WantedInput {
+            name: "generate-cli-command",
+            value: s(command),
+            essential: true,
+        },
+        WantedInput {
+            name: "fail-fast",
+            value: s("true"),
+            essential: false,
+        },
+        WantedInput {
+            name: "klaud-run",
+            value: s("true"),
+            essential: false,
+        },
+        WantedInput {
+            name: "test-name",
+            value: s(test_name),
+            essential: true,
+        },
+    ]
+}
+
 /// What to dispatch: the inputs to send and the title the run will carry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SmokeDispatch {

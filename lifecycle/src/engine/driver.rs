@@ -22,7 +22,7 @@ use crate::report::{
     MarkerKey, RenderedComment, UpstreamRange, engine_display, find_record, pr_title,
 };
 use crate::workflows::{
-    DraftPolicy, SmokeDispatch, WantedInput, Workflow, smoke_dispatch, workflow_path,
+    DraftPolicy, SmokeDispatch, Workflow, klaud_smoke_inputs, smoke_dispatch, workflow_path,
 };
 
 mod baseline;
@@ -756,34 +756,7 @@ impl<'a> Engine<'a> {
             ),
             Err(e) => return Ok(Err(e.to_string())),
         };
-        let s = |v: &str| Value::String(v.to_owned());
-        let wanted = [
-            WantedInput {
-                name: "ref",
-                value: s(head),
-                essential: true,
-            },
-            WantedInput {
-                name: "generate-cli-command",
-                value: s(&command),
-                essential: true,
-            },
-            WantedInput {
-                name: "fail-fast",
-                value: s("true"),
-                essential: false,
-            },
-            WantedInput {
-                name: "klaud-run",
-                value: s("true"),
-                essential: false,
-            },
-            WantedInput {
-                name: "test-name",
-                value: s(&test_name),
-                essential: true,
-            },
-        ];
+        let wanted = klaud_smoke_inputs(head, &command, &test_name);
         Ok(smoke_dispatch(
             smoke,
             &wanted,
