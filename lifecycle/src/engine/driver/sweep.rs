@@ -435,7 +435,7 @@ impl Engine<'_> {
         &self,
         rec: &mut CandidateRecord,
         idx: usize,
-        ours: &dyn Fn(&crate::engine::forge::Run) -> bool,
+        ours: &(dyn Fn(&crate::engine::forge::Run) -> bool + Sync),
     ) -> Result<Progress, EngineError> {
         let Some(run) = rec.attempts[idx].run.clone() else {
             return Err(EngineError::Invalid(
