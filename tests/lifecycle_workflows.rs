@@ -228,3 +228,61 @@ jobs:
     let pull = env.pull(rec.pull.expect("pull")).await;
     assert!(!pull.open, "cleaned up");
 }
+
+/// A sweep run that skipped every job (the 843c6254 sweep on a draft, here
+/// with the setting wrongly saying drafts run) is its own case: the
+/// candidate ends `uncertain` with a message naming the setting, and the
+/// run is not re-run as if the infrastructure had failed.
+#[tokio::test]
+async fn a_skipped_sweep_ends_uncertain_with_its_own_message_and_is_not_rerun() {
+    let Some(seed) = real_seed("843c6254") else {
+        return;
+    };
+    // No script: the CI simulator leaves runs alone and this test decides
+    // their conclusions, as the real workflow would.
+    let mut env = env_seeded(seed.path(), None).await;
+    env.config.sweep_runs_on_drafts = klaud_lifecycle::workflows::DraftPolicy::Runs;
+    env.config.dispatch_grace = chrono::TimeDelta::seconds(1);
+    let target = env.target("demo-fp4-b200-sglang").await;
+    let state = env.stack.state().clone();
+    let conclude = async {
+        loop {
+            for id in state.run_ids(crate::lifecycle_e2e::REPO).await {
+                let run = env.forge.get_run(id).await.expect("run");
+                if run.status == Some("completed".into()) {
+                    continue;
+                }
+                let conclusion = if run.event == "workflow_dispatch" {
+                    "success"
+                } else {
+                    "skipped"
+                };
+                state
+                    .complete_run(
+                        crate::lifecycle_e2e::REPO,
+                        id,
+                        conclusion,
+                        Default::default(),
+                    )
+                    .await
+                    .expect("complete");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    let journal = MemoryJournal::new();
+    let rec = tokio::select! {
+        rec = env.finish(&journal, &target) => rec,
+        () = conclude => unreachable!("the poller never ends"),
+    };
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Uncertain, "{ending:?}");
+    assert!(
+        ending.message.contains("concluded skipped")
+            && ending.message.contains("sweep_runs_on_drafts"),
+        "{}",
+        ending.message
+    );
+    let log = env.stack.state().request_log().await;
+    assert_eq!(posts(&log, "/rerun"), 0, "a skipped sweep is not re-run");
+}
