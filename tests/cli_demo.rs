@@ -18,6 +18,7 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
             "demo",
             "--json",
             "--exit-when-done",
+            "--stats",
             "--dashboard",
             "127.0.0.1:0",
         ])
@@ -30,6 +31,13 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    // A pass with nothing to do costs nothing against the rate limit: refs
+    // and lists are conditional (304), git objects and files at a commit
+    // are read once.
+    let idle = &v["requests"]["idle_pass"];
+    assert!(idle["total"].as_u64().expect("idle total") > 0, "{v:#}");
+    assert_eq!(idle["charged"], 0, "an idle pass was charged: {v:#}");
+    assert_eq!(idle["writes"], 0, "{v:#}");
     let candidates = v["candidates"].as_array().expect("candidates");
     assert!(!candidates.is_empty());
     let by_key = |key: &str| {

@@ -1,5 +1,7 @@
 //! `klaud plan` as a user runs it, against the sandbox registry simulator.
 
+use crate::support;
+
 use std::process::Command;
 use std::sync::Arc;
 
@@ -122,4 +124,58 @@ fn plan_refuses_a_bad_mirror_flag() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("HOST=URL"));
+}
+
+#[test]
+fn plan_shows_families_that_share_recipes_as_a_group() {
+    let url = serve();
+    let dir = tempfile::tempdir().unwrap();
+    let demo = std::path::Path::new(crate::support::REPO_ROOT).join("configs/demo");
+    support::copy_tree(&demo, dir.path());
+    // A twin of the disagg family that runs the same recipes.
+    let master = dir.path().join("configs/nvidia-master.yaml");
+    let text = std::fs::read_to_string(&master).unwrap();
+    let start = text.find("demo-fp4-gb200-dynamo-vllm-disagg:").unwrap();
+    let twin = text[start..].replacen(
+        "demo-fp4-gb200-dynamo-vllm-disagg:",
+        "demo-fp4-gb200-dynamo-vllm-disagg-twin:",
+        1,
+    );
+    std::fs::write(&master, format!("{text}\n{twin}")).unwrap();
+    let run = |json: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_klaud"));
+        command
+            .args(["plan", "--repo", dir.path().to_str().unwrap()])
+            .args(["--mirror", &format!("docker.io={url}")])
+            .args(["--mirror", &format!("nvcr.io={url}")])
+            .args(["--mirror", &format!("hub.docker.com={url}")]);
+        if json {
+            command.arg("--json");
+        }
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let report: serde_json::Value = serde_json::from_str(&run(true)).unwrap();
+    let groups = report["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(
+        groups[0]["keys"],
+        serde_json::json!([
+            "demo-fp4-gb200-dynamo-vllm-disagg",
+            "demo-fp4-gb200-dynamo-vllm-disagg-twin"
+        ])
+    );
+    assert_eq!(groups[0]["same_image"], true);
+    let table = run(false);
+    assert!(
+        table.contains(
+            "group demo-fp4-gb200-dynamo-vllm-disagg + demo-fp4-gb200-dynamo-vllm-disagg-twin"
+        ),
+        "{table}"
+    );
 }

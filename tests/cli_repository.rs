@@ -169,3 +169,94 @@ fn every_command_has_help() {
         assert!(text(&output.stdout).contains("Usage"));
     }
 }
+
+#[test]
+fn bump_takes_a_dash_description_and_refuses_a_foreign_pr_link() {
+    let dir = demo_copy();
+    let repo = dir.path().to_str().unwrap();
+    let args = [
+        "bump",
+        "--repo",
+        repo,
+        "--family",
+        "demo-fp4-b200-vllm",
+        "--to",
+        "vllm/vllm-openai:v0.26.0",
+    ];
+    let before = support::snapshot(dir.path());
+    let foreign = klaud(
+        &[
+            &args[..],
+            &["--pr-link", "https://github.com/vllm-project/vllm/pull/7"],
+        ]
+        .concat(),
+    );
+    assert_eq!(foreign.status.code(), Some(2));
+    assert!(
+        text(&foreign.stderr).contains("https://github.com/sandbox/benchmarks/pull/<number>"),
+        "{}",
+        text(&foreign.stderr)
+    );
+    assert_eq!(support::snapshot(dir.path()), before);
+
+    let run = klaud(
+        &[
+            &args[..],
+            &[
+                "--pr-link",
+                "https://github.com/sandbox/benchmarks/pull/8",
+                "--description",
+                "- vLLM v0.26.0 for the demo.",
+            ],
+        ]
+        .concat(),
+    );
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let changelog = text(&support::snapshot(dir.path())["perf-changelog.yaml"]);
+    assert!(changelog.contains("    - \"- vLLM v0.26.0 for the demo.\"\n"));
+}
+
+#[test]
+fn bump_align_reports_every_changed_field_and_the_aligned_recipes() {
+    let dir = demo_copy();
+    let repo = dir.path().to_str().unwrap();
+    // Make one recipe of the disagg family disagree with the master.
+    let snapshot = support::snapshot(dir.path());
+    let recipe = snapshot
+        .iter()
+        .find(|(path, bytes)| {
+            path.contains("srt-slurm-recipes")
+                && String::from_utf8_lossy(bytes).contains("vllm/vllm-openai:v0.25.0")
+        })
+        .map(|(path, bytes)| (path.clone(), String::from_utf8_lossy(bytes).into_owned()))
+        .unwrap();
+    std::fs::write(
+        dir.path().join(&recipe.0),
+        recipe
+            .1
+            .replacen("vllm/vllm-openai:v0.25.0", "vllm/vllm-openai:v0.24.0", 1),
+    )
+    .unwrap();
+    let args = [
+        "bump",
+        "--repo",
+        repo,
+        "--family",
+        "demo-fp4-gb200-dynamo-vllm-disagg",
+        "--to",
+        "vllm/vllm-openai:v0.26.0",
+        "--check",
+    ];
+    let left = klaud(&args);
+    assert!(left.status.success(), "{}", text(&left.stderr));
+    assert!(text(&left.stdout).contains(&format!("left {} on its own image", recipe.0)));
+    assert!(text(&left.stderr).contains("warning:"));
+    let aligned = klaud(&[&args[..], &["--align"]].concat());
+    assert!(aligned.status.success(), "{}", text(&aligned.stderr));
+    let stdout = text(&aligned.stdout);
+    assert!(
+        stdout.contains(&format!("aligned {} to the new image", recipe.0)),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(aligned)"), "{stdout}");
+}

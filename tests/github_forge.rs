@@ -701,9 +701,10 @@ async fn an_exhausted_primary_limit_is_reported_not_waited_for_an_hour() {
     let f = Forge::connect(config(&sim, "bot-small-budget"))
         .await
         .unwrap();
+    // Distinct refs: a repeated read of one ref is a free 304.
     f.get_ref("refs/heads/main").await.unwrap();
-    f.get_ref("refs/heads/main").await.unwrap();
-    let err = f.get_ref("refs/heads/main").await.unwrap_err();
+    f.get_ref("refs/heads/absent-a").await.unwrap();
+    let err = f.get_ref("refs/heads/absent-b").await.unwrap_err();
     assert!(
         matches!(err, GithubError::RateLimited { retry_after_secs, .. } if retry_after_secs > 60),
         "{err:?}"

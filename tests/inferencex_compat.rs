@@ -107,10 +107,14 @@ fn recipe_references_match_the_fixture_inventory() {
     };
     let repository = Repository::open(&full).unwrap();
     let mut in_repo = 0;
+    let mut by_variable: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut selectors = 0;
     let mut same_image = 0;
     for family in repository.families() {
         for recipe in family.recipes.iter().filter(|r| r.in_repository) {
             in_repo += 1;
+            *by_variable.entry(recipe.variable.as_str()).or_default() += 1;
+            selectors += usize::from(recipe.selector.is_some());
             let images = repository.recipe_images(recipe).unwrap();
             let all_same = !images.is_empty()
                 && images.iter().all(|i| {
@@ -119,8 +123,14 @@ fn recipe_references_match_the_fixture_inventory() {
             same_image += usize::from(all_same);
         }
     }
-    assert_eq!(in_repo, 244);
-    assert_eq!(same_image, 209);
+    // 244 plain `CONFIG_FILE=recipes/…` references resolve to a file; six
+    // more carry a `:zip_override_…[N]` selector, and five `EVAL_CONFIG_FILE`
+    // references name the eval twins.
+    assert_eq!(by_variable.get("CONFIG_FILE"), Some(&250));
+    assert_eq!(selectors, 6);
+    assert_eq!(by_variable.get("EVAL_CONFIG_FILE"), Some(&5));
+    assert_eq!(in_repo, 255);
+    assert_eq!(same_image, 214);
 }
 
 /// A different tag (and digest, when pinned) for every family's image.
@@ -144,8 +154,8 @@ fn bumping_each_family_changes_only_its_image_tokens() {
         let to = next_image(family.image());
         let plan = match repository.plan_bump(&family.family, family.image(), &to) {
             Ok(plan) => plan,
-            Err(BumpError::SharedRecipe { others, .. }) => {
-                assert!(!others.is_empty());
+            Err(BumpError::MixedGroup { members, .. }) => {
+                assert!(!members.is_empty());
                 shared += 1;
                 continue;
             }
@@ -162,8 +172,8 @@ fn bumping_each_family_changes_only_its_image_tokens() {
         }
         // The master edit re-reads to the new image.
         let master = &plan.edits[0];
-        assert_eq!(master.changes.len(), 1);
-        assert_eq!(master.changes[0].line, family.image_line);
+        assert_eq!(master.changes.len(), plan.keys.len());
+        assert!(master.changes.iter().any(|c| c.line == family.image_line));
     }
     assert_eq!(planned + shared, 208);
     assert!(
@@ -299,5 +309,78 @@ fn changelog_append_over_the_real_file_passes_the_validator() {
     assert!(
         text.contains("\n  \n- config-keys:"),
         "the fixture still has its irregular separators"
+    );
+}
+
+#[test]
+fn the_families_sharing_recipes_on_main_form_one_group_bumped_together() {
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
+    let repository = Repository::open(&full).unwrap();
+    let groups = repository.groups();
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    assert_eq!(
+        groups[0].keys,
+        [
+            "dsv4-fp4-gb200-dynamo-vllm-mtp2",
+            "dsv4-fp4-gb200-dynamo-vllm-mtp2-nosynthetic"
+        ]
+    );
+    assert!(groups[0].same_image);
+    for asked in &groups[0].keys {
+        let family = repository.family(asked).unwrap();
+        let to = next_image(family.image());
+        let plan = repository
+            .plan_bump(&family.family, family.image(), &to)
+            .unwrap();
+        assert_eq!(plan.keys, groups[0].keys);
+        assert_eq!(plan.edits[0].changes.len(), 2, "both master entries");
+    }
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_klaud"))
+        .args(["families", "--repo", full.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("with dsv4-fp4-gb200-dynamo-vllm-mtp2-nosynthetic"));
+    assert!(stdout.contains(
+        "group dsv4-fp4-gb200-dynamo-vllm-mtp2 + dsv4-fp4-gb200-dynamo-vllm-mtp2-nosynthetic (4 shared recipe(s)): bumped together in one commit"
+    ));
+}
+
+#[test]
+fn the_eval_twins_and_selector_recipes_on_main_are_bumped() {
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
+    let repository = Repository::open(&full).unwrap();
+    let family = repository
+        .family("minimaxm3-fp4-gb300-dynamo-vllm-agentic-mtp-disagg")
+        .unwrap();
+    let to = next_image(family.image());
+    let plan = repository
+        .plan_bump(&family.family, family.image(), &to)
+        .unwrap();
+    let evals = plan
+        .paths()
+        .iter()
+        .filter(|p| p.ends_with("-eval-agentic.yaml"))
+        .count();
+    assert_eq!(evals, 5);
+    let family = repository
+        .family("glm5.2-fp4-gb200-dynamo-sglang-agentic-disagg")
+        .unwrap();
+    let plan = repository
+        .plan_bump(&family.family, family.image(), &next_image(family.image()))
+        .unwrap();
+    assert!(
+        plan.edits
+            .iter()
+            .any(|e| e.path.ends_with("glm5.2-agentx.yaml")
+                && e.changes
+                    .iter()
+                    .any(|c| c.field == "base.identity.container.image")),
+        "{:?}",
+        plan.paths()
     );
 }

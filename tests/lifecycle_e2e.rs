@@ -768,10 +768,21 @@ async fn request_figures_per_validated_candidate() {
     );
     let log = env.stack.state().request_log().await;
     let all = RequestFigures::of(&log[before..]);
+    if std::env::var_os("KLAUD_FIGURES_DETAIL").is_some() {
+        for e in &log[before..] {
+            eprintln!("REQ {} {} {}", e.method, e.path, e.status);
+        }
+    }
     eprintln!(
-        "FIGURES validated candidate: {} requests, {} writes, {} content-creating; \
-         one idle poll: {} requests ({} answered 304 Not Modified), {} writes",
-        all.total, all.writes, all.content_creating, idle.total, not_modified, idle.writes
+        "FIGURES validated candidate: {} requests, {} charged (target at most 60), {} writes, \
+         {} content-creating; one idle poll: {} requests ({} answered 304 Not Modified), {} writes",
+        all.total,
+        all.charged,
+        all.writes,
+        all.content_creating,
+        idle.total,
+        not_modified,
+        idle.writes
     );
     assert!(all.writes > 0 && all.content_creating <= all.writes);
 }

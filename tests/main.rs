@@ -20,6 +20,7 @@ mod lifecycle_workflows;
 mod maintainer_commands;
 mod plan_sandbox;
 mod plan_upstream;
+mod recipe_roots;
 mod sandbox_ci;
 mod sandbox_registry;
 mod serve_daemon;

@@ -213,6 +213,7 @@ fn baseline_blocks_of_real_families_fit_a_pr_body() {
                 clock: Some("registry push time".into()),
                 upstream: None,
                 not_release_reason: None,
+                scope: None,
             },
             baseline: Baseline {
                 date: NaiveDate::from_ymd_opt(2026, 9, 9).expect("date"),

@@ -124,6 +124,7 @@ fn provenance() -> Provenance {
             compare_url: Some("https://github.com/sgl-project/sglang/compare/aaaaaaaa...bbbbbbbb".into()),
         }),
         not_release_reason: None,
+        scope: None,
     }
 }
 
@@ -664,4 +665,27 @@ fn compare_puts_each_variant_in_its_own_table_and_keeps_unmatched_rows() {
             ),
         ]
     );
+}
+
+#[test]
+fn pr_body_says_which_recipes_were_aligned_or_left_and_which_keys_moved_together() {
+    let mut frozen = FrozenBaseline {
+        provenance: provenance(),
+        baseline: baseline(),
+    };
+    let plain = render_baseline_block(&frozen);
+    assert!(!plain.contains("Recipes"), "no scope, no lines");
+    frozen.provenance.scope = Some(BumpScope {
+        keys: vec!["dsv4-a".into(), "dsv4-b".into()],
+        aligned: vec!["benchmarks/x/a.yaml".into()],
+        left: vec!["benchmarks/x/b.yaml".into()],
+    });
+    let block = render_baseline_block(&frozen);
+    assert!(block.contains("**Bumped together (shared recipes):** `dsv4-a`, `dsv4-b`  \n"));
+    assert!(block.contains("**Recipes aligned to the new image:** `benchmarks/x/a.yaml`  \n"));
+    assert!(block.contains("**Recipes left on their own image:** `benchmarks/x/b.yaml`  \n"));
+    assert!(block.contains("**保留原镜像的配方：**`benchmarks/x/b.yaml`"));
+    // The typed record round-trips with the scope, and old records without it still parse.
+    let body = splice_baseline(&initial_body(), &block).unwrap();
+    assert_eq!(parse_baseline_block(&body).unwrap(), Some(frozen));
 }

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::image::ImageRef;
 use crate::repo::{self, Family, RepoError, Repository};
+
 use crate::yaml::{self, Node};
 
 /// Why a bump was refused. Nothing has been written when this is returned.
@@ -41,11 +42,30 @@ pub enum BumpError {
         field: String,
         reason: String,
     },
-    /// A recipe that would change is also used by other families.
+    /// Families share recipes but run different images: one bump cannot
+    /// keep every one of them consistent.
     #[error(
-        "{path} is also used by {others}; changing its image would change those families behind their back — bump them together by hand"
+        "{family} shares {path} with other families that run different images: {members}. Align them first: \
+         re-run with --align (or `[bump] disagreeing_recipes = \"align\"`) to move all of them to the new image \
+         in one commit, or set their master `image:` values to one image by hand"
     )]
-    SharedRecipe { path: String, others: String },
+    MixedGroup {
+        family: String,
+        path: String,
+        members: String,
+    },
+    /// A recipe the family runs should be in the repository but is not.
+    #[error(
+        "{master}:{line}: {family}: {setting} names {path}, which is not in the repository; \
+         add the file or fix the setting (or its [[recipe_roots]] mapping)"
+    )]
+    MissingRecipe {
+        family: String,
+        master: String,
+        line: usize,
+        setting: String,
+        path: String,
+    },
     /// The edited text did not re-parse to exactly the intended change.
     #[error("{path}: the edit did not re-parse as intended ({reason}); nothing was written")]
     Verify { path: String, reason: String },
@@ -64,10 +84,54 @@ pub enum BumpError {
     },
 }
 
+/// What to do with a recipe image field that carries another image than
+/// the family's master (configuration `[bump] disagreeing_recipes`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DisagreePolicy {
+    /// Leave it as it is, with a warning (the default).
+    #[default]
+    Leave,
+    /// Set it to the new image too, as maintainers did by hand.
+    Align,
+}
+
+impl std::str::FromStr for DisagreePolicy {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "leave" => Ok(Self::Leave),
+            "align" => Ok(Self::Align),
+            other => Err(format!("{other:?} is not \"leave\" or \"align\"")),
+        }
+    }
+}
+
+/// How a bump treats what does not simply carry the old image.
+#[derive(Debug, Clone, Default)]
+pub struct BumpOptions {
+    /// Recipe image fields that disagree with the master.
+    pub disagreeing: DisagreePolicy,
+}
+
+/// Why a token changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChangeKind {
+    /// A master entry's `image`.
+    Master,
+    /// A recipe image field that carried the old image.
+    RecipeImage,
+    /// Another recipe field holding exactly the old image.
+    SameValue,
+    /// A recipe image field that disagreed and was aligned (`--align`).
+    Aligned,
+}
+
 /// One replaced token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TokenChange {
-    /// `image` or a recipe field such as `model.container`.
+    /// `image` (`<key>.image`) or a recipe field such as `model.container`.
     pub field: String,
     /// 1-based line.
     pub line: usize,
@@ -75,6 +139,25 @@ pub struct TokenChange {
     pub old: String,
     /// The new token as written.
     pub new: String,
+    /// Why it changed.
+    pub kind: ChangeKind,
+}
+
+/// A recipe image field that disagreed with the master, and what was done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecipeDisagreement {
+    /// Repository-relative recipe path.
+    pub path: String,
+    /// `model.container` or `identity.container.image`.
+    pub field: String,
+    /// Its line.
+    pub line: usize,
+    /// The value it had.
+    pub value: String,
+    /// Whether it was aligned to the new image (else left alone).
+    pub aligned: bool,
+    /// Why it was left, when it was.
+    pub reason: Option<String>,
 }
 
 /// The new contents of one file.
@@ -95,27 +178,92 @@ pub struct FileEdit {
 /// A computed bump, ready to write or to commit through the forge.
 #[derive(Debug, Clone, Serialize)]
 pub struct BumpPlan {
-    /// The family.
+    /// The family asked for.
     pub family: String,
+    /// Every family the bump changes: the asked one's whole group, in
+    /// repository order (just the family when it shares no recipes).
+    pub families: Vec<String>,
+    /// Their config keys, in the same order (the changelog's `config-keys`).
+    pub keys: Vec<String>,
     /// The old image as written in the master.
     pub from: String,
     /// The new image as written.
     pub to: String,
-    /// Files to change: the master first, then recipes.
+    /// Files to change: master files first, then recipes.
     pub edits: Vec<FileEdit>,
-    /// Recipe fields left alone because they carry something else.
+    /// Recipe image fields that disagreed with the master: aligned or left.
+    pub disagreements: Vec<RecipeDisagreement>,
+    /// Findings for the operator (fields left alone and why).
     pub warnings: Vec<String>,
+}
+
+impl BumpPlan {
+    /// Recipes whose disagreeing image fields were aligned to the new image.
+    pub fn aligned_recipes(&self) -> Vec<&str> {
+        self.disagreement_paths(true)
+    }
+
+    /// Recipes whose disagreeing image fields were left as they were.
+    pub fn left_recipes(&self) -> Vec<&str> {
+        self.disagreement_paths(false)
+    }
+
+    fn disagreement_paths(&self, aligned: bool) -> Vec<&str> {
+        let mut paths: Vec<&str> = self
+            .disagreements
+            .iter()
+            .filter(|d| d.aligned == aligned)
+            .map(|d| d.path.as_str())
+            .collect();
+        paths.dedup();
+        paths
+    }
+
+    /// Every changed field, one line each: `path:line: field: old -> new`.
+    pub fn change_lines(&self) -> Vec<String> {
+        self.edits
+            .iter()
+            .flat_map(|edit| {
+                edit.changes.iter().map(move |c| {
+                    format!(
+                        "{}:{}: {}: {} -> {}",
+                        edit.path, c.line, c.field, c.old, c.new
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+/// One member of a bump: its family and the image it runs now.
+struct Member<'a> {
+    family: &'a Family,
+    from: String,
 }
 
 impl Repository {
     /// Computes the bump of `family` from `from` (must be the master's
-    /// current value, as written) to `to`. Reads the master file and the
-    /// family's in-repository recipes only; writes nothing.
+    /// current value, as written) to `to`, with the default options. Reads
+    /// the master files and the in-repository recipes only; writes nothing.
     pub fn plan_bump(
         &self,
         family: &str,
         from: &ImageRef,
         to: &ImageRef,
+    ) -> Result<BumpPlan, BumpError> {
+        self.plan_bump_with(family, from, to, &BumpOptions::default())
+    }
+
+    /// [`Repository::plan_bump`] with options. A family that shares
+    /// in-repository recipes with others is bumped with its whole group (one
+    /// edit over every member's master entry and recipes); a group whose
+    /// members run different images is refused unless the options align.
+    pub fn plan_bump_with(
+        &self,
+        family: &str,
+        from: &ImageRef,
+        to: &ImageRef,
+        options: &BumpOptions,
     ) -> Result<BumpPlan, BumpError> {
         let family = self.family(family)?;
         if from.to_string() == to.to_string() {
@@ -123,100 +271,210 @@ impl Repository {
                 image: to.to_string(),
             });
         }
-        let master_path = format!("{}{}", self.prefix(), family.file);
-        let master_text = repo::read_text(self.root(), &master_path)?;
-        let master_doc =
-            repo::parse_yaml(&master_path, &master_text)?.ok_or_else(|| BumpError::Uneditable {
-                path: master_path.clone(),
-                line: 1,
-                field: family.key.clone(),
-                reason: "the file is empty now".to_owned(),
-            })?;
-        let image_node = master_doc
-            .get(&family.key)
-            .and_then(|entry| entry.get("image"))
-            .ok_or_else(|| BumpError::Uneditable {
-                path: master_path.clone(),
-                line: family.line,
-                field: format!("{}.image", family.key),
-                reason: "the key or its image field is missing now; re-plan".to_owned(),
-            })?;
-        let field = format!("{}.image", family.key);
-        let found = image_node.as_scalar().unwrap_or_default();
-        if found != from.to_string() {
-            return Err(BumpError::NotOld {
-                path: master_path,
-                line: image_node.line,
-                field,
-                expected: from.to_string(),
-                found: found.to_owned(),
-            });
-        }
-        let master_edit = splice(
-            &master_path,
-            &master_text,
-            &master_doc,
-            &[(field, image_node, to.to_string())],
-        )?;
-
-        let mut edits = vec![master_edit];
-        let mut warnings = Vec::new();
-        for recipe in &family.recipes {
-            if !recipe.in_repository {
-                continue;
+        let mut members = vec![Member {
+            family,
+            from: from.to_string(),
+        }];
+        if let Some(group) = self.group_of(&family.family) {
+            if !group.same_image && options.disagreeing != DisagreePolicy::Align {
+                return Err(BumpError::MixedGroup {
+                    family: family.family.clone(),
+                    path: group.shared_recipes.first().cloned().unwrap_or_default(),
+                    members: group.describe(),
+                });
             }
+            // Members are checked against the image the repository was read
+            // with; the asked family against the caller's `from`.
+            members = group
+                .families
+                .iter()
+                .map(|name| {
+                    let member = self.family(name)?;
+                    Ok(Member {
+                        family: member,
+                        from: if member.family == family.family {
+                            from.to_string()
+                        } else {
+                            member.image().to_string()
+                        },
+                    })
+                })
+                .collect::<Result<_, RepoError>>()?;
+        }
+
+        let mut edits = self.plan_master_edits(&members, to)?;
+        let olds: Vec<ImageRef> = members
+            .iter()
+            .filter_map(|m| ImageRef::parse(&m.from).ok())
+            .collect();
+        let mut recipe_paths: Vec<&str> = Vec::new();
+        for member in &members {
+            for recipe in &member.family.recipes {
+                if recipe.missing {
+                    return Err(BumpError::MissingRecipe {
+                        family: member.family.family.clone(),
+                        master: format!("{}{}", self.prefix(), member.family.file),
+                        line: recipe.line,
+                        setting: format!("{}={}", recipe.variable, recipe.setting),
+                        path: recipe.path.clone(),
+                    });
+                }
+                if recipe.in_repository && !recipe_paths.contains(&recipe.path.as_str()) {
+                    recipe_paths.push(&recipe.path);
+                }
+            }
+        }
+        let mut disagreements = Vec::new();
+        let mut warnings = Vec::new();
+        for path in recipe_paths {
             if let Some(edit) =
-                self.plan_recipe_edit(family, &recipe.path, from, to, &mut warnings)?
+                self.plan_recipe_edit(path, &olds, to, options, &mut disagreements)?
             {
                 edits.push(edit);
             }
         }
+        for d in disagreements.iter().filter(|d| !d.aligned) {
+            warnings.push(format!(
+                "{}:{}: {} is {:?}, not the family's image; left alone ({})",
+                d.path,
+                d.line,
+                d.field,
+                d.value,
+                d.reason.as_deref().unwrap_or("")
+            ));
+        }
         Ok(BumpPlan {
             family: family.family.clone(),
+            families: members.iter().map(|m| m.family.family.clone()).collect(),
+            keys: members.iter().map(|m| m.family.key.clone()).collect(),
             from: from.to_string(),
             to: to.to_string(),
             edits,
+            disagreements,
             warnings,
         })
     }
 
+    /// One edit per master file, covering every member's `image`.
+    fn plan_master_edits(
+        &self,
+        members: &[Member<'_>],
+        to: &ImageRef,
+    ) -> Result<Vec<FileEdit>, BumpError> {
+        let mut files: Vec<&str> = Vec::new();
+        for member in members {
+            if !files.contains(&member.family.file.as_str()) {
+                files.push(&member.family.file);
+            }
+        }
+        let mut edits = Vec::new();
+        for file in files {
+            let master_path = format!("{}{}", self.prefix(), file);
+            let master_text = repo::read_text(self.root(), &master_path)?;
+            let master_doc = repo::parse_yaml(&master_path, &master_text)?.ok_or_else(|| {
+                BumpError::Uneditable {
+                    path: master_path.clone(),
+                    line: 1,
+                    field: "(top level)".to_owned(),
+                    reason: "the file is empty now".to_owned(),
+                }
+            })?;
+            let mut targets = Vec::new();
+            for member in members.iter().filter(|m| m.family.file == file) {
+                let family = member.family;
+                let field = format!("{}.image", family.key);
+                let image_node = master_doc
+                    .get(&family.key)
+                    .and_then(|entry| entry.get("image"))
+                    .ok_or_else(|| BumpError::Uneditable {
+                        path: master_path.clone(),
+                        line: family.line,
+                        field: field.clone(),
+                        reason: "the key or its image field is missing now; re-plan".to_owned(),
+                    })?;
+                let found = image_node.as_scalar().unwrap_or_default();
+                if found != member.from {
+                    return Err(BumpError::NotOld {
+                        path: master_path,
+                        line: image_node.line,
+                        field,
+                        expected: member.from.clone(),
+                        found: found.to_owned(),
+                    });
+                }
+                targets.push(Target {
+                    field,
+                    node: image_node,
+                    value: to.to_string(),
+                    kind: ChangeKind::Master,
+                });
+            }
+            edits.push(splice(&master_path, &master_text, &master_doc, &targets)?);
+        }
+        Ok(edits)
+    }
+
     fn plan_recipe_edit(
         &self,
-        family: &Family,
         path: &str,
-        from: &ImageRef,
+        olds: &[ImageRef],
         to: &ImageRef,
-        warnings: &mut Vec<String>,
+        options: &BumpOptions,
+        disagreements: &mut Vec<RecipeDisagreement>,
     ) -> Result<Option<FileEdit>, BumpError> {
         let text = repo::read_text(self.root(), path)?;
         let Some(doc) = repo::parse_recipe(path, &text)? else {
             return Ok(None);
         };
         let mut targets = Vec::new();
-        for (field, node) in repo::recipe_image_nodes(&doc) {
+        let image_nodes = repo::recipe_image_nodes(&doc);
+        for (field, node) in &image_nodes {
             let Some(value) = node.as_scalar() else {
                 return Err(BumpError::Uneditable {
                     path: path.to_owned(),
                     line: node.line,
-                    field: field.to_owned(),
+                    field: (*field).to_owned(),
                     reason: format!("expected an image string, found {}", node.kind_name()),
                 });
             };
-            let same = ImageRef::parse(value).is_ok_and(|image| image.same_image(from));
+            let parsed = ImageRef::parse(value).ok();
+            let same = parsed
+                .as_ref()
+                .is_some_and(|image| olds.iter().any(|old| image.same_image(old)));
             if !same {
-                warnings.push(format!(
-                    "{path}:{}: {field} is {value:?}, not {from}; left alone",
-                    node.line
-                ));
+                // A container alias (`dynamo-sglang`) names an srtslurm.yaml
+                // entry, not an image: aligning it would change what it means.
+                let alias = parsed
+                    .as_ref()
+                    .is_none_or(|image| image.tag().is_none() && image.digest().is_none());
+                let aligned = options.disagreeing == DisagreePolicy::Align && !alias;
+                let reason = if aligned {
+                    None
+                } else if alias {
+                    Some("a container alias, not an image reference".to_owned())
+                } else {
+                    Some("another image; --align sets it to the new image".to_owned())
+                };
+                disagreements.push(RecipeDisagreement {
+                    path: path.to_owned(),
+                    field: (*field).to_owned(),
+                    line: node.line,
+                    value: value.to_owned(),
+                    aligned,
+                    reason,
+                });
+                if aligned {
+                    targets.push(Target {
+                        field: (*field).to_owned(),
+                        node,
+                        value: to.to_string(),
+                        kind: ChangeKind::Aligned,
+                    });
+                }
                 continue;
             }
             // Keep the recipe's own spelling of the host; only tag and digest move.
-            let parsed = ImageRef::parse(value).map_err(|e| BumpError::Uneditable {
-                path: path.to_owned(),
-                line: node.line,
-                field: field.to_owned(),
-                reason: e.to_string(),
-            })?;
+            let parsed = parsed.unwrap_or_else(|| to.clone());
             let new_value = if parsed.normalized_repository() == to.normalized_repository() {
                 parsed
                     .with_reference(to.tag(), to.digest())
@@ -225,23 +483,77 @@ impl Repository {
             } else {
                 to.to_string()
             };
-            targets.push((field.to_owned(), node, new_value));
+            targets.push(Target {
+                field: (*field).to_owned(),
+                node,
+                value: new_value,
+                kind: ChangeKind::RecipeImage,
+            });
+        }
+        // Other fields holding exactly an old image (as the master spells
+        // it) run the same container: they move too.
+        let old_texts: Vec<String> = olds.iter().map(ImageRef::to_string).collect();
+        let mut same_values = Vec::new();
+        same_value_nodes(&doc, &mut String::new(), &old_texts, &mut same_values);
+        for (field, node) in same_values {
+            if image_nodes.iter().any(|(_, n)| n.start == node.start) {
+                continue;
+            }
+            targets.push(Target {
+                field,
+                node,
+                value: to.to_string(),
+                kind: ChangeKind::SameValue,
+            });
         }
         if targets.is_empty() {
             return Ok(None);
         }
-        let others: Vec<String> = self
-            .recipe_users(path, &family.family)
-            .map(|f| f.family.clone())
-            .collect();
-        if !others.is_empty() {
-            return Err(BumpError::SharedRecipe {
-                path: path.to_owned(),
-                others: others.join(", "),
-            });
-        }
         splice(path, &text, &doc, &targets).map(Some)
     }
+}
+
+/// Scalar values (not keys) equal to one of `olds`, with their dotted path.
+fn same_value_nodes<'a>(
+    node: &'a Node,
+    path: &mut String,
+    olds: &[String],
+    out: &mut Vec<(String, &'a Node)>,
+) {
+    match &node.kind {
+        yaml::NodeKind::Scalar { value, .. } => {
+            if olds.iter().any(|old| old == value) {
+                out.push((path.clone(), node));
+            }
+        }
+        yaml::NodeKind::Sequence(items) => {
+            for (index, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{index}]"));
+                same_value_nodes(item, path, olds, out);
+                path.truncate(len);
+            }
+        }
+        yaml::NodeKind::Mapping(entries) => {
+            for (key, value) in entries {
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key.as_scalar().unwrap_or("?"));
+                same_value_nodes(value, path, olds, out);
+                path.truncate(len);
+            }
+        }
+    }
+}
+
+/// One token to replace.
+struct Target<'a> {
+    field: String,
+    node: &'a Node,
+    value: String,
+    kind: ChangeKind,
 }
 
 /// Replaces each target token, then re-parses and checks that exactly those
@@ -250,11 +562,19 @@ fn splice(
     path: &str,
     text: &str,
     doc: &Node,
-    targets: &[(String, &Node, String)],
+    targets: &[Target<'_>],
 ) -> Result<FileEdit, BumpError> {
     let mut replacements = Vec::new();
     let mut changes = Vec::new();
-    for (field, node, new_value) in targets {
+    for target in targets {
+        let (field, node, new_value) = (&target.field, target.node, &target.value);
+        if replacements.iter().any(
+            |(_, _, start, _): &(std::ops::Range<usize>, String, usize, String)| {
+                *start == node.start
+            },
+        ) {
+            continue;
+        }
         let uneditable = |reason: String| BumpError::Uneditable {
             path: path.to_owned(),
             line: node.line,
@@ -269,10 +589,12 @@ fn splice(
             line: node.line,
             old: text[range.clone()].to_owned(),
             new: token.clone(),
+            kind: target.kind,
         });
         replacements.push((range, token, node.start, new_value.clone()));
     }
     replacements.sort_by_key(|(range, ..)| range.start);
+    changes.sort_by_key(|change| change.line);
     let mut after = String::with_capacity(text.len() + 128);
     let mut cursor = 0;
     for (range, token, ..) in &replacements {
@@ -403,11 +725,24 @@ fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 impl BumpPlan {
-    /// Adds the changelog entry to the same all-or-none write.
+    /// Adds the changelog entry to the same all-or-none write. The entry's
+    /// `pr-link` must point at the repository's own pull requests: those the
+    /// existing changelog links to most.
     pub fn add_changelog_entry(
         &mut self,
         repository: &Repository,
         entry: &crate::changelog::ChangelogEntry,
+    ) -> Result<(), BumpError> {
+        self.add_changelog_entry_in(repository, entry, None)
+    }
+
+    /// [`BumpPlan::add_changelog_entry`] with the repository (`owner/name`)
+    /// given, e.g. from configuration, instead of read from the changelog.
+    pub fn add_changelog_entry_in(
+        &mut self,
+        repository: &Repository,
+        entry: &crate::changelog::ChangelogEntry,
+        own: Option<&str>,
     ) -> Result<(), BumpError> {
         let path = format!(
             "{}{}",
@@ -419,13 +754,30 @@ impl BumpPlan {
                 path: path.clone(),
                 source,
             })?;
-        let head =
-            crate::changelog::append_entry(&base, entry).map_err(|e| BumpError::Uneditable {
-                path: path.clone(),
-                line: base.iter().filter(|b| **b == b'\n').count() + 1,
-                field: "perf-changelog".to_owned(),
-                reason: e.to_string(),
-            })?;
+        let end_line = base.iter().filter(|b| **b == b'\n').count() + 1;
+        let uneditable = |line: usize, reason: String| BumpError::Uneditable {
+            path: path.clone(),
+            line,
+            field: "perf-changelog".to_owned(),
+            reason,
+        };
+        let own = own
+            .map(str::to_owned)
+            .or_else(|| crate::changelog::own_repository(&base));
+        if let Some(own) = &own {
+            entry
+                .validate_repository(own)
+                .map_err(|reason| uneditable(end_line, reason))?;
+        }
+        let head = crate::changelog::append_entry(&base, entry).map_err(|e| {
+            let line = match &e {
+                crate::changelog::ChangelogError::Base(
+                    crate::changelog::ChangelogViolation::NotAList { line, .. },
+                ) => *line,
+                _ => end_line,
+            };
+            uneditable(line, e.to_string())
+        })?;
         let after = String::from_utf8(head).map_err(|_| RepoError::NotUtf8 {
             path: path.clone(),
             offset: 0,

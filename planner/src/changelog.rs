@@ -53,6 +53,12 @@ pub enum ChangelogViolation {
     /// The appended part is not well-formed entries.
     #[error("line {line}: {reason}")]
     Entry { line: usize, reason: String },
+    /// The base is not a YAML list, so an appended `- config-keys:` item
+    /// would not parse.
+    #[error(
+        "line {line}: the base file is not a YAML list of entries ({found}); nothing was appended — fix the base branch first"
+    )]
+    NotAList { line: usize, found: String },
 }
 
 /// Why an entry could not be appended.
@@ -145,9 +151,82 @@ fn is_pr_link(link: &str) -> bool {
         && parts[3].chars().all(|c| c.is_ascii_digit())
 }
 
-/// Appends `entry` to the base file's bytes, obeying every byte rule.
+impl ChangelogEntry {
+    /// Checks that `pr-link` points at `repository`'s (`owner/name`) own
+    /// pull requests, as the repository's gate demands. GitHub names are
+    /// case-insensitive.
+    pub fn validate_repository(&self, repository: &str) -> Result<(), String> {
+        let linked = link_repository(&self.pr_link);
+        if linked
+            .as_deref()
+            .is_some_and(|linked| linked.eq_ignore_ascii_case(repository))
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "pr-link {:?} must point at this repository's own pull requests: https://github.com/{repository}/pull/<number>",
+            self.pr_link
+        ))
+    }
+}
+
+/// `owner/name` of a `https://github.com/<owner>/<name>/pull/<N>` link.
+fn link_repository(link: &str) -> Option<String> {
+    if !is_pr_link(link) {
+        return None;
+    }
+    let rest = link.strip_prefix("https://github.com/")?;
+    let mut parts = rest.split('/');
+    Some(format!("{}/{}", parts.next()?, parts.next()?))
+}
+
+/// The repository whose pull requests the changelog's existing `pr-link`s
+/// name most often: the repository's own, in a real changelog (a few entries
+/// link upstream PRs instead). `None` for a changelog without links.
+pub fn own_repository(base: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(base);
+    let mut counts: std::collections::BTreeMap<String, usize> = Default::default();
+    for line in text.lines() {
+        if let Some(link) = line.trim().strip_prefix("pr-link:")
+            && let Some(repository) = link_repository(link.trim())
+        {
+            *counts.entry(repository).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(_, count)| *count)
+        .map(|(repository, _)| repository)
+}
+
+/// Refuses a base whose top level is not a sequence (or empty): appending a
+/// list item to a mapping or a scalar yields a file that does not parse.
+fn check_base_is_list(base: &[u8]) -> Result<(), ChangelogViolation> {
+    let Ok(text) = std::str::from_utf8(base) else {
+        return Err(ChangelogViolation::NotAList {
+            line: 1,
+            found: "it is not valid UTF-8".to_owned(),
+        });
+    };
+    match yaml::parse_lenient(text) {
+        Err(e) => Err(ChangelogViolation::NotAList {
+            line: e.line,
+            found: format!("it is not valid YAML: {}", e.message),
+        }),
+        Ok((None, _)) => Ok(()),
+        Ok((Some(doc), _)) if doc.as_sequence().is_some() => Ok(()),
+        Ok((Some(doc), _)) => Err(ChangelogViolation::NotAList {
+            line: doc.line,
+            found: format!("its top level is {}", doc.kind_name()),
+        }),
+    }
+}
+
+/// Appends `entry` to the base file's bytes, obeying every byte rule. The
+/// base must be a YAML list (or empty).
 pub fn append_entry(base: &[u8], entry: &ChangelogEntry) -> Result<Vec<u8>, ChangelogError> {
     entry.validate().map_err(ChangelogError::InvalidEntry)?;
+    check_base_is_list(base)?;
     let mut head = base.to_vec();
     if !base.is_empty() {
         if !base.ends_with(b"\n") {

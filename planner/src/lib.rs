@@ -10,6 +10,7 @@ pub mod bump;
 pub mod changelog;
 pub mod identity;
 pub mod image;
+pub mod launchers;
 pub mod plan;
 pub mod registry;
 pub mod repo;

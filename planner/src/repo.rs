@@ -30,8 +30,15 @@ const KNOWN_FIELDS: &[&str] = &[
     "kv-p2p-transfer",
     "scenarios",
 ];
-/// Recipe fields that repeat the master's image (`a.b.c` paths).
-pub const RECIPE_IMAGE_FIELDS: &[&str] = &["model.container", "identity.container.image"];
+/// Recipe fields that repeat the master's image (`a.b.c` paths). Recipes
+/// built from a `base:` plus `zip_override_<name>` selections keep them
+/// under `base`.
+pub const RECIPE_IMAGE_FIELDS: &[&str] = &[
+    "model.container",
+    "identity.container.image",
+    "base.model.container",
+    "base.identity.container.image",
+];
 
 /// A problem reading the repository. Every variant names the file and, where
 /// it has one, the line, and says what to do.
@@ -167,18 +174,82 @@ fn serialize_display<S: serde::Serializer, T: fmt::Display>(
     s.collect_str(value)
 }
 
-/// A `CONFIG_FILE=recipes/<path>` setting of a multi-node family.
+/// A `CONFIG_FILE=recipes/<path>` (or `EVAL_CONFIG_FILE=`, or any
+/// `*_CONFIG_FILE=`) setting of a multi-node family.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RecipeRef {
-    /// The setting's value, e.g. `recipes/vllm/x.yaml`.
+    /// The variable, e.g. `CONFIG_FILE` or `EVAL_CONFIG_FILE`.
+    pub variable: String,
+    /// The setting's value as written, selector included, e.g.
+    /// `recipes/vllm/x.yaml:zip_override_a[0]`.
     pub setting: String,
+    /// The `:name[...]` selector the launchers strip (`${CONFIG_FILE%%:*}`).
+    pub selector: Option<String>,
     /// Repository-relative path of the file.
     pub path: String,
     /// Whether the file is in the repository (the others live in the
     /// srt-slurm project and are not Klaud's to edit).
     pub in_repository: bool,
+    /// The setting names a place that only the repository fills (a spelled
+    /// out project path or a configured `[[recipe_roots]]` folder), yet no
+    /// file is there: bumping the family is an error.
+    pub missing: bool,
+    /// The `[[recipe_roots]]` prefix the path was resolved through, if any.
+    pub root: Option<String>,
     /// Line of the setting in the master file.
     pub line: usize,
+}
+
+/// A launcher copy mapping: recipes named under `prefix` in settings (as the
+/// launcher sees them after `cp -rT`) live in the project folder `folder`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecipeRoot {
+    /// Setting prefix, e.g. `recipes/trtllm/kimi-k25-nvfp4/b200-fp4`.
+    pub prefix: String,
+    /// Project-relative folder, e.g.
+    /// `benchmarks/multi_node/srt-slurm-recipes/trtllm/kimi-k2.5/disagg/trtllm_dynamo/b200-fp4`.
+    pub folder: String,
+}
+
+/// How a checkout is read: what the configuration adds to the built-in
+/// knowledge of the repository layout.
+#[derive(Debug, Clone, Default)]
+pub struct RepoOptions {
+    /// `[[recipe_roots]]`, in configuration order; the longest matching
+    /// prefix wins.
+    pub recipe_roots: Vec<RecipeRoot>,
+}
+
+/// Families that share in-repository recipes. With one current image they
+/// are bumped together; with several they cannot be bumped until aligned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FamilyGroup {
+    /// Member families (`<master>:<key>`), in repository order.
+    pub families: Vec<String>,
+    /// Member config keys, in the same order.
+    pub keys: Vec<String>,
+    /// Repository-relative recipe paths used by more than one member.
+    pub shared_recipes: Vec<String>,
+    /// Each member's current image, as written, in member order.
+    pub images: Vec<String>,
+    /// Whether all members run the same (normalized) image.
+    pub same_image: bool,
+}
+
+impl FamilyGroup {
+    /// A one-line description: members and, for a mixed group, their images.
+    pub fn describe(&self) -> String {
+        if self.same_image {
+            self.keys.join(" + ")
+        } else {
+            self.keys
+                .iter()
+                .zip(&self.images)
+                .map(|(key, image)| format!("{key} ({image})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    }
 }
 
 /// An image field inside a recipe file.
@@ -245,12 +316,19 @@ pub struct Repository {
     prefix: String,
     families: Vec<Family>,
     warnings: Vec<Warning>,
+    groups: Vec<FamilyGroup>,
 }
 
 impl Repository {
     /// Reads every `configs/*-master.yaml` of the checkout at `root` (and
-    /// `configs/runners.yaml` when present). Recipe files are read on demand.
+    /// `configs/runners.yaml` when present), with the built-in layout only.
+    /// Recipe files are read on demand.
     pub fn open(root: impl AsRef<Path>) -> Result<Self, RepoError> {
+        Self::open_with(root, &RepoOptions::default())
+    }
+
+    /// [`Repository::open`] with configuration (launcher copy mappings).
+    pub fn open_with(root: impl AsRef<Path>, options: &RepoOptions) -> Result<Self, RepoError> {
         let root = root.as_ref().to_path_buf();
         let prefix = if root.join(E2E_PREFIX).is_dir() {
             format!("{E2E_PREFIX}/")
@@ -313,6 +391,7 @@ impl Repository {
                 let family = read_family(
                     &root,
                     &prefix,
+                    options,
                     &file,
                     key,
                     key_node.line,
@@ -323,12 +402,27 @@ impl Repository {
                 families.push(family);
             }
         }
+        let groups = family_groups(&families);
         Ok(Self {
             root,
             prefix,
             families,
             warnings,
+            groups,
         })
+    }
+
+    /// Every set of families that share in-repository recipes (two or more
+    /// members each), in repository order of their first member.
+    pub fn groups(&self) -> &[FamilyGroup] {
+        &self.groups
+    }
+
+    /// The group `family` belongs to, if it shares recipes with others.
+    pub fn group_of(&self, family: &str) -> Option<&FamilyGroup> {
+        self.groups
+            .iter()
+            .find(|g| g.families.iter().any(|f| f == family))
     }
 
     /// The checkout's root directory.
@@ -495,6 +589,7 @@ fn field_error(path: &str, node: &Node, field: &str, message: &str) -> RepoError
 fn read_family(
     root: &Path,
     prefix: &str,
+    options: &RepoOptions,
     file: &str,
     key: &str,
     line: usize,
@@ -638,12 +733,32 @@ fn read_family(
     }
 
     let mut recipes: Vec<RecipeRef> = Vec::new();
-    collect_recipe_settings(node, &mut |setting_node, setting| {
-        if recipes.iter().any(|r| r.setting == setting) {
+    collect_recipe_settings(node, &mut |setting_node, variable, setting| {
+        if recipes
+            .iter()
+            .any(|r| r.variable == variable && r.setting == setting)
+        {
             return Ok(());
         }
-        let recipe = resolve_recipe(root, prefix, &path, &family, setting_node.line, setting)?;
-        if !recipe.in_repository {
+        let recipe = resolve_recipe(
+            root,
+            prefix,
+            options,
+            &path,
+            &family,
+            setting_node.line,
+            variable,
+            setting,
+        )?;
+        if recipe.missing {
+            warnings.push(Warning {
+                location: format!("{path}:{}", setting_node.line),
+                message: format!(
+                    "{family}: {variable}={setting} names {} in the repository, which does not exist; bumping this family fails until it does",
+                    recipe.path
+                ),
+            });
+        } else if !recipe.in_repository {
             warnings.push(Warning {
                 location: format!("{path}:{}", setting_node.line),
                 message: format!("{family}: recipe {setting} is not in the repository (external recipe); it is not edited"),
@@ -666,15 +781,29 @@ fn read_family(
     })
 }
 
-/// Calls `found` for every `CONFIG_FILE=recipes/<path>` string in the entry
-/// (they sit in `additional-settings` lists at any depth).
+/// Splits `NAME=value` when NAME is `CONFIG_FILE` or ends in `_CONFIG_FILE`
+/// (`EVAL_CONFIG_FILE`, …): every recipe variable the launchers read.
+pub fn recipe_setting(text: &str) -> Option<(&str, &str)> {
+    let (name, value) = text.trim().split_once('=')?;
+    let is_recipe_variable = name == "CONFIG_FILE"
+        || name.strip_suffix("_CONFIG_FILE").is_some_and(|head| {
+            !head.is_empty()
+                && head
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        });
+    is_recipe_variable.then(|| (name, value.trim()))
+}
+
+/// Calls `found` for every recipe setting string in the entry (they sit in
+/// `additional-settings` lists at any depth).
 fn collect_recipe_settings(
     node: &Node,
-    found: &mut dyn FnMut(&Node, &str) -> Result<(), RepoError>,
+    found: &mut dyn FnMut(&Node, &str, &str) -> Result<(), RepoError>,
 ) -> Result<(), RepoError> {
     if let Some(text) = node.as_scalar() {
-        if let Some(value) = text.trim().strip_prefix("CONFIG_FILE=") {
-            found(node, value.trim())?;
+        if let Some((variable, value)) = recipe_setting(text) {
+            found(node, variable, value)?;
         }
     } else if let Some(items) = node.as_sequence() {
         for item in items {
@@ -688,12 +817,15 @@ fn collect_recipe_settings(
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn resolve_recipe(
     root: &Path,
     prefix: &str,
+    options: &RepoOptions,
     path: &str,
     family: &str,
     line: usize,
+    variable: &str,
     setting: &str,
 ) -> Result<RecipeRef, RepoError> {
     let escapes = || RepoError::RecipeEscapes {
@@ -702,19 +834,60 @@ fn resolve_recipe(
         family: family.to_owned(),
         setting: setting.to_owned(),
     };
+    // The launchers run `${CONFIG_FILE%%:*}`: everything from the first `:`
+    // on selects an override inside the file, it is not part of the path.
+    let (file_part, selector) = match setting.split_once(':') {
+        Some((file, selector)) => (file, Some(selector.to_owned())),
+        None => (setting, None),
+    };
     // `recipes/<path>` is the srt-slurm convention; some entries spell the
-    // project-relative directory out. Anything else names a recipe kept
+    // project-relative directory out; configured roots map the names
+    // launchers copy folders to (`cp -rT`). Anything else names a recipe kept
     // outside the repository (e.g. llm-d's own files).
     let recipes_dir_prefix = format!("{RECIPES_DIR}/");
-    let (relative, known_location) = match setting.strip_prefix("recipes/") {
-        Some(rest) => (rest, true),
-        None => match setting.strip_prefix(&recipes_dir_prefix) {
-            Some(rest) => (rest, true),
-            None => (setting, false),
+    let configured = options
+        .recipe_roots
+        .iter()
+        .filter_map(|r| {
+            let wanted = r.prefix.trim_end_matches('/');
+            let rest = file_part.strip_prefix(wanted)?;
+            let rest = if rest.is_empty() {
+                rest
+            } else {
+                rest.strip_prefix('/')?
+            };
+            Some((r, rest))
+        })
+        .max_by_key(|(r, _)| r.prefix.trim_end_matches('/').len());
+    // (folder, path below it, authoritative: only the repository fills it)
+    let (folder, relative, authoritative, via_root) = match configured {
+        Some((r, rest)) => (
+            r.folder.trim_end_matches('/').to_owned(),
+            rest,
+            true,
+            Some(r.prefix.clone()),
+        ),
+        None => match file_part.strip_prefix("recipes/") {
+            Some(rest) => (RECIPES_DIR.to_owned(), rest, false, None),
+            None => match file_part.strip_prefix(&recipes_dir_prefix) {
+                Some(rest) => (RECIPES_DIR.to_owned(), rest, true, None),
+                None => {
+                    return Ok(RecipeRef {
+                        variable: variable.to_owned(),
+                        setting: setting.to_owned(),
+                        selector,
+                        path: file_part.to_owned(),
+                        in_repository: false,
+                        missing: false,
+                        root: None,
+                        line,
+                    });
+                }
+            },
         },
     };
-    // Lexical normalization: the path must stay under the recipes directory
-    // before the file system is asked, so a missing file can't hide an escape.
+    // Lexical normalization: the path must stay under its folder before the
+    // file system is asked, so a missing file can't hide an escape.
     let mut parts: Vec<&str> = Vec::new();
     for component in Path::new(relative).components() {
         match component {
@@ -729,9 +902,9 @@ fn resolve_recipe(
     if parts.is_empty() {
         return Err(escapes());
     }
-    let repo_path = format!("{prefix}{RECIPES_DIR}/{}", parts.join("/"));
+    let repo_path = format!("{prefix}{folder}/{}", parts.join("/"));
     let full = root.join(&repo_path);
-    let in_repository = known_location && full.is_file();
+    let in_repository = full.is_file();
     if in_repository {
         // A symlink could still point outside; compare canonical paths.
         let inside = match (full.canonicalize(), root.canonicalize()) {
@@ -743,11 +916,84 @@ fn resolve_recipe(
         }
     }
     Ok(RecipeRef {
+        variable: variable.to_owned(),
         setting: setting.to_owned(),
+        selector,
         path: repo_path,
         in_repository,
+        missing: authoritative && !in_repository,
+        root: via_root,
         line,
     })
+}
+
+/// Groups families that share in-repository recipe files (connected
+/// components: A shares with B and B with C puts all three together).
+fn family_groups(families: &[Family]) -> Vec<FamilyGroup> {
+    let mut users: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (index, family) in families.iter().enumerate() {
+        let mut paths: Vec<&str> = family
+            .recipes
+            .iter()
+            .filter(|r| r.in_repository)
+            .map(|r| r.path.as_str())
+            .collect();
+        paths.sort_unstable();
+        paths.dedup();
+        for path in paths {
+            users.entry(path).or_default().push(index);
+        }
+    }
+    // Union-find over family indices; small enough that path halving is all
+    // the balancing it needs.
+    let mut parent: Vec<usize> = (0..families.len()).collect();
+    fn find(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    for members in users.values() {
+        for pair in members.windows(2) {
+            let (a, b) = (find(&mut parent, pair[0]), find(&mut parent, pair[1]));
+            if a != b {
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+    }
+    let mut components: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for index in 0..families.len() {
+        let head = find(&mut parent, index);
+        components.entry(head).or_default().push(index);
+    }
+    components
+        .into_values()
+        .filter(|members| members.len() > 1)
+        .map(|members| {
+            let shared_recipes = users
+                .iter()
+                .filter(|(_, u)| u.len() > 1 && members.contains(&u[0]))
+                .map(|(path, _)| (*path).to_owned())
+                .collect();
+            let first = families[members[0]].image();
+            FamilyGroup {
+                families: members
+                    .iter()
+                    .map(|i| families[*i].family.clone())
+                    .collect(),
+                keys: members.iter().map(|i| families[*i].key.clone()).collect(),
+                shared_recipes,
+                images: members
+                    .iter()
+                    .map(|i| families[*i].image().to_string())
+                    .collect(),
+                same_image: members
+                    .iter()
+                    .all(|i| families[*i].image().same_image(first)),
+            }
+        })
+        .collect()
 }
 
 /// Runner → platform knowledge from `configs/runners.yaml`.

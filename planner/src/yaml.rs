@@ -39,6 +39,12 @@ pub struct Node {
     /// Whether the node sits inside a flow collection (`{…}` or `[…]`),
     /// where `,`, `]` and `}` end a plain scalar.
     pub in_flow: bool,
+    /// Whether the node carries an anchor (`&name`): aliases elsewhere share
+    /// its value, so splicing it would change them too.
+    pub anchored: bool,
+    /// For a node reached through an alias (`*name`), the alias's line: the
+    /// node itself (and its position) is the anchored original.
+    pub alias_line: Option<usize>,
 }
 
 /// The content of a [`Node`].
@@ -245,6 +251,8 @@ impl Builder<'_> {
             line,
             column,
             in_flow,
+            anchored: false,
+            alias_line: None,
         };
         let (node, anchor) = match event {
             Event::Scalar(value, style, anchor, _tag) => {
@@ -313,13 +321,20 @@ impl Builder<'_> {
                     .get(&id)
                     .cloned()
                     .ok_or_else(|| self.positions.error(&span, "alias to an unknown anchor"))?;
-                return Ok(target);
+                return Ok(Node {
+                    alias_line: Some(line),
+                    ..target
+                });
             }
             other => {
                 return Err(self
                     .positions
                     .error(&span, &format!("unexpected YAML event {other:?}")));
             }
+        };
+        let node = Node {
+            anchored: anchor != 0,
+            ..node
         };
         if anchor != 0 {
             self.anchors.insert(anchor, node.clone());
@@ -393,6 +408,20 @@ pub fn scalar_token(text: &str, node: &Node) -> Result<std::ops::Range<usize>, S
     let Some(style) = node.style() else {
         return Err(format!("expected a scalar, found {}", node.kind_name()));
     };
+    // An alias has no token of its own and an anchored token is shared by
+    // its aliases: neither can be spliced without changing other values.
+    if let Some(alias_line) = node.alias_line {
+        return Err(format!(
+            "the value is a YAML alias (*name, line {alias_line}) of the value on line {}; write the value out in place of the alias",
+            node.line
+        ));
+    }
+    if node.anchored {
+        return Err(
+            "the value carries a YAML anchor (&name) that aliases may share; write it without the anchor"
+                .to_owned(),
+        );
+    }
     let bytes = text.as_bytes();
     let start = node.start;
     let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);

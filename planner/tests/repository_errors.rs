@@ -329,14 +329,18 @@ fn recipe_fields_with_another_image_are_left_alone_with_a_warning() {
     assert!(
         plan.warnings[0].contains("model.container") && plan.warnings[0].contains("dynamo-sglang")
     );
+    assert_eq!(
+        plan.left_recipes(),
+        ["benchmarks/multi_node/srt-slurm-recipes/s/r.yaml"]
+    );
 }
 
 #[test]
-fn a_recipe_shared_with_another_family_is_never_changed_behind_its_back() {
+fn families_sharing_a_recipe_with_different_images_are_refused_with_how_to_align() {
     let master = format!(
         "{}\n{}",
         multinode("demo-a", "s/r.yaml"),
-        multinode("demo-b", "s/r.yaml")
+        multinode("demo-b", "s/r.yaml").replace("v0.5.16-cu130", "v0.5.15-cu130")
     );
     let err = bump_err(
         &[
@@ -350,11 +354,13 @@ fn a_recipe_shared_with_another_family_is_never_changed_behind_its_back() {
         "lmsysorg/sglang:v0.5.16-cu130",
         "lmsysorg/sglang:v0.5.17-cu130",
     );
-    assert!(matches!(err, BumpError::SharedRecipe { .. }), "{err}");
+    assert!(matches!(err, BumpError::MixedGroup { .. }), "{err}");
+    let text = err.to_string();
     assert!(
-        err.to_string().contains("configs/x-master.yaml:demo-b"),
-        "{err}"
+        text.contains("demo-b (lmsysorg/sglang:v0.5.15-cu130)"),
+        "{text}"
     );
+    assert!(text.contains("--align"), "{text}");
 }
 
 #[test]

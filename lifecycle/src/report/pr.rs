@@ -117,6 +117,69 @@ pub struct Provenance {
     pub upstream: Option<UpstreamRange>,
     /// Why a nightly was taken rather than a release, when it was.
     pub not_release_reason: Option<String>,
+    /// What the bump covered beyond the one master entry: group members
+    /// and recipes aligned or left (from `klaud_planner::bump::BumpPlan`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<BumpScope>,
+}
+
+/// The reach of one bump commit, as the PR body states it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BumpScope {
+    /// Config keys bumped together (more than one for a family group).
+    pub keys: Vec<String>,
+    /// Recipes whose disagreeing image was aligned to the new image.
+    pub aligned: Vec<String>,
+    /// Recipes whose disagreeing image was left as it was.
+    pub left: Vec<String>,
+}
+
+impl BumpScope {
+    /// The scope of a computed bump.
+    pub fn of(plan: &klaud_planner::bump::BumpPlan) -> Self {
+        let owned = |paths: Vec<&str>| paths.into_iter().map(str::to_owned).collect();
+        Self {
+            keys: plan.keys.clone(),
+            aligned: owned(plan.aligned_recipes()),
+            left: owned(plan.left_recipes()),
+        }
+    }
+
+    fn lines(&self, zh: bool) -> String {
+        let list = |items: &[String]| items.iter().map(|i| code(i)).collect::<Vec<_>>().join(", ");
+        let mut out = String::new();
+        if self.keys.len() > 1 {
+            out.push_str(&if zh {
+                format!("**共享配方，一并更新：**{}  \n", list(&self.keys))
+            } else {
+                format!(
+                    "**Bumped together (shared recipes):** {}  \n",
+                    list(&self.keys)
+                )
+            });
+        }
+        if !self.aligned.is_empty() {
+            out.push_str(&if zh {
+                format!("**已对齐到新镜像的配方：**{}  \n", list(&self.aligned))
+            } else {
+                format!(
+                    "**Recipes aligned to the new image:** {}  \n",
+                    list(&self.aligned)
+                )
+            });
+        }
+        if !self.left.is_empty() {
+            out.push_str(&if zh {
+                format!("**保留原镜像的配方：**{}  \n", list(&self.left))
+            } else {
+                format!(
+                    "**Recipes left on their own image:** {}  \n",
+                    list(&self.left)
+                )
+            });
+        }
+        out
+    }
 }
 
 /// `from..to` with commits cut to 12 characters, as `git log` ranges read.
@@ -225,6 +288,9 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
     if let Some(why) = &p.not_release_reason {
         out.push_str(&format!("**Why not a release:** {}  \n", text(why)));
     }
+    if let Some(scope) = &p.scope {
+        out.push_str(&scope.lines(false));
+    }
     out.push_str(&format!(
         "**Baseline:** {} · {}  \n",
         b.date,
@@ -283,6 +349,9 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
     }
     if let Some(why) = &p.not_release_reason {
         out.push_str(&format!("**为何不用正式版本：**{}  \n", text(why)));
+    }
+    if let Some(scope) = &p.scope {
+        out.push_str(&scope.lines(true));
     }
     out.push_str(&format!("**基线：**{} · {}  \n", b.date, code(&b.image)));
     out.push_str(&format!("平均延迟 · 来源：{}\n\n", sources(b, "API")));

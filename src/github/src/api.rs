@@ -340,6 +340,12 @@ struct RawRef {
 }
 
 /// Percent-encodes one path segment (label names, file path parts).
+/// Whether `s` names a git object by its full sha, so that what GitHub
+/// answers for it can never change.
+fn is_full_sha(s: &str) -> bool {
+    (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 fn seg(s: &str) -> String {
     let mut out = String::new();
     for b in s.bytes() {
@@ -397,10 +403,14 @@ impl Forge {
     pub async fn get_ref(&self, name: &str) -> Result<Option<String>, GithubError> {
         let what = format!("read ref {name}");
         let path = self.path(&format!("git/ref/{}", short_ref(name)));
-        let Some(raw) = self.t.read_found(&what, &path).await? else {
+        // Conditional: ownership checks re-read the same refs at every step,
+        // and an unchanged ref is a free 304.
+        let Some(body) = self.t.read_found_conditional(&what, &path).await? else {
             return Ok(None);
         };
-        Ok(Some(raw.json::<RawRef>(&what)?.object.sha))
+        Ok(Some(
+            crate::transport::decode::<RawRef>(&what, &body)?.object.sha,
+        ))
     }
 
     /// Every ref whose full name starts with `prefix`, as (name, sha).
@@ -503,7 +513,7 @@ impl Forge {
         let what = format!("read commit {sha}");
         let c: RawGitCommit = self
             .t
-            .get_json(&what, &self.path(&format!("git/commits/{}", seg(sha))))
+            .get_json_immutable(&what, &self.path(&format!("git/commits/{}", seg(sha))))
             .await?;
         Ok(GitCommit {
             message: c.message,
@@ -584,13 +594,12 @@ impl Forge {
             truncated: bool,
         }
         let what = format!("read tree of {tree_ish}");
-        let t: Tree = self
-            .t
-            .get_json(
-                &what,
-                &self.path(&format!("git/trees/{}?recursive=1", seg(tree_ish))),
-            )
-            .await?;
+        let path = self.path(&format!("git/trees/{}?recursive=1", seg(tree_ish)));
+        let t: Tree = if is_full_sha(tree_ish) {
+            self.t.get_json_immutable(&what, &path).await?
+        } else {
+            self.t.get_json(&what, &path).await?
+        };
         if t.truncated {
             return Err(GithubError::Decode {
                 what,
@@ -614,7 +623,7 @@ impl Forge {
         let what = format!("read blob {sha}");
         let b: Blob = self
             .t
-            .get_json(&what, &self.path(&format!("git/blobs/{}", seg(sha))))
+            .get_json_immutable(&what, &self.path(&format!("git/blobs/{}", seg(sha))))
             .await?;
         if b.encoding != "base64" {
             return Err(GithubError::Decode {
@@ -663,14 +672,21 @@ impl Forge {
             path_of(path),
             query(&[("ref", git_ref)])
         ));
-        let Some(raw) = self.t.read_found(&what, &p).await? else {
+        // A file at a commit sha never changes; at a branch it may.
+        let body = if is_full_sha(git_ref) {
+            self.t.read_immutable(&what, &p).await?
+        } else {
+            self.t.read_found(&what, &p).await?.map(|raw| raw.body)
+        };
+        let Some(body) = body else {
             return Ok(None);
         };
         // A directory answers with an array.
-        let c: Content = raw.json(&what).map_err(|_| GithubError::Decode {
-            what: what.clone(),
-            detail: "not a file (a directory listing?)".into(),
-        })?;
+        let c: Content =
+            crate::transport::decode(&what, &body).map_err(|_| GithubError::Decode {
+                what: what.clone(),
+                detail: "not a file (a directory listing?)".into(),
+            })?;
         if c.kind.as_deref().is_some_and(|k| k != "file") {
             return Err(GithubError::Decode {
                 what,
@@ -695,7 +711,7 @@ impl Forge {
                 }
                 let b: Blob = self
                     .t
-                    .get_json(&what, &self.path(&format!("git/blobs/{}", seg(&sha))))
+                    .get_json_immutable(&what, &self.path(&format!("git/blobs/{}", seg(&sha))))
                     .await?;
                 if b.encoding != "base64" {
                     return Err(GithubError::Decode {

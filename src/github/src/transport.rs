@@ -110,8 +110,24 @@ pub(crate) struct Transport {
     api_url: String,
     policy: RetryPolicy,
     etags: Mutex<HashMap<String, CachedPage>>,
+    immutable: Mutex<ImmutableCache>,
     budgets: Mutex<BTreeMap<String, RateBudget>>,
 }
+
+/// Answers that can never change: git objects by sha, and a file at a
+/// commit sha (content-addressed). Asked once per process, however many
+/// steps and reconcile passes read them.
+#[derive(Default)]
+struct ImmutableCache {
+    /// Path → body, or `None` for a 404 (a path absent at a commit stays
+    /// absent).
+    answers: HashMap<String, Option<Bytes>>,
+    bytes: usize,
+}
+
+/// At most this many bytes of immutable answers (the InferenceX configs and
+/// recipes are about 4 MB); the cache starts over when an insert would pass it.
+const IMMUTABLE_CACHE_BYTES: usize = 128 * 1024 * 1024;
 
 /// Upper bound on cached conditional GETs; the cache is cleared when full
 /// (polling touches few distinct URLs, so this is a safety valve).
@@ -136,6 +152,7 @@ impl Transport {
             api_url,
             policy,
             etags: Mutex::new(HashMap::new()),
+            immutable: Mutex::new(ImmutableCache::default()),
             budgets: Mutex::new(BTreeMap::new()),
         }
     }
@@ -318,6 +335,69 @@ impl Transport {
         }
         ok_or_error(what, &raw)?;
         Ok(Some(raw))
+    }
+
+    /// A read of something that can never change (a git object by sha, a
+    /// file at a commit sha): answered from memory after the first time.
+    /// `None` on 404, otherwise it must succeed with 2xx.
+    pub async fn read_immutable(
+        &self,
+        what: &str,
+        path: &str,
+    ) -> Result<Option<Bytes>, GithubError> {
+        if let Some(hit) = self
+            .immutable
+            .lock()
+            .ok()
+            .and_then(|c| c.answers.get(path).cloned())
+        {
+            return Ok(hit);
+        }
+        let answer = self.read_found(what, path).await?.map(|raw| raw.body);
+        if let Ok(mut c) = self.immutable.lock() {
+            let size = path.len() + answer.as_ref().map_or(0, Bytes::len);
+            if size <= IMMUTABLE_CACHE_BYTES / 8 {
+                if c.bytes + size > IMMUTABLE_CACHE_BYTES {
+                    *c = ImmutableCache::default();
+                }
+                c.bytes += size;
+                c.answers.insert(path.to_string(), answer.clone());
+            }
+        }
+        Ok(answer)
+    }
+
+    /// [`Transport::read_immutable`] of something that must exist, decoded.
+    pub async fn get_json_immutable<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        path: &str,
+    ) -> Result<T, GithubError> {
+        match self.read_immutable(what, path).await? {
+            Some(body) => decode(what, &body),
+            None => Err(GithubError::NotFound {
+                what: what.to_string(),
+            }),
+        }
+    }
+
+    /// A conditional read of something that may not exist (a ref): `None` on
+    /// 404; an unchanged answer is a free 304.
+    pub async fn read_found_conditional(
+        &self,
+        what: &str,
+        path: &str,
+    ) -> Result<Option<Bytes>, GithubError> {
+        match self.read_conditional(what, path).await {
+            Ok((body, _)) => Ok(Some(body)),
+            Err(GithubError::NotFound { .. }) => {
+                if let Ok(mut c) = self.etags.lock() {
+                    c.remove(path);
+                }
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// A conditional GET: a 304 answers from the cache and costs no
@@ -518,7 +598,7 @@ pub(crate) fn status_error(what: &str, raw: &Raw) -> GithubError {
     }
 }
 
-fn decode<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, GithubError> {
+pub(crate) fn decode<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, GithubError> {
     serde_json::from_slice(body).map_err(|e| GithubError::Decode {
         what: what.to_string(),
         detail: e.to_string(),

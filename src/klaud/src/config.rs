@@ -36,6 +36,30 @@ pub struct Config {
     /// source repository on GitHub (`vllm-project/vllm`), used to prove a
     /// release is not behind a nightly's commit.
     pub upstream: BTreeMap<String, String>,
+    /// Launcher copy mappings: recipes named under `prefix` live in the
+    /// project folder `folder` (what `cp -rT` in `runners/launch_*.sh` does).
+    pub recipe_roots: Vec<RecipeRootConfig>,
+    /// How bumps treat recipes that do not simply carry the old image.
+    pub bump: BumpConfig,
+}
+
+/// `[[recipe_roots]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecipeRootConfig {
+    /// The recipe path prefix as settings spell it, e.g. `recipes/trtllm/kimi-k25-nvfp4/b200-fp4`.
+    pub prefix: String,
+    /// The project-relative folder the launcher copies there.
+    pub folder: String,
+}
+
+/// `[bump]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BumpConfig {
+    /// Recipe image fields that carry another image than the master:
+    /// `"leave"` (warn, the default) or `"align"` (set them to the new image).
+    pub disagreeing_recipes: klaud_planner::bump::DisagreePolicy,
 }
 
 /// `[github]`.
@@ -439,11 +463,48 @@ impl Config {
                 )
             })?;
         }
+        for (index, root) in self.recipe_roots.iter().enumerate() {
+            let safe = |path: &str| {
+                !path.trim().is_empty()
+                    && !path.starts_with('/')
+                    && path.split('/').all(|part| part != "..")
+            };
+            if !safe(&root.prefix) || !safe(&root.folder) {
+                return Err(invalid(
+                    &format!("recipe_roots[{index}]"),
+                    format!(
+                        "prefix {:?} and folder {:?} must be non-empty relative paths without `..`",
+                        root.prefix, root.folder
+                    ),
+                ));
+            }
+        }
         self.track_rules()
             .map_err(|(key, message)| invalid(&key, message))?;
         self.release_rules()
             .map_err(|(key, message)| invalid(&key, message))?;
         Ok(())
+    }
+
+    /// How to read a checkout: the configured `[[recipe_roots]]`.
+    pub fn repo_options(&self) -> klaud_planner::repo::RepoOptions {
+        klaud_planner::repo::RepoOptions {
+            recipe_roots: self
+                .recipe_roots
+                .iter()
+                .map(|r| klaud_planner::repo::RecipeRoot {
+                    prefix: r.prefix.clone(),
+                    folder: r.folder.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The configured bump options.
+    pub fn bump_options(&self) -> klaud_planner::bump::BumpOptions {
+        klaud_planner::bump::BumpOptions {
+            disagreeing: self.bump.disagreeing_recipes,
+        }
     }
 
     /// The configured `[[tracks]]` as planner rules; errors name the key.
@@ -578,6 +639,38 @@ mod tests {
             let config = Config::parse("klaud.toml", text).unwrap();
             assert_eq!(config.lifecycle.sweep_runs_on_drafts, want, "{text:?}");
         }
+    }
+
+    #[test]
+    fn recipe_roots_and_the_bump_policy_are_read_and_checked() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/inferencex.toml");
+        let config = Config::load(&path).unwrap();
+        assert_eq!(
+            config.bump.disagreeing_recipes,
+            BumpConfig::default().disagreeing_recipes
+        );
+        let options = config.repo_options();
+        assert!(options.recipe_roots.iter().any(|r| {
+            r.prefix == "recipes/trtllm/kimi-k25-nvfp4/b200-fp4"
+                && r.folder
+                    .ends_with("trtllm/kimi-k2.5/disagg/trtllm_dynamo/b200-fp4")
+        }));
+        let align = Config::parse("t", "[bump]\ndisagreeing_recipes = \"align\"\n").unwrap();
+        assert_eq!(
+            align.bump_options().disagreeing,
+            klaud_planner::bump::DisagreePolicy::Align
+        );
+        let err = Config::parse("t", "[bump]\ndisagreeing_recipes = \"sometimes\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("disagreeing_recipes"), "{err}");
+        let err = Config::parse(
+            "t",
+            "[[recipe_roots]]\nprefix = \"recipes/x\"\nfolder = \"../outside\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("recipe_roots[0]"), "{err}");
     }
 
     #[test]

@@ -2,11 +2,13 @@
 
 use std::path::PathBuf;
 
+use klaud_planner::bump::DisagreePolicy;
 use klaud_planner::changelog::{ChangelogEntry, MAX_DESCRIPTION_CHARS};
 use klaud_planner::image::ImageRef;
 use klaud_planner::repo::Repository;
 
 use super::CliError;
+use crate::config::Config;
 
 /// Arguments of `klaud bump`.
 #[derive(Debug, clap::Args)]
@@ -14,6 +16,10 @@ pub struct Args {
     /// Path of the benchmark repository checkout.
     #[arg(long, value_name = "PATH", default_value = ".")]
     repo: PathBuf,
+    /// Configuration file (`klaud.toml`): `[[recipe_roots]]`, `[bump]` and
+    /// `github.repository` (whose pull requests `--pr-link` must name).
+    #[arg(long, value_name = "FILE", env = "KLAUD_CONFIG")]
+    config: Option<PathBuf>,
     /// The family (`configs/<x>-master.yaml:<key>`, or just the key).
     #[arg(long)]
     family: String,
@@ -24,8 +30,18 @@ pub struct Args {
     #[arg(long, value_name = "URL")]
     pr_link: Option<String>,
     /// The changelog sentence (at most 120 characters); generated when absent.
-    #[arg(long, value_name = "TEXT", requires = "pr_link")]
+    /// It may start with `-`.
+    #[arg(
+        long,
+        value_name = "TEXT",
+        requires = "pr_link",
+        allow_hyphen_values = true
+    )]
     description: Option<String>,
+    /// Also set recipe image fields that disagree with the master to the new
+    /// image (overrides `[bump] disagreeing_recipes`).
+    #[arg(long)]
+    align: bool,
     /// Validate and show what would change, writing nothing.
     #[arg(long)]
     check: bool,
@@ -33,21 +49,30 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let repository = Repository::open(&args.repo)?;
+    let config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    let repository = Repository::open_with(&args.repo, &config.repo_options())?;
     let family = repository.family(&args.family)?;
     let to = ImageRef::parse(&args.to).map_err(|e| anyhow::anyhow!("--to: {e}"))?;
-    let mut plan = repository.plan_bump(&family.family, family.image(), &to)?;
+    let mut options = config.bump_options();
+    if args.align {
+        options.disagreeing = DisagreePolicy::Align;
+    }
+    let mut plan = repository.plan_bump_with(&family.family, family.image(), &to, &options)?;
     if let Some(pr_link) = args.pr_link {
         let description = match args.description {
             Some(text) => text,
             None => default_description(&family.entry.framework, family.image(), &to)?,
         };
+        // A group bump is one change: one entry naming every member.
         let entry = ChangelogEntry {
-            config_keys: vec![family.key.clone()],
+            config_keys: plan.keys.clone(),
             description,
             pr_link,
         };
-        plan.add_changelog_entry(&repository, &entry)?;
+        plan.add_changelog_entry_in(&repository, &entry, config.github.repository.as_deref())?;
     }
     for warning in &plan.warnings {
         eprintln!("warning: {warning}");
@@ -64,14 +89,34 @@ pub fn run(args: Args) -> Result<(), CliError> {
         "changed"
     };
     let mut out = String::new();
+    if plan.families.len() > 1 {
+        out.push_str(&format!(
+            "group bump (shared recipes): {}\n",
+            plan.keys.join(", ")
+        ));
+    }
     for edit in &plan.edits {
         out.push_str(&format!("{verb} {}\n", edit.path));
         for change in &edit.changes {
             out.push_str(&format!(
-                "  line {}: {}: {} -> {}\n",
-                change.line, change.field, change.old, change.new
+                "  line {}: {}: {} -> {}{}\n",
+                change.line,
+                change.field,
+                change.old,
+                change.new,
+                match change.kind {
+                    klaud_planner::bump::ChangeKind::SameValue => " (same value as the image)",
+                    klaud_planner::bump::ChangeKind::Aligned => " (aligned)",
+                    _ => "",
+                }
             ));
         }
+    }
+    for path in plan.aligned_recipes() {
+        out.push_str(&format!("aligned {path} to the new image\n"));
+    }
+    for path in plan.left_recipes() {
+        out.push_str(&format!("left {path} on its own image\n"));
     }
     super::emit(&out);
     Ok(())

@@ -83,6 +83,20 @@ pub struct DemoReport {
     pub candidates: Vec<CandidateSummary>,
     /// Waves run.
     pub waves: usize,
+    /// GitHub request figures, with `--stats`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<DemoRequests>,
+}
+
+/// `--stats` in `--json`: the same figures stderr gets.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct DemoRequests {
+    /// The whole demo.
+    pub all: RequestFigures,
+    /// One wave with nothing to do, after the candidates finished.
+    pub idle_pass: RequestFigures,
+    /// Candidates that ended validated.
+    pub validated: usize,
 }
 
 /// GitHub request figures from the simulator's log.
@@ -90,6 +104,9 @@ pub struct DemoReport {
 pub struct RequestFigures {
     /// Every API request.
     pub total: usize,
+    /// Requests charged to the primary rate limit: all but the conditional
+    /// reads GitHub answered 304 Not Modified.
+    pub charged: usize,
     /// Requests that are not reads.
     pub writes: usize,
     /// Writes that count against GitHub's content-creation limit.
@@ -105,6 +122,9 @@ impl RequestFigures {
                 continue;
             }
             f.total += 1;
+            if e.status != 304 {
+                f.charged += 1;
+            }
             if e.method != "GET" && e.method != "HEAD" && e.path != "/graphql" {
                 f.writes += 1;
             }
@@ -154,9 +174,17 @@ pub fn run(args: Args) -> Result<(), CliError> {
         )));
     }
     let runtime = super::runtime()?;
-    let (report, figures) = runtime
+    let (mut report, figures) = runtime
         .block_on(demo(&args, &seed, &registry_text, script))
         .map_err(CliError::failure)?;
+    if args.stats {
+        let (all, idle_pass, validated) = figures;
+        report.requests = Some(DemoRequests {
+            all,
+            idle_pass,
+            validated,
+        });
+    }
     if args.json {
         let mut text = serde_json::to_string_pretty(&report).map_err(anyhow::Error::from)?;
         text.push('\n');
@@ -182,16 +210,20 @@ pub fn run(args: Args) -> Result<(), CliError> {
             }
         };
         eprintln!(
-            "GitHub requests of the whole demo: {} total, {} writes, {} content-creating; averaged \
-             over the {validated} validated candidates (failed ones' requests included): {:.1} total, \
-             {:.1} writes, {:.1} content-creating; one idle wave afterwards: {} total, {} writes",
+            "GitHub requests of the whole demo: {} total ({} charged, the rest free 304s), {} writes, \
+             {} content-creating; averaged over the {validated} validated candidates (failed ones' \
+             requests included): {:.1} total, {:.1} charged, {:.1} writes, {:.1} content-creating; \
+             one idle wave afterwards: {} total, {} charged (minimum 0), {} writes",
             all.total,
+            all.charged,
             all.writes,
             all.content_creating,
             per(all.total),
+            per(all.charged),
             per(all.writes),
             per(all.content_creating),
             idle.total,
+            idle.charged,
             idle.writes,
         );
     }
@@ -372,8 +404,7 @@ async fn demo(
         all.insert(rec.candidate.clone(), CandidateSummary::of(&rec, None));
     }
     let full = stack.state().request_log().await;
-    let before_idle = full.len();
-    let options = WaveOptions {
+    let options = || WaveOptions {
         claimant: claimant.clone(),
         engine: sandbox_engine(owner_run),
         plan: demo_plan(),
@@ -384,8 +415,14 @@ async fn demo(
         cache: None,
         stop: None,
     };
+    // The idle figure is a pass with nothing new to do: the first pass after
+    // the candidates finished still reads what their last steps changed, so
+    // the second one is measured.
+    let mut before_idle = full.len();
     if args.stats {
-        run_wave(forge, journal.as_ref(), registry, baseline, None, options).await?;
+        run_wave(forge, journal.as_ref(), registry, baseline, None, options()).await?;
+        before_idle = stack.state().request_log().await.len();
+        run_wave(forge, journal.as_ref(), registry, baseline, None, options()).await?;
     }
     let after = stack.state().request_log().await;
     let validated = all
@@ -399,5 +436,12 @@ async fn demo(
     );
     let mut candidates: Vec<CandidateSummary> = all.into_values().collect();
     candidates.sort_by(|a, b| a.family.cmp(&b.family));
-    Ok((DemoReport { candidates, waves }, figures))
+    Ok((
+        DemoReport {
+            candidates,
+            waves,
+            requests: None,
+        },
+        figures,
+    ))
 }

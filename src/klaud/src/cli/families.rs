@@ -7,6 +7,7 @@ use klaud_planner::repo::{Family, Repository};
 use serde_json::json;
 
 use super::CliError;
+use crate::config::Config;
 
 /// Arguments of `klaud families`.
 #[derive(Debug, clap::Args)]
@@ -14,6 +15,9 @@ pub struct Args {
     /// Path of the benchmark repository checkout.
     #[arg(long, value_name = "PATH", default_value = ".")]
     repo: PathBuf,
+    /// Configuration file (`klaud.toml`), for `[[recipe_roots]]`.
+    #[arg(long, value_name = "FILE", env = "KLAUD_CONFIG")]
+    config: Option<PathBuf>,
     /// Print a JSON array instead of a table.
     #[arg(long)]
     json: bool,
@@ -21,7 +25,11 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let repository = Repository::open(&args.repo)?;
+    let config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    let repository = Repository::open_with(&args.repo, &config.repo_options())?;
     for warning in repository.warnings() {
         tracing::debug!(%warning, "repository warning");
     }
@@ -35,22 +43,35 @@ pub fn run(args: Args) -> Result<(), CliError> {
         text.push('\n');
         super::emit(&text);
     } else {
-        let rows: Vec<[String; 4]> = repository
+        let rows: Vec<[String; 6]> = repository
             .families()
             .iter()
             .map(|f| {
+                let in_repo = f.recipes.iter().filter(|r| r.in_repository).count();
+                let missing = f.recipes.iter().filter(|r| r.missing).count();
                 [
                     f.family.clone(),
                     f.id.clone(),
                     f.image().to_string(),
                     f.platform.to_string(),
+                    match (f.recipes.len(), missing) {
+                        (0, _) => "-".to_owned(),
+                        (all, 0) => format!("{in_repo}/{all}"),
+                        (all, missing) => format!("{in_repo}/{all}, {missing} missing"),
+                    },
+                    group_cell(&repository, &f.family),
                 ]
             })
             .collect();
-        print_table(&["FAMILY", "ID", "IMAGE", "PLATFORM"], &rows);
+        print_table(
+            &["FAMILY", "ID", "IMAGE", "PLATFORM", "RECIPES", "GROUP"],
+            &rows,
+        );
+        super::emit(&render_groups(&repository));
         eprintln!(
-            "{} families, {} warnings (see --json or RUST_LOG=debug)",
+            "{} families, {} groups, {} warnings (see --json or RUST_LOG=debug)",
             rows.len(),
+            repository.groups().len(),
             repository.warnings().len()
         );
     }
@@ -63,9 +84,14 @@ fn family_json(repository: &Repository, family: &Family) -> Result<serde_json::V
         .iter()
         .map(|recipe| {
             Ok(json!({
+                "variable": recipe.variable,
                 "setting": recipe.setting,
+                "selector": recipe.selector,
                 "path": recipe.path,
                 "in_repository": recipe.in_repository,
+                "missing": recipe.missing,
+                "root": recipe.root,
+                "line": recipe.line,
                 "images": repository.recipe_images(recipe)?,
             }))
         })
@@ -83,7 +109,52 @@ fn family_json(repository: &Repository, family: &Family) -> Result<serde_json::V
         "framework": family.entry.framework,
         "multinode": family.entry.multinode,
         "recipes": recipes,
+        "group": repository.group_of(&family.family),
     }))
+}
+
+/// The GROUP cell: the other members' keys, and `mixed images` when they
+/// cannot be bumped together.
+fn group_cell(repository: &Repository, family: &str) -> String {
+    match repository.group_of(family) {
+        None => "-".to_owned(),
+        Some(group) => {
+            let others: Vec<&str> = group
+                .families
+                .iter()
+                .zip(&group.keys)
+                .filter(|(f, _)| *f != family)
+                .map(|(_, k)| k.as_str())
+                .collect();
+            let mixed = if group.same_image {
+                ""
+            } else {
+                " (mixed images)"
+            };
+            format!("with {}{mixed}", others.join(", "))
+        }
+    }
+}
+
+/// One paragraph per group: members, shared recipes and what a bump does.
+pub fn render_groups(repository: &Repository) -> String {
+    let mut out = String::new();
+    for group in repository.groups() {
+        out.push_str(&format!(
+            "\ngroup {} ({} shared recipe(s)): {}\n",
+            group.keys.join(" + "),
+            group.shared_recipes.len(),
+            if group.same_image {
+                "bumped together in one commit"
+            } else {
+                "members run different images; align them (klaud bump --align) before they can be bumped"
+            }
+        ));
+        for (key, image) in group.keys.iter().zip(&group.images) {
+            out.push_str(&format!("  {key}  {image}\n"));
+        }
+    }
+    out
 }
 
 /// Prints rows under a header, columns padded to their widest cell.

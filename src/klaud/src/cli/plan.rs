@@ -43,7 +43,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
-    let repository = Repository::open(&args.repo)?;
+    let repository = Repository::open_with(&args.repo, &config.repo_options())?;
     // Credentials may also come from KLAUD_REGISTRY_<HOST>_USERNAME/_PASSWORD
     // for any registry the repository's images live on.
     let hosts: std::collections::BTreeSet<String> = repository
@@ -91,11 +91,22 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
 
     if args.json {
-        let mut text = serde_json::to_string_pretty(&report).map_err(anyhow::Error::from)?;
+        // Groups come from the repository, not the registry plan: added
+        // beside the report's own fields.
+        let mut value = serde_json::to_value(&report).map_err(anyhow::Error::from)?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert(
+                "groups".to_owned(),
+                serde_json::to_value(repository.groups()).map_err(anyhow::Error::from)?,
+            );
+        }
+        let mut text = serde_json::to_string_pretty(&value).map_err(anyhow::Error::from)?;
         text.push('\n');
         super::emit(&text);
     } else {
-        super::emit(&render(&report));
+        let mut text = render(&report);
+        text.push_str(&super::families::render_groups(&repository));
+        super::emit(&text);
     }
     if args.stats {
         eprint!("{}", stats(&report));
