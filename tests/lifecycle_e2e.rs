@@ -1106,9 +1106,13 @@ async fn one_shot_waves_with_empty_journals_carry_a_candidate_to_its_outcome() {
     }
     let (waves, c) = outcome.expect("the candidate finished within 40 waves");
     assert_eq!(c.outcome.as_deref(), Some("validated"), "{c:#?}");
+    // `waves` counts from 0: at least one resume with an empty journal.
+    // How many more depends on how fast the CI simulator finishes a run
+    // relative to a wave's reads, which this test does not control.
     assert!(
-        waves >= 2,
-        "it took {waves} waves: the test must span several"
+        waves >= 1,
+        "it took {} wave(s): the test must span several",
+        waves + 1
     );
     let branch = format!("klaud/auto-{}", c.candidate);
     let pulls = env.pulls(&branch).await;
