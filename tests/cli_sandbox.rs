@@ -48,6 +48,10 @@ async fn sandbox_prints_its_endpoints_and_serves_the_seeded_repository() {
     let info: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(info["repo"], "sandbox/benchmarks");
     assert!(info["registry"].is_null());
+    assert!(
+        info["workflows"].is_null(),
+        "no workflow files, built-in CI"
+    );
     let api = info["github_api"].as_str().unwrap();
     assert!(api.starts_with("http://127.0.0.1:"));
     let http = reqwest::Client::new();
@@ -94,6 +98,75 @@ async fn sandbox_prints_its_endpoints_and_serves_the_seeded_repository() {
         .await
         .unwrap();
     assert!(!log.contains(info["bot_token"].as_str().unwrap()));
+}
+
+#[tokio::test]
+async fn sandbox_takes_its_ci_behaviour_from_seeded_workflow_files() {
+    let seed = tempfile::tempdir().unwrap();
+    let workflows = seed.path().join(".github/workflows");
+    std::fs::create_dir_all(&workflows).unwrap();
+    std::fs::write(seed.path().join("README.md"), "# seeded\n").unwrap();
+    std::fs::write(
+        workflows.join("smoke.yml"),
+        "name: Smoke\nrun-name: Smoke - ${{ inputs.test-name }}\non:\n  workflow_dispatch:\n    inputs:\n      test-name: {type: string, required: true}\njobs:\n  run:\n    runs-on: ubuntu-latest\n    steps: [{run: echo}]\n",
+    )
+    .unwrap();
+    let mut child = Child(
+        Command::new(env!("CARGO_BIN_EXE_klaud"))
+            .args(["sandbox", "--seed", seed.path().to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.0.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    let info: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(info["workflows"], serde_json::json!(["smoke.yml"]));
+    let api = info["github_api"].as_str().unwrap();
+    let token = info["bot_token"].as_str().unwrap();
+    let http = reqwest::Client::new();
+    let listed: Value = http
+        .get(format!("{api}/repos/sandbox/benchmarks/actions/workflows"))
+        .bearer_auth(token)
+        .header("user-agent", "klaud-test")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let names: Vec<&str> = listed["workflows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Smoke"]);
+    let refused = http
+        .post(format!(
+            "{api}/repos/sandbox/benchmarks/actions/workflows/smoke.yml/dispatches"
+        ))
+        .bearer_auth(token)
+        .header("user-agent", "klaud-test")
+        .json(
+            &serde_json::json!({"ref": "main", "inputs": {"test-name": "t", "klaud-run": "true"}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 422);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        body["message"],
+        r#"Unexpected inputs provided: ["klaud-run"]"#
+    );
 }
 
 #[tokio::test]

@@ -4,7 +4,8 @@
 //! It copies what GitHub, GitHub Actions and a registry do (their docs, the
 //! OCI spec, the seeded repository's own files), never what Klaud happens to
 //! send. It must never depend on Klaud's lifecycle, claims or GitHub crates:
-//! only on `klaud-planner` to read the seeded repository's files. No
+//! only on `klaud-planner` to read the seeded repository's files and
+//! `klaud-workflows` to read its Actions workflow files. No
 //! production crate depends on it; the binary reaches it only through the
 //! `sandbox` cargo feature (`klaud demo`, `klaud sandbox`).
 

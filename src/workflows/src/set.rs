@@ -40,6 +40,32 @@ impl WorkflowSet {
         Ok(Self { texts, workflows })
     }
 
+    /// Like [`WorkflowSet::parse`], but a file that does not parse is left
+    /// out and reported instead, as GitHub runs the other workflows of a
+    /// repository when one file is broken.
+    pub fn parse_lenient<I, N, T>(files: I) -> (Self, Vec<WorkflowError>)
+    where
+        I: IntoIterator<Item = (N, T)>,
+        N: AsRef<str>,
+        T: Into<String>,
+    {
+        let mut set = Self {
+            texts: BTreeMap::new(),
+            workflows: BTreeMap::new(),
+        };
+        let mut errors = Vec::new();
+        for (name, text) in files {
+            match Self::parse([(name, text)]) {
+                Ok(one) => {
+                    set.texts.extend(one.texts);
+                    set.workflows.extend(one.workflows);
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        (set, errors)
+    }
+
     /// File names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.workflows.keys().map(String::as_str)
@@ -110,5 +136,11 @@ mod tests {
         assert!(set.get(".github/workflows/t.yml").is_some());
         let err = WorkflowSet::parse([("bad.yml", "jobs: [")]).unwrap_err();
         assert_eq!(err.file, "bad.yml");
+        let (set, errors) = WorkflowSet::parse_lenient([
+            ("bad.yml", "jobs: ["),
+            ("ok.yml", "on: push\njobs: {}\n"),
+        ]);
+        assert_eq!(set.names().collect::<Vec<_>>(), ["ok.yml"]);
+        assert_eq!(errors.len(), 1);
     }
 }

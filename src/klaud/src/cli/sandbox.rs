@@ -4,6 +4,8 @@
 //! (the InferenceX public API shape, from the seeded families), the OCI
 //! registry simulator with `--registry-seed`, and with `--ci SCRIPT` the CI
 //! simulator, which runs dispatched and label-triggered workflows by itself.
+//! When the seed has `.github/workflows/*.yml`, those files decide which runs
+//! exist (and the JSON line lists them as `"workflows"`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -176,7 +178,8 @@ async fn serve(
     let baseline_task =
         tokio::spawn(async move { axum::serve(baseline_listener, baseline_app).await });
     let ci = script.map(|s| CiSim::spawn(state.clone(), s));
-    let line = serde_json::json!({
+    let workflows = state.workflow_files(&args.repo).await;
+    let mut line = serde_json::json!({
         "github_api": api,
         "registry": registry_url,
         "baseline_api": baseline_url,
@@ -187,6 +190,10 @@ async fn serve(
         "maintainer_token": maintainer_token,
         "reader_token": reader_token,
     });
+    // The CI behaviour comes from the seeded workflow files when there are any.
+    if !workflows.is_empty() {
+        line["workflows"] = serde_json::json!(workflows);
+    }
     println!("{line}");
     tokio::select! {
         r = serve_github(listener, state) => r.context("serving the GitHub simulator")?,

@@ -20,6 +20,14 @@
 //! Runs of other workflows are left alone. A queued run moves to
 //! `in_progress` on the next poll and concludes when its step says.
 //!
+//! Whether, when and under which title a run exists is the GitHub
+//! simulator's business: from the seeded repository's `.github/workflows/`
+//! when it has them (`github::workflows`: triggers, `run-name`, dispatch
+//! validation, job conditions, concurrency, run heads), else its built-in
+//! InferenceX triggers. A dispatched smoke run's head is the tip of the
+//! dispatched branch; the code it benchmarks is `inputs.ref` when given, as
+//! the real workflow checks that out.
+//!
 //! # Script file (TOML)
 //!
 //! ```toml

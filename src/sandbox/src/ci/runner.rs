@@ -126,7 +126,18 @@ impl Runner {
                     // Other workflows are left to whoever drives them.
                     _ => continue,
                 };
-                let head_sha = run.head_sha.clone();
+                // The smoke workflow checks out `inputs.ref` when given: its
+                // run head is the tip of the dispatched branch, not the code.
+                let head_sha = match kind {
+                    RunKind::Smoke => run
+                        .inputs
+                        .get("ref")
+                        .and_then(Value::as_str)
+                        .filter(|s| !s.is_empty())
+                        .and_then(|s| r.resolve(s))
+                        .unwrap_or_else(|| run.head_sha.clone()),
+                    RunKind::Sweep => run.head_sha.clone(),
+                };
                 let prefix = project_prefix(r, &head_sha);
                 let head_masters = masters_at(r, &head_sha, &prefix);
                 let head_changelog = text_at(r, &head_sha, &format!("{prefix}{CHANGELOG}"));

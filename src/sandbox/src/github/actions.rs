@@ -93,6 +93,21 @@ pub async fn dispatch(
         .or_else(|| r.refs.get(&format!("refs/tags/{branch}")))
         .cloned()
         .ok_or_else(|| ApiError::unprocessable(&format!("No ref found for: {}", body.git_ref)))?;
+    let file = w.path.rsplit('/').next().unwrap_or_default().to_string();
+    if let Some(run_id) = super::workflows::dispatch_event(
+        &mut m,
+        &owner,
+        &repo,
+        &file,
+        &branch,
+        &branch_sha,
+        &body.inputs,
+        &login,
+    )? {
+        let url = m.repo_url(&owner, &repo);
+        return Ok(dispatch_answer(&m, &url, run_id, body.return_run_details));
+    }
+    let r = m.repo(&owner, &repo)?;
     let head_sha = body
         .inputs
         .get("ref")
@@ -125,18 +140,25 @@ pub async fn dispatch(
         updated_at: now,
         run_started_at: now,
         job_id,
+        concurrency_group: None,
     };
     let url = m.repo_url(&owner, &repo);
     m.repo_mut(&owner, &repo)?.runs.insert(run_id, run);
-    if body.return_run_details {
-        return Ok(Json(json!({
+    Ok(dispatch_answer(&m, &url, run_id, body.return_run_details))
+}
+
+/// GitHub's answer to an accepted dispatch: 204, or the run's ids when
+/// `return_run_details` was asked for.
+fn dispatch_answer(m: &Model, url: &str, run_id: u64, details: bool) -> Response {
+    if details {
+        return Json(json!({
             "workflow_run_id": run_id,
             "run_url": format!("{url}/actions/runs/{run_id}"),
-            "html_url": format!("{}/actions/runs/{run_id}", m.html_base(&url)),
+            "html_url": format!("{}/actions/runs/{run_id}", m.html_base(url)),
         }))
-        .into_response());
+        .into_response();
     }
-    Ok(StatusCode::NO_CONTENT.into_response())
+    StatusCode::NO_CONTENT.into_response()
 }
 
 /// Starts the final-sweep run for a labelled PR when its head changes the
@@ -197,6 +219,7 @@ pub fn start_sweep_run(
         updated_at: now,
         run_started_at: now,
         job_id,
+        concurrency_group: None,
     };
     m.repo_mut(owner, repo)?.runs.insert(run_id, run);
     Ok(())

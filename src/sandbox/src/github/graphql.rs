@@ -94,12 +94,23 @@ pub async fn graphql(
     if !p.open {
         return Ok(gql_error("Pull request is closed", Some("UNPROCESSABLE")));
     }
+    let changed = p.draft != draft;
     p.draft = draft;
     p.updated_at = Utc::now();
-    Ok(Json(json!({"data": {field: {"pullRequest": {
+    let answer = Json(json!({"data": {field: {"pullRequest": {
         "id": node, "number": p.number, "isDraft": p.draft,
     }}}}))
-    .into_response())
+    .into_response();
+    if changed {
+        let (owner, name) = (r.owner.clone(), r.name.clone());
+        let action = if draft {
+            "converted_to_draft"
+        } else {
+            "ready_for_review"
+        };
+        super::workflows::pull_request_event(&mut m, &owner, &name, number, action, None, &login)?;
+    }
+    Ok(answer)
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
-//! Labels on issues and pull requests. Adding a label to a pull request that
-//! changes `perf-changelog.yaml` starts a `pull_request` run of
+//! Labels on issues and pull requests. Each added or removed label of a pull
+//! request is a `labeled` / `unlabeled` event for the repository's workflow
+//! files (`workflows`). Without workflow files, adding a label to a pull
+//! request that changes `perf-changelog.yaml` starts a `pull_request` run of
 //! `run-sweep.yml`, like the InferenceX workflow trigger.
 
 use axum::Json;
@@ -11,6 +13,7 @@ use serde_json::Value;
 use super::actions::start_sweep_run;
 use super::http::{ApiError, Caller};
 use super::state::{GithubState, LabelDef, Model};
+use super::workflows;
 
 /// Both shapes GitHub accepts: `{"labels": [...]}` and a bare array.
 #[derive(Deserialize)]
@@ -55,13 +58,13 @@ fn add_labels(
     repo: &str,
     number: u64,
     names: Vec<String>,
-) -> Result<bool, ApiError> {
+) -> Result<Vec<String>, ApiError> {
     let ids: Vec<u64> = names.iter().map(|_| m.id()).collect();
     let r = m.repo_mut(owner, repo)?;
     if !r.pulls.contains_key(&number) {
         return Err(ApiError::not_found());
     }
-    let mut added = false;
+    let mut added = Vec::new();
     for (name, id) in names.into_iter().zip(ids) {
         let name = name.trim().to_string();
         if name.is_empty() || name.chars().count() > 100 {
@@ -82,11 +85,31 @@ fn add_labels(
             .clone();
         let p = r.pulls.get_mut(&number).ok_or_else(ApiError::not_found)?;
         if !p.labels.iter().any(|l| l.eq_ignore_ascii_case(&canonical)) {
-            p.labels.push(canonical);
-            added = true;
+            p.labels.push(canonical.clone());
+            added.push(canonical);
         }
     }
     Ok(added)
+}
+
+/// GitHub sends one `labeled` event per added label; without workflow files
+/// the built-in sweep trigger starts one run for the request.
+fn labeled(
+    m: &mut Model,
+    owner: &str,
+    repo: &str,
+    number: u64,
+    added: &[String],
+    login: &str,
+) -> Result<(), ApiError> {
+    for label in added {
+        if workflows::pull_request_event(m, owner, repo, number, "labeled", Some(label), login)?
+            .is_none()
+        {
+            return start_sweep_run(m, owner, repo, number, login);
+        }
+    }
+    Ok(())
 }
 
 pub async fn add(
@@ -98,9 +121,8 @@ pub async fn add(
     let login = caller.require()?.to_string();
     let number = parse_number(&number)?;
     let mut m = st.lock().await;
-    if add_labels(&mut m, &owner, &repo, number, body.names())? {
-        start_sweep_run(&mut m, &owner, &repo, number, &login)?;
-    }
+    let added = add_labels(&mut m, &owner, &repo, number, body.names())?;
+    labeled(&mut m, &owner, &repo, number, &added, &login)?;
     labels_of(&m, &owner, &repo, number)
 }
 
@@ -119,9 +141,8 @@ pub async fn set(
         .ok_or_else(ApiError::not_found)?
         .labels
         .clear();
-    if add_labels(&mut m, &owner, &repo, number, body.names())? {
-        start_sweep_run(&mut m, &owner, &repo, number, &login)?;
-    }
+    let added = add_labels(&mut m, &owner, &repo, number, body.names())?;
+    labeled(&mut m, &owner, &repo, number, &added, &login)?;
     labels_of(&m, &owner, &repo, number)
 }
 
@@ -142,6 +163,7 @@ pub async fn clear(
 
 pub async fn remove(
     State(st): State<GithubState>,
+    caller: Caller,
     Path((owner, repo, number, name)): Path<(String, String, String, String)>,
 ) -> Result<Response, ApiError> {
     let number = parse_number(&number)?;
@@ -151,13 +173,29 @@ pub async fn remove(
         .pulls
         .get_mut(&number)
         .ok_or_else(ApiError::not_found)?;
-    let before = p.labels.len();
-    p.labels.retain(|l| !l.eq_ignore_ascii_case(&name));
-    if p.labels.len() == before {
+    let Some(removed) = p
+        .labels
+        .iter()
+        .find(|l| l.eq_ignore_ascii_case(&name))
+        .cloned()
+    else {
         return Err(ApiError::new(
             axum::http::StatusCode::NOT_FOUND,
             "Label does not exist",
         ));
+    };
+    p.labels.retain(|l| !l.eq_ignore_ascii_case(&name));
+    if let Some(login) = caller.login() {
+        let login = login.to_string();
+        workflows::pull_request_event(
+            &mut m,
+            &owner,
+            &repo,
+            number,
+            "unlabeled",
+            Some(&removed),
+            &login,
+        )?;
     }
     labels_of(&m, &owner, &repo, number)
 }

@@ -19,6 +19,7 @@ mod pulls;
 mod refs;
 pub mod state;
 mod users;
+mod workflows;
 
 use std::net::SocketAddr;
 use std::time::Duration;

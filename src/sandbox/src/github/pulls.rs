@@ -101,7 +101,9 @@ pub async fn create(
         updated_at: now,
         closed_at: None,
     };
+    let sender = pull.user.clone();
     r.pulls.insert(number, pull);
+    super::workflows::pull_request_event(&mut m, &owner, &repo, number, "opened", None, &sender)?;
     let r = m.repo(&owner, &repo)?;
     let p = r.pulls.get(&number).ok_or_else(ApiError::not_found)?;
     Ok((StatusCode::CREATED, Json(m.pull_json(r, p))).into_response())

@@ -10,7 +10,7 @@ use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{ApiError, FullUri, paginate};
+use super::http::{ApiError, Caller, FullUri, paginate};
 use super::state::{GithubState, Model, Repo};
 
 fn ref_json(m: &Model, r: &Repo, name: &str, sha: &str) -> Value {
@@ -81,8 +81,44 @@ pub struct CreateRef {
     sha: String,
 }
 
+/// A branch moved from `before` (`None` when created) to `after`: the
+/// `push` and, for open PRs from that branch, `synchronize` events of the
+/// repository's workflow files.
+fn branch_moved(
+    m: &mut Model,
+    owner: &str,
+    repo: &str,
+    full: &str,
+    before: Option<&str>,
+    after: &str,
+    sender: &str,
+) -> Result<(), ApiError> {
+    let Some(branch) = full.strip_prefix("refs/heads/") else {
+        return Ok(());
+    };
+    let r = m.repo(owner, repo)?;
+    let default_branch = r.default_branch == branch;
+    let pulls: Vec<u64> = r
+        .pulls
+        .values()
+        .filter(|p| p.open && p.head_ref == branch)
+        .map(|p| p.number)
+        .collect();
+    if default_branch {
+        super::workflows::register_files(m, owner, repo, after)?;
+    }
+    if let Some(before) = before {
+        super::workflows::push_event(m, owner, repo, full, before, after, sender)?;
+    }
+    for number in pulls {
+        super::workflows::pull_request_event(m, owner, repo, number, "synchronize", None, sender)?;
+    }
+    Ok(())
+}
+
 pub async fn create_ref(
     State(st): State<GithubState>,
+    caller: Caller,
     Path((owner, repo)): Path<(String, String)>,
     Json(body): Json<CreateRef>,
 ) -> Result<Response, ApiError> {
@@ -101,6 +137,8 @@ pub async fn create_ref(
         return Err(ApiError::unprocessable("Reference already exists"));
     }
     r.set_ref(&body.name, &body.sha);
+    let sender = caller.login().unwrap_or("web-flow").to_string();
+    branch_moved(&mut m, &owner, &repo, &body.name, None, &body.sha, &sender)?;
     let r = m.repo(&owner, &repo)?;
     Ok((
         StatusCode::CREATED,
@@ -118,6 +156,7 @@ pub struct UpdateRef {
 
 pub async fn update_ref(
     State(st): State<GithubState>,
+    caller: Caller,
     Path((owner, repo, name)): Path<(String, String, String)>,
     Json(body): Json<UpdateRef>,
 ) -> Result<Response, ApiError> {
@@ -136,6 +175,18 @@ pub async fn update_ref(
         return Err(ApiError::unprocessable("Update is not a fast forward"));
     }
     r.set_ref(&full, &body.sha);
+    if current != body.sha {
+        let sender = caller.login().unwrap_or("web-flow").to_string();
+        branch_moved(
+            &mut m,
+            &owner,
+            &repo,
+            &full,
+            Some(&current),
+            &body.sha,
+            &sender,
+        )?;
+    }
     let r = m.repo(&owner, &repo)?;
     Ok(Json(ref_json(&m, r, &full, &body.sha)).into_response())
 }

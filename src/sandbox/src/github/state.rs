@@ -152,6 +152,8 @@ pub struct Run {
     pub updated_at: DateTime<Utc>,
     pub run_started_at: DateTime<Utc>,
     pub job_id: u64,
+    /// The run's concurrency group, from its workflow file.
+    pub concurrency_group: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -260,6 +262,8 @@ pub struct Model {
     pub content_limit_per_minute: Option<u32>,
     /// Times (unix seconds) of recent content-creating requests per token.
     pub content_writes: HashMap<String, std::collections::VecDeque<i64>>,
+    /// Parsed workflow folders by tree sha (see `workflows::set_at`).
+    pub workflow_sets: HashMap<String, std::sync::Arc<klaud_workflows::WorkflowSet>>,
 }
 
 fn key(owner: &str, repo: &str) -> String {
@@ -649,6 +653,7 @@ impl GithubState {
                 run_details_supported: true,
                 content_limit_per_minute: None,
                 content_writes: HashMap::new(),
+                workflow_sets: HashMap::new(),
             })),
         }
     }
@@ -875,12 +880,41 @@ impl GithubState {
         let tree = r.objects.build_tree(&flat);
         let sha = r.objects.put_commit(CommitObj {
             tree,
-            parents: parent.into_iter().collect(),
+            parents: parent.iter().cloned().collect(),
             author: sig.clone(),
             committer: sig,
             message: message.to_string(),
         });
         r.set_ref(&full_ref, &sha);
+        let default_branch = r.default_branch == branch;
+        let pulls: Vec<u64> = r
+            .pulls
+            .values()
+            .filter(|p| p.open && p.head_ref == branch)
+            .map(|p| p.number)
+            .collect();
+        let (owner, name) = full.split_once('/').unwrap_or((full, ""));
+        let sender = login.unwrap_or("web-flow").to_string();
+        let sim = |e: ApiError| SimError::Invalid(e.message);
+        if default_branch {
+            super::workflows::register_files(&mut m, owner, name, &sha).map_err(sim)?;
+        }
+        if let Some(before) = &parent {
+            super::workflows::push_event(&mut m, owner, name, &full_ref, before, &sha, &sender)
+                .map_err(sim)?;
+        }
+        for number in pulls {
+            super::workflows::pull_request_event(
+                &mut m,
+                owner,
+                name,
+                number,
+                "synchronize",
+                None,
+                &sender,
+            )
+            .map_err(sim)?;
+        }
         Ok(sha)
     }
 
@@ -899,6 +933,26 @@ impl GithubState {
             .collaborators
             .insert(login.to_ascii_lowercase(), perm);
         Ok(())
+    }
+
+    /// The workflow files (`.github/workflows/*.yml`, by file name) at the tip
+    /// of the default branch that parse; empty when the repository has none
+    /// (then the simulator keeps its built-in InferenceX behaviour).
+    pub async fn workflow_files(&self, full: &str) -> Vec<String> {
+        let mut m = self.lock().await;
+        let Some((owner, name)) = full.split_once('/') else {
+            return Vec::new();
+        };
+        let Some(tip) = m
+            .repo(owner, name)
+            .ok()
+            .and_then(|r| r.resolve(&r.default_branch))
+        else {
+            return Vec::new();
+        };
+        super::workflows::set_at(&mut m, owner, name, &tip)
+            .map(|set| set.names().map(str::to_string).collect())
+            .unwrap_or_default()
     }
 
     /// Registers a workflow file (e.g. `.github/workflows/x.yml`) and returns its id.
