@@ -281,7 +281,10 @@ pub(crate) async fn assert_validated(env: &Env, target: &Target, rec: &Candidate
     // The head carries the bump and the changelog entry.
     let changelog = env
         .forge
-        .get_contents("perf-changelog.yaml", &pull.head_sha)
+        .get_contents(
+            &format!("{}perf-changelog.yaml", env.repository.prefix()),
+            &pull.head_sha,
+        )
         .await
         .expect("read")
         .expect("exists");
@@ -293,7 +296,10 @@ pub(crate) async fn assert_validated(env: &Env, target: &Target, rec: &Candidate
     assert!(text.ends_with('\n') && !text.ends_with("\n\n"));
     let master = env
         .forge
-        .get_contents("configs/nvidia-master.yaml", &pull.head_sha)
+        .get_contents(
+            &format!("{}configs/nvidia-master.yaml", env.repository.prefix()),
+            &pull.head_sha,
+        )
         .await
         .expect("read")
         .expect("exists");

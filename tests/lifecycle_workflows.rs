@@ -13,13 +13,14 @@ use klaud_sandbox::github::{Fault, FaultAction};
 use crate::lifecycle_e2e::{Env, VALIDATED_SCRIPT, assert_validated, env_seeded};
 use crate::support;
 
-/// The demo repository plus `workflows` (file name → text) in
-/// `.github/workflows/`, in a temporary directory.
-fn seed_with(files: &[(String, Vec<u8>)]) -> tempfile::TempDir {
+/// The demo repository (under `project`, e.g. `inferencex-e2e/`, or at the
+/// root) plus `workflows` (file name → text) in `.github/workflows/`, in a
+/// temporary directory.
+fn seed_in(project: &str, files: &[(String, Vec<u8>)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     support::copy_tree(
         &Path::new(support::REPO_ROOT).join("configs/demo"),
-        dir.path(),
+        &dir.path().join(project),
     );
     let wf = dir.path().join(".github/workflows");
     std::fs::create_dir_all(&wf).expect("workflows dir");
@@ -29,7 +30,14 @@ fn seed_with(files: &[(String, Vec<u8>)]) -> tempfile::TempDir {
     dir
 }
 
+fn seed_with(files: &[(String, Vec<u8>)]) -> tempfile::TempDir {
+    seed_in("", files)
+}
+
 /// The seed with one real workflow version, or `None` (skipped loudly).
+/// The newer InferenceX keeps its project under `inferencex-e2e/` (its
+/// sweep triggers on `inferencex-e2e/perf-changelog.yaml`), the older one at
+/// the root.
 fn real_seed(version: &str) -> Option<tempfile::TempDir> {
     let from = support::inferencex_workflows(version)?;
     let mut files = Vec::new();
@@ -40,7 +48,12 @@ fn real_seed(version: &str) -> Option<tempfile::TempDir> {
             files.push((name, std::fs::read(entry.path()).expect("read")));
         }
     }
-    Some(seed_with(&files))
+    let project = if version == "newer" {
+        "inferencex-e2e"
+    } else {
+        ""
+    };
+    Some(seed_in(project, &files))
 }
 
 /// Request-log positions of the first ready-for-review mutation and of the
@@ -159,7 +172,7 @@ async fn a_rerun_answered_502_counts_only_once_github_shows_the_attempt() {
     let script = r#"
 [families."*"]
 smoke = ["success"]
-sweep = ["infra:timed_out", "success"]
+sweep = ["infra:timed_out", "infra:timed_out", "success"]
 "#;
     let env = env_seeded(seed.path(), Some(script)).await;
     env.stack
@@ -178,17 +191,31 @@ sweep = ["infra:timed_out", "success"]
     let target = env.target("demo-fp4-b200-sglang").await;
     let rec = env.finish(&MemoryJournal::new(), &target).await;
     assert_validated(&env, &target, &rec).await;
+    // Every recorded attempt is one GitHub shows: the bound run's attempts
+    // 1, 2, … in order, the last one passed, and no phantom in between.
+    let statuses = sweeps(&rec);
+    assert!(statuses.len() >= 2, "{:?}", rec.attempts);
+    assert_eq!(statuses.last(), Some(&AttemptStatus::Passed));
+    let runs: Vec<_> = rec
+        .attempts
+        .iter()
+        .filter(|a| a.kind == AttemptKind::FinalSweep)
+        .filter_map(|a| a.run.clone())
+        .collect();
+    let numbers: Vec<u32> = runs.iter().map(|r| r.attempt).collect();
     assert_eq!(
-        sweeps(&rec),
-        [AttemptStatus::Failed, AttemptStatus::Passed],
-        "one infrastructure failure and one passing attempt: {:?}",
+        numbers,
+        (1..=numbers.len() as u32).collect::<Vec<_>>(),
+        "{:?}",
         rec.attempts
     );
+    let live = env.forge.get_run(runs[0].id).await.expect("run");
+    assert_eq!(numbers.len() as u64, live.run_attempt);
     let log = env.stack.state().request_log().await;
     assert_eq!(
         posts(&log, "/rerun"),
-        2,
-        "the refused request and the retry"
+        numbers.len(),
+        "one refused request, then one per new attempt"
     );
 }
 
