@@ -6,6 +6,16 @@
 //! `cargo bench -p klaud-planner --bench plan` (needs `docker-registry`, e.g.
 //! `apt-get install -y docker-registry`, and the shared fixtures beside the
 //! checkout). Set `KLAUD_BENCH_CONCURRENCY` to change the request bound.
+//!
+//! Scenarios (all by default; name some to run only those, e.g.
+//! `cargo bench -p klaud-planner --bench plan -- heldout scale`):
+//! - `fixtures`: the masters with one newer tag per track (cold and warm);
+//! - `heldout`: the masters with several newer tags per stale track in every
+//!   tag shape, every registry host mirrored and no Docker Hub API — checks
+//!   the proposed tag of every track against the newest one pushed, then
+//!   again with `hub.docker.com` mirrored to a port that never answers;
+//! - `scale`: 10,000 families over 500 repositories;
+//! - `families`: reading masters of 32k and 200k entries.
 
 use std::path::Path;
 use std::time::Instant;
@@ -16,7 +26,30 @@ use klaud_planner::registry::testkit::{LocalRegistry, Pusher, seed_repository};
 use klaud_planner::registry::{RegistryClient, RegistryConfig};
 use klaud_planner::repo::Repository;
 
+#[path = "plan/scenarios.rs"]
+mod scenarios;
+
 fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let want = |name: &str| args.is_empty() || args.iter().any(|a| a == name);
+    if want("fixtures") {
+        fixtures();
+    }
+    if want("heldout") {
+        scenarios::heldout();
+    }
+    if want("scale") {
+        scenarios::scale();
+    }
+    if want("families") {
+        scenarios::families();
+    }
+}
+
+fn fixtures() {
     let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/inferencex/full");
     if !full.is_dir() {
         eprintln!(
@@ -80,7 +113,7 @@ fn main() {
     }
 }
 
-fn print_figures(title: &str, report: &PlanReport, concurrency: usize) {
+pub(crate) fn print_figures(title: &str, report: &PlanReport, concurrency: usize) {
     let r = report.requests;
     let m = report.minimum;
     println!(
@@ -104,7 +137,7 @@ fn print_figures(title: &str, report: &PlanReport, concurrency: usize) {
     println!("  {:<14} {:>6} {:>8}", "total", r.total(), m.total());
 }
 
-fn peak_memory_kib() -> Option<u64> {
+pub(crate) fn peak_memory_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
         .lines()

@@ -3,11 +3,13 @@
 //!
 //! Request discipline: each upstream repository's tags are listed once per
 //! plan and each tag resolved once (the [`RegistrySession`] single-flights
-//! them), a current tag is only `HEAD`ed, and manifests and configs are
-//! fetched only for candidate tags — newest first, stopping at the first
-//! that qualifies.
+//! them), a current tag on a track is checked against that listing (only a
+//! digest-pinned or track-less one is `HEAD`ed), and manifests and configs
+//! are fetched only for candidate tags — newest first, stopping at the first
+//! that qualifies — and for tags whose order needs their creation time
+//! (read concurrently, cached by digest).
 
-use std::cmp::Reverse;
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -21,15 +23,28 @@ use crate::registry::{PlatformImage, RegistryError, RegistrySession, RequestCoun
 use crate::repo::{Family, Repository};
 use crate::tracks::{Track, TrackOrdering, TrackRule, commit_matches, track_for};
 
+/// How a clock is named in reasons.
+fn clock_name(clock: Clock) -> &'static str {
+    match clock {
+        Clock::TagText => "tag text",
+        Clock::RegistryPushTime => "registry push time",
+        Clock::CreatedLabel => "image created label",
+        Clock::ConfigCreated => "image config created",
+    }
+}
+
 /// Image labels that carry the upstream commit an image was built from.
 pub const REVISION_LABELS: &[&str] = &["org.opencontainers.image.revision", "ai.vllm.build.commit"];
 /// Label with the image's creation time.
 pub const CREATED_LABEL: &str = "org.opencontainers.image.created";
 /// Candidate tags examined at most per family (newest first) before giving up.
 const MAX_EXAMINED: usize = 12;
-/// On a push-ordered track without push times every matching tag needs its
-/// image config to be ordered; beyond this many the family is an error.
-const MAX_UNTIMED_TAGS: usize = 40;
+/// Default of [`PlanOptions::max_timed_tags`].
+pub const DEFAULT_MAX_TIMED_TAGS: usize = 2000;
+/// Families planned at once: enough to keep every repository's requests in
+/// flight, few enough that a 10,000-family plan does not hold every
+/// family's intermediate state at the same time.
+const FAMILIES_IN_FLIGHT: usize = 256;
 
 /// Whether a family needs a new image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord)]
@@ -48,7 +63,7 @@ pub enum Status {
 }
 
 /// Which clock ordered the tags or aged the candidate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Clock {
     /// The tag text itself (version, date or number).
@@ -136,6 +151,24 @@ pub struct PlanReport {
     pub minimum: RequestCounts,
     /// Wall time of the plan.
     pub elapsed_ms: u64,
+    /// What concerns the whole plan, said once rather than per family: a
+    /// registry host that is unreachable (its breaker is open), and until when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl PlanReport {
+    /// A plan of nothing (a pass that skips the registry).
+    pub fn empty() -> Self {
+        Self {
+            families: Vec::new(),
+            candidates: Vec::new(),
+            requests: RequestCounts::default(),
+            minimum: RequestCounts::default(),
+            elapsed_ms: 0,
+            notes: Vec::new(),
+        }
+    }
 }
 
 /// Proves that a release contains a nightly's commit, by asking the
@@ -188,6 +221,86 @@ pub struct PlanOptions<'a> {
     pub cooling_down: BTreeSet<String>,
     /// Called after each family is planned with (done, total).
     pub progress: Option<&'a (dyn Fn(usize, usize) + Sync)>,
+    /// Creation times by image digest, kept across plans (the daemon's
+    /// store); `None`: only the client's in-memory caches.
+    pub creation_times: Option<&'a dyn CreationTimes>,
+    /// Most tags of one track whose creation time is read to order it when
+    /// the registry offers no push times (each costs a `HEAD`, and once per
+    /// digest ever an index, manifest and config). Past it the family is an
+    /// error that says so. Default [`DEFAULT_MAX_TIMED_TAGS`].
+    pub max_timed_tags: usize,
+}
+
+/// An image's creation time, as cached by digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct CreationTime {
+    /// When the image was built.
+    pub time: DateTime<Utc>,
+    /// Which field said so ([`Clock::CreatedLabel`] or [`Clock::ConfigCreated`]).
+    pub clock: Clock,
+}
+
+/// A content-addressed cache of creation times: the key is an image (index
+/// or manifest) digest, so an entry never goes stale and a store may keep it
+/// forever. The time is that of the family's platform (or, lacking it, the
+/// first the image lists), so only that platform's manifest and config are
+/// read; `digest` is the index digest and `architecture` the platform's. Implemented in memory by
+/// [`MemoryCreationTimes`]; the daemon's store can implement it to survive
+/// restarts.
+pub trait CreationTimes: Send + Sync {
+    /// The cached time of the image `digest` for `architecture`.
+    fn get(&self, digest: &str, architecture: &str) -> Option<CreationTime>;
+    /// Remembers a time read from the registry.
+    fn put(&self, digest: &str, architecture: &str, time: CreationTime);
+}
+
+/// [`CreationTimes`] in memory, with hit and miss counts for benchmarks.
+#[derive(Debug, Default)]
+pub struct MemoryCreationTimes {
+    entries: std::sync::Mutex<std::collections::HashMap<String, CreationTime>>,
+    hits: std::sync::atomic::AtomicU64,
+    misses: std::sync::atomic::AtomicU64,
+}
+
+impl MemoryCreationTimes {
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// (hits, misses) so far.
+    pub fn hits_and_misses(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.hits.load(Relaxed), self.misses.load(Relaxed))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, CreationTime>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl CreationTimes for MemoryCreationTimes {
+    fn get(&self, digest: &str, architecture: &str) -> Option<CreationTime> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let found = self
+            .lock()
+            .get(&format!("{digest} {architecture}"))
+            .copied();
+        match found {
+            Some(_) => self.hits.fetch_add(1, Relaxed),
+            None => self.misses.fetch_add(1, Relaxed),
+        };
+        found
+    }
+
+    fn put(&self, digest: &str, architecture: &str, time: CreationTime) {
+        self.lock().insert(format!("{digest} {architecture}"), time);
+    }
 }
 
 impl PlanOptions<'_> {
@@ -204,38 +317,82 @@ impl PlanOptions<'_> {
             occupied: BTreeSet::new(),
             cooling_down: BTreeSet::new(),
             progress: None,
+            creation_times: None,
+            max_timed_tags: DEFAULT_MAX_TIMED_TAGS,
         }
     }
 }
 
 /// Plans every family of `repository` against the registries.
+///
+/// Families are planned grouped by image repository, a bounded number at
+/// a time, so several repositories are in flight at once while the
+/// intermediate state of at most [`FAMILIES_IN_FLIGHT`] families is held.
+/// Requests depend on the distinct repositories and tags, not on how many
+/// families share them (the session single-flights each lookup).
 pub async fn plan(
     repository: &Repository,
     session: &RegistrySession,
     options: &PlanOptions<'_>,
 ) -> PlanReport {
+    use futures::StreamExt as _;
+
     let started = Instant::now();
     let before = session.client().counts();
-    let total = repository.families().len();
+    let all = repository.families();
+    let total = all.len();
+    let mut order: Vec<usize> = (0..total).collect();
+    order.sort_by_cached_key(|&i| {
+        let image = all[i].image();
+        (image.registry().to_owned(), image.repository())
+    });
     let done = std::sync::atomic::AtomicUsize::new(0);
-    let families = join_all(repository.families().iter().map(|family| async {
-        let result = plan_family(family, session, options).await;
-        let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        if let Some(progress) = options.progress {
-            progress(finished, total);
-        }
-        result
-    }))
-    .await;
+    let done = &done;
+    let mut planned: Vec<Option<FamilyPlan>> = (0..total).map(|_| None).collect();
+    let mut results = futures::stream::iter(order)
+        .map(|i| async move {
+            let result = plan_family(&all[i], session, options).await;
+            let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            if let Some(progress) = options.progress {
+                progress(finished, total);
+            }
+            (i, result)
+        })
+        .buffer_unordered(FAMILIES_IN_FLIGHT);
+    while let Some((i, result)) = results.next().await {
+        planned[i] = Some(result);
+    }
+    drop(results);
+    let families: Vec<FamilyPlan> = planned.into_iter().flatten().collect();
     let candidates = select(&families, options);
     let after = session.client().counts();
     PlanReport {
         minimum: minimum_requests(repository, &families),
+        notes: breaker_notes(session),
         families,
         candidates,
         requests: subtract(after, before),
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     }
+}
+
+/// One line per registry host whose breaker is open.
+fn breaker_notes(session: &RegistrySession) -> Vec<String> {
+    session
+        .client()
+        .breaker_state()
+        .hosts
+        .into_iter()
+        .map(|trip| {
+            format!(
+                "registry host {} unreachable since {} ({}); not asked again before {}, families that need it say so",
+                trip.host,
+                trip.since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                trip.reason,
+                trip.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            )
+        })
+        .collect()
 }
 
 fn subtract(after: RequestCounts, before: RequestCounts) -> RequestCounts {
@@ -251,7 +408,7 @@ fn subtract(after: RequestCounts, before: RequestCounts) -> RequestCounts {
 }
 
 /// The request floor: every listed repository once, every distinct current
-/// tag once, and for every chosen candidate its `HEAD`, one index per
+/// tag without a track (or pinned by digest) once, and for every chosen candidate its `HEAD`, one index per
 /// distinct digest, and one platform manifest and one config per distinct
 /// digest and platform (families on other platforms need theirs).
 fn minimum_requests(repository: &Repository, families: &[FamilyPlan]) -> RequestCounts {
@@ -259,10 +416,13 @@ fn minimum_requests(repository: &Repository, families: &[FamilyPlan]) -> Request
     let mut heads = BTreeSet::new();
     for (family, plan) in repository.families().iter().zip(families) {
         let image = family.image();
-        if image.tag().is_some() {
+        // A family on a track learns from the listing whether its tag
+        // exists; a pinned one also HEADs it to see whether it moved.
+        let on_track = plan.track.is_some() && plan.status != Status::Error;
+        if image.tag().is_some() && (!on_track || image.digest().is_some()) {
             heads.insert(image.normalized_repository() + ":" + image.tag().unwrap_or_default());
         }
-        if plan.track.is_some() && plan.status != Status::Error {
+        if on_track {
             listed.insert(image.normalized_repository());
         }
     }
@@ -343,32 +503,53 @@ async fn examine(
     let track =
         track_for(&normalized_repository, &tag, &options.rules).map_err(|e| e.to_string())?;
 
-    // The current tag: HEAD only.
+    // The current tag. On a track its repository is listed anyway, and the
+    // listing says whether the tag still exists: a HEAD is needed only to
+    // see whether a pinned tag moved, or when nothing is listed.
+    let tags = match &track {
+        Some(_) => Some(
+            session
+                .list_tags(&work.host, &work.repository)
+                .await
+                .map_err(|e| short(&e))?,
+        ),
+        None => None,
+    };
     let mut pruned = false;
-    match session
-        .head_manifest(&work.host, &work.repository, &tag)
-        .await
-    {
-        Ok(head) => {
-            if let Some(pinned) = work.image.digest()
-                && pinned != head.digest
-            {
+    match &tags {
+        Some(tags) if work.image.digest().is_none() => {
+            if !tags.contains(&tag) {
+                pruned = true;
                 work.plan.reasons.push(format!(
-                    "tag {tag} moved: pinned {pinned}, the registry now serves {}; not bumped for that alone",
-                    head.digest
+                    "current tag {tag} is gone from the registry (pruned)"
                 ));
             }
         }
-        Err(err) if err.is_not_found() => {
-            pruned = true;
-            work.plan.reasons.push(format!(
-                "current tag {tag} is gone from the registry (pruned)"
-            ));
-        }
-        Err(err) => return Err(err.to_string()),
+        _ => match session
+            .head_manifest(&work.host, &work.repository, &tag)
+            .await
+        {
+            Ok(head) => {
+                if let Some(pinned) = work.image.digest()
+                    && pinned != head.digest
+                {
+                    work.plan.reasons.push(format!(
+                        "tag {tag} moved: pinned {pinned}, the registry now serves {}; not bumped for that alone",
+                        head.digest
+                    ));
+                }
+            }
+            Err(err) if err.is_not_found() => {
+                pruned = true;
+                work.plan.reasons.push(format!(
+                    "current tag {tag} is gone from the registry (pruned)"
+                ));
+            }
+            Err(err) => return Err(short(&err)),
+        },
     }
 
-    let Some(track) = track else {
+    let (Some(track), Some(tags)) = (track, tags) else {
         work.plan.status = Status::UnknownTrack;
         work.plan.reasons.push(format!(
             "tag {tag:?} has no recognisable order; bump it by hand or configure a track"
@@ -383,16 +564,13 @@ async fn examine(
         ));
     };
 
-    let tags = session
-        .list_tags(&work.host, &work.repository)
-        .await
-        .map_err(|e| e.to_string())?;
     let ordered = order_track(
         work,
         session,
+        options,
         &track,
         &tag,
-        current_position.key.as_ref(),
+        &current_position,
         pruned,
         &tags,
     )
@@ -408,19 +586,27 @@ async fn examine(
     }
     let chosen = match release {
         Some(candidate) => Some(candidate),
-        None => {
-            first_qualifying(
-                work,
-                session,
-                options,
-                &track,
-                &ordered.newer,
-                ordered.clock,
-                false,
-            )
-            .await?
-        }
+        None => first_qualifying(work, session, options, &track, &ordered.newer, false).await?,
     };
+    if chosen.is_none() && !pruned {
+        // Say what was compared: "up to date" without a reason cannot be
+        // told apart from a track that was never looked at.
+        let clock = clock_name(ordered.clock);
+        work.plan.reasons.push(match ordered.newer.first() {
+            None => format!(
+                "up to date: {tag} is the newest of {} tag(s) on track {} (by {clock})",
+                ordered.compared + 1,
+                track.name()
+            ),
+            Some(newest) => format!(
+                "up to date: {} newer tag(s) on track {} (newest {}, by {}) but none qualified",
+                ordered.newer.len(),
+                track.name(),
+                newest.tag,
+                clock_name(newest.clock)
+            ),
+        });
+    }
     work.plan.status = match (&chosen, pruned) {
         (_, true) => Status::StalePruned,
         (Some(_), false) => Status::StaleNewer,
@@ -435,19 +621,38 @@ async fn examine(
     Ok(())
 }
 
-struct OrderedTags {
-    /// Newer tags on the track, newest first, with their time when known.
-    newer: Vec<(String, Option<DateTime<Utc>>)>,
+/// A newer tag on the track, with its push or creation time when the
+/// ordering needed it, and the clock that put it there.
+struct NewerTag {
+    tag: String,
+    time: Option<DateTime<Utc>>,
     clock: Clock,
-    current_time: Option<DateTime<Utc>>,
 }
 
+struct OrderedTags {
+    /// Newer tags on the track, newest first.
+    newer: Vec<NewerTag>,
+    clock: Clock,
+    current_time: Option<DateTime<Utc>>,
+    /// Tags on the track besides the current one.
+    compared: usize,
+}
+
+/// Where a tag sits: its text key (with a year-less date's year filled
+/// in) and, when the track needs it, its push or creation time.
+type Place = (
+    Option<crate::tracks::SortKey>,
+    Option<(DateTime<Utc>, Clock)>,
+);
+
+#[allow(clippy::too_many_arguments)]
 async fn order_track(
     work: &mut FamilyWork<'_>,
     session: &RegistrySession,
+    options: &PlanOptions<'_>,
     track: &Track,
     current_tag: &str,
-    current_key: Option<&crate::tracks::SortKey>,
+    current_position: &crate::tracks::TagPosition,
     pruned: bool,
     tags: &[String],
 ) -> Result<OrderedTags, String> {
@@ -456,136 +661,279 @@ async fn order_track(
         .filter(|t| t.as_str() != current_tag)
         .filter_map(|t| track.matches(t).map(|p| (t, p)))
         .collect();
-    if track.ordering() != TrackOrdering::Pushed {
-        let current_key = current_key.ok_or("an ordered track gave the current tag no key")?;
+    let compared = on_track.len();
+    let pushed = track.ordering() == TrackOrdering::Pushed;
+    let every_tag_needs_time = pushed || track.needs_time_for_key();
+    if !every_tag_needs_time && !track.ties_by_time() {
+        let current_key = current_position
+            .key
+            .as_ref()
+            .ok_or("an ordered track gave the current tag no key")?;
         let mut newer: Vec<_> = on_track
             .into_iter()
             .filter_map(|(t, p)| p.key.filter(|k| k > current_key).map(|k| (k, t.clone())))
             .collect();
-        newer.sort_by(|a, b| b.0.cmp(&a.0));
-        let current_time = current_key.date.map(|d| d.and_utc());
+        newer.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         return Ok(OrderedTags {
-            newer: newer.into_iter().map(|(_, t)| (t, None)).collect(),
+            newer: newer
+                .into_iter()
+                .map(|(_, tag)| NewerTag {
+                    tag,
+                    time: None,
+                    clock: Clock::TagText,
+                })
+                .collect(),
             clock: Clock::TagText,
-            current_time,
+            current_time: current_key.date.map(|d| d.and_utc()),
+            compared,
         });
     }
 
-    // Push-ordered: Docker Hub's push times when the registry offers them.
-    // When the Hub API fails the images' creation times still order the
-    // track, so the family degrades instead of failing.
-    let push_times = match session.hub_push_times(&work.host, &work.repository).await {
-        Ok(times) => times,
-        Err(err) => {
-            work.plan.reasons.push(format!(
-                "Docker Hub push times unavailable ({err}); ordering by image creation time"
-            ));
-            None
-        }
-    };
-    if let Some(times) = push_times {
-        // A pruned current tag has no push time: every tag on the track is newer.
-        let current = times.get(current_tag).copied();
-        if current.is_none() && !pruned {
-            return Err(format!(
-                "Docker Hub has no push time for the current tag {current_tag}; cannot order the track"
-            ));
-        }
-        let mut newer: Vec<(String, Option<DateTime<Utc>>)> = on_track
-            .into_iter()
-            .filter_map(|(t, _)| {
-                times
-                    .get(t)
-                    .filter(|time| current.is_none_or(|c| **time > c))
-                    .map(|time| (t.clone(), Some(*time)))
-            })
-            .collect();
-        newer.sort_by_key(|(t, time)| (Reverse(*time), t.clone()));
-        return Ok(OrderedTags {
-            newer,
-            clock: Clock::RegistryPushTime,
-            current_time: current,
-        });
-    }
-
-    // No push times: the images' own creation times order the track, which
-    // costs a config read per tag — bounded.
-    if on_track.len() > MAX_UNTIMED_TAGS {
-        return Err(format!(
-            "{} tags on push-ordered track {} and the registry offers no push times; configure an ordered track",
-            on_track.len(),
-            track.name()
-        ));
-    }
-    let platform = work.family.platform;
-    let (current_time, mut clock) = if pruned {
-        (None, Clock::ConfigCreated)
+    // Which tags need a clock: all of them when the text alone cannot key
+    // them; otherwise only rebuilds that tie on the text key — with the
+    // current tag, or among the newest tags a plan would examine.
+    let mut wanted: Vec<&str> = Vec::new();
+    if every_tag_needs_time {
+        wanted.extend(on_track.iter().map(|(t, _)| t.as_str()));
     } else {
-        let current_head = session
-            .head_manifest(&work.host, &work.repository, current_tag)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (time, clock) =
-            image_time(session, work, &current_head.digest, platform.architecture())
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| {
-                    format!(
-                        "the current image {current_tag} has no creation time to order the track by"
-                    )
-                })?;
-        (Some(time), clock)
-    };
-    let mut newer = Vec::new();
-    for (tag, _) in on_track {
-        let head = match session
-            .head_manifest(&work.host, &work.repository, tag)
-            .await
-        {
-            Ok(head) => head,
-            Err(err) if err.is_not_found() => continue,
-            Err(err) => return Err(err.to_string()),
+        let current_key = current_position.key.as_ref();
+        let mut by_key: BTreeMap<&crate::tracks::SortKey, Vec<&str>> = BTreeMap::new();
+        for (t, p) in &on_track {
+            if let Some(k) = &p.key
+                && current_key.is_none_or(|c| k >= c)
+            {
+                by_key.entry(k).or_default().push(t.as_str());
+            }
+        }
+        let mut covered = 0;
+        for (key, group) in by_key.iter().rev() {
+            let ties_current = current_key == Some(*key);
+            if group.len() > 1 || ties_current {
+                wanted.extend(group.iter().copied());
+            }
+            covered += group.len();
+            if covered >= MAX_EXAMINED && !ties_current {
+                // The current key's group still matters if it comes later.
+                if let Some(c) = current_key
+                    && let Some(group) = by_key.get(c)
+                {
+                    wanted.extend(group.iter().copied());
+                }
+                break;
+            }
+        }
+        wanted.sort_unstable();
+        wanted.dedup();
+    }
+    if !pruned {
+        wanted.push(current_tag);
+    }
+    let times = tag_times(work, session, options, track, &wanted, pruned.then_some(())).await?;
+    let place = |tag: &str, position: &crate::tracks::TagPosition| -> Place {
+        let time = times.get(tag).copied();
+        let key = if track.needs_time_for_key() {
+            time.and_then(|(t, _)| position.key_at(t))
+        } else {
+            position.key.clone()
         };
-        let time = image_time(session, work, &head.digest, platform.architecture())
-            .await
-            .map_err(|e| e.to_string())?;
-        if let Some((time, tag_clock)) = time
-            && current_time.is_none_or(|current| time > current)
-        {
-            clock = tag_clock;
-            newer.push((tag.clone(), Some(time)));
+        (key, time)
+    };
+    let current: Option<Place> = (!pruned).then(|| place(current_tag, current_position));
+    if let Some((key, time)) = &current {
+        if time.is_none() && (every_tag_needs_time || track.ties_by_time() && wanted.len() > 1) {
+            return Err(format!(
+                "the current image {current_tag} has no push or creation time to order the track by"
+            ));
+        }
+        if key.is_none() && !pushed {
+            return Err(format!(
+                "the current tag {current_tag} has no key on its own track {}",
+                track.name()
+            ));
         }
     }
-    newer.sort_by_key(|(t, time)| (Reverse(*time), t.clone()));
+    let is_newer = |(key, time): &Place| -> bool {
+        let Some((ck, ct)) = &current else {
+            // Pruned: anything on the track that can be placed replaces it.
+            return key.is_some() || (pushed && time.is_some());
+        };
+        if pushed {
+            return matches!((time, ct), (Some(t), Some(c)) if t.0 > c.0);
+        }
+        match key.cmp(ck) {
+            Ordering::Greater => key.is_some(),
+            Ordering::Equal if track.ties_by_time() => {
+                matches!((time, ct), (Some(t), Some(c)) if t.0 > c.0)
+            }
+            _ => false,
+        }
+    };
+    let mut newer: Vec<(Place, String)> = on_track
+        .iter()
+        .map(|(t, p)| (place(t, p), (*t).clone()))
+        .filter(|(place, _)| is_newer(place))
+        .collect();
+    newer.sort_by(|(a, at), (b, bt)| {
+        b.0.cmp(&a.0)
+            .then_with(|| b.1.map(|x| x.0).cmp(&a.1.map(|x| x.0)))
+            .then_with(|| at.cmp(bt))
+    });
+    let time_clock = times.values().next().map(|(_, c)| *c);
+    let current_key = current.as_ref().and_then(|(k, _)| k.clone());
+    let current_time = current.as_ref().and_then(|(k, t)| {
+        t.map(|t| t.0)
+            .or_else(|| k.as_ref().and_then(|k| k.date).map(|d| d.and_utc()))
+    });
     Ok(OrderedTags {
-        newer,
-        clock,
+        newer: newer
+            .into_iter()
+            .map(|((key, time), tag)| NewerTag {
+                // A push-ordered tag, or a rebuild of the current version,
+                // is newer by the clock; anything else by its text.
+                clock: if pushed || (current.is_some() && key == current_key) {
+                    time.map_or(Clock::TagText, |t| t.1)
+                } else {
+                    Clock::TagText
+                },
+                time: time.map(|t| t.0),
+                tag,
+            })
+            .collect(),
+        clock: if pushed {
+            time_clock.unwrap_or(Clock::ConfigCreated)
+        } else {
+            Clock::TagText
+        },
         current_time,
+        compared,
     })
 }
 
-/// The creation time of an image by digest for the family's architecture
-/// (or, lacking it, the first platform the image lists: ordering needs some
-/// time, and a tag without the family's platform is rejected later anyway).
-/// Reads the index and that one platform only.
-async fn image_time(
+/// Push or creation times of `tags`: Docker Hub's push times when the
+/// registry has that API (one listing per repository), else every image's
+/// creation time — read concurrently within the client's request bound and
+/// cached by digest ([`CreationTimes`]). Tags that are gone or have no time
+/// are left out.
+async fn tag_times(
+    work: &mut FamilyWork<'_>,
     session: &RegistrySession,
-    work: &FamilyWork<'_>,
+    options: &PlanOptions<'_>,
+    track: &Track,
+    tags: &[&str],
+    pruned: Option<()>,
+) -> Result<BTreeMap<String, (DateTime<Utc>, Clock)>, String> {
+    // When the Hub API fails the images' creation times still order the
+    // track, so the family degrades instead of failing. An unreachable host
+    // is said once for the whole plan (its notes), not per family.
+    match session.hub_push_times(&work.host, &work.repository).await {
+        Ok(Some(times)) => {
+            let current_known = pruned.is_some()
+                || tags
+                    .last()
+                    .is_some_and(|current| times.contains_key(*current));
+            if current_known {
+                return Ok(tags
+                    .iter()
+                    .filter_map(|t| {
+                        times
+                            .get(*t)
+                            .map(|time| ((*t).to_owned(), (*time, Clock::RegistryPushTime)))
+                    })
+                    .collect());
+            }
+            work.plan.reasons.push(format!(
+                "Docker Hub has no push time for the current tag; ordering {} by image creation time",
+                track.name()
+            ));
+        }
+        Ok(None) => {}
+        Err(err) if err.is_unreachable() => {}
+        Err(err) => work.plan.reasons.push(format!(
+            "Docker Hub push times unavailable ({err}); ordering by image creation time"
+        )),
+    }
+    if tags.len() > options.max_timed_tags {
+        return Err(format!(
+            "{} tags on track {} need their creation time read (the registry offers no push times), more than the bound of {} per track; raise `max_timed_tags` or configure an ordered track for {}",
+            tags.len(),
+            track.name(),
+            options.max_timed_tags,
+            work.image.normalized_repository()
+        ));
+    }
+    let architecture = work.family.platform.architecture();
+    let (host, repository) = (work.host.as_str(), work.repository.as_str());
+    let lookups = tags.iter().map(|tag| async move {
+        let head = match session.head_manifest(host, repository, tag).await {
+            Ok(head) => head,
+            Err(err) if err.is_not_found() => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let time = creation_time(
+            session,
+            options,
+            host,
+            repository,
+            &head.digest,
+            architecture,
+        )
+        .await?;
+        Ok(time.map(|t| ((*tag).to_owned(), t)))
+    });
+    let mut out = BTreeMap::new();
+    for result in join_all(lookups).await {
+        match result {
+            Ok(Some((tag, time))) => {
+                out.insert(tag, time);
+            }
+            Ok(None) => {}
+            Err(err) => return Err(short(&err)),
+        }
+    }
+    Ok(out)
+}
+
+/// An image's creation time (see [`CreationTimes`] for which platform's),
+/// from the cache when it has the digest, else read and stored.
+async fn creation_time(
+    session: &RegistrySession,
+    options: &PlanOptions<'_>,
+    host: &str,
+    repository: &str,
     digest: &str,
     architecture: &str,
 ) -> Result<Option<(DateTime<Utc>, Clock)>, RegistryError> {
-    let image = session
-        .image_platforms(&work.host, &work.repository, digest)
-        .await?;
+    if let Some(cache) = options.creation_times
+        && let Some(known) = cache.get(digest, architecture)
+    {
+        return Ok(Some((known.time, known.clock)));
+    }
+    let time = image_time(session, host, repository, digest, architecture).await?;
+    if let (Some(cache), Some((time, clock))) = (options.creation_times, time) {
+        cache.put(digest, architecture, CreationTime { time, clock });
+    }
+    Ok(time)
+}
+
+/// The creation time of an image by digest for `architecture` (or, lacking
+/// it, the first platform the image lists: ordering needs some time, and a
+/// tag without the family's platform is rejected later anyway).
+/// Reads the index and that one platform only.
+async fn image_time(
+    session: &RegistrySession,
+    host: &str,
+    repository: &str,
+    digest: &str,
+    architecture: &str,
+) -> Result<Option<(DateTime<Utc>, Clock)>, RegistryError> {
+    let image = session.image_platforms(host, repository, digest).await?;
     let Some(platform) = image
         .platform("linux", architecture)
         .or(image.platforms.first())
     else {
         return Ok(None);
     };
-    let platform = session
-        .platform_image(&work.host, &work.repository, platform)
-        .await?;
+    let platform = session.platform_image(host, repository, platform).await?;
     Ok(platform_time(&platform))
 }
 
@@ -607,6 +955,20 @@ fn revision(platform: &PlatformImage) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// An error for a family's reasons: an unreachable host is described in the
+/// plan's notes, so the family only names it.
+fn short(err: &RegistryError) -> String {
+    match err {
+        RegistryError::Unreachable(u) => {
+            format!(
+                "{}: {} is unreachable (see the plan notes)",
+                u.target, u.host
+            )
+        }
+        other => other.to_string(),
+    }
+}
+
 /// Content that is broken rather than unreachable: the tag is skipped, not
 /// the family failed.
 fn is_unusable(err: &RegistryError) -> bool {
@@ -626,12 +988,17 @@ async fn first_qualifying(
     session: &RegistrySession,
     options: &PlanOptions<'_>,
     track: &Track,
-    newer: &[(String, Option<DateTime<Utc>>)],
-    clock: Clock,
+    newer: &[NewerTag],
     nightly_to_release: bool,
 ) -> Result<Option<Candidate>, String> {
     let architecture = work.family.platform.architecture();
-    for (examined, (tag, known_time)) in newer.iter().enumerate() {
+    for (examined, newer_tag) in newer.iter().enumerate() {
+        let NewerTag {
+            tag,
+            time: known_time,
+            clock,
+        } = newer_tag;
+        let clock = *clock;
         if examined == MAX_EXAMINED {
             work.plan.reasons.push(format!(
                 "stopped after {MAX_EXAMINED} newer tags that did not qualify"
@@ -799,10 +1166,12 @@ async fn release_candidate(
     };
     match compare.release_contains(source, newest, commit).await {
         Ok(Some(true)) => {
-            let newer = vec![(newest.clone(), None)];
-            let candidate =
-                first_qualifying(work, session, options, track, &newer, Clock::TagText, true)
-                    .await?;
+            let newer = [NewerTag {
+                tag: newest.clone(),
+                time: None,
+                clock: Clock::TagText,
+            }];
+            let candidate = first_qualifying(work, session, options, track, &newer, true).await?;
             Ok(candidate)
         }
         Ok(Some(false)) => {

@@ -7,9 +7,13 @@
 //! `v<semver>-cu130` and never on `v<semver>-cu130-runtime`.
 //!
 //! Inference is deliberately conservative: a tag whose shape is ambiguous
-//! (two versions, a year-less date, an unexplained number, a feature build
-//! named only by a commit) gets no track, and the planner reports it as
-//! `unknown-track` rather than guess. Configuration can add or override a
+//! (two versions, an unexplained number, a word hiding a date) gets no
+//! track, and the planner reports it as `unknown-track` rather than guess.
+//! Some shapes need the registry's clock as well as the text: a feature
+//! build named only by a commit is ordered by push or creation time within
+//! its exact prefix, a year-less `MMDD` date takes its year from the image's
+//! time ([`TagPosition::key_at`]), and builds that share a version or date
+//! but differ in commit are told apart by time ([`Track::ties_by_time`]). Configuration can add or override a
 //! track per image repository with a regex and an ordering ([`TrackRule`]).
 //!
 //! Pure logic: no I/O.
@@ -84,6 +88,9 @@ const CAP_VERSION: &str = "version";
 const CAP_DATE: &str = "date";
 const CAP_NUMBER: &str = "number";
 const CAP_COMMIT: &str = "commit";
+/// A year-less `MMDD` date; only inferred tracks use it (its year comes
+/// from the image's clock, see [`TagPosition::key_at`]).
+const CAP_MONTH_DAY: &str = "monthday";
 const KNOWN_CAPTURES: [&str; 4] = [CAP_VERSION, CAP_DATE, CAP_NUMBER, CAP_COMMIT];
 
 /// Bounds the compiled size of a configured regex.
@@ -266,10 +273,43 @@ pub struct SortKey {
 /// A tag's position on a track.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TagPosition {
-    /// Comparable key; `None` on `pushed` tracks (the registry's clock decides).
+    /// Comparable key; `None` on `pushed` tracks (the registry's clock
+    /// decides). On a track with a year-less date the key lacks the date
+    /// until [`TagPosition::key_at`] supplies the year.
     pub key: Option<SortKey>,
     /// The upstream commit named in the tag, if any (as written).
     pub commit: Option<String>,
+    /// A year-less date (`MMDD`) in the tag: (month, day).
+    pub month_day: Option<(u32, u32)>,
+}
+
+impl TagPosition {
+    /// The key once the image's push or creation time is known: a
+    /// year-less date takes the latest year that does not put it after the
+    /// image was made (two days of slack for time zones and late pushes).
+    /// Without a year-less date this is [`TagPosition::key`].
+    pub fn key_at(&self, time: chrono::DateTime<chrono::Utc>) -> Option<SortKey> {
+        let mut key = self.key.clone()?;
+        if let Some((month, day)) = self.month_day {
+            key.date = Some(year_for(month, day, time)?.and_time(NaiveTime::MIN));
+        }
+        Some(key)
+    }
+
+    /// Whether [`TagPosition::key`] is complete without a clock.
+    pub fn needs_time_for_key(&self) -> bool {
+        self.month_day.is_some()
+    }
+}
+
+/// The year of a year-less date made no later than `time` (+2 days).
+fn year_for(month: u32, day: u32, time: chrono::DateTime<chrono::Utc>) -> Option<NaiveDate> {
+    let latest = time.date_naive() + chrono::Duration::days(2);
+    let year = chrono::Datelike::year(&latest);
+    // February 29 exists once in four years; nothing else needs more than one step back.
+    (0..=4)
+        .filter_map(|back| NaiveDate::from_ymd_opt(year - back, month, day))
+        .find(|date| *date <= latest)
 }
 
 /// Where a track came from.
@@ -327,6 +367,23 @@ impl Track {
         self.regex.as_str()
     }
 
+    /// Whether tags whose text keys are equal (the same version or date,
+    /// another commit: rebuilds) are ordered by push or creation time. True
+    /// for ordered tracks that capture a commit.
+    pub fn ties_by_time(&self) -> bool {
+        self.ordering != TrackOrdering::Pushed && self.has_capture(CAP_COMMIT)
+    }
+
+    /// Whether a tag's key needs the image's time: the tag carries a
+    /// year-less date ([`TagPosition::key_at`]).
+    pub fn needs_time_for_key(&self) -> bool {
+        self.has_capture(CAP_MONTH_DAY)
+    }
+
+    fn has_capture(&self, name: &str) -> bool {
+        self.regex.capture_names().flatten().any(|n| n == name)
+    }
+
     /// The tag's position when it is on this track; `None` when it is not
     /// (including when a capture does not parse, e.g. a date of month 13).
     pub fn matches(&self, tag: &str) -> Option<TagPosition> {
@@ -369,17 +426,23 @@ impl Track {
             })
             .transpose()?;
         let commit = text(CAP_COMMIT).map(str::to_owned);
+        let month_day = text(CAP_MONTH_DAY)
+            .map(|md| {
+                parse_month_day(md).ok_or((CAP_MONTH_DAY, md.to_owned(), "a date like 0227 (MMDD)"))
+            })
+            .transpose()?;
+        // A build counter or `dev.N` breaks ties after the version and date.
         let key = match self.ordering {
             TrackOrdering::Pushed => None,
             TrackOrdering::Semver => Some(SortKey {
                 version,
                 date,
-                number: None,
+                number,
             }),
             TrackOrdering::Date => Some(SortKey {
                 version: None,
                 date,
-                number: None,
+                number,
             }),
             TrackOrdering::Numeric => Some(SortKey {
                 version: None,
@@ -387,8 +450,23 @@ impl Track {
                 number,
             }),
         };
-        Ok(Some(TagPosition { key, commit }))
+        Ok(Some(TagPosition {
+            key,
+            commit,
+            month_day,
+        }))
     }
+}
+
+/// `MMDD` with a month and day that exist in some year.
+fn parse_month_day(text: &str) -> Option<(u32, u32)> {
+    if text.len() != 4 || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let month = text[..2].parse().ok()?;
+    let day = text[2..].parse().ok()?;
+    // 2024 is a leap year: every (month, day) that exists in some year exists in it.
+    NaiveDate::from_ymd_opt(2024, month, day).map(|_| (month, day))
 }
 
 fn parse_date(text: &str) -> Option<NaiveDateTime> {
@@ -425,9 +503,16 @@ enum Piece {
     Date { len: usize },
     /// A hex commit of this length.
     Commit { len: usize },
-    /// Digits with no recognisable meaning (`0820`): only acceptable on a
-    /// pushed track, where the text does not order anything.
+    /// A year-less date `MMDD` (`0227`): its year comes from the clock.
+    MonthDay,
+    /// `dev.N`: a development build number of the version before it.
+    Dev,
+    /// Digits with no recognisable meaning (`2` in `-0227-2`): a build
+    /// counter right after a date, otherwise only acceptable on a pushed
+    /// track, where the text does not order anything.
     Opaque { len: usize },
+    /// A build counter after a date: orders builds of the same date.
+    Counter,
     /// An identifier that carries a dotted version (`cu13.0.1`, `py3.12`).
     FixedVersioned(String),
 }
@@ -484,8 +569,15 @@ fn classify(token: &str) -> Option<Piece> {
     if token.bytes().all(|b| b.is_ascii_digit()) {
         return Some(match token.len() {
             8 | 12 if parse_date(token).is_some() => Piece::Date { len: token.len() },
+            4 if parse_month_day(token).is_some() => Piece::MonthDay,
             _ => Piece::Opaque { len: token.len() },
         });
+    }
+    if token
+        .strip_prefix("dev.")
+        .is_some_and(|n| small_number(n).is_some())
+    {
+        return Some(Piece::Dev);
     }
     if is_commit_token(token) {
         return Some(Piece::Commit { len: token.len() });
@@ -543,45 +635,74 @@ pub fn infer_track(tag: &str) -> Option<Track> {
     if tag.is_empty() || tag.len() > MAX_TAG_LEN {
         return None;
     }
+    let mut texts = Vec::new();
     let mut pieces = Vec::new();
     for token in tokens(tag) {
+        texts.push(token);
         if token == "-" || token == "_" {
             pieces.push(Piece::Fixed(token.to_owned()));
         } else {
             pieces.push(classify(token)?);
         }
     }
-    let count = |f: fn(&Piece) -> bool| pieces.iter().filter(|p| f(p)).count();
-    let versions = count(|p| matches!(p, Piece::Version { .. }));
-    let dates = count(|p| matches!(p, Piece::Date { .. }));
-    let commits = count(|p| matches!(p, Piece::Commit { .. }));
-    let opaque = count(|p| matches!(p, Piece::Opaque { .. }));
-    let versioned_idents = count(|p| matches!(p, Piece::FixedVersioned(_)));
+    let count = |pieces: &[Piece], f: fn(&Piece) -> bool| pieces.iter().filter(|p| f(p)).count();
+    let is_dated = |p: &Piece| matches!(p, Piece::Date { .. } | Piece::MonthDay);
+    // A number right after the date (`-0227-2`) counts that day's builds.
+    if count(&pieces, is_dated) == 1
+        && count(&pieces, |p| matches!(p, Piece::Opaque { .. })) == 1
+        && count(&pieces, |p| matches!(p, Piece::Dev)) == 0
+        && let Some(i) = pieces
+            .iter()
+            .position(|p| matches!(p, Piece::Opaque { .. }))
+        && i >= 2
+        && is_dated(&pieces[i - 2])
+        && matches!(&pieces[i - 1], Piece::Fixed(t) if t == "-" || t == "_")
+    {
+        pieces[i] = Piece::Counter;
+    }
+    let versions = count(&pieces, |p| matches!(p, Piece::Version { .. }));
+    let dates = count(&pieces, is_dated);
+    let commits = count(&pieces, |p| matches!(p, Piece::Commit { .. }));
+    let opaque = count(&pieces, |p| matches!(p, Piece::Opaque { .. }));
+    let devs = count(&pieces, |p| matches!(p, Piece::Dev));
+    let versioned_idents = count(&pieces, |p| matches!(p, Piece::FixedVersioned(_)));
     let nightly = pieces
         .iter()
         .any(|p| matches!(p, Piece::Fixed(t) if t.eq_ignore_ascii_case("nightly")));
 
-    if versions > 1 || dates > 1 || commits > 1 {
+    if versions > 1 || dates > 1 || commits > 1 || devs > 1 {
         return None;
     }
-    let ordering = if versions == 1 {
-        // A second dotted version inside an identifier (`py3.12`, `rocm7.2.2`)
-        // makes it unclear which version orders the tag.
-        if versioned_idents > 0 || opaque > 0 {
+    // `dev.N` numbers the builds of a version; alone it orders nothing.
+    if devs == 1 && versions == 0 {
+        return None;
+    }
+    let ordering = if versions == 1 && versioned_idents == 0 {
+        if opaque > 0 {
             return None;
         }
         TrackOrdering::Semver
+    } else if versions == 1 && dates == 1 && opaque == 0 && devs == 0 {
+        // A second dotted version inside an identifier (`py3.12`) makes it
+        // unclear which version orders the tag; the date still does, with
+        // every version kept as fixed text.
+        for (piece, text) in pieces.iter_mut().zip(&texts) {
+            if matches!(piece, Piece::Version { .. }) {
+                *piece = Piece::Fixed((*text).to_owned());
+            }
+        }
+        TrackOrdering::Date
+    } else if versions == 1 {
+        return None;
     } else if dates == 1 {
         if opaque > 0 {
             return None;
         }
         TrackOrdering::Date
-    } else if nightly && commits + opaque > 0 {
-        // Only nightlies: a feature build named by a commit
-        // (`feat-deepseek_v4-c185066`) is not a stream of builds.
-        if opaque > 1 {
-            return None;
-        }
+    } else if commits + opaque > 0 && opaque <= 1 && (nightly || opaque == 0) {
+        // A stream of builds named by commit (a nightly, or a feature
+        // build's prefix): only push or creation time orders it, and only
+        // tags with exactly this prefix and suffix are on it.
         TrackOrdering::Pushed
     } else {
         return None;
@@ -631,8 +752,20 @@ pub fn infer_track(tag: &str) -> Option<Track> {
                 pattern.push_str(&format!("(?P<commit>[0-9a-f]{{{len}}})"));
             }
             Piece::Opaque { len } => {
-                name.push_str(if *len == 4 { "<mmdd>" } else { "<n>" });
+                name.push_str("<n>");
                 pattern.push_str(&format!("[0-9]{{{len}}}"));
+            }
+            Piece::MonthDay => {
+                name.push_str("<mmdd>");
+                pattern.push_str(r"(?P<monthday>[0-9]{4})");
+            }
+            Piece::Dev => {
+                name.push_str("dev.<n>");
+                pattern.push_str(r"dev\.(?P<number>[0-9]{1,9})");
+            }
+            Piece::Counter => {
+                name.push_str("<n>");
+                pattern.push_str(r"(?P<number>[0-9]{1,9})");
             }
         }
     }

@@ -286,6 +286,10 @@ impl Builder<'_> {
             Event::MappingStart(anchor, _tag) => {
                 let flow = in_flow || self.positions.char_at(start) == Some('{');
                 let mut entries: Vec<(Node, Node)> = Vec::new();
+                // Key → index of its first entry: a scan of the entries per
+                // key made a 200k-entry master quadratic.
+                let mut index: std::collections::HashMap<String, usize> =
+                    std::collections::HashMap::new();
                 loop {
                     let (event, span) = next(parser, self.positions)?;
                     if matches!(event, Event::MappingEnd) {
@@ -294,10 +298,14 @@ impl Builder<'_> {
                     let key = self.node(parser, event, span, flow)?;
                     let (event, span) = next(parser, self.positions)?;
                     let value = self.node(parser, event, span, flow)?;
-                    if let Some(name) = key.as_scalar()
-                        && let Some((first, _)) =
-                            entries.iter().find(|(k, _)| k.as_scalar() == Some(name))
-                    {
+                    let first = key.as_scalar().and_then(|name| match index.get(name) {
+                        Some(&i) => Some(&entries[i].0),
+                        None => {
+                            index.insert(name.to_owned(), entries.len());
+                            None
+                        }
+                    });
+                    if let (Some(name), Some(first)) = (key.as_scalar(), first) {
                         let error = YamlError {
                             line: key.line,
                             column: key.column,

@@ -340,7 +340,7 @@ async fn server_errors_are_retried_then_reported() {
 }
 
 #[tokio::test]
-async fn connection_refused_is_a_transport_error() {
+async fn connection_refused_trips_the_host_breaker_without_retries() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     drop(listener);
@@ -349,14 +349,45 @@ async fn connection_refused_is_a_transport_error() {
         .insert(HOST.into(), Url::parse(&format!("http://{addr}")).unwrap());
     cfg.retry_base_delay = Duration::from_millis(1);
     cfg.max_retries = 1;
-    let err = RegistryClient::new(cfg)
-        .unwrap()
+    let client = RegistryClient::new(cfg).unwrap();
+    let err = client.session().list_tags(HOST, REPO).await.unwrap_err();
+    assert!(err.is_unreachable(), "{err:?}");
+    assert!(err.to_string().contains("not asked again before"), "{err}");
+    assert_eq!(
+        client.counts().tags_list,
+        1,
+        "a refused connection is not retried"
+    );
+    // The rest of the plan, and the next plans within the cooldown, fail fast.
+    let again = client
         .session()
-        .list_tags(HOST, REPO)
+        .head_manifest(HOST, REPO, "v1")
         .await
         .unwrap_err();
-    assert!(matches!(err, RegistryError::Transport { .. }), "{err:?}");
-    assert!(err.to_string().contains("after 2 attempts"), "{err}");
+    assert!(again.is_unreachable(), "{again:?}");
+    assert_eq!(
+        client.counts().manifest_head,
+        0,
+        "nothing sent to a tripped host"
+    );
+    let state = client.breaker_state();
+    assert_eq!(state.hosts.len(), 1);
+    assert_eq!(state.hosts[0].host, addr.to_string());
+    // A restarted client given the persisted state does not ask either.
+    let mut cfg = RegistryConfig::default();
+    cfg.mirrors
+        .insert(HOST.into(), Url::parse(&format!("http://{addr}")).unwrap());
+    let restarted = RegistryClient::new(cfg).unwrap();
+    restarted.restore_breaker(&state);
+    assert!(
+        restarted
+            .session()
+            .list_tags(HOST, REPO)
+            .await
+            .unwrap_err()
+            .is_unreachable()
+    );
+    assert_eq!(restarted.counts().tags_list, 0);
 }
 
 #[tokio::test]
@@ -1141,7 +1172,7 @@ async fn api_base_check_accepts_200_and_answerable_challenges_only() {
 }
 
 #[tokio::test]
-async fn api_base_check_of_a_closed_port_is_a_transport_error() {
+async fn api_base_check_of_a_closed_port_is_unreachable() {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
@@ -1158,6 +1189,6 @@ async fn api_base_check_of_a_closed_port_is_a_transport_error() {
         .check_api_base(HOST)
         .await
         .unwrap_err();
-    assert!(matches!(err, RegistryError::Transport { .. }), "{err}");
-    assert!(err.to_string().contains("registry API base"), "{err}");
+    assert!(err.is_unreachable(), "{err}");
+    assert!(err.to_string().contains("unreachable"), "{err}");
 }

@@ -102,6 +102,19 @@ impl RegistryClient {
         self.inner.http.counters.snapshot()
     }
 
+    /// Hosts whose breaker is open now (a connection-level failure within
+    /// the cooldown): a value the daemon may persist and restore after a
+    /// restart with [`Self::restore_breaker`].
+    pub fn breaker_state(&self) -> super::BreakerState {
+        self.inner.http.breaker.state(Utc::now())
+    }
+
+    /// Re-opens the breakers of a persisted [`Self::breaker_state`] whose
+    /// cooldown has not ended.
+    pub fn restore_breaker(&self, state: &super::BreakerState) {
+        self.inner.http.breaker.restore(state, Utc::now());
+    }
+
     /// The configuration in use.
     pub fn config(&self) -> &RegistryConfig {
         &self.inner.http.config
@@ -574,19 +587,24 @@ impl RegistryClient {
         })
     }
 
-    /// Push times from Docker Hub's REST API for a `docker.io` repository
-    /// (`namespace/name`), newest first, up to the page cap. `None` when the
-    /// API does not know the repository or refuses anonymous access.
+    /// Push times from Docker Hub's REST API for a repository (`namespace/name`)
+    /// of `host`, newest first, up to the page cap. `None` when the host has
+    /// no such API ([`RegistryConfig::hub_api_for`]: Docker Hub, or
+    /// configured), or the API does not know the repository or refuses
+    /// anonymous access.
     pub async fn hub_push_times(
         &self,
+        host: &str,
         repository: &str,
     ) -> Result<Option<BTreeMap<String, DateTime<Utc>>>, RegistryError> {
-        let target = Target::new("docker.io", repository, None);
+        let target = Target::new(host, repository, None);
         validate::repository(&target)?;
+        let Some(base) = self.http().config.hub_api_for(host) else {
+            return Ok(None);
+        };
         let Some((ns, name)) = repository.split_once('/').filter(|(_, n)| !n.contains('/')) else {
             return Ok(None);
         };
-        let base = self.http().config.hub_api_url();
         let mut url = base.clone();
         url.set_path(&format!(
             "{}/v2/namespaces/{ns}/repositories/{name}/tags",

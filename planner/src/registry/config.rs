@@ -62,6 +62,20 @@ pub struct RegistryConfig {
     pub max_retry_delay: Duration,
     /// `User-Agent` header. Default `klaud/<version>`.
     pub user_agent: String,
+    /// Registry host → base URL of a Docker-Hub-style tags API
+    /// (`/v2/namespaces/{ns}/repositories/{name}/tags` with
+    /// `tag_last_pushed`), for registries other than Docker Hub that offer
+    /// one. Docker Hub itself needs no entry (see
+    /// [`RegistryConfig::hub_api_for`]). Default: empty.
+    pub hub_api: BTreeMap<String, Url>,
+    /// Timeout of one Docker Hub tags API request: push times are optional
+    /// (creation times order the track without them), so a proxy that never
+    /// answers costs this once, not the full `timeout`. Default 5 s.
+    pub hub_api_timeout: Duration,
+    /// How long a host stays unasked after a connection-level failure (DNS,
+    /// refused, timeout). It should outlast one plan; the daemon may persist
+    /// the state across restarts. Default 15 min.
+    pub breaker_cooldown: Duration,
 }
 
 impl Default for RegistryConfig {
@@ -79,6 +93,9 @@ impl Default for RegistryConfig {
             retry_base_delay: Duration::from_millis(250),
             max_retry_delay: Duration::from_secs(30),
             user_agent: format!("klaud/{}", env!("CARGO_PKG_VERSION")),
+            hub_api: BTreeMap::new(),
+            hub_api_timeout: Duration::from_secs(5),
+            breaker_cooldown: Duration::from_secs(15 * 60),
         }
     }
 }
@@ -148,6 +165,13 @@ impl RegistryConfig {
         if self.tag_page_size == Some(0) {
             return bad("tag_page_size must be at least 1 when set".into());
         }
+        for (host, url) in &self.hub_api {
+            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                return bad(format!(
+                    "hub_api for {host}: {url} must be an http or https URL with a host"
+                ));
+            }
+        }
         if self.timeout.is_zero() {
             return bad("timeout must be greater than zero".into());
         }
@@ -169,12 +193,26 @@ impl RegistryConfig {
         })
     }
 
-    pub(crate) fn hub_api_url(&self) -> Url {
-        match self.mirrors.get(HUB_API_HOST) {
-            Some(u) => u.clone(),
-            None => Url::parse("https://hub.docker.com")
-                .unwrap_or_else(|_| unreachable!("constant URL parses")),
+    /// Where the Docker Hub tags API for `host` is, if it has one: a
+    /// [`RegistryConfig::hub_api`] entry; for `docker.io`, the
+    /// [`HUB_API_HOST`] mirror, or the real `hub.docker.com` unless
+    /// `docker.io` itself is mirrored — a mirror of the registry does not
+    /// imply one of Docker Hub's REST API, and asking the real one from a
+    /// mirrored (often offline) site only costs a failed lookup.
+    pub fn hub_api_for(&self, host: &str) -> Option<Url> {
+        if let Some(url) = self.hub_api.get(host) {
+            return Some(url.clone());
         }
+        if host != "docker.io" {
+            return None;
+        }
+        if let Some(url) = self.mirrors.get(HUB_API_HOST) {
+            return Some(url.clone());
+        }
+        if self.mirrors.contains_key("docker.io") {
+            return None;
+        }
+        Url::parse("https://hub.docker.com").ok()
     }
 }
 
@@ -230,6 +268,43 @@ mod tests {
         );
         let err = cfg.validate().unwrap_err().to_string();
         assert!(err.contains("docker.io") && !err.contains(":p@"), "{err}");
+    }
+
+    #[test]
+    fn the_hub_api_is_asked_only_for_docker_hub_or_configured_registries() {
+        let url = |s: &str| Url::parse(s).unwrap();
+        let mut cfg = RegistryConfig::default();
+        assert_eq!(
+            cfg.hub_api_for("docker.io").map(|u| u.to_string()),
+            Some("https://hub.docker.com/".into())
+        );
+        assert_eq!(cfg.hub_api_for("nvcr.io"), None);
+        cfg.mirrors
+            .insert("docker.io".into(), url("http://127.0.0.1:5000"));
+        assert_eq!(
+            cfg.hub_api_for("docker.io"),
+            None,
+            "a mirrored docker.io does not imply hub.docker.com"
+        );
+        cfg.mirrors
+            .insert(HUB_API_HOST.into(), url("http://127.0.0.1:6000"));
+        assert_eq!(
+            cfg.hub_api_for("docker.io"),
+            Some(url("http://127.0.0.1:6000"))
+        );
+        cfg.hub_api
+            .insert("registry.example".into(), url("http://127.0.0.1:7000"));
+        assert_eq!(
+            cfg.hub_api_for("registry.example"),
+            Some(url("http://127.0.0.1:7000"))
+        );
+        cfg.hub_api.insert("bad".into(), url("file:///x"));
+        assert!(
+            cfg.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("hub_api for bad")
+        );
     }
 
     #[test]

@@ -89,6 +89,10 @@ pub enum RegistryError {
         /// Underlying cause.
         reason: String,
     },
+    /// The host failed at the connection level (DNS, refused, timeout), now
+    /// or earlier within its breaker cooldown: not asked again until then.
+    #[error(transparent)]
+    Unreachable(Box<Unreachable>),
     /// The response body exceeded the configured limit.
     #[error("{target}: {what} response exceeds the limit of {limit} bytes")]
     TooLarge {
@@ -134,6 +138,26 @@ impl RegistryError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::NotFound { .. })
     }
+
+    /// True when a host's breaker is open: the host failed at the
+    /// connection level and is not asked until its cooldown ends.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Self::Unreachable(_))
+    }
+}
+
+/// A host whose breaker is open (see [`RegistryError::Unreachable`]).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{target}: {host} is unreachable ({reason}); not asked again before {until}")]
+pub struct Unreachable {
+    /// What was asked.
+    pub target: Target,
+    /// The network host that failed (after mirrors).
+    pub host: String,
+    /// The connection failure.
+    pub reason: String,
+    /// End of the cooldown (RFC 3339, UTC).
+    pub until: String,
 }
 
 /// Formats an error with its source chain, without the URL reqwest would add

@@ -15,6 +15,7 @@ use super::auth::{
     Challenge, DEFAULT_TOKEN_LIFETIME, Token, TokenCache, TokenResponse, parse_challenge,
     pull_scope,
 };
+use super::breaker::{Breaker, TrippedHost};
 use super::config::RegistryConfig;
 use super::error::{RegistryError, Target, describe_reqwest};
 use super::model::{RequestCounts, RequestKind};
@@ -100,6 +101,7 @@ pub(crate) struct Http {
     tokens: TokenCache,
     basic_hosts: std::sync::Mutex<std::collections::HashSet<String>>,
     pub(crate) counters: Counters,
+    pub(crate) breaker: Breaker,
 }
 
 impl Http {
@@ -114,6 +116,7 @@ impl Http {
                 RegistryError::Config(format!("cannot build HTTP client: {}", describe_reqwest(e)))
             })?;
         Ok(Self {
+            breaker: Breaker::new(config.breaker_cooldown),
             permits: Arc::new(Semaphore::new(config.concurrency)),
             config,
             client,
@@ -139,8 +142,12 @@ impl Http {
             url,
             accept,
         } = *call;
+        let network_host = authority(url);
         let mut attempt: u32 = 0;
         loop {
+            if let Some(trip) = self.breaker.tripped(&network_host, Utc::now()) {
+                return Err(unreachable(target, &trip));
+            }
             let permit = Arc::clone(&self.permits)
                 .acquire_owned()
                 .await
@@ -149,6 +156,9 @@ impl Http {
             let mut req = self.client.request(method.clone(), url.clone());
             if let Some(a) = accept {
                 req = req.header(ACCEPT, a);
+            }
+            if kind == RequestKind::HubApi {
+                req = req.timeout(self.config.hub_api_timeout.min(self.config.timeout));
             }
             req = match auth {
                 Auth::Anonymous => req,
@@ -168,6 +178,15 @@ impl Http {
                 // A request that cannot be built or a redirect loop will not
                 // get better by asking again.
                 Err(e) if e.is_builder() || e.is_redirect() => None,
+                // Neither will a host that does not resolve, refuses or does
+                // not answer: retrying it only multiplies the wait. The
+                // breaker makes every later request fail fast.
+                Err(e) if e.is_connect() || e.is_timeout() => {
+                    let reason = describe_reqwest_ref(e);
+                    let trip = self.breaker.trip(&network_host, &reason, Utc::now());
+                    tracing::warn!(host = %network_host, %reason, until = %trip.until, "registry host unreachable; not asked again before the cooldown ends");
+                    return Err(unreachable(target, &trip));
+                }
                 Err(_) => Some(None),
             };
             match (result, retry_in) {
@@ -522,6 +541,41 @@ impl Http {
         }
         Ok(buf.freeze())
     }
+}
+
+/// `host[:port]` of a URL: what the breaker keys on.
+fn authority(url: &Url) -> String {
+    match (url.host_str(), url.port()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        (Some(host), None) => host.to_owned(),
+        (None, _) => url.as_str().to_owned(),
+    }
+}
+
+fn unreachable(target: &Target, trip: &TrippedHost) -> RegistryError {
+    RegistryError::Unreachable(Box::new(super::error::Unreachable {
+        target: target.clone(),
+        host: trip.host.clone(),
+        reason: trip.reason.clone(),
+        until: trip
+            .until
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    }))
+}
+
+fn describe_reqwest_ref(err: &reqwest::Error) -> String {
+    let mut out = if err.is_timeout() {
+        "timed out".to_owned()
+    } else {
+        "connection failed".to_owned()
+    };
+    let mut source = std::error::Error::source(err);
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }
 
 fn is_retryable_status(s: StatusCode) -> bool {

@@ -14,10 +14,15 @@
 //!
 //! Auth is anonymous first; a 401 challenge is answered once (bearer token
 //! from the realm, cached per host and scope, or basic credentials), and a
-//! second 401 is an error. Reads are retried on 5xx, 429 and connection
-//! errors with jittered exponential backoff that honours `Retry-After`.
+//! second 401 is an error. Reads are retried on 5xx, 429 and broken
+//! connections with jittered exponential backoff that honours
+//! `Retry-After`; a connection-level failure (DNS, refused, timeout) is not
+//! retried but trips a per-host breaker (see [`BreakerState`]), so the rest
+//! of the plan, and the next plans within the cooldown, do not wait for
+//! that host again.
 
 mod auth;
+mod breaker;
 mod client;
 mod config;
 mod error;
@@ -29,9 +34,10 @@ pub mod testkit;
 mod validate;
 
 pub use auth::{Challenge, parse_challenge};
+pub use breaker::{BreakerState, TrippedHost};
 pub use client::RegistryClient;
 pub use config::{BasicCredentials, HUB_API_HOST, RegistryConfig};
-pub use error::{RegistryError, Target};
+pub use error::{RegistryError, Target, Unreachable};
 pub use model::{
     ApiBase, DOCKER_LIST, DOCKER_MANIFEST, ImageDetails, ImagePlatforms, MANIFEST_ACCEPT,
     ManifestHead, OCI_CONFIG, OCI_INDEX, OCI_MANIFEST, PlatformImage, PlatformRef, RequestCounts,

@@ -35,7 +35,7 @@ impl std::fmt::Debug for RegistrySession {
 struct Memo {
     tags: OnceMap<(String, String), Shared<Arc<Vec<String>>>>,
     heads: OnceMap<(String, String, String), Shared<ManifestHead>>,
-    hub: OnceMap<String, Shared<PushTimes>>,
+    hub: OnceMap<(String, String), Shared<PushTimes>>,
     details: OnceMap<(String, String, String), Shared<Arc<ImageDetails>>>,
     indexes: OnceMap<(String, String, String), Shared<Arc<ImagePlatforms>>>,
     platforms: OnceMap<(String, String, PlatformRef), Shared<Arc<PlatformImage>>>,
@@ -131,21 +131,25 @@ impl RegistrySession {
             .clone()
     }
 
-    /// Docker Hub push times (`tag_last_pushed`) for a repository on
-    /// `docker.io`. `None` when `host` is not Docker Hub or the API has nothing
-    /// for the repository; the planner then falls back to image labels.
+    /// Docker Hub push times (`tag_last_pushed`) for a repository. `None`
+    /// when `host` has no Docker Hub tags API (only Docker Hub itself or
+    /// registries configured with one do) or the API has nothing for the
+    /// repository; the planner then falls back to image creation times.
     pub async fn hub_push_times(
         &self,
         host: &str,
         repository: &str,
     ) -> Result<PushTimes, RegistryError> {
-        if host != "docker.io" {
+        if self.client.config().hub_api_for(host).is_none() {
             return Ok(None);
         }
-        let cell = self.memo.hub.cell(&repository.to_owned());
+        let cell = self
+            .memo
+            .hub
+            .cell(&(host.to_owned(), repository.to_owned()));
         cell.get_or_init(|| async {
             self.client
-                .hub_push_times(repository)
+                .hub_push_times(host, repository)
                 .await
                 .map(|o| o.map(Arc::new))
         })

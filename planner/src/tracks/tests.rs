@@ -88,9 +88,39 @@ fn inferred_track_names_and_orderings_follow_the_tag_shape() {
         (
             "dev-nightly-0820",
             "dev-nightly-<mmdd>",
-            TrackOrdering::Pushed,
+            TrackOrdering::Date,
         ),
         ("0.1.5", "<semver>", TrackOrdering::Semver),
+        (
+            "1.3.0-deepseek-v4-dev.1",
+            "<semver>-deepseek-v4-dev.<n>",
+            TrackOrdering::Semver,
+        ),
+        (
+            "1.3.0-dev.1-cuda13",
+            "<semver>-dev.<n>-cuda13",
+            TrackOrdering::Semver,
+        ),
+        (
+            "feat-deepseek_v4-c185066",
+            "feat-deepseek_v4-<commit>",
+            TrackOrdering::Pushed,
+        ),
+        (
+            "dsv4-megamoe-mxfp4-arm64-cu130-4ba0a72",
+            "dsv4-megamoe-mxfp4-arm64-cu130-<commit>",
+            TrackOrdering::Pushed,
+        ),
+        (
+            "sglang-0.5.9-rocm720-mi35x-mori-0227-2",
+            "sglang-<semver>-rocm720-mi35x-mori-<mmdd>-<n>",
+            TrackOrdering::Semver,
+        ),
+        (
+            "ubuntu24.04_py3.12_pytorch_release_2.10.0_glm52_agentic_0813",
+            "ubuntu24.04_py3.12_pytorch_release_2.10.0_glm52_agentic_<mmdd>",
+            TrackOrdering::Date,
+        ),
     ];
     for (tag, name, ordering) in cases {
         let t = track(tag);
@@ -104,15 +134,14 @@ fn tags_without_a_recognisable_order_have_no_track() {
     for tag in [
         "kimi-k3",
         "deepseek-v4-hopper",
-        "feat-deepseek_v4-c185066",
-        "dsv4-megamoe-mxfp4-arm64-cu130-4ba0a72",
         "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511",
         "rocm7.2.2_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.2.post",
         "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3",
-        "ubuntu24.04_py3.12_pytorch_release_2.10.0_kimi_k3_agentic_0820",
-        "sglang-0.5.9-rocm720-mi35x-mori-0227-2",
-        "1.3.0-deepseek-v4-dev.1",
-        "1.3.0-dev.1-cuda13",
+        "dev.1",
+        "nightly-dev.1",
+        "1.3.0-dev.1-dev.2",
+        "0.5.9-0227-2-3",
+        "feat-c185066-2",
         "vllm0.26",
         "latest",
         "",
@@ -250,8 +279,140 @@ fn pushed_tracks_have_no_key_but_carry_the_commit() {
         None,
         "another commit length is another track"
     );
-    let dev = track("dev-nightly-0820");
-    assert_eq!(dev.matches("dev-nightly-0901").map(|p| p.key), Some(None));
+    let feature = track("feat-deepseek_v4-c185066");
+    assert_eq!(feature.ordering(), TrackOrdering::Pushed);
+    assert!(feature.matches("feat-deepseek_v4-1a2b3c4").is_some());
+    assert_eq!(
+        feature.matches("feat-deepseek_v5-1a2b3c4"),
+        None,
+        "another prefix is another feature"
+    );
+    assert_eq!(feature.matches("feat-deepseek_v4-1a2b3c4d"), None);
+}
+
+fn at(text: &str) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .unwrap()
+        .with_timezone(&chrono::Utc)
+}
+
+#[test]
+fn year_less_dates_take_the_year_from_the_image_time() {
+    let t = track("dev-nightly-0820");
+    assert!(t.needs_time_for_key() && !t.ties_by_time());
+    let p = t.matches("dev-nightly-1231").unwrap();
+    assert_eq!(p.month_day, Some((12, 31)));
+    assert!(p.needs_time_for_key());
+    let date = |p: &TagPosition, time| p.key_at(at(time)).unwrap().date.unwrap().date();
+    // Built on New Year's Day: the tag's December 31 is last year's.
+    assert_eq!(
+        date(&p, "2027-01-01T08:00:00Z"),
+        NaiveDate::from_ymd_opt(2026, 12, 31).unwrap()
+    );
+    assert_eq!(
+        date(&p, "2026-12-31T23:00:00Z"),
+        NaiveDate::from_ymd_opt(2026, 12, 31).unwrap()
+    );
+    // A push a day before the tag's date (time zones) keeps the year.
+    let early = t.matches("dev-nightly-0101").unwrap();
+    assert_eq!(
+        date(&early, "2026-12-31T20:00:00Z"),
+        NaiveDate::from_ymd_opt(2027, 1, 1).unwrap()
+    );
+    let leap = t.matches("dev-nightly-0229").unwrap();
+    assert_eq!(
+        date(&leap, "2027-03-02T00:00:00Z"),
+        NaiveDate::from_ymd_opt(2024, 2, 29).unwrap()
+    );
+    assert_eq!(t.matches("dev-nightly-1332"), None, "not a date");
+    // The build counter after the date orders builds of one day.
+    let mori = track("sglang-0.5.9-rocm720-mi35x-mori-0227-2");
+    let key = |tag: &str, time: &str| mori.matches(tag).unwrap().key_at(at(time)).unwrap();
+    let feb = "2026-02-28T00:00:00Z";
+    assert!(
+        key("sglang-0.5.9-rocm720-mi35x-mori-0227-3", feb)
+            > key("sglang-0.5.9-rocm720-mi35x-mori-0227-2", feb)
+    );
+    assert!(
+        key(
+            "sglang-0.5.9-rocm720-mi35x-mori-0305-1",
+            "2026-03-06T00:00:00Z"
+        ) > key("sglang-0.5.9-rocm720-mi35x-mori-0227-9", feb)
+    );
+    assert!(
+        key(
+            "sglang-0.5.10-rocm720-mi35x-mori-0101-1",
+            "2026-01-02T00:00:00Z"
+        ) > key("sglang-0.5.9-rocm720-mi35x-mori-0227-9", feb)
+    );
+    assert_eq!(mori.matches("sglang-0.5.9-rocm720-mi35x-mori-0227"), None);
+}
+
+#[test]
+fn dev_prereleases_order_by_version_then_dev_number() {
+    for (current, newer, older) in [
+        (
+            "1.3.0-deepseek-v4-dev.1",
+            [
+                "1.3.0-deepseek-v4-dev.2",
+                "1.3.0-deepseek-v4-dev.10",
+                "1.3.1-deepseek-v4-dev.1",
+            ],
+            [
+                "1.2.9-deepseek-v4-dev.7",
+                "1.3.0-deepseek-v4-dev.0",
+                "1.2.0-deepseek-v4-dev.99",
+            ],
+        ),
+        (
+            "1.3.0-dev.1-cuda13",
+            [
+                "1.3.0-dev.2-cuda13",
+                "1.3.0-dev.11-cuda13",
+                "1.4.0-dev.1-cuda13",
+            ],
+            [
+                "1.2.0-dev.5-cuda13",
+                "1.3.0-dev.0-cuda13",
+                "0.9.0-dev.1-cuda13",
+            ],
+        ),
+    ] {
+        let t = track(current);
+        let base = key(&t, current);
+        for tag in newer {
+            assert!(key(&t, tag) > base, "{tag} after {current}");
+        }
+        for tag in older {
+            assert!(key(&t, tag) < base, "{tag} before {current}");
+        }
+    }
+    let t = track("1.3.0-dev.1-cuda13");
+    for other in [
+        "1.3.0-dev.1-cuda12",
+        "1.3.0-cuda13",
+        "1.3.0rc1-dev.1-cuda13",
+        "1.3.0-dev.x-cuda13",
+    ] {
+        assert_eq!(t.matches(other), None, "{other}");
+    }
+}
+
+#[test]
+fn versions_with_a_commit_tie_by_time() {
+    let t = track("vllm-x86_64-cu13-0.25.1-7a33ba9");
+    assert!(t.ties_by_time() && !t.needs_time_for_key());
+    assert_eq!(
+        key(&t, "vllm-x86_64-cu13-0.25.1-1234abc"),
+        key(&t, "vllm-x86_64-cu13-0.25.1-7a33ba9"),
+        "rebuilds of one version have one text key; the clock orders them"
+    );
+    assert!(
+        key(&t, "vllm-x86_64-cu13-0.25.2-1234abc") > key(&t, "vllm-x86_64-cu13-0.25.1-7a33ba9")
+    );
+    assert!(track("nightly-dev-cu13-20260815-a5ba081f").ties_by_time());
+    assert!(!track("v0.5.16-cu130").ties_by_time());
+    assert!(!track("nightly-09663abde0f50944a8d5ea30120666024b503faa").ties_by_time());
 }
 
 #[test]
@@ -530,22 +691,12 @@ fn every_fixture_tag_is_on_its_own_track_or_has_none() {
         }
     }
     let expected: BTreeSet<&str> = [
-        "1.3.0-deepseek-v4-dev.1",
-        "1.3.0-dev.1-cuda13",
         "deepseek-v4-hopper",
-        "dsv4-megamoe-mxfp4-arm64-cu130-4ba0a72",
-        "feat-deepseek_v4-c185066",
         "kimi-k3",
         "minimax-m3",
-        "minimax-m3-0618-x86_64-cu130",
         "rocm7.2.2_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.2.post",
         "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511",
         "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3",
-        "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.4_202607091539",
-        "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atomesh_202607121715",
-        "sglang-0.5.9-rocm720-mi35x-mori-0227-2",
-        "ubuntu24.04_py3.12_pytorch_release_2.10.0_glm52_agentic_0813",
-        "ubuntu24.04_py3.12_pytorch_release_2.10.0_kimi_k3_agentic_0820",
         "vllm0.26",
     ]
     .into_iter()
@@ -638,6 +789,54 @@ proptest! {
         let t = track("nightly_202606101403");
         let tag = |(y, m, d, h, min): (i32, u32, u32, u32, u32)| format!("nightly_{y:04}{m:02}{d:02}{h:02}{min:02}");
         prop_assert_eq!(key(&t, &tag(a)).cmp(&key(&t, &tag(b))), a.cmp(&b));
+    }
+
+    #[test]
+    fn dev_numbers_order_after_the_version(
+        a in (prop::collection::vec(0u64..20, 3), 0u64..40),
+        b in (prop::collection::vec(0u64..20, 3), 0u64..40),
+        word in prop::sample::select(vec!["deepseek-v4-dev", "dev"]),
+    ) {
+        let render = |(v, n): &(Vec<u64>, u64)| {
+            let version = format!("{}.{}.{}", v[0], v[1], v[2]);
+            if word == "dev" { format!("{version}-dev.{n}-cuda13") } else { format!("{version}-{word}.{n}") }
+        };
+        let t = track(&render(&a));
+        // Trailing zeros are insignificant, as in `Version`.
+        let norm = |(v, n): &(Vec<u64>, u64)| (v.clone(), *n);
+        prop_assert_eq!(key(&t, &render(&a)).cmp(&key(&t, &render(&b))), norm(&a).cmp(&norm(&b)));
+    }
+
+    #[test]
+    fn year_less_dates_order_like_the_dates_they_stand_for(
+        a in (0i64..3000, 0i64..3),
+        b in (0i64..3000, 0i64..3),
+        counters in (1u32..20, 1u32..20),
+    ) {
+        // Images made 0–2 days after the tag's date, over about eight years.
+        let epoch = chrono::NaiveDate::from_ymd_opt(2022, 1, 1).unwrap();
+        let day = |d: i64| epoch + chrono::Duration::days(d);
+        let t = track("sglang-0.5.9-rocm720-mi35x-mori-0227-2");
+        let tag = |d: chrono::NaiveDate, n: u32| format!("sglang-0.5.9-rocm720-mi35x-mori-{}-{n}", d.format("%m%d"));
+        let made = |d: chrono::NaiveDate, late: i64| (d + chrono::Duration::days(late)).and_hms_opt(12, 0, 0).unwrap().and_utc();
+        let (da, db) = (day(a.0), day(b.0));
+        let ka = t.matches(&tag(da, counters.0)).unwrap().key_at(made(da, a.1)).unwrap();
+        let kb = t.matches(&tag(db, counters.1)).unwrap().key_at(made(db, b.1)).unwrap();
+        prop_assert_eq!(ka.date.map(|d| d.date()), Some(da));
+        prop_assert_eq!(ka.cmp(&kb), (da, counters.0).cmp(&(db, counters.1)));
+    }
+
+    #[test]
+    fn builds_of_one_version_share_a_key_and_versions_order_them(
+        a in (prop::collection::vec(0u64..20, 3), "[0-9a-f]{6}"),
+        b in (prop::collection::vec(0u64..20, 3), "[0-9a-f]{6}"),
+    ) {
+        // A leading digit and letter keep the token a commit.
+        let render = |(v, c): &(Vec<u64>, String)| format!("vllm-x86_64-cu13-{}.{}.{}-a{c}", v[0], v[1], v[2]);
+        let t = track("vllm-x86_64-cu13-0.25.1-7a33ba9");
+        let (pa, pb) = (t.matches(&render(&a)).unwrap(), t.matches(&render(&b)).unwrap());
+        prop_assert_eq!(pa.key.cmp(&pb.key), a.0.cmp(&b.0));
+        prop_assert_eq!(pa.commit, Some(format!("a{}", a.1)));
     }
 
     #[test]

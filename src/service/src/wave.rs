@@ -503,13 +503,7 @@ pub async fn run_wave(
     let report = if options.plan.max_candidates == 0
         && ours.iter().all(|id| journal_ids.contains(id.as_str()))
     {
-        PlanReport {
-            families: Vec::new(),
-            candidates: Vec::new(),
-            requests: Default::default(),
-            minimum: Default::default(),
-            elapsed_ms: 0,
-        }
+        PlanReport::empty()
     } else {
         plan(&repository, &session, &options.plan).await
     };

@@ -1,0 +1,554 @@
+//! The held-out-like, scale and `families` scenarios of the plan benchmark.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Instant;
+
+use chrono::{DateTime, Datelike, NaiveDate, Utc};
+use klaud_planner::plan::{MemoryCreationTimes, PlanOptions, plan};
+use klaud_planner::registry::testkit::{LocalRegistry, PlatformSpec, Pusher, next_tag_on};
+use klaud_planner::registry::{RegistryClient, RegistryConfig};
+use klaud_planner::repo::Repository;
+use klaud_planner::tracks::{Track, TrackOrdering, infer_track, track_for};
+use sha2::Digest as _;
+
+use super::{peak_memory_kib, print_figures};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn start_registry() -> LocalRegistry {
+    LocalRegistry::start().unwrap_or_else(|err| {
+        eprintln!("cannot start docker-registry: {err}");
+        std::process::exit(2);
+    })
+}
+
+/// Resets the peak-RSS counter so each scenario reports its own peak.
+fn reset_peak_memory() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn peak_mib() -> f64 {
+    peak_memory_kib().unwrap_or(0) as f64 / 1024.0
+}
+
+/// A short commit of `len` hex digits that inference reads as a commit.
+fn commit(seed: &str, len: usize) -> String {
+    let hex = hex::encode(sha2::Sha256::digest(seed.as_bytes()));
+    let body: String = hex.chars().take(len.saturating_sub(2)).collect();
+    format!("a1{body}")
+}
+
+/// One stale track of the scenario: the tags it has now and the newer
+/// ones pushed, oldest first; `expected` is what every family on it must get.
+struct StaleTrack {
+    repository: String,
+    track: Track,
+    families: Vec<String>,
+    pushed: Vec<(String, DateTime<Utc>)>,
+    expected: Option<String>,
+}
+
+fn month_day_date(tag: &str, track: &Track) -> Option<(NaiveDate, String)> {
+    let (m, d) = track.matches(tag)?.month_day?;
+    Some((
+        NaiveDate::from_ymd_opt(2026, m, d)?,
+        format!("{m:02}{d:02}"),
+    ))
+}
+
+/// The i-th newer tag after `newest` (1-based): by the text where the text
+/// orders, a fresh commit where only time does, the date moved on where it
+/// has no year. Times are increasing; the caller adds the last one too young.
+fn newer_tags(
+    track: &Track,
+    newest: &str,
+    newest_time: DateTime<Utc>,
+    count: usize,
+    seed: &str,
+) -> Vec<(String, DateTime<Utc>)> {
+    let mut out = Vec::new();
+    let position = track.matches(newest).expect("on its track");
+    let mut tag = newest.to_owned();
+    for i in 1..=count {
+        let time = newest_time + chrono::Duration::days(i as i64);
+        let next = if track.needs_time_for_key() {
+            let (date, text) = month_day_date(newest, track).expect("a month-day");
+            let new_date = date + chrono::Duration::days(7 * i as i64);
+            let new_text = format!("{:02}{:02}", new_date.month(), new_date.day());
+            let at = text_position(newest, &text);
+            let mut next = format!("{}{}{}", &newest[..at], new_text, &newest[at + 4..]);
+            // A build counter after the date starts again at 1.
+            if let Some(rest) = next[at + 4..].strip_prefix('-')
+                && rest.bytes().all(|b| b.is_ascii_digit())
+                && !rest.is_empty()
+            {
+                next.truncate(at + 5);
+                next.push('1');
+            }
+            let created =
+                new_date.and_hms_opt(12, 0, 0).unwrap().and_utc() + chrono::Duration::days(1);
+            out.push((next, created));
+            continue;
+        } else if track.ordering() == TrackOrdering::Pushed
+            || (track.ties_by_time()
+                && (position.key.as_ref().is_some_and(|k| k.date.is_none()) || i == count))
+        {
+            // Rebuilds: the same text with another commit, later in time.
+            let old = track
+                .matches(&tag)
+                .and_then(|p| p.commit)
+                .expect("a commit");
+            tag.replacen(&old, &commit(&format!("{seed}-{i}"), old.len()), 1)
+        } else {
+            next_tag_on(track, &tag).expect("a next tag")
+        };
+        assert!(track.matches(&next).is_some(), "{next} is not on {track}");
+        tag = next.clone();
+        out.push((next, time));
+    }
+    out
+}
+
+fn text_position(tag: &str, text: &str) -> usize {
+    tag.rfind(text).expect("the month-day is in the tag")
+}
+
+/// The revision label a commit-named tag needs.
+fn labels_for(track: Option<&Track>, tag: &str) -> Vec<(String, String)> {
+    let mut labels = vec![(
+        "org.opencontainers.image.version".to_owned(),
+        tag.to_owned(),
+    )];
+    if let Some(commit) = track.and_then(|t| t.matches(tag)).and_then(|p| p.commit) {
+        labels.push((
+            "org.opencontainers.image.revision".to_owned(),
+            format!("{commit:0<40}"),
+        ));
+    }
+    labels
+}
+
+/// (repository, tag, labels, created) of one image to push.
+type Image = (String, String, Vec<(String, String)>, DateTime<Utc>);
+
+async fn push(pusher: &Pusher, images: Vec<Image>) {
+    use futures::StreamExt as _;
+    let mut by_repository: BTreeMap<String, Vec<_>> = BTreeMap::new();
+    for (repo, tag, labels, created) in images {
+        by_repository
+            .entry(repo)
+            .or_default()
+            .push((tag, labels, created));
+    }
+    let pushes = by_repository.into_iter().map(|(repo, tags)| async move {
+        for (tag, labels, created) in tags {
+            let labels: Vec<(&str, &str)> = labels
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let platforms = [
+                PlatformSpec::linux("amd64", &labels, Some(created)),
+                PlatformSpec::linux("arm64", &labels, Some(created)),
+            ];
+            pusher
+                .push_image(&repo, &tag, &platforms)
+                .await
+                .unwrap_or_else(|e| panic!("push {repo}:{tag}: {e}"));
+        }
+    });
+    let mut results = futures::stream::iter(pushes).buffer_unordered(8);
+    while results.next().await.is_some() {}
+}
+
+/// The held-out-like scenario (see the bench's doc).
+pub fn heldout() {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/inferencex/full");
+    let Ok(repository) = Repository::open(&full) else {
+        eprintln!(
+            "the shared InferenceX fixtures are not at {}; skipped",
+            full.display()
+        );
+        return;
+    };
+    let registry = start_registry();
+    let now = Utc::now();
+    let base = now - chrono::Duration::days(60);
+    println!(
+        "\n== heldout: real masters, several newer tags per stale track, no Docker Hub API =="
+    );
+
+    // Tracks by (repository, track name), with the families on them.
+    let mut tracks: BTreeMap<(String, String), StaleTrack> = BTreeMap::new();
+    let mut currents: BTreeMap<(String, String), DateTime<Utc>> = BTreeMap::new();
+    let mut no_track: BTreeSet<(String, String)> = BTreeSet::new();
+    for family in repository.families() {
+        let image = family.image();
+        let Some(tag) = image.tag() else { continue };
+        let repo = image.repository();
+        let track = track_for(&image.normalized_repository(), tag, &[])
+            .ok()
+            .flatten();
+        let created = match track.as_ref().and_then(|t| month_day_date(tag, t)) {
+            Some((date, _)) => {
+                date.and_hms_opt(12, 0, 0).unwrap().and_utc() + chrono::Duration::days(1)
+            }
+            None => base,
+        };
+        currents.insert((repo.clone(), tag.to_owned()), created);
+        match track {
+            Some(track) => {
+                let entry = tracks
+                    .entry((repo.clone(), track.name().to_owned()))
+                    .or_insert_with(|| StaleTrack {
+                        repository: repo.clone(),
+                        track,
+                        families: Vec::new(),
+                        pushed: Vec::new(),
+                        expected: None,
+                    });
+                entry.families.push(family.family.clone());
+            }
+            None => {
+                no_track.insert((repo, tag.to_owned()));
+            }
+        }
+    }
+    // Current tags of one time-ordered track are an hour apart, in name order.
+    let mut images = Vec::new();
+    for ((repo, tag), created) in &mut currents {
+        let track = track_for(repo, tag, &[]).ok().flatten();
+        if let Some(t) = &track
+            && t.ordering() == TrackOrdering::Pushed
+        {
+            let rank = tracks[&(repo.clone(), t.name().to_owned())].families.len() as i64;
+            *created += chrono::Duration::hours(rank.min(23));
+        }
+    }
+    for ((repo, tag), created) in &currents {
+        let track = infer_track(tag);
+        images.push((
+            repo.clone(),
+            tag.clone(),
+            labels_for(track.as_ref(), tag),
+            *created,
+        ));
+    }
+    for ((_, name), stale) in &mut tracks {
+        let on: Vec<(&String, &DateTime<Utc>)> = currents
+            .iter()
+            .filter(|((r, t), _)| *r == stale.repository && stale.track.matches(t).is_some())
+            .map(|((_, t), c)| (t, c))
+            .collect();
+        // The newest current tag: by text, else by time.
+        let (newest, newest_time) = on
+            .iter()
+            .max_by(|a, b| {
+                let key = |t: &str| stale.track.matches(t).and_then(|p| p.key);
+                let (ka, kb) = (key(a.0), key(b.0));
+                if stale.track.ordering() == TrackOrdering::Pushed
+                    || stale.track.needs_time_for_key()
+                    || ka == kb
+                {
+                    a.1.cmp(b.1).then(a.0.cmp(b.0))
+                } else {
+                    ka.cmp(&kb)
+                }
+            })
+            .map(|(t, c)| ((*t).clone(), **c))
+            .expect("a current tag");
+        let count = if stale.track.ties_by_time()
+            && stale
+                .track
+                .matches(&newest)
+                .and_then(|p| p.key)
+                .is_some_and(|k| k.date.is_none())
+        {
+            5
+        } else {
+            4
+        };
+        let mut newer = newer_tags(
+            &stale.track,
+            &newest,
+            newest_time.max(base),
+            count + 1,
+            &format!("{}:{name}", stale.repository),
+        );
+        // The last one is too young to propose: the one before is expected.
+        if let Some(last) = newer.last_mut() {
+            last.1 = now - chrono::Duration::hours(1);
+        }
+        stale.expected = newer.get(count - 1).map(|(t, _)| t.clone());
+        for (tag, created) in &newer {
+            images.push((
+                stale.repository.clone(),
+                tag.clone(),
+                labels_for(Some(&stale.track), tag),
+                *created,
+            ));
+        }
+        stale.pushed = newer;
+    }
+    // Builds without a recognisable order still get a newer build upstream:
+    // stale tracks Klaud is expected to miss.
+    let mut missed_by_design = Vec::new();
+    for (repo, tag) in &no_track {
+        let newer = if tag.ends_with("_atom20260511") {
+            tag.replace("_atom20260511", "_atom20260601")
+        } else if tag.ends_with("_atom0.1.3") {
+            tag.replace("_atom0.1.3", "_atom0.1.4")
+        } else {
+            continue;
+        };
+        missed_by_design.push(format!("{repo}:{tag} → {newer}"));
+        images.push((
+            repo.clone(),
+            newer,
+            Vec::new(),
+            now - chrono::Duration::days(3),
+        ));
+    }
+    let started = Instant::now();
+    let pushed = images.len();
+    let pusher = Pusher::new(registry.base_url());
+    runtime().block_on(push(&pusher, images));
+    let stale_total = tracks.len() + missed_by_design.len();
+    println!(
+        "seeded {pushed} tags: {} stale tracks ({} with a track, {} without) in {:.1} s",
+        stale_total,
+        tracks.len(),
+        missed_by_design.len(),
+        started.elapsed().as_secs_f64()
+    );
+
+    for (variant, hub) in [
+        (
+            "hub.docker.com not mirrored (DNS of the real host never asked)",
+            None,
+        ),
+        (
+            "hub.docker.com mirrored to a port that accepts and never answers",
+            Some(black_hole()),
+        ),
+    ] {
+        let mut config = RegistryConfig::default();
+        for host in ["docker.io", "nvcr.io", "ghcr.io", "quay.io"] {
+            config.mirrors.insert(host.to_owned(), registry.base_url());
+        }
+        if let Some(url) = &hub {
+            config
+                .mirrors
+                .insert("hub.docker.com".to_owned(), url.clone());
+        }
+        let client = RegistryClient::new(config).expect("client");
+        let times = MemoryCreationTimes::default();
+        let mut options = PlanOptions::new(now);
+        options.creation_times = Some(&times);
+        reset_peak_memory();
+        let report = runtime().block_on(plan(&repository, &client.session(), &options));
+        println!("\n-- {variant}");
+        print_figures("cold plan", &report, 16);
+        println!("  peak memory {:.1} MiB", peak_mib());
+        for note in &report.notes {
+            println!("  plan note: {note}");
+        }
+        let by_family: BTreeMap<&str, _> = report
+            .families
+            .iter()
+            .map(|f| (f.family.as_str(), f))
+            .collect();
+        let mut right = 0;
+        let mut wrong = Vec::new();
+        let mut missed = Vec::new();
+        for stale in tracks.values() {
+            let expected = stale.expected.as_deref();
+            let mut ok = true;
+            for family in &stale.families {
+                let plan = by_family[family.as_str()];
+                let got = plan.candidate.as_ref().map(|c| c.tag.as_str());
+                if got != expected {
+                    ok = false;
+                    if got.is_some() {
+                        wrong.push(format!("{family}: proposed {got:?}, expected {expected:?}"));
+                    } else {
+                        missed.push(format!(
+                            "{family} ({}): {:?} — {}",
+                            stale.track.name(),
+                            plan.status,
+                            plan.reasons.join("; ")
+                        ));
+                    }
+                }
+            }
+            right += usize::from(ok);
+        }
+        let up_to_date_without_reason = report
+            .families
+            .iter()
+            .filter(|f| f.status == klaud_planner::plan::Status::UpToDate && f.reasons.is_empty())
+            .count();
+        println!(
+            "  newest tag proposed on {right} of {stale_total} stale tracks (target ≥ 32), wrong proposals: {} (target 0), up-to-date without a reason: {up_to_date_without_reason}",
+            wrong.len()
+        );
+        for line in wrong.iter().chain(&missed) {
+            println!("    {line}");
+        }
+        for line in &missed_by_design {
+            println!("    no track by design: {line}");
+        }
+        let warm_started = Instant::now();
+        let warm_client = RegistryClient::new(client.config().clone()).expect("client");
+        // What the daemon's store would persist across a restart.
+        let breaker = serde_json::to_string(&client.breaker_state()).expect("breaker state");
+        warm_client.restore_breaker(&serde_json::from_str(&breaker).expect("breaker state"));
+        let warm = runtime().block_on(plan(&repository, &warm_client.session(), &options));
+        let (hits, misses) = times.hits_and_misses();
+        println!(
+            "  restarted client (breaker state and creation times restored): {} ms, {} requests (manifest_get {}, blob_get {}), cache {} entries, {hits} hits / {misses} misses",
+            warm_started.elapsed().as_millis(),
+            warm.requests.total(),
+            warm.requests.manifest_get,
+            warm.requests.blob_get,
+            times.len()
+        );
+    }
+}
+
+/// A loopback port that accepts connections and never answers.
+fn black_hole() -> url::Url {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    url::Url::parse(&format!("http://{addr}")).expect("url")
+}
+
+const SCALE_FAMILIES: usize = 10_000;
+const SCALE_REPOSITORIES: usize = 500;
+const SCALE_TAGS: usize = 6;
+
+/// Writes a checkout with one master of `entries` families spread over
+/// `repositories` image repositories.
+fn write_masters(dir: &Path, entries: usize, repositories: usize, registry_host: &str) {
+    std::fs::create_dir_all(dir.join("configs")).expect("configs dir");
+    let mut text = String::with_capacity(entries * 200);
+    for i in 0..entries {
+        let repo = i % repositories;
+        let tag = (i / repositories) % (SCALE_TAGS - 1);
+        let _ = write!(
+            text,
+            "scale-{i:06}:\n  image: {registry_host}/scale/r{repo:03}:v1.0.{tag}\n  model: m\n  model-prefix: m\n  runner: h100\n  precision: fp8\n  framework: vllm\n  multinode: false\n  scenarios:\n    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n"
+        );
+    }
+    std::fs::write(dir.join("configs/scale-master.yaml"), text).expect("write master");
+}
+
+/// 10,000 families over 500 repositories (see the bench's doc).
+pub fn scale() {
+    println!("\n== scale: {SCALE_FAMILIES} families over {SCALE_REPOSITORIES} repositories ==");
+    let registry = start_registry();
+    let now = Utc::now();
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_masters(dir.path(), SCALE_FAMILIES, SCALE_REPOSITORIES, "docker.io");
+    let started = Instant::now();
+    let pusher = Pusher::new(registry.base_url());
+    runtime().block_on(async {
+        use futures::StreamExt as _;
+        let pushes = (0..SCALE_REPOSITORIES).map(|r| {
+            let pusher = pusher.clone();
+            async move {
+                for t in 0..SCALE_TAGS {
+                    let created = now - chrono::Duration::days(60 - t as i64);
+                    // A label per repository keeps every image distinct, as upstream.
+                    let name = format!("scale/r{r:03}");
+                    let labels = [("org.opencontainers.image.title", name.as_str())];
+                    let platforms = [PlatformSpec::linux("amd64", &labels, Some(created))];
+                    pusher
+                        .push_image(&format!("scale/r{r:03}"), &format!("v1.0.{t}"), &platforms)
+                        .await
+                        .expect("push");
+                }
+            }
+        });
+        let mut results = futures::stream::iter(pushes).buffer_unordered(16);
+        while results.next().await.is_some() {}
+    });
+    println!(
+        "seeded {} tags in {SCALE_REPOSITORIES} repositories in {:.1} s",
+        SCALE_REPOSITORIES * SCALE_TAGS,
+        started.elapsed().as_secs_f64()
+    );
+    for concurrency in [16, 64] {
+        reset_peak_memory();
+        let mut config = RegistryConfig {
+            concurrency,
+            ..RegistryConfig::default()
+        };
+        config
+            .mirrors
+            .insert("docker.io".to_owned(), registry.base_url());
+        let client = RegistryClient::new(config).expect("client");
+        let started = Instant::now();
+        let repository = Repository::open(dir.path()).expect("scale masters load");
+        let read = started.elapsed();
+        let report =
+            runtime().block_on(plan(&repository, &client.session(), &PlanOptions::new(now)));
+        let wall = started.elapsed();
+        let stale = report
+            .families
+            .iter()
+            .filter(|f| f.candidate.is_some())
+            .count();
+        print_figures(
+            &format!("scale plan, concurrency {concurrency}"),
+            &report,
+            concurrency,
+        );
+        println!(
+            "  read masters {:.2} s + plan = {:.2} s wall (target ≤ 5 s), peak memory {:.1} MiB (target ≤ 150 MiB), {stale} families with a candidate",
+            read.as_secs_f64(),
+            wall.as_secs_f64(),
+            peak_mib()
+        );
+    }
+}
+
+/// Reading masters of 32k and 200k entries: linear?
+pub fn families() {
+    println!("\n== families: reading large masters ==");
+    let mut per_entry = Vec::new();
+    for entries in [32_000usize, 200_000] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write_masters(dir.path(), entries, 500, "docker.io");
+        reset_peak_memory();
+        let started = Instant::now();
+        let repository = Repository::open(dir.path()).expect("masters load");
+        let elapsed = started.elapsed();
+        assert_eq!(repository.families().len(), entries);
+        let us = elapsed.as_secs_f64() * 1e6 / entries as f64;
+        per_entry.push(us);
+        println!(
+            "  {entries:>7} entries: {:.2} s ({us:.1} µs per entry; target 200k < 10 s), peak memory {:.1} MiB",
+            elapsed.as_secs_f64(),
+            peak_mib()
+        );
+    }
+    if let [small, large] = per_entry[..] {
+        println!(
+            "  cost per entry grows {:.2}× from 32k to 200k (1.0 = linear)",
+            large / small
+        );
+    }
+}
