@@ -22,7 +22,7 @@ use klaud_sandbox::ci::Script;
 use klaud_sandbox::stack::{MAINTAINER, SandboxStack};
 use klaud_service::{GithubLifecycle, HttpBaselineSource, materialize};
 
-const REPO: &str = "demo/benchmarks";
+pub(crate) const REPO: &str = "demo/benchmarks";
 const BOT: &str = "Klaud-Cold";
 const OWNER_RUN: u64 = 4242;
 
@@ -36,24 +36,30 @@ fn owner() -> Claimant {
 
 /// A sandbox with the demo repository, one base checkout and the target of
 /// one family.
-struct Env {
-    stack: SandboxStack,
-    forge: Forge,
-    repository: Repository,
-    base: String,
-    baseline: HttpBaselineSource,
-    config: EngineConfig,
+pub(crate) struct Env {
+    pub(crate) stack: SandboxStack,
+    pub(crate) forge: Forge,
+    pub(crate) repository: Repository,
+    pub(crate) base: String,
+    pub(crate) baseline: HttpBaselineSource,
+    pub(crate) config: EngineConfig,
     _dir: tempfile::TempDir,
 }
 
 async fn env(script: Option<&str>) -> Env {
+    env_seeded(&root().join("configs/demo"), script).await
+}
+
+/// A sandbox whose repository is seeded from `seed` (e.g. the demo
+/// repository plus workflow files).
+pub(crate) async fn env_seeded(seed: &Path, script: Option<&str>) -> Env {
     let registry_seed =
         std::fs::read_to_string(root().join("configs/demo-registry.json")).expect("registry seed");
     let script = script.map(|s| Script::parse("test script", s).expect("script"));
     let stack = SandboxStack::start(
         REPO,
         BOT,
-        &root().join("configs/demo"),
+        seed,
         &registry_seed,
         script,
         Duration::from_millis(10),
@@ -84,7 +90,7 @@ async fn env(script: Option<&str>) -> Env {
 }
 
 impl Env {
-    async fn target(&self, key: &str) -> Target {
+    pub(crate) async fn target(&self, key: &str) -> Target {
         let registry = sandbox_registry(&self.stack.registry_url).expect("registry");
         let mut options = PlanOptions::new(chrono::Utc::now());
         options.max_candidates = 20;
@@ -115,11 +121,11 @@ impl Env {
     }
 
     /// Drives to the end (waiting for the CI simulator as needed).
-    async fn finish(&self, journal: &dyn Journal, target: &Target) -> CandidateRecord {
+    pub(crate) async fn finish(&self, journal: &dyn Journal, target: &Target) -> CandidateRecord {
         self.finish_with(journal, target, None).await
     }
 
-    async fn finish_with(
+    pub(crate) async fn finish_with(
         &self,
         journal: &dyn Journal,
         target: &Target,
@@ -156,7 +162,7 @@ impl Env {
 
     /// Takes `steps` engine steps (a crash after them drops everything);
     /// returns the step reached.
-    async fn steps(&self, journal: &dyn Journal, target: &Target, steps: usize) -> Step {
+    pub(crate) async fn steps(&self, journal: &dyn Journal, target: &Target, steps: usize) -> Step {
         let lifecycle = GithubLifecycle::new(&self.forge);
         let clock = SystemClock;
         let engine = Engine::new(
@@ -183,19 +189,19 @@ impl Env {
         rec.step
     }
 
-    async fn pulls(&self, branch: &str) -> Vec<u64> {
+    pub(crate) async fn pulls(&self, branch: &str) -> Vec<u64> {
         self.stack.state().pulls_for_head(REPO, branch).await
     }
 
-    async fn bodies(&self, number: u64) -> Vec<String> {
+    pub(crate) async fn bodies(&self, number: u64) -> Vec<String> {
         self.stack.state().comment_bodies(REPO, number).await
     }
 
-    async fn pull(&self, number: u64) -> klaud_github::PullInfo {
+    pub(crate) async fn pull(&self, number: u64) -> klaud_github::PullInfo {
         self.forge.get_pull(number).await.expect("pull")
     }
 
-    async fn dispatches(&self) -> usize {
+    pub(crate) async fn dispatches(&self) -> usize {
         self.stack
             .state()
             .request_log()
@@ -205,7 +211,7 @@ impl Env {
             .count()
     }
 
-    async fn label_writes(&self) -> usize {
+    pub(crate) async fn label_writes(&self) -> usize {
         self.stack
             .state()
             .request_log()
@@ -215,7 +221,7 @@ impl Env {
             .count()
     }
 
-    async fn claims(&self) -> Vec<(String, String)> {
+    pub(crate) async fn claims(&self) -> Vec<(String, String)> {
         self.forge
             .list_refs("refs/heads/klaud/claim-")
             .await
@@ -238,7 +244,7 @@ fn assert_unique(markers: &[String]) {
     }
 }
 
-const VALIDATED_SCRIPT: &str = r#"
+pub(crate) const VALIDATED_SCRIPT: &str = r#"
 [families."*"]
 smoke = ["success"]
 sweep = ["success"]
@@ -252,7 +258,7 @@ smoke = ["failure", "success"]
 sweep = ["infra:timed_out", "success"]
 "#;
 
-async fn assert_validated(env: &Env, target: &Target, rec: &CandidateRecord) {
+pub(crate) async fn assert_validated(env: &Env, target: &Target, rec: &CandidateRecord) {
     let ending = rec.ending.as_ref().expect("ending");
     assert_eq!(ending.outcome, Outcome::Validated, "{ending:?}");
     let pulls = env.pulls(&rec.branch).await;
@@ -275,7 +281,10 @@ async fn assert_validated(env: &Env, target: &Target, rec: &CandidateRecord) {
     // The head carries the bump and the changelog entry.
     let changelog = env
         .forge
-        .get_contents("perf-changelog.yaml", &pull.head_sha)
+        .get_contents(
+            &format!("{}perf-changelog.yaml", env.repository.prefix()),
+            &pull.head_sha,
+        )
         .await
         .expect("read")
         .expect("exists");
@@ -287,7 +296,10 @@ async fn assert_validated(env: &Env, target: &Target, rec: &CandidateRecord) {
     assert!(text.ends_with('\n') && !text.ends_with("\n\n"));
     let master = env
         .forge
-        .get_contents("configs/nvidia-master.yaml", &pull.head_sha)
+        .get_contents(
+            &format!("{}configs/nvidia-master.yaml", env.repository.prefix()),
+            &pull.head_sha,
+        )
         .await
         .expect("read")
         .expect("exists");
@@ -1093,9 +1105,13 @@ async fn one_shot_waves_with_empty_journals_carry_a_candidate_to_its_outcome() {
     }
     let (waves, c) = outcome.expect("the candidate finished within 40 waves");
     assert_eq!(c.outcome.as_deref(), Some("validated"), "{c:#?}");
+    // `waves` counts from 0: at least one resume with an empty journal.
+    // How many more depends on how fast the CI simulator finishes a run
+    // relative to a wave's reads, which this test does not control.
     assert!(
-        waves >= 2,
-        "it took {waves} waves: the test must span several"
+        waves >= 1,
+        "it took {} wave(s): the test must span several",
+        waves + 1
     );
     let branch = format!("klaud/auto-{}", c.candidate);
     let pulls = env.pulls(&branch).await;

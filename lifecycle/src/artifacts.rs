@@ -393,12 +393,14 @@ pub struct SweepManifest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Artifact {
-    /// `bmk_<name>` or `bmk_agentic_<name>`.
+    /// `bmk_<name>` or `bmk_agentic_<name>`: one row per result file (a
+    /// multi-node artifact holds several `agg_<name>_*.json`, an agentic one
+    /// `<name>.json` or several `<name>_conc*.json`), ordered by file path.
     Benchmark {
         /// Artifact name.
         name: String,
-        /// The row.
-        row: Box<BenchmarkRow>,
+        /// The rows, at least one.
+        rows: Vec<BenchmarkRow>,
     },
     /// `results_bmk`.
     AggregatedBenchmarks {
@@ -491,12 +493,17 @@ pub fn parse_files(kind: ArtifactKind, files: &ArtifactFiles) -> Result<Artifact
             Ok(Artifact::Evals { rows })
         }
         ArtifactKind::Agentic | ArtifactKind::FixedSeqLen => {
-            let (file, value) = single_result_file(files)?;
-            let ctx = Ctx::new(&files.artifact, &file);
-            let row = parse_benchmark_row(&ctx, &value, Some(kind == ArtifactKind::Agentic))?;
+            let agentic = Some(kind == ArtifactKind::Agentic);
+            let rows = result_files(files)?
+                .into_iter()
+                .map(|(file, bytes)| {
+                    let value = parse_json(&files.artifact, file, bytes)?;
+                    parse_benchmark_row(&Ctx::new(&files.artifact, file), &value, agentic)
+                })
+                .collect::<Result<_, _>>()?;
             Ok(Artifact::Benchmark {
                 name: files.artifact.clone(),
-                row: Box::new(row),
+                rows,
             })
         }
     }
@@ -516,41 +523,30 @@ fn parse_json(artifact: &str, file: &str, bytes: &[u8]) -> Result<Value, Artifac
     })
 }
 
-/// A per-point artifact holds one JSON row; its file name varies with the
-/// workflow version (`agg.json`, `agg_<name>.json`, `<name>.json`), so take
-/// the only JSON file, preferring `agg*` names when there are several.
-fn single_result_file(files: &ArtifactFiles) -> Result<(String, Value), ArtifactError> {
-    let json: Vec<&(String, Vec<u8>)> = files
+/// The result files of a per-point artifact, each one JSON row, ordered by
+/// path so a report lists them the same way every time. The names vary with
+/// the template (`agg_<name>.json`; multi-node `agg_<name>_*.json`; agentic
+/// `<name>.json` or `<name>_conc*.json`); when `agg*` files sit next to
+/// other JSON (an older layout that bundled the raw result too), only the
+/// `agg*` files are rows.
+fn result_files(files: &ArtifactFiles) -> Result<Vec<(&str, &[u8])>, ArtifactError> {
+    let mut json: Vec<(&str, &[u8])> = files
         .files
         .iter()
         .filter(|(p, _)| p.ends_with(".json"))
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
         .collect();
-    let chosen = match json.as_slice() {
-        [] => {
-            return Err(ArtifactError::MissingFile {
-                artifact: files.artifact.clone(),
-                file: "*.json".to_owned(),
-            });
-        }
-        [one] => *one,
-        many => {
-            let agg: Vec<_> = many
-                .iter()
-                .filter(|(p, _)| base_name(p).starts_with("agg"))
-                .collect();
-            match agg.as_slice() {
-                [one] => **one,
-                _ => {
-                    return Err(ArtifactError::Ambiguous {
-                        artifact: files.artifact.clone(),
-                        found: many.iter().map(|(p, _)| p.clone()).collect(),
-                    });
-                }
-            }
-        }
-    };
-    let value = parse_json(&files.artifact, &chosen.0, &chosen.1)?;
-    Ok((chosen.0.clone(), value))
+    if json.is_empty() {
+        return Err(ArtifactError::MissingFile {
+            artifact: files.artifact.clone(),
+            file: "*.json".to_owned(),
+        });
+    }
+    if json.iter().any(|(p, _)| base_name(p).starts_with("agg")) {
+        json.retain(|(p, _)| base_name(p).starts_with("agg"));
+    }
+    json.sort_by(|a, b| a.0.cmp(b.0));
+    Ok(json)
 }
 
 /// Where a field lives, for error messages.
@@ -947,10 +943,11 @@ mod tests {
         let zip = zip_of(&[("agg_dsr1_b200.json", FIXED_ROW.as_bytes())]);
         let parsed =
             parse_artifact("bmk_dsr1_b200_tp4", &zip, &ArtifactLimits::default()).expect("parses");
-        let Artifact::Benchmark { row, .. } = parsed else {
+        let Artifact::Benchmark { mut rows, .. } = parsed else {
             panic!("wrong kind: {parsed:?}");
         };
-        let BenchmarkRow::FixedSeqLen(row) = *row else {
+        assert_eq!(rows.len(), 1);
+        let Some(BenchmarkRow::FixedSeqLen(row)) = rows.pop() else {
             panic!("not a fixed-seq-len row");
         };
         assert_eq!(row.conc, 64);
@@ -961,6 +958,43 @@ mod tests {
         assert!(row.extra.contains_key("p99_ttft"));
         assert!(row.extra.contains_key("input_tput_per_gpu"));
         assert!(!row.extra.contains_key("conc"));
+    }
+
+    #[test]
+    fn multi_file_artifacts_give_every_row_in_path_order() {
+        let row = |conc: u32| FIXED_ROW.replace(r#""conc":64"#, &format!(r#""conc":{conc}"#));
+        let (a, b, c) = (row(16), row(4), row(8));
+        // Multi-node: several agg_<name>_*.json, archive order scrambled.
+        let zip = zip_of(&[
+            ("agg_r_conc16_gb200.json", a.as_bytes()),
+            ("agg_r_conc4_gb200.json", b.as_bytes()),
+            ("agg_r_conc8_gb200.json", c.as_bytes()),
+        ]);
+        let limits = ArtifactLimits::default();
+        let Artifact::Benchmark { rows, .. } = parse_artifact("bmk_r", &zip, &limits).unwrap()
+        else {
+            panic!("not a benchmark artifact");
+        };
+        let concs: Vec<u64> = rows.iter().map(BenchmarkRow::conc).collect();
+        assert_eq!(concs, [16, 4, 8], "ordered by file path, not by archive");
+        let reversed = zip_of(&[
+            ("agg_r_conc8_gb200.json", c.as_bytes()),
+            ("agg_r_conc4_gb200.json", b.as_bytes()),
+            ("agg_r_conc16_gb200.json", a.as_bytes()),
+        ]);
+        let Artifact::Benchmark { rows: again, .. } =
+            parse_artifact("bmk_r", &reversed, &limits).unwrap()
+        else {
+            panic!("not a benchmark artifact");
+        };
+        assert_eq!(again, rows, "the same rows in the same order");
+        // An older bundle: agg_* next to the raw result: only agg_* are rows.
+        let zip = zip_of(&[("r.json", b"{}"), ("agg_r.json", a.as_bytes())]);
+        let Artifact::Benchmark { rows, .. } = parse_artifact("bmk_r", &zip, &limits).unwrap()
+        else {
+            panic!("not a benchmark artifact");
+        };
+        assert_eq!(rows.len(), 1);
     }
 
     #[test]
@@ -1053,11 +1087,10 @@ mod tests {
             parse_artifact("bmk_x", &zip, &limits).unwrap_err(),
             ArtifactError::MissingFile { .. }
         ));
-        let zip = zip_of(&[("a.json", b"{}"), ("b.json", b"{}")]);
-        assert!(matches!(
-            parse_artifact("bmk_x", &zip, &limits).unwrap_err(),
-            ArtifactError::Ambiguous { .. }
-        ));
+        // Several result files are several rows; a broken one names itself.
+        let zip = zip_of(&[("a.json", b"{}"), ("b.json", b"{")]);
+        let err = parse_artifact("bmk_x", &zip, &limits).unwrap_err();
+        assert!(err.to_string().contains("file a.json"), "{err}");
         let zip = zip_of(&[("a.json", b"[1,2]")]);
         let err = parse_artifact("bmk_x", &zip, &limits).unwrap_err();
         assert!(

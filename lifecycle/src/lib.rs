@@ -8,7 +8,9 @@
 //! attempts), [`artifacts`] (bounded parsing of workflow artifacts),
 //! [`baseline`] (the frozen baseline from published results), [`report`]
 //! (everything Klaud publishes and the parsers of its hidden markers) and
-//! [`commands`] (maintainer PR commands and who may give them). The
+//! [`commands`] (maintainer PR commands and who may give them) and
+//! [`workflows`] (what the benchmark repository's workflow files say about
+//! dispatch inputs, run titles and drafts, read by `klaud-workflows`). The
 //! [`engine`] drives a candidate through its life over the forge and journal
 //! traits; [`engine::MemoryForge`], [`engine::MemoryJournal`] and
 //! [`engine::ManualClock`] let every step be tested without HTTP or sleeps.
@@ -24,3 +26,4 @@ pub mod commands;
 pub mod engine;
 pub mod model;
 pub mod report;
+pub mod workflows;

@@ -47,10 +47,10 @@ fn real_agentx_row_parses() {
     let zip = zip_of("bmk_agentic_golden/agg.json", &bytes);
     let parsed = parse_artifact("bmk_agentic_golden", &zip, &ArtifactLimits::default())
         .expect("the real row parses");
-    let Artifact::Benchmark { row, .. } = parsed else {
+    let Artifact::Benchmark { mut rows, .. } = parsed else {
         panic!("expected a benchmark artifact, got {parsed:?}");
     };
-    let BenchmarkRow::Agentic(row) = *row else {
+    let Some(BenchmarkRow::Agentic(row)) = rows.pop() else {
         panic!("expected an AgentX row");
     };
     assert_eq!(row.conc, 4);

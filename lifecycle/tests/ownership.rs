@@ -200,6 +200,9 @@ async fn world() -> (Fake, HeldClaim, String) {
             actor: Some(BOT.into()),
             created_at: None,
             html_url: String::new(),
+            head_branch: None,
+            head_repo: None,
+            pull_requests: Vec::new(),
         }),
     };
     (fake, held, head)

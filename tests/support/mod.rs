@@ -162,3 +162,26 @@ impl Person {
             .unwrap_or_else(|| panic!("no run id in {out}"))
     }
 }
+
+/// The real InferenceX workflow files of one version (`843c6254`, `newer`)
+/// beside the checkout, or `None` (with a loud message) when they are absent
+/// on a developer machine. On CI (`CI` set) their absence is a failure.
+pub fn inferencex_workflows(version: &str) -> Option<PathBuf> {
+    let path = Path::new(REPO_ROOT)
+        .join("../shared/fixtures/inferencex/workflows")
+        .join(version);
+    if path.join("run-sweep.yml").is_file() && path.join("e2e-tests.yml").is_file() {
+        return Some(path);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "the shared InferenceX workflow fixtures are missing at {}; CI must provide them",
+            path.display()
+        );
+    }
+    eprintln!(
+        "\n*** SKIPPED: the shared InferenceX workflow fixtures are not at {} — this test needs them ***\n",
+        path.display()
+    );
+    None
+}

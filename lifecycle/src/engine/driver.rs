@@ -2,6 +2,7 @@
 //! [`crate::engine`] for the rules every step follows.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::TimeDelta;
@@ -19,6 +20,9 @@ use crate::baseline::BaselineSource;
 use crate::model::{AttemptKind, AttemptStatus, DEFAULT_REPAIR_BUDGET, Outcome, Phase, RunRef};
 use crate::report::{
     MarkerKey, RenderedComment, UpstreamRange, engine_display, find_record, pr_title,
+};
+use crate::workflows::{
+    DraftPolicy, SmokeDispatch, Workflow, klaud_smoke_inputs, smoke_dispatch, workflow_path,
 };
 
 mod baseline;
@@ -78,6 +82,9 @@ pub struct EngineConfig {
     /// Base of the changelog's `pr-link` (the benchmark repository's gate
     /// wants `https://github.com/<owner>/<repo>/pull/<N>`).
     pub pr_link_base: String,
+    /// Whether the final sweep runs on draft PRs (`auto`: read the sweep
+    /// workflow's job conditions at the base commit).
+    pub sweep_runs_on_drafts: DraftPolicy,
 }
 
 impl EngineConfig {
@@ -100,6 +107,7 @@ impl EngineConfig {
             pr_link_base: "https://github.com".into(),
             sweep_start_timeout: TimeDelta::hours(1),
             run_timeout: TimeDelta::hours(12),
+            sweep_runs_on_drafts: DraftPolicy::Auto,
         }
     }
 }
@@ -210,6 +218,9 @@ pub fn smoke_test_name(owner_run: u64, candidate: &str) -> String {
 }
 
 const TRAILER: &str = "Klaud-Candidate: ";
+/// How far GitHub's clock may be behind Klaud's when a run's creation time
+/// is compared with the dispatch time.
+const CLOCK_SKEW: TimeDelta = TimeDelta::minutes(5);
 const INFRA_DETAIL: &str = "smoke, infrastructure failure";
 const SWEEP_INFRA_DETAIL: &str = "full sweep, infrastructure failure";
 
@@ -235,6 +246,17 @@ pub struct Engine<'a> {
     repository: &'a Repository,
     repository_sha: String,
     config: &'a EngineConfig,
+    /// The smoke and sweep workflows by base commit (they never change for
+    /// a commit, so each is read once per engine).
+    workflows: Mutex<BTreeMap<String, Arc<BaseWorkflows>>>,
+}
+
+/// The smoke and sweep workflow files at one base commit: `Ok(None)` when
+/// the file is absent, `Err` (the parse error) when it does not parse.
+#[derive(Debug)]
+pub(crate) struct BaseWorkflows {
+    smoke: Result<Option<Workflow>, String>,
+    sweep: Result<Option<Workflow>, String>,
 }
 
 impl std::fmt::Debug for Engine<'_> {
@@ -272,6 +294,7 @@ impl<'a> Engine<'a> {
             repository,
             repository_sha: repository_sha.into(),
             config,
+            workflows: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -492,7 +515,11 @@ impl<'a> Engine<'a> {
             let comments = self.forge.list_comments(pull.number).await?;
             rec.attempts = self.reported_attempts(&rec, &comments, true);
         }
-        let title = format!("e2e Test - {}", smoke_test_name(orphan_run, &rec.candidate));
+        let head = rec.head.clone().unwrap_or_default();
+        let title = match self.smoke_plan(&rec, &head).await? {
+            Ok(plan) => plan.title,
+            Err(_) => format!("e2e Test - {}", smoke_test_name(orphan_run, &rec.candidate)),
+        };
         let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
         let smoke = self
             .forge
@@ -672,6 +699,95 @@ impl<'a> Engine<'a> {
             .and_then(|i| i.tag().map(str::to_owned))
             .unwrap_or_else(|| rec.image.clone());
         pr_title(&self.config.display_name, &rec.key, &engine, &tag)
+    }
+
+    /// The smoke and sweep workflows at the candidate's base commit.
+    async fn base_workflows(&self, sha: &str) -> Result<Arc<BaseWorkflows>, EngineError> {
+        if let Some(w) = self.lock_workflows().get(sha) {
+            return Ok(w.clone());
+        }
+        let mut read = Vec::new();
+        for file in [&self.config.smoke_workflow, &self.config.sweep_workflow] {
+            let parsed = match self.forge.read_file(&workflow_path(file), sha).await? {
+                None => Ok(None),
+                Some(bytes) => String::from_utf8(bytes)
+                    .map_err(|_| format!("{}: not UTF-8", workflow_path(file)))
+                    .and_then(|text| {
+                        Workflow::parse(file, &text)
+                            .map(Some)
+                            .map_err(|e| e.to_string())
+                    }),
+            };
+            read.push(parsed);
+        }
+        let sweep = read.pop().unwrap_or(Ok(None));
+        let smoke = read.pop().unwrap_or(Ok(None));
+        let w = Arc::new(BaseWorkflows { smoke, sweep });
+        self.lock_workflows().insert(sha.to_owned(), w.clone());
+        Ok(w)
+    }
+
+    fn lock_workflows(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<BaseWorkflows>>> {
+        // A poisoned cache only means a panic elsewhere; its entries are
+        // still whole (inserted in one call).
+        self.workflows
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// What the smoke of `rec` dispatches and the title its run carries,
+    /// from the smoke workflow at the base commit. `Ok(Err(message))`: the
+    /// workflow cannot be dispatched as Klaud needs (the candidate ends).
+    async fn smoke_plan(
+        &self,
+        rec: &CandidateRecord,
+        head: &str,
+    ) -> Result<Result<SmokeDispatch, String>, EngineError> {
+        let workflows = self.base_workflows(&rec.base_sha).await?;
+        let smoke = match &workflows.smoke {
+            Ok(w) => w.as_ref(),
+            Err(e) => return Ok(Err(e.clone())),
+        };
+        let test_name = smoke_test_name(rec.owner_run, &rec.candidate);
+        let command = match self.family(&rec.family) {
+            Ok(f) => format!(
+                "test-config --config-files {} --config-keys {} --smoke",
+                f.file, f.key
+            ),
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        let wanted = klaud_smoke_inputs(head, &command, &test_name);
+        Ok(smoke_dispatch(
+            smoke,
+            &wanted,
+            &rec.base_branch,
+            &self.forge.bot_login(),
+            &format!("e2e Test - {test_name}"),
+        )
+        .map_err(|e| e.to_string()))
+    }
+
+    /// The title GitHub gives the sweep of `pull` (`None`: no sweep file).
+    async fn sweep_title(
+        &self,
+        rec: &CandidateRecord,
+        pull: &super::forge::Pull,
+    ) -> Result<Option<String>, EngineError> {
+        let workflows = self.base_workflows(&rec.base_sha).await?;
+        let Ok(Some(w)) = &workflows.sweep else {
+            return Ok(None);
+        };
+        // A run-name that does not evaluate is GitHub's problem to show;
+        // the run is still recognised by pull request and head.
+        Ok(crate::workflows::sweep_title(
+            Some(w),
+            pull,
+            &rec.base_branch,
+            &self.forge.repo(),
+            &self.config.sweep_label,
+        )
+        .ok()
+        .flatten())
     }
 
     fn phase_of(step: Step) -> Phase {
@@ -902,6 +1018,9 @@ mod tests {
             actor: None,
             created_at: None,
             html_url: String::new(),
+            head_branch: None,
+            head_repo: None,
+            pull_requests: Vec::new(),
         };
         assert_eq!(classify(&run("success")), (AttemptStatus::Passed, false));
         assert_eq!(classify(&run("failure")), (AttemptStatus::Failed, false));

@@ -71,6 +71,14 @@ pub struct Run {
     pub created_at: Option<String>,
     /// Web URL.
     pub html_url: String,
+    /// Branch the run is on (for a dispatch: the dispatched branch, not
+    /// `inputs.ref`).
+    pub head_branch: Option<String>,
+    /// `owner/name` of the repository the head comes from.
+    pub head_repo: Option<String>,
+    /// Pull requests GitHub associates with the run (empty for fork PRs and
+    /// dispatches).
+    pub pull_requests: Vec<u64>,
 }
 
 impl Run {

@@ -287,7 +287,7 @@ impl MemoryForge {
         workflow: &str,
         event: &str,
         title: String,
-        head: String,
+        (head, head_branch, pull_requests): (String, &str, Vec<u64>),
     ) -> u64 {
         let id = st.id();
         st.runs.push(StoredRun {
@@ -299,6 +299,9 @@ impl MemoryForge {
                 status: "queued".into(),
                 conclusion: None,
                 head_sha: head,
+                head_branch: Some(head_branch.to_owned()),
+                head_repo: Some(self.repo.clone()),
+                pull_requests,
                 actor: Some(self.bot.clone()),
                 created_at: None,
                 html_url: format!("https://github.com/{}/actions/runs/{id}", self.repo),
@@ -585,7 +588,7 @@ impl Forge for MemoryForge {
                     workflow,
                     "pull_request",
                     head.title.clone(),
-                    head.head_sha.clone(),
+                    (head.head_sha.clone(), &head.head_ref, vec![number]),
                 );
             }
         }
@@ -613,10 +616,9 @@ impl Forge for MemoryForge {
         inputs: &Value,
     ) -> Result<Option<u64>, ForgeError> {
         proof.for_dispatch()?;
-        let head = match inputs.get("ref").and_then(Value::as_str) {
-            Some(sha) => sha.to_owned(),
-            None => self.resolve(git_ref),
-        };
+        // As on GitHub: a dispatched run's head is the tip of the ref it was
+        // dispatched on, whatever `inputs.ref` says.
+        let head = self.resolve(git_ref);
         let mut st = self.lock();
         st.writes.push(format!("dispatch {workflow}"));
         let id = self.new_run(
@@ -624,7 +626,7 @@ impl Forge for MemoryForge {
             workflow,
             "workflow_dispatch",
             dispatch_title(inputs),
-            head,
+            (head, git_ref, Vec::new()),
         );
         Ok(self.return_run_details.then_some(id))
     }

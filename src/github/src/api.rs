@@ -176,8 +176,22 @@ struct RawRun {
     created_at: Option<String>,
     #[serde(default)]
     html_url: String,
-    #[serde(default)]
+    /// `null` is allowed by GitHub's schema (`array | null`).
+    #[serde(default, deserialize_with = "null_as_default")]
     pull_requests: Vec<PrNumber>,
+    /// Nullable in GitHub's schema (a deleted fork).
+    #[serde(default)]
+    head_repository: Option<RepoName>,
+}
+
+/// Reads `null` as the type's default: GitHub's schema marks several lists
+/// and strings nullable that Klaud treats as empty.
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 /// A workflow run.
@@ -198,6 +212,8 @@ pub struct RunInfo {
     pub created_at: Option<String>,
     pub html_url: String,
     pub pull_requests: Vec<u64>,
+    /// `owner/name` of the head repository, when GitHub gives it.
+    pub head_repository: Option<String>,
 }
 
 impl From<RawRun> for RunInfo {
@@ -217,6 +233,7 @@ impl From<RawRun> for RunInfo {
             created_at: r.created_at,
             html_url: r.html_url,
             pull_requests: r.pull_requests.into_iter().map(|p| p.number).collect(),
+            head_repository: r.head_repository.map(|h| h.full_name),
         }
     }
 }
@@ -1238,5 +1255,50 @@ impl Forge {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod schema_tests {
+    use super::*;
+
+    /// Values GitHub's REST schema (2022-11-28) allows for a workflow run:
+    /// `pull_requests`, `head_branch`, `conclusion`, `status`, `name` and
+    /// `head_repository` may be `null`.
+    #[test]
+    fn a_run_decodes_with_every_nullable_field_null() {
+        let raw: RawRun = serde_json::from_value(serde_json::json!({
+            "id": 5,
+            "name": null,
+            "display_title": "Run Sweep - x",
+            "event": "pull_request",
+            "status": null,
+            "conclusion": null,
+            "head_branch": null,
+            "head_sha": "a".repeat(40),
+            "run_attempt": 2,
+            "created_at": "2026-01-01T00:00:00Z",
+            "html_url": "https://github.com/o/r/actions/runs/5",
+            "pull_requests": null,
+            "head_repository": null,
+        }))
+        .expect("decodes");
+        let run = RunInfo::from(raw);
+        assert!(run.pull_requests.is_empty());
+        assert_eq!(run.head_repository, None);
+        assert_eq!(run.run_attempt, 2);
+        let raw: RawRun = serde_json::from_value(serde_json::json!({
+            "id": 6,
+            "event": "pull_request",
+            "head_sha": "b".repeat(40),
+            "pull_requests": [{"number": 9, "id": 1, "url": "u",
+                "head": {"ref": "x", "sha": "s", "repo": {"id": 1, "url": "u", "name": "r"}},
+                "base": {"ref": "main", "sha": "t", "repo": {"id": 1, "url": "u", "name": "r"}}}],
+            "head_repository": {"full_name": "o/r"},
+        }))
+        .expect("decodes");
+        let run = RunInfo::from(raw);
+        assert_eq!(run.pull_requests, [9]);
+        assert_eq!(run.head_repository.as_deref(), Some("o/r"));
     }
 }

@@ -69,6 +69,9 @@ fn run(r: RunInfo) -> Run {
         actor: r.actor,
         created_at: r.created_at,
         html_url: r.html_url,
+        head_branch: r.head_branch,
+        head_repo: r.head_repository,
+        pull_requests: r.pull_requests,
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use klaud_lifecycle::workflows::DraftPolicy;
 use serde::{Deserialize, Deserializer};
 
 /// A lease must be at least this many reconcile intervals long.
@@ -200,6 +201,30 @@ pub struct LifecycleConfig {
     pub baseline_api: String,
     /// Model (as in the master configs) → display name the results API wants.
     pub model_names: BTreeMap<String, String>,
+    /// Whether the final sweep runs on draft PRs: `"auto"` (default) reads
+    /// the sweep workflow's job conditions at the base commit, `true` keeps
+    /// the PR a draft until Klaud finishes, `false` marks it ready for
+    /// review before the sweep label is added.
+    #[serde(deserialize_with = "draft_policy")]
+    pub sweep_runs_on_drafts: DraftPolicy,
+}
+
+/// `"auto"`, `true` or `false`.
+fn draft_policy<'de, D: Deserializer<'de>>(deserializer: D) -> Result<DraftPolicy, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Flag(bool),
+        Word(String),
+    }
+    match Raw::deserialize(deserializer)? {
+        Raw::Flag(true) => Ok(DraftPolicy::Runs),
+        Raw::Flag(false) => Ok(DraftPolicy::Skips),
+        Raw::Word(w) if w == "auto" => Ok(DraftPolicy::Auto),
+        Raw::Word(w) => Err(serde::de::Error::custom(format!(
+            "lifecycle.sweep_runs_on_drafts: expected \"auto\", true or false, found {w:?}"
+        ))),
+    }
 }
 
 impl Default for LifecycleConfig {
@@ -212,6 +237,7 @@ impl Default for LifecycleConfig {
             use_comment: false,
             baseline_api: String::new(),
             model_names: BTreeMap::new(),
+            sweep_runs_on_drafts: DraftPolicy::Auto,
         }
     }
 }
@@ -594,6 +620,28 @@ mod tests {
     }
 
     #[test]
+    fn sweep_runs_on_drafts_is_auto_true_or_false() {
+        for (text, want) in [
+            ("", DraftPolicy::Auto),
+            (
+                "[lifecycle]\nsweep_runs_on_drafts = \"auto\"\n",
+                DraftPolicy::Auto,
+            ),
+            (
+                "[lifecycle]\nsweep_runs_on_drafts = true\n",
+                DraftPolicy::Runs,
+            ),
+            (
+                "[lifecycle]\nsweep_runs_on_drafts = false\n",
+                DraftPolicy::Skips,
+            ),
+        ] {
+            let config = Config::parse("klaud.toml", text).unwrap();
+            assert_eq!(config.lifecycle.sweep_runs_on_drafts, want, "{text:?}");
+        }
+    }
+
+    #[test]
     fn recipe_roots_and_the_bump_policy_are_read_and_checked() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/inferencex.toml");
         let config = Config::load(&path).unwrap();
@@ -658,6 +706,10 @@ mod tests {
                 "dashboard-allow-remote",
             ),
             ("[daemon]\nlease = \"1m\"\n", "daemon.lease"),
+            (
+                "[lifecycle]\nsweep_runs_on_drafts = \"maybe\"\n",
+                "lifecycle.sweep_runs_on_drafts",
+            ),
             (
                 "[daemon]\nreconcile_interval = \"10s\"\nlease = \"39s\"\n",
                 "daemon.lease",

@@ -5,6 +5,7 @@ use crate::engine::forge::ForgeError;
 use crate::engine::journal::{CandidateRecord, Ending, Step};
 use crate::model::{FinishedResult, Outcome, Phase};
 use crate::report::{MarkerKey, Receipt, find_record, render_cleanup, render_receipt};
+use crate::workflows::is_sweep_of;
 
 impl Engine<'_> {
     // ------------------------------------------------------------- finish
@@ -146,21 +147,39 @@ impl Engine<'_> {
                 .create_comment(&proof, number, &marker.body)
                 .await?;
         }
-        let smoke_title = format!(
-            "e2e Test - {}",
-            smoke_test_name(rec.owner_run, &rec.candidate)
-        );
-        // Sweep runs carry the PR's title.
-        let pr_title = self.forge.get_pull(number).await?.title;
-        for run in rec.runs() {
+        let head = rec.head.clone().unwrap_or_default();
+        let smoke_title = match self.smoke_plan(rec, &head).await? {
+            Ok(plan) => plan.title,
+            Err(_) => format!(
+                "e2e Test - {}",
+                smoke_test_name(rec.owner_run, &rec.candidate)
+            ),
+        };
+        let pull = self.forge.get_pull(number).await?;
+        let sweep_title = self.sweep_title(rec, &pull).await?;
+        let repo = self.forge.repo();
+        let runs: Vec<(crate::model::RunRef, String)> = rec
+            .attempts
+            .iter()
+            .filter_map(|a| {
+                let h = if a.head.is_empty() { &head } else { &a.head };
+                a.run.clone().map(|r| (r, h.clone()))
+            })
+            .collect();
+        for (run, run_head) in runs {
             let live = self.forge.get_run(run.id).await?;
             if live.is_completed() {
                 continue;
             }
             let title = if live.event == "workflow_dispatch" {
                 smoke_title.clone()
+            } else if is_sweep_of(&live, number, &run_head, &repo, sweep_title.as_deref()) {
+                // Identified by pull request and head; its own title is
+                // what the ownership check re-reads.
+                live.title.clone()
             } else {
-                pr_title.clone()
+                // Not recognisably this PR's sweep: leave it alone.
+                continue;
             };
             let proof = match self.prove(rec, Scope::Run(run.id, &title)).await? {
                 Ok(p) => p,

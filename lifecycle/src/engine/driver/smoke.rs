@@ -1,13 +1,13 @@
 //! Smoke attempts, infrastructure retries and repairs.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{
-    Engine, EngineError, INFRA_DETAIL, Progress, RepairContext, RepairOutcome, SWEEP_INFRA_DETAIL,
-    Scope, classify, smoke_test_name,
+    CLOCK_SKEW, Engine, EngineError, INFRA_DETAIL, Progress, RepairContext, RepairOutcome,
+    SWEEP_INFRA_DETAIL, Scope, classify,
 };
 use crate::artifacts::{Artifact, BenchmarkRow, EvalRow, SweepManifest, parse_artifact};
-use crate::engine::forge::{ForgeError, RunQuery};
+use crate::engine::forge::{ForgeError, Run, RunQuery};
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
 use crate::engine::ownership::{Mismatch, MismatchKind};
 use crate::model::{AttemptKind, AttemptStatus, MAX_INFRA_RETRIES, Outcome, Phase, RunRef};
@@ -15,6 +15,7 @@ use crate::report::{
     AttemptReport, FrozenBaseline, MarkerKey, ReportName, compare, compare_evals, find_record,
     parse_baseline_block, parse_report, render_report,
 };
+use crate::workflows::SmokeDispatch;
 
 impl Engine<'_> {
     // -------------------------------------------------------------- smoke
@@ -121,11 +122,22 @@ impl Engine<'_> {
         if rec.attempts[idx].reported {
             return self.after_attempt(rec).await;
         }
-        let test_name = smoke_test_name(rec.owner_run, &rec.candidate);
-        let title = format!("e2e Test - {test_name}");
+        let head = rec.attempts[idx].head.clone();
+        let plan = match self.smoke_plan(rec, &head).await? {
+            Ok(p) => p,
+            Err(why) => {
+                // Before any dispatch: GitHub would refuse it (422) or the
+                // run could not test the candidate.
+                let m = format!("the smoke workflow cannot be dispatched: {why}");
+                return self
+                    .end(rec, Outcome::Incompatible, Phase::Targeted, m, false)
+                    .await;
+            }
+        };
+        let title = plan.title.clone();
         let run = match rec.attempts[idx].run.clone() {
             Some(r) => r,
-            None => return self.find_or_dispatch(rec, idx, &test_name, &title).await,
+            None => return self.find_or_dispatch(rec, idx, plan).await,
         };
         let live = self.forge.get_run(run.id).await?;
         if !live.is_completed() {
@@ -200,14 +212,18 @@ impl Engine<'_> {
         Ok(Progress::Advanced(Step::Smoke))
     }
 
+    /// Finds the run this attempt dispatched, or dispatches it. A
+    /// dispatched run's `head_sha` is the tip of the dispatched branch, not
+    /// the candidate head, so the run is found by what Klaud controls: its
+    /// title (which echoes the test name), actor, event, branch, and a
+    /// creation time after the dispatch.
     pub(super) async fn find_or_dispatch(
         &self,
         rec: &mut CandidateRecord,
         idx: usize,
-        test_name: &str,
-        title: &str,
+        plan: SmokeDispatch,
     ) -> Result<Progress, EngineError> {
-        let head = rec.attempts[idx].head.clone();
+        let title = plan.title.as_str();
         let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
         let runs = self
             .forge
@@ -215,15 +231,29 @@ impl Engine<'_> {
                 workflow: self.config.smoke_workflow.clone(),
                 event: Some("workflow_dispatch".into()),
                 actor: Some(self.forge.bot_login()),
-                head_sha: Some(head.clone()),
+                head_sha: None,
             })
             .await?;
+        // Clocks of Klaud and GitHub differ a little; a run of an earlier
+        // attempt is excluded by id (`known`) anyway.
+        let after = rec.attempts[idx].dispatched_at.map(|t| t - CLOCK_SKEW);
+        let created_after = |r: &Run| match (after, r.created_at.as_deref()) {
+            (Some(after), Some(at)) => chrono::DateTime::parse_from_rfc3339(at)
+                .map(|t| t.with_timezone(&chrono::Utc) >= after)
+                .unwrap_or(true),
+            _ => true,
+        };
         // Newest first: the oldest unknown run is the one of this attempt.
-        if let Some(found) = runs
-            .iter()
-            .rev()
-            .find(|r| r.title == title && self.by_bot(r.actor.as_deref()) && !known.contains(&r.id))
-        {
+        if let Some(found) = runs.iter().rev().find(|r| {
+            r.title == title
+                && r.event == "workflow_dispatch"
+                && self.by_bot(r.actor.as_deref())
+                && r.head_branch
+                    .as_deref()
+                    .is_none_or(|b| b == rec.base_branch)
+                && !known.contains(&r.id)
+                && created_after(r)
+        }) {
             rec.attempts[idx].run = Some(RunRef {
                 id: found.id,
                 attempt: found.attempt,
@@ -244,17 +274,7 @@ impl Engine<'_> {
             Ok(p) => p,
             Err(p) => return Ok(p),
         };
-        let family = self.family(&rec.family)?;
-        let inputs = json!({
-            "ref": head,
-            "generate-cli-command": format!(
-                "test-config --config-files {} --config-keys {} --smoke",
-                family.file, family.key
-            ),
-            "fail-fast": "true",
-            "klaud-run": "true",
-            "test-name": test_name,
-        });
+        let inputs = Value::Object(plan.inputs);
         rec.attempts[idx].dispatched_at = Some(self.clock.now());
         self.intend(rec, &format!("dispatch {}", self.config.smoke_workflow))
             .await?;
@@ -333,7 +353,7 @@ impl Engine<'_> {
             }
             let bytes = self.forge.download_artifact(a.id).await?;
             match parse_artifact(&a.name, &bytes, &self.config.artifact_limits) {
-                Ok(Artifact::Benchmark { row, .. }) => rows.push(*row),
+                Ok(Artifact::Benchmark { rows: r, .. }) => rows.extend(r),
                 Ok(Artifact::AggregatedBenchmarks { rows: r }) => aggregated.extend(r),
                 Ok(Artifact::Evals { rows: r }) => evals.extend(r),
                 Ok(Artifact::Manifest(m)) => manifest = Some(m),

@@ -8,8 +8,10 @@ use super::{
 };
 use crate::engine::forge::{ForgeError, RunQuery};
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
+use crate::engine::ownership::{Mismatch, MismatchKind};
 use crate::model::{AttemptKind, AttemptStatus, MAX_INFRA_RETRIES, Outcome, Phase, RunRef};
 use crate::report::{AttemptReport, ReportName, SweepCheck, compare, compare_evals, render_report};
+use crate::workflows::is_sweep_of;
 
 impl Engine<'_> {
     // -------------------------------------------------------------- final
@@ -113,6 +115,34 @@ impl Engine<'_> {
             .cloned()
             .collect();
         let add = !pull.labels.iter().any(|l| l == sweep);
+        let workflows = self.base_workflows(&rec.base_sha).await?;
+        let sweep_file = workflows.sweep.as_ref().ok().and_then(Option::as_ref);
+        let on_drafts = match crate::workflows::sweep_runs_on_drafts(
+            sweep_file,
+            sweep,
+            self.config.sweep_runs_on_drafts,
+        ) {
+            Ok(b) => b,
+            Err(e) => {
+                let m = format!("cannot tell whether the final sweep runs on drafts: {e}");
+                return self
+                    .end(rec, Outcome::Incompatible, Phase::FinalSweep, m, false)
+                    .await;
+            }
+        };
+        // A sweep that skips drafts would conclude `skipped`: the PR is
+        // marked ready first, so the label event already sees it ready.
+        // Klaud never requests reviews; readiness is all it changes.
+        let ready_first = !on_drafts && pull.draft;
+        if ready_first {
+            let proof = match self.prove(rec, Scope::Pull).await? {
+                Ok(p) => p,
+                Err(p) => return Ok(p),
+            };
+            self.intend(rec, "mark ready for review before the sweep")
+                .await?;
+            self.forge.set_draft(&proof, &pull, false).await?;
+        }
         if !remove.is_empty() || add {
             let proof = match self.prove(rec, Scope::Pull).await? {
                 Ok(p) => p,
@@ -165,9 +195,17 @@ impl Engine<'_> {
                 rec.attempts.len() - 1
             }
         };
-        let title = self.title(rec);
+        let number = rec
+            .pull
+            .ok_or_else(|| EngineError::Invalid("sweep without a pull request".into()))?;
+        let pull = self.forge.get_pull(number).await?;
+        let expected_title = self.sweep_title(rec, &pull).await?;
+        let repo = self.forge.repo();
+        let ours = |r: &crate::engine::forge::Run| {
+            is_sweep_of(r, number, &head, &repo, expected_title.as_deref())
+        };
         if rec.attempts[idx].reported && rec.attempts[idx].infra {
-            return self.retry_sweep(rec, idx, &title).await;
+            return self.retry_sweep(rec, idx, &ours).await;
         }
         if rec.attempts[idx].reported {
             let (outcome, m) = match (&rec.attempts[idx].status, &rec.sweep) {
@@ -195,10 +233,20 @@ impl Engine<'_> {
                         head_sha: Some(head.clone()),
                     })
                     .await?;
-                let Some(found) = runs
+                // Newest first. Concurrency (cancel-in-progress) cancels the
+                // older runs of the group, so the live one is the newest run
+                // that is not cancelled; a cancelled one only when nothing
+                // else exists yet.
+                let mine: Vec<_> = runs
                     .into_iter()
-                    .find(|r| r.head_sha == head && !known.contains(&r.id))
-                else {
+                    .filter(|r| ours(r) && !known.contains(&r.id))
+                    .collect();
+                let found = mine
+                    .iter()
+                    .find(|r| r.conclusion.as_deref() != Some("cancelled"))
+                    .or(mine.first())
+                    .cloned();
+                let Some(found) = found else {
                     // The sweep is triggered by GitHub, not by Klaud: if it
                     // never starts (a workflow condition, a disabled
                     // workflow), say so instead of waiting forever.
@@ -229,11 +277,74 @@ impl Engine<'_> {
             }
         };
         let live = self.forge.get_run(run.id).await?;
+        if !ours(&live) {
+            let m = Mismatch {
+                kind: MismatchKind::Unexpected,
+                what: format!("final sweep run {}", live.id),
+                expected: format!("a pull_request run of #{number} on {head} from {repo}"),
+                found: format!(
+                    "{} run on {} titled {:?}",
+                    live.event, live.head_sha, live.title
+                ),
+            };
+            return self.on_mismatch(rec, m).await;
+        }
+        // The run was identified by pull request, head, event and head
+        // repository above; its own title is what the ownership check
+        // re-reads (the workflow's run-name, never the PR title alone).
+        let title = live.title.clone();
         if !live.is_completed() {
             return Ok(Progress::Waiting(format!(
                 "final sweep run {} is {}",
                 live.id, live.status
             )));
+        }
+        if matches!(live.conclusion.as_deref(), Some("cancelled" | "skipped")) {
+            // Concurrency cancels the older run of a group when a newer
+            // event (a label, a push) starts another; a run that skipped
+            // every job may be followed by the label's run. Follow the
+            // newer run instead of treating this one as the sweep.
+            let newer = self
+                .forge
+                .list_runs(&RunQuery {
+                    workflow: self.config.sweep_workflow.clone(),
+                    event: Some("pull_request".into()),
+                    actor: None,
+                    head_sha: Some(head.clone()),
+                })
+                .await?
+                .into_iter()
+                .find(|r| ours(r) && r.id > live.id);
+            if let Some(n) = newer {
+                rec.attempts[idx].run = Some(RunRef {
+                    id: n.id,
+                    attempt: n.attempt,
+                    url: n.html_url,
+                });
+                self.save(rec).await?;
+                return Ok(Progress::Advanced(Step::Sweep));
+            }
+        }
+        if live.conclusion.as_deref() == Some("skipped") {
+            let requested = rec.sweep_requested_at.unwrap_or_else(|| self.clock.now());
+            if self.clock.now() - requested < self.config.dispatch_grace {
+                return Ok(Progress::Waiting(format!(
+                    "final sweep run {} skipped every job; waiting for the label's run",
+                    live.id
+                )));
+            }
+            // Not the candidate's fault and not an outage: the workflow's
+            // job conditions excluded this PR. Re-running cannot help.
+            let m = format!(
+                "the final sweep run {} concluded skipped: the job conditions of {} excluded PR #{number} (draft: {}, labels: {}); if the sweep needs a ready PR, set sweep_runs_on_drafts = false",
+                live.id,
+                self.config.sweep_workflow,
+                pull.draft,
+                pull.labels.join(", ")
+            );
+            return self
+                .end(rec, Outcome::Uncertain, Phase::FinalSweep, m, false)
+                .await;
         }
         let (rows, evals, mut notes, manifest) = self.collect(live.id).await?;
         let passed = live.conclusion.as_deref() == Some("success");
@@ -316,12 +427,15 @@ impl Engine<'_> {
     }
 
     /// An infrastructure failure of the final sweep: re-run it (at most
-    /// [`MAX_INFRA_RETRIES`] times, not counted as repairs), else fail.
+    /// [`MAX_INFRA_RETRIES`] times, not counted as repairs), else fail. A
+    /// re-run counts as started only once GitHub shows the new attempt; an
+    /// answer whose outcome is unknown (a 5xx) is settled by re-reading the
+    /// run, never assumed.
     pub(super) async fn retry_sweep(
         &self,
         rec: &mut CandidateRecord,
         idx: usize,
-        title: &str,
+        ours: &(dyn Fn(&crate::engine::forge::Run) -> bool + Sync),
     ) -> Result<Progress, EngineError> {
         let Some(run) = rec.attempts[idx].run.clone() else {
             return Err(EngineError::Invalid(
@@ -339,35 +453,67 @@ impl Engine<'_> {
                 .end(rec, Outcome::Failed, Phase::FinalSweep, m, false)
                 .await;
         }
-        // A re-run that landed before a crash shows as a newer attempt.
+        // A re-run that landed (before a crash, or behind a lost answer)
+        // shows as a newer attempt.
         let live = self.forge.get_run(run.id).await?;
-        if live.attempt <= run.attempt {
-            let proof = match self.prove(rec, Scope::Run(run.id, title)).await? {
-                Ok(p) => p,
-                Err(p) => return Ok(p),
-            };
-            self.intend(rec, &format!("re-run sweep {}", run.id))
-                .await?;
-            match self.forge.rerun_run(&proof, run.id).await {
-                Ok(()) | Err(ForgeError::Ambiguous(_)) => {}
-                Err(e) => return Err(e.into()),
-            }
+        if live.attempt > run.attempt {
+            let head = rec.attempts[idx].head.clone();
+            rec.attempts.push(AttemptRecord {
+                kind: AttemptKind::FinalSweep,
+                head,
+                dispatched_at: None,
+                run: Some(RunRef {
+                    id: run.id,
+                    attempt: live.attempt,
+                    url: live.html_url,
+                }),
+                status: AttemptStatus::Queued,
+                infra: false,
+                reported: false,
+            });
+            self.save(rec).await?;
+            return Ok(Progress::Advanced(Step::Sweep));
         }
-        let head = rec.attempts[idx].head.clone();
-        rec.attempts.push(AttemptRecord {
-            kind: AttemptKind::FinalSweep,
-            head,
-            dispatched_at: None,
-            run: Some(RunRef {
-                id: run.id,
-                attempt: run.attempt + 1,
-                url: run.url,
-            }),
-            status: AttemptStatus::Queued,
-            infra: false,
-            reported: false,
-        });
-        self.save(rec).await?;
-        Ok(Progress::Advanced(Step::Sweep))
+        // `dispatched_at` of the reported attempt holds when its re-run was
+        // last requested: GitHub may show the new attempt a moment later.
+        if let Some(at) = rec.attempts[idx].dispatched_at
+            && self.clock.now() - at < self.config.dispatch_grace
+        {
+            return Ok(Progress::Waiting(format!(
+                "re-run of sweep {} requested at {at}; GitHub shows no new attempt yet",
+                run.id
+            )));
+        }
+        if !ours(&live) {
+            let m = Mismatch {
+                kind: MismatchKind::Unexpected,
+                what: format!("final sweep run {}", live.id),
+                expected: "the final sweep of this pull request and head".into(),
+                found: format!(
+                    "{} run on {} titled {:?}",
+                    live.event, live.head_sha, live.title
+                ),
+            };
+            return self.on_mismatch(rec, m).await;
+        }
+        let proof = match self.prove(rec, Scope::Run(run.id, &live.title)).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(p),
+        };
+        rec.attempts[idx].dispatched_at = Some(self.clock.now());
+        self.intend(rec, &format!("re-run sweep {}", run.id))
+            .await?;
+        match self.forge.rerun_run(&proof, run.id).await {
+            Ok(()) | Err(ForgeError::Ambiguous(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let again = self.forge.get_run(run.id).await?;
+        if again.attempt > run.attempt {
+            return Ok(Progress::Advanced(Step::Sweep));
+        }
+        Ok(Progress::Waiting(format!(
+            "re-run of sweep {} requested; waiting for GitHub to show the new attempt",
+            run.id
+        )))
     }
 }

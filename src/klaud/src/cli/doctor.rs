@@ -7,6 +7,9 @@
 //! failed (configuration, credentials or repository setup to fix), 1 only
 //! when doctor itself could not run.
 
+use klaud_lifecycle::workflows::{
+    DraftPolicy, Workflow, klaud_smoke_inputs, smoke_dispatch, sweep_runs_on_drafts, workflow_path,
+};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -294,9 +297,18 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
                 ),
             ];
             checks.push(
-                bounded("workflows", check_workflows(forge, &workflows))
-                    .await
-                    .unwrap_or_else(|c| c),
+                bounded(
+                    "workflows",
+                    check_workflows(
+                        forge,
+                        &workflows,
+                        &engine.base_branch,
+                        &engine.sweep_label,
+                        engine.sweep_runs_on_drafts,
+                    ),
+                )
+                .await
+                .unwrap_or_else(|c| c),
             );
             // 7. claims
             checks.push(
@@ -601,7 +613,29 @@ async fn check_base(forge: &Forge, branch: &str) -> (Option<Repository>, Check) 
     (Some(repository), check)
 }
 
-async fn check_workflows(forge: &Forge, workflows: &[(&str, &str)]) -> Check {
+/// A workflow file at `git_ref`, parsed; `None` when absent.
+async fn read_workflow(
+    forge: &Forge,
+    file: &str,
+    git_ref: &str,
+) -> Result<Option<Workflow>, String> {
+    let path = workflow_path(file);
+    match forge.get_contents(&path, git_ref).await {
+        Ok(None) => Ok(None),
+        Ok(Some(bytes)) => Workflow::parse(file, &String::from_utf8_lossy(&bytes))
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(format!("{path}: {e}")),
+    }
+}
+
+async fn check_workflows(
+    forge: &Forge,
+    workflows: &[(&str, &str)],
+    base_branch: &str,
+    sweep_label: &str,
+    policy: DraftPolicy,
+) -> Check {
     const NAME: &str = "workflows";
     let mut found = Vec::new();
     let mut problems = Vec::new();
@@ -616,6 +650,42 @@ async fn check_workflows(forge: &Forge, workflows: &[(&str, &str)]) -> Check {
                 "{file} is missing ({why}): add .github/workflows/{file} to the default branch"
             )),
             Err(e) => problems.push(format!("{file}: {e}")),
+        }
+    }
+    // What the engine will read at the base commit: the smoke's declared
+    // inputs (a dispatch GitHub would refuse with 422 fails here first) and
+    // whether the sweep runs on drafts.
+    if let Some((smoke, sweep)) = workflows.first().zip(workflows.get(1)) {
+        let smoke_file = read_workflow(forge, smoke.0, base_branch).await;
+        match smoke_file {
+            Ok(Some(w)) => {
+                let wanted = klaud_smoke_inputs(
+                    "0000000000000000000000000000000000000000",
+                    "test-config --config-files <file> --config-keys <key> --smoke",
+                    "klaud-0-doctor",
+                );
+                match smoke_dispatch(Some(&w), &wanted, base_branch, "doctor", "") {
+                    Ok(d) => found.push(format!(
+                        "{} takes the inputs {}",
+                        smoke.0,
+                        d.inputs.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )),
+                    Err(e) => problems.push(e.to_string()),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => problems.push(e),
+        }
+        match read_workflow(forge, sweep.0, base_branch).await {
+            Ok(w) => match sweep_runs_on_drafts(w.as_ref(), sweep_label, policy) {
+                Ok(true) => found.push(format!("{} runs on drafts", sweep.0)),
+                Ok(false) => found.push(format!(
+                    "{} skips drafts (Klaud marks the PR ready before labelling)",
+                    sweep.0
+                )),
+                Err(e) => problems.push(e.to_string()),
+            },
+            Err(e) => problems.push(e),
         }
     }
     if problems.is_empty() {
