@@ -54,6 +54,7 @@ fn settings(claimant: Claimant, max: usize, lease: chrono::TimeDelta) -> ServeSe
         rules: Vec::new(),
         release_rules: Vec::new(),
         upstream: BTreeMap::new(),
+        max_timed_tags: klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS,
         poll: Duration::from_millis(50),
         pass_wait: Duration::ZERO,
     }
