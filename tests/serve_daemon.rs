@@ -54,6 +54,7 @@ fn settings(claimant: Claimant, max: usize, lease: chrono::TimeDelta) -> ServeSe
         rules: Vec::new(),
         release_rules: Vec::new(),
         upstream: BTreeMap::new(),
+        max_timed_tags: klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS,
         poll: Duration::from_millis(50),
         pass_wait: Duration::ZERO,
     }
@@ -662,4 +663,70 @@ async fn two_instances_starting_together_never_open_two_prs_for_a_family() {
     let heads: BTreeSet<&str> = prs.iter().map(|(_, h)| h.as_str()).collect();
     assert_eq!(heads.len(), prs.len(), "duplicate PRs: {prs:?}");
     assert_eq!(prs.len(), families.len(), "one PR per family");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_daemon_keeps_the_breaker_of_an_unreachable_registry() {
+    let stack = stack().await;
+    // A loopback port nobody listens on: the connection is refused, which
+    // trips the breaker for that host.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("addr").port()
+    };
+    let host = format!("127.0.0.1:{closed}");
+    let store = klaud_store::Store::temporary().expect("store");
+    let start = |registry: klaud_planner::registry::RegistryClient| {
+        let store = store.clone();
+        let stack = &stack;
+        async move {
+            let forge = klaud::cli::demo::sandbox_forge(stack).await.expect("forge");
+            let journal = klaud_service::StoreJournal::new(store.clone());
+            let baseline =
+                klaud_service::HttpBaselineSource::new(&stack.baseline_url).expect("baseline");
+            let (tx, feed) = Daemon::feed();
+            let daemon = Daemon::new(
+                vec![RepoService {
+                    forge,
+                    journal: Arc::new(journal) as Arc<dyn Journal>,
+                    store: Some(store),
+                }],
+                registry,
+                Box::new(baseline),
+                None,
+                settings(
+                    Claimant::new(uuid::Uuid::new_v4()),
+                    2,
+                    chrono::TimeDelta::hours(2),
+                ),
+                tx,
+            )
+            .expect("daemon");
+            (daemon, feed)
+        }
+    };
+    let unreachable =
+        || klaud::cli::demo::sandbox_registry(&format!("http://{host}")).expect("registry");
+
+    let (daemon, mut feed) = start(unreachable()).await;
+    let (stop_tx, stop) = watch::channel(false);
+    let running = tokio::spawn(async move { daemon.run(Arc::new(Notify::new()), stop).await });
+    wait_for(&mut feed, "the first wave", |s| s.waves_total >= 1).await;
+    stop_tx.send(true).expect("stop");
+    running.await.expect("daemon task").expect("daemon");
+    let saved = store.load_breaker().expect("read").expect("breaker saved");
+    assert!(
+        saved.hosts.iter().any(|t| t.host == host),
+        "the wave's plan saves the tripped host: {saved:?}"
+    );
+
+    // A new process: a fresh client, the same store.
+    let fresh = unreachable();
+    assert!(fresh.breaker_state().hosts.is_empty());
+    let (daemon, _feed) = start(fresh).await;
+    let restored = daemon.registry().breaker_state();
+    assert!(
+        restored.hosts.iter().any(|t| t.host == host),
+        "the restarted daemon does not ask {host} again: {restored:?}"
+    );
 }

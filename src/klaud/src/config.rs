@@ -284,6 +284,19 @@ pub struct RegistryConfig {
     pub max_retries: u32,
     /// `tags/list` pages followed at most.
     pub max_tag_pages: usize,
+    /// Registry host → base URL of a Docker-Hub-style tags API that gives
+    /// push times (`{base}/v2/namespaces/{ns}/repositories/{repo}/tags`).
+    /// Docker Hub needs no entry; without one, other registries' tracks are
+    /// ordered by image creation times. Default: empty.
+    pub hub_api: BTreeMap<String, String>,
+    /// How long a registry host that failed at the connection level (DNS,
+    /// refused, timeout) is not asked again. Default 15m.
+    #[serde(deserialize_with = "duration")]
+    pub breaker_cooldown: Duration,
+    /// Most tags of one track whose creation time is read to order it when
+    /// the registry gives no push times; past it the family is an error.
+    /// Default 2000.
+    pub max_timed_tags: usize,
 }
 
 impl Default for RegistryConfig {
@@ -295,6 +308,9 @@ impl Default for RegistryConfig {
             timeout: Duration::from_secs(30),
             max_retries: 4,
             max_tag_pages: 50,
+            hub_api: BTreeMap::new(),
+            breaker_cooldown: klaud_planner::registry::RegistryConfig::default().breaker_cooldown,
+            max_timed_tags: klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS,
         }
     }
 }
@@ -463,6 +479,30 @@ impl Config {
                 )
             })?;
         }
+        for (host, base) in &self.registry.hub_api {
+            let key = format!("registry.hub_api.{host}");
+            let url = url::Url::parse(base)
+                .map_err(|e| invalid(&key, format!("{base:?} is not a URL: {e}")))?;
+            if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                return Err(invalid(
+                    &key,
+                    format!("{base:?} must be an http or https URL with a host"),
+                ));
+            }
+        }
+        if self.registry.breaker_cooldown.is_zero() {
+            return Err(invalid(
+                "registry.breaker_cooldown",
+                "must be longer than 0s (a host that cannot be reached would be asked by every request)"
+                    .to_owned(),
+            ));
+        }
+        if self.registry.max_timed_tags == 0 {
+            return Err(invalid(
+                "registry.max_timed_tags",
+                "must be at least 1".to_owned(),
+            ));
+        }
         for (index, root) in self.recipe_roots.iter().enumerate() {
             let safe = |path: &str| {
                 !path.trim().is_empty()
@@ -611,6 +651,15 @@ mod tests {
         assert_eq!(config.planner.min_age, defaults.planner.min_age);
         assert_eq!(config.registry.concurrency, defaults.registry.concurrency);
         assert_eq!(config.registry.timeout, defaults.registry.timeout);
+        assert_eq!(
+            config.registry.breaker_cooldown,
+            defaults.registry.breaker_cooldown
+        );
+        assert_eq!(
+            config.registry.max_timed_tags,
+            defaults.registry.max_timed_tags
+        );
+        assert_eq!(config.registry.hub_api, defaults.registry.hub_api);
         assert_eq!(config.daemon.schedule, defaults.daemon.schedule);
         assert_eq!(config.daemon.lease, defaults.daemon.lease);
         assert_eq!(
@@ -718,6 +767,61 @@ mod tests {
                 "[daemon]\nreconcile_interval = \"1s\"\nlease = \"4s\"\n",
                 "at least 5s",
             ),
+        ] {
+            let err = Config::parse("klaud.toml", text).unwrap_err().to_string();
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn registry_hub_api_breaker_and_timed_tags_are_read_with_defaults() {
+        let defaults = Config::parse("empty", "").unwrap().registry;
+        assert!(defaults.hub_api.is_empty());
+        assert_eq!(defaults.breaker_cooldown, Duration::from_secs(15 * 60));
+        assert_eq!(
+            defaults.max_timed_tags,
+            klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS
+        );
+        let config = Config::parse(
+            "klaud.toml",
+            "[registry]\nbreaker_cooldown = \"2m\"\nmax_timed_tags = 300\n\
+             [registry.hub_api]\n\"registry.example\" = \"http://127.0.0.1:9000\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.registry.breaker_cooldown, Duration::from_secs(120));
+        assert_eq!(config.registry.max_timed_tags, 300);
+        assert_eq!(
+            config
+                .registry
+                .hub_api
+                .get("registry.example")
+                .map(String::as_str),
+            Some("http://127.0.0.1:9000")
+        );
+        for (text, needle) in [
+            (
+                "[registry.hub_api]\n\"registry.example\" = \"not a url\"\n",
+                "registry.hub_api.registry.example",
+            ),
+            (
+                "[registry.hub_api]\n\"registry.example\" = \"file:///tmp/x\"\n",
+                "registry.hub_api.registry.example",
+            ),
+            (
+                "[registry]\nbreaker_cooldown = \"15\"\n",
+                "breaker_cooldown",
+            ),
+            (
+                "[registry]\nbreaker_cooldown = \"0s\"\n",
+                "registry.breaker_cooldown",
+            ),
+            (
+                "[registry]\nmax_timed_tags = 0\n",
+                "registry.max_timed_tags",
+            ),
+            ("[registry]\nmax_timed_tags = \"many\"\n", "max_timed_tags"),
+            ("[registry]\nmax_timed_tags = -3\n", "max_timed_tags"),
+            ("[registry]\nhub_api = 3\n", "hub_api"),
         ] {
             let err = Config::parse("klaud.toml", text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text:?}: {err}");

@@ -25,4 +25,6 @@ pub use klaud_github::lifecycle::GithubLifecycle;
 pub use klaud_store::journal::StoreJournal;
 pub use repair_hook::CommandHook;
 pub use wave::base_checkout;
-pub use wave::{CandidateSummary, WaveError, WaveOptions, WaveSummary, materialize, run_wave};
+pub use wave::{
+    CandidateSummary, WaveError, WaveOptions, WaveSummary, materialize, restore_breaker, run_wave,
+};

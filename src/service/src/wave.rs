@@ -15,7 +15,7 @@ use klaud_lifecycle::engine::{
 use klaud_lifecycle::model::RunRef;
 use klaud_lifecycle::report::UpstreamRange;
 use klaud_planner::image::ImageRef;
-use klaud_planner::plan::{PlanOptions, PlanReport, plan};
+use klaud_planner::plan::{CreationTimes, PlanOptions, PlanReport, plan};
 use klaud_planner::registry::RegistryClient;
 use klaud_planner::repo::Repository;
 use serde::Serialize;
@@ -65,6 +65,27 @@ struct CachedBlob {
 
 impl Record for CachedBlob {
     const VERSION: u32 = 1;
+}
+
+/// Re-opens the registry breakers an earlier run saved in `store`, so a
+/// restarted Klaud does not spend a timeout on a host it just found
+/// unreachable. An unreadable record is logged and ignored: the breaker is
+/// only a saving.
+pub fn restore_breaker(registry: &RegistryClient, store: &Store) {
+    match store.load_breaker() {
+        Ok(Some(state)) => registry.restore_breaker(&state),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "saved registry breaker unreadable; not restored"),
+    }
+}
+
+/// Saves the registry's breaker after a plan (see [`restore_breaker`]).
+fn save_breaker(registry: &RegistryClient, store: Option<&Store>) {
+    if let Some(store) = store
+        && let Err(e) = store.save_breaker(&registry.breaker_state())
+    {
+        tracing::warn!(error = %e, "registry breaker not saved");
+    }
 }
 
 async fn blob(forge: &Forge, sha: &str, cache: Option<&Store>) -> Result<Vec<u8>, WaveError> {
@@ -160,7 +181,9 @@ pub struct WaveOptions<'a> {
     /// Upstream source repositories, asked for the commit range of a bump
     /// (the image repositories come from `plan.upstream`).
     pub upstream: Option<&'a GithubUpstream>,
-    /// The store, to cache the base branch's blobs.
+    /// The store: caches the base branch's blobs, keeps the registry
+    /// breaker after each plan, and answers image creation times when
+    /// `plan.creation_times` is unset.
     pub cache: Option<&'a Store>,
     /// When it turns true the wave stops between steps: the current step
     /// finishes, nothing new starts (the daemon's graceful shutdown).
@@ -412,6 +435,9 @@ pub async fn run_wave(
 ) -> Result<WaveSummary, WaveError> {
     let (base, _dir, repository) =
         base_checkout(forge, &options.engine.base_branch, options.cache).await?;
+    if options.plan.creation_times.is_none() {
+        options.plan.creation_times = options.cache.map(|s| s as &dyn CreationTimes);
+    }
 
     let clock = SystemClock;
     let book = ClaimBook::new(forge, &clock, options.claimant.clone());
@@ -505,7 +531,9 @@ pub async fn run_wave(
     {
         PlanReport::empty()
     } else {
-        plan(&repository, &session, &options.plan).await
+        let report = plan(&repository, &session, &options.plan).await;
+        save_breaker(registry, options.cache);
+        report
     };
     let mut targets = Vec::new();
     let mut seen = BTreeSet::new();
@@ -633,6 +661,7 @@ pub async fn run_wave(
         }
         options.plan.max_candidates = lost;
         let again = plan(&repository, &session, &options.plan).await;
+        save_breaker(registry, options.cache);
         let refill = plan_targets(&again, &BTreeSet::new(), &mut seen, &options, &repository).await;
         for t in &refill {
             match engine.open_record(t).await {

@@ -31,12 +31,15 @@
 //!
 //! `klaud-store` must never be the only place a fact lives that another
 //! instance needs: coordination goes through GitHub. It also implements the
-//! lifecycle [`klaud_lifecycle::engine::Journal`] ([`journal::StoreJournal`]).
+//! lifecycle [`klaud_lifecycle::engine::Journal`] ([`journal::StoreJournal`]),
+//! the planner's [`klaud_planner::plan::CreationTimes`] over the cache tree,
+//! and keeps the registry breaker ([`Store::save_breaker`]).
 
 mod error;
 mod events;
 pub mod journal;
 mod record;
+mod registry;
 
 #[cfg(test)]
 mod tests;

@@ -358,6 +358,7 @@ async fn demo(
             rules: Vec::new(),
             release_rules: Vec::new(),
             upstream: BTreeMap::new(),
+            max_timed_tags: klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS,
             poll: Duration::from_millis(50),
             pass_wait: Duration::ZERO,
         },

@@ -84,6 +84,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .as_ref()
         .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
     options.upstream = config.upstream.clone();
+    options.max_timed_tags = config.registry.max_timed_tags;
     options.progress = Some(&progress);
     let report = runtime.block_on(async { plan(&repository, &client.session(), &options).await });
     if let Some(bar) = bar {
@@ -121,8 +122,17 @@ pub fn registry_config(config: &Config, flags: &[String]) -> Result<RegistryConf
         concurrency: config.registry.concurrency,
         max_retries: config.registry.max_retries,
         max_tag_pages: config.registry.max_tag_pages,
+        breaker_cooldown: config.registry.breaker_cooldown,
         ..RegistryConfig::default()
     };
+    for (host, base) in &config.registry.hub_api {
+        let parsed = url::Url::parse(base).map_err(|e| {
+            CliError::bad_input(anyhow::anyhow!(
+                "registry.hub_api.{host}: {base:?} is not a URL: {e}"
+            ))
+        })?;
+        registry.hub_api.insert(host.clone(), parsed);
+    }
     let mut mirrors: Vec<(String, String)> = config.registry.mirrors.clone().into_iter().collect();
     for flag in flags {
         let (host, url) = flag.split_once('=').ok_or_else(|| {
@@ -204,6 +214,15 @@ fn render(report: &PlanReport) -> String {
         ],
         &rows,
     );
+    // Plan-wide facts (an unreachable registry host) are said once here;
+    // the families it affects only point to them.
+    let mut said = std::collections::BTreeSet::new();
+    for note in report.notes.iter().filter(|n| said.insert(n.as_str())) {
+        out.push_str(&format!("\nnote: {note}"));
+    }
+    if !said.is_empty() {
+        out.push('\n');
+    }
     out.push_str(&format!(
         "\n{} candidate(s) for this wave:\n",
         report.candidates.len()
@@ -250,4 +269,21 @@ pub fn peak_memory_kib() -> Option<u64> {
         .lines()
         .find_map(|line| line.strip_prefix("VmHWM:"))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_says_each_plan_note_once() {
+        let mut report = PlanReport::empty();
+        let note = "registry host hub.docker.com unreachable since 2026-12-01T10:00:00Z (dns error); \
+                    not asked again before 2026-12-01T10:15:00Z, families that need it say so";
+        report.notes = vec![note.to_owned(), note.to_owned()];
+        let text = render(&report);
+        assert_eq!(text.matches(note).count(), 1, "{text}");
+        assert!(text.contains(&format!("note: {note}\n")), "{text}");
+        assert!(!render(&PlanReport::empty()).contains("note:"));
+    }
 }

@@ -156,6 +156,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 .release_rules()
                 .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?,
             upstream: config.upstream.clone(),
+            max_timed_tags: config.registry.max_timed_tags,
             poll: std::time::Duration::from_secs(5),
             pass_wait: std::time::Duration::ZERO,
         };

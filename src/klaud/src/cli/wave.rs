@@ -9,7 +9,7 @@ use std::time::Duration;
 use klaud_claims::Claimant;
 use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::engine::{EngineConfig, RepairHook};
-use klaud_planner::plan::PlanOptions;
+use klaud_planner::plan::{CreationTimes, PlanOptions};
 use klaud_planner::registry::RegistryClient;
 
 use super::CliError;
@@ -280,6 +280,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let config = &session.config;
         let registry = super::plan::registry_config(config, &args.mirrors)?;
         let client = RegistryClient::new(registry).map_err(CliError::bad_input)?;
+        klaud_service::restore_breaker(&client, session.journal.store());
         let baseline = baseline(config)?;
         let hook = repair_hook(config)?;
         // Upstream reads (the release proof, the bump's commit range) use
@@ -296,6 +297,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
             .release_rules()
             .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?;
         plan.upstream = config.upstream.clone();
+        plan.max_timed_tags = config.registry.max_timed_tags;
+        plan.creation_times = Some(session.journal.store() as &dyn CreationTimes);
         plan.compare = upstream
             .as_ref()
             .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);

@@ -75,6 +75,9 @@ pub struct ServeSettings {
     pub release_rules: Vec<ReleaseRule>,
     /// Image repository → upstream source repository.
     pub upstream: BTreeMap<String, String>,
+    /// Most tags of one track ordered by creation time
+    /// ([`PlanOptions::max_timed_tags`]).
+    pub max_timed_tags: usize,
     /// Poll interval inside a pass (only used when `pass_wait` is not zero).
     pub poll: Duration,
     /// How long one pass keeps polling running workflows before it returns.
@@ -131,6 +134,11 @@ impl Daemon {
     ) -> Result<Self, ServeError> {
         if repos.is_empty() {
             return Err(ServeError::NoRepository);
+        }
+        // One client serves every repository, so the breakers saved in any
+        // of their stores apply (the longest trip of a host wins).
+        for store in repos.iter().filter_map(|r| r.store.as_ref()) {
+            crate::wave::restore_breaker(&registry, store);
         }
         Ok(Self {
             repos,
@@ -290,6 +298,7 @@ impl Daemon {
         plan.rules = self.settings.rules.clone();
         plan.release_rules = self.settings.release_rules.clone();
         plan.upstream = self.settings.upstream.clone();
+        plan.max_timed_tags = self.settings.max_timed_tags;
         let options = WaveOptions {
             claimant: self.settings.claimant.clone(),
             engine: self.settings.engine.clone(),
@@ -533,6 +542,7 @@ mod tests {
             rules: Vec::new(),
             release_rules: Vec::new(),
             upstream: BTreeMap::new(),
+            max_timed_tags: klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS,
             poll: Duration::from_secs(5),
             pass_wait: Duration::ZERO,
         };
