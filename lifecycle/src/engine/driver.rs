@@ -78,6 +78,10 @@ pub struct EngineConfig {
     /// Base of the changelog's `pr-link` (the benchmark repository's gate
     /// wants `https://github.com/<owner>/<repo>/pull/<N>`).
     pub pr_link_base: String,
+    /// How the base checkout is read (configured recipe roots).
+    pub repo: klaud_planner::repo::RepoOptions,
+    /// How a bump treats recipes that disagree with the master.
+    pub bump: klaud_planner::bump::BumpOptions,
 }
 
 impl EngineConfig {
@@ -100,6 +104,8 @@ impl EngineConfig {
             pr_link_base: "https://github.com".into(),
             sweep_start_timeout: TimeDelta::hours(1),
             run_timeout: TimeDelta::hours(12),
+            repo: klaud_planner::repo::RepoOptions::default(),
+            bump: klaud_planner::bump::BumpOptions::default(),
         }
     }
 }
@@ -322,6 +328,7 @@ impl<'a> Engine<'a> {
             clock: None,
             not_release_reason: None,
             upstream: None,
+            scope: None,
         }
     }
 

@@ -94,7 +94,7 @@ impl Engine<'_> {
                 clock: rec.clock.clone(),
                 upstream: rec.upstream.clone(),
                 not_release_reason: rec.not_release_reason.clone(),
-                scope: None,
+                scope: self.bump_scope(rec),
             },
             baseline,
         }

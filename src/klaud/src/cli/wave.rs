@@ -180,6 +180,8 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
     if let Ok(lease) = chrono::TimeDelta::from_std(config.daemon.lease) {
         e.lease = lease;
     }
+    e.repo = config.repo_options();
+    e.bump = config.bump_options();
     e
 }
 
@@ -216,7 +218,7 @@ impl EngineParts {
         cache: Option<&Store>,
     ) -> Result<Self, CliError> {
         let (base, checkout, repository) =
-            klaud_service::base_checkout(forge, &engine.base_branch, cache)
+            klaud_service::base_checkout(forge, &engine.base_branch, &engine.repo, cache)
                 .await
                 .map_err(CliError::failure)?;
         Ok(Self {
