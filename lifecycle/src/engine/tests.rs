@@ -523,3 +523,21 @@ async fn under_the_default_policy_a_disagreeing_recipe_is_left_and_named() {
         .body;
     assert!(body.contains("Recipes left on their own image"), "{body}");
 }
+
+#[tokio::test]
+async fn a_plain_single_key_bump_keeps_the_pr_body_free_of_a_scope() {
+    let (w, rec) = started().await;
+    let scope = rec.scope.clone().expect("scope recorded at prepare");
+    assert_eq!(scope.keys, std::slice::from_ref(&rec.key));
+    assert!(!scope.is_notable());
+    let frozen = rec.frozen.as_ref().expect("frozen");
+    assert_eq!(frozen.provenance.scope, None);
+    let body = w
+        .forge
+        .get_pull(rec.pull.expect("pull"))
+        .await
+        .expect("pull")
+        .body;
+    assert!(!body.contains("\"scope\""), "{body}");
+    assert!(!body.contains("Bumped together"), "{body}");
+}
