@@ -85,6 +85,10 @@ pub struct EngineConfig {
     /// Whether the final sweep runs on draft PRs (`auto`: read the sweep
     /// workflow's job conditions at the base commit).
     pub sweep_runs_on_drafts: DraftPolicy,
+    /// How the base checkout is read (configured recipe roots).
+    pub repo: klaud_planner::repo::RepoOptions,
+    /// How a bump treats recipes that disagree with the master.
+    pub bump: klaud_planner::bump::BumpOptions,
 }
 
 impl EngineConfig {
@@ -108,6 +112,8 @@ impl EngineConfig {
             sweep_start_timeout: TimeDelta::hours(1),
             run_timeout: TimeDelta::hours(12),
             sweep_runs_on_drafts: DraftPolicy::Auto,
+            repo: klaud_planner::repo::RepoOptions::default(),
+            bump: klaud_planner::bump::BumpOptions::default(),
         }
     }
 }
@@ -345,6 +351,7 @@ impl<'a> Engine<'a> {
             clock: None,
             not_release_reason: None,
             upstream: None,
+            scope: None,
         }
     }
 

@@ -161,6 +161,11 @@ pub struct CandidateRecord {
     /// Upstream source commits between the old and the new image.
     #[serde(default)]
     pub upstream: Option<UpstreamRange>,
+    /// What the bump commit covered (keys bumped together, recipes aligned
+    /// or left), recorded when the commit is made; `None` for records from
+    /// before it was kept, and for a branch adopted without planning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<crate::report::BumpScope>,
     /// The owner run (claim `run-id`).
     pub owner_run: u64,
     /// Base branch name.

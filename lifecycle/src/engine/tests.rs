@@ -57,26 +57,43 @@ fn demo_root() -> &'static Path {
 impl World {
     async fn new() -> Self {
         let repository = Repository::open(demo_root()).expect("demo repository");
-        let config = EngineConfig::new(7);
-        let forge =
-            MemoryForge::new(REPO, BOT).with_sweep(&config.sweep_workflow, &config.managed_labels);
         let mut files = Vec::new();
         for path in [
             "configs/nvidia-master.yaml",
             "configs/amd-master.yaml",
             "perf-changelog.yaml",
         ] {
-            files.push((path, std::fs::read(demo_root().join(path)).expect(path)));
+            files.push((
+                path.to_owned(),
+                std::fs::read(demo_root().join(path)).expect(path),
+            ));
         }
-        let refs: Vec<(&str, &[u8])> = files.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+        Self::seeded(repository, &files, FAMILY, IMAGE, EngineConfig::new(7)).await
+    }
+
+    /// A world whose base branch holds `files` (what `repository` was read
+    /// from), with `family` to be moved to `image`.
+    async fn seeded(
+        repository: Repository,
+        files: &[(String, Vec<u8>)],
+        family: &str,
+        image: &str,
+        config: EngineConfig,
+    ) -> Self {
+        let forge =
+            MemoryForge::new(REPO, BOT).with_sweep(&config.sweep_workflow, &config.managed_labels);
+        let refs: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|(p, b)| (p.as_str(), b.as_slice()))
+            .collect();
         let base = forge.push("main", &refs, "seed").await.expect("seed");
-        let family = repository.family(FAMILY).expect("family");
-        let image = ImageRef::parse(IMAGE).expect("image");
-        let id = candidate_id(&family.id, &image.normalized());
+        let found = repository.family(family).expect("family");
+        let parsed = ImageRef::parse(image).expect("image");
+        let id = candidate_id(&found.id, &parsed.normalized());
         let target = Target {
-            family: FAMILY.into(),
+            family: found.family.clone(),
             candidate: CandidateId::new(&id).expect("candidate id"),
-            image: IMAGE.into(),
+            image: image.into(),
             revision: None,
             clock: None,
             not_release_reason: None,
@@ -387,4 +404,143 @@ async fn the_memory_forge_refuses_a_proof_for_another_pull_request() {
         w.forge.writes().last().map(String::as_str),
         Some(&*format!("reply #{number}"))
     );
+}
+
+const RECIPES: &str = "benchmarks/multi_node/srt-slurm-recipes";
+const VLLM_OLD: &str = "vllm/vllm-openai:v0.25.0";
+const VLLM_NEW: &str = "vllm/vllm-openai:v0.25.1";
+
+fn group_master(key: &str, recipes: &[&str]) -> String {
+    let mut text = format!(
+        "{key}:\n  image: {VLLM_OLD}\n  model: demo/Model\n  model-prefix: demo\n  runner: gb200\n  precision: fp4\n  framework: dynamo-vllm\n  multinode: true\n  scenarios:\n    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n      search-space:\n      - additional-settings:\n"
+    );
+    for recipe in recipes {
+        text.push_str(&format!("        - \"CONFIG_FILE=recipes/m/{recipe}\"\n"));
+    }
+    text
+}
+
+fn group_recipe(image: &str) -> Vec<u8> {
+    format!("name: r\nmodel:\n  container: \"{image}\"\n").into_bytes()
+}
+
+/// Two families sharing `shared.yaml`, one of them also using a recipe that
+/// runs another image: bumped as one, with the policy in `config.bump`.
+async fn group_world(config: EngineConfig) -> (World, tempfile::TempDir) {
+    let files: Vec<(String, Vec<u8>)> = vec![
+        (
+            "configs/x-master.yaml".into(),
+            format!(
+                "{}\n{}",
+                group_master("fam-a", &["shared.yaml", "differ.yaml"]),
+                group_master("fam-b", &["shared.yaml"])
+            )
+            .into_bytes(),
+        ),
+        (format!("{RECIPES}/m/shared.yaml"), group_recipe(VLLM_OLD)),
+        (
+            format!("{RECIPES}/m/differ.yaml"),
+            group_recipe("vllm/vllm-openai:v0.24.0"),
+        ),
+        (
+            "perf-changelog.yaml".into(),
+            b"- config-keys:\n    - x\n  description:\n    - \"x\"\n  pr-link: https://github.com/o/r/pull/1\n".to_vec(),
+        ),
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (path, bytes) in &files {
+        let target = dir.path().join(path);
+        std::fs::create_dir_all(target.parent().expect("parent")).expect("mkdir");
+        std::fs::write(target, bytes).expect("write");
+    }
+    let repository = Repository::open_with(dir.path(), &config.repo).expect("group repository");
+    let world = World::seeded(repository, &files, "fam-b", VLLM_NEW, config).await;
+    (world, dir)
+}
+
+#[tokio::test]
+async fn a_group_bump_records_its_scope_in_the_pr_body_and_all_keys_in_the_changelog() {
+    let mut config = EngineConfig::new(7);
+    config.bump.disagreeing = klaud_planner::bump::DisagreePolicy::Align;
+    let (w, _dir) = group_world(config).await;
+    let mut rec = w.engine().open_record(&w.target).await.expect("record");
+    let p = w.until_waiting(&mut rec).await;
+    assert!(matches!(p, Progress::Waiting(_)), "{p:?}");
+    let scope = rec.scope.clone().expect("scope recorded at prepare");
+    assert_eq!(scope.keys, ["fam-a", "fam-b"]);
+    assert_eq!(scope.aligned, [format!("{RECIPES}/m/differ.yaml")]);
+    let head = rec.head.clone().expect("head");
+    let differ = w
+        .forge
+        .read_file(&format!("{RECIPES}/m/differ.yaml"), &head)
+        .await
+        .expect("read")
+        .expect("recipe");
+    assert_eq!(
+        differ,
+        group_recipe(VLLM_NEW),
+        "the align policy reached the bump"
+    );
+    let number = rec.pull.expect("pull");
+    let body = w.forge.get_pull(number).await.expect("pull").body;
+    assert!(body.contains("Bumped together"), "{body}");
+    assert!(body.contains("Recipes aligned to the new image"), "{body}");
+    assert!(body.contains("differ.yaml"), "{body}");
+
+    let run = w.smoke_run(&rec);
+    w.forge
+        .complete_run(run, "success", Vec::new())
+        .expect("complete");
+    let p = w.until_waiting(&mut rec).await;
+    assert!(matches!(p, Progress::Waiting(_)), "{p:?}");
+    assert_eq!(rec.step, Step::Sweep);
+    let changelog = w
+        .forge
+        .read_file("perf-changelog.yaml", rec.head.as_deref().expect("head"))
+        .await
+        .expect("read")
+        .expect("changelog");
+    let changelog = String::from_utf8(changelog).expect("utf-8");
+    assert!(
+        changelog.contains("- config-keys:\n    - fam-a\n    - fam-b\n"),
+        "{changelog}"
+    );
+}
+
+#[tokio::test]
+async fn under_the_default_policy_a_disagreeing_recipe_is_left_and_named() {
+    let (w, _dir) = group_world(EngineConfig::new(7)).await;
+    let mut rec = w.engine().open_record(&w.target).await.expect("record");
+    let p = w.until_waiting(&mut rec).await;
+    // fam-a and fam-b agree on the master image; only a recipe differs, so
+    // the default policy leaves it and reports it as left.
+    assert!(matches!(p, Progress::Waiting(_)), "{p:?}");
+    let scope = rec.scope.clone().expect("scope");
+    assert!(scope.aligned.is_empty());
+    assert_eq!(scope.left, [format!("{RECIPES}/m/differ.yaml")]);
+    let body = w
+        .forge
+        .get_pull(rec.pull.expect("pull"))
+        .await
+        .expect("pull")
+        .body;
+    assert!(body.contains("Recipes left on their own image"), "{body}");
+}
+
+#[tokio::test]
+async fn a_plain_single_key_bump_keeps_the_pr_body_free_of_a_scope() {
+    let (w, rec) = started().await;
+    let scope = rec.scope.clone().expect("scope recorded at prepare");
+    assert_eq!(scope.keys, std::slice::from_ref(&rec.key));
+    assert!(!scope.is_notable());
+    let frozen = rec.frozen.as_ref().expect("frozen");
+    assert_eq!(frozen.provenance.scope, None);
+    let body = w
+        .forge
+        .get_pull(rec.pull.expect("pull"))
+        .await
+        .expect("pull")
+        .body;
+    assert!(!body.contains("\"scope\""), "{body}");
+    assert!(!body.contains("Bumped together"), "{body}");
 }

@@ -145,6 +145,13 @@ impl BumpScope {
         }
     }
 
+    /// Whether the scope says more than "this one key": a group bumped
+    /// together, or recipes aligned or left. A plain bump records no scope,
+    /// so its PR body stays as it was before scopes were kept.
+    pub fn is_notable(&self) -> bool {
+        self.keys.len() > 1 || !self.aligned.is_empty() || !self.left.is_empty()
+    }
+
     fn lines(&self, zh: bool) -> String {
         let list = |items: &[String]| items.iter().map(|i| code(i)).collect::<Vec<_>>().join(", ");
         let mut out = String::new();

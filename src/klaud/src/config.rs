@@ -13,6 +13,9 @@ use serde::{Deserialize, Deserializer};
 const LEASE_PER_RECONCILE: u32 = 4;
 /// The shortest lease at any reconcile interval.
 const MIN_LEASE: Duration = Duration::from_secs(5);
+/// The shortest interval or timeout Klaud accepts: a zero reconcile interval
+/// or poll would spin on GitHub's rate budget, a zero timeout fails every call.
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -444,6 +447,14 @@ impl Config {
                 "must be at least 1".to_owned(),
             ));
         }
+        // Waits (`planner.min_age`, `planner.cooldown`) may be zero: that
+        // turns the wait off. Intervals and timeouts may not.
+        for (key, value) in [
+            ("daemon.reconcile_interval", self.daemon.reconcile_interval),
+            ("registry.timeout", self.registry.timeout),
+        ] {
+            at_least(value, MIN_INTERVAL).map_err(|e| invalid(key, e))?;
+        }
         // Heartbeats run inside reconcile passes and renew once less than
         // half of the lease is left: a pass must fit in that half with room
         // to spare for the pass itself, or a live owner loses its claims.
@@ -603,9 +614,33 @@ fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::E
     parse_duration(&text).map_err(serde::de::Error::custom)
 }
 
+/// Parses an interval or timeout (`30s`, `90m`, …) that must be at least
+/// `min`; errors say the minimum.
+pub fn parse_interval(text: &str, min: Duration) -> Result<Duration, String> {
+    let value = parse_duration(text)?;
+    at_least(value, min)?;
+    Ok(value)
+}
+
+fn at_least(value: Duration, min: Duration) -> Result<(), String> {
+    if value < min {
+        return Err(format!(
+            "{}s is too short: an interval must be at least {}s",
+            value.as_secs(),
+            min.as_secs()
+        ));
+    }
+    Ok(())
+}
+
 /// Parses `30s`, `90m`, `24h`, `7d` (one number and one unit).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
+    if text.starts_with('-') {
+        return Err(format!(
+            "{text:?} is negative; durations are written like 30s, 90m, 24h or 7d"
+        ));
+    }
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
@@ -767,6 +802,18 @@ mod tests {
                 "[daemon]\nreconcile_interval = \"1s\"\nlease = \"4s\"\n",
                 "at least 5s",
             ),
+            (
+                "[daemon]\nreconcile_interval = \"0s\"\n",
+                "daemon.reconcile_interval",
+            ),
+            ("[daemon]\nreconcile_interval = \"0m\"\n", "at least 1s"),
+            ("[daemon]\nreconcile_interval = \"-30s\"\n", "negative"),
+            ("[daemon]\nlease = \"0s\"\n", "daemon.lease"),
+            ("[daemon]\nlease = \"-2h\"\n", "negative"),
+            ("[registry]\ntimeout = \"0s\"\n", "registry.timeout"),
+            ("[planner]\ncooldown = \"-1d\"\n", "negative"),
+            ("[daemon]\nschedule = \"0 0 30 2 *\"\n", "never fires"),
+            ("[daemon]\nschedule = \"* * * * * *\"\n", "at least 60s"),
         ] {
             let err = Config::parse("klaud.toml", text).unwrap_err().to_string();
             assert!(err.contains(needle), "{text:?}: {err}");
@@ -850,6 +897,27 @@ mod tests {
             .token_from(|_| Err(VarError::NotUnicode("\u{fffd}".into())))
             .unwrap_err();
         assert!(bad.contains("KLAUD_GITHUB_TOKEN"), "{bad}");
+    }
+
+    #[test]
+    fn zero_waits_turn_the_wait_off_but_zero_intervals_are_refused() {
+        let config = Config::parse(
+            "klaud.toml",
+            "[planner]\nmin_age = \"0s\"\ncooldown = \"0h\"\n",
+        )
+        .unwrap();
+        assert_eq!(config.planner.min_age, Duration::ZERO);
+        assert_eq!(config.planner.cooldown, Duration::ZERO);
+        assert_eq!(
+            parse_interval("30s", MIN_INTERVAL).unwrap(),
+            Duration::from_secs(30)
+        );
+        for text in ["0s", "0d"] {
+            let err = parse_interval(text, MIN_INTERVAL).unwrap_err();
+            assert!(err.contains("at least 1s"), "{text}: {err}");
+        }
+        let err = parse_interval("-5m", MIN_INTERVAL).unwrap_err();
+        assert!(err.contains("negative"), "{err}");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use klaud_lifecycle::report::UpstreamRange;
 use klaud_planner::image::ImageRef;
 use klaud_planner::plan::{CreationTimes, PlanOptions, PlanReport, plan};
 use klaud_planner::registry::RegistryClient;
-use klaud_planner::repo::Repository;
+use klaud_planner::repo::{RepoOptions, Repository};
 use serde::Serialize;
 
 use super::recover::{
@@ -145,10 +145,12 @@ pub async fn materialize(
     Ok(n)
 }
 
-/// The base branch's head and a checkout of what the planner reads.
+/// The base branch's head and a checkout of what the planner reads, opened
+/// with `options` (the configured recipe roots).
 pub async fn base_checkout(
     forge: &Forge,
     base_branch: &str,
+    options: &RepoOptions,
     cache: Option<&Store>,
 ) -> Result<(String, tempfile::TempDir, Repository), WaveError> {
     let base = forge
@@ -157,8 +159,8 @@ pub async fn base_checkout(
         .ok_or_else(|| WaveError::NoBase(base_branch.to_owned()))?;
     let dir = tempfile::tempdir().map_err(|e| WaveError::Checkout(e.to_string()))?;
     materialize(forge, &base, dir.path(), cache).await?;
-    let repository =
-        Repository::open(dir.path()).map_err(|e| WaveError::Checkout(e.to_string()))?;
+    let repository = Repository::open_with(dir.path(), options)
+        .map_err(|e| WaveError::Checkout(e.to_string()))?;
     Ok((base, dir, repository))
 }
 
@@ -433,8 +435,13 @@ pub async fn run_wave(
     repair: Option<&dyn RepairHook>,
     mut options: WaveOptions<'_>,
 ) -> Result<WaveSummary, WaveError> {
-    let (base, _dir, repository) =
-        base_checkout(forge, &options.engine.base_branch, options.cache).await?;
+    let (base, _dir, repository) = base_checkout(
+        forge,
+        &options.engine.base_branch,
+        &options.engine.repo,
+        options.cache,
+    )
+    .await?;
     if options.plan.creation_times.is_none() {
         options.plan.creation_times = options.cache.map(|s| s as &dyn CreationTimes);
     }

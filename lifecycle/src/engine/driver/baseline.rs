@@ -9,7 +9,7 @@ use crate::baseline::{
 use crate::engine::journal::{CandidateRecord, Step};
 use crate::model::{Outcome, Phase};
 use crate::report::{
-    AttemptReport, BASELINE_START, FrozenBaseline, Provenance, engine_display,
+    AttemptReport, BASELINE_START, BumpScope, FrozenBaseline, Provenance, engine_display,
     parse_baseline_block, render_baseline_block, render_report, splice_baseline,
 };
 
@@ -94,7 +94,7 @@ impl Engine<'_> {
                 clock: rec.clock.clone(),
                 upstream: rec.upstream.clone(),
                 not_release_reason: rec.not_release_reason.clone(),
-                scope: None,
+                scope: self.bump_scope(rec).filter(BumpScope::is_notable),
             },
             baseline,
         }

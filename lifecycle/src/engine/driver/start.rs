@@ -8,7 +8,7 @@ use crate::engine::forge::ForgeError;
 use crate::engine::journal::{CandidateRecord, Step};
 use crate::engine::ownership::{Mismatch, MismatchKind};
 use crate::model::{Outcome, Phase};
-use crate::report::initial_body;
+use crate::report::{BumpScope, initial_body};
 
 impl Engine<'_> {
     // -------------------------------------------------------------- claim
@@ -127,6 +127,30 @@ impl Engine<'_> {
         Ok(())
     }
 
+    /// What the candidate's bump covers: as recorded when the commit was
+    /// made, else planned again from the base checkout (a branch adopted
+    /// after the journal was lost). `None` when it cannot be planned.
+    pub(super) fn bump_scope(&self, rec: &CandidateRecord) -> Option<BumpScope> {
+        if let Some(scope) = &rec.scope {
+            return Some(scope.clone());
+        }
+        let family = self.family(&rec.family).ok()?;
+        let to = ImageRef::parse(&rec.image).ok()?;
+        self.repository
+            .plan_bump_with(&rec.family, family.image(), &to, &self.config.bump)
+            .ok()
+            .map(|plan| BumpScope::of(&plan))
+    }
+
+    /// The changelog's `config-keys`: every key the bump changed (a family
+    /// group is bumped together), else the candidate's own key.
+    pub(super) fn changelog_keys(&self, rec: &CandidateRecord) -> Vec<String> {
+        match self.bump_scope(rec) {
+            Some(scope) if !scope.keys.is_empty() => scope.keys,
+            _ => vec![rec.key.clone()],
+        }
+    }
+
     pub(super) async fn step_prepare(
         &self,
         rec: &mut CandidateRecord,
@@ -175,15 +199,19 @@ impl Engine<'_> {
                         .end(rec, Outcome::AlreadyUpdated, Phase::Resolve, m, true)
                         .await;
                 }
-                let bump = match self.repository.plan_bump(&rec.family, &from, &to) {
-                    Ok(b) => b,
-                    Err(e) => {
-                        let m = format!("the bump cannot be made: {e}");
-                        return self
-                            .end(rec, Outcome::UnexpectedError, Phase::Resolve, m, true)
-                            .await;
-                    }
-                };
+                let bump =
+                    match self
+                        .repository
+                        .plan_bump_with(&rec.family, &from, &to, &self.config.bump)
+                    {
+                        Ok(b) => b,
+                        Err(e) => {
+                            let m = format!("the bump cannot be made: {e}");
+                            return self
+                                .end(rec, Outcome::UnexpectedError, Phase::Resolve, m, true)
+                                .await;
+                        }
+                    };
                 let files: Vec<(String, Vec<u8>)> = bump
                     .edits
                     .iter()
@@ -195,6 +223,7 @@ impl Engine<'_> {
                     rec.key, rec.old_image, rec.image, rec.candidate
                 );
                 rec.base_sha = self.repository_sha.clone();
+                rec.scope = Some(BumpScope::of(&bump));
                 self.intend(rec, "commit the bump").await?;
                 let sha = self
                     .forge

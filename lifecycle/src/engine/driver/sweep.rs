@@ -57,7 +57,7 @@ impl Engine<'_> {
                 .and_then(|i| i.tag().map(str::to_owned))
                 .unwrap_or_else(|| "a new build".into());
             let entry = ChangelogEntry {
-                config_keys: vec![rec.key.clone()],
+                config_keys: self.changelog_keys(rec),
                 description: description(&rec.key, &tag),
                 pr_link: link.clone(),
             };

@@ -280,9 +280,12 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
                     .unwrap_or_else(|c| c),
             );
             // 5. base branch
-            let (repo, check) = bounded("base-branch", check_base(forge, &engine.base_branch))
-                .await
-                .unwrap_or_else(|c| (None, c));
+            let (repo, check) = bounded(
+                "base-branch",
+                check_base(forge, &engine.base_branch, &engine.repo),
+            )
+            .await
+            .unwrap_or_else(|c| (None, c));
             repository = repo;
             checks.push(check);
             // 6. workflows
@@ -545,33 +548,37 @@ async fn check_permission(forge: &Forge) -> Check {
 
 /// Reads the base branch as a wave would (without the store's blob cache,
 /// which would write to it) and opens the repository model.
-async fn check_base(forge: &Forge, branch: &str) -> (Option<Repository>, Check) {
+async fn check_base(
+    forge: &Forge,
+    branch: &str,
+    options: &klaud_planner::repo::RepoOptions,
+) -> (Option<Repository>, Check) {
     const NAME: &str = "base-branch";
-    let (sha, _checkout, repository) = match klaud_service::base_checkout(forge, branch, None).await
-    {
-        Ok(parts) => parts,
-        Err(klaud_service::wave::WaveError::NoBase(_)) => {
-            return (
-                None,
-                Check::fail(
-                    NAME,
-                    format!(
-                        "{} has no branch {branch:?}; set lifecycle.base_branch",
-                        forge.repo()
+    let (sha, _checkout, repository) =
+        match klaud_service::base_checkout(forge, branch, options, None).await {
+            Ok(parts) => parts,
+            Err(klaud_service::wave::WaveError::NoBase(_)) => {
+                return (
+                    None,
+                    Check::fail(
+                        NAME,
+                        format!(
+                            "{} has no branch {branch:?}; set lifecycle.base_branch",
+                            forge.repo()
+                        ),
                     ),
-                ),
-            );
-        }
-        Err(e) => {
-            return (
-                None,
-                Check::fail(
-                    NAME,
-                    format!("{branch}: {e}; fix the master configs on {branch}"),
-                ),
-            );
-        }
-    };
+                );
+            }
+            Err(e) => {
+                return (
+                    None,
+                    Check::fail(
+                        NAME,
+                        format!("{branch}: {e}; fix the master configs on {branch}"),
+                    ),
+                );
+            }
+        };
     let masters: BTreeSet<&str> = repository
         .families()
         .iter()

@@ -181,6 +181,8 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
     if let Ok(lease) = chrono::TimeDelta::from_std(config.daemon.lease) {
         e.lease = lease;
     }
+    e.repo = config.repo_options();
+    e.bump = config.bump_options();
     e
 }
 
@@ -217,7 +219,7 @@ impl EngineParts {
         cache: Option<&Store>,
     ) -> Result<Self, CliError> {
         let (base, checkout, repository) =
-            klaud_service::base_checkout(forge, &engine.base_branch, cache)
+            klaud_service::base_checkout(forge, &engine.base_branch, &engine.repo, cache)
                 .await
                 .map_err(CliError::failure)?;
         Ok(Self {
@@ -272,7 +274,7 @@ pub fn repair_hook(config: &Config) -> Result<Option<CommandHook>, CliError> {
 pub fn run(args: Args) -> Result<(), CliError> {
     let wait = parse_duration(&args.wait)
         .map_err(|e| CliError::bad_input(anyhow::anyhow!("--wait: {e}")))?;
-    let poll = parse_duration(&args.poll)
+    let poll = crate::config::parse_interval(&args.poll, crate::config::MIN_INTERVAL)
         .map_err(|e| CliError::bad_input(anyhow::anyhow!("--poll: {e}")))?;
     let runtime = super::runtime()?;
     runtime.block_on(async {
@@ -337,6 +339,28 @@ pub fn run(args: Args) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::parse_instance_id;
+
+    #[derive(clap::Parser)]
+    struct Wave {
+        #[command(flatten)]
+        args: super::Args,
+    }
+
+    #[test]
+    fn a_zero_or_negative_poll_is_refused_before_anything_connects() {
+        use clap::Parser;
+        for poll in ["0s", "0m", "-30s"] {
+            let flag = format!("--poll={poll}");
+            let wave = Wave::try_parse_from(["wave", flag.as_str()]).expect("flags");
+            let err = super::run(wave.args).expect_err(poll);
+            let text = format!("{:#}", err.error);
+            assert!(text.contains("--poll"), "{poll}: {text}");
+            assert!(
+                text.contains("at least 1s") || text.contains("negative"),
+                "{poll}: {text}"
+            );
+        }
+    }
 
     #[test]
     fn an_instance_id_is_a_uuid_and_empty_means_unset() {

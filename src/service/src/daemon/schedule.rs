@@ -12,6 +12,9 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 
+/// The shortest time between two scheduled waves.
+pub const MIN_WAVE_GAP: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
+
 const DAY_NAMES: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 
 /// A parsed wave schedule.
@@ -47,11 +50,44 @@ impl WaveSchedule {
         };
         let schedule = cron::Schedule::from_str(&translated)
             .map_err(|e| format!("cron expression {expression:?} is invalid: {e}"))?;
-        Ok(Self {
+        let parsed = Self {
             schedule,
             timezone,
             expression: expression.to_owned(),
-        })
+        };
+        parsed.check_fires(Utc::now())?;
+        Ok(parsed)
+    }
+
+    /// Refuses a schedule that never fires after `now` (`0 0 30 2 *`, a
+    /// past year) or fires waves less than [`MIN_WAVE_GAP`] apart: either
+    /// would be a daemon that silently never plans, or plans in a loop.
+    fn check_fires(&self, now: DateTime<Utc>) -> Result<(), String> {
+        let expression = &self.expression;
+        let fires: Vec<DateTime<Utc>> = self
+            .schedule
+            .after(&now.with_timezone(&self.timezone))
+            .take(3)
+            .map(|t| t.with_timezone(&Utc))
+            .collect();
+        if fires.is_empty() {
+            return Err(format!(
+                "cron expression {expression:?} never fires; write one that fires at least \
+                 once, e.g. \"0 */6 * * *\" (every 6 hours)"
+            ));
+        }
+        let min = MIN_WAVE_GAP.num_seconds();
+        if let Some(gap) = fires
+            .windows(2)
+            .map(|w| (w[1] - w[0]).num_seconds())
+            .find(|gap| *gap < min)
+        {
+            return Err(format!(
+                "cron expression {expression:?} fires {gap}s apart; waves must be at least \
+                 {min}s apart"
+            ));
+        }
+        Ok(())
     }
 
     /// The first fire time strictly after `after`.
@@ -195,6 +231,25 @@ mod tests {
         ] {
             let err = WaveSchedule::parse(expression, zone).unwrap_err();
             assert!(err.contains(needle), "{expression}: {err}");
+        }
+    }
+
+    #[test]
+    fn schedules_that_never_fire_or_fire_too_often_are_refused() {
+        for (expression, needle) in [
+            ("0 0 30 2 *", "never fires"),
+            ("0 0 31 4 *", "never fires"),
+            ("0 0 0 1 1 * 2020", "never fires"),
+            ("* * * * * *", "at least 60s"),
+            ("*/30 * * * * *", "fires 30s apart"),
+        ] {
+            let err = WaveSchedule::parse(expression, "UTC").unwrap_err();
+            assert!(err.contains(needle), "{expression}: {err}");
+            assert!(err.contains(expression), "{expression}: {err}");
+        }
+        // Rare but real schedules pass: leap days, once a minute.
+        for expression in ["0 0 29 2 *", "* * * * *", "0 0 1 1 *"] {
+            WaveSchedule::parse(expression, "UTC").unwrap();
         }
     }
 }
