@@ -119,9 +119,9 @@ pub(crate) struct Transport {
 /// steps and reconcile passes read them.
 #[derive(Default)]
 struct ImmutableCache {
-    /// Path → body, or `None` for a 404 (a path absent at a commit stays
-    /// absent).
-    answers: HashMap<String, Option<Bytes>>,
+    /// Path → body. A 404 is not kept: an object (or the commit a file is
+    /// read at) that is missing now may be pushed a moment later.
+    answers: HashMap<String, Bytes>,
     bytes: usize,
 }
 
@@ -351,17 +351,19 @@ impl Transport {
             .ok()
             .and_then(|c| c.answers.get(path).cloned())
         {
-            return Ok(hit);
+            return Ok(Some(hit));
         }
         let answer = self.read_found(what, path).await?.map(|raw| raw.body);
-        if let Ok(mut c) = self.immutable.lock() {
-            let size = path.len() + answer.as_ref().map_or(0, Bytes::len);
+        if let Some(body) = &answer
+            && let Ok(mut c) = self.immutable.lock()
+        {
+            let size = path.len() + body.len();
             if size <= IMMUTABLE_CACHE_BYTES / 8 {
                 if c.bytes + size > IMMUTABLE_CACHE_BYTES {
                     *c = ImmutableCache::default();
                 }
                 c.bytes += size;
-                c.answers.insert(path.to_string(), answer.clone());
+                c.answers.insert(path.to_string(), body.clone());
             }
         }
         Ok(answer)
