@@ -14,14 +14,19 @@ use crate::lifecycle_e2e::{Env, VALIDATED_SCRIPT, assert_validated, env_seeded};
 use crate::support;
 
 /// The demo repository (under `project`, e.g. `inferencex-e2e/`, or at the
-/// root) plus `workflows` (file name → text) in `.github/workflows/`, in a
-/// temporary directory.
+/// root) with `files` (file name → text) as its only `.github/workflows/`,
+/// in a temporary directory.
 fn seed_in(project: &str, files: &[(String, Vec<u8>)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     support::copy_tree(
         &Path::new(support::REPO_ROOT).join("configs/demo"),
         &dir.path().join(project),
     );
+    // The demo's own workflow files give way to the ones under test.
+    let own = dir.path().join(project).join(".github");
+    if own.is_dir() {
+        std::fs::remove_dir_all(&own).expect("drop the demo's workflows");
+    }
     let wf = dir.path().join(".github/workflows");
     std::fs::create_dir_all(&wf).expect("workflows dir");
     for (name, text) in files {
