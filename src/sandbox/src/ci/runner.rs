@@ -122,7 +122,9 @@ impl Runner {
                 let file = workflows.get(&run.workflow_id).map(String::as_str);
                 let kind = match (file, run.event.as_str()) {
                     (Some(SMOKE_WORKFLOW), "workflow_dispatch") => RunKind::Smoke,
-                    (Some(SWEEP_WORKFLOW), "pull_request") => RunKind::Sweep,
+                    // A push to the default branch sweeps what it merged,
+                    // as the real workflow's push trigger does.
+                    (Some(SWEEP_WORKFLOW), "pull_request" | "push") => RunKind::Sweep,
                     // Other workflows are left to whoever drives them.
                     _ => continue,
                 };
@@ -143,7 +145,18 @@ impl Runner {
                 let head_changelog = text_at(r, &head_sha, &format!("{prefix}{CHANGELOG}"));
                 let (mut base_masters, mut base_changelog, mut labels) =
                     (BTreeMap::new(), None, Vec::new());
-                if kind == RunKind::Sweep {
+                if kind == RunKind::Sweep && run.event == "push" {
+                    // The pushed changes are the head against its first parent.
+                    if let Some(parent) = r
+                        .objects
+                        .commits
+                        .get(&head_sha)
+                        .and_then(|c| c.parents.first())
+                    {
+                        base_masters = masters_at(r, parent, &prefix);
+                        base_changelog = text_at(r, parent, &format!("{prefix}{CHANGELOG}"));
+                    }
+                } else if kind == RunKind::Sweep {
                     if let Some(p) = run.pull_requests.first().and_then(|n| r.pulls.get(n)) {
                         labels = p.labels.clone();
                         let base = r.resolve(&p.base_ref).unwrap_or_default();
