@@ -153,6 +153,26 @@ async fn full_repository_candidates_are_validated_retried_and_cleaned_up_on_both
             "{version}"
         );
 
+        // The sweep manifest exists only where the seeded workflow uploads
+        // it (the newer run-sweep.yml does, 843c6254 does not).
+        let names: Vec<String> = env
+            .forge
+            .list_artifacts(sweep.id)
+            .await
+            .expect("artifacts")
+            .into_iter()
+            .map(|a| a.name)
+            .collect();
+        assert_eq!(
+            names.iter().any(|n| n == "klaud-sweep-manifest"),
+            version == "newer",
+            "{version}: {names:?}"
+        );
+        assert!(
+            names.iter().any(|n| n == "results_bmk"),
+            "{version}: {names:?}"
+        );
+
         let t = target(&env, RETRIED).await;
         let rec = env.finish(&journal, &t).await;
         assert_validated(&env, &t, &rec).await;

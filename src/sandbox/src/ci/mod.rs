@@ -80,7 +80,10 @@
 //! - infrastructure failure: nothing.
 //! - every non-infrastructure sweep run also uploads
 //!   `klaud-sweep-manifest/sweep_manifest.json` (`head` = the exact run head,
-//!   `run-id`, `run-attempt`, `full-sweep` = the PR carries a full-sweep label).
+//!   `run-id`, `run-attempt`, `full-sweep` = the PR carries a full-sweep label)
+//!   when its seeded `run-sweep.yml` (or a workflow it calls) has an
+//!   `actions/upload-artifact` step that can be named so, as only some
+//!   InferenceX versions do; without workflow files, always.
 //!
 //! Numbers are deterministic per family and point and independent of the
 //! image: multipliers of 1.0 reproduce the baseline API ([`baseline_router`])
