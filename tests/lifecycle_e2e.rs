@@ -133,6 +133,7 @@ impl Env {
                     "https://github.com/upstream/engine/compare/1111111...2222222".into(),
                 ),
             }),
+            versions: None,
         }
     }
 

@@ -21,6 +21,7 @@ mod lifecycle_workflows;
 mod maintainer_commands;
 mod plan_sandbox;
 mod plan_upstream;
+mod provenance_e2e;
 mod recipe_roots;
 mod sandbox_ci;
 mod sandbox_registry;

@@ -111,6 +111,7 @@ impl Env {
             clock: None,
             not_release_reason: None,
             upstream: None,
+            versions: None,
         }
     }
 

@@ -214,6 +214,7 @@ fn baseline_blocks_of_real_families_fit_a_pr_body() {
                 upstream: None,
                 not_release_reason: None,
                 scope: None,
+                versions: None,
             },
             baseline: Baseline {
                 date: NaiveDate::from_ymd_opt(2026, 9, 9).expect("date"),

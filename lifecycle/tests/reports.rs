@@ -125,6 +125,21 @@ fn provenance() -> Provenance {
         }),
         not_release_reason: None,
         scope: None,
+        versions: Some(klaud_lifecycle::report::VersionsCompared {
+            old: Some(klaud_planner::provenance::ImageVersions {
+                cuda: Some("13.0.2".into()),
+                torch: Some("2.13.0".into()),
+                engine_version: Some("0.5.16".into()),
+                ..Default::default()
+            }),
+            new: klaud_planner::provenance::ImageVersions {
+                cuda: Some("13.0.2".into()),
+                torch: Some("2.13.0".into()),
+                engine_version: Some("0.5.17".into()),
+                engine_commit: Some("bb5e6198".into()),
+                ..Default::default()
+            },
+        }),
     }
 }
 

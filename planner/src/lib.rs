@@ -12,6 +12,7 @@ pub mod identity;
 pub mod image;
 pub mod launchers;
 pub mod plan;
+pub mod provenance;
 pub mod registry;
 pub mod repo;
 pub mod search_space;

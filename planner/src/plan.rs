@@ -95,6 +95,9 @@ pub struct Candidate {
     pub clock: Clock,
     /// Whether this moves a nightly family to a release.
     pub nightly_to_release: bool,
+    /// Toolkit and engine versions the candidate's config declares.
+    #[serde(skip_serializing_if = "crate::provenance::ImageVersions::is_empty")]
+    pub versions: crate::provenance::ImageVersions,
 }
 
 /// The plan for one family.
@@ -1124,6 +1127,7 @@ async fn first_qualifying(
             time: Some(time),
             clock: used_clock,
             nightly_to_release,
+            versions: crate::provenance::ImageVersions::of(&platform),
         }));
     }
     Ok(None)

@@ -136,6 +136,9 @@ pub struct Target {
     /// Upstream source commits between the old and the new image, when a
     /// source repository is configured and both commits are known.
     pub upstream: Option<UpstreamRange>,
+    /// Toolkit and engine versions the old and new image declare, when the
+    /// candidate's config was read by the planner.
+    pub versions: Option<crate::report::VersionsCompared>,
 }
 
 /// What one call of [`Engine::step`] achieved.
@@ -354,6 +357,7 @@ impl<'a> Engine<'a> {
             clock: None,
             not_release_reason: None,
             upstream: None,
+            versions: None,
             scope: None,
         }
     }
@@ -376,6 +380,7 @@ impl<'a> Engine<'a> {
         rec.clock = target.clock.clone();
         rec.not_release_reason = target.not_release_reason.clone();
         rec.upstream = target.upstream.clone();
+        rec.versions = target.versions.clone();
         let branch = rec.branch.clone();
         if let Some(pull) = self.forge.find_pull(&branch).await? {
             self.rebuild_ending(&mut rec, &pull).await?;

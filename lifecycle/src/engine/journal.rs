@@ -161,6 +161,9 @@ pub struct CandidateRecord {
     /// Upstream source commits between the old and the new image.
     #[serde(default)]
     pub upstream: Option<UpstreamRange>,
+    /// Versions the old and new image declare (planner, image configs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<crate::report::VersionsCompared>,
     /// What the bump commit covered (keys bumped together, recipes aligned
     /// or left), recorded when the commit is made; `None` for records from
     /// before it was kept, and for a branch adopted without planning.

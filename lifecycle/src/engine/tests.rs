@@ -98,6 +98,7 @@ impl World {
             clock: None,
             not_release_reason: None,
             upstream: None,
+            versions: None,
         };
         Self {
             forge,

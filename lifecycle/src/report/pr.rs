@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::format::{code, link, ms, number, text, title_text};
 use super::markers::hidden_json;
 use crate::baseline::{Baseline, BaselineValue};
+use klaud_planner::provenance::ImageVersions;
 
 /// The bot's display name in titles.
 pub const DEFAULT_DISPLAY_NAME: &str = "Klaud Cold";
@@ -121,6 +122,80 @@ pub struct Provenance {
     /// and recipes aligned or left (from `klaud_planner::bump::BumpPlan`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<BumpScope>,
+    /// Toolkit and engine versions the two images declare, when the new
+    /// image's config was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<VersionsCompared>,
+}
+
+/// The versions the old and the new image declare in their configs
+/// (labels and environment), side by side.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionsCompared {
+    /// The old image's, `None` when its config could not be read (a pruned
+    /// tag).
+    pub old: Option<ImageVersions>,
+    /// The new image's.
+    pub new: ImageVersions,
+}
+
+impl VersionsCompared {
+    /// Whether either side declares anything.
+    pub fn is_notable(&self) -> bool {
+        !self.new.is_empty() || self.old.as_ref().is_some_and(|o| !o.is_empty())
+    }
+
+    /// The side-by-side table: a row per field either image declares; the
+    /// new cell says "unchanged" when equal; a value an image does not
+    /// declare is shown as not declared, never guessed.
+    fn table(&self, zh: bool) -> String {
+        let (head, missing, same, unread) = if zh {
+            (
+                "| 组件 | 原镜像 | 新镜像 |\n| --- | --- | --- |\n",
+                "未声明",
+                "未变",
+                "原镜像的配置无法读取（标签已不在镜像仓库中），因此原镜像一列为空。",
+            )
+        } else {
+            (
+                "| Component | Old image | New image |\n| --- | --- | --- |\n",
+                "not declared",
+                "unchanged",
+                "The old image's config could not be read (its tag is no longer in the registry), so its column is empty.",
+            )
+        };
+        let old = self.old.clone().unwrap_or_default();
+        let mut out = String::from(head);
+        for ((name, new), (_, was)) in self.new.rows().into_iter().zip(old.rows()) {
+            if new.is_none() && was.is_none() {
+                continue;
+            }
+            let name = if zh { zh_field(name) } else { name };
+            let was_cell = match (was, self.old.is_some()) {
+                (Some(v), _) => code(v),
+                (None, true) => missing.to_owned(),
+                (None, false) => "—".to_owned(),
+            };
+            let new_cell = match new {
+                Some(v) if was == Some(v) => same.to_owned(),
+                Some(v) => code(v),
+                None => missing.to_owned(),
+            };
+            out.push_str(&format!("| {name} | {was_cell} | {new_cell} |\n"));
+        }
+        if self.old.is_none() {
+            out.push_str(&format!("\n{unread}\n"));
+        }
+        out
+    }
+}
+
+fn zh_field(name: &str) -> &str {
+    match name {
+        "engine version" => "引擎版本",
+        "engine build commit" => "引擎构建提交",
+        other => other,
+    }
 }
 
 /// The reach of one bump commit, as the PR body states it.
@@ -298,6 +373,11 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
     if let Some(scope) = &p.scope {
         out.push_str(&scope.lines(false));
     }
+    if let Some(v) = p.versions.as_ref().filter(|v| v.is_notable()) {
+        out.push_str("\n**Image versions** (declared in the image configs):\n\n");
+        out.push_str(&v.table(false));
+        out.push('\n');
+    }
     out.push_str(&format!(
         "**Baseline:** {} · {}  \n",
         b.date,
@@ -359,6 +439,11 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
     }
     if let Some(scope) = &p.scope {
         out.push_str(&scope.lines(true));
+    }
+    if let Some(v) = p.versions.as_ref().filter(|v| v.is_notable()) {
+        out.push_str("\n**镜像版本**（镜像配置中声明的）：\n\n");
+        out.push_str(&v.table(true));
+        out.push('\n');
     }
     out.push_str(&format!("**基线：**{} · {}  \n", b.date, code(&b.image)));
     out.push_str(&format!("平均延迟 · 来源：{}\n\n", sources(b, "API")));

@@ -53,6 +53,7 @@ struct PlatformData {
     architecture: Option<String>,
     variant: Option<String>,
     labels: BTreeMap<String, String>,
+    env: BTreeMap<String, String>,
     created: Option<DateTime<Utc>>,
 }
 
@@ -360,6 +361,7 @@ impl RegistryClient {
             variant: platform.variant.clone().or_else(|| data.variant.clone()),
             digest: platform.digest.clone(),
             labels: data.labels.clone(),
+            env: data.env.clone(),
             created: data.created,
         }))
     }
@@ -483,7 +485,12 @@ impl RegistryClient {
                 os: cfg.os,
                 architecture: cfg.architecture,
                 variant: cfg.variant,
-                labels: cfg.config.and_then(|c| c.labels).unwrap_or_default(),
+                labels: cfg
+                    .config
+                    .as_ref()
+                    .and_then(|c| c.labels.clone())
+                    .unwrap_or_default(),
+                env: super::model::env_map(cfg.config.and_then(|c| c.env)),
                 created,
             }))
         })

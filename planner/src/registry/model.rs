@@ -115,6 +115,11 @@ pub struct PlatformImage {
     pub digest: String,
     /// `config.Labels` of the image config.
     pub labels: BTreeMap<String, String>,
+    /// `config.Env` of the image config, `NAME=value` split at the first
+    /// `=` (entries without one are dropped; a later duplicate wins, as in
+    /// the container's environment).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
     /// The config's `created` time, when present and valid RFC 3339.
     pub created: Option<DateTime<Utc>>,
 }
@@ -226,6 +231,19 @@ pub(crate) struct ImageConfig {
 pub(crate) struct ImageConfigInner {
     #[serde(rename = "Labels")]
     pub(crate) labels: Option<BTreeMap<String, String>>,
+    #[serde(rename = "Env")]
+    pub(crate) env: Option<Vec<String>>,
+}
+
+/// `config.Env` as a map (see [`PlatformImage::env`]).
+pub(crate) fn env_map(env: Option<Vec<String>>) -> BTreeMap<String, String> {
+    env.unwrap_or_default()
+        .into_iter()
+        .filter_map(|entry| {
+            let (name, value) = entry.split_once('=')?;
+            Some((name.to_owned(), value.to_owned()))
+        })
+        .collect()
 }
 
 #[derive(Debug, Deserialize)]

@@ -271,6 +271,8 @@ pub struct PlatformSpec {
     pub architecture: String,
     /// `config.Labels`.
     pub labels: BTreeMap<String, String>,
+    /// `config.Env`, as `NAME=value` entries.
+    pub env: Vec<String>,
     /// Config `created`.
     pub created: Option<DateTime<Utc>>,
 }
@@ -289,8 +291,15 @@ impl PlatformSpec {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
+            env: Vec::new(),
             created,
         }
+    }
+
+    /// The same platform with `config.Env` set to `NAME=value` entries.
+    pub fn with_env(mut self, env: &[(&str, &str)]) -> Self {
+        self.env = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        self
     }
 }
 
@@ -463,6 +472,11 @@ impl Pusher {
                 "config": {"Labels": p.labels},
                 "rootfs": {"type": "layers", "diff_ids": [layer]},
             });
+            // Only when set, so images pushed without an environment keep
+            // the digests tests already know.
+            if !p.env.is_empty() {
+                cfg["config"]["Env"] = json!(p.env);
+            }
             if let Some(c) = p.created {
                 cfg["created"] = json!(c.to_rfc3339_opts(SecondsFormat::Secs, true));
             }

@@ -293,6 +293,10 @@ fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) -> Vec<Targ
                 .and_then(|v| v.as_str().map(str::to_owned)),
             not_release_reason: None,
             upstream: None,
+            versions: Some(klaud_lifecycle::report::VersionsCompared {
+                old: None,
+                new: c.versions.clone(),
+            }),
         });
     }
     out
@@ -390,6 +394,7 @@ async fn held_target(
         clock: None,
         not_release_reason: None,
         upstream: None,
+        versions: None,
     }))
 }
 
@@ -398,13 +403,15 @@ async fn held_target(
 const REFILL_ROUNDS: usize = 3;
 
 /// The targets of `report` (its picks plus the claims in `ours`) not in
-/// `seen`, with their upstream commit range when it can be known.
+/// `seen`, with their upstream commit range when it can be known and the
+/// versions the old image declares next to the new one's.
 async fn plan_targets(
     report: &PlanReport,
     ours: &BTreeSet<String>,
     seen: &mut BTreeSet<String>,
     options: &WaveOptions<'_>,
     repository: &Repository,
+    registry: &RegistryClient,
 ) -> Vec<Target> {
     let mut out = Vec::new();
     for mut t in targets_from_plan(report, ours) {
@@ -420,6 +427,25 @@ async fn plan_targets(
                 t.revision.as_deref(),
             )
             .await;
+        }
+        if let (Some(v), Ok(family)) = (t.versions.as_mut(), repository.family(&t.family)) {
+            // Only the picks' old images are read (not every family's), so
+            // the plan keeps its request discipline; an unreadable one
+            // (pruned tag, registry down) leaves the old column empty.
+            let architecture = family.platform.architecture();
+            v.old = match klaud_planner::provenance::image_versions(
+                registry,
+                family.image(),
+                architecture,
+            )
+            .await
+            {
+                Ok(old) => old,
+                Err(e) => {
+                    tracing::warn!(image = %family.image(), error = %e, "old image versions unknown");
+                    None
+                }
+            };
         }
         out.push(t);
     }
@@ -568,10 +594,11 @@ pub async fn run_wave(
                 clock: rec.clock.clone(),
                 not_release_reason: rec.not_release_reason.clone(),
                 upstream: rec.upstream.clone(),
+                versions: rec.versions.clone(),
             });
         }
     }
-    let picked = plan_targets(&report, &ours, &mut seen, &options, &repository).await;
+    let picked = plan_targets(&report, &ours, &mut seen, &options, &repository, registry).await;
     let mut new_picks: BTreeSet<String> = picked
         .iter()
         .map(|t| t.candidate.as_str().to_owned())
@@ -679,7 +706,15 @@ pub async fn run_wave(
         options.plan.max_candidates = lost;
         let again = plan(&repository, &session, &options.plan).await;
         save_breaker(registry, options.cache);
-        let refill = plan_targets(&again, &BTreeSet::new(), &mut seen, &options, &repository).await;
+        let refill = plan_targets(
+            &again,
+            &BTreeSet::new(),
+            &mut seen,
+            &options,
+            &repository,
+            registry,
+        )
+        .await;
         for t in &refill {
             match engine.open_record(t).await {
                 Ok(rec) => {

@@ -95,6 +95,7 @@ impl Engine<'_> {
                 upstream: rec.upstream.clone(),
                 not_release_reason: rec.not_release_reason.clone(),
                 scope: self.bump_scope(rec).filter(BumpScope::is_notable),
+                versions: rec.versions.clone(),
             },
             baseline,
         }

@@ -23,6 +23,7 @@ pub(crate) const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
 ///           "pushed": "2026-01-10T12:00:00Z",
 ///           "created": "2026-01-10T11:00:00Z",
 ///           "labels": {"org.opencontainers.image.revision": "0123abcd..."},
+///           "env": {"CUDA_VERSION": "13.0.2", "PYTORCH_VERSION": "2.13.0"},
 ///           "platforms": [
 ///             {"architecture": "amd64"},
 ///             {"architecture": "arm64", "variant": "v8", "labels": {"extra": "x"}}
@@ -43,9 +44,11 @@ pub(crate) const OCI_CONFIG: &str = "application/vnd.oci.image.config.v1+json";
 ///   * `pushed` (RFC 3339): Docker Hub's `tag_last_pushed`; absent → `null`.
 ///   * `created` (RFC 3339): the config `created` of every platform.
 ///   * `labels`: `config.Labels` of every platform.
+///   * `env`: `config.Env` of every platform, as name → value (written as
+///     Docker's `NAME=value` list; left out of the config when empty).
 ///   * `platforms`: default `linux/amd64` and `linux/arm64`. Each has
 ///     `architecture` (required), `os` (default `linux`), `variant`, and
-///     `labels` / `created` that extend / replace the tag-level values.
+///     `labels` / `env` / `created` that extend / replace the tag-level values.
 ///   * `index` (default `true`): serve an OCI index; `false` serves the single
 ///     platform manifest directly (requires exactly one platform).
 ///
@@ -79,6 +82,9 @@ pub struct TagSeed {
     /// Labels for every platform.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// `config.Env` of every platform, name → value.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
     /// Platforms; default linux/amd64 + linux/arm64.
     pub platforms: Option<Vec<PlatformSeed>>,
     /// Serve an index (default) or the single manifest.
@@ -98,6 +104,9 @@ pub struct PlatformSeed {
     /// Extra labels (override tag-level ones with the same key).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Extra environment variables (override tag-level ones).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
     /// Replaces the tag-level `created`.
     pub created: Option<DateTime<Utc>>,
 }
@@ -125,6 +134,7 @@ pub(crate) fn generate(repo: &str, tag: &str, seed: &TagSeed) -> Result<Generate
                 os: None,
                 variant: None,
                 labels: BTreeMap::new(),
+                env: BTreeMap::new(),
                 created: None,
             })
             .collect::<Vec<_>>()
@@ -163,6 +173,14 @@ pub(crate) fn generate(repo: &str, tag: &str, seed: &TagSeed) -> Result<Generate
             config["created"] = json!(c.to_rfc3339_opts(SecondsFormat::AutoSi, true));
         }
         config["config"] = json!({"Labels": labels});
+        let mut env = seed.env.clone();
+        env.extend(p.env.clone());
+        // Docker's `config.Env` is a list of `NAME=value`; left out when
+        // empty so existing seeds keep their digests.
+        if !env.is_empty() {
+            let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            config["config"]["Env"] = json!(env);
+        }
         config["rootfs"] = json!({"type": "layers", "diff_ids": []});
         let config = config.to_string().into_bytes();
         let config_digest = sha256(&config);
