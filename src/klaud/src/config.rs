@@ -18,7 +18,7 @@ const MIN_LEASE: Duration = Duration::from_secs(5);
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The whole configuration file.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Where the benchmark repository lives on GitHub.
@@ -37,13 +37,50 @@ pub struct Config {
     pub lifecycle: LifecycleConfig,
     /// Image repository (normalized, e.g. `vllm/vllm-openai`) → upstream
     /// source repository on GitHub (`vllm-project/vllm`), used to prove a
-    /// release is not behind a nightly's commit.
+    /// release is not behind a nightly's commit and to give each bump its
+    /// commit range. Absent: [`default_upstream`]; an empty table turns
+    /// upstream reads off.
     pub upstream: BTreeMap<String, String>,
     /// Launcher copy mappings: recipes named under `prefix` live in the
     /// project folder `folder` (what `cp -rT` in `runners/launch_*.sh` does).
     pub recipe_roots: Vec<RecipeRootConfig>,
     /// How bumps treat recipes that do not simply carry the old image.
     pub bump: BumpConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            github: GithubConfig::default(),
+            planner: PlannerConfig::default(),
+            registry: RegistryConfig::default(),
+            tracks: Vec::new(),
+            release_tracks: Vec::new(),
+            daemon: DaemonConfig::default(),
+            lifecycle: LifecycleConfig::default(),
+            upstream: default_upstream(),
+            recipe_roots: Vec::new(),
+            bump: BumpConfig::default(),
+        }
+    }
+}
+
+/// The engines InferenceX benchmarks and their source repositories, keyed
+/// by the normalized image repositories its master configs use.
+pub fn default_upstream() -> BTreeMap<String, String> {
+    [
+        ("vllm/vllm-openai", "vllm-project/vllm"),
+        ("vllm/vllm-openai-rocm", "vllm-project/vllm"),
+        ("lmsysorg/sglang", "sgl-project/sglang"),
+        ("lmsysorg/sglang-rocm", "sgl-project/sglang"),
+        ("rocm/sgl-dev", "sgl-project/sglang"),
+        ("nvcr.io/nvidia/tensorrt-llm/release", "NVIDIA/TensorRT-LLM"),
+        ("rocm/atom", "ROCm/ATOM"),
+        ("rocm/atom-dev", "ROCm/ATOM"),
+    ]
+    .into_iter()
+    .map(|(image, source)| (image.to_owned(), source.to_owned()))
+    .collect()
 }
 
 /// `[[recipe_roots]]`.
@@ -668,6 +705,33 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upstream_defaults_to_the_inferencex_engines_and_an_empty_table_turns_it_off() {
+        let absent = Config::parse("t.toml", "").unwrap();
+        assert_eq!(absent.upstream, default_upstream());
+        assert_eq!(
+            absent
+                .upstream
+                .get("nvcr.io/nvidia/tensorrt-llm/release")
+                .map(String::as_str),
+            Some("NVIDIA/TensorRT-LLM")
+        );
+        assert_eq!(
+            absent.upstream.get("rocm/atom").map(String::as_str),
+            Some("ROCm/ATOM")
+        );
+        let off = Config::parse("t.toml", "[upstream]\n").unwrap();
+        assert!(off.upstream.is_empty());
+        let own = Config::parse("t.toml", "[upstream]\n\"a/b\" = \"c/d\"\n").unwrap();
+        assert_eq!(own.upstream.len(), 1, "a table replaces the defaults");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/inferencex.toml");
+        assert_eq!(
+            Config::load(&path).unwrap().upstream,
+            default_upstream(),
+            "the example lists the defaults"
+        );
+    }
 
     #[test]
     fn the_example_configuration_parses_and_matches_the_defaults() {

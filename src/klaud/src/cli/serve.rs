@@ -16,6 +16,7 @@ use tokio::sync::{Notify, watch};
 
 use super::CliError;
 use crate::config::Config;
+use klaud_github::upstream::GithubUpstream;
 use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy};
 use klaud_service::StoreJournal;
 use klaud_service::daemon::schedule::WaveSchedule;
@@ -161,8 +162,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
             pass_wait: std::time::Duration::ZERO,
         };
         let (feed_tx, feed) = Daemon::feed();
-        let daemon = Daemon::new(services, registry, baseline, repair, settings, feed_tx)
+        let mut daemon = Daemon::new(services, registry, baseline, repair, settings, feed_tx)
             .map_err(CliError::bad_input)?;
+        // As in `klaud wave`: the same token reads the engines' public
+        // source repositories.
+        if !config.upstream.is_empty() {
+            daemon = daemon.with_upstream(GithubUpstream::new(
+                &config.github.api_url,
+                Credential::Token(token.clone()),
+            ));
+        }
         let wake = Arc::new(Notify::new());
         let webhook = webhook_secret
             .as_ref()

@@ -110,6 +110,9 @@ pub struct Daemon {
     repair: Option<Box<dyn RepairHook>>,
     settings: ServeSettings,
     feed: watch::Sender<Arc<StatusSnapshot>>,
+    /// Reads of the engines' source repositories (the bump's commit range,
+    /// the release-versus-nightly proof), as `klaud wave` does.
+    upstream: Option<Arc<klaud_github::upstream::GithubUpstream>>,
 }
 
 /// Mutable state of the loop that the snapshot needs.
@@ -147,7 +150,16 @@ impl Daemon {
             repair,
             settings,
             feed,
+            upstream: None,
         })
+    }
+
+    /// Reads upstream source repositories through `upstream` in every wave:
+    /// each bump gets its commit range (count and compare link) and a
+    /// nightly may move to a release only with the upstream proof.
+    pub fn with_upstream(mut self, upstream: klaud_github::upstream::GithubUpstream) -> Self {
+        self.upstream = Some(Arc::new(upstream));
+        self
     }
 
     /// The repositories served.
@@ -299,6 +311,10 @@ impl Daemon {
         plan.release_rules = self.settings.release_rules.clone();
         plan.upstream = self.settings.upstream.clone();
         plan.max_timed_tags = self.settings.max_timed_tags;
+        plan.compare = self
+            .upstream
+            .as_deref()
+            .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
         let options = WaveOptions {
             claimant: self.settings.claimant.clone(),
             engine: self.settings.engine.clone(),
@@ -306,7 +322,7 @@ impl Daemon {
             poll: self.settings.poll,
             wait: self.settings.pass_wait,
             cooldown: self.settings.cooldown,
-            upstream: None,
+            upstream: self.upstream.as_deref(),
             cache: repo.store.as_ref(),
             stop: Some(stop.clone()),
         };
