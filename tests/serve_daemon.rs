@@ -730,3 +730,67 @@ async fn a_restarted_daemon_keeps_the_breaker_of_an_unreachable_registry() {
         "the restarted daemon does not ask {host} again: {restored:?}"
     );
 }
+
+/// `serve` gives each bump its upstream range as `klaud wave` does: the
+/// nightly family's PR body names the engine's source repository and links
+/// the compare from the old image's commit to the new one's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_records_the_upstream_range_of_a_nightly_bump() {
+    use klaud_github::upstream::GithubUpstream;
+    use klaud_github::{Credential, Secret};
+    let stack = stack().await;
+    let mut settings = settings(
+        Claimant::new(uuid::Uuid::new_v4()),
+        10,
+        chrono::TimeDelta::hours(2),
+    );
+    settings.upstream = BTreeMap::from([(
+        "vllm/vllm-openai".to_owned(),
+        "vllm-project/vllm".to_owned(),
+    )]);
+    let (daemon, mut feed) = daemon(&stack, settings, Arc::new(MemoryJournal::new())).await;
+    let daemon = daemon.with_upstream(GithubUpstream::new(
+        &stack.github.url(),
+        Credential::Token(Secret::new(BOT_TOKEN)),
+    ));
+    let (stop_tx, stop) = watch::channel(false);
+    let task = tokio::spawn(async move { daemon.run(Arc::new(Notify::new()), stop).await });
+    wait_for(&mut feed, "the first wave", |s| {
+        s.waves_total >= 1 && s.repositories.iter().all(|r| !r.candidates.is_empty())
+    })
+    .await;
+    let nightly = pulls(&stack)
+        .await
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect::<Vec<_>>();
+    let mut found = None;
+    for number in nightly {
+        let url = format!("{}/repos/{REPO}/pulls/{number}", stack.github.url());
+        let pull: serde_json::Value = http()
+            .get(url)
+            .bearer_auth(BOT_TOKEN)
+            .header("user-agent", "klaud-test")
+            .send()
+            .await
+            .expect("pull")
+            .json()
+            .await
+            .expect("pull JSON");
+        let body = pull["body"].as_str().unwrap_or_default().to_owned();
+        if body.contains("vllm/vllm-openai:nightly-") {
+            found = Some(body);
+        }
+    }
+    let _ = stop_tx.send(true);
+    let _ = task.await;
+    let body = found.expect("the nightly family's PR");
+    assert!(body.contains("**Upstream:** vllm-project/vllm"), "{body}");
+    assert!(
+        body.contains(
+            "https://github.com/vllm-project/vllm/compare/3ee2df30337a301164c46ae444b76ee67e71c106..."
+        ),
+        "{body}"
+    );
+    assert!(body.contains("**上游：**vllm-project/vllm"), "{body}");
+}
