@@ -353,10 +353,6 @@ fn cell(new: &Measure, old: &Measure, pick: fn(&PointMetrics) -> f64, decimals: 
 
 fn render_text(report: &AttemptReport) -> String {
     let (title, title_zh) = report.title();
-    let is_baseline = report.name == ReportName::Baseline;
-    let no_delta = Measure::Missing {
-        reason: String::new(),
-    };
     let status = match &report.detail {
         Some(detail) => format!("{} ({})", report.status, text(detail)),
         None => report.status.to_string(),
@@ -388,53 +384,7 @@ fn render_text(report: &AttemptReport) -> String {
         out.push_str(&format!(" · Head: {}", code(head)));
     }
     out.push_str("  \n");
-    for section in &report.sections {
-        out.push_str(&format!(
-            "\nScenario: {} · Topology: {}\n\n",
-            text(&section.scenario),
-            text(&section.topology)
-        ));
-        out.push_str("| Concurrency | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |\n");
-        out.push_str("| ---: | ---: | ---: | ---: |\n");
-        for row in &section.rows {
-            // The baseline report shows the frozen numbers themselves.
-            let old = if is_baseline { &no_delta } else { &row.old };
-            out.push_str(&format!(
-                "| {} | {} | {} | {} |\n",
-                row.conc,
-                cell(&row.new, old, |m| m.output_tput_per_gpu, 2),
-                cell(&row.new, old, |m| ms(m.mean_ttft), 2),
-                cell(&row.new, old, |m| ms(m.mean_tpot), 2),
-            ));
-        }
-    }
-    if !report.evals.is_empty() {
-        out.push_str("\n| Eval | Concurrency | Score |\n| --- | ---: | ---: |\n");
-        for e in &report.evals {
-            let shown = match e.new {
-                Some(new) => score(new, e.old),
-                None => "N/A".to_owned(),
-            };
-            out.push_str(&format!(
-                "| {} ({}) | {} | {shown} |\n",
-                text(&e.task),
-                text(&e.score_name),
-                e.conc
-            ));
-        }
-    }
-    let notes = na_notes(report);
-    if !notes.is_empty() {
-        out.push_str("\n**N/A:**\n");
-        for (label, side, reason) in &notes {
-            let side = if *side && !is_baseline {
-                "result"
-            } else {
-                "baseline"
-            };
-            out.push_str(&format!("- {}: {side}: {}\n", text(label), text(reason)));
-        }
-    }
+    out.push_str(&tables(report, false));
     for note in &report.notes {
         out.push_str(&format!("\n{}\n", text(note)));
     }
@@ -459,19 +409,99 @@ fn render_text(report: &AttemptReport) -> String {
     if let Some(head) = &report.head {
         out.push_str(&format!(" · 提交：{}", code(head)));
     }
-    out.push_str("  \n表格同上：输出 tok/s/GPU 越高越好，TTFT 与 TPOT（毫秒）越低越好；括号内为相对冻结基线的变化。\n");
-    if !notes.is_empty() {
-        out.push_str("\n**N/A：**\n");
-        for (label, side, reason) in &notes {
-            let side = if *side && !is_baseline {
-                "结果"
-            } else {
-                "基线"
-            };
-            out.push_str(&format!("- {}：{side}：{}\n", text(label), text(reason)));
-        }
+    out.push_str(
+        "  \n输出 tok/s/GPU 越高越好，TTFT 与 TPOT（毫秒）越低越好；括号内为相对冻结基线的变化。\n",
+    );
+    out.push_str(&tables(report, true));
+    for note in &report.notes {
+        out.push_str(&format!("\n{}\n", text(&super::format::note_zh(note))));
     }
     out.push_str("\n</details>\n");
+    out
+}
+
+/// The result tables, eval table and N/A notes in one language: the
+/// Chinese block repeats them in full rather than pointing "above".
+fn tables(report: &AttemptReport, zh: bool) -> String {
+    let is_baseline = report.name == ReportName::Baseline;
+    let no_delta = Measure::Missing {
+        reason: String::new(),
+    };
+    let mut out = String::new();
+    for section in &report.sections {
+        out.push_str(&if zh {
+            format!(
+                "\n场景：{} · 拓扑：{}\n\n| 并发 | 输出 tok/s/GPU ↑ | TTFT 毫秒 ↓ | TPOT 毫秒 ↓ |\n",
+                text(&section.scenario),
+                text(&section.topology)
+            )
+        } else {
+            format!(
+                "\nScenario: {} · Topology: {}\n\n| Concurrency | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |\n",
+                text(&section.scenario),
+                text(&section.topology)
+            )
+        });
+        out.push_str("| ---: | ---: | ---: | ---: |\n");
+        for row in &section.rows {
+            // The baseline report shows the frozen numbers themselves.
+            let old = if is_baseline { &no_delta } else { &row.old };
+            out.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                row.conc,
+                cell(&row.new, old, |m| m.output_tput_per_gpu, 2),
+                cell(&row.new, old, |m| ms(m.mean_ttft), 2),
+                cell(&row.new, old, |m| ms(m.mean_tpot), 2),
+            ));
+        }
+    }
+    let mut notes = na_notes(report);
+    if !report.evals.is_empty() {
+        out.push_str(if zh {
+            "\n| 评估 | 并发 | 分数 |\n| --- | ---: | ---: |\n"
+        } else {
+            "\n| Eval | Concurrency | Score |\n| --- | ---: | ---: |\n"
+        });
+        for e in &report.evals {
+            let label = format!("{} ({}) c{}", e.task, e.score_name, e.conc);
+            let shown = match e.new {
+                Some(new) => {
+                    if e.old.is_none() && !is_baseline {
+                        notes.push((
+                            label,
+                            false,
+                            "the frozen baseline holds no score for this eval".to_owned(),
+                        ));
+                    }
+                    score(new, e.old)
+                }
+                None => {
+                    notes.push((label, true, "no score in this run".to_owned()));
+                    "N/A".to_owned()
+                }
+            };
+            out.push_str(&format!(
+                "| {} ({}) | {} | {shown} |\n",
+                text(&e.task),
+                text(&e.score_name),
+                e.conc
+            ));
+        }
+    }
+    if !notes.is_empty() {
+        out.push_str(if zh { "\n**N/A：**\n" } else { "\n**N/A:**\n" });
+        for (label, side, reason) in &notes {
+            let result_side = *side && !is_baseline;
+            if zh {
+                let side = if result_side { "结果" } else { "基线" };
+                let reason = super::format::reason_zh(reason);
+                out.push_str(&format!("- {}：{side}：{}\n", text(label), text(&reason)));
+            } else {
+                let side = if result_side { "result" } else { "baseline" };
+                out.push_str(&format!("- {}: {side}: {}\n", text(label), text(reason)));
+            }
+        }
+    }
     out
 }
 

@@ -162,9 +162,118 @@ pub fn timestamp(at: &DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
+/// The Chinese text of a reason Klaud itself writes (N/A reasons of the
+/// baseline and the reports). A reason from outside (an error message of a
+/// server or a file) has no translation; it is quoted as it was, marked as
+/// the original text, rather than dropped.
+pub fn reason_zh(reason: &str) -> String {
+    const PREFIXES: &[(&str, &str, &str)] = &[
+        ("no baseline: ", "无基线：", ""),
+        ("not benchmarked on ", "", " 未做此项基准测试"),
+        (
+            "no published result for this point on ",
+            "",
+            " 没有该点位的公开结果",
+        ),
+        ("published result lacks ", "公开结果缺少 ", ""),
+        (
+            "published result ran another image (",
+            "公开结果使用的是另一个镜像（",
+            "",
+        ),
+    ];
+    let exact = [
+        ("not a point of the frozen baseline", "不是冻结基线中的点位"),
+        ("no result in this run", "本次运行没有该点位的结果"),
+        ("no result artifact for this point", "没有该点位的结果产物"),
+        ("no score in this run", "本次运行没有该评估的分数"),
+        (
+            "the frozen baseline holds no score for this eval",
+            "冻结基线中没有该评估的分数",
+        ),
+    ];
+    if let Some((_, zh)) = exact.iter().find(|(en, _)| *en == reason) {
+        return (*zh).to_owned();
+    }
+    for (en, before, after) in PREFIXES {
+        if let Some(rest) = reason.strip_prefix(en) {
+            let rest = if *en == "no baseline: " {
+                reason_zh(rest)
+            } else if let Some(inner) = rest.strip_suffix(')') {
+                format!("{inner}）")
+            } else {
+                rest.to_owned()
+            };
+            return format!("{before}{rest}{after}");
+        }
+    }
+    format!("原文：{reason}")
+}
+
+/// The Chinese text of a report note Klaud writes; like [`reason_zh`], a
+/// note it does not know is quoted as the original.
+pub fn note_zh(note: &str) -> String {
+    if let Some(c) = note
+        .strip_prefix("Run conclusion: ")
+        .and_then(|r| r.strip_suffix('.'))
+    {
+        let c_zh = match c {
+            "success" => "成功",
+            "failure" => "失败",
+            "cancelled" => "已取消",
+            "timed_out" => "超时",
+            "skipped" => "已跳过",
+            "startup_failure" => "启动失败",
+            "action_required" => "需要操作",
+            "neutral" => "中性",
+            "stale" => "已过时",
+            other => other,
+        };
+        return format!("运行结论：{c_zh}（{c}）。");
+    }
+    if let Some(name) = note
+        .strip_prefix("Artifact ")
+        .and_then(|r| r.strip_suffix(" expired."))
+    {
+        return format!("产物 {name} 已过期。");
+    }
+    if let Some((name, err)) = note
+        .strip_prefix("Artifact ")
+        .and_then(|r| r.split_once(" unreadable: "))
+    {
+        return format!("产物 {name} 无法读取：{err}");
+    }
+    if let Some(rest) = note.strip_prefix("The sweep manifest does not match: ") {
+        return format!("扫描清单不一致：{rest}");
+    }
+    format!("原文：{note}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasons_klaud_writes_read_in_chinese() {
+        assert_eq!(
+            reason_zh("no baseline: not benchmarked on 2026-09-09"),
+            "无基线：2026-09-09 未做此项基准测试"
+        );
+        assert_eq!(
+            reason_zh("published result ran another image (x:1)"),
+            "公开结果使用的是另一个镜像（x:1）"
+        );
+        assert_eq!(
+            reason_zh("published result lacks mean_tpot"),
+            "公开结果缺少 mean_tpot"
+        );
+        assert_eq!(reason_zh("HTTP 502"), "原文：HTTP 502");
+        assert_eq!(
+            note_zh("Run conclusion: failure."),
+            "运行结论：失败（failure）。"
+        );
+        assert_eq!(note_zh("Artifact bmk_1 expired."), "产物 bmk_1 已过期。");
+    }
 
     #[test]
     fn numbers_group_thousands_and_trim_zeros() {

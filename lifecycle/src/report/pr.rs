@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::format::{code, link, ms, number, text, title_text};
+use super::format::{code, link, ms, number, reason_zh, text, title_text};
 use super::markers::hidden_json;
 use crate::baseline::{Baseline, BaselineValue};
 use klaud_planner::provenance::ImageVersions;
@@ -279,6 +279,12 @@ pub struct FrozenBaseline {
     pub baseline: Baseline,
 }
 
+/// Why the baseline has no eval column: the published benchmarks carry
+/// throughput and latency only, so eval scores of an attempt are shown
+/// without a baseline to compare against.
+const EVAL_NA: &str = "no baseline: the published benchmarks carry no eval scores";
+const EVAL_NA_ZH: &str = "无基线：公开的基准测试结果不含评估分数";
+
 const TABLE_HEAD: &str = "| Point | Total tok/s/GPU ↑ | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |\n| --- | ---: | ---: | ---: | ---: |\n";
 const TABLE_HEAD_ZH: &str = "| 点位 | 总 tok/s/GPU ↑ | 输出 tok/s/GPU ↑ | TTFT 毫秒 ↓ | TPOT 毫秒 ↓ |\n| --- | ---: | ---: | ---: | ---: |\n";
 
@@ -399,7 +405,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
             .collect();
         out.push_str(&format!("\n**Note:** {}\n", parts.join(" ")));
     }
-    out.push_str("\n**Eval:** N/A\n");
+    out.push_str(&format!("\n**Eval:** N/A ({EVAL_NA})\n"));
 
     // Chinese.
     out.push_str("\n<details>\n<summary>中文</summary>\n\n");
@@ -453,12 +459,12 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
             .iter()
             .map(|(reason, labels)| {
                 let labels: Vec<String> = labels.iter().map(|l| text(l)).collect();
-                format!("{}：{}。", labels.join("、"), text(reason))
+                format!("{}：{}。", labels.join("、"), text(&reason_zh(reason)))
             })
             .collect();
-        out.push_str(&format!("\n**说明：**{}（原因为英文）\n", parts.join(" ")));
+        out.push_str(&format!("\n**说明：**{}\n", parts.join(" ")));
     }
-    out.push_str("\n**评估：**N/A\n\n</details>\n");
+    out.push_str(&format!("\n**评估：**N/A（{EVAL_NA_ZH}）\n\n</details>\n"));
     out.push_str(BASELINE_END);
     out
 }
