@@ -401,6 +401,29 @@ async fn failed_smoke_without_hook_cleans_up() {
         .find(|b| b.starts_with("<!-- klaud-outcome:"))
         .expect("receipt");
     assert!(receipt.contains("**failed** · Repairs: 0"), "{receipt}");
+    // The failed attempt's report names the failed job with its log page,
+    // as the Actions jobs API gives it (`html_url`), in both languages.
+    let failed_report = env
+        .bodies(number)
+        .await
+        .into_iter()
+        .find(|b| b.contains("klaud-report:") && b.contains("Failed jobs:"))
+        .expect("a report naming the failed jobs");
+    // Links render only for https:// URLs (the sandbox serves http), so the
+    // log URL is checked in the typed record.
+    assert!(
+        failed_report.contains("**Failed jobs:** End-to-End Tests (failure)"),
+        "{failed_report}"
+    );
+    let job_url = regex::Regex::new(
+        r#""failed_jobs":\[\{"name":"End-to-End Tests","conclusion":"failure","url":"http://127\.0\.0\.1:\d+/_html/demo/benchmarks/actions/runs/\d+/job/\d+"\}\]"#,
+    )
+    .expect("regex");
+    assert!(job_url.is_match(&failed_report), "{failed_report}");
+    assert!(
+        failed_report.contains("**失败的作业：**"),
+        "{failed_report}"
+    );
     let redact = regex::Regex::new(
         r"(https?://127\.0\.0\.1:\d+|\b\d{6,}\b|\b[0-9a-f]{40}\b|\b[0-9a-f]{16}-[0-9a-f]{16}\b)",
     )

@@ -14,9 +14,9 @@ pub mod pr;
 pub mod receipt;
 
 pub use attempt::{
-    AttemptReport, EvalComparison, MAX_COMMENT_CHARS, Measure, PartInfo, ReassembleError,
-    ReportRow, ReportSection, compare, compare_evals, parse_report, reassemble, render_report,
-    render_report_with_limit,
+    AttemptReport, EvalComparison, FailedJob, MAX_COMMENT_CHARS, Measure, PartInfo,
+    ReassembleError, ReportRow, ReportSection, compare, compare_evals, parse_report, reassemble,
+    render_report, render_report_with_limit,
 };
 pub use markers::{HiddenRecord, MarkerError, MarkerKey, ReportName, find_record};
 pub use pr::{

@@ -66,6 +66,9 @@ impl Forge for Fake {
     async fn download_artifact(&self, _: u64) -> Result<Vec<u8>, ForgeError> {
         unused()
     }
+    async fn list_jobs(&self, _: u64) -> Result<Vec<klaud_lifecycle::engine::Job>, ForgeError> {
+        unused()
+    }
     async fn commit_files(
         &self,
         _: &OwnershipProof,

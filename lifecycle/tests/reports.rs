@@ -192,6 +192,7 @@ fn attempt_report() -> AttemptReport {
         evals,
         notes: vec![],
         part: None,
+        failed_jobs: Vec::new(),
     }
 }
 
@@ -703,4 +704,29 @@ fn pr_body_says_which_recipes_were_aligned_or_left_and_which_keys_moved_together
     // The typed record round-trips with the scope, and old records without it still parse.
     let body = splice_baseline(&initial_body(), &block).unwrap();
     assert_eq!(parse_baseline_block(&body).unwrap(), Some(frozen));
+}
+
+#[test]
+fn a_failed_report_links_its_failed_jobs_in_both_languages() {
+    let mut report = attempt_report();
+    report.status = klaud_lifecycle::model::AttemptStatus::Failed;
+    report.failed_jobs = vec![klaud_lifecycle::report::FailedJob {
+        name: "benchmark 8k1k c64".into(),
+        conclusion: "timed_out".into(),
+        url: Some("https://github.com/o/r/actions/runs/1/job/2".into()),
+    }];
+    let body = render_report(&report).expect("renders").remove(0).body;
+    assert!(
+        body.contains("**Failed jobs:** [benchmark 8k1k c64](https://github.com/o/r/actions/runs/1/job/2) (timed\\_out)"),
+        "{body}"
+    );
+    assert!(
+        body.contains("**失败的作业：**[benchmark 8k1k c64](https://github.com/o/r/actions/runs/1/job/2)（timed\\_out）"),
+        "{body}"
+    );
+    let record = find_record(&body).expect("record").expect("a record");
+    assert_eq!(
+        parse_report(&record).expect("parses").failed_jobs,
+        report.failed_jobs
+    );
 }

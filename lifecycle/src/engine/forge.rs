@@ -48,6 +48,17 @@ pub struct Comment {
     pub author: Option<String>,
 }
 
+/// A job of a workflow run (Actions jobs API).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    /// Name.
+    pub name: String,
+    /// Conclusion once completed.
+    pub conclusion: Option<String>,
+    /// The job's page, where its log is.
+    pub html_url: Option<String>,
+}
+
 /// A workflow run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
@@ -168,6 +179,8 @@ pub trait Forge: Send + Sync {
     async fn list_artifacts(&self, run: u64) -> Result<Vec<ArtifactInfo>, ForgeError>;
     /// An artifact's zip bytes.
     async fn download_artifact(&self, id: u64) -> Result<Vec<u8>, ForgeError>;
+    /// Jobs of a run's latest attempt.
+    async fn list_jobs(&self, run: u64) -> Result<Vec<Job>, ForgeError>;
 
     // ---- mutations (each needs a proof, and refuses with
     // [`ForgeError::Proof`] a target the proof did not check)

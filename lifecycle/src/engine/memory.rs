@@ -420,6 +420,18 @@ impl Forge for MemoryForge {
             .collect())
     }
 
+    async fn list_jobs(&self, run: u64) -> Result<Vec<super::forge::Job>, ForgeError> {
+        // One job per run, named after the run, as the sandbox's Actions
+        // simulator serves them.
+        let mut st = self.lock();
+        let run = &st.run_mut(run)?.run;
+        Ok(vec![super::forge::Job {
+            name: run.title.clone(),
+            conclusion: run.conclusion.clone(),
+            html_url: Some(format!("{}/job/{}", run.html_url, run.id)),
+        }])
+    }
+
     async fn download_artifact(&self, id: u64) -> Result<Vec<u8>, ForgeError> {
         self.lock()
             .runs

@@ -26,7 +26,7 @@ pub use driver::{
     Engine, EngineConfig, EngineError, Progress, RepairContext, RepairHook, RepairOutcome, Target,
     branch_name, smoke_test_name,
 };
-pub use forge::{ArtifactInfo, Comment, Forge, ForgeError, Pull, Run, RunQuery};
+pub use forge::{ArtifactInfo, Comment, Forge, ForgeError, Job, Pull, Run, RunQuery};
 pub use journal::{
     AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, Step, StoredClaim,
 };

@@ -131,6 +131,21 @@ pub struct AttemptReport {
     /// Set on the records of a split report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub part: Option<PartInfo>,
+    /// The run's jobs that did not succeed, with links to their logs (on
+    /// failed reports; in the first part of a split one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_jobs: Vec<FailedJob>,
+}
+
+/// A job of a run that did not succeed (Actions jobs API).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedJob {
+    /// Job name as the run shows it.
+    pub name: String,
+    /// `failure`, `timed_out`, `cancelled`, ...
+    pub conclusion: String,
+    /// The job's page (its log), `html_url`.
+    pub url: Option<String>,
 }
 
 impl AttemptReport {
@@ -171,6 +186,7 @@ impl AttemptReport {
             evals: Vec::new(),
             notes: Vec::new(),
             part: None,
+            failed_jobs: Vec::new(),
         }
     }
 
@@ -384,6 +400,7 @@ fn render_text(report: &AttemptReport) -> String {
         out.push_str(&format!(" · Head: {}", code(head)));
     }
     out.push_str("  \n");
+    out.push_str(&failed_jobs(report, false));
     out.push_str(&tables(report, false));
     for note in &report.notes {
         out.push_str(&format!("\n{}\n", text(note)));
@@ -412,12 +429,40 @@ fn render_text(report: &AttemptReport) -> String {
     out.push_str(
         "  \n输出 tok/s/GPU 越高越好，TTFT 与 TPOT（毫秒）越低越好；括号内为相对冻结基线的变化。\n",
     );
+    out.push_str(&failed_jobs(report, true));
     out.push_str(&tables(report, true));
     for note in &report.notes {
         out.push_str(&format!("\n{}\n", text(&super::format::note_zh(note))));
     }
     out.push_str("\n</details>\n");
     out
+}
+
+/// `**Failed jobs:** [name](log) (conclusion), ...`, or nothing.
+fn failed_jobs(report: &AttemptReport, zh: bool) -> String {
+    if report.failed_jobs.is_empty() {
+        return String::new();
+    }
+    let jobs: Vec<String> = report
+        .failed_jobs
+        .iter()
+        .map(|j| {
+            let name = match &j.url {
+                Some(url) => link(&j.name, url),
+                None => text(&j.name),
+            };
+            if zh {
+                format!("{name}（{}）", text(&j.conclusion))
+            } else {
+                format!("{name} ({})", text(&j.conclusion))
+            }
+        })
+        .collect();
+    if zh {
+        format!("\n**失败的作业：**{}\n", jobs.join("、"))
+    } else {
+        format!("\n**Failed jobs:** {}\n", jobs.join(", "))
+    }
 }
 
 /// The result tables, eval table and N/A notes in one language: the
@@ -579,6 +624,7 @@ pub fn render_report_with_limit(
         part.evals = Vec::new();
         if !first {
             part.notes = Vec::new();
+            part.failed_jobs = Vec::new();
         }
         for item in chunk {
             match item {

@@ -162,6 +162,24 @@ impl LifecycleForge for GithubLifecycle<'_> {
         self.forge.download_artifact(id).await.map_err(map)
     }
 
+    async fn list_jobs(
+        &self,
+        run: u64,
+    ) -> Result<Vec<klaud_lifecycle::engine::forge::Job>, ForgeError> {
+        Ok(self
+            .forge
+            .list_jobs(run)
+            .await
+            .map_err(map)?
+            .into_iter()
+            .map(|j| klaud_lifecycle::engine::forge::Job {
+                name: j.name,
+                conclusion: j.conclusion,
+                html_url: j.html_url,
+            })
+            .collect())
+    }
+
     async fn commit_files(
         &self,
         proof: &OwnershipProof,

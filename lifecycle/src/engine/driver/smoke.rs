@@ -195,6 +195,7 @@ impl Engine<'_> {
             evals: compare_evals(&evals, &[]),
             notes,
             part: None,
+            failed_jobs: self.failed_jobs(live.id, status).await?,
         };
         let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
         if let Some(p) = self
@@ -326,6 +327,34 @@ impl Engine<'_> {
 
     /// Downloads and parses a run's artifacts. Unknown artifacts are
     /// skipped; broken ones become notes, never errors.
+    /// The jobs of a failed run that did not succeed, with their log
+    /// pages; nothing for a run that did not fail.
+    pub(super) async fn failed_jobs(
+        &self,
+        run: u64,
+        status: AttemptStatus,
+    ) -> Result<Vec<crate::report::FailedJob>, EngineError> {
+        if status != AttemptStatus::Failed {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .forge
+            .list_jobs(run)
+            .await?
+            .into_iter()
+            .filter_map(|j| {
+                let conclusion = j.conclusion?;
+                (!matches!(conclusion.as_str(), "success" | "skipped" | "neutral")).then(|| {
+                    crate::report::FailedJob {
+                        name: j.name,
+                        conclusion,
+                        url: j.html_url,
+                    }
+                })
+            })
+            .collect())
+    }
+
     pub(super) async fn collect(
         &self,
         run: u64,

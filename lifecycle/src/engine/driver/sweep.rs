@@ -409,6 +409,7 @@ impl Engine<'_> {
             evals: compare_evals(&evals, &[]),
             notes,
             part: None,
+            failed_jobs: self.failed_jobs(live.id, status).await?,
         };
         let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
         if let Some(p) = self
