@@ -344,13 +344,13 @@ impl Engine<'_> {
             .into_iter()
             .filter_map(|j| {
                 let conclusion = j.conclusion?;
-                (!matches!(conclusion.as_str(), "success" | "skipped" | "neutral")).then(|| {
+                (!matches!(conclusion.as_str(), "success" | "skipped" | "neutral")).then_some(
                     crate::report::FailedJob {
                         name: j.name,
                         conclusion,
                         url: j.html_url,
-                    }
-                })
+                    },
+                )
             })
             .collect())
     }
