@@ -171,9 +171,15 @@ pub enum EngineError {
     Invalid(String),
 }
 
+/// The version of [`RepairContext`] as a hook reads it.
+pub const REPAIR_INPUT_VERSION: u32 = 1;
+
 /// What the repair hook gets (as JSON on stdin for a command hook).
 #[derive(Debug, Clone, Serialize)]
 pub struct RepairContext {
+    /// Version of this input ([`REPAIR_INPUT_VERSION`]); a change that
+    /// renames or removes a field bumps it.
+    pub version: u32,
     /// Candidate id.
     pub candidate: String,
     /// Family.
@@ -196,6 +202,8 @@ pub struct RepairContext {
     pub repair: u32,
     /// The budget.
     pub budget: u32,
+    /// Repairs left after this one.
+    pub budget_left: u32,
     /// The failed attempt's report record.
     pub report: Value,
 }

@@ -234,6 +234,11 @@ pub struct LifecycleConfig {
     /// The repair hook: a command (argv) given the failure context as JSON
     /// on stdin; empty means no hook (a failed smoke finishes `failed`).
     pub repair_command: Vec<String>,
+    /// How long one run of the repair command may take before it is
+    /// killed; must be shorter than `daemon.lease`, so a claim does not
+    /// lapse while its owner waits on the hook.
+    #[serde(deserialize_with = "duration")]
+    pub repair_timeout: Duration,
     /// Post `/use <run-id>` after a validated sweep.
     pub use_comment: bool,
     /// Base URL of the public results API the baseline is frozen from;
@@ -274,6 +279,7 @@ impl Default for LifecycleConfig {
             sweep_label: "full-sweep-fail-fast".to_owned(),
             repair_budget: 5,
             repair_command: Vec::new(),
+            repair_timeout: Duration::from_secs(90 * 60),
             use_comment: false,
             baseline_api: String::new(),
             model_names: BTreeMap::new(),
@@ -513,6 +519,21 @@ impl Config {
                 ),
             ));
         }
+        // Only with a hook: without one the timeout is never used.
+        if !self.lifecycle.repair_command.is_empty()
+            && (self.lifecycle.repair_timeout.is_zero()
+                || self.lifecycle.repair_timeout >= self.daemon.lease)
+        {
+            return Err(invalid(
+                "lifecycle.repair_timeout",
+                format!(
+                    "{}s must be more than zero and shorter than daemon.lease ({}s): the \
+                     claim's heartbeat does not run while the hook does",
+                    self.lifecycle.repair_timeout.as_secs(),
+                    self.daemon.lease.as_secs()
+                ),
+            ));
+        }
         if self.registry.concurrency == 0 {
             return Err(invalid(
                 "registry.concurrency",
@@ -705,6 +726,21 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repair_timeout_is_configurable_and_kept_below_the_lease() {
+        let config = Config::parse("t.toml", "[lifecycle]\nrepair_timeout = \"30m\"\n").unwrap();
+        assert_eq!(config.lifecycle.repair_timeout, Duration::from_secs(1800));
+        assert!(Config::default().lifecycle.repair_timeout < Config::default().daemon.lease);
+        let err = Config::parse(
+            "t.toml",
+            "[daemon]\nlease = \"1h\"\n[lifecycle]\nrepair_command = [\"fix\"]\nrepair_timeout = \"1h\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("lifecycle.repair_timeout"), "{err}");
+        assert!(err.contains("daemon.lease"), "{err}");
+    }
 
     #[test]
     fn upstream_defaults_to_the_inferencex_engines_and_an_empty_table_turns_it_off() {

@@ -18,6 +18,7 @@ const MAX_REASON: usize = 400;
 pub struct CommandHook {
     argv: Vec<String>,
     timeout: Duration,
+    api_base: Option<String>,
 }
 
 impl CommandHook {
@@ -26,14 +27,30 @@ impl CommandHook {
         if argv.first().is_none_or(|p| p.trim().is_empty()) {
             return Err("the repair command is empty".into());
         }
-        Ok(Self { argv, timeout })
+        Ok(Self {
+            argv,
+            timeout,
+            api_base: None,
+        })
+    }
+
+    /// Adds `api_base` (the GitHub REST base the hook should talk to) to
+    /// the input.
+    pub fn with_api_base(mut self, api_base: &str) -> Self {
+        self.api_base = Some(api_base.trim_end_matches('/').to_owned());
+        self
     }
 }
 
 #[async_trait]
 impl RepairHook for CommandHook {
     async fn repair(&self, context: &RepairContext) -> Result<RepairOutcome, String> {
-        let input = serde_json::to_vec(context).map_err(|e| format!("encode context: {e}"))?;
+        let mut input =
+            serde_json::to_value(context).map_err(|e| format!("encode context: {e}"))?;
+        if let (Some(base), Some(map)) = (&self.api_base, input.as_object_mut()) {
+            map.insert("api_base".into(), serde_json::Value::String(base.clone()));
+        }
+        let input = serde_json::to_vec(&input).map_err(|e| format!("encode context: {e}"))?;
         let mut child = tokio::process::Command::new(&self.argv[0])
             .args(&self.argv[1..])
             .stdin(Stdio::piped())
@@ -78,6 +95,7 @@ mod tests {
 
     fn context() -> RepairContext {
         RepairContext {
+            version: klaud_lifecycle::engine::REPAIR_INPUT_VERSION,
             candidate: "c".into(),
             family: "f".into(),
             key: "k".into(),
@@ -89,6 +107,7 @@ mod tests {
             run: None,
             repair: 1,
             budget: 5,
+            budget_left: 4,
             report: serde_json::Value::Null,
         }
     }
@@ -115,5 +134,28 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(CommandHook::new(Vec::new(), Duration::from_secs(1)).is_err());
+    }
+
+    #[tokio::test]
+    async fn the_input_is_versioned_and_names_the_api_base() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("input.json");
+        let hook = CommandHook::new(
+            vec![
+                "sh".into(),
+                "-c".into(),
+                format!("cat > '{}'", out.display()),
+            ],
+            Duration::from_secs(10),
+        )
+        .expect("hook")
+        .with_api_base("https://api.github.com/");
+        assert_eq!(hook.repair(&context()).await, Ok(RepairOutcome::Pushed));
+        let input: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&out).expect("input")).expect("JSON");
+        assert_eq!(input["version"], 1);
+        assert_eq!(input["api_base"], "https://api.github.com");
+        assert_eq!(input["budget_left"], 4);
+        assert_eq!(input["candidate"], "c");
     }
 }

@@ -478,6 +478,7 @@ impl Engine<'_> {
             }
             let last = rec.attempts.last().cloned();
             let context = RepairContext {
+                version: super::REPAIR_INPUT_VERSION,
                 candidate: rec.candidate.clone(),
                 family: rec.family.clone(),
                 key: rec.key.clone(),
@@ -489,6 +490,7 @@ impl Engine<'_> {
                 run: last.as_ref().and_then(|a| a.run.clone()),
                 repair: n,
                 budget: self.config.repair_budget,
+                budget_left: self.config.repair_budget.saturating_sub(n),
                 report: serde_json::to_value(last.as_ref().map(|a| (&a.kind, a.status)))
                     .unwrap_or(Value::Null),
             };

@@ -264,9 +264,9 @@ pub fn repair_hook(config: &Config) -> Result<Option<CommandHook>, CliError> {
     }
     CommandHook::new(
         config.lifecycle.repair_command.clone(),
-        Duration::from_secs(2 * 3600),
+        config.lifecycle.repair_timeout,
     )
-    .map(Some)
+    .map(|h| Some(h.with_api_base(&config.github.api_url)))
     .map_err(|e| CliError::bad_input(anyhow::anyhow!("lifecycle.repair_command: {e}")))
 }
 
