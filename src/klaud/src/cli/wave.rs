@@ -4,7 +4,6 @@
 //! and never duplicates anything.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use klaud_claims::Claimant;
 use klaud_lifecycle::baseline::BaselineSource;
