@@ -462,6 +462,7 @@ async fn infrastructure_failure_is_retried_without_counting_as_repair() {
 struct PushingHook {
     state: klaud_sandbox::github::GithubState,
     calls: Mutex<Vec<u32>>,
+    seen: Mutex<Vec<RepairContext>>,
 }
 
 #[async_trait]
@@ -471,6 +472,10 @@ impl RepairHook for PushingHook {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(ctx.repair);
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(ctx.clone());
         let mut files = BTreeMap::new();
         files.insert(
             format!("repairs/{}.txt", ctx.repair),
@@ -492,12 +497,32 @@ async fn failed_smoke_is_repaired_by_the_hook() {
     let hook = PushingHook {
         state: env.stack.state().clone(),
         calls: Mutex::new(Vec::new()),
+        seen: Mutex::new(Vec::new()),
     };
     let rec = env.finish_with(&journal, &target, Some(&hook)).await;
     let ending = rec.ending.as_ref().expect("ending");
     assert_eq!(ending.outcome, Outcome::Validated, "{ending:?}");
     assert_eq!(rec.repairs, 1);
     assert_eq!(*hook.calls.lock().expect("calls"), vec![1]);
+    // The hook was told which jobs failed, where their logs are, and what
+    // the failed run uploaded.
+    let seen = hook.seen.lock().expect("seen").clone();
+    let ctx = &seen[0];
+    assert_eq!(ctx.version, 1);
+    assert_eq!(ctx.budget_left, 4);
+    let job = ctx.failed_jobs.first().expect("a failed job");
+    assert_eq!(job.conclusion, "failure");
+    assert!(
+        job.url.as_deref().is_some_and(|u| u.contains("/job/")),
+        "{job:?}"
+    );
+    assert!(
+        ctx.run.as_ref().is_some_and(|r| ctx.failed_jobs[0]
+            .url
+            .as_deref()
+            .is_some_and(|u| u.contains(&format!("/runs/{}/", r.id)))),
+        "{ctx:?}"
+    );
     assert!(
         rec.attempts
             .iter()

@@ -206,6 +206,11 @@ pub struct RepairContext {
     pub budget_left: u32,
     /// The failed attempt's report record.
     pub report: Value,
+    /// The failed run's jobs that did not succeed, with their log pages.
+    pub failed_jobs: Vec<crate::report::FailedJob>,
+    /// Names of the failed run's artifacts (download them through the
+    /// Actions artifacts API).
+    pub artifacts: Vec<String>,
 }
 
 /// What the repair hook did.

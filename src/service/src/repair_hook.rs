@@ -109,6 +109,12 @@ mod tests {
             budget: 5,
             budget_left: 4,
             report: serde_json::Value::Null,
+            failed_jobs: vec![klaud_lifecycle::report::FailedJob {
+                name: "End-to-End Tests".into(),
+                conclusion: "failure".into(),
+                url: Some("https://github.com/o/r/actions/runs/1/job/2".into()),
+            }],
+            artifacts: vec!["bmk_1".into()],
         }
     }
 
@@ -157,5 +163,10 @@ mod tests {
         assert_eq!(input["api_base"], "https://api.github.com");
         assert_eq!(input["budget_left"], 4);
         assert_eq!(input["candidate"], "c");
+        assert_eq!(
+            input["failed_jobs"][0]["url"],
+            "https://github.com/o/r/actions/runs/1/job/2"
+        );
+        assert_eq!(input["artifacts"][0], "bmk_1");
     }
 }

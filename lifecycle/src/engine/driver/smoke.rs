@@ -477,6 +477,19 @@ impl Engine<'_> {
                 return Ok(p);
             }
             let last = rec.attempts.last().cloned();
+            let failed_run = last.as_ref().and_then(|a| a.run.as_ref()).map(|r| r.id);
+            let (failed_jobs, artifacts) = match failed_run {
+                Some(id) => (
+                    self.failed_jobs(id, AttemptStatus::Failed).await?,
+                    self.forge
+                        .list_artifacts(id)
+                        .await?
+                        .into_iter()
+                        .map(|a| a.name)
+                        .collect(),
+                ),
+                None => (Vec::new(), Vec::new()),
+            };
             let context = RepairContext {
                 version: super::REPAIR_INPUT_VERSION,
                 candidate: rec.candidate.clone(),
@@ -493,6 +506,8 @@ impl Engine<'_> {
                 budget_left: self.config.repair_budget.saturating_sub(n),
                 report: serde_json::to_value(last.as_ref().map(|a| (&a.kind, a.status)))
                     .unwrap_or(Value::Null),
+                failed_jobs,
+                artifacts,
             };
             self.intend(rec, &intent).await?;
             match hook.repair(&context).await {
