@@ -22,6 +22,11 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::watch;
 
+/// The dashboard page for `snapshot` (what `GET /` answers).
+pub fn render_page(snapshot: &StatusSnapshot) -> String {
+    html::render(snapshot)
+}
+
 /// Default listen address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8723";
 
