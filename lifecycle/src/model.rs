@@ -377,6 +377,14 @@ mod tests {
     }
 
     #[test]
+    fn a_rerun_links_its_own_attempt() {
+        let mut r = run();
+        assert_eq!(r.attempt_url(), r.url);
+        r.attempt = 2;
+        assert_eq!(r.attempt_url(), format!("{}/attempts/2", r.url));
+    }
+
+    #[test]
     fn attempt_titles_follow_the_spec() {
         assert_eq!(
             AttemptKind::Initial { budget: 5 }.title(),

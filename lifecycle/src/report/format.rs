@@ -229,10 +229,11 @@ mod tests {
         assert_eq!(link("Run 1", "javascript:alert(1)"), "Run 1");
         assert_eq!(link("x", "https://a/b) [y](https://evil"), "x");
         assert_eq!(
-            link("#1", "http://127.0.0.1:4000/_html/o/r/pull/1"),
-            "[#1](http://127.0.0.1:4000/_html/o/r/pull/1)"
+            link("PR 1", "http://127.0.0.1:4000/_html/o/r/pull/1"),
+            "[PR 1](http://127.0.0.1:4000/_html/o/r/pull/1)"
         );
-        assert_eq!(link("#1", "http://[::1]:80/x"), "[#1](http://[::1]:80/x)");
+        assert_eq!(link("x", "http://[::1]:80/x"), "[x](http://[::1]:80/x)");
+        assert_eq!(link("x", "http://localhost/x"), "[x](http://localhost/x)");
         for remote in [
             "http://example.com/x",
             "http://127.0.0.1.evil.com/x",
