@@ -221,3 +221,73 @@ pub(crate) fn tell(
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use klaud_lifecycle::engine::AttemptRecord;
+    use klaud_lifecycle::model::{AttemptKind, RunRef};
+
+    fn record() -> CandidateRecord {
+        serde_json::from_value(serde_json::json!({
+            "candidate": "c", "family": "configs/x-master.yaml:k", "key": "k",
+            "old_image": "a:1", "image": "a:2", "owner_run": 1, "base_branch": "main",
+            "base_sha": "0", "branch": "klaud/auto-c", "step": "smoke", "claim": null,
+            "head": null, "pending_commit": null, "pull": null, "pull_url": null,
+            "frozen": null, "attempts": [], "repairs": 0, "sweep_requested_at": null,
+            "sweep": null, "ending": null, "intent": null,
+            "updated_at": "2026-01-01T00:00:00Z"
+        }))
+        .expect("record")
+    }
+
+    #[test]
+    fn each_visible_change_is_told_once() {
+        let before = record();
+        let mut after = before.clone();
+        after.pull = Some(7);
+        after.pull_url = Some("http://127.0.0.1:1/_html/o/r/pull/7".into());
+        after.attempts.push(AttemptRecord {
+            kind: AttemptKind::Initial { budget: 5 },
+            head: "h".into(),
+            dispatched_at: None,
+            run: Some(RunRef {
+                id: 9,
+                attempt: 1,
+                url: "http://127.0.0.1:1/_html/o/r/actions/runs/9".into(),
+            }),
+            status: AttemptStatus::Queued,
+            infra: false,
+            reported: false,
+        });
+        let events = step_events(&before, &after, &Ok(Progress::Waiting("run".into())));
+        let text: Vec<String> = events.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                "opened draft PR #7 http://127.0.0.1:1/_html/o/r/pull/7",
+                "smoke dispatched (Initial attempt 0/5): run 9 http://127.0.0.1:1/_html/o/r/actions/runs/9",
+            ]
+        );
+        // Nothing changed: nothing told.
+        assert!(step_events(&after, &after, &Ok(Progress::Waiting("run".into()))).is_empty());
+        // A re-run names its attempt; a terminal status is told once.
+        let mut rerun = after.clone();
+        rerun.attempts[0].status = AttemptStatus::Passed;
+        if let Some(r) = rerun.attempts[0].run.as_mut() {
+            r.attempt = 2;
+        }
+        let text: Vec<String> = step_events(&after, &rerun, &Err("boom".into()))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "smoke re-run (Initial attempt 0/5): run 9 attempt 2 http://127.0.0.1:1/_html/o/r/actions/runs/9/attempts/2",
+                "Initial attempt 0/5 passed",
+                "stopped, resumes next pass: boom",
+            ]
+        );
+    }
+}
