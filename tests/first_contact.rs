@@ -220,9 +220,64 @@ async fn every_dashboard_link_opens_a_sandbox_page_and_the_budget_chart_is_drawn
     let first = get_page(&rerun.replace("/attempts/2", "/attempts/1")).await;
     assert!(first.contains("attempt 1 of 2"), "{first}");
 
+    // In a real browser the PR page shows the rendered report, never a
+    // hidden marker.
+    if let Some(pull) = links.iter().find(|l| l.contains("/pull/")) {
+        match browser_dom(pull).await {
+            Some(dom) => {
+                assert!(dom.contains("<strong>"), "{dom}");
+                assert!(!dom.contains("klaud-outcome"), "a marker is in the DOM");
+            }
+            None => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "chromium is missing (apt-get install -y chromium)"
+                );
+                eprintln!(
+                    "SKIP: chromium is not installed; the PR page was not opened in a browser"
+                );
+            }
+        }
+    }
+
     stop_tx.send(true).expect("stop");
     running.await.expect("daemon task").expect("daemon");
     server.abort();
+}
+
+/// The DOM headless Chromium builds for `url`; `None` without Chromium.
+async fn browser_dom(url: &str) -> Option<String> {
+    let bin = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.exists())?;
+    let profile = tempfile::tempdir().expect("profile");
+    let url = url.to_owned();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(bin)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--dump-dom",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(url)
+            .output()
+            .expect("run chromium")
+    })
+    .await
+    .expect("chromium task");
+    assert!(
+        out.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

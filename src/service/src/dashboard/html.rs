@@ -209,6 +209,10 @@ fn render_budget_chart(page: &mut String, samples: &[BudgetSample]) {
             format!("{x:.1},{:.1}", H - share * H)
         })
         .collect();
+    let (last_x, last_y) = points
+        .last()
+        .and_then(|p| p.split_once(','))
+        .unwrap_or(("0", "0"));
     let _ = write!(
         page,
         "<h2>GitHub core budget</h2><figure class=\"chart\"><svg role=\"img\" aria-label=\"GitHub core requests left, {} to {}\" \
@@ -218,7 +222,8 @@ fn render_budget_chart(page: &mut String, samples: &[BudgetSample]) {
          <text x=\"-4\" y=\"{H}\" text-anchor=\"end\" font-size=\"10\" fill=\"currentColor\">0</text>\
          <text x=\"0\" y=\"{}\" font-size=\"10\" fill=\"currentColor\">{}</text>\
          <text x=\"{W}\" y=\"{}\" text-anchor=\"end\" font-size=\"10\" fill=\"currentColor\">{}</text>\
-         <polyline fill=\"none\" stroke=\"#1565c0\" stroke-width=\"2\" points=\"{}\"/></svg>\
+         <polyline fill=\"none\" stroke=\"#1565c0\" stroke-width=\"2\" points=\"{}\"/>\
+         <circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"#1565c0\"/></svg>\
          <figcaption class=\"meta\">requests left of {} per hour, {} now</figcaption></figure>",
         first.at.format("%H:%M"),
         last.at.format("%H:%M"),
@@ -230,6 +235,9 @@ fn render_budget_chart(page: &mut String, samples: &[BudgetSample]) {
         H + 14.0,
         last.at.format("%H:%M UTC"),
         points.join(" "),
+        // The latest reading, visible even as the only sample.
+        last_x,
+        last_y,
         last.limit,
         last.remaining,
     );
