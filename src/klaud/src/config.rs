@@ -695,6 +695,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn repositories_link_to_the_web_origin_of_their_api() {
+        let mut github = GithubConfig::default();
+        assert_eq!(github.repository_web_url("o/r"), "https://github.com/o/r");
+        github.api_url = "https://ghe.example.com/api/v3/".into();
+        assert_eq!(
+            github.repository_web_url("o/r"),
+            "https://ghe.example.com/o/r"
+        );
+        github.web_url = Some("http://127.0.0.1:4000/_html/".into());
+        assert_eq!(
+            github.repository_web_url("o/r"),
+            "http://127.0.0.1:4000/_html/o/r"
+        );
+        let err = Config::parse("t.toml", "[github]\nweb_url = \"not a url\"\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("github.web_url"), "{err}");
+    }
+
+    #[test]
     fn the_example_configuration_parses_and_matches_the_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/inferencex.toml");
         let config = Config::load(&path).unwrap();
