@@ -163,8 +163,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let (feed_tx, feed) = Daemon::feed();
         let mut daemon = Daemon::new(services, registry, baseline, repair, settings, feed_tx)
             .map_err(CliError::bad_input)?
-            // What each wave does, on stderr (a spinner only on a terminal).
-            .with_sink(Arc::new(super::story::TerminalStory::new(
+            // What each wave does, as plain lines on stderr next to the log.
+            .with_sink(Arc::new(super::story::TerminalStory::plain(
                 super::story::Stream::Stderr,
             )));
         for repo in &repos {

@@ -58,6 +58,16 @@ impl TerminalStory {
         }
     }
 
+    /// Plain lines only, also on a terminal: for `klaud serve`, whose stderr
+    /// also carries the log, which a spinner's redraws would tear.
+    pub fn plain(stream: Stream) -> Self {
+        Self {
+            stream,
+            spinner: None,
+            tallies: Mutex::new(BTreeMap::new()),
+        }
+    }
+
     /// Prints one line (above the spinner on a terminal).
     pub fn line(&self, text: &str) {
         match &self.spinner {
