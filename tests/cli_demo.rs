@@ -322,8 +322,8 @@ async fn scheduled_waves_with_fresh_stores_resume_under_one_instance_id() {
     assert!(ids(&stranger).is_empty(), "{stranger:#}");
 
     // The next scheduled run with the id resumes both and finishes them.
-    let (later, _) = run(wave(103, Some(instance), "0", "120s")).await;
-    assert_eq!(ids(&later), started, "{later:#}");
+    let (later, later_err) = run(wave(103, Some(instance), "0", "120s")).await;
+    assert_eq!(ids(&later), started, "{later:#} {later_err}");
     for c in later["candidates"].as_array().expect("candidates") {
         let outcome = c["outcome"].as_str().unwrap_or("unfinished");
         assert!(
