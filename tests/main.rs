@@ -12,6 +12,7 @@ mod cli_recover_status;
 mod cli_repository;
 mod cli_sandbox;
 mod dashboard;
+mod first_contact;
 mod github_forge;
 mod github_sim;
 mod inferencex_compat;

@@ -77,6 +77,10 @@ pub struct GithubConfig {
     pub bot_login: String,
     /// Environment variables tried, in order, for the token.
     pub token_env: Vec<String>,
+    /// Web origin repositories are linked to on the dashboard (default:
+    /// `https://github.com` for `api.github.com`, the host of a GitHub
+    /// Enterprise `…/api/v3` URL).
+    pub web_url: Option<String>,
 }
 
 /// A GitHub token found in the environment, with the variable it came from.
@@ -119,6 +123,22 @@ impl GithubConfig {
             .ok_or_else(|| self.missing_token())
     }
 
+    /// The web page of `repository` (`owner/name`).
+    pub fn repository_web_url(&self, repository: &str) -> String {
+        let origin = match &self.web_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => {
+                let api = self.api_url.trim_end_matches('/');
+                match api.strip_suffix("/api/v3") {
+                    Some(host) => host.to_owned(),
+                    None if api == "https://api.github.com" => "https://github.com".to_owned(),
+                    None => api.replacen("://api.", "://", 1),
+                }
+            }
+        };
+        format!("{origin}/{repository}")
+    }
+
     /// What to do when no token is set.
     pub fn missing_token(&self) -> String {
         format!(
@@ -136,6 +156,7 @@ impl Default for GithubConfig {
             repository: None,
             bot_login: "Klaud-Cold".to_owned(),
             token_env: vec!["KLAUD_GITHUB_TOKEN".to_owned(), "GITHUB_TOKEN".to_owned()],
+            web_url: None,
         }
     }
 }
@@ -419,6 +440,10 @@ impl Config {
                 format!("{:?} is not a URL: {e}", self.github.api_url),
             )
         })?;
+        if let Some(web) = &self.github.web_url {
+            url::Url::parse(web)
+                .map_err(|e| invalid("github.web_url", format!("{web:?} is not a URL: {e}")))?;
+        }
         if self.planner.max_candidates == 0 {
             return Err(invalid(
                 "planner.max_candidates",
@@ -668,6 +693,27 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repositories_link_to_the_web_origin_of_their_api() {
+        let mut github = GithubConfig::default();
+        assert_eq!(github.repository_web_url("o/r"), "https://github.com/o/r");
+        github.api_url = "https://ghe.example.com/api/v3/".into();
+        assert_eq!(
+            github.repository_web_url("o/r"),
+            "https://ghe.example.com/o/r"
+        );
+        github.web_url = Some("http://127.0.0.1:4000/_html/".into());
+        assert_eq!(
+            github.repository_web_url("o/r"),
+            "http://127.0.0.1:4000/_html/o/r"
+        );
+        let err = Config::parse("t.toml", "[github]\nweb_url = \"not a url\"\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("github.web_url"), "{err}");
+    }
 
     #[test]
     fn the_example_configuration_parses_and_matches_the_defaults() {
