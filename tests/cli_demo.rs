@@ -231,7 +231,7 @@ async fn wave_resumes_without_duplicates_and_rebuilds_from_an_empty_store() {
         .filter(|e| e.method == "POST" && e.path.contains("/dispatches"))
         .count();
     // 6 candidates: 6 initial smokes plus 1 infrastructure retry.
-    assert_eq!(dispatches, 7, "dispatches");
+    assert_eq!(dispatches, 7, "dispatches; second wave {second:#}");
 }
 
 /// Scheduled one-shot waves as the Actions workflow runs them: a fresh
@@ -241,7 +241,14 @@ async fn wave_resumes_without_duplicates_and_rebuilds_from_an_empty_store() {
 async fn scheduled_waves_with_fresh_stores_resume_under_one_instance_id() {
     let root = Path::new(crate::support::REPO_ROOT);
     let seed = std::fs::read_to_string(root.join("configs/demo-registry.json")).expect("seed");
-    let script = Script::from_file(&root.join("configs/demo-ci.toml")).expect("script");
+    // Every smoke keeps running for a while, so the first wave (which does
+    // not wait) cannot finish a candidate: on a fast machine it otherwise
+    // could, and the later wave would rightly have nothing to resume.
+    let script = Script::parse(
+        "slow smoke",
+        "[families.\"*\"]\nsmoke = [{ delay = 8, outcome = \"success\" }]\nsweep = [\"success\"]\n",
+    )
+    .expect("script");
     let stack = SandboxStack::start(
         "demo/benchmarks",
         "Klaud-Cold",
@@ -310,6 +317,12 @@ async fn scheduled_waves_with_fresh_stores_resume_under_one_instance_id() {
     let (first, stderr) = run(wave(101, Some(instance), "2", "0s")).await;
     let started = ids(&first);
     assert_eq!(started.len(), 2, "{first:#}");
+    for c in first["candidates"].as_array().expect("candidates") {
+        assert!(
+            c["outcome"].is_null(),
+            "still running after the first wave: {c:#}"
+        );
+    }
     assert!(!stderr.contains("KLAUD_INSTANCE_ID"), "{stderr}");
 
     // A run without the id is another instance: it is warned, and the
