@@ -41,7 +41,7 @@ impl T {
             .unwrap();
         Self {
             sim: GithubSim::start(st).await.unwrap(),
-            http: Client::new(),
+            http: Client::builder().user_agent("klaud-test").build().unwrap(),
         }
     }
 
@@ -462,6 +462,11 @@ async fn actions_dispatch_cancel_rerun_and_artifacts() {
         .await;
     assert_eq!(none["total_count"], 0);
 
+    // Long enough that the run is surely still queued when re-read.
+    t.sim
+        .state()
+        .set_cancel_delay(std::time::Duration::from_secs(2))
+        .await;
     let (s, _) = t
         .post(
             &format!("/repos/sandbox/benchmarks/actions/runs/{id}/cancel"),
@@ -469,12 +474,28 @@ async fn actions_dispatch_cancel_rerun_and_artifacts() {
         )
         .await;
     assert_eq!(s, StatusCode::ACCEPTED);
-    let (s, _) = t
-        .post(
-            &format!("/repos/sandbox/benchmarks/actions/runs/{id}/cancel"),
-            json!({}),
-        )
-        .await;
+    // Cancelling is asynchronous: the run keeps its status for a moment,
+    // a second cancel is accepted too, and only a completed run says 409.
+    let run_path = format!("/repos/sandbox/benchmarks/actions/runs/{id}");
+    let (_, _, r) = t.get(&run_path).await;
+    assert_eq!(
+        (r["status"].as_str(), r["conclusion"].as_str()),
+        (Some("queued"), None)
+    );
+    let (s, _) = t.post(&format!("{run_path}/cancel"), json!({})).await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    let mut r = r;
+    for _ in 0..400 {
+        if r["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        r = t.get(&run_path).await.2;
+    }
+    assert_eq!(r["conclusion"], "cancelled", "{r}");
+    let (_, _, jobs) = t.get(&format!("{run_path}/jobs")).await;
+    assert_eq!(jobs["jobs"][0]["conclusion"], "cancelled", "{jobs}");
+    let (s, _) = t.post(&format!("{run_path}/cancel"), json!({})).await;
     assert_eq!(s, StatusCode::CONFLICT);
     let (s, _) = t
         .post(
@@ -515,6 +536,7 @@ async fn actions_dispatch_cancel_rerun_and_artifacts() {
         .await;
     let aid = arts["artifacts"][0]["id"].as_u64().unwrap();
     let no_redirect = Client::builder()
+        .user_agent("klaud-test")
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();

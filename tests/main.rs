@@ -13,6 +13,7 @@ mod cli_repository;
 mod cli_sandbox;
 mod dashboard;
 mod github_forge;
+mod github_schema;
 mod github_sim;
 mod inferencex_compat;
 mod lifecycle_e2e;

@@ -166,6 +166,8 @@ impl Engine<'_> {
                 a.run.clone().map(|r| (r, h.clone()))
             })
             .collect();
+        // GitHub accepts a cancel (202) and ends the run a little later.
+        let mut cancelled = Vec::new();
         for (run, run_head) in runs {
             let live = self.forge.get_run(run.id).await?;
             if live.is_completed() {
@@ -187,6 +189,7 @@ impl Engine<'_> {
             };
             self.intend(rec, &format!("cancel run {}", run.id)).await?;
             self.forge.cancel_run(&proof, run.id).await?;
+            cancelled.push(run.id);
         }
         let pull = self.forge.get_pull(number).await?;
         for l in pull
@@ -205,7 +208,21 @@ impl Engine<'_> {
             self.intend(rec, "close the pull request").await?;
             self.forge.close_pull(&proof, number).await?;
         }
-        self.delete_branch_if_unchanged(rec).await
+        if let Some(p) = self.delete_branch_if_unchanged(rec).await? {
+            return Ok(Some(p));
+        }
+        // The receipt says the runs are cancelled: wait until GitHub shows
+        // it. The next pass repeats the (idempotent) cleanup and re-reads.
+        for id in cancelled {
+            let live = self.forge.get_run(id).await?;
+            if !live.is_completed() {
+                return Ok(Some(Progress::Waiting(format!(
+                    "run {id} is being cancelled ({})",
+                    live.status
+                ))));
+            }
+        }
+        Ok(None)
     }
 
     pub(super) async fn delete_branch_if_unchanged(
