@@ -166,8 +166,6 @@ impl Engine<'_> {
                 a.run.clone().map(|r| (r, h.clone()))
             })
             .collect();
-        // GitHub accepts a cancel (202) and ends the run a little later.
-        let mut cancelled = Vec::new();
         for (run, run_head) in runs {
             let live = self.forge.get_run(run.id).await?;
             if live.is_completed() {
@@ -188,8 +186,10 @@ impl Engine<'_> {
                 Err(p) => return Ok(Some(p)),
             };
             self.intend(rec, &format!("cancel run {}", run.id)).await?;
+            // GitHub accepts (202) and ends the run a little later; the
+            // receipt does not wait for it, since release and recovery
+            // finish a candidate in one pass.
             self.forge.cancel_run(&proof, run.id).await?;
-            cancelled.push(run.id);
         }
         let pull = self.forge.get_pull(number).await?;
         for l in pull
@@ -208,21 +208,7 @@ impl Engine<'_> {
             self.intend(rec, "close the pull request").await?;
             self.forge.close_pull(&proof, number).await?;
         }
-        if let Some(p) = self.delete_branch_if_unchanged(rec).await? {
-            return Ok(Some(p));
-        }
-        // The receipt says the runs are cancelled: wait until GitHub shows
-        // it. The next pass repeats the (idempotent) cleanup and re-reads.
-        for id in cancelled {
-            let live = self.forge.get_run(id).await?;
-            if !live.is_completed() {
-                return Ok(Some(Progress::Waiting(format!(
-                    "run {id} is being cancelled ({})",
-                    live.status
-                ))));
-            }
-        }
-        Ok(None)
+        self.delete_branch_if_unchanged(rec).await
     }
 
     pub(super) async fn delete_branch_if_unchanged(
