@@ -182,6 +182,17 @@ async fn wave_resumes_without_duplicates_and_rebuilds_from_an_empty_store() {
     };
     let after_first = blob_reads(&stack.state().request_log().await);
     assert!(after_first > 0);
+    // The demo's registry challenges like Docker Hub: the wave went through
+    // the bearer-token flow.
+    assert!(stack.registry.requires_token());
+    assert!(
+        stack
+            .registry
+            .requests(klaud_sandbox::registry::SimRoute::Token)
+            > 0,
+        "no token was fetched: {:?}",
+        stack.registry.request_counts()
+    );
     let second = tokio::task::spawn_blocking({
         let cmd = wave("120s");
         move || run(cmd)

@@ -14,6 +14,7 @@ mod cli_sandbox;
 mod dashboard;
 mod first_contact;
 mod github_forge;
+mod github_schema;
 mod github_sim;
 mod inferencex_compat;
 mod lifecycle_e2e;

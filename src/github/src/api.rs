@@ -1259,6 +1259,10 @@ impl Forge {
 }
 
 #[cfg(test)]
+#[path = "api_samples.rs"]
+mod api_samples;
+
+#[cfg(test)]
 mod schema_tests {
     use super::*;
 

@@ -186,6 +186,9 @@ impl Engine<'_> {
                 Err(p) => return Ok(Some(p)),
             };
             self.intend(rec, &format!("cancel run {}", run.id)).await?;
+            // GitHub accepts (202) and ends the run a little later; the
+            // receipt does not wait for it, since release and recovery
+            // finish a candidate in one pass.
             self.forge.cancel_run(&proof, run.id).await?;
         }
         let pull = self.forge.get_pull(number).await?;

@@ -158,7 +158,12 @@ impl Engine<'_> {
                 self.intend(rec, &format!("cancel stuck run {}", live.id))
                     .await?;
                 self.forge.cancel_run(&proof, live.id).await?;
-                return Ok(Progress::Advanced(Step::Smoke));
+                // The cancel is accepted now and takes effect later; the
+                // run counts once GitHub shows it completed.
+                return Ok(Progress::Waiting(format!(
+                    "smoke run {} is being cancelled",
+                    live.id
+                )));
             }
             return Ok(Progress::Waiting(format!(
                 "smoke run {} is {}",

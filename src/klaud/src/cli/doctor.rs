@@ -542,6 +542,14 @@ async fn check_permission(forge: &Forge) -> Check {
                  check github.repository and github.bot_login"
             ),
         ),
+        // GitHub lets only tokens with push access look collaborators up.
+        Err(GithubError::Rejected { status: 403, .. }) => Check::fail(
+            NAME,
+            format!(
+                "{bot} may not look up collaborator permissions on {repo} (GitHub answers 403 \
+                 without push access): it has at most read access; give it write (or maintain) access"
+            ),
+        ),
         Err(e) => Check::fail(NAME, format!("{e}; the bot needs write access to {repo}")),
     }
 }

@@ -222,14 +222,17 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| path.clone());
-    // Control routes and signed artifact downloads are not GitHub API calls.
+    // Control routes, signed artifact downloads and web pages (`html_url`s)
+    // are not GitHub API calls.
+    if path.starts_with("/_sandbox/") || path.starts_with("/_html/") {
+        return next.run(req).await;
+    }
+    if !has_user_agent(req.headers()) {
+        return refuse_without_user_agent(&st, &method, &log_path).await;
+    }
+    json_without_content_type(&mut req);
     // App endpoints authenticate with a JWT, checked by their handlers.
-    // Web pages (`html_url`s) are not API calls either.
-    if path.starts_with("/_sandbox/")
-        || path.starts_with("/_html/")
-        || path == "/app"
-        || path.starts_with("/app/")
-    {
+    if path == "/app" || path.starts_with("/app/") {
         return next.run(req).await;
     }
     let token = bearer(req.headers());
@@ -494,6 +497,59 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
     }
     let mut m = st.lock().await;
     finish(&mut m, resp, true)
+}
+
+/// GitHub's text for a request without a `User-Agent` (an empty one counts
+/// as none); it answers in HTML, not JSON.
+const NO_USER_AGENT: &str = "Request forbidden by administrative rules. Please make sure your request has a User-Agent header (https://docs.github.com/en/rest/overview/resources-in-the-rest-api#user-agent-required). Check https://developer.github.com for other possible causes.";
+
+/// Whether a request names its client (an empty `User-Agent` does not).
+fn has_user_agent(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::USER_AGENT)
+        .is_some_and(|v| !v.as_bytes().iter().all(u8::is_ascii_whitespace))
+}
+
+/// GitHub refuses API requests that carry no `User-Agent` with 403.
+async fn refuse_without_user_agent(st: &GithubState, method: &Method, log_path: &str) -> Response {
+    st.lock().await.record(LogEntry {
+        method: method.to_string(),
+        path: log_path.to_string(),
+        status: 403,
+        login: None,
+    });
+    let resp = (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, "text/html")],
+        NO_USER_AGENT,
+    );
+    resp.into_response()
+}
+
+/// GitHub reads a request body as JSON whatever its `Content-Type` says
+/// (its own curl examples send none); axum's `Json` insists on the header,
+/// so it is set here before the handlers see the request.
+fn json_without_content_type(req: &mut Request) {
+    let is_json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let mime = v
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            mime == "application/json"
+                || (mime.starts_with("application/") && mime.ends_with("+json"))
+        });
+    if !is_json {
+        req.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
 }
 
 /// axum answers a malformed body with plain text; GitHub answers JSON:

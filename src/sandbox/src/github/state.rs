@@ -157,6 +157,10 @@ pub struct Run {
     /// Earlier attempts of a re-run run, oldest first (the fields above
     /// describe the latest attempt).
     pub past_attempts: Vec<PastAttempt>,
+    /// A cancel was accepted (202) for this attempt and has not finished
+    /// yet: like GitHub, the run keeps its status until it ends as
+    /// `cancelled`, and its script no longer decides the outcome.
+    pub cancel_requested: bool,
 }
 
 /// A finished attempt of a run that was re-run.
@@ -278,6 +282,11 @@ pub struct Model {
     pub content_writes: HashMap<String, std::collections::VecDeque<i64>>,
     /// Parsed workflow folders by tree sha (see `workflows::set_at`).
     pub workflow_sets: HashMap<String, std::sync::Arc<klaud_workflows::WorkflowSet>>,
+    /// When this GitHub started (accounts' `created_at`).
+    pub created_at: DateTime<Utc>,
+    /// How long an accepted cancel takes to finish the run (GitHub's
+    /// runners need a moment to stop; the answer comes before that).
+    pub cancel_delay: std::time::Duration,
 }
 
 fn key(owner: &str, repo: &str) -> String {
@@ -381,6 +390,24 @@ impl Model {
         })
     }
 
+    /// The `public-user` shape (`GET /user`, `GET /users/{login}`): the
+    /// simple user plus the profile fields GitHub always sends, mostly
+    /// `null` for a sandbox account.
+    pub fn public_user_json(&self, u: &User) -> Value {
+        let mut v = self.user_json(u);
+        let extra = json!({
+            "name": u.name, "company": null, "blog": "", "location": null, "email": null,
+            "hireable": null, "bio": null, "twitter_username": null,
+            "public_repos": 0, "public_gists": 0, "followers": 0, "following": 0,
+            "created_at": fmt_time(self.created_at), "updated_at": fmt_time(self.created_at),
+            "user_view_type": "public",
+        });
+        if let (Some(o), Value::Object(extra)) = (v.as_object_mut(), extra) {
+            o.extend(extra);
+        }
+        v
+    }
+
     /// User JSON by login; unknown logins (e.g. a repository owner that is
     /// not registered) get a synthetic organisation-like record.
     pub fn login_json(&self, login: &str) -> Value {
@@ -399,23 +426,83 @@ impl Model {
         }
     }
 
-    /// The full repository JSON shape (octocrab's `Repository`).
+    /// The full repository JSON shape (GitHub's `full-repository`, a
+    /// superset of `repository` and `minimal-repository`).
     pub fn repo_json(&self, r: &Repo) -> Value {
         let url = self.repo_url(&r.owner, &r.name);
-        json!({
+        let html = self.html_base(&url);
+        let u = |suffix: &str| format!("{url}/{suffix}");
+        let open_issues = r.pulls.values().filter(|p| p.open).count();
+        let mut v = json!({
             "id": r.id, "node_id": format!("R_{}", r.id), "name": r.name,
             "full_name": r.full_name(), "private": false, "fork": false,
             "owner": self.login_json(&r.owner),
-            "html_url": self.html_base(&url), "description": null,
-            "url": url,
-            "git_url": format!("{url}.git"),
-            "clone_url": format!("{url}.git"),
+            "html_url": html, "description": null, "homepage": null, "language": null,
+            "url": url, "mirror_url": null, "license": null,
+            "git_url": format!("{url}.git"), "clone_url": format!("{html}.git"),
+            "ssh_url": format!("git@sandbox:{}.git", r.full_name()), "svn_url": html,
             "default_branch": r.default_branch,
-            "visibility": "public", "archived": false, "disabled": false,
+            "visibility": "public", "archived": false, "disabled": false, "is_template": false,
             "created_at": fmt_time(r.created_at), "updated_at": fmt_time(r.created_at),
             "pushed_at": fmt_time(r.created_at),
+        });
+        let counts = json!({
+            "size": 0, "forks": 0, "forks_count": 0, "stargazers_count": 0, "watchers": 0,
+            "watchers_count": 0, "open_issues": open_issues, "open_issues_count": open_issues,
+            "network_count": 0, "subscribers_count": 0,
+            "has_issues": true, "has_projects": false, "has_wiki": false, "has_pages": false,
+            "has_downloads": true, "has_discussions": false, "topics": [],
+            "allow_forking": true, "web_commit_signoff_required": false,
             "permissions": {"admin": false, "maintain": false, "push": true, "triage": true, "pull": true},
-        })
+        });
+        if let (Some(o), Value::Object(counts)) = (v.as_object_mut(), counts) {
+            o.extend(counts);
+        }
+        // The hypermedia URL templates every repository object carries.
+        for (key, suffix) in [
+            ("archive_url", "{archive_format}{/ref}"),
+            ("assignees_url", "assignees{/user}"),
+            ("blobs_url", "git/blobs{/sha}"),
+            ("branches_url", "branches{/branch}"),
+            ("collaborators_url", "collaborators{/collaborator}"),
+            ("comments_url", "comments{/number}"),
+            ("commits_url", "commits{/sha}"),
+            ("compare_url", "compare/{base}...{head}"),
+            ("contents_url", "contents/{+path}"),
+            ("contributors_url", "contributors"),
+            ("deployments_url", "deployments"),
+            ("downloads_url", "downloads"),
+            ("events_url", "events"),
+            ("forks_url", "forks"),
+            ("git_commits_url", "git/commits{/sha}"),
+            ("git_refs_url", "git/refs{/sha}"),
+            ("git_tags_url", "git/tags{/sha}"),
+            ("hooks_url", "hooks"),
+            ("issue_comment_url", "issues/comments{/number}"),
+            ("issue_events_url", "issues/events{/number}"),
+            ("issues_url", "issues{/number}"),
+            ("keys_url", "keys{/key_id}"),
+            ("labels_url", "labels{/name}"),
+            ("languages_url", "languages"),
+            ("merges_url", "merges"),
+            ("milestones_url", "milestones{/number}"),
+            (
+                "notifications_url",
+                "notifications{?since,all,participating}",
+            ),
+            ("pulls_url", "pulls{/number}"),
+            ("releases_url", "releases{/id}"),
+            ("stargazers_url", "stargazers"),
+            ("statuses_url", "statuses/{sha}"),
+            ("subscribers_url", "subscribers"),
+            ("subscription_url", "subscription"),
+            ("tags_url", "tags"),
+            ("teams_url", "teams"),
+            ("trees_url", "git/trees{/sha}"),
+        ] {
+            v[key] = json!(u(suffix));
+        }
+        v
     }
 
     pub fn label_json(&self, r: &Repo, name: &str) -> Value {
@@ -648,6 +735,10 @@ impl Default for GithubState {
     }
 }
 
+/// How long an accepted cancel takes by default before the run is
+/// `cancelled` (see [`GithubState::set_cancel_delay`]).
+pub const DEFAULT_CANCEL_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A workflow run's artifacts: artifact name → (path inside the zip → bytes).
 pub type ArtifactFiles = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
 
@@ -668,6 +759,8 @@ impl GithubState {
                 content_limit_per_minute: None,
                 content_writes: HashMap::new(),
                 workflow_sets: HashMap::new(),
+                cancel_delay: DEFAULT_CANCEL_DELAY,
+                created_at: Utc::now(),
             })),
         }
     }
@@ -1019,6 +1112,7 @@ impl GithubState {
             .ok_or_else(|| SimError::NotFound(format!("workflow run {run_id}")))?;
         run.status = "completed".into();
         run.conclusion = Some(conclusion.to_string());
+        run.cancel_requested = false;
         run.updated_at = now;
         for ((name, zip), id) in zipped.into_iter().zip(ids) {
             r.artifacts.insert(
@@ -1033,6 +1127,12 @@ impl GithubState {
             );
         }
         Ok(())
+    }
+
+    /// Sets how long an accepted cancel takes to finish its run (the 202
+    /// comes at once either way, as on GitHub).
+    pub async fn set_cancel_delay(&self, delay: std::time::Duration) {
+        self.lock().await.cancel_delay = delay;
     }
 
     /// Sets a run's status (`queued`, `in_progress`, `completed`, ...).
@@ -1051,6 +1151,7 @@ impl GithubState {
             .ok_or_else(|| SimError::NotFound(format!("workflow run {run_id}")))?;
         run.status = status.to_string();
         run.conclusion = conclusion.map(str::to_string);
+        run.cancel_requested = false;
         run.updated_at = Utc::now();
         Ok(())
     }

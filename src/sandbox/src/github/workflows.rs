@@ -353,6 +353,7 @@ fn start_run(
         job_id,
         concurrency_group: concurrency.map(|c| c.group),
         past_attempts: Vec::new(),
+        cancel_requested: false,
     };
     r.runs.insert(run_id, run);
     Ok(run_id)
