@@ -55,6 +55,27 @@ impl CliError {
     }
 }
 
+/// A GitHub error as a command failure: a credential, identity or request
+/// the user must fix is bad input (2); GitHub or the network failing is a
+/// failure (1).
+pub(crate) fn github_failure(e: klaud_github::GithubError, context: &str) -> CliError {
+    use klaud_github::GithubError as G;
+    let input = matches!(
+        e,
+        G::IdentityMismatch { .. }
+            | G::Unauthorized { .. }
+            | G::NotFound { .. }
+            | G::Config(_)
+            | G::Rejected { .. }
+    );
+    let error = anyhow::Error::new(e).context(context.to_owned());
+    if input {
+        CliError::bad_input(error)
+    } else {
+        CliError::failure(error)
+    }
+}
+
 impl<E: Into<anyhow::Error>> From<E> for CliError {
     fn from(error: E) -> Self {
         Self::bad_input(error)

@@ -41,6 +41,9 @@ pub struct Connection {
     /// recovers as orphans.
     #[arg(long, value_name = "UUID", env = "KLAUD_INSTANCE_ID")]
     pub instance_id: Option<String>,
+    /// GitHub App credentials (instead of a token).
+    #[command(flatten)]
+    pub auth: crate::auth::AuthArgs,
 }
 
 /// `--instance-id` / `KLAUD_INSTANCE_ID`: empty means unset.
@@ -93,6 +96,18 @@ pub struct Session {
     pub owner_run: u64,
     /// The credential (for upstream reads).
     pub credential: Credential,
+    /// Whose the credential is (the bot, unless connected read-only).
+    pub identity: klaud_github::UserInfo,
+}
+
+/// What a command does on GitHub: writers must be the bot login; readers
+/// may use any credential that can read the repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Writes: the identity preflight must pass.
+    Write,
+    /// Reads only: any credential, and the command says whose it is.
+    Read,
 }
 
 /// The owner run: the Actions run this wave runs in, else the start time.
@@ -105,36 +120,67 @@ pub(crate) fn owner_run() -> u64 {
 
 /// Loads the configuration, connects (identity preflight) and opens the store.
 pub async fn connect(c: &Connection) -> Result<Session, CliError> {
-    let instance_id = parse_instance_id(c.instance_id.as_deref())?;
+    connect_for(c, Access::Write).await
+}
+
+/// The configuration file with the connection's overrides applied.
+pub fn load_config(c: &Connection) -> Result<Config, CliError> {
     let mut config = match &c.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
     if let Some(api) = &c.github_api {
+        url::Url::parse(api).map_err(|e| {
+            CliError::bad_input(anyhow::anyhow!("--github-api {api:?} is not a URL: {e}"))
+        })?;
         config.github.api_url = api.clone();
     }
     if let Some(repo) = &c.repo {
         config.github.repository = Some(repo.clone());
     }
+    c.auth.apply(&mut config.github);
+    Ok(config)
+}
+
+/// Connects a forge for `repo` with the configured token or App; `access`
+/// says whether the identity must be the bot login.
+pub async fn forge_for(
+    config: &Config,
+    repo: &str,
+    access: Access,
+) -> Result<(Forge, Credential, klaud_github::UserInfo), CliError> {
+    let auth = crate::auth::Auth::required(&config.github)
+        .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?;
+    let credential = auth
+        .credential(&config.github.api_url, repo)
+        .await
+        .map_err(|e| super::github_failure(e, "GitHub credential"))?;
+    let forge = Forge::connect_unchecked(ForgeConfig {
+        api_url: config.github.api_url.clone(),
+        repo: repo.to_owned(),
+        bot_login: config.github.bot_login.clone(),
+        credential: credential.clone(),
+        retry: RetryPolicy::default(),
+    })
+    .map_err(|e| super::github_failure(e, "GitHub client"))?;
+    let identity = match access {
+        Access::Write => forge.preflight().await,
+        Access::Read => forge.identity().await,
+    }
+    .map_err(|e| super::github_failure(e, "identity preflight"))?;
+    Ok((forge, credential, identity))
+}
+
+/// [`connect`], choosing whether the identity must be the bot login.
+pub async fn connect_for(c: &Connection, access: Access) -> Result<Session, CliError> {
+    let instance_id = parse_instance_id(c.instance_id.as_deref())?;
+    let config = load_config(c)?;
     let repo = config.github.repository.clone().ok_or_else(|| {
         CliError::bad_input(anyhow::anyhow!(
             "no repository: pass --repo OWNER/NAME or set github.repository"
         ))
     })?;
-    let token = config
-        .github
-        .token()
-        .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?
-        .token;
-    let forge = Forge::connect(ForgeConfig {
-        api_url: config.github.api_url.clone(),
-        repo,
-        bot_login: config.github.bot_login.clone(),
-        credential: Credential::Token(token.clone()),
-        retry: RetryPolicy::default(),
-    })
-    .await
-    .map_err(CliError::bad_input)?;
+    let (forge, credential, identity) = forge_for(&config, &repo, access).await?;
     let store = c
         .store
         .clone()
@@ -161,7 +207,8 @@ pub async fn connect(c: &Connection) -> Result<Session, CliError> {
         journal,
         claimant,
         owner_run: owner_run(),
-        credential: Credential::Token(token),
+        credential,
+        identity,
     })
 }
 
