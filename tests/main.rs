@@ -4,6 +4,7 @@
 mod support;
 
 mod claims_github;
+mod cli_app;
 mod cli_claims;
 mod cli_demo;
 mod cli_doctor;
@@ -11,6 +12,7 @@ mod cli_plan;
 mod cli_recover_status;
 mod cli_repository;
 mod cli_sandbox;
+mod cli_workflow;
 mod dashboard;
 mod github_forge;
 mod github_sim;

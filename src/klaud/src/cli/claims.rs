@@ -189,11 +189,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
         match request {
             Request::List { json } => list(&forge, json).await,
-            Request::Acquire(a) => acquire(&forge, &config, a).await,
+            Request::Acquire(a) => acquire(&forge, a).await,
             Request::Release(mut r) => {
                 // A bare key names its claim only through the master configs.
                 if matches!(r.family, FamilyArg::Key(_)) {
-                    r.family = resolve_family(&forge, &config, &r.family).await?;
+                    r.family = resolve_family(&forge, &r.family).await?;
                 }
                 release(&forge, &config, r).await
             }
@@ -383,37 +383,75 @@ impl FamilyArg {
     }
 }
 
-/// Resolves a bare key or a family id to the family string, reading the
-/// base branch's master configs (as `klaud families` lists them).
-async fn resolve_family(
-    forge: &Forge,
-    config: &Config,
-    family: &FamilyArg,
-) -> Result<FamilyArg, CliError> {
+/// Resolves a bare key or a family id to the family string: the top-level
+/// keys of the default branch's master configs (`configs/*-master.yaml`,
+/// under `inferencex-e2e/` when the repository has it) are the families.
+/// Only the key names are read, so one malformed entry elsewhere does not
+/// stop a claim on another.
+async fn resolve_family(forge: &Forge, family: &FamilyArg) -> Result<FamilyArg, CliError> {
     let wanted = match family {
         FamilyArg::Name { .. } => return Ok(family.clone()),
         FamilyArg::Id(id) => id.to_string(),
         FamilyArg::Key(key) => key.clone(),
     };
-    let (base, _checkout, repository) = klaud_service::base_checkout(
-        forge,
-        &config.lifecycle.base_branch,
-        &config.repo_options(),
-        None,
-    )
-    .await
-    .map_err(|e| CliError::failure(anyhow::Error::new(e).context("reading the master configs")))?;
-    let found: Vec<_> = repository
-        .families()
-        .iter()
-        .filter(|f| f.key == wanted || f.id == wanted)
-        .collect();
+    let branch = forge
+        .default_branch()
+        .await
+        .map_err(|e| github_error(e, "reading the default branch"))?;
+    let base = forge
+        .get_ref(&format!("refs/heads/{branch}"))
+        .await
+        .map_err(|e| github_error(e, "reading the default branch head"))?
+        .ok_or_else(|| {
+            CliError::failure(anyhow!("the default branch {branch:?} has no head commit"))
+        })?;
+    let tree = forge
+        .tree_blobs(&base)
+        .await
+        .map_err(|e| github_error(e, "listing the master configs"))?;
+    let mut found = Vec::new();
+    for (path, _) in &tree {
+        let rel = path.strip_prefix("inferencex-e2e/").unwrap_or(path);
+        let Some(file) = rel.strip_prefix("configs/") else {
+            continue;
+        };
+        if file.contains('/') || !file.ends_with("-master.yaml") {
+            continue;
+        }
+        let Some(bytes) = forge
+            .get_contents(path, &base)
+            .await
+            .map_err(|e| github_error(e, "reading a master config"))?
+        else {
+            continue;
+        };
+        let Ok(text) = String::from_utf8(bytes) else {
+            continue;
+        };
+        let Ok((Some(doc), _)) = klaud_planner::yaml::parse_lenient(&text) else {
+            continue;
+        };
+        let keys = doc
+            .as_mapping()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|(k, _)| k.as_scalar());
+        for key in keys {
+            let name = format!("{rel}:{key}");
+            let id = identity::family_id(&name);
+            if key == wanted || id == wanted {
+                found.push((name, id));
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
     match found.as_slice() {
-        [one] => {
-            let id = FamilyId::new(&one.id)
-                .map_err(|e| CliError::failure(anyhow!("family id {:?}: {e}", one.id)))?;
+        [(name, id)] => {
+            let id = FamilyId::new(id)
+                .map_err(|e| CliError::failure(anyhow!("family id {id:?}: {e}")))?;
             Ok(FamilyArg::Name {
-                family: one.family.clone(),
+                family: name.clone(),
                 id,
             })
         }
@@ -425,7 +463,7 @@ async fn resolve_family(
         many => Err(CliError::bad_input(anyhow!(
             "--family {wanted:?} is ambiguous: {}; pass the family string",
             many.iter()
-                .map(|f| f.family.as_str())
+                .map(|(name, _)| name.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
         ))),
@@ -781,10 +819,10 @@ struct AcquireOutput<'a> {
     held_by: Option<ClaimView>,
 }
 
-async fn acquire(forge: &Forge, config: &Config, args: AcquireRequest) -> Result<(), CliError> {
+async fn acquire(forge: &Forge, args: AcquireRequest) -> Result<(), CliError> {
     // The claim record stores the family string: an id or a bare key is
     // looked up in the base branch's master configs.
-    let (family, family_id) = match resolve_family(forge, config, &args.family).await? {
+    let (family, family_id) = match resolve_family(forge, &args.family).await? {
         FamilyArg::Name { family, id } => (family, id),
         other => {
             return Err(CliError::failure(anyhow!(

@@ -80,6 +80,92 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Append a Markdown summary (one table per candidate: outcome, phase,
+    /// reason, PR, repairs, runs) to this file; inside GitHub Actions the
+    /// default is `$GITHUB_STEP_SUMMARY`, the job's summary page.
+    #[arg(long, value_name = "PATH", env = "GITHUB_STEP_SUMMARY")]
+    step_summary: Option<PathBuf>,
+    /// A local git checkout of the base branch (in Actions: the job's own
+    /// `actions/checkout`) to read the repository from instead of
+    /// downloading it; its HEAD must be the base branch's head commit.
+    #[arg(long, value_name = "PATH")]
+    checkout: Option<PathBuf>,
+}
+
+/// A table cell: no line breaks, and a `|` does not end the cell.
+fn cell(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
+}
+
+/// The wave as a GitHub step summary, in the shape the incumbent workflow
+/// wrote: a heading per candidate and the row
+/// `| Outcome / 结果 | Phase / 阶段 | Reason / 原因 | PR | Repairs / 修复 | Runs / 运行 |`.
+pub fn step_summary(summary: &klaud_service::WaveSummary) -> String {
+    let mut out = format!(
+        "## Klaud wave at `{}`\n\n",
+        summary.base.get(..12).unwrap_or(&summary.base)
+    );
+    if summary.candidates.is_empty() {
+        out.push_str("No candidates in this wave.\n\n");
+    }
+    for c in &summary.candidates {
+        out.push_str(&format!(
+            "### {} → `{}`\n\n| Outcome / 结果 | Phase / 阶段 | Reason / 原因 | PR | Repairs / 修复 | Runs / 运行 |\n| --- | --- | --- | --- | --- | --- |\n",
+            cell(&c.family),
+            cell(&c.image)
+        ));
+        let outcome = match &c.outcome {
+            Some(o) => format!("**{}**", cell(o)),
+            None => "running".to_owned(),
+        };
+        let reason = c
+            .message
+            .as_deref()
+            .or(c.status.as_deref())
+            .map_or_else(|| "—".to_owned(), cell);
+        let pr = c.pull_request.as_deref().map_or_else(
+            || "—".to_owned(),
+            |url| {
+                let number = url.rsplit('/').next().unwrap_or(url);
+                format!("[#{}]({url})", cell(number))
+            },
+        );
+        let runs = if c.runs.is_empty() {
+            "—".to_owned()
+        } else {
+            c.runs
+                .iter()
+                .map(|r| format!("[{} #{}]({})", r.id, r.attempt, r.url))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "| {outcome} | {} | {reason} | {pr} | {} | {runs} |\n\n",
+            cell(&c.phase),
+            c.repairs
+        ));
+    }
+    for (candidate, why) in &summary.skipped {
+        out.push_str(&format!("- skipped `{}`: {}\n", cell(candidate), cell(why)));
+    }
+    out
+}
+
+/// Appends the step summary; a summary that cannot be written is logged,
+/// not a failed wave (the wave's work is done and recorded).
+fn write_step_summary(path: &std::path::Path, summary: &klaud_service::WaveSummary) {
+    use std::io::Write as _;
+    let result = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(step_summary(summary).as_bytes()));
+    if let Err(e) = result {
+        tracing::warn!(path = %path.display(), error = %e, "step summary not written");
+    }
 }
 
 /// Everything a lifecycle command needs, connected and checked.
@@ -361,6 +447,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             upstream: upstream.as_ref(),
             cache: Some(session.journal.store()),
             stop: None,
+            checkout: args.checkout.as_deref(),
         };
         let summary = run_wave(
             &session.forge,
@@ -371,7 +458,19 @@ pub fn run(args: Args) -> Result<(), CliError> {
             options,
         )
         .await
-        .map_err(CliError::failure)?;
+        .map_err(|e| match e {
+            // What the user named is wrong: the repository or the checkout.
+            klaud_service::WaveError::NoRepository(_)
+            | klaud_service::WaveError::CheckoutMismatch(_) => CliError::bad_input(e),
+            e => CliError::failure(e),
+        })?;
+        if let Some(path) = args
+            .step_summary
+            .as_deref()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            write_step_summary(path, &summary);
+        }
         if args.json {
             let mut text = serde_json::to_string_pretty(&summary).map_err(anyhow::Error::from)?;
             text.push('\n');
@@ -386,6 +485,41 @@ pub fn run(args: Args) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::parse_instance_id;
+
+    #[test]
+    fn the_step_summary_has_the_incumbents_columns_and_escapes_cells() {
+        let summary = klaud_service::WaveSummary {
+            base: "0123456789abcdef0123".into(),
+            candidates: vec![klaud_service::CandidateSummary {
+                candidate: "c1".into(),
+                family: "configs/nvidia-master.yaml:k".into(),
+                image: "lmsysorg/sglang:v2".into(),
+                outcome: Some("failed".into()),
+                phase: "targeted".into(),
+                pull_request: Some("https://github.com/o/r/pull/17".into()),
+                runs: vec![klaud_lifecycle::model::RunRef {
+                    id: 99,
+                    attempt: 2,
+                    url: "https://github.com/o/r/actions/runs/99/attempts/2".into(),
+                }],
+                repairs: 1,
+                status: None,
+                message: Some("smoke failed | twice\nat step 3".into()),
+            }],
+            skipped: vec![],
+            answered: vec![],
+            families: vec![],
+        };
+        let text = super::step_summary(&summary);
+        assert!(text.contains(
+            "| Outcome / 结果 | Phase / 阶段 | Reason / 原因 | PR | Repairs / 修复 | Runs / 运行 |"
+        ));
+        assert!(text.contains("`0123456789ab`"), "{text}");
+        assert!(
+            text.contains("| **failed** | targeted | smoke failed \\| twice at step 3 | [#17](https://github.com/o/r/pull/17) | 1 | [99 #2](https://github.com/o/r/actions/runs/99/attempts/2) |"),
+            "{text}"
+        );
+    }
 
     #[derive(clap::Parser)]
     struct Wave {

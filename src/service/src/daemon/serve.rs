@@ -309,6 +309,7 @@ impl Daemon {
             upstream: None,
             cache: repo.store.as_ref(),
             stop: Some(stop.clone()),
+            checkout: None,
         };
         let result = run_wave(
             &repo.forge,
