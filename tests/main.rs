@@ -5,9 +5,11 @@ mod support;
 
 mod claims_github;
 mod cli_app;
+mod cli_candidate;
 mod cli_claims;
 mod cli_demo;
 mod cli_doctor;
+mod cli_messages;
 mod cli_plan;
 mod cli_recover_status;
 mod cli_repository;

@@ -164,6 +164,32 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// `--checkout PATH`: the local checkout a command reads (families, bump,
+/// plan). Every command spells a GitHub repository `--repo OWNER/NAME`, so
+/// `--repo` with a path is refused with the new spelling.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LocalCheckout {
+    /// Path of the benchmark repository checkout.
+    #[arg(long, value_name = "PATH", default_value = ".")]
+    checkout: std::path::PathBuf,
+    /// Refused: `--repo` is `OWNER/NAME` on GitHub in every command.
+    #[arg(long, value_name = "PATH", hide = true)]
+    repo: Option<String>,
+}
+
+impl LocalCheckout {
+    /// The checkout directory, or bad input for the old `--repo PATH`.
+    pub fn path(&self) -> Result<&std::path::Path, CliError> {
+        match &self.repo {
+            None => Ok(&self.checkout),
+            Some(value) => Err(CliError::bad_input(anyhow::anyhow!(
+                "--repo is a GitHub repository (OWNER/NAME) in every command; for a local \
+                 checkout pass --checkout {value}"
+            ))),
+        }
+    }
+}
+
 /// The multi-threaded async runtime a command runs on.
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()

@@ -16,9 +16,8 @@ use klaud_github::upstream::GithubUpstream;
 /// Arguments of `klaud plan`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Path of the benchmark repository checkout.
-    #[arg(long, value_name = "PATH", default_value = ".")]
-    repo: PathBuf,
+    #[command(flatten)]
+    checkout: super::LocalCheckout,
     /// Configuration file (`klaud.toml`); defaults apply without one.
     #[arg(long, value_name = "FILE", env = "KLAUD_CONFIG")]
     config: Option<PathBuf>,
@@ -43,7 +42,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
-    let repository = Repository::open_with(&args.repo, &config.repo_options())?;
+    let repository = Repository::open_with(args.checkout.path()?, &config.repo_options())?;
     // Credentials may also come from KLAUD_REGISTRY_<HOST>_USERNAME/_PASSWORD
     // for any registry the repository's images live on.
     let hosts: std::collections::BTreeSet<String> = repository
