@@ -370,3 +370,60 @@ async fn a_wave_reads_a_checkout_of_the_base_commit_and_refuses_another() {
         "{stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn installation_tokens_are_reused_and_minted_again_before_they_expire() {
+    use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some((private, public)) = rsa_key_pair(dir.path()) else {
+        return;
+    };
+    let stack = stack().await;
+    let bot = stack
+        .state()
+        .add_app(6262, "klaud-refresh", &public, 99, REPO)
+        .await
+        .expect("app");
+    let forge = |bot: &str| {
+        Forge::connect_unchecked(ForgeConfig {
+            api_url: stack.github.url(),
+            repo: REPO.to_owned(),
+            bot_login: bot.to_owned(),
+            credential: Credential::App {
+                app_id: 6262,
+                private_key_pem: Secret::new(private.clone()),
+                installation_id: 99,
+            },
+            retry: RetryPolicy::default(),
+        })
+        .expect("forge")
+    };
+    let mints = |log: &[klaud_sandbox::github::LogEntry]| {
+        log.iter()
+            .filter(|e| e.method == "POST" && e.path == "/app/installations/99/access_tokens")
+            .count()
+    };
+    // An hour-long token serves every request.
+    let f = forge(&bot);
+    let before = mints(&stack.state().request_log().await);
+    for _ in 0..3 {
+        f.get_ref("refs/heads/main").await.expect("read");
+    }
+    assert_eq!(mints(&stack.state().request_log().await) - before, 1);
+    // A token with less than the 30 s margin left is never used: each
+    // request gets a fresh one, so none is sent expired.
+    stack.state().set_app_token_lifetime(6262, 20).await;
+    let f = forge(&bot);
+    let before = mints(&stack.state().request_log().await);
+    for _ in 0..3 {
+        f.get_ref("refs/heads/main").await.expect("read");
+    }
+    assert_eq!(mints(&stack.state().request_log().await) - before, 3);
+    let log = stack.state().request_log().await;
+    assert!(
+        log.iter()
+            .filter(|e| e.path.ends_with("/git/ref/heads/main"))
+            .all(|e| e.status != 401),
+        "no request went out with an expired token"
+    );
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
+use klaud_sandbox::stack::{BOT_TOKEN, MAINTAINER, MAINTAINER_TOKEN, SandboxStack};
 
 fn klaud() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_klaud"));
@@ -54,6 +54,27 @@ async fn a_wrong_repository_is_named_as_such_not_as_a_missing_base_branch() {
         "{err}"
     );
     assert!(!err.contains("base branch"), "{err}");
+
+    // `status` only reads: a maintainer's own token will do, and it says whose.
+    let url = stack.github.url();
+    let store = dir.path().join("status-store");
+    let out = tokio::task::spawn_blocking(move || {
+        klaud()
+            .env("KLAUD_GITHUB_TOKEN", MAINTAINER_TOKEN)
+            .args(["status", "--github-api", &url, "--repo", "demo/benchmarks"])
+            .arg("--store")
+            .arg(&store)
+            .output()
+            .expect("klaud status")
+    })
+    .await
+    .expect("status");
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("reading demo/benchmarks as {MAINTAINER}")),
+        "{err}"
+    );
 }
 
 #[test]
