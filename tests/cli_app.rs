@@ -427,3 +427,77 @@ async fn installation_tokens_are_reused_and_minted_again_before_they_expire() {
         "no request went out with an expired token"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_checks_an_app_from_flags_and_names_it_without_the_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some((_, public)) = rsa_key_pair(dir.path()) else {
+        return;
+    };
+    let stack = stack().await;
+    let bot = stack
+        .state()
+        .add_app(4343, "klaud-doctor", &public, 44, REPO)
+        .await
+        .expect("app");
+    let config = dir.path().join("klaud.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[github]\napi_url = \"{}\"\nrepository = \"{REPO}\"\nbot_login = \"{bot}\"\n",
+            stack.github.url()
+        ),
+    )
+    .expect("config");
+    let key = dir.path().join("app.pem");
+    let store = dir.path().join("store");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_klaud"))
+            .env_remove("GITHUB_TOKEN")
+            .env_remove("KLAUD_GITHUB_TOKEN")
+            .args([
+                "doctor",
+                "--json",
+                "--app-id",
+                "4343",
+                "--app-private-key-file",
+            ])
+            .arg(&key)
+            .arg("--config")
+            .arg(&config)
+            .arg("--store")
+            .arg(&store)
+            .output()
+            .expect("klaud doctor")
+    })
+    .await
+    .expect("doctor");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(!text.contains("PRIVATE KEY"), "{text}");
+    let checks: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let check = |name: &str| {
+        checks
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} missing: {checks:#}"))
+    };
+    let token = check("token");
+    assert_eq!(token["status"], "ok", "{token}");
+    assert!(
+        token["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("GitHub App 4343") && d.contains("looked up")),
+        "{token}"
+    );
+    let identity = check("identity");
+    assert_eq!(identity["status"], "ok", "{identity}");
+    assert!(
+        identity["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&bot))
+    );
+    assert_eq!(check("permission")["status"], "ok", "{checks:#}");
+}

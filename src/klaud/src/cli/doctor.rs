@@ -437,6 +437,7 @@ fn check_config(c: &Connection, mirrors: &[String]) -> (Option<Loaded>, Check) {
     if let Some(repo) = &c.repo {
         config.github.repository = Some(repo.clone());
     }
+    c.auth.apply(&mut config.github);
     let mut check = match &config.github.repository {
         None => Check::fail(
             NAME,
@@ -508,7 +509,7 @@ async fn check_identity(
             Check::ok(
                 NAME,
                 format!(
-                    "the token belongs to {}, the configured bot login",
+                    "the credential acts as {}, the configured bot login",
                     me.login
                 ),
             ),

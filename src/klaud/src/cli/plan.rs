@@ -34,14 +34,18 @@ pub struct Args {
     /// Also print requests by kind next to the minimum, wall time and peak memory.
     #[arg(long)]
     stats: bool,
+    /// GitHub App credentials for the upstream proof (instead of a token).
+    #[command(flatten)]
+    auth: crate::auth::AuthArgs,
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
+    args.auth.apply(&mut config.github);
     let repository = Repository::open_with(args.checkout.path()?, &config.repo_options())?;
     // Credentials may also come from KLAUD_REGISTRY_<HOST>_USERNAME/_PASSWORD
     // for any registry the repository's images live on.
