@@ -31,6 +31,35 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    // In a pipe the story is plain lines on stderr (stdout stays JSON).
+    let story = String::from_utf8_lossy(&out.stderr);
+    for step in [
+        "opened draft PR #",
+        "smoke dispatched",
+        "passed",
+        "changelog appended, final sweep label set",
+        "validated (final-sweep)",
+        "failed (targeted)",
+    ] {
+        assert!(
+            story.contains(step),
+            "{step:?} missing from the story:\n{story}"
+        );
+    }
+    assert!(
+        !story.contains('\u{1b}'),
+        "control codes in a pipe:\n{story}"
+    );
+    // An hour of the demo left running stays well inside the core budget.
+    let hour = &v["requests"]["hour"];
+    let (charged, budget) = (
+        hour["charged"].as_u64().expect("hour charged"),
+        hour["budget"].as_u64().expect("budget"),
+    );
+    assert!(
+        charged * 2 < budget,
+        "{charged} of {budget} charged in an hour"
+    );
     // A pass with nothing to do costs nothing against the rate limit: refs
     // and lists are conditional (304), git objects and files at a commit
     // are read once.
@@ -293,8 +322,8 @@ async fn scheduled_waves_with_fresh_stores_resume_under_one_instance_id() {
     assert!(ids(&stranger).is_empty(), "{stranger:#}");
 
     // The next scheduled run with the id resumes both and finishes them.
-    let (later, _) = run(wave(103, Some(instance), "0", "120s")).await;
-    assert_eq!(ids(&later), started, "{later:#}");
+    let (later, later_err) = run(wave(103, Some(instance), "0", "120s")).await;
+    assert_eq!(ids(&later), started, "{later:#} {later_err}");
     for c in later["candidates"].as_array().expect("candidates") {
         let outcome = c["outcome"].as_str().unwrap_or("unfinished");
         assert!(

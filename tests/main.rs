@@ -16,6 +16,7 @@ mod cli_repository;
 mod cli_sandbox;
 mod cli_workflow;
 mod dashboard;
+mod first_contact;
 mod github_forge;
 mod github_sim;
 mod inferencex_compat;

@@ -293,9 +293,13 @@ async fn agentic_family_uploads_agentx_rows() {
     let names: Vec<&String> = arts.keys().filter(|n| n.starts_with("bmk_")).collect();
     assert_eq!(names.len(), 3, "{names:?}");
     for conc in [1u64, 4, 8] {
-        let name = format!("bmk_agentic_{key}_agentic_tp4_ep1_dpafalse_conc{conc}");
-        let files = &arts[&name];
-        assert!(files.contains_key("agg.json"), "{:?}", files.keys());
+        let result = format!("{key}_agentic_tp4_ep1_dpafalse_conc{conc}");
+        let files = &arts[&format!("bmk_agentic_{result}")];
+        // The single-node template uploads `<R>.json` for AgentX.
+        assert_eq!(
+            files.keys().collect::<Vec<_>>(),
+            [&format!("{result}.json")]
+        );
         let row = row_of(files);
         assert_eq!(row["conc"], conc);
         assert_eq!(row["scenario_type"], "agentic-coding");
@@ -847,7 +851,39 @@ async fn a_real_inferencex_family_runs_at_its_exact_head() {
         let agg = json_of(&arts["results_bmk"]["agg_bmk.json"]);
         let rows = agg.as_array().unwrap();
         assert!(!rows.is_empty(), "{key}");
-        let per_point = arts.keys().filter(|n| n.starts_with("bmk_")).count();
-        assert_eq!(per_point, rows.len(), "{key}: one artifact per point");
+        // One result file per point, in one artifact per benchmark job.
+        let per_point: usize = arts
+            .iter()
+            .filter(|(n, _)| n.starts_with("bmk_"))
+            .map(|(_, files)| files.len())
+            .sum();
+        assert_eq!(per_point, rows.len(), "{key}: one file per point");
+        if key.contains("disagg") {
+            // A multi-node job runs its whole conc-list: `<R>_conc<C>.json`
+            // files in `bmk_agentic_<R>`, R naming every concurrency.
+            let jobs: Vec<(&String, &std::collections::BTreeMap<String, Vec<u8>>)> = arts
+                .iter()
+                .filter(|(n, _)| n.starts_with("bmk_agentic_"))
+                .collect();
+            assert!(!jobs.is_empty(), "{key}: {:?}", arts.keys());
+            assert!(jobs.len() < rows.len(), "{key}: jobs group points");
+            for (name, files) in jobs {
+                let result = name.trim_start_matches("bmk_agentic_");
+                for file in files.keys() {
+                    let conc = file
+                        .strip_prefix(&format!("{result}_conc"))
+                        .and_then(|rest| rest.strip_suffix(".json"))
+                        .unwrap_or_else(|| panic!("{name}: {file}"));
+                    let concs = result.rsplit_once("_conc").map(|(_, c)| c).unwrap_or("");
+                    assert!(concs.split('x').any(|c| c == conc), "{name}: {file}");
+                }
+            }
+            assert!(
+                arts.keys()
+                    .any(|n| n.starts_with("eval_") && n != "eval_results_all"),
+                "{key}: the job's eval artifact: {:?}",
+                arts.keys()
+            );
+        }
     }
 }

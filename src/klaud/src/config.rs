@@ -88,6 +88,10 @@ pub struct GithubConfig {
     pub app_private_key_file: Option<String>,
     /// Environment variable with the App's private key (PEM).
     pub app_private_key_env: String,
+    /// Web origin repositories are linked to on the dashboard (default:
+    /// `https://github.com` for `api.github.com`, the host of a GitHub
+    /// Enterprise `…/api/v3` URL).
+    pub web_url: Option<String>,
 }
 
 /// A GitHub token found in the environment, with the variable it came from.
@@ -130,6 +134,22 @@ impl GithubConfig {
             .ok_or_else(|| self.missing_token())
     }
 
+    /// The web page of `repository` (`owner/name`).
+    pub fn repository_web_url(&self, repository: &str) -> String {
+        let origin = match &self.web_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => {
+                let api = self.api_url.trim_end_matches('/');
+                match api.strip_suffix("/api/v3") {
+                    Some(host) => host.to_owned(),
+                    None if api == "https://api.github.com" => "https://github.com".to_owned(),
+                    None => api.replacen("://api.", "://", 1),
+                }
+            }
+        };
+        format!("{origin}/{repository}")
+    }
+
     /// What to do when no token is set.
     pub fn missing_token(&self) -> String {
         format!(
@@ -152,6 +172,7 @@ impl Default for GithubConfig {
             app_installation_id: None,
             app_private_key_file: None,
             app_private_key_env: "KLAUD_GITHUB_APP_PRIVATE_KEY".to_owned(),
+            web_url: None,
         }
     }
 }
@@ -455,6 +476,10 @@ impl Config {
                 format!("{:?} is not a URL: {e}", self.github.api_url),
             )
         })?;
+        if let Some(web) = &self.github.web_url {
+            url::Url::parse(web)
+                .map_err(|e| invalid("github.web_url", format!("{web:?} is not a URL: {e}")))?;
+        }
         if self.planner.max_candidates == 0 {
             return Err(invalid(
                 "planner.max_candidates",
@@ -704,6 +729,27 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repositories_link_to_the_web_origin_of_their_api() {
+        let mut github = GithubConfig::default();
+        assert_eq!(github.repository_web_url("o/r"), "https://github.com/o/r");
+        github.api_url = "https://ghe.example.com/api/v3/".into();
+        assert_eq!(
+            github.repository_web_url("o/r"),
+            "https://ghe.example.com/o/r"
+        );
+        github.web_url = Some("http://127.0.0.1:4000/_html/".into());
+        assert_eq!(
+            github.repository_web_url("o/r"),
+            "http://127.0.0.1:4000/_html/o/r"
+        );
+        let err = Config::parse("t.toml", "[github]\nweb_url = \"not a url\"\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("github.web_url"), "{err}");
+    }
 
     #[test]
     fn the_example_configuration_parses_and_matches_the_defaults() {

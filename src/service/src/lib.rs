@@ -18,6 +18,7 @@ pub mod pr_commands;
 pub mod recover;
 pub mod repair_hook;
 pub mod status;
+pub mod story;
 pub mod wave;
 
 pub use baseline_api::{HttpBaselineSource, NoBaseline};
@@ -26,5 +27,6 @@ pub use klaud_store::journal::StoreJournal;
 pub use repair_hook::CommandHook;
 pub use wave::{
     CandidateSummary, WaveError, WaveOptions, WaveSummary, materialize, restore_breaker, run_wave,
+    run_wave_told,
 };
 pub use wave::{base_checkout, base_checkout_from};

@@ -563,8 +563,36 @@ pub async fn run_wave(
     registry: &RegistryClient,
     baseline: &dyn BaselineSource,
     repair: Option<&dyn RepairHook>,
-    mut options: WaveOptions<'_>,
+    options: WaveOptions<'_>,
 ) -> Result<WaveSummary, WaveError> {
+    run_wave_told(forge, journal, registry, baseline, repair, options, None).await
+}
+
+/// Runs one wave and tells `sink` every visible candidate step
+/// ([`crate::story`]).
+pub async fn run_wave_told(
+    forge: &Forge,
+    journal: &dyn Journal,
+    registry: &RegistryClient,
+    baseline: &dyn BaselineSource,
+    repair: Option<&dyn RepairHook>,
+    mut options: WaveOptions<'_>,
+    sink: Option<&dyn crate::story::StepSink>,
+) -> Result<WaveSummary, WaveError> {
+    let repo_name = forge.repo();
+    // Records are compared around each step only when someone listens.
+    let step = async |engine: &Engine<'_>, rec: &mut CandidateRecord| {
+        let before = sink.map(|_| rec.clone());
+        let progress = engine.step(rec).await;
+        if let Some(before) = &before {
+            let told = progress
+                .as_ref()
+                .map(Clone::clone)
+                .map_err(ToString::to_string);
+            crate::story::tell(sink, &repo_name, before, rec, &told);
+        }
+        progress
+    };
     let (base, _dir, repository) = base_checkout_from(
         forge,
         &options.engine.base_branch,
@@ -786,7 +814,7 @@ pub async fn run_wave(
             if !new_picks.remove(&rec.candidate) || rec.step != Step::Claim {
                 continue;
             }
-            match engine.step(rec).await {
+            match step(&engine, rec).await {
                 Ok(Progress::Skipped(why)) => {
                     *status = Some(why);
                     *skip = true;
@@ -867,7 +895,7 @@ pub async fn run_wave(
             // One step at a time so a shutdown request is seen between steps.
             let mut progress = Ok(Progress::Advanced(rec.step));
             for _ in 0..64 {
-                progress = engine.step(rec).await;
+                progress = step(&engine, rec).await;
                 if !matches!(progress, Ok(Progress::Advanced(_))) || stopping() {
                     break;
                 }
@@ -907,13 +935,17 @@ pub async fn run_wave(
             candidates.push(CandidateSummary::of(rec, status.clone()));
         }
     }
-    Ok(WaveSummary {
+    let summary = WaveSummary {
         base,
         candidates,
         skipped,
         answered,
         families: report.families,
-    })
+    };
+    if let Some(sink) = sink {
+        sink.wave_done(&repo_name, &summary);
+    }
+    Ok(summary)
 }
 
 /// Renders a wave summary as a table.

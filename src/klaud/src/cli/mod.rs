@@ -20,6 +20,7 @@ mod families;
 mod plan;
 mod recover;
 mod status;
+pub mod story;
 
 /// Exit code for success.
 pub const EXIT_OK: u8 = 0;

@@ -159,8 +159,15 @@ pub fn run(args: Args) -> Result<(), CliError> {
             pass_wait: std::time::Duration::ZERO,
         };
         let (feed_tx, feed) = Daemon::feed();
-        let daemon = Daemon::new(services, registry, baseline, repair, settings, feed_tx)
-            .map_err(CliError::bad_input)?;
+        let mut daemon = Daemon::new(services, registry, baseline, repair, settings, feed_tx)
+            .map_err(CliError::bad_input)?
+            // What each wave does, as plain lines on stderr next to the log.
+            .with_sink(Arc::new(super::story::TerminalStory::plain(
+                super::story::Stream::Stderr,
+            )));
+        for repo in &repos {
+            daemon = daemon.with_web_url(repo, config.github.repository_web_url(repo));
+        }
         let wake = Arc::new(Notify::new());
         let webhook = webhook_secret
             .as_ref()

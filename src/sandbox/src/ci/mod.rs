@@ -72,9 +72,14 @@
 //!
 //! # What a run uploads
 //!
-//! - success: per point `bmk_<key>_<point>` (file `agg_<key>_<point>.json`,
-//!   fixed-seq-len row) or `bmk_agentic_<key>_<point>` (file `agg.json`, AgentX
-//!   row); `results_bmk/agg_bmk.json` (all rows); `eval_results_all/agg_eval_all.json`.
+//! - success: per benchmark job, as the templates upload them (`<R>` is the
+//!   job's result name): single node `bmk_<R>` (`agg_<R>.json`, a
+//!   fixed-seq-len row) or `bmk_agentic_<R>` (`<R>.json`, an AgentX row);
+//!   multi node one job per sweep line, `bmk_<R>` with one
+//!   `agg_<R>_conc<C>.json` per point or `bmk_agentic_<R>` with
+//!   `<R>_conc<C>.json`; per family that ran evals `eval_<EXP>_<R>` (multi
+//!   node `eval_<R>`); `results_bmk/agg_bmk.json` (all rows);
+//!   `eval_results_all/agg_eval_all.json`.
 //! - failure: nothing, or with `partial` the first half of the point rows and
 //!   their `results_bmk`.
 //! - infrastructure failure: nothing.

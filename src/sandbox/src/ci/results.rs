@@ -120,14 +120,13 @@ pub fn hardware_of_runner(runner: &str) -> String {
         .to_ascii_lowercase()
 }
 
-/// Per-point artifact name: `bmk_<key>_<point>` or `bmk_agentic_<key>_<point>`.
-pub fn point_artifact(f: &FamilySpec, p: &Point) -> String {
-    let key = sanitize(&f.key);
-    if p.agentic() {
-        format!("bmk_agentic_{key}_{}", p.slug())
-    } else {
-        format!("bmk_{key}_{}", p.slug())
-    }
+/// The result name `<R>` of a benchmark job, as the templates'
+/// `RESULT_FILENAME`: one per point for a single-node family, one per sweep
+/// line (the points that differ only in concurrency, their concurrencies
+/// joined by `x`) for a multi-node one, whose job runs a whole `conc-list`.
+fn result_name(f: &FamilySpec, shape: &str, concs: &[u64]) -> String {
+    let concs: Vec<String> = concs.iter().map(u64::to_string).collect();
+    format!("{}_{shape}_conc{}", sanitize(&f.key), concs.join("x"))
 }
 
 /// Latency distribution in the AgentX shape, around a mean.
@@ -233,27 +232,86 @@ pub fn eval_row(f: &FamilySpec, image: &str, multipliers: &Multipliers) -> Optio
     }))
 }
 
-/// The result rows of a run: `(artifact name, file name, row)` per point.
+/// The result rows of a run, `(artifact name, file name, row)` per point,
+/// laid out as the InferenceX templates upload them:
+/// - single node: `bmk_<R>` holding `agg_<R>.json`, or for AgentX
+///   `bmk_agentic_<R>` holding `<R>.json`;
+/// - multi node: one artifact per job (sweep line), `bmk_<R>` holding one
+///   `agg_<R>_conc<C>.json` per point, or `bmk_agentic_<R>` holding
+///   `<R>_conc<C>.json`.
+///
+/// Only the first `limit` points ran (a partial failure).
 pub fn point_rows(
     f: &FamilySpec,
     image: &str,
     multipliers: &Multipliers,
     limit: usize,
 ) -> Vec<(String, String, Value)> {
-    f.points
-        .iter()
-        .take(limit)
+    let ran: Vec<&Point> = f.points.iter().take(limit).collect();
+    // Multi-node jobs: the concurrencies of each sweep line, in config order.
+    let mut lines: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    if f.multinode {
+        for p in &ran {
+            lines.entry(p.shape_slug()).or_default().push(p.conc);
+        }
+    }
+    ran.into_iter()
         .map(|p| {
             let m = run_metrics(&f.family, p, multipliers);
-            let name = point_artifact(f, p);
+            let shape = p.shape_slug();
+            let (name, suffix) = match lines.get(&shape) {
+                Some(concs) => (result_name(f, &shape, concs), format!("_conc{}", p.conc)),
+                None => (result_name(f, &shape, &[p.conc]), String::new()),
+            };
             if p.agentic() {
-                (name, "agg.json".to_string(), agentic_row(f, p, image, &m))
+                (
+                    format!("bmk_agentic_{name}"),
+                    format!("{name}{suffix}.json"),
+                    agentic_row(f, p, image, &m),
+                )
             } else {
-                let file = format!("agg_{}.json", name.trim_start_matches("bmk_"));
-                (name, file, fixed_row(f, p, image, &m))
+                (
+                    format!("bmk_{name}"),
+                    format!("agg_{name}{suffix}.json"),
+                    fixed_row(f, p, image, &m),
+                )
             }
         })
         .collect()
+}
+
+/// The per-job eval artifact of a family that ran its evals: single node
+/// `eval_<EXP>_<R>`, multi node `eval_<R>`, with the files the templates
+/// upload (`meta_env.json`, `results*.json`). Klaud reads the run-level
+/// `eval_results_all` instead; these exist so a reader of the run sees
+/// what GitHub would show.
+pub fn eval_artifact(
+    f: &FamilySpec,
+    image: &str,
+    multipliers: &Multipliers,
+) -> Option<(String, BTreeMap<String, Vec<u8>>)> {
+    let p = eval_point(f)?;
+    let r = result_name(f, &p.shape_slug(), &[p.conc]);
+    let name = if f.multinode {
+        format!("eval_{r}")
+    } else {
+        format!("eval_{}_{r}", sanitize(&f.key))
+    };
+    let score = round((baseline_score(&f.family) * multipliers.score).min(1.0), 4);
+    let meta = json!({
+        "image": image, "framework": f.framework, "precision": f.precision,
+        "model": f.model, "hw": f.runner, "conc": p.conc, "is_multinode": f.multinode,
+    });
+    let results = json!({
+        "results": {"gsm8k": {"exact_match,strict-match": score,
+                              "exact_match,flexible-extract": round((score + 0.01).min(1.0), 4)}},
+        "n-samples": {"gsm8k": {"original": 1319, "effective": 1319}},
+    });
+    let files = BTreeMap::from([
+        ("meta_env.json".to_owned(), json_bytes(&meta)),
+        ("results_gsm8k.json".to_owned(), json_bytes(&results)),
+    ]);
+    Some((name, files))
 }
 
 fn json_bytes(v: &Value) -> Vec<u8> {

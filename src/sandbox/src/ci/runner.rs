@@ -428,6 +428,9 @@ fn build_uploads(
             && let Some(row) = results::eval_row(f, &f.image, &step.multipliers)
         {
             evals.push(row);
+            if let Some((name, files)) = results::eval_artifact(f, &f.image, &step.multipliers) {
+                uploads.insert(name, files);
+            }
         }
     }
     results::add_rows(uploads, rows);

@@ -141,6 +141,7 @@ pub async fn dispatch(
         run_started_at: now,
         job_id,
         concurrency_group: None,
+        past_attempts: Vec::new(),
     };
     let url = m.repo_url(&owner, &repo);
     m.repo_mut(&owner, &repo)?.runs.insert(run_id, run);
@@ -220,6 +221,7 @@ pub fn start_sweep_run(
         run_started_at: now,
         job_id,
         concurrency_group: None,
+        past_attempts: Vec::new(),
     };
     m.repo_mut(owner, repo)?.runs.insert(run_id, run);
     Ok(())
@@ -429,6 +431,14 @@ pub async fn rerun(
         return Err(ApiError::forbidden("This workflow run is not completed"));
     }
     let now = Utc::now();
+    run.past_attempts.push(super::state::PastAttempt {
+        attempt: run.run_attempt,
+        status: run.status.clone(),
+        conclusion: run.conclusion.clone(),
+        triggering_actor: run.triggering_actor.clone(),
+        started_at: run.run_started_at,
+        updated_at: run.updated_at,
+    });
     run.run_attempt += 1;
     run.status = "queued".into();
     run.conclusion = None;

@@ -15,6 +15,7 @@ mod git;
 mod graphql;
 mod http;
 mod labels;
+mod pages;
 mod pulls;
 mod refs;
 pub mod state;
@@ -128,6 +129,7 @@ pub fn router(state: GithubState) -> Router {
         )
         .nest("/repos/{owner}/{repo}", repo)
         .nest("/_sandbox", control::router())
+        .nest("/_html", pages::router())
         .fallback(|| async { ApiError::not_found() })
         .layer(axum::middleware::from_fn_with_state(state.clone(), gate))
         .with_state(state)
@@ -224,10 +226,11 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
         .unwrap_or_else(|| path.clone());
     // Control routes and signed artifact downloads are not GitHub API calls.
     // App endpoints authenticate with a JWT, checked by their handlers.
+    // Web pages (`html_url`s) are not API calls either.
     let app_route = path == "/app"
         || path.starts_with("/app/")
         || (path.starts_with("/repos/") && path.ends_with("/installation"));
-    if path.starts_with("/_sandbox/") || app_route {
+    if path.starts_with("/_sandbox/") || path.starts_with("/_html/") || app_route {
         return next.run(req).await;
     }
     let token = bearer(req.headers());

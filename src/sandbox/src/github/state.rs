@@ -156,6 +156,20 @@ pub struct Run {
     pub job_id: u64,
     /// The run's concurrency group, from its workflow file.
     pub concurrency_group: Option<String>,
+    /// Earlier attempts of a re-run run, oldest first (the fields above
+    /// describe the latest attempt).
+    pub past_attempts: Vec<PastAttempt>,
+}
+
+/// A finished attempt of a run that was re-run.
+#[derive(Debug, Clone)]
+pub struct PastAttempt {
+    pub attempt: u64,
+    pub status: String,
+    pub conclusion: Option<String>,
+    pub triggering_actor: String,
+    pub started_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone)]
@@ -318,8 +332,8 @@ impl Model {
         }
     }
 
-    /// "HTML" URL matching an API repository URL; the simulator serves no
-    /// HTML, so it is a stable, recognisable address on the same server.
+    /// Web URL matching an API repository URL: the simulator's pages
+    /// (`pages.rs`) under `/_html/` on the same server.
     pub fn html_base(&self, api_repo_url: &str) -> String {
         api_repo_url.replacen("/repos/", "/_html/", 1)
     }

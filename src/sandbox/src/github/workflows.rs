@@ -352,6 +352,7 @@ fn start_run(
         run_started_at: now,
         job_id,
         concurrency_group: concurrency.map(|c| c.group),
+        past_attempts: Vec::new(),
     };
     r.runs.insert(run_id, run);
     Ok(run_id)
