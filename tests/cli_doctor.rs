@@ -300,7 +300,7 @@ fn everything_passes_against_the_sandbox_and_nothing_is_written() {
 }
 
 #[test]
-fn a_token_of_another_account_fails_identity_and_the_rest_still_runs() {
+fn a_token_of_another_account_reads_as_that_account_and_the_rest_still_runs() {
     let sb = sandbox();
     block(async {
         sb.state.add_user(OTHER_LOGIN, None, false).await;
@@ -311,9 +311,11 @@ fn a_token_of_another_account_fails_identity_and_the_rest_still_runs() {
     });
     let out = sb.doctor_with_registry(Some(OTHER_TOKEN));
     let c = checks(&out);
-    assert_eq!(out.status.code(), Some(2), "{}", report(&c));
-    assert_eq!(status(&c, "identity"), "fail");
+    // Doctor only reads: a maintainer's token is accepted (a warning says
+    // whose it is and that waves need the bot's).
+    assert_eq!(status(&c, "identity"), "warn", "{}", report(&c));
     let identity = detail(&c, "identity");
+    assert!(identity.contains("reading as"), "{identity}");
     assert!(
         identity.contains(OTHER_LOGIN) && identity.contains(BOT),
         "the identity check names both logins: {identity}"
@@ -322,10 +324,6 @@ fn a_token_of_another_account_fails_identity_and_the_rest_still_runs() {
     for name in ["base-branch", "workflows", "claims", "registries", "store"] {
         assert_eq!(status(&c, name), "ok", "{}", report(&c));
     }
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("identity"),
-        "stderr names the failed check"
-    );
 }
 
 #[test]

@@ -203,7 +203,12 @@ async fn sandbox_serves_the_demo_registry_that_plan_reads() {
     assert!(registry.starts_with("http://127.0.0.1:"));
     let output = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_klaud"))
-            .args(["plan", "--repo", &format!("{root}/configs/demo"), "--json"])
+            .args([
+                "plan",
+                "--checkout",
+                &format!("{root}/configs/demo"),
+                "--json",
+            ])
             .args(["--mirror", &format!("docker.io={registry}")])
             .args(["--mirror", &format!("nvcr.io={registry}")])
             .args(["--mirror", &format!("hub.docker.com={registry}")])

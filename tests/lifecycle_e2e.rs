@@ -864,6 +864,7 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
             upstream: None,
             cache: None,
             stop: None,
+            checkout: None,
         },
     )
     .await
@@ -1053,6 +1054,7 @@ async fn a_wave_that_loses_its_picks_to_a_racing_instance_claims_the_next_stale_
             upstream: None,
             cache: None,
             stop: None,
+            checkout: None,
         },
     );
     let (summary, ()) = tokio::join!(wave, racer);
@@ -1110,6 +1112,7 @@ async fn one_shot_waves_with_empty_journals_carry_a_candidate_to_its_outcome() {
                 upstream: None,
                 cache: None,
                 stop: None,
+                checkout: None,
             },
         )
         .await
@@ -1184,6 +1187,7 @@ async fn held_claims_the_plan_no_longer_proposes_are_resumed_from_their_branch()
                     upstream: None,
                     cache: None,
                     stop: None,
+                    checkout: None,
                 },
             )
             .await

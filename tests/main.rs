@@ -4,13 +4,17 @@
 mod support;
 
 mod claims_github;
+mod cli_app;
+mod cli_candidate;
 mod cli_claims;
 mod cli_demo;
 mod cli_doctor;
+mod cli_messages;
 mod cli_plan;
 mod cli_recover_status;
 mod cli_repository;
 mod cli_sandbox;
+mod cli_workflow;
 mod dashboard;
 mod first_contact;
 mod github_forge;

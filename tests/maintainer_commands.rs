@@ -644,6 +644,7 @@ async fn the_wave_honours_stop_and_answers_once_across_two_waves() {
                 upstream: None,
                 cache: Some(&store),
                 stop: None,
+                checkout: None,
             },
         )
         .await

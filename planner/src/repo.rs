@@ -100,7 +100,7 @@ pub enum RepoError {
     },
     /// No master configs at all.
     #[error(
-        "no configs/*-master.yaml under {root}; point --repo at a benchmark repository checkout"
+        "no configs/*-master.yaml under {root}; point --checkout at a benchmark repository checkout"
     )]
     NoMasters { root: String },
     /// A family that does not exist.
@@ -446,11 +446,12 @@ impl Repository {
         &self.warnings
     }
 
-    /// The family named `family` (`configs/x-master.yaml:key`, or just the key).
+    /// The family named `family` (`configs/x-master.yaml:key`, just the key,
+    /// or its family id).
     pub fn family(&self, family: &str) -> Result<&Family, RepoError> {
         self.families
             .iter()
-            .find(|f| f.family == family || f.key == family)
+            .find(|f| f.family == family || f.key == family || f.id == family)
             .ok_or_else(|| RepoError::UnknownFamily {
                 family: family.to_owned(),
             })

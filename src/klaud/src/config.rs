@@ -77,6 +77,17 @@ pub struct GithubConfig {
     pub bot_login: String,
     /// Environment variables tried, in order, for the token.
     pub token_env: Vec<String>,
+    /// A GitHub App's id: when set, Klaud acts as the App's installation
+    /// (short-lived installation tokens) instead of a token from `token_env`.
+    pub app_id: Option<u64>,
+    /// The App's installation id; absent: looked up for the repository
+    /// (`GET /repos/{owner}/{name}/installation`).
+    pub app_installation_id: Option<u64>,
+    /// File with the App's private key (PEM); without it the key is read
+    /// from `app_private_key_env`.
+    pub app_private_key_file: Option<String>,
+    /// Environment variable with the App's private key (PEM).
+    pub app_private_key_env: String,
     /// Web origin repositories are linked to on the dashboard (default:
     /// `https://github.com` for `api.github.com`, the host of a GitHub
     /// Enterprise `…/api/v3` URL).
@@ -142,7 +153,8 @@ impl GithubConfig {
     /// What to do when no token is set.
     pub fn missing_token(&self) -> String {
         format!(
-            "no GitHub token: set one of {} (github.token_env) to a token of {:?}",
+            "no GitHub token: set one of {} (github.token_env) to a token of {:?}, or act as a \
+             GitHub App (github.app_id or --app-id, with its private key)",
             self.token_env.join(", "),
             self.bot_login
         )
@@ -156,6 +168,10 @@ impl Default for GithubConfig {
             repository: None,
             bot_login: "Klaud-Cold".to_owned(),
             token_env: vec!["KLAUD_GITHUB_TOKEN".to_owned(), "GITHUB_TOKEN".to_owned()],
+            app_id: None,
+            app_installation_id: None,
+            app_private_key_file: None,
+            app_private_key_env: "KLAUD_GITHUB_APP_PRIVATE_KEY".to_owned(),
             web_url: None,
         }
     }
@@ -432,6 +448,26 @@ impl Config {
                     "github.repository",
                     format!("{repository:?} must be owner/name"),
                 ));
+            }
+        }
+        if self.github.app_id.is_none() {
+            for (key, set) in [
+                (
+                    "github.app_installation_id",
+                    self.github.app_installation_id.is_some(),
+                ),
+                (
+                    "github.app_private_key_file",
+                    self.github.app_private_key_file.is_some(),
+                ),
+            ] {
+                if set {
+                    return Err(invalid(
+                        key,
+                        "is set but github.app_id is not; set the App's id too, or remove the key"
+                            .to_owned(),
+                    ));
+                }
             }
         }
         url::Url::parse(&self.github.api_url).map_err(|e| {
@@ -833,7 +869,7 @@ mod tests {
             ("[daemon]\nschedule = \"0 9 * *\"\n", "daemon.schedule"),
             (
                 "[daemon]\ndashboard_listen = \"0.0.0.0:8723\"\n",
-                "dashboard-allow-remote",
+                "daemon.dashboard_allow_remote = true",
             ),
             ("[daemon]\nlease = \"1m\"\n", "daemon.lease"),
             (

@@ -25,8 +25,8 @@ pub use baseline_api::{HttpBaselineSource, NoBaseline};
 pub use klaud_github::lifecycle::GithubLifecycle;
 pub use klaud_store::journal::StoreJournal;
 pub use repair_hook::CommandHook;
-pub use wave::base_checkout;
 pub use wave::{
     CandidateSummary, WaveError, WaveOptions, WaveSummary, materialize, restore_breaker, run_wave,
     run_wave_told,
 };
+pub use wave::{base_checkout, base_checkout_from};

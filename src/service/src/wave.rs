@@ -46,6 +46,15 @@ pub enum WaveError {
     /// The base branch is missing.
     #[error("the base branch {0} does not exist")]
     NoBase(String),
+    /// The repository is missing, or the credential cannot see it.
+    #[error(
+        "the repository {0} does not exist, or the credential cannot see it; check \
+         github.repository / --repo (OWNER/NAME) and the token's or App installation's access"
+    )]
+    NoRepository(String),
+    /// The local checkout given for the base commit is not at it.
+    #[error("{0}")]
+    CheckoutMismatch(String),
     /// The checkout could not be written or read.
     #[error("base checkout: {0}")]
     Checkout(String),
@@ -153,12 +162,130 @@ pub async fn base_checkout(
     options: &RepoOptions,
     cache: Option<&Store>,
 ) -> Result<(String, tempfile::TempDir, Repository), WaveError> {
-    let base = forge
-        .get_ref(&format!("refs/heads/{base_branch}"))
-        .await?
-        .ok_or_else(|| WaveError::NoBase(base_branch.to_owned()))?;
+    base_checkout_from(forge, base_branch, options, cache, None).await
+}
+
+/// The HEAD commit of the git checkout at `dir`.
+fn checkout_head(dir: &Path) -> Result<String, WaveError> {
+    // `git rev-parse` knows every way HEAD can be stored (detached, packed
+    // refs, worktrees); reading `.git/HEAD` by hand would not.
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "--verify", "HEAD^{commit}"])
+        .output()
+        .map_err(|e| {
+            WaveError::CheckoutMismatch(format!(
+                "--checkout {}: cannot run git to read its HEAD: {e}",
+                dir.display()
+            ))
+        })?;
+    if !out.status.success() {
+        return Err(WaveError::CheckoutMismatch(format!(
+            "--checkout {}: not a git checkout with a HEAD commit ({})",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The git blob id of `bytes` (what a tree entry names).
+fn git_blob_sha(bytes: &[u8]) -> String {
+    use sha1::{Digest, Sha1};
+    let mut h = Sha1::new();
+    h.update(format!("blob {}\0", bytes.len()).as_bytes());
+    h.update(bytes);
+    hex::encode(h.finalize())
+}
+
+/// Like [`materialize`], but each file comes from the local checkout
+/// `local` when its bytes are the base commit's blob (the tree says which);
+/// a file that differs (an edit, line-ending conversion) is downloaded.
+async fn materialize_from_checkout(
+    forge: &Forge,
+    sha: &str,
+    local: &Path,
+    dir: &Path,
+    cache: Option<&Store>,
+) -> Result<(usize, usize), WaveError> {
+    let (mut from_checkout, mut downloaded) = (0, 0);
+    for (path, blob_sha) in forge.tree_blobs(sha).await? {
+        if !needed(&path) {
+            continue;
+        }
+        if path
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+        {
+            return Err(WaveError::Checkout(format!("refusing tree path {path:?}")));
+        }
+        let bytes = match std::fs::read(local.join(&path)) {
+            Ok(bytes) if git_blob_sha(&bytes) == blob_sha => {
+                from_checkout += 1;
+                bytes
+            }
+            _ => {
+                tracing::debug!(%path, "not as in the base commit in the checkout; downloaded");
+                downloaded += 1;
+                blob(forge, &blob_sha, cache).await?
+            }
+        };
+        let target = dir.join(&path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| WaveError::Checkout(format!("{}: {e}", parent.display())))?;
+        }
+        std::fs::write(&target, bytes)
+            .map_err(|e| WaveError::Checkout(format!("{}: {e}", target.display())))?;
+    }
+    Ok((from_checkout, downloaded))
+}
+
+/// [`base_checkout`], reading the files from the local git checkout
+/// `checkout` when given: its HEAD must be the base branch's head (else
+/// [`WaveError::CheckoutMismatch`]), and only files that differ from the
+/// base commit are downloaded.
+pub async fn base_checkout_from(
+    forge: &Forge,
+    base_branch: &str,
+    options: &RepoOptions,
+    cache: Option<&Store>,
+    checkout: Option<&Path>,
+) -> Result<(String, tempfile::TempDir, Repository), WaveError> {
+    let Some(base) = forge.get_ref(&format!("refs/heads/{base_branch}")).await? else {
+        // GitHub answers 404 for a missing branch and a missing (or hidden)
+        // repository alike: say which one it is.
+        if !forge.repository_visible().await? {
+            return Err(WaveError::NoRepository(forge.repo()));
+        }
+        return Err(WaveError::NoBase(base_branch.to_owned()));
+    };
     let dir = tempfile::tempdir().map_err(|e| WaveError::Checkout(e.to_string()))?;
-    materialize(forge, &base, dir.path(), cache).await?;
+    match checkout {
+        None => {
+            materialize(forge, &base, dir.path(), cache).await?;
+        }
+        Some(local) => {
+            let head = checkout_head(local)?;
+            if !head.eq_ignore_ascii_case(&base) {
+                return Err(WaveError::CheckoutMismatch(format!(
+                    "--checkout {}: its HEAD is {head}, but the base branch {base_branch} of {} \
+                     is at {base}; check out {base} there (or drop --checkout to download it)",
+                    local.display(),
+                    forge.repo()
+                )));
+            }
+            let (local_files, downloaded) =
+                materialize_from_checkout(forge, &base, local, dir.path(), cache).await?;
+            tracing::info!(
+                checkout = %local.display(),
+                local_files,
+                downloaded,
+                "read the base commit from the local checkout"
+            );
+        }
+    }
     let repository = Repository::open_with(dir.path(), options)
         .map_err(|e| WaveError::Checkout(e.to_string()))?;
     Ok((base, dir, repository))
@@ -190,6 +317,9 @@ pub struct WaveOptions<'a> {
     /// When it turns true the wave stops between steps: the current step
     /// finishes, nothing new starts (the daemon's graceful shutdown).
     pub stop: Option<tokio::sync::watch::Receiver<bool>>,
+    /// A local git checkout of the base commit to read instead of
+    /// downloading blobs (its HEAD is checked first).
+    pub checkout: Option<&'a Path>,
 }
 
 /// One candidate at the end of a wave.
@@ -463,11 +593,12 @@ pub async fn run_wave_told(
         }
         progress
     };
-    let (base, _dir, repository) = base_checkout(
+    let (base, _dir, repository) = base_checkout_from(
         forge,
         &options.engine.base_branch,
         &options.engine.repo,
         options.cache,
+        options.checkout,
     )
     .await?;
     if options.plan.creation_times.is_none() {

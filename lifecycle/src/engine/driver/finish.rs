@@ -21,7 +21,13 @@ impl Engine<'_> {
             hands_off: false,
             note: None,
         });
-        if !ending.hands_off
+        // A person's hands-off end (an operator's `klaud candidate handoff`,
+        // a maintainer's `/klaud stop`) still gets its receipt, so the PR
+        // says who ended it and why and an instance without a journal reads
+        // the end from GitHub; only the cleanup is skipped. An ownership
+        // mismatch (no note) posts nothing: the PR is not Klaud's any more.
+        let receipt_only = ending.hands_off && ending.note.is_some();
+        if (!ending.hands_off || receipt_only)
             && let Some(number) = rec.pull
         {
             let cid = Self::candidate_id(rec)?;
@@ -40,7 +46,9 @@ impl Engine<'_> {
                 candidate: cid.clone(),
             };
             if !has(&receipt_key) {
-                let progress = if ending.outcome == Outcome::Validated {
+                let progress = if receipt_only {
+                    None
+                } else if ending.outcome == Outcome::Validated {
                     self.finish_validated(rec, number).await?
                 } else {
                     let cleanup_key = MarkerKey::Cleanup {

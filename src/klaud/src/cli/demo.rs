@@ -499,6 +499,7 @@ async fn demo(
         upstream: None,
         cache: None,
         stop: None,
+        checkout: None,
     };
     // The idle figure is a pass with nothing new to do: the first pass after
     // the candidates finished still reads what their last steps changed, so

@@ -16,7 +16,6 @@ use tokio::sync::{Notify, watch};
 
 use super::CliError;
 use crate::config::Config;
-use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy};
 use klaud_service::StoreJournal;
 use klaud_service::daemon::schedule::WaveSchedule;
 use klaud_service::daemon::serve::{
@@ -52,6 +51,9 @@ pub struct Args {
     /// Run a planner wave at start instead of waiting for the schedule.
     #[arg(long)]
     wave_now: bool,
+    /// GitHub App credentials (instead of a token).
+    #[command(flatten)]
+    auth: crate::auth::AuthArgs,
 }
 
 /// Runs the command.
@@ -63,6 +65,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if let Some(api) = &args.github_api {
         config.github.api_url = api.clone();
     }
+    args.auth.apply(&mut config.github);
     let repos: Vec<String> = if args.repo.is_empty() {
         config.github.repository.iter().cloned().collect()
     } else {
@@ -94,7 +97,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ),
         None => None,
     };
-    let token = config.github.token().map_err(anyhow::Error::msg)?.token;
+    // Read before anything starts: a missing key or token is bad input.
+    crate::auth::Auth::required(&config.github).map_err(anyhow::Error::msg)?;
     let store_root = args
         .store
         .clone()
@@ -104,15 +108,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let mut services = Vec::new();
         let mut claimant = None;
         for repo in &repos {
-            let forge = Forge::connect(ForgeConfig {
-                api_url: config.github.api_url.clone(),
-                repo: repo.clone(),
-                bot_login: config.github.bot_login.clone(),
-                credential: Credential::Token(token.clone()),
-                retry: RetryPolicy::default(),
-            })
-            .await
-            .map_err(CliError::bad_input)?;
+            // Each repository may be another installation of the App.
+            let (forge, _, _) =
+                super::wave::forge_for(&config, repo, super::wave::Access::Write).await?;
             let path = if repos.len() == 1 {
                 store_root.clone()
             } else {

@@ -53,6 +53,7 @@ const ANON_LIMIT: u64 = 60;
 pub fn router(state: GithubState) -> Router {
     let repo = Router::new()
         .route("/", get(users::get_repo))
+        .route("/installation", get(apps::repo_installation))
         .route("/collaborators/{user}/permission", get(users::permission))
         .route("/git/blobs", post(git::create_blob))
         .route("/git/blobs/{sha}", get(git::get_blob))
@@ -121,6 +122,7 @@ pub fn router(state: GithubState) -> Router {
         .route("/users/{login}", get(users::get_user))
         .route("/graphql", post(graphql::graphql))
         .route("/app", get(apps::get_app))
+        .route("/app/installations", get(apps::list_installations))
         .route(
             "/app/installations/{id}/access_tokens",
             post(apps::access_token),
@@ -232,7 +234,10 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
     }
     json_without_content_type(&mut req);
     // App endpoints authenticate with a JWT, checked by their handlers.
-    if path == "/app" || path.starts_with("/app/") {
+    let app_route = path == "/app"
+        || path.starts_with("/app/")
+        || (path.starts_with("/repos/") && path.ends_with("/installation"));
+    if app_route {
         return next.run(req).await;
     }
     let token = bearer(req.headers());
@@ -250,8 +255,11 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
     let now = Utc::now().timestamp();
     let (bucket, login) = match &token {
         Some(t) => match m.tokens.get(t) {
-            Some(info) => (t.clone(), Some(info.login.clone())),
-            None => {
+            // An expired installation token is refused like an unknown one.
+            Some(info) if info.expires_at.is_none_or(|at| now < at) => {
+                (t.clone(), Some(info.login.clone()))
+            }
+            _ => {
                 m.record(LogEntry {
                     method: method.to_string(),
                     path: log_path,
@@ -271,6 +279,7 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
             limit: ANON_LIMIT,
             used: 0,
             reset: now + 3600,
+            expires_at: None,
         });
     if now >= bucket_info.reset {
         bucket_info.used = 0;

@@ -87,6 +87,8 @@ pub struct TokenInfo {
     pub limit: u64,
     pub used: u64,
     pub reset: i64,
+    /// When the token stops working (installation tokens); `None`: never.
+    pub expires_at: Option<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -823,6 +825,7 @@ impl GithubState {
                 limit: limit.unwrap_or(DEFAULT_RATE_LIMIT),
                 used: 0,
                 reset: Utc::now().timestamp() + 3600,
+                expires_at: None,
             },
         );
         Ok(())
@@ -1178,7 +1181,12 @@ impl GithubState {
                 slug: slug.to_string(),
                 name: slug.to_string(),
                 public_key_pem: public_key_pem.to_string(),
-                installations: vec![installation_id],
+                installations: vec![super::apps::Installation {
+                    id: installation_id,
+                    account: repo.split('/').next().unwrap_or_default().to_string(),
+                    repositories: vec![repo.to_string()],
+                }],
+                token_lifetime_secs: super::apps::INSTALLATION_TOKEN_LIFETIME_SECS,
             },
         );
         Ok(login)

@@ -352,6 +352,7 @@ impl Daemon {
             upstream: None,
             cache: repo.store.as_ref(),
             stop: Some(stop.clone()),
+            checkout: None,
         };
         let full = options.plan.max_candidates == 0;
         let result = run_wave_told(

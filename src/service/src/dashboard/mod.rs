@@ -293,7 +293,8 @@ pub fn check_listen(addr: SocketAddr, allow_non_loopback: bool) -> Result<(), St
         Ok(())
     } else {
         Err(format!(
-            "dashboard address {addr} is not loopback; pass --dashboard-allow-remote to expose it"
+            "dashboard address {addr} is not loopback; to expose it (the dashboard has no \
+             authentication), set daemon.dashboard_allow_remote = true in klaud.toml"
         ))
     }
 }
