@@ -384,14 +384,21 @@ impl RunnerClusters {
         Ok(Self { labels })
     }
 
-    /// Reads `configs/runners.yaml` of a checkout (empty when absent).
+    /// The runners file of a repository as read at open (empty when absent).
     pub fn read(repository: &Repository) -> Result<Self, CapacityError> {
-        let path = format!("{}configs/runners.yaml", repository.prefix());
-        match std::fs::read_to_string(repository.root().join(&path)) {
-            Ok(text) => Self::parse(&path, &text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(CapacityError::Invalid(format!("{path}: {e}"))),
+        match repository.runners_file() {
+            Some(text) => Self::parse(
+                &format!("{}configs/runners.yaml", repository.prefix()),
+                text,
+            ),
+            None => Ok(Self::default()),
         }
+    }
+
+    /// Every cluster of every label, sorted and once each.
+    pub fn all(&self) -> Vec<String> {
+        let set: BTreeSet<&String> = self.labels.values().flatten().collect();
+        set.into_iter().cloned().collect()
     }
 
     /// The clusters of `label`'s nodes, sorted (`None`: unknown label).
@@ -505,6 +512,23 @@ impl CapacitySource for HttpCapacity {
 
     fn describe(&self) -> String {
         self.url.to_string()
+    }
+}
+
+/// A source that cannot read (the key is missing, the origin is wrong):
+/// every check defers with its reason, so a broken configuration never
+/// dispatches blind.
+#[derive(Debug, Clone)]
+pub struct Unusable(pub String);
+
+#[async_trait]
+impl CapacitySource for Unusable {
+    async fn read(&self, _now: DateTime<Utc>) -> Result<CapacityReport, CapacityError> {
+        Err(CapacityError::Config(self.0.clone()))
+    }
+
+    fn describe(&self) -> String {
+        format!("(unusable: {})", self.0)
     }
 }
 

@@ -89,6 +89,9 @@ pub struct EngineConfig {
     pub repo: klaud_planner::repo::RepoOptions,
     /// How a bump treats recipes that disagree with the master.
     pub bump: klaud_planner::bump::BumpOptions,
+    /// The capacity gate (spec §3.7), checked before claiming and before
+    /// every dispatch (smoke, re-run, sweep label); `None`: no gate.
+    pub capacity: Option<Arc<klaud_planner::capacity::CapacityGate>>,
 }
 
 impl EngineConfig {
@@ -114,6 +117,7 @@ impl EngineConfig {
             sweep_runs_on_drafts: DraftPolicy::Auto,
             repo: klaud_planner::repo::RepoOptions::default(),
             bump: klaud_planner::bump::BumpOptions::default(),
+            capacity: None,
         }
     }
 }
@@ -310,6 +314,32 @@ impl<'a> Engine<'a> {
         self
     }
 
+    /// Asks the capacity gate, when there is one, whether `rec`'s family
+    /// may use its clusters now. `Some(progress)`: it may not (or the API
+    /// gave no usable answer), and the candidate ended `capacity-deferred`
+    /// with the usual cleanup; the caller returns `progress`.
+    async fn capacity_deferred(
+        &self,
+        rec: &mut CandidateRecord,
+        before: &str,
+    ) -> Result<Option<Progress>, EngineError> {
+        let Some(gate) = self.config.capacity.as_deref() else {
+            return Ok(None);
+        };
+        let family = self.family(&rec.family)?;
+        match gate.check(self.repository, family, self.clock.now()).await {
+            klaud_planner::capacity::Verdict::Eligible { .. } => Ok(None),
+            klaud_planner::capacity::Verdict::Deferred(why) => {
+                let phase = Self::phase_of(rec.step);
+                let m = format!("capacity-deferred before {before}: {why}");
+                Ok(Some(
+                    self.end(rec, Outcome::CapacityDeferred, phase, m, false)
+                        .await?,
+                ))
+            }
+        }
+    }
+
     fn book(&self) -> ClaimBook<'_> {
         ClaimBook::new(self.forge.refs(), self.clock, self.claimant.clone())
     }
@@ -358,7 +388,9 @@ impl<'a> Engine<'a> {
     /// The journal's record of `target`, or a new one rebuilt from GitHub:
     /// a PR that already carries this candidate's receipt is finished.
     pub async fn open_record(&self, target: &Target) -> Result<CandidateRecord, EngineError> {
-        if let Some(rec) = self.journal.load(target.candidate.as_str()).await? {
+        if let Some(rec) = self.journal.load(target.candidate.as_str()).await?
+            && !rec.deferred()
+        {
             return Ok(rec);
         }
         let family = self.family(&target.family)?;
@@ -404,6 +436,11 @@ impl<'a> Engine<'a> {
                     let Ok(receipt) = crate::report::parse_receipt(&found) else {
                         continue;
                     };
+                    if receipt.result.outcome() == Outcome::CapacityDeferred && !pull.open {
+                        // A deferral is tried again from the start: the
+                        // closed PR is history, not this attempt's end.
+                        return Ok(());
+                    }
                     rec.pull = Some(pull.number);
                     rec.pull_url = Some(pull.html_url.clone());
                     rec.owner_run = receipt.owner_run;
@@ -938,6 +975,27 @@ impl<'a> Engine<'a> {
                 ))
             }
         }
+    }
+
+    /// Whether `pull` is a closed PR of the bot that an earlier attempt of
+    /// `rec` closed as `capacity-deferred` (a new PR is opened beside it).
+    async fn deferred_pull(
+        &self,
+        rec: &CandidateRecord,
+        pull: &super::forge::Pull,
+    ) -> Result<bool, EngineError> {
+        if pull.open || !self.by_bot(pull.author.as_deref()) {
+            return Ok(false);
+        }
+        let comments = self.forge.list_comments(pull.number).await?;
+        Ok(comments.iter().any(|c| {
+            self.by_bot(c.author.as_deref())
+                && find_record(&c.body).ok().flatten().is_some_and(|f| {
+                    matches!(&f.key, MarkerKey::Outcome { candidate, .. } if candidate.as_str() == rec.candidate)
+                        && crate::report::parse_receipt(&f)
+                            .is_ok_and(|r| r.result.outcome() == Outcome::CapacityDeferred)
+                })
+        }))
     }
 
     /// Publishes every rendered comment whose marker is not on the PR yet.

@@ -270,6 +270,9 @@ impl Engine<'_> {
                 "the smoke run dispatched at {at} is not visible yet"
             )));
         }
+        if let Some(p) = self.capacity_deferred(rec, "the smoke dispatch").await? {
+            return Ok(p);
+        }
         let proof = match self.prove(rec, Scope::Pull).await? {
             Ok(p) => p,
             Err(p) => return Ok(p),

@@ -183,6 +183,10 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
     }
     e.repo = config.repo_options();
     e.bump = config.bump_options();
+    e.capacity = config
+        .capacity
+        .as_ref()
+        .map(|c| std::sync::Arc::new(c.gate()));
     e
 }
 
