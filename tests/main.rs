@@ -3,6 +3,7 @@
 
 mod support;
 
+mod capacity;
 mod claims_github;
 mod cli_claims;
 mod cli_demo;
