@@ -26,3 +26,4 @@ mod sandbox_ci;
 mod sandbox_registry;
 mod serve_daemon;
 mod serve_processes;
+mod takeover_safety;

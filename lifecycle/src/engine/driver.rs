@@ -64,6 +64,12 @@ pub struct EngineConfig {
     pub repair_budget: u32,
     /// Claim lease length; renewed when less than half is left.
     pub lease: TimeDelta,
+    /// Lease that must be left beyond a write's timeout when the write is
+    /// sent (the write window is this plus `write_timeout`, at most a
+    /// quarter of the lease).
+    pub lease_margin: TimeDelta,
+    /// How long one GitHub write may take (the transport's timeout).
+    pub write_timeout: TimeDelta,
     /// Post `/use <run-id>` after a validated sweep.
     pub post_use_comment: bool,
     /// How long a dispatched run may take to show up before Klaud
@@ -107,6 +113,9 @@ impl EngineConfig {
             managed_labels: SWEEP_LABELS.iter().map(|s| (*s).to_owned()).collect(),
             repair_budget: DEFAULT_REPAIR_BUDGET,
             lease: TimeDelta::hours(2),
+            lease_margin: TimeDelta::minutes(1),
+            // klaud-github's connect (15 s) plus read (60 s) timeouts.
+            write_timeout: TimeDelta::seconds(75),
             post_use_comment: false,
             dispatch_grace: TimeDelta::minutes(2),
             model_names: BTreeMap::new(),
@@ -247,7 +256,8 @@ enum Scope<'a> {
 
 /// The state machine over a forge, a journal and the base checkout.
 pub struct Engine<'a> {
-    forge: &'a dyn Forge,
+    /// The forge behind the lease guard: every write checks the lease.
+    forge: super::lease_guard::LeaseGuard<'a>,
     journal: &'a dyn Journal,
     clock: &'a dyn Clock,
     claimant: Claimant,
@@ -294,8 +304,13 @@ impl<'a> Engine<'a> {
         repository_sha: impl Into<String>,
         config: &'a EngineConfig,
     ) -> Self {
+        let window = (config.lease_margin + config.write_timeout).min(config.lease / 4);
         Self {
-            forge,
+            forge: super::lease_guard::LeaseGuard {
+                inner: forge,
+                clock,
+                window,
+            },
             journal,
             clock,
             claimant,
@@ -499,7 +514,11 @@ impl<'a> Engine<'a> {
             .last()
             .map(|a| a.head.clone())
             .filter(|h| !h.is_empty());
-        let (outcome, phase) = match rec.attempts.last() {
+        // Reports name only finished attempts: a run still going, and the
+        // head, come from GitHub (the cleanup must cancel and delete them).
+        let reported = rec.attempts.len();
+        self.find_owned_runs(rec).await?;
+        let (outcome, phase) = match rec.attempts[..reported].last() {
             Some(a) if a.kind == AttemptKind::FinalSweep => (Outcome::Failed, Phase::FinalSweep),
             Some(a) if a.status != AttemptStatus::Passed => (Outcome::Failed, Phase::Targeted),
             _ => (Outcome::UnexpectedError, Phase::Unknown),
@@ -512,6 +531,97 @@ impl<'a> Engine<'a> {
             note: None,
         });
         rec.step = Step::Finish;
+        Ok(())
+    }
+
+    /// Without a journal: the head Klaud last wrote (the branch tip, when
+    /// it carries this candidate's trailer) and every run Klaud owns that
+    /// the reports do not name yet: smoke runs by title and actor, sweeps
+    /// by head. They are added as unreported attempts, so a cleanup
+    /// cancels what still runs and the receipt names them.
+    async fn find_owned_runs(&self, rec: &mut CandidateRecord) -> Result<(), EngineError> {
+        if rec.head.is_none() {
+            let trailer = format!("{TRAILER}{}", rec.candidate);
+            if let Some(tip) = self.branch_tip(&rec.branch).await?
+                && tip.message.lines().any(|l| l.trim() == trailer)
+            {
+                rec.head = Some(tip.sha);
+            }
+        }
+        let head = rec.head.clone().unwrap_or_default();
+        let title = match self.smoke_plan(rec, &head).await? {
+            Ok(plan) => plan.title,
+            Err(_) => format!(
+                "e2e Test - {}",
+                smoke_test_name(rec.owner_run, &rec.candidate)
+            ),
+        };
+        let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
+        let smoke = self
+            .forge
+            .list_runs(&RunQuery {
+                workflow: self.config.smoke_workflow.clone(),
+                event: Some("workflow_dispatch".into()),
+                actor: Some(self.forge.bot_login()),
+                head_sha: None,
+            })
+            .await?;
+        for r in smoke.iter().rev() {
+            if r.title == title && !known.contains(&r.id) {
+                rec.attempts.push(AttemptRecord {
+                    kind: AttemptKind::Initial {
+                        budget: self.config.repair_budget,
+                    },
+                    // A dispatched run's head_sha is the base tip; the
+                    // attempt tested the candidate head.
+                    head: if head.is_empty() {
+                        r.head_sha.clone()
+                    } else {
+                        head.clone()
+                    },
+                    dispatched_at: None,
+                    run: Some(RunRef {
+                        id: r.id,
+                        attempt: r.attempt,
+                        url: r.html_url.clone(),
+                    }),
+                    status: if r.is_completed() {
+                        AttemptStatus::Failed
+                    } else {
+                        AttemptStatus::Running
+                    },
+                    infra: false,
+                    reported: false,
+                });
+            }
+        }
+        if let Some(head) = rec.head.clone() {
+            let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
+            let sweeps = self
+                .forge
+                .list_runs(&RunQuery {
+                    workflow: self.config.sweep_workflow.clone(),
+                    event: Some("pull_request".into()),
+                    actor: None,
+                    head_sha: Some(head.clone()),
+                })
+                .await?;
+            for r in sweeps.iter().filter(|r| !known.contains(&r.id)) {
+                rec.attempts.push(AttemptRecord {
+                    kind: AttemptKind::FinalSweep,
+                    head: head.clone(),
+                    dispatched_at: None,
+                    run: Some(RunRef {
+                        id: r.id,
+                        attempt: r.attempt,
+                        url: r.html_url.clone(),
+                    }),
+                    status: AttemptStatus::Running,
+                    infra: false,
+                    reported: false,
+                });
+            }
+        }
         Ok(())
     }
 
@@ -559,71 +669,7 @@ impl<'a> Engine<'a> {
             let comments = self.forge.list_comments(pull.number).await?;
             rec.attempts = self.reported_attempts(&rec, &comments, true);
         }
-        let head = rec.head.clone().unwrap_or_default();
-        let title = match self.smoke_plan(&rec, &head).await? {
-            Ok(plan) => plan.title,
-            Err(_) => format!("e2e Test - {}", smoke_test_name(orphan_run, &rec.candidate)),
-        };
-        let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
-        let smoke = self
-            .forge
-            .list_runs(&RunQuery {
-                workflow: self.config.smoke_workflow.clone(),
-                event: Some("workflow_dispatch".into()),
-                actor: Some(self.forge.bot_login()),
-                head_sha: None,
-            })
-            .await?;
-        for r in smoke.iter().rev() {
-            if r.title == title && !known.contains(&r.id) {
-                rec.attempts.push(AttemptRecord {
-                    kind: AttemptKind::Initial {
-                        budget: self.config.repair_budget,
-                    },
-                    head: r.head_sha.clone(),
-                    dispatched_at: None,
-                    run: Some(RunRef {
-                        id: r.id,
-                        attempt: r.attempt,
-                        url: r.html_url.clone(),
-                    }),
-                    status: if r.is_completed() {
-                        AttemptStatus::Failed
-                    } else {
-                        AttemptStatus::Running
-                    },
-                    infra: false,
-                    reported: false,
-                });
-            }
-        }
-        if let Some(head) = rec.head.clone() {
-            let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
-            let sweeps = self
-                .forge
-                .list_runs(&RunQuery {
-                    workflow: self.config.sweep_workflow.clone(),
-                    event: Some("pull_request".into()),
-                    actor: None,
-                    head_sha: Some(head.clone()),
-                })
-                .await?;
-            for r in sweeps.iter().filter(|r| !known.contains(&r.id)) {
-                rec.attempts.push(AttemptRecord {
-                    kind: AttemptKind::FinalSweep,
-                    head: head.clone(),
-                    dispatched_at: None,
-                    run: Some(RunRef {
-                        id: r.id,
-                        attempt: r.attempt,
-                        url: r.html_url.clone(),
-                    }),
-                    status: AttemptStatus::Running,
-                    infra: false,
-                    reported: false,
-                });
-            }
-        }
+        self.find_owned_runs(&mut rec).await?;
         rec.ending = Some(Ending {
             outcome: Outcome::UnexpectedError,
             phase: Phase::Unknown,
@@ -930,7 +976,7 @@ impl<'a> Engine<'a> {
                 _ => None,
             },
         };
-        match ownership::check(self.forge, expect).await {
+        match ownership::check(&self.forge, expect).await {
             Ok(proof) => Ok(Ok(proof)),
             Err(OwnershipError::Mismatch(m)) => Ok(Err(self.on_mismatch(rec, m).await?)),
             Err(OwnershipError::Forge(e)) => Err(e.into()),

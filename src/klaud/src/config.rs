@@ -234,6 +234,11 @@ pub struct DaemonConfig {
     /// half is left. At least 4 × `reconcile_interval` (and 5 s).
     #[serde(deserialize_with = "duration")]
     pub lease: Duration,
+    /// Lease that must be left, beyond a GitHub write's timeout, when the
+    /// write is sent; a stalled instance never writes after its lease
+    /// could have been taken over.
+    #[serde(deserialize_with = "duration")]
+    pub lease_margin: Duration,
     /// Candidates driven at once per repository.
     pub concurrency: usize,
     /// Dashboard address (loopback unless `dashboard_allow_remote`).
@@ -253,6 +258,7 @@ impl Default for DaemonConfig {
             timezone: "UTC".to_owned(),
             reconcile_interval: Duration::from_secs(60),
             lease: Duration::from_secs(2 * 3600),
+            lease_margin: Duration::from_secs(60),
             concurrency: 2,
             dashboard_listen: klaud_service::dashboard::DEFAULT_LISTEN.to_owned(),
             dashboard_allow_remote: false,

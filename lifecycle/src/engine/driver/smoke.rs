@@ -1,5 +1,6 @@
 //! Smoke attempts, infrastructure retries and repairs.
 
+use crate::engine::forge::Forge as _;
 use serde_json::Value;
 
 use super::{

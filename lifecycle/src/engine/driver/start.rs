@@ -1,5 +1,6 @@
 //! Claiming, preparing the bump commit and branch, opening the draft PR.
 
+use crate::engine::forge::Forge as _;
 use klaud_claims::{Acquire, ClaimBook, ClaimCandidate, ClaimEntry, HeldClaim};
 use klaud_planner::image::ImageRef;
 

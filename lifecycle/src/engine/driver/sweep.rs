@@ -1,5 +1,6 @@
 //! The changelog entry, the sweep label and the final sweep.
 
+use crate::engine::forge::Forge as _;
 use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
 use klaud_planner::image::ImageRef;
 

@@ -181,6 +181,9 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
     if let Ok(lease) = chrono::TimeDelta::from_std(config.daemon.lease) {
         e.lease = lease;
     }
+    if let Ok(margin) = chrono::TimeDelta::from_std(config.daemon.lease_margin) {
+        e.lease_margin = margin;
+    }
     e.repo = config.repo_options();
     e.bump = config.bump_options();
     e.capacity = config
