@@ -601,12 +601,23 @@ fn doctor_says_when_no_capacity_gate_is_configured_and_reads_the_api_when_one_is
     let mirrors = sb.mirrors();
     let m: Vec<(&str, &str)> = mirrors.iter().map(|(h, u)| (*h, u.as_str())).collect();
     let key = klaud_sandbox::stack::CAPACITY_KEY;
-    let out = sb.doctor_env(Some(BOT_TOKEN), &m, &[], &[("KLAUD_DOCTOR_CAPACITY_KEY", key)]);
-    assert!(!String::from_utf8_lossy(&out.stdout).contains(key), "the key leaked");
+    let out = sb.doctor_env(
+        Some(BOT_TOKEN),
+        &m,
+        &[],
+        &[("KLAUD_DOCTOR_CAPACITY_KEY", key)],
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains(key),
+        "the key leaked"
+    );
     let c = checks(&out);
     let (status, detail) = &c["capacity"];
     assert_eq!(status, "ok", "{detail}");
-    assert!(detail.contains("/api/status/clusters answers: 5 cluster(s), 5 with room"), "{detail}");
+    assert!(
+        detail.contains("/api/status/clusters answers: 5 cluster(s), 5 with room"),
+        "{detail}"
+    );
 
     // No key, or a wrong one: fail, naming what to fix.
     let c = checks(&sb.doctor_env(Some(BOT_TOKEN), &m, &[], &[]));

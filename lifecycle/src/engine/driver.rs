@@ -66,7 +66,7 @@ pub struct EngineConfig {
     pub lease: TimeDelta,
     /// Lease that must be left beyond a write's timeout when the write is
     /// sent (the write window is this plus `write_timeout`, at most a
-    /// quarter of the lease).
+    /// quarter of the lease less a second: test-sized leases).
     pub lease_margin: TimeDelta,
     /// How long one GitHub write may take (the transport's timeout).
     pub write_timeout: TimeDelta,
@@ -304,7 +304,11 @@ impl<'a> Engine<'a> {
         repository_sha: impl Into<String>,
         config: &'a EngineConfig,
     ) -> Self {
-        let window = (config.lease_margin + config.write_timeout).min(config.lease / 4);
+        // Leases are recorded to the second, so one just renewed may have
+        // less than a second more than asked for; the window never asks
+        // for more than a quarter of what is surely left.
+        let sure = (config.lease - TimeDelta::seconds(1)).max(TimeDelta::zero());
+        let window = (config.lease_margin + config.write_timeout).min(sure / 4);
         Self {
             forge: super::lease_guard::LeaseGuard {
                 inner: forge,
@@ -338,21 +342,30 @@ impl<'a> Engine<'a> {
         rec: &mut CandidateRecord,
         before: &str,
     ) -> Result<Option<Progress>, EngineError> {
+        let Some(why) = self.capacity_refusal(&rec.family).await? else {
+            return Ok(None);
+        };
+        let phase = Self::phase_of(rec.step);
+        let m = format!("capacity-deferred before {before}: {why}");
+        Ok(Some(
+            self.end(rec, Outcome::CapacityDeferred, phase, m, false)
+                .await?,
+        ))
+    }
+
+    /// Why `family` may not use its clusters now (`None`: it may, or no
+    /// gate is configured).
+    async fn capacity_refusal(&self, family: &str) -> Result<Option<String>, EngineError> {
         let Some(gate) = self.config.capacity.as_deref() else {
             return Ok(None);
         };
-        let family = self.family(&rec.family)?;
-        match gate.check(self.repository, family, self.clock.now()).await {
-            klaud_planner::capacity::Verdict::Eligible { .. } => Ok(None),
-            klaud_planner::capacity::Verdict::Deferred(why) => {
-                let phase = Self::phase_of(rec.step);
-                let m = format!("capacity-deferred before {before}: {why}");
-                Ok(Some(
-                    self.end(rec, Outcome::CapacityDeferred, phase, m, false)
-                        .await?,
-                ))
-            }
-        }
+        let family = self.family(family)?;
+        Ok(
+            match gate.check(self.repository, family, self.clock.now()).await {
+                klaud_planner::capacity::Verdict::Eligible { .. } => None,
+                klaud_planner::capacity::Verdict::Deferred(why) => Some(why),
+            },
+        )
     }
 
     fn book(&self) -> ClaimBook<'_> {
@@ -403,10 +416,12 @@ impl<'a> Engine<'a> {
     /// The journal's record of `target`, or a new one rebuilt from GitHub:
     /// a PR that already carries this candidate's receipt is finished.
     pub async fn open_record(&self, target: &Target) -> Result<CandidateRecord, EngineError> {
-        if let Some(rec) = self.journal.load(target.candidate.as_str()).await?
-            && !rec.deferred()
-        {
-            return Ok(rec);
+        if let Some(rec) = self.journal.load(target.candidate.as_str()).await? {
+            // A deferral starts over once its clusters have room; until
+            // then it stays as it is, without a GitHub request.
+            if !rec.deferred() || self.capacity_refusal(&rec.family).await?.is_some() {
+                return Ok(rec);
+            }
         }
         let family = self.family(&target.family)?;
         let mut rec = self.new_record(
@@ -947,6 +962,11 @@ impl<'a> Engine<'a> {
             {
                 self.hold(rec, &held);
             }
+        }
+        // A write needs lease left (the lease guard): a step that has run
+        // long renews before it proves.
+        if let Some(p) = self.renew(rec).await? {
+            return Ok(Err(p));
         }
         let Some(stored) = rec.claim.clone() else {
             let m = Mismatch {

@@ -37,16 +37,20 @@ impl LeaseGuard<'_> {
                         .map_or_else(|| "(no lease)".into(), |u| u.to_rfc3339())
                 ),
                 asked: format!(
-                    "{what} at {now}: it needs {}s of lease left (margin plus write timeout), {}",
-                    self.window.num_seconds(),
+                    "{what} at {now}: it needs {} of lease left (margin plus write timeout), {}",
+                    secs(self.window),
                     left.map_or_else(
                         || "the claim has none".into(),
-                        |l| format!("{}s are left", l.num_seconds())
+                        |l| format!("{} are left", secs(l))
                     )
                 ),
             })),
         }
     }
+}
+
+fn secs(d: TimeDelta) -> String {
+    format!("{:.1}s", d.num_milliseconds() as f64 / 1000.0)
 }
 
 #[async_trait]
