@@ -238,7 +238,7 @@ async fn cleanup_resumed_on_a_fresh_store_cancels_runs_deletes_the_branch_and_na
     );
     let mut rec = engine.open_record(&target).await.expect("record");
     let started = Instant::now();
-    while !rec.attempts.first().is_some_and(|a| a.run.is_some()) {
+    while rec.attempts.first().is_none_or(|a| a.run.is_none()) {
         assert!(started.elapsed() < Duration::from_secs(60), "{rec:#?}");
         if let Progress::Waiting(_) = engine.step(&mut rec).await.expect("step") {
             tokio::time::sleep(Duration::from_millis(15)).await;
