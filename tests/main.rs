@@ -17,6 +17,7 @@ mod github_forge;
 mod github_sim;
 mod inferencex_compat;
 mod lifecycle_e2e;
+mod lifecycle_full;
 mod lifecycle_workflows;
 mod maintainer_commands;
 mod plan_sandbox;
