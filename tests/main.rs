@@ -3,6 +3,7 @@
 
 mod support;
 
+mod capacity;
 mod claims_github;
 mod cli_app;
 mod cli_candidate;
@@ -32,3 +33,4 @@ mod sandbox_ci;
 mod sandbox_registry;
 mod serve_daemon;
 mod serve_processes;
+mod takeover_safety;

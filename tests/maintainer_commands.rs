@@ -550,7 +550,8 @@ async fn a_live_recovery_lease_blocks_other_recoverers_until_it_expires() {
         "{status:#?}"
     );
 
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    // A 2 s lease ends within 3 s (leases are rounded up to the second).
+    tokio::time::sleep(Duration::from_millis(3100)).await;
     let recovered = recover_as(&env, 8).await;
     assert_eq!(recovered.len(), 1, "{recovered:#?}");
     assert_eq!(recovered[0].outcome.as_deref(), Some("unexpected-error"));

@@ -7,6 +7,7 @@
 //! requests: it reads a checkout and registries, and computes edits.
 
 pub mod bump;
+pub mod capacity;
 pub mod changelog;
 pub mod identity;
 pub mod image;

@@ -317,6 +317,9 @@ pub struct Repository {
     families: Vec<Family>,
     warnings: Vec<Warning>,
     groups: Vec<FamilyGroup>,
+    /// `configs/runners.yaml` as read at open (the capacity gate maps
+    /// runner labels to clusters from it after the checkout is gone).
+    runners: Option<String>,
 }
 
 impl Repository {
@@ -403,12 +406,15 @@ impl Repository {
             }
         }
         let groups = family_groups(&families);
+        let runners =
+            std::fs::read_to_string(root.join(format!("{prefix}configs/runners.yaml"))).ok();
         Ok(Self {
             root,
             prefix,
             families,
             warnings,
             groups,
+            runners,
         })
     }
 
@@ -423,6 +429,11 @@ impl Repository {
         self.groups
             .iter()
             .find(|g| g.families.iter().any(|f| f == family))
+    }
+
+    /// The text of `configs/runners.yaml` when the checkout had one.
+    pub fn runners_file(&self) -> Option<&str> {
+        self.runners.as_deref()
     }
 
     /// The checkout's root directory.

@@ -19,6 +19,7 @@
 mod driver;
 pub mod forge;
 pub mod journal;
+mod lease_guard;
 pub mod memory;
 pub mod ownership;
 

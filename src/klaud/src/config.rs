@@ -44,6 +44,84 @@ pub struct Config {
     pub recipe_roots: Vec<RecipeRootConfig>,
     /// How bumps treat recipes that do not simply carry the old image.
     pub bump: BumpConfig,
+    /// The cluster-capacity gate (spec §3.7); absent: nothing is gated.
+    pub capacity: Option<CapacityConfig>,
+}
+
+/// `[capacity]`: the incumbent's private cluster-status API.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapacityConfig {
+    /// The dashboard's origin, `scheme://host[:port]` (no path); required.
+    pub origin: String,
+    /// The API path on that origin.
+    #[serde(default = "default_capacity_path")]
+    pub path: String,
+    /// The environment variable holding the Bearer key.
+    #[serde(default = "default_capacity_key_env")]
+    pub key_env: String,
+    /// How long one reading may take.
+    #[serde(default = "default_capacity_timeout", deserialize_with = "duration")]
+    pub timeout: Duration,
+    /// Runner label or config key → cluster ids, replacing what
+    /// `configs/runners.yaml` says (a key wins over its runner label).
+    #[serde(default)]
+    pub clusters: BTreeMap<String, Vec<String>>,
+}
+
+fn default_capacity_path() -> String {
+    klaud_planner::capacity::DEFAULT_PATH.to_owned()
+}
+
+fn default_capacity_key_env() -> String {
+    klaud_planner::capacity::DEFAULT_KEY_ENV.to_owned()
+}
+
+fn default_capacity_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+impl CapacityConfig {
+    /// The gate over HTTP, with the key read through `lookup`; an error
+    /// says what is missing (never the key).
+    pub fn gate_from(
+        &self,
+        lookup: impl Fn(&str) -> Result<String, std::env::VarError>,
+    ) -> Result<klaud_planner::capacity::CapacityGate, String> {
+        let key = match lookup(&self.key_env) {
+            Ok(v) if !v.trim().is_empty() => v.trim().to_owned(),
+            Ok(_) | Err(std::env::VarError::NotPresent) => {
+                return Err(format!(
+                    "no capacity API key: set {} (capacity.key_env)",
+                    self.key_env
+                ));
+            }
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(format!(
+                    "environment variable {} is not valid UTF-8",
+                    self.key_env
+                ));
+            }
+        };
+        let source =
+            klaud_planner::capacity::HttpCapacity::new(&self.origin, &self.path, key, self.timeout)
+                .map_err(|e| e.to_string())?;
+        Ok(klaud_planner::capacity::CapacityGate {
+            source: Box::new(source),
+            overrides: self.clusters.clone(),
+        })
+    }
+
+    /// [`CapacityConfig::gate_from`] the process environment; when that
+    /// fails, a gate that defers everything with the reason (fail closed).
+    pub fn gate(&self) -> klaud_planner::capacity::CapacityGate {
+        self.gate_from(|n| std::env::var(n)).unwrap_or_else(|why| {
+            klaud_planner::capacity::CapacityGate {
+                source: Box::new(klaud_planner::capacity::Unusable(why)),
+                overrides: self.clusters.clone(),
+            }
+        })
+    }
 }
 
 /// `[[recipe_roots]]`.
@@ -193,6 +271,11 @@ pub struct DaemonConfig {
     /// half is left. At least 4 × `reconcile_interval` (and 5 s).
     #[serde(deserialize_with = "duration")]
     pub lease: Duration,
+    /// Lease that must be left, beyond a GitHub write's timeout, when the
+    /// write is sent; a stalled instance never writes after its lease
+    /// could have been taken over.
+    #[serde(deserialize_with = "duration")]
+    pub lease_margin: Duration,
     /// Candidates driven at once per repository.
     pub concurrency: usize,
     /// Dashboard address (loopback unless `dashboard_allow_remote`).
@@ -212,6 +295,7 @@ impl Default for DaemonConfig {
             timezone: "UTC".to_owned(),
             reconcile_interval: Duration::from_secs(60),
             lease: Duration::from_secs(2 * 3600),
+            lease_margin: Duration::from_secs(60),
             concurrency: 2,
             dashboard_listen: klaud_service::dashboard::DEFAULT_LISTEN.to_owned(),
             dashboard_allow_remote: false,
@@ -479,6 +563,34 @@ impl Config {
         if let Some(web) = &self.github.web_url {
             url::Url::parse(web)
                 .map_err(|e| invalid("github.web_url", format!("{web:?} is not a URL: {e}")))?;
+        }
+        if let Some(c) = &self.capacity {
+            klaud_planner::capacity::HttpCapacity::new(
+                &c.origin,
+                &c.path,
+                "checked-later".into(),
+                c.timeout,
+            )
+            .map_err(|e| {
+                let key = if e.to_string().contains("path ") {
+                    "capacity.path"
+                } else {
+                    "capacity.origin"
+                };
+                invalid(key, e.to_string())
+            })?;
+            at_least(c.timeout, MIN_INTERVAL).map_err(|e| invalid("capacity.timeout", e))?;
+            if c.key_env.trim().is_empty() {
+                return Err(invalid("capacity.key_env", "must name a variable".into()));
+            }
+            for (name, ids) in &c.clusters {
+                if ids.is_empty() || ids.iter().any(|i| i.trim().is_empty()) {
+                    return Err(invalid(
+                        &format!("capacity.clusters.{name}"),
+                        "must list at least one non-empty cluster id".into(),
+                    ));
+                }
+            }
         }
         if self.planner.max_candidates == 0 {
             return Err(invalid(
@@ -783,6 +895,43 @@ mod tests {
             config.daemon.dashboard_listen,
             defaults.daemon.dashboard_listen
         );
+    }
+
+    #[test]
+    fn capacity_is_off_by_default_and_checked_when_present() {
+        assert!(Config::parse("t", "").unwrap().capacity.is_none());
+        let c = Config::parse("t", "[capacity]\norigin = \"https://dash.example\"\n")
+            .unwrap()
+            .capacity
+            .unwrap();
+        assert_eq!(c.path, "/api/status/clusters");
+        assert_eq!(c.key_env, "KLAUD_DASHBOARD_API_KEY");
+        assert_eq!(c.timeout, Duration::from_secs(10));
+        let missing = c
+            .gate_from(|_| Err(std::env::VarError::NotPresent))
+            .unwrap_err();
+        assert!(missing.contains("set KLAUD_DASHBOARD_API_KEY"), "{missing}");
+        let gate = c.gate_from(|_| Ok("s3cret".into())).unwrap();
+        assert!(!format!("{gate:?}").contains("s3cret"));
+        for (text, key) in [
+            ("origin = \"https://d.example/x\"", "capacity.origin"),
+            (
+                "origin = \"https://d.example\"\npath = \"x\"",
+                "capacity.path",
+            ),
+            (
+                "origin = \"https://d.example\"\ntimeout = \"0s\"",
+                "capacity.timeout",
+            ),
+            (
+                "origin = \"https://d.example\"\nclusters = { h100 = [] }",
+                "capacity.clusters.h100",
+            ),
+            ("path = \"/x\"", "origin"),
+        ] {
+            let err = Config::parse("t", &format!("[capacity]\n{text}\n")).unwrap_err();
+            assert!(err.to_string().contains(key), "{text}: {err}");
+        }
     }
 
     #[test]

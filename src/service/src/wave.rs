@@ -684,8 +684,10 @@ pub async fn run_wave_told(
         let retried = options
             .cache
             .is_some_and(|store| crate::pr_commands::retry_requested(store, rec));
+        // A capacity deferral is retried in the next wave (spec §3.7).
         if now - rec.updated_at < cooldown
             && !retried
+            && !rec.deferred()
             && let Ok(id) = CandidateId::new(&rec.candidate)
         {
             options

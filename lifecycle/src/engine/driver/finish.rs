@@ -1,6 +1,7 @@
 //! The end: ready for review or cleanup, receipt, claim released.
 
 use super::{Engine, EngineError, Progress, Scope, smoke_test_name};
+use crate::engine::forge::Forge as _;
 use crate::engine::forge::ForgeError;
 use crate::engine::journal::{CandidateRecord, Ending, Step};
 use crate::model::{FinishedResult, Outcome, Phase};

@@ -1,5 +1,6 @@
 //! Smoke attempts, infrastructure retries and repairs.
 
+use crate::engine::forge::Forge as _;
 use serde_json::Value;
 
 use super::{
@@ -274,6 +275,9 @@ impl Engine<'_> {
             return Ok(Progress::Waiting(format!(
                 "the smoke run dispatched at {at} is not visible yet"
             )));
+        }
+        if let Some(p) = self.capacity_deferred(rec, "the smoke dispatch").await? {
+            return Ok(p);
         }
         let proof = match self.prove(rec, Scope::Pull).await? {
             Ok(p) => p,

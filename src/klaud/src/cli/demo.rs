@@ -333,6 +333,27 @@ pub fn sandbox_engine(owner_run: u64) -> EngineConfig {
     engine
 }
 
+/// The demo family whose cluster is busy: it shows a `capacity-deferred`.
+pub const BUSY_CLUSTER: &str = "mi355x-demo";
+
+/// [`sandbox_engine`] gated by the stack's cluster-status API, with
+/// [`BUSY_CLUSTER`] busy from the start (the demo shows one deferral; the
+/// family is tried again in every later wave).
+fn demo_engine(owner_run: u64, stack: &SandboxStack) -> anyhow::Result<EngineConfig> {
+    let mut engine = sandbox_engine(owner_run);
+    let source = klaud_planner::capacity::HttpCapacity::new(
+        &stack.capacity_url,
+        klaud_planner::capacity::DEFAULT_PATH,
+        klaud_sandbox::stack::CAPACITY_KEY.to_owned(),
+        Duration::from_secs(5),
+    )?;
+    engine.capacity = Some(Arc::new(klaud_planner::capacity::CapacityGate {
+        source: Box::new(source),
+        overrides: BTreeMap::new(),
+    }));
+    Ok(engine)
+}
+
 /// Every stale demo family in one wave.
 fn demo_plan() -> PlanOptions<'static> {
     let mut plan = PlanOptions::new(chrono::Utc::now());
@@ -357,6 +378,13 @@ async fn demo(
         Duration::from_millis(20),
     )
     .await?;
+    stack
+        .capacity
+        .set_cluster(BUSY_CLUSTER, klaud_sandbox::capacity::ClusterState::Busy);
+    let engine = demo_engine(
+        u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(1),
+        &stack,
+    )?;
     let workflows = stack.state().workflow_files(&stack.repo).await;
     let forge = sandbox_forge(&stack).await?;
     let registry = sandbox_registry(&stack.registry_url)?;
@@ -369,7 +397,6 @@ async fn demo(
         None => (Arc::new(MemoryJournal::new()), None),
     };
     let claimant = Claimant::new(uuid::Uuid::new_v4());
-    let owner_run = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(1);
 
     let listen: std::net::SocketAddr = args.dashboard.parse().map_err(|_| {
         anyhow::anyhow!(
@@ -413,7 +440,7 @@ async fn demo(
         None,
         ServeSettings {
             claimant: claimant.clone(),
-            engine: sandbox_engine(owner_run),
+            engine: engine.clone(),
             schedule: WaveSchedule::parse("*/5 * * * *", "UTC").map_err(anyhow::Error::msg)?,
             wave_on_start: true,
             reconcile_interval: DEMO_RECONCILE,
@@ -491,7 +518,7 @@ async fn demo(
     let full = stack.state().request_log().await;
     let options = || WaveOptions {
         claimant: claimant.clone(),
-        engine: sandbox_engine(owner_run),
+        engine: engine.clone(),
         plan: demo_plan(),
         poll: Duration::from_millis(50),
         wait: Duration::from_secs(0),

@@ -33,7 +33,7 @@ use klaud_store::{Store, StoreError, trees};
 const CHECK_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Every check's name, in the order they run.
-pub const CHECKS: [&str; 11] = [
+pub const CHECKS: [&str; 12] = [
     "config",
     "token",
     "identity",
@@ -44,6 +44,7 @@ pub const CHECKS: [&str; 11] = [
     "rate-limit",
     "registries",
     "baseline",
+    "capacity",
     "store",
 ];
 
@@ -347,7 +348,17 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
             .unwrap_or_else(|c| c),
     );
 
-    // 11. store (synchronous: sled; waiting out another holder's lock takes
+    // 11. capacity
+    checks.push(
+        bounded(
+            "capacity",
+            check_capacity(config.capacity.as_ref(), repository.as_ref()),
+        )
+        .await
+        .unwrap_or_else(|c| c),
+    );
+
+    // 12. store (synchronous: sled; waiting out another holder's lock takes
     // a few seconds at most)
     let store = connection
         .store
@@ -922,6 +933,67 @@ async fn check_baseline(base: &str) -> Check {
             format!("{e}; is lifecycle.baseline_api the results API?"),
         ),
     }
+}
+
+/// Reads the cluster-status API once, when `[capacity]` is configured, and
+/// says whether every family's clusters are in the answer.
+async fn check_capacity(
+    capacity: Option<&crate::config::CapacityConfig>,
+    repository: Option<&Repository>,
+) -> Check {
+    const NAME: &str = "capacity";
+    let Some(c) = capacity else {
+        return Check::ok(
+            NAME,
+            "not configured ([capacity] is absent): no capacity gate, so smoke runs and sweeps              are dispatched whatever the clusters' load",
+        );
+    };
+    let gate = match c.gate_from(|n| std::env::var(n)) {
+        Ok(g) => g,
+        Err(e) => return Check::fail(NAME, e),
+    };
+    let report = match gate.source.read(chrono::Utc::now()).await {
+        Ok(r) => r,
+        Err(e) => {
+            return Check::fail(
+                NAME,
+                format!("{e}; every candidate would be deferred (capacity.origin, capacity.path)"),
+            );
+        }
+    };
+    let eligible = report
+        .clusters
+        .iter()
+        .filter(|c| c.ineligible().is_none())
+        .count();
+    let mut detail = format!(
+        "{} answers: {} cluster(s), {eligible} with room",
+        gate.source.describe(),
+        report.clusters.len()
+    );
+    let Some(repository) = repository else {
+        return Check::ok(NAME, detail);
+    };
+    let mut missing = BTreeSet::new();
+    for f in repository.families() {
+        match gate.clusters_of(repository, f) {
+            Ok(wanted) if klaud_planner::capacity::matching(&report, &wanted).is_empty() => {
+                missing.insert(format!("{} ({})", f.entry.runner, wanted.join(", ")));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                missing.insert(e);
+            }
+        }
+    }
+    if missing.is_empty() {
+        return Check::ok(NAME, detail);
+    }
+    detail.push_str(&format!(
+        "; families of these runners would always be deferred (no matching cluster; set          [capacity.clusters]): {}",
+        missing.into_iter().collect::<Vec<_>>().join("; ")
+    ));
+    Check::warn(NAME, detail)
 }
 
 /// sled 0.34.7 has no read-only mode, so a store that does not exist yet is

@@ -314,8 +314,15 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
     if let Ok(lease) = chrono::TimeDelta::from_std(config.daemon.lease) {
         e.lease = lease;
     }
+    if let Ok(margin) = chrono::TimeDelta::from_std(config.daemon.lease_margin) {
+        e.lease_margin = margin;
+    }
     e.repo = config.repo_options();
     e.bump = config.bump_options();
+    e.capacity = config
+        .capacity
+        .as_ref()
+        .map(|c| std::sync::Arc::new(c.gate()));
     e
 }
 
