@@ -35,6 +35,8 @@ fn needed(path: &str) -> bool {
     rel.starts_with("configs/")
         || rel.starts_with("benchmarks/multi_node/srt-slurm-recipes/")
         || rel == "perf-changelog.yaml"
+        // Retirements (issue 11) are read from it.
+        || rel == "MODELS.md"
 }
 
 /// Why a wave stopped.
