@@ -18,6 +18,7 @@ mod inferencex_compat;
 mod lifecycle_e2e;
 mod lifecycle_workflows;
 mod maintainer_commands;
+mod people;
 mod plan_sandbox;
 mod plan_upstream;
 mod recipe_roots;

@@ -282,6 +282,10 @@ pub struct TreeChange {
 pub struct FileChange {
     pub filename: String,
     pub status: String,
+    /// The file's blob at the PR head (for `removed`, GitHub names the
+    /// removed blob).
+    #[serde(default)]
+    pub sha: Option<String>,
 }
 
 /// How `head` relates to `base` (`GET compare/{base}...{head}`).

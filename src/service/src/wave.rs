@@ -12,10 +12,10 @@ use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::engine::{
     CandidateRecord, Engine, EngineConfig, Journal, Progress, RepairHook, Step, Target,
 };
-use klaud_lifecycle::model::RunRef;
+use klaud_lifecycle::model::{Outcome, RunRef};
 use klaud_lifecycle::report::UpstreamRange;
 use klaud_planner::image::ImageRef;
-use klaud_planner::plan::{CreationTimes, PlanOptions, PlanReport, plan};
+use klaud_planner::plan::{BlockKind, CreationTimes, PlanOptions, PlanReport, plan};
 use klaud_planner::registry::RegistryClient;
 use klaud_planner::repo::{RepoOptions, Repository};
 use serde::Serialize;
@@ -90,7 +90,11 @@ fn save_breaker(registry: &RegistryClient, store: Option<&Store>) {
     }
 }
 
-async fn blob(forge: &Forge, sha: &str, cache: Option<&Store>) -> Result<Vec<u8>, WaveError> {
+pub(crate) async fn blob(
+    forge: &Forge,
+    sha: &str,
+    cache: Option<&Store>,
+) -> Result<Vec<u8>, WaveError> {
     use base64::Engine as _;
     let b64 = base64::engine::general_purpose::STANDARD;
     let key = format!("blob:{sha}");
@@ -244,6 +248,17 @@ impl CandidateSummary {
     }
 }
 
+/// A family the wave's plan blocked.
+#[derive(Debug, Clone, Serialize)]
+pub struct BlockedFamily {
+    /// The family.
+    pub family: String,
+    /// `retired`, `duplicate` or `occupied`.
+    pub outcome: String,
+    /// Why, naming the PR and its author when there is one.
+    pub reason: String,
+}
+
 /// The result of a wave.
 #[derive(Debug, Clone, Serialize)]
 pub struct WaveSummary {
@@ -255,6 +270,10 @@ pub struct WaveSummary {
     pub skipped: Vec<(String, String)>,
     /// Maintainer command comments answered in this wave.
     pub answered: Vec<crate::pr_commands::Answered>,
+    /// Families the plan did not bump whatever the registry says, with
+    /// why: `retired`, `duplicate` (somebody else's PR) or `occupied`
+    /// (Klaud's own open PR).
+    pub blocked: Vec<BlockedFamily>,
     /// Every family of the wave's plan (for the dashboard).
     #[serde(skip)]
     pub families: Vec<klaud_planner::plan::FamilyPlan>,
@@ -511,6 +530,16 @@ pub async fn run_wave(
             }
         }
     }
+    // Other people's work and Klaud's own open PRs (issue 11), read from
+    // GitHub before claiming; the blocked families are still planned so the
+    // plan says what they would get.
+    options.plan.blocked = crate::overlap::open_pull_blocks(
+        forge,
+        &repository,
+        &options.engine.base_branch,
+        options.cache,
+    )
+    .await?;
     let cooldown = chrono::TimeDelta::from_std(options.cooldown).unwrap_or(chrono::TimeDelta::MAX);
     for rec in &done {
         // A maintainer's retry request (`/klaud retry`) lifts the cooldown.
@@ -713,6 +742,41 @@ pub async fn run_wave(
             }
         }
     }
+    // Again before any PR is opened: a human PR that appeared since the
+    // plan ends the candidate `duplicate` (its branch is cleaned up, nothing
+    // is posted on the human's PR).
+    if records
+        .iter()
+        .any(|(r, _, skip)| !*skip && r.pull.is_none() && r.step != Step::Done)
+    {
+        let blocks = crate::overlap::open_pull_blocks(
+            forge,
+            &repository,
+            &options.engine.base_branch,
+            options.cache,
+        )
+        .await?;
+        for (rec, status, skip) in records.iter_mut() {
+            if *skip || rec.pull.is_some() || matches!(rec.step, Step::Done | Step::Finish) {
+                continue;
+            }
+            let Ok(id) = CandidateId::new(&rec.candidate) else {
+                continue;
+            };
+            let Some(b) = blocks
+                .get(id.family().as_str())
+                .filter(|b| b.kind == BlockKind::Duplicate)
+            else {
+                continue;
+            };
+            if let Err(e) = engine
+                .end_now(rec, Outcome::Duplicate, b.reason.clone(), false)
+                .await
+            {
+                *status = Some(format!("stopped: {e}"));
+            }
+        }
+    }
     let stopping = || options.stop.as_ref().is_some_and(|s| *s.borrow());
     let started = Instant::now();
     loop {
@@ -773,6 +837,18 @@ pub async fn run_wave(
         candidates,
         skipped,
         answered,
+        blocked: report
+            .families
+            .iter()
+            .filter_map(|f| {
+                let b = f.blocked.as_ref()?;
+                Some(BlockedFamily {
+                    family: f.family.clone(),
+                    outcome: b.kind.as_str().to_owned(),
+                    reason: b.reason.clone(),
+                })
+            })
+            .collect(),
         families: report.families,
     })
 }
@@ -815,6 +891,9 @@ pub fn render_summary(summary: &WaveSummary) -> String {
     }
     for (id, why) in &summary.skipped {
         out.push_str(&format!("skipped {id}: {why}\n"));
+    }
+    for b in &summary.blocked {
+        out.push_str(&format!("{} {}: {}\n", b.outcome, b.family, b.reason));
     }
     out
 }
