@@ -833,12 +833,49 @@ impl<'a> Engine<'a> {
         rec: &mut CandidateRecord,
         m: Mismatch,
     ) -> Result<Progress, EngineError> {
+        // Whoever took the candidate away (`klaud claims release --force`,
+        // recovery) may already have published its receipt: that outcome
+        // stands, so the receipt, `klaud status` and the dashboard agree.
+        if let Some(number) = rec.pull
+            && let Some((outcome, phase, note)) = self.published_outcome(number, rec).await?
+        {
+            rec.ending = Some(Ending {
+                outcome,
+                phase,
+                message: format!("ended elsewhere: the receipt on #{number} says {outcome}"),
+                hands_off: true,
+                note,
+            });
+            rec.step = Step::Finish;
+            self.save(rec).await?;
+            return Ok(Progress::Advanced(Step::Finish));
+        }
         let outcome = match m.kind {
             MismatchKind::Handoff => Outcome::Handoff,
             MismatchKind::Unexpected => Outcome::UnexpectedError,
         };
         let phase = Self::phase_of(rec.step);
         self.end(rec, outcome, phase, m.to_string(), true).await
+    }
+
+    /// The outcome, phase and note of the bot's receipt for `rec`'s
+    /// candidate on PR `number`, if one was published (by any owner run).
+    async fn published_outcome(
+        &self,
+        number: u64,
+        rec: &CandidateRecord,
+    ) -> Result<Option<(Outcome, Phase, Option<String>)>, EngineError> {
+        let comments = self.forge.list_comments(number).await?;
+        Ok(comments
+            .iter()
+            .filter(|c| self.by_bot(c.author.as_deref()))
+            .filter_map(|c| find_record(&c.body).ok().flatten())
+            .filter(|f| {
+                matches!(&f.key, MarkerKey::Outcome { candidate, .. }
+                    if candidate.as_str() == rec.candidate)
+            })
+            .find_map(|f| crate::report::parse_receipt(&f).ok())
+            .map(|r| (r.result.outcome(), r.result.phase(), r.note)))
     }
 
     /// Runs the ownership check for `scope`. `Err(progress)` means the
