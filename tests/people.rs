@@ -28,14 +28,17 @@ fn instance() -> Claimant {
 }
 
 async fn wave(env: &Env, owner_run: u64) -> WaveSummary {
+    wave_with(env, owner_run, &MemoryJournal::new()).await
+}
+
+async fn wave_with(env: &Env, owner_run: u64, journal: &MemoryJournal) -> WaveSummary {
     let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
     let mut plan = PlanOptions::new(chrono::Utc::now());
     plan.max_candidates = 20;
     plan.min_age = Duration::ZERO;
-    let journal = MemoryJournal::new();
     run_wave(
         &env.forge,
-        &journal,
+        journal,
         &registry,
         &env.baseline,
         None,
@@ -302,4 +305,92 @@ async fn a_retired_key_is_never_bumped_and_the_plan_says_why() {
     );
     // The other families still move.
     assert!(summary.candidates.iter().any(|c| c.pull_request.is_some()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching_it_again() {
+    let env = env_seeded(&demo(), None).await;
+    let journal = MemoryJournal::new();
+    let first = wave_with(&env, 5108, &journal).await;
+    let c = first
+        .candidates
+        .iter()
+        .find(|c| c.pull_request.is_some() && !c.runs.is_empty())
+        .expect("a candidate with a PR and a smoke run")
+        .clone();
+    let number: u64 = c
+        .pull_request
+        .as_deref()
+        .and_then(|u| u.rsplit('/').next())
+        .and_then(|n| n.parse().ok())
+        .expect("pull number");
+    crate::support::Person::new(
+        &env.stack.github.url(),
+        klaud_sandbox::stack::MAINTAINER_TOKEN,
+        REPO,
+    )
+    .close_pull(number)
+    .await;
+    let comments_before = env.stack.state().comment_bodies(REPO, number).await.len();
+    let log_before = env.stack.state().request_log().await.len();
+
+    let second = wave_with(&env, 5108, &journal).await;
+    let ended = second
+        .candidates
+        .iter()
+        .find(|x| x.candidate == c.candidate)
+        .expect("still reported");
+    assert_eq!(ended.outcome.as_deref(), Some("handoff"), "{ended:#?}");
+    assert!(
+        ended
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains(&format!("closed by @{MAINTAINER}"))),
+        "{ended:#?}"
+    );
+    // Exactly one new comment: the receipt, naming who closed it.
+    let bodies = env.stack.state().comment_bodies(REPO, number).await;
+    assert_eq!(bodies.len(), comments_before + 1, "{bodies:#?}");
+    let receipt = bodies.last().expect("receipt");
+    assert!(receipt.starts_with("<!-- klaud-outcome:"), "{receipt}");
+    // (The rendered receipt defuses the mention; the name is there.)
+    assert!(
+        receipt.contains("was closed by") && receipt.contains(MAINTAINER),
+        "{receipt}"
+    );
+    let log = env.stack.state().request_log().await;
+    let writes: Vec<String> = log[log_before..]
+        .iter()
+        .filter(|e| e.method != "GET" && e.status < 300)
+        .map(|e| format!("{} {}", e.method, e.path))
+        .collect();
+    let receipt_path = format!("POST /repos/{REPO}/issues/{number}/comments");
+    let (cancels, rest): (Vec<&String>, Vec<&String>) = writes
+        .iter()
+        .partition(|w| w.starts_with("POST ") && w.ends_with("/cancel"));
+    assert_eq!(cancels.len(), 1, "its smoke run is cancelled: {writes:#?}");
+    // Besides the claim release, only the receipt: no label, report,
+    // changelog commit or dispatch.
+    let others: Vec<&&String> = rest
+        .iter()
+        .filter(|w| **w != &receipt_path && !w.contains("/git/refs/heads/klaud/claim-"))
+        .collect();
+    assert!(others.is_empty(), "{writes:#?}");
+    assert_eq!(rest.iter().filter(|w| **w == &receipt_path).count(), 1);
+    // Its smoke run was cancelled and the family's claim released.
+    for run in &ended.runs {
+        let live = env.forge.get_run(run.id).await.expect("run");
+        assert_eq!(live.status.as_deref(), Some("completed"), "{live:?}");
+    }
+    let family_id = klaud_claims::CandidateId::new(&c.candidate)
+        .expect("id")
+        .family();
+    assert!(
+        !env.claims()
+            .await
+            .iter()
+            .any(|(name, _)| name.ends_with(family_id.as_str())),
+        "claim released"
+    );
+    assert!(!env.forge.get_pull(number).await.expect("pull").open);
 }

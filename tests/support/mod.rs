@@ -128,6 +128,24 @@ impl Person {
         c["id"].as_u64().expect("comment id")
     }
 
+    /// Closes a pull request (without merging).
+    pub async fn close_pull(&self, number: u64) {
+        let route = format!("/repos/{}/pulls/{number}", self.repo);
+        let response = self
+            .gh
+            ._patch(
+                route.as_str(),
+                Some(&serde_json::json!({ "state": "closed" })),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{route}: {e}"));
+        assert!(
+            response.status().is_success(),
+            "{route}: {}",
+            response.status()
+        );
+    }
+
     /// Creates `refs/heads/<branch>` at `sha`.
     pub async fn create_branch(&self, branch: &str, sha: &str) {
         self.send(

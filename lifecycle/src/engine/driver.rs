@@ -648,6 +648,16 @@ impl<'a> Engine<'a> {
         {
             return Ok(p);
         }
+        if matches!(
+            rec.step,
+            Step::Baseline | Step::Smoke | Step::Repair | Step::Final | Step::Sweep
+        ) && let Some(number) = rec.pull
+        {
+            let pull = self.forge.get_pull(number).await?;
+            if !pull.open {
+                return self.closed_elsewhere(rec, &pull).await;
+            }
+        }
         let progress = match rec.step {
             Step::Claim => self.step_claim(rec).await?,
             Step::Prepare => self.step_prepare(rec).await?,
@@ -856,6 +866,48 @@ impl<'a> Engine<'a> {
         };
         let phase = Self::phase_of(rec.step);
         self.end(rec, outcome, phase, m.to_string(), true).await
+    }
+
+    /// Someone else closed or merged the PR (issue 11): Klaud stops
+    /// touching it. The finish cancels Klaud's own running runs, writes the
+    /// receipt and releases the claim, and nothing else (no labels, no
+    /// report, no changelog, no sweep wait). Merged ends `validated` when
+    /// its sweep was verified, else `handoff`; closed ends `handoff`
+    /// naming who closed it.
+    async fn closed_elsewhere(
+        &self,
+        rec: &mut CandidateRecord,
+        pull: &super::forge::Pull,
+    ) -> Result<Progress, EngineError> {
+        let phase = Self::phase_of(rec.step);
+        let (outcome, message) = if pull.merged {
+            let verified = rec.sweep.is_some() && rec.step == Step::Sweep;
+            (
+                if verified {
+                    Outcome::Validated
+                } else {
+                    Outcome::Handoff
+                },
+                format!("#{} was merged by someone else", pull.number),
+            )
+        } else {
+            let who = self
+                .forge
+                .closed_by(pull.number)
+                .await?
+                .map_or_else(|| "someone else".to_owned(), |l| format!("@{l}"));
+            (
+                Outcome::Handoff,
+                format!("#{} was closed by {who}", pull.number),
+            )
+        };
+        self.end(rec, outcome, phase, message.clone(), false)
+            .await?;
+        if let Some(ending) = rec.ending.as_mut() {
+            ending.note = Some(message);
+        }
+        self.save(rec).await?;
+        Ok(Progress::Advanced(Step::Finish))
     }
 
     /// The outcome, phase and note of the bot's receipt for `rec`'s

@@ -40,7 +40,11 @@ impl Engine<'_> {
                 candidate: cid.clone(),
             };
             if !has(&receipt_key) {
-                let progress = if ending.outcome == Outcome::Validated {
+                let closed = !self.forge.get_pull(number).await?.open;
+                let progress = if closed {
+                    // Not Klaud's to change any more: only its own runs stop.
+                    self.cancel_runs(rec, number).await?
+                } else if ending.outcome == Outcome::Validated {
                     self.finish_validated(rec, number).await?
                 } else {
                     let cleanup_key = MarkerKey::Cleanup {
@@ -147,6 +151,36 @@ impl Engine<'_> {
                 .create_comment(&proof, number, &marker.body)
                 .await?;
         }
+        if let Some(p) = self.cancel_runs(rec, number).await? {
+            return Ok(Some(p));
+        }
+        let pull = self.forge.get_pull(number).await?;
+        for l in pull
+            .labels
+            .iter()
+            .filter(|l| self.config.managed_labels.iter().any(|m| m == *l))
+        {
+            self.intend(rec, &format!("remove label {l}")).await?;
+            self.forge.remove_label(&proof, number, l).await?;
+        }
+        if pull.open && !pull.draft {
+            self.intend(rec, "convert to draft").await?;
+            self.forge.set_draft(&proof, &pull, true).await?;
+        }
+        if pull.open {
+            self.intend(rec, "close the pull request").await?;
+            self.forge.close_pull(&proof, number).await?;
+        }
+        self.delete_branch_if_unchanged(rec).await
+    }
+
+    /// Cancels Klaud's own runs of `rec` that are still going (by the
+    /// smoke title, or as this PR's sweep on its head).
+    pub(super) async fn cancel_runs(
+        &self,
+        rec: &mut CandidateRecord,
+        number: u64,
+    ) -> Result<Option<Progress>, EngineError> {
         let head = rec.head.clone().unwrap_or_default();
         let smoke_title = match self.smoke_plan(rec, &head).await? {
             Ok(plan) => plan.title,
@@ -188,24 +222,7 @@ impl Engine<'_> {
             self.intend(rec, &format!("cancel run {}", run.id)).await?;
             self.forge.cancel_run(&proof, run.id).await?;
         }
-        let pull = self.forge.get_pull(number).await?;
-        for l in pull
-            .labels
-            .iter()
-            .filter(|l| self.config.managed_labels.iter().any(|m| m == *l))
-        {
-            self.intend(rec, &format!("remove label {l}")).await?;
-            self.forge.remove_label(&proof, number, l).await?;
-        }
-        if pull.open && !pull.draft {
-            self.intend(rec, "convert to draft").await?;
-            self.forge.set_draft(&proof, &pull, true).await?;
-        }
-        if pull.open {
-            self.intend(rec, "close the pull request").await?;
-            self.forge.close_pull(&proof, number).await?;
-        }
-        self.delete_branch_if_unchanged(rec).await
+        Ok(None)
     }
 
     pub(super) async fn delete_branch_if_unchanged(

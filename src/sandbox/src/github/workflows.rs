@@ -461,6 +461,7 @@ jobs:
                 created_at: now,
                 updated_at: now,
                 closed_at: None,
+                closed_by: None,
             },
         );
         drop(m);
@@ -771,6 +772,7 @@ jobs:
                     created_at: now,
                     updated_at: now,
                     closed_at: None,
+                    closed_by: None,
                 },
             );
             let ids = pull_request_event(
