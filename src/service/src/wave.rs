@@ -540,6 +540,19 @@ pub async fn run_wave(
         options.cache,
     )
     .await?;
+    // This instance's own candidates in flight are resumed, not blocked:
+    // their PR is the open one, and the plan keeps counting them as picks.
+    let in_flight: BTreeSet<String> = ours
+        .iter()
+        .map(String::as_str)
+        .chain(unfinished.iter().map(|r| r.candidate.as_str()))
+        .filter_map(|id| CandidateId::new(id).ok())
+        .map(|id| id.family().as_str().to_owned())
+        .collect();
+    options
+        .plan
+        .blocked
+        .retain(|family, b| b.kind != BlockKind::Occupied || !in_flight.contains(family));
     let cooldown = chrono::TimeDelta::from_std(options.cooldown).unwrap_or(chrono::TimeDelta::MAX);
     for rec in &done {
         // A maintainer's retry request (`/klaud retry`) lifts the cooldown.
