@@ -32,6 +32,14 @@ async fn wave(env: &Env, owner_run: u64) -> WaveSummary {
 }
 
 async fn wave_with(env: &Env, owner_run: u64, journal: &MemoryJournal) -> WaveSummary {
+    wave_config(env, sandbox_engine(owner_run), journal).await
+}
+
+async fn wave_config(
+    env: &Env,
+    engine: klaud_lifecycle::engine::EngineConfig,
+    journal: &MemoryJournal,
+) -> WaveSummary {
     let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
     let mut plan = PlanOptions::new(chrono::Utc::now());
     plan.max_candidates = 20;
@@ -44,7 +52,7 @@ async fn wave_with(env: &Env, owner_run: u64, journal: &MemoryJournal) -> WaveSu
         None,
         WaveOptions {
             claimant: instance(),
-            engine: sandbox_engine(owner_run),
+            engine,
             plan,
             poll: Duration::from_millis(20),
             wait: Duration::ZERO,
@@ -393,4 +401,68 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
         "claim released"
     );
     assert!(!env.forge.get_pull(number).await.expect("pull").open);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_human_pr_overlapping_an_open_klaud_pr_is_left_or_handed_off_as_configured() {
+    use klaud_lifecycle::engine::HumanOverlap;
+    let env = env_seeded(&demo(), None).await;
+    let journal = MemoryJournal::new();
+    let first = wave_with(&env, 5109, &journal).await;
+    let ours = first
+        .candidates
+        .iter()
+        .find(|c| c.family.ends_with(&format!(":{KEY}")) && c.pull_request.is_some())
+        .expect("Klaud's PR for the key")
+        .clone();
+    let human = human_pull(
+        &env,
+        "human/bump-vllm-too",
+        master_with(
+            "demo-fp4-b200-vllm:\n  image: vllm/vllm-openai:v0.25.0",
+            "demo-fp4-b200-vllm:\n  image: vllm/vllm-openai:v0.26.1",
+        ),
+    )
+    .await;
+    let number: u64 = ours
+        .pull_request
+        .as_deref()
+        .and_then(|u| u.rsplit('/').next())
+        .and_then(|n| n.parse().ok())
+        .expect("number");
+
+    // Default: left as is, with a note.
+    let second = wave_with(&env, 5109, &journal).await;
+    let c = second
+        .candidates
+        .iter()
+        .find(|c| c.candidate == ours.candidate)
+        .expect("still ours");
+    assert!(c.outcome.is_none(), "{c:#?}");
+    let status = c.status.clone().unwrap_or_default();
+    assert!(
+        status.contains("left as is") && status.contains(&format!("#{human}")),
+        "{status}"
+    );
+    assert!(env.forge.get_pull(number).await.expect("pull").open);
+
+    // handoff: Klaud ends its own candidate and closes its own PR.
+    let mut engine = sandbox_engine(5109);
+    engine.on_human_overlap = HumanOverlap::Handoff;
+    let third = wave_config(&env, engine, &journal).await;
+    let c = third
+        .candidates
+        .iter()
+        .find(|c| c.candidate == ours.candidate)
+        .expect("reported");
+    assert_eq!(c.outcome.as_deref(), Some("handoff"), "{c:#?}");
+    assert!(!env.forge.get_pull(number).await.expect("pull").open);
+    assert!(env.forge.get_pull(human).await.expect("pull").open);
+    assert!(
+        env.stack
+            .state()
+            .comment_bodies(REPO, human)
+            .await
+            .is_empty()
+    );
 }

@@ -89,6 +89,22 @@ pub struct EngineConfig {
     pub repo: klaud_planner::repo::RepoOptions,
     /// How a bump treats recipes that disagree with the master.
     pub bump: klaud_planner::bump::BumpOptions,
+    /// What to do with a Klaud PR already open when somebody else's PR
+    /// starts to overlap its family.
+    pub on_human_overlap: HumanOverlap,
+}
+
+/// What Klaud does with its own open PR when a human PR later changes the
+/// same family (`[lifecycle] on_human_overlap`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HumanOverlap {
+    /// Leave Klaud's PR as it is; the dashboard notes the overlap.
+    #[default]
+    Leave,
+    /// End Klaud's candidate `handoff` with the usual cleanup (its runs
+    /// cancelled, its PR closed with a receipt naming the human PR).
+    Handoff,
 }
 
 impl EngineConfig {
@@ -114,6 +130,7 @@ impl EngineConfig {
             sweep_runs_on_drafts: DraftPolicy::Auto,
             repo: klaud_planner::repo::RepoOptions::default(),
             bump: klaud_planner::bump::BumpOptions::default(),
+            on_human_overlap: HumanOverlap::Leave,
         }
     }
 }

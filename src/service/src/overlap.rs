@@ -87,16 +87,26 @@ pub fn entry_bytes<'t>(text: &'t str, key: &str) -> Option<&'t str> {
     text.get(start..end)
 }
 
-/// The blocks the open PRs put on families of `repository` (the base
-/// checkout): `duplicate` for a PR that is not Klaud's and changes a
-/// family's entry in its master file or one of its recipe files, and
-/// `occupied` for Klaud's own open PRs (either branch spelling).
+/// What the open PRs say about the families of a base checkout.
+#[derive(Debug, Default, Clone)]
+pub struct OpenPulls {
+    /// Family id → its block for the plan: `occupied` for Klaud's own open
+    /// PR (either branch spelling), else `duplicate` for another PR that
+    /// overlaps it.
+    pub blocks: BTreeMap<String, Blocked>,
+    /// Family id → the oldest PR that is not Klaud's and changes the
+    /// family's entry in its master file or one of its recipe files (also
+    /// for families Klaud has a PR for).
+    pub human: BTreeMap<String, Blocked>,
+}
+
+/// Reads the open PRs onto `base_branch` (see [`OpenPulls`]).
 pub async fn open_pull_blocks(
     forge: &Forge,
     repository: &Repository,
     base_branch: &str,
     cache: Option<&Store>,
-) -> Result<BTreeMap<String, Blocked>, WaveError> {
+) -> Result<OpenPulls, WaveError> {
     let bot = forge.bot_login().to_owned();
     let prefix = repository.prefix().to_owned();
     let mut out: BTreeMap<String, Blocked> = BTreeMap::new();
@@ -126,6 +136,7 @@ pub async fn open_pull_blocks(
             _ => human.push(pull),
         }
     }
+    let mut human_of: BTreeMap<String, Blocked> = BTreeMap::new();
     // Oldest human PR first: it is the one the reason names.
     human.sort_by_key(|p| p.number);
     for pull in human {
@@ -139,7 +150,7 @@ pub async fn open_pull_blocks(
             .collect();
         let mut masters: BTreeMap<&str, Option<String>> = BTreeMap::new();
         for family in repository.families() {
-            if out.contains_key(&family.id) {
+            if human_of.contains_key(&family.id) {
                 continue;
             }
             let recipe = family
@@ -176,7 +187,7 @@ pub async fn open_pull_blocks(
             };
             if let Some(what) = what {
                 let author = pull.author.clone().unwrap_or_else(|| "(unknown)".into());
-                out.insert(
+                human_of.insert(
                     family.id.clone(),
                     Blocked {
                         kind: BlockKind::Duplicate,
@@ -188,7 +199,13 @@ pub async fn open_pull_blocks(
             }
         }
     }
-    Ok(out)
+    for (family, b) in &human_of {
+        out.entry(family.clone()).or_insert_with(|| b.clone());
+    }
+    Ok(OpenPulls {
+        blocks: out,
+        human: human_of,
+    })
 }
 
 #[cfg(test)]

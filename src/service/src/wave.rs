@@ -533,13 +533,14 @@ pub async fn run_wave(
     // Other people's work and Klaud's own open PRs (issue 11), read from
     // GitHub before claiming; the blocked families are still planned so the
     // plan says what they would get.
-    options.plan.blocked = crate::overlap::open_pull_blocks(
+    let open_pulls = crate::overlap::open_pull_blocks(
         forge,
         &repository,
         &options.engine.base_branch,
         options.cache,
     )
     .await?;
+    options.plan.blocked = open_pulls.blocks.clone();
     // This instance's own candidates in flight are resumed, not blocked:
     // their PR is the open one, and the plan keeps counting them as picks.
     let in_flight: BTreeSet<String> = ours
@@ -758,36 +759,55 @@ pub async fn run_wave(
     // Again before any PR is opened: a human PR that appeared since the
     // plan ends the candidate `duplicate` (its branch is cleaned up, nothing
     // is posted on the human's PR).
-    if records
+    // A Klaud PR already open that a human PR now overlaps: the configured
+    // decision (`on_human_overlap`).
+    let human = if records
         .iter()
         .any(|(r, _, skip)| !*skip && r.pull.is_none() && r.step != Step::Done)
     {
-        let blocks = crate::overlap::open_pull_blocks(
+        crate::overlap::open_pull_blocks(
             forge,
             &repository,
             &options.engine.base_branch,
             options.cache,
         )
-        .await?;
-        for (rec, status, skip) in records.iter_mut() {
-            if *skip || rec.pull.is_some() || matches!(rec.step, Step::Done | Step::Finish) {
-                continue;
+        .await?
+        .human
+    } else {
+        open_pulls.human
+    };
+    let mut overlap_notes: BTreeMap<String, String> = BTreeMap::new();
+    for (rec, status, skip) in records.iter_mut() {
+        if *skip || matches!(rec.step, Step::Done | Step::Finish) {
+            continue;
+        }
+        let Ok(id) = CandidateId::new(&rec.candidate) else {
+            continue;
+        };
+        let Some(b) = human.get(id.family().as_str()) else {
+            continue;
+        };
+        let ended = match (rec.pull, options.engine.on_human_overlap) {
+            (None, _) => {
+                engine
+                    .end_now(rec, Outcome::Duplicate, b.reason.clone(), false)
+                    .await
             }
-            let Ok(id) = CandidateId::new(&rec.candidate) else {
-                continue;
-            };
-            let Some(b) = blocks
-                .get(id.family().as_str())
-                .filter(|b| b.kind == BlockKind::Duplicate)
-            else {
-                continue;
-            };
-            if let Err(e) = engine
-                .end_now(rec, Outcome::Duplicate, b.reason.clone(), false)
-                .await
-            {
-                *status = Some(format!("stopped: {e}"));
+            (Some(_), klaud_lifecycle::engine::HumanOverlap::Handoff) => {
+                engine
+                    .end_now(rec, Outcome::Handoff, b.reason.clone(), false)
+                    .await
             }
+            (Some(_), klaud_lifecycle::engine::HumanOverlap::Leave) => {
+                overlap_notes.insert(
+                    rec.candidate.clone(),
+                    format!("left as is (on_human_overlap = \"leave\"): {}", b.reason),
+                );
+                Ok(())
+            }
+        };
+        if let Err(e) = ended {
+            *status = Some(format!("stopped: {e}"));
         }
     }
     let stopping = || options.stop.as_ref().is_some_and(|s| *s.borrow());
@@ -842,7 +862,12 @@ pub async fn run_wave(
         if *skip {
             skipped.push((rec.candidate.clone(), status.clone().unwrap_or_default()));
         } else {
-            candidates.push(CandidateSummary::of(rec, status.clone()));
+            let status = match (status, overlap_notes.get(&rec.candidate)) {
+                (Some(s), Some(note)) => Some(format!("{s}; {note}")),
+                (None, Some(note)) => Some(note.clone()),
+                (s, None) => s.clone(),
+            };
+            candidates.push(CandidateSummary::of(rec, status));
         }
     }
     Ok(WaveSummary {
