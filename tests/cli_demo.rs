@@ -38,6 +38,12 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
     assert!(idle["total"].as_u64().expect("idle total") > 0, "{v:#}");
     assert_eq!(idle["charged"], 0, "an idle pass was charged: {v:#}");
     assert_eq!(idle["writes"], 0, "{v:#}");
+    // The demo repository's own workflow files decide which runs exist.
+    assert_eq!(
+        v["workflows"],
+        serde_json::json!(["e2e-tests.yml", "run-sweep.yml"]),
+        "{v:#}"
+    );
     let candidates = v["candidates"].as_array().expect("candidates");
     assert!(!candidates.is_empty());
     let by_key = |key: &str| {

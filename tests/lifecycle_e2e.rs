@@ -55,12 +55,22 @@ async fn env(script: Option<&str>) -> Env {
 pub(crate) async fn env_seeded(seed: &Path, script: Option<&str>) -> Env {
     let registry_seed =
         std::fs::read_to_string(root().join("configs/demo-registry.json")).expect("registry seed");
+    env_with_registry(seed, &registry_seed, script).await
+}
+
+/// A sandbox whose repository is seeded from `seed` and whose registry from
+/// `registry_seed` (JSON text in the registry simulator's seed format).
+pub(crate) async fn env_with_registry(
+    seed: &Path,
+    registry_seed: &str,
+    script: Option<&str>,
+) -> Env {
     let script = script.map(|s| Script::parse("test script", s).expect("script"));
     let stack = SandboxStack::start(
         REPO,
         BOT,
         seed,
-        &registry_seed,
+        registry_seed,
         script,
         Duration::from_millis(10),
     )
@@ -91,9 +101,15 @@ pub(crate) async fn env_seeded(seed: &Path, script: Option<&str>) -> Env {
 
 impl Env {
     pub(crate) async fn target(&self, key: &str) -> Target {
+        self.target_within(key, 20).await
+    }
+
+    /// The target of `key` from a plan of at most `max` candidates (a large
+    /// repository has more stale families than the demo).
+    pub(crate) async fn target_within(&self, key: &str, max: usize) -> Target {
         let registry = sandbox_registry(&self.stack.registry_url).expect("registry");
         let mut options = PlanOptions::new(chrono::Utc::now());
-        options.max_candidates = 20;
+        options.max_candidates = max;
         let report = plan(&self.repository, &registry.session(), &options).await;
         let selected = report
             .candidates

@@ -14,14 +14,19 @@ use crate::lifecycle_e2e::{Env, VALIDATED_SCRIPT, assert_validated, env_seeded};
 use crate::support;
 
 /// The demo repository (under `project`, e.g. `inferencex-e2e/`, or at the
-/// root) plus `workflows` (file name → text) in `.github/workflows/`, in a
-/// temporary directory.
+/// root) with `files` (file name → text) as its only `.github/workflows/`,
+/// in a temporary directory.
 fn seed_in(project: &str, files: &[(String, Vec<u8>)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     support::copy_tree(
         &Path::new(support::REPO_ROOT).join("configs/demo"),
         &dir.path().join(project),
     );
+    // The demo's own workflow files give way to the ones under test.
+    let own = dir.path().join(project).join(".github");
+    if own.is_dir() {
+        std::fs::remove_dir_all(&own).expect("drop the demo's workflows");
+    }
     let wf = dir.path().join(".github/workflows");
     std::fs::create_dir_all(&wf).expect("workflows dir");
     for (name, text) in files {
@@ -312,4 +317,206 @@ async fn a_skipped_sweep_ends_uncertain_with_its_own_message_and_is_not_rerun() 
     );
     let log = env.stack.state().request_log().await;
     assert_eq!(posts(&log, "/rerun"), 0, "a skipped sweep is not re-run");
+}
+
+/// The demo repository with its own workflow files, in a temporary
+/// directory.
+fn demo_seed() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    support::copy_tree(
+        &Path::new(support::REPO_ROOT).join("configs/demo"),
+        dir.path(),
+    );
+    assert!(
+        dir.path().join(".github/workflows/run-sweep.yml").is_file(),
+        "the demo has its own sweep workflow"
+    );
+    dir
+}
+
+/// The sweep runs of the PR whose head is `head`, oldest first.
+async fn pr_sweep_runs(env: &Env, head: &str) -> Vec<klaud_github::RunInfo> {
+    let mut out = Vec::new();
+    for id in env.stack.state().run_ids(crate::lifecycle_e2e::REPO).await {
+        let run = env.forge.get_run(id).await.expect("run");
+        if run.event == "pull_request"
+            && run.head_sha == head
+            && run.name.as_deref() == Some("Run Sweep")
+        {
+            out.push(run);
+        }
+    }
+    out.sort_by_key(|r| r.id);
+    out
+}
+
+/// A merge to main that changes the changelog starts the sweep workflow's
+/// `push` run, titled by the merged commit's message. A squash merge carries
+/// the PR title, so the push run's title is exactly the one Klaud's own
+/// sweep carries, and it is the newest run. Klaud still binds the PR's
+/// `pull_request` run on the candidate head and never cancels the push run:
+/// on the real 843c6254 files and on the demo's own.
+#[tokio::test]
+async fn a_push_run_on_main_is_never_bound_as_the_final_sweep_nor_cancelled() {
+    let mut seeds = vec![("demo", demo_seed())];
+    if let Some(real) = real_seed("843c6254") {
+        seeds.push(("843c6254", real));
+    }
+    for (version, seed) in seeds {
+        let script = r#"
+[families."*"]
+smoke = ["success"]
+sweep = [{ delay = 1, outcome = "success" }]
+"#;
+        let env = env_seeded(seed.path(), Some(script)).await;
+        let target = env.target("demo-fp4-b200-sglang").await;
+        let state = env.stack.state().clone();
+        let journal = MemoryJournal::new();
+        // As soon as the PR's sweep run exists, a maintainer merges another
+        // PR to main (squash: the commit message is a PR title, here the
+        // candidate's own) that appends to the changelog.
+        let merge = async {
+            loop {
+                for id in state.run_ids(crate::lifecycle_e2e::REPO).await {
+                    let run = env.forge.get_run(id).await.expect("run");
+                    let Some(title) = run.display_title.as_deref() else {
+                        continue;
+                    };
+                    if run.event != "pull_request" || run.conclusion.as_deref() == Some("skipped") {
+                        continue;
+                    }
+                    let Some(pr_title) = title.strip_prefix("Run Sweep - ") else {
+                        continue;
+                    };
+                    let tip = state
+                        .ref_sha(crate::lifecycle_e2e::REPO, "refs/heads/main")
+                        .await
+                        .expect("main");
+                    let main = env
+                        .forge
+                        .get_contents("perf-changelog.yaml", &tip)
+                        .await
+                        .expect("read")
+                        .expect("changelog on main");
+                    let mut text = String::from_utf8(main).expect("utf-8");
+                    text.push_str(
+                        "\n- config-keys:\n    - demo-fp8-h200-trt\n  description:\n    - \"Merged by hand\"\n  pr-link: https://github.com/demo/benchmarks/pull/999\n",
+                    );
+                    let files = [("perf-changelog.yaml".to_string(), Some(text.into_bytes()))]
+                        .into_iter()
+                        .collect();
+                    state
+                        .push_commit(
+                            crate::lifecycle_e2e::REPO,
+                            "main",
+                            klaud_sandbox::stack::MAINTAINER,
+                            files,
+                            pr_title,
+                        )
+                        .await
+                        .expect("merge to main");
+                    return pr_title.to_string();
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        };
+        let (rec, pr_title) = tokio::join!(env.finish(&journal, &target), merge);
+        assert_validated(&env, &target, &rec).await;
+
+        let mut push_runs = Vec::new();
+        for id in state.run_ids(crate::lifecycle_e2e::REPO).await {
+            let run = env.forge.get_run(id).await.expect("run");
+            if run.event == "push" {
+                push_runs.push(run);
+            }
+        }
+        assert_eq!(push_runs.len(), 1, "{version}: one push run: {push_runs:?}");
+        let push = &push_runs[0];
+        assert_eq!(
+            push.display_title.as_deref(),
+            Some(format!("Run Sweep - {pr_title}").as_str()),
+            "{version}: titled by the merged commit's message"
+        );
+        let bound: Vec<u64> = rec
+            .attempts
+            .iter()
+            .filter(|a| a.kind == AttemptKind::FinalSweep)
+            .filter_map(|a| a.run.as_ref().map(|r| r.id))
+            .collect();
+        assert!(!bound.is_empty(), "{version}");
+        assert!(
+            !bound.contains(&push.id),
+            "{version}: the push run {} was bound: {bound:?}",
+            push.id
+        );
+        let pull = env.pull(rec.pull.expect("pull")).await;
+        let own = pr_sweep_runs(&env, &pull.head_sha).await;
+        assert!(
+            own.iter().any(|r| bound.contains(&r.id)),
+            "{version}: {own:?}"
+        );
+        let log = state.request_log().await;
+        assert!(
+            !log.iter()
+                .any(|e| e.method == "POST" && e.path.contains(&format!("/runs/{}/", push.id))),
+            "{version}: Klaud wrote to the push run"
+        );
+        // The simulator ran the push run to its end, untouched.
+        let live = env.forge.get_run(push.id).await.expect("push run");
+        assert_ne!(live.conclusion.as_deref(), Some("cancelled"), "{version}");
+    }
+}
+
+/// Concurrency on the real files: the event before Klaud's sweep label
+/// (the newer version sweeps on the `synchronize` of Klaud's changelog
+/// commit; the older one on `ready_for_review`, the draft's `synchronize`
+/// being skipped) starts a run on the candidate head, and the label's run
+/// lands in the same `cancel-in-progress` group and cancels it. Klaud binds
+/// the run concurrency did not cancel.
+#[tokio::test]
+async fn the_sweep_run_concurrency_did_not_cancel_is_the_one_bound() {
+    for version in ["843c6254", "newer"] {
+        let Some(seed) = real_seed(version) else {
+            return;
+        };
+        // Every sweep run stays running a moment, so the earlier one is
+        // still queued or running when the label's run starts.
+        let script = r#"
+[families."*"]
+smoke = ["success"]
+sweep = [{ delay = 2, outcome = "success" }]
+"#;
+        let env = env_seeded(seed.path(), Some(script)).await;
+        let target = env.target("demo-fp4-b200-sglang").await;
+        let rec = env.finish(&MemoryJournal::new(), &target).await;
+        assert_validated(&env, &target, &rec).await;
+        let pull = env.pull(rec.pull.expect("pull")).await;
+        let runs = pr_sweep_runs(&env, &pull.head_sha).await;
+        let bound = rec
+            .attempts
+            .iter()
+            .rev()
+            .find(|a| a.kind == AttemptKind::FinalSweep)
+            .and_then(|a| a.run.as_ref())
+            .expect("a bound sweep")
+            .id;
+        let cancelled: Vec<u64> = runs
+            .iter()
+            .filter(|r| r.conclusion.as_deref() == Some("cancelled"))
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(cancelled.len(), 1, "{version}: {runs:?}");
+        assert!(
+            cancelled[0] < bound,
+            "{version}: the older run was cancelled"
+        );
+        let live = env.forge.get_run(bound).await.expect("bound run");
+        assert_eq!(live.conclusion.as_deref(), Some("success"), "{version}");
+        // The survivor is the label's run: the newest of the PR's sweep runs.
+        assert_eq!(
+            runs.last().map(|r| r.id),
+            Some(bound),
+            "{version}: {runs:?}"
+        );
+    }
 }

@@ -16,6 +16,7 @@ mod github_forge;
 mod github_sim;
 mod inferencex_compat;
 mod lifecycle_e2e;
+mod lifecycle_full;
 mod lifecycle_workflows;
 mod maintainer_commands;
 mod people;

@@ -465,7 +465,8 @@ async fn labelled_sweep_run_completes_with_a_manifest_naming_the_exact_head() {
     let pr = t
         .post(
             "/pulls",
-            json!({"title": "[Klaud Cold] Update", "head": branch, "base": "main", "body": "x", "draft": true}),
+            // Ready: the demo's sweep workflow skips drafts.
+            json!({"title": "[Klaud Cold] Update", "head": branch, "base": "main", "body": "x", "draft": false}),
         )
         .await;
     let n = pr["number"].as_u64().unwrap();

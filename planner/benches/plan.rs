@@ -144,3 +144,22 @@ pub(crate) fn peak_memory_kib() -> Option<u64> {
         .find_map(|line| line.strip_prefix("VmHWM:"))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
 }
+
+/// User plus system CPU seconds a process has used so far (`self` or a
+/// pid), from `/proc/<pid>/stat`; `None` off Linux. The wall time of a
+/// loopback benchmark on a shared machine says little alone: this splits
+/// it between the planner and the registry it talks to.
+pub(crate) fn cpu_seconds(pid: Option<u32>) -> Option<f64> {
+    let path = match pid {
+        Some(pid) => format!("/proc/{pid}/stat"),
+        None => "/proc/self/stat".to_owned(),
+    };
+    let stat = std::fs::read_to_string(path).ok()?;
+    // The command name (field 2) may hold spaces; the fields after its
+    // closing parenthesis are fixed: utime and stime are the 12th and 13th.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // USER_HZ is 100 on every Linux ABI Rust targets.
+    Some(ticks / 100.0)
+}

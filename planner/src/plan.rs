@@ -10,7 +10,7 @@
 //! (read concurrently, cached by digest).
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -172,8 +172,13 @@ pub struct FamilyPlan {
 /// A candidate chosen for this wave.
 #[derive(Debug, Clone, Serialize)]
 pub struct Selected {
-    /// The family.
+    /// The family; for a family group, its first member in repository
+    /// order, so every instance claims the same ref for the group.
     pub family: String,
+    /// Every member of the family group bumped with this candidate (the
+    /// family included), in repository order; empty for a lone family.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
     /// Candidate id: `<family id>-<identity(normalized image)[:16]>`.
     pub id: String,
     /// The pinned image.
@@ -433,7 +438,7 @@ pub async fn plan(
             f.blocked = Some(b);
         }
     }
-    let candidates = select(&families, options);
+    let candidates = select(&families, repository, options);
     let after = session.client().counts();
     PlanReport {
         minimum: minimum_requests(repository, &families),
@@ -1293,11 +1298,30 @@ async fn release_candidate(
 /// when no clock says), skipping occupied and cooling-down families, and at
 /// most half the slots (rounded up) per image repository so one upstream
 /// release cannot take the whole wave.
-fn select(families: &[FamilyPlan], options: &PlanOptions<'_>) -> Vec<Selected> {
+///
+/// A family group (members sharing in-repository recipes) is one unit: it
+/// is picked once, under its first member, and only when no member is
+/// occupied or cooling down — bumping one member rewrites the others'
+/// recipes. A group whose members run different images cannot be bumped
+/// until aligned (the repository's warnings say how), so it is skipped.
+fn select(
+    families: &[FamilyPlan],
+    repository: &Repository,
+    options: &PlanOptions<'_>,
+) -> Vec<Selected> {
+    // Retired, duplicate and occupied families (see [`Blocked`]) are held
+    // back like claimed ones, for groups as well.
+    let blocked = |f: &FamilyPlan| {
+        f.blocked.is_some()
+            || options.occupied.contains(&f.id)
+            || options.cooling_down.contains(&f.id)
+    };
+    let by_family: HashMap<&str, &FamilyPlan> =
+        families.iter().map(|f| (f.family.as_str(), f)).collect();
     let mut stale: Vec<&FamilyPlan> = families
         .iter()
-        .filter(|f| f.candidate.is_some() && f.blocked.is_none())
-        .filter(|f| !options.occupied.contains(&f.id) && !options.cooling_down.contains(&f.id))
+        .filter(|f| f.candidate.is_some())
+        .filter(|f| !blocked(f))
         .collect();
     stale.sort_by(|a, b| {
         let pruned = |f: &FamilyPlan| f.status != Status::StalePruned;
@@ -1314,6 +1338,7 @@ fn select(families: &[FamilyPlan], options: &PlanOptions<'_>) -> Vec<Selected> {
     });
     let per_repository = options.max_candidates.div_ceil(2).max(1);
     let mut taken: BTreeMap<String, usize> = BTreeMap::new();
+    let mut groups_seen: BTreeSet<&str> = BTreeSet::new();
     let mut selected = Vec::new();
     for family in stale {
         if selected.len() == options.max_candidates {
@@ -1322,15 +1347,38 @@ fn select(families: &[FamilyPlan], options: &PlanOptions<'_>) -> Vec<Selected> {
         let Some(candidate) = &family.candidate else {
             continue;
         };
-        let repository = candidate.image.normalized_repository();
-        let count = taken.entry(repository).or_default();
+        let (lead, members) = match repository.group_of(&family.family) {
+            None => (family, Vec::new()),
+            Some(group) => {
+                let Some(first) = group.families.first() else {
+                    continue;
+                };
+                if !group.same_image || !groups_seen.insert(first.as_str()) {
+                    continue;
+                }
+                let plans: Option<Vec<&FamilyPlan>> = group
+                    .families
+                    .iter()
+                    .map(|m| by_family.get(m.as_str()).copied())
+                    .collect();
+                match plans {
+                    Some(plans) if !plans.iter().any(|p| blocked(p)) => {
+                        (plans[0], group.families.clone())
+                    }
+                    _ => continue,
+                }
+            }
+        };
+        let image_repository = candidate.image.normalized_repository();
+        let count = taken.entry(image_repository).or_default();
         if *count == per_repository {
             continue;
         }
         *count += 1;
         selected.push(Selected {
-            family: family.family.clone(),
-            id: candidate_id(&family.id, &candidate.image.normalized()),
+            family: lead.family.clone(),
+            members,
+            id: candidate_id(&lead.id, &candidate.image.normalized()),
             image: candidate.image.to_string(),
         });
     }

@@ -243,6 +243,9 @@ pub fn smoke_test_name(owner_run: u64, candidate: &str) -> String {
 const TRAILER: &str = "Klaud-Candidate: ";
 /// How far GitHub's clock may be behind Klaud's when a run's creation time
 /// is compared with the dispatch time.
+/// The longest key list a PR title spells out: the title says it twice
+/// (English and Chinese), and GitHub refuses titles over 256 characters.
+const TITLE_KEYS_MAX: usize = 80;
 const CLOCK_SKEW: TimeDelta = TimeDelta::minutes(5);
 const INFRA_DETAIL: &str = "smoke, infrastructure failure";
 const SWEEP_INFRA_DETAIL: &str = "full sweep, infrastructure failure";
@@ -698,6 +701,30 @@ impl<'a> Engine<'a> {
             .map_err(|e| EngineError::Invalid(format!("family {family}: {e}")))
     }
 
+    /// The smoke's `test-config` command: every key the bump changes (a
+    /// family group is smoked together, as it is bumped together) and
+    /// their master files, each once, in repository order.
+    fn smoke_command(&self, rec: &CandidateRecord) -> Result<String, EngineError> {
+        let members = match self.repository.group_of(&rec.family) {
+            Some(group) if group.families.contains(&rec.family) => group.families.clone(),
+            _ => vec![rec.family.clone()],
+        };
+        let mut files: Vec<&str> = Vec::new();
+        let mut keys: Vec<&str> = Vec::new();
+        for member in &members {
+            let family = self.family(member)?;
+            if !files.contains(&family.file.as_str()) {
+                files.push(&family.file);
+            }
+            keys.push(&family.key);
+        }
+        Ok(format!(
+            "test-config --config-files {} --config-keys {} --smoke",
+            files.join(" "),
+            keys.join(" ")
+        ))
+    }
+
     fn by_bot(&self, login: Option<&str>) -> bool {
         let bot = self.forge.bot_login();
         login.is_some_and(|l| l.eq_ignore_ascii_case(&bot))
@@ -732,7 +759,24 @@ impl<'a> Engine<'a> {
             .as_ref()
             .and_then(|i| i.tag().map(str::to_owned))
             .unwrap_or_else(|| rec.image.clone());
-        pr_title(&self.config.display_name, &rec.key, &engine, &tag)
+        pr_title(
+            &self.config.display_name,
+            &self.title_keys(rec),
+            &engine,
+            &tag,
+        )
+    }
+
+    /// The keys a PR title names: the family's own, or every member of a
+    /// family group (`a + b`). GitHub cuts titles at 256 characters, so a
+    /// group too long to list names its first key and how many more.
+    fn title_keys(&self, rec: &CandidateRecord) -> String {
+        let keys = self.changelog_keys(rec);
+        let all = keys.join(" + ");
+        if keys.len() <= 1 || all.chars().count() <= TITLE_KEYS_MAX {
+            return all;
+        }
+        format!("{} + {} more", keys[0], keys.len() - 1)
     }
 
     /// The smoke and sweep workflows at the candidate's base commit.
@@ -783,11 +827,8 @@ impl<'a> Engine<'a> {
             Err(e) => return Ok(Err(e.clone())),
         };
         let test_name = smoke_test_name(rec.owner_run, &rec.candidate);
-        let command = match self.family(&rec.family) {
-            Ok(f) => format!(
-                "test-config --config-files {} --config-keys {} --smoke",
-                f.file, f.key
-            ),
+        let command = match self.smoke_command(rec) {
+            Ok(command) => command,
             Err(e) => return Ok(Err(e.to_string())),
         };
         let wanted = klaud_smoke_inputs(head, &command, &test_name);

@@ -621,7 +621,7 @@ impl Forge for MemoryForge {
         // dispatched on, whatever `inputs.ref` says.
         let head = self.resolve(git_ref);
         let mut st = self.lock();
-        st.writes.push(format!("dispatch {workflow}"));
+        st.writes.push(format!("dispatch {workflow} {inputs}"));
         let id = self.new_run(
             &mut st,
             workflow,

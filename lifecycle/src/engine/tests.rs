@@ -482,7 +482,45 @@ async fn a_group_bump_records_its_scope_in_the_pr_body_and_all_keys_in_the_chang
         "the align policy reached the bump"
     );
     let number = rec.pull.expect("pull");
-    let body = w.forge.get_pull(number).await.expect("pull").body;
+    let pull = w.forge.get_pull(number).await.expect("pull");
+    assert!(
+        pull.title.contains("Update fam-a + fam-b "),
+        "the title names every key: {}",
+        pull.title
+    );
+    // One claim, under the asked family's ref, listing every member.
+    let claim = rec.claim.clone().expect("claim");
+    let record = klaud_claims::ClaimRecord::parse(&claim.message).expect("record");
+    let families: Vec<&str> = record
+        .candidates
+        .iter()
+        .map(|c| c.family.as_str())
+        .collect();
+    assert_eq!(
+        families,
+        ["configs/x-master.yaml:fam-a", "configs/x-master.yaml:fam-b"]
+    );
+    assert_eq!(record.candidate_ids(), [rec.candidate.as_str()]);
+    let claim_refs: Vec<String> = w
+        .forge
+        .git()
+        .ref_names()
+        .into_iter()
+        .filter(|r| r.starts_with(klaud_claims::CLAIM_REF_PREFIX))
+        .collect();
+    assert_eq!(claim_refs.len(), 1, "{claim_refs:?}");
+    // The smoke runs every key the bump changed.
+    let dispatch = w
+        .forge
+        .writes()
+        .into_iter()
+        .find(|x| x.starts_with("dispatch"))
+        .expect("dispatched");
+    assert!(
+        dispatch.contains("--config-files configs/x-master.yaml --config-keys fam-a fam-b --smoke"),
+        "{dispatch}"
+    );
+    let body = pull.body;
     assert!(body.contains("Bumped together"), "{body}");
     assert!(body.contains("Recipes aligned to the new image"), "{body}");
     assert!(body.contains("differ.yaml"), "{body}");

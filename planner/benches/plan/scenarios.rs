@@ -13,7 +13,7 @@ use klaud_planner::repo::Repository;
 use klaud_planner::tracks::{Track, TrackOrdering, infer_track, track_for};
 use sha2::Digest as _;
 
-use super::{peak_memory_kib, print_figures};
+use super::{cpu_seconds, peak_memory_kib, print_figures};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -500,6 +500,7 @@ pub fn scale() {
             .mirrors
             .insert("docker.io".to_owned(), registry.base_url());
         let client = RegistryClient::new(config).expect("client");
+        let cpu_before = (cpu_seconds(None), cpu_seconds(Some(registry.pid())));
         let started = Instant::now();
         let repository = Repository::open(dir.path()).expect("scale masters load");
         let read = started.elapsed();
@@ -522,6 +523,17 @@ pub fn scale() {
             wall.as_secs_f64(),
             peak_mib()
         );
+        if let ((Some(own0), Some(reg0)), Some(own1), Some(reg1)) = (
+            cpu_before,
+            cpu_seconds(None),
+            cpu_seconds(Some(registry.pid())),
+        ) {
+            println!(
+                "  CPU: planner {:.2} s, docker-registry {:.2} s (the rest of the wall time is waiting on a shared machine)",
+                own1 - own0,
+                reg1 - reg0
+            );
+        }
     }
 }
 

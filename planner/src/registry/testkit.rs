@@ -229,6 +229,12 @@ impl LocalRegistry {
         Url::parse(&format!("http://{}", self.addr)).unwrap_or_else(|e| unreachable!("{e}"))
     }
 
+    /// The registry's process id, so benchmarks can report its CPU time
+    /// apart from the planner's.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The registry's log lines so far (for failure messages).
     pub fn logs(&self) -> Vec<String> {
         self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()

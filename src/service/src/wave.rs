@@ -527,6 +527,16 @@ pub async fn run_wave(
                 if let Some(family) = entry.family() {
                     options.plan.occupied.insert(family.as_str().to_owned());
                 }
+                // A family group is claimed under its first member's ref;
+                // the record lists every member, and each is occupied.
+                if let Ok(record) = &entry.record {
+                    options.plan.occupied.extend(
+                        record
+                            .candidates
+                            .iter()
+                            .map(|c| klaud_planner::identity::family_id(&c.family)),
+                    );
+                }
             }
         }
     }

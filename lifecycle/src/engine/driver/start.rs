@@ -37,10 +37,21 @@ impl Engine<'_> {
         }
         self.intend(rec, "acquire claim").await?;
         let base = self.repository_sha.clone();
+        // A family group is bumped as one candidate under its first
+        // member's claim ref; the record lists every member so other
+        // instances (and the old helper) see each of them as taken.
+        let members = match self.repository.group_of(&rec.family) {
+            Some(group) if group.families.contains(&rec.family) => group.families.clone(),
+            _ => vec![rec.family.clone()],
+        };
+        let candidates = members
+            .iter()
+            .map(|member| ClaimCandidate::new(&base, member, cid.clone()))
+            .collect();
         match book
             .acquire(
                 &family_id,
-                vec![ClaimCandidate::new(&base, &rec.family, cid.clone())],
+                candidates,
                 &base,
                 rec.owner_run,
                 self.config.lease,

@@ -1,6 +1,7 @@
 //! `klaud demo`: the whole sandbox in-process (GitHub simulator seeded from
 //! `configs/demo`, registry simulator from `configs/demo-registry.json`, the
-//! CI simulator running `configs/demo-ci.toml`, the baseline API), then
+//! CI simulator running `configs/demo-ci.toml` on the runs the seed's own
+//! `.github/workflows/` start, the baseline API), then
 //! waves of the real lifecycle against it until every candidate has an
 //! outcome, and a summary with the PR URLs.
 
@@ -33,7 +34,8 @@ use klaud_store::Store;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Print one JSON object (`candidates`, each with `family`, `image`,
-    /// `outcome`, `phase`, `pull_request`, `runs`, `repairs`).
+    /// `outcome`, `phase`, `pull_request`, `runs`, `repairs`; `waves`; and
+    /// `workflows`, the seed's workflow files that drive the CI simulator).
     #[arg(long)]
     json: bool,
     /// Also print GitHub request figures (per candidate, writes,
@@ -83,6 +85,10 @@ pub struct DemoReport {
     pub candidates: Vec<CandidateSummary>,
     /// Waves run.
     pub waves: usize,
+    /// The seed's `.github/workflows/*.yml` that decide which CI runs exist
+    /// (empty: the simulator's built-in InferenceX behaviour).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workflows: Vec<String>,
     /// GitHub request figures, with `--stats`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub requests: Option<DemoRequests>,
@@ -301,6 +307,7 @@ async fn demo(
         Duration::from_millis(20),
     )
     .await?;
+    let workflows = stack.state().workflow_files(&stack.repo).await;
     let forge = sandbox_forge(&stack).await?;
     let registry = sandbox_registry(&stack.registry_url)?;
     let baseline = HttpBaselineSource::new(&stack.baseline_url).map_err(anyhow::Error::msg)?;
@@ -442,6 +449,7 @@ async fn demo(
         DemoReport {
             candidates,
             waves,
+            workflows,
             requests: None,
         },
         figures,

@@ -235,6 +235,14 @@ fn render(report: &PlanReport) -> String {
             "  {}  {}  {}\n",
             candidate.id, candidate.family, candidate.image
         ));
+        if candidate.members.len() > 1 {
+            let keys: Vec<&str> = candidate
+                .members
+                .iter()
+                .map(|m| m.rsplit_once(':').map_or(m.as_str(), |(_, key)| key))
+                .collect();
+            out.push_str(&format!("    with its group: {}\n", keys.join(" + ")));
+        }
     }
     out
 }

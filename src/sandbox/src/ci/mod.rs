@@ -11,9 +11,11 @@
 //!   (`test-config --config-files <file> --config-keys <key> --smoke`), read
 //!   from the master config at the run's head sha. A key that is not there
 //!   fails the run with no artifacts, as the real matrix generation does.
-//! - `run-sweep.yml` runs from `pull_request` (final sweeps). The families are
-//!   the `config-keys` of the changelog entries the PR appends (what the real
-//!   workflow sweeps), else the master entries the PR changes. A sweep of several
+//! - `run-sweep.yml` runs from `pull_request` (final sweeps) and from `push`
+//!   (a merge to main, where the seeded workflow has that trigger). The
+//!   families are the `config-keys` of the changelog entries the PR appends
+//!   (a push: the pushed commit appends to its parent; what the real workflow
+//!   sweeps), else the master entries the PR changes. A sweep of several
 //!   families uploads rows for all of them and follows the script of the
 //!   first (Klaud sweeps one family per PR).
 //!
@@ -78,7 +80,10 @@
 //! - infrastructure failure: nothing.
 //! - every non-infrastructure sweep run also uploads
 //!   `klaud-sweep-manifest/sweep_manifest.json` (`head` = the exact run head,
-//!   `run-id`, `run-attempt`, `full-sweep` = the PR carries a full-sweep label).
+//!   `run-id`, `run-attempt`, `full-sweep` = the PR carries a full-sweep label)
+//!   when its seeded `run-sweep.yml` (or a workflow it calls) has an
+//!   `actions/upload-artifact` step that can be named so, as only some
+//!   InferenceX versions do; without workflow files, always.
 //!
 //! Numbers are deterministic per family and point and independent of the
 //! image: multipliers of 1.0 reproduce the baseline API ([`baseline_router`])

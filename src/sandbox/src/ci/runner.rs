@@ -21,6 +21,7 @@ const E2E_PREFIX: &str = "inferencex-e2e";
 const CHANGELOG: &str = "perf-changelog.yaml";
 const SMOKE_WORKFLOW: &str = "e2e-tests.yml";
 const SWEEP_WORKFLOW: &str = "run-sweep.yml";
+const MANIFEST_ARTIFACT: &str = "klaud-sweep-manifest";
 
 /// What the runner copies out of the state for one newly queued run, so the
 /// YAML work happens without holding the simulator's lock.
@@ -38,6 +39,49 @@ struct Snapshot {
     head_changelog: Option<String>,
     base_changelog: Option<String>,
     labels: Vec<String>,
+    /// Whether the run uploads `klaud-sweep-manifest`.
+    manifest: bool,
+}
+
+/// Whether each queued sweep run's workflow, at the run's head, uploads the
+/// sweep manifest (by repository and head): the real workflow files decide
+/// (only some versions upload it). Heads without workflow files are left
+/// out, so the built-in behaviour (it does) applies.
+fn manifest_uploads(m: &mut crate::github::state::Model) -> HashMap<(String, String), bool> {
+    let mut heads = Vec::new();
+    for r in m.repos.values() {
+        let sweep_ids: Vec<u64> = r
+            .workflows
+            .iter()
+            .filter(|w| w.path.rsplit('/').next() == Some(SWEEP_WORKFLOW))
+            .map(|w| w.id)
+            .collect();
+        for run in r.runs.values() {
+            if run.status == "queued" && sweep_ids.contains(&run.workflow_id) {
+                heads.push((r.full_name(), run.head_sha.clone()));
+            }
+        }
+    }
+    let mut out = HashMap::new();
+    for (full, sha) in heads {
+        let Some((owner, name)) = full.split_once('/') else {
+            continue;
+        };
+        let Some(set) = crate::github::workflows::set_at(m, owner, name, &sha) else {
+            continue;
+        };
+        let uploads = match set.get(SWEEP_WORKFLOW) {
+            Some(w) => w
+                .may_upload(MANIFEST_ARTIFACT, &|p| set.resolve(p))
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "ci simulator: cannot read the sweep's uploads");
+                    false
+                }),
+            None => false,
+        };
+        out.insert((full, sha), uploads);
+    }
+    out
 }
 
 /// A run in progress, due to conclude.
@@ -100,6 +144,7 @@ impl Runner {
         let mut m = self.state.lock().await;
         let now = Utc::now();
         let mut out = Vec::new();
+        let manifests = manifest_uploads(&mut m);
         for r in m.repos.values_mut() {
             let workflows: HashMap<u64, String> = r
                 .workflows
@@ -122,7 +167,9 @@ impl Runner {
                 let file = workflows.get(&run.workflow_id).map(String::as_str);
                 let kind = match (file, run.event.as_str()) {
                     (Some(SMOKE_WORKFLOW), "workflow_dispatch") => RunKind::Smoke,
-                    (Some(SWEEP_WORKFLOW), "pull_request") => RunKind::Sweep,
+                    // A push to the default branch sweeps what it merged,
+                    // as the real workflow's push trigger does.
+                    (Some(SWEEP_WORKFLOW), "pull_request" | "push") => RunKind::Sweep,
                     // Other workflows are left to whoever drives them.
                     _ => continue,
                 };
@@ -143,7 +190,18 @@ impl Runner {
                 let head_changelog = text_at(r, &head_sha, &format!("{prefix}{CHANGELOG}"));
                 let (mut base_masters, mut base_changelog, mut labels) =
                     (BTreeMap::new(), None, Vec::new());
-                if kind == RunKind::Sweep {
+                if kind == RunKind::Sweep && run.event == "push" {
+                    // The pushed changes are the head against its first parent.
+                    if let Some(parent) = r
+                        .objects
+                        .commits
+                        .get(&head_sha)
+                        .and_then(|c| c.parents.first())
+                    {
+                        base_masters = masters_at(r, parent, &prefix);
+                        base_changelog = text_at(r, parent, &format!("{prefix}{CHANGELOG}"));
+                    }
+                } else if kind == RunKind::Sweep {
                     if let Some(p) = run.pull_requests.first().and_then(|n| r.pulls.get(n)) {
                         labels = p.labels.clone();
                         let base = r.resolve(&p.base_ref).unwrap_or_default();
@@ -153,7 +211,13 @@ impl Runner {
                         }
                     }
                 }
+                let manifest = kind == RunKind::Sweep
+                    && manifests
+                        .get(&(r.full_name(), run.head_sha.clone()))
+                        .copied()
+                        .unwrap_or(true);
                 let snap = Snapshot {
+                    manifest,
                     repo: r.full_name(),
                     run_id: run.id,
                     run_attempt: run.run_attempt,
@@ -335,7 +399,7 @@ fn build_uploads(
         // Infrastructure failures never reach a benchmark job.
         return;
     }
-    if s.kind == RunKind::Sweep {
+    if s.kind == RunKind::Sweep && s.manifest {
         // The manifest is written when the sweep's matrix is set up, before
         // any benchmark can fail.
         let full = s
@@ -589,6 +653,7 @@ mod tests {
             head_changelog: None,
             base_changelog: None,
             labels: Vec::new(),
+            manifest: true,
         }
     }
 

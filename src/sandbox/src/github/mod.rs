@@ -19,7 +19,7 @@ mod pulls;
 mod refs;
 pub mod state;
 mod users;
-mod workflows;
+pub(crate) mod workflows;
 
 use std::net::SocketAddr;
 use std::time::Duration;
