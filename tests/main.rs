@@ -26,6 +26,7 @@ mod lifecycle_e2e;
 mod lifecycle_full;
 mod lifecycle_workflows;
 mod maintainer_commands;
+mod people;
 mod plan_sandbox;
 mod plan_upstream;
 mod recipe_roots;

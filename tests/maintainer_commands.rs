@@ -822,6 +822,18 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(stale.step, Step::Done);
+    // Its journal, and so `klaud status` and the dashboard, agree with the
+    // receipt.
+    let ending = stale.ending.as_ref().expect("ending");
+    assert_eq!(
+        ending.outcome,
+        klaud_lifecycle::model::Outcome::Handoff,
+        "{ending:?}"
+    );
+    let row = klaud_service::dashboard::OutcomeRow::of(&stale).expect("outcome row");
+    assert_eq!(row.outcome, "handoff", "{row:?}");
+    let summary = klaud_service::CandidateSummary::of(&stale, None);
+    assert_eq!(summary.outcome.as_deref(), Some("handoff"));
     assert_eq!(
         env.stack
             .state()

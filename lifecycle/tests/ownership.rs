@@ -188,6 +188,7 @@ async fn world() -> (Fake, HeldClaim, String) {
             author: Some("klaud-cold".into()),
             labels: vec!["full-sweep-fail-fast".into()],
             html_url: String::new(),
+            merged: false,
         }),
         run: Mutex::new(Run {
             id: 99,

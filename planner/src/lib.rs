@@ -15,6 +15,7 @@ pub mod launchers;
 pub mod plan;
 pub mod registry;
 pub mod repo;
+pub mod retired;
 pub mod search_space;
 pub mod tracks;
 pub mod yaml;

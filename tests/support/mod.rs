@@ -128,6 +128,46 @@ impl Person {
         c["id"].as_u64().expect("comment id")
     }
 
+    /// Closes a pull request (without merging).
+    pub async fn close_pull(&self, number: u64) {
+        let route = format!("/repos/{}/pulls/{number}", self.repo);
+        let response = self
+            .gh
+            ._patch(
+                route.as_str(),
+                Some(&serde_json::json!({ "state": "closed" })),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{route}: {e}"));
+        assert!(
+            response.status().is_success(),
+            "{route}: {}",
+            response.status()
+        );
+    }
+
+    /// Creates `refs/heads/<branch>` at `sha`.
+    pub async fn create_branch(&self, branch: &str, sha: &str) {
+        self.send(
+            false,
+            "git/refs",
+            Some(serde_json::json!({ "ref": format!("refs/heads/{branch}"), "sha": sha })),
+        )
+        .await;
+    }
+
+    /// Opens a pull request from `head` onto `base`; its number.
+    pub async fn open_pull(&self, head: &str, base: &str, title: &str) -> u64 {
+        let p = self
+            .send(
+                false,
+                "pulls",
+                Some(serde_json::json!({ "head": head, "base": base, "title": title })),
+            )
+            .await;
+        p["number"].as_u64().expect("pull number")
+    }
+
     /// Adds labels to an issue or pull request.
     pub async fn add_labels(&self, number: u64, labels: &[&str]) {
         self.send(

@@ -98,6 +98,22 @@ pub struct EngineConfig {
     /// The capacity gate (spec §3.7), checked before claiming and before
     /// every dispatch (smoke, re-run, sweep label); `None`: no gate.
     pub capacity: Option<Arc<klaud_planner::capacity::CapacityGate>>,
+    /// What to do with a Klaud PR already open when somebody else's PR
+    /// starts to overlap its family.
+    pub on_human_overlap: HumanOverlap,
+}
+
+/// What Klaud does with its own open PR when a human PR later changes the
+/// same family (`[lifecycle] on_human_overlap`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HumanOverlap {
+    /// Leave Klaud's PR as it is; the dashboard notes the overlap.
+    #[default]
+    Leave,
+    /// End Klaud's candidate `handoff` with the usual cleanup (its runs
+    /// cancelled, its PR closed with a receipt naming the human PR).
+    Handoff,
 }
 
 impl EngineConfig {
@@ -127,6 +143,7 @@ impl EngineConfig {
             repo: klaud_planner::repo::RepoOptions::default(),
             bump: klaud_planner::bump::BumpOptions::default(),
             capacity: None,
+            on_human_overlap: HumanOverlap::Leave,
         }
     }
 }
@@ -749,6 +766,16 @@ impl<'a> Engine<'a> {
         {
             return Ok(p);
         }
+        if matches!(
+            rec.step,
+            Step::Baseline | Step::Smoke | Step::Repair | Step::Final | Step::Sweep
+        ) && let Some(number) = rec.pull
+        {
+            let pull = self.forge.get_pull(number).await?;
+            if !pull.open {
+                return self.closed_elsewhere(rec, &pull).await;
+            }
+        }
         let progress = match rec.step {
             Step::Claim => self.step_claim(rec).await?,
             Step::Prepare => self.step_prepare(rec).await?,
@@ -972,12 +999,91 @@ impl<'a> Engine<'a> {
         rec: &mut CandidateRecord,
         m: Mismatch,
     ) -> Result<Progress, EngineError> {
+        // Whoever took the candidate away (`klaud claims release --force`,
+        // recovery) may already have published its receipt: that outcome
+        // stands, so the receipt, `klaud status` and the dashboard agree.
+        if let Some(number) = rec.pull
+            && let Some((outcome, phase, note)) = self.published_outcome(number, rec).await?
+        {
+            rec.ending = Some(Ending {
+                outcome,
+                phase,
+                message: format!("ended elsewhere: the receipt on #{number} says {outcome}"),
+                hands_off: true,
+                note,
+            });
+            rec.step = Step::Finish;
+            self.save(rec).await?;
+            return Ok(Progress::Advanced(Step::Finish));
+        }
         let outcome = match m.kind {
             MismatchKind::Handoff => Outcome::Handoff,
             MismatchKind::Unexpected => Outcome::UnexpectedError,
         };
         let phase = Self::phase_of(rec.step);
         self.end(rec, outcome, phase, m.to_string(), true).await
+    }
+
+    /// Someone else closed or merged the PR (issue 11): Klaud stops
+    /// touching it. The finish cancels Klaud's own running runs, writes the
+    /// receipt and releases the claim, and nothing else (no labels, no
+    /// report, no changelog, no sweep wait). Merged ends `validated` when
+    /// its sweep was verified, else `handoff`; closed ends `handoff`
+    /// naming who closed it.
+    async fn closed_elsewhere(
+        &self,
+        rec: &mut CandidateRecord,
+        pull: &super::forge::Pull,
+    ) -> Result<Progress, EngineError> {
+        let phase = Self::phase_of(rec.step);
+        let (outcome, message) = if pull.merged {
+            let verified = rec.sweep.is_some() && rec.step == Step::Sweep;
+            (
+                if verified {
+                    Outcome::Validated
+                } else {
+                    Outcome::Handoff
+                },
+                format!("#{} was merged by someone else", pull.number),
+            )
+        } else {
+            let who = self
+                .forge
+                .closed_by(pull.number)
+                .await?
+                .map_or_else(|| "someone else".to_owned(), |l| format!("@{l}"));
+            (
+                Outcome::Handoff,
+                format!("#{} was closed by {who}", pull.number),
+            )
+        };
+        self.end(rec, outcome, phase, message.clone(), false)
+            .await?;
+        if let Some(ending) = rec.ending.as_mut() {
+            ending.note = Some(message);
+        }
+        self.save(rec).await?;
+        Ok(Progress::Advanced(Step::Finish))
+    }
+
+    /// The outcome, phase and note of the bot's receipt for `rec`'s
+    /// candidate on PR `number`, if one was published (by any owner run).
+    async fn published_outcome(
+        &self,
+        number: u64,
+        rec: &CandidateRecord,
+    ) -> Result<Option<(Outcome, Phase, Option<String>)>, EngineError> {
+        let comments = self.forge.list_comments(number).await?;
+        Ok(comments
+            .iter()
+            .filter(|c| self.by_bot(c.author.as_deref()))
+            .filter_map(|c| find_record(&c.body).ok().flatten())
+            .filter(|f| {
+                matches!(&f.key, MarkerKey::Outcome { candidate, .. }
+                    if candidate.as_str() == rec.candidate)
+            })
+            .find_map(|f| crate::report::parse_receipt(&f).ok())
+            .map(|r| (r.result.outcome(), r.result.phase(), r.note)))
     }
 
     /// Runs the ownership check for `scope`. `Err(progress)` means the

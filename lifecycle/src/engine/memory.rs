@@ -507,6 +507,7 @@ impl Forge for MemoryForge {
             author: Some(self.bot.clone()),
             labels: Vec::new(),
             html_url: format!("https://github.com/{}/pull/{number}", self.repo),
+            merged: false,
         };
         st.pulls.push(pull.clone());
         Ok(pull)

@@ -24,8 +24,8 @@ pub mod memory;
 pub mod ownership;
 
 pub use driver::{
-    Engine, EngineConfig, EngineError, Progress, RepairContext, RepairHook, RepairOutcome, Target,
-    branch_name, smoke_test_name,
+    Engine, EngineConfig, EngineError, HumanOverlap, Progress, RepairContext, RepairHook,
+    RepairOutcome, Target, branch_name, smoke_test_name,
 };
 pub use forge::{ArtifactInfo, Comment, Forge, ForgeError, Pull, Run, RunQuery};
 pub use journal::{

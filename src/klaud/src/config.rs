@@ -331,6 +331,10 @@ pub struct LifecycleConfig {
     /// review before the sweep label is added.
     #[serde(deserialize_with = "draft_policy")]
     pub sweep_runs_on_drafts: DraftPolicy,
+    /// A Klaud PR already open when somebody else's PR starts to change the
+    /// same family: `"leave"` (default) leaves it and notes the overlap on
+    /// the dashboard, `"handoff"` ends it `handoff` with the usual cleanup.
+    pub on_human_overlap: klaud_lifecycle::engine::HumanOverlap,
 }
 
 /// `"auto"`, `true` or `false`.
@@ -362,6 +366,7 @@ impl Default for LifecycleConfig {
             baseline_api: String::new(),
             model_names: BTreeMap::new(),
             sweep_runs_on_drafts: DraftPolicy::Auto,
+            on_human_overlap: klaud_lifecycle::engine::HumanOverlap::Leave,
         }
     }
 }

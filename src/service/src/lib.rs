@@ -14,6 +14,7 @@
 pub mod baseline_api;
 pub mod daemon;
 pub mod dashboard;
+pub mod overlap;
 pub mod pr_commands;
 pub mod recover;
 pub mod repair_hook;

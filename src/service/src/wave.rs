@@ -12,10 +12,10 @@ use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::engine::{
     CandidateRecord, Engine, EngineConfig, Journal, Progress, RepairHook, Step, Target,
 };
-use klaud_lifecycle::model::RunRef;
+use klaud_lifecycle::model::{Outcome, RunRef};
 use klaud_lifecycle::report::UpstreamRange;
 use klaud_planner::image::ImageRef;
-use klaud_planner::plan::{CreationTimes, PlanOptions, PlanReport, plan};
+use klaud_planner::plan::{BlockKind, CreationTimes, PlanOptions, PlanReport, plan};
 use klaud_planner::registry::RegistryClient;
 use klaud_planner::repo::{RepoOptions, Repository};
 use serde::Serialize;
@@ -35,6 +35,8 @@ fn needed(path: &str) -> bool {
     rel.starts_with("configs/")
         || rel.starts_with("benchmarks/multi_node/srt-slurm-recipes/")
         || rel == "perf-changelog.yaml"
+        // Retirements (issue 11) are read from it.
+        || rel == "MODELS.md"
 }
 
 /// Why a wave stopped.
@@ -97,7 +99,11 @@ fn save_breaker(registry: &RegistryClient, store: Option<&Store>) {
     }
 }
 
-async fn blob(forge: &Forge, sha: &str, cache: Option<&Store>) -> Result<Vec<u8>, WaveError> {
+pub(crate) async fn blob(
+    forge: &Forge,
+    sha: &str,
+    cache: Option<&Store>,
+) -> Result<Vec<u8>, WaveError> {
     use base64::Engine as _;
     let b64 = base64::engine::general_purpose::STANDARD;
     let key = format!("blob:{sha}");
@@ -372,6 +378,17 @@ impl CandidateSummary {
     }
 }
 
+/// A family the wave's plan blocked.
+#[derive(Debug, Clone, Serialize)]
+pub struct BlockedFamily {
+    /// The family.
+    pub family: String,
+    /// `retired`, `duplicate` or `occupied`.
+    pub outcome: String,
+    /// Why, naming the PR and its author when there is one.
+    pub reason: String,
+}
+
 /// The result of a wave.
 #[derive(Debug, Clone, Serialize)]
 pub struct WaveSummary {
@@ -383,6 +400,10 @@ pub struct WaveSummary {
     pub skipped: Vec<(String, String)>,
     /// Maintainer command comments answered in this wave.
     pub answered: Vec<crate::pr_commands::Answered>,
+    /// Families the plan did not bump whatever the registry says, with
+    /// why: `retired`, `duplicate` (somebody else's PR) or `occupied`
+    /// (Klaud's own open PR).
+    pub blocked: Vec<BlockedFamily>,
     /// Every family of the wave's plan (for the dashboard).
     #[serde(skip)]
     pub families: Vec<klaud_planner::plan::FamilyPlan>,
@@ -678,6 +699,30 @@ pub async fn run_wave_told(
             }
         }
     }
+    // Other people's work and Klaud's own open PRs (issue 11), read from
+    // GitHub before claiming; the blocked families are still planned so the
+    // plan says what they would get.
+    let open_pulls = crate::overlap::open_pull_blocks(
+        forge,
+        &repository,
+        &options.engine.base_branch,
+        options.cache,
+    )
+    .await?;
+    options.plan.blocked = open_pulls.blocks.clone();
+    // This instance's own candidates in flight are resumed, not blocked:
+    // their PR is the open one, and the plan keeps counting them as picks.
+    let in_flight: BTreeSet<String> = ours
+        .iter()
+        .map(String::as_str)
+        .chain(unfinished.iter().map(|r| r.candidate.as_str()))
+        .filter_map(|id| CandidateId::new(id).ok())
+        .map(|id| id.family().as_str().to_owned())
+        .collect();
+    options
+        .plan
+        .blocked
+        .retain(|family, b| b.kind != BlockKind::Occupied || !in_flight.contains(family));
     let cooldown = chrono::TimeDelta::from_std(options.cooldown).unwrap_or(chrono::TimeDelta::MAX);
     for rec in &done {
         // A maintainer's retry request (`/klaud retry`) lifts the cooldown.
@@ -882,6 +927,60 @@ pub async fn run_wave_told(
             }
         }
     }
+    // Again before any PR is opened: a human PR that appeared since the
+    // plan ends the candidate `duplicate` (its branch is cleaned up, nothing
+    // is posted on the human's PR).
+    // A Klaud PR already open that a human PR now overlaps: the configured
+    // decision (`on_human_overlap`).
+    let human = if records
+        .iter()
+        .any(|(r, _, skip)| !*skip && r.pull.is_none() && r.step != Step::Done)
+    {
+        crate::overlap::open_pull_blocks(
+            forge,
+            &repository,
+            &options.engine.base_branch,
+            options.cache,
+        )
+        .await?
+        .human
+    } else {
+        open_pulls.human
+    };
+    let mut overlap_notes: BTreeMap<String, String> = BTreeMap::new();
+    for (rec, status, skip) in records.iter_mut() {
+        if *skip || matches!(rec.step, Step::Done | Step::Finish) {
+            continue;
+        }
+        let Ok(id) = CandidateId::new(&rec.candidate) else {
+            continue;
+        };
+        let Some(b) = human.get(id.family().as_str()) else {
+            continue;
+        };
+        let ended = match (rec.pull, options.engine.on_human_overlap) {
+            (None, _) => {
+                engine
+                    .end_now(rec, Outcome::Duplicate, b.reason.clone(), false)
+                    .await
+            }
+            (Some(_), klaud_lifecycle::engine::HumanOverlap::Handoff) => {
+                engine
+                    .end_now(rec, Outcome::Handoff, b.reason.clone(), false)
+                    .await
+            }
+            (Some(_), klaud_lifecycle::engine::HumanOverlap::Leave) => {
+                overlap_notes.insert(
+                    rec.candidate.clone(),
+                    format!("left as is (on_human_overlap = \"leave\"): {}", b.reason),
+                );
+                Ok(())
+            }
+        };
+        if let Err(e) = ended {
+            *status = Some(format!("stopped: {e}"));
+        }
+    }
     let stopping = || options.stop.as_ref().is_some_and(|s| *s.borrow());
     let started = Instant::now();
     loop {
@@ -934,7 +1033,12 @@ pub async fn run_wave_told(
         if *skip {
             skipped.push((rec.candidate.clone(), status.clone().unwrap_or_default()));
         } else {
-            candidates.push(CandidateSummary::of(rec, status.clone()));
+            let status = match (status, overlap_notes.get(&rec.candidate)) {
+                (Some(s), Some(note)) => Some(format!("{s}; {note}")),
+                (None, Some(note)) => Some(note.clone()),
+                (s, None) => s.clone(),
+            };
+            candidates.push(CandidateSummary::of(rec, status));
         }
     }
     let summary = WaveSummary {
@@ -942,6 +1046,18 @@ pub async fn run_wave_told(
         candidates,
         skipped,
         answered,
+        blocked: report
+            .families
+            .iter()
+            .filter_map(|f| {
+                let b = f.blocked.as_ref()?;
+                Some(BlockedFamily {
+                    family: f.family.clone(),
+                    outcome: b.kind.as_str().to_owned(),
+                    reason: b.reason.clone(),
+                })
+            })
+            .collect(),
         families: report.families,
     };
     if let Some(sink) = sink {
@@ -988,6 +1104,9 @@ pub fn render_summary(summary: &WaveSummary) -> String {
     }
     for (id, why) in &summary.skipped {
         out.push_str(&format!("skipped {id}: {why}\n"));
+    }
+    for b in &summary.blocked {
+        out.push_str(&format!("{} {}: {}\n", b.outcome, b.family, b.reason));
     }
     out
 }

@@ -49,6 +49,9 @@ impl Engine<'_> {
             if !has(&receipt_key) {
                 let progress = if receipt_only {
                     None
+                } else if !self.forge.get_pull(number).await?.open {
+                    // Not Klaud's to change any more: only its own runs stop.
+                    self.cancel_runs(rec, number).await?
                 } else if ending.outcome == Outcome::Validated {
                     self.finish_validated(rec, number).await?
                 } else {
@@ -156,6 +159,36 @@ impl Engine<'_> {
                 .create_comment(&proof, number, &marker.body)
                 .await?;
         }
+        if let Some(p) = self.cancel_runs(rec, number).await? {
+            return Ok(Some(p));
+        }
+        let pull = self.forge.get_pull(number).await?;
+        for l in pull
+            .labels
+            .iter()
+            .filter(|l| self.config.managed_labels.iter().any(|m| m == *l))
+        {
+            self.intend(rec, &format!("remove label {l}")).await?;
+            self.forge.remove_label(&proof, number, l).await?;
+        }
+        if pull.open && !pull.draft {
+            self.intend(rec, "convert to draft").await?;
+            self.forge.set_draft(&proof, &pull, true).await?;
+        }
+        if pull.open {
+            self.intend(rec, "close the pull request").await?;
+            self.forge.close_pull(&proof, number).await?;
+        }
+        self.delete_branch_if_unchanged(rec).await
+    }
+
+    /// Cancels Klaud's own runs of `rec` that are still going (by the
+    /// smoke title, or as this PR's sweep on its head).
+    pub(super) async fn cancel_runs(
+        &self,
+        rec: &mut CandidateRecord,
+        number: u64,
+    ) -> Result<Option<Progress>, EngineError> {
         let head = rec.head.clone().unwrap_or_default();
         let smoke_title = match self.smoke_plan(rec, &head).await? {
             Ok(plan) => plan.title,
@@ -200,24 +233,7 @@ impl Engine<'_> {
             // finish a candidate in one pass.
             self.forge.cancel_run(&proof, run.id).await?;
         }
-        let pull = self.forge.get_pull(number).await?;
-        for l in pull
-            .labels
-            .iter()
-            .filter(|l| self.config.managed_labels.iter().any(|m| m == *l))
-        {
-            self.intend(rec, &format!("remove label {l}")).await?;
-            self.forge.remove_label(&proof, number, l).await?;
-        }
-        if pull.open && !pull.draft {
-            self.intend(rec, "convert to draft").await?;
-            self.forge.set_draft(&proof, &pull, true).await?;
-        }
-        if pull.open {
-            self.intend(rec, "close the pull request").await?;
-            self.forge.close_pull(&proof, number).await?;
-        }
-        self.delete_branch_if_unchanged(rec).await
+        Ok(None)
     }
 
     pub(super) async fn delete_branch_if_unchanged(

@@ -241,6 +241,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             candidates: report.candidates.clone(),
             skipped: Vec::new(),
             answered: Vec::new(),
+            blocked: Vec::new(),
             families: Vec::new(),
         };
         super::emit(&render_summary(&summary));

@@ -206,10 +206,13 @@ fn render(report: &PlanReport) -> String {
         .map(|f| {
             [
                 f.family.clone(),
-                serde_json::to_value(f.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
+                match &f.blocked {
+                    Some(b) => b.kind.as_str().to_owned(),
+                    None => serde_json::to_value(f.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                },
                 f.current.clone(),
                 f.candidate
                     .as_ref()

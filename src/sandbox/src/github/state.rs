@@ -107,6 +107,8 @@ pub struct Pull {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub closed_at: Option<DateTime<Utc>>,
+    /// Who closed it (GitHub's issue `closed_by`), while closed.
+    pub closed_by: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -611,6 +613,9 @@ impl Model {
             "closed_at": p.closed_at.map(fmt_time), "created_at": fmt_time(p.created_at),
             "updated_at": fmt_time(p.updated_at), "draft": p.draft,
             "author_association": "CONTRIBUTOR",
+            "closed_by": if p.open { Value::Null } else {
+                p.closed_by.as_deref().map_or(Value::Null, |l| self.login_json(l))
+            },
         })
     }
 

@@ -463,6 +463,7 @@ jobs:
                 created_at: now,
                 updated_at: now,
                 closed_at: None,
+                closed_by: None,
             },
         );
         drop(m);
@@ -773,6 +774,7 @@ jobs:
                     created_at: now,
                     updated_at: now,
                     closed_at: None,
+                    closed_by: None,
                 },
             );
             let ids = pull_request_event(

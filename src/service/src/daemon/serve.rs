@@ -593,10 +593,15 @@ fn family_row(f: &FamilyPlan) -> FamilyRow {
     FamilyRow {
         family: f.family.clone(),
         id: f.id.clone(),
-        status: serde_json::to_value(f.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_else(|| format!("{:?}", f.status)),
+        // A blocked family (retired, duplicate, occupied) shows the block:
+        // whatever the registry says, it is not bumped.
+        status: match &f.blocked {
+            Some(b) => b.kind.as_str().to_owned(),
+            None => serde_json::to_value(f.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_else(|| format!("{:?}", f.status)),
+        },
         current: f.current.clone(),
         candidate: f.candidate.as_ref().map(|c| c.image.to_string()),
         stale_hours,

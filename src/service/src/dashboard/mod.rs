@@ -92,7 +92,9 @@ pub struct RepositoryStatus {
 pub struct FamilyRow {
     pub family: String,
     pub id: String,
-    /// `up-to-date`, `stale-newer`, `stale-pruned`, `unknown-track`, `error`.
+    /// `up-to-date`, `stale-newer`, `stale-pruned`, `unknown-track`, `error`,
+    /// or the block that keeps it from being bumped: `retired`, `duplicate`
+    /// (somebody else's PR), `occupied` (Klaud's own open PR).
     pub status: String,
     pub current: String,
     pub candidate: Option<String>,
