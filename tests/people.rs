@@ -60,6 +60,7 @@ async fn wave_config(
             upstream: None,
             cache: None,
             stop: None,
+            checkout: None,
         },
     )
     .await

@@ -517,6 +517,7 @@ mod tests {
             skipped: vec![],
             answered: vec![],
             families: vec![],
+            blocked: vec![],
         };
         let text = super::step_summary(&summary);
         assert!(text.contains(
