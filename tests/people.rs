@@ -282,7 +282,15 @@ async fn the_old_helpers_branch_spelling_occupies_the_family() {
 async fn a_retired_key_is_never_bumped_and_the_plan_says_why() {
     let seed = tempfile::tempdir().expect("tempdir");
     crate::support::copy_tree(&demo(), seed.path());
-    let archive = "# Archived by hand.\n\ndemo-fp4-b200-vllm:\n  image: vllm/vllm-openai:v0.20.0\n";
+    // Archived with every scenario it runs, as InferenceX archives a key
+    // it retires (an archive of only some scenarios retires nothing).
+    let master =
+        std::fs::read_to_string(seed.path().join("configs/nvidia-master.yaml")).expect("master");
+    let start = master.find("demo-fp4-b200-vllm:").expect("entry");
+    let end = master[start + 1..]
+        .find("\n\n")
+        .map_or(master.len(), |i| start + 1 + i);
+    let archive = format!("# Archived by hand.\n\n{}\n", &master[start..end]);
     std::fs::create_dir_all(seed.path().join("configs/deprecated")).expect("mkdir");
     std::fs::write(
         seed.path()
@@ -387,9 +395,17 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
     assert!(others.is_empty(), "{writes:#?}");
     assert_eq!(rest.iter().filter(|w| **w == &receipt_path).count(), 1);
     // Its smoke run was cancelled and the family's claim released.
+    // (GitHub cancels asynchronously: the run ends a moment after the 202.)
     for run in &ended.runs {
-        let live = env.forge.get_run(run.id).await.expect("run");
-        assert_eq!(live.status.as_deref(), Some("completed"), "{live:?}");
+        let mut live = env.forge.get_run(run.id).await.expect("run");
+        for _ in 0..200 {
+            if live.status.as_deref() == Some("completed") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            live = env.forge.get_run(run.id).await.expect("run");
+        }
+        assert_eq!(live.conclusion.as_deref(), Some("cancelled"), "{live:?}");
     }
     let family_id = klaud_claims::CandidateId::new(&c.candidate)
         .expect("id")

@@ -12,6 +12,11 @@
 //!
 //! A family is retired by a scenario row only when *every* scenario it runs
 //! is deprecated: a model that still runs another scenario stays active.
+//! The same holds for the archive: InferenceX archives a retired
+//! *scenario* of a key under the key's own name (`dsr1-fp4-b200-sglang`'s
+//! 1k1k lives in `configs/deprecated/nvidia-1k1k-master.yaml` while its
+//! 8k1k still runs), so an archived key retires the active family only when
+//! the archived entry covers every scenario the active one runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
@@ -41,8 +46,50 @@ pub struct Retirements {
     pub models: BTreeMap<String, RetiredReason>,
     /// `(isl, osl)` of a fixed-sequence scenario → reason.
     pub scenarios: BTreeMap<(u64, u64), RetiredReason>,
-    /// Config key archived under `configs/deprecated/` → the archive file.
-    pub archived: BTreeMap<String, String>,
+    /// Config key archived under `configs/deprecated/` → the archive file
+    /// and the scenarios the archived entry ran.
+    pub archived: BTreeMap<String, (String, Scenarios)>,
+}
+
+/// The scenarios of a master entry: fixed-sequence `(isl, osl)` pairs, and
+/// the other scenario kinds it runs (`agentic-coding`, …) by name.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Scenarios {
+    /// Fixed-sequence `(isl, osl)` pairs.
+    pub fixed: BTreeSet<(u64, u64)>,
+    /// Other scenario kinds, and fixed-sequence entries without both lengths.
+    pub other: BTreeSet<String>,
+}
+
+impl Scenarios {
+    fn of<'a>(scenarios: impl IntoIterator<Item = (&'a String, &'a serde_json::Value)>) -> Self {
+        let mut out = Self::default();
+        for (kind, value) in scenarios {
+            if kind != "fixed-seq-len" {
+                out.other.insert(kind.clone());
+                continue;
+            }
+            for s in value.as_array().into_iter().flatten() {
+                match (
+                    s.get("isl").and_then(serde_json::Value::as_u64),
+                    s.get("osl").and_then(serde_json::Value::as_u64),
+                ) {
+                    (Some(i), Some(o)) => {
+                        out.fixed.insert((i, o));
+                    }
+                    _ => {
+                        out.other.insert(kind.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether every scenario of `self` is also in `archived`.
+    fn covered_by(&self, archived: &Scenarios) -> bool {
+        self.fixed.is_subset(&archived.fixed) && self.other.is_subset(&archived.other)
+    }
 }
 
 /// Reads MODELS.md's table rows (see the module documentation). Lines that
@@ -83,31 +130,6 @@ pub fn parse_models_md(text: &str) -> Retirements {
     out
 }
 
-/// The `(isl, osl)` pairs of a family's fixed-sequence scenarios, and
-/// whether it runs any other kind of scenario.
-fn scenario_points(family: &Family) -> (BTreeSet<(u64, u64)>, bool) {
-    let mut points = BTreeSet::new();
-    let mut other = false;
-    for (kind, value) in &family.entry.scenarios {
-        if kind != "fixed-seq-len" {
-            other = true;
-            continue;
-        }
-        for s in value.as_array().into_iter().flatten() {
-            match (
-                s.get("isl").and_then(serde_json::Value::as_u64),
-                s.get("osl").and_then(serde_json::Value::as_u64),
-            ) {
-                (Some(i), Some(o)) => {
-                    points.insert((i, o));
-                }
-                _ => other = true,
-            }
-        }
-    }
-    (points, other)
-}
-
 impl Retirements {
     /// Reads `MODELS.md` and `configs/deprecated/*.yaml` of the checkout.
     /// Missing files retire nothing; an unreadable archive file is skipped
@@ -137,11 +159,21 @@ impl Retirements {
                 .and_then(|t| crate::yaml::parse(&t).map_err(|e| e.to_string()));
             match parsed {
                 Ok(Some(doc)) => {
-                    for (k, _) in doc.as_mapping().unwrap_or_default() {
+                    for (k, entry) in doc.as_mapping().unwrap_or_default() {
                         if let Some(key) = k.as_scalar() {
-                            out.archived
+                            let json = entry.to_json();
+                            let scenarios = Scenarios::of(
+                                json.get("scenarios")
+                                    .and_then(serde_json::Value::as_object)
+                                    .into_iter()
+                                    .flatten(),
+                            );
+                            let (_, known) = out
+                                .archived
                                 .entry(key.to_owned())
-                                .or_insert_with(|| name.clone());
+                                .or_insert_with(|| (name.clone(), Scenarios::default()));
+                            known.fixed.extend(scenarios.fixed);
+                            known.other.extend(scenarios.other);
                         }
                     }
                 }
@@ -154,17 +186,23 @@ impl Retirements {
 
     /// Why `family` is retired, if it is.
     pub fn reason(&self, family: &Family) -> Option<RetiredReason> {
-        if let Some(file) = self.archived.get(&family.key) {
-            return Some(format!("key {} is archived in {file}", family.key));
+        let runs = Scenarios::of(&family.entry.scenarios);
+        if let Some((file, archived)) = self.archived.get(&family.key)
+            && runs.covered_by(archived)
+        {
+            return Some(format!(
+                "key {} is archived in {file} with every scenario it runs",
+                family.key
+            ));
         }
         if let Some(r) = self.models.get(&family.entry.model_prefix) {
             return Some(r.clone());
         }
-        let (points, other) = scenario_points(family);
-        if other || points.is_empty() {
+        if !runs.other.is_empty() || runs.fixed.is_empty() {
             return None;
         }
-        let reasons: Vec<&str> = points
+        let reasons: Vec<&str> = runs
+            .fixed
             .iter()
             .map(|p| self.scenarios.get(p).map(String::as_str))
             .collect::<Option<_>>()?;
@@ -203,6 +241,39 @@ mod tests {
             assert!(!r.models.contains_key(active), "{active}: {r:?}");
         }
         assert!(!r.scenarios.contains_key(&(8192, 1024)));
+    }
+
+    #[test]
+    fn a_key_archived_for_another_scenario_stays_active() {
+        let Ok(repository) = Repository::open(FULL) else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "fixtures missing under CI"
+            );
+            eprintln!("SKIPPED: {FULL} is missing");
+            return;
+        };
+        let r = Retirements::read(&repository);
+        // Its 1k1k is archived under the same key; its 8k1k still runs.
+        assert!(r.archived.contains_key("dsr1-fp4-b200-sglang"), "{r:?}");
+        let family = repository
+            .families()
+            .iter()
+            .find(|f| f.key == "dsr1-fp4-b200-sglang")
+            .expect("active family");
+        assert_eq!(r.reason(family), None);
+        // The same entry archived with its own scenarios retires it.
+        let mut whole = r.clone();
+        let runs = Scenarios::of(&family.entry.scenarios);
+        whole.archived.insert(
+            family.key.clone(),
+            ("configs/deprecated/x.yaml".into(), runs),
+        );
+        assert!(
+            whole
+                .reason(family)
+                .is_some_and(|why| why.contains("x.yaml"))
+        );
     }
 
     #[test]

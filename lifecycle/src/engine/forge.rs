@@ -161,11 +161,9 @@ pub trait Forge: Send + Sync {
     /// One pull request.
     async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError>;
     /// Who closed pull request `number`, when GitHub says (issue
-    /// `closed_by`). The default knows nobody.
-    async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError> {
-        let _ = number;
-        Ok(None)
-    }
+    /// `closed_by`). Required, not defaulted: a wrapper that forgot to
+    /// forward it would silently lose the name.
+    async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError>;
     /// Comments of a pull request, oldest first.
     async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError>;
     /// Runs of a workflow, newest first.

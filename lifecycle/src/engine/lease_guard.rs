@@ -74,6 +74,9 @@ impl Forge for LeaseGuard<'_> {
     async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError> {
         self.inner.get_pull(number).await
     }
+    async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError> {
+        self.inner.closed_by(number).await
+    }
     async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
         self.inner.list_comments(number).await
     }

@@ -377,6 +377,12 @@ impl Forge for MemoryForge {
         Ok(p.clone())
     }
 
+    async fn closed_by(&self, _number: u64) -> Result<Option<String>, ForgeError> {
+        // Pulls here close only through the engine's own proof-checked
+        // writes; who closed them is never in question.
+        Ok(None)
+    }
+
     async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
         Ok(self
             .lock()
