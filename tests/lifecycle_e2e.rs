@@ -883,14 +883,7 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
     let pull = env.pull(number).await;
     assert!(!pull.open, "closed");
     // GitHub cancels asynchronously: the run ends a moment after the 202.
-    let mut live = env.forge.get_run(run).await.expect("run");
-    for _ in 0..200 {
-        if live.status.as_deref() == Some("completed") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        live = env.forge.get_run(run).await.expect("run");
-    }
+    let live = crate::support::run_once_completed(&env.forge, run).await;
     assert_eq!(live.conclusion.as_deref(), Some("cancelled"));
     let m = markers(&env.bodies(number).await);
     assert_unique(&m);

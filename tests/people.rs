@@ -397,14 +397,7 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
     // Its smoke run was cancelled and the family's claim released.
     // (GitHub cancels asynchronously: the run ends a moment after the 202.)
     for run in &ended.runs {
-        let mut live = env.forge.get_run(run.id).await.expect("run");
-        for _ in 0..200 {
-            if live.status.as_deref() == Some("completed") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            live = env.forge.get_run(run.id).await.expect("run");
-        }
+        let live = crate::support::run_once_completed(&env.forge, run.id).await;
         assert_eq!(live.conclusion.as_deref(), Some("cancelled"), "{live:?}");
     }
     let family_id = klaud_claims::CandidateId::new(&c.candidate)

@@ -284,14 +284,7 @@ async fn cleanup_resumed_on_a_fresh_store_cancels_runs_deletes_the_branch_and_na
     assert!(matches!(done, Progress::Done(_)), "{done:?}");
 
     // GitHub cancels asynchronously: the run ends a moment after the 202.
-    let mut live = env.forge.get_run(run).await.expect("run");
-    for _ in 0..200 {
-        if live.status.as_deref() == Some("completed") {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        live = env.forge.get_run(run).await.expect("run");
-    }
+    let live = crate::support::run_once_completed(&env.forge, run).await;
     assert_eq!(
         live.conclusion.as_deref(),
         Some("cancelled"),
