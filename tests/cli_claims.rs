@@ -415,10 +415,19 @@ fn an_unparsable_claim_is_listed_with_its_error_and_only_deleted_by_hand() {
 }
 
 #[test]
-fn a_foreign_token_is_refused_by_the_preflight_naming_both_logins() {
+fn a_foreign_token_may_list_but_every_write_is_refused_naming_both_logins() {
     let sb = sandbox();
+    // Listing only reads: a maintainer's own token will do, and the
+    // command says whose it is.
+    let out = klaud(&sb, Some(MAINTAINER_TOKEN), &["list"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("reading {REPO} as maintainer")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains(&format!("no claims in {REPO}")));
     for args in [
-        vec!["list"],
         vec!["acquire", "--family", FAMILY],
         vec!["release", "--family", FAMILY, "--force", "--reason", "x"],
     ] {
@@ -447,9 +456,10 @@ fn bad_input_is_exit_2_with_what_to_fix() {
 
     for (args, needle) in [
         (
-            vec!["acquire", "--family", FAMILY_ID],
-            "needs the family string",
+            vec!["acquire", "--family", "0123456789abcdef"],
+            "no family of",
         ),
+        (vec!["acquire", "--family", "no-such-key"], "no family of"),
         (
             vec![
                 "acquire",
@@ -467,7 +477,7 @@ fn bad_input_is_exit_2_with_what_to_fix() {
             "--lease",
         ),
         (
-            vec!["release", "--family", "nonsense"],
+            vec!["release", "--family", "not a family"],
             "family string like",
         ),
     ] {
@@ -505,13 +515,60 @@ fn the_configuration_file_is_read_and_flags_override_it() {
         assert_no_secret(&out);
         out
     };
-    // The file's bot login does not match the token's account.
+    // The token comes from the file's variable; listing reads as its owner
+    // whatever the bot login says.
     let out = run(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("as {BOT}")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains(&format!("no claims in {REPO}")));
+    // Writing needs the bot login: the file's does not match, the flag's does.
+    let acquire = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_klaud"))
+            .args(["claims", "acquire", "--family", FAMILY, "--config"])
+            .arg(&config)
+            .args(extra)
+            .env_remove("KLAUD_GITHUB_TOKEN")
+            .env_remove("GITHUB_TOKEN")
+            .env("MY_TOKEN", BOT_TOKEN)
+            .output()
+            .unwrap();
+        assert_no_secret(&out);
+        out
+    };
+    let out = acquire(&[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("someone-else"), "{}", stderr(&out));
-    let out = run(&["--bot-login", BOT]);
+    let out = acquire(&["--bot-login", BOT]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stdout(&out).contains(&format!("no claims in {REPO}")));
+}
+
+#[test]
+fn acquire_and_release_take_the_bare_key_and_the_family_id_like_bump() {
+    let sb = sandbox();
+    let key = FAMILY.split_once(':').map(|(_, k)| k).unwrap();
+    let out = klaud(
+        &sb,
+        Some(BOT_TOKEN),
+        &["acquire", "--family", key, "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["family"], FAMILY, "the key resolved to the family string");
+    let owner = v["owner"].as_str().unwrap().to_owned();
+    let out = klaud(
+        &sb,
+        Some(BOT_TOKEN),
+        &["release", "--family", key, "--owner", &owner],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(tip(&sb), None, "released by its key");
+    let out = klaud(&sb, Some(BOT_TOKEN), &["acquire", "--family", FAMILY_ID]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(tip(&sb).is_some(), "acquired by its id");
 }
 
 #[test]

@@ -40,7 +40,7 @@ fn plan_json_reports_families_candidates_and_requests() {
     let url = serve();
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo");
     let output = Command::new(env!("CARGO_BIN_EXE_klaud"))
-        .args(["plan", "--repo", demo, "--json", "--max", "3"])
+        .args(["plan", "--checkout", demo, "--json", "--max", "3"])
         .args(["--mirror", &format!("docker.io={url}")])
         .args(["--mirror", &format!("nvcr.io={url}")])
         .args(["--mirror", &format!("hub.docker.com={url}")])
@@ -115,7 +115,7 @@ fn plan_refuses_a_bad_mirror_flag() {
     let output = Command::new(env!("CARGO_BIN_EXE_klaud"))
         .args([
             "plan",
-            "--repo",
+            "--checkout",
             concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo"),
             "--mirror",
             "docker.io",
@@ -145,7 +145,7 @@ fn plan_shows_families_that_share_recipes_as_a_group() {
     let run = |json: bool| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_klaud"));
         command
-            .args(["plan", "--repo", dir.path().to_str().unwrap()])
+            .args(["plan", "--checkout", dir.path().to_str().unwrap()])
             .args(["--mirror", &format!("docker.io={url}")])
             .args(["--mirror", &format!("nvcr.io={url}")])
             .args(["--mirror", &format!("hub.docker.com={url}")]);

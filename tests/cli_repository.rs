@@ -29,7 +29,7 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn families_json_lists_every_family_with_its_identity() {
-    let output = klaud(&["families", "--repo", demo().to_str().unwrap(), "--json"]);
+    let output = klaud(&["families", "--checkout", demo().to_str().unwrap(), "--json"]);
     assert!(output.status.success(), "{}", text(&output.stderr));
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(rows.len(), 7);
@@ -54,7 +54,7 @@ fn families_json_lists_every_family_with_its_identity() {
 
 #[test]
 fn families_table_has_a_row_per_family() {
-    let output = klaud(&["families", "--repo", demo().to_str().unwrap()]);
+    let output = klaud(&["families", "--checkout", demo().to_str().unwrap()]);
     assert!(output.status.success());
     let stdout = text(&output.stdout);
     assert!(stdout.starts_with("FAMILY"));
@@ -69,7 +69,7 @@ fn bump_check_writes_nothing_and_bump_writes_master_recipes_and_changelog() {
     let before = support::snapshot(dir.path());
     let args = [
         "bump",
-        "--repo",
+        "--checkout",
         repo,
         "--family",
         "demo-fp4-gb200-dynamo-vllm-disagg",
@@ -100,17 +100,25 @@ fn bad_input_exits_2_with_an_actionable_message() {
     let repo = dir.path().to_str().unwrap();
     let cases: &[(&[&str], &str)] = &[
         (
-            &["families", "--repo", "/nonexistent/klaud"],
-            "point --repo at a benchmark repository checkout",
+            &["families", "--checkout", "/nonexistent/klaud"],
+            "point --checkout at a benchmark repository checkout",
         ),
         (
-            &["bump", "--repo", repo, "--family", "nope", "--to", "x/y:1"],
+            &[
+                "bump",
+                "--checkout",
+                repo,
+                "--family",
+                "nope",
+                "--to",
+                "x/y:1",
+            ],
             "no family \"nope\"",
         ),
         (
             &[
                 "bump",
-                "--repo",
+                "--checkout",
                 repo,
                 "--family",
                 "demo-fp4-b200-vllm",
@@ -122,7 +130,7 @@ fn bad_input_exits_2_with_an_actionable_message() {
         (
             &[
                 "bump",
-                "--repo",
+                "--checkout",
                 repo,
                 "--family",
                 "demo-fp4-b200-vllm",
@@ -134,7 +142,7 @@ fn bad_input_exits_2_with_an_actionable_message() {
         (
             &[
                 "bump",
-                "--repo",
+                "--checkout",
                 repo,
                 "--family",
                 "demo-fp4-b200-vllm",
@@ -145,7 +153,16 @@ fn bad_input_exits_2_with_an_actionable_message() {
             ],
             "pr-link",
         ),
-        (&["bump", "--repo", repo], "--family"),
+        (&["bump", "--checkout", repo], "--family"),
+        // `--repo` is OWNER/NAME everywhere; a path gets the new spelling.
+        (
+            &["families", "--repo", repo],
+            "for a local checkout pass --checkout",
+        ),
+        (
+            &["plan", "--repo", repo],
+            "for a local checkout pass --checkout",
+        ),
     ];
     let before = support::snapshot(dir.path());
     for (args, needle) in cases {
@@ -176,7 +193,7 @@ fn bump_takes_a_dash_description_and_refuses_a_foreign_pr_link() {
     let repo = dir.path().to_str().unwrap();
     let args = [
         "bump",
-        "--repo",
+        "--checkout",
         repo,
         "--family",
         "demo-fp4-b200-vllm",
@@ -239,7 +256,7 @@ fn bump_align_reports_every_changed_field_and_the_aligned_recipes() {
     .unwrap();
     let args = [
         "bump",
-        "--repo",
+        "--checkout",
         repo,
         "--family",
         "demo-fp4-gb200-dynamo-vllm-disagg",
@@ -259,4 +276,36 @@ fn bump_align_reports_every_changed_field_and_the_aligned_recipes() {
         "{stdout}"
     );
     assert!(stdout.contains("(aligned)"), "{stdout}");
+}
+
+#[test]
+fn bump_takes_the_family_string_its_key_or_its_id() {
+    let dir = demo_copy();
+    let repo = dir.path().to_str().unwrap();
+    let listed = klaud(&["families", "--checkout", repo, "--json"]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let families: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let family = families
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["key"] == "demo-fp4-b200-vllm")
+        .expect("the demo family");
+    for form in [
+        family["family"].as_str().unwrap(),
+        family["key"].as_str().unwrap(),
+        family["id"].as_str().unwrap(),
+    ] {
+        let out = klaud(&[
+            "bump",
+            "--checkout",
+            repo,
+            "--family",
+            form,
+            "--to",
+            "vllm/vllm-openai:v9.9.9",
+            "--check",
+        ]);
+        assert!(out.status.success(), "{form}: {}", text(&out.stderr));
+    }
 }

@@ -54,7 +54,10 @@ async fn sandbox_prints_its_endpoints_and_serves_the_seeded_repository() {
     );
     let api = info["github_api"].as_str().unwrap();
     assert!(api.starts_with("http://127.0.0.1:"));
-    let http = reqwest::Client::new();
+    let http = reqwest::Client::builder()
+        .user_agent("klaud-test")
+        .build()
+        .unwrap();
     for (token, login) in [
         ("bot_token", "Klaud-Cold"),
         ("maintainer_token", "sandbox-maintainer"),
@@ -131,7 +134,10 @@ async fn sandbox_takes_its_ci_behaviour_from_seeded_workflow_files() {
     assert_eq!(info["workflows"], serde_json::json!(["smoke.yml"]));
     let api = info["github_api"].as_str().unwrap();
     let token = info["bot_token"].as_str().unwrap();
-    let http = reqwest::Client::new();
+    let http = reqwest::Client::builder()
+        .user_agent("klaud-test")
+        .build()
+        .unwrap();
     let listed: Value = http
         .get(format!("{api}/repos/sandbox/benchmarks/actions/workflows"))
         .bearer_auth(token)
@@ -197,7 +203,12 @@ async fn sandbox_serves_the_demo_registry_that_plan_reads() {
     assert!(registry.starts_with("http://127.0.0.1:"));
     let output = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_klaud"))
-            .args(["plan", "--repo", &format!("{root}/configs/demo"), "--json"])
+            .args([
+                "plan",
+                "--checkout",
+                &format!("{root}/configs/demo"),
+                "--json",
+            ])
             .args(["--mirror", &format!("docker.io={registry}")])
             .args(["--mirror", &format!("nvcr.io={registry}")])
             .args(["--mirror", &format!("hub.docker.com={registry}")])

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use klaud_service::dashboard::{
-    CandidateRow, ClaimRow, FamilyRow, LinkRow, RateBudgetRow, RepositoryStatus, StatusSnapshot,
-    router,
+    BudgetSample, CandidateRow, ClaimRow, FamilyRow, LinkRow, RateBudgetRow, RepositoryStatus,
+    StatusSnapshot, render_page, router,
 };
 use tokio::sync::watch;
 
@@ -116,6 +116,36 @@ async fn the_page_json_and_metrics_show_the_snapshot() {
     );
     assert!(metrics.contains("klaud_github_rate_limit_remaining{resource=\"core\"} 4990"));
     assert!(metrics.contains("# TYPE klaud_waves_total counter"));
+}
+
+#[test]
+fn the_page_says_planning_and_charts_the_budget() {
+    let mut snapshot = sample();
+    assert!(!render_page(&snapshot).contains("planning…"));
+    assert!(
+        !render_page(&snapshot).contains("<svg"),
+        "no samples, no chart"
+    );
+    snapshot.planning = true;
+    let start = Utc::now() - chrono::TimeDelta::hours(2);
+    snapshot.budget_history = (0..3)
+        .map(|i| BudgetSample {
+            at: start + chrono::TimeDelta::hours(i),
+            remaining: 5000 - 1000 * i as u64,
+            limit: 5000,
+        })
+        .collect();
+    let page = render_page(&snapshot);
+    assert!(page.contains("planning…"));
+    assert!(page.contains("<svg") && page.contains("</svg>"));
+    // Full budget at the top (y 0), 3000 left at 40% of the height.
+    assert!(
+        page.contains("points=\"0.0,0.0 300.0,24.0 600.0,48.0\""),
+        "{page}"
+    );
+    assert!(page.contains("3000 now"));
+    assert!(page.contains("3 d"), "Stale for of 72 h");
+    assert!(!page.contains("<script"), "no JavaScript");
 }
 
 #[tokio::test]

@@ -41,7 +41,7 @@ impl T {
             .unwrap();
         Self {
             sim: GithubSim::start(st).await.unwrap(),
-            http: Client::new(),
+            http: Client::builder().user_agent("klaud-test").build().unwrap(),
         }
     }
 
@@ -462,6 +462,11 @@ async fn actions_dispatch_cancel_rerun_and_artifacts() {
         .await;
     assert_eq!(none["total_count"], 0);
 
+    // Long enough that the run is surely still queued when re-read.
+    t.sim
+        .state()
+        .set_cancel_delay(std::time::Duration::from_secs(2))
+        .await;
     let (s, _) = t
         .post(
             &format!("/repos/sandbox/benchmarks/actions/runs/{id}/cancel"),
@@ -469,12 +474,28 @@ async fn actions_dispatch_cancel_rerun_and_artifacts() {
         )
         .await;
     assert_eq!(s, StatusCode::ACCEPTED);
-    let (s, _) = t
-        .post(
-            &format!("/repos/sandbox/benchmarks/actions/runs/{id}/cancel"),
-            json!({}),
-        )
-        .await;
+    // Cancelling is asynchronous: the run keeps its status for a moment,
+    // a second cancel is accepted too, and only a completed run says 409.
+    let run_path = format!("/repos/sandbox/benchmarks/actions/runs/{id}");
+    let (_, _, r) = t.get(&run_path).await;
+    assert_eq!(
+        (r["status"].as_str(), r["conclusion"].as_str()),
+        (Some("queued"), None)
+    );
+    let (s, _) = t.post(&format!("{run_path}/cancel"), json!({})).await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    let mut r = r;
+    for _ in 0..400 {
+        if r["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        r = t.get(&run_path).await.2;
+    }
+    assert_eq!(r["conclusion"], "cancelled", "{r}");
+    let (_, _, jobs) = t.get(&format!("{run_path}/jobs")).await;
+    assert_eq!(jobs["jobs"][0]["conclusion"], "cancelled", "{jobs}");
+    let (s, _) = t.post(&format!("{run_path}/cancel"), json!({})).await;
     assert_eq!(s, StatusCode::CONFLICT);
     let (s, _) = t
         .post(
@@ -515,6 +536,7 @@ async fn actions_dispatch_cancel_rerun_and_artifacts() {
         .await;
     let aid = arts["artifacts"][0]["id"].as_u64().unwrap();
     let no_redirect = Client::builder()
+        .user_agent("klaud-test")
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
@@ -754,4 +776,134 @@ async fn responses_deserialize_into_octocrab_models() {
         .await;
     let _: Vec<models::workflows::WorkflowListArtifact> =
         parse("artifacts", v["artifacts"].clone());
+}
+
+/// GitHub reads bodies as JSON whatever their `Content-Type`, deletes tree
+/// paths given `sha: null`, and takes labels as names or `{"name": ...}`.
+#[tokio::test]
+async fn json_without_content_type_null_tree_shas_and_label_objects_are_accepted() {
+    let t = T::new().await;
+    let url = format!("{}/repos/sandbox/benchmarks/git/blobs", t.sim.url());
+    // Like GitHub's own curl examples: `-d '{...}'` sends form encoding.
+    let r = t
+        .http
+        .post(&url)
+        .bearer_auth(BOT)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(r#"{"content":"hi\n","encoding":"utf-8"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let r = t
+        .http
+        .post(&url)
+        .bearer_auth(BOT)
+        .body(r#"{"content":"hi\n","encoding":"utf-8"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED, "no Content-Type at all");
+    let r = t
+        .http
+        .post(&url)
+        .bearer_auth(BOT)
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["message"], "Problems parsing JSON");
+
+    let main = t.main_sha().await;
+    let (_, _, commit) = t
+        .get(&format!("/repos/sandbox/benchmarks/git/commits/{main}"))
+        .await;
+    let base_tree = commit["tree"]["sha"].as_str().unwrap();
+    let (s, tree) = t
+        .post(
+            "/repos/sandbox/benchmarks/git/trees",
+            json!({"base_tree": base_tree, "tree": [
+                {"path": "a.txt", "mode": "100644", "type": "blob", "sha": null},
+            ]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{tree}");
+    let paths: Vec<&str> = tree["tree"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["path"].as_str())
+        .collect();
+    assert_eq!(paths, vec!["perf-changelog.yaml"], "a.txt deleted");
+
+    t.post(
+        "/repos/sandbox/benchmarks/git/refs",
+        json!({"ref": "refs/heads/topic", "sha": main}),
+    )
+    .await;
+    let files = BTreeMap::from([("b.txt".to_string(), Some(b"b\n".to_vec()))]);
+    t.sim
+        .state()
+        .push_commit(REPO, "topic", "Klaud-Cold", files, "topic")
+        .await
+        .unwrap();
+    let (s, pr) = t
+        .post(
+            "/repos/sandbox/benchmarks/pulls",
+            json!({"title": "t", "head": "topic", "base": "main"}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{pr}");
+    let number = pr["number"].as_u64().unwrap();
+    let (s, labels) = t
+        .post(
+            &format!("/repos/sandbox/benchmarks/issues/{number}/labels"),
+            json!({"labels": [{"name": "full-sweep"}, "other"]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{labels}");
+    let names: Vec<&str> = labels
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["full-sweep", "other"]);
+}
+
+/// GitHub refuses requests without a `User-Agent`, and collaborator
+/// lookups by callers without push access.
+#[tokio::test]
+async fn no_user_agent_and_reader_permission_lookups_are_refused() {
+    let t = T::new().await;
+    let bare = Client::builder().build().unwrap();
+    for agent in [None, Some("")] {
+        let mut req = bare
+            .get(format!("{}/repos/sandbox/benchmarks", t.sim.url()))
+            .bearer_auth(BOT);
+        if let Some(a) = agent {
+            req = req.header("user-agent", a);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN, "{agent:?}");
+        let text = r.text().await.unwrap();
+        assert!(
+            text.contains("Please make sure your request has a User-Agent header"),
+            "{text}"
+        );
+    }
+    let path = "/repos/sandbox/benchmarks/collaborators/Klaud-Cold/permission";
+    let (s, _, v) = t.call(Some(READER), Method::GET, path, None).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    assert_eq!(
+        v["message"],
+        "Must have push access to view repository collaborators."
+    );
+    let (s, _, v) = t.call(Some(BOT), Method::GET, path, None).await;
+    assert_eq!(
+        (s, v["permission"].as_str()),
+        (StatusCode::OK, Some("write"))
+    );
 }

@@ -338,7 +338,7 @@ fn the_families_sharing_recipes_on_main_form_one_group_bumped_together() {
         assert_eq!(plan.edits[0].changes.len(), 2, "both master entries");
     }
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_klaud"))
-        .args(["families", "--repo", full.to_str().unwrap()])
+        .args(["families", "--checkout", full.to_str().unwrap()])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -3,22 +3,30 @@
 
 mod support;
 
+mod capacity;
 mod claims_github;
+mod cli_app;
+mod cli_candidate;
 mod cli_claims;
 mod cli_demo;
 mod cli_doctor;
+mod cli_messages;
 mod cli_plan;
 mod cli_recover_status;
 mod cli_repository;
 mod cli_sandbox;
+mod cli_workflow;
 mod dashboard;
+mod first_contact;
 mod github_forge;
+mod github_schema;
 mod github_sim;
 mod inferencex_compat;
 mod lifecycle_e2e;
 mod lifecycle_full;
 mod lifecycle_workflows;
 mod maintainer_commands;
+mod people;
 mod plan_sandbox;
 mod plan_upstream;
 mod provenance_e2e;
@@ -27,3 +35,4 @@ mod sandbox_ci;
 mod sandbox_registry;
 mod serve_daemon;
 mod serve_processes;
+mod takeover_safety;

@@ -551,7 +551,8 @@ async fn a_live_recovery_lease_blocks_other_recoverers_until_it_expires() {
         "{status:#?}"
     );
 
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    // A 2 s lease ends within 3 s (leases are rounded up to the second).
+    tokio::time::sleep(Duration::from_millis(3100)).await;
     let recovered = recover_as(&env, 8).await;
     assert_eq!(recovered.len(), 1, "{recovered:#?}");
     assert_eq!(recovered[0].outcome.as_deref(), Some("unexpected-error"));
@@ -645,6 +646,7 @@ async fn the_wave_honours_stop_and_answers_once_across_two_waves() {
                 upstream: None,
                 cache: Some(&store),
                 stop: None,
+                checkout: None,
             },
         )
         .await
@@ -811,8 +813,28 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
     let clock = SystemClock;
     let engine = env.engine(&lifecycle, &clock);
     let mut stale = rec.clone();
-    engine.drive(&mut stale, 16).await.expect("drive");
+    // The release's cancel lands a moment after GitHub's 202; until then
+    // the stale holder only waits for its run.
+    for _ in 0..100 {
+        engine.drive(&mut stale, 16).await.expect("drive");
+        if stale.step == Step::Done {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert_eq!(stale.step, Step::Done);
+    // Its journal, and so `klaud status` and the dashboard, agree with the
+    // receipt.
+    let ending = stale.ending.as_ref().expect("ending");
+    assert_eq!(
+        ending.outcome,
+        klaud_lifecycle::model::Outcome::Handoff,
+        "{ending:?}"
+    );
+    let row = klaud_service::dashboard::OutcomeRow::of(&stale).expect("outcome row");
+    assert_eq!(row.outcome, "handoff", "{row:?}");
+    let summary = klaud_service::CandidateSummary::of(&stale, None);
+    assert_eq!(summary.outcome.as_deref(), Some("handoff"));
     assert_eq!(
         env.stack
             .state()

@@ -69,7 +69,13 @@ impl Drop for Served {
 }
 
 async fn serve() -> Served {
-    let sim = Arc::new(RegistrySim::from_seed_json(&seed().to_string()).unwrap());
+    // Request counts are the point here, without the token round trips
+    // (`sandbox_registry` covers the token flow).
+    let sim = Arc::new(
+        RegistrySim::from_seed_json(&seed().to_string())
+            .unwrap()
+            .open(),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let app = router(Arc::clone(&sim));

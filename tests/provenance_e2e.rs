@@ -53,6 +53,7 @@ async fn pr_body_shows_the_versions_both_images_declare() {
             upstream: None,
             cache: None,
             stop: None,
+            checkout: None,
         },
     )
     .await

@@ -56,7 +56,7 @@ impl T {
         Self {
             sim,
             ci,
-            http: Client::new(),
+            http: Client::builder().user_agent("klaud-test").build().unwrap(),
             main,
         }
     }
@@ -732,7 +732,7 @@ async fn sandbox_with_ci_runs_dispatched_workflows_by_itself() {
     let api = info["github_api"].as_str().unwrap();
     let token = info["bot_token"].as_str().unwrap();
     let repo = info["repo"].as_str().unwrap();
-    let http = Client::new();
+    let http = Client::builder().user_agent("klaud-test").build().unwrap();
     let main: Value = http
         .get(format!("{api}/repos/{repo}/git/ref/heads/main"))
         .bearer_auth(token)
@@ -837,7 +837,7 @@ async fn a_real_inferencex_family_runs_at_its_exact_head() {
     let t = T {
         sim,
         ci,
-        http: Client::new(),
+        http: Client::builder().user_agent("klaud-test").build().unwrap(),
         main,
     };
     for key in [

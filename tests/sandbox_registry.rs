@@ -139,7 +139,8 @@ async fn client_reads_digests_platforms_and_labels() {
 
 #[tokio::test]
 async fn second_plan_makes_no_manifest_or_blob_gets() {
-    let s = serve(RegistrySim::from_seed_json(SEED).unwrap()).await;
+    // Counts requests: without the token round trips.
+    let s = serve(RegistrySim::from_seed_json(SEED).unwrap().open()).await;
     let c = client(&s, |_| {});
     for _plan in 0..2 {
         let session = c.session();
@@ -174,6 +175,8 @@ async fn second_plan_makes_no_manifest_or_blob_gets() {
 async fn tags_paginate_with_link_and_pruned_tags_are_not_found() {
     let sim = RegistrySim::from_seed_json(SEED)
         .unwrap()
+        // Counts requests: without the token round trips.
+        .open()
         .with_default_page_size(2);
     for i in 0..5 {
         sim.add_tag(
@@ -277,7 +280,8 @@ async fn token_challenge_is_answered_once_per_scope() {
 
 #[tokio::test]
 async fn too_many_requests_with_retry_after_then_success() {
-    let s = serve(RegistrySim::from_seed_json(SEED).unwrap()).await;
+    // Counts requests: without the token round trips.
+    let s = serve(RegistrySim::from_seed_json(SEED).unwrap().open()).await;
     s.sim.inject_fault(Fault {
         route: SimRoute::ManifestHead,
         repository: Some("vllm/vllm-openai".into()),
@@ -397,7 +401,8 @@ async fn seed_file_errors_name_the_problem() {
 
 #[tokio::test]
 async fn simulator_speaks_the_distribution_protocol() {
-    let s = serve(RegistrySim::from_seed_json(SEED).unwrap()).await;
+    // Raw requests about the protocol, not its auth.
+    let s = serve(RegistrySim::from_seed_json(SEED).unwrap().open()).await;
     let http = reqwest::Client::new();
     let url = |p: &str| format!("{}{p}", s.url.as_str().trim_end_matches('/'));
     assert_eq!(http.get(url("/v2/")).send().await.unwrap().status(), 200);
@@ -450,4 +455,151 @@ async fn simulator_speaks_the_distribution_protocol() {
     let r = http.delete(&manifest).send().await.unwrap();
     assert_eq!(r.status(), 202);
     assert!(s.sim.digest_of("vllm/vllm-openai", "v0.25.0").is_none());
+}
+
+/// Like Docker Hub, nvcr.io and ghcr.io, the simulator challenges even
+/// anonymous pulls by default; the token covers only the scope it names.
+#[tokio::test]
+async fn the_default_registry_needs_an_anonymous_pull_token_per_scope() {
+    let s = serve(RegistrySim::from_seed_json(SEED).unwrap()).await;
+    let http = reqwest::Client::new();
+    let url = |p: &str| format!("{}{p}", s.url.as_str().trim_end_matches('/'));
+    let manifest = url("/v2/vllm/vllm-openai/manifests/v0.25.0");
+    let r = http
+        .head(&manifest)
+        .header("accept", OCI_INDEX)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let challenge = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    assert_eq!(
+        challenge,
+        format!(
+            r#"Bearer realm="{}",service="sandbox-registry",scope="repository:vllm/vllm-openai:pull""#,
+            url("/token")
+        )
+    );
+    let wrong_service = http
+        .get(url(
+            "/token?service=elsewhere&scope=repository:vllm/vllm-openai:pull",
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong_service.status(), 400);
+    let token: serde_json::Value = http
+        .get(url(
+            "/token?service=sandbox-registry&scope=repository:vllm/vllm-openai:pull",
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = token["token"].as_str().unwrap().to_owned();
+    let ok = http
+        .head(&manifest)
+        .header("accept", OCI_INDEX)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let other = http
+        .get(url("/v2/nvidia/tensorrt-llm/release/tags/list"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 401, "a token covers only its own scope");
+    let forged = http
+        .head(&manifest)
+        .header("accept", OCI_INDEX)
+        .bearer_auth("sim-1-0000000000000000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 401);
+    assert!(
+        forged.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains(r#"error="invalid_token""#)
+    );
+
+    // Klaud's client passes through the challenge on its own.
+    let c = client(&s, |_| {});
+    let session = c.session();
+    let head = session
+        .head_manifest("docker.io", "vllm/vllm-openai", "v0.25.0")
+        .await
+        .unwrap();
+    session
+        .image_details("docker.io", "vllm/vllm-openai", &head.digest)
+        .await
+        .unwrap();
+    assert_eq!(c.counts().token, 1, "{:?}", c.counts());
+}
+
+/// Docker Hub's tags API answers with the fields its reference documents
+/// for a tag, including one `images` entry per platform.
+#[tokio::test]
+async fn docker_hub_tags_carry_the_documented_fields() {
+    let s = serve(RegistrySim::from_seed_json(SEED).unwrap()).await;
+    let body: serde_json::Value = reqwest::Client::new()
+        .get(format!(
+            "{}v2/namespaces/vllm/repositories/vllm-openai/tags?page_size=10",
+            s.url
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["count"], 2);
+    for tag in body["results"].as_array().unwrap() {
+        for field in [
+            "creator",
+            "id",
+            "images",
+            "last_updated",
+            "last_updater",
+            "last_updater_username",
+            "name",
+            "repository",
+            "full_size",
+            "v2",
+            "tag_status",
+            "tag_last_pulled",
+            "tag_last_pushed",
+            "media_type",
+            "content_type",
+            "digest",
+        ] {
+            assert!(tag.get(field).is_some(), "{field} missing in {tag}");
+        }
+        let images = tag["images"].as_array().unwrap();
+        assert!(!images.is_empty(), "{tag}");
+        for image in images {
+            for field in [
+                "architecture",
+                "features",
+                "variant",
+                "digest",
+                "os",
+                "os_features",
+                "os_version",
+                "size",
+                "status",
+                "last_pulled",
+                "last_pushed",
+            ] {
+                assert!(image.get(field).is_some(), "{field} missing in {image}");
+            }
+            assert!(image["digest"].as_str().unwrap().starts_with("sha256:"));
+        }
+    }
 }

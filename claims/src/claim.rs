@@ -499,12 +499,14 @@ impl<'a> ClaimBook<'a> {
                 MAX_LEASE.num_seconds()
             )));
         }
-        // Whole seconds, so the record re-reads to the same value.
-        let end = self
-            .clock
-            .now()
+        // Whole seconds, so the record re-reads to the same value; rounded
+        // up, so a lease is never shorter than asked (a writer needs its
+        // margin left: see the lifecycle's lease guard).
+        let now = self.clock.now();
+        let start = now
             .timestamp()
-            .saturating_add(lease_for.num_seconds().max(1));
+            .saturating_add(i64::from(now.timestamp_subsec_nanos() > 0));
+        let end = start.saturating_add(lease_for.num_seconds().max(1));
         DateTime::from_timestamp(end, 0)
             .ok_or_else(|| ClaimError::InvalidRequest("lease end is out of range".into()))
     }

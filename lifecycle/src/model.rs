@@ -226,6 +226,23 @@ pub struct RunRef {
     pub url: String,
 }
 
+impl RunRef {
+    /// The web page of this attempt: GitHub's run `html_url` always names
+    /// the latest attempt, a rerun's earlier attempts live at
+    /// `…/attempts/<n>`.
+    pub fn attempt_url(&self) -> String {
+        if self.attempt > 1 {
+            format!(
+                "{}/attempts/{}",
+                self.url.trim_end_matches('/'),
+                self.attempt
+            )
+        } else {
+            self.url.clone()
+        }
+    }
+}
+
 /// Why a finished result was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResultError {
@@ -357,6 +374,14 @@ mod tests {
             "{err}"
         );
         assert!(serde_json::from_str::<Phase>("\"final_sweep\"").is_err());
+    }
+
+    #[test]
+    fn a_rerun_links_its_own_attempt() {
+        let mut r = run();
+        assert_eq!(r.attempt_url(), r.url);
+        r.attempt = 2;
+        assert_eq!(r.attempt_url(), format!("{}/attempts/2", r.url));
     }
 
     #[test]

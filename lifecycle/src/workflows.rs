@@ -374,6 +374,7 @@ jobs:
             author: Some("bot".into()),
             labels: vec![],
             html_url: String::new(),
+            merged: false,
         }
     }
 

@@ -51,6 +51,9 @@ impl Forge for Fake {
     async fn get_pull(&self, _: u64) -> Result<Pull, ForgeError> {
         Ok(self.pull.lock().expect("pull").clone())
     }
+    async fn closed_by(&self, _: u64) -> Result<Option<String>, ForgeError> {
+        unused()
+    }
     async fn list_comments(&self, _: u64) -> Result<Vec<Comment>, ForgeError> {
         unused()
     }
@@ -191,6 +194,7 @@ async fn world() -> (Fake, HeldClaim, String) {
             author: Some("klaud-cold".into()),
             labels: vec!["full-sweep-fail-fast".into()],
             html_url: String::new(),
+            merged: false,
         }),
         run: Mutex::new(Run {
             id: 99,

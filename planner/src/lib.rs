@@ -7,6 +7,7 @@
 //! requests: it reads a checkout and registries, and computes edits.
 
 pub mod bump;
+pub mod capacity;
 pub mod changelog;
 pub mod identity;
 pub mod image;
@@ -15,6 +16,7 @@ pub mod plan;
 pub mod provenance;
 pub mod registry;
 pub mod repo;
+pub mod retired;
 pub mod search_space;
 pub mod tracks;
 pub mod yaml;

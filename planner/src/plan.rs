@@ -100,6 +100,46 @@ pub struct Candidate {
     pub versions: crate::provenance::ImageVersions,
 }
 
+/// Why a family is not bumped whatever its registry says (issue 11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum BlockKind {
+    /// The repository retired it (MODELS.md, `configs/deprecated/`): the
+    /// outcome `retired`; the registry is not asked.
+    Retired,
+    /// Somebody else's open PR changes its entry or recipes: the outcome
+    /// `duplicate`.
+    Duplicate,
+    /// Klaud's own PR for it is still open (one open PR per family).
+    Occupied,
+}
+
+impl BlockKind {
+    /// The kebab-case spelling (the outcome's for `retired` and `duplicate`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockKind::Retired => "retired",
+            BlockKind::Duplicate => "duplicate",
+            BlockKind::Occupied => "occupied",
+        }
+    }
+}
+
+/// A family that is not selected, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Blocked {
+    /// What kind of block.
+    pub kind: BlockKind,
+    /// In plain words, naming the PR and its author when there is one.
+    pub reason: String,
+    /// The PR in the way, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pull: Option<u64>,
+    /// Its author.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+}
+
 /// The plan for one family.
 #[derive(Debug, Clone, Serialize)]
 pub struct FamilyPlan {
@@ -119,6 +159,10 @@ pub struct FamilyPlan {
     pub clock: Option<Clock>,
     /// Why, in plain words: skipped tags, moved tags, errors.
     pub reasons: Vec<String>,
+    /// Set when the family is not bumped whatever the registry says
+    /// (retired, somebody else's PR, Klaud's own open PR).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<Blocked>,
     /// When the current image was made, as far as the plan knows (orders
     /// the selection: older images first).
     #[serde(skip)]
@@ -227,6 +271,9 @@ pub struct PlanOptions<'a> {
     pub occupied: BTreeSet<String>,
     /// Family ids cooling down after a recent candidate (never selected).
     pub cooling_down: BTreeSet<String>,
+    /// Family ids blocked by what is open on GitHub (duplicate, occupied);
+    /// still planned, so the plan can say which image it would propose.
+    pub blocked: BTreeMap<String, Blocked>,
     /// Called after each family is planned with (done, total).
     pub progress: Option<&'a (dyn Fn(usize, usize) + Sync)>,
     /// Creation times by image digest, kept across plans (the daemon's
@@ -324,6 +371,7 @@ impl PlanOptions<'_> {
             compare: None,
             occupied: BTreeSet::new(),
             cooling_down: BTreeSet::new(),
+            blocked: BTreeMap::new(),
             progress: None,
             creation_times: None,
             max_timed_tags: DEFAULT_MAX_TIMED_TAGS,
@@ -349,6 +397,8 @@ pub async fn plan(
     let before = session.client().counts();
     let all = repository.families();
     let total = all.len();
+    let retirements = crate::retired::Retirements::read(repository);
+    let retirements = &retirements;
     let mut order: Vec<usize> = (0..total).collect();
     order.sort_by_cached_key(|&i| {
         let image = all[i].image();
@@ -359,7 +409,10 @@ pub async fn plan(
     let mut planned: Vec<Option<FamilyPlan>> = (0..total).map(|_| None).collect();
     let mut results = futures::stream::iter(order)
         .map(|i| async move {
-            let result = plan_family(&all[i], session, options).await;
+            let result = match retirements.reason(&all[i]) {
+                Some(reason) => retired_plan(&all[i], reason),
+                None => plan_family(&all[i], session, options).await,
+            };
             let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             if let Some(progress) = options.progress {
                 progress(finished, total);
@@ -371,7 +424,23 @@ pub async fn plan(
         planned[i] = Some(result);
     }
     drop(results);
-    let families: Vec<FamilyPlan> = planned.into_iter().flatten().collect();
+    let mut families: Vec<FamilyPlan> = planned.into_iter().flatten().collect();
+    for f in families.iter_mut().filter(|f| f.blocked.is_none()) {
+        if let Some(b) = options.blocked.get(&f.id) {
+            let mut b = b.clone();
+            if b.kind == BlockKind::Occupied
+                && let Some(c) = &f.candidate
+                && !b
+                    .reason
+                    .contains(&candidate_id(&f.id, &c.image.normalized()))
+            {
+                b.reason
+                    .push_str(&format!("; superseded upstream: would propose {}", c.image));
+            }
+            f.reasons.push(b.reason.clone());
+            f.blocked = Some(b);
+        }
+    }
     let candidates = select(&families, repository, options);
     let after = session.client().counts();
     PlanReport {
@@ -423,6 +492,13 @@ fn minimum_requests(repository: &Repository, families: &[FamilyPlan]) -> Request
     let mut listed = BTreeSet::new();
     let mut heads = BTreeSet::new();
     for (family, plan) in repository.families().iter().zip(families) {
+        if plan
+            .blocked
+            .as_ref()
+            .is_some_and(|b| b.kind == BlockKind::Retired)
+        {
+            continue;
+        }
         let image = family.image();
         // A family on a track learns from the listing whether its tag
         // exists; a pinned one also HEADs it to see whether it moved.
@@ -463,6 +539,28 @@ struct FamilyWork<'a> {
     plan: FamilyPlan,
 }
 
+/// The plan of a retired family: never bumped, the registry not asked.
+fn retired_plan(family: &Family, reason: String) -> FamilyPlan {
+    FamilyPlan {
+        family: family.family.clone(),
+        id: family.id.clone(),
+        status: Status::UpToDate,
+        current: family.image().to_string(),
+        track: None,
+        candidate: None,
+        clock: None,
+        reasons: vec![format!("retired: {reason}")],
+        blocked: Some(Blocked {
+            kind: BlockKind::Retired,
+            reason,
+            pull: None,
+            author: None,
+        }),
+        current_time: None,
+        newer_count: 0,
+    }
+}
+
 async fn plan_family(
     family: &Family,
     session: &RegistrySession,
@@ -483,6 +581,7 @@ async fn plan_family(
             candidate: None,
             clock: None,
             reasons: Vec::new(),
+            blocked: None,
             current_time: None,
             newer_count: 0,
         },
@@ -1214,8 +1313,13 @@ fn select(
     repository: &Repository,
     options: &PlanOptions<'_>,
 ) -> Vec<Selected> {
-    let blocked =
-        |f: &FamilyPlan| options.occupied.contains(&f.id) || options.cooling_down.contains(&f.id);
+    // Retired, duplicate and occupied families (see [`Blocked`]) are held
+    // back like claimed ones, for groups as well.
+    let blocked = |f: &FamilyPlan| {
+        f.blocked.is_some()
+            || options.occupied.contains(&f.id)
+            || options.cooling_down.contains(&f.id)
+    };
     let by_family: HashMap<&str, &FamilyPlan> =
         families.iter().map(|f| (f.family.as_str(), f)).collect();
     let mut stale: Vec<&FamilyPlan> = families

@@ -100,7 +100,7 @@ pub enum RepoError {
     },
     /// No master configs at all.
     #[error(
-        "no configs/*-master.yaml under {root}; point --repo at a benchmark repository checkout"
+        "no configs/*-master.yaml under {root}; point --checkout at a benchmark repository checkout"
     )]
     NoMasters { root: String },
     /// A family that does not exist.
@@ -317,6 +317,9 @@ pub struct Repository {
     families: Vec<Family>,
     warnings: Vec<Warning>,
     groups: Vec<FamilyGroup>,
+    /// `configs/runners.yaml` as read at open (the capacity gate maps
+    /// runner labels to clusters from it after the checkout is gone).
+    runners: Option<String>,
 }
 
 impl Repository {
@@ -403,12 +406,15 @@ impl Repository {
             }
         }
         let groups = family_groups(&families);
+        let runners =
+            std::fs::read_to_string(root.join(format!("{prefix}configs/runners.yaml"))).ok();
         Ok(Self {
             root,
             prefix,
             families,
             warnings,
             groups,
+            runners,
         })
     }
 
@@ -423,6 +429,11 @@ impl Repository {
         self.groups
             .iter()
             .find(|g| g.families.iter().any(|f| f == family))
+    }
+
+    /// The text of `configs/runners.yaml` when the checkout had one.
+    pub fn runners_file(&self) -> Option<&str> {
+        self.runners.as_deref()
     }
 
     /// The checkout's root directory.
@@ -446,11 +457,12 @@ impl Repository {
         &self.warnings
     }
 
-    /// The family named `family` (`configs/x-master.yaml:key`, or just the key).
+    /// The family named `family` (`configs/x-master.yaml:key`, just the key,
+    /// or its family id).
     pub fn family(&self, family: &str) -> Result<&Family, RepoError> {
         self.families
             .iter()
-            .find(|f| f.family == family || f.key == family)
+            .find(|f| f.family == family || f.key == family || f.id == family)
             .ok_or_else(|| RepoError::UnknownFamily {
                 family: family.to_owned(),
             })

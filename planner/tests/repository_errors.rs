@@ -392,6 +392,6 @@ fn a_repository_without_masters_says_where_it_looked() {
     assert!(matches!(err, RepoError::NoMasters { .. }));
     assert!(
         err.to_string()
-            .contains("point --repo at a benchmark repository checkout")
+            .contains("point --checkout at a benchmark repository checkout")
     );
 }

@@ -128,6 +128,46 @@ impl Person {
         c["id"].as_u64().expect("comment id")
     }
 
+    /// Closes a pull request (without merging).
+    pub async fn close_pull(&self, number: u64) {
+        let route = format!("/repos/{}/pulls/{number}", self.repo);
+        let response = self
+            .gh
+            ._patch(
+                route.as_str(),
+                Some(&serde_json::json!({ "state": "closed" })),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{route}: {e}"));
+        assert!(
+            response.status().is_success(),
+            "{route}: {}",
+            response.status()
+        );
+    }
+
+    /// Creates `refs/heads/<branch>` at `sha`.
+    pub async fn create_branch(&self, branch: &str, sha: &str) {
+        self.send(
+            false,
+            "git/refs",
+            Some(serde_json::json!({ "ref": format!("refs/heads/{branch}"), "sha": sha })),
+        )
+        .await;
+    }
+
+    /// Opens a pull request from `head` onto `base`; its number.
+    pub async fn open_pull(&self, head: &str, base: &str, title: &str) -> u64 {
+        let p = self
+            .send(
+                false,
+                "pulls",
+                Some(serde_json::json!({ "head": head, "base": base, "title": title })),
+            )
+            .await;
+        p["number"].as_u64().expect("pull number")
+    }
+
     /// Adds labels to an issue or pull request.
     pub async fn add_labels(&self, number: u64, labels: &[&str]) {
         self.send(
@@ -184,4 +224,19 @@ pub fn inferencex_workflows(version: &str) -> Option<PathBuf> {
         path.display()
     );
     None
+}
+
+/// The run once it has completed. GitHub cancels asynchronously (202, then
+/// the run ends as `cancelled` a moment later), so a test that cancelled a
+/// run reads it until it ends, for at most ten seconds.
+pub async fn run_once_completed(forge: &klaud_github::Forge, id: u64) -> klaud_github::RunInfo {
+    let mut live = forge.get_run(id).await.expect("run");
+    for _ in 0..200 {
+        if live.status.as_deref() == Some("completed") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        live = forge.get_run(id).await.expect("run");
+    }
+    live
 }

@@ -64,6 +64,12 @@ pub struct EngineConfig {
     pub repair_budget: u32,
     /// Claim lease length; renewed when less than half is left.
     pub lease: TimeDelta,
+    /// Lease that must be left beyond a write's timeout when the write is
+    /// sent (the write window is this plus `write_timeout`, at most a
+    /// quarter of the lease less a second: test-sized leases).
+    pub lease_margin: TimeDelta,
+    /// How long one GitHub write may take (the transport's timeout).
+    pub write_timeout: TimeDelta,
     /// Post `/use <run-id>` after a validated sweep.
     pub post_use_comment: bool,
     /// How long a dispatched run may take to show up before Klaud
@@ -89,6 +95,25 @@ pub struct EngineConfig {
     pub repo: klaud_planner::repo::RepoOptions,
     /// How a bump treats recipes that disagree with the master.
     pub bump: klaud_planner::bump::BumpOptions,
+    /// The capacity gate (spec §3.7), checked before claiming and before
+    /// every dispatch (smoke, re-run, sweep label); `None`: no gate.
+    pub capacity: Option<Arc<klaud_planner::capacity::CapacityGate>>,
+    /// What to do with a Klaud PR already open when somebody else's PR
+    /// starts to overlap its family.
+    pub on_human_overlap: HumanOverlap,
+}
+
+/// What Klaud does with its own open PR when a human PR later changes the
+/// same family (`[lifecycle] on_human_overlap`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HumanOverlap {
+    /// Leave Klaud's PR as it is; the dashboard notes the overlap.
+    #[default]
+    Leave,
+    /// End Klaud's candidate `handoff` with the usual cleanup (its runs
+    /// cancelled, its PR closed with a receipt naming the human PR).
+    Handoff,
 }
 
 impl EngineConfig {
@@ -104,6 +129,9 @@ impl EngineConfig {
             managed_labels: SWEEP_LABELS.iter().map(|s| (*s).to_owned()).collect(),
             repair_budget: DEFAULT_REPAIR_BUDGET,
             lease: TimeDelta::hours(2),
+            lease_margin: TimeDelta::minutes(1),
+            // klaud-github's connect (15 s) plus read (60 s) timeouts.
+            write_timeout: TimeDelta::seconds(75),
             post_use_comment: false,
             dispatch_grace: TimeDelta::minutes(2),
             model_names: BTreeMap::new(),
@@ -114,6 +142,8 @@ impl EngineConfig {
             sweep_runs_on_drafts: DraftPolicy::Auto,
             repo: klaud_planner::repo::RepoOptions::default(),
             bump: klaud_planner::bump::BumpOptions::default(),
+            capacity: None,
+            on_human_overlap: HumanOverlap::Leave,
         }
     }
 }
@@ -262,7 +292,8 @@ enum Scope<'a> {
 
 /// The state machine over a forge, a journal and the base checkout.
 pub struct Engine<'a> {
-    forge: &'a dyn Forge,
+    /// The forge behind the lease guard: every write checks the lease.
+    forge: super::lease_guard::LeaseGuard<'a>,
     journal: &'a dyn Journal,
     clock: &'a dyn Clock,
     claimant: Claimant,
@@ -309,8 +340,17 @@ impl<'a> Engine<'a> {
         repository_sha: impl Into<String>,
         config: &'a EngineConfig,
     ) -> Self {
+        // Leases are recorded to the second, so one just renewed may have
+        // less than a second more than asked for; the window never asks
+        // for more than a quarter of what is surely left.
+        let sure = (config.lease - TimeDelta::seconds(1)).max(TimeDelta::zero());
+        let window = (config.lease_margin + config.write_timeout).min(sure / 4);
         Self {
-            forge,
+            forge: super::lease_guard::LeaseGuard {
+                inner: forge,
+                clock,
+                window,
+            },
             journal,
             clock,
             claimant,
@@ -327,6 +367,41 @@ impl<'a> Engine<'a> {
     pub fn with_repair(mut self, hook: &'a dyn RepairHook) -> Self {
         self.repair = Some(hook);
         self
+    }
+
+    /// Asks the capacity gate, when there is one, whether `rec`'s family
+    /// may use its clusters now. `Some(progress)`: it may not (or the API
+    /// gave no usable answer), and the candidate ended `capacity-deferred`
+    /// with the usual cleanup; the caller returns `progress`.
+    async fn capacity_deferred(
+        &self,
+        rec: &mut CandidateRecord,
+        before: &str,
+    ) -> Result<Option<Progress>, EngineError> {
+        let Some(why) = self.capacity_refusal(&rec.family).await? else {
+            return Ok(None);
+        };
+        let phase = Self::phase_of(rec.step);
+        let m = format!("capacity-deferred before {before}: {why}");
+        Ok(Some(
+            self.end(rec, Outcome::CapacityDeferred, phase, m, false)
+                .await?,
+        ))
+    }
+
+    /// Why `family` may not use its clusters now (`None`: it may, or no
+    /// gate is configured).
+    async fn capacity_refusal(&self, family: &str) -> Result<Option<String>, EngineError> {
+        let Some(gate) = self.config.capacity.as_deref() else {
+            return Ok(None);
+        };
+        let family = self.family(family)?;
+        Ok(
+            match gate.check(self.repository, family, self.clock.now()).await {
+                klaud_planner::capacity::Verdict::Eligible { .. } => None,
+                klaud_planner::capacity::Verdict::Deferred(why) => Some(why),
+            },
+        )
     }
 
     fn book(&self) -> ClaimBook<'_> {
@@ -379,7 +454,11 @@ impl<'a> Engine<'a> {
     /// a PR that already carries this candidate's receipt is finished.
     pub async fn open_record(&self, target: &Target) -> Result<CandidateRecord, EngineError> {
         if let Some(rec) = self.journal.load(target.candidate.as_str()).await? {
-            return Ok(rec);
+            // A deferral starts over once its clusters have room; until
+            // then it stays as it is, without a GitHub request.
+            if !rec.deferred() || self.capacity_refusal(&rec.family).await?.is_some() {
+                return Ok(rec);
+            }
         }
         let family = self.family(&target.family)?;
         let mut rec = self.new_record(
@@ -425,6 +504,11 @@ impl<'a> Engine<'a> {
                     let Ok(receipt) = crate::report::parse_receipt(&found) else {
                         continue;
                     };
+                    if receipt.result.outcome() == Outcome::CapacityDeferred && !pull.open {
+                        // A deferral is tried again from the start: the
+                        // closed PR is history, not this attempt's end.
+                        return Ok(());
+                    }
                     rec.pull = Some(pull.number);
                     rec.pull_url = Some(pull.html_url.clone());
                     rec.owner_run = receipt.owner_run;
@@ -483,7 +567,11 @@ impl<'a> Engine<'a> {
             .last()
             .map(|a| a.head.clone())
             .filter(|h| !h.is_empty());
-        let (outcome, phase) = match rec.attempts.last() {
+        // Reports name only finished attempts: a run still going, and the
+        // head, come from GitHub (the cleanup must cancel and delete them).
+        let reported = rec.attempts.len();
+        self.find_owned_runs(rec).await?;
+        let (outcome, phase) = match rec.attempts[..reported].last() {
             Some(a) if a.kind == AttemptKind::FinalSweep => (Outcome::Failed, Phase::FinalSweep),
             Some(a) if a.status != AttemptStatus::Passed => (Outcome::Failed, Phase::Targeted),
             _ => (Outcome::UnexpectedError, Phase::Unknown),
@@ -496,6 +584,97 @@ impl<'a> Engine<'a> {
             note: None,
         });
         rec.step = Step::Finish;
+        Ok(())
+    }
+
+    /// Without a journal: the head Klaud last wrote (the branch tip, when
+    /// it carries this candidate's trailer) and every run Klaud owns that
+    /// the reports do not name yet: smoke runs by title and actor, sweeps
+    /// by head. They are added as unreported attempts, so a cleanup
+    /// cancels what still runs and the receipt names them.
+    async fn find_owned_runs(&self, rec: &mut CandidateRecord) -> Result<(), EngineError> {
+        if rec.head.is_none() {
+            let trailer = format!("{TRAILER}{}", rec.candidate);
+            if let Some(tip) = self.branch_tip(&rec.branch).await?
+                && tip.message.lines().any(|l| l.trim() == trailer)
+            {
+                rec.head = Some(tip.sha);
+            }
+        }
+        let head = rec.head.clone().unwrap_or_default();
+        let title = match self.smoke_plan(rec, &head).await? {
+            Ok(plan) => plan.title,
+            Err(_) => format!(
+                "e2e Test - {}",
+                smoke_test_name(rec.owner_run, &rec.candidate)
+            ),
+        };
+        let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
+        let smoke = self
+            .forge
+            .list_runs(&RunQuery {
+                workflow: self.config.smoke_workflow.clone(),
+                event: Some("workflow_dispatch".into()),
+                actor: Some(self.forge.bot_login()),
+                head_sha: None,
+            })
+            .await?;
+        for r in smoke.iter().rev() {
+            if r.title == title && !known.contains(&r.id) {
+                rec.attempts.push(AttemptRecord {
+                    kind: AttemptKind::Initial {
+                        budget: self.config.repair_budget,
+                    },
+                    // A dispatched run's head_sha is the base tip; the
+                    // attempt tested the candidate head.
+                    head: if head.is_empty() {
+                        r.head_sha.clone()
+                    } else {
+                        head.clone()
+                    },
+                    dispatched_at: None,
+                    run: Some(RunRef {
+                        id: r.id,
+                        attempt: r.attempt,
+                        url: r.html_url.clone(),
+                    }),
+                    status: if r.is_completed() {
+                        AttemptStatus::Failed
+                    } else {
+                        AttemptStatus::Running
+                    },
+                    infra: false,
+                    reported: false,
+                });
+            }
+        }
+        if let Some(head) = rec.head.clone() {
+            let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
+            let sweeps = self
+                .forge
+                .list_runs(&RunQuery {
+                    workflow: self.config.sweep_workflow.clone(),
+                    event: Some("pull_request".into()),
+                    actor: None,
+                    head_sha: Some(head.clone()),
+                })
+                .await?;
+            for r in sweeps.iter().filter(|r| !known.contains(&r.id)) {
+                rec.attempts.push(AttemptRecord {
+                    kind: AttemptKind::FinalSweep,
+                    head: head.clone(),
+                    dispatched_at: None,
+                    run: Some(RunRef {
+                        id: r.id,
+                        attempt: r.attempt,
+                        url: r.html_url.clone(),
+                    }),
+                    status: AttemptStatus::Running,
+                    infra: false,
+                    reported: false,
+                });
+            }
+        }
         Ok(())
     }
 
@@ -543,71 +722,7 @@ impl<'a> Engine<'a> {
             let comments = self.forge.list_comments(pull.number).await?;
             rec.attempts = self.reported_attempts(&rec, &comments, true);
         }
-        let head = rec.head.clone().unwrap_or_default();
-        let title = match self.smoke_plan(&rec, &head).await? {
-            Ok(plan) => plan.title,
-            Err(_) => format!("e2e Test - {}", smoke_test_name(orphan_run, &rec.candidate)),
-        };
-        let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
-        let smoke = self
-            .forge
-            .list_runs(&RunQuery {
-                workflow: self.config.smoke_workflow.clone(),
-                event: Some("workflow_dispatch".into()),
-                actor: Some(self.forge.bot_login()),
-                head_sha: None,
-            })
-            .await?;
-        for r in smoke.iter().rev() {
-            if r.title == title && !known.contains(&r.id) {
-                rec.attempts.push(AttemptRecord {
-                    kind: AttemptKind::Initial {
-                        budget: self.config.repair_budget,
-                    },
-                    head: r.head_sha.clone(),
-                    dispatched_at: None,
-                    run: Some(RunRef {
-                        id: r.id,
-                        attempt: r.attempt,
-                        url: r.html_url.clone(),
-                    }),
-                    status: if r.is_completed() {
-                        AttemptStatus::Failed
-                    } else {
-                        AttemptStatus::Running
-                    },
-                    infra: false,
-                    reported: false,
-                });
-            }
-        }
-        if let Some(head) = rec.head.clone() {
-            let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
-            let sweeps = self
-                .forge
-                .list_runs(&RunQuery {
-                    workflow: self.config.sweep_workflow.clone(),
-                    event: Some("pull_request".into()),
-                    actor: None,
-                    head_sha: Some(head.clone()),
-                })
-                .await?;
-            for r in sweeps.iter().filter(|r| !known.contains(&r.id)) {
-                rec.attempts.push(AttemptRecord {
-                    kind: AttemptKind::FinalSweep,
-                    head: head.clone(),
-                    dispatched_at: None,
-                    run: Some(RunRef {
-                        id: r.id,
-                        attempt: r.attempt,
-                        url: r.html_url.clone(),
-                    }),
-                    status: AttemptStatus::Running,
-                    infra: false,
-                    reported: false,
-                });
-            }
-        }
+        self.find_owned_runs(&mut rec).await?;
         rec.ending = Some(Ending {
             outcome: Outcome::UnexpectedError,
             phase: Phase::Unknown,
@@ -668,6 +783,16 @@ impl<'a> Engine<'a> {
             && let Some(p) = self.renew(rec).await?
         {
             return Ok(p);
+        }
+        if matches!(
+            rec.step,
+            Step::Baseline | Step::Smoke | Step::Repair | Step::Final | Step::Sweep
+        ) && let Some(number) = rec.pull
+        {
+            let pull = self.forge.get_pull(number).await?;
+            if !pull.open {
+                return self.closed_elsewhere(rec, &pull).await;
+            }
         }
         let progress = match rec.step {
             Step::Claim => self.step_claim(rec).await?,
@@ -892,12 +1017,91 @@ impl<'a> Engine<'a> {
         rec: &mut CandidateRecord,
         m: Mismatch,
     ) -> Result<Progress, EngineError> {
+        // Whoever took the candidate away (`klaud claims release --force`,
+        // recovery) may already have published its receipt: that outcome
+        // stands, so the receipt, `klaud status` and the dashboard agree.
+        if let Some(number) = rec.pull
+            && let Some((outcome, phase, note)) = self.published_outcome(number, rec).await?
+        {
+            rec.ending = Some(Ending {
+                outcome,
+                phase,
+                message: format!("ended elsewhere: the receipt on #{number} says {outcome}"),
+                hands_off: true,
+                note,
+            });
+            rec.step = Step::Finish;
+            self.save(rec).await?;
+            return Ok(Progress::Advanced(Step::Finish));
+        }
         let outcome = match m.kind {
             MismatchKind::Handoff => Outcome::Handoff,
             MismatchKind::Unexpected => Outcome::UnexpectedError,
         };
         let phase = Self::phase_of(rec.step);
         self.end(rec, outcome, phase, m.to_string(), true).await
+    }
+
+    /// Someone else closed or merged the PR (issue 11): Klaud stops
+    /// touching it. The finish cancels Klaud's own running runs, writes the
+    /// receipt and releases the claim, and nothing else (no labels, no
+    /// report, no changelog, no sweep wait). Merged ends `validated` when
+    /// its sweep was verified, else `handoff`; closed ends `handoff`
+    /// naming who closed it.
+    async fn closed_elsewhere(
+        &self,
+        rec: &mut CandidateRecord,
+        pull: &super::forge::Pull,
+    ) -> Result<Progress, EngineError> {
+        let phase = Self::phase_of(rec.step);
+        let (outcome, message) = if pull.merged {
+            let verified = rec.sweep.is_some() && rec.step == Step::Sweep;
+            (
+                if verified {
+                    Outcome::Validated
+                } else {
+                    Outcome::Handoff
+                },
+                format!("#{} was merged by someone else", pull.number),
+            )
+        } else {
+            let who = self
+                .forge
+                .closed_by(pull.number)
+                .await?
+                .map_or_else(|| "someone else".to_owned(), |l| format!("@{l}"));
+            (
+                Outcome::Handoff,
+                format!("#{} was closed by {who}", pull.number),
+            )
+        };
+        self.end(rec, outcome, phase, message.clone(), false)
+            .await?;
+        if let Some(ending) = rec.ending.as_mut() {
+            ending.note = Some(message);
+        }
+        self.save(rec).await?;
+        Ok(Progress::Advanced(Step::Finish))
+    }
+
+    /// The outcome, phase and note of the bot's receipt for `rec`'s
+    /// candidate on PR `number`, if one was published (by any owner run).
+    async fn published_outcome(
+        &self,
+        number: u64,
+        rec: &CandidateRecord,
+    ) -> Result<Option<(Outcome, Phase, Option<String>)>, EngineError> {
+        let comments = self.forge.list_comments(number).await?;
+        Ok(comments
+            .iter()
+            .filter(|c| self.by_bot(c.author.as_deref()))
+            .filter_map(|c| find_record(&c.body).ok().flatten())
+            .filter(|f| {
+                matches!(&f.key, MarkerKey::Outcome { candidate, .. }
+                    if candidate.as_str() == rec.candidate)
+            })
+            .find_map(|f| crate::report::parse_receipt(&f).ok())
+            .map(|r| (r.result.outcome(), r.result.phase(), r.note)))
     }
 
     /// Runs the ownership check for `scope`. `Err(progress)` means the
@@ -923,6 +1127,11 @@ impl<'a> Engine<'a> {
             {
                 self.hold(rec, &held);
             }
+        }
+        // A write needs lease left (the lease guard): a step that has run
+        // long renews before it proves.
+        if let Some(p) = self.renew(rec).await? {
+            return Ok(Err(p));
         }
         let Some(stored) = rec.claim.clone() else {
             let m = Mismatch {
@@ -952,7 +1161,7 @@ impl<'a> Engine<'a> {
                 _ => None,
             },
         };
-        match ownership::check(self.forge, expect).await {
+        match ownership::check(&self.forge, expect).await {
             Ok(proof) => Ok(Ok(proof)),
             Err(OwnershipError::Mismatch(m)) => Ok(Err(self.on_mismatch(rec, m).await?)),
             Err(OwnershipError::Forge(e)) => Err(e.into()),
@@ -997,6 +1206,27 @@ impl<'a> Engine<'a> {
                 ))
             }
         }
+    }
+
+    /// Whether `pull` is a closed PR of the bot that an earlier attempt of
+    /// `rec` closed as `capacity-deferred` (a new PR is opened beside it).
+    async fn deferred_pull(
+        &self,
+        rec: &CandidateRecord,
+        pull: &super::forge::Pull,
+    ) -> Result<bool, EngineError> {
+        if pull.open || !self.by_bot(pull.author.as_deref()) {
+            return Ok(false);
+        }
+        let comments = self.forge.list_comments(pull.number).await?;
+        Ok(comments.iter().any(|c| {
+            self.by_bot(c.author.as_deref())
+                && find_record(&c.body).ok().flatten().is_some_and(|f| {
+                    matches!(&f.key, MarkerKey::Outcome { candidate, .. } if candidate.as_str() == rec.candidate)
+                        && crate::report::parse_receipt(&f)
+                            .is_ok_and(|r| r.result.outcome() == Outcome::CapacityDeferred)
+                })
+        }))
     }
 
     /// Publishes every rendered comment whose marker is not on the PR yet.

@@ -35,6 +35,8 @@ pub struct Pull {
     pub labels: Vec<String>,
     /// Web URL.
     pub html_url: String,
+    /// Closed by merging.
+    pub merged: bool,
 }
 
 /// An issue comment.
@@ -169,6 +171,10 @@ pub trait Forge: Send + Sync {
     async fn find_pull(&self, branch: &str) -> Result<Option<Pull>, ForgeError>;
     /// One pull request.
     async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError>;
+    /// Who closed pull request `number`, when GitHub says (issue
+    /// `closed_by`). Required, not defaulted: a wrapper that forgot to
+    /// forward it would silently lose the name.
+    async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError>;
     /// Comments of a pull request, oldest first.
     async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError>;
     /// Runs of a workflow, newest first.

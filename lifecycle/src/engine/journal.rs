@@ -212,6 +212,16 @@ impl CandidateRecord {
     pub fn runs(&self) -> Vec<RunRef> {
         self.attempts.iter().filter_map(|a| a.run.clone()).collect()
     }
+
+    /// Finished as `capacity-deferred`: the family is tried again in a
+    /// later wave, from the start (spec §3.7).
+    pub fn deferred(&self) -> bool {
+        self.step == Step::Done
+            && self
+                .ending
+                .as_ref()
+                .is_some_and(|e| e.outcome == crate::model::Outcome::CapacityDeferred)
+    }
 }
 
 /// A journal failure (I/O, corrupt record).

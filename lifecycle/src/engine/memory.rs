@@ -377,6 +377,12 @@ impl Forge for MemoryForge {
         Ok(p.clone())
     }
 
+    async fn closed_by(&self, _number: u64) -> Result<Option<String>, ForgeError> {
+        // Pulls here close only through the engine's own proof-checked
+        // writes; who closed them is never in question.
+        Ok(None)
+    }
+
     async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
         Ok(self
             .lock()
@@ -519,6 +525,7 @@ impl Forge for MemoryForge {
             author: Some(self.bot.clone()),
             labels: Vec::new(),
             html_url: format!("https://github.com/{}/pull/{number}", self.repo),
+            merged: false,
         };
         st.pulls.push(pull.clone());
         Ok(pull)

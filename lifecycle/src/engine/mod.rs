@@ -19,12 +19,13 @@
 mod driver;
 pub mod forge;
 pub mod journal;
+mod lease_guard;
 pub mod memory;
 pub mod ownership;
 
 pub use driver::{
-    Engine, EngineConfig, EngineError, Progress, REPAIR_INPUT_VERSION, RepairContext, RepairHook,
-    RepairOutcome, Target, branch_name, smoke_test_name,
+    Engine, EngineConfig, EngineError, HumanOverlap, Progress, REPAIR_INPUT_VERSION, RepairContext,
+    RepairHook, RepairOutcome, Target, branch_name, smoke_test_name,
 };
 pub use forge::{ArtifactInfo, Comment, Forge, ForgeError, Job, Pull, Run, RunQuery};
 pub use journal::{

@@ -28,6 +28,7 @@ pub struct OwnershipProof {
     head: Option<String>,
     pull: Option<u64>,
     run: Option<u64>,
+    lease_until: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// A write was asked of a proof that did not check its target.
@@ -113,6 +114,12 @@ impl OwnershipProof {
         } else {
             Err(self.refuse(format!("branch {name}")))
         }
+    }
+
+    /// The claim's lease as the check read it on GitHub (`None`: a claim
+    /// without a lease, the old helper's).
+    pub fn lease_until(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.lease_until
     }
 
     /// The claim fence that was checked.
@@ -343,6 +350,7 @@ pub async fn check(
     }
 
     Ok(OwnershipProof {
+        lease_until: found.lease_until,
         fence: found.fence_or_zero(),
         claim_ref: claim_ref.to_owned(),
         branch: expect

@@ -376,13 +376,19 @@ fn render_text(report: &AttemptReport) -> String {
     let run = report.run.as_ref().map(|r| {
         format!(
             " · {}",
-            link(&format!("Run {} / attempt {}", r.id, r.attempt), &r.url)
+            link(
+                &format!("Run {} / attempt {}", r.id, r.attempt),
+                &r.attempt_url()
+            )
         )
     });
     let run_zh = report.run.as_ref().map(|r| {
         format!(
             " · {}",
-            link(&format!("运行 {} / 第 {} 次尝试", r.id, r.attempt), &r.url)
+            link(
+                &format!("运行 {} / 第 {} 次尝试", r.id, r.attempt),
+                &r.attempt_url()
+            )
         )
     });
     let at = timestamp(&report.at);

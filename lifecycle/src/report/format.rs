@@ -75,10 +75,11 @@ pub fn code(s: &str) -> String {
     format!("{fence}{pad}{body}{pad}{fence}")
 }
 
-/// A Markdown link whose URL must be `https://`; anything else renders as
+/// A Markdown link whose URL must be `https://` (or `http://` to a loopback
+/// host: the sandbox and local test servers); anything else renders as
 /// plain text so a hostile URL cannot inject Markdown or script.
 pub fn link(label: &str, url: &str) -> String {
-    let safe = url.starts_with("https://")
+    let safe = (url.starts_with("https://") || is_loopback_http(url))
         && url.len() <= 2048
         && !url.chars().any(|c| {
             c.is_whitespace() || c.is_control() || matches!(c, '(' | ')' | '<' | '>' | '"' | '\'')
@@ -88,6 +89,29 @@ pub fn link(label: &str, url: &str) -> String {
     } else {
         text(label)
     }
+}
+
+/// `http://` to 127.0.0.0/8, `[::1]` or `localhost`: plain HTTP there never
+/// leaves the machine.
+pub fn is_loopback_http(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return false;
+    }
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((h, port)) if port.is_empty() || port.starts_with(':') => h,
+            _ => return false,
+        },
+        None => authority.split(':').next().unwrap_or(""),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// `1266.3`, `87,274.51`, `110`: thousands separators, at most `decimals`
@@ -313,6 +337,20 @@ mod tests {
         );
         assert_eq!(link("Run 1", "javascript:alert(1)"), "Run 1");
         assert_eq!(link("x", "https://a/b) [y](https://evil"), "x");
+        assert_eq!(
+            link("PR 1", "http://127.0.0.1:4000/_html/o/r/pull/1"),
+            "[PR 1](http://127.0.0.1:4000/_html/o/r/pull/1)"
+        );
+        assert_eq!(link("x", "http://[::1]:80/x"), "[x](http://[::1]:80/x)");
+        assert_eq!(link("x", "http://localhost/x"), "[x](http://localhost/x)");
+        for remote in [
+            "http://example.com/x",
+            "http://127.0.0.1.evil.com/x",
+            "http://127.0.0.1@evil.com/x",
+            "http://[::1].evil/x",
+        ] {
+            assert_eq!(link("x", remote), "x", "{remote}");
+        }
         let long = "é".repeat(1000);
         assert_eq!(text(&long).chars().count(), MAX_FIELD_CHARS + 1);
     }

@@ -163,7 +163,7 @@ fn run_links(runs: &[RunRef]) -> String {
         return "—".to_owned();
     }
     runs.iter()
-        .map(|r| link(&r.id.to_string(), &r.url))
+        .map(|r| link(&r.id.to_string(), &r.attempt_url()))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -64,6 +64,8 @@ struct RawPull {
     labels: Vec<LabelName>,
     #[serde(default)]
     html_url: String,
+    #[serde(default)]
+    merged_at: Option<String>,
 }
 
 /// A pull request as Klaud needs it.
@@ -84,6 +86,8 @@ pub struct PullInfo {
     pub author: Option<String>,
     pub labels: Vec<String>,
     pub html_url: String,
+    /// Closed by merging (`merged_at` is set).
+    pub merged: bool,
 }
 
 impl From<RawPull> for PullInfo {
@@ -102,6 +106,7 @@ impl From<RawPull> for PullInfo {
             author: p.user.map(|u| u.login),
             labels: p.labels.into_iter().map(|l| l.name).collect(),
             html_url: p.html_url,
+            merged: p.merged_at.is_some(),
         }
     }
 }
@@ -282,6 +287,10 @@ pub struct TreeChange {
 pub struct FileChange {
     pub filename: String,
     pub status: String,
+    /// The file's blob at the PR head (for `removed`, GitHub names the
+    /// removed blob).
+    #[serde(default)]
+    pub sha: Option<String>,
 }
 
 /// How `head` relates to `base` (`GET compare/{base}...{head}`).
@@ -807,6 +816,22 @@ impl Forge {
         Ok(raw.into())
     }
 
+    /// Who closed issue or pull request `number` (the issue's `closed_by`;
+    /// `None` while open or when GitHub does not say).
+    pub async fn closed_by(&self, number: u64) -> Result<Option<String>, GithubError> {
+        #[derive(Deserialize)]
+        struct Issue {
+            #[serde(default)]
+            closed_by: Option<Login>,
+        }
+        let what = format!("read issue #{number}");
+        let issue: Issue = self
+            .t
+            .get_json(&what, &self.path(&format!("issues/{number}")))
+            .await?;
+        Ok(issue.closed_by.map(|l| l.login))
+    }
+
     /// Pull requests in a state (`open`, `closed`, `all`), newest first.
     pub async fn list_pulls(&self, state: &str) -> Result<Vec<PullInfo>, GithubError> {
         let p = self.path(&format!(
@@ -1257,6 +1282,10 @@ impl Forge {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "api_samples.rs"]
+mod api_samples;
 
 #[cfg(test)]
 mod schema_tests {

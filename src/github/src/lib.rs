@@ -225,18 +225,7 @@ impl Forge {
             return Err(GithubError::Config("the bot login is empty".into()));
         }
         let api_url = config.api_url.trim_end_matches('/').to_string();
-        let builder = || -> Result<octocrab::OctocrabBuilder<_, _, _, _>, GithubError> {
-            Ok(Octocrab::builder()
-                .base_uri(api_url.as_str())
-                .map_err(|e| GithubError::Config(format!("API URL {api_url:?}: {e}")))?
-                .add_retry_config(RetryConfig::None)
-                .add_header(
-                    HeaderName::from_static("x-github-api-version"),
-                    API_VERSION.into(),
-                )
-                .set_connect_timeout(Some(Duration::from_secs(15)))
-                .set_read_timeout(Some(Duration::from_secs(60))))
-        };
+        let builder = || client_builder(&api_url);
         let build_err =
             |e: octocrab::Error| GithubError::Config(format!("building the HTTP client: {e}"));
         let (gh, app) = match &config.credential {
@@ -252,14 +241,7 @@ impl Forge {
                 private_key_pem,
                 installation_id,
             } => {
-                let key = octocrab::jsonwebtoken::EncodingKey::from_rsa_pem(
-                    private_key_pem.expose().as_bytes(),
-                )
-                .map_err(|e| {
-                    GithubError::Config(format!(
-                        "GitHub App {app_id}: the private key is not an RSA PEM key ({e})"
-                    ))
-                })?;
+                let key = app_key(*app_id, private_key_pem)?;
                 let app_client = builder()?
                     .app(octocrab::models::AppId(*app_id), key)
                     .build()
@@ -288,6 +270,21 @@ impl Forge {
 
     /// Checks that the credential resolves to the bot login.
     pub async fn preflight(&self) -> Result<UserInfo, GithubError> {
+        let me = self.identity().await?;
+        // GitHub logins are case-insensitive.
+        if !me.login.eq_ignore_ascii_case(&self.bot_login) {
+            return Err(GithubError::IdentityMismatch {
+                expected: self.bot_login.clone(),
+                found: me.login,
+            });
+        }
+        Ok(me)
+    }
+
+    /// Whose the credential is: the token's user (`GET /user`), or for an
+    /// App `<slug>[bot]` (`GET /app`). Checks nothing (read-only commands
+    /// accept any credential that can read).
+    pub async fn identity(&self) -> Result<UserInfo, GithubError> {
         let me = match &self.app {
             None => self.current_user().await?,
             Some(app) => {
@@ -306,14 +303,15 @@ impl Forge {
                 }
             }
         };
-        // GitHub logins are case-insensitive.
-        if !me.login.eq_ignore_ascii_case(&self.bot_login) {
-            return Err(GithubError::IdentityMismatch {
-                expected: self.bot_login.clone(),
-                found: me.login,
-            });
-        }
         Ok(me)
+    }
+
+    /// Whether the repository exists and the credential can see it
+    /// (`GET /repos/{owner}/{name}`; GitHub answers 404 for both).
+    pub async fn repository_visible(&self) -> Result<bool, GithubError> {
+        let what = format!("read repository {}/{}", self.owner, self.name);
+        let path = format!("/repos/{}/{}", self.owner, self.name);
+        Ok(self.t.read_found(&what, &path).await?.is_some())
     }
 
     /// `OWNER/NAME` of the repository.
@@ -339,5 +337,83 @@ impl Forge {
 
     pub(crate) fn path(&self, rest: &str) -> String {
         format!("/repos/{}/{}/{rest}", self.owner, self.name)
+    }
+}
+
+/// An octocrab builder with Klaud's transport settings: no octocrab
+/// retries (the transport owns the policy), the pinned API version, timeouts.
+fn client_builder(
+    api_url: &str,
+) -> Result<
+    octocrab::OctocrabBuilder<
+        octocrab::NoSvc,
+        octocrab::DefaultOctocrabBuilderConfig,
+        octocrab::NoAuth,
+        octocrab::NotLayerReady,
+    >,
+    GithubError,
+> {
+    Ok(Octocrab::builder()
+        .base_uri(api_url)
+        .map_err(|e| GithubError::Config(format!("API URL {api_url:?}: {e}")))?
+        .add_retry_config(RetryConfig::None)
+        .add_header(
+            HeaderName::from_static("x-github-api-version"),
+            API_VERSION.into(),
+        )
+        .set_connect_timeout(Some(Duration::from_secs(15)))
+        .set_read_timeout(Some(Duration::from_secs(60))))
+}
+
+/// The App's signing key. The error never quotes the key.
+fn app_key(
+    app_id: u64,
+    private_key_pem: &Secret,
+) -> Result<octocrab::jsonwebtoken::EncodingKey, GithubError> {
+    octocrab::jsonwebtoken::EncodingKey::from_rsa_pem(private_key_pem.expose().as_bytes()).map_err(
+        |e| {
+            GithubError::Config(format!(
+                "GitHub App {app_id}: the private key is not an RSA PEM key ({e})"
+            ))
+        },
+    )
+}
+
+/// The id of the App's installation on `repo` (`OWNER/NAME`), from
+/// `GET /repos/{owner}/{name}/installation` with the App's JWT: for
+/// configurations that give an App id and key but no installation id.
+pub async fn find_installation(
+    api_url: &str,
+    app_id: u64,
+    private_key_pem: &Secret,
+    repo: &str,
+    retry: RetryPolicy,
+) -> Result<u64, GithubError> {
+    let (owner, name) = repo
+        .split_once('/')
+        .filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
+        .ok_or_else(|| GithubError::Config(format!("repository {repo:?} is not OWNER/NAME")))?;
+    let api_url = api_url.trim_end_matches('/').to_string();
+    let key = app_key(app_id, private_key_pem)?;
+    let app_client = client_builder(&api_url)?
+        .app(octocrab::models::AppId(app_id), key)
+        .build()
+        .map_err(|e| GithubError::Config(format!("building the HTTP client: {e}")))?;
+    let t = Transport::new(app_client, api_url, retry);
+    #[derive(serde::Deserialize)]
+    struct Installation {
+        id: u64,
+    }
+    let what = format!("GitHub App {app_id}: find its installation on {owner}/{name}");
+    match t
+        .get_json::<Installation>(&what, &format!("/repos/{owner}/{name}/installation"))
+        .await
+    {
+        Ok(i) => Ok(i.id),
+        Err(GithubError::NotFound { .. }) => Err(GithubError::Config(format!(
+            "GitHub App {app_id} is not installed on {owner}/{name} (or the repository does not \
+             exist): install the App on the repository, or set github.app_installation_id"
+        ))),
+        Err(e) => Err(e),
     }
 }

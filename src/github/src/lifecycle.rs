@@ -54,6 +54,7 @@ fn pull(p: PullInfo) -> Pull {
         author: p.author,
         labels: p.labels,
         html_url: p.html_url,
+        merged: p.merged,
     }
 }
 
@@ -104,6 +105,10 @@ impl LifecycleForge for GithubLifecycle<'_> {
 
     async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError> {
         self.forge.get_pull(number).await.map(pull).map_err(map)
+    }
+
+    async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError> {
+        self.forge.closed_by(number).await.map_err(map)
     }
 
     async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {

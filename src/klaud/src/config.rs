@@ -46,6 +46,84 @@ pub struct Config {
     pub recipe_roots: Vec<RecipeRootConfig>,
     /// How bumps treat recipes that do not simply carry the old image.
     pub bump: BumpConfig,
+    /// The cluster-capacity gate (spec §3.7); absent: nothing is gated.
+    pub capacity: Option<CapacityConfig>,
+}
+
+/// `[capacity]`: the incumbent's private cluster-status API.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapacityConfig {
+    /// The dashboard's origin, `scheme://host[:port]` (no path); required.
+    pub origin: String,
+    /// The API path on that origin.
+    #[serde(default = "default_capacity_path")]
+    pub path: String,
+    /// The environment variable holding the Bearer key.
+    #[serde(default = "default_capacity_key_env")]
+    pub key_env: String,
+    /// How long one reading may take.
+    #[serde(default = "default_capacity_timeout", deserialize_with = "duration")]
+    pub timeout: Duration,
+    /// Runner label or config key → cluster ids, replacing what
+    /// `configs/runners.yaml` says (a key wins over its runner label).
+    #[serde(default)]
+    pub clusters: BTreeMap<String, Vec<String>>,
+}
+
+fn default_capacity_path() -> String {
+    klaud_planner::capacity::DEFAULT_PATH.to_owned()
+}
+
+fn default_capacity_key_env() -> String {
+    klaud_planner::capacity::DEFAULT_KEY_ENV.to_owned()
+}
+
+fn default_capacity_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+impl CapacityConfig {
+    /// The gate over HTTP, with the key read through `lookup`; an error
+    /// says what is missing (never the key).
+    pub fn gate_from(
+        &self,
+        lookup: impl Fn(&str) -> Result<String, std::env::VarError>,
+    ) -> Result<klaud_planner::capacity::CapacityGate, String> {
+        let key = match lookup(&self.key_env) {
+            Ok(v) if !v.trim().is_empty() => v.trim().to_owned(),
+            Ok(_) | Err(std::env::VarError::NotPresent) => {
+                return Err(format!(
+                    "no capacity API key: set {} (capacity.key_env)",
+                    self.key_env
+                ));
+            }
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(format!(
+                    "environment variable {} is not valid UTF-8",
+                    self.key_env
+                ));
+            }
+        };
+        let source =
+            klaud_planner::capacity::HttpCapacity::new(&self.origin, &self.path, key, self.timeout)
+                .map_err(|e| e.to_string())?;
+        Ok(klaud_planner::capacity::CapacityGate {
+            source: Box::new(source),
+            overrides: self.clusters.clone(),
+        })
+    }
+
+    /// [`CapacityConfig::gate_from`] the process environment; when that
+    /// fails, a gate that defers everything with the reason (fail closed).
+    pub fn gate(&self) -> klaud_planner::capacity::CapacityGate {
+        self.gate_from(|n| std::env::var(n)).unwrap_or_else(|why| {
+            klaud_planner::capacity::CapacityGate {
+                source: Box::new(klaud_planner::capacity::Unusable(why)),
+                overrides: self.clusters.clone(),
+            }
+        })
+    }
 }
 
 impl Default for Config {
@@ -61,6 +139,7 @@ impl Default for Config {
             upstream: default_upstream(),
             recipe_roots: Vec::new(),
             bump: BumpConfig::default(),
+            capacity: None,
         }
     }
 }
@@ -114,6 +193,21 @@ pub struct GithubConfig {
     pub bot_login: String,
     /// Environment variables tried, in order, for the token.
     pub token_env: Vec<String>,
+    /// A GitHub App's id: when set, Klaud acts as the App's installation
+    /// (short-lived installation tokens) instead of a token from `token_env`.
+    pub app_id: Option<u64>,
+    /// The App's installation id; absent: looked up for the repository
+    /// (`GET /repos/{owner}/{name}/installation`).
+    pub app_installation_id: Option<u64>,
+    /// File with the App's private key (PEM); without it the key is read
+    /// from `app_private_key_env`.
+    pub app_private_key_file: Option<String>,
+    /// Environment variable with the App's private key (PEM).
+    pub app_private_key_env: String,
+    /// Web origin repositories are linked to on the dashboard (default:
+    /// `https://github.com` for `api.github.com`, the host of a GitHub
+    /// Enterprise `…/api/v3` URL).
+    pub web_url: Option<String>,
 }
 
 /// A GitHub token found in the environment, with the variable it came from.
@@ -156,10 +250,27 @@ impl GithubConfig {
             .ok_or_else(|| self.missing_token())
     }
 
+    /// The web page of `repository` (`owner/name`).
+    pub fn repository_web_url(&self, repository: &str) -> String {
+        let origin = match &self.web_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => {
+                let api = self.api_url.trim_end_matches('/');
+                match api.strip_suffix("/api/v3") {
+                    Some(host) => host.to_owned(),
+                    None if api == "https://api.github.com" => "https://github.com".to_owned(),
+                    None => api.replacen("://api.", "://", 1),
+                }
+            }
+        };
+        format!("{origin}/{repository}")
+    }
+
     /// What to do when no token is set.
     pub fn missing_token(&self) -> String {
         format!(
-            "no GitHub token: set one of {} (github.token_env) to a token of {:?}",
+            "no GitHub token: set one of {} (github.token_env) to a token of {:?}, or act as a \
+             GitHub App (github.app_id or --app-id, with its private key)",
             self.token_env.join(", "),
             self.bot_login
         )
@@ -173,6 +284,11 @@ impl Default for GithubConfig {
             repository: None,
             bot_login: "Klaud-Cold".to_owned(),
             token_env: vec!["KLAUD_GITHUB_TOKEN".to_owned(), "GITHUB_TOKEN".to_owned()],
+            app_id: None,
+            app_installation_id: None,
+            app_private_key_file: None,
+            app_private_key_env: "KLAUD_GITHUB_APP_PRIVATE_KEY".to_owned(),
+            web_url: None,
         }
     }
 }
@@ -193,6 +309,11 @@ pub struct DaemonConfig {
     /// half is left. At least 4 × `reconcile_interval` (and 5 s).
     #[serde(deserialize_with = "duration")]
     pub lease: Duration,
+    /// Lease that must be left, beyond a GitHub write's timeout, when the
+    /// write is sent; a stalled instance never writes after its lease
+    /// could have been taken over.
+    #[serde(deserialize_with = "duration")]
+    pub lease_margin: Duration,
     /// Candidates driven at once per repository.
     pub concurrency: usize,
     /// Dashboard address (loopback unless `dashboard_allow_remote`).
@@ -212,6 +333,7 @@ impl Default for DaemonConfig {
             timezone: "UTC".to_owned(),
             reconcile_interval: Duration::from_secs(60),
             lease: Duration::from_secs(2 * 3600),
+            lease_margin: Duration::from_secs(60),
             concurrency: 2,
             dashboard_listen: klaud_service::dashboard::DEFAULT_LISTEN.to_owned(),
             dashboard_allow_remote: false,
@@ -252,6 +374,10 @@ pub struct LifecycleConfig {
     /// review before the sweep label is added.
     #[serde(deserialize_with = "draft_policy")]
     pub sweep_runs_on_drafts: DraftPolicy,
+    /// A Klaud PR already open when somebody else's PR starts to change the
+    /// same family: `"leave"` (default) leaves it and notes the overlap on
+    /// the dashboard, `"handoff"` ends it `handoff` with the usual cleanup.
+    pub on_human_overlap: klaud_lifecycle::engine::HumanOverlap,
 }
 
 /// `"auto"`, `true` or `false`.
@@ -284,6 +410,7 @@ impl Default for LifecycleConfig {
             baseline_api: String::new(),
             model_names: BTreeMap::new(),
             sweep_runs_on_drafts: DraftPolicy::Auto,
+            on_human_overlap: klaud_lifecycle::engine::HumanOverlap::Leave,
         }
     }
 }
@@ -456,12 +583,64 @@ impl Config {
                 ));
             }
         }
+        if self.github.app_id.is_none() {
+            for (key, set) in [
+                (
+                    "github.app_installation_id",
+                    self.github.app_installation_id.is_some(),
+                ),
+                (
+                    "github.app_private_key_file",
+                    self.github.app_private_key_file.is_some(),
+                ),
+            ] {
+                if set {
+                    return Err(invalid(
+                        key,
+                        "is set but github.app_id is not; set the App's id too, or remove the key"
+                            .to_owned(),
+                    ));
+                }
+            }
+        }
         url::Url::parse(&self.github.api_url).map_err(|e| {
             invalid(
                 "github.api_url",
                 format!("{:?} is not a URL: {e}", self.github.api_url),
             )
         })?;
+        if let Some(web) = &self.github.web_url {
+            url::Url::parse(web)
+                .map_err(|e| invalid("github.web_url", format!("{web:?} is not a URL: {e}")))?;
+        }
+        if let Some(c) = &self.capacity {
+            klaud_planner::capacity::HttpCapacity::new(
+                &c.origin,
+                &c.path,
+                "checked-later".into(),
+                c.timeout,
+            )
+            .map_err(|e| {
+                let key = if e.to_string().contains("path ") {
+                    "capacity.path"
+                } else {
+                    "capacity.origin"
+                };
+                invalid(key, e.to_string())
+            })?;
+            at_least(c.timeout, MIN_INTERVAL).map_err(|e| invalid("capacity.timeout", e))?;
+            if c.key_env.trim().is_empty() {
+                return Err(invalid("capacity.key_env", "must name a variable".into()));
+            }
+            for (name, ids) in &c.clusters {
+                if ids.is_empty() || ids.iter().any(|i| i.trim().is_empty()) {
+                    return Err(invalid(
+                        &format!("capacity.clusters.{name}"),
+                        "must list at least one non-empty cluster id".into(),
+                    ));
+                }
+            }
+        }
         if self.planner.max_candidates == 0 {
             return Err(invalid(
                 "planner.max_candidates",
@@ -770,6 +949,27 @@ mod tests {
     }
 
     #[test]
+    fn repositories_link_to_the_web_origin_of_their_api() {
+        let mut github = GithubConfig::default();
+        assert_eq!(github.repository_web_url("o/r"), "https://github.com/o/r");
+        github.api_url = "https://ghe.example.com/api/v3/".into();
+        assert_eq!(
+            github.repository_web_url("o/r"),
+            "https://ghe.example.com/o/r"
+        );
+        github.web_url = Some("http://127.0.0.1:4000/_html/".into());
+        assert_eq!(
+            github.repository_web_url("o/r"),
+            "http://127.0.0.1:4000/_html/o/r"
+        );
+        let err = Config::parse("t.toml", "[github]\nweb_url = \"not a url\"\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("github.web_url"), "{err}");
+    }
+
+    #[test]
     fn the_example_configuration_parses_and_matches_the_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/inferencex.toml");
         let config = Config::load(&path).unwrap();
@@ -801,6 +1001,43 @@ mod tests {
             config.daemon.dashboard_listen,
             defaults.daemon.dashboard_listen
         );
+    }
+
+    #[test]
+    fn capacity_is_off_by_default_and_checked_when_present() {
+        assert!(Config::parse("t", "").unwrap().capacity.is_none());
+        let c = Config::parse("t", "[capacity]\norigin = \"https://dash.example\"\n")
+            .unwrap()
+            .capacity
+            .unwrap();
+        assert_eq!(c.path, "/api/status/clusters");
+        assert_eq!(c.key_env, "KLAUD_DASHBOARD_API_KEY");
+        assert_eq!(c.timeout, Duration::from_secs(10));
+        let missing = c
+            .gate_from(|_| Err(std::env::VarError::NotPresent))
+            .unwrap_err();
+        assert!(missing.contains("set KLAUD_DASHBOARD_API_KEY"), "{missing}");
+        let gate = c.gate_from(|_| Ok("s3cret".into())).unwrap();
+        assert!(!format!("{gate:?}").contains("s3cret"));
+        for (text, key) in [
+            ("origin = \"https://d.example/x\"", "capacity.origin"),
+            (
+                "origin = \"https://d.example\"\npath = \"x\"",
+                "capacity.path",
+            ),
+            (
+                "origin = \"https://d.example\"\ntimeout = \"0s\"",
+                "capacity.timeout",
+            ),
+            (
+                "origin = \"https://d.example\"\nclusters = { h100 = [] }",
+                "capacity.clusters.h100",
+            ),
+            ("path = \"/x\"", "origin"),
+        ] {
+            let err = Config::parse("t", &format!("[capacity]\n{text}\n")).unwrap_err();
+            assert!(err.to_string().contains(key), "{text}: {err}");
+        }
     }
 
     #[test]
@@ -887,7 +1124,7 @@ mod tests {
             ("[daemon]\nschedule = \"0 9 * *\"\n", "daemon.schedule"),
             (
                 "[daemon]\ndashboard_listen = \"0.0.0.0:8723\"\n",
-                "dashboard-allow-remote",
+                "daemon.dashboard_allow_remote = true",
             ),
             ("[daemon]\nlease = \"1m\"\n", "daemon.lease"),
             (

@@ -9,6 +9,7 @@
 //! parses what a person typed, wires the crates together and maps errors to
 //! exit codes. The design overview is `src/README.md`.
 
+pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod logging;

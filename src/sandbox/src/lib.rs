@@ -9,6 +9,7 @@
 //! production crate depends on it; the binary reaches it only through the
 //! `sandbox` cargo feature (`klaud demo`, `klaud sandbox`).
 
+pub mod capacity;
 pub mod ci;
 pub mod github;
 pub mod registry;

@@ -19,6 +19,8 @@ pub const MAINTAINER: &str = "sandbox-maintainer";
 pub const BOT_TOKEN: &str = "ghp_sandbox_bot";
 /// The maintainer's token.
 pub const MAINTAINER_TOKEN: &str = "ghp_sandbox_maintainer";
+/// The cluster-status API's Bearer key in the stack.
+pub const CAPACITY_KEY: &str = "sandbox-capacity-key";
 
 /// A running sandbox; everything stops when it is dropped.
 pub struct SandboxStack {
@@ -36,6 +38,10 @@ pub struct SandboxStack {
     pub baseline_url: String,
     /// The CI simulator, when a script was given.
     pub ci: Option<CiSim>,
+    /// Cluster-status API origin (key [`CAPACITY_KEY`]).
+    pub capacity_url: String,
+    /// The cluster-status simulator (clusters from the seed's runners file).
+    pub capacity: super::capacity::CapacitySim,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -93,6 +99,19 @@ impl SandboxStack {
             let _ = axum::serve(listener, app).await;
         }));
 
+        let runners =
+            std::fs::read_to_string(seed_dir.join("configs/runners.yaml")).unwrap_or_default();
+        let capacity = super::capacity::CapacitySim::new(
+            CAPACITY_KEY,
+            super::capacity::CapacitySim::clusters_of_runners(&runners),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let capacity_url = format!("http://{}", listener.local_addr()?);
+        let app = super::capacity::router(capacity.clone());
+        tasks.push(tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        }));
+
         let ci = script.map(|s| CiSim::spawn_with_poll(state.clone(), s, ci_poll));
         Ok(Self {
             github,
@@ -102,6 +121,8 @@ impl SandboxStack {
             registry,
             baseline_url,
             ci,
+            capacity_url,
+            capacity,
             tasks,
         })
     }

@@ -23,7 +23,10 @@ pub struct HttpBaselineSource {
 impl HttpBaselineSource {
     /// A source at `base` (e.g. `https://inferencex.example`).
     pub fn new(base: &str) -> Result<Self, String> {
+        // reqwest sends no User-Agent of its own; name the client, as
+        // public APIs (GitHub's among them) ask.
         let client = reqwest::Client::builder()
+            .user_agent(concat!("klaud/", env!("CARGO_PKG_VERSION")))
             .timeout(Duration::from_secs(30))
             .build()
             .map_err(|e| format!("baseline HTTP client: {e}"))?;

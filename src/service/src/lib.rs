@@ -14,17 +14,20 @@
 pub mod baseline_api;
 pub mod daemon;
 pub mod dashboard;
+pub mod overlap;
 pub mod pr_commands;
 pub mod recover;
 pub mod repair_hook;
 pub mod status;
+pub mod story;
 pub mod wave;
 
 pub use baseline_api::{HttpBaselineSource, NoBaseline};
 pub use klaud_github::lifecycle::GithubLifecycle;
 pub use klaud_store::journal::StoreJournal;
 pub use repair_hook::CommandHook;
-pub use wave::base_checkout;
 pub use wave::{
     CandidateSummary, WaveError, WaveOptions, WaveSummary, materialize, restore_breaker, run_wave,
+    run_wave_told,
 };
+pub use wave::{base_checkout, base_checkout_from};

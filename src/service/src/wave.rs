@@ -12,10 +12,10 @@ use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::engine::{
     CandidateRecord, Engine, EngineConfig, Journal, Progress, RepairHook, Step, Target,
 };
-use klaud_lifecycle::model::RunRef;
+use klaud_lifecycle::model::{Outcome, RunRef};
 use klaud_lifecycle::report::UpstreamRange;
 use klaud_planner::image::ImageRef;
-use klaud_planner::plan::{CreationTimes, PlanOptions, PlanReport, plan};
+use klaud_planner::plan::{BlockKind, CreationTimes, PlanOptions, PlanReport, plan};
 use klaud_planner::registry::RegistryClient;
 use klaud_planner::repo::{RepoOptions, Repository};
 use serde::Serialize;
@@ -35,6 +35,8 @@ fn needed(path: &str) -> bool {
     rel.starts_with("configs/")
         || rel.starts_with("benchmarks/multi_node/srt-slurm-recipes/")
         || rel == "perf-changelog.yaml"
+        // Retirements (issue 11) are read from it.
+        || rel == "MODELS.md"
 }
 
 /// Why a wave stopped.
@@ -46,6 +48,15 @@ pub enum WaveError {
     /// The base branch is missing.
     #[error("the base branch {0} does not exist")]
     NoBase(String),
+    /// The repository is missing, or the credential cannot see it.
+    #[error(
+        "the repository {0} does not exist, or the credential cannot see it; check \
+         github.repository / --repo (OWNER/NAME) and the token's or App installation's access"
+    )]
+    NoRepository(String),
+    /// The local checkout given for the base commit is not at it.
+    #[error("{0}")]
+    CheckoutMismatch(String),
     /// The checkout could not be written or read.
     #[error("base checkout: {0}")]
     Checkout(String),
@@ -88,7 +99,11 @@ fn save_breaker(registry: &RegistryClient, store: Option<&Store>) {
     }
 }
 
-async fn blob(forge: &Forge, sha: &str, cache: Option<&Store>) -> Result<Vec<u8>, WaveError> {
+pub(crate) async fn blob(
+    forge: &Forge,
+    sha: &str,
+    cache: Option<&Store>,
+) -> Result<Vec<u8>, WaveError> {
     use base64::Engine as _;
     let b64 = base64::engine::general_purpose::STANDARD;
     let key = format!("blob:{sha}");
@@ -153,12 +168,130 @@ pub async fn base_checkout(
     options: &RepoOptions,
     cache: Option<&Store>,
 ) -> Result<(String, tempfile::TempDir, Repository), WaveError> {
-    let base = forge
-        .get_ref(&format!("refs/heads/{base_branch}"))
-        .await?
-        .ok_or_else(|| WaveError::NoBase(base_branch.to_owned()))?;
+    base_checkout_from(forge, base_branch, options, cache, None).await
+}
+
+/// The HEAD commit of the git checkout at `dir`.
+fn checkout_head(dir: &Path) -> Result<String, WaveError> {
+    // `git rev-parse` knows every way HEAD can be stored (detached, packed
+    // refs, worktrees); reading `.git/HEAD` by hand would not.
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "--verify", "HEAD^{commit}"])
+        .output()
+        .map_err(|e| {
+            WaveError::CheckoutMismatch(format!(
+                "--checkout {}: cannot run git to read its HEAD: {e}",
+                dir.display()
+            ))
+        })?;
+    if !out.status.success() {
+        return Err(WaveError::CheckoutMismatch(format!(
+            "--checkout {}: not a git checkout with a HEAD commit ({})",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The git blob id of `bytes` (what a tree entry names).
+fn git_blob_sha(bytes: &[u8]) -> String {
+    use sha1::{Digest, Sha1};
+    let mut h = Sha1::new();
+    h.update(format!("blob {}\0", bytes.len()).as_bytes());
+    h.update(bytes);
+    hex::encode(h.finalize())
+}
+
+/// Like [`materialize`], but each file comes from the local checkout
+/// `local` when its bytes are the base commit's blob (the tree says which);
+/// a file that differs (an edit, line-ending conversion) is downloaded.
+async fn materialize_from_checkout(
+    forge: &Forge,
+    sha: &str,
+    local: &Path,
+    dir: &Path,
+    cache: Option<&Store>,
+) -> Result<(usize, usize), WaveError> {
+    let (mut from_checkout, mut downloaded) = (0, 0);
+    for (path, blob_sha) in forge.tree_blobs(sha).await? {
+        if !needed(&path) {
+            continue;
+        }
+        if path
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+        {
+            return Err(WaveError::Checkout(format!("refusing tree path {path:?}")));
+        }
+        let bytes = match std::fs::read(local.join(&path)) {
+            Ok(bytes) if git_blob_sha(&bytes) == blob_sha => {
+                from_checkout += 1;
+                bytes
+            }
+            _ => {
+                tracing::debug!(%path, "not as in the base commit in the checkout; downloaded");
+                downloaded += 1;
+                blob(forge, &blob_sha, cache).await?
+            }
+        };
+        let target = dir.join(&path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| WaveError::Checkout(format!("{}: {e}", parent.display())))?;
+        }
+        std::fs::write(&target, bytes)
+            .map_err(|e| WaveError::Checkout(format!("{}: {e}", target.display())))?;
+    }
+    Ok((from_checkout, downloaded))
+}
+
+/// [`base_checkout`], reading the files from the local git checkout
+/// `checkout` when given: its HEAD must be the base branch's head (else
+/// [`WaveError::CheckoutMismatch`]), and only files that differ from the
+/// base commit are downloaded.
+pub async fn base_checkout_from(
+    forge: &Forge,
+    base_branch: &str,
+    options: &RepoOptions,
+    cache: Option<&Store>,
+    checkout: Option<&Path>,
+) -> Result<(String, tempfile::TempDir, Repository), WaveError> {
+    let Some(base) = forge.get_ref(&format!("refs/heads/{base_branch}")).await? else {
+        // GitHub answers 404 for a missing branch and a missing (or hidden)
+        // repository alike: say which one it is.
+        if !forge.repository_visible().await? {
+            return Err(WaveError::NoRepository(forge.repo()));
+        }
+        return Err(WaveError::NoBase(base_branch.to_owned()));
+    };
     let dir = tempfile::tempdir().map_err(|e| WaveError::Checkout(e.to_string()))?;
-    materialize(forge, &base, dir.path(), cache).await?;
+    match checkout {
+        None => {
+            materialize(forge, &base, dir.path(), cache).await?;
+        }
+        Some(local) => {
+            let head = checkout_head(local)?;
+            if !head.eq_ignore_ascii_case(&base) {
+                return Err(WaveError::CheckoutMismatch(format!(
+                    "--checkout {}: its HEAD is {head}, but the base branch {base_branch} of {} \
+                     is at {base}; check out {base} there (or drop --checkout to download it)",
+                    local.display(),
+                    forge.repo()
+                )));
+            }
+            let (local_files, downloaded) =
+                materialize_from_checkout(forge, &base, local, dir.path(), cache).await?;
+            tracing::info!(
+                checkout = %local.display(),
+                local_files,
+                downloaded,
+                "read the base commit from the local checkout"
+            );
+        }
+    }
     let repository = Repository::open_with(dir.path(), options)
         .map_err(|e| WaveError::Checkout(e.to_string()))?;
     Ok((base, dir, repository))
@@ -190,6 +323,9 @@ pub struct WaveOptions<'a> {
     /// When it turns true the wave stops between steps: the current step
     /// finishes, nothing new starts (the daemon's graceful shutdown).
     pub stop: Option<tokio::sync::watch::Receiver<bool>>,
+    /// A local git checkout of the base commit to read instead of
+    /// downloading blobs (its HEAD is checked first).
+    pub checkout: Option<&'a Path>,
 }
 
 /// One candidate at the end of a wave.
@@ -242,6 +378,17 @@ impl CandidateSummary {
     }
 }
 
+/// A family the wave's plan blocked.
+#[derive(Debug, Clone, Serialize)]
+pub struct BlockedFamily {
+    /// The family.
+    pub family: String,
+    /// `retired`, `duplicate` or `occupied`.
+    pub outcome: String,
+    /// Why, naming the PR and its author when there is one.
+    pub reason: String,
+}
+
 /// The result of a wave.
 #[derive(Debug, Clone, Serialize)]
 pub struct WaveSummary {
@@ -253,6 +400,10 @@ pub struct WaveSummary {
     pub skipped: Vec<(String, String)>,
     /// Maintainer command comments answered in this wave.
     pub answered: Vec<crate::pr_commands::Answered>,
+    /// Families the plan did not bump whatever the registry says, with
+    /// why: `retired`, `duplicate` (somebody else's PR) or `occupied`
+    /// (Klaud's own open PR).
+    pub blocked: Vec<BlockedFamily>,
     /// Every family of the wave's plan (for the dashboard).
     #[serde(skip)]
     pub families: Vec<klaud_planner::plan::FamilyPlan>,
@@ -459,13 +610,42 @@ pub async fn run_wave(
     registry: &RegistryClient,
     baseline: &dyn BaselineSource,
     repair: Option<&dyn RepairHook>,
-    mut options: WaveOptions<'_>,
+    options: WaveOptions<'_>,
 ) -> Result<WaveSummary, WaveError> {
-    let (base, _dir, repository) = base_checkout(
+    run_wave_told(forge, journal, registry, baseline, repair, options, None).await
+}
+
+/// Runs one wave and tells `sink` every visible candidate step
+/// ([`crate::story`]).
+pub async fn run_wave_told(
+    forge: &Forge,
+    journal: &dyn Journal,
+    registry: &RegistryClient,
+    baseline: &dyn BaselineSource,
+    repair: Option<&dyn RepairHook>,
+    mut options: WaveOptions<'_>,
+    sink: Option<&dyn crate::story::StepSink>,
+) -> Result<WaveSummary, WaveError> {
+    let repo_name = forge.repo();
+    // Records are compared around each step only when someone listens.
+    let step = async |engine: &Engine<'_>, rec: &mut CandidateRecord| {
+        let before = sink.map(|_| rec.clone());
+        let progress = engine.step(rec).await;
+        if let Some(before) = &before {
+            let told = progress
+                .as_ref()
+                .map(Clone::clone)
+                .map_err(ToString::to_string);
+            crate::story::tell(sink, &repo_name, before, rec, &told);
+        }
+        progress
+    };
+    let (base, _dir, repository) = base_checkout_from(
         forge,
         &options.engine.base_branch,
         &options.engine.repo,
         options.cache,
+        options.checkout,
     )
     .await?;
     if options.plan.creation_times.is_none() {
@@ -545,14 +725,40 @@ pub async fn run_wave(
             }
         }
     }
+    // Other people's work and Klaud's own open PRs (issue 11), read from
+    // GitHub before claiming; the blocked families are still planned so the
+    // plan says what they would get.
+    let open_pulls = crate::overlap::open_pull_blocks(
+        forge,
+        &repository,
+        &options.engine.base_branch,
+        options.cache,
+    )
+    .await?;
+    options.plan.blocked = open_pulls.blocks.clone();
+    // This instance's own candidates in flight are resumed, not blocked:
+    // their PR is the open one, and the plan keeps counting them as picks.
+    let in_flight: BTreeSet<String> = ours
+        .iter()
+        .map(String::as_str)
+        .chain(unfinished.iter().map(|r| r.candidate.as_str()))
+        .filter_map(|id| CandidateId::new(id).ok())
+        .map(|id| id.family().as_str().to_owned())
+        .collect();
+    options
+        .plan
+        .blocked
+        .retain(|family, b| b.kind != BlockKind::Occupied || !in_flight.contains(family));
     let cooldown = chrono::TimeDelta::from_std(options.cooldown).unwrap_or(chrono::TimeDelta::MAX);
     for rec in &done {
         // A maintainer's retry request (`/klaud retry`) lifts the cooldown.
         let retried = options
             .cache
             .is_some_and(|store| crate::pr_commands::retry_requested(store, rec));
+        // A capacity deferral is retried in the next wave (spec §3.7).
         if now - rec.updated_at < cooldown
             && !retried
+            && !rec.deferred()
             && let Ok(id) = CandidateId::new(&rec.candidate)
         {
             options
@@ -682,7 +888,7 @@ pub async fn run_wave(
             if !new_picks.remove(&rec.candidate) || rec.step != Step::Claim {
                 continue;
             }
-            match engine.step(rec).await {
+            match step(&engine, rec).await {
                 Ok(Progress::Skipped(why)) => {
                     *status = Some(why);
                     *skip = true;
@@ -756,6 +962,60 @@ pub async fn run_wave(
             }
         }
     }
+    // Again before any PR is opened: a human PR that appeared since the
+    // plan ends the candidate `duplicate` (its branch is cleaned up, nothing
+    // is posted on the human's PR).
+    // A Klaud PR already open that a human PR now overlaps: the configured
+    // decision (`on_human_overlap`).
+    let human = if records
+        .iter()
+        .any(|(r, _, skip)| !*skip && r.pull.is_none() && r.step != Step::Done)
+    {
+        crate::overlap::open_pull_blocks(
+            forge,
+            &repository,
+            &options.engine.base_branch,
+            options.cache,
+        )
+        .await?
+        .human
+    } else {
+        open_pulls.human
+    };
+    let mut overlap_notes: BTreeMap<String, String> = BTreeMap::new();
+    for (rec, status, skip) in records.iter_mut() {
+        if *skip || matches!(rec.step, Step::Done | Step::Finish) {
+            continue;
+        }
+        let Ok(id) = CandidateId::new(&rec.candidate) else {
+            continue;
+        };
+        let Some(b) = human.get(id.family().as_str()) else {
+            continue;
+        };
+        let ended = match (rec.pull, options.engine.on_human_overlap) {
+            (None, _) => {
+                engine
+                    .end_now(rec, Outcome::Duplicate, b.reason.clone(), false)
+                    .await
+            }
+            (Some(_), klaud_lifecycle::engine::HumanOverlap::Handoff) => {
+                engine
+                    .end_now(rec, Outcome::Handoff, b.reason.clone(), false)
+                    .await
+            }
+            (Some(_), klaud_lifecycle::engine::HumanOverlap::Leave) => {
+                overlap_notes.insert(
+                    rec.candidate.clone(),
+                    format!("left as is (on_human_overlap = \"leave\"): {}", b.reason),
+                );
+                Ok(())
+            }
+        };
+        if let Err(e) = ended {
+            *status = Some(format!("stopped: {e}"));
+        }
+    }
     let stopping = || options.stop.as_ref().is_some_and(|s| *s.borrow());
     let started = Instant::now();
     loop {
@@ -771,7 +1031,7 @@ pub async fn run_wave(
             // One step at a time so a shutdown request is seen between steps.
             let mut progress = Ok(Progress::Advanced(rec.step));
             for _ in 0..64 {
-                progress = engine.step(rec).await;
+                progress = step(&engine, rec).await;
                 if !matches!(progress, Ok(Progress::Advanced(_))) || stopping() {
                     break;
                 }
@@ -808,16 +1068,37 @@ pub async fn run_wave(
         if *skip {
             skipped.push((rec.candidate.clone(), status.clone().unwrap_or_default()));
         } else {
-            candidates.push(CandidateSummary::of(rec, status.clone()));
+            let status = match (status, overlap_notes.get(&rec.candidate)) {
+                (Some(s), Some(note)) => Some(format!("{s}; {note}")),
+                (None, Some(note)) => Some(note.clone()),
+                (s, None) => s.clone(),
+            };
+            candidates.push(CandidateSummary::of(rec, status));
         }
     }
-    Ok(WaveSummary {
+    let summary = WaveSummary {
         base,
         candidates,
         skipped,
         answered,
+        blocked: report
+            .families
+            .iter()
+            .filter_map(|f| {
+                let b = f.blocked.as_ref()?;
+                Some(BlockedFamily {
+                    family: f.family.clone(),
+                    outcome: b.kind.as_str().to_owned(),
+                    reason: b.reason.clone(),
+                })
+            })
+            .collect(),
         families: report.families,
-    })
+    };
+    if let Some(sink) = sink {
+        sink.wave_done(&repo_name, &summary);
+    }
+    Ok(summary)
 }
 
 /// Renders a wave summary as a table.
@@ -858,6 +1139,9 @@ pub fn render_summary(summary: &WaveSummary) -> String {
     }
     for (id, why) in &summary.skipped {
         out.push_str(&format!("skipped {id}: {why}\n"));
+    }
+    for b in &summary.blocked {
+        out.push_str(&format!("{} {}: {}\n", b.outcome, b.family, b.reason));
     }
     out
 }

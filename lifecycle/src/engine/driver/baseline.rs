@@ -1,5 +1,6 @@
 //! Freezing the baseline into the PR body, once.
 
+use crate::engine::forge::Forge as _;
 use klaud_planner::image::ImageRef;
 
 use super::{Engine, EngineError, Progress, Scope};

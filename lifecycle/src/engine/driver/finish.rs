@@ -1,6 +1,7 @@
 //! The end: ready for review or cleanup, receipt, claim released.
 
 use super::{Engine, EngineError, Progress, Scope, smoke_test_name};
+use crate::engine::forge::Forge as _;
 use crate::engine::forge::ForgeError;
 use crate::engine::journal::{CandidateRecord, Ending, Step};
 use crate::model::{FinishedResult, Outcome, Phase};
@@ -21,7 +22,13 @@ impl Engine<'_> {
             hands_off: false,
             note: None,
         });
-        if !ending.hands_off
+        // A person's hands-off end (an operator's `klaud candidate handoff`,
+        // a maintainer's `/klaud stop`) still gets its receipt, so the PR
+        // says who ended it and why and an instance without a journal reads
+        // the end from GitHub; only the cleanup is skipped. An ownership
+        // mismatch (no note) posts nothing: the PR is not Klaud's any more.
+        let receipt_only = ending.hands_off && ending.note.is_some();
+        if (!ending.hands_off || receipt_only)
             && let Some(number) = rec.pull
         {
             let cid = Self::candidate_id(rec)?;
@@ -40,7 +47,12 @@ impl Engine<'_> {
                 candidate: cid.clone(),
             };
             if !has(&receipt_key) {
-                let progress = if ending.outcome == Outcome::Validated {
+                let progress = if receipt_only {
+                    None
+                } else if !self.forge.get_pull(number).await?.open {
+                    // Not Klaud's to change any more: only its own runs stop.
+                    self.cancel_runs(rec, number).await?
+                } else if ending.outcome == Outcome::Validated {
                     self.finish_validated(rec, number).await?
                 } else {
                     let cleanup_key = MarkerKey::Cleanup {
@@ -147,6 +159,36 @@ impl Engine<'_> {
                 .create_comment(&proof, number, &marker.body)
                 .await?;
         }
+        if let Some(p) = self.cancel_runs(rec, number).await? {
+            return Ok(Some(p));
+        }
+        let pull = self.forge.get_pull(number).await?;
+        for l in pull
+            .labels
+            .iter()
+            .filter(|l| self.config.managed_labels.iter().any(|m| m == *l))
+        {
+            self.intend(rec, &format!("remove label {l}")).await?;
+            self.forge.remove_label(&proof, number, l).await?;
+        }
+        if pull.open && !pull.draft {
+            self.intend(rec, "convert to draft").await?;
+            self.forge.set_draft(&proof, &pull, true).await?;
+        }
+        if pull.open {
+            self.intend(rec, "close the pull request").await?;
+            self.forge.close_pull(&proof, number).await?;
+        }
+        self.delete_branch_if_unchanged(rec).await
+    }
+
+    /// Cancels Klaud's own runs of `rec` that are still going (by the
+    /// smoke title, or as this PR's sweep on its head).
+    pub(super) async fn cancel_runs(
+        &self,
+        rec: &mut CandidateRecord,
+        number: u64,
+    ) -> Result<Option<Progress>, EngineError> {
         let head = rec.head.clone().unwrap_or_default();
         let smoke_title = match self.smoke_plan(rec, &head).await? {
             Ok(plan) => plan.title,
@@ -186,26 +228,12 @@ impl Engine<'_> {
                 Err(p) => return Ok(Some(p)),
             };
             self.intend(rec, &format!("cancel run {}", run.id)).await?;
+            // GitHub accepts (202) and ends the run a little later; the
+            // receipt does not wait for it, since release and recovery
+            // finish a candidate in one pass.
             self.forge.cancel_run(&proof, run.id).await?;
         }
-        let pull = self.forge.get_pull(number).await?;
-        for l in pull
-            .labels
-            .iter()
-            .filter(|l| self.config.managed_labels.iter().any(|m| m == *l))
-        {
-            self.intend(rec, &format!("remove label {l}")).await?;
-            self.forge.remove_label(&proof, number, l).await?;
-        }
-        if pull.open && !pull.draft {
-            self.intend(rec, "convert to draft").await?;
-            self.forge.set_draft(&proof, &pull, true).await?;
-        }
-        if pull.open {
-            self.intend(rec, "close the pull request").await?;
-            self.forge.close_pull(&proof, number).await?;
-        }
-        self.delete_branch_if_unchanged(rec).await
+        Ok(None)
     }
 
     pub(super) async fn delete_branch_if_unchanged(

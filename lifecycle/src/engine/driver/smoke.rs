@@ -1,5 +1,6 @@
 //! Smoke attempts, infrastructure retries and repairs.
 
+use crate::engine::forge::Forge as _;
 use serde_json::Value;
 
 use super::{
@@ -158,7 +159,12 @@ impl Engine<'_> {
                 self.intend(rec, &format!("cancel stuck run {}", live.id))
                     .await?;
                 self.forge.cancel_run(&proof, live.id).await?;
-                return Ok(Progress::Advanced(Step::Smoke));
+                // The cancel is accepted now and takes effect later; the
+                // run counts once GitHub shows it completed.
+                return Ok(Progress::Waiting(format!(
+                    "smoke run {} is being cancelled",
+                    live.id
+                )));
             }
             return Ok(Progress::Waiting(format!(
                 "smoke run {} is {}",
@@ -270,6 +276,9 @@ impl Engine<'_> {
             return Ok(Progress::Waiting(format!(
                 "the smoke run dispatched at {at} is not visible yet"
             )));
+        }
+        if let Some(p) = self.capacity_deferred(rec, "the smoke dispatch").await? {
+            return Ok(p);
         }
         let proof = match self.prove(rec, Scope::Pull).await? {
             Ok(p) => p,

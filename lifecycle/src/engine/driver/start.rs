@@ -1,5 +1,6 @@
 //! Claiming, preparing the bump commit and branch, opening the draft PR.
 
+use crate::engine::forge::Forge as _;
 use klaud_claims::{Acquire, ClaimBook, ClaimCandidate, ClaimEntry, HeldClaim};
 use klaud_planner::image::ImageRef;
 
@@ -34,6 +35,9 @@ impl Engine<'_> {
                 self.save(rec).await?;
                 return Ok(Progress::Advanced(rec.step));
             }
+        }
+        if let Some(p) = self.capacity_deferred(rec, "claiming").await? {
+            return Ok(p);
         }
         self.intend(rec, "acquire claim").await?;
         let base = self.repository_sha.clone();
@@ -260,7 +264,9 @@ impl Engine<'_> {
         &self,
         rec: &mut CandidateRecord,
     ) -> Result<Progress, EngineError> {
-        if let Some(pull) = self.forge.find_pull(&rec.branch).await? {
+        if let Some(pull) = self.forge.find_pull(&rec.branch).await?
+            && !self.deferred_pull(rec, &pull).await?
+        {
             if !pull.open || !self.by_bot(pull.author.as_deref()) {
                 let m = Mismatch {
                     kind: MismatchKind::Unexpected,

@@ -1,5 +1,6 @@
 //! The changelog entry, the sweep label and the final sweep.
 
+use crate::engine::forge::Forge as _;
 use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
 use klaud_planner::image::ImageRef;
 
@@ -133,6 +134,10 @@ impl Engine<'_> {
         // A sweep that skips drafts would conclude `skipped`: the PR is
         // marked ready first, so the label event already sees it ready.
         // Klaud never requests reviews; readiness is all it changes.
+        // Labelling starts the sweep: capacity is checked first.
+        if add && let Some(p) = self.capacity_deferred(rec, "the sweep label").await? {
+            return Ok(p);
+        }
         let ready_first = !on_drafts && pull.draft;
         if ready_first {
             let proof = match self.prove(rec, Scope::Pull).await? {
@@ -496,6 +501,9 @@ impl Engine<'_> {
                 ),
             };
             return self.on_mismatch(rec, m).await;
+        }
+        if let Some(p) = self.capacity_deferred(rec, "the sweep re-run").await? {
+            return Ok(p);
         }
         let proof = match self.prove(rec, Scope::Run(run.id, &live.title)).await? {
             Ok(p) => p,

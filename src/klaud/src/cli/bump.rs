@@ -13,14 +13,14 @@ use crate::config::Config;
 /// Arguments of `klaud bump`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Path of the benchmark repository checkout.
-    #[arg(long, value_name = "PATH", default_value = ".")]
-    repo: PathBuf,
+    #[command(flatten)]
+    checkout: super::LocalCheckout,
     /// Configuration file (`klaud.toml`): `[[recipe_roots]]`, `[bump]` and
     /// `github.repository` (whose pull requests `--pr-link` must name).
     #[arg(long, value_name = "FILE", env = "KLAUD_CONFIG")]
     config: Option<PathBuf>,
-    /// The family (`configs/<x>-master.yaml:<key>`, or just the key).
+    /// The family: `configs/<x>-master.yaml:<key>`, just the key, or its
+    /// 16-hex family id (the forms `klaud claims --family` takes).
     #[arg(long)]
     family: String,
     /// The new image, e.g. `lmsysorg/sglang:v0.5.17-cu130@sha256:<digest>`.
@@ -53,7 +53,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
-    let repository = Repository::open_with(&args.repo, &config.repo_options())?;
+    let repository = Repository::open_with(args.checkout.path()?, &config.repo_options())?;
     let family = repository.family(&args.family)?;
     let to = ImageRef::parse(&args.to).map_err(|e| anyhow::anyhow!("--to: {e}"))?;
     let mut options = config.bump_options();

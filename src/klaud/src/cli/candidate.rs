@@ -41,8 +41,9 @@ enum Action {
     Finish {
         /// Candidate id.
         id: String,
-        /// The outcome to record: `failed` or `unexpected-error`.
-        #[arg(long, default_value = "unexpected-error")]
+        /// The outcome to record: `handoff` (an operator's decision, the
+        /// default), `failed` or `unexpected-error`.
+        #[arg(long, default_value = "handoff")]
         outcome: String,
         #[command(flatten)]
         connection: Connection,
@@ -96,10 +97,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 connection,
             } => {
                 let outcome = match outcome.parse::<Outcome>() {
-                    Ok(o @ (Outcome::Failed | Outcome::UnexpectedError)) => o,
+                    Ok(o @ (Outcome::Handoff | Outcome::Failed | Outcome::UnexpectedError)) => o,
                     _ => {
                         return Err(CliError::bad_input(anyhow::anyhow!(
-                            "--outcome {outcome:?}: use failed or unexpected-error"
+                            "--outcome {outcome:?}: use handoff (the default), failed or \
+                             unexpected-error"
                         )));
                     }
                 };
@@ -176,13 +178,19 @@ async fn end(
         &clock,
         session.claimant.clone(),
     );
+    // The receipt names the operator, as `klaud claims release` does.
+    let by = ["GITHUB_ACTOR", "USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
+        .unwrap_or_else(|| "an operator".to_owned());
+    let by: String = by.chars().filter(|c| !c.is_control()).collect();
     let message = if hands_off {
-        "handed to a maintainer by an operator (klaud candidate handoff)"
+        format!("handed to a maintainer by operator {by} (klaud candidate handoff)")
     } else {
-        "ended by an operator (klaud candidate finish)"
+        format!("ended by operator {by} (klaud candidate finish)")
     };
     engine
-        .end_now(&mut rec, outcome, message.to_owned(), hands_off)
+        .end_now(&mut rec, outcome, message, hands_off)
         .await
         .map_err(CliError::failure)?;
     match engine

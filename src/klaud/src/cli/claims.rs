@@ -35,7 +35,7 @@ use uuid::Uuid;
 
 use super::CliError;
 use crate::config::{Config, parse_duration};
-use klaud_github::{Credential, Forge, ForgeConfig, ForgeRunStatus, GithubError, RetryPolicy};
+use klaud_github::{Forge, ForgeConfig, ForgeRunStatus, GithubError, RetryPolicy};
 use klaud_service::GithubLifecycle;
 use klaud_service::recover::{Recovered, RecoveryContext, ReleaseRefused, release_claim};
 
@@ -72,6 +72,19 @@ struct Target {
     /// The login the token must belong to (overrides `github.bot_login`).
     #[arg(long, value_name = "LOGIN", global = true)]
     bot_login: Option<String>,
+    /// GitHub App credentials (instead of a token).
+    #[command(flatten)]
+    auth: crate::auth::AuthArgs,
+}
+
+/// The forge settings with the credential still to be resolved (an App's
+/// installation may need a lookup).
+#[derive(Debug)]
+struct ForgeSpec {
+    api_url: String,
+    repo: String,
+    bot_login: String,
+    auth: crate::auth::Auth,
 }
 
 #[derive(Debug, Subcommand)]
@@ -149,13 +162,41 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ClaimsCommand::Release(r) => Request::Release(ReleaseRequest::new(r)?),
     };
     runtime.block_on(async {
-        let forge = Forge::connect(forge_config)
+        let credential = forge_config
+            .auth
+            .credential(&forge_config.api_url, &forge_config.repo)
             .await
-            .map_err(|e| github_error(e, "identity preflight"))?;
+            .map_err(|e| github_error(e, "GitHub credential"))?;
+        let forge = Forge::connect_unchecked(ForgeConfig {
+            api_url: forge_config.api_url,
+            repo: forge_config.repo,
+            bot_login: forge_config.bot_login,
+            credential,
+            retry: RetryPolicy::default(),
+        })
+        .map_err(|e| github_error(e, "GitHub client"))?;
+        // Listing only reads: any credential that can read will do, and the
+        // reader is told whose it is. Writes must be the bot's.
+        let read_only = matches!(request, Request::List { .. });
+        let me = if read_only {
+            forge.identity().await
+        } else {
+            forge.preflight().await
+        }
+        .map_err(|e| github_error(e, "identity preflight"))?;
+        if read_only {
+            eprintln!("reading {} as {}", forge.repo(), me.login);
+        }
         match request {
             Request::List { json } => list(&forge, json).await,
             Request::Acquire(a) => acquire(&forge, a).await,
-            Request::Release(r) => release(&forge, &config, r).await,
+            Request::Release(mut r) => {
+                // A bare key names its claim only through the master configs.
+                if matches!(r.family, FamilyArg::Key(_)) {
+                    r.family = resolve_family(&forge, &r.family).await?;
+                }
+                release(&forge, &config, r).await
+            }
         }
     })
 }
@@ -168,8 +209,7 @@ enum Request {
 }
 
 struct AcquireRequest {
-    family: String,
-    family_id: FamilyId,
+    family: FamilyArg,
     lease: TimeDelta,
     run_id: u64,
     json: bool,
@@ -177,15 +217,7 @@ struct AcquireRequest {
 
 impl AcquireRequest {
     fn new(args: AcquireArgs) -> Result<Self, CliError> {
-        let (family, family_id) = match parse_family(&args.family)? {
-            FamilyArg::Name { family, id } => (family, id),
-            FamilyArg::Id(id) => {
-                return Err(CliError::bad_input(anyhow!(
-                    "--family {id}: acquire needs the family string (configs/<file>:<key>), \
-                     which the claim record stores; `klaud families` lists each family with its id"
-                )));
-            }
-        };
+        let family = parse_family(&args.family)?;
         let lease = parse_duration(&args.lease)
             .ok()
             .and_then(|d| TimeDelta::from_std(d).ok())
@@ -204,7 +236,6 @@ impl AcquireRequest {
         }
         Ok(Self {
             family,
-            family_id,
             lease,
             run_id: args.run_id,
             json: args.json,
@@ -266,7 +297,7 @@ fn forge_config(
     config: &Config,
     target: &Target,
     env: impl Fn(&str) -> Result<String, std::env::VarError>,
-) -> Result<ForgeConfig, CliError> {
+) -> Result<ForgeSpec, CliError> {
     let api_url = target
         .github_api
         .clone()
@@ -286,41 +317,26 @@ fn forge_config(
         .bot_login
         .clone()
         .unwrap_or_else(|| config.github.bot_login.clone());
-    let github = crate::config::GithubConfig {
+    let mut github = crate::config::GithubConfig {
         bot_login: bot_login.clone(),
         ..config.github.clone()
     };
-    let token = github
-        .token_from(env)
+    target.auth.apply(&mut github);
+    let auth = crate::auth::Auth::from_config(&github, env)
         .map_err(|e| CliError::bad_input(anyhow!(e)))?
-        .ok_or_else(|| CliError::bad_input(anyhow!(github.missing_token())))?
-        .token;
-    Ok(ForgeConfig {
+        .ok_or_else(|| CliError::bad_input(anyhow!(github.missing_token())))?;
+    Ok(ForgeSpec {
         api_url,
         repo,
         bot_login,
-        credential: Credential::Token(token),
-        retry: RetryPolicy::default(),
+        auth,
     })
 }
 
 /// Bad requests and refusals are the user's to fix (2); GitHub or the
 /// network failing is not (1).
 fn github_error(e: GithubError, context: &str) -> CliError {
-    let transient = matches!(
-        e,
-        GithubError::Transport { .. }
-            | GithubError::Server { .. }
-            | GithubError::RateLimited { .. }
-            | GithubError::Ambiguous { .. }
-            | GithubError::Decode { .. }
-    );
-    let error = anyhow::Error::new(e).context(context.to_owned());
-    if transient {
-        CliError::failure(error)
-    } else {
-        CliError::bad_input(error)
-    }
+    super::github_failure(e, context)
 }
 
 fn claim_error(e: ClaimError) -> CliError {
@@ -347,15 +363,110 @@ fn held_by_other(error: anyhow::Error) -> CliError {
 /// `--family` as given: a family string (with its id) or only an id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum FamilyArg {
-    Name { family: String, id: FamilyId },
+    Name {
+        family: String,
+        id: FamilyId,
+    },
     Id(FamilyId),
+    /// A bare config key (what `klaud bump --family` takes), resolved
+    /// against the base branch's master configs before use.
+    Key(String),
 }
 
 impl FamilyArg {
-    fn id(&self) -> &FamilyId {
+    /// The family id; `None` for a bare key not yet resolved.
+    fn id(&self) -> Option<&FamilyId> {
         match self {
-            Self::Name { id, .. } | Self::Id(id) => id,
+            Self::Name { id, .. } | Self::Id(id) => Some(id),
+            Self::Key(_) => None,
         }
+    }
+}
+
+/// Resolves a bare key or a family id to the family string: the top-level
+/// keys of the default branch's master configs (`configs/*-master.yaml`,
+/// under `inferencex-e2e/` when the repository has it) are the families.
+/// Only the key names are read, so one malformed entry elsewhere does not
+/// stop a claim on another.
+async fn resolve_family(forge: &Forge, family: &FamilyArg) -> Result<FamilyArg, CliError> {
+    let wanted = match family {
+        FamilyArg::Name { .. } => return Ok(family.clone()),
+        FamilyArg::Id(id) => id.to_string(),
+        FamilyArg::Key(key) => key.clone(),
+    };
+    let branch = forge
+        .default_branch()
+        .await
+        .map_err(|e| github_error(e, "reading the default branch"))?;
+    let base = forge
+        .get_ref(&format!("refs/heads/{branch}"))
+        .await
+        .map_err(|e| github_error(e, "reading the default branch head"))?
+        .ok_or_else(|| {
+            CliError::failure(anyhow!("the default branch {branch:?} has no head commit"))
+        })?;
+    let tree = forge
+        .tree_blobs(&base)
+        .await
+        .map_err(|e| github_error(e, "listing the master configs"))?;
+    let mut found = Vec::new();
+    for (path, _) in &tree {
+        let rel = path.strip_prefix("inferencex-e2e/").unwrap_or(path);
+        let Some(file) = rel.strip_prefix("configs/") else {
+            continue;
+        };
+        if file.contains('/') || !file.ends_with("-master.yaml") {
+            continue;
+        }
+        let Some(bytes) = forge
+            .get_contents(path, &base)
+            .await
+            .map_err(|e| github_error(e, "reading a master config"))?
+        else {
+            continue;
+        };
+        let Ok(text) = String::from_utf8(bytes) else {
+            continue;
+        };
+        let Ok((Some(doc), _)) = klaud_planner::yaml::parse_lenient(&text) else {
+            continue;
+        };
+        let keys = doc
+            .as_mapping()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|(k, _)| k.as_scalar());
+        for key in keys {
+            let name = format!("{rel}:{key}");
+            let id = identity::family_id(&name);
+            if key == wanted || id == wanted {
+                found.push((name, id));
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    match found.as_slice() {
+        [(name, id)] => {
+            let id = FamilyId::new(id)
+                .map_err(|e| CliError::failure(anyhow!("family id {id:?}: {e}")))?;
+            Ok(FamilyArg::Name {
+                family: name.clone(),
+                id,
+            })
+        }
+        [] => Err(CliError::bad_input(anyhow!(
+            "--family {wanted:?}: no family of {} at {base} has this key or id; \
+             `klaud families` lists them",
+            forge.repo()
+        ))),
+        many => Err(CliError::bad_input(anyhow!(
+            "--family {wanted:?} is ambiguous: {}; pass the family string",
+            many.iter()
+                .map(|(name, _)| name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
     }
 }
 
@@ -368,8 +479,16 @@ fn parse_family(text: &str) -> Result<FamilyArg, CliError> {
         return Err(bad("family ids are lowercase hex".into()));
     }
     let Some((path, key)) = text.split_once(':') else {
+        // A bare config key, as `klaud bump --family` takes it.
+        if !text.is_empty()
+            && !text.contains('/')
+            && !text.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Ok(FamilyArg::Key(text.to_owned()));
+        }
         return Err(bad(
-            "expected a family string like configs/nvidia-master.yaml:KEY or a 16-hex family id"
+            "expected a family string like configs/nvidia-master.yaml:KEY, its KEY or a 16-hex \
+             family id"
                 .into(),
         ));
     };
@@ -701,12 +820,18 @@ struct AcquireOutput<'a> {
 }
 
 async fn acquire(forge: &Forge, args: AcquireRequest) -> Result<(), CliError> {
-    let AcquireRequest {
-        family,
-        family_id,
-        lease,
-        ..
-    } = &args;
+    // The claim record stores the family string: an id or a bare key is
+    // looked up in the base branch's master configs.
+    let (family, family_id) = match resolve_family(forge, &args.family).await? {
+        FamilyArg::Name { family, id } => (family, id),
+        other => {
+            return Err(CliError::failure(anyhow!(
+                "--family {other:?} did not resolve to a family string"
+            )));
+        }
+    };
+    let (family, family_id) = (&family, &family_id);
+    let lease = &args.lease;
     let branch = forge
         .default_branch()
         .await
@@ -847,7 +972,13 @@ async fn release(forge: &Forge, config: &Config, args: ReleaseRequest) -> Result
     // takes over on the way to releasing it.
     let owner = args.owner.unwrap_or_else(Uuid::new_v4);
     let book = book(forge, &clock, owner);
-    let ref_name = args.family.id().claim_ref();
+    let family_id = args.family.id().cloned().ok_or_else(|| {
+        CliError::failure(anyhow!(
+            "--family {:?} was not resolved to a family",
+            args.family
+        ))
+    })?;
+    let ref_name = family_id.claim_ref();
     let output = |result, previous, candidates| ReleaseOutput {
         result,
         ref_name: ref_name.clone(),
@@ -866,7 +997,7 @@ async fn release(forge: &Forge, config: &Config, args: ReleaseRequest) -> Result
         Ok(())
     };
 
-    let Some(entry) = book.inspect(args.family.id()).await.map_err(claim_error)? else {
+    let Some(entry) = book.inspect(&family_id).await.map_err(claim_error)? else {
         return emit(output("already-gone", None, Vec::new()));
     };
     let view = ClaimView::new("claim", &entry, clock.now());
@@ -945,14 +1076,14 @@ async fn release(forge: &Forge, config: &Config, args: ReleaseRequest) -> Result
         .iter()
         .all(|c| Some(&c.id) == manual_candidate_id(&c.id.family()).as_ref());
     let released = if manual_only {
-        release_claim(&ctx, None, args.family.id(), args.force, &note).await
+        release_claim(&ctx, None, &family_id, args.force, &note).await
     } else {
         // Finishing the candidates needs the engine over the base branch.
         let parts = EngineParts::load(forge, config, engine_cfg.clone(), None).await?;
         let lifecycle = GithubLifecycle::new(forge);
         let journal = MemoryJournal::new();
         let engine = parts.engine(&lifecycle, &journal, &clock, book.claimant().clone());
-        release_claim(&ctx, Some(&engine), args.family.id(), args.force, &note).await
+        release_claim(&ctx, Some(&engine), &family_id, args.force, &note).await
     };
     match released {
         Ok(done) if done.claim_released => emit(output("released", Some(view), done.candidates)),
@@ -1025,13 +1156,19 @@ mod tests {
             parse_family("d92e15065c55779d").unwrap(),
             FamilyArg::Id(FamilyId::new("d92e15065c55779d").unwrap())
         );
+        // The bare key `klaud bump` takes, resolved later on GitHub.
+        assert_eq!(
+            parse_family("dsr1-fp4-b200-sglang").unwrap(),
+            FamilyArg::Key("dsr1-fp4-b200-sglang".to_owned())
+        );
     }
 
     #[test]
     fn malformed_families_are_refused_with_the_reason() {
         for (input, needle) in [
             ("D92E15065C55779D", "lowercase"),
-            ("dsr1-fp4-b200-sglang", "family string like"),
+            ("dsr1 fp4", "family string like"),
+            ("configs/x", "family string like"),
             ("configs/nvidia-master.yaml:", "empty"),
             ("inferencex-e2e/configs/nvidia-master.yaml:k", "prefix"),
             ("configs/../x.yaml:k", "master file"),
@@ -1050,6 +1187,7 @@ mod tests {
             repo: repo.map(str::to_owned),
             config: None,
             bot_login: None,
+            auth: crate::auth::AuthArgs::default(),
         }
     }
 
@@ -1069,7 +1207,7 @@ mod tests {
         assert_eq!(from_file.repo, "a/b");
         assert_eq!(from_file.bot_login, "x");
         assert_eq!(from_file.api_url, "http://127.0.0.1:9");
-        let Credential::Token(token) = &from_file.credential else {
+        let crate::auth::Auth::Token { token, .. } = &from_file.auth else {
             panic!("expected a token");
         };
         assert_eq!(format!("{token:?}"), "Secret(***)");

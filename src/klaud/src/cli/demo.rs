@@ -103,7 +103,46 @@ pub struct DemoRequests {
     pub idle_pass: RequestFigures,
     /// Candidates that ended validated.
     pub validated: usize,
+    /// The first hour of a demo left running: its candidates once, then an
+    /// idle pass every reconcile interval.
+    pub hour: HourEstimate,
 }
+
+/// What the first hour of `klaud demo` costs against GitHub's limits.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct HourEstimate {
+    /// Reconcile passes in an hour at the demo's interval.
+    pub passes: u64,
+    /// Requests charged to the primary (`core`) limit.
+    pub charged: u64,
+    /// Every request, 304s included.
+    pub total: u64,
+    /// The sandbox token's primary limit per hour (GitHub's 5,000).
+    pub budget: u64,
+}
+
+impl HourEstimate {
+    /// The demo's figures extrapolated to an hour.
+    pub fn of(all: RequestFigures, idle: RequestFigures, interval: Duration) -> Self {
+        let passes = 3600 / interval.as_secs().max(1);
+        Self {
+            passes,
+            charged: all.charged as u64 + passes * idle.charged as u64,
+            total: all.total as u64 + passes * idle.total as u64,
+            budget: klaud_sandbox::github::state::DEFAULT_RATE_LIMIT,
+        }
+    }
+}
+
+/// How often the demo's daemon reconciles: an interval a real deployment
+/// without webhooks could use (the default is 60 s); each pass keeps
+/// polling running workflows for up to [`DEMO_PASS_WAIT`], every
+/// [`DEMO_POLL`], so a candidate still finishes in about a minute.
+pub const DEMO_RECONCILE: Duration = Duration::from_secs(10);
+/// How long one demo pass keeps polling running workflows.
+pub const DEMO_PASS_WAIT: Duration = Duration::from_secs(30);
+/// How often a demo pass looks at running workflows.
+pub const DEMO_POLL: Duration = Duration::from_secs(2);
 
 /// GitHub request figures from the simulator's log.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
@@ -189,6 +228,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             all,
             idle_pass,
             validated,
+            hour: HourEstimate::of(all, idle_pass, DEMO_RECONCILE),
         });
     }
     if args.json {
@@ -201,13 +241,19 @@ pub fn run(args: Args) -> Result<(), CliError> {
             candidates: report.candidates.clone(),
             skipped: Vec::new(),
             answered: Vec::new(),
+            blocked: Vec::new(),
             families: Vec::new(),
         };
         super::emit(&render_summary(&summary));
-        super::emit(&format!("{} wave(s)\n", report.waves));
+        super::emit(&format!(
+            "done: {} after {} wave(s)\n",
+            super::story::tally(&summary),
+            report.waves
+        ));
     }
     if args.stats {
         let (all, idle, validated) = figures;
+        let hour = HourEstimate::of(all, idle, DEMO_RECONCILE);
         let per = |n: usize| {
             if validated == 0 {
                 0.0
@@ -219,7 +265,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
             "GitHub requests of the whole demo: {} total ({} charged, the rest free 304s), {} writes, \
              {} content-creating; averaged over the {validated} validated candidates (failed ones' \
              requests included): {:.1} total, {:.1} charged, {:.1} writes, {:.1} content-creating; \
-             one idle wave afterwards: {} total, {} charged (minimum 0), {} writes",
+             one idle wave afterwards: {} total, {} charged (minimum 0), {} writes; \
+             an hour left running ({} passes, one every {} s): {} charged of the {}/h core budget ({} total)",
             all.total,
             all.charged,
             all.writes,
@@ -231,6 +278,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
             idle.total,
             idle.charged,
             idle.writes,
+            hour.passes,
+            DEMO_RECONCILE.as_secs(),
+            hour.charged,
+            hour.budget,
+            hour.total,
         );
     }
     let done =
@@ -282,6 +334,27 @@ pub fn sandbox_engine(owner_run: u64) -> EngineConfig {
     engine
 }
 
+/// The demo family whose cluster is busy: it shows a `capacity-deferred`.
+pub const BUSY_CLUSTER: &str = "mi355x-demo";
+
+/// [`sandbox_engine`] gated by the stack's cluster-status API, with
+/// [`BUSY_CLUSTER`] busy from the start (the demo shows one deferral; the
+/// family is tried again in every later wave).
+fn demo_engine(owner_run: u64, stack: &SandboxStack) -> anyhow::Result<EngineConfig> {
+    let mut engine = sandbox_engine(owner_run);
+    let source = klaud_planner::capacity::HttpCapacity::new(
+        &stack.capacity_url,
+        klaud_planner::capacity::DEFAULT_PATH,
+        klaud_sandbox::stack::CAPACITY_KEY.to_owned(),
+        Duration::from_secs(5),
+    )?;
+    engine.capacity = Some(Arc::new(klaud_planner::capacity::CapacityGate {
+        source: Box::new(source),
+        overrides: BTreeMap::new(),
+    }));
+    Ok(engine)
+}
+
 /// Every stale demo family in one wave.
 fn demo_plan() -> PlanOptions<'static> {
     let mut plan = PlanOptions::new(chrono::Utc::now());
@@ -306,6 +379,13 @@ async fn demo(
         Duration::from_millis(20),
     )
     .await?;
+    stack
+        .capacity
+        .set_cluster(BUSY_CLUSTER, klaud_sandbox::capacity::ClusterState::Busy);
+    let engine = demo_engine(
+        u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(1),
+        &stack,
+    )?;
     let workflows = stack.state().workflow_files(&stack.repo).await;
     let forge = sandbox_forge(&stack).await?;
     let registry = sandbox_registry(&stack.registry_url)?;
@@ -318,7 +398,6 @@ async fn demo(
         None => (Arc::new(MemoryJournal::new()), None),
     };
     let claimant = Claimant::new(uuid::Uuid::new_v4());
-    let owner_run = u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(1);
 
     let listen: std::net::SocketAddr = args.dashboard.parse().map_err(|_| {
         anyhow::anyhow!(
@@ -332,12 +411,20 @@ async fn demo(
         .with_context(|| format!("cannot listen on {listen}"))?;
     let bound = listener.local_addr()?;
     // First line, so a newcomer (and a test) can open the page at once.
-    let line = format!("dashboard: http://{bound}/\n");
+    let pages = format!("{}/_html/{}", stack.github.url(), stack.repo);
+    let line = format!(
+        "dashboard: http://{bound}/  <- open this in a browser; its PR and run links open the simulated GitHub ({pages})\n"
+    );
     if args.json {
         eprint!("{line}");
     } else {
         super::emit(&line);
     }
+    let story = Arc::new(super::story::TerminalStory::new(if args.json {
+        super::story::Stream::Stderr
+    } else {
+        super::story::Stream::Stdout
+    }));
     let (feed_tx, feed) = Daemon::feed();
     let server = tokio::spawn({
         let app = klaud_service::daemon::serve::http_router(feed.clone(), None);
@@ -354,10 +441,10 @@ async fn demo(
         None,
         ServeSettings {
             claimant: claimant.clone(),
-            engine: sandbox_engine(owner_run),
+            engine: engine.clone(),
             schedule: WaveSchedule::parse("*/5 * * * *", "UTC").map_err(anyhow::Error::msg)?,
             wave_on_start: true,
-            reconcile_interval: Duration::from_millis(200),
+            reconcile_interval: DEMO_RECONCILE,
             concurrency: 10,
             max_candidates: 10,
             min_age: demo_plan().min_age,
@@ -366,20 +453,28 @@ async fn demo(
             release_rules: Vec::new(),
             upstream: BTreeMap::new(),
             max_timed_tags: klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS,
-            poll: Duration::from_millis(50),
-            pass_wait: Duration::ZERO,
+            poll: DEMO_POLL,
+            pass_wait: DEMO_PASS_WAIT,
         },
         feed_tx,
-    )?;
+    )?
+    .with_web_url(&stack.repo, pages.clone())
+    .with_sink(Arc::clone(&story) as Arc<dyn klaud_service::story::StepSink>);
     let (stop_tx, stop) = watch::channel(false);
     let stop_tx = Arc::new(stop_tx);
     tokio::spawn(klaud_service::daemon::serve::shutdown_on_signal(
         Arc::clone(&stop_tx),
     ));
-    if args.exit_when_done {
+    {
+        let exit = args.exit_when_done;
         let stop_tx = Arc::clone(&stop_tx);
         let mut feed = feed.clone();
-        let timeout = Duration::from_secs(args.timeout_secs);
+        let story = Arc::clone(&story);
+        let timeout = if exit {
+            Duration::from_secs(args.timeout_secs)
+        } else {
+            Duration::from_secs(86_400 * 365)
+        };
         tokio::spawn(async move {
             let watch = async {
                 while feed.changed().await.is_ok() {
@@ -390,16 +485,26 @@ async fn demo(
                                 && r.candidates.iter().all(|c| c.outcome.is_some())
                         });
                     if finished {
-                        break;
+                        return true;
                     }
                 }
+                false
             };
-            let _ = tokio::time::timeout(timeout, watch).await;
-            let _ = stop_tx.send(true);
+            let finished = tokio::time::timeout(timeout, watch).await == Ok(true);
+            if exit {
+                let _ = stop_tx.send(true);
+            } else if finished {
+                // The closing line of a demo left running: the pages stay.
+                story.line(
+                    "done: every candidate has an outcome; the dashboard and the simulated \
+                     GitHub stay up until Ctrl-C",
+                );
+            }
         });
     }
     let wake = Arc::new(tokio::sync::Notify::new());
     daemon.run(wake, stop).await?;
+    story.finish();
     server.abort();
     let waves = usize::try_from(feed.borrow().waves_total).unwrap_or(usize::MAX);
     let (forge, registry, baseline) = (
@@ -414,7 +519,7 @@ async fn demo(
     let full = stack.state().request_log().await;
     let options = || WaveOptions {
         claimant: claimant.clone(),
-        engine: sandbox_engine(owner_run),
+        engine: engine.clone(),
         plan: demo_plan(),
         poll: Duration::from_millis(50),
         wait: Duration::from_secs(0),
@@ -422,6 +527,7 @@ async fn demo(
         upstream: None,
         cache: None,
         stop: None,
+        checkout: None,
     };
     // The idle figure is a pass with nothing new to do: the first pass after
     // the candidates finished still reads what their last steps changed, so

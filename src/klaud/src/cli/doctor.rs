@@ -24,7 +24,7 @@ use serde::Serialize;
 use super::CliError;
 use super::wave::{Connection, engine_config};
 use crate::config::Config;
-use klaud_github::{Credential, Forge, ForgeConfig, GithubError, RateBudget, RetryPolicy, Secret};
+use klaud_github::{Forge, ForgeConfig, GithubError, RateBudget, RetryPolicy};
 use klaud_service::HttpBaselineSource;
 use klaud_store::{Store, StoreError, trees};
 
@@ -33,7 +33,7 @@ use klaud_store::{Store, StoreError, trees};
 const CHECK_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Every check's name, in the order they run.
-pub const CHECKS: [&str; 11] = [
+pub const CHECKS: [&str; 12] = [
     "config",
     "token",
     "identity",
@@ -44,6 +44,7 @@ pub const CHECKS: [&str; 11] = [
     "rate-limit",
     "registries",
     "baseline",
+    "capacity",
     "store",
 ];
 
@@ -207,27 +208,22 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
         return checks;
     };
 
-    // 2. token
-    let found = config.github.token_from(|name| std::env::var(name));
-    let token = found
-        .as_ref()
-        .ok()
-        .and_then(|t| t.as_ref())
-        .map(|t| t.token.clone());
+    // 2. token (or GitHub App)
+    let found = crate::auth::Auth::from_config(&config.github, |name| std::env::var(name));
+    let auth = found.as_ref().ok().and_then(|a| a.clone());
     checks.push(match &found {
         Err(e) => Check::fail("token", e.clone()),
-        Ok(Some(t)) => Check::ok(
-            "token",
-            format!("found in ${} (value not shown)", t.variable),
-        ),
+        Ok(Some(a)) => Check::ok("token", a.describe()),
         Ok(None) if config.github.token_env.is_empty() => Check::fail(
             "token",
-            "github.token_env names no environment variable; list the variables the token may be in",
+            "github.token_env names no environment variable and no GitHub App is configured; \
+             list the variables the token may be in, or set github.app_id",
         ),
         Ok(None) => Check::fail(
             "token",
             format!(
-                "none of {} is set; set one to a token of {}",
+                "none of {} is set; set one to a token of {}, or configure a GitHub App \
+                 (github.app_id and its private key)",
                 config
                     .github
                     .token_env
@@ -241,17 +237,17 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
     });
 
     // 3. identity (and whether GitHub can be asked anything else)
-    let forge = match (&config.github.repository, token) {
+    let forge = match (&config.github.repository, auth) {
         (None, _) => {
             checks.push(Check::skipped("identity", "no repository is configured"));
             None
         }
         (Some(_), None) => {
-            checks.push(Check::skipped("identity", "no GitHub token"));
+            checks.push(Check::skipped("identity", "no GitHub credential"));
             None
         }
-        (Some(repo), Some(token)) => {
-            let (forge, check) = check_identity(&config, repo, token).await;
+        (Some(repo), Some(auth)) => {
+            let (forge, check) = check_identity(&config, repo, &auth).await;
             checks.push(check);
             forge
         }
@@ -352,7 +348,17 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
             .unwrap_or_else(|c| c),
     );
 
-    // 11. store (synchronous: sled; waiting out another holder's lock takes
+    // 11. capacity
+    checks.push(
+        bounded(
+            "capacity",
+            check_capacity(config.capacity.as_ref(), repository.as_ref()),
+        )
+        .await
+        .unwrap_or_else(|c| c),
+    );
+
+    // 12. store (synchronous: sled; waiting out another holder's lock takes
     // a few seconds at most)
     let store = connection
         .store
@@ -442,6 +448,7 @@ fn check_config(c: &Connection, mirrors: &[String]) -> (Option<Loaded>, Check) {
     if let Some(repo) = &c.repo {
         config.github.repository = Some(repo.clone());
     }
+    c.auth.apply(&mut config.github);
     let mut check = match &config.github.repository {
         None => Check::fail(
             NAME,
@@ -485,13 +492,22 @@ fn is_owner_name(repo: &str) -> bool {
 
 /// The identity preflight, kept apart from connecting so that a token of
 /// another account still lets the read-only checks after it run.
-async fn check_identity(config: &Config, repo: &str, token: Secret) -> (Option<Forge>, Check) {
+async fn check_identity(
+    config: &Config,
+    repo: &str,
+    auth: &crate::auth::Auth,
+) -> (Option<Forge>, Check) {
     const NAME: &str = "identity";
+    let credential = match bounded(NAME, auth.credential(&config.github.api_url, repo)).await {
+        Err(check) => return (None, check),
+        Ok(Err(e)) => return (None, Check::fail(NAME, e.to_string())),
+        Ok(Ok(c)) => c,
+    };
     let forge = match Forge::connect_unchecked(ForgeConfig {
         api_url: config.github.api_url.clone(),
         repo: repo.to_owned(),
         bot_login: config.github.bot_login.clone(),
-        credential: Credential::Token(token),
+        credential,
         retry: RetryPolicy::default(),
     }) {
         Ok(forge) => forge,
@@ -504,16 +520,25 @@ async fn check_identity(config: &Config, repo: &str, token: Secret) -> (Option<F
             Check::ok(
                 NAME,
                 format!(
-                    "the token belongs to {}, the configured bot login",
+                    "the credential acts as {}, the configured bot login",
                     me.login
                 ),
             ),
         ),
         // The token works, it is only someone else's: everything after this
-        // only reads, so it still runs (and shows what else is wrong).
-        Ok(Err(e @ GithubError::IdentityMismatch { .. })) => {
-            (Some(forge), Check::fail(NAME, e.to_string()))
-        }
+        // only reads, so it still runs as that reader (and shows what else
+        // is wrong); only a wave or the daemon would be refused.
+        Ok(Err(GithubError::IdentityMismatch { expected, found })) => (
+            Some(forge),
+            Check::warn(
+                NAME,
+                format!(
+                    "reading as {found}, not the bot login {expected}: doctor, status and \
+                     `claims list` work with it, but wave, serve and every write need a \
+                     credential of {expected} (or set github.bot_login to {found:?})"
+                ),
+            ),
+        ),
         // A rejected token or an unreachable API fails every later call
         // the same way; say it once.
         Ok(Err(e)) => (None, Check::fail(NAME, e.to_string())),
@@ -540,6 +565,14 @@ async fn check_permission(forge: &Forge) -> Check {
             format!(
                 "{repo} or the user {bot} was not found (or the token cannot see them); \
                  check github.repository and github.bot_login"
+            ),
+        ),
+        // GitHub lets only tokens with push access look collaborators up.
+        Err(GithubError::Rejected { status: 403, .. }) => Check::fail(
+            NAME,
+            format!(
+                "{bot} may not look up collaborator permissions on {repo} (GitHub answers 403 \
+                 without push access): it has at most read access; give it write (or maintain) access"
             ),
         ),
         Err(e) => Check::fail(NAME, format!("{e}; the bot needs write access to {repo}")),
@@ -900,6 +933,67 @@ async fn check_baseline(base: &str) -> Check {
             format!("{e}; is lifecycle.baseline_api the results API?"),
         ),
     }
+}
+
+/// Reads the cluster-status API once, when `[capacity]` is configured, and
+/// says whether every family's clusters are in the answer.
+async fn check_capacity(
+    capacity: Option<&crate::config::CapacityConfig>,
+    repository: Option<&Repository>,
+) -> Check {
+    const NAME: &str = "capacity";
+    let Some(c) = capacity else {
+        return Check::ok(
+            NAME,
+            "not configured ([capacity] is absent): no capacity gate, so smoke runs and sweeps              are dispatched whatever the clusters' load",
+        );
+    };
+    let gate = match c.gate_from(|n| std::env::var(n)) {
+        Ok(g) => g,
+        Err(e) => return Check::fail(NAME, e),
+    };
+    let report = match gate.source.read(chrono::Utc::now()).await {
+        Ok(r) => r,
+        Err(e) => {
+            return Check::fail(
+                NAME,
+                format!("{e}; every candidate would be deferred (capacity.origin, capacity.path)"),
+            );
+        }
+    };
+    let eligible = report
+        .clusters
+        .iter()
+        .filter(|c| c.ineligible().is_none())
+        .count();
+    let mut detail = format!(
+        "{} answers: {} cluster(s), {eligible} with room",
+        gate.source.describe(),
+        report.clusters.len()
+    );
+    let Some(repository) = repository else {
+        return Check::ok(NAME, detail);
+    };
+    let mut missing = BTreeSet::new();
+    for f in repository.families() {
+        match gate.clusters_of(repository, f) {
+            Ok(wanted) if klaud_planner::capacity::matching(&report, &wanted).is_empty() => {
+                missing.insert(format!("{} ({})", f.entry.runner, wanted.join(", ")));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                missing.insert(e);
+            }
+        }
+    }
+    if missing.is_empty() {
+        return Check::ok(NAME, detail);
+    }
+    detail.push_str(&format!(
+        "; families of these runners would always be deferred (no matching cluster; set          [capacity.clusters]): {}",
+        missing.into_iter().collect::<Vec<_>>().join("; ")
+    ));
+    Check::warn(NAME, detail)
 }
 
 /// sled 0.34.7 has no read-only mode, so a store that does not exist yet is

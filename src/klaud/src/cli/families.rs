@@ -12,9 +12,8 @@ use crate::config::Config;
 /// Arguments of `klaud families`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Path of the benchmark repository checkout.
-    #[arg(long, value_name = "PATH", default_value = ".")]
-    repo: PathBuf,
+    #[command(flatten)]
+    checkout: super::LocalCheckout,
     /// Configuration file (`klaud.toml`), for `[[recipe_roots]]`.
     #[arg(long, value_name = "FILE", env = "KLAUD_CONFIG")]
     config: Option<PathBuf>,
@@ -29,9 +28,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
-    let repository = Repository::open_with(&args.repo, &config.repo_options())?;
+    let repository = Repository::open_with(args.checkout.path()?, &config.repo_options())?;
+    // Warnings go to stderr in both modes: stdout stays the table or the
+    // JSON array of families.
     for warning in repository.warnings() {
-        tracing::debug!(%warning, "repository warning");
+        eprintln!("warning: {warning}");
     }
     if args.json {
         let rows = repository
@@ -69,10 +70,15 @@ pub fn run(args: Args) -> Result<(), CliError> {
         );
         super::emit(&render_groups(&repository));
         eprintln!(
-            "{} families, {} groups, {} warnings (see --json or RUST_LOG=debug)",
+            "{} families, {} groups, {} warnings{}",
             rows.len(),
             repository.groups().len(),
-            repository.warnings().len()
+            repository.warnings().len(),
+            if repository.warnings().is_empty() {
+                ""
+            } else {
+                " (above)"
+            }
         );
     }
     Ok(())

@@ -20,6 +20,7 @@ mod families;
 mod plan;
 mod recover;
 mod status;
+pub mod story;
 
 /// Exit code for success.
 pub const EXIT_OK: u8 = 0;
@@ -52,6 +53,27 @@ impl CliError {
             code: EXIT_FAILURE,
             error: error.into(),
         }
+    }
+}
+
+/// A GitHub error as a command failure: a credential, identity or request
+/// the user must fix is bad input (2); GitHub or the network failing is a
+/// failure (1).
+pub(crate) fn github_failure(e: klaud_github::GithubError, context: &str) -> CliError {
+    use klaud_github::GithubError as G;
+    let input = matches!(
+        e,
+        G::IdentityMismatch { .. }
+            | G::Unauthorized { .. }
+            | G::NotFound { .. }
+            | G::Config(_)
+            | G::Rejected { .. }
+    );
+    let error = anyhow::Error::new(e).context(context.to_owned());
+    if input {
+        CliError::bad_input(error)
+    } else {
+        CliError::failure(error)
     }
 }
 
@@ -139,6 +161,32 @@ pub fn main() -> ExitCode {
                 );
             }
             ExitCode::from(err.code)
+        }
+    }
+}
+
+/// `--checkout PATH`: the local checkout a command reads (families, bump,
+/// plan). Every command spells a GitHub repository `--repo OWNER/NAME`, so
+/// `--repo` with a path is refused with the new spelling.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LocalCheckout {
+    /// Path of the benchmark repository checkout.
+    #[arg(long, value_name = "PATH", default_value = ".")]
+    checkout: std::path::PathBuf,
+    /// Refused: `--repo` is `OWNER/NAME` on GitHub in every command.
+    #[arg(long, value_name = "PATH", hide = true)]
+    repo: Option<String>,
+}
+
+impl LocalCheckout {
+    /// The checkout directory, or bad input for the old `--repo PATH`.
+    pub fn path(&self) -> Result<&std::path::Path, CliError> {
+        match &self.repo {
+            None => Ok(&self.checkout),
+            Some(value) => Err(CliError::bad_input(anyhow::anyhow!(
+                "--repo is a GitHub repository (OWNER/NAME) in every command; for a local \
+                 checkout pass --checkout {value}"
+            ))),
         }
     }
 }

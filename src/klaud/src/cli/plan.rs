@@ -16,9 +16,8 @@ use klaud_github::upstream::GithubUpstream;
 /// Arguments of `klaud plan`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Path of the benchmark repository checkout.
-    #[arg(long, value_name = "PATH", default_value = ".")]
-    repo: PathBuf,
+    #[command(flatten)]
+    checkout: super::LocalCheckout,
     /// Configuration file (`klaud.toml`); defaults apply without one.
     #[arg(long, value_name = "FILE", env = "KLAUD_CONFIG")]
     config: Option<PathBuf>,
@@ -35,15 +34,19 @@ pub struct Args {
     /// Also print requests by kind next to the minimum, wall time and peak memory.
     #[arg(long)]
     stats: bool,
+    /// GitHub App credentials for the upstream proof (instead of a token).
+    #[command(flatten)]
+    auth: crate::auth::AuthArgs,
 }
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
-    let repository = Repository::open_with(&args.repo, &config.repo_options())?;
+    args.auth.apply(&mut config.github);
+    let repository = Repository::open_with(args.checkout.path()?, &config.repo_options())?;
     // Credentials may also come from KLAUD_REGISTRY_<HOST>_USERNAME/_PASSWORD
     // for any registry the repository's images live on.
     let hosts: std::collections::BTreeSet<String> = repository
@@ -61,14 +64,30 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .map_err(|(key, message)| CliError::bad_input(anyhow::anyhow!("{key}: {message}")))?;
     // The upstream proof for nightly → release moves needs a GitHub token;
     // without one such moves are skipped, with the reason in the plan.
-    let upstream = config
-        .github
-        .token_from(|name| std::env::var(name))
-        .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?
-        .map(|found| GithubUpstream::new(&config.github.api_url, Credential::Token(found.token)));
     let client = RegistryClient::new(registry).map_err(CliError::bad_input)?;
 
     let runtime = super::runtime()?;
+    let auth = crate::auth::Auth::from_config(&config.github, |name| std::env::var(name))
+        .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?;
+    let credential = match (auth, &config.github.repository) {
+        (None, _) => None,
+        (Some(crate::auth::Auth::Token { token, .. }), _) => Some(Credential::Token(token)),
+        // An App's installation is found through the repository it is on.
+        (Some(app), Some(repo)) => Some(
+            runtime
+                .block_on(app.credential(&config.github.api_url, repo))
+                .map_err(|e| super::github_failure(e, "GitHub App credential"))?,
+        ),
+        (Some(_), None) => {
+            tracing::warn!(
+                "a GitHub App is configured but no github.repository to find its installation \
+                 on; the upstream proof of nightly-to-release moves is skipped"
+            );
+            None
+        }
+    };
+    let upstream =
+        credential.map(|credential| GithubUpstream::new(&config.github.api_url, credential));
     let bar = progress_bar(repository.families().len(), args.json);
     let progress = |done: usize, _total: usize| {
         if let Some(bar) = &bar {
@@ -187,10 +206,13 @@ fn render(report: &PlanReport) -> String {
         .map(|f| {
             [
                 f.family.clone(),
-                serde_json::to_value(f.status)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
+                match &f.blocked {
+                    Some(b) => b.kind.as_str().to_owned(),
+                    None => serde_json::to_value(f.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                },
                 f.current.clone(),
                 f.candidate
                     .as_ref()

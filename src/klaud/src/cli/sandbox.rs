@@ -177,12 +177,34 @@ async fn serve(
     let baseline_app = baseline_router(state.clone(), &args.repo);
     let baseline_task =
         tokio::spawn(async move { axum::serve(baseline_listener, baseline_app).await });
+    // The cluster-status API (spec §3.7) on a port of its own, its clusters
+    // named after the seeded runners file's nodes.
+    let runners = args
+        .seed
+        .as_ref()
+        .and_then(|d| std::fs::read_to_string(d.join("configs/runners.yaml")).ok())
+        .unwrap_or_default();
+    let capacity_key = token();
+    let capacity = klaud_sandbox::capacity::CapacitySim::new(
+        &capacity_key,
+        klaud_sandbox::capacity::CapacitySim::clusters_of_runners(&runners),
+    );
+    let capacity_listener = TcpListener::bind(SocketAddr::new(args.listen.ip(), 0))
+        .await
+        .context("binding the cluster-status API")?;
+    let capacity_url = format!("http://{}", capacity_listener.local_addr()?);
+    let capacity_app = klaud_sandbox::capacity::router(capacity);
+    let capacity_task =
+        tokio::spawn(async move { axum::serve(capacity_listener, capacity_app).await });
     let ci = script.map(|s| CiSim::spawn(state.clone(), s));
     let workflows = state.workflow_files(&args.repo).await;
     let mut line = serde_json::json!({
         "github_api": api,
         "registry": registry_url,
         "baseline_api": baseline_url,
+        "capacity_api": capacity_url,
+        "capacity_control": format!("{capacity_url}/_control"),
+        "capacity_key": capacity_key,
         "ci": ci.is_some(),
         "control": format!("{api}/_sandbox"),
         "repo": args.repo,
@@ -203,6 +225,7 @@ async fn serve(
         task.abort();
     }
     baseline_task.abort();
+    capacity_task.abort();
     drop(ci);
     Ok(())
 }

@@ -17,7 +17,6 @@ use tokio::sync::{Notify, watch};
 use super::CliError;
 use crate::config::Config;
 use klaud_github::upstream::GithubUpstream;
-use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy};
 use klaud_service::StoreJournal;
 use klaud_service::daemon::schedule::WaveSchedule;
 use klaud_service::daemon::serve::{
@@ -53,6 +52,9 @@ pub struct Args {
     /// Run a planner wave at start instead of waiting for the schedule.
     #[arg(long)]
     wave_now: bool,
+    /// GitHub App credentials (instead of a token).
+    #[command(flatten)]
+    auth: crate::auth::AuthArgs,
 }
 
 /// Runs the command.
@@ -64,6 +66,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if let Some(api) = &args.github_api {
         config.github.api_url = api.clone();
     }
+    args.auth.apply(&mut config.github);
     let repos: Vec<String> = if args.repo.is_empty() {
         config.github.repository.iter().cloned().collect()
     } else {
@@ -95,7 +98,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ),
         None => None,
     };
-    let token = config.github.token().map_err(anyhow::Error::msg)?.token;
+    // Read before anything starts: a missing key or token is bad input.
+    crate::auth::Auth::required(&config.github).map_err(anyhow::Error::msg)?;
     let store_root = args
         .store
         .clone()
@@ -104,16 +108,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
     runtime.block_on(async {
         let mut services = Vec::new();
         let mut claimant = None;
+        let mut upstream_credential = None;
         for repo in &repos {
-            let forge = Forge::connect(ForgeConfig {
-                api_url: config.github.api_url.clone(),
-                repo: repo.clone(),
-                bot_login: config.github.bot_login.clone(),
-                credential: Credential::Token(token.clone()),
-                retry: RetryPolicy::default(),
-            })
-            .await
-            .map_err(CliError::bad_input)?;
+            // Each repository may be another installation of the App.
+            let (forge, credential, _) =
+                super::wave::forge_for(&config, repo, super::wave::Access::Write).await?;
+            upstream_credential.get_or_insert(credential);
             let path = if repos.len() == 1 {
                 store_root.clone()
             } else {
@@ -163,14 +163,18 @@ pub fn run(args: Args) -> Result<(), CliError> {
         };
         let (feed_tx, feed) = Daemon::feed();
         let mut daemon = Daemon::new(services, registry, baseline, repair, settings, feed_tx)
-            .map_err(CliError::bad_input)?;
-        // As in `klaud wave`: the same token reads the engines' public
+            .map_err(CliError::bad_input)?
+            // What each wave does, as plain lines on stderr next to the log.
+            .with_sink(Arc::new(super::story::TerminalStory::plain(
+                super::story::Stream::Stderr,
+            )));
+        for repo in &repos {
+            daemon = daemon.with_web_url(repo, config.github.repository_web_url(repo));
+        }
+        // As in `klaud wave`: the same credential reads the engines' public
         // source repositories.
-        if !config.upstream.is_empty() {
-            daemon = daemon.with_upstream(GithubUpstream::new(
-                &config.github.api_url,
-                Credential::Token(token.clone()),
-            ));
+        if let (false, Some(credential)) = (config.upstream.is_empty(), upstream_credential) {
+            daemon = daemon.with_upstream(GithubUpstream::new(&config.github.api_url, credential));
         }
         let wake = Arc::new(Notify::new());
         let webhook = webhook_secret

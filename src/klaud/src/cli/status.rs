@@ -3,7 +3,7 @@
 //! [`klaud_service::dashboard::StatusSnapshot`], the dashboard's `/api/v1/status`.
 
 use super::CliError;
-use super::wave::{Connection, connect};
+use super::wave::{Access, Connection, connect_for};
 use klaud_service::dashboard::StatusSnapshot;
 use klaud_service::status::repository_status;
 
@@ -21,7 +21,14 @@ pub struct Args {
 pub fn run(args: Args) -> Result<(), CliError> {
     let runtime = super::runtime()?;
     runtime.block_on(async {
-        let session = connect(&args.connection).await?;
+        // Status only reads: any credential that can read the repository
+        // will do, and the reader is told whose it is.
+        let session = connect_for(&args.connection, Access::Read).await?;
+        eprintln!(
+            "reading {} as {}",
+            session.forge.repo(),
+            session.identity.login
+        );
         let repository =
             repository_status(&session.forge, &session.journal, session.claimant.clone())
                 .await

@@ -40,6 +40,9 @@ pub struct Connection {
     /// recovers as orphans.
     #[arg(long, value_name = "UUID", env = "KLAUD_INSTANCE_ID")]
     pub instance_id: Option<String>,
+    /// GitHub App credentials (instead of a token).
+    #[command(flatten)]
+    pub auth: crate::auth::AuthArgs,
 }
 
 /// `--instance-id` / `KLAUD_INSTANCE_ID`: empty means unset.
@@ -76,6 +79,92 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Append a Markdown summary (one table per candidate: outcome, phase,
+    /// reason, PR, repairs, runs) to this file; inside GitHub Actions the
+    /// default is `$GITHUB_STEP_SUMMARY`, the job's summary page.
+    #[arg(long, value_name = "PATH", env = "GITHUB_STEP_SUMMARY")]
+    step_summary: Option<PathBuf>,
+    /// A local git checkout of the base branch (in Actions: the job's own
+    /// `actions/checkout`) to read the repository from instead of
+    /// downloading it; its HEAD must be the base branch's head commit.
+    #[arg(long, value_name = "PATH")]
+    checkout: Option<PathBuf>,
+}
+
+/// A table cell: no line breaks, and a `|` does not end the cell.
+fn cell(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace('|', "\\|")
+}
+
+/// The wave as a GitHub step summary, in the shape the incumbent workflow
+/// wrote: a heading per candidate and the row
+/// `| Outcome / 结果 | Phase / 阶段 | Reason / 原因 | PR | Repairs / 修复 | Runs / 运行 |`.
+pub fn step_summary(summary: &klaud_service::WaveSummary) -> String {
+    let mut out = format!(
+        "## Klaud wave at `{}`\n\n",
+        summary.base.get(..12).unwrap_or(&summary.base)
+    );
+    if summary.candidates.is_empty() {
+        out.push_str("No candidates in this wave.\n\n");
+    }
+    for c in &summary.candidates {
+        out.push_str(&format!(
+            "### {} → `{}`\n\n| Outcome / 结果 | Phase / 阶段 | Reason / 原因 | PR | Repairs / 修复 | Runs / 运行 |\n| --- | --- | --- | --- | --- | --- |\n",
+            cell(&c.family),
+            cell(&c.image)
+        ));
+        let outcome = match &c.outcome {
+            Some(o) => format!("**{}**", cell(o)),
+            None => "running".to_owned(),
+        };
+        let reason = c
+            .message
+            .as_deref()
+            .or(c.status.as_deref())
+            .map_or_else(|| "—".to_owned(), cell);
+        let pr = c.pull_request.as_deref().map_or_else(
+            || "—".to_owned(),
+            |url| {
+                let number = url.rsplit('/').next().unwrap_or(url);
+                format!("[#{}]({url})", cell(number))
+            },
+        );
+        let runs = if c.runs.is_empty() {
+            "—".to_owned()
+        } else {
+            c.runs
+                .iter()
+                .map(|r| format!("[{} #{}]({})", r.id, r.attempt, r.url))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "| {outcome} | {} | {reason} | {pr} | {} | {runs} |\n\n",
+            cell(&c.phase),
+            c.repairs
+        ));
+    }
+    for (candidate, why) in &summary.skipped {
+        out.push_str(&format!("- skipped `{}`: {}\n", cell(candidate), cell(why)));
+    }
+    out
+}
+
+/// Appends the step summary; a summary that cannot be written is logged,
+/// not a failed wave (the wave's work is done and recorded).
+fn write_step_summary(path: &std::path::Path, summary: &klaud_service::WaveSummary) {
+    use std::io::Write as _;
+    let result = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(step_summary(summary).as_bytes()));
+    if let Err(e) = result {
+        tracing::warn!(path = %path.display(), error = %e, "step summary not written");
+    }
 }
 
 /// Everything a lifecycle command needs, connected and checked.
@@ -92,6 +181,18 @@ pub struct Session {
     pub owner_run: u64,
     /// The credential (for upstream reads).
     pub credential: Credential,
+    /// Whose the credential is (the bot, unless connected read-only).
+    pub identity: klaud_github::UserInfo,
+}
+
+/// What a command does on GitHub: writers must be the bot login; readers
+/// may use any credential that can read the repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Writes: the identity preflight must pass.
+    Write,
+    /// Reads only: any credential, and the command says whose it is.
+    Read,
 }
 
 /// The owner run: the Actions run this wave runs in, else the start time.
@@ -104,36 +205,67 @@ pub(crate) fn owner_run() -> u64 {
 
 /// Loads the configuration, connects (identity preflight) and opens the store.
 pub async fn connect(c: &Connection) -> Result<Session, CliError> {
-    let instance_id = parse_instance_id(c.instance_id.as_deref())?;
+    connect_for(c, Access::Write).await
+}
+
+/// The configuration file with the connection's overrides applied.
+pub fn load_config(c: &Connection) -> Result<Config, CliError> {
     let mut config = match &c.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
     if let Some(api) = &c.github_api {
+        url::Url::parse(api).map_err(|e| {
+            CliError::bad_input(anyhow::anyhow!("--github-api {api:?} is not a URL: {e}"))
+        })?;
         config.github.api_url = api.clone();
     }
     if let Some(repo) = &c.repo {
         config.github.repository = Some(repo.clone());
     }
+    c.auth.apply(&mut config.github);
+    Ok(config)
+}
+
+/// Connects a forge for `repo` with the configured token or App; `access`
+/// says whether the identity must be the bot login.
+pub async fn forge_for(
+    config: &Config,
+    repo: &str,
+    access: Access,
+) -> Result<(Forge, Credential, klaud_github::UserInfo), CliError> {
+    let auth = crate::auth::Auth::required(&config.github)
+        .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?;
+    let credential = auth
+        .credential(&config.github.api_url, repo)
+        .await
+        .map_err(|e| super::github_failure(e, "GitHub credential"))?;
+    let forge = Forge::connect_unchecked(ForgeConfig {
+        api_url: config.github.api_url.clone(),
+        repo: repo.to_owned(),
+        bot_login: config.github.bot_login.clone(),
+        credential: credential.clone(),
+        retry: RetryPolicy::default(),
+    })
+    .map_err(|e| super::github_failure(e, "GitHub client"))?;
+    let identity = match access {
+        Access::Write => forge.preflight().await,
+        Access::Read => forge.identity().await,
+    }
+    .map_err(|e| super::github_failure(e, "identity preflight"))?;
+    Ok((forge, credential, identity))
+}
+
+/// [`connect`], choosing whether the identity must be the bot login.
+pub async fn connect_for(c: &Connection, access: Access) -> Result<Session, CliError> {
+    let instance_id = parse_instance_id(c.instance_id.as_deref())?;
+    let config = load_config(c)?;
     let repo = config.github.repository.clone().ok_or_else(|| {
         CliError::bad_input(anyhow::anyhow!(
             "no repository: pass --repo OWNER/NAME or set github.repository"
         ))
     })?;
-    let token = config
-        .github
-        .token()
-        .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?
-        .token;
-    let forge = Forge::connect(ForgeConfig {
-        api_url: config.github.api_url.clone(),
-        repo,
-        bot_login: config.github.bot_login.clone(),
-        credential: Credential::Token(token.clone()),
-        retry: RetryPolicy::default(),
-    })
-    .await
-    .map_err(CliError::bad_input)?;
+    let (forge, credential, identity) = forge_for(&config, &repo, access).await?;
     let store = c
         .store
         .clone()
@@ -160,7 +292,8 @@ pub async fn connect(c: &Connection) -> Result<Session, CliError> {
         journal,
         claimant,
         owner_run: owner_run(),
-        credential: Credential::Token(token),
+        credential,
+        identity,
     })
 }
 
@@ -176,12 +309,20 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
     e.repair_budget = l.repair_budget;
     e.post_use_comment = l.use_comment;
     e.sweep_runs_on_drafts = l.sweep_runs_on_drafts;
+    e.on_human_overlap = l.on_human_overlap;
     e.model_names = l.model_names.clone();
     if let Ok(lease) = chrono::TimeDelta::from_std(config.daemon.lease) {
         e.lease = lease;
     }
+    if let Ok(margin) = chrono::TimeDelta::from_std(config.daemon.lease_margin) {
+        e.lease_margin = margin;
+    }
     e.repo = config.repo_options();
     e.bump = config.bump_options();
+    e.capacity = config
+        .capacity
+        .as_ref()
+        .map(|c| std::sync::Arc::new(c.gate()));
     e
 }
 
@@ -313,6 +454,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             upstream: upstream.as_ref(),
             cache: Some(session.journal.store()),
             stop: None,
+            checkout: args.checkout.as_deref(),
         };
         let summary = run_wave(
             &session.forge,
@@ -323,7 +465,19 @@ pub fn run(args: Args) -> Result<(), CliError> {
             options,
         )
         .await
-        .map_err(CliError::failure)?;
+        .map_err(|e| match e {
+            // What the user named is wrong: the repository or the checkout.
+            klaud_service::WaveError::NoRepository(_)
+            | klaud_service::WaveError::CheckoutMismatch(_) => CliError::bad_input(e),
+            e => CliError::failure(e),
+        })?;
+        if let Some(path) = args
+            .step_summary
+            .as_deref()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            write_step_summary(path, &summary);
+        }
         if args.json {
             let mut text = serde_json::to_string_pretty(&summary).map_err(anyhow::Error::from)?;
             text.push('\n');
@@ -338,6 +492,42 @@ pub fn run(args: Args) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::parse_instance_id;
+
+    #[test]
+    fn the_step_summary_has_the_incumbents_columns_and_escapes_cells() {
+        let summary = klaud_service::WaveSummary {
+            base: "0123456789abcdef0123".into(),
+            candidates: vec![klaud_service::CandidateSummary {
+                candidate: "c1".into(),
+                family: "configs/nvidia-master.yaml:k".into(),
+                image: "lmsysorg/sglang:v2".into(),
+                outcome: Some("failed".into()),
+                phase: "targeted".into(),
+                pull_request: Some("https://github.com/o/r/pull/17".into()),
+                runs: vec![klaud_lifecycle::model::RunRef {
+                    id: 99,
+                    attempt: 2,
+                    url: "https://github.com/o/r/actions/runs/99/attempts/2".into(),
+                }],
+                repairs: 1,
+                status: None,
+                message: Some("smoke failed | twice\nat step 3".into()),
+            }],
+            skipped: vec![],
+            answered: vec![],
+            families: vec![],
+            blocked: vec![],
+        };
+        let text = super::step_summary(&summary);
+        assert!(text.contains(
+            "| Outcome / 结果 | Phase / 阶段 | Reason / 原因 | PR | Repairs / 修复 | Runs / 运行 |"
+        ));
+        assert!(text.contains("`0123456789ab`"), "{text}");
+        assert!(
+            text.contains("| **failed** | targeted | smoke failed \\| twice at step 3 | [#17](https://github.com/o/r/pull/17) | 1 | [99 #2](https://github.com/o/r/actions/runs/99/attempts/2) |"),
+            "{text}"
+        );
+    }
 
     #[derive(clap::Parser)]
     struct Wave {

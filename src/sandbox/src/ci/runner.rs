@@ -157,7 +157,8 @@ impl Runner {
             let queued: Vec<u64> = r
                 .runs
                 .values()
-                .filter(|run| run.status == "queued")
+                // A cancelled run waiting to end never starts.
+                .filter(|run| run.status == "queued" && !run.cancel_requested)
                 .map(|run| run.id)
                 .collect();
             for id in queued {
@@ -365,7 +366,11 @@ impl Runner {
             let Some(run) = r.runs.get_mut(&p.run_id) else {
                 continue;
             };
-            if run.status != "in_progress" || run.run_attempt != p.run_attempt {
+            // A cancel in flight decides the outcome, not the script.
+            if run.status != "in_progress"
+                || run.run_attempt != p.run_attempt
+                || run.cancel_requested
+            {
                 continue;
             }
             let now = Utc::now();

@@ -141,6 +141,8 @@ pub async fn dispatch(
         run_started_at: now,
         job_id,
         concurrency_group: None,
+        past_attempts: Vec::new(),
+        cancel_requested: false,
     };
     let url = m.repo_url(&owner, &repo);
     m.repo_mut(&owner, &repo)?.runs.insert(run_id, run);
@@ -220,6 +222,8 @@ pub fn start_sweep_run(
         run_started_at: now,
         job_id,
         concurrency_group: None,
+        past_attempts: Vec::new(),
+        cancel_requested: false,
     };
     m.repo_mut(owner, repo)?.runs.insert(run_id, run);
     Ok(())
@@ -383,34 +387,63 @@ pub async fn jobs(
         .runs
         .get(&parse_id(&id)?)
         .ok_or_else(ApiError::not_found)?;
-    Ok(paginate(
-        vec![m.job_json(r, run)],
-        &m.base_url,
-        &uri,
-        Some("jobs"),
-    ))
+    // A run that fails at startup never created its jobs; GitHub's job
+    // model has no `startup_failure` conclusion.
+    let jobs = if run.conclusion.as_deref() == Some("startup_failure") {
+        Vec::new()
+    } else {
+        vec![m.job_json(r, run)]
+    };
+    Ok(paginate(jobs, &m.base_url, &uri, Some("jobs")))
 }
 
+/// `POST .../runs/{id}/cancel`: GitHub accepts with 202 and the run ends
+/// as `cancelled` a little later (its jobs with it); until then it keeps its
+/// status. A completed run answers 409.
 pub async fn cancel(
     State(st): State<GithubState>,
     Path((owner, repo, id)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
+    let id = parse_id(&id)?;
     let mut m = st.lock().await;
+    let delay = m.cancel_delay;
     let r = m.repo_mut(&owner, &repo)?;
-    let run = r
-        .runs
-        .get_mut(&parse_id(&id)?)
-        .ok_or_else(ApiError::not_found)?;
+    let key = r.full_name();
+    let run = r.runs.get_mut(&id).ok_or_else(ApiError::not_found)?;
     if run.status == "completed" {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "Cannot cancel a workflow run that is completed.",
         ));
     }
-    run.status = "completed".into();
-    run.conclusion = Some("cancelled".into());
-    run.updated_at = Utc::now();
+    if !run.cancel_requested {
+        run.cancel_requested = true;
+        let attempt = run.run_attempt;
+        let st = st.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            finish_cancel(&st, &key, id, attempt).await;
+        });
+    }
     Ok((StatusCode::ACCEPTED, Json(json!({}))).into_response())
+}
+
+/// Ends a cancelled run unless it finished or was re-run meanwhile.
+async fn finish_cancel(st: &GithubState, full: &str, id: u64, attempt: u64) {
+    let mut m = st.lock().await;
+    let Some(run) = m
+        .repos
+        .get_mut(&full.to_ascii_lowercase())
+        .and_then(|r| r.runs.get_mut(&id))
+    else {
+        return;
+    };
+    if run.cancel_requested && run.run_attempt == attempt && run.status != "completed" {
+        run.status = "completed".into();
+        run.conclusion = Some("cancelled".into());
+        run.cancel_requested = false;
+        run.updated_at = Utc::now();
+    }
 }
 
 pub async fn rerun(
@@ -429,7 +462,16 @@ pub async fn rerun(
         return Err(ApiError::forbidden("This workflow run is not completed"));
     }
     let now = Utc::now();
+    run.past_attempts.push(super::state::PastAttempt {
+        attempt: run.run_attempt,
+        status: run.status.clone(),
+        conclusion: run.conclusion.clone(),
+        triggering_actor: run.triggering_actor.clone(),
+        started_at: run.run_started_at,
+        updated_at: run.updated_at,
+    });
     run.run_attempt += 1;
+    run.cancel_requested = false;
     run.status = "queued".into();
     run.conclusion = None;
     run.triggering_actor = login;

@@ -1,6 +1,10 @@
-//! GitHub Apps: `GET /app` and installation access tokens, authenticated by
-//! an RS256 JWT signed with the app's private key (verified against the
-//! registered public key). An installation token acts as `<slug>[bot]`.
+//! GitHub Apps: `GET /app`, `GET /app/installations`,
+//! `GET /repos/{owner}/{repo}/installation` and installation access tokens,
+//! authenticated by an RS256 JWT signed with the app's private key (verified
+//! against the registered public key). As on GitHub, a JWT may live at most
+//! ten minutes (`exp` further ahead, or already past, is a 401) and an
+//! installation token expires after an hour. An installation token acts as
+//! `<slug>[bot]`.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -10,10 +14,15 @@ use chrono::Utc;
 use octocrab::jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
 use rand::Rng;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::http::ApiError;
-use super::state::{GithubState, Model, TokenInfo, fmt_time};
+use super::state::{GithubState, LogEntry, Model, TokenInfo, fmt_time};
+
+/// GitHub's longest JWT lifetime: `exp` at most this far ahead of now.
+pub const MAX_JWT_LIFETIME_SECS: i64 = 600;
+/// How long an installation access token lives on GitHub.
+pub const INSTALLATION_TOKEN_LIFETIME_SECS: i64 = 3600;
 
 /// A registered GitHub App.
 #[derive(Debug, Clone)]
@@ -22,7 +31,20 @@ pub struct App {
     pub slug: String,
     pub name: String,
     pub public_key_pem: String,
-    pub installations: Vec<u64>,
+    pub installations: Vec<Installation>,
+    /// Lifetime of the installation tokens it mints (GitHub: one hour;
+    /// shorter only in tests of token refresh).
+    pub token_lifetime_secs: i64,
+}
+
+/// One installation of an App on an account, covering some repositories.
+#[derive(Debug, Clone)]
+pub struct Installation {
+    pub id: u64,
+    /// The account (user or organization) it is installed on.
+    pub account: String,
+    /// `owner/name` of the repositories it may access.
+    pub repositories: Vec<String>,
 }
 
 impl App {
@@ -32,9 +54,22 @@ impl App {
     }
 }
 
+impl GithubState {
+    /// Sets how long `app_id`'s installation tokens live (GitHub: an hour).
+    pub async fn set_app_token_lifetime(&self, app_id: u64, seconds: i64) {
+        if let Some(app) = self.lock().await.apps.get_mut(&app_id) {
+            app.token_lifetime_secs = seconds;
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct Claims {
     iss: serde_json::Value,
+    #[serde(default)]
+    exp: Option<i64>,
+    #[serde(default)]
+    iat: Option<i64>,
 }
 
 /// Verifies the `Authorization: Bearer <jwt>` of an app request.
@@ -86,14 +121,39 @@ fn authenticate(m: &Model, headers: &HeaderMap) -> Result<App, ApiError> {
     })?;
     let mut v = Validation::new(Algorithm::RS256);
     // GitHub (and octocrab) put a number in `iss`, which jsonwebtoken only
-    // validates as a string; the issuer was matched above.
+    // validates as a string; the issuer was matched above. Expiry is
+    // checked below with GitHub's own messages.
     v.set_required_spec_claims(&["exp", "iat"]);
-    decode::<Claims>(jwt, &key, &v).map_err(|e| {
-        ApiError::new(
+    v.validate_exp = false;
+    let claims = decode::<Claims>(jwt, &key, &v)
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                &format!("A JSON web token could not be decoded ({e})"),
+            )
+        })?
+        .claims;
+    let now = Utc::now().timestamp();
+    let exp = claims.exp.unwrap_or_default();
+    if exp <= now {
+        return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
-            &format!("A JSON web token could not be decoded ({e})"),
-        )
-    })?;
+            "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires",
+        ));
+    }
+    if exp > now + MAX_JWT_LIFETIME_SECS {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "'Expiration time' claim ('exp') is too far in the future",
+        ));
+    }
+    // GitHub allows a little clock drift on `iat`, not a token from the future.
+    if claims.iat.unwrap_or_default() > now + 60 {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "'Issued at' claim ('iat') must be an Integer representing a time in the past",
+        ));
+    }
     Ok(app.clone())
 }
 
@@ -116,7 +176,80 @@ pub async fn get_app(
     .into_response())
 }
 
-/// `POST /app/installations/{id}/access_tokens`: mints an hour-long token.
+fn installation_json(m: &Model, app: &App, i: &Installation) -> Value {
+    let account_id = m.users.get(&i.account).map_or(0, |u| u.id);
+    json!({
+        "id": i.id,
+        "account": {"login": i.account, "id": account_id, "type": "Organization"},
+        "app_id": app.id,
+        "app_slug": app.slug,
+        "target_id": account_id,
+        "target_type": "Organization",
+        "repository_selection": "selected",
+        "access_tokens_url": format!("{}/app/installations/{}/access_tokens", m.base_url, i.id),
+        "repositories_url": format!("{}/installation/repositories", m.base_url),
+        "html_url": format!("{}/_apps/{}/installations/{}", m.base_url, app.slug, i.id),
+        "permissions": {"contents": "write", "pull_requests": "write", "issues": "write", "actions": "write"},
+        "events": [],
+        "created_at": fmt_time(Utc::now()),
+        "updated_at": fmt_time(Utc::now()),
+        "single_file_name": null,
+        "suspended_at": null,
+        "suspended_by": null,
+    })
+}
+
+fn log(m: &mut Model, method: &str, path: String, status: u16) {
+    m.record(LogEntry {
+        method: method.to_string(),
+        path,
+        status,
+        login: None,
+    });
+}
+
+/// `GET /app/installations`: every installation of the App.
+pub async fn list_installations(
+    State(st): State<GithubState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let mut m = st.lock().await;
+    let app = authenticate(&m, &headers)?;
+    let list: Vec<Value> = app
+        .installations
+        .iter()
+        .map(|i| installation_json(&m, &app, i))
+        .collect();
+    log(&mut m, "GET", "/app/installations".into(), 200);
+    Ok(Json(Value::Array(list)).into_response())
+}
+
+/// `GET /repos/{owner}/{repo}/installation`: the App's installation that
+/// covers the repository (404 when it is not installed there).
+pub async fn repo_installation(
+    State(st): State<GithubState>,
+    headers: HeaderMap,
+    Path((owner, repo)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let mut m = st.lock().await;
+    let app = authenticate(&m, &headers)?;
+    let full = format!("{owner}/{repo}");
+    let path = format!("/repos/{full}/installation");
+    let Some(i) = app
+        .installations
+        .iter()
+        .find(|i| i.repositories.iter().any(|r| r.eq_ignore_ascii_case(&full)))
+    else {
+        log(&mut m, "GET", path, 404);
+        return Err(ApiError::not_found());
+    };
+    let body = installation_json(&m, &app, i);
+    log(&mut m, "GET", path, 200);
+    Ok(Json(body).into_response())
+}
+
+/// `POST /app/installations/{id}/access_tokens`: mints a token that expires
+/// after an hour.
 pub async fn access_token(
     State(st): State<GithubState>,
     headers: HeaderMap,
@@ -124,27 +257,32 @@ pub async fn access_token(
 ) -> Result<Response, ApiError> {
     let mut m = st.lock().await;
     let app = authenticate(&m, &headers)?;
-    if !app.installations.contains(&installation) {
+    let path = format!("/app/installations/{installation}/access_tokens");
+    if !app.installations.iter().any(|i| i.id == installation) {
+        log(&mut m, "POST", path, 404);
         return Err(ApiError::not_found());
     }
     let bytes: [u8; 18] = rand::rng().random();
     let token = format!("ghs_{}", hex::encode(bytes));
-    let expires = Utc::now() + chrono::Duration::hours(1);
+    let now = Utc::now();
+    let expires = now + chrono::Duration::seconds(app.token_lifetime_secs);
     m.tokens.insert(
         token.clone(),
         TokenInfo {
             login: app.bot_login(),
             limit: super::state::DEFAULT_RATE_LIMIT,
             used: 0,
-            reset: Utc::now().timestamp() + 3600,
+            reset: now.timestamp() + 3600,
+            expires_at: Some(expires.timestamp()),
         },
     );
+    log(&mut m, "POST", path, 201);
     Ok((
         StatusCode::CREATED,
         Json(json!({
             "token": token, "expires_at": fmt_time(expires),
             "permissions": {"contents": "write", "pull_requests": "write", "issues": "write", "actions": "write"},
-            "repository_selection": "all",
+            "repository_selection": "selected",
         })),
     )
         .into_response())

@@ -280,7 +280,8 @@ pub fn git_commit_json(base: &str, sha: &str, c: &CommitObj) -> Value {
         "parents": c.parents.iter().map(|p| json!({
             "sha": p, "url": format!("{base}/git/commits/{p}"), "html_url": format!("{base}/commit/{p}")
         })).collect::<Vec<_>>(),
-        "verification": {"verified": false, "reason": "unsigned", "signature": null, "payload": null},
+        "verification": {"verified": false, "reason": "unsigned", "signature": null, "payload": null,
+                         "verified_at": null},
     })
 }
 
@@ -369,10 +370,17 @@ pub struct TreeEntryIn {
     mode: Option<String>,
     #[serde(default, rename = "type")]
     kind: Option<String>,
-    #[serde(default)]
+    /// `None`: absent; `Some(None)`: `"sha": null`, which deletes the path.
+    #[serde(default, deserialize_with = "present")]
     sha: Option<Option<String>>,
     #[serde(default)]
     content: Option<String>,
+}
+
+/// serde reads `null` into an outer `Option` as absent; a field that is
+/// there, even as `null`, is `Some` here (absent ones take the default).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
 }
 
 #[derive(Deserialize)]
@@ -406,6 +414,13 @@ fn apply_tree(objs: &mut Objects, body: TreeIn) -> Result<String, ApiError> {
                 e.path
             )));
         }
+        if matches!(e.sha, Some(None)) {
+            // GitHub deletes a file or a whole folder this way, whatever the
+            // entry's mode and type.
+            let prefix = format!("{path}/");
+            files.retain(|p, _| p != &path && !p.starts_with(&prefix));
+            continue;
+        }
         let mode = e.mode.unwrap_or_else(|| MODE_FILE.into());
         if e.kind.as_deref().is_some_and(|k| k != "blob") || mode == MODE_TREE || mode == "40000" {
             // Klaud only writes files; sub-tree entries would need a
@@ -419,12 +434,8 @@ fn apply_tree(objs: &mut Objects, body: TreeIn) -> Result<String, ApiError> {
                 "tree.mode {mode:?} is invalid"
             )));
         }
-        match (e.sha, e.content) {
-            (Some(None), _) => {
-                let prefix = format!("{path}/");
-                files.retain(|p, _| p != &path && !p.starts_with(&prefix));
-            }
-            (Some(Some(sha)), _) => {
+        match (e.sha.flatten(), e.content) {
+            (Some(sha), _) => {
                 if !objs.blobs.contains_key(&sha) {
                     return Err(ApiError::unprocessable(&format!(
                         "tree.sha {sha} is not a valid blob"

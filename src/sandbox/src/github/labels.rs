@@ -15,18 +15,32 @@ use super::http::{ApiError, Caller};
 use super::state::{GithubState, LabelDef, Model};
 use super::workflows;
 
-/// Both shapes GitHub accepts: `{"labels": [...]}` and a bare array.
+/// The shapes GitHub accepts: `{"labels": [...]}` and a bare array, each of
+/// names or of `{"name": ...}` objects.
 #[derive(Deserialize)]
 #[serde(untagged)]
 pub enum LabelsIn {
-    Wrapped { labels: Vec<String> },
-    Bare(Vec<String>),
+    Wrapped { labels: Vec<LabelIn> },
+    Bare(Vec<LabelIn>),
+}
+
+/// One label as sent: a name, or an object with one.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum LabelIn {
+    Name(String),
+    Object { name: String },
 }
 
 impl LabelsIn {
     fn names(self) -> Vec<String> {
         match self {
-            LabelsIn::Wrapped { labels } | LabelsIn::Bare(labels) => labels,
+            LabelsIn::Wrapped { labels } | LabelsIn::Bare(labels) => labels
+                .into_iter()
+                .map(|l| match l {
+                    LabelIn::Name(n) | LabelIn::Object { name: n } => n,
+                })
+                .collect(),
         }
     }
 }

@@ -15,6 +15,7 @@ mod git;
 mod graphql;
 mod http;
 mod labels;
+mod pages;
 mod pulls;
 mod refs;
 pub mod state;
@@ -52,6 +53,7 @@ const ANON_LIMIT: u64 = 60;
 pub fn router(state: GithubState) -> Router {
     let repo = Router::new()
         .route("/", get(users::get_repo))
+        .route("/installation", get(apps::repo_installation))
         .route("/collaborators/{user}/permission", get(users::permission))
         .route("/git/blobs", post(git::create_blob))
         .route("/git/blobs/{sha}", get(git::get_blob))
@@ -120,12 +122,14 @@ pub fn router(state: GithubState) -> Router {
         .route("/users/{login}", get(users::get_user))
         .route("/graphql", post(graphql::graphql))
         .route("/app", get(apps::get_app))
+        .route("/app/installations", get(apps::list_installations))
         .route(
             "/app/installations/{id}/access_tokens",
             post(apps::access_token),
         )
         .nest("/repos/{owner}/{repo}", repo)
         .nest("/_sandbox", control::router())
+        .nest("/_html", pages::router())
         .fallback(|| async { ApiError::not_found() })
         .layer(axum::middleware::from_fn_with_state(state.clone(), gate))
         .with_state(state)
@@ -220,9 +224,20 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
         .path_and_query()
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| path.clone());
-    // Control routes and signed artifact downloads are not GitHub API calls.
+    // Control routes, signed artifact downloads and web pages (`html_url`s)
+    // are not GitHub API calls.
+    if path.starts_with("/_sandbox/") || path.starts_with("/_html/") {
+        return next.run(req).await;
+    }
+    if !has_user_agent(req.headers()) {
+        return refuse_without_user_agent(&st, &method, &log_path).await;
+    }
+    json_without_content_type(&mut req);
     // App endpoints authenticate with a JWT, checked by their handlers.
-    if path.starts_with("/_sandbox/") || path == "/app" || path.starts_with("/app/") {
+    let app_route = path == "/app"
+        || path.starts_with("/app/")
+        || (path.starts_with("/repos/") && path.ends_with("/installation"));
+    if app_route {
         return next.run(req).await;
     }
     let token = bearer(req.headers());
@@ -240,8 +255,11 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
     let now = Utc::now().timestamp();
     let (bucket, login) = match &token {
         Some(t) => match m.tokens.get(t) {
-            Some(info) => (t.clone(), Some(info.login.clone())),
-            None => {
+            // An expired installation token is refused like an unknown one.
+            Some(info) if info.expires_at.is_none_or(|at| now < at) => {
+                (t.clone(), Some(info.login.clone()))
+            }
+            _ => {
                 m.record(LogEntry {
                     method: method.to_string(),
                     path: log_path,
@@ -261,6 +279,7 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
             limit: ANON_LIMIT,
             used: 0,
             reset: now + 3600,
+            expires_at: None,
         });
     if now >= bucket_info.reset {
         bucket_info.used = 0;
@@ -487,6 +506,59 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
     }
     let mut m = st.lock().await;
     finish(&mut m, resp, true)
+}
+
+/// GitHub's text for a request without a `User-Agent` (an empty one counts
+/// as none); it answers in HTML, not JSON.
+const NO_USER_AGENT: &str = "Request forbidden by administrative rules. Please make sure your request has a User-Agent header (https://docs.github.com/en/rest/overview/resources-in-the-rest-api#user-agent-required). Check https://developer.github.com for other possible causes.";
+
+/// Whether a request names its client (an empty `User-Agent` does not).
+fn has_user_agent(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::USER_AGENT)
+        .is_some_and(|v| !v.as_bytes().iter().all(u8::is_ascii_whitespace))
+}
+
+/// GitHub refuses API requests that carry no `User-Agent` with 403.
+async fn refuse_without_user_agent(st: &GithubState, method: &Method, log_path: &str) -> Response {
+    st.lock().await.record(LogEntry {
+        method: method.to_string(),
+        path: log_path.to_string(),
+        status: 403,
+        login: None,
+    });
+    let resp = (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, "text/html")],
+        NO_USER_AGENT,
+    );
+    resp.into_response()
+}
+
+/// GitHub reads a request body as JSON whatever its `Content-Type` says
+/// (its own curl examples send none); axum's `Json` insists on the header,
+/// so it is set here before the handlers see the request.
+fn json_without_content_type(req: &mut Request) {
+    let is_json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let mime = v
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            mime == "application/json"
+                || (mime.starts_with("application/") && mime.ends_with("+json"))
+        });
+    if !is_json {
+        req.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
 }
 
 /// axum answers a malformed body with plain text; GitHub answers JSON:

@@ -100,6 +100,7 @@ pub async fn create(
         created_at: now,
         updated_at: now,
         closed_at: None,
+        closed_by: None,
     };
     let sender = pull.user.clone();
     r.pulls.insert(number, pull);
@@ -186,6 +187,7 @@ pub struct UpdatePull {
 
 pub async fn update(
     State(st): State<GithubState>,
+    caller: Caller,
     Path((owner, repo, number)): Path<(String, String, String)>,
     Json(body): Json<UpdatePull>,
 ) -> Result<Response, ApiError> {
@@ -219,6 +221,7 @@ pub async fn update(
         Some("closed") if p.open => {
             p.open = false;
             p.closed_at = Some(now);
+            p.closed_by = caller.login().map(str::to_owned);
         }
         Some("open") if !p.open => {
             if !head_exists {
@@ -228,6 +231,7 @@ pub async fn update(
             }
             p.open = true;
             p.closed_at = None;
+            p.closed_by = None;
         }
         Some("open") | Some("closed") => {}
         Some(_) => {

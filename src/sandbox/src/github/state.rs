@@ -87,6 +87,8 @@ pub struct TokenInfo {
     pub limit: u64,
     pub used: u64,
     pub reset: i64,
+    /// When the token stops working (installation tokens); `None`: never.
+    pub expires_at: Option<i64>,
 }
 
 #[derive(Debug, Clone)]
@@ -105,6 +107,8 @@ pub struct Pull {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub closed_at: Option<DateTime<Utc>>,
+    /// Who closed it (GitHub's issue `closed_by`), while closed.
+    pub closed_by: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -154,6 +158,24 @@ pub struct Run {
     pub job_id: u64,
     /// The run's concurrency group, from its workflow file.
     pub concurrency_group: Option<String>,
+    /// Earlier attempts of a re-run run, oldest first (the fields above
+    /// describe the latest attempt).
+    pub past_attempts: Vec<PastAttempt>,
+    /// A cancel was accepted (202) for this attempt and has not finished
+    /// yet: like GitHub, the run keeps its status until it ends as
+    /// `cancelled`, and its script no longer decides the outcome.
+    pub cancel_requested: bool,
+}
+
+/// A finished attempt of a run that was re-run.
+#[derive(Debug, Clone)]
+pub struct PastAttempt {
+    pub attempt: u64,
+    pub status: String,
+    pub conclusion: Option<String>,
+    pub triggering_actor: String,
+    pub started_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone)]
@@ -264,6 +286,11 @@ pub struct Model {
     pub content_writes: HashMap<String, std::collections::VecDeque<i64>>,
     /// Parsed workflow folders by tree sha (see `workflows::set_at`).
     pub workflow_sets: HashMap<String, std::sync::Arc<klaud_workflows::WorkflowSet>>,
+    /// When this GitHub started (accounts' `created_at`).
+    pub created_at: DateTime<Utc>,
+    /// How long an accepted cancel takes to finish the run (GitHub's
+    /// runners need a moment to stop; the answer comes before that).
+    pub cancel_delay: std::time::Duration,
 }
 
 fn key(owner: &str, repo: &str) -> String {
@@ -316,8 +343,8 @@ impl Model {
         }
     }
 
-    /// "HTML" URL matching an API repository URL; the simulator serves no
-    /// HTML, so it is a stable, recognisable address on the same server.
+    /// Web URL matching an API repository URL: the simulator's pages
+    /// (`pages.rs`) under `/_html/` on the same server.
     pub fn html_base(&self, api_repo_url: &str) -> String {
         api_repo_url.replacen("/repos/", "/_html/", 1)
     }
@@ -367,6 +394,24 @@ impl Model {
         })
     }
 
+    /// The `public-user` shape (`GET /user`, `GET /users/{login}`): the
+    /// simple user plus the profile fields GitHub always sends, mostly
+    /// `null` for a sandbox account.
+    pub fn public_user_json(&self, u: &User) -> Value {
+        let mut v = self.user_json(u);
+        let extra = json!({
+            "name": u.name, "company": null, "blog": "", "location": null, "email": null,
+            "hireable": null, "bio": null, "twitter_username": null,
+            "public_repos": 0, "public_gists": 0, "followers": 0, "following": 0,
+            "created_at": fmt_time(self.created_at), "updated_at": fmt_time(self.created_at),
+            "user_view_type": "public",
+        });
+        if let (Some(o), Value::Object(extra)) = (v.as_object_mut(), extra) {
+            o.extend(extra);
+        }
+        v
+    }
+
     /// User JSON by login; unknown logins (e.g. a repository owner that is
     /// not registered) get a synthetic organisation-like record.
     pub fn login_json(&self, login: &str) -> Value {
@@ -385,23 +430,83 @@ impl Model {
         }
     }
 
-    /// The full repository JSON shape (octocrab's `Repository`).
+    /// The full repository JSON shape (GitHub's `full-repository`, a
+    /// superset of `repository` and `minimal-repository`).
     pub fn repo_json(&self, r: &Repo) -> Value {
         let url = self.repo_url(&r.owner, &r.name);
-        json!({
+        let html = self.html_base(&url);
+        let u = |suffix: &str| format!("{url}/{suffix}");
+        let open_issues = r.pulls.values().filter(|p| p.open).count();
+        let mut v = json!({
             "id": r.id, "node_id": format!("R_{}", r.id), "name": r.name,
             "full_name": r.full_name(), "private": false, "fork": false,
             "owner": self.login_json(&r.owner),
-            "html_url": self.html_base(&url), "description": null,
-            "url": url,
-            "git_url": format!("{url}.git"),
-            "clone_url": format!("{url}.git"),
+            "html_url": html, "description": null, "homepage": null, "language": null,
+            "url": url, "mirror_url": null, "license": null,
+            "git_url": format!("{url}.git"), "clone_url": format!("{html}.git"),
+            "ssh_url": format!("git@sandbox:{}.git", r.full_name()), "svn_url": html,
             "default_branch": r.default_branch,
-            "visibility": "public", "archived": false, "disabled": false,
+            "visibility": "public", "archived": false, "disabled": false, "is_template": false,
             "created_at": fmt_time(r.created_at), "updated_at": fmt_time(r.created_at),
             "pushed_at": fmt_time(r.created_at),
+        });
+        let counts = json!({
+            "size": 0, "forks": 0, "forks_count": 0, "stargazers_count": 0, "watchers": 0,
+            "watchers_count": 0, "open_issues": open_issues, "open_issues_count": open_issues,
+            "network_count": 0, "subscribers_count": 0,
+            "has_issues": true, "has_projects": false, "has_wiki": false, "has_pages": false,
+            "has_downloads": true, "has_discussions": false, "topics": [],
+            "allow_forking": true, "web_commit_signoff_required": false,
             "permissions": {"admin": false, "maintain": false, "push": true, "triage": true, "pull": true},
-        })
+        });
+        if let (Some(o), Value::Object(counts)) = (v.as_object_mut(), counts) {
+            o.extend(counts);
+        }
+        // The hypermedia URL templates every repository object carries.
+        for (key, suffix) in [
+            ("archive_url", "{archive_format}{/ref}"),
+            ("assignees_url", "assignees{/user}"),
+            ("blobs_url", "git/blobs{/sha}"),
+            ("branches_url", "branches{/branch}"),
+            ("collaborators_url", "collaborators{/collaborator}"),
+            ("comments_url", "comments{/number}"),
+            ("commits_url", "commits{/sha}"),
+            ("compare_url", "compare/{base}...{head}"),
+            ("contents_url", "contents/{+path}"),
+            ("contributors_url", "contributors"),
+            ("deployments_url", "deployments"),
+            ("downloads_url", "downloads"),
+            ("events_url", "events"),
+            ("forks_url", "forks"),
+            ("git_commits_url", "git/commits{/sha}"),
+            ("git_refs_url", "git/refs{/sha}"),
+            ("git_tags_url", "git/tags{/sha}"),
+            ("hooks_url", "hooks"),
+            ("issue_comment_url", "issues/comments{/number}"),
+            ("issue_events_url", "issues/events{/number}"),
+            ("issues_url", "issues{/number}"),
+            ("keys_url", "keys{/key_id}"),
+            ("labels_url", "labels{/name}"),
+            ("languages_url", "languages"),
+            ("merges_url", "merges"),
+            ("milestones_url", "milestones{/number}"),
+            (
+                "notifications_url",
+                "notifications{?since,all,participating}",
+            ),
+            ("pulls_url", "pulls{/number}"),
+            ("releases_url", "releases{/id}"),
+            ("stargazers_url", "stargazers"),
+            ("statuses_url", "statuses/{sha}"),
+            ("subscribers_url", "subscribers"),
+            ("subscription_url", "subscription"),
+            ("tags_url", "tags"),
+            ("teams_url", "teams"),
+            ("trees_url", "git/trees{/sha}"),
+        ] {
+            v[key] = json!(u(suffix));
+        }
+        v
     }
 
     pub fn label_json(&self, r: &Repo, name: &str) -> Value {
@@ -508,6 +613,9 @@ impl Model {
             "closed_at": p.closed_at.map(fmt_time), "created_at": fmt_time(p.created_at),
             "updated_at": fmt_time(p.updated_at), "draft": p.draft,
             "author_association": "CONTRIBUTOR",
+            "closed_by": if p.open { Value::Null } else {
+                p.closed_by.as_deref().map_or(Value::Null, |l| self.login_json(l))
+            },
         })
     }
 
@@ -634,6 +742,10 @@ impl Default for GithubState {
     }
 }
 
+/// How long an accepted cancel takes by default before the run is
+/// `cancelled` (see [`GithubState::set_cancel_delay`]).
+pub const DEFAULT_CANCEL_DELAY: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A workflow run's artifacts: artifact name → (path inside the zip → bytes).
 pub type ArtifactFiles = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
 
@@ -654,6 +766,8 @@ impl GithubState {
                 content_limit_per_minute: None,
                 content_writes: HashMap::new(),
                 workflow_sets: HashMap::new(),
+                cancel_delay: DEFAULT_CANCEL_DELAY,
+                created_at: Utc::now(),
             })),
         }
     }
@@ -716,6 +830,7 @@ impl GithubState {
                 limit: limit.unwrap_or(DEFAULT_RATE_LIMIT),
                 used: 0,
                 reset: Utc::now().timestamp() + 3600,
+                expires_at: None,
             },
         );
         Ok(())
@@ -1005,6 +1120,7 @@ impl GithubState {
             .ok_or_else(|| SimError::NotFound(format!("workflow run {run_id}")))?;
         run.status = "completed".into();
         run.conclusion = Some(conclusion.to_string());
+        run.cancel_requested = false;
         run.updated_at = now;
         for ((name, zip), id) in zipped.into_iter().zip(ids) {
             r.artifacts.insert(
@@ -1019,6 +1135,12 @@ impl GithubState {
             );
         }
         Ok(())
+    }
+
+    /// Sets how long an accepted cancel takes to finish its run (the 202
+    /// comes at once either way, as on GitHub).
+    pub async fn set_cancel_delay(&self, delay: std::time::Duration) {
+        self.lock().await.cancel_delay = delay;
     }
 
     /// Sets a run's status (`queued`, `in_progress`, `completed`, ...).
@@ -1037,6 +1159,7 @@ impl GithubState {
             .ok_or_else(|| SimError::NotFound(format!("workflow run {run_id}")))?;
         run.status = status.to_string();
         run.conclusion = conclusion.map(str::to_string);
+        run.cancel_requested = false;
         run.updated_at = Utc::now();
         Ok(())
     }
@@ -1063,7 +1186,12 @@ impl GithubState {
                 slug: slug.to_string(),
                 name: slug.to_string(),
                 public_key_pem: public_key_pem.to_string(),
-                installations: vec![installation_id],
+                installations: vec![super::apps::Installation {
+                    id: installation_id,
+                    account: repo.split('/').next().unwrap_or_default().to_string(),
+                    repositories: vec![repo.to_string()],
+                }],
+                token_lifetime_secs: super::apps::INSTALLATION_TOKEN_LIFETIME_SECS,
             },
         );
         Ok(login)

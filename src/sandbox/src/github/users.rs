@@ -21,10 +21,7 @@ pub async fn me(State(st): State<GithubState>, caller: Caller) -> Result<Respons
             "Resource not accessible by integration",
         ));
     }
-    let mut v = m.user_json(u);
-    v["name"] = json!(u.name);
-    v["email"] = json!(null);
-    Ok(Json(v).into_response())
+    Ok(Json(m.public_user_json(u)).into_response())
 }
 
 /// `GET /users/{login}`.
@@ -34,9 +31,7 @@ pub async fn get_user(
 ) -> Result<Response, ApiError> {
     let m = st.lock().await;
     let u = m.user(&login).ok_or_else(ApiError::not_found)?;
-    let mut v = m.user_json(u);
-    v["name"] = json!(u.name);
-    Ok(Json(v).into_response())
+    Ok(Json(m.public_user_json(u)).into_response())
 }
 
 /// `GET /repos/{owner}/{repo}`.
@@ -49,13 +44,21 @@ pub async fn get_repo(
     Ok(Json(m.repo_json(r)).into_response())
 }
 
-/// `GET /repos/{owner}/{repo}/collaborators/{user}/permission`.
+/// `GET /repos/{owner}/{repo}/collaborators/{user}/permission`. GitHub
+/// lets only callers with push access look collaborators up.
 pub async fn permission(
     State(st): State<GithubState>,
+    caller: Caller,
     Path((owner, repo, user)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
+    let login = caller.require()?;
     let m = st.lock().await;
     let r = m.repo(&owner, &repo)?;
+    if r.permission_of(login) < Permission::Write {
+        return Err(ApiError::forbidden(
+            "Must have push access to view repository collaborators.",
+        ));
+    }
     let u = m.user(&user).ok_or_else(ApiError::not_found)?;
     let explicit = user.eq_ignore_ascii_case(&r.owner)
         || r.collaborators.contains_key(&user.to_ascii_lowercase());

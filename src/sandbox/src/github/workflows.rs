@@ -352,6 +352,8 @@ fn start_run(
         run_started_at: now,
         job_id,
         concurrency_group: concurrency.map(|c| c.group),
+        past_attempts: Vec::new(),
+        cancel_requested: false,
     };
     r.runs.insert(run_id, run);
     Ok(run_id)
@@ -461,6 +463,7 @@ jobs:
                 created_at: now,
                 updated_at: now,
                 closed_at: None,
+                closed_by: None,
             },
         );
         drop(m);
@@ -771,6 +774,7 @@ jobs:
                     created_at: now,
                     updated_at: now,
                     closed_at: None,
+                    closed_by: None,
                 },
             );
             let ids = pull_request_event(

@@ -1,7 +1,7 @@
 //! OCI registry simulator for the sandbox: the distribution read API
 //! (`/v2/`, manifests `HEAD`/`GET` by tag or digest, blobs, `tags/list` with
 //! `n`/`last` and `Link`), a bearer-token challenge with its own `/token`
-//! endpoint, Docker Hub's tags REST API shape
+//! endpoint (on by default, like every public registry), Docker Hub's tags REST API shape
 //! (`/v2/namespaces/{ns}/repositories/{repo}/tags` with `tag_last_pushed`),
 //! tag deletion (prune) and fault injection.
 //!
@@ -77,8 +77,10 @@ pub struct Fault {
     pub retry_after: Option<String>,
 }
 
-/// Token-auth settings: when set, every `/v2/<repo>/...` request needs a
-/// bearer token from `/token` covering `repository:<repo>:pull`.
+/// Token-auth settings: every `/v2/<repo>/...` request needs a bearer token
+/// from `/token` covering `repository:<repo>:pull`, as on Docker Hub, nvcr.io
+/// and ghcr.io (which challenge even anonymous pulls). On by default
+/// ([`SimAuth::anonymous`]); [`RegistrySim::open`] turns it off.
 #[derive(Clone)]
 pub struct SimAuth {
     /// `service` in the challenge.
@@ -87,6 +89,21 @@ pub struct SimAuth {
     pub basic: Option<(String, String)>,
     /// Lifetime announced in `expires_in`.
     pub token_lifetime: Duration,
+}
+
+/// `service` the simulator names in its challenges by default.
+pub const DEFAULT_SERVICE: &str = "sandbox-registry";
+
+impl SimAuth {
+    /// Anonymous pull tokens, like Docker Hub's for public images: `/token`
+    /// needs no credentials but checks the service and scope.
+    pub fn anonymous() -> Self {
+        Self {
+            service: DEFAULT_SERVICE.to_owned(),
+            basic: None,
+            token_lifetime: Duration::from_secs(300),
+        }
+    }
 }
 
 impl std::fmt::Debug for SimAuth {
@@ -139,7 +156,7 @@ impl RegistrySim {
     pub fn from_seed(seed: RegistrySeed) -> Result<Self, SimError> {
         let sim = Self {
             state: Mutex::new(State::default()),
-            auth: None,
+            auth: Some(SimAuth::anonymous()),
             default_page_size: None,
         };
         for (repo, r) in seed.repositories {
@@ -172,7 +189,20 @@ impl RegistrySim {
         Self::from_seed_json(&text)
     }
 
-    /// Requires bearer tokens from the simulator's `/token` endpoint.
+    /// Serves without any authentication (no real public registry does;
+    /// for tests that are about something else).
+    pub fn open(mut self) -> Self {
+        self.auth = None;
+        self
+    }
+
+    /// Whether requests need a bearer token.
+    pub fn requires_token(&self) -> bool {
+        self.auth.is_some()
+    }
+
+    /// Requires bearer tokens from the simulator's `/token` endpoint with
+    /// these settings (e.g. basic credentials for a private registry).
     pub fn with_token_auth(mut self, auth: SimAuth) -> Self {
         self.auth = Some(auth);
         self

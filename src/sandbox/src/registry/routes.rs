@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use chrono::SecondsFormat;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{RegistrySim, SimRoute, valid_repository};
 
@@ -412,9 +412,17 @@ fn hub_tags(
             let pushed = t
                 .pushed
                 .map(|p| p.to_rfc3339_opts(SecondsFormat::Micros, true));
+            let size = r.manifests.get(&t.digest).map_or(0, |(_, b)| b.len());
+            // The fields Docker Hub documents for its `tag` schema; `images`
+            // lists the platforms of an index (one entry for a single
+            // manifest).
             json!({
-                "name": name, "digest": t.digest, "media_type": t.media_type,
-                "tag_last_pushed": pushed, "last_updated": pushed, "tag_status": "active",
+                "id": hub_id(&t.digest), "creator": 1, "last_updater": 1,
+                "last_updater_username": ns, "name": name, "repository": hub_id(&repo),
+                "v2": true, "full_size": size, "digest": t.digest, "media_type": t.media_type,
+                "content_type": "image", "tag_status": "active",
+                "tag_last_pulled": null, "tag_last_pushed": pushed, "last_updated": pushed,
+                "images": hub_images(r, &t.digest, pushed.as_deref()),
             })
         })
         .collect();
@@ -433,6 +441,44 @@ fn hub_tags(
     let previous = (page > 1).then(|| link(page - 1));
     axum::Json(json!({"count": count, "next": next, "previous": previous, "results": results}))
         .into_response()
+}
+
+/// A stable numeric id for Docker Hub's `id` fields.
+fn hub_id(s: &str) -> u64 {
+    use sha2::Digest as _;
+    let d = sha2::Sha256::digest(s.as_bytes());
+    u64::from_be_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], 0]) >> 8
+}
+
+/// Docker Hub's `images` of a tag: one entry per platform manifest.
+fn hub_images(r: &super::RepoState, digest: &str, pushed: Option<&str>) -> Vec<Value> {
+    let image = |d: &str, platform: Option<&Value>| {
+        let p = |k: &str| {
+            platform
+                .and_then(|p| p.get(k))
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        json!({
+            "architecture": platform.map_or(json!("amd64"), |_| p("architecture")),
+            "os": platform.map_or(json!("linux"), |_| p("os")),
+            "variant": p("variant"), "os_version": p("os.version"),
+            "features": null, "os_features": null, "digest": d,
+            "size": r.manifests.get(d).map_or(0, |(_, b)| b.len()),
+            "status": "active", "last_pulled": null, "last_pushed": pushed,
+        })
+    };
+    let Some((_, bytes)) = r.manifests.get(digest) else {
+        return Vec::new();
+    };
+    let parsed: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    match parsed.get("manifests").and_then(Value::as_array) {
+        Some(list) => list
+            .iter()
+            .filter_map(|m| Some(image(m.get("digest")?.as_str()?, m.get("platform"))))
+            .collect(),
+        None => vec![image(digest, None)],
+    }
 }
 
 async fn token(
@@ -465,6 +511,16 @@ async fn token(
         }
     }
     let pairs = query_pairs(query.as_deref());
+    // Docker's token servers refuse a token for another service.
+    if let Some((_, service)) = pairs.iter().find(|(k, _)| k == "service")
+        && service != &auth.service
+    {
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({"details": format!("invalid service {service:?}")})),
+        )
+            .into_response();
+    }
     let repos: Vec<String> = pairs
         .iter()
         .filter(|(k, _)| k == "scope")

@@ -18,16 +18,17 @@ use chrono::{DateTime, Utc};
 use klaud_claims::{ClaimBook, Claimant, SystemClock};
 use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::engine::{CandidateRecord, EngineConfig, Journal, RepairHook, Step};
-use klaud_planner::plan::{FamilyPlan, PlanOptions, ReleaseRule};
+use klaud_planner::plan::{FamilyPlan, PlanOptions, ReleaseRule, Status};
 use klaud_planner::registry::RegistryClient;
 use klaud_planner::tracks::TrackRule;
 use tokio::sync::{Notify, watch};
 
 use super::schedule::WaveSchedule;
 use crate::dashboard::{
-    CandidateRow, EventRow, FamilyRow, OutcomeRow, RateBudgetRow, RepositoryStatus, StatusSnapshot,
+    BudgetSample, CandidateRow, EventRow, FamilyRow, OutcomeRow, RateBudgetRow, RepositoryStatus,
+    StatusSnapshot,
 };
-use crate::wave::{WaveOptions, run_wave};
+use crate::wave::{WaveOptions, run_wave_told};
 use klaud_github::Forge;
 use klaud_store::{Event, EventKind, Store};
 
@@ -110,10 +111,18 @@ pub struct Daemon {
     repair: Option<Box<dyn RepairHook>>,
     settings: ServeSettings,
     feed: watch::Sender<Arc<StatusSnapshot>>,
+    /// Web page of each repository (`owner/name` → URL) for the dashboard;
+    /// `https://github.com/owner/name` unless set.
+    web_urls: BTreeMap<String, String>,
+    sink: Option<Arc<dyn crate::story::StepSink>>,
     /// Reads of the engines' source repositories (the bump's commit range,
     /// the release-versus-nightly proof), as `klaud wave` does.
     upstream: Option<Arc<klaud_github::upstream::GithubUpstream>>,
 }
+
+/// How many rate-budget samples the dashboard chart keeps (one a minute:
+/// six hours).
+const MAX_BUDGET_SAMPLES: usize = 360;
 
 /// Mutable state of the loop that the snapshot needs.
 #[derive(Default)]
@@ -123,6 +132,8 @@ struct LoopState {
     families: BTreeMap<String, Vec<FamilyPlan>>,
     errors: VecDeque<EventRow>,
     announced: BTreeSet<String>,
+    planning: bool,
+    budget_history: VecDeque<BudgetSample>,
 }
 
 impl Daemon {
@@ -150,6 +161,8 @@ impl Daemon {
             repair,
             settings,
             feed,
+            web_urls: BTreeMap::new(),
+            sink: None,
             upstream: None,
         })
     }
@@ -159,6 +172,20 @@ impl Daemon {
     /// nightly may move to a release only with the upstream proof.
     pub fn with_upstream(mut self, upstream: klaud_github::upstream::GithubUpstream) -> Self {
         self.upstream = Some(Arc::new(upstream));
+        self
+    }
+
+    /// Links `repository` (`owner/name`) to `url` on the dashboard (a
+    /// GitHub Enterprise host, the sandbox's pages).
+    pub fn with_web_url(mut self, repository: &str, url: impl Into<String>) -> Self {
+        self.web_urls.insert(repository.to_owned(), url.into());
+        self
+    }
+
+    /// Tells `sink` every visible candidate step and the end of each pass
+    /// (the terminal of `klaud serve` and `klaud demo`).
+    pub fn with_sink(mut self, sink: Arc<dyn crate::story::StepSink>) -> Self {
+        self.sink = Some(sink);
         self
     }
 
@@ -226,7 +253,18 @@ impl Daemon {
             self.settings.schedule.next_after(Utc::now())
         };
         // The page is useful before the first (possibly long) wave ends.
-        self.publish(&state).await;
+        self.publish(&mut state).await;
+        if !self.settings.wave_on_start {
+            // Until the first scheduled wave (hours away) the page shows a
+            // plan made without claiming anything.
+            for repo in &self.repos {
+                if *shutdown.borrow() {
+                    break;
+                }
+                self.dry_plan(repo, &mut state).await;
+            }
+            self.publish(&mut state).await;
+        }
         loop {
             if *shutdown.borrow() {
                 break;
@@ -235,18 +273,23 @@ impl Daemon {
                 Some(at) if at <= Utc::now() => Pass::Wave,
                 _ => Pass::Reconcile,
             };
+            if pass == Pass::Wave {
+                state.planning = true;
+                self.publish(&mut state).await;
+            }
             for repo in &self.repos {
                 if *shutdown.borrow() {
                     break;
                 }
                 self.pass(repo, pass, &mut state, &shutdown).await;
             }
+            state.planning = false;
             if pass == Pass::Wave {
                 state.waves += 1;
                 // Computed after the wave so a long wave never fires twice.
                 state.next_wave = self.settings.schedule.next_after(Utc::now());
             }
-            self.publish(&state).await;
+            self.publish(&mut state).await;
             let reconcile = tokio::time::sleep(self.settings.reconcile_interval);
             let until_wave = state
                 .next_wave
@@ -325,20 +368,29 @@ impl Daemon {
             upstream: self.upstream.as_deref(),
             cache: repo.store.as_ref(),
             stop: Some(stop.clone()),
+            checkout: None,
         };
-        let result = run_wave(
+        let full = options.plan.max_candidates == 0;
+        let result = run_wave_told(
             &repo.forge,
             repo.journal.as_ref(),
             &self.registry,
             self.baseline.as_ref(),
             self.repair.as_deref(),
             options,
+            self.sink.as_deref(),
         )
         .await;
         match result {
             Ok(summary) => {
-                if pass == Pass::Wave || !summary.families.is_empty() {
-                    state.families.insert(name.clone(), summary.families);
+                if !summary.families.is_empty() {
+                    state
+                        .families
+                        .insert(name.clone(), summary.families.clone());
+                } else if pass == Pass::Wave && full {
+                    // No free slot: the wave planned nothing, but the page
+                    // still shows what is stale.
+                    self.dry_plan(repo, state).await;
                 }
                 for (id, why) in &summary.skipped {
                     tracing::info!(repo = %name, candidate = %id, why, "skipped");
@@ -354,6 +406,42 @@ impl Daemon {
             Err(e) => self.error(repo, state, format!("{name}: {pass:?} failed: {e}")),
         }
         self.announce(repo, state).await;
+    }
+
+    /// Plans `repo` without claiming anything (the dashboard's view before
+    /// the first wave, and when every slot is taken).
+    async fn dry_plan(&self, repo: &RepoService, state: &mut LoopState) {
+        let name = repo.forge.repo();
+        state.planning = true;
+        self.publish(state).await;
+        let result = crate::wave::base_checkout(
+            &repo.forge,
+            &self.settings.engine.base_branch,
+            &self.settings.engine.repo,
+            repo.store.as_ref(),
+        )
+        .await;
+        match result {
+            Ok((_base, _dir, repository)) => {
+                let mut options = PlanOptions::new(Utc::now());
+                options.min_age = self.settings.min_age;
+                options.max_candidates = 0;
+                options.rules = self.settings.rules.clone();
+                options.release_rules = self.settings.release_rules.clone();
+                options.upstream = self.settings.upstream.clone();
+                options.max_timed_tags = self.settings.max_timed_tags;
+                options.creation_times = repo
+                    .store
+                    .as_ref()
+                    .map(|s| s as &dyn klaud_planner::plan::CreationTimes);
+                let report =
+                    klaud_planner::plan::plan(&repository, &self.registry.session(), &options)
+                        .await;
+                state.families.insert(name, report.families);
+            }
+            Err(e) => self.error(repo, state, format!("{name}: planning failed: {e}")),
+        }
+        state.planning = false;
     }
 
     /// Logs, keeps and stores an error (messages come from error types that
@@ -405,7 +493,7 @@ impl Daemon {
     }
 
     /// Builds and sends the snapshot.
-    async fn publish(&self, state: &LoopState) {
+    async fn publish(&self, state: &mut LoopState) {
         let mut repositories = Vec::new();
         let mut budgets = Vec::new();
         for repo in &self.repos {
@@ -423,6 +511,26 @@ impl Daemon {
                 });
             }
         }
+        if let Some(core) = budgets.iter().find(|b| b.resource == "core") {
+            let now = Utc::now();
+            // One sample a minute: the latest reading within a minute
+            // replaces the previous one.
+            if state
+                .budget_history
+                .back()
+                .is_some_and(|s| now - s.at < chrono::TimeDelta::minutes(1))
+            {
+                state.budget_history.pop_back();
+            }
+            state.budget_history.push_back(BudgetSample {
+                at: now,
+                remaining: core.remaining,
+                limit: core.limit,
+            });
+            while state.budget_history.len() > MAX_BUDGET_SAMPLES {
+                state.budget_history.pop_front();
+            }
+        }
         let snapshot = StatusSnapshot {
             generated_at: Some(Utc::now()),
             version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -437,6 +545,8 @@ impl Daemon {
             waves_total: state.waves,
             next_wave: state.next_wave,
             recent_errors: state.errors.iter().cloned().collect(),
+            planning: state.planning,
+            budget_history: state.budget_history.iter().cloned().collect(),
         };
         self.feed.send_replace(Arc::new(snapshot));
     }
@@ -468,7 +578,11 @@ impl Daemon {
             .collect();
         let mut candidates: Vec<CandidateRow> = records.iter().map(CandidateRow::of).collect();
         candidates.sort_by(|a, b| a.family.cmp(&b.family));
-        let url = repo_web_url(&name);
+        let url = self
+            .web_urls
+            .get(&name)
+            .cloned()
+            .unwrap_or_else(|| repo_web_url(&name));
         RepositoryStatus {
             name,
             url,
@@ -485,16 +599,28 @@ fn repo_web_url(name: &str) -> String {
 }
 
 fn family_row(f: &FamilyPlan) -> FamilyRow {
+    // Stale at least since the chosen newer image was made.
+    let stale_hours = f
+        .candidate
+        .as_ref()
+        .filter(|_| matches!(f.status, Status::StaleNewer | Status::StalePruned))
+        .and_then(|c| c.time)
+        .map(|t| (Utc::now() - t).num_hours().max(0));
     FamilyRow {
         family: f.family.clone(),
         id: f.id.clone(),
-        status: serde_json::to_value(f.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_else(|| format!("{:?}", f.status)),
+        // A blocked family (retired, duplicate, occupied) shows the block:
+        // whatever the registry says, it is not bumped.
+        status: match &f.blocked {
+            Some(b) => b.kind.as_str().to_owned(),
+            None => serde_json::to_value(f.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_else(|| format!("{:?}", f.status)),
+        },
         current: f.current.clone(),
         candidate: f.candidate.as_ref().map(|c| c.image.to_string()),
-        stale_hours: None,
+        stale_hours,
         reasons: f.reasons.clone(),
     }
 }

@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 
 use super::{
-    CandidateRow, ClaimRow, FamilyRow, LinkRow, OutcomeRow, RepositoryStatus, StatusSnapshot,
+    BudgetSample, CandidateRow, ClaimRow, FamilyRow, LinkRow, OutcomeRow, RepositoryStatus,
+    StatusSnapshot,
 };
 
 const STYLE: &str = r#"
@@ -102,7 +103,11 @@ pub fn render(snapshot: &StatusSnapshot) -> String {
         escape(&snapshot.bot_login),
         time(snapshot.generated_at),
     );
+    if snapshot.planning {
+        page.push_str("<p class=\"planning\"><span class=\"badge info\">planning…</span> reading the repository and the registries</p>");
+    }
     render_cards(&mut page, snapshot);
+    render_budget_chart(&mut page, &snapshot.budget_history);
     if snapshot.repositories.is_empty() {
         page.push_str("<p class=\"empty\">No repository has been read yet.</p>");
     }
@@ -181,6 +186,61 @@ fn render_cards(page: &mut String, snapshot: &StatusSnapshot) {
         snapshot.registry_requests.manifest_get + snapshot.registry_requests.blob_get
     );
     page.push_str("</div>");
+}
+
+/// The `core` budget over the sampled hours as an inline SVG line (no
+/// script): the height is what is left of the limit.
+fn render_budget_chart(page: &mut String, samples: &[BudgetSample]) {
+    const W: f64 = 600.0;
+    const H: f64 = 120.0;
+    let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
+        return;
+    };
+    let span = (last.at - first.at).num_seconds().max(60) as f64;
+    let points: Vec<String> = samples
+        .iter()
+        .map(|s| {
+            let x = (s.at - first.at).num_seconds() as f64 / span * W;
+            let share = if s.limit == 0 {
+                0.0
+            } else {
+                s.remaining.min(s.limit) as f64 / s.limit as f64
+            };
+            format!("{x:.1},{:.1}", H - share * H)
+        })
+        .collect();
+    let (last_x, last_y) = points
+        .last()
+        .and_then(|p| p.split_once(','))
+        .unwrap_or(("0", "0"));
+    let _ = write!(
+        page,
+        "<h2>GitHub core budget</h2><figure class=\"chart\"><svg role=\"img\" aria-label=\"GitHub core requests left, {} to {}\" \
+         viewBox=\"-40 -10 {} {}\" width=\"100%\" style=\"max-width:680px\" xmlns=\"http://www.w3.org/2000/svg\">\
+         <line x1=\"0\" y1=\"0\" x2=\"{W}\" y2=\"0\" stroke=\"#8884\"/><line x1=\"0\" y1=\"{H}\" x2=\"{W}\" y2=\"{H}\" stroke=\"#8884\"/>\
+         <text x=\"-4\" y=\"4\" text-anchor=\"end\" font-size=\"10\" fill=\"currentColor\">{}</text>\
+         <text x=\"-4\" y=\"{H}\" text-anchor=\"end\" font-size=\"10\" fill=\"currentColor\">0</text>\
+         <text x=\"0\" y=\"{}\" font-size=\"10\" fill=\"currentColor\">{}</text>\
+         <text x=\"{W}\" y=\"{}\" text-anchor=\"end\" font-size=\"10\" fill=\"currentColor\">{}</text>\
+         <polyline fill=\"none\" stroke=\"#1565c0\" stroke-width=\"2\" points=\"{}\"/>\
+         <circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"#1565c0\"/></svg>\
+         <figcaption class=\"meta\">requests left of {} per hour, {} now</figcaption></figure>",
+        first.at.format("%H:%M"),
+        last.at.format("%H:%M"),
+        W + 50.0,
+        H + 30.0,
+        last.limit,
+        H + 14.0,
+        first.at.format("%H:%M UTC"),
+        H + 14.0,
+        last.at.format("%H:%M UTC"),
+        points.join(" "),
+        // The latest reading, visible even as the only sample.
+        last_x,
+        last_y,
+        last.limit,
+        last.remaining,
+    );
 }
 
 fn render_repository(page: &mut String, repository: &RepositoryStatus) {

@@ -22,6 +22,11 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::watch;
 
+/// The dashboard page for `snapshot` (what `GET /` answers).
+pub fn render_page(snapshot: &StatusSnapshot) -> String {
+    html::render(snapshot)
+}
+
 /// Default listen address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8723";
 
@@ -46,6 +51,23 @@ pub struct StatusSnapshot {
     pub next_wave: Option<DateTime<Utc>>,
     /// Recent errors, newest first (messages never carry credentials).
     pub recent_errors: Vec<EventRow>,
+    /// Whether a plan (a wave's, or the dry run before the first wave) is
+    /// running right now.
+    pub planning: bool,
+    /// The GitHub `core` budget over the last hours, oldest first, at most
+    /// one sample a minute.
+    pub budget_history: Vec<BudgetSample>,
+}
+
+/// The GitHub `core` rate budget at one moment.
+#[derive(Debug, Clone, Serialize)]
+pub struct BudgetSample {
+    /// When it was read.
+    pub at: DateTime<Utc>,
+    /// Requests left in the window.
+    pub remaining: u64,
+    /// The window's limit.
+    pub limit: u64,
 }
 
 /// The state of one benchmark repository.
@@ -70,7 +92,9 @@ pub struct RepositoryStatus {
 pub struct FamilyRow {
     pub family: String,
     pub id: String,
-    /// `up-to-date`, `stale-newer`, `stale-pruned`, `unknown-track`, `error`.
+    /// `up-to-date`, `stale-newer`, `stale-pruned`, `unknown-track`, `error`,
+    /// or the block that keeps it from being bumped: `retired`, `duplicate`
+    /// (somebody else's PR), `occupied` (Klaud's own open PR).
     pub status: String,
     pub current: String,
     pub candidate: Option<String>,
@@ -146,7 +170,7 @@ impl CandidateRow {
                 .into_iter()
                 .map(|run| LinkRow {
                     label: format!("Run {} / attempt {}", run.id, run.attempt),
-                    url: run.url,
+                    url: run.attempt_url(),
                 })
                 .collect(),
             outcome: outcome_of(rec).map(|e| e.outcome.to_string()),
@@ -271,7 +295,8 @@ pub fn check_listen(addr: SocketAddr, allow_non_loopback: bool) -> Result<(), St
         Ok(())
     } else {
         Err(format!(
-            "dashboard address {addr} is not loopback; pass --dashboard-allow-remote to expose it"
+            "dashboard address {addr} is not loopback; to expose it (the dashboard has no \
+             authentication), set daemon.dashboard_allow_remote = true in klaud.toml"
         ))
     }
 }

@@ -1,0 +1,291 @@
+//! Which families the benchmark repository itself has retired, so Klaud
+//! never bumps them (issue 11): keys archived under `configs/deprecated/`
+//! and models or scenarios MODELS.md marks as deprecated or retired.
+//!
+//! The shapes are those of InferenceX's own MODELS.md:
+//! - the model matrix: a row whose *Prefix* cell names model prefixes in
+//!   backticks and whose *Active scenarios* cell reads `None (retired
+//!   2026-07-18, [#2276](…))` (or `fully retired`);
+//! - any row of the form `… Deprecated … since YYYY-MM-DD ([#N](…))`:
+//!   with a backticked prefix it retires that model, with an `ISL / OSL`
+//!   cell (the scenario table) it retires the fixed-sequence scenario.
+//!
+//! A family is retired by a scenario row only when *every* scenario it runs
+//! is deprecated: a model that still runs another scenario stays active.
+//! The same holds for the archive: InferenceX archives a retired
+//! *scenario* of a key under the key's own name (`dsr1-fp4-b200-sglang`'s
+//! 1k1k lives in `configs/deprecated/nvidia-1k1k-master.yaml` while its
+//! 8k1k still runs), so an archived key retires the active family only when
+//! the archived entry covers every scenario the active one runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use crate::repo::{Family, Repository};
+
+/// Why a family is retired, in plain words (names the source and the PR).
+pub type RetiredReason = String;
+
+static RETIRED_CELL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\bNone \((?:fully )?retired (\d{4}-\d{2}-\d{2}),\s*\[#(\d+)\]").expect("regex")
+});
+static DEPRECATED_SINCE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)deprecated\b[^|]*?\bsince (\d{4}-\d{2}-\d{2}) \(\[#(\d+)\]").expect("regex")
+});
+static PREFIX: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"`([A-Za-z0-9_.\-]+)`").expect("regex"));
+static ISL_OSL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^\s*(\d+)\s*/\s*(\d+)\s*$").expect("regex"));
+
+/// What MODELS.md retires.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Retirements {
+    /// Model prefix → reason.
+    pub models: BTreeMap<String, RetiredReason>,
+    /// `(isl, osl)` of a fixed-sequence scenario → reason.
+    pub scenarios: BTreeMap<(u64, u64), RetiredReason>,
+    /// Config key archived under `configs/deprecated/` → the archive file
+    /// and the scenarios the archived entry ran.
+    pub archived: BTreeMap<String, (String, Scenarios)>,
+}
+
+/// The scenarios of a master entry: fixed-sequence `(isl, osl)` pairs, and
+/// the other scenario kinds it runs (`agentic-coding`, …) by name.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Scenarios {
+    /// Fixed-sequence `(isl, osl)` pairs.
+    pub fixed: BTreeSet<(u64, u64)>,
+    /// Other scenario kinds, and fixed-sequence entries without both lengths.
+    pub other: BTreeSet<String>,
+}
+
+impl Scenarios {
+    fn of<'a>(scenarios: impl IntoIterator<Item = (&'a String, &'a serde_json::Value)>) -> Self {
+        let mut out = Self::default();
+        for (kind, value) in scenarios {
+            if kind != "fixed-seq-len" {
+                out.other.insert(kind.clone());
+                continue;
+            }
+            for s in value.as_array().into_iter().flatten() {
+                match (
+                    s.get("isl").and_then(serde_json::Value::as_u64),
+                    s.get("osl").and_then(serde_json::Value::as_u64),
+                ) {
+                    (Some(i), Some(o)) => {
+                        out.fixed.insert((i, o));
+                    }
+                    _ => {
+                        out.other.insert(kind.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether every scenario of `self` is also in `archived`.
+    fn covered_by(&self, archived: &Scenarios) -> bool {
+        self.fixed.is_subset(&archived.fixed) && self.other.is_subset(&archived.other)
+    }
+}
+
+/// Reads MODELS.md's table rows (see the module documentation). Lines that
+/// are not table rows, or rows of another shape, are ignored: MODELS.md is
+/// prose for people and Klaud only trusts the two shapes it knows.
+pub fn parse_models_md(text: &str) -> Retirements {
+    let mut out = Retirements::default();
+    for line in text.lines() {
+        let line = line.trim();
+        if !line.starts_with('|') {
+            continue;
+        }
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        let (date, pr) = if let Some(c) = cells.iter().find_map(|c| RETIRED_CELL.captures(c)) {
+            (c[1].to_owned(), c[2].to_owned())
+        } else if let Some(c) = DEPRECATED_SINCE.captures(line) {
+            (c[1].to_owned(), c[2].to_owned())
+        } else {
+            continue;
+        };
+        let reason = format!("retired in MODELS.md since {date} (#{pr})");
+        if let Some(isl_osl) = cells.iter().find_map(|c| ISL_OSL.captures(c)) {
+            if let (Ok(isl), Ok(osl)) = (isl_osl[1].parse(), isl_osl[2].parse()) {
+                out.scenarios
+                    .insert((isl, osl), format!("{reason}: scenario {isl}/{osl}"));
+            }
+            continue;
+        }
+        // The prefix column of the matrix, or the backticked prefix in the
+        // model name of the deprecation tables (`Kimi-K2.5 (`kimik2.5`)`).
+        let named = cells.iter().take(2).flat_map(|c| PREFIX.captures_iter(c));
+        for p in named {
+            out.models
+                .entry(p[1].to_owned())
+                .or_insert_with(|| format!("{reason}: model {}", &p[1]));
+        }
+    }
+    out
+}
+
+impl Retirements {
+    /// Reads `MODELS.md` and `configs/deprecated/*.yaml` of the checkout.
+    /// Missing files retire nothing; an unreadable archive file is skipped
+    /// with a warning (it cannot make a family bumpable that is retired by
+    /// another rule).
+    pub fn read(repository: &Repository) -> Self {
+        let base = repository.root().join(repository.prefix());
+        let mut out = std::fs::read_to_string(base.join("MODELS.md"))
+            .map(|t| parse_models_md(&t))
+            .unwrap_or_default();
+        let dir = base.join("configs/deprecated");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+            .collect();
+        files.sort();
+        for path in files {
+            let name = format!(
+                "configs/deprecated/{}",
+                path.file_name().unwrap_or_default().to_string_lossy()
+            );
+            let parsed = std::fs::read_to_string(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|t| crate::yaml::parse(&t).map_err(|e| e.to_string()));
+            match parsed {
+                Ok(Some(doc)) => {
+                    for (k, entry) in doc.as_mapping().unwrap_or_default() {
+                        if let Some(key) = k.as_scalar() {
+                            let json = entry.to_json();
+                            let scenarios = Scenarios::of(
+                                json.get("scenarios")
+                                    .and_then(serde_json::Value::as_object)
+                                    .into_iter()
+                                    .flatten(),
+                            );
+                            let (_, known) = out
+                                .archived
+                                .entry(key.to_owned())
+                                .or_insert_with(|| (name.clone(), Scenarios::default()));
+                            known.fixed.extend(scenarios.fixed);
+                            known.other.extend(scenarios.other);
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(file = name, error = %e, "archived configs unreadable"),
+            }
+        }
+        out
+    }
+
+    /// Why `family` is retired, if it is.
+    pub fn reason(&self, family: &Family) -> Option<RetiredReason> {
+        let runs = Scenarios::of(&family.entry.scenarios);
+        if let Some((file, archived)) = self.archived.get(&family.key)
+            && runs.covered_by(archived)
+        {
+            return Some(format!(
+                "key {} is archived in {file} with every scenario it runs",
+                family.key
+            ));
+        }
+        if let Some(r) = self.models.get(&family.entry.model_prefix) {
+            return Some(r.clone());
+        }
+        if !runs.other.is_empty() || runs.fixed.is_empty() {
+            return None;
+        }
+        let reasons: Vec<&str> = runs
+            .fixed
+            .iter()
+            .map(|p| self.scenarios.get(p).map(String::as_str))
+            .collect::<Option<_>>()?;
+        Some(reasons.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/fixtures/inferencex/full"
+    );
+
+    #[test]
+    fn the_real_models_md_retires_models_and_scenarios() {
+        let Ok(text) = std::fs::read_to_string(format!("{FULL}/MODELS.md")) else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "fixtures missing under CI"
+            );
+            eprintln!("SKIPPED: {FULL}/MODELS.md is missing");
+            return;
+        };
+        let r = parse_models_md(&text);
+        assert!(r.models["glm5"].contains("2026-07-18 (#2276)"), "{r:?}");
+        assert!(r.models.contains_key("glm5.1"));
+        assert!(r.models["kimik2.5"].contains("#2527"));
+        assert!(r.models.contains_key("gptoss"));
+        assert!(r.scenarios[&(1024, 1024)].contains("2026-07-17 (#2263)"));
+        assert!(r.scenarios.contains_key(&(1024, 8192)));
+        // Active models and the live scenario are not retired.
+        for active in ["dsr1", "dsv4", "kimik3", "qwen3.5", "minimaxm3"] {
+            assert!(!r.models.contains_key(active), "{active}: {r:?}");
+        }
+        assert!(!r.scenarios.contains_key(&(8192, 1024)));
+    }
+
+    #[test]
+    fn a_key_archived_for_another_scenario_stays_active() {
+        let Ok(repository) = Repository::open(FULL) else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "fixtures missing under CI"
+            );
+            eprintln!("SKIPPED: {FULL} is missing");
+            return;
+        };
+        let r = Retirements::read(&repository);
+        // Its 1k1k is archived under the same key; its 8k1k still runs.
+        assert!(r.archived.contains_key("dsr1-fp4-b200-sglang"), "{r:?}");
+        let family = repository
+            .families()
+            .iter()
+            .find(|f| f.key == "dsr1-fp4-b200-sglang")
+            .expect("active family");
+        assert_eq!(r.reason(family), None);
+        // The same entry archived with its own scenarios retires it.
+        let mut whole = r.clone();
+        let runs = Scenarios::of(&family.entry.scenarios);
+        whole.archived.insert(
+            family.key.clone(),
+            ("configs/deprecated/x.yaml".into(), runs),
+        );
+        assert!(
+            whole
+                .reason(family)
+                .is_some_and(|why| why.contains("x.yaml"))
+        );
+    }
+
+    #[test]
+    fn the_issue_shape_and_odd_rows_are_read_without_panics() {
+        let text = "| Llama (`llama9`) | Deprecated since 2026-01-02 ([#7](https://x/7)) |\n\
+                    | broken | Deprecated since yesterday |\n| | | |\n|\nnot a row `x`\n";
+        let r = parse_models_md(text);
+        assert_eq!(
+            r.models.get("llama9").map(String::as_str),
+            Some("retired in MODELS.md since 2026-01-02 (#7): model llama9")
+        );
+        assert_eq!(r.models.len(), 1);
+        assert!(r.scenarios.is_empty());
+    }
+}
