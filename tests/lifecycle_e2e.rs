@@ -409,12 +409,11 @@ async fn failed_smoke_without_hook_cleans_up() {
         .into_iter()
         .find(|b| b.contains("klaud-report:") && b.contains("Failed jobs:"))
         .expect("a report naming the failed jobs");
-    // Links render only for https:// URLs (the sandbox serves http), so the
-    // log URL is checked in the typed record.
-    assert!(
-        failed_report.contains("**Failed jobs:** End-to-End Tests (failure)"),
-        "{failed_report}"
-    );
+    let job_link = regex::Regex::new(
+        r"\*\*Failed jobs:\*\* \[End-to-End Tests\]\(http://127\.0\.0\.1:\d+/_html/demo/benchmarks/actions/runs/\d+/job/\d+\) \(failure\)",
+    )
+    .expect("regex");
+    assert!(job_link.is_match(&failed_report), "{failed_report}");
     let job_url = regex::Regex::new(
         r#""failed_jobs":\[\{"name":"End-to-End Tests","conclusion":"failure","url":"http://127\.0\.0\.1:\d+/_html/demo/benchmarks/actions/runs/\d+/job/\d+"\}\]"#,
     )
