@@ -1,6 +1,6 @@
 #!/bin/sh
 # An example Klaud repair hook (lifecycle.repair_command = ["configs/repair-hook-example.sh"]).
-# Klaud writes the input (docs/repair-hook.md, version 1) to stdin. This
+# Klaud writes the input (configs/repair-hook.md, version 1) to stdin. This
 # example only reads it, lists the failed jobs of the failed run with their log
 # pages, and gives up with a reason: replace the marked part with the agent
 # or script that edits the recipe and pushes a fix to "$branch" as the bot.
