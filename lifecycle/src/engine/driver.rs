@@ -817,14 +817,20 @@ impl<'a> Engine<'a> {
             .map_err(|e| EngineError::Invalid(format!("family {family}: {e}")))
     }
 
+    /// The families one bump of `family` changes: its whole family group
+    /// (repository order), or the family alone.
+    pub(super) fn bumped_together(&self, family: &str) -> Vec<String> {
+        match self.repository.group_of(family) {
+            Some(group) if group.families.iter().any(|f| f == family) => group.families.clone(),
+            _ => vec![family.to_owned()],
+        }
+    }
+
     /// The smoke's `test-config` command: every key the bump changes (a
     /// family group is smoked together, as it is bumped together) and
     /// their master files, each once, in repository order.
     fn smoke_command(&self, rec: &CandidateRecord) -> Result<String, EngineError> {
-        let members = match self.repository.group_of(&rec.family) {
-            Some(group) if group.families.contains(&rec.family) => group.families.clone(),
-            _ => vec![rec.family.clone()],
-        };
+        let members = self.bumped_together(&rec.family);
         let mut files: Vec<&str> = Vec::new();
         let mut keys: Vec<&str> = Vec::new();
         for member in &members {

@@ -44,11 +44,8 @@ impl Engine<'_> {
         // A family group is bumped as one candidate under its first
         // member's claim ref; the record lists every member so other
         // instances (and the old helper) see each of them as taken.
-        let members = match self.repository.group_of(&rec.family) {
-            Some(group) if group.families.contains(&rec.family) => group.families.clone(),
-            _ => vec![rec.family.clone()],
-        };
-        let candidates = members
+        let candidates = self
+            .bumped_together(&rec.family)
             .iter()
             .map(|member| ClaimCandidate::new(&base, member, cid.clone()))
             .collect();
