@@ -30,6 +30,7 @@ mod people;
 mod plan_sandbox;
 mod plan_upstream;
 mod provenance_e2e;
+mod readiness;
 mod recipe_roots;
 mod sandbox_ci;
 mod sandbox_registry;

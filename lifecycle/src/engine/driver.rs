@@ -101,6 +101,11 @@ pub struct EngineConfig {
     /// What to do with a Klaud PR already open when somebody else's PR
     /// starts to overlap its family.
     pub on_human_overlap: HumanOverlap,
+    /// Whether a candidate needs the published baseline of its family's
+    /// current image for every point before any GPU work (`readiness-
+    /// blocked` otherwise). Off: missing points are N/A rows. Only checked
+    /// when a results API is configured.
+    pub require_baseline: bool,
 }
 
 /// What Klaud does with its own open PR when a human PR later changes the
@@ -144,6 +149,7 @@ impl EngineConfig {
             bump: klaud_planner::bump::BumpOptions::default(),
             capacity: None,
             on_human_overlap: HumanOverlap::Leave,
+            require_baseline: true,
         }
     }
 }

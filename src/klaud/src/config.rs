@@ -378,6 +378,11 @@ pub struct LifecycleConfig {
     /// same family: `"leave"` (default) leaves it and notes the overlap on
     /// the dashboard, `"handoff"` ends it `handoff` with the usual cleanup.
     pub on_human_overlap: klaud_lifecycle::engine::HumanOverlap,
+    /// Whether a candidate needs the published baseline of its family's
+    /// current image for every point before any GPU work; without it the
+    /// candidate ends `readiness-blocked` (default true). Checked only when
+    /// `baseline_api` is set. false: missing points are N/A rows.
+    pub require_baseline: bool,
 }
 
 /// `"auto"`, `true` or `false`.
@@ -411,6 +416,7 @@ impl Default for LifecycleConfig {
             model_names: BTreeMap::new(),
             sweep_runs_on_drafts: DraftPolicy::Auto,
             on_human_overlap: klaud_lifecycle::engine::HumanOverlap::Leave,
+            require_baseline: true,
         }
     }
 }
