@@ -27,6 +27,7 @@ mod lifecycle_full;
 mod lifecycle_workflows;
 mod maintainer_commands;
 mod people;
+mod people_merge;
 mod plan_sandbox;
 mod plan_upstream;
 mod provenance_e2e;

@@ -464,6 +464,7 @@ jobs:
                 updated_at: now,
                 closed_at: None,
                 closed_by: None,
+                merged: None,
             },
         );
         drop(m);
@@ -775,6 +776,7 @@ jobs:
                     updated_at: now,
                     closed_at: None,
                     closed_by: None,
+                    merged: None,
                 },
             );
             let ids = pull_request_event(
