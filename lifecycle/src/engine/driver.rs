@@ -395,15 +395,24 @@ impl<'a> Engine<'a> {
         ))
     }
 
-    /// Why `family` may not use its clusters now (`None`: it may, or no
-    /// gate is configured).
+    /// Why `family` (with every family bumped together with it) may not
+    /// use its clusters now (`None`: it may, or no gate is configured).
     async fn capacity_refusal(&self, family: &str) -> Result<Option<String>, EngineError> {
         let Some(gate) = self.config.capacity.as_deref() else {
             return Ok(None);
         };
-        let family = self.family(family)?;
+        // A group is bumped, smoked and swept together: every member's
+        // clusters must have room, not only the first member's.
+        let members = self.bumped_together(family);
+        let families = members
+            .iter()
+            .map(|m| self.family(m))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(
-            match gate.check(self.repository, family, self.clock.now()).await {
+            match gate
+                .check_all(self.repository, &families, self.clock.now())
+                .await
+            {
                 klaud_planner::capacity::Verdict::Eligible { .. } => None,
                 klaud_planner::capacity::Verdict::Deferred(why) => Some(why),
             },
