@@ -228,3 +228,66 @@ async fn a_pr_merged_after_its_sweep_verified_ends_validated() {
     assert_eq!((receipts, cancels), (1, 0), "{writes:#?}");
     assert!(env.claims().await.is_empty(), "claim released");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_tag_while_a_validated_pr_waits_opens_nothing_and_the_plan_says_superseded() {
+    const SGLANG: &str = "demo-fp4-b200-sglang";
+    let env = env_seeded(&demo(), Some(VALIDATED_SCRIPT)).await;
+    let target = env.target(SGLANG).await;
+    let rec = env.finish(&MemoryJournal::new(), &target).await;
+    crate::lifecycle_e2e::assert_validated(&env, &target, &rec).await;
+    let number = rec.pull.expect("pull");
+    let family = target.candidate.family().to_string();
+    let family_runs = async || {
+        env.forge
+            .list_runs(&klaud_github::RunFilter::default())
+            .await
+            .expect("runs")
+            .into_iter()
+            .filter(|r| {
+                r.display_title
+                    .as_deref()
+                    .is_some_and(|t| t.contains(&family))
+                    || r.head_branch
+                        .as_deref()
+                        .is_some_and(|b| b.contains(&family))
+            })
+            .count()
+    };
+    let runs_before = family_runs().await;
+    assert!(runs_before > 0, "the validated candidate's smoke and sweep");
+    // Upstream publishes a newer tag on the same track while the PR waits
+    // for its merge.
+    let now = chrono::Utc::now();
+    env.stack
+        .registry
+        .add_tag(
+            "lmsysorg/sglang",
+            "v0.5.18-cu130",
+            &klaud_sandbox::registry::TagSeed {
+                pushed: Some(now),
+                created: Some(now),
+                ..Default::default()
+            },
+        )
+        .expect("push tag");
+    // The next wave, with a fresh store.
+    let summary = wave_with(&env, 5401, &MemoryJournal::new()).await;
+    let f = crate::people::family_of(&summary, SGLANG);
+    let b = f.blocked.as_ref().expect("occupied");
+    assert_eq!(b.kind, klaud_planner::plan::BlockKind::Occupied, "{b:?}");
+    assert!(
+        b.reason.contains("superseded upstream") && b.reason.contains("v0.5.18-cu130"),
+        "{b:?}"
+    );
+    assert_eq!(crate::people::klaud_pulls_of(&summary, SGLANG), 0);
+    let open: Vec<u64> = crate::people::open_pulls(&env)
+        .await
+        .into_iter()
+        .filter(|(_, head)| head.starts_with("klaud/auto-") && head.contains(&family))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(open, vec![number], "no second PR for the family");
+    // Nothing was dispatched for it.
+    assert_eq!(family_runs().await, runs_before);
+}
