@@ -184,7 +184,7 @@ async fn a_pr_merged_after_its_sweep_verified_ends_validated() {
         &lifecycle,
         &journal,
         &clock,
-        Claimant::new(uuid::Uuid::from_u128(0x6d65_7267_65)),
+        Claimant::new(uuid::Uuid::from_u128(0x006d_6572_6765)),
         &env.baseline,
         &env.repository,
         env.base.clone(),
