@@ -59,13 +59,16 @@ async fn run_reports(env: &Env, number: u64) -> Vec<(u64, String)> {
         .collect()
 }
 
+/// Says from the run reports seen whether to stop driving.
+type Stop = dyn Fn(&[(u64, String)]) -> bool + Sync;
+
 /// Steps the engine until `stop` says so (or the candidate ends), keeping
 /// every distinct body of the run report comments seen between steps.
 async fn drive(
     env: &Env,
     journal: &dyn Journal,
     target: &Target,
-    stop: &(dyn Fn(&[(u64, String)]) -> bool + Sync),
+    stop: &Stop,
     seen: &mut Vec<(u64, String)>,
 ) -> CandidateRecord {
     let lifecycle = GithubLifecycle::new(&env.forge);
@@ -140,7 +143,10 @@ async fn a_running_smoke_report_is_edited_in_place_as_its_jobs_finish() {
     let journal = MemoryJournal::new();
     let mut seen = Vec::new();
     let rec = drive(&env, &journal, &target, &|_| false, &mut seen).await;
-    assert_eq!(rec.ending.as_ref().map(|e| e.outcome), Some(Outcome::Validated));
+    assert_eq!(
+        rec.ending.as_ref().map(|e| e.outcome),
+        Some(Outcome::Validated)
+    );
     let number = rec.pull.expect("pull");
     // One comment per run; the smoke's was live first, then final.
     let smoke_id = seen.iter().find(|(_, b)| live(b)).expect("a live report").0;
@@ -156,14 +162,19 @@ async fn a_running_smoke_report_is_edited_in_place_as_its_jobs_finish() {
         lives[0]
     );
     assert!(
-        lives.iter().any(|b| b.contains("(evals passed, throughput running)")
-            || b.contains("throughput running")),
+        lives
+            .iter()
+            .any(|b| b.contains("(evals passed, throughput running)")
+                || b.contains("throughput running")),
         "{lives:#?}"
     );
     // Rows appear as jobs finish: some live version shows some but not all.
     let counts: Vec<usize> = lives.iter().map(|b| measured_rows(b)).collect();
     let last = versions.last().expect("final");
-    assert!(last.contains("**Initial attempt 0/5 · passed (smoke)**"), "{last}");
+    assert!(
+        last.contains("**Initial attempt 0/5 · passed (smoke)**"),
+        "{last}"
+    );
     let all = measured_rows(last);
     assert!(all >= 2, "{last}");
     assert!(
@@ -173,7 +184,8 @@ async fn a_running_smoke_report_is_edited_in_place_as_its_jobs_finish() {
     assert!(
         lives
             .iter()
-            .any(|b| b.contains("its job has not finished yet") && b.contains("该点位的作业尚未完成")),
+            .any(|b| b.contains("its job has not finished yet")
+                && b.contains("该点位的作业尚未完成")),
         "pending points say why they are N/A, in both languages"
     );
     // Final report in the same comment; no second comment for the run.
@@ -193,7 +205,11 @@ async fn a_running_smoke_report_is_edited_in_place_as_its_jobs_finish() {
     // seen at most, plus the final one), and the run has few jobs.
     let edits = edits_of(&env, smoke_id).await;
     assert!(edits >= 1, "never edited");
-    assert!(edits <= versions.len(), "{edits} edits for {} versions", versions.len());
+    assert!(
+        edits <= versions.len(),
+        "{edits} edits for {} versions",
+        versions.len()
+    );
     let jobs = env
         .forge
         .list_jobs(rec.attempts[0].run.as_ref().expect("run").id)
@@ -222,15 +238,25 @@ async fn a_restart_mid_run_finds_the_live_comment_again() {
     // A crash that loses the journal: the next instance starts empty.
     journal.clear();
     let rec = drive(&env, &journal, &target, &|_| false, &mut seen).await;
-    assert_eq!(rec.ending.as_ref().map(|e| e.outcome), Some(Outcome::Validated));
-    assert_eq!(env.dispatches().await, 1, "the smoke was not dispatched again");
+    assert_eq!(
+        rec.ending.as_ref().map(|e| e.outcome),
+        Some(Outcome::Validated)
+    );
+    assert_eq!(
+        env.dispatches().await,
+        1,
+        "the smoke was not dispatched again"
+    );
     let now = run_reports(&env, number).await;
     let smoke: Vec<_> = now
         .iter()
         .filter(|(_, b)| b.contains("Initial attempt 0/5"))
         .collect();
     assert_eq!(smoke.len(), 1, "{now:#?}");
-    assert_eq!(smoke[0].0, live_id, "the final report is in the live comment");
+    assert_eq!(
+        smoke[0].0, live_id,
+        "the final report is in the live comment"
+    );
     assert!(smoke[0].1.contains("passed (smoke)"));
 }
 
@@ -300,8 +326,16 @@ async fn chinese_blocks_hold_the_full_text_and_every_na_says_why() {
         let english = body.split("<summary>中文</summary>").next().unwrap_or("");
         if english.contains("| N/A") || english.contains("N/A |") {
             na_seen = true;
-            assert!(english.contains("**N/A:**") || english.contains("**Note:**") || english.contains("**Eval:** N/A ("), "{body}");
-            assert!(body.contains("**N/A：**") || body.contains("**说明：**"), "{body}");
+            assert!(
+                english.contains("**N/A:**")
+                    || english.contains("**Note:**")
+                    || english.contains("**Eval:** N/A ("),
+                "{body}"
+            );
+            assert!(
+                body.contains("**N/A：**") || body.contains("**说明：**"),
+                "{body}"
+            );
         }
     }
     assert!(na_seen, "no N/A was rendered at all");

@@ -1254,9 +1254,10 @@ impl<'a> Engine<'a> {
         let comments = self.forge.list_comments(number).await?;
         // A live report of the same run is replaced in its comment by the
         // final one (its first part); any other existing record is final.
-        let live = rendered
-            .iter()
-            .find_map(|r| self.live_comment(&comments, &r.key).map(|(c, _)| (c.id, &r.key)));
+        let live = rendered.iter().find_map(|r| {
+            self.live_comment(&comments, &r.key)
+                .map(|(c, _)| (c.id, &r.key))
+        });
         let missing: Vec<&RenderedComment> = rendered
             .iter()
             .filter(|r| {

@@ -179,7 +179,9 @@ impl Forge for LeaseGuard<'_> {
         body: &str,
     ) -> Result<Comment, ForgeError> {
         self.check(proof, "a comment edit")?;
-        self.inner.update_comment(proof, number, comment, body).await
+        self.inner
+            .update_comment(proof, number, comment, body)
+            .await
     }
     async fn reply(&self, permit: &ReplyPermit, body: &str) -> Result<Comment, ForgeError> {
         // A reply answers a maintainer and needs no claim.

@@ -12,11 +12,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::format::{code, link, ms, score, text, timestamp, with_delta};
+use super::live::LiveJobs;
 use super::markers::{
     HiddenRecord, MAX_PARTS, MarkerError, MarkerKey, ReportName, hidden_block, hidden_json,
     parse_json,
 };
-use super::live::LiveJobs;
 use super::{RenderedComment, ReportError, candidate_serde};
 use crate::artifacts::{BenchmarkRow, EvalRow, PointMetrics};
 use crate::baseline::{Baseline, PointSpec, Scenario};

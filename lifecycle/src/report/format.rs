@@ -209,10 +209,7 @@ pub fn reason_zh(reason: &str) -> String {
     let exact = [
         ("not a point of the frozen baseline", "不是冻结基线中的点位"),
         ("no result in this run", "本次运行没有该点位的结果"),
-        (
-            "its job has not finished yet",
-            "该点位的作业尚未完成",
-        ),
+        ("its job has not finished yet", "该点位的作业尚未完成"),
         ("no result artifact for this point", "没有该点位的结果产物"),
         ("no score in this run", "本次运行没有该评估的分数"),
         (
@@ -246,7 +243,10 @@ pub fn detail_zh(detail: &str) -> String {
         ("smoke", "冒烟测试"),
         ("full sweep", "完整 sweep"),
         ("smoke, infrastructure failure", "冒烟测试，基础设施故障"),
-        ("full sweep, infrastructure failure", "完整 sweep，基础设施故障"),
+        (
+            "full sweep, infrastructure failure",
+            "完整 sweep，基础设施故障",
+        ),
     ];
     if let Some((_, zh)) = exact.iter().find(|(en, _)| *en == detail) {
         return (*zh).to_owned();

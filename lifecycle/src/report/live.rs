@@ -117,9 +117,7 @@ impl LiveJobs {
             }
             let done: Vec<&&Job> = mine
                 .iter()
-                .filter(|j| {
-                    j.conclusion.is_some() || j.status.as_deref() == Some("completed")
-                })
+                .filter(|j| j.conclusion.is_some() || j.status.as_deref() == Some("completed"))
                 .collect();
             let started = mine
                 .iter()
@@ -150,7 +148,10 @@ impl LiveJobs {
     /// bookkeeping jobs), `setting up`.
     pub fn status_line(&self) -> String {
         let mut parts = Vec::new();
-        for (g, name) in [(JobGroup::Evals, "evals"), (JobGroup::Throughput, "throughput")] {
+        for (g, name) in [
+            (JobGroup::Evals, "evals"),
+            (JobGroup::Throughput, "throughput"),
+        ] {
             if let Some(s) = self.group(g) {
                 parts.push(format!("{name} {}", s.word().0));
             }
@@ -165,7 +166,10 @@ impl LiveJobs {
     /// The Chinese status line.
     pub fn status_line_zh(&self) -> String {
         let mut parts = Vec::new();
-        for (g, name) in [(JobGroup::Evals, "评估"), (JobGroup::Throughput, "吞吐量测试")] {
+        for (g, name) in [
+            (JobGroup::Evals, "评估"),
+            (JobGroup::Throughput, "吞吐量测试"),
+        ] {
             if let Some(s) = self.group(g) {
                 parts.push(format!("{name}{}", s.word().1));
             }
@@ -210,7 +214,14 @@ mod tests {
     fn job(name: &str, conclusion: Option<&str>) -> Job {
         Job {
             name: name.into(),
-            status: Some(if conclusion.is_some() { "completed" } else { "in_progress" }.into()),
+            status: Some(
+                if conclusion.is_some() {
+                    "completed"
+                } else {
+                    "in_progress"
+                }
+                .into(),
+            ),
             conclusion: conclusion.map(str::to_owned),
             html_url: None,
         }
@@ -220,20 +231,31 @@ mod tests {
     // `name:` (e2e-tests.yml / run-sweep.yml), " / ", then the evaluated
     // `name:` of the benchmark templates.
     const EVAL_OLD: &str = "eval / / p1 | dsr1 fp4 b200 vllm TP8 c64 | eval-only";
-    const EVAL_NEW: &str = "agentic eval / / klaud | p1 | minimaxm3 fp8 h200 vllm TP4 mtp c16 | eval-only";
+    const EVAL_NEW: &str =
+        "agentic eval / / klaud | p1 | minimaxm3 fp8 h200 vllm TP4 mtp c16 | eval-only";
     const TPUT_OLD: &str = "single-node 8k1k / / p2 | dsr1 fp4 b200 vllm TP8/EP8/DPA c128";
-    const TPUT_MULTI: &str = "multi-node / / p1 | dsr1 fp8 h100 dyn-sgl 1P (TP8) x 2D (TP8/EP8/DPA) c256x512";
+    const TPUT_MULTI: &str =
+        "multi-node / / p1 | dsr1 fp8 h100 dyn-sgl 1P (TP8) x 2D (TP8/EP8/DPA) c256x512";
     const CANARY: &str = "canary / / klaud | p0 | dsr1 fp4 b200 vllm TP8 c4";
 
     #[test]
     fn job_names_of_both_workflow_versions_fall_into_groups() {
         assert_eq!(JobGroup::of(EVAL_OLD), JobGroup::Evals);
         assert_eq!(JobGroup::of(EVAL_NEW), JobGroup::Evals);
-        assert_eq!(JobGroup::of("eval / p1 | x fp4 b200 vllm TP8 c64 | eval-only"), JobGroup::Evals);
+        assert_eq!(
+            JobGroup::of("eval / p1 | x fp4 b200 vllm TP8 c64 | eval-only"),
+            JobGroup::Evals
+        );
         assert_eq!(JobGroup::of(TPUT_OLD), JobGroup::Throughput);
         assert_eq!(JobGroup::of(TPUT_MULTI), JobGroup::Throughput);
         assert_eq!(JobGroup::of(CANARY), JobGroup::Throughput);
-        for other in ["get-jobs", "setup", "collect-results / collect-results", "calc-success-rate", "check-changelog"] {
+        for other in [
+            "get-jobs",
+            "setup",
+            "collect-results / collect-results",
+            "calc-success-rate",
+            "check-changelog",
+        ] {
             assert_eq!(JobGroup::of(other), JobGroup::Other, "{other}");
         }
         // A model called "eval" in the callee does not make it an eval job.
@@ -261,7 +283,10 @@ mod tests {
         waiting.status = Some("queued".into());
         let failed = LiveJobs::of(&[job(TPUT_OLD, Some("failure")), waiting]);
         assert_eq!(failed.status_line(), "evals queued, throughput failed");
-        assert_eq!(LiveJobs::of(&[job("get-jobs", None)]).status_line(), "setting up");
+        assert_eq!(
+            LiveJobs::of(&[job("get-jobs", None)]).status_line(),
+            "setting up"
+        );
         assert_eq!(LiveJobs::of(&[]).status_line(), "setting up");
     }
 }

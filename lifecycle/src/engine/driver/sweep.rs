@@ -299,10 +299,7 @@ impl Engine<'_> {
         // re-reads (the workflow's run-name, never the PR title alone).
         let title = live.title.clone();
         if !live.is_completed() {
-            if let Some(p) = self
-                .publish_live(rec, idx, &live, "full sweep")
-                .await?
-            {
+            if let Some(p) = self.publish_live(rec, idx, &live, "full sweep").await? {
                 return Ok(p);
             }
             return Ok(Progress::Waiting(format!(

@@ -105,7 +105,11 @@ fn seq_word(p: &Point) -> Option<String> {
 }
 
 fn caller(kind: RunKind, f: &FamilySpec, p: &Point, eval: bool) -> String {
-    let node = if f.multinode { "multi-node" } else { "single-node" };
+    let node = if f.multinode {
+        "multi-node"
+    } else {
+        "single-node"
+    };
     match (eval, p.agentic(), f.multinode) {
         (true, true, true) => "multi-node agentic eval /".into(),
         (true, true, false) => "agentic eval /".into(),
@@ -217,7 +221,10 @@ pub fn plan_jobs(
             artifacts,
         });
     }
-    for name in ["collect-results / collect-results", "collect-evals / collect-evals"] {
+    for name in [
+        "collect-results / collect-results",
+        "collect-evals / collect-evals",
+    ] {
         out.push(PlannedJob {
             name: name.into(),
             at: 1.0,

@@ -319,10 +319,7 @@ impl Runner {
         let planned = match step.conclusion {
             Conclusion::Infra(_) => Vec::new(),
             c => {
-                let ran: Vec<usize> = families
-                    .iter()
-                    .map(|(f, _)| points_ran(f, &step))
-                    .collect();
+                let ran: Vec<usize> = families.iter().map(|(f, _)| points_ran(f, &step)).collect();
                 jobs::plan_jobs(s.kind, &families, c, &step.multipliers, &ran, &uploads)
             }
         };
