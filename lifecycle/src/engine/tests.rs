@@ -586,3 +586,107 @@ async fn a_plain_single_key_bump_keeps_the_pr_body_free_of_a_scope() {
     assert!(!body.contains("\"scope\""), "{body}");
     assert!(!body.contains("Bumped together"), "{body}");
 }
+
+/// The demo repository's three files with `edit` applied to the NVIDIA
+/// master and `extra` files added, written to a temporary checkout.
+fn edited_demo(
+    edit: impl Fn(&str) -> String,
+    extra: &[(&str, &str)],
+) -> (Repository, Vec<(String, Vec<u8>)>, tempfile::TempDir) {
+    let mut files = Vec::new();
+    for path in [
+        "configs/nvidia-master.yaml",
+        "configs/amd-master.yaml",
+        "perf-changelog.yaml",
+    ] {
+        let mut bytes = std::fs::read(demo_root().join(path)).expect(path);
+        if path == "configs/nvidia-master.yaml" {
+            bytes = edit(std::str::from_utf8(&bytes).expect("utf-8")).into_bytes();
+        }
+        files.push((path.to_owned(), bytes));
+    }
+    for (path, text) in extra {
+        files.push(((*path).to_owned(), text.as_bytes().to_vec()));
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (path, bytes) in &files {
+        let target = dir.path().join(path);
+        std::fs::create_dir_all(target.parent().expect("parent")).expect("mkdir");
+        std::fs::write(target, bytes).expect("write");
+    }
+    let repository = Repository::open(dir.path()).expect("edited demo repository");
+    (repository, files, dir)
+}
+
+/// Drives a fresh candidate to its ending before any pull request exists.
+async fn ended_before_a_pull(w: &World) -> Ending {
+    let rec = w.engine().open_record(&w.target).await.expect("record");
+    drive_to_an_ending_before_a_pull(w, rec).await
+}
+
+async fn drive_to_an_ending_before_a_pull(w: &World, mut rec: CandidateRecord) -> Ending {
+    let p = w.until_waiting(&mut rec).await;
+    let Progress::Done(Some(ending)) = p else {
+        panic!("{p:?}")
+    };
+    assert!(w.forge.pulls().is_empty(), "no pull request is opened");
+    assert!(w.forge.runs().is_empty(), "nothing is dispatched");
+    assert!(
+        w.forge
+            .git()
+            .ref_names()
+            .iter()
+            .all(|r| !r.contains("klaud/claim-")),
+        "the claim is released"
+    );
+    ending
+}
+
+#[tokio::test]
+async fn a_base_that_already_carries_the_image_ends_already_updated() {
+    let old = "lmsysorg/sglang:v0.5.16-cu130";
+    let (repository, files, _dir) = edited_demo(|t| t.replacen(old, IMAGE, 1), &[]);
+    let w = World::seeded(repository, &files, FAMILY, IMAGE, EngineConfig::new(7)).await;
+    let ending = ended_before_a_pull(&w).await;
+    assert_eq!(ending.outcome, Outcome::AlreadyUpdated, "{ending:?}");
+    assert!(ending.message.contains(IMAGE), "{}", ending.message);
+}
+
+#[tokio::test]
+async fn a_family_the_base_retired_in_models_md_ends_retired() {
+    let models = "| Model | Prefix | Status |\n|---|---|---|\n| Demo R1 | `demo` | Deprecated since 2026-08-20 ([#41](https://github.com/demo/benchmarks/pull/41)) |\n";
+    let (repository, files, _dir) = edited_demo(str::to_owned, &[("MODELS.md", models)]);
+    let w = World::seeded(repository, &files, FAMILY, IMAGE, EngineConfig::new(7)).await;
+    let ending = ended_before_a_pull(&w).await;
+    assert_eq!(ending.outcome, Outcome::Retired, "{ending:?}");
+    assert!(ending.message.contains("#41"), "{}", ending.message);
+}
+
+#[tokio::test]
+async fn a_family_removed_from_the_base_ends_retired() {
+    let mut w = World::new().await;
+    // The plan saw the family; the base the engine now works from has lost
+    // its key (e.g. a merge moved it to configs/deprecated/).
+    let (repository, _files, dir) = edited_demo(
+        |t| {
+            let start = t.find("demo-fp4-b200-sglang:").expect("key");
+            let end = t[start + 1..]
+                .find("\ndemo-")
+                .map_or(t.len(), |i| start + 2 + i);
+            format!("{}{}", &t[..start], &t[end..])
+        },
+        &[],
+    );
+    assert!(repository.family(FAMILY).is_err(), "the key is gone");
+    // The record was opened (planned) against the old base.
+    let rec = w.engine().open_record(&w.target).await.expect("record");
+    w.repository = repository;
+    let ending = drive_to_an_ending_before_a_pull(&w, rec).await;
+    assert_eq!(ending.outcome, Outcome::Retired, "{ending:?}");
+    assert!(
+        ending.message.contains("no longer has"),
+        "{}",
+        ending.message
+    );
+    drop(dir);
+}

@@ -3,6 +3,7 @@
 use crate::engine::forge::Forge as _;
 use klaud_claims::{Acquire, ClaimBook, ClaimCandidate, ClaimEntry, HeldClaim};
 use klaud_planner::image::ImageRef;
+use klaud_planner::retired::Retirements;
 
 use super::{Engine, EngineError, Progress, Scope, TRAILER};
 use crate::engine::forge::ForgeError;
@@ -194,7 +195,31 @@ impl Engine<'_> {
         let commit = match rec.pending_commit.clone() {
             Some(c) => c,
             None => {
-                let family = self.family(&rec.family)?;
+                let family = match self.repository.family(&rec.family) {
+                    Ok(f) => f,
+                    // The base moved on since the plan: the family's key was
+                    // removed (or archived) there, so there is nothing to bump.
+                    Err(klaud_planner::repo::RepoError::UnknownFamily { .. }) => {
+                        let m = format!(
+                            "the base branch no longer has {}: it was removed or archived",
+                            rec.family
+                        );
+                        return self
+                            .end(rec, Outcome::Retired, Phase::Resolve, m, true)
+                            .await;
+                    }
+                    Err(e) => {
+                        return Err(EngineError::Invalid(format!("family {}: {e}", rec.family)));
+                    }
+                };
+                // MODELS.md of the base may have retired the model since the
+                // plan (the planner checks the same rule before claiming).
+                if let Some(why) = Retirements::read(self.repository).reason(family) {
+                    let m = format!("the base branch retires {}: {why}", rec.family);
+                    return self
+                        .end(rec, Outcome::Retired, Phase::Resolve, m, true)
+                        .await;
+                }
                 let from = family.image().clone();
                 let to = match ImageRef::parse(&rec.image) {
                     Ok(i) => i,
