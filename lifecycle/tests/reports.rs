@@ -115,7 +115,7 @@ fn provenance() -> Provenance {
         new_tag: "v0.5.17-cu130".into(),
         digest: "sha256:d6e7288627be8b02be88e4bba38e73f6d50e2826869f753c13a4c4385ab3eda9".into(),
         revision: Some("bb5e6198".into()),
-        clock: Some("tag version (semver)".into()),
+        clock: Some("tag-text".into()),
         upstream: Some(UpstreamRange {
             repository: "sgl-project/sglang".into(),
             from: "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".into(),

@@ -296,6 +296,35 @@ pub fn note_zh(note: &str) -> String {
     format!("原文：{note}")
 }
 
+/// The words for the clock that ordered the tags (the planner's `Clock`,
+/// kebab-case in the typed record), in English or Chinese; an unknown name
+/// is shown as the original.
+pub fn clock_words(clock: &str, zh: bool) -> String {
+    let known = [
+        ("tag-text", "the tag text", "标签文本"),
+        (
+            "registry-push-time",
+            "the registry's push time",
+            "镜像仓库的推送时间",
+        ),
+        (
+            "created-label",
+            "the image's created label",
+            "镜像的 created 标签",
+        ),
+        (
+            "config-created",
+            "the image config's creation time",
+            "镜像配置中的创建时间",
+        ),
+    ];
+    match known.iter().find(|(name, _, _)| *name == clock) {
+        Some((_, en, cn)) => (if zh { *cn } else { *en }).to_owned(),
+        None if zh => format!("原文：{clock}"),
+        None => clock.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,6 +344,12 @@ mod tests {
             "公开结果缺少 mean_tpot"
         );
         assert_eq!(reason_zh("HTTP 502"), "原文：HTTP 502");
+        assert_eq!(
+            clock_words("registry-push-time", true),
+            "镜像仓库的推送时间"
+        );
+        assert_eq!(clock_words("tag-text", false), "the tag text");
+        assert_eq!(clock_words("sundial", true), "原文：sundial");
         assert_eq!(
             note_zh("Run conclusion: failure."),
             "运行结论：失败（failure）。"

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::format::{code, link, ms, number, reason_zh, text, title_text};
+use super::format::{clock_words, code, link, ms, number, reason_zh, text, title_text};
 use super::markers::hidden_json;
 use crate::baseline::{Baseline, BaselineValue};
 use klaud_planner::provenance::ImageVersions;
@@ -356,7 +356,10 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
         out.push_str(&format!(" · revision {}", code(rev)));
     }
     if let Some(clock) = &p.clock {
-        out.push_str(&format!(" · ordered by {}", text(clock)));
+        out.push_str(&format!(
+            " · ordered by {}",
+            text(&clock_words(clock, false))
+        ));
     }
     out.push_str("  \n");
     if let Some(u) = &p.upstream {
@@ -423,7 +426,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
         out.push_str(&format!(" · 修订 {}", code(rev)));
     }
     if let Some(clock) = &p.clock {
-        out.push_str(&format!(" · 排序依据：{}", text(clock)));
+        out.push_str(&format!(" · 排序依据：{}", text(&clock_words(clock, true))));
     }
     out.push_str("  \n");
     if let Some(u) = &p.upstream {
@@ -441,7 +444,10 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
         ));
     }
     if let Some(why) = &p.not_release_reason {
-        out.push_str(&format!("**为何不用正式版本：**{}  \n", text(why)));
+        out.push_str(&format!(
+            "**为何不用正式版本：**{}  \n",
+            text(&format!("原文：{why}"))
+        ));
     }
     if let Some(scope) = &p.scope {
         out.push_str(&scope.lines(true));
