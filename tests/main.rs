@@ -31,6 +31,7 @@ mod plan_sandbox;
 mod plan_upstream;
 mod provenance_e2e;
 mod recipe_roots;
+mod repair_loop;
 mod sandbox_ci;
 mod sandbox_registry;
 mod serve_daemon;

@@ -212,6 +212,26 @@ impl Engine<'_> {
         if rec.attempts[idx].reported && rec.attempts[idx].infra {
             return self.retry_sweep(rec, idx, &ours).await;
         }
+        if rec.attempts[idx].reported
+            && rec.attempts[idx].status == AttemptStatus::Failed
+            && rec.sweep.is_none()
+            && self.repair.is_some()
+        {
+            // A failed sweep goes to the repair hook like a failed smoke;
+            // the repaired head gets a new final sweep.
+            if rec.repairs < self.config.repair_budget {
+                rec.step = Step::Repair;
+                self.save(rec).await?;
+                return Ok(Progress::Advanced(Step::Repair));
+            }
+            let m = format!(
+                "the final sweep still fails after {} repairs",
+                self.config.repair_budget
+            );
+            return self
+                .end(rec, Outcome::Failed, Phase::FinalSweep, m, false)
+                .await;
+        }
         if rec.attempts[idx].reported {
             let (outcome, m) = match (&rec.attempts[idx].status, &rec.sweep) {
                 (AttemptStatus::Passed, Some(_)) => (
@@ -415,6 +435,7 @@ impl Engine<'_> {
             notes,
             part: None,
             failed_jobs: self.failed_jobs(live.id, status).await?,
+            repair: self.repair_changes(rec, idx).await?,
         };
         let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
         if let Some(p) = self
