@@ -381,3 +381,29 @@ exit 3
         "the checkout is cleaned up"
     );
 }
+
+#[tokio::test]
+async fn the_example_hook_reads_the_input_and_gives_up_with_a_reason() {
+    let env = env(crate::lifecycle_e2e::VALIDATED_SCRIPT).await;
+    let target = env.target("demo-fp4-b200-vllm").await;
+    let journal = MemoryJournal::new();
+    let root = tempfile::tempdir().expect("checkout root");
+    let example = Path::new(crate::support::REPO_ROOT).join("configs/repair-hook-example.sh");
+    let hook = CommandHook::new(vec![example.display().to_string()], Duration::from_secs(60))
+        .expect("hook")
+        .with_api_base(&env.stack.github.url())
+        .with_checkout(CheckoutSource {
+            root: root.path().to_path_buf(),
+            clone_url: format!("{}/_html/{REPO}.git", env.stack.github.url()),
+            token_env: None,
+        });
+    let rec = env.finish_with(&journal, &target, Some(&hook)).await;
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Failed, "{ending:?}");
+    // Past the version check and into the checkout: its last words.
+    assert!(
+        ending.message.contains("the example hook makes no fix"),
+        "{ending:?}"
+    );
+    assert!(!root.path().join(&rec.candidate).exists());
+}
