@@ -407,3 +407,29 @@ async fn the_example_hook_reads_the_input_and_gives_up_with_a_reason() {
     );
     assert!(!root.path().join(&rec.candidate).exists());
 }
+
+#[tokio::test]
+async fn a_foreign_commit_after_a_sweep_repair_hands_off_in_the_final_sweep() {
+    let env = env(r#"
+[families."*"]
+smoke = ["success"]
+sweep = ["failure"]
+"#)
+    .await;
+    let target = env.target("demo-fp4-b200-sglang").await;
+    let journal = MemoryJournal::new();
+    let hook = ScriptedHook::new(
+        &env,
+        vec![Push {
+            author: BOT,
+            subject: "Fix without the trailer",
+            file: "repairs/x.txt",
+            trailer: false,
+        }],
+    );
+    let rec = env.finish_with(&journal, &target, Some(&hook)).await;
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Handoff, "{ending:?}");
+    assert_eq!(ending.phase, Phase::FinalSweep, "{ending:?}");
+    assert_eq!(hook.seen()[0].phase, Phase::FinalSweep);
+}

@@ -556,7 +556,16 @@ impl Engine<'_> {
             .foreign_repair_commit(rec, &old_head, &tip.sha, n)
             .await?
         {
-            return self.on_mismatch(rec, m).await;
+            let progress = self.on_mismatch(rec, m).await?;
+            // The repair step reads as targeted; a sweep's repair was not.
+            if let Some(e) = rec.ending.as_mut()
+                && e.phase == Phase::Targeted
+                && phase == Phase::FinalSweep
+            {
+                e.phase = phase;
+                self.save(rec).await?;
+            }
+            return Ok(progress);
         }
         rec.head = Some(tip.sha.clone());
         rec.repairs = n;
