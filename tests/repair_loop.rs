@@ -433,3 +433,72 @@ sweep = ["failure"]
     assert_eq!(ending.phase, Phase::FinalSweep, "{ending:?}");
     assert_eq!(hook.seen()[0].phase, Phase::FinalSweep);
 }
+
+#[tokio::test]
+async fn one_shot_waves_with_empty_journals_repair_a_sweep_once_and_count_it() {
+    use klaud::cli::demo::{sandbox_engine, sandbox_registry};
+    use klaud_planner::plan::PlanOptions;
+    use klaud_service::wave::{WaveOptions, run_wave};
+    // Runs outlast a wave that does not wait, so the repair and the sweep
+    // after it are seen by waves that know only what GitHub shows.
+    let env = env(r#"
+[families."*"]
+smoke = [{ delay = 1, outcome = "success" }]
+sweep = [{ delay = 1, outcome = "failure" }, { delay = 1, outcome = "success" }]
+"#)
+    .await;
+    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
+    let hook = ScriptedHook::new(&env, two_trailer_commits());
+    let mut outcome = None;
+    for wave in 0..60u64 {
+        let mut plan = PlanOptions::new(chrono::Utc::now());
+        plan.max_candidates = 1;
+        let journal = MemoryJournal::new();
+        let summary = run_wave(
+            &env.forge,
+            &journal,
+            &registry,
+            &env.baseline,
+            Some(&hook),
+            WaveOptions {
+                claimant: klaud_claims::Claimant::new(uuid::Uuid::from_u128(0x6b6c_6175_6400)),
+                engine: sandbox_engine(9_000 + wave),
+                plan,
+                poll: Duration::from_millis(20),
+                wait: Duration::ZERO,
+                cooldown: Duration::from_secs(3600),
+                upstream: None,
+                cache: None,
+                stop: None,
+                checkout: None,
+            },
+        )
+        .await
+        .expect("wave");
+        let c = summary.candidates.first().expect("a candidate").clone();
+        if c.outcome.is_some() {
+            outcome = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let c = outcome.expect("the candidate finished within 60 waves");
+    assert_eq!(c.outcome.as_deref(), Some("validated"), "{c:#?}");
+    assert_eq!(hook.seen().len(), 1, "one repair, however many waves");
+    let branch = klaud_lifecycle::engine::branch_name(&c.candidate);
+    let number = env.pulls(&branch).await[0];
+    let reports = change_reports(&env, number).await;
+    assert_eq!(reports.len(), 1, "{reports:#?}");
+    assert!(
+        reports[0].contains("**What repair 1 changed**"),
+        "{}",
+        reports[0]
+    );
+    let receipt = env
+        .bodies(number)
+        .await
+        .into_iter()
+        .find(|b| b.starts_with("<!-- klaud-outcome:"))
+        .expect("receipt");
+    assert!(receipt.contains("Repairs: 1"), "{receipt}");
+}

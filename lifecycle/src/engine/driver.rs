@@ -571,7 +571,8 @@ impl<'a> Engine<'a> {
                 _ => None,
             })
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .max(self.published_repairs(rec, &comments));
         rec.head = rec
             .attempts
             .last()

@@ -36,7 +36,50 @@ impl Engine<'_> {
                 rec.repairs = rec.repairs.max(n);
             }
         }
+        // Repairs of final sweeps are not smoke attempts: their reports
+        // say which repair came before them.
+        rec.repairs = rec.repairs.max(self.published_repairs(rec, &comments));
         Ok(())
+    }
+
+    /// The published reports of this candidate's owner run, parsed (first
+    /// parts only), in publishing order.
+    fn published_reports(
+        &self,
+        rec: &CandidateRecord,
+        comments: &[crate::engine::forge::Comment],
+    ) -> Vec<AttemptReport> {
+        comments
+            .iter()
+            .filter(|c| self.by_bot(c.author.as_deref()))
+            .filter_map(|c| find_record(&c.body).ok().flatten())
+            .filter(|f| {
+                matches!(&f.key, MarkerKey::Report {
+                    owner_run, candidate, name: ReportName::Run { .. }, part,
+                } if *owner_run == rec.owner_run
+                    && candidate.as_str() == rec.candidate
+                    && part.is_none_or(|p| p == 1))
+            })
+            .filter_map(|f| parse_report(&f).ok())
+            .collect()
+    }
+
+    /// The highest repair number the published reports name (a smoke's
+    /// `Repair n/…` or the `repair` of any report after a repair).
+    pub(super) fn published_repairs(
+        &self,
+        rec: &CandidateRecord,
+        comments: &[crate::engine::forge::Comment],
+    ) -> u32 {
+        self.published_reports(rec, comments)
+            .iter()
+            .filter_map(|r| match (r.kind, &r.repair) {
+                (_, Some(changes)) => Some(changes.n),
+                (Some(AttemptKind::Repair { n, .. }), None) => Some(n),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// The attempts whose reports are published, in publishing order.
@@ -703,11 +746,46 @@ impl Engine<'_> {
                     && !prev.infra
             }
         };
-        if idx >= rec.attempts.len() || !after_repair(idx) {
+        if idx >= rec.attempts.len() {
             return Ok(None);
         }
-        let n = (1..=idx).filter(|&i| after_repair(i)).count() as u32;
-        let (from, to) = (&rec.attempts[idx - 1].head, &rec.attempts[idx].head);
+        let (n, from) = if after_repair(idx) {
+            let n = (1..=idx).filter(|&i| after_repair(i)).count() as u32;
+            (n, rec.attempts[idx - 1].head.clone())
+        } else if rec.attempts[idx].kind == AttemptKind::FinalSweep {
+            // Rebuilt from GitHub (an empty journal): the failed sweep
+            // before this one is only in its published report. A sweep
+            // with another head before this one was repaired since.
+            let Some(number) = rec.pull else {
+                return Ok(None);
+            };
+            let comments = self.forge.list_comments(number).await?;
+            let head = &rec.attempts[idx].head;
+            let reports = self.published_reports(rec, &comments);
+            if reports
+                .iter()
+                .any(|r| r.head.as_deref() == Some(head.as_str()))
+            {
+                // Not the first report of this head (a retry): the
+                // repair was reported already.
+                return Ok(None);
+            }
+            let Some(failed) = reports.iter().rev().find(|r| {
+                r.kind == Some(AttemptKind::FinalSweep)
+                    && r.status == AttemptStatus::Failed
+                    && r.detail.as_deref() != Some(SWEEP_INFRA_DETAIL)
+                    && r.head
+                        .as_deref()
+                        .is_some_and(|h| h != head && !h.is_empty())
+            }) else {
+                return Ok(None);
+            };
+            let n = self.published_repairs(rec, &comments) + 1;
+            (n, failed.head.clone().unwrap_or_default())
+        } else {
+            return Ok(None);
+        };
+        let (from, to) = (&from, &rec.attempts[idx].head);
         let cmp = self.forge.compare_commits(from, to).await?;
         Ok(Some(RepairChanges {
             n,

@@ -437,6 +437,11 @@ impl Engine<'_> {
             failed_jobs: self.failed_jobs(live.id, status).await?,
             repair: self.repair_changes(rec, idx).await?,
         };
+        if let Some(changes) = &report.repair {
+            // Counted even when this run only learnt of the repair from
+            // GitHub (an empty journal).
+            rec.repairs = rec.repairs.max(changes.n);
+        }
         let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
         if let Some(p) = self
             .publish(rec, &rendered, Scope::Run(live.id, &title))
