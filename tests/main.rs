@@ -25,6 +25,7 @@ mod inferencex_compat;
 mod lifecycle_e2e;
 mod lifecycle_full;
 mod lifecycle_workflows;
+mod live_reports;
 mod maintainer_commands;
 mod people;
 mod plan_sandbox;

@@ -165,6 +165,23 @@ pub struct Run {
     /// yet: like GitHub, the run keeps its status until it ends as
     /// `cancelled`, and its script no longer decides the outcome.
     pub cancel_requested: bool,
+    /// The jobs of the latest attempt, as the CI simulator creates them
+    /// (named as the InferenceX workflows name them, finishing one by one);
+    /// empty until it plans the run, and for runs it does not run, which
+    /// then show one job named after the run.
+    pub jobs: Vec<Job>,
+}
+
+/// One job of a run (Actions jobs API).
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: u64,
+    pub name: String,
+    /// `queued`, `in_progress` or `completed`.
+    pub status: String,
+    pub conclusion: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
 }
 
 /// A finished attempt of a run that was re-run.
@@ -694,6 +711,40 @@ impl Model {
             "head_commit": head_commit, "repository": self.repo_json(r),
             "head_repository": self.repo_json(r),
         })
+    }
+
+    /// The jobs GitHub lists for a run's latest attempt.
+    pub fn jobs_json(&self, r: &Repo, run: &Run) -> Vec<Value> {
+        if run.jobs.is_empty() {
+            return vec![self.job_json(r, run)];
+        }
+        let url = self.repo_url(&r.owner, &r.name);
+        run.jobs
+            .iter()
+            .map(|j| {
+                // A run that ended (cancelled, say) ends its open jobs with it.
+                let (status, conclusion, completed) = if j.status != "completed"
+                    && run.status == "completed"
+                {
+                    ("completed", run.conclusion.clone(), Some(run.updated_at))
+                } else {
+                    (j.status.as_str(), j.conclusion.clone(), j.completed_at)
+                };
+                json!({
+                    "id": j.id, "run_id": run.id, "run_url": format!("{url}/actions/runs/{}", run.id),
+                    "run_attempt": run.run_attempt, "node_id": format!("J_{}", j.id),
+                    "head_sha": run.head_sha, "head_branch": run.head_branch,
+                    "url": format!("{url}/actions/jobs/{}", j.id),
+                    "html_url": format!("{}/actions/runs/{}/job/{}", self.html_base(&url), run.id, j.id),
+                    "status": status, "conclusion": conclusion,
+                    "created_at": fmt_time(run.run_started_at), "started_at": fmt_time(j.started_at),
+                    "completed_at": completed.map(fmt_time),
+                    "name": j.name, "steps": [], "check_run_url": format!("{url}/check-runs/{}", j.id),
+                    "labels": ["ubuntu-latest"], "runner_id": null, "runner_name": null,
+                    "runner_group_id": null, "runner_group_name": null, "workflow_name": run.name,
+                })
+            })
+            .collect()
     }
 
     pub fn job_json(&self, r: &Repo, run: &Run) -> Value {

@@ -354,6 +354,7 @@ fn start_run(
         concurrency_group: concurrency.map(|c| c.group),
         past_attempts: Vec::new(),
         cancel_requested: false,
+        jobs: Vec::new(),
     };
     r.runs.insert(run_id, run);
     Ok(run_id)
