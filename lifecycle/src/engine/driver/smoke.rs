@@ -767,12 +767,15 @@ impl Engine<'_> {
             let comments = self.forge.list_comments(number).await?;
             let head = &rec.attempts[idx].head;
             let reports = self.published_reports(rec, &comments);
-            if reports
-                .iter()
-                .any(|r| r.head.as_deref() == Some(head.as_str()))
-            {
-                // Not the first report of this head (a retry): the
-                // repair was reported already.
+            // Not the first run of this head (a retry): the repair was
+            // reported already. This run's own live report does not count.
+            let this = rec.attempts[idx].run.as_ref().map(|r| ReportName::Run {
+                id: r.id,
+                attempt: r.attempt,
+            });
+            if reports.iter().any(|r| {
+                r.head.as_deref() == Some(head.as_str()) && r.live.is_none() && Some(r.name) != this
+            }) {
                 return Ok(None);
             }
             let Some(failed) = reports.iter().rev().find(|r| {
