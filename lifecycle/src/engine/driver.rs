@@ -102,6 +102,11 @@ pub struct EngineConfig {
     /// What to do with a Klaud PR already open when somebody else's PR
     /// starts to overlap its family.
     pub on_human_overlap: HumanOverlap,
+    /// Whether a candidate needs the published baseline of its family's
+    /// current image for every point before any GPU work (`readiness-
+    /// blocked` otherwise). Off: missing points are N/A rows. Only checked
+    /// when a results API is configured.
+    pub require_baseline: bool,
     /// Live attempt reports: the least time between two edits of a run's
     /// report comment while the run is in progress (`None`: the report is
     /// posted only when the run ends).
@@ -149,6 +154,7 @@ impl EngineConfig {
             bump: klaud_planner::bump::BumpOptions::default(),
             capacity: None,
             on_human_overlap: HumanOverlap::Leave,
+            require_baseline: true,
             live_report_interval: Some(TimeDelta::minutes(5)),
         }
     }
@@ -405,15 +411,24 @@ impl<'a> Engine<'a> {
         ))
     }
 
-    /// Why `family` may not use its clusters now (`None`: it may, or no
-    /// gate is configured).
+    /// Why `family` (with every family bumped together with it) may not
+    /// use its clusters now (`None`: it may, or no gate is configured).
     async fn capacity_refusal(&self, family: &str) -> Result<Option<String>, EngineError> {
         let Some(gate) = self.config.capacity.as_deref() else {
             return Ok(None);
         };
-        let family = self.family(family)?;
+        // A group is bumped, smoked and swept together: every member's
+        // clusters must have room, not only the first member's.
+        let members = self.bumped_together(family);
+        let families = members
+            .iter()
+            .map(|m| self.family(m))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(
-            match gate.check(self.repository, family, self.clock.now()).await {
+            match gate
+                .check_all(self.repository, &families, self.clock.now())
+                .await
+            {
                 klaud_planner::capacity::Verdict::Eligible { .. } => None,
                 klaud_planner::capacity::Verdict::Deferred(why) => Some(why),
             },

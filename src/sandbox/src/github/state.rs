@@ -109,6 +109,16 @@ pub struct Pull {
     pub closed_at: Option<DateTime<Utc>>,
     /// Who closed it (GitHub's issue `closed_by`), while closed.
     pub closed_by: Option<String>,
+    /// When, by whom and as which commit it was merged.
+    pub merged: Option<Merged>,
+}
+
+/// A pull request's merge (`merged_at`, `merged_by`, `merge_commit_sha`).
+#[derive(Debug, Clone)]
+pub struct Merged {
+    pub at: DateTime<Utc>,
+    pub by: String,
+    pub sha: String,
 }
 
 #[derive(Debug, Clone)]
@@ -588,7 +598,9 @@ impl Model {
             "labels": p.labels.iter().map(|l| self.label_json(r, l)).collect::<Vec<_>>(),
             "milestone": null, "active_lock_reason": null,
             "created_at": fmt_time(p.created_at), "updated_at": fmt_time(p.updated_at),
-            "closed_at": p.closed_at.map(fmt_time), "merged_at": null, "merge_commit_sha": null,
+            "closed_at": p.closed_at.map(fmt_time),
+            "merged_at": p.merged.as_ref().map(|x| fmt_time(x.at)),
+            "merge_commit_sha": p.merged.as_ref().map(|x| x.sha.clone()),
         });
         let rest = json!({
             "assignee": null, "assignees": [], "requested_reviewers": [], "requested_teams": [],
@@ -597,8 +609,8 @@ impl Model {
             "base": {"label": format!("{}:{}", r.owner, p.base_ref), "ref": p.base_ref, "sha": base_sha,
                      "user": self.login_json(&r.owner), "repo": repo},
             "author_association": "CONTRIBUTOR", "auto_merge": null, "draft": p.draft,
-            "merged": false, "mergeable": null, "rebaseable": null, "mergeable_state": "unknown",
-            "merged_by": null, "comments": r.comments.values().filter(|c| c.issue == p.number).count(),
+            "merged": p.merged.is_some(), "mergeable": null, "rebaseable": null, "mergeable_state": "unknown",
+            "merged_by": p.merged.as_ref().map(|x| self.login_json(&x.by)), "comments": r.comments.values().filter(|c| c.issue == p.number).count(),
             "review_comments": 0, "maintainer_can_modify": false,
             "commits": commits, "additions": 0, "deletions": 0, "changed_files": changed,
         });

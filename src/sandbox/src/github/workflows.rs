@@ -465,6 +465,7 @@ jobs:
                 updated_at: now,
                 closed_at: None,
                 closed_by: None,
+                merged: None,
             },
         );
         drop(m);
@@ -776,6 +777,7 @@ jobs:
                     updated_at: now,
                     closed_at: None,
                     closed_by: None,
+                    merged: None,
                 },
             );
             let ids = pull_request_event(
