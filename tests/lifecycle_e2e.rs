@@ -482,7 +482,13 @@ impl RepairHook for PushingHook {
             Some(b"tuned\n".to_vec()),
         );
         self.state
-            .push_commit(REPO, &ctx.branch, BOT, files, "Repair the smoke")
+            .push_commit(
+                REPO,
+                &ctx.branch,
+                BOT,
+                files,
+                &format!("Repair the smoke\n\n{}\n", ctx.trailer),
+            )
             .await
             .map_err(|e| e.to_string())?;
         Ok(RepairOutcome::Pushed)
@@ -508,7 +514,7 @@ async fn failed_smoke_is_repaired_by_the_hook() {
     // the failed run uploaded.
     let seen = hook.seen.lock().expect("seen").clone();
     let ctx = &seen[0];
-    assert_eq!(ctx.version, 1);
+    assert_eq!(ctx.version, 2);
     assert_eq!(ctx.budget_left, 4);
     let job = ctx.failed_jobs.first().expect("a failed job");
     assert_eq!(job.conclusion, "failure");

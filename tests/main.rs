@@ -34,6 +34,7 @@ mod plan_upstream;
 mod provenance_e2e;
 mod readiness;
 mod recipe_roots;
+mod repair_loop;
 mod sandbox_ci;
 mod sandbox_registry;
 mod serve_daemon;

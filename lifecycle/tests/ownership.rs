@@ -72,6 +72,13 @@ impl Forge for Fake {
     async fn list_jobs(&self, _: u64) -> Result<Vec<klaud_lifecycle::engine::Job>, ForgeError> {
         unused()
     }
+    async fn compare_commits(
+        &self,
+        _: &str,
+        _: &str,
+    ) -> Result<klaud_lifecycle::engine::forge::Comparison, ForgeError> {
+        unused()
+    }
     async fn commit_files(
         &self,
         _: &OwnershipProof,

@@ -194,6 +194,7 @@ fn attempt_report() -> AttemptReport {
         part: None,
         failed_jobs: Vec::new(),
         live: None,
+        repair: None,
     }
 }
 

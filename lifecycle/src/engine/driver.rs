@@ -213,8 +213,9 @@ pub enum EngineError {
     Invalid(String),
 }
 
-/// The version of [`RepairContext`] as a hook reads it.
-pub const REPAIR_INPUT_VERSION: u32 = 1;
+/// The version of [`RepairContext`] as a hook reads it (2: `report` is the
+/// failed attempt's typed report record, not a `[kind, status]` pair).
+pub const REPAIR_INPUT_VERSION: u32 = 2;
 
 /// What the repair hook gets (as JSON on stdin for a command hook).
 #[derive(Debug, Clone, Serialize)]
@@ -246,8 +247,17 @@ pub struct RepairContext {
     pub budget: u32,
     /// Repairs left after this one.
     pub budget_left: u32,
-    /// The failed attempt's report record.
+    /// What failed: `targeted` (the smoke) or `final-sweep`.
+    pub phase: Phase,
+    /// The failed attempt's typed report record as published on the PR
+    /// (tables, notes, failed jobs); `null` when it cannot be read back.
     pub report: Value,
+    /// The login every pushed commit must be authored by.
+    pub author: String,
+    /// The trailer line every pushed commit's message must carry
+    /// (`Klaud-Candidate: <candidate>`); a commit without it, or by
+    /// another author, is a person's, and Klaud hands the PR off.
+    pub trailer: String,
     /// The failed run's jobs that did not succeed, with their log pages.
     pub failed_jobs: Vec<crate::report::FailedJob>,
     /// Names of the failed run's artifacts (download them through the
@@ -582,7 +592,8 @@ impl<'a> Engine<'a> {
                 _ => None,
             })
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .max(self.published_repairs(rec, &comments));
         rec.head = rec
             .attempts
             .last()

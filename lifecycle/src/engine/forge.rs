@@ -117,6 +117,35 @@ pub struct RunQuery {
     pub head_sha: Option<String>,
 }
 
+/// A commit of a comparison (GitHub compare API `commits[]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComparedCommit {
+    /// Sha.
+    pub sha: String,
+    /// The whole commit message.
+    pub message: String,
+    /// The GitHub account of the commit's author (`author.login`); `None`
+    /// when the author e-mail belongs to no account.
+    pub author: Option<String>,
+    /// Parent shas.
+    pub parents: Vec<String>,
+}
+
+/// How `head` relates to `base` and what lies between them (GitHub
+/// compare API, `base...head`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comparison {
+    /// `ahead`, `behind`, `diverged` or `identical`.
+    pub status: String,
+    /// Commits on `head` not on `base`, oldest first.
+    pub commits: Vec<ComparedCommit>,
+    /// Commits GitHub counts between them (`total_commits`); more than
+    /// `commits.len()` when the list was cut.
+    pub total_commits: u64,
+    /// Paths the comparison changes (a rename names the new path).
+    pub files: Vec<String>,
+}
+
 /// An artifact of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArtifactInfo {
@@ -190,6 +219,8 @@ pub trait Forge: Send + Sync {
     async fn download_artifact(&self, id: u64) -> Result<Vec<u8>, ForgeError>;
     /// Jobs of a run's latest attempt.
     async fn list_jobs(&self, run: u64) -> Result<Vec<Job>, ForgeError>;
+    /// The commits and files between `base` and `head` (compare API).
+    async fn compare_commits(&self, base: &str, head: &str) -> Result<Comparison, ForgeError>;
 
     // ---- mutations (each needs a proof, and refuses with
     // [`ForgeError::Proof`] a target the proof did not check)

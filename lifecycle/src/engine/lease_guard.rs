@@ -95,6 +95,13 @@ impl Forge for LeaseGuard<'_> {
     async fn list_jobs(&self, run: u64) -> Result<Vec<super::forge::Job>, ForgeError> {
         self.inner.list_jobs(run).await
     }
+    async fn compare_commits(
+        &self,
+        base: &str,
+        head: &str,
+    ) -> Result<super::forge::Comparison, ForgeError> {
+        self.inner.compare_commits(base, head).await
+    }
     async fn commit_files(
         &self,
         proof: &OwnershipProof,

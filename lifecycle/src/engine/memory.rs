@@ -89,6 +89,9 @@ struct State {
     runs: Vec<StoredRun>,
     writes: Vec<String>,
     next_id: u64,
+    /// sha → (message, parents, changed paths, author) of every commit
+    /// made through this forge, for the compare API.
+    commits: BTreeMap<String, (String, Vec<String>, Vec<String>, String)>,
 }
 
 impl State {
@@ -205,7 +208,21 @@ impl MemoryForge {
             id
         };
         let parents: Vec<String> = parent.map(str::to_owned).into_iter().collect();
-        Ok(self.store.commit_on_tree(message, &tree_id, &parents))
+        let sha = self.store.commit_on_tree(message, &tree_id, &parents);
+        let paths = files.iter().map(|(p, _)| p.clone()).collect();
+        let bot = self.bot.clone();
+        self.lock()
+            .commits
+            .insert(sha.clone(), (message.to_owned(), parents, paths, bot));
+        Ok(sha)
+    }
+
+    /// Records `login` as the author of `sha` (a commit made through this
+    /// forge is the bot's until then).
+    pub fn set_author(&self, sha: &str, login: &str) {
+        if let Some(c) = self.lock().commits.get_mut(sha) {
+            c.3 = login.to_owned();
+        }
     }
 
     /// Commits `files` on `branch` (created when missing) as someone else
@@ -223,6 +240,7 @@ impl MemoryForge {
             .map(|(p, b)| ((*p).to_owned(), b.to_vec()))
             .collect();
         let sha = self.commit(parent.as_deref(), &files, message).await?;
+        self.set_author(&sha, "someone-else");
         self.store.force_ref(&name, &sha);
         Ok(sha)
     }
@@ -424,6 +442,56 @@ impl Forge for MemoryForge {
             .iter()
             .map(|(a, _)| a.clone())
             .collect())
+    }
+
+    async fn compare_commits(
+        &self,
+        base: &str,
+        head: &str,
+    ) -> Result<super::forge::Comparison, ForgeError> {
+        // Commits made here have one parent at most: walk first parents.
+        let st = self.lock();
+        let mut chain = Vec::new();
+        let mut at = head.to_owned();
+        while at != base {
+            let Some((message, parents, _, author)) = st.commits.get(&at) else {
+                // `base` is not an ancestor: GitHub would say diverged.
+                return Ok(super::forge::Comparison {
+                    status: "diverged".into(),
+                    commits: Vec::new(),
+                    total_commits: 0,
+                    files: Vec::new(),
+                });
+            };
+            chain.push(super::forge::ComparedCommit {
+                sha: at.clone(),
+                message: message.clone(),
+                author: Some(author.clone()),
+                parents: parents.clone(),
+            });
+            match parents.first() {
+                Some(p) => at = p.clone(),
+                None => break,
+            }
+        }
+        chain.reverse();
+        let mut files: Vec<String> = chain
+            .iter()
+            .flat_map(|c| st.commits[&c.sha].2.iter().cloned())
+            .collect();
+        files.sort();
+        files.dedup();
+        Ok(super::forge::Comparison {
+            status: if chain.is_empty() {
+                "identical"
+            } else {
+                "ahead"
+            }
+            .into(),
+            total_commits: chain.len() as u64,
+            commits: chain,
+            files,
+        })
     }
 
     async fn list_jobs(&self, run: u64) -> Result<Vec<super::forge::Job>, ForgeError> {

@@ -27,7 +27,9 @@ pub use driver::{
     Engine, EngineConfig, EngineError, HumanOverlap, Progress, REPAIR_INPUT_VERSION, RepairContext,
     RepairHook, RepairOutcome, Target, branch_name, smoke_test_name,
 };
-pub use forge::{ArtifactInfo, Comment, Forge, ForgeError, Job, Pull, Run, RunQuery};
+pub use forge::{
+    ArtifactInfo, Comment, ComparedCommit, Comparison, Forge, ForgeError, Job, Pull, Run, RunQuery,
+};
 pub use journal::{
     AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, Step, StoredClaim,
 };

@@ -140,6 +140,26 @@ pub struct AttemptReport {
     /// jobs finish); the final report of the run has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveJobs>,
+    /// What the repair before this attempt changed (attempts after a
+    /// repair; in the first part of a split one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<RepairChanges>,
+}
+
+/// What one repair pushed: from the GitHub compare between the head the
+/// failed attempt tested and the head the repair left.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepairChanges {
+    /// Which repair, from 1.
+    pub n: u32,
+    /// The head before the repair.
+    pub from: String,
+    /// The head after it.
+    pub to: String,
+    /// The subject (first line) of each pushed commit, oldest first.
+    pub subjects: Vec<String>,
+    /// The paths the repair touched.
+    pub files: Vec<String>,
 }
 
 /// A job of a run that did not succeed (Actions jobs API).
@@ -193,6 +213,7 @@ impl AttemptReport {
             part: None,
             failed_jobs: Vec::new(),
             live: None,
+            repair: None,
         }
     }
 
@@ -425,6 +446,7 @@ fn render_text(report: &AttemptReport) -> String {
         ));
     }
     out.push_str(&failed_jobs(report, false));
+    out.push_str(&repair_changes(report, false));
     out.push_str(&tables(report, false));
     for note in &report.notes {
         out.push_str(&format!("\n{}\n", text(note)));
@@ -469,11 +491,52 @@ fn render_text(report: &AttemptReport) -> String {
         ));
     }
     out.push_str(&failed_jobs(report, true));
+    out.push_str(&repair_changes(report, true));
     out.push_str(&tables(report, true));
     for note in &report.notes {
         out.push_str(&format!("\n{}\n", text(&super::format::note_zh(note))));
     }
     out.push_str("\n</details>\n");
+    out
+}
+
+/// What the repair before this attempt changed: its commits' subjects and
+/// the files it touched, or nothing.
+fn repair_changes(report: &AttemptReport, zh: bool) -> String {
+    let Some(r) = &report.repair else {
+        return String::new();
+    };
+    let short = |s: &str| code(&s.chars().take(7).collect::<String>());
+    let mut out = if zh {
+        format!(
+            "\n**修复 {} 的改动**（{} → {}）：{} 个提交，{} 个文件\n",
+            r.n,
+            short(&r.from),
+            short(&r.to),
+            r.subjects.len(),
+            r.files.len()
+        )
+    } else {
+        format!(
+            "\n**What repair {} changed** ({} → {}): {} commit(s), {} file(s)\n",
+            r.n,
+            short(&r.from),
+            short(&r.to),
+            r.subjects.len(),
+            r.files.len()
+        )
+    };
+    for s in &r.subjects {
+        out.push_str(&format!("- {}\n", text(s)));
+    }
+    if !r.files.is_empty() {
+        let files: Vec<String> = r.files.iter().map(|f| code(f)).collect();
+        out.push_str(&if zh {
+            format!("\n涉及的文件：{}\n", files.join("、"))
+        } else {
+            format!("\nFiles touched: {}\n", files.join(", "))
+        });
+    }
     out
 }
 
@@ -664,6 +727,7 @@ pub fn render_report_with_limit(
         if !first {
             part.notes = Vec::new();
             part.failed_jobs = Vec::new();
+            part.repair = None;
         }
         for item in chunk {
             match item {

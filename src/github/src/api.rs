@@ -304,6 +304,57 @@ pub struct Comparison {
     pub total_commits: u64,
 }
 
+/// A comparison with its commits and files (`GET compare/{base}...{head}`,
+/// unpaginated: GitHub lists at most 250 commits and 300 files).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct CompareDetail {
+    /// `ahead`, `behind`, `diverged` or `identical`.
+    pub status: String,
+    #[serde(default)]
+    pub total_commits: u64,
+    #[serde(default)]
+    pub commits: Vec<ComparedCommitInfo>,
+    #[serde(default)]
+    pub files: Vec<ComparedFile>,
+}
+
+/// One commit of [`CompareDetail`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ComparedCommitInfo {
+    pub sha: String,
+    pub commit: ComparedCommitBody,
+    /// The GitHub account of the author; `null` when the e-mail is no
+    /// account's.
+    #[serde(default)]
+    pub author: Option<UserLogin>,
+    #[serde(default)]
+    pub parents: Vec<ComparedParent>,
+}
+
+/// The git part of a compared commit.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ComparedCommitBody {
+    pub message: String,
+}
+
+/// An account as GitHub nests it (only the login is read).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct UserLogin {
+    pub login: String,
+}
+
+/// A parent of a compared commit.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ComparedParent {
+    pub sha: String,
+}
+
+/// A file of [`CompareDetail`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ComparedFile {
+    pub filename: String,
+}
+
 /// A job of a workflow run (lenient: GitHub adds statuses over time).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct JobInfo {
@@ -1271,6 +1322,17 @@ impl Forge {
     pub async fn compare(&self, base: &str, head: &str) -> Result<Comparison, GithubError> {
         let what = format!("compare {base}...{head}");
         let p = self.path(&format!("compare/{}...{}?per_page=1", seg(base), seg(head)));
+        self.t.get_json(&what, &p).await
+    }
+
+    /// Compares two commits with the commits and files between them.
+    pub async fn compare_detail(
+        &self,
+        base: &str,
+        head: &str,
+    ) -> Result<CompareDetail, GithubError> {
+        let what = format!("compare {base}...{head}");
+        let p = self.path(&format!("compare/{}...{}", seg(base), seg(head)));
         self.t.get_json(&what, &p).await
     }
 

@@ -186,6 +186,29 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .collect())
     }
 
+    async fn compare_commits(
+        &self,
+        base: &str,
+        head: &str,
+    ) -> Result<klaud_lifecycle::engine::Comparison, ForgeError> {
+        let d = self.forge.compare_detail(base, head).await.map_err(map)?;
+        Ok(klaud_lifecycle::engine::Comparison {
+            status: d.status,
+            total_commits: d.total_commits,
+            commits: d
+                .commits
+                .into_iter()
+                .map(|c| klaud_lifecycle::engine::ComparedCommit {
+                    sha: c.sha,
+                    message: c.commit.message,
+                    author: c.author.map(|a| a.login),
+                    parents: c.parents.into_iter().map(|p| p.sha).collect(),
+                })
+                .collect(),
+            files: d.files.into_iter().map(|f| f.filename).collect(),
+        })
+    }
+
     async fn commit_files(
         &self,
         proof: &OwnershipProof,

@@ -361,6 +361,9 @@ pub struct LifecycleConfig {
     /// lapse while its owner waits on the hook.
     #[serde(deserialize_with = "duration")]
     pub repair_timeout: Duration,
+    /// Directory Klaud makes the repair hook's git checkout of the head in
+    /// (`<dir>/<candidate>`, removed after the hook); empty: no checkout.
+    pub repair_checkout_dir: String,
     /// Post `/use <run-id>` after a validated sweep.
     pub use_comment: bool,
     /// Base URL of the public results API the baseline is frozen from;
@@ -417,6 +420,7 @@ impl Default for LifecycleConfig {
             repair_budget: 5,
             repair_command: Vec::new(),
             repair_timeout: Duration::from_secs(90 * 60),
+            repair_checkout_dir: ".klaud/repair".to_owned(),
             use_comment: false,
             baseline_api: String::new(),
             model_names: BTreeMap::new(),

@@ -25,7 +25,7 @@ pub mod wave;
 pub use baseline_api::{HttpBaselineSource, NoBaseline};
 pub use klaud_github::lifecycle::GithubLifecycle;
 pub use klaud_store::journal::StoreJournal;
-pub use repair_hook::CommandHook;
+pub use repair_hook::{CheckoutSource, CommandHook};
 pub use wave::{
     CandidateSummary, WaveError, WaveOptions, WaveSummary, materialize, restore_breaker, run_wave,
     run_wave_told,

@@ -1,8 +1,10 @@
 //! The repair hook as a command: it gets the failure context as JSON on
 //! stdin and pushes a fix to the candidate's branch as the bot. Exit 0
 //! means "pushed"; any other exit means it gave up (its last stderr line
-//! says why).
+//! says why). Before it runs, Klaud can prepare a git checkout of the head
+//! for it (`checkout` in the input), removed again afterwards.
 
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -19,6 +21,21 @@ pub struct CommandHook {
     argv: Vec<String>,
     timeout: Duration,
     api_base: Option<String>,
+    checkout: Option<CheckoutSource>,
+}
+
+/// Where the checkout of the head comes from and goes to.
+#[derive(Debug, Clone)]
+pub struct CheckoutSource {
+    /// Directory the per-candidate checkouts are made in
+    /// (`<root>/<candidate>`).
+    pub root: PathBuf,
+    /// The repository's git URL (`https://github.com/<owner>/<name>.git`).
+    pub clone_url: String,
+    /// The environment variable holding the token git fetches with (sent
+    /// as an HTTP header, never written into the checkout); `None`: an
+    /// anonymous fetch.
+    pub token_env: Option<String>,
 }
 
 impl CommandHook {
@@ -31,7 +48,15 @@ impl CommandHook {
             argv,
             timeout,
             api_base: None,
+            checkout: None,
         })
+    }
+
+    /// Prepares a git checkout of the head under `source.root` before each
+    /// run; its path is the input's `checkout`.
+    pub fn with_checkout(mut self, source: CheckoutSource) -> Self {
+        self.checkout = Some(source);
+        self
     }
 
     /// Adds `api_base` (the GitHub REST base the hook should talk to) to
@@ -49,6 +74,17 @@ impl RepairHook for CommandHook {
             serde_json::to_value(context).map_err(|e| format!("encode context: {e}"))?;
         if let (Some(base), Some(map)) = (&self.api_base, input.as_object_mut()) {
             map.insert("api_base".into(), serde_json::Value::String(base.clone()));
+        }
+        // Removed when this call ends, however it ends (the guard's drop).
+        let checkout = match &self.checkout {
+            Some(source) => Some(prepare_checkout(source, context).await?),
+            None => None,
+        };
+        if let (Some(dir), Some(map)) = (&checkout, input.as_object_mut()) {
+            map.insert(
+                "checkout".into(),
+                serde_json::Value::String(dir.path.display().to_string()),
+            );
         }
         let input = serde_json::to_vec(&input).map_err(|e| format!("encode context: {e}"))?;
         let mut child = tokio::process::Command::new(&self.argv[0])
@@ -89,6 +125,131 @@ impl RepairHook for CommandHook {
     }
 }
 
+/// A checkout directory, removed when dropped.
+struct Checkout {
+    path: PathBuf,
+}
+
+impl Drop for Checkout {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %self.path.display(), "cannot remove the repair checkout: {e}");
+        }
+    }
+}
+
+/// A fresh git checkout of `context.head` at `<root>/<candidate>`, on a
+/// local branch named like the candidate's branch that tracks it on
+/// `origin`, so the hook can commit and `git push`. A leftover of an
+/// earlier run (a crash) is removed first.
+async fn prepare_checkout(
+    source: &CheckoutSource,
+    context: &RepairContext,
+) -> Result<Checkout, String> {
+    // The candidate id names the directory: never let it leave the root.
+    if context.candidate.is_empty()
+        || !context
+            .candidate
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        return Err(format!(
+            "candidate id {:?} cannot name a directory",
+            context.candidate
+        ));
+    }
+    let path = source.root.join(&context.candidate);
+    let checkout = Checkout { path };
+    let dir = &checkout.path;
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .map_err(|e| format!("remove the old checkout {}: {e}", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    let branch = &context.branch;
+    git(dir, &["init", "-q"], None).await?;
+    git(dir, &["remote", "add", "origin", &source.clone_url], None).await?;
+    let refspec = format!("+refs/heads/{branch}:refs/remotes/origin/{branch}");
+    let token = source
+        .token_env
+        .as_deref()
+        .and_then(|name| std::env::var(name).ok())
+        .filter(|t| !t.trim().is_empty());
+    git(
+        dir,
+        &["fetch", "-q", "--no-tags", "origin", &refspec],
+        token.as_deref().map(str::trim),
+    )
+    .await?;
+    git(dir, &["checkout", "-q", "-B", branch, &context.head], None).await?;
+    git(
+        dir,
+        &[
+            "branch",
+            "-q",
+            &format!("--set-upstream-to=origin/{branch}"),
+        ],
+        None,
+    )
+    .await?;
+    let head = git(dir, &["rev-parse", "HEAD"], None).await?;
+    if !head.trim().eq_ignore_ascii_case(&context.head) {
+        return Err(format!(
+            "the checkout is at {}, not at the head {}",
+            head.trim(),
+            context.head
+        ));
+    }
+    Ok(checkout)
+}
+
+/// Runs `git -C dir args` and returns its stdout. With `token`, the fetch
+/// authenticates with an HTTP header given through git's environment
+/// configuration, so the token is in neither the argv nor `.git/config`.
+async fn git(dir: &Path, args: &[&str], token: Option<&str>) -> Result<String, String> {
+    use base64::Engine as _;
+    let mut cmd = tokio::process::Command::new("git");
+    cmd.arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        // Tracing would print the header.
+        .env_remove("GIT_TRACE")
+        .env_remove("GIT_TRACE_CURL")
+        .env_remove("GIT_CURL_VERBOSE")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    if let Some(token) = token {
+        let basic =
+            base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{token}"));
+        cmd.env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "http.extraHeader")
+            .env(
+                "GIT_CONFIG_VALUE_0",
+                format!("Authorization: Basic {basic}"),
+            );
+    }
+    let out = cmd
+        .output()
+        .await
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if !out.status.success() {
+        let mut err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        if let Some(t) = token {
+            err = err.replace(t, "***");
+        }
+        return Err(format!(
+            "git {} for the repair checkout failed ({}): {}",
+            args.first().copied().unwrap_or(""),
+            out.status,
+            err.chars().take(MAX_REASON).collect::<String>()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,7 +269,10 @@ mod tests {
             repair: 1,
             budget: 5,
             budget_left: 4,
+            phase: klaud_lifecycle::model::Phase::Targeted,
             report: serde_json::Value::Null,
+            author: "bot".into(),
+            trailer: "Klaud-Candidate: c".into(),
             failed_jobs: vec![klaud_lifecycle::report::FailedJob {
                 name: "End-to-End Tests".into(),
                 conclusion: "failure".into(),
@@ -159,7 +323,9 @@ mod tests {
         assert_eq!(hook.repair(&context()).await, Ok(RepairOutcome::Pushed));
         let input: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&out).expect("input")).expect("JSON");
-        assert_eq!(input["version"], 1);
+        assert_eq!(input["version"], 2);
+        assert_eq!(input["phase"], "targeted");
+        assert_eq!(input["trailer"], "Klaud-Candidate: c");
         assert_eq!(input["api_base"], "https://api.github.com");
         assert_eq!(input["budget_left"], 4);
         assert_eq!(input["candidate"], "c");

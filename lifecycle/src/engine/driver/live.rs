@@ -204,6 +204,8 @@ impl Engine<'_> {
             part: None,
             failed_jobs,
             live: Some(live),
+            // The run's final report says what the repair before it changed.
+            repair: None,
         })
     }
 

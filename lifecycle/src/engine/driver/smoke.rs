@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::{
     CLOCK_SKEW, Engine, EngineError, INFRA_DETAIL, Progress, RepairContext, RepairOutcome,
-    SWEEP_INFRA_DETAIL, Scope, classify,
+    SWEEP_INFRA_DETAIL, Scope, TRAILER, classify,
 };
 use crate::artifacts::{Artifact, BenchmarkRow, EvalRow, SweepManifest, parse_artifact};
 use crate::engine::forge::{ForgeError, Run, RunQuery};
@@ -13,8 +13,8 @@ use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
 use crate::engine::ownership::{Mismatch, MismatchKind};
 use crate::model::{AttemptKind, AttemptStatus, MAX_INFRA_RETRIES, Outcome, Phase, RunRef};
 use crate::report::{
-    AttemptReport, FrozenBaseline, MarkerKey, ReportName, compare, compare_evals, find_record,
-    parse_baseline_block, parse_report, render_report,
+    AttemptReport, FrozenBaseline, MarkerKey, RepairChanges, ReportName, compare, compare_evals,
+    find_record, parse_baseline_block, parse_report, render_report,
 };
 use crate::workflows::SmokeDispatch;
 
@@ -36,7 +36,50 @@ impl Engine<'_> {
                 rec.repairs = rec.repairs.max(n);
             }
         }
+        // Repairs of final sweeps are not smoke attempts: their reports
+        // say which repair came before them.
+        rec.repairs = rec.repairs.max(self.published_repairs(rec, &comments));
         Ok(())
+    }
+
+    /// The published reports of this candidate's owner run, parsed (first
+    /// parts only), in publishing order.
+    fn published_reports(
+        &self,
+        rec: &CandidateRecord,
+        comments: &[crate::engine::forge::Comment],
+    ) -> Vec<AttemptReport> {
+        comments
+            .iter()
+            .filter(|c| self.by_bot(c.author.as_deref()))
+            .filter_map(|c| find_record(&c.body).ok().flatten())
+            .filter(|f| {
+                matches!(&f.key, MarkerKey::Report {
+                    owner_run, candidate, name: ReportName::Run { .. }, part,
+                } if *owner_run == rec.owner_run
+                    && candidate.as_str() == rec.candidate
+                    && part.is_none_or(|p| p == 1))
+            })
+            .filter_map(|f| parse_report(&f).ok())
+            .collect()
+    }
+
+    /// The highest repair number the published reports name (a smoke's
+    /// `Repair n/…` or the `repair` of any report after a repair).
+    pub(super) fn published_repairs(
+        &self,
+        rec: &CandidateRecord,
+        comments: &[crate::engine::forge::Comment],
+    ) -> u32 {
+        self.published_reports(rec, comments)
+            .iter()
+            .filter_map(|r| match (r.kind, &r.repair) {
+                (_, Some(changes)) => Some(changes.n),
+                (Some(AttemptKind::Repair { n, .. }), None) => Some(n),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// The attempts whose reports are published, in publishing order.
@@ -207,6 +250,7 @@ impl Engine<'_> {
             part: None,
             failed_jobs: self.failed_jobs(live.id, status).await?,
             live: None,
+            repair: self.repair_changes(rec, idx).await?,
         };
         let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
         if let Some(p) = self
@@ -474,11 +518,13 @@ impl Engine<'_> {
         &self,
         rec: &mut CandidateRecord,
     ) -> Result<Progress, EngineError> {
+        let last = rec.attempts.last().cloned();
+        // A repair follows a failed smoke or a failed final sweep; its end
+        // is reported in the phase that failed.
+        let phase = last.as_ref().map_or(Phase::Targeted, |a| a.kind.phase());
         let Some(hook) = self.repair else {
             let m = "no repair hook is configured".to_owned();
-            return self
-                .end(rec, Outcome::Failed, Phase::Targeted, m, false)
-                .await;
+            return self.end(rec, Outcome::Failed, phase, m, false).await;
         };
         let n = rec.repairs + 1;
         let intent = format!("repair {n}");
@@ -490,19 +536,19 @@ impl Engine<'_> {
             if let Err(p) = self.prove(rec, Scope::Pull).await? {
                 return Ok(p);
             }
-            let last = rec.attempts.last().cloned();
-            let failed_run = last.as_ref().and_then(|a| a.run.as_ref()).map(|r| r.id);
-            let (failed_jobs, artifacts) = match failed_run {
-                Some(id) => (
-                    self.failed_jobs(id, AttemptStatus::Failed).await?,
+            let failed_run = last.as_ref().and_then(|a| a.run.clone());
+            let (failed_jobs, artifacts, report) = match &failed_run {
+                Some(run) => (
+                    self.failed_jobs(run.id, AttemptStatus::Failed).await?,
                     self.forge
-                        .list_artifacts(id)
+                        .list_artifacts(run.id)
                         .await?
                         .into_iter()
                         .map(|a| a.name)
                         .collect(),
+                    self.published_report(rec, run).await?,
                 ),
-                None => (Vec::new(), Vec::new()),
+                None => (Vec::new(), Vec::new(), Value::Null),
             };
             let context = RepairContext {
                 version: super::REPAIR_INPUT_VERSION,
@@ -514,12 +560,14 @@ impl Engine<'_> {
                 branch: rec.branch.clone(),
                 head: old_head.clone(),
                 pull_request: rec.pull,
-                run: last.as_ref().and_then(|a| a.run.clone()),
+                run: failed_run,
                 repair: n,
                 budget: self.config.repair_budget,
                 budget_left: self.config.repair_budget.saturating_sub(n),
-                report: serde_json::to_value(last.as_ref().map(|a| (&a.kind, a.status)))
-                    .unwrap_or(Value::Null),
+                phase,
+                report,
+                author: self.forge.bot_login(),
+                trailer: format!("{TRAILER}{}", rec.candidate),
                 failed_jobs,
                 artifacts,
             };
@@ -528,15 +576,11 @@ impl Engine<'_> {
                 Ok(RepairOutcome::Pushed) => {}
                 Ok(RepairOutcome::GaveUp(why)) => {
                     let m = format!("the repair hook gave up on repair {n}: {why}");
-                    return self
-                        .end(rec, Outcome::Failed, Phase::Targeted, m, false)
-                        .await;
+                    return self.end(rec, Outcome::Failed, phase, m, false).await;
                 }
                 Err(e) => {
                     let m = format!("the repair hook failed on repair {n}: {e}");
-                    return self
-                        .end(rec, Outcome::Failed, Phase::Targeted, m, false)
-                        .await;
+                    return self.end(rec, Outcome::Failed, phase, m, false).await;
                 }
             }
         }
@@ -551,22 +595,38 @@ impl Engine<'_> {
         };
         if tip.sha == old_head {
             let m = format!("the repair hook pushed nothing for repair {n}");
-            return self
-                .end(rec, Outcome::Failed, Phase::Targeted, m, false)
-                .await;
+            return self.end(rec, Outcome::Failed, phase, m, false).await;
         }
-        // The hook pushes as the bot; the new head descends from ours.
-        if !tip.parents.contains(&old_head) {
-            let m = Mismatch {
-                kind: MismatchKind::Handoff,
-                what: format!("head of {} after repair {n}", rec.branch),
-                expected: format!("a commit on top of {old_head}"),
-                found: format!("{} with parents {:?}", tip.sha, tip.parents),
-            };
-            return self.on_mismatch(rec, m).await;
+        // Which commits are the hook's is read from GitHub (the compare
+        // from the recorded head to the tip), never remembered: after a
+        // crash the same commits give the same answer.
+        if let Some(m) = self
+            .foreign_repair_commit(rec, &old_head, &tip.sha, n)
+            .await?
+        {
+            let progress = self.on_mismatch(rec, m).await?;
+            // The repair step reads as targeted; a sweep's repair was not.
+            if let Some(e) = rec.ending.as_mut()
+                && e.phase == Phase::Targeted
+                && phase == Phase::FinalSweep
+            {
+                e.phase = phase;
+                self.save(rec).await?;
+            }
+            return Ok(progress);
         }
         rec.head = Some(tip.sha.clone());
         rec.repairs = n;
+        if phase == Phase::FinalSweep {
+            // The new head needs its own final sweep (spec §1.7: on the
+            // exact head). The push itself starts it (`synchronize`); the
+            // final step re-checks the changelog entry and the label.
+            rec.sweep = None;
+            rec.sweep_requested_at = Some(self.clock.now());
+            rec.step = Step::Final;
+            self.save(rec).await?;
+            return Ok(Progress::Advanced(Step::Final));
+        }
         rec.attempts.push(AttemptRecord {
             kind: AttemptKind::Repair {
                 n,
@@ -582,5 +642,169 @@ impl Engine<'_> {
         rec.step = Step::Smoke;
         self.save(rec).await?;
         Ok(Progress::Advanced(Step::Smoke))
+    }
+
+    /// The first commit between `old` and `new` that is not the repair
+    /// hook's (authored by the bot and carrying this candidate's trailer),
+    /// as a handoff; `None` when every one is.
+    async fn foreign_repair_commit(
+        &self,
+        rec: &CandidateRecord,
+        old: &str,
+        new: &str,
+        n: u32,
+    ) -> Result<Option<Mismatch>, EngineError> {
+        let what = format!("head of {} after repair {n}", rec.branch);
+        let cmp = self.forge.compare_commits(old, new).await?;
+        if cmp.status != "ahead" {
+            return Ok(Some(Mismatch {
+                kind: MismatchKind::Handoff,
+                what,
+                expected: format!("commits on top of {old}"),
+                found: format!("{new}, {} from {old}", cmp.status),
+            }));
+        }
+        if cmp.total_commits as usize > cmp.commits.len() {
+            // GitHub lists at most 250 commits: the rest cannot be checked.
+            return Ok(Some(Mismatch {
+                kind: MismatchKind::Handoff,
+                what,
+                expected: "commits Klaud can check one by one".into(),
+                found: format!(
+                    "{} commits, {} listed",
+                    cmp.total_commits,
+                    cmp.commits.len()
+                ),
+            }));
+        }
+        let trailer = format!("{TRAILER}{}", rec.candidate);
+        for c in &cmp.commits {
+            let by_bot = self.by_bot(c.author.as_deref());
+            let marked = c.message.lines().any(|l| l.trim() == trailer);
+            if !by_bot || !marked {
+                return Ok(Some(Mismatch {
+                    kind: MismatchKind::Handoff,
+                    what,
+                    expected: format!(
+                        "commits by {} carrying \"{trailer}\"",
+                        self.forge.bot_login()
+                    ),
+                    found: format!(
+                        "{} by {}{}",
+                        c.sha,
+                        c.author.as_deref().unwrap_or("no GitHub account"),
+                        if marked { "" } else { " without the trailer" }
+                    ),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The typed report record of `run` as published on the PR (JSON), or
+    /// `null` when it is not there or does not parse.
+    async fn published_report(
+        &self,
+        rec: &CandidateRecord,
+        run: &RunRef,
+    ) -> Result<Value, EngineError> {
+        let Some(number) = rec.pull else {
+            return Ok(Value::Null);
+        };
+        let comments = self.forge.list_comments(number).await?;
+        let found = comments
+            .iter()
+            .filter(|c| self.by_bot(c.author.as_deref()))
+            .filter_map(|c| find_record(&c.body).ok().flatten())
+            .filter(|f| {
+                matches!(&f.key, MarkerKey::Report {
+                    owner_run, candidate, name: ReportName::Run { id, attempt }, part,
+                } if *owner_run == rec.owner_run
+                    && candidate.as_str() == rec.candidate
+                    && *id == run.id
+                    && *attempt == run.attempt
+                    && part.is_none_or(|p| p == 1))
+            })
+            .find_map(|f| parse_report(&f).ok());
+        Ok(found
+            .and_then(|r| serde_json::to_value(r).ok())
+            .unwrap_or(Value::Null))
+    }
+
+    /// What the repair before attempt `idx` changed, when one came right
+    /// before it: the commit subjects and files of the GitHub compare from
+    /// the failed attempt's head to this one's.
+    pub(super) async fn repair_changes(
+        &self,
+        rec: &CandidateRecord,
+        idx: usize,
+    ) -> Result<Option<RepairChanges>, EngineError> {
+        // A repair is the only step that moves the head right after a
+        // failed attempt (infrastructure retries keep it; the changelog
+        // commit follows a passed smoke).
+        let after_repair = |i: usize| {
+            i > 0 && {
+                let (prev, this) = (&rec.attempts[i - 1], &rec.attempts[i]);
+                prev.head != this.head
+                    && !prev.head.is_empty()
+                    && prev.status != AttemptStatus::Passed
+                    && !prev.infra
+            }
+        };
+        if idx >= rec.attempts.len() {
+            return Ok(None);
+        }
+        let (n, from) = if after_repair(idx) {
+            let n = (1..=idx).filter(|&i| after_repair(i)).count() as u32;
+            (n, rec.attempts[idx - 1].head.clone())
+        } else if rec.attempts[idx].kind == AttemptKind::FinalSweep {
+            // Rebuilt from GitHub (an empty journal): the failed sweep
+            // before this one is only in its published report. A sweep
+            // with another head before this one was repaired since.
+            let Some(number) = rec.pull else {
+                return Ok(None);
+            };
+            let comments = self.forge.list_comments(number).await?;
+            let head = &rec.attempts[idx].head;
+            let reports = self.published_reports(rec, &comments);
+            // Not the first run of this head (a retry): the repair was
+            // reported already. This run's own live report does not count.
+            let this = rec.attempts[idx].run.as_ref().map(|r| ReportName::Run {
+                id: r.id,
+                attempt: r.attempt,
+            });
+            if reports.iter().any(|r| {
+                r.head.as_deref() == Some(head.as_str()) && r.live.is_none() && Some(r.name) != this
+            }) {
+                return Ok(None);
+            }
+            let Some(failed) = reports.iter().rev().find(|r| {
+                r.kind == Some(AttemptKind::FinalSweep)
+                    && r.status == AttemptStatus::Failed
+                    && r.detail.as_deref() != Some(SWEEP_INFRA_DETAIL)
+                    && r.head
+                        .as_deref()
+                        .is_some_and(|h| h != head && !h.is_empty())
+            }) else {
+                return Ok(None);
+            };
+            let n = self.published_repairs(rec, &comments) + 1;
+            (n, failed.head.clone().unwrap_or_default())
+        } else {
+            return Ok(None);
+        };
+        let (from, to) = (&from, &rec.attempts[idx].head);
+        let cmp = self.forge.compare_commits(from, to).await?;
+        Ok(Some(RepairChanges {
+            n,
+            from: from.clone(),
+            to: to.clone(),
+            subjects: cmp
+                .commits
+                .iter()
+                .map(|c| c.message.lines().next().unwrap_or("").trim().to_owned())
+                .collect(),
+            files: cmp.files,
+        }))
     }
 }

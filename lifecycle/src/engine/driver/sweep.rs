@@ -212,6 +212,26 @@ impl Engine<'_> {
         if rec.attempts[idx].reported && rec.attempts[idx].infra {
             return self.retry_sweep(rec, idx, &ours).await;
         }
+        if rec.attempts[idx].reported
+            && rec.attempts[idx].status == AttemptStatus::Failed
+            && rec.sweep.is_none()
+            && self.repair.is_some()
+        {
+            // A failed sweep goes to the repair hook like a failed smoke;
+            // the repaired head gets a new final sweep.
+            if rec.repairs < self.config.repair_budget {
+                rec.step = Step::Repair;
+                self.save(rec).await?;
+                return Ok(Progress::Advanced(Step::Repair));
+            }
+            let m = format!(
+                "the final sweep still fails after {} repairs",
+                self.config.repair_budget
+            );
+            return self
+                .end(rec, Outcome::Failed, Phase::FinalSweep, m, false)
+                .await;
+        }
         if rec.attempts[idx].reported {
             let (outcome, m) = match (&rec.attempts[idx].status, &rec.sweep) {
                 (AttemptStatus::Passed, Some(_)) => (
@@ -419,7 +439,13 @@ impl Engine<'_> {
             part: None,
             failed_jobs: self.failed_jobs(live.id, status).await?,
             live: None,
+            repair: self.repair_changes(rec, idx).await?,
         };
+        if let Some(changes) = &report.repair {
+            // Counted even when this run only learnt of the repair from
+            // GitHub (an empty journal).
+            rec.repairs = rec.repairs.max(changes.n);
+        }
         let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
         if let Some(p) = self
             .publish(rec, &rendered, Scope::Run(live.id, &title))

@@ -406,12 +406,32 @@ pub fn repair_hook(config: &Config) -> Result<Option<CommandHook>, CliError> {
     if config.lifecycle.repair_command.is_empty() {
         return Ok(None);
     }
-    CommandHook::new(
+    let hook = CommandHook::new(
         config.lifecycle.repair_command.clone(),
         config.lifecycle.repair_timeout,
     )
-    .map(|h| Some(h.with_api_base(&config.github.api_url)))
-    .map_err(|e| CliError::bad_input(anyhow::anyhow!("lifecycle.repair_command: {e}")))
+    .map(|h| h.with_api_base(&config.github.api_url))
+    .map_err(|e| CliError::bad_input(anyhow::anyhow!("lifecycle.repair_command: {e}")))?;
+    let (Some(repository), false) = (
+        config.github.repository.as_deref(),
+        config.lifecycle.repair_checkout_dir.trim().is_empty(),
+    ) else {
+        return Ok(Some(hook));
+    };
+    // The token's variable, not the token: the checkout reads it when it
+    // fetches (a GitHub App's installation token is not in the
+    // environment; such a checkout fetches anonymously).
+    let token_env = config
+        .github
+        .token_from(|name| std::env::var(name))
+        .ok()
+        .flatten()
+        .map(|t| t.variable);
+    Ok(Some(hook.with_checkout(klaud_service::CheckoutSource {
+        root: std::path::PathBuf::from(&config.lifecycle.repair_checkout_dir),
+        clone_url: format!("{}.git", config.github.repository_web_url(repository)),
+        token_env,
+    })))
 }
 
 /// Runs the command.

@@ -87,6 +87,35 @@ fn sig_line(s: &Signature) -> String {
     format!("{} <{}> {} +0000", s.name, s.email, s.date.timestamp())
 }
 
+/// A tree object's payload; `entries` in git's order.
+fn tree_payload(entries: &[TreeEntry]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    for e in entries {
+        // git writes directory modes without the leading zero
+        let mode = if e.is_tree() {
+            "40000"
+        } else {
+            e.mode.as_str()
+        };
+        payload.extend_from_slice(format!("{mode} {}\0", e.name).as_bytes());
+        // shas come from our own store, so they are always valid hex
+        payload.extend_from_slice(&hex::decode(&e.sha).unwrap_or_default());
+    }
+    payload
+}
+
+/// A commit object's text.
+fn commit_text(c: &CommitObj) -> String {
+    let mut text = format!("tree {}\n", c.tree);
+    for p in &c.parents {
+        text.push_str(&format!("parent {p}\n"));
+    }
+    text.push_str(&format!("author {}\n", sig_line(&c.author)));
+    text.push_str(&format!("committer {}\n\n", sig_line(&c.committer)));
+    text.push_str(&c.message);
+    text
+}
+
 /// Whether `s` looks like a full 40-hex sha.
 pub fn is_sha(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
@@ -101,34 +130,29 @@ impl Objects {
 
     pub fn put_tree(&mut self, mut entries: Vec<TreeEntry>) -> String {
         entries.sort_by_key(tree_sort_key);
-        let mut payload = Vec::new();
-        for e in &entries {
-            // git writes directory modes without the leading zero
-            let mode = if e.is_tree() {
-                "40000"
-            } else {
-                e.mode.as_str()
-            };
-            payload.extend_from_slice(format!("{mode} {}\0", e.name).as_bytes());
-            // shas come from our own store, so they are always valid hex
-            payload.extend_from_slice(&hex::decode(&e.sha).unwrap_or_default());
-        }
-        let sha = hash_object("tree", &payload);
+        let sha = hash_object("tree", &tree_payload(&entries));
         self.trees.entry(sha.clone()).or_insert(entries);
         sha
     }
 
     pub fn put_commit(&mut self, c: CommitObj) -> String {
-        let mut text = format!("tree {}\n", c.tree);
-        for p in &c.parents {
-            text.push_str(&format!("parent {p}\n"));
-        }
-        text.push_str(&format!("author {}\n", sig_line(&c.author)));
-        text.push_str(&format!("committer {}\n\n", sig_line(&c.committer)));
-        text.push_str(&c.message);
-        let sha = hash_object("commit", text.as_bytes());
+        let sha = hash_object("commit", commit_text(&c).as_bytes());
         self.commits.entry(sha.clone()).or_insert(c);
         sha
+    }
+
+    /// The object `sha` as git stores it: its type and payload (what the
+    /// sha is computed over, after the `<type> <len>\0` header).
+    pub fn raw(&self, sha: &str) -> Option<(&'static str, Vec<u8>)> {
+        if let Some(b) = self.blobs.get(sha) {
+            return Some(("blob", b.clone()));
+        }
+        if let Some(t) = self.trees.get(sha) {
+            return Some(("tree", tree_payload(t)));
+        }
+        self.commits
+            .get(sha)
+            .map(|c| ("commit", commit_text(c).into_bytes()))
     }
 
     /// Every file under a tree as path → (mode, blob sha).

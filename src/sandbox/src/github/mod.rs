@@ -12,6 +12,7 @@ mod contents;
 mod control;
 pub mod faults;
 mod git;
+mod githttp;
 mod graphql;
 mod http;
 mod labels;
@@ -130,7 +131,7 @@ pub fn router(state: GithubState) -> Router {
         )
         .nest("/repos/{owner}/{repo}", repo)
         .nest("/_sandbox", control::router())
-        .nest("/_html", pages::router())
+        .nest("/_html", pages::router().merge(githttp::router()))
         .fallback(|| async { ApiError::not_found() })
         .layer(axum::middleware::from_fn_with_state(state.clone(), gate))
         .with_state(state)
