@@ -839,9 +839,28 @@ pub enum AuditResult {
         flags: usize,
         /// Variables collected.
         env: usize,
+        /// Which kind of reason.
+        cause: UncheckedCause,
         /// Why, in one sentence without a trailing period.
         reason: String,
     },
+}
+
+/// Why an audit did not check the change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UncheckedCause {
+    /// More changed files than GitHub lists or the audit reads, or a
+    /// definition file whose diff GitHub does not show.
+    TooLarge,
+    /// GitHub could not be asked, or a commit is not found.
+    Unavailable,
+    /// The new commit does not descend from the old one.
+    NotLinear,
+    /// No definitions are configured for the source repository.
+    NotConfigured,
+    /// A file of the benchmark repository could not be read or parsed.
+    Unreadable,
 }
 
 impl AuditResult {
