@@ -514,8 +514,11 @@ fn script_items(
             let name = c[1].to_owned();
             let value = c[3].to_owned();
             if value.starts_with('(') {
+                // Each line of the array keeps its own number, so a flag
+                // is named where it is written.
                 let start = i;
                 let mut body = value.clone();
+                let mut pieces = vec![(start + 1, value.clone())];
                 while !closes_array(&body) {
                     i += 1;
                     let Some(next) = lines.get(i) else {
@@ -527,8 +530,9 @@ fn script_items(
                     };
                     body.push('\n');
                     body.push_str(next);
+                    pieces.push((i + 1, (*next).to_owned()));
                 }
-                expansions.entry(name).or_default().push((start + 1, body));
+                expansions.entry(name).or_default().extend(pieces);
             } else if value.contains("--") {
                 expansions.entry(name).or_default().push((i + 1, value));
             }

@@ -157,9 +157,6 @@ impl GithubUpstream {
                 format!("no flag and environment definitions are configured for {source}"),
             ));
         };
-        if collected.items.is_empty() {
-            return Some(AuditResult::Present { flags, env });
-        }
         let forge = match self.forge(source).await {
             Ok(f) => f,
             Err(e) => {

@@ -37,6 +37,21 @@ fn needed(path: &str) -> bool {
         || rel == "perf-changelog.yaml"
         // Retirements (issue 11) are read from it.
         || rel == "MODELS.md"
+        // The flag and environment audit reads the script a single-node
+        // family's launcher runs (blobs are cached by content).
+        || benchmark_script(rel)
+}
+
+fn benchmark_script(rel: &str) -> bool {
+    [
+        "benchmarks/single_node/fixed_seq_len/",
+        "benchmarks/single_node/agentic/",
+    ]
+    .iter()
+    .any(|dir| {
+        rel.strip_prefix(dir)
+            .is_some_and(|name| !name.contains('/') && name.ends_with(".sh"))
+    })
 }
 
 /// Why a wave stopped.
