@@ -264,7 +264,7 @@ pub async fn list_commits(
     let r = m.repo(&owner, &repo)?;
     let url = m.repo_url(&owner, &repo);
     let spec = q.sha.clone().unwrap_or_else(|| r.default_branch.clone());
-    let head = r.resolve(&spec).ok_or_else(|| ApiError::not_found())?;
+    let head = r.resolve(&spec).ok_or_else(ApiError::not_found)?;
     let blob_at = |commit: &str, path: &str| {
         r.objects
             .commits
