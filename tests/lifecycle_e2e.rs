@@ -132,6 +132,7 @@ impl Env {
                 compare_url: Some(
                     "https://github.com/upstream/engine/compare/1111111...2222222".into(),
                 ),
+                audit: None,
             }),
             versions: None,
         }

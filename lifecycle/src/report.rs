@@ -24,8 +24,8 @@ pub use markers::{HiddenRecord, MarkerError, MarkerKey, ReportName, find_record}
 pub use pr::{
     BASELINE_END, BASELINE_PLACEHOLDER, BASELINE_START, BumpScope, DEFAULT_DISPLAY_NAME,
     FrozenBaseline, FrozenError, Provenance, SpliceError, UpstreamRange, VersionsCompared,
-    engine_display, initial_body, parse_baseline_block, pr_title, render_baseline_block,
-    splice_baseline,
+    audit_line, audit_note, engine_display, initial_body, parse_baseline_block, pr_title,
+    render_baseline_block, splice_baseline,
 };
 pub use receipt::{Receipt, SweepCheck, parse_receipt, render_cleanup, render_receipt};
 

@@ -122,6 +122,7 @@ fn provenance() -> Provenance {
             to: "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb".into(),
             commits: Some(214),
             compare_url: Some("https://github.com/sgl-project/sglang/compare/aaaaaaaa...bbbbbbbb".into()),
+            audit: None,
         }),
         not_release_reason: None,
         scope: None,

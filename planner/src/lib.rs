@@ -6,6 +6,7 @@
 //! It must never talk to GitHub or decide anything about claims or pull
 //! requests: it reads a checkout and registries, and computes edits.
 
+pub mod audit;
 pub mod bump;
 pub mod capacity;
 pub mod changelog;

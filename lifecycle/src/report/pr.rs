@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::format::{clock_words, code, link, ms, number, reason_zh, text, title_text};
 use super::markers::hidden_json;
 use crate::baseline::{Baseline, BaselineValue};
+use klaud_planner::audit::{AuditResult, ItemKind, UncheckedCause};
 use klaud_planner::provenance::ImageVersions;
 
 /// The bot's display name in titles.
@@ -92,6 +93,171 @@ pub struct UpstreamRange {
     pub commits: Option<u64>,
     /// Compare URL.
     pub compare_url: Option<String>,
+    /// The flag and environment audit of this range, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditResult>,
+}
+
+/// The PR body's audit line (`zh`: the Chinese one): what was checked
+/// against the upstream change and what it found.
+pub fn audit_line(u: &UpstreamRange, zh: bool) -> Option<String> {
+    let a = u.audit.as_ref()?;
+    let line = match (a, zh) {
+        (AuditResult::Present { flags, env }, false) => format!(
+            "**Flags and environment:** every recipe flag and environment variable is still present ({flags} flags and {env} environment variables checked against the upstream change)."
+        ),
+        (AuditResult::Present { flags, env }, true) => format!(
+            "**参数与环境变量：**所有配方参数和环境变量仍然存在（已对照上游变更检查 {flags} 个参数和 {env} 个环境变量）。"
+        ),
+        (AuditResult::Removed { flags, env, items }, _) => {
+            let named: Vec<String> = items
+                .iter()
+                .map(|i| {
+                    let by = i.commit.as_deref().map(|c| {
+                        let short: String = c.chars().take(12).collect();
+                        link(
+                            &short,
+                            &format!("https://github.com/{}/commit/{c}", u.repository),
+                        )
+                    });
+                    match (zh, by) {
+                        (false, Some(by)) => format!(
+                            "{} ({}, set in {}, removed from {} by {by})",
+                            code(&i.name),
+                            i.kind.noun(),
+                            code(&i.source),
+                            code(&i.file)
+                        ),
+                        (false, None) => format!(
+                            "{} ({}, set in {}, removed from {} in this range)",
+                            code(&i.name),
+                            i.kind.noun(),
+                            code(&i.source),
+                            code(&i.file)
+                        ),
+                        (true, Some(by)) => format!(
+                            "{}（{}，设置于 {}，由 {by} 从 {} 中删除）",
+                            code(&i.name),
+                            kind_zh(i.kind),
+                            code(&i.source),
+                            code(&i.file)
+                        ),
+                        (true, None) => format!(
+                            "{}（{}，设置于 {}，在此范围内从 {} 中删除）",
+                            code(&i.name),
+                            kind_zh(i.kind),
+                            code(&i.source),
+                            code(&i.file)
+                        ),
+                    }
+                })
+                .collect();
+            if zh {
+                format!(
+                    "**参数与环境变量：**上游已删除：{}（共检查 {flags} 个参数和 {env} 个环境变量）。",
+                    named.join("；")
+                )
+            } else {
+                format!(
+                    "**Flags and environment:** removed upstream: {} ({flags} flags and {env} environment variables checked).",
+                    named.join("; ")
+                )
+            }
+        }
+        (
+            AuditResult::Unchecked {
+                flags, env, reason, ..
+            },
+            false,
+        ) => format!(
+            "**Flags and environment:** not checked: {}; this does not block the candidate ({flags} flags and {env} environment variables collected).",
+            text(reason)
+        ),
+        (
+            AuditResult::Unchecked {
+                flags, env, cause, ..
+            },
+            true,
+        ) => format!(
+            "**参数与环境变量：**未检查：{}；这不会阻止该候选（已收集 {flags} 个参数和 {env} 个环境变量）。",
+            cause_zh(*cause)
+        ),
+    };
+    Some(format!("{line}  \n"))
+}
+
+fn kind_zh(kind: ItemKind) -> &'static str {
+    match kind {
+        ItemKind::Flag => "参数",
+        ItemKind::Env => "环境变量",
+    }
+}
+
+fn cause_zh(cause: UncheckedCause) -> &'static str {
+    match cause {
+        UncheckedCause::TooLarge => "上游比较过大，无法完整读取",
+        UncheckedCause::Unavailable => "无法获取上游比较",
+        UncheckedCause::NotLinear => "新提交并非旧提交的后继",
+        UncheckedCause::NotConfigured => "未为该上游仓库配置参数和环境变量定义",
+        UncheckedCause::Unreadable => "基准测试仓库中的文件无法读取",
+    }
+}
+
+/// The receipt note of an audit that found deletions (English, Chinese):
+/// the first deleted items and the commits that deleted them.
+pub fn audit_note(u: &UpstreamRange) -> Option<(String, String)> {
+    let items = u.audit.as_ref()?.removed();
+    if items.is_empty() {
+        return None;
+    }
+    let en: Vec<String> = items
+        .iter()
+        .map(|i| match &i.commit {
+            Some(c) => format!(
+                "{} {} (removed by {}@{c})",
+                i.kind.noun(),
+                i.name,
+                u.repository
+            ),
+            None => format!(
+                "{} {} (removed from {} between {} and {})",
+                i.kind.noun(),
+                i.name,
+                i.file,
+                u.from,
+                u.to
+            ),
+        })
+        .collect();
+    let zh: Vec<String> = items
+        .iter()
+        .map(|i| match &i.commit {
+            Some(c) => format!(
+                "{} {}（由 {}@{c} 删除）",
+                kind_zh(i.kind),
+                i.name,
+                u.repository
+            ),
+            None => format!(
+                "{} {}（在 {} 与 {} 之间从 {} 中删除）",
+                kind_zh(i.kind),
+                i.name,
+                u.from,
+                u.to,
+                i.file
+            ),
+        })
+        .collect();
+    Some((
+        format!(
+            "the recipes use what the new engine no longer defines: {}; nothing was dispatched",
+            en.join("; ")
+        ),
+        format!(
+            "配方使用了新引擎已不再定义的内容：{}；未进行任何调度",
+            zh.join("；")
+        ),
+    ))
 }
 
 /// Where the new image comes from and why it was chosen.
@@ -375,6 +541,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
             "**Upstream:** {} {shown}{count}  \n",
             text(&u.repository)
         ));
+        out.push_str(&audit_line(u, false).unwrap_or_default());
     }
     if let Some(why) = &p.not_release_reason {
         out.push_str(&format!("**Why not a release:** {}  \n", text(why)));
@@ -442,6 +609,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
             "**上游：**{} {shown}{count}  \n",
             text(&u.repository)
         ));
+        out.push_str(&audit_line(u, true).unwrap_or_default());
     }
     if let Some(why) = &p.not_release_reason {
         out.push_str(&format!(

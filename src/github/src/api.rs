@@ -355,6 +355,31 @@ pub struct ComparedFile {
     pub filename: String,
 }
 
+/// A compare with its changed files: GitHub lists them only on the first
+/// page of a paginated compare, at most [`COMPARE_FILE_LIMIT`] of them, and
+/// leaves `patch` out for binary files and diffs too large to show.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ComparisonFiles {
+    /// `ahead`, `behind`, `diverged` or `identical`.
+    pub status: String,
+    pub ahead_by: u64,
+    #[serde(default)]
+    pub total_commits: u64,
+    #[serde(default)]
+    pub files: Vec<klaud_planner::audit::ChangedFile>,
+}
+
+/// The most changed files GitHub's compare lists ("Compare two commits":
+/// the file list of the first page holds up to 300 files for the whole
+/// comparison); a compare that lists this many may have more.
+pub const COMPARE_FILE_LIMIT: usize = 300;
+
+#[derive(Deserialize)]
+struct CommitFiles {
+    #[serde(default)]
+    files: Vec<klaud_planner::audit::ChangedFile>,
+}
+
 /// A job of a workflow run (lenient: GitHub adds statuses over time).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct JobInfo {
@@ -1334,6 +1359,53 @@ impl Forge {
         let what = format!("compare {base}...{head}");
         let p = self.path(&format!("compare/{}...{}", seg(base), seg(head)));
         self.t.get_json(&what, &p).await
+    }
+
+    /// The compare `base...head` with its changed files and their patches.
+    /// Only the first page is read: GitHub puts the file list there and
+    /// nowhere else (later pages carry only commits).
+    pub async fn compare_files(
+        &self,
+        base: &str,
+        head: &str,
+    ) -> Result<ComparisonFiles, GithubError> {
+        let what = format!("compare {base}...{head} with files");
+        let p = self.path(&format!(
+            "compare/{}...{}?per_page=100&page=1",
+            seg(base),
+            seg(head)
+        ));
+        self.t.get_json(&what, &p).await
+    }
+
+    /// Up to `limit` (at most 100: one page) commits reachable from `sha`
+    /// that touch `path`, newest first (`GET commits?sha=&path=`).
+    pub async fn commits_touching(
+        &self,
+        path: &str,
+        sha: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, GithubError> {
+        let what = format!("list commits touching {path}");
+        let per_page = limit.clamp(1, 100).to_string();
+        let p = self.path(&format!(
+            "commits?{}",
+            query(&[("sha", sha), ("path", path), ("per_page", &per_page)])
+        ));
+        let list: Vec<ShaOnly> = self.t.get_json(&what, &p).await?;
+        Ok(list.into_iter().map(|c| c.sha).collect())
+    }
+
+    /// The files one commit changes, with their patches (first page).
+    pub async fn commit_files(
+        &self,
+        sha: &str,
+    ) -> Result<Vec<klaud_planner::audit::ChangedFile>, GithubError> {
+        let what = format!("get commit {sha}");
+        let p = self.path(&format!("commits/{}", seg(sha)));
+        // A commit never changes: cached by its sha.
+        let c: CommitFiles = self.t.get_json_immutable(&what, &p).await?;
+        Ok(c.files)
     }
 
     /// Jobs of a run's latest attempt.

@@ -32,8 +32,8 @@ use octocrab::Octocrab;
 use octocrab::service::middleware::retry::RetryConfig;
 
 pub use api::{
-    Artifact, CommentInfo, Comparison, DispatchOutcome, FileChange, JobInfo, PullInfo, RunFilter,
-    RunInfo, TreeChange, UserInfo, WorkflowInfo,
+    Artifact, COMPARE_FILE_LIMIT, CommentInfo, Comparison, ComparisonFiles, DispatchOutcome,
+    FileChange, JobInfo, PullInfo, RunFilter, RunInfo, TreeChange, UserInfo, WorkflowInfo,
 };
 
 pub use runstatus::ForgeRunStatus;

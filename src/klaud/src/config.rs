@@ -48,6 +48,51 @@ pub struct Config {
     pub bump: BumpConfig,
     /// The cluster-capacity gate (spec §3.7); absent: nothing is gated.
     pub capacity: Option<CapacityConfig>,
+    /// The flag and environment audit of each bump's upstream range.
+    pub audit: AuditConfig,
+}
+
+/// `[audit]`: the flag and environment audit (runs where `[upstream]`
+/// names the image's source repository).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// Whether to audit (default `true`).
+    pub enabled: bool,
+    /// The most changed files a compare may list to be read (default and
+    /// ceiling 300, GitHub's own limit).
+    pub max_files: usize,
+    /// Commits read per removed item to name the one that removed it
+    /// (default 10; 0 names only the range).
+    pub max_commit_lookups: usize,
+    /// Where each engine defines flags and variables; absent: vLLM and
+    /// SGLang as [`klaud_planner::audit::default_engines`] gives them. A
+    /// list replaces the defaults.
+    pub engines: Vec<klaud_planner::audit::EngineDefinitions>,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        let d = klaud_github::upstream::AuditOptions::default();
+        Self {
+            enabled: d.enabled,
+            max_files: d.max_files,
+            max_commit_lookups: d.max_commit_lookups,
+            engines: d.engines,
+        }
+    }
+}
+
+impl AuditConfig {
+    /// The options the upstream reader audits with.
+    pub fn options(&self) -> klaud_github::upstream::AuditOptions {
+        klaud_github::upstream::AuditOptions {
+            enabled: self.enabled,
+            max_files: self.max_files,
+            max_commit_lookups: self.max_commit_lookups,
+            engines: self.engines.clone(),
+        }
+    }
 }
 
 /// `[capacity]`: the incumbent's private cluster-status API.
@@ -140,6 +185,7 @@ impl Default for Config {
             recipe_roots: Vec::new(),
             bump: BumpConfig::default(),
             capacity: None,
+            audit: AuditConfig::default(),
         }
     }
 }
@@ -620,6 +666,18 @@ impl Config {
                 }
             }
         }
+        klaud_planner::audit::validate(&self.audit.engines)
+            .map_err(|e| invalid("audit.engines", e.to_string()))?;
+        if self.audit.max_files > klaud_github::COMPARE_FILE_LIMIT {
+            return Err(invalid(
+                "audit.max_files",
+                format!(
+                    "{} is more than the {} changed files GitHub's compare lists",
+                    self.audit.max_files,
+                    klaud_github::COMPARE_FILE_LIMIT
+                ),
+            ));
+        }
         url::Url::parse(&self.github.api_url).map_err(|e| {
             invalid(
                 "github.api_url",
@@ -936,6 +994,30 @@ mod tests {
         .to_string();
         assert!(err.contains("lifecycle.repair_timeout"), "{err}");
         assert!(err.contains("daemon.lease"), "{err}");
+    }
+
+    #[test]
+    fn audit_defaults_and_its_limits_are_checked() {
+        let absent = Config::parse("t.toml", "").unwrap();
+        assert!(absent.audit.enabled);
+        assert_eq!(absent.audit.max_files, 300);
+        assert_eq!(absent.audit.max_commit_lookups, 10);
+        assert_eq!(
+            absent.audit.engines,
+            klaud_planner::audit::default_engines()
+        );
+        let err = Config::parse("t.toml", "[audit]\nmax_files = 301\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("audit.max_files"), "{err}");
+        let bad = "[[audit.engines]]\nrepository = \"a/b\"\n[[audit.engines.rules]]\nkind = \"flag\"\nfiles = [\"x.py\"]\npattern = \"(\"\n";
+        let err = Config::parse("t.toml", bad).unwrap_err().to_string();
+        assert!(
+            err.contains("audit.engines") && err.contains("a/b"),
+            "{err}"
+        );
+        let off = Config::parse("t.toml", "[audit]\nenabled = false\n").unwrap();
+        assert!(!off.audit.options().enabled);
     }
 
     #[test]

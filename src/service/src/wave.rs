@@ -37,6 +37,21 @@ fn needed(path: &str) -> bool {
         || rel == "perf-changelog.yaml"
         // Retirements (issue 11) are read from it.
         || rel == "MODELS.md"
+        // The flag and environment audit reads the script a single-node
+        // family's launcher runs (blobs are cached by content).
+        || benchmark_script(rel)
+}
+
+fn benchmark_script(rel: &str) -> bool {
+    [
+        "benchmarks/single_node/fixed_seq_len/",
+        "benchmarks/single_node/agentic/",
+    ]
+    .iter()
+    .any(|dir| {
+        rel.strip_prefix(dir)
+            .is_some_and(|name| !name.contains('/') && name.ends_with(".sh"))
+    })
 }
 
 /// Why a wave stopped.
@@ -467,14 +482,16 @@ pub fn tag_commit(tag: &str) -> Option<&str> {
 }
 
 /// The upstream range of a bump, when the image repository has a source
-/// repository and both commits are known; the count is asked of GitHub.
+/// repository and both commits are known; the count is asked of GitHub,
+/// and the family's flags and variables are audited against the change.
 async fn upstream_range(
     upstream: &GithubUpstream,
     sources: &BTreeMap<String, String>,
-    old: &str,
+    (repository, family): (&Repository, &klaud_planner::repo::Family),
     new: &str,
     revision: Option<&str>,
 ) -> Option<UpstreamRange> {
+    let old = &family.image().to_string();
     let new_ref = ImageRef::parse(new).ok()?;
     let source = sources.get(&new_ref.normalized_repository())?;
     let old_ref = ImageRef::parse(old).ok()?;
@@ -490,13 +507,45 @@ async fn upstream_range(
             None
         }
     };
+    let audit = audit_range(upstream, source, &from, &to, repository, family).await;
     Some(UpstreamRange {
         compare_url: Some(format!("https://github.com/{source}/compare/{from}...{to}")),
         repository: source.clone(),
         from,
         to,
         commits,
+        audit,
     })
+}
+
+/// The flag and environment audit of `family` over `from...to`. A checkout
+/// file the collectors cannot read is reported by name and line as the
+/// reason the audit did not check (it does not block).
+async fn audit_range(
+    upstream: &GithubUpstream,
+    source: &str,
+    from: &str,
+    to: &str,
+    repository: &Repository,
+    family: &klaud_planner::repo::Family,
+) -> Option<klaud_planner::audit::AuditResult> {
+    if !upstream.audit_options().enabled {
+        return None;
+    }
+    let engine = klaud_planner::audit::engine_for(&upstream.audit_options().engines, source);
+    let collected = match klaud_planner::audit::collect(repository, family, engine) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(family = %family.family, error = %e, "flags and environment not collected");
+            return Some(klaud_planner::audit::AuditResult::Unchecked {
+                flags: 0,
+                env: 0,
+                cause: klaud_planner::audit::UncheckedCause::Unreadable,
+                reason: e.to_string(),
+            });
+        }
+    };
+    upstream.audit(source, from, to, &collected).await
 }
 
 /// The target of a candidate this instance holds a claim for, read from
@@ -573,7 +622,7 @@ async fn plan_targets(
             t.upstream = upstream_range(
                 up,
                 &options.plan.upstream,
-                &family.image().to_string(),
+                (repository, family),
                 &t.image,
                 t.revision.as_deref(),
             )

@@ -89,7 +89,13 @@ impl Engine<'_> {
                     result,
                     sweep: rec.sweep.clone(),
                     note: ending.note.clone(),
-                    note_zh: None,
+                    // The audit's note has its Chinese twin in the record.
+                    note_zh: rec
+                        .upstream
+                        .as_ref()
+                        .and_then(crate::report::audit_note)
+                        .filter(|(en, _)| ending.note.as_deref() == Some(en.as_str()))
+                        .map(|(_, zh)| zh),
                 };
                 let rendered = render_receipt(&receipt);
                 if let Some(p) = self

@@ -163,6 +163,24 @@ impl Engine<'_> {
             }
             self.save(rec).await?;
         }
+        // The flag and environment audit found that the recipes use what
+        // the new engine no longer defines: no GPU run can pass, so none is
+        // dispatched. Only before the first dispatch: a run already made
+        // (an older record) is seen through.
+        if rec.attempts.iter().all(|a| a.run.is_none())
+            && let Some((note, _)) = rec.upstream.as_ref().and_then(crate::report::audit_note)
+        {
+            rec.ending = Some(crate::engine::journal::Ending {
+                outcome: Outcome::Incompatible,
+                phase: Phase::Targeted,
+                message: note.clone(),
+                hands_off: false,
+                note: Some(note),
+            });
+            rec.step = crate::engine::journal::Step::Finish;
+            self.save(rec).await?;
+            return Ok(Progress::Advanced(crate::engine::journal::Step::Finish));
+        }
         let idx = rec.attempts.len() - 1;
         if rec.attempts[idx].reported {
             return self.after_attempt(rec).await;

@@ -174,7 +174,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
         // As in `klaud wave`: the same credential reads the engines' public
         // source repositories.
         if let (false, Some(credential)) = (config.upstream.is_empty(), upstream_credential) {
-            daemon = daemon.with_upstream(GithubUpstream::new(&config.github.api_url, credential));
+            daemon = daemon.with_upstream(
+                GithubUpstream::new(&config.github.api_url, credential)
+                    .with_audit(config.audit.options()),
+            );
         }
         let wake = Arc::new(Notify::new());
         let webhook = webhook_secret

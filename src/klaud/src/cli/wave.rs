@@ -451,8 +451,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let hook = repair_hook(config)?;
         // Upstream reads (the release proof, the bump's commit range) use
         // the same token; public repositories only.
-        let upstream = (!config.upstream.is_empty())
-            .then(|| GithubUpstream::new(&config.github.api_url, session.credential.clone()));
+        let upstream = (!config.upstream.is_empty()).then(|| {
+            GithubUpstream::new(&config.github.api_url, session.credential.clone())
+                .with_audit(config.audit.options())
+        });
         let mut plan = PlanOptions::new(chrono::Utc::now());
         plan.min_age = config.planner.min_age;
         plan.max_candidates = args.max.unwrap_or(config.planner.max_candidates);

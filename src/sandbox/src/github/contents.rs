@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::git::{diff_files, link_files, repo_commit_json};
-use super::http::ApiError;
+use super::http::{ApiError, FullUri, paginate};
 use super::state::GithubState;
 
 #[derive(Deserialize)]
@@ -131,9 +131,18 @@ pub async fn get_commit(
     Ok(Json(repo_commit_json(&m, &url, &sha, c, Some(files))).into_response())
 }
 
+/// The commits a compare lists when it is not paginated ("Compare two
+/// commits": up to 250, ending with the most recent).
+const COMPARE_UNPAGED_COMMITS: usize = 250;
+
+/// The changed files a compare lists, for the whole comparison, on its
+/// first page only.
+const COMPARE_MAX_FILES: usize = 300;
+
 pub async fn compare(
     State(st): State<GithubState>,
     Path((owner, repo, basehead)): Path<(String, String, String)>,
+    FullUri(uri): FullUri,
 ) -> Result<Response, ApiError> {
     let m = st.lock().await;
     let r = m.repo(&owner, &repo)?;
@@ -145,7 +154,15 @@ pub async fn compare(
         .objects
         .merge_base(&base, &head)
         .ok_or_else(ApiError::not_found)?;
-    let ahead = r.objects.commits_between(&mb, &head);
+    let behind_set = r.objects.ancestors(&mb);
+    // Oldest first, as GitHub lists a comparison's commits.
+    let mut ahead: Vec<String> = r
+        .objects
+        .history(&head)
+        .into_iter()
+        .filter(|s| !behind_set.contains(s))
+        .collect();
+    ahead.reverse();
     let behind = r.objects.commits_between(&mb, &base);
     let status = match (ahead.len(), behind.len()) {
         (0, 0) => "identical",
@@ -160,21 +177,118 @@ pub async fn compare(
             .map(|c| repo_commit_json(&m, &url, sha, c, None))
             .unwrap_or(Value::Null)
     };
-    let files = match (r.objects.commits.get(&mb), r.objects.commits.get(&head)) {
-        (Some(a), Some(b)) => diff_files(&r.objects, &a.tree, &b.tree),
-        _ => Vec::new(),
+    let query: Vec<(String, String)> = uri
+        .query()
+        .map(|q| {
+            url::form_urlencoded::parse(q.as_bytes())
+                .into_owned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let get = |k: &str| {
+        query
+            .iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.parse::<usize>().ok())
+            .filter(|&n| n > 0)
     };
-    let mut files = files;
-    link_files(&mut files, &url, &m.html_base(&url), &head);
+    let paged = get("page").is_some() || get("per_page").is_some();
+    let page = get("page").unwrap_or(1);
     let html = format!("{}/compare/{basehead}", m.html_base(&url));
-    Ok(Json(json!({
+    let mut body = json!({
         "url": format!("{url}/compare/{basehead}"), "html_url": html,
         "permalink_url": html, "diff_url": format!("{html}.diff"), "patch_url": format!("{html}.patch"),
         "base_commit": commit_json(&base), "merge_base_commit": commit_json(&mb),
         "status": status, "ahead_by": ahead.len(), "behind_by": behind.len(),
         "total_commits": ahead.len(),
-        "commits": ahead.iter().map(|s| commit_json(s)).collect::<Vec<_>>(),
-        "files": files,
-    }))
-    .into_response())
+    });
+    // Paginated, the file list is on the first page only; unpaginated,
+    // the response is the first (and only) page.
+    if page == 1 {
+        let mut files = match (r.objects.commits.get(&mb), r.objects.commits.get(&head)) {
+            (Some(a), Some(b)) => diff_files(&r.objects, &a.tree, &b.tree),
+            _ => Vec::new(),
+        };
+        files.truncate(COMPARE_MAX_FILES);
+        link_files(&mut files, &url, &m.html_base(&url), &head);
+        body["files"] = json!(files);
+    }
+    if !paged {
+        let skip = ahead.len().saturating_sub(COMPARE_UNPAGED_COMMITS);
+        body["commits"] = json!(
+            ahead[skip..]
+                .iter()
+                .map(|s| commit_json(s))
+                .collect::<Vec<_>>()
+        );
+        return Ok(Json(body).into_response());
+    }
+    // The commits page like any list (`per_page` ≤ 100, `Link`), inside
+    // the comparison object.
+    let commits: Vec<Value> = ahead.iter().map(|s| commit_json(s)).collect();
+    let listed = paginate(commits, &m.base_url, &uri, None);
+    let (parts, bytes) = listed.into_parts();
+    let page_commits: Value = axum::body::to_bytes(bytes, usize::MAX)
+        .await
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Array(Vec::new()));
+    body["commits"] = page_commits;
+    let mut resp = Json(body).into_response();
+    if let Some(link) = parts.headers.get(axum::http::header::LINK) {
+        resp.headers_mut()
+            .insert(axum::http::header::LINK, link.clone());
+    }
+    Ok(resp)
+}
+
+#[derive(Deserialize)]
+pub struct CommitsQuery {
+    #[serde(default)]
+    sha: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+}
+
+/// `GET commits?sha=&path=`: the commits reachable from `sha` (default
+/// branch when absent), newest first, keeping with `path` only those that
+/// change it from their first parent (GitHub's default history
+/// simplification, for linear history), paginated.
+pub async fn list_commits(
+    State(st): State<GithubState>,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(q): Query<CommitsQuery>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let url = m.repo_url(&owner, &repo);
+    let spec = q.sha.clone().unwrap_or_else(|| r.default_branch.clone());
+    let head = r.resolve(&spec).ok_or_else(ApiError::not_found)?;
+    let blob_at = |commit: &str, path: &str| {
+        r.objects
+            .commits
+            .get(commit)
+            .and_then(|c| r.objects.flatten(&c.tree).remove(path))
+            .map(|(_, sha)| sha)
+    };
+    let items: Vec<Value> = r
+        .objects
+        .history(&head)
+        .into_iter()
+        .filter(|sha| match &q.path {
+            None => true,
+            Some(path) => {
+                let parent = r.objects.commits.get(sha).and_then(|c| c.parents.first());
+                blob_at(sha, path) != parent.and_then(|p| blob_at(p, path))
+            }
+        })
+        .filter_map(|sha| {
+            r.objects
+                .commits
+                .get(&sha)
+                .map(|c| repo_commit_json(&m, &url, &sha, c, None))
+        })
+        .collect();
+    Ok(paginate(items, &m.base_url, &uri, None))
 }

@@ -247,6 +247,36 @@ impl Objects {
         seen
     }
 
+    /// The commits reachable from `head`, newest first in topological
+    /// order (every commit before its parents; first parents first), as
+    /// `git log` lists them.
+    pub fn history(&self, head: &str) -> Vec<String> {
+        // Reverse post-order of a depth-first walk: deterministic, where a
+        // sort by date is not (commits of one second tie).
+        let mut seen = HashSet::new();
+        let mut post = Vec::new();
+        let mut stack = vec![(head.to_string(), false)];
+        while let Some((sha, done)) = stack.pop() {
+            if done {
+                post.push(sha);
+                continue;
+            }
+            if !seen.insert(sha.clone()) {
+                continue;
+            }
+            stack.push((sha.clone(), true));
+            if let Some(c) = self.commits.get(&sha) {
+                for p in c.parents.iter().rev() {
+                    if !seen.contains(p) {
+                        stack.push((p.clone(), false));
+                    }
+                }
+            }
+        }
+        post.reverse();
+        post
+    }
+
     /// Whether `ancestor` is reachable from `descendant`.
     pub fn is_ancestor(&self, ancestor: &str, descendant: &str) -> bool {
         self.ancestors(descendant).contains(ancestor)
@@ -636,36 +666,72 @@ pub fn diff_files(objs: &Objects, old_tree: &str, new_tree: &str) -> Vec<Value> 
     let old = objs.flatten(old_tree);
     let new = objs.flatten(new_tree);
     let mut out = Vec::new();
-    let count_lines = |sha: &str| {
-        objs.blobs
-            .get(sha)
-            .map(|b| b.iter().filter(|&&c| c == b'\n').count())
-            .unwrap_or(0)
+    let blob = |sha: Option<&String>| -> &[u8] {
+        sha.and_then(|s| objs.blobs.get(s))
+            .map_or(&[][..], |b| b.as_slice())
     };
+    let mut push =
+        |path: &str, status: &str, sha: &str, before: Option<&String>, after: Option<&String>| {
+            let (adds, dels, patch) = file_patch(blob(before), blob(after));
+            let mut v = json!({
+                "sha": sha, "filename": path, "status": status,
+                "additions": adds, "deletions": dels, "changes": adds + dels,
+            });
+            if let Some(p) = patch {
+                v["patch"] = json!(p);
+            }
+            out.push(v);
+        };
     for (path, (_, sha)) in &new {
-        let status = match old.get(path) {
+        let before = old.get(path).map(|(_, o)| o);
+        let status = match before {
             None => "added",
-            Some((_, o)) if o != sha => "modified",
+            Some(o) if o != sha => "modified",
             _ => continue,
         };
-        let adds = count_lines(sha);
-        let dels = old.get(path).map(|(_, o)| count_lines(o)).unwrap_or(0);
-        out.push(json!({
-            "sha": sha, "filename": path, "status": status,
-            "additions": adds, "deletions": dels, "changes": adds + dels,
-        }));
+        push(path, status, sha, before, Some(sha));
     }
     for (path, (_, sha)) in &old {
         if !new.contains_key(path) {
-            let dels = count_lines(sha);
-            out.push(json!({
-                "sha": sha, "filename": path, "status": "removed",
-                "additions": 0, "deletions": dels, "changes": dels,
-            }));
+            push(path, "removed", sha, Some(sha), None);
         }
     }
     out.sort_by(|a, b| a["filename"].as_str().cmp(&b["filename"].as_str()));
     out
+}
+
+/// The most lines a file's diff may have for GitHub to show its `patch`
+/// (GitHub's documented diff limit for a single file: 20,000 lines).
+pub const PATCH_MAX_LINES: usize = 20_000;
+
+/// Line counts and the `patch` GitHub shows for one file: the unified-diff
+/// hunks with three lines of context and no `---`/`+++` header, without a
+/// trailing newline. No patch for a binary file (not UTF-8, or holding a
+/// NUL byte) or a diff over [`PATCH_MAX_LINES`] lines.
+pub fn file_patch(before: &[u8], after: &[u8]) -> (usize, usize, Option<String>) {
+    let text = |b: &[u8]| {
+        std::str::from_utf8(b)
+            .ok()
+            .filter(|t| !t.contains('\0'))
+            .map(str::to_owned)
+    };
+    let (Some(a), Some(b)) = (text(before), text(after)) else {
+        return (0, 0, None);
+    };
+    let diff = similar::TextDiff::from_lines(&a, &b);
+    let (mut adds, mut dels) = (0, 0);
+    for change in diff.iter_all_changes() {
+        match change.tag() {
+            similar::ChangeTag::Insert => adds += 1,
+            similar::ChangeTag::Delete => dels += 1,
+            similar::ChangeTag::Equal => {}
+        }
+    }
+    if adds + dels == 0 || adds + dels > PATCH_MAX_LINES {
+        return (adds, dels, None);
+    }
+    let patch = diff.unified_diff().context_radius(3).to_string();
+    (adds, dels, Some(patch.trim_end_matches('\n').to_owned()))
 }
 
 /// Adds the `blob_url`, `raw_url` and `contents_url` GitHub puts on each

@@ -72,6 +72,7 @@ pub fn router(state: GithubState) -> Router {
         .route("/git/matching-refs/{*prefix}", get(refs::matching_refs))
         .route("/git/refs", post(refs::create_ref))
         .route("/contents/{*path}", get(contents::get_contents))
+        .route("/commits", get(contents::list_commits))
         .route("/commits/{sha}", get(contents::get_commit))
         .route("/compare/{basehead}", get(contents::compare))
         .route("/pulls", get(pulls::list).post(pulls::create))
