@@ -134,6 +134,7 @@ impl Env {
                 ),
             }),
             versions: None,
+            variant: None,
         }
     }
 

@@ -534,10 +534,8 @@ impl Repository {
                     Some((_, t)) => t.clone(),
                     None => match files.get(path) {
                         Some(t) => t.clone(),
-                        None => {
-                            crate::repo::read_text(self.root(), &format!("{}{path}", self.prefix()))
-                                .map_err(|e| fail(path, 1, e.to_string()))?
-                        }
+                        None => crate::repo::read_text(self.root(), path)
+                            .map_err(|e| fail(path, 1, e.to_string()))?,
                     },
                 };
                 let after =

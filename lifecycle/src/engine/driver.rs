@@ -26,6 +26,7 @@ use crate::workflows::{
 };
 
 mod baseline;
+mod experiment;
 mod finish;
 mod smoke;
 mod start;
@@ -169,6 +170,8 @@ pub struct Target {
     /// Toolkit and engine versions the old and new image declare, when the
     /// candidate's config was read by the planner.
     pub versions: Option<crate::report::VersionsCompared>,
+    /// The experiment variant this candidate is, if it is one.
+    pub variant: Option<crate::experiment::VariantInfo>,
 }
 
 /// What one call of [`Engine::step`] achieved.
@@ -447,6 +450,7 @@ impl<'a> Engine<'a> {
             upstream: None,
             versions: None,
             scope: None,
+            variant: None,
         }
     }
 
@@ -473,6 +477,7 @@ impl<'a> Engine<'a> {
         rec.not_release_reason = target.not_release_reason.clone();
         rec.upstream = target.upstream.clone();
         rec.versions = target.versions.clone();
+        rec.variant = target.variant.clone();
         let branch = rec.branch.clone();
         if let Some(pull) = self.forge.find_pull(&branch).await? {
             self.rebuild_ending(&mut rec, &pull).await?;
@@ -784,6 +789,13 @@ impl<'a> Engine<'a> {
         {
             return Ok(p);
         }
+        // An experiment's variant first looks at its siblings (issue 15).
+        if rec.variant.is_some()
+            && !matches!(rec.step, Step::Claim | Step::Finish | Step::Done)
+            && let Some(p) = self.experiment_gate(rec).await?
+        {
+            return Ok(p);
+        }
         if matches!(
             rec.step,
             Step::Baseline | Step::Smoke | Step::Repair | Step::Final | Step::Sweep
@@ -881,12 +893,16 @@ impl<'a> Engine<'a> {
             .as_ref()
             .and_then(|i| i.tag().map(str::to_owned))
             .unwrap_or_else(|| rec.image.clone());
-        pr_title(
+        let title = pr_title(
             &self.config.display_name,
             &self.title_keys(rec),
             &engine,
             &tag,
-        )
+        );
+        match &rec.variant {
+            Some(v) => crate::experiment::variant_title(&title, &self.config.display_name, &v.name),
+            None => title,
+        }
     }
 
     /// The keys a PR title names: the family's own, or every member of a
@@ -1191,12 +1207,32 @@ impl<'a> Engine<'a> {
         if left * 2 > self.config.lease {
             return Ok(None);
         }
-        match self
+        let mut renewed = self
             .book()
             .renew(&held, self.config.lease)
             .await
-            .map_err(|e| EngineError::Claim(e.to_string()))?
+            .map_err(|e| EngineError::Claim(e.to_string()))?;
+        // A sibling variant renewed the shared claim first: its tip is ours.
+        if matches!(renewed, Renew::Lost(klaud_claims::Lost::Moved(_)))
+            && self.adopt_moved_claim(rec).await?
+            && let Some(stored) = rec.claim.clone()
         {
+            let held = stored.held()?;
+            let left = held
+                .record
+                .lease_until
+                .map(|u| u - self.clock.now())
+                .unwrap_or_else(TimeDelta::zero);
+            if left * 2 > self.config.lease {
+                return Ok(None);
+            }
+            renewed = self
+                .book()
+                .renew(&held, self.config.lease)
+                .await
+                .map_err(|e| EngineError::Claim(e.to_string()))?;
+        }
+        match renewed {
             Renew::Renewed(h) => {
                 rec.claim = Some(super::journal::StoredClaim::of(&h));
                 self.save(rec).await?;

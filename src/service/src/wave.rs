@@ -448,6 +448,7 @@ fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) -> Vec<Targ
                 old: None,
                 new: c.versions.clone(),
             }),
+            variant: None,
         });
     }
     out
@@ -546,6 +547,7 @@ async fn held_target(
         not_release_reason: None,
         upstream: None,
         versions: None,
+        variant: None,
     }))
 }
 
@@ -801,6 +803,7 @@ pub async fn run_wave_told(
                 not_release_reason: rec.not_release_reason.clone(),
                 upstream: rec.upstream.clone(),
                 versions: rec.versions.clone(),
+                variant: rec.variant.clone(),
             });
         }
     }
