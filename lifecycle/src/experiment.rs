@@ -147,6 +147,70 @@ pub fn variant_targets(
         .collect())
 }
 
+/// An experiment as configured (`[[experiments]]`): the families it runs
+/// on and its variants, derived ones resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExperimentSpec {
+    /// Its name (in bodies, commit messages and candidate ids).
+    pub name: String,
+    /// Family patterns: `<master>:<key>` or a key alone, `*` matching any
+    /// run of characters.
+    pub families: Vec<String>,
+    /// How many variants of one family run at once (0: no bound).
+    pub max_concurrent: u32,
+    /// Its variants, in order.
+    pub variants: Vec<ResolvedVariant>,
+}
+
+impl ExperimentSpec {
+    /// Whether the experiment runs on `family` (`<master>:<key>`): a
+    /// pattern with a `:` is matched against the whole family, one
+    /// without against the key.
+    pub fn matches(&self, family: &str) -> bool {
+        let key = family.rsplit_once(':').map_or(family, |(_, k)| k);
+        self.families.iter().any(|p| {
+            if p.contains(':') {
+                wildcard(p, family)
+            } else {
+                wildcard(p, key)
+            }
+        })
+    }
+}
+
+/// `*` matches any run of characters, everything else itself. Written out
+/// because a family name is not a path: glob crates give `/` a meaning
+/// that the `<master path>:<key>` form must not have.
+fn wildcard(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let [first, middle @ .., last] = parts.as_slice() else {
+        return pattern == text;
+    };
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// The first configured experiment on `target`'s family, as variant
+/// targets; `None` when no experiment matches.
+pub fn expand(
+    target: &Target,
+    experiments: &[ExperimentSpec],
+) -> Option<Result<Vec<Target>, String>> {
+    let spec = experiments.iter().find(|e| e.matches(&target.family))?;
+    Some(
+        variant_targets(target, &spec.name, &spec.variants, spec.max_concurrent)
+            .map_err(|e| format!("experiment {}: {e}", spec.name)),
+    )
+}
+
 /// `[Klaud Cold][experiment][Variant A] Update …`: the single-candidate
 /// title with the experiment tags after the bot's bracket.
 pub fn variant_title(title: &str, display_name: &str, variant: &str) -> String {
@@ -320,6 +384,41 @@ mod tests {
         // Another experiment name gives other ids.
         let other = variant_targets(&base(), "exp2", &vs, 2).unwrap();
         assert_ne!(other[0].candidate, targets[0].candidate);
+    }
+
+    #[test]
+    fn family_patterns_match_whole_families_or_keys() {
+        let spec = |p: &str| ExperimentSpec {
+            name: "e".into(),
+            families: vec![p.into()],
+            max_concurrent: 0,
+            variants: Vec::new(),
+        };
+        let f = "configs/nvidia-master.yaml:dsr1-fp4-b200-sglang";
+        for yes in [
+            "dsr1-*",
+            "*-sglang",
+            "dsr1-fp4-b200-sglang",
+            "configs/nvidia-master.yaml:*",
+            "*b200*",
+            "*",
+        ] {
+            assert!(spec(yes).matches(f), "{yes}");
+        }
+        for no in [
+            "dsr1",
+            "*-vllm",
+            "configs/amd-master.yaml:*",
+            "dsr1-*-vllm",
+            "configs/*:x",
+        ] {
+            assert!(!spec(no).matches(f), "{no}");
+        }
+        assert!(!wildcard("a*a", "a"));
+        assert!(wildcard("a*a", "aa"));
+        let targets = expand(&base(), &[spec("k")]).unwrap().unwrap();
+        assert!(targets.is_empty(), "no variants, no targets");
+        assert!(expand(&base(), &[spec("other")]).is_none());
     }
 
     #[test]

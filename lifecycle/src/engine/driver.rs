@@ -102,6 +102,9 @@ pub struct EngineConfig {
     /// What to do with a Klaud PR already open when somebody else's PR
     /// starts to overlap its family.
     pub on_human_overlap: HumanOverlap,
+    /// `[[experiments]]`: families whose candidate runs as racing variants
+    /// (issue 15); empty: every candidate runs alone.
+    pub experiments: Vec<crate::experiment::ExperimentSpec>,
 }
 
 /// What Klaud does with its own open PR when a human PR later changes the
@@ -145,6 +148,7 @@ impl EngineConfig {
             bump: klaud_planner::bump::BumpOptions::default(),
             capacity: None,
             on_human_overlap: HumanOverlap::Leave,
+            experiments: Vec::new(),
         }
     }
 }

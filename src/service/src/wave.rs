@@ -509,6 +509,7 @@ async fn held_target(
     repository: &Repository,
     candidate: &klaud_claims::ClaimCandidate,
     cache: Option<&Store>,
+    experiments: &[klaud_lifecycle::experiment::ExperimentSpec],
 ) -> Result<Option<Target>, WaveError> {
     let branch = klaud_lifecycle::engine::branch_name(candidate.id.as_str());
     let Some(head) = forge.get_ref(&format!("refs/heads/{branch}")).await? else {
@@ -534,13 +535,17 @@ async fn held_target(
     let Some(image) = image else {
         return Ok(None);
     };
-    let names_candidate = ImageRef::parse(&image).is_ok_and(|i| {
-        klaud_planner::identity::candidate_id(candidate.id.family().as_str(), &i.normalized())
-            == candidate.id.as_str()
-    });
-    Ok(names_candidate.then(|| Target {
+    let Ok(parsed) = ImageRef::parse(&image) else {
+        return Ok(None);
+    };
+    let plain =
+        klaud_planner::identity::candidate_id(candidate.id.family().as_str(), &parsed.normalized());
+    let Ok(plain) = CandidateId::new(&plain) else {
+        return Ok(None);
+    };
+    let target = Target {
         family: candidate.family.clone(),
-        candidate: candidate.id.clone(),
+        candidate: plain,
         image,
         revision: None,
         clock: None,
@@ -548,7 +553,45 @@ async fn held_target(
         upstream: None,
         versions: None,
         variant: None,
-    }))
+    };
+    if target.candidate == candidate.id {
+        return Ok(Some(target));
+    }
+    // A variant of a configured experiment: its id is rebuilt from the
+    // image its branch runs (issue 15).
+    Ok(
+        match klaud_lifecycle::experiment::expand(&target, experiments) {
+            Some(Ok(variants)) => variants.into_iter().find(|v| v.candidate == candidate.id),
+            _ => None,
+        },
+    )
+}
+
+/// The plan's picks with each pick on an experiment's family replaced by
+/// the experiment's variants (issue 15); each variant is marked seen.
+fn expand_experiments(
+    picked: Vec<Target>,
+    experiments: &[klaud_lifecycle::experiment::ExperimentSpec],
+    seen: &mut BTreeSet<String>,
+) -> Vec<Target> {
+    if experiments.is_empty() {
+        return picked;
+    }
+    let mut out = Vec::new();
+    for t in picked {
+        match klaud_lifecycle::experiment::expand(&t, experiments) {
+            None => out.push(t),
+            Some(Ok(variants)) => out.extend(
+                variants
+                    .into_iter()
+                    .filter(|v| seen.insert(v.candidate.as_str().to_owned())),
+            ),
+            Some(Err(e)) => {
+                tracing::warn!(candidate = %t.candidate, error = %e, "experiment not started")
+            }
+        }
+    }
+    out
 }
 
 /// How often a wave re-plans to replace picks whose claim another instance
@@ -808,6 +851,7 @@ pub async fn run_wave_told(
         }
     }
     let picked = plan_targets(&report, &ours, &mut seen, &options, &repository, registry).await;
+    let picked = expand_experiments(picked, &options.engine.experiments, &mut seen);
     let mut new_picks: BTreeSet<String> = picked
         .iter()
         .map(|t| t.candidate.as_str().to_owned())
@@ -826,7 +870,15 @@ pub async fn run_wave_told(
             if seen.contains(id) || done_ids.contains(id) || recovering.contains(id) {
                 continue;
             }
-            match held_target(forge, &repository, c, options.cache).await {
+            match held_target(
+                forge,
+                &repository,
+                c,
+                options.cache,
+                &options.engine.experiments,
+            )
+            .await
+            {
                 Ok(Some(t)) => {
                     seen.insert(id.to_owned());
                     targets.push(t);
@@ -886,7 +938,8 @@ pub async fn run_wave_told(
         if new_picks.is_empty() || options.stop.as_ref().is_some_and(|s| *s.borrow()) {
             break;
         }
-        let mut lost = 0;
+        // Families, not candidates: an experiment's variants lose together.
+        let mut lost = BTreeSet::new();
         for (rec, status, skip) in records.iter_mut() {
             if !new_picks.remove(&rec.candidate) || rec.step != Step::Claim {
                 continue;
@@ -895,13 +948,13 @@ pub async fn run_wave_told(
                 Ok(Progress::Skipped(why)) => {
                     *status = Some(why);
                     *skip = true;
-                    lost += 1;
+                    lost.insert(rec.family.clone());
                 }
                 Ok(_) => {}
                 Err(e) => *status = Some(format!("stopped: {e}")),
             }
         }
-        if lost == 0 {
+        if lost.is_empty() {
             break;
         }
         for (rec, _, _) in &records {
@@ -912,7 +965,7 @@ pub async fn run_wave_told(
                     .insert(id.family().as_str().to_owned());
             }
         }
-        options.plan.max_candidates = lost;
+        options.plan.max_candidates = lost.len();
         let again = plan(&repository, &session, &options.plan).await;
         save_breaker(registry, options.cache);
         let refill = plan_targets(
@@ -924,6 +977,7 @@ pub async fn run_wave_told(
             registry,
         )
         .await;
+        let refill = expand_experiments(refill, &options.engine.experiments, &mut seen);
         for t in &refill {
             match engine.open_record(t).await {
                 Ok(rec) => {
