@@ -180,6 +180,11 @@ impl Engine<'_> {
                 "Variant {name} of experiment {} validated first: {link}",
                 info.experiment
             );
+            // Rebuilt without a journal, the record may not know its own
+            // branch and PR yet: the stop must close what exists.
+            if matches!(rec.step, Step::Prepare | Step::Open) {
+                self.adopt_existing(rec).await?;
+            }
             self.end_now(rec, Outcome::Duplicate, m, false).await?;
             return Ok(Some(Progress::Advanced(Step::Finish)));
         }
@@ -237,6 +242,33 @@ impl Engine<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// The branch head (a commit with this candidate's trailer) and the
+    /// bot's PR of `rec`, when they exist and the record lacks them.
+    async fn adopt_existing(&self, rec: &mut CandidateRecord) -> Result<(), EngineError> {
+        if rec.head.is_none()
+            && let Some(tip) = self.branch_tip(&rec.branch).await?
+        {
+            let trailer = format!("{}{}", super::TRAILER, rec.candidate);
+            if tip.message.lines().any(|l| l.trim() == trailer) {
+                rec.head = Some(tip.sha);
+                rec.pending_commit = None;
+            }
+        }
+        if rec.pull.is_none()
+            && let Some(pull) = self.forge.find_pull(&rec.branch).await?
+            && self.by_bot(pull.author.as_deref())
+        {
+            rec.pull = Some(pull.number);
+            rec.pull_url = Some(pull.html_url.clone());
+            rec.attempts = {
+                let comments = self.forge.list_comments(pull.number).await?;
+                self.reported_attempts(rec, &comments, true)
+            };
+            self.find_owned_runs(rec).await?;
+        }
+        self.save(rec).await
     }
 
     /// Before a variant's changelog and sweep label: only one variant is in
