@@ -296,3 +296,97 @@ async fn two_instances_racing_for_one_experiment_run_it_once() {
     );
     assert_clean_end(&env, &won).await;
 }
+
+/// The family's 1st smoke (the plain candidate) runs long, the 2nd (the
+/// maintainer's variant) passes at once.
+const TRY: &str = r#"
+[families."*"]
+smoke = ["success"]
+sweep = ["success"]
+[families.demo-fp4-gb200-dynamo-vllm-disagg]
+smoke = [{ outcome = "success", delay = 30 }, "success"]
+sweep = ["success"]
+"#;
+
+#[tokio::test]
+async fn a_maintainers_klaud_try_starts_a_variant_that_races_the_candidate() {
+    use klaud_sandbox::stack::MAINTAINER_TOKEN;
+    let env = env(TRY).await;
+    let base = env.target(KEY).await;
+    let journal = MemoryJournal::new();
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let clock = SystemClock;
+    let first = engine(&env, &lifecycle, &journal, &clock, instance(1));
+    let mut rec = first.open_record(&base).await.expect("record");
+    for _ in 0..100 {
+        first.step(&mut rec).await.expect("step");
+        if rec.attempts.first().is_some_and(|a| a.run.is_some()) {
+            break;
+        }
+    }
+    let number = rec.pull.expect("pull");
+    let person = crate::support::Person::new(
+        &env.stack.github.url(),
+        MAINTAINER_TOKEN,
+        crate::lifecycle_e2e::REPO,
+    );
+    let bad = person
+        .comment(number, "/klaud try T: set nothing.here=1")
+        .await;
+    let good = person
+        .comment(number, "/klaud try T: set model.precision=fp8")
+        .await;
+    let answered = klaud_service::pr_commands::handle_commands(&env.forge, &first, &mut rec, None)
+        .await
+        .expect("commands");
+    assert_eq!(answered.len(), 2);
+    let bodies = env.bodies(number).await;
+    let reply = |id: u64| {
+        let marker = klaud_service::pr_commands::reply_marker(id);
+        bodies
+            .iter()
+            .find(|b| b.contains(&marker))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert!(
+        reply(bad).contains("Not started") && reply(bad).contains("no field nothing"),
+        "{}",
+        reply(bad)
+    );
+    assert!(reply(good).contains("Started Variant T"), "{}", reply(good));
+    let started: Vec<Target> = answered.iter().flat_map(|a| a.started.clone()).collect();
+    assert_eq!(started.len(), 1);
+    // The claim lists both; the plain candidate is now the experiment's base.
+    let claim = env.claims().await;
+    assert_eq!(claim.len(), 1);
+    let targets = vec![base.clone(), started[0].clone()];
+    let recs = race(&env, &journal, instance(1), &targets).await;
+    let outcomes: Vec<Outcome> = recs.iter().map(|(r, _)| ending(r)).collect();
+    assert_eq!(outcomes, [Outcome::Duplicate, Outcome::Validated]);
+    let winner = env.pull(recs[1].0.pull.expect("pull")).await;
+    assert!(
+        winner
+            .title
+            .starts_with("[Klaud Cold][experiment][Variant T] "),
+        "{}",
+        winner.title
+    );
+    assert!(
+        !env.pull(number).await.open,
+        "the plain candidate's PR is closed"
+    );
+    assert_clean_end(&env, &recs).await;
+    // Answered once: another pass posts nothing new.
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let later = engine(&env, &lifecycle, &journal, &clock, instance(1));
+    let mut rec = journal
+        .load(base.candidate.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    let again = klaud_service::pr_commands::handle_commands(&env.forge, &later, &mut rec, None)
+        .await
+        .expect("commands");
+    assert!(again.is_empty());
+}

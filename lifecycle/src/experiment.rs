@@ -61,6 +61,10 @@ pub struct VariantInfo {
     /// no bound.
     #[serde(default)]
     pub max_concurrent: u32,
+    /// The candidate image the experiment started from (a variant without
+    /// an `image` edit runs it).
+    #[serde(default)]
+    pub base_image: String,
 }
 
 impl VariantInfo {
@@ -141,6 +145,7 @@ pub fn variant_targets(
                     edits: v.edits.clone(),
                     siblings: siblings.clone(),
                     max_concurrent,
+                    base_image: base.image.clone(),
                 }),
             }
         })

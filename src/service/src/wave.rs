@@ -883,6 +883,14 @@ pub async fn run_wave_told(
                     seen.insert(id.to_owned());
                     targets.push(t);
                 }
+                // A variant that never got a branch, of an experiment whose
+                // siblings are resumed: they finish and release the claim.
+                Ok(None)
+                    if held
+                        .record
+                        .candidates
+                        .iter()
+                        .any(|o| o.id != c.id && seen.contains(o.id.as_str())) => {}
                 Ok(None) => lost_track.push(Orphan {
                     held: held.clone(),
                     orphan_run: held.record.run_id,
@@ -992,12 +1000,16 @@ pub async fn run_wave_told(
     // must win over the next step) — and on recently finished candidates,
     // where `retry` and `status` still make sense.
     let mut answered = Vec::new();
+    let mut tried = Vec::new();
     for (rec, status, skip) in records.iter_mut() {
         if *skip || rec.pull.is_none() {
             continue;
         }
         match crate::pr_commands::handle_commands(forge, &engine, rec, options.cache).await {
-            Ok(a) => answered.extend(a),
+            Ok(a) => {
+                tried.extend(a.iter().flat_map(|x| x.started.iter().cloned()));
+                answered.extend(a)
+            }
             Err(e) => {
                 *status = Some(format!("commands not handled: {e}"));
                 tracing::warn!(candidate = %rec.candidate, error = %e, "maintainer commands not handled");
@@ -1017,6 +1029,16 @@ pub async fn run_wave_told(
             Err(e) => {
                 tracing::warn!(candidate = %rec.candidate, error = %e, "maintainer commands not handled")
             }
+        }
+    }
+    // Variants a maintainer's `/klaud try` started run in this wave.
+    for t in &tried {
+        if !seen.insert(t.candidate.as_str().to_owned()) {
+            continue;
+        }
+        match engine.open_record(t).await {
+            Ok(rec) => records.push((rec, None, false)),
+            Err(e) => skipped.push((t.candidate.as_str().to_owned(), e.to_string())),
         }
     }
     // Again before any PR is opened: a human PR that appeared since the

@@ -366,4 +366,167 @@ impl Engine<'_> {
         Ok(self.refresh_claim(rec).await?.is_some()
             && rec.claim.as_ref().map(|c| &c.sha) != before.as_ref().map(|c: &StoredClaim| &c.sha))
     }
+
+    /// A maintainer's `/klaud try` on `rec`'s PR: a new variant of its
+    /// candidate joins (or, for a plain candidate, starts) its experiment
+    /// under the same claim. The claim lists the new candidate before any
+    /// sibling's record names it, so a crash in between only leaves a
+    /// listed candidate that never started. `Ok(Err(why))`: refused.
+    pub async fn add_variant(
+        &self,
+        rec: &mut CandidateRecord,
+        request: &crate::commands::TryRequest,
+    ) -> Result<Result<super::Target, String>, EngineError> {
+        use klaud_planner::variant::ResolvedVariant;
+        if matches!(rec.step, Step::Finish | Step::Done) || rec.ending.is_some() {
+            return Ok(Err(format!(
+                "candidate {} is finishing or finished",
+                rec.candidate
+            )));
+        }
+        // A plain candidate becomes the experiment's first variant, `base`.
+        let mut info = rec.variant.clone().unwrap_or_else(|| VariantInfo {
+            experiment: format!("try-{}", &rec.candidate[17..25]),
+            name: "base".into(),
+            from: None,
+            own: Vec::new(),
+            edits: Vec::new(),
+            siblings: vec![Sibling {
+                name: "base".into(),
+                candidate: rec.candidate.clone(),
+                from: None,
+                own: Vec::new(),
+            }],
+            max_concurrent: 0,
+            base_image: rec.image.clone(),
+        });
+        if let Some(existing) = info.siblings.iter().find(|s| s.name == request.name) {
+            return Ok(Err(format!(
+                "the experiment already has a Variant {} ({})",
+                request.name,
+                super::branch_name(&existing.candidate)
+            )));
+        }
+        // The base's effective edits: its chain of own edits, oldest first.
+        let mut inherited: Vec<String> = Vec::new();
+        let mut at = request.from.clone();
+        let mut guard = 0;
+        while let Some(name) = at {
+            let Some(base) = info.siblings.iter().find(|s| s.name == name) else {
+                return Ok(Err(format!("the experiment has no Variant {name}")));
+            };
+            inherited.splice(0..0, base.own.iter().cloned());
+            at = base.from.clone();
+            guard += 1;
+            if guard > info.siblings.len() {
+                return Ok(Err("variants build on each other in a circle".into()));
+            }
+        }
+        let own: Vec<String> = request.edits.iter().map(ToString::to_string).collect();
+        let resolved = ResolvedVariant {
+            name: request.name.clone(),
+            from: request.from.clone(),
+            own: own.clone(),
+            edits: inherited.iter().chain(&own).cloned().collect(),
+        };
+        // Refuse now what the bump commit could not make.
+        let edits = match resolved.parsed() {
+            Ok(e) => e,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        if let Err(e) = self.repository.apply_variant_edits(
+            &rec.family,
+            &std::collections::BTreeMap::new(),
+            &edits,
+        ) {
+            return Ok(Err(e.to_string()));
+        }
+        let base_target = super::Target {
+            family: rec.family.clone(),
+            candidate: Self::candidate_id(rec)?,
+            image: info.base_image.clone(),
+            revision: rec.revision.clone(),
+            clock: rec.clock.clone(),
+            not_release_reason: rec.not_release_reason.clone(),
+            upstream: rec.upstream.clone(),
+            versions: rec.versions.clone(),
+            variant: None,
+        };
+        let mut target = match experiment::variant_targets(
+            &base_target,
+            &info.experiment,
+            std::slice::from_ref(&resolved),
+            info.max_concurrent,
+        ) {
+            Ok(mut t) if t.len() == 1 => t.remove(0),
+            Ok(_) => return Ok(Err("no variant was made".into())),
+            Err(e) => return Ok(Err(e)),
+        };
+        let new_id = target.candidate.clone();
+        info.siblings.push(Sibling {
+            name: resolved.name.clone(),
+            candidate: new_id.as_str().to_owned(),
+            from: resolved.from.clone(),
+            own,
+        });
+        // 1. The claim lists the new candidate (compare-and-swap).
+        for _ in 0..3 {
+            let Some(held) = self.refresh_claim(rec).await? else {
+                return Ok(Err("this instance does not hold the family's claim".into()));
+            };
+            if held.record.candidate_ids().contains(&new_id.as_str()) {
+                break;
+            }
+            let mut record = held.record.clone();
+            let base = held
+                .record
+                .candidates
+                .first()
+                .map(|c| c.base.clone())
+                .unwrap_or_else(|| rec.base_sha.clone());
+            for member in self.bumped_together(&rec.family) {
+                record.candidates.push(klaud_claims::ClaimCandidate::new(
+                    &base,
+                    member,
+                    new_id.clone(),
+                ));
+            }
+            self.intend(rec, &format!("claim: add candidate {new_id}"))
+                .await?;
+            if let Renew::Renewed(h) = self
+                .book()
+                .amend(&held, record)
+                .await
+                .map_err(|e| EngineError::Claim(e.to_string()))?
+            {
+                self.hold(rec, &h);
+                self.save(rec).await?;
+                break;
+            }
+        }
+        // 2. Every sibling's record learns of it.
+        for s in info.siblings.clone() {
+            if s.candidate == rec.candidate || s.candidate == new_id.as_str() {
+                continue;
+            }
+            if let Some(mut other) = self.journal.load(&s.candidate).await?
+                && let Some(v) = other.variant.as_mut()
+                && !v.siblings.iter().any(|x| x.candidate == new_id.as_str())
+            {
+                v.siblings = info.siblings.clone();
+                self.save(&mut other).await?;
+            }
+        }
+        let mut mine = info.clone();
+        if rec.variant.is_none() {
+            mine.name = "base".into();
+        }
+        mine.siblings = info.siblings.clone();
+        rec.variant = Some(mine);
+        self.save(rec).await?;
+        if let Some(v) = target.variant.as_mut() {
+            v.siblings = info.siblings.clone();
+        }
+        Ok(Ok(target))
+    }
 }
