@@ -28,6 +28,7 @@ use crate::workflows::{
 mod baseline;
 mod experiment;
 mod finish;
+mod live;
 mod smoke;
 mod start;
 mod sweep;
@@ -105,6 +106,15 @@ pub struct EngineConfig {
     /// `[[experiments]]`: families whose candidate runs as racing variants
     /// (issue 15); empty: every candidate runs alone.
     pub experiments: Vec<crate::experiment::ExperimentSpec>,
+    /// Whether a candidate needs the published baseline of its family's
+    /// current image for every point before any GPU work (`readiness-
+    /// blocked` otherwise). Off: missing points are N/A rows. Only checked
+    /// when a results API is configured.
+    pub require_baseline: bool,
+    /// Live attempt reports: the least time between two edits of a run's
+    /// report comment while the run is in progress (`None`: the report is
+    /// posted only when the run ends).
+    pub live_report_interval: Option<TimeDelta>,
 }
 
 /// What Klaud does with its own open PR when a human PR later changes the
@@ -149,6 +159,8 @@ impl EngineConfig {
             capacity: None,
             on_human_overlap: HumanOverlap::Leave,
             experiments: Vec::new(),
+            require_baseline: true,
+            live_report_interval: Some(TimeDelta::minutes(5)),
         }
     }
 }
@@ -396,15 +408,24 @@ impl<'a> Engine<'a> {
         ))
     }
 
-    /// Why `family` may not use its clusters now (`None`: it may, or no
-    /// gate is configured).
+    /// Why `family` (with every family bumped together with it) may not
+    /// use its clusters now (`None`: it may, or no gate is configured).
     async fn capacity_refusal(&self, family: &str) -> Result<Option<String>, EngineError> {
         let Some(gate) = self.config.capacity.as_deref() else {
             return Ok(None);
         };
-        let family = self.family(family)?;
+        // A group is bumped, smoked and swept together: every member's
+        // clusters must have room, not only the first member's.
+        let members = self.bumped_together(family);
+        let families = members
+            .iter()
+            .map(|m| self.family(m))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(
-            match gate.check(self.repository, family, self.clock.now()).await {
+            match gate
+                .check_all(self.repository, &families, self.clock.now())
+                .await
+            {
                 klaud_planner::capacity::Verdict::Eligible { .. } => None,
                 klaud_planner::capacity::Verdict::Deferred(why) => Some(why),
             },
@@ -1286,16 +1307,24 @@ impl<'a> Engine<'a> {
             return Ok(None);
         };
         let comments = self.forge.list_comments(number).await?;
+        // A live report of the same run is replaced in its comment by the
+        // final one (its first part); any other existing record is final.
+        let live = rendered.iter().find_map(|r| {
+            self.live_comment(&comments, &r.key)
+                .map(|(c, _)| (c.id, &r.key))
+        });
         let missing: Vec<&RenderedComment> = rendered
             .iter()
             .filter(|r| {
-                !comments.iter().any(|c| {
-                    self.by_bot(c.author.as_deref())
-                        && find_record(&c.body)
-                            .ok()
-                            .flatten()
-                            .is_some_and(|f| f.key == r.key)
-                })
+                live.is_some_and(|(_, k)| *k == r.key)
+                    || !comments.iter().any(|c| {
+                        self.by_bot(c.author.as_deref())
+                            && live.is_none_or(|(id, _)| id != c.id)
+                            && find_record(&c.body)
+                                .ok()
+                                .flatten()
+                                .is_some_and(|f| f.key == r.key)
+                    })
             })
             .collect();
         if missing.is_empty() {
@@ -1307,7 +1336,16 @@ impl<'a> Engine<'a> {
         };
         for r in missing {
             self.intend(rec, &format!("comment {}", r.key)).await?;
-            self.forge.create_comment(&proof, number, &r.body).await?;
+            match live {
+                Some((id, k)) if *k == r.key => {
+                    self.forge
+                        .update_comment(&proof, number, id, &r.body)
+                        .await?;
+                }
+                _ => {
+                    self.forge.create_comment(&proof, number, &r.body).await?;
+                }
+            }
         }
         Ok(None)
     }
