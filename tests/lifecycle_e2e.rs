@@ -135,6 +135,7 @@ impl Env {
                 audit: None,
             }),
             versions: None,
+            variant: None,
         }
     }
 

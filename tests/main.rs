@@ -18,6 +18,7 @@ mod cli_repository;
 mod cli_sandbox;
 mod cli_workflow;
 mod dashboard;
+mod experiments;
 mod first_contact;
 mod github_forge;
 mod github_schema;

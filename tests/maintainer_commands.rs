@@ -112,6 +112,7 @@ impl Env {
             not_release_reason: None,
             upstream: None,
             versions: None,
+            variant: None,
         }
     }
 

@@ -717,6 +717,44 @@ impl<'a> ClaimBook<'a> {
         }
     }
 
+    /// Rewrites a held claim's record by compare-and-swap, as [`ClaimBook::renew`]
+    /// does its lease: for Klaud's own bookkeeping (the fields in `extra`,
+    /// the candidates of an experiment). Owner, run and fence cannot change
+    /// this way; the lease is kept as it is.
+    pub async fn amend(&self, held: &HeldClaim, record: ClaimRecord) -> Result<Renew, ClaimError> {
+        if record.owner != held.record.owner
+            || record.run_id != held.record.run_id
+            || record.fence != held.record.fence
+            || record.candidates.is_empty()
+        {
+            return Err(ClaimError::InvalidRequest(
+                "an amended claim keeps its owner, run, fence and at least one candidate".into(),
+            ));
+        }
+        let name = held.ref_name.as_str();
+        let Some(tip) = self
+            .store
+            .read_ref(name)
+            .await
+            .map_err(store_err("read", name))?
+        else {
+            return Ok(Renew::Lost(Lost::Gone));
+        };
+        if tip.sha != held.sha {
+            return Ok(Renew::Lost(Lost::Moved(Box::new(ClaimEntry::from_tip(
+                tip,
+            )))));
+        }
+        match self.advance(&tip, &record).await? {
+            Ok(sha) => Ok(Renew::Renewed(HeldClaim {
+                ref_name: held.ref_name.clone(),
+                sha,
+                record,
+            })),
+            Err(lost) => Ok(Renew::Lost(lost)),
+        }
+    }
+
     /// Writes `record` on top of `tip` and fast-forwards the ref to it.
     async fn advance(
         &self,

@@ -394,4 +394,51 @@ mod tests {
         assert_eq!(store.ref_sha("refs/heads/x"), Some(base));
         assert_eq!(store.calls(), [Op::CreateRef, Op::CreateRef]);
     }
+
+    #[tokio::test]
+    async fn amend_rewrites_our_record_by_compare_and_swap() {
+        use crate::{
+            Acquire, CandidateId, ClaimBook, ClaimCandidate, Claimant, FamilyId, ManualClock, Renew,
+        };
+        let store = MemoryRefStore::new();
+        let base = store.seed_commit("base");
+        let clock = ManualClock::new(chrono::Utc::now());
+        let book = ClaimBook::new(&store, &clock, Claimant::new(uuid::Uuid::new_v4()));
+        let family = FamilyId::new("d92e15065c55779d").unwrap();
+        let a = CandidateId::new("d92e15065c55779d-0123456789abcdef").unwrap();
+        let b = CandidateId::new("d92e15065c55779d-fedcba9876543210").unwrap();
+        let Acquire::Won(held) = book
+            .acquire(
+                &family,
+                vec![ClaimCandidate::new(&base, "f:k", a.clone())],
+                &base,
+                7,
+                chrono::TimeDelta::hours(1),
+            )
+            .await
+            .unwrap()
+        else {
+            panic!("not won")
+        };
+        let mut record = held.record.clone();
+        record
+            .candidates
+            .push(ClaimCandidate::new(&base, "f:k", b.clone()));
+        record
+            .extra
+            .insert("experiment-final".into(), serde_json::json!(a.as_str()));
+        let Renew::Renewed(amended) = book.amend(&held, record.clone()).await.unwrap() else {
+            panic!("not amended")
+        };
+        let entry = book.inspect(&family).await.unwrap().unwrap();
+        assert_eq!(entry.record.unwrap(), record);
+        // The old tip is stale now: amending from it loses, never overwrites.
+        assert!(matches!(
+            book.amend(&held, record.clone()).await.unwrap(),
+            Renew::Lost(_)
+        ));
+        let mut foreign = amended.record.clone();
+        foreign.fence = Some(9);
+        assert!(book.amend(&amended, foreign).await.is_err());
+    }
 }

@@ -21,6 +21,9 @@ pub enum Command {
     Stop,
     /// Reply with the candidate's state.
     Status,
+    /// Start another variant of this PR's candidate (issue 15):
+    /// `/klaud try <name> [from <variant>]: <edits>`.
+    Try,
     /// `/klaud` with a verb Klaud does not know (empty when there was
     /// none); the bot answers with help.
     Unknown(String),
@@ -34,6 +37,7 @@ impl Command {
             Command::Release => "release",
             Command::Stop => "stop",
             Command::Status => "status",
+            Command::Try => "try",
             Command::Unknown(verb) => verb,
         }
     }
@@ -155,12 +159,59 @@ fn parse_line(rest: &str, line: usize) -> Option<ParsedCommand> {
         "release" => Command::Release,
         "stop" => Command::Stop,
         "status" => Command::Status,
+        "try" => Command::Try,
         _ => Command::Unknown(verb.chars().take(40).collect()),
     };
     Some(ParsedCommand {
         command,
         argument: argument.chars().take(MAX_ARGUMENT_CHARS).collect(),
         line,
+    })
+}
+
+/// What `/klaud try` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TryRequest {
+    /// The new variant's name.
+    pub name: String,
+    /// The variant it builds on, if any.
+    pub from: Option<String>,
+    /// Its own edits.
+    pub edits: Vec<klaud_planner::variant::Edit>,
+}
+
+/// Parses the argument of `/klaud try`: `<name> [from <variant>]: <edits>`
+/// (edits in the grammar of [`klaud_planner::variant`], `;`-separated).
+pub fn parse_try(argument: &str) -> Result<TryRequest, String> {
+    let Some((head, edits)) = argument.split_once(':') else {
+        return Err("expected `/klaud try <name> [from <variant>]: <edits>`".into());
+    };
+    let words: Vec<&str> = head.split_whitespace().collect();
+    let (name, from) = match words.as_slice() {
+        [name] => (*name, None),
+        [name, kw, base] if kw.eq_ignore_ascii_case("from") => (*name, Some(*base)),
+        _ => {
+            return Err(format!(
+                "{:?} is not `<name>` or `<name> from <variant>`",
+                head.trim()
+            ));
+        }
+    };
+    for n in std::iter::once(name).chain(from) {
+        if !klaud_planner::variant::valid_name(n) {
+            return Err(format!(
+                "variant name {n:?} must be 1 to 32 letters, digits, '-' or '_'"
+            ));
+        }
+    }
+    let edits = klaud_planner::variant::parse_edits(edits).map_err(|e| e.to_string())?;
+    if edits.is_empty() && from.is_none() {
+        return Err("a new variant needs at least one edit".into());
+    }
+    Ok(TryRequest {
+        name: name.to_owned(),
+        from: from.map(str::to_owned),
+        edits,
     })
 }
 
@@ -383,6 +434,35 @@ mod tests {
         };
         assert!(reason.contains("Could not verify"), "{reason}");
         assert!(!reason.contains("502"), "{reason}");
+    }
+
+    #[test]
+    fn try_takes_a_name_an_optional_base_and_edits() {
+        let found = parse_commands("/klaud try F from E: set a.b=1; unset c.d");
+        assert_eq!(found[0].command, Command::Try);
+        let t = parse_try(&found[0].argument).unwrap();
+        assert_eq!(
+            (t.name.as_str(), t.from.as_deref(), t.edits.len()),
+            ("F", Some("E"), 2)
+        );
+        let t = parse_try("G: add-flag frontend.args --x").unwrap();
+        assert_eq!((t.name.as_str(), t.from), ("G", None));
+        for bad in [
+            "G",
+            "G set a=1",
+            ": set a.b=1",
+            "a b c d: set a.b=1",
+            "G from: set a.b=1",
+            "G:",
+            "G: frob x",
+            "é: set a.b=1",
+        ] {
+            assert!(parse_try(bad).is_err(), "{bad}");
+        }
+        assert!(
+            parse_try("G from E:").is_ok(),
+            "a copy of E under another name"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod artifacts;
 pub mod baseline;
 pub mod commands;
 pub mod engine;
+pub mod experiment;
 pub mod model;
 pub mod report;
 pub mod workflows;

@@ -20,4 +20,5 @@ pub mod repo;
 pub mod retired;
 pub mod search_space;
 pub mod tracks;
+pub mod variant;
 pub mod yaml;

@@ -26,6 +26,7 @@ use crate::workflows::{
 };
 
 mod baseline;
+mod experiment;
 mod finish;
 mod live;
 mod smoke;
@@ -102,6 +103,9 @@ pub struct EngineConfig {
     /// What to do with a Klaud PR already open when somebody else's PR
     /// starts to overlap its family.
     pub on_human_overlap: HumanOverlap,
+    /// `[[experiments]]`: families whose candidate runs as racing variants
+    /// (issue 15); empty: every candidate runs alone.
+    pub experiments: Vec<crate::experiment::ExperimentSpec>,
     /// Whether a candidate needs the published baseline of its family's
     /// current image for every point before any GPU work (`readiness-
     /// blocked` otherwise). Off: missing points are N/A rows. Only checked
@@ -154,6 +158,7 @@ impl EngineConfig {
             bump: klaud_planner::bump::BumpOptions::default(),
             capacity: None,
             on_human_overlap: HumanOverlap::Leave,
+            experiments: Vec::new(),
             require_baseline: true,
             live_report_interval: Some(TimeDelta::minutes(5)),
         }
@@ -181,6 +186,8 @@ pub struct Target {
     /// Toolkit and engine versions the old and new image declare, when the
     /// candidate's config was read by the planner.
     pub versions: Option<crate::report::VersionsCompared>,
+    /// The experiment variant this candidate is, if it is one.
+    pub variant: Option<crate::experiment::VariantInfo>,
 }
 
 /// What one call of [`Engine::step`] achieved.
@@ -478,6 +485,7 @@ impl<'a> Engine<'a> {
             upstream: None,
             versions: None,
             scope: None,
+            variant: None,
         }
     }
 
@@ -504,6 +512,7 @@ impl<'a> Engine<'a> {
         rec.not_release_reason = target.not_release_reason.clone();
         rec.upstream = target.upstream.clone();
         rec.versions = target.versions.clone();
+        rec.variant = target.variant.clone();
         let branch = rec.branch.clone();
         if let Some(pull) = self.forge.find_pull(&branch).await? {
             self.rebuild_ending(&mut rec, &pull).await?;
@@ -816,6 +825,13 @@ impl<'a> Engine<'a> {
         {
             return Ok(p);
         }
+        // An experiment's variant first looks at its siblings (issue 15).
+        if rec.variant.is_some()
+            && !matches!(rec.step, Step::Claim | Step::Finish | Step::Done)
+            && let Some(p) = self.experiment_gate(rec).await?
+        {
+            return Ok(p);
+        }
         if matches!(
             rec.step,
             Step::Baseline | Step::Smoke | Step::Repair | Step::Final | Step::Sweep
@@ -913,12 +929,16 @@ impl<'a> Engine<'a> {
             .as_ref()
             .and_then(|i| i.tag().map(str::to_owned))
             .unwrap_or_else(|| rec.image.clone());
-        pr_title(
+        let title = pr_title(
             &self.config.display_name,
             &self.title_keys(rec),
             &engine,
             &tag,
-        )
+        );
+        match &rec.variant {
+            Some(v) => crate::experiment::variant_title(&title, &self.config.display_name, &v.name),
+            None => title,
+        }
     }
 
     /// The keys a PR title names: the family's own, or every member of a
@@ -1223,12 +1243,32 @@ impl<'a> Engine<'a> {
         if left * 2 > self.config.lease {
             return Ok(None);
         }
-        match self
+        let mut renewed = self
             .book()
             .renew(&held, self.config.lease)
             .await
-            .map_err(|e| EngineError::Claim(e.to_string()))?
+            .map_err(|e| EngineError::Claim(e.to_string()))?;
+        // A sibling variant renewed the shared claim first: its tip is ours.
+        if matches!(renewed, Renew::Lost(klaud_claims::Lost::Moved(_)))
+            && self.adopt_moved_claim(rec).await?
+            && let Some(stored) = rec.claim.clone()
         {
+            let held = stored.held()?;
+            let left = held
+                .record
+                .lease_until
+                .map(|u| u - self.clock.now())
+                .unwrap_or_else(TimeDelta::zero);
+            if left * 2 > self.config.lease {
+                return Ok(None);
+            }
+            renewed = self
+                .book()
+                .renew(&held, self.config.lease)
+                .await
+                .map_err(|e| EngineError::Claim(e.to_string()))?;
+        }
+        match renewed {
             Renew::Renewed(h) => {
                 rec.claim = Some(super::journal::StoredClaim::of(&h));
                 self.save(rec).await?;

@@ -102,6 +102,7 @@ impl World {
             not_release_reason: None,
             upstream: None,
             versions: None,
+            variant: None,
         };
         Self {
             forge,
@@ -585,6 +586,254 @@ async fn a_plain_single_key_bump_keeps_the_pr_body_free_of_a_scope() {
         .body;
     assert!(!body.contains("\"scope\""), "{body}");
     assert!(!body.contains("Bumped together"), "{body}");
+}
+
+/// The demo's multi-node family (it runs two in-repository recipes) with
+/// its recipes seeded too, and three variants of its bump.
+async fn experiment_world(max_concurrent: u32) -> (World, Vec<Target>) {
+    use klaud_planner::variant::{Variant, parse_edits, resolve};
+    let repository = Repository::open(demo_root()).expect("demo repository");
+    let mut files = Vec::new();
+    for path in [
+        "configs/nvidia-master.yaml",
+        "configs/amd-master.yaml",
+        "perf-changelog.yaml",
+        "benchmarks/multi_node/srt-slurm-recipes/vllm/demo-model/disagg-gb200-1p1d.yaml",
+        "benchmarks/multi_node/srt-slurm-recipes/vllm/demo-model/disagg-gb200-2p1d.yaml",
+    ] {
+        files.push((
+            path.to_owned(),
+            std::fs::read(demo_root().join(path)).expect(path),
+        ));
+    }
+    let family = "configs/nvidia-master.yaml:demo-fp4-gb200-dynamo-vllm-disagg";
+    let w = World::seeded(
+        repository,
+        &files,
+        family,
+        "vllm/vllm-openai:v0.26.0",
+        EngineConfig::new(7),
+    )
+    .await;
+    let v = |name: &str, from: Option<&str>, edits: &str| Variant {
+        name: name.into(),
+        from: from.map(Into::into),
+        edits: parse_edits(edits).expect("edits"),
+    };
+    let resolved = resolve(&[
+        v("A", None, "set resources.gpus_per_node=8"),
+        v("B", None, "set model.precision=fp8"),
+        v("C", Some("B"), "unset identity.frameworks"),
+    ])
+    .expect("variants");
+    let targets = crate::experiment::variant_targets(&w.target, "exp", &resolved, max_concurrent)
+        .expect("targets");
+    (w, targets)
+}
+
+fn smoke_of(w: &World, rec: &CandidateRecord) -> Run {
+    let id = w.smoke_run(rec);
+    w.forge
+        .runs()
+        .into_iter()
+        .find(|r| r.id == id)
+        .expect("run")
+}
+
+#[tokio::test]
+async fn an_experiment_race_is_won_by_the_second_variant_and_the_others_end_duplicate() {
+    let (w, targets) = experiment_world(0).await;
+    let mut recs = Vec::new();
+    for t in &targets {
+        let mut rec = w.engine().open_record(t).await.expect("record");
+        let p = w.until_waiting(&mut rec).await;
+        assert!(matches!(p, Progress::Waiting(_)), "{p:?}");
+        assert_eq!(
+            rec.step,
+            Step::Smoke,
+            "{}",
+            rec.variant.as_ref().unwrap().name
+        );
+        recs.push(rec);
+    }
+    // One claim lists every variant; one branch and draft PR per variant.
+    let claims: Vec<String> = w
+        .forge
+        .git()
+        .ref_names()
+        .into_iter()
+        .filter(|r| r.contains("klaud/claim-"))
+        .collect();
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    let pulls = w.forge.pulls();
+    assert_eq!(pulls.len(), 3);
+    for (rec, name) in recs.iter().zip(["A", "B", "C"]) {
+        let pull = w.forge.get_pull(rec.pull.unwrap()).await.unwrap();
+        assert!(
+            pull.title
+                .starts_with(&format!("[Klaud Cold][experiment][Variant {name}] Update ")),
+            "{}",
+            pull.title
+        );
+        assert!(pull.draft);
+    }
+    // Variant C = B plus its own edit: both edits are on its branch.
+    let recipe = "benchmarks/multi_node/srt-slurm-recipes/vllm/demo-model/disagg-gb200-1p1d.yaml";
+    let c_recipe = w
+        .forge
+        .read_file(recipe, recs[2].head.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let c_recipe = String::from_utf8(c_recipe).unwrap();
+    let base_recipe = std::fs::read_to_string(demo_root().join(recipe)).unwrap();
+    assert_eq!(
+        c_recipe,
+        base_recipe
+            .replace("vllm/vllm-openai:v0.25.0", "vllm/vllm-openai:v0.26.0")
+            .replace("precision: fp4", "precision: fp8")
+            .replace("  frameworks: { dynamo: \"1.3.1\" }\n", "")
+    );
+
+    // B passes first and goes on to the final sweep.
+    let b_smoke = smoke_of(&w, &recs[1]);
+    w.forge
+        .complete_run(b_smoke.id, "success", Vec::new())
+        .unwrap();
+    for rec in recs.iter_mut() {
+        let p = w.until_waiting(rec).await;
+        assert!(matches!(p, Progress::Waiting(_)), "{p:?}");
+    }
+    assert_eq!(recs[1].step, Step::Sweep);
+    // A passes too, but waits: B holds the final sweep.
+    let a_smoke = smoke_of(&w, &recs[0]);
+    w.forge
+        .complete_run(a_smoke.id, "success", Vec::new())
+        .unwrap();
+    let p = w.until_waiting(&mut recs[0]).await;
+    assert!(
+        matches!(&p, Progress::Waiting(m) if m.contains("Variant B")),
+        "{p:?}"
+    );
+    assert_eq!(recs[0].step, Step::Final);
+    // The body of each variant lists its siblings with their state.
+    let c_body = w.forge.get_pull(recs[2].pull.unwrap()).await.unwrap().body;
+    assert!(
+        c_body.contains("Related experiments / 相关实验"),
+        "{c_body}"
+    );
+    assert!(
+        c_body.contains("Variant C = Variant B plus `unset identity.frameworks`"),
+        "{c_body}"
+    );
+    assert!(c_body.contains("final sweep / 最终扫描"), "{c_body}");
+
+    // B's sweep validates: B wins, A and C stop as duplicates.
+    let sweep = w
+        .forge
+        .runs()
+        .into_iter()
+        .find(|r| r.event == "pull_request" && Some(r.head_sha.as_str()) == recs[1].head.as_deref())
+        .expect("B's sweep");
+    w.forge
+        .complete_run(sweep.id, "success", Vec::new())
+        .unwrap();
+    let p = w.until_waiting(&mut recs[1]).await;
+    let Progress::Done(Some(ending)) = p else {
+        panic!("{p:?}")
+    };
+    assert_eq!(ending.outcome, Outcome::Validated);
+    assert!(
+        w.forge
+            .git()
+            .ref_names()
+            .iter()
+            .any(|r| r.contains("klaud/claim-")),
+        "the winner keeps the claim while its siblings stop"
+    );
+    let b_url = recs[1].pull_url.clone().unwrap();
+    for i in [0, 2] {
+        let p = w.until_waiting(&mut recs[i]).await;
+        let Progress::Done(Some(ending)) = p else {
+            panic!("{p:?}")
+        };
+        assert_eq!(ending.outcome, Outcome::Duplicate);
+        let number = recs[i].pull.unwrap();
+        assert!(!w.forge.get_pull(number).await.unwrap().open, "closed");
+        let comments = w.forge.list_comments(number).await.unwrap();
+        assert!(
+            comments
+                .iter()
+                .any(|c| c.body.contains("klaud-outcome") && c.body.contains(&b_url)),
+            "the receipt links the winner"
+        );
+    }
+    let c_run = smoke_of(&w, &recs[2]);
+    assert_eq!(c_run.conclusion.as_deref(), Some("cancelled"), "{c_run:?}");
+    assert!(
+        w.forge
+            .git()
+            .ref_names()
+            .iter()
+            .all(|r| !r.contains("klaud/claim-")),
+        "the last sibling released the claim"
+    );
+    let b_pull = w.forge.get_pull(recs[1].pull.unwrap()).await.unwrap();
+    assert!(b_pull.open && !b_pull.draft);
+    assert_eq!(w.forge.pulls().len(), 3, "no PR twice");
+}
+
+#[tokio::test]
+async fn an_experiment_whose_variants_all_fail_cleans_every_one_up_and_frees_the_family() {
+    let (w, targets) = experiment_world(2).await;
+    let mut recs = Vec::new();
+    for t in &targets {
+        let mut rec = w.engine().open_record(t).await.expect("record");
+        w.until_waiting(&mut rec).await;
+        recs.push(rec);
+    }
+    // The bound: two run, the third waits for a slot without a branch.
+    assert_eq!(recs[0].step, Step::Smoke);
+    assert_eq!(recs[1].step, Step::Smoke);
+    assert_eq!(recs[2].step, Step::Prepare);
+    assert!(recs[2].head.is_none() && recs[2].pull.is_none());
+    for i in [0, 1] {
+        let run = smoke_of(&w, &recs[i]);
+        w.forge.complete_run(run.id, "failure", Vec::new()).unwrap();
+        let p = w.until_waiting(&mut recs[i]).await;
+        let Progress::Done(Some(ending)) = p else {
+            panic!("{p:?}")
+        };
+        assert_eq!(ending.outcome, Outcome::Failed);
+    }
+    assert!(
+        w.forge
+            .git()
+            .ref_names()
+            .iter()
+            .any(|r| r.contains("klaud/claim-")),
+        "the third variant still runs under the claim"
+    );
+    // A slot is free: the third goes on, and fails too.
+    let p = w.until_waiting(&mut recs[2]).await;
+    assert!(matches!(p, Progress::Waiting(_)), "{p:?}");
+    assert_eq!(recs[2].step, Step::Smoke);
+    let run = smoke_of(&w, &recs[2]);
+    w.forge.complete_run(run.id, "failure", Vec::new()).unwrap();
+    let p = w.until_waiting(&mut recs[2]).await;
+    assert!(
+        matches!(p, Progress::Done(Some(ref e)) if e.outcome == Outcome::Failed),
+        "{p:?}"
+    );
+    assert!(w.forge.pulls().iter().all(|p| !p.open));
+    assert!(
+        w.forge
+            .git()
+            .ref_names()
+            .iter()
+            .all(|r| !r.contains("klaud/claim-")),
+        "released by the last"
+    );
 }
 
 /// The demo repository's three files with `edit` applied to the NVIDIA

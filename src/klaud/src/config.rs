@@ -50,6 +50,9 @@ pub struct Config {
     pub capacity: Option<CapacityConfig>,
     /// The flag and environment audit of each bump's upstream range.
     pub audit: AuditConfig,
+    /// Experiments (issue 15): families whose candidate runs as several
+    /// racing variants.
+    pub experiments: Vec<ExperimentConfig>,
 }
 
 /// `[audit]`: the flag and environment audit (runs where `[upstream]`
@@ -93,6 +96,41 @@ impl AuditConfig {
             engines: self.engines.clone(),
         }
     }
+}
+
+/// `[[experiments]]`: variants of a candidate's bump that race; the first
+/// validated one wins.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentConfig {
+    /// Its name (in PR bodies, commit messages and candidate ids).
+    pub name: String,
+    /// Family patterns: `<master>:<key>` or a key alone, `*` a wildcard.
+    pub families: Vec<String>,
+    /// How many variants of one family run at once (0: no bound).
+    #[serde(default = "default_max_concurrent")]
+    pub max_concurrent: u32,
+    /// The variants, in order.
+    pub variants: Vec<VariantConfig>,
+}
+
+fn default_max_concurrent() -> u32 {
+    2
+}
+
+/// `[[experiments.variants]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantConfig {
+    /// `A`, `F`, `parser-v2`: letters, digits, `-`, `_`.
+    pub name: String,
+    /// The variant this one extends ("F = E plus …").
+    #[serde(default)]
+    pub from: Option<String>,
+    /// Edits in the grammar of the README (each entry one or more,
+    /// separated by `;`).
+    #[serde(default)]
+    pub edits: Vec<String>,
 }
 
 /// `[capacity]`: the incumbent's private cluster-status API.
@@ -186,6 +224,7 @@ impl Default for Config {
             bump: BumpConfig::default(),
             capacity: None,
             audit: AuditConfig::default(),
+            experiments: Vec::new(),
         }
     }
 }
@@ -842,11 +881,72 @@ impl Config {
                 ));
             }
         }
+        self.experiment_specs()
+            .map_err(|(key, message)| invalid(&key, message))?;
         self.track_rules()
             .map_err(|(key, message)| invalid(&key, message))?;
         self.release_rules()
             .map_err(|(key, message)| invalid(&key, message))?;
         Ok(())
+    }
+
+    /// The configured `[[experiments]]`, derived variants resolved; errors
+    /// name the key.
+    pub fn experiment_specs(
+        &self,
+    ) -> Result<Vec<klaud_lifecycle::experiment::ExperimentSpec>, (String, String)> {
+        use klaud_planner::variant::{Variant, parse_edits, resolve};
+        let mut out: Vec<klaud_lifecycle::experiment::ExperimentSpec> = Vec::new();
+        for (i, e) in self.experiments.iter().enumerate() {
+            let key = format!("experiments[{i}]");
+            if !klaud_planner::variant::valid_name(&e.name) {
+                return Err((
+                    format!("{key}.name"),
+                    format!("{:?} must be 1 to 32 letters, digits, '-' or '_'", e.name),
+                ));
+            }
+            if out.iter().any(|o| o.name == e.name) {
+                return Err((
+                    format!("{key}.name"),
+                    format!("experiment {} is declared twice", e.name),
+                ));
+            }
+            if e.families.is_empty() || e.families.iter().any(|f| f.trim().is_empty()) {
+                return Err((
+                    format!("{key}.families"),
+                    "list at least one family or pattern, none empty".to_owned(),
+                ));
+            }
+            if e.variants.is_empty() {
+                return Err((
+                    format!("{key}.variants"),
+                    "an experiment needs at least one variant".to_owned(),
+                ));
+            }
+            let mut variants = Vec::new();
+            for (j, v) in e.variants.iter().enumerate() {
+                let mut edits = Vec::new();
+                for (k, text) in v.edits.iter().enumerate() {
+                    edits.extend(parse_edits(text).map_err(|err| {
+                        (format!("{key}.variants[{j}].edits[{k}]"), err.to_string())
+                    })?);
+                }
+                variants.push(Variant {
+                    name: v.name.clone(),
+                    from: v.from.clone(),
+                    edits,
+                });
+            }
+            let variants =
+                resolve(&variants).map_err(|err| (format!("{key}.variants"), err.to_string()))?;
+            out.push(klaud_lifecycle::experiment::ExperimentSpec {
+                name: e.name.clone(),
+                families: e.families.clone(),
+                max_concurrent: e.max_concurrent,
+                variants,
+            });
+        }
+        Ok(out)
     }
 
     /// How to read a checkout: the configured `[[recipe_roots]]`.
@@ -1159,6 +1259,78 @@ mod tests {
             let config = Config::parse("klaud.toml", text).unwrap();
             assert_eq!(config.lifecycle.sweep_runs_on_drafts, want, "{text:?}");
         }
+    }
+
+    #[test]
+    fn experiments_are_read_with_derived_variants_and_checked() {
+        let text = r#"
+[[experiments]]
+name = "parser"
+families = ["configs/nvidia-master.yaml:dsr1-*", "kimi-*"]
+max_concurrent = 3
+
+[[experiments.variants]]
+name = "E"
+edits = ["set backend.decode_environment.X=\"1\"; add-flag frontend.args router-mode=kv"]
+
+[[experiments.variants]]
+name = "F"
+from = "E"
+edits = ["unset backend.decode_environment.Y"]
+"#;
+        let config = Config::parse("klaud.toml", text).unwrap();
+        let specs = config.experiment_specs().unwrap();
+        assert_eq!(specs.len(), 1);
+        assert_eq!(specs[0].max_concurrent, 3);
+        assert_eq!(
+            specs[0].variants[1].edits.len(),
+            3,
+            "{:?}",
+            specs[0].variants[1]
+        );
+        assert!(specs[0].matches("configs/nvidia-master.yaml:dsr1-fp4-b200-sglang"));
+        assert!(specs[0].matches("configs/amd-master.yaml:kimi-k2"));
+        let defaults = Config::parse(
+            "klaud.toml",
+            "[[experiments]]\nname = \"x\"\nfamilies = [\"k\"]\n[[experiments.variants]]\nname = \"A\"\n",
+        )
+        .unwrap();
+        assert_eq!(defaults.experiment_specs().unwrap()[0].max_concurrent, 2);
+        for (bad, key, what) in [
+            (
+                text.replace("unset backend", "frobnicate backend"),
+                "experiments[0].variants[1].edits[0]",
+                "unknown edit",
+            ),
+            (
+                text.replace("from = \"E\"", "from = \"Z\""),
+                "experiments[0].variants",
+                "not a variant",
+            ),
+            (
+                text.replace("name = \"F\"", "name = \"E\""),
+                "experiments[0].variants",
+                "twice",
+            ),
+            (
+                text.replace("name = \"parser\"", "name = \"a b\""),
+                "experiments[0].name",
+                "letters",
+            ),
+            (
+                text.replace(
+                    "families = [\"configs/nvidia-master.yaml:dsr1-*\", \"kimi-*\"]",
+                    "families = []",
+                ),
+                "experiments[0].families",
+                "at least one",
+            ),
+        ] {
+            let e = Config::parse("klaud.toml", &bad).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(what), "{e}");
+        }
+        let unknown = text.replace("max_concurrent = 3", "max_concurrency = 3");
+        assert!(Config::parse("klaud.toml", &unknown).is_err());
     }
 
     #[test]

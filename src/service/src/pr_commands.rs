@@ -89,6 +89,9 @@ pub struct Answered {
     pub verbs: Vec<String>,
     /// Whether the author was allowed to command Klaud.
     pub allowed: bool,
+    /// Variants a `/klaud try` started: the caller opens and drives them.
+    #[serde(skip)]
+    pub started: Vec<klaud_lifecycle::engine::Target>,
 }
 
 /// A maintainer's request to plan a family again before its cooldown ends.
@@ -277,12 +280,13 @@ pub async fn handle_commands(
             commands.push(parsed);
         }
         let mut lines = Vec::new();
+        let mut started = Vec::new();
         let allowed = authorization == Authorization::Allowed;
         match authorization {
             Authorization::Refused(why) => lines.push(format!("Refused: {why}")),
             Authorization::Allowed => {
                 for command in &commands {
-                    lines.push(execute(engine, rec, store, &user, command).await?);
+                    lines.push(execute(engine, rec, store, &user, command, &mut started).await?);
                 }
             }
         }
@@ -302,6 +306,7 @@ pub async fn handle_commands(
                 .map(|c| c.command.verb().to_owned())
                 .collect(),
             allowed,
+            started,
         });
     }
     Ok(out)
@@ -361,6 +366,7 @@ async fn execute(
     store: Option<&Store>,
     user: &str,
     parsed: &ParsedCommand,
+    started: &mut Vec<klaud_lifecycle::engine::Target>,
 ) -> Result<String, CommandError> {
     // The reason lands in the receipt: it must not ping anyone.
     let argument = no_mentions(&parsed.argument);
@@ -419,8 +425,35 @@ async fn execute(
                 )
             })
         }
+        Command::Try => {
+            let request = match klaud_lifecycle::commands::parse_try(&parsed.argument) {
+                Ok(r) => r,
+                Err(e) => {
+                    return Ok(format!(
+                        "Not started: {}. Write `/klaud try <name> [from <variant>]: <edit>; <edit>` (see the README).",
+                        no_mentions(&e).replace('`', "'")
+                    ));
+                }
+            };
+            Ok(match engine.add_variant(rec, &request).await? {
+                Ok(target) => {
+                    let text = format!(
+                        "Started Variant {} of experiment `{}` on branch `{}`: it races its siblings under the same claim.",
+                        request.name,
+                        target
+                            .variant
+                            .as_ref()
+                            .map_or("", |v| v.experiment.as_str()),
+                        klaud_lifecycle::engine::branch_name(target.candidate.as_str())
+                    );
+                    started.push(target);
+                    text
+                }
+                Err(why) => format!("Not started: {}", no_mentions(&why).replace('`', "'")),
+            })
+        }
         Command::Unknown(verb) => Ok(format!(
-            "Unknown command `{}`. Commands: `/klaud retry`, `/klaud release`, `/klaud stop`, `/klaud status`.",
+            "Unknown command `{}`. Commands: `/klaud retry`, `/klaud release`, `/klaud stop`, `/klaud status`, `/klaud try`.",
             verb.replace('`', "")
         )),
     }

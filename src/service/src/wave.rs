@@ -463,6 +463,7 @@ fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) -> Vec<Targ
                 old: None,
                 new: c.versions.clone(),
             }),
+            variant: None,
         });
     }
     out
@@ -557,6 +558,7 @@ async fn held_target(
     repository: &Repository,
     candidate: &klaud_claims::ClaimCandidate,
     cache: Option<&Store>,
+    experiments: &[klaud_lifecycle::experiment::ExperimentSpec],
 ) -> Result<Option<Target>, WaveError> {
     let branch = klaud_lifecycle::engine::branch_name(candidate.id.as_str());
     let Some(head) = forge.get_ref(&format!("refs/heads/{branch}")).await? else {
@@ -582,20 +584,63 @@ async fn held_target(
     let Some(image) = image else {
         return Ok(None);
     };
-    let names_candidate = ImageRef::parse(&image).is_ok_and(|i| {
-        klaud_planner::identity::candidate_id(candidate.id.family().as_str(), &i.normalized())
-            == candidate.id.as_str()
-    });
-    Ok(names_candidate.then(|| Target {
+    let Ok(parsed) = ImageRef::parse(&image) else {
+        return Ok(None);
+    };
+    let plain =
+        klaud_planner::identity::candidate_id(candidate.id.family().as_str(), &parsed.normalized());
+    let Ok(plain) = CandidateId::new(&plain) else {
+        return Ok(None);
+    };
+    let target = Target {
         family: candidate.family.clone(),
-        candidate: candidate.id.clone(),
+        candidate: plain,
         image,
         revision: None,
         clock: None,
         not_release_reason: None,
         upstream: None,
         versions: None,
-    }))
+        variant: None,
+    };
+    if target.candidate == candidate.id {
+        return Ok(Some(target));
+    }
+    // A variant of a configured experiment: its id is rebuilt from the
+    // image its branch runs (issue 15).
+    Ok(
+        match klaud_lifecycle::experiment::expand(&target, experiments) {
+            Some(Ok(variants)) => variants.into_iter().find(|v| v.candidate == candidate.id),
+            _ => None,
+        },
+    )
+}
+
+/// The plan's picks with each pick on an experiment's family replaced by
+/// the experiment's variants (issue 15); each variant is marked seen.
+fn expand_experiments(
+    picked: Vec<Target>,
+    experiments: &[klaud_lifecycle::experiment::ExperimentSpec],
+    seen: &mut BTreeSet<String>,
+) -> Vec<Target> {
+    if experiments.is_empty() {
+        return picked;
+    }
+    let mut out = Vec::new();
+    for t in picked {
+        match klaud_lifecycle::experiment::expand(&t, experiments) {
+            None => out.push(t),
+            Some(Ok(variants)) => out.extend(
+                variants
+                    .into_iter()
+                    .filter(|v| seen.insert(v.candidate.as_str().to_owned())),
+            ),
+            Some(Err(e)) => {
+                tracing::warn!(candidate = %t.candidate, error = %e, "experiment not started")
+            }
+        }
+    }
+    out
 }
 
 /// How often a wave re-plans to replace picks whose claim another instance
@@ -850,10 +895,12 @@ pub async fn run_wave_told(
                 not_release_reason: rec.not_release_reason.clone(),
                 upstream: rec.upstream.clone(),
                 versions: rec.versions.clone(),
+                variant: rec.variant.clone(),
             });
         }
     }
     let picked = plan_targets(&report, &ours, &mut seen, &options, &repository, registry).await;
+    let picked = expand_experiments(picked, &options.engine.experiments, &mut seen);
     let mut new_picks: BTreeSet<String> = picked
         .iter()
         .map(|t| t.candidate.as_str().to_owned())
@@ -872,11 +919,27 @@ pub async fn run_wave_told(
             if seen.contains(id) || done_ids.contains(id) || recovering.contains(id) {
                 continue;
             }
-            match held_target(forge, &repository, c, options.cache).await {
+            match held_target(
+                forge,
+                &repository,
+                c,
+                options.cache,
+                &options.engine.experiments,
+            )
+            .await
+            {
                 Ok(Some(t)) => {
                     seen.insert(id.to_owned());
                     targets.push(t);
                 }
+                // A variant that never got a branch, of an experiment whose
+                // siblings are resumed: they finish and release the claim.
+                Ok(None)
+                    if held
+                        .record
+                        .candidates
+                        .iter()
+                        .any(|o| o.id != c.id && seen.contains(o.id.as_str())) => {}
                 Ok(None) => lost_track.push(Orphan {
                     held: held.clone(),
                     orphan_run: held.record.run_id,
@@ -932,7 +995,8 @@ pub async fn run_wave_told(
         if new_picks.is_empty() || options.stop.as_ref().is_some_and(|s| *s.borrow()) {
             break;
         }
-        let mut lost = 0;
+        // Families, not candidates: an experiment's variants lose together.
+        let mut lost = BTreeSet::new();
         for (rec, status, skip) in records.iter_mut() {
             if !new_picks.remove(&rec.candidate) || rec.step != Step::Claim {
                 continue;
@@ -941,13 +1005,13 @@ pub async fn run_wave_told(
                 Ok(Progress::Skipped(why)) => {
                     *status = Some(why);
                     *skip = true;
-                    lost += 1;
+                    lost.insert(rec.family.clone());
                 }
                 Ok(_) => {}
                 Err(e) => *status = Some(format!("stopped: {e}")),
             }
         }
-        if lost == 0 {
+        if lost.is_empty() {
             break;
         }
         for (rec, _, _) in &records {
@@ -958,7 +1022,7 @@ pub async fn run_wave_told(
                     .insert(id.family().as_str().to_owned());
             }
         }
-        options.plan.max_candidates = lost;
+        options.plan.max_candidates = lost.len();
         let again = plan(&repository, &session, &options.plan).await;
         save_breaker(registry, options.cache);
         let refill = plan_targets(
@@ -970,6 +1034,7 @@ pub async fn run_wave_told(
             registry,
         )
         .await;
+        let refill = expand_experiments(refill, &options.engine.experiments, &mut seen);
         for t in &refill {
             match engine.open_record(t).await {
                 Ok(rec) => {
@@ -984,12 +1049,16 @@ pub async fn run_wave_told(
     // must win over the next step) — and on recently finished candidates,
     // where `retry` and `status` still make sense.
     let mut answered = Vec::new();
+    let mut tried = Vec::new();
     for (rec, status, skip) in records.iter_mut() {
         if *skip || rec.pull.is_none() {
             continue;
         }
         match crate::pr_commands::handle_commands(forge, &engine, rec, options.cache).await {
-            Ok(a) => answered.extend(a),
+            Ok(a) => {
+                tried.extend(a.iter().flat_map(|x| x.started.iter().cloned()));
+                answered.extend(a)
+            }
             Err(e) => {
                 *status = Some(format!("commands not handled: {e}"));
                 tracing::warn!(candidate = %rec.candidate, error = %e, "maintainer commands not handled");
@@ -1009,6 +1078,16 @@ pub async fn run_wave_told(
             Err(e) => {
                 tracing::warn!(candidate = %rec.candidate, error = %e, "maintainer commands not handled")
             }
+        }
+    }
+    // Variants a maintainer's `/klaud try` started run in this wave.
+    for t in &tried {
+        if !seen.insert(t.candidate.as_str().to_owned()) {
+            continue;
+        }
+        match engine.open_record(t).await {
+            Ok(rec) => records.push((rec, None, false)),
+            Err(e) => skipped.push((t.candidate.as_str().to_owned(), e.to_string())),
         }
     }
     // Again before any PR is opened: a human PR that appeared since the

@@ -28,6 +28,7 @@ impl Engine<'_> {
         // the end from GitHub; only the cleanup is skipped. An ownership
         // mismatch (no note) posts nothing: the PR is not Klaud's any more.
         let receipt_only = ending.hands_off && ending.note.is_some();
+        self.experiment_finish(rec).await?;
         if (!ending.hands_off || receipt_only)
             && let Some(number) = rec.pull
         {
@@ -106,7 +107,13 @@ impl Engine<'_> {
                 }
             }
         }
-        self.release(rec).await?;
+        if self.experiment_releases(rec).await? {
+            self.release(rec).await?;
+        } else {
+            // A sibling still runs under the shared claim; the last
+            // sibling to finish releases it.
+            rec.claim = None;
+        }
         rec.step = Step::Done;
         rec.intent = None;
         self.save(rec).await?;

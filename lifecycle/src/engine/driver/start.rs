@@ -45,10 +45,24 @@ impl Engine<'_> {
         // A family group is bumped as one candidate under its first
         // member's claim ref; the record lists every member so other
         // instances (and the old helper) see each of them as taken.
-        let candidates = self
-            .bumped_together(&rec.family)
+        // An experiment's variants all run under this one claim: it lists
+        // every variant candidate (issue 15).
+        let ids: Vec<klaud_claims::CandidateId> = match &rec.variant {
+            Some(v) => v
+                .siblings
+                .iter()
+                .filter_map(|s| klaud_claims::CandidateId::new(&s.candidate).ok())
+                .collect(),
+            None => vec![cid.clone()],
+        };
+        let members = self.bumped_together(&rec.family);
+        let candidates = ids
             .iter()
-            .map(|member| ClaimCandidate::new(&base, member, cid.clone()))
+            .flat_map(|id| {
+                members
+                    .iter()
+                    .map(|member| ClaimCandidate::new(&base, member, id.clone()))
+            })
             .collect();
         match book
             .acquire(
@@ -249,16 +263,44 @@ impl Engine<'_> {
                                 .await;
                         }
                     };
-                let files: Vec<(String, Vec<u8>)> = bump
+                let mut files: Vec<(String, Vec<u8>)> = bump
                     .edits
                     .iter()
                     .map(|e| (e.path.clone(), e.after.clone().into_bytes()))
                     .collect();
                 let tag = to.tag().unwrap_or("digest").to_owned();
-                let message = format!(
-                    "Update {} image to {tag}\n\n{} -> {}\n\n{TRAILER}{}\n",
-                    rec.key, rec.old_image, rec.image, rec.candidate
+                let mut message = format!(
+                    "Update {} image to {tag}\n\n{} -> {}\n\n",
+                    rec.key, rec.old_image, rec.image
                 );
+                if let Some(v) = rec.variant.clone() {
+                    match self.variant_files(rec, &bump, &v) {
+                        Ok(extra) => {
+                            for (path, after) in extra {
+                                match files.iter_mut().find(|(p, _)| *p == path) {
+                                    Some(f) => f.1 = after.into_bytes(),
+                                    None => files.push((path, after.into_bytes())),
+                                }
+                            }
+                        }
+                        Err(m) => {
+                            return self
+                                .end(rec, Outcome::UnexpectedError, Phase::Resolve, m, true)
+                                .await;
+                        }
+                    }
+                    message.push_str(&format!(
+                        "Experiment {}, Variant {}:\n{}\n\n",
+                        v.experiment,
+                        v.name,
+                        v.edits
+                            .iter()
+                            .map(|e| format!("- {e}"))
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    ));
+                }
+                message.push_str(&format!("{TRAILER}{}\n", rec.candidate));
                 rec.base_sha = self.repository_sha.clone();
                 rec.scope = Some(BumpScope::of(&bump));
                 self.intend(rec, "commit the bump").await?;
@@ -278,6 +320,27 @@ impl Engine<'_> {
             Err(e) => return Err(e.into()),
         }
         Ok(Progress::Advanced(Step::Prepare))
+    }
+
+    /// A variant's extra edits on top of the bump's files; `Err` names
+    /// file, line and edit.
+    fn variant_files(
+        &self,
+        rec: &CandidateRecord,
+        bump: &klaud_planner::bump::BumpPlan,
+        v: &crate::experiment::VariantInfo,
+    ) -> Result<Vec<(String, String)>, String> {
+        let edits = klaud_planner::variant::parse_edits(&v.edits.join("\n"))
+            .map_err(|e| format!("Variant {}: {e}", v.name))?;
+        // Recipe paths, like the bump's, are repository-relative.
+        let bumped: std::collections::BTreeMap<String, String> = bump
+            .edits
+            .iter()
+            .map(|e| (e.path.clone(), e.after.clone()))
+            .collect();
+        self.repository
+            .apply_variant_edits(&rec.family, &bumped, &edits)
+            .map_err(|e| format!("Variant {}: {e}", v.name))
     }
 
     // --------------------------------------------------------------- open

@@ -22,6 +22,10 @@ impl Engine<'_> {
         rec: &mut CandidateRecord,
     ) -> Result<Progress, EngineError> {
         self.reconcile_head(rec).await?;
+        // One variant of an experiment in its final sweep at a time.
+        if let Some(p) = self.experiment_final_slot(rec).await? {
+            return Ok(p);
+        }
         let number = rec
             .pull
             .ok_or_else(|| EngineError::Invalid("final without a pull request".into()))?;

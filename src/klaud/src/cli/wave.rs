@@ -327,6 +327,8 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
         .capacity
         .as_ref()
         .map(|c| std::sync::Arc::new(c.gate()));
+    // Checked when the configuration was loaded.
+    e.experiments = config.experiment_specs().unwrap_or_default();
     e
 }
 

@@ -1,0 +1,532 @@
+//! The race of an experiment's variants (see [`crate::experiment`]): the
+//! shared claim, the concurrency bound, the one final sweep at a time, the
+//! winner and the losers, the siblings section of each body, and the
+//! release by the last sibling to finish.
+
+use klaud_claims::{HeldClaim, Renew};
+use serde_json::Value;
+
+use super::{Engine, EngineError, Progress, Scope};
+use crate::engine::forge::Forge as _;
+use crate::engine::journal::{CandidateRecord, Step, StoredClaim};
+use crate::experiment::{self, FINAL_FIELD, Sibling, VariantInfo, WINNER_FIELD};
+use crate::model::Outcome;
+use crate::report::{MarkerKey, find_record};
+
+impl Engine<'_> {
+    /// The claim as it is on GitHub now, adopted into `rec` when it is
+    /// still ours (same owner, run and fence, and it lists `rec`): a
+    /// sibling's renewal or bookkeeping moved the tip since `rec` last
+    /// wrote it. `None`: no claim of ours lists `rec`.
+    pub(super) async fn refresh_claim(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Option<HeldClaim>, EngineError> {
+        let book = self.book();
+        let family = Self::candidate_id(rec)?.family();
+        let Some(entry) = book
+            .inspect(&family)
+            .await
+            .map_err(|e| EngineError::Claim(e.to_string()))?
+        else {
+            return Ok(None);
+        };
+        let Some(held) = book.adopt(&entry) else {
+            return Ok(None);
+        };
+        let same_fence = match &rec.claim {
+            Some(stored) => {
+                let mine = stored.held()?;
+                mine.record.run_id == held.record.run_id
+                    && mine.record.fence_or_zero() == held.record.fence_or_zero()
+            }
+            None => true,
+        };
+        if !same_fence
+            || !held
+                .record
+                .candidate_ids()
+                .contains(&rec.candidate.as_str())
+        {
+            return Ok(None);
+        }
+        if rec.claim.as_ref().is_none_or(|s| s.sha != held.sha) {
+            self.hold(rec, &held);
+            self.save(rec).await?;
+        }
+        Ok(Some(held))
+    }
+
+    /// Writes `field` = `value` (or removes it) in the shared claim record,
+    /// by compare-and-swap from the tip; `false` when the claim is not ours.
+    async fn mark_claim(
+        &self,
+        rec: &mut CandidateRecord,
+        field: &str,
+        value: Option<&str>,
+    ) -> Result<bool, EngineError> {
+        for _ in 0..3 {
+            let Some(held) = self.refresh_claim(rec).await? else {
+                return Ok(false);
+            };
+            let current = held.record.extra.get(field).and_then(Value::as_str);
+            if current == value {
+                return Ok(true);
+            }
+            let mut record = held.record.clone();
+            match value {
+                Some(v) => {
+                    record.extra.insert(field.to_owned(), Value::from(v));
+                }
+                None => {
+                    record.extra.remove(field);
+                }
+            }
+            self.intend(rec, &format!("claim: {field} = {value:?}"))
+                .await?;
+            match self
+                .book()
+                .amend(&held, record)
+                .await
+                .map_err(|e| EngineError::Claim(e.to_string()))?
+            {
+                Renew::Renewed(h) => {
+                    self.hold(rec, &h);
+                    self.save(rec).await?;
+                    return Ok(true);
+                }
+                // Moved under us (a sibling renewed): read it again.
+                Renew::Lost(_) => continue,
+            }
+        }
+        Err(EngineError::Claim(format!(
+            "the claim of {} kept moving while {field} was written",
+            rec.family
+        )))
+    }
+
+    /// Each sibling with its journal record, in experiment order.
+    async fn sibling_records(
+        &self,
+        info: &VariantInfo,
+    ) -> Result<Vec<(Sibling, Option<CandidateRecord>)>, EngineError> {
+        let mut out = Vec::new();
+        for s in &info.siblings {
+            out.push((s.clone(), self.journal.load(&s.candidate).await?));
+        }
+        Ok(out)
+    }
+
+    /// Whether a sibling has finished: its record is done, or (no record)
+    /// its PR carries its receipt, or it never got a branch or PR.
+    async fn sibling_finished(
+        &self,
+        sibling: &Sibling,
+        rec: Option<&CandidateRecord>,
+    ) -> Result<bool, EngineError> {
+        if let Some(r) = rec {
+            return Ok(r.step == Step::Done);
+        }
+        let branch = super::branch_name(&sibling.candidate);
+        let Some(pull) = self.forge.find_pull(&branch).await? else {
+            return Ok(self.branch_tip(&branch).await?.is_none());
+        };
+        let comments = self.forge.list_comments(pull.number).await?;
+        Ok(comments.iter().any(|c| {
+            self.by_bot(c.author.as_deref())
+                && find_record(&c.body).ok().flatten().is_some_and(|f| {
+                    matches!(&f.key, MarkerKey::Outcome { candidate, .. }
+                        if candidate.as_str() == sibling.candidate)
+                })
+        }))
+    }
+
+    /// Before each step of a running variant: stop when a sibling won,
+    /// wait for a slot under the concurrency bound, and keep the siblings
+    /// section of the body current. `Some(progress)`: return it.
+    pub(super) async fn experiment_gate(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Option<Progress>, EngineError> {
+        let Some(info) = rec.variant.clone() else {
+            return Ok(None);
+        };
+        let Some(held) = self.refresh_claim(rec).await? else {
+            // Not ours (any more): the ownership check says so and ends it.
+            return Ok(None);
+        };
+        let siblings = self.sibling_records(&info).await?;
+        if let Some(winner) = held.record.extra.get(WINNER_FIELD).and_then(Value::as_str)
+            && winner != rec.candidate
+        {
+            let (name, link) = siblings
+                .iter()
+                .find(|(s, _)| s.candidate == winner)
+                .map(|(s, r)| {
+                    let url = r.as_ref().and_then(|r| r.pull_url.clone());
+                    (s.name.clone(), url)
+                })
+                .unwrap_or_else(|| (winner.to_owned(), None));
+            let link = match link {
+                Some(url) => url,
+                None => self
+                    .forge
+                    .find_pull(&super::branch_name(winner))
+                    .await?
+                    .map(|p| p.html_url)
+                    .unwrap_or_else(|| super::branch_name(winner)),
+            };
+            let m = format!(
+                "Variant {name} of experiment {} validated first: {link}",
+                info.experiment
+            );
+            // Rebuilt without a journal, the record may not know its own
+            // branch and PR yet: the stop must close what exists.
+            if matches!(rec.step, Step::Prepare | Step::Open) {
+                self.adopt_existing(rec).await?;
+            }
+            self.end_now(rec, Outcome::Duplicate, m, false).await?;
+            return Ok(Some(Progress::Advanced(Step::Finish)));
+        }
+        if rec.step == Step::Prepare
+            && rec.head.is_none()
+            && rec.pending_commit.is_none()
+            && info.max_concurrent > 0
+        {
+            let running: Vec<&str> = siblings
+                .iter()
+                .filter(|(s, r)| {
+                    s.candidate != rec.candidate
+                        && r.as_ref().is_some_and(|r| {
+                            !matches!(r.step, Step::Claim | Step::Done)
+                                && (r.step != Step::Prepare
+                                    || r.head.is_some()
+                                    || r.pending_commit.is_some())
+                        })
+                })
+                .map(|(s, _)| s.name.as_str())
+                .collect();
+            if running.len() >= info.max_concurrent as usize
+                && self.branch_tip(&rec.branch).await?.is_none()
+            {
+                return Ok(Some(Progress::Waiting(format!(
+                    "{} of experiment {}'s variants run already ({}); at most {} at once",
+                    running.len(),
+                    info.experiment,
+                    running.join(", "),
+                    info.max_concurrent
+                ))));
+            }
+        }
+        if let Some(number) = rec.pull
+            && matches!(
+                rec.step,
+                Step::Smoke | Step::Repair | Step::Final | Step::Sweep
+            )
+        {
+            let mut rows = siblings;
+            if let Some(row) = rows.iter_mut().find(|(s, _)| s.candidate == rec.candidate) {
+                row.1 = Some(rec.clone());
+            }
+            let section = experiment::render_section(&info, &rows);
+            let pull = self.forge.get_pull(number).await?;
+            let body = experiment::splice_section(&pull.body, &section);
+            if body != pull.body {
+                let proof = match self.prove(rec, Scope::Pull).await? {
+                    Ok(p) => p,
+                    Err(p) => return Ok(Some(p)),
+                };
+                self.intend(rec, "update the related experiments section")
+                    .await?;
+                self.forge.update_pull_body(&proof, number, &body).await?;
+            }
+        }
+        Ok(None)
+    }
+
+    /// The branch head (a commit with this candidate's trailer) and the
+    /// bot's PR of `rec`, when they exist and the record lacks them.
+    async fn adopt_existing(&self, rec: &mut CandidateRecord) -> Result<(), EngineError> {
+        if rec.head.is_none()
+            && let Some(tip) = self.branch_tip(&rec.branch).await?
+        {
+            let trailer = format!("{}{}", super::TRAILER, rec.candidate);
+            if tip.message.lines().any(|l| l.trim() == trailer) {
+                rec.head = Some(tip.sha);
+                rec.pending_commit = None;
+            }
+        }
+        if rec.pull.is_none()
+            && let Some(pull) = self.forge.find_pull(&rec.branch).await?
+            && self.by_bot(pull.author.as_deref())
+        {
+            rec.pull = Some(pull.number);
+            rec.pull_url = Some(pull.html_url.clone());
+            rec.attempts = {
+                let comments = self.forge.list_comments(pull.number).await?;
+                self.reported_attempts(rec, &comments, true)
+            };
+            self.find_owned_runs(rec).await?;
+        }
+        self.save(rec).await
+    }
+
+    /// Before a variant's changelog and sweep label: only one variant is in
+    /// its final sweep at a time. `Some(progress)`: wait.
+    pub(super) async fn experiment_final_slot(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Option<Progress>, EngineError> {
+        let Some(info) = rec.variant.clone() else {
+            return Ok(None);
+        };
+        let Some(held) = self.refresh_claim(rec).await? else {
+            return Ok(None);
+        };
+        if let Some(other) = held.record.extra.get(FINAL_FIELD).and_then(Value::as_str)
+            && other != rec.candidate
+        {
+            let sibling = info.siblings.iter().find(|s| s.candidate == other);
+            let finished = match sibling {
+                Some(s) => {
+                    let r = self.journal.load(&s.candidate).await?;
+                    self.sibling_finished(s, r.as_ref()).await?
+                }
+                None => true,
+            };
+            if !finished {
+                return Ok(Some(Progress::Waiting(format!(
+                    "passed the smoke; Variant {} is in its final sweep first",
+                    sibling.map_or(other, |s| s.name.as_str())
+                ))));
+            }
+        }
+        self.mark_claim(rec, FINAL_FIELD, Some(&rec.candidate.clone()))
+            .await?;
+        Ok(None)
+    }
+
+    /// At a variant's finish, before anything is published: a validated
+    /// variant is recorded as the winner (so the others stop), another end
+    /// gives up the final sweep slot if it held it.
+    pub(super) async fn experiment_finish(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<(), EngineError> {
+        if rec.variant.is_none() || rec.ending.as_ref().is_some_and(|e| e.hands_off) {
+            return Ok(());
+        }
+        let Some(held) = self.refresh_claim(rec).await? else {
+            return Ok(());
+        };
+        let validated = rec
+            .ending
+            .as_ref()
+            .is_some_and(|e| e.outcome == Outcome::Validated);
+        if validated {
+            self.mark_claim(rec, WINNER_FIELD, Some(&rec.candidate.clone()))
+                .await?;
+        } else if held.record.extra.get(FINAL_FIELD).and_then(Value::as_str)
+            == Some(rec.candidate.as_str())
+        {
+            self.mark_claim(rec, FINAL_FIELD, None).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether a finished variant releases the shared claim: only the last
+    /// sibling to finish does (the others still need it to act).
+    pub(super) async fn experiment_releases(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<bool, EngineError> {
+        let Some(info) = rec.variant.clone() else {
+            return Ok(true);
+        };
+        for (s, r) in self.sibling_records(&info).await? {
+            if s.candidate != rec.candidate && !self.sibling_finished(&s, r.as_ref()).await? {
+                return Ok(false);
+            }
+        }
+        // Release what is on GitHub now, not a tip a sibling moved on from.
+        self.refresh_claim(rec).await?;
+        Ok(true)
+    }
+
+    /// Adopts the claim's current tip when a sibling moved it (renewal,
+    /// bookkeeping) and it is still ours; `true` when it did.
+    pub(super) async fn adopt_moved_claim(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<bool, EngineError> {
+        if rec.variant.is_none() {
+            return Ok(false);
+        }
+        let before = rec.claim.clone();
+        Ok(self.refresh_claim(rec).await?.is_some()
+            && rec.claim.as_ref().map(|c| &c.sha) != before.as_ref().map(|c: &StoredClaim| &c.sha))
+    }
+
+    /// A maintainer's `/klaud try` on `rec`'s PR: a new variant of its
+    /// candidate joins (or, for a plain candidate, starts) its experiment
+    /// under the same claim. The claim lists the new candidate before any
+    /// sibling's record names it, so a crash in between only leaves a
+    /// listed candidate that never started. `Ok(Err(why))`: refused.
+    pub async fn add_variant(
+        &self,
+        rec: &mut CandidateRecord,
+        request: &crate::commands::TryRequest,
+    ) -> Result<Result<super::Target, String>, EngineError> {
+        use klaud_planner::variant::ResolvedVariant;
+        if matches!(rec.step, Step::Finish | Step::Done) || rec.ending.is_some() {
+            return Ok(Err(format!(
+                "candidate {} is finishing or finished",
+                rec.candidate
+            )));
+        }
+        // A plain candidate becomes the experiment's first variant, `base`.
+        let mut info = rec.variant.clone().unwrap_or_else(|| VariantInfo {
+            experiment: format!("try-{}", &rec.candidate[17..25]),
+            name: "base".into(),
+            from: None,
+            own: Vec::new(),
+            edits: Vec::new(),
+            siblings: vec![Sibling {
+                name: "base".into(),
+                candidate: rec.candidate.clone(),
+                from: None,
+                own: Vec::new(),
+            }],
+            max_concurrent: 0,
+            base_image: rec.image.clone(),
+        });
+        if let Some(existing) = info.siblings.iter().find(|s| s.name == request.name) {
+            return Ok(Err(format!(
+                "the experiment already has a Variant {} ({})",
+                request.name,
+                super::branch_name(&existing.candidate)
+            )));
+        }
+        // The base's effective edits: its chain of own edits, oldest first.
+        let mut inherited: Vec<String> = Vec::new();
+        let mut at = request.from.clone();
+        let mut guard = 0;
+        while let Some(name) = at {
+            let Some(base) = info.siblings.iter().find(|s| s.name == name) else {
+                return Ok(Err(format!("the experiment has no Variant {name}")));
+            };
+            inherited.splice(0..0, base.own.iter().cloned());
+            at = base.from.clone();
+            guard += 1;
+            if guard > info.siblings.len() {
+                return Ok(Err("variants build on each other in a circle".into()));
+            }
+        }
+        let own: Vec<String> = request.edits.iter().map(ToString::to_string).collect();
+        let resolved = ResolvedVariant {
+            name: request.name.clone(),
+            from: request.from.clone(),
+            own: own.clone(),
+            edits: inherited.iter().chain(&own).cloned().collect(),
+        };
+        // Refuse now what the bump commit could not make.
+        let edits = match resolved.parsed() {
+            Ok(e) => e,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        if let Err(e) = self.repository.apply_variant_edits(
+            &rec.family,
+            &std::collections::BTreeMap::new(),
+            &edits,
+        ) {
+            return Ok(Err(e.to_string()));
+        }
+        let base_target = super::Target {
+            family: rec.family.clone(),
+            candidate: Self::candidate_id(rec)?,
+            image: info.base_image.clone(),
+            revision: rec.revision.clone(),
+            clock: rec.clock.clone(),
+            not_release_reason: rec.not_release_reason.clone(),
+            upstream: rec.upstream.clone(),
+            versions: rec.versions.clone(),
+            variant: None,
+        };
+        let mut target = match experiment::variant_targets(
+            &base_target,
+            &info.experiment,
+            std::slice::from_ref(&resolved),
+            info.max_concurrent,
+        ) {
+            Ok(mut t) if t.len() == 1 => t.remove(0),
+            Ok(_) => return Ok(Err("no variant was made".into())),
+            Err(e) => return Ok(Err(e)),
+        };
+        let new_id = target.candidate.clone();
+        info.siblings.push(Sibling {
+            name: resolved.name.clone(),
+            candidate: new_id.as_str().to_owned(),
+            from: resolved.from.clone(),
+            own,
+        });
+        // 1. The claim lists the new candidate (compare-and-swap).
+        for _ in 0..3 {
+            let Some(held) = self.refresh_claim(rec).await? else {
+                return Ok(Err("this instance does not hold the family's claim".into()));
+            };
+            if held.record.candidate_ids().contains(&new_id.as_str()) {
+                break;
+            }
+            let mut record = held.record.clone();
+            let base = held
+                .record
+                .candidates
+                .first()
+                .map(|c| c.base.clone())
+                .unwrap_or_else(|| rec.base_sha.clone());
+            for member in self.bumped_together(&rec.family) {
+                record.candidates.push(klaud_claims::ClaimCandidate::new(
+                    &base,
+                    member,
+                    new_id.clone(),
+                ));
+            }
+            self.intend(rec, &format!("claim: add candidate {new_id}"))
+                .await?;
+            if let Renew::Renewed(h) = self
+                .book()
+                .amend(&held, record)
+                .await
+                .map_err(|e| EngineError::Claim(e.to_string()))?
+            {
+                self.hold(rec, &h);
+                self.save(rec).await?;
+                break;
+            }
+        }
+        // 2. Every sibling's record learns of it.
+        for s in info.siblings.clone() {
+            if s.candidate == rec.candidate || s.candidate == new_id.as_str() {
+                continue;
+            }
+            if let Some(mut other) = self.journal.load(&s.candidate).await?
+                && let Some(v) = other.variant.as_mut()
+                && !v.siblings.iter().any(|x| x.candidate == new_id.as_str())
+            {
+                v.siblings = info.siblings.clone();
+                self.save(&mut other).await?;
+            }
+        }
+        let mut mine = info.clone();
+        if rec.variant.is_none() {
+            mine.name = "base".into();
+        }
+        mine.siblings = info.siblings.clone();
+        rec.variant = Some(mine);
+        self.save(rec).await?;
+        if let Some(v) = target.variant.as_mut() {
+            v.siblings = info.siblings.clone();
+        }
+        Ok(Ok(target))
+    }
+}

@@ -1,0 +1,471 @@
+//! Experiments (issue 15): several variants of one candidate race under one
+//! claim; the first whose final sweep validates wins and the others end
+//! `duplicate`.
+//!
+//! A variant is an ordinary candidate with its own deterministic id (the
+//! family id and a hash of image, experiment, variant name and edits), so
+//! its branch, PR, smoke title, reports, receipt and recovery lease are the
+//! single-candidate ones. What the siblings share lives in the claim record
+//! they all run under (the claim lists every variant candidate), in two of
+//! Klaud's own fields written by compare-and-swap before acting on them:
+//! `experiment-final` (the variant now in its final sweep: at most one) and
+//! `experiment-winner` (the variant that validated: the others stop).
+
+use klaud_planner::image::ImageRef;
+use klaud_planner::variant::ResolvedVariant;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::journal::{CandidateRecord, Step};
+use crate::engine::{Target, branch_name};
+
+/// Claim record field: the variant in its final sweep.
+pub const FINAL_FIELD: &str = "experiment-final";
+/// Claim record field: the variant that validated.
+pub const WINNER_FIELD: &str = "experiment-winner";
+/// Start of the PR body's section listing the siblings.
+pub const SECTION_START: &str = "<!-- klaud-experiments -->";
+/// End of that section.
+pub const SECTION_END: &str = "<!-- /klaud-experiments -->";
+
+/// One variant of an experiment, as its siblings see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sibling {
+    /// Variant name.
+    pub name: String,
+    /// Its candidate id.
+    pub candidate: String,
+    /// The variant it builds on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Its own edits.
+    pub own: Vec<String>,
+}
+
+/// What makes a candidate a variant (kept in its journal record).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VariantInfo {
+    /// The experiment's name.
+    pub experiment: String,
+    /// This variant's name.
+    pub name: String,
+    /// The variant it builds on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Its own edits.
+    pub own: Vec<String>,
+    /// Inherited and own edits: what its commit applies.
+    pub edits: Vec<String>,
+    /// Every variant of the experiment, this one included, in order.
+    pub siblings: Vec<Sibling>,
+    /// How many variants may run (branch made, not finished) at once; 0:
+    /// no bound.
+    #[serde(default)]
+    pub max_concurrent: u32,
+    /// The candidate image the experiment started from (a variant without
+    /// an `image` edit runs it).
+    #[serde(default)]
+    pub base_image: String,
+}
+
+impl VariantInfo {
+    /// The other variants.
+    pub fn others(&self) -> impl Iterator<Item = &Sibling> {
+        self.siblings.iter().filter(move |s| s.name != self.name)
+    }
+}
+
+/// `<family id>-<16 hex>`: a variant's candidate id, from everything that
+/// makes it differ, so a restart (or another instance) names it the same.
+pub fn variant_candidate_id(
+    family_id: &str,
+    normalized_image: &str,
+    experiment: &str,
+    variant: &ResolvedVariant,
+) -> String {
+    let value = serde_json::json!({
+        "edits": variant.edits,
+        "experiment": experiment,
+        "image": normalized_image,
+        "variant": variant.name,
+    });
+    let hash = klaud_planner::identity::identity(&value);
+    format!("{family_id}-{}", &hash[..16])
+}
+
+/// The targets of an experiment on `base`'s family: one per variant, each
+/// with its own candidate id and image (the base's unless the variant
+/// says `image …`).
+pub fn variant_targets(
+    base: &Target,
+    experiment: &str,
+    variants: &[ResolvedVariant],
+    max_concurrent: u32,
+) -> Result<Vec<Target>, String> {
+    let family_id = base.candidate.family();
+    let mut planned = Vec::new();
+    for v in variants {
+        let image_text = v.image().unwrap_or_else(|| base.image.clone());
+        let image = ImageRef::parse(&image_text)
+            .map_err(|e| format!("variant {}: image {image_text:?}: {e}", v.name))?;
+        let id = variant_candidate_id(family_id.as_str(), &image.normalized(), experiment, v);
+        let candidate = klaud_claims::CandidateId::new(&id).map_err(|e| e.to_string())?;
+        planned.push((v, image_text, candidate));
+    }
+    let siblings: Vec<Sibling> = planned
+        .iter()
+        .map(|(v, _, c)| Sibling {
+            name: v.name.clone(),
+            candidate: c.as_str().to_owned(),
+            from: v.from.clone(),
+            own: v.own.clone(),
+        })
+        .collect();
+    Ok(planned
+        .into_iter()
+        .map(|(v, image, candidate)| {
+            let same = image == base.image;
+            Target {
+                family: base.family.clone(),
+                candidate,
+                image,
+                revision: if same { base.revision.clone() } else { None },
+                clock: if same { base.clock.clone() } else { None },
+                not_release_reason: if same {
+                    base.not_release_reason.clone()
+                } else {
+                    None
+                },
+                upstream: if same { base.upstream.clone() } else { None },
+                versions: if same { base.versions.clone() } else { None },
+                variant: Some(VariantInfo {
+                    experiment: experiment.to_owned(),
+                    name: v.name.clone(),
+                    from: v.from.clone(),
+                    own: v.own.clone(),
+                    edits: v.edits.clone(),
+                    siblings: siblings.clone(),
+                    max_concurrent,
+                    base_image: base.image.clone(),
+                }),
+            }
+        })
+        .collect())
+}
+
+/// An experiment as configured (`[[experiments]]`): the families it runs
+/// on and its variants, derived ones resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExperimentSpec {
+    /// Its name (in bodies, commit messages and candidate ids).
+    pub name: String,
+    /// Family patterns: `<master>:<key>` or a key alone, `*` matching any
+    /// run of characters.
+    pub families: Vec<String>,
+    /// How many variants of one family run at once (0: no bound).
+    pub max_concurrent: u32,
+    /// Its variants, in order.
+    pub variants: Vec<ResolvedVariant>,
+}
+
+impl ExperimentSpec {
+    /// Whether the experiment runs on `family` (`<master>:<key>`): a
+    /// pattern with a `:` is matched against the whole family, one
+    /// without against the key.
+    pub fn matches(&self, family: &str) -> bool {
+        let key = family.rsplit_once(':').map_or(family, |(_, k)| k);
+        self.families.iter().any(|p| {
+            if p.contains(':') {
+                wildcard(p, family)
+            } else {
+                wildcard(p, key)
+            }
+        })
+    }
+}
+
+/// `*` matches any run of characters, everything else itself. Written out
+/// because a family name is not a path: glob crates give `/` a meaning
+/// that the `<master path>:<key>` form must not have.
+fn wildcard(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let [first, middle @ .., last] = parts.as_slice() else {
+        return pattern == text;
+    };
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(i) => rest = &rest[i + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// The first configured experiment on `target`'s family, as variant
+/// targets; `None` when no experiment matches.
+pub fn expand(
+    target: &Target,
+    experiments: &[ExperimentSpec],
+) -> Option<Result<Vec<Target>, String>> {
+    let spec = experiments.iter().find(|e| e.matches(&target.family))?;
+    Some(
+        variant_targets(target, &spec.name, &spec.variants, spec.max_concurrent)
+            .map_err(|e| format!("experiment {}: {e}", spec.name)),
+    )
+}
+
+/// `[Klaud Cold][experiment][Variant A] Update …`: the single-candidate
+/// title with the experiment tags after the bot's bracket.
+pub fn variant_title(title: &str, display_name: &str, variant: &str) -> String {
+    let bracket = format!("[{display_name}]");
+    match title.strip_prefix(&bracket) {
+        Some(rest) => format!("{bracket}[experiment][Variant {variant}]{rest}"),
+        None => format!("[experiment][Variant {variant}] {title}"),
+    }
+}
+
+/// A sibling's state in one short bilingual phrase.
+pub fn state_text(rec: Option<&CandidateRecord>) -> String {
+    let Some(rec) = rec else {
+        return "not started / 未开始".into();
+    };
+    if let (Step::Finish | Step::Done, Some(e)) = (rec.step, &rec.ending) {
+        let zh = match e.outcome {
+            crate::model::Outcome::Validated => "已验证",
+            crate::model::Outcome::Duplicate => "已被取代",
+            crate::model::Outcome::Failed => "失败",
+            _ => "已结束",
+        };
+        return format!("{} / {zh}", e.outcome.as_str());
+    }
+    match rec.step {
+        Step::Claim | Step::Prepare => "waiting for a slot / 等待名额".into(),
+        Step::Open | Step::Baseline => "opening / 开启中".into(),
+        Step::Smoke | Step::Repair => format!(
+            "smoke, {} repair(s) used / 冒烟测试，已修复 {} 次",
+            rec.repairs, rec.repairs
+        ),
+        Step::Final | Step::Sweep => "final sweep / 最终扫描".into(),
+        Step::Finish | Step::Done => "finishing / 收尾中".into(),
+    }
+}
+
+/// The "Related experiments / 相关实验" section of one variant's PR body.
+/// `records` gives each sibling's record, when there is one.
+pub fn render_section(
+    info: &VariantInfo,
+    records: &[(Sibling, Option<CandidateRecord>)],
+) -> String {
+    let edits = |own: &[String]| {
+        if own.is_empty() {
+            "the plain bump / 仅更新镜像".to_owned()
+        } else {
+            own.iter()
+                .map(|e| format!("`{}`", e.replace('`', "'").replace('|', "\\|")))
+                .collect::<Vec<_>>()
+                .join("; ")
+        }
+    };
+    let mut out = format!("{SECTION_START}\n### Related experiments / 相关实验\n\n");
+    out.push_str(&format!(
+        "Experiment `{}`: the variants race; whichever validates first goes on and the others close. \
+         / 实验 `{}`：各变体并行，先验证通过者继续，其余关闭。\n\n",
+        info.experiment, info.experiment
+    ));
+    if let Some(from) = &info.from {
+        out.push_str(&format!(
+            "Variant {} = Variant {from} plus {} / 变体 {} = 变体 {from} 加上上述修改\n\n",
+            info.name,
+            edits(&info.own),
+            info.name
+        ));
+    }
+    out.push_str(
+        "| Variant / 变体 | Edits / 修改 | PR | State / 状态 |\n| --- | --- | --- | --- |\n",
+    );
+    for (s, rec) in records {
+        let name = match &s.from {
+            Some(from) => format!("{} (= {from} + …)", s.name),
+            None => s.name.clone(),
+        };
+        let name = if s.name == info.name {
+            format!("**{name}** (this PR / 本 PR)")
+        } else {
+            name
+        };
+        let link = rec
+            .as_ref()
+            .and_then(|r| Some(format!("[#{}]({})", r.pull?, r.pull_url.clone()?)))
+            .unwrap_or_else(|| format!("`{}`", branch_name(&s.candidate)));
+        out.push_str(&format!(
+            "| {name} | {} | {link} | {} |\n",
+            edits(&s.own),
+            state_text(rec.as_ref())
+        ));
+    }
+    out.push_str(SECTION_END);
+    out
+}
+
+/// `body` with its experiments section replaced by (or appended as)
+/// `section`; other text (other bots', the baseline block) is kept.
+pub fn splice_section(body: &str, section: &str) -> String {
+    if let Some(start) = body.find(SECTION_START)
+        && let Some(end) = body[start..].find(SECTION_END)
+    {
+        let end = start + end + SECTION_END.len();
+        return format!("{}{section}{}", &body[..start], &body[end..]);
+    }
+    let sep = if body.is_empty() || body.ends_with('\n') {
+        "\n"
+    } else {
+        "\n\n"
+    };
+    format!("{body}{sep}{section}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolved(name: &str, from: Option<&str>, own: &[&str], edits: &[&str]) -> ResolvedVariant {
+        ResolvedVariant {
+            name: name.into(),
+            from: from.map(Into::into),
+            own: own.iter().map(|s| s.to_string()).collect(),
+            edits: edits.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn base() -> Target {
+        Target {
+            family: "configs/nvidia-master.yaml:k".into(),
+            candidate: klaud_claims::CandidateId::new("d92e15065c55779d-0123456789abcdef").unwrap(),
+            image: "vllm/vllm-openai:v0.26.0".into(),
+            revision: Some("abc".into()),
+            clock: None,
+            not_release_reason: None,
+            upstream: None,
+            versions: None,
+            variant: None,
+        }
+    }
+
+    #[test]
+    fn variants_get_distinct_stable_ids_in_the_familys_claim() {
+        let vs = [
+            resolved("A", None, &["set a.b=1"], &["set a.b=1"]),
+            resolved("F", Some("A"), &["unset a.c"], &["set a.b=1", "unset a.c"]),
+            resolved(
+                "I",
+                None,
+                &["image vllm/vllm-openai:v0.27.0"],
+                &["image vllm/vllm-openai:v0.27.0"],
+            ),
+        ];
+        let targets = variant_targets(&base(), "exp", &vs, 2).unwrap();
+        let again = variant_targets(&base(), "exp", &vs, 2).unwrap();
+        assert_eq!(targets, again);
+        let ids: std::collections::BTreeSet<_> =
+            targets.iter().map(|t| t.candidate.clone()).collect();
+        assert_eq!(ids.len(), 3);
+        assert!(
+            targets
+                .iter()
+                .all(|t| t.candidate.family() == base().candidate.family())
+        );
+        assert!(!ids.contains(&base().candidate));
+        assert_eq!(targets[2].image, "vllm/vllm-openai:v0.27.0");
+        assert_eq!(
+            targets[2].revision, None,
+            "another image's provenance is unknown"
+        );
+        assert_eq!(targets[0].revision.as_deref(), Some("abc"));
+        let info = targets[1].variant.as_ref().unwrap();
+        assert_eq!(info.siblings.len(), 3);
+        assert_eq!(info.others().count(), 2);
+        // Another experiment name gives other ids.
+        let other = variant_targets(&base(), "exp2", &vs, 2).unwrap();
+        assert_ne!(other[0].candidate, targets[0].candidate);
+    }
+
+    #[test]
+    fn family_patterns_match_whole_families_or_keys() {
+        let spec = |p: &str| ExperimentSpec {
+            name: "e".into(),
+            families: vec![p.into()],
+            max_concurrent: 0,
+            variants: Vec::new(),
+        };
+        let f = "configs/nvidia-master.yaml:dsr1-fp4-b200-sglang";
+        for yes in [
+            "dsr1-*",
+            "*-sglang",
+            "dsr1-fp4-b200-sglang",
+            "configs/nvidia-master.yaml:*",
+            "*b200*",
+            "*",
+        ] {
+            assert!(spec(yes).matches(f), "{yes}");
+        }
+        for no in [
+            "dsr1",
+            "*-vllm",
+            "configs/amd-master.yaml:*",
+            "dsr1-*-vllm",
+            "configs/*:x",
+        ] {
+            assert!(!spec(no).matches(f), "{no}");
+        }
+        assert!(!wildcard("a*a", "a"));
+        assert!(wildcard("a*a", "aa"));
+        let targets = expand(&base(), &[spec("k")]).unwrap().unwrap();
+        assert!(targets.is_empty(), "no variants, no targets");
+        assert!(expand(&base(), &[spec("other")]).is_none());
+    }
+
+    #[test]
+    fn the_title_carries_the_experiment_tags() {
+        assert_eq!(
+            variant_title(
+                "[Klaud Cold] Update k vLLM image to v1 / 将 k 的 vLLM 镜像更新至 v1",
+                "Klaud Cold",
+                "A"
+            ),
+            "[Klaud Cold][experiment][Variant A] Update k vLLM image to v1 / 将 k 的 vLLM 镜像更新至 v1"
+        );
+    }
+
+    #[test]
+    fn the_section_lists_every_sibling_and_splices_in_place() {
+        let vs = [
+            resolved("E", None, &["set a.b=1"], &["set a.b=1"]),
+            resolved("F", Some("E"), &["unset a.c"], &["set a.b=1", "unset a.c"]),
+        ];
+        let targets = variant_targets(&base(), "exp", &vs, 0).unwrap();
+        let info = targets[1].variant.clone().unwrap();
+        let rows: Vec<(Sibling, Option<CandidateRecord>)> =
+            info.siblings.iter().map(|s| (s.clone(), None)).collect();
+        let section = render_section(&info, &rows);
+        assert!(
+            section.contains("Variant F = Variant E plus `unset a.c`"),
+            "{section}"
+        );
+        assert!(
+            section.contains("| **F (= E + …)** (this PR / 本 PR) | `unset a.c` |"),
+            "{section}"
+        );
+        assert!(
+            section.contains("| E | `set a.b=1` | `klaud/auto-"),
+            "{section}"
+        );
+        let body = "<!-- klaud-baseline -->\nother bot text\n";
+        let once = splice_section(body, &section);
+        assert!(once.starts_with(body));
+        let twice = splice_section(&once, &section.replace("not started", "smoke"));
+        assert_eq!(twice.matches(SECTION_START).count(), 1);
+        assert!(twice.starts_with(body) && twice.contains("smoke / 未开始"));
+    }
+}

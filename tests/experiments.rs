@@ -1,0 +1,392 @@
+//! Experiments (issue 15) end to end: the variants of one family race
+//! through the real engine, the octocrab forge and the GitHub, CI and
+//! registry simulators; the first validated one wins, the others stop.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use klaud_claims::{Claimant, SystemClock};
+use klaud_lifecycle::engine::{
+    CandidateRecord, Engine, Journal, MemoryJournal, Progress, Step, Target,
+};
+use klaud_lifecycle::experiment::variant_targets;
+use klaud_lifecycle::model::Outcome;
+use klaud_lifecycle::report::find_record;
+use klaud_planner::variant::{Variant, parse_edits, resolve};
+use klaud_service::GithubLifecycle;
+
+use crate::lifecycle_e2e::{Env, env_seeded};
+
+const KEY: &str = "demo-fp4-gb200-dynamo-vllm-disagg";
+const RECIPE: &str =
+    "benchmarks/multi_node/srt-slurm-recipes/vllm/demo-model/disagg-gb200-1p1d.yaml";
+
+/// The 1st smoke of the family (Variant A) runs long, the 2nd (B) passes
+/// at once, the 3rd (C) runs long: B wins while A and C still run.
+const RACE: &str = r#"
+[families."*"]
+smoke = ["success"]
+sweep = ["success"]
+[families.demo-fp4-gb200-dynamo-vllm-disagg]
+smoke = [{ outcome = "success", delay = 30 }, "success", { outcome = "success", delay = 30 }]
+sweep = ["success"]
+"#;
+
+/// Every smoke of the family fails.
+const ALL_FAIL: &str = r#"
+[families."*"]
+smoke = ["failure"]
+sweep = ["success"]
+"#;
+
+fn instance(n: u128) -> Claimant {
+    Claimant::new(uuid::Uuid::from_u128(0x6578_7000 + n))
+}
+
+async fn env(script: &str) -> Env {
+    env_seeded(
+        &Path::new(crate::support::REPO_ROOT).join("configs/demo"),
+        Some(script),
+    )
+    .await
+}
+
+/// Variants A, B and C = B plus one edit, on the family's candidate.
+async fn variants(env: &Env) -> Vec<Target> {
+    let base = env.target(KEY).await;
+    let v = |name: &str, from: Option<&str>, edits: &str| Variant {
+        name: name.into(),
+        from: from.map(Into::into),
+        edits: parse_edits(edits).expect("edits"),
+    };
+    let resolved = resolve(&[
+        v("A", None, "set resources.gpus_per_node=8"),
+        v("B", None, "set model.precision=fp8"),
+        v("C", Some("B"), "unset identity.frameworks"),
+    ])
+    .expect("variants");
+    variant_targets(&base, "race", &resolved, 0).expect("targets")
+}
+
+fn engine<'a>(
+    env: &'a Env,
+    lifecycle: &'a GithubLifecycle<'a>,
+    journal: &'a dyn Journal,
+    clock: &'a SystemClock,
+    who: Claimant,
+) -> Engine<'a> {
+    Engine::new(
+        lifecycle,
+        journal,
+        clock,
+        who,
+        &env.baseline,
+        &env.repository,
+        env.base.clone(),
+        &env.config,
+    )
+}
+
+type Recs = Vec<(CandidateRecord, Progress)>;
+
+/// Drives every record round-robin until all are done (or skipped).
+async fn race(env: &Env, journal: &dyn Journal, who: Claimant, targets: &[Target]) -> Recs {
+    race_until(env, journal, who, targets, |_, _| false).await
+}
+
+/// [`race`], killed (everything dropped) as soon as `kill(records, steps
+/// taken)` says so after a step.
+async fn race_until(
+    env: &Env,
+    journal: &dyn Journal,
+    who: Claimant,
+    targets: &[Target],
+    kill: impl Fn(&Recs, usize) -> bool,
+) -> Recs {
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let clock = SystemClock;
+    let engine = engine(env, &lifecycle, journal, &clock, who);
+    let mut recs = Vec::new();
+    for t in targets {
+        let rec = engine.open_record(t).await.expect("record");
+        recs.push((rec, Progress::Advanced(Step::Claim)));
+    }
+    let started = Instant::now();
+    let mut taken = 0;
+    loop {
+        let mut busy = false;
+        for i in 0..recs.len() {
+            if matches!(recs[i].1, Progress::Done(_) | Progress::Skipped(_)) {
+                continue;
+            }
+            busy = true;
+            let p = engine.step(&mut recs[i].0).await.expect("step");
+            if matches!(p, Progress::Advanced(_)) {
+                taken += 1;
+            }
+            recs[i].1 = p;
+            if kill(&recs, taken) {
+                return recs;
+            }
+        }
+        if !busy {
+            return recs;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "no end after 90 s: {recs:#?}"
+        );
+        if recs
+            .iter()
+            .all(|(_, p)| !matches!(p, Progress::Advanced(_)))
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn ending(rec: &CandidateRecord) -> Outcome {
+    rec.ending.as_ref().expect("ending").outcome
+}
+
+/// Each variant has exactly one PR, each PR one receipt; no claim is left.
+async fn assert_clean_end(env: &Env, recs: &[(CandidateRecord, Progress)]) {
+    for (rec, _) in recs {
+        assert_eq!(env.pulls(&rec.branch).await.len(), 1, "{}", rec.branch);
+        let number = rec
+            .pull
+            .unwrap_or_else(|| panic!("no PR for {}: {rec:#?}", rec.branch));
+        let receipts = env
+            .bodies(number)
+            .await
+            .iter()
+            .filter_map(|b| find_record(b).ok().flatten())
+            .filter(|r| r.key.to_string().starts_with("klaud-outcome:"))
+            .count();
+        assert_eq!(receipts, 1, "#{number}");
+    }
+    assert!(env.claims().await.is_empty(), "claim left");
+}
+
+#[tokio::test]
+async fn a_race_is_won_by_the_second_variant_and_the_others_are_stopped() {
+    let env = env(RACE).await;
+    let targets = variants(&env).await;
+    let journal = MemoryJournal::new();
+    let recs = race(&env, &journal, instance(1), &targets).await;
+    let outcomes: Vec<Outcome> = recs.iter().map(|(r, _)| ending(r)).collect();
+    assert_eq!(
+        outcomes,
+        [Outcome::Duplicate, Outcome::Validated, Outcome::Duplicate]
+    );
+    let winner = &recs[1].0;
+    let url = winner.pull_url.clone().expect("url");
+    for i in [0, 2] {
+        let loser = &recs[i].0;
+        let pull = env.pull(loser.pull.expect("pull")).await;
+        assert!(!pull.open, "the loser's PR is closed");
+        let bodies = env.bodies(pull.number).await;
+        assert!(
+            bodies
+                .iter()
+                .any(|b| b.contains("klaud-outcome") && b.contains(&url)),
+            "the receipt links the winner: {bodies:#?}"
+        );
+        let run = loser.runs()[0].id;
+        let live = crate::support::run_once_completed(&env.forge, run).await;
+        assert_eq!(live.conclusion.as_deref(), Some("cancelled"), "run {run}");
+    }
+    let pull = env.pull(winner.pull.expect("pull")).await;
+    assert!(pull.open && !pull.draft, "the winner is ready for review");
+    assert!(
+        pull.title.starts_with(
+            "[Klaud Cold][experiment][Variant B] Update demo-fp4-gb200-dynamo-vllm-disagg "
+        ),
+        "{}",
+        pull.title
+    );
+    let body = pull.body.clone().unwrap_or_default();
+    assert!(body.contains("Related experiments / 相关实验"), "{body}");
+    let head = winner.head.clone().expect("head");
+    let recipe = env
+        .forge
+        .get_contents(RECIPE, &head)
+        .await
+        .expect("read")
+        .expect("recipe");
+    assert!(String::from_utf8_lossy(&recipe).contains("precision: fp8"));
+    assert_clean_end(&env, &recs).await;
+}
+
+#[tokio::test]
+async fn when_every_variant_fails_each_is_cleaned_up_and_the_family_freed() {
+    let env = env(ALL_FAIL).await;
+    let targets = variants(&env).await;
+    let journal = MemoryJournal::new();
+    let recs = race(&env, &journal, instance(1), &targets).await;
+    for (rec, _) in &recs {
+        assert_eq!(ending(rec), Outcome::Failed, "{rec:#?}");
+        assert!(!env.pull(rec.pull.expect("pull")).await.open);
+    }
+    assert_clean_end(&env, &recs).await;
+}
+
+/// A kill at every step of the losers' stop (after the winner validated),
+/// then a restart with or without the journal: the same end, nothing
+/// twice, no second winner, no claim left.
+#[tokio::test]
+async fn a_kill_while_the_losers_stop_then_a_restart_converges() {
+    for keep_journal in [true, false] {
+        for k in [0, 1, 2, 4, 7] {
+            let env = env(RACE).await;
+            let targets = variants(&env).await;
+            let journal = MemoryJournal::new();
+            let validated = |recs: &Recs| {
+                recs.iter().any(|(r, _)| {
+                    r.step == Step::Done
+                        && r.ending.as_ref().map(|e| e.outcome) == Some(Outcome::Validated)
+                })
+            };
+            // Killed the moment the winner is done, then again k steps into
+            // the losers' stop.
+            race_until(&env, &journal, instance(1), &targets, |r, _| validated(r)).await;
+            race_until(&env, &journal, instance(1), &targets, |_, n| n >= k).await;
+            if !keep_journal {
+                journal.clear();
+            }
+            let recs = race(&env, &journal, instance(1), &targets).await;
+            let what = format!("kill {k} steps into the stop, journal kept: {keep_journal}");
+            let outcomes: Vec<Outcome> = recs.iter().map(|(r, _)| ending(r)).collect();
+            assert_eq!(
+                outcomes,
+                [Outcome::Duplicate, Outcome::Validated, Outcome::Duplicate],
+                "{what}"
+            );
+            assert_clean_end(&env, &recs).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn two_instances_racing_for_one_experiment_run_it_once() {
+    let env = env(RACE).await;
+    let targets = variants(&env).await;
+    let (j1, j2) = (MemoryJournal::new(), MemoryJournal::new());
+    let (first, second) = tokio::join!(
+        race(&env, &j1, instance(1), &targets),
+        race(&env, &j2, instance(2), &targets),
+    );
+    let (won, lost) = if first.iter().all(|(_, p)| matches!(p, Progress::Skipped(_))) {
+        (second, first)
+    } else {
+        (first, second)
+    };
+    assert!(
+        lost.iter().all(|(_, p)| matches!(p, Progress::Skipped(_))),
+        "the other instance takes none of the variants: {lost:#?}"
+    );
+    let outcomes: Vec<Outcome> = won.iter().map(|(r, _)| ending(r)).collect();
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|o| **o == Outcome::Validated)
+            .count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert_clean_end(&env, &won).await;
+}
+
+/// The family's 1st smoke (the plain candidate) runs long, the 2nd (the
+/// maintainer's variant) passes at once.
+const TRY: &str = r#"
+[families."*"]
+smoke = ["success"]
+sweep = ["success"]
+[families.demo-fp4-gb200-dynamo-vllm-disagg]
+smoke = [{ outcome = "success", delay = 30 }, "success"]
+sweep = ["success"]
+"#;
+
+#[tokio::test]
+async fn a_maintainers_klaud_try_starts_a_variant_that_races_the_candidate() {
+    use klaud_sandbox::stack::MAINTAINER_TOKEN;
+    let env = env(TRY).await;
+    let base = env.target(KEY).await;
+    let journal = MemoryJournal::new();
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let clock = SystemClock;
+    let first = engine(&env, &lifecycle, &journal, &clock, instance(1));
+    let mut rec = first.open_record(&base).await.expect("record");
+    for _ in 0..100 {
+        first.step(&mut rec).await.expect("step");
+        if rec.attempts.first().is_some_and(|a| a.run.is_some()) {
+            break;
+        }
+    }
+    let number = rec.pull.expect("pull");
+    let person = crate::support::Person::new(
+        &env.stack.github.url(),
+        MAINTAINER_TOKEN,
+        crate::lifecycle_e2e::REPO,
+    );
+    let bad = person
+        .comment(number, "/klaud try T: set nothing.here=1")
+        .await;
+    let good = person
+        .comment(number, "/klaud try T: set model.precision=fp8")
+        .await;
+    let answered = klaud_service::pr_commands::handle_commands(&env.forge, &first, &mut rec, None)
+        .await
+        .expect("commands");
+    assert_eq!(answered.len(), 2);
+    let bodies = env.bodies(number).await;
+    let reply = |id: u64| {
+        let marker = klaud_service::pr_commands::reply_marker(id);
+        bodies
+            .iter()
+            .find(|b| b.contains(&marker))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert!(
+        reply(bad).contains("Not started") && reply(bad).contains("no field nothing"),
+        "{}",
+        reply(bad)
+    );
+    assert!(reply(good).contains("Started Variant T"), "{}", reply(good));
+    let started: Vec<Target> = answered.iter().flat_map(|a| a.started.clone()).collect();
+    assert_eq!(started.len(), 1);
+    // The claim lists both; the plain candidate is now the experiment's base.
+    let claim = env.claims().await;
+    assert_eq!(claim.len(), 1);
+    let targets = vec![base.clone(), started[0].clone()];
+    let recs = race(&env, &journal, instance(1), &targets).await;
+    let outcomes: Vec<Outcome> = recs.iter().map(|(r, _)| ending(r)).collect();
+    assert_eq!(outcomes, [Outcome::Duplicate, Outcome::Validated]);
+    let winner = env.pull(recs[1].0.pull.expect("pull")).await;
+    assert!(
+        winner
+            .title
+            .starts_with("[Klaud Cold][experiment][Variant T] "),
+        "{}",
+        winner.title
+    );
+    assert!(
+        !env.pull(number).await.open,
+        "the plain candidate's PR is closed"
+    );
+    assert_clean_end(&env, &recs).await;
+    // Answered once: another pass posts nothing new.
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let later = engine(&env, &lifecycle, &journal, &clock, instance(1));
+    let mut rec = journal
+        .load(base.candidate.as_str())
+        .await
+        .unwrap()
+        .unwrap();
+    let again = klaud_service::pr_commands::handle_commands(&env.forge, &later, &mut rec, None)
+        .await
+        .expect("commands");
+    assert!(again.is_empty());
+}
