@@ -137,6 +137,49 @@ pub(crate) fn print_figures(title: &str, report: &PlanReport, concurrency: usize
     println!("  {:<14} {:>6} {:>8}", "total", r.total(), m.total());
 }
 
+/// `perf record` of the given processes while alive, when
+/// `KLAUD_BENCH_PERF=<file>` is set: profiles only the measured plan, not
+/// the seeding before it (`perf report -i <file> --sort comm,dso,sym`).
+pub(crate) struct Profile(Option<std::process::Child>);
+
+impl Profile {
+    pub(crate) fn start(pids: &[u32]) -> Self {
+        let Some(out) = std::env::var_os("KLAUD_BENCH_PERF") else {
+            return Self(None);
+        };
+        let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+        let child = std::process::Command::new("perf")
+            .args(["record", "-q", "-F", "999", "-g", "-o"])
+            .arg(&out)
+            .args(["-p", &pids.join(",")])
+            .stdout(std::process::Stdio::null())
+            .spawn();
+        match child {
+            Ok(child) => {
+                // perf attaches asynchronously; give it a moment.
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                Self(Some(child))
+            }
+            Err(err) => {
+                eprintln!("KLAUD_BENCH_PERF set but perf does not start: {err}");
+                Self(None)
+            }
+        }
+    }
+}
+
+impl Drop for Profile {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            // perf writes its file on SIGINT.
+            let _ = std::process::Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+    }
+}
+
 pub(crate) fn peak_memory_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status

@@ -13,7 +13,7 @@ use klaud_planner::repo::Repository;
 use klaud_planner::tracks::{Track, TrackOrdering, infer_track, track_for};
 use sha2::Digest as _;
 
-use super::{cpu_seconds, peak_memory_kib, print_figures};
+use super::{Profile, cpu_seconds, peak_memory_kib, print_figures};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -501,12 +501,14 @@ pub fn scale() {
             .insert("docker.io".to_owned(), registry.base_url());
         let client = RegistryClient::new(config).expect("client");
         let cpu_before = (cpu_seconds(None), cpu_seconds(Some(registry.pid())));
+        let profile = Profile::start(&[std::process::id(), registry.pid()]);
         let started = Instant::now();
         let repository = Repository::open(dir.path()).expect("scale masters load");
         let read = started.elapsed();
         let report =
             runtime().block_on(plan(&repository, &client.session(), &PlanOptions::new(now)));
         let wall = started.elapsed();
+        drop(profile);
         let stale = report
             .families
             .iter()
