@@ -16,6 +16,10 @@
 //!   again with `hub.docker.com` mirrored to a port that never answers;
 //! - `scale`: 10,000 families over 500 repositories;
 //! - `families`: reading masters of 32k and 200k entries.
+//!
+//! `KLAUD_BENCH_RENOVATE=<renovate binary>` adds Renovate's wall time on
+//! the `heldout` scenario (see `plan/renovate.rs`); `KLAUD_BENCH_PERF=<file>`
+//! records a `perf` profile of the `scale` plan (planner and registry).
 
 use std::path::Path;
 use std::time::Instant;
@@ -26,6 +30,8 @@ use klaud_planner::registry::testkit::{LocalRegistry, Pusher, seed_repository};
 use klaud_planner::registry::{RegistryClient, RegistryConfig};
 use klaud_planner::repo::Repository;
 
+#[path = "plan/renovate.rs"]
+mod renovate;
 #[path = "plan/scenarios.rs"]
 mod scenarios;
 

@@ -598,6 +598,19 @@ fn classify(token: &str) -> Option<Piece> {
     None
 }
 
+/// `atom20260511` → (`atom`, `20260511`): letters, then a valid 8- or
+/// 12-digit date that ends the token.
+fn word_then_date(token: &str) -> Option<(&str, &str)> {
+    let at = token.find(|c: char| c.is_ascii_digit())?;
+    let (word, date) = token.split_at(at);
+    (!word.is_empty()
+        && word.bytes().all(|b| b.is_ascii_alphabetic())
+        && matches!(date.len(), 8 | 12)
+        && date.bytes().all(|b| b.is_ascii_digit())
+        && parse_date(date).is_some())
+    .then_some((word, date))
+}
+
 /// Splits on `-` and `_`, keeping separators, and keeps `x86_64` whole.
 fn tokens(tag: &str) -> Vec<&str> {
     let mut out = Vec::new();
@@ -641,6 +654,14 @@ pub fn infer_track(tag: &str) -> Option<Track> {
         texts.push(token);
         if token == "-" || token == "_" {
             pieces.push(Piece::Fixed(token.to_owned()));
+        } else if let Some((word, date)) = word_then_date(token) {
+            // `atom20260511`: a build date glued to a word. Only a whole,
+            // valid date after letters is split off; other digit runs inside
+            // an identifier stay unrecognised (see `classify`).
+            texts.pop();
+            texts.extend([word, date]);
+            pieces.push(Piece::Fixed(word.to_owned()));
+            pieces.push(Piece::Date { len: date.len() });
         } else {
             pieces.push(classify(token)?);
         }
