@@ -266,3 +266,71 @@ async fn the_cluster_mapping_can_be_overridden() {
         "cluster b200-elsewhere has no idle node",
     );
 }
+
+/// The demo plus a b300 twin of `demo-fp4-gb200-dynamo-vllm-disagg` that
+/// shares its 1p1d recipe: the two form one family group, bumped together,
+/// on different clusters (`gb200-demo`, `b300-demo`).
+async fn group_env() -> (Env, tempfile::TempDir) {
+    let seed = tempfile::tempdir().expect("tempdir");
+    let demo = Path::new(crate::support::REPO_ROOT).join("configs/demo");
+    crate::support::copy_tree(&demo, seed.path());
+    let master = seed.path().join("configs/nvidia-master.yaml");
+    let mut text = std::fs::read_to_string(&master).expect("master");
+    text.push_str(
+        "\ndemo-fp4-b300-dynamo-vllm-disagg:\n  image: vllm/vllm-openai:v0.25.0\n  model: demo/Demo-V4\n  \
+         model-prefix: demo\n  runner: b300\n  precision: fp4\n  framework: dynamo-vllm\n  \
+         multinode: true\n  disagg: true\n  scenarios:\n    fixed-seq-len:\n    - isl: 8192\n      \
+         osl: 1024\n      search-space:\n      - conc-list: [32]\n        prefill:\n          \
+         num-worker: 1\n          tp: 8\n          ep: 8\n          dp-attn: true\n          \
+         additional-settings:\n          - \"CONFIG_FILE=recipes/vllm/demo-model/disagg-gb200-1p1d.yaml\"\n        \
+         decode:\n          num-worker: 1\n          tp: 8\n          ep: 8\n          dp-attn: true\n",
+    );
+    std::fs::write(&master, text).expect("write");
+    let mut env = env_seeded(seed.path(), None).await;
+    env.config.capacity = Some(Arc::new(gate(&env, CAPACITY_KEY)));
+    (env, seed)
+}
+
+#[tokio::test]
+async fn a_family_group_checks_the_clusters_of_every_member_not_only_the_first() {
+    const FIRST: &str = "demo-fp4-gb200-dynamo-vllm-disagg";
+    const TWIN: &str = "demo-fp4-b300-dynamo-vllm-disagg";
+    let (env, _seed) = group_env().await;
+    let group = env
+        .repository
+        .groups()
+        .iter()
+        .find(|g| g.families.iter().any(|f| f.ends_with(FIRST)))
+        .expect("the two share a recipe: one group");
+    assert!(
+        group.families.iter().any(|f| f.ends_with(TWIN)),
+        "{group:?}"
+    );
+    // The first member's cluster has room; the twin's is busy.
+    env.stack
+        .capacity
+        .set_cluster("gb200-demo", ClusterState::Idle);
+    env.stack
+        .capacity
+        .set_cluster("b300-demo", ClusterState::Busy);
+    let target = env.target(FIRST).await;
+    let journal = MemoryJournal::new();
+    let mut rec = open(&env, &journal, &target).await;
+    drive_until(&env, &journal, &mut rec, |_| false).await;
+    deferred(&rec, Phase::Resolve, &format!("group member {TWIN}"));
+    deferred(&rec, Phase::Resolve, "cluster b300-demo has no idle node");
+    assert!(env.claims().await.is_empty(), "no claim");
+    assert_eq!(env.dispatches().await, 0, "no GPU work");
+
+    // Both have room: the group is claimed and its smoke dispatched.
+    env.stack
+        .capacity
+        .set_cluster("b300-demo", ClusterState::Idle);
+    let mut rec = open(&env, &journal, &target).await;
+    drive_until(&env, &journal, &mut rec, |r| {
+        r.attempts.first().is_some_and(|a| a.run.is_some())
+    })
+    .await;
+    assert!(rec.ending.is_none(), "{rec:#?}");
+    assert_eq!(env.dispatches().await, 1);
+}

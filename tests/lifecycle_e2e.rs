@@ -401,8 +401,9 @@ async fn failed_smoke_without_hook_cleans_up() {
         .find(|b| b.starts_with("<!-- klaud-outcome:"))
         .expect("receipt");
     assert!(receipt.contains("**failed** · Repairs: 0"), "{receipt}");
-    // The failed attempt's report names the failed job with its log page,
-    // as the Actions jobs API gives it (`html_url`), in both languages.
+    // The failed attempt's report names the failed jobs (the benchmark
+    // jobs, as GitHub names the real workflow's jobs) with their log pages,
+    // as the Actions jobs API gives them (`html_url`), in both languages.
     let failed_report = env
         .bodies(number)
         .await
@@ -410,12 +411,12 @@ async fn failed_smoke_without_hook_cleans_up() {
         .find(|b| b.contains("klaud-report:") && b.contains("Failed jobs:"))
         .expect("a report naming the failed jobs");
     let job_link = regex::Regex::new(
-        r"\*\*Failed jobs:\*\* \[End-to-End Tests\]\(http://127\.0\.0\.1:\d+/_html/demo/benchmarks/actions/runs/\d+/job/\d+\) \(failure\)",
+        r"\*\*Failed jobs:\*\* \[single-node / / p1 \\\| demo fp4 b200 vllm TP8 c4\]\(http://127\.0\.0\.1:\d+/_html/demo/benchmarks/actions/runs/\d+/job/\d+\) \(failure\)",
     )
     .expect("regex");
     assert!(job_link.is_match(&failed_report), "{failed_report}");
     let job_url = regex::Regex::new(
-        r#""failed_jobs":\[\{"name":"End-to-End Tests","conclusion":"failure","url":"http://127\.0\.0\.1:\d+/_html/demo/benchmarks/actions/runs/\d+/job/\d+"\}\]"#,
+        r#""failed_jobs":\[\{"name":"single-node / / p1 \| demo fp4 b200 vllm TP8 c4","conclusion":"failure","url":"http://127\.0\.0\.1:\d+/_html/demo/benchmarks/actions/runs/\d+/job/\d+"\},"#,
     )
     .expect("regex");
     assert!(job_url.is_match(&failed_report), "{failed_report}");

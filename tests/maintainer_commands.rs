@@ -949,3 +949,112 @@ async fn cli_release_that_cannot_finish_a_candidate_keeps_the_claim_and_says_so(
     assert!(env.claims().await.is_empty());
     assert_eq!(receipts(&env, pr).await, 1);
 }
+
+/// The old helper's hidden retry request for `rec` at `head`.
+fn retry_release(rec: &CandidateRecord, candidate: &str, head: &str) -> String {
+    format!(
+        "Retrying after the driver fix.\n<!-- klaud-retry-release:{}:{candidate}:{head} -->",
+        rec.owner_run
+    )
+}
+
+#[tokio::test]
+async fn the_old_helpers_retry_release_marker_from_a_writer_is_honoured_like_retry() {
+    use klaud_service::pr_commands::retry_requested;
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    let store = klaud_store::Store::temporary().expect("store");
+    let handle = async |rec: &mut CandidateRecord| {
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let clock = SystemClock;
+        let engine = env.engine(&lifecycle, &clock);
+        handle_commands(&env.forge, &engine, rec, Some(&store))
+            .await
+            .expect("handle")
+    };
+    env.comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud release")
+        .await;
+    handle(&mut rec).await;
+    assert_eq!(rec.step, Step::Done);
+    let head = rec.head.clone().expect("head");
+    let id = env
+        .comment_as(
+            MAINTAINER,
+            MAINTAINER_TOKEN,
+            pr,
+            &retry_release(&rec, &rec.candidate, &head),
+        )
+        .await;
+    let answered = handle(&mut rec).await;
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!(answered[0].verbs, vec!["retry".to_owned()]);
+    assert!(answered[0].allowed);
+    let replies = env.replies_to(pr, id).await;
+    assert_eq!(replies.len(), 1);
+    assert!(replies[0].contains("Retry recorded"), "{}", replies[0]);
+    assert!(retry_requested(&store, &rec));
+    // Answered once: the next pass leaves it.
+    assert!(handle(&mut rec).await.is_empty());
+    assert_eq!(env.replies_to(pr, id).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_retry_release_marker_from_a_reader_or_for_another_head_or_candidate_is_ignored() {
+    use klaud_service::pr_commands::retry_requested;
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    let store = klaud_store::Store::temporary().expect("store");
+    let handle = async |rec: &mut CandidateRecord| {
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let clock = SystemClock;
+        let engine = env.engine(&lifecycle, &clock);
+        handle_commands(&env.forge, &engine, rec, Some(&store))
+            .await
+            .expect("handle")
+    };
+    env.comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud release")
+        .await;
+    handle(&mut rec).await;
+    assert_eq!(rec.step, Step::Done);
+    let head = rec.head.clone().expect("head");
+    let other_head = "0".repeat(40);
+    let family = &rec.candidate[..16];
+    let other_candidate = format!("{family}-{}", "f".repeat(16));
+    let ignored = [
+        env.comment_as(
+            READER,
+            READER_TOKEN,
+            pr,
+            &retry_release(&rec, &rec.candidate, &head),
+        )
+        .await,
+        env.comment_as(
+            MAINTAINER,
+            MAINTAINER_TOKEN,
+            pr,
+            &retry_release(&rec, &rec.candidate, &other_head),
+        )
+        .await,
+        env.comment_as(
+            MAINTAINER,
+            MAINTAINER_TOKEN,
+            pr,
+            &retry_release(&rec, &other_candidate, &head),
+        )
+        .await,
+        env.comment_as(
+            MAINTAINER,
+            MAINTAINER_TOKEN,
+            pr,
+            "<!-- klaud-retry-release:not-a-run:x:y -->",
+        )
+        .await,
+    ];
+    assert!(handle(&mut rec).await.is_empty());
+    for id in ignored {
+        assert!(env.replies_to(pr, id).await.is_empty(), "comment {id}");
+    }
+    assert!(!retry_requested(&store, &rec));
+}

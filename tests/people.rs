@@ -15,11 +15,11 @@ use klaud_service::wave::{WaveOptions, WaveSummary, run_wave};
 
 use crate::lifecycle_e2e::{Env, REPO, env_seeded};
 
-const KEY: &str = "demo-fp4-b200-vllm";
+pub(crate) const KEY: &str = "demo-fp4-b200-vllm";
 const RECIPE_KEY: &str = "demo-fp4-gb200-dynamo-vllm-disagg";
 const MASTER: &str = "configs/nvidia-master.yaml";
 
-fn demo() -> std::path::PathBuf {
+pub(crate) fn demo() -> std::path::PathBuf {
     Path::new(crate::support::REPO_ROOT).join("configs/demo")
 }
 
@@ -31,11 +31,11 @@ async fn wave(env: &Env, owner_run: u64) -> WaveSummary {
     wave_with(env, owner_run, &MemoryJournal::new()).await
 }
 
-async fn wave_with(env: &Env, owner_run: u64, journal: &MemoryJournal) -> WaveSummary {
+pub(crate) async fn wave_with(env: &Env, owner_run: u64, journal: &MemoryJournal) -> WaveSummary {
     wave_config(env, sandbox_engine(owner_run), journal).await
 }
 
-async fn wave_config(
+pub(crate) async fn wave_config(
     env: &Env,
     engine: klaud_lifecycle::engine::EngineConfig,
     journal: &MemoryJournal,
@@ -68,7 +68,11 @@ async fn wave_config(
 }
 
 /// A maintainer pushes `files` to `branch` and opens a PR from it.
-async fn human_pull(env: &Env, branch: &str, files: BTreeMap<String, Option<Vec<u8>>>) -> u64 {
+pub(crate) async fn human_pull(
+    env: &Env,
+    branch: &str,
+    files: BTreeMap<String, Option<Vec<u8>>>,
+) -> u64 {
     let person = crate::support::Person::new(
         &env.stack.github.url(),
         klaud_sandbox::stack::MAINTAINER_TOKEN,
@@ -93,7 +97,10 @@ fn master_with(old: &str, new: &str) -> BTreeMap<String, Option<Vec<u8>>> {
     )])
 }
 
-fn family_of<'a>(summary: &'a WaveSummary, key: &str) -> &'a klaud_planner::plan::FamilyPlan {
+pub(crate) fn family_of<'a>(
+    summary: &'a WaveSummary,
+    key: &str,
+) -> &'a klaud_planner::plan::FamilyPlan {
     summary
         .families
         .iter()
@@ -101,7 +108,7 @@ fn family_of<'a>(summary: &'a WaveSummary, key: &str) -> &'a klaud_planner::plan
         .unwrap_or_else(|| panic!("{key} not planned"))
 }
 
-fn klaud_pulls_of(summary: &WaveSummary, key: &str) -> usize {
+pub(crate) fn klaud_pulls_of(summary: &WaveSummary, key: &str) -> usize {
     summary
         .candidates
         .iter()
@@ -110,7 +117,7 @@ fn klaud_pulls_of(summary: &WaveSummary, key: &str) -> usize {
 }
 
 /// The sandbox's open pull requests by number, with their head branches.
-async fn open_pulls(env: &Env) -> Vec<(u64, String)> {
+pub(crate) async fn open_pulls(env: &Env) -> Vec<(u64, String)> {
     env.forge
         .list_pulls("open")
         .await

@@ -48,6 +48,12 @@ pub trait BaselineSource: Send + Sync {
     async fn benchmarks(&self, model: &str, date: NaiveDate) -> Result<Fetched, SourceError>;
     /// Workflow runs, changelog entries and configs of `date`.
     async fn workflow_info(&self, date: NaiveDate) -> Result<Fetched, SourceError>;
+    /// Whether a results API stands behind this source. `false` (no API
+    /// configured) turns the readiness gate off: there is nothing
+    /// published to require.
+    fn configured(&self) -> bool {
+        true
+    }
 }
 
 /// `<base>/api/v1/benchmarks?model=<model>&date=<date>&exact=true`.
@@ -571,6 +577,62 @@ impl BaselinePoint {
             BaselineValue::Unavailable { .. } => None,
         }
     }
+}
+
+/// The reason code of a family whose published baseline cannot be found at
+/// all (the source failed, or no point has published numbers).
+pub const BASELINE_UNAVAILABLE: &str = "baseline-unavailable";
+/// The reason code of a published baseline that lacks some of the family's
+/// points.
+pub const BASELINE_INCOMPLETE: &str = "baseline-incomplete";
+
+/// Why a frozen baseline does not make the candidate ready (`None`: every
+/// point has published numbers). The text starts with the reason code
+/// ([`BASELINE_UNAVAILABLE`] or [`BASELINE_INCOMPLETE`]) and names the
+/// missing points with their reasons.
+pub fn readiness_gap(baseline: &Baseline) -> Option<String> {
+    let missing: Vec<String> = baseline
+        .points
+        .iter()
+        .filter_map(|p| match &p.value {
+            BaselineValue::Measured { .. } => None,
+            BaselineValue::Unavailable { reason } => Some(format!("{} ({reason})", p.label)),
+        })
+        .collect();
+    if baseline.points.is_empty() {
+        return Some(format!(
+            "{BASELINE_UNAVAILABLE}: no published baseline of {} on {}: the family has no points to compare",
+            baseline.image, baseline.date
+        ));
+    }
+    if missing.is_empty() {
+        return None;
+    }
+    let total = baseline.points.len();
+    // At most a handful named; the frozen table in the PR body has them all.
+    const NAMED: usize = 8;
+    let mut named = missing
+        .iter()
+        .take(NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if missing.len() > NAMED {
+        named.push_str(&format!("; and {} more", missing.len() - NAMED));
+    }
+    Some(if missing.len() == total {
+        format!(
+            "{BASELINE_UNAVAILABLE}: no published baseline of {} on {} for any of the family's {total} points: {named}",
+            baseline.image, baseline.date
+        )
+    } else {
+        format!(
+            "{BASELINE_INCOMPLETE}: the published baseline of {} on {} lacks {} of the family's {total} points: {named}",
+            baseline.image,
+            baseline.date,
+            missing.len()
+        )
+    })
 }
 
 /// What to freeze.

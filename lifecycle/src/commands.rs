@@ -244,6 +244,68 @@ pub fn authorize<E: fmt::Display>(user: &str, lookup: Result<&str, E>) -> Author
     }
 }
 
+/// The hidden marker the old helper posted to ask for a retry:
+/// `<!-- klaud-retry-release:<parent run>:<candidate>:<head sha> -->`.
+pub const RETRY_RELEASE_PREFIX: &str = "<!-- klaud-retry-release:";
+
+/// A parsed retry-release marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryRelease {
+    /// The owner run the helper named (its parent run).
+    pub parent: u64,
+    /// The candidate id.
+    pub candidate: klaud_claims::CandidateId,
+    /// The head commit the request was made on (40 lowercase hex).
+    pub head: String,
+}
+
+/// The first retry-release marker in `body`: `None` when there is none,
+/// `Err` naming what is malformed. Unlike `/klaud` commands it is an HTML
+/// comment by design, so it counts wherever it stands.
+pub fn find_retry_release(body: &str) -> Option<Result<RetryRelease, String>> {
+    let at = body.find(RETRY_RELEASE_PREFIX)?;
+    let rest = &body[at + RETRY_RELEASE_PREFIX.len()..];
+    let Some(end) = rest.find("-->") else {
+        return Some(Err("retry-release marker without its closing -->".into()));
+    };
+    let inner = rest[..end].trim();
+    let fields: Vec<&str> = inner.split(':').collect();
+    let [parent, candidate, head] = fields.as_slice() else {
+        return Some(Err(format!(
+            "retry-release marker {:?}: expected <parent>:<candidate>:<head>",
+            shorten(inner)
+        )));
+    };
+    let parent = match parent.parse::<u64>() {
+        Ok(p) if !parent.starts_with('+') => p,
+        _ => {
+            return Some(Err(format!(
+                "retry-release marker: parent {:?} is not a run id",
+                shorten(parent)
+            )));
+        }
+    };
+    let candidate = match klaud_claims::CandidateId::new(candidate) {
+        Ok(c) => c,
+        Err(e) => return Some(Err(format!("retry-release marker: {e}"))),
+    };
+    if head.len() != 40 || !head.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Some(Err(format!(
+            "retry-release marker: head {:?} is not a 40-hex commit sha",
+            shorten(head)
+        )));
+    }
+    Some(Ok(RetryRelease {
+        parent,
+        candidate,
+        head: (*head).to_owned(),
+    }))
+}
+
+fn shorten(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,5 +383,39 @@ mod tests {
         };
         assert!(reason.contains("Could not verify"), "{reason}");
         assert!(!reason.contains("502"), "{reason}");
+    }
+
+    #[test]
+    fn retry_release_markers_parse_and_malformed_ones_say_why() {
+        let head = "a".repeat(40);
+        let cid = "0123456789abcdef-fedcba9876543210";
+        let body = format!("retry please\n<!-- klaud-retry-release:123:{cid}:{head} -->\n");
+        let m = find_retry_release(&body).expect("found").expect("valid");
+        assert_eq!(
+            (m.parent, m.candidate.as_str(), m.head.as_str()),
+            (123, cid, head.as_str())
+        );
+        assert!(find_retry_release("/klaud retry").is_none());
+        for (junk, why) in [
+            ("<!-- klaud-retry-release:1:2 -->".to_owned(), "expected"),
+            (
+                format!("<!-- klaud-retry-release:x:{cid}:{head} -->"),
+                "not a run id",
+            ),
+            (
+                format!("<!-- klaud-retry-release:1:nope:{head} -->"),
+                "candidate",
+            ),
+            (
+                format!("<!-- klaud-retry-release:1:{cid}:abc -->"),
+                "40-hex",
+            ),
+            ("<!-- klaud-retry-release:1:2:3".to_owned(), "closing"),
+        ] {
+            let e = find_retry_release(&junk)
+                .expect("found")
+                .expect_err("malformed");
+            assert!(e.contains(why), "{junk}: {e}");
+        }
     }
 }

@@ -79,7 +79,9 @@ vocabulary!(
         Validated => "validated",
         /// No GPU capacity; try again in a later wave.
         CapacityDeferred => "capacity-deferred",
-        /// The repository was not ready (e.g. a required check or workflow missing).
+        /// The repository was not ready: the published baseline of the
+        /// family's current image is missing or lacks points (`baseline-unavailable`,
+        /// `baseline-incomplete`), before any GPU work.
         ReadinessBlocked => "readiness-blocked",
         /// The candidate image cannot run this family (platform, engine).
         Incompatible => "incompatible",

@@ -9,6 +9,7 @@
 
 pub mod attempt;
 pub mod format;
+pub mod live;
 pub mod markers;
 pub mod pr;
 pub mod receipt;
@@ -18,6 +19,7 @@ pub use attempt::{
     ReassembleError, ReportRow, ReportSection, compare, compare_evals, parse_report, reassemble,
     render_report, render_report_with_limit,
 };
+pub use live::{JobGroup, LiveJobs};
 pub use markers::{HiddenRecord, MarkerError, MarkerKey, ReportName, find_record};
 pub use pr::{
     BASELINE_END, BASELINE_PLACEHOLDER, BASELINE_START, BumpScope, DEFAULT_DISPLAY_NAME,

@@ -127,6 +127,15 @@ impl Forge for Fake {
     ) -> Result<Comment, ForgeError> {
         unused()
     }
+    async fn update_comment(
+        &self,
+        _: &OwnershipProof,
+        _: u64,
+        _: u64,
+        _: &str,
+    ) -> Result<Comment, ForgeError> {
+        unused()
+    }
     async fn reply(&self, _: &ReplyPermit, _: &str) -> Result<Comment, ForgeError> {
         unused()
     }

@@ -193,6 +193,7 @@ fn attempt_report() -> AttemptReport {
         notes: vec![],
         part: None,
         failed_jobs: Vec::new(),
+        live: None,
     }
 }
 

@@ -584,13 +584,50 @@ impl CapacityGate {
         family: &Family,
         now: DateTime<Utc>,
     ) -> Verdict {
-        let wanted = match self.clusters_of(repository, family) {
-            Ok(w) => w,
-            Err(why) => return Verdict::Deferred(why),
+        self.check_all(repository, &[family], now).await
+    }
+
+    /// Reads the API once and decides for families bumped together (a
+    /// family group smokes and sweeps every member): each member needs an
+    /// eligible cluster of its own runner, so one busy member defers them
+    /// all, naming it. The verdict's cluster is the first member's.
+    pub async fn check_all(
+        &self,
+        repository: &Repository,
+        families: &[&Family],
+        now: DateTime<Utc>,
+    ) -> Verdict {
+        let group = families.len() > 1;
+        let name = |f: &Family, why: String| {
+            if group {
+                format!("group member {}: {why}", f.key)
+            } else {
+                why
+            }
         };
-        match self.source.read(now).await {
-            Ok(report) => decide(&report, &wanted),
-            Err(e) => Verdict::Deferred(e.to_string()),
+        let mut wanted = Vec::new();
+        for family in families {
+            match self.clusters_of(repository, family) {
+                Ok(w) => wanted.push((*family, w)),
+                Err(why) => return Verdict::Deferred(name(family, why)),
+            }
+        }
+        let report = match self.source.read(now).await {
+            Ok(report) => report,
+            Err(e) => return Verdict::Deferred(e.to_string()),
+        };
+        let mut first = None;
+        for (family, w) in &wanted {
+            match decide(&report, w) {
+                Verdict::Eligible { cluster } => {
+                    first.get_or_insert(cluster);
+                }
+                Verdict::Deferred(why) => return Verdict::Deferred(name(family, why)),
+            }
+        }
+        match first {
+            Some(cluster) => Verdict::Eligible { cluster },
+            None => Verdict::Deferred("no family to check".into()),
         }
     }
 }

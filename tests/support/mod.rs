@@ -146,6 +146,55 @@ impl Person {
         );
     }
 
+    /// `PUT /pulls/{number}/merge` with `body`: the status and the answer.
+    pub async fn try_merge(
+        &self,
+        number: u64,
+        body: serde_json::Value,
+    ) -> (u16, serde_json::Value) {
+        let route = format!("/repos/{}/pulls/{number}/merge", self.repo);
+        let response = self
+            .gh
+            ._put(route.as_str(), Some(&body))
+            .await
+            .unwrap_or_else(|e| panic!("{route}: {e}"));
+        let status = response.status().as_u16();
+        let text = self.gh.body_to_string(response).await.expect("body");
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+        )
+    }
+
+    /// Marks the PR ready for review when it is a draft (GitHub merges no
+    /// drafts), then merges it at its current head, as a maintainer does
+    /// with the merge button. Returns the merge commit sha.
+    pub async fn merge_pull(&self, number: u64) -> String {
+        let route = format!("/repos/{}/pulls/{number}", self.repo);
+        let pull: serde_json::Value = self
+            .gh
+            .get(route.as_str(), None::<&()>)
+            .await
+            .expect("pull");
+        if pull["draft"].as_bool() == Some(true) {
+            let node = pull["node_id"].as_str().expect("node id");
+            let q = format!(
+                "mutation {{ markPullRequestReadyForReview(input: {{pullRequestId: \"{node}\"}}) {{ pullRequest {{ isDraft }} }} }}"
+            );
+            let _: serde_json::Value = self
+                .gh
+                .graphql(&serde_json::json!({ "query": q }))
+                .await
+                .expect("ready for review");
+        }
+        let head = pull["head"]["sha"].as_str().expect("head").to_owned();
+        let (status, answer) = self
+            .try_merge(number, serde_json::json!({ "sha": head }))
+            .await;
+        assert_eq!(status, 200, "{answer}");
+        answer["sha"].as_str().expect("merge sha").to_owned()
+    }
+
     /// Creates `refs/heads/<branch>` at `sha`.
     pub async fn create_branch(&self, branch: &str, sha: &str) {
         self.send(

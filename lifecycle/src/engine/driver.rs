@@ -27,6 +27,7 @@ use crate::workflows::{
 
 mod baseline;
 mod finish;
+mod live;
 mod smoke;
 mod start;
 mod sweep;
@@ -101,6 +102,15 @@ pub struct EngineConfig {
     /// What to do with a Klaud PR already open when somebody else's PR
     /// starts to overlap its family.
     pub on_human_overlap: HumanOverlap,
+    /// Whether a candidate needs the published baseline of its family's
+    /// current image for every point before any GPU work (`readiness-
+    /// blocked` otherwise). Off: missing points are N/A rows. Only checked
+    /// when a results API is configured.
+    pub require_baseline: bool,
+    /// Live attempt reports: the least time between two edits of a run's
+    /// report comment while the run is in progress (`None`: the report is
+    /// posted only when the run ends).
+    pub live_report_interval: Option<TimeDelta>,
 }
 
 /// What Klaud does with its own open PR when a human PR later changes the
@@ -144,6 +154,8 @@ impl EngineConfig {
             bump: klaud_planner::bump::BumpOptions::default(),
             capacity: None,
             on_human_overlap: HumanOverlap::Leave,
+            require_baseline: true,
+            live_report_interval: Some(TimeDelta::minutes(5)),
         }
     }
 }
@@ -389,15 +401,24 @@ impl<'a> Engine<'a> {
         ))
     }
 
-    /// Why `family` may not use its clusters now (`None`: it may, or no
-    /// gate is configured).
+    /// Why `family` (with every family bumped together with it) may not
+    /// use its clusters now (`None`: it may, or no gate is configured).
     async fn capacity_refusal(&self, family: &str) -> Result<Option<String>, EngineError> {
         let Some(gate) = self.config.capacity.as_deref() else {
             return Ok(None);
         };
-        let family = self.family(family)?;
+        // A group is bumped, smoked and swept together: every member's
+        // clusters must have room, not only the first member's.
+        let members = self.bumped_together(family);
+        let families = members
+            .iter()
+            .map(|m| self.family(m))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(
-            match gate.check(self.repository, family, self.clock.now()).await {
+            match gate
+                .check_all(self.repository, &families, self.clock.now())
+                .await
+            {
                 klaud_planner::capacity::Verdict::Eligible { .. } => None,
                 klaud_planner::capacity::Verdict::Deferred(why) => Some(why),
             },
@@ -1246,16 +1267,24 @@ impl<'a> Engine<'a> {
             return Ok(None);
         };
         let comments = self.forge.list_comments(number).await?;
+        // A live report of the same run is replaced in its comment by the
+        // final one (its first part); any other existing record is final.
+        let live = rendered.iter().find_map(|r| {
+            self.live_comment(&comments, &r.key)
+                .map(|(c, _)| (c.id, &r.key))
+        });
         let missing: Vec<&RenderedComment> = rendered
             .iter()
             .filter(|r| {
-                !comments.iter().any(|c| {
-                    self.by_bot(c.author.as_deref())
-                        && find_record(&c.body)
-                            .ok()
-                            .flatten()
-                            .is_some_and(|f| f.key == r.key)
-                })
+                live.is_some_and(|(_, k)| *k == r.key)
+                    || !comments.iter().any(|c| {
+                        self.by_bot(c.author.as_deref())
+                            && live.is_none_or(|(id, _)| id != c.id)
+                            && find_record(&c.body)
+                                .ok()
+                                .flatten()
+                                .is_some_and(|f| f.key == r.key)
+                    })
             })
             .collect();
         if missing.is_empty() {
@@ -1267,7 +1296,16 @@ impl<'a> Engine<'a> {
         };
         for r in missing {
             self.intend(rec, &format!("comment {}", r.key)).await?;
-            self.forge.create_comment(&proof, number, &r.body).await?;
+            match live {
+                Some((id, k)) if *k == r.key => {
+                    self.forge
+                        .update_comment(&proof, number, id, &r.body)
+                        .await?;
+                }
+                _ => {
+                    self.forge.create_comment(&proof, number, &r.body).await?;
+                }
+            }
         }
         Ok(None)
     }

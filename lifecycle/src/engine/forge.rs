@@ -55,6 +55,9 @@ pub struct Comment {
 pub struct Job {
     /// Name.
     pub name: String,
+    /// `queued`, `in_progress`, `completed`, ...; `None` when the server
+    /// did not say.
+    pub status: Option<String>,
     /// Conclusion once completed.
     pub conclusion: Option<String>,
     /// The job's page, where its log is.
@@ -246,6 +249,15 @@ pub trait Forge: Send + Sync {
         &self,
         proof: &OwnershipProof,
         number: u64,
+        body: &str,
+    ) -> Result<Comment, ForgeError>;
+    /// Replaces the body of one of the bot's comments on pull request
+    /// `number` (live reports are edited in place).
+    async fn update_comment(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        comment: u64,
         body: &str,
     ) -> Result<Comment, ForgeError>;
     /// Posts a reply on the pull request of `permit` (maintainer commands,

@@ -171,6 +171,18 @@ impl Forge for LeaseGuard<'_> {
         self.check(proof, "a comment")?;
         self.inner.create_comment(proof, number, body).await
     }
+    async fn update_comment(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        comment: u64,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        self.check(proof, "a comment edit")?;
+        self.inner
+            .update_comment(proof, number, comment, body)
+            .await
+    }
     async fn reply(&self, permit: &ReplyPermit, body: &str) -> Result<Comment, ForgeError> {
         // A reply answers a maintainer and needs no claim.
         self.inner.reply(permit, body).await

@@ -433,6 +433,7 @@ impl Forge for MemoryForge {
         let run = &st.run_mut(run)?.run;
         Ok(vec![super::forge::Job {
             name: run.title.clone(),
+            status: Some(run.status.clone()),
             conclusion: run.conclusion.clone(),
             html_url: Some(format!("{}/job/{}", run.html_url, run.id)),
         }])
@@ -577,6 +578,33 @@ impl Forge for MemoryForge {
     ) -> Result<Comment, ForgeError> {
         proof.for_pull(number)?;
         self.post(number, body, "comment")
+    }
+
+    async fn update_comment(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        comment: u64,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        proof.for_pull(number)?;
+        let bot = self.bot.clone();
+        let mut st = self.lock();
+        let found = st
+            .comments
+            .iter_mut()
+            .find(|(n, c)| *n == number && c.id == comment)
+            .ok_or_else(|| ForgeError::NotFound(format!("comment {comment} on #{number}")))?;
+        // GitHub lets a token edit only its own comments.
+        if found.1.author.as_deref() != Some(bot.as_str()) {
+            return Err(ForgeError::Other(format!(
+                "comment {comment} on #{number} is not the bot's: 403"
+            )));
+        }
+        found.1.body = body.to_owned();
+        let edited = found.1.clone();
+        st.writes.push(format!("edit comment #{number}"));
+        Ok(edited)
     }
 
     async fn reply(&self, permit: &ReplyPermit, body: &str) -> Result<Comment, ForgeError> {

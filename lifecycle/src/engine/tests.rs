@@ -78,8 +78,11 @@ impl World {
         files: &[(String, Vec<u8>)],
         family: &str,
         image: &str,
-        config: EngineConfig,
+        mut config: EngineConfig,
     ) -> Self {
+        // The baseline API is down here; these tests are about the steps
+        // after the baseline, not the readiness gate.
+        config.require_baseline = false;
         let forge =
             MemoryForge::new(REPO, BOT).with_sweep(&config.sweep_workflow, &config.managed_labels);
         let refs: Vec<(&str, &[u8])> = files

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::format::{code, link, ms, score, text, timestamp, with_delta};
+use super::live::LiveJobs;
 use super::markers::{
     HiddenRecord, MAX_PARTS, MarkerError, MarkerKey, ReportName, hidden_block, hidden_json,
     parse_json,
@@ -135,6 +136,10 @@ pub struct AttemptReport {
     /// failed reports; in the first part of a split one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_jobs: Vec<FailedJob>,
+    /// Set while the run is in progress (a live report, edited in place as
+    /// jobs finish); the final report of the run has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveJobs>,
 }
 
 /// A job of a run that did not succeed (Actions jobs API).
@@ -187,7 +192,13 @@ impl AttemptReport {
             notes: Vec::new(),
             part: None,
             failed_jobs: Vec::new(),
+            live: None,
         }
+    }
+
+    /// Whether this is a live report of a run still in progress.
+    pub fn is_live(&self) -> bool {
+        self.live.is_some()
     }
 
     fn title(&self) -> (String, String) {
@@ -369,9 +380,10 @@ fn cell(new: &Measure, old: &Measure, pick: fn(&PointMetrics) -> f64, decimals: 
 
 fn render_text(report: &AttemptReport) -> String {
     let (title, title_zh) = report.title();
-    let status = match &report.detail {
-        Some(detail) => format!("{} ({})", report.status, text(detail)),
-        None => report.status.to_string(),
+    let status = match (&report.live, &report.detail) {
+        (Some(live), _) => format!("{} ({})", report.status, text(&live.status_line())),
+        (None, Some(detail)) => format!("{} ({})", report.status, text(detail)),
+        (None, None) => report.status.to_string(),
     };
     let run = report.run.as_ref().map(|r| {
         format!(
@@ -406,15 +418,30 @@ fn render_text(report: &AttemptReport) -> String {
         out.push_str(&format!(" · Head: {}", code(head)));
     }
     out.push_str("  \n");
+    if let Some(live) = &report.live {
+        out.push_str(&format!(
+            "\n{} Rows appear as each benchmark job finishes; this comment is updated in place until the run ends.\n",
+            live.progress(false)
+        ));
+    }
     out.push_str(&failed_jobs(report, false));
     out.push_str(&tables(report, false));
     for note in &report.notes {
         out.push_str(&format!("\n{}\n", text(note)));
     }
     out.push_str("\n<details>\n<summary>中文</summary>\n\n");
-    let status_zh = match &report.detail {
-        Some(detail) => format!("{}（{}）", status_zh(report.status), text(detail)),
-        None => status_zh(report.status).to_owned(),
+    let status_zh = match (&report.live, &report.detail) {
+        (Some(live), _) => format!(
+            "{}（{}）",
+            status_zh(report.status),
+            text(&live.status_line_zh())
+        ),
+        (None, Some(detail)) => format!(
+            "{}（{}）",
+            status_zh(report.status),
+            text(&super::format::detail_zh(detail))
+        ),
+        (None, None) => status_zh(report.status).to_owned(),
     };
     out.push_str(&format!(
         "**{} · {status_zh}**{} · {at}",
@@ -435,6 +462,12 @@ fn render_text(report: &AttemptReport) -> String {
     out.push_str(
         "  \n输出 tok/s/GPU 越高越好，TTFT 与 TPOT（毫秒）越低越好；括号内为相对冻结基线的变化。\n",
     );
+    if let Some(live) = &report.live {
+        out.push_str(&format!(
+            "\n{}每个基准测试作业完成后即显示其结果行；运行结束前本评论会原地更新。\n",
+            live.progress(true)
+        ));
+    }
     out.push_str(&failed_jobs(report, true));
     out.push_str(&tables(report, true));
     for note in &report.notes {

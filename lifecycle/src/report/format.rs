@@ -209,6 +209,7 @@ pub fn reason_zh(reason: &str) -> String {
     let exact = [
         ("not a point of the frozen baseline", "不是冻结基线中的点位"),
         ("no result in this run", "本次运行没有该点位的结果"),
+        ("its job has not finished yet", "该点位的作业尚未完成"),
         ("no result artifact for this point", "没有该点位的结果产物"),
         ("no score in this run", "本次运行没有该评估的分数"),
         (
@@ -232,6 +233,28 @@ pub fn reason_zh(reason: &str) -> String {
         }
     }
     format!("原文：{reason}")
+}
+
+/// The Chinese text of the words after an attempt's status (its `detail`:
+/// `smoke`, `full sweep`, `frozen <date>`, ...); an unknown one is quoted
+/// as the original, like [`reason_zh`].
+pub fn detail_zh(detail: &str) -> String {
+    let exact = [
+        ("smoke", "冒烟测试"),
+        ("full sweep", "完整 sweep"),
+        ("smoke, infrastructure failure", "冒烟测试，基础设施故障"),
+        (
+            "full sweep, infrastructure failure",
+            "完整 sweep，基础设施故障",
+        ),
+    ];
+    if let Some((_, zh)) = exact.iter().find(|(en, _)| *en == detail) {
+        return (*zh).to_owned();
+    }
+    if let Some(date) = detail.strip_prefix("frozen ") {
+        return format!("冻结于 {date}");
+    }
+    format!("原文：{detail}")
 }
 
 /// The Chinese text of a report note Klaud writes; like [`reason_zh`], a
@@ -297,6 +320,8 @@ mod tests {
             "运行结论：失败（failure）。"
         );
         assert_eq!(note_zh("Artifact bmk_1 expired."), "产物 bmk_1 已过期。");
+        assert_eq!(detail_zh("full sweep"), "完整 sweep");
+        assert_eq!(detail_zh("frozen 2026-09-09"), "冻结于 2026-09-09");
     }
 
     #[test]

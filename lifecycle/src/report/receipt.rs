@@ -196,8 +196,12 @@ pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
     body.push_str(&format!(
         "**{outcome}** · 修复次数：{repairs} · 运行：{runs}  \n{zh}"
     ));
-    if let Some(note) = receipt.note_zh.as_ref().or(receipt.note.as_ref()) {
-        body.push_str(&text(note));
+    // A person's note has no translation: it is quoted as the original,
+    // never left as an unmarked English sentence in the Chinese block.
+    match (&receipt.note_zh, &receipt.note) {
+        (Some(zh), _) => body.push_str(&text(zh)),
+        (None, Some(note)) => body.push_str(&text(&format!("原文：{note}"))),
+        (None, None) => {}
     }
     body.push_str("\n\n</details>\n");
     RenderedComment { key, body }

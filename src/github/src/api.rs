@@ -985,6 +985,25 @@ impl Forge {
         })
     }
 
+    /// Replaces a comment's body (`PATCH .../issues/comments/{id}`). The
+    /// same body sent twice gives the same comment, so an answer whose
+    /// outcome is unknown is simply sent once more.
+    pub(crate) async fn update_comment(
+        &self,
+        comment: u64,
+        body: &str,
+    ) -> Result<CommentInfo, GithubError> {
+        let what = format!("edit comment {comment}");
+        let payload = json!({"body": body});
+        let path = self.path(&format!("issues/comments/{comment}"));
+        let raw = self
+            .t
+            .write_idempotent(&what, Method::PATCH, &path, Some(&payload))
+            .await?;
+        ok_or_error(&what, &raw)?;
+        Ok(raw.json::<RawComment>(&what)?.into())
+    }
+
     // --------------------------------------------------------------- labels
 
     /// Labels on an issue or PR.

@@ -179,6 +179,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .into_iter()
             .map(|j| klaud_lifecycle::engine::forge::Job {
                 name: j.name,
+                status: j.status,
                 conclusion: j.conclusion,
                 html_url: j.html_url,
             })
@@ -309,6 +310,26 @@ impl LifecycleForge for GithubLifecycle<'_> {
     ) -> Result<Comment, ForgeError> {
         proof.for_pull(number)?;
         let c = self.forge.create_comment(number, body).await.map_err(map)?;
+        Ok(Comment {
+            id: c.id,
+            body: c.body,
+            author: c.author,
+        })
+    }
+
+    async fn update_comment(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        comment: u64,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        proof.for_pull(number)?;
+        let c = self
+            .forge
+            .update_comment(comment, body)
+            .await
+            .map_err(map)?;
         Ok(Comment {
             id: c.id,
             body: c.body,

@@ -378,6 +378,17 @@ pub struct LifecycleConfig {
     /// same family: `"leave"` (default) leaves it and notes the overlap on
     /// the dashboard, `"handoff"` ends it `handoff` with the usual cleanup.
     pub on_human_overlap: klaud_lifecycle::engine::HumanOverlap,
+    /// Whether a candidate needs the published baseline of its family's
+    /// current image for every point before any GPU work; without it the
+    /// candidate ends `readiness-blocked` (default true). Checked only when
+    /// `baseline_api` is set. false: missing points are N/A rows.
+    pub require_baseline: bool,
+    /// Live attempt reports: while a smoke or sweep run is in progress its
+    /// report comment is edited in place at most once per this interval
+    /// (and only when something changed); `"0s"` posts the report only when
+    /// the run ends.
+    #[serde(deserialize_with = "duration")]
+    pub live_report_interval: Duration,
 }
 
 /// `"auto"`, `true` or `false`.
@@ -411,6 +422,8 @@ impl Default for LifecycleConfig {
             model_names: BTreeMap::new(),
             sweep_runs_on_drafts: DraftPolicy::Auto,
             on_human_overlap: klaud_lifecycle::engine::HumanOverlap::Leave,
+            require_baseline: true,
+            live_report_interval: Duration::from_secs(5 * 60),
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use super::ci::{CiSim, Script, baseline_router};
+use super::ci::{CiSim, Published, Script, baseline_router_with};
 use super::github::{GithubSim, GithubState, Permission};
 use super::registry::{RegistrySim, router as registry_router};
 
@@ -36,6 +36,8 @@ pub struct SandboxStack {
     pub registry: Arc<RegistrySim>,
     /// Baseline API base URL.
     pub baseline_url: String,
+    /// What the baseline API withholds (everything published at start).
+    pub published: Published,
     /// The CI simulator, when a script was given.
     pub ci: Option<CiSim>,
     /// Cluster-status API origin (key [`CAPACITY_KEY`]).
@@ -94,7 +96,8 @@ impl SandboxStack {
 
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let baseline_url = format!("http://{}", listener.local_addr()?);
-        let app = baseline_router(state.clone(), repo);
+        let published = Published::default();
+        let app = baseline_router_with(state.clone(), repo, published.clone());
         tasks.push(tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         }));
@@ -120,6 +123,7 @@ impl SandboxStack {
             registry_url,
             registry,
             baseline_url,
+            published,
             ci,
             capacity_url,
             capacity,

@@ -97,4 +97,8 @@ impl BaselineSource for NoBaseline {
             reason: "no baseline source is configured".into(),
         })
     }
+
+    fn configured(&self) -> bool {
+        false
+    }
 }

@@ -1,7 +1,11 @@
 //! Maintainer commands on Klaud's candidate PRs (spec §8): find the
 //! comments not answered yet, check the author's permission (fail closed),
 //! carry out `/klaud retry|release|stop|status` and answer every command
-//! comment with exactly one reply.
+//! comment with exactly one reply. The old helper's hidden
+//! `<!-- klaud-retry-release:<parent>:<candidate>:<head> -->` from a writer
+//! counts as `/klaud retry` when it names the PR's candidate at Klaud's
+//! head; otherwise (another candidate or head, a non-writer, malformed) it
+//! is ignored with a log line and no reply.
 //!
 //! "Answered once" rests on GitHub, not on local state: every reply starts
 //! with the hidden marker `<!-- klaud-reply:<comment id> -->`, and a comment
@@ -21,7 +25,10 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use klaud_claims::CandidateId;
-use klaud_lifecycle::commands::{Authorization, Command, ParsedCommand, authorize, parse_commands};
+use klaud_lifecycle::commands::{
+    Authorization, Command, ParsedCommand, RetryRelease, authorize, find_retry_release,
+    parse_commands,
+};
 use klaud_lifecycle::engine::{
     CandidateRecord, Engine, EngineError, Forge as _, ForgeError, Step, reply_permit,
 };
@@ -236,16 +243,39 @@ pub async fn handle_commands(
         if is_bot(comment) || answered.contains(&comment.id) {
             continue;
         }
-        let commands = parse_commands(&comment.body);
-        if commands.is_empty() {
-            continue;
-        }
+        let mut commands = parse_commands(&comment.body);
         let user = comment.author.clone().unwrap_or_else(|| "(unknown)".into());
+        // The old helper's hidden retry request, when the comment carries
+        // no command of its own.
+        let legacy = if commands.is_empty() {
+            match find_retry_release(&comment.body) {
+                None => continue,
+                Some(found) => match legacy_retry(rec, comment.id, &user, found) {
+                    Some(parsed) => Some(parsed),
+                    None => continue,
+                },
+            }
+        } else {
+            None
+        };
         let lookup = forge.collaborator_permission(&user).await;
         if let Err(e) = &lookup {
             tracing::warn!(user, error = %e, "permission lookup failed; refusing the command");
         }
         let authorization = authorize(&user, lookup.as_deref().map_err(|e| e.to_string()));
+        if let Some(parsed) = legacy {
+            if let Authorization::Refused(why) = &authorization {
+                // Hidden markers are no conversation: a refusal is logged,
+                // not answered.
+                tracing::warn!(
+                    comment = comment.id,
+                    user,
+                    "ignoring a klaud-retry-release marker: {why}"
+                );
+                continue;
+            }
+            commands.push(parsed);
+        }
         let mut lines = Vec::new();
         let allowed = authorization == Authorization::Allowed;
         match authorization {
@@ -275,6 +305,54 @@ pub async fn handle_commands(
         });
     }
     Ok(out)
+}
+
+/// The `/klaud retry` a retry-release marker stands for, when it names
+/// `rec`'s candidate at the head Klaud last wrote; `None` (logged) when it
+/// is malformed or names another candidate or head.
+fn legacy_retry(
+    rec: &CandidateRecord,
+    comment: u64,
+    user: &str,
+    found: Result<RetryRelease, String>,
+) -> Option<ParsedCommand> {
+    let marker = match found {
+        Ok(m) => m,
+        Err(why) => {
+            tracing::warn!(
+                comment,
+                user,
+                "ignoring a klaud-retry-release marker: {why}"
+            );
+            return None;
+        }
+    };
+    if marker.candidate.as_str() != rec.candidate {
+        tracing::warn!(
+            comment,
+            user,
+            "ignoring a klaud-retry-release marker: it names candidate {}, this PR's candidate is {}",
+            marker.candidate,
+            rec.candidate
+        );
+        return None;
+    }
+    if rec.head.as_deref() != Some(marker.head.as_str()) {
+        tracing::warn!(
+            comment,
+            user,
+            "ignoring a klaud-retry-release marker: it names head {}, candidate {} is at {}",
+            marker.head,
+            rec.candidate,
+            rec.head.as_deref().unwrap_or("no head")
+        );
+        return None;
+    }
+    Some(ParsedCommand {
+        command: Command::Retry,
+        argument: format!("retry-release marker of run {}", marker.parent),
+        line: 1,
+    })
 }
 
 async fn execute(

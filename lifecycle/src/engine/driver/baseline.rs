@@ -6,6 +6,7 @@ use klaud_planner::image::ImageRef;
 use super::{Engine, EngineError, Progress, Scope};
 use crate::baseline::{
     Baseline, BaselinePoint, BaselineRequest, BaselineValue, FamilyKey, family_points, freeze,
+    readiness_gap,
 };
 use crate::engine::journal::{CandidateRecord, Step};
 use crate::model::{Outcome, Phase};
@@ -150,11 +151,32 @@ impl Engine<'_> {
                     .await;
             }
         };
+        let gap = (self.config.require_baseline && self.baseline.configured())
+            .then(|| readiness_gap(&frozen.baseline))
+            .flatten();
         let cid = Self::candidate_id(rec)?;
         let report =
             AttemptReport::for_baseline(rec.owner_run, cid, self.clock.now(), &frozen.baseline);
         rec.frozen = Some(frozen);
         self.save(rec).await?;
+        if let Some(gap) = gap {
+            // Before any GPU work: the frozen table in the PR body shows
+            // every point and why it is N/A; the receipt names the code.
+            let m = format!("readiness-blocked: {gap}");
+            self.end(
+                rec,
+                Outcome::ReadinessBlocked,
+                Phase::Baseline,
+                m.clone(),
+                false,
+            )
+            .await?;
+            if let Some(ending) = rec.ending.as_mut() {
+                ending.note = Some(m);
+            }
+            self.save(rec).await?;
+            return Ok(Progress::Advanced(Step::Finish));
+        }
         let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
         if let Some(p) = self.publish(rec, &rendered, Scope::Pull).await? {
             return Ok(p);

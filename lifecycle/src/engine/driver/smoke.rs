@@ -86,7 +86,8 @@ impl Engine<'_> {
                     report.detail.as_deref(),
                     Some(INFRA_DETAIL | SWEEP_INFRA_DETAIL)
                 ),
-                reported: true,
+                // A live report names the attempt's run, not its result.
+                reported: !report.is_live(),
             });
         }
         out
@@ -166,6 +167,9 @@ impl Engine<'_> {
                     live.id
                 )));
             }
+            if let Some(p) = self.publish_live(rec, idx, &live, "smoke").await? {
+                return Ok(p);
+            }
             return Ok(Progress::Waiting(format!(
                 "smoke run {} is {}",
                 live.id, live.status
@@ -202,6 +206,7 @@ impl Engine<'_> {
             notes,
             part: None,
             failed_jobs: self.failed_jobs(live.id, status).await?,
+            live: None,
         };
         let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
         if let Some(p) = self

@@ -299,6 +299,9 @@ impl Engine<'_> {
         // re-reads (the workflow's run-name, never the PR title alone).
         let title = live.title.clone();
         if !live.is_completed() {
+            if let Some(p) = self.publish_live(rec, idx, &live, "full sweep").await? {
+                return Ok(p);
+            }
             return Ok(Progress::Waiting(format!(
                 "final sweep run {} is {}",
                 live.id, live.status
@@ -415,6 +418,7 @@ impl Engine<'_> {
             notes,
             part: None,
             failed_jobs: self.failed_jobs(live.id, status).await?,
+            live: None,
         };
         let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
         if let Some(p) = self

@@ -331,6 +331,8 @@ pub async fn sandbox_forge(stack: &SandboxStack) -> anyhow::Result<Forge> {
 pub fn sandbox_engine(owner_run: u64) -> EngineConfig {
     let mut engine = EngineConfig::new(owner_run);
     engine.dispatch_grace = chrono::TimeDelta::seconds(5);
+    // Sandbox runs take seconds: live reports are edited at that pace.
+    engine.live_report_interval = Some(chrono::TimeDelta::seconds(2));
     engine
 }
 

@@ -904,7 +904,7 @@ async fn check_baseline(base: &str) -> Check {
         return Check::warn(
             NAME,
             "not checked: lifecycle.baseline_api is empty, so every baseline point of a report \
-             will be N/A; set it to the results API",
+             will be N/A and lifecycle.require_baseline gates nothing; set it to the results API",
         );
     }
     let source = match HttpBaselineSource::new(base) {

@@ -310,6 +310,10 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
     e.post_use_comment = l.use_comment;
     e.sweep_runs_on_drafts = l.sweep_runs_on_drafts;
     e.on_human_overlap = l.on_human_overlap;
+    e.require_baseline = l.require_baseline;
+    e.live_report_interval = chrono::TimeDelta::from_std(l.live_report_interval)
+        .ok()
+        .filter(|d| !d.is_zero());
     e.model_names = l.model_names.clone();
     if let Ok(lease) = chrono::TimeDelta::from_std(config.daemon.lease) {
         e.lease = lease;

@@ -13,17 +13,26 @@
 //! those is enough. Every date answers the same numbers (those of
 //! [`super::results::baseline_metrics`]), dated with the date asked. Bad
 //! queries get 400 with `{"error": …}` naming the parameter.
+//!
+//! What is published can be narrowed through [`Published`] (or the control
+//! route `POST /_control/unpublished` `{"key": K, "conc": [N, …]}`; no
+//! `conc`: the whole key; `{"clear": true}` publishes everything again):
+//! a withheld key answers no rows and no `configs` entry (never
+//! benchmarked), withheld concurrencies answer no rows for those points
+//! (benchmarked, not published).
 
 use axum::Json;
 use axum::Router;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use chrono::NaiveDate;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 
 use super::points::{self, FamilySpec};
 use super::results;
@@ -33,17 +42,105 @@ use crate::github::GithubState;
 struct Api {
     state: GithubState,
     repo: String,
+    published: Published,
 }
 
-/// The API's router over the families of `repo` (`owner/name`) in `state`.
+/// Which results the API withholds: config key → `None` (the whole key was
+/// never benchmarked) or the concurrencies whose points have no published
+/// row.
+#[derive(Debug, Clone, Default)]
+pub struct Published {
+    withheld: Arc<Mutex<BTreeMap<String, Option<BTreeSet<u64>>>>>,
+}
+
+impl Published {
+    /// Withholds every result of `key`.
+    pub fn withhold_key(&self, key: &str) {
+        self.lock().insert(key.to_owned(), None);
+    }
+
+    /// Withholds the points of `key` at these concurrencies.
+    pub fn withhold_points(&self, key: &str, concurrencies: &[u64]) {
+        let mut w = self.lock();
+        // A key withheld whole stays withheld whole.
+        if let Some(set) = w
+            .entry(key.to_owned())
+            .or_insert_with(|| Some(BTreeSet::new()))
+        {
+            set.extend(concurrencies.iter().copied());
+        }
+    }
+
+    /// Publishes everything again.
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Option<BTreeSet<u64>>>> {
+        // A poisoned lock only means a panicking test thread; the map is
+        // still whole.
+        self.withheld.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn key_withheld(&self, key: &str) -> bool {
+        matches!(self.lock().get(key), Some(None))
+    }
+
+    fn point_withheld(&self, key: &str, conc: u64) -> bool {
+        match self.lock().get(key) {
+            Some(None) => true,
+            Some(Some(set)) => set.contains(&conc),
+            None => false,
+        }
+    }
+}
+
+/// The API's router over the families of `repo` (`owner/name`) in `state`,
+/// publishing everything.
 pub fn baseline_router(state: GithubState, repo: &str) -> Router {
+    baseline_router_with(state, repo, Published::default())
+}
+
+/// The API's router, withholding what `published` says.
+pub fn baseline_router_with(state: GithubState, repo: &str, published: Published) -> Router {
     Router::new()
         .route("/api/v1/benchmarks", get(benchmarks))
         .route("/api/v1/workflow-info", get(workflow_info))
+        .route("/_control/unpublished", post(control))
         .with_state(Api {
             state,
             repo: repo.to_string(),
+            published,
         })
+}
+
+#[derive(Deserialize)]
+struct ControlBody {
+    #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
+    conc: Option<Vec<u64>>,
+    #[serde(default)]
+    clear: bool,
+}
+
+async fn control(
+    State(api): State<Api>,
+    Json(body): Json<ControlBody>,
+) -> Result<Response, ApiError> {
+    if body.clear {
+        api.published.clear();
+    }
+    match (body.key, body.conc) {
+        (Some(key), None) => api.published.withhold_key(&key),
+        (Some(key), Some(conc)) => api.published.withhold_points(&key, &conc),
+        (None, Some(_)) => return Err(bad("`conc` needs a `key`".into())),
+        (None, None) if !body.clear => {
+            return Err(bad("expected `key` (and `conc`) or `clear`".into()));
+        }
+        (None, None) => {}
+    }
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// An error answer: status and message.
@@ -175,6 +272,7 @@ async fn benchmarks(
         .flat_map(|f| {
             f.points
                 .iter()
+                .filter(|p| !api.published.point_withheld(&f.key, p.conc))
                 .map(|p| results::api_row(f, p, &date, &run_url))
                 .collect::<Vec<_>>()
         })
@@ -196,7 +294,10 @@ async fn workflow_info(
     let id = run_id_for(&date);
     let day = date.format("%Y-%m-%d").to_string();
     let mut configs: Vec<Value> = Vec::new();
-    for f in &families {
+    for f in families
+        .iter()
+        .filter(|f| !api.published.key_withheld(&f.key))
+    {
         for p in &f.points {
             let c = json!({
                 "model": f.model_prefix, "isl": p.isl, "osl": p.osl, "precision": f.precision,

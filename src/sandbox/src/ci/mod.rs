@@ -90,11 +90,25 @@
 //!   `actions/upload-artifact` step that can be named so, as only some
 //!   InferenceX versions do; without workflow files, always.
 //!
+//! # Jobs
+//!
+//! A run lists its jobs as GitHub names those of the real workflows
+//! ([`jobs`]): bookkeeping jobs (`get-jobs`; `check-changelog`, `setup`),
+//! one benchmark job per point (single node) or sweep line (multi node),
+//! an eval job per family that runs evals, then the collect jobs. The
+//! benchmark and eval jobs end one by one, spread evenly over the run's
+//! `delay`, each uploading its own `bmk_*` / `eval_*` artifact when it ends
+//! (so a reader sees rows appear while the run is in progress); the
+//! run-level aggregates come when the run ends, the sweep manifest with
+//! `setup`. In a failed run the jobs whose points produced no row fail.
+//! Infrastructure failures show one job named after the run.
+//!
 //! Numbers are deterministic per family and point and independent of the
 //! image: multipliers of 1.0 reproduce the baseline API ([`baseline_router`])
 //! exactly.
 
 mod baseline;
+pub mod jobs;
 pub mod points;
 pub mod results;
 mod runner;
@@ -105,7 +119,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-pub use baseline::baseline_router;
+pub use baseline::{Published, baseline_router, baseline_router_with};
 pub use script::{Conclusion, InfraKind, Multipliers, RunKind, Script, ScriptError, Step};
 
 use crate::github::GithubState;

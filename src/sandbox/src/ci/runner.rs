@@ -9,6 +9,7 @@ use chrono::Utc;
 use serde_json::Value;
 use tokio::time::Instant;
 
+use super::jobs::{self, PlannedJob};
 use super::points::{self, FamilySpec};
 use super::results::{self, Uploads};
 use super::script::{Conclusion, RunKind, Script, Step};
@@ -91,7 +92,13 @@ struct Pending {
     run_attempt: u64,
     due: Instant,
     conclusion: Conclusion,
+    /// What is still to upload (a job's artifacts leave when it ends).
     uploads: Uploads,
+    /// When the run started and how long it takes: jobs end in between.
+    started: Instant,
+    delay: Duration,
+    /// The run's jobs, with the state ids they got (`None` until written).
+    jobs: Vec<(PlannedJob, Option<u64>, bool)>,
 }
 
 /// The runner's own memory; nothing here is shared with other runners.
@@ -293,6 +300,9 @@ impl Runner {
                 due: now,
                 conclusion: Conclusion::Failure,
                 uploads,
+                started: now,
+                delay: Duration::ZERO,
+                jobs: Vec::new(),
             };
         };
         let family = first.family.clone();
@@ -304,6 +314,15 @@ impl Runner {
         *counter += 1;
         let step: Step = self.script.step(&family, s.kind, index);
         build_uploads(&s, &families, &step, &mut uploads);
+        // Infrastructure failures never reach a benchmark job: such a run
+        // shows the one job GitHub names after it.
+        let planned = match step.conclusion {
+            Conclusion::Infra(_) => Vec::new(),
+            c => {
+                let ran: Vec<usize> = families.iter().map(|(f, _)| points_ran(f, &step)).collect();
+                jobs::plan_jobs(s.kind, &families, c, &step.multipliers, &ran, &uploads)
+            }
+        };
         self.record(CiEvent {
             repo: s.repo.clone(),
             run_id: s.run_id,
@@ -321,6 +340,9 @@ impl Runner {
             due: now + step.delay,
             conclusion: step.conclusion,
             uploads,
+            started: now,
+            delay: step.delay,
+            jobs: planned.into_iter().map(|j| (j, None, false)).collect(),
         }
     }
 
@@ -334,36 +356,68 @@ impl Runner {
         events.push(e);
     }
 
-    /// Concludes every pending run whose time has come, unless someone else
+    /// Ends the jobs whose time has come (uploading their artifacts) and
+    /// concludes every pending run whose time has come, unless someone else
     /// (a cancel, a re-run) changed it meanwhile.
     async fn conclude_due(&mut self) {
         let now = Instant::now();
-        let (due, later): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
-            .into_iter()
-            .partition(|p| p.due <= now);
-        self.pending = later;
-        if due.is_empty() {
-            return;
-        }
-        let mut zipped = Vec::new();
-        for p in due {
+        let mut work = Vec::new();
+        for (i, p) in self.pending.iter().enumerate() {
+            let run_due = p.due <= now;
+            let ending: Vec<usize> = p
+                .jobs
+                .iter()
+                .enumerate()
+                .filter(|(_, (j, _, done))| {
+                    !done && (run_due || p.started + jobs::due(p.delay, j.at) <= now)
+                })
+                .map(|(k, _)| k)
+                .collect();
+            let unwritten = p.jobs.iter().any(|(_, id, _)| id.is_none());
+            if !run_due && ending.is_empty() && !unwritten {
+                continue;
+            }
+            let names: Vec<String> = if run_due {
+                p.uploads.keys().cloned().collect()
+            } else {
+                ending
+                    .iter()
+                    .flat_map(|k| p.jobs[*k].0.artifacts.clone())
+                    .collect()
+            };
             let mut arts = Vec::new();
-            for (name, files) in &p.uploads {
+            for name in names {
+                let Some(files) = p.uploads.get(&name) else {
+                    continue;
+                };
                 match zip_files(files) {
-                    Ok(z) => arts.push((name.clone(), z)),
+                    Ok(z) => arts.push((name, z)),
                     Err(e) => tracing::error!(run = p.run_id, artifact = %name, error = %e,
                         "ci simulator: cannot zip an artifact"),
                 }
             }
-            zipped.push((p, arts));
+            work.push((i, run_due, ending, arts));
         }
+        if work.is_empty() {
+            return;
+        }
+        let mut finished = Vec::new();
         let mut m = self.state.lock().await;
-        for (p, arts) in zipped {
+        for (i, run_due, ending, arts) in work {
+            let p = &mut self.pending[i];
             let ids: Vec<u64> = arts.iter().map(|_| m.id()).collect();
+            let job_ids: Vec<u64> = p
+                .jobs
+                .iter()
+                .filter(|(_, id, _)| id.is_none())
+                .map(|_| m.id())
+                .collect();
             let Some(r) = m.repos.get_mut(&p.repo.to_ascii_lowercase()) else {
+                finished.push(i);
                 continue;
             };
             let Some(run) = r.runs.get_mut(&p.run_id) else {
+                finished.push(i);
                 continue;
             };
             // A cancel in flight decides the outcome, not the script.
@@ -371,13 +425,44 @@ impl Runner {
                 || run.run_attempt != p.run_attempt
                 || run.cancel_requested
             {
+                finished.push(i);
                 continue;
             }
             let now = Utc::now();
-            run.status = "completed".into();
-            run.conclusion = Some(p.conclusion.as_github().to_string());
-            run.updated_at = now;
+            if !job_ids.is_empty() {
+                let mut fresh = job_ids.into_iter();
+                run.jobs.clear();
+                for (j, id, _) in p.jobs.iter_mut() {
+                    let new_id = id.or_else(|| fresh.next()).unwrap_or_default();
+                    *id = Some(new_id);
+                    run.jobs.push(crate::github::state::Job {
+                        id: new_id,
+                        name: j.name.clone(),
+                        // The collect jobs wait for the benchmarks.
+                        status: if j.at >= 1.0 { "queued" } else { "in_progress" }.into(),
+                        conclusion: None,
+                        started_at: now,
+                        completed_at: None,
+                    });
+                }
+            }
+            for k in &ending {
+                let (planned, id, done) = &mut p.jobs[*k];
+                *done = true;
+                if let Some(job) = run.jobs.iter_mut().find(|j| Some(j.id) == *id) {
+                    job.status = "completed".into();
+                    job.conclusion = Some(planned.conclusion.clone());
+                    job.completed_at = Some(now);
+                }
+            }
+            if run_due {
+                run.status = "completed".into();
+                run.conclusion = Some(p.conclusion.as_github().to_string());
+                run.updated_at = now;
+                finished.push(i);
+            }
             for ((name, zip), id) in arts.into_iter().zip(ids) {
+                p.uploads.remove(&name);
                 r.artifacts.insert(
                     id,
                     Artifact {
@@ -390,6 +475,20 @@ impl Runner {
                 );
             }
         }
+        drop(m);
+        finished.sort_unstable();
+        for i in finished.into_iter().rev() {
+            self.pending.remove(i);
+        }
+    }
+}
+
+/// How many points of `f` produce a row in a run ending per `step`.
+fn points_ran(f: &FamilySpec, step: &Step) -> usize {
+    match (step.conclusion, step.partial) {
+        (Conclusion::Success, _) => f.points.len(),
+        (_, true) => f.points.len().div_ceil(2),
+        _ => 0,
     }
 }
 
@@ -423,11 +522,7 @@ fn build_uploads(
     let mut rows = Vec::new();
     let mut evals = Vec::new();
     for (f, _) in families {
-        let limit = match (step.conclusion, step.partial) {
-            (Conclusion::Success, _) => f.points.len(),
-            (_, true) => f.points.len().div_ceil(2),
-            _ => 0,
-        };
+        let limit = points_ran(f, step);
         rows.extend(results::point_rows(f, &f.image, &step.multipliers, limit));
         if step.conclusion == Conclusion::Success
             && let Some(row) = results::eval_row(f, &f.image, &step.multipliers)

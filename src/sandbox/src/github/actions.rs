@@ -143,6 +143,7 @@ pub async fn dispatch(
         concurrency_group: None,
         past_attempts: Vec::new(),
         cancel_requested: false,
+        jobs: Vec::new(),
     };
     let url = m.repo_url(&owner, &repo);
     m.repo_mut(&owner, &repo)?.runs.insert(run_id, run);
@@ -224,6 +225,7 @@ pub fn start_sweep_run(
         concurrency_group: None,
         past_attempts: Vec::new(),
         cancel_requested: false,
+        jobs: Vec::new(),
     };
     m.repo_mut(owner, repo)?.runs.insert(run_id, run);
     Ok(())
@@ -392,7 +394,7 @@ pub async fn jobs(
     let jobs = if run.conclusion.as_deref() == Some("startup_failure") {
         Vec::new()
     } else {
-        vec![m.job_json(r, run)]
+        m.jobs_json(r, run)
     };
     Ok(paginate(jobs, &m.base_url, &uri, Some("jobs")))
 }
@@ -471,6 +473,7 @@ pub async fn rerun(
         updated_at: run.updated_at,
     });
     run.run_attempt += 1;
+    run.jobs.clear();
     run.cancel_requested = false;
     run.status = "queued".into();
     run.conclusion = None;

@@ -31,7 +31,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use chrono::Utc;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -76,6 +76,7 @@ pub fn router(state: GithubState) -> Router {
         .route("/pulls", get(pulls::list).post(pulls::create))
         .route("/pulls/{number}", get(pulls::get).patch(pulls::update))
         .route("/pulls/{number}/files", get(pulls::files))
+        .route("/pulls/{number}/merge", put(pulls::merge))
         .route("/issues/{number}", get(comments::get_issue))
         .route(
             "/issues/{number}/comments",

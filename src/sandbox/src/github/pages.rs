@@ -524,13 +524,28 @@ async fn run_page(
         let _ = write!(body, "<p>Pull requests: {}</p>", links.join(", "));
     }
     body.push_str("<h2>Jobs</h2>");
-    let _ = write!(
-        body,
-        "<table><tr><th>Job</th><th>Status</th></tr><tr><td id=\"job-{}\">{}</td><td>{}</td></tr></table>",
-        run.job_id,
-        escape(&run.name),
-        escape(&status_text(status, conclusion)),
-    );
+    body.push_str("<table><tr><th>Job</th><th>Status</th></tr>");
+    if run.jobs.is_empty() || shown != run.run_attempt {
+        let _ = write!(
+            body,
+            "<tr><td id=\"job-{}\">{}</td><td>{}</td></tr>",
+            run.job_id,
+            escape(&run.name),
+            escape(&status_text(status, conclusion)),
+        );
+    }
+    if shown == run.run_attempt {
+        for j in &run.jobs {
+            let _ = write!(
+                body,
+                "<tr><td id=\"job-{}\">{}</td><td>{}</td></tr>",
+                j.id,
+                escape(&j.name),
+                escape(&status_text(&j.status, j.conclusion.as_deref())),
+            );
+        }
+    }
+    body.push_str("</table>");
     body.push_str("<h2>Artifacts</h2>");
     let artifacts: Vec<_> = r
         .artifacts

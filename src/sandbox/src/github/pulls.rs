@@ -1,5 +1,5 @@
 //! Pull requests: create (draft allowed, one open PR per head), get, list
-//! with `head`/`state`/`base` filters, update, and changed files.
+//! with `head`/`state`/`base` filters, update, changed files, and merge.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -101,6 +101,7 @@ pub async fn create(
         updated_at: now,
         closed_at: None,
         closed_by: None,
+        merged: None,
     };
     let sender = pull.user.clone();
     r.pulls.insert(number, pull);
@@ -224,6 +225,11 @@ pub async fn update(
             p.closed_by = caller.login().map(str::to_owned);
         }
         Some("open") if !p.open => {
+            if p.merged.is_some() {
+                return Err(ApiError::unprocessable(
+                    "state cannot be changed. The pull request cannot be reopened.",
+                ));
+            }
             if !head_exists {
                 return Err(ApiError::unprocessable(
                     "Cannot reopen a pull request whose head branch was deleted",
@@ -272,4 +278,157 @@ pub async fn files(
     let url = m.repo_url(&owner, &repo);
     link_files(&mut items, &url, &m.html_base(&url), &p.head_sha);
     Ok(paginate(items, &m.base_url, &uri, None))
+}
+
+#[derive(Deserialize, Default)]
+pub struct MergePull {
+    #[serde(default)]
+    commit_title: Option<String>,
+    #[serde(default)]
+    commit_message: Option<String>,
+    #[serde(default)]
+    sha: Option<String>,
+    #[serde(default)]
+    merge_method: Option<String>,
+}
+
+/// `PUT /repos/{owner}/{repo}/pulls/{number}/merge` as GitHub documents
+/// it: 200 `{sha, merged, message}`; 405 when the PR cannot be merged
+/// (closed, a draft, or changes that conflict with the base); 409 when
+/// `sha` is not the head; 403 without write permission. A merge commit
+/// (method `merge`) or one commit on the base (`squash`, `rebase`) moves
+/// the base branch; the PR then reads closed and merged. Conflicts are
+/// decided per file (both sides changed one path differently since the
+/// merge base), which is stricter than git's line merge but never merges
+/// what git would refuse.
+pub async fn merge(
+    State(st): State<GithubState>,
+    caller: Caller,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    body: Option<Json<MergePull>>,
+) -> Result<Response, ApiError> {
+    let number = parse_number(&number)?;
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let login = caller.require()?.to_string();
+    let method = body.merge_method.as_deref().unwrap_or("merge");
+    if !["merge", "squash", "rebase"].contains(&method) {
+        return Err(ApiError::validation(
+            json!({"resource": "PullRequest", "field": "merge_method", "code": "invalid"}),
+        ));
+    }
+    let mut m = st.lock().await;
+    let sig = m.signature_of(Some(&login));
+    let r = m.repo_mut(&owner, &repo)?;
+    if r.permission_of(&login) < super::state::Permission::Write {
+        return Err(ApiError::forbidden(
+            "Resource not accessible by personal access token",
+        ));
+    }
+    let p = r
+        .pulls
+        .get(&number)
+        .ok_or_else(ApiError::not_found)?
+        .clone();
+    let not_mergeable = || {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Pull Request is not mergeable",
+        )
+    };
+    if !p.open || p.merged.is_some() {
+        return Err(not_mergeable());
+    }
+    if p.draft {
+        return Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Pull Request is still a draft",
+        ));
+    }
+    if body.sha.as_deref().is_some_and(|s| s != p.head_sha) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "Head branch was modified. Review and try the merge again.",
+        ));
+    }
+    let base_ref = format!("refs/heads/{}", p.base_ref);
+    let base = r.refs.get(&base_ref).cloned().ok_or_else(not_mergeable)?;
+    let tree_of = |sha: &str| r.objects.commits.get(sha).map(|c| c.tree.clone());
+    let mb = r
+        .objects
+        .merge_base(&base, &p.head_sha)
+        .ok_or_else(not_mergeable)?;
+    let (Some(mb_tree), Some(base_tree), Some(head_tree)) =
+        (tree_of(&mb), tree_of(&base), tree_of(&p.head_sha))
+    else {
+        return Err(not_mergeable());
+    };
+    let (old, ours, theirs) = (
+        r.objects.flatten(&mb_tree),
+        r.objects.flatten(&base_tree),
+        r.objects.flatten(&head_tree),
+    );
+    let mut merged = ours.clone();
+    let paths: std::collections::BTreeSet<&String> =
+        old.keys().chain(ours.keys()).chain(theirs.keys()).collect();
+    for path in paths {
+        let (o, b, h) = (old.get(path), ours.get(path), theirs.get(path));
+        if h == o || h == b {
+            continue;
+        }
+        if b != o {
+            return Err(not_mergeable());
+        }
+        match h {
+            Some(entry) => merged.insert(path.clone(), entry.clone()),
+            None => merged.remove(path),
+        };
+    }
+    let tree = r.objects.build_tree(&merged);
+    let title = body.commit_title.unwrap_or_else(|| match method {
+        "merge" => format!(
+            "Merge pull request #{number} from {}/{}",
+            r.owner, p.head_ref
+        ),
+        _ => format!("{} (#{number})", p.title),
+    });
+    let message = match body.commit_message {
+        Some(extra) if !extra.is_empty() => format!("{title}\n\n{extra}"),
+        _ => title,
+    };
+    let parents = if method == "merge" {
+        vec![base.clone(), p.head_sha.clone()]
+    } else {
+        vec![base.clone()]
+    };
+    let sha = r.objects.put_commit(super::git::CommitObj {
+        tree,
+        parents,
+        author: sig.clone(),
+        committer: sig,
+        message,
+    });
+    r.set_ref(&base_ref, &sha);
+    let now = Utc::now();
+    let default_branch = r.default_branch == p.base_ref;
+    if let Some(p) = r.pulls.get_mut(&number) {
+        p.open = false;
+        p.closed_at = Some(now);
+        p.closed_by = Some(login.clone());
+        p.updated_at = now;
+        p.merged = Some(super::state::Merged {
+            at: now,
+            by: login.clone(),
+            sha: sha.clone(),
+        });
+    }
+    if default_branch {
+        super::workflows::register_files(&mut m, &owner, &repo, &sha)?;
+    }
+    super::workflows::push_event(&mut m, &owner, &repo, &base_ref, &base, &sha, &login)?;
+    Ok(Json(json!({
+        "sha": sha,
+        "merged": true,
+        "message": "Pull Request successfully merged",
+    }))
+    .into_response())
 }

@@ -109,6 +109,16 @@ pub struct Pull {
     pub closed_at: Option<DateTime<Utc>>,
     /// Who closed it (GitHub's issue `closed_by`), while closed.
     pub closed_by: Option<String>,
+    /// When, by whom and as which commit it was merged.
+    pub merged: Option<Merged>,
+}
+
+/// A pull request's merge (`merged_at`, `merged_by`, `merge_commit_sha`).
+#[derive(Debug, Clone)]
+pub struct Merged {
+    pub at: DateTime<Utc>,
+    pub by: String,
+    pub sha: String,
 }
 
 #[derive(Debug, Clone)]
@@ -165,6 +175,23 @@ pub struct Run {
     /// yet: like GitHub, the run keeps its status until it ends as
     /// `cancelled`, and its script no longer decides the outcome.
     pub cancel_requested: bool,
+    /// The jobs of the latest attempt, as the CI simulator creates them
+    /// (named as the InferenceX workflows name them, finishing one by one);
+    /// empty until it plans the run, and for runs it does not run, which
+    /// then show one job named after the run.
+    pub jobs: Vec<Job>,
+}
+
+/// One job of a run (Actions jobs API).
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub id: u64,
+    pub name: String,
+    /// `queued`, `in_progress` or `completed`.
+    pub status: String,
+    pub conclusion: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
 }
 
 /// A finished attempt of a run that was re-run.
@@ -571,7 +598,9 @@ impl Model {
             "labels": p.labels.iter().map(|l| self.label_json(r, l)).collect::<Vec<_>>(),
             "milestone": null, "active_lock_reason": null,
             "created_at": fmt_time(p.created_at), "updated_at": fmt_time(p.updated_at),
-            "closed_at": p.closed_at.map(fmt_time), "merged_at": null, "merge_commit_sha": null,
+            "closed_at": p.closed_at.map(fmt_time),
+            "merged_at": p.merged.as_ref().map(|x| fmt_time(x.at)),
+            "merge_commit_sha": p.merged.as_ref().map(|x| x.sha.clone()),
         });
         let rest = json!({
             "assignee": null, "assignees": [], "requested_reviewers": [], "requested_teams": [],
@@ -580,8 +609,8 @@ impl Model {
             "base": {"label": format!("{}:{}", r.owner, p.base_ref), "ref": p.base_ref, "sha": base_sha,
                      "user": self.login_json(&r.owner), "repo": repo},
             "author_association": "CONTRIBUTOR", "auto_merge": null, "draft": p.draft,
-            "merged": false, "mergeable": null, "rebaseable": null, "mergeable_state": "unknown",
-            "merged_by": null, "comments": r.comments.values().filter(|c| c.issue == p.number).count(),
+            "merged": p.merged.is_some(), "mergeable": null, "rebaseable": null, "mergeable_state": "unknown",
+            "merged_by": p.merged.as_ref().map(|x| self.login_json(&x.by)), "comments": r.comments.values().filter(|c| c.issue == p.number).count(),
             "review_comments": 0, "maintainer_can_modify": false,
             "commits": commits, "additions": 0, "deletions": 0, "changed_files": changed,
         });
@@ -694,6 +723,40 @@ impl Model {
             "head_commit": head_commit, "repository": self.repo_json(r),
             "head_repository": self.repo_json(r),
         })
+    }
+
+    /// The jobs GitHub lists for a run's latest attempt.
+    pub fn jobs_json(&self, r: &Repo, run: &Run) -> Vec<Value> {
+        if run.jobs.is_empty() {
+            return vec![self.job_json(r, run)];
+        }
+        let url = self.repo_url(&r.owner, &r.name);
+        run.jobs
+            .iter()
+            .map(|j| {
+                // A run that ended (cancelled, say) ends its open jobs with it.
+                let (status, conclusion, completed) = if j.status != "completed"
+                    && run.status == "completed"
+                {
+                    ("completed", run.conclusion.clone(), Some(run.updated_at))
+                } else {
+                    (j.status.as_str(), j.conclusion.clone(), j.completed_at)
+                };
+                json!({
+                    "id": j.id, "run_id": run.id, "run_url": format!("{url}/actions/runs/{}", run.id),
+                    "run_attempt": run.run_attempt, "node_id": format!("J_{}", j.id),
+                    "head_sha": run.head_sha, "head_branch": run.head_branch,
+                    "url": format!("{url}/actions/jobs/{}", j.id),
+                    "html_url": format!("{}/actions/runs/{}/job/{}", self.html_base(&url), run.id, j.id),
+                    "status": status, "conclusion": conclusion,
+                    "created_at": fmt_time(run.run_started_at), "started_at": fmt_time(j.started_at),
+                    "completed_at": completed.map(fmt_time),
+                    "name": j.name, "steps": [], "check_run_url": format!("{url}/check-runs/{}", j.id),
+                    "labels": ["ubuntu-latest"], "runner_id": null, "runner_name": null,
+                    "runner_group_id": null, "runner_group_name": null, "workflow_name": run.name,
+                })
+            })
+            .collect()
     }
 
     pub fn job_json(&self, r: &Repo, run: &Run) -> Value {

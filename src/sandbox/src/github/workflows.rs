@@ -354,6 +354,7 @@ fn start_run(
         concurrency_group: concurrency.map(|c| c.group),
         past_attempts: Vec::new(),
         cancel_requested: false,
+        jobs: Vec::new(),
     };
     r.runs.insert(run_id, run);
     Ok(run_id)
@@ -464,6 +465,7 @@ jobs:
                 updated_at: now,
                 closed_at: None,
                 closed_by: None,
+                merged: None,
             },
         );
         drop(m);
@@ -775,6 +777,7 @@ jobs:
                     updated_at: now,
                     closed_at: None,
                     closed_by: None,
+                    merged: None,
                 },
             );
             let ids = pull_request_event(

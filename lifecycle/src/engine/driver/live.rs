@@ -1,0 +1,219 @@
+//! Live attempt reports: while a smoke or sweep run is in progress, its
+//! report comment is posted early and edited in place as jobs finish; the
+//! final report then replaces it in the same comment.
+//!
+//! Nothing is kept in the journal for this: the comment is found again by
+//! its hidden marker (`run-<id>-<attempt>`, deterministic), its record says
+//! when it was last written (`at`, the edit clock for the minimum interval)
+//! and what it showed (an unchanged report costs no edit). A restart
+//! therefore finds the same comment and never posts a second one.
+
+use crate::engine::forge::{Comment, Forge as _, Run};
+use crate::report::{
+    AttemptReport, FailedJob, LiveJobs, MarkerKey, RenderedComment, ReportName, compare,
+    compare_evals, find_record, parse_report, render_report,
+};
+
+use super::{Engine, EngineError, Progress, Scope};
+use crate::engine::journal::CandidateRecord;
+use crate::model::{AttemptKind, AttemptStatus, RunRef};
+
+/// Why a point of a live report has no row yet.
+pub(super) const NOT_FINISHED: &str = "its job has not finished yet";
+
+impl Engine<'_> {
+    /// The bot's comment holding a live report with the same owner run,
+    /// candidate and record name as `key` (any part), if there is one: the
+    /// comment the final report is written into.
+    pub(super) fn live_comment<'c>(
+        &self,
+        comments: &'c [Comment],
+        key: &MarkerKey,
+    ) -> Option<(&'c Comment, AttemptReport)> {
+        let MarkerKey::Report {
+            owner_run,
+            candidate,
+            name,
+            part,
+        } = key
+        else {
+            return None;
+        };
+        if part.is_some_and(|p| p != 1) {
+            return None;
+        }
+        comments
+            .iter()
+            .filter(|c| self.by_bot(c.author.as_deref()))
+            .find_map(|c| {
+                let found = find_record(&c.body).ok().flatten()?;
+                let MarkerKey::Report {
+                    owner_run: o,
+                    candidate: k,
+                    name: n,
+                    ..
+                } = &found.key
+                else {
+                    return None;
+                };
+                if o != owner_run || k != candidate || n != name {
+                    return None;
+                }
+                let report = parse_report(&found).ok()?;
+                report.is_live().then_some((c, report))
+            })
+    }
+
+    /// Posts or edits the live report of `run` (in progress) for attempt
+    /// `idx`. Returns `Some(progress)` only when an ownership check ended
+    /// the candidate. Does nothing when live reports are off, when the
+    /// comment was edited less than the configured interval ago, or when
+    /// the report would show what it already shows.
+    pub(super) async fn publish_live(
+        &self,
+        rec: &mut CandidateRecord,
+        idx: usize,
+        run: &Run,
+        detail: &str,
+    ) -> Result<Option<Progress>, EngineError> {
+        let Some(interval) = self.config.live_report_interval else {
+            return Ok(None);
+        };
+        let Some(number) = rec.pull else {
+            return Ok(None);
+        };
+        let name = ReportName::Run {
+            id: run.id,
+            attempt: run.attempt,
+        };
+        let key = MarkerKey::Report {
+            owner_run: rec.owner_run,
+            candidate: Self::candidate_id(rec)?,
+            name,
+            part: None,
+        };
+        let comments = self.forge.list_comments(number).await?;
+        let existing = self.live_comment(&comments, &key);
+        let final_exists = comments.iter().any(|c| {
+            self.by_bot(c.author.as_deref())
+                && find_record(&c.body).ok().flatten().is_some_and(|f| {
+                    matches!(&f.key, MarkerKey::Report { owner_run, candidate, name: n, .. }
+                        if *owner_run == rec.owner_run && candidate.as_str() == rec.candidate && *n == name)
+                })
+        }) && existing.is_none();
+        if final_exists {
+            // The run ended and its report is out; a live one never
+            // overwrites it.
+            return Ok(None);
+        }
+        let now = self.clock.now();
+        if let Some((_, old)) = &existing
+            && now - old.at < interval
+        {
+            return Ok(None);
+        }
+        let report = self.live_report(rec, idx, run, detail).await?;
+        let rendered = self.render_live(&report)?;
+        if let Some((comment, old)) = &existing {
+            let mut same = old.clone();
+            same.at = report.at;
+            if same == report || comment.body == rendered.body {
+                return Ok(None);
+            }
+        }
+        let title = run.title.clone();
+        let proof = match self.prove(rec, Scope::Run(run.id, &title)).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(Some(p)),
+        };
+        match existing {
+            Some((comment, _)) => {
+                self.intend(rec, &format!("edit live report {key}")).await?;
+                self.forge
+                    .update_comment(&proof, number, comment.id, &rendered.body)
+                    .await?;
+            }
+            None => {
+                self.intend(rec, &format!("comment live report {key}"))
+                    .await?;
+                self.forge
+                    .create_comment(&proof, number, &rendered.body)
+                    .await?;
+            }
+        }
+        Ok(None)
+    }
+
+    /// A live report holds what the run shows now: the job groups, the rows
+    /// of the benchmark jobs that uploaded their artifact (InferenceX
+    /// uploads `bmk_*` per job), and the jobs that failed so far. Eval
+    /// scores come from the run-level `eval_results_all` artifact, which is
+    /// written when the run ends; until then the status line says how the
+    /// eval jobs stand.
+    async fn live_report(
+        &self,
+        rec: &mut CandidateRecord,
+        idx: usize,
+        run: &Run,
+        detail: &str,
+    ) -> Result<AttemptReport, EngineError> {
+        let jobs = self.forge.list_jobs(run.id).await?;
+        let live = LiveJobs::of(&jobs);
+        let (rows, evals, notes, _) = self.collect(run.id).await?;
+        let frozen = self.frozen(rec).await?;
+        let kind: AttemptKind = rec.attempts[idx].kind;
+        let failed_jobs = jobs
+            .into_iter()
+            .filter_map(|j| {
+                let conclusion = j.conclusion?;
+                (!matches!(conclusion.as_str(), "success" | "skipped" | "neutral")).then_some(
+                    FailedJob {
+                        name: j.name,
+                        conclusion,
+                        url: j.html_url,
+                    },
+                )
+            })
+            .collect();
+        let status = if run.status == "queued" {
+            AttemptStatus::Queued
+        } else {
+            AttemptStatus::Running
+        };
+        Ok(AttemptReport {
+            owner_run: rec.owner_run,
+            candidate: Self::candidate_id(rec)?,
+            name: ReportName::Run {
+                id: run.id,
+                attempt: run.attempt,
+            },
+            kind: Some(kind),
+            status,
+            detail: Some(detail.to_owned()),
+            run: Some(RunRef {
+                id: run.id,
+                attempt: run.attempt,
+                url: run.html_url.clone(),
+            }),
+            at: self.clock.now(),
+            image: rec.image.clone(),
+            head: Some(rec.attempts[idx].head.clone()),
+            sections: compare(&frozen.baseline, &rows, NOT_FINISHED),
+            evals: compare_evals(&evals, &[]),
+            notes,
+            part: None,
+            failed_jobs,
+            live: Some(live),
+        })
+    }
+
+    /// One comment: a live report too large for one comment keeps its
+    /// first part only (the final report is split as usual).
+    fn render_live(&self, report: &AttemptReport) -> Result<RenderedComment, EngineError> {
+        render_report(report)
+            .map_err(|e| EngineError::Invalid(e.to_string()))?
+            .into_iter()
+            .next()
+            .ok_or_else(|| EngineError::Invalid("a live report rendered to nothing".into()))
+    }
+}

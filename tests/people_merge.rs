@@ -1,0 +1,293 @@
+//! A maintainer merging Klaud's PR (issue 11): the sandbox's merge route as
+//! GitHub documents it, and the engine stopping at the next step: merged
+//! after a verified sweep ends `validated`, merged before ends `handoff`;
+//! either way Klaud cancels its own running runs, releases the claim,
+//! writes a receipt and touches nothing else.
+
+use std::time::{Duration, Instant};
+
+use klaud_claims::{Claimant, SystemClock};
+use klaud_github::lifecycle::GithubLifecycle;
+use klaud_lifecycle::engine::{Engine, MemoryJournal, Progress, Step};
+use klaud_lifecycle::model::Outcome;
+use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN};
+
+use crate::lifecycle_e2e::{Env, REPO, VALIDATED_SCRIPT, env_seeded};
+use crate::people::{demo, wave_with};
+use crate::support::Person;
+
+fn maintainer(env: &Env) -> Person {
+    Person::new(&env.stack.github.url(), MAINTAINER_TOKEN, REPO)
+}
+
+/// Klaud's successful writes since `from` in the sandbox's request log,
+/// as `METHOD path`.
+async fn writes_since(env: &Env, from: usize) -> Vec<String> {
+    env.stack.state().request_log().await[from..]
+        .iter()
+        .filter(|e| e.method != "GET" && e.status < 300)
+        .map(|e| format!("{} {}", e.method, e.path))
+        .collect()
+}
+
+/// Only the receipt comment, run cancels and claim-ref writes.
+fn only_receipt_cancels_and_claim(writes: &[String], number: u64) -> (usize, usize) {
+    let receipt = format!("POST /repos/{REPO}/issues/{number}/comments");
+    let mut receipts = 0;
+    let mut cancels = 0;
+    for w in writes {
+        if *w == receipt {
+            receipts += 1;
+        } else if w.starts_with("POST ") && w.ends_with("/cancel") {
+            cancels += 1;
+        } else {
+            assert!(
+                w.contains("/git/refs/heads/klaud/claim-") || w.contains("/git/commits"),
+                "only the receipt, cancels and the claim release: {writes:#?}"
+            );
+        }
+    }
+    (receipts, cancels)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sandbox_merges_as_github_documents_refusing_a_stale_sha_and_a_closed_pr() {
+    let env = env_seeded(&demo(), None).await;
+    let person = maintainer(&env);
+    person.create_branch("human/merge-me", &env.base).await;
+    env.stack
+        .state()
+        .push_commit(
+            REPO,
+            "human/merge-me",
+            MAINTAINER,
+            [("NOTES.md".to_owned(), Some(b"merged by hand\n".to_vec()))].into(),
+            "notes",
+        )
+        .await
+        .expect("push");
+    let number = person.open_pull("human/merge-me", "main", "Notes").await;
+    let (status, answer) = person
+        .try_merge(number, serde_json::json!({ "sha": "0".repeat(40) }))
+        .await;
+    assert_eq!(status, 409, "{answer}");
+    assert!(
+        answer["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Head branch was modified")
+    );
+    let merge_sha = person.merge_pull(number).await;
+    let pull = env.forge.get_pull(number).await.expect("pull");
+    assert!(!pull.open && pull.merged, "{pull:?}");
+    // The base branch moved to the merge commit, which carries the change.
+    let main = env
+        .forge
+        .get_ref("refs/heads/main")
+        .await
+        .expect("main")
+        .expect("exists");
+    assert_eq!(main, merge_sha);
+    let raw: serde_json::Value = octocrab::Octocrab::builder()
+        .base_uri(env.stack.github.url())
+        .expect("url")
+        .personal_token(MAINTAINER_TOKEN.to_owned())
+        .build()
+        .expect("octocrab")
+        .get(format!("/repos/{REPO}/pulls/{number}"), None::<&()>)
+        .await
+        .expect("pull json");
+    assert_eq!(raw["state"], "closed");
+    assert_eq!(raw["merged"], true);
+    assert_eq!(raw["merged_by"]["login"], MAINTAINER);
+    assert_eq!(raw["merge_commit_sha"], merge_sha.as_str());
+    assert!(raw["merged_at"].is_string(), "{raw}");
+    // Merged (closed) PRs are not mergeable again.
+    let (status, answer) = person.try_merge(number, serde_json::json!({})).await;
+    assert_eq!(status, 405, "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pr_merged_before_its_sweep_ends_handoff_and_klaud_only_cancels_and_writes_the_receipt() {
+    let env = env_seeded(&demo(), None).await;
+    let journal = MemoryJournal::new();
+    let first = wave_with(&env, 5301, &journal).await;
+    let c = first
+        .candidates
+        .iter()
+        .find(|c| c.pull_request.is_some() && !c.runs.is_empty())
+        .expect("a candidate with a PR and a smoke run")
+        .clone();
+    let number: u64 = c
+        .pull_request
+        .as_deref()
+        .and_then(|u| u.rsplit('/').next())
+        .and_then(|n| n.parse().ok())
+        .expect("pull number");
+    maintainer(&env).merge_pull(number).await;
+    let comments_before = env.bodies(number).await.len();
+    let log_before = env.stack.state().request_log().await.len();
+
+    let second = wave_with(&env, 5301, &journal).await;
+    let ended = second
+        .candidates
+        .iter()
+        .find(|x| x.candidate == c.candidate)
+        .expect("still reported");
+    assert_eq!(ended.outcome.as_deref(), Some("handoff"), "{ended:#?}");
+    assert!(
+        ended
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("merged by someone else")),
+        "{ended:#?}"
+    );
+    let bodies = env.bodies(number).await;
+    assert_eq!(bodies.len(), comments_before + 1, "{bodies:#?}");
+    assert!(
+        bodies
+            .last()
+            .expect("receipt")
+            .starts_with("<!-- klaud-outcome:")
+    );
+    let writes = writes_since(&env, log_before).await;
+    let (receipts, cancels) = only_receipt_cancels_and_claim(&writes, number);
+    assert_eq!(receipts, 1, "{writes:#?}");
+    assert_eq!(cancels, 1, "its running smoke is cancelled: {writes:#?}");
+    for run in &ended.runs {
+        let live = crate::support::run_once_completed(&env.forge, run.id).await;
+        assert_eq!(live.conclusion.as_deref(), Some("cancelled"), "{live:?}");
+    }
+    let family_id = klaud_claims::CandidateId::new(&c.candidate)
+        .expect("id")
+        .family();
+    assert!(
+        !env.claims()
+            .await
+            .iter()
+            .any(|(name, _)| name.ends_with(family_id.as_str())),
+        "claim released"
+    );
+    // The PR stays merged; nothing reopened or relabelled it.
+    let pull = env.forge.get_pull(number).await.expect("pull");
+    assert!(pull.merged && !pull.open);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pr_merged_after_its_sweep_verified_ends_validated() {
+    let env = env_seeded(&demo(), Some(VALIDATED_SCRIPT)).await;
+    let target = env.target("demo-fp4-b200-sglang").await;
+    let journal = MemoryJournal::new();
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let clock = SystemClock;
+    let engine = Engine::new(
+        &lifecycle,
+        &journal,
+        &clock,
+        Claimant::new(uuid::Uuid::from_u128(0x006d_6572_6765)),
+        &env.baseline,
+        &env.repository,
+        env.base.clone(),
+        &env.config,
+    );
+    let mut rec = engine.open_record(&target).await.expect("record");
+    // Step until the final sweep's report says it verified, before the
+    // finish: the window in which a maintainer's merge lands.
+    let started = Instant::now();
+    while !(rec.step == Step::Sweep && rec.sweep.is_some()) {
+        assert!(rec.step != Step::Done, "ended before the window: {rec:#?}");
+        assert!(started.elapsed() < Duration::from_secs(60), "{rec:#?}");
+        if let Progress::Waiting(_) = engine.step(&mut rec).await.expect("step") {
+            tokio::time::sleep(Duration::from_millis(15)).await;
+        }
+    }
+    let number = rec.pull.expect("pull");
+    maintainer(&env).merge_pull(number).await;
+    let log_before = env.stack.state().request_log().await.len();
+    let comments_before = env.bodies(number).await.len();
+    loop {
+        match engine.step(&mut rec).await.expect("step") {
+            Progress::Done(_) => break,
+            _ if started.elapsed() > Duration::from_secs(60) => panic!("no end: {rec:#?}"),
+            Progress::Waiting(_) => tokio::time::sleep(Duration::from_millis(15)).await,
+            _ => {}
+        }
+    }
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Validated, "{ending:?}");
+    assert!(
+        ending.message.contains("merged by someone else"),
+        "{ending:?}"
+    );
+    let bodies = env.bodies(number).await;
+    assert_eq!(bodies.len(), comments_before + 1, "{bodies:#?}");
+    let receipt = bodies.last().expect("receipt");
+    assert!(receipt.contains("\"outcome\":\"validated\""), "{receipt}");
+    let writes = writes_since(&env, log_before).await;
+    let (receipts, cancels) = only_receipt_cancels_and_claim(&writes, number);
+    assert_eq!((receipts, cancels), (1, 0), "{writes:#?}");
+    assert!(env.claims().await.is_empty(), "claim released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_tag_while_a_validated_pr_waits_opens_nothing_and_the_plan_says_superseded() {
+    const SGLANG: &str = "demo-fp4-b200-sglang";
+    let env = env_seeded(&demo(), Some(VALIDATED_SCRIPT)).await;
+    let target = env.target(SGLANG).await;
+    let rec = env.finish(&MemoryJournal::new(), &target).await;
+    crate::lifecycle_e2e::assert_validated(&env, &target, &rec).await;
+    let number = rec.pull.expect("pull");
+    let family = target.candidate.family().to_string();
+    let family_runs = async || {
+        env.forge
+            .list_runs(&klaud_github::RunFilter::default())
+            .await
+            .expect("runs")
+            .into_iter()
+            .filter(|r| {
+                r.display_title
+                    .as_deref()
+                    .is_some_and(|t| t.contains(&family))
+                    || r.head_branch
+                        .as_deref()
+                        .is_some_and(|b| b.contains(&family))
+            })
+            .count()
+    };
+    let runs_before = family_runs().await;
+    assert!(runs_before > 0, "the validated candidate's smoke and sweep");
+    // Upstream publishes a newer tag on the same track while the PR waits
+    // for its merge.
+    let now = chrono::Utc::now();
+    env.stack
+        .registry
+        .add_tag(
+            "lmsysorg/sglang",
+            "v0.5.18-cu130",
+            &klaud_sandbox::registry::TagSeed {
+                pushed: Some(now),
+                created: Some(now),
+                ..Default::default()
+            },
+        )
+        .expect("push tag");
+    // The next wave, with a fresh store.
+    let summary = wave_with(&env, 5401, &MemoryJournal::new()).await;
+    let f = crate::people::family_of(&summary, SGLANG);
+    let b = f.blocked.as_ref().expect("occupied");
+    assert_eq!(b.kind, klaud_planner::plan::BlockKind::Occupied, "{b:?}");
+    assert!(
+        b.reason.contains("superseded upstream") && b.reason.contains("v0.5.18-cu130"),
+        "{b:?}"
+    );
+    assert_eq!(crate::people::klaud_pulls_of(&summary, SGLANG), 0);
+    let open: Vec<u64> = crate::people::open_pulls(&env)
+        .await
+        .into_iter()
+        .filter(|(_, head)| head.starts_with("klaud/auto-") && head.contains(&family))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(open, vec![number], "no second PR for the family");
+    // Nothing was dispatched for it.
+    assert_eq!(family_runs().await, runs_before);
+}
