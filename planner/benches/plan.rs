@@ -16,6 +16,10 @@
 //!   again with `hub.docker.com` mirrored to a port that never answers;
 //! - `scale`: 10,000 families over 500 repositories;
 //! - `families`: reading masters of 32k and 200k entries.
+//!
+//! `KLAUD_BENCH_RENOVATE=<renovate binary>` adds Renovate's wall time on
+//! the `heldout` scenario (see `plan/renovate.rs`); `KLAUD_BENCH_PERF=<file>`
+//! records a `perf` profile of the `scale` plan (planner and registry).
 
 use std::path::Path;
 use std::time::Instant;
@@ -26,6 +30,8 @@ use klaud_planner::registry::testkit::{LocalRegistry, Pusher, seed_repository};
 use klaud_planner::registry::{RegistryClient, RegistryConfig};
 use klaud_planner::repo::Repository;
 
+#[path = "plan/renovate.rs"]
+mod renovate;
 #[path = "plan/scenarios.rs"]
 mod scenarios;
 
@@ -135,6 +141,49 @@ pub(crate) fn print_figures(title: &str, report: &PlanReport, concurrency: usize
         println!("  {name:<14} {made:>6} {minimum:>8}");
     }
     println!("  {:<14} {:>6} {:>8}", "total", r.total(), m.total());
+}
+
+/// `perf record` of the given processes while alive, when
+/// `KLAUD_BENCH_PERF=<file>` is set: profiles only the measured plan, not
+/// the seeding before it (`perf report -i <file> --sort comm,dso,sym`).
+pub(crate) struct Profile(Option<std::process::Child>);
+
+impl Profile {
+    pub(crate) fn start(pids: &[u32]) -> Self {
+        let Some(out) = std::env::var_os("KLAUD_BENCH_PERF") else {
+            return Self(None);
+        };
+        let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+        let child = std::process::Command::new("perf")
+            .args(["record", "-q", "-F", "999", "-g", "-o"])
+            .arg(&out)
+            .args(["-p", &pids.join(",")])
+            .stdout(std::process::Stdio::null())
+            .spawn();
+        match child {
+            Ok(child) => {
+                // perf attaches asynchronously; give it a moment.
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                Self(Some(child))
+            }
+            Err(err) => {
+                eprintln!("KLAUD_BENCH_PERF set but perf does not start: {err}");
+                Self(None)
+            }
+        }
+    }
+}
+
+impl Drop for Profile {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            // perf writes its file on SIGINT.
+            let _ = std::process::Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+        }
+    }
 }
 
 pub(crate) fn peak_memory_kib() -> Option<u64> {

@@ -484,10 +484,11 @@ fn subtract(after: RequestCounts, before: RequestCounts) -> RequestCounts {
     }
 }
 
-/// The request floor: every listed repository once, every distinct current
-/// tag without a track (or pinned by digest) once, and for every chosen candidate its `HEAD`, one index per
-/// distinct digest, and one platform manifest and one config per distinct
-/// digest and platform (families on other platforms need theirs).
+/// The request floor of a cold plan: every listed repository once, every
+/// distinct current tag without a track (or pinned by digest) `HEAD`ed
+/// once, and for every chosen candidate tag one `GET` of its index, and one
+/// platform manifest and one config per distinct digest and platform
+/// (families on other platforms need theirs).
 fn minimum_requests(repository: &Repository, families: &[FamilyPlan]) -> RequestCounts {
     let mut listed = BTreeSet::new();
     let mut heads = BTreeSet::new();
@@ -511,20 +512,19 @@ fn minimum_requests(repository: &Repository, families: &[FamilyPlan]) -> Request
         }
     }
     let mut candidate_heads = BTreeSet::new();
-    let mut candidate_digests = BTreeSet::new();
     let mut candidate_platforms = BTreeSet::new();
     for (family, plan) in repository.families().iter().zip(families) {
         if let Some(candidate) = &plan.candidate {
             candidate_heads.insert(candidate.image.normalized_repository() + ":" + &candidate.tag);
-            candidate_digests.insert(candidate.digest.clone());
             candidate_platforms.insert((candidate.digest.clone(), family.platform));
         }
     }
-    let digests = candidate_digests.len() as u64;
     let platforms = candidate_platforms.len() as u64;
     RequestCounts {
-        manifest_head: (heads.len() + candidate_heads.len()) as u64,
-        manifest_get: digests + platforms,
+        manifest_head: heads.len() as u64,
+        // A candidate tag is resolved by GETting its index (which names its
+        // digest), not HEAD then GET: see `RegistryClient::resolve_for_read`.
+        manifest_get: candidate_heads.len() as u64 + platforms,
         blob_get: platforms,
         tags_list: listed.len() as u64,
         ..RequestCounts::default()
@@ -1113,7 +1113,7 @@ async fn first_qualifying(
             break;
         }
         let head = match session
-            .head_manifest(&work.host, &work.repository, tag)
+            .resolve_for_read(&work.host, &work.repository, tag)
             .await
         {
             Ok(head) => head,

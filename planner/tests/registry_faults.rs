@@ -1192,3 +1192,84 @@ async fn api_base_check_of_a_closed_port_is_unreachable() {
     assert!(err.is_unreachable(), "{err}");
     assert!(err.to_string().contains("unreachable"), "{err}");
 }
+
+fn index_body() -> String {
+    json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [
+        {"mediaType": OCI_MANIFEST, "digest": digest(b"amd64"), "size": 1,
+         "platform": {"os": "linux", "architecture": "amd64"}}
+    ]})
+    .to_string()
+}
+
+#[tokio::test]
+async fn a_tag_read_next_is_resolved_by_one_get_and_later_only_headed() {
+    let server = MockServer::start().await;
+    let body = index_body();
+    let d = digest(body.as_bytes());
+    Mock::given(method("GET"))
+        .and(path(manifest_path("v1")))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("docker-content-digest", d.as_str())
+                .set_body_raw(body.clone(), OCI_INDEX),
+        )
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("HEAD"))
+        .and(path(manifest_path("v1")))
+        .respond_with(head_ok(&d))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let c = client(&server);
+    let head = c
+        .session()
+        .resolve_for_read(HOST, REPO, "v1")
+        .await
+        .unwrap();
+    assert_eq!(
+        (head.digest.as_str(), head.media_type.as_str()),
+        (d.as_str(), OCI_INDEX)
+    );
+    // The index came with the GET: reading it costs nothing.
+    let image = c.image_platforms(HOST, REPO, &d).await.unwrap();
+    assert_eq!(image.platforms.len(), 1);
+    assert_eq!((c.counts().manifest_get, c.counts().manifest_head), (1, 0));
+    // A new plan: the tag's index is held, so a HEAD says whether it moved.
+    let again = c
+        .session()
+        .resolve_for_read(HOST, REPO, "v1")
+        .await
+        .unwrap();
+    assert_eq!(again.digest, d);
+    assert_eq!((c.counts().manifest_get, c.counts().manifest_head), (1, 1));
+}
+
+#[tokio::test]
+async fn a_tag_get_whose_bytes_do_not_hash_to_the_header_digest_is_refused() {
+    let server = MockServer::start().await;
+    let body = index_body();
+    let claimed = digest(b"something else");
+    Mock::given(method("GET"))
+        .and(path(manifest_path("v1")))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("docker-content-digest", claimed.as_str())
+                .set_body_raw(body, OCI_INDEX),
+        )
+        .mount(&server)
+        .await;
+    let c = client(&server);
+    let err = c
+        .session()
+        .resolve_for_read(HOST, REPO, "v1")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, RegistryError::DigestMismatch { expected, .. } if *expected == claimed),
+        "{err:?}"
+    );
+    // Nothing was cached under either digest.
+    assert!(c.image_platforms(HOST, REPO, &claimed).await.is_err());
+}

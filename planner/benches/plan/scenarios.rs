@@ -13,7 +13,7 @@ use klaud_planner::repo::Repository;
 use klaud_planner::tracks::{Track, TrackOrdering, infer_track, track_for};
 use sha2::Digest as _;
 
-use super::{cpu_seconds, peak_memory_kib, print_figures};
+use super::{Profile, cpu_seconds, peak_memory_kib, print_figures};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -352,10 +352,42 @@ pub fn heldout() {
         let mut options = PlanOptions::new(now);
         options.creation_times = Some(&times);
         reset_peak_memory();
+        let cpu_before = (cpu_seconds(None), cpu_seconds(Some(registry.pid())));
+        let started = Instant::now();
         let report = runtime().block_on(plan(&repository, &client.session(), &options));
+        let wall = started.elapsed();
         println!("\n-- {variant}");
         print_figures("cold plan", &report, 16);
-        println!("  peak memory {:.1} MiB", peak_mib());
+        println!(
+            "  wall {:.2} s, peak memory {:.1} MiB, load average {}",
+            wall.as_secs_f64(),
+            peak_mib(),
+            load_average()
+        );
+        if let ((Some(own0), Some(reg0)), Some(own1), Some(reg1)) = (
+            cpu_before,
+            cpu_seconds(None),
+            cpu_seconds(Some(registry.pid())),
+        ) {
+            println!(
+                "  CPU: planner {:.2} s, docker-registry {:.2} s",
+                own1 - own0,
+                reg1 - reg0
+            );
+        }
+        if hub.is_none()
+            && let Some(run) = super::renovate::run(&full, &registry.base_url())
+        {
+            println!(
+                "  Renovate {} on the same masters and registry: {:.2} s wall, {} CPU s, {} dependencies with updates; Klaud's plan took {:.1}% of its wall time (target < 10%)",
+                run.version,
+                run.wall.as_secs_f64(),
+                run.cpu_seconds
+                    .map_or("?".to_owned(), |c| format!("{c:.2}")),
+                run.updates.map_or("?".to_owned(), |n| n.to_string()),
+                100.0 * wall.as_secs_f64() / run.wall.as_secs_f64()
+            );
+        }
         for note in &report.notes {
             println!("  plan note: {note}");
         }
@@ -420,6 +452,14 @@ pub fn heldout() {
             times.len()
         );
     }
+}
+
+/// The 1-minute load average: wall times on a shared machine need it.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
 }
 
 /// A loopback port that accepts connections and never answers.
@@ -501,12 +541,14 @@ pub fn scale() {
             .insert("docker.io".to_owned(), registry.base_url());
         let client = RegistryClient::new(config).expect("client");
         let cpu_before = (cpu_seconds(None), cpu_seconds(Some(registry.pid())));
+        let profile = Profile::start(&[std::process::id(), registry.pid()]);
         let started = Instant::now();
         let repository = Repository::open(dir.path()).expect("scale masters load");
         let read = started.elapsed();
         let report =
             runtime().block_on(plan(&repository, &client.session(), &PlanOptions::new(now)));
         let wall = started.elapsed();
+        drop(profile);
         let stale = report
             .families
             .iter()
@@ -518,10 +560,11 @@ pub fn scale() {
             concurrency,
         );
         println!(
-            "  read masters {:.2} s + plan = {:.2} s wall (target ≤ 5 s), peak memory {:.1} MiB (target ≤ 150 MiB), {stale} families with a candidate",
+            "  read masters {:.2} s + plan = {:.2} s wall (target ≤ 5 s), peak memory {:.1} MiB (target ≤ 150 MiB), {stale} families with a candidate, load average {}",
             read.as_secs_f64(),
             wall.as_secs_f64(),
-            peak_mib()
+            peak_mib(),
+            load_average()
         );
         if let ((Some(own0), Some(reg0)), Some(own1), Some(reg1)) = (
             cpu_before,

@@ -44,6 +44,12 @@ impl<K: Eq + Hash + Clone, V: Clone> OnceMap<K, V> {
         let mut map = self.cells.lock().unwrap_or_else(|p| p.into_inner());
         Arc::clone(map.entry(key.clone()).or_default())
     }
+
+    /// Whether the value for `key` is computed (and kept).
+    pub(crate) fn is_ready(&self, key: &K) -> bool {
+        let map = self.cells.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(key).is_some_and(|cell| cell.initialized())
+    }
 }
 
 /// What a platform manifest and its config say, cached by manifest digest.
@@ -62,6 +68,9 @@ pub(crate) struct Inner {
     details: OnceMap<String, Arc<ImageDetails>>,
     indexes: OnceMap<String, Arc<ImagePlatforms>>,
     platforms: OnceMap<String, Arc<PlatformData>>,
+    /// The digest each tag resolved to last, so a tag whose index is cached
+    /// is only `HEAD`ed again (see [`RegistryClient::resolve_for_read`]).
+    tag_digests: Mutex<HashMap<(String, String, String), String>>,
 }
 
 /// OCI distribution client. Cheap to clone; clones share connections, token
@@ -88,6 +97,7 @@ impl RegistryClient {
                 details: OnceMap::default(),
                 indexes: OnceMap::default(),
                 platforms: OnceMap::default(),
+                tag_digests: Mutex::default(),
             }),
         })
     }
@@ -366,13 +376,120 @@ impl RegistryClient {
         }))
     }
 
+    /// Resolves a tag whose index the caller reads next. When this client
+    /// has not resolved the tag to an index it still holds, one `GET` of the
+    /// manifest by tag replaces `HEAD` plus `GET` by digest: the digest is
+    /// the hash of the bytes (checked against `Docker-Content-Digest`) and
+    /// the index goes into the by-digest cache, so
+    /// [`Self::image_platforms`] is free. On Docker Hub both ways cost one
+    /// pull. A tag seen before with its index cached is only `HEAD`ed, which
+    /// is not a pull.
+    pub async fn resolve_for_read(
+        &self,
+        host: &str,
+        repository: &str,
+        reference: &str,
+    ) -> Result<ManifestHead, RegistryError> {
+        let key = (host.to_owned(), repository.to_owned(), reference.to_owned());
+        let known = reference.contains(':') || {
+            let seen = self
+                .inner
+                .tag_digests
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            seen.get(&key)
+                .is_some_and(|digest| self.inner.indexes.is_ready(digest))
+        };
+        if known {
+            let head = self.head_manifest(host, repository, reference).await?;
+            self.remember_tag(key, &head.digest);
+            return Ok(head);
+        }
+        let target = Target::new(host, repository, Some(reference));
+        validate::host(&target)?;
+        validate::repository(&target)?;
+        validate::reference(&target)?;
+        let url = self.url(host, &format!("{repository}/manifests/{reference}"))?;
+        let kind = RequestKind::ManifestGet;
+        let limit = self.http().config.max_manifest_bytes;
+        let got = self
+            .http()
+            .fetch(kind, &target, &url, Some(MANIFEST_ACCEPT), limit, true)
+            .await?;
+        if !got.status.is_success() {
+            return Err(status_error(got.status, kind, &target, &url));
+        }
+        let header_digest = match got.headers.get("docker-content-digest") {
+            Some(v) => {
+                let d = v.to_str().map(str::trim).unwrap_or_default();
+                if d.is_empty() {
+                    None
+                } else {
+                    validate::digest_value(d).map_err(|reason| RegistryError::Invalid {
+                        target: target.clone(),
+                        what: "Docker-Content-Digest header".into(),
+                        reason,
+                    })?;
+                    Some(d.to_owned())
+                }
+            }
+            None => None,
+        };
+        let digest = digest_of(&got.body, header_digest.as_deref());
+        if let Some(expected) = header_digest
+            && expected != digest
+        {
+            return Err(RegistryError::DigestMismatch {
+                target,
+                expected,
+                actual: digest,
+            });
+        }
+        let header_type = content_type(&got.headers).filter(|m| is_manifest_media_type(m));
+        let at = Target::new(host, repository, Some(&digest));
+        let cell = self.inner.indexes.cell(&digest);
+        let body = got.body;
+        let platforms = cell
+            .get_or_try_init(|| self.platforms_from(&at, &digest, &body, header_type))
+            .await?;
+        let head = ManifestHead {
+            digest: digest.clone(),
+            media_type: platforms.media_type.clone(),
+        };
+        self.remember_tag(key, &digest);
+        Ok(head)
+    }
+
+    fn remember_tag(&self, key: (String, String, String), digest: &str) {
+        if key.2.contains(':') {
+            return;
+        }
+        let mut seen = self
+            .inner
+            .tag_digests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        seen.insert(key, digest.to_owned());
+    }
+
     async fn fetch_platforms(
         &self,
         target: &Target,
         digest: &str,
     ) -> Result<Arc<ImagePlatforms>, RegistryError> {
         let (body, header_type) = self.get_manifest(target, digest).await?;
-        let parsed: AnyManifest = parse_json(&body, target, "manifest JSON")?;
+        self.platforms_from(target, digest, &body, header_type)
+            .await
+    }
+
+    async fn platforms_from(
+        &self,
+        target: &Target,
+        digest: &str,
+        body: &[u8],
+        header_type: Option<String>,
+    ) -> Result<Arc<ImagePlatforms>, RegistryError> {
+        let parsed: AnyManifest = parse_json(body, target, "manifest JSON")?;
         let media_type = header_type
             .or_else(|| {
                 parsed

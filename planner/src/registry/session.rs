@@ -69,6 +69,23 @@ impl RegistrySession {
             .clone()
     }
 
+    /// Like [`Self::head_manifest`], for a reference whose index the caller
+    /// reads next: see [`RegistryClient::resolve_for_read`]. Shares the
+    /// memo of [`Self::head_manifest`], so a tag is resolved once per plan
+    /// whichever way is asked first.
+    pub async fn resolve_for_read(
+        &self,
+        host: &str,
+        repository: &str,
+        reference: &str,
+    ) -> Result<ManifestHead, RegistryError> {
+        let key = (host.to_owned(), repository.to_owned(), reference.to_owned());
+        let cell = self.memo.heads.cell(&key);
+        cell.get_or_init(|| self.client.resolve_for_read(host, repository, reference))
+            .await
+            .clone()
+    }
+
     /// Every tag of the repository, in the registry's order.
     pub async fn list_tags(
         &self,

@@ -157,7 +157,16 @@ impl LocalRegistry {
         let config_path = dir.path().join("config.yml");
         std::fs::write(&config_path, config)
             .map_err(|e| TestkitError::Start(format!("writing config: {e}")))?;
-        let mut child = Command::new(&bin)
+        let mut command = Command::new(&bin);
+        // The registry builds its URL router anew for every request and
+        // reads each blob through a 4 MiB buffer, so on a small heap Go's
+        // collector runs every few requests: a third of its CPU in the scale
+        // benchmark, on the same cores as the planner it measures. A larger
+        // GC target trades some memory for that (a caller's GOGC wins).
+        if std::env::var_os("GOGC").is_none() {
+            command.env("GOGC", "400");
+        }
+        let mut child = command
             .arg("serve")
             .arg(&config_path)
             .stdin(Stdio::null())

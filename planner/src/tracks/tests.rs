@@ -117,6 +117,11 @@ fn inferred_track_names_and_orderings_follow_the_tag_shape() {
             TrackOrdering::Semver,
         ),
         (
+            "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511",
+            "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom<yyyymmdd>",
+            TrackOrdering::Date,
+        ),
+        (
             "ubuntu24.04_py3.12_pytorch_release_2.10.0_glm52_agentic_0813",
             "ubuntu24.04_py3.12_pytorch_release_2.10.0_glm52_agentic_<mmdd>",
             TrackOrdering::Date,
@@ -134,8 +139,10 @@ fn tags_without_a_recognisable_order_have_no_track() {
     for tag in [
         "kimi-k3",
         "deepseek-v4-hopper",
-        "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511",
         "rocm7.2.2_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.2.post",
+        "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom2026051",
+        "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20261311",
+        "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_at0m20260511",
         "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3",
         "dev.1",
         "nightly-dev.1",
@@ -517,7 +524,11 @@ fn configured_rules_override_inference_and_validate() {
     )
     .unwrap();
     let tag = "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511";
-    assert_eq!(infer_track(tag), None);
+    // Inference keeps the ROCm version fixed; the rule lets it move.
+    assert_eq!(
+        infer_track(tag).map(|t| t.name().to_owned()).as_deref(),
+        Some("rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom<yyyymmdd>")
+    );
     let t = track_for("rocm/atom", tag, std::slice::from_ref(&rule))
         .unwrap()
         .unwrap();
@@ -529,9 +540,12 @@ fn configured_rules_override_inference_and_validate() {
                 "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260601"
             )
     );
+    // Another repository's tag of the same shape gets the inferred track.
     assert_eq!(
-        track_for("rocm/other", tag, std::slice::from_ref(&rule)).unwrap(),
-        None
+        track_for("rocm/other", tag, std::slice::from_ref(&rule))
+            .unwrap()
+            .map(|t| t.source()),
+        Some(TrackSource::Inferred)
     );
     // Tags the rule does not match fall back to inference.
     let fallback = track_for("rocm/atom", "v1.2.3", std::slice::from_ref(&rule))
@@ -695,7 +709,6 @@ fn every_fixture_tag_is_on_its_own_track_or_has_none() {
         "kimi-k3",
         "minimax-m3",
         "rocm7.2.2_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.2.post",
-        "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511",
         "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3",
         "vllm0.26",
     ]
