@@ -32,6 +32,18 @@ smoke = [{ outcome = "success", delay = 30 }, "success", { outcome = "success", 
 sweep = ["success"]
 "#;
 
+/// [`RACE`] for waves, which drive each candidate as far as it goes before
+/// the next: B's smoke takes a few seconds so that C (driven after it) has
+/// opened its PR and dispatched its smoke when B passes.
+const WAVE_RACE: &str = r#"
+[families."*"]
+smoke = ["success"]
+sweep = ["success"]
+[families.demo-fp4-gb200-dynamo-vllm-disagg]
+smoke = [{ outcome = "success", delay = 60 }, { outcome = "success", delay = 3 }, { outcome = "success", delay = 60 }]
+sweep = ["success"]
+"#;
+
 /// Every smoke of the family fails.
 const ALL_FAIL: &str = r#"
 [families."*"]
@@ -51,21 +63,25 @@ async fn env(script: &str) -> Env {
     .await
 }
 
-/// Variants A, B and C = B plus one edit, on the family's candidate.
-async fn variants(env: &Env) -> Vec<Target> {
-    let base = env.target(KEY).await;
+/// Variants A, B and C = B plus one edit.
+fn resolved() -> Vec<klaud_planner::variant::ResolvedVariant> {
     let v = |name: &str, from: Option<&str>, edits: &str| Variant {
         name: name.into(),
         from: from.map(Into::into),
         edits: parse_edits(edits).expect("edits"),
     };
-    let resolved = resolve(&[
+    resolve(&[
         v("A", None, "set resources.gpus_per_node=8"),
         v("B", None, "set model.precision=fp8"),
         v("C", Some("B"), "unset identity.frameworks"),
     ])
-    .expect("variants");
-    variant_targets(&base, "race", &resolved, 0).expect("targets")
+    .expect("variants")
+}
+
+/// [`resolved`] on the family's candidate.
+async fn variants(env: &Env) -> Vec<Target> {
+    let base = env.target(KEY).await;
+    variant_targets(&base, "race", &resolved(), 0).expect("targets")
 }
 
 fn engine<'a>(
@@ -389,4 +405,133 @@ async fn a_maintainers_klaud_try_starts_a_variant_that_races_the_candidate() {
         .await
         .expect("commands");
     assert!(again.is_empty());
+}
+
+/// Waves (`run_wave`, as the daemon runs them) with `[[experiments]]`
+/// configured on the one family the plan may pick, until no claim is left;
+/// `keep_journal: false` gives every wave an empty journal (a lost store):
+/// the variants are then rebuilt from their branches and PRs. Returns each
+/// candidate's last summary.
+async fn waves(
+    env: &Env,
+    keep_journal: bool,
+) -> std::collections::BTreeMap<String, klaud_service::wave::CandidateSummary> {
+    use klaud_lifecycle::experiment::ExperimentSpec;
+    use klaud_planner::plan::PlanOptions;
+    use klaud_service::wave::{WaveOptions, run_wave};
+    let registry = klaud::cli::demo::sandbox_registry(&env.stack.registry_url).expect("registry");
+    let others: std::collections::BTreeSet<String> = env
+        .repository
+        .families()
+        .iter()
+        .filter(|f| !f.family.ends_with(&format!(":{KEY}")))
+        .map(|f| f.id.clone())
+        .collect();
+    let kept = MemoryJournal::new();
+    let mut last = std::collections::BTreeMap::new();
+    for wave in 0..200u64 {
+        let fresh = MemoryJournal::new();
+        let journal = if keep_journal { &kept } else { &fresh };
+        let mut plan = PlanOptions::new(chrono::Utc::now());
+        plan.max_candidates = 1;
+        plan.occupied = others.clone();
+        let mut engine = klaud::cli::demo::sandbox_engine(7_000 + wave);
+        engine.experiments = vec![ExperimentSpec {
+            name: "race".into(),
+            families: vec![KEY.into()],
+            max_concurrent: 0,
+            variants: resolved(),
+        }];
+        let summary = run_wave(
+            &env.forge,
+            journal,
+            &registry,
+            &env.baseline,
+            None,
+            WaveOptions {
+                claimant: instance(1),
+                engine,
+                plan,
+                poll: Duration::from_millis(20),
+                wait: Duration::ZERO,
+                cooldown: Duration::from_secs(3600),
+                upstream: None,
+                cache: None,
+                stop: None,
+                checkout: None,
+            },
+        )
+        .await
+        .expect("wave");
+        for c in summary.candidates {
+            last.insert(c.candidate.clone(), c);
+        }
+        if wave > 0 && env.claims().await.is_empty() {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the experiment did not end within 200 waves: {last:#?}");
+}
+
+/// Through the wave: B wins, A and C end `duplicate` with a receipt
+/// linking B's PR; one PR per variant, no claim left.
+async fn wave_race(keep_journal: bool) {
+    let env = env(WAVE_RACE).await;
+    let targets = variants(&env).await;
+    let last = waves(&env, keep_journal).await;
+    let what = format!("journal kept: {keep_journal}");
+    let outcome = |t: &Target| {
+        last.get(t.candidate.as_str())
+            .and_then(|c| c.outcome.clone())
+            .unwrap_or_else(|| panic!("{} never ended ({what}): {last:#?}", t.candidate))
+    };
+    assert_eq!(
+        targets.iter().map(outcome).collect::<Vec<_>>(),
+        ["duplicate", "validated", "duplicate"],
+        "{what}"
+    );
+    let winner = env
+        .pulls(&klaud_lifecycle::engine::branch_name(
+            targets[1].candidate.as_str(),
+        ))
+        .await;
+    assert_eq!(winner.len(), 1, "{what}");
+    let winner = env.pull(winner[0]).await;
+    assert!(winner.open && !winner.draft, "{what}");
+    for (i, t) in targets.iter().enumerate() {
+        let branch = klaud_lifecycle::engine::branch_name(t.candidate.as_str());
+        let pulls = env.pulls(&branch).await;
+        assert_eq!(pulls.len(), 1, "one PR for {branch} ({what}): {last:#?}");
+        let bodies = env.bodies(pulls[0]).await;
+        let receipts: Vec<&String> = bodies
+            .iter()
+            .filter(|b| {
+                find_record(b)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|r| r.key.to_string().starts_with("klaud-outcome:"))
+            })
+            .collect();
+        assert_eq!(receipts.len(), 1, "one receipt on #{} ({what})", pulls[0]);
+        if i != 1 {
+            assert!(!env.pull(pulls[0]).await.open, "{what}");
+            assert!(
+                receipts[0].contains(&winner.html_url),
+                "the receipt links the winner ({what}): {}",
+                receipts[0]
+            );
+        }
+    }
+    assert!(env.claims().await.is_empty(), "claim left ({what})");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_experiment_races_through_waves() {
+    wave_race(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_experiment_races_through_waves_without_a_journal() {
+    wave_race(false).await;
 }
