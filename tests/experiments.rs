@@ -407,71 +407,93 @@ async fn a_maintainers_klaud_try_starts_a_variant_that_races_the_candidate() {
     assert!(again.is_empty());
 }
 
-/// Waves (`run_wave`, as the daemon runs them) with `[[experiments]]`
-/// configured on the one family the plan may pick, until no claim is left;
-/// `keep_journal: false` gives every wave an empty journal (a lost store):
-/// the variants are then rebuilt from their branches and PRs. Returns each
-/// candidate's last summary.
-async fn waves(
+/// One wave (`run_wave`, as the daemon runs it) that may pick only the
+/// family [`KEY`], with `experiments` configured.
+async fn one_wave(
     env: &Env,
-    keep_journal: bool,
-) -> std::collections::BTreeMap<String, klaud_service::wave::CandidateSummary> {
-    use klaud_lifecycle::experiment::ExperimentSpec;
+    journal: &dyn Journal,
+    wave: u64,
+    experiments: Vec<klaud_lifecycle::experiment::ExperimentSpec>,
+) -> klaud_service::wave::WaveSummary {
     use klaud_planner::plan::PlanOptions;
     use klaud_service::wave::{WaveOptions, run_wave};
     let registry = klaud::cli::demo::sandbox_registry(&env.stack.registry_url).expect("registry");
-    let others: std::collections::BTreeSet<String> = env
+    let mut plan = PlanOptions::new(chrono::Utc::now());
+    plan.max_candidates = 1;
+    plan.occupied = env
         .repository
         .families()
         .iter()
         .filter(|f| !f.family.ends_with(&format!(":{KEY}")))
         .map(|f| f.id.clone())
         .collect();
-    let kept = MemoryJournal::new();
-    let mut last = std::collections::BTreeMap::new();
-    for wave in 0..200u64 {
+    let mut engine = klaud::cli::demo::sandbox_engine(7_000 + wave);
+    engine.experiments = experiments;
+    run_wave(
+        &env.forge,
+        journal,
+        &registry,
+        &env.baseline,
+        None,
+        WaveOptions {
+            claimant: instance(1),
+            engine,
+            plan,
+            poll: Duration::from_millis(20),
+            wait: Duration::ZERO,
+            cooldown: Duration::from_secs(3600),
+            upstream: None,
+            cache: None,
+            stop: None,
+            checkout: None,
+        },
+    )
+    .await
+    .expect("wave")
+}
+
+type Summaries = std::collections::BTreeMap<String, klaud_service::wave::CandidateSummary>;
+
+/// Waves from `first` on until no claim is left; `keep_journal: false`
+/// gives every wave an empty journal (a lost store): the variants are then
+/// rebuilt from their branches, PRs and claim. Each candidate's last
+/// summary is added to `last`.
+async fn waves_until_free(
+    env: &Env,
+    first: u64,
+    keep: &MemoryJournal,
+    keep_journal: bool,
+    experiments: &[klaud_lifecycle::experiment::ExperimentSpec],
+    last: &mut Summaries,
+) {
+    for wave in first..first + 200 {
         let fresh = MemoryJournal::new();
-        let journal = if keep_journal { &kept } else { &fresh };
-        let mut plan = PlanOptions::new(chrono::Utc::now());
-        plan.max_candidates = 1;
-        plan.occupied = others.clone();
-        let mut engine = klaud::cli::demo::sandbox_engine(7_000 + wave);
-        engine.experiments = vec![ExperimentSpec {
-            name: "race".into(),
-            families: vec![KEY.into()],
-            max_concurrent: 0,
-            variants: resolved(),
-        }];
-        let summary = run_wave(
-            &env.forge,
-            journal,
-            &registry,
-            &env.baseline,
-            None,
-            WaveOptions {
-                claimant: instance(1),
-                engine,
-                plan,
-                poll: Duration::from_millis(20),
-                wait: Duration::ZERO,
-                cooldown: Duration::from_secs(3600),
-                upstream: None,
-                cache: None,
-                stop: None,
-                checkout: None,
-            },
-        )
-        .await
-        .expect("wave");
+        let journal = if keep_journal { keep } else { &fresh };
+        let summary = one_wave(env, journal, wave, experiments.to_vec()).await;
         for c in summary.candidates {
             last.insert(c.candidate.clone(), c);
         }
-        if wave > 0 && env.claims().await.is_empty() {
-            return last;
+        if env.claims().await.is_empty() {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("the experiment did not end within 200 waves: {last:#?}");
+}
+
+/// [`waves_until_free`] from the start with the race `A`, `B`, `C`
+/// configured on [`KEY`].
+async fn waves(env: &Env, keep_journal: bool) -> Summaries {
+    let spec = klaud_lifecycle::experiment::ExperimentSpec {
+        name: "race".into(),
+        families: vec![KEY.into()],
+        max_concurrent: 0,
+        variants: resolved(),
+    };
+    let mut last = Summaries::new();
+    let keep = MemoryJournal::new();
+    waves_until_free(env, 0, &keep, keep_journal, &[spec], &mut last).await;
+    last
 }
 
 /// Through the wave: B wins, A and C end `duplicate` with a receipt
@@ -534,4 +556,115 @@ async fn configured_experiment_races_through_waves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn configured_experiment_races_through_waves_without_a_journal() {
     wave_race(false).await;
+}
+
+/// The plain candidate's smoke passes after a few seconds; the variant a
+/// maintainer starts with `/klaud try` runs long.
+const TRY_LOSES: &str = r#"
+[families."*"]
+smoke = ["success"]
+sweep = ["success"]
+[families.demo-fp4-gb200-dynamo-vllm-disagg]
+smoke = [{ outcome = "success", delay = 4 }, { outcome = "success", delay = 60 }]
+sweep = ["success"]
+"#;
+
+/// A `/klaud try` variant is a full sibling: listed in the claim record
+/// with the experiment, rebuilt from GitHub when the journal is lost right
+/// after the try, and stopped (`duplicate`, PR closed, receipt linking the
+/// winner) when the plain candidate, rebuilt as plain from the plan,
+/// validates first; the claim is released only after both ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tried_variant_is_rebuilt_without_the_journal_and_stopped_by_the_winner() {
+    use klaud_lifecycle::experiment::{Listed, SIBLINGS_FIELD};
+    use klaud_sandbox::stack::MAINTAINER_TOKEN;
+    let env = env(TRY_LOSES).await;
+    let base = env.target(KEY).await;
+    let journal = MemoryJournal::new();
+    let first = one_wave(&env, &journal, 0, Vec::new()).await;
+    let plain = first
+        .candidates
+        .iter()
+        .find(|c| c.candidate == base.candidate.as_str())
+        .unwrap_or_else(|| panic!("the plain candidate started: {first:#?}"));
+    let number = env
+        .pulls(&klaud_lifecycle::engine::branch_name(&plain.candidate))
+        .await[0];
+    let person = crate::support::Person::new(
+        &env.stack.github.url(),
+        MAINTAINER_TOKEN,
+        crate::lifecycle_e2e::REPO,
+    );
+    let asked = person
+        .comment(number, "/klaud try T: set model.precision=fp8")
+        .await;
+    let second = one_wave(&env, &journal, 1, Vec::new()).await;
+    assert!(
+        second.answered.iter().any(|a| a.started.len() == 1),
+        "the try started a variant: {second:#?}"
+    );
+    let reply = klaud_service::pr_commands::reply_marker(asked);
+    assert!(
+        env.bodies(number).await.iter().any(|b| b.contains(&reply)),
+        "the try is answered"
+    );
+    // The claim lists both candidates and the experiment.
+    let book = klaud_claims::ClaimBook::new(&env.forge, &SystemClock, instance(1));
+    let entry = book
+        .inspect(&base.candidate.family())
+        .await
+        .expect("inspect")
+        .expect("claim");
+    let held = book.adopt(&entry).expect("ours");
+    assert_eq!(held.record.candidate_ids().len(), 2, "{:?}", held.record);
+    let listed = Listed::of_claim(&held.record.extra)
+        .unwrap_or_else(|| panic!("no {SIBLINGS_FIELD}: {:?}", held.record))
+        .expect("parses");
+    assert_eq!(
+        listed
+            .siblings
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>(),
+        ["base", "T"]
+    );
+    let tried = listed.siblings[1].candidate.clone();
+    // The store is lost: every later wave starts from an empty journal.
+    let mut last = Summaries::new();
+    waves_until_free(&env, 2, &journal, false, &[], &mut last).await;
+    let outcome = |id: &str| last.get(id).and_then(|c| c.outcome.clone());
+    assert_eq!(
+        outcome(base.candidate.as_str()).as_deref(),
+        Some("validated"),
+        "{last:#?}"
+    );
+    assert_eq!(outcome(&tried).as_deref(), Some("duplicate"), "{last:#?}");
+    let winner = env.pull(number).await;
+    assert!(winner.open && !winner.draft);
+    let loser = env
+        .pulls(&klaud_lifecycle::engine::branch_name(&tried))
+        .await;
+    assert_eq!(loser.len(), 1, "one PR for the tried variant");
+    assert!(!env.pull(loser[0]).await.open, "the loser's PR is closed");
+    let receipts: Vec<String> = env
+        .bodies(loser[0])
+        .await
+        .into_iter()
+        .filter(|b| {
+            find_record(b)
+                .ok()
+                .flatten()
+                .is_some_and(|r| r.key.to_string().starts_with("klaud-outcome:"))
+        })
+        .collect();
+    assert_eq!(receipts.len(), 1, "{receipts:#?}");
+    assert!(receipts[0].contains(&winner.html_url), "{}", receipts[0]);
+    assert_eq!(
+        env.pulls(&klaud_lifecycle::engine::branch_name(
+            base.candidate.as_str()
+        ))
+        .await
+        .len(),
+        1
+    );
 }

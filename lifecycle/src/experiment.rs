@@ -22,6 +22,10 @@ use crate::engine::{Target, branch_name};
 pub const FINAL_FIELD: &str = "experiment-final";
 /// Claim record field: the variant that validated.
 pub const WINNER_FIELD: &str = "experiment-winner";
+/// Claim record field: the experiment as a `/klaud try` grew it (a
+/// [`Listed`]), so that every sibling, the tried ones included, can be
+/// rebuilt from GitHub when the journal is gone.
+pub const SIBLINGS_FIELD: &str = "experiment-siblings";
 /// Start of the PR body's section listing the siblings.
 pub const SECTION_START: &str = "<!-- klaud-experiments -->";
 /// End of that section.
@@ -72,6 +76,73 @@ impl VariantInfo {
     pub fn others(&self) -> impl Iterator<Item = &Sibling> {
         self.siblings.iter().filter(move |s| s.name != self.name)
     }
+}
+
+/// What the claim record keeps of an experiment a maintainer's `/klaud try`
+/// grew ([`SIBLINGS_FIELD`]): written by compare-and-swap together with
+/// the new candidate, before any record names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listed {
+    /// The experiment's name.
+    pub experiment: String,
+    /// The candidate image the experiment started from.
+    pub base_image: String,
+    /// How many variants may run at once (0: no bound).
+    #[serde(default)]
+    pub max_concurrent: u32,
+    /// Every variant, in order.
+    pub siblings: Vec<Sibling>,
+}
+
+impl Listed {
+    /// The field of a claim record's top-level `extra`; `None` when the
+    /// record has none, an error naming the field when it does not parse.
+    pub fn of_claim(
+        extra: &std::collections::BTreeMap<String, serde_json::Value>,
+    ) -> Option<Result<Listed, String>> {
+        let value = extra.get(SIBLINGS_FIELD)?;
+        Some(
+            serde_json::from_value(value.clone())
+                .map_err(|e| format!("claim record field {SIBLINGS_FIELD}: {e}")),
+        )
+    }
+
+    /// The variant of `candidate`, when it is one of the siblings.
+    pub fn info_for(&self, candidate: &str) -> Option<Result<VariantInfo, String>> {
+        let me = self.siblings.iter().find(|s| s.candidate == candidate)?;
+        Some(
+            effective_edits(&self.siblings, &me.name).map(|edits| VariantInfo {
+                experiment: self.experiment.clone(),
+                name: me.name.clone(),
+                from: me.from.clone(),
+                own: me.own.clone(),
+                edits,
+                siblings: self.siblings.clone(),
+                max_concurrent: self.max_concurrent,
+                base_image: self.base_image.clone(),
+            }),
+        )
+    }
+}
+
+/// The edits variant `name` applies: the own edits of its chain of bases,
+/// oldest first, then its own.
+pub fn effective_edits(siblings: &[Sibling], name: &str) -> Result<Vec<String>, String> {
+    let mut edits: Vec<String> = Vec::new();
+    let mut at = Some(name.to_owned());
+    let mut guard = 0;
+    while let Some(n) = at {
+        let Some(s) = siblings.iter().find(|s| s.name == n) else {
+            return Err(format!("the experiment has no Variant {n}"));
+        };
+        edits.splice(0..0, s.own.iter().cloned());
+        at = s.from.clone();
+        guard += 1;
+        if guard > siblings.len() {
+            return Err("variants build on each other in a circle".into());
+        }
+    }
+    Ok(edits)
 }
 
 /// `<family id>-<16 hex>`: a variant's candidate id, from everything that

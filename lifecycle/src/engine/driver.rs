@@ -820,6 +820,10 @@ impl<'a> Engine<'a> {
 
     /// Advances `rec` by one step.
     pub async fn step(&self, rec: &mut CandidateRecord) -> Result<Progress, EngineError> {
+        // A `/klaud try` may have made this candidate a variant (issue 15).
+        if !matches!(rec.step, Step::Claim | Step::Done) {
+            self.adopt_listed_from_held(rec).await?;
+        }
         if !matches!(rec.step, Step::Claim | Step::Done)
             && let Some(p) = self.renew(rec).await?
         {

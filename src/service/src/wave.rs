@@ -559,7 +559,22 @@ async fn held_target(
     candidate: &klaud_claims::ClaimCandidate,
     cache: Option<&Store>,
     experiments: &[klaud_lifecycle::experiment::ExperimentSpec],
+    claim: &klaud_claims::ClaimRecord,
 ) -> Result<Option<Target>, WaveError> {
+    // A sibling a `/klaud try` listed in the claim: rebuilt from the claim
+    // record alone, branch or not (issue 15).
+    if let Some(listed) = klaud_lifecycle::experiment::Listed::of_claim(&claim.extra) {
+        let listed = match listed {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(family = %candidate.family, error = %e, "listed variants not read");
+                return Ok(None);
+            }
+        };
+        if let Some(t) = listed_target(candidate, &listed) {
+            return Ok(Some(t));
+        }
+    }
     let branch = klaud_lifecycle::engine::branch_name(candidate.id.as_str());
     let Some(head) = forge.get_ref(&format!("refs/heads/{branch}")).await? else {
         return Ok(None);
@@ -614,6 +629,63 @@ async fn held_target(
             _ => None,
         },
     )
+}
+
+/// The target of `candidate` when the claim's [`Listed`] experiment names
+/// it: its id is rebuilt from the experiment's base image and the
+/// variant's edits, and must come out the same.
+///
+/// [`Listed`]: klaud_lifecycle::experiment::Listed
+fn listed_target(
+    candidate: &klaud_claims::ClaimCandidate,
+    listed: &klaud_lifecycle::experiment::Listed,
+) -> Option<Target> {
+    let info = match listed.info_for(candidate.id.as_str())? {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::warn!(candidate = %candidate.id, error = %e, "listed variant not rebuilt");
+            return None;
+        }
+    };
+    let image = ImageRef::parse(&listed.base_image).ok()?;
+    let plain =
+        klaud_planner::identity::candidate_id(candidate.id.family().as_str(), &image.normalized());
+    let base = Target {
+        family: candidate.family.clone(),
+        candidate: CandidateId::new(&plain).ok()?,
+        image: listed.base_image.clone(),
+        revision: None,
+        clock: None,
+        not_release_reason: None,
+        upstream: None,
+        versions: None,
+        variant: None,
+    };
+    let mut target = if base.candidate == candidate.id {
+        base
+    } else {
+        let resolved = klaud_planner::variant::ResolvedVariant {
+            name: info.name.clone(),
+            from: info.from.clone(),
+            own: info.own.clone(),
+            edits: info.edits.clone(),
+        };
+        let mut made = klaud_lifecycle::experiment::variant_targets(
+            &base,
+            &info.experiment,
+            std::slice::from_ref(&resolved),
+            info.max_concurrent,
+        )
+        .ok()?;
+        let t = made.pop()?;
+        if t.candidate != candidate.id {
+            tracing::warn!(candidate = %candidate.id, rebuilt = %t.candidate, "listed variant rebuilds to another id");
+            return None;
+        }
+        t
+    };
+    target.variant = Some(info);
+    Some(target)
 }
 
 /// The plan's picks with each pick on an experiment's family replaced by
@@ -925,6 +997,7 @@ pub async fn run_wave_told(
                 c,
                 options.cache,
                 &options.engine.experiments,
+                &held.record,
             )
             .await
             {

@@ -13,6 +13,10 @@ use crate::experiment::{self, FINAL_FIELD, Sibling, VariantInfo, WINNER_FIELD};
 use crate::model::Outcome;
 use crate::report::{MarkerKey, find_record};
 
+/// How often a compare-and-swap on the shared claim is tried again when a
+/// sibling moved it in between.
+const CAS_ATTEMPTS: usize = 5;
+
 impl Engine<'_> {
     /// The claim as it is on GitHub now, adopted into `rec` when it is
     /// still ours (same owner, run and fence, and it lists `rec`): a
@@ -50,11 +54,69 @@ impl Engine<'_> {
         {
             return Ok(None);
         }
+        let merged = Self::adopt_listed(rec, &held.record)?;
         if rec.claim.as_ref().is_none_or(|s| s.sha != held.sha) {
             self.hold(rec, &held);
             self.save(rec).await?;
+        } else if merged {
+            self.save(rec).await?;
         }
         Ok(Some(held))
+    }
+
+    /// Takes into `rec` what the claim record lists of its experiment
+    /// ([`experiment::Listed`], written by `/klaud try`): the variant
+    /// itself when `rec` was rebuilt without a journal as a plain
+    /// candidate, and siblings it does not know yet. `true` when `rec`
+    /// changed (the caller saves it).
+    pub(super) fn adopt_listed(
+        rec: &mut CandidateRecord,
+        record: &klaud_claims::ClaimRecord,
+    ) -> Result<bool, EngineError> {
+        let Some(listed) = experiment::Listed::of_claim(&record.extra) else {
+            return Ok(false);
+        };
+        let listed = listed.map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?;
+        match rec.variant.as_mut() {
+            None => match listed.info_for(&rec.candidate) {
+                Some(info) => {
+                    rec.variant =
+                        Some(info.map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?);
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
+            Some(info) if info.experiment == listed.experiment => {
+                let mut changed = false;
+                for s in &listed.siblings {
+                    if !info.siblings.iter().any(|x| x.candidate == s.candidate) {
+                        info.siblings.push(s.clone());
+                        changed = true;
+                    }
+                }
+                Ok(changed)
+            }
+            Some(_) => Ok(false),
+        }
+    }
+
+    /// [`Self::adopt_listed`] from the claim `rec` holds already (no
+    /// request): a candidate rebuilt as plain learns it is a variant
+    /// before its first step under the claim.
+    pub(super) async fn adopt_listed_from_held(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<(), EngineError> {
+        if rec.variant.is_some() {
+            return Ok(());
+        }
+        let Some(stored) = rec.claim.clone() else {
+            return Ok(());
+        };
+        if Self::adopt_listed(rec, &stored.held()?.record)? {
+            self.save(rec).await?;
+        }
+        Ok(())
     }
 
     /// Writes `field` = `value` (or removes it) in the shared claim record,
@@ -65,7 +127,7 @@ impl Engine<'_> {
         field: &str,
         value: Option<&str>,
     ) -> Result<bool, EngineError> {
-        for _ in 0..3 {
+        for _ in 0..CAS_ATTEMPTS {
             let Some(held) = self.refresh_claim(rec).await? else {
                 return Ok(false);
             };
@@ -340,6 +402,12 @@ impl Engine<'_> {
         &self,
         rec: &mut CandidateRecord,
     ) -> Result<bool, EngineError> {
+        if rec.variant.is_none() {
+            return Ok(true);
+        }
+        // Release what is on GitHub now, not a tip a sibling moved on from;
+        // and learn of siblings a `/klaud try` added meanwhile.
+        self.refresh_claim(rec).await?;
         let Some(info) = rec.variant.clone() else {
             return Ok(true);
         };
@@ -348,8 +416,6 @@ impl Engine<'_> {
                 return Ok(false);
             }
         }
-        // Release what is on GitHub now, not a tip a sibling moved on from.
-        self.refresh_claim(rec).await?;
         Ok(true)
     }
 
@@ -408,20 +474,13 @@ impl Engine<'_> {
             )));
         }
         // The base's effective edits: its chain of own edits, oldest first.
-        let mut inherited: Vec<String> = Vec::new();
-        let mut at = request.from.clone();
-        let mut guard = 0;
-        while let Some(name) = at {
-            let Some(base) = info.siblings.iter().find(|s| s.name == name) else {
-                return Ok(Err(format!("the experiment has no Variant {name}")));
-            };
-            inherited.splice(0..0, base.own.iter().cloned());
-            at = base.from.clone();
-            guard += 1;
-            if guard > info.siblings.len() {
-                return Ok(Err("variants build on each other in a circle".into()));
-            }
-        }
+        let inherited = match &request.from {
+            Some(from) => match experiment::effective_edits(&info.siblings, from) {
+                Ok(e) => e,
+                Err(e) => return Ok(Err(e)),
+            },
+            None => Vec::new(),
+        };
         let own: Vec<String> = request.edits.iter().map(ToString::to_string).collect();
         let resolved = ResolvedVariant {
             name: request.name.clone(),
@@ -469,40 +528,73 @@ impl Engine<'_> {
             from: resolved.from.clone(),
             own,
         });
-        // 1. The claim lists the new candidate (compare-and-swap).
-        for _ in 0..3 {
+        // 1. The claim lists the new candidate and the experiment as it now
+        // is (one compare-and-swap), so every sibling can be rebuilt from
+        // GitHub alone.
+        let listed = experiment::Listed {
+            experiment: info.experiment.clone(),
+            base_image: info.base_image.clone(),
+            max_concurrent: info.max_concurrent,
+            siblings: info.siblings.clone(),
+        };
+        let listed_value = serde_json::to_value(&listed)
+            .map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?;
+        let mut written = false;
+        for _ in 0..CAS_ATTEMPTS {
             let Some(held) = self.refresh_claim(rec).await? else {
                 return Ok(Err("this instance does not hold the family's claim".into()));
             };
-            if held.record.candidate_ids().contains(&new_id.as_str()) {
+            let listed_now = held.record.candidate_ids().contains(&new_id.as_str())
+                && held.record.extra.get(experiment::SIBLINGS_FIELD) == Some(&listed_value);
+            if listed_now {
+                written = true;
                 break;
             }
             let mut record = held.record.clone();
-            let base = held
-                .record
-                .candidates
-                .first()
-                .map(|c| c.base.clone())
-                .unwrap_or_else(|| rec.base_sha.clone());
-            for member in self.bumped_together(&rec.family) {
-                record.candidates.push(klaud_claims::ClaimCandidate::new(
-                    &base,
-                    member,
-                    new_id.clone(),
-                ));
+            if !held.record.candidate_ids().contains(&new_id.as_str()) {
+                let base = held
+                    .record
+                    .candidates
+                    .first()
+                    .map(|c| c.base.clone())
+                    .unwrap_or_else(|| rec.base_sha.clone());
+                for member in self.bumped_together(&rec.family) {
+                    record.candidates.push(klaud_claims::ClaimCandidate::new(
+                        &base,
+                        member,
+                        new_id.clone(),
+                    ));
+                }
             }
+            record
+                .extra
+                .insert(experiment::SIBLINGS_FIELD.to_owned(), listed_value.clone());
             self.intend(rec, &format!("claim: add candidate {new_id}"))
                 .await?;
-            if let Renew::Renewed(h) = self
+            match self
                 .book()
                 .amend(&held, record)
                 .await
                 .map_err(|e| EngineError::Claim(e.to_string()))?
             {
-                self.hold(rec, &h);
-                self.save(rec).await?;
-                break;
+                Renew::Renewed(h) => {
+                    self.hold(rec, &h);
+                    self.save(rec).await?;
+                    written = true;
+                    break;
+                }
+                // Moved under us (a sibling renewed): read it again.
+                Renew::Lost(_) => continue,
             }
+        }
+        if !written {
+            // Never go on unlisted: the variant would run outside the
+            // claim its siblings release.
+            return Err(EngineError::Claim(format!(
+                "the claim of {} kept moving while Variant {} was added ({CAS_ATTEMPTS} tries); \
+                 the next pass tries again",
+                rec.family, resolved.name
+            )));
         }
         // 2. Every sibling's record learns of it.
         for s in info.siblings.clone() {
