@@ -539,4 +539,57 @@ mod tests {
         assert_eq!(twice.matches(SECTION_START).count(), 1);
         assert!(twice.starts_with(body) && twice.contains("smoke / 未开始"));
     }
+
+    #[test]
+    fn a_listed_experiment_rebuilds_each_variant_and_names_a_bad_field() {
+        let sib = |name: &str, from: Option<&str>, own: &[&str]| Sibling {
+            name: name.into(),
+            candidate: format!("d92e15065c55779d-{name:0>16}"),
+            from: from.map(Into::into),
+            own: own.iter().map(|s| s.to_string()).collect(),
+        };
+        let listed = Listed {
+            experiment: "try-x".into(),
+            base_image: "vllm/vllm-openai:v0.26.0".into(),
+            max_concurrent: 2,
+            siblings: vec![
+                sib("base", None, &[]),
+                sib("E", None, &["set a.b=1"]),
+                sib("F", Some("E"), &["unset a.c"]),
+            ],
+        };
+        let mut extra = std::collections::BTreeMap::new();
+        extra.insert(
+            SIBLINGS_FIELD.to_owned(),
+            serde_json::to_value(&listed).unwrap(),
+        );
+        let back = Listed::of_claim(&extra).unwrap().unwrap();
+        assert_eq!(back, listed);
+        let f = back
+            .info_for("d92e15065c55779d-000000000000000F")
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.edits, ["set a.b=1", "unset a.c"]);
+        assert_eq!(f.siblings.len(), 3);
+        assert_eq!(f.max_concurrent, 2);
+        assert!(back.info_for("d92e15065c55779d-ffffffffffffffff").is_none());
+        assert!(Listed::of_claim(&std::collections::BTreeMap::new()).is_none());
+        extra.insert(
+            SIBLINGS_FIELD.to_owned(),
+            serde_json::json!({"experiment": 3}),
+        );
+        let err = Listed::of_claim(&extra).unwrap().unwrap_err();
+        assert!(err.contains(SIBLINGS_FIELD), "{err}");
+        let circle = [sib("X", Some("Y"), &[]), sib("Y", Some("X"), &[])];
+        assert!(
+            effective_edits(&circle, "X")
+                .unwrap_err()
+                .contains("circle")
+        );
+        assert!(
+            effective_edits(&circle, "Z")
+                .unwrap_err()
+                .contains("no Variant Z")
+        );
+    }
 }
