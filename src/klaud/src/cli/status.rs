@@ -89,6 +89,24 @@ fn render(snapshot: &StatusSnapshot) -> String {
                 c.family
             ));
         }
+        if !repo.experiments.is_empty() {
+            out.push_str("\nexperiments:\n");
+        }
+        for e in &repo.experiments {
+            out.push_str(&format!("  {}  {}\n", e.experiment, e.family));
+            for v in &e.variants {
+                out.push_str(&format!(
+                    "    Variant {}{}  {}  {}  {}\n",
+                    v.name,
+                    v.from
+                        .as_deref()
+                        .map_or_else(String::new, |f| format!(" (= {f} plus …)")),
+                    v.state,
+                    v.pull_request.as_ref().map_or("-", |p| p.url.as_str()),
+                    v.candidate
+                ));
+            }
+        }
         out.push_str("\nrecent outcomes:\n");
         if repo.outcomes.is_empty() {
             out.push_str("  none\n");
