@@ -113,6 +113,31 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
     let failed = by_key("demo-fp4-b200-vllm");
     assert_eq!(failed["outcome"], "failed");
     assert_eq!(failed["phase"], "targeted");
+    // The multi-node family runs as an experiment (configs/demo-klaud.toml):
+    // three variants, each with its PR; Variant B's passes first and wins,
+    // the others end `duplicate`.
+    let variants: Vec<&serde_json::Value> = candidates
+        .iter()
+        .filter(|c| {
+            c["family"]
+                .as_str()
+                .is_some_and(|f| f.ends_with(":demo-fp4-gb200-dynamo-vllm-disagg"))
+        })
+        .collect();
+    let mut outcomes: Vec<&str> = variants
+        .iter()
+        .map(|c| c["outcome"].as_str().unwrap_or("none"))
+        .collect();
+    outcomes.sort();
+    assert_eq!(outcomes, ["duplicate", "duplicate", "validated"], "{v:#}");
+    assert!(
+        variants.iter().all(|c| c["pull_request"].is_string()),
+        "every variant has its PR: {v:#}"
+    );
+    assert!(
+        story.contains("Variant B of experiment demo-disagg validated first"),
+        "{story}"
+    );
     let retried = by_key("demo-fp8-h200-trt");
     assert_eq!(retried["outcome"], "validated");
     assert_eq!(

@@ -47,6 +47,7 @@ fn sample() -> StatusSnapshot {
                 outcome: None,
             }],
             outcomes: vec![],
+            ..RepositoryStatus::default()
         }],
         github_budget: vec![RateBudgetRow {
             resource: "core".into(),

@@ -232,6 +232,47 @@ async fn a_race_is_won_by_the_second_variant_and_the_others_are_stopped() {
         .expect("recipe");
     assert!(String::from_utf8_lossy(&recipe).contains("precision: fp8"));
     assert_clean_end(&env, &recs).await;
+    // `klaud status` and the dashboard show the siblings together.
+    let status = klaud_service::status::repository_status(&env.forge, &journal, instance(1))
+        .await
+        .expect("status");
+    assert_eq!(status.experiments.len(), 1, "{:#?}", status.experiments);
+    let group = &status.experiments[0];
+    assert_eq!(group.experiment, "race");
+    assert!(group.family.ends_with(&format!(":{KEY}")), "{group:#?}");
+    let rows: Vec<(&str, &str, Option<&str>)> = group
+        .variants
+        .iter()
+        .map(|v| {
+            (
+                v.name.as_str(),
+                v.state.as_str(),
+                v.pull_request.as_ref().map(|p| p.url.as_str()),
+            )
+        })
+        .collect();
+    let pull_of = |i: usize| recs[i].0.pull_url.as_deref();
+    assert_eq!(
+        rows,
+        [
+            ("A", "duplicate", pull_of(0)),
+            ("B", "validated", pull_of(1)),
+            ("C", "duplicate", pull_of(2)),
+        ]
+    );
+    assert_eq!(group.variants[2].from.as_deref(), Some("B"));
+    let page = klaud_service::dashboard::render_page(&klaud_service::dashboard::StatusSnapshot {
+        repositories: vec![status],
+        ..Default::default()
+    });
+    let section = &page[page.find("<h3>Experiments</h3>").expect("section")..];
+    let (a, b, c) = (
+        section.find("Variant A").expect("A"),
+        section.find("Variant B").expect("B"),
+        section.find("Variant C (= B plus").expect("C"),
+    );
+    assert!(a < b && b < c, "{section}");
+    assert!(section.contains(&url), "the winner's PR link: {section}");
 }
 
 #[tokio::test]

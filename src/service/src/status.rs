@@ -42,6 +42,7 @@ pub async fn repository_status(
         .filter_map(OutcomeRow::of)
         .take(MAX_OUTCOMES)
         .collect();
+    let experiments = crate::dashboard::experiment_rows(&records);
     let bot = forge.bot_login().to_owned();
     for pull in forge.list_pulls("open").await? {
         let Some(id) = pull.head_ref.strip_prefix("klaud/auto-") else {
@@ -76,5 +77,6 @@ pub async fn repository_status(
         claims,
         candidates,
         outcomes,
+        experiments,
     })
 }

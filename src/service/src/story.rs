@@ -120,6 +120,8 @@ pub struct StepNote<'a> {
     pub family: &'a str,
     /// Candidate id.
     pub candidate: &'a str,
+    /// The experiment variant the candidate is (`B`), if it is one.
+    pub variant: Option<&'a str>,
     /// What happened.
     pub event: StepEvent,
 }
@@ -217,6 +219,7 @@ pub(crate) fn tell(
             repository,
             family: &after.family,
             candidate: &after.candidate,
+            variant: after.variant.as_ref().map(|v| v.name.as_str()),
             event,
         });
     }

@@ -64,6 +64,10 @@ pub struct Args {
     /// Keep the journal in this directory (default: in memory).
     #[arg(long)]
     store: Option<PathBuf>,
+    /// A klaud.toml whose `[[experiments]]` the demo runs (default:
+    /// `configs/demo-klaud.toml`: three variants of the multi-node family).
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 /// `configs/<name>` under the working directory, else under the source
@@ -212,6 +216,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let registry_text = std::fs::read_to_string(&registry_seed)
         .with_context(|| format!("reading {}", registry_seed.display()))?;
     let script = Script::from_file(&ci).map_err(|e| anyhow::anyhow!("{}: {e}", ci.display()))?;
+    let config = args
+        .config
+        .clone()
+        .unwrap_or_else(|| default_path("demo-klaud.toml"));
+    let experiments = crate::config::Config::load(&config)
+        .map_err(|e| CliError::bad_input(anyhow::anyhow!("{e}")))?
+        .experiment_specs()
+        .map_err(|(key, message)| {
+            CliError::bad_input(anyhow::anyhow!("{}: {key}: {message}", config.display()))
+        })?;
     if !seed.is_dir() {
         return Err(CliError::bad_input(anyhow::anyhow!(
             "{} is not a directory",
@@ -220,7 +234,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     let runtime = super::runtime()?;
     let (mut report, figures) = runtime
-        .block_on(demo(&args, &seed, &registry_text, script))
+        .block_on(demo(&args, &seed, &registry_text, script, experiments))
         .map_err(CliError::failure)?;
     if args.stats {
         let (all, idle_pass, validated) = figures;
@@ -371,6 +385,7 @@ async fn demo(
     seed: &Path,
     registry_seed: &str,
     script: Script,
+    experiments: Vec<klaud_lifecycle::experiment::ExperimentSpec>,
 ) -> anyhow::Result<(DemoReport, Figures)> {
     let stack = SandboxStack::start(
         "demo/benchmarks",
@@ -384,10 +399,11 @@ async fn demo(
     stack
         .capacity
         .set_cluster(BUSY_CLUSTER, klaud_sandbox::capacity::ClusterState::Busy);
-    let engine = demo_engine(
+    let mut engine = demo_engine(
         u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(1),
         &stack,
     )?;
+    engine.experiments = experiments;
     let workflows = stack.state().workflow_files(&stack.repo).await;
     let forge = sandbox_forge(&stack).await?;
     let registry = sandbox_registry(&stack.registry_url)?;

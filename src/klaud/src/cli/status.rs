@@ -89,6 +89,24 @@ fn render(snapshot: &StatusSnapshot) -> String {
                 c.family
             ));
         }
+        if !repo.experiments.is_empty() {
+            out.push_str("\nexperiments:\n");
+        }
+        for e in &repo.experiments {
+            out.push_str(&format!("  {}  {}\n", e.experiment, e.family));
+            for v in &e.variants {
+                out.push_str(&format!(
+                    "    Variant {}{}  {}  {}  {}\n",
+                    v.name,
+                    v.from
+                        .as_deref()
+                        .map_or_else(String::new, |f| format!(" (= {f} plus …)")),
+                    v.state,
+                    v.pull_request.as_ref().map_or("-", |p| p.url.as_str()),
+                    v.candidate
+                ));
+            }
+        }
         out.push_str("\nrecent outcomes:\n");
         if repo.outcomes.is_empty() {
             out.push_str("  none\n");
@@ -104,4 +122,51 @@ fn render(snapshot: &StatusSnapshot) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use klaud_service::dashboard::{ExperimentRow, LinkRow, RepositoryStatus, VariantRow};
+
+    #[test]
+    fn variants_of_an_experiment_are_listed_under_their_family() {
+        let variant = |name: &str, from: Option<&str>, state: &str, pull: Option<u64>| VariantRow {
+            name: name.into(),
+            from: from.map(Into::into),
+            candidate: format!("fam-{name}"),
+            state: state.into(),
+            pull_request: pull.map(|n| LinkRow {
+                label: format!("#{n}"),
+                url: format!("https://github.com/o/r/pull/{n}"),
+            }),
+        };
+        let snapshot = StatusSnapshot {
+            repositories: vec![RepositoryStatus {
+                name: "o/r".into(),
+                experiments: vec![ExperimentRow {
+                    family: "configs/nvidia-master.yaml:k".into(),
+                    experiment: "exp".into(),
+                    variants: vec![
+                        variant("A", None, "duplicate", Some(4)),
+                        variant("B", None, "validated", Some(5)),
+                        variant("C", Some("B"), "smoke", None),
+                    ],
+                }],
+                ..RepositoryStatus::default()
+            }],
+            ..StatusSnapshot::default()
+        };
+        let text = render(&snapshot);
+        let section = &text[text.find("experiments:\n").expect("section")..];
+        assert!(
+            section.starts_with(
+                "experiments:\n  exp  configs/nvidia-master.yaml:k\n    \
+                 Variant A  duplicate  https://github.com/o/r/pull/4  fam-A\n    \
+                 Variant B  validated  https://github.com/o/r/pull/5  fam-B\n    \
+                 Variant C (= B plus …)  smoke  -  fam-C\n"
+            ),
+            "{section}"
+        );
+    }
 }

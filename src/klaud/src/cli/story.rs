@@ -118,8 +118,12 @@ pub fn tally(summary: &WaveSummary) -> String {
 impl StepSink for TerminalStory {
     fn note(&self, note: &StepNote<'_>) {
         let at = chrono::Local::now().format("%H:%M:%S");
+        // Variants of one experiment share the family: the name tells them apart.
+        let variant = note
+            .variant
+            .map_or_else(String::new, |v| format!(" [Variant {v}]"));
         self.line(&format!(
-            "{at} {}  {}",
+            "{at} {}{variant}  {}",
             short_family(note.family),
             note.event
         ));

@@ -590,6 +590,7 @@ impl Daemon {
             claims,
             candidates,
             outcomes,
+            experiments: crate::dashboard::experiment_rows(&records),
         }
     }
 }

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 
 use super::{
-    BudgetSample, CandidateRow, ClaimRow, FamilyRow, LinkRow, OutcomeRow, RepositoryStatus,
-    StatusSnapshot,
+    BudgetSample, CandidateRow, ClaimRow, ExperimentRow, FamilyRow, LinkRow, OutcomeRow,
+    RepositoryStatus, StatusSnapshot,
 };
 
 const STYLE: &str = r#"
@@ -252,6 +252,10 @@ fn render_repository(page: &mut String, repository: &RepositoryStatus) {
     );
     page.push_str("<h3>Candidates</h3>");
     render_candidates(page, &repository.candidates);
+    if !repository.experiments.is_empty() {
+        page.push_str("<h3>Experiments</h3>");
+        render_experiments(page, &repository.experiments);
+    }
     page.push_str("<h3>Claims</h3>");
     render_claims(page, &repository.claims);
     page.push_str("<h3>Recent outcomes</h3>");
@@ -289,6 +293,35 @@ fn render_candidates(page: &mut String, candidates: &[CandidateRow]) {
         );
     }
     page.push_str("</tbody></table></div>");
+}
+
+/// One table per experiment and family: its variants side by side.
+fn render_experiments(page: &mut String, experiments: &[ExperimentRow]) {
+    for experiment in experiments {
+        let _ = write!(
+            page,
+            "<h4 class=\"experiment\">Experiment {} · <span class=\"mono\">{}</span></h4>\
+             <div class=\"scroll\"><table class=\"stack\"><thead><tr><th>Variant</th><th>State</th><th>PR</th><th>Candidate</th></tr></thead><tbody>",
+            escape(&experiment.experiment),
+            escape(&experiment.family),
+        );
+        for v in &experiment.variants {
+            let name = match &v.from {
+                Some(from) => format!("Variant {} (= {} plus …)", v.name, from),
+                None => format!("Variant {}", v.name),
+            };
+            let _ = write!(
+                page,
+                "<tr class=\"variant\"><td data-label=\"Variant\">{}</td><td data-label=\"State\">{}</td>\
+                 <td data-label=\"PR\">{}</td><td data-label=\"Candidate\" class=\"mono\">{}</td></tr>",
+                escape(&name),
+                badge(&v.state),
+                v.pull_request.as_ref().map_or_else(|| "—".to_owned(), link),
+                escape(&v.candidate),
+            );
+        }
+        page.push_str("</tbody></table></div>");
+    }
 }
 
 fn render_claims(page: &mut String, claims: &[ClaimRow]) {

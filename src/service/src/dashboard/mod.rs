@@ -85,6 +85,89 @@ pub struct RepositoryStatus {
     pub candidates: Vec<CandidateRow>,
     /// Recent outcomes, newest first.
     pub outcomes: Vec<OutcomeRow>,
+    /// Experiments: the variants of one family side by side (issue 15).
+    pub experiments: Vec<ExperimentRow>,
+}
+
+/// The variants of one experiment on one family.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ExperimentRow {
+    /// `configs/<file>:<key>`.
+    pub family: String,
+    /// The experiment's name.
+    pub experiment: String,
+    /// Its variants, in the experiment's order.
+    pub variants: Vec<VariantRow>,
+}
+
+/// One variant of an experiment.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VariantRow {
+    /// `A`, `F`, …
+    pub name: String,
+    /// The variant it builds on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// Its candidate id.
+    pub candidate: String,
+    /// Its outcome once finished, else the state machine's step.
+    pub state: String,
+    pub pull_request: Option<LinkRow>,
+}
+
+/// The experiment variants among `records`, grouped by family and
+/// experiment; a variant seen twice (a later candidate of the family) shows
+/// its newest record.
+pub fn experiment_rows(records: &[klaud_lifecycle::engine::CandidateRecord]) -> Vec<ExperimentRow> {
+    let mut groups: std::collections::BTreeMap<
+        (String, String),
+        Vec<(
+            &klaud_lifecycle::experiment::VariantInfo,
+            &klaud_lifecycle::engine::CandidateRecord,
+        )>,
+    > = std::collections::BTreeMap::new();
+    for rec in records {
+        let Some(v) = &rec.variant else { continue };
+        let group = groups
+            .entry((rec.family.clone(), v.experiment.clone()))
+            .or_default();
+        match group.iter_mut().find(|(g, _)| g.name == v.name) {
+            Some(slot) if slot.1.updated_at < rec.updated_at => *slot = (v, rec),
+            Some(_) => {}
+            None => group.push((v, rec)),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((family, experiment), mut group)| {
+            // The experiment's own order (A, B, C; a `/klaud try` variant
+            // after the configured ones), as the PR bodies list them.
+            let order = |v: &klaud_lifecycle::experiment::VariantInfo| {
+                v.siblings
+                    .iter()
+                    .position(|s| s.name == v.name)
+                    .unwrap_or(usize::MAX)
+            };
+            group.sort_by(|a, b| order(a.0).cmp(&order(b.0)).then(a.0.name.cmp(&b.0.name)));
+            ExperimentRow {
+                family,
+                experiment,
+                variants: group
+                    .into_iter()
+                    .map(|(v, rec)| VariantRow {
+                        name: v.name.clone(),
+                        from: v.from.clone(),
+                        candidate: rec.candidate.clone(),
+                        state: outcome_of(rec).map_or_else(
+                            || rec.step.as_str().to_owned(),
+                            |e| e.outcome.to_string(),
+                        ),
+                        pull_request: pull_link(rec),
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
 }
 
 /// A family in the latest plan.
