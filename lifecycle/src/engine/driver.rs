@@ -1231,6 +1231,16 @@ impl<'a> Engine<'a> {
     }
 
     /// Renews the lease when less than half of it is left.
+    /// More than half of the lease is left: renewing now would only cost a write.
+    fn lease_needs_no_renewal(&self, held: &HeldClaim) -> bool {
+        let left = held
+            .record
+            .lease_until
+            .map(|u| u - self.clock.now())
+            .unwrap_or_else(TimeDelta::zero);
+        left * 2 > self.config.lease
+    }
+
     async fn renew(&self, rec: &mut CandidateRecord) -> Result<Option<Progress>, EngineError> {
         let Some(stored) = rec.claim.clone() else {
             return Ok(None);
@@ -1239,12 +1249,7 @@ impl<'a> Engine<'a> {
             return Ok(None);
         }
         let held = stored.held()?;
-        let left = held
-            .record
-            .lease_until
-            .map(|u| u - self.clock.now())
-            .unwrap_or_else(TimeDelta::zero);
-        if left * 2 > self.config.lease {
+        if self.lease_needs_no_renewal(&held) {
             return Ok(None);
         }
         let mut renewed = self
@@ -1258,12 +1263,7 @@ impl<'a> Engine<'a> {
             && let Some(stored) = rec.claim.clone()
         {
             let held = stored.held()?;
-            let left = held
-                .record
-                .lease_until
-                .map(|u| u - self.clock.now())
-                .unwrap_or_else(TimeDelta::zero);
-            if left * 2 > self.config.lease {
+            if self.lease_needs_no_renewal(&held) {
                 return Ok(None);
             }
             renewed = self
