@@ -61,6 +61,13 @@ git config user.email "$author@users.noreply.github.com"
 #   exit 0
 #
 # A commit without the trailer, or by anyone else, makes Klaud hand the PR off.
+#
+# Or, instead of pushing, propose variants that race under the same claim
+# (the /klaud try grammar; see configs/repair-hook.md), then exit 0:
+#
+#   jq -n '{variants: ["B: set model.precision=fp8",
+#                      "C from B: unset identity.frameworks"]}' > "$(field '.output')"
+#   exit 0
 if git diff --quiet; then
     echo "the example hook makes no fix" >&2
     exit 1

@@ -43,6 +43,34 @@ pub struct Sibling {
     pub from: Option<String>,
     /// Its own edits.
     pub own: Vec<String>,
+    /// Set when the repair hook proposed it (instead of a repair).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proposed: Option<Proposal>,
+}
+
+/// Which failed attempt the repair hook answered by proposing a variant
+/// (kept in the claim's sibling list, so it survives a lost journal and
+/// the proposal is never made twice).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposal {
+    /// The candidate whose attempt failed.
+    pub by: String,
+    /// Its variant name in the experiment.
+    pub variant: String,
+    /// The repair the hook was asked for (from 1).
+    pub repair: u32,
+    /// The failed attempt's title (`Initial smoke attempt`, `Repair 1/5`, …).
+    pub attempt: String,
+    /// The failed run's page, when there was a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+}
+
+impl Proposal {
+    /// Whether this is the answer to repair `repair` of `candidate`.
+    pub fn answers(&self, candidate: &str, repair: u32) -> bool {
+        self.by == candidate && self.repair == repair
+    }
 }
 
 /// What makes a candidate a variant (kept in its journal record).
@@ -189,6 +217,7 @@ pub fn variant_targets(
             candidate: c.as_str().to_owned(),
             from: v.from.clone(),
             own: v.own.clone(),
+            proposed: None,
         })
         .collect();
     Ok(planned
@@ -353,6 +382,23 @@ pub fn render_section(
             info.name
         ));
     }
+    if let Some(p) = info
+        .siblings
+        .iter()
+        .find(|s| s.name == info.name)
+        .and_then(|s| s.proposed.as_ref())
+    {
+        let run = p
+            .run
+            .as_ref()
+            .map(|u| format!(" ({u})"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "Variant {} was proposed by the repair hook, instead of repair {}, after Variant {}'s {} failed{run}. \
+             / 变体 {} 由修复钩子在变体 {} 的{}失败后提出（代替第 {} 次修复）。\n\n",
+            info.name, p.repair, p.variant, p.attempt, info.name, p.variant, p.attempt, p.repair
+        ));
+    }
     out.push_str(
         "| Variant / 变体 | Edits / 修改 | PR | State / 状态 |\n| --- | --- | --- | --- |\n",
     );
@@ -360,6 +406,10 @@ pub fn render_section(
         let name = match &s.from {
             Some(from) => format!("{} (= {from} + …)", s.name),
             None => s.name.clone(),
+        };
+        let name = match &s.proposed {
+            Some(p) => format!("{name} (repair hook, after {} / 修复钩子提出)", p.variant),
+            None => name,
         };
         let name = if s.name == info.name {
             format!("**{name}** (this PR / 本 PR)")
@@ -547,6 +597,7 @@ mod tests {
             candidate: format!("d92e15065c55779d-{name:0>16}"),
             from: from.map(Into::into),
             own: own.iter().map(|s| s.to_string()).collect(),
+            proposed: None,
         };
         let listed = Listed {
             experiment: "try-x".into(),

@@ -279,6 +279,10 @@ pub enum RepairOutcome {
     Pushed,
     /// It found no fix.
     GaveUp(String),
+    /// It pushed nothing and proposes these variants instead (the grammar
+    /// of `/klaud try`): they join the candidate's experiment as siblings,
+    /// and the candidate waits for their race.
+    Variants(Vec<crate::commands::TryRequest>),
 }
 
 /// An external repair agent.

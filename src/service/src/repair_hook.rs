@@ -3,6 +3,11 @@
 //! means "pushed"; any other exit means it gave up (its last stderr line
 //! says why). Before it runs, Klaud can prepare a git checkout of the head
 //! for it (`checkout` in the input), removed again afterwards.
+//!
+//! Instead of pushing, the hook may propose variants: it writes
+//! `{"variants": ["<name> [from <variant>]: <edits>", …]}` (the argument
+//! grammar of `/klaud try`) to the file named by the input's `output`, and
+//! exits 0 without pushing.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -14,6 +19,13 @@ use tokio::io::AsyncWriteExt;
 
 /// Most stderr kept for the reason.
 const MAX_REASON: usize = 400;
+/// Largest output file read (a handful of variants is a few hundred bytes).
+const MAX_OUTPUT_BYTES: u64 = 64 * 1024;
+/// Most variants one proposal may name.
+pub const MAX_PROPOSED_VARIANTS: usize = 8;
+/// What to tell a hook author whose output is refused.
+const OUTPUT_HELP: &str = "write {\"variants\": [\"<name> [from <variant>]: <edit>; <edit>\", …]} \
+     (the /klaud try grammar, see configs/repair-hook.md), or no file to report a pushed repair";
 
 /// A command run once per repair.
 #[derive(Debug, Clone)]
@@ -86,6 +98,19 @@ impl RepairHook for CommandHook {
                 serde_json::Value::String(dir.path.display().to_string()),
             );
         }
+        // Where the hook may write its proposed variants: a fresh private
+        // directory per run, removed when this call ends.
+        let output_dir = tempfile::Builder::new()
+            .prefix("klaud-repair-")
+            .tempdir()
+            .map_err(|e| format!("create the hook's output directory: {e}"))?;
+        let output_path = output_dir.path().join("output.json");
+        if let Some(map) = input.as_object_mut() {
+            map.insert(
+                "output".into(),
+                serde_json::Value::String(output_path.display().to_string()),
+            );
+        }
         let input = serde_json::to_vec(&input).map_err(|e| format!("encode context: {e}"))?;
         let mut child = tokio::process::Command::new(&self.argv[0])
             .args(&self.argv[1..])
@@ -104,7 +129,7 @@ impl RepairHook for CommandHook {
             .map_err(|_| format!("timed out after {}s", self.timeout.as_secs()))?
             .map_err(|e| format!("waiting for the hook: {e}"))?;
         if output.status.success() {
-            return Ok(RepairOutcome::Pushed);
+            return read_output(&output_path);
         }
         let stderr = String::from_utf8_lossy(&output.stderr);
         let last = stderr
@@ -123,6 +148,84 @@ impl RepairHook for CommandHook {
             output.status
         )))
     }
+}
+
+/// The hook's answer after exit 0: no output file is a pushed repair; a
+/// file must hold proposed variants, all of them well-formed (else an
+/// error naming the file, the field and what to write; nothing is used).
+fn read_output(path: &Path) -> Result<RepairOutcome, String> {
+    let size = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RepairOutcome::Pushed),
+        Err(e) => return Err(format!("repair hook output {}: {e}", path.display())),
+    };
+    if size > MAX_OUTPUT_BYTES {
+        return Err(format!(
+            "repair hook output {}: {size} bytes, more than {MAX_OUTPUT_BYTES}; {OUTPUT_HELP}",
+            path.display()
+        ));
+    }
+    let bytes =
+        std::fs::read(path).map_err(|e| format!("repair hook output {}: {e}", path.display()))?;
+    parse_output(&bytes)
+        .map(RepairOutcome::Variants)
+        .map_err(|e| format!("repair hook output {}: {e}; {OUTPUT_HELP}", path.display()))
+}
+
+/// Parses the hook's output file: `{"variants": [<try argument>, …]}`,
+/// each entry in the grammar of `/klaud try` (`<name> [from <variant>]:
+/// <edits>`); names distinct, at most [`MAX_PROPOSED_VARIANTS`]. The error
+/// names the field (`variants[1]`).
+pub fn parse_output(bytes: &[u8]) -> Result<Vec<klaud_lifecycle::commands::TryRequest>, String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Output {
+        variants: Vec<serde_json::Value>,
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+    let out: Output = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "not a JSON object with a `variants` list (line {}, column {}): {e}",
+            e.line(),
+            e.column()
+        )
+    })?;
+    if out.variants.is_empty() {
+        return Err("field `variants` is empty".into());
+    }
+    if out.variants.len() > MAX_PROPOSED_VARIANTS {
+        return Err(format!(
+            "field `variants` names {} variants, at most {MAX_PROPOSED_VARIANTS} are taken",
+            out.variants.len()
+        ));
+    }
+    let mut requests: Vec<klaud_lifecycle::commands::TryRequest> = Vec::new();
+    for (i, v) in out.variants.iter().enumerate() {
+        let Some(arg) = v.as_str() else {
+            return Err(format!(
+                "field `variants[{i}]` is {v}, not a string like \"B: set a.b=1\""
+            ));
+        };
+        let request = klaud_lifecycle::commands::parse_try(arg)
+            .map_err(|e| format!("field `variants[{i}]` ({:?}): {}", cut(arg), cut(&e)))?;
+        if requests.iter().any(|r| r.name == request.name) {
+            return Err(format!(
+                "field `variants[{i}]` names Variant {} a second time",
+                request.name
+            ));
+        }
+        requests.push(request);
+    }
+    Ok(requests)
+}
+
+/// At most 200 characters of hostile text for an error message.
+fn cut(text: &str) -> String {
+    let mut out: String = text.chars().take(200).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
 }
 
 /// A checkout directory, removed when dropped.
@@ -334,5 +437,100 @@ mod tests {
             "https://github.com/o/r/actions/runs/1/job/2"
         );
         assert_eq!(input["artifacts"][0], "bmk_1");
+    }
+
+    #[tokio::test]
+    async fn variants_written_to_the_output_file_are_proposed() {
+        let hook = CommandHook::new(
+            vec![
+                "sh".into(),
+                "-c".into(),
+                // The input names the output file; a tiny JSON reader in sh.
+                r#"out=$(sed -n 's/.*"output":"\([^"]*\)".*/\1/p'); printf '%s' '{"variants": ["B: set model.precision=fp8", "C from B: unset identity.frameworks"]}' > "$out""#.into(),
+            ],
+            Duration::from_secs(10),
+        )
+        .expect("hook");
+        match hook.repair(&context()).await {
+            Ok(RepairOutcome::Variants(v)) => {
+                let names: Vec<(&str, Option<&str>, usize)> = v
+                    .iter()
+                    .map(|r| (r.name.as_str(), r.from.as_deref(), r.edits.len()))
+                    .collect();
+                assert_eq!(names, [("B", None, 1), ("C", Some("B"), 1)]);
+            }
+            other => panic!("{other:?}"),
+        }
+        let bad = CommandHook::new(
+            vec![
+                "sh".into(),
+                "-c".into(),
+                r#"out=$(sed -n 's/.*"output":"\([^"]*\)".*/\1/p'); echo '{"variants": ["B set"]}' > "$out""#.into(),
+            ],
+            Duration::from_secs(10),
+        )
+        .expect("hook");
+        let err = bad.repair(&context()).await.expect_err("refused");
+        assert!(err.contains("repair hook output /"), "{err}");
+        assert!(err.contains("output.json"), "{err}");
+        assert!(err.contains("variants[0]"), "{err}");
+        assert!(err.contains("configs/repair-hook.md"), "{err}");
+    }
+
+    #[test]
+    fn malformed_output_is_refused_naming_the_field() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"", "not a JSON object"),
+            (b"not json", "line 1"),
+            (b"[1, 2]", "not a JSON object"),
+            (b"{}", "variants"),
+            (br#"{"variants": []}"#, "is empty"),
+            (br#"{"variants": "B: set a=1"}"#, "not a JSON object"),
+            (br#"{"variants": [3]}"#, "`variants[0]` is 3"),
+            (
+                br#"{"variants": ["B: set a.b=1"], "extra": 1}"#,
+                "unknown field `extra`",
+            ),
+            (
+                br#"{"variants": ["B: set a.b=1", "no colon"]}"#,
+                "`variants[1]`",
+            ),
+            (br#"{"variants": ["B c d: set a.b=1"]}"#, "`variants[0]`"),
+            (br#"{"variants": ["B/../x: set a.b=1"]}"#, "variant name"),
+            (br#"{"variants": ["B:"]}"#, "at least one edit"),
+            (br#"{"variants": ["B: frobnicate a"]}"#, "`variants[0]`"),
+            (
+                br#"{"variants": ["B: set a.b=1", "B: set a.b=2"]}"#,
+                "a second time",
+            ),
+            (b"\xff\xfe", "not UTF-8"),
+        ];
+        for (input, want) in cases {
+            let err = parse_output(input).expect_err(&String::from_utf8_lossy(input));
+            assert!(
+                err.contains(want),
+                "{:?}: {err}",
+                String::from_utf8_lossy(input)
+            );
+        }
+        let many = format!(
+            "{{\"variants\": [{}]}}",
+            (0..=MAX_PROPOSED_VARIANTS)
+                .map(|i| format!("\"V{i}: set a.b={i}\""))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        assert!(
+            parse_output(many.as_bytes())
+                .unwrap_err()
+                .contains("at most")
+        );
+        let long = format!("{{\"variants\": [\"B: {}\"]}}", "x".repeat(5000));
+        let err = parse_output(long.as_bytes()).unwrap_err();
+        assert!(err.len() < 600, "hostile text is cut: {}", err.len());
+        let ok = parse_output(br#"{"variants": ["B: set a.b=1", "C from B: unset a.c"]}"#)
+            .expect("good");
+        assert_eq!(ok.len(), 2);
+        assert_eq!(ok[1].from.as_deref(), Some("B"));
     }
 }

@@ -6,11 +6,11 @@
 use klaud_claims::{HeldClaim, Renew};
 use serde_json::Value;
 
-use super::{Engine, EngineError, Progress, Scope};
+use super::{Engine, EngineError, Progress, RepairContext, Scope};
 use crate::engine::forge::Forge as _;
 use crate::engine::journal::{CandidateRecord, Step, StoredClaim};
-use crate::experiment::{self, FINAL_FIELD, Sibling, VariantInfo, WINNER_FIELD};
-use crate::model::Outcome;
+use crate::experiment::{self, FINAL_FIELD, Proposal, Sibling, VariantInfo, WINNER_FIELD};
+use crate::model::{Outcome, Phase};
 use crate::report::{MarkerKey, find_record};
 
 /// How often a compare-and-swap on the shared claim is tried again when a
@@ -264,6 +264,7 @@ impl Engine<'_> {
                                 && (r.step != Step::Prepare
                                     || r.head.is_some()
                                     || r.pending_commit.is_some())
+                                && !Self::parked(&info, r)
                         })
                 })
                 .map(|(s, _)| s.name.as_str())
@@ -443,6 +444,30 @@ impl Engine<'_> {
         rec: &mut CandidateRecord,
         request: &crate::commands::TryRequest,
     ) -> Result<Result<super::Target, String>, EngineError> {
+        Ok(
+            match self
+                .add_variants(rec, std::slice::from_ref(request), None)
+                .await?
+            {
+                Ok(mut t) => t.pop().ok_or_else(|| "no variant was made".to_owned()),
+                Err(e) => Err(e),
+            },
+        )
+    }
+
+    /// [`Self::add_variant`] for several variants at once, all checked
+    /// before any is listed and then listed by one compare-and-swap, so a
+    /// refusal or a crash never leaves some of them half-added. A request
+    /// may build on one before it in `requests`. With `proposed` (the
+    /// repair hook's variants), a variant the claim already lists with the
+    /// same id and proposal is taken as added: the step is re-run after a
+    /// crash.
+    pub async fn add_variants(
+        &self,
+        rec: &mut CandidateRecord,
+        requests: &[crate::commands::TryRequest],
+        proposed: Option<&experiment::Proposal>,
+    ) -> Result<Result<Vec<super::Target>, String>, EngineError> {
         use klaud_planner::variant::ResolvedVariant;
         if matches!(rec.step, Step::Finish | Step::Done) || rec.ending.is_some() {
             return Ok(Err(format!(
@@ -462,44 +487,11 @@ impl Engine<'_> {
                 candidate: rec.candidate.clone(),
                 from: None,
                 own: Vec::new(),
+                proposed: None,
             }],
             max_concurrent: 0,
             base_image: rec.image.clone(),
         });
-        if let Some(existing) = info.siblings.iter().find(|s| s.name == request.name) {
-            return Ok(Err(format!(
-                "the experiment already has a Variant {} ({})",
-                request.name,
-                super::branch_name(&existing.candidate)
-            )));
-        }
-        // The base's effective edits: its chain of own edits, oldest first.
-        let inherited = match &request.from {
-            Some(from) => match experiment::effective_edits(&info.siblings, from) {
-                Ok(e) => e,
-                Err(e) => return Ok(Err(e)),
-            },
-            None => Vec::new(),
-        };
-        let own: Vec<String> = request.edits.iter().map(ToString::to_string).collect();
-        let resolved = ResolvedVariant {
-            name: request.name.clone(),
-            from: request.from.clone(),
-            own: own.clone(),
-            edits: inherited.iter().chain(&own).cloned().collect(),
-        };
-        // Refuse now what the bump commit could not make.
-        let edits = match resolved.parsed() {
-            Ok(e) => e,
-            Err(e) => return Ok(Err(e.to_string())),
-        };
-        if let Err(e) = self.repository.apply_variant_edits(
-            &rec.family,
-            &std::collections::BTreeMap::new(),
-            &edits,
-        ) {
-            return Ok(Err(e.to_string()));
-        }
         let base_target = super::Target {
             family: rec.family.clone(),
             candidate: Self::candidate_id(rec)?,
@@ -511,23 +503,87 @@ impl Engine<'_> {
             versions: rec.versions.clone(),
             variant: None,
         };
-        let mut target = match experiment::variant_targets(
-            &base_target,
-            &info.experiment,
-            std::slice::from_ref(&resolved),
-            info.max_concurrent,
-        ) {
-            Ok(mut t) if t.len() == 1 => t.remove(0),
-            Ok(_) => return Ok(Err("no variant was made".into())),
-            Err(e) => return Ok(Err(e)),
-        };
-        let new_id = target.candidate.clone();
-        info.siblings.push(Sibling {
-            name: resolved.name.clone(),
-            candidate: new_id.as_str().to_owned(),
-            from: resolved.from.clone(),
-            own,
-        });
+        let mut targets = Vec::new();
+        for request in requests {
+            let refused = |why: String| {
+                if requests.len() > 1 {
+                    format!("Variant {}: {why}", request.name)
+                } else {
+                    why
+                }
+            };
+            let existing = info
+                .siblings
+                .iter()
+                .find(|s| s.name == request.name)
+                .cloned();
+            if let Some(existing) = &existing
+                && (proposed.is_none() || existing.proposed.as_ref() != proposed)
+            {
+                return Ok(Err(refused(format!(
+                    "the experiment already has a Variant {} ({})",
+                    request.name,
+                    super::branch_name(&existing.candidate)
+                ))));
+            }
+            // The base's effective edits: its chain of own edits, oldest first.
+            let inherited = match &request.from {
+                Some(from) => match experiment::effective_edits(&info.siblings, from) {
+                    Ok(e) => e,
+                    Err(e) => return Ok(Err(refused(e))),
+                },
+                None => Vec::new(),
+            };
+            let own: Vec<String> = request.edits.iter().map(ToString::to_string).collect();
+            let resolved = ResolvedVariant {
+                name: request.name.clone(),
+                from: request.from.clone(),
+                own: own.clone(),
+                edits: inherited.iter().chain(&own).cloned().collect(),
+            };
+            // Refuse now what the bump commit could not make.
+            let edits = match resolved.parsed() {
+                Ok(e) => e,
+                Err(e) => return Ok(Err(refused(e.to_string()))),
+            };
+            if let Err(e) = self.repository.apply_variant_edits(
+                &rec.family,
+                &std::collections::BTreeMap::new(),
+                &edits,
+            ) {
+                return Ok(Err(refused(e.to_string())));
+            }
+            let target = match experiment::variant_targets(
+                &base_target,
+                &info.experiment,
+                std::slice::from_ref(&resolved),
+                info.max_concurrent,
+            ) {
+                Ok(mut t) if t.len() == 1 => t.remove(0),
+                Ok(_) => return Ok(Err(refused("no variant was made".into()))),
+                Err(e) => return Ok(Err(refused(e))),
+            };
+            match existing {
+                Some(e) if e.candidate == target.candidate.as_str() => {}
+                Some(e) => {
+                    return Ok(Err(refused(format!(
+                        "the experiment already has a Variant {} with other edits ({})",
+                        request.name,
+                        super::branch_name(&e.candidate)
+                    ))));
+                }
+                None => info.siblings.push(Sibling {
+                    name: resolved.name.clone(),
+                    candidate: target.candidate.as_str().to_owned(),
+                    from: resolved.from.clone(),
+                    own,
+                    proposed: proposed.cloned(),
+                }),
+            }
+            targets.push(target);
+        }
+        let new_ids: Vec<klaud_claims::CandidateId> =
+            targets.iter().map(|t| t.candidate.clone()).collect();
         // 1. The claim lists the new candidate and the experiment as it now
         // is (one compare-and-swap), so every sibling can be rebuilt from
         // GitHub alone.
@@ -544,20 +600,24 @@ impl Engine<'_> {
             let Some(held) = self.refresh_claim(rec).await? else {
                 return Ok(Err("this instance does not hold the family's claim".into()));
             };
-            let listed_now = held.record.candidate_ids().contains(&new_id.as_str())
+            let ids = held.record.candidate_ids();
+            let listed_now = new_ids.iter().all(|id| ids.contains(&id.as_str()))
                 && held.record.extra.get(experiment::SIBLINGS_FIELD) == Some(&listed_value);
             if listed_now {
                 written = true;
                 break;
             }
             let mut record = held.record.clone();
-            if !held.record.candidate_ids().contains(&new_id.as_str()) {
-                let base = held
-                    .record
-                    .candidates
-                    .first()
-                    .map(|c| c.base.clone())
-                    .unwrap_or_else(|| rec.base_sha.clone());
+            let base = held
+                .record
+                .candidates
+                .first()
+                .map(|c| c.base.clone())
+                .unwrap_or_else(|| rec.base_sha.clone());
+            for new_id in &new_ids {
+                if ids.contains(&new_id.as_str()) {
+                    continue;
+                }
                 for member in self.bumped_together(&rec.family) {
                     record.candidates.push(klaud_claims::ClaimCandidate::new(
                         &base,
@@ -569,7 +629,8 @@ impl Engine<'_> {
             record
                 .extra
                 .insert(experiment::SIBLINGS_FIELD.to_owned(), listed_value.clone());
-            self.intend(rec, &format!("claim: add candidate {new_id}"))
+            let names: Vec<&str> = requests.iter().map(|r| r.name.as_str()).collect();
+            self.intend(rec, &format!("claim: add Variant {}", names.join(", ")))
                 .await?;
             match self
                 .book()
@@ -591,19 +652,21 @@ impl Engine<'_> {
             // Never go on unlisted: the variant would run outside the
             // claim its siblings release.
             return Err(EngineError::Claim(format!(
-                "the claim of {} kept moving while Variant {} was added ({CAS_ATTEMPTS} tries); \
+                "the claim of {} kept moving while variants were added ({CAS_ATTEMPTS} tries); \
                  the next pass tries again",
-                rec.family, resolved.name
+                rec.family
             )));
         }
         // 2. Every sibling's record learns of it.
         for s in info.siblings.clone() {
-            if s.candidate == rec.candidate || s.candidate == new_id.as_str() {
+            if s.candidate == rec.candidate || new_ids.iter().any(|id| id.as_str() == s.candidate) {
                 continue;
             }
             if let Some(mut other) = self.journal.load(&s.candidate).await?
                 && let Some(v) = other.variant.as_mut()
-                && !v.siblings.iter().any(|x| x.candidate == new_id.as_str())
+                && new_ids
+                    .iter()
+                    .any(|id| !v.siblings.iter().any(|x| x.candidate == id.as_str()))
             {
                 v.siblings = info.siblings.clone();
                 self.save(&mut other).await?;
@@ -616,9 +679,177 @@ impl Engine<'_> {
         mine.siblings = info.siblings.clone();
         rec.variant = Some(mine);
         self.save(rec).await?;
-        if let Some(v) = target.variant.as_mut() {
-            v.siblings = info.siblings.clone();
+        for target in &mut targets {
+            if let Some(v) = target.variant.as_mut() {
+                v.siblings = info.siblings.clone();
+            }
         }
-        Ok(Ok(target))
+        Ok(Ok(targets))
+    }
+
+    /// Whether `r` waits for the variants the repair hook proposed instead
+    /// of its next repair (it runs nothing, so takes no slot).
+    fn parked(info: &VariantInfo, r: &CandidateRecord) -> bool {
+        r.step == Step::Repair
+            && info.siblings.iter().any(|s| {
+                s.proposed
+                    .as_ref()
+                    .is_some_and(|p| p.answers(&r.candidate, r.repairs + 1))
+            })
+    }
+
+    /// In the repair step: when the claim lists variants the repair hook
+    /// proposed instead of repair `n`, the candidate waits for their race
+    /// (`Some(progress)`). A sibling's win ends it `duplicate` (the gate);
+    /// when every proposed variant finished without a win, it ends
+    /// `failed`. `None`: no proposal answers repair `n`.
+    pub(super) async fn proposal_wait(
+        &self,
+        rec: &mut CandidateRecord,
+        n: u32,
+        phase: Phase,
+    ) -> Result<Option<Progress>, EngineError> {
+        // A plain candidate is one only after a proposal was (perhaps)
+        // listed: its intent says so; the others need no claim read.
+        let intent = rec.intent.as_deref().unwrap_or("");
+        if rec.claim.is_none()
+            || (rec.variant.is_none()
+                && !intent.starts_with(&format!("repair {n}: propose"))
+                && !intent.starts_with("claim: add Variant"))
+        {
+            return Ok(None);
+        }
+        // A crash may have come between the listing and the record's save:
+        // what counts is the claim on GitHub.
+        let Some(held) = self.refresh_claim(rec).await? else {
+            return Ok(None);
+        };
+        let Some(info) = rec.variant.clone() else {
+            return Ok(None);
+        };
+        let proposed: Vec<Sibling> = info
+            .siblings
+            .iter()
+            .filter(|s| {
+                s.proposed
+                    .as_ref()
+                    .is_some_and(|p| p.answers(&rec.candidate, n))
+            })
+            .cloned()
+            .collect();
+        if proposed.is_empty() {
+            return Ok(None);
+        }
+        if let Some(p) = self.experiment_gate(rec).await? {
+            return Ok(Some(p));
+        }
+        // A failed final sweep held the slot: give it to the proposals.
+        if held.record.extra.get(FINAL_FIELD).and_then(Value::as_str)
+            == Some(rec.candidate.as_str())
+        {
+            self.mark_claim(rec, FINAL_FIELD, None).await?;
+        }
+        let names = proposed
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        for s in &proposed {
+            let r = self.journal.load(&s.candidate).await?;
+            // Not started yet is not finished: a listed variant is always
+            // started (its record, or a rebuild from the claim).
+            let finished = match &r {
+                Some(r) => r.step == Step::Done,
+                None => {
+                    self.forge
+                        .find_pull(&super::branch_name(&s.candidate))
+                        .await?
+                        .is_some()
+                        && self.sibling_finished(s, None).await?
+                }
+            };
+            let validated = r
+                .as_ref()
+                .and_then(|r| r.ending.as_ref())
+                .is_some_and(|e| e.outcome == Outcome::Validated);
+            if !finished || validated {
+                return Ok(Some(Progress::Waiting(format!(
+                    "the repair hook proposed Variant {names} instead of repair {n}; \
+                     waiting for their race"
+                ))));
+            }
+        }
+        let m = format!(
+            "the repair hook proposed Variant {names} instead of repair {n}, \
+             and none of them validated"
+        );
+        Ok(Some(self.end(rec, Outcome::Failed, phase, m, false).await?))
+    }
+
+    /// The repair hook proposed variants instead of repair `context.repair`:
+    /// each, checked like a maintainer's `/klaud try`, joins the
+    /// experiment under the claim (all or none), and the candidate waits
+    /// for their race. A refusal ends the candidate `failed` naming why.
+    pub(super) async fn propose_variants(
+        &self,
+        rec: &mut CandidateRecord,
+        context: &RepairContext,
+        phase: Phase,
+        requests: &[crate::commands::TryRequest],
+    ) -> Result<Progress, EngineError> {
+        let n = context.repair;
+        if let Some(tip) = self.branch_tip(&rec.branch).await?
+            && tip.sha != context.head
+        {
+            let m = format!(
+                "the repair hook both pushed to {} and proposed variants on repair {n}; \
+                 it must do one or the other",
+                rec.branch
+            );
+            return self.end(rec, Outcome::Failed, phase, m, false).await;
+        }
+        if requests.is_empty() {
+            let m = format!("the repair hook proposed no variants on repair {n}");
+            return self.end(rec, Outcome::Failed, phase, m, false).await;
+        }
+        // Build on what the claim lists now (another proposal, a try).
+        self.refresh_claim(rec).await?;
+        let proposal = Proposal {
+            by: rec.candidate.clone(),
+            variant: rec
+                .variant
+                .as_ref()
+                .map_or_else(|| "base".to_owned(), |v| v.name.clone()),
+            repair: n,
+            attempt: rec
+                .attempts
+                .last()
+                .map_or_else(|| "attempt".to_owned(), |a| a.kind.title()),
+            run: context.run.as_ref().map(crate::model::RunRef::attempt_url),
+        };
+        let names = requests
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.intend(rec, &format!("repair {n}: propose Variant {names}"))
+            .await?;
+        match self.add_variants(rec, requests, Some(&proposal)).await? {
+            Ok(targets) => {
+                for t in &targets {
+                    self.open_record(t).await?;
+                }
+                Ok(Progress::Waiting(format!(
+                    "the repair hook proposed Variant {names} instead of repair {n}; \
+                     waiting for their race"
+                )))
+            }
+            Err(why) => {
+                let m = format!(
+                    "the repair hook's variants for repair {n} were refused (none was added): {why}"
+                );
+                self.end(rec, Outcome::Failed, phase, m, false).await
+            }
+        }
     }
 }

@@ -540,6 +540,11 @@ impl Engine<'_> {
         // A repair follows a failed smoke or a failed final sweep; its end
         // is reported in the phase that failed.
         let phase = last.as_ref().map_or(Phase::Targeted, |a| a.kind.phase());
+        // The hook answered this repair with variants (the claim lists
+        // them): their race decides, the hook is not asked again.
+        if let Some(p) = self.proposal_wait(rec, rec.repairs + 1, phase).await? {
+            return Ok(p);
+        }
         let Some(hook) = self.repair else {
             let m = "no repair hook is configured".to_owned();
             return self.end(rec, Outcome::Failed, phase, m, false).await;
@@ -592,6 +597,9 @@ impl Engine<'_> {
             self.intend(rec, &intent).await?;
             match hook.repair(&context).await {
                 Ok(RepairOutcome::Pushed) => {}
+                Ok(RepairOutcome::Variants(requests)) => {
+                    return self.propose_variants(rec, &context, phase, &requests).await;
+                }
                 Ok(RepairOutcome::GaveUp(why)) => {
                     let m = format!("the repair hook gave up on repair {n}: {why}");
                     return self.end(rec, Outcome::Failed, phase, m, false).await;
