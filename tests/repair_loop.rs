@@ -502,3 +502,283 @@ sweep = [{ delay = 1, outcome = "failure" }, { delay = 1, outcome = "success" }]
         .expect("receipt");
     assert!(receipt.contains("Repairs: 1"), "{receipt}");
 }
+
+/// The multi-node family whose recipe the variants edit.
+const DISAGG: &str = "demo-fp4-gb200-dynamo-vllm-disagg";
+
+/// The family's 1st smoke (the plain candidate) fails, the 2nd (the first
+/// proposed variant, B) runs long, the 3rd (C) passes: C wins.
+const PROPOSED_RACE: &str = r#"
+[families."*"]
+smoke = ["success"]
+sweep = ["success"]
+[families.demo-fp4-gb200-dynamo-vllm-disagg]
+smoke = ["failure", { outcome = "success", delay = 30 }, "success"]
+sweep = ["success"]
+"#;
+
+/// A command hook that answers a failed attempt of `candidate` by writing
+/// `output` (the file's bytes) to the input's `output` path, and gives up
+/// on every other candidate; each call appends a line to `calls`.
+fn proposing_hook(candidate: &str, output: &str, calls: &Path) -> CommandHook {
+    let script = format!(
+        r#"in=$(cat); echo call >> '{calls}'
+case "$in" in
+  *'"candidate":"{candidate}"'*) ;;
+  *) echo "no idea for this variant" >&2; exit 1 ;;
+esac
+out=$(printf '%s' "$in" | sed -n 's/.*"output":"\([^"]*\)".*/\1/p')
+printf '%s' '{output}' > "$out""#,
+        calls = calls.display(),
+    );
+    CommandHook::new(
+        vec!["sh".into(), "-c".into(), script],
+        Duration::from_secs(30),
+    )
+    .expect("hook")
+}
+
+fn target_of(rec: &klaud_lifecycle::engine::CandidateRecord) -> klaud_lifecycle::engine::Target {
+    klaud_lifecycle::engine::Target {
+        family: rec.family.clone(),
+        candidate: klaud_claims::CandidateId::new(&rec.candidate).expect("id"),
+        image: rec.image.clone(),
+        revision: rec.revision.clone(),
+        clock: rec.clock.clone(),
+        not_release_reason: rec.not_release_reason.clone(),
+        upstream: rec.upstream.clone(),
+        versions: rec.versions.clone(),
+        variant: rec.variant.clone(),
+    }
+}
+
+/// Drives `targets` round-robin, taking up every candidate the journal
+/// gains meanwhile (the variants the hook proposes), until all are done or
+/// `stop(steps taken)` says so; returns the records and the targets known.
+async fn grow_race(
+    env: &Env,
+    journal: &dyn klaud_lifecycle::engine::Journal,
+    hook: &dyn RepairHook,
+    targets: &mut Vec<klaud_lifecycle::engine::Target>,
+    stop: impl Fn(usize) -> bool,
+) -> Vec<klaud_lifecycle::engine::CandidateRecord> {
+    use klaud_lifecycle::engine::{Engine, Progress};
+    let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
+    let clock = klaud_claims::SystemClock;
+    let engine = Engine::new(
+        &lifecycle,
+        journal,
+        &clock,
+        klaud_claims::Claimant::new(uuid::Uuid::from_u128(0x7265_7061_6972)),
+        &env.baseline,
+        &env.repository,
+        env.base.clone(),
+        &env.config,
+    )
+    .with_repair(hook);
+    let mut recs = Vec::new();
+    for t in targets.iter() {
+        recs.push(engine.open_record(t).await.expect("record"));
+    }
+    let started = std::time::Instant::now();
+    let mut taken = 0;
+    loop {
+        for r in journal.list().await.expect("list") {
+            if !recs.iter().any(|x| x.candidate == r.candidate) {
+                targets.push(target_of(&r));
+                recs.push(r);
+            }
+        }
+        let mut busy = false;
+        let mut advanced = false;
+        for rec in recs.iter_mut() {
+            if rec.step == klaud_lifecycle::engine::Step::Done {
+                continue;
+            }
+            busy = true;
+            match engine.step(rec).await.expect("step") {
+                Progress::Advanced(_) => {
+                    advanced = true;
+                    taken += 1;
+                    if stop(taken) {
+                        return recs;
+                    }
+                }
+                Progress::Skipped(why) => panic!("{} skipped: {why}", rec.candidate),
+                _ => {}
+            }
+        }
+        if !busy {
+            return recs;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "no end after 90 s: {recs:#?}"
+        );
+        if !advanced {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+const TWO_VARIANTS: &str = r#"{"variants": ["B: set resources.gpus_per_node=8", "C from B: set model.precision=fp8"]}"#;
+
+fn outcome(rec: &klaud_lifecycle::engine::CandidateRecord) -> Outcome {
+    rec.ending
+        .as_ref()
+        .unwrap_or_else(|| panic!("no ending: {rec:#?}"))
+        .outcome
+}
+
+#[tokio::test]
+async fn the_hook_proposes_two_variants_and_the_second_wins_the_race() {
+    let env = env(PROPOSED_RACE).await;
+    let base = env.target(DISAGG).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let calls = dir.path().join("calls");
+    let hook = proposing_hook(base.candidate.as_str(), TWO_VARIANTS, &calls);
+    let journal = MemoryJournal::new();
+    let mut targets = vec![base.clone()];
+    let recs = grow_race(&env, &journal, &hook, &mut targets, |_| false).await;
+    assert_eq!(recs.len(), 3, "the candidate and its two proposed variants");
+    let by_name = |name: &str| {
+        recs.iter()
+            .find(|r| r.variant.as_ref().is_some_and(|v| v.name == name))
+            .unwrap_or_else(|| panic!("no Variant {name}: {recs:#?}"))
+    };
+    let (orig, b, c) = (by_name("base"), by_name("B"), by_name("C"));
+    assert_eq!(orig.candidate, base.candidate.as_str());
+    assert_eq!(
+        [outcome(orig), outcome(b), outcome(c)],
+        [Outcome::Duplicate, Outcome::Duplicate, Outcome::Validated]
+    );
+    // The hook was asked once: by the candidate, not again while it waited
+    // (B was stopped before its smoke ended).
+    let asked = std::fs::read_to_string(&calls).unwrap_or_default();
+    assert_eq!(asked.lines().count(), 1, "{asked}");
+    let winner = c.pull_url.clone().expect("url");
+    for loser in [orig, b] {
+        let pull = env.pull(loser.pull.expect("pull")).await;
+        assert!(!pull.open, "{}", loser.branch);
+        let bodies = env.bodies(pull.number).await;
+        assert!(
+            bodies
+                .iter()
+                .any(|x| x.contains("klaud-outcome") && x.contains(&winner)),
+            "the receipt links the winner: {bodies:#?}"
+        );
+    }
+    // C = B plus an edit, proposed by the hook after the failed smoke.
+    let pull = env.pull(c.pull.expect("pull")).await;
+    assert!(pull.open && !pull.draft, "the winner is ready for review");
+    assert!(
+        pull.title.starts_with("[Klaud Cold][experiment][Variant C] "),
+        "{}",
+        pull.title
+    );
+    let body = pull.body.clone().unwrap_or_default();
+    assert!(
+        body.contains("Variant C was proposed by the repair hook, instead of repair 1, after Variant base's"),
+        "{body}"
+    );
+    assert!(body.contains("Variant C = Variant B plus"), "{body}");
+    let head = c.head.clone().expect("head");
+    let recipe = env
+        .forge
+        .get_contents(
+            "benchmarks/multi_node/srt-slurm-recipes/vllm/demo-model/disagg-gb200-1p1d.yaml",
+            &head,
+        )
+        .await
+        .expect("read")
+        .expect("recipe");
+    let recipe = String::from_utf8_lossy(&recipe);
+    assert!(recipe.contains("precision: fp8"), "{recipe}");
+    assert!(recipe.contains("gpus_per_node: 8"), "{recipe}");
+    for rec in &recs {
+        assert_eq!(env.pulls(&rec.branch).await.len(), 1, "{}", rec.branch);
+    }
+    assert!(env.claims().await.is_empty(), "claim left");
+}
+
+#[tokio::test]
+async fn a_crash_after_the_proposal_restarts_without_asking_the_hook_again() {
+    for keep_journal in [true, false] {
+        let env = env(PROPOSED_RACE).await;
+        let base = env.target(DISAGG).await;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let calls = dir.path().join("calls");
+        let hook = proposing_hook(base.candidate.as_str(), TWO_VARIANTS, &calls);
+        let journal = MemoryJournal::new();
+        let mut targets = vec![base.clone()];
+        // Killed as soon as the proposal was made (the hook asked once).
+        let asked = || {
+            std::fs::read_to_string(&calls)
+                .unwrap_or_default()
+                .lines()
+                .count()
+        };
+        grow_race(&env, &journal, &hook, &mut targets, |_| asked() > 0).await;
+        assert_eq!(asked(), 1);
+        if !keep_journal {
+            journal.clear();
+        }
+        let recs = grow_race(&env, &journal, &hook, &mut targets, |_| false).await;
+        let what = format!("journal kept: {keep_journal}");
+        assert_eq!(asked(), 1, "the hook is not asked again ({what})");
+        let mut outcomes: Vec<(String, Outcome)> = recs
+            .iter()
+            .map(|r| (r.variant.as_ref().map_or("?".into(), |v| v.name.clone()), outcome(r)))
+            .collect();
+        outcomes.sort();
+        assert_eq!(
+            outcomes,
+            [
+                ("B".to_owned(), Outcome::Duplicate),
+                ("C".to_owned(), Outcome::Validated),
+                ("base".to_owned(), Outcome::Duplicate),
+            ],
+            "{what}"
+        );
+        for rec in &recs {
+            assert_eq!(env.pulls(&rec.branch).await.len(), 1, "{} {what}", rec.branch);
+        }
+        assert!(env.claims().await.is_empty(), "claim left ({what})");
+    }
+}
+
+#[tokio::test]
+async fn a_bad_proposal_adds_nothing_and_fails_naming_the_field() {
+    let env = env(PROPOSED_RACE).await;
+    let base = env.target(DISAGG).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let calls = dir.path().join("calls");
+    // The second entry's edit does not apply to the recipe.
+    let hook = proposing_hook(
+        base.candidate.as_str(),
+        r#"{"variants": ["B: set resources.gpus_per_node=8", "C: set nothing.here=1"]}"#,
+        &calls,
+    );
+    let journal = MemoryJournal::new();
+    let mut targets = vec![base.clone()];
+    let recs = grow_race(&env, &journal, &hook, &mut targets, |_| false).await;
+    assert_eq!(recs.len(), 1, "no variant was added: {recs:#?}");
+    let ending = recs[0].ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Failed);
+    assert!(
+        ending.message.contains("Variant C") && ending.message.contains("none was added"),
+        "{ending:?}"
+    );
+    let bad_json = proposing_hook(base.candidate.as_str(), r#"{"variants": ["B set"]}"#, &calls);
+    let env = self::env(PROPOSED_RACE).await;
+    let journal = MemoryJournal::new();
+    let mut targets = vec![base.clone()];
+    let recs = grow_race(&env, &journal, &bad_json, &mut targets, |_| false).await;
+    let ending = recs[0].ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Failed);
+    assert!(
+        ending.message.contains("output.json") && ending.message.contains("variants[0]"),
+        "{ending:?}"
+    );
+    assert!(env.claims().await.is_empty(), "claim left");
+}
