@@ -709,3 +709,184 @@ async fn a_tried_variant_is_rebuilt_without_the_journal_and_stopped_by_the_winne
         1
     );
 }
+
+/// What every end of a [`RACE`] must look like, however it was
+/// interrupted: one PR per variant branch, exactly one `validated` winner,
+/// the others `duplicate` with a receipt linking it, every comment marker
+/// once per PR, every run completed, no claim left.
+async fn assert_race_end(env: &Env, recs: &Recs, what: &str) {
+    let winners: Vec<&CandidateRecord> = recs
+        .iter()
+        .map(|(r, _)| r)
+        .filter(|r| ending(r) == Outcome::Validated)
+        .collect();
+    assert_eq!(winners.len(), 1, "one winner ({what}): {recs:#?}");
+    let url = winners[0].pull_url.clone().expect("winner url");
+    for (rec, _) in recs {
+        let pulls = env.pulls(&rec.branch).await;
+        assert_eq!(pulls.len(), 1, "one PR for {} ({what})", rec.branch);
+        assert_eq!(rec.pull, Some(pulls[0]), "{what}");
+        let bodies = env.bodies(pulls[0]).await;
+        let markers: Vec<String> = bodies
+            .iter()
+            .filter_map(|b| find_record(b).ok().flatten().map(|r| r.key.to_string()))
+            .collect();
+        let unique: std::collections::BTreeSet<&String> = markers.iter().collect();
+        assert_eq!(
+            unique.len(),
+            markers.len(),
+            "markers once ({what}): {markers:#?}"
+        );
+        if rec.candidate != winners[0].candidate {
+            assert_eq!(ending(rec), Outcome::Duplicate, "{} ({what})", rec.branch);
+            assert!(
+                bodies
+                    .iter()
+                    .any(|b| b.contains("klaud-outcome") && b.contains(&url)),
+                "the receipt of {} links the winner ({what}): {bodies:#?}",
+                rec.branch
+            );
+            assert!(!env.pull(pulls[0]).await.open, "{what}");
+        }
+    }
+    for id in env.stack.state().run_ids(crate::lifecycle_e2e::REPO).await {
+        let run = crate::support::run_once_completed(&env.forge, id).await;
+        assert_eq!(
+            run.status.as_deref(),
+            Some("completed"),
+            "run {id} left running ({what})"
+        );
+    }
+    assert!(env.claims().await.is_empty(), "claim left ({what})");
+}
+
+/// A kill after `k` steps in total across the variants of [`RACE`], then a
+/// restart with the journal kept or cleared, driven to the end; `true`
+/// when the race had finished before the kill.
+async fn crash_race_at(k: usize, keep_journal: bool) -> bool {
+    let env = env(RACE).await;
+    let targets = variants(&env).await;
+    let journal = MemoryJournal::new();
+    let first = race_until(&env, &journal, instance(1), &targets, |_, n| n >= k).await;
+    let finished = first.iter().all(|(r, _)| r.step == Step::Done);
+    let at: Vec<String> = first.iter().map(|(r, _)| format!("{:?}", r.step)).collect();
+    if !keep_journal {
+        journal.clear();
+    }
+    let recs = race(&env, &journal, instance(1), &targets).await;
+    let what = format!("killed after {k} steps at {at:?}, journal kept: {keep_journal}");
+    assert_race_end(&env, &recs, &what).await;
+    finished
+}
+
+/// Issue 15: "a kill at any step, then a restart, gives no duplicate PR
+/// per variant, no two winners, and no leaked claim" — at every step of a
+/// three-variant race, with and without the journal.
+#[tokio::test]
+async fn a_kill_at_every_step_of_a_race_then_a_restart_converges() {
+    for k in 1..=400 {
+        let kept = crash_race_at(k, true).await;
+        let cleared = crash_race_at(k, false).await;
+        if kept && cleared {
+            eprintln!("the race took {} steps; killed after each", k - 1);
+            return;
+        }
+    }
+    panic!("the interrupted race never finished");
+}
+
+/// After `k` steps of [`RACE`], the next GitHub write lands but its answer
+/// is lost (the connection drops), every later write fails, and the
+/// process dies in the middle of that step; `true` when the race had
+/// finished before.
+async fn crash_race_mid_write(k: usize, keep_journal: bool) -> bool {
+    use klaud_sandbox::github::{Fault, FaultAction};
+    let env = env(RACE).await;
+    let targets = variants(&env).await;
+    let journal = MemoryJournal::new();
+    let mut recs = race_until(&env, &journal, instance(1), &targets, |_, n| n >= k).await;
+    let finished = recs.iter().all(|(r, _)| r.step == Step::Done);
+    let state = env.stack.state().clone();
+    let writes = || async {
+        state
+            .request_log()
+            .await
+            .iter()
+            .filter(|e| e.method != "GET" && e.method != "HEAD")
+            .count()
+    };
+    let before = writes().await;
+    // The first write lands unanswered; every later one fails: the step
+    // dies after that one write, wherever it is.
+    for method in ["POST", "PATCH", "PUT", "DELETE"] {
+        state
+            .add_fault(Fault {
+                method: Some(method.into()),
+                path: "*".into(),
+                count: 1,
+                action: FaultAction::AfterWriteDrop,
+            })
+            .await;
+    }
+    for method in ["POST", "PATCH", "PUT", "DELETE"] {
+        state
+            .add_fault(Fault {
+                method: Some(method.into()),
+                path: "*".into(),
+                count: 10_000,
+                action: FaultAction::Status {
+                    status: 500,
+                    retry_after: None,
+                    message: None,
+                },
+            })
+            .await;
+    }
+    let mut at = String::from("finished");
+    if !finished {
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let clock = SystemClock;
+        let engine = engine(&env, &lifecycle, &journal, &clock, instance(1));
+        let started = Instant::now();
+        'steps: while started.elapsed() < Duration::from_secs(60) {
+            for (rec, p) in recs.iter_mut() {
+                if matches!(p, Progress::Done(_) | Progress::Skipped(_)) {
+                    continue;
+                }
+                at = format!("{} in {:?}", rec.branch, rec.step);
+                let result = engine.step(rec).await;
+                if result.is_err() || writes().await > before {
+                    break 'steps;
+                }
+                *p = result.expect("step");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    assert!(
+        finished || writes().await > before,
+        "no write was interrupted after {k} steps ({at})"
+    );
+    state.clear_faults().await;
+    if !keep_journal {
+        journal.clear();
+    }
+    let recs = race(&env, &journal, instance(1), &targets).await;
+    let what = format!("killed mid-write after {k} steps ({at}), journal kept: {keep_journal}");
+    assert_race_end(&env, &recs, &what).await;
+    finished
+}
+
+/// The kill of [`a_kill_at_every_step_of_a_race_then_a_restart_converges`]
+/// inside a step: after each step, the next write lands unanswered and the
+/// process dies; the journal is kept after odd steps and cleared after
+/// even ones (both at every step would double an already long test).
+#[tokio::test]
+async fn a_kill_inside_any_write_of_a_race_then_a_restart_converges() {
+    for k in 1..=400 {
+        if crash_race_mid_write(k, k % 2 == 1).await {
+            return;
+        }
+    }
+    panic!("the interrupted race never finished");
+}

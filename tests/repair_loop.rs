@@ -621,7 +621,8 @@ async fn grow_race(
     }
 }
 
-const TWO_VARIANTS: &str = r#"{"variants": ["B: set resources.gpus_per_node=8", "C from B: set model.precision=fp8"]}"#;
+const TWO_VARIANTS: &str =
+    r#"{"variants": ["B: set resources.gpus_per_node=8", "C from B: set model.precision=fp8"]}"#;
 
 fn outcome(rec: &klaud_lifecycle::engine::CandidateRecord) -> Outcome {
     rec.ending
@@ -672,13 +673,16 @@ async fn the_hook_proposes_two_variants_and_the_second_wins_the_race() {
     let pull = env.pull(c.pull.expect("pull")).await;
     assert!(pull.open && !pull.draft, "the winner is ready for review");
     assert!(
-        pull.title.starts_with("[Klaud Cold][experiment][Variant C] "),
+        pull.title
+            .starts_with("[Klaud Cold][experiment][Variant C] "),
         "{}",
         pull.title
     );
     let body = pull.body.clone().unwrap_or_default();
     assert!(
-        body.contains("Variant C was proposed by the repair hook, instead of repair 1, after Variant base's"),
+        body.contains(
+            "Variant C was proposed by the repair hook, instead of repair 1, after Variant base's"
+        ),
         "{body}"
     );
     assert!(body.contains("Variant C = Variant B plus"), "{body}");
@@ -728,7 +732,12 @@ async fn a_crash_after_the_proposal_restarts_without_asking_the_hook_again() {
         assert_eq!(asked(), 1, "the hook is not asked again ({what})");
         let mut outcomes: Vec<(String, Outcome)> = recs
             .iter()
-            .map(|r| (r.variant.as_ref().map_or("?".into(), |v| v.name.clone()), outcome(r)))
+            .map(|r| {
+                (
+                    r.variant.as_ref().map_or("?".into(), |v| v.name.clone()),
+                    outcome(r),
+                )
+            })
             .collect();
         outcomes.sort();
         assert_eq!(
@@ -741,7 +750,12 @@ async fn a_crash_after_the_proposal_restarts_without_asking_the_hook_again() {
             "{what}"
         );
         for rec in &recs {
-            assert_eq!(env.pulls(&rec.branch).await.len(), 1, "{} {what}", rec.branch);
+            assert_eq!(
+                env.pulls(&rec.branch).await.len(),
+                1,
+                "{} {what}",
+                rec.branch
+            );
         }
         assert!(env.claims().await.is_empty(), "claim left ({what})");
     }
@@ -769,7 +783,11 @@ async fn a_bad_proposal_adds_nothing_and_fails_naming_the_field() {
         ending.message.contains("Variant C") && ending.message.contains("none was added"),
         "{ending:?}"
     );
-    let bad_json = proposing_hook(base.candidate.as_str(), r#"{"variants": ["B set"]}"#, &calls);
+    let bad_json = proposing_hook(
+        base.candidate.as_str(),
+        r#"{"variants": ["B set"]}"#,
+        &calls,
+    );
     let env = self::env(PROPOSED_RACE).await;
     let journal = MemoryJournal::new();
     let mut targets = vec![base.clone()];

@@ -621,12 +621,29 @@ impl<'a> Engine<'a> {
             Some(a) if a.status != AttemptStatus::Passed => (Outcome::Failed, Phase::Targeted),
             _ => (Outcome::UnexpectedError, Phase::Unknown),
         };
+        // A variant's cleanup may be its stop by a sibling's win, which no
+        // report shows: the claim's winner field says so.
+        let (outcome, phase, message, note) = match self.stopped_by_winner(rec).await? {
+            Some(m) => {
+                let phase = rec.attempts[..reported]
+                    .last()
+                    .map_or(Phase::Resolve, |a| a.kind.phase());
+                // As the stop's `end_now`: the receipt links the winner.
+                (Outcome::Duplicate, phase, m.clone(), Some(m))
+            }
+            None => (
+                outcome,
+                phase,
+                "resumed an interrupted cleanup".to_owned(),
+                None,
+            ),
+        };
         rec.ending = Some(Ending {
             outcome,
             phase,
-            message: "resumed an interrupted cleanup".into(),
+            message,
             hands_off: false,
-            note: None,
+            note,
         });
         rec.step = Step::Finish;
         Ok(())

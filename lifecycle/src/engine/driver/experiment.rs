@@ -221,27 +221,7 @@ impl Engine<'_> {
         if let Some(winner) = held.record.extra.get(WINNER_FIELD).and_then(Value::as_str)
             && winner != rec.candidate
         {
-            let (name, link) = siblings
-                .iter()
-                .find(|(s, _)| s.candidate == winner)
-                .map(|(s, r)| {
-                    let url = r.as_ref().and_then(|r| r.pull_url.clone());
-                    (s.name.clone(), url)
-                })
-                .unwrap_or_else(|| (winner.to_owned(), None));
-            let link = match link {
-                Some(url) => url,
-                None => self
-                    .forge
-                    .find_pull(&super::branch_name(winner))
-                    .await?
-                    .map(|p| p.html_url)
-                    .unwrap_or_else(|| super::branch_name(winner)),
-            };
-            let m = format!(
-                "Variant {name} of experiment {} validated first: {link}",
-                info.experiment
-            );
+            let m = self.winner_message(&info, &siblings, winner).await?;
             // Rebuilt without a journal, the record may not know its own
             // branch and PR yet: the stop must close what exists.
             if matches!(rec.step, Step::Prepare | Step::Open) {
@@ -305,6 +285,70 @@ impl Engine<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// The stop message of a variant whose sibling `winner` validated,
+    /// linking the winner's PR.
+    async fn winner_message(
+        &self,
+        info: &VariantInfo,
+        siblings: &[(Sibling, Option<CandidateRecord>)],
+        winner: &str,
+    ) -> Result<String, EngineError> {
+        let (name, link) = siblings
+            .iter()
+            .find(|(s, _)| s.candidate == winner)
+            .map(|(s, r)| {
+                let url = r.as_ref().and_then(|r| r.pull_url.clone());
+                (s.name.clone(), url)
+            })
+            .unwrap_or_else(|| (winner.to_owned(), None));
+        let link = match link {
+            Some(url) => url,
+            None => self
+                .forge
+                .find_pull(&super::branch_name(winner))
+                .await?
+                .map(|p| p.html_url)
+                .unwrap_or_else(|| super::branch_name(winner)),
+        };
+        Ok(format!(
+            "Variant {name} of experiment {} validated first: {link}",
+            info.experiment
+        ))
+    }
+
+    /// For a variant rebuilt without its journal in the middle of its
+    /// cleanup: when a sibling is the claim's winner, the stop message
+    /// (the cleanup was the stop, its end is `duplicate`); `None` when no
+    /// sibling won (the reports decide the end).
+    pub(super) async fn stopped_by_winner(
+        &self,
+        rec: &CandidateRecord,
+    ) -> Result<Option<String>, EngineError> {
+        let Some(info) = rec.variant.clone() else {
+            return Ok(None);
+        };
+        let family = Self::candidate_id(rec)?.family();
+        let Some(entry) = self
+            .book()
+            .inspect(&family)
+            .await
+            .map_err(|e| EngineError::Claim(e.to_string()))?
+        else {
+            return Ok(None);
+        };
+        let Ok(record) = entry.record else {
+            return Ok(None);
+        };
+        let Some(winner) = record.extra.get(WINNER_FIELD).and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        if winner == rec.candidate || !info.siblings.iter().any(|s| s.candidate == winner) {
+            return Ok(None);
+        }
+        let siblings = self.sibling_records(&info).await?;
+        Ok(Some(self.winner_message(&info, &siblings, winner).await?))
     }
 
     /// The branch head (a commit with this candidate's trailer) and the
