@@ -643,4 +643,48 @@ mod tests {
                 .contains("no Variant Z")
         );
     }
+
+    #[test]
+    fn a_proposed_variant_says_which_attempt_it_answers() {
+        let vs = [
+            resolved("base", None, &[], &[]),
+            resolved("B", None, &["set a.b=1"], &["set a.b=1"]),
+        ];
+        let targets = variant_targets(&base(), "try-x", &vs, 0).unwrap();
+        let mut info = targets[1].variant.clone().unwrap();
+        let proposal = Proposal {
+            by: info.siblings[0].candidate.clone(),
+            variant: "base".into(),
+            repair: 1,
+            attempt: "Initial smoke attempt".into(),
+            run: Some("https://github.com/o/r/actions/runs/7".into()),
+        };
+        info.siblings[1].proposed = Some(proposal.clone());
+        assert!(proposal.answers(&info.siblings[0].candidate, 1));
+        assert!(!proposal.answers(&info.siblings[0].candidate, 2));
+        assert!(!proposal.answers(&info.siblings[1].candidate, 1));
+        let rows: Vec<(Sibling, Option<CandidateRecord>)> =
+            info.siblings.iter().map(|s| (s.clone(), None)).collect();
+        let section = render_section(&info, &rows);
+        assert!(
+            section.contains(
+                "Variant B was proposed by the repair hook, instead of repair 1, after Variant base's \
+                 Initial smoke attempt failed (https://github.com/o/r/actions/runs/7)."
+            ),
+            "{section}"
+        );
+        assert!(section.contains("B (repair hook, after base"), "{section}");
+        // The base's own PR does not claim to be proposed.
+        let mut base_info = info.clone();
+        base_info.name = "base".into();
+        assert!(!render_section(&base_info, &rows).contains("was proposed"));
+        // Listed without the field (an older claim) still parses; with it,
+        // it round-trips.
+        let old = serde_json::json!({"name": "B", "candidate": "c", "own": []});
+        let sib: Sibling = serde_json::from_value(old).unwrap();
+        assert_eq!(sib.proposed, None);
+        let back: Sibling =
+            serde_json::from_value(serde_json::to_value(&info.siblings[1]).unwrap()).unwrap();
+        assert_eq!(back.proposed, Some(proposal));
+    }
 }
