@@ -6,14 +6,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use klaud::cli::demo::{sandbox_engine, sandbox_registry};
 use klaud_claims::Claimant;
 use klaud_lifecycle::engine::MemoryJournal;
-use klaud_planner::plan::{BlockKind, PlanOptions};
+use klaud_planner::plan::BlockKind;
 use klaud_sandbox::stack::MAINTAINER;
-use klaud_service::wave::{WaveOptions, WaveSummary, run_wave};
+use klaud_service::wave::WaveSummary;
 
-use crate::lifecycle_e2e::{Env, REPO, env_seeded};
+use crate::support::{Harness, REPO, engine_config};
 
 pub(crate) const KEY: &str = "demo-fp4-b200-vllm";
 const RECIPE_KEY: &str = "demo-fp4-gb200-dynamo-vllm-disagg";
@@ -27,49 +26,32 @@ fn instance() -> Claimant {
     Claimant::new(uuid::Uuid::from_u128(0x7065_6f70_6c65))
 }
 
-async fn wave(env: &Env, owner_run: u64) -> WaveSummary {
+async fn wave(env: &Harness, owner_run: u64) -> WaveSummary {
     wave_with(env, owner_run, &MemoryJournal::new()).await
 }
 
-pub(crate) async fn wave_with(env: &Env, owner_run: u64, journal: &MemoryJournal) -> WaveSummary {
-    wave_config(env, sandbox_engine(owner_run), journal).await
+pub(crate) async fn wave_with(
+    env: &Harness,
+    owner_run: u64,
+    journal: &MemoryJournal,
+) -> WaveSummary {
+    wave_config(env, engine_config(owner_run), journal).await
 }
 
 pub(crate) async fn wave_config(
-    env: &Env,
+    env: &Harness,
     engine: klaud_lifecycle::engine::EngineConfig,
     journal: &MemoryJournal,
 ) -> WaveSummary {
-    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
-    let mut plan = PlanOptions::new(chrono::Utc::now());
-    plan.max_candidates = 20;
-    plan.min_age = Duration::ZERO;
-    run_wave(
-        &env.forge,
-        journal,
-        &registry,
-        &env.baseline,
-        None,
-        WaveOptions {
-            claimant: instance(),
-            engine,
-            plan,
-            poll: Duration::from_millis(20),
-            wait: Duration::ZERO,
-            cooldown: Duration::ZERO,
-            upstream: None,
-            cache: None,
-            stop: None,
-            checkout: None,
-        },
-    )
-    .await
-    .expect("wave")
+    let mut options = env.wave_options(instance(), engine);
+    options.plan.min_age = Duration::ZERO;
+    options.cooldown = Duration::ZERO;
+    env.wave(journal, options).await
 }
 
 /// A maintainer pushes `files` to `branch` and opens a PR from it.
 pub(crate) async fn human_pull(
-    env: &Env,
+    env: &Harness,
     branch: &str,
     files: BTreeMap<String, Option<Vec<u8>>>,
 ) -> u64 {
@@ -117,7 +99,7 @@ pub(crate) fn klaud_pulls_of(summary: &WaveSummary, key: &str) -> usize {
 }
 
 /// The sandbox's open pull requests by number, with their head branches.
-pub(crate) async fn open_pulls(env: &Env) -> Vec<(u64, String)> {
+pub(crate) async fn open_pulls(env: &Harness) -> Vec<(u64, String)> {
     env.forge
         .list_pulls("open")
         .await
@@ -129,7 +111,7 @@ pub(crate) async fn open_pulls(env: &Env) -> Vec<(u64, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_human_pr_for_the_key_makes_the_family_a_duplicate() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     // The human bumps the key's image (only its entry changes).
     let number = human_pull(
         &env,
@@ -192,7 +174,7 @@ async fn a_human_pr_for_the_key_makes_the_family_a_duplicate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_human_pr_for_a_recipe_makes_its_family_a_duplicate() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let recipe = "benchmarks/multi_node/srt-slurm-recipes/vllm/demo-model/disagg-gb200-2p1d.yaml";
     let mut text = std::fs::read(demo().join(recipe)).expect("recipe");
     text.extend_from_slice(b"# tuned by hand\n");
@@ -224,7 +206,7 @@ async fn a_human_pr_for_a_recipe_makes_its_family_a_duplicate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_klaud_pr_occupies_its_family_with_a_fresh_store() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let first = wave(&env, 5103).await;
     let opened: Vec<_> = first
         .candidates
@@ -262,13 +244,13 @@ async fn an_open_klaud_pr_occupies_its_family_with_a_fresh_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_old_helpers_branch_spelling_occupies_the_family() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let probe = wave(&env, 5105).await;
     let f = family_of(&probe, KEY);
     let c = f.candidate.as_ref().expect("stale");
     let id = klaud_planner::identity::candidate_id(&f.id, &c.image.normalized());
     // Start over on a fresh sandbox where the old helper has a PR open.
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let branch = format!("klaude/auto-{id}");
     human_pull(
         &env,
@@ -311,7 +293,7 @@ async fn a_retired_key_is_never_bumped_and_the_plan_says_why() {
          | Demo H200 (`demo-h200`) | Deprecated since 2026-01-02 ([#7](https://example.invalid/7)) | Nothing |\n",
     )
     .expect("write");
-    let env = env_seeded(seed.path(), None).await;
+    let env = Harness::demo().seed_dir(seed.path()).start().await;
     let summary = wave(&env, 5107).await;
     let b = family_of(&summary, KEY).blocked.clone().expect("retired");
     assert_eq!(b.kind, BlockKind::Retired);
@@ -333,7 +315,7 @@ async fn a_retired_key_is_never_bumped_and_the_plan_says_why() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching_it_again() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let journal = MemoryJournal::new();
     let first = wave_with(&env, 5108, &journal).await;
     let c = first
@@ -423,7 +405,7 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_human_pr_overlapping_an_open_klaud_pr_is_left_or_handed_off_as_configured() {
     use klaud_lifecycle::engine::HumanOverlap;
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let journal = MemoryJournal::new();
     let first = wave_with(&env, 5109, &journal).await;
     let ours = first
@@ -464,7 +446,7 @@ async fn a_human_pr_overlapping_an_open_klaud_pr_is_left_or_handed_off_as_config
     assert!(env.forge.get_pull(number).await.expect("pull").open);
 
     // handoff: Klaud ends its own candidate and closes its own PR.
-    let mut engine = sandbox_engine(5109);
+    let mut engine = engine_config(5109);
     engine.on_human_overlap = HumanOverlap::Handoff;
     let third = wave_config(&env, engine, &journal).await;
     let c = third

@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+mod harness;
+pub use harness::*;
+
 use std::path::{Path, PathBuf};
 
 /// The repository root (the tests are compiled as part of `src/klaud`).
