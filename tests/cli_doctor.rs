@@ -5,16 +5,16 @@
 //! each show up in their own check while the others still run.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
 use klaud_sandbox::github::GithubState;
-use klaud_sandbox::stack::{BOT_TOKEN, MAINTAINER, SandboxStack};
+use klaud_sandbox::stack::{BOT_TOKEN, MAINTAINER};
 use serde_json::Value;
 
-const REPO: &str = "demo/benchmarks";
-const BOT: &str = "Klaud-Cold";
+use crate::support::{BOT, Harness, REPO};
+
 /// The variable the tests' configuration reads the token from, so nothing
 /// in the developer's environment leaks in.
 const TOKEN_ENV: &str = "KLAUD_DOCTOR_TEST_TOKEN";
@@ -48,10 +48,6 @@ struct Sandbox {
     dir: tempfile::TempDir,
 }
 
-fn root() -> &'static Path {
-    Path::new(crate::support::REPO_ROOT)
-}
-
 fn block<T>(fut: impl std::future::Future<Output = T>) -> T {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -71,18 +67,10 @@ fn sandbox() -> Sandbox {
             .build()
             .expect("runtime");
         rt.block_on(async move {
-            let seed = std::fs::read_to_string(root().join("configs/demo-registry.json"))
-                .expect("registry seed");
-            let stack = SandboxStack::start(
-                REPO,
-                BOT,
-                &root().join("configs/demo"),
-                &seed,
-                None,
-                Duration::from_secs(3600),
-            )
-            .await
-            .expect("sandbox");
+            let stack = Harness::demo()
+                .poll(Duration::from_secs(3600))
+                .start_stack()
+                .await;
             tx.send((
                 stack.github.url(),
                 stack.registry_url.clone(),
