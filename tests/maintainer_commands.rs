@@ -119,7 +119,7 @@ async fn maintainer_stop_ends_the_candidate_as_handoff_with_one_reply() {
     assert!(ending.message.contains("flaky node"), "{}", ending.message);
     assert!(env.claims().await.is_empty(), "the claim is released");
     // Hands off: the PR stays open and the branch stays.
-    assert!(env.forge.get_pull(pr).await.expect("pull").open);
+    assert!(env.pull(pr).await.open);
     let replies = env.replies_to(pr, id).await;
     assert_eq!(replies.len(), 1, "{replies:#?}");
     assert!(replies[0].starts_with("Stopped") || replies[0].contains("Stopped"));
@@ -217,7 +217,7 @@ async fn commands_in_code_blocks_quotes_and_own_comments_are_ignored() {
     assert_eq!(env.handle(&env.forge, &mut rec).await, 0);
     assert_ne!(rec.step, Step::Done);
     assert_eq!(env.claims().await.len(), 1);
-    let bodies = env.stack.state().comment_bodies(REPO, pr).await;
+    let bodies = env.bodies(pr).await;
     assert!(
         !bodies.iter().any(|b| b.contains("klaud-reply:")),
         "{bodies:#?}"
@@ -240,11 +240,8 @@ async fn release_cleans_up_and_the_receipt_names_who_and_why() {
     assert_eq!(rec.step, Step::Done);
     assert!(!rec.ending.as_ref().expect("ending").hands_off);
     assert!(env.claims().await.is_empty());
-    assert!(
-        !env.forge.get_pull(pr).await.expect("pull").open,
-        "cleanup closes the PR"
-    );
-    let bodies = env.stack.state().comment_bodies(REPO, pr).await;
+    assert!(!env.pull(pr).await.open, "cleanup closes the PR");
+    let bodies = env.bodies(pr).await;
     let receipt = bodies
         .iter()
         .find(|b| b.contains("<!-- klaud-outcome:"))
@@ -321,9 +318,7 @@ async fn recovery_leases(env: &Harness) -> Vec<(String, String)> {
 }
 
 async fn receipts(env: &Harness, number: u64) -> usize {
-    env.stack
-        .state()
-        .comment_bodies(REPO, number)
+    env.bodies(number)
         .await
         .iter()
         .filter(|b| b.contains("<!-- klaud-outcome:"))
@@ -349,7 +344,7 @@ async fn recover_finishes_an_expired_claim_once_with_two_concurrent_recoverers()
         "{all:#?}"
     );
     assert_eq!(receipts(&env, pr).await, 1, "one cleanup, one receipt");
-    assert!(!env.forge.get_pull(pr).await.expect("pull").open);
+    assert!(!env.pull(pr).await.open);
     assert!(env.claims().await.is_empty());
     assert!(
         recovery_leases(&env).await.is_empty(),
@@ -652,7 +647,7 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("live owner"), "{stderr}");
     assert_eq!(env.claims().await.len(), 1, "a refusal changes nothing");
-    assert!(env.forge.get_pull(pr).await.expect("pull").open);
+    assert!(env.pull(pr).await.open);
 
     let forced: Vec<&str> = args.iter().copied().chain(["--force", "--json"]).collect();
     let out = claims_release(&env, &forced).await;
@@ -667,11 +662,8 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
     );
     assert_eq!(released["candidates"][0]["outcome"], "handoff");
     assert!(env.claims().await.is_empty());
-    assert!(
-        !env.forge.get_pull(pr).await.expect("pull").open,
-        "cleanup closes the PR"
-    );
-    let bodies = env.stack.state().comment_bodies(REPO, pr).await;
+    assert!(!env.pull(pr).await.open, "cleanup closes the PR");
+    let bodies = env.bodies(pr).await;
     let receipt = bodies
         .iter()
         .find(|b| b.contains("<!-- klaud-outcome:"))
@@ -712,9 +704,7 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
     let summary = klaud_service::CandidateSummary::of(&stale, None);
     assert_eq!(summary.outcome.as_deref(), Some("handoff"));
     assert_eq!(
-        env.stack
-            .state()
-            .comment_bodies(REPO, pr)
+        env.bodies(pr)
             .await
             .iter()
             .filter(|b| b.contains("<!-- klaud-outcome:"))
@@ -760,7 +750,7 @@ async fn recovery_only_releases_when_the_orphan_already_wrote_its_receipt() {
     assert_eq!(env.claims().await.len(), 1, "the claim was not released");
     tokio::time::sleep(Duration::from_millis(2100)).await;
 
-    let before = env.stack.state().comment_bodies(REPO, pr).await.len();
+    let before = env.bodies(pr).await.len();
     let recovered = recover_as(&env, 8).await;
     assert_eq!(recovered.len(), 1, "{recovered:#?}");
     assert_eq!(
@@ -769,7 +759,7 @@ async fn recovery_only_releases_when_the_orphan_already_wrote_its_receipt() {
         "the receipt's outcome stands: {recovered:#?}"
     );
     assert_eq!(
-        env.stack.state().comment_bodies(REPO, pr).await.len(),
+        env.bodies(pr).await.len(),
         before,
         "only released: nothing written on the PR"
     );
@@ -811,7 +801,7 @@ async fn cli_release_that_cannot_finish_a_candidate_keeps_the_claim_and_says_so(
     assert!(stdout.contains("did not finish"), "{stdout}");
     assert!(stderr.contains("stays leased"), "{stderr}");
     assert_eq!(env.claims().await.len(), 1, "the claim is kept");
-    assert!(env.forge.get_pull(pr).await.expect("pull").open);
+    assert!(env.pull(pr).await.open);
     assert_eq!(receipts(&env, pr).await, 0);
 
     // Once GitHub answers again, a forced re-run finishes it.

@@ -158,13 +158,7 @@ async fn a_human_pr_for_the_key_makes_the_family_a_duplicate() {
         "the other stale families still get PRs: {summary:#?}"
     );
     // Nothing is posted on the human's PR, and no Klaud PR names the family.
-    assert!(
-        env.stack
-            .state()
-            .comment_bodies(REPO, number)
-            .await
-            .is_empty()
-    );
+    assert!(env.bodies(number).await.is_empty());
     let klaud_branch_for_key = summary
         .candidates
         .iter()
@@ -195,13 +189,7 @@ async fn a_human_pr_for_a_recipe_makes_its_family_a_duplicate() {
     assert_eq!(klaud_pulls_of(&summary, RECIPE_KEY), 0);
     // A key whose entry the PR does not touch is planned as usual.
     assert!(family_of(&summary, KEY).blocked.is_none());
-    assert!(
-        env.stack
-            .state()
-            .comment_bodies(REPO, number)
-            .await
-            .is_empty()
-    );
+    assert!(env.bodies(number).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -337,7 +325,7 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
     )
     .close_pull(number)
     .await;
-    let comments_before = env.stack.state().comment_bodies(REPO, number).await.len();
+    let comments_before = env.bodies(number).await.len();
     let log_before = env.stack.state().request_log().await.len();
 
     let second = wave_with(&env, 5108, &journal).await;
@@ -355,7 +343,7 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
         "{ended:#?}"
     );
     // Exactly one new comment: the receipt, naming who closed it.
-    let bodies = env.stack.state().comment_bodies(REPO, number).await;
+    let bodies = env.bodies(number).await;
     assert_eq!(bodies.len(), comments_before + 1, "{bodies:#?}");
     let receipt = bodies.last().expect("receipt");
     assert!(receipt.starts_with("<!-- klaud-outcome:"), "{receipt}");
@@ -399,7 +387,7 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
             .any(|(name, _)| name.ends_with(family_id.as_str())),
         "claim released"
     );
-    assert!(!env.forge.get_pull(number).await.expect("pull").open);
+    assert!(!env.pull(number).await.open);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -443,7 +431,7 @@ async fn a_human_pr_overlapping_an_open_klaud_pr_is_left_or_handed_off_as_config
         status.contains("left as is") && status.contains(&format!("#{human}")),
         "{status}"
     );
-    assert!(env.forge.get_pull(number).await.expect("pull").open);
+    assert!(env.pull(number).await.open);
 
     // handoff: Klaud ends its own candidate and closes its own PR.
     let mut engine = engine_config(5109);
@@ -455,13 +443,7 @@ async fn a_human_pr_overlapping_an_open_klaud_pr_is_left_or_handed_off_as_config
         .find(|c| c.candidate == ours.candidate)
         .expect("reported");
     assert_eq!(c.outcome.as_deref(), Some("handoff"), "{c:#?}");
-    assert!(!env.forge.get_pull(number).await.expect("pull").open);
-    assert!(env.forge.get_pull(human).await.expect("pull").open);
-    assert!(
-        env.stack
-            .state()
-            .comment_bodies(REPO, human)
-            .await
-            .is_empty()
-    );
+    assert!(!env.pull(number).await.open);
+    assert!(env.pull(human).await.open);
+    assert!(env.bodies(human).await.is_empty());
 }

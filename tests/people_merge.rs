@@ -79,7 +79,7 @@ async fn the_sandbox_merges_as_github_documents_refusing_a_stale_sha_and_a_close
             .contains("Head branch was modified")
     );
     let merge_sha = person.merge_pull(number).await;
-    let pull = env.forge.get_pull(number).await.expect("pull");
+    let pull = env.pull(number).await;
     assert!(!pull.open && pull.merged, "{pull:?}");
     // The base branch moved to the merge commit, which carries the change.
     let main = env
@@ -170,7 +170,7 @@ async fn a_pr_merged_before_its_sweep_ends_handoff_and_klaud_only_cancels_and_wr
         "claim released"
     );
     // The PR stays merged; nothing reopened or relabelled it.
-    let pull = env.forge.get_pull(number).await.expect("pull");
+    let pull = env.pull(number).await;
     assert!(pull.merged && !pull.open);
 }
 

@@ -8,7 +8,7 @@ use klaud_lifecycle::engine::MemoryJournal;
 use klaud_service::wave::{CandidateSummary, WaveSummary};
 
 use crate::people::{KEY, wave_config};
-use crate::support::{Harness, REPO};
+use crate::support::Harness;
 
 fn candidate_of<'a>(summary: &'a WaveSummary, key: &str) -> &'a CandidateSummary {
     summary
@@ -48,7 +48,7 @@ async fn runs_of(env: &Harness, candidate: &str) -> Vec<u64> {
 /// dashboard shows too) and the wave summary all say `outcome`.
 async fn agree(env: &Harness, journal: &MemoryJournal, c: &CandidateSummary, outcome: &str) {
     assert_eq!(c.outcome.as_deref(), Some(outcome), "{c:#?}");
-    let bodies = env.stack.state().comment_bodies(REPO, pull_number(c)).await;
+    let bodies = env.bodies(pull_number(c)).await;
     let receipt = bodies
         .iter()
         .rfind(|b| b.starts_with("<!-- klaud-outcome:"))
@@ -87,10 +87,10 @@ async fn a_family_with_no_published_baseline_is_readiness_blocked_before_any_dis
     assert!(runs_of(&env, &c.candidate).await.is_empty());
     // The receipt names the reason code; the PR is closed.
     let number = pull_number(c);
-    let bodies = env.stack.state().comment_bodies(REPO, number).await;
+    let bodies = env.bodies(number).await;
     let receipt = bodies.last().expect("receipt");
     assert!(receipt.contains("baseline-unavailable"), "{receipt}");
-    assert!(!env.forge.get_pull(number).await.expect("pull").open);
+    assert!(!env.pull(number).await.open);
     // The other families, whose baselines are published, go on to smoke.
     assert!(
         summary
@@ -125,7 +125,7 @@ async fn a_baseline_missing_some_points_is_readiness_blocked_naming_them() {
     assert!(!message.contains("c16 "), "{message}");
     assert!(c.runs.is_empty(), "{c:#?}");
     assert!(runs_of(&env, &c.candidate).await.is_empty());
-    let bodies = env.stack.state().comment_bodies(REPO, pull_number(c)).await;
+    let bodies = env.bodies(pull_number(c)).await;
     let receipt = bodies.last().expect("receipt");
     assert!(
         receipt.contains("baseline-incomplete") && receipt.contains("c32"),
