@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use chrono::TimeDelta;
 use klaud_claims::{CandidateId, ClaimBook, ClaimCandidate, Claimant, SystemClock};
 use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
-use klaud_sandbox::github::{GithubSim, GithubState, Permission};
+use klaud_sandbox::github::{GithubState, Permission};
 use serde_json::Value;
 
 const REPO: &str = "sandbox/benchmarks";
@@ -34,47 +34,21 @@ fn block<T>(fut: impl std::future::Future<Output = T>) -> T {
 }
 
 fn sandbox() -> Sandbox {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let st = GithubState::new();
-            st.add_user(BOT, Some("Klaud Cold"), false).await;
-            st.add_user("maintainer", None, false).await;
-            st.add_token(BOT, BOT_TOKEN, Some(u64::MAX)).await.unwrap();
-            st.add_token("maintainer", MAINTAINER_TOKEN, None)
-                .await
-                .unwrap();
-            st.create_repo(REPO, "main").await.unwrap();
-            st.set_permission(REPO, BOT, Permission::Write)
-                .await
-                .unwrap();
-            st.set_permission(REPO, "maintainer", Permission::Maintain)
-                .await
-                .unwrap();
-            let mut files = BTreeMap::new();
-            files.insert(
-                "configs/nvidia-master.yaml".to_string(),
-                Some(
-                    b"dsr1-fp4-b200-sglang:\n  image: lmsysorg/sglang:v0.5.16-cu130\n\
-                      other-key:\n  image: vllm/vllm-openai:v0.25.0\n"
-                        .to_vec(),
-                ),
-            );
-            st.push_commit(REPO, "main", "maintainer", files, "seed")
-                .await
-                .unwrap();
-            let sim = GithubSim::start(st).await.unwrap();
-            tx.send((sim.url(), sim.state().clone())).unwrap();
-            // Serve until the test process exits.
-            std::future::pending::<()>().await;
-        });
-    });
-    let (url, state) = rx.recv().unwrap();
+    let (url, state) = crate::support::GithubOnly::new(REPO)
+        .user(BOT, Some("Klaud Cold"), Some(Permission::Write))
+        .user("maintainer", None, Some(Permission::Maintain))
+        .token(BOT, BOT_TOKEN, Some(u64::MAX))
+        .token("maintainer", MAINTAINER_TOKEN, None)
+        .files(
+            "maintainer",
+            "seed",
+            &[(
+                "configs/nvidia-master.yaml",
+                b"dsr1-fp4-b200-sglang:\n  image: lmsysorg/sglang:v0.5.16-cu130\n\
+                  other-key:\n  image: vllm/vllm-openai:v0.25.0\n",
+            )],
+        )
+        .start_detached();
     Sandbox { url, state }
 }
 

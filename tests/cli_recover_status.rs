@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use chrono::TimeDelta;
 use klaud_claims::{CandidateId, ClaimBook, ClaimCandidate, Claimant, SystemClock};
 use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
-use klaud_sandbox::github::{GithubSim, GithubState, Permission};
+use klaud_sandbox::github::{GithubState, Permission};
 use serde_json::Value;
 
 const REPO: &str = "sandbox/benchmarks";
@@ -28,37 +28,12 @@ fn block<T>(fut: impl std::future::Future<Output = T>) -> T {
 }
 
 fn sandbox() -> Sandbox {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let st = GithubState::new();
-            st.add_user(BOT, Some("Klaud Cold"), false).await;
-            st.add_user("maintainer", None, false).await;
-            st.add_token(BOT, BOT_TOKEN, Some(u64::MAX))
-                .await
-                .expect("token");
-            st.create_repo(REPO, "main").await.expect("repo");
-            st.set_permission(REPO, BOT, Permission::Write)
-                .await
-                .expect("permission");
-            st.seed_from_dir(
-                REPO,
-                &std::path::Path::new(crate::support::REPO_ROOT).join("configs/demo"),
-                Some("maintainer"),
-            )
-            .await
-            .expect("seed");
-            let sim = GithubSim::start(st).await.expect("sim");
-            tx.send((sim.url(), sim.state().clone())).expect("send");
-            std::future::pending::<()>().await;
-        });
-    });
-    let (url, state) = rx.recv().expect("sandbox");
+    let (url, state) = crate::support::GithubOnly::new(REPO)
+        .user(BOT, Some("Klaud Cold"), Some(Permission::Write))
+        .user("maintainer", None, None)
+        .token(BOT, BOT_TOKEN, Some(u64::MAX))
+        .seed_dir(&crate::support::demo_seed(), "maintainer")
+        .start_detached();
     Sandbox { url, state }
 }
 

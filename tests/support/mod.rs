@@ -4,6 +4,9 @@
 mod harness;
 pub use harness::*;
 
+mod github;
+pub use github::*;
+
 use std::path::{Path, PathBuf};
 
 /// The repository root (the tests are compiled as part of `src/klaud`).
