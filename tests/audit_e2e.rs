@@ -13,7 +13,7 @@ use klaud_github::{Credential, Secret};
 use klaud_lifecycle::engine::Journal as _;
 use klaud_lifecycle::engine::MemoryJournal;
 use klaud_planner::audit::{AuditResult, Collected, Item, ItemKind, UncheckedCause};
-use klaud_sandbox::github::{GithubSim, GithubState, Permission};
+use klaud_sandbox::github::{GithubSim, Permission};
 use klaud_service::wave::WaveSummary;
 
 use crate::support::{Harness, engine_config};
@@ -46,14 +46,11 @@ fn files(pairs: &[(&str, &str)]) -> BTreeMap<String, Option<Vec<u8>>> {
 }
 
 async fn upstream(remove: bool) -> Upstream {
-    let state = GithubState::new();
-    state.add_user("engine-dev", None, false).await;
-    state.add_token("engine-dev", TOKEN, None).await.unwrap();
-    state.create_repo(SOURCE, "main").await.unwrap();
-    state
-        .set_permission(SOURCE, "engine-dev", Permission::Write)
-        .await
-        .unwrap();
+    let (state, _) = crate::support::GithubOnly::new(SOURCE)
+        .user("engine-dev", None, Some(Permission::Write))
+        .token("engine-dev", TOKEN, None)
+        .state()
+        .await;
     let push = |f: BTreeMap<String, Option<Vec<u8>>>, message: &'static str| {
         let state = state.clone();
         async move {
@@ -82,7 +79,7 @@ async fn upstream(remove: bool) -> Upstream {
         push(files(&[("docs/flags.md", "kept\n")]), "docs").await
     };
     let new = push(files(&[("README.md", "two\n")]), "two").await;
-    let sim = GithubSim::start(state).await.unwrap();
+    let sim = crate::support::serve(state).await;
     Upstream {
         sim,
         old,
