@@ -25,14 +25,6 @@ struct Sandbox {
     state: GithubState,
 }
 
-fn block<T>(fut: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(fut)
-}
-
 fn sandbox() -> Sandbox {
     let (url, state) = crate::support::GithubOnly::new(REPO)
         .user(BOT, Some("Klaud Cold"), Some(Permission::Write))
@@ -102,7 +94,7 @@ fn claim_ref() -> String {
 }
 
 fn tip(sb: &Sandbox) -> Option<String> {
-    block(sb.state.ref_sha(REPO, &claim_ref()))
+    crate::support::block_on(sb.state.ref_sha(REPO, &claim_ref()))
 }
 
 #[test]
@@ -207,7 +199,7 @@ fn list_acquire_occupied_and_release_as_processes() {
 
     // Recovery leases are listed beside claims.
     let candidate = format!("{FAMILY_ID}-0123456789abcdef");
-    block(async {
+    crate::support::block_on(async {
         let forge = Forge::connect(ForgeConfig {
             api_url: sb.url.clone(),
             repo: REPO.into(),
@@ -338,7 +330,7 @@ fn a_forced_release_needs_a_reason_and_records_who_and_why() {
 #[test]
 fn an_unparsable_claim_is_listed_with_its_error_and_only_deleted_by_hand() {
     let sb = sandbox();
-    let planted = block(sb.state.push_commit(
+    let planted = crate::support::block_on(sb.state.push_commit(
         REPO,
         &format!("klaud/claim-{FAMILY_ID}"),
         "maintainer",

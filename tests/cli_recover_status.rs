@@ -19,14 +19,6 @@ struct Sandbox {
     state: GithubState,
 }
 
-fn block<T>(fut: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(fut)
-}
-
 fn sandbox() -> Sandbox {
     let (url, state) = crate::support::GithubOnly::new(REPO)
         .user(BOT, Some("Klaud Cold"), Some(Permission::Write))
@@ -80,7 +72,7 @@ fn status_lists_an_expired_claim_and_recover_releases_it() {
     let family_id = klaud_planner::identity::family_id(FAMILY);
     let candidate = format!("{family_id}-0123456789abcdef");
     // Another instance claimed the family with a one-second lease and died.
-    block(async {
+    crate::support::block_on(async {
         let forge = Forge::connect_unchecked(ForgeConfig {
             api_url: sb.url.clone(),
             repo: REPO.into(),
@@ -131,7 +123,7 @@ fn status_lists_an_expired_claim_and_recover_releases_it() {
     assert_eq!(list[0]["orphan_run"], 31337);
     assert_eq!(list[0]["outcome"], "unexpected-error");
     assert_eq!(
-        block(
+        crate::support::block_on(
             sb.state
                 .ref_sha(REPO, &format!("refs/heads/klaud/claim-{family_id}"))
         ),

@@ -138,20 +138,10 @@ impl GithubOnly {
     /// as long as the test process, for tests that run `klaud` as a child
     /// process from synchronous code. Its URL and state.
     pub fn start_detached(self) -> (String, GithubState) {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let sim = self.start().await;
-                tx.send((sim.url(), sim.state().clone())).expect("send");
-                std::future::pending::<()>().await;
-            });
-        });
-        rx.recv().expect("simulator")
+        super::detached(
+            move || self.start(),
+            |sim: &GithubSim| (sim.url(), sim.state().clone()),
+        )
     }
 }
 
