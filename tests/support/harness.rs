@@ -120,6 +120,9 @@ pub fn write_klaud_toml(stack: &SandboxStack, dir: &Path, sections: &str) -> Pat
     config
 }
 
+/// A change [`HarnessBuilder::configure`] makes to the engine config.
+type ConfigChange = Box<dyn FnOnce(&mut EngineConfig)>;
+
 /// What the sandbox is started with; see the module doc for the defaults.
 pub struct HarnessBuilder {
     seed: PathBuf,
@@ -129,7 +132,7 @@ pub struct HarnessBuilder {
     owner_run: u64,
     owner: Claimant,
     users: Vec<(String, Option<String>, String, Permission)>,
-    configure: Vec<Box<dyn FnOnce(&mut EngineConfig)>>,
+    configure: Vec<ConfigChange>,
 }
 
 /// A sandbox with the demo repository (or another seed), Klaud's forge on
