@@ -3,78 +3,35 @@
 //! runs over loopback HTTP, the budget chart is drawn, and the plan is on
 //! the page before the first wave (a dry run that claims nothing).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use klaud_claims::Claimant;
-use klaud_lifecycle::engine::{Journal, MemoryJournal};
+use klaud_lifecycle::engine::MemoryJournal;
 use klaud_sandbox::stack::SandboxStack;
-use klaud_service::daemon::schedule::WaveSchedule;
-use klaud_service::daemon::serve::{Daemon, RepoService, ServeSettings, http_router};
-use klaud_service::dashboard::{SnapshotFeed, StatusSnapshot};
+use klaud_service::daemon::serve::{Daemon, ServeSettings, http_router};
+use klaud_service::dashboard::SnapshotFeed;
 use tokio::sync::{Notify, watch};
 
-use crate::support::{Harness, REPO};
+use crate::support::{Harness, REPO, serve_settings, wait_for};
 
 fn settings(wave_on_start: bool) -> ServeSettings {
-    ServeSettings {
-        claimant: Claimant::new(uuid::Uuid::new_v4()),
-        engine: crate::support::engine_config(42),
-        // Never fires on its own within a test.
-        schedule: WaveSchedule::parse("0 0 1 1 *", "UTC").expect("schedule"),
+    serve_settings(
+        Claimant::new(uuid::Uuid::new_v4()),
+        crate::support::engine_config(42),
+        10,
         wave_on_start,
-        reconcile_interval: Duration::from_millis(200),
-        concurrency: 10,
-        max_candidates: 10,
-        min_age: klaud_planner::plan::PlanOptions::new(chrono::Utc::now()).min_age,
-        cooldown: Duration::ZERO,
-        rules: Vec::new(),
-        release_rules: Vec::new(),
-        upstream: BTreeMap::new(),
-        max_timed_tags: klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS,
-        poll: Duration::from_millis(50),
-        pass_wait: Duration::ZERO,
-    }
+    )
 }
 
 /// The daemon as `klaud demo` builds it: the repository heading links to
 /// the sandbox's repository page.
 async fn daemon(stack: &SandboxStack, settings: ServeSettings) -> (Daemon, SnapshotFeed) {
-    let forge = crate::support::forge_of(stack).await;
-    let registry = crate::support::registry_at(&stack.registry_url);
-    let baseline = klaud_service::HttpBaselineSource::new(&stack.baseline_url).expect("baseline");
-    let (tx, feed) = Daemon::feed();
-    let daemon = Daemon::new(
-        vec![RepoService {
-            forge,
-            journal: Arc::new(MemoryJournal::new()) as Arc<dyn Journal>,
-            store: None,
-        }],
-        registry,
-        Box::new(baseline),
-        None,
-        settings,
-        tx,
-    )
-    .expect("daemon")
-    .with_web_url(REPO, format!("{}/_html/{REPO}", stack.github.url()));
-    (daemon, feed)
-}
-
-async fn wait_for(feed: &mut SnapshotFeed, what: &str, done: impl Fn(&StatusSnapshot) -> bool) {
-    let waited = tokio::time::timeout(Duration::from_secs(180), async {
-        loop {
-            if done(&feed.borrow_and_update()) {
-                return;
-            }
-            if feed.changed().await.is_err() {
-                panic!("the daemon stopped before {what}");
-            }
-        }
-    })
-    .await;
-    assert!(waited.is_ok(), "timed out waiting for {what}");
+    let (daemon, feed) =
+        crate::support::daemon(stack, settings, Arc::new(MemoryJournal::new())).await;
+    let web = format!("{}/_html/{REPO}", stack.github.url());
+    (daemon.with_web_url(REPO, web), feed)
 }
 
 fn http() -> reqwest::Client {

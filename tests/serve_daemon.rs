@@ -11,75 +11,16 @@ use std::time::Duration;
 use klaud_claims::Claimant;
 use klaud_lifecycle::engine::{Journal, MemoryJournal, Step};
 use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
-use klaud_service::daemon::schedule::WaveSchedule;
 use klaud_service::daemon::serve::{Daemon, RepoService, ServeSettings, http_router};
-use klaud_service::dashboard::{SnapshotFeed, StatusSnapshot};
+use klaud_service::dashboard::StatusSnapshot;
 use tokio::sync::{Notify, watch};
 
-use crate::support::{Harness, REPO, write_klaud_toml};
+use crate::support::{Harness, REPO, daemon, serve_settings, wait_for, write_klaud_toml};
 
 fn settings(claimant: Claimant, max: usize, lease: chrono::TimeDelta) -> ServeSettings {
     let mut engine = crate::support::engine_config(42);
     engine.lease = lease;
-    ServeSettings {
-        claimant,
-        engine,
-        schedule: WaveSchedule::parse("0 0 1 1 *", "UTC").expect("schedule"),
-        wave_on_start: true,
-        reconcile_interval: Duration::from_millis(200),
-        concurrency: max,
-        max_candidates: max,
-        min_age: klaud_planner::plan::PlanOptions::new(chrono::Utc::now()).min_age,
-        cooldown: Duration::ZERO,
-        rules: Vec::new(),
-        release_rules: Vec::new(),
-        upstream: BTreeMap::new(),
-        max_timed_tags: klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS,
-        poll: Duration::from_millis(50),
-        pass_wait: Duration::ZERO,
-    }
-}
-
-/// A daemon over the stack with its own journal, and its snapshot feed.
-async fn daemon(
-    stack: &SandboxStack,
-    settings: ServeSettings,
-    journal: Arc<dyn Journal>,
-) -> (Daemon, SnapshotFeed) {
-    let forge = crate::support::forge_of(stack).await;
-    let registry = crate::support::registry_at(&stack.registry_url);
-    let baseline = klaud_service::HttpBaselineSource::new(&stack.baseline_url).expect("baseline");
-    let (tx, feed) = Daemon::feed();
-    let daemon = Daemon::new(
-        vec![RepoService {
-            forge,
-            journal,
-            store: None,
-        }],
-        registry,
-        Box::new(baseline),
-        None,
-        settings,
-        tx,
-    )
-    .expect("daemon");
-    (daemon, feed)
-}
-
-/// Waits until `done` holds for the latest snapshot.
-async fn wait_for(feed: &mut SnapshotFeed, what: &str, done: impl Fn(&StatusSnapshot) -> bool) {
-    let waited = tokio::time::timeout(Duration::from_secs(180), async {
-        loop {
-            if done(&feed.borrow_and_update()) {
-                return;
-            }
-            if feed.changed().await.is_err() {
-                panic!("the daemon stopped before {what}");
-            }
-        }
-    })
-    .await;
-    assert!(waited.is_ok(), "timed out waiting for {what}");
+    serve_settings(claimant, engine, max, true)
 }
 
 fn all_finished(s: &StatusSnapshot) -> bool {

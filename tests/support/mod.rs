@@ -7,6 +7,9 @@ pub use harness::*;
 mod github;
 pub use github::*;
 
+mod daemon;
+pub use daemon::*;
+
 use std::path::{Path, PathBuf};
 
 /// The repository root (the tests are compiled as part of `src/klaud`).
