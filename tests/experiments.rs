@@ -364,11 +364,7 @@ async fn a_maintainers_klaud_try_starts_a_variant_that_races_the_candidate() {
         }
     }
     let number = rec.pull.expect("pull");
-    let person = crate::support::Person::new(
-        &env.stack.github.url(),
-        MAINTAINER_TOKEN,
-        crate::support::REPO,
-    );
+    let person = env.person(MAINTAINER_TOKEN);
     let bad = person
         .comment(number, "/klaud try T: set nothing.here=1")
         .await;
@@ -590,11 +586,7 @@ async fn a_tried_variant_is_rebuilt_without_the_journal_and_stopped_by_the_winne
     let number = env
         .pulls(&klaud_lifecycle::engine::branch_name(&plain.candidate))
         .await[0];
-    let person = crate::support::Person::new(
-        &env.stack.github.url(),
-        MAINTAINER_TOKEN,
-        crate::support::REPO,
-    );
+    let person = env.person(MAINTAINER_TOKEN);
     let asked = person
         .comment(number, "/klaud try T: set model.precision=fp8")
         .await;

@@ -323,11 +323,7 @@ async fn complete_smoke(env: &Harness, rec: &CandidateRecord) {
 }
 
 async fn maintainer(env: &Harness) -> crate::support::Person {
-    crate::support::Person::new(
-        &env.stack.github.url(),
-        klaud_sandbox::stack::MAINTAINER_TOKEN,
-        REPO,
-    )
+    env.person(klaud_sandbox::stack::MAINTAINER_TOKEN)
 }
 
 async fn hands_off_case(

@@ -207,13 +207,9 @@ async fn commands_in_code_blocks_quotes_and_own_comments_are_ignored() {
     )
     .await;
     // Klaud's own text mentioning a command is never an order.
-    crate::support::Person::new(
-        &env.stack.github.url(),
-        klaud_sandbox::stack::BOT_TOKEN,
-        REPO,
-    )
-    .comment(pr, "/klaud stop")
-    .await;
+    env.person(klaud_sandbox::stack::BOT_TOKEN)
+        .comment(pr, "/klaud stop")
+        .await;
     assert_eq!(env.handle(&env.forge, &mut rec).await, 0);
     assert_ne!(rec.step, Step::Done);
     assert_eq!(env.claims().await.len(), 1);

@@ -55,11 +55,7 @@ pub(crate) async fn human_pull(
     branch: &str,
     files: BTreeMap<String, Option<Vec<u8>>>,
 ) -> u64 {
-    let person = crate::support::Person::new(
-        &env.stack.github.url(),
-        klaud_sandbox::stack::MAINTAINER_TOKEN,
-        REPO,
-    );
+    let person = env.person(klaud_sandbox::stack::MAINTAINER_TOKEN);
     // Branched from main, as a contributor's PR is.
     person.create_branch(branch, &env.base).await;
     env.stack
@@ -208,13 +204,9 @@ async fn an_open_klaud_pr_occupies_its_family_with_a_fresh_store() {
     // the claims are released by hand) with an empty journal: the open PRs
     // alone keep the families occupied.
     for (name, _) in env.claims().await {
-        crate::support::Person::new(
-            &env.stack.github.url(),
-            klaud_sandbox::stack::BOT_TOKEN,
-            REPO,
-        )
-        .delete_ref(&name)
-        .await;
+        env.person(klaud_sandbox::stack::BOT_TOKEN)
+            .delete_ref(&name)
+            .await;
     }
     let second = wave(&env, 5104).await;
     for family in &opened {
@@ -318,13 +310,9 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
         .and_then(|u| u.rsplit('/').next())
         .and_then(|n| n.parse().ok())
         .expect("pull number");
-    crate::support::Person::new(
-        &env.stack.github.url(),
-        klaud_sandbox::stack::MAINTAINER_TOKEN,
-        REPO,
-    )
-    .close_pull(number)
-    .await;
+    env.person(klaud_sandbox::stack::MAINTAINER_TOKEN)
+        .close_pull(number)
+        .await;
     let comments_before = env.bodies(number).await.len();
     let log_before = env.stack.state().request_log().await.len();
 

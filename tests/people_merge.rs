@@ -18,7 +18,7 @@ use crate::support::Person;
 use crate::support::{Harness, REPO};
 
 fn maintainer(env: &Harness) -> Person {
-    Person::new(&env.stack.github.url(), MAINTAINER_TOKEN, REPO)
+    env.person(MAINTAINER_TOKEN)
 }
 
 /// Klaud's successful writes since `from` in the sandbox's request log,
