@@ -665,7 +665,7 @@ async fn a_tried_variant_is_rebuilt_without_the_journal_and_stopped_by_the_winne
 /// interrupted: one PR per variant branch, exactly one `validated` winner,
 /// the others `duplicate` with a receipt linking it, every comment marker
 /// once per PR, every run completed, no claim left.
-async fn assert_race_end(env: &Env, recs: &Recs, what: &str) {
+async fn assert_race_end(env: &Harness, recs: &Recs, what: &str) {
     let winners: Vec<&CandidateRecord> = recs
         .iter()
         .map(|(r, _)| r)
@@ -700,7 +700,7 @@ async fn assert_race_end(env: &Env, recs: &Recs, what: &str) {
             assert!(!env.pull(pulls[0]).await.open, "{what}");
         }
     }
-    for id in env.stack.state().run_ids(crate::lifecycle_e2e::REPO).await {
+    for id in env.stack.state().run_ids(crate::support::REPO).await {
         let run = crate::support::run_once_completed(&env.forge, id).await;
         assert_eq!(
             run.status.as_deref(),
@@ -715,7 +715,7 @@ async fn assert_race_end(env: &Env, recs: &Recs, what: &str) {
 /// restart with the journal kept or cleared, driven to the end; `true`
 /// when the race had finished before the kill.
 async fn crash_race_at(k: usize, keep_journal: bool) -> bool {
-    let env = env(RACE).await;
+    let env = Harness::demo().script(RACE).start().await;
     let targets = variants(&env).await;
     let journal = MemoryJournal::new();
     let first = race_until(&env, &journal, instance(1), &targets, |_, n| n >= k).await;
@@ -752,7 +752,7 @@ async fn a_kill_at_every_step_of_a_race_then_a_restart_converges() {
 /// finished before.
 async fn crash_race_mid_write(k: usize, keep_journal: bool) -> bool {
     use klaud_sandbox::github::{Fault, FaultAction};
-    let env = env(RACE).await;
+    let env = Harness::demo().script(RACE).start().await;
     let targets = variants(&env).await;
     let journal = MemoryJournal::new();
     let mut recs = race_until(&env, &journal, instance(1), &targets, |_, n| n >= k).await;

@@ -558,26 +558,16 @@ fn target_of(rec: &klaud_lifecycle::engine::CandidateRecord) -> klaud_lifecycle:
 /// gains meanwhile (the variants the hook proposes), until all are done or
 /// `stop(steps taken)` says so; returns the records and the targets known.
 async fn grow_race(
-    env: &Env,
+    env: &Harness,
     journal: &dyn klaud_lifecycle::engine::Journal,
     hook: &dyn RepairHook,
     targets: &mut Vec<klaud_lifecycle::engine::Target>,
     stop: impl Fn(usize) -> bool,
 ) -> Vec<klaud_lifecycle::engine::CandidateRecord> {
-    use klaud_lifecycle::engine::{Engine, Progress};
+    use klaud_lifecycle::engine::Progress;
     let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
     let clock = klaud_claims::SystemClock;
-    let engine = Engine::new(
-        &lifecycle,
-        journal,
-        &clock,
-        klaud_claims::Claimant::new(uuid::Uuid::from_u128(0x7265_7061_6972)),
-        &env.baseline,
-        &env.repository,
-        env.base.clone(),
-        &env.config,
-    )
-    .with_repair(hook);
+    let engine = env.engine(&lifecycle, journal, &clock).with_repair(hook);
     let mut recs = Vec::new();
     for t in targets.iter() {
         recs.push(engine.open_record(t).await.expect("record"));
@@ -635,7 +625,7 @@ fn outcome(rec: &klaud_lifecycle::engine::CandidateRecord) -> Outcome {
 
 #[tokio::test]
 async fn the_hook_proposes_two_variants_and_the_second_wins_the_race() {
-    let env = env(PROPOSED_RACE).await;
+    let env = Harness::demo().script(PROPOSED_RACE).start().await;
     let base = env.target(DISAGG).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let calls = dir.path().join("calls");
@@ -710,7 +700,7 @@ async fn the_hook_proposes_two_variants_and_the_second_wins_the_race() {
 #[tokio::test]
 async fn a_crash_after_the_proposal_restarts_without_asking_the_hook_again() {
     for keep_journal in [true, false] {
-        let env = env(PROPOSED_RACE).await;
+        let env = Harness::demo().script(PROPOSED_RACE).start().await;
         let base = env.target(DISAGG).await;
         let dir = tempfile::tempdir().expect("tempdir");
         let calls = dir.path().join("calls");
@@ -765,7 +755,7 @@ async fn a_crash_after_the_proposal_restarts_without_asking_the_hook_again() {
 
 #[tokio::test]
 async fn a_bad_proposal_adds_nothing_and_fails_naming_the_field() {
-    let env = env(PROPOSED_RACE).await;
+    let env = Harness::demo().script(PROPOSED_RACE).start().await;
     let base = env.target(DISAGG).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let calls = dir.path().join("calls");
@@ -790,7 +780,7 @@ async fn a_bad_proposal_adds_nothing_and_fails_naming_the_field() {
         r#"{"variants": ["B set"]}"#,
         &calls,
     );
-    let env = self::env(PROPOSED_RACE).await;
+    let env = Harness::demo().script(PROPOSED_RACE).start().await;
     let journal = MemoryJournal::new();
     let mut targets = vec![base.clone()];
     let recs = grow_race(&env, &journal, &bad_json, &mut targets, |_| false).await;
