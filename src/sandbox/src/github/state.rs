@@ -541,6 +541,41 @@ impl Model {
         v
     }
 
+    /// The "minimal repository" a workflow run's `repository` and
+    /// `head_repository` carry on GitHub: identity, owner and the URL
+    /// templates, without the counts and timestamps of the full object
+    /// (so a run's answer, and its `ETag`, do not change when another pull
+    /// request opens or closes).
+    pub fn minimal_repo_json(&self, r: &Repo) -> Value {
+        const KEPT: &[&str] = &[
+            "id",
+            "node_id",
+            "name",
+            "full_name",
+            "private",
+            "owner",
+            "html_url",
+            "description",
+            "fork",
+            "url",
+        ];
+        let full = self.repo_json(r);
+        let mut out = serde_json::Map::new();
+        if let Value::Object(o) = full {
+            for (k, v) in o {
+                // The clone addresses belong to the full object only.
+                let clone = matches!(
+                    k.as_str(),
+                    "mirror_url" | "git_url" | "clone_url" | "ssh_url" | "svn_url"
+                );
+                if KEPT.contains(&k.as_str()) || (k.ends_with("_url") && !clone) {
+                    out.insert(k, v);
+                }
+            }
+        }
+        Value::Object(out)
+    }
+
     pub fn label_json(&self, r: &Repo, name: &str) -> Value {
         let url = self.repo_url(&r.owner, &r.name);
         let l = r.labels.get(&name.to_ascii_lowercase());
@@ -725,8 +760,8 @@ impl Model {
             "cancel_url": format!("{url}/actions/runs/{}/cancel", run.id),
             "rerun_url": format!("{url}/actions/runs/{}/rerun", run.id),
             "workflow_url": format!("{url}/actions/workflows/{}", run.workflow_id),
-            "head_commit": head_commit, "repository": self.repo_json(r),
-            "head_repository": self.repo_json(r),
+            "head_commit": head_commit, "repository": self.minimal_repo_json(r),
+            "head_repository": self.minimal_repo_json(r),
         })
     }
 
