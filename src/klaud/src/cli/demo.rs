@@ -40,8 +40,9 @@ pub struct Args {
     /// `workflows`, the seed's workflow files that drive the CI simulator).
     #[arg(long)]
     json: bool,
-    /// Also print GitHub request figures (per candidate, writes,
-    /// content-creating, per idle wave) to stderr.
+    /// Also print GitHub request figures to stderr: per candidate from
+    /// claim to receipt (polls apart, next to the limit of 60 charged), per
+    /// pass outside the steps, the whole demo and one idle pass.
     #[arg(long)]
     stats: bool,
     /// Exit once every candidate has an outcome and print the summary
