@@ -69,6 +69,30 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
     assert!(idle["total"].as_u64().expect("idle total") > 0, "{v:#}");
     assert_eq!(idle["charged"], 0, "an idle pass was charged: {v:#}");
     assert_eq!(idle["writes"], 0, "{v:#}");
+    // Per candidate (claim to receipt) and per pass, cut from the
+    // simulator's log: every validated candidate has its steps and writes,
+    // and the parts never add up to more than the whole demo.
+    let per = v["requests"]["candidates"]
+        .as_array()
+        .expect("per candidate");
+    assert_eq!(v["requests"]["limit"], 60, "{v:#}");
+    let validated: Vec<_> = per.iter().filter(|c| c["outcome"] == "validated").collect();
+    assert_eq!(validated.len(), 4, "{v:#}");
+    for c in &validated {
+        assert!(c["steps"].as_u64() > Some(0), "{c:#}");
+        assert!(c["work"]["writes"].as_u64() > Some(0), "{c:#}");
+        assert!(c["work"]["charged"].as_u64() <= c["work"]["total"].as_u64());
+    }
+    let sum = |rows: &Vec<serde_json::Value>, key: &str| -> u64 {
+        rows.iter()
+            .map(|r| r[key]["total"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let passes = v["requests"]["passes"].as_array().expect("passes");
+    assert!(!passes.is_empty(), "{v:#}");
+    let parts = sum(per, "work") + sum(per, "polls") + sum(passes, "all");
+    let whole = v["requests"]["all"]["total"].as_u64().expect("all");
+    assert!(parts > 0 && parts <= whole, "{parts} of {whole}: {v:#}");
     // The demo repository's own workflow files decide which runs exist.
     assert_eq!(
         v["workflows"],

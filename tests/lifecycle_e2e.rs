@@ -529,29 +529,63 @@ async fn final_sweep_infrastructure_failure_is_rerun() {
     assert_unique(&m);
 }
 
-/// Figures for the issue note: GitHub requests of one validated candidate
-/// from claim to receipt, and of one poll of a running smoke.
+/// One engine step, its requests cut from the simulator's log the way
+/// `klaud demo --stats` cuts them (a poll changes nothing but `updated_at`
+/// and writes nothing).
+async fn measured_step(
+    env: &Harness,
+    engine: &klaud_lifecycle::engine::Engine<'_>,
+    rec: &mut CandidateRecord,
+    figures: &mut klaud::cli::demo::stats::LifecycleRequests,
+) -> Progress {
+    let from = env.stack.state().request_log().await.len();
+    let before = rec.clone();
+    let progress = engine.step(rec).await.expect("step");
+    let log = env.stack.state().request_log().await;
+    let changed = CandidateRecord {
+        updated_at: rec.updated_at,
+        ..before
+    } != *rec;
+    figures.add_step(&log[from..], changed);
+    progress
+}
+
+/// Issue 16: one validated lifecycle, claim to receipt, costs at most 60
+/// charged GitHub requests besides polls, and a pass with nothing to do
+/// afterwards costs none (only 304s). Request counts, not timings.
 #[tokio::test]
 async fn request_figures_per_validated_candidate() {
     use klaud::cli::demo::RequestFigures;
+    use klaud::cli::demo::stats::{LIFECYCLE_LIMIT, LifecycleRequests};
     let env = Harness::demo().start().await;
     let target = env.target("demo-fp4-b200-sglang").await;
     let journal = MemoryJournal::new();
     let before = env.stack.state().request_log().await.len();
-    let rec = until_smoke_dispatched(&env, &journal, &target).await;
-    // One idle poll: the smoke run is still queued.
     let lifecycle = GithubLifecycle::new(&env.forge);
     let clock = SystemClock;
     let engine = env.engine(&lifecycle, &journal, &clock);
-    let mut polled = rec.clone();
-    let _ = engine.step(&mut polled).await.expect("poll");
+    let mut figures = LifecycleRequests::default();
+    let mut rec = engine.open_record(&target).await.expect("record");
+    // Opening the record (outside any step) is the lifecycle's too.
+    let opened = RequestFigures::of(&env.stack.state().request_log().await[before..]);
+    figures.work.add(opened);
+    figures.outside_steps.add(opened);
+    for _ in 0..100 {
+        measured_step(&env, &engine, &mut rec, &mut figures).await;
+        if rec.attempts.first().is_some_and(|a| a.run.is_some()) {
+            break;
+        }
+    }
+    assert!(rec.attempts[0].run.is_some(), "never dispatched: {rec:#?}");
+    // Polls of the queued smoke: the second looks at an unchanged run.
+    measured_step(&env, &engine, &mut rec, &mut figures).await;
     let warm = env.stack.state().request_log().await.len();
-    let progress = engine.step(&mut polled).await.expect("poll");
+    let progress = measured_step(&env, &engine, &mut rec, &mut figures).await;
     assert!(matches!(progress, Progress::Waiting(_)), "{progress:?}");
     let log = env.stack.state().request_log().await;
     let idle = RequestFigures::of(&log[warm..]);
     assert_eq!(idle.writes, 0, "an idle poll writes nothing");
-    let not_modified = log[warm..].iter().filter(|e| e.status == 304).count();
+    assert!(figures.poll_steps >= 1, "{figures:?}");
     complete_smoke(&env, &rec).await;
     // The sweep: complete it as soon as it starts.
     let state = env.stack.state().clone();
@@ -565,7 +599,19 @@ async fn request_figures_per_validated_candidate() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
-    let rec = env.finish(&journal, &target).await;
+    let started = std::time::Instant::now();
+    loop {
+        match measured_step(&env, &engine, &mut rec, &mut figures).await {
+            Progress::Done(_) => break,
+            Progress::Skipped(why) => panic!("skipped: {why}"),
+            Progress::Waiting(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Progress::Advanced(_) => {}
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no end: {rec:#?}"
+        );
+    }
     completer.abort();
     assert_eq!(
         rec.ending.as_ref().map(|e| e.outcome),
@@ -578,18 +624,46 @@ async fn request_figures_per_validated_candidate() {
             eprintln!("REQ {} {} {}", e.method, e.path, e.status);
         }
     }
+    // Passes with nothing to do: the first still reads what the last steps
+    // changed; the second must cost nothing against the rate limit.
+    let options = || {
+        let mut o = env.wave_options(owner(), env.config.clone());
+        o.plan.max_candidates = 0;
+        o.cooldown = Duration::ZERO;
+        o
+    };
+    env.wave(&journal, options()).await;
+    let from = env.stack.state().request_log().await.len();
+    env.wave(&journal, options()).await;
+    let pass = RequestFigures::of(&env.stack.state().request_log().await[from..]);
     eprintln!(
-        "FIGURES validated candidate: {} requests, {} charged (target at most 60), {} writes, \
-         {} content-creating; one idle poll: {} requests ({} answered 304 Not Modified), {} writes",
+        "FIGURES validated candidate: {} requests, {} charged, {} writes, {} content-creating; \
+         not polls: {} charged (at most {LIFECYCLE_LIMIT}), {} total; polls ({} steps): {} charged, \
+         {} total; one idle poll: {} requests, {} charged; an idle pass: {} requests, {} charged \
+         (must be 0)",
         all.total,
         all.charged,
         all.writes,
         all.content_creating,
+        figures.work.charged,
+        figures.work.total,
+        figures.poll_steps,
+        figures.polls.charged,
+        figures.polls.total,
         idle.total,
-        not_modified,
-        idle.writes
+        idle.charged,
+        pass.total,
+        pass.charged,
     );
     assert!(all.writes > 0 && all.content_creating <= all.writes);
+    assert!(
+        figures.work.charged <= LIFECYCLE_LIMIT,
+        "a validated lifecycle costs {} charged requests besides polls (limit {LIFECYCLE_LIMIT}): {figures:?}",
+        figures.work.charged
+    );
+    assert_eq!(figures.work.total + figures.polls.total, all.total);
+    assert_eq!(pass.charged, 0, "an idle pass is only 304s: {pass:?}");
+    assert!(pass.total > 0, "the idle pass still looks (conditionally)");
 }
 
 /// The sled store as the journal: a crash after k steps, the store closed

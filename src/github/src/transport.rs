@@ -125,6 +125,24 @@ struct ImmutableCache {
     bytes: usize,
 }
 
+impl ImmutableCache {
+    /// Keeps one answer; one larger than an eighth of the budget is not
+    /// kept, and the cache starts over when the budget would be passed.
+    fn insert(&mut self, path: &str, body: Bytes) {
+        let size = path.len() + body.len();
+        if size > IMMUTABLE_CACHE_BYTES / 8 {
+            return;
+        }
+        if self.bytes + size > IMMUTABLE_CACHE_BYTES {
+            *self = ImmutableCache::default();
+        }
+        self.bytes += size;
+        if let Some(old) = self.answers.insert(path.to_string(), body) {
+            self.bytes -= path.len() + old.len();
+        }
+    }
+}
+
 /// At most this many bytes of immutable answers (the InferenceX configs and
 /// recipes are about 4 MB); the cache starts over when an insert would pass it.
 const IMMUTABLE_CACHE_BYTES: usize = 128 * 1024 * 1024;
@@ -357,16 +375,18 @@ impl Transport {
         if let Some(body) = &answer
             && let Ok(mut c) = self.immutable.lock()
         {
-            let size = path.len() + body.len();
-            if size <= IMMUTABLE_CACHE_BYTES / 8 {
-                if c.bytes + size > IMMUTABLE_CACHE_BYTES {
-                    *c = ImmutableCache::default();
-                }
-                c.bytes += size;
-                c.answers.insert(path.to_string(), body.clone());
-            }
+            c.insert(path, body.clone());
         }
         Ok(answer)
+    }
+
+    /// Keeps `body` as the answer to a later [`Transport::read_immutable`]
+    /// of `path`: a write's answer that is the immutable object itself (a
+    /// created commit).
+    pub fn remember_immutable(&self, path: &str, body: Bytes) {
+        if let Ok(mut c) = self.immutable.lock() {
+            c.insert(path, body);
+        }
     }
 
     /// [`Transport::read_immutable`] of something that must exist, decoded.

@@ -133,6 +133,14 @@ pub trait StepSink: Send + Sync {
     fn note(&self, note: &StepNote<'_>);
     /// A wave (or reconcile pass) over `repository` ended.
     fn wave_done(&self, _repository: &str, _summary: &crate::wave::WaveSummary) {}
+    /// An engine step of `candidate` is about to run. Steps of one wave
+    /// run one after another, so every GitHub request between this and
+    /// [`StepSink::step_ended`] is that step's (what `klaud demo --stats`
+    /// cuts the request log by).
+    fn step_started(&self, _repository: &str, _candidate: &str) {}
+    /// The step started last ended; `changed` is false when it changed
+    /// nothing in the candidate's record but `updated_at` (a poll).
+    fn step_ended(&self, _repository: &str, _candidate: &str, _changed: bool) {}
 }
 
 /// The events between two versions of a record around one engine step.

@@ -796,13 +796,21 @@ pub async fn run_wave_told(
     // Records are compared around each step only when someone listens.
     let step = async |engine: &Engine<'_>, rec: &mut CandidateRecord| {
         let before = sink.map(|_| rec.clone());
+        if let Some(sink) = sink {
+            sink.step_started(&repo_name, &rec.candidate);
+        }
         let progress = engine.step(rec).await;
-        if let Some(before) = &before {
+        if let (Some(before), Some(sink)) = (&before, sink) {
             let told = progress
                 .as_ref()
                 .map(Clone::clone)
                 .map_err(ToString::to_string);
-            crate::story::tell(sink, &repo_name, before, rec, &told);
+            crate::story::tell(Some(sink), &repo_name, before, rec, &told);
+            let changed = CandidateRecord {
+                updated_at: rec.updated_at,
+                ..before.clone()
+            } != *rec;
+            sink.step_ended(&repo_name, &rec.candidate, changed);
         }
         progress
     };

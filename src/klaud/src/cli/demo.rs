@@ -20,6 +20,8 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use super::CliError;
+
+pub mod stats;
 use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
 use klaud_sandbox::ci::Script;
 use klaud_sandbox::github::LogEntry;
@@ -38,8 +40,9 @@ pub struct Args {
     /// `workflows`, the seed's workflow files that drive the CI simulator).
     #[arg(long)]
     json: bool,
-    /// Also print GitHub request figures (per candidate, writes,
-    /// content-creating, per idle wave) to stderr.
+    /// Also print GitHub request figures to stderr: per candidate from
+    /// claim to receipt (polls apart, next to the limit of 60 charged), per
+    /// pass outside the steps, the whole demo and one idle pass.
     #[arg(long)]
     stats: bool,
     /// Exit once every candidate has an outcome and print the summary
@@ -99,10 +102,18 @@ pub struct DemoReport {
 }
 
 /// `--stats` in `--json`: the same figures stderr gets.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct DemoRequests {
     /// The whole demo.
     pub all: RequestFigures,
+    /// Each candidate's lifecycle, claim to receipt, cut from the
+    /// simulator's request log at step boundaries ([`stats`]).
+    pub candidates: Vec<CandidateRequests>,
+    /// What a validated lifecycle may cost, polls excluded.
+    pub limit: usize,
+    /// Each pass's requests outside the candidates' steps that name no
+    /// candidate (planning, claim listing, overlap, audit).
+    pub passes: Vec<stats::PassRequests>,
     /// One wave with nothing to do, after the candidates finished.
     pub idle_pass: RequestFigures,
     /// Candidates that ended validated.
@@ -110,6 +121,23 @@ pub struct DemoRequests {
     /// The first hour of a demo left running: its candidates once, then an
     /// idle pass every reconcile interval.
     pub hour: HourEstimate,
+}
+
+/// One candidate's requests in `--stats`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CandidateRequests {
+    /// Candidate id.
+    pub candidate: String,
+    /// Family.
+    pub family: String,
+    /// Experiment variant, if it is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// Outcome (`validated`, …), if it ended.
+    pub outcome: Option<String>,
+    /// Its requests.
+    #[serde(flatten)]
+    pub requests: stats::LifecycleRequests,
 }
 
 /// What the first hour of `klaud demo` costs against GitHub's limits.
@@ -163,6 +191,14 @@ pub struct RequestFigures {
 }
 
 impl RequestFigures {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: RequestFigures) {
+        self.total += other.total;
+        self.charged += other.charged;
+        self.writes += other.writes;
+        self.content_creating += other.content_creating;
+    }
+
     /// Counts a slice of the request log.
     pub fn of(log: &[LogEntry]) -> Self {
         let mut f = Self::default();
@@ -237,12 +273,14 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .block_on(demo(&args, &seed, &registry_text, script, experiments))
         .map_err(CliError::failure)?;
     if args.stats {
-        let (all, idle_pass, validated) = figures;
         report.requests = Some(DemoRequests {
-            all,
-            idle_pass,
-            validated,
-            hour: HourEstimate::of(all, idle_pass, DEMO_RECONCILE),
+            all: figures.all,
+            candidates: figures.candidates.clone(),
+            limit: stats::LIFECYCLE_LIMIT,
+            passes: figures.passes.clone(),
+            idle_pass: figures.idle,
+            validated: figures.validated,
+            hour: HourEstimate::of(figures.all, figures.idle, DEMO_RECONCILE),
         });
     }
     if args.json {
@@ -266,7 +304,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ));
     }
     if args.stats {
-        let (all, idle, validated) = figures;
+        print_stats(&figures);
+        let (all, idle, validated) = (figures.all, figures.idle, figures.validated);
         let hour = HourEstimate::of(all, idle, DEMO_RECONCILE);
         let per = |n: usize| {
             if validated == 0 {
@@ -378,7 +417,73 @@ fn demo_plan() -> PlanOptions<'static> {
     plan
 }
 
-type Figures = (RequestFigures, RequestFigures, usize);
+/// What `--stats` measured.
+struct Figures {
+    all: RequestFigures,
+    idle: RequestFigures,
+    validated: usize,
+    candidates: Vec<CandidateRequests>,
+    passes: Vec<stats::PassRequests>,
+}
+
+/// The per-candidate and per-pass figures, each next to its limit.
+fn print_stats(f: &Figures) {
+    let limit = stats::LIFECYCLE_LIMIT;
+    eprintln!(
+        "GitHub requests per candidate, claim to receipt (cut from the simulator's request log at \
+         step boundaries; polls = steps that changed nothing and wrote nothing):"
+    );
+    for c in &f.candidates {
+        let r = &c.requests;
+        let outcome = c.outcome.as_deref().unwrap_or("unfinished");
+        let name = c.family.rsplit(':').next().unwrap_or(&c.family);
+        let variant = c
+            .variant
+            .as_deref()
+            .map(|v| format!(" [Variant {v}]"))
+            .unwrap_or_default();
+        let verdict = if outcome != "validated" {
+            "limit applies to validated ones".to_owned()
+        } else if r.work.charged <= limit {
+            format!("<= {limit}: ok")
+        } else {
+            format!("<= {limit}: OVER")
+        };
+        eprintln!(
+            "  {name}{variant} ({outcome}): {} steps; not polls {} charged ({verdict}), {} total, \
+             {} writes, of which outside steps {} charged / {} total; \
+             polls ({} steps) {} charged (minimum 0), {} total",
+            r.steps,
+            r.work.charged,
+            r.work.total,
+            r.work.writes,
+            r.outside_steps.charged,
+            r.outside_steps.total,
+            r.poll_steps,
+            r.polls.charged,
+            r.polls.total,
+        );
+    }
+    eprintln!(
+        "GitHub requests per pass outside the candidates' steps, naming no candidate \
+         (charged/total; a pass that claims nothing new: minimum 0 charged):"
+    );
+    for p in &f.passes {
+        let ct = |x: &RequestFigures| format!("{}/{}", x.charged, x.total);
+        eprintln!(
+            "  pass {}: {} — plan (base ref, commits, trees, blobs, files) {}, claims {}, \
+             overlap (open PRs, files) {}, audit (compare) {}, comments {}, other {}",
+            p.pass,
+            ct(&p.all),
+            ct(&p.plan),
+            ct(&p.claims),
+            ct(&p.overlap),
+            ct(&p.audit),
+            ct(&p.comments),
+            ct(&p.other),
+        );
+    }
+}
 
 async fn demo(
     args: &Args,
@@ -443,6 +548,11 @@ async fn demo(
     } else {
         super::story::Stream::Stdout
     }));
+    // The story, with the request log marked at every step and pass.
+    let cutter = Arc::new(stats::RequestCutter::new(
+        Arc::clone(&story) as Arc<dyn klaud_service::story::StepSink>,
+        stack.state().clone(),
+    ));
     let (feed_tx, feed) = Daemon::feed();
     let server = tokio::spawn({
         let app = klaud_service::daemon::serve::http_router(feed.clone(), None);
@@ -477,7 +587,7 @@ async fn demo(
         feed_tx,
     )?
     .with_web_url(&stack.repo, pages.clone())
-    .with_sink(Arc::clone(&story) as Arc<dyn klaud_service::story::StepSink>);
+    .with_sink(Arc::clone(&cutter) as Arc<dyn klaud_service::story::StepSink>);
     let (stop_tx, stop) = watch::channel(false);
     let stop_tx = Arc::new(stop_tx);
     tokio::spawn(klaud_service::daemon::serve::shutdown_on_signal(
@@ -521,6 +631,7 @@ async fn demo(
         });
     }
     let wake = Arc::new(tokio::sync::Notify::new());
+    let start = stack.state().requests_recorded();
     daemon.run(wake, stop).await?;
     story.finish();
     server.abort();
@@ -531,10 +642,35 @@ async fn demo(
         daemon.baseline(),
     );
     let mut all: BTreeMap<String, CandidateSummary> = BTreeMap::new();
+    let mut owners = Vec::new();
+    let mut named = BTreeMap::new();
     for rec in journal.list().await.map_err(|e| anyhow::anyhow!("{e}"))? {
         all.insert(rec.candidate.clone(), CandidateSummary::of(&rec, None));
+        owners.push(stats::CandidatePaths {
+            candidate: rec.candidate.clone(),
+            pull: rec.pull,
+            branch: rec.branch.clone(),
+            runs: rec
+                .attempts
+                .iter()
+                .filter_map(|a| a.run.as_ref().map(|r| r.id))
+                .collect(),
+        });
+        named.insert(
+            rec.candidate.clone(),
+            (
+                rec.family.clone(),
+                rec.variant.as_ref().map(|v| v.name.clone()),
+                rec.ending.as_ref().map(|e| e.outcome.to_string()),
+            ),
+        );
     }
-    let full = stack.state().request_log().await;
+    let (first, full) = stack.state().request_log_numbered().await;
+    let marks = cutter.marks();
+    if args.stats && std::env::var_os("KLAUD_STATS_DETAIL").is_some() {
+        eprint!("{}", stats::dump(first, &full, &marks));
+    }
+    let cut = stats::cut(first, start, &full, &marks, &owners);
     let options = || WaveOptions {
         claimant: claimant.clone(),
         engine: engine.clone(),
@@ -561,11 +697,28 @@ async fn demo(
         .values()
         .filter(|c| c.outcome.as_deref() == Some("validated"))
         .count();
-    let figures = (
-        RequestFigures::of(&full),
-        RequestFigures::of(&after[before_idle.min(after.len())..]),
+    let mut per_candidate: Vec<CandidateRequests> = cut
+        .candidates
+        .into_iter()
+        .map(|(candidate, requests)| {
+            let (family, variant, outcome) = named.get(&candidate).cloned().unwrap_or_default();
+            CandidateRequests {
+                candidate,
+                family,
+                variant,
+                outcome,
+                requests,
+            }
+        })
+        .collect();
+    per_candidate.sort_by(|a, b| (&a.family, &a.variant).cmp(&(&b.family, &b.variant)));
+    let figures = Figures {
+        all: RequestFigures::of(&full),
+        idle: RequestFigures::of(&after[before_idle.min(after.len())..]),
         validated,
-    );
+        candidates: per_candidate,
+        passes: cut.passes,
+    };
     let mut candidates: Vec<CandidateSummary> = all.into_values().collect();
     candidates.sort_by(|a, b| a.family.cmp(&b.family));
     Ok((

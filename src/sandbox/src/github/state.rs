@@ -302,6 +302,9 @@ pub struct Model {
     pub next_id: u64,
     pub faults: Vec<Fault>,
     pub log: Vec<LogEntry>,
+    /// Requests recorded since start, dropped ones included (see
+    /// [`GithubState::requests_recorded`]).
+    pub recorded: Arc<std::sync::atomic::AtomicU64>,
     pub apps: HashMap<u64, super::apps::App>,
     /// Whether dispatches accept `return_run_details` (older GitHub
     /// versions reject the key; Klaud must fall back).
@@ -337,6 +340,8 @@ impl Model {
             self.log.drain(..excess);
         }
         self.log.push(entry);
+        self.recorded
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn id(&mut self) -> u64 {
@@ -536,6 +541,41 @@ impl Model {
         v
     }
 
+    /// The "minimal repository" a workflow run's `repository` and
+    /// `head_repository` carry on GitHub: identity, owner and the URL
+    /// templates, without the counts and timestamps of the full object
+    /// (so a run's answer, and its `ETag`, do not change when another pull
+    /// request opens or closes).
+    pub fn minimal_repo_json(&self, r: &Repo) -> Value {
+        const KEPT: &[&str] = &[
+            "id",
+            "node_id",
+            "name",
+            "full_name",
+            "private",
+            "owner",
+            "html_url",
+            "description",
+            "fork",
+            "url",
+        ];
+        let full = self.repo_json(r);
+        let mut out = serde_json::Map::new();
+        if let Value::Object(o) = full {
+            for (k, v) in o {
+                // The clone addresses belong to the full object only.
+                let clone = matches!(
+                    k.as_str(),
+                    "mirror_url" | "git_url" | "clone_url" | "ssh_url" | "svn_url"
+                );
+                if KEPT.contains(&k.as_str()) || (k.ends_with("_url") && !clone) {
+                    out.insert(k, v);
+                }
+            }
+        }
+        Value::Object(out)
+    }
+
     pub fn label_json(&self, r: &Repo, name: &str) -> Value {
         let url = self.repo_url(&r.owner, &r.name);
         let l = r.labels.get(&name.to_ascii_lowercase());
@@ -720,8 +760,8 @@ impl Model {
             "cancel_url": format!("{url}/actions/runs/{}/cancel", run.id),
             "rerun_url": format!("{url}/actions/runs/{}/rerun", run.id),
             "workflow_url": format!("{url}/actions/workflows/{}", run.workflow_id),
-            "head_commit": head_commit, "repository": self.repo_json(r),
-            "head_repository": self.repo_json(r),
+            "head_commit": head_commit, "repository": self.minimal_repo_json(r),
+            "head_repository": self.minimal_repo_json(r),
         })
     }
 
@@ -797,6 +837,8 @@ impl Model {
 #[derive(Clone, Debug)]
 pub struct GithubState {
     inner: Arc<Mutex<Model>>,
+    /// The model's request counter, readable without the lock.
+    recorded: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Default for GithubState {
@@ -815,7 +857,9 @@ pub type ArtifactFiles = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
 impl GithubState {
     /// An empty GitHub with no users, tokens or repositories.
     pub fn new() -> Self {
+        let recorded = Arc::new(std::sync::atomic::AtomicU64::new(0));
         Self {
+            recorded: Arc::clone(&recorded),
             inner: Arc::new(Mutex::new(Model {
                 base_url: "http://127.0.0.1".into(),
                 users: BTreeMap::new(),
@@ -824,6 +868,7 @@ impl GithubState {
                 next_id: 10_000,
                 faults: Vec::new(),
                 log: Vec::new(),
+                recorded,
                 apps: HashMap::new(),
                 run_details_supported: true,
                 content_limit_per_minute: None,
@@ -1285,6 +1330,24 @@ impl GithubState {
     /// A copy of the request log.
     pub async fn request_log(&self) -> Vec<LogEntry> {
         self.lock().await.log.clone()
+    }
+
+    /// How many requests the log has recorded since start (entries dropped
+    /// past [`LOG_CAPACITY`] included). Readable without waiting for the
+    /// lock, so a synchronous observer can mark a position in the log: a
+    /// request is recorded before its response is sent, so every request a
+    /// client has seen answered is below the mark.
+    pub fn requests_recorded(&self) -> u64 {
+        self.recorded.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The request log with the sequence number of its first entry (the
+    /// entry at index `i` is request number `first + i`, counted from 0 as
+    /// [`GithubState::requests_recorded`] counts).
+    pub async fn request_log_numbered(&self) -> (u64, Vec<LogEntry>) {
+        let m = self.lock().await;
+        let total = m.recorded.load(std::sync::atomic::Ordering::SeqCst);
+        (total - m.log.len() as u64, m.log.clone())
     }
 
     /// The sha a ref (full name) points at.

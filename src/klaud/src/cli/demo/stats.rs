@@ -1,0 +1,430 @@
+//! `klaud demo --stats`: the simulator's request log cut into what each
+//! candidate's lifecycle cost and what each pass cost around them.
+//!
+//! The cut does not trust Klaud's idea of what it sent. The wave runs the
+//! engine steps of one repository one after another and tells a
+//! [`StepSink`] before and after each step; [`RequestCutter`] marks the
+//! simulator's request counter ([`GithubState::requests_recorded`]) at those
+//! moments. A request is recorded before its answer is sent, so every
+//! request between two marks was made by that step. A step is a *poll*
+//! when it changed nothing in the candidate's record but `updated_at` and
+//! wrote nothing to GitHub. Requests outside any step (maintainer command
+//! reads, the overlap check, planning, claim listing) go to the candidate
+//! whose PR, run or branch the path names, else to the pass they fell in,
+//! sorted by what they read.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use klaud_sandbox::github::LogEntry;
+use klaud_sandbox::github::state::GithubState;
+use klaud_service::story::{StepNote, StepSink};
+use serde::Serialize;
+
+use super::RequestFigures;
+
+/// GitHub requests one validated lifecycle may cost, polls excluded
+/// (issue 16).
+pub const LIFECYCLE_LIMIT: usize = 60;
+
+/// A position in the request log and what happened there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    /// A step of this candidate starts at this request number.
+    StepStarted(String),
+    /// The step ended; `changed` as [`StepSink::step_ended`] says.
+    StepEnded {
+        /// Candidate id.
+        candidate: String,
+        /// Whether the record changed beyond `updated_at`.
+        changed: bool,
+    },
+    /// A wave or reconcile pass ended.
+    PassEnded,
+}
+
+/// A [`StepSink`] that marks the simulator's request log at every step
+/// and pass boundary, and passes every note on to `inner`.
+pub struct RequestCutter {
+    inner: Arc<dyn StepSink>,
+    github: GithubState,
+    marks: Mutex<Vec<(u64, Mark)>>,
+}
+
+impl RequestCutter {
+    /// Marks `github`'s log and tells `inner` the story.
+    pub fn new(inner: Arc<dyn StepSink>, github: GithubState) -> Self {
+        Self {
+            inner,
+            github,
+            marks: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn mark(&self, mark: Mark) {
+        let at = self.github.requests_recorded();
+        if let Ok(mut m) = self.marks.lock() {
+            m.push((at, mark));
+        }
+    }
+
+    /// Every mark so far, in order.
+    pub fn marks(&self) -> Vec<(u64, Mark)> {
+        self.marks.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+impl StepSink for RequestCutter {
+    fn note(&self, note: &StepNote<'_>) {
+        self.inner.note(note);
+    }
+
+    fn wave_done(&self, repository: &str, summary: &klaud_service::WaveSummary) {
+        self.mark(Mark::PassEnded);
+        self.inner.wave_done(repository, summary);
+    }
+
+    fn step_started(&self, repository: &str, candidate: &str) {
+        self.mark(Mark::StepStarted(candidate.to_owned()));
+        self.inner.step_started(repository, candidate);
+    }
+
+    fn step_ended(&self, repository: &str, candidate: &str, changed: bool) {
+        self.mark(Mark::StepEnded {
+            candidate: candidate.to_owned(),
+            changed,
+        });
+        self.inner.step_ended(repository, candidate, changed);
+    }
+}
+
+/// What a candidate's requests outside its steps are recognized by.
+#[derive(Debug, Clone, Default)]
+pub struct CandidatePaths {
+    /// Candidate id.
+    pub candidate: String,
+    /// Its pull request.
+    pub pull: Option<u64>,
+    /// Its branch (`klaud/auto-…`).
+    pub branch: String,
+    /// Its runs.
+    pub runs: Vec<u64>,
+}
+
+impl CandidatePaths {
+    fn names(&self, path: &str) -> bool {
+        let (route, query) = path.split_once('?').unwrap_or((path, ""));
+        let segs: Vec<&str> = route.split('/').collect();
+        let after = |word: &str| {
+            segs.windows(2)
+                .filter(|w| w[0] == word)
+                .filter_map(|w| w[1].parse::<u64>().ok())
+                .collect::<Vec<_>>()
+        };
+        if let Some(n) = self.pull
+            && (after("pulls").contains(&n) || after("issues").contains(&n))
+        {
+            return true;
+        }
+        if after("runs").iter().any(|id| self.runs.contains(id)) {
+            return true;
+        }
+        let decoded: String = url::form_urlencoded::parse(query.as_bytes())
+            .map(|(k, v)| format!("{k}={v}&"))
+            .collect();
+        !self.branch.is_empty()
+            && (route.ends_with(&format!("/heads/{}", self.branch))
+                || decoded.contains(&format!(":{}&", self.branch))
+                || decoded.contains(&format!("={}&", self.branch)))
+    }
+}
+
+/// One candidate's lifecycle, claim to receipt.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct LifecycleRequests {
+    /// Engine steps taken.
+    pub steps: usize,
+    /// Of which polls.
+    pub poll_steps: usize,
+    /// Everything but polls: non-poll steps plus the requests outside
+    /// steps that name this candidate's PR, runs or branch.
+    pub work: RequestFigures,
+    /// Of `work`, the part outside steps (maintainer command reads, …).
+    pub outside_steps: RequestFigures,
+    /// Poll steps.
+    pub polls: RequestFigures,
+}
+
+impl LifecycleRequests {
+    /// Adds one step's slice of the log; `changed` as
+    /// [`StepSink::step_ended`] says.
+    pub fn add_step(&mut self, slice: &[LogEntry], changed: bool) {
+        let f = RequestFigures::of(slice);
+        self.steps += 1;
+        if !changed && f.writes == 0 {
+            self.poll_steps += 1;
+            self.polls.add(f);
+        } else {
+            self.work.add(f);
+        }
+    }
+}
+
+/// Requests of one pass that no candidate's step made and no candidate's
+/// path names, by what they read.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct PassRequests {
+    /// Pass number, from 1 (the first is the wave that claims).
+    pub pass: usize,
+    /// All of them.
+    pub all: RequestFigures,
+    /// The base branch's ref, commits, trees, blobs and files (planning).
+    pub plan: RequestFigures,
+    /// Claim and recovery-lease listings and reads.
+    pub claims: RequestFigures,
+    /// Open pull requests and their files (the overlap check).
+    pub overlap: RequestFigures,
+    /// Compares (the upstream audit).
+    pub audit: RequestFigures,
+    /// Comments of other pull requests (maintainer commands).
+    pub comments: RequestFigures,
+    /// Anything else.
+    pub other: RequestFigures,
+}
+
+impl PassRequests {
+    fn add(&mut self, e: &LogEntry) {
+        let f = RequestFigures::of(std::slice::from_ref(e));
+        self.all.add(f);
+        let route = e.path.split('?').next().unwrap_or(&e.path);
+        let bucket = if route.contains("/klaud/claim") || route.contains("/klaud/recover") {
+            &mut self.claims
+        } else if route.contains("/compare/") {
+            &mut self.audit
+        } else if route.ends_with("/pulls") || route.ends_with("/files") {
+            &mut self.overlap
+        } else if route.ends_with("/comments") {
+            &mut self.comments
+        } else if route.contains("/git/") || route.contains("/contents/") {
+            &mut self.plan
+        } else {
+            &mut self.other
+        };
+        bucket.add(f);
+    }
+}
+
+/// The whole cut.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Cut {
+    /// Per candidate id.
+    pub candidates: BTreeMap<String, LifecycleRequests>,
+    /// Per pass, in order.
+    pub passes: Vec<PassRequests>,
+}
+
+/// Cuts `log` (whose first entry is request number `first`) at `marks`,
+/// from request number `start` (where the first pass began). Requests
+/// after the last pass are left out (the caller measures its idle passes
+/// itself).
+pub fn cut(
+    first: u64,
+    start: u64,
+    log: &[LogEntry],
+    marks: &[(u64, Mark)],
+    owners: &[CandidatePaths],
+) -> Cut {
+    let mut out = Cut::default();
+    let entry = |seq: u64| {
+        seq.checked_sub(first)
+            .and_then(|i| usize::try_from(i).ok())
+            .and_then(|i| log.get(i))
+    };
+    let slice = |from: u64, to: u64| {
+        let lo = usize::try_from(from.saturating_sub(first)).unwrap_or(usize::MAX);
+        let hi = usize::try_from(to.saturating_sub(first)).unwrap_or(usize::MAX);
+        &log[lo.min(log.len())..hi.min(log.len()).max(lo.min(log.len()))]
+    };
+    let mut pass = PassRequests {
+        pass: 1,
+        ..PassRequests::default()
+    };
+    // Requests not inside a step start here.
+    let mut loose_from = start.max(first);
+    let mut open: Option<(u64, &str)> = None;
+    let outside = |pass: &mut PassRequests,
+                   candidates: &mut BTreeMap<String, LifecycleRequests>,
+                   from: u64,
+                   to: u64| {
+        for seq in from..to {
+            let Some(e) = entry(seq) else { continue };
+            if e.path.starts_with("/_sandbox") {
+                continue;
+            }
+            match owners.iter().find(|o| o.names(&e.path)) {
+                Some(o) => {
+                    let f = RequestFigures::of(std::slice::from_ref(e));
+                    let c = candidates.entry(o.candidate.clone()).or_default();
+                    c.work.add(f);
+                    c.outside_steps.add(f);
+                }
+                None => pass.add(e),
+            }
+        }
+    };
+    for (at, mark) in marks {
+        match mark {
+            Mark::StepStarted(candidate) => {
+                outside(&mut pass, &mut out.candidates, loose_from, *at);
+                open = Some((*at, candidate.as_str()));
+            }
+            Mark::StepEnded { candidate, changed } => {
+                if let Some((from, c)) = open.take()
+                    && c == candidate
+                {
+                    out.candidates
+                        .entry(candidate.clone())
+                        .or_default()
+                        .add_step(slice(from, *at), *changed);
+                }
+                loose_from = *at;
+            }
+            Mark::PassEnded => {
+                outside(&mut pass, &mut out.candidates, loose_from, *at);
+                loose_from = *at;
+                let next = pass.pass + 1;
+                out.passes.push(std::mem::take(&mut pass));
+                pass.pass = next;
+            }
+        }
+    }
+    out
+}
+
+/// The log between marks, one request a line (`KLAUD_STATS_DETAIL=1`), to
+/// see what each step asked.
+pub fn dump(first: u64, log: &[LogEntry], marks: &[(u64, Mark)]) -> String {
+    let mut out = String::new();
+    let mut at = first;
+    for (to, mark) in marks.iter().chain(std::iter::once(&(
+        first + log.len() as u64,
+        Mark::PassEnded,
+    ))) {
+        for seq in at..*to {
+            if let Some(e) = usize::try_from(seq - first).ok().and_then(|i| log.get(i)) {
+                out.push_str(&format!("    {seq} {} {} {}\n", e.method, e.path, e.status));
+            }
+        }
+        at = at.max(*to);
+        out.push_str(&format!("  {to} {mark:?}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(method: &str, path: &str, status: u16) -> LogEntry {
+        LogEntry {
+            method: method.into(),
+            path: path.into(),
+            status,
+            login: None,
+        }
+    }
+
+    #[test]
+    fn requests_are_cut_at_step_and_pass_boundaries() {
+        let log = vec![
+            // pass 1, before any step: planning and claims
+            e("GET", "/repos/o/r/git/ref/heads/main", 200),
+            e(
+                "GET",
+                "/repos/o/r/git/matching-refs/heads/klaud/claim-?per_page=100",
+                200,
+            ),
+            // step of c1: a write
+            e("POST", "/repos/o/r/pulls", 201),
+            // c1's comments read outside steps
+            e("GET", "/repos/o/r/issues/7/comments?per_page=100", 200),
+            // step of c1: a poll
+            e("GET", "/repos/o/r/actions/runs/9", 304),
+            // pass 2: a human PR's comments, and the overlap listing
+            e("GET", "/repos/o/r/issues/8/comments", 200),
+            e("GET", "/repos/o/r/pulls?state=open&per_page=100", 304),
+            // after the last pass: not counted
+            e("GET", "/repos/o/r/git/ref/heads/main", 304),
+        ];
+        let marks = vec![
+            (12, Mark::StepStarted("c1".into())),
+            (
+                13,
+                Mark::StepEnded {
+                    candidate: "c1".into(),
+                    changed: true,
+                },
+            ),
+            (14, Mark::StepStarted("c1".into())),
+            (
+                15,
+                Mark::StepEnded {
+                    candidate: "c1".into(),
+                    changed: false,
+                },
+            ),
+            (15, Mark::PassEnded),
+            (17, Mark::PassEnded),
+        ];
+        let owners = [CandidatePaths {
+            candidate: "c1".into(),
+            pull: Some(7),
+            branch: "klaud/auto-c1".into(),
+            runs: vec![9],
+        }];
+        // The log starts at request 10, the first pass at 12.
+        let cut = cut(10, 12, &log, &marks, &owners);
+        let c1 = &cut.candidates["c1"];
+        assert_eq!((c1.steps, c1.poll_steps), (2, 1));
+        assert_eq!((c1.work.total, c1.work.charged, c1.work.writes), (2, 2, 1));
+        assert_eq!(c1.outside_steps.total, 1);
+        assert_eq!((c1.polls.total, c1.polls.charged), (1, 0));
+        assert_eq!(cut.passes.len(), 2);
+        // Requests 10 and 11 come before the first pass: left out.
+        assert_eq!(cut.passes[0].all.total, 0);
+        let from_start = super::cut(10, 10, &log, &marks, &owners);
+        assert_eq!(from_start.passes[0].plan.total, 1);
+        assert_eq!(from_start.passes[0].claims.total, 1);
+        assert_eq!(cut.passes[1].comments.charged, 1);
+        assert_eq!(
+            (cut.passes[1].overlap.total, cut.passes[1].overlap.charged),
+            (1, 0)
+        );
+        assert_eq!(cut.passes[1].all.total, 2);
+    }
+
+    #[test]
+    fn a_poll_that_writes_is_work() {
+        let mut l = LifecycleRequests::default();
+        l.add_step(&[e("PATCH", "/repos/o/r/issues/comments/3", 200)], false);
+        assert_eq!((l.poll_steps, l.work.writes), (0, 1));
+    }
+
+    #[test]
+    fn paths_name_their_candidate_only() {
+        let c = CandidatePaths {
+            candidate: "c".into(),
+            pull: Some(12),
+            branch: "klaud/auto-x".into(),
+            runs: vec![100],
+        };
+        assert!(c.names("/repos/o/r/pulls/12"));
+        assert!(c.names("/repos/o/r/issues/12/labels"));
+        assert!(!c.names("/repos/o/r/pulls/120"));
+        assert!(c.names("/repos/o/r/actions/runs/100/artifacts"));
+        assert!(c.names("/repos/o/r/git/ref/heads/klaud/auto-x"));
+        assert!(!c.names("/repos/o/r/git/ref/heads/klaud/auto-xy"));
+        assert!(c.names("/repos/o/r/pulls?head=o%3Aklaud%2Fauto-x&state=all"));
+        assert!(!c.names("/repos/o/r/pulls?state=open"));
+    }
+}
