@@ -26,5 +26,6 @@ pub mod commands;
 pub mod engine;
 pub mod experiment;
 pub mod model;
+pub mod recover;
 pub mod report;
 pub mod workflows;
