@@ -28,4 +28,5 @@ pub mod experiment;
 pub mod model;
 pub mod recover;
 pub mod report;
+pub mod wave;
 pub mod workflows;
