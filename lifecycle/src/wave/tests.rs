@@ -324,6 +324,33 @@ async fn a_stop_is_answered_once_before_driving_and_a_reader_is_refused() {
             .count(),
         2
     );
+
+    // On the finished candidate a retry is recorded in the journal and
+    // lifts the family's cooldown.
+    assert!(!crate::commands::retry_requested(&w.journal, &w.record().await).await);
+    let retry = w
+        .forge
+        .comment_as("maintainer", pr, "/klaud retry new driver")
+        .expect("comment");
+    let summary = w.wave().await;
+    assert_eq!(summary.answered.len(), 1, "{summary:#?}");
+    assert_eq!(summary.answered[0].verbs, vec!["retry".to_owned()]);
+    let comments = w.forge.list_comments(pr).await.expect("comments");
+    assert!(
+        comments
+            .iter()
+            .any(|c| c.body.starts_with(&reply_marker(retry)) && c.body.contains("Retry recorded")),
+        "{comments:#?}"
+    );
+    let request = w
+        .journal
+        .retry_request(w.target.candidate.family().as_str())
+        .await
+        .expect("journal")
+        .expect("request");
+    assert_eq!(request.by, "maintainer");
+    assert_eq!(request.reason, "new driver");
+    assert!(crate::commands::retry_requested(&w.journal, &w.record().await).await);
 }
 
 #[tokio::test]
