@@ -13,11 +13,11 @@
 //! wave: the refill phase changes them while the engine borrows the wave's
 //! [`EngineConfig`].
 //!
-//! The wave talks to GitHub only through the lifecycle
-//! [`Forge`](crate::engine::Forge) and the [ports](ports) (base checkout,
-//! open pull requests, upstream ranges, plan memory); it never reads the
-//! store except through the [`Journal`](crate::engine::Journal), and it
-//! never writes without the engine's ownership proofs.
+//! The wave talks to GitHub only through the lifecycle [`Forge`] and the
+//! ports ([`BaseSource`], [`PullSource`], [`UpstreamSource`],
+//! [`PlanMemory`], [`WaveObserver`]); it never reads the store except
+//! through the [`Journal`], and it never writes without the engine's
+//! ownership proofs.
 
 mod ports;
 mod summary;
@@ -565,7 +565,7 @@ impl<'a> Wave<'a> {
 
     /// Phase 5: claims the plan's new picks now; a family lost to another
     /// instance's race frees its slot for the next stale family (re-planned
-    /// up to [`REFILL_ROUNDS`] times), so instances started together split
+    /// up to three times), so instances started together split
     /// the work instead of one of them idling until the next wave.
     pub async fn refill(
         &self,

@@ -20,11 +20,14 @@ pub mod daemon;
 pub mod dashboard;
 pub mod overlap;
 pub mod pr_commands;
-pub mod recover;
 pub mod repair_hook;
 pub mod status;
 pub mod story;
 pub mod wave;
+
+/// Recovery of orphaned claims lives in the lifecycle crate; this path
+/// stays for the CLI and the tests.
+pub use klaud_lifecycle::recover;
 
 pub use baseline_api::{HttpBaselineSource, NoBaseline};
 pub use klaud_github::lifecycle::GithubLifecycle;
