@@ -1,8 +1,16 @@
 //! `klaud-lifecycle` owns the candidate state machine: ownership proofs,
 //! attempts, reports and receipts, finish and recovery, over a forge trait and
-//! a journal trait.
+//! a journal trait — and what drives it: the [`wave`] (recover orphans,
+//! adopt held claims, plan, resume, refill, answer commands, drive,
+//! summarize), [`recover`]y of orphaned claims and the handling of
+//! maintainer [`commands`], generic over the lifecycle `Forge`, `Journal`
+//! and the claims `Clock`.
 //!
-//! It must never mutate anything on the forge without an ownership proof.
+//! It must never mutate anything on the forge without an ownership proof,
+//! and never depend on GitHub, the store or the service: what a wave needs
+//! from them (the base checkout, the open pull requests, upstream ranges,
+//! the registry breaker) comes through the small traits of
+//! [`wave`]'s ports, which `klaud-service` implements.
 //!
 //! The pure parts, free of any I/O, are: [`model`] (outcomes, phases,
 //! attempts), [`artifacts`] (bounded parsing of workflow artifacts),
@@ -26,5 +34,7 @@ pub mod commands;
 pub mod engine;
 pub mod experiment;
 pub mod model;
+pub mod recover;
 pub mod report;
+pub mod wave;
 pub mod workflows;

@@ -57,6 +57,9 @@ impl Forge for Fake {
     async fn list_comments(&self, _: u64) -> Result<Vec<Comment>, ForgeError> {
         unused()
     }
+    async fn permission(&self, _: &str) -> Result<String, ForgeError> {
+        unused()
+    }
     async fn list_runs(&self, _: &RunQuery) -> Result<Vec<Run>, ForgeError> {
         unused()
     }

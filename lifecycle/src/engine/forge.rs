@@ -209,6 +209,10 @@ pub trait Forge: Send + Sync {
     async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError>;
     /// Comments of a pull request, oldest first.
     async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError>;
+    /// The repository role of `login` (`admin`, `maintain`, `write`,
+    /// `triage`, `read`, or a custom role name): who may give maintainer
+    /// commands. An error (a non-collaborator is a 404) refuses them.
+    async fn permission(&self, login: &str) -> Result<String, ForgeError>;
     /// Runs of a workflow, newest first.
     async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>, ForgeError>;
     /// One run.

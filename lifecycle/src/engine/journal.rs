@@ -241,6 +241,37 @@ pub trait Journal: Send + Sync {
     async fn load(&self, candidate: &str) -> Result<Option<CandidateRecord>, JournalError>;
     /// Every record.
     async fn list(&self) -> Result<Vec<CandidateRecord>, JournalError>;
+    /// The last maintainer request to plan `family` (a family id) again
+    /// before its cooldown ends (`/klaud retry`). A journal that keeps none
+    /// answers `None`.
+    async fn retry_request(&self, family: &str) -> Result<Option<RetryRequest>, JournalError> {
+        let _ = family;
+        Ok(None)
+    }
+    /// Records a retry request for `family` durably (flushed before
+    /// returning), replacing an earlier one. A journal that keeps none
+    /// refuses.
+    async fn record_retry_request(
+        &self,
+        family: &str,
+        request: &RetryRequest,
+    ) -> Result<(), JournalError> {
+        let _ = (family, request);
+        Err(JournalError("this journal keeps no retry requests".into()))
+    }
+}
+
+/// A maintainer's request to plan a family again before its cooldown ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryRequest {
+    /// The finished candidate the request was made on.
+    pub candidate: String,
+    /// Who asked (login, or `operator` for the CLI).
+    pub by: String,
+    /// Why, as given.
+    pub reason: String,
+    /// When.
+    pub at: DateTime<Utc>,
 }
 
 /// A journal in memory (tests, and runs that accept losing it: GitHub is
@@ -248,6 +279,7 @@ pub trait Journal: Send + Sync {
 #[derive(Debug, Default)]
 pub struct MemoryJournal {
     records: Mutex<BTreeMap<String, CandidateRecord>>,
+    retries: Mutex<BTreeMap<String, RetryRequest>>,
 }
 
 impl MemoryJournal {
@@ -292,5 +324,26 @@ impl Journal for MemoryJournal {
             .values()
             .cloned()
             .collect())
+    }
+
+    async fn retry_request(&self, family: &str) -> Result<Option<RetryRequest>, JournalError> {
+        Ok(self
+            .retries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(family)
+            .cloned())
+    }
+
+    async fn record_retry_request(
+        &self,
+        family: &str,
+        request: &RetryRequest,
+    ) -> Result<(), JournalError> {
+        self.retries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(family.to_owned(), request.clone());
+        Ok(())
     }
 }

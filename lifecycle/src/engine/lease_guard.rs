@@ -77,6 +77,9 @@ impl Forge for LeaseGuard<'_> {
     async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError> {
         self.inner.closed_by(number).await
     }
+    async fn permission(&self, login: &str) -> Result<String, ForgeError> {
+        self.inner.permission(login).await
+    }
     async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
         self.inner.list_comments(number).await
     }

@@ -92,6 +92,8 @@ struct State {
     /// sha → (message, parents, changed paths, author) of every commit
     /// made through this forge, for the compare API.
     commits: BTreeMap<String, (String, Vec<String>, Vec<String>, String)>,
+    /// login → repository role; anyone else is no collaborator (404).
+    permissions: BTreeMap<String, String>,
 }
 
 impl State {
@@ -399,6 +401,14 @@ impl Forge for MemoryForge {
         // Pulls here close only through the engine's own proof-checked
         // writes; who closed them is never in question.
         Ok(None)
+    }
+
+    async fn permission(&self, login: &str) -> Result<String, ForgeError> {
+        self.lock()
+            .permissions
+            .get(&login.to_ascii_lowercase())
+            .cloned()
+            .ok_or_else(|| ForgeError::NotFound(format!("permission of {login}")))
     }
 
     async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
@@ -782,6 +792,14 @@ impl MemoryForge {
         };
         st.comments.push((number, comment.clone()));
         Ok(comment)
+    }
+
+    /// Gives `login` the repository role `role` (`write`, `read`, ...), as
+    /// the collaborator permission API reports it.
+    pub fn set_permission(&self, login: &str, role: &str) {
+        self.lock()
+            .permissions
+            .insert(login.to_ascii_lowercase(), role.to_owned());
     }
 
     /// Posts a comment as `author` (a maintainer's command, say).

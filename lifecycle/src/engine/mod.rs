@@ -31,7 +31,8 @@ pub use forge::{
     ArtifactInfo, Comment, ComparedCommit, Comparison, Forge, ForgeError, Job, Pull, Run, RunQuery,
 };
 pub use journal::{
-    AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, Step, StoredClaim,
+    AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, RetryRequest,
+    Step, StoredClaim,
 };
 pub use klaud_claims::ManualClock;
 pub use memory::MemoryForge;

@@ -111,6 +111,10 @@ impl LifecycleForge for GithubLifecycle<'_> {
         self.forge.closed_by(number).await.map_err(map)
     }
 
+    async fn permission(&self, login: &str) -> Result<String, ForgeError> {
+        self.forge.collaborator_permission(login).await.map_err(map)
+    }
+
     async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
         Ok(self
             .forge

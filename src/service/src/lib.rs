@@ -1,26 +1,33 @@
 //! `klaud-service`: the long-running side of Klaud and the wiring of the
-//! candidate lifecycle to the outside world. It owns the planner wave
-//! ([`wave`]), recovery of orphaned claims ([`recover`]), maintainer PR
-//! commands ([`pr_commands`]), the daemon with its schedule, reconcile loop
-//! and webhook ([`daemon`]), the status dashboard ([`dashboard`], [`status`]),
-//! the baseline API client ([`baseline_api`]) and the repair hook
-//! ([`repair_hook`]).
+//! candidate lifecycle to the outside world. It owns the daemon with its
+//! schedule, reconcile loop and webhook ([`daemon`]), the status dashboard
+//! ([`dashboard`], [`status`]), the baseline API client ([`baseline_api`])
+//! and the repair hook ([`repair_hook`]), and it connects the wave to
+//! GitHub and the store: [`wave`] implements the ports of
+//! `klaud_lifecycle::wave` (base checkout with the blob cache, the open
+//! pull requests of [`overlap`], upstream ranges, the registry breaker) and
+//! keeps `run_wave` / `run_wave_told`; [`pr_commands`] and [`recover`] are
+//! thin adapters of `klaud_lifecycle::commands` and `klaud_lifecycle::recover`.
 //!
 //! It must never re-implement a rule another crate owns: repository
 //! knowledge is `klaud-planner`'s, claims are `klaud-claims`', the candidate
-//! state machine, ownership proofs and reports are `klaud-lifecycle`'s, and
-//! every GitHub call goes through `klaud-github`.
+//! state machine, the wave's phases, recovery, maintainer commands,
+//! ownership proofs and reports are `klaud-lifecycle`'s, and every GitHub
+//! call goes through `klaud-github`.
 
 pub mod baseline_api;
 pub mod daemon;
 pub mod dashboard;
 pub mod overlap;
 pub mod pr_commands;
-pub mod recover;
 pub mod repair_hook;
 pub mod status;
 pub mod story;
 pub mod wave;
+
+/// Recovery of orphaned claims lives in the lifecycle crate; this path
+/// stays for the CLI and the tests.
+pub use klaud_lifecycle::recover;
 
 pub use baseline_api::{HttpBaselineSource, NoBaseline};
 pub use klaud_github::lifecycle::GithubLifecycle;

@@ -87,18 +87,7 @@ pub fn entry_bytes<'t>(text: &'t str, key: &str) -> Option<&'t str> {
     text.get(start..end)
 }
 
-/// What the open PRs say about the families of a base checkout.
-#[derive(Debug, Default, Clone)]
-pub struct OpenPulls {
-    /// Family id → its block for the plan: `occupied` for Klaud's own open
-    /// PR (either branch spelling), else `duplicate` for another PR that
-    /// overlaps it.
-    pub blocks: BTreeMap<String, Blocked>,
-    /// Family id → the oldest PR that is not Klaud's and changes the
-    /// family's entry in its master file or one of its recipe files (also
-    /// for families Klaud has a PR for).
-    pub human: BTreeMap<String, Blocked>,
-}
+pub use klaud_lifecycle::wave::OpenPulls;
 
 /// Reads the open PRs onto `base_branch` (see [`OpenPulls`]).
 pub async fn open_pull_blocks(

@@ -1,32 +1,36 @@
-//! One wave (spec §1): read the base branch, plan, claim, and drive every
-//! candidate of this instance as far as it can go. Running a wave again
-//! resumes (from the journal, or from GitHub when the journal is empty) and
-//! never duplicates anything.
+//! One wave over GitHub and the local store. The wave itself — its phases
+//! and every rule in them — lives in [`klaud_lifecycle::wave`]; this module
+//! reads the base commit into a checkout (blobs cached by content in the
+//! store, or taken from a local git checkout), lists the open pull requests
+//! for the overlap, asks upstream repositories for the range of a bump,
+//! keeps the registry breaker, and adapts [`run_wave`] / [`run_wave_told`]
+//! for the daemon, the CLI and the tests.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use klaud_claims::{CandidateId, ClaimBook, Claimant, SystemClock, ensure_plannable};
-use klaud_lifecycle::baseline::BaselineSource;
-use klaud_lifecycle::engine::{
-    CandidateRecord, Engine, EngineConfig, Journal, Progress, RepairHook, Step, Target,
-};
-use klaud_lifecycle::model::{Outcome, RunRef};
-use klaud_lifecycle::report::UpstreamRange;
-use klaud_planner::image::ImageRef;
-use klaud_planner::plan::{BlockKind, CreationTimes, PlanOptions, PlanReport, plan};
-use klaud_planner::registry::RegistryClient;
-use klaud_planner::repo::{RepoOptions, Repository};
-use serde::Serialize;
-
-use super::recover::{
-    Orphan, RecoveryContext, open_orphans, settle_recovery_leases, take_over_orphans,
-};
+use async_trait::async_trait;
+use klaud_claims::{Claimant, SystemClock};
 use klaud_github::lifecycle::GithubLifecycle;
 use klaud_github::upstream::GithubUpstream;
 use klaud_github::{Forge, ForgeRunStatus, GithubError};
+use klaud_lifecycle::baseline::BaselineSource;
+use klaud_lifecycle::commands::Retries;
+use klaud_lifecycle::engine::{CandidateRecord, EngineConfig, Journal, Progress, RepairHook};
+use klaud_lifecycle::report::UpstreamRange;
+use klaud_lifecycle::wave::{
+    self as lifecycle_wave, BaseCheckout, BaseSource, OpenPulls, PlanMemory, PullSource,
+    UpstreamSource, Wave, WaveObserver, WavePorts,
+};
+use klaud_planner::image::ImageRef;
+use klaud_planner::plan::{CreationTimes, PlanOptions};
+use klaud_planner::registry::RegistryClient;
+use klaud_planner::repo::{Family, RepoOptions, Repository};
+use klaud_store::journal::StoreJournal;
 use klaud_store::{Record, Store, trees};
+
+pub use klaud_lifecycle::wave::{BlockedFamily, CandidateSummary, WaveSummary, render_summary};
 
 /// Paths (after an optional `inferencex-e2e/` prefix) the planner and the
 /// bump read from the base branch.
@@ -105,12 +109,14 @@ pub fn restore_breaker(registry: &RegistryClient, store: &Store) {
     }
 }
 
-/// Saves the registry's breaker after a plan (see [`restore_breaker`]).
-fn save_breaker(registry: &RegistryClient, store: Option<&Store>) {
-    if let Some(store) = store
-        && let Err(e) = store.save_breaker(&registry.breaker_state())
-    {
-        tracing::warn!(error = %e, "registry breaker not saved");
+/// Saves the registry's breaker after each plan (see [`restore_breaker`]).
+struct BreakerMemory<'a>(&'a Store);
+
+impl PlanMemory for BreakerMemory<'_> {
+    fn planned(&self, registry: &RegistryClient) {
+        if let Err(e) = self.0.save_breaker(&registry.breaker_state()) {
+            tracing::warn!(error = %e, "registry breaker not saved");
+        }
     }
 }
 
@@ -343,132 +349,6 @@ pub struct WaveOptions<'a> {
     pub checkout: Option<&'a Path>,
 }
 
-/// One candidate at the end of a wave.
-#[derive(Debug, Clone, Serialize)]
-pub struct CandidateSummary {
-    /// Candidate id.
-    pub candidate: String,
-    /// Family.
-    pub family: String,
-    /// Candidate image.
-    pub image: String,
-    /// Outcome, once finished.
-    pub outcome: Option<String>,
-    /// Phase of the outcome, or the step it is at.
-    pub phase: String,
-    /// The PR URL.
-    pub pull_request: Option<String>,
-    /// Runs Klaud owns.
-    pub runs: Vec<RunRef>,
-    /// Repairs used.
-    pub repairs: u32,
-    /// Why it is not finished (waiting on, or the error it stopped at).
-    pub status: Option<String>,
-    /// Why it ended, once it did.
-    pub message: Option<String>,
-}
-
-impl CandidateSummary {
-    /// The summary of a journal record.
-    pub fn of(rec: &CandidateRecord, status: Option<String>) -> Self {
-        Self {
-            candidate: rec.candidate.clone(),
-            family: rec.family.clone(),
-            image: rec.image.clone(),
-            outcome: rec
-                .ending
-                .as_ref()
-                .filter(|_| rec.step == Step::Done)
-                .map(|e| e.outcome.to_string()),
-            phase: match (&rec.ending, rec.step) {
-                (Some(e), Step::Done) => e.phase.to_string(),
-                (_, step) => step.as_str().to_owned(),
-            },
-            pull_request: rec.pull_url.clone(),
-            runs: rec.runs(),
-            repairs: rec.repairs,
-            status,
-            message: rec.ending.as_ref().map(|e| e.message.clone()),
-        }
-    }
-}
-
-/// A family the wave's plan blocked.
-#[derive(Debug, Clone, Serialize)]
-pub struct BlockedFamily {
-    /// The family.
-    pub family: String,
-    /// `retired`, `duplicate` or `occupied`.
-    pub outcome: String,
-    /// Why, naming the PR and its author when there is one.
-    pub reason: String,
-}
-
-/// The result of a wave.
-#[derive(Debug, Clone, Serialize)]
-pub struct WaveSummary {
-    /// Base commit.
-    pub base: String,
-    /// Candidates worked on.
-    pub candidates: Vec<CandidateSummary>,
-    /// Planned candidates not taken up, with why.
-    pub skipped: Vec<(String, String)>,
-    /// Maintainer command comments answered in this wave.
-    pub answered: Vec<crate::pr_commands::Answered>,
-    /// Families the plan did not bump whatever the registry says, with
-    /// why: `retired`, `duplicate` (somebody else's PR) or `occupied`
-    /// (Klaud's own open PR).
-    pub blocked: Vec<BlockedFamily>,
-    /// Every family of the wave's plan (for the dashboard).
-    #[serde(skip)]
-    pub families: Vec<klaud_planner::plan::FamilyPlan>,
-}
-
-impl WaveSummary {
-    /// Whether every candidate has an outcome.
-    pub fn all_finished(&self) -> bool {
-        self.candidates.iter().all(|c| c.outcome.is_some())
-    }
-}
-
-/// Targets for the plan's selected candidates plus `wanted` (claims this
-/// instance holds), looked up among every family's candidate.
-fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) -> Vec<Target> {
-    let mut out = Vec::new();
-    let mut seen = BTreeSet::new();
-    let selected = report.candidates.iter().map(|s| s.id.clone());
-    for id in selected.chain(wanted.iter().cloned()) {
-        if !seen.insert(id.clone()) {
-            continue;
-        }
-        let found = report.families.iter().find_map(|fp| {
-            let c = fp.candidate.as_ref()?;
-            (klaud_planner::identity::candidate_id(&fp.id, &c.image.normalized()) == id)
-                .then_some((fp, c))
-        });
-        let (Some((fp, c)), Ok(candidate)) = (found, CandidateId::new(&id)) else {
-            continue;
-        };
-        out.push(Target {
-            family: fp.family.clone(),
-            candidate,
-            image: c.image.to_string(),
-            revision: c.revision.clone(),
-            clock: serde_json::to_value(c.clock)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned)),
-            not_release_reason: None,
-            upstream: None,
-            versions: Some(klaud_lifecycle::report::VersionsCompared {
-                old: None,
-                new: c.versions.clone(),
-            }),
-            variant: None,
-        });
-    }
-    out
-}
-
 /// The upstream commit an image tag names: `nightly-<sha>` or a tag ending
 /// in `-<7 to 40 hex>` with at least one letter (so dates are not taken for
 /// commits).
@@ -488,7 +368,7 @@ pub fn tag_commit(tag: &str) -> Option<&str> {
 async fn upstream_range(
     upstream: &GithubUpstream,
     sources: &BTreeMap<String, String>,
-    (repository, family): (&Repository, &klaud_planner::repo::Family),
+    (repository, family): (&Repository, &Family),
     new: &str,
     revision: Option<&str>,
 ) -> Option<UpstreamRange> {
@@ -549,224 +429,144 @@ async fn audit_range(
     upstream.audit(source, from, to, &collected).await
 }
 
-/// The target of a candidate this instance holds a claim for, read from
-/// its branch: the family's image in the bumped master config names the
-/// candidate. `None` when there is no branch, or it does not carry that
-/// image; an error when GitHub could not be read (try again next pass).
-async fn held_target(
-    forge: &Forge,
-    repository: &Repository,
-    candidate: &klaud_claims::ClaimCandidate,
-    cache: Option<&Store>,
-    experiments: &[klaud_lifecycle::experiment::ExperimentSpec],
-    claim: &klaud_claims::ClaimRecord,
-) -> Result<Option<Target>, WaveError> {
-    // A sibling a `/klaud try` listed in the claim: rebuilt from the claim
-    // record alone, branch or not (issue 15).
-    if let Some(listed) = klaud_lifecycle::experiment::Listed::of_claim(&claim.extra) {
-        let listed = match listed {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(family = %candidate.family, error = %e, "listed variants not read");
+/// The GitHub side of a wave: the base commit, Klaud's branches and the
+/// open pull requests, with blobs and PR files cached in the store.
+struct GithubSide<'a> {
+    forge: &'a Forge,
+    cache: Option<&'a Store>,
+    checkout: Option<&'a Path>,
+}
+
+fn port(e: WaveError) -> lifecycle_wave::WaveError {
+    lifecycle_wave::WaveError::Port(Box::new(e))
+}
+
+#[async_trait]
+impl BaseSource for GithubSide<'_> {
+    async fn base(
+        &self,
+        branch: &str,
+        options: &RepoOptions,
+    ) -> Result<BaseCheckout, lifecycle_wave::WaveError> {
+        let (sha, dir, repository) =
+            base_checkout_from(self.forge, branch, options, self.cache, self.checkout)
+                .await
+                .map_err(port)?;
+        Ok(BaseCheckout {
+            sha,
+            repository,
+            keep: Box::new(dir),
+        })
+    }
+
+    async fn branch_file(
+        &self,
+        branch: &str,
+        path: &str,
+    ) -> Result<Option<Vec<u8>>, lifecycle_wave::WaveError> {
+        let read = async {
+            let Some(head) = self.forge.get_ref(&format!("refs/heads/{branch}")).await? else {
                 return Ok(None);
-            }
-        };
-        if let Some(t) = listed_target(candidate, &listed) {
-            return Ok(Some(t));
-        }
-    }
-    let branch = klaud_lifecycle::engine::branch_name(candidate.id.as_str());
-    let Some(head) = forge.get_ref(&format!("refs/heads/{branch}")).await? else {
-        return Ok(None);
-    };
-    let Some((file, key)) = candidate.family.rsplit_once(':') else {
-        return Ok(None);
-    };
-    let path = format!("{}{file}", repository.prefix());
-    let Some((_, sha)) = forge
-        .tree_blobs(&head)
-        .await?
-        .into_iter()
-        .find(|(p, _)| *p == path)
-    else {
-        return Ok(None);
-    };
-    let bytes = blob(forge, &sha, cache).await?;
-    let image = std::str::from_utf8(&bytes)
-        .ok()
-        .and_then(|text| klaud_planner::yaml::parse(text).ok().flatten())
-        .and_then(|doc| doc.get(key)?.get("image")?.as_scalar().map(str::to_owned));
-    let Some(image) = image else {
-        return Ok(None);
-    };
-    let Ok(parsed) = ImageRef::parse(&image) else {
-        return Ok(None);
-    };
-    let plain =
-        klaud_planner::identity::candidate_id(candidate.id.family().as_str(), &parsed.normalized());
-    let Ok(plain) = CandidateId::new(&plain) else {
-        return Ok(None);
-    };
-    let target = Target {
-        family: candidate.family.clone(),
-        candidate: plain,
-        image,
-        revision: None,
-        clock: None,
-        not_release_reason: None,
-        upstream: None,
-        versions: None,
-        variant: None,
-    };
-    if target.candidate == candidate.id {
-        return Ok(Some(target));
-    }
-    // A variant of a configured experiment: its id is rebuilt from the
-    // image its branch runs (issue 15).
-    Ok(
-        match klaud_lifecycle::experiment::expand(&target, experiments) {
-            Some(Ok(variants)) => variants.into_iter().find(|v| v.candidate == candidate.id),
-            _ => None,
-        },
-    )
-}
-
-/// The target of `candidate` when the claim's [`Listed`] experiment names
-/// it: its id is rebuilt from the experiment's base image and the
-/// variant's edits, and must come out the same.
-///
-/// [`Listed`]: klaud_lifecycle::experiment::Listed
-fn listed_target(
-    candidate: &klaud_claims::ClaimCandidate,
-    listed: &klaud_lifecycle::experiment::Listed,
-) -> Option<Target> {
-    let info = match listed.info_for(candidate.id.as_str())? {
-        Ok(i) => i,
-        Err(e) => {
-            tracing::warn!(candidate = %candidate.id, error = %e, "listed variant not rebuilt");
-            return None;
-        }
-    };
-    let image = ImageRef::parse(&listed.base_image).ok()?;
-    let plain =
-        klaud_planner::identity::candidate_id(candidate.id.family().as_str(), &image.normalized());
-    let base = Target {
-        family: candidate.family.clone(),
-        candidate: CandidateId::new(&plain).ok()?,
-        image: listed.base_image.clone(),
-        revision: None,
-        clock: None,
-        not_release_reason: None,
-        upstream: None,
-        versions: None,
-        variant: None,
-    };
-    let mut target = if base.candidate == candidate.id {
-        base
-    } else {
-        let resolved = klaud_planner::variant::ResolvedVariant {
-            name: info.name.clone(),
-            from: info.from.clone(),
-            own: info.own.clone(),
-            edits: info.edits.clone(),
-        };
-        let mut made = klaud_lifecycle::experiment::variant_targets(
-            &base,
-            &info.experiment,
-            std::slice::from_ref(&resolved),
-            info.max_concurrent,
-        )
-        .ok()?;
-        let t = made.pop()?;
-        if t.candidate != candidate.id {
-            tracing::warn!(candidate = %candidate.id, rebuilt = %t.candidate, "listed variant rebuilds to another id");
-            return None;
-        }
-        t
-    };
-    target.variant = Some(info);
-    Some(target)
-}
-
-/// The plan's picks with each pick on an experiment's family replaced by
-/// the experiment's variants (issue 15); each variant is marked seen.
-fn expand_experiments(
-    picked: Vec<Target>,
-    experiments: &[klaud_lifecycle::experiment::ExperimentSpec],
-    seen: &mut BTreeSet<String>,
-) -> Vec<Target> {
-    if experiments.is_empty() {
-        return picked;
-    }
-    let mut out = Vec::new();
-    for t in picked {
-        match klaud_lifecycle::experiment::expand(&t, experiments) {
-            None => out.push(t),
-            Some(Ok(variants)) => out.extend(
-                variants
-                    .into_iter()
-                    .filter(|v| seen.insert(v.candidate.as_str().to_owned())),
-            ),
-            Some(Err(e)) => {
-                tracing::warn!(candidate = %t.candidate, error = %e, "experiment not started")
-            }
-        }
-    }
-    out
-}
-
-/// How often a wave re-plans to replace picks whose claim another instance
-/// won first.
-const REFILL_ROUNDS: usize = 3;
-
-/// The targets of `report` (its picks plus the claims in `ours`) not in
-/// `seen`, with their upstream commit range when it can be known and the
-/// versions the old image declares next to the new one's.
-async fn plan_targets(
-    report: &PlanReport,
-    ours: &BTreeSet<String>,
-    seen: &mut BTreeSet<String>,
-    options: &WaveOptions<'_>,
-    repository: &Repository,
-    registry: &RegistryClient,
-) -> Vec<Target> {
-    let mut out = Vec::new();
-    for mut t in targets_from_plan(report, ours) {
-        if !seen.insert(t.candidate.as_str().to_owned()) {
-            continue;
-        }
-        if let (Some(up), Ok(family)) = (options.upstream, repository.family(&t.family)) {
-            t.upstream = upstream_range(
-                up,
-                &options.plan.upstream,
-                (repository, family),
-                &t.image,
-                t.revision.as_deref(),
-            )
-            .await;
-        }
-        if let (Some(v), Ok(family)) = (t.versions.as_mut(), repository.family(&t.family)) {
-            // Only the picks' old images are read (not every family's), so
-            // the plan keeps its request discipline; an unreadable one
-            // (pruned tag, registry down) leaves the old column empty.
-            let architecture = family.platform.architecture();
-            v.old = match klaud_planner::provenance::image_versions(
-                registry,
-                family.image(),
-                architecture,
-            )
-            .await
-            {
-                Ok(old) => old,
-                Err(e) => {
-                    tracing::warn!(image = %family.image(), error = %e, "old image versions unknown");
-                    None
-                }
             };
-        }
-        out.push(t);
+            let Some((_, sha)) = self
+                .forge
+                .tree_blobs(&head)
+                .await?
+                .into_iter()
+                .find(|(p, _)| *p == path)
+            else {
+                return Ok(None);
+            };
+            blob(self.forge, &sha, self.cache).await.map(Some)
+        };
+        read.await.map_err(port)
     }
-    out
+}
+
+#[async_trait]
+impl PullSource for GithubSide<'_> {
+    async fn open_pulls(
+        &self,
+        repository: &Repository,
+        base_branch: &str,
+    ) -> Result<OpenPulls, lifecycle_wave::WaveError> {
+        crate::overlap::open_pull_blocks(self.forge, repository, base_branch, self.cache)
+            .await
+            .map_err(port)
+    }
+}
+
+/// Upstream ranges from the source repositories of the image repositories
+/// (`sources`: normalized image repository → `owner/name`).
+struct UpstreamRanges<'a> {
+    upstream: &'a GithubUpstream,
+    sources: BTreeMap<String, String>,
+}
+
+#[async_trait]
+impl UpstreamSource for UpstreamRanges<'_> {
+    async fn range(
+        &self,
+        repository: &Repository,
+        family: &Family,
+        new: &str,
+        revision: Option<&str>,
+    ) -> Option<UpstreamRange> {
+        upstream_range(
+            self.upstream,
+            &self.sources,
+            (repository, family),
+            new,
+            revision,
+        )
+        .await
+    }
+}
+
+/// Tells a [`crate::story::StepSink`] what the wave does on `repository`.
+struct Story<'a> {
+    sink: &'a dyn crate::story::StepSink,
+    repository: String,
+}
+
+impl WaveObserver for Story<'_> {
+    fn stepped(
+        &self,
+        before: &CandidateRecord,
+        after: &CandidateRecord,
+        progress: &Result<Progress, String>,
+    ) {
+        crate::story::tell(Some(self.sink), &self.repository, before, after, progress);
+        let changed = CandidateRecord {
+            updated_at: after.updated_at,
+            ..before.clone()
+        } != *after;
+        self.sink
+            .step_ended(&self.repository, &after.candidate, changed);
+    }
+
+    fn step_started(&self, candidate: &CandidateRecord) {
+        self.sink
+            .step_started(&self.repository, &candidate.candidate);
+    }
+
+    fn done(&self, summary: &WaveSummary) {
+        self.sink.wave_done(&self.repository, summary);
+    }
+}
+
+impl From<lifecycle_wave::WaveError> for WaveError {
+    fn from(e: lifecycle_wave::WaveError) -> Self {
+        match e {
+            // Every port of this module fails with a `WaveError`.
+            lifecycle_wave::WaveError::Port(inner) => match inner.downcast::<WaveError>() {
+                Ok(e) => *e,
+                Err(other) => WaveError::Checkout(other.to_string()),
+            },
+            lifecycle_wave::WaveError::Claims(why) => WaveError::Claims(why),
+            lifecycle_wave::WaveError::Journal(why) => WaveError::Journal(why),
+        }
+    }
 }
 
 /// Runs one wave.
@@ -781,8 +581,8 @@ pub async fn run_wave(
     run_wave_told(forge, journal, registry, baseline, repair, options, None).await
 }
 
-/// Runs one wave and tells `sink` every visible candidate step
-/// ([`crate::story`]).
+/// Runs one wave ([`klaud_lifecycle::wave::Wave`]) over GitHub and tells
+/// `sink` every visible candidate step ([`crate::story`]).
 pub async fn run_wave_told(
     forge: &Forge,
     journal: &dyn Journal,
@@ -792,567 +592,58 @@ pub async fn run_wave_told(
     mut options: WaveOptions<'_>,
     sink: Option<&dyn crate::story::StepSink>,
 ) -> Result<WaveSummary, WaveError> {
-    let repo_name = forge.repo();
-    // Records are compared around each step only when someone listens.
-    let step = async |engine: &Engine<'_>, rec: &mut CandidateRecord| {
-        let before = sink.map(|_| rec.clone());
-        if let Some(sink) = sink {
-            sink.step_started(&repo_name, &rec.candidate);
-        }
-        let progress = engine.step(rec).await;
-        if let (Some(before), Some(sink)) = (&before, sink) {
-            let told = progress
-                .as_ref()
-                .map(Clone::clone)
-                .map_err(ToString::to_string);
-            crate::story::tell(Some(sink), &repo_name, before, rec, &told);
-            let changed = CandidateRecord {
-                updated_at: rec.updated_at,
-                ..before.clone()
-            } != *rec;
-            sink.step_ended(&repo_name, &rec.candidate, changed);
-        }
-        progress
-    };
-    let (base, _dir, repository) = base_checkout_from(
-        forge,
-        &options.engine.base_branch,
-        &options.engine.repo,
-        options.cache,
-        options.checkout,
-    )
-    .await?;
     if options.plan.creation_times.is_none() {
         options.plan.creation_times = options.cache.map(|s| s as &dyn CreationTimes);
     }
-
-    let clock = SystemClock;
-    let book = ClaimBook::new(forge, &clock, options.claimant.clone());
-    let claims = book
-        .list_claims()
-        .await
-        .map_err(|e| WaveError::Claims(e.to_string()))?;
-    ensure_plannable(&claims).map_err(|e| WaveError::Claims(e.to_string()))?;
-    let leases = book
-        .list_recovery_leases()
-        .await
-        .map_err(|e| WaveError::Claims(e.to_string()))?;
-    let (done, unfinished): (Vec<CandidateRecord>, Vec<CandidateRecord>) = journal
-        .list()
-        .await
-        .map_err(|e| WaveError::Journal(e.to_string()))?
-        .into_iter()
-        .partition(|r| r.step == Step::Done);
-    let now = chrono::Utc::now();
-    let runs = ForgeRunStatus::new(forge);
-    let recovery = RecoveryContext {
-        book: &book,
-        runs: &runs,
-        owner_run: options.engine.owner_run,
-        lease: options.engine.lease,
-        now,
-    };
-    // Recovery (spec §6) before planning: orphaned claims are taken over
-    // and their candidates finished in this wave.
-    let journaled: BTreeSet<String> = done
-        .iter()
-        .chain(&unfinished)
-        .map(|r| r.candidate.clone())
-        .collect();
-    let (orphans, not_recovered) =
-        take_over_orphans(&recovery, &claims, &leases, &journaled, None).await;
-    for (claim, why) in &not_recovered {
-        tracing::debug!(claim, why, "not recovered");
-    }
-    let recovering: BTreeSet<String> = orphans
-        .iter()
-        .flat_map(|o| o.candidates.iter().map(|c| c.id.as_str().to_owned()))
-        .collect();
-    let mut ours = BTreeSet::new();
-    let mut held_by_us = Vec::new();
-    for entry in &claims {
-        match book.adopt(entry) {
-            Some(held) => {
-                ours.extend(
-                    held.record
-                        .candidate_ids()
-                        .iter()
-                        .map(|s| s.to_string())
-                        .filter(|id| !recovering.contains(id)),
-                );
-                held_by_us.push(held);
-            }
-            None => {
-                if let Some(family) = entry.family() {
-                    options.plan.occupied.insert(family.as_str().to_owned());
-                }
-                // A family group is claimed under its first member's ref;
-                // the record lists every member, and each is occupied.
-                if let Ok(record) = &entry.record {
-                    options.plan.occupied.extend(
-                        record
-                            .candidates
-                            .iter()
-                            .map(|c| klaud_planner::identity::family_id(&c.family)),
-                    );
-                }
-            }
-        }
-    }
-    // Other people's work and Klaud's own open PRs (issue 11), read from
-    // GitHub before claiming; the blocked families are still planned so the
-    // plan says what they would get.
-    let open_pulls = crate::overlap::open_pull_blocks(
-        forge,
-        &repository,
-        &options.engine.base_branch,
-        options.cache,
-    )
-    .await?;
-    options.plan.blocked = open_pulls.blocks.clone();
-    // This instance's own candidates in flight are resumed, not blocked:
-    // their PR is the open one, and the plan keeps counting them as picks.
-    let in_flight: BTreeSet<String> = ours
-        .iter()
-        .map(String::as_str)
-        .chain(unfinished.iter().map(|r| r.candidate.as_str()))
-        .filter_map(|id| CandidateId::new(id).ok())
-        .map(|id| id.family().as_str().to_owned())
-        .collect();
-    options
-        .plan
-        .blocked
-        .retain(|family, b| b.kind != BlockKind::Occupied || !in_flight.contains(family));
-    let cooldown = chrono::TimeDelta::from_std(options.cooldown).unwrap_or(chrono::TimeDelta::MAX);
-    for rec in &done {
-        // A maintainer's retry request (`/klaud retry`) lifts the cooldown.
-        let retried = options
-            .cache
-            .is_some_and(|store| crate::pr_commands::retry_requested(store, rec));
-        // A capacity deferral is retried in the next wave (spec §3.7).
-        if now - rec.updated_at < cooldown
-            && !retried
-            && !rec.deferred()
-            && let Ok(id) = CandidateId::new(&rec.candidate)
-        {
-            options
-                .plan
-                .cooling_down
-                .insert(id.family().as_str().to_owned());
-        }
-    }
-
-    // A pass that may start nothing new (the daemon's reconcile) and has no
-    // held claim to rebuild from the plan skips the registry entirely: at
-    // one pass a minute, a plan each time would burn the registries' budget.
-    let journal_ids: BTreeSet<&str> = unfinished.iter().map(|r| r.candidate.as_str()).collect();
-    // One session for the wave: a re-plan after a lost claim race is
-    // answered from its cache.
-    let session = registry.session();
-    let report = if options.plan.max_candidates == 0
-        && ours.iter().all(|id| journal_ids.contains(id.as_str()))
-    {
-        PlanReport::empty()
-    } else {
-        let report = plan(&repository, &session, &options.plan).await;
-        save_breaker(registry, options.cache);
-        report
-    };
-    let mut targets = Vec::new();
-    let mut seen = BTreeSet::new();
-    // This instance's leftovers first: unfinished journal records, then
-    // claims it holds, then the plan.
-    for rec in &unfinished {
-        if let Ok(candidate) = CandidateId::new(&rec.candidate)
-            && seen.insert(rec.candidate.clone())
-        {
-            targets.push(Target {
-                family: rec.family.clone(),
-                candidate,
-                image: rec.image.clone(),
-                revision: rec.revision.clone(),
-                clock: rec.clock.clone(),
-                not_release_reason: rec.not_release_reason.clone(),
-                upstream: rec.upstream.clone(),
-                versions: rec.versions.clone(),
-                variant: rec.variant.clone(),
-            });
-        }
-    }
-    let picked = plan_targets(&report, &ours, &mut seen, &options, &repository, registry).await;
-    let picked = expand_experiments(picked, &options.engine.experiments, &mut seen);
-    let mut new_picks: BTreeSet<String> = picked
-        .iter()
-        .map(|t| t.candidate.as_str().to_owned())
-        .filter(|id| !ours.contains(id))
-        .collect();
-    targets.extend(picked);
-    // A claim of ours whose candidate neither the journal nor the plan knows
-    // (a one-shot run with a fresh store, after upstream moved on): its
-    // target is rebuilt from its branch; without a branch there is nothing
-    // to resume, so it is finished like an orphan and the family freed.
-    let done_ids: BTreeSet<&str> = done.iter().map(|r| r.candidate.as_str()).collect();
-    let mut lost_track = Vec::new();
-    for held in &held_by_us {
-        for c in &held.record.candidates {
-            let id = c.id.as_str();
-            if seen.contains(id) || done_ids.contains(id) || recovering.contains(id) {
-                continue;
-            }
-            match held_target(
-                forge,
-                &repository,
-                c,
-                options.cache,
-                &options.engine.experiments,
-                &held.record,
-            )
-            .await
-            {
-                Ok(Some(t)) => {
-                    seen.insert(id.to_owned());
-                    targets.push(t);
-                }
-                // A variant that never got a branch, of an experiment whose
-                // siblings are resumed: they finish and release the claim.
-                Ok(None)
-                    if held
-                        .record
-                        .candidates
-                        .iter()
-                        .any(|o| o.id != c.id && seen.contains(o.id.as_str())) => {}
-                Ok(None) => lost_track.push(Orphan {
-                    held: held.clone(),
-                    orphan_run: held.record.run_id,
-                    candidates: vec![c.clone()],
-                    leases: Vec::new(),
-                }),
-                Err(e) => tracing::warn!(candidate = id, error = %e, "held claim not resumed"),
-            }
-        }
-    }
-
     let lifecycle = GithubLifecycle::new(forge);
-    let mut engine = Engine::new(
-        &lifecycle,
+    let side = GithubSide {
+        forge,
+        cache: options.cache,
+        checkout: options.checkout,
+    };
+    let upstream = options.upstream.map(|upstream| UpstreamRanges {
+        upstream,
+        sources: options.plan.upstream.clone(),
+    });
+    let breaker = options.cache.map(BreakerMemory);
+    let retry_journal = options.cache.map(|s| StoreJournal::new(s.clone()));
+    let story = sink.map(|sink| Story {
+        sink,
+        repository: forge.repo(),
+    });
+    let clock = SystemClock;
+    let runs = ForgeRunStatus::new(forge);
+    let ports = WavePorts {
+        forge: &lifecycle,
         journal,
-        &clock,
-        options.claimant.clone(),
+        clock: &clock,
+        runs: &runs,
+        registry,
         baseline,
-        &repository,
-        base.clone(),
-        &options.engine,
+        repair,
+        base: &side,
+        pulls: &side,
+        upstream: upstream.as_ref().map(|u| u as &dyn UpstreamSource),
+        plans: breaker.as_ref().map(|b| b as &dyn PlanMemory),
+        retries: retry_journal.as_ref().map(|j| Retries {
+            journal: j,
+            clock: &clock,
+        }),
+        observer: story.as_ref().map(|s| s as &dyn WaveObserver),
+    };
+    let wave = Wave::new(
+        ports,
+        lifecycle_wave::WaveOptions {
+            claimant: options.claimant,
+            engine: options.engine,
+            plan: options.plan,
+            poll: options.poll,
+            wait: options.wait,
+            cooldown: options.cooldown,
+            stop: options.stop,
+        },
     );
-    if let Some(hook) = repair {
-        engine = engine.with_repair(hook);
-    }
-
-    let (recovered, mut skipped) = open_orphans(&engine, &orphans).await;
-    let (mut lost, lost_skipped) = open_orphans(&engine, &lost_track).await;
-    skipped.extend(lost_skipped);
-    for rec in &mut lost {
-        if let Some(ending) = rec.ending.as_mut().filter(|e| !e.hands_off) {
-            ending.message = "this instance lost track of the candidate: no journal record, \
-                              no branch, and the plan proposes another image"
-                .to_owned();
-        }
-    }
-    let mut records: Vec<(CandidateRecord, Option<String>, bool)> = recovered
-        .into_iter()
-        .chain(lost)
-        .map(|r| (r, None, false))
-        .collect();
-    for t in &targets {
-        match engine.open_record(t).await {
-            Ok(rec) => records.push((rec, None, false)),
-            Err(e) => skipped.push((t.candidate.as_str().to_owned(), e.to_string())),
-        }
-    }
-    // Claim the plan's new picks now: a family lost to another instance's
-    // race frees its slot for the next stale family, so instances started
-    // together split the work instead of one of them idling until the next
-    // wave.
-    for _ in 0..REFILL_ROUNDS {
-        if new_picks.is_empty() || options.stop.as_ref().is_some_and(|s| *s.borrow()) {
-            break;
-        }
-        // Families, not candidates: an experiment's variants lose together.
-        let mut lost = BTreeSet::new();
-        for (rec, status, skip) in records.iter_mut() {
-            if !new_picks.remove(&rec.candidate) || rec.step != Step::Claim {
-                continue;
-            }
-            match step(&engine, rec).await {
-                Ok(Progress::Skipped(why)) => {
-                    *status = Some(why);
-                    *skip = true;
-                    lost.insert(rec.family.clone());
-                }
-                Ok(_) => {}
-                Err(e) => *status = Some(format!("stopped: {e}")),
-            }
-        }
-        if lost.is_empty() {
-            break;
-        }
-        for (rec, _, _) in &records {
-            if let Ok(id) = CandidateId::new(&rec.candidate) {
-                options
-                    .plan
-                    .occupied
-                    .insert(id.family().as_str().to_owned());
-            }
-        }
-        options.plan.max_candidates = lost.len();
-        let again = plan(&repository, &session, &options.plan).await;
-        save_breaker(registry, options.cache);
-        let refill = plan_targets(
-            &again,
-            &BTreeSet::new(),
-            &mut seen,
-            &options,
-            &repository,
-            registry,
-        )
-        .await;
-        let refill = expand_experiments(refill, &options.engine.experiments, &mut seen);
-        for t in &refill {
-            match engine.open_record(t).await {
-                Ok(rec) => {
-                    new_picks.insert(rec.candidate.clone());
-                    records.push((rec, None, false));
-                }
-                Err(e) => skipped.push((t.candidate.as_str().to_owned(), e.to_string())),
-            }
-        }
-    }
-    // Maintainer commands on this wave's PRs, before driving (a `stop`
-    // must win over the next step) — and on recently finished candidates,
-    // where `retry` and `status` still make sense.
-    let mut answered = Vec::new();
-    let mut tried = Vec::new();
-    for (rec, status, skip) in records.iter_mut() {
-        if *skip || rec.pull.is_none() {
-            continue;
-        }
-        match crate::pr_commands::handle_commands(forge, &engine, rec, options.cache).await {
-            Ok(a) => {
-                tried.extend(a.iter().flat_map(|x| x.started.iter().cloned()));
-                answered.extend(a)
-            }
-            Err(e) => {
-                *status = Some(format!("commands not handled: {e}"));
-                tracing::warn!(candidate = %rec.candidate, error = %e, "maintainer commands not handled");
-            }
-        }
-    }
-    for rec in done
-        .iter()
-        .filter(|r| r.pull.is_some() && now - r.updated_at < cooldown)
-    {
-        if records.iter().any(|(r, _, _)| r.candidate == rec.candidate) {
-            continue;
-        }
-        let mut rec = rec.clone();
-        match crate::pr_commands::handle_commands(forge, &engine, &mut rec, options.cache).await {
-            Ok(a) => answered.extend(a),
-            Err(e) => {
-                tracing::warn!(candidate = %rec.candidate, error = %e, "maintainer commands not handled")
-            }
-        }
-    }
-    // Variants a maintainer's `/klaud try` started run in this wave.
-    for t in &tried {
-        if !seen.insert(t.candidate.as_str().to_owned()) {
-            continue;
-        }
-        match engine.open_record(t).await {
-            Ok(rec) => records.push((rec, None, false)),
-            Err(e) => skipped.push((t.candidate.as_str().to_owned(), e.to_string())),
-        }
-    }
-    // Again before any PR is opened: a human PR that appeared since the
-    // plan ends the candidate `duplicate` (its branch is cleaned up, nothing
-    // is posted on the human's PR).
-    // A Klaud PR already open that a human PR now overlaps: the configured
-    // decision (`on_human_overlap`).
-    let human = if records
-        .iter()
-        .any(|(r, _, skip)| !*skip && r.pull.is_none() && r.step != Step::Done)
-    {
-        crate::overlap::open_pull_blocks(
-            forge,
-            &repository,
-            &options.engine.base_branch,
-            options.cache,
-        )
-        .await?
-        .human
-    } else {
-        open_pulls.human
-    };
-    let mut overlap_notes: BTreeMap<String, String> = BTreeMap::new();
-    for (rec, status, skip) in records.iter_mut() {
-        if *skip || matches!(rec.step, Step::Done | Step::Finish) {
-            continue;
-        }
-        let Ok(id) = CandidateId::new(&rec.candidate) else {
-            continue;
-        };
-        let Some(b) = human.get(id.family().as_str()) else {
-            continue;
-        };
-        let ended = match (rec.pull, options.engine.on_human_overlap) {
-            (None, _) => {
-                engine
-                    .end_now(rec, Outcome::Duplicate, b.reason.clone(), false)
-                    .await
-            }
-            (Some(_), klaud_lifecycle::engine::HumanOverlap::Handoff) => {
-                engine
-                    .end_now(rec, Outcome::Handoff, b.reason.clone(), false)
-                    .await
-            }
-            (Some(_), klaud_lifecycle::engine::HumanOverlap::Leave) => {
-                overlap_notes.insert(
-                    rec.candidate.clone(),
-                    format!("left as is (on_human_overlap = \"leave\"): {}", b.reason),
-                );
-                Ok(())
-            }
-        };
-        if let Err(e) = ended {
-            *status = Some(format!("stopped: {e}"));
-        }
-    }
-    let stopping = || options.stop.as_ref().is_some_and(|s| *s.borrow());
-    let started = Instant::now();
-    loop {
-        let mut waiting = false;
-        for (rec, status, skip) in records.iter_mut() {
-            if *skip || rec.step == Step::Done {
-                continue;
-            }
-            if stopping() {
-                *status = Some("paused: shutting down".to_owned());
-                continue;
-            }
-            // One step at a time so a shutdown request is seen between steps.
-            let mut progress = Ok(Progress::Advanced(rec.step));
-            for _ in 0..64 {
-                progress = step(&engine, rec).await;
-                if !matches!(progress, Ok(Progress::Advanced(_))) || stopping() {
-                    break;
-                }
-            }
-            match progress {
-                Ok(Progress::Waiting(why)) => {
-                    *status = Some(why);
-                    waiting = true;
-                }
-                Ok(Progress::Skipped(why)) => {
-                    *status = Some(why);
-                    *skip = true;
-                }
-                Ok(Progress::Done(_)) => *status = None,
-                Ok(Progress::Advanced(_)) => waiting = true,
-                Err(e) => {
-                    // Transient: the next wave resumes from here.
-                    *status = Some(format!("stopped: {e}"));
-                    tracing::warn!(candidate = %rec.candidate, error = %e, "candidate stopped");
-                }
-            }
-        }
-        if !waiting || stopping() || started.elapsed() >= options.wait {
-            break;
-        }
-        tokio::time::sleep(options.poll).await;
-    }
-    let acquired: Vec<_> = orphans.iter().flat_map(|o| o.leases.clone()).collect();
-    let mut journal_now: Vec<CandidateRecord> = done;
-    journal_now.extend(records.iter().map(|(r, _, _)| r.clone()));
-    settle_recovery_leases(&recovery, &leases, &acquired, &claims, &journal_now).await;
-    let mut candidates = Vec::new();
-    for (rec, status, skip) in &records {
-        if *skip {
-            skipped.push((rec.candidate.clone(), status.clone().unwrap_or_default()));
-        } else {
-            let status = match (status, overlap_notes.get(&rec.candidate)) {
-                (Some(s), Some(note)) => Some(format!("{s}; {note}")),
-                (None, Some(note)) => Some(note.clone()),
-                (s, None) => s.clone(),
-            };
-            candidates.push(CandidateSummary::of(rec, status));
-        }
-    }
-    let summary = WaveSummary {
-        base,
-        candidates,
-        skipped,
-        answered,
-        blocked: report
-            .families
-            .iter()
-            .filter_map(|f| {
-                let b = f.blocked.as_ref()?;
-                Some(BlockedFamily {
-                    family: f.family.clone(),
-                    outcome: b.kind.as_str().to_owned(),
-                    reason: b.reason.clone(),
-                })
-            })
-            .collect(),
-        families: report.families,
-    };
-    if let Some(sink) = sink {
-        sink.wave_done(&repo_name, &summary);
-    }
-    Ok(summary)
-}
-
-/// Renders a wave summary as a table.
-pub fn render_summary(summary: &WaveSummary) -> String {
-    let mut rows: Vec<[String; 5]> = vec![[
-        "FAMILY".into(),
-        "OUTCOME".into(),
-        "PHASE".into(),
-        "RUNS".into(),
-        "PULL REQUEST".into(),
-    ]];
-    for c in &summary.candidates {
-        rows.push([
-            c.family.clone(),
-            c.outcome
-                .clone()
-                .unwrap_or_else(|| format!("({})", c.status.as_deref().unwrap_or("running"))),
-            c.phase.clone(),
-            c.runs.len().to_string(),
-            c.pull_request.clone().unwrap_or_else(|| "—".into()),
-        ]);
-    }
-    let mut widths = [0usize; 5];
-    for r in &rows {
-        for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for r in &rows {
-        let line: Vec<String> = r
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    for (id, why) in &summary.skipped {
-        out.push_str(&format!("skipped {id}: {why}\n"));
-    }
-    for b in &summary.blocked {
-        out.push_str(&format!("{} {}: {}\n", b.outcome, b.family, b.reason));
-    }
-    out
+    Ok(wave.run().await?)
 }
 
 #[cfg(test)]

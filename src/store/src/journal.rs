@@ -4,13 +4,23 @@
 //! stays a cache of GitHub: deleting it only costs a rebuild.
 
 use async_trait::async_trait;
-use klaud_lifecycle::engine::{CandidateRecord, Journal, JournalError};
+use klaud_lifecycle::engine::{CandidateRecord, Journal, JournalError, RetryRequest};
 use serde::{Deserialize, Serialize};
 
 use crate::{Record, Store, trees};
 
 impl Record for CandidateRecord {
     const VERSION: u32 = 1;
+}
+
+impl Record for RetryRequest {
+    const VERSION: u32 = 1;
+}
+
+/// Where a family's retry request is kept (the cache tree: losing it only
+/// costs the cooldown).
+fn retry_key(family: &str) -> String {
+    format!("retry:{family}")
 }
 
 /// This instance's identity, kept in the store.
@@ -40,6 +50,14 @@ impl StoreJournal {
     /// The store (for its cache).
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The retry request of `family` (see [`Journal::retry_request`]),
+    /// read without waiting: the store answers from memory.
+    pub fn retry_request_now(&self, family: &str) -> Result<Option<RetryRequest>, JournalError> {
+        self.store
+            .get(trees::CACHE, &retry_key(family))
+            .map_err(|e| JournalError(e.to_string()))
     }
 
     /// Whether the store already names an instance (a store made just now
@@ -101,6 +119,24 @@ impl Journal for StoreJournal {
             .into_iter()
             .map(|(_, r)| r)
             .collect())
+    }
+
+    async fn retry_request(&self, family: &str) -> Result<Option<RetryRequest>, JournalError> {
+        self.retry_request_now(family)
+    }
+
+    async fn record_retry_request(
+        &self,
+        family: &str,
+        request: &RetryRequest,
+    ) -> Result<(), JournalError> {
+        self.store
+            .put(trees::CACHE, &retry_key(family), request)
+            .map_err(|e| JournalError(e.to_string()))?;
+        self.store
+            .flush()
+            .await
+            .map_err(|e| JournalError(e.to_string()))
     }
 }
 

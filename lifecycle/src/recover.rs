@@ -21,13 +21,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::engine::{CandidateRecord, Engine, Progress, Step};
+use crate::model::Outcome;
 use chrono::{DateTime, TimeDelta, Utc};
 use klaud_claims::{
     Acquire, CandidateId, ClaimBook, ClaimCandidate, ClaimEntry, ClaimError, FamilyId, HeldClaim,
     Release, Renew, RunStatus, Takeover,
 };
-use klaud_lifecycle::engine::{CandidateRecord, Engine, Progress, Step};
-use klaud_lifecycle::model::Outcome;
 use serde::Serialize;
 
 /// What recovery needs to know about this instance.
@@ -373,7 +373,7 @@ pub async fn finish_orphans(
 fn recovered(
     rec: &CandidateRecord,
     orphan_run: u64,
-    progress: Result<Progress, klaud_lifecycle::engine::EngineError>,
+    progress: Result<Progress, crate::engine::EngineError>,
 ) -> Recovered {
     let mut out = Recovered {
         family: rec.family.clone(),

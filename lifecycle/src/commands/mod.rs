@@ -7,8 +7,20 @@
 //! indented code, `>` quotes and HTML comments are skipped, and a command
 //! inside inline code cannot start a line. This keeps a maintainer who
 //! explains or quotes a command from triggering it.
+//!
+//! [`handle_commands`] carries the commands out on a candidate's PR over
+//! the lifecycle [`Forge`](crate::engine::Forge) and
+//! [`Journal`](crate::engine::Journal): one reply per command comment,
+//! found again by its hidden marker.
 
 use std::fmt;
+
+mod handle;
+
+pub use handle::{
+    Answered, CommandError, MAX_REPLIES_PER_PASS, Retries, handle_commands, no_mentions,
+    reply_marker, request_retry, retry_family, retry_lifts, retry_requested, status_text,
+};
 
 /// What a command line asks for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -1,0 +1,871 @@
+//! One wave (spec §1): read the base branch, plan, claim, and drive every
+//! candidate of this instance as far as it can go. Running a wave again
+//! resumes (from the journal, or from GitHub when the journal is empty) and
+//! never duplicates anything.
+//!
+//! [`Wave::run`] is a fixed sequence of named phases, each a method:
+//! [`recover_orphans`](Wave::recover_orphans),
+//! [`adopt_held_claims`](Wave::adopt_held_claims), [`plan`](Wave::plan),
+//! [`resume`](Wave::resume), [`refill`](Wave::refill),
+//! [`answer_commands`](Wave::answer_commands), [`drive`](Wave::drive) and
+//! [`summarize`](Wave::summarize). What a phase learns is carried to the
+//! next in a [`Pass`]. The plan options live in the pass, not in the
+//! wave: the refill phase changes them while the engine borrows the wave's
+//! [`EngineConfig`].
+//!
+//! The wave talks to GitHub only through the lifecycle [`Forge`] and the
+//! ports ([`BaseSource`], [`PullSource`], [`UpstreamSource`],
+//! [`PlanMemory`], [`WaveObserver`]); it never reads the store except
+//! through the [`Journal`], and it never writes without the engine's
+//! ownership proofs.
+
+mod ports;
+mod summary;
+mod targets;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use klaud_claims::{
+    CandidateId, ClaimBook, ClaimEntry, Claimant, Clock, HeldClaim, RunStatus, ensure_plannable,
+};
+use klaud_planner::plan::{BlockKind, PlanOptions, PlanReport, plan};
+use klaud_planner::registry::{RegistryClient, RegistrySession};
+use klaud_planner::repo::Repository;
+
+pub use ports::{
+    BaseCheckout, BaseSource, OpenPulls, PlanMemory, PullSource, UpstreamSource, WaveObserver,
+};
+pub use summary::{BlockedFamily, CandidateSummary, WaveSummary, render_summary};
+
+use crate::baseline::BaselineSource;
+use crate::commands::{Answered, Retries, handle_commands};
+use crate::engine::{
+    CandidateRecord, Engine, EngineConfig, EngineError, Forge, HumanOverlap, Journal, Progress,
+    RepairHook, Step, Target,
+};
+use crate::model::Outcome;
+use crate::recover::{
+    Orphan, RecoveryContext, open_orphans, settle_recovery_leases, take_over_orphans,
+};
+use targets::{expand_experiments, held_target, plan_targets};
+
+/// Why a wave stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum WaveError {
+    /// A port failed (reading the base commit, the open pull requests):
+    /// its own error, for the caller to take back.
+    #[error(transparent)]
+    Port(Box<dyn std::error::Error + Send + Sync>),
+    /// Claims block planning (fail closed) or could not be listed.
+    #[error("{0}")]
+    Claims(String),
+    /// The journal failed.
+    #[error("{0}")]
+    Journal(String),
+}
+
+/// How often a wave re-plans to replace picks whose claim another instance
+/// won first.
+const REFILL_ROUNDS: usize = 3;
+
+/// How many engine steps one candidate takes in a row before the wave
+/// looks at the next (and at the stop signal).
+const STEPS_IN_A_ROW: usize = 64;
+
+/// What a wave works with besides its settings.
+#[derive(Clone, Copy)]
+pub struct WavePorts<'a> {
+    /// The repository on GitHub.
+    pub forge: &'a dyn Forge,
+    /// This instance's candidate records.
+    pub journal: &'a dyn Journal,
+    /// The time claims, leases, cooldowns and the wait are measured by.
+    pub clock: &'a dyn Clock,
+    /// Whether an old helper's owner run completed (lease-less claims).
+    pub runs: &'a dyn RunStatus,
+    /// The registries the plan asks.
+    pub registry: &'a RegistryClient,
+    /// The published results the baseline is frozen from.
+    pub baseline: &'a dyn BaselineSource,
+    /// The repair hook, when one is configured.
+    pub repair: Option<&'a dyn RepairHook>,
+    /// The base commit and Klaud's branches' files.
+    pub base: &'a dyn BaseSource,
+    /// The open pull requests (other people's work, Klaud's own PRs).
+    pub pulls: &'a dyn PullSource,
+    /// Upstream ranges of bumps, when configured.
+    pub upstream: Option<&'a dyn UpstreamSource>,
+    /// Keeps the registry breaker after each plan, when there is a store.
+    pub plans: Option<&'a dyn PlanMemory>,
+    /// Where `/klaud retry` requests are kept (`None`: they are refused
+    /// as unrecordable, and no request lifts a cooldown).
+    pub retries: Option<Retries<'a>>,
+    /// Told every visible candidate step and the summary.
+    pub observer: Option<&'a dyn WaveObserver>,
+}
+
+/// A wave's settings.
+pub struct WaveOptions<'a> {
+    /// This instance.
+    pub claimant: Claimant,
+    /// The engine settings (owner run, workflows, labels, budgets).
+    pub engine: EngineConfig,
+    /// The planner settings (`occupied`, `blocked` and `cooling_down` are
+    /// filled in by the wave).
+    pub plan: PlanOptions<'a>,
+    /// How often to look at running workflows.
+    pub poll: Duration,
+    /// How long this wave keeps waiting for runs before it returns (a later
+    /// wave resumes), measured by the ports' clock.
+    pub wait: Duration,
+    /// A family whose candidate finished (in this instance's journal) less
+    /// than this long ago is not planned again.
+    pub cooldown: Duration,
+    /// When it turns true the wave stops between steps: the current step
+    /// finishes, nothing new starts (the daemon's graceful shutdown).
+    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+/// One candidate the wave works on: its record, why it is not finished,
+/// and whether it was skipped (a claim race lost).
+struct Slot {
+    rec: CandidateRecord,
+    status: Option<String>,
+    skip: bool,
+}
+
+impl Slot {
+    fn new(rec: CandidateRecord) -> Self {
+        Self {
+            rec,
+            status: None,
+            skip: false,
+        }
+    }
+}
+
+/// What the phases of one wave learn and hand on (opaque: made by
+/// [`Wave::recover_orphans`], used up by [`Wave::summarize`]).
+pub struct Pass<'p> {
+    plan: PlanOptions<'p>,
+    now: DateTime<Utc>,
+    cooldown: TimeDelta,
+    claims: Vec<ClaimEntry>,
+    leases: Vec<ClaimEntry>,
+    done: Vec<CandidateRecord>,
+    unfinished: Vec<CandidateRecord>,
+    orphans: Vec<Orphan>,
+    /// Candidates of the orphans taken over.
+    recovering: BTreeSet<String>,
+    /// Candidates of claims this instance holds (not being recovered).
+    ours: BTreeSet<String>,
+    held_by_us: Vec<HeldClaim>,
+    open_pulls: OpenPulls,
+    report: PlanReport,
+    targets: Vec<Target>,
+    seen: BTreeSet<String>,
+    /// The plan's picks whose claim is still to be taken.
+    new_picks: BTreeSet<String>,
+    slots: Vec<Slot>,
+    skipped: Vec<(String, String)>,
+    answered: Vec<Answered>,
+    overlap_notes: BTreeMap<String, String>,
+}
+
+/// One wave over one repository.
+pub struct Wave<'a> {
+    ports: WavePorts<'a>,
+    claimant: Claimant,
+    engine: EngineConfig,
+    poll: Duration,
+    wait: Duration,
+    cooldown: Duration,
+    stop: Option<tokio::sync::watch::Receiver<bool>>,
+    plan: Option<PlanOptions<'a>>,
+}
+
+impl<'a> Wave<'a> {
+    /// A wave over `ports` with `options`.
+    pub fn new(ports: WavePorts<'a>, options: WaveOptions<'a>) -> Self {
+        Self {
+            ports,
+            claimant: options.claimant,
+            engine: options.engine,
+            poll: options.poll,
+            wait: options.wait,
+            cooldown: options.cooldown,
+            stop: options.stop,
+            plan: Some(options.plan),
+        }
+    }
+
+    /// Runs the wave: every phase in order.
+    pub async fn run(mut self) -> Result<WaveSummary, WaveError> {
+        let plan = self.plan.take().expect("a wave runs once");
+        let base = self
+            .ports
+            .base
+            .base(&self.engine.base_branch, &self.engine.repo)
+            .await?;
+        let book = ClaimBook::new(
+            self.ports.forge.refs(),
+            self.ports.clock,
+            self.claimant.clone(),
+        );
+        let mut pass = self.recover_orphans(&book, plan).await?;
+        self.adopt_held_claims(&book, &mut pass);
+        // One session for the wave: a re-plan after a lost claim race is
+        // answered from its cache.
+        let session = self.ports.registry.session();
+        self.plan(&base.repository, &session, &mut pass).await?;
+        let engine = self.new_engine(&base);
+        self.resume(&engine, &base.repository, &mut pass).await;
+        self.refill(&engine, &base.repository, &session, &mut pass)
+            .await;
+        self.answer_commands(&engine, &mut pass).await;
+        self.drive(&engine, &base.repository, &mut pass).await?;
+        Ok(self.summarize(&book, base.sha, pass).await)
+    }
+
+    /// The engine over the base checkout. It borrows the wave's engine
+    /// settings, never the pass.
+    fn new_engine<'e>(&'e self, base: &'e BaseCheckout) -> Engine<'e> {
+        let engine = Engine::new(
+            self.ports.forge,
+            self.ports.journal,
+            self.ports.clock,
+            self.claimant.clone(),
+            self.ports.baseline,
+            &base.repository,
+            base.sha.clone(),
+            &self.engine,
+        );
+        match self.ports.repair {
+            Some(hook) => engine.with_repair(hook),
+            None => engine,
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.as_ref().is_some_and(|s| *s.borrow())
+    }
+
+    fn recovery<'r>(&'r self, book: &'r ClaimBook<'r>, now: DateTime<Utc>) -> RecoveryContext<'r> {
+        RecoveryContext {
+            book,
+            runs: self.ports.runs,
+            owner_run: self.engine.owner_run,
+            lease: self.engine.lease,
+            now,
+        }
+    }
+
+    /// One engine step, told to the observer (records are compared around
+    /// the step only when someone listens).
+    async fn step(
+        &self,
+        engine: &Engine<'_>,
+        rec: &mut CandidateRecord,
+    ) -> Result<Progress, EngineError> {
+        let before = self.ports.observer.map(|_| rec.clone());
+        if let Some(observer) = self.ports.observer {
+            observer.step_started(rec);
+        }
+        let progress = engine.step(rec).await;
+        if let (Some(observer), Some(before)) = (self.ports.observer, &before) {
+            let told = progress
+                .as_ref()
+                .map(Clone::clone)
+                .map_err(ToString::to_string);
+            observer.stepped(before, rec, &told);
+        }
+        progress
+    }
+
+    /// Phase 1 (spec §6): lists the claims (failing closed when one blocks
+    /// planning), the recovery leases and the journal, and takes over the
+    /// orphaned claims, so their candidates are finished in this wave.
+    pub async fn recover_orphans<'p>(
+        &self,
+        book: &ClaimBook<'_>,
+        plan: PlanOptions<'p>,
+    ) -> Result<Pass<'p>, WaveError> {
+        let claims = book
+            .list_claims()
+            .await
+            .map_err(|e| WaveError::Claims(e.to_string()))?;
+        ensure_plannable(&claims).map_err(|e| WaveError::Claims(e.to_string()))?;
+        let leases = book
+            .list_recovery_leases()
+            .await
+            .map_err(|e| WaveError::Claims(e.to_string()))?;
+        let (done, unfinished): (Vec<CandidateRecord>, Vec<CandidateRecord>) = self
+            .ports
+            .journal
+            .list()
+            .await
+            .map_err(|e| WaveError::Journal(e.to_string()))?
+            .into_iter()
+            .partition(|r| r.step == Step::Done);
+        let now = self.ports.clock.now();
+        let journaled: BTreeSet<String> = done
+            .iter()
+            .chain(&unfinished)
+            .map(|r| r.candidate.clone())
+            .collect();
+        let recovery = self.recovery(book, now);
+        let (orphans, not_recovered) =
+            take_over_orphans(&recovery, &claims, &leases, &journaled, None).await;
+        for (claim, why) in &not_recovered {
+            tracing::debug!(claim, why, "not recovered");
+        }
+        let recovering = orphans
+            .iter()
+            .flat_map(|o| o.candidates.iter().map(|c| c.id.as_str().to_owned()))
+            .collect();
+        Ok(Pass {
+            plan,
+            now,
+            cooldown: TimeDelta::from_std(self.cooldown).unwrap_or(TimeDelta::MAX),
+            claims,
+            leases,
+            done,
+            unfinished,
+            orphans,
+            recovering,
+            ours: BTreeSet::new(),
+            held_by_us: Vec::new(),
+            open_pulls: OpenPulls::default(),
+            report: PlanReport::empty(),
+            targets: Vec::new(),
+            seen: BTreeSet::new(),
+            new_picks: BTreeSet::new(),
+            slots: Vec::new(),
+            skipped: Vec::new(),
+            answered: Vec::new(),
+            overlap_notes: BTreeMap::new(),
+        })
+    }
+
+    /// Phase 2: the claims this instance holds are its own (resumed, not
+    /// planned anew); every other claim occupies its families, each member
+    /// of a family group included.
+    pub fn adopt_held_claims(&self, book: &ClaimBook<'_>, pass: &mut Pass<'_>) {
+        for entry in &pass.claims {
+            match book.adopt(entry) {
+                Some(held) => {
+                    pass.ours.extend(
+                        held.record
+                            .candidate_ids()
+                            .iter()
+                            .map(|s| s.to_string())
+                            .filter(|id| !pass.recovering.contains(id)),
+                    );
+                    pass.held_by_us.push(held);
+                }
+                None => {
+                    if let Some(family) = entry.family() {
+                        pass.plan.occupied.insert(family.as_str().to_owned());
+                    }
+                    // A family group is claimed under its first member's
+                    // ref; the record lists every member, and each is
+                    // occupied.
+                    if let Ok(record) = &entry.record {
+                        pass.plan.occupied.extend(
+                            record
+                                .candidates
+                                .iter()
+                                .map(|c| klaud_planner::identity::family_id(&c.family)),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Phase 3: blocks the families open PRs cover (issue 11) and those
+    /// cooling down, plans, and lists the targets: this instance's
+    /// unfinished journal records first, then the plan's picks (claims it
+    /// holds included) with experiments expanded into their variants.
+    pub async fn plan(
+        &self,
+        repository: &Repository,
+        session: &RegistrySession,
+        pass: &mut Pass<'_>,
+    ) -> Result<(), WaveError> {
+        // Other people's work and Klaud's own open PRs, read from GitHub
+        // before claiming; the blocked families are still planned so the
+        // plan says what they would get.
+        pass.open_pulls = self
+            .ports
+            .pulls
+            .open_pulls(repository, &self.engine.base_branch)
+            .await?;
+        pass.plan.blocked = pass.open_pulls.blocks.clone();
+        // This instance's own candidates in flight are resumed, not blocked:
+        // their PR is the open one, and the plan keeps counting them as picks.
+        let in_flight: BTreeSet<String> = pass
+            .ours
+            .iter()
+            .map(String::as_str)
+            .chain(pass.unfinished.iter().map(|r| r.candidate.as_str()))
+            .filter_map(|id| CandidateId::new(id).ok())
+            .map(|id| id.family().as_str().to_owned())
+            .collect();
+        pass.plan
+            .blocked
+            .retain(|family, b| b.kind != BlockKind::Occupied || !in_flight.contains(family));
+        for rec in &pass.done {
+            // A maintainer's retry request (`/klaud retry`) lifts the cooldown.
+            let retried = match self.ports.retries {
+                Some(r) => crate::commands::retry_requested(r.journal, rec).await,
+                None => false,
+            };
+            // A capacity deferral is retried in the next wave (spec §3.7).
+            if pass.now - rec.updated_at < pass.cooldown
+                && !retried
+                && !rec.deferred()
+                && let Ok(id) = CandidateId::new(&rec.candidate)
+            {
+                pass.plan
+                    .cooling_down
+                    .insert(id.family().as_str().to_owned());
+            }
+        }
+
+        // A pass that may start nothing new (the daemon's reconcile) and has
+        // no held claim to rebuild from the plan skips the registry
+        // entirely: at one pass a minute, a plan each time would burn the
+        // registries' budget.
+        let journal_ids: BTreeSet<&str> = pass
+            .unfinished
+            .iter()
+            .map(|r| r.candidate.as_str())
+            .collect();
+        pass.report = if pass.plan.max_candidates == 0
+            && pass.ours.iter().all(|id| journal_ids.contains(id.as_str()))
+        {
+            PlanReport::empty()
+        } else {
+            let report = plan(repository, session, &pass.plan).await;
+            self.planned();
+            report
+        };
+        for rec in &pass.unfinished {
+            if let Ok(candidate) = CandidateId::new(&rec.candidate)
+                && pass.seen.insert(rec.candidate.clone())
+            {
+                pass.targets.push(Target {
+                    family: rec.family.clone(),
+                    candidate,
+                    image: rec.image.clone(),
+                    revision: rec.revision.clone(),
+                    clock: rec.clock.clone(),
+                    not_release_reason: rec.not_release_reason.clone(),
+                    upstream: rec.upstream.clone(),
+                    versions: rec.versions.clone(),
+                    variant: rec.variant.clone(),
+                });
+            }
+        }
+        let picked = plan_targets(
+            &pass.report,
+            &pass.ours,
+            &mut pass.seen,
+            self.ports.upstream,
+            repository,
+            self.ports.registry,
+        )
+        .await;
+        let picked = expand_experiments(picked, &self.engine.experiments, &mut pass.seen);
+        pass.new_picks = picked
+            .iter()
+            .map(|t| t.candidate.as_str().to_owned())
+            .filter(|id| !pass.ours.contains(id))
+            .collect();
+        pass.targets.extend(picked);
+        Ok(())
+    }
+
+    fn planned(&self) {
+        if let Some(memory) = self.ports.plans {
+            memory.planned(self.ports.registry);
+        }
+    }
+
+    /// Phase 4: opens a record for every candidate to work on — the
+    /// orphans taken over, the held claims' candidates nobody else knows
+    /// (rebuilt from their claim or branch; without either they are
+    /// finished like orphans and the family freed), and the targets.
+    pub async fn resume(&self, engine: &Engine<'_>, repository: &Repository, pass: &mut Pass<'_>) {
+        // A claim of ours whose candidate neither the journal nor the plan
+        // knows (a one-shot run with a fresh store, after upstream moved
+        // on): its target is rebuilt from its branch.
+        let done_ids: BTreeSet<&str> = pass.done.iter().map(|r| r.candidate.as_str()).collect();
+        let mut lost_track = Vec::new();
+        for held in &pass.held_by_us {
+            for c in &held.record.candidates {
+                let id = c.id.as_str();
+                if pass.seen.contains(id) || done_ids.contains(id) || pass.recovering.contains(id) {
+                    continue;
+                }
+                match held_target(
+                    self.ports.base,
+                    repository,
+                    c,
+                    &self.engine.experiments,
+                    &held.record,
+                )
+                .await
+                {
+                    Ok(Some(t)) => {
+                        pass.seen.insert(id.to_owned());
+                        pass.targets.push(t);
+                    }
+                    // A variant that never got a branch, of an experiment
+                    // whose siblings are resumed: they finish and release
+                    // the claim.
+                    Ok(None)
+                        if held
+                            .record
+                            .candidates
+                            .iter()
+                            .any(|o| o.id != c.id && pass.seen.contains(o.id.as_str())) => {}
+                    Ok(None) => lost_track.push(Orphan {
+                        held: held.clone(),
+                        orphan_run: held.record.run_id,
+                        candidates: vec![c.clone()],
+                        leases: Vec::new(),
+                    }),
+                    Err(e) => tracing::warn!(candidate = id, error = %e, "held claim not resumed"),
+                }
+            }
+        }
+
+        let (recovered, mut skipped) = open_orphans(engine, &pass.orphans).await;
+        let (mut lost, lost_skipped) = open_orphans(engine, &lost_track).await;
+        skipped.extend(lost_skipped);
+        for rec in &mut lost {
+            if let Some(ending) = rec.ending.as_mut().filter(|e| !e.hands_off) {
+                ending.message = "this instance lost track of the candidate: no journal record, \
+                                  no branch, and the plan proposes another image"
+                    .to_owned();
+            }
+        }
+        pass.skipped = skipped;
+        pass.slots = recovered.into_iter().chain(lost).map(Slot::new).collect();
+        for t in &pass.targets {
+            match engine.open_record(t).await {
+                Ok(rec) => pass.slots.push(Slot::new(rec)),
+                Err(e) => pass
+                    .skipped
+                    .push((t.candidate.as_str().to_owned(), e.to_string())),
+            }
+        }
+    }
+
+    /// Phase 5: claims the plan's new picks now; a family lost to another
+    /// instance's race frees its slot for the next stale family (re-planned
+    /// up to three times), so instances started together split
+    /// the work instead of one of them idling until the next wave.
+    pub async fn refill(
+        &self,
+        engine: &Engine<'_>,
+        repository: &Repository,
+        session: &RegistrySession,
+        pass: &mut Pass<'_>,
+    ) {
+        for _ in 0..REFILL_ROUNDS {
+            if pass.new_picks.is_empty() || self.stopping() {
+                break;
+            }
+            // Families, not candidates: an experiment's variants lose together.
+            let mut lost = BTreeSet::new();
+            for slot in pass.slots.iter_mut() {
+                if !pass.new_picks.remove(&slot.rec.candidate) || slot.rec.step != Step::Claim {
+                    continue;
+                }
+                match self.step(engine, &mut slot.rec).await {
+                    Ok(Progress::Skipped(why)) => {
+                        slot.status = Some(why);
+                        slot.skip = true;
+                        lost.insert(slot.rec.family.clone());
+                    }
+                    Ok(_) => {}
+                    Err(e) => slot.status = Some(format!("stopped: {e}")),
+                }
+            }
+            if lost.is_empty() {
+                break;
+            }
+            for slot in &pass.slots {
+                if let Ok(id) = CandidateId::new(&slot.rec.candidate) {
+                    pass.plan.occupied.insert(id.family().as_str().to_owned());
+                }
+            }
+            pass.plan.max_candidates = lost.len();
+            let again = plan(repository, session, &pass.plan).await;
+            self.planned();
+            let refill = plan_targets(
+                &again,
+                &BTreeSet::new(),
+                &mut pass.seen,
+                self.ports.upstream,
+                repository,
+                self.ports.registry,
+            )
+            .await;
+            let refill = expand_experiments(refill, &self.engine.experiments, &mut pass.seen);
+            for t in &refill {
+                match engine.open_record(t).await {
+                    Ok(rec) => {
+                        pass.new_picks.insert(rec.candidate.clone());
+                        pass.slots.push(Slot::new(rec));
+                    }
+                    Err(e) => pass
+                        .skipped
+                        .push((t.candidate.as_str().to_owned(), e.to_string())),
+                }
+            }
+        }
+    }
+
+    /// Phase 6: maintainer commands on this wave's PRs, before driving (a
+    /// `stop` must win over the next step) — and on recently finished
+    /// candidates, where `retry` and `status` still make sense. Variants a
+    /// `/klaud try` started are opened to run in this wave.
+    pub async fn answer_commands(&self, engine: &Engine<'_>, pass: &mut Pass<'_>) {
+        let mut tried = Vec::new();
+        for slot in pass.slots.iter_mut() {
+            if slot.skip || slot.rec.pull.is_none() {
+                continue;
+            }
+            match handle_commands(self.ports.forge, engine, &mut slot.rec, self.ports.retries).await
+            {
+                Ok(a) => {
+                    tried.extend(a.iter().flat_map(|x| x.started.iter().cloned()));
+                    pass.answered.extend(a)
+                }
+                Err(e) => {
+                    slot.status = Some(format!("commands not handled: {e}"));
+                    tracing::warn!(candidate = %slot.rec.candidate, error = %e, "maintainer commands not handled");
+                }
+            }
+        }
+        for rec in pass
+            .done
+            .iter()
+            .filter(|r| r.pull.is_some() && pass.now - r.updated_at < pass.cooldown)
+        {
+            if pass.slots.iter().any(|s| s.rec.candidate == rec.candidate) {
+                continue;
+            }
+            let mut rec = rec.clone();
+            match handle_commands(self.ports.forge, engine, &mut rec, self.ports.retries).await {
+                Ok(a) => pass.answered.extend(a),
+                Err(e) => {
+                    tracing::warn!(candidate = %rec.candidate, error = %e, "maintainer commands not handled")
+                }
+            }
+        }
+        for t in &tried {
+            if !pass.seen.insert(t.candidate.as_str().to_owned()) {
+                continue;
+            }
+            match engine.open_record(t).await {
+                Ok(rec) => pass.slots.push(Slot::new(rec)),
+                Err(e) => pass
+                    .skipped
+                    .push((t.candidate.as_str().to_owned(), e.to_string())),
+            }
+        }
+    }
+
+    /// Phase 7: ends what a human PR now overlaps, then steps every
+    /// candidate until each finishes, waits on a run past the wave's
+    /// `wait`, or the stop signal comes (seen between steps).
+    pub async fn drive(
+        &self,
+        engine: &Engine<'_>,
+        repository: &Repository,
+        pass: &mut Pass<'_>,
+    ) -> Result<(), WaveError> {
+        self.end_overlapped(engine, repository, pass).await?;
+        let started = self.ports.clock.now();
+        let wait = TimeDelta::from_std(self.wait).unwrap_or(TimeDelta::MAX);
+        loop {
+            let mut waiting = false;
+            for slot in pass.slots.iter_mut() {
+                if slot.skip || slot.rec.step == Step::Done {
+                    continue;
+                }
+                if self.stopping() {
+                    slot.status = Some("paused: shutting down".to_owned());
+                    continue;
+                }
+                // One step at a time so a shutdown request is seen between
+                // steps.
+                let mut progress = Ok(Progress::Advanced(slot.rec.step));
+                for _ in 0..STEPS_IN_A_ROW {
+                    progress = self.step(engine, &mut slot.rec).await;
+                    if !matches!(progress, Ok(Progress::Advanced(_))) || self.stopping() {
+                        break;
+                    }
+                }
+                match progress {
+                    Ok(Progress::Waiting(why)) => {
+                        slot.status = Some(why);
+                        waiting = true;
+                    }
+                    Ok(Progress::Skipped(why)) => {
+                        slot.status = Some(why);
+                        slot.skip = true;
+                    }
+                    Ok(Progress::Done(_)) => slot.status = None,
+                    Ok(Progress::Advanced(_)) => waiting = true,
+                    Err(e) => {
+                        // Transient: the next wave resumes from here.
+                        slot.status = Some(format!("stopped: {e}"));
+                        tracing::warn!(candidate = %slot.rec.candidate, error = %e, "candidate stopped");
+                    }
+                }
+            }
+            if !waiting || self.stopping() || self.ports.clock.now() - started >= wait {
+                break;
+            }
+            tokio::time::sleep(self.poll).await;
+        }
+        Ok(())
+    }
+
+    /// Before any PR is opened: a human PR that appeared since the plan
+    /// ends the candidate `duplicate` (its branch is cleaned up, nothing is
+    /// posted on the human's PR). A Klaud PR already open that a human PR
+    /// now overlaps: the configured decision (`on_human_overlap`).
+    async fn end_overlapped(
+        &self,
+        engine: &Engine<'_>,
+        repository: &Repository,
+        pass: &mut Pass<'_>,
+    ) -> Result<(), WaveError> {
+        let human = if pass
+            .slots
+            .iter()
+            .any(|s| !s.skip && s.rec.pull.is_none() && s.rec.step != Step::Done)
+        {
+            self.ports
+                .pulls
+                .open_pulls(repository, &self.engine.base_branch)
+                .await?
+                .human
+        } else {
+            std::mem::take(&mut pass.open_pulls.human)
+        };
+        for slot in pass.slots.iter_mut() {
+            if slot.skip || matches!(slot.rec.step, Step::Done | Step::Finish) {
+                continue;
+            }
+            let Ok(id) = CandidateId::new(&slot.rec.candidate) else {
+                continue;
+            };
+            let Some(b) = human.get(id.family().as_str()) else {
+                continue;
+            };
+            let ended = match (slot.rec.pull, self.engine.on_human_overlap) {
+                (None, _) => {
+                    engine
+                        .end_now(&mut slot.rec, Outcome::Duplicate, b.reason.clone(), false)
+                        .await
+                }
+                (Some(_), HumanOverlap::Handoff) => {
+                    engine
+                        .end_now(&mut slot.rec, Outcome::Handoff, b.reason.clone(), false)
+                        .await
+                }
+                (Some(_), HumanOverlap::Leave) => {
+                    pass.overlap_notes.insert(
+                        slot.rec.candidate.clone(),
+                        format!("left as is (on_human_overlap = \"leave\"): {}", b.reason),
+                    );
+                    Ok(())
+                }
+            };
+            if let Err(e) = ended {
+                slot.status = Some(format!("stopped: {e}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Phase 8: settles the recovery leases against the journal as it now
+    /// is, and sums the wave up (told to the observer).
+    pub async fn summarize(
+        &self,
+        book: &ClaimBook<'_>,
+        base: String,
+        pass: Pass<'_>,
+    ) -> WaveSummary {
+        let Pass {
+            now,
+            claims,
+            leases,
+            done,
+            orphans,
+            report,
+            slots,
+            mut skipped,
+            answered,
+            overlap_notes,
+            ..
+        } = pass;
+        let acquired: Vec<_> = orphans.iter().flat_map(|o| o.leases.clone()).collect();
+        let mut journal_now: Vec<CandidateRecord> = done;
+        journal_now.extend(slots.iter().map(|s| s.rec.clone()));
+        let recovery = self.recovery(book, now);
+        settle_recovery_leases(&recovery, &leases, &acquired, &claims, &journal_now).await;
+        let mut candidates = Vec::new();
+        for slot in &slots {
+            if slot.skip {
+                skipped.push((
+                    slot.rec.candidate.clone(),
+                    slot.status.clone().unwrap_or_default(),
+                ));
+            } else {
+                let status = match (&slot.status, overlap_notes.get(&slot.rec.candidate)) {
+                    (Some(s), Some(note)) => Some(format!("{s}; {note}")),
+                    (None, Some(note)) => Some(note.clone()),
+                    (s, None) => s.clone(),
+                };
+                candidates.push(CandidateSummary::of(&slot.rec, status));
+            }
+        }
+        let summary = WaveSummary {
+            base,
+            candidates,
+            skipped,
+            answered,
+            blocked: report
+                .families
+                .iter()
+                .filter_map(|f| {
+                    let b = f.blocked.as_ref()?;
+                    Some(BlockedFamily {
+                        family: f.family.clone(),
+                        outcome: b.kind.as_str().to_owned(),
+                        reason: b.reason.clone(),
+                    })
+                })
+                .collect(),
+            families: report.families,
+        };
+        if let Some(observer) = self.ports.observer {
+            observer.done(&summary);
+        }
+        summary
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,253 @@
+//! The targets a wave works on: the plan's picks (with their upstream
+//! range and the old image's versions), experiments' variants, and the
+//! candidates of claims this instance holds, rebuilt from the claim or
+//! from their branch.
+
+use std::collections::BTreeSet;
+
+use klaud_claims::CandidateId;
+use klaud_planner::image::ImageRef;
+use klaud_planner::plan::PlanReport;
+use klaud_planner::registry::RegistryClient;
+use klaud_planner::repo::Repository;
+
+use super::WaveError;
+use super::ports::{BaseSource, UpstreamSource};
+use crate::engine::Target;
+
+/// Targets for the plan's selected candidates plus `wanted` (claims this
+/// instance holds), looked up among every family's candidate.
+pub(super) fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) -> Vec<Target> {
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    let selected = report.candidates.iter().map(|s| s.id.clone());
+    for id in selected.chain(wanted.iter().cloned()) {
+        if !seen.insert(id.clone()) {
+            continue;
+        }
+        let found = report.families.iter().find_map(|fp| {
+            let c = fp.candidate.as_ref()?;
+            (klaud_planner::identity::candidate_id(&fp.id, &c.image.normalized()) == id)
+                .then_some((fp, c))
+        });
+        let (Some((fp, c)), Ok(candidate)) = (found, CandidateId::new(&id)) else {
+            continue;
+        };
+        out.push(Target {
+            family: fp.family.clone(),
+            candidate,
+            image: c.image.to_string(),
+            revision: c.revision.clone(),
+            clock: serde_json::to_value(c.clock)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned)),
+            not_release_reason: None,
+            upstream: None,
+            versions: Some(crate::report::VersionsCompared {
+                old: None,
+                new: c.versions.clone(),
+            }),
+            variant: None,
+        });
+    }
+    out
+}
+
+/// The target of a candidate this instance holds a claim for, read from
+/// its branch: the family's image in the bumped master config names the
+/// candidate. `None` when there is no branch, or it does not carry that
+/// image; an error when GitHub could not be read (try again next pass).
+pub(super) async fn held_target(
+    base: &dyn BaseSource,
+    repository: &Repository,
+    candidate: &klaud_claims::ClaimCandidate,
+    experiments: &[crate::experiment::ExperimentSpec],
+    claim: &klaud_claims::ClaimRecord,
+) -> Result<Option<Target>, WaveError> {
+    // A sibling a `/klaud try` listed in the claim: rebuilt from the claim
+    // record alone, branch or not (issue 15).
+    if let Some(listed) = crate::experiment::Listed::of_claim(&claim.extra) {
+        let listed = match listed {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(family = %candidate.family, error = %e, "listed variants not read");
+                return Ok(None);
+            }
+        };
+        if let Some(t) = listed_target(candidate, &listed) {
+            return Ok(Some(t));
+        }
+    }
+    let branch = crate::engine::branch_name(candidate.id.as_str());
+    let Some((file, key)) = candidate.family.rsplit_once(':') else {
+        return Ok(None);
+    };
+    let path = format!("{}{file}", repository.prefix());
+    let Some(bytes) = base.branch_file(&branch, &path).await? else {
+        return Ok(None);
+    };
+    let image = std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(|text| klaud_planner::yaml::parse(text).ok().flatten())
+        .and_then(|doc| doc.get(key)?.get("image")?.as_scalar().map(str::to_owned));
+    let Some(image) = image else {
+        return Ok(None);
+    };
+    let Ok(parsed) = ImageRef::parse(&image) else {
+        return Ok(None);
+    };
+    let plain =
+        klaud_planner::identity::candidate_id(candidate.id.family().as_str(), &parsed.normalized());
+    let Ok(plain) = CandidateId::new(&plain) else {
+        return Ok(None);
+    };
+    let target = Target {
+        family: candidate.family.clone(),
+        candidate: plain,
+        image,
+        revision: None,
+        clock: None,
+        not_release_reason: None,
+        upstream: None,
+        versions: None,
+        variant: None,
+    };
+    if target.candidate == candidate.id {
+        return Ok(Some(target));
+    }
+    // A variant of a configured experiment: its id is rebuilt from the
+    // image its branch runs (issue 15).
+    Ok(match crate::experiment::expand(&target, experiments) {
+        Some(Ok(variants)) => variants.into_iter().find(|v| v.candidate == candidate.id),
+        _ => None,
+    })
+}
+
+/// The target of `candidate` when the claim's [`Listed`] experiment names
+/// it: its id is rebuilt from the experiment's base image and the
+/// variant's edits, and must come out the same.
+///
+/// [`Listed`]: crate::experiment::Listed
+pub(super) fn listed_target(
+    candidate: &klaud_claims::ClaimCandidate,
+    listed: &crate::experiment::Listed,
+) -> Option<Target> {
+    let info = match listed.info_for(candidate.id.as_str())? {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::warn!(candidate = %candidate.id, error = %e, "listed variant not rebuilt");
+            return None;
+        }
+    };
+    let image = ImageRef::parse(&listed.base_image).ok()?;
+    let plain =
+        klaud_planner::identity::candidate_id(candidate.id.family().as_str(), &image.normalized());
+    let base = Target {
+        family: candidate.family.clone(),
+        candidate: CandidateId::new(&plain).ok()?,
+        image: listed.base_image.clone(),
+        revision: None,
+        clock: None,
+        not_release_reason: None,
+        upstream: None,
+        versions: None,
+        variant: None,
+    };
+    let mut target = if base.candidate == candidate.id {
+        base
+    } else {
+        let resolved = klaud_planner::variant::ResolvedVariant {
+            name: info.name.clone(),
+            from: info.from.clone(),
+            own: info.own.clone(),
+            edits: info.edits.clone(),
+        };
+        let mut made = crate::experiment::variant_targets(
+            &base,
+            &info.experiment,
+            std::slice::from_ref(&resolved),
+            info.max_concurrent,
+        )
+        .ok()?;
+        let t = made.pop()?;
+        if t.candidate != candidate.id {
+            tracing::warn!(candidate = %candidate.id, rebuilt = %t.candidate, "listed variant rebuilds to another id");
+            return None;
+        }
+        t
+    };
+    target.variant = Some(info);
+    Some(target)
+}
+
+/// The plan's picks with each pick on an experiment's family replaced by
+/// the experiment's variants (issue 15); each variant is marked seen.
+pub(super) fn expand_experiments(
+    picked: Vec<Target>,
+    experiments: &[crate::experiment::ExperimentSpec],
+    seen: &mut BTreeSet<String>,
+) -> Vec<Target> {
+    if experiments.is_empty() {
+        return picked;
+    }
+    let mut out = Vec::new();
+    for t in picked {
+        match crate::experiment::expand(&t, experiments) {
+            None => out.push(t),
+            Some(Ok(variants)) => out.extend(
+                variants
+                    .into_iter()
+                    .filter(|v| seen.insert(v.candidate.as_str().to_owned())),
+            ),
+            Some(Err(e)) => {
+                tracing::warn!(candidate = %t.candidate, error = %e, "experiment not started")
+            }
+        }
+    }
+    out
+}
+
+/// The targets of `report` (its picks plus the claims in `ours`) not in
+/// `seen`, with their upstream commit range when it can be known and the
+/// versions the old image declares next to the new one's.
+pub(super) async fn plan_targets(
+    report: &PlanReport,
+    ours: &BTreeSet<String>,
+    seen: &mut BTreeSet<String>,
+    upstream: Option<&dyn UpstreamSource>,
+    repository: &Repository,
+    registry: &RegistryClient,
+) -> Vec<Target> {
+    let mut out = Vec::new();
+    for mut t in targets_from_plan(report, ours) {
+        if !seen.insert(t.candidate.as_str().to_owned()) {
+            continue;
+        }
+        if let (Some(up), Ok(family)) = (upstream, repository.family(&t.family)) {
+            t.upstream = up
+                .range(repository, family, &t.image, t.revision.as_deref())
+                .await;
+        }
+        if let (Some(v), Ok(family)) = (t.versions.as_mut(), repository.family(&t.family)) {
+            // Only the picks' old images are read (not every family's), so
+            // the plan keeps its request discipline; an unreadable one
+            // (pruned tag, registry down) leaves the old column empty.
+            let architecture = family.platform.architecture();
+            v.old = match klaud_planner::provenance::image_versions(
+                registry,
+                family.image(),
+                architecture,
+            )
+            .await
+            {
+                Ok(old) => old,
+                Err(e) => {
+                    tracing::warn!(image = %family.image(), error = %e, "old image versions unknown");
+                    None
+                }
+            };
+        }
+        out.push(t);
+    }
+    out
+}
