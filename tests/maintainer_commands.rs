@@ -215,7 +215,7 @@ async fn maintainer_stop_ends_the_candidate_as_handoff_with_one_reply() {
     assert!(ending.message.contains("flaky node"), "{}", ending.message);
     assert!(env.claims().await.is_empty(), "the claim is released");
     // Hands off: the PR stays open and the branch stays.
-    assert!(env.forge.get_pull(pr).await.expect("pull").open);
+    assert!(env.forge.get_pull(pr).await.expect("pull").state.is_open());
     let replies = env.replies_to(pr, id).await;
     assert_eq!(replies.len(), 1, "{replies:#?}");
     assert!(replies[0].starts_with("Stopped") || replies[0].contains("Stopped"));
@@ -337,7 +337,7 @@ async fn release_cleans_up_and_the_receipt_names_who_and_why() {
     assert!(!rec.ending.as_ref().expect("ending").hands_off);
     assert!(env.claims().await.is_empty());
     assert!(
-        !env.forge.get_pull(pr).await.expect("pull").open,
+        !env.forge.get_pull(pr).await.expect("pull").state.is_open(),
         "cleanup closes the PR"
     );
     let bodies = env.stack.state().comment_bodies(REPO, pr).await;
@@ -454,7 +454,7 @@ async fn recover_finishes_an_expired_claim_once_with_two_concurrent_recoverers()
         "{all:#?}"
     );
     assert_eq!(receipts(&env, pr).await, 1, "one cleanup, one receipt");
-    assert!(!env.forge.get_pull(pr).await.expect("pull").open);
+    assert!(!env.forge.get_pull(pr).await.expect("pull").state.is_open());
     assert!(env.claims().await.is_empty());
     assert!(
         recovery_leases(&env).await.is_empty(),
@@ -777,7 +777,7 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("live owner"), "{stderr}");
     assert_eq!(env.claims().await.len(), 1, "a refusal changes nothing");
-    assert!(env.forge.get_pull(pr).await.expect("pull").open);
+    assert!(env.forge.get_pull(pr).await.expect("pull").state.is_open());
 
     let forced: Vec<&str> = args.iter().copied().chain(["--force", "--json"]).collect();
     let out = claims_release(&env, &forced).await;
@@ -793,7 +793,7 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
     assert_eq!(released["candidates"][0]["outcome"], "handoff");
     assert!(env.claims().await.is_empty());
     assert!(
-        !env.forge.get_pull(pr).await.expect("pull").open,
+        !env.forge.get_pull(pr).await.expect("pull").state.is_open(),
         "cleanup closes the PR"
     );
     let bodies = env.stack.state().comment_bodies(REPO, pr).await;
@@ -936,7 +936,7 @@ async fn cli_release_that_cannot_finish_a_candidate_keeps_the_claim_and_says_so(
     assert!(stdout.contains("did not finish"), "{stdout}");
     assert!(stderr.contains("stays leased"), "{stderr}");
     assert_eq!(env.claims().await.len(), 1, "the claim is kept");
-    assert!(env.forge.get_pull(pr).await.expect("pull").open);
+    assert!(env.forge.get_pull(pr).await.expect("pull").state.is_open());
     assert_eq!(receipts(&env, pr).await, 0);
 
     // Once GitHub answers again, a forced re-run finishes it.

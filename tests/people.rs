@@ -405,7 +405,11 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
     // (GitHub cancels asynchronously: the run ends a moment after the 202.)
     for run in &ended.runs {
         let live = crate::support::run_once_completed(&env.forge, run.id).await;
-        assert_eq!(live.conclusion.as_deref(), Some("cancelled"), "{live:?}");
+        assert_eq!(
+            live.conclusion.as_ref().map(|c| c.as_str()),
+            Some("cancelled"),
+            "{live:?}"
+        );
     }
     let family_id = klaud_claims::CandidateId::new(&c.candidate)
         .expect("id")
@@ -417,7 +421,14 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
             .any(|(name, _)| name.ends_with(family_id.as_str())),
         "claim released"
     );
-    assert!(!env.forge.get_pull(number).await.expect("pull").open);
+    assert!(
+        !env.forge
+            .get_pull(number)
+            .await
+            .expect("pull")
+            .state
+            .is_open()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -461,7 +472,14 @@ async fn a_human_pr_overlapping_an_open_klaud_pr_is_left_or_handed_off_as_config
         status.contains("left as is") && status.contains(&format!("#{human}")),
         "{status}"
     );
-    assert!(env.forge.get_pull(number).await.expect("pull").open);
+    assert!(
+        env.forge
+            .get_pull(number)
+            .await
+            .expect("pull")
+            .state
+            .is_open()
+    );
 
     // handoff: Klaud ends its own candidate and closes its own PR.
     let mut engine = sandbox_engine(5109);
@@ -473,8 +491,22 @@ async fn a_human_pr_overlapping_an_open_klaud_pr_is_left_or_handed_off_as_config
         .find(|c| c.candidate == ours.candidate)
         .expect("reported");
     assert_eq!(c.outcome.as_deref(), Some("handoff"), "{c:#?}");
-    assert!(!env.forge.get_pull(number).await.expect("pull").open);
-    assert!(env.forge.get_pull(human).await.expect("pull").open);
+    assert!(
+        !env.forge
+            .get_pull(number)
+            .await
+            .expect("pull")
+            .state
+            .is_open()
+    );
+    assert!(
+        env.forge
+            .get_pull(human)
+            .await
+            .expect("pull")
+            .state
+            .is_open()
+    );
     assert!(
         env.stack
             .state()

@@ -90,7 +90,14 @@ async fn a_family_with_no_published_baseline_is_readiness_blocked_before_any_dis
     let bodies = env.stack.state().comment_bodies(REPO, number).await;
     let receipt = bodies.last().expect("receipt");
     assert!(receipt.contains("baseline-unavailable"), "{receipt}");
-    assert!(!env.forge.get_pull(number).await.expect("pull").open);
+    assert!(
+        !env.forge
+            .get_pull(number)
+            .await
+            .expect("pull")
+            .state
+            .is_open()
+    );
     // The other families, whose baselines are published, go on to smoke.
     assert!(
         summary

@@ -279,7 +279,7 @@ async fn a_pushed_commit_without_the_trailer_is_a_handoff() {
     assert!(ending.message.contains("without the trailer"), "{ending:?}");
     // Handed off: the PR and branch stay as the person left them.
     let pull = env.pull(rec.pull.expect("pull")).await;
-    assert!(pull.open, "a handoff leaves the PR open");
+    assert!(pull.state.is_open(), "a handoff leaves the PR open");
     assert_eq!(rec.repairs, 0, "the push is not counted as Klaud's repair");
 }
 

@@ -286,7 +286,7 @@ async fn cleanup_resumed_on_a_fresh_store_cancels_runs_deletes_the_branch_and_na
     // GitHub cancels asynchronously: the run ends a moment after the 202.
     let live = crate::support::run_once_completed(&env.forge, run).await;
     assert_eq!(
-        live.conclusion.as_deref(),
+        live.conclusion.as_ref().map(|c| c.as_str()),
         Some("cancelled"),
         "the smoke was cancelled"
     );
@@ -294,7 +294,7 @@ async fn cleanup_resumed_on_a_fresh_store_cancels_runs_deletes_the_branch_and_na
         env.stack.state().ref_sha(REPO, &rec.branch).await.is_none(),
         "the branch is deleted"
     );
-    assert!(!env.pull(number).await.open, "the PR is closed");
+    assert!(!env.pull(number).await.state.is_open(), "the PR is closed");
     let receipt = env
         .bodies(number)
         .await

@@ -12,7 +12,9 @@ use klaud_planner::repo::{Family, Repository};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::forge::{Forge, ForgeError, Run, RunQuery};
+#[cfg(test)]
+use super::forge::RunStatus;
+use super::forge::{Forge, ForgeError, Run, RunConclusion, RunQuery};
 use super::journal::{AttemptRecord, CandidateRecord, Ending, Journal, JournalError, Step};
 use super::ownership::{self, Expectation, Mismatch, MismatchKind, OwnershipError, OwnershipProof};
 use crate::artifacts::ArtifactLimits;
@@ -544,7 +546,9 @@ impl<'a> Engine<'a> {
                     let Ok(receipt) = crate::report::parse_receipt(&found) else {
                         continue;
                     };
-                    if receipt.result.outcome() == Outcome::CapacityDeferred && !pull.open {
+                    if receipt.result.outcome() == Outcome::CapacityDeferred
+                        && !pull.state.is_open()
+                    {
                         // A deferral is tried again from the start: the
                         // closed PR is history, not this attempt's end.
                         return Ok(());
@@ -842,7 +846,7 @@ impl<'a> Engine<'a> {
         ) && let Some(number) = rec.pull
         {
             let pull = self.forge.get_pull(number).await?;
-            if !pull.open {
+            if !pull.state.is_open() {
                 return self.closed_elsewhere(rec, &pull).await;
             }
         }
@@ -1116,7 +1120,7 @@ impl<'a> Engine<'a> {
         pull: &super::forge::Pull,
     ) -> Result<Progress, EngineError> {
         let phase = Self::phase_of(rec.step);
-        let (outcome, message) = if pull.merged {
+        let (outcome, message) = if pull.state.is_merged() {
             let verified = rec.sweep.is_some() && rec.step == Step::Sweep;
             (
                 if verified {
@@ -1297,7 +1301,7 @@ impl<'a> Engine<'a> {
         rec: &CandidateRecord,
         pull: &super::forge::Pull,
     ) -> Result<bool, EngineError> {
-        if pull.open || !self.by_bot(pull.author.as_deref()) {
+        if pull.state.is_open() || !self.by_bot(pull.author.as_deref()) {
             return Ok(false);
         }
         let comments = self.forge.list_comments(pull.number).await?;
@@ -1369,12 +1373,12 @@ impl<'a> Engine<'a> {
 /// Splits a completed run's conclusion into an attempt status and whether
 /// it was the infrastructure's fault (retried without counting as repair).
 fn classify(run: &Run) -> (AttemptStatus, bool) {
-    match run.conclusion.as_deref() {
-        Some("success") => (AttemptStatus::Passed, false),
-        Some("failure") => (AttemptStatus::Failed, false),
+    match &run.conclusion {
+        Some(RunConclusion::Success) => (AttemptStatus::Passed, false),
+        Some(RunConclusion::Failure) => (AttemptStatus::Failed, false),
         // Cancelled by someone else, a lost runner, or by Klaud after the
         // run timeout: never the candidate's fault.
-        Some("cancelled") => (AttemptStatus::Cancelled, true),
+        Some(RunConclusion::Cancelled) => (AttemptStatus::Cancelled, true),
         _ => (AttemptStatus::Failed, true),
     }
 }
@@ -1407,8 +1411,8 @@ mod tests {
             attempt: 1,
             title: String::new(),
             event: "workflow_dispatch".into(),
-            status: "completed".into(),
-            conclusion: Some(c.into()),
+            status: RunStatus::Completed,
+            conclusion: Some(RunConclusion::parse(c)),
             head_sha: String::new(),
             actor: None,
             created_at: None,

@@ -50,7 +50,7 @@ impl Engine<'_> {
             if !has(&receipt_key) {
                 let progress = if receipt_only {
                     None
-                } else if !self.forge.get_pull(number).await?.open {
+                } else if !self.forge.get_pull(number).await?.state.is_open() {
                     // Not Klaud's to change any more: only its own runs stop.
                     self.cancel_runs(rec, number).await?
                 } else if ending.outcome == Outcome::Validated {
@@ -184,11 +184,11 @@ impl Engine<'_> {
             self.intend(rec, &format!("remove label {l}")).await?;
             self.forge.remove_label(&proof, number, l).await?;
         }
-        if pull.open && !pull.draft {
+        if pull.state.is_open() && !pull.draft {
             self.intend(rec, "convert to draft").await?;
             self.forge.set_draft(&proof, &pull, true).await?;
         }
-        if pull.open {
+        if pull.state.is_open() {
             self.intend(rec, "close the pull request").await?;
             self.forge.close_pull(&proof, number).await?;
         }

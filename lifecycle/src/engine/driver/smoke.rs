@@ -420,13 +420,13 @@ impl Engine<'_> {
             .into_iter()
             .filter_map(|j| {
                 let conclusion = j.conclusion?;
-                (!matches!(conclusion.as_str(), "success" | "skipped" | "neutral")).then_some(
-                    crate::report::FailedJob {
+                conclusion
+                    .counts_as_failure()
+                    .then_some(crate::report::FailedJob {
                         name: j.name,
                         conclusion,
                         url: j.html_url,
-                    },
-                )
+                    })
             })
             .collect())
     }

@@ -352,14 +352,18 @@ impl Engine<'_> {
         if let Some(pull) = self.forge.find_pull(&rec.branch).await?
             && !self.deferred_pull(rec, &pull).await?
         {
-            if !pull.open || !self.by_bot(pull.author.as_deref()) {
+            if !pull.state.is_open() || !self.by_bot(pull.author.as_deref()) {
                 let m = Mismatch {
                     kind: MismatchKind::Unexpected,
                     what: format!("pull request #{} for {}", pull.number, rec.branch),
                     expected: format!("an open PR by {}", self.forge.bot_login()),
                     found: format!(
                         "{} PR by {}",
-                        if pull.open { "an open" } else { "a closed" },
+                        if pull.state.is_open() {
+                            "an open"
+                        } else {
+                            "a closed"
+                        },
                         pull.author.as_deref().unwrap_or("nobody")
                     ),
                 };
