@@ -54,9 +54,12 @@ impl Journal for StallingJournal {
         self.inner.save(record).await?;
         let hit = {
             let mut armed = self.armed.lock().unwrap();
-            let hit = armed
-                .as_deref()
-                .is_some_and(|p| record.intent.as_deref().is_some_and(|i| i.starts_with(p)));
+            let hit = armed.as_deref().is_some_and(|p| {
+                record
+                    .intent
+                    .as_ref()
+                    .is_some_and(|i| i.to_string().starts_with(p))
+            });
             if hit {
                 *armed = None;
             }

@@ -15,6 +15,7 @@ use serde_json::Value;
 #[cfg(test)]
 use super::forge::RunStatus;
 use super::forge::{Forge, ForgeError, Run, RunConclusion, RunQuery};
+use super::intent::Intent;
 use super::journal::{AttemptRecord, CandidateRecord, Ending, Journal, JournalError, Step};
 use super::ownership::{self, Expectation, Mismatch, MismatchKind, OwnershipError, OwnershipProof};
 use crate::artifacts::ArtifactLimits;
@@ -920,8 +921,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Records what is about to happen, durably, before it happens.
-    async fn intend(&self, rec: &mut CandidateRecord, what: &str) -> Result<(), EngineError> {
-        rec.intent = Some(what.to_owned());
+    async fn intend(&self, rec: &mut CandidateRecord, what: Intent) -> Result<(), EngineError> {
+        rec.intent = Some(what);
         self.save(rec).await
     }
 
@@ -1354,7 +1355,7 @@ impl<'a> Engine<'a> {
             Err(p) => return Ok(Some(p)),
         };
         for r in missing {
-            self.intend(rec, &format!("comment {}", r.key)).await?;
+            self.intend(rec, Intent::Comment(r.key.to_string())).await?;
             match live {
                 Some((id, k)) if *k == r.key => {
                     self.forge

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use klaud_claims::{ClaimRecord, HeldClaim};
 use serde::{Deserialize, Serialize};
 
+use super::intent::Intent;
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
 use crate::report::{FrozenBaseline, SweepCheck, UpstreamRange};
 
@@ -204,8 +205,9 @@ pub struct CandidateRecord {
     pub sweep: Option<SweepCheck>,
     /// The end, once decided.
     pub ending: Option<Ending>,
-    /// The last external action about to be taken (for diagnosis).
-    pub intent: Option<String>,
+    /// The last external action about to be taken (for diagnosis, and to
+    /// tell a repair already started from one to start).
+    pub intent: Option<Intent>,
     /// Last change.
     pub updated_at: DateTime<Utc>,
 }

@@ -18,6 +18,7 @@
 
 mod driver;
 pub mod forge;
+pub mod intent;
 pub mod journal;
 mod lease_guard;
 pub mod memory;
@@ -32,6 +33,7 @@ pub use forge::{
     ArtifactInfo, Comment, ComparedCommit, Comparison, Forge, ForgeError, Job, Pull, PullState,
     Run, RunConclusion, RunQuery, RunStatus,
 };
+pub use intent::Intent;
 pub use journal::{
     AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, Step, StoredClaim,
 };

@@ -3,6 +3,7 @@
 //! winner and the losers, the siblings section of each body, and the
 //! release by the last sibling to finish.
 
+use crate::engine::intent::Intent;
 use klaud_claims::{HeldClaim, Renew};
 use serde_json::Value;
 
@@ -144,8 +145,14 @@ impl Engine<'_> {
                     record.extra.remove(field);
                 }
             }
-            self.intend(rec, &format!("claim: {field} = {value:?}"))
-                .await?;
+            self.intend(
+                rec,
+                Intent::ClaimField {
+                    field: field.to_owned(),
+                    value: value.map(str::to_owned),
+                },
+            )
+            .await?;
             match self
                 .book()
                 .amend(&held, record)
@@ -298,8 +305,7 @@ impl Engine<'_> {
                     Ok(p) => p,
                     Err(p) => return Ok(Some(p)),
                 };
-                self.intend(rec, "update the related experiments section")
-                    .await?;
+                self.intend(rec, Intent::UpdateExperimentsSection).await?;
                 self.forge.update_pull_body(&proof, number, &body).await?;
             }
         }
@@ -569,7 +575,7 @@ impl Engine<'_> {
             record
                 .extra
                 .insert(experiment::SIBLINGS_FIELD.to_owned(), listed_value.clone());
-            self.intend(rec, &format!("claim: add candidate {new_id}"))
+            self.intend(rec, Intent::ClaimAddCandidate(new_id.to_string()))
                 .await?;
             match self
                 .book()

@@ -9,6 +9,7 @@
 //! therefore finds the same comment and never posts a second one.
 
 use crate::engine::forge::{Comment, Forge as _, Run, RunStatus};
+use crate::engine::intent::Intent;
 use crate::report::{
     AttemptReport, FailedJob, LiveJobs, MarkerKey, RenderedComment, ReportName, compare,
     compare_evals, find_record, parse_report, render_report,
@@ -128,13 +129,14 @@ impl Engine<'_> {
         };
         match existing {
             Some((comment, _)) => {
-                self.intend(rec, &format!("edit live report {key}")).await?;
+                self.intend(rec, Intent::EditLiveReport(key.to_string()))
+                    .await?;
                 self.forge
                     .update_comment(&proof, number, comment.id, &rendered.body)
                     .await?;
             }
             None => {
-                self.intend(rec, &format!("comment live report {key}"))
+                self.intend(rec, Intent::CommentLiveReport(key.to_string()))
                     .await?;
                 self.forge
                     .create_comment(&proof, number, &rendered.body)

@@ -1,6 +1,7 @@
 //! Claiming, preparing the bump commit and branch, opening the draft PR.
 
 use crate::engine::forge::Forge as _;
+use crate::engine::intent::Intent;
 use klaud_claims::{Acquire, ClaimBook, ClaimCandidate, ClaimEntry, HeldClaim};
 use klaud_planner::image::ImageRef;
 use klaud_planner::retired::Retirements;
@@ -40,7 +41,7 @@ impl Engine<'_> {
         if let Some(p) = self.capacity_deferred(rec, "claiming").await? {
             return Ok(p);
         }
-        self.intend(rec, "acquire claim").await?;
+        self.intend(rec, Intent::AcquireClaim).await?;
         let base = self.repository_sha.clone();
         // A family group is bumped as one candidate under its first
         // member's claim ref; the record lists every member so other
@@ -303,7 +304,7 @@ impl Engine<'_> {
                 message.push_str(&format!("{TRAILER}{}\n", rec.candidate));
                 rec.base_sha = self.repository_sha.clone();
                 rec.scope = Some(BumpScope::of(&bump));
-                self.intend(rec, "commit the bump").await?;
+                self.intend(rec, Intent::CommitBump).await?;
                 let sha = self
                     .forge
                     .commit_files(&proof, &rec.base_sha, &files, &message)
@@ -313,7 +314,7 @@ impl Engine<'_> {
                 sha
             }
         };
-        self.intend(rec, "create the branch").await?;
+        self.intend(rec, Intent::CreateBranch).await?;
         match self.forge.create_branch(&proof, &rec.branch, &commit).await {
             // Re-read next step: ours (a lost response) or foreign.
             Ok(()) | Err(ForgeError::AlreadyExists(_)) | Err(ForgeError::Ambiguous(_)) => {}
@@ -380,7 +381,7 @@ impl Engine<'_> {
             Err(p) => return Ok(p),
         };
         let title = self.title(rec);
-        self.intend(rec, "open the pull request").await?;
+        self.intend(rec, Intent::OpenPull).await?;
         match self
             .forge
             .create_draft_pull(

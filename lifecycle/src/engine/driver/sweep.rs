@@ -1,6 +1,7 @@
 //! The changelog entry, the sweep label and the final sweep.
 
 use crate::engine::forge::Forge as _;
+use crate::engine::intent::Intent;
 use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
 use klaud_planner::image::ImageRef;
 
@@ -87,13 +88,13 @@ impl Engine<'_> {
                 "Add perf-changelog entry for {}\n\n{TRAILER}{}\n",
                 rec.key, rec.candidate
             );
-            self.intend(rec, "commit the changelog").await?;
+            self.intend(rec, Intent::CommitChangelog).await?;
             let sha = self
                 .forge
                 .commit_files(&proof, &head, &[(path, new)], &message)
                 .await?;
             rec.pending_commit = Some(sha.clone());
-            self.intend(rec, "push the changelog").await?;
+            self.intend(rec, Intent::PushChangelog).await?;
             match self
                 .forge
                 .fast_forward_branch(&proof, &rec.branch, &sha)
@@ -148,8 +149,7 @@ impl Engine<'_> {
                 Ok(p) => p,
                 Err(p) => return Ok(p),
             };
-            self.intend(rec, "mark ready for review before the sweep")
-                .await?;
+            self.intend(rec, Intent::ReadyBeforeSweep).await?;
             self.forge.set_draft(&proof, &pull, false).await?;
         }
         if !remove.is_empty() || add {
@@ -157,7 +157,7 @@ impl Engine<'_> {
                 Ok(p) => p,
                 Err(p) => return Ok(p),
             };
-            self.intend(rec, "set the sweep label").await?;
+            self.intend(rec, Intent::SetSweepLabel).await?;
             for l in &remove {
                 self.forge.remove_label(&proof, number, l).await?;
             }
@@ -547,8 +547,7 @@ impl Engine<'_> {
             Err(p) => return Ok(p),
         };
         rec.attempts[idx].dispatched_at = Some(self.clock.now());
-        self.intend(rec, &format!("re-run sweep {}", run.id))
-            .await?;
+        self.intend(rec, Intent::RerunSweep(run.id)).await?;
         match self.forge.rerun_run(&proof, run.id).await {
             Ok(()) | Err(ForgeError::Ambiguous(_)) => {}
             Err(e) => return Err(e.into()),
