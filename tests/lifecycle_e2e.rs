@@ -680,7 +680,7 @@ async fn foreign_commit_is_a_handoff() {
 #[tokio::test]
 async fn lost_claim_is_an_ownership_mismatch() {
     let (env, rec, writes) = hands_off_case(async |env, rec| {
-        let family = rec.candidate.split('-').next().expect("family id");
+        let family = rec.candidate.as_str().split('-').next().expect("family id");
         maintainer(env)
             .await
             .delete_ref(&format!("refs/heads/klaud/claim-{family}"))

@@ -238,7 +238,11 @@ async fn each_command_is_answered_once_across_passes_and_a_restart() {
     assert_eq!(env.handle(&restarted, &mut rec).await, 0);
     let replies = env.replies_to(pr, id).await;
     assert_eq!(replies.len(), 1, "{replies:#?}");
-    assert!(replies[0].contains(&rec.candidate), "{}", replies[0]);
+    assert!(
+        replies[0].contains(rec.candidate.as_str()),
+        "{}",
+        replies[0]
+    );
     assert!(replies[0].contains("in progress"), "{}", replies[0]);
     assert_eq!(rec.step, Step::Smoke, "status changes nothing");
 }
@@ -475,7 +479,7 @@ async fn a_recoverer_that_crashed_after_the_takeover_resumes_from_its_recovery_l
     // Instance 7 takes the recovery lease and the claim, then dies.
     let orphans = take_over_as(&env, 7, chrono::TimeDelta::hours(1)).await;
     assert_eq!(orphans.len(), 1);
-    let lease_ref = CandidateId::new(&rec.candidate)
+    let lease_ref = CandidateId::new(rec.candidate.as_str())
         .expect("id")
         .recovery_ref(OWNER_RUN);
     let leases = recovery_leases(&env).await;
@@ -515,7 +519,7 @@ async fn a_live_recovery_lease_blocks_other_recoverers_until_it_expires() {
     let candidate = klaud_claims::ClaimCandidate::new(
         &rec.base_sha,
         &rec.family,
-        CandidateId::new(&rec.candidate).expect("id"),
+        CandidateId::new(rec.candidate.as_str()).expect("id"),
     );
     for run in [OWNER_RUN, 1] {
         let taken = dead
@@ -984,7 +988,7 @@ async fn the_old_helpers_retry_release_marker_from_a_writer_is_honoured_like_ret
             MAINTAINER,
             MAINTAINER_TOKEN,
             pr,
-            &retry_release(&rec, &rec.candidate, &head),
+            &retry_release(&rec, rec.candidate.as_str(), &head),
         )
         .await;
     let answered = handle(&mut rec).await;
@@ -1021,21 +1025,21 @@ async fn a_retry_release_marker_from_a_reader_or_for_another_head_or_candidate_i
     assert_eq!(rec.step, Step::Done);
     let head = rec.head.clone().expect("head");
     let other_head = "0".repeat(40);
-    let family = &rec.candidate[..16];
+    let family = &rec.candidate.as_str()[..16];
     let other_candidate = format!("{family}-{}", "f".repeat(16));
     let ignored = [
         env.comment_as(
             READER,
             READER_TOKEN,
             pr,
-            &retry_release(&rec, &rec.candidate, &head),
+            &retry_release(&rec, rec.candidate.as_str(), &head),
         )
         .await,
         env.comment_as(
             MAINTAINER,
             MAINTAINER_TOKEN,
             pr,
-            &retry_release(&rec, &rec.candidate, &other_head),
+            &retry_release(&rec, rec.candidate.as_str(), &other_head),
         )
         .await,
         env.comment_as(

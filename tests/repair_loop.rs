@@ -373,7 +373,7 @@ exit 3
     let dir = read("dir");
     assert_eq!(
         Path::new(dir.trim()),
-        root.path().join(&rec.candidate),
+        root.path().join(rec.candidate.as_str()),
         "{dir}"
     );
     assert!(
@@ -405,7 +405,7 @@ async fn the_example_hook_reads_the_input_and_gives_up_with_a_reason() {
         ending.message.contains("the example hook makes no fix"),
         "{ending:?}"
     );
-    assert!(!root.path().join(&rec.candidate).exists());
+    assert!(!root.path().join(rec.candidate.as_str()).exists());
 }
 
 #[tokio::test]

@@ -459,7 +459,7 @@ impl<'a> Engine<'a> {
         old_image: String,
     ) -> CandidateRecord {
         CandidateRecord {
-            candidate: candidate.as_str().to_owned(),
+            candidate: candidate.clone(),
             family: family.to_owned(),
             key,
             old_image,
@@ -652,7 +652,7 @@ impl<'a> Engine<'a> {
             Ok(plan) => plan.title,
             Err(_) => format!(
                 "e2e Test - {}",
-                smoke_test_name(rec.owner_run, &rec.candidate)
+                smoke_test_name(rec.owner_run, rec.candidate.as_str())
             ),
         };
         let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
@@ -909,9 +909,10 @@ impl<'a> Engine<'a> {
         login.is_some_and(|l| l.eq_ignore_ascii_case(&bot))
     }
 
+    /// The record's id (checked when the record was made or loaded); a
+    /// `Result` so that callers keep one error path.
     fn candidate_id(rec: &CandidateRecord) -> Result<CandidateId, EngineError> {
-        CandidateId::new(&rec.candidate)
-            .map_err(|e| EngineError::Invalid(format!("candidate {}: {e}", rec.candidate)))
+        Ok(rec.candidate.clone())
     }
 
     async fn save(&self, rec: &mut CandidateRecord) -> Result<(), EngineError> {
@@ -1009,7 +1010,7 @@ impl<'a> Engine<'a> {
             Ok(w) => w.as_ref(),
             Err(e) => return Ok(Err(e.clone())),
         };
-        let test_name = smoke_test_name(rec.owner_run, &rec.candidate);
+        let test_name = smoke_test_name(rec.owner_run, rec.candidate.as_str());
         let command = match self.smoke_command(rec) {
             Ok(command) => command,
             Err(e) => return Ok(Err(e.to_string())),

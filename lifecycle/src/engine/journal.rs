@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use klaud_claims::{ClaimRecord, HeldClaim};
+use klaud_claims::{CandidateId, ClaimRecord, HeldClaim};
 use serde::{Deserialize, Serialize};
 
 use super::intent::Intent;
@@ -141,7 +141,7 @@ pub struct Ending {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CandidateRecord {
     /// Candidate id.
-    pub candidate: String,
+    pub candidate: CandidateId,
     /// Family.
     pub family: String,
     /// Config key.
@@ -273,7 +273,7 @@ impl Journal for MemoryJournal {
         self.records
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(record.candidate.clone(), record.clone());
+            .insert(record.candidate.to_string(), record.clone());
         Ok(())
     }
 

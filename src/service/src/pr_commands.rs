@@ -118,7 +118,7 @@ fn retry_key(family_id: &str) -> String {
 /// Whether a retry request lifts the cooldown of the family of the finished
 /// candidate `rec` (a request made after the candidate ended).
 pub fn retry_requested(store: &Store, rec: &CandidateRecord) -> bool {
-    let Ok(id) = CandidateId::new(&rec.candidate) else {
+    let Ok(id) = CandidateId::new(rec.candidate.as_str()) else {
         return false;
     };
     matches!(
@@ -154,7 +154,7 @@ pub async fn request_retry(
             rec.candidate
         )));
     }
-    let Ok(id) = CandidateId::new(&rec.candidate) else {
+    let Ok(id) = CandidateId::new(rec.candidate.as_str()) else {
         return Ok(Err(format!(
             "Cannot retry: {:?} is not a candidate id.",
             rec.candidate
@@ -164,7 +164,7 @@ pub async fn request_retry(
         trees::CACHE,
         &retry_key(id.family().as_str()),
         &RetryRequest {
-            candidate: rec.candidate.clone(),
+            candidate: rec.candidate.to_string(),
             by: by.to_owned(),
             reason: reason.to_owned(),
             at: Utc::now(),

@@ -372,7 +372,7 @@ impl CandidateSummary {
     /// The summary of a journal record.
     pub fn of(rec: &CandidateRecord, status: Option<String>) -> Self {
         Self {
-            candidate: rec.candidate.clone(),
+            candidate: rec.candidate.to_string(),
             family: rec.family.clone(),
             image: rec.image.clone(),
             outcome: rec
@@ -849,7 +849,7 @@ pub async fn run_wave_told(
     let journaled: BTreeSet<String> = done
         .iter()
         .chain(&unfinished)
-        .map(|r| r.candidate.clone())
+        .map(|r| r.candidate.to_string())
         .collect();
     let (orphans, not_recovered) =
         take_over_orphans(&recovery, &claims, &leases, &journaled, None).await;
@@ -925,7 +925,7 @@ pub async fn run_wave_told(
         if now - rec.updated_at < cooldown
             && !retried
             && !rec.deferred()
-            && let Ok(id) = CandidateId::new(&rec.candidate)
+            && let Ok(id) = CandidateId::new(rec.candidate.as_str())
         {
             options
                 .plan
@@ -955,8 +955,8 @@ pub async fn run_wave_told(
     // This instance's leftovers first: unfinished journal records, then
     // claims it holds, then the plan.
     for rec in &unfinished {
-        if let Ok(candidate) = CandidateId::new(&rec.candidate)
-            && seen.insert(rec.candidate.clone())
+        if let Ok(candidate) = CandidateId::new(rec.candidate.as_str())
+            && seen.insert(rec.candidate.to_string())
         {
             targets.push(Target {
                 family: rec.family.clone(),
@@ -1071,7 +1071,7 @@ pub async fn run_wave_told(
         // Families, not candidates: an experiment's variants lose together.
         let mut lost = BTreeSet::new();
         for (rec, status, skip) in records.iter_mut() {
-            if !new_picks.remove(&rec.candidate) || rec.step != Step::Claim {
+            if !new_picks.remove(rec.candidate.as_str()) || rec.step != Step::Claim {
                 continue;
             }
             match step(&engine, rec).await {
@@ -1088,7 +1088,7 @@ pub async fn run_wave_told(
             break;
         }
         for (rec, _, _) in &records {
-            if let Ok(id) = CandidateId::new(&rec.candidate) {
+            if let Ok(id) = CandidateId::new(rec.candidate.as_str()) {
                 options
                     .plan
                     .occupied
@@ -1111,7 +1111,7 @@ pub async fn run_wave_told(
         for t in &refill {
             match engine.open_record(t).await {
                 Ok(rec) => {
-                    new_picks.insert(rec.candidate.clone());
+                    new_picks.insert(rec.candidate.to_string());
                     records.push((rec, None, false));
                 }
                 Err(e) => skipped.push((t.candidate.as_str().to_owned(), e.to_string())),
@@ -1188,7 +1188,7 @@ pub async fn run_wave_told(
         if *skip || matches!(rec.step, Step::Done | Step::Finish) {
             continue;
         }
-        let Ok(id) = CandidateId::new(&rec.candidate) else {
+        let Ok(id) = CandidateId::new(rec.candidate.as_str()) else {
             continue;
         };
         let Some(b) = human.get(id.family().as_str()) else {
@@ -1207,7 +1207,7 @@ pub async fn run_wave_told(
             }
             (Some(_), klaud_lifecycle::engine::HumanOverlap::Leave) => {
                 overlap_notes.insert(
-                    rec.candidate.clone(),
+                    rec.candidate.to_string(),
                     format!("left as is (on_human_overlap = \"leave\"): {}", b.reason),
                 );
                 Ok(())
@@ -1267,9 +1267,12 @@ pub async fn run_wave_told(
     let mut candidates = Vec::new();
     for (rec, status, skip) in &records {
         if *skip {
-            skipped.push((rec.candidate.clone(), status.clone().unwrap_or_default()));
+            skipped.push((
+                rec.candidate.to_string(),
+                status.clone().unwrap_or_default(),
+            ));
         } else {
-            let status = match (status, overlap_notes.get(&rec.candidate)) {
+            let status = match (status, overlap_notes.get(rec.candidate.as_str())) {
                 (Some(s), Some(note)) => Some(format!("{s}; {note}")),
                 (None, Some(note)) => Some(note.clone()),
                 (s, None) => s.clone(),

@@ -79,7 +79,7 @@ impl StoreJournal {
 impl Journal for StoreJournal {
     async fn save(&self, record: &CandidateRecord) -> Result<(), JournalError> {
         self.store
-            .put(trees::CANDIDATES, &record.candidate, record)
+            .put(trees::CANDIDATES, record.candidate.as_str(), record)
             .map_err(|e| JournalError(e.to_string()))?;
         self.store
             .flush()

@@ -79,7 +79,7 @@ impl Engine<'_> {
         };
         let listed = listed.map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?;
         match rec.variant.as_mut() {
-            None => match listed.info_for(&rec.candidate) {
+            None => match listed.info_for(rec.candidate.as_str()) {
                 Some(info) => {
                     rec.variant =
                         Some(info.map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?);
@@ -369,7 +369,7 @@ impl Engine<'_> {
                 ))));
             }
         }
-        self.mark_claim(rec, FINAL_FIELD, Some(&rec.candidate.clone()))
+        self.mark_claim(rec, FINAL_FIELD, Some(rec.candidate.clone().as_str()))
             .await?;
         Ok(None)
     }
@@ -392,7 +392,7 @@ impl Engine<'_> {
             .as_ref()
             .is_some_and(|e| e.outcome == Outcome::Validated);
         if validated {
-            self.mark_claim(rec, WINNER_FIELD, Some(&rec.candidate.clone()))
+            self.mark_claim(rec, WINNER_FIELD, Some(rec.candidate.clone().as_str()))
                 .await?;
         } else if held.record.extra.get(FINAL_FIELD).and_then(Value::as_str)
             == Some(rec.candidate.as_str())
@@ -458,14 +458,14 @@ impl Engine<'_> {
         }
         // A plain candidate becomes the experiment's first variant, `base`.
         let mut info = rec.variant.clone().unwrap_or_else(|| VariantInfo {
-            experiment: format!("try-{}", &rec.candidate[17..25]),
+            experiment: format!("try-{}", &rec.candidate.as_str()[17..25]),
             name: "base".into(),
             from: None,
             own: Vec::new(),
             edits: Vec::new(),
             siblings: vec![Sibling {
                 name: "base".into(),
-                candidate: rec.candidate.clone(),
+                candidate: rec.candidate.to_string(),
                 from: None,
                 own: Vec::new(),
             }],

@@ -208,7 +208,7 @@ impl Engine<'_> {
             Ok(plan) => plan.title,
             Err(_) => format!(
                 "e2e Test - {}",
-                smoke_test_name(rec.owner_run, &rec.candidate)
+                smoke_test_name(rec.owner_run, rec.candidate.as_str())
             ),
         };
         let pull = self.forge.get_pull(number).await?;

@@ -570,7 +570,7 @@ impl Engine<'_> {
             };
             let context = RepairContext {
                 version: super::REPAIR_INPUT_VERSION,
-                candidate: rec.candidate.clone(),
+                candidate: rec.candidate.to_string(),
                 family: rec.family.clone(),
                 key: rec.key.clone(),
                 image: rec.image.clone(),

@@ -532,7 +532,7 @@ async fn demo(
     );
     let mut all: BTreeMap<String, CandidateSummary> = BTreeMap::new();
     for rec in journal.list().await.map_err(|e| anyhow::anyhow!("{e}"))? {
-        all.insert(rec.candidate.clone(), CandidateSummary::of(&rec, None));
+        all.insert(rec.candidate.to_string(), CandidateSummary::of(&rec, None));
     }
     let full = stack.state().request_log().await;
     let options = || WaveOptions {
