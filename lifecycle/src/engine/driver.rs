@@ -217,6 +217,10 @@ pub enum EngineError {
     Journal(#[from] JournalError),
     /// A claim operation failed.
     #[error("claim: {0}")]
+    ClaimOp(#[from] klaud_claims::ClaimError),
+    /// A claim record is not what the engine needs (the experiment
+    /// fields of a shared claim).
+    #[error("claim: {0}")]
     Claim(String),
     /// The candidate does not fit the repository.
     #[error("{0}")]
@@ -1183,10 +1187,7 @@ impl<'a> Engine<'a> {
             // An empty journal: the claim may still be ours on GitHub.
             let book = self.book();
             let family = Self::candidate_id(rec)?.family();
-            if let Some(entry) = book
-                .inspect(&family)
-                .await
-                .map_err(|e| EngineError::Claim(e.to_string()))?
+            if let Some(entry) = book.inspect(&family).await.map_err(EngineError::ClaimOp)?
                 && let Some(held) = book.adopt(&entry)
                 && held
                     .record
@@ -1262,7 +1263,7 @@ impl<'a> Engine<'a> {
             .book()
             .renew(&held, self.config.lease)
             .await
-            .map_err(|e| EngineError::Claim(e.to_string()))?;
+            .map_err(EngineError::ClaimOp)?;
         // A sibling variant renewed the shared claim first: its tip is ours.
         if matches!(renewed, Renew::Lost(klaud_claims::Lost::Moved(_)))
             && self.adopt_moved_claim(rec).await?
@@ -1276,7 +1277,7 @@ impl<'a> Engine<'a> {
                 .book()
                 .renew(&held, self.config.lease)
                 .await
-                .map_err(|e| EngineError::Claim(e.to_string()))?;
+                .map_err(EngineError::ClaimOp)?;
         }
         match renewed {
             Renew::Renewed(h) => {

@@ -29,11 +29,7 @@ impl Engine<'_> {
     ) -> Result<Option<HeldClaim>, EngineError> {
         let book = self.book();
         let family = Self::candidate_id(rec)?.family();
-        let Some(entry) = book
-            .inspect(&family)
-            .await
-            .map_err(|e| EngineError::Claim(e.to_string()))?
-        else {
+        let Some(entry) = book.inspect(&family).await.map_err(EngineError::ClaimOp)? else {
             return Ok(None);
         };
         let Some(held) = book.adopt(&entry) else {
@@ -157,7 +153,7 @@ impl Engine<'_> {
                 .book()
                 .amend(&held, record)
                 .await
-                .map_err(|e| EngineError::Claim(e.to_string()))?
+                .map_err(EngineError::ClaimOp)?
             {
                 Renew::Renewed(h) => {
                     self.hold(rec, &h);
@@ -581,7 +577,7 @@ impl Engine<'_> {
                 .book()
                 .amend(&held, record)
                 .await
-                .map_err(|e| EngineError::Claim(e.to_string()))?
+                .map_err(EngineError::ClaimOp)?
             {
                 Renew::Renewed(h) => {
                     self.hold(rec, &h);

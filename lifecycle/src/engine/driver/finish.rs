@@ -276,7 +276,7 @@ impl Engine<'_> {
 
     pub(super) async fn release(&self, rec: &mut CandidateRecord) -> Result<(), EngineError> {
         let book = self.book();
-        let claim_err = |e: klaud_claims::ClaimError| EngineError::Claim(e.to_string());
+        let claim_err = EngineError::ClaimOp;
         let held = match &rec.claim {
             Some(stored) => Some(stored.held()?),
             None => {

@@ -23,7 +23,7 @@ impl Engine<'_> {
         let cid = Self::candidate_id(rec)?;
         let family_id = cid.family();
         let book = self.book();
-        let claim_err = |e: klaud_claims::ClaimError| EngineError::Claim(e.to_string());
+        let claim_err = EngineError::ClaimOp;
         if let Some(entry) = book.inspect(&family_id).await.map_err(claim_err)? {
             return self.adopt_or_skip(rec, &book, &entry).await;
         }
