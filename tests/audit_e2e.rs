@@ -6,20 +6,17 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
-use klaud::cli::demo::{sandbox_engine, sandbox_registry};
 use klaud_claims::Claimant;
 use klaud_github::upstream::{AuditOptions, GithubUpstream};
 use klaud_github::{Credential, Secret};
 use klaud_lifecycle::engine::Journal as _;
 use klaud_lifecycle::engine::MemoryJournal;
 use klaud_planner::audit::{AuditResult, Collected, Item, ItemKind, UncheckedCause};
-use klaud_planner::plan::PlanOptions;
-use klaud_sandbox::github::{GithubSim, GithubState, Permission};
-use klaud_service::wave::{WaveOptions, WaveSummary, run_wave};
+use klaud_sandbox::github::{GithubSim, Permission};
+use klaud_service::wave::WaveSummary;
 
-use crate::lifecycle_e2e::{Env, env_with_registry};
+use crate::support::{Harness, engine_config};
 
 const TOKEN: &str = "ghp_audit_upstream_reader";
 const SOURCE: &str = "vllm-project/vllm";
@@ -49,14 +46,11 @@ fn files(pairs: &[(&str, &str)]) -> BTreeMap<String, Option<Vec<u8>>> {
 }
 
 async fn upstream(remove: bool) -> Upstream {
-    let state = GithubState::new();
-    state.add_user("engine-dev", None, false).await;
-    state.add_token("engine-dev", TOKEN, None).await.unwrap();
-    state.create_repo(SOURCE, "main").await.unwrap();
-    state
-        .set_permission(SOURCE, "engine-dev", Permission::Write)
-        .await
-        .unwrap();
+    let (state, _) = crate::support::GithubOnly::new(SOURCE)
+        .user("engine-dev", None, Some(Permission::Write))
+        .token("engine-dev", TOKEN, None)
+        .state()
+        .await;
     let push = |f: BTreeMap<String, Option<Vec<u8>>>, message: &'static str| {
         let state = state.clone();
         async move {
@@ -85,7 +79,7 @@ async fn upstream(remove: bool) -> Upstream {
         push(files(&[("docs/flags.md", "kept\n")]), "docs").await
     };
     let new = push(files(&[("README.md", "two\n")]), "two").await;
-    let sim = GithubSim::start(state).await.unwrap();
+    let sim = crate::support::serve(state).await;
     Upstream {
         sim,
         old,
@@ -138,33 +132,17 @@ fn registry_seed(old: &str, new: &str) -> String {
         .replace(DEMO_NEXT, new)
 }
 
-async fn wave(env: &Env, upstream: &GithubUpstream, journal: &MemoryJournal) -> WaveSummary {
-    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
-    let mut plan = PlanOptions::new(chrono::Utc::now());
-    plan.max_candidates = 20;
-    plan.upstream
+async fn wave(env: &Harness, upstream: &GithubUpstream, journal: &MemoryJournal) -> WaveSummary {
+    let mut options = env.wave_options(
+        Claimant::new(uuid::Uuid::from_u128(0x6175_6469)),
+        engine_config(7_200),
+    );
+    options
+        .plan
+        .upstream
         .insert("vllm/vllm-openai".into(), SOURCE.into());
-    run_wave(
-        &env.forge,
-        journal,
-        &registry,
-        &env.baseline,
-        None,
-        WaveOptions {
-            claimant: Claimant::new(uuid::Uuid::from_u128(0x6175_6469)),
-            engine: sandbox_engine(7_200),
-            plan,
-            poll: Duration::from_millis(20),
-            wait: Duration::ZERO,
-            cooldown: Duration::from_secs(3600),
-            upstream: Some(upstream),
-            cache: None,
-            stop: None,
-            checkout: None,
-        },
-    )
-    .await
-    .expect("wave")
+    options.upstream = Some(upstream);
+    env.wave(journal, options).await
 }
 
 fn reader(url: &str) -> GithubUpstream {
@@ -175,7 +153,11 @@ fn reader(url: &str) -> GithubUpstream {
 async fn a_flag_removed_upstream_ends_the_candidate_incompatible_before_any_dispatch() {
     let up = upstream(true).await;
     let dir = seed(&up.old, "--old-flag", "VLLM_KEPT");
-    let env = env_with_registry(dir.path(), &registry_seed(&up.old, &up.new), None).await;
+    let env = Harness::demo()
+        .seed_dir(dir.path())
+        .registry_seed(&registry_seed(&up.old, &up.new))
+        .start()
+        .await;
     let journal = MemoryJournal::new();
     let summary = wave(&env, &reader(&up.sim.url()), &journal).await;
     let c = summary
@@ -239,7 +221,11 @@ async fn a_flag_removed_upstream_ends_the_candidate_incompatible_before_any_disp
 async fn when_everything_is_still_defined_the_pr_body_says_so_with_the_count() {
     let up = upstream(false).await;
     let dir = seed(&up.old, "--old-flag", "VLLM_KEPT");
-    let env = env_with_registry(dir.path(), &registry_seed(&up.old, &up.new), None).await;
+    let env = Harness::demo()
+        .seed_dir(dir.path())
+        .registry_seed(&registry_seed(&up.old, &up.new))
+        .start()
+        .await;
     let journal = MemoryJournal::new();
     let summary = wave(&env, &reader(&up.sim.url()), &journal).await;
     let c = summary
@@ -267,7 +253,11 @@ async fn when_everything_is_still_defined_the_pr_body_says_so_with_the_count() {
 async fn an_unavailable_compare_says_so_and_does_not_block() {
     let up = upstream(true).await;
     let dir = seed(&up.old, "--old-flag", "VLLM_KEPT");
-    let env = env_with_registry(dir.path(), &registry_seed(&up.old, &up.new), None).await;
+    let env = Harness::demo()
+        .seed_dir(dir.path())
+        .registry_seed(&registry_seed(&up.old, &up.new))
+        .start()
+        .await;
     let journal = MemoryJournal::new();
     // A token GitHub does not know: every read of the source fails.
     let reader = GithubUpstream::new(

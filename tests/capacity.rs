@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use klaud_claims::{Claimant, SystemClock};
-use klaud_lifecycle::engine::{CandidateRecord, Engine, MemoryJournal, Progress, Step, Target};
+use klaud_claims::SystemClock;
+use klaud_lifecycle::engine::{CandidateRecord, MemoryJournal, Progress, Step, Target};
 use klaud_lifecycle::model::{Outcome, Phase};
 use klaud_lifecycle::report::{MarkerKey, find_record, parse_receipt};
 use klaud_planner::capacity::{CapacityGate, DEFAULT_PATH, HttpCapacity, Verdict};
@@ -17,13 +17,14 @@ use klaud_sandbox::capacity::{AnswerMode, ClusterState};
 use klaud_sandbox::stack::CAPACITY_KEY;
 use klaud_service::GithubLifecycle;
 
-use crate::lifecycle_e2e::{Env, REPO, VALIDATED_SCRIPT, env_seeded};
+use crate::lifecycle_e2e::VALIDATED_SCRIPT;
+use crate::support::{Harness, REPO};
 
 const KEY: &str = "demo-fp4-b200-sglang";
 /// `configs/demo/configs/runners.yaml`: b200 → `b200-demo_00`.
 const CLUSTER: &str = "b200-demo";
 
-fn gate(env: &Env, key: &str) -> CapacityGate {
+fn gate(env: &Harness, key: &str) -> CapacityGate {
     CapacityGate {
         source: Box::new(
             HttpCapacity::new(
@@ -38,32 +39,22 @@ fn gate(env: &Env, key: &str) -> CapacityGate {
     }
 }
 
-async fn gated_env() -> Env {
-    let root = Path::new(crate::support::REPO_ROOT).join("configs/demo");
-    let mut env = env_seeded(&root, Some(VALIDATED_SCRIPT)).await;
+async fn gated_env() -> Harness {
+    let mut env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     env.config.capacity = Some(Arc::new(gate(&env, CAPACITY_KEY)));
     env
 }
 
 /// Steps `rec` until `stop` holds or it is done.
 async fn drive_until(
-    env: &Env,
+    env: &Harness,
     journal: &MemoryJournal,
     rec: &mut CandidateRecord,
     stop: impl Fn(&CandidateRecord) -> bool,
 ) {
     let lifecycle = GithubLifecycle::new(&env.forge);
     let clock = SystemClock;
-    let engine = Engine::new(
-        &lifecycle,
-        journal,
-        &clock,
-        Claimant::new(uuid::Uuid::from_u128(0x6b6c_6175_6400)),
-        &env.baseline,
-        &env.repository,
-        env.base.clone(),
-        &env.config,
-    );
+    let engine = env.engine(&lifecycle, journal, &clock);
     let started = Instant::now();
     while !stop(rec) && rec.step != Step::Done {
         assert!(
@@ -78,19 +69,10 @@ async fn drive_until(
     }
 }
 
-async fn open(env: &Env, journal: &MemoryJournal, target: &Target) -> CandidateRecord {
+async fn open(env: &Harness, journal: &MemoryJournal, target: &Target) -> CandidateRecord {
     let lifecycle = GithubLifecycle::new(&env.forge);
     let clock = SystemClock;
-    let engine = Engine::new(
-        &lifecycle,
-        journal,
-        &clock,
-        Claimant::new(uuid::Uuid::from_u128(0x6b6c_6175_6400)),
-        &env.baseline,
-        &env.repository,
-        env.base.clone(),
-        &env.config,
-    );
+    let engine = env.engine(&lifecycle, journal, &clock);
     engine.open_record(target).await.expect("record")
 }
 
@@ -105,7 +87,7 @@ fn deferred(rec: &CandidateRecord, phase: Phase, why: &str) {
     );
 }
 
-async fn receipt_outcome(env: &Env, number: u64) -> Option<(Outcome, Option<String>)> {
+async fn receipt_outcome(env: &Harness, number: u64) -> Option<(Outcome, Option<String>)> {
     env.bodies(number).await.iter().find_map(|b| {
         let found = find_record(b).ok().flatten()?;
         matches!(found.key, MarkerKey::Outcome { .. }).then_some(())?;
@@ -270,7 +252,7 @@ async fn the_cluster_mapping_can_be_overridden() {
 /// The demo plus a b300 twin of `demo-fp4-gb200-dynamo-vllm-disagg` that
 /// shares its 1p1d recipe: the two form one family group, bumped together,
 /// on different clusters (`gb200-demo`, `b300-demo`).
-async fn group_env() -> (Env, tempfile::TempDir) {
+async fn group_env() -> (Harness, tempfile::TempDir) {
     let seed = tempfile::tempdir().expect("tempdir");
     let demo = Path::new(crate::support::REPO_ROOT).join("configs/demo");
     crate::support::copy_tree(&demo, seed.path());
@@ -286,7 +268,7 @@ async fn group_env() -> (Env, tempfile::TempDir) {
          decode:\n          num-worker: 1\n          tp: 8\n          ep: 8\n          dp-attn: true\n",
     );
     std::fs::write(&master, text).expect("write");
-    let mut env = env_seeded(seed.path(), None).await;
+    let mut env = Harness::demo().seed_dir(seed.path()).start().await;
     env.config.capacity = Some(Arc::new(gate(&env, CAPACITY_KEY)));
     (env, seed)
 }

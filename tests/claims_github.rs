@@ -12,9 +12,11 @@ use klaud_claims::{
 };
 use klaud_github::{Credential, Forge, ForgeConfig, ForgeRunStatus, RetryPolicy, Secret};
 use klaud_planner::identity;
-use klaud_sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
+use klaud_sandbox::github::{Fault, FaultAction, GithubSim, Permission};
 use serde_json::json;
 use uuid::Uuid;
+
+use crate::support::GithubOnly;
 
 const REPO: &str = "sandbox/benchmarks";
 const BOT: &str = "Klaud-Cold";
@@ -28,28 +30,22 @@ fn token(i: usize) -> String {
 /// A simulator with the bot (one unlimited token per contender) and a
 /// maintainer, and a `main` with one master file.
 async fn sim() -> GithubSim {
-    let st = GithubState::new();
-    st.add_user(BOT, Some("Klaud Cold"), false).await;
-    st.add_user("maintainer", None, false).await;
+    let mut sim = GithubOnly::new(REPO)
+        .user(BOT, Some("Klaud Cold"), Some(Permission::Write))
+        .user("maintainer", None, Some(Permission::Maintain));
     for i in 0..CONTENDERS {
-        st.add_token(BOT, &token(i), Some(u64::MAX)).await.unwrap();
+        sim = sim.token(BOT, &token(i), Some(u64::MAX));
     }
-    st.create_repo(REPO, "main").await.unwrap();
-    st.set_permission(REPO, BOT, Permission::Write)
-        .await
-        .unwrap();
-    st.set_permission(REPO, "maintainer", Permission::Maintain)
-        .await
-        .unwrap();
-    let mut files = BTreeMap::new();
-    files.insert(
-        "configs/nvidia-master.yaml".to_string(),
-        Some(b"dsr1-fp4-b200-sglang:\n  image: lmsysorg/sglang:v0.5.16-cu130\n".to_vec()),
-    );
-    st.push_commit(REPO, "main", "maintainer", files, "seed")
-        .await
-        .unwrap();
-    GithubSim::start(st).await.unwrap()
+    sim.files(
+        "maintainer",
+        "seed",
+        &[(
+            "configs/nvidia-master.yaml",
+            b"dsr1-fp4-b200-sglang:\n  image: lmsysorg/sglang:v0.5.16-cu130\n",
+        )],
+    )
+    .start()
+    .await
 }
 
 async fn forge(sim: &GithubSim, i: usize) -> Forge {

@@ -5,26 +5,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use klaud_sandbox::ci::Script;
 use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
 
-const REPO: &str = "demo/benchmarks";
-
-async fn stack() -> SandboxStack {
-    let root = Path::new(crate::support::REPO_ROOT);
-    let seed = std::fs::read_to_string(root.join("configs/demo-registry.json")).expect("seed");
-    let script = Script::from_file(&root.join("configs/demo-ci.toml")).expect("script");
-    SandboxStack::start(
-        REPO,
-        "Klaud-Cold",
-        &root.join("configs/demo"),
-        &seed,
-        Some(script),
-        Duration::from_millis(20),
-    )
-    .await
-    .expect("sandbox")
-}
+use crate::support::{Harness, REPO, write_klaud_toml};
 
 /// An RSA key pair (private PEM, public PEM) made with openssl; `None`
 /// (after a loud message) where openssl is missing, a failure under CI.
@@ -60,16 +43,7 @@ fn rsa_key_pair(dir: &Path) -> Option<(String, String)> {
 }
 
 fn wave_command(stack: &SandboxStack, dir: &Path, config_extra: &str) -> Command {
-    let config = dir.join("klaud.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[github]\napi_url = \"{}\"\nrepository = \"{REPO}\"\n{config_extra}\n[lifecycle]\nbaseline_api = \"{}\"\n",
-            stack.github.url(),
-            stack.baseline_url
-        ),
-    )
-    .expect("config");
+    let config = write_klaud_toml(stack, dir, &format!("{config_extra}\n"));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_klaud"));
     cmd.env_remove("GITHUB_TOKEN")
         .env_remove("KLAUD_GITHUB_TOKEN")
@@ -93,7 +67,11 @@ async fn a_whole_candidate_runs_as_a_github_app_with_its_installation_looked_up(
     let Some((private, public)) = rsa_key_pair(dir.path()) else {
         return;
     };
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let bot = stack
         .state()
         .add_app(4242, "klaud-cold", &public, 77, REPO)
@@ -154,7 +132,11 @@ async fn an_expired_or_overlong_app_jwt_and_an_expired_token_are_refused() {
     let Some((private, public)) = rsa_key_pair(dir.path()) else {
         return;
     };
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     stack
         .state()
         .add_app(5151, "klaud-jwt", &public, 88, REPO)
@@ -278,7 +260,11 @@ fn checkout_of_base(stack_url: &str, dir: &Path, commit: &serde_json::Value) -> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wave_reads_a_checkout_of_the_base_commit_and_refuses_another() {
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let http = reqwest::Client::new();
     let api = |path: String| {
         http.get(format!("{}/repos/{REPO}/{path}", stack.github.url()))
@@ -378,7 +364,11 @@ async fn installation_tokens_are_reused_and_minted_again_before_they_expire() {
     let Some((private, public)) = rsa_key_pair(dir.path()) else {
         return;
     };
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let bot = stack
         .state()
         .add_app(6262, "klaud-refresh", &public, 99, REPO)
@@ -434,7 +424,11 @@ async fn doctor_checks_an_app_from_flags_and_names_it_without_the_key() {
     let Some((_, public)) = rsa_key_pair(dir.path()) else {
         return;
     };
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let bot = stack
         .state()
         .add_app(4343, "klaud-doctor", &public, 44, REPO)

@@ -5,10 +5,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use klaud_sandbox::ci::Script;
-use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
+use klaud_sandbox::stack::BOT_TOKEN;
 
-const REPO: &str = "demo/benchmarks";
+use crate::support::{Harness, REPO, write_klaud_toml};
 
 fn klaud(config: &Path, store: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_klaud"))
@@ -28,30 +27,14 @@ fn klaud(config: &Path, store: &Path, args: &[&str]) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handoff_and_finish_post_a_receipt_naming_the_operator() {
-    let root = Path::new(crate::support::REPO_ROOT);
-    let seed = std::fs::read_to_string(root.join("configs/demo-registry.json")).expect("seed");
+    let _root = Path::new(crate::support::REPO_ROOT);
     // No CI script: the smokes stay queued, so both candidates are unfinished.
-    let stack = SandboxStack::start(
-        REPO,
-        "Klaud-Cold",
-        &root.join("configs/demo"),
-        &seed,
-        None::<Script>,
-        Duration::from_millis(20),
-    )
-    .await
-    .expect("sandbox");
+    let stack = Harness::demo()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("klaud.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[github]\napi_url = \"{}\"\nrepository = \"{REPO}\"\n[lifecycle]\nbaseline_api = \"{}\"\n",
-            stack.github.url(),
-            stack.baseline_url
-        ),
-    )
-    .expect("config");
+    let config = write_klaud_toml(&stack, dir.path(), "");
     let store = dir.path().join("store");
     let registry = stack.registry_url.clone();
     let (c2, s2) = (config.clone(), store.clone());

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use chrono::TimeDelta;
 use klaud_claims::{CandidateId, ClaimBook, ClaimCandidate, Claimant, SystemClock};
 use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
-use klaud_sandbox::github::{GithubSim, GithubState, Permission};
+use klaud_sandbox::github::{GithubState, Permission};
 use serde_json::Value;
 
 const REPO: &str = "sandbox/benchmarks";
@@ -25,56 +25,22 @@ struct Sandbox {
     state: GithubState,
 }
 
-fn block<T>(fut: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(fut)
-}
-
 fn sandbox() -> Sandbox {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let st = GithubState::new();
-            st.add_user(BOT, Some("Klaud Cold"), false).await;
-            st.add_user("maintainer", None, false).await;
-            st.add_token(BOT, BOT_TOKEN, Some(u64::MAX)).await.unwrap();
-            st.add_token("maintainer", MAINTAINER_TOKEN, None)
-                .await
-                .unwrap();
-            st.create_repo(REPO, "main").await.unwrap();
-            st.set_permission(REPO, BOT, Permission::Write)
-                .await
-                .unwrap();
-            st.set_permission(REPO, "maintainer", Permission::Maintain)
-                .await
-                .unwrap();
-            let mut files = BTreeMap::new();
-            files.insert(
-                "configs/nvidia-master.yaml".to_string(),
-                Some(
-                    b"dsr1-fp4-b200-sglang:\n  image: lmsysorg/sglang:v0.5.16-cu130\n\
-                      other-key:\n  image: vllm/vllm-openai:v0.25.0\n"
-                        .to_vec(),
-                ),
-            );
-            st.push_commit(REPO, "main", "maintainer", files, "seed")
-                .await
-                .unwrap();
-            let sim = GithubSim::start(st).await.unwrap();
-            tx.send((sim.url(), sim.state().clone())).unwrap();
-            // Serve until the test process exits.
-            std::future::pending::<()>().await;
-        });
-    });
-    let (url, state) = rx.recv().unwrap();
+    let (url, state) = crate::support::GithubOnly::new(REPO)
+        .user(BOT, Some("Klaud Cold"), Some(Permission::Write))
+        .user("maintainer", None, Some(Permission::Maintain))
+        .token(BOT, BOT_TOKEN, Some(u64::MAX))
+        .token("maintainer", MAINTAINER_TOKEN, None)
+        .files(
+            "maintainer",
+            "seed",
+            &[(
+                "configs/nvidia-master.yaml",
+                b"dsr1-fp4-b200-sglang:\n  image: lmsysorg/sglang:v0.5.16-cu130\n\
+                  other-key:\n  image: vllm/vllm-openai:v0.25.0\n",
+            )],
+        )
+        .start_detached();
     Sandbox { url, state }
 }
 
@@ -128,7 +94,7 @@ fn claim_ref() -> String {
 }
 
 fn tip(sb: &Sandbox) -> Option<String> {
-    block(sb.state.ref_sha(REPO, &claim_ref()))
+    crate::support::block_on(sb.state.ref_sha(REPO, &claim_ref()))
 }
 
 #[test]
@@ -233,7 +199,7 @@ fn list_acquire_occupied_and_release_as_processes() {
 
     // Recovery leases are listed beside claims.
     let candidate = format!("{FAMILY_ID}-0123456789abcdef");
-    block(async {
+    crate::support::block_on(async {
         let forge = Forge::connect(ForgeConfig {
             api_url: sb.url.clone(),
             repo: REPO.into(),
@@ -364,7 +330,7 @@ fn a_forced_release_needs_a_reason_and_records_who_and_why() {
 #[test]
 fn an_unparsable_claim_is_listed_with_its_error_and_only_deleted_by_hand() {
     let sb = sandbox();
-    let planted = block(sb.state.push_commit(
+    let planted = crate::support::block_on(sb.state.push_commit(
         REPO,
         &format!("klaud/claim-{FAMILY_ID}"),
         "maintainer",

@@ -5,7 +5,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use klaud_sandbox::ci::Script;
-use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
+use klaud_sandbox::stack::BOT_TOKEN;
+
+use crate::support::{Harness, write_klaud_toml};
 
 fn klaud() -> Command {
     Command::new(env!("CARGO_BIN_EXE_klaud"))
@@ -149,30 +151,14 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wave_resumes_without_duplicates_and_rebuilds_from_an_empty_store() {
-    let root = Path::new(crate::support::REPO_ROOT);
-    let seed = std::fs::read_to_string(root.join("configs/demo-registry.json")).expect("seed");
-    let script = Script::from_file(&root.join("configs/demo-ci.toml")).expect("script");
-    let stack = SandboxStack::start(
-        "demo/benchmarks",
-        "Klaud-Cold",
-        &root.join("configs/demo"),
-        &seed,
-        Some(script),
-        Duration::from_millis(20),
-    )
-    .await
-    .expect("sandbox");
+    let _root = Path::new(crate::support::REPO_ROOT);
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("klaud.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[github]\napi_url = \"{}\"\nrepository = \"demo/benchmarks\"\n[lifecycle]\nbaseline_api = \"{}\"\n",
-            stack.github.url(),
-            stack.baseline_url
-        ),
-    )
-    .expect("config");
+    let config = write_klaud_toml(&stack, dir.path(), "");
     let store = dir.path().join("store");
     let registry = stack.registry_url.clone();
     let wave = move |wait: &str| {
@@ -308,8 +294,7 @@ async fn wave_resumes_without_duplicates_and_rebuilds_from_an_empty_store() {
 /// run resumes the earlier run's candidates; without it, it is a stranger.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduled_waves_with_fresh_stores_resume_under_one_instance_id() {
-    let root = Path::new(crate::support::REPO_ROOT);
-    let seed = std::fs::read_to_string(root.join("configs/demo-registry.json")).expect("seed");
+    let _root = Path::new(crate::support::REPO_ROOT);
     // Every smoke keeps running for a while, so the first wave (which does
     // not wait) cannot finish a candidate: on a fast machine it otherwise
     // could, and the later wave would rightly have nothing to resume.
@@ -318,27 +303,13 @@ async fn scheduled_waves_with_fresh_stores_resume_under_one_instance_id() {
         "[families.\"*\"]\nsmoke = [{ delay = 8, outcome = \"success\" }]\nsweep = [\"success\"]\n",
     )
     .expect("script");
-    let stack = SandboxStack::start(
-        "demo/benchmarks",
-        "Klaud-Cold",
-        &root.join("configs/demo"),
-        &seed,
-        Some(script),
-        Duration::from_millis(20),
-    )
-    .await
-    .expect("sandbox");
+    let stack = Harness::demo()
+        .ci(script)
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("klaud.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[github]\napi_url = \"{}\"\nrepository = \"demo/benchmarks\"\n[lifecycle]\nbaseline_api = \"{}\"\n",
-            stack.github.url(),
-            stack.baseline_url
-        ),
-    )
-    .expect("config");
+    let config = write_klaud_toml(&stack, dir.path(), "");
     let instance = "6f1c2b3a-4d5e-4f60-8a9b-0c1d2e3f4a5b";
     let registry = stack.registry_url.clone();
     let dir_path = dir.path().to_owned();

@@ -5,16 +5,16 @@
 //! each show up in their own check while the others still run.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
 use klaud_sandbox::github::GithubState;
-use klaud_sandbox::stack::{BOT_TOKEN, MAINTAINER, SandboxStack};
+use klaud_sandbox::stack::{BOT_TOKEN, MAINTAINER};
 use serde_json::Value;
 
-const REPO: &str = "demo/benchmarks";
-const BOT: &str = "Klaud-Cold";
+use crate::support::{BOT, Harness, REPO};
+
 /// The variable the tests' configuration reads the token from, so nothing
 /// in the developer's environment leaks in.
 const TOKEN_ENV: &str = "KLAUD_DOCTOR_TEST_TOKEN";
@@ -48,53 +48,25 @@ struct Sandbox {
     dir: tempfile::TempDir,
 }
 
-fn root() -> &'static Path {
-    Path::new(crate::support::REPO_ROOT)
-}
-
-fn block<T>(fut: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(fut)
-}
-
 /// The sandbox stack with the demo repository, served from its own thread
 /// for the life of the test process.
 fn sandbox() -> Sandbox {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let seed = std::fs::read_to_string(root().join("configs/demo-registry.json"))
-                .expect("registry seed");
-            let stack = SandboxStack::start(
-                REPO,
-                BOT,
-                &root().join("configs/demo"),
-                &seed,
-                None,
-                Duration::from_secs(3600),
-            )
-            .await
-            .expect("sandbox");
-            tx.send((
+    let (github, registry, baseline, capacity, state) = crate::support::detached(
+        || {
+            Harness::demo()
+                .poll(Duration::from_secs(3600))
+                .start_stack()
+        },
+        |stack: &klaud_sandbox::stack::SandboxStack| {
+            (
                 stack.github.url(),
                 stack.registry_url.clone(),
                 stack.baseline_url.clone(),
                 stack.capacity_url.clone(),
                 stack.state().clone(),
-            ))
-            .expect("send");
-            std::future::pending::<()>().await;
-        });
-    });
-    let (github, registry, baseline, capacity, state) = rx.recv().expect("sandbox");
+            )
+        },
+    );
     Sandbox {
         github,
         registry,
@@ -275,7 +247,7 @@ fn everything_passes_against_the_sandbox_and_nothing_is_written() {
         report(&c)
     );
 
-    let log = block(sb.state.request_log());
+    let log = crate::support::block_on(sb.state.request_log());
     assert!(!log.is_empty(), "doctor asked GitHub nothing");
     let writes: Vec<String> = log
         .iter()
@@ -309,7 +281,7 @@ fn everything_passes_against_the_sandbox_and_nothing_is_written() {
 #[test]
 fn a_token_of_another_account_reads_as_that_account_and_the_rest_still_runs() {
     let sb = sandbox();
-    block(async {
+    crate::support::block_on(async {
         sb.state.add_user(OTHER_LOGIN, None, false).await;
         sb.state
             .add_token(OTHER_LOGIN, OTHER_TOKEN, None)
@@ -337,7 +309,7 @@ fn a_token_of_another_account_reads_as_that_account_and_the_rest_still_runs() {
 fn an_unparsable_claim_ref_fails_the_claims_check_naming_it() {
     let sb = sandbox();
     let name = "klaud/claim-0123456789abcdef";
-    block(sb.state.push_commit(
+    crate::support::block_on(sb.state.push_commit(
         REPO,
         name,
         MAINTAINER,
@@ -360,7 +332,7 @@ fn an_expired_lease_is_a_warning_for_recovery() {
     let sb = sandbox();
     let family = "configs/nvidia-master.yaml:demo-fp4-b200-sglang";
     let family_id = klaud_planner::identity::family_id(family);
-    let base = block(sb.state.ref_sha(REPO, "refs/heads/main")).expect("main");
+    let base = crate::support::block_on(sb.state.ref_sha(REPO, "refs/heads/main")).expect("main");
     let record = serde_json::json!({
         "candidates": [{"base": base, "family": family, "id": format!("{family_id}-0123456789abcdef")}],
         "fence": 1,
@@ -369,7 +341,7 @@ fn an_expired_lease_is_a_warning_for_recovery() {
         "owner": "6f1c7d0e-1b2a-4c3d-8e9f-0a1b2c3d4e5f",
         "run-id": 7,
     });
-    block(sb.state.push_commit(
+    crate::support::block_on(sb.state.push_commit(
         REPO,
         &format!("klaud/claim-{family_id}"),
         MAINTAINER,
@@ -388,7 +360,9 @@ fn an_expired_lease_is_a_warning_for_recovery() {
 #[test]
 fn a_missing_workflow_fails_the_workflows_check() {
     let sb = sandbox();
-    assert!(block(sb.state.remove_workflow(REPO, "run-sweep.yml")).expect("remove"));
+    assert!(
+        crate::support::block_on(sb.state.remove_workflow(REPO, "run-sweep.yml")).expect("remove")
+    );
     let out = sb.doctor_with_registry(Some(BOT_TOKEN));
     let c = checks(&out);
     assert_eq!(out.status.code(), Some(2), "{}", report(&c));
@@ -479,7 +453,7 @@ fn a_bad_configuration_fails_first_and_skips_the_rest() {
     for name in &CHECKS[1..] {
         assert_eq!(status(&c, name), "warn", "{}", report(&c));
     }
-    assert!(block(sb.state.request_log()).is_empty());
+    assert!(crate::support::block_on(sb.state.request_log()).is_empty());
 }
 
 #[test]
@@ -487,7 +461,7 @@ fn without_a_rate_limit_endpoint_the_budget_comes_from_response_headers() {
     use klaud_sandbox::github::{Fault, FaultAction};
     let sb = sandbox();
     // GitHub Enterprise answers 404 when rate limiting is off.
-    block(sb.state.add_fault(Fault {
+    crate::support::block_on(sb.state.add_fault(Fault {
         method: Some("GET".into()),
         path: "/rate_limit".into(),
         count: 1,

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use klaud_sandbox::stack::{BOT_TOKEN, MAINTAINER, MAINTAINER_TOKEN, SandboxStack};
+use klaud_sandbox::stack::{BOT_TOKEN, MAINTAINER, MAINTAINER_TOKEN};
+
+use crate::support::Harness;
 
 fn klaud() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_klaud"));
@@ -22,18 +24,11 @@ fn stderr(out: &std::process::Output) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_repository_is_named_as_such_not_as_a_missing_base_branch() {
-    let root = Path::new(crate::support::REPO_ROOT);
-    let seed = std::fs::read_to_string(root.join("configs/demo-registry.json")).expect("seed");
-    let stack = SandboxStack::start(
-        "demo/benchmarks",
-        "Klaud-Cold",
-        &root.join("configs/demo"),
-        &seed,
-        None,
-        Duration::from_millis(20),
-    )
-    .await
-    .expect("sandbox");
+    let _root = Path::new(crate::support::REPO_ROOT);
+    let stack = Harness::demo()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let dir = tempfile::tempdir().expect("tempdir");
     let url = stack.github.url();
     let store = dir.path().join("store");

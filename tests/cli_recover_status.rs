@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 use chrono::TimeDelta;
 use klaud_claims::{CandidateId, ClaimBook, ClaimCandidate, Claimant, SystemClock};
 use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
-use klaud_sandbox::github::{GithubSim, GithubState, Permission};
+use klaud_sandbox::github::{GithubState, Permission};
 use serde_json::Value;
 
 const REPO: &str = "sandbox/benchmarks";
@@ -19,46 +19,13 @@ struct Sandbox {
     state: GithubState,
 }
 
-fn block<T>(fut: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(fut)
-}
-
 fn sandbox() -> Sandbox {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let st = GithubState::new();
-            st.add_user(BOT, Some("Klaud Cold"), false).await;
-            st.add_user("maintainer", None, false).await;
-            st.add_token(BOT, BOT_TOKEN, Some(u64::MAX))
-                .await
-                .expect("token");
-            st.create_repo(REPO, "main").await.expect("repo");
-            st.set_permission(REPO, BOT, Permission::Write)
-                .await
-                .expect("permission");
-            st.seed_from_dir(
-                REPO,
-                &std::path::Path::new(crate::support::REPO_ROOT).join("configs/demo"),
-                Some("maintainer"),
-            )
-            .await
-            .expect("seed");
-            let sim = GithubSim::start(st).await.expect("sim");
-            tx.send((sim.url(), sim.state().clone())).expect("send");
-            std::future::pending::<()>().await;
-        });
-    });
-    let (url, state) = rx.recv().expect("sandbox");
+    let (url, state) = crate::support::GithubOnly::new(REPO)
+        .user(BOT, Some("Klaud Cold"), Some(Permission::Write))
+        .user("maintainer", None, None)
+        .token(BOT, BOT_TOKEN, Some(u64::MAX))
+        .seed_dir(&crate::support::demo_seed(), "maintainer")
+        .start_detached();
     Sandbox { url, state }
 }
 
@@ -105,7 +72,7 @@ fn status_lists_an_expired_claim_and_recover_releases_it() {
     let family_id = klaud_planner::identity::family_id(FAMILY);
     let candidate = format!("{family_id}-0123456789abcdef");
     // Another instance claimed the family with a one-second lease and died.
-    block(async {
+    crate::support::block_on(async {
         let forge = Forge::connect_unchecked(ForgeConfig {
             api_url: sb.url.clone(),
             repo: REPO.into(),
@@ -156,7 +123,7 @@ fn status_lists_an_expired_claim_and_recover_releases_it() {
     assert_eq!(list[0]["orphan_run"], 31337);
     assert_eq!(list[0]["outcome"], "unexpected-error");
     assert_eq!(
-        block(
+        crate::support::block_on(
             sb.state
                 .ref_sha(REPO, &format!("refs/heads/klaud/claim-{family_id}"))
         ),

@@ -2,7 +2,6 @@
 //! through the real engine, the octocrab forge and the GitHub, CI and
 //! registry simulators; the first validated one wins, the others stop.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use klaud_claims::{Claimant, SystemClock};
@@ -15,7 +14,7 @@ use klaud_lifecycle::report::find_record;
 use klaud_planner::variant::{Variant, parse_edits, resolve};
 use klaud_service::GithubLifecycle;
 
-use crate::lifecycle_e2e::{Env, env_seeded};
+use crate::support::Harness;
 
 const KEY: &str = "demo-fp4-gb200-dynamo-vllm-disagg";
 const RECIPE: &str =
@@ -55,14 +54,6 @@ fn instance(n: u128) -> Claimant {
     Claimant::new(uuid::Uuid::from_u128(0x6578_7000 + n))
 }
 
-async fn env(script: &str) -> Env {
-    env_seeded(
-        &Path::new(crate::support::REPO_ROOT).join("configs/demo"),
-        Some(script),
-    )
-    .await
-}
-
 /// Variants A, B and C = B plus one edit.
 fn resolved() -> Vec<klaud_planner::variant::ResolvedVariant> {
     let v = |name: &str, from: Option<&str>, edits: &str| Variant {
@@ -79,41 +70,32 @@ fn resolved() -> Vec<klaud_planner::variant::ResolvedVariant> {
 }
 
 /// [`resolved`] on the family's candidate.
-async fn variants(env: &Env) -> Vec<Target> {
+async fn variants(env: &Harness) -> Vec<Target> {
     let base = env.target(KEY).await;
     variant_targets(&base, "race", &resolved(), 0).expect("targets")
 }
 
 fn engine<'a>(
-    env: &'a Env,
+    env: &'a Harness,
     lifecycle: &'a GithubLifecycle<'a>,
     journal: &'a dyn Journal,
     clock: &'a SystemClock,
     who: Claimant,
 ) -> Engine<'a> {
-    Engine::new(
-        lifecycle,
-        journal,
-        clock,
-        who,
-        &env.baseline,
-        &env.repository,
-        env.base.clone(),
-        &env.config,
-    )
+    env.engine_as(lifecycle, journal, clock, who, &env.config)
 }
 
 type Recs = Vec<(CandidateRecord, Progress)>;
 
 /// Drives every record round-robin until all are done (or skipped).
-async fn race(env: &Env, journal: &dyn Journal, who: Claimant, targets: &[Target]) -> Recs {
+async fn race(env: &Harness, journal: &dyn Journal, who: Claimant, targets: &[Target]) -> Recs {
     race_until(env, journal, who, targets, |_, _| false).await
 }
 
 /// [`race`], killed (everything dropped) as soon as `kill(records, steps
 /// taken)` says so after a step.
 async fn race_until(
-    env: &Env,
+    env: &Harness,
     journal: &dyn Journal,
     who: Claimant,
     targets: &[Target],
@@ -166,7 +148,7 @@ fn ending(rec: &CandidateRecord) -> Outcome {
 }
 
 /// Each variant has exactly one PR, each PR one receipt; no claim is left.
-async fn assert_clean_end(env: &Env, recs: &[(CandidateRecord, Progress)]) {
+async fn assert_clean_end(env: &Harness, recs: &[(CandidateRecord, Progress)]) {
     for (rec, _) in recs {
         assert_eq!(env.pulls(&rec.branch).await.len(), 1, "{}", rec.branch);
         let number = rec
@@ -186,7 +168,7 @@ async fn assert_clean_end(env: &Env, recs: &[(CandidateRecord, Progress)]) {
 
 #[tokio::test]
 async fn a_race_is_won_by_the_second_variant_and_the_others_are_stopped() {
-    let env = env(RACE).await;
+    let env = Harness::demo().script(RACE).start().await;
     let targets = variants(&env).await;
     let journal = MemoryJournal::new();
     let recs = race(&env, &journal, instance(1), &targets).await;
@@ -284,7 +266,7 @@ async fn a_race_is_won_by_the_second_variant_and_the_others_are_stopped() {
 
 #[tokio::test]
 async fn when_every_variant_fails_each_is_cleaned_up_and_the_family_freed() {
-    let env = env(ALL_FAIL).await;
+    let env = Harness::demo().script(ALL_FAIL).start().await;
     let targets = variants(&env).await;
     let journal = MemoryJournal::new();
     let recs = race(&env, &journal, instance(1), &targets).await;
@@ -302,7 +284,7 @@ async fn when_every_variant_fails_each_is_cleaned_up_and_the_family_freed() {
 async fn a_kill_while_the_losers_stop_then_a_restart_converges() {
     for keep_journal in [true, false] {
         for k in [0, 1, 2, 4, 7] {
-            let env = env(RACE).await;
+            let env = Harness::demo().script(RACE).start().await;
             let targets = variants(&env).await;
             let journal = MemoryJournal::new();
             let validated = |recs: &Recs| {
@@ -333,7 +315,7 @@ async fn a_kill_while_the_losers_stop_then_a_restart_converges() {
 
 #[tokio::test]
 async fn two_instances_racing_for_one_experiment_run_it_once() {
-    let env = env(RACE).await;
+    let env = Harness::demo().script(RACE).start().await;
     let targets = variants(&env).await;
     let (j1, j2) = (MemoryJournal::new(), MemoryJournal::new());
     let (first, second) = tokio::join!(
@@ -375,7 +357,7 @@ sweep = ["success"]
 #[tokio::test]
 async fn a_maintainers_klaud_try_starts_a_variant_that_races_the_candidate() {
     use klaud_sandbox::stack::MAINTAINER_TOKEN;
-    let env = env(TRY).await;
+    let env = Harness::demo().script(TRY).start().await;
     let base = env.target(KEY).await;
     let journal = MemoryJournal::new();
     let lifecycle = GithubLifecycle::new(&env.forge);
@@ -389,11 +371,7 @@ async fn a_maintainers_klaud_try_starts_a_variant_that_races_the_candidate() {
         }
     }
     let number = rec.pull.expect("pull");
-    let person = crate::support::Person::new(
-        &env.stack.github.url(),
-        MAINTAINER_TOKEN,
-        crate::lifecycle_e2e::REPO,
-    );
+    let person = env.person(MAINTAINER_TOKEN);
     let bad = person
         .comment(number, "/klaud try T: set nothing.here=1")
         .await;
@@ -458,46 +436,23 @@ async fn a_maintainers_klaud_try_starts_a_variant_that_races_the_candidate() {
 /// One wave (`run_wave`, as the daemon runs it) that may pick only the
 /// family [`KEY`], with `experiments` configured.
 async fn one_wave(
-    env: &Env,
+    env: &Harness,
     journal: &dyn Journal,
     wave: u64,
     experiments: Vec<klaud_lifecycle::experiment::ExperimentSpec>,
 ) -> klaud_service::wave::WaveSummary {
-    use klaud_planner::plan::PlanOptions;
-    use klaud_service::wave::{WaveOptions, run_wave};
-    let registry = klaud::cli::demo::sandbox_registry(&env.stack.registry_url).expect("registry");
-    let mut plan = PlanOptions::new(chrono::Utc::now());
-    plan.max_candidates = 1;
-    plan.occupied = env
+    let mut engine = crate::support::engine_config(7_000 + wave);
+    engine.experiments = experiments;
+    let mut options = env.wave_options(instance(1), engine);
+    options.plan.max_candidates = 1;
+    options.plan.occupied = env
         .repository
         .families()
         .iter()
         .filter(|f| !f.family.ends_with(&format!(":{KEY}")))
         .map(|f| f.id.clone())
         .collect();
-    let mut engine = klaud::cli::demo::sandbox_engine(7_000 + wave);
-    engine.experiments = experiments;
-    run_wave(
-        &env.forge,
-        journal,
-        &registry,
-        &env.baseline,
-        None,
-        WaveOptions {
-            claimant: instance(1),
-            engine,
-            plan,
-            poll: Duration::from_millis(20),
-            wait: Duration::ZERO,
-            cooldown: Duration::from_secs(3600),
-            upstream: None,
-            cache: None,
-            stop: None,
-            checkout: None,
-        },
-    )
-    .await
-    .expect("wave")
+    env.wave(journal, options).await
 }
 
 type Summaries = std::collections::BTreeMap<String, klaud_service::wave::CandidateSummary>;
@@ -507,7 +462,7 @@ type Summaries = std::collections::BTreeMap<String, klaud_service::wave::Candida
 /// rebuilt from their branches, PRs and claim. Each candidate's last
 /// summary is added to `last`.
 async fn waves_until_free(
-    env: &Env,
+    env: &Harness,
     first: u64,
     keep: &MemoryJournal,
     keep_journal: bool,
@@ -531,7 +486,7 @@ async fn waves_until_free(
 
 /// [`waves_until_free`] from the start with the race `A`, `B`, `C`
 /// configured on [`KEY`].
-async fn waves(env: &Env, keep_journal: bool) -> Summaries {
+async fn waves(env: &Harness, keep_journal: bool) -> Summaries {
     let spec = klaud_lifecycle::experiment::ExperimentSpec {
         name: "race".into(),
         families: vec![KEY.into()],
@@ -547,7 +502,7 @@ async fn waves(env: &Env, keep_journal: bool) -> Summaries {
 /// Through the wave: B wins, A and C end `duplicate` with a receipt
 /// linking B's PR; one PR per variant, no claim left.
 async fn wave_race(keep_journal: bool) {
-    let env = env(WAVE_RACE).await;
+    let env = Harness::demo().script(WAVE_RACE).start().await;
     let targets = variants(&env).await;
     let last = waves(&env, keep_journal).await;
     let what = format!("journal kept: {keep_journal}");
@@ -626,7 +581,7 @@ sweep = ["success"]
 async fn a_tried_variant_is_rebuilt_without_the_journal_and_stopped_by_the_winner() {
     use klaud_lifecycle::experiment::{Listed, SIBLINGS_FIELD};
     use klaud_sandbox::stack::MAINTAINER_TOKEN;
-    let env = env(TRY_LOSES).await;
+    let env = Harness::demo().script(TRY_LOSES).start().await;
     let base = env.target(KEY).await;
     let journal = MemoryJournal::new();
     let first = one_wave(&env, &journal, 0, Vec::new()).await;
@@ -638,11 +593,7 @@ async fn a_tried_variant_is_rebuilt_without_the_journal_and_stopped_by_the_winne
     let number = env
         .pulls(&klaud_lifecycle::engine::branch_name(&plain.candidate))
         .await[0];
-    let person = crate::support::Person::new(
-        &env.stack.github.url(),
-        MAINTAINER_TOKEN,
-        crate::lifecycle_e2e::REPO,
-    );
+    let person = env.person(MAINTAINER_TOKEN);
     let asked = person
         .comment(number, "/klaud try T: set model.precision=fp8")
         .await;

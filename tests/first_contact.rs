@@ -3,96 +3,35 @@
 //! runs over loopback HTTP, the budget chart is drawn, and the plan is on
 //! the page before the first wave (a dry run that claims nothing).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use klaud_claims::Claimant;
-use klaud_lifecycle::engine::{Journal, MemoryJournal};
-use klaud_sandbox::ci::Script;
+use klaud_lifecycle::engine::MemoryJournal;
 use klaud_sandbox::stack::SandboxStack;
-use klaud_service::daemon::schedule::WaveSchedule;
-use klaud_service::daemon::serve::{Daemon, RepoService, ServeSettings, http_router};
-use klaud_service::dashboard::{SnapshotFeed, StatusSnapshot};
+use klaud_service::daemon::serve::{Daemon, ServeSettings, http_router};
+use klaud_service::dashboard::SnapshotFeed;
 use tokio::sync::{Notify, watch};
 
-const REPO: &str = "demo/benchmarks";
-
-async fn stack() -> SandboxStack {
-    let root = Path::new(crate::support::REPO_ROOT);
-    let seed = std::fs::read_to_string(root.join("configs/demo-registry.json")).expect("seed");
-    let script = Script::from_file(&root.join("configs/demo-ci.toml")).expect("script");
-    SandboxStack::start(
-        REPO,
-        "Klaud-Cold",
-        &root.join("configs/demo"),
-        &seed,
-        Some(script),
-        Duration::from_millis(20),
-    )
-    .await
-    .expect("sandbox")
-}
+use crate::support::{Harness, REPO, serve_settings, wait_for};
 
 fn settings(wave_on_start: bool) -> ServeSettings {
-    ServeSettings {
-        claimant: Claimant::new(uuid::Uuid::new_v4()),
-        engine: klaud::cli::demo::sandbox_engine(42),
-        // Never fires on its own within a test.
-        schedule: WaveSchedule::parse("0 0 1 1 *", "UTC").expect("schedule"),
+    serve_settings(
+        Claimant::new(uuid::Uuid::new_v4()),
+        crate::support::engine_config(42),
+        10,
         wave_on_start,
-        reconcile_interval: Duration::from_millis(200),
-        concurrency: 10,
-        max_candidates: 10,
-        min_age: klaud_planner::plan::PlanOptions::new(chrono::Utc::now()).min_age,
-        cooldown: Duration::ZERO,
-        rules: Vec::new(),
-        release_rules: Vec::new(),
-        upstream: BTreeMap::new(),
-        max_timed_tags: klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS,
-        poll: Duration::from_millis(50),
-        pass_wait: Duration::ZERO,
-    }
+    )
 }
 
 /// The daemon as `klaud demo` builds it: the repository heading links to
 /// the sandbox's repository page.
 async fn daemon(stack: &SandboxStack, settings: ServeSettings) -> (Daemon, SnapshotFeed) {
-    let forge = klaud::cli::demo::sandbox_forge(stack).await.expect("forge");
-    let registry = klaud::cli::demo::sandbox_registry(&stack.registry_url).expect("registry");
-    let baseline = klaud_service::HttpBaselineSource::new(&stack.baseline_url).expect("baseline");
-    let (tx, feed) = Daemon::feed();
-    let daemon = Daemon::new(
-        vec![RepoService {
-            forge,
-            journal: Arc::new(MemoryJournal::new()) as Arc<dyn Journal>,
-            store: None,
-        }],
-        registry,
-        Box::new(baseline),
-        None,
-        settings,
-        tx,
-    )
-    .expect("daemon")
-    .with_web_url(REPO, format!("{}/_html/{REPO}", stack.github.url()));
-    (daemon, feed)
-}
-
-async fn wait_for(feed: &mut SnapshotFeed, what: &str, done: impl Fn(&StatusSnapshot) -> bool) {
-    let waited = tokio::time::timeout(Duration::from_secs(180), async {
-        loop {
-            if done(&feed.borrow_and_update()) {
-                return;
-            }
-            if feed.changed().await.is_err() {
-                panic!("the daemon stopped before {what}");
-            }
-        }
-    })
-    .await;
-    assert!(waited.is_ok(), "timed out waiting for {what}");
+    let (daemon, feed) =
+        crate::support::daemon(stack, settings, Arc::new(MemoryJournal::new())).await;
+    let web = format!("{}/_html/{REPO}", stack.github.url());
+    (daemon.with_web_url(REPO, web), feed)
 }
 
 fn http() -> reqwest::Client {
@@ -124,7 +63,11 @@ async fn get_page(url: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_dashboard_link_opens_a_sandbox_page_and_the_budget_chart_is_drawn() {
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let (daemon, mut feed) = daemon(&stack, settings(true)).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -282,7 +225,11 @@ async fn browser_dom(url: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_a_plan_before_the_first_wave_without_claiming() {
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let (daemon, mut feed) = daemon(&stack, settings(false)).await;
     let (stop_tx, stop) = watch::channel(false);
     let running = tokio::spawn(async move { daemon.run(Arc::new(Notify::new()), stop).await });

@@ -13,8 +13,10 @@ use klaud_github::lifecycle::GithubLifecycle;
 use klaud_github::{Credential, Forge, ForgeConfig, GithubError, RetryPolicy, RunFilter, Secret};
 use klaud_lifecycle::engine::ownership::check;
 use klaud_lifecycle::engine::{Expectation, Forge as _, ForgeError, OwnershipProof, Pull};
-use klaud_sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
+use klaud_sandbox::github::{Fault, FaultAction, GithubSim, Permission};
 use serde_json::json;
+
+use crate::support::GithubOnly;
 
 const REPO: &str = "sandbox/benchmarks";
 const BOT: &str = "Klaud-Cold";
@@ -22,33 +24,25 @@ const BOT_TOKEN: &str = "bot-token-1";
 const MAINTAINER_TOKEN: &str = "maintainer-token-1";
 
 async fn sim() -> GithubSim {
-    let st = GithubState::new();
-    st.add_user(BOT, Some("Klaud Cold"), false).await;
-    st.add_user("maintainer", Some("A Maintainer"), false).await;
-    st.add_token(BOT, BOT_TOKEN, None).await.unwrap();
-    st.add_token("maintainer", MAINTAINER_TOKEN, None)
+    GithubOnly::new(REPO)
+        .user(BOT, Some("Klaud Cold"), Some(Permission::Write))
+        .user(
+            "maintainer",
+            Some("A Maintainer"),
+            Some(Permission::Maintain),
+        )
+        .token(BOT, BOT_TOKEN, None)
+        .token("maintainer", MAINTAINER_TOKEN, None)
+        .files(
+            "maintainer",
+            "seed",
+            &[
+                ("configs/nvidia-master.yaml", b"a: 1\n"),
+                ("perf-changelog.yaml", b"- config-keys:\n    - a\n"),
+            ],
+        )
+        .start()
         .await
-        .unwrap();
-    st.create_repo(REPO, "main").await.unwrap();
-    st.set_permission(REPO, BOT, Permission::Write)
-        .await
-        .unwrap();
-    st.set_permission(REPO, "maintainer", Permission::Maintain)
-        .await
-        .unwrap();
-    let mut files = BTreeMap::new();
-    files.insert(
-        "configs/nvidia-master.yaml".to_string(),
-        Some(b"a: 1\n".to_vec()),
-    );
-    files.insert(
-        "perf-changelog.yaml".to_string(),
-        Some(b"- config-keys:\n    - a\n".to_vec()),
-    );
-    st.push_commit(REPO, "main", "maintainer", files, "seed")
-        .await
-        .unwrap();
-    GithubSim::start(st).await.unwrap()
 }
 
 fn config(sim: &GithubSim, token: &str) -> ForgeConfig {

@@ -12,9 +12,11 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use klaud_sandbox::github::{GithubSim, GithubState, Permission};
+use klaud_sandbox::github::{GithubSim, Permission};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
+
+use crate::support::GithubOnly;
 
 const EXTRACT: &str = include_str!("github_rest_schema/rest-2022-11-28.extract.json");
 const REPO: &str = "sandbox/benchmarks";
@@ -65,21 +67,18 @@ struct T {
 
 impl T {
     async fn new() -> Self {
-        let st = GithubState::new();
-        st.add_user("Klaud-Cold", Some("Klaud Cold"), false).await;
-        st.add_token("Klaud-Cold", BOT, None).await.unwrap();
-        st.create_repo(REPO, "main").await.unwrap();
-        st.set_permission(REPO, "Klaud-Cold", Permission::Write)
-            .await
-            .unwrap();
-        let mut files = BTreeMap::new();
-        files.insert("a.txt".to_string(), Some(b"a\n".to_vec()));
-        files.insert("perf-changelog.yaml".to_string(), Some(b"- x\n".to_vec()));
-        st.push_commit(REPO, "main", "Klaud-Cold", files, "init")
-            .await
-            .unwrap();
+        let sim = GithubOnly::new(REPO)
+            .user("Klaud-Cold", Some("Klaud Cold"), Some(Permission::Write))
+            .token("Klaud-Cold", BOT, None)
+            .files(
+                "Klaud-Cold",
+                "init",
+                &[("a.txt", b"a\n"), ("perf-changelog.yaml", b"- x\n")],
+            )
+            .start()
+            .await;
         Self {
-            sim: GithubSim::start(st).await.unwrap(),
+            sim,
             http: Client::builder().user_agent("klaud-test").build().unwrap(),
         }
     }

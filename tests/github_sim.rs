@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use base64::Engine;
-use klaud_sandbox::github::{Fault, FaultAction, GithubSim, GithubState, Permission};
+use klaud_sandbox::github::{Fault, FaultAction, GithubSim, Permission};
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{Value, json};
 use sha1::Digest;
+
+use crate::support::GithubOnly;
 
 const REPO: &str = "sandbox/benchmarks";
 const BOT: &str = "bot-token";
@@ -21,26 +23,20 @@ struct T {
 
 impl T {
     async fn new() -> Self {
-        let st = GithubState::new();
-        st.add_user("Klaud-Cold", None, false).await;
-        st.add_user("reader", None, false).await;
-        st.add_token("Klaud-Cold", BOT, None).await.unwrap();
-        st.add_token("reader", READER, Some(1000)).await.unwrap();
-        st.create_repo(REPO, "main").await.unwrap();
-        st.set_permission(REPO, "Klaud-Cold", Permission::Write)
-            .await
-            .unwrap();
-        st.set_permission(REPO, "reader", Permission::Read)
-            .await
-            .unwrap();
-        let mut files = BTreeMap::new();
-        files.insert("a.txt".to_string(), Some(b"a\n".to_vec()));
-        files.insert("perf-changelog.yaml".to_string(), Some(b"- x\n".to_vec()));
-        st.push_commit(REPO, "main", "Klaud-Cold", files, "init")
-            .await
-            .unwrap();
+        let sim = GithubOnly::new(REPO)
+            .user("Klaud-Cold", None, Some(Permission::Write))
+            .user("reader", None, Some(Permission::Read))
+            .token("Klaud-Cold", BOT, None)
+            .token("reader", READER, Some(1000))
+            .files(
+                "Klaud-Cold",
+                "init",
+                &[("a.txt", b"a\n"), ("perf-changelog.yaml", b"- x\n")],
+            )
+            .start()
+            .await;
         Self {
-            sim: GithubSim::start(st).await.unwrap(),
+            sim,
             http: Client::builder().user_agent("klaud-test").build().unwrap(),
         }
     }

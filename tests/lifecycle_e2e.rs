@@ -2,266 +2,21 @@
 //! and the GitHub, registry, CI and baseline simulators over loopback.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use klaud::cli::demo::{sandbox_engine, sandbox_forge, sandbox_registry};
 use klaud_claims::{CandidateId, Claimant, SystemClock};
-use klaud_github::Forge;
 use klaud_lifecycle::engine::{
-    CandidateRecord, Engine, EngineConfig, Journal, MemoryJournal, Progress, RepairContext,
-    RepairHook, RepairOutcome, Step, Target,
+    CandidateRecord, Journal, MemoryJournal, Progress, RepairContext, RepairHook, RepairOutcome,
+    Step, Target,
 };
 use klaud_lifecycle::model::{AttemptKind, Outcome};
-use klaud_lifecycle::report::find_record;
 use klaud_planner::plan::{PlanOptions, plan};
-use klaud_planner::repo::Repository;
-use klaud_sandbox::ci::Script;
-use klaud_sandbox::stack::{MAINTAINER, SandboxStack};
-use klaud_service::{GithubLifecycle, HttpBaselineSource, materialize};
+use klaud_sandbox::stack::MAINTAINER;
+use klaud_service::GithubLifecycle;
 
-pub(crate) const REPO: &str = "demo/benchmarks";
-const BOT: &str = "Klaud-Cold";
-const OWNER_RUN: u64 = 4242;
-
-fn root() -> &'static Path {
-    Path::new(crate::support::REPO_ROOT)
-}
-
-fn owner() -> Claimant {
-    Claimant::new(uuid::Uuid::from_u128(0x6b6c_6175_6400))
-}
-
-/// A sandbox with the demo repository, one base checkout and the target of
-/// one family.
-pub(crate) struct Env {
-    pub(crate) stack: SandboxStack,
-    pub(crate) forge: Forge,
-    pub(crate) repository: Repository,
-    pub(crate) base: String,
-    pub(crate) baseline: HttpBaselineSource,
-    pub(crate) config: EngineConfig,
-    _dir: tempfile::TempDir,
-}
-
-async fn env(script: Option<&str>) -> Env {
-    env_seeded(&root().join("configs/demo"), script).await
-}
-
-/// A sandbox whose repository is seeded from `seed` (e.g. the demo
-/// repository plus workflow files).
-pub(crate) async fn env_seeded(seed: &Path, script: Option<&str>) -> Env {
-    let registry_seed =
-        std::fs::read_to_string(root().join("configs/demo-registry.json")).expect("registry seed");
-    env_with_registry(seed, &registry_seed, script).await
-}
-
-/// A sandbox whose repository is seeded from `seed` and whose registry from
-/// `registry_seed` (JSON text in the registry simulator's seed format).
-pub(crate) async fn env_with_registry(
-    seed: &Path,
-    registry_seed: &str,
-    script: Option<&str>,
-) -> Env {
-    let script = script.map(|s| Script::parse("test script", s).expect("script"));
-    let stack = SandboxStack::start(
-        REPO,
-        BOT,
-        seed,
-        registry_seed,
-        script,
-        Duration::from_millis(10),
-    )
-    .await
-    .expect("sandbox");
-    let forge = sandbox_forge(&stack).await.expect("forge");
-    let base = forge
-        .get_ref("refs/heads/main")
-        .await
-        .expect("read main")
-        .expect("main exists");
-    let dir = tempfile::tempdir().expect("tempdir");
-    materialize(&forge, &base, dir.path(), None)
-        .await
-        .expect("materialize");
-    let repository = Repository::open(dir.path()).expect("repository");
-    let baseline = HttpBaselineSource::new(&stack.baseline_url).expect("baseline");
-    Env {
-        stack,
-        forge,
-        repository,
-        base,
-        baseline,
-        config: sandbox_engine(OWNER_RUN),
-        _dir: dir,
-    }
-}
-
-impl Env {
-    pub(crate) async fn target(&self, key: &str) -> Target {
-        self.target_within(key, 20).await
-    }
-
-    /// The target of `key` from a plan of at most `max` candidates (a large
-    /// repository has more stale families than the demo).
-    pub(crate) async fn target_within(&self, key: &str, max: usize) -> Target {
-        let registry = sandbox_registry(&self.stack.registry_url).expect("registry");
-        let mut options = PlanOptions::new(chrono::Utc::now());
-        options.max_candidates = max;
-        let report = plan(&self.repository, &registry.session(), &options).await;
-        let selected = report
-            .candidates
-            .iter()
-            .find(|c| c.family.ends_with(&format!(":{key}")))
-            .unwrap_or_else(|| panic!("{key} is not planned: {:?}", report.candidates));
-        Target {
-            family: selected.family.clone(),
-            candidate: CandidateId::new(&selected.id).expect("id"),
-            image: selected.image.clone(),
-            revision: None,
-            clock: None,
-            not_release_reason: None,
-            // As the wave fills it in when a source repository is configured.
-            upstream: Some(klaud_lifecycle::report::UpstreamRange {
-                repository: "upstream/engine".into(),
-                from: "1111111111111111111111111111111111111111".into(),
-                to: "2222222222222222222222222222222222222222".into(),
-                commits: Some(42),
-                compare_url: Some(
-                    "https://github.com/upstream/engine/compare/1111111...2222222".into(),
-                ),
-                audit: None,
-            }),
-            versions: None,
-            variant: None,
-        }
-    }
-
-    /// Drives to the end (waiting for the CI simulator as needed).
-    pub(crate) async fn finish(&self, journal: &dyn Journal, target: &Target) -> CandidateRecord {
-        self.finish_with(journal, target, None).await
-    }
-
-    pub(crate) async fn finish_with(
-        &self,
-        journal: &dyn Journal,
-        target: &Target,
-        hook: Option<&dyn RepairHook>,
-    ) -> CandidateRecord {
-        let lifecycle = GithubLifecycle::new(&self.forge);
-        let clock = SystemClock;
-        let mut engine = Engine::new(
-            &lifecycle,
-            journal,
-            &clock,
-            owner(),
-            &self.baseline,
-            &self.repository,
-            self.base.clone(),
-            &self.config,
-        );
-        if let Some(h) = hook {
-            engine = engine.with_repair(h);
-        }
-        let mut rec = engine.open_record(target).await.expect("record");
-        let started = Instant::now();
-        loop {
-            match engine.drive(&mut rec, 100).await.expect("drive") {
-                Progress::Done(_) => return rec,
-                Progress::Skipped(why) => panic!("skipped: {why}"),
-                _ if started.elapsed() > Duration::from_secs(60) => {
-                    panic!("no end after 60 s: {rec:#?}")
-                }
-                _ => tokio::time::sleep(Duration::from_millis(20)).await,
-            }
-        }
-    }
-
-    /// Takes `steps` engine steps (a crash after them drops everything);
-    /// returns the step reached.
-    pub(crate) async fn steps(&self, journal: &dyn Journal, target: &Target, steps: usize) -> Step {
-        let lifecycle = GithubLifecycle::new(&self.forge);
-        let clock = SystemClock;
-        let engine = Engine::new(
-            &lifecycle,
-            journal,
-            &clock,
-            owner(),
-            &self.baseline,
-            &self.repository,
-            self.base.clone(),
-            &self.config,
-        );
-        let mut rec = engine.open_record(target).await.expect("record");
-        // Waits do not count: the k-th crash point is the same in every run.
-        let mut taken = 0;
-        let started = Instant::now();
-        while taken < steps && started.elapsed() < Duration::from_secs(60) {
-            match engine.step(&mut rec).await.expect("step") {
-                Progress::Done(_) => return Step::Done,
-                Progress::Waiting(_) => tokio::time::sleep(Duration::from_millis(15)).await,
-                _ => taken += 1,
-            }
-        }
-        rec.step
-    }
-
-    pub(crate) async fn pulls(&self, branch: &str) -> Vec<u64> {
-        self.stack.state().pulls_for_head(REPO, branch).await
-    }
-
-    pub(crate) async fn bodies(&self, number: u64) -> Vec<String> {
-        self.stack.state().comment_bodies(REPO, number).await
-    }
-
-    pub(crate) async fn pull(&self, number: u64) -> klaud_github::PullInfo {
-        self.forge.get_pull(number).await.expect("pull")
-    }
-
-    pub(crate) async fn dispatches(&self) -> usize {
-        self.stack
-            .state()
-            .request_log()
-            .await
-            .iter()
-            .filter(|e| e.method == "POST" && e.path.contains("/dispatches") && e.status < 300)
-            .count()
-    }
-
-    pub(crate) async fn label_writes(&self) -> usize {
-        self.stack
-            .state()
-            .request_log()
-            .await
-            .iter()
-            .filter(|e| e.method == "POST" && e.path.contains("/labels") && e.status < 300)
-            .count()
-    }
-
-    pub(crate) async fn claims(&self) -> Vec<(String, String)> {
-        self.forge
-            .list_refs("refs/heads/klaud/claim-")
-            .await
-            .expect("claims")
-    }
-}
-
-/// The markers of the comments, in order (`None` for non-Klaud comments).
-fn markers(bodies: &[String]) -> Vec<String> {
-    bodies
-        .iter()
-        .filter_map(|b| find_record(b).ok().flatten().map(|r| r.key.to_string()))
-        .collect()
-}
-
-fn assert_unique(markers: &[String]) {
-    let mut seen = std::collections::BTreeSet::new();
-    for m in markers {
-        assert!(seen.insert(m), "duplicate comment {m} in {markers:#?}");
-    }
-}
+use crate::support::{BOT, Harness, OWNER_RUN, REPO, assert_unique, engine_config, markers, owner};
 
 pub(crate) const VALIDATED_SCRIPT: &str = r#"
 [families."*"]
@@ -277,7 +32,7 @@ smoke = ["failure", "success"]
 sweep = ["infra:timed_out", "success"]
 "#;
 
-pub(crate) async fn assert_validated(env: &Env, target: &Target, rec: &CandidateRecord) {
+pub(crate) async fn assert_validated(env: &Harness, target: &Target, rec: &CandidateRecord) {
     let ending = rec.ending.as_ref().expect("ending");
     assert_eq!(ending.outcome, Outcome::Validated, "{ending:?}");
     let pulls = env.pulls(&rec.branch).await;
@@ -336,7 +91,7 @@ pub(crate) async fn assert_validated(env: &Env, target: &Target, rec: &Candidate
 
 #[tokio::test]
 async fn validated_candidate_ends_ready_for_review_with_receipt() {
-    let env = env(Some(VALIDATED_SCRIPT)).await;
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     let target = env.target("demo-fp4-b200-sglang").await;
     let journal = MemoryJournal::new();
     let rec = env.finish(&journal, &target).await;
@@ -374,7 +129,7 @@ async fn validated_candidate_ends_ready_for_review_with_receipt() {
 
 #[tokio::test]
 async fn failed_smoke_without_hook_cleans_up() {
-    let env = env(Some(VALIDATED_SCRIPT)).await;
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     let target = env.target("demo-fp4-b200-vllm").await;
     let journal = MemoryJournal::new();
     let rec = env.finish(&journal, &target).await;
@@ -448,7 +203,7 @@ async fn failed_smoke_without_hook_cleans_up() {
 
 #[tokio::test]
 async fn infrastructure_failure_is_retried_without_counting_as_repair() {
-    let env = env(Some(VALIDATED_SCRIPT)).await;
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     let target = env.target("demo-fp8-h200-trt").await;
     let journal = MemoryJournal::new();
     let rec = env.finish(&journal, &target).await;
@@ -505,7 +260,7 @@ impl RepairHook for PushingHook {
 
 #[tokio::test]
 async fn failed_smoke_is_repaired_by_the_hook() {
-    let env = env(Some(VALIDATED_SCRIPT)).await;
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     let target = env.target("demo-fp4-b300-vllm-agentic").await;
     let journal = MemoryJournal::new();
     let hook = PushingHook {
@@ -547,22 +302,13 @@ async fn failed_smoke_is_repaired_by_the_hook() {
 /// Drives a candidate (no CI simulator: runs stay queued) until its smoke
 /// run is dispatched, then returns the record.
 async fn until_smoke_dispatched(
-    env: &Env,
+    env: &Harness,
     journal: &MemoryJournal,
     target: &Target,
 ) -> CandidateRecord {
     let lifecycle = GithubLifecycle::new(&env.forge);
     let clock = SystemClock;
-    let engine = Engine::new(
-        &lifecycle,
-        journal,
-        &clock,
-        owner(),
-        &env.baseline,
-        &env.repository,
-        env.base.clone(),
-        &env.config,
-    );
+    let engine = env.engine(&lifecycle, journal, &clock);
     let mut rec = engine.open_record(target).await.expect("record");
     for _ in 0..100 {
         engine.step(&mut rec).await.expect("step");
@@ -573,7 +319,7 @@ async fn until_smoke_dispatched(
     panic!("never dispatched: {rec:#?}");
 }
 
-async fn complete_smoke(env: &Env, rec: &CandidateRecord) {
+async fn complete_smoke(env: &Harness, rec: &CandidateRecord) {
     let run = rec.attempts[0].run.as_ref().expect("run").id;
     env.stack
         .state()
@@ -582,18 +328,14 @@ async fn complete_smoke(env: &Env, rec: &CandidateRecord) {
         .expect("complete");
 }
 
-async fn maintainer(env: &Env) -> crate::support::Person {
-    crate::support::Person::new(
-        &env.stack.github.url(),
-        klaud_sandbox::stack::MAINTAINER_TOKEN,
-        REPO,
-    )
+async fn maintainer(env: &Harness) -> crate::support::Person {
+    env.person(klaud_sandbox::stack::MAINTAINER_TOKEN)
 }
 
 async fn hands_off_case(
-    change: impl AsyncFnOnce(&Env, &CandidateRecord),
-) -> (Env, CandidateRecord, Vec<String>) {
-    let env = env(None).await;
+    change: impl AsyncFnOnce(&Harness, &CandidateRecord),
+) -> (Harness, CandidateRecord, Vec<String>) {
+    let env = Harness::demo().start().await;
     let target = env.target("demo-fp4-b200-sglang").await;
     let journal = MemoryJournal::new();
     let rec = until_smoke_dispatched(&env, &journal, &target).await;
@@ -701,7 +443,7 @@ async fn lost_claim_is_an_ownership_mismatch() {
 /// Stops after `k` steps, restarts (from the journal, or from an empty one)
 /// and checks the end is the uninterrupted one, without duplicates.
 async fn crash_at(k: usize, keep_journal: bool, key: &str) -> Step {
-    let env = env(Some(VALIDATED_SCRIPT)).await;
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     let target = env.target(key).await;
     let journal = MemoryJournal::new();
     let reached = env.steps(&journal, &target, k).await;
@@ -776,7 +518,7 @@ async fn crash_and_restart_at_every_step_converges_failed() {
 
 #[tokio::test]
 async fn final_sweep_infrastructure_failure_is_rerun() {
-    let env = env(Some(VALIDATED_SCRIPT)).await;
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     let target = env.target("demo-fp8-mi355x-sglang").await;
     let journal = MemoryJournal::new();
     let rec = env.finish(&journal, &target).await;
@@ -801,7 +543,7 @@ async fn final_sweep_infrastructure_failure_is_rerun() {
 #[tokio::test]
 async fn request_figures_per_validated_candidate() {
     use klaud::cli::demo::RequestFigures;
-    let env = env(None).await;
+    let env = Harness::demo().start().await;
     let target = env.target("demo-fp4-b200-sglang").await;
     let journal = MemoryJournal::new();
     let before = env.stack.state().request_log().await.len();
@@ -809,16 +551,7 @@ async fn request_figures_per_validated_candidate() {
     // One idle poll: the smoke run is still queued.
     let lifecycle = GithubLifecycle::new(&env.forge);
     let clock = SystemClock;
-    let engine = Engine::new(
-        &lifecycle,
-        &journal,
-        &clock,
-        owner(),
-        &env.baseline,
-        &env.repository,
-        env.base.clone(),
-        &env.config,
-    );
+    let engine = env.engine(&lifecycle, &journal, &clock);
     let mut polled = rec.clone();
     let _ = engine.step(&mut polled).await.expect("poll");
     let warm = env.stack.state().request_log().await.len();
@@ -875,7 +608,7 @@ async fn crash_and_restart_with_the_sled_store_converges() {
     use klaud_service::StoreJournal;
     use klaud_store::Store;
     for k in [2, 4, 6, 9, 12] {
-        let env = env(Some(VALIDATED_SCRIPT)).await;
+        let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
         let target = env.target("demo-fp4-b200-sglang").await;
         let dir = tempfile::tempdir().expect("tempdir");
         {
@@ -900,8 +633,7 @@ async fn crash_and_restart_with_the_sled_store_converges() {
 /// orphan's run, cleans up and posts the receipt as unexpected-error.
 #[tokio::test]
 async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
-    use klaud_service::wave::{WaveOptions, run_wave};
-    let mut env = env(None).await;
+    let mut env = Harness::demo().start().await;
     env.config.lease = chrono::TimeDelta::seconds(1);
     let target = env.target("demo-fp4-b200-sglang").await;
     let dead = MemoryJournal::new();
@@ -909,32 +641,13 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
     let run = rec.attempts[0].run.clone().expect("run").id;
     tokio::time::sleep(Duration::from_millis(2100)).await;
 
-    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
-    let mut plan = PlanOptions::new(chrono::Utc::now());
-    plan.max_candidates = 0;
     let other = Claimant::new(uuid::Uuid::from_u128(7));
     let journal = MemoryJournal::new();
-    let summary = run_wave(
-        &env.forge,
-        &journal,
-        &registry,
-        &env.baseline,
-        None,
-        WaveOptions {
-            claimant: other,
-            engine: sandbox_engine(5151),
-            plan,
-            poll: Duration::from_millis(20),
-            wait: Duration::from_secs(10),
-            cooldown: Duration::ZERO,
-            upstream: None,
-            cache: None,
-            stop: None,
-            checkout: None,
-        },
-    )
-    .await
-    .expect("wave");
+    let mut options = env.wave_options(other, engine_config(5151));
+    options.plan.max_candidates = 0;
+    options.wait = Duration::from_secs(10);
+    options.cooldown = Duration::ZERO;
+    let summary = env.wave(&journal, options).await;
     let recovered = summary
         .candidates
         .iter()
@@ -990,7 +703,7 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
 
 #[tokio::test]
 async fn use_comment_names_the_validated_sweep_once() {
-    let mut env = env(Some(VALIDATED_SCRIPT)).await;
+    let mut env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     env.config.post_use_comment = true;
     let target = env.target("demo-fp4-b200-sglang").await;
     let journal = MemoryJournal::new();
@@ -1009,7 +722,7 @@ async fn use_comment_names_the_validated_sweep_once() {
 /// candidate fails and is cleaned up.
 #[tokio::test]
 async fn stuck_smoke_runs_are_cancelled_and_retried() {
-    let mut env = env(None).await;
+    let mut env = Harness::demo().start().await;
     env.config.run_timeout = chrono::TimeDelta::seconds(1);
     let target = env.target("demo-fp4-b200-sglang").await;
     let journal = MemoryJournal::new();
@@ -1043,9 +756,8 @@ async fn stuck_smoke_runs_are_cancelled_and_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wave_that_loses_its_picks_to_a_racing_instance_claims_the_next_stale_families() {
     use klaud_sandbox::github::{Fault, FaultAction};
-    use klaud_service::wave::{WaveOptions, run_wave};
-    let env = env(None).await;
-    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
+    let env = Harness::demo().start().await;
+    let registry = env.registry();
     let mut plan_options = PlanOptions::new(chrono::Utc::now());
     plan_options.max_candidates = 2;
     // What the wave is going to pick (the plan is deterministic).
@@ -1103,27 +815,10 @@ async fn a_wave_that_loses_its_picks_to_a_racing_instance_claims_the_next_stale_
         }
     };
     let journal = MemoryJournal::new();
-    let wave = run_wave(
-        &env.forge,
-        &journal,
-        &registry,
-        &env.baseline,
-        None,
-        WaveOptions {
-            claimant: owner(),
-            engine: sandbox_engine(OWNER_RUN),
-            plan: plan_options,
-            poll: Duration::from_millis(20),
-            wait: Duration::ZERO,
-            cooldown: Duration::ZERO,
-            upstream: None,
-            cache: None,
-            stop: None,
-            checkout: None,
-        },
-    );
-    let (summary, ()) = tokio::join!(wave, racer);
-    let summary = summary.expect("wave");
+    let mut options = env.wave_options(owner(), engine_config(OWNER_RUN));
+    options.plan = plan_options;
+    options.cooldown = Duration::ZERO;
+    let (summary, ()) = tokio::join!(env.wave(&journal, options), racer);
 
     let lost: Vec<&str> = picks.iter().map(|p| p.id.as_str()).collect();
     for id in &lost {
@@ -1151,7 +846,6 @@ async fn a_wave_that_loses_its_picks_to_a_racing_instance_claims_the_next_stale_
 /// process with an empty journal and its own run id, the same instance id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_shot_waves_with_empty_journals_carry_a_candidate_to_its_outcome() {
-    use klaud_service::wave::{WaveOptions, run_wave};
     // Runs that keep going for a second: a wave that does not wait cannot
     // carry the candidate through on its own, however fast this machine is.
     const SLOW_RUNS: &str = r#"
@@ -1159,36 +853,15 @@ async fn one_shot_waves_with_empty_journals_carry_a_candidate_to_its_outcome() {
 smoke = [{ delay = 1, outcome = "success" }]
 sweep = [{ delay = 1, outcome = "success" }]
 "#;
-    let env = env(Some(SLOW_RUNS)).await;
-    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
+    let env = Harness::demo().script(SLOW_RUNS).start().await;
     let mut outcome = None;
     let mut candidate = None;
     for wave in 0..40u64 {
-        let mut plan = PlanOptions::new(chrono::Utc::now());
-        plan.max_candidates = 1;
         let journal = MemoryJournal::new();
-        let summary = run_wave(
-            &env.forge,
-            &journal,
-            &registry,
-            &env.baseline,
-            None,
-            WaveOptions {
-                claimant: owner(),
-                // A new Actions run each time.
-                engine: sandbox_engine(9_000 + wave),
-                plan,
-                poll: Duration::from_millis(20),
-                wait: Duration::ZERO,
-                cooldown: Duration::from_secs(3600),
-                upstream: None,
-                cache: None,
-                stop: None,
-                checkout: None,
-            },
-        )
-        .await
-        .expect("wave");
+        // A new Actions run each time.
+        let mut options = env.wave_options(owner(), engine_config(9_000 + wave));
+        options.plan.max_candidates = 1;
+        let summary = env.wave(&journal, options).await;
         let c = summary
             .candidates
             .first()
@@ -1232,37 +905,14 @@ sweep = [{ delay = 1, outcome = "success" }]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_claims_the_plan_no_longer_proposes_are_resumed_from_their_branch() {
     use klaud_sandbox::registry::TagSeed;
-    use klaud_service::wave::{WaveOptions, WaveSummary, run_wave};
-    let env = env(None).await;
-    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
+    use klaud_service::wave::WaveSummary;
+    let env = Harness::demo().start().await;
     let wave = |run: u64| {
-        let registry = &registry;
         let env = &env;
         async move {
-            let mut plan = PlanOptions::new(chrono::Utc::now());
-            plan.max_candidates = 10;
-            let journal = MemoryJournal::new();
-            run_wave(
-                &env.forge,
-                &journal,
-                registry,
-                &env.baseline,
-                None,
-                WaveOptions {
-                    claimant: owner(),
-                    engine: sandbox_engine(run),
-                    plan,
-                    poll: Duration::from_millis(20),
-                    wait: Duration::ZERO,
-                    cooldown: Duration::from_secs(3600),
-                    upstream: None,
-                    cache: None,
-                    stop: None,
-                    checkout: None,
-                },
-            )
-            .await
-            .expect("wave")
+            let mut options = env.wave_options(owner(), engine_config(run));
+            options.plan.max_candidates = 10;
+            env.wave(&MemoryJournal::new(), options).await
         }
     };
     let find = |s: &WaveSummary, key: &str| {

@@ -13,8 +13,9 @@ use klaud_planner::image::ImageRef;
 use klaud_planner::repo::Repository;
 use serde_json::json;
 
-use crate::lifecycle_e2e::{Env, assert_validated, env_with_registry};
+use crate::lifecycle_e2e::assert_validated;
 use crate::support;
+use crate::support::Harness;
 
 /// Validated (single node, SGLang on Docker Hub).
 const VALIDATED: &str = "dsr1-fp4-b200-sglang";
@@ -93,17 +94,22 @@ fn registry_seed(full: &Path, moves: &[(&str, &str)]) -> String {
 }
 
 /// A sandbox over the full checkout with `version`'s workflows, or `None`.
-async fn full_env(version: &str, script: Option<&str>) -> Option<(Env, tempfile::TempDir)> {
+async fn full_env(version: &str, script: Option<&str>) -> Option<(Harness, tempfile::TempDir)> {
     let full = support::inferencex_full()?;
     let seed = full_seed(version)?;
     let registry = registry_seed(&full, MOVES);
-    let env = env_with_registry(seed.path(), &registry, script).await;
+    let env = Harness::demo()
+        .seed_dir(seed.path())
+        .registry_seed(&registry)
+        .script_opt(script)
+        .start()
+        .await;
     Some((env, seed))
 }
 
 /// The full checkout has many stale families; the plan keeps them all so
 /// the wanted one is among them.
-async fn target(env: &Env, key: &str) -> klaud_lifecycle::engine::Target {
+async fn target(env: &Harness, key: &str) -> klaud_lifecycle::engine::Target {
     env.target_within(key, 500).await
 }
 

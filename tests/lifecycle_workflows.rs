@@ -10,8 +10,9 @@ use klaud_lifecycle::engine::{CandidateRecord, MemoryJournal};
 use klaud_lifecycle::model::{AttemptKind, AttemptStatus, Outcome};
 use klaud_sandbox::github::{Fault, FaultAction};
 
-use crate::lifecycle_e2e::{Env, VALIDATED_SCRIPT, assert_validated, env_seeded};
+use crate::lifecycle_e2e::{VALIDATED_SCRIPT, assert_validated};
 use crate::support;
+use crate::support::Harness;
 
 /// The demo repository (under `project`, e.g. `inferencex-e2e/`, or at the
 /// root) with `files` (file name → text) as its only `.github/workflows/`,
@@ -63,7 +64,7 @@ fn real_seed(version: &str) -> Option<tempfile::TempDir> {
 
 /// Request-log positions of the first ready-for-review mutation and of the
 /// first label write.
-async fn ready_and_label_order(env: &Env) -> (Option<usize>, Option<usize>) {
+async fn ready_and_label_order(env: &Harness) -> (Option<usize>, Option<usize>) {
     let log = env.stack.state().request_log().await;
     let ready = log
         .iter()
@@ -92,7 +93,11 @@ async fn candidates_are_validated_retried_and_cleaned_up_on_both_workflow_versio
         let Some(seed) = real_seed(version) else {
             return;
         };
-        let env = env_seeded(seed.path(), Some(VALIDATED_SCRIPT)).await;
+        let env = Harness::demo()
+            .seed_dir(seed.path())
+            .script(VALIDATED_SCRIPT)
+            .start()
+            .await;
         let journal = MemoryJournal::new();
 
         let target = env.target("demo-fp4-b200-sglang").await;
@@ -151,7 +156,11 @@ async fn a_lost_dispatch_answer_finds_the_run_instead_of_dispatching_again() {
     let Some(seed) = real_seed("843c6254") else {
         return;
     };
-    let env = env_seeded(seed.path(), Some(VALIDATED_SCRIPT)).await;
+    let env = Harness::demo()
+        .seed_dir(seed.path())
+        .script(VALIDATED_SCRIPT)
+        .start()
+        .await;
     env.stack
         .state()
         .add_fault(Fault {
@@ -182,7 +191,11 @@ async fn a_rerun_answered_502_counts_only_once_github_shows_the_attempt() {
 smoke = ["success"]
 sweep = ["infra:timed_out", "infra:timed_out", "success"]
 "#;
-    let env = env_seeded(seed.path(), Some(script)).await;
+    let env = Harness::demo()
+        .seed_dir(seed.path())
+        .script(script)
+        .start()
+        .await;
     env.stack
         .state()
         .add_fault(Fault {
@@ -248,7 +261,11 @@ jobs:
       - run: echo smoke
 "#;
     let seed = seed_with(&[("e2e-tests.yml".into(), smoke.as_bytes().to_vec())]);
-    let env = env_seeded(seed.path(), Some(VALIDATED_SCRIPT)).await;
+    let env = Harness::demo()
+        .seed_dir(seed.path())
+        .script(VALIDATED_SCRIPT)
+        .start()
+        .await;
     let target = env.target("demo-fp4-b200-sglang").await;
     let rec = env.finish(&MemoryJournal::new(), &target).await;
     let ending = rec.ending.as_ref().expect("ending");
@@ -275,14 +292,14 @@ async fn a_skipped_sweep_ends_uncertain_with_its_own_message_and_is_not_rerun() 
     };
     // No script: the CI simulator leaves runs alone and this test decides
     // their conclusions, as the real workflow would.
-    let mut env = env_seeded(seed.path(), None).await;
+    let mut env = Harness::demo().seed_dir(seed.path()).start().await;
     env.config.sweep_runs_on_drafts = klaud_lifecycle::workflows::DraftPolicy::Runs;
     env.config.dispatch_grace = chrono::TimeDelta::seconds(1);
     let target = env.target("demo-fp4-b200-sglang").await;
     let state = env.stack.state().clone();
     let conclude = async {
         loop {
-            for id in state.run_ids(crate::lifecycle_e2e::REPO).await {
+            for id in state.run_ids(crate::support::REPO).await {
                 let run = env.forge.get_run(id).await.expect("run");
                 if run.status == Some("completed".into()) {
                     continue;
@@ -293,12 +310,7 @@ async fn a_skipped_sweep_ends_uncertain_with_its_own_message_and_is_not_rerun() 
                     "skipped"
                 };
                 state
-                    .complete_run(
-                        crate::lifecycle_e2e::REPO,
-                        id,
-                        conclusion,
-                        Default::default(),
-                    )
+                    .complete_run(crate::support::REPO, id, conclusion, Default::default())
                     .await
                     .expect("complete");
             }
@@ -338,9 +350,9 @@ fn demo_seed() -> tempfile::TempDir {
 }
 
 /// The sweep runs of the PR whose head is `head`, oldest first.
-async fn pr_sweep_runs(env: &Env, head: &str) -> Vec<klaud_github::RunInfo> {
+async fn pr_sweep_runs(env: &Harness, head: &str) -> Vec<klaud_github::RunInfo> {
     let mut out = Vec::new();
-    for id in env.stack.state().run_ids(crate::lifecycle_e2e::REPO).await {
+    for id in env.stack.state().run_ids(crate::support::REPO).await {
         let run = env.forge.get_run(id).await.expect("run");
         if run.event == "pull_request"
             && run.head_sha == head
@@ -371,7 +383,11 @@ async fn a_push_run_on_main_is_never_bound_as_the_final_sweep_nor_cancelled() {
 smoke = ["success"]
 sweep = [{ delay = 1, outcome = "success" }]
 "#;
-        let env = env_seeded(seed.path(), Some(script)).await;
+        let env = Harness::demo()
+            .seed_dir(seed.path())
+            .script(script)
+            .start()
+            .await;
         let target = env.target("demo-fp4-b200-sglang").await;
         let state = env.stack.state().clone();
         let journal = MemoryJournal::new();
@@ -380,7 +396,7 @@ sweep = [{ delay = 1, outcome = "success" }]
         // candidate's own) that appends to the changelog.
         let merge = async {
             loop {
-                for id in state.run_ids(crate::lifecycle_e2e::REPO).await {
+                for id in state.run_ids(crate::support::REPO).await {
                     let run = env.forge.get_run(id).await.expect("run");
                     let Some(title) = run.display_title.as_deref() else {
                         continue;
@@ -394,7 +410,7 @@ sweep = [{ delay = 1, outcome = "success" }]
                         continue;
                     };
                     let tip = state
-                        .ref_sha(crate::lifecycle_e2e::REPO, "refs/heads/main")
+                        .ref_sha(crate::support::REPO, "refs/heads/main")
                         .await
                         .expect("main");
                     let main = env
@@ -412,7 +428,7 @@ sweep = [{ delay = 1, outcome = "success" }]
                         .collect();
                     state
                         .push_commit(
-                            crate::lifecycle_e2e::REPO,
+                            crate::support::REPO,
                             "main",
                             klaud_sandbox::stack::MAINTAINER,
                             files,
@@ -429,7 +445,7 @@ sweep = [{ delay = 1, outcome = "success" }]
         assert_validated(&env, &target, &rec).await;
 
         let mut push_runs = Vec::new();
-        for id in state.run_ids(crate::lifecycle_e2e::REPO).await {
+        for id in state.run_ids(crate::support::REPO).await {
             let run = env.forge.get_run(id).await.expect("run");
             if run.event == "push" {
                 push_runs.push(run);
@@ -495,7 +511,11 @@ async fn the_sweep_run_concurrency_did_not_cancel_is_the_one_bound() {
 smoke = ["success"]
 sweep = [{ delay = 2, outcome = "success" }]
 "#;
-        let env = env_seeded(seed.path(), Some(script)).await;
+        let env = Harness::demo()
+            .seed_dir(seed.path())
+            .script(script)
+            .start()
+            .await;
         let target = env.target("demo-fp4-b200-sglang").await;
         let rec = env.finish(&MemoryJournal::new(), &target).await;
         assert_validated(&env, &target, &rec).await;

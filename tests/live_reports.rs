@@ -4,16 +4,15 @@
 //! by the final report; the Chinese blocks of everything Klaud posts hold
 //! the full text.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use klaud_claims::{Claimant, SystemClock};
-use klaud_lifecycle::engine::{CandidateRecord, Engine, Journal, MemoryJournal, Progress, Target};
+use klaud_claims::SystemClock;
+use klaud_lifecycle::engine::{CandidateRecord, Journal, MemoryJournal, Progress, Target};
 use klaud_lifecycle::model::Outcome;
 use klaud_lifecycle::report::find_record;
 use klaud_service::GithubLifecycle;
 
-use crate::lifecycle_e2e::{Env, REPO, env_seeded};
+use crate::support::{Harness, REPO};
 
 const KEY: &str = "demo-fp4-b200-sglang";
 
@@ -28,22 +27,12 @@ smoke = [{ delay = 3, outcome = "success" }]
 smoke = [{ delay = 3, outcome = "failure", partial = true }]
 "#;
 
-fn owner() -> Claimant {
-    Claimant::new(uuid::Uuid::from_u128(0x6b6c_6175_6400))
-}
-
-async fn env(script: &str) -> Env {
-    let mut env = env_seeded(
-        &Path::new(crate::support::REPO_ROOT).join("configs/demo"),
-        Some(script),
-    )
-    .await;
-    env.config.live_report_interval = Some(chrono::TimeDelta::milliseconds(300));
-    env
+fn fast_reports(config: &mut klaud_lifecycle::engine::EngineConfig) {
+    config.live_report_interval = Some(chrono::TimeDelta::milliseconds(300));
 }
 
 /// A report comment of a run: (comment id, body).
-async fn run_reports(env: &Env, number: u64) -> Vec<(u64, String)> {
+async fn run_reports(env: &Harness, number: u64) -> Vec<(u64, String)> {
     env.forge
         .list_comments(number, None)
         .await
@@ -65,7 +54,7 @@ type Stop = dyn Fn(&[(u64, String)]) -> bool + Sync;
 /// Steps the engine until `stop` says so (or the candidate ends), keeping
 /// every distinct body of the run report comments seen between steps.
 async fn drive(
-    env: &Env,
+    env: &Harness,
     journal: &dyn Journal,
     target: &Target,
     stop: &Stop,
@@ -73,16 +62,7 @@ async fn drive(
 ) -> CandidateRecord {
     let lifecycle = GithubLifecycle::new(&env.forge);
     let clock = SystemClock;
-    let engine = Engine::new(
-        &lifecycle,
-        journal,
-        &clock,
-        owner(),
-        &env.baseline,
-        &env.repository,
-        env.base.clone(),
-        &env.config,
-    );
+    let engine = env.engine(&lifecycle, journal, &clock);
     let mut rec = engine.open_record(target).await.expect("record");
     let started = Instant::now();
     loop {
@@ -108,7 +88,7 @@ async fn drive(
 }
 
 /// PATCHes of one comment in the request log.
-async fn edits_of(env: &Env, comment: u64) -> usize {
+async fn edits_of(env: &Harness, comment: u64) -> usize {
     env.stack
         .state()
         .request_log()
@@ -138,7 +118,11 @@ fn measured_rows(body: &str) -> usize {
 
 #[tokio::test]
 async fn a_running_smoke_report_is_edited_in_place_as_its_jobs_finish() {
-    let env = env(SLOW_SMOKE).await;
+    let env = Harness::demo()
+        .script(SLOW_SMOKE)
+        .configure(fast_reports)
+        .start()
+        .await;
     let target = env.target(KEY).await;
     let journal = MemoryJournal::new();
     let mut seen = Vec::new();
@@ -221,7 +205,11 @@ async fn a_running_smoke_report_is_edited_in_place_as_its_jobs_finish() {
 
 #[tokio::test]
 async fn a_restart_mid_run_finds_the_live_comment_again() {
-    let env = env(SLOW_SMOKE).await;
+    let env = Harness::demo()
+        .script(SLOW_SMOKE)
+        .configure(fast_reports)
+        .start()
+        .await;
     let target = env.target(KEY).await;
     let journal = MemoryJournal::new();
     let mut seen = Vec::new();
@@ -285,7 +273,11 @@ fn english_sentence(block: &str) -> Option<String> {
 
 #[tokio::test]
 async fn chinese_blocks_hold_the_full_text_and_every_na_says_why() {
-    let env = env(SLOW_SMOKE).await;
+    let env = Harness::demo()
+        .script(SLOW_SMOKE)
+        .configure(fast_reports)
+        .start()
+        .await;
     let mut bodies = Vec::new();
     for key in [KEY, "demo-fp4-b200-vllm"] {
         let target = env.target(key).await;

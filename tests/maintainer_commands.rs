@@ -2,127 +2,59 @@
 //! through the real octocrab forge against the GitHub simulator.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::time::Duration;
 
-use klaud::cli::demo::{sandbox_engine, sandbox_forge, sandbox_registry};
 use klaud_claims::{CandidateId, Claimant, SystemClock};
 use klaud_github::{Forge, ForgeRunStatus};
-use klaud_lifecycle::engine::{
-    CandidateRecord, Engine, EngineConfig, Journal, MemoryJournal, Step, Target,
-};
+use klaud_lifecycle::engine::{CandidateRecord, Journal, MemoryJournal, Step, Target};
 use klaud_lifecycle::model::Outcome;
-use klaud_planner::plan::{PlanOptions, plan};
-use klaud_planner::repo::Repository;
 use klaud_sandbox::github::{Fault, FaultAction, Permission};
-use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN, SandboxStack};
-use klaud_service::pr_commands::{handle_commands, reply_marker};
-use klaud_service::{GithubLifecycle, HttpBaselineSource, materialize};
+use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN};
 
-const REPO: &str = "demo/benchmarks";
-const BOT: &str = "Klaud-Cold";
+use crate::support::{Harness, REPO};
+use klaud_service::GithubLifecycle;
+use klaud_service::pr_commands::{handle_commands, reply_marker};
+
 const READER: &str = "sandbox-reader";
 const READER_TOKEN: &str = "ghp_sandbox_reader";
 const OWNER_RUN: u64 = 5151;
 const KEY: &str = "demo-fp4-b200-sglang";
 
-fn root() -> &'static Path {
-    Path::new(crate::support::REPO_ROOT)
-}
-
 fn owner() -> Claimant {
     Claimant::new(uuid::Uuid::from_u128(0x636f_6d6d_616e_6473))
 }
 
-struct Env {
-    stack: SandboxStack,
-    forge: Forge,
-    repository: Repository,
-    base: String,
-    baseline: HttpBaselineSource,
-    config: EngineConfig,
-    journal: MemoryJournal,
-    _dir: tempfile::TempDir,
+/// The demo sandbox with a reader besides the maintainer; no CI.
+async fn env() -> Harness {
+    Harness::demo()
+        .owner(owner())
+        .owner_run(OWNER_RUN)
+        .user(
+            READER,
+            Some("Sandbox Reader"),
+            READER_TOKEN,
+            Permission::Read,
+        )
+        .start()
+        .await
 }
 
-async fn env() -> Env {
-    let registry_seed =
-        std::fs::read_to_string(root().join("configs/demo-registry.json")).expect("registry seed");
-    let stack = SandboxStack::start(
-        REPO,
-        BOT,
-        &root().join("configs/demo"),
-        &registry_seed,
-        None,
-        Duration::from_millis(10),
-    )
-    .await
-    .expect("sandbox");
-    let state = stack.state();
-    state.add_user(READER, Some("Sandbox Reader"), false).await;
-    state
-        .add_token(READER, READER_TOKEN, None)
-        .await
-        .expect("reader token");
-    state
-        .set_permission(REPO, READER, Permission::Read)
-        .await
-        .expect("reader permission");
-    let forge = sandbox_forge(&stack).await.expect("forge");
-    let base = forge
-        .get_ref("refs/heads/main")
-        .await
-        .expect("read main")
-        .expect("main exists");
-    let dir = tempfile::tempdir().expect("tempdir");
-    materialize(&forge, &base, dir.path(), None)
-        .await
-        .expect("materialize");
-    let repository = Repository::open(dir.path()).expect("repository");
-    let baseline = HttpBaselineSource::new(&stack.baseline_url).expect("baseline");
-    Env {
-        stack,
-        forge,
-        repository,
-        base,
-        baseline,
-        config: sandbox_engine(OWNER_RUN),
-        journal: MemoryJournal::new(),
-        _dir: dir,
-    }
-}
-
-impl Env {
-    async fn target(&self) -> Target {
-        let registry = sandbox_registry(&self.stack.registry_url).expect("registry");
-        let mut options = PlanOptions::new(chrono::Utc::now());
-        options.max_candidates = 20;
-        let report = plan(&self.repository, &registry.session(), &options).await;
-        let selected = report
-            .candidates
-            .iter()
-            .find(|c| c.family.ends_with(&format!(":{KEY}")))
-            .unwrap_or_else(|| panic!("{KEY} is not planned: {:?}", report.candidates));
-        Target {
-            family: selected.family.clone(),
-            candidate: CandidateId::new(&selected.id).expect("id"),
-            image: selected.image.clone(),
-            revision: None,
-            clock: None,
-            not_release_reason: None,
-            upstream: None,
-            versions: None,
-            variant: None,
-        }
+impl Harness {
+    /// The target of [`KEY`], as the wave hands it over without a source
+    /// repository.
+    async fn plain_target(&self) -> Target {
+        let mut target = self.target(KEY).await;
+        target.upstream = None;
+        target
     }
 
     /// A candidate driven until its smoke run is dispatched (no CI: the
     /// run stays queued), so it has a PR and holds its claim.
     async fn live_candidate(&self) -> CandidateRecord {
-        let target = self.target().await;
+        let target = self.plain_target().await;
         let lifecycle = GithubLifecycle::new(&self.forge);
         let clock = SystemClock;
-        let engine = self.engine(&lifecycle, &clock);
+        let engine = self.engine(&lifecycle, &self.journal, &clock);
         let mut rec = engine.open_record(&target).await.expect("record");
         for _ in 0..100 {
             engine.step(&mut rec).await.expect("step");
@@ -133,28 +65,11 @@ impl Env {
         panic!("never dispatched: {rec:#?}");
     }
 
-    fn engine<'a>(
-        &'a self,
-        lifecycle: &'a GithubLifecycle<'a>,
-        clock: &'a SystemClock,
-    ) -> Engine<'a> {
-        Engine::new(
-            lifecycle,
-            &self.journal,
-            clock,
-            owner(),
-            &self.baseline,
-            &self.repository,
-            self.base.clone(),
-            &self.config,
-        )
-    }
-
     /// One pass of command handling, as the wave runs it.
     async fn handle(&self, forge: &Forge, rec: &mut CandidateRecord) -> usize {
         let lifecycle = GithubLifecycle::new(forge);
         let clock = SystemClock;
-        let engine = self.engine(&lifecycle, &clock);
+        let engine = self.engine(&lifecycle, &self.journal, &clock);
         handle_commands(forge, &engine, rec, None)
             .await
             .expect("handle commands")
@@ -163,27 +78,16 @@ impl Env {
 
     /// Posts `body` as the user `_login` (whom `token` belongs to).
     async fn comment_as(&self, _login: &str, token: &str, number: u64, body: &str) -> u64 {
-        crate::support::Person::new(&self.stack.github.url(), token, REPO)
-            .comment(number, body)
-            .await
+        self.person(token).comment(number, body).await
     }
 
     async fn replies_to(&self, number: u64, comment: u64) -> Vec<String> {
         let marker = reply_marker(comment);
-        self.stack
-            .state()
-            .comment_bodies(REPO, number)
+        self.bodies(number)
             .await
             .into_iter()
             .filter(|b| b.contains(&marker))
             .collect()
-    }
-
-    async fn claims(&self) -> Vec<(String, String)> {
-        self.forge
-            .list_refs("refs/heads/klaud/claim-")
-            .await
-            .expect("claims")
     }
 }
 
@@ -215,7 +119,7 @@ async fn maintainer_stop_ends_the_candidate_as_handoff_with_one_reply() {
     assert!(ending.message.contains("flaky node"), "{}", ending.message);
     assert!(env.claims().await.is_empty(), "the claim is released");
     // Hands off: the PR stays open and the branch stays.
-    assert!(env.forge.get_pull(pr).await.expect("pull").state.is_open());
+    assert!(env.pull(pr).await.state.is_open());
     let replies = env.replies_to(pr, id).await;
     assert_eq!(replies.len(), 1, "{replies:#?}");
     assert!(replies[0].starts_with("Stopped") || replies[0].contains("Stopped"));
@@ -234,7 +138,7 @@ async fn each_command_is_answered_once_across_passes_and_a_restart() {
     assert_eq!(env.handle(&env.forge, &mut rec).await, 0);
     // A restart: a new forge and an empty journal; GitHub's markers remain.
     env.journal.clear();
-    let restarted = sandbox_forge(&env.stack).await.expect("forge");
+    let restarted = crate::support::forge_of(&env.stack).await;
     assert_eq!(env.handle(&restarted, &mut rec).await, 0);
     let replies = env.replies_to(pr, id).await;
     assert_eq!(replies.len(), 1, "{replies:#?}");
@@ -307,17 +211,13 @@ async fn commands_in_code_blocks_quotes_and_own_comments_are_ignored() {
     )
     .await;
     // Klaud's own text mentioning a command is never an order.
-    crate::support::Person::new(
-        &env.stack.github.url(),
-        klaud_sandbox::stack::BOT_TOKEN,
-        REPO,
-    )
-    .comment(pr, "/klaud stop")
-    .await;
+    env.person(klaud_sandbox::stack::BOT_TOKEN)
+        .comment(pr, "/klaud stop")
+        .await;
     assert_eq!(env.handle(&env.forge, &mut rec).await, 0);
     assert_ne!(rec.step, Step::Done);
     assert_eq!(env.claims().await.len(), 1);
-    let bodies = env.stack.state().comment_bodies(REPO, pr).await;
+    let bodies = env.bodies(pr).await;
     assert!(
         !bodies.iter().any(|b| b.contains("klaud-reply:")),
         "{bodies:#?}"
@@ -340,11 +240,8 @@ async fn release_cleans_up_and_the_receipt_names_who_and_why() {
     assert_eq!(rec.step, Step::Done);
     assert!(!rec.ending.as_ref().expect("ending").hands_off);
     assert!(env.claims().await.is_empty());
-    assert!(
-        !env.forge.get_pull(pr).await.expect("pull").state.is_open(),
-        "cleanup closes the PR"
-    );
-    let bodies = env.stack.state().comment_bodies(REPO, pr).await;
+    assert!(!env.pull(pr).await.state.is_open(), "cleanup closes the PR");
+    let bodies = env.bodies(pr).await;
     let receipt = bodies
         .iter()
         .find(|b| b.contains("<!-- klaud-outcome:"))
@@ -356,7 +253,7 @@ async fn release_cleans_up_and_the_receipt_names_who_and_why() {
 /// Takes over every orphan as instance `who` with recovery leases of
 /// `lease`, and stops there (as if it crashed right after).
 async fn take_over_as(
-    env: &Env,
+    env: &Harness,
     who: u128,
     lease: chrono::TimeDelta,
 ) -> Vec<klaud_service::recover::Orphan> {
@@ -384,14 +281,14 @@ fn instance(who: u128) -> Claimant {
 
 /// One `klaud recover` pass as instance `who` with an empty journal: take
 /// over, finish, settle the recovery leases.
-async fn recover_as(env: &Env, who: u128) -> Vec<klaud_service::recover::Recovered> {
+async fn recover_as(env: &Harness, who: u128) -> Vec<klaud_service::recover::Recovered> {
     use klaud_service::recover::{
         RecoveryContext, finish_orphans, settle_recovery_leases, take_over_orphans,
     };
     let claimant = instance(who);
     let clock = SystemClock;
     let book = klaud_claims::ClaimBook::new(&env.forge, &clock, claimant.clone());
-    let config = sandbox_engine(9000 + who as u64);
+    let config = crate::support::engine_config(9000 + who as u64);
     let runs = ForgeRunStatus::new(&env.forge);
     let ctx = RecoveryContext {
         book: &book,
@@ -406,33 +303,22 @@ async fn recover_as(env: &Env, who: u128) -> Vec<klaud_service::recover::Recover
         take_over_orphans(&ctx, &claims, &leases, &BTreeSet::new(), None).await;
     let lifecycle = GithubLifecycle::new(&env.forge);
     let journal = MemoryJournal::new();
-    let engine = Engine::new(
-        &lifecycle,
-        &journal,
-        &clock,
-        claimant,
-        &env.baseline,
-        &env.repository,
-        env.base.clone(),
-        &config,
-    );
+    let engine = env.engine_as(&lifecycle, &journal, &clock, claimant, &config);
     let recovered = finish_orphans(&engine, &book, &orphans, 64).await.recovered;
     let records = journal.list().await.expect("journal");
     settle_recovery_leases(&ctx, &leases, &[], &claims, &records).await;
     recovered
 }
 
-async fn recovery_leases(env: &Env) -> Vec<(String, String)> {
+async fn recovery_leases(env: &Harness) -> Vec<(String, String)> {
     env.forge
         .list_refs("refs/heads/klaud/recovery-")
         .await
         .expect("recovery leases")
 }
 
-async fn receipts(env: &Env, number: u64) -> usize {
-    env.stack
-        .state()
-        .comment_bodies(REPO, number)
+async fn receipts(env: &Harness, number: u64) -> usize {
+    env.bodies(number)
         .await
         .iter()
         .filter(|b| b.contains("<!-- klaud-outcome:"))
@@ -458,7 +344,7 @@ async fn recover_finishes_an_expired_claim_once_with_two_concurrent_recoverers()
         "{all:#?}"
     );
     assert_eq!(receipts(&env, pr).await, 1, "one cleanup, one receipt");
-    assert!(!env.forge.get_pull(pr).await.expect("pull").state.is_open());
+    assert!(!env.pull(pr).await.state.is_open());
     assert!(env.claims().await.is_empty());
     assert!(
         recovery_leases(&env).await.is_empty(),
@@ -623,39 +509,19 @@ async fn recover_takes_over_a_lease_less_old_helper_claim_whose_run_completed() 
 
 #[tokio::test]
 async fn the_wave_honours_stop_and_answers_once_across_two_waves() {
-    use klaud_service::wave::{WaveOptions, run_wave};
     let env = env().await;
     let rec = env.live_candidate().await;
     let pr = rec.pull.expect("pull");
     let id = env
         .comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud stop")
         .await;
-    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
     let store = klaud_store::Store::temporary().expect("store");
     for wave in 0..2 {
-        let mut plan = PlanOptions::new(chrono::Utc::now());
-        plan.max_candidates = 0;
-        let summary = run_wave(
-            &env.forge,
-            &env.journal,
-            &registry,
-            &env.baseline,
-            None,
-            WaveOptions {
-                claimant: owner(),
-                engine: env.config.clone(),
-                plan,
-                poll: Duration::from_millis(20),
-                wait: Duration::from_secs(5),
-                cooldown: Duration::from_secs(3600),
-                upstream: None,
-                cache: Some(&store),
-                stop: None,
-                checkout: None,
-            },
-        )
-        .await
-        .expect("wave");
+        let mut options = env.wave_options(owner(), env.config.clone());
+        options.plan.max_candidates = 0;
+        options.wait = Duration::from_secs(5);
+        options.cache = Some(&store);
+        let summary = env.wave(&env.journal, options).await;
         assert_eq!(
             summary.answered.len(),
             usize::from(wave == 0),
@@ -689,7 +555,7 @@ async fn retry_is_refused_while_running_and_lifts_the_cooldown_once_finished() {
     let handle = async |rec: &mut CandidateRecord| {
         let lifecycle = GithubLifecycle::new(&env.forge);
         let clock = SystemClock;
-        let engine = env.engine(&lifecycle, &clock);
+        let engine = env.engine(&lifecycle, &env.journal, &clock);
         handle_commands(&env.forge, &engine, rec, Some(&store))
             .await
             .expect("handle")
@@ -739,7 +605,7 @@ async fn a_flood_of_commands_is_answered_over_several_passes() {
 }
 
 /// `klaud claims release` as a process against the sandbox.
-async fn claims_release(env: &Env, args: &[&str]) -> std::process::Output {
+async fn claims_release(env: &Harness, args: &[&str]) -> std::process::Output {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("klaud.toml");
     std::fs::write(
@@ -781,7 +647,7 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("live owner"), "{stderr}");
     assert_eq!(env.claims().await.len(), 1, "a refusal changes nothing");
-    assert!(env.forge.get_pull(pr).await.expect("pull").state.is_open());
+    assert!(env.pull(pr).await.state.is_open());
 
     let forced: Vec<&str> = args.iter().copied().chain(["--force", "--json"]).collect();
     let out = claims_release(&env, &forced).await;
@@ -796,11 +662,8 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
     );
     assert_eq!(released["candidates"][0]["outcome"], "handoff");
     assert!(env.claims().await.is_empty());
-    assert!(
-        !env.forge.get_pull(pr).await.expect("pull").state.is_open(),
-        "cleanup closes the PR"
-    );
-    let bodies = env.stack.state().comment_bodies(REPO, pr).await;
+    assert!(!env.pull(pr).await.state.is_open(), "cleanup closes the PR");
+    let bodies = env.bodies(pr).await;
     let receipt = bodies
         .iter()
         .find(|b| b.contains("<!-- klaud-outcome:"))
@@ -816,7 +679,7 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
     // The fenced-out holder cannot touch the candidate any more.
     let lifecycle = GithubLifecycle::new(&env.forge);
     let clock = SystemClock;
-    let engine = env.engine(&lifecycle, &clock);
+    let engine = env.engine(&lifecycle, &env.journal, &clock);
     let mut stale = rec.clone();
     // The release's cancel lands a moment after GitHub's 202; until then
     // the stale holder only waits for its run.
@@ -841,9 +704,7 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
     let summary = klaud_service::CandidateSummary::of(&stale, None);
     assert_eq!(summary.outcome.as_deref(), Some("handoff"));
     assert_eq!(
-        env.stack
-            .state()
-            .comment_bodies(REPO, pr)
+        env.bodies(pr)
             .await
             .iter()
             .filter(|b| b.contains("<!-- klaud-outcome:"))
@@ -877,7 +738,7 @@ async fn recovery_only_releases_when_the_orphan_already_wrote_its_receipt() {
     {
         let lifecycle = GithubLifecycle::new(&env.forge);
         let clock = SystemClock;
-        let engine = env.engine(&lifecycle, &clock);
+        let engine = env.engine(&lifecycle, &env.journal, &clock);
         engine
             .end_now(&mut rec, Outcome::Failed, "smoke failed".into(), false)
             .await
@@ -889,7 +750,7 @@ async fn recovery_only_releases_when_the_orphan_already_wrote_its_receipt() {
     assert_eq!(env.claims().await.len(), 1, "the claim was not released");
     tokio::time::sleep(Duration::from_millis(2100)).await;
 
-    let before = env.stack.state().comment_bodies(REPO, pr).await.len();
+    let before = env.bodies(pr).await.len();
     let recovered = recover_as(&env, 8).await;
     assert_eq!(recovered.len(), 1, "{recovered:#?}");
     assert_eq!(
@@ -898,7 +759,7 @@ async fn recovery_only_releases_when_the_orphan_already_wrote_its_receipt() {
         "the receipt's outcome stands: {recovered:#?}"
     );
     assert_eq!(
-        env.stack.state().comment_bodies(REPO, pr).await.len(),
+        env.bodies(pr).await.len(),
         before,
         "only released: nothing written on the PR"
     );
@@ -940,7 +801,7 @@ async fn cli_release_that_cannot_finish_a_candidate_keeps_the_claim_and_says_so(
     assert!(stdout.contains("did not finish"), "{stdout}");
     assert!(stderr.contains("stays leased"), "{stderr}");
     assert_eq!(env.claims().await.len(), 1, "the claim is kept");
-    assert!(env.forge.get_pull(pr).await.expect("pull").state.is_open());
+    assert!(env.pull(pr).await.state.is_open());
     assert_eq!(receipts(&env, pr).await, 0);
 
     // Once GitHub answers again, a forced re-run finishes it.
@@ -973,7 +834,7 @@ async fn the_old_helpers_retry_release_marker_from_a_writer_is_honoured_like_ret
     let handle = async |rec: &mut CandidateRecord| {
         let lifecycle = GithubLifecycle::new(&env.forge);
         let clock = SystemClock;
-        let engine = env.engine(&lifecycle, &clock);
+        let engine = env.engine(&lifecycle, &env.journal, &clock);
         handle_commands(&env.forge, &engine, rec, Some(&store))
             .await
             .expect("handle")
@@ -1014,7 +875,7 @@ async fn a_retry_release_marker_from_a_reader_or_for_another_head_or_candidate_i
     let handle = async |rec: &mut CandidateRecord| {
         let lifecycle = GithubLifecycle::new(&env.forge);
         let clock = SystemClock;
-        let engine = env.engine(&lifecycle, &clock);
+        let engine = env.engine(&lifecycle, &env.journal, &clock);
         handle_commands(&env.forge, &engine, rec, Some(&store))
             .await
             .expect("handle")

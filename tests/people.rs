@@ -6,14 +6,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use klaud::cli::demo::{sandbox_engine, sandbox_registry};
 use klaud_claims::Claimant;
 use klaud_lifecycle::engine::MemoryJournal;
-use klaud_planner::plan::{BlockKind, PlanOptions};
+use klaud_planner::plan::BlockKind;
 use klaud_sandbox::stack::MAINTAINER;
-use klaud_service::wave::{WaveOptions, WaveSummary, run_wave};
+use klaud_service::wave::WaveSummary;
 
-use crate::lifecycle_e2e::{Env, REPO, env_seeded};
+use crate::support::{Harness, REPO, engine_config};
 
 pub(crate) const KEY: &str = "demo-fp4-b200-vllm";
 const RECIPE_KEY: &str = "demo-fp4-gb200-dynamo-vllm-disagg";
@@ -27,57 +26,36 @@ fn instance() -> Claimant {
     Claimant::new(uuid::Uuid::from_u128(0x7065_6f70_6c65))
 }
 
-async fn wave(env: &Env, owner_run: u64) -> WaveSummary {
+async fn wave(env: &Harness, owner_run: u64) -> WaveSummary {
     wave_with(env, owner_run, &MemoryJournal::new()).await
 }
 
-pub(crate) async fn wave_with(env: &Env, owner_run: u64, journal: &MemoryJournal) -> WaveSummary {
-    wave_config(env, sandbox_engine(owner_run), journal).await
+pub(crate) async fn wave_with(
+    env: &Harness,
+    owner_run: u64,
+    journal: &MemoryJournal,
+) -> WaveSummary {
+    wave_config(env, engine_config(owner_run), journal).await
 }
 
 pub(crate) async fn wave_config(
-    env: &Env,
+    env: &Harness,
     engine: klaud_lifecycle::engine::EngineConfig,
     journal: &MemoryJournal,
 ) -> WaveSummary {
-    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
-    let mut plan = PlanOptions::new(chrono::Utc::now());
-    plan.max_candidates = 20;
-    plan.min_age = Duration::ZERO;
-    run_wave(
-        &env.forge,
-        journal,
-        &registry,
-        &env.baseline,
-        None,
-        WaveOptions {
-            claimant: instance(),
-            engine,
-            plan,
-            poll: Duration::from_millis(20),
-            wait: Duration::ZERO,
-            cooldown: Duration::ZERO,
-            upstream: None,
-            cache: None,
-            stop: None,
-            checkout: None,
-        },
-    )
-    .await
-    .expect("wave")
+    let mut options = env.wave_options(instance(), engine);
+    options.plan.min_age = Duration::ZERO;
+    options.cooldown = Duration::ZERO;
+    env.wave(journal, options).await
 }
 
 /// A maintainer pushes `files` to `branch` and opens a PR from it.
 pub(crate) async fn human_pull(
-    env: &Env,
+    env: &Harness,
     branch: &str,
     files: BTreeMap<String, Option<Vec<u8>>>,
 ) -> u64 {
-    let person = crate::support::Person::new(
-        &env.stack.github.url(),
-        klaud_sandbox::stack::MAINTAINER_TOKEN,
-        REPO,
-    );
+    let person = env.person(klaud_sandbox::stack::MAINTAINER_TOKEN);
     // Branched from main, as a contributor's PR is.
     person.create_branch(branch, &env.base).await;
     env.stack
@@ -117,7 +95,7 @@ pub(crate) fn klaud_pulls_of(summary: &WaveSummary, key: &str) -> usize {
 }
 
 /// The sandbox's open pull requests by number, with their head branches.
-pub(crate) async fn open_pulls(env: &Env) -> Vec<(u64, String)> {
+pub(crate) async fn open_pulls(env: &Harness) -> Vec<(u64, String)> {
     env.forge
         .list_pulls("open")
         .await
@@ -129,7 +107,7 @@ pub(crate) async fn open_pulls(env: &Env) -> Vec<(u64, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_human_pr_for_the_key_makes_the_family_a_duplicate() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     // The human bumps the key's image (only its entry changes).
     let number = human_pull(
         &env,
@@ -176,13 +154,7 @@ async fn a_human_pr_for_the_key_makes_the_family_a_duplicate() {
         "the other stale families still get PRs: {summary:#?}"
     );
     // Nothing is posted on the human's PR, and no Klaud PR names the family.
-    assert!(
-        env.stack
-            .state()
-            .comment_bodies(REPO, number)
-            .await
-            .is_empty()
-    );
+    assert!(env.bodies(number).await.is_empty());
     let klaud_branch_for_key = summary
         .candidates
         .iter()
@@ -192,7 +164,7 @@ async fn a_human_pr_for_the_key_makes_the_family_a_duplicate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_human_pr_for_a_recipe_makes_its_family_a_duplicate() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let recipe = "benchmarks/multi_node/srt-slurm-recipes/vllm/demo-model/disagg-gb200-2p1d.yaml";
     let mut text = std::fs::read(demo().join(recipe)).expect("recipe");
     text.extend_from_slice(b"# tuned by hand\n");
@@ -213,18 +185,12 @@ async fn a_human_pr_for_a_recipe_makes_its_family_a_duplicate() {
     assert_eq!(klaud_pulls_of(&summary, RECIPE_KEY), 0);
     // A key whose entry the PR does not touch is planned as usual.
     assert!(family_of(&summary, KEY).blocked.is_none());
-    assert!(
-        env.stack
-            .state()
-            .comment_bodies(REPO, number)
-            .await
-            .is_empty()
-    );
+    assert!(env.bodies(number).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_klaud_pr_occupies_its_family_with_a_fresh_store() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let first = wave(&env, 5103).await;
     let opened: Vec<_> = first
         .candidates
@@ -238,13 +204,9 @@ async fn an_open_klaud_pr_occupies_its_family_with_a_fresh_store() {
     // the claims are released by hand) with an empty journal: the open PRs
     // alone keep the families occupied.
     for (name, _) in env.claims().await {
-        crate::support::Person::new(
-            &env.stack.github.url(),
-            klaud_sandbox::stack::BOT_TOKEN,
-            REPO,
-        )
-        .delete_ref(&name)
-        .await;
+        env.person(klaud_sandbox::stack::BOT_TOKEN)
+            .delete_ref(&name)
+            .await;
     }
     let second = wave(&env, 5104).await;
     for family in &opened {
@@ -262,13 +224,13 @@ async fn an_open_klaud_pr_occupies_its_family_with_a_fresh_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_old_helpers_branch_spelling_occupies_the_family() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let probe = wave(&env, 5105).await;
     let f = family_of(&probe, KEY);
     let c = f.candidate.as_ref().expect("stale");
     let id = klaud_planner::identity::candidate_id(&f.id, &c.image.normalized());
     // Start over on a fresh sandbox where the old helper has a PR open.
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let branch = format!("klaude/auto-{id}");
     human_pull(
         &env,
@@ -311,7 +273,7 @@ async fn a_retired_key_is_never_bumped_and_the_plan_says_why() {
          | Demo H200 (`demo-h200`) | Deprecated since 2026-01-02 ([#7](https://example.invalid/7)) | Nothing |\n",
     )
     .expect("write");
-    let env = env_seeded(seed.path(), None).await;
+    let env = Harness::demo().seed_dir(seed.path()).start().await;
     let summary = wave(&env, 5107).await;
     let b = family_of(&summary, KEY).blocked.clone().expect("retired");
     assert_eq!(b.kind, BlockKind::Retired);
@@ -333,7 +295,7 @@ async fn a_retired_key_is_never_bumped_and_the_plan_says_why() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching_it_again() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let journal = MemoryJournal::new();
     let first = wave_with(&env, 5108, &journal).await;
     let c = first
@@ -348,14 +310,10 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
         .and_then(|u| u.rsplit('/').next())
         .and_then(|n| n.parse().ok())
         .expect("pull number");
-    crate::support::Person::new(
-        &env.stack.github.url(),
-        klaud_sandbox::stack::MAINTAINER_TOKEN,
-        REPO,
-    )
-    .close_pull(number)
-    .await;
-    let comments_before = env.stack.state().comment_bodies(REPO, number).await.len();
+    env.person(klaud_sandbox::stack::MAINTAINER_TOKEN)
+        .close_pull(number)
+        .await;
+    let comments_before = env.bodies(number).await.len();
     let log_before = env.stack.state().request_log().await.len();
 
     let second = wave_with(&env, 5108, &journal).await;
@@ -373,7 +331,7 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
         "{ended:#?}"
     );
     // Exactly one new comment: the receipt, naming who closed it.
-    let bodies = env.stack.state().comment_bodies(REPO, number).await;
+    let bodies = env.bodies(number).await;
     assert_eq!(bodies.len(), comments_before + 1, "{bodies:#?}");
     let receipt = bodies.last().expect("receipt");
     assert!(receipt.starts_with("<!-- klaud-outcome:"), "{receipt}");
@@ -421,20 +379,13 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
             .any(|(name, _)| name.ends_with(family_id.as_str())),
         "claim released"
     );
-    assert!(
-        !env.forge
-            .get_pull(number)
-            .await
-            .expect("pull")
-            .state
-            .is_open()
-    );
+    assert!(!env.pull(number).await.state.is_open());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_human_pr_overlapping_an_open_klaud_pr_is_left_or_handed_off_as_configured() {
     use klaud_lifecycle::engine::HumanOverlap;
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let journal = MemoryJournal::new();
     let first = wave_with(&env, 5109, &journal).await;
     let ours = first
@@ -472,17 +423,10 @@ async fn a_human_pr_overlapping_an_open_klaud_pr_is_left_or_handed_off_as_config
         status.contains("left as is") && status.contains(&format!("#{human}")),
         "{status}"
     );
-    assert!(
-        env.forge
-            .get_pull(number)
-            .await
-            .expect("pull")
-            .state
-            .is_open()
-    );
+    assert!(env.pull(number).await.state.is_open());
 
     // handoff: Klaud ends its own candidate and closes its own PR.
-    let mut engine = sandbox_engine(5109);
+    let mut engine = engine_config(5109);
     engine.on_human_overlap = HumanOverlap::Handoff;
     let third = wave_config(&env, engine, &journal).await;
     let c = third
@@ -491,27 +435,7 @@ async fn a_human_pr_overlapping_an_open_klaud_pr_is_left_or_handed_off_as_config
         .find(|c| c.candidate == ours.candidate)
         .expect("reported");
     assert_eq!(c.outcome.as_deref(), Some("handoff"), "{c:#?}");
-    assert!(
-        !env.forge
-            .get_pull(number)
-            .await
-            .expect("pull")
-            .state
-            .is_open()
-    );
-    assert!(
-        env.forge
-            .get_pull(human)
-            .await
-            .expect("pull")
-            .state
-            .is_open()
-    );
-    assert!(
-        env.stack
-            .state()
-            .comment_bodies(REPO, human)
-            .await
-            .is_empty()
-    );
+    assert!(!env.pull(number).await.state.is_open());
+    assert!(env.pull(human).await.state.is_open());
+    assert!(env.bodies(human).await.is_empty());
 }

@@ -8,21 +8,22 @@ use std::time::{Duration, Instant};
 
 use klaud_claims::{Claimant, SystemClock};
 use klaud_github::lifecycle::GithubLifecycle;
-use klaud_lifecycle::engine::{Engine, MemoryJournal, Progress, Step};
+use klaud_lifecycle::engine::{MemoryJournal, Progress, Step};
 use klaud_lifecycle::model::Outcome;
 use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN};
 
-use crate::lifecycle_e2e::{Env, REPO, VALIDATED_SCRIPT, env_seeded};
-use crate::people::{demo, wave_with};
+use crate::lifecycle_e2e::VALIDATED_SCRIPT;
+use crate::people::wave_with;
 use crate::support::Person;
+use crate::support::{Harness, REPO};
 
-fn maintainer(env: &Env) -> Person {
-    Person::new(&env.stack.github.url(), MAINTAINER_TOKEN, REPO)
+fn maintainer(env: &Harness) -> Person {
+    env.person(MAINTAINER_TOKEN)
 }
 
 /// Klaud's successful writes since `from` in the sandbox's request log,
 /// as `METHOD path`.
-async fn writes_since(env: &Env, from: usize) -> Vec<String> {
+async fn writes_since(env: &Harness, from: usize) -> Vec<String> {
     env.stack.state().request_log().await[from..]
         .iter()
         .filter(|e| e.method != "GET" && e.status < 300)
@@ -52,7 +53,7 @@ fn only_receipt_cancels_and_claim(writes: &[String], number: u64) -> (usize, usi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sandbox_merges_as_github_documents_refusing_a_stale_sha_and_a_closed_pr() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let person = maintainer(&env);
     person.create_branch("human/merge-me", &env.base).await;
     env.stack
@@ -78,7 +79,7 @@ async fn the_sandbox_merges_as_github_documents_refusing_a_stale_sha_and_a_close
             .contains("Head branch was modified")
     );
     let merge_sha = person.merge_pull(number).await;
-    let pull = env.forge.get_pull(number).await.expect("pull");
+    let pull = env.pull(number).await;
     assert!(!pull.state.is_open() && pull.state.is_merged(), "{pull:?}");
     // The base branch moved to the merge commit, which carries the change.
     let main = env
@@ -109,7 +110,7 @@ async fn the_sandbox_merges_as_github_documents_refusing_a_stale_sha_and_a_close
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pr_merged_before_its_sweep_ends_handoff_and_klaud_only_cancels_and_writes_the_receipt() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     let journal = MemoryJournal::new();
     let first = wave_with(&env, 5301, &journal).await;
     let c = first
@@ -173,25 +174,22 @@ async fn a_pr_merged_before_its_sweep_ends_handoff_and_klaud_only_cancels_and_wr
         "claim released"
     );
     // The PR stays merged; nothing reopened or relabelled it.
-    let pull = env.forge.get_pull(number).await.expect("pull");
+    let pull = env.pull(number).await;
     assert!(pull.state.is_merged() && !pull.state.is_open());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pr_merged_after_its_sweep_verified_ends_validated() {
-    let env = env_seeded(&demo(), Some(VALIDATED_SCRIPT)).await;
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     let target = env.target("demo-fp4-b200-sglang").await;
     let journal = MemoryJournal::new();
     let lifecycle = GithubLifecycle::new(&env.forge);
     let clock = SystemClock;
-    let engine = Engine::new(
+    let engine = env.engine_as(
         &lifecycle,
         &journal,
         &clock,
         Claimant::new(uuid::Uuid::from_u128(0x006d_6572_6765)),
-        &env.baseline,
-        &env.repository,
-        env.base.clone(),
         &env.config,
     );
     let mut rec = engine.open_record(&target).await.expect("record");
@@ -236,7 +234,7 @@ async fn a_pr_merged_after_its_sweep_verified_ends_validated() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_tag_while_a_validated_pr_waits_opens_nothing_and_the_plan_says_superseded() {
     const SGLANG: &str = "demo-fp4-b200-sglang";
-    let env = env_seeded(&demo(), Some(VALIDATED_SCRIPT)).await;
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     let target = env.target(SGLANG).await;
     let rec = env.finish(&MemoryJournal::new(), &target).await;
     crate::lifecycle_e2e::assert_validated(&env, &target, &rec).await;

@@ -14,7 +14,7 @@ use klaud_planner::plan::{PlanOptions, ReleaseRule, Status, UpstreamCompare, pla
 use klaud_planner::registry::{RegistryClient, RegistryConfig};
 use klaud_planner::repo::Repository;
 use klaud_planner::tracks::{TrackOrdering, TrackRule};
-use klaud_sandbox::github::{GithubSim, GithubState, Permission};
+use klaud_sandbox::github::{GithubSim, Permission};
 use klaud_sandbox::registry::{RegistrySim, router};
 
 const TOKEN: &str = "ghp_upstream_reader_token";
@@ -22,17 +22,11 @@ const TOKEN: &str = "ghp_upstream_reader_token";
 /// The engine's source repository with two commits, and release tags at
 /// each of them.
 async fn upstream() -> (GithubSim, String, String) {
-    let state = GithubState::new();
-    state.add_user("engine-dev", None, false).await;
-    state.add_token("engine-dev", TOKEN, None).await.unwrap();
-    state
-        .create_repo("vllm-project/vllm", "main")
-        .await
-        .unwrap();
-    state
-        .set_permission("vllm-project/vllm", "engine-dev", Permission::Write)
-        .await
-        .unwrap();
+    let (state, _) = crate::support::GithubOnly::new("vllm-project/vllm")
+        .user("engine-dev", None, Some(Permission::Write))
+        .token("engine-dev", TOKEN, None)
+        .state()
+        .await;
     let file =
         |text: &str| BTreeMap::from([("README.md".to_owned(), Some(text.as_bytes().to_vec()))]);
     let old = state
@@ -55,7 +49,7 @@ async fn upstream() -> (GithubSim, String, String) {
         )
         .await
         .unwrap();
-    let sim = GithubSim::start(state).await.unwrap();
+    let sim = crate::support::serve(state).await;
     let http = reqwest::Client::new();
     for (tag, sha) in [("v0.26.0", &new), ("v0.25.9", &old)] {
         let response = http

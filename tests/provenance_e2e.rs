@@ -3,16 +3,11 @@
 //! a wave plans the bump, reads the old image's config too, and the frozen
 //! PR body and its hidden record show both side by side.
 
-use std::time::Duration;
-
-use klaud::cli::demo::{sandbox_engine, sandbox_registry};
 use klaud_claims::Claimant;
 use klaud_lifecycle::engine::MemoryJournal;
 use klaud_lifecycle::report::parse_baseline_block;
-use klaud_planner::plan::PlanOptions;
-use klaud_service::wave::{WaveOptions, run_wave};
 
-use crate::lifecycle_e2e::env_with_registry;
+use crate::support::{Harness, engine_config};
 
 /// The demo registry seed with versions declared on the SGLang CUDA tags.
 fn registry_seed() -> String {
@@ -31,33 +26,16 @@ fn registry_seed() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pr_body_shows_the_versions_both_images_declare() {
-    let root = std::path::Path::new(crate::support::REPO_ROOT);
-    let env = env_with_registry(&root.join("configs/demo"), &registry_seed(), None).await;
-    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
+    let env = Harness::demo()
+        .registry_seed(&registry_seed())
+        .start()
+        .await;
     let journal = MemoryJournal::new();
-    let mut plan = PlanOptions::new(chrono::Utc::now());
-    plan.max_candidates = 20;
-    let summary = run_wave(
-        &env.forge,
-        &journal,
-        &registry,
-        &env.baseline,
-        None,
-        WaveOptions {
-            claimant: Claimant::new(uuid::Uuid::from_u128(0x7072_6f76)),
-            engine: sandbox_engine(7_100),
-            plan,
-            poll: Duration::from_millis(20),
-            wait: Duration::ZERO,
-            cooldown: Duration::from_secs(3600),
-            upstream: None,
-            cache: None,
-            stop: None,
-            checkout: None,
-        },
-    )
-    .await
-    .expect("wave");
+    let options = env.wave_options(
+        Claimant::new(uuid::Uuid::from_u128(0x7072_6f76)),
+        engine_config(7_100),
+    );
+    let summary = env.wave(&journal, options).await;
     let c = summary
         .candidates
         .iter()

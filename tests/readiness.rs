@@ -7,8 +7,8 @@
 use klaud_lifecycle::engine::MemoryJournal;
 use klaud_service::wave::{CandidateSummary, WaveSummary};
 
-use crate::lifecycle_e2e::{Env, REPO, env_seeded};
-use crate::people::{KEY, demo, wave_config};
+use crate::people::{KEY, wave_config};
+use crate::support::Harness;
 
 fn candidate_of<'a>(summary: &'a WaveSummary, key: &str) -> &'a CandidateSummary {
     summary
@@ -28,7 +28,7 @@ fn pull_number(c: &CandidateSummary) -> u64 {
 
 /// Workflow runs on GitHub whose title names `candidate` (the smoke's
 /// `test-name` carries it) or that ran on its branch.
-async fn runs_of(env: &Env, candidate: &str) -> Vec<u64> {
+async fn runs_of(env: &Harness, candidate: &str) -> Vec<u64> {
     env.forge
         .list_runs(&klaud_github::RunFilter::default())
         .await
@@ -46,9 +46,9 @@ async fn runs_of(env: &Env, candidate: &str) -> Vec<u64> {
 
 /// The receipt, `klaud status` (the journal's outcome rows, which the
 /// dashboard shows too) and the wave summary all say `outcome`.
-async fn agree(env: &Env, journal: &MemoryJournal, c: &CandidateSummary, outcome: &str) {
+async fn agree(env: &Harness, journal: &MemoryJournal, c: &CandidateSummary, outcome: &str) {
     assert_eq!(c.outcome.as_deref(), Some(outcome), "{c:#?}");
-    let bodies = env.stack.state().comment_bodies(REPO, pull_number(c)).await;
+    let bodies = env.bodies(pull_number(c)).await;
     let receipt = bodies
         .iter()
         .rfind(|b| b.starts_with("<!-- klaud-outcome:"))
@@ -74,10 +74,10 @@ async fn agree(env: &Env, journal: &MemoryJournal, c: &CandidateSummary, outcome
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_family_with_no_published_baseline_is_readiness_blocked_before_any_dispatch() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     env.stack.published.withhold_key(KEY);
     let journal = MemoryJournal::new();
-    let summary = wave_config(&env, klaud::cli::demo::sandbox_engine(5201), &journal).await;
+    let summary = wave_config(&env, crate::support::engine_config(5201), &journal).await;
     let c = candidate_of(&summary, KEY);
     agree(&env, &journal, c, "readiness-blocked").await;
     assert_eq!(c.phase, "baseline", "{c:#?}");
@@ -87,17 +87,10 @@ async fn a_family_with_no_published_baseline_is_readiness_blocked_before_any_dis
     assert!(runs_of(&env, &c.candidate).await.is_empty());
     // The receipt names the reason code; the PR is closed.
     let number = pull_number(c);
-    let bodies = env.stack.state().comment_bodies(REPO, number).await;
+    let bodies = env.bodies(number).await;
     let receipt = bodies.last().expect("receipt");
     assert!(receipt.contains("baseline-unavailable"), "{receipt}");
-    assert!(
-        !env.forge
-            .get_pull(number)
-            .await
-            .expect("pull")
-            .state
-            .is_open()
-    );
+    assert!(!env.pull(number).await.state.is_open());
     // The other families, whose baselines are published, go on to smoke.
     assert!(
         summary
@@ -111,12 +104,12 @@ async fn a_family_with_no_published_baseline_is_readiness_blocked_before_any_dis
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_baseline_missing_some_points_is_readiness_blocked_naming_them() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     // demo-fp4-b200-vllm runs 1k1k TP8 at c4…c64: two of its points are
     // not published.
     env.stack.published.withhold_points(KEY, &[8, 32]);
     let journal = MemoryJournal::new();
-    let summary = wave_config(&env, klaud::cli::demo::sandbox_engine(5202), &journal).await;
+    let summary = wave_config(&env, crate::support::engine_config(5202), &journal).await;
     let c = candidate_of(&summary, KEY);
     agree(&env, &journal, c, "readiness-blocked").await;
     let message = c.message.as_deref().unwrap_or_default();
@@ -132,7 +125,7 @@ async fn a_baseline_missing_some_points_is_readiness_blocked_naming_them() {
     assert!(!message.contains("c16 "), "{message}");
     assert!(c.runs.is_empty(), "{c:#?}");
     assert!(runs_of(&env, &c.candidate).await.is_empty());
-    let bodies = env.stack.state().comment_bodies(REPO, pull_number(c)).await;
+    let bodies = env.bodies(pull_number(c)).await;
     let receipt = bodies.last().expect("receipt");
     assert!(
         receipt.contains("baseline-incomplete") && receipt.contains("c32"),
@@ -142,9 +135,9 @@ async fn a_baseline_missing_some_points_is_readiness_blocked_naming_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_require_baseline_a_missing_baseline_gives_na_rows_and_the_smoke_runs() {
-    let env = env_seeded(&demo(), None).await;
+    let env = Harness::demo().start().await;
     env.stack.published.withhold_key(KEY);
-    let mut engine = klaud::cli::demo::sandbox_engine(5203);
+    let mut engine = crate::support::engine_config(5203);
     engine.require_baseline = false;
     let journal = MemoryJournal::new();
     let summary = wave_config(&env, engine, &journal).await;

@@ -13,17 +13,9 @@ use klaud_lifecycle::model::{AttemptKind, Outcome, Phase};
 use klaud_sandbox::stack::MAINTAINER;
 use klaud_service::{CheckoutSource, CommandHook};
 
-use crate::lifecycle_e2e::{Env, REPO, env_seeded};
+use crate::support::{Harness, REPO};
 
 const BOT: &str = "Klaud-Cold";
-
-async fn env(script: &str) -> Env {
-    env_seeded(
-        &Path::new(crate::support::REPO_ROOT).join("configs/demo"),
-        Some(script),
-    )
-    .await
-}
 
 /// One commit a hook pushes: author login, subject, file, and whether its
 /// message carries the candidate's trailer.
@@ -44,7 +36,7 @@ struct ScriptedHook {
 }
 
 impl ScriptedHook {
-    fn new(env: &Env, pushes: Vec<Push>) -> Self {
+    fn new(env: &Harness, pushes: Vec<Push>) -> Self {
         Self {
             state: env.stack.state().clone(),
             pushes,
@@ -111,7 +103,7 @@ fn two_trailer_commits() -> Vec<Push> {
 
 /// The report comments on the candidate's PR that say what a repair
 /// changed.
-async fn change_reports(env: &Env, number: u64) -> Vec<String> {
+async fn change_reports(env: &Harness, number: u64) -> Vec<String> {
     env.bodies(number)
         .await
         .into_iter()
@@ -121,14 +113,18 @@ async fn change_reports(env: &Env, number: u64) -> Vec<String> {
 
 #[tokio::test]
 async fn a_failed_sweep_is_repaired_and_passes_on_the_rerun() {
-    let env = env(r#"
+    let env = Harness::demo()
+        .script(
+            r#"
 [families."*"]
 smoke = ["success"]
 sweep = ["success"]
 [families.demo-fp4-b200-sglang]
 sweep = ["failure", "success"]
-"#)
-    .await;
+"#,
+        )
+        .start()
+        .await;
     let target = env.target("demo-fp4-b200-sglang").await;
     let journal = MemoryJournal::new();
     let hook = ScriptedHook::new(&env, two_trailer_commits());
@@ -195,12 +191,16 @@ sweep = ["failure", "success"]
 
 #[tokio::test]
 async fn the_sweep_is_not_repaired_beyond_the_budget() {
-    let mut env = env(r#"
+    let mut env = Harness::demo()
+        .script(
+            r#"
 [families."*"]
 smoke = ["success"]
 sweep = ["failure"]
-"#)
-    .await;
+"#,
+        )
+        .start()
+        .await;
     env.config.repair_budget = 1;
     let target = env.target("demo-fp4-b200-sglang").await;
     let journal = MemoryJournal::new();
@@ -216,7 +216,10 @@ sweep = ["failure"]
 
 #[tokio::test]
 async fn two_commits_with_the_trailer_are_the_repair_and_listed_in_its_report() {
-    let env = env(crate::lifecycle_e2e::VALIDATED_SCRIPT).await;
+    let env = Harness::demo()
+        .script(crate::lifecycle_e2e::VALIDATED_SCRIPT)
+        .start()
+        .await;
     // Its smoke fails once, then passes.
     let target = env.target("demo-fp4-b300-vllm-agentic").await;
     let journal = MemoryJournal::new();
@@ -262,7 +265,10 @@ async fn two_commits_with_the_trailer_are_the_repair_and_listed_in_its_report() 
 
 #[tokio::test]
 async fn a_pushed_commit_without_the_trailer_is_a_handoff() {
-    let env = env(crate::lifecycle_e2e::VALIDATED_SCRIPT).await;
+    let env = Harness::demo()
+        .script(crate::lifecycle_e2e::VALIDATED_SCRIPT)
+        .start()
+        .await;
     let target = env.target("demo-fp4-b300-vllm-agentic").await;
     let journal = MemoryJournal::new();
     let mut pushes = two_trailer_commits();
@@ -285,7 +291,10 @@ async fn a_pushed_commit_without_the_trailer_is_a_handoff() {
 
 #[tokio::test]
 async fn a_trailer_commit_by_another_author_is_a_handoff() {
-    let env = env(crate::lifecycle_e2e::VALIDATED_SCRIPT).await;
+    let env = Harness::demo()
+        .script(crate::lifecycle_e2e::VALIDATED_SCRIPT)
+        .start()
+        .await;
     let target = env.target("demo-fp4-b300-vllm-agentic").await;
     let journal = MemoryJournal::new();
     let hook = ScriptedHook::new(
@@ -305,7 +314,10 @@ async fn a_trailer_commit_by_another_author_is_a_handoff() {
 
 #[tokio::test]
 async fn a_command_hook_runs_in_a_checkout_of_the_head() {
-    let env = env(crate::lifecycle_e2e::VALIDATED_SCRIPT).await;
+    let env = Harness::demo()
+        .script(crate::lifecycle_e2e::VALIDATED_SCRIPT)
+        .start()
+        .await;
     // Its smoke always fails.
     let target = env.target("demo-fp4-b200-vllm").await;
     let journal = MemoryJournal::new();
@@ -384,7 +396,10 @@ exit 3
 
 #[tokio::test]
 async fn the_example_hook_reads_the_input_and_gives_up_with_a_reason() {
-    let env = env(crate::lifecycle_e2e::VALIDATED_SCRIPT).await;
+    let env = Harness::demo()
+        .script(crate::lifecycle_e2e::VALIDATED_SCRIPT)
+        .start()
+        .await;
     let target = env.target("demo-fp4-b200-vllm").await;
     let journal = MemoryJournal::new();
     let root = tempfile::tempdir().expect("checkout root");
@@ -410,12 +425,16 @@ async fn the_example_hook_reads_the_input_and_gives_up_with_a_reason() {
 
 #[tokio::test]
 async fn a_foreign_commit_after_a_sweep_repair_hands_off_in_the_final_sweep() {
-    let env = env(r#"
+    let env = Harness::demo()
+        .script(
+            r#"
 [families."*"]
 smoke = ["success"]
 sweep = ["failure"]
-"#)
-    .await;
+"#,
+        )
+        .start()
+        .await;
     let target = env.target("demo-fp4-b200-sglang").await;
     let journal = MemoryJournal::new();
     let hook = ScriptedHook::new(
@@ -436,45 +455,28 @@ sweep = ["failure"]
 
 #[tokio::test]
 async fn one_shot_waves_with_empty_journals_repair_a_sweep_once_and_count_it() {
-    use klaud::cli::demo::{sandbox_engine, sandbox_registry};
-    use klaud_planner::plan::PlanOptions;
-    use klaud_service::wave::{WaveOptions, run_wave};
     // Runs outlast a wave that does not wait, so the repair and the sweep
     // after it are seen by waves that know only what GitHub shows.
-    let env = env(r#"
+    let env = Harness::demo()
+        .script(
+            r#"
 [families."*"]
 smoke = [{ delay = 1, outcome = "success" }]
 sweep = [{ delay = 1, outcome = "failure" }, { delay = 1, outcome = "success" }]
-"#)
-    .await;
-    let registry = sandbox_registry(&env.stack.registry_url).expect("registry");
+"#,
+        )
+        .start()
+        .await;
     let hook = ScriptedHook::new(&env, two_trailer_commits());
     let mut outcome = None;
     for wave in 0..60u64 {
-        let mut plan = PlanOptions::new(chrono::Utc::now());
-        plan.max_candidates = 1;
         let journal = MemoryJournal::new();
-        let summary = run_wave(
-            &env.forge,
-            &journal,
-            &registry,
-            &env.baseline,
-            Some(&hook),
-            WaveOptions {
-                claimant: klaud_claims::Claimant::new(uuid::Uuid::from_u128(0x6b6c_6175_6400)),
-                engine: sandbox_engine(9_000 + wave),
-                plan,
-                poll: Duration::from_millis(20),
-                wait: Duration::ZERO,
-                cooldown: Duration::from_secs(3600),
-                upstream: None,
-                cache: None,
-                stop: None,
-                checkout: None,
-            },
-        )
-        .await
-        .expect("wave");
+        let mut options = env.wave_options(
+            crate::support::owner(),
+            crate::support::engine_config(9_000 + wave),
+        );
+        options.plan.max_candidates = 1;
+        let summary = env.wave_repair(&journal, Some(&hook), options).await;
         let c = summary.candidates.first().expect("a candidate").clone();
         if c.outcome.is_some() {
             outcome = Some(c);

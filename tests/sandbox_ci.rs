@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use klaud_sandbox::ci::{CiSim, RunKind, Script, baseline_router};
-use klaud_sandbox::github::{GithubSim, GithubState, Permission};
+use klaud_sandbox::github::{GithubSim, Permission};
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 
@@ -35,22 +35,15 @@ struct T {
 
 impl T {
     async fn new(script: &str) -> Self {
-        let st = GithubState::new();
-        st.add_user(BOT, Some("Klaud Cold"), false).await;
-        st.add_user("maintainer", None, false).await;
-        st.add_token(BOT, TOKEN, None).await.unwrap();
-        st.create_repo(REPO, "main").await.unwrap();
-        st.set_permission(REPO, BOT, Permission::Write)
-            .await
-            .unwrap();
-        st.set_permission(REPO, "maintainer", Permission::Write)
-            .await
-            .unwrap();
-        let main = st
-            .seed_from_dir(REPO, &demo_dir(), Some("maintainer"))
-            .await
-            .unwrap();
-        let sim = GithubSim::start(st.clone()).await.unwrap();
+        let (st, main) = support::GithubOnly::new(REPO)
+            .user(BOT, Some("Klaud Cold"), Some(Permission::Write))
+            .user("maintainer", None, Some(Permission::Write))
+            .token(BOT, TOKEN, None)
+            .seed_dir(&demo_dir(), "maintainer")
+            .state()
+            .await;
+        let main = main.expect("seeded");
+        let sim = support::serve(st.clone()).await;
         let script = Script::parse("test script", script).unwrap();
         let ci = CiSim::spawn_with_poll(st, script, Duration::from_millis(20));
         Self {
@@ -824,15 +817,14 @@ async fn a_real_inferencex_family_runs_at_its_exact_head() {
     let Some(full) = support::inferencex_full() else {
         return;
     };
-    let st = GithubState::new();
-    st.add_user(BOT, None, false).await;
-    st.add_token(BOT, TOKEN, None).await.unwrap();
-    st.create_repo(REPO, "main").await.unwrap();
-    st.set_permission(REPO, BOT, Permission::Write)
-        .await
-        .unwrap();
-    let main = st.seed_from_dir(REPO, &full, Some(BOT)).await.unwrap();
-    let sim = GithubSim::start(st.clone()).await.unwrap();
+    let (st, main) = support::GithubOnly::new(REPO)
+        .user(BOT, None, Some(Permission::Write))
+        .token(BOT, TOKEN, None)
+        .seed_dir(&full, BOT)
+        .state()
+        .await;
+    let main = main.expect("seeded");
+    let sim = support::serve(st.clone()).await;
     let ci = CiSim::spawn(st, Script::all_success());
     let t = T {
         sim,

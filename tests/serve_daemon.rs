@@ -10,96 +10,17 @@ use std::time::Duration;
 
 use klaud_claims::Claimant;
 use klaud_lifecycle::engine::{Journal, MemoryJournal, Step};
-use klaud_sandbox::ci::Script;
 use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
-use klaud_service::daemon::schedule::WaveSchedule;
 use klaud_service::daemon::serve::{Daemon, RepoService, ServeSettings, http_router};
-use klaud_service::dashboard::{SnapshotFeed, StatusSnapshot};
+use klaud_service::dashboard::StatusSnapshot;
 use tokio::sync::{Notify, watch};
 
-const REPO: &str = "demo/benchmarks";
-
-fn root() -> &'static Path {
-    Path::new(crate::support::REPO_ROOT)
-}
-
-async fn stack() -> SandboxStack {
-    let seed = std::fs::read_to_string(root().join("configs/demo-registry.json")).expect("seed");
-    let script = Script::from_file(&root().join("configs/demo-ci.toml")).expect("script");
-    SandboxStack::start(
-        REPO,
-        "Klaud-Cold",
-        &root().join("configs/demo"),
-        &seed,
-        Some(script),
-        Duration::from_millis(20),
-    )
-    .await
-    .expect("sandbox")
-}
+use crate::support::{Harness, REPO, daemon, serve_settings, wait_for, write_klaud_toml};
 
 fn settings(claimant: Claimant, max: usize, lease: chrono::TimeDelta) -> ServeSettings {
-    let mut engine = klaud::cli::demo::sandbox_engine(42);
+    let mut engine = crate::support::engine_config(42);
     engine.lease = lease;
-    ServeSettings {
-        claimant,
-        engine,
-        schedule: WaveSchedule::parse("0 0 1 1 *", "UTC").expect("schedule"),
-        wave_on_start: true,
-        reconcile_interval: Duration::from_millis(200),
-        concurrency: max,
-        max_candidates: max,
-        min_age: klaud_planner::plan::PlanOptions::new(chrono::Utc::now()).min_age,
-        cooldown: Duration::ZERO,
-        rules: Vec::new(),
-        release_rules: Vec::new(),
-        upstream: BTreeMap::new(),
-        max_timed_tags: klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS,
-        poll: Duration::from_millis(50),
-        pass_wait: Duration::ZERO,
-    }
-}
-
-/// A daemon over the stack with its own journal, and its snapshot feed.
-async fn daemon(
-    stack: &SandboxStack,
-    settings: ServeSettings,
-    journal: Arc<dyn Journal>,
-) -> (Daemon, SnapshotFeed) {
-    let forge = klaud::cli::demo::sandbox_forge(stack).await.expect("forge");
-    let registry = klaud::cli::demo::sandbox_registry(&stack.registry_url).expect("registry");
-    let baseline = klaud_service::HttpBaselineSource::new(&stack.baseline_url).expect("baseline");
-    let (tx, feed) = Daemon::feed();
-    let daemon = Daemon::new(
-        vec![RepoService {
-            forge,
-            journal,
-            store: None,
-        }],
-        registry,
-        Box::new(baseline),
-        None,
-        settings,
-        tx,
-    )
-    .expect("daemon");
-    (daemon, feed)
-}
-
-/// Waits until `done` holds for the latest snapshot.
-async fn wait_for(feed: &mut SnapshotFeed, what: &str, done: impl Fn(&StatusSnapshot) -> bool) {
-    let waited = tokio::time::timeout(Duration::from_secs(180), async {
-        loop {
-            if done(&feed.borrow_and_update()) {
-                return;
-            }
-            if feed.changed().await.is_err() {
-                panic!("the daemon stopped before {what}");
-            }
-        }
-    })
-    .await;
-    assert!(waited.is_ok(), "timed out waiting for {what}");
+    serve_settings(claimant, engine, max, true)
 }
 
 fn all_finished(s: &StatusSnapshot) -> bool {
@@ -178,7 +99,11 @@ async fn dashboard_shows_every_candidate_with_its_pr_and_outcome_in_chromium() {
         eprintln!("SKIP: chromium is not installed; the dashboard browser test did not run");
         return;
     };
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let journal: Arc<dyn Journal> = Arc::new(MemoryJournal::new());
     let claimant = Claimant::new(uuid::Uuid::new_v4());
     let (daemon, mut feed) = daemon(
@@ -311,7 +236,11 @@ async fn dashboard_shows_every_candidate_with_its_pr_and_outcome_in_chromium() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_split_families_and_one_recovers_the_other_after_its_lease() {
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let lease = chrono::TimeDelta::seconds(4);
     let a_journal = Arc::new(MemoryJournal::new());
     let b_journal = Arc::new(MemoryJournal::new());
@@ -407,19 +336,12 @@ const CANARY_TOKEN: &str = "ghp_KLAUDCANARYtoken0123456789abcdefABCDEF";
 const CANARY_SECRET: &str = "whsec-KLAUDCANARY-webhook-secret-42";
 
 fn serve_command(stack: &SandboxStack, dir: &Path, token: &str) -> std::process::Command {
-    let config = dir.join("klaud.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[github]\napi_url = \"{}\"\nrepository = \"{REPO}\"\n\
-             [daemon]\nreconcile_interval = \"1s\"\nschedule = \"0 0 1 1 *\"\n\
-             webhook_secret_env = \"KLAUD_TEST_WEBHOOK_SECRET\"\n\
-             [lifecycle]\nbaseline_api = \"{}\"\n",
-            stack.github.url(),
-            stack.baseline_url
-        ),
-    )
-    .expect("config");
+    let config = write_klaud_toml(
+        stack,
+        dir,
+        "[daemon]\nreconcile_interval = \"1s\"\nschedule = \"0 0 1 1 *\"\n\
+         webhook_secret_env = \"KLAUD_TEST_WEBHOOK_SECRET\"\n",
+    );
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_klaud"));
     cmd.env("KLAUD_GITHUB_TOKEN", token)
         .env("KLAUD_TEST_WEBHOOK_SECRET", CANARY_SECRET)
@@ -439,7 +361,11 @@ fn serve_command(stack: &SandboxStack, dir: &Path, token: &str) -> std::process:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_never_shows_a_credential_and_stops_gracefully_on_sigterm() {
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let dir = tempfile::tempdir().expect("tempdir");
 
     // A token of another identity: refused at preflight, never echoed.
@@ -536,7 +462,11 @@ async fn serve_never_shows_a_credential_and_stops_gracefully_on_sigterm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verified_webhook_wakes_the_reconcile_loop_and_a_forged_one_does_not() {
     use hmac::Mac;
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let mut s = settings(
         Claimant::new(uuid::Uuid::new_v4()),
         1,
@@ -601,7 +531,11 @@ async fn a_verified_webhook_wakes_the_reconcile_loop_and_a_forged_one_does_not()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_starting_together_never_open_two_prs_for_a_family() {
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let lease = chrono::TimeDelta::hours(2);
     let journals = [
         Arc::new(MemoryJournal::new()),
@@ -667,7 +601,11 @@ async fn two_instances_starting_together_never_open_two_prs_for_a_family() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_daemon_keeps_the_breaker_of_an_unreachable_registry() {
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     // A loopback port nobody listens on: the connection is refused, which
     // trips the breaker for that host.
     let closed = {
@@ -680,7 +618,7 @@ async fn a_restarted_daemon_keeps_the_breaker_of_an_unreachable_registry() {
         let store = store.clone();
         let stack = &stack;
         async move {
-            let forge = klaud::cli::demo::sandbox_forge(stack).await.expect("forge");
+            let forge = crate::support::forge_of(stack).await;
             let journal = klaud_service::StoreJournal::new(store.clone());
             let baseline =
                 klaud_service::HttpBaselineSource::new(&stack.baseline_url).expect("baseline");
@@ -705,8 +643,7 @@ async fn a_restarted_daemon_keeps_the_breaker_of_an_unreachable_registry() {
             (daemon, feed)
         }
     };
-    let unreachable =
-        || klaud::cli::demo::sandbox_registry(&format!("http://{host}")).expect("registry");
+    let unreachable = || crate::support::registry_at(&format!("http://{host}"));
 
     let (daemon, mut feed) = start(unreachable()).await;
     let (stop_tx, stop) = watch::channel(false);
@@ -738,7 +675,11 @@ async fn a_restarted_daemon_keeps_the_breaker_of_an_unreachable_registry() {
 async fn serve_records_the_upstream_range_of_a_nightly_bump() {
     use klaud_github::upstream::GithubUpstream;
     use klaud_github::{Credential, Secret};
-    let stack = stack().await;
+    let stack = Harness::demo()
+        .demo_ci()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     let mut settings = settings(
         Claimant::new(uuid::Uuid::new_v4()),
         10,

@@ -14,7 +14,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,31 +23,13 @@ use klaud_sandbox::ci::{CiSim, Script};
 use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
 use serde_json::Value;
 
-const REPO: &str = "demo/benchmarks";
+use crate::support::{Harness, REPO, write_klaud_toml};
+
 /// Short enough to keep the test quick, and still 8 reconcile passes long
 /// (the configuration refuses less than 4).
 const LEASE: &str = "8s";
 /// The most any wait in this test may take before it fails.
 const PATIENCE: Duration = Duration::from_secs(240);
-
-fn root() -> &'static Path {
-    Path::new(crate::support::REPO_ROOT)
-}
-
-/// The demo repository with the CI simulator held back (started later).
-async fn stack() -> SandboxStack {
-    let seed = std::fs::read_to_string(root().join("configs/demo-registry.json")).expect("seed");
-    SandboxStack::start(
-        REPO,
-        "Klaud-Cold",
-        &root().join("configs/demo"),
-        &seed,
-        None,
-        Duration::from_millis(20),
-    )
-    .await
-    .expect("sandbox")
-}
 
 /// Loopback only: never through a proxy from the environment.
 fn http() -> reqwest::Client {
@@ -77,20 +58,15 @@ impl Serve {
     /// instance id) in a fresh directory, and waits for its dashboard URL.
     async fn start(name: &'static str, stack: &SandboxStack) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let config = dir.path().join("klaud.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[github]\napi_url = \"{}\"\nrepository = \"{REPO}\"\n\
-                 [planner]\nmax_candidates = 2\n\
+        let config = write_klaud_toml(
+            stack,
+            dir.path(),
+            &format!(
+                "[planner]\nmax_candidates = 2\n\
                  [daemon]\nreconcile_interval = \"1s\"\nlease = \"{LEASE}\"\n\
-                 concurrency = 2\nschedule = \"0 0 1 1 *\"\n\
-                 [lifecycle]\nbaseline_api = \"{}\"\n",
-                stack.github.url(),
-                stack.baseline_url
+                 concurrency = 2\nschedule = \"0 0 1 1 *\"\n"
             ),
-        )
-        .expect("config");
+        );
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_klaud"));
         cmd.env("KLAUD_GITHUB_TOKEN", BOT_TOKEN)
             .env(
@@ -416,7 +392,10 @@ fn driven(status: &Value, serve: &Serve, serves: &[&Serve]) -> (BTreeSet<String>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_serve_process_is_recovered_by_the_other_without_duplicate_prs() {
-    let mut stack = stack().await;
+    let mut stack = Harness::demo()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
 
     // A alone first, so its claims exist when B plans: B must plan around
     // them, and both get families of their own.
@@ -583,7 +562,10 @@ async fn a_killed_serve_process_is_recovered_by_the_other_without_duplicate_prs(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_serve_processes_starting_together_never_open_two_prs_for_a_family() {
-    let mut stack = stack().await;
+    let mut stack = Harness::demo()
+        .poll(Duration::from_millis(20))
+        .start_stack()
+        .await;
     stack.ci = Some(CiSim::spawn_with_poll(
         stack.state().clone(),
         Script::all_success(),

@@ -3,22 +3,21 @@
 //! never writes after another instance recovered its candidate, and an
 //! interrupted cleanup resumed with an empty store finishes it for real.
 
-use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use klaud_claims::{ClaimBook, Claimant, ManualClock, SystemClock, Takeover};
 use klaud_lifecycle::engine::{
-    CandidateRecord, Engine, EngineError, ForgeError, Journal, JournalError, MemoryJournal,
-    Progress, Step,
+    CandidateRecord, EngineError, ForgeError, Journal, JournalError, MemoryJournal, Progress, Step,
 };
 use klaud_lifecycle::model::Outcome;
 use klaud_lifecycle::report::{MarkerKey, find_record, parse_receipt};
 use klaud_service::GithubLifecycle;
 use tokio::sync::Notify;
 
-use crate::lifecycle_e2e::{Env, REPO, VALIDATED_SCRIPT, env_seeded};
+use crate::lifecycle_e2e::VALIDATED_SCRIPT;
+use crate::support::{Harness, REPO};
 
 const KEY: &str = "demo-fp4-b200-sglang";
 
@@ -28,14 +27,6 @@ fn a() -> Claimant {
 
 fn b() -> Claimant {
     Claimant::new(uuid::Uuid::from_u128(0xb))
-}
-
-async fn demo_env(script: Option<&str>) -> Env {
-    env_seeded(
-        &Path::new(crate::support::REPO_ROOT).join("configs/demo"),
-        script,
-    )
-    .await
 }
 
 /// A journal that, once armed, stalls the save that records the intent to
@@ -97,7 +88,7 @@ fn after_receipt(bodies: &[String]) -> Vec<String> {
 /// lease runs out and instance B takes the claim over and recovers the
 /// candidate. When A wakes, the write must not be sent.
 async fn stalled_writer(stop_before: fn(&CandidateRecord) -> bool, write: &str) {
-    let mut env = demo_env(Some(VALIDATED_SCRIPT)).await;
+    let mut env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     env.config.lease = chrono::TimeDelta::hours(1);
     let clock = ManualClock::new(chrono::Utc::now());
     let lifecycle = GithubLifecycle::new(&env.forge);
@@ -107,16 +98,7 @@ async fn stalled_writer(stop_before: fn(&CandidateRecord) -> bool, write: &str) 
         stalled: Notify::new(),
         resume: Notify::new(),
     };
-    let engine_a = Engine::new(
-        &lifecycle,
-        &journal,
-        &clock,
-        a(),
-        &env.baseline,
-        &env.repository,
-        env.base.clone(),
-        &env.config,
-    );
+    let engine_a = env.engine_as(&lifecycle, &journal, &clock, a(), &env.config);
     let target = env.target(KEY).await;
     let mut rec = engine_a.open_record(&target).await.expect("record");
     let started = Instant::now();
@@ -148,16 +130,7 @@ async fn stalled_writer(stop_before: fn(&CandidateRecord) -> bool, write: &str) 
             Takeover::Took { held, .. } => held,
             other => panic!("{other:?}"),
         };
-        let engine_b = Engine::new(
-            &lifecycle,
-            &b_journal,
-            &clock,
-            b(),
-            &env.baseline,
-            &env.repository,
-            env.base.clone(),
-            &env.config,
-        );
+        let engine_b = env.engine_as(&lifecycle, &b_journal, &clock, b(), &env.config);
         let mut orphan = engine_b
             .recover(&family, &cid, &held, owner_run)
             .await
@@ -219,7 +192,7 @@ async fn a_writer_stalled_past_its_lease_never_comments_after_a_recovery() {
 #[tokio::test]
 async fn cleanup_resumed_on_a_fresh_store_cancels_runs_deletes_the_branch_and_names_them() {
     // No CI: the smoke stays queued.
-    let env = demo_env(None).await;
+    let env = Harness::demo().start().await;
     let target = env.target(KEY).await;
     let clock = SystemClock;
     let lifecycle = GithubLifecycle::new(&env.forge);
@@ -229,16 +202,7 @@ async fn cleanup_resumed_on_a_fresh_store_cancels_runs_deletes_the_branch_and_na
         stalled: Notify::new(),
         resume: Notify::new(),
     };
-    let engine = Engine::new(
-        &lifecycle,
-        &journal,
-        &clock,
-        a(),
-        &env.baseline,
-        &env.repository,
-        env.base.clone(),
-        &env.config,
-    );
+    let engine = env.engine_as(&lifecycle, &journal, &clock, a(), &env.config);
     let mut rec = engine.open_record(&target).await.expect("record");
     let started = Instant::now();
     while rec.attempts.first().is_none_or(|a| a.run.is_none()) {
@@ -271,16 +235,7 @@ async fn cleanup_resumed_on_a_fresh_store_cancels_runs_deletes_the_branch_and_na
     );
 
     let fresh = MemoryJournal::new();
-    let engine = Engine::new(
-        &lifecycle,
-        &fresh,
-        &clock,
-        a(),
-        &env.baseline,
-        &env.repository,
-        env.base.clone(),
-        &env.config,
-    );
+    let engine = env.engine_as(&lifecycle, &fresh, &clock, a(), &env.config);
     let mut rec = engine.open_record(&target).await.expect("record");
     assert_eq!(rec.step, Step::Finish, "resumed as a cleanup: {rec:#?}");
     let done = engine.drive(&mut rec, 50).await.expect("drive");

@@ -1,6 +1,15 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+mod harness;
+pub use harness::*;
+
+mod github;
+pub use github::*;
+
+mod daemon;
+pub use daemon::*;
+
 use std::path::{Path, PathBuf};
 
 /// The repository root (the tests are compiled as part of `src/klaud`).
@@ -288,4 +297,39 @@ pub async fn run_once_completed(forge: &klaud_github::Forge, id: u64) -> klaud_g
         live = forge.get_run(id).await.expect("run");
     }
     live
+}
+
+/// Runs `fut` to completion on a fresh current-thread runtime (for
+/// synchronous tests that run `klaud` as a process).
+pub fn block_on<T>(fut: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(fut)
+}
+
+/// Starts what `start` builds on a runtime of its own, on a thread that
+/// keeps it served for the life of the test process, and returns what
+/// `pick` takes from it (URLs, shared state).
+pub fn detached<S, T, F>(start: impl FnOnce() -> F + Send + 'static, pick: fn(&S) -> T) -> T
+where
+    F: std::future::Future<Output = S>,
+    S: 'static,
+    T: Send + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let served = start().await;
+            tx.send(pick(&served)).expect("send");
+            std::future::pending::<()>().await;
+        });
+    });
+    rx.recv().expect("the detached sandbox started")
 }
