@@ -147,7 +147,7 @@ async fn a_stale_cluster_before_the_smoke_closes_the_pr_and_deletes_the_branch()
     let pulls = env.pulls(&rec.branch).await;
     assert_eq!(pulls.len(), 1);
     let pull = env.pull(pulls[0]).await;
-    assert!(!pull.open, "the PR is closed");
+    assert!(!pull.state.is_open(), "the PR is closed");
     assert_eq!(
         receipt_outcome(&env, pull.number).await.map(|r| r.0),
         Some(Outcome::CapacityDeferred)

@@ -182,7 +182,7 @@ async fn a_race_is_won_by_the_second_variant_and_the_others_are_stopped() {
     for i in [0, 2] {
         let loser = &recs[i].0;
         let pull = env.pull(loser.pull.expect("pull")).await;
-        assert!(!pull.open, "the loser's PR is closed");
+        assert!(!pull.state.is_open(), "the loser's PR is closed");
         let bodies = env.bodies(pull.number).await;
         assert!(
             bodies
@@ -192,10 +192,17 @@ async fn a_race_is_won_by_the_second_variant_and_the_others_are_stopped() {
         );
         let run = loser.runs()[0].id;
         let live = crate::support::run_once_completed(&env.forge, run).await;
-        assert_eq!(live.conclusion.as_deref(), Some("cancelled"), "run {run}");
+        assert_eq!(
+            live.conclusion.as_ref().map(|c| c.as_str()),
+            Some("cancelled"),
+            "run {run}"
+        );
     }
     let pull = env.pull(winner.pull.expect("pull")).await;
-    assert!(pull.open && !pull.draft, "the winner is ready for review");
+    assert!(
+        pull.state.is_open() && !pull.draft,
+        "the winner is ready for review"
+    );
     assert!(
         pull.title.starts_with(
             "[Klaud Cold][experiment][Variant B] Update demo-fp4-gb200-dynamo-vllm-disagg "
@@ -265,7 +272,7 @@ async fn when_every_variant_fails_each_is_cleaned_up_and_the_family_freed() {
     let recs = race(&env, &journal, instance(1), &targets).await;
     for (rec, _) in &recs {
         assert_eq!(ending(rec), Outcome::Failed, "{rec:#?}");
-        assert!(!env.pull(rec.pull.expect("pull")).await.open);
+        assert!(!env.pull(rec.pull.expect("pull")).await.state.is_open());
     }
     assert_clean_end(&env, &recs).await;
 }
@@ -408,7 +415,7 @@ async fn a_maintainers_klaud_try_starts_a_variant_that_races_the_candidate() {
         winner.title
     );
     assert!(
-        !env.pull(number).await.open,
+        !env.pull(number).await.state.is_open(),
         "the plain candidate's PR is closed"
     );
     assert_clean_end(&env, &recs).await;
@@ -516,7 +523,7 @@ async fn wave_race(keep_journal: bool) {
         .await;
     assert_eq!(winner.len(), 1, "{what}");
     let winner = env.pull(winner[0]).await;
-    assert!(winner.open && !winner.draft, "{what}");
+    assert!(winner.state.is_open() && !winner.draft, "{what}");
     for (i, t) in targets.iter().enumerate() {
         let branch = klaud_lifecycle::engine::branch_name(t.candidate.as_str());
         let pulls = env.pulls(&branch).await;
@@ -533,7 +540,7 @@ async fn wave_race(keep_journal: bool) {
             .collect();
         assert_eq!(receipts.len(), 1, "one receipt on #{} ({what})", pulls[0]);
         if i != 1 {
-            assert!(!env.pull(pulls[0]).await.open, "{what}");
+            assert!(!env.pull(pulls[0]).await.state.is_open(), "{what}");
             assert!(
                 receipts[0].contains(&winner.html_url),
                 "the receipt links the winner ({what}): {}",
@@ -632,12 +639,15 @@ async fn a_tried_variant_is_rebuilt_without_the_journal_and_stopped_by_the_winne
     );
     assert_eq!(outcome(&tried).as_deref(), Some("duplicate"), "{last:#?}");
     let winner = env.pull(number).await;
-    assert!(winner.open && !winner.draft);
+    assert!(winner.state.is_open() && !winner.draft);
     let loser = env
         .pulls(&klaud_lifecycle::engine::branch_name(&tried))
         .await;
     assert_eq!(loser.len(), 1, "one PR for the tried variant");
-    assert!(!env.pull(loser[0]).await.open, "the loser's PR is closed");
+    assert!(
+        !env.pull(loser[0]).await.state.is_open(),
+        "the loser's PR is closed"
+    );
     let receipts: Vec<String> = env
         .bodies(loser[0])
         .await
@@ -697,13 +707,13 @@ async fn assert_race_end(env: &Harness, recs: &Recs, what: &str) {
                 "the receipt of {} links the winner ({what}): {bodies:#?}",
                 rec.branch
             );
-            assert!(!env.pull(pulls[0]).await.open, "{what}");
+            assert!(!env.pull(pulls[0]).await.state.is_open(), "{what}");
         }
     }
     for id in env.stack.state().run_ids(crate::support::REPO).await {
         let run = crate::support::run_once_completed(&env.forge, id).await;
         assert_eq!(
-            run.status.as_deref(),
+            run.status.as_ref().map(|s| s.as_str()),
             Some("completed"),
             "run {id} left running ({what})"
         );

@@ -226,7 +226,7 @@ async fn a_502_after_creating_the_pull_request_does_not_create_a_second_one() {
     let pr = k
         .pull("klaud/auto-x", &head, "<!-- klaud-baseline -->")
         .await;
-    assert!(pr.draft && pr.open);
+    assert!(pr.draft && pr.state.is_open());
     assert_eq!(pr.head_ref, "klaud/auto-x");
     assert_eq!(
         sim.state().pulls_for_head(REPO, "klaud/auto-x").await,
@@ -535,7 +535,7 @@ async fn dispatch_run_and_artifacts_round_trip() {
     assert_eq!(run.event, "workflow_dispatch");
     assert_eq!(run.actor.as_deref(), Some(BOT));
     assert_eq!(run.head_sha, head);
-    assert_eq!(run.status.as_deref(), Some("queued"));
+    assert_eq!(run.status.as_ref().map(|s| s.as_str()), Some("queued"));
     let mine = f
         .list_runs(&RunFilter {
             actor: Some(BOT.into()),
@@ -555,7 +555,7 @@ async fn dispatch_run_and_artifacts_round_trip() {
         .await
         .unwrap();
     let run = f.get_run(id).await.unwrap();
-    assert_eq!(run.conclusion.as_deref(), Some("success"));
+    assert_eq!(run.conclusion.as_ref().map(|c| c.as_str()), Some("success"));
     let artifacts = f.list_artifacts(id).await.unwrap();
     assert_eq!(artifacts.len(), 1);
     let zip = f.download_artifact(artifacts[0].id).await.unwrap();
@@ -573,7 +573,10 @@ async fn dispatch_run_and_artifacts_round_trip() {
 
     let jobs = f.list_jobs(id).await.unwrap();
     assert_eq!(jobs.len(), 1);
-    assert_eq!(jobs[0].conclusion.as_deref(), Some("success"));
+    assert_eq!(
+        jobs[0].conclusion.as_ref().map(|c| c.as_str()),
+        Some("success")
+    );
     sim.state()
         .add_fault(Fault {
             method: Some("POST".into()),
@@ -585,7 +588,7 @@ async fn dispatch_run_and_artifacts_round_trip() {
     k.forge.rerun_run(&run_proof, id).await.unwrap();
     let run = f.get_run(id).await.unwrap();
     assert_eq!(
-        (run.run_attempt, run.status.as_deref()),
+        (run.run_attempt, run.status.as_ref().map(|s| s.as_str())),
         (2, Some("queued"))
     );
 

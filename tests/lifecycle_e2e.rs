@@ -38,7 +38,10 @@ pub(crate) async fn assert_validated(env: &Harness, target: &Target, rec: &Candi
     let pulls = env.pulls(&rec.branch).await;
     assert_eq!(pulls.len(), 1, "one PR for the branch");
     let pull = env.pull(pulls[0]).await;
-    assert!(pull.open && !pull.draft, "validated PRs are open and ready");
+    assert!(
+        pull.state.is_open() && !pull.draft,
+        "validated PRs are open and ready"
+    );
     assert_eq!(pull.labels, vec!["full-sweep-fail-fast".to_owned()]);
     assert!(
         pull.body
@@ -134,7 +137,10 @@ async fn failed_smoke_without_hook_cleans_up() {
     assert_eq!(ending.outcome, Outcome::Failed);
     let number = rec.pull.expect("pull");
     let pull = env.pull(number).await;
-    assert!(!pull.open && pull.draft, "closed and back to draft");
+    assert!(
+        !pull.state.is_open() && pull.draft,
+        "closed and back to draft"
+    );
     assert!(pull.labels.is_empty());
     assert_eq!(
         env.forge
@@ -274,7 +280,7 @@ async fn failed_smoke_is_repaired_by_the_hook() {
     assert_eq!(ctx.version, 2);
     assert_eq!(ctx.budget_left, 4);
     let job = ctx.failed_jobs.first().expect("a failed job");
-    assert_eq!(job.conclusion, "failure");
+    assert_eq!(job.conclusion.as_str(), "failure");
     assert!(
         job.url.as_deref().is_some_and(|u| u.contains("/job/")),
         "{job:?}"
@@ -373,7 +379,10 @@ async fn handoff_label_stops_every_mutation() {
     );
     only_claim_writes(&writes);
     let pull = env.pull(rec.pull.expect("pull")).await;
-    assert!(pull.open, "the PR stays as the maintainer left it");
+    assert!(
+        pull.state.is_open(),
+        "the PR stays as the maintainer left it"
+    );
     assert!(
         env.claims().await.is_empty(),
         "Klaud's own claim is released"
@@ -413,7 +422,7 @@ async fn foreign_commit_is_a_handoff() {
 #[tokio::test]
 async fn lost_claim_is_an_ownership_mismatch() {
     let (env, rec, writes) = hands_off_case(async |env, rec| {
-        let family = rec.candidate.split('-').next().expect("family id");
+        let family = rec.candidate.as_str().split('-').next().expect("family id");
         maintainer(env)
             .await
             .delete_ref(&format!("refs/heads/klaud/claim-{family}"))
@@ -428,7 +437,7 @@ async fn lost_claim_is_an_ownership_mismatch() {
         writes.is_empty(),
         "nothing is written without the claim: {writes:#?}"
     );
-    assert!(env.pull(rec.pull.expect("pull")).await.open);
+    assert!(env.pull(rec.pull.expect("pull")).await.state.is_open());
 }
 
 /// Stops after `k` steps, restarts (from the journal, or from an empty one)
@@ -725,10 +734,13 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
     );
     let number = rec.pull.expect("pull");
     let pull = env.pull(number).await;
-    assert!(!pull.open, "closed");
+    assert!(!pull.state.is_open(), "closed");
     // GitHub cancels asynchronously: the run ends a moment after the 202.
     let live = crate::support::run_once_completed(&env.forge, run).await;
-    assert_eq!(live.conclusion.as_deref(), Some("cancelled"));
+    assert_eq!(
+        live.conclusion.as_ref().map(|c| c.as_str()),
+        Some("cancelled")
+    );
     let m = markers(&env.bodies(number).await);
     assert_unique(&m);
     let orphan = format!("klaud-outcome:{OWNER_RUN}:{}", target.candidate.as_str());
@@ -807,7 +819,10 @@ async fn stuck_smoke_runs_are_cancelled_and_retried() {
     );
     for run in rec.runs() {
         let live = env.forge.get_run(run.id).await.expect("run");
-        assert_eq!(live.conclusion.as_deref(), Some("cancelled"));
+        assert_eq!(
+            live.conclusion.as_ref().map(|c| c.as_str()),
+            Some("cancelled")
+        );
     }
     assert_eq!(env.dispatches().await, 3);
 }

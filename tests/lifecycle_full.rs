@@ -189,7 +189,10 @@ async fn full_repository_candidates_are_validated_retried_and_cleaned_up_on_both
         let ending = rec.ending.as_ref().expect("ending");
         assert_eq!(ending.outcome, Outcome::Failed, "{version}: {ending:?}");
         let pull = env.pull(rec.pull.expect("pull")).await;
-        assert!(!pull.open && pull.draft, "{version}: closed as a draft");
+        assert!(
+            !pull.state.is_open() && pull.draft,
+            "{version}: closed as a draft"
+        );
         assert!(pull.labels.is_empty(), "{version}: {:?}", pull.labels);
         assert!(env.claims().await.is_empty(), "{version}: claims released");
     }

@@ -133,7 +133,10 @@ async fn candidates_are_validated_retried_and_cleaned_up_on_both_workflow_versio
         let ending = rec.ending.as_ref().expect("ending");
         assert_eq!(ending.outcome, Outcome::Failed, "{version}: {ending:?}");
         let pull = env.pull(rec.pull.expect("pull")).await;
-        assert!(!pull.open && pull.draft, "{version}: closed as a draft");
+        assert!(
+            !pull.state.is_open() && pull.draft,
+            "{version}: closed as a draft"
+        );
         assert!(pull.labels.is_empty(), "{version}: {:?}", pull.labels);
         assert!(env.claims().await.is_empty(), "{version}: claims released");
     }
@@ -275,7 +278,7 @@ jobs:
     let log = env.stack.state().request_log().await;
     assert_eq!(posts(&log, "/dispatches"), 0);
     let pull = env.pull(rec.pull.expect("pull")).await;
-    assert!(!pull.open, "cleaned up");
+    assert!(!pull.state.is_open(), "cleaned up");
 }
 
 /// A sweep run that skipped every job (the 843c6254 sweep on a draft, here
@@ -398,7 +401,9 @@ sweep = [{ delay = 1, outcome = "success" }]
                     let Some(title) = run.display_title.as_deref() else {
                         continue;
                     };
-                    if run.event != "pull_request" || run.conclusion.as_deref() == Some("skipped") {
+                    if run.event != "pull_request"
+                        || run.conclusion.as_ref().map(|c| c.as_str()) == Some("skipped")
+                    {
                         continue;
                     }
                     let Some(pr_title) = title.strip_prefix("Run Sweep - ") else {
@@ -479,7 +484,11 @@ sweep = [{ delay = 1, outcome = "success" }]
         );
         // The simulator ran the push run to its end, untouched.
         let live = env.forge.get_run(push.id).await.expect("push run");
-        assert_ne!(live.conclusion.as_deref(), Some("cancelled"), "{version}");
+        assert_ne!(
+            live.conclusion.as_ref().map(|c| c.as_str()),
+            Some("cancelled"),
+            "{version}"
+        );
     }
 }
 
@@ -522,7 +531,7 @@ sweep = [{ delay = 2, outcome = "success" }]
             .id;
         let cancelled: Vec<u64> = runs
             .iter()
-            .filter(|r| r.conclusion.as_deref() == Some("cancelled"))
+            .filter(|r| r.conclusion.as_ref().map(|c| c.as_str()) == Some("cancelled"))
             .map(|r| r.id)
             .collect();
         assert_eq!(cancelled.len(), 1, "{version}: {runs:?}");
@@ -531,7 +540,11 @@ sweep = [{ delay = 2, outcome = "success" }]
             "{version}: the older run was cancelled"
         );
         let live = env.forge.get_run(bound).await.expect("bound run");
-        assert_eq!(live.conclusion.as_deref(), Some("success"), "{version}");
+        assert_eq!(
+            live.conclusion.as_ref().map(|c| c.as_str()),
+            Some("success"),
+            "{version}"
+        );
         // The survivor is the label's run: the newest of the PR's sweep runs.
         assert_eq!(
             runs.last().map(|r| r.id),

@@ -119,7 +119,7 @@ async fn maintainer_stop_ends_the_candidate_as_handoff_with_one_reply() {
     assert!(ending.message.contains("flaky node"), "{}", ending.message);
     assert!(env.claims().await.is_empty(), "the claim is released");
     // Hands off: the PR stays open and the branch stays.
-    assert!(env.pull(pr).await.open);
+    assert!(env.pull(pr).await.state.is_open());
     let replies = env.replies_to(pr, id).await;
     assert_eq!(replies.len(), 1, "{replies:#?}");
     assert!(replies[0].starts_with("Stopped") || replies[0].contains("Stopped"));
@@ -142,7 +142,11 @@ async fn each_command_is_answered_once_across_passes_and_a_restart() {
     assert_eq!(env.handle(&restarted, &mut rec).await, 0);
     let replies = env.replies_to(pr, id).await;
     assert_eq!(replies.len(), 1, "{replies:#?}");
-    assert!(replies[0].contains(&rec.candidate), "{}", replies[0]);
+    assert!(
+        replies[0].contains(rec.candidate.as_str()),
+        "{}",
+        replies[0]
+    );
     assert!(replies[0].contains("in progress"), "{}", replies[0]);
     assert_eq!(rec.step, Step::Smoke, "status changes nothing");
 }
@@ -236,7 +240,7 @@ async fn release_cleans_up_and_the_receipt_names_who_and_why() {
     assert_eq!(rec.step, Step::Done);
     assert!(!rec.ending.as_ref().expect("ending").hands_off);
     assert!(env.claims().await.is_empty());
-    assert!(!env.pull(pr).await.open, "cleanup closes the PR");
+    assert!(!env.pull(pr).await.state.is_open(), "cleanup closes the PR");
     let bodies = env.bodies(pr).await;
     let receipt = bodies
         .iter()
@@ -340,7 +344,7 @@ async fn recover_finishes_an_expired_claim_once_with_two_concurrent_recoverers()
         "{all:#?}"
     );
     assert_eq!(receipts(&env, pr).await, 1, "one cleanup, one receipt");
-    assert!(!env.pull(pr).await.open);
+    assert!(!env.pull(pr).await.state.is_open());
     assert!(env.claims().await.is_empty());
     assert!(
         recovery_leases(&env).await.is_empty(),
@@ -361,7 +365,7 @@ async fn a_recoverer_that_crashed_after_the_takeover_resumes_from_its_recovery_l
     // Instance 7 takes the recovery lease and the claim, then dies.
     let orphans = take_over_as(&env, 7, chrono::TimeDelta::hours(1)).await;
     assert_eq!(orphans.len(), 1);
-    let lease_ref = CandidateId::new(&rec.candidate)
+    let lease_ref = CandidateId::new(rec.candidate.as_str())
         .expect("id")
         .recovery_ref(OWNER_RUN);
     let leases = recovery_leases(&env).await;
@@ -401,7 +405,7 @@ async fn a_live_recovery_lease_blocks_other_recoverers_until_it_expires() {
     let candidate = klaud_claims::ClaimCandidate::new(
         &rec.base_sha,
         &rec.family,
-        CandidateId::new(&rec.candidate).expect("id"),
+        CandidateId::new(rec.candidate.as_str()).expect("id"),
     );
     for run in [OWNER_RUN, 1] {
         let taken = dead
@@ -643,7 +647,7 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("live owner"), "{stderr}");
     assert_eq!(env.claims().await.len(), 1, "a refusal changes nothing");
-    assert!(env.pull(pr).await.open);
+    assert!(env.pull(pr).await.state.is_open());
 
     let forced: Vec<&str> = args.iter().copied().chain(["--force", "--json"]).collect();
     let out = claims_release(&env, &forced).await;
@@ -658,7 +662,7 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
     );
     assert_eq!(released["candidates"][0]["outcome"], "handoff");
     assert!(env.claims().await.is_empty());
-    assert!(!env.pull(pr).await.open, "cleanup closes the PR");
+    assert!(!env.pull(pr).await.state.is_open(), "cleanup closes the PR");
     let bodies = env.bodies(pr).await;
     let receipt = bodies
         .iter()
@@ -797,7 +801,7 @@ async fn cli_release_that_cannot_finish_a_candidate_keeps_the_claim_and_says_so(
     assert!(stdout.contains("did not finish"), "{stdout}");
     assert!(stderr.contains("stays leased"), "{stderr}");
     assert_eq!(env.claims().await.len(), 1, "the claim is kept");
-    assert!(env.pull(pr).await.open);
+    assert!(env.pull(pr).await.state.is_open());
     assert_eq!(receipts(&env, pr).await, 0);
 
     // Once GitHub answers again, a forced re-run finishes it.
@@ -845,7 +849,7 @@ async fn the_old_helpers_retry_release_marker_from_a_writer_is_honoured_like_ret
             MAINTAINER,
             MAINTAINER_TOKEN,
             pr,
-            &retry_release(&rec, &rec.candidate, &head),
+            &retry_release(&rec, rec.candidate.as_str(), &head),
         )
         .await;
     let answered = handle(&mut rec).await;
@@ -882,21 +886,21 @@ async fn a_retry_release_marker_from_a_reader_or_for_another_head_or_candidate_i
     assert_eq!(rec.step, Step::Done);
     let head = rec.head.clone().expect("head");
     let other_head = "0".repeat(40);
-    let family = &rec.candidate[..16];
+    let family = &rec.candidate.as_str()[..16];
     let other_candidate = format!("{family}-{}", "f".repeat(16));
     let ignored = [
         env.comment_as(
             READER,
             READER_TOKEN,
             pr,
-            &retry_release(&rec, &rec.candidate, &head),
+            &retry_release(&rec, rec.candidate.as_str(), &head),
         )
         .await,
         env.comment_as(
             MAINTAINER,
             MAINTAINER_TOKEN,
             pr,
-            &retry_release(&rec, &rec.candidate, &other_head),
+            &retry_release(&rec, rec.candidate.as_str(), &other_head),
         )
         .await,
         env.comment_as(

@@ -363,7 +363,11 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
     // (GitHub cancels asynchronously: the run ends a moment after the 202.)
     for run in &ended.runs {
         let live = crate::support::run_once_completed(&env.forge, run.id).await;
-        assert_eq!(live.conclusion.as_deref(), Some("cancelled"), "{live:?}");
+        assert_eq!(
+            live.conclusion.as_ref().map(|c| c.as_str()),
+            Some("cancelled"),
+            "{live:?}"
+        );
     }
     let family_id = klaud_claims::CandidateId::new(&c.candidate)
         .expect("id")
@@ -375,7 +379,7 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
             .any(|(name, _)| name.ends_with(family_id.as_str())),
         "claim released"
     );
-    assert!(!env.pull(number).await.open);
+    assert!(!env.pull(number).await.state.is_open());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -419,7 +423,7 @@ async fn a_human_pr_overlapping_an_open_klaud_pr_is_left_or_handed_off_as_config
         status.contains("left as is") && status.contains(&format!("#{human}")),
         "{status}"
     );
-    assert!(env.pull(number).await.open);
+    assert!(env.pull(number).await.state.is_open());
 
     // handoff: Klaud ends its own candidate and closes its own PR.
     let mut engine = engine_config(5109);
@@ -431,7 +435,7 @@ async fn a_human_pr_overlapping_an_open_klaud_pr_is_left_or_handed_off_as_config
         .find(|c| c.candidate == ours.candidate)
         .expect("reported");
     assert_eq!(c.outcome.as_deref(), Some("handoff"), "{c:#?}");
-    assert!(!env.pull(number).await.open);
-    assert!(env.pull(human).await.open);
+    assert!(!env.pull(number).await.state.is_open());
+    assert!(env.pull(human).await.state.is_open());
     assert!(env.bodies(human).await.is_empty());
 }

@@ -90,7 +90,7 @@ async fn a_family_with_no_published_baseline_is_readiness_blocked_before_any_dis
     let bodies = env.bodies(number).await;
     let receipt = bodies.last().expect("receipt");
     assert!(receipt.contains("baseline-unavailable"), "{receipt}");
-    assert!(!env.pull(number).await.open);
+    assert!(!env.pull(number).await.state.is_open());
     // The other families, whose baselines are published, go on to smoke.
     assert!(
         summary

@@ -285,7 +285,7 @@ async fn a_pushed_commit_without_the_trailer_is_a_handoff() {
     assert!(ending.message.contains("without the trailer"), "{ending:?}");
     // Handed off: the PR and branch stay as the person left them.
     let pull = env.pull(rec.pull.expect("pull")).await;
-    assert!(pull.open, "a handoff leaves the PR open");
+    assert!(pull.state.is_open(), "a handoff leaves the PR open");
     assert_eq!(rec.repairs, 0, "the push is not counted as Klaud's repair");
 }
 
@@ -385,7 +385,7 @@ exit 3
     let dir = read("dir");
     assert_eq!(
         Path::new(dir.trim()),
-        root.path().join(&rec.candidate),
+        root.path().join(rec.candidate.as_str()),
         "{dir}"
     );
     assert!(
@@ -420,7 +420,7 @@ async fn the_example_hook_reads_the_input_and_gives_up_with_a_reason() {
         ending.message.contains("the example hook makes no fix"),
         "{ending:?}"
     );
-    assert!(!root.path().join(&rec.candidate).exists());
+    assert!(!root.path().join(rec.candidate.as_str()).exists());
 }
 
 #[tokio::test]
@@ -543,7 +543,7 @@ printf '%s' '{output}' > "$out""#,
 fn target_of(rec: &klaud_lifecycle::engine::CandidateRecord) -> klaud_lifecycle::engine::Target {
     klaud_lifecycle::engine::Target {
         family: rec.family.clone(),
-        candidate: klaud_claims::CandidateId::new(&rec.candidate).expect("id"),
+        candidate: klaud_claims::CandidateId::new(rec.candidate.as_str()).expect("id"),
         image: rec.image.clone(),
         revision: rec.revision.clone(),
         clock: rec.clock.clone(),
@@ -652,7 +652,7 @@ async fn the_hook_proposes_two_variants_and_the_second_wins_the_race() {
     let winner = c.pull_url.clone().expect("url");
     for loser in [orig, b] {
         let pull = env.pull(loser.pull.expect("pull")).await;
-        assert!(!pull.open, "{}", loser.branch);
+        assert!(!pull.state.is_open(), "{}", loser.branch);
         let bodies = env.bodies(pull.number).await;
         assert!(
             bodies
@@ -663,7 +663,10 @@ async fn the_hook_proposes_two_variants_and_the_second_wins_the_race() {
     }
     // C = B plus an edit, proposed by the hook after the failed smoke.
     let pull = env.pull(c.pull.expect("pull")).await;
-    assert!(pull.open && !pull.draft, "the winner is ready for review");
+    assert!(
+        pull.state.is_open() && !pull.draft,
+        "the winner is ready for review"
+    );
     assert!(
         pull.title
             .starts_with("[Klaud Cold][experiment][Variant C] "),

@@ -279,7 +279,7 @@ async fn two_instances_split_families_and_one_recovers_the_other_after_its_lease
     let a_open: BTreeSet<String> = a_records
         .iter()
         .filter(|r| r.step != Step::Done)
-        .map(|r| r.candidate.clone())
+        .map(|r| r.candidate.to_string())
         .collect();
 
     let (b_stop_tx, b_stop) = watch::channel(false);
@@ -304,7 +304,7 @@ async fn two_instances_split_families_and_one_recovers_the_other_after_its_lease
     let b_records = b_journal.list().await.expect("B's journal");
     for rec in &b_records {
         let ending = rec.ending.as_ref().expect("finished");
-        if a_open.contains(&rec.candidate) {
+        if a_open.contains(rec.candidate.as_str()) {
             assert_eq!(
                 ending.outcome.to_string(),
                 "unexpected-error",

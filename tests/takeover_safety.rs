@@ -45,9 +45,12 @@ impl Journal for StallingJournal {
         self.inner.save(record).await?;
         let hit = {
             let mut armed = self.armed.lock().unwrap();
-            let hit = armed
-                .as_deref()
-                .is_some_and(|p| record.intent.as_deref().is_some_and(|i| i.starts_with(p)));
+            let hit = armed.as_deref().is_some_and(|p| {
+                record
+                    .intent
+                    .as_ref()
+                    .is_some_and(|i| i.to_string().starts_with(p))
+            });
             if hit {
                 *armed = None;
             }
@@ -118,7 +121,7 @@ async fn stalled_writer(stop_before: fn(&CandidateRecord) -> bool, write: &str) 
         clock.advance(chrono::TimeDelta::hours(1) + chrono::TimeDelta::minutes(1));
         let book = ClaimBook::new(&env.forge, &clock, b());
         let runs = klaud_github::ForgeRunStatus::new(&env.forge);
-        let cid = klaud_claims::CandidateId::new(&candidate).unwrap();
+        let cid = candidate.clone();
         let held = match book
             .takeover(&cid.family(), 777, env.config.lease, &runs)
             .await
@@ -241,7 +244,7 @@ async fn cleanup_resumed_on_a_fresh_store_cancels_runs_deletes_the_branch_and_na
     // GitHub cancels asynchronously: the run ends a moment after the 202.
     let live = crate::support::run_once_completed(&env.forge, run).await;
     assert_eq!(
-        live.conclusion.as_deref(),
+        live.conclusion.as_ref().map(|c| c.as_str()),
         Some("cancelled"),
         "the smoke was cancelled"
     );
@@ -249,7 +252,7 @@ async fn cleanup_resumed_on_a_fresh_store_cancels_runs_deletes_the_branch_and_na
         env.stack.state().ref_sha(REPO, &rec.branch).await.is_none(),
         "the branch is deleted"
     );
-    assert!(!env.pull(number).await.open, "the PR is closed");
+    assert!(!env.pull(number).await.state.is_open(), "the PR is closed");
     let receipt = env
         .bodies(number)
         .await

@@ -114,6 +114,78 @@ impl fmt::Display for CandidateId {
     }
 }
 
+/// `FromStr`, `AsRef<str>`, comparison with text, and serde as the plain
+/// id text (validated when read, so a record naming a malformed id fails to
+/// load with an error that quotes it).
+macro_rules! id_traits {
+    ($name:ident) => {
+        impl std::str::FromStr for $name {
+            type Err = IdError;
+            fn from_str(s: &str) -> Result<Self, IdError> {
+                Self::new(s)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl PartialEq<String> for $name {
+            fn eq(&self, other: &String) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl PartialEq<$name> for str {
+            fn eq(&self, other: &$name) -> bool {
+                self == other.0
+            }
+        }
+
+        impl PartialEq<$name> for &str {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.0
+            }
+        }
+
+        impl PartialEq<$name> for String {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.0
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.0)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = std::borrow::Cow::<'de, str>::deserialize(d)?;
+                Self::new(&text).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+id_traits!(FamilyId);
+id_traits!(CandidateId);
+
 /// Hostile input can be arbitrarily long; error messages quote only its start.
 pub(crate) fn truncate_for_message(s: &str) -> String {
     const MAX: usize = 80;
@@ -126,6 +198,23 @@ pub(crate) fn truncate_for_message(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_are_plain_strings_in_serde_and_checked_when_read() {
+        let id = CandidateId::new("d92e15065c55779d-0123456789abcdef").expect("valid");
+        let json = serde_json::to_string(&id).expect("encodes");
+        assert_eq!(json, "\"d92e15065c55779d-0123456789abcdef\"");
+        assert_eq!(
+            serde_json::from_str::<CandidateId>(&json).expect("decodes"),
+            id
+        );
+        assert_eq!(id.as_str().parse::<CandidateId>(), Ok(id.clone()));
+        let err = serde_json::from_str::<CandidateId>("\"c\"").unwrap_err();
+        assert!(err.to_string().contains("candidate id \"c\""), "{err}");
+        let fam: FamilyId = serde_json::from_str("\"d92e15065c55779d\"").expect("decodes");
+        assert_eq!(fam, id.family());
+        assert!(serde_json::from_str::<FamilyId>("\"D92E\"").is_err());
+    }
 
     #[test]
     fn family_id_accepts_known_value_and_builds_claim_ref() {

@@ -377,7 +377,7 @@ fn recovered(
 ) -> Recovered {
     let mut out = Recovered {
         family: rec.family.clone(),
-        candidate: rec.candidate.clone(),
+        candidate: rec.candidate.to_string(),
         orphan_run,
         outcome: None,
         message: String::new(),

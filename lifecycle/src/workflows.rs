@@ -14,6 +14,8 @@ use klaud_workflows::EventContext;
 pub use klaud_workflows::{Workflow, WorkflowError};
 
 use crate::engine::forge::{Pull, Run};
+#[cfg(test)]
+use crate::engine::forge::{PullState, RunStatus};
 
 /// Where workflow files live in a repository.
 pub const WORKFLOWS_DIR: &str = ".github/workflows";
@@ -236,7 +238,7 @@ pub fn sweep_title(
             "number": pull.number,
             "title": pull.title,
             "draft": pull.draft,
-            "state": if pull.open { "open" } else { "closed" },
+            "state": pull.state.github_state(),
             "labels": labels,
             "user": {"login": pull.author},
             "head": {"ref": pull.head_ref, "sha": pull.head_sha, "repo": {"full_name": pull.head_repo}},
@@ -364,7 +366,7 @@ jobs:
     fn pull() -> Pull {
         Pull {
             number: 7,
-            open: true,
+            state: PullState::Open,
             draft: true,
             title: "[Klaud] Update x".into(),
             body: String::new(),
@@ -374,7 +376,6 @@ jobs:
             author: Some("bot".into()),
             labels: vec![],
             html_url: String::new(),
-            merged: false,
         }
     }
 
@@ -407,7 +408,7 @@ jobs:
             attempt: 1,
             title: title.clone(),
             event: "pull_request".into(),
-            status: "queued".into(),
+            status: RunStatus::Queued,
             conclusion: None,
             head_sha: p.head_sha.clone(),
             actor: Some("bot".into()),

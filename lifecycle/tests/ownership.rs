@@ -13,7 +13,7 @@ use klaud_claims::{
 use klaud_lifecycle::engine::ownership::check;
 use klaud_lifecycle::engine::{
     ArtifactInfo, Comment, Expectation, Forge, ForgeError, MismatchKind, OwnershipError,
-    OwnershipProof, ProofError, Pull, ReplyPermit, Run, RunQuery, reply_permit,
+    OwnershipProof, ProofError, Pull, PullState, ReplyPermit, Run, RunQuery, reply_permit,
 };
 use serde_json::Value;
 
@@ -203,7 +203,7 @@ async fn world() -> (Fake, HeldClaim, String) {
         refs,
         pull: Mutex::new(Pull {
             number: 7,
-            open: true,
+            state: PullState::Open,
             draft: true,
             title: "t".into(),
             body: String::new(),
@@ -213,7 +213,6 @@ async fn world() -> (Fake, HeldClaim, String) {
             author: Some("klaud-cold".into()),
             labels: vec!["full-sweep-fail-fast".into()],
             html_url: String::new(),
-            merged: false,
         }),
         run: Mutex::new(Run {
             id: 99,

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use klaud_lifecycle::engine::Pull;
+use klaud_lifecycle::engine::{Pull, PullState};
 use klaud_lifecycle::workflows::{
     DraftPolicy, Workflow, klaud_smoke_inputs, smoke_dispatch, sweep_runs_on_drafts, sweep_title,
 };
@@ -64,7 +64,7 @@ fn smoke_inputs_follow_each_versions_declarations() {
 fn the_sweep_title_and_draft_rule_follow_each_version() {
     let pull = Pull {
         number: 12,
-        open: true,
+        state: PullState::Open,
         draft: true,
         title: "[Klaud Cold] Update k SGLang image to v1".into(),
         body: String::new(),
@@ -74,7 +74,6 @@ fn the_sweep_title_and_draft_rule_follow_each_version() {
         author: Some("Klaud-Cold".into()),
         labels: vec!["full-sweep-fail-fast".into()],
         html_url: String::new(),
-        merged: false,
     };
     let label = "full-sweep-fail-fast";
     for (version, on_drafts) in [("843c6254", false), ("newer", true)] {

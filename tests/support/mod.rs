@@ -290,7 +290,7 @@ pub fn inferencex_workflows(version: &str) -> Option<PathBuf> {
 pub async fn run_once_completed(forge: &klaud_github::Forge, id: u64) -> klaud_github::RunInfo {
     let mut live = forge.get_run(id).await.expect("run");
     for _ in 0..200 {
-        if live.status.as_deref() == Some("completed") {
+        if live.status.as_ref().map(|s| s.as_str()) == Some("completed") {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;

@@ -91,7 +91,7 @@ pub struct Answered {
 /// The family id whose retry request concerns `rec`, when its candidate id
 /// is well-formed.
 pub fn retry_family(rec: &CandidateRecord) -> Option<String> {
-    CandidateId::new(&rec.candidate)
+    CandidateId::new(rec.candidate.as_str())
         .ok()
         .map(|id| id.family().as_str().to_owned())
 }
@@ -144,7 +144,7 @@ pub async fn request_retry(
             rec.candidate
         )));
     }
-    let Ok(id) = CandidateId::new(&rec.candidate) else {
+    let Ok(id) = CandidateId::new(rec.candidate.as_str()) else {
         return Ok(Err(format!(
             "Cannot retry: {:?} is not a candidate id.",
             rec.candidate
@@ -154,7 +154,7 @@ pub async fn request_retry(
         .record_retry_request(
             id.family().as_str(),
             &RetryRequest {
-                candidate: rec.candidate.clone(),
+                candidate: rec.candidate.to_string(),
                 by: by.to_owned(),
                 reason: reason.to_owned(),
                 at: clock.now(),

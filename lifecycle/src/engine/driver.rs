@@ -12,7 +12,10 @@ use klaud_planner::repo::{Family, Repository};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::forge::{Forge, ForgeError, Run, RunQuery};
+#[cfg(test)]
+use super::forge::RunStatus;
+use super::forge::{Forge, ForgeError, Run, RunConclusion, RunQuery};
+use super::intent::Intent;
 use super::journal::{AttemptRecord, CandidateRecord, Ending, Journal, JournalError, Step};
 use super::ownership::{self, Expectation, Mismatch, MismatchKind, OwnershipError, OwnershipProof};
 use crate::artifacts::ArtifactLimits;
@@ -213,6 +216,10 @@ pub enum EngineError {
     #[error(transparent)]
     Journal(#[from] JournalError),
     /// A claim operation failed.
+    #[error("claim: {0}")]
+    ClaimOp(#[from] klaud_claims::ClaimError),
+    /// A claim record is not what the engine needs (the experiment
+    /// fields of a shared claim).
     #[error("claim: {0}")]
     Claim(String),
     /// The candidate does not fit the repository.
@@ -460,7 +467,7 @@ impl<'a> Engine<'a> {
         old_image: String,
     ) -> CandidateRecord {
         CandidateRecord {
-            candidate: candidate.as_str().to_owned(),
+            candidate: candidate.clone(),
             family: family.to_owned(),
             key,
             old_image,
@@ -548,7 +555,9 @@ impl<'a> Engine<'a> {
                     let Ok(receipt) = crate::report::parse_receipt(&found) else {
                         continue;
                     };
-                    if receipt.result.outcome() == Outcome::CapacityDeferred && !pull.open {
+                    if receipt.result.outcome() == Outcome::CapacityDeferred
+                        && !pull.state.is_open()
+                    {
                         // A deferral is tried again from the start: the
                         // closed PR is history, not this attempt's end.
                         return Ok(());
@@ -668,7 +677,7 @@ impl<'a> Engine<'a> {
             Ok(plan) => plan.title,
             Err(_) => format!(
                 "e2e Test - {}",
-                smoke_test_name(rec.owner_run, &rec.candidate)
+                smoke_test_name(rec.owner_run, rec.candidate.as_str())
             ),
         };
         let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
@@ -863,7 +872,7 @@ impl<'a> Engine<'a> {
         ) && let Some(number) = rec.pull
         {
             let pull = self.forge.get_pull(number).await?;
-            if !pull.open {
+            if !pull.state.is_open() {
                 return self.closed_elsewhere(rec, &pull).await;
             }
         }
@@ -925,9 +934,10 @@ impl<'a> Engine<'a> {
         login.is_some_and(|l| l.eq_ignore_ascii_case(&bot))
     }
 
+    /// The record's id (checked when the record was made or loaded); a
+    /// `Result` so that callers keep one error path.
     fn candidate_id(rec: &CandidateRecord) -> Result<CandidateId, EngineError> {
-        CandidateId::new(&rec.candidate)
-            .map_err(|e| EngineError::Invalid(format!("candidate {}: {e}", rec.candidate)))
+        Ok(rec.candidate.clone())
     }
 
     async fn save(&self, rec: &mut CandidateRecord) -> Result<(), EngineError> {
@@ -937,8 +947,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Records what is about to happen, durably, before it happens.
-    async fn intend(&self, rec: &mut CandidateRecord, what: &str) -> Result<(), EngineError> {
-        rec.intent = Some(what.to_owned());
+    async fn intend(&self, rec: &mut CandidateRecord, what: Intent) -> Result<(), EngineError> {
+        rec.intent = Some(what);
         self.save(rec).await
     }
 
@@ -1025,7 +1035,7 @@ impl<'a> Engine<'a> {
             Ok(w) => w.as_ref(),
             Err(e) => return Ok(Err(e.clone())),
         };
-        let test_name = smoke_test_name(rec.owner_run, &rec.candidate);
+        let test_name = smoke_test_name(rec.owner_run, rec.candidate.as_str());
         let command = match self.smoke_command(rec) {
             Ok(command) => command,
             Err(e) => return Ok(Err(e.to_string())),
@@ -1137,7 +1147,7 @@ impl<'a> Engine<'a> {
         pull: &super::forge::Pull,
     ) -> Result<Progress, EngineError> {
         let phase = Self::phase_of(rec.step);
-        let (outcome, message) = if pull.merged {
+        let (outcome, message) = if pull.state.is_merged() {
             let verified = rec.sweep.is_some() && rec.step == Step::Sweep;
             (
                 if verified {
@@ -1198,10 +1208,7 @@ impl<'a> Engine<'a> {
             // An empty journal: the claim may still be ours on GitHub.
             let book = self.book();
             let family = Self::candidate_id(rec)?.family();
-            if let Some(entry) = book
-                .inspect(&family)
-                .await
-                .map_err(|e| EngineError::Claim(e.to_string()))?
+            if let Some(entry) = book.inspect(&family).await.map_err(EngineError::ClaimOp)?
                 && let Some(held) = book.adopt(&entry)
                 && held
                     .record
@@ -1277,7 +1284,7 @@ impl<'a> Engine<'a> {
             .book()
             .renew(&held, self.config.lease)
             .await
-            .map_err(|e| EngineError::Claim(e.to_string()))?;
+            .map_err(EngineError::ClaimOp)?;
         // A sibling variant renewed the shared claim first: its tip is ours.
         if matches!(renewed, Renew::Lost(klaud_claims::Lost::Moved(_)))
             && self.adopt_moved_claim(rec).await?
@@ -1291,7 +1298,7 @@ impl<'a> Engine<'a> {
                 .book()
                 .renew(&held, self.config.lease)
                 .await
-                .map_err(|e| EngineError::Claim(e.to_string()))?;
+                .map_err(EngineError::ClaimOp)?;
         }
         match renewed {
             Renew::Renewed(h) => {
@@ -1318,7 +1325,7 @@ impl<'a> Engine<'a> {
         rec: &CandidateRecord,
         pull: &super::forge::Pull,
     ) -> Result<bool, EngineError> {
-        if pull.open || !self.by_bot(pull.author.as_deref()) {
+        if pull.state.is_open() || !self.by_bot(pull.author.as_deref()) {
             return Ok(false);
         }
         let comments = self.forge.list_comments(pull.number).await?;
@@ -1371,7 +1378,7 @@ impl<'a> Engine<'a> {
             Err(p) => return Ok(Some(p)),
         };
         for r in missing {
-            self.intend(rec, &format!("comment {}", r.key)).await?;
+            self.intend(rec, Intent::Comment(r.key.to_string())).await?;
             match live {
                 Some((id, k)) if *k == r.key => {
                     self.forge
@@ -1390,12 +1397,12 @@ impl<'a> Engine<'a> {
 /// Splits a completed run's conclusion into an attempt status and whether
 /// it was the infrastructure's fault (retried without counting as repair).
 fn classify(run: &Run) -> (AttemptStatus, bool) {
-    match run.conclusion.as_deref() {
-        Some("success") => (AttemptStatus::Passed, false),
-        Some("failure") => (AttemptStatus::Failed, false),
+    match &run.conclusion {
+        Some(RunConclusion::Success) => (AttemptStatus::Passed, false),
+        Some(RunConclusion::Failure) => (AttemptStatus::Failed, false),
         // Cancelled by someone else, a lost runner, or by Klaud after the
         // run timeout: never the candidate's fault.
-        Some("cancelled") => (AttemptStatus::Cancelled, true),
+        Some(RunConclusion::Cancelled) => (AttemptStatus::Cancelled, true),
         _ => (AttemptStatus::Failed, true),
     }
 }
@@ -1428,8 +1435,8 @@ mod tests {
             attempt: 1,
             title: String::new(),
             event: "workflow_dispatch".into(),
-            status: "completed".into(),
-            conclusion: Some(c.into()),
+            status: RunStatus::Completed,
+            conclusion: Some(RunConclusion::parse(c)),
             head_sha: String::new(),
             actor: None,
             created_at: None,

@@ -8,14 +8,15 @@ use klaud_claims::RefStore;
 use serde_json::Value;
 
 use super::ownership::{OwnershipProof, ProofError, ReplyPermit};
+pub use super::states::{PullState, RunConclusion, RunStatus};
 
 /// A pull request as the lifecycle sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pull {
     /// Number.
     pub number: u64,
-    /// Open (not closed or merged).
-    pub open: bool,
+    /// Open, closed or merged.
+    pub state: PullState,
     /// Draft.
     pub draft: bool,
     /// Title.
@@ -35,8 +36,6 @@ pub struct Pull {
     pub labels: Vec<String>,
     /// Web URL.
     pub html_url: String,
-    /// Closed by merging.
-    pub merged: bool,
 }
 
 /// An issue comment.
@@ -55,11 +54,10 @@ pub struct Comment {
 pub struct Job {
     /// Name.
     pub name: String,
-    /// `queued`, `in_progress`, `completed`, ...; `None` when the server
-    /// did not say.
-    pub status: Option<String>,
+    /// Where it is; `None` when the server did not say.
+    pub status: Option<RunStatus>,
     /// Conclusion once completed.
-    pub conclusion: Option<String>,
+    pub conclusion: Option<RunConclusion>,
     /// The job's page, where its log is.
     pub html_url: Option<String>,
 }
@@ -75,10 +73,10 @@ pub struct Run {
     pub title: String,
     /// Event (`workflow_dispatch`, `pull_request`).
     pub event: String,
-    /// `queued`, `in_progress`, `completed`, ...
-    pub status: String,
+    /// Where it is.
+    pub status: RunStatus,
     /// Conclusion once completed.
-    pub conclusion: Option<String>,
+    pub conclusion: Option<RunConclusion>,
     /// Commit the run tests.
     pub head_sha: String,
     /// Who started it.
@@ -100,7 +98,7 @@ pub struct Run {
 impl Run {
     /// Whether the run can no longer change (until someone re-runs it).
     pub fn is_completed(&self) -> bool {
-        self.status == "completed"
+        self.status.is_completed()
     }
 }
 

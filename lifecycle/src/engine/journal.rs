@@ -9,9 +9,10 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use klaud_claims::{ClaimRecord, HeldClaim};
+use klaud_claims::{CandidateId, ClaimRecord, HeldClaim};
 use serde::{Deserialize, Serialize};
 
+use super::intent::Intent;
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
 use crate::report::{FrozenBaseline, SweepCheck, UpstreamRange};
 
@@ -140,7 +141,7 @@ pub struct Ending {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CandidateRecord {
     /// Candidate id.
-    pub candidate: String,
+    pub candidate: CandidateId,
     /// Family.
     pub family: String,
     /// Config key.
@@ -204,8 +205,9 @@ pub struct CandidateRecord {
     pub sweep: Option<SweepCheck>,
     /// The end, once decided.
     pub ending: Option<Ending>,
-    /// The last external action about to be taken (for diagnosis).
-    pub intent: Option<String>,
+    /// The last external action about to be taken (for diagnosis, and to
+    /// tell a repair already started from one to start).
+    pub intent: Option<Intent>,
     /// Last change.
     pub updated_at: DateTime<Utc>,
 }
@@ -303,7 +305,7 @@ impl Journal for MemoryJournal {
         self.records
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(record.candidate.clone(), record.clone());
+            .insert(record.candidate.to_string(), record.clone());
         Ok(())
     }
 

@@ -13,7 +13,10 @@ use async_trait::async_trait;
 use klaud_claims::{MemoryRefStore, RefStore, RefStoreError, RefTip, is_coordination_ref};
 use serde_json::Value;
 
-use super::forge::{ArtifactInfo, Comment, Forge, ForgeError, Pull, Run, RunQuery};
+use super::forge::{
+    ArtifactInfo, Comment, Forge, ForgeError, Pull, PullState, Run, RunConclusion, RunQuery,
+    RunStatus,
+};
 use super::ownership::{OwnershipProof, ReplyPermit};
 
 /// The title the benchmark repository's smoke workflow gives a dispatched
@@ -260,7 +263,7 @@ impl MemoryForge {
     /// Moves a run to `in_progress`.
     pub fn start_run(&self, id: u64) -> Result<(), ForgeError> {
         let mut st = self.lock();
-        st.run_mut(id)?.run.status = "in_progress".into();
+        st.run_mut(id)?.run.status = RunStatus::InProgress;
         Ok(())
     }
 
@@ -268,7 +271,7 @@ impl MemoryForge {
     pub fn complete_run(
         &self,
         id: u64,
-        conclusion: &str,
+        conclusion: impl Into<RunConclusion>,
         artifacts: Vec<(String, Vec<u8>)>,
     ) -> Result<(), ForgeError> {
         let mut st = self.lock();
@@ -285,8 +288,8 @@ impl MemoryForge {
             ));
         }
         let run = st.run_mut(id)?;
-        run.run.status = "completed".into();
-        run.run.conclusion = Some(conclusion.to_owned());
+        run.run.status = RunStatus::Completed;
+        run.run.conclusion = Some(conclusion.into());
         run.artifacts = stored;
         Ok(())
     }
@@ -316,7 +319,7 @@ impl MemoryForge {
                 attempt: 1,
                 title,
                 event: event.to_owned(),
-                status: "queued".into(),
+                status: RunStatus::Queued,
                 conclusion: None,
                 head_sha: head,
                 head_branch: Some(head_branch.to_owned()),
@@ -594,7 +597,7 @@ impl Forge for MemoryForge {
         let number = st.id();
         let pull = Pull {
             number,
-            open: true,
+            state: PullState::Open,
             draft: true,
             title: title.to_owned(),
             body: body.to_owned(),
@@ -604,7 +607,6 @@ impl Forge for MemoryForge {
             author: Some(self.bot.clone()),
             labels: Vec::new(),
             html_url: format!("https://github.com/{}/pull/{number}", self.repo),
-            merged: false,
         };
         st.pulls.push(pull.clone());
         Ok(pull)
@@ -627,7 +629,7 @@ impl Forge for MemoryForge {
         proof.for_pull(number)?;
         let mut st = self.lock();
         st.writes.push(format!("close #{number}"));
-        st.pull_mut(number)?.open = false;
+        st.pull_mut(number)?.state = PullState::Closed;
         Ok(())
     }
 
@@ -762,7 +764,7 @@ impl Forge for MemoryForge {
         st.writes.push(format!("rerun {id}"));
         let run = &mut st.run_mut(id)?.run;
         run.attempt += 1;
-        run.status = "queued".into();
+        run.status = RunStatus::Queued;
         run.conclusion = None;
         Ok(())
     }
@@ -772,9 +774,9 @@ impl Forge for MemoryForge {
         let mut st = self.lock();
         st.writes.push(format!("cancel {id}"));
         let run = &mut st.run_mut(id)?.run;
-        if run.status != "completed" {
-            run.status = "completed".into();
-            run.conclusion = Some("cancelled".into());
+        if !run.status.is_completed() {
+            run.status = RunStatus::Completed;
+            run.conclusion = Some(RunConclusion::Cancelled);
         }
         Ok(())
     }

@@ -18,18 +18,22 @@
 
 mod driver;
 pub mod forge;
+pub mod intent;
 pub mod journal;
 mod lease_guard;
 pub mod memory;
 pub mod ownership;
+pub mod states;
 
 pub use driver::{
     Engine, EngineConfig, EngineError, HumanOverlap, Progress, REPAIR_INPUT_VERSION, RepairContext,
     RepairHook, RepairOutcome, Target, branch_name, smoke_test_name,
 };
 pub use forge::{
-    ArtifactInfo, Comment, ComparedCommit, Comparison, Forge, ForgeError, Job, Pull, Run, RunQuery,
+    ArtifactInfo, Comment, ComparedCommit, Comparison, Forge, ForgeError, Job, Pull, PullState,
+    Run, RunConclusion, RunQuery, RunStatus,
 };
+pub use intent::Intent;
 pub use journal::{
     AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, RetryRequest,
     Step, StoredClaim,

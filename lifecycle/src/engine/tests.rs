@@ -158,7 +158,7 @@ async fn prepare_opens_a_draft_pull_request_with_the_bump_and_dispatches_the_smo
     let pulls = w.forge.pulls();
     assert_eq!(pulls.len(), 1);
     let pull = &pulls[0];
-    assert!(pull.open && pull.draft);
+    assert!(pull.state.is_open() && pull.draft);
     assert_eq!(pull.head_ref, branch_name(rec.candidate.as_str()));
     let master = w
         .forge
@@ -246,7 +246,7 @@ async fn a_passed_smoke_is_reported_then_changelog_sweep_label_and_a_validated_f
     assert_eq!(ending.outcome, Outcome::Validated, "{ending:?}");
     let pull = w.forge.get_pull(number).await.expect("pull");
     assert!(
-        pull.open && !pull.draft,
+        pull.state.is_open() && !pull.draft,
         "a validated PR stays open, ready for review"
     );
 }
@@ -285,7 +285,7 @@ async fn a_failed_smoke_without_repair_cleans_up_and_releases_the_claim() {
     assert_eq!(ending.outcome, Outcome::Failed, "{ending:?}");
     let number = rec.pull.expect("pull");
     let pull = w.forge.get_pull(number).await.expect("pull");
-    assert!(!pull.open, "closed");
+    assert!(!pull.state.is_open(), "closed");
     assert!(
         w.forge
             .git()
@@ -337,7 +337,8 @@ async fn a_foreign_commit_is_a_handoff_that_writes_nothing() {
             .get_pull(rec.pull.expect("pull"))
             .await
             .expect("pull")
-            .open
+            .state
+            .is_open()
     );
 }
 
@@ -759,7 +760,10 @@ async fn an_experiment_race_is_won_by_the_second_variant_and_the_others_end_dupl
         };
         assert_eq!(ending.outcome, Outcome::Duplicate);
         let number = recs[i].pull.unwrap();
-        assert!(!w.forge.get_pull(number).await.unwrap().open, "closed");
+        assert!(
+            !w.forge.get_pull(number).await.unwrap().state.is_open(),
+            "closed"
+        );
         let comments = w.forge.list_comments(number).await.unwrap();
         assert!(
             comments
@@ -769,7 +773,11 @@ async fn an_experiment_race_is_won_by_the_second_variant_and_the_others_end_dupl
         );
     }
     let c_run = smoke_of(&w, &recs[2]);
-    assert_eq!(c_run.conclusion.as_deref(), Some("cancelled"), "{c_run:?}");
+    assert_eq!(
+        c_run.conclusion,
+        Some(RunConclusion::Cancelled),
+        "{c_run:?}"
+    );
     assert!(
         w.forge
             .git()
@@ -779,7 +787,7 @@ async fn an_experiment_race_is_won_by_the_second_variant_and_the_others_end_dupl
         "the last sibling released the claim"
     );
     let b_pull = w.forge.get_pull(recs[1].pull.unwrap()).await.unwrap();
-    assert!(b_pull.open && !b_pull.draft);
+    assert!(b_pull.state.is_open() && !b_pull.draft);
     assert_eq!(w.forge.pulls().len(), 3, "no PR twice");
 }
 
@@ -825,7 +833,7 @@ async fn an_experiment_whose_variants_all_fail_cleans_every_one_up_and_frees_the
         matches!(p, Progress::Done(Some(ref e)) if e.outcome == Outcome::Failed),
         "{p:?}"
     );
-    assert!(w.forge.pulls().iter().all(|p| !p.open));
+    assert!(w.forge.pulls().iter().all(|p| !p.state.is_open()));
     assert!(
         w.forge
             .git()

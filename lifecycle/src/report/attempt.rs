@@ -20,6 +20,7 @@ use super::markers::{
 use super::{RenderedComment, ReportError, candidate_serde};
 use crate::artifacts::{BenchmarkRow, EvalRow, PointMetrics};
 use crate::baseline::{Baseline, PointSpec, Scenario};
+use crate::engine::forge::RunConclusion;
 use crate::model::{AttemptKind, AttemptStatus, CandidateId, OwnerRun, RunRef};
 
 /// Most characters in one published comment.
@@ -167,8 +168,8 @@ pub struct RepairChanges {
 pub struct FailedJob {
     /// Job name as the run shows it.
     pub name: String,
-    /// `failure`, `timed_out`, `cancelled`, ...
-    pub conclusion: String,
+    /// How it ended (`failure`, `timed_out`, `cancelled`, ...).
+    pub conclusion: RunConclusion,
     /// The job's page (its log), `html_url`.
     pub url: Option<String>,
 }
@@ -554,9 +555,9 @@ fn failed_jobs(report: &AttemptReport, zh: bool) -> String {
                 None => text(&j.name),
             };
             if zh {
-                format!("{name}（{}）", text(&j.conclusion))
+                format!("{name}（{}）", text(j.conclusion.as_str()))
             } else {
-                format!("{name} ({})", text(&j.conclusion))
+                format!("{name} ({})", text(j.conclusion.as_str()))
             }
         })
         .collect();

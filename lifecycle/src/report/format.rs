@@ -7,6 +7,8 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::engine::forge::RunConclusion;
+
 /// Longest interpolated value kept; longer text is cut with `…`.
 pub const MAX_FIELD_CHARS: usize = 300;
 
@@ -264,17 +266,17 @@ pub fn note_zh(note: &str) -> String {
         .strip_prefix("Run conclusion: ")
         .and_then(|r| r.strip_suffix('.'))
     {
-        let c_zh = match c {
-            "success" => "成功",
-            "failure" => "失败",
-            "cancelled" => "已取消",
-            "timed_out" => "超时",
-            "skipped" => "已跳过",
-            "startup_failure" => "启动失败",
-            "action_required" => "需要操作",
-            "neutral" => "中性",
-            "stale" => "已过时",
-            other => other,
+        let c_zh = match RunConclusion::parse(c) {
+            RunConclusion::Success => "成功",
+            RunConclusion::Failure => "失败",
+            RunConclusion::Cancelled => "已取消",
+            RunConclusion::TimedOut => "超时",
+            RunConclusion::Skipped => "已跳过",
+            RunConclusion::StartupFailure => "启动失败",
+            RunConclusion::ActionRequired => "需要操作",
+            RunConclusion::Neutral => "中性",
+            RunConclusion::Stale => "已过时",
+            RunConclusion::Unknown(_) => c,
         };
         return format!("运行结论：{c_zh}（{c}）。");
     }

@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::forge::Job;
+use crate::engine::forge::{Job, RunConclusion, RunStatus};
 
 /// What a job does, read from its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,10 +99,6 @@ pub struct LiveJobs {
     pub groups: Vec<GroupState>,
 }
 
-fn counts_as_failure(conclusion: &str) -> bool {
-    !matches!(conclusion, "success" | "skipped" | "neutral")
-}
-
 impl LiveJobs {
     /// Summarises a job list (`Forge::list_jobs`).
     pub fn of(jobs: &[Job]) -> Self {
@@ -117,12 +113,12 @@ impl LiveJobs {
             }
             let done: Vec<&&Job> = mine
                 .iter()
-                .filter(|j| j.conclusion.is_some() || j.status.as_deref() == Some("completed"))
+                .filter(|j| j.conclusion.is_some() || j.status == Some(RunStatus::Completed))
                 .collect();
             let started = mine
                 .iter()
                 .filter(|j| {
-                    matches!(j.status.as_deref(), Some("in_progress" | "completed"))
+                    matches!(j.status, Some(RunStatus::InProgress | RunStatus::Completed))
                         || j.conclusion.is_some()
                 })
                 .count() as u32;
@@ -133,7 +129,11 @@ impl LiveJobs {
                 done: done.len() as u32,
                 failed: done
                     .iter()
-                    .filter(|j| j.conclusion.as_deref().is_some_and(counts_as_failure))
+                    .filter(|j| {
+                        j.conclusion
+                            .as_ref()
+                            .is_some_and(RunConclusion::counts_as_failure)
+                    })
                     .count() as u32,
             });
         }
@@ -222,7 +222,7 @@ mod tests {
                 }
                 .into(),
             ),
-            conclusion: conclusion.map(str::to_owned),
+            conclusion: conclusion.map(RunConclusion::from),
             html_url: None,
         }
     }

@@ -313,7 +313,7 @@ impl<'a> Wave<'a> {
         let journaled: BTreeSet<String> = done
             .iter()
             .chain(&unfinished)
-            .map(|r| r.candidate.clone())
+            .map(|r| r.candidate.to_string())
             .collect();
         let recovery = self.recovery(book, now);
         let (orphans, not_recovered) =
@@ -427,7 +427,7 @@ impl<'a> Wave<'a> {
             if pass.now - rec.updated_at < pass.cooldown
                 && !retried
                 && !rec.deferred()
-                && let Ok(id) = CandidateId::new(&rec.candidate)
+                && let Ok(id) = CandidateId::new(rec.candidate.as_str())
             {
                 pass.plan
                     .cooling_down
@@ -454,8 +454,8 @@ impl<'a> Wave<'a> {
             report
         };
         for rec in &pass.unfinished {
-            if let Ok(candidate) = CandidateId::new(&rec.candidate)
-                && pass.seen.insert(rec.candidate.clone())
+            if let Ok(candidate) = CandidateId::new(rec.candidate.as_str())
+                && pass.seen.insert(rec.candidate.to_string())
             {
                 pass.targets.push(Target {
                     family: rec.family.clone(),
@@ -584,7 +584,9 @@ impl<'a> Wave<'a> {
             // Families, not candidates: an experiment's variants lose together.
             let mut lost = BTreeSet::new();
             for slot in pass.slots.iter_mut() {
-                if !pass.new_picks.remove(&slot.rec.candidate) || slot.rec.step != Step::Claim {
+                if !pass.new_picks.remove(slot.rec.candidate.as_str())
+                    || slot.rec.step != Step::Claim
+                {
                     continue;
                 }
                 match self.step(engine, &mut slot.rec).await {
@@ -601,7 +603,7 @@ impl<'a> Wave<'a> {
                 break;
             }
             for slot in &pass.slots {
-                if let Ok(id) = CandidateId::new(&slot.rec.candidate) {
+                if let Ok(id) = CandidateId::new(slot.rec.candidate.as_str()) {
                     pass.plan.occupied.insert(id.family().as_str().to_owned());
                 }
             }
@@ -621,7 +623,7 @@ impl<'a> Wave<'a> {
             for t in &refill {
                 match engine.open_record(t).await {
                     Ok(rec) => {
-                        pass.new_picks.insert(rec.candidate.clone());
+                        pass.new_picks.insert(rec.candidate.to_string());
                         pass.slots.push(Slot::new(rec));
                     }
                     Err(e) => pass
@@ -767,7 +769,7 @@ impl<'a> Wave<'a> {
             if slot.skip || matches!(slot.rec.step, Step::Done | Step::Finish) {
                 continue;
             }
-            let Ok(id) = CandidateId::new(&slot.rec.candidate) else {
+            let Ok(id) = CandidateId::new(slot.rec.candidate.as_str()) else {
                 continue;
             };
             let Some(b) = human.get(id.family().as_str()) else {
@@ -786,7 +788,7 @@ impl<'a> Wave<'a> {
                 }
                 (Some(_), HumanOverlap::Leave) => {
                     pass.overlap_notes.insert(
-                        slot.rec.candidate.clone(),
+                        slot.rec.candidate.to_string(),
                         format!("left as is (on_human_overlap = \"leave\"): {}", b.reason),
                     );
                     Ok(())
@@ -829,11 +831,11 @@ impl<'a> Wave<'a> {
         for slot in &slots {
             if slot.skip {
                 skipped.push((
-                    slot.rec.candidate.clone(),
+                    slot.rec.candidate.to_string(),
                     slot.status.clone().unwrap_or_default(),
                 ));
             } else {
-                let status = match (&slot.status, overlap_notes.get(&slot.rec.candidate)) {
+                let status = match (&slot.status, overlap_notes.get(slot.rec.candidate.as_str())) {
                     (Some(s), Some(note)) => Some(format!("{s}; {note}")),
                     (None, Some(note)) => Some(note.clone()),
                     (s, None) => s.clone(),

@@ -35,7 +35,7 @@ impl CandidateSummary {
     /// The summary of a journal record.
     pub fn of(rec: &CandidateRecord, status: Option<String>) -> Self {
         Self {
-            candidate: rec.candidate.clone(),
+            candidate: rec.candidate.to_string(),
             family: rec.family.clone(),
             image: rec.image.clone(),
             outcome: rec

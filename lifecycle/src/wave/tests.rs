@@ -244,7 +244,7 @@ async fn a_wave_claims_a_journaled_candidate_and_drives_it_to_its_draft_pr_once(
     assert_eq!(c.phase, "smoke");
     let pulls = w.forge.pulls();
     assert_eq!(pulls.len(), 1);
-    assert!(pulls[0].open && pulls[0].draft);
+    assert!(pulls[0].state.is_open() && pulls[0].draft);
     assert_eq!(c.pull_request.as_deref(), Some(pulls[0].html_url.as_str()));
     assert_eq!(c.runs.len(), 1, "the smoke is dispatched");
     let book = ClaimBook::new(w.forge.refs(), &w.clock, claimant());
@@ -308,7 +308,7 @@ async fn a_stop_is_answered_once_before_driving_and_a_reader_is_refused() {
         "{comments:#?}"
     );
     // Stopped: only the claim was released, the PR is left to people.
-    assert!(w.forge.pulls()[0].open);
+    assert!(w.forge.pulls()[0].state.is_open());
     let book = ClaimBook::new(w.forge.refs(), &w.clock, claimant());
     assert!(book.list_claims().await.expect("claims").is_empty());
 

@@ -9,6 +9,8 @@ use http::Method;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use klaud_lifecycle::engine::{PullState, RunConclusion, RunStatus};
+
 use super::transport::ok_or_error;
 use super::{Forge, GithubError};
 
@@ -74,7 +76,7 @@ pub struct PullInfo {
     pub number: u64,
     /// GraphQL node id (for the draft-state mutations).
     pub node_id: String,
-    pub open: bool,
+    pub state: PullState,
     pub draft: bool,
     pub title: String,
     pub body: Option<String>,
@@ -86,8 +88,6 @@ pub struct PullInfo {
     pub author: Option<String>,
     pub labels: Vec<String>,
     pub html_url: String,
-    /// Closed by merging (`merged_at` is set).
-    pub merged: bool,
 }
 
 impl From<RawPull> for PullInfo {
@@ -95,7 +95,7 @@ impl From<RawPull> for PullInfo {
         Self {
             number: p.number,
             node_id: p.node_id,
-            open: p.state == "open",
+            state: PullState::from_github(&p.state, p.merged_at.is_some()),
             draft: p.draft,
             title: p.title,
             body: p.body,
@@ -106,7 +106,6 @@ impl From<RawPull> for PullInfo {
             author: p.user.map(|u| u.login),
             labels: p.labels.into_iter().map(|l| l.name).collect(),
             html_url: p.html_url,
-            merged: p.merged_at.is_some(),
         }
     }
 }
@@ -164,9 +163,9 @@ struct RawRun {
     #[serde(default)]
     event: String,
     #[serde(default)]
-    status: Option<String>,
+    status: Option<RunStatus>,
     #[serde(default)]
-    conclusion: Option<String>,
+    conclusion: Option<RunConclusion>,
     #[serde(default)]
     head_branch: Option<String>,
     #[serde(default)]
@@ -206,9 +205,9 @@ pub struct RunInfo {
     pub name: Option<String>,
     pub display_title: Option<String>,
     pub event: String,
-    /// `queued`, `in_progress`, `completed`, `requested`, `waiting`, ...
-    pub status: Option<String>,
-    pub conclusion: Option<String>,
+    /// Where the run is; `None` when GitHub left it out.
+    pub status: Option<RunStatus>,
+    pub conclusion: Option<RunConclusion>,
     pub head_branch: Option<String>,
     pub head_sha: String,
     pub actor: Option<String>,
@@ -387,9 +386,9 @@ pub struct JobInfo {
     #[serde(default)]
     pub name: String,
     #[serde(default)]
-    pub status: Option<String>,
+    pub status: Option<RunStatus>,
     #[serde(default)]
-    pub conclusion: Option<String>,
+    pub conclusion: Option<RunConclusion>,
     #[serde(default)]
     pub run_attempt: Option<u64>,
     #[serde(default)]
@@ -1306,7 +1305,7 @@ impl Forge {
             Ok(raw) => ok_or_error(&what, &raw),
             Err(GithubError::Ambiguous { detail, .. }) => {
                 let run = self.get_run(id).await?;
-                if run.status.as_deref() == Some("completed") {
+                if run.status.as_ref().is_some_and(RunStatus::is_completed) {
                     return Ok(());
                 }
                 let raw = self

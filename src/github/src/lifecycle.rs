@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use klaud_claims::RefStore;
 use klaud_lifecycle::engine::{
     ArtifactInfo, Comment, Forge as LifecycleForge, ForgeError, OwnershipProof, Pull, ReplyPermit,
-    Run, RunQuery,
+    Run, RunQuery, RunStatus,
 };
 use serde_json::Value;
 
@@ -44,7 +44,7 @@ fn map(e: GithubError) -> ForgeError {
 fn pull(p: PullInfo) -> Pull {
     Pull {
         number: p.number,
-        open: p.open,
+        state: p.state,
         draft: p.draft,
         title: p.title,
         body: p.body.unwrap_or_default(),
@@ -54,7 +54,6 @@ fn pull(p: PullInfo) -> Pull {
         author: p.author,
         labels: p.labels,
         html_url: p.html_url,
-        merged: p.merged,
     }
 }
 
@@ -64,7 +63,10 @@ fn run(r: RunInfo) -> Run {
         attempt: u32::try_from(r.run_attempt).unwrap_or(u32::MAX),
         title: r.display_title.or(r.name).unwrap_or_default(),
         event: r.event,
-        status: r.status.unwrap_or_default(),
+        // A run without a status is no known state: never completed.
+        status: r
+            .status
+            .unwrap_or_else(|| RunStatus::Unknown(String::new())),
         conclusion: r.conclusion,
         head_sha: r.head_sha,
         actor: r.actor,

@@ -28,7 +28,7 @@ impl RunStatus for ForgeRunStatus<'_> {
         match self.forge.get_run(run_id).await {
             // A run without a status cannot be told apart from a running
             // one; `None` makes the takeover refuse instead of guessing.
-            Ok(run) => Ok(run.status.as_deref().map(|s| s == "completed")),
+            Ok(run) => Ok(run.status.as_ref().map(|s| s.is_completed())),
             // Deleted, or from another repository: unknowable, so refuse.
             Err(GithubError::NotFound { .. }) => Ok(None),
             Err(e) => Err(RunStatusError(e.to_string())),

@@ -226,7 +226,7 @@ pub(crate) fn tell(
         sink.note(&StepNote {
             repository,
             family: &after.family,
-            candidate: &after.candidate,
+            candidate: after.candidate.as_str(),
             variant: after.variant.as_ref().map(|v| v.name.as_str()),
             event,
         });
@@ -241,9 +241,9 @@ mod tests {
 
     fn record() -> CandidateRecord {
         serde_json::from_value(serde_json::json!({
-            "candidate": "c", "family": "configs/x-master.yaml:k", "key": "k",
+            "candidate": "d92e15065c55779d-0123456789abcdef", "family": "configs/x-master.yaml:k", "key": "k",
             "old_image": "a:1", "image": "a:2", "owner_run": 1, "base_branch": "main",
-            "base_sha": "0", "branch": "klaud/auto-c", "step": "smoke", "claim": null,
+            "base_sha": "0", "branch": "klaud/auto-d92e15065c55779d-0123456789abcdef", "step": "smoke", "claim": null,
             "head": null, "pending_commit": null, "pull": null, "pull_url": null,
             "frozen": null, "attempts": [], "repairs": 0, "sweep_requested_at": null,
             "sweep": null, "ending": null, "intent": null,

@@ -97,7 +97,7 @@ impl StoreJournal {
 impl Journal for StoreJournal {
     async fn save(&self, record: &CandidateRecord) -> Result<(), JournalError> {
         self.store
-            .put(trees::CANDIDATES, &record.candidate, record)
+            .put(trees::CANDIDATES, record.candidate.as_str(), record)
             .map_err(|e| JournalError(e.to_string()))?;
         self.store
             .flush()
@@ -152,5 +152,76 @@ mod tests {
         assert_eq!(j.instance_id().await.expect("id"), a);
         assert_eq!(j.load("0123456789abcdef-0123456789abcdef").await, Ok(None));
         assert!(j.list().await.expect("list").is_empty());
+    }
+
+    /// A candidate record exactly as the code before typed intents wrote it
+    /// (field order, spelling and all).
+    fn old_record(candidate: &str, intent: &str) -> String {
+        format!(
+            concat!(
+                r#"{{"candidate":"{c}","family":"configs/nvidia-master.yaml:k","key":"k","#,
+                r#""old_image":"lmsysorg/sglang:v0.4.1","image":"lmsysorg/sglang:v0.4.2","#,
+                r#""revision":null,"clock":null,"not_release_reason":null,"upstream":null,"#,
+                r#""owner_run":42,"base_branch":"main","base_sha":"{z}","branch":"klaud/auto-{c}","#,
+                r#""step":"repair","claim":null,"head":"{z}","pending_commit":null,"pull":7,"#,
+                r#""pull_url":"https://github.com/o/r/pull/7","frozen":null,"#,
+                r#""attempts":[{{"kind":{{"kind":"initial","budget":2}},"head":"{z}","#,
+                r#""dispatched_at":"2026-01-01T00:00:00Z","run":{{"id":9,"attempt":1,"#,
+                r#""url":"https://github.com/o/r/actions/runs/9"}},"status":"failed","#,
+                r#""infra":false,"reported":true}}],"repairs":0,"sweep_requested_at":null,"#,
+                r#""sweep":null,"ending":null,"intent":{i},"updated_at":"2026-01-01T00:00:00Z"}}"#
+            ),
+            c = candidate,
+            z = "0".repeat(40),
+            i = serde_json::to_string(intent).expect("json"),
+        )
+    }
+
+    #[tokio::test]
+    async fn records_written_before_typed_intents_load_and_save_unchanged() {
+        use klaud_lifecycle::engine::Intent;
+        let store = Store::temporary().expect("store");
+        let cases = [
+            (
+                "d92e15065c55779d-0123456789abcdef",
+                "repair 1",
+                Intent::Repair(1),
+            ),
+            (
+                "d92e15065c55779d-1123456789abcdef",
+                "cancel stuck run 9",
+                Intent::CancelStuckRun(9),
+            ),
+            (
+                "d92e15065c55779d-2123456789abcdef",
+                "claim: experiment-state = Some(\"won\")",
+                Intent::ClaimField {
+                    field: "experiment-state".into(),
+                    value: Some("won".into()),
+                },
+            ),
+            (
+                "d92e15065c55779d-3123456789abcdef",
+                "tune the flux capacitor",
+                Intent::Other("tune the flux capacitor".into()),
+            ),
+        ];
+        for (candidate, text, _) in &cases {
+            let data = old_record(candidate, text);
+            let bytes = format!(r#"{{"v":1,"at":0,"data":{data}}}"#);
+            store
+                .raw_tree(trees::CANDIDATES)
+                .expect("tree")
+                .insert(candidate.as_bytes(), bytes.as_bytes())
+                .expect("insert");
+        }
+        let j = StoreJournal::new(store);
+        for (candidate, text, intent) in cases {
+            let rec = j.load(candidate).await.expect("loads").expect("present");
+            assert_eq!(rec.intent.as_ref(), Some(&intent), "{text}");
+            // Written back, the record is the bytes the old code wrote.
+            let again = serde_json::to_string(&rec).expect("encodes");
+            assert_eq!(again, old_record(candidate, text));
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Freezing the baseline into the PR body, once.
 
 use crate::engine::forge::Forge as _;
+use crate::engine::intent::Intent;
 use klaud_planner::image::ImageRef;
 
 use super::{Engine, EngineError, Progress, Scope};
@@ -140,7 +141,7 @@ impl Engine<'_> {
                     Ok(p) => p,
                     Err(p) => return Ok(p),
                 };
-                self.intend(rec, "freeze the baseline").await?;
+                self.intend(rec, Intent::FreezeBaseline).await?;
                 self.forge.update_pull_body(&proof, number, &body).await?;
                 frozen
             }

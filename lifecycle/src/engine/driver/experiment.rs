@@ -3,6 +3,7 @@
 //! winner and the losers, the siblings section of each body, and the
 //! release by the last sibling to finish.
 
+use crate::engine::intent::Intent;
 use klaud_claims::{HeldClaim, Renew};
 use serde_json::Value;
 
@@ -28,11 +29,7 @@ impl Engine<'_> {
     ) -> Result<Option<HeldClaim>, EngineError> {
         let book = self.book();
         let family = Self::candidate_id(rec)?.family();
-        let Some(entry) = book
-            .inspect(&family)
-            .await
-            .map_err(|e| EngineError::Claim(e.to_string()))?
-        else {
+        let Some(entry) = book.inspect(&family).await.map_err(EngineError::ClaimOp)? else {
             return Ok(None);
         };
         let Some(held) = book.adopt(&entry) else {
@@ -78,7 +75,7 @@ impl Engine<'_> {
         };
         let listed = listed.map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?;
         match rec.variant.as_mut() {
-            None => match listed.info_for(&rec.candidate) {
+            None => match listed.info_for(rec.candidate.as_str()) {
                 Some(info) => {
                     rec.variant =
                         Some(info.map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?);
@@ -144,13 +141,19 @@ impl Engine<'_> {
                     record.extra.remove(field);
                 }
             }
-            self.intend(rec, &format!("claim: {field} = {value:?}"))
-                .await?;
+            self.intend(
+                rec,
+                Intent::ClaimField {
+                    field: field.to_owned(),
+                    value: value.map(str::to_owned),
+                },
+            )
+            .await?;
             match self
                 .book()
                 .amend(&held, record)
                 .await
-                .map_err(|e| EngineError::Claim(e.to_string()))?
+                .map_err(EngineError::ClaimOp)?
             {
                 Renew::Renewed(h) => {
                     self.hold(rec, &h);
@@ -279,8 +282,7 @@ impl Engine<'_> {
                     Ok(p) => p,
                     Err(p) => return Ok(Some(p)),
                 };
-                self.intend(rec, "update the related experiments section")
-                    .await?;
+                self.intend(rec, Intent::UpdateExperimentsSection).await?;
                 self.forge.update_pull_body(&proof, number, &body).await?;
             }
         }
@@ -408,7 +410,7 @@ impl Engine<'_> {
                 ))));
             }
         }
-        self.mark_claim(rec, FINAL_FIELD, Some(&rec.candidate.clone()))
+        self.mark_claim(rec, FINAL_FIELD, Some(rec.candidate.clone().as_str()))
             .await?;
         Ok(None)
     }
@@ -431,7 +433,7 @@ impl Engine<'_> {
             .as_ref()
             .is_some_and(|e| e.outcome == Outcome::Validated);
         if validated {
-            self.mark_claim(rec, WINNER_FIELD, Some(&rec.candidate.clone()))
+            self.mark_claim(rec, WINNER_FIELD, Some(rec.candidate.clone().as_str()))
                 .await?;
         } else if held.record.extra.get(FINAL_FIELD).and_then(Value::as_str)
             == Some(rec.candidate.as_str())
@@ -521,14 +523,14 @@ impl Engine<'_> {
         }
         // A plain candidate becomes the experiment's first variant, `base`.
         let mut info = rec.variant.clone().unwrap_or_else(|| VariantInfo {
-            experiment: format!("try-{}", &rec.candidate[17..25]),
+            experiment: format!("try-{}", &rec.candidate.as_str()[17..25]),
             name: "base".into(),
             from: None,
             own: Vec::new(),
             edits: Vec::new(),
             siblings: vec![Sibling {
                 name: "base".into(),
-                candidate: rec.candidate.clone(),
+                candidate: rec.candidate.to_string(),
                 from: None,
                 own: Vec::new(),
                 proposed: None,
@@ -673,14 +675,13 @@ impl Engine<'_> {
             record
                 .extra
                 .insert(experiment::SIBLINGS_FIELD.to_owned(), listed_value.clone());
-            let names: Vec<&str> = requests.iter().map(|r| r.name.as_str()).collect();
-            self.intend(rec, &format!("claim: add Variant {}", names.join(", ")))
-                .await?;
+            let names = requests.iter().map(|r| r.name.clone()).collect();
+            self.intend(rec, Intent::ClaimAddVariants(names)).await?;
             match self
                 .book()
                 .amend(&held, record)
                 .await
-                .map_err(|e| EngineError::Claim(e.to_string()))?
+                .map_err(EngineError::ClaimOp)?
             {
                 Renew::Renewed(h) => {
                     self.hold(rec, &h);
@@ -738,7 +739,7 @@ impl Engine<'_> {
             && info.siblings.iter().any(|s| {
                 s.proposed
                     .as_ref()
-                    .is_some_and(|p| p.answers(&r.candidate, r.repairs + 1))
+                    .is_some_and(|p| p.answers(r.candidate.as_str(), r.repairs + 1))
             })
     }
 
@@ -755,12 +756,12 @@ impl Engine<'_> {
     ) -> Result<Option<Progress>, EngineError> {
         // A plain candidate is one only after a proposal was (perhaps)
         // listed: its intent says so; the others need no claim read.
-        let intent = rec.intent.as_deref().unwrap_or("");
-        if rec.claim.is_none()
-            || (rec.variant.is_none()
-                && !intent.starts_with(&format!("repair {n}: propose"))
-                && !intent.starts_with("claim: add Variant"))
-        {
+        let proposed = match &rec.intent {
+            Some(Intent::ProposeVariants { repair, .. }) => *repair == n,
+            Some(Intent::ClaimAddVariants(_)) => true,
+            _ => false,
+        };
+        if rec.claim.is_none() || (rec.variant.is_none() && !proposed) {
             return Ok(None);
         }
         // A crash may have come between the listing and the record's save:
@@ -777,7 +778,7 @@ impl Engine<'_> {
             .filter(|s| {
                 s.proposed
                     .as_ref()
-                    .is_some_and(|p| p.answers(&rec.candidate, n))
+                    .is_some_and(|p| p.answers(rec.candidate.as_str(), n))
             })
             .cloned()
             .collect();
@@ -859,7 +860,7 @@ impl Engine<'_> {
         // Build on what the claim lists now (another proposal, a try).
         self.refresh_claim(rec).await?;
         let proposal = Proposal {
-            by: rec.candidate.clone(),
+            by: rec.candidate.to_string(),
             variant: rec
                 .variant
                 .as_ref()
@@ -871,13 +872,19 @@ impl Engine<'_> {
                 .map_or_else(|| "attempt".to_owned(), |a| a.kind.title()),
             run: context.run.as_ref().map(crate::model::RunRef::attempt_url),
         };
+        self.intend(
+            rec,
+            Intent::ProposeVariants {
+                repair: n,
+                names: requests.iter().map(|r| r.name.clone()).collect(),
+            },
+        )
+        .await?;
         let names = requests
             .iter()
             .map(|r| r.name.as_str())
             .collect::<Vec<_>>()
             .join(", ");
-        self.intend(rec, &format!("repair {n}: propose Variant {names}"))
-            .await?;
         match self.add_variants(rec, requests, Some(&proposal)).await? {
             Ok(targets) => {
                 for t in &targets {

@@ -3,6 +3,7 @@
 use super::{Engine, EngineError, Progress, Scope, smoke_test_name};
 use crate::engine::forge::Forge as _;
 use crate::engine::forge::ForgeError;
+use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Ending, Step};
 use crate::model::{FinishedResult, Outcome, Phase};
 use crate::report::{MarkerKey, Receipt, find_record, render_cleanup, render_receipt};
@@ -50,7 +51,7 @@ impl Engine<'_> {
             if !has(&receipt_key) {
                 let progress = if receipt_only {
                     None
-                } else if !self.forge.get_pull(number).await?.open {
+                } else if !self.forge.get_pull(number).await?.state.is_open() {
                     // Not Klaud's to change any more: only its own runs stop.
                     self.cancel_runs(rec, number).await?
                 } else if ending.outcome == Outcome::Validated {
@@ -131,7 +132,7 @@ impl Engine<'_> {
                 Ok(p) => p,
                 Err(p) => return Ok(Some(p)),
             };
-            self.intend(rec, "mark ready for review").await?;
+            self.intend(rec, Intent::MarkReady).await?;
             self.forge.set_draft(&proof, &pull, false).await?;
         }
         if self.config.post_use_comment
@@ -147,7 +148,7 @@ impl Engine<'_> {
                     Ok(p) => p,
                     Err(p) => return Ok(Some(p)),
                 };
-                self.intend(rec, "post /use").await?;
+                self.intend(rec, Intent::PostUse).await?;
                 self.forge.create_comment(&proof, number, &body).await?;
             }
         }
@@ -167,7 +168,7 @@ impl Engine<'_> {
         if marker_missing {
             let cid = Self::candidate_id(rec)?;
             let marker = render_cleanup(rec.owner_run, &cid);
-            self.intend(rec, "post the cleanup marker").await?;
+            self.intend(rec, Intent::PostCleanupMarker).await?;
             self.forge
                 .create_comment(&proof, number, &marker.body)
                 .await?;
@@ -181,15 +182,15 @@ impl Engine<'_> {
             .iter()
             .filter(|l| self.config.managed_labels.iter().any(|m| m == *l))
         {
-            self.intend(rec, &format!("remove label {l}")).await?;
+            self.intend(rec, Intent::RemoveLabel(l.clone())).await?;
             self.forge.remove_label(&proof, number, l).await?;
         }
-        if pull.open && !pull.draft {
-            self.intend(rec, "convert to draft").await?;
+        if pull.state.is_open() && !pull.draft {
+            self.intend(rec, Intent::ConvertToDraft).await?;
             self.forge.set_draft(&proof, &pull, true).await?;
         }
-        if pull.open {
-            self.intend(rec, "close the pull request").await?;
+        if pull.state.is_open() {
+            self.intend(rec, Intent::ClosePull).await?;
             self.forge.close_pull(&proof, number).await?;
         }
         self.delete_branch_if_unchanged(rec).await
@@ -207,7 +208,7 @@ impl Engine<'_> {
             Ok(plan) => plan.title,
             Err(_) => format!(
                 "e2e Test - {}",
-                smoke_test_name(rec.owner_run, &rec.candidate)
+                smoke_test_name(rec.owner_run, rec.candidate.as_str())
             ),
         };
         let pull = self.forge.get_pull(number).await?;
@@ -240,7 +241,7 @@ impl Engine<'_> {
                 Ok(p) => p,
                 Err(p) => return Ok(Some(p)),
             };
-            self.intend(rec, &format!("cancel run {}", run.id)).await?;
+            self.intend(rec, Intent::CancelRun(run.id)).await?;
             // GitHub accepts (202) and ends the run a little later; the
             // receipt does not wait for it, since release and recovery
             // finish a candidate in one pass.
@@ -262,7 +263,7 @@ impl Engine<'_> {
                     Ok(p) => p,
                     Err(p) => return Ok(Some(p)),
                 };
-                self.intend(rec, "delete the branch").await?;
+                self.intend(rec, Intent::DeleteBranch).await?;
                 match self.forge.delete_branch(&proof, &rec.branch).await {
                     Ok(()) | Err(ForgeError::NotFound(_)) => Ok(None),
                     Err(e) => Err(e.into()),
@@ -275,7 +276,7 @@ impl Engine<'_> {
 
     pub(super) async fn release(&self, rec: &mut CandidateRecord) -> Result<(), EngineError> {
         let book = self.book();
-        let claim_err = |e: klaud_claims::ClaimError| EngineError::Claim(e.to_string());
+        let claim_err = EngineError::ClaimOp;
         let held = match &rec.claim {
             Some(stored) => Some(stored.held()?),
             None => {
@@ -289,7 +290,7 @@ impl Engine<'_> {
             }
         };
         let Some(held) = held else { return Ok(()) };
-        self.intend(rec, "release the claim").await?;
+        self.intend(rec, Intent::ReleaseClaim).await?;
         match book.release(&held).await {
             Ok(_) => {
                 rec.claim = None;

@@ -8,7 +8,8 @@
 //! and what it showed (an unchanged report costs no edit). A restart
 //! therefore finds the same comment and never posts a second one.
 
-use crate::engine::forge::{Comment, Forge as _, Run};
+use crate::engine::forge::{Comment, Forge as _, Run, RunStatus};
+use crate::engine::intent::Intent;
 use crate::report::{
     AttemptReport, FailedJob, LiveJobs, MarkerKey, RenderedComment, ReportName, compare,
     compare_evals, find_record, parse_report, render_report,
@@ -128,13 +129,14 @@ impl Engine<'_> {
         };
         match existing {
             Some((comment, _)) => {
-                self.intend(rec, &format!("edit live report {key}")).await?;
+                self.intend(rec, Intent::EditLiveReport(key.to_string()))
+                    .await?;
                 self.forge
                     .update_comment(&proof, number, comment.id, &rendered.body)
                     .await?;
             }
             None => {
-                self.intend(rec, &format!("comment live report {key}"))
+                self.intend(rec, Intent::CommentLiveReport(key.to_string()))
                     .await?;
                 self.forge
                     .create_comment(&proof, number, &rendered.body)
@@ -166,16 +168,14 @@ impl Engine<'_> {
             .into_iter()
             .filter_map(|j| {
                 let conclusion = j.conclusion?;
-                (!matches!(conclusion.as_str(), "success" | "skipped" | "neutral")).then_some(
-                    FailedJob {
-                        name: j.name,
-                        conclusion,
-                        url: j.html_url,
-                    },
-                )
+                conclusion.counts_as_failure().then_some(FailedJob {
+                    name: j.name,
+                    conclusion,
+                    url: j.html_url,
+                })
             })
             .collect();
-        let status = if run.status == "queued" {
+        let status = if run.status == RunStatus::Queued {
             AttemptStatus::Queued
         } else {
             AttemptStatus::Running

@@ -1,6 +1,7 @@
 //! Smoke attempts, infrastructure retries and repairs.
 
 use crate::engine::forge::Forge as _;
+use crate::engine::intent::Intent;
 use serde_json::Value;
 
 use super::{
@@ -218,8 +219,7 @@ impl Engine<'_> {
                     Ok(p) => p,
                     Err(p) => return Ok(p),
                 };
-                self.intend(rec, &format!("cancel stuck run {}", live.id))
-                    .await?;
+                self.intend(rec, Intent::CancelStuckRun(live.id)).await?;
                 self.forge.cancel_run(&proof, live.id).await?;
                 // The cancel is accepted now and takes effect later; the
                 // run counts once GitHub shows it completed.
@@ -353,7 +353,7 @@ impl Engine<'_> {
         };
         let inputs = Value::Object(plan.inputs);
         rec.attempts[idx].dispatched_at = Some(self.clock.now());
-        self.intend(rec, &format!("dispatch {}", self.config.smoke_workflow))
+        self.intend(rec, Intent::Dispatch(self.config.smoke_workflow.clone()))
             .await?;
         match self
             .forge
@@ -420,13 +420,13 @@ impl Engine<'_> {
             .into_iter()
             .filter_map(|j| {
                 let conclusion = j.conclusion?;
-                (!matches!(conclusion.as_str(), "success" | "skipped" | "neutral")).then_some(
-                    crate::report::FailedJob {
+                conclusion
+                    .counts_as_failure()
+                    .then_some(crate::report::FailedJob {
                         name: j.name,
                         conclusion,
                         url: j.html_url,
-                    },
-                )
+                    })
             })
             .collect())
     }
@@ -550,11 +550,11 @@ impl Engine<'_> {
             return self.end(rec, Outcome::Failed, phase, m, false).await;
         };
         let n = rec.repairs + 1;
-        let intent = format!("repair {n}");
+        let intent = Intent::Repair(n);
         let old_head = Self::head(rec)?;
         let tip = self.branch_tip(&rec.branch).await?;
-        let already = rec.intent.as_deref() == Some(intent.as_str())
-            && tip.as_ref().is_some_and(|t| t.sha != old_head);
+        let already =
+            rec.intent.as_ref() == Some(&intent) && tip.as_ref().is_some_and(|t| t.sha != old_head);
         if !already {
             if let Err(p) = self.prove(rec, Scope::Pull).await? {
                 return Ok(p);
@@ -575,7 +575,7 @@ impl Engine<'_> {
             };
             let context = RepairContext {
                 version: super::REPAIR_INPUT_VERSION,
-                candidate: rec.candidate.clone(),
+                candidate: rec.candidate.to_string(),
                 family: rec.family.clone(),
                 key: rec.key.clone(),
                 image: rec.image.clone(),
@@ -594,7 +594,7 @@ impl Engine<'_> {
                 failed_jobs,
                 artifacts,
             };
-            self.intend(rec, &intent).await?;
+            self.intend(rec, intent).await?;
             match hook.repair(&context).await {
                 Ok(RepairOutcome::Pushed) => {}
                 Ok(RepairOutcome::Variants(requests)) => {

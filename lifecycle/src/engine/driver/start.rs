@@ -1,6 +1,7 @@
 //! Claiming, preparing the bump commit and branch, opening the draft PR.
 
 use crate::engine::forge::Forge as _;
+use crate::engine::intent::Intent;
 use klaud_claims::{Acquire, ClaimBook, ClaimCandidate, ClaimEntry, HeldClaim};
 use klaud_planner::image::ImageRef;
 use klaud_planner::retired::Retirements;
@@ -22,7 +23,7 @@ impl Engine<'_> {
         let cid = Self::candidate_id(rec)?;
         let family_id = cid.family();
         let book = self.book();
-        let claim_err = |e: klaud_claims::ClaimError| EngineError::Claim(e.to_string());
+        let claim_err = EngineError::ClaimOp;
         if let Some(entry) = book.inspect(&family_id).await.map_err(claim_err)? {
             return self.adopt_or_skip(rec, &book, &entry).await;
         }
@@ -40,7 +41,7 @@ impl Engine<'_> {
         if let Some(p) = self.capacity_deferred(rec, "claiming").await? {
             return Ok(p);
         }
-        self.intend(rec, "acquire claim").await?;
+        self.intend(rec, Intent::AcquireClaim).await?;
         let base = self.repository_sha.clone();
         // A family group is bumped as one candidate under its first
         // member's claim ref; the record lists every member so other
@@ -303,7 +304,7 @@ impl Engine<'_> {
                 message.push_str(&format!("{TRAILER}{}\n", rec.candidate));
                 rec.base_sha = self.repository_sha.clone();
                 rec.scope = Some(BumpScope::of(&bump));
-                self.intend(rec, "commit the bump").await?;
+                self.intend(rec, Intent::CommitBump).await?;
                 let sha = self
                     .forge
                     .commit_files(&proof, &rec.base_sha, &files, &message)
@@ -313,7 +314,7 @@ impl Engine<'_> {
                 sha
             }
         };
-        self.intend(rec, "create the branch").await?;
+        self.intend(rec, Intent::CreateBranch).await?;
         match self.forge.create_branch(&proof, &rec.branch, &commit).await {
             // Re-read next step: ours (a lost response) or foreign.
             Ok(()) | Err(ForgeError::AlreadyExists(_)) | Err(ForgeError::Ambiguous(_)) => {}
@@ -352,14 +353,18 @@ impl Engine<'_> {
         if let Some(pull) = self.forge.find_pull(&rec.branch).await?
             && !self.deferred_pull(rec, &pull).await?
         {
-            if !pull.open || !self.by_bot(pull.author.as_deref()) {
+            if !pull.state.is_open() || !self.by_bot(pull.author.as_deref()) {
                 let m = Mismatch {
                     kind: MismatchKind::Unexpected,
                     what: format!("pull request #{} for {}", pull.number, rec.branch),
                     expected: format!("an open PR by {}", self.forge.bot_login()),
                     found: format!(
                         "{} PR by {}",
-                        if pull.open { "an open" } else { "a closed" },
+                        if pull.state.is_open() {
+                            "an open"
+                        } else {
+                            "a closed"
+                        },
                         pull.author.as_deref().unwrap_or("nobody")
                     ),
                 };
@@ -376,7 +381,7 @@ impl Engine<'_> {
             Err(p) => return Ok(p),
         };
         let title = self.title(rec);
-        self.intend(rec, "open the pull request").await?;
+        self.intend(rec, Intent::OpenPull).await?;
         match self
             .forge
             .create_draft_pull(

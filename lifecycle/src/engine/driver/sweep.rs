@@ -1,13 +1,14 @@
 //! The changelog entry, the sweep label and the final sweep.
 
 use crate::engine::forge::Forge as _;
+use crate::engine::intent::Intent;
 use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
 use klaud_planner::image::ImageRef;
 
 use super::{
     Engine, EngineError, Progress, SWEEP_INFRA_DETAIL, Scope, TRAILER, classify, description,
 };
-use crate::engine::forge::{ForgeError, RunQuery};
+use crate::engine::forge::{ForgeError, RunConclusion, RunQuery};
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
 use crate::engine::ownership::{Mismatch, MismatchKind};
 use crate::model::{AttemptKind, AttemptStatus, MAX_INFRA_RETRIES, Outcome, Phase, RunRef};
@@ -87,13 +88,13 @@ impl Engine<'_> {
                 "Add perf-changelog entry for {}\n\n{TRAILER}{}\n",
                 rec.key, rec.candidate
             );
-            self.intend(rec, "commit the changelog").await?;
+            self.intend(rec, Intent::CommitChangelog).await?;
             let sha = self
                 .forge
                 .commit_files(&proof, &head, &[(path, new)], &message)
                 .await?;
             rec.pending_commit = Some(sha.clone());
-            self.intend(rec, "push the changelog").await?;
+            self.intend(rec, Intent::PushChangelog).await?;
             match self
                 .forge
                 .fast_forward_branch(&proof, &rec.branch, &sha)
@@ -148,8 +149,7 @@ impl Engine<'_> {
                 Ok(p) => p,
                 Err(p) => return Ok(p),
             };
-            self.intend(rec, "mark ready for review before the sweep")
-                .await?;
+            self.intend(rec, Intent::ReadyBeforeSweep).await?;
             self.forge.set_draft(&proof, &pull, false).await?;
         }
         if !remove.is_empty() || add {
@@ -157,7 +157,7 @@ impl Engine<'_> {
                 Ok(p) => p,
                 Err(p) => return Ok(p),
             };
-            self.intend(rec, "set the sweep label").await?;
+            self.intend(rec, Intent::SetSweepLabel).await?;
             for l in &remove {
                 self.forge.remove_label(&proof, number, l).await?;
             }
@@ -272,7 +272,7 @@ impl Engine<'_> {
                     .collect();
                 let found = mine
                     .iter()
-                    .find(|r| r.conclusion.as_deref() != Some("cancelled"))
+                    .find(|r| r.conclusion != Some(RunConclusion::Cancelled))
                     .or(mine.first())
                     .cloned();
                 let Some(found) = found else {
@@ -331,7 +331,10 @@ impl Engine<'_> {
                 live.id, live.status
             )));
         }
-        if matches!(live.conclusion.as_deref(), Some("cancelled" | "skipped")) {
+        if matches!(
+            live.conclusion,
+            Some(RunConclusion::Cancelled | RunConclusion::Skipped)
+        ) {
             // Concurrency cancels the older run of a group when a newer
             // event (a label, a push) starts another; a run that skipped
             // every job may be followed by the label's run. Follow the
@@ -357,7 +360,7 @@ impl Engine<'_> {
                 return Ok(Progress::Advanced(Step::Sweep));
             }
         }
-        if live.conclusion.as_deref() == Some("skipped") {
+        if live.conclusion == Some(RunConclusion::Skipped) {
             let requested = rec.sweep_requested_at.unwrap_or_else(|| self.clock.now());
             if self.clock.now() - requested < self.config.dispatch_grace {
                 return Ok(Progress::Waiting(format!(
@@ -379,7 +382,7 @@ impl Engine<'_> {
                 .await;
         }
         let (rows, evals, mut notes, manifest) = self.collect(live.id).await?;
-        let passed = live.conclusion.as_deref() == Some("success");
+        let passed = live.conclusion == Some(RunConclusion::Success);
         let check = match &manifest {
             Some(m) if m.head == head && m.run_id == live.id && m.full_sweep => Some(SweepCheck {
                 run_id: live.id,
@@ -410,7 +413,7 @@ impl Engine<'_> {
         let (_, infra) = classify(&live);
         let status = if passed && check.is_some() {
             AttemptStatus::Passed
-        } else if live.conclusion.as_deref() == Some("cancelled") {
+        } else if live.conclusion == Some(RunConclusion::Cancelled) {
             AttemptStatus::Cancelled
         } else {
             AttemptStatus::Failed
@@ -544,8 +547,7 @@ impl Engine<'_> {
             Err(p) => return Ok(p),
         };
         rec.attempts[idx].dispatched_at = Some(self.clock.now());
-        self.intend(rec, &format!("re-run sweep {}", run.id))
-            .await?;
+        self.intend(rec, Intent::RerunSweep(run.id)).await?;
         match self.forge.rerun_run(&proof, run.id).await {
             Ok(()) | Err(ForgeError::Ambiguous(_)) => {}
             Err(e) => return Err(e.into()),

@@ -645,9 +645,9 @@ async fn demo(
     let mut owners = Vec::new();
     let mut named = BTreeMap::new();
     for rec in journal.list().await.map_err(|e| anyhow::anyhow!("{e}"))? {
-        all.insert(rec.candidate.clone(), CandidateSummary::of(&rec, None));
+        all.insert(rec.candidate.to_string(), CandidateSummary::of(&rec, None));
         owners.push(stats::CandidatePaths {
-            candidate: rec.candidate.clone(),
+            candidate: rec.candidate.to_string(),
             pull: rec.pull,
             branch: rec.branch.clone(),
             runs: rec
@@ -657,7 +657,7 @@ async fn demo(
                 .collect(),
         });
         named.insert(
-            rec.candidate.clone(),
+            rec.candidate.to_string(),
             (
                 rec.family.clone(),
                 rec.variant.as_ref().map(|v| v.name.clone()),

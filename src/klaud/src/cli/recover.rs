@@ -45,7 +45,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let claims = book.list_claims().await.map_err(failed)?;
         let leases = book.list_recovery_leases().await.map_err(failed)?;
         let journal = session.journal.list().await.map_err(CliError::failure)?;
-        let journaled = journal.iter().map(|r| r.candidate.clone()).collect();
+        let journaled = journal.iter().map(|r| r.candidate.to_string()).collect();
         let (orphans, mut skipped) = take_over_orphans(
             &recovery,
             &claims,

@@ -242,7 +242,7 @@ impl Daemon {
                     records
                         .into_iter()
                         .filter(|r| r.step == Step::Done)
-                        .map(|r| r.candidate),
+                        .map(|r| r.candidate.to_string()),
                 );
             }
         }
@@ -468,7 +468,7 @@ impl Daemon {
             return;
         };
         for rec in records.into_iter().filter(|r| r.step == Step::Done) {
-            if !state.announced.insert(rec.candidate.clone()) {
+            if !state.announced.insert(rec.candidate.to_string()) {
                 continue;
             }
             let outcome = rec
@@ -481,7 +481,7 @@ impl Daemon {
                 let event = Event {
                     kind: EventKind::Outcome,
                     repository: Some(repo.forge.repo()),
-                    candidate: Some(rec.candidate.clone()),
+                    candidate: Some(rec.candidate.to_string()),
                     message: format!("{} ended {outcome}", rec.family),
                     link: rec.pull_url.clone(),
                 };

@@ -157,7 +157,7 @@ pub fn experiment_rows(records: &[klaud_lifecycle::engine::CandidateRecord]) -> 
                     .map(|(v, rec)| VariantRow {
                         name: v.name.clone(),
                         from: v.from.clone(),
-                        candidate: rec.candidate.clone(),
+                        candidate: rec.candidate.to_string(),
                         state: outcome_of(rec).map_or_else(
                             || rec.step.as_str().to_owned(),
                             |e| e.outcome.to_string(),
@@ -239,7 +239,7 @@ impl CandidateRow {
     /// The row of a journal record.
     pub fn of(rec: &klaud_lifecycle::engine::CandidateRecord) -> Self {
         Self {
-            id: rec.candidate.clone(),
+            id: rec.candidate.to_string(),
             family: rec.family.clone(),
             image: rec.image.clone(),
             state: rec.step.as_str().to_owned(),
@@ -268,7 +268,7 @@ impl OutcomeRow {
         Some(Self {
             at: Some(rec.updated_at),
             family: rec.family.clone(),
-            candidate: rec.candidate.clone(),
+            candidate: rec.candidate.to_string(),
             outcome: ending.outcome.to_string(),
             phase: ending.phase.to_string(),
             pull_request: pull_link(rec),
