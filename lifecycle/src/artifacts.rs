@@ -445,6 +445,12 @@ pub enum ArtifactKind {
 }
 
 impl ArtifactKind {
+    /// One benchmark job's artifact (`bmk_*`), as opposed to a run-level
+    /// one written after every job ended.
+    pub fn is_per_point(self) -> bool {
+        matches!(self, Self::FixedSeqLen | Self::Agentic)
+    }
+
     /// The kind of an artifact name, if Klaud reads it.
     pub fn of(name: &str) -> Option<Self> {
         match name {

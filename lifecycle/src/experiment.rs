@@ -26,6 +26,12 @@ pub const WINNER_FIELD: &str = "experiment-winner";
 /// [`Listed`]), so that every sibling, the tried ones included, can be
 /// rebuilt from GitHub when the journal is gone.
 pub const SIBLINGS_FIELD: &str = "experiment-siblings";
+
+/// How many variants of one family run at once when nothing configured
+/// another bound: `[[experiments]]`' default, and the bound of an
+/// experiment a `/klaud try` or the repair hook starts from a plain
+/// candidate (shared GPUs are never asked for more by default).
+pub const DEFAULT_MAX_CONCURRENT: u32 = 2;
 /// Start of the PR body's section listing the siblings.
 pub const SECTION_START: &str = "<!-- klaud-experiments -->";
 /// End of that section.

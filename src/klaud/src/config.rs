@@ -115,7 +115,7 @@ pub struct ExperimentConfig {
 }
 
 fn default_max_concurrent() -> u32 {
-    2
+    klaud_lifecycle::experiment::DEFAULT_MAX_CONCURRENT
 }
 
 /// `[[experiments.variants]]`.

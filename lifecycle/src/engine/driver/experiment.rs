@@ -535,7 +535,7 @@ impl Engine<'_> {
                 own: Vec::new(),
                 proposed: None,
             }],
-            max_concurrent: 0,
+            max_concurrent: experiment::DEFAULT_MAX_CONCURRENT,
             base_image: rec.image.clone(),
         });
         let base_target = super::Target {

@@ -444,13 +444,27 @@ impl Engine<'_> {
         EngineError,
     > {
         let mut rows = Vec::new();
-        let mut aggregated = Vec::new();
         let mut evals = Vec::new();
         let mut notes = Vec::new();
         let mut manifest = None;
-        for a in self.forge.list_artifacts(run).await? {
-            if crate::artifacts::ArtifactKind::of(&a.name).is_none() {
-                continue;
+        // InferenceX's own comparison (the compare job of `run-sweep.yml`)
+        // reads the run-level `results_bmk`: one download instead of one
+        // per point. Per-point artifacts are read only when the aggregate
+        // is missing, expired, unreadable or empty: a run still going (live
+        // reports), or one whose collect-results job failed.
+        let (per_point, run_level): (Vec<_>, Vec<_>) = self
+            .forge
+            .list_artifacts(run)
+            .await?
+            .into_iter()
+            .filter(|a| crate::artifacts::ArtifactKind::of(&a.name).is_some())
+            .partition(|a| {
+                crate::artifacts::ArtifactKind::of(&a.name)
+                    .is_some_and(crate::artifacts::ArtifactKind::is_per_point)
+            });
+        for (i, a) in run_level.iter().chain(&per_point).enumerate() {
+            if i == run_level.len() && !rows.is_empty() {
+                break;
             }
             if a.expired {
                 notes.push(format!("Artifact {} expired.", a.name));
@@ -458,17 +472,14 @@ impl Engine<'_> {
             }
             let bytes = self.forge.download_artifact(a.id).await?;
             match parse_artifact(&a.name, &bytes, &self.config.artifact_limits) {
-                Ok(Artifact::Benchmark { rows: r, .. }) => rows.extend(r),
-                Ok(Artifact::AggregatedBenchmarks { rows: r }) => aggregated.extend(r),
+                Ok(
+                    Artifact::Benchmark { rows: r, .. }
+                    | Artifact::AggregatedBenchmarks { rows: r },
+                ) => rows.extend(r),
                 Ok(Artifact::Evals { rows: r }) => evals.extend(r),
                 Ok(Artifact::Manifest(m)) => manifest = Some(m),
                 Err(e) => notes.push(format!("Artifact {} unreadable: {e}", a.name)),
             }
-        }
-        // Per-point artifacts are the primary source; the aggregate only
-        // when a run has no per-point artifacts.
-        if rows.is_empty() {
-            rows = aggregated;
         }
         Ok((rows, evals, notes, manifest))
     }
