@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use klaud_service::dashboard::{
-    BudgetSample, CandidateRow, ClaimRow, FamilyRow, LinkRow, RateBudgetRow, RepositoryStatus,
-    StatusSnapshot, render_page, router,
+    BudgetSample, CandidateRow, ClaimRow, ExperimentRow, FamilyRow, LinkRow, RateBudgetRow,
+    RepositoryStatus, StatusSnapshot, VariantRow, render_page, router,
 };
 use tokio::sync::watch;
 
@@ -170,4 +170,71 @@ async fn healthz_waits_for_the_first_snapshot() {
             .status(),
         200
     );
+}
+
+/// An experiment's variants as the dashboard groups them: one table per
+/// family and experiment, in the experiment's order, each with its state and
+/// PR, as a real browser renders the page (issue 15).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_shows_an_experiments_variants_grouped() {
+    let variant = |name: &str, from: Option<&str>, state: &str, pull: u64| VariantRow {
+        name: name.into(),
+        from: from.map(Into::into),
+        candidate: format!("7277e80e16ff6abb-{pull:016x}"),
+        state: state.into(),
+        pull_request: Some(LinkRow {
+            label: format!("#{pull}"),
+            url: format!("https://github.com/sandbox/benchmarks/pull/{pull}"),
+        }),
+    };
+    let mut snapshot = sample();
+    snapshot.repositories[0].experiments = vec![ExperimentRow {
+        family: "configs/nvidia-master.yaml:demo-fp4-gb200-dynamo-vllm-disagg".into(),
+        experiment: "demo-disagg".into(),
+        variants: vec![
+            variant("A", None, "duplicate", 4),
+            variant("B", None, "validated", 5),
+            variant("C", Some("B"), "smoke", 6),
+        ],
+    }];
+    let (url, _sender) = serve(snapshot).await;
+    let Some(dom) = crate::first_contact::browser_dom(&url).await else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromium is missing (apt-get install -y chromium)"
+        );
+        eprintln!("SKIP: chromium is not installed; the dashboard was not opened in a browser");
+        return;
+    };
+    let section = dom
+        .split_once("<h3>Experiments</h3>")
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("no Experiments section: {dom}"));
+    assert!(
+        section.contains("Experiment demo-disagg"),
+        "the table names the experiment: {section}"
+    );
+    assert!(section.contains("demo-fp4-gb200-dynamo-vllm-disagg"));
+    // The three variants sit in one table, in the experiment's order.
+    let table = section
+        .split_once("</table>")
+        .map_or(section, |(table, _)| table);
+    let at = |needle: &str| {
+        table
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle} is not in the experiment's table: {table}"))
+    };
+    assert!(at("Variant A") < at("Variant B"));
+    assert!(at("Variant B") < at("Variant C (= B plus …)"));
+    for needle in [
+        "duplicate",
+        "validated",
+        "smoke",
+        "pull/4",
+        "pull/5",
+        "pull/6",
+    ] {
+        at(needle);
+    }
+    assert_eq!(table.matches("class=\"variant\"").count(), 3, "{table}");
 }

@@ -189,7 +189,7 @@ async fn every_dashboard_link_opens_a_sandbox_page_and_the_budget_chart_is_drawn
 }
 
 /// The DOM headless Chromium builds for `url`; `None` without Chromium.
-async fn browser_dom(url: &str) -> Option<String> {
+pub(crate) async fn browser_dom(url: &str) -> Option<String> {
     let bin = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .into_iter()
         .map(std::path::PathBuf::from)
