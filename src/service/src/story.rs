@@ -139,7 +139,9 @@ pub trait StepSink: Send + Sync {
     /// cuts the request log by).
     fn step_started(&self, _repository: &str, _candidate: &str) {}
     /// The step started last ended; `changed` is false when it changed
-    /// nothing in the candidate's record but `updated_at` (a poll).
+    /// nothing in the candidate's record but `updated_at` and a live-report
+    /// intent (a look at a running workflow, perhaps refreshing its live
+    /// report).
     fn step_ended(&self, _repository: &str, _candidate: &str, _changed: bool) {}
 }
 

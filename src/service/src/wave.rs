@@ -17,7 +17,9 @@ use klaud_github::upstream::GithubUpstream;
 use klaud_github::{Forge, ForgeRunStatus, GithubError};
 use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::commands::Retries;
-use klaud_lifecycle::engine::{CandidateRecord, EngineConfig, Journal, Progress, RepairHook};
+use klaud_lifecycle::engine::{
+    CandidateRecord, EngineConfig, Intent, Journal, Progress, RepairHook,
+};
 use klaud_lifecycle::report::UpstreamRange;
 use klaud_lifecycle::wave::{
     self as lifecycle_wave, BaseCheckout, BaseSource, OpenPulls, PlanMemory, PullSource,
@@ -537,8 +539,19 @@ impl WaveObserver for Story<'_> {
         progress: &Result<Progress, String>,
     ) {
         crate::story::tell(Some(self.sink), &self.repository, before, after, progress);
+        // A step that only refreshed the live report of a running workflow
+        // records that intent and nothing else: still a look at a run.
+        let live_refresh = matches!(
+            after.intent,
+            Some(Intent::EditLiveReport(_) | Intent::CommentLiveReport(_))
+        );
         let changed = CandidateRecord {
             updated_at: after.updated_at,
+            intent: if live_refresh {
+                after.intent.clone()
+            } else {
+                before.intent.clone()
+            },
             ..before.clone()
         } != *after;
         self.sink

@@ -450,9 +450,11 @@ fn print_stats(f: &Figures) {
             format!("<= {limit}: OVER")
         };
         eprintln!(
-            "  {name}{variant} ({outcome}): {} steps; not polls {} charged ({verdict}), {} total, \
-             {} writes, of which outside steps {} charged / {} total; \
-             polls ({} steps) {} charged (minimum 0), {} total",
+            "  {name}{variant} ({outcome}): {} steps; lifecycle (not polls) {} charged ({verdict}), \
+             {} total, {} writes, of which outside steps {} charged / {} total; \
+             polls ({} steps) {} charged (minimum 0), {} total; \
+             live-report refreshes while a run goes on ({} steps) {} charged, {} total \
+             (with them: {} charged)",
             r.steps,
             r.work.charged,
             r.work.total,
@@ -462,6 +464,10 @@ fn print_stats(f: &Figures) {
             r.poll_steps,
             r.polls.charged,
             r.polls.total,
+            r.refresh_steps,
+            r.refreshes.charged,
+            r.refreshes.total,
+            r.work.charged + r.refreshes.charged,
         );
     }
     eprintln!(

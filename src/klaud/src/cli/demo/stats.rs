@@ -8,7 +8,10 @@
 //! moments. A request is recorded before its answer is sent, so every
 //! request between two marks was made by that step. A step is a *poll*
 //! when it changed nothing in the candidate's record but `updated_at` and
-//! wrote nothing to GitHub. Requests outside any step (maintainer command
+//! wrote nothing to GitHub; a *live-report refresh* when it changed nothing
+//! but that and wrote only the live report comment of a running workflow
+//! (how many there are depends on how long runs take and on
+//! `live_report_interval`, not on the lifecycle). Requests outside any step (maintainer command
 //! reads, the overlap check, planning, claim listing) go to the candidate
 //! whose PR, run or branch the path names, else to the pass they fell in,
 //! sorted by what they read.
@@ -153,6 +156,17 @@ pub struct LifecycleRequests {
     pub outside_steps: RequestFigures,
     /// Poll steps.
     pub polls: RequestFigures,
+    /// Of the steps, live-report refreshes.
+    pub refresh_steps: usize,
+    /// Live-report refresh steps.
+    pub refreshes: RequestFigures,
+}
+
+/// A write that posts or edits an issue comment (a live report).
+fn comment_write(e: &LogEntry) -> bool {
+    let route = e.path.split('?').next().unwrap_or(&e.path);
+    (e.method == "POST" && route.ends_with("/comments") && route.contains("/issues/"))
+        || (e.method == "PATCH" && route.contains("/issues/comments/"))
 }
 
 impl LifecycleRequests {
@@ -161,9 +175,17 @@ impl LifecycleRequests {
     pub fn add_step(&mut self, slice: &[LogEntry], changed: bool) {
         let f = RequestFigures::of(slice);
         self.steps += 1;
+        let writes = || {
+            slice
+                .iter()
+                .filter(|e| RequestFigures::of(std::slice::from_ref(*e)).writes > 0)
+        };
         if !changed && f.writes == 0 {
             self.poll_steps += 1;
             self.polls.add(f);
+        } else if !changed && writes().all(comment_write) {
+            self.refresh_steps += 1;
+            self.refreshes.add(f);
         } else {
             self.work.add(f);
         }
@@ -404,10 +426,22 @@ mod tests {
     }
 
     #[test]
-    fn a_poll_that_writes_is_work() {
+    fn a_poll_that_writes_is_work_unless_it_only_refreshed_the_live_report() {
         let mut l = LifecycleRequests::default();
-        l.add_step(&[e("PATCH", "/repos/o/r/issues/comments/3", 200)], false);
-        assert_eq!((l.poll_steps, l.work.writes), (0, 1));
+        l.add_step(&[e("POST", "/repos/o/r/issues/3/labels", 200)], false);
+        assert_eq!((l.poll_steps, l.refresh_steps, l.work.writes), (0, 0, 1));
+        l.add_step(
+            &[
+                e("GET", "/repos/o/r/issues/3/comments", 200),
+                e("PATCH", "/repos/o/r/issues/comments/3", 200),
+            ],
+            false,
+        );
+        assert_eq!((l.poll_steps, l.refresh_steps, l.work.writes), (0, 1, 1));
+        assert_eq!((l.refreshes.total, l.refreshes.writes), (2, 1));
+        // A step that changed the record is work, whatever it wrote.
+        l.add_step(&[e("PATCH", "/repos/o/r/issues/comments/3", 200)], true);
+        assert_eq!((l.refresh_steps, l.work.writes), (1, 2));
     }
 
     #[test]
