@@ -11,10 +11,10 @@
 //! wrote nothing to GitHub; a *live-report refresh* when it changed nothing
 //! but that and wrote only the live report comment of a running workflow
 //! (how many there are depends on how long runs take and on
-//! `live_report_interval`, not on the lifecycle). Requests outside any step (maintainer command
-//! reads, the overlap check, planning, claim listing) go to the candidate
-//! whose PR, run or branch the path names, else to the pass they fell in,
-//! sorted by what they read.
+//! `live_report_interval`, not on the lifecycle). Requests outside any step
+//! (maintainer command reads, the overlap check, planning, claim listing)
+//! go to the candidate whose PR, run or branch the path names, else to the
+//! pass they fell in, sorted by what they read.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
