@@ -457,12 +457,9 @@ impl Engine<'_> {
             .list_artifacts(run)
             .await?
             .into_iter()
-            .filter(|a| crate::artifacts::ArtifactKind::of(&a.name).is_some())
-            .partition(|a| {
-                crate::artifacts::ArtifactKind::of(&a.name)
-                    .is_some_and(crate::artifacts::ArtifactKind::is_per_point)
-            });
-        for (i, a) in run_level.iter().chain(&per_point).enumerate() {
+            .filter_map(|a| crate::artifacts::ArtifactKind::of(&a.name).map(|kind| (kind, a)))
+            .partition(|(kind, _)| kind.is_per_point());
+        for (i, (_, a)) in run_level.iter().chain(&per_point).enumerate() {
             if i == run_level.len() && !rows.is_empty() {
                 break;
             }

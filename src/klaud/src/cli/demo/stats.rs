@@ -175,15 +175,15 @@ impl LifecycleRequests {
     pub fn add_step(&mut self, slice: &[LogEntry], changed: bool) {
         let f = RequestFigures::of(slice);
         self.steps += 1;
-        let writes = || {
-            slice
-                .iter()
-                .filter(|e| RequestFigures::of(std::slice::from_ref(*e)).writes > 0)
-        };
         if !changed && f.writes == 0 {
             self.poll_steps += 1;
             self.polls.add(f);
-        } else if !changed && writes().all(comment_write) {
+        } else if !changed
+            && slice
+                .iter()
+                .filter(|e| super::is_write(e))
+                .all(comment_write)
+        {
             self.refresh_steps += 1;
             self.refreshes.add(f);
         } else {
