@@ -345,7 +345,7 @@ async fn a_compare_too_large_to_read_whole_does_not_block() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_simulated_compare_pages_commits_and_lists_patches_like_github() {
     let up = upstream(true).await;
-    let http = reqwest::Client::new();
+    let http = klaud_http::http_client().expect("http client");
     let get = |path: String| {
         let http = http.clone();
         let url = format!("{}/repos/{SOURCE}/{path}", up.sim.url());

@@ -152,7 +152,7 @@ async fn an_expired_or_overlong_app_jwt_and_an_expired_token_are_refused() {
         .expect("jwt")
     };
     let now = chrono::Utc::now().timestamp();
-    let http = reqwest::Client::new();
+    let http = klaud_http::http_client().expect("http client");
     let get = |token: String, path: &str| {
         http.get(format!("{}{path}", stack.github.url()))
             .bearer_auth(token)
@@ -265,7 +265,7 @@ async fn a_wave_reads_a_checkout_of_the_base_commit_and_refuses_another() {
         .poll(Duration::from_millis(20))
         .start_stack()
         .await;
-    let http = reqwest::Client::new();
+    let http = klaud_http::http_client().expect("http client");
     let api = |path: String| {
         http.get(format!("{}/repos/{REPO}/{path}", stack.github.url()))
             .bearer_auth(BOT_TOKEN)

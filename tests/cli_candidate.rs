@@ -80,7 +80,7 @@ async fn handoff_and_finish_post_a_receipt_naming_the_operator() {
         "two unfinished candidates with PRs: {wave:#}"
     );
 
-    let http = reqwest::Client::new();
+    let http = klaud_http::http_client().expect("http client");
     let get = |path: String| {
         let http = http.clone();
         let url = format!("{}/repos/{REPO}/{path}", stack.github.url());

@@ -54,7 +54,7 @@ async fn sandbox_prints_its_endpoints_and_serves_the_seeded_repository() {
     );
     let api = info["github_api"].as_str().unwrap();
     assert!(api.starts_with("http://127.0.0.1:"));
-    let http = reqwest::Client::builder()
+    let http = klaud_http::http_client_builder()
         .user_agent("klaud-test")
         .build()
         .unwrap();
@@ -134,7 +134,7 @@ async fn sandbox_takes_its_ci_behaviour_from_seeded_workflow_files() {
     assert_eq!(info["workflows"], serde_json::json!(["smoke.yml"]));
     let api = info["github_api"].as_str().unwrap();
     let token = info["bot_token"].as_str().unwrap();
-    let http = reqwest::Client::builder()
+    let http = klaud_http::http_client_builder()
         .user_agent("klaud-test")
         .build()
         .unwrap();

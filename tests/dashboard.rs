@@ -70,7 +70,7 @@ async fn serve(snapshot: StatusSnapshot) -> (String, watch::Sender<Arc<StatusSna
 #[tokio::test]
 async fn the_page_json_and_metrics_show_the_snapshot() {
     let (url, _sender) = serve(sample()).await;
-    let http = reqwest::Client::new();
+    let http = klaud_http::http_client().expect("http client");
     let page = http.get(&url).send().await.unwrap();
     assert_eq!(page.status(), 200);
     assert!(
@@ -152,7 +152,7 @@ fn the_page_says_planning_and_charts_the_budget() {
 #[tokio::test]
 async fn healthz_waits_for_the_first_snapshot() {
     let (url, sender) = serve(StatusSnapshot::default()).await;
-    let http = reqwest::Client::new();
+    let http = klaud_http::http_client().expect("http client");
     assert_eq!(
         http.get(format!("{url}/healthz"))
             .send()

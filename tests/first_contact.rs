@@ -35,7 +35,7 @@ async fn daemon(stack: &SandboxStack, settings: ServeSettings) -> (Daemon, Snaps
 }
 
 fn http() -> reqwest::Client {
-    reqwest::Client::builder()
+    klaud_http::http_client_builder()
         .no_proxy()
         .build()
         .expect("HTTP client")

@@ -79,7 +79,10 @@ impl T {
             .await;
         Self {
             sim,
-            http: Client::builder().user_agent("klaud-test").build().unwrap(),
+            http: klaud_http::http_client_builder()
+                .user_agent("klaud-test")
+                .build()
+                .unwrap(),
         }
     }
 

@@ -37,7 +37,10 @@ impl T {
             .await;
         Self {
             sim,
-            http: Client::builder().user_agent("klaud-test").build().unwrap(),
+            http: klaud_http::http_client_builder()
+                .user_agent("klaud-test")
+                .build()
+                .unwrap(),
         }
     }
 
@@ -531,7 +534,7 @@ async fn actions_dispatch_cancel_rerun_and_artifacts() {
         ))
         .await;
     let aid = arts["artifacts"][0]["id"].as_u64().unwrap();
-    let no_redirect = Client::builder()
+    let no_redirect = klaud_http::http_client_builder()
         .user_agent("klaud-test")
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -874,7 +877,7 @@ async fn json_without_content_type_null_tree_shas_and_label_objects_are_accepted
 #[tokio::test]
 async fn no_user_agent_and_reader_permission_lookups_are_refused() {
     let t = T::new().await;
-    let bare = Client::builder().build().unwrap();
+    let bare = klaud_http::http_client_builder().build().unwrap();
     for agent in [None, Some("")] {
         let mut req = bare
             .get(format!("{}/repos/sandbox/benchmarks", t.sim.url()))

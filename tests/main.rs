@@ -24,6 +24,7 @@ mod github_forge;
 mod github_schema;
 mod github_sim;
 mod inferencex_compat;
+mod layout;
 mod lifecycle_e2e;
 mod lifecycle_full;
 mod lifecycle_workflows;

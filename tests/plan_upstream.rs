@@ -50,7 +50,7 @@ async fn upstream() -> (GithubSim, String, String) {
         .await
         .unwrap();
     let sim = crate::support::serve(state).await;
-    let http = reqwest::Client::new();
+    let http = klaud_http::http_client().expect("http client");
     for (tag, sha) in [("v0.26.0", &new), ("v0.25.9", &old)] {
         let response = http
             .post(format!("{}/repos/vllm-project/vllm/git/refs", sim.url()))

@@ -49,7 +49,10 @@ impl T {
         Self {
             sim,
             ci,
-            http: Client::builder().user_agent("klaud-test").build().unwrap(),
+            http: klaud_http::http_client_builder()
+                .user_agent("klaud-test")
+                .build()
+                .unwrap(),
             main,
         }
     }
@@ -725,7 +728,10 @@ async fn sandbox_with_ci_runs_dispatched_workflows_by_itself() {
     let api = info["github_api"].as_str().unwrap();
     let token = info["bot_token"].as_str().unwrap();
     let repo = info["repo"].as_str().unwrap();
-    let http = Client::builder().user_agent("klaud-test").build().unwrap();
+    let http = klaud_http::http_client_builder()
+        .user_agent("klaud-test")
+        .build()
+        .unwrap();
     let main: Value = http
         .get(format!("{api}/repos/{repo}/git/ref/heads/main"))
         .bearer_auth(token)
@@ -829,7 +835,10 @@ async fn a_real_inferencex_family_runs_at_its_exact_head() {
     let t = T {
         sim,
         ci,
-        http: Client::builder().user_agent("klaud-test").build().unwrap(),
+        http: klaud_http::http_client_builder()
+            .user_agent("klaud-test")
+            .build()
+            .unwrap(),
         main,
     };
     for key in [

@@ -403,7 +403,7 @@ async fn seed_file_errors_name_the_problem() {
 async fn simulator_speaks_the_distribution_protocol() {
     // Raw requests about the protocol, not its auth.
     let s = serve(RegistrySim::from_seed_json(SEED).unwrap().open()).await;
-    let http = reqwest::Client::new();
+    let http = klaud_http::http_client().expect("http client");
     let url = |p: &str| format!("{}{p}", s.url.as_str().trim_end_matches('/'));
     assert_eq!(http.get(url("/v2/")).send().await.unwrap().status(), 200);
 
@@ -462,7 +462,7 @@ async fn simulator_speaks_the_distribution_protocol() {
 #[tokio::test]
 async fn the_default_registry_needs_an_anonymous_pull_token_per_scope() {
     let s = serve(RegistrySim::from_seed_json(SEED).unwrap()).await;
-    let http = reqwest::Client::new();
+    let http = klaud_http::http_client().expect("http client");
     let url = |p: &str| format!("{}{p}", s.url.as_str().trim_end_matches('/'));
     let manifest = url("/v2/vllm/vllm-openai/manifests/v0.25.0");
     let r = http
@@ -548,7 +548,8 @@ async fn the_default_registry_needs_an_anonymous_pull_token_per_scope() {
 #[tokio::test]
 async fn docker_hub_tags_carry_the_documented_fields() {
     let s = serve(RegistrySim::from_seed_json(SEED).unwrap()).await;
-    let body: serde_json::Value = reqwest::Client::new()
+    let body: serde_json::Value = klaud_http::http_client()
+        .expect("http client")
         .get(format!(
             "{}v2/namespaces/vllm/repositories/vllm-openai/tags?page_size=10",
             s.url

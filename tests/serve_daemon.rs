@@ -60,7 +60,7 @@ async fn pulls(stack: &SandboxStack) -> Vec<(u64, String)> {
 
 /// Loopback only: never through a proxy from the environment.
 fn http() -> reqwest::Client {
-    reqwest::Client::builder()
+    klaud_http::http_client_builder()
         .no_proxy()
         .build()
         .expect("HTTP client")

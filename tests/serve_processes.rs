@@ -33,7 +33,7 @@ const PATIENCE: Duration = Duration::from_secs(240);
 
 /// Loopback only: never through a proxy from the environment.
 fn http() -> reqwest::Client {
-    reqwest::Client::builder()
+    klaud_http::http_client_builder()
         .no_proxy()
         .timeout(Duration::from_secs(30))
         .build()

@@ -469,7 +469,7 @@ impl HttpCapacity {
         if key.trim().is_empty() {
             return Err(CapacityError::Config("the API key is empty".into()));
         }
-        let client = reqwest::Client::builder()
+        let client = klaud_http::http_client_builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(timeout)
             .build()

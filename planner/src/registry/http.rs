@@ -107,7 +107,7 @@ pub(crate) struct Http {
 impl Http {
     pub(crate) fn new(config: RegistryConfig) -> Result<Self, RegistryError> {
         config.validate()?;
-        let client = reqwest::Client::builder()
+        let client = klaud_http::http_client_builder()
             .user_agent(config.user_agent.clone())
             .timeout(config.timeout)
             .connect_timeout(config.timeout.min(Duration::from_secs(10)))

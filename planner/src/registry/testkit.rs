@@ -336,7 +336,7 @@ impl Pusher {
     /// A pusher for the registry at `base` (e.g. [`LocalRegistry::base_url`]).
     pub fn new(base: Url) -> Self {
         Self {
-            http: reqwest::Client::new(),
+            http: klaud_http::http_client().expect("http client"),
             base,
             tokens: None,
             uploaded: Arc::default(),

@@ -25,7 +25,7 @@ impl HttpBaselineSource {
     pub fn new(base: &str) -> Result<Self, String> {
         // reqwest sends no User-Agent of its own; name the client, as
         // public APIs (GitHub's among them) ask.
-        let client = reqwest::Client::builder()
+        let client = klaud_http::http_client_builder()
             .user_agent(concat!("klaud/", env!("CARGO_PKG_VERSION")))
             .timeout(Duration::from_secs(30))
             .build()

@@ -129,6 +129,8 @@ enum Command {
 
 /// Parses the command line, runs the command and returns the process exit code.
 pub fn main() -> ExitCode {
+    // Before any client is built: reqwest has no TLS provider of its own.
+    klaud_http::install();
     let cli = Cli::parse();
     let log_format = cli
         .log_format

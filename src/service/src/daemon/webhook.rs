@@ -109,7 +109,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/webhook", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
-        let http = reqwest::Client::new();
+        let http = klaud_http::http_client().expect("http client");
         let body = br#"{"action":"created"}"#.to_vec();
         let bad = http
             .post(&url)
