@@ -133,7 +133,7 @@ impl Engine<'_> {
             .refs()
             .read_ref(&format!("refs/heads/{branch}"))
             .await
-            .map_err(|e| ForgeError::Other(format!("read branch {branch}: {e}")).into())
+            .map_err(|e| ForgeError::refs(format!("read branch {branch}"), e).into())
     }
 
     /// Adopts the branch tip when it is a commit Klaud made but did not get
