@@ -369,9 +369,7 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
             "{live:?}"
         );
     }
-    let family_id = klaud_claims::CandidateId::new(&c.candidate)
-        .expect("id")
-        .family();
+    let family_id = c.candidate.family();
     assert!(
         !env.claims()
             .await

@@ -303,7 +303,7 @@ pub trait Journal: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetryRequest {
     /// The finished candidate the request was made on.
-    pub candidate: String,
+    pub candidate: CandidateId,
     /// Who asked (login, or `operator` for the CLI).
     pub by: String,
     /// Why, as given.

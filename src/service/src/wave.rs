@@ -555,12 +555,12 @@ impl WaveObserver for Story<'_> {
             ..before.clone()
         } != *after;
         self.sink
-            .step_ended(&self.repository, after.candidate.as_str(), changed);
+            .step_ended(&self.repository, &after.candidate, changed);
     }
 
     fn step_started(&self, candidate: &CandidateRecord) {
         self.sink
-            .step_started(&self.repository, candidate.candidate.as_str());
+            .step_started(&self.repository, &candidate.candidate);
     }
 
     fn done(&self, summary: &WaveSummary) {

@@ -49,11 +49,7 @@ impl Engine<'_> {
         // An experiment's variants all run under this one claim: it lists
         // every variant candidate (issue 15).
         let ids: Vec<klaud_claims::CandidateId> = match &rec.variant {
-            Some(v) => v
-                .siblings
-                .iter()
-                .filter_map(|s| klaud_claims::CandidateId::new(&s.candidate).ok())
-                .collect(),
+            Some(v) => v.siblings.iter().map(|s| s.candidate.clone()).collect(),
             None => vec![cid.clone()],
         };
         let members = self.bumped_together(&rec.family);

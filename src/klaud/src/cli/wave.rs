@@ -526,7 +526,7 @@ mod tests {
         let summary = klaud_service::WaveSummary {
             base: "0123456789abcdef0123".into(),
             candidates: vec![klaud_service::CandidateSummary {
-                candidate: "c1".into(),
+                candidate: "d92e15065c55779d-0123456789abcdef".parse().unwrap(),
                 family: "configs/nvidia-master.yaml:k".into(),
                 image: "lmsysorg/sglang:v2".into(),
                 outcome: Some("failed".into()),
