@@ -138,6 +138,7 @@ async fn wave(env: &Harness, upstream: &GithubUpstream, journal: &MemoryJournal)
         engine_config(7_200),
     );
     options
+        .lifecycle
         .plan
         .upstream
         .insert("vllm/vllm-openai".into(), SOURCE.into());

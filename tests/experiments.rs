@@ -444,8 +444,8 @@ async fn one_wave(
     let mut engine = crate::support::engine_config(7_000 + wave);
     engine.experiments = experiments;
     let mut options = env.wave_options(instance(1), engine);
-    options.plan.max_candidates = 1;
-    options.plan.occupied = env
+    options.lifecycle.plan.max_candidates = 1;
+    options.lifecycle.plan.occupied = env
         .repository
         .families()
         .iter()

@@ -44,8 +44,8 @@ pub(crate) async fn wave_config(
     journal: &MemoryJournal,
 ) -> WaveSummary {
     let mut options = env.wave_options(instance(), engine);
-    options.plan.min_age = Duration::ZERO;
-    options.cooldown = Duration::ZERO;
+    options.lifecycle.plan.min_age = Duration::ZERO;
+    options.lifecycle.cooldown = Duration::ZERO;
     env.wave(journal, options).await
 }
 

@@ -475,7 +475,7 @@ sweep = [{ delay = 1, outcome = "failure" }, { delay = 1, outcome = "success" }]
             crate::support::owner(),
             crate::support::engine_config(9_000 + wave),
         );
-        options.plan.max_candidates = 1;
+        options.lifecycle.plan.max_candidates = 1;
         let summary = env.wave_repair(&journal, Some(&hook), options).await;
         let c = summary.candidates.first().expect("a candidate").clone();
         if c.outcome.is_some() {

@@ -680,15 +680,17 @@ async fn demo(
     }
     let cut = stats::cut(first, start, &full, &marks, &owners);
     let options = || WaveOptions {
-        claimant: claimant.clone(),
-        engine: engine.clone(),
-        plan: demo_plan(),
-        poll: Duration::from_millis(50),
-        wait: Duration::from_secs(0),
-        cooldown: Duration::ZERO,
+        lifecycle: klaud_lifecycle::wave::WaveOptions {
+            claimant: claimant.clone(),
+            engine: engine.clone(),
+            plan: demo_plan(),
+            poll: Duration::from_millis(50),
+            wait: Duration::from_secs(0),
+            cooldown: Duration::ZERO,
+            stop: None,
+        },
         upstream: None,
         cache: None,
-        stop: None,
         checkout: None,
     };
     // The idle figure is a pass with nothing new to do: the first pass after

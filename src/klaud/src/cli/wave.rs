@@ -473,15 +473,17 @@ pub fn run(args: Args) -> Result<(), CliError> {
             .as_ref()
             .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
         let options = WaveOptions {
-            claimant: session.claimant.clone(),
-            engine: engine_config(config, session.owner_run),
-            plan,
-            poll,
-            wait,
-            cooldown: config.planner.cooldown,
+            lifecycle: klaud_lifecycle::wave::WaveOptions {
+                claimant: session.claimant.clone(),
+                engine: engine_config(config, session.owner_run),
+                plan,
+                poll,
+                wait,
+                cooldown: config.planner.cooldown,
+                stop: None,
+            },
             upstream: upstream.as_ref(),
             cache: Some(session.journal.store()),
-            stop: None,
             checkout: args.checkout.as_deref(),
         };
         let summary = run_wave(
