@@ -138,6 +138,7 @@ async fn wave(env: &Harness, upstream: &GithubUpstream, journal: &MemoryJournal)
         engine_config(7_200),
     );
     options
+        .lifecycle
         .plan
         .upstream
         .insert("vllm/vllm-openai".into(), SOURCE.into());
@@ -202,7 +203,11 @@ async fn a_flag_removed_upstream_ends_the_candidate_incompatible_before_any_disp
         "{receipt}"
     );
     assert!(receipt.contains("由 vllm-project/vllm@"), "{receipt}");
-    let rec = journal.load(&c.candidate).await.unwrap().expect("record");
+    let rec = journal
+        .load(c.candidate.as_str())
+        .await
+        .unwrap()
+        .expect("record");
     let row = klaud_service::dashboard::OutcomeRow::of(&rec).expect("outcome row");
     assert_eq!(row.outcome, "incompatible");
     assert_eq!(

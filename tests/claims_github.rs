@@ -702,7 +702,12 @@ async fn an_unreadable_owner_run_fails_the_takeover_without_writing() {
     {
         Err(ClaimError::RunStatus { run_id, source }) => {
             assert_eq!(run_id, 31337);
-            assert!(source.0.contains("503"), "{source}");
+            assert!(source.to_string().contains("503"), "{source}");
+            let cause = std::error::Error::source(&source);
+            assert!(
+                cause.is_some_and(|c| c.downcast_ref::<klaud_github::GithubError>().is_some()),
+                "the GitHub error is the source: {source:?}"
+            );
         }
         other => panic!("expected a RunStatus error, got {other:?}"),
     }

@@ -180,7 +180,9 @@ async fn a_browser_shows_an_experiments_variants_grouped() {
     let variant = |name: &str, from: Option<&str>, state: &str, pull: u64| VariantRow {
         name: name.into(),
         from: from.map(Into::into),
-        candidate: format!("7277e80e16ff6abb-{pull:016x}"),
+        candidate: format!("7277e80e16ff6abb-{pull:016x}")
+            .parse()
+            .expect("a candidate id"),
         state: state.into(),
         pull_request: Some(LinkRow {
             label: format!("#{pull}"),

@@ -444,8 +444,8 @@ async fn one_wave(
     let mut engine = crate::support::engine_config(7_000 + wave);
     engine.experiments = experiments;
     let mut options = env.wave_options(instance(1), engine);
-    options.plan.max_candidates = 1;
-    options.plan.occupied = env
+    options.lifecycle.plan.max_candidates = 1;
+    options.lifecycle.plan.occupied = env
         .repository
         .families()
         .iter()
@@ -474,7 +474,7 @@ async fn waves_until_free(
         let journal = if keep_journal { keep } else { &fresh };
         let summary = one_wave(env, journal, wave, experiments.to_vec()).await;
         for c in summary.candidates {
-            last.insert(c.candidate.clone(), c);
+            last.insert(c.candidate.to_string(), c);
         }
         if env.claims().await.is_empty() {
             return;
@@ -591,7 +591,9 @@ async fn a_tried_variant_is_rebuilt_without_the_journal_and_stopped_by_the_winne
         .find(|c| c.candidate == base.candidate.as_str())
         .unwrap_or_else(|| panic!("the plain candidate started: {first:#?}"));
     let number = env
-        .pulls(&klaud_lifecycle::engine::branch_name(&plain.candidate))
+        .pulls(&klaud_lifecycle::engine::branch_name(
+            plain.candidate.as_str(),
+        ))
         .await[0];
     let person = env.person(MAINTAINER_TOKEN);
     let asked = person
@@ -637,11 +639,15 @@ async fn a_tried_variant_is_rebuilt_without_the_journal_and_stopped_by_the_winne
         Some("validated"),
         "{last:#?}"
     );
-    assert_eq!(outcome(&tried).as_deref(), Some("duplicate"), "{last:#?}");
+    assert_eq!(
+        outcome(tried.as_str()).as_deref(),
+        Some("duplicate"),
+        "{last:#?}"
+    );
     let winner = env.pull(number).await;
     assert!(winner.state.is_open() && !winner.draft);
     let loser = env
-        .pulls(&klaud_lifecycle::engine::branch_name(&tried))
+        .pulls(&klaud_lifecycle::engine::branch_name(tried.as_str()))
         .await;
     assert_eq!(loser.len(), 1, "one PR for the tried variant");
     assert!(

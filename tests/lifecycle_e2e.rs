@@ -637,8 +637,8 @@ async fn request_figures_per_validated_candidate() {
     // changed; the second must cost nothing against the rate limit.
     let options = || {
         let mut o = env.wave_options(owner(), env.config.clone());
-        o.plan.max_candidates = 0;
-        o.cooldown = Duration::ZERO;
+        o.lifecycle.plan.max_candidates = 0;
+        o.lifecycle.cooldown = Duration::ZERO;
         o
     };
     env.wave(&journal, options()).await;
@@ -721,9 +721,9 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
     let other = Claimant::new(uuid::Uuid::from_u128(7));
     let journal = MemoryJournal::new();
     let mut options = env.wave_options(other, engine_config(5151));
-    options.plan.max_candidates = 0;
-    options.wait = Duration::from_secs(10);
-    options.cooldown = Duration::ZERO;
+    options.lifecycle.plan.max_candidates = 0;
+    options.lifecycle.wait = Duration::from_secs(10);
+    options.lifecycle.cooldown = Duration::ZERO;
     let summary = env.wave(&journal, options).await;
     let recovered = summary
         .candidates
@@ -893,8 +893,8 @@ async fn a_wave_that_loses_its_picks_to_a_racing_instance_claims_the_next_stale_
     };
     let journal = MemoryJournal::new();
     let mut options = env.wave_options(owner(), engine_config(OWNER_RUN));
-    options.plan = plan_options;
-    options.cooldown = Duration::ZERO;
+    options.lifecycle.plan = plan_options;
+    options.lifecycle.cooldown = Duration::ZERO;
     let (summary, ()) = tokio::join!(env.wave(&journal, options), racer);
 
     let lost: Vec<&str> = picks.iter().map(|p| p.id.as_str()).collect();
@@ -937,7 +937,7 @@ sweep = [{ delay = 1, outcome = "success" }]
         let journal = MemoryJournal::new();
         // A new Actions run each time.
         let mut options = env.wave_options(owner(), engine_config(9_000 + wave));
-        options.plan.max_candidates = 1;
+        options.lifecycle.plan.max_candidates = 1;
         let summary = env.wave(&journal, options).await;
         let c = summary
             .candidates
@@ -988,7 +988,7 @@ async fn held_claims_the_plan_no_longer_proposes_are_resumed_from_their_branch()
         let env = &env;
         async move {
             let mut options = env.wave_options(owner(), engine_config(run));
-            options.plan.max_candidates = 10;
+            options.lifecycle.plan.max_candidates = 10;
             env.wave(&MemoryJournal::new(), options).await
         }
     };

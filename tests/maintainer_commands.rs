@@ -518,8 +518,8 @@ async fn the_wave_honours_stop_and_answers_once_across_two_waves() {
     let store = klaud_store::Store::temporary().expect("store");
     for wave in 0..2 {
         let mut options = env.wave_options(owner(), env.config.clone());
-        options.plan.max_candidates = 0;
-        options.wait = Duration::from_secs(5);
+        options.lifecycle.plan.max_candidates = 0;
+        options.lifecycle.wait = Duration::from_secs(5);
         options.cache = Some(&store);
         let summary = env.wave(&env.journal, options).await;
         assert_eq!(

@@ -44,8 +44,8 @@ pub(crate) async fn wave_config(
     journal: &MemoryJournal,
 ) -> WaveSummary {
     let mut options = env.wave_options(instance(), engine);
-    options.plan.min_age = Duration::ZERO;
-    options.cooldown = Duration::ZERO;
+    options.lifecycle.plan.min_age = Duration::ZERO;
+    options.lifecycle.cooldown = Duration::ZERO;
     env.wave(journal, options).await
 }
 
@@ -369,9 +369,7 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
             "{live:?}"
         );
     }
-    let family_id = klaud_claims::CandidateId::new(&c.candidate)
-        .expect("id")
-        .family();
+    let family_id = c.candidate.family();
     assert!(
         !env.claims()
             .await

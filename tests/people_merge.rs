@@ -163,9 +163,7 @@ async fn a_pr_merged_before_its_sweep_ends_handoff_and_klaud_only_cancels_and_wr
             "{live:?}"
         );
     }
-    let family_id = klaud_claims::CandidateId::new(&c.candidate)
-        .expect("id")
-        .family();
+    let family_id = c.candidate.family();
     assert!(
         !env.claims()
             .await

@@ -84,7 +84,7 @@ async fn a_family_with_no_published_baseline_is_readiness_blocked_before_any_dis
     let message = c.message.as_deref().unwrap_or_default();
     assert!(message.contains("baseline-unavailable"), "{message}");
     assert!(c.runs.is_empty(), "{c:#?}");
-    assert!(runs_of(&env, &c.candidate).await.is_empty());
+    assert!(runs_of(&env, c.candidate.as_str()).await.is_empty());
     // The receipt names the reason code; the PR is closed.
     let number = pull_number(c);
     let bodies = env.bodies(number).await;
@@ -124,7 +124,7 @@ async fn a_baseline_missing_some_points_is_readiness_blocked_naming_them() {
     );
     assert!(!message.contains("c16 "), "{message}");
     assert!(c.runs.is_empty(), "{c:#?}");
-    assert!(runs_of(&env, &c.candidate).await.is_empty());
+    assert!(runs_of(&env, c.candidate.as_str()).await.is_empty());
     let bodies = env.bodies(pull_number(c)).await;
     let receipt = bodies.last().expect("receipt");
     assert!(

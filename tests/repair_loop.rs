@@ -475,7 +475,7 @@ sweep = [{ delay = 1, outcome = "failure" }, { delay = 1, outcome = "success" }]
             crate::support::owner(),
             crate::support::engine_config(9_000 + wave),
         );
-        options.plan.max_candidates = 1;
+        options.lifecycle.plan.max_candidates = 1;
         let summary = env.wave_repair(&journal, Some(&hook), options).await;
         let c = summary.candidates.first().expect("a candidate").clone();
         if c.outcome.is_some() {
@@ -487,7 +487,7 @@ sweep = [{ delay = 1, outcome = "failure" }, { delay = 1, outcome = "success" }]
     let c = outcome.expect("the candidate finished within 60 waves");
     assert_eq!(c.outcome.as_deref(), Some("validated"), "{c:#?}");
     assert_eq!(hook.seen().len(), 1, "one repair, however many waves");
-    let branch = klaud_lifecycle::engine::branch_name(&c.candidate);
+    let branch = klaud_lifecycle::engine::branch_name(c.candidate.as_str());
     let number = env.pulls(&branch).await[0];
     let reports = change_reports(&env, number).await;
     assert_eq!(reports.len(), 1, "{reports:#?}");

@@ -70,10 +70,24 @@ impl Clock for ManualClock {
     }
 }
 
-/// A failure to learn a workflow run's state.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct RunStatusError(pub String);
+/// A failure to learn a workflow run's state. Its message is the
+/// underlying error's (which names the run it asked about), kept as the
+/// source as well.
+#[derive(Debug, thiserror::Error)]
+#[error("{source}")]
+pub struct RunStatusError {
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl RunStatusError {
+    /// Asking for the run's state failed with `source`.
+    pub fn new(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self {
+            source: Box::new(source),
+        }
+    }
+}
 
 /// Answers whether the run that owns a lease-less (old helper) claim is over.
 #[async_trait]

@@ -48,13 +48,15 @@ fn won(result: Acquire) -> klaud_claims::HeldClaim {
     }
 }
 
-/// Answers `run_completed` from a fixed value.
-struct Runs(Result<Option<bool>, RunStatusError>);
+/// Answers `run_completed` from a fixed value; `Err(text)` fails with
+/// `text` as the underlying error.
+struct Runs(Result<Option<bool>, &'static str>);
 
 #[async_trait]
 impl RunStatus for Runs {
     async fn run_completed(&self, _run_id: u64) -> Result<Option<bool>, RunStatusError> {
-        self.0.clone()
+        self.0
+            .map_err(|text| RunStatusError::new(std::io::Error::other(text)))
     }
 }
 
@@ -614,15 +616,12 @@ async fn claim_old_helper_claims_are_taken_over_only_after_their_run_completed()
         Takeover::Refused(TakeoverRefusal::RunStatusUnknown { run_id: RUN })
     );
     let e = book
-        .takeover(
-            &family(),
-            7,
-            lease(),
-            &Runs(Err(RunStatusError("HTTP 503".into()))),
-        )
+        .takeover(&family(), 7, lease(), &Runs(Err("HTTP 503")))
         .await
         .unwrap_err();
     assert!(e.to_string().contains(&format!("run {RUN}")), "{e}");
+    let cause = std::error::Error::source(&e).and_then(std::error::Error::source);
+    assert_eq!(cause.map(ToString::to_string).as_deref(), Some("HTTP 503"));
     assert_eq!(store.ref_sha(&name), Some(planted.clone()));
 
     let Takeover::Took { held, previous } = book

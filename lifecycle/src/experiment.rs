@@ -11,6 +11,7 @@
 //! `experiment-final` (the variant now in its final sweep: at most one) and
 //! `experiment-winner` (the variant that validated: the others stop).
 
+use klaud_claims::CandidateId;
 use klaud_planner::image::ImageRef;
 use klaud_planner::variant::ResolvedVariant;
 use serde::{Deserialize, Serialize};
@@ -43,7 +44,7 @@ pub struct Sibling {
     /// Variant name.
     pub name: String,
     /// Its candidate id.
-    pub candidate: String,
+    pub candidate: CandidateId,
     /// The variant it builds on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
@@ -60,7 +61,7 @@ pub struct Sibling {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Proposal {
     /// The candidate whose attempt failed.
-    pub by: String,
+    pub by: CandidateId,
     /// Its variant name in the experiment.
     pub variant: String,
     /// The repair the hook was asked for (from 1).
@@ -74,8 +75,8 @@ pub struct Proposal {
 
 impl Proposal {
     /// Whether this is the answer to repair `repair` of `candidate`.
-    pub fn answers(&self, candidate: &str, repair: u32) -> bool {
-        self.by == candidate && self.repair == repair
+    pub fn answers(&self, candidate: &CandidateId, repair: u32) -> bool {
+        self.by == *candidate && self.repair == repair
     }
 }
 
@@ -220,7 +221,7 @@ pub fn variant_targets(
         .iter()
         .map(|(v, _, c)| Sibling {
             name: v.name.clone(),
-            candidate: c.as_str().to_owned(),
+            candidate: c.clone(),
             from: v.from.clone(),
             own: v.own.clone(),
             proposed: None,
@@ -425,7 +426,7 @@ pub fn render_section(
         let link = rec
             .as_ref()
             .and_then(|r| Some(format!("[#{}]({})", r.pull?, r.pull_url.clone()?)))
-            .unwrap_or_else(|| format!("`{}`", branch_name(&s.candidate)));
+            .unwrap_or_else(|| format!("`{}`", branch_name(s.candidate.as_str())));
         out.push_str(&format!(
             "| {name} | {} | {link} | {} |\n",
             edits(&s.own),
@@ -598,9 +599,14 @@ mod tests {
 
     #[test]
     fn a_listed_experiment_rebuilds_each_variant_and_names_a_bad_field() {
+        // A distinct id per name: its bytes as the hex digits.
+        let id = |name: &str| {
+            let n = name.bytes().fold(0u64, |n, b| n << 8 | u64::from(b));
+            CandidateId::new(&format!("d92e15065c55779d-{n:016x}")).unwrap()
+        };
         let sib = |name: &str, from: Option<&str>, own: &[&str]| Sibling {
             name: name.into(),
-            candidate: format!("d92e15065c55779d-{name:0>16}"),
+            candidate: id(name),
             from: from.map(Into::into),
             own: own.iter().map(|s| s.to_string()).collect(),
             proposed: None,
@@ -622,10 +628,7 @@ mod tests {
         );
         let back = Listed::of_claim(&extra).unwrap().unwrap();
         assert_eq!(back, listed);
-        let f = back
-            .info_for("d92e15065c55779d-000000000000000F")
-            .unwrap()
-            .unwrap();
+        let f = back.info_for(id("F").as_str()).unwrap().unwrap();
         assert_eq!(f.edits, ["set a.b=1", "unset a.c"]);
         assert_eq!(f.siblings.len(), 3);
         assert_eq!(f.max_concurrent, 2);
@@ -637,6 +640,17 @@ mod tests {
         );
         let err = Listed::of_claim(&extra).unwrap().unwrap_err();
         assert!(err.contains(SIBLINGS_FIELD), "{err}");
+        // A sibling's candidate is checked as an id when read.
+        extra.insert(
+            SIBLINGS_FIELD.to_owned(),
+            serde_json::json!({
+                "experiment": "try-x",
+                "base_image": "vllm/vllm-openai:v0.26.0",
+                "siblings": [{"name": "A", "candidate": "c", "own": []}],
+            }),
+        );
+        let err = Listed::of_claim(&extra).unwrap().unwrap_err();
+        assert!(err.contains("candidate id \"c\""), "{err}");
         let circle = [sib("X", Some("Y"), &[]), sib("Y", Some("X"), &[])];
         assert!(
             effective_edits(&circle, "X")
@@ -686,7 +700,11 @@ mod tests {
         assert!(!render_section(&base_info, &rows).contains("was proposed"));
         // Listed without the field (an older claim) still parses; with it,
         // it round-trips.
-        let old = serde_json::json!({"name": "B", "candidate": "c", "own": []});
+        let old = serde_json::json!({
+            "name": "B",
+            "candidate": "d92e15065c55779d-0123456789abcdef",
+            "own": [],
+        });
         let sib: Sibling = serde_json::from_value(old).unwrap();
         assert_eq!(sib.proposed, None);
         let back: Sibling =

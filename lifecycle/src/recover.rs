@@ -61,10 +61,10 @@ pub struct Orphan {
 /// What recovery did with one orphaned candidate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Recovered {
-    /// Family.
+    /// Family string (empty when its record could not be opened).
     pub family: String,
     /// Candidate id.
-    pub candidate: String,
+    pub candidate: CandidateId,
     /// The orphan's run.
     pub orphan_run: u64,
     /// The outcome of its receipt, once finished.
@@ -321,7 +321,7 @@ async fn release_leases(book: &ClaimBook<'_>, leases: &[HeldClaim]) {
 pub async fn open_orphans(
     engine: &Engine<'_>,
     orphans: &[Orphan],
-) -> (Vec<CandidateRecord>, Vec<(String, String)>) {
+) -> (Vec<CandidateRecord>, Vec<(CandidateId, String)>) {
     let mut records = Vec::new();
     let mut skipped = Vec::new();
     for orphan in orphans {
@@ -331,7 +331,7 @@ pub async fn open_orphans(
                 .await
             {
                 Ok(rec) => records.push(rec),
-                Err(e) => skipped.push((c.id.as_str().to_owned(), format!("recovery: {e}"))),
+                Err(e) => skipped.push((c.id.clone(), format!("recovery: {e}"))),
             }
         }
     }
@@ -350,7 +350,10 @@ pub async fn finish_orphans(
 ) -> RecoveryReport {
     let (mut records, skipped) = open_orphans(engine, orphans).await;
     let mut report = RecoveryReport {
-        skipped,
+        skipped: skipped
+            .into_iter()
+            .map(|(id, why)| (id.to_string(), why))
+            .collect(),
         ..RecoveryReport::default()
     };
     let runs: BTreeMap<&str, u64> = orphans
@@ -377,7 +380,7 @@ fn recovered(
 ) -> Recovered {
     let mut out = Recovered {
         family: rec.family.clone(),
-        candidate: rec.candidate.to_string(),
+        candidate: rec.candidate.clone(),
         orphan_run,
         outcome: None,
         message: String::new(),

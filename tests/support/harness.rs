@@ -449,15 +449,17 @@ impl Harness {
         let mut plan = PlanOptions::new(chrono::Utc::now());
         plan.max_candidates = 20;
         WaveOptions {
-            claimant,
-            engine,
-            plan,
-            poll: Duration::from_millis(20),
-            wait: Duration::ZERO,
-            cooldown: Duration::from_secs(3600),
+            lifecycle: klaud_lifecycle::wave::WaveOptions {
+                claimant,
+                engine,
+                plan,
+                poll: Duration::from_millis(20),
+                wait: Duration::ZERO,
+                cooldown: Duration::from_secs(3600),
+                stop: None,
+            },
             upstream: None,
             cache: None,
-            stop: None,
             checkout: None,
         }
     }

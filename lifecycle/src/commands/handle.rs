@@ -154,7 +154,7 @@ pub async fn request_retry(
         .record_retry_request(
             id.family().as_str(),
             &RetryRequest {
-                candidate: rec.candidate.to_string(),
+                candidate: rec.candidate.clone(),
                 by: by.to_owned(),
                 reason: reason.to_owned(),
                 at: clock.now(),

@@ -238,8 +238,8 @@ pub struct RepairContext {
     /// renames or removes a field bumps it.
     pub version: u32,
     /// Candidate id.
-    pub candidate: String,
-    /// Family.
+    pub candidate: CandidateId,
+    /// Family string (`configs/<file>:<key>`).
     pub family: String,
     /// Config key.
     pub key: String,

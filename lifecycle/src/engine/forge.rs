@@ -4,7 +4,7 @@
 //! having re-read that the work is still Klaud's.
 
 use async_trait::async_trait;
-use klaud_claims::RefStore;
+use klaud_claims::{RefStore, RefStoreError};
 use serde_json::Value;
 
 use super::ownership::{OwnershipProof, ProofError, ReplyPermit};
@@ -155,9 +155,13 @@ pub struct ArtifactInfo {
     pub expired: bool,
 }
 
+/// The underlying error of a failure, kept as its source.
+pub type ErrorSource = Box<dyn std::error::Error + Send + Sync>;
+
 /// A forge operation failed. Messages name the operation and never carry a
-/// credential.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// credential. A variant with a source also ends its message with the
+/// source's: the engine and the daemon show errors by their message alone.
+#[derive(Debug, thiserror::Error)]
 pub enum ForgeError {
     /// The thing does not exist.
     #[error("{0}: not found")]
@@ -174,9 +178,38 @@ pub enum ForgeError {
     /// The write's target is not what its proof checked; nothing was sent.
     #[error(transparent)]
     Proof(#[from] ProofError),
-    /// Anything else (transport, permissions, rate limits, decoding).
+    /// The forge's own transport or API failed (network, permissions, rate
+    /// limits, decoding); the source's message names the operation.
+    #[error("{0}")]
+    Backend(#[source] ErrorSource),
+    /// Reading a ref through [`Forge::refs`] failed.
+    #[error("{context}: {source}")]
+    Refs {
+        /// What was being read, e.g. `read claim <ref>`.
+        context: String,
+        /// The ref store's error.
+        #[source]
+        source: RefStoreError,
+    },
+    /// A failure with no underlying error to keep (the in-memory forge's
+    /// simulated refusals, test doubles).
     #[error("{0}")]
     Other(String),
+}
+
+impl ForgeError {
+    /// The forge implementation's own error, kept as the source.
+    pub fn backend(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Backend(Box::new(source))
+    }
+
+    /// Reading a ref for `context` failed with `source`.
+    pub fn refs(context: impl Into<String>, source: RefStoreError) -> Self {
+        Self::Refs {
+            context: context.into(),
+            source,
+        }
+    }
 }
 
 /// The GitHub operations of the lifecycle, for one repository.
@@ -324,4 +357,37 @@ pub trait Forge: Send + Sync {
     async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError>;
     /// Cancels a run (a completed run counts as done).
     async fn cancel_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use klaud_claims::RefStoreError;
+
+    use super::ForgeError;
+
+    #[test]
+    fn a_failed_ref_read_names_the_ref_and_keeps_the_store_error() {
+        let e = ForgeError::refs(
+            "read branch klaud/auto-x",
+            RefStoreError::Other("HTTP 502".into()),
+        );
+        assert_eq!(
+            e.to_string(),
+            "read branch klaud/auto-x: ref store: HTTP 502"
+        );
+        let source = e.source().expect("kept");
+        assert_eq!(source.to_string(), "ref store: HTTP 502");
+    }
+
+    #[test]
+    fn a_backend_error_is_its_cause_by_message_and_by_source() {
+        let e = ForgeError::backend(std::io::Error::other("read run 5: network error: reset"));
+        assert_eq!(e.to_string(), "read run 5: network error: reset");
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("read run 5: network error: reset")
+        );
+    }
 }

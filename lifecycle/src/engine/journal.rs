@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use klaud_claims::{CandidateId, ClaimRecord, HeldClaim};
 use serde::{Deserialize, Serialize};
 
+use super::forge::ErrorSource;
 use super::intent::Intent;
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
 use crate::report::{FrozenBaseline, SweepCheck, UpstreamRange};
@@ -85,10 +86,10 @@ impl StoredClaim {
     /// does not parse (a corrupt journal).
     pub fn held(&self) -> Result<HeldClaim, JournalError> {
         let record = ClaimRecord::parse(&self.message).map_err(|e| {
-            JournalError(format!(
-                "stored claim of {} does not parse: {e}",
-                self.ref_name
-            ))
+            JournalError::new(
+                format!("stored claim of {} does not parse", self.ref_name),
+                e,
+            )
         })?;
         Ok(HeldClaim {
             ref_name: self.ref_name.clone(),
@@ -229,10 +230,43 @@ impl CandidateRecord {
     }
 }
 
-/// A journal failure (I/O, corrupt record).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("journal: {0}")]
-pub struct JournalError(pub String);
+/// A journal failure (I/O, corrupt record): what was being done, and the
+/// underlying error as the source when there is one. The message ends with
+/// the source's too: the engine and the daemon show errors by their message
+/// alone.
+#[derive(Debug, thiserror::Error)]
+#[error("journal: {context}{}", cause(.source.as_ref()))]
+pub struct JournalError {
+    context: String,
+    #[source]
+    source: Option<ErrorSource>,
+}
+
+impl JournalError {
+    /// `context` (what was being done) failed with `source`.
+    pub fn new(
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            context: context.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// A failure with no underlying error (a journal refusing a request).
+    pub fn refused(why: impl Into<String>) -> Self {
+        Self {
+            context: why.into(),
+            source: None,
+        }
+    }
+}
+
+/// `": <source>"`, or nothing without a source.
+fn cause(source: Option<&ErrorSource>) -> String {
+    source.map(|s| format!(": {s}")).unwrap_or_default()
+}
 
 /// Durable candidate records.
 #[async_trait]
@@ -259,7 +293,9 @@ pub trait Journal: Send + Sync {
         request: &RetryRequest,
     ) -> Result<(), JournalError> {
         let _ = (family, request);
-        Err(JournalError("this journal keeps no retry requests".into()))
+        Err(JournalError::refused(
+            "this journal keeps no retry requests",
+        ))
     }
 }
 
@@ -267,7 +303,7 @@ pub trait Journal: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetryRequest {
     /// The finished candidate the request was made on.
-    pub candidate: String,
+    pub candidate: CandidateId,
     /// Who asked (login, or `operator` for the CLI).
     pub by: String,
     /// Why, as given.
@@ -347,5 +383,28 @@ impl Journal for MemoryJournal {
             .unwrap_or_else(|p| p.into_inner())
             .insert(family.to_owned(), request.clone());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::JournalError;
+
+    #[test]
+    fn a_journal_error_names_the_operation_and_keeps_its_cause() {
+        let e = JournalError::new("load candidate c", std::io::Error::other("disk full"));
+        assert_eq!(e.to_string(), "journal: load candidate c: disk full");
+        assert_eq!(
+            e.source().map(|s| s.to_string()).as_deref(),
+            Some("disk full")
+        );
+        let refused = JournalError::refused("this journal keeps no retry requests");
+        assert_eq!(
+            refused.to_string(),
+            "journal: this journal keeps no retry requests"
+        );
+        assert!(refused.source().is_none());
     }
 }

@@ -137,6 +137,8 @@ fn store_err(e: RefStoreError) -> ForgeError {
         RefStoreError::AlreadyExists(w) => ForgeError::AlreadyExists(w),
         RefStoreError::NotFastForward(w) => ForgeError::NotFastForward(w),
         RefStoreError::NotFound(w) => ForgeError::NotFound(w),
+        // The fake store's failures are injected messages: keep the text
+        // the tests inject, without the store's `ref store:` prefix.
         RefStoreError::Other(w) => ForgeError::Other(w),
     }
 }

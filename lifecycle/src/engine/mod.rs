@@ -30,8 +30,8 @@ pub use driver::{
     RepairHook, RepairOutcome, Target, branch_name, smoke_test_name,
 };
 pub use forge::{
-    ArtifactInfo, Comment, ComparedCommit, Comparison, Forge, ForgeError, Job, Pull, PullState,
-    Run, RunConclusion, RunQuery, RunStatus,
+    ArtifactInfo, Comment, ComparedCommit, Comparison, ErrorSource, Forge, ForgeError, Job, Pull,
+    PullState, Run, RunConclusion, RunQuery, RunStatus,
 };
 pub use intent::Intent;
 pub use journal::{

@@ -192,7 +192,7 @@ impl fmt::Display for Mismatch {
 }
 
 /// Why no proof could be made.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum OwnershipError {
     /// The check ran and something is not ours: mutate nothing.
     #[error("{0}")]
@@ -227,7 +227,7 @@ pub async fn check(
         .refs()
         .read_ref(claim_ref)
         .await
-        .map_err(|e| ForgeError::Other(format!("read claim {claim_ref}: {e}")))?;
+        .map_err(|e| ForgeError::refs(format!("read claim {claim_ref}"), e))?;
     let Some(tip) = tip else {
         return Err(mismatch(
             MismatchKind::Unexpected,
@@ -307,7 +307,7 @@ pub async fn check(
             .refs()
             .read_ref(&name)
             .await
-            .map_err(|e| ForgeError::Other(format!("read branch {branch}: {e}")))?;
+            .map_err(|e| ForgeError::refs(format!("read branch {branch}"), e))?;
         match tip {
             None => {
                 return Err(mismatch(

@@ -554,7 +554,10 @@ impl<'a> Wave<'a> {
                     .to_owned();
             }
         }
-        pass.skipped = skipped;
+        pass.skipped = skipped
+            .into_iter()
+            .map(|(id, why)| (id.to_string(), why))
+            .collect();
         pass.slots = recovered.into_iter().chain(lost).map(Slot::new).collect();
         for t in &pass.targets {
             match engine.open_record(t).await {

@@ -1,6 +1,7 @@
 //! What a wave reports: each candidate it worked on, what it skipped and
 //! blocked, and the commands it answered.
 
+use klaud_claims::CandidateId;
 use serde::Serialize;
 
 use crate::engine::{CandidateRecord, Step};
@@ -10,8 +11,8 @@ use crate::model::RunRef;
 #[derive(Debug, Clone, Serialize)]
 pub struct CandidateSummary {
     /// Candidate id.
-    pub candidate: String,
-    /// Family.
+    pub candidate: CandidateId,
+    /// Family string (`configs/<file>:<key>`).
     pub family: String,
     /// Candidate image.
     pub image: String,
@@ -35,7 +36,7 @@ impl CandidateSummary {
     /// The summary of a journal record.
     pub fn of(rec: &CandidateRecord, status: Option<String>) -> Self {
         Self {
-            candidate: rec.candidate.to_string(),
+            candidate: rec.candidate.clone(),
             family: rec.family.clone(),
             image: rec.image.clone(),
             outcome: rec

@@ -37,7 +37,7 @@ fn map(e: GithubError) -> ForgeError {
         GithubError::Ambiguous { what, detail } => {
             ForgeError::Ambiguous(format!("{what} ({detail})"))
         }
-        other => ForgeError::Other(other.to_string()),
+        other => ForgeError::backend(other),
     }
 }
 
@@ -427,5 +427,33 @@ impl LifecycleForge for GithubLifecycle<'_> {
     async fn cancel_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
         proof.for_run(id)?;
         self.forge.cancel_run(id).await.map_err(map)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn a_github_failure_keeps_its_message_and_is_the_source() {
+        let e = map(GithubError::Server {
+            what: "read run 5".into(),
+            status: 502,
+        });
+        assert_eq!(e.to_string(), "read run 5: GitHub server error 502");
+        let source = e.source().expect("kept");
+        assert!(
+            matches!(
+                source.downcast_ref::<GithubError>(),
+                Some(GithubError::Server { status: 502, .. })
+            ),
+            "{source:?}"
+        );
+        assert!(matches!(
+            map(GithubError::NotFound { what: "run 5".into() }),
+            ForgeError::NotFound(w) if w == "run 5"
+        ));
     }
 }

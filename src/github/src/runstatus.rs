@@ -31,7 +31,7 @@ impl RunStatus for ForgeRunStatus<'_> {
             Ok(run) => Ok(run.status.as_ref().map(|s| s.is_completed())),
             // Deleted, or from another repository: unknowable, so refuse.
             Err(GithubError::NotFound { .. }) => Ok(None),
-            Err(e) => Err(RunStatusError(e.to_string())),
+            Err(e) => Err(RunStatusError::new(e)),
         }
     }
 }

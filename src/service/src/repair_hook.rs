@@ -252,18 +252,11 @@ async fn prepare_checkout(
     context: &RepairContext,
 ) -> Result<Checkout, String> {
     // The candidate id names the directory: never let it leave the root.
-    if context.candidate.is_empty()
-        || !context
-            .candidate
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-    {
-        return Err(format!(
-            "candidate id {:?} cannot name a directory",
-            context.candidate
-        ));
+    let id = context.candidate.as_str();
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return Err(format!("candidate id {id:?} cannot name a directory"));
     }
-    let path = source.root.join(&context.candidate);
+    let path = source.root.join(id);
     let checkout = Checkout { path };
     let dir = &checkout.path;
     if dir.exists() {
@@ -360,7 +353,7 @@ mod tests {
     fn context() -> RepairContext {
         RepairContext {
             version: klaud_lifecycle::engine::REPAIR_INPUT_VERSION,
-            candidate: "c".into(),
+            candidate: "d92e15065c55779d-0123456789abcdef".parse().unwrap(),
             family: "f".into(),
             key: "k".into(),
             image: "i".into(),
@@ -431,7 +424,7 @@ mod tests {
         assert_eq!(input["trailer"], "Klaud-Candidate: c");
         assert_eq!(input["api_base"], "https://api.github.com");
         assert_eq!(input["budget_left"], 4);
-        assert_eq!(input["candidate"], "c");
+        assert_eq!(input["candidate"], "d92e15065c55779d-0123456789abcdef");
         assert_eq!(
             input["failed_jobs"][0]["url"],
             "https://github.com/o/r/actions/runs/1/job/2"

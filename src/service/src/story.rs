@@ -8,6 +8,7 @@
 //! step, so the engine needs no hook and a resumed candidate tells only
 //! what happens from now on.
 
+use klaud_claims::CandidateId;
 use klaud_lifecycle::engine::{CandidateRecord, Progress, Step};
 use klaud_lifecycle::model::AttemptStatus;
 
@@ -137,12 +138,12 @@ pub trait StepSink: Send + Sync {
     /// run one after another, so every GitHub request between this and
     /// [`StepSink::step_ended`] is that step's (what `klaud demo --stats`
     /// cuts the request log by).
-    fn step_started(&self, _repository: &str, _candidate: &str) {}
+    fn step_started(&self, _repository: &str, _candidate: &CandidateId) {}
     /// The step started last ended; `changed` is false when it changed
     /// nothing in the candidate's record but `updated_at` and a live-report
     /// intent (a look at a running workflow, perhaps refreshing its live
     /// report).
-    fn step_ended(&self, _repository: &str, _candidate: &str, _changed: bool) {}
+    fn step_ended(&self, _repository: &str, _candidate: &CandidateId, _changed: bool) {}
 }
 
 /// The events between two versions of a record around one engine step.

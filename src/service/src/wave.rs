@@ -8,25 +8,22 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use klaud_claims::{Claimant, SystemClock};
+use klaud_claims::SystemClock;
 use klaud_github::lifecycle::GithubLifecycle;
 use klaud_github::upstream::GithubUpstream;
 use klaud_github::{Forge, ForgeRunStatus, GithubError};
 use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::commands::Retries;
-use klaud_lifecycle::engine::{
-    CandidateRecord, EngineConfig, Intent, Journal, Progress, RepairHook,
-};
+use klaud_lifecycle::engine::{CandidateRecord, Intent, Journal, Progress, RepairHook};
 use klaud_lifecycle::report::UpstreamRange;
 use klaud_lifecycle::wave::{
     self as lifecycle_wave, BaseCheckout, BaseSource, OpenPulls, PlanMemory, PullSource,
     UpstreamSource, Wave, WaveObserver, WavePorts,
 };
 use klaud_planner::image::ImageRef;
-use klaud_planner::plan::{CreationTimes, PlanOptions};
+use klaud_planner::plan::CreationTimes;
 use klaud_planner::registry::RegistryClient;
 use klaud_planner::repo::{Family, RepoOptions, Repository};
 use klaud_store::journal::StoreJournal;
@@ -320,32 +317,19 @@ pub async fn base_checkout_from(
     Ok((base, dir, repository))
 }
 
-/// What a wave needs besides the forge and the journal.
+/// What a wave needs besides the forge and the journal: the lifecycle
+/// wave's own settings, and what its GitHub side reads.
 pub struct WaveOptions<'a> {
-    /// This instance.
-    pub claimant: Claimant,
-    /// The engine settings (owner run, workflows, labels, budgets).
-    pub engine: EngineConfig,
-    /// The planner settings (`occupied` is filled in by the wave).
-    pub plan: PlanOptions<'a>,
-    /// How often to look at running workflows.
-    pub poll: Duration,
-    /// How long this wave keeps waiting for runs before it returns (a later
-    /// wave resumes).
-    pub wait: Duration,
-    /// A family whose candidate finished (in this instance's journal) less
-    /// than this long ago is not planned again.
-    pub cooldown: Duration,
+    /// Instance, engine and planner settings, timing and the stop signal.
+    /// When `plan.creation_times` is unset, `cache` answers them.
+    pub lifecycle: lifecycle_wave::WaveOptions<'a>,
     /// Upstream source repositories, asked for the commit range of a bump
     /// (the image repositories come from `plan.upstream`).
     pub upstream: Option<&'a GithubUpstream>,
     /// The store: caches the base branch's blobs, keeps the registry
     /// breaker after each plan, and answers image creation times when
-    /// `plan.creation_times` is unset.
+    /// `lifecycle.plan.creation_times` is unset.
     pub cache: Option<&'a Store>,
-    /// When it turns true the wave stops between steps: the current step
-    /// finishes, nothing new starts (the daemon's graceful shutdown).
-    pub stop: Option<tokio::sync::watch::Receiver<bool>>,
     /// A local git checkout of the base commit to read instead of
     /// downloading blobs (its HEAD is checked first).
     pub checkout: Option<&'a Path>,
@@ -555,12 +539,12 @@ impl WaveObserver for Story<'_> {
             ..before.clone()
         } != *after;
         self.sink
-            .step_ended(&self.repository, after.candidate.as_str(), changed);
+            .step_ended(&self.repository, &after.candidate, changed);
     }
 
     fn step_started(&self, candidate: &CandidateRecord) {
         self.sink
-            .step_started(&self.repository, candidate.candidate.as_str());
+            .step_started(&self.repository, &candidate.candidate);
     }
 
     fn done(&self, summary: &WaveSummary) {
@@ -605,8 +589,9 @@ pub async fn run_wave_told(
     mut options: WaveOptions<'_>,
     sink: Option<&dyn crate::story::StepSink>,
 ) -> Result<WaveSummary, WaveError> {
-    if options.plan.creation_times.is_none() {
-        options.plan.creation_times = options.cache.map(|s| s as &dyn CreationTimes);
+    let plan = &mut options.lifecycle.plan;
+    if plan.creation_times.is_none() {
+        plan.creation_times = options.cache.map(|s| s as &dyn CreationTimes);
     }
     let lifecycle = GithubLifecycle::new(forge);
     let side = GithubSide {
@@ -616,7 +601,7 @@ pub async fn run_wave_told(
     };
     let upstream = options.upstream.map(|upstream| UpstreamRanges {
         upstream,
-        sources: options.plan.upstream.clone(),
+        sources: options.lifecycle.plan.upstream.clone(),
     });
     let breaker = options.cache.map(BreakerMemory);
     let retry_journal = options.cache.map(|s| StoreJournal::new(s.clone()));
@@ -644,18 +629,7 @@ pub async fn run_wave_told(
         }),
         observer: story.as_ref().map(|s| s as &dyn WaveObserver),
     };
-    let wave = Wave::new(
-        ports,
-        lifecycle_wave::WaveOptions {
-            claimant: options.claimant,
-            engine: options.engine,
-            plan: options.plan,
-            poll: options.poll,
-            wait: options.wait,
-            cooldown: options.cooldown,
-            stop: options.stop,
-        },
-    );
+    let wave = Wave::new(ports, options.lifecycle);
     Ok(wave.run().await?)
 }
 

@@ -57,7 +57,7 @@ impl StoreJournal {
     pub fn retry_request_now(&self, family: &str) -> Result<Option<RetryRequest>, JournalError> {
         self.store
             .get(trees::CACHE, &retry_key(family))
-            .map_err(|e| JournalError(e.to_string()))
+            .map_err(|e| JournalError::new(format!("read the retry request of {family}"), e))
     }
 
     /// Whether the store already names an instance (a store made just now
@@ -66,7 +66,7 @@ impl StoreJournal {
         Ok(self
             .store
             .get::<Instance>(INSTANCE_TREE, "id")
-            .map_err(|e| JournalError(e.to_string()))?
+            .map_err(|e| JournalError::new("read the instance id", e))?
             .is_some())
     }
 
@@ -77,18 +77,18 @@ impl StoreJournal {
         if let Some(i) = self
             .store
             .get::<Instance>(INSTANCE_TREE, "id")
-            .map_err(|e| JournalError(e.to_string()))?
+            .map_err(|e| JournalError::new("read the instance id", e))?
         {
             return Ok(i.id);
         }
         let id = uuid::Uuid::new_v4();
         self.store
             .put(INSTANCE_TREE, "id", &Instance { id })
-            .map_err(|e| JournalError(e.to_string()))?;
+            .map_err(|e| JournalError::new(format!("keep the new instance id {id}"), e))?;
         self.store
             .flush()
             .await
-            .map_err(|e| JournalError(e.to_string()))?;
+            .map_err(|e| JournalError::new(format!("flush the new instance id {id}"), e))?;
         Ok(id)
     }
 }
@@ -98,24 +98,24 @@ impl Journal for StoreJournal {
     async fn save(&self, record: &CandidateRecord) -> Result<(), JournalError> {
         self.store
             .put(trees::CANDIDATES, record.candidate.as_str(), record)
-            .map_err(|e| JournalError(e.to_string()))?;
+            .map_err(|e| JournalError::new(format!("save candidate {}", record.candidate), e))?;
         self.store
             .flush()
             .await
-            .map_err(|e| JournalError(e.to_string()))
+            .map_err(|e| JournalError::new(format!("flush candidate {}", record.candidate), e))
     }
 
     async fn load(&self, candidate: &str) -> Result<Option<CandidateRecord>, JournalError> {
         self.store
             .get(trees::CANDIDATES, candidate)
-            .map_err(|e| JournalError(e.to_string()))
+            .map_err(|e| JournalError::new(format!("load candidate {candidate}"), e))
     }
 
     async fn list(&self) -> Result<Vec<CandidateRecord>, JournalError> {
         Ok(self
             .store
             .list::<CandidateRecord>(trees::CANDIDATES)
-            .map_err(|e| JournalError(e.to_string()))?
+            .map_err(|e| JournalError::new("list the candidates", e))?
             .into_iter()
             .map(|(_, r)| r)
             .collect())
@@ -132,11 +132,11 @@ impl Journal for StoreJournal {
     ) -> Result<(), JournalError> {
         self.store
             .put(trees::CACHE, &retry_key(family), request)
-            .map_err(|e| JournalError(e.to_string()))?;
+            .map_err(|e| JournalError::new(format!("save the retry request of {family}"), e))?;
         self.store
             .flush()
             .await
-            .map_err(|e| JournalError(e.to_string()))
+            .map_err(|e| JournalError::new(format!("flush the retry request of {family}"), e))
     }
 }
 
@@ -150,7 +150,8 @@ mod tests {
         let j = StoreJournal::new(store);
         let a = j.instance_id().await.expect("id");
         assert_eq!(j.instance_id().await.expect("id"), a);
-        assert_eq!(j.load("0123456789abcdef-0123456789abcdef").await, Ok(None));
+        let none = j.load("0123456789abcdef-0123456789abcdef").await;
+        assert!(none.expect("load").is_none());
         assert!(j.list().await.expect("list").is_empty());
     }
 

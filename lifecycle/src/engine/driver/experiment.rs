@@ -177,7 +177,7 @@ impl Engine<'_> {
     ) -> Result<Vec<(Sibling, Option<CandidateRecord>)>, EngineError> {
         let mut out = Vec::new();
         for s in &info.siblings {
-            out.push((s.clone(), self.journal.load(&s.candidate).await?));
+            out.push((s.clone(), self.journal.load(s.candidate.as_str()).await?));
         }
         Ok(out)
     }
@@ -192,7 +192,7 @@ impl Engine<'_> {
         if let Some(r) = rec {
             return Ok(r.step == Step::Done);
         }
-        let branch = super::branch_name(&sibling.candidate);
+        let branch = super::branch_name(sibling.candidate.as_str());
         let Some(pull) = self.forge.find_pull(&branch).await? else {
             return Ok(self.branch_tip(&branch).await?.is_none());
         };
@@ -398,7 +398,7 @@ impl Engine<'_> {
             let sibling = info.siblings.iter().find(|s| s.candidate == other);
             let finished = match sibling {
                 Some(s) => {
-                    let r = self.journal.load(&s.candidate).await?;
+                    let r = self.journal.load(s.candidate.as_str()).await?;
                     self.sibling_finished(s, r.as_ref()).await?
                 }
                 None => true,
@@ -530,7 +530,7 @@ impl Engine<'_> {
             edits: Vec::new(),
             siblings: vec![Sibling {
                 name: "base".into(),
-                candidate: rec.candidate.to_string(),
+                candidate: rec.candidate.clone(),
                 from: None,
                 own: Vec::new(),
                 proposed: None,
@@ -569,7 +569,7 @@ impl Engine<'_> {
                 return Ok(Err(refused(format!(
                     "the experiment already has a Variant {} ({})",
                     request.name,
-                    super::branch_name(&existing.candidate)
+                    super::branch_name(existing.candidate.as_str())
                 ))));
             }
             // The base's effective edits: its chain of own edits, oldest first.
@@ -615,12 +615,12 @@ impl Engine<'_> {
                     return Ok(Err(refused(format!(
                         "the experiment already has a Variant {} with other edits ({})",
                         request.name,
-                        super::branch_name(&e.candidate)
+                        super::branch_name(e.candidate.as_str())
                     ))));
                 }
                 None => info.siblings.push(Sibling {
                     name: resolved.name.clone(),
-                    candidate: target.candidate.as_str().to_owned(),
+                    candidate: target.candidate.clone(),
                     from: resolved.from.clone(),
                     own,
                     proposed: proposed.cloned(),
@@ -707,7 +707,7 @@ impl Engine<'_> {
             if s.candidate == rec.candidate || new_ids.iter().any(|id| id.as_str() == s.candidate) {
                 continue;
             }
-            if let Some(mut other) = self.journal.load(&s.candidate).await?
+            if let Some(mut other) = self.journal.load(s.candidate.as_str()).await?
                 && let Some(v) = other.variant.as_mut()
                 && new_ids
                     .iter()
@@ -739,7 +739,7 @@ impl Engine<'_> {
             && info.siblings.iter().any(|s| {
                 s.proposed
                     .as_ref()
-                    .is_some_and(|p| p.answers(r.candidate.as_str(), r.repairs + 1))
+                    .is_some_and(|p| p.answers(&r.candidate, r.repairs + 1))
             })
     }
 
@@ -778,7 +778,7 @@ impl Engine<'_> {
             .filter(|s| {
                 s.proposed
                     .as_ref()
-                    .is_some_and(|p| p.answers(rec.candidate.as_str(), n))
+                    .is_some_and(|p| p.answers(&rec.candidate, n))
             })
             .cloned()
             .collect();
@@ -800,14 +800,14 @@ impl Engine<'_> {
             .collect::<Vec<_>>()
             .join(", ");
         for s in &proposed {
-            let r = self.journal.load(&s.candidate).await?;
+            let r = self.journal.load(s.candidate.as_str()).await?;
             // Not started yet is not finished: a listed variant is always
             // started (its record, or a rebuild from the claim).
             let finished = match &r {
                 Some(r) => r.step == Step::Done,
                 None => {
                     self.forge
-                        .find_pull(&super::branch_name(&s.candidate))
+                        .find_pull(&super::branch_name(s.candidate.as_str()))
                         .await?
                         .is_some()
                         && self.sibling_finished(s, None).await?
@@ -860,7 +860,7 @@ impl Engine<'_> {
         // Build on what the claim lists now (another proposal, a try).
         self.refresh_claim(rec).await?;
         let proposal = Proposal {
-            by: rec.candidate.to_string(),
+            by: rec.candidate.clone(),
             variant: rec
                 .variant
                 .as_ref()

@@ -583,7 +583,7 @@ impl Engine<'_> {
             };
             let context = RepairContext {
                 version: super::REPAIR_INPUT_VERSION,
-                candidate: rec.candidate.to_string(),
+                candidate: rec.candidate.clone(),
                 family: rec.family.clone(),
                 key: rec.key.clone(),
                 image: rec.image.clone(),

@@ -49,11 +49,7 @@ impl Engine<'_> {
         // An experiment's variants all run under this one claim: it lists
         // every variant candidate (issue 15).
         let ids: Vec<klaud_claims::CandidateId> = match &rec.variant {
-            Some(v) => v
-                .siblings
-                .iter()
-                .filter_map(|s| klaud_claims::CandidateId::new(&s.candidate).ok())
-                .collect(),
+            Some(v) => v.siblings.iter().map(|s| s.candidate.clone()).collect(),
             None => vec![cid.clone()],
         };
         let members = self.bumped_together(&rec.family);
@@ -133,7 +129,7 @@ impl Engine<'_> {
             .refs()
             .read_ref(&format!("refs/heads/{branch}"))
             .await
-            .map_err(|e| ForgeError::Other(format!("read branch {branch}: {e}")).into())
+            .map_err(|e| ForgeError::refs(format!("read branch {branch}"), e).into())
     }
 
     /// Adopts the branch tip when it is a commit Klaud made but did not get

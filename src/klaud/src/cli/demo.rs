@@ -127,8 +127,8 @@ pub struct DemoRequests {
 #[derive(Debug, Clone, Serialize)]
 pub struct CandidateRequests {
     /// Candidate id.
-    pub candidate: String,
-    /// Family.
+    pub candidate: klaud_claims::CandidateId,
+    /// Family string (`configs/<file>:<key>`).
     pub family: String,
     /// Experiment variant, if it is one.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -655,7 +655,7 @@ async fn demo(
     for rec in journal.list().await.map_err(|e| anyhow::anyhow!("{e}"))? {
         all.insert(rec.candidate.to_string(), CandidateSummary::of(&rec, None));
         owners.push(stats::CandidatePaths {
-            candidate: rec.candidate.to_string(),
+            candidate: rec.candidate.clone(),
             pull: rec.pull,
             branch: rec.branch.clone(),
             runs: rec
@@ -665,7 +665,7 @@ async fn demo(
                 .collect(),
         });
         named.insert(
-            rec.candidate.to_string(),
+            rec.candidate.clone(),
             (
                 rec.family.clone(),
                 rec.variant.as_ref().map(|v| v.name.clone()),
@@ -680,15 +680,17 @@ async fn demo(
     }
     let cut = stats::cut(first, start, &full, &marks, &owners);
     let options = || WaveOptions {
-        claimant: claimant.clone(),
-        engine: engine.clone(),
-        plan: demo_plan(),
-        poll: Duration::from_millis(50),
-        wait: Duration::from_secs(0),
-        cooldown: Duration::ZERO,
+        lifecycle: klaud_lifecycle::wave::WaveOptions {
+            claimant: claimant.clone(),
+            engine: engine.clone(),
+            plan: demo_plan(),
+            poll: Duration::from_millis(50),
+            wait: Duration::from_secs(0),
+            cooldown: Duration::ZERO,
+            stop: None,
+        },
         upstream: None,
         cache: None,
-        stop: None,
         checkout: None,
     };
     // The idle figure is a pass with nothing new to do: the first pass after

@@ -364,8 +364,8 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
         .store
         .clone()
         .unwrap_or_else(|| PathBuf::from(&config.daemon.store));
-    let instance = super::wave::parse_instance_id(connection.instance_id.as_deref())
-        .map_err(|e| format!("{:#}", e.error));
+    let instance =
+        super::wave::parse_instance_id(connection.instance_id.as_deref()).map_err(|e| e.message());
     let in_actions = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
     checks.push(
         tokio::task::spawn_blocking(move || {
@@ -474,7 +474,7 @@ fn check_config(c: &Connection, mirrors: &[String]) -> (Option<Loaded>, Check) {
     let registry = match super::plan::registry_config(&config, mirrors) {
         Ok(r) => Some(r),
         Err(e) => {
-            let problem = format!("{:#}", e.error);
+            let problem = e.message();
             check = if check.status == Status::Fail {
                 Check::fail(NAME, format!("{}; and {problem}", check.detail))
             } else {

@@ -54,6 +54,29 @@ impl CliError {
             error: error.into(),
         }
     }
+
+    /// The error and its causes on one line, each said once.
+    pub fn message(&self) -> String {
+        error_text(&self.error)
+    }
+}
+
+/// `error: cause: cause`, like anyhow's `{:#}`, but a cause whose text the
+/// line already ends with is left out: Klaud's errors end their message
+/// with their source's (the engine and the daemon show errors by their
+/// message alone), so the whole chain would say it twice.
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if text.is_empty() {
+            text = part;
+        } else if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+    }
+    text
 }
 
 /// A GitHub error as a command failure: a credential, identity or request
@@ -155,12 +178,10 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),
         Err(err) => {
-            eprintln!("error: {:#}", err.error);
+            let message = err.message();
+            eprintln!("error: {message}");
             if log_format == crate::logging::LogFormat::Github {
-                eprintln!(
-                    "::error::{}",
-                    crate::logging::annotation_escape(&format!("{:#}", err.error))
-                );
+                eprintln!("::error::{}", crate::logging::annotation_escape(&message));
             }
             ExitCode::from(err.code)
         }
@@ -211,4 +232,24 @@ pub fn emit(text: &str) {
     let _ = stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    #[test]
+    fn a_cause_the_message_already_ends_with_is_said_once() {
+        let claim = klaud_claims::ClaimError::Store {
+            action: "read",
+            ref_name: "refs/heads/klaud/claim-d92e15065c55779d".into(),
+            source: klaud_claims::RefStoreError::Other("HTTP 502".into()),
+        };
+        assert_eq!(
+            error_text(&anyhow::Error::new(claim)),
+            "could not read refs/heads/klaud/claim-d92e15065c55779d: ref store: HTTP 502"
+        );
+        let wrapped = anyhow::Error::new(std::io::Error::other("disk full")).context("open store");
+        assert_eq!(error_text(&wrapped), "open store: disk full");
+    }
 }

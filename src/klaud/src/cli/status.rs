@@ -134,7 +134,9 @@ mod tests {
         let variant = |name: &str, from: Option<&str>, state: &str, pull: Option<u64>| VariantRow {
             name: name.into(),
             from: from.map(Into::into),
-            candidate: format!("fam-{name}"),
+            candidate: format!("d92e15065c55779d-{:0>16}", name.to_lowercase())
+                .parse()
+                .expect("a candidate id"),
             state: state.into(),
             pull_request: pull.map(|n| LinkRow {
                 label: format!("#{n}"),
@@ -162,9 +164,9 @@ mod tests {
         assert!(
             section.starts_with(
                 "experiments:\n  exp  configs/nvidia-master.yaml:k\n    \
-                 Variant A  duplicate  https://github.com/o/r/pull/4  fam-A\n    \
-                 Variant B  validated  https://github.com/o/r/pull/5  fam-B\n    \
-                 Variant C (= B plus …)  smoke  -  fam-C\n"
+                 Variant A  duplicate  https://github.com/o/r/pull/4  d92e15065c55779d-000000000000000a\n    \
+                 Variant B  validated  https://github.com/o/r/pull/5  d92e15065c55779d-000000000000000b\n    \
+                 Variant C (= B plus …)  smoke  -  d92e15065c55779d-000000000000000c\n"
             ),
             "{section}"
         );

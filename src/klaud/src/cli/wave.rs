@@ -473,15 +473,17 @@ pub fn run(args: Args) -> Result<(), CliError> {
             .as_ref()
             .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
         let options = WaveOptions {
-            claimant: session.claimant.clone(),
-            engine: engine_config(config, session.owner_run),
-            plan,
-            poll,
-            wait,
-            cooldown: config.planner.cooldown,
+            lifecycle: klaud_lifecycle::wave::WaveOptions {
+                claimant: session.claimant.clone(),
+                engine: engine_config(config, session.owner_run),
+                plan,
+                poll,
+                wait,
+                cooldown: config.planner.cooldown,
+                stop: None,
+            },
             upstream: upstream.as_ref(),
             cache: Some(session.journal.store()),
-            stop: None,
             checkout: args.checkout.as_deref(),
         };
         let summary = run_wave(
@@ -526,7 +528,7 @@ mod tests {
         let summary = klaud_service::WaveSummary {
             base: "0123456789abcdef0123".into(),
             candidates: vec![klaud_service::CandidateSummary {
-                candidate: "c1".into(),
+                candidate: "d92e15065c55779d-0123456789abcdef".parse().unwrap(),
                 family: "configs/nvidia-master.yaml:k".into(),
                 image: "lmsysorg/sglang:v2".into(),
                 outcome: Some("failed".into()),

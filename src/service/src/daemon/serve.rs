@@ -359,18 +359,20 @@ impl Daemon {
             .as_deref()
             .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
         let options = WaveOptions {
-            claimant: self.settings.claimant.clone(),
-            engine: self.settings.engine.clone(),
-            plan,
-            poll: self.settings.poll,
-            wait: self.settings.pass_wait,
-            cooldown: self.settings.cooldown,
+            lifecycle: klaud_lifecycle::wave::WaveOptions {
+                claimant: self.settings.claimant.clone(),
+                engine: self.settings.engine.clone(),
+                plan,
+                poll: self.settings.poll,
+                wait: self.settings.pass_wait,
+                cooldown: self.settings.cooldown,
+                stop: Some(stop.clone()),
+            },
             upstream: self.upstream.as_deref(),
             cache: repo.store.as_ref(),
-            stop: Some(stop.clone()),
             checkout: None,
         };
-        let full = options.plan.max_candidates == 0;
+        let full = options.lifecycle.plan.max_candidates == 0;
         let result = run_wave_told(
             &repo.forge,
             repo.journal.as_ref(),

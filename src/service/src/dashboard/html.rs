@@ -317,7 +317,7 @@ fn render_experiments(page: &mut String, experiments: &[ExperimentRow]) {
                 escape(&name),
                 badge(&v.state),
                 v.pull_request.as_ref().map_or_else(|| "—".to_owned(), link),
-                escape(&v.candidate),
+                escape(v.candidate.as_str()),
             );
         }
         page.push_str("</tbody></table></div>");

@@ -101,7 +101,7 @@ pub struct ExperimentRow {
 }
 
 /// One variant of an experiment.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct VariantRow {
     /// `A`, `F`, …
     pub name: String,
@@ -109,7 +109,7 @@ pub struct VariantRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     /// Its candidate id.
-    pub candidate: String,
+    pub candidate: klaud_claims::CandidateId,
     /// Its outcome once finished, else the state machine's step.
     pub state: String,
     pub pull_request: Option<LinkRow>,
@@ -157,7 +157,7 @@ pub fn experiment_rows(records: &[klaud_lifecycle::engine::CandidateRecord]) -> 
                     .map(|(v, rec)| VariantRow {
                         name: v.name.clone(),
                         from: v.from.clone(),
-                        candidate: rec.candidate.to_string(),
+                        candidate: rec.candidate.clone(),
                         state: outcome_of(rec).map_or_else(
                             || rec.step.as_str().to_owned(),
                             |e| e.outcome.to_string(),
@@ -268,7 +268,7 @@ impl OutcomeRow {
         Some(Self {
             at: Some(rec.updated_at),
             family: rec.family.clone(),
-            candidate: rec.candidate.to_string(),
+            candidate: rec.candidate.clone(),
             outcome: ending.outcome.to_string(),
             phase: ending.phase.to_string(),
             pull_request: pull_link(rec),
@@ -327,11 +327,11 @@ pub struct LinkRow {
 }
 
 /// A finished candidate.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct OutcomeRow {
     pub at: Option<DateTime<Utc>>,
     pub family: String,
-    pub candidate: String,
+    pub candidate: klaud_claims::CandidateId,
     pub outcome: String,
     pub phase: String,
     pub pull_request: Option<LinkRow>,

@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use klaud_claims::CandidateId;
 use klaud_sandbox::github::LogEntry;
 use klaud_sandbox::github::state::GithubState;
 use klaud_service::story::{StepNote, StepSink};
@@ -34,11 +35,11 @@ pub const LIFECYCLE_LIMIT: usize = 60;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mark {
     /// A step of this candidate starts at this request number.
-    StepStarted(String),
+    StepStarted(CandidateId),
     /// The step ended; `changed` as [`StepSink::step_ended`] says.
     StepEnded {
         /// Candidate id.
-        candidate: String,
+        candidate: CandidateId,
         /// Whether the record changed beyond `updated_at`.
         changed: bool,
     },
@@ -87,14 +88,14 @@ impl StepSink for RequestCutter {
         self.inner.wave_done(repository, summary);
     }
 
-    fn step_started(&self, repository: &str, candidate: &str) {
-        self.mark(Mark::StepStarted(candidate.to_owned()));
+    fn step_started(&self, repository: &str, candidate: &CandidateId) {
+        self.mark(Mark::StepStarted(candidate.clone()));
         self.inner.step_started(repository, candidate);
     }
 
-    fn step_ended(&self, repository: &str, candidate: &str, changed: bool) {
+    fn step_ended(&self, repository: &str, candidate: &CandidateId, changed: bool) {
         self.mark(Mark::StepEnded {
-            candidate: candidate.to_owned(),
+            candidate: candidate.clone(),
             changed,
         });
         self.inner.step_ended(repository, candidate, changed);
@@ -102,10 +103,10 @@ impl StepSink for RequestCutter {
 }
 
 /// What a candidate's requests outside its steps are recognized by.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CandidatePaths {
     /// Candidate id.
-    pub candidate: String,
+    pub candidate: CandidateId,
     /// Its pull request.
     pub pull: Option<u64>,
     /// Its branch (`klaud/auto-…`).
@@ -240,7 +241,7 @@ impl PassRequests {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Cut {
     /// Per candidate id.
-    pub candidates: BTreeMap<String, LifecycleRequests>,
+    pub candidates: BTreeMap<CandidateId, LifecycleRequests>,
     /// Per pass, in order.
     pub passes: Vec<PassRequests>,
 }
@@ -273,9 +274,9 @@ pub fn cut(
     };
     // Requests not inside a step start here.
     let mut loose_from = start.max(first);
-    let mut open: Option<(u64, &str)> = None;
+    let mut open: Option<(u64, &CandidateId)> = None;
     let outside = |pass: &mut PassRequests,
-                   candidates: &mut BTreeMap<String, LifecycleRequests>,
+                   candidates: &mut BTreeMap<CandidateId, LifecycleRequests>,
                    from: u64,
                    to: u64| {
         for seq in from..to {
@@ -298,7 +299,7 @@ pub fn cut(
         match mark {
             Mark::StepStarted(candidate) => {
                 outside(&mut pass, &mut out.candidates, loose_from, *at);
-                open = Some((*at, candidate.as_str()));
+                open = Some((*at, candidate));
             }
             Mark::StepEnded { candidate, changed } => {
                 if let Some((from, c)) = open.take()
@@ -347,6 +348,12 @@ pub fn dump(first: u64, log: &[LogEntry], marks: &[(u64, Mark)]) -> String {
 mod tests {
     use super::*;
 
+    fn c1() -> CandidateId {
+        "d92e15065c55779d-0123456789abcdef"
+            .parse()
+            .expect("a candidate id")
+    }
+
     fn e(method: &str, path: &str, status: u16) -> LogEntry {
         LogEntry {
             method: method.into(),
@@ -379,19 +386,19 @@ mod tests {
             e("GET", "/repos/o/r/git/ref/heads/main", 304),
         ];
         let marks = vec![
-            (12, Mark::StepStarted("c1".into())),
+            (12, Mark::StepStarted(c1())),
             (
                 13,
                 Mark::StepEnded {
-                    candidate: "c1".into(),
+                    candidate: c1(),
                     changed: true,
                 },
             ),
-            (14, Mark::StepStarted("c1".into())),
+            (14, Mark::StepStarted(c1())),
             (
                 15,
                 Mark::StepEnded {
-                    candidate: "c1".into(),
+                    candidate: c1(),
                     changed: false,
                 },
             ),
@@ -399,14 +406,14 @@ mod tests {
             (17, Mark::PassEnded),
         ];
         let owners = [CandidatePaths {
-            candidate: "c1".into(),
+            candidate: c1(),
             pull: Some(7),
             branch: "klaud/auto-c1".into(),
             runs: vec![9],
         }];
         // The log starts at request 10, the first pass at 12.
         let cut = cut(10, 12, &log, &marks, &owners);
-        let c1 = &cut.candidates["c1"];
+        let c1 = &cut.candidates[&c1()];
         assert_eq!((c1.steps, c1.poll_steps), (2, 1));
         assert_eq!((c1.work.total, c1.work.charged, c1.work.writes), (2, 2, 1));
         assert_eq!(c1.outside_steps.total, 1);
@@ -447,7 +454,7 @@ mod tests {
     #[test]
     fn paths_name_their_candidate_only() {
         let c = CandidatePaths {
-            candidate: "c".into(),
+            candidate: c1(),
             pull: Some(12),
             branch: "klaud/auto-x".into(),
             runs: vec![100],
