@@ -24,6 +24,7 @@ mod lease_guard;
 pub mod memory;
 pub mod ownership;
 pub mod states;
+mod step_reads;
 
 pub use driver::{
     Engine, EngineConfig, EngineError, HumanOverlap, Progress, REPAIR_INPUT_VERSION, RepairContext,
