@@ -380,6 +380,17 @@ impl Forge for StepReads<'_> {
     ) -> Result<Option<u64>, ForgeError> {
         self.inner.dispatch(proof, workflow, git_ref, inputs).await
     }
+    async fn dispatch_run(
+        &self,
+        proof: &OwnershipProof,
+        workflow: &str,
+        git_ref: &str,
+        inputs: &Value,
+    ) -> Result<Option<(u64, Option<String>)>, ForgeError> {
+        self.inner
+            .dispatch_run(proof, workflow, git_ref, inputs)
+            .await
+    }
     async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
         let r = self.inner.rerun_run(proof, id).await;
         // GitHub shows the new attempt a moment later: read it again.

@@ -422,6 +422,21 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .map_err(map)
     }
 
+    async fn dispatch_run(
+        &self,
+        proof: &OwnershipProof,
+        workflow: &str,
+        git_ref: &str,
+        inputs: &Value,
+    ) -> Result<Option<(u64, Option<String>)>, ForgeError> {
+        proof.for_dispatch()?;
+        self.forge
+            .dispatch_workflow(workflow, git_ref, inputs)
+            .await
+            .map(|d| d.run_id.map(|id| (id, d.html_url)))
+            .map_err(map)
+    }
+
     async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
         proof.for_run(id)?;
         self.forge.rerun_run(id).await.map_err(map)

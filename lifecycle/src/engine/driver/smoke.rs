@@ -369,7 +369,7 @@ impl Engine<'_> {
             .await?;
         match self
             .forge
-            .dispatch(
+            .dispatch_run(
                 &proof,
                 &self.config.smoke_workflow,
                 &rec.base_branch,
@@ -377,13 +377,17 @@ impl Engine<'_> {
             )
             .await
         {
-            Ok(Some(id)) => {
-                let live = self.forge.get_run(id).await?;
-                rec.attempts[idx].run = Some(RunRef {
-                    id,
-                    attempt: live.attempt,
-                    url: live.html_url,
-                });
+            Ok(Some((id, url))) => {
+                // A new run is attempt 1; its page, when the dispatch did
+                // not say, is read.
+                let (attempt, url) = match url {
+                    Some(url) => (1, url),
+                    None => {
+                        let live = self.forge.get_run(id).await?;
+                        (live.attempt, live.html_url)
+                    }
+                };
+                rec.attempts[idx].run = Some(RunRef { id, attempt, url });
                 rec.attempts[idx].status = AttemptStatus::Queued;
                 self.save(rec).await?;
                 Ok(Progress::Advanced(Step::Smoke))
