@@ -850,8 +850,8 @@ impl<'a> Engine<'a> {
     }
 
     /// Advances `rec` by one step. Within the step each pull request,
-    /// comment list, run and ref is read from GitHub once
-    /// ([`super::step_reads`]).
+    /// comment list, run and ref is read from GitHub once (see the module
+    /// documentation of [`crate::engine`]).
     pub async fn step(&self, rec: &mut CandidateRecord) -> Result<Progress, EngineError> {
         let _reads = self.forge.scope();
         self.step_once(rec).await
