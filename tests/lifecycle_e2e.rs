@@ -670,6 +670,15 @@ async fn request_figures_per_validated_candidate() {
         "a validated lifecycle costs {} charged requests besides polls (limit {LIFECYCLE_LIMIT}): {figures:?}",
         figures.work.charged
     );
+    // 45–49 today (one read of a thing per step, no blob requests, no read
+    // of Klaud's own files or of a run it just dispatched); a little room
+    // for timing, none for a regression.
+    const TODAY: usize = 52;
+    assert!(
+        figures.work.charged <= TODAY,
+        "a validated lifecycle costs {} charged requests besides polls (at most {TODAY} since issue 16's cuts): {figures:?}",
+        figures.work.charged
+    );
     assert_eq!(
         figures.work.total + figures.polls.total + figures.refreshes.total,
         all.total

@@ -332,8 +332,9 @@ enum Scope<'a> {
 
 /// The state machine over a forge, a journal and the base checkout.
 pub struct Engine<'a> {
-    /// The forge behind the lease guard: every write checks the lease.
-    forge: super::lease_guard::LeaseGuard<'a>,
+    /// The forge behind the lease guard (every write checks the lease),
+    /// with reads kept for the length of one step.
+    forge: super::step_reads::StepReads<'a>,
     journal: &'a dyn Journal,
     clock: &'a dyn Clock,
     claimant: Claimant,
@@ -386,11 +387,11 @@ impl<'a> Engine<'a> {
         let sure = (config.lease - TimeDelta::seconds(1)).max(TimeDelta::zero());
         let window = (config.lease_margin + config.write_timeout).min(sure / 4);
         Self {
-            forge: super::lease_guard::LeaseGuard {
+            forge: super::step_reads::StepReads::new(super::lease_guard::LeaseGuard {
                 inner: forge,
                 clock,
                 window,
-            },
+            }),
             journal,
             clock,
             claimant,
@@ -848,8 +849,15 @@ impl<'a> Engine<'a> {
         Ok(last)
     }
 
-    /// Advances `rec` by one step.
+    /// Advances `rec` by one step. Within the step each pull request,
+    /// comment list, run and ref is read from GitHub once (see the module
+    /// documentation of [`crate::engine`]).
     pub async fn step(&self, rec: &mut CandidateRecord) -> Result<Progress, EngineError> {
+        let _reads = self.forge.scope();
+        self.step_once(rec).await
+    }
+
+    async fn step_once(&self, rec: &mut CandidateRecord) -> Result<Progress, EngineError> {
         // A `/klaud try` may have made this candidate a variant (issue 15).
         if !matches!(rec.step, Step::Claim | Step::Done) {
             self.adopt_listed_from_held(rec).await?;

@@ -353,6 +353,22 @@ pub trait Forge: Send + Sync {
         git_ref: &str,
         inputs: &Value,
     ) -> Result<Option<u64>, ForgeError>;
+    /// [`Forge::dispatch`], with the new run's web page when the server
+    /// returns run details: a dispatched run is attempt 1, so nothing needs
+    /// to read it. The default dispatches and knows no page (the caller
+    /// reads the run).
+    async fn dispatch_run(
+        &self,
+        proof: &OwnershipProof,
+        workflow: &str,
+        git_ref: &str,
+        inputs: &Value,
+    ) -> Result<Option<(u64, Option<String>)>, ForgeError> {
+        Ok(self
+            .dispatch(proof, workflow, git_ref, inputs)
+            .await?
+            .map(|id| (id, None)))
+    }
     /// Re-runs a completed run (a new attempt of the same run).
     async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError>;
     /// Cancels a run (a completed run counts as done).

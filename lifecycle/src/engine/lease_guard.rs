@@ -225,6 +225,18 @@ impl Forge for LeaseGuard<'_> {
         self.check(proof, "a workflow dispatch")?;
         self.inner.dispatch(proof, workflow, git_ref, inputs).await
     }
+    async fn dispatch_run(
+        &self,
+        proof: &OwnershipProof,
+        workflow: &str,
+        git_ref: &str,
+        inputs: &Value,
+    ) -> Result<Option<(u64, Option<String>)>, ForgeError> {
+        self.check(proof, "a workflow dispatch")?;
+        self.inner
+            .dispatch_run(proof, workflow, git_ref, inputs)
+            .await
+    }
     async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
         self.check(proof, "a re-run")?;
         self.inner.rerun_run(proof, id).await

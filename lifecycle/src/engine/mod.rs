@@ -12,6 +12,12 @@
 //! candidate as `handoff` (label, foreign commit) or `unexpected-error`
 //! without touching anything but Klaud's own claim.
 //!
+//! Within one step each pull request, comment list, run and ref is read
+//! from GitHub once; the step's later looks at it (its ownership checks
+//! among them) are answered from that read and the answers of Klaud's own
+//! writes in the step (`step_reads`). Every step's first look reads GitHub
+//! again, so what a person changed between two steps is always seen.
+//!
 //! [`Engine::step`] advances a candidate by one step and never sleeps:
 //! while a run is going it answers [`Progress::Waiting`] and the caller
 //! decides when to ask again.
@@ -24,6 +30,7 @@ mod lease_guard;
 pub mod memory;
 pub mod ownership;
 pub mod states;
+mod step_reads;
 
 pub use driver::{
     Engine, EngineConfig, EngineError, HumanOverlap, Progress, REPAIR_INPUT_VERSION, RepairContext,

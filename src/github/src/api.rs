@@ -473,6 +473,10 @@ pub struct RunFilter {
     pub created: Option<String>,
 }
 
+/// Largest file (bytes) sent as text inside a tree request instead of as
+/// a blob of its own.
+const INLINE_TREE_CONTENT_MAX: usize = 1024 * 1024;
+
 impl Forge {
     /// `GET /user`.
     pub async fn current_user(&self) -> Result<UserInfo, GithubError> {
@@ -652,11 +656,27 @@ impl Forge {
         let mut entries = Vec::new();
         for c in changes {
             let mode = if c.executable { "100755" } else { "100644" };
-            let sha = match &c.content {
-                Some(bytes) => Value::String(self.create_blob(bytes).await?),
-                None => Value::Null,
+            let entry = match &c.content {
+                // Text goes into the tree request itself (GitHub writes the
+                // blob): one request less per file than a blob first.
+                Some(bytes) if bytes.len() <= INLINE_TREE_CONTENT_MAX => {
+                    match std::str::from_utf8(bytes) {
+                        Ok(text) => {
+                            json!({"path": c.path, "mode": mode, "type": "blob", "content": text})
+                        }
+                        Err(_) => {
+                            let sha = self.create_blob(bytes).await?;
+                            json!({"path": c.path, "mode": mode, "type": "blob", "sha": sha})
+                        }
+                    }
+                }
+                Some(bytes) => {
+                    let sha = self.create_blob(bytes).await?;
+                    json!({"path": c.path, "mode": mode, "type": "blob", "sha": sha})
+                }
+                None => json!({"path": c.path, "mode": mode, "type": "blob", "sha": null}),
             };
-            entries.push(json!({"path": c.path, "mode": mode, "type": "blob", "sha": sha}));
+            entries.push(entry);
         }
         let mut body = json!({"tree": entries});
         if let Some(b) = base_tree {
@@ -678,6 +698,8 @@ impl Forge {
         }
         #[derive(Deserialize)]
         struct Tree {
+            #[serde(default)]
+            sha: Option<String>,
             tree: Vec<Entry>,
             #[serde(default)]
             truncated: bool,
@@ -694,6 +716,13 @@ impl Forge {
                 what,
                 detail: "GitHub truncated the recursive tree".into(),
             });
+        }
+        // Read by commit sha, the answer names that commit's tree: a claim
+        // commit or a bump made on this commit needs no read of it.
+        if is_full_sha(tree_ish)
+            && let Some(tree) = t.sha.as_deref().filter(|s| is_full_sha(s))
+        {
+            self.t.remember_tree(tree_ish, tree);
         }
         Ok(t.tree
             .into_iter()
@@ -747,8 +776,39 @@ impl Forge {
         {
             self.t
                 .remember_immutable(&self.path(&format!("git/commits/{}", seg(&sha))), answer);
+            self.t.remember_tree(&sha, tree);
         }
         Ok(sha)
+    }
+
+    /// The tree of commit `sha`: known without a request when the commit
+    /// was made here or its tree was read by its sha, else read (and the
+    /// commit is kept, like every git object read by sha).
+    pub(crate) async fn tree_of(&self, sha: &str) -> Result<String, GithubError> {
+        if let Some(tree) = self.t.known_tree(sha) {
+            return Ok(tree);
+        }
+        let tree = self.git_commit(sha).await?.tree;
+        self.t.remember_tree(sha, &tree);
+        Ok(tree)
+    }
+
+    /// Remembers what a commit made here with [`Forge::create_tree`] on
+    /// `parent`'s tree holds: `files` as set, every other path as in
+    /// `parent`. A later read of a file at that commit asks nothing.
+    pub(crate) fn remember_own_commit(&self, sha: &str, parent: &str, files: &[TreeChange]) {
+        if is_full_sha(sha) && is_full_sha(parent) {
+            self.t.remember_own_commit(
+                sha,
+                parent,
+                files.iter().map(|c| {
+                    (
+                        c.path.clone(),
+                        c.content.as_ref().map(|b| bytes::Bytes::from(b.clone())),
+                    )
+                }),
+            );
+        }
     }
 
     /// A file's bytes at a ref; `None` when the path does not exist.
@@ -768,6 +828,17 @@ impl Forge {
             #[serde(rename = "type", default)]
             kind: Option<String>,
         }
+        // A commit Klaud made holds the files it set, and its parent's
+        // everywhere else: no request for what Klaud wrote itself.
+        let mut git_ref = git_ref.to_string();
+        for _ in 0..64 {
+            match self.t.own_file(&git_ref, path) {
+                crate::transport::OwnFile::Set(bytes) => return Ok(bytes.map(|b| b.to_vec())),
+                crate::transport::OwnFile::AsIn(parent) => git_ref = parent,
+                crate::transport::OwnFile::Unknown => break,
+            }
+        }
+        let git_ref = git_ref.as_str();
         let what = format!("read {path} at {git_ref}");
         let p = self.path(&format!(
             "contents/{}?{}",

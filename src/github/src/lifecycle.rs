@@ -223,7 +223,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
         message: &str,
     ) -> Result<String, ForgeError> {
         proof.for_commit(parent)?;
-        let base = self.forge.git_commit(parent).await.map_err(map)?;
+        let base_tree = self.forge.tree_of(parent).await.map_err(map)?;
         let changes: Vec<TreeChange> = files
             .iter()
             .map(|(path, bytes)| TreeChange {
@@ -234,13 +234,16 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .collect();
         let tree = self
             .forge
-            .create_tree(Some(&base.tree), &changes)
+            .create_tree(Some(&base_tree), &changes)
             .await
             .map_err(map)?;
-        self.forge
+        let sha = self
+            .forge
             .create_commit(message, &tree, &[parent.to_owned()])
             .await
-            .map_err(map)
+            .map_err(map)?;
+        self.forge.remember_own_commit(&sha, parent, &changes);
+        Ok(sha)
     }
 
     async fn create_branch(
@@ -416,6 +419,21 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .dispatch_workflow(workflow, git_ref, inputs)
             .await
             .map(|d| d.run_id)
+            .map_err(map)
+    }
+
+    async fn dispatch_run(
+        &self,
+        proof: &OwnershipProof,
+        workflow: &str,
+        git_ref: &str,
+        inputs: &Value,
+    ) -> Result<Option<(u64, Option<String>)>, ForgeError> {
+        proof.for_dispatch()?;
+        self.forge
+            .dispatch_workflow(workflow, git_ref, inputs)
+            .await
+            .map(|d| d.run_id.map(|id| (id, d.html_url)))
             .map_err(map)
     }
 

@@ -86,6 +86,6 @@ impl RefStore for Forge {
     }
 
     async fn commit_tree(&self, sha: &str) -> Result<String, RefStoreError> {
-        Ok(self.git_commit(sha).await.map_err(map)?.tree)
+        self.tree_of(sha).await.map_err(map)
     }
 }

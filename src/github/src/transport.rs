@@ -111,8 +111,41 @@ pub(crate) struct Transport {
     policy: RetryPolicy,
     etags: Mutex<HashMap<String, CachedPage>>,
     immutable: Mutex<ImmutableCache>,
+    commits: Mutex<KnownCommits>,
     budgets: Mutex<BTreeMap<String, RateBudget>>,
 }
+
+/// What is known of commits without asking again, all of it fixed forever
+/// (a commit never changes): which tree a commit has (from a tree read by
+/// commit sha, or a commit Klaud made), and for a commit Klaud made with
+/// [`crate::Forge`]'s tree API, its parent and the files it set (every
+/// other path holds what it holds in the parent).
+#[derive(Default)]
+struct KnownCommits {
+    trees: HashMap<String, String>,
+    own: HashMap<String, OwnCommit>,
+    bytes: usize,
+}
+
+/// A commit Klaud made: one parent, and the files it set (`None`: deleted).
+struct OwnCommit {
+    parent: String,
+    files: HashMap<String, Option<Bytes>>,
+}
+
+/// What a commit Klaud made holds at one path.
+pub(crate) enum OwnFile {
+    /// Not a commit Klaud made (or forgotten): ask GitHub.
+    Unknown,
+    /// The commit set the path to this (`None`: deleted it).
+    Set(Option<Bytes>),
+    /// The commit did not touch the path: it holds what this parent holds.
+    AsIn(String),
+}
+
+/// At most this many bytes of files of commits Klaud made are kept; the
+/// record starts over when an insert would pass it.
+const KNOWN_COMMITS_BYTES: usize = 32 * 1024 * 1024;
 
 /// Answers that can never change: git objects by sha, and a file at a
 /// commit sha (content-addressed). Asked once per process, however many
@@ -171,6 +204,7 @@ impl Transport {
             policy,
             etags: Mutex::new(HashMap::new()),
             immutable: Mutex::new(ImmutableCache::default()),
+            commits: Mutex::new(KnownCommits::default()),
             budgets: Mutex::new(BTreeMap::new()),
         }
     }
@@ -386,6 +420,68 @@ impl Transport {
     pub fn remember_immutable(&self, path: &str, body: Bytes) {
         if let Ok(mut c) = self.immutable.lock() {
             c.insert(path, body);
+        }
+    }
+
+    /// Remembers that `commit` has tree `tree` (commits never change).
+    pub fn remember_tree(&self, commit: &str, tree: &str) {
+        if let Ok(mut c) = self.commits.lock() {
+            if c.trees.len() >= ETAG_CACHE_MAX * 8 {
+                c.trees.clear();
+            }
+            c.trees.insert(commit.to_string(), tree.to_string());
+        }
+    }
+
+    /// The tree of `commit`, when known without a request.
+    pub fn known_tree(&self, commit: &str) -> Option<String> {
+        self.commits.lock().ok()?.trees.get(commit).cloned()
+    }
+
+    /// Remembers a commit Klaud made on `parent` that set `files` (the
+    /// tree was made from the parent's tree plus exactly these changes).
+    pub fn remember_own_commit(
+        &self,
+        sha: &str,
+        parent: &str,
+        files: impl IntoIterator<Item = (String, Option<Bytes>)>,
+    ) {
+        let files: HashMap<String, Option<Bytes>> = files
+            .into_iter()
+            .map(|(p, b)| (p.trim_start_matches('/').to_string(), b))
+            .collect();
+        let size: usize = files
+            .iter()
+            .map(|(p, b)| p.len() + b.as_ref().map_or(0, Bytes::len))
+            .sum();
+        if size > KNOWN_COMMITS_BYTES / 8 {
+            return;
+        }
+        if let Ok(mut c) = self.commits.lock() {
+            if c.bytes + size > KNOWN_COMMITS_BYTES {
+                c.own.clear();
+                c.bytes = 0;
+            }
+            c.bytes += size;
+            let commit = OwnCommit {
+                parent: parent.to_string(),
+                files,
+            };
+            c.own.insert(sha.to_string(), commit);
+        }
+    }
+
+    /// What commit `sha` holds at `path`, when Klaud made the commit.
+    pub fn own_file(&self, sha: &str, path: &str) -> OwnFile {
+        let Ok(c) = self.commits.lock() else {
+            return OwnFile::Unknown;
+        };
+        match c.own.get(sha) {
+            None => OwnFile::Unknown,
+            Some(own) => match own.files.get(path.trim_start_matches('/')) {
+                Some(bytes) => OwnFile::Set(bytes.clone()),
+                None => OwnFile::AsIn(own.parent.clone()),
+            },
         }
     }
 

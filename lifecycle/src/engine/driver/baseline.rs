@@ -182,6 +182,7 @@ impl Engine<'_> {
         if let Some(p) = self.publish(rec, &rendered, Scope::Pull).await? {
             return Ok(p);
         }
+        self.first_attempts(rec).await?;
         rec.step = Step::Smoke;
         self.save(rec).await?;
         Ok(Progress::Advanced(Step::Smoke))

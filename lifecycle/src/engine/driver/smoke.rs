@@ -143,27 +143,39 @@ impl Engine<'_> {
             .ok_or_else(|| EngineError::Invalid("no branch head recorded".into()))
     }
 
+    /// The attempts as the published reports tell them (an empty journal),
+    /// else the initial smoke attempt. The baseline step does it right
+    /// after publishing its report, from the comment list it has just
+    /// read; the smoke step only when a record reaches it without.
+    pub(super) async fn first_attempts(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<(), EngineError> {
+        if !rec.attempts.is_empty() {
+            return Ok(());
+        }
+        self.rebuild_attempts(rec).await?;
+        if rec.attempts.is_empty() {
+            rec.attempts.push(AttemptRecord {
+                kind: AttemptKind::Initial {
+                    budget: self.config.repair_budget,
+                },
+                head: Self::head(rec)?,
+                dispatched_at: None,
+                run: None,
+                status: AttemptStatus::Queued,
+                infra: false,
+                reported: false,
+            });
+        }
+        self.save(rec).await
+    }
+
     pub(super) async fn step_smoke(
         &self,
         rec: &mut CandidateRecord,
     ) -> Result<Progress, EngineError> {
-        if rec.attempts.is_empty() {
-            self.rebuild_attempts(rec).await?;
-            if rec.attempts.is_empty() {
-                rec.attempts.push(AttemptRecord {
-                    kind: AttemptKind::Initial {
-                        budget: self.config.repair_budget,
-                    },
-                    head: Self::head(rec)?,
-                    dispatched_at: None,
-                    run: None,
-                    status: AttemptStatus::Queued,
-                    infra: false,
-                    reported: false,
-                });
-            }
-            self.save(rec).await?;
-        }
+        self.first_attempts(rec).await?;
         // The flag and environment audit found that the recipes use what
         // the new engine no longer defines: no GPU run can pass, so none is
         // dispatched. Only before the first dispatch: a run already made
@@ -357,7 +369,7 @@ impl Engine<'_> {
             .await?;
         match self
             .forge
-            .dispatch(
+            .dispatch_run(
                 &proof,
                 &self.config.smoke_workflow,
                 &rec.base_branch,
@@ -365,13 +377,17 @@ impl Engine<'_> {
             )
             .await
         {
-            Ok(Some(id)) => {
-                let live = self.forge.get_run(id).await?;
-                rec.attempts[idx].run = Some(RunRef {
-                    id,
-                    attempt: live.attempt,
-                    url: live.html_url,
-                });
+            Ok(Some((id, url))) => {
+                // A new run is attempt 1; its page, when the dispatch did
+                // not say, is read.
+                let (attempt, url) = match url {
+                    Some(url) => (1, url),
+                    None => {
+                        let live = self.forge.get_run(id).await?;
+                        (live.attempt, live.html_url)
+                    }
+                };
+                rec.attempts[idx].run = Some(RunRef { id, attempt, url });
                 rec.attempts[idx].status = AttemptStatus::Queued;
                 self.save(rec).await?;
                 Ok(Progress::Advanced(Step::Smoke))
@@ -603,7 +619,10 @@ impl Engine<'_> {
                 artifacts,
             };
             self.intend(rec, intent).await?;
-            match hook.repair(&context).await {
+            let outcome = hook.repair(&context).await;
+            // The hook pushed (or may have): nothing read before it holds.
+            self.forge.forget();
+            match outcome {
                 Ok(RepairOutcome::Pushed) => {}
                 Ok(RepairOutcome::Variants(requests)) => {
                     return self.propose_variants(rec, &context, phase, &requests).await;

@@ -1,0 +1,469 @@
+//! One read of a thing per engine step (issue 16). Within one step the
+//! engine asks for the same pull request, comment list, run or ref several
+//! times (the step's own look, then every ownership check before a write);
+//! after one of Klaud's own writes GitHub's `ETag` has changed, so each of
+//! those later reads would be a full, charged answer.
+//!
+//! While a step runs ([`StepReads::scope`]), the first read of a pull
+//! request, a comment list, a run or a ref goes to GitHub and later reads
+//! of it in the same step are answered from that read, kept up to date by
+//! the answers of Klaud's own writes in the step (a comment it posted, a
+//! body, label or draft state it set, a claim it moved by compare-and-swap
+//! to a commit it made). A write that fails, or whose effect its answer
+//! does not show (a re-run, a cancel, a push), forgets what it touched, so
+//! the next read asks GitHub again. Nothing is kept from one step to the
+//! next: every step's first look, and so every step's ownership check,
+//! still reads GitHub (conditionally), and a person's change between two
+//! steps is always seen. Outside a step (opening a record, recovery,
+//! maintainer commands) every read goes to GitHub.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use klaud_claims::{RefStore, RefStoreError, RefTip};
+use serde_json::Value;
+
+use super::forge::{ArtifactInfo, Comment, Forge, ForgeError, Job, Pull, Run, RunQuery};
+use super::lease_guard::LeaseGuard;
+use super::ownership::{OwnershipProof, ReplyPermit};
+
+/// What one step has read so far (and what its own writes made of it).
+#[derive(Debug, Default)]
+struct Seen {
+    pulls: HashMap<u64, Pull>,
+    comments: HashMap<u64, Vec<Comment>>,
+    runs: HashMap<u64, Run>,
+    /// Full ref name → its tip (`None`: read as absent).
+    refs: HashMap<String, Option<RefTip>>,
+    /// Commits the step made through the ref store: sha → (message,
+    /// tree, parents), so a compare-and-swap to one of them tells the tip.
+    commits: HashMap<String, (String, String, Vec<String>)>,
+}
+
+/// The engine's forge: the lease guard, with reads kept for one step.
+pub(crate) struct StepReads<'a> {
+    pub(crate) inner: LeaseGuard<'a>,
+    seen: Mutex<Option<Seen>>,
+}
+
+/// While alive, reads are kept (see the module documentation); dropping
+/// it forgets them, also when the step's future is dropped midway.
+pub(crate) struct StepScope<'s, 'a> {
+    reads: &'s StepReads<'a>,
+}
+
+impl Drop for StepScope<'_, '_> {
+    fn drop(&mut self) {
+        *self.reads.lock() = None;
+    }
+}
+
+impl<'a> StepReads<'a> {
+    pub(crate) fn new(inner: LeaseGuard<'a>) -> Self {
+        Self {
+            inner,
+            seen: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Seen>> {
+        // A poisoned lock only means a panic elsewhere; what it holds is
+        // whole (every change is one insert or removal).
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps reads until the returned scope is dropped (one engine step).
+    pub(crate) fn scope(&self) -> StepScope<'_, 'a> {
+        *self.lock() = Some(Seen::default());
+        StepScope { reads: self }
+    }
+
+    /// Forgets every read of this step: something other than Klaud's own
+    /// writes may have changed GitHub (the repair hook pushed).
+    pub(crate) fn forget(&self) {
+        if let Some(seen) = self.lock().as_mut() {
+            *seen = Seen::default();
+        }
+    }
+
+    /// Runs `f` on what the step has seen, when a step is running.
+    fn with<T>(&self, f: impl FnOnce(&mut Seen) -> T) -> Option<T> {
+        self.lock().as_mut().map(f)
+    }
+
+    fn forget_pull(&self, number: u64) {
+        self.with(|s| s.pulls.remove(&number));
+    }
+
+    fn forget_comments(&self, number: u64) {
+        self.with(|s| s.comments.remove(&number));
+    }
+
+    fn forget_run(&self, id: u64) {
+        self.with(|s| s.runs.remove(&id));
+    }
+
+    fn forget_ref(&self, name: &str) {
+        self.with(|s| s.refs.remove(name));
+    }
+
+    /// After Klaud's own write to pull request `number` succeeded: applies
+    /// it to the step's read of the pull request, if there is one.
+    fn wrote_pull(&self, number: u64, change: impl FnOnce(&mut Pull)) {
+        self.with(|s| {
+            if let Some(p) = s.pulls.get_mut(&number) {
+                change(p);
+            }
+        });
+    }
+
+    /// After Klaud's own comment (new or edited) on `number`: the step's
+    /// read of the comment list, if there is one, holds it as GitHub does.
+    fn wrote_comment(&self, number: u64, comment: &Comment) {
+        self.with(|s| {
+            if let Some(list) = s.comments.get_mut(&number) {
+                match list.iter_mut().find(|c| c.id == comment.id) {
+                    Some(c) => *c = comment.clone(),
+                    None => list.push(comment.clone()),
+                }
+            }
+        });
+    }
+
+    /// After a ref was moved to `sha` by Klaud: the tip, when the step made
+    /// that commit; otherwise the ref is read again next time.
+    fn moved_ref(&self, name: &str, sha: &str) {
+        self.with(|s| match s.commits.get(sha).cloned() {
+            Some((message, tree, parents)) => {
+                let tip = RefTip {
+                    name: name.to_owned(),
+                    sha: sha.to_owned(),
+                    message,
+                    parents,
+                    tree,
+                };
+                s.refs.insert(name.to_owned(), Some(tip));
+            }
+            None => {
+                s.refs.remove(name);
+            }
+        });
+    }
+}
+
+/// Forgets `forget` when `result` is an error, and passes `result` on.
+fn or_forget<T>(result: Result<T, ForgeError>, forget: impl FnOnce()) -> Result<T, ForgeError> {
+    if result.is_err() {
+        forget();
+    }
+    result
+}
+
+#[async_trait]
+impl Forge for StepReads<'_> {
+    fn repo(&self) -> String {
+        self.inner.repo()
+    }
+    fn bot_login(&self) -> String {
+        self.inner.bot_login()
+    }
+    fn refs(&self) -> &dyn RefStore {
+        self
+    }
+    async fn read_file(&self, path: &str, git_ref: &str) -> Result<Option<Vec<u8>>, ForgeError> {
+        self.inner.read_file(path, git_ref).await
+    }
+    async fn find_pull(&self, branch: &str) -> Result<Option<Pull>, ForgeError> {
+        self.inner.find_pull(branch).await
+    }
+    async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError> {
+        if let Some(Some(p)) = self.with(|s| s.pulls.get(&number).cloned()) {
+            return Ok(p);
+        }
+        let p = self.inner.get_pull(number).await?;
+        self.with(|s| s.pulls.insert(number, p.clone()));
+        Ok(p)
+    }
+    async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError> {
+        self.inner.closed_by(number).await
+    }
+    async fn permission(&self, login: &str) -> Result<String, ForgeError> {
+        self.inner.permission(login).await
+    }
+    async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
+        if let Some(Some(c)) = self.with(|s| s.comments.get(&number).cloned()) {
+            return Ok(c);
+        }
+        let c = self.inner.list_comments(number).await?;
+        self.with(|s| s.comments.insert(number, c.clone()));
+        Ok(c)
+    }
+    async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>, ForgeError> {
+        let runs = self.inner.list_runs(query).await?;
+        // A listed run is the same answer `get_run` gives for it.
+        self.with(|s| {
+            for r in &runs {
+                s.runs.insert(r.id, r.clone());
+            }
+        });
+        Ok(runs)
+    }
+    async fn get_run(&self, id: u64) -> Result<Run, ForgeError> {
+        if let Some(Some(r)) = self.with(|s| s.runs.get(&id).cloned()) {
+            return Ok(r);
+        }
+        let r = self.inner.get_run(id).await?;
+        self.with(|s| s.runs.insert(id, r.clone()));
+        Ok(r)
+    }
+    async fn list_artifacts(&self, run: u64) -> Result<Vec<ArtifactInfo>, ForgeError> {
+        self.inner.list_artifacts(run).await
+    }
+    async fn download_artifact(&self, id: u64) -> Result<Vec<u8>, ForgeError> {
+        self.inner.download_artifact(id).await
+    }
+    async fn list_jobs(&self, run: u64) -> Result<Vec<Job>, ForgeError> {
+        self.inner.list_jobs(run).await
+    }
+    async fn compare_commits(
+        &self,
+        base: &str,
+        head: &str,
+    ) -> Result<super::forge::Comparison, ForgeError> {
+        self.inner.compare_commits(base, head).await
+    }
+    async fn commit_files(
+        &self,
+        proof: &OwnershipProof,
+        parent: &str,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<String, ForgeError> {
+        self.inner.commit_files(proof, parent, files, message).await
+    }
+    async fn create_branch(
+        &self,
+        proof: &OwnershipProof,
+        branch: &str,
+        sha: &str,
+    ) -> Result<(), ForgeError> {
+        let r = self.inner.create_branch(proof, branch, sha).await;
+        self.forget_ref(&format!("refs/heads/{branch}"));
+        r
+    }
+    async fn fast_forward_branch(
+        &self,
+        proof: &OwnershipProof,
+        branch: &str,
+        sha: &str,
+    ) -> Result<(), ForgeError> {
+        let r = self.inner.fast_forward_branch(proof, branch, sha).await;
+        self.forget_ref(&format!("refs/heads/{branch}"));
+        r
+    }
+    async fn delete_branch(&self, proof: &OwnershipProof, branch: &str) -> Result<(), ForgeError> {
+        let r = self.inner.delete_branch(proof, branch).await;
+        self.forget_ref(&format!("refs/heads/{branch}"));
+        r
+    }
+    async fn create_draft_pull(
+        &self,
+        proof: &OwnershipProof,
+        title: &str,
+        head: &str,
+        base: &str,
+        body: &str,
+    ) -> Result<Pull, ForgeError> {
+        self.inner
+            .create_draft_pull(proof, title, head, base, body)
+            .await
+    }
+    async fn update_pull_body(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        body: &str,
+    ) -> Result<(), ForgeError> {
+        let r = self.inner.update_pull_body(proof, number, body).await;
+        let r = or_forget(r, || self.forget_pull(number))?;
+        self.wrote_pull(number, |p| body.clone_into(&mut p.body));
+        Ok(r)
+    }
+    async fn close_pull(&self, proof: &OwnershipProof, number: u64) -> Result<(), ForgeError> {
+        let r = self.inner.close_pull(proof, number).await;
+        // The state of a closed pull request is GitHub's to tell.
+        self.forget_pull(number);
+        r
+    }
+    async fn set_draft(
+        &self,
+        proof: &OwnershipProof,
+        pull: &Pull,
+        draft: bool,
+    ) -> Result<(), ForgeError> {
+        let number = pull.number;
+        let r = self.inner.set_draft(proof, pull, draft).await;
+        or_forget(r, || self.forget_pull(number))?;
+        self.wrote_pull(number, |p| p.draft = draft);
+        Ok(())
+    }
+    async fn create_comment(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        let r = self.inner.create_comment(proof, number, body).await;
+        let c = or_forget(r, || self.forget_comments(number))?;
+        self.wrote_comment(number, &c);
+        Ok(c)
+    }
+    async fn update_comment(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        comment: u64,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        let r = self
+            .inner
+            .update_comment(proof, number, comment, body)
+            .await;
+        let c = or_forget(r, || self.forget_comments(number))?;
+        self.wrote_comment(number, &c);
+        Ok(c)
+    }
+    async fn reply(&self, permit: &ReplyPermit, body: &str) -> Result<Comment, ForgeError> {
+        let number = permit.pull();
+        let r = self.inner.reply(permit, body).await;
+        let c = or_forget(r, || self.forget_comments(number))?;
+        self.wrote_comment(number, &c);
+        Ok(c)
+    }
+    async fn add_labels(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        labels: &[String],
+    ) -> Result<(), ForgeError> {
+        let r = self.inner.add_labels(proof, number, labels).await;
+        or_forget(r, || self.forget_pull(number))?;
+        self.wrote_pull(number, |p| {
+            for l in labels {
+                if !p.labels.iter().any(|x| x.eq_ignore_ascii_case(l)) {
+                    p.labels.push(l.clone());
+                }
+            }
+        });
+        Ok(())
+    }
+    async fn remove_label(
+        &self,
+        proof: &OwnershipProof,
+        number: u64,
+        label: &str,
+    ) -> Result<(), ForgeError> {
+        let r = self.inner.remove_label(proof, number, label).await;
+        or_forget(r, || self.forget_pull(number))?;
+        self.wrote_pull(number, |p| {
+            p.labels.retain(|x| !x.eq_ignore_ascii_case(label));
+        });
+        Ok(())
+    }
+    async fn dispatch(
+        &self,
+        proof: &OwnershipProof,
+        workflow: &str,
+        git_ref: &str,
+        inputs: &Value,
+    ) -> Result<Option<u64>, ForgeError> {
+        self.inner.dispatch(proof, workflow, git_ref, inputs).await
+    }
+    async fn dispatch_run(
+        &self,
+        proof: &OwnershipProof,
+        workflow: &str,
+        git_ref: &str,
+        inputs: &Value,
+    ) -> Result<Option<(u64, Option<String>)>, ForgeError> {
+        self.inner
+            .dispatch_run(proof, workflow, git_ref, inputs)
+            .await
+    }
+    async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
+        let r = self.inner.rerun_run(proof, id).await;
+        // GitHub shows the new attempt a moment later: read it again.
+        self.forget_run(id);
+        r
+    }
+    async fn cancel_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
+        let r = self.inner.cancel_run(proof, id).await;
+        self.forget_run(id);
+        r
+    }
+}
+
+#[async_trait]
+impl RefStore for StepReads<'_> {
+    async fn read_ref(&self, name: &str) -> Result<Option<RefTip>, RefStoreError> {
+        if let Some(Some(tip)) = self.with(|s| s.refs.get(name).cloned()) {
+            return Ok(tip);
+        }
+        let tip = self.inner.refs().read_ref(name).await?;
+        self.with(|s| s.refs.insert(name.to_owned(), tip.clone()));
+        Ok(tip)
+    }
+    async fn list_refs(&self, prefix: &str) -> Result<Vec<RefTip>, RefStoreError> {
+        self.inner.refs().list_refs(prefix).await
+    }
+    async fn create_commit(
+        &self,
+        message: &str,
+        tree: &str,
+        parents: &[String],
+    ) -> Result<String, RefStoreError> {
+        let sha = self
+            .inner
+            .refs()
+            .create_commit(message, tree, parents)
+            .await?;
+        self.with(|s| {
+            let commit = (message.to_owned(), tree.to_owned(), parents.to_vec());
+            s.commits.insert(sha.clone(), commit)
+        });
+        Ok(sha)
+    }
+    async fn create_ref(&self, name: &str, sha: &str) -> Result<(), RefStoreError> {
+        match self.inner.refs().create_ref(name, sha).await {
+            Ok(()) => {
+                self.moved_ref(name, sha);
+                Ok(())
+            }
+            Err(e) => {
+                self.forget_ref(name);
+                Err(e)
+            }
+        }
+    }
+    async fn fast_forward_ref(&self, name: &str, sha: &str) -> Result<(), RefStoreError> {
+        match self.inner.refs().fast_forward_ref(name, sha).await {
+            Ok(()) => {
+                self.moved_ref(name, sha);
+                Ok(())
+            }
+            Err(e) => {
+                self.forget_ref(name);
+                Err(e)
+            }
+        }
+    }
+    async fn delete_ref(&self, name: &str) -> Result<(), RefStoreError> {
+        let r = self.inner.refs().delete_ref(name).await;
+        self.forget_ref(name);
+        r
+    }
+    async fn commit_tree(&self, sha: &str) -> Result<String, RefStoreError> {
+        self.inner.refs().commit_tree(sha).await
+    }
+}
