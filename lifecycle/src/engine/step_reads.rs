@@ -108,6 +108,21 @@ impl<'a> StepReads<'a> {
         self.with(|s| s.refs.remove(name));
     }
 
+    /// A ref write's outcome: the ref is at `sha` when it succeeded, and
+    /// unknown (read again) when it failed.
+    fn after_ref_write(
+        &self,
+        name: &str,
+        sha: &str,
+        written: Result<(), RefStoreError>,
+    ) -> Result<(), RefStoreError> {
+        match &written {
+            Ok(()) => self.moved_ref(name, sha),
+            Err(_) => self.forget_ref(name),
+        }
+        written
+    }
+
     /// After Klaud's own write to pull request `number` succeeded: applies
     /// it to the step's read of the pull request, if there is one.
     fn wrote_pull(&self, number: u64, change: impl FnOnce(&mut Pull)) {
@@ -435,28 +450,12 @@ impl RefStore for StepReads<'_> {
         Ok(sha)
     }
     async fn create_ref(&self, name: &str, sha: &str) -> Result<(), RefStoreError> {
-        match self.inner.refs().create_ref(name, sha).await {
-            Ok(()) => {
-                self.moved_ref(name, sha);
-                Ok(())
-            }
-            Err(e) => {
-                self.forget_ref(name);
-                Err(e)
-            }
-        }
+        let written = self.inner.refs().create_ref(name, sha).await;
+        self.after_ref_write(name, sha, written)
     }
     async fn fast_forward_ref(&self, name: &str, sha: &str) -> Result<(), RefStoreError> {
-        match self.inner.refs().fast_forward_ref(name, sha).await {
-            Ok(()) => {
-                self.moved_ref(name, sha);
-                Ok(())
-            }
-            Err(e) => {
-                self.forget_ref(name);
-                Err(e)
-            }
-        }
+        let written = self.inner.refs().fast_forward_ref(name, sha).await;
+        self.after_ref_write(name, sha, written)
     }
     async fn delete_ref(&self, name: &str) -> Result<(), RefStoreError> {
         let r = self.inner.refs().delete_ref(name).await;
