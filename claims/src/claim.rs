@@ -7,6 +7,7 @@
 //! land on top of somebody else's; when a write's response is lost, the ref is
 //! re-read to learn whether it happened.
 
+use futures::future::BoxFuture;
 use std::fmt;
 use std::sync::Mutex;
 
@@ -546,33 +547,35 @@ impl<'a> ClaimBook<'a> {
     /// Claims `family` for `candidates`: a commit on `base_sha` (same tree,
     /// parent = base) whose message is our record, then an exclusive ref
     /// create. An existing ref is never overwritten.
-    pub async fn acquire(
-        &self,
-        family: &FamilyId,
+    pub fn acquire<'f>(
+        &'f self,
+        family: &'f FamilyId,
         candidates: Vec<ClaimCandidate>,
-        base_sha: &str,
+        base_sha: &'f str,
         run_id: u64,
         lease_for: TimeDelta,
-    ) -> Result<Acquire, ClaimError> {
-        if candidates.is_empty() {
-            return Err(ClaimError::InvalidRequest(
-                "a claim needs at least one candidate".into(),
-            ));
-        }
-        if let Some(c) = candidates.iter().find(|c| c.id.family() != *family) {
-            return Err(ClaimError::InvalidRequest(format!(
-                "candidate {} does not belong to family {family}",
-                c.id
-            )));
-        }
-        let record = self.our_record(candidates, run_id, 1, self.lease_end(lease_for)?);
-        self.create_exclusive(
-            &family.claim_ref(),
-            base_sha,
-            record,
-            ClaimEntry::claim_from_tip,
-        )
-        .await
+    ) -> BoxFuture<'f, Result<Acquire, ClaimError>> {
+        Box::pin(async move {
+            if candidates.is_empty() {
+                return Err(ClaimError::InvalidRequest(
+                    "a claim needs at least one candidate".into(),
+                ));
+            }
+            if let Some(c) = candidates.iter().find(|c| c.id.family() != *family) {
+                return Err(ClaimError::InvalidRequest(format!(
+                    "candidate {} does not belong to family {family}",
+                    c.id
+                )));
+            }
+            let record = self.our_record(candidates, run_id, 1, self.lease_end(lease_for)?);
+            self.create_exclusive(
+                &family.claim_ref(),
+                base_sha,
+                record,
+                ClaimEntry::claim_from_tip,
+            )
+            .await
+        })
     }
 
     async fn create_exclusive(
@@ -651,38 +654,49 @@ impl<'a> ClaimBook<'a> {
     }
 
     /// Reads the claim of `family`, if any.
-    pub async fn inspect(&self, family: &FamilyId) -> Result<Option<ClaimEntry>, ClaimError> {
-        let name = family.claim_ref();
-        let tip = self
-            .store
-            .read_ref(&name)
-            .await
-            .map_err(store_err("read", &name))?;
-        Ok(tip.map(ClaimEntry::claim_from_tip))
+    pub fn inspect<'f>(
+        &'f self,
+        family: &'f FamilyId,
+    ) -> BoxFuture<'f, Result<Option<ClaimEntry>, ClaimError>> {
+        Box::pin(async move {
+            let name = family.claim_ref();
+            let tip = self
+                .store
+                .read_ref(&name)
+                .await
+                .map_err(store_err("read", &name))?;
+            Ok(tip.map(ClaimEntry::claim_from_tip))
+        })
     }
 
     /// Every claim ref with its record or parse error. Unparsable claims are
     /// surfaced here and must stop planning (see [`ensure_plannable`]).
-    pub async fn list_claims(&self) -> Result<Vec<ClaimEntry>, ClaimError> {
-        let tips = self
-            .store
-            .list_refs(CLAIM_REF_PREFIX)
-            .await
-            .map_err(store_err("list", CLAIM_REF_PREFIX))?;
-        Ok(tips.into_iter().map(ClaimEntry::claim_from_tip).collect())
+    pub fn list_claims<'f>(&'f self) -> BoxFuture<'f, Result<Vec<ClaimEntry>, ClaimError>> {
+        Box::pin(async move {
+            let tips = self
+                .store
+                .list_refs(CLAIM_REF_PREFIX)
+                .await
+                .map_err(store_err("list", CLAIM_REF_PREFIX))?;
+            Ok(tips.into_iter().map(ClaimEntry::claim_from_tip).collect())
+        })
     }
 
     /// Every recovery lease with its record or parse error.
-    pub async fn list_recovery_leases(&self) -> Result<Vec<ClaimEntry>, ClaimError> {
-        let tips = self
-            .store
-            .list_refs(RECOVERY_REF_PREFIX)
-            .await
-            .map_err(store_err("list", RECOVERY_REF_PREFIX))?;
-        Ok(tips
-            .into_iter()
-            .map(ClaimEntry::recovery_from_tip)
-            .collect())
+    pub fn list_recovery_leases<'f>(
+        &'f self,
+    ) -> BoxFuture<'f, Result<Vec<ClaimEntry>, ClaimError>> {
+        Box::pin(async move {
+            let tips = self
+                .store
+                .list_refs(RECOVERY_REF_PREFIX)
+                .await
+                .map_err(store_err("list", RECOVERY_REF_PREFIX))?;
+            Ok(tips
+                .into_iter()
+                .map(ClaimEntry::recovery_from_tip)
+                .collect())
+        })
     }
 
     /// Recognises a claim this instance wrote (e.g. found again after a
@@ -701,72 +715,85 @@ impl<'a> ClaimBook<'a> {
     /// Extends the lease of a held claim: a new commit on the tip we wrote,
     /// moved by a non-forced fast-forward. Any change by someone else since
     /// our last write means the claim is lost; it is never overwritten.
-    pub async fn renew(&self, held: &HeldClaim, lease_for: TimeDelta) -> Result<Renew, ClaimError> {
-        let lease_until = self.lease_end(lease_for)?;
-        let name = held.ref_name.as_str();
-        let Some(tip) = self
-            .store
-            .read_ref(name)
-            .await
-            .map_err(store_err("read", name))?
-        else {
-            return Ok(Renew::Lost(Lost::Gone));
-        };
-        if tip.sha != held.sha {
-            return Ok(Renew::Lost(Lost::Moved(Box::new(ClaimEntry::from_tip(
-                tip,
-            )))));
-        }
-        let record = ClaimRecord {
-            lease_until: Some(lease_until),
-            ..held.record.clone()
-        };
-        match self.advance(&tip, &record).await? {
-            Ok(sha) => Ok(Renew::Renewed(HeldClaim {
-                ref_name: held.ref_name.clone(),
-                sha,
-                record,
-            })),
-            Err(lost) => Ok(Renew::Lost(lost)),
-        }
+    pub fn renew<'f>(
+        &'f self,
+        held: &'f HeldClaim,
+        lease_for: TimeDelta,
+    ) -> BoxFuture<'f, Result<Renew, ClaimError>> {
+        Box::pin(async move {
+            let lease_until = self.lease_end(lease_for)?;
+            let name = held.ref_name.as_str();
+            let Some(tip) = self
+                .store
+                .read_ref(name)
+                .await
+                .map_err(store_err("read", name))?
+            else {
+                return Ok(Renew::Lost(Lost::Gone));
+            };
+            if tip.sha != held.sha {
+                return Ok(Renew::Lost(Lost::Moved(Box::new(ClaimEntry::from_tip(
+                    tip,
+                )))));
+            }
+            let record = ClaimRecord {
+                lease_until: Some(lease_until),
+                ..held.record.clone()
+            };
+            match self.advance(&tip, &record).await? {
+                Ok(sha) => Ok(Renew::Renewed(HeldClaim {
+                    ref_name: held.ref_name.clone(),
+                    sha,
+                    record,
+                })),
+                Err(lost) => Ok(Renew::Lost(lost)),
+            }
+        })
     }
 
     /// Rewrites a held claim's record by compare-and-swap, as [`ClaimBook::renew`]
     /// does its lease: for Klaud's own bookkeeping (the fields in `extra`,
     /// the candidates of an experiment). Owner, run and fence cannot change
     /// this way; the lease is kept as it is.
-    pub async fn amend(&self, held: &HeldClaim, record: ClaimRecord) -> Result<Renew, ClaimError> {
-        if record.owner != held.record.owner
-            || record.run_id != held.record.run_id
-            || record.fence != held.record.fence
-            || record.candidates.is_empty()
-        {
-            return Err(ClaimError::InvalidRequest(
-                "an amended claim keeps its owner, run, fence and at least one candidate".into(),
-            ));
-        }
-        let name = held.ref_name.as_str();
-        let Some(tip) = self
-            .store
-            .read_ref(name)
-            .await
-            .map_err(store_err("read", name))?
-        else {
-            return Ok(Renew::Lost(Lost::Gone));
-        };
-        if tip.sha != held.sha {
-            return Ok(Renew::Lost(Lost::Moved(Box::new(ClaimEntry::from_tip(
-                tip,
-            )))));
-        }
-        match self.advance(&tip, &record).await? {
-            Ok(sha) => Ok(Renew::Renewed(HeldClaim {
-                ref_name: held.ref_name.clone(),
-                sha,
-                record,
-            })),
-            Err(lost) => Ok(Renew::Lost(lost)),
-        }
+    pub fn amend<'f>(
+        &'f self,
+        held: &'f HeldClaim,
+        record: ClaimRecord,
+    ) -> BoxFuture<'f, Result<Renew, ClaimError>> {
+        Box::pin(async move {
+            if record.owner != held.record.owner
+                || record.run_id != held.record.run_id
+                || record.fence != held.record.fence
+                || record.candidates.is_empty()
+            {
+                return Err(ClaimError::InvalidRequest(
+                    "an amended claim keeps its owner, run, fence and at least one candidate"
+                        .into(),
+                ));
+            }
+            let name = held.ref_name.as_str();
+            let Some(tip) = self
+                .store
+                .read_ref(name)
+                .await
+                .map_err(store_err("read", name))?
+            else {
+                return Ok(Renew::Lost(Lost::Gone));
+            };
+            if tip.sha != held.sha {
+                return Ok(Renew::Lost(Lost::Moved(Box::new(ClaimEntry::from_tip(
+                    tip,
+                )))));
+            }
+            match self.advance(&tip, &record).await? {
+                Ok(sha) => Ok(Renew::Renewed(HeldClaim {
+                    ref_name: held.ref_name.clone(),
+                    sha,
+                    record,
+                })),
+                Err(lost) => Ok(Renew::Lost(lost)),
+            }
+        })
     }
 
     /// Writes `record` on top of `tip` and fast-forwards the ref to it.
@@ -808,53 +835,58 @@ impl<'a> ClaimBook<'a> {
     /// deleted too. Takeovers only happen after the lease expired, and a
     /// holder releases while its lease runs, so the window needs a holder
     /// whose lease ran out mid-release.
-    pub async fn release(&self, held: &HeldClaim) -> Result<Release, ClaimError> {
-        self.release_expected(&held.ref_name, &held.record).await
+    pub fn release<'f>(
+        &'f self,
+        held: &'f HeldClaim,
+    ) -> BoxFuture<'f, Result<Release, ClaimError>> {
+        Box::pin(async move { self.release_expected(&held.ref_name, &held.record).await })
     }
 
     /// [`ClaimBook::release`] for a ref and the record expected in it (e.g.
     /// read back from the journal after a restart). The stored owner must be
     /// this instance, whatever `expected.owner` says.
-    pub async fn release_expected(
-        &self,
-        ref_name: &str,
-        expected: &ClaimRecord,
-    ) -> Result<Release, ClaimError> {
-        let Some(tip) = self
-            .store
-            .read_ref(ref_name)
-            .await
-            .map_err(store_err("read", ref_name))?
-        else {
-            return Ok(Release::AlreadyGone);
-        };
-        let found = ClaimRecord::parse(&tip.message).map_err(|e| ClaimError::Unparsable {
-            ref_name: ref_name.to_owned(),
-            source: e.into(),
-        })?;
-        // "Ours" means this instance, whatever the caller expected.
-        let expected = ClaimRecord {
-            owner: Some(self.claimant.owner),
-            ..expected.clone()
-        };
-        if let Some(mismatch) = ownership_mismatch(&expected, &found) {
-            return Err(ClaimError::NotOwner {
+    pub fn release_expected<'f>(
+        &'f self,
+        ref_name: &'f str,
+        expected: &'f ClaimRecord,
+    ) -> BoxFuture<'f, Result<Release, ClaimError>> {
+        Box::pin(async move {
+            let Some(tip) = self
+                .store
+                .read_ref(ref_name)
+                .await
+                .map_err(store_err("read", ref_name))?
+            else {
+                return Ok(Release::AlreadyGone);
+            };
+            let found = ClaimRecord::parse(&tip.message).map_err(|e| ClaimError::Unparsable {
                 ref_name: ref_name.to_owned(),
-                mismatch,
-            });
-        }
-        match self.store.delete_ref(ref_name).await {
-            Ok(()) => Ok(Release::Released),
-            Err(RefStoreError::NotFound(_)) => Ok(Release::AlreadyGone),
-            Err(source) => match self.store.read_ref(ref_name).await {
-                Ok(None) => Ok(Release::Released),
-                _ => Err(ClaimError::Store {
-                    action: "delete",
+                source: e.into(),
+            })?;
+            // "Ours" means this instance, whatever the caller expected.
+            let expected = ClaimRecord {
+                owner: Some(self.claimant.owner),
+                ..expected.clone()
+            };
+            if let Some(mismatch) = ownership_mismatch(&expected, &found) {
+                return Err(ClaimError::NotOwner {
                     ref_name: ref_name.to_owned(),
-                    source,
-                }),
-            },
-        }
+                    mismatch,
+                });
+            }
+            match self.store.delete_ref(ref_name).await {
+                Ok(()) => Ok(Release::Released),
+                Err(RefStoreError::NotFound(_)) => Ok(Release::AlreadyGone),
+                Err(source) => match self.store.read_ref(ref_name).await {
+                    Ok(None) => Ok(Release::Released),
+                    _ => Err(ClaimError::Store {
+                        action: "delete",
+                        ref_name: ref_name.to_owned(),
+                        source,
+                    }),
+                },
+            }
+        })
     }
 
     /// Deletes the claim `shown` whatever its record says (an operator's
@@ -862,79 +894,88 @@ impl<'a> ClaimBook<'a> {
     /// only while it still points at the commit the operator was shown. It
     /// is re-read right before the delete because GitHub has no conditional
     /// delete.
-    pub async fn force_delete(&self, shown: &RefTip) -> Result<Release, ClaimError> {
-        let ref_name = shown.name.as_str();
-        if !ref_name.starts_with(CLAIM_REF_PREFIX) {
-            return Err(ClaimError::InvalidRequest(format!(
-                "{ref_name} is not a claim ref"
-            )));
-        }
-        match self
-            .store
-            .read_ref(ref_name)
-            .await
-            .map_err(store_err("read", ref_name))?
-        {
-            None => return Ok(Release::AlreadyGone),
-            Some(tip) if tip.sha != shown.sha => {
-                return Err(ClaimError::Moved {
-                    ref_name: ref_name.to_owned(),
-                    expected: shown.sha.clone(),
-                    found: tip.sha,
-                });
+    pub fn force_delete<'f>(
+        &'f self,
+        shown: &'f RefTip,
+    ) -> BoxFuture<'f, Result<Release, ClaimError>> {
+        Box::pin(async move {
+            let ref_name = shown.name.as_str();
+            if !ref_name.starts_with(CLAIM_REF_PREFIX) {
+                return Err(ClaimError::InvalidRequest(format!(
+                    "{ref_name} is not a claim ref"
+                )));
             }
-            Some(_) => {}
-        }
-        match self.store.delete_ref(ref_name).await {
-            Ok(()) => Ok(Release::Released),
-            Err(RefStoreError::NotFound(_)) => Ok(Release::AlreadyGone),
-            Err(source) => Err(ClaimError::Store {
-                action: "delete",
-                ref_name: ref_name.to_owned(),
-                source,
-            }),
-        }
+            match self
+                .store
+                .read_ref(ref_name)
+                .await
+                .map_err(store_err("read", ref_name))?
+            {
+                None => return Ok(Release::AlreadyGone),
+                Some(tip) if tip.sha != shown.sha => {
+                    return Err(ClaimError::Moved {
+                        ref_name: ref_name.to_owned(),
+                        expected: shown.sha.clone(),
+                        found: tip.sha,
+                    });
+                }
+                Some(_) => {}
+            }
+            match self.store.delete_ref(ref_name).await {
+                Ok(()) => Ok(Release::Released),
+                Err(RefStoreError::NotFound(_)) => Ok(Release::AlreadyGone),
+                Err(source) => Err(ClaimError::Store {
+                    action: "delete",
+                    ref_name: ref_name.to_owned(),
+                    source,
+                }),
+            }
+        })
     }
 
     /// Takes over the claim of `family` for our run `run_id`: only when its
     /// lease expired, or, for a lease-less (old helper) claim, when its owner
     /// run has completed. Writes fence + 1 by CAS; of concurrent takeovers
     /// exactly one wins. The candidates are kept: recovery finishes them.
-    pub async fn takeover(
-        &self,
-        family: &FamilyId,
+    pub fn takeover<'f>(
+        &'f self,
+        family: &'f FamilyId,
         run_id: u64,
         lease_for: TimeDelta,
-        runs: &dyn RunStatus,
-    ) -> Result<Takeover, ClaimError> {
-        self.take_over_ref(
-            &family.claim_ref(),
-            run_id,
-            lease_for,
-            Some(runs),
-            ClaimEntry::claim_from_tip,
-        )
-        .await
+        runs: &'f dyn RunStatus,
+    ) -> BoxFuture<'f, Result<Takeover, ClaimError>> {
+        Box::pin(async move {
+            self.take_over_ref(
+                &family.claim_ref(),
+                run_id,
+                lease_for,
+                Some(runs),
+                ClaimEntry::claim_from_tip,
+            )
+            .await
+        })
     }
 
     /// Takes over the claim of `family` whatever its lease says: a
     /// maintainer's forced release (`klaud claims release --force`). Still a
     /// compare-and-swap with `fence + 1`, so the holder's next ownership
     /// check sees the change and stops; never [`Takeover::Refused`].
-    pub async fn force_takeover(
-        &self,
-        family: &FamilyId,
+    pub fn force_takeover<'f>(
+        &'f self,
+        family: &'f FamilyId,
         run_id: u64,
         lease_for: TimeDelta,
-    ) -> Result<Takeover, ClaimError> {
-        self.take_over_ref(
-            &family.claim_ref(),
-            run_id,
-            lease_for,
-            None,
-            ClaimEntry::claim_from_tip,
-        )
-        .await
+    ) -> BoxFuture<'f, Result<Takeover, ClaimError>> {
+        Box::pin(async move {
+            self.take_over_ref(
+                &family.claim_ref(),
+                run_id,
+                lease_for,
+                None,
+                ClaimEntry::claim_from_tip,
+            )
+            .await
+        })
     }
 
     /// `runs` is `None` for a forced takeover (no lease or run check).
@@ -1014,46 +1055,50 @@ impl<'a> ClaimBook<'a> {
     /// Takes the recovery lease `refs/heads/klaud/recovery-<owner run>-<candidate>`
     /// for our run `run_id`, on top of `claim_sha` (the claim commit being
     /// recovered). Exclusive create, like a claim.
-    pub async fn acquire_recovery_lease(
-        &self,
+    pub fn acquire_recovery_lease<'f>(
+        &'f self,
         owner_run: u64,
-        candidate: &ClaimCandidate,
-        claim_sha: &str,
+        candidate: &'f ClaimCandidate,
+        claim_sha: &'f str,
         run_id: u64,
         lease_for: TimeDelta,
-    ) -> Result<Acquire, ClaimError> {
-        let record = self.our_record(
-            vec![candidate.clone()],
-            run_id,
-            1,
-            self.lease_end(lease_for)?,
-        );
-        self.create_exclusive(
-            &candidate.id.recovery_ref(owner_run),
-            claim_sha,
-            record,
-            ClaimEntry::recovery_from_tip,
-        )
-        .await
+    ) -> BoxFuture<'f, Result<Acquire, ClaimError>> {
+        Box::pin(async move {
+            let record = self.our_record(
+                vec![candidate.clone()],
+                run_id,
+                1,
+                self.lease_end(lease_for)?,
+            );
+            self.create_exclusive(
+                &candidate.id.recovery_ref(owner_run),
+                claim_sha,
+                record,
+                ClaimEntry::recovery_from_tip,
+            )
+            .await
+        })
     }
 
     /// Takes over a recovery lease whose recoverer died (same rules as
     /// [`ClaimBook::takeover`]).
-    pub async fn takeover_recovery_lease(
-        &self,
+    pub fn takeover_recovery_lease<'f>(
+        &'f self,
         owner_run: u64,
-        candidate: &CandidateId,
+        candidate: &'f CandidateId,
         run_id: u64,
         lease_for: TimeDelta,
-        runs: &dyn RunStatus,
-    ) -> Result<Takeover, ClaimError> {
-        self.take_over_ref(
-            &candidate.recovery_ref(owner_run),
-            run_id,
-            lease_for,
-            Some(runs),
-            ClaimEntry::recovery_from_tip,
-        )
-        .await
+        runs: &'f dyn RunStatus,
+    ) -> BoxFuture<'f, Result<Takeover, ClaimError>> {
+        Box::pin(async move {
+            self.take_over_ref(
+                &candidate.recovery_ref(owner_run),
+                run_id,
+                lease_for,
+                Some(runs),
+                ClaimEntry::recovery_from_tip,
+            )
+            .await
+        })
     }
 }

@@ -14,6 +14,10 @@
 //! compare before every mutation. Release is read-check-delete: GitHub has no
 //! conditional delete, see [`ClaimBook::release`]. Time comes from an
 //! injected [`Clock`], the state of old-helper runs from [`RunStatus`].
+//!
+//! The [`ClaimBook`]'s async methods return boxed futures, compiled once
+//! here rather than again in every crate that awaits them (see
+//! `klaud_lifecycle::BoxFuture`).
 
 pub mod claim;
 pub mod memory;

@@ -7,6 +7,7 @@
 //! parsing the API answers and matching rows to points. A point without a
 //! usable row is kept as N/A with the reason, never dropped.
 
+use crate::BoxFuture;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -651,13 +652,15 @@ pub struct BaselineRequest {
 }
 
 /// Asks `source` and freezes the baseline.
-pub async fn freeze(
-    source: &dyn BaselineSource,
-    request: &BaselineRequest,
-) -> Result<Baseline, BaselineError> {
-    let benchmarks = source.benchmarks(&request.model, request.date).await?;
-    let workflow = source.workflow_info(request.date).await?;
-    build_baseline(request, &benchmarks, &workflow)
+pub fn freeze<'f>(
+    source: &'f dyn BaselineSource,
+    request: &'f BaselineRequest,
+) -> BoxFuture<'f, Result<Baseline, BaselineError>> {
+    Box::pin(async move {
+        let benchmarks = source.benchmarks(&request.model, request.date).await?;
+        let workflow = source.workflow_info(request.date).await?;
+        build_baseline(request, &benchmarks, &workflow)
+    })
 }
 
 /// Matches the API answers to the request's points.

@@ -38,3 +38,14 @@ pub mod recover;
 pub mod report;
 pub mod wave;
 pub mod workflows;
+
+/// What the async entry points other crates call return: a boxed `Send`
+/// future.
+///
+/// A release build shares no generic instances between crates, and the
+/// body of an `async fn` counts as generic. Unboxed, every crate that
+/// awaits one of these compiles its whole body again, and everything it
+/// awaits (the whole engine, for a wave); the `klaud` binary crate ended
+/// up compiling most of the workspace's async code a second time, alone at
+/// the end of a cold build. Boxed, the body is compiled once, here.
+pub use futures::future::BoxFuture;

@@ -19,6 +19,7 @@
 //! `--force`), and its candidates end with a receipt that names who
 //! released them and why.
 
+use crate::BoxFuture;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::{CandidateRecord, Engine, Progress, Step};
@@ -105,103 +106,114 @@ fn our_leases(book: &ClaimBook<'_>, leases: &[ClaimEntry]) -> BTreeMap<String, (
         .collect()
 }
 
+/// What [`take_over_orphans`] returns: the orphans taken over, and the
+/// families it skipped with why.
+pub type TakenOver = (Vec<Orphan>, Vec<(String, String)>);
+
+/// What [`open_orphans`] returns: the records opened, and the candidates
+/// that could not be opened with why.
+pub type OpenedOrphans = (Vec<CandidateRecord>, Vec<(CandidateId, String)>);
+
 /// Finds the orphans among `claims` (as listed this pass) and takes each
 /// over: recovery leases first, then the claim. `leases` are the recovery
 /// leases listed this pass; `journaled` the candidates this instance's
 /// journal knows (a claim of ours with a recovery lease of ours but no
 /// journal record is a recovery interrupted by a crash, and is resumed).
 /// `family` limits the pass to one family (id or family string).
-pub async fn take_over_orphans(
-    ctx: &RecoveryContext<'_>,
-    claims: &[ClaimEntry],
-    leases: &[ClaimEntry],
-    journaled: &BTreeSet<String>,
-    family: Option<&str>,
-) -> (Vec<Orphan>, Vec<(String, String)>) {
-    let ours = our_leases(ctx.book, leases);
-    let mut orphans = Vec::new();
-    let mut skipped = Vec::new();
-    for entry in claims {
-        let name = entry.tip.name.clone();
-        if family.is_some_and(|f| !matches_family(entry, f)) {
-            continue;
-        }
-        if let Some(held) = ctx.book.adopt(entry) {
-            if let Some(orphan) = interrupted_recovery(held, &ours, journaled) {
-                orphans.push(orphan);
-            } else {
-                skipped.push((name, "held by this instance".into()));
-            }
-            continue;
-        }
-        let Some(family_id) = entry.family() else {
-            skipped.push((name, "not a claim ref".into()));
-            continue;
-        };
-        let record = match &entry.record {
-            Ok(r) => r,
-            Err(e) => {
-                // Never acted on: a maintainer must look at it.
-                skipped.push((name, format!("does not parse, left alone: {e}")));
+pub fn take_over_orphans<'f>(
+    ctx: &'f RecoveryContext<'f>,
+    claims: &'f [ClaimEntry],
+    leases: &'f [ClaimEntry],
+    journaled: &'f BTreeSet<String>,
+    family: Option<&'f str>,
+) -> BoxFuture<'f, TakenOver> {
+    Box::pin(async move {
+        let ours = our_leases(ctx.book, leases);
+        let mut orphans = Vec::new();
+        let mut skipped = Vec::new();
+        for entry in claims {
+            let name = entry.tip.name.clone();
+            if family.is_some_and(|f| !matches_family(entry, f)) {
                 continue;
             }
-        };
-        match record.lease_until {
-            Some(until) if until > ctx.now => {
-                skipped.push((name, "lease still running".into()));
+            if let Some(held) = ctx.book.adopt(entry) {
+                if let Some(orphan) = interrupted_recovery(held, &ours, journaled) {
+                    orphans.push(orphan);
+                } else {
+                    skipped.push((name, "held by this instance".into()));
+                }
                 continue;
             }
-            Some(_) => {}
-            // Asked before any write: an old helper's claim whose run goes
-            // on must not cost a lease create and delete every pass.
-            None => match ctx.runs.run_completed(record.run_id).await {
-                Ok(Some(true)) => {}
-                Ok(Some(false)) => {
-                    let why = format!("lease-less claim of run {} still running", record.run_id);
-                    skipped.push((name, why));
-                    continue;
-                }
-                Ok(None) => {
-                    let why = format!("lease-less claim of unknown run {}", record.run_id);
-                    skipped.push((name, why));
-                    continue;
-                }
+            let Some(family_id) = entry.family() else {
+                skipped.push((name, "not a claim ref".into()));
+                continue;
+            };
+            let record = match &entry.record {
+                Ok(r) => r,
                 Err(e) => {
-                    skipped.push((name, format!("run {}: {e}", record.run_id)));
+                    // Never acted on: a maintainer must look at it.
+                    skipped.push((name, format!("does not parse, left alone: {e}")));
                     continue;
                 }
-            },
-        }
-        let taken = match take_recovery_leases(ctx, record.run_id, &record.candidates, entry).await
-        {
-            Ok(taken) => taken,
-            Err(why) => {
-                skipped.push((name, why));
-                continue;
+            };
+            match record.lease_until {
+                Some(until) if until > ctx.now => {
+                    skipped.push((name, "lease still running".into()));
+                    continue;
+                }
+                Some(_) => {}
+                // Asked before any write: an old helper's claim whose run goes
+                // on must not cost a lease create and delete every pass.
+                None => match ctx.runs.run_completed(record.run_id).await {
+                    Ok(Some(true)) => {}
+                    Ok(Some(false)) => {
+                        let why =
+                            format!("lease-less claim of run {} still running", record.run_id);
+                        skipped.push((name, why));
+                        continue;
+                    }
+                    Ok(None) => {
+                        let why = format!("lease-less claim of unknown run {}", record.run_id);
+                        skipped.push((name, why));
+                        continue;
+                    }
+                    Err(e) => {
+                        skipped.push((name, format!("run {}: {e}", record.run_id)));
+                        continue;
+                    }
+                },
             }
-        };
-        match ctx
-            .book
-            .takeover(&family_id, ctx.owner_run, ctx.lease, ctx.runs)
-            .await
-        {
-            Ok(Takeover::Took { held, previous }) => orphans.push(Orphan {
-                held,
-                orphan_run: previous.run_id,
-                candidates: previous.candidates.clone(),
-                leases: taken,
-            }),
-            other => {
-                let why = match other {
-                    Ok(t) => format!("not taken over: {t:?}"),
-                    Err(e) => format!("takeover failed: {e}"),
+            let taken =
+                match take_recovery_leases(ctx, record.run_id, &record.candidates, entry).await {
+                    Ok(taken) => taken,
+                    Err(why) => {
+                        skipped.push((name, why));
+                        continue;
+                    }
                 };
-                release_leases(ctx.book, &taken).await;
-                skipped.push((name, why));
+            match ctx
+                .book
+                .takeover(&family_id, ctx.owner_run, ctx.lease, ctx.runs)
+                .await
+            {
+                Ok(Takeover::Took { held, previous }) => orphans.push(Orphan {
+                    held,
+                    orphan_run: previous.run_id,
+                    candidates: previous.candidates.clone(),
+                    leases: taken,
+                }),
+                other => {
+                    let why = match other {
+                        Ok(t) => format!("not taken over: {t:?}"),
+                        Err(e) => format!("takeover failed: {e}"),
+                    };
+                    release_leases(ctx.book, &taken).await;
+                    skipped.push((name, why));
+                }
             }
         }
-    }
-    (orphans, skipped)
+        (orphans, skipped)
+    })
 }
 
 /// A claim of ours whose candidates have recovery leases of ours but no
@@ -318,59 +330,63 @@ async fn release_leases(book: &ClaimBook<'_>, leases: &[HeldClaim]) {
 /// Opens the journal record of every candidate of `orphans` (rebuilt from
 /// GitHub: PR, owned runs, an existing receipt). Failures are returned as
 /// skipped with the reason; the claim stays ours and a later pass resumes.
-pub async fn open_orphans(
-    engine: &Engine<'_>,
-    orphans: &[Orphan],
-) -> (Vec<CandidateRecord>, Vec<(CandidateId, String)>) {
-    let mut records = Vec::new();
-    let mut skipped = Vec::new();
-    for orphan in orphans {
-        for c in &orphan.candidates {
-            match engine
-                .recover(&c.family, &c.id, &orphan.held, orphan.orphan_run)
-                .await
-            {
-                Ok(rec) => records.push(rec),
-                Err(e) => skipped.push((c.id.clone(), format!("recovery: {e}"))),
+pub fn open_orphans<'f>(
+    engine: &'f Engine<'f>,
+    orphans: &'f [Orphan],
+) -> BoxFuture<'f, OpenedOrphans> {
+    Box::pin(async move {
+        let mut records = Vec::new();
+        let mut skipped = Vec::new();
+        for orphan in orphans {
+            for c in &orphan.candidates {
+                match engine
+                    .recover(&c.family, &c.id, &orphan.held, orphan.orphan_run)
+                    .await
+                {
+                    Ok(rec) => records.push(rec),
+                    Err(e) => skipped.push((c.id.clone(), format!("recovery: {e}"))),
+                }
             }
         }
-    }
-    (records, skipped)
+        (records, skipped)
+    })
 }
 
 /// Finishes the candidates of claims taken over (`klaud recover`): a
 /// receipt already on the PR means only release; otherwise
 /// `unexpected-error` with cleanup. `max_steps` bounds the engine steps per
 /// candidate. Recovery leases of finished candidates are released.
-pub async fn finish_orphans(
-    engine: &Engine<'_>,
-    book: &ClaimBook<'_>,
-    orphans: &[Orphan],
+pub fn finish_orphans<'f>(
+    engine: &'f Engine<'f>,
+    book: &'f ClaimBook<'f>,
+    orphans: &'f [Orphan],
     max_steps: usize,
-) -> RecoveryReport {
-    let (mut records, skipped) = open_orphans(engine, orphans).await;
-    let mut report = RecoveryReport {
-        skipped: skipped
-            .into_iter()
-            .map(|(id, why)| (id.to_string(), why))
-            .collect(),
-        ..RecoveryReport::default()
-    };
-    let runs: BTreeMap<&str, u64> = orphans
-        .iter()
-        .flat_map(|o| o.candidates.iter().map(|c| (c.id.as_str(), o.orphan_run)))
-        .collect();
-    for rec in &mut records {
-        let orphan_run = runs
-            .get(rec.candidate.as_str())
-            .copied()
-            .unwrap_or(rec.owner_run);
-        let progress = engine.drive(rec, max_steps).await;
-        report.recovered.push(recovered(rec, orphan_run, progress));
-    }
-    let leases: Vec<HeldClaim> = orphans.iter().flat_map(|o| o.leases.clone()).collect();
-    release_finished_leases(book, &leases, &records).await;
-    report
+) -> BoxFuture<'f, RecoveryReport> {
+    Box::pin(async move {
+        let (mut records, skipped) = open_orphans(engine, orphans).await;
+        let mut report = RecoveryReport {
+            skipped: skipped
+                .into_iter()
+                .map(|(id, why)| (id.to_string(), why))
+                .collect(),
+            ..RecoveryReport::default()
+        };
+        let runs: BTreeMap<&str, u64> = orphans
+            .iter()
+            .flat_map(|o| o.candidates.iter().map(|c| (c.id.as_str(), o.orphan_run)))
+            .collect();
+        for rec in &mut records {
+            let orphan_run = runs
+                .get(rec.candidate.as_str())
+                .copied()
+                .unwrap_or(rec.owner_run);
+            let progress = engine.drive(rec, max_steps).await;
+            report.recovered.push(recovered(rec, orphan_run, progress));
+        }
+        let leases: Vec<HeldClaim> = orphans.iter().flat_map(|o| o.leases.clone()).collect();
+        release_finished_leases(book, &leases, &records).await;
+        report
+    })
 }
 
 fn recovered(
@@ -429,69 +445,75 @@ async fn release_finished_leases(
 /// recovered. Another's that expired and whose orphan is no longer the
 /// claim's owner (`claims` as listed this pass): its recoverer died after
 /// the recovery moved on, so it is taken over and deleted.
-pub async fn settle_recovery_leases(
-    ctx: &RecoveryContext<'_>,
-    listed: &[ClaimEntry],
-    acquired: &[HeldClaim],
-    claims: &[ClaimEntry],
-    records: &[CandidateRecord],
-) {
-    let mut ours: BTreeMap<String, HeldClaim> = listed
-        .iter()
-        .filter_map(|e| ctx.book.adopt(e).map(|h| (h.ref_name.clone(), h)))
-        .collect();
-    for held in acquired {
-        ours.insert(held.ref_name.clone(), held.clone());
-    }
-    let by_candidate: BTreeMap<&str, &CandidateRecord> =
-        records.iter().map(|r| (r.candidate.as_str(), r)).collect();
-    let held: Vec<HeldClaim> = ours.into_values().collect();
-    release_finished_leases(ctx.book, &held, records).await;
-    for lease in &held {
-        let unfinished = CandidateId::from_recovery_ref(&lease.ref_name)
-            .and_then(|(_, id)| by_candidate.get(id.as_str()).copied())
-            .is_some_and(|r| r.step != Step::Done);
-        let left = lease.record.lease_until.map(|u| u - ctx.now);
-        if unfinished
-            && left.is_some_and(|l| l * 2 < ctx.lease)
-            && let Ok(Renew::Lost(lost)) = ctx.book.renew(lease, ctx.lease).await
-        {
-            tracing::info!(lease = lease.ref_name, %lost, "recovery lease lost");
+pub fn settle_recovery_leases<'f>(
+    ctx: &'f RecoveryContext<'f>,
+    listed: &'f [ClaimEntry],
+    acquired: &'f [HeldClaim],
+    claims: &'f [ClaimEntry],
+    records: &'f [CandidateRecord],
+) -> BoxFuture<'f, ()> {
+    Box::pin(async move {
+        let mut ours: BTreeMap<String, HeldClaim> = listed
+            .iter()
+            .filter_map(|e| ctx.book.adopt(e).map(|h| (h.ref_name.clone(), h)))
+            .collect();
+        for held in acquired {
+            ours.insert(held.ref_name.clone(), held.clone());
         }
-    }
-    let claim_runs: BTreeMap<FamilyId, Option<u64>> = claims
-        .iter()
-        .filter_map(|e| Some((e.family()?, e.record.as_ref().ok().map(|r| r.run_id))))
-        .collect();
-    for entry in listed {
-        let Some((orphan_run, id)) = CandidateId::from_recovery_ref(&entry.tip.name) else {
-            continue;
-        };
-        if ctx.book.adopt(entry).is_some() || entry.lease_expired(ctx.now) != Some(true) {
-            continue;
+        let by_candidate: BTreeMap<&str, &CandidateRecord> =
+            records.iter().map(|r| (r.candidate.as_str(), r)).collect();
+        let held: Vec<HeldClaim> = ours.into_values().collect();
+        release_finished_leases(ctx.book, &held, records).await;
+        for lease in &held {
+            let unfinished = CandidateId::from_recovery_ref(&lease.ref_name)
+                .and_then(|(_, id)| by_candidate.get(id.as_str()).copied())
+                .is_some_and(|r| r.step != Step::Done);
+            let left = lease.record.lease_until.map(|u| u - ctx.now);
+            if unfinished
+                && left.is_some_and(|l| l * 2 < ctx.lease)
+                && let Ok(Renew::Lost(lost)) = ctx.book.renew(lease, ctx.lease).await
+            {
+                tracing::info!(lease = lease.ref_name, %lost, "recovery lease lost");
+            }
         }
-        // Still the claim's owner (or unreadable): recovery proper takes
-        // this lease over when it gets to the claim.
-        match claim_runs.get(&id.family()) {
-            Some(Some(run)) if *run != orphan_run => {}
-            None => {}
-            Some(_) => continue,
-        }
-        match ctx
-            .book
-            .takeover_recovery_lease(orphan_run, &id, ctx.owner_run, ctx.lease, ctx.runs)
-            .await
-        {
-            Ok(Takeover::Took { held, .. }) => match ctx.book.release(&held).await {
-                Ok(Release::Released | Release::AlreadyGone) => {
-                    tracing::info!(lease = held.ref_name, "stale recovery lease removed");
+        let claim_runs: BTreeMap<FamilyId, Option<u64>> = claims
+            .iter()
+            .filter_map(|e| Some((e.family()?, e.record.as_ref().ok().map(|r| r.run_id))))
+            .collect();
+        for entry in listed {
+            let Some((orphan_run, id)) = CandidateId::from_recovery_ref(&entry.tip.name) else {
+                continue;
+            };
+            if ctx.book.adopt(entry).is_some() || entry.lease_expired(ctx.now) != Some(true) {
+                continue;
+            }
+            // Still the claim's owner (or unreadable): recovery proper takes
+            // this lease over when it gets to the claim.
+            match claim_runs.get(&id.family()) {
+                Some(Some(run)) if *run != orphan_run => {}
+                None => {}
+                Some(_) => continue,
+            }
+            match ctx
+                .book
+                .takeover_recovery_lease(orphan_run, &id, ctx.owner_run, ctx.lease, ctx.runs)
+                .await
+            {
+                Ok(Takeover::Took { held, .. }) => match ctx.book.release(&held).await {
+                    Ok(Release::Released | Release::AlreadyGone) => {
+                        tracing::info!(lease = held.ref_name, "stale recovery lease removed");
+                    }
+                    Err(e) => {
+                        tracing::warn!(lease = held.ref_name, error = %e, "stale recovery lease")
+                    }
+                },
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(lease = entry.tip.name, error = %e, "stale recovery lease")
                 }
-                Err(e) => tracing::warn!(lease = held.ref_name, error = %e, "stale recovery lease"),
-            },
-            Ok(_) => {}
-            Err(e) => tracing::warn!(lease = entry.tip.name, error = %e, "stale recovery lease"),
+            }
         }
-    }
+    })
 }
 
 /// What a maintainer's release of a family did.
@@ -546,96 +568,98 @@ pub enum ReleaseRefused {
 /// candidate whose receipt already exists is only released. Without an
 /// `engine` (a manual claim: nothing on GitHub to finish) only the claim is
 /// released.
-pub async fn release_claim(
-    ctx: &RecoveryContext<'_>,
-    engine: Option<&Engine<'_>>,
-    family: &FamilyId,
+pub fn release_claim<'f>(
+    ctx: &'f RecoveryContext<'f>,
+    engine: Option<&'f Engine<'f>>,
+    family: &'f FamilyId,
     force: bool,
-    note: &str,
-) -> Result<Released, ReleaseRefused> {
-    let ref_name = family.claim_ref();
-    let taken = if force {
-        ctx.book
-            .force_takeover(family, ctx.owner_run, ctx.lease)
-            .await
-    } else {
-        ctx.book
-            .takeover(family, ctx.owner_run, ctx.lease, ctx.runs)
-            .await
-    };
-    let taken = taken.map_err(|e| match e {
-        ClaimError::Unparsable { ref_name, source } => ReleaseRefused::Unparsable {
-            ref_name,
-            why: source.to_string(),
-        },
-        e => ReleaseRefused::Claim(e),
-    })?;
-    let (held, previous) = match taken {
-        Takeover::Took { held, previous } => (held, previous),
-        Takeover::Vacant => return Err(ReleaseRefused::Vacant(ref_name)),
-        Takeover::Refused(why) => {
-            return Err(ReleaseRefused::Live {
+    note: &'f str,
+) -> BoxFuture<'f, Result<Released, ReleaseRefused>> {
+    Box::pin(async move {
+        let ref_name = family.claim_ref();
+        let taken = if force {
+            ctx.book
+                .force_takeover(family, ctx.owner_run, ctx.lease)
+                .await
+        } else {
+            ctx.book
+                .takeover(family, ctx.owner_run, ctx.lease, ctx.runs)
+                .await
+        };
+        let taken = taken.map_err(|e| match e {
+            ClaimError::Unparsable { ref_name, source } => ReleaseRefused::Unparsable {
                 ref_name,
-                why: why.to_string(),
+                why: source.to_string(),
+            },
+            e => ReleaseRefused::Claim(e),
+        })?;
+        let (held, previous) = match taken {
+            Takeover::Took { held, previous } => (held, previous),
+            Takeover::Vacant => return Err(ReleaseRefused::Vacant(ref_name)),
+            Takeover::Refused(why) => {
+                return Err(ReleaseRefused::Live {
+                    ref_name,
+                    why: why.to_string(),
+                });
+            }
+            Takeover::Lost(_) => return Err(ReleaseRefused::Raced(ref_name)),
+        };
+        let orphan = Orphan {
+            held: held.clone(),
+            orphan_run: previous.run_id,
+            candidates: previous.candidates.clone(),
+            leases: Vec::new(),
+        };
+        let (mut records, skipped) = match engine {
+            Some(engine) => open_orphans(engine, std::slice::from_ref(&orphan)).await,
+            None => (Vec::new(), Vec::new()),
+        };
+        let mut candidates = Vec::new();
+        for rec in &mut records {
+            let Some(engine) = engine else { break };
+            // A receipt on GitHub (or a maintainer's earlier stop) already ended
+            // it: only the claim is released.
+            let ended = rec.ending.as_ref().is_some_and(|e| e.hands_off);
+            let mut progress = Ok(Progress::Advanced(rec.step));
+            if !ended
+                && let Err(e) = engine
+                    .end_now(rec, Outcome::Handoff, note.to_owned(), false)
+                    .await
+            {
+                progress = Err(e);
+            }
+            if progress.is_ok() {
+                progress = engine.drive(rec, 64).await;
+            }
+            candidates.push(recovered(rec, previous.run_id, progress));
+        }
+        // A candidate that could not be opened keeps the claim: its lease runs
+        // out and the next recovery finishes it, rather than freeing the family
+        // under an open PR.
+        let all_opened = skipped.is_empty();
+        for (id, why) in skipped {
+            candidates.push(Recovered {
+                family: String::new(),
+                candidate: id,
+                orphan_run: previous.run_id,
+                outcome: None,
+                message: format!("{why}; the claim stays until its lease runs out"),
             });
         }
-        Takeover::Lost(_) => return Err(ReleaseRefused::Raced(ref_name)),
-    };
-    let orphan = Orphan {
-        held: held.clone(),
-        orphan_run: previous.run_id,
-        candidates: previous.candidates.clone(),
-        leases: Vec::new(),
-    };
-    let (mut records, skipped) = match engine {
-        Some(engine) => open_orphans(engine, std::slice::from_ref(&orphan)).await,
-        None => (Vec::new(), Vec::new()),
-    };
-    let mut candidates = Vec::new();
-    for rec in &mut records {
-        let Some(engine) = engine else { break };
-        // A receipt on GitHub (or a maintainer's earlier stop) already ended
-        // it: only the claim is released.
-        let ended = rec.ending.as_ref().is_some_and(|e| e.hands_off);
-        let mut progress = Ok(Progress::Advanced(rec.step));
-        if !ended
-            && let Err(e) = engine
-                .end_now(rec, Outcome::Handoff, note.to_owned(), false)
-                .await
-        {
-            progress = Err(e);
+        // Finished candidates released the claim; a manual claim (no engine)
+        // has none, so it is released here.
+        let claim_released = all_opened && records.iter().all(|r| r.step == Step::Done);
+        if claim_released {
+            ctx.book.release(&held).await.or_else(|e| match e {
+                // Already moved on by the finished candidates' release.
+                ClaimError::NotOwner { .. } => Ok(Release::AlreadyGone),
+                e => Err(e),
+            })?;
         }
-        if progress.is_ok() {
-            progress = engine.drive(rec, 64).await;
-        }
-        candidates.push(recovered(rec, previous.run_id, progress));
-    }
-    // A candidate that could not be opened keeps the claim: its lease runs
-    // out and the next recovery finishes it, rather than freeing the family
-    // under an open PR.
-    let all_opened = skipped.is_empty();
-    for (id, why) in skipped {
-        candidates.push(Recovered {
-            family: String::new(),
-            candidate: id,
-            orphan_run: previous.run_id,
-            outcome: None,
-            message: format!("{why}; the claim stays until its lease runs out"),
-        });
-    }
-    // Finished candidates released the claim; a manual claim (no engine)
-    // has none, so it is released here.
-    let claim_released = all_opened && records.iter().all(|r| r.step == Step::Done);
-    if claim_released {
-        ctx.book.release(&held).await.or_else(|e| match e {
-            // Already moved on by the finished candidates' release.
-            ClaimError::NotOwner { .. } => Ok(Release::AlreadyGone),
-            e => Err(e),
-        })?;
-    }
-    Ok(Released {
-        ref_name,
-        candidates,
-        claim_released,
+        Ok(Released {
+            ref_name,
+            candidates,
+            claim_released,
+        })
     })
 }

@@ -17,6 +17,7 @@
 //! additive change never turns capacity off); a missing or malformed field
 //! refuses the whole answer with an error naming the field.
 
+use futures::future::BoxFuture;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -578,57 +579,59 @@ impl CapacityGate {
 
     /// Reads the API once and decides for `family`. Anything but a usable
     /// reading defers, saying why: never dispatch blind.
-    pub async fn check(
-        &self,
-        repository: &Repository,
-        family: &Family,
+    pub fn check<'f>(
+        &'f self,
+        repository: &'f Repository,
+        family: &'f Family,
         now: DateTime<Utc>,
-    ) -> Verdict {
-        self.check_all(repository, &[family], now).await
+    ) -> BoxFuture<'f, Verdict> {
+        Box::pin(async move { self.check_all(repository, &[family], now).await })
     }
 
     /// Reads the API once and decides for families bumped together (a
     /// family group smokes and sweeps every member): each member needs an
     /// eligible cluster of its own runner, so one busy member defers them
     /// all, naming it. The verdict's cluster is the first member's.
-    pub async fn check_all(
-        &self,
-        repository: &Repository,
-        families: &[&Family],
+    pub fn check_all<'f>(
+        &'f self,
+        repository: &'f Repository,
+        families: &'f [&'f Family],
         now: DateTime<Utc>,
-    ) -> Verdict {
-        let group = families.len() > 1;
-        let name = |f: &Family, why: String| {
-            if group {
-                format!("group member {}: {why}", f.key)
-            } else {
-                why
-            }
-        };
-        let mut wanted = Vec::new();
-        for family in families {
-            match self.clusters_of(repository, family) {
-                Ok(w) => wanted.push((*family, w)),
-                Err(why) => return Verdict::Deferred(name(family, why)),
-            }
-        }
-        let report = match self.source.read(now).await {
-            Ok(report) => report,
-            Err(e) => return Verdict::Deferred(e.to_string()),
-        };
-        let mut first = None;
-        for (family, w) in &wanted {
-            match decide(&report, w) {
-                Verdict::Eligible { cluster } => {
-                    first.get_or_insert(cluster);
+    ) -> BoxFuture<'f, Verdict> {
+        Box::pin(async move {
+            let group = families.len() > 1;
+            let name = |f: &Family, why: String| {
+                if group {
+                    format!("group member {}: {why}", f.key)
+                } else {
+                    why
                 }
-                Verdict::Deferred(why) => return Verdict::Deferred(name(family, why)),
+            };
+            let mut wanted = Vec::new();
+            for family in families {
+                match self.clusters_of(repository, family) {
+                    Ok(w) => wanted.push((*family, w)),
+                    Err(why) => return Verdict::Deferred(name(family, why)),
+                }
             }
-        }
-        match first {
-            Some(cluster) => Verdict::Eligible { cluster },
-            None => Verdict::Deferred("no family to check".into()),
-        }
+            let report = match self.source.read(now).await {
+                Ok(report) => report,
+                Err(e) => return Verdict::Deferred(e.to_string()),
+            };
+            let mut first = None;
+            for (family, w) in &wanted {
+                match decide(&report, w) {
+                    Verdict::Eligible { cluster } => {
+                        first.get_or_insert(cluster);
+                    }
+                    Verdict::Deferred(why) => return Verdict::Deferred(name(family, why)),
+                }
+            }
+            match first {
+                Some(cluster) => Verdict::Eligible { cluster },
+                None => Verdict::Deferred("no family to check".into()),
+            }
+        })
     }
 }
 

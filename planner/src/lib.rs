@@ -5,6 +5,10 @@
 //!
 //! It must never talk to GitHub or decide anything about claims or pull
 //! requests: it reads a checkout and registries, and computes edits.
+//!
+//! Its async entry points return boxed futures, compiled once here rather
+//! than again in every crate that awaits them (see
+//! `klaud_lifecycle::BoxFuture`).
 
 pub mod audit;
 pub mod bump;

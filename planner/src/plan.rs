@@ -9,6 +9,7 @@
 //! that qualifies — and for tags whose order needs their creation time
 //! (read concurrently, cached by digest).
 
+use futures::future::BoxFuture;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -386,71 +387,73 @@ impl PlanOptions<'_> {
 /// intermediate state of at most [`FAMILIES_IN_FLIGHT`] families is held.
 /// Requests depend on the distinct repositories and tags, not on how many
 /// families share them (the session single-flights each lookup).
-pub async fn plan(
-    repository: &Repository,
-    session: &RegistrySession,
-    options: &PlanOptions<'_>,
-) -> PlanReport {
-    use futures::StreamExt as _;
+pub fn plan<'f>(
+    repository: &'f Repository,
+    session: &'f RegistrySession,
+    options: &'f PlanOptions<'f>,
+) -> BoxFuture<'f, PlanReport> {
+    Box::pin(async move {
+        use futures::StreamExt as _;
 
-    let started = Instant::now();
-    let before = session.client().counts();
-    let all = repository.families();
-    let total = all.len();
-    let retirements = crate::retired::Retirements::read(repository);
-    let retirements = &retirements;
-    let mut order: Vec<usize> = (0..total).collect();
-    order.sort_by_cached_key(|&i| {
-        let image = all[i].image();
-        (image.registry().to_owned(), image.repository())
-    });
-    let done = std::sync::atomic::AtomicUsize::new(0);
-    let done = &done;
-    let mut planned: Vec<Option<FamilyPlan>> = (0..total).map(|_| None).collect();
-    let mut results = futures::stream::iter(order)
-        .map(|i| async move {
-            let result = match retirements.reason(&all[i]) {
-                Some(reason) => retired_plan(&all[i], reason),
-                None => plan_family(&all[i], session, options).await,
-            };
-            let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            if let Some(progress) = options.progress {
-                progress(finished, total);
-            }
-            (i, result)
-        })
-        .buffer_unordered(FAMILIES_IN_FLIGHT);
-    while let Some((i, result)) = results.next().await {
-        planned[i] = Some(result);
-    }
-    drop(results);
-    let mut families: Vec<FamilyPlan> = planned.into_iter().flatten().collect();
-    for f in families.iter_mut().filter(|f| f.blocked.is_none()) {
-        if let Some(b) = options.blocked.get(&f.id) {
-            let mut b = b.clone();
-            if b.kind == BlockKind::Occupied
-                && let Some(c) = &f.candidate
-                && !b
-                    .reason
-                    .contains(&candidate_id(&f.id, &c.image.normalized()))
-            {
-                b.reason
-                    .push_str(&format!("; superseded upstream: would propose {}", c.image));
-            }
-            f.reasons.push(b.reason.clone());
-            f.blocked = Some(b);
+        let started = Instant::now();
+        let before = session.client().counts();
+        let all = repository.families();
+        let total = all.len();
+        let retirements = crate::retired::Retirements::read(repository);
+        let retirements = &retirements;
+        let mut order: Vec<usize> = (0..total).collect();
+        order.sort_by_cached_key(|&i| {
+            let image = all[i].image();
+            (image.registry().to_owned(), image.repository())
+        });
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        let done = &done;
+        let mut planned: Vec<Option<FamilyPlan>> = (0..total).map(|_| None).collect();
+        let mut results = futures::stream::iter(order)
+            .map(|i| async move {
+                let result = match retirements.reason(&all[i]) {
+                    Some(reason) => retired_plan(&all[i], reason),
+                    None => plan_family(&all[i], session, options).await,
+                };
+                let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                if let Some(progress) = options.progress {
+                    progress(finished, total);
+                }
+                (i, result)
+            })
+            .buffer_unordered(FAMILIES_IN_FLIGHT);
+        while let Some((i, result)) = results.next().await {
+            planned[i] = Some(result);
         }
-    }
-    let candidates = select(&families, repository, options);
-    let after = session.client().counts();
-    PlanReport {
-        minimum: minimum_requests(repository, &families),
-        notes: breaker_notes(session),
-        families,
-        candidates,
-        requests: subtract(after, before),
-        elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-    }
+        drop(results);
+        let mut families: Vec<FamilyPlan> = planned.into_iter().flatten().collect();
+        for f in families.iter_mut().filter(|f| f.blocked.is_none()) {
+            if let Some(b) = options.blocked.get(&f.id) {
+                let mut b = b.clone();
+                if b.kind == BlockKind::Occupied
+                    && let Some(c) = &f.candidate
+                    && !b
+                        .reason
+                        .contains(&candidate_id(&f.id, &c.image.normalized()))
+                {
+                    b.reason
+                        .push_str(&format!("; superseded upstream: would propose {}", c.image));
+                }
+                f.reasons.push(b.reason.clone());
+                f.blocked = Some(b);
+            }
+        }
+        let candidates = select(&families, repository, options);
+        let after = session.client().counts();
+        PlanReport {
+            minimum: minimum_requests(repository, &families),
+            notes: breaker_notes(session),
+            families,
+            candidates,
+            requests: subtract(after, before),
+            elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        }
+    })
 }
 
 /// One line per registry host whose breaker is open.

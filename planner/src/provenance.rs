@@ -4,6 +4,7 @@
 //! already reads for a candidate). Only declared values are kept: a value
 //! the image does not state is absent, never inferred from the tag.
 
+use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::image::ImageRef;
@@ -107,31 +108,33 @@ impl ImageVersions {
 /// What `image` declares for `architecture` (linux), reading its manifest,
 /// index entry and config through `client` (cached by digest). `Ok(None)`
 /// when the image or that platform is not in the registry (a pruned tag).
-pub async fn image_versions(
-    client: &RegistryClient,
-    image: &ImageRef,
-    architecture: &str,
-) -> Result<Option<ImageVersions>, RegistryError> {
-    let host = image.registry();
-    let repository = image.repository();
-    let reference = match (image.digest(), image.tag()) {
-        (Some(d), _) => d.to_owned(),
-        (None, Some(t)) => t.to_owned(),
-        (None, None) => "latest".to_owned(),
-    };
-    let head = match client.head_manifest(host, &repository, &reference).await {
-        Ok(head) => head,
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let index = client
-        .image_platforms(host, &repository, &head.digest)
-        .await?;
-    let Some(platform) = index.platform("linux", architecture) else {
-        return Ok(None);
-    };
-    let platform = client.platform_image(host, &repository, platform).await?;
-    Ok(Some(ImageVersions::of(&platform)))
+pub fn image_versions<'f>(
+    client: &'f RegistryClient,
+    image: &'f ImageRef,
+    architecture: &'f str,
+) -> BoxFuture<'f, Result<Option<ImageVersions>, RegistryError>> {
+    Box::pin(async move {
+        let host = image.registry();
+        let repository = image.repository();
+        let reference = match (image.digest(), image.tag()) {
+            (Some(d), _) => d.to_owned(),
+            (None, Some(t)) => t.to_owned(),
+            (None, None) => "latest".to_owned(),
+        };
+        let head = match client.head_manifest(host, &repository, &reference).await {
+            Ok(head) => head,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let index = client
+            .image_platforms(host, &repository, &head.digest)
+            .await?;
+        let Some(platform) = index.platform("linux", architecture) else {
+            return Ok(None);
+        };
+        let platform = client.platform_image(host, &repository, platform).await?;
+        Ok(Some(ImageVersions::of(&platform)))
+    })
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@
 //! that one PR, granted when the bot authored it, checked before anything
 //! is read from it.
 
+use crate::BoxFuture;
 use std::collections::BTreeSet;
 
 use klaud_claims::{CandidateId, Clock};
@@ -123,48 +124,50 @@ pub async fn retry_requested(journal: &dyn Journal, rec: &CandidateRecord) -> bo
 /// the reason. The same image is not tried again — its receipt stands — so
 /// the retry takes effect when the family has a newer candidate image.
 /// Returns the text of the answer.
-pub async fn request_retry(
-    journal: &dyn Journal,
-    clock: &dyn Clock,
-    rec: &CandidateRecord,
-    by: &str,
-    reason: &str,
-) -> Result<Result<String, String>, JournalError> {
-    let ending = rec.ending.as_ref().filter(|_| rec.step == Step::Done);
-    let Some(ending) = ending else {
-        return Ok(Err(format!(
-            "Nothing to retry: candidate {} is still in progress (step {}); infrastructure failures and repairs are retried automatically.",
-            rec.candidate,
-            rec.step.as_str()
-        )));
-    };
-    if ending.outcome == Outcome::Validated {
-        return Ok(Err(format!(
-            "Nothing to retry: candidate {} was validated.",
-            rec.candidate
-        )));
-    }
-    let Ok(id) = CandidateId::new(rec.candidate.as_str()) else {
-        return Ok(Err(format!(
-            "Cannot retry: {:?} is not a candidate id.",
-            rec.candidate
-        )));
-    };
-    journal
-        .record_retry_request(
-            id.family().as_str(),
-            &RetryRequest {
-                candidate: rec.candidate.clone(),
-                by: by.to_owned(),
-                reason: reason.to_owned(),
-                at: clock.now(),
-            },
-        )
-        .await?;
-    Ok(Ok(format!(
-        "Retry recorded: family `{}` (ended {}) leaves its cooldown and is planned again at the next wave when it has a candidate image.",
-        rec.family, ending.outcome
-    )))
+pub fn request_retry<'f>(
+    journal: &'f dyn Journal,
+    clock: &'f dyn Clock,
+    rec: &'f CandidateRecord,
+    by: &'f str,
+    reason: &'f str,
+) -> BoxFuture<'f, Result<Result<String, String>, JournalError>> {
+    Box::pin(async move {
+        let ending = rec.ending.as_ref().filter(|_| rec.step == Step::Done);
+        let Some(ending) = ending else {
+            return Ok(Err(format!(
+                "Nothing to retry: candidate {} is still in progress (step {}); infrastructure failures and repairs are retried automatically.",
+                rec.candidate,
+                rec.step.as_str()
+            )));
+        };
+        if ending.outcome == Outcome::Validated {
+            return Ok(Err(format!(
+                "Nothing to retry: candidate {} was validated.",
+                rec.candidate
+            )));
+        }
+        let Ok(id) = CandidateId::new(rec.candidate.as_str()) else {
+            return Ok(Err(format!(
+                "Cannot retry: {:?} is not a candidate id.",
+                rec.candidate
+            )));
+        };
+        journal
+            .record_retry_request(
+                id.family().as_str(),
+                &RetryRequest {
+                    candidate: rec.candidate.clone(),
+                    by: by.to_owned(),
+                    reason: reason.to_owned(),
+                    at: clock.now(),
+                },
+            )
+            .await?;
+        Ok(Ok(format!(
+            "Retry recorded: family `{}` (ended {}) leaves its cooldown and is planned again at the next wave when it has a candidate image.",
+            rec.family, ending.outcome
+        )))
+    })
 }
 
 /// The text of a `/klaud status` answer.
@@ -213,104 +216,108 @@ pub struct Retries<'a> {
 /// `engine` (stop, release) or `retries` (retry). Returns what was answered.
 /// The daemon calls this once per candidate with a PR per pass, serially
 /// per repository.
-pub async fn handle_commands(
-    forge: &dyn Forge,
-    engine: &Engine<'_>,
-    rec: &mut CandidateRecord,
-    retries: Option<Retries<'_>>,
-) -> Result<Vec<Answered>, CommandError> {
-    let Some(number) = rec.pull else {
-        return Ok(Vec::new());
-    };
-    let bot = forge.bot_login();
-    let replies = forge;
-    let Some(permit) = reply_permit(replies, number).await? else {
-        // Not Klaud's PR (a mismatching record): take no orders there.
-        return Ok(Vec::new());
-    };
-    let comments = forge.list_comments(number).await?;
-    let is_bot = |c: &Comment| {
-        c.author
-            .as_deref()
-            .is_some_and(|a| a.eq_ignore_ascii_case(&bot))
-    };
-    let answered: BTreeSet<u64> = comments
-        .iter()
-        .filter(|c| is_bot(c))
-        .flat_map(|c| answered_ids(&c.body).collect::<Vec<_>>())
-        .collect();
-    let mut out = Vec::new();
-    for comment in &comments {
-        if out.len() >= MAX_REPLIES_PER_PASS {
-            break;
-        }
-        if is_bot(comment) || answered.contains(&comment.id) {
-            continue;
-        }
-        let mut commands = parse_commands(&comment.body);
-        let user = comment.author.clone().unwrap_or_else(|| "(unknown)".into());
-        // The old helper's hidden retry request, when the comment carries
-        // no command of its own.
-        let legacy = if commands.is_empty() {
-            match find_retry_release(&comment.body) {
-                None => continue,
-                Some(found) => match legacy_retry(rec, comment.id, &user, found) {
-                    Some(parsed) => Some(parsed),
-                    None => continue,
-                },
-            }
-        } else {
-            None
+pub fn handle_commands<'f>(
+    forge: &'f dyn Forge,
+    engine: &'f Engine<'f>,
+    rec: &'f mut CandidateRecord,
+    retries: Option<Retries<'f>>,
+) -> BoxFuture<'f, Result<Vec<Answered>, CommandError>> {
+    Box::pin(async move {
+        let Some(number) = rec.pull else {
+            return Ok(Vec::new());
         };
-        let lookup = forge.permission(&user).await;
-        if let Err(e) = &lookup {
-            tracing::warn!(user, error = %e, "permission lookup failed; refusing the command");
-        }
-        let authorization = authorize(&user, lookup.as_deref().map_err(|e| e.to_string()));
-        if let Some(parsed) = legacy {
-            if let Authorization::Refused(why) = &authorization {
-                // Hidden markers are no conversation: a refusal is logged,
-                // not answered.
-                tracing::warn!(
-                    comment = comment.id,
-                    user,
-                    "ignoring a klaud-retry-release marker: {why}"
-                );
+        let bot = forge.bot_login();
+        let replies = forge;
+        let Some(permit) = reply_permit(replies, number).await? else {
+            // Not Klaud's PR (a mismatching record): take no orders there.
+            return Ok(Vec::new());
+        };
+        let comments = forge.list_comments(number).await?;
+        let is_bot = |c: &Comment| {
+            c.author
+                .as_deref()
+                .is_some_and(|a| a.eq_ignore_ascii_case(&bot))
+        };
+        let answered: BTreeSet<u64> = comments
+            .iter()
+            .filter(|c| is_bot(c))
+            .flat_map(|c| answered_ids(&c.body).collect::<Vec<_>>())
+            .collect();
+        let mut out = Vec::new();
+        for comment in &comments {
+            if out.len() >= MAX_REPLIES_PER_PASS {
+                break;
+            }
+            if is_bot(comment) || answered.contains(&comment.id) {
                 continue;
             }
-            commands.push(parsed);
-        }
-        let mut lines = Vec::new();
-        let mut started = Vec::new();
-        let allowed = authorization == Authorization::Allowed;
-        match authorization {
-            Authorization::Refused(why) => lines.push(format!("Refused: {why}")),
-            Authorization::Allowed => {
-                for command in &commands {
-                    lines.push(execute(engine, rec, retries, &user, command, &mut started).await?);
+            let mut commands = parse_commands(&comment.body);
+            let user = comment.author.clone().unwrap_or_else(|| "(unknown)".into());
+            // The old helper's hidden retry request, when the comment carries
+            // no command of its own.
+            let legacy = if commands.is_empty() {
+                match find_retry_release(&comment.body) {
+                    None => continue,
+                    Some(found) => match legacy_retry(rec, comment.id, &user, found) {
+                        Some(parsed) => Some(parsed),
+                        None => continue,
+                    },
+                }
+            } else {
+                None
+            };
+            let lookup = forge.permission(&user).await;
+            if let Err(e) = &lookup {
+                tracing::warn!(user, error = %e, "permission lookup failed; refusing the command");
+            }
+            let authorization = authorize(&user, lookup.as_deref().map_err(|e| e.to_string()));
+            if let Some(parsed) = legacy {
+                if let Authorization::Refused(why) = &authorization {
+                    // Hidden markers are no conversation: a refusal is logged,
+                    // not answered.
+                    tracing::warn!(
+                        comment = comment.id,
+                        user,
+                        "ignoring a klaud-retry-release marker: {why}"
+                    );
+                    continue;
+                }
+                commands.push(parsed);
+            }
+            let mut lines = Vec::new();
+            let mut started = Vec::new();
+            let allowed = authorization == Authorization::Allowed;
+            match authorization {
+                Authorization::Refused(why) => lines.push(format!("Refused: {why}")),
+                Authorization::Allowed => {
+                    for command in &commands {
+                        lines.push(
+                            execute(engine, rec, retries, &user, command, &mut started).await?,
+                        );
+                    }
                 }
             }
+            let body = format!(
+                "{}\n{}\n\n<sub>Answer to comment {} by `{}`.</sub>",
+                reply_marker(comment.id),
+                lines.join("\n\n"),
+                comment.id,
+                user
+            );
+            replies.reply(&permit, &body).await?;
+            out.push(Answered {
+                comment: comment.id,
+                user,
+                verbs: commands
+                    .iter()
+                    .map(|c| c.command.verb().to_owned())
+                    .collect(),
+                allowed,
+                started,
+            });
         }
-        let body = format!(
-            "{}\n{}\n\n<sub>Answer to comment {} by `{}`.</sub>",
-            reply_marker(comment.id),
-            lines.join("\n\n"),
-            comment.id,
-            user
-        );
-        replies.reply(&permit, &body).await?;
-        out.push(Answered {
-            comment: comment.id,
-            user,
-            verbs: commands
-                .iter()
-                .map(|c| c.command.verb().to_owned())
-                .collect(),
-            allowed,
-            started,
-        });
-    }
-    Ok(out)
+        Ok(out)
+    })
 }
 
 /// The `/klaud retry` a retry-release marker stands for, when it names

@@ -1,6 +1,7 @@
 //! The steps of a candidate's life. See the module documentation of
 //! [`crate::engine`] for the rules every step follows.
 
+use crate::BoxFuture;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -503,34 +504,39 @@ impl<'a> Engine<'a> {
 
     /// The journal's record of `target`, or a new one rebuilt from GitHub:
     /// a PR that already carries this candidate's receipt is finished.
-    pub async fn open_record(&self, target: &Target) -> Result<CandidateRecord, EngineError> {
-        if let Some(rec) = self.journal.load(target.candidate.as_str()).await? {
-            // A deferral starts over once its clusters have room; until
-            // then it stays as it is, without a GitHub request.
-            if !rec.deferred() || self.capacity_refusal(&rec.family).await?.is_some() {
-                return Ok(rec);
+    pub fn open_record<'f>(
+        &'f self,
+        target: &'f Target,
+    ) -> BoxFuture<'f, Result<CandidateRecord, EngineError>> {
+        Box::pin(async move {
+            if let Some(rec) = self.journal.load(target.candidate.as_str()).await? {
+                // A deferral starts over once its clusters have room; until
+                // then it stays as it is, without a GitHub request.
+                if !rec.deferred() || self.capacity_refusal(&rec.family).await?.is_some() {
+                    return Ok(rec);
+                }
             }
-        }
-        let family = self.family(&target.family)?;
-        let mut rec = self.new_record(
-            &target.candidate,
-            &target.family,
-            family.key.clone(),
-            family.image().to_string(),
-        );
-        rec.image = target.image.clone();
-        rec.revision = target.revision.clone();
-        rec.clock = target.clock.clone();
-        rec.not_release_reason = target.not_release_reason.clone();
-        rec.upstream = target.upstream.clone();
-        rec.versions = target.versions.clone();
-        rec.variant = target.variant.clone();
-        let branch = rec.branch.clone();
-        if let Some(pull) = self.forge.find_pull(&branch).await? {
-            self.rebuild_ending(&mut rec, &pull).await?;
-        }
-        self.save(&mut rec).await?;
-        Ok(rec)
+            let family = self.family(&target.family)?;
+            let mut rec = self.new_record(
+                &target.candidate,
+                &target.family,
+                family.key.clone(),
+                family.image().to_string(),
+            );
+            rec.image = target.image.clone();
+            rec.revision = target.revision.clone();
+            rec.clock = target.clock.clone();
+            rec.not_release_reason = target.not_release_reason.clone();
+            rec.upstream = target.upstream.clone();
+            rec.versions = target.versions.clone();
+            rec.variant = target.variant.clone();
+            let branch = rec.branch.clone();
+            if let Some(pull) = self.forge.find_pull(&branch).await? {
+                self.rebuild_ending(&mut rec, &pull).await?;
+            }
+            self.save(&mut rec).await?;
+            Ok(rec)
+        })
     }
 
     /// With an empty journal, a PR that carries this candidate's receipt is
@@ -756,105 +762,116 @@ impl<'a> Engine<'a> {
     /// The record keeps the orphan's owner run, so the cleanup marker and
     /// receipt complete the orphan's own records, and its runs (found by
     /// title and head) are cancelled if still going.
-    pub async fn recover(
-        &self,
-        family: &str,
-        candidate: &CandidateId,
-        held: &HeldClaim,
+    pub fn recover<'f>(
+        &'f self,
+        family: &'f str,
+        candidate: &'f CandidateId,
+        held: &'f HeldClaim,
         orphan_run: u64,
-    ) -> Result<CandidateRecord, EngineError> {
-        let key = family.rsplit(':').next().unwrap_or(family).to_owned();
-        let old_image = self
-            .family(family)
-            .map(|f| f.image().to_string())
-            .unwrap_or_default();
-        let mut rec = self.new_record(candidate, family, key, old_image);
-        rec.owner_run = orphan_run;
-        rec.step = Step::Finish;
-        rec.claim = Some(super::journal::StoredClaim::of(held));
-        let branch = rec.branch.clone();
-        let trailer = format!("{TRAILER}{}", rec.candidate);
-        if let Some(tip) = self.branch_tip(&branch).await?
-            && tip.message.lines().any(|l| l.trim() == trailer)
-        {
-            rec.head = Some(tip.sha);
-        }
-        if let Some(pull) = self.forge.find_pull(&branch).await? {
-            if self.by_bot(pull.author.as_deref()) {
-                rec.pull = Some(pull.number);
-                rec.pull_url = Some(pull.html_url.clone());
+    ) -> BoxFuture<'f, Result<CandidateRecord, EngineError>> {
+        Box::pin(async move {
+            let key = family.rsplit(':').next().unwrap_or(family).to_owned();
+            let old_image = self
+                .family(family)
+                .map(|f| f.image().to_string())
+                .unwrap_or_default();
+            let mut rec = self.new_record(candidate, family, key, old_image);
+            rec.owner_run = orphan_run;
+            rec.step = Step::Finish;
+            rec.claim = Some(super::journal::StoredClaim::of(held));
+            let branch = rec.branch.clone();
+            let trailer = format!("{TRAILER}{}", rec.candidate);
+            if let Some(tip) = self.branch_tip(&branch).await?
+                && tip.message.lines().any(|l| l.trim() == trailer)
+            {
+                rec.head = Some(tip.sha);
             }
-            self.rebuild_ending(&mut rec, &pull).await?;
-            if rec.ending.is_some() {
-                // A receipt (only release) or an interrupted cleanup.
-                rec.claim = Some(super::journal::StoredClaim::of(held));
-                self.save(&mut rec).await?;
-                return Ok(rec);
+            if let Some(pull) = self.forge.find_pull(&branch).await? {
+                if self.by_bot(pull.author.as_deref()) {
+                    rec.pull = Some(pull.number);
+                    rec.pull_url = Some(pull.html_url.clone());
+                }
+                self.rebuild_ending(&mut rec, &pull).await?;
+                if rec.ending.is_some() {
+                    // A receipt (only release) or an interrupted cleanup.
+                    rec.claim = Some(super::journal::StoredClaim::of(held));
+                    self.save(&mut rec).await?;
+                    return Ok(rec);
+                }
+                let comments = self.forge.list_comments(pull.number).await?;
+                rec.attempts = self.reported_attempts(&rec, &comments, true);
             }
-            let comments = self.forge.list_comments(pull.number).await?;
-            rec.attempts = self.reported_attempts(&rec, &comments, true);
-        }
-        self.find_owned_runs(&mut rec).await?;
-        rec.ending = Some(Ending {
-            outcome: Outcome::UnexpectedError,
-            phase: Phase::Unknown,
-            message: format!(
-                "recovered: the claim of run {orphan_run} expired before the candidate finished"
-            ),
-            hands_off: false,
-            note: None,
-        });
-        self.save(&mut rec).await?;
-        Ok(rec)
+            self.find_owned_runs(&mut rec).await?;
+            rec.ending = Some(Ending {
+                outcome: Outcome::UnexpectedError,
+                phase: Phase::Unknown,
+                message: format!(
+                    "recovered: the claim of run {orphan_run} expired before the candidate finished"
+                ),
+                hands_off: false,
+                note: None,
+            });
+            self.save(&mut rec).await?;
+            Ok(rec)
+        })
     }
 
     /// Ends a candidate now (an operator's decision): `hands_off` leaves the
     /// PR and branch as they are and only releases Klaud's claim; otherwise
     /// the usual cleanup runs. The next [`Engine::step`] carries it out.
-    pub async fn end_now(
-        &self,
-        rec: &mut CandidateRecord,
+    pub fn end_now<'f>(
+        &'f self,
+        rec: &'f mut CandidateRecord,
         outcome: Outcome,
         message: String,
         hands_off: bool,
-    ) -> Result<(), EngineError> {
-        if rec.step == Step::Done {
-            return Ok(());
-        }
-        let phase = Self::phase_of(rec.step);
-        self.end(rec, outcome, phase, message.clone(), hands_off)
-            .await?;
-        // A person decided this end: the receipt says who and why.
-        if let Some(ending) = rec.ending.as_mut() {
-            ending.note = Some(message);
-        }
-        self.save(rec).await?;
-        Ok(())
+    ) -> BoxFuture<'f, Result<(), EngineError>> {
+        Box::pin(async move {
+            if rec.step == Step::Done {
+                return Ok(());
+            }
+            let phase = Self::phase_of(rec.step);
+            self.end(rec, outcome, phase, message.clone(), hands_off)
+                .await?;
+            // A person decided this end: the receipt says who and why.
+            if let Some(ending) = rec.ending.as_mut() {
+                ending.note = Some(message);
+            }
+            self.save(rec).await?;
+            Ok(())
+        })
     }
 
     /// Drives `rec` until it waits, finishes, is skipped or `max_steps`
     /// steps were taken.
-    pub async fn drive(
-        &self,
-        rec: &mut CandidateRecord,
+    pub fn drive<'f>(
+        &'f self,
+        rec: &'f mut CandidateRecord,
         max_steps: usize,
-    ) -> Result<Progress, EngineError> {
-        let mut last = Progress::Advanced(rec.step);
-        for _ in 0..max_steps {
-            last = self.step(rec).await?;
-            if !matches!(last, Progress::Advanced(_)) {
-                break;
+    ) -> BoxFuture<'f, Result<Progress, EngineError>> {
+        Box::pin(async move {
+            let mut last = Progress::Advanced(rec.step);
+            for _ in 0..max_steps {
+                last = self.step(rec).await?;
+                if !matches!(last, Progress::Advanced(_)) {
+                    break;
+                }
             }
-        }
-        Ok(last)
+            Ok(last)
+        })
     }
 
     /// Advances `rec` by one step. Within the step each pull request,
     /// comment list, run and ref is read from GitHub once (see the module
     /// documentation of [`crate::engine`]).
-    pub async fn step(&self, rec: &mut CandidateRecord) -> Result<Progress, EngineError> {
-        let _reads = self.forge.scope();
-        self.step_once(rec).await
+    pub fn step<'f>(
+        &'f self,
+        rec: &'f mut CandidateRecord,
+    ) -> BoxFuture<'f, Result<Progress, EngineError>> {
+        Box::pin(async move {
+            let _reads = self.forge.scope();
+            self.step_once(rec).await
+        })
     }
 
     async fn step_once(&self, rec: &mut CandidateRecord) -> Result<Progress, EngineError> {

@@ -39,6 +39,7 @@ pub use ports::{
 };
 pub use summary::{BlockedFamily, CandidateSummary, WaveSummary, render_summary};
 
+use crate::BoxFuture;
 use crate::baseline::BaselineSource;
 use crate::commands::{Answered, Retries, handle_commands};
 use crate::engine::{
@@ -202,7 +203,13 @@ impl<'a> Wave<'a> {
     }
 
     /// Runs the wave: every phase in order.
-    pub async fn run(mut self) -> Result<WaveSummary, WaveError> {
+    ///
+    /// Boxed at the crate's edge ([`crate::BoxFuture`]).
+    pub fn run(self) -> BoxFuture<'a, Result<WaveSummary, WaveError>> {
+        Box::pin(self.run_phases())
+    }
+
+    async fn run_phases(mut self) -> Result<WaveSummary, WaveError> {
         let plan = self.plan.take().expect("a wave runs once");
         let base = self
             .ports

@@ -1,6 +1,7 @@
 //! The registry client: manifests, configs and tag lists, with
 //! content-addressed caches shared by every clone.
 
+use futures::future::BoxFuture;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
@@ -24,6 +25,9 @@ use super::model::{
 };
 use super::session::RegistrySession;
 use super::validate;
+
+/// Docker Hub's push time of each tag of a repository.
+pub type HubPushTimes = BTreeMap<String, DateTime<Utc>>;
 
 /// Values computed once per key; only successes are kept, so a failed fetch
 /// is tried again by the next caller while concurrent callers share one try.
@@ -148,90 +152,91 @@ impl RegistryClient {
 
     /// Resolves a tag or digest with `HEAD` (a GET and a body hash only when
     /// the registry omits `Docker-Content-Digest` or the media type).
-    pub async fn head_manifest(
-        &self,
-        host: &str,
-        repository: &str,
-        reference: &str,
-    ) -> Result<ManifestHead, RegistryError> {
-        let target = Target::new(host, repository, Some(reference));
-        validate::host(&target)?;
-        validate::repository(&target)?;
-        validate::reference(&target)?;
-        let url = self.url(host, &format!("{repository}/manifests/{reference}"))?;
-        let ex = self
-            .http()
-            .registry(
-                RequestKind::ManifestHead,
-                &target,
-                Method::HEAD,
-                &url,
-                Some(MANIFEST_ACCEPT),
-            )
-            .await?;
-        let status = ex.response.status();
-        if !status.is_success() {
-            return Err(status_error(
-                status,
-                RequestKind::ManifestHead,
-                &target,
-                &url,
-            ));
-        }
-        let headers = ex.response.headers();
-        let digest = match headers.get("docker-content-digest") {
-            Some(v) => {
-                let d = v.to_str().map(str::trim).unwrap_or_default();
-                if d.is_empty() {
-                    None
-                } else {
-                    validate::digest_value(d).map_err(|reason| RegistryError::Invalid {
-                        target: target.clone(),
-                        what: "Docker-Content-Digest header".into(),
-                        reason,
-                    })?;
-                    Some(d.to_owned())
-                }
+    pub fn head_manifest<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+        reference: &'f str,
+    ) -> BoxFuture<'f, Result<ManifestHead, RegistryError>> {
+        Box::pin(async move {
+            let target = Target::new(host, repository, Some(reference));
+            validate::host(&target)?;
+            validate::repository(&target)?;
+            validate::reference(&target)?;
+            let url = self.url(host, &format!("{repository}/manifests/{reference}"))?;
+            let ex = self
+                .http()
+                .registry(
+                    RequestKind::ManifestHead,
+                    &target,
+                    Method::HEAD,
+                    &url,
+                    Some(MANIFEST_ACCEPT),
+                )
+                .await?;
+            let status = ex.response.status();
+            if !status.is_success() {
+                return Err(status_error(
+                    status,
+                    RequestKind::ManifestHead,
+                    &target,
+                    &url,
+                ));
             }
-            None => None,
-        };
-        let media_type = content_type(headers).filter(|m| is_manifest_media_type(m));
-        drop(ex);
-        if let (Some(digest), Some(media_type)) = (&digest, &media_type) {
-            if reference.contains(':') && digest != reference {
-                return Err(RegistryError::DigestMismatch {
-                    target,
-                    expected: reference.to_owned(),
-                    actual: digest.clone(),
+            let headers = ex.response.headers();
+            let digest = match headers.get("docker-content-digest") {
+                Some(v) => {
+                    let d = v.to_str().map(str::trim).unwrap_or_default();
+                    if d.is_empty() {
+                        None
+                    } else {
+                        validate::digest_value(d).map_err(|reason| RegistryError::Invalid {
+                            target: target.clone(),
+                            what: "Docker-Content-Digest header".into(),
+                            reason,
+                        })?;
+                        Some(d.to_owned())
+                    }
+                }
+                None => None,
+            };
+            let media_type = content_type(headers).filter(|m| is_manifest_media_type(m));
+            drop(ex);
+            if let (Some(digest), Some(media_type)) = (&digest, &media_type) {
+                if reference.contains(':') && digest != reference {
+                    return Err(RegistryError::DigestMismatch {
+                        target,
+                        expected: reference.to_owned(),
+                        actual: digest.clone(),
+                    });
+                }
+                return Ok(ManifestHead {
+                    digest: digest.clone(),
+                    media_type: media_type.clone(),
                 });
             }
-            return Ok(ManifestHead {
-                digest: digest.clone(),
-                media_type: media_type.clone(),
-            });
-        }
-        // Some registries and proxies drop these headers on HEAD: the digest
-        // is then the hash of the exact bytes a GET returns.
-        let (body, header_type) = self.get_manifest_raw(&target, &url).await?;
-        let computed = digest_of(
-            &body,
-            digest
+            // Some registries and proxies drop these headers on HEAD: the digest
+            // is then the hash of the exact bytes a GET returns.
+            let (body, header_type) = self.get_manifest_raw(&target, &url).await?;
+            let computed = digest_of(
+                &body,
+                digest
+                    .as_deref()
+                    .or(reference.contains(':').then_some(reference)),
+            );
+            if let Some(expected) = digest
                 .as_deref()
-                .or(reference.contains(':').then_some(reference)),
-        );
-        if let Some(expected) = digest
-            .as_deref()
-            .or(reference.contains(':').then_some(reference))
-            && expected != computed
-        {
-            return Err(RegistryError::DigestMismatch {
-                target,
-                expected: expected.to_owned(),
-                actual: computed,
-            });
-        }
-        let parsed: AnyManifest = parse_json(&body, &target, "manifest JSON")?;
-        let media_type = media_type.or(header_type).or_else(|| infer_media_type(&parsed)).ok_or_else(|| {
+                .or(reference.contains(':').then_some(reference))
+                && expected != computed
+            {
+                return Err(RegistryError::DigestMismatch {
+                    target,
+                    expected: expected.to_owned(),
+                    actual: computed,
+                });
+            }
+            let parsed: AnyManifest = parse_json(&body, &target, "manifest JSON")?;
+            let media_type = media_type.or(header_type).or_else(|| infer_media_type(&parsed)).ok_or_else(|| {
             RegistryError::Invalid {
                 target: target.clone(),
                 what: "manifest".into(),
@@ -239,9 +244,10 @@ impl RegistryClient {
                     .into(),
             }
         })?;
-        Ok(ManifestHead {
-            digest: computed,
-            media_type,
+            Ok(ManifestHead {
+                digest: computed,
+                media_type,
+            })
         })
     }
 
@@ -301,31 +307,33 @@ impl RegistryClient {
     /// digest for the life of the client: the content cannot change. A
     /// caller that needs one platform should use [`Self::image_platforms`]
     /// and [`Self::platform_image`], which read only that platform.
-    pub async fn image_details(
-        &self,
-        host: &str,
-        repository: &str,
-        digest: &str,
-    ) -> Result<Arc<ImageDetails>, RegistryError> {
-        let target = checked_target(host, repository, digest, "digest argument")?;
-        let cell = self.inner.details.cell(&digest.to_owned());
-        cell.get_or_try_init(|| async {
-            let image = self.image_platforms(host, repository, digest).await?;
-            let platforms = try_join_all(
-                image
-                    .platforms
-                    .iter()
-                    .map(|p| self.platform_image_at(&target, p)),
-            )
-            .await?;
-            Ok(Arc::new(ImageDetails {
-                digest: image.digest.clone(),
-                media_type: image.media_type.clone(),
-                platforms: platforms.into_iter().map(Arc::unwrap_or_clone).collect(),
-            }))
+    pub fn image_details<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+        digest: &'f str,
+    ) -> BoxFuture<'f, Result<Arc<ImageDetails>, RegistryError>> {
+        Box::pin(async move {
+            let target = checked_target(host, repository, digest, "digest argument")?;
+            let cell = self.inner.details.cell(&digest.to_owned());
+            cell.get_or_try_init(|| async {
+                let image = self.image_platforms(host, repository, digest).await?;
+                let platforms = try_join_all(
+                    image
+                        .platforms
+                        .iter()
+                        .map(|p| self.platform_image_at(&target, p)),
+                )
+                .await?;
+                Ok(Arc::new(ImageDetails {
+                    digest: image.digest.clone(),
+                    media_type: image.media_type.clone(),
+                    platforms: platforms.into_iter().map(Arc::unwrap_or_clone).collect(),
+                }))
+            })
+            .await
+            .cloned()
         })
-        .await
-        .cloned()
     }
 
     /// Which platforms an image by digest is built for, from its index (one
@@ -333,29 +341,33 @@ impl RegistryClient {
     /// and its config, which also makes that platform's
     /// [`Self::platform_image`] free. Cached by digest for the life of the
     /// client.
-    pub async fn image_platforms(
-        &self,
-        host: &str,
-        repository: &str,
-        digest: &str,
-    ) -> Result<Arc<ImagePlatforms>, RegistryError> {
-        let target = checked_target(host, repository, digest, "digest argument")?;
-        let cell = self.inner.indexes.cell(&digest.to_owned());
-        cell.get_or_try_init(|| self.fetch_platforms(&target, digest))
-            .await
-            .cloned()
+    pub fn image_platforms<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+        digest: &'f str,
+    ) -> BoxFuture<'f, Result<Arc<ImagePlatforms>, RegistryError>> {
+        Box::pin(async move {
+            let target = checked_target(host, repository, digest, "digest argument")?;
+            let cell = self.inner.indexes.cell(&digest.to_owned());
+            cell.get_or_try_init(|| self.fetch_platforms(&target, digest))
+                .await
+                .cloned()
+        })
     }
 
     /// Labels and creation time of one platform an image lists: its manifest
     /// and config, read once per manifest digest for the life of the client.
-    pub async fn platform_image(
-        &self,
-        host: &str,
-        repository: &str,
-        platform: &PlatformRef,
-    ) -> Result<Arc<PlatformImage>, RegistryError> {
-        let target = checked_target(host, repository, &platform.digest, "platform digest")?;
-        self.platform_image_at(&target, platform).await
+    pub fn platform_image<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+        platform: &'f PlatformRef,
+    ) -> BoxFuture<'f, Result<Arc<PlatformImage>, RegistryError>> {
+        Box::pin(async move {
+            let target = checked_target(host, repository, &platform.digest, "platform digest")?;
+            self.platform_image_at(&target, platform).await
+        })
     }
 
     async fn platform_image_at(
@@ -384,80 +396,82 @@ impl RegistryClient {
     /// [`Self::image_platforms`] is free. On Docker Hub both ways cost one
     /// pull. A tag seen before with its index cached is only `HEAD`ed, which
     /// is not a pull.
-    pub async fn resolve_for_read(
-        &self,
-        host: &str,
-        repository: &str,
-        reference: &str,
-    ) -> Result<ManifestHead, RegistryError> {
-        let key = (host.to_owned(), repository.to_owned(), reference.to_owned());
-        let known = reference.contains(':') || {
-            let seen = self
-                .inner
-                .tag_digests
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            seen.get(&key)
-                .is_some_and(|digest| self.inner.indexes.is_ready(digest))
-        };
-        if known {
-            let head = self.head_manifest(host, repository, reference).await?;
-            self.remember_tag(key, &head.digest);
-            return Ok(head);
-        }
-        let target = Target::new(host, repository, Some(reference));
-        validate::host(&target)?;
-        validate::repository(&target)?;
-        validate::reference(&target)?;
-        let url = self.url(host, &format!("{repository}/manifests/{reference}"))?;
-        let kind = RequestKind::ManifestGet;
-        let limit = self.http().config.max_manifest_bytes;
-        let got = self
-            .http()
-            .fetch(kind, &target, &url, Some(MANIFEST_ACCEPT), limit, true)
-            .await?;
-        if !got.status.is_success() {
-            return Err(status_error(got.status, kind, &target, &url));
-        }
-        let header_digest = match got.headers.get("docker-content-digest") {
-            Some(v) => {
-                let d = v.to_str().map(str::trim).unwrap_or_default();
-                if d.is_empty() {
-                    None
-                } else {
-                    validate::digest_value(d).map_err(|reason| RegistryError::Invalid {
-                        target: target.clone(),
-                        what: "Docker-Content-Digest header".into(),
-                        reason,
-                    })?;
-                    Some(d.to_owned())
-                }
+    pub fn resolve_for_read<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+        reference: &'f str,
+    ) -> BoxFuture<'f, Result<ManifestHead, RegistryError>> {
+        Box::pin(async move {
+            let key = (host.to_owned(), repository.to_owned(), reference.to_owned());
+            let known = reference.contains(':') || {
+                let seen = self
+                    .inner
+                    .tag_digests
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                seen.get(&key)
+                    .is_some_and(|digest| self.inner.indexes.is_ready(digest))
+            };
+            if known {
+                let head = self.head_manifest(host, repository, reference).await?;
+                self.remember_tag(key, &head.digest);
+                return Ok(head);
             }
-            None => None,
-        };
-        let digest = digest_of(&got.body, header_digest.as_deref());
-        if let Some(expected) = header_digest
-            && expected != digest
-        {
-            return Err(RegistryError::DigestMismatch {
-                target,
-                expected,
-                actual: digest,
-            });
-        }
-        let header_type = content_type(&got.headers).filter(|m| is_manifest_media_type(m));
-        let at = Target::new(host, repository, Some(&digest));
-        let cell = self.inner.indexes.cell(&digest);
-        let body = got.body;
-        let platforms = cell
-            .get_or_try_init(|| self.platforms_from(&at, &digest, &body, header_type))
-            .await?;
-        let head = ManifestHead {
-            digest: digest.clone(),
-            media_type: platforms.media_type.clone(),
-        };
-        self.remember_tag(key, &digest);
-        Ok(head)
+            let target = Target::new(host, repository, Some(reference));
+            validate::host(&target)?;
+            validate::repository(&target)?;
+            validate::reference(&target)?;
+            let url = self.url(host, &format!("{repository}/manifests/{reference}"))?;
+            let kind = RequestKind::ManifestGet;
+            let limit = self.http().config.max_manifest_bytes;
+            let got = self
+                .http()
+                .fetch(kind, &target, &url, Some(MANIFEST_ACCEPT), limit, true)
+                .await?;
+            if !got.status.is_success() {
+                return Err(status_error(got.status, kind, &target, &url));
+            }
+            let header_digest = match got.headers.get("docker-content-digest") {
+                Some(v) => {
+                    let d = v.to_str().map(str::trim).unwrap_or_default();
+                    if d.is_empty() {
+                        None
+                    } else {
+                        validate::digest_value(d).map_err(|reason| RegistryError::Invalid {
+                            target: target.clone(),
+                            what: "Docker-Content-Digest header".into(),
+                            reason,
+                        })?;
+                        Some(d.to_owned())
+                    }
+                }
+                None => None,
+            };
+            let digest = digest_of(&got.body, header_digest.as_deref());
+            if let Some(expected) = header_digest
+                && expected != digest
+            {
+                return Err(RegistryError::DigestMismatch {
+                    target,
+                    expected,
+                    actual: digest,
+                });
+            }
+            let header_type = content_type(&got.headers).filter(|m| is_manifest_media_type(m));
+            let at = Target::new(host, repository, Some(&digest));
+            let cell = self.inner.indexes.cell(&digest);
+            let body = got.body;
+            let platforms = cell
+                .get_or_try_init(|| self.platforms_from(&at, &digest, &body, header_type))
+                .await?;
+            let head = ManifestHead {
+                digest: digest.clone(),
+                media_type: platforms.media_type.clone(),
+            };
+            self.remember_tag(key, &digest);
+            Ok(head)
+        })
     }
 
     fn remember_tag(&self, key: (String, String, String), digest: &str) {
@@ -618,96 +632,110 @@ impl RegistryClient {
     /// Whether `host` (or its mirror) is a registry that answers: `GET /v2/`
     /// must give 200, or 401 with a `WWW-Authenticate` challenge Klaud can
     /// answer. Anonymous and read-only; retried like every read.
-    pub async fn check_api_base(&self, host: &str) -> Result<ApiBase, RegistryError> {
-        let target = Target::new(host, "", None);
-        validate::host(&target)?;
-        let base = self.http().config.base_url(host)?;
-        let mut url = base.clone();
-        url.set_path(&format!("{}/v2/", base.path().trim_end_matches('/')));
-        let kind = RequestKind::ApiBase;
-        let (status, headers) = self.http().probe(kind, &target, &url).await?;
-        if status.is_success() {
-            return Ok(ApiBase::Open);
-        }
-        if status == reqwest::StatusCode::UNAUTHORIZED {
-            let header = headers
-                .get(reqwest::header::WWW_AUTHENTICATE)
-                .ok_or_else(|| RegistryError::Unauthorized {
-                    target: target.clone(),
-                    reason: "HTTP 401 for /v2/ without a WWW-Authenticate challenge".into(),
-                })?
-                .to_str()
-                .map_err(|_| RegistryError::Invalid {
-                    target: target.clone(),
-                    what: "WWW-Authenticate header".into(),
-                    reason: "not visible ASCII".into(),
+    pub fn check_api_base<'f>(
+        &'f self,
+        host: &'f str,
+    ) -> BoxFuture<'f, Result<ApiBase, RegistryError>> {
+        Box::pin(async move {
+            let target = Target::new(host, "", None);
+            validate::host(&target)?;
+            let base = self.http().config.base_url(host)?;
+            let mut url = base.clone();
+            url.set_path(&format!("{}/v2/", base.path().trim_end_matches('/')));
+            let kind = RequestKind::ApiBase;
+            let (status, headers) = self.http().probe(kind, &target, &url).await?;
+            if status.is_success() {
+                return Ok(ApiBase::Open);
+            }
+            if status == reqwest::StatusCode::UNAUTHORIZED {
+                let header = headers
+                    .get(reqwest::header::WWW_AUTHENTICATE)
+                    .ok_or_else(|| RegistryError::Unauthorized {
+                        target: target.clone(),
+                        reason: "HTTP 401 for /v2/ without a WWW-Authenticate challenge".into(),
+                    })?
+                    .to_str()
+                    .map_err(|_| RegistryError::Invalid {
+                        target: target.clone(),
+                        what: "WWW-Authenticate header".into(),
+                        reason: "not visible ASCII".into(),
+                    })?;
+                let challenge = super::auth::parse_challenge(header).map_err(|reason| {
+                    RegistryError::Invalid {
+                        target: target.clone(),
+                        what: "WWW-Authenticate header".into(),
+                        reason,
+                    }
                 })?;
-            let challenge =
-                super::auth::parse_challenge(header).map_err(|reason| RegistryError::Invalid {
-                    target: target.clone(),
-                    what: "WWW-Authenticate header".into(),
-                    reason,
-                })?;
-            return Ok(ApiBase::Challenge(challenge));
-        }
-        Err(RegistryError::Status {
-            target,
-            what: kind.describe(),
-            status: status.as_u16(),
-            url: super::http::strip_query(&url),
+                return Ok(ApiBase::Challenge(challenge));
+            }
+            Err(RegistryError::Status {
+                target,
+                what: kind.describe(),
+                status: status.as_u16(),
+                url: super::http::strip_query(&url),
+            })
         })
     }
 
     /// All tags of a repository, following `Link` pages up to the page cap.
     /// The order is the registry's; nothing assumes it is sorted.
-    pub async fn list_tags(
-        &self,
-        host: &str,
-        repository: &str,
-    ) -> Result<Vec<String>, RegistryError> {
-        let target = Target::new(host, repository, None);
-        validate::host(&target)?;
-        validate::repository(&target)?;
-        let first = self.url(host, &format!("{repository}/tags/list"))?;
-        let mut url = first.clone();
-        if let Some(n) = self.http().config.tag_page_size {
-            url.query_pairs_mut().append_pair("n", &n.to_string());
-        }
-        let mut seen = HashSet::new();
-        let mut tags = Vec::new();
-        for _page in 0..self.http().config.max_tag_pages {
-            let kind = RequestKind::TagsList;
-            let limit = self.http().config.max_tag_list_bytes;
-            let got = self
-                .http()
-                .fetch(kind, &target, &url, None, limit, true)
-                .await?;
-            if !got.status.is_success() {
-                return Err(status_error(got.status, kind, &target, &url));
+    pub fn list_tags<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+    ) -> BoxFuture<'f, Result<Vec<String>, RegistryError>> {
+        Box::pin(async move {
+            let target = Target::new(host, repository, None);
+            validate::host(&target)?;
+            validate::repository(&target)?;
+            let first = self.url(host, &format!("{repository}/tags/list"))?;
+            let mut url = first.clone();
+            if let Some(n) = self.http().config.tag_page_size {
+                url.query_pairs_mut().append_pair("n", &n.to_string());
             }
-            let next = got
-                .headers
-                .get_all(LINK)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .find_map(next_link)
-                .map(|s| s.to_owned());
-            let page: TagList = parse_json(&got.body, &target, "tag list JSON")?;
-            for t in page.tags.unwrap_or_default() {
-                if seen.insert(t.clone()) {
-                    tags.push(t);
+            let mut seen = HashSet::new();
+            let mut tags = Vec::new();
+            for _page in 0..self.http().config.max_tag_pages {
+                let kind = RequestKind::TagsList;
+                let limit = self.http().config.max_tag_list_bytes;
+                let got = self
+                    .http()
+                    .fetch(kind, &target, &url, None, limit, true)
+                    .await?;
+                if !got.status.is_success() {
+                    return Err(status_error(got.status, kind, &target, &url));
+                }
+                let next = got
+                    .headers
+                    .get_all(LINK)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .find_map(next_link)
+                    .map(|s| s.to_owned());
+                let page: TagList = parse_json(&got.body, &target, "tag list JSON")?;
+                for t in page.tags.unwrap_or_default() {
+                    if seen.insert(t.clone()) {
+                        tags.push(t);
+                    }
+                }
+                match next {
+                    None => return Ok(tags),
+                    Some(link) => {
+                        url = same_origin_join(
+                            &first,
+                            &url,
+                            &link,
+                            &target,
+                            "tag list `Link` header",
+                        )?
+                    }
                 }
             }
-            match next {
-                None => return Ok(tags),
-                Some(link) => {
-                    url = same_origin_join(&first, &url, &link, &target, "tag list `Link` header")?
-                }
-            }
-        }
-        Err(RegistryError::TooManyPages {
-            target,
-            limit: self.http().config.max_tag_pages,
+            Err(RegistryError::TooManyPages {
+                target,
+                limit: self.http().config.max_tag_pages,
+            })
         })
     }
 
@@ -716,73 +744,85 @@ impl RegistryClient {
     /// no such API ([`RegistryConfig::hub_api_for`]: Docker Hub, or
     /// configured), or the API does not know the repository or refuses
     /// anonymous access.
-    pub async fn hub_push_times(
-        &self,
-        host: &str,
-        repository: &str,
-    ) -> Result<Option<BTreeMap<String, DateTime<Utc>>>, RegistryError> {
-        let target = Target::new(host, repository, None);
-        validate::repository(&target)?;
-        let Some(base) = self.http().config.hub_api_for(host) else {
-            return Ok(None);
-        };
-        let Some((ns, name)) = repository.split_once('/').filter(|(_, n)| !n.contains('/')) else {
-            return Ok(None);
-        };
-        let mut url = base.clone();
-        url.set_path(&format!(
-            "{}/v2/namespaces/{ns}/repositories/{name}/tags",
-            base.path().trim_end_matches('/')
-        ));
-        // Newest first, so a capped listing still covers the candidates.
-        url.query_pairs_mut()
-            .append_pair("page_size", "100")
-            .append_pair("ordering", "last_updated");
-        let first = url.clone();
-        let mut out = BTreeMap::new();
-        for _page in 0..self.http().config.max_tag_pages {
-            let kind = RequestKind::HubApi;
-            let limit = self.http().config.max_tag_list_bytes;
-            let accept = Some("application/json");
-            let got = self
-                .http()
-                .fetch(kind, &target, &url, accept, limit, false)
-                .await?;
-            let status = got.status;
-            if matches!(status.as_u16(), 401 | 403 | 404) {
-                tracing::info!(%target, status = status.as_u16(), "Docker Hub tags API unavailable for this repository");
+    pub fn hub_push_times<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+    ) -> BoxFuture<'f, Result<Option<HubPushTimes>, RegistryError>> {
+        Box::pin(async move {
+            let target = Target::new(host, repository, None);
+            validate::repository(&target)?;
+            let Some(base) = self.http().config.hub_api_for(host) else {
                 return Ok(None);
-            }
-            if !status.is_success() {
-                return Err(status_error(status, RequestKind::HubApi, &target, &url));
-            }
-            let page: HubTagPage = parse_json(&got.body, &target, "Docker Hub tags page JSON")?;
-            for tag in page.results {
-                let Some(pushed) = tag.tag_last_pushed else {
-                    continue;
-                };
-                match DateTime::parse_from_rfc3339(&pushed) {
-                    Ok(t) => {
-                        out.insert(tag.name, t.with_timezone(&Utc));
+            };
+            let Some((ns, name)) = repository.split_once('/').filter(|(_, n)| !n.contains('/'))
+            else {
+                return Ok(None);
+            };
+            let mut url = base.clone();
+            url.set_path(&format!(
+                "{}/v2/namespaces/{ns}/repositories/{name}/tags",
+                base.path().trim_end_matches('/')
+            ));
+            // Newest first, so a capped listing still covers the candidates.
+            url.query_pairs_mut()
+                .append_pair("page_size", "100")
+                .append_pair("ordering", "last_updated");
+            let first = url.clone();
+            let mut out = BTreeMap::new();
+            for _page in 0..self.http().config.max_tag_pages {
+                let kind = RequestKind::HubApi;
+                let limit = self.http().config.max_tag_list_bytes;
+                let accept = Some("application/json");
+                let got = self
+                    .http()
+                    .fetch(kind, &target, &url, accept, limit, false)
+                    .await?;
+                let status = got.status;
+                if matches!(status.as_u16(), 401 | 403 | 404) {
+                    tracing::info!(%target, status = status.as_u16(), "Docker Hub tags API unavailable for this repository");
+                    return Ok(None);
+                }
+                if !status.is_success() {
+                    return Err(status_error(status, RequestKind::HubApi, &target, &url));
+                }
+                let page: HubTagPage = parse_json(&got.body, &target, "Docker Hub tags page JSON")?;
+                for tag in page.results {
+                    let Some(pushed) = tag.tag_last_pushed else {
+                        continue;
+                    };
+                    match DateTime::parse_from_rfc3339(&pushed) {
+                        Ok(t) => {
+                            out.insert(tag.name, t.with_timezone(&Utc));
+                        }
+                        Err(e) => {
+                            return Err(RegistryError::Invalid {
+                                target,
+                                what: format!(
+                                    "Docker Hub tag {:?} field `tag_last_pushed`",
+                                    tag.name
+                                ),
+                                reason: format!("{pushed:?}: {e}"),
+                            });
+                        }
                     }
-                    Err(e) => {
-                        return Err(RegistryError::Invalid {
-                            target,
-                            what: format!("Docker Hub tag {:?} field `tag_last_pushed`", tag.name),
-                            reason: format!("{pushed:?}: {e}"),
-                        });
+                }
+                match page.next.filter(|n| !n.is_empty()) {
+                    None => return Ok(Some(out)),
+                    Some(next) => {
+                        url = same_origin_join(
+                            &first,
+                            &url,
+                            &next,
+                            &target,
+                            "Docker Hub `next` link",
+                        )?
                     }
                 }
             }
-            match page.next.filter(|n| !n.is_empty()) {
-                None => return Ok(Some(out)),
-                Some(next) => {
-                    url = same_origin_join(&first, &url, &next, &target, "Docker Hub `next` link")?
-                }
-            }
-        }
-        tracing::info!(%target, pages = self.http().config.max_tag_pages, "Docker Hub tag history capped; older tags have no push time");
-        Ok(Some(out))
+            tracing::info!(%target, pages = self.http().config.max_tag_pages, "Docker Hub tag history capped; older tags have no push time");
+            Ok(Some(out))
+        })
     }
 }
 

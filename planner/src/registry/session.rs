@@ -1,5 +1,6 @@
 //! Per-plan memoization with single-flight semantics.
 
+use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -56,121 +57,137 @@ impl RegistrySession {
 
     /// Digest and media type of `reference` (tag or digest); a missing one is
     /// [`RegistryError::NotFound`].
-    pub async fn head_manifest(
-        &self,
-        host: &str,
-        repository: &str,
-        reference: &str,
-    ) -> Result<ManifestHead, RegistryError> {
-        let key = (host.to_owned(), repository.to_owned(), reference.to_owned());
-        let cell = self.memo.heads.cell(&key);
-        cell.get_or_init(|| self.client.head_manifest(host, repository, reference))
-            .await
-            .clone()
+    pub fn head_manifest<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+        reference: &'f str,
+    ) -> BoxFuture<'f, Result<ManifestHead, RegistryError>> {
+        Box::pin(async move {
+            let key = (host.to_owned(), repository.to_owned(), reference.to_owned());
+            let cell = self.memo.heads.cell(&key);
+            cell.get_or_init(|| self.client.head_manifest(host, repository, reference))
+                .await
+                .clone()
+        })
     }
 
     /// Like [`Self::head_manifest`], for a reference whose index the caller
     /// reads next: see [`RegistryClient::resolve_for_read`]. Shares the
     /// memo of [`Self::head_manifest`], so a tag is resolved once per plan
     /// whichever way is asked first.
-    pub async fn resolve_for_read(
-        &self,
-        host: &str,
-        repository: &str,
-        reference: &str,
-    ) -> Result<ManifestHead, RegistryError> {
-        let key = (host.to_owned(), repository.to_owned(), reference.to_owned());
-        let cell = self.memo.heads.cell(&key);
-        cell.get_or_init(|| self.client.resolve_for_read(host, repository, reference))
-            .await
-            .clone()
+    pub fn resolve_for_read<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+        reference: &'f str,
+    ) -> BoxFuture<'f, Result<ManifestHead, RegistryError>> {
+        Box::pin(async move {
+            let key = (host.to_owned(), repository.to_owned(), reference.to_owned());
+            let cell = self.memo.heads.cell(&key);
+            cell.get_or_init(|| self.client.resolve_for_read(host, repository, reference))
+                .await
+                .clone()
+        })
     }
 
     /// Every tag of the repository, in the registry's order.
-    pub async fn list_tags(
-        &self,
-        host: &str,
-        repository: &str,
-    ) -> Result<Arc<Vec<String>>, RegistryError> {
-        let key = (host.to_owned(), repository.to_owned());
-        let cell = self.memo.tags.cell(&key);
-        cell.get_or_init(|| async { self.client.list_tags(host, repository).await.map(Arc::new) })
+    pub fn list_tags<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+    ) -> BoxFuture<'f, Result<Arc<Vec<String>>, RegistryError>> {
+        Box::pin(async move {
+            let key = (host.to_owned(), repository.to_owned());
+            let cell = self.memo.tags.cell(&key);
+            cell.get_or_init(|| async {
+                self.client.list_tags(host, repository).await.map(Arc::new)
+            })
             .await
             .clone()
+        })
     }
 
     /// Platforms, labels and `created` of an image by digest. Successes come
     /// from the client's by-digest cache, which outlives the session; a
     /// failure is remembered for the rest of this session only, so families
     /// sharing a broken candidate do not each retry it.
-    pub async fn image_details(
-        &self,
-        host: &str,
-        repository: &str,
-        digest: &str,
-    ) -> Result<Arc<ImageDetails>, RegistryError> {
-        let key = (host.to_owned(), repository.to_owned(), digest.to_owned());
-        let cell = self.memo.details.cell(&key);
-        cell.get_or_init(|| self.client.image_details(host, repository, digest))
-            .await
-            .clone()
+    pub fn image_details<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+        digest: &'f str,
+    ) -> BoxFuture<'f, Result<Arc<ImageDetails>, RegistryError>> {
+        Box::pin(async move {
+            let key = (host.to_owned(), repository.to_owned(), digest.to_owned());
+            let cell = self.memo.details.cell(&key);
+            cell.get_or_init(|| self.client.image_details(host, repository, digest))
+                .await
+                .clone()
+        })
     }
 
     /// Which platforms an image by digest lists (the index only; see
     /// [`RegistryClient::image_platforms`]). Successes come from the client's
     /// by-digest cache; a failure is remembered for the rest of this session.
-    pub async fn image_platforms(
-        &self,
-        host: &str,
-        repository: &str,
-        digest: &str,
-    ) -> Result<Arc<ImagePlatforms>, RegistryError> {
-        let key = (host.to_owned(), repository.to_owned(), digest.to_owned());
-        let cell = self.memo.indexes.cell(&key);
-        cell.get_or_init(|| self.client.image_platforms(host, repository, digest))
-            .await
-            .clone()
+    pub fn image_platforms<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+        digest: &'f str,
+    ) -> BoxFuture<'f, Result<Arc<ImagePlatforms>, RegistryError>> {
+        Box::pin(async move {
+            let key = (host.to_owned(), repository.to_owned(), digest.to_owned());
+            let cell = self.memo.indexes.cell(&key);
+            cell.get_or_init(|| self.client.image_platforms(host, repository, digest))
+                .await
+                .clone()
+        })
     }
 
     /// Labels and `created` of one platform from [`Self::image_platforms`]:
     /// only that platform's manifest and config are read, once per client;
     /// a failure is remembered for the rest of this session.
-    pub async fn platform_image(
-        &self,
-        host: &str,
-        repository: &str,
-        platform: &PlatformRef,
-    ) -> Result<Arc<PlatformImage>, RegistryError> {
-        let key = (host.to_owned(), repository.to_owned(), platform.clone());
-        let cell = self.memo.platforms.cell(&key);
-        cell.get_or_init(|| self.client.platform_image(host, repository, platform))
-            .await
-            .clone()
+    pub fn platform_image<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+        platform: &'f PlatformRef,
+    ) -> BoxFuture<'f, Result<Arc<PlatformImage>, RegistryError>> {
+        Box::pin(async move {
+            let key = (host.to_owned(), repository.to_owned(), platform.clone());
+            let cell = self.memo.platforms.cell(&key);
+            cell.get_or_init(|| self.client.platform_image(host, repository, platform))
+                .await
+                .clone()
+        })
     }
 
     /// Docker Hub push times (`tag_last_pushed`) for a repository. `None`
     /// when `host` has no Docker Hub tags API (only Docker Hub itself or
     /// registries configured with one do) or the API has nothing for the
     /// repository; the planner then falls back to image creation times.
-    pub async fn hub_push_times(
-        &self,
-        host: &str,
-        repository: &str,
-    ) -> Result<PushTimes, RegistryError> {
-        if self.client.config().hub_api_for(host).is_none() {
-            return Ok(None);
-        }
-        let cell = self
-            .memo
-            .hub
-            .cell(&(host.to_owned(), repository.to_owned()));
-        cell.get_or_init(|| async {
-            self.client
-                .hub_push_times(host, repository)
-                .await
-                .map(|o| o.map(Arc::new))
+    pub fn hub_push_times<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+    ) -> BoxFuture<'f, Result<PushTimes, RegistryError>> {
+        Box::pin(async move {
+            if self.client.config().hub_api_for(host).is_none() {
+                return Ok(None);
+            }
+            let cell = self
+                .memo
+                .hub
+                .cell(&(host.to_owned(), repository.to_owned()));
+            cell.get_or_init(|| async {
+                self.client
+                    .hub_push_times(host, repository)
+                    .await
+                    .map(|o| o.map(Arc::new))
+            })
+            .await
+            .clone()
         })
-        .await
-        .clone()
     }
 }

@@ -6,6 +6,7 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use http::Method;
+use klaud_lifecycle::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -479,37 +480,49 @@ const INLINE_TREE_CONTENT_MAX: usize = 1024 * 1024;
 
 impl Forge {
     /// `GET /user`.
-    pub async fn current_user(&self) -> Result<UserInfo, GithubError> {
-        self.t
-            .get_json("identity preflight (GET /user)", "/user")
-            .await
+    pub fn current_user<'f>(&'f self) -> BoxFuture<'f, Result<UserInfo, GithubError>> {
+        Box::pin(async move {
+            self.t
+                .get_json("identity preflight (GET /user)", "/user")
+                .await
+        })
     }
 
     // ------------------------------------------------------------- git data
 
     /// The sha a ref (full name) points at; `None` when absent.
-    pub async fn get_ref(&self, name: &str) -> Result<Option<String>, GithubError> {
-        let what = format!("read ref {name}");
-        let path = self.path(&format!("git/ref/{}", short_ref(name)));
-        // Conditional: ownership checks re-read the same refs at every step,
-        // and an unchanged ref is a free 304.
-        let Some(body) = self.t.read_found_conditional(&what, &path).await? else {
-            return Ok(None);
-        };
-        Ok(Some(
-            crate::transport::decode::<RawRef>(&what, &body)?.object.sha,
-        ))
+    pub fn get_ref<'f>(
+        &'f self,
+        name: &'f str,
+    ) -> BoxFuture<'f, Result<Option<String>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("read ref {name}");
+            let path = self.path(&format!("git/ref/{}", short_ref(name)));
+            // Conditional: ownership checks re-read the same refs at every step,
+            // and an unchanged ref is a free 304.
+            let Some(body) = self.t.read_found_conditional(&what, &path).await? else {
+                return Ok(None);
+            };
+            Ok(Some(
+                crate::transport::decode::<RawRef>(&what, &body)?.object.sha,
+            ))
+        })
     }
 
     /// Every ref whose full name starts with `prefix`, as (name, sha).
-    pub async fn list_refs(&self, prefix: &str) -> Result<Vec<(String, String)>, GithubError> {
-        let what = format!("list refs {prefix}*");
-        let path = self.path(&format!(
-            "git/matching-refs/{}?per_page=100",
-            short_ref(prefix)
-        ));
-        let refs: Vec<RawRef> = self.t.get_all(&what, &path, None).await?;
-        Ok(refs.into_iter().map(|r| (r.name, r.object.sha)).collect())
+    pub fn list_refs<'f>(
+        &'f self,
+        prefix: &'f str,
+    ) -> BoxFuture<'f, Result<Vec<(String, String)>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("list refs {prefix}*");
+            let path = self.path(&format!(
+                "git/matching-refs/{}?per_page=100",
+                short_ref(prefix)
+            ));
+            let refs: Vec<RawRef> = self.t.get_all(&what, &path, None).await?;
+            Ok(refs.into_iter().map(|r| (r.name, r.object.sha)).collect())
+        })
     }
 
     /// Creates a ref. [`GithubError::AlreadyExists`] when it exists. After
@@ -688,72 +701,79 @@ impl Forge {
     /// Every blob of a commit's (or tree's) tree, recursively, as
     /// `(path, blob sha)`. A truncated answer (GitHub caps recursive trees)
     /// is an error rather than a silently partial listing.
-    pub async fn tree_blobs(&self, tree_ish: &str) -> Result<Vec<(String, String)>, GithubError> {
-        #[derive(Deserialize)]
-        struct Entry {
-            path: String,
-            #[serde(rename = "type")]
-            kind: String,
-            sha: String,
-        }
-        #[derive(Deserialize)]
-        struct Tree {
-            #[serde(default)]
-            sha: Option<String>,
-            tree: Vec<Entry>,
-            #[serde(default)]
-            truncated: bool,
-        }
-        let what = format!("read tree of {tree_ish}");
-        let path = self.path(&format!("git/trees/{}?recursive=1", seg(tree_ish)));
-        let t: Tree = if is_full_sha(tree_ish) {
-            self.t.get_json_immutable(&what, &path).await?
-        } else {
-            self.t.get_json(&what, &path).await?
-        };
-        if t.truncated {
-            return Err(GithubError::Decode {
-                what,
-                detail: "GitHub truncated the recursive tree".into(),
-            });
-        }
-        // Read by commit sha, the answer names that commit's tree: a claim
-        // commit or a bump made on this commit needs no read of it.
-        if is_full_sha(tree_ish)
-            && let Some(tree) = t.sha.as_deref().filter(|s| is_full_sha(s))
-        {
-            self.t.remember_tree(tree_ish, tree);
-        }
-        Ok(t.tree
-            .into_iter()
-            .filter(|e| e.kind == "blob")
-            .map(|e| (e.path, e.sha))
-            .collect())
+    pub fn tree_blobs<'f>(
+        &'f self,
+        tree_ish: &'f str,
+    ) -> BoxFuture<'f, Result<Vec<(String, String)>, GithubError>> {
+        Box::pin(async move {
+            #[derive(Deserialize)]
+            struct Entry {
+                path: String,
+                #[serde(rename = "type")]
+                kind: String,
+                sha: String,
+            }
+            #[derive(Deserialize)]
+            struct Tree {
+                #[serde(default)]
+                sha: Option<String>,
+                tree: Vec<Entry>,
+                #[serde(default)]
+                truncated: bool,
+            }
+            let what = format!("read tree of {tree_ish}");
+            let path = self.path(&format!("git/trees/{}?recursive=1", seg(tree_ish)));
+            let t: Tree = if is_full_sha(tree_ish) {
+                self.t.get_json_immutable(&what, &path).await?
+            } else {
+                self.t.get_json(&what, &path).await?
+            };
+            if t.truncated {
+                return Err(GithubError::Decode {
+                    what,
+                    detail: "GitHub truncated the recursive tree".into(),
+                });
+            }
+            // Read by commit sha, the answer names that commit's tree: a claim
+            // commit or a bump made on this commit needs no read of it.
+            if is_full_sha(tree_ish)
+                && let Some(tree) = t.sha.as_deref().filter(|s| is_full_sha(s))
+            {
+                self.t.remember_tree(tree_ish, tree);
+            }
+            Ok(t.tree
+                .into_iter()
+                .filter(|e| e.kind == "blob")
+                .map(|e| (e.path, e.sha))
+                .collect())
+        })
     }
 
     /// A blob's bytes.
-    pub async fn get_blob(&self, sha: &str) -> Result<Vec<u8>, GithubError> {
-        #[derive(Deserialize)]
-        struct Blob {
-            content: String,
-            encoding: String,
-        }
-        let what = format!("read blob {sha}");
-        let b: Blob = self
-            .t
-            .get_json_immutable(&what, &self.path(&format!("git/blobs/{}", seg(sha))))
-            .await?;
-        if b.encoding != "base64" {
-            return Err(GithubError::Decode {
-                what,
-                detail: format!("blob encoding {:?}", b.encoding),
-            });
-        }
-        B64.decode(b.content.replace(['\n', '\r'], ""))
-            .map_err(|e| GithubError::Decode {
-                what,
-                detail: format!("content is not base64: {e}"),
-            })
+    pub fn get_blob<'f>(&'f self, sha: &'f str) -> BoxFuture<'f, Result<Vec<u8>, GithubError>> {
+        Box::pin(async move {
+            #[derive(Deserialize)]
+            struct Blob {
+                content: String,
+                encoding: String,
+            }
+            let what = format!("read blob {sha}");
+            let b: Blob = self
+                .t
+                .get_json_immutable(&what, &self.path(&format!("git/blobs/{}", seg(sha))))
+                .await?;
+            if b.encoding != "base64" {
+                return Err(GithubError::Decode {
+                    what,
+                    detail: format!("blob encoding {:?}", b.encoding),
+                });
+            }
+            B64.decode(b.content.replace(['\n', '\r'], ""))
+                .map_err(|e| GithubError::Decode {
+                    what,
+                    detail: format!("content is not base64: {e}"),
+                })
+        })
     }
 
     /// Creates a commit object and returns its sha.
@@ -812,115 +832,119 @@ impl Forge {
     }
 
     /// A file's bytes at a ref; `None` when the path does not exist.
-    pub async fn get_contents(
-        &self,
-        path: &str,
-        git_ref: &str,
-    ) -> Result<Option<Vec<u8>>, GithubError> {
-        #[derive(Deserialize)]
-        struct Content {
-            #[serde(default)]
-            content: Option<String>,
-            #[serde(default)]
-            encoding: Option<String>,
-            #[serde(default)]
-            sha: Option<String>,
-            #[serde(rename = "type", default)]
-            kind: Option<String>,
-        }
-        // A commit Klaud made holds the files it set, and its parent's
-        // everywhere else: no request for what Klaud wrote itself.
-        let mut git_ref = git_ref.to_string();
-        for _ in 0..64 {
-            match self.t.own_file(&git_ref, path) {
-                crate::transport::OwnFile::Set(bytes) => return Ok(bytes.map(|b| b.to_vec())),
-                crate::transport::OwnFile::AsIn(parent) => git_ref = parent,
-                crate::transport::OwnFile::Unknown => break,
+    pub fn get_contents<'f>(
+        &'f self,
+        path: &'f str,
+        git_ref: &'f str,
+    ) -> BoxFuture<'f, Result<Option<Vec<u8>>, GithubError>> {
+        Box::pin(async move {
+            #[derive(Deserialize)]
+            struct Content {
+                #[serde(default)]
+                content: Option<String>,
+                #[serde(default)]
+                encoding: Option<String>,
+                #[serde(default)]
+                sha: Option<String>,
+                #[serde(rename = "type", default)]
+                kind: Option<String>,
             }
-        }
-        let git_ref = git_ref.as_str();
-        let what = format!("read {path} at {git_ref}");
-        let p = self.path(&format!(
-            "contents/{}?{}",
-            path_of(path),
-            query(&[("ref", git_ref)])
-        ));
-        // A file at a commit sha never changes; at a branch it may.
-        let body = if is_full_sha(git_ref) {
-            self.t.read_immutable(&what, &p).await?
-        } else {
-            self.t.read_found(&what, &p).await?.map(|raw| raw.body)
-        };
-        let Some(body) = body else {
-            return Ok(None);
-        };
-        // A directory answers with an array.
-        let c: Content =
-            crate::transport::decode(&what, &body).map_err(|_| GithubError::Decode {
-                what: what.clone(),
-                detail: "not a file (a directory listing?)".into(),
-            })?;
-        if c.kind.as_deref().is_some_and(|k| k != "file") {
-            return Err(GithubError::Decode {
-                what,
-                detail: format!("not a file but a {}", c.kind.unwrap_or_default()),
-            });
-        }
-        let decode = |text: &str, what: String| {
-            B64.decode(text.replace(['\n', '\r'], ""))
-                .map_err(|e| GithubError::Decode {
+            // A commit Klaud made holds the files it set, and its parent's
+            // everywhere else: no request for what Klaud wrote itself.
+            let mut git_ref = git_ref.to_string();
+            for _ in 0..64 {
+                match self.t.own_file(&git_ref, path) {
+                    crate::transport::OwnFile::Set(bytes) => return Ok(bytes.map(|b| b.to_vec())),
+                    crate::transport::OwnFile::AsIn(parent) => git_ref = parent,
+                    crate::transport::OwnFile::Unknown => break,
+                }
+            }
+            let git_ref = git_ref.as_str();
+            let what = format!("read {path} at {git_ref}");
+            let p = self.path(&format!(
+                "contents/{}?{}",
+                path_of(path),
+                query(&[("ref", git_ref)])
+            ));
+            // A file at a commit sha never changes; at a branch it may.
+            let body = if is_full_sha(git_ref) {
+                self.t.read_immutable(&what, &p).await?
+            } else {
+                self.t.read_found(&what, &p).await?.map(|raw| raw.body)
+            };
+            let Some(body) = body else {
+                return Ok(None);
+            };
+            // A directory answers with an array.
+            let c: Content =
+                crate::transport::decode(&what, &body).map_err(|_| GithubError::Decode {
+                    what: what.clone(),
+                    detail: "not a file (a directory listing?)".into(),
+                })?;
+            if c.kind.as_deref().is_some_and(|k| k != "file") {
+                return Err(GithubError::Decode {
                     what,
-                    detail: format!("content is not base64: {e}"),
-                })
-        };
-        match (c.content.as_deref(), c.encoding.as_deref(), c.sha) {
-            (Some(text), Some("base64"), _) => decode(text, what).map(Some),
-            // Files over 1 MB are not inlined: read the blob (up to 100 MB).
-            (_, Some("none"), Some(sha)) | (None, _, Some(sha)) => {
-                #[derive(Deserialize)]
-                struct Blob {
-                    content: String,
-                    encoding: String,
-                }
-                let b: Blob = self
-                    .t
-                    .get_json_immutable(&what, &self.path(&format!("git/blobs/{}", seg(&sha))))
-                    .await?;
-                if b.encoding != "base64" {
-                    return Err(GithubError::Decode {
-                        what,
-                        detail: format!("blob encoding {:?}", b.encoding),
-                    });
-                }
-                decode(&b.content, what).map(Some)
+                    detail: format!("not a file but a {}", c.kind.unwrap_or_default()),
+                });
             }
-            _ => Err(GithubError::Decode {
-                what,
-                detail: "file content missing from the response".into(),
-            }),
-        }
+            let decode = |text: &str, what: String| {
+                B64.decode(text.replace(['\n', '\r'], ""))
+                    .map_err(|e| GithubError::Decode {
+                        what,
+                        detail: format!("content is not base64: {e}"),
+                    })
+            };
+            match (c.content.as_deref(), c.encoding.as_deref(), c.sha) {
+                (Some(text), Some("base64"), _) => decode(text, what).map(Some),
+                // Files over 1 MB are not inlined: read the blob (up to 100 MB).
+                (_, Some("none"), Some(sha)) | (None, _, Some(sha)) => {
+                    #[derive(Deserialize)]
+                    struct Blob {
+                        content: String,
+                        encoding: String,
+                    }
+                    let b: Blob = self
+                        .t
+                        .get_json_immutable(&what, &self.path(&format!("git/blobs/{}", seg(&sha))))
+                        .await?;
+                    if b.encoding != "base64" {
+                        return Err(GithubError::Decode {
+                            what,
+                            detail: format!("blob encoding {:?}", b.encoding),
+                        });
+                    }
+                    decode(&b.content, what).map(Some)
+                }
+                _ => Err(GithubError::Decode {
+                    what,
+                    detail: "file content missing from the response".into(),
+                }),
+            }
+        })
     }
 
     // ---------------------------------------------------------------- pulls
 
     /// The pull request (any state, newest first) whose head is `branch` of
     /// this repository.
-    pub async fn find_pull_for_head(
-        &self,
-        branch: &str,
-        state: &str,
-    ) -> Result<Option<PullInfo>, GithubError> {
-        let what = format!("find pull request for {branch}");
-        let head = format!("{}:{branch}", self.owner);
-        let p = self.path(&format!(
-            "pulls?{}",
-            query(&[("head", &head), ("state", state), ("per_page", "100")])
-        ));
-        let pulls: Vec<RawPull> = self.t.get_all(&what, &p, None).await?;
-        Ok(pulls
-            .into_iter()
-            .map(PullInfo::from)
-            .find(|p| p.head_ref == branch))
+    pub fn find_pull_for_head<'f>(
+        &'f self,
+        branch: &'f str,
+        state: &'f str,
+    ) -> BoxFuture<'f, Result<Option<PullInfo>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("find pull request for {branch}");
+            let head = format!("{}:{branch}", self.owner);
+            let p = self.path(&format!(
+                "pulls?{}",
+                query(&[("head", &head), ("state", state), ("per_page", "100")])
+            ));
+            let pulls: Vec<RawPull> = self.t.get_all(&what, &p, None).await?;
+            Ok(pulls
+                .into_iter()
+                .map(PullInfo::from)
+                .find(|p| p.head_ref == branch))
+        })
     }
 
     /// Opens a pull request. After an ambiguous failure the open PR for the
@@ -966,39 +990,51 @@ impl Forge {
     }
 
     /// One pull request (conditional GET: cheap to poll).
-    pub async fn get_pull(&self, number: u64) -> Result<PullInfo, GithubError> {
-        let what = format!("read pull request #{number}");
-        let raw: RawPull = self
-            .t
-            .get_json_cached(&what, &self.path(&format!("pulls/{number}")))
-            .await?;
-        Ok(raw.into())
+    pub fn get_pull<'f>(&'f self, number: u64) -> BoxFuture<'f, Result<PullInfo, GithubError>> {
+        Box::pin(async move {
+            let what = format!("read pull request #{number}");
+            let raw: RawPull = self
+                .t
+                .get_json_cached(&what, &self.path(&format!("pulls/{number}")))
+                .await?;
+            Ok(raw.into())
+        })
     }
 
     /// Who closed issue or pull request `number` (the issue's `closed_by`;
     /// `None` while open or when GitHub does not say).
-    pub async fn closed_by(&self, number: u64) -> Result<Option<String>, GithubError> {
-        #[derive(Deserialize)]
-        struct Issue {
-            #[serde(default)]
-            closed_by: Option<Login>,
-        }
-        let what = format!("read issue #{number}");
-        let issue: Issue = self
-            .t
-            .get_json(&what, &self.path(&format!("issues/{number}")))
-            .await?;
-        Ok(issue.closed_by.map(|l| l.login))
+    pub fn closed_by<'f>(
+        &'f self,
+        number: u64,
+    ) -> BoxFuture<'f, Result<Option<String>, GithubError>> {
+        Box::pin(async move {
+            #[derive(Deserialize)]
+            struct Issue {
+                #[serde(default)]
+                closed_by: Option<Login>,
+            }
+            let what = format!("read issue #{number}");
+            let issue: Issue = self
+                .t
+                .get_json(&what, &self.path(&format!("issues/{number}")))
+                .await?;
+            Ok(issue.closed_by.map(|l| l.login))
+        })
     }
 
     /// Pull requests in a state (`open`, `closed`, `all`), newest first.
-    pub async fn list_pulls(&self, state: &str) -> Result<Vec<PullInfo>, GithubError> {
-        let p = self.path(&format!(
-            "pulls?{}",
-            query(&[("state", state), ("per_page", "100")])
-        ));
-        let pulls: Vec<RawPull> = self.t.get_all("list pull requests", &p, None).await?;
-        Ok(pulls.into_iter().map(PullInfo::from).collect())
+    pub fn list_pulls<'f>(
+        &'f self,
+        state: &'f str,
+    ) -> BoxFuture<'f, Result<Vec<PullInfo>, GithubError>> {
+        Box::pin(async move {
+            let p = self.path(&format!(
+                "pulls?{}",
+                query(&[("state", state), ("per_page", "100")])
+            ));
+            let pulls: Vec<RawPull> = self.t.get_all("list pull requests", &p, None).await?;
+            Ok(pulls.into_iter().map(PullInfo::from).collect())
+        })
     }
 
     /// Updates title, body and/or state (`open`/`closed`). Idempotent, so an
@@ -1031,11 +1067,16 @@ impl Forge {
     }
 
     /// Files changed by a pull request.
-    pub async fn pull_files(&self, number: u64) -> Result<Vec<FileChange>, GithubError> {
-        let p = self.path(&format!("pulls/{number}/files?per_page=100"));
-        self.t
-            .get_all(&format!("list files of #{number}"), &p, None)
-            .await
+    pub fn pull_files<'f>(
+        &'f self,
+        number: u64,
+    ) -> BoxFuture<'f, Result<Vec<FileChange>, GithubError>> {
+        Box::pin(async move {
+            let p = self.path(&format!("pulls/{number}/files?per_page=100"));
+            self.t
+                .get_all(&format!("list files of #{number}"), &p, None)
+                .await
+        })
     }
 
     /// Marks a pull request ready for review (`draft = false`) or converts
@@ -1085,21 +1126,23 @@ impl Forge {
     // ------------------------------------------------------------- comments
 
     /// Comments on an issue or PR, oldest first; `since` is RFC 3339.
-    pub async fn list_comments(
-        &self,
+    pub fn list_comments<'f>(
+        &'f self,
         number: u64,
-        since: Option<&str>,
-    ) -> Result<Vec<CommentInfo>, GithubError> {
-        let mut q = vec![("per_page", "100")];
-        if let Some(s) = since {
-            q.push(("since", s));
-        }
-        let p = self.path(&format!("issues/{number}/comments?{}", query(&q)));
-        let cs: Vec<RawComment> = self
-            .t
-            .get_all(&format!("list comments of #{number}"), &p, None)
-            .await?;
-        Ok(cs.into_iter().map(CommentInfo::from).collect())
+        since: Option<&'f str>,
+    ) -> BoxFuture<'f, Result<Vec<CommentInfo>, GithubError>> {
+        Box::pin(async move {
+            let mut q = vec![("per_page", "100")];
+            if let Some(s) = since {
+                q.push(("since", s));
+            }
+            let p = self.path(&format!("issues/{number}/comments?{}", query(&q)));
+            let cs: Vec<RawComment> = self
+                .t
+                .get_all(&format!("list comments of #{number}"), &p, None)
+                .await?;
+            Ok(cs.into_iter().map(CommentInfo::from).collect())
+        })
     }
 
     /// Posts a comment. After an ambiguous failure the comments are re-read:
@@ -1166,13 +1209,18 @@ impl Forge {
     // --------------------------------------------------------------- labels
 
     /// Labels on an issue or PR.
-    pub async fn list_labels(&self, number: u64) -> Result<Vec<String>, GithubError> {
-        let p = self.path(&format!("issues/{number}/labels?per_page=100"));
-        let ls: Vec<LabelName> = self
-            .t
-            .get_all(&format!("list labels of #{number}"), &p, None)
-            .await?;
-        Ok(ls.into_iter().map(|l| l.name).collect())
+    pub fn list_labels<'f>(
+        &'f self,
+        number: u64,
+    ) -> BoxFuture<'f, Result<Vec<String>, GithubError>> {
+        Box::pin(async move {
+            let p = self.path(&format!("issues/{number}/labels?per_page=100"));
+            let ls: Vec<LabelName> = self
+                .t
+                .get_all(&format!("list labels of #{number}"), &p, None)
+                .await?;
+            Ok(ls.into_iter().map(|l| l.name).collect())
+        })
     }
 
     /// Adds labels (idempotent). Returns the labels now on the issue.
@@ -1212,24 +1260,29 @@ impl Forge {
 
     /// A user's permission on the repository (`admin`, `maintain`, `write`,
     /// `triage`, `read` or `none`), using the precise `role_name`.
-    pub async fn collaborator_permission(&self, login: &str) -> Result<String, GithubError> {
-        #[derive(Deserialize)]
-        struct Perm {
-            permission: String,
-            #[serde(default)]
-            role_name: Option<String>,
-        }
-        let what = format!("permission of {login}");
-        let p: Perm = self
-            .t
-            .get_json(
-                &what,
-                &self.path(&format!("collaborators/{}/permission", seg(login))),
-            )
-            .await?;
-        Ok(p.role_name
-            .filter(|r| !r.is_empty())
-            .unwrap_or(p.permission))
+    pub fn collaborator_permission<'f>(
+        &'f self,
+        login: &'f str,
+    ) -> BoxFuture<'f, Result<String, GithubError>> {
+        Box::pin(async move {
+            #[derive(Deserialize)]
+            struct Perm {
+                permission: String,
+                #[serde(default)]
+                role_name: Option<String>,
+            }
+            let what = format!("permission of {login}");
+            let p: Perm = self
+                .t
+                .get_json(
+                    &what,
+                    &self.path(&format!("collaborators/{}/permission", seg(login))),
+                )
+                .await?;
+            Ok(p.role_name
+                .filter(|r| !r.is_empty())
+                .unwrap_or(p.permission))
+        })
     }
 
     // -------------------------------------------------------------- actions
@@ -1283,88 +1336,104 @@ impl Forge {
 
     /// A workflow by file name (or id); `None` when the repository has no
     /// such workflow.
-    pub async fn get_workflow(&self, workflow: &str) -> Result<Option<WorkflowInfo>, GithubError> {
-        let what = format!("read workflow {workflow}");
-        let path = self.path(&format!("actions/workflows/{}", seg(workflow)));
-        self.t
-            .read_found(&what, &path)
-            .await?
-            .map(|raw| raw.json(&what))
-            .transpose()
+    pub fn get_workflow<'f>(
+        &'f self,
+        workflow: &'f str,
+    ) -> BoxFuture<'f, Result<Option<WorkflowInfo>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("read workflow {workflow}");
+            let path = self.path(&format!("actions/workflows/{}", seg(workflow)));
+            self.t
+                .read_found(&what, &path)
+                .await?
+                .map(|raw| raw.json(&what))
+                .transpose()
+        })
     }
 
     /// The REST (`core`) budget from `GET /rate_limit`, which GitHub does
     /// not count against it; `None` when the server has rate limiting
     /// turned off (GitHub Enterprise answers 404 then).
-    pub async fn rate_limit(&self) -> Result<Option<super::RateBudget>, GithubError> {
-        #[derive(Deserialize)]
-        struct Window {
-            limit: u64,
-            remaining: u64,
-            #[serde(default)]
-            used: Option<u64>,
-            #[serde(default)]
-            reset: i64,
-        }
-        #[derive(Deserialize)]
-        struct Resources {
-            core: Window,
-        }
-        #[derive(Deserialize)]
-        struct RateLimit {
-            resources: Resources,
-        }
-        let what = "read the rate limit (GET /rate_limit)";
-        let Some(raw) = self.t.read_found(what, "/rate_limit").await? else {
-            return Ok(None);
-        };
-        let core = raw.json::<RateLimit>(what)?.resources.core;
-        Ok(Some(super::RateBudget {
-            limit: core.limit,
-            remaining: core.remaining,
-            used: core
-                .used
-                .unwrap_or(core.limit.saturating_sub(core.remaining)),
-            reset_unix: core.reset,
-            resource: "core".into(),
-        }))
+    pub fn rate_limit<'f>(
+        &'f self,
+    ) -> BoxFuture<'f, Result<Option<super::RateBudget>, GithubError>> {
+        Box::pin(async move {
+            #[derive(Deserialize)]
+            struct Window {
+                limit: u64,
+                remaining: u64,
+                #[serde(default)]
+                used: Option<u64>,
+                #[serde(default)]
+                reset: i64,
+            }
+            #[derive(Deserialize)]
+            struct Resources {
+                core: Window,
+            }
+            #[derive(Deserialize)]
+            struct RateLimit {
+                resources: Resources,
+            }
+            let what = "read the rate limit (GET /rate_limit)";
+            let Some(raw) = self.t.read_found(what, "/rate_limit").await? else {
+                return Ok(None);
+            };
+            let core = raw.json::<RateLimit>(what)?.resources.core;
+            Ok(Some(super::RateBudget {
+                limit: core.limit,
+                remaining: core.remaining,
+                used: core
+                    .used
+                    .unwrap_or(core.limit.saturating_sub(core.remaining)),
+                reset_unix: core.reset,
+                resource: "core".into(),
+            }))
+        })
     }
 
     /// Workflow runs matching the filter, newest first (all pages).
-    pub async fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunInfo>, GithubError> {
-        let mut q: Vec<(&str, &str)> = vec![("per_page", "100")];
-        for (k, v) in [
-            ("event", &filter.event),
-            ("actor", &filter.actor),
-            ("branch", &filter.branch),
-            ("status", &filter.status),
-            ("head_sha", &filter.head_sha),
-            ("created", &filter.created),
-        ] {
-            if let Some(v) = v {
-                q.push((k, v));
+    pub fn list_runs<'f>(
+        &'f self,
+        filter: &'f RunFilter,
+    ) -> BoxFuture<'f, Result<Vec<RunInfo>, GithubError>> {
+        Box::pin(async move {
+            let mut q: Vec<(&str, &str)> = vec![("per_page", "100")];
+            for (k, v) in [
+                ("event", &filter.event),
+                ("actor", &filter.actor),
+                ("branch", &filter.branch),
+                ("status", &filter.status),
+                ("head_sha", &filter.head_sha),
+                ("created", &filter.created),
+            ] {
+                if let Some(v) = v {
+                    q.push((k, v));
+                }
             }
-        }
-        let base = match &filter.workflow {
-            Some(w) => format!("actions/workflows/{}/runs", seg(w)),
-            None => "actions/runs".to_string(),
-        };
-        let p = self.path(&format!("{base}?{}", query(&q)));
-        let runs: Vec<RawRun> = self
-            .t
-            .get_all("list workflow runs", &p, Some("workflow_runs"))
-            .await?;
-        Ok(runs.into_iter().map(RunInfo::from).collect())
+            let base = match &filter.workflow {
+                Some(w) => format!("actions/workflows/{}/runs", seg(w)),
+                None => "actions/runs".to_string(),
+            };
+            let p = self.path(&format!("{base}?{}", query(&q)));
+            let runs: Vec<RawRun> = self
+                .t
+                .get_all("list workflow runs", &p, Some("workflow_runs"))
+                .await?;
+            Ok(runs.into_iter().map(RunInfo::from).collect())
+        })
     }
 
     /// One run (conditional GET: polling costs no budget while unchanged).
-    pub async fn get_run(&self, id: u64) -> Result<RunInfo, GithubError> {
-        let what = format!("read workflow run {id}");
-        let r: RawRun = self
-            .t
-            .get_json_cached(&what, &self.path(&format!("actions/runs/{id}")))
-            .await?;
-        Ok(r.into())
+    pub fn get_run<'f>(&'f self, id: u64) -> BoxFuture<'f, Result<RunInfo, GithubError>> {
+        Box::pin(async move {
+            let what = format!("read workflow run {id}");
+            let r: RawRun = self
+                .t
+                .get_json_cached(&what, &self.path(&format!("actions/runs/{id}")))
+                .await?;
+            Ok(r.into())
+        })
     }
 
     /// Cancels a run; a run that already completed counts as done.
@@ -1397,105 +1466,131 @@ impl Forge {
     }
 
     /// Artifacts of a run.
-    pub async fn list_artifacts(&self, run_id: u64) -> Result<Vec<Artifact>, GithubError> {
-        let p = self.path(&format!("actions/runs/{run_id}/artifacts?per_page=100"));
-        self.t
-            .get_all(
-                &format!("list artifacts of run {run_id}"),
-                &p,
-                Some("artifacts"),
-            )
-            .await
+    pub fn list_artifacts<'f>(
+        &'f self,
+        run_id: u64,
+    ) -> BoxFuture<'f, Result<Vec<Artifact>, GithubError>> {
+        Box::pin(async move {
+            let p = self.path(&format!("actions/runs/{run_id}/artifacts?per_page=100"));
+            self.t
+                .get_all(
+                    &format!("list artifacts of run {run_id}"),
+                    &p,
+                    Some("artifacts"),
+                )
+                .await
+        })
     }
 
     /// An artifact's zip bytes (GitHub redirects to a signed URL; octocrab
     /// follows it without sending the token to the other host).
-    pub async fn download_artifact(&self, id: u64) -> Result<Vec<u8>, GithubError> {
-        let what = format!("download artifact {id}");
-        // An artifact never changes once uploaded (GitHub gives a re-upload
-        // a new id), so every report step after the first reads it from
-        // memory instead of asking for a new signed URL.
-        match self
-            .t
-            .read_immutable(&what, &self.path(&format!("actions/artifacts/{id}/zip")))
-            .await?
-        {
-            Some(body) => Ok(body.to_vec()),
-            None => Err(GithubError::NotFound { what }),
-        }
+    pub fn download_artifact<'f>(&'f self, id: u64) -> BoxFuture<'f, Result<Vec<u8>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("download artifact {id}");
+            // An artifact never changes once uploaded (GitHub gives a re-upload
+            // a new id), so every report step after the first reads it from
+            // memory instead of asking for a new signed URL.
+            match self
+                .t
+                .read_immutable(&what, &self.path(&format!("actions/artifacts/{id}/zip")))
+                .await?
+            {
+                Some(body) => Ok(body.to_vec()),
+                None => Err(GithubError::NotFound { what }),
+            }
+        })
     }
 
     /// Compares two commits or branches.
-    pub async fn compare(&self, base: &str, head: &str) -> Result<Comparison, GithubError> {
-        let what = format!("compare {base}...{head}");
-        let p = self.path(&format!("compare/{}...{}?per_page=1", seg(base), seg(head)));
-        self.t.get_json(&what, &p).await
+    pub fn compare<'f>(
+        &'f self,
+        base: &'f str,
+        head: &'f str,
+    ) -> BoxFuture<'f, Result<Comparison, GithubError>> {
+        Box::pin(async move {
+            let what = format!("compare {base}...{head}");
+            let p = self.path(&format!("compare/{}...{}?per_page=1", seg(base), seg(head)));
+            self.t.get_json(&what, &p).await
+        })
     }
 
     /// Compares two commits with the commits and files between them.
-    pub async fn compare_detail(
-        &self,
-        base: &str,
-        head: &str,
-    ) -> Result<CompareDetail, GithubError> {
-        let what = format!("compare {base}...{head}");
-        let p = self.path(&format!("compare/{}...{}", seg(base), seg(head)));
-        self.t.get_json(&what, &p).await
+    pub fn compare_detail<'f>(
+        &'f self,
+        base: &'f str,
+        head: &'f str,
+    ) -> BoxFuture<'f, Result<CompareDetail, GithubError>> {
+        Box::pin(async move {
+            let what = format!("compare {base}...{head}");
+            let p = self.path(&format!("compare/{}...{}", seg(base), seg(head)));
+            self.t.get_json(&what, &p).await
+        })
     }
 
     /// The compare `base...head` with its changed files and their patches.
     /// Only the first page is read: GitHub puts the file list there and
     /// nowhere else (later pages carry only commits).
-    pub async fn compare_files(
-        &self,
-        base: &str,
-        head: &str,
-    ) -> Result<ComparisonFiles, GithubError> {
-        let what = format!("compare {base}...{head} with files");
-        let p = self.path(&format!(
-            "compare/{}...{}?per_page=100&page=1",
-            seg(base),
-            seg(head)
-        ));
-        self.t.get_json(&what, &p).await
+    pub fn compare_files<'f>(
+        &'f self,
+        base: &'f str,
+        head: &'f str,
+    ) -> BoxFuture<'f, Result<ComparisonFiles, GithubError>> {
+        Box::pin(async move {
+            let what = format!("compare {base}...{head} with files");
+            let p = self.path(&format!(
+                "compare/{}...{}?per_page=100&page=1",
+                seg(base),
+                seg(head)
+            ));
+            self.t.get_json(&what, &p).await
+        })
     }
 
     /// Up to `limit` (at most 100: one page) commits reachable from `sha`
     /// that touch `path`, newest first (`GET commits?sha=&path=`).
-    pub async fn commits_touching(
-        &self,
-        path: &str,
-        sha: &str,
+    pub fn commits_touching<'f>(
+        &'f self,
+        path: &'f str,
+        sha: &'f str,
         limit: usize,
-    ) -> Result<Vec<String>, GithubError> {
-        let what = format!("list commits touching {path}");
-        let per_page = limit.clamp(1, 100).to_string();
-        let p = self.path(&format!(
-            "commits?{}",
-            query(&[("sha", sha), ("path", path), ("per_page", &per_page)])
-        ));
-        let list: Vec<ShaOnly> = self.t.get_json(&what, &p).await?;
-        Ok(list.into_iter().map(|c| c.sha).collect())
+    ) -> BoxFuture<'f, Result<Vec<String>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("list commits touching {path}");
+            let per_page = limit.clamp(1, 100).to_string();
+            let p = self.path(&format!(
+                "commits?{}",
+                query(&[("sha", sha), ("path", path), ("per_page", &per_page)])
+            ));
+            let list: Vec<ShaOnly> = self.t.get_json(&what, &p).await?;
+            Ok(list.into_iter().map(|c| c.sha).collect())
+        })
     }
 
     /// The files one commit changes, with their patches (first page).
-    pub async fn commit_files(
-        &self,
-        sha: &str,
-    ) -> Result<Vec<klaud_planner::audit::ChangedFile>, GithubError> {
-        let what = format!("get commit {sha}");
-        let p = self.path(&format!("commits/{}", seg(sha)));
-        // A commit never changes: cached by its sha.
-        let c: CommitFiles = self.t.get_json_immutable(&what, &p).await?;
-        Ok(c.files)
+    pub fn commit_files<'f>(
+        &'f self,
+        sha: &'f str,
+    ) -> BoxFuture<'f, Result<Vec<klaud_planner::audit::ChangedFile>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("get commit {sha}");
+            let p = self.path(&format!("commits/{}", seg(sha)));
+            // A commit never changes: cached by its sha.
+            let c: CommitFiles = self.t.get_json_immutable(&what, &p).await?;
+            Ok(c.files)
+        })
     }
 
     /// Jobs of a run's latest attempt.
-    pub async fn list_jobs(&self, run_id: u64) -> Result<Vec<JobInfo>, GithubError> {
-        let p = self.path(&format!("actions/runs/{run_id}/jobs?per_page=100"));
-        self.t
-            .get_all(&format!("list jobs of run {run_id}"), &p, Some("jobs"))
-            .await
+    pub fn list_jobs<'f>(
+        &'f self,
+        run_id: u64,
+    ) -> BoxFuture<'f, Result<Vec<JobInfo>, GithubError>> {
+        Box::pin(async move {
+            let p = self.path(&format!("actions/runs/{run_id}/jobs?per_page=100"));
+            self.t
+                .get_all(&format!("list jobs of run {run_id}"), &p, Some("jobs"))
+                .await
+        })
     }
 
     /// Re-runs a completed run. After an ambiguous failure the run is

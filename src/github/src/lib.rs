@@ -16,6 +16,10 @@
 //! REST writes are crate-private: outside callers write only through the
 //! lifecycle forge (each write checked against its ownership proof or reply
 //! permit) or the claim store (claim and recovery-lease refs only).
+//!
+//! The async calls other crates make return [`klaud_lifecycle::BoxFuture`]s,
+//! so their bodies (and octocrab's generics under them) are compiled once,
+//! here.
 
 mod api;
 pub mod lifecycle;
@@ -24,6 +28,7 @@ mod runstatus;
 mod transport;
 pub mod upstream;
 
+use klaud_lifecycle::BoxFuture;
 use std::fmt;
 use std::time::Duration;
 
@@ -205,10 +210,12 @@ impl fmt::Debug for Forge {
 impl Forge {
     /// Builds the client and runs the identity preflight: `GET /user` must
     /// be the configured bot login, else [`GithubError::IdentityMismatch`].
-    pub async fn connect(config: ForgeConfig) -> Result<Self, GithubError> {
-        let forge = Self::connect_unchecked(config)?;
-        forge.preflight().await?;
-        Ok(forge)
+    pub fn connect<'f>(config: ForgeConfig) -> BoxFuture<'f, Result<Self, GithubError>> {
+        Box::pin(async move {
+            let forge = Self::connect_unchecked(config)?;
+            forge.preflight().await?;
+            Ok(forge)
+        })
     }
 
     /// Builds the client without the identity preflight (for tools that only
@@ -269,49 +276,55 @@ impl Forge {
     }
 
     /// Checks that the credential resolves to the bot login.
-    pub async fn preflight(&self) -> Result<UserInfo, GithubError> {
-        let me = self.identity().await?;
-        // GitHub logins are case-insensitive.
-        if !me.login.eq_ignore_ascii_case(&self.bot_login) {
-            return Err(GithubError::IdentityMismatch {
-                expected: self.bot_login.clone(),
-                found: me.login,
-            });
-        }
-        Ok(me)
+    pub fn preflight<'f>(&'f self) -> BoxFuture<'f, Result<UserInfo, GithubError>> {
+        Box::pin(async move {
+            let me = self.identity().await?;
+            // GitHub logins are case-insensitive.
+            if !me.login.eq_ignore_ascii_case(&self.bot_login) {
+                return Err(GithubError::IdentityMismatch {
+                    expected: self.bot_login.clone(),
+                    found: me.login,
+                });
+            }
+            Ok(me)
+        })
     }
 
     /// Whose the credential is: the token's user (`GET /user`), or for an
     /// App `<slug>[bot]` (`GET /app`). Checks nothing (read-only commands
     /// accept any credential that can read).
-    pub async fn identity(&self) -> Result<UserInfo, GithubError> {
-        let me = match &self.app {
-            None => self.current_user().await?,
-            Some(app) => {
-                #[derive(serde::Deserialize)]
-                struct AppInfo {
-                    id: u64,
-                    slug: String,
+    pub fn identity<'f>(&'f self) -> BoxFuture<'f, Result<UserInfo, GithubError>> {
+        Box::pin(async move {
+            let me = match &self.app {
+                None => self.current_user().await?,
+                Some(app) => {
+                    #[derive(serde::Deserialize)]
+                    struct AppInfo {
+                        id: u64,
+                        slug: String,
+                    }
+                    let a: AppInfo = app
+                        .get_json("identity preflight (GET /app)", "/app")
+                        .await?;
+                    UserInfo {
+                        login: format!("{}[bot]", a.slug),
+                        id: a.id,
+                        name: None,
+                    }
                 }
-                let a: AppInfo = app
-                    .get_json("identity preflight (GET /app)", "/app")
-                    .await?;
-                UserInfo {
-                    login: format!("{}[bot]", a.slug),
-                    id: a.id,
-                    name: None,
-                }
-            }
-        };
-        Ok(me)
+            };
+            Ok(me)
+        })
     }
 
     /// Whether the repository exists and the credential can see it
     /// (`GET /repos/{owner}/{name}`; GitHub answers 404 for both).
-    pub async fn repository_visible(&self) -> Result<bool, GithubError> {
-        let what = format!("read repository {}/{}", self.owner, self.name);
-        let path = format!("/repos/{}/{}", self.owner, self.name);
-        Ok(self.t.read_found(&what, &path).await?.is_some())
+    pub fn repository_visible<'f>(&'f self) -> BoxFuture<'f, Result<bool, GithubError>> {
+        Box::pin(async move {
+            let what = format!("read repository {}/{}", self.owner, self.name);
+            let path = format!("/repos/{}/{}", self.owner, self.name);
+            Ok(self.t.read_found(&what, &path).await?.is_some())
+        })
     }
 
     /// `OWNER/NAME` of the repository.
@@ -382,38 +395,40 @@ fn app_key(
 /// The id of the App's installation on `repo` (`OWNER/NAME`), from
 /// `GET /repos/{owner}/{name}/installation` with the App's JWT: for
 /// configurations that give an App id and key but no installation id.
-pub async fn find_installation(
-    api_url: &str,
+pub fn find_installation<'f>(
+    api_url: &'f str,
     app_id: u64,
-    private_key_pem: &Secret,
-    repo: &str,
+    private_key_pem: &'f Secret,
+    repo: &'f str,
     retry: RetryPolicy,
-) -> Result<u64, GithubError> {
-    let (owner, name) = repo
-        .split_once('/')
-        .filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
-        .ok_or_else(|| GithubError::Config(format!("repository {repo:?} is not OWNER/NAME")))?;
-    let api_url = api_url.trim_end_matches('/').to_string();
-    let key = app_key(app_id, private_key_pem)?;
-    let app_client = client_builder(&api_url)?
-        .app(octocrab::models::AppId(app_id), key)
-        .build()
-        .map_err(|e| GithubError::Config(format!("building the HTTP client: {e}")))?;
-    let t = Transport::new(app_client, api_url, retry);
-    #[derive(serde::Deserialize)]
-    struct Installation {
-        id: u64,
-    }
-    let what = format!("GitHub App {app_id}: find its installation on {owner}/{name}");
-    match t
-        .get_json::<Installation>(&what, &format!("/repos/{owner}/{name}/installation"))
-        .await
-    {
-        Ok(i) => Ok(i.id),
-        Err(GithubError::NotFound { .. }) => Err(GithubError::Config(format!(
-            "GitHub App {app_id} is not installed on {owner}/{name} (or the repository does not \
+) -> BoxFuture<'f, Result<u64, GithubError>> {
+    Box::pin(async move {
+        let (owner, name) = repo
+            .split_once('/')
+            .filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
+            .ok_or_else(|| GithubError::Config(format!("repository {repo:?} is not OWNER/NAME")))?;
+        let api_url = api_url.trim_end_matches('/').to_string();
+        let key = app_key(app_id, private_key_pem)?;
+        let app_client = client_builder(&api_url)?
+            .app(octocrab::models::AppId(app_id), key)
+            .build()
+            .map_err(|e| GithubError::Config(format!("building the HTTP client: {e}")))?;
+        let t = Transport::new(app_client, api_url, retry);
+        #[derive(serde::Deserialize)]
+        struct Installation {
+            id: u64,
+        }
+        let what = format!("GitHub App {app_id}: find its installation on {owner}/{name}");
+        match t
+            .get_json::<Installation>(&what, &format!("/repos/{owner}/{name}/installation"))
+            .await
+        {
+            Ok(i) => Ok(i.id),
+            Err(GithubError::NotFound { .. }) => Err(GithubError::Config(format!(
+                "GitHub App {app_id} is not installed on {owner}/{name} (or the repository does not \
              exist): install the App on the repository, or set github.app_installation_id"
-        ))),
-        Err(e) => Err(e),
-    }
+            ))),
+            Err(e) => Err(e),
+        }
+    })
 }

@@ -4,6 +4,7 @@
 
 use async_trait::async_trait;
 use klaud_claims::{RunStatus, RunStatusError};
+use klaud_lifecycle::BoxFuture;
 use serde::Deserialize;
 
 use super::{Forge, GithubError};
@@ -39,22 +40,24 @@ impl RunStatus for ForgeRunStatus<'_> {
 impl Forge {
     /// The repository's default branch (`GET /repos/{owner}/{name}`), the
     /// branch claims are based on.
-    pub async fn default_branch(&self) -> Result<String, GithubError> {
-        #[derive(Deserialize)]
-        struct RepoInfo {
-            default_branch: String,
-        }
-        let what = format!("read repository {}", self.repo());
-        let info: RepoInfo = self
-            .t
-            .get_json(&what, &format!("/repos/{}", self.repo()))
-            .await?;
-        if info.default_branch.trim().is_empty() {
-            return Err(GithubError::Decode {
-                what,
-                detail: "the repository has an empty default_branch".into(),
-            });
-        }
-        Ok(info.default_branch)
+    pub fn default_branch<'f>(&'f self) -> BoxFuture<'f, Result<String, GithubError>> {
+        Box::pin(async move {
+            #[derive(Deserialize)]
+            struct RepoInfo {
+                default_branch: String,
+            }
+            let what = format!("read repository {}", self.repo());
+            let info: RepoInfo = self
+                .t
+                .get_json(&what, &format!("/repos/{}", self.repo()))
+                .await?;
+            if info.default_branch.trim().is_empty() {
+                return Err(GithubError::Decode {
+                    what,
+                    detail: "the repository has an empty default_branch".into(),
+                });
+            }
+            Ok(info.default_branch)
+        })
     }
 }

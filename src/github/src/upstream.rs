@@ -2,6 +2,7 @@
 //! commit a nightly was built from? Asked of the engine's public source
 //! repository with GitHub's compare API (`<commit>...<release tag>`).
 
+use klaud_lifecycle::BoxFuture;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -93,18 +94,20 @@ impl GithubUpstream {
     /// Commits from `from` to `to` in `source` (GitHub compare
     /// `from...to`): `Some(n)` when `to` descends from `from`, `None` when
     /// the range is unknown (a commit not found) or not linear.
-    pub async fn commits_between(
-        &self,
-        source: &str,
-        from: &str,
-        to: &str,
-    ) -> Result<Option<u64>, String> {
-        let forge = self.forge(source).await.map_err(|e| e.to_string())?;
-        match forge.compare(from, to).await {
-            Ok(c) if matches!(c.status.as_str(), "ahead" | "identical") => Ok(Some(c.ahead_by)),
-            Ok(_) | Err(GithubError::NotFound { .. }) => Ok(None),
-            Err(err) => Err(err.to_string()),
-        }
+    pub fn commits_between<'f>(
+        &'f self,
+        source: &'f str,
+        from: &'f str,
+        to: &'f str,
+    ) -> BoxFuture<'f, Result<Option<u64>, String>> {
+        Box::pin(async move {
+            let forge = self.forge(source).await.map_err(|e| e.to_string())?;
+            match forge.compare(from, to).await {
+                Ok(c) if matches!(c.status.as_str(), "ahead" | "identical") => Ok(Some(c.ahead_by)),
+                Ok(_) | Err(GithubError::NotFound { .. }) => Ok(None),
+                Err(err) => Err(err.to_string()),
+            }
+        })
     }
 }
 
@@ -134,94 +137,96 @@ impl GithubUpstream {
     /// `None` when auditing is off. Never an error: a compare that cannot
     /// be read, or is too large to read whole, is
     /// [`AuditResult::Unchecked`] with the reason, and does not block.
-    pub async fn audit(
-        &self,
-        source: &str,
-        from: &str,
-        to: &str,
-        collected: &Collected,
-    ) -> Option<AuditResult> {
-        if !self.audit.enabled {
-            return None;
-        }
-        let (flags, env) = collected.counts();
-        let unchecked = |cause: UncheckedCause, reason: String| AuditResult::Unchecked {
-            flags,
-            env,
-            cause,
-            reason,
-        };
-        let Some(engine) = audit::engine_for(&self.audit.engines, source) else {
-            return Some(unchecked(
-                UncheckedCause::NotConfigured,
-                format!("no flag and environment definitions are configured for {source}"),
-            ));
-        };
-        let forge = match self.forge(source).await {
-            Ok(f) => f,
-            Err(e) => {
+    pub fn audit<'f>(
+        &'f self,
+        source: &'f str,
+        from: &'f str,
+        to: &'f str,
+        collected: &'f Collected,
+    ) -> BoxFuture<'f, Option<AuditResult>> {
+        Box::pin(async move {
+            if !self.audit.enabled {
+                return None;
+            }
+            let (flags, env) = collected.counts();
+            let unchecked = |cause: UncheckedCause, reason: String| AuditResult::Unchecked {
+                flags,
+                env,
+                cause,
+                reason,
+            };
+            let Some(engine) = audit::engine_for(&self.audit.engines, source) else {
                 return Some(unchecked(
-                    UncheckedCause::Unavailable,
-                    format!("the compare is unavailable: {e}"),
+                    UncheckedCause::NotConfigured,
+                    format!("no flag and environment definitions are configured for {source}"),
+                ));
+            };
+            let forge = match self.forge(source).await {
+                Ok(f) => f,
+                Err(e) => {
+                    return Some(unchecked(
+                        UncheckedCause::Unavailable,
+                        format!("the compare is unavailable: {e}"),
+                    ));
+                }
+            };
+            let compare = match forge.compare_files(from, to).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(source, error = %e, "upstream compare for the audit unavailable");
+                    return Some(unchecked(
+                        UncheckedCause::Unavailable,
+                        format!("the compare is unavailable: {e}"),
+                    ));
+                }
+            };
+            if !matches!(compare.status.as_str(), "ahead" | "identical") {
+                return Some(unchecked(
+                    UncheckedCause::NotLinear,
+                    format!(
+                        "the new commit does not descend from the old one (compare status {})",
+                        compare.status
+                    ),
                 ));
             }
-        };
-        let compare = match forge.compare_files(from, to).await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(source, error = %e, "upstream compare for the audit unavailable");
-                return Some(unchecked(
-                    UncheckedCause::Unavailable,
-                    format!("the compare is unavailable: {e}"),
-                ));
-            }
-        };
-        if !matches!(compare.status.as_str(), "ahead" | "identical") {
-            return Some(unchecked(
-                UncheckedCause::NotLinear,
-                format!(
-                    "the new commit does not descend from the old one (compare status {})",
-                    compare.status
-                ),
-            ));
-        }
-        let listed = compare.files.len();
-        if listed >= crate::api::COMPARE_FILE_LIMIT {
-            return Some(unchecked(
-                UncheckedCause::TooLarge,
-                format!(
-                    "the compare is too large: GitHub lists at most {} changed files and this one may have more",
-                    crate::api::COMPARE_FILE_LIMIT
-                ),
-            ));
-        }
-        if listed > self.audit.max_files {
-            return Some(unchecked(
-                UncheckedCause::TooLarge,
-                format!(
-                    "the compare is too large: it lists {listed} changed files, more than the {} the audit reads",
-                    self.audit.max_files
-                ),
-            ));
-        }
-        let scan = match audit::scan(engine, &compare.files) {
-            Ok(s) => s,
-            Err(e) => return Some(unchecked(UncheckedCause::NotConfigured, e.to_string())),
-        };
-        let mut items = audit::removed_items(collected, &scan);
-        if items.is_empty() {
-            if let Some(file) = scan.unreadable.first() {
+            let listed = compare.files.len();
+            if listed >= crate::api::COMPARE_FILE_LIMIT {
                 return Some(unchecked(
                     UncheckedCause::TooLarge,
-                    format!("the compare is too large: GitHub shows no diff for {file}"),
+                    format!(
+                        "the compare is too large: GitHub lists at most {} changed files and this one may have more",
+                        crate::api::COMPARE_FILE_LIMIT
+                    ),
                 ));
             }
-            return Some(AuditResult::Present { flags, env });
-        }
-        for item in &mut items {
-            item.commit = self.removing_commit(&forge, engine, to, item).await;
-        }
-        Some(AuditResult::Removed { flags, env, items })
+            if listed > self.audit.max_files {
+                return Some(unchecked(
+                    UncheckedCause::TooLarge,
+                    format!(
+                        "the compare is too large: it lists {listed} changed files, more than the {} the audit reads",
+                        self.audit.max_files
+                    ),
+                ));
+            }
+            let scan = match audit::scan(engine, &compare.files) {
+                Ok(s) => s,
+                Err(e) => return Some(unchecked(UncheckedCause::NotConfigured, e.to_string())),
+            };
+            let mut items = audit::removed_items(collected, &scan);
+            if items.is_empty() {
+                if let Some(file) = scan.unreadable.first() {
+                    return Some(unchecked(
+                        UncheckedCause::TooLarge,
+                        format!("the compare is too large: GitHub shows no diff for {file}"),
+                    ));
+                }
+                return Some(AuditResult::Present { flags, env });
+            }
+            for item in &mut items {
+                item.commit = self.removing_commit(&forge, engine, to, item).await;
+            }
+            Some(AuditResult::Removed { flags, env, items })
+        })
     }
 
     /// The newest commit up to `to` whose patch of the item's file deletes

@@ -14,6 +14,9 @@
 //! state machine, the wave's phases, recovery, maintainer commands,
 //! ownership proofs and reports are `klaud-lifecycle`'s, and every GitHub
 //! call goes through `klaud-github`.
+//!
+//! Its async entry points return [`klaud_lifecycle::BoxFuture`]s, so the
+//! binary crate does not compile the daemon and the wave again.
 
 pub mod baseline_api;
 pub mod daemon;

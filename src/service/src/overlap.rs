@@ -8,6 +8,7 @@
 //! (cached in the store by head sha) and master files are read by blob sha
 //! (content-addressed, cached forever).
 
+use klaud_lifecycle::BoxFuture;
 use std::collections::{BTreeMap, BTreeSet};
 
 use klaud_claims::CandidateId;
@@ -90,28 +91,29 @@ pub fn entry_bytes<'t>(text: &'t str, key: &str) -> Option<&'t str> {
 pub use klaud_lifecycle::wave::OpenPulls;
 
 /// Reads the open PRs onto `base_branch` (see [`OpenPulls`]).
-pub async fn open_pull_blocks(
-    forge: &Forge,
-    repository: &Repository,
-    base_branch: &str,
-    cache: Option<&Store>,
-) -> Result<OpenPulls, WaveError> {
-    let bot = forge.bot_login().to_owned();
-    let prefix = repository.prefix().to_owned();
-    let mut out: BTreeMap<String, Blocked> = BTreeMap::new();
-    let mut human = Vec::new();
-    for pull in forge.list_pulls("open").await? {
-        if pull.base_ref != base_branch {
-            continue;
-        }
-        let by_bot = pull
-            .author
-            .as_deref()
-            .is_some_and(|a| a.eq_ignore_ascii_case(&bot));
-        let legacy = pull.head_ref.starts_with(BRANCH_PREFIXES[1]);
-        match branch_candidate(&pull.head_ref) {
-            Some(id) if by_bot || legacy => {
-                out.entry(id.family().as_str().to_owned())
+pub fn open_pull_blocks<'f>(
+    forge: &'f Forge,
+    repository: &'f Repository,
+    base_branch: &'f str,
+    cache: Option<&'f Store>,
+) -> BoxFuture<'f, Result<OpenPulls, WaveError>> {
+    Box::pin(async move {
+        let bot = forge.bot_login().to_owned();
+        let prefix = repository.prefix().to_owned();
+        let mut out: BTreeMap<String, Blocked> = BTreeMap::new();
+        let mut human = Vec::new();
+        for pull in forge.list_pulls("open").await? {
+            if pull.base_ref != base_branch {
+                continue;
+            }
+            let by_bot = pull
+                .author
+                .as_deref()
+                .is_some_and(|a| a.eq_ignore_ascii_case(&bot));
+            let legacy = pull.head_ref.starts_with(BRANCH_PREFIXES[1]);
+            match branch_candidate(&pull.head_ref) {
+                Some(id) if by_bot || legacy => {
+                    out.entry(id.family().as_str().to_owned())
                     .or_insert(Blocked {
                         kind: BlockKind::Occupied,
                         reason: format!(
@@ -121,79 +123,80 @@ pub async fn open_pull_blocks(
                         pull: Some(pull.number),
                         author: pull.author.clone(),
                     });
-            }
-            _ => human.push(pull),
-        }
-    }
-    let mut human_of: BTreeMap<String, Blocked> = BTreeMap::new();
-    // Oldest human PR first: it is the one the reason names.
-    human.sort_by_key(|p| p.number);
-    for pull in human {
-        let files = pull_files(forge, pull.number, &pull.head_sha, cache).await?;
-        let changed: BTreeMap<&str, (&str, Option<&str>)> = files
-            .iter()
-            .filter_map(|(path, status, sha)| {
-                let rel = path.strip_prefix(&prefix)?;
-                Some((rel, (status.as_str(), sha.as_deref())))
-            })
-            .collect();
-        let mut masters: BTreeMap<&str, Option<String>> = BTreeMap::new();
-        for family in repository.families() {
-            if human_of.contains_key(&family.id) {
-                continue;
-            }
-            let recipe = family
-                .recipes
-                .iter()
-                .filter(|r| r.in_repository)
-                .map(|r| r.path.as_str())
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .find(|p| changed.contains_key(p));
-            let what = if let Some(recipe) = recipe {
-                Some(format!("changes its recipe {recipe}"))
-            } else if let Some((status, sha)) = changed.get(family.file.as_str()) {
-                if !masters.contains_key(family.file.as_str()) {
-                    let text = match (*status, sha) {
-                        ("removed", _) | (_, None) => None,
-                        (_, Some(sha)) => {
-                            let bytes = super::wave::blob(forge, sha, cache).await?;
-                            Some(String::from_utf8_lossy(&bytes).into_owned())
-                        }
-                    };
-                    masters.insert(family.file.as_str(), text);
                 }
-                let head_text = masters[family.file.as_str()].as_deref();
-                let base_text =
-                    std::fs::read_to_string(repository.root().join(&prefix).join(&family.file))
-                        .map_err(|e| WaveError::Checkout(format!("{}: {e}", family.file)))?;
-                let base_entry = entry_bytes(&base_text, &family.key);
-                let head_entry = head_text.and_then(|t| entry_bytes(t, &family.key));
-                (base_entry != head_entry)
-                    .then(|| format!("changes its entry {} in {}", family.key, family.file))
-            } else {
-                None
-            };
-            if let Some(what) = what {
-                let author = pull.author.clone().unwrap_or_else(|| "(unknown)".into());
-                human_of.insert(
-                    family.id.clone(),
-                    Blocked {
-                        kind: BlockKind::Duplicate,
-                        reason: format!("PR #{} by @{author} {what}", pull.number),
-                        pull: Some(pull.number),
-                        author: pull.author.clone(),
-                    },
-                );
+                _ => human.push(pull),
             }
         }
-    }
-    for (family, b) in &human_of {
-        out.entry(family.clone()).or_insert_with(|| b.clone());
-    }
-    Ok(OpenPulls {
-        blocks: out,
-        human: human_of,
+        let mut human_of: BTreeMap<String, Blocked> = BTreeMap::new();
+        // Oldest human PR first: it is the one the reason names.
+        human.sort_by_key(|p| p.number);
+        for pull in human {
+            let files = pull_files(forge, pull.number, &pull.head_sha, cache).await?;
+            let changed: BTreeMap<&str, (&str, Option<&str>)> = files
+                .iter()
+                .filter_map(|(path, status, sha)| {
+                    let rel = path.strip_prefix(&prefix)?;
+                    Some((rel, (status.as_str(), sha.as_deref())))
+                })
+                .collect();
+            let mut masters: BTreeMap<&str, Option<String>> = BTreeMap::new();
+            for family in repository.families() {
+                if human_of.contains_key(&family.id) {
+                    continue;
+                }
+                let recipe = family
+                    .recipes
+                    .iter()
+                    .filter(|r| r.in_repository)
+                    .map(|r| r.path.as_str())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .find(|p| changed.contains_key(p));
+                let what = if let Some(recipe) = recipe {
+                    Some(format!("changes its recipe {recipe}"))
+                } else if let Some((status, sha)) = changed.get(family.file.as_str()) {
+                    if !masters.contains_key(family.file.as_str()) {
+                        let text = match (*status, sha) {
+                            ("removed", _) | (_, None) => None,
+                            (_, Some(sha)) => {
+                                let bytes = super::wave::blob(forge, sha, cache).await?;
+                                Some(String::from_utf8_lossy(&bytes).into_owned())
+                            }
+                        };
+                        masters.insert(family.file.as_str(), text);
+                    }
+                    let head_text = masters[family.file.as_str()].as_deref();
+                    let base_text =
+                        std::fs::read_to_string(repository.root().join(&prefix).join(&family.file))
+                            .map_err(|e| WaveError::Checkout(format!("{}: {e}", family.file)))?;
+                    let base_entry = entry_bytes(&base_text, &family.key);
+                    let head_entry = head_text.and_then(|t| entry_bytes(t, &family.key));
+                    (base_entry != head_entry)
+                        .then(|| format!("changes its entry {} in {}", family.key, family.file))
+                } else {
+                    None
+                };
+                if let Some(what) = what {
+                    let author = pull.author.clone().unwrap_or_else(|| "(unknown)".into());
+                    human_of.insert(
+                        family.id.clone(),
+                        Blocked {
+                            kind: BlockKind::Duplicate,
+                            reason: format!("PR #{} by @{author} {what}", pull.number),
+                            pull: Some(pull.number),
+                            author: pull.author.clone(),
+                        },
+                    );
+                }
+            }
+        }
+        for (family, b) in &human_of {
+            out.entry(family.clone()).or_insert_with(|| b.clone());
+        }
+        Ok(OpenPulls {
+            blocks: out,
+            human: human_of,
+        })
     })
 }
 

@@ -7,6 +7,7 @@
 use klaud_claims::SystemClock;
 use klaud_github::Forge;
 use klaud_github::lifecycle::GithubLifecycle;
+use klaud_lifecycle::BoxFuture;
 use klaud_lifecycle::commands::Retries;
 use klaud_lifecycle::engine::{CandidateRecord, Engine, JournalError};
 use klaud_store::Store;
@@ -31,29 +32,33 @@ pub fn retry_requested(store: &Store, rec: &CandidateRecord) -> bool {
 
 /// [`klaud_lifecycle::commands::request_retry`], kept in `store` and
 /// stamped with the system clock.
-pub async fn request_retry(
-    store: &Store,
-    rec: &CandidateRecord,
-    by: &str,
-    reason: &str,
-) -> Result<Result<String, String>, JournalError> {
-    let journal = StoreJournal::new(store.clone());
-    klaud_lifecycle::commands::request_retry(&journal, &SystemClock, rec, by, reason).await
+pub fn request_retry<'f>(
+    store: &'f Store,
+    rec: &'f CandidateRecord,
+    by: &'f str,
+    reason: &'f str,
+) -> BoxFuture<'f, Result<Result<String, String>, JournalError>> {
+    Box::pin(async move {
+        let journal = StoreJournal::new(store.clone());
+        klaud_lifecycle::commands::request_retry(&journal, &SystemClock, rec, by, reason).await
+    })
 }
 
 /// [`klaud_lifecycle::commands::handle_commands`] over the GitHub client;
 /// retry requests go to `store` (none: `/klaud retry` cannot be recorded).
-pub async fn handle_commands(
-    forge: &Forge,
-    engine: &Engine<'_>,
-    rec: &mut CandidateRecord,
-    store: Option<&Store>,
-) -> Result<Vec<Answered>, CommandError> {
-    let lifecycle = GithubLifecycle::new(forge);
-    let journal = store.map(|s| StoreJournal::new(s.clone()));
-    let retries = journal.as_ref().map(|j| Retries {
-        journal: j,
-        clock: &SystemClock,
-    });
-    klaud_lifecycle::commands::handle_commands(&lifecycle, engine, rec, retries).await
+pub fn handle_commands<'f>(
+    forge: &'f Forge,
+    engine: &'f Engine<'f>,
+    rec: &'f mut CandidateRecord,
+    store: Option<&'f Store>,
+) -> BoxFuture<'f, Result<Vec<Answered>, CommandError>> {
+    Box::pin(async move {
+        let lifecycle = GithubLifecycle::new(forge);
+        let journal = store.map(|s| StoreJournal::new(s.clone()));
+        let retries = journal.as_ref().map(|j| Retries {
+            journal: j,
+            clock: &SystemClock,
+        });
+        klaud_lifecycle::commands::handle_commands(&lifecycle, engine, rec, retries).await
+    })
 }

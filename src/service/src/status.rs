@@ -4,6 +4,7 @@
 //! that was deleted).
 
 use klaud_claims::{ClaimBook, Claimant, SystemClock};
+use klaud_lifecycle::BoxFuture;
 use klaud_lifecycle::engine::{Journal, Step};
 
 use super::wave::WaveError;
@@ -16,67 +17,69 @@ pub const MAX_OUTCOMES: usize = 50;
 /// Claims, candidates, recent outcomes and open Klaud PRs of the forge's
 /// repository (read-only; `claimant` is only needed to open the claim
 /// book). `families` is left empty: it comes from a plan.
-pub async fn repository_status(
-    forge: &Forge,
-    journal: &dyn Journal,
+pub fn repository_status<'f>(
+    forge: &'f Forge,
+    journal: &'f dyn Journal,
     claimant: Claimant,
-) -> Result<RepositoryStatus, WaveError> {
-    let clock = SystemClock;
-    let book = ClaimBook::new(forge, &clock, claimant);
-    let claims = crate::dashboard::claim_rows(&book)
-        .await
-        .map_err(|e| WaveError::Claims(e.to_string()))?;
-    let mut records = journal
-        .list()
-        .await
-        .map_err(|e| WaveError::Journal(e.to_string()))?;
-    records.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
-    let mut candidates: Vec<CandidateRow> = records
-        .iter()
-        .filter(|r| r.step != Step::Done)
-        .map(CandidateRow::of)
-        .collect();
-    let outcomes = records
-        .iter()
-        .filter(|r| r.step == Step::Done)
-        .filter_map(OutcomeRow::of)
-        .take(MAX_OUTCOMES)
-        .collect();
-    let experiments = crate::dashboard::experiment_rows(&records);
-    let bot = forge.bot_login().to_owned();
-    for pull in forge.list_pulls("open").await? {
-        let Some(id) = pull.head_ref.strip_prefix("klaud/auto-") else {
-            continue;
-        };
-        let ours = pull
-            .author
-            .as_deref()
-            .is_some_and(|a| a.eq_ignore_ascii_case(&bot));
-        if !ours || records.iter().any(|r| r.pull == Some(pull.number)) {
-            continue;
+) -> BoxFuture<'f, Result<RepositoryStatus, WaveError>> {
+    Box::pin(async move {
+        let clock = SystemClock;
+        let book = ClaimBook::new(forge, &clock, claimant);
+        let claims = crate::dashboard::claim_rows(&book)
+            .await
+            .map_err(|e| WaveError::Claims(e.to_string()))?;
+        let mut records = journal
+            .list()
+            .await
+            .map_err(|e| WaveError::Journal(e.to_string()))?;
+        records.sort_by_key(|r| std::cmp::Reverse(r.updated_at));
+        let mut candidates: Vec<CandidateRow> = records
+            .iter()
+            .filter(|r| r.step != Step::Done)
+            .map(CandidateRow::of)
+            .collect();
+        let outcomes = records
+            .iter()
+            .filter(|r| r.step == Step::Done)
+            .filter_map(OutcomeRow::of)
+            .take(MAX_OUTCOMES)
+            .collect();
+        let experiments = crate::dashboard::experiment_rows(&records);
+        let bot = forge.bot_login().to_owned();
+        for pull in forge.list_pulls("open").await? {
+            let Some(id) = pull.head_ref.strip_prefix("klaud/auto-") else {
+                continue;
+            };
+            let ours = pull
+                .author
+                .as_deref()
+                .is_some_and(|a| a.eq_ignore_ascii_case(&bot));
+            if !ours || records.iter().any(|r| r.pull == Some(pull.number)) {
+                continue;
+            }
+            candidates.push(CandidateRow {
+                id: id.to_owned(),
+                family: String::new(),
+                image: String::new(),
+                state: "open PR, not in this instance's journal".into(),
+                attempt: None,
+                pull_request: Some(LinkRow {
+                    label: format!("#{}", pull.number),
+                    url: pull.html_url.clone(),
+                }),
+                runs: Vec::new(),
+                outcome: None,
+            });
         }
-        candidates.push(CandidateRow {
-            id: id.to_owned(),
-            family: String::new(),
-            image: String::new(),
-            state: "open PR, not in this instance's journal".into(),
-            attempt: None,
-            pull_request: Some(LinkRow {
-                label: format!("#{}", pull.number),
-                url: pull.html_url.clone(),
-            }),
-            runs: Vec::new(),
-            outcome: None,
-        });
-    }
-    let name = forge.repo();
-    Ok(RepositoryStatus {
-        url: format!("https://github.com/{name}"),
-        name,
-        families: Vec::new(),
-        claims,
-        candidates,
-        outcomes,
-        experiments,
+        let name = forge.repo();
+        Ok(RepositoryStatus {
+            url: format!("https://github.com/{name}"),
+            name,
+            families: Vec::new(),
+            claims,
+            candidates,
+            outcomes,
+            experiments,
+        })
     })
 }

@@ -6,6 +6,7 @@
 //! keeps the registry breaker, and adapts [`run_wave`] / [`run_wave_told`]
 //! for the daemon, the CLI and the tests.
 
+use klaud_lifecycle::BoxFuture;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -149,46 +150,48 @@ pub(crate) async fn blob(
 
 /// Writes the files the planner needs from `sha` into `dir`. Blobs are
 /// content-addressed, so with a store they are read from GitHub once.
-pub async fn materialize(
-    forge: &Forge,
-    sha: &str,
-    dir: &Path,
-    cache: Option<&Store>,
-) -> Result<usize, WaveError> {
-    let mut n = 0;
-    for (path, sha) in forge.tree_blobs(sha).await? {
-        if !needed(&path) {
-            continue;
+pub fn materialize<'f>(
+    forge: &'f Forge,
+    sha: &'f str,
+    dir: &'f Path,
+    cache: Option<&'f Store>,
+) -> BoxFuture<'f, Result<usize, WaveError>> {
+    Box::pin(async move {
+        let mut n = 0;
+        for (path, sha) in forge.tree_blobs(sha).await? {
+            if !needed(&path) {
+                continue;
+            }
+            // Tree paths come from GitHub: never let one escape the directory.
+            if path
+                .split('/')
+                .any(|c| c.is_empty() || c == "." || c == "..")
+            {
+                return Err(WaveError::Checkout(format!("refusing tree path {path:?}")));
+            }
+            let target = dir.join(&path);
+            let bytes = blob(forge, &sha, cache).await?;
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| WaveError::Checkout(format!("{}: {e}", parent.display())))?;
+            }
+            std::fs::write(&target, bytes)
+                .map_err(|e| WaveError::Checkout(format!("{}: {e}", target.display())))?;
+            n += 1;
         }
-        // Tree paths come from GitHub: never let one escape the directory.
-        if path
-            .split('/')
-            .any(|c| c.is_empty() || c == "." || c == "..")
-        {
-            return Err(WaveError::Checkout(format!("refusing tree path {path:?}")));
-        }
-        let target = dir.join(&path);
-        let bytes = blob(forge, &sha, cache).await?;
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| WaveError::Checkout(format!("{}: {e}", parent.display())))?;
-        }
-        std::fs::write(&target, bytes)
-            .map_err(|e| WaveError::Checkout(format!("{}: {e}", target.display())))?;
-        n += 1;
-    }
-    Ok(n)
+        Ok(n)
+    })
 }
 
 /// The base branch's head and a checkout of what the planner reads, opened
 /// with `options` (the configured recipe roots).
-pub async fn base_checkout(
-    forge: &Forge,
-    base_branch: &str,
-    options: &RepoOptions,
-    cache: Option<&Store>,
-) -> Result<(String, tempfile::TempDir, Repository), WaveError> {
-    base_checkout_from(forge, base_branch, options, cache, None).await
+pub fn base_checkout<'f>(
+    forge: &'f Forge,
+    base_branch: &'f str,
+    options: &'f RepoOptions,
+    cache: Option<&'f Store>,
+) -> BoxFuture<'f, Result<(String, tempfile::TempDir, Repository), WaveError>> {
+    Box::pin(async move { base_checkout_from(forge, base_branch, options, cache, None).await })
 }
 
 /// The HEAD commit of the git checkout at `dir`.
@@ -272,49 +275,51 @@ async fn materialize_from_checkout(
 /// `checkout` when given: its HEAD must be the base branch's head (else
 /// [`WaveError::CheckoutMismatch`]), and only files that differ from the
 /// base commit are downloaded.
-pub async fn base_checkout_from(
-    forge: &Forge,
-    base_branch: &str,
-    options: &RepoOptions,
-    cache: Option<&Store>,
-    checkout: Option<&Path>,
-) -> Result<(String, tempfile::TempDir, Repository), WaveError> {
-    let Some(base) = forge.get_ref(&format!("refs/heads/{base_branch}")).await? else {
-        // GitHub answers 404 for a missing branch and a missing (or hidden)
-        // repository alike: say which one it is.
-        if !forge.repository_visible().await? {
-            return Err(WaveError::NoRepository(forge.repo()));
-        }
-        return Err(WaveError::NoBase(base_branch.to_owned()));
-    };
-    let dir = tempfile::tempdir().map_err(|e| WaveError::Checkout(e.to_string()))?;
-    match checkout {
-        None => {
-            materialize(forge, &base, dir.path(), cache).await?;
-        }
-        Some(local) => {
-            let head = checkout_head(local)?;
-            if !head.eq_ignore_ascii_case(&base) {
-                return Err(WaveError::CheckoutMismatch(format!(
-                    "--checkout {}: its HEAD is {head}, but the base branch {base_branch} of {} \
-                     is at {base}; check out {base} there (or drop --checkout to download it)",
-                    local.display(),
-                    forge.repo()
-                )));
+pub fn base_checkout_from<'f>(
+    forge: &'f Forge,
+    base_branch: &'f str,
+    options: &'f RepoOptions,
+    cache: Option<&'f Store>,
+    checkout: Option<&'f Path>,
+) -> BoxFuture<'f, Result<(String, tempfile::TempDir, Repository), WaveError>> {
+    Box::pin(async move {
+        let Some(base) = forge.get_ref(&format!("refs/heads/{base_branch}")).await? else {
+            // GitHub answers 404 for a missing branch and a missing (or hidden)
+            // repository alike: say which one it is.
+            if !forge.repository_visible().await? {
+                return Err(WaveError::NoRepository(forge.repo()));
             }
-            let (local_files, downloaded) =
-                materialize_from_checkout(forge, &base, local, dir.path(), cache).await?;
-            tracing::info!(
-                checkout = %local.display(),
-                local_files,
-                downloaded,
-                "read the base commit from the local checkout"
-            );
+            return Err(WaveError::NoBase(base_branch.to_owned()));
+        };
+        let dir = tempfile::tempdir().map_err(|e| WaveError::Checkout(e.to_string()))?;
+        match checkout {
+            None => {
+                materialize(forge, &base, dir.path(), cache).await?;
+            }
+            Some(local) => {
+                let head = checkout_head(local)?;
+                if !head.eq_ignore_ascii_case(&base) {
+                    return Err(WaveError::CheckoutMismatch(format!(
+                        "--checkout {}: its HEAD is {head}, but the base branch {base_branch} of {} \
+                     is at {base}; check out {base} there (or drop --checkout to download it)",
+                        local.display(),
+                        forge.repo()
+                    )));
+                }
+                let (local_files, downloaded) =
+                    materialize_from_checkout(forge, &base, local, dir.path(), cache).await?;
+                tracing::info!(
+                    checkout = %local.display(),
+                    local_files,
+                    downloaded,
+                    "read the base commit from the local checkout"
+                );
+            }
         }
-    }
-    let repository = Repository::open_with(dir.path(), options)
-        .map_err(|e| WaveError::Checkout(e.to_string()))?;
-    Ok((base, dir, repository))
+        let repository = Repository::open_with(dir.path(), options)
+            .map_err(|e| WaveError::Checkout(e.to_string()))?;
+        Ok((base, dir, repository))
+    })
 }
 
 /// What a wave needs besides the forge and the journal: the lifecycle
@@ -567,70 +572,74 @@ impl From<lifecycle_wave::WaveError> for WaveError {
 }
 
 /// Runs one wave.
-pub async fn run_wave(
-    forge: &Forge,
-    journal: &dyn Journal,
-    registry: &RegistryClient,
-    baseline: &dyn BaselineSource,
-    repair: Option<&dyn RepairHook>,
-    options: WaveOptions<'_>,
-) -> Result<WaveSummary, WaveError> {
-    run_wave_told(forge, journal, registry, baseline, repair, options, None).await
+pub fn run_wave<'f>(
+    forge: &'f Forge,
+    journal: &'f dyn Journal,
+    registry: &'f RegistryClient,
+    baseline: &'f dyn BaselineSource,
+    repair: Option<&'f dyn RepairHook>,
+    options: WaveOptions<'f>,
+) -> BoxFuture<'f, Result<WaveSummary, WaveError>> {
+    Box::pin(async move {
+        run_wave_told(forge, journal, registry, baseline, repair, options, None).await
+    })
 }
 
 /// Runs one wave ([`klaud_lifecycle::wave::Wave`]) over GitHub and tells
 /// `sink` every visible candidate step ([`crate::story`]).
-pub async fn run_wave_told(
-    forge: &Forge,
-    journal: &dyn Journal,
-    registry: &RegistryClient,
-    baseline: &dyn BaselineSource,
-    repair: Option<&dyn RepairHook>,
-    mut options: WaveOptions<'_>,
-    sink: Option<&dyn crate::story::StepSink>,
-) -> Result<WaveSummary, WaveError> {
-    let plan = &mut options.lifecycle.plan;
-    if plan.creation_times.is_none() {
-        plan.creation_times = options.cache.map(|s| s as &dyn CreationTimes);
-    }
-    let lifecycle = GithubLifecycle::new(forge);
-    let side = GithubSide {
-        forge,
-        cache: options.cache,
-        checkout: options.checkout,
-    };
-    let upstream = options.upstream.map(|upstream| UpstreamRanges {
-        upstream,
-        sources: options.lifecycle.plan.upstream.clone(),
-    });
-    let breaker = options.cache.map(BreakerMemory);
-    let retry_journal = options.cache.map(|s| StoreJournal::new(s.clone()));
-    let story = sink.map(|sink| Story {
-        sink,
-        repository: forge.repo(),
-    });
-    let clock = SystemClock;
-    let runs = ForgeRunStatus::new(forge);
-    let ports = WavePorts {
-        forge: &lifecycle,
-        journal,
-        clock: &clock,
-        runs: &runs,
-        registry,
-        baseline,
-        repair,
-        base: &side,
-        pulls: &side,
-        upstream: upstream.as_ref().map(|u| u as &dyn UpstreamSource),
-        plans: breaker.as_ref().map(|b| b as &dyn PlanMemory),
-        retries: retry_journal.as_ref().map(|j| Retries {
-            journal: j,
+pub fn run_wave_told<'f>(
+    forge: &'f Forge,
+    journal: &'f dyn Journal,
+    registry: &'f RegistryClient,
+    baseline: &'f dyn BaselineSource,
+    repair: Option<&'f dyn RepairHook>,
+    mut options: WaveOptions<'f>,
+    sink: Option<&'f dyn crate::story::StepSink>,
+) -> BoxFuture<'f, Result<WaveSummary, WaveError>> {
+    Box::pin(async move {
+        let plan = &mut options.lifecycle.plan;
+        if plan.creation_times.is_none() {
+            plan.creation_times = options.cache.map(|s| s as &dyn CreationTimes);
+        }
+        let lifecycle = GithubLifecycle::new(forge);
+        let side = GithubSide {
+            forge,
+            cache: options.cache,
+            checkout: options.checkout,
+        };
+        let upstream = options.upstream.map(|upstream| UpstreamRanges {
+            upstream,
+            sources: options.lifecycle.plan.upstream.clone(),
+        });
+        let breaker = options.cache.map(BreakerMemory);
+        let retry_journal = options.cache.map(|s| StoreJournal::new(s.clone()));
+        let story = sink.map(|sink| Story {
+            sink,
+            repository: forge.repo(),
+        });
+        let clock = SystemClock;
+        let runs = ForgeRunStatus::new(forge);
+        let ports = WavePorts {
+            forge: &lifecycle,
+            journal,
             clock: &clock,
-        }),
-        observer: story.as_ref().map(|s| s as &dyn WaveObserver),
-    };
-    let wave = Wave::new(ports, options.lifecycle);
-    Ok(wave.run().await?)
+            runs: &runs,
+            registry,
+            baseline,
+            repair,
+            base: &side,
+            pulls: &side,
+            upstream: upstream.as_ref().map(|u| u as &dyn UpstreamSource),
+            plans: breaker.as_ref().map(|b| b as &dyn PlanMemory),
+            retries: retry_journal.as_ref().map(|j| Retries {
+                journal: j,
+                clock: &clock,
+            }),
+            observer: story.as_ref().map(|s| s as &dyn WaveObserver),
+        };
+        let wave = Wave::new(ports, options.lifecycle);
+        Ok(wave.run().await?)
+    })
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! winner and the losers, the siblings section of each body, and the
 //! release by the last sibling to finish.
 
+use crate::BoxFuture;
 use crate::engine::intent::Intent;
 use klaud_claims::{HeldClaim, Renew};
 use serde_json::Value;
@@ -508,228 +509,232 @@ impl Engine<'_> {
     /// repair hook's variants), a variant the claim already lists with the
     /// same id and proposal is taken as added: the step is re-run after a
     /// crash.
-    pub async fn add_variants(
-        &self,
-        rec: &mut CandidateRecord,
-        requests: &[crate::commands::TryRequest],
-        proposed: Option<&experiment::Proposal>,
-    ) -> Result<Result<Vec<super::Target>, String>, EngineError> {
-        use klaud_planner::variant::ResolvedVariant;
-        if matches!(rec.step, Step::Finish | Step::Done) || rec.ending.is_some() {
-            return Ok(Err(format!(
-                "candidate {} is finishing or finished",
-                rec.candidate
-            )));
-        }
-        // A plain candidate becomes the experiment's first variant, `base`.
-        let mut info = rec.variant.clone().unwrap_or_else(|| VariantInfo {
-            experiment: format!("try-{}", &rec.candidate.as_str()[17..25]),
-            name: "base".into(),
-            from: None,
-            own: Vec::new(),
-            edits: Vec::new(),
-            siblings: vec![Sibling {
+    pub fn add_variants<'f>(
+        &'f self,
+        rec: &'f mut CandidateRecord,
+        requests: &'f [crate::commands::TryRequest],
+        proposed: Option<&'f experiment::Proposal>,
+    ) -> BoxFuture<'f, Result<Result<Vec<super::Target>, String>, EngineError>> {
+        Box::pin(async move {
+            use klaud_planner::variant::ResolvedVariant;
+            if matches!(rec.step, Step::Finish | Step::Done) || rec.ending.is_some() {
+                return Ok(Err(format!(
+                    "candidate {} is finishing or finished",
+                    rec.candidate
+                )));
+            }
+            // A plain candidate becomes the experiment's first variant, `base`.
+            let mut info = rec.variant.clone().unwrap_or_else(|| VariantInfo {
+                experiment: format!("try-{}", &rec.candidate.as_str()[17..25]),
                 name: "base".into(),
-                candidate: rec.candidate.clone(),
                 from: None,
                 own: Vec::new(),
-                proposed: None,
-            }],
-            max_concurrent: experiment::DEFAULT_MAX_CONCURRENT,
-            base_image: rec.image.clone(),
-        });
-        let base_target = super::Target {
-            family: rec.family.clone(),
-            candidate: Self::candidate_id(rec)?,
-            image: info.base_image.clone(),
-            revision: rec.revision.clone(),
-            clock: rec.clock.clone(),
-            not_release_reason: rec.not_release_reason.clone(),
-            upstream: rec.upstream.clone(),
-            versions: rec.versions.clone(),
-            variant: None,
-        };
-        let mut targets = Vec::new();
-        for request in requests {
-            let refused = |why: String| {
-                if requests.len() > 1 {
-                    format!("Variant {}: {why}", request.name)
-                } else {
-                    why
-                }
+                edits: Vec::new(),
+                siblings: vec![Sibling {
+                    name: "base".into(),
+                    candidate: rec.candidate.clone(),
+                    from: None,
+                    own: Vec::new(),
+                    proposed: None,
+                }],
+                max_concurrent: experiment::DEFAULT_MAX_CONCURRENT,
+                base_image: rec.image.clone(),
+            });
+            let base_target = super::Target {
+                family: rec.family.clone(),
+                candidate: Self::candidate_id(rec)?,
+                image: info.base_image.clone(),
+                revision: rec.revision.clone(),
+                clock: rec.clock.clone(),
+                not_release_reason: rec.not_release_reason.clone(),
+                upstream: rec.upstream.clone(),
+                versions: rec.versions.clone(),
+                variant: None,
             };
-            let existing = info
-                .siblings
-                .iter()
-                .find(|s| s.name == request.name)
-                .cloned();
-            if let Some(existing) = &existing
-                && (proposed.is_none() || existing.proposed.as_ref() != proposed)
-            {
-                return Ok(Err(refused(format!(
-                    "the experiment already has a Variant {} ({})",
-                    request.name,
-                    super::branch_name(existing.candidate.as_str())
-                ))));
-            }
-            // The base's effective edits: its chain of own edits, oldest first.
-            let inherited = match &request.from {
-                Some(from) => match experiment::effective_edits(&info.siblings, from) {
-                    Ok(e) => e,
-                    Err(e) => return Ok(Err(refused(e))),
-                },
-                None => Vec::new(),
-            };
-            let own: Vec<String> = request.edits.iter().map(ToString::to_string).collect();
-            let resolved = ResolvedVariant {
-                name: request.name.clone(),
-                from: request.from.clone(),
-                own: own.clone(),
-                edits: inherited.iter().chain(&own).cloned().collect(),
-            };
-            // Refuse now what the bump commit could not make.
-            let edits = match resolved.parsed() {
-                Ok(e) => e,
-                Err(e) => return Ok(Err(refused(e.to_string()))),
-            };
-            if let Err(e) = self.repository.apply_variant_edits(
-                &rec.family,
-                &std::collections::BTreeMap::new(),
-                &edits,
-            ) {
-                return Ok(Err(refused(e.to_string())));
-            }
-            let target = match experiment::variant_targets(
-                &base_target,
-                &info.experiment,
-                std::slice::from_ref(&resolved),
-                info.max_concurrent,
-            ) {
-                Ok(mut t) if t.len() == 1 => t.remove(0),
-                Ok(_) => return Ok(Err(refused("no variant was made".into()))),
-                Err(e) => return Ok(Err(refused(e))),
-            };
-            match existing {
-                Some(e) if e.candidate == target.candidate.as_str() => {}
-                Some(e) => {
+            let mut targets = Vec::new();
+            for request in requests {
+                let refused = |why: String| {
+                    if requests.len() > 1 {
+                        format!("Variant {}: {why}", request.name)
+                    } else {
+                        why
+                    }
+                };
+                let existing = info
+                    .siblings
+                    .iter()
+                    .find(|s| s.name == request.name)
+                    .cloned();
+                if let Some(existing) = &existing
+                    && (proposed.is_none() || existing.proposed.as_ref() != proposed)
+                {
                     return Ok(Err(refused(format!(
-                        "the experiment already has a Variant {} with other edits ({})",
+                        "the experiment already has a Variant {} ({})",
                         request.name,
-                        super::branch_name(e.candidate.as_str())
+                        super::branch_name(existing.candidate.as_str())
                     ))));
                 }
-                None => info.siblings.push(Sibling {
-                    name: resolved.name.clone(),
-                    candidate: target.candidate.clone(),
-                    from: resolved.from.clone(),
-                    own,
-                    proposed: proposed.cloned(),
-                }),
+                // The base's effective edits: its chain of own edits, oldest first.
+                let inherited = match &request.from {
+                    Some(from) => match experiment::effective_edits(&info.siblings, from) {
+                        Ok(e) => e,
+                        Err(e) => return Ok(Err(refused(e))),
+                    },
+                    None => Vec::new(),
+                };
+                let own: Vec<String> = request.edits.iter().map(ToString::to_string).collect();
+                let resolved = ResolvedVariant {
+                    name: request.name.clone(),
+                    from: request.from.clone(),
+                    own: own.clone(),
+                    edits: inherited.iter().chain(&own).cloned().collect(),
+                };
+                // Refuse now what the bump commit could not make.
+                let edits = match resolved.parsed() {
+                    Ok(e) => e,
+                    Err(e) => return Ok(Err(refused(e.to_string()))),
+                };
+                if let Err(e) = self.repository.apply_variant_edits(
+                    &rec.family,
+                    &std::collections::BTreeMap::new(),
+                    &edits,
+                ) {
+                    return Ok(Err(refused(e.to_string())));
+                }
+                let target = match experiment::variant_targets(
+                    &base_target,
+                    &info.experiment,
+                    std::slice::from_ref(&resolved),
+                    info.max_concurrent,
+                ) {
+                    Ok(mut t) if t.len() == 1 => t.remove(0),
+                    Ok(_) => return Ok(Err(refused("no variant was made".into()))),
+                    Err(e) => return Ok(Err(refused(e))),
+                };
+                match existing {
+                    Some(e) if e.candidate == target.candidate.as_str() => {}
+                    Some(e) => {
+                        return Ok(Err(refused(format!(
+                            "the experiment already has a Variant {} with other edits ({})",
+                            request.name,
+                            super::branch_name(e.candidate.as_str())
+                        ))));
+                    }
+                    None => info.siblings.push(Sibling {
+                        name: resolved.name.clone(),
+                        candidate: target.candidate.clone(),
+                        from: resolved.from.clone(),
+                        own,
+                        proposed: proposed.cloned(),
+                    }),
+                }
+                targets.push(target);
             }
-            targets.push(target);
-        }
-        let new_ids: Vec<klaud_claims::CandidateId> =
-            targets.iter().map(|t| t.candidate.clone()).collect();
-        // 1. The claim lists the new candidate and the experiment as it now
-        // is (one compare-and-swap), so every sibling can be rebuilt from
-        // GitHub alone.
-        let listed = experiment::Listed {
-            experiment: info.experiment.clone(),
-            base_image: info.base_image.clone(),
-            max_concurrent: info.max_concurrent,
-            siblings: info.siblings.clone(),
-        };
-        let listed_value = serde_json::to_value(&listed)
-            .map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?;
-        let mut written = false;
-        for _ in 0..CAS_ATTEMPTS {
-            let Some(held) = self.refresh_claim(rec).await? else {
-                return Ok(Err("this instance does not hold the family's claim".into()));
+            let new_ids: Vec<klaud_claims::CandidateId> =
+                targets.iter().map(|t| t.candidate.clone()).collect();
+            // 1. The claim lists the new candidate and the experiment as it now
+            // is (one compare-and-swap), so every sibling can be rebuilt from
+            // GitHub alone.
+            let listed = experiment::Listed {
+                experiment: info.experiment.clone(),
+                base_image: info.base_image.clone(),
+                max_concurrent: info.max_concurrent,
+                siblings: info.siblings.clone(),
             };
-            let ids = held.record.candidate_ids();
-            let listed_now = new_ids.iter().all(|id| ids.contains(&id.as_str()))
-                && held.record.extra.get(experiment::SIBLINGS_FIELD) == Some(&listed_value);
-            if listed_now {
-                written = true;
-                break;
-            }
-            let mut record = held.record.clone();
-            let base = held
-                .record
-                .candidates
-                .first()
-                .map(|c| c.base.clone())
-                .unwrap_or_else(|| rec.base_sha.clone());
-            for new_id in &new_ids {
-                if ids.contains(&new_id.as_str()) {
-                    continue;
-                }
-                for member in self.bumped_together(&rec.family) {
-                    record.candidates.push(klaud_claims::ClaimCandidate::new(
-                        &base,
-                        member,
-                        new_id.clone(),
-                    ));
-                }
-            }
-            record
-                .extra
-                .insert(experiment::SIBLINGS_FIELD.to_owned(), listed_value.clone());
-            let names = requests.iter().map(|r| r.name.clone()).collect();
-            self.intend(rec, Intent::ClaimAddVariants(names)).await?;
-            match self
-                .book()
-                .amend(&held, record)
-                .await
-                .map_err(EngineError::ClaimOp)?
-            {
-                Renew::Renewed(h) => {
-                    self.hold(rec, &h);
-                    self.save(rec).await?;
+            let listed_value = serde_json::to_value(&listed)
+                .map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?;
+            let mut written = false;
+            for _ in 0..CAS_ATTEMPTS {
+                let Some(held) = self.refresh_claim(rec).await? else {
+                    return Ok(Err("this instance does not hold the family's claim".into()));
+                };
+                let ids = held.record.candidate_ids();
+                let listed_now = new_ids.iter().all(|id| ids.contains(&id.as_str()))
+                    && held.record.extra.get(experiment::SIBLINGS_FIELD) == Some(&listed_value);
+                if listed_now {
                     written = true;
                     break;
                 }
-                // Moved under us (a sibling renewed): read it again.
-                Renew::Lost(_) => continue,
+                let mut record = held.record.clone();
+                let base = held
+                    .record
+                    .candidates
+                    .first()
+                    .map(|c| c.base.clone())
+                    .unwrap_or_else(|| rec.base_sha.clone());
+                for new_id in &new_ids {
+                    if ids.contains(&new_id.as_str()) {
+                        continue;
+                    }
+                    for member in self.bumped_together(&rec.family) {
+                        record.candidates.push(klaud_claims::ClaimCandidate::new(
+                            &base,
+                            member,
+                            new_id.clone(),
+                        ));
+                    }
+                }
+                record
+                    .extra
+                    .insert(experiment::SIBLINGS_FIELD.to_owned(), listed_value.clone());
+                let names = requests.iter().map(|r| r.name.clone()).collect();
+                self.intend(rec, Intent::ClaimAddVariants(names)).await?;
+                match self
+                    .book()
+                    .amend(&held, record)
+                    .await
+                    .map_err(EngineError::ClaimOp)?
+                {
+                    Renew::Renewed(h) => {
+                        self.hold(rec, &h);
+                        self.save(rec).await?;
+                        written = true;
+                        break;
+                    }
+                    // Moved under us (a sibling renewed): read it again.
+                    Renew::Lost(_) => continue,
+                }
             }
-        }
-        if !written {
-            // Never go on unlisted: the variant would run outside the
-            // claim its siblings release.
-            return Err(EngineError::Claim(format!(
-                "the claim of {} kept moving while variants were added ({CAS_ATTEMPTS} tries); \
+            if !written {
+                // Never go on unlisted: the variant would run outside the
+                // claim its siblings release.
+                return Err(EngineError::Claim(format!(
+                    "the claim of {} kept moving while variants were added ({CAS_ATTEMPTS} tries); \
                  the next pass tries again",
-                rec.family
-            )));
-        }
-        // 2. Every sibling's record learns of it.
-        for s in info.siblings.clone() {
-            if s.candidate == rec.candidate || new_ids.iter().any(|id| id.as_str() == s.candidate) {
-                continue;
+                    rec.family
+                )));
             }
-            if let Some(mut other) = self.journal.load(s.candidate.as_str()).await?
-                && let Some(v) = other.variant.as_mut()
-                && new_ids
-                    .iter()
-                    .any(|id| !v.siblings.iter().any(|x| x.candidate == id.as_str()))
-            {
-                v.siblings = info.siblings.clone();
-                self.save(&mut other).await?;
+            // 2. Every sibling's record learns of it.
+            for s in info.siblings.clone() {
+                if s.candidate == rec.candidate
+                    || new_ids.iter().any(|id| id.as_str() == s.candidate)
+                {
+                    continue;
+                }
+                if let Some(mut other) = self.journal.load(s.candidate.as_str()).await?
+                    && let Some(v) = other.variant.as_mut()
+                    && new_ids
+                        .iter()
+                        .any(|id| !v.siblings.iter().any(|x| x.candidate == id.as_str()))
+                {
+                    v.siblings = info.siblings.clone();
+                    self.save(&mut other).await?;
+                }
             }
-        }
-        let mut mine = info.clone();
-        if rec.variant.is_none() {
-            mine.name = "base".into();
-        }
-        mine.siblings = info.siblings.clone();
-        rec.variant = Some(mine);
-        self.save(rec).await?;
-        for target in &mut targets {
-            if let Some(v) = target.variant.as_mut() {
-                v.siblings = info.siblings.clone();
+            let mut mine = info.clone();
+            if rec.variant.is_none() {
+                mine.name = "base".into();
             }
-        }
-        Ok(Ok(targets))
+            mine.siblings = info.siblings.clone();
+            rec.variant = Some(mine);
+            self.save(rec).await?;
+            for target in &mut targets {
+                if let Some(v) = target.variant.as_mut() {
+                    v.siblings = info.siblings.clone();
+                }
+            }
+            Ok(Ok(targets))
+        })
     }
 
     /// Whether `r` waits for the variants the repair hook proposed instead

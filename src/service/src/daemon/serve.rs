@@ -10,6 +10,7 @@
 //! the stores are flushed, and claims stay leased so another instance can
 //! take over after their lease expires.
 
+use klaud_lifecycle::BoxFuture;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -214,109 +215,111 @@ impl Daemon {
 
     /// Runs until `shutdown` turns true (or its sender is dropped). The
     /// current pass always finishes; claims are left leased.
-    pub async fn run(
-        &self,
+    pub fn run<'f>(
+        &'f self,
         wake: Arc<Notify>,
         mut shutdown: watch::Receiver<bool>,
-    ) -> Result<(), ServeError> {
-        let mut state = LoopState::default();
-        for repo in &self.repos {
-            // Errors recorded by an earlier run stay visible after a restart.
-            if let Some(store) = &repo.store {
-                match store.recent_events(MAX_ERRORS) {
-                    Ok(events) => state.errors.extend(
-                        events
-                            .into_iter()
-                            .filter(|e| e.event.kind == EventKind::Error)
-                            .map(|e| EventRow {
-                                at: Some(e.at),
-                                message: e.event.message,
-                            }),
-                    ),
-                    Err(e) => tracing::warn!(error = %e, "cannot read the event log"),
-                }
-            }
-            // Outcomes reached before this start are history, not news.
-            if let Ok(records) = repo.journal.list().await {
-                state.announced.extend(
-                    records
-                        .into_iter()
-                        .filter(|r| r.step == Step::Done)
-                        .map(|r| r.candidate.to_string()),
-                );
-            }
-        }
-        state.errors.truncate(MAX_ERRORS);
-        state.next_wave = if self.settings.wave_on_start {
-            Some(Utc::now())
-        } else {
-            self.settings.schedule.next_after(Utc::now())
-        };
-        // The page is useful before the first (possibly long) wave ends.
-        self.publish(&mut state).await;
-        if !self.settings.wave_on_start {
-            // Until the first scheduled wave (hours away) the page shows a
-            // plan made without claiming anything.
+    ) -> BoxFuture<'f, Result<(), ServeError>> {
+        Box::pin(async move {
+            let mut state = LoopState::default();
             for repo in &self.repos {
-                if *shutdown.borrow() {
-                    break;
+                // Errors recorded by an earlier run stay visible after a restart.
+                if let Some(store) = &repo.store {
+                    match store.recent_events(MAX_ERRORS) {
+                        Ok(events) => state.errors.extend(
+                            events
+                                .into_iter()
+                                .filter(|e| e.event.kind == EventKind::Error)
+                                .map(|e| EventRow {
+                                    at: Some(e.at),
+                                    message: e.event.message,
+                                }),
+                        ),
+                        Err(e) => tracing::warn!(error = %e, "cannot read the event log"),
+                    }
                 }
-                self.dry_plan(repo, &mut state).await;
+                // Outcomes reached before this start are history, not news.
+                if let Ok(records) = repo.journal.list().await {
+                    state.announced.extend(
+                        records
+                            .into_iter()
+                            .filter(|r| r.step == Step::Done)
+                            .map(|r| r.candidate.to_string()),
+                    );
+                }
             }
-            self.publish(&mut state).await;
-        }
-        loop {
-            if *shutdown.borrow() {
-                break;
-            }
-            let pass = match state.next_wave {
-                Some(at) if at <= Utc::now() => Pass::Wave,
-                _ => Pass::Reconcile,
+            state.errors.truncate(MAX_ERRORS);
+            state.next_wave = if self.settings.wave_on_start {
+                Some(Utc::now())
+            } else {
+                self.settings.schedule.next_after(Utc::now())
             };
-            if pass == Pass::Wave {
-                state.planning = true;
+            // The page is useful before the first (possibly long) wave ends.
+            self.publish(&mut state).await;
+            if !self.settings.wave_on_start {
+                // Until the first scheduled wave (hours away) the page shows a
+                // plan made without claiming anything.
+                for repo in &self.repos {
+                    if *shutdown.borrow() {
+                        break;
+                    }
+                    self.dry_plan(repo, &mut state).await;
+                }
                 self.publish(&mut state).await;
             }
-            for repo in &self.repos {
+            loop {
                 if *shutdown.borrow() {
                     break;
                 }
-                self.pass(repo, pass, &mut state, &shutdown).await;
-            }
-            state.planning = false;
-            if pass == Pass::Wave {
-                state.waves += 1;
-                // Computed after the wave so a long wave never fires twice.
-                state.next_wave = self.settings.schedule.next_after(Utc::now());
-            }
-            self.publish(&mut state).await;
-            let reconcile = tokio::time::sleep(self.settings.reconcile_interval);
-            let until_wave = state
-                .next_wave
-                .and_then(|at| (at - Utc::now()).to_std().ok())
-                .unwrap_or(Duration::MAX);
-            let wave = tokio::time::sleep(until_wave.min(Duration::from_secs(86_400 * 365)));
-            tokio::select! {
-                () = reconcile => {}
-                () = wave => {}
-                () = wake.notified() => tracing::debug!("woken by the webhook"),
-                changed = shutdown.changed() => {
-                    if changed.is_err() {
+                let pass = match state.next_wave {
+                    Some(at) if at <= Utc::now() => Pass::Wave,
+                    _ => Pass::Reconcile,
+                };
+                if pass == Pass::Wave {
+                    state.planning = true;
+                    self.publish(&mut state).await;
+                }
+                for repo in &self.repos {
+                    if *shutdown.borrow() {
                         break;
+                    }
+                    self.pass(repo, pass, &mut state, &shutdown).await;
+                }
+                state.planning = false;
+                if pass == Pass::Wave {
+                    state.waves += 1;
+                    // Computed after the wave so a long wave never fires twice.
+                    state.next_wave = self.settings.schedule.next_after(Utc::now());
+                }
+                self.publish(&mut state).await;
+                let reconcile = tokio::time::sleep(self.settings.reconcile_interval);
+                let until_wave = state
+                    .next_wave
+                    .and_then(|at| (at - Utc::now()).to_std().ok())
+                    .unwrap_or(Duration::MAX);
+                let wave = tokio::time::sleep(until_wave.min(Duration::from_secs(86_400 * 365)));
+                tokio::select! {
+                    () = reconcile => {}
+                    () = wave => {}
+                    () = wake.notified() => tracing::debug!("woken by the webhook"),
+                    changed = shutdown.changed() => {
+                        if changed.is_err() {
+                            break;
+                        }
                     }
                 }
             }
-        }
-        tracing::info!("shutting down: claims stay leased until they expire");
-        for repo in &self.repos {
-            if let Some(store) = &repo.store {
-                store.flush().await.map_err(|e| ServeError::Flush {
-                    repo: repo.forge.repo(),
-                    detail: e.to_string(),
-                })?;
+            tracing::info!("shutting down: claims stay leased until they expire");
+            for repo in &self.repos {
+                if let Some(store) = &repo.store {
+                    store.flush().await.map_err(|e| ServeError::Flush {
+                        repo: repo.forge.repo(),
+                        detail: e.to_string(),
+                    })?;
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// One wave or reconcile pass over one repository. Failures are logged

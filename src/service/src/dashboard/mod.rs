@@ -10,6 +10,7 @@
 mod html;
 mod metrics;
 
+use klaud_lifecycle::BoxFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -296,12 +297,14 @@ fn pull_link(rec: &klaud_lifecycle::engine::CandidateRecord) -> Option<LinkRow> 
 }
 
 /// Every claim and recovery lease of the book's repository, as rows.
-pub async fn claim_rows(
-    book: &klaud_claims::ClaimBook<'_>,
-) -> Result<Vec<ClaimRow>, klaud_claims::ClaimError> {
-    let claims = book.list_claims().await?;
-    let leases = book.list_recovery_leases().await?;
-    Ok(claims.iter().chain(&leases).map(ClaimRow::of).collect())
+pub fn claim_rows<'f>(
+    book: &'f klaud_claims::ClaimBook<'f>,
+) -> BoxFuture<'f, Result<Vec<ClaimRow>, klaud_claims::ClaimError>> {
+    Box::pin(async move {
+        let claims = book.list_claims().await?;
+        let leases = book.list_recovery_leases().await?;
+        Ok(claims.iter().chain(&leases).map(ClaimRow::of).collect())
+    })
 }
 
 /// A candidate.
@@ -367,8 +370,11 @@ pub fn router(feed: SnapshotFeed) -> Router {
 }
 
 /// Serves the dashboard until the listener fails or the task is dropped.
-pub async fn serve(listener: tokio::net::TcpListener, feed: SnapshotFeed) -> std::io::Result<()> {
-    axum::serve(listener, router(feed)).await
+pub fn serve<'f>(
+    listener: tokio::net::TcpListener,
+    feed: SnapshotFeed,
+) -> BoxFuture<'f, std::io::Result<()>> {
+    Box::pin(async move { axum::serve(listener, router(feed)).await })
 }
 
 /// Refuses non-loopback addresses unless explicitly allowed: the page shows
