@@ -974,7 +974,9 @@ async fn tag_times(
     let architecture = work.family.platform.architecture();
     let (host, repository) = (work.host.as_str(), work.repository.as_str());
     let lookups = tags.iter().map(|tag| async move {
-        let head = match session.head_manifest(host, repository, tag).await {
+        // The index is read next unless the time is cached: one `GET` by tag
+        // instead of `HEAD` plus `GET` by digest.
+        let head = match session.resolve_for_read(host, repository, tag).await {
             Ok(head) => head,
             Err(err) if err.is_not_found() => return Ok(None),
             Err(err) => return Err(err),
