@@ -384,7 +384,7 @@ impl PlanOptions<'_> {
 ///
 /// Families are planned grouped by image repository, a bounded number at
 /// a time, so several repositories are in flight at once while the
-/// intermediate state of at most [`FAMILIES_IN_FLIGHT`] families is held.
+/// intermediate state of at most `FAMILIES_IN_FLIGHT` families is held.
 /// Requests depend on the distinct repositories and tags, not on how many
 /// families share them (the session single-flights each lookup).
 pub fn plan<'f>(

@@ -3,9 +3,9 @@
 //! webhook wakes it) that resumes this instance's candidates and renews their
 //! claims' leases, and a [`StatusSnapshot`] published after every pass.
 //!
-//! Every pass is one [`run_wave`] per repository: a scheduled wave may start
-//! new candidates, a reconcile pass may not (it still resumes, heartbeats and
-//! recovers expired claims). Passes never sleep inside the engine, so a
+//! Every pass is one [`run_wave`](crate::wave::run_wave) per repository: a
+//! scheduled wave may start new candidates, a reconcile pass may not (it
+//! still resumes, heartbeats and recovers expired claims). Passes never sleep inside the engine, so a
 //! shutdown request is honoured between steps: the current pass finishes,
 //! the stores are flushed, and claims stay leased so another instance can
 //! take over after their lease expires.
