@@ -210,7 +210,7 @@ impl fmt::Debug for Forge {
 impl Forge {
     /// Builds the client and runs the identity preflight: `GET /user` must
     /// be the configured bot login, else [`GithubError::IdentityMismatch`].
-    pub fn connect<'f>(config: ForgeConfig) -> BoxFuture<'f, Result<Self, GithubError>> {
+    pub fn connect(config: ForgeConfig) -> BoxFuture<'static, Result<Self, GithubError>> {
         Box::pin(async move {
             let forge = Self::connect_unchecked(config)?;
             forge.preflight().await?;
