@@ -184,22 +184,7 @@ impl RegistryClient {
                 ));
             }
             let headers = ex.response.headers();
-            let digest = match headers.get("docker-content-digest") {
-                Some(v) => {
-                    let d = v.to_str().map(str::trim).unwrap_or_default();
-                    if d.is_empty() {
-                        None
-                    } else {
-                        validate::digest_value(d).map_err(|reason| RegistryError::Invalid {
-                            target: target.clone(),
-                            what: "Docker-Content-Digest header".into(),
-                            reason,
-                        })?;
-                        Some(d.to_owned())
-                    }
-                }
-                None => None,
-            };
+            let digest = content_digest(headers, &target)?;
             let media_type = content_type(headers).filter(|m| is_manifest_media_type(m));
             drop(ex);
             if let (Some(digest), Some(media_type)) = (&digest, &media_type) {
@@ -432,22 +417,7 @@ impl RegistryClient {
             if !got.status.is_success() {
                 return Err(status_error(got.status, kind, &target, &url));
             }
-            let header_digest = match got.headers.get("docker-content-digest") {
-                Some(v) => {
-                    let d = v.to_str().map(str::trim).unwrap_or_default();
-                    if d.is_empty() {
-                        None
-                    } else {
-                        validate::digest_value(d).map_err(|reason| RegistryError::Invalid {
-                            target: target.clone(),
-                            what: "Docker-Content-Digest header".into(),
-                            reason,
-                        })?;
-                        Some(d.to_owned())
-                    }
-                }
-                None => None,
-            };
+            let header_digest = content_digest(&got.headers, &target)?;
             let digest = digest_of(&got.body, header_digest.as_deref());
             if let Some(expected) = header_digest
                 && expected != digest
@@ -960,6 +930,27 @@ fn same_origin_join(
         });
     }
     Ok(next)
+}
+
+/// The `Docker-Content-Digest` header of a manifest response, validated;
+/// `None` when absent or empty (the caller then hashes the body).
+fn content_digest(
+    headers: &reqwest::header::HeaderMap,
+    target: &Target,
+) -> Result<Option<String>, RegistryError> {
+    let Some(value) = headers.get("docker-content-digest") else {
+        return Ok(None);
+    };
+    let digest = value.to_str().map(str::trim).unwrap_or_default();
+    if digest.is_empty() {
+        return Ok(None);
+    }
+    validate::digest_value(digest).map_err(|reason| RegistryError::Invalid {
+        target: target.clone(),
+        what: "Docker-Content-Digest header".into(),
+        reason,
+    })?;
+    Ok(Some(digest.to_owned()))
 }
 
 #[cfg(test)]
