@@ -835,7 +835,20 @@ async fn order_track(
         wanted.sort_unstable();
         wanted.dedup();
     }
-    if !pruned {
+    // The current tag's own clock is read when the text cannot order it
+    // against the others (a push-ordered or year-less track, a rebuild with
+    // the same key) or when it is the only way to know when the current
+    // image was made. A dated key already says that: on a nightly track
+    // with a family per night this skips one image read per family.
+    let current_needs_time = every_tag_needs_time
+        || current_position
+            .key
+            .as_ref()
+            .is_none_or(|k| k.date.is_none())
+        || on_track
+            .iter()
+            .any(|(_, p)| p.key.is_some() && p.key == current_position.key);
+    if !pruned && current_needs_time {
         wanted.push(current_tag);
     }
     let times = tag_times(work, session, options, track, &wanted, pruned.then_some(())).await?;
@@ -850,7 +863,7 @@ async fn order_track(
     };
     let current: Option<Place> = (!pruned).then(|| place(current_tag, current_position));
     if let Some((key, time)) = &current {
-        if time.is_none() && (every_tag_needs_time || track.ties_by_time() && wanted.len() > 1) {
+        if time.is_none() && current_needs_time {
             return Err(format!(
                 "the current image {current_tag} has no push or creation time to order the track by"
             ));

@@ -241,3 +241,77 @@ async fn ordering_a_nightly_track_by_creation_time_reads_only_the_family_platfor
     // never read.
     assert_eq!(gets(&report), (4, 2), "{:?}", report.requests);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dated_nightly_track_reads_no_current_image_its_date_already_places() {
+    let test = "a_dated_nightly_track_reads_no_current_image_its_date_already_places";
+    let Some(registry) = LocalRegistry::start_or_skip(test) else {
+        return;
+    };
+    let now = Utc::now();
+    let pusher = Pusher::new(registry.base_url());
+    // A family per night, as InferenceX pins SGLang's dated nightlies; the
+    // commit after the date makes rebuilds of one night tie on the text.
+    let nights = [
+        ("20260801", "a1b2c3d4", 60),
+        ("20260808", "b1b2c3d4", 53),
+        ("20260815", "c1b2c3d4", 46),
+    ];
+    for (night, commit, age) in nights {
+        pusher
+            .push_image(
+                "klaud/dated",
+                &format!("nightly-dev-{night}-{commit}"),
+                &[PlatformSpec::linux(
+                    "amd64",
+                    &[(REVISION, &format!("{commit:0<40}"))],
+                    Some(now - Duration::days(age)),
+                )],
+            )
+            .await
+            .unwrap();
+    }
+    let mut config = RegistryConfig::default();
+    config
+        .mirrors
+        .insert("docker.io".to_owned(), registry.base_url());
+    let setup = Setup {
+        _registry: registry,
+        client: RegistryClient::new(config).unwrap(),
+        now,
+    };
+    let master = checkout_families(&[
+        (
+            "klaud/dated:nightly-dev-20260801-a1b2c3d4",
+            "a-fp4-b200-vllm",
+        ),
+        (
+            "klaud/dated:nightly-dev-20260808-b1b2c3d4",
+            "a-fp8-b200-vllm",
+        ),
+    ]);
+    let (_, report) = plan_checkout(&setup, &master).await;
+    for plan in &report.families {
+        assert_eq!(plan.status, Status::StaleNewer, "{plan:?}");
+        let candidate = plan.candidate.as_ref().unwrap();
+        assert_eq!(candidate.tag, "nightly-dev-20260815-c1b2c3d4");
+    }
+    // Only the candidate is read (index, manifest, config): each current
+    // tag's date places it, and no other tag shares a night with it.
+    assert_eq!(gets(&report), (2, 1), "{:?}", report.requests);
+}
+
+/// A checkout with one amd64 family per (image, key).
+fn checkout_families(families: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut master = String::new();
+    for (image, key) in families {
+        let one = checkout(image, &[(key, "b200")]);
+        master.push_str(
+            &std::fs::read_to_string(one.path().join("configs/nvidia-master.yaml")).unwrap(),
+        );
+    }
+    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
+    std::fs::write(dir.path().join("configs/nvidia-master.yaml"), master).unwrap();
+    dir
+}
