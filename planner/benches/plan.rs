@@ -19,7 +19,8 @@
 //!
 //! `KLAUD_BENCH_RENOVATE=<renovate binary>` adds Renovate's wall time on
 //! the `heldout` scenario (see `plan/renovate.rs`); `KLAUD_BENCH_PERF=<file>`
-//! records a `perf` profile of the `scale` plan (planner and registry).
+//! records a `perf` profile (planner and registry) of the `scale` plan and
+//! of the `heldout` plan that Renovate is compared with.
 
 use std::path::Path;
 use std::time::Instant;

@@ -1,7 +1,11 @@
 //! Renovate on the held-out scenario, for a wall-time comparison in the same
-//! run. Never part of `.ci/run`: it needs a Renovate install, e.g.
-//! `npm i renovate@39` (the last major that runs on Node 20), and is used
+//! run. Never part of `.ci/run`: it needs a Renovate install and is used
 //! only when `KLAUD_BENCH_RENOVATE=<path to the renovate binary>` is set.
+//! Renovate 44 needs Node 24 (on Node 22 it dies at start-up with
+//! "RegExp.escape is not a function", which this bench reports as a failed
+//! run): `npm i node@24 renovate@44`, then point the variable at a script
+//! that runs `node_modules/.bin/renovate` with `node_modules/node/bin` first
+//! on `PATH`. Renovate 39 runs on Node 20.
 //!
 //! Renovate runs with `--platform=local` (lookups only, no PRs) on a copy of
 //! the masters, with a regex manager for their `image:` lines and the
@@ -109,12 +113,14 @@ pub fn run(masters: &Path, registry: &url::Url) -> Option<RenovateRun> {
         _ => None,
     };
     if !out.status.success() {
+        // A run that died early is quick: its time compares with nothing.
         eprintln!(
-            "renovate exited with {}:\n{}\n{}",
+            "renovate comparison skipped: renovate exited with {}:\n{}\n{}",
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        return None;
     }
     let updates = std::fs::read_to_string(&report)
         .ok()

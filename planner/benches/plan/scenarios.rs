@@ -353,9 +353,14 @@ pub fn heldout() {
         options.creation_times = Some(&times);
         reset_peak_memory();
         let cpu_before = (cpu_seconds(None), cpu_seconds(Some(registry.pid())));
+        // Only the plan the Renovate comparison times is profiled.
+        let profile = hub
+            .is_none()
+            .then(|| Profile::start(&[std::process::id(), registry.pid()]));
         let started = Instant::now();
         let report = runtime().block_on(plan(&repository, &client.session(), &options));
         let wall = started.elapsed();
+        drop(profile);
         println!("\n-- {variant}");
         print_figures("cold plan", &report, 16);
         println!(
