@@ -295,7 +295,10 @@ impl Engine<'_> {
         a.infra = infra;
         a.reported = true;
         self.save(rec).await?;
-        Ok(Progress::Advanced(Step::Smoke))
+        // What follows the report needs no new look at GitHub: deciding it
+        // in a step of its own would only read the pull request again, in
+        // full, since the report just changed it.
+        self.after_attempt(rec).await
     }
 
     /// Finds the run this attempt dispatched, or dispatches it. A
