@@ -265,6 +265,34 @@ async fn a_race_is_won_by_the_second_variant_and_the_others_are_stopped() {
 }
 
 #[tokio::test]
+async fn a_variant_freezes_its_baseline_and_its_experiments_section_in_one_edit() {
+    let env = Harness::demo().script(RACE).start().await;
+    let targets = variants(&env).await;
+    let journal = MemoryJournal::new();
+    // Every variant up to its first smoke step (nothing dispatched yet).
+    let recs = race_until(&env, &journal, instance(1), &targets, |recs, _| {
+        recs.iter().all(|(r, _)| r.step == Step::Smoke)
+    })
+    .await;
+    let log = env.stack.state().request_log().await;
+    for (rec, _) in &recs {
+        let number = rec.pull.expect("pull");
+        let edits = log
+            .iter()
+            .filter(|e| e.method == "PATCH" && e.path.ends_with(&format!("/pulls/{number}")))
+            .count();
+        assert_eq!(edits, 1, "PR #{number} body edits before the smoke");
+        let body = env.pull(number).await.body.unwrap_or_default();
+        assert!(
+            body.contains(klaud_lifecycle::report::BASELINE_START),
+            "{body}"
+        );
+        assert!(body.contains("Related experiments / 相关实验"), "{body}");
+        assert!(body.contains("smoke, 0 repair(s) used"), "{body}");
+    }
+}
+
+#[tokio::test]
 async fn when_every_variant_fails_each_is_cleaned_up_and_the_family_freed() {
     let env = Harness::demo().script(ALL_FAIL).start().await;
     let targets = variants(&env).await;

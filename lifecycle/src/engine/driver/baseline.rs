@@ -104,6 +104,13 @@ impl Engine<'_> {
         }
     }
 
+    /// Why the frozen baseline blocks GPU work, when it is required.
+    fn readiness_gap_of(&self, frozen: &FrozenBaseline) -> Option<String> {
+        (self.config.require_baseline && self.baseline.configured())
+            .then(|| readiness_gap(&frozen.baseline))
+            .flatten()
+    }
+
     pub(super) async fn step_baseline(
         &self,
         rec: &mut CandidateRecord,
@@ -137,6 +144,11 @@ impl Engine<'_> {
                             .await;
                     }
                 };
+                let next = match self.readiness_gap_of(&frozen) {
+                    Some(_) => Step::Finish,
+                    None => Step::Smoke,
+                };
+                let body = self.with_experiment_section(rec, next, body).await?;
                 let proof = match self.prove(rec, Scope::Pull).await? {
                     Ok(p) => p,
                     Err(p) => return Ok(p),
@@ -152,9 +164,7 @@ impl Engine<'_> {
                     .await;
             }
         };
-        let gap = (self.config.require_baseline && self.baseline.configured())
-            .then(|| readiness_gap(&frozen.baseline))
-            .flatten();
+        let gap = self.readiness_gap_of(&frozen);
         let cid = Self::candidate_id(rec)?;
         let report =
             AttemptReport::for_baseline(rec.owner_run, cid, self.clock.now(), &frozen.baseline);

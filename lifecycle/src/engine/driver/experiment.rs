@@ -172,6 +172,41 @@ impl Engine<'_> {
     }
 
     /// Each sibling with its journal record, in experiment order.
+    /// `body` with the variant's "Related experiments" section showing its
+    /// siblings' records and `rec` as it stands.
+    fn splice_experiment_section(
+        info: &VariantInfo,
+        mut rows: Vec<(Sibling, Option<CandidateRecord>)>,
+        rec: &CandidateRecord,
+        body: &str,
+    ) -> String {
+        if let Some(row) = rows.iter_mut().find(|(s, _)| s.candidate == rec.candidate) {
+            row.1 = Some(rec.clone());
+        }
+        experiment::splice_section(body, &experiment::render_section(info, &rows))
+    }
+
+    /// For a variant, `body` with the experiments section it will show once
+    /// `rec` has moved on to `next`: the baseline freeze writes it in the
+    /// same edit, so the next step has nothing to change (each edit of the
+    /// body also makes the next read of the pull request a charged one).
+    pub(super) async fn with_experiment_section(
+        &self,
+        rec: &CandidateRecord,
+        next: Step,
+        body: String,
+    ) -> Result<String, EngineError> {
+        let Some(info) = &rec.variant else {
+            return Ok(body);
+        };
+        let siblings = self.sibling_records(info).await?;
+        let mut ahead = rec.clone();
+        ahead.step = next;
+        Ok(Self::splice_experiment_section(
+            info, siblings, &ahead, &body,
+        ))
+    }
+
     async fn sibling_records(
         &self,
         info: &VariantInfo,
@@ -271,13 +306,8 @@ impl Engine<'_> {
                 Step::Smoke | Step::Repair | Step::Final | Step::Sweep
             )
         {
-            let mut rows = siblings;
-            if let Some(row) = rows.iter_mut().find(|(s, _)| s.candidate == rec.candidate) {
-                row.1 = Some(rec.clone());
-            }
-            let section = experiment::render_section(&info, &rows);
             let pull = self.forge.get_pull(number).await?;
-            let body = experiment::splice_section(&pull.body, &section);
+            let body = Self::splice_experiment_section(&info, siblings, rec, &pull.body);
             if body != pull.body {
                 let proof = match self.prove(rec, Scope::Pull).await? {
                     Ok(p) => p,
