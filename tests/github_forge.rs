@@ -772,6 +772,33 @@ async fn contents_small_large_missing_and_directories() {
 }
 
 #[tokio::test]
+async fn a_file_at_a_commit_whose_tree_was_read_is_its_blob_without_a_contents_request() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    // What a plan pass reads: the commit's whole tree, then a master.
+    let blobs = f.tree_blobs(&main).await.unwrap();
+    let (_, master) = blobs
+        .iter()
+        .find(|(p, _)| p == "configs/nvidia-master.yaml")
+        .unwrap();
+    f.get_blob(master).await.unwrap();
+    let before = sim.state().request_log().await.len();
+    assert_eq!(
+        f.get_contents("configs/nvidia-master.yaml", &main)
+            .await
+            .unwrap(),
+        Some(b"a: 1\n".to_vec())
+    );
+    assert_eq!(f.get_contents("nope.yaml", &main).await.unwrap(), None);
+    let log = sim.state().request_log().await;
+    assert_eq!(log.len(), before, "{:?}", &log[before..]);
+    // A directory is no blob: the contents API still says what it is.
+    let err = f.get_contents("configs", &main).await.unwrap_err();
+    assert!(matches!(err, GithubError::Decode { .. }), "{err:?}");
+}
+
+#[tokio::test]
 async fn concurrent_creates_of_one_ref_have_exactly_one_winner() {
     let sim = sim().await;
     let f = std::sync::Arc::new(forge(&sim).await);

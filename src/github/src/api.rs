@@ -749,6 +749,43 @@ impl Forge {
         })
     }
 
+    /// `Some(blob sha or None when absent)` for `path` in the recursive tree
+    /// of commit `sha`, when that tree was read already and is complete;
+    /// `None` when only a request can tell.
+    fn blob_in_read_tree(&self, sha: &str, path: &str) -> Option<Option<String>> {
+        #[derive(Deserialize)]
+        struct Entry {
+            path: String,
+            #[serde(rename = "type")]
+            kind: String,
+            sha: String,
+        }
+        #[derive(Deserialize)]
+        struct Tree {
+            tree: Vec<Entry>,
+            #[serde(default)]
+            truncated: bool,
+        }
+        if !is_full_sha(sha) {
+            return None;
+        }
+        let body = self
+            .t
+            .cached_immutable(&self.path(&format!("git/trees/{}?recursive=1", seg(sha))))?;
+        let tree: Tree = serde_json::from_slice(&body).ok()?;
+        if tree.truncated {
+            return None;
+        }
+        let entry = tree.tree.into_iter().find(|e| e.path == path);
+        match entry {
+            Some(e) if e.kind == "blob" => Some(Some(e.sha)),
+            // A directory (or a submodule) is not a file: the contents API
+            // says what it is.
+            Some(_) => None,
+            None => Some(None),
+        }
+    }
+
     /// A blob's bytes.
     pub fn get_blob<'f>(&'f self, sha: &'f str) -> BoxFuture<'f, Result<Vec<u8>, GithubError>> {
         Box::pin(async move {
@@ -860,6 +897,21 @@ impl Forge {
                 }
             }
             let git_ref = git_ref.as_str();
+            // The plan read this commit's whole tree by its sha: the file is
+            // absent, or the blob the tree names; when that blob was read
+            // too, no request. (A blob not read yet costs one request either
+            // way; the contents API's is the one the caches of checkouts and
+            // the store expect.)
+            match self.blob_in_read_tree(git_ref, path) {
+                Some(None) => return Ok(None),
+                Some(Some(sha)) => {
+                    let blob = self.path(&format!("git/blobs/{}", seg(&sha)));
+                    if self.t.cached_immutable(&blob).is_some() {
+                        return self.get_blob(&sha).await.map(Some);
+                    }
+                }
+                None => {}
+            }
             let what = format!("read {path} at {git_ref}");
             let p = self.path(&format!(
                 "contents/{}?{}",

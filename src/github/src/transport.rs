@@ -414,6 +414,14 @@ impl Transport {
         Ok(answer)
     }
 
+    /// The kept answer of an immutable read, if there is one; asks nothing.
+    pub fn cached_immutable(&self, path: &str) -> Option<Bytes> {
+        self.immutable
+            .lock()
+            .ok()
+            .and_then(|c| c.answers.get(path).cloned())
+    }
+
     /// Keeps `body` as the answer to a later [`Transport::read_immutable`]
     /// of `path`: a write's answer that is the immutable object itself (a
     /// created commit).
