@@ -248,6 +248,70 @@ async fn a_restart_mid_run_finds_the_live_comment_again() {
     assert!(smoke[0].1.contains("passed (smoke)"));
 }
 
+#[tokio::test]
+async fn reports_are_written_without_listing_the_comments_and_a_deleted_live_one_is_posted_again() {
+    let env = Harness::demo()
+        .script(SLOW_SMOKE)
+        .configure(fast_reports)
+        .start()
+        .await;
+    let target = env.target(KEY).await;
+    let journal = MemoryJournal::new();
+    // Stepped without looking at the comments (`drive` lists them), until
+    // the record holds its live report.
+    let (live_id, number) = {
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let clock = SystemClock;
+        let engine = env.engine(&lifecycle, &journal, &clock);
+        let mut rec = engine.open_record(&target).await.expect("record");
+        let started = Instant::now();
+        loop {
+            let progress = engine.step(&mut rec).await.expect("step");
+            let own = rec.own_comments.as_ref().map(|o| o.comments.as_slice());
+            if let Some(c) = own.unwrap_or_default().iter().find(|c| live(&c.body)) {
+                break (c.id, rec.pull.expect("pull"));
+            }
+            assert!(started.elapsed() < Duration::from_secs(60), "{rec:#?}");
+            if let Progress::Waiting(_) = progress {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    // Klaud opened the PR and wrote every comment on it so far from its
+    // own record: it never had to list them.
+    let listings = || async {
+        env.stack
+            .state()
+            .request_log()
+            .await
+            .iter()
+            .filter(|e| e.method == "GET" && e.path.contains(&format!("/issues/{number}/comments")))
+            .count()
+    };
+    assert_eq!(
+        listings().await,
+        0,
+        "comments listed before the live report"
+    );
+    // A maintainer deletes the live report while the run goes on.
+    let mut seen = Vec::new();
+    env.person(klaud_sandbox::stack::MAINTAINER_TOKEN)
+        .delete_comment(live_id)
+        .await;
+    let rec = drive(&env, &journal, &target, &|_| false, &mut seen).await;
+    assert_eq!(
+        rec.ending.as_ref().map(|e| e.outcome),
+        Some(Outcome::Validated)
+    );
+    let smoke: Vec<_> = run_reports(&env, number)
+        .await
+        .into_iter()
+        .filter(|(_, b)| b.contains("Initial attempt 0/5"))
+        .collect();
+    assert_eq!(smoke.len(), 1, "{smoke:#?}");
+    assert!(smoke[0].1.contains("passed (smoke)"), "{}", smoke[0].1);
+}
+
 /// The Chinese block of a body: between `<summary>中文</summary>` and the
 /// next `</details>`.
 fn chinese_blocks(body: &str) -> Vec<&str> {

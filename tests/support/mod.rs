@@ -137,6 +137,12 @@ impl Person {
         c["id"].as_u64().expect("comment id")
     }
 
+    /// Deletes a comment (anyone's, as a maintainer may).
+    pub async fn delete_comment(&self, id: u64) {
+        self.send(true, &format!("issues/comments/{id}"), None)
+            .await;
+    }
+
     /// Closes a pull request (without merging).
     pub async fn close_pull(&self, number: u64) {
         let route = format!("/repos/{}/pulls/{number}", self.repo);

@@ -484,6 +484,8 @@ impl<'a> Engine<'a> {
             pending_commit: None,
             pull: None,
             pull_url: None,
+            pull_opened_here: false,
+            own_comments: None,
             frozen: None,
             attempts: Vec::new(),
             repairs: 0,
@@ -1374,7 +1376,7 @@ impl<'a> Engine<'a> {
         let Some(number) = rec.pull else {
             return Ok(None);
         };
-        let comments = self.forge.list_comments(number).await?;
+        let comments = self.report_comments(rec, number).await?;
         // A live report of the same run is replaced in its comment by the
         // final one (its first part); any other existing record is final.
         let live = rendered.iter().find_map(|r| {
@@ -1406,12 +1408,20 @@ impl<'a> Engine<'a> {
             self.intend(rec, Intent::Comment(r.key.to_string())).await?;
             match live {
                 Some((id, k)) if *k == r.key => {
-                    self.forge
-                        .update_comment(&proof, number, id, &r.body)
-                        .await?;
+                    if !self
+                        .edit_own_comment(rec, &proof, number, id, &r.body)
+                        .await?
+                    {
+                        // A person deleted the live report: the next step
+                        // lists the comments and posts the report anew.
+                        return Ok(Some(Progress::Waiting(
+                            "the live report comment is gone; posting the report anew".into(),
+                        )));
+                    }
                 }
                 _ => {
-                    self.forge.create_comment(&proof, number, &r.body).await?;
+                    let written = self.forge.create_comment(&proof, number, &r.body).await?;
+                    Self::remember_comment(rec, written);
                 }
             }
         }

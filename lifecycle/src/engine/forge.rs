@@ -39,7 +39,7 @@ pub struct Pull {
 }
 
 /// An issue comment.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Comment {
     /// Id.
     pub id: u64,

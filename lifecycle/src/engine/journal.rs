@@ -138,6 +138,18 @@ pub struct Ending {
     pub note: Option<String>,
 }
 
+/// Klaud's own comments on its pull request (see
+/// [`CandidateRecord::own_comments`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OwnComments {
+    /// The bot's comments, as posted or last edited.
+    pub comments: Vec<super::forge::Comment>,
+    /// The last comment write whose answer is in `comments`. A comment
+    /// intent other than this one may have landed unseen (a crash between
+    /// the write and the save), so the copy is not trusted then.
+    pub settled: Option<Intent>,
+}
+
 /// Everything Klaud remembers about one candidate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CandidateRecord {
@@ -194,6 +206,19 @@ pub struct CandidateRecord {
     pub pull: Option<u64>,
     /// Pull request URL.
     pub pull_url: Option<String>,
+    /// This journal opened the pull request (it did not find it open):
+    /// every smoke run since was dispatched from this record, each after its
+    /// attempt's `dispatched_at` was saved. `false` for records from before
+    /// it was kept, adopted PRs and records rebuilt from GitHub, which look
+    /// on GitHub before dispatching.
+    #[serde(default)]
+    pub pull_opened_here: bool,
+    /// Klaud's comments on the PR as its own writes left them, kept only
+    /// while `pull_opened_here`: reports are posted and edited against this
+    /// copy instead of a listing of the comments (charged every time, as
+    /// each of Klaud's own posts changes it). `None`: not known; list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_comments: Option<OwnComments>,
     /// The frozen baseline (a copy of the PR body's record).
     pub frozen: Option<FrozenBaseline>,
     /// Attempts, oldest first.

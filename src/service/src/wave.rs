@@ -534,8 +534,10 @@ impl WaveObserver for Story<'_> {
             after.intent,
             Some(Intent::EditLiveReport(_) | Intent::CommentLiveReport(_))
         );
+        // Its copy of Klaud's own comments is bookkeeping of those writes.
         let changed = CandidateRecord {
             updated_at: after.updated_at,
+            own_comments: after.own_comments.clone(),
             intent: if live_refresh {
                 after.intent.clone()
             } else {

@@ -8,7 +8,7 @@
 //! and what it showed (an unchanged report costs no edit). A restart
 //! therefore finds the same comment and never posts a second one.
 
-use crate::engine::forge::{Comment, Forge as _, Run, RunStatus};
+use crate::engine::forge::{Comment, Forge as _, ForgeError, Run, RunStatus};
 use crate::engine::intent::Intent;
 use crate::report::{
     AttemptReport, FailedJob, LiveJobs, MarkerKey, RenderedComment, ReportName, compare,
@@ -16,13 +16,101 @@ use crate::report::{
 };
 
 use super::{Engine, EngineError, Progress, Scope};
-use crate::engine::journal::CandidateRecord;
+use crate::engine::journal::{CandidateRecord, OwnComments};
 use crate::model::{AttemptKind, AttemptStatus, RunRef};
 
 /// Why a point of a live report has no row yet.
 pub(super) const NOT_FINISHED: &str = "its job has not finished yet";
 
 impl Engine<'_> {
+    /// The comments reports are posted and edited against: the record's
+    /// copy of its own when it can be trusted (see [`OwnComments`]), else
+    /// a listing, which becomes the copy when the record opened the PR.
+    pub(super) async fn report_comments(
+        &self,
+        rec: &mut CandidateRecord,
+        number: u64,
+    ) -> Result<Vec<Comment>, EngineError> {
+        if let Some(own) = Self::trusted_own_comments(rec) {
+            return Ok(own.to_vec());
+        }
+        let comments = self.forge.list_comments(number).await?;
+        if rec.pull_opened_here {
+            rec.own_comments = Some(OwnComments {
+                comments: comments
+                    .iter()
+                    .filter(|c| self.by_bot(c.author.as_deref()))
+                    .cloned()
+                    .collect(),
+                settled: rec.intent.clone(),
+            });
+        }
+        Ok(comments)
+    }
+
+    /// The record's copy of its own comments, unless a comment write may
+    /// have landed without the record knowing (see [`OwnComments`]).
+    fn trusted_own_comments(rec: &CandidateRecord) -> Option<&[Comment]> {
+        let pending_write = matches!(
+            rec.intent,
+            Some(Intent::Comment(_) | Intent::CommentLiveReport(_) | Intent::EditLiveReport(_))
+        );
+        rec.own_comments
+            .as_ref()
+            .filter(|own| !pending_write || own.settled == rec.intent)
+            .map(|own| own.comments.as_slice())
+    }
+
+    /// Klaud's published reports on PR `number` are read from the
+    /// record's trusted copy of its comments, else from a listing.
+    pub(super) async fn comments_with_reports(
+        &self,
+        rec: &CandidateRecord,
+        number: u64,
+    ) -> Result<Vec<Comment>, EngineError> {
+        match Self::trusted_own_comments(rec) {
+            Some(own) => Ok(own.to_vec()),
+            None => Ok(self.forge.list_comments(number).await?),
+        }
+    }
+
+    /// Keeps the answer of a comment write (under the record's current
+    /// intent) in the record's copy of its comments.
+    pub(super) fn remember_comment(rec: &mut CandidateRecord, written: Comment) {
+        let intent = rec.intent.clone();
+        if let Some(own) = rec.own_comments.as_mut() {
+            match own.comments.iter_mut().find(|c| c.id == written.id) {
+                Some(c) => *c = written,
+                None => own.comments.push(written),
+            }
+            own.settled = intent;
+        }
+    }
+
+    /// Edits one of Klaud's comments; one a person deleted is forgotten
+    /// (with the copy, so the next look lists the comments and posts anew).
+    pub(super) async fn edit_own_comment(
+        &self,
+        rec: &mut CandidateRecord,
+        proof: &crate::engine::ownership::OwnershipProof,
+        number: u64,
+        id: u64,
+        body: &str,
+    ) -> Result<bool, EngineError> {
+        match self.forge.update_comment(proof, number, id, body).await {
+            Ok(written) => {
+                Self::remember_comment(rec, written);
+                Ok(true)
+            }
+            Err(ForgeError::NotFound(_)) if rec.own_comments.is_some() => {
+                rec.own_comments = None;
+                self.save(rec).await?;
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The bot's comment holding a live report with the same owner run,
     /// candidate and record name as `key` (any part), if there is one: the
     /// comment the final report is written into.
@@ -93,7 +181,7 @@ impl Engine<'_> {
             name,
             part: None,
         };
-        let comments = self.forge.list_comments(number).await?;
+        let comments = self.report_comments(rec, number).await?;
         let existing = self.live_comment(&comments, &key);
         let final_exists = comments.iter().any(|c| {
             self.by_bot(c.author.as_deref())
@@ -127,21 +215,26 @@ impl Engine<'_> {
             Ok(p) => p,
             Err(p) => return Ok(Some(p)),
         };
-        match existing {
-            Some((comment, _)) => {
+        match existing.map(|(c, _)| c.id) {
+            Some(id) => {
                 self.intend(rec, Intent::EditLiveReport(key.to_string()))
                     .await?;
-                self.forge
-                    .update_comment(&proof, number, comment.id, &rendered.body)
+                self.edit_own_comment(rec, &proof, number, id, &rendered.body)
                     .await?;
             }
             None => {
                 self.intend(rec, Intent::CommentLiveReport(key.to_string()))
                     .await?;
-                self.forge
+                let written = self
+                    .forge
                     .create_comment(&proof, number, &rendered.body)
                     .await?;
+                Self::remember_comment(rec, written);
             }
+        }
+        // The copy of the comments is only as good as the record saved.
+        if rec.own_comments.is_some() {
+            self.save(rec).await?;
         }
         Ok(None)
     }

@@ -30,7 +30,7 @@ impl Engine<'_> {
         let Some(number) = rec.pull else {
             return Ok(());
         };
-        let comments = self.forge.list_comments(number).await?;
+        let comments = self.comments_with_reports(rec, number).await?;
         rec.attempts = self.reported_attempts(rec, &comments, false);
         for a in &rec.attempts {
             if let AttemptKind::Repair { n, .. } = a.kind {
@@ -314,15 +314,22 @@ impl Engine<'_> {
     ) -> Result<Progress, EngineError> {
         let title = plan.title.as_str();
         let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
-        let runs = self
-            .forge
-            .list_runs(&RunQuery {
-                workflow: self.config.smoke_workflow.clone(),
-                event: Some("workflow_dispatch".into()),
-                actor: Some(self.forge.bot_login()),
-                head_sha: None,
-            })
-            .await?;
+        // An attempt of a record that opened its PR, never dispatched (its
+        // `dispatched_at` is saved before any dispatch), has no run to find:
+        // the listing, charged every time, is only asked when one may exist.
+        let never_dispatched = rec.pull_opened_here && rec.attempts[idx].dispatched_at.is_none();
+        let runs = if never_dispatched {
+            Vec::new()
+        } else {
+            self.forge
+                .list_runs(&RunQuery {
+                    workflow: self.config.smoke_workflow.clone(),
+                    event: Some("workflow_dispatch".into()),
+                    actor: Some(self.forge.bot_login()),
+                    head_sha: None,
+                })
+                .await?
+        };
         // Clocks of Klaud and GitHub differ a little; a run of an earlier
         // attempt is excluded by id (`known`) anyway.
         let after = rec.attempts[idx].dispatched_at.map(|t| t - CLOCK_SKEW);
@@ -767,7 +774,7 @@ impl Engine<'_> {
         let Some(number) = rec.pull else {
             return Ok(Value::Null);
         };
-        let comments = self.forge.list_comments(number).await?;
+        let comments = self.comments_with_reports(rec, number).await?;
         let found = comments
             .iter()
             .filter(|c| self.by_bot(c.author.as_deref()))
@@ -820,7 +827,7 @@ impl Engine<'_> {
             let Some(number) = rec.pull else {
                 return Ok(None);
             };
-            let comments = self.forge.list_comments(number).await?;
+            let comments = self.comments_with_reports(rec, number).await?;
             let head = &rec.attempts[idx].head;
             let reports = self.published_reports(rec, &comments);
             // Not the first run of this head (a retry): the repair was

@@ -392,6 +392,9 @@ impl Engine<'_> {
             Ok(pull) => {
                 rec.pull = Some(pull.number);
                 rec.pull_url = Some(pull.html_url);
+                rec.pull_opened_here = true;
+                // A new PR: no comment of Klaud's yet.
+                rec.own_comments = Some(Default::default());
                 rec.step = Step::Baseline;
                 self.save(rec).await?;
                 Ok(Progress::Advanced(Step::Baseline))
