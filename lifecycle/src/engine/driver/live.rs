@@ -2,11 +2,14 @@
 //! report comment is posted early and edited in place as jobs finish; the
 //! final report then replaces it in the same comment.
 //!
-//! Nothing is kept in the journal for this: the comment is found again by
-//! its hidden marker (`run-<id>-<attempt>`, deterministic), its record says
-//! when it was last written (`at`, the edit clock for the minimum interval)
-//! and what it showed (an unchanged report costs no edit). A restart
-//! therefore finds the same comment and never posts a second one.
+//! The comment is found by its hidden marker (`run-<id>-<attempt>`,
+//! deterministic), its record says when it was last written (`at`, the edit
+//! clock for the minimum interval) and what it showed (an unchanged report
+//! costs no edit). A record that opened its PR looks for it in its own copy
+//! of the comments it wrote ([`OwnComments`]) rather than listing them;
+//! when a write may have landed unrecorded (a crash after it), or the
+//! journal is gone, the comments are listed, so a restart finds the same
+//! comment and never posts a second one.
 
 use crate::engine::forge::{Comment, Forge as _, ForgeError, Run, RunStatus};
 use crate::engine::intent::Intent;
