@@ -211,7 +211,7 @@ pub struct CandidateRecord {
     /// attempt's `dispatched_at` was saved. `false` for records from before
     /// it was kept, adopted PRs and records rebuilt from GitHub, which look
     /// on GitHub before dispatching.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pull_opened_here: bool,
     /// Klaud's comments on the PR as its own writes left them, kept only
     /// while `pull_opened_here`: reports are posted and edited against this
