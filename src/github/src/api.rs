@@ -706,24 +706,9 @@ impl Forge {
         tree_ish: &'f str,
     ) -> BoxFuture<'f, Result<Vec<(String, String)>, GithubError>> {
         Box::pin(async move {
-            #[derive(Deserialize)]
-            struct Entry {
-                path: String,
-                #[serde(rename = "type")]
-                kind: String,
-                sha: String,
-            }
-            #[derive(Deserialize)]
-            struct Tree {
-                #[serde(default)]
-                sha: Option<String>,
-                tree: Vec<Entry>,
-                #[serde(default)]
-                truncated: bool,
-            }
             let what = format!("read tree of {tree_ish}");
             let path = self.path(&format!("git/trees/{}?recursive=1", seg(tree_ish)));
-            let t: Tree = if is_full_sha(tree_ish) {
+            let t: RecursiveTree = if is_full_sha(tree_ish) {
                 self.t.get_json_immutable(&what, &path).await?
             } else {
                 self.t.get_json(&what, &path).await?
@@ -753,26 +738,13 @@ impl Forge {
     /// of commit `sha`, when that tree was read already and is complete;
     /// `None` when only a request can tell.
     fn blob_in_read_tree(&self, sha: &str, path: &str) -> Option<Option<String>> {
-        #[derive(Deserialize)]
-        struct Entry {
-            path: String,
-            #[serde(rename = "type")]
-            kind: String,
-            sha: String,
-        }
-        #[derive(Deserialize)]
-        struct Tree {
-            tree: Vec<Entry>,
-            #[serde(default)]
-            truncated: bool,
-        }
         if !is_full_sha(sha) {
             return None;
         }
         let body = self
             .t
             .cached_immutable(&self.path(&format!("git/trees/{}?recursive=1", seg(sha))))?;
-        let tree: Tree = serde_json::from_slice(&body).ok()?;
+        let tree: RecursiveTree = serde_json::from_slice(&body).ok()?;
         if tree.truncated {
             return None;
         }
@@ -1668,6 +1640,24 @@ impl Forge {
 #[cfg(test)]
 #[path = "api_samples.rs"]
 mod api_samples;
+
+/// `GET git/trees/{sha}?recursive=1`, as far as Klaud reads it.
+#[derive(Deserialize)]
+struct RecursiveTree {
+    #[serde(default)]
+    sha: Option<String>,
+    tree: Vec<TreeEntry>,
+    #[serde(default)]
+    truncated: bool,
+}
+
+#[derive(Deserialize)]
+struct TreeEntry {
+    path: String,
+    #[serde(rename = "type")]
+    kind: String,
+    sha: String,
+}
 
 #[cfg(test)]
 mod schema_tests {

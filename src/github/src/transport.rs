@@ -397,12 +397,7 @@ impl Transport {
         what: &str,
         path: &str,
     ) -> Result<Option<Bytes>, GithubError> {
-        if let Some(hit) = self
-            .immutable
-            .lock()
-            .ok()
-            .and_then(|c| c.answers.get(path).cloned())
-        {
+        if let Some(hit) = self.cached_immutable(path) {
             return Ok(Some(hit));
         }
         let answer = self.read_found(what, path).await?.map(|raw| raw.body);

@@ -171,7 +171,6 @@ impl Engine<'_> {
         )))
     }
 
-    /// Each sibling with its journal record, in experiment order.
     /// `body` with the variant's "Related experiments" section showing its
     /// siblings' records and `rec` as it stands.
     fn splice_experiment_section(
@@ -207,6 +206,7 @@ impl Engine<'_> {
         ))
     }
 
+    /// Each sibling with its journal record, in experiment order.
     async fn sibling_records(
         &self,
         info: &VariantInfo,
