@@ -13,9 +13,18 @@ const REVISION: &str = "org.opencontainers.image.revision";
 /// A checkout whose families (key, runner) all run `image`; `gb200` runners
 /// are arm64, the others amd64.
 fn checkout(image: &str, families: &[(&str, &str)]) -> tempfile::TempDir {
+    let entries: Vec<(&str, &str, &str)> = families
+        .iter()
+        .map(|(key, runner)| (image, *key, *runner))
+        .collect();
+    checkout_of(&entries)
+}
+
+/// A checkout with one family per (image, key, runner).
+fn checkout_of(families: &[(&str, &str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let mut master = String::new();
-    for (key, runner) in families {
+    for (image, key, runner) in families {
         master.push_str(&format!(
             "{key}:\n  image: {image}\n  model: demo/Demo\n  model-prefix: demo\n  runner: {runner}\n  precision: fp4\n  framework: vllm\n  multinode: false\n  scenarios:\n    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n      search-space:\n      - {{ tp: 8, conc-start: 4, conc-end: 64 }}\n\n"
         ));
@@ -280,14 +289,16 @@ async fn a_dated_nightly_track_reads_no_current_image_its_date_already_places() 
         client: RegistryClient::new(config).unwrap(),
         now,
     };
-    let master = checkout_families(&[
+    let master = checkout_of(&[
         (
             "klaud/dated:nightly-dev-20260801-a1b2c3d4",
             "a-fp4-b200-vllm",
+            "b200",
         ),
         (
             "klaud/dated:nightly-dev-20260808-b1b2c3d4",
             "a-fp8-b200-vllm",
+            "b200",
         ),
     ]);
     let (_, report) = plan_checkout(&setup, &master).await;
@@ -299,19 +310,4 @@ async fn a_dated_nightly_track_reads_no_current_image_its_date_already_places() 
     // Only the candidate is read (index, manifest, config): each current
     // tag's date places it, and no other tag shares a night with it.
     assert_eq!(gets(&report), (2, 1), "{:?}", report.requests);
-}
-
-/// A checkout with one amd64 family per (image, key).
-fn checkout_families(families: &[(&str, &str)]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let mut master = String::new();
-    for (image, key) in families {
-        let one = checkout(image, &[(key, "b200")]);
-        master.push_str(
-            &std::fs::read_to_string(one.path().join("configs/nvidia-master.yaml")).unwrap(),
-        );
-    }
-    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
-    std::fs::write(dir.path().join("configs/nvidia-master.yaml"), master).unwrap();
-    dir
 }
