@@ -598,11 +598,12 @@ async fn request_figures_per_validated_candidate() {
     complete_smoke(&env, &rec).await;
     // The sweep: complete it as soon as it starts.
     let state = env.stack.state().clone();
+    let results = crate::support::results_covering(&rec);
     let completer = tokio::spawn(async move {
         loop {
             for id in state.run_ids(REPO).await {
                 let _ = state
-                    .complete_run(REPO, id, "success", BTreeMap::new())
+                    .complete_run(REPO, id, "success", results.clone())
                     .await;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -788,20 +789,54 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
     );
 }
 
+/// A validated sweep is authorized for reuse at merge exactly once, in the
+/// form the repository's gate reads: Klaud's own `/reuse-sweep-run <run>`
+/// when GitHub gives its comments an accepted association, else one request
+/// to a maintainer for that line. A second pass adds nothing.
 #[tokio::test]
-async fn use_comment_names_the_validated_sweep_once() {
-    let mut env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
-    env.config.post_use_comment = true;
+async fn reuse_of_the_validated_sweep_is_authorized_once_in_the_gates_form() {
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     let target = env.target("demo-fp4-b200-sglang").await;
     let journal = MemoryJournal::new();
     let rec = env.finish(&journal, &target).await;
     assert_validated(&env, &target, &rec).await;
     let sweep = rec.sweep.clone().expect("sweep check");
+    let number = rec.pull.expect("pull");
+    let comments = env
+        .forge
+        .list_comments(number, None)
+        .await
+        .expect("comments");
+    let association = comments
+        .iter()
+        .rev()
+        .find(|c| c.author.as_deref() == Some(BOT))
+        .and_then(|c| c.author_association.clone())
+        .expect("GitHub names the association of Klaud's comments");
     journal.clear();
     env.finish(&journal, &target).await;
-    let bodies = env.bodies(rec.pull.expect("pull")).await;
-    let uses: Vec<&String> = bodies.iter().filter(|b| b.starts_with("/use ")).collect();
-    assert_eq!(uses, vec![&format!("/use {}", sweep.run_id)]);
+    let bodies = env.bodies(number).await;
+    let line = format!("/reuse-sweep-run {}", sweep.run_id);
+    let own_lines = bodies.iter().filter(|b| b.trim() == line).count();
+    let requests = bodies
+        .iter()
+        .filter(|b| b.contains("klaud-reuse-request:"))
+        .count();
+    if matches!(association.as_str(), "OWNER" | "MEMBER" | "COLLABORATOR") {
+        assert_eq!((own_lines, requests), (1, 0), "{bodies:#?}");
+    } else {
+        assert_eq!((own_lines, requests), (0, 1), "{bodies:#?}");
+        let request = bodies
+            .iter()
+            .find(|b| b.contains("klaud-reuse-request:"))
+            .expect("request");
+        assert!(request.contains(&line), "{request}");
+        assert!(request.contains(&format!("`{association}`")), "{request}");
+    }
+    assert!(
+        !bodies.iter().any(|b| b.starts_with("/use ")),
+        "{bodies:#?}"
+    );
 }
 
 /// A smoke run no runner ever picks up is cancelled after the run timeout

@@ -263,13 +263,22 @@ pub use klaud_planner::search_space::{MAX_POINTS, concurrencies};
 /// without duplicates. `conc-start`/`conc-end` doubles from start to end, as
 /// the InferenceX sweep generator does; `conc-list` is taken as written.
 pub fn family_points(family: &str, entry: &MasterEntry) -> Result<Vec<PointSpec>, BaselineError> {
+    scenario_points(family, &entry.scenarios)
+}
+
+/// Expands `scenarios` (a master entry's, or a selection of them) into
+/// points, as [`family_points`] does.
+pub fn scenario_points(
+    family: &str,
+    scenarios: &std::collections::BTreeMap<String, Value>,
+) -> Result<Vec<PointSpec>, BaselineError> {
     let fail = |reason: String| BaselineError::SearchSpace {
         family: family.to_owned(),
         reason,
     };
     let mut points = Vec::new();
     let mut seen = HashSet::new();
-    for (name, value) in &entry.scenarios {
+    for (name, value) in scenarios {
         let agentic = match name.as_str() {
             "fixed-seq-len" => false,
             "agentic-coding" => true,

@@ -293,7 +293,7 @@ impl ExperimentSpec {
 /// `*` matches any run of characters, everything else itself. Written out
 /// because a family name is not a path: glob crates give `/` a meaning
 /// that the `<master path>:<key>` form must not have.
-fn wildcard(pattern: &str, text: &str) -> bool {
+pub(crate) fn wildcard(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
     let [first, middle @ .., last] = parts.as_slice() else {
         return pattern == text;

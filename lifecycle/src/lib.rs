@@ -30,6 +30,7 @@
 
 pub mod artifacts;
 pub mod baseline;
+pub mod check_final;
 pub mod commands;
 pub mod engine;
 pub mod experiment;

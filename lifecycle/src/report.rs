@@ -17,7 +17,7 @@ pub mod receipt;
 pub use attempt::{
     AttemptReport, EvalComparison, FailedJob, MAX_COMMENT_CHARS, Measure, PartInfo,
     ReassembleError, RepairChanges, ReportRow, ReportSection, compare, compare_evals, parse_report,
-    reassemble, render_report, render_report_with_limit,
+    reassemble, render_report, render_report_with_limit, uncovered_points,
 };
 pub use live::{JobGroup, LiveJobs};
 pub use markers::{HiddenRecord, MarkerError, MarkerKey, ReportName, find_record};

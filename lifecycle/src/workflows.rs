@@ -376,6 +376,7 @@ jobs:
             author: Some("bot".into()),
             labels: vec![],
             html_url: String::new(),
+            mergeable: None,
         }
     }
 

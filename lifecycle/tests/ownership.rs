@@ -91,6 +91,16 @@ impl Forge for Fake {
     ) -> Result<String, ForgeError> {
         unused()
     }
+    async fn commit_merge(
+        &self,
+        _: &OwnershipProof,
+        _: &str,
+        _: &str,
+        _: &[(String, Vec<u8>)],
+        _: &str,
+    ) -> Result<String, ForgeError> {
+        unused()
+    }
     async fn create_branch(&self, _: &OwnershipProof, _: &str, _: &str) -> Result<(), ForgeError> {
         unused()
     }
@@ -213,6 +223,7 @@ async fn world() -> (Fake, HeldClaim, String) {
             author: Some("klaud-cold".into()),
             labels: vec!["full-sweep-fail-fast".into()],
             html_url: String::new(),
+            mergeable: None,
         }),
         run: Mutex::new(Run {
             id: 99,

@@ -74,6 +74,7 @@ fn the_sweep_title_and_draft_rule_follow_each_version() {
         author: Some("Klaud-Cold".into()),
         labels: vec!["full-sweep-fail-fast".into()],
         html_url: String::new(),
+        mergeable: None,
     };
     let label = "full-sweep-fail-fast";
     for (version, on_drafts) in [("843c6254", false), ("newer", true)] {

@@ -339,3 +339,35 @@ where
     });
     rx.recv().expect("the detached sandbox started")
 }
+
+/// A `results_bmk` artifact (name → file → bytes, as the sandbox's
+/// `complete_run` takes them) with one fixed-seq-len row for every frozen
+/// baseline point of `rec` (decode-side parallelism for disaggregated
+/// points), so a completed sweep covers them all (check-final).
+pub fn results_covering(
+    rec: &klaud_lifecycle::engine::CandidateRecord,
+) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, Vec<u8>>> {
+    let rows: Vec<serde_json::Value> = rec
+        .frozen
+        .iter()
+        .flat_map(|f| &f.baseline.points)
+        .filter_map(|p| {
+            let klaud_lifecycle::baseline::Scenario::FixedSeqLen { isl, osl } = p.point.scenario
+            else {
+                return None;
+            };
+            Some(serde_json::json!({
+                "hw": "b200", "conc": p.point.conc, "isl": isl, "osl": osl,
+                "tp": p.point.decode.tp, "ep": p.point.decode.ep,
+                "dp_attention": p.point.decode.dp_attn, "spec_decoding": p.point.spec_decoding,
+                "disagg": p.point.prefill.is_some(), "tput_per_gpu": 100.0,
+                "output_tput_per_gpu": 50.0, "mean_ttft": 0.1, "mean_tpot": 0.01,
+            }))
+        })
+        .collect();
+    let file = serde_json::to_vec(&rows).expect("json");
+    std::collections::BTreeMap::from([(
+        "results_bmk".to_owned(),
+        std::collections::BTreeMap::from([("agg_bmk.json".to_owned(), file)]),
+    )])
+}

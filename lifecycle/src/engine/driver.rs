@@ -76,8 +76,8 @@ pub struct EngineConfig {
     pub lease_margin: TimeDelta,
     /// How long one GitHub write may take (the transport's timeout).
     pub write_timeout: TimeDelta,
-    /// Post `/use <run-id>` after a validated sweep.
-    pub post_use_comment: bool,
+    /// Authorize reuse of the validated sweep at merge (`/reuse-sweep-run`).
+    pub authorize_reuse: bool,
     /// How long a dispatched run may take to show up before Klaud
     /// dispatches again.
     pub dispatch_grace: TimeDelta,
@@ -150,7 +150,7 @@ impl EngineConfig {
             lease_margin: TimeDelta::minutes(1),
             // klaud-github's connect (15 s) plus read (60 s) timeouts.
             write_timeout: TimeDelta::seconds(75),
-            post_use_comment: false,
+            authorize_reuse: true,
             dispatch_grace: TimeDelta::minutes(2),
             model_names: BTreeMap::new(),
             artifact_limits: ArtifactLimits::default(),
@@ -491,6 +491,8 @@ impl<'a> Engine<'a> {
             repairs: 0,
             sweep_requested_at: None,
             sweep: None,
+            uncovered: Vec::new(),
+            upkeep: None,
             ending: None,
             intent: None,
             updated_at: self.clock.now(),

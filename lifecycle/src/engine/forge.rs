@@ -36,6 +36,10 @@ pub struct Pull {
     pub labels: Vec<String>,
     /// Web URL.
     pub html_url: String,
+    /// Whether the head merges cleanly into the base: `None` while GitHub
+    /// has not computed it yet (it does so asynchronously after a change of
+    /// either side), `Some(false)` on a conflict.
+    pub mergeable: Option<bool>,
 }
 
 /// An issue comment.
@@ -47,6 +51,11 @@ pub struct Comment {
     pub body: String,
     /// Author login.
     pub author: Option<String>,
+    /// GitHub's `author_association` (`OWNER`, `MEMBER`, `COLLABORATOR`,
+    /// `CONTRIBUTOR`, `NONE`, …): what a repository's own gates read to
+    /// decide whether a comment authorizes anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author_association: Option<String>,
 }
 
 /// A job of a workflow run (Actions jobs API).
@@ -142,6 +151,8 @@ pub struct Comparison {
     pub total_commits: u64,
     /// Paths the comparison changes (a rename names the new path).
     pub files: Vec<String>,
+    /// The nearest common ancestor of both sides (`merge_base_commit`).
+    pub merge_base: Option<String>,
 }
 
 /// An artifact of a run.
@@ -266,6 +277,17 @@ pub trait Forge: Send + Sync {
         &self,
         proof: &OwnershipProof,
         parent: &str,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<String, ForgeError>;
+    /// Creates a merge commit whose first parent is `head` and second
+    /// `base`, with `base`'s tree plus `files` (path → bytes), and returns
+    /// its sha. Moves no ref. The proof must cover `head`.
+    async fn commit_merge(
+        &self,
+        proof: &OwnershipProof,
+        head: &str,
+        base: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
     ) -> Result<String, ForgeError>;

@@ -50,8 +50,15 @@ pub enum Intent {
     RerunSweep(u64),
     /// Mark the PR ready for review (a validated end).
     MarkReady,
-    /// Post the `/use` comment.
+    /// Post the `/reuse-sweep-run` authorization (its old sentence names
+    /// `/use`, which it replaced).
     PostUse,
+    /// Ask a maintainer for the `/reuse-sweep-run` line.
+    AskReuse,
+    /// Merge the base into the branch (a merge commit, no ref moved yet).
+    MergeBase,
+    /// Move the branch to the merge commit.
+    PushMerge,
     /// Post the cleanup marker.
     PostCleanupMarker,
     /// Remove a label.
@@ -106,6 +113,9 @@ const FIXED: &[(&str, Intent)] = &[
     ("set the sweep label", Intent::SetSweepLabel),
     ("mark ready for review", Intent::MarkReady),
     ("post /use", Intent::PostUse),
+    ("ask a maintainer to authorize reuse", Intent::AskReuse),
+    ("merge the base into the branch", Intent::MergeBase),
+    ("push the merge of the base", Intent::PushMerge),
     ("post the cleanup marker", Intent::PostCleanupMarker),
     ("convert to draft", Intent::ConvertToDraft),
     ("close the pull request", Intent::ClosePull),

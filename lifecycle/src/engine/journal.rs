@@ -229,6 +229,14 @@ pub struct CandidateRecord {
     pub sweep_requested_at: Option<DateTime<Utc>>,
     /// What the final sweep verification found.
     pub sweep: Option<SweepCheck>,
+    /// check-final, after the sweep: the frozen points the final sweep
+    /// left without a result (their labels), which keep the candidate from
+    /// `validated`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uncovered: Vec<String>,
+    /// Keeping a validated PR mergeable until a maintainer merges it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upkeep: Option<Upkeep>,
     /// The end, once decided.
     pub ending: Option<Ending>,
     /// The last external action about to be taken (for diagnosis, and to
@@ -236,6 +244,54 @@ pub struct CandidateRecord {
     pub intent: Option<Intent>,
     /// Last change.
     pub updated_at: DateTime<Utc>,
+}
+
+/// What Klaud did to keep a validated PR mergeable and its sweep reusable.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Upkeep {
+    /// How merging reuses the validated run: Klaud's own
+    /// `/reuse-sweep-run <run>` comment, or the line it asked a
+    /// maintainer to post (its own comments carry no association the
+    /// repository's gate accepts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reuse: Option<ReuseAuthorization>,
+    /// The base commits merged into the branch so far, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged_bases: Vec<String>,
+    /// Why Klaud stopped keeping the PR up to date (merged, closed,
+    /// handed off), once it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled: Option<String>,
+}
+
+/// How the validated run is authorized for reuse at merge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "kebab-case")]
+pub enum ReuseAuthorization {
+    /// Klaud posted the line itself (its comments are a collaborator's).
+    Klaud {
+        /// The run whose reuse is authorized.
+        run: u64,
+    },
+    /// Klaud asked a maintainer to post the line.
+    Maintainer {
+        /// The run to reuse.
+        run: u64,
+        /// The association GitHub gave Klaud's own comment.
+        association: String,
+    },
+}
+
+impl ReuseAuthorization {
+    /// The comment line the repository's reuse gate accepts in every
+    /// version (`utils/find_reusable_sweep_run.py`).
+    pub fn line(&self) -> String {
+        match self {
+            ReuseAuthorization::Klaud { run } | ReuseAuthorization::Maintainer { run, .. } => {
+                format!("/reuse-sweep-run {run}")
+            }
+        }
+    }
 }
 
 impl CandidateRecord {

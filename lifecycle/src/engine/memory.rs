@@ -198,7 +198,19 @@ impl MemoryForge {
         files: &[(String, Vec<u8>)],
         message: &str,
     ) -> Result<String, ForgeError> {
-        let mut tree = match parent {
+        self.commit_with(parent, parent, files, message).await
+    }
+
+    /// A commit on `tree_of`'s tree plus `files`, whose first parent is
+    /// `parent` and second `merged` when it differs from `parent`.
+    async fn commit_with(
+        &self,
+        parent: Option<&str>,
+        tree_of: Option<&str>,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<String, ForgeError> {
+        let mut tree = match tree_of {
             Some(p) => {
                 let id = self.store.commit_tree(p).await.map_err(store_err)?;
                 self.lock().trees.get(&id).cloned().unwrap_or_default()
@@ -214,7 +226,10 @@ impl MemoryForge {
             st.trees.insert(id.clone(), tree);
             id
         };
-        let parents: Vec<String> = parent.map(str::to_owned).into_iter().collect();
+        let mut parents: Vec<String> = parent.map(str::to_owned).into_iter().collect();
+        if let Some(second) = tree_of.filter(|t| Some(*t) != parent) {
+            parents.push(second.to_owned());
+        }
         let sha = self.store.commit_on_tree(message, &tree_id, &parents);
         let paths = files.iter().map(|(p, _)| p.clone()).collect();
         let bot = self.bot.clone();
@@ -476,6 +491,7 @@ impl Forge for MemoryForge {
                     commits: Vec::new(),
                     total_commits: 0,
                     files: Vec::new(),
+                    merge_base: None,
                 });
             };
             chain.push(super::forge::ComparedCommit {
@@ -506,6 +522,7 @@ impl Forge for MemoryForge {
             total_commits: chain.len() as u64,
             commits: chain,
             files,
+            merge_base: Some(base.to_owned()),
         })
     }
 
@@ -542,6 +559,20 @@ impl Forge for MemoryForge {
         proof.for_commit(parent)?;
         self.log(format!("commit on {parent}"));
         self.commit(Some(parent), files, message).await
+    }
+
+    async fn commit_merge(
+        &self,
+        proof: &OwnershipProof,
+        head: &str,
+        base: &str,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<String, ForgeError> {
+        proof.for_commit(head)?;
+        self.log(format!("merge {base} into {head}"));
+        self.commit_with(Some(head), Some(base), files, message)
+            .await
     }
 
     async fn create_branch(
@@ -609,6 +640,7 @@ impl Forge for MemoryForge {
             author: Some(self.bot.clone()),
             labels: Vec::new(),
             html_url: format!("https://github.com/{}/pull/{number}", self.repo),
+            mergeable: None,
         };
         st.pulls.push(pull.clone());
         Ok(pull)
@@ -793,6 +825,7 @@ impl MemoryForge {
             id: st.id(),
             body: body.to_owned(),
             author: Some(self.bot.clone()),
+            author_association: None,
         };
         st.comments.push((number, comment.clone()));
         Ok(comment)
@@ -817,6 +850,7 @@ impl MemoryForge {
                 id,
                 body: body.to_owned(),
                 author: Some(author.to_owned()),
+                author_association: None,
             },
         ));
         Ok(id)

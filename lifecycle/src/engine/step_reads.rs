@@ -257,6 +257,18 @@ impl Forge for StepReads<'_> {
     ) -> Result<String, ForgeError> {
         self.inner.commit_files(proof, parent, files, message).await
     }
+    async fn commit_merge(
+        &self,
+        proof: &OwnershipProof,
+        head: &str,
+        base: &str,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<String, ForgeError> {
+        self.inner
+            .commit_merge(proof, head, base, files, message)
+            .await
+    }
     async fn create_branch(
         &self,
         proof: &OwnershipProof,

@@ -237,7 +237,7 @@ async fn a_passed_smoke_is_reported_then_changelog_sweep_label_and_a_validated_f
         .expect("the sweep label started the sweep");
     assert_eq!(Some(sweep.head_sha.as_str()), rec.head.as_deref());
     w.forge
-        .complete_run(sweep.id, "success", Vec::new())
+        .complete_run(sweep.id, "success", results_of(&rec, &[]))
         .expect("complete");
     let p = w.until_waiting(&mut rec).await;
     let Progress::Done(Some(ending)) = p else {
@@ -248,6 +248,91 @@ async fn a_passed_smoke_is_reported_then_changelog_sweep_label_and_a_validated_f
     assert!(
         pull.state.is_open() && !pull.draft,
         "a validated PR stays open, ready for review"
+    );
+}
+
+/// A `results_bmk` artifact with one fixed-seq-len row per frozen point of
+/// `rec` (decode-side parallelism for disaggregated points), but none for
+/// the concurrencies in `leave_out`.
+fn results_of(rec: &CandidateRecord, leave_out: &[u64]) -> Vec<(String, Vec<u8>)> {
+    use std::io::Write;
+    let frozen = rec.frozen.as_ref().expect("a frozen baseline");
+    let rows: Vec<serde_json::Value> = frozen
+        .baseline
+        .points
+        .iter()
+        .filter(|p| !leave_out.contains(&p.point.conc))
+        .map(|p| {
+            let crate::baseline::Scenario::FixedSeqLen { isl, osl } = p.point.scenario else {
+                panic!("the demo family is fixed-seq-len");
+            };
+            serde_json::json!({
+                "hw": "b200", "conc": p.point.conc, "isl": isl, "osl": osl,
+                "tp": p.point.decode.tp, "ep": p.point.decode.ep,
+                "dp_attention": p.point.decode.dp_attn, "spec_decoding": p.point.spec_decoding,
+                "disagg": p.point.prefill.is_some(), "tput_per_gpu": 100.0, "output_tput_per_gpu": 50.0,
+                "mean_ttft": 0.1, "mean_tpot": 0.01,
+            })
+        })
+        .collect();
+    let mut out = std::io::Cursor::new(Vec::new());
+    {
+        let mut w = zip::ZipWriter::new(&mut out);
+        w.start_file("agg_bmk.json", zip::write::SimpleFileOptions::default())
+            .expect("start");
+        w.write_all(serde_json::to_string(&rows).expect("json").as_bytes())
+            .expect("write");
+        w.finish().expect("finish");
+    }
+    vec![("results_bmk".to_owned(), out.into_inner())]
+}
+
+#[tokio::test]
+async fn a_green_sweep_that_leaves_frozen_points_without_a_result_is_not_validated() {
+    let (w, mut rec) = started().await;
+    let run = w.smoke_run(&rec);
+    w.forge
+        .complete_run(run, "success", Vec::new())
+        .expect("complete");
+    w.until_waiting(&mut rec).await;
+    assert_eq!(rec.step, Step::Sweep);
+    let sweep = w
+        .forge
+        .runs()
+        .into_iter()
+        .find(|r| r.event == "pull_request")
+        .expect("the sweep label started the sweep");
+    w.forge
+        .complete_run(sweep.id, "success", results_of(&rec, &[2, 16]))
+        .expect("complete");
+    let p = w.until_waiting(&mut rec).await;
+    let Progress::Done(Some(ending)) = p else {
+        panic!("{p:?}")
+    };
+    assert_eq!(ending.outcome, Outcome::Failed, "{ending:?}");
+    assert!(
+        ending.message.contains(
+            "left 2 of the frozen baseline points without a result: 8k1k c2 TP4; 8k1k c16 TP4"
+        ),
+        "{}",
+        ending.message
+    );
+    // The sweep's report names them too, and the PR is cleaned up.
+    let number = rec.pull.expect("pull");
+    let comments = w.forge.list_comments(number).await.expect("comments");
+    assert!(
+        comments.iter().any(|c| c
+            .body
+            .contains("check-final: 2 of the 6 frozen baseline points")),
+        "no report names the missing points"
+    );
+    assert!(
+        !w.forge
+            .get_pull(number)
+            .await
+            .expect("pull")
+            .state
+            .is_open()
     );
 }
 
@@ -737,13 +822,13 @@ async fn an_experiment_race_is_won_by_the_second_variant_and_the_others_end_dupl
         .find(|r| r.event == "pull_request" && Some(r.head_sha.as_str()) == recs[1].head.as_deref())
         .expect("B's sweep");
     w.forge
-        .complete_run(sweep.id, "success", Vec::new())
+        .complete_run(sweep.id, "success", results_of(&recs[1], &[]))
         .unwrap();
     let p = w.until_waiting(&mut recs[1]).await;
     let Progress::Done(Some(ending)) = p else {
         panic!("{p:?}")
     };
-    assert_eq!(ending.outcome, Outcome::Validated);
+    assert_eq!(ending.outcome, Outcome::Validated, "{ending:?}");
     assert!(
         w.forge
             .git()

@@ -231,6 +231,29 @@ impl AttemptReport {
     }
 }
 
+/// The frozen points no row of a run answers, in baseline order, matched
+/// as [`compare`] matches them (one row answers one point). check-final
+/// after the sweep: a frozen point without a result keeps a candidate from
+/// `validated`, whatever the run concluded.
+pub fn uncovered_points<'b>(
+    baseline: &'b Baseline,
+    rows: &[BenchmarkRow],
+) -> Vec<&'b crate::baseline::BaselinePoint> {
+    let mut used = vec![false; rows.len()];
+    let mut missing = Vec::new();
+    for point in &baseline.points {
+        match rows
+            .iter()
+            .enumerate()
+            .find(|(i, r)| !used[*i] && row_is_point(r, &point.point))
+        {
+            Some((i, _)) => used[i] = true,
+            None => missing.push(point),
+        }
+    }
+    missing
+}
+
 /// Builds the tables: each baseline point with the attempt's row for it,
 /// then attempt rows that match no baseline point. Rows are matched on
 /// scenario, concurrency and topology as far as the row states them.

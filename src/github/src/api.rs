@@ -69,6 +69,9 @@ struct RawPull {
     html_url: String,
     #[serde(default)]
     merged_at: Option<String>,
+    /// `null` until GitHub has computed it.
+    #[serde(default)]
+    mergeable: Option<bool>,
 }
 
 /// A pull request as Klaud needs it.
@@ -89,6 +92,8 @@ pub struct PullInfo {
     pub author: Option<String>,
     pub labels: Vec<String>,
     pub html_url: String,
+    /// `None` until GitHub has computed it; `Some(false)` on a conflict.
+    pub mergeable: Option<bool>,
 }
 
 impl From<RawPull> for PullInfo {
@@ -107,6 +112,7 @@ impl From<RawPull> for PullInfo {
             author: p.user.map(|u| u.login),
             labels: p.labels.into_iter().map(|l| l.name).collect(),
             html_url: p.html_url,
+            mergeable: p.mergeable,
         }
     }
 }
@@ -123,6 +129,8 @@ struct RawComment {
     created_at: Option<String>,
     #[serde(default)]
     updated_at: Option<String>,
+    #[serde(default)]
+    author_association: Option<String>,
 }
 
 /// An issue comment.
@@ -134,6 +142,8 @@ pub struct CommentInfo {
     pub html_url: String,
     pub created_at: Option<String>,
     pub updated_at: Option<String>,
+    /// GitHub's `author_association`.
+    pub author_association: Option<String>,
 }
 
 impl From<RawComment> for CommentInfo {
@@ -145,6 +155,7 @@ impl From<RawComment> for CommentInfo {
             html_url: c.html_url,
             created_at: c.created_at,
             updated_at: c.updated_at,
+            author_association: c.author_association,
         }
     }
 }
@@ -316,6 +327,14 @@ pub struct CompareDetail {
     pub commits: Vec<ComparedCommitInfo>,
     #[serde(default)]
     pub files: Vec<ComparedFile>,
+    #[serde(default)]
+    pub merge_base_commit: Option<ShaOnlyPub>,
+}
+
+/// A commit named by its sha alone.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ShaOnlyPub {
+    pub sha: String,
 }
 
 /// One commit of [`CompareDetail`].

@@ -54,6 +54,7 @@ fn pull(p: PullInfo) -> Pull {
         author: p.author,
         labels: p.labels,
         html_url: p.html_url,
+        mergeable: p.mergeable,
     }
 }
 
@@ -128,6 +129,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
                 id: c.id,
                 body: c.body,
                 author: c.author,
+                author_association: c.author_association,
             })
             .collect())
     }
@@ -212,6 +214,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
                 })
                 .collect(),
             files: d.files.into_iter().map(|f| f.filename).collect(),
+            merge_base: d.merge_base_commit.map(|c| c.sha),
         })
     }
 
@@ -244,6 +247,35 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .map_err(map)?;
         self.forge.remember_own_commit(&sha, parent, &changes);
         Ok(sha)
+    }
+
+    async fn commit_merge(
+        &self,
+        proof: &OwnershipProof,
+        head: &str,
+        base: &str,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<String, ForgeError> {
+        proof.for_commit(head)?;
+        let base_tree = self.forge.tree_of(base).await.map_err(map)?;
+        let changes: Vec<TreeChange> = files
+            .iter()
+            .map(|(path, bytes)| TreeChange {
+                path: path.clone(),
+                content: Some(bytes.clone()),
+                executable: false,
+            })
+            .collect();
+        let tree = self
+            .forge
+            .create_tree(Some(&base_tree), &changes)
+            .await
+            .map_err(map)?;
+        self.forge
+            .create_commit(message, &tree, &[head.to_owned(), base.to_owned()])
+            .await
+            .map_err(map)
     }
 
     async fn create_branch(
@@ -346,6 +378,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
             id: c.id,
             body: c.body,
             author: c.author,
+            author_association: c.author_association,
         })
     }
 
@@ -366,6 +399,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
             id: c.id,
             body: c.body,
             author: c.author,
+            author_association: c.author_association,
         })
     }
 
@@ -379,6 +413,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
             id: c.id,
             body: c.body,
             author: c.author,
+            author_association: c.author_association,
         })
     }
 

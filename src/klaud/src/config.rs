@@ -449,8 +449,12 @@ pub struct LifecycleConfig {
     /// Directory Klaud makes the repair hook's git checkout of the head in
     /// (`<dir>/<candidate>`, removed after the hook); empty: no checkout.
     pub repair_checkout_dir: String,
-    /// Post `/use <run-id>` after a validated sweep.
-    pub use_comment: bool,
+    /// Authorize reuse of the validated sweep at merge: post
+    /// `/reuse-sweep-run <run-id>` when GitHub gives Klaud's comments an
+    /// association the repository's reuse gate accepts, else ask a
+    /// maintainer for that line. `use_comment` is the former name.
+    #[serde(alias = "use_comment")]
+    pub authorize_reuse: bool,
     /// Base URL of the public results API the baseline is frozen from;
     /// empty means no baseline (every point N/A, with the reason).
     pub baseline_api: String,
@@ -506,7 +510,7 @@ impl Default for LifecycleConfig {
             repair_command: Vec::new(),
             repair_timeout: Duration::from_secs(90 * 60),
             repair_checkout_dir: ".klaud/repair".to_owned(),
-            use_comment: false,
+            authorize_reuse: true,
             baseline_api: String::new(),
             model_names: BTreeMap::new(),
             sweep_runs_on_drafts: DraftPolicy::Auto,

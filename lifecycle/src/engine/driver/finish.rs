@@ -4,7 +4,7 @@ use super::{Engine, EngineError, Progress, Scope, smoke_test_name};
 use crate::engine::forge::Forge as _;
 use crate::engine::forge::ForgeError;
 use crate::engine::intent::Intent;
-use crate::engine::journal::{CandidateRecord, Ending, Step};
+use crate::engine::journal::{CandidateRecord, Ending, ReuseAuthorization, Step};
 use crate::model::{FinishedResult, Outcome, Phase};
 use crate::report::{MarkerKey, Receipt, find_record, render_cleanup, render_receipt};
 use crate::workflows::is_sweep_of;
@@ -135,23 +135,83 @@ impl Engine<'_> {
             self.intend(rec, Intent::MarkReady).await?;
             self.forge.set_draft(&proof, &pull, false).await?;
         }
-        if self.config.post_use_comment
+        if self.config.authorize_reuse
             && let Some(sweep) = rec.sweep.clone()
+            && let Some(p) = self.authorize_reuse(rec, number, sweep.run_id).await?
         {
-            let body = format!("/use {}", sweep.run_id);
-            let comments = self.forge.list_comments(number).await?;
-            if !comments
-                .iter()
-                .any(|c| self.by_bot(c.author.as_deref()) && c.body.trim() == body)
-            {
-                let proof = match self.prove(rec, Scope::Pull).await? {
-                    Ok(p) => p,
-                    Err(p) => return Ok(Some(p)),
-                };
-                self.intend(rec, Intent::PostUse).await?;
-                self.forge.create_comment(&proof, number, &body).await?;
-            }
+            return Ok(Some(p));
         }
+        Ok(None)
+    }
+
+    /// Authorizes reuse of the validated run `run` at merge, in the form
+    /// every version of the repository's reuse gate accepts: a whole-line
+    /// `/reuse-sweep-run <run>` from an OWNER, MEMBER or COLLABORATOR
+    /// (`utils/find_reusable_sweep_run.py`). Klaud posts it itself only when
+    /// GitHub gives its own comments such an association (an App's may
+    /// carry another); otherwise it asks a maintainer for exactly that line.
+    pub(super) async fn authorize_reuse(
+        &self,
+        rec: &mut CandidateRecord,
+        number: u64,
+        run: u64,
+    ) -> Result<Option<Progress>, EngineError> {
+        let comments = self.forge.list_comments(number).await?;
+        if comments
+            .iter()
+            .any(|c| gate_accepts(c) && reuse_line_run(&c.body) == Some(Some(run)))
+        {
+            let by_klaud = comments.iter().any(|c| {
+                self.by_bot(c.author.as_deref())
+                    && gate_accepts(c)
+                    && reuse_line_run(&c.body) == Some(Some(run))
+            });
+            let upkeep = rec.upkeep.get_or_insert_with(Default::default);
+            if by_klaud || upkeep.reuse.is_none() {
+                upkeep.reuse = Some(ReuseAuthorization::Klaud { run });
+            }
+            return Ok(None);
+        }
+        // The association GitHub gives Klaud's own comments, read from the
+        // newest one (the baseline and attempt reports came before).
+        let association = comments
+            .iter()
+            .rev()
+            .find(|c| self.by_bot(c.author.as_deref()))
+            .and_then(|c| c.author_association.clone());
+        let accepted = association.as_deref().is_some_and(association_accepted);
+        let cid = Self::candidate_id(rec)?;
+        let marker = format!("<!-- klaud-reuse-request:{cid} -->");
+        let (body, intent, reuse) = if accepted {
+            (
+                format!("/reuse-sweep-run {run}"),
+                Intent::PostUse,
+                ReuseAuthorization::Klaud { run },
+            )
+        } else {
+            let association = association.unwrap_or_else(|| "unknown".to_owned());
+            if comments
+                .iter()
+                .any(|c| self.by_bot(c.author.as_deref()) && c.body.contains(&marker))
+            {
+                rec.upkeep.get_or_insert_with(Default::default).reuse =
+                    Some(ReuseAuthorization::Maintainer { run, association });
+                return Ok(None);
+            }
+            (
+                reuse_request(&marker, run, &association),
+                Intent::AskReuse,
+                ReuseAuthorization::Maintainer { run, association },
+            )
+        };
+        let proof = match self.prove(rec, Scope::Pull).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(Some(p)),
+        };
+        self.intend(rec, intent).await?;
+        self.forge.create_comment(&proof, number, &body).await?;
+        rec.upkeep.get_or_insert_with(Default::default).reuse = Some(reuse);
+        self.save(rec).await?;
         Ok(None)
     }
 
@@ -303,5 +363,87 @@ impl Engine<'_> {
             }
             Err(e) => Err(claim_err(e)),
         }
+    }
+}
+
+/// The author associations whose `/reuse-sweep-run` the repository's gate
+/// counts (`DEFAULT_ALLOWED_AUTHOR_ASSOCIATIONS`).
+pub(crate) fn association_accepted(association: &str) -> bool {
+    matches!(association, "OWNER" | "MEMBER" | "COLLABORATOR")
+}
+
+fn gate_accepts(c: &crate::engine::forge::Comment) -> bool {
+    c.author_association
+        .as_deref()
+        .is_some_and(association_accepted)
+}
+
+/// The run a comment's last whole-line `/reuse-sweep-run [<id>]` names
+/// (`Some(None)`: the line without an id), as the gate's
+/// `(?m)^\s*/reuse-sweep-run(?:\s+(\d+))?\s*$` reads it; `None` when
+/// the comment has no such line.
+pub(crate) fn reuse_line_run(body: &str) -> Option<Option<u64>> {
+    body.lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("/reuse-sweep-run")?;
+            if rest.is_empty() {
+                return Some(None);
+            }
+            if !rest.starts_with(char::is_whitespace) {
+                return None;
+            }
+            let id = rest.trim();
+            (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| id.parse().ok())
+                .flatten()
+                .map(Some)
+        })
+        .next_back()
+}
+
+/// Asks a maintainer, in both languages, for the reuse line. The line is
+/// quoted in code so this comment itself never reads as an authorization.
+fn reuse_request(marker: &str, run: u64, association: &str) -> String {
+    format!(
+        "{marker}\n**Reuse of the validated sweep needs a maintainer.** GitHub gives Klaud's comments the association `{association}`, which the repository's reuse gate does not accept. To merge without running the whole sweep again on main, a maintainer comments exactly this line (keep the full-sweep label on the PR):\n\n```\n/reuse-sweep-run {run}\n```\n\n<details>\n<summary>中文</summary>\n\n**复用已验证的 sweep 需要维护者操作。** GitHub 为 Klaud 的评论标注的关联身份为 `{association}`，仓库的复用检查不接受该身份。若要合并时不在 main 上重新运行完整 sweep，请维护者评论以下这一行（并保留 PR 上的 full-sweep 标签）：\n\n```\n/reuse-sweep-run {run}\n```\n\n</details>\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuse_lines_are_read_as_the_repository_gate_reads_them() {
+        assert_eq!(reuse_line_run("/reuse-sweep-run 123"), Some(Some(123)));
+        assert_eq!(reuse_line_run("  /reuse-sweep-run   7  "), Some(Some(7)));
+        assert_eq!(reuse_line_run("/reuse-sweep-run"), Some(None));
+        assert_eq!(
+            reuse_line_run("/reuse-sweep-run 1\ntext\n/reuse-sweep-run 2"),
+            Some(Some(2))
+        );
+        assert_eq!(reuse_line_run("please /reuse-sweep-run 1"), None);
+        assert_eq!(reuse_line_run("/reuse-sweep-run 12a"), None);
+        assert_eq!(reuse_line_run("/reuse-sweep-runs 12"), None);
+        assert_eq!(reuse_line_run("`/reuse-sweep-run 12`"), None);
+        assert_eq!(reuse_line_run("/use 12"), None);
+    }
+
+    #[test]
+    fn only_owners_members_and_collaborators_authorize() {
+        for a in ["OWNER", "MEMBER", "COLLABORATOR"] {
+            assert!(association_accepted(a));
+        }
+        for a in ["CONTRIBUTOR", "NONE", "FIRST_TIME_CONTRIBUTOR", "owner", ""] {
+            assert!(!association_accepted(a));
+        }
+    }
+
+    #[test]
+    fn the_request_to_a_maintainer_is_no_authorization_of_its_own_in_either_language() {
+        let body = reuse_request("<!-- m -->", 42, "NONE");
+        assert!(body.contains("/reuse-sweep-run 42"));
+        assert!(body.contains("<summary>中文</summary>"));
+        assert!(body.contains("`NONE`"));
     }
 }

@@ -8,11 +8,14 @@ use klaud_planner::image::ImageRef;
 use super::{
     Engine, EngineError, Progress, SWEEP_INFRA_DETAIL, Scope, TRAILER, classify, description,
 };
+use crate::check_final::{added_entries, swept_points, uncovered_by};
 use crate::engine::forge::{ForgeError, RunConclusion, RunQuery};
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
 use crate::engine::ownership::{Mismatch, MismatchKind};
 use crate::model::{AttemptKind, AttemptStatus, MAX_INFRA_RETRIES, Outcome, Phase, RunRef};
-use crate::report::{AttemptReport, ReportName, SweepCheck, compare, compare_evals, render_report};
+use crate::report::{
+    AttemptReport, ReportName, SweepCheck, compare, compare_evals, render_report, uncovered_points,
+};
 use crate::workflows::is_sweep_of;
 
 impl Engine<'_> {
@@ -121,6 +124,23 @@ impl Engine<'_> {
             .cloned()
             .collect();
         let add = !pull.labels.iter().any(|l| l == sweep);
+        if add {
+            let labels: Vec<String> = pull
+                .labels
+                .iter()
+                .filter(|l| !remove.contains(l))
+                .cloned()
+                .chain(std::iter::once(sweep.clone()))
+                .collect();
+            if let Some(gap) = self
+                .uncovered_at_head(rec, &path, &base_bytes, &head_bytes, &head, &labels)
+                .await?
+            {
+                return self
+                    .end(rec, Outcome::Failed, Phase::FinalSweep, gap, false)
+                    .await;
+            }
+        }
         let workflows = self.base_workflows(&rec.base_sha).await?;
         let sweep_file = workflows.sweep.as_ref().ok().and_then(Option::as_ref);
         let on_drafts = match crate::workflows::sweep_runs_on_drafts(
@@ -182,6 +202,57 @@ impl Engine<'_> {
         Ok(Progress::Advanced(Step::Sweep))
     }
 
+    /// check-final before the label: why the sweep the repository will run
+    /// at `head` (with `labels`) would leave frozen points unmeasured, or
+    /// `None` when it covers every one.
+    async fn uncovered_at_head(
+        &self,
+        rec: &mut CandidateRecord,
+        changelog_path: &str,
+        base_changelog: &[u8],
+        head_changelog: &[u8],
+        head: &str,
+        labels: &[String],
+    ) -> Result<Option<String>, EngineError> {
+        let frozen = self.frozen(rec).await?;
+        if frozen.baseline.points.is_empty() {
+            return Ok(None);
+        }
+        let added = match added_entries(base_changelog, head_changelog) {
+            Ok(a) => a,
+            Err(e) => {
+                return Ok(Some(format!(
+                    "check-final: the sweep matrix at {head} cannot be derived from {changelog_path}: {e}"
+                )));
+            }
+        };
+        let family = rec.family.clone();
+        let (file, key) = family.rsplit_once(':').unwrap_or((&family, &rec.key));
+        let master_path = format!("{}{file}", self.repository.prefix());
+        let scenarios = match self.forge.read_file(&master_path, head).await? {
+            Some(bytes) => scenarios_of(&bytes, key),
+            None => Err(format!("{master_path} is missing")),
+        };
+        let swept = scenarios.and_then(|s| swept_points(&family, key, &s, &added, labels));
+        let missing = match swept {
+            Ok(swept) => uncovered_by(&frozen.baseline, &swept),
+            Err(e) => {
+                return Ok(Some(format!(
+                    "check-final: the sweep matrix of {key} at {head} cannot be derived: {e}"
+                )));
+            }
+        };
+        Ok((!missing.is_empty()).then(|| {
+            format!(
+                "check-final: the sweep {} would run at {head} leaves {} of the {} frozen baseline points out: {}",
+                self.config.sweep_workflow,
+                missing.len(),
+                frozen.baseline.points.len(),
+                missing.join("; ")
+            )
+        }))
+    }
+
     // -------------------------------------------------------------- sweep
 
     pub(super) async fn step_sweep(
@@ -215,6 +286,19 @@ impl Engine<'_> {
         };
         if rec.attempts[idx].reported && rec.attempts[idx].infra {
             return self.retry_sweep(rec, idx, &ours).await;
+        }
+        if rec.attempts[idx].reported && !rec.uncovered.is_empty() {
+            // A green run that left frozen points without a result: no
+            // repair of the recipe can answer for points the sweep did not
+            // run, and the PR must not look validated.
+            let m = format!(
+                "check-final: the final sweep passed but left {} of the frozen baseline points without a result: {}",
+                rec.uncovered.len(),
+                rec.uncovered.join("; ")
+            );
+            return self
+                .end(rec, Outcome::Failed, Phase::FinalSweep, m, false)
+                .await;
         }
         if rec.attempts[idx].reported
             && rec.attempts[idx].status == AttemptStatus::Failed
@@ -411,14 +495,29 @@ impl Engine<'_> {
             notes.insert(0, format!("Run conclusion: {c}."));
         }
         let (_, infra) = classify(&live);
-        let status = if passed && check.is_some() {
+        let frozen = self.frozen(rec).await?;
+        // check-final, after the sweep: every frozen point needs a result
+        // of this run, whatever the run concluded (the incumbent's
+        // `finish` applies the same rule before readiness).
+        let uncovered: Vec<String> = uncovered_points(&frozen.baseline, &rows)
+            .into_iter()
+            .map(|p| p.label.clone())
+            .collect();
+        if passed && !uncovered.is_empty() {
+            notes.push(format!(
+                "check-final: {} of the {} frozen baseline points have no result in this run: {}.",
+                uncovered.len(),
+                frozen.baseline.points.len(),
+                uncovered.join("; ")
+            ));
+        }
+        let status = if passed && check.is_some() && uncovered.is_empty() {
             AttemptStatus::Passed
         } else if live.conclusion == Some(RunConclusion::Cancelled) {
             AttemptStatus::Cancelled
         } else {
             AttemptStatus::Failed
         };
-        let frozen = self.frozen(rec).await?;
         let report = AttemptReport {
             owner_run: rec.owner_run,
             candidate: Self::candidate_id(rec)?,
@@ -460,7 +559,8 @@ impl Engine<'_> {
         {
             return Ok(p);
         }
-        rec.sweep = check.filter(|_| passed);
+        rec.sweep = check.filter(|_| passed && uncovered.is_empty());
+        rec.uncovered = if passed { uncovered } else { Vec::new() };
         let a = &mut rec.attempts[idx];
         a.status = status;
         a.infra = infra;
@@ -561,4 +661,24 @@ impl Engine<'_> {
             run.id
         )))
     }
+}
+
+/// The `scenarios` of `key` in a master file's bytes.
+fn scenarios_of(
+    bytes: &[u8],
+    key: &str,
+) -> Result<std::collections::BTreeMap<String, serde_json::Value>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+    let doc = klaud_planner::yaml::parse(text)
+        .map_err(|e| e.to_string())?
+        .map(|d| d.to_json())
+        .unwrap_or_default();
+    let entry = doc
+        .get(key)
+        .ok_or_else(|| format!("the master config has no entry {key}"))?;
+    Ok(entry
+        .get("scenarios")
+        .and_then(serde_json::Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default())
 }

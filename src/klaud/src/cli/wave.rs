@@ -307,7 +307,7 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
         e.managed_labels.push(l.sweep_label.clone());
     }
     e.repair_budget = l.repair_budget;
-    e.post_use_comment = l.use_comment;
+    e.authorize_reuse = l.authorize_reuse;
     e.sweep_runs_on_drafts = l.sweep_runs_on_drafts;
     e.on_human_overlap = l.on_human_overlap;
     e.require_baseline = l.require_baseline;
