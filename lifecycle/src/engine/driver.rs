@@ -36,6 +36,9 @@ mod live;
 mod smoke;
 mod start;
 mod sweep;
+mod upkeep;
+
+pub use upkeep::Upkept;
 
 /// Every sweep label Klaud manages (spec §3.5).
 pub const SWEEP_LABELS: [&str; 8] = [

@@ -34,7 +34,7 @@ mod step_reads;
 
 pub use driver::{
     Engine, EngineConfig, EngineError, HumanOverlap, Progress, REPAIR_INPUT_VERSION, RepairContext,
-    RepairHook, RepairOutcome, Target, branch_name, smoke_test_name,
+    RepairHook, RepairOutcome, Target, Upkept, branch_name, smoke_test_name,
 };
 pub use forge::{
     ArtifactInfo, Comment, ComparedCommit, Comparison, ErrorSource, Forge, ForgeError, Job, Pull,
@@ -43,7 +43,7 @@ pub use forge::{
 pub use intent::Intent;
 pub use journal::{
     AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, RetryRequest,
-    Step, StoredClaim,
+    ReuseAuthorization, Step, StoredClaim, Upkeep,
 };
 pub use klaud_claims::ManualClock;
 pub use memory::MemoryForge;

@@ -75,6 +75,10 @@ const REFILL_ROUNDS: usize = 3;
 /// looks at the next (and at the stop signal).
 const STEPS_IN_A_ROW: usize = 64;
 
+/// Validated PRs one pass looks after at most: each costs a conditional
+/// read (free when nothing changed), and a repository rarely has more open.
+const MAX_KEPT_MERGEABLE: usize = 50;
+
 /// What a wave works with besides its settings.
 #[derive(Clone, Copy)]
 pub struct WavePorts<'a> {
@@ -233,6 +237,7 @@ impl<'a> Wave<'a> {
             .await;
         self.answer_commands(&engine, &mut pass).await;
         self.drive(&engine, &base.repository, &mut pass).await?;
+        self.keep_mergeable(&engine, &mut pass).await;
         Ok(self.summarize(&book, base.sha, pass).await)
     }
 
@@ -750,6 +755,50 @@ impl<'a> Wave<'a> {
             tokio::time::sleep(self.poll).await;
         }
         Ok(())
+    }
+
+    /// Phase 8: validated PRs awaiting a maintainer's merge stay mergeable.
+    /// Once another PR's changelog entry lands, each of them conflicts on
+    /// `perf-changelog.yaml`; Klaud merges the base in (the engine's
+    /// `keep_mergeable`), so merging it still reuses its sweep. A PR that is
+    /// merged, closed or handed off is no longer looked at.
+    pub async fn keep_mergeable(&self, engine: &Engine<'_>, pass: &mut Pass<'_>) {
+        let watched = |r: &CandidateRecord| {
+            r.step == Step::Done
+                && r.pull.is_some()
+                && r.ending
+                    .as_ref()
+                    .is_some_and(|e| e.outcome == crate::model::Outcome::Validated)
+                && r.upkeep.as_ref().is_none_or(|u| u.settled.is_none())
+        };
+        let records = pass
+            .done
+            .iter_mut()
+            .chain(pass.slots.iter_mut().map(|s| &mut s.rec))
+            .filter(|r| watched(r))
+            .take(MAX_KEPT_MERGEABLE);
+        for rec in records {
+            if self.stopping() {
+                break;
+            }
+            let before = self.ports.observer.map(|_| rec.clone());
+            let result = engine.keep_mergeable(rec).await;
+            if let (Some(observer), Some(before)) = (self.ports.observer, &before) {
+                let told = match &result {
+                    Ok(u) => Ok(Progress::Waiting(format!("{u:?}"))),
+                    Err(e) => Err(e.to_string()),
+                };
+                observer.stepped(before, rec, &told);
+            }
+            match result {
+                Ok(upkept) => {
+                    tracing::debug!(candidate = %rec.candidate, ?upkept, "validated PR upkeep")
+                }
+                Err(e) => {
+                    tracing::warn!(candidate = %rec.candidate, error = %e, "validated PR upkeep stopped; the next pass resumes")
+                }
+            }
+        }
     }
 
     /// Before any PR is opened: a human PR that appeared since the plan

@@ -9,7 +9,7 @@
 //! what happens from now on.
 
 use klaud_claims::CandidateId;
-use klaud_lifecycle::engine::{CandidateRecord, Progress, Step};
+use klaud_lifecycle::engine::{CandidateRecord, Progress, ReuseAuthorization, Step};
 use klaud_lifecycle::model::AttemptStatus;
 
 /// One visible change of a candidate.
@@ -60,6 +60,22 @@ pub enum StepEvent {
         /// Why, in one sentence.
         message: String,
     },
+    /// Reuse of the validated run at merge was authorized (by Klaud's own
+    /// line), or a maintainer was asked for the line.
+    ReuseAuthorized {
+        /// The `/reuse-sweep-run <run>` line.
+        line: String,
+        /// Whether a maintainer must post it.
+        by_maintainer: bool,
+    },
+    /// The base was merged into a validated PR's branch to keep it
+    /// mergeable.
+    BaseMergedIn {
+        /// The new head.
+        head: String,
+    },
+    /// Klaud stopped keeping a validated PR mergeable.
+    UpkeepSettled(String),
     /// Not taken up (another instance holds the family, …).
     Skipped(String),
     /// A step failed; the next pass resumes.
@@ -106,6 +122,23 @@ impl std::fmt::Display for StepEvent {
                 phase,
                 message,
             } => write!(f, "{outcome} ({phase}): {message}"),
+            StepEvent::ReuseAuthorized {
+                line,
+                by_maintainer: false,
+            } => write!(f, "merge reuses the validated sweep: posted `{line}`"),
+            StepEvent::ReuseAuthorized {
+                line,
+                by_maintainer: true,
+            } => write!(
+                f,
+                "merge reuse needs a maintainer's `{line}` (Klaud's comments are not a collaborator's); asked in the PR"
+            ),
+            StepEvent::BaseMergedIn { head } => write!(
+                f,
+                "base merged in to keep the validated PR mergeable: head {} ([skip-sweep], no GPU job)",
+                head.get(..12).unwrap_or(head)
+            ),
+            StepEvent::UpkeepSettled(why) => write!(f, "no longer kept up to date: {why}"),
             StepEvent::Skipped(why) => write!(f, "skipped: {why}"),
             StepEvent::Stopped(why) => write!(f, "stopped, resumes next pass: {why}"),
         }
@@ -205,6 +238,25 @@ pub fn step_events(
             phase: e.phase.to_string(),
             message: e.message.clone(),
         });
+    }
+    let reuse = |r: &CandidateRecord| r.upkeep.as_ref().and_then(|u| u.reuse.clone());
+    if let Some(r) = reuse(after).filter(|r| reuse(before).as_ref() != Some(r)) {
+        out.push(StepEvent::ReuseAuthorized {
+            line: r.line(),
+            by_maintainer: matches!(r, ReuseAuthorization::Maintainer { .. }),
+        });
+    }
+    let merged = |r: &CandidateRecord| r.upkeep.as_ref().map_or(0, |u| u.merged_bases.len());
+    if merged(after) > merged(before)
+        && let Some(head) = &after.head
+    {
+        out.push(StepEvent::BaseMergedIn { head: head.clone() });
+    }
+    let settled = |r: &CandidateRecord| r.upkeep.as_ref().and_then(|u| u.settled.clone());
+    if settled(before).is_none()
+        && let Some(why) = settled(after)
+    {
+        out.push(StepEvent::UpkeepSettled(why));
     }
     match progress {
         Ok(Progress::Skipped(why)) => out.push(StepEvent::Skipped(why.clone())),

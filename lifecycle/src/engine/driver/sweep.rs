@@ -1,5 +1,6 @@
 //! The changelog entry, the sweep label and the final sweep.
 
+use super::upkeep::MergePlan;
 use crate::engine::forge::Forge as _;
 use crate::engine::intent::Intent;
 use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
@@ -91,11 +92,39 @@ impl Engine<'_> {
                 "Add perf-changelog entry for {}\n\n{TRAILER}{}\n",
                 rec.key, rec.candidate
             );
-            self.intend(rec, Intent::CommitChangelog).await?;
-            let sha = self
-                .forge
-                .commit_files(&proof, &head, &[(path, new)], &message)
+            // A base that moved since the branch was made is merged in with
+            // the entry (never a rebase): a PR that conflicts with its base
+            // gets no `pull_request` run, so the label would start nothing.
+            let plan = self
+                .merge_plan(rec, &head, &base_tip.sha, Some(&link))
                 .await?;
+            self.intend(rec, Intent::CommitChangelog).await?;
+            let sha = match plan {
+                MergePlan::UpToDate => {
+                    self.forge
+                        .commit_files(&proof, &head, &[(path, new)], &message)
+                        .await?
+                }
+                MergePlan::Merge { base_tip, files } => {
+                    let message = format!(
+                        "Add perf-changelog entry for {}, merging {}\n\n{TRAILER}{}\n",
+                        rec.key, rec.base_branch, rec.candidate
+                    );
+                    self.forge
+                        .commit_merge(&proof, &head, &base_tip, &files, &message)
+                        .await?
+                }
+                MergePlan::HandOff(why) => {
+                    let m = format!("the base moved and cannot be merged in: {why}");
+                    self.end(rec, Outcome::Handoff, Phase::FinalSweep, m.clone(), true)
+                        .await?;
+                    if let Some(ending) = rec.ending.as_mut() {
+                        ending.note = Some(m);
+                    }
+                    self.save(rec).await?;
+                    return Ok(Progress::Advanced(Step::Finish));
+                }
+            };
             rec.pending_commit = Some(sha.clone());
             self.intend(rec, Intent::PushChangelog).await?;
             match self

@@ -1,0 +1,354 @@
+//! Keeping a branch mergeable when its base moves: the base is merged into
+//! the branch (never a rebase: the repository's reuse gate needs the
+//! validated run's commit to stay in the PR), `perf-changelog.yaml` taken
+//! from the base with Klaud's own entry re-appended at its new tail, as the
+//! repository's `utils/merge_with_reuse.sh` resolves the same conflict.
+//!
+//! Used twice: by the final step when the base moved before the changelog
+//! entry is written (so the PR the sweep label starts a run on does not
+//! conflict: GitHub starts no `pull_request` run on a conflicting PR), and
+//! by [`Engine::keep_mergeable`] for validated PRs awaiting a maintainer's
+//! merge, whose upkeep commit carries `[skip-sweep]` so the repository's
+//! `check-changelog` job starts no GPU job for it.
+
+use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
+use klaud_planner::image::ImageRef;
+
+use super::{Engine, EngineError, Scope, TRAILER, description};
+use crate::BoxFuture;
+use crate::engine::forge::Forge as _;
+use crate::engine::forge::ForgeError;
+use crate::engine::intent::Intent;
+use crate::engine::journal::{CandidateRecord, Step};
+use crate::engine::ownership::HANDOFF_LABEL;
+use crate::model::Outcome;
+
+/// The files a merge of the base into the branch sets on top of the base's
+/// tree, or why Klaud cannot merge without a person.
+pub(super) enum MergePlan {
+    /// The branch already contains the base tip.
+    UpToDate,
+    /// Set these files on the base's tree (parents: head, base tip).
+    Merge {
+        /// The base tip merged in.
+        base_tip: String,
+        /// Path → bytes.
+        files: Vec<(String, Vec<u8>)>,
+    },
+    /// The base changed a file the branch changes too (other than the
+    /// changelog): a person decides.
+    HandOff(String),
+}
+
+/// What one upkeep pass over a validated PR did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upkept {
+    /// The PR merges cleanly (or GitHub said nothing else).
+    Current,
+    /// GitHub has not computed mergeability yet; look again next pass.
+    Waiting(String),
+    /// The base was merged in: the new head.
+    Merged(String),
+    /// Another holder has the family's claim; look again next pass.
+    Busy(String),
+    /// Klaud stopped keeping this PR (merged, closed, handed off, or the
+    /// base changed the bump itself), with why.
+    Settled(String),
+}
+
+impl Engine<'_> {
+    /// What merging `base_tip` into `head` takes, for `rec`'s branch.
+    /// `entry_link`: Klaud's changelog entry's PR link, when the entry is
+    /// (to be) on the branch; its bytes are re-appended to the base's.
+    pub(super) async fn merge_plan(
+        &self,
+        rec: &CandidateRecord,
+        head: &str,
+        base_tip: &str,
+        entry_link: Option<&str>,
+    ) -> Result<MergePlan, EngineError> {
+        // The base the branch was made from, or last merged in, needs no
+        // comparison: the branch contains it.
+        let merged_last = rec.upkeep.as_ref().and_then(|u| u.merged_bases.last());
+        if base_tip == rec.base_sha || merged_last.is_some_and(|m| m == base_tip) {
+            return Ok(MergePlan::UpToDate);
+        }
+        let cmp = self.forge.compare_commits(base_tip, head).await?;
+        if matches!(cmp.status.as_str(), "ahead" | "identical") {
+            return Ok(MergePlan::UpToDate);
+        }
+        let Some(merge_base) = cmp.merge_base.clone() else {
+            return Ok(MergePlan::HandOff(format!(
+                "{} and {} share no history",
+                rec.base_branch, rec.branch
+            )));
+        };
+        let changelog = format!("{}{CHANGELOG_PATH}", self.repository.prefix());
+        let mut files = Vec::new();
+        for path in cmp.files.iter().filter(|p| **p != changelog) {
+            let at_base = self.forge.read_file(path, &merge_base).await?;
+            let at_tip = self.forge.read_file(path, base_tip).await?;
+            if at_base != at_tip {
+                return Ok(MergePlan::HandOff(format!(
+                    "{} changed {path} since this PR branched off, and the PR changes it too",
+                    rec.base_branch
+                )));
+            }
+            match self.forge.read_file(path, head).await? {
+                Some(bytes) => files.push((path.clone(), bytes)),
+                None => {
+                    return Ok(MergePlan::HandOff(format!(
+                        "the PR removes {path}, which Klaud never does"
+                    )));
+                }
+            }
+        }
+        if let Some(link) = entry_link {
+            let base_bytes = self
+                .forge
+                .read_file(&changelog, base_tip)
+                .await?
+                .unwrap_or_default();
+            let tag = ImageRef::parse(&rec.image)
+                .ok()
+                .and_then(|i| i.tag().map(str::to_owned))
+                .unwrap_or_else(|| "a new build".into());
+            let entry = ChangelogEntry {
+                config_keys: self.changelog_keys(rec),
+                description: description(&rec.key, &tag),
+                pr_link: link.to_owned(),
+            };
+            let new = append_entry(&base_bytes, &entry)
+                .map_err(|e| e.to_string())
+                .and_then(|new| {
+                    validate_append(&base_bytes, &new)
+                        .map(|_| new)
+                        .map_err(|e| e.to_string())
+                });
+            match new {
+                Ok(new) => files.push((changelog, new)),
+                Err(e) => {
+                    return Ok(MergePlan::HandOff(format!(
+                        "the changelog entry cannot be re-appended to {}'s {CHANGELOG_PATH}: {e}",
+                        rec.base_branch
+                    )));
+                }
+            }
+        }
+        Ok(MergePlan::Merge {
+            base_tip: base_tip.to_owned(),
+            files,
+        })
+    }
+
+    /// The PR link Klaud's changelog entry carries.
+    pub(super) fn entry_link(&self, number: u64) -> String {
+        format!(
+            "{}/{}/pull/{number}",
+            self.config.pr_link_base.trim_end_matches('/'),
+            self.forge.repo()
+        )
+    }
+
+    /// One upkeep pass over a validated PR awaiting its merge: when GitHub
+    /// says it conflicts with its base, Klaud takes the family's claim,
+    /// merges the base in (`[skip-sweep]`, so no GPU job starts), and
+    /// releases the claim. The record stays `done`; only its head and
+    /// upkeep change.
+    pub fn keep_mergeable<'f>(
+        &'f self,
+        rec: &'f mut CandidateRecord,
+    ) -> BoxFuture<'f, Result<Upkept, EngineError>> {
+        Box::pin(async move {
+            let _reads = self.forge.scope();
+            let upkept = self.keep_mergeable_once(rec).await?;
+            if let Upkept::Settled(why) = &upkept {
+                rec.upkeep.get_or_insert_with(Default::default).settled = Some(why.clone());
+                rec.intent = None;
+                self.save(rec).await?;
+            }
+            Ok(upkept)
+        })
+    }
+
+    async fn keep_mergeable_once(&self, rec: &mut CandidateRecord) -> Result<Upkept, EngineError> {
+        let validated = rec
+            .ending
+            .as_ref()
+            .is_some_and(|e| e.outcome == Outcome::Validated);
+        let (Some(number), Some(head), true, Step::Done) =
+            (rec.pull, rec.head.clone(), validated, rec.step)
+        else {
+            return Ok(Upkept::Settled("not a validated PR".into()));
+        };
+        if let Some(why) = rec.upkeep.as_ref().and_then(|u| u.settled.clone()) {
+            return Ok(Upkept::Settled(why));
+        }
+        let pull = self.forge.get_pull(number).await?;
+        if !pull.state.is_open() {
+            let state = if pull.state.is_merged() {
+                "merged"
+            } else {
+                "closed"
+            };
+            return Ok(Upkept::Settled(format!("#{number} was {state}")));
+        }
+        if pull.labels.iter().any(|l| l == HANDOFF_LABEL) {
+            return Ok(Upkept::Settled(format!(
+                "#{number} carries {HANDOFF_LABEL}"
+            )));
+        }
+        if pull.head_sha != head {
+            // A push of Klaud's own upkeep whose save was lost is adopted.
+            if rec.pending_commit.as_deref() == Some(pull.head_sha.as_str()) {
+                rec.head = Some(pull.head_sha.clone());
+                rec.pending_commit = None;
+                self.save(rec).await?;
+            } else {
+                return Ok(Upkept::Settled(format!(
+                    "someone else pushed {} to {}",
+                    pull.head_sha, rec.branch
+                )));
+            }
+        }
+        match pull.mergeable {
+            None => {
+                return Ok(Upkept::Waiting(format!(
+                    "GitHub has not computed whether #{number} merges cleanly"
+                )));
+            }
+            Some(true) => return Ok(Upkept::Current),
+            Some(false) => {}
+        }
+        let head = rec.head.clone().unwrap_or(head);
+        let base_tip = self
+            .branch_tip(&rec.base_branch)
+            .await?
+            .ok_or_else(|| ForgeError::NotFound(format!("base branch {}", rec.base_branch)))?
+            .sha;
+        let plan = self
+            .merge_plan(rec, &head, &base_tip, Some(&self.entry_link(number)))
+            .await?;
+        // The writes need the family's claim, as every write does.
+        let before = rec.clone();
+        let book = self.book();
+        let cid = Self::candidate_id(rec)?;
+        let members = self.bumped_together(&rec.family);
+        let candidates = members
+            .iter()
+            .map(|m| klaud_claims::ClaimCandidate::new(&self.repository_sha, m, cid.clone()))
+            .collect();
+        match book
+            .acquire(
+                &cid.family(),
+                candidates,
+                &self.repository_sha,
+                rec.owner_run,
+                self.config.lease,
+            )
+            .await
+            .map_err(EngineError::ClaimOp)?
+        {
+            klaud_claims::Acquire::Won(held) => self.hold(rec, &held),
+            klaud_claims::Acquire::Occupied(entry) => {
+                return Ok(Upkept::Busy(format!(
+                    "the claim of {} is held by another ({})",
+                    rec.family, entry.tip.sha
+                )));
+            }
+        }
+        let result = self.merge_under_claim(rec, number, &head, plan).await;
+        // Whatever happened, the claim goes: the PR is a maintainer's to
+        // merge, and the next pass takes it again if needed.
+        self.release(rec).await?;
+        rec.claim = None;
+        match result {
+            Ok(upkept) => {
+                rec.step = Step::Done;
+                rec.ending = before.ending.clone();
+                rec.intent = None;
+                self.save(rec).await?;
+                Ok(upkept)
+            }
+            Err(e) => {
+                // A write that failed leaves the record as it was (its
+                // ending stands); the next pass reads GitHub again.
+                let head = rec.head.clone();
+                let pending = rec.pending_commit.clone();
+                *rec = before;
+                rec.head = head;
+                rec.pending_commit = pending;
+                self.save(rec).await?;
+                Err(e)
+            }
+        }
+    }
+
+    async fn merge_under_claim(
+        &self,
+        rec: &mut CandidateRecord,
+        number: u64,
+        head: &str,
+        plan: MergePlan,
+    ) -> Result<Upkept, EngineError> {
+        let ending = rec.ending.clone();
+        let proof = match self.prove(rec, Scope::Pull).await? {
+            Ok(p) => p,
+            Err(_) => {
+                // The ownership check ended the record's copy; the validated
+                // ending stands and Klaud stops touching the PR.
+                let why = rec
+                    .ending
+                    .as_ref()
+                    .map(|e| e.message.clone())
+                    .unwrap_or_else(|| "the ownership check failed".into());
+                rec.ending = ending;
+                rec.step = Step::Done;
+                return Ok(Upkept::Settled(why));
+            }
+        };
+        match plan {
+            MergePlan::UpToDate => Ok(Upkept::Current),
+            MergePlan::HandOff(why) => {
+                let body = handoff_note(&why);
+                self.intend(
+                    rec,
+                    Intent::Other("explain why the base cannot be merged".into()),
+                )
+                .await?;
+                self.forge.create_comment(&proof, number, &body).await?;
+                Ok(Upkept::Settled(why))
+            }
+            MergePlan::Merge { base_tip, files } => {
+                let message = format!(
+                    "Merge {} into {} [skip-sweep]\n\nKeeps the validated PR mergeable; its sweep stays reusable.\n\n{TRAILER}{}\n",
+                    rec.base_branch, rec.branch, rec.candidate
+                );
+                self.intend(rec, Intent::MergeBase).await?;
+                let sha = self
+                    .forge
+                    .commit_merge(&proof, head, &base_tip, &files, &message)
+                    .await?;
+                rec.pending_commit = Some(sha.clone());
+                self.intend(rec, Intent::PushMerge).await?;
+                self.forge
+                    .fast_forward_branch(&proof, &rec.branch, &sha)
+                    .await?;
+                rec.head = Some(sha.clone());
+                rec.pending_commit = None;
+                rec.upkeep
+                    .get_or_insert_with(Default::default)
+                    .merged_bases
+                    .push(base_tip);
+                Ok(Upkept::Merged(sha))
+            }
+        }
+    }
+}
+
+/// Why Klaud stops keeping a PR up to date, in both languages.
+fn handoff_note(why: &str) -> String {
+    format!(
+        "**Klaud cannot merge the base into this PR without a person:** {why}. It stops updating the branch; a maintainer resolves the conflict (for example with `utils/merge_with_reuse.sh`).\n\n<details>\n<summary>中文</summary>\n\n**Klaud 无法在无人参与的情况下将基础分支合并到此 PR：**{why}。Klaud 将不再更新该分支；请维护者解决冲突（例如使用 `utils/merge_with_reuse.sh`）。\n\n</details>\n"
+    )
+}
