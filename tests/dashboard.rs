@@ -45,6 +45,7 @@ fn sample() -> StatusSnapshot {
                 }),
                 runs: vec![],
                 outcome: None,
+                merge: None,
             }],
             outcomes: vec![],
             ..RepositoryStatus::default()

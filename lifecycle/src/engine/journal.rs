@@ -282,6 +282,32 @@ pub enum ReuseAuthorization {
     },
 }
 
+impl Upkeep {
+    /// One line for the dashboard and `klaud status`: how merging reuses
+    /// the sweep and what Klaud did to keep the PR mergeable.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        match &self.reuse {
+            Some(r @ ReuseAuthorization::Klaud { .. }) => {
+                parts.push(format!("merge reuses the sweep (`{}`)", r.line()));
+            }
+            Some(r @ ReuseAuthorization::Maintainer { .. }) => {
+                parts.push(format!("awaiting a maintainer's `{}`", r.line()));
+            }
+            None => {}
+        }
+        match self.merged_bases.len() {
+            0 => {}
+            1 => parts.push("base merged in once".to_owned()),
+            n => parts.push(format!("base merged in {n} times")),
+        }
+        if let Some(why) = &self.settled {
+            parts.push(format!("no longer kept up to date: {why}"));
+        }
+        parts.join("; ")
+    }
+}
+
 impl ReuseAuthorization {
     /// The comment line the repository's reuse gate accepts in every
     /// version (`utils/find_reusable_sweep_run.py`).

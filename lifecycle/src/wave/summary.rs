@@ -30,6 +30,10 @@ pub struct CandidateSummary {
     pub status: Option<String>,
     /// Why it ended, once it did.
     pub message: Option<String>,
+    /// A validated PR awaiting its merge: how the merge reuses the sweep
+    /// and what Klaud did to keep it mergeable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<String>,
 }
 
 impl CandidateSummary {
@@ -53,6 +57,11 @@ impl CandidateSummary {
             repairs: rec.repairs,
             status,
             message: rec.ending.as_ref().map(|e| e.message.clone()),
+            merge: rec
+                .upkeep
+                .as_ref()
+                .map(|u| u.describe())
+                .filter(|d| !d.is_empty()),
         }
     }
 }

@@ -69,6 +69,7 @@ pub fn repository_status<'f>(
                 }),
                 runs: Vec::new(),
                 outcome: None,
+                merge: None,
             });
         }
         let name = forge.repo();

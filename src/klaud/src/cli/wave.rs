@@ -542,6 +542,7 @@ mod tests {
                 repairs: 1,
                 status: None,
                 message: Some("smoke failed | twice\nat step 3".into()),
+                merge: None,
             }],
             skipped: vec![],
             answered: vec![],

@@ -281,10 +281,12 @@ fn render_candidates(page: &mut String, candidates: &[CandidateRow]) {
             escape(&candidate.image),
             badge(state),
             escape(candidate.attempt.as_deref().unwrap_or("—")),
-            candidate
-                .pull_request
-                .as_ref()
-                .map_or_else(|| "—".to_owned(), link),
+            match (&candidate.pull_request, &candidate.merge) {
+                (Some(pr), Some(merge)) =>
+                    format!("{}<br><small>{}</small>", link(pr), escape(merge)),
+                (Some(pr), None) => link(pr),
+                (None, _) => "—".to_owned(),
+            },
             if runs.is_empty() {
                 "—".to_owned()
             } else {

@@ -258,6 +258,11 @@ impl CandidateRow {
                 })
                 .collect(),
             outcome: outcome_of(rec).map(|e| e.outcome.to_string()),
+            merge: rec
+                .upkeep
+                .as_ref()
+                .map(|u| u.describe())
+                .filter(|d| !d.is_empty()),
         }
     }
 }
@@ -320,6 +325,9 @@ pub struct CandidateRow {
     pub pull_request: Option<LinkRow>,
     pub runs: Vec<LinkRow>,
     pub outcome: Option<String>,
+    /// A validated PR awaiting its merge: reuse and upkeep, in a line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge: Option<String>,
 }
 
 /// A link with a label.
