@@ -199,7 +199,8 @@ pub fn start_sweep_run(
             })
         })
         .unwrap_or(false);
-    if !changes_changelog {
+    // GitHub starts no `pull_request` run on a PR that conflicts.
+    if !changes_changelog || r.pull_conflicts(p) == Some(true) {
         return Ok(());
     }
     let now = Utc::now();

@@ -16,6 +16,7 @@ mod githttp;
 mod graphql;
 mod http;
 mod labels;
+mod merge;
 mod pages;
 mod pulls;
 mod refs;
@@ -74,10 +75,12 @@ pub fn router(state: GithubState) -> Router {
         .route("/contents/{*path}", get(contents::get_contents))
         .route("/commits", get(contents::list_commits))
         .route("/commits/{sha}", get(contents::get_commit))
+        .route("/commits/{sha}/pulls", get(pulls::pulls_of_commit))
         .route("/compare/{basehead}", get(contents::compare))
         .route("/pulls", get(pulls::list).post(pulls::create))
         .route("/pulls/{number}", get(pulls::get).patch(pulls::update))
         .route("/pulls/{number}/files", get(pulls::files))
+        .route("/pulls/{number}/commits", get(pulls::commits))
         .route("/pulls/{number}/merge", put(pulls::merge))
         .route("/issues/{number}", get(comments::get_issue))
         .route(
