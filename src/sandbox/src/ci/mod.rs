@@ -111,6 +111,7 @@ mod baseline;
 pub mod jobs;
 pub mod points;
 pub mod results;
+pub mod reuse;
 mod runner;
 pub mod script;
 
