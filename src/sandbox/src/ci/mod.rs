@@ -108,6 +108,7 @@
 //! exactly.
 
 mod baseline;
+pub mod gate;
 pub mod jobs;
 pub mod points;
 pub mod results;

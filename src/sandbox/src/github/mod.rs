@@ -118,6 +118,7 @@ pub fn router(state: GithubState) -> Router {
         .route("/actions/runs", get(actions::list_runs))
         .route("/actions/runs/{id}", get(actions::get_run))
         .route("/actions/runs/{id}/jobs", get(actions::jobs))
+        .route("/actions/jobs/{id}/logs", get(actions::job_logs))
         .route("/actions/runs/{id}/cancel", post(actions::cancel))
         .route("/actions/runs/{id}/rerun", post(actions::rerun))
         .route("/actions/runs/{id}/artifacts", get(actions::run_artifacts))

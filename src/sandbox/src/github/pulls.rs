@@ -427,33 +427,6 @@ pub async fn merge(
     .into_response())
 }
 
-/// GitHub lists at most this many commits of a pull request.
-const PULL_COMMITS_MAX: usize = 250;
-
-/// The commits of a PR, oldest first: reachable from the head and not from
-/// the base (for a merged PR, the base as it was before the merge, so the
-/// list survives a merge commit that made them reachable from the base).
-fn pull_commit_shas(r: &super::state::Repo, p: &Pull) -> Vec<String> {
-    let base = match &p.merged {
-        Some(merged) => r
-            .objects
-            .commits
-            .get(&merged.sha)
-            .and_then(|c| c.parents.first().cloned()),
-        None => r.resolve(&p.base_ref),
-    };
-    let exclude = base.map(|b| r.objects.ancestors(&b)).unwrap_or_default();
-    let mut shas: Vec<String> = r
-        .objects
-        .history(&p.head_sha)
-        .into_iter()
-        .filter(|s| !exclude.contains(s))
-        .collect();
-    shas.reverse();
-    shas.truncate(PULL_COMMITS_MAX);
-    shas
-}
-
 /// `GET /repos/{o}/{r}/pulls/{n}/commits`: the PR's commits in the
 /// `repos/{o}/{r}/commits` shape, oldest first, paginated.
 pub async fn commits(
@@ -468,7 +441,8 @@ pub async fn commits(
         .get(&parse_number(&number)?)
         .ok_or_else(ApiError::not_found)?;
     let url = m.repo_url(&owner, &repo);
-    let items: Vec<Value> = pull_commit_shas(r, p)
+    let items: Vec<Value> = r
+        .pull_commit_shas(p)
         .into_iter()
         .filter_map(|sha| {
             let c = r.objects.commits.get(&sha)?;
@@ -497,7 +471,7 @@ pub async fn pulls_of_commit(
         .rev()
         .filter(|p| p.open || p.merged.is_some())
         .filter(|p| {
-            p.merged.as_ref().is_some_and(|x| x.sha == sha) || pull_commit_shas(r, p).contains(&sha)
+            p.merged.as_ref().is_some_and(|x| x.sha == sha) || r.pull_commit_shas(p).contains(&sha)
         })
         .map(|p| m.pull_json(r, p))
         .collect();

@@ -184,6 +184,10 @@ pub struct Run {
     /// empty until it plans the run, and for runs it does not run, which
     /// then show one job named after the run.
     pub jobs: Vec<Job>,
+    /// The event the run was created for, as its workflow file saw it
+    /// (`None` for runs the built-in behaviour created): job conditions
+    /// that depend on outputs are decided again from it when the run starts.
+    pub context: Option<klaud_workflows::EventContext>,
 }
 
 /// One job of a run (Actions jobs API).
@@ -196,6 +200,8 @@ pub struct Job {
     pub conclusion: Option<String>,
     pub started_at: DateTime<Utc>,
     pub completed_at: Option<DateTime<Utc>>,
+    /// What the job printed (`GET /actions/jobs/{id}/logs`).
+    pub log: String,
 }
 
 /// A finished attempt of a run that was re-run.
@@ -262,6 +268,32 @@ impl Repo {
                 }
             }
         }
+    }
+
+    /// The commits of a PR, oldest first: reachable from the head and not
+    /// from the base (for a merged PR, the base as it was before the merge,
+    /// so the list survives a merge commit that made them reachable from
+    /// the base). GitHub lists at most 250.
+    pub fn pull_commit_shas(&self, p: &Pull) -> Vec<String> {
+        const PULL_COMMITS_MAX: usize = 250;
+        let base = match &p.merged {
+            Some(merged) => self
+                .objects
+                .commits
+                .get(&merged.sha)
+                .and_then(|c| c.parents.first().cloned()),
+            None => self.resolve(&p.base_ref),
+        };
+        let exclude = base.map(|b| self.objects.ancestors(&b)).unwrap_or_default();
+        let mut shas: Vec<String> = self
+            .objects
+            .history(&p.head_sha)
+            .into_iter()
+            .filter(|s| !exclude.contains(s))
+            .collect();
+        shas.reverse();
+        shas.truncate(PULL_COMMITS_MAX);
+        shas
     }
 
     /// The (base tip, head) pair a PR's mergeability is computed for.

@@ -362,6 +362,7 @@ fn start_run(
         past_attempts: Vec::new(),
         cancel_requested: false,
         jobs: Vec::new(),
+        context: Some(ctx),
     };
     r.runs.insert(run_id, run);
     Ok(run_id)
