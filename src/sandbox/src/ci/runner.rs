@@ -257,6 +257,10 @@ impl Runner {
 
     /// Decides a run's outcome and builds its artifacts.
     fn plan(&mut self, s: Snapshot) -> Pending {
+        let found = match s.kind {
+            RunKind::Smoke => smoke_families(&s),
+            RunKind::Sweep => sweep_families(&s),
+        };
         if let Some(gate) = s.gate.as_ref().filter(|g| !g.benchmarks_run) {
             // The workflow skips every benchmark job (the PR's sweep is
             // reused, the head says `[skip-sweep]`, or the gate failed):
@@ -276,23 +280,44 @@ impl Runner {
                 conclusion: conclusion.as_github().to_string(),
                 note: format!("no benchmark job runs: {}", gate.reason),
             });
+            // Its jobs take the time the family's next sweep would (a
+            // newer event of the PR may still cancel it meanwhile), without
+            // using up a step of the script.
+            let delay = match &found {
+                Ok(f) => f.first().map_or(Duration::ZERO, |(spec, _)| {
+                    let index = self
+                        .counters
+                        .get(&(s.repo.clone(), spec.family.clone(), s.kind))
+                        .copied()
+                        .unwrap_or(0);
+                    self.script.step(&spec.family, s.kind, index).delay
+                }),
+                Err(_) => Duration::ZERO,
+            };
+            let jobs = gate
+                .jobs
+                .iter()
+                .map(|j| {
+                    let mut j = j.clone();
+                    if j.conclusion != "skipped" {
+                        j.at = 0.99;
+                    }
+                    (j, None, false)
+                })
+                .collect();
             let now = Instant::now();
             return Pending {
                 repo: s.repo,
                 run_id: s.run_id,
                 run_attempt: s.run_attempt,
-                due: now,
+                due: now + delay,
                 conclusion,
                 uploads: Uploads::new(),
                 started: now,
-                delay: Duration::ZERO,
-                jobs: gate.jobs.iter().map(|j| (j.clone(), None, false)).collect(),
+                delay,
+                jobs,
             };
         }
-        let found = match s.kind {
-            RunKind::Smoke => smoke_families(&s),
-            RunKind::Sweep => sweep_families(&s),
-        };
         let total: usize = found
             .as_ref()
             .map(|f| f.iter().map(|(spec, _)| spec.points.len()).sum())
