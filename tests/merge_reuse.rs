@@ -317,6 +317,23 @@ async fn a_merged_changelog_entry_makes_the_other_pr_dirty_until_main_is_merged_
     // Both appended at the tail of the changelog: a conflict, as for git.
     assert_eq!(t.mergeability(b).await, (Value::Null, json!("unknown")));
     assert_eq!(t.mergeability(b).await, (json!(false), json!("dirty")));
+    let page = t
+        .http
+        .get(
+            t.get(&format!("/pulls/{b}")).await["html_url"]
+                .as_str()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("conflicts that must be resolved: <code>perf-changelog.yaml</code>"),
+        "{page}"
+    );
     let (s, refused) = t.merge(b).await;
     assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(refused["message"], "Pull Request is not mergeable");

@@ -102,7 +102,7 @@ pub async fn create(
         closed_at: None,
         closed_by: None,
         merged: None,
-        mergeability_asked: None,
+        mergeability: None,
     };
     let sender = pull.user.clone();
     r.pulls.insert(number, pull);
@@ -128,11 +128,7 @@ pub async fn get(
     // GitHub answers `null` to the first read after the base or the head
     // moved and computes mergeability in the background; the read after
     // that gets the value.
-    let pair = r.mergeability_pair(p);
-    let r = m.repo_mut(&owner, &repo)?;
-    if let Some(p) = r.pulls.get_mut(&number) {
-        p.mergeability_asked = pair;
-    }
+    m.repo_mut(&owner, &repo)?.ask_mergeability(number);
     Ok(Json(body).into_response())
 }
 

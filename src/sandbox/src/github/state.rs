@@ -111,10 +111,20 @@ pub struct Pull {
     pub closed_by: Option<String>,
     /// When, by whom and as which commit it was merged.
     pub merged: Option<Merged>,
-    /// The (base sha, head sha) whose mergeability a read asked for: GitHub
-    /// computes it after that first read, so reads of the same pair answer
-    /// it and a read after either side moved answers `null` again.
-    pub mergeability_asked: Option<(String, String)>,
+    /// The mergeability a read asked GitHub to compute: GitHub computes it
+    /// after that first read, so reads of the same (base, head) answer it
+    /// and a read after either side moved answers `null` again.
+    pub mergeability: Option<Mergeability>,
+}
+
+/// A computed mergeability, valid while base and head stay where they were
+/// (the merge of two fixed commits never changes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mergeability {
+    pub base: String,
+    pub head: String,
+    /// Whether the merge conflicts; `None`: no common history.
+    pub conflicts: Option<bool>,
 }
 
 /// A pull request's merge (`merged_at`, `merged_by`, `merge_commit_sha`).
@@ -310,18 +320,46 @@ impl Repo {
         super::merge::merge_commits(&self.objects, &mb, &base, &head).map(|m| !m.is_clean())
     }
 
+    /// What a read of the PR starts: GitHub computes mergeability for the
+    /// current base and head in the background, unless it knows it already.
+    pub fn ask_mergeability(&mut self, number: u64) {
+        let Some(p) = self.pulls.get(&number) else {
+            return;
+        };
+        let Some((base, head)) = self.mergeability_pair(p) else {
+            return;
+        };
+        if p.mergeability
+            .as_ref()
+            .is_some_and(|k| k.base == base && k.head == head)
+        {
+            return;
+        }
+        let conflicts = self.pull_conflicts(p);
+        if let Some(p) = self.pulls.get_mut(&number) {
+            p.mergeability = Some(Mergeability {
+                base,
+                head,
+                conflicts,
+            });
+        }
+    }
+
     /// `mergeable` and `mergeable_state` as GitHub answers them: unknown
-    /// until a read asked for the current pair, and for closed PRs.
+    /// until a read asked for the current pair (see
+    /// [`Repo::ask_mergeability`]), and for closed PRs.
     /// Required checks and reviews are not simulated, so a PR that merges
     /// cleanly is `clean` (or `draft`).
     pub fn mergeability(&self, p: &Pull) -> (Option<bool>, &'static str) {
-        if !p.open
-            || p.mergeability_asked.is_none()
-            || p.mergeability_asked != self.mergeability_pair(p)
-        {
+        let current = self.mergeability_pair(p);
+        let Some(known) = p
+            .mergeability
+            .as_ref()
+            .filter(|k| p.open && current == Some((k.base.clone(), k.head.clone())))
+        else {
             return (None, "unknown");
-        }
-        match self.pull_conflicts(p) {
+        };
+        match known.conflicts {
             Some(true) => (Some(false), "dirty"),
             Some(false) if p.draft => (Some(true), "draft"),
             Some(false) => (Some(true), "clean"),

@@ -474,7 +474,7 @@ jobs:
                 closed_at: None,
                 closed_by: None,
                 merged: None,
-                mergeability_asked: None,
+                mergeability: None,
             },
         );
         drop(m);
@@ -787,7 +787,7 @@ jobs:
                     closed_at: None,
                     closed_by: None,
                     merged: None,
-                    mergeability_asked: None,
+                    mergeability: None,
                 },
             );
             let ids = pull_request_event(
