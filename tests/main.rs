@@ -30,6 +30,7 @@ mod lifecycle_full;
 mod lifecycle_workflows;
 mod live_reports;
 mod maintainer_commands;
+mod merge_reuse;
 mod people;
 mod people_merge;
 mod plan_sandbox;

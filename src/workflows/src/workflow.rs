@@ -1002,6 +1002,25 @@ impl Workflow {
         Ok(out)
     }
 
+    /// The jobs (ids, dependencies first) with a `run:` step whose script
+    /// contains `text`: where a workflow calls a given script or module.
+    pub fn jobs_running(&self, text: &str) -> Vec<String> {
+        self.order
+            .iter()
+            .filter(|id| match &self.model.jobs[id.as_str()] {
+                Job::NormalJob(job) => job.steps.iter().any(|step| match step {
+                    Step::Run(r) => r.run.contains(text),
+                    Step::Parallel { parallel } => parallel
+                        .iter()
+                        .any(|p| matches!(p, ParallelStep::Run(r) if r.run.contains(text))),
+                    _ => false,
+                }),
+                Job::ReusableWorkflowCallJob(_) => false,
+            })
+            .cloned()
+            .collect()
+    }
+
     /// Whether some upload step can produce an artifact called `name`.
     pub fn may_upload(
         &self,

@@ -33,6 +33,8 @@ pub struct PlannedJob {
     pub conclusion: String,
     /// Artifact names it uploads when it ends.
     pub artifacts: Vec<String>,
+    /// What it prints (its log).
+    pub log: String,
 }
 
 fn framework_short(f: &str) -> &str {
@@ -210,6 +212,7 @@ pub fn plan_jobs(
             at: 0.0,
             conclusion: "success".into(),
             artifacts,
+            log: String::new(),
         })
         .collect();
     let n = middle.len() as f64;
@@ -219,6 +222,7 @@ pub fn plan_jobs(
             at: (i as f64 + 1.0) / (n + 1.0),
             conclusion: ok(passed),
             artifacts,
+            log: String::new(),
         });
     }
     for name in [
@@ -230,6 +234,7 @@ pub fn plan_jobs(
             at: 1.0,
             conclusion: "success".into(),
             artifacts: Vec::new(),
+            log: String::new(),
         });
     }
     out

@@ -108,9 +108,11 @@
 //! exactly.
 
 mod baseline;
+pub mod gate;
 pub mod jobs;
 pub mod points;
 pub mod results;
+pub mod reuse;
 mod runner;
 pub mod script;
 

@@ -42,6 +42,9 @@ struct Snapshot {
     labels: Vec<String>,
     /// Whether the run uploads `klaud-sweep-manifest`.
     manifest: bool,
+    /// What the run's own workflow decided before any benchmark (the
+    /// `[skip-sweep]` policy and the reuse gate), when it has those jobs.
+    gate: Option<super::gate::GatePlan>,
 }
 
 /// Whether each queued sweep run's workflow, at the run's head, uploads the
@@ -152,6 +155,7 @@ impl Runner {
         let now = Utc::now();
         let mut out = Vec::new();
         let manifests = manifest_uploads(&mut m);
+        let mut gates = super::gate::plan_queued(&mut m);
         for r in m.repos.values_mut() {
             let workflows: HashMap<u64, String> = r
                 .workflows
@@ -224,7 +228,9 @@ impl Runner {
                         .get(&(r.full_name(), run.head_sha.clone()))
                         .copied()
                         .unwrap_or(true);
+                let gate = gates.remove(&(r.full_name(), run.id));
                 let snap = Snapshot {
+                    gate,
                     manifest,
                     repo: r.full_name(),
                     run_id: run.id,
@@ -255,6 +261,63 @@ impl Runner {
             RunKind::Smoke => smoke_families(&s),
             RunKind::Sweep => sweep_families(&s),
         };
+        if let Some(gate) = s.gate.as_ref().filter(|g| !g.benchmarks_run) {
+            // The workflow skips every benchmark job (the PR's sweep is
+            // reused, the head says `[skip-sweep]`, or the gate failed):
+            // the run ends with its bookkeeping jobs and uploads nothing.
+            let conclusion = if gate.failed {
+                Conclusion::Failure
+            } else {
+                Conclusion::Success
+            };
+            self.record(CiEvent {
+                repo: s.repo.clone(),
+                run_id: s.run_id,
+                run_attempt: s.run_attempt,
+                kind: s.kind,
+                family: None,
+                attempt_index: 0,
+                conclusion: conclusion.as_github().to_string(),
+                note: format!("no benchmark job runs: {}", gate.reason),
+            });
+            // Its jobs take the time the family's next sweep would (a
+            // newer event of the PR may still cancel it meanwhile), without
+            // using up a step of the script.
+            let delay = match &found {
+                Ok(f) => f.first().map_or(Duration::ZERO, |(spec, _)| {
+                    let index = self
+                        .counters
+                        .get(&(s.repo.clone(), spec.family.clone(), s.kind))
+                        .copied()
+                        .unwrap_or(0);
+                    self.script.step(&spec.family, s.kind, index).delay
+                }),
+                Err(_) => Duration::ZERO,
+            };
+            let jobs = gate
+                .jobs
+                .iter()
+                .map(|j| {
+                    let mut j = j.clone();
+                    if j.conclusion != "skipped" {
+                        j.at = 0.99;
+                    }
+                    (j, None, false)
+                })
+                .collect();
+            let now = Instant::now();
+            return Pending {
+                repo: s.repo,
+                run_id: s.run_id,
+                run_attempt: s.run_attempt,
+                due: now + delay,
+                conclusion,
+                uploads: Uploads::new(),
+                started: now,
+                delay,
+                jobs,
+            };
+        }
         let total: usize = found
             .as_ref()
             .map(|f| f.iter().map(|(spec, _)| spec.points.len()).sum())
@@ -320,7 +383,12 @@ impl Runner {
             Conclusion::Infra(_) => Vec::new(),
             c => {
                 let ran: Vec<usize> = families.iter().map(|(f, _)| points_ran(f, &step)).collect();
-                jobs::plan_jobs(s.kind, &families, c, &step.multipliers, &ran, &uploads)
+                let mut planned =
+                    jobs::plan_jobs(s.kind, &families, c, &step.multipliers, &ran, &uploads);
+                if let Some(gate) = &s.gate {
+                    with_gate_jobs(&mut planned, &gate.jobs);
+                }
+                planned
             }
         };
         self.record(CiEvent {
@@ -443,6 +511,7 @@ impl Runner {
                         conclusion: None,
                         started_at: now,
                         completed_at: None,
+                        log: j.log.clone(),
                     });
                 }
             }
@@ -480,6 +549,23 @@ impl Runner {
         for i in finished.into_iter().rev() {
             self.pending.remove(i);
         }
+    }
+}
+
+/// Shows the workflow's policy and gate jobs among a sweep's jobs: a job
+/// listed already (`check-changelog`, `setup`) gets its log, another one
+/// (`reuse-sweep-gate`) comes before `setup`.
+fn with_gate_jobs(planned: &mut Vec<PlannedJob>, gate_jobs: &[PlannedJob]) {
+    for g in gate_jobs {
+        if let Some(j) = planned.iter_mut().find(|j| j.name == g.name) {
+            j.log = g.log.clone();
+            continue;
+        }
+        let at = planned
+            .iter()
+            .position(|j| j.name == "setup")
+            .unwrap_or(planned.len().min(1));
+        planned.insert(at, g.clone());
     }
 }
 
@@ -757,6 +843,7 @@ mod tests {
             base_changelog: None,
             labels: Vec::new(),
             manifest: true,
+            gate: None,
         }
     }
 

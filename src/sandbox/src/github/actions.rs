@@ -144,6 +144,7 @@ pub async fn dispatch(
         past_attempts: Vec::new(),
         cancel_requested: false,
         jobs: Vec::new(),
+        context: None,
     };
     let url = m.repo_url(&owner, &repo);
     m.repo_mut(&owner, &repo)?.runs.insert(run_id, run);
@@ -199,7 +200,8 @@ pub fn start_sweep_run(
             })
         })
         .unwrap_or(false);
-    if !changes_changelog {
+    // GitHub starts no `pull_request` run on a PR that conflicts.
+    if !changes_changelog || r.pull_conflicts(p) == Some(true) {
         return Ok(());
     }
     let now = Utc::now();
@@ -226,6 +228,7 @@ pub fn start_sweep_run(
         past_attempts: Vec::new(),
         cancel_requested: false,
         jobs: Vec::new(),
+        context: None,
     };
     m.repo_mut(owner, repo)?.runs.insert(run_id, run);
     Ok(())
@@ -397,6 +400,32 @@ pub async fn jobs(
         m.jobs_json(r, run)
     };
     Ok(paginate(jobs, &m.base_url, &uri, Some("jobs")))
+}
+
+/// `GET .../actions/jobs/{id}/logs`: a job's plain-text log. GitHub
+/// answers 302 to a short-lived download URL; the simulator serves the
+/// text at once (clients follow the redirect to the same bytes).
+pub async fn job_logs(
+    State(st): State<GithubState>,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let id = parse_id(&id)?;
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let job = r
+        .runs
+        .values()
+        .flat_map(|run| run.jobs.iter())
+        .find(|j| j.id == id)
+        .ok_or_else(ApiError::not_found)?;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; charset=utf-8",
+        )],
+        job.log.clone(),
+    )
+        .into_response())
 }
 
 /// `POST .../runs/{id}/cancel`: GitHub accepts with 202 and the run ends

@@ -16,6 +16,7 @@ mod githttp;
 mod graphql;
 mod http;
 mod labels;
+mod merge;
 mod pages;
 mod pulls;
 mod refs;
@@ -74,10 +75,12 @@ pub fn router(state: GithubState) -> Router {
         .route("/contents/{*path}", get(contents::get_contents))
         .route("/commits", get(contents::list_commits))
         .route("/commits/{sha}", get(contents::get_commit))
+        .route("/commits/{sha}/pulls", get(pulls::pulls_of_commit))
         .route("/compare/{basehead}", get(contents::compare))
         .route("/pulls", get(pulls::list).post(pulls::create))
         .route("/pulls/{number}", get(pulls::get).patch(pulls::update))
         .route("/pulls/{number}/files", get(pulls::files))
+        .route("/pulls/{number}/commits", get(pulls::commits))
         .route("/pulls/{number}/merge", put(pulls::merge))
         .route("/issues/{number}", get(comments::get_issue))
         .route(
@@ -115,6 +118,7 @@ pub fn router(state: GithubState) -> Router {
         .route("/actions/runs", get(actions::list_runs))
         .route("/actions/runs/{id}", get(actions::get_run))
         .route("/actions/runs/{id}/jobs", get(actions::jobs))
+        .route("/actions/jobs/{id}/logs", get(actions::job_logs))
         .route("/actions/runs/{id}/cancel", post(actions::cancel))
         .route("/actions/runs/{id}/rerun", post(actions::rerun))
         .route("/actions/runs/{id}/artifacts", get(actions::run_artifacts))

@@ -337,6 +337,39 @@ fn labels(names: &[String]) -> String {
         .join("")
 }
 
+/// The merge box of a pull request page: the web page computes what the
+/// API's `mergeable` only answers on a second read, and names the
+/// conflicting files as GitHub's page does.
+fn merge_line(r: &Repo, p: &super::state::Pull) -> String {
+    if let Some(m) = &p.merged {
+        return format!(
+            "Merged as <code class=\"mono\">{}</code>",
+            escape(&m.sha[..m.sha.len().min(7)])
+        );
+    }
+    if !p.open {
+        return "Closed without merging".to_owned();
+    }
+    let outcome = r.mergeability_pair(p).and_then(|(base, head)| {
+        let mb = r.objects.merge_base(&base, &head)?;
+        super::merge::merge_commits(&r.objects, &mb, &base, &head)
+    });
+    match outcome {
+        Some(super::merge::TreeMerge::Clean(_)) => {
+            "<span class=\"state open\">No conflicts</span> This branch has no conflicts with the base branch".to_owned()
+        }
+        Some(super::merge::TreeMerge::Conflicts(paths)) => format!(
+            "<span class=\"state closed\">Conflicts</span> This branch has conflicts that must be resolved: {}",
+            paths
+                .iter()
+                .map(|f| format!("<code>{}</code>", escape(f)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => "<span class=\"state closed\">Conflicts</span> This branch has no history in common with the base branch".to_owned(),
+    }
+}
+
 async fn pull(
     State(st): State<GithubState>,
     Path((owner, repo, number)): Path<(String, String, String)>,
@@ -371,6 +404,7 @@ async fn pull(
             labels(&p.labels)
         },
     );
+    let _ = write!(body, "<p>{}</p>", merge_line(r, p));
     let _ = write!(
         body,
         "<div class=\"comment\"><div class=\"who\"><b>{}</b> opened this pull request</div><div class=\"body\">{}</div></div>",

@@ -102,6 +102,7 @@ pub async fn create(
         closed_at: None,
         closed_by: None,
         merged: None,
+        mergeability: None,
     };
     let sender = pull.user.clone();
     r.pulls.insert(number, pull);
@@ -119,13 +120,16 @@ pub async fn get(
     State(st): State<GithubState>,
     Path((owner, repo, number)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
-    let m = st.lock().await;
+    let number = parse_number(&number)?;
+    let mut m = st.lock().await;
     let r = m.repo(&owner, &repo)?;
-    let p = r
-        .pulls
-        .get(&parse_number(&number)?)
-        .ok_or_else(ApiError::not_found)?;
-    Ok(Json(m.pull_json(r, p)).into_response())
+    let p = r.pulls.get(&number).ok_or_else(ApiError::not_found)?;
+    let body = m.pull_json(r, p);
+    // GitHub answers `null` to the first read after the base or the head
+    // moved and computes mergeability in the background; the read after
+    // that gets the value.
+    m.repo_mut(&owner, &repo)?.ask_mergeability(number);
+    Ok(Json(body).into_response())
 }
 
 #[derive(Deserialize, Default)]
@@ -297,10 +301,9 @@ pub struct MergePull {
 /// (closed, a draft, or changes that conflict with the base); 409 when
 /// `sha` is not the head; 403 without write permission. A merge commit
 /// (method `merge`) or one commit on the base (`squash`, `rebase`) moves
-/// the base branch; the PR then reads closed and merged. Conflicts are
-/// decided per file (both sides changed one path differently since the
-/// merge base), which is stricter than git's line merge but never merges
-/// what git would refuse.
+/// the base branch; the PR then reads closed and merged. Whether it
+/// conflicts is the same three-way merge `mergeable` reports
+/// ([`super::merge`]).
 pub async fn merge(
     State(st): State<GithubState>,
     caller: Caller,
@@ -352,37 +355,24 @@ pub async fn merge(
     }
     let base_ref = format!("refs/heads/{}", p.base_ref);
     let base = r.refs.get(&base_ref).cloned().ok_or_else(not_mergeable)?;
-    let tree_of = |sha: &str| r.objects.commits.get(sha).map(|c| c.tree.clone());
     let mb = r
         .objects
         .merge_base(&base, &p.head_sha)
         .ok_or_else(not_mergeable)?;
-    let (Some(mb_tree), Some(base_tree), Some(head_tree)) =
-        (tree_of(&mb), tree_of(&base), tree_of(&p.head_sha))
-    else {
-        return Err(not_mergeable());
+    let merged = match super::merge::merge_commits(&r.objects, &mb, &base, &p.head_sha) {
+        Some(super::merge::TreeMerge::Clean(merged)) => merged,
+        _ => return Err(not_mergeable()),
     };
-    let (old, ours, theirs) = (
-        r.objects.flatten(&mb_tree),
-        r.objects.flatten(&base_tree),
-        r.objects.flatten(&head_tree),
-    );
-    let mut merged = ours.clone();
-    let paths: std::collections::BTreeSet<&String> =
-        old.keys().chain(ours.keys()).chain(theirs.keys()).collect();
-    for path in paths {
-        let (o, b, h) = (old.get(path), ours.get(path), theirs.get(path));
-        if h == o || h == b {
-            continue;
-        }
-        if b != o {
-            return Err(not_mergeable());
-        }
-        match h {
-            Some(entry) => merged.insert(path.clone(), entry.clone()),
-            None => merged.remove(path),
-        };
-    }
+    let merged: std::collections::BTreeMap<String, (String, String)> = merged
+        .into_iter()
+        .map(|(path, entry)| {
+            let entry = match entry {
+                super::merge::Merged::Existing(e) => e,
+                super::merge::Merged::Content { mode, bytes } => (mode, r.objects.put_blob(bytes)),
+            };
+            (path, entry)
+        })
+        .collect();
     let tree = r.objects.build_tree(&merged);
     let title = body.commit_title.unwrap_or_else(|| match method {
         "merge" => format!(
@@ -431,4 +421,55 @@ pub async fn merge(
         "message": "Pull Request successfully merged",
     }))
     .into_response())
+}
+
+/// `GET /repos/{o}/{r}/pulls/{n}/commits`: the PR's commits in the
+/// `repos/{o}/{r}/commits` shape, oldest first, paginated.
+pub async fn commits(
+    State(st): State<GithubState>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let p = r
+        .pulls
+        .get(&parse_number(&number)?)
+        .ok_or_else(ApiError::not_found)?;
+    let url = m.repo_url(&owner, &repo);
+    let items: Vec<Value> = r
+        .pull_commit_shas(p)
+        .into_iter()
+        .filter_map(|sha| {
+            let c = r.objects.commits.get(&sha)?;
+            Some(super::git::repo_commit_json(&m, &url, &sha, c, None))
+        })
+        .collect();
+    Ok(paginate(items, &m.base_url, &uri, None))
+}
+
+/// `GET /repos/{o}/{r}/commits/{sha}/pulls`: the PRs a commit belongs to —
+/// the merged PR whose merge (or squash) commit it is, and the open or
+/// merged PRs that have it among their commits — newest first, paginated.
+pub async fn pulls_of_commit(
+    State(st): State<GithubState>,
+    Path((owner, repo, spec)): Path<(String, String, String)>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let sha = r
+        .resolve(&spec)
+        .ok_or_else(|| ApiError::unprocessable(&format!("No commit found for SHA: {spec}")))?;
+    let items: Vec<Value> = r
+        .pulls
+        .values()
+        .rev()
+        .filter(|p| p.open || p.merged.is_some())
+        .filter(|p| {
+            p.merged.as_ref().is_some_and(|x| x.sha == sha) || r.pull_commit_shas(p).contains(&sha)
+        })
+        .map(|p| m.pull_json(r, p))
+        .collect();
+    Ok(paginate(items, &m.base_url, &uri, None))
 }

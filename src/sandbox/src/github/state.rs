@@ -111,6 +111,20 @@ pub struct Pull {
     pub closed_by: Option<String>,
     /// When, by whom and as which commit it was merged.
     pub merged: Option<Merged>,
+    /// The mergeability a read asked GitHub to compute: GitHub computes it
+    /// after that first read, so reads of the same (base, head) answer it
+    /// and a read after either side moved answers `null` again.
+    pub mergeability: Option<Mergeability>,
+}
+
+/// A computed mergeability, valid while base and head stay where they were
+/// (the merge of two fixed commits never changes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mergeability {
+    pub base: String,
+    pub head: String,
+    /// Whether the merge conflicts; `None`: no common history.
+    pub conflicts: Option<bool>,
 }
 
 /// A pull request's merge (`merged_at`, `merged_by`, `merge_commit_sha`).
@@ -180,6 +194,10 @@ pub struct Run {
     /// empty until it plans the run, and for runs it does not run, which
     /// then show one job named after the run.
     pub jobs: Vec<Job>,
+    /// The event the run was created for, as its workflow file saw it
+    /// (`None` for runs the built-in behaviour created): job conditions
+    /// that depend on outputs are decided again from it when the run starts.
+    pub context: Option<klaud_workflows::EventContext>,
 }
 
 /// One job of a run (Actions jobs API).
@@ -192,6 +210,8 @@ pub struct Job {
     pub conclusion: Option<String>,
     pub started_at: DateTime<Utc>,
     pub completed_at: Option<DateTime<Utc>>,
+    /// What the job printed (`GET /actions/jobs/{id}/logs`).
+    pub log: String,
 }
 
 /// A finished attempt of a run that was re-run.
@@ -258,6 +278,107 @@ impl Repo {
                 }
             }
         }
+    }
+
+    /// The commits of a PR, oldest first: reachable from the head and not
+    /// from the base (for a merged PR, the base as it was before the merge,
+    /// so the list survives a merge commit that made them reachable from
+    /// the base). GitHub lists at most 250.
+    pub fn pull_commit_shas(&self, p: &Pull) -> Vec<String> {
+        const PULL_COMMITS_MAX: usize = 250;
+        let base = match &p.merged {
+            Some(merged) => self
+                .objects
+                .commits
+                .get(&merged.sha)
+                .and_then(|c| c.parents.first().cloned()),
+            None => self.resolve(&p.base_ref),
+        };
+        let exclude = base.map(|b| self.objects.ancestors(&b)).unwrap_or_default();
+        let mut shas: Vec<String> = self
+            .objects
+            .history(&p.head_sha)
+            .into_iter()
+            .filter(|s| !exclude.contains(s))
+            .collect();
+        shas.reverse();
+        shas.truncate(PULL_COMMITS_MAX);
+        shas
+    }
+
+    /// The (base tip, head) pair a PR's mergeability is computed for.
+    pub fn mergeability_pair(&self, p: &Pull) -> Option<(String, String)> {
+        Some((self.resolve(&p.base_ref)?, p.head_sha.clone()))
+    }
+
+    /// Whether merging the PR's head into the tip of its base conflicts
+    /// (a real three-way merge over their nearest common ancestor); `None`
+    /// when that cannot be computed (no base branch, unrelated histories).
+    pub fn pull_conflicts(&self, p: &Pull) -> Option<bool> {
+        let (base, head) = self.mergeability_pair(p)?;
+        let mb = self.objects.merge_base(&base, &head)?;
+        super::merge::merge_commits(&self.objects, &mb, &base, &head).map(|m| !m.is_clean())
+    }
+
+    /// What a read of the PR starts: GitHub computes mergeability for the
+    /// current base and head in the background, unless it knows it already.
+    pub fn ask_mergeability(&mut self, number: u64) {
+        let Some(p) = self.pulls.get(&number) else {
+            return;
+        };
+        let Some((base, head)) = self.mergeability_pair(p) else {
+            return;
+        };
+        if p.mergeability
+            .as_ref()
+            .is_some_and(|k| k.base == base && k.head == head)
+        {
+            return;
+        }
+        let conflicts = self.pull_conflicts(p);
+        if let Some(p) = self.pulls.get_mut(&number) {
+            p.mergeability = Some(Mergeability {
+                base,
+                head,
+                conflicts,
+            });
+        }
+    }
+
+    /// `mergeable` and `mergeable_state` as GitHub answers them: unknown
+    /// until a read asked for the current pair (see
+    /// [`Repo::ask_mergeability`]), and for closed PRs.
+    /// Required checks and reviews are not simulated, so a PR that merges
+    /// cleanly is `clean` (or `draft`).
+    pub fn mergeability(&self, p: &Pull) -> (Option<bool>, &'static str) {
+        let current = self.mergeability_pair(p);
+        let Some(known) = p
+            .mergeability
+            .as_ref()
+            .filter(|k| p.open && current == Some((k.base.clone(), k.head.clone())))
+        else {
+            return (None, "unknown");
+        };
+        match known.conflicts {
+            Some(true) => (Some(false), "dirty"),
+            Some(false) if p.draft => (Some(true), "draft"),
+            Some(false) => (Some(true), "clean"),
+            None => (Some(false), "dirty"),
+        }
+    }
+
+    /// Whether `login` authored a commit reachable from the default branch
+    /// (GitHub's `CONTRIBUTOR`), matched by the commit's author email.
+    pub fn has_contributed(&self, user: &User) -> bool {
+        let Some(tip) = self.resolve(&self.default_branch) else {
+            return false;
+        };
+        self.objects.ancestors(&tip).iter().any(|sha| {
+            self.objects
+                .commits
+                .get(sha)
+                .is_some_and(|c| c.author.email == user.email)
+        })
     }
 
     pub fn permission_of(&self, login: &str) -> Permission {
@@ -612,6 +733,7 @@ impl Model {
             }
             None => (0, 0),
         };
+        let (mergeable, mergeable_state) = r.mergeability(p);
         let html = format!("{}/pull/{}", self.html_base(&url), p.number);
         let links = json!({
             "self": {"href": format!("{url}/pulls/{}", p.number)},
@@ -648,8 +770,8 @@ impl Model {
                      "user": self.login_json(&r.owner), "repo": repo.clone()},
             "base": {"label": format!("{}:{}", r.owner, p.base_ref), "ref": p.base_ref, "sha": base_sha,
                      "user": self.login_json(&r.owner), "repo": repo},
-            "author_association": "CONTRIBUTOR", "auto_merge": null, "draft": p.draft,
-            "merged": p.merged.is_some(), "mergeable": null, "rebaseable": null, "mergeable_state": "unknown",
+            "author_association": self.author_association(r, &p.user), "auto_merge": null, "draft": p.draft,
+            "merged": p.merged.is_some(), "mergeable": mergeable, "rebaseable": mergeable, "mergeable_state": mergeable_state,
             "merged_by": p.merged.as_ref().map(|x| self.login_json(&x.by)), "comments": r.comments.values().filter(|c| c.issue == p.number).count(),
             "review_comments": 0, "maintainer_can_modify": false,
             "commits": commits, "additions": 0, "deletions": 0, "changed_files": changed,
@@ -681,7 +803,7 @@ impl Model {
                              "diff_url": format!("{html}.diff"), "patch_url": format!("{html}.patch")},
             "closed_at": p.closed_at.map(fmt_time), "created_at": fmt_time(p.created_at),
             "updated_at": fmt_time(p.updated_at), "draft": p.draft,
-            "author_association": "CONTRIBUTOR",
+            "author_association": self.author_association(r, &p.user),
             "closed_by": if p.open { Value::Null } else {
                 p.closed_by.as_deref().map_or(Value::Null, |l| self.login_json(l))
             },
@@ -697,12 +819,40 @@ impl Model {
             "issue_url": format!("{url}/issues/{}", c.issue),
             "body": c.body, "user": self.login_json(&c.user),
             "created_at": fmt_time(c.created_at), "updated_at": fmt_time(c.updated_at),
-            "author_association": match r.permission_of(&c.user) {
-                Permission::Admin => "OWNER",
-                Permission::Maintain | Permission::Write => "COLLABORATOR",
-                _ => "CONTRIBUTOR",
-            },
+            "author_association": self.author_association(r, &c.user),
         })
+    }
+
+    /// GitHub's `author_association` of `login` on a repository: `OWNER`
+    /// for the owner account; `COLLABORATOR` for an invited collaborator
+    /// of any permission (the simulator has no organizations, so never
+    /// `MEMBER`); otherwise `CONTRIBUTOR` when they authored a commit on
+    /// the default branch, else `NONE` (the values of the REST schema
+    /// `author-association` in github/rest-api-description; GraphQL
+    /// `CommentAuthorAssociation`: "CONTRIBUTOR: Author has previously
+    /// committed to the repository", "NONE: Author has no association with
+    /// the repository"). A GitHub App's bot is never a collaborator,
+    /// whatever its installation may write: its comments read `NONE`, or
+    /// `CONTRIBUTOR` once it has commits on the default branch, which is
+    /// why reuse gates that trust OWNER/MEMBER/COLLABORATOR never trust an
+    /// App's own comment.
+    pub fn author_association(&self, r: &Repo, login: &str) -> &'static str {
+        if login.eq_ignore_ascii_case(&r.owner) {
+            return "OWNER";
+        }
+        let user = self.user(login);
+        let is_bot = user.is_none_or(|u| u.is_bot);
+        if !is_bot
+            && r.collaborators
+                .get(&login.to_ascii_lowercase())
+                .is_some_and(|p| *p > Permission::None)
+        {
+            return "COLLABORATOR";
+        }
+        match user {
+            Some(u) if r.has_contributed(u) => "CONTRIBUTOR",
+            _ => "NONE",
+        }
     }
 
     pub fn workflow_json(&self, r: &Repo, w: &Workflow) -> Value {

@@ -150,10 +150,17 @@ pub fn pull_request_event(
         payload["label"] = m.label_json(r, label);
     }
     let files = pr_changed_files(r, &p.base_ref, &head);
+    // "Workflows will not run on pull_request activity if the pull request
+    // has a merge conflict" (GitHub's events documentation); the base
+    // repository's `pull_request_target` workflows still run.
+    let conflicting = r.pull_conflicts(p) == Some(true);
     let mut started = Vec::new();
     // GitHub delivers the same activity as both events; `pull_request_target`
     // workflows run in the base repository's context.
     for event in ["pull_request", "pull_request_target"] {
+        if event == "pull_request" && conflicting {
+            continue;
+        }
         let ctx = EventContext::new(event, payload.clone())
             .map_err(|e| ApiError::unprocessable(&e.to_string()))?
             .with_changed_files(files.clone());
@@ -355,6 +362,7 @@ fn start_run(
         past_attempts: Vec::new(),
         cancel_requested: false,
         jobs: Vec::new(),
+        context: Some(ctx),
     };
     r.runs.insert(run_id, run);
     Ok(run_id)
@@ -466,6 +474,7 @@ jobs:
                 closed_at: None,
                 closed_by: None,
                 merged: None,
+                mergeability: None,
             },
         );
         drop(m);
@@ -778,6 +787,7 @@ jobs:
                     closed_at: None,
                     closed_by: None,
                     merged: None,
+                    mergeability: None,
                 },
             );
             let ids = pull_request_event(
