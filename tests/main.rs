@@ -31,6 +31,7 @@ mod lifecycle_workflows;
 mod live_reports;
 mod maintainer_commands;
 mod merge_reuse;
+mod mergeable;
 mod people;
 mod people_merge;
 mod plan_sandbox;

@@ -13,6 +13,7 @@
 
 use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
 use klaud_planner::image::ImageRef;
+use klaud_planner::merge3::merge_lines;
 
 use super::{Engine, EngineError, Scope, TRAILER, description};
 use crate::BoxFuture;
@@ -86,19 +87,38 @@ impl Engine<'_> {
         let changelog = format!("{}{CHANGELOG_PATH}", self.repository.prefix());
         let mut files = Vec::new();
         for path in cmp.files.iter().filter(|p| **p != changelog) {
+            let Some(ours) = self.forge.read_file(path, head).await? else {
+                return Ok(MergePlan::HandOff(format!(
+                    "the PR removes {path}, which Klaud never does"
+                )));
+            };
             let at_base = self.forge.read_file(path, &merge_base).await?;
             let at_tip = self.forge.read_file(path, base_tip).await?;
-            if at_base != at_tip {
-                return Ok(MergePlan::HandOff(format!(
-                    "{} changed {path} since this PR branched off, and the PR changes it too",
-                    rec.base_branch
-                )));
+            if at_base == at_tip {
+                files.push((path.clone(), ours));
+                continue;
             }
-            match self.forge.read_file(path, head).await? {
-                Some(bytes) => files.push((path.clone(), bytes)),
+            // Both sides changed the file (another family's bump in the
+            // same master config, say): merged line by line as git would;
+            // a change of the base to the bump's own lines is a person's.
+            fn text(b: Option<&[u8]>) -> Option<&str> {
+                b.and_then(|b| std::str::from_utf8(b).ok())
+            }
+            let merged = match (
+                text(at_base.as_deref()),
+                text(at_tip.as_deref()),
+                text(Some(&ours)),
+            ) {
+                (Some(base), Some(tip), Some(ours)) => merge_lines(base, tip, ours),
+                // Binary on either side: git would not merge it either.
+                _ => None,
+            };
+            match merged {
+                Some(m) => files.push((path.clone(), m.into_bytes())),
                 None => {
                     return Ok(MergePlan::HandOff(format!(
-                        "the PR removes {path}, which Klaud never does"
+                        "{} changed the lines of {path} that the bump changes since this PR branched off",
+                        rec.base_branch
                     )));
                 }
             }

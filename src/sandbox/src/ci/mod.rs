@@ -65,7 +65,7 @@
 //!   `delay` (seconds the run stays `in_progress` first; a table with only
 //!   `delay` is a delay step), `throughput`, `ttft`, `tpot`, `score`
 //!   (multipliers on the baseline numbers, in (0, 100]; default 1.0),
-//!   `partial` (failures only: upload the rows of the first half of the
+//!   `partial` (failures and successes: upload the rows of the first half of the
 //!   points).
 //! - A delay step attaches to the outcome after it: `["delay:30", "success"]`
 //!   is one run that stays running 30 s and then passes.
@@ -80,6 +80,8 @@
 //!   `<R>_conc<C>.json`; per family that ran evals `eval_<EXP>_<R>` (multi
 //!   node `eval_<R>`); `results_bmk/agg_bmk.json` (all rows);
 //!   `eval_results_all/agg_eval_all.json`.
+//! - success with `partial`: the same, but only the first half of the point
+//!   rows (a green run whose artifacts lack points; check-final's case).
 //! - failure: nothing, or with `partial` the first half of the point rows and
 //!   their `results_bmk`.
 //! - infrastructure failure: nothing.

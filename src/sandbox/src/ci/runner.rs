@@ -572,8 +572,8 @@ fn with_gate_jobs(planned: &mut Vec<PlannedJob>, gate_jobs: &[PlannedJob]) {
 /// How many points of `f` produce a row in a run ending per `step`.
 fn points_ran(f: &FamilySpec, step: &Step) -> usize {
     match (step.conclusion, step.partial) {
-        (Conclusion::Success, _) => f.points.len(),
         (_, true) => f.points.len().div_ceil(2),
+        (Conclusion::Success, false) => f.points.len(),
         _ => 0,
     }
 }

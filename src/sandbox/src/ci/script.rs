@@ -104,7 +104,9 @@ pub struct Step {
     pub conclusion: Conclusion,
     /// Metric factors (only meaningful when rows are uploaded).
     pub multipliers: Multipliers,
-    /// For failures: upload the rows of the first half of the points.
+    /// Upload the rows of the first half of the points only: a failure
+    /// that got halfway, or a success whose artifacts lack points (what
+    /// check-final must catch).
     pub partial: bool,
 }
 
@@ -351,11 +353,11 @@ fn steps(origin: &str, at: &str, raw: Option<Vec<RawStep>>) -> Result<Vec<Step>,
             score: factor(origin, &here, "score", table.score.as_ref())?,
         };
         let partial = table.partial.unwrap_or(false);
-        if partial && conclusion != Conclusion::Failure {
+        if partial && !matches!(conclusion, Conclusion::Failure | Conclusion::Success) {
             return Err(field_err(
                 origin,
                 &format!("{here}.partial"),
-                "only a failure uploads partial results",
+                "only a failure or a success uploads partial results",
             ));
         }
         out.push(Step {
@@ -606,7 +608,7 @@ mod tests {
                 "families.a.smoke[0].outcome",
             ),
             (
-                "[families.a]\nsmoke = [{ outcome = \"success\", partial = true }]",
+                "[families.a]\nsmoke = [{ outcome = \"infra\", partial = true }]",
                 "families.a.smoke[0].partial",
             ),
             (
