@@ -19,17 +19,14 @@ use crate::report::{
 impl Engine<'_> {
     // ----------------------------------------------------------- baseline
 
-    pub(super) async fn frozen_now(&self, rec: &CandidateRecord) -> FrozenBaseline {
-        let image = ImageRef::parse(&rec.image).ok();
-        let old = ImageRef::parse(&rec.old_image).ok();
-        let family = self.family(&rec.family).ok();
-        let engine = family
-            .zip(image.as_ref())
-            .map(|(f, i)| engine_display(&f.entry.framework, &i.repository()))
-            .unwrap_or_else(|| "engine".into());
+    /// The baseline of `family`'s current image `old_image` as published
+    /// today: every point, N/A with the reason where there is none (the
+    /// source failing included).
+    async fn baseline_now(&self, family: &str, old_image: &str) -> Baseline {
         let date = self.clock.now().date_naive();
+        let found = self.family(family).ok();
         let mut model = String::new();
-        let baseline = match family {
+        let baseline = match found {
             Some(f) => {
                 model = self
                     .config
@@ -49,7 +46,7 @@ impl Engine<'_> {
                         let request = BaselineRequest {
                             model: model.clone(),
                             date,
-                            image: rec.old_image.clone(),
+                            image: old_image.to_owned(),
                             key: FamilyKey::of(f),
                             points: points.clone(),
                         };
@@ -61,11 +58,11 @@ impl Engine<'_> {
                     Err(e) => Err((Vec::new(), e.to_string())),
                 }
             }
-            None => Err((Vec::new(), format!("family {} not found", rec.family))),
+            None => Err((Vec::new(), format!("family {family} not found"))),
         };
-        let baseline = baseline.unwrap_or_else(|(points, reason)| Baseline {
+        baseline.unwrap_or_else(|(points, reason)| Baseline {
             date,
-            image: rec.old_image.clone(),
+            image: old_image.to_owned(),
             model,
             source_urls: Vec::new(),
             points: points
@@ -78,7 +75,42 @@ impl Engine<'_> {
                     },
                 })
                 .collect(),
-        });
+        })
+    }
+
+    /// Why a new candidate of `family` must not be claimed: a baseline is
+    /// required and the one its PR would freeze now is missing or
+    /// incomplete (the text starts with the reason code). `None` when no
+    /// baseline is required or the published one covers every point.
+    /// The wave asks this between planning and claiming; the freeze asks
+    /// again, so a baseline that disappears in between still ends the
+    /// candidate.
+    pub fn readiness_before_claim<'f>(
+        &'f self,
+        family: &'f str,
+    ) -> crate::BoxFuture<'f, Option<String>> {
+        Box::pin(async move {
+            if !(self.config.require_baseline && self.baseline.configured()) {
+                return None;
+            }
+            let Ok(current) = self.family(family) else {
+                // Not this check's business: the claim step reports it.
+                return None;
+            };
+            let old_image = current.image().to_string();
+            readiness_gap(&self.baseline_now(family, &old_image).await)
+        })
+    }
+
+    pub(super) async fn frozen_now(&self, rec: &CandidateRecord) -> FrozenBaseline {
+        let image = ImageRef::parse(&rec.image).ok();
+        let old = ImageRef::parse(&rec.old_image).ok();
+        let family = self.family(&rec.family).ok();
+        let engine = family
+            .zip(image.as_ref())
+            .map(|(f, i)| engine_display(&f.entry.framework, &i.repository()))
+            .unwrap_or_else(|| "engine".into());
+        let baseline = self.baseline_now(&rec.family, &rec.old_image).await;
         FrozenBaseline {
             provenance: Provenance {
                 engine,
