@@ -283,6 +283,12 @@ async fn a_results_api_publishing_in_the_past_gives_a_full_baseline_with_each_po
         })
         .collect();
     assert_eq!(days.len(), 3, "{days:?}");
+    // Each point keeps its run's address in the record.
+    assert!(frozen.baseline.points.iter().all(|p| matches!(
+        &p.value,
+        BaselineValue::Measured { run_url: Some(u), run_id: Some(id), .. }
+            if u.ends_with(&format!("/{REPO}/actions/runs/{id}/attempts/1"))
+    )));
     for (label, day, run) in &days {
         if label.contains("c128") {
             assert_eq!((*day, *run), (Some(yesterday), Some(resweep)), "{label}");
@@ -295,17 +301,14 @@ async fn a_results_api_publishing_in_the_past_gives_a_full_baseline_with_each_po
         .split_once("<summary>中文</summary>")
         .expect("both languages");
     assert!(
-        english.contains(&format!("**Baseline:** published {seeded} by run ["))
-            && english.contains(&format!("{yesterday} by run [{resweep}]("))
-            && english.contains(&format!(
-                "/{REPO}/actions/runs/{resweep}/attempts/1) (1 point)"
-            ))
+        english.contains(&format!("**Baseline:** published {seeded} by run `"))
+            && english.contains(&format!("{yesterday} by run `{resweep}` (1 point)"))
             && english.contains("(2 points)"),
         "{english}"
     );
     assert!(
-        chinese.contains(&format!("**基线：**{seeded} 发布，运行 ["))
-            && chinese.contains(&format!("{yesterday} 发布，运行 [{resweep}]"))
+        chinese.contains(&format!("**基线：**{seeded} 发布，运行 `"))
+            && chinese.contains(&format!("{yesterday} 发布，运行 `{resweep}`"))
             && chinese.contains("（1 个点位）"),
         "{chinese}"
     );

@@ -859,18 +859,23 @@ fn match_point(
             .as_deref()
             .is_some_and(|i| same_image(current, &request.image, i))
     };
-    // Newest publication first; on a tie (rows that leave a distinguishing
-    // field unstated) the current image's row.
-    let newest = |r: &&ApiBenchmarkRow| (row_date(r), row_run_id(r), is_current(r));
+    let newest = |r: &&ApiBenchmarkRow| (row_date(r), row_run_id(r));
     let on_line: Vec<&ApiBenchmarkRow> = rows
         .iter()
         .filter(|row| row_on_line(&request.key, point, row))
         .collect();
-    let chosen = on_line
-        .iter()
-        .copied()
-        .filter(|r| r.conc == point.conc)
-        .max_by_key(newest);
+    // The API answers one run per line, so a point has one row, unless two
+    // configs look the same to it (master keys that differ only in fields
+    // the rows do not carry, like a recipe): then the row of the family's
+    // own image is the family's, and another image is N/A only when no
+    // row ran this one. A row that records no image is an older
+    // publication and counts as this image's.
+    let mine = |r: &ApiBenchmarkRow| r.image.is_none() || is_current(r);
+    let at_conc = || on_line.iter().copied().filter(|r| r.conc == point.conc);
+    let chosen = at_conc()
+        .filter(|r| mine(r))
+        .max_by_key(newest)
+        .or_else(|| at_conc().max_by_key(newest));
     let Some(row) = chosen else {
         // The API answers every concurrency of a line's latest run and
         // nothing older: a line with rows but not this one was re-swept
@@ -884,10 +889,7 @@ fn match_point(
         };
         return BaselineValue::Unavailable { reason };
     };
-    // A row that does not record its image is an older publication and is
-    // accepted; a row of another image never is, even when an older run
-    // of the current image exists (the API no longer answers it).
-    if let Some(other) = row.image.as_deref().filter(|_| !is_current(row)) {
+    if let Some(other) = row.image.as_deref().filter(|_| !mine(row)) {
         return BaselineValue::Unavailable {
             reason: format!(
                 "published result ran another image ({})",
@@ -1068,14 +1070,9 @@ mod tests {
     }
 
     #[test]
-    fn the_newest_publication_of_a_point_wins_even_when_it_ran_another_image() {
+    fn a_point_whose_only_published_row_ran_another_image_is_na_naming_it() {
         let other = "lmsysorg/sglang:v0.5.8-rocm700-mi35x";
-        // An answer that still carries an older run of the current image
-        // (a source that does not reduce to the latest run per line).
-        let answer = rows(&[
-            row(4, 4, Some(CURRENT), "2026-02-10", 60),
-            row(4, 4, Some(other), "2026-02-20", 71),
-        ]);
+        let answer = rows(&[row(4, 4, Some(other), "2026-02-20", 71)]);
         let b = build_baseline(&request(vec![point(4, 4)]), &answer).expect("ok");
         assert_eq!(
             b.points[0].value,
@@ -1086,19 +1083,28 @@ mod tests {
         let gap = readiness_gap(&b).expect("blocked");
         assert!(gap.starts_with(BASELINE_UNAVAILABLE), "{gap}");
         assert!(gap.contains(other), "{gap}");
-        // The newest row of the current image is taken over an older one.
+    }
+
+    #[test]
+    fn of_several_rows_for_one_point_the_newest_of_the_current_image_is_taken() {
+        let other = "lmsysorg/sglang:v0.5.8-rocm700-mi35x";
+        // Two configs the API cannot tell apart, each with its own image:
+        // the family's own row is its baseline, however recent the other.
         let answer = rows(&[
             row(4, 4, Some(CURRENT), "2026-02-10", 60),
-            row(4, 4, Some(CURRENT), "2026-02-20", 71),
+            row(4, 4, Some(CURRENT), "2026-02-12", 61),
+            row(4, 4, Some(other), "2026-02-20", 71),
         ]);
         let b = build_baseline(&request(vec![point(4, 4)]), &answer).expect("ok");
-        assert!(matches!(
-            &b.points[0].value,
-            BaselineValue::Measured {
-                run_id: Some(71),
-                ..
-            }
-        ));
+        assert!(
+            matches!(
+                &b.points[0].value,
+                BaselineValue::Measured { run_id: Some(61), published: Some(d), .. }
+                    if *d == day("2026-02-12")
+            ),
+            "{:?}",
+            b.points[0]
+        );
     }
 
     #[test]

@@ -767,12 +767,12 @@ fn a_baseline_from_several_sweeps_names_each_day_and_run_in_both_languages() {
     let (english, chinese) = block.split_once("<summary>中文</summary>").expect("both");
     assert!(
         english.contains(
-            "**Baseline:** published 2026-09-12 by run [34000000001](https://github.com/SemiAnalysisAI/InferenceX/actions/runs/34000000001/attempts/1) (1 point), 2026-09-15 by run [34896669482](https://github.com/SemiAnalysisAI/InferenceX/actions/runs/34896669482/attempts/1) (1 point) · `lmsysorg/sglang:v0.5.16-cu130`"
+            "**Baseline:** published 2026-09-12 by run `34000000001` (1 point), 2026-09-15 by run `34896669482` (1 point) · `lmsysorg/sglang:v0.5.16-cu130`"
         ),
         "{english}"
     );
     assert!(
-        chinese.contains("**基线：**2026-09-12 发布，运行 [34000000001](https://github.com/SemiAnalysisAI/InferenceX/actions/runs/34000000001/attempts/1)（1 个点位）；2026-09-15 发布，运行 [34896669482]"),
+        chinese.contains("**基线：**2026-09-12 发布，运行 `34000000001`（1 个点位）；2026-09-15 发布，运行 `34896669482`（1 个点位） ·"),
         "{chinese}"
     );
     // Nothing published at all says so, with the day asked.

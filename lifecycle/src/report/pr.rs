@@ -497,7 +497,7 @@ fn sources(baseline: &Baseline, word: &str) -> String {
 }
 
 /// When and by which producer runs the frozen numbers were published:
-/// `published 2026-09-15 by run [34896669482](…)`, one entry per run when
+/// `published 2026-09-15 by run `34896669482``, one entry per run when
 /// the points come from several, with how many points each gave.
 fn published_words(baseline: &Baseline, zh: bool) -> String {
     let publications = baseline.publications();
@@ -512,12 +512,10 @@ fn published_words(baseline: &Baseline, zh: bool) -> String {
     let parts: Vec<String> = publications
         .iter()
         .map(|p| {
-            let run = match (p.run_id, &p.run_url) {
-                (Some(id), Some(url)) => link(&id.to_string(), url),
-                (Some(id), None) => code(&id.to_string()),
-                (None, Some(url)) => link(if zh { "运行" } else { "run" }, url),
-                (None, None) => String::new(),
-            };
+            // The id, not a link: the hidden record keeps each point's
+            // run URL, and the body stays readable where the producer's
+            // Actions pages are not (a mirror, the sandbox).
+            let run = p.run_id.map(|id| code(&id.to_string())).unwrap_or_default();
             let count = match (several, zh) {
                 (false, _) => String::new(),
                 (true, false) => format!(
