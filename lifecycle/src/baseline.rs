@@ -15,7 +15,7 @@
 //! one family may come from different days.
 
 use crate::BoxFuture;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
 use async_trait::async_trait;
@@ -727,6 +727,71 @@ pub struct BaselineRequest {
     pub key: FamilyKey,
     /// The points, from [`family_points`].
     pub points: Vec<PointSpec>,
+}
+
+/// The model display name the API knows `family` by: the configured name
+/// of its `model`, else the last path segment of `model`.
+pub fn display_model(family: &Family, model_names: &BTreeMap<String, String>) -> String {
+    model_names
+        .get(&family.entry.model)
+        .cloned()
+        .unwrap_or_else(|| {
+            family
+                .entry
+                .model
+                .rsplit('/')
+                .next()
+                .unwrap_or(&family.entry.model)
+                .to_owned()
+        })
+}
+
+/// The baseline of `family`'s image `old_image` as published on or before
+/// `date`: every point, N/A with the reason where there is none, the
+/// source failing included (never an error: the caller decides what a
+/// gap means).
+pub fn baseline_of<'f>(
+    source: &'f dyn BaselineSource,
+    family: &'f Family,
+    model_names: &'f BTreeMap<String, String>,
+    old_image: &'f str,
+    date: NaiveDate,
+) -> BoxFuture<'f, Baseline> {
+    Box::pin(async move {
+        let model = display_model(family, model_names);
+        let (points, reason) = match family_points(&family.family, &family.entry) {
+            Ok(points) => {
+                let request = BaselineRequest {
+                    model: model.clone(),
+                    date,
+                    image: old_image.to_owned(),
+                    key: FamilyKey::of(family),
+                    points,
+                };
+                match freeze(source, &request).await {
+                    Ok(b) => return b,
+                    Err(e) => (request.points, e.to_string()),
+                }
+            }
+            Err(e) => (Vec::new(), e.to_string()),
+        };
+        Baseline {
+            date,
+            image: old_image.to_owned(),
+            model,
+            source_urls: Vec::new(),
+            points: points
+                .into_iter()
+                .map(|p| BaselinePoint {
+                    label: p.label(),
+                    point: p,
+                    value: BaselineValue::Unavailable {
+                        reason: format!("no baseline: {reason}"),
+                    },
+                })
+                .collect(),
+        }
+    })
 }
 
 /// Asks `source` and freezes the baseline. Only the benchmarks route is

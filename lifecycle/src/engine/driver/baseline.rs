@@ -5,10 +5,7 @@ use crate::engine::intent::Intent;
 use klaud_planner::image::ImageRef;
 
 use super::{Engine, EngineError, Progress, Scope};
-use crate::baseline::{
-    Baseline, BaselinePoint, BaselineRequest, BaselineValue, FamilyKey, family_points, freeze,
-    readiness_gap,
-};
+use crate::baseline::{Baseline, baseline_of, readiness_gap};
 use crate::engine::journal::{CandidateRecord, Step};
 use crate::model::{Outcome, Phase};
 use crate::report::{
@@ -24,58 +21,16 @@ impl Engine<'_> {
     /// source failing included).
     async fn baseline_now(&self, family: &str, old_image: &str) -> Baseline {
         let date = self.clock.now().date_naive();
-        let found = self.family(family).ok();
-        let mut model = String::new();
-        let baseline = match found {
-            Some(f) => {
-                model = self
-                    .config
-                    .model_names
-                    .get(&f.entry.model)
-                    .cloned()
-                    .unwrap_or_else(|| {
-                        f.entry
-                            .model
-                            .rsplit('/')
-                            .next()
-                            .unwrap_or(&f.entry.model)
-                            .to_owned()
-                    });
-                match family_points(&f.family, &f.entry) {
-                    Ok(points) => {
-                        let request = BaselineRequest {
-                            model: model.clone(),
-                            date,
-                            image: old_image.to_owned(),
-                            key: FamilyKey::of(f),
-                            points: points.clone(),
-                        };
-                        match freeze(self.baseline, &request).await {
-                            Ok(b) => Ok(b),
-                            Err(e) => Err((points, e.to_string())),
-                        }
-                    }
-                    Err(e) => Err((Vec::new(), e.to_string())),
-                }
-            }
-            None => Err((Vec::new(), format!("family {family} not found"))),
-        };
-        baseline.unwrap_or_else(|(points, reason)| Baseline {
-            date,
-            image: old_image.to_owned(),
-            model,
-            source_urls: Vec::new(),
-            points: points
-                .into_iter()
-                .map(|p| BaselinePoint {
-                    label: p.label(),
-                    point: p,
-                    value: BaselineValue::Unavailable {
-                        reason: format!("no baseline: {reason}"),
-                    },
-                })
-                .collect(),
-        })
+        match self.family(family) {
+            Ok(f) => baseline_of(self.baseline, f, &self.config.model_names, old_image, date).await,
+            Err(_) => Baseline {
+                date,
+                image: old_image.to_owned(),
+                model: String::new(),
+                source_urls: Vec::new(),
+                points: Vec::new(),
+            },
+        }
     }
 
     /// Why a new candidate of `family` must not be claimed: a baseline is
