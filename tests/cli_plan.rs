@@ -179,3 +179,66 @@ fn plan_shows_families_that_share_recipes_as_a_group() {
         "{table}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_shows_a_family_without_a_published_baseline_as_readiness_blocked() {
+    let stack = crate::support::Harness::demo().start_stack().await;
+    stack.published.withhold_key("demo-fp4-b200-sglang");
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::support::write_klaud_toml(&stack, dir.path(), "");
+    let url = stack.registry_url.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo");
+        Command::new(env!("CARGO_BIN_EXE_klaud"))
+            .args(["plan", "--checkout", demo, "--json"])
+            .arg("--config")
+            .arg(&config)
+            .args(["--mirror", &format!("docker.io={url}")])
+            .args(["--mirror", &format!("nvcr.io={url}")])
+            .args(["--mirror", &format!("hub.docker.com={url}")])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let of = |key: &str| {
+        report["families"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["family"].as_str().unwrap().ends_with(&format!(":{key}")))
+            .cloned()
+            .unwrap()
+    };
+    let sglang = of("demo-fp4-b200-sglang");
+    assert_eq!(sglang["blocked"]["kind"], "readiness-blocked", "{sglang}");
+    assert!(
+        sglang["blocked"]["reason"].as_str().unwrap().starts_with(
+            "baseline-unavailable: no published baseline of lmsysorg/sglang:v0.5.16-cu130 as of"
+        ),
+        "{sglang}"
+    );
+    let candidates: Vec<&str> = report["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["family"].as_str().unwrap())
+        .collect();
+    assert!(
+        !candidates.contains(&sglang["family"].as_str().unwrap()),
+        "{candidates:?}"
+    );
+    // A family whose baseline is published stays a candidate.
+    let vllm = of("demo-fp4-b200-vllm");
+    assert!(vllm.get("blocked").is_none(), "{vllm}");
+    assert!(
+        candidates.contains(&vllm["family"].as_str().unwrap()),
+        "{candidates:?}"
+    );
+}

@@ -1,14 +1,25 @@
-//! Baseline readiness (issue 11): a family whose published baseline cannot
-//! be found, or does not cover its points, ends `readiness-blocked` before
-//! any GPU work; `[lifecycle] require_baseline = false` lets it go on with
-//! N/A rows. The real wave and engine, the octocrab forge and the sandbox
-//! (whose results API withholds what the test says).
+//! Baseline readiness (issue 11, issue 31): a family whose published
+//! baseline cannot be found, or does not cover its points, is
+//! `readiness-blocked` in the wave's plan, before anything is claimed or
+//! written; `[lifecycle] require_baseline = false` lets it go on with N/A
+//! rows. The baseline is what the results API published as of the day,
+//! each point with its own publication day and run. The real wave and
+//! engine, the octocrab forge and the sandbox (whose results API publishes
+//! in the past, and withholds or re-publishes what the test says).
 
+use klaud_lifecycle::baseline::BaselineValue;
 use klaud_lifecycle::engine::MemoryJournal;
+use klaud_lifecycle::report::parse_baseline_block;
+use klaud_lifecycle::wave::{BlockedFamily, render_summary};
+use klaud_planner::identity::family_id;
+use klaud_planner::plan::BlockKind;
+use klaud_sandbox::ci::Sweep;
 use klaud_service::wave::{CandidateSummary, WaveSummary};
 
 use crate::people::{KEY, wave_config};
-use crate::support::Harness;
+use crate::support::{Harness, REPO};
+
+const MASTER: &str = "configs/nvidia-master.yaml";
 
 fn candidate_of<'a>(summary: &'a WaveSummary, key: &str) -> &'a CandidateSummary {
     summary
@@ -72,25 +83,77 @@ async fn agree(env: &Harness, journal: &MemoryJournal, c: &CandidateSummary, out
     assert_eq!(row.outcome, outcome);
 }
 
+/// The plan's block of the family `key`, which must not be a candidate.
+fn blocked_of<'a>(summary: &'a WaveSummary, key: &str) -> &'a BlockedFamily {
+    assert!(
+        summary
+            .candidates
+            .iter()
+            .all(|c| !c.family.ends_with(&format!(":{key}"))),
+        "{key} must not be a candidate: {:#?}",
+        summary.candidates
+    );
+    summary
+        .blocked
+        .iter()
+        .find(|b| b.family.ends_with(&format!(":{key}")))
+        .unwrap_or_else(|| panic!("{key} is not blocked: {:#?}", summary.blocked))
+}
+
+/// Nothing was written for `key`: no claim ref, no branch, no pull request.
+async fn nothing_written_for(env: &Harness, key: &str) {
+    let id = family_id(&format!("{MASTER}:{key}"));
+    let claims = env.claims().await;
+    assert!(
+        claims.iter().all(|(name, _)| !name.contains(&id)),
+        "{claims:?}"
+    );
+    let branches = env
+        .forge
+        .list_refs("refs/heads/klaud/auto-")
+        .await
+        .expect("branches");
+    assert!(
+        branches.iter().all(|(name, _)| !name.contains(&id)),
+        "{branches:?}"
+    );
+    let pulls = env.forge.list_pulls("all").await.expect("pulls");
+    assert!(
+        pulls.iter().all(|p| !p.head_ref.contains(&id)),
+        "{:#?}",
+        pulls.iter().map(|p| &p.head_ref).collect::<Vec<_>>()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_family_with_no_published_baseline_is_readiness_blocked_before_any_dispatch() {
+async fn a_family_never_published_is_readiness_blocked_in_the_plan_with_no_claim_and_no_pr() {
     let env = Harness::demo().start().await;
     env.stack.published.withhold_key(KEY);
     let journal = MemoryJournal::new();
     let summary = wave_config(&env, crate::support::engine_config(5201), &journal).await;
-    let c = candidate_of(&summary, KEY);
-    agree(&env, &journal, c, "readiness-blocked").await;
-    assert_eq!(c.phase, "baseline", "{c:#?}");
-    let message = c.message.as_deref().unwrap_or_default();
-    assert!(message.contains("baseline-unavailable"), "{message}");
-    assert!(c.runs.is_empty(), "{c:#?}");
-    assert!(runs_of(&env, c.candidate.as_str()).await.is_empty());
-    // The receipt names the reason code; the PR is closed.
-    let number = pull_number(c);
-    let bodies = env.bodies(number).await;
-    let receipt = bodies.last().expect("receipt");
-    assert!(receipt.contains("baseline-unavailable"), "{receipt}");
-    assert!(!env.pull(number).await.state.is_open());
+    let b = blocked_of(&summary, KEY);
+    assert_eq!(b.outcome, "readiness-blocked", "{b:#?}");
+    assert!(b.reason.starts_with("baseline-unavailable"), "{b:#?}");
+    assert!(b.reason.contains("not published as of"), "{b:#?}");
+    nothing_written_for(&env, KEY).await;
+    // The wave's table says it too.
+    let table = render_summary(&summary);
+    assert!(
+        table.contains(&format!(
+            "readiness-blocked {MASTER}:{KEY}: baseline-unavailable"
+        )),
+        "{table}"
+    );
+    // The plan the dashboard shows carries the block.
+    let plan = summary
+        .families
+        .iter()
+        .find(|f| f.family.ends_with(&format!(":{KEY}")))
+        .expect("planned");
+    assert_eq!(
+        plan.blocked.as_ref().map(|b| b.kind),
+        Some(BlockKind::ReadinessBlocked)
+    );
     // The other families, whose baselines are published, go on to smoke.
     assert!(
         summary
@@ -103,17 +166,17 @@ async fn a_family_with_no_published_baseline_is_readiness_blocked_before_any_dis
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_baseline_missing_some_points_is_readiness_blocked_naming_them() {
+async fn a_baseline_missing_some_points_is_readiness_blocked_in_the_plan_naming_them() {
     let env = Harness::demo().start().await;
     // demo-fp4-b200-vllm runs 1k1k TP8 at c4…c64: two of its points are
     // not published.
     env.stack.published.withhold_points(KEY, &[8, 32]);
     let journal = MemoryJournal::new();
     let summary = wave_config(&env, crate::support::engine_config(5202), &journal).await;
-    let c = candidate_of(&summary, KEY);
-    agree(&env, &journal, c, "readiness-blocked").await;
-    let message = c.message.as_deref().unwrap_or_default();
-    assert!(message.contains("baseline-incomplete"), "{message}");
+    let b = blocked_of(&summary, KEY);
+    assert_eq!(b.outcome, "readiness-blocked", "{b:#?}");
+    let message = &b.reason;
+    assert!(message.starts_with("baseline-incomplete"), "{message}");
     assert!(
         message.contains("lacks 2 of the family's 5 points"),
         "{message}"
@@ -123,14 +186,210 @@ async fn a_baseline_missing_some_points_is_readiness_blocked_naming_them() {
         "{message}"
     );
     assert!(!message.contains("c16 "), "{message}");
-    assert!(c.runs.is_empty(), "{c:#?}");
-    assert!(runs_of(&env, c.candidate.as_str()).await.is_empty());
-    let bodies = env.bodies(pull_number(c)).await;
-    let receipt = bodies.last().expect("receipt");
-    assert!(
-        receipt.contains("baseline-incomplete") && receipt.contains("c32"),
-        "{receipt}"
+    nothing_written_for(&env, KEY).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readiness_blocked_pick_frees_its_slot_for_the_next_stale_family() {
+    let env = Harness::demo().start().await;
+    // Only one family has a published baseline; the wave may start one
+    // candidate, and whichever family the plan ranks first, the wave ends
+    // with that one.
+    const READY: &str = "demo-fp4-b200-sglang";
+    for key in [
+        KEY,
+        "demo-fp4-b300-vllm-agentic",
+        "demo-fp8-h200-trt",
+        "demo-fp4-b200-vllm-special",
+        "demo-fp4-gb200-dynamo-vllm-disagg",
+        "demo-fp8-mi355x-sglang",
+    ] {
+        env.stack.published.withhold_key(key);
+    }
+    let journal = MemoryJournal::new();
+    let mut options = env.wave_options(
+        klaud_claims::Claimant::new(uuid::Uuid::from_u128(0x7265_6164_7931)),
+        crate::support::engine_config(5206),
     );
+    options.lifecycle.plan.min_age = std::time::Duration::ZERO;
+    options.lifecycle.cooldown = std::time::Duration::ZERO;
+    options.lifecycle.plan.max_candidates = 1;
+    let summary = env.wave(&journal, options).await;
+    let families: Vec<&str> = summary
+        .candidates
+        .iter()
+        .map(|c| c.family.as_str())
+        .collect();
+    assert_eq!(families, vec![format!("{MASTER}:{READY}")], "{summary:#?}");
+    let blocked: Vec<&BlockedFamily> = summary
+        .blocked
+        .iter()
+        .filter(|b| b.outcome == "readiness-blocked")
+        .collect();
+    assert!(!blocked.is_empty(), "{summary:#?}");
+    for b in blocked {
+        let key = b.family.rsplit(':').next().expect("key");
+        nothing_written_for(&env, key).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_results_api_publishing_in_the_past_gives_a_full_baseline_with_each_points_own_day_and_run()
+ {
+    const DISAGG: &str = "demo-fp4-gb200-dynamo-vllm-disagg";
+    let env = Harness::demo().start().await;
+    let published = &env.stack.published;
+    let today = published.today();
+    let seeded = published.seeded_on(DISAGG);
+    assert!(seeded < today, "{seeded} {today}");
+    // The 2p1d line (c128) was re-swept yesterday with the current image;
+    // the 1p1d line (c32, c64) still has its seeded run.
+    let yesterday = today.pred_opt().expect("a day");
+    let resweep = published.publish(Sweep {
+        key: DISAGG.into(),
+        conc: Some(vec![128]),
+        image: None,
+        date: Some(yesterday),
+    });
+    let journal = MemoryJournal::new();
+    let summary = wave_config(&env, crate::support::engine_config(5204), &journal).await;
+    let c = candidate_of(&summary, DISAGG);
+    assert_ne!(c.outcome.as_deref(), Some("readiness-blocked"), "{c:#?}");
+    let body = env
+        .forge
+        .get_pull(pull_number(c))
+        .await
+        .expect("pull")
+        .body
+        .unwrap_or_default();
+    let frozen = parse_baseline_block(&body)
+        .expect("a record")
+        .expect("frozen");
+    let b = &frozen.baseline;
+    assert_eq!(b.date, today, "asked as of today");
+    assert!(
+        b.source_urls.iter().all(|u| !u.contains("exact")),
+        "{:?}",
+        b.source_urls
+    );
+    let days: Vec<(String, Option<chrono::NaiveDate>, Option<u64>)> = b
+        .points
+        .iter()
+        .map(|p| match &p.value {
+            BaselineValue::Measured {
+                published, run_id, ..
+            } => (p.label.clone(), *published, *run_id),
+            BaselineValue::Unavailable { reason } => panic!("{}: N/A {reason}", p.label),
+        })
+        .collect();
+    assert_eq!(days.len(), 3, "{days:?}");
+    // Each point keeps its run's address in the record.
+    assert!(frozen.baseline.points.iter().all(|p| matches!(
+        &p.value,
+        BaselineValue::Measured { run_url: Some(u), run_id: Some(id), .. }
+            if u.ends_with(&format!("/{REPO}/actions/runs/{id}/attempts/1"))
+    )));
+    for (label, day, run) in &days {
+        if label.contains("c128") {
+            assert_eq!((*day, *run), (Some(yesterday), Some(resweep)), "{label}");
+        } else {
+            assert_eq!(*day, Some(seeded), "{label}");
+            assert!(run.is_some_and(|r| r != resweep), "{label}");
+        }
+    }
+    let (english, chinese) = body
+        .split_once("<summary>中文</summary>")
+        .expect("both languages");
+    assert!(
+        english.contains(&format!("**Baseline:** published {seeded} by run `"))
+            && english.contains(&format!("{yesterday} by run `{resweep}` (1 point)"))
+            && english.contains("(2 points)"),
+        "{english}"
+    );
+    assert!(
+        chinese.contains(&format!("**基线：**{seeded} 发布，运行 `"))
+            && chinese.contains(&format!("{yesterday} 发布，运行 `{resweep}`"))
+            && chinese.contains("（1 个点位）"),
+        "{chinese}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_point_whose_latest_publication_ran_another_image_is_na_naming_the_image() {
+    const OTHER: &str = "vllm/vllm-openai:v0.24.0";
+    let env = Harness::demo().start().await;
+    let yesterday = env.stack.published.today().pred_opt().expect("a day");
+    // A partial re-sweep of the line with another image: c8 ran it, and
+    // the rest of the line is no longer published (the API answers only
+    // the latest run of a line).
+    let run = env.stack.published.publish(Sweep {
+        key: KEY.into(),
+        conc: Some(vec![8]),
+        image: Some(OTHER.into()),
+        date: Some(yesterday),
+    });
+    let mut engine = crate::support::engine_config(5205);
+    engine.require_baseline = false;
+    let journal = MemoryJournal::new();
+    let summary = wave_config(&env, engine, &journal).await;
+    let c = candidate_of(&summary, KEY);
+    let body = env
+        .forge
+        .get_pull(pull_number(c))
+        .await
+        .expect("pull")
+        .body
+        .unwrap_or_default();
+    let frozen = parse_baseline_block(&body)
+        .expect("record")
+        .expect("frozen");
+    let reason_of = |label: &str| match &frozen
+        .baseline
+        .points
+        .iter()
+        .find(|p| p.label == label)
+        .unwrap_or_else(|| panic!("{label}"))
+        .value
+    {
+        BaselineValue::Unavailable { reason } => reason.clone(),
+        other => panic!("{label} must be N/A: {other:?}"),
+    };
+    assert_eq!(
+        reason_of("1k1k c8 TP8"),
+        format!("published result ran another image ({OTHER})")
+    );
+    assert_eq!(
+        reason_of("1k1k c16 TP8"),
+        format!("not measured by the latest published run of its line: run {run} on {yesterday}")
+    );
+    assert!(
+        body.contains(&format!("ran another image ({OTHER})"))
+            && body.contains(&format!("公开结果使用的是另一个镜像（{OTHER}）")),
+        "{body}"
+    );
+
+    // Required, the same publication blocks the family in the plan, naming
+    // the image.
+    let env = Harness::demo().start().await;
+    let yesterday = env.stack.published.today().pred_opt().expect("a day");
+    env.stack.published.publish(Sweep {
+        key: KEY.into(),
+        conc: None,
+        image: Some(OTHER.into()),
+        date: Some(yesterday),
+    });
+    let summary = wave_config(
+        &env,
+        crate::support::engine_config(5207),
+        &MemoryJournal::new(),
+    )
+    .await;
+    let b = blocked_of(&summary, KEY);
+    assert!(
+        b.reason.starts_with("baseline-unavailable") && b.reason.contains(OTHER),
+        "{b:#?}"
+    );
+    nothing_written_for(&env, KEY).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -151,8 +410,44 @@ async fn without_require_baseline_a_missing_baseline_gives_na_rows_and_the_smoke
     // Every point is an N/A row with its reason, and the smoke still ran.
     assert!(
         body.contains("| 1k1k c64 TP8 | N/A | N/A | N/A | N/A |")
-            && (body.contains("no published result for this point")
-                || body.contains("not benchmarked on")),
+            && body.contains("not published as of"),
         "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_baseline_withdrawn_between_the_plan_and_the_freeze_still_ends_the_candidate_cleanly() {
+    let env = Harness::demo().start().await;
+    let target = env.target(KEY).await;
+    let journal = MemoryJournal::new();
+    {
+        let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
+        let clock = klaud_claims::SystemClock;
+        let engine = env.engine(&lifecycle, &journal, &clock);
+        assert_eq!(
+            engine.readiness_before_claim(&target.family).await,
+            None,
+            "ready when planned"
+        );
+    }
+    // Withdrawn after the plan's check: the freeze finds nothing.
+    env.stack.published.withhold_key(KEY);
+    let rec = env.finish(&journal, &target).await;
+    let c = CandidateSummary::of(&rec, None);
+    agree(&env, &journal, &c, "readiness-blocked").await;
+    assert_eq!(c.phase, "baseline", "{c:#?}");
+    let message = c.message.as_deref().unwrap_or_default();
+    assert!(message.contains("baseline-unavailable"), "{message}");
+    assert!(c.runs.is_empty(), "{c:#?}");
+    assert!(runs_of(&env, c.candidate.as_str()).await.is_empty());
+    let number = pull_number(&c);
+    assert!(!env.pull(number).await.state.is_open());
+    let id = family_id(&format!("{MASTER}:{KEY}"));
+    assert!(
+        env.claims()
+            .await
+            .iter()
+            .all(|(name, _)| !name.contains(&id)),
+        "the claim is released"
     );
 }

@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use klaud_sandbox::ci::{CiSim, RunKind, Script, baseline_router};
+use klaud_sandbox::ci::{CiSim, Published, RunKind, Script, baseline_router_with};
 use klaud_sandbox::github::{GithubSim, Permission};
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
@@ -176,9 +176,14 @@ impl T {
 
     /// Serves the baseline API and returns its base URL.
     async fn baseline_api(&self) -> String {
+        self.baseline_api_with(Published::default()).await
+    }
+
+    /// Serves the baseline API publishing what `published` says.
+    async fn baseline_api_with(&self, published: Published) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let app = baseline_router(self.sim.state().clone(), REPO);
+        let app = baseline_router_with(self.sim.state().clone(), REPO, published);
         tokio::spawn(async move { axum::serve(listener, app).await });
         url
     }
@@ -252,9 +257,7 @@ async fn dispatched_smoke_run_of_a_demo_family_succeeds_with_rows_in_the_real_sh
     let api = t.baseline_api().await;
     let published: Value = t
         .http
-        .get(format!(
-            "{api}/api/v1/benchmarks?model=Demo-R1-FP4&date=2026-09-01&exact=true"
-        ))
+        .get(format!("{api}/api/v1/benchmarks?model=Demo-R1-FP4"))
         .send()
         .await
         .unwrap()
@@ -506,9 +509,7 @@ async fn labelled_sweep_run_completes_with_a_manifest_naming_the_exact_head() {
     let api = t.baseline_api().await;
     let published: Value = t
         .http
-        .get(format!(
-            "{api}/api/v1/benchmarks?model=demo/Demo-R1-FP4&date=2026-09-01&exact=true"
-        ))
+        .get(format!("{api}/api/v1/benchmarks?model=demo/Demo-R1-FP4"))
         .send()
         .await
         .unwrap()
@@ -531,9 +532,12 @@ async fn labelled_sweep_run_completes_with_a_manifest_naming_the_exact_head() {
 }
 
 #[tokio::test]
-async fn baseline_api_serves_the_seeded_families_in_the_public_api_shape() {
+async fn baseline_api_serves_the_seeded_families_published_days_ago_in_the_public_api_shape() {
     let t = T::new("").await;
-    let api = t.baseline_api().await;
+    let published = Published::default();
+    let today = chrono::NaiveDate::from_ymd_opt(2026, 9, 21).unwrap();
+    published.set_today(today);
+    let api = t.baseline_api_with(published.clone()).await;
     let get = |path: String| {
         let http = t.http.clone();
         async move {
@@ -542,12 +546,9 @@ async fn baseline_api_serves_the_seeded_families_in_the_public_api_shape() {
             (s, r.json::<Value>().await.unwrap())
         }
     };
-    let (s, rows) = get(format!(
-        "{api}/api/v1/benchmarks?model=Demo-V4&date=2026-09-01&exact=true"
-    ))
-    .await;
+    let (s, rows) = get(format!("{api}/api/v1/benchmarks?model=Demo-V4")).await;
     assert_eq!(s, StatusCode::OK);
-    let rows = rows.as_array().unwrap();
+    let rows = rows.as_array().unwrap().clone();
     // demo-fp4-b200-vllm (4..64: 5 points) and the disaggregated gb200 family (3).
     assert_eq!(rows.len(), 8);
     let disagg = rows.iter().find(|r| r["disagg"] == true).unwrap();
@@ -577,46 +578,128 @@ async fn baseline_api_serves_the_seeded_families_in_the_public_api_shape() {
         assert!(single.get(f).is_some(), "{f} missing in {single}");
     }
     assert_eq!(single["model"], "demo");
-    assert_eq!(single["date"], "2026-09-01");
     assert_eq!(single["image"], "vllm/vllm-openai:v0.25.0");
     assert!(single["metrics"]["mean_tpot"].as_f64().unwrap() > 0.0);
-    // Same question, same answer.
-    let (_, again) = get(format!(
-        "{api}/api/v1/benchmarks?model=Demo-V4&date=2026-09-01&exact=true"
+    // Published by a sweep 2 to 9 days ago, not today.
+    let seeded = published.seeded_on("demo-fp4-b200-vllm");
+    let days_ago = (today - seeded).num_days();
+    assert!((2..=9).contains(&days_ago), "{seeded}");
+    assert_eq!(single["date"], seeded.to_string());
+    let seeded_url = single["run_url"].as_str().unwrap().to_owned();
+    assert!(
+        seeded_url.contains("/actions/runs/") && seeded_url.ends_with("/attempts/1"),
+        "{seeded_url}"
+    );
+    // As of today is the latest; the same question gets the same answer.
+    let (_, as_of) = get(format!(
+        "{api}/api/v1/benchmarks?model=Demo-V4&date={today}"
     ))
     .await;
-    assert_eq!(&again.as_array().unwrap()[..], rows);
-    let (_, none) = get(format!(
-        "{api}/api/v1/benchmarks?model=Demo-X9&date=2026-09-01&exact=true"
+    assert_eq!(as_of.as_array().unwrap(), &rows);
+    // Today's rows exactly: nothing was published today.
+    let (s, exact) = get(format!(
+        "{api}/api/v1/benchmarks?model=Demo-V4&date={today}&exact=true"
     ))
     .await;
-    assert!(none.as_array().unwrap().is_empty());
-
-    let (s, info) = get(format!("{api}/api/v1/workflow-info?date=2026-09-01")).await;
     assert_eq!(s, StatusCode::OK);
-    assert_eq!(info["runs"][0]["conclusion"], "success");
-    assert_eq!(info["runs"][0]["date"], "2026-09-01");
-    let configs = info["configs"].as_array().unwrap();
+    assert_eq!(exact, json!([]));
+    // The seeded day exactly: that family's rows; the day before: none of them.
+    let (_, exact) = get(format!(
+        "{api}/api/v1/benchmarks?model=Demo-V4&date={seeded}&exact=true"
+    ))
+    .await;
     assert!(
-        configs
+        exact
+            .as_array()
+            .unwrap()
             .iter()
-            .any(|c| c["hardware"] == "mi355x" && c["isl"] == 1024)
+            .any(|r| r["run_url"] == seeded_url.as_str())
     );
+    let before = seeded.pred_opt().unwrap();
+    let (_, earlier) = get(format!(
+        "{api}/api/v1/benchmarks?model=Demo-V4&date={before}"
+    ))
+    .await;
     assert!(
-        configs
+        earlier
+            .as_array()
+            .unwrap()
             .iter()
-            .any(|c| c["hardware"] == "b300" && c["isl"].is_null())
+            .all(|r| r["run_url"] != seeded_url.as_str()),
+        "{earlier}"
     );
 
+    // A partial re-sweep with another image truncates its line.
+    let r = t
+        .http
+        .post(format!("{api}/_control/published"))
+        .json(&json!({"key": "demo-fp4-b200-vllm", "conc": [8],
+                      "image": "vllm/vllm-openai:v0.26.0", "date": "2026-09-20"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let run: Value = r.json().await.unwrap();
+    assert_eq!(run["date"], "2026-09-20");
+    let run_id = run["run_id"].as_u64().unwrap();
+    let vllm = |rows: &Value| -> Vec<Value> {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["hardware"] == "b200")
+            .cloned()
+            .collect()
+    };
+    let (_, latest) = get(format!("{api}/api/v1/benchmarks?model=Demo-V4")).await;
+    let latest = vllm(&latest);
+    assert_eq!(latest.len(), 1, "{latest:?}");
+    assert_eq!(latest[0]["conc"], 8);
+    assert_eq!(latest[0]["image"], "vllm/vllm-openai:v0.26.0");
+    assert_eq!(latest[0]["date"], "2026-09-20");
+    assert!(
+        latest[0]["run_url"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("/actions/runs/{run_id}/attempts/1"))
+    );
+    // The disaggregated family's lines are untouched.
+    let (_, all) = get(format!("{api}/api/v1/benchmarks?model=Demo-V4")).await;
+    assert_eq!(all.as_array().unwrap().len(), 4);
+    // As of the day before the re-sweep, the seeded run still answers.
+    let (_, before) = get(format!(
+        "{api}/api/v1/benchmarks?model=Demo-V4&date=2026-09-19"
+    ))
+    .await;
+    assert_eq!(vllm(&before).len(), 5);
+    let (_, info) = get(format!("{api}/api/v1/workflow-info?date=2026-09-20")).await;
+    assert_eq!(info["runs"][0]["github_run_id"], run_id.to_string());
+    assert_eq!(info["runs"][0]["date"], "2026-09-20");
+    assert!(
+        info["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["hardware"] == "b200" && c["isl"] == 1024)
+    );
+    let (_, info) = get(format!("{api}/api/v1/workflow-info?date={today}")).await;
+    assert_eq!(info["runs"], json!([]));
+
+    // An unknown display name is the real API's 400.
+    for path in [
+        "/api/v1/benchmarks?model=Demo-X9",
+        "/api/v1/benchmarks?model=Demo-X9&date=2026-09-01&exact=true",
+        "/api/v1/benchmarks?date=2026-09-01",
+        // A part of a name is no name (the real API looks names up).
+        "/api/v1/benchmarks?model=Demo-V",
+    ] {
+        let (s, v) = get(format!("{api}{path}")).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{path}");
+        assert_eq!(v, json!({"error": "Unknown model"}), "{path}");
+    }
     for (path, field) in [
-        ("/api/v1/benchmarks?model=Demo-V4&exact=true", "date"),
         ("/api/v1/benchmarks?model=Demo-V4&date=yesterday", "date"),
-        ("/api/v1/benchmarks?date=2026-09-01", "model"),
-        (
-            "/api/v1/benchmarks?model=x&date=2026-09-01&exact=maybe",
-            "exact",
-        ),
         ("/api/v1/workflow-info?date=2026-13-01", "date"),
+        ("/api/v1/workflow-info", "date"),
     ] {
         let (s, v) = get(format!("{api}{path}")).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{path}");
@@ -783,9 +866,7 @@ async fn sandbox_with_ci_runs_dispatched_workflows_by_itself() {
 
     let baseline = info["baseline_api"].as_str().unwrap();
     let rows: Value = http
-        .get(format!(
-            "{baseline}/api/v1/benchmarks?model=Demo-R1&date=2026-09-01&exact=true"
-        ))
+        .get(format!("{baseline}/api/v1/benchmarks?model=Demo-R1"))
         .send()
         .await
         .unwrap()

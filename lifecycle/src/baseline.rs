@@ -6,9 +6,16 @@
 //! everything else is pure: expanding a family's search space into points,
 //! parsing the API answers and matching rows to points. A point without a
 //! usable row is kept as N/A with the reason, never dropped.
+//!
+//! Results are published when a sweep runs, not daily, so the baseline is
+//! asked "as of" the freezing day (no `exact=true`): the API answers, for
+//! every line `(config, benchmark type, isl, osl)`, every concurrency of the
+//! newest run that published that line at or before the day. Each point is
+//! frozen with its own publication day, run and producer run id; points of
+//! one family may come from different days.
 
 use crate::BoxFuture;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
 use async_trait::async_trait;
@@ -41,11 +48,13 @@ pub struct SourceError {
 }
 
 /// Where published results come from: the InferenceX public API shape
-/// (`/api/v1/benchmarks?model=<display name>&date=<date>&exact=true` and
+/// (`/api/v1/benchmarks?model=<display name>&date=<date>` and
 /// `/api/v1/workflow-info?date=<date>`).
 #[async_trait]
 pub trait BaselineSource: Send + Sync {
-    /// Benchmark rows of `model` (display name) published on `date`.
+    /// Benchmark rows of `model` (display name) as published on or before
+    /// `date`: the latest run of every line, each row dated with its own
+    /// publication day.
     async fn benchmarks(&self, model: &str, date: NaiveDate) -> Result<Fetched, SourceError>;
     /// Workflow runs, changelog entries and configs of `date`.
     async fn workflow_info(&self, date: NaiveDate) -> Result<Fetched, SourceError>;
@@ -57,13 +66,23 @@ pub trait BaselineSource: Send + Sync {
     }
 }
 
-/// `<base>/api/v1/benchmarks?model=<model>&date=<date>&exact=true`.
+/// `<base>/api/v1/benchmarks?model=<model>&date=<date>`: the latest
+/// publication of every line as of `date`. Never `exact=true`, which
+/// answers only what was published on that very day and is empty on
+/// almost every day a candidate is frozen.
 pub fn benchmarks_url(base: &str, model: &str, date: NaiveDate) -> String {
     let model: String = url::form_urlencoded::byte_serialize(model.as_bytes()).collect();
     format!(
-        "{}/api/v1/benchmarks?model={model}&date={date}&exact=true",
+        "{}/api/v1/benchmarks?model={model}&date={date}",
         base.trim_end_matches('/')
     )
+}
+
+/// The producer run id of a published row's `run_url`
+/// (`…/actions/runs/<id>` or `…/actions/runs/<id>/attempts/<n>`).
+pub fn run_id_of_url(run_url: &str) -> Option<u64> {
+    let (_, rest) = run_url.split_once("/actions/runs/")?;
+    rest.split(['/', '?', '#']).next()?.parse().ok()
 }
 
 /// `<base>/api/v1/workflow-info?date=<date>`.
@@ -538,7 +557,10 @@ pub fn parse_workflow_info(fetched: &Fetched) -> Result<WorkflowInfo, BaselineEr
 /// The frozen baseline of one PR.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Baseline {
-    /// Publication date asked.
+    /// The day the baseline was asked as of (the freezing day). Each
+    /// measured point carries its own publication day
+    /// ([`BaselineValue::Measured`]); records frozen before points did
+    /// were asked for this exact day, which is then their publication day.
     pub date: NaiveDate,
     /// The family's current image (what the baseline measures).
     pub image: String,
@@ -571,12 +593,67 @@ pub enum BaselineValue {
         metrics: PointMetrics,
         /// The run that produced them.
         run_url: Option<String>,
+        /// The day the row was published (absent in records frozen before
+        /// points carried it: [`Baseline::date`] then).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        published: Option<NaiveDate>,
+        /// The producer run id, read from `run_url`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run_id: Option<u64>,
     },
     /// N/A.
     Unavailable {
         /// Why.
         reason: String,
     },
+}
+
+/// One producer run a frozen baseline takes points from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publication {
+    /// The day its rows were published.
+    pub date: NaiveDate,
+    /// The producer run id, when the rows name their run.
+    pub run_id: Option<u64>,
+    /// The run's address (`…/actions/runs/<id>/attempts/<n>`).
+    pub run_url: Option<String>,
+    /// How many of the family's points it gave.
+    pub points: usize,
+}
+
+impl Baseline {
+    /// The publications the measured points come from, oldest first
+    /// (then by run id): what the PR body names as the baseline's source.
+    pub fn publications(&self) -> Vec<Publication> {
+        let mut out: Vec<Publication> = Vec::new();
+        for p in &self.points {
+            let BaselineValue::Measured {
+                run_url,
+                published,
+                run_id,
+                ..
+            } = &p.value
+            else {
+                continue;
+            };
+            let date = published.unwrap_or(self.date);
+            let run_id = run_id.or_else(|| run_url.as_deref().and_then(run_id_of_url));
+            match out
+                .iter_mut()
+                .find(|x| x.date == date && x.run_id == run_id)
+            {
+                Some(x) => x.points += 1,
+                None => out.push(Publication {
+                    date,
+                    run_id,
+                    run_url: run_url.clone(),
+                    points: 1,
+                }),
+            }
+        }
+        out.sort_by_key(|x| (x.date, x.run_id));
+        out
+    }
 }
 
 impl BaselinePoint {
@@ -611,7 +688,7 @@ pub fn readiness_gap(baseline: &Baseline) -> Option<String> {
         .collect();
     if baseline.points.is_empty() {
         return Some(format!(
-            "{BASELINE_UNAVAILABLE}: no published baseline of {} on {}: the family has no points to compare",
+            "{BASELINE_UNAVAILABLE}: no published baseline of {} as of {}: the family has no points to compare",
             baseline.image, baseline.date
         ));
     }
@@ -632,12 +709,12 @@ pub fn readiness_gap(baseline: &Baseline) -> Option<String> {
     }
     Some(if missing.len() == total {
         format!(
-            "{BASELINE_UNAVAILABLE}: no published baseline of {} on {} for any of the family's {total} points: {named}",
+            "{BASELINE_UNAVAILABLE}: no published baseline of {} as of {} for any of the family's {total} points: {named}",
             baseline.image, baseline.date
         )
     } else {
         format!(
-            "{BASELINE_INCOMPLETE}: the published baseline of {} on {} lacks {} of the family's {total} points: {named}",
+            "{BASELINE_INCOMPLETE}: the published baseline of {} as of {} lacks {} of the family's {total} points: {named}",
             baseline.image,
             baseline.date,
             missing.len()
@@ -650,7 +727,8 @@ pub fn readiness_gap(baseline: &Baseline) -> Option<String> {
 pub struct BaselineRequest {
     /// Model display name, as the API wants it (`Qwen-3.5-397B-A17B`).
     pub model: String,
-    /// Publication date.
+    /// The day to ask as of (the freezing day): the latest publication of
+    /// every line on or before it.
     pub date: NaiveDate,
     /// The family's current image.
     pub image: String,
@@ -660,26 +738,91 @@ pub struct BaselineRequest {
     pub points: Vec<PointSpec>,
 }
 
-/// Asks `source` and freezes the baseline.
+/// The model display name the API knows `family` by: the configured name
+/// of its `model`, else the last path segment of `model`.
+pub fn display_model(family: &Family, model_names: &BTreeMap<String, String>) -> String {
+    model_names
+        .get(&family.entry.model)
+        .cloned()
+        .unwrap_or_else(|| {
+            family
+                .entry
+                .model
+                .rsplit('/')
+                .next()
+                .unwrap_or(&family.entry.model)
+                .to_owned()
+        })
+}
+
+/// The baseline of `family`'s image `old_image` as published on or before
+/// `date`: every point, N/A with the reason where there is none, the
+/// source failing included (never an error: the caller decides what a
+/// gap means).
+pub fn baseline_of<'f>(
+    source: &'f dyn BaselineSource,
+    family: &'f Family,
+    model_names: &'f BTreeMap<String, String>,
+    old_image: &'f str,
+    date: NaiveDate,
+) -> BoxFuture<'f, Baseline> {
+    Box::pin(async move {
+        let model = display_model(family, model_names);
+        let (points, reason) = match family_points(&family.family, &family.entry) {
+            Ok(points) => {
+                let request = BaselineRequest {
+                    model: model.clone(),
+                    date,
+                    image: old_image.to_owned(),
+                    key: FamilyKey::of(family),
+                    points,
+                };
+                match freeze(source, &request).await {
+                    Ok(b) => return b,
+                    Err(e) => (request.points, e.to_string()),
+                }
+            }
+            Err(e) => (Vec::new(), e.to_string()),
+        };
+        Baseline {
+            date,
+            image: old_image.to_owned(),
+            model,
+            source_urls: Vec::new(),
+            points: points
+                .into_iter()
+                .map(|p| BaselinePoint {
+                    label: p.label(),
+                    point: p,
+                    value: BaselineValue::Unavailable {
+                        reason: format!("no baseline: {reason}"),
+                    },
+                })
+                .collect(),
+        }
+    })
+}
+
+/// Asks `source` and freezes the baseline. Only the benchmarks route is
+/// asked: the as-of answer itself tells a line never published from a
+/// point its latest run did not measure, which `workflow-info` (one day's
+/// runs) could only tell for that one day.
 pub fn freeze<'f>(
     source: &'f dyn BaselineSource,
     request: &'f BaselineRequest,
 ) -> BoxFuture<'f, Result<Baseline, BaselineError>> {
     Box::pin(async move {
         let benchmarks = source.benchmarks(&request.model, request.date).await?;
-        let workflow = source.workflow_info(request.date).await?;
-        build_baseline(request, &benchmarks, &workflow)
+        build_baseline(request, &benchmarks)
     })
 }
 
-/// Matches the API answers to the request's points.
+/// Matches the API's as-of answer to the request's points.
 pub fn build_baseline(
     request: &BaselineRequest,
     benchmarks: &Fetched,
-    workflow: &Fetched,
 ) -> Result<Baseline, BaselineError> {
     let rows = parse_benchmarks(benchmarks)?;
-    let info = parse_workflow_info(workflow)?;
     let current = ImageRef::parse(&request.image).ok();
     let points = request
         .points
@@ -687,14 +830,14 @@ pub fn build_baseline(
         .map(|point| BaselinePoint {
             label: point.label(),
             point: point.clone(),
-            value: match_point(request, current.as_ref(), point, &rows, &info),
+            value: match_point(request, current.as_ref(), point, &rows),
         })
         .collect();
     Ok(Baseline {
         date: request.date,
         image: request.image.clone(),
         model: request.model.clone(),
-        source_urls: vec![benchmarks.url.clone(), workflow.url.clone()],
+        source_urls: vec![benchmarks.url.clone()],
         points,
     })
 }
@@ -708,12 +851,13 @@ fn agrees<T: PartialEq>(stated: Option<T>, wanted: T) -> bool {
     stated.is_none_or(|s| s == wanted)
 }
 
-fn row_matches(key: &FamilyKey, point: &PointSpec, row: &ApiBenchmarkRow) -> bool {
+/// Whether `row` is on the point's line: the same config, scenario and
+/// topology, any concurrency (the API's selection unit).
+fn row_on_line(key: &FamilyKey, point: &PointSpec, row: &ApiBenchmarkRow) -> bool {
     if !(eq_ci(&row.hardware, &key.hardware)
         && eq_ci(&row.framework, &key.framework)
         && eq_ci(&row.model, &key.model_prefix)
-        && eq_ci(&row.precision, &key.precision)
-        && row.conc == point.conc)
+        && eq_ci(&row.precision, &key.precision))
     {
         return false;
     }
@@ -755,57 +899,78 @@ fn same_image(current: Option<&ImageRef>, written: &str, row_image: &str) -> boo
     }
 }
 
+/// A row's publication day, when it states a valid one.
+fn row_date(row: &ApiBenchmarkRow) -> Option<NaiveDate> {
+    row.date
+        .as_deref()
+        .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
+}
+
+fn row_run_id(row: &ApiBenchmarkRow) -> Option<u64> {
+    row.run_url.as_deref().and_then(run_id_of_url)
+}
+
+/// `run 34896669482 on 2026-09-15`, as far as the row says.
+fn publication_words(row: &ApiBenchmarkRow) -> String {
+    let day = row
+        .date
+        .as_deref()
+        .map_or_else(|| "an unstated day".to_owned(), str::to_owned);
+    match row_run_id(row) {
+        Some(id) => format!("run {id} on {day}"),
+        None => format!("a run on {day}"),
+    }
+}
+
 fn match_point(
     request: &BaselineRequest,
     current: Option<&ImageRef>,
     point: &PointSpec,
     rows: &[ApiBenchmarkRow],
-    info: &WorkflowInfo,
 ) -> BaselineValue {
-    let matching: Vec<&ApiBenchmarkRow> = rows
+    let is_current = |r: &ApiBenchmarkRow| {
+        r.image
+            .as_deref()
+            .is_some_and(|i| same_image(current, &request.image, i))
+    };
+    let newest = |r: &&ApiBenchmarkRow| (row_date(r), row_run_id(r));
+    let on_line: Vec<&ApiBenchmarkRow> = rows
         .iter()
-        .filter(|row| row_matches(&request.key, point, row))
+        .filter(|row| row_on_line(&request.key, point, row))
         .collect();
-    if matching.is_empty() {
-        let benchmarked = info.configs.iter().any(|c| {
-            eq_ci(&c.model, &request.key.model_prefix)
-                && eq_ci(&c.hardware, &request.key.hardware)
-                && eq_ci(&c.framework, &request.key.framework)
-                && eq_ci(&c.precision, &request.key.precision)
-                && match point.scenario {
-                    Scenario::FixedSeqLen { isl, osl } => c.isl == Some(isl) && c.osl == Some(osl),
-                    Scenario::Agentic => c.isl.is_none(),
-                }
-        });
-        let reason = if benchmarked {
-            format!("no published result for this point on {}", request.date)
-        } else {
-            format!("not benchmarked on {}", request.date)
+    // The API answers one run per line, so a point has one row, unless two
+    // configs look the same to it (master keys that differ only in fields
+    // the rows do not carry, like a recipe): then the row of the family's
+    // own image is the family's, and another image is N/A only when no
+    // row ran this one. A row that records no image is an older
+    // publication and counts as this image's.
+    let mine = |r: &ApiBenchmarkRow| r.image.is_none() || is_current(r);
+    let at_conc = || on_line.iter().copied().filter(|r| r.conc == point.conc);
+    let chosen = at_conc()
+        .filter(|r| mine(r))
+        .max_by_key(newest)
+        .or_else(|| at_conc().max_by_key(newest));
+    let Some(row) = chosen else {
+        // The API answers every concurrency of a line's latest run and
+        // nothing older: a line with rows but not this one was re-swept
+        // without it.
+        let reason = match on_line.iter().copied().max_by_key(newest) {
+            Some(latest) => format!(
+                "not measured by the latest published run of its line: {}",
+                publication_words(latest)
+            ),
+            None => format!("not published as of {}", request.date),
         };
         return BaselineValue::Unavailable { reason };
-    }
-    // Rows of the current image first; rows that do not record an image are
-    // accepted next (older publications); rows of another image never are.
-    let chosen = matching
-        .iter()
-        .find(|r| {
-            r.image
-                .as_deref()
-                .is_some_and(|i| same_image(current, &request.image, i))
-        })
-        .or_else(|| matching.iter().find(|r| r.image.is_none()));
-    let Some(row) = chosen else {
-        let other = matching
-            .iter()
-            .find_map(|r| r.image.as_deref())
-            .unwrap_or_default();
+    };
+    if let Some(other) = row.image.as_deref().filter(|_| !mine(row)) {
         return BaselineValue::Unavailable {
             reason: format!(
                 "published result ran another image ({})",
                 shorten(other, 120)
             ),
         };
-    };
+    }
     let metric = |name: &str| {
         row.metrics
             .get(name)
@@ -828,6 +993,8 @@ fn match_point(
                 mean_tpot: *tpot,
             },
             run_url: row.run_url.clone(),
+            published: row_date(row),
+            run_id: row_run_id(row),
         },
         _ => {
             let missing: Vec<&str> = names
@@ -890,69 +1057,212 @@ mod tests {
         }
     }
 
-    fn info() -> Fetched {
-        Fetched {
-            url: "https://api.example/api/v1/workflow-info?date=2026-02-27".into(),
-            body: r#"{"runs":[],"changelogs":[],"configs":[{"model":"dsr1","isl":1024,"osl":1024,"precision":"fp4","hardware":"mi355x","framework":"sglang","spec_method":"none","disagg":false}]}"#.into(),
-        }
+    const CURRENT: &str = "lmsysorg/sglang:v0.5.9-rocm700-mi35x";
+
+    /// A row of `point(conc, tp)` published on `date` by run `run` with
+    /// `image` (`None`: the row records no image).
+    fn row(conc: u64, tp: u64, image: Option<&str>, date: &str, run: u64) -> String {
+        let image = image.map_or_else(|| "null".to_owned(), |i| format!("\"{i}\""));
+        ROW.replace(r#""conc":4,"#, &format!(r#""conc":{conc},"#))
+            .replace(r#""prefill_tp":4,"#, &format!(r#""prefill_tp":{tp},"#))
+            .replace(r#""decode_tp":4,"#, &format!(r#""decode_tp":{tp},"#))
+            .replace("\"IMAGE\"", &image)
+            .replace("2026-02-27", date)
+            .replace("runs/1/attempts/1", &format!("runs/{run}/attempts/2"))
+    }
+
+    fn rows(rows: &[String]) -> Fetched {
+        fetched(format!("[{}]", rows.join(",")))
+    }
+
+    fn day(d: &str) -> NaiveDate {
+        NaiveDate::parse_from_str(d, "%Y-%m-%d").expect("date")
     }
 
     #[test]
     fn matching_row_gives_numbers_and_others_are_na_with_reason() {
-        let rows = format!(
-            "[{}]",
-            ROW.replace("IMAGE", "lmsysorg/sglang:v0.5.9-rocm700-mi35x")
-        );
+        let answer = rows(&[row(4, 4, Some(CURRENT), "2026-02-20", 71)]);
         let req = request(vec![point(4, 4), point(8, 4), point(4, 8)]);
-        let b = build_baseline(&req, &fetched(rows), &info()).expect("builds");
+        let b = build_baseline(&req, &answer).expect("builds");
         assert_eq!(b.points[0].label, "1k1k c4 TP4");
         let m = b.points[0].metrics().expect("measured");
         assert_eq!(m.output_tput_per_gpu, 89.88);
         assert_eq!(
             b.points[1].value,
             BaselineValue::Unavailable {
-                reason: "no published result for this point on 2026-02-27".into()
+                reason:
+                    "not measured by the latest published run of its line: run 71 on 2026-02-20"
+                        .into()
             }
         );
-        assert!(b.points[2].metrics().is_none());
-        assert_eq!(b.source_urls.len(), 2);
+        assert_eq!(
+            b.points[2].value,
+            BaselineValue::Unavailable {
+                reason: "not published as of 2026-02-27".into()
+            }
+        );
+        assert_eq!(b.source_urls.len(), 1);
+    }
+
+    #[test]
+    fn each_point_keeps_its_own_publication_day_and_producer_run() {
+        // Two lines (TP4, TP8) last published by different sweeps.
+        let answer = rows(&[
+            row(4, 4, Some(CURRENT), "2026-02-20", 34896669482),
+            row(8, 4, Some(CURRENT), "2026-02-20", 34896669482),
+            row(4, 8, Some(CURRENT), "2026-02-13", 34000000001),
+        ]);
+        let req = request(vec![point(4, 4), point(8, 4), point(4, 8)]);
+        let b = build_baseline(&req, &answer).expect("builds");
+        let BaselineValue::Measured {
+            published,
+            run_id,
+            run_url,
+            ..
+        } = &b.points[2].value
+        else {
+            panic!("measured: {:?}", b.points[2]);
+        };
+        assert_eq!(*published, Some(day("2026-02-13")));
+        assert_eq!(*run_id, Some(34000000001));
+        assert_eq!(
+            run_url.as_deref(),
+            Some("https://github.com/o/r/actions/runs/34000000001/attempts/2")
+        );
+        assert_eq!(readiness_gap(&b), None);
+        let publications = b.publications();
+        assert_eq!(
+            publications
+                .iter()
+                .map(|p| (p.date, p.run_id, p.points))
+                .collect::<Vec<_>>(),
+            vec![
+                (day("2026-02-13"), Some(34000000001), 1),
+                (day("2026-02-20"), Some(34896669482), 2),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_point_whose_only_published_row_ran_another_image_is_na_naming_it() {
+        let other = "lmsysorg/sglang:v0.5.8-rocm700-mi35x";
+        let answer = rows(&[row(4, 4, Some(other), "2026-02-20", 71)]);
+        let b = build_baseline(&request(vec![point(4, 4)]), &answer).expect("ok");
+        assert_eq!(
+            b.points[0].value,
+            BaselineValue::Unavailable {
+                reason: format!("published result ran another image ({other})")
+            }
+        );
+        let gap = readiness_gap(&b).expect("blocked");
+        assert!(gap.starts_with(BASELINE_UNAVAILABLE), "{gap}");
+        assert!(gap.contains(other), "{gap}");
+    }
+
+    #[test]
+    fn of_several_rows_for_one_point_the_newest_of_the_current_image_is_taken() {
+        let other = "lmsysorg/sglang:v0.5.8-rocm700-mi35x";
+        // Two configs the API cannot tell apart, each with its own image:
+        // the family's own row is its baseline, however recent the other.
+        let answer = rows(&[
+            row(4, 4, Some(CURRENT), "2026-02-10", 60),
+            row(4, 4, Some(CURRENT), "2026-02-12", 61),
+            row(4, 4, Some(other), "2026-02-20", 71),
+        ]);
+        let b = build_baseline(&request(vec![point(4, 4)]), &answer).expect("ok");
+        assert!(
+            matches!(
+                &b.points[0].value,
+                BaselineValue::Measured { run_id: Some(61), published: Some(d), .. }
+                    if *d == day("2026-02-12")
+            ),
+            "{:?}",
+            b.points[0]
+        );
     }
 
     #[test]
     fn rows_of_another_image_are_not_a_baseline() {
-        let rows = format!(
-            "[{}]",
-            ROW.replace("IMAGE", "lmsysorg/sglang:v0.5.8-rocm700-mi35x")
-        );
-        let b = build_baseline(&request(vec![point(4, 4)]), &fetched(rows), &info()).expect("ok");
+        let answer = rows(&[row(
+            4,
+            4,
+            Some("lmsysorg/sglang:v0.5.8-rocm700-mi35x"),
+            "2026-02-20",
+            71,
+        )]);
+        let b = build_baseline(&request(vec![point(4, 4)]), &answer).expect("ok");
         let BaselineValue::Unavailable { reason } = &b.points[0].value else {
             panic!("must be N/A");
         };
         assert!(reason.contains("another image"), "{reason}");
-        let rows = format!("[{}]", ROW.replace("\"IMAGE\"", "null"));
-        let b = build_baseline(&request(vec![point(4, 4)]), &fetched(rows), &info()).expect("ok");
+        let answer = rows(&[row(4, 4, None, "2026-02-20", 71)]);
+        let b = build_baseline(&request(vec![point(4, 4)]), &answer).expect("ok");
         assert!(b.points[0].metrics().is_some());
+    }
+
+    #[test]
+    fn a_partly_measured_family_is_incomplete_and_an_unpublished_one_unavailable() {
+        let req = request(vec![point(4, 4), point(8, 4)]);
+        let answer = rows(&[row(4, 4, Some(CURRENT), "2026-02-20", 71)]);
+        let gap = readiness_gap(&build_baseline(&req, &answer).expect("ok")).expect("gap");
+        assert!(
+            gap.starts_with("baseline-incomplete: the published baseline of lmsysorg/sglang:v0.5.9-rocm700-mi35x as of 2026-02-27 lacks 1 of the family's 2 points: 1k1k c8 TP4 (not measured"),
+            "{gap}"
+        );
+        let gap = readiness_gap(&build_baseline(&req, &rows(&[])).expect("ok")).expect("gap");
+        assert!(
+            gap.starts_with("baseline-unavailable: no published baseline of lmsysorg/sglang:v0.5.9-rocm700-mi35x as of 2026-02-27 for any of the family's 2 points"),
+            "{gap}"
+        );
+    }
+
+    #[test]
+    fn records_frozen_before_points_carried_their_day_still_load() {
+        let old = r#"{"date":"2026-09-15","image":"i:1","model":"M","source_urls":["u"],"points":[{"label":"1k1k c4 TP4","point":{"scenario":{"kind":"fixed-seq-len","isl":1024,"osl":1024},"conc":4,"spec_decoding":"none","decode":{"num_workers":null,"tp":4,"ep":1,"dp_attn":false},"prefill":null},"value":{"state":"measured","metrics":{"tput_per_gpu":1.0,"output_tput_per_gpu":1.0,"mean_ttft":0.1,"mean_tpot":0.01},"run_url":"https://github.com/o/r/actions/runs/34896669482/attempts/1"}}]}"#;
+        let b: Baseline = serde_json::from_str(old).expect("an old record loads");
+        let publications = b.publications();
+        assert_eq!(publications.len(), 1);
+        assert_eq!(publications[0].date, day("2026-09-15"));
+        assert_eq!(publications[0].run_id, Some(34896669482));
+        // And writes back without the new fields.
+        assert_eq!(
+            serde_json::to_value(&b).expect("json"),
+            serde_json::from_str::<Value>(old).expect("json")
+        );
+    }
+
+    #[test]
+    fn producer_run_ids_are_read_from_run_urls() {
+        assert_eq!(
+            run_id_of_url(
+                "https://github.com/SemiAnalysisAI/InferenceX/actions/runs/34896669482/attempts/1"
+            ),
+            Some(34896669482)
+        );
+        assert_eq!(
+            run_id_of_url("https://github.com/o/r/actions/runs/7"),
+            Some(7)
+        );
+        assert_eq!(run_id_of_url("https://github.com/o/r/pull/7"), None);
+        assert_eq!(
+            run_id_of_url("https://github.com/o/r/actions/runs/x/attempts/1"),
+            None
+        );
     }
 
     #[test]
     fn malformed_answers_name_url_row_and_field() {
         let req = request(vec![point(4, 4)]);
-        let err = build_baseline(&req, &fetched("{".into()), &info()).unwrap_err();
+        let err = build_baseline(&req, &fetched("{".into())).unwrap_err();
         assert!(err.to_string().contains("not valid JSON"), "{err}");
-        let err = build_baseline(&req, &fetched("{}".into()), &info()).unwrap_err();
+        let err = build_baseline(&req, &fetched("{}".into())).unwrap_err();
         assert!(err.to_string().contains("expected a list of rows"), "{err}");
         let bad = ROW.replace(r#""conc":4,"#, "");
-        let err = build_baseline(&req, &fetched(format!("[{bad}]")), &info()).unwrap_err();
+        let err = build_baseline(&req, &fetched(format!("[{bad}]"))).unwrap_err();
         assert!(
             err.to_string().contains("row 0: missing field `conc`"),
             "{err}"
         );
-        let broken_info = Fetched {
-            url: "u".into(),
-            body: "[]".into(),
-        };
-        let rows = format!("[{}]", ROW.replace("\"IMAGE\"", "null"));
-        assert!(build_baseline(&req, &fetched(rows), &broken_info).is_err());
     }
 
     #[test]
@@ -962,7 +1272,7 @@ mod tests {
             ROW.replace("\"IMAGE\"", "null")
                 .replace(r#""mean_tpot":0.0106,"#, "")
         );
-        let b = build_baseline(&request(vec![point(4, 4)]), &fetched(rows), &info()).expect("ok");
+        let b = build_baseline(&request(vec![point(4, 4)]), &fetched(rows)).expect("ok");
         assert_eq!(
             b.points[0].value,
             BaselineValue::Unavailable {
@@ -992,25 +1302,24 @@ mod tests {
         }
 
         async fn workflow_info(&self, _date: NaiveDate) -> Result<Fetched, SourceError> {
-            Ok(info())
+            Err(SourceError {
+                url: "https://api.example/api/v1/workflow-info".into(),
+                reason: "the freeze does not ask workflow-info".into(),
+            })
         }
     }
 
     #[tokio::test]
-    async fn freeze_asks_the_source_and_reports_its_failures() {
+    async fn freeze_asks_the_source_as_of_the_day_and_reports_its_failures() {
         let req = request(vec![point(4, 4)]);
-        let rows = format!(
-            "[{}]",
-            ROW.replace("IMAGE", "lmsysorg/sglang:v0.5.9-rocm700-mi35x")
-        );
         let ok = FakeSource {
-            benchmarks: Ok(rows),
+            benchmarks: Ok(format!("[{}]", row(4, 4, Some(CURRENT), "2026-02-20", 71))),
         };
         let b = freeze(&ok, &req).await.expect("freezes");
         assert!(b.points[0].metrics().is_some());
         assert_eq!(
-            b.source_urls[0],
-            "https://api.example/api/v1/benchmarks?model=DeepSeek-R1-0528&date=2026-02-27&exact=true"
+            b.source_urls,
+            vec!["https://api.example/api/v1/benchmarks?model=DeepSeek-R1-0528&date=2026-02-27"]
         );
         let down = FakeSource {
             benchmarks: Err("HTTP 503".into()),
@@ -1018,7 +1327,7 @@ mod tests {
         let err = freeze(&down, &req).await.unwrap_err();
         assert_eq!(
             err.to_string(),
-            "baseline source https://api.example/api/v1/benchmarks?model=DeepSeek-R1-0528&date=2026-02-27&exact=true: HTTP 503"
+            "baseline source https://api.example/api/v1/benchmarks?model=DeepSeek-R1-0528&date=2026-02-27: HTTP 503"
         );
     }
 
@@ -1039,9 +1348,10 @@ mod tests {
                 "Qwen-3.5-397B-A17B",
                 date
             ),
-            "https://inferencex.semianalysis.com/api/v1/benchmarks?model=Qwen-3.5-397B-A17B&date=2026-09-09&exact=true"
+            "https://inferencex.semianalysis.com/api/v1/benchmarks?model=Qwen-3.5-397B-A17B&date=2026-09-09"
         );
         assert!(benchmarks_url("h", "a b&c", date).contains("model=a+b%26c&"));
+        assert!(!benchmarks_url("h", "m", date).contains("exact"));
         assert_eq!(
             workflow_info_url("h", date),
             "h/api/v1/workflow-info?date=2026-09-09"

@@ -128,10 +128,7 @@ fn every_real_family_expands_into_points() {
 fn real_api_samples_build_a_baseline() {
     use chrono::NaiveDate;
     use klaud_lifecycle::baseline::*;
-    let (Some(bench), Some(info)) = (
-        fixture("api-benchmarks.sample.json"),
-        fixture("api-workflow-info.sample.json"),
-    ) else {
+    let Some(bench) = fixture("api-benchmarks.sample.json") else {
         return;
     };
     let point = |isl, osl| PointSpec {
@@ -165,22 +162,24 @@ fn real_api_samples_build_a_baseline() {
             url: "https://x/api/v1/benchmarks".into(),
             body: String::from_utf8(bench).expect("utf-8"),
         },
-        &Fetched {
-            url: "https://x/api/v1/workflow-info".into(),
-            body: String::from_utf8(info).expect("utf-8"),
-        },
     )
     .expect("real samples parse");
     let m = baseline.points[0]
         .metrics()
         .expect("1k1k row of the current image");
     assert!((m.output_tput_per_gpu - 89.88905796876784).abs() < 1e-9);
+    // Frozen with its own publication day and producer run.
+    assert!(matches!(
+        &baseline.points[0].value,
+        BaselineValue::Measured { published: Some(d), run_id: Some(22469096331), .. }
+            if *d == NaiveDate::from_ymd_opt(2026, 2, 27).expect("date")
+    ));
     // The 1k8k row records no image: accepted, but it lacks output_tput_per_gpu.
     assert!(
         matches!(&baseline.points[1].value, BaselineValue::Unavailable { reason } if reason.contains("output_tput_per_gpu"))
     );
     assert!(
-        matches!(&baseline.points[2].value, BaselineValue::Unavailable { reason } if reason.contains("not benchmarked"))
+        matches!(&baseline.points[2].value, BaselineValue::Unavailable { reason } if reason == "not published as of 2026-02-27")
     );
     let json = serde_json::to_string(&baseline).expect("serializable");
     let back: Baseline = serde_json::from_str(&json).expect("round-trips");
@@ -234,6 +233,8 @@ fn baseline_blocks_of_real_families_fit_a_pr_body() {
                                 mean_tpot: 0.0123456789012,
                             },
                             run_url: Some("https://github.com/SemiAnalysisAI/InferenceX/actions/runs/12345678901/attempts/1".into()),
+                            published: NaiveDate::from_ymd_opt(2026, 9, 3),
+                            run_id: Some(12345678901),
                         },
                     })
                     .collect(),

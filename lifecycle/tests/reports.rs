@@ -63,6 +63,8 @@ fn baseline() -> Baseline {
             run_url: Some(
                 "https://github.com/SemiAnalysisAI/InferenceX/actions/runs/1/attempts/1".into(),
             ),
+            published: None,
+            run_id: None,
         },
     };
     let na = |p: PointSpec, reason: &str| BaselinePoint {
@@ -620,6 +622,8 @@ fn compare_puts_each_variant_in_its_own_table_and_keeps_unmatched_rows() {
             value: BaselineValue::Measured {
                 metrics: metrics(10.0, 1.0, 0.01),
                 run_url: None,
+                published: None,
+                run_id: None,
             },
         })
         .collect();
@@ -732,4 +736,62 @@ fn a_failed_report_links_its_failed_jobs_in_both_languages() {
         parse_report(&record).expect("parses").failed_jobs,
         report.failed_jobs
     );
+}
+
+#[test]
+fn a_baseline_from_several_sweeps_names_each_day_and_run_in_both_languages() {
+    let mut b = baseline();
+    b.date = NaiveDate::from_ymd_opt(2026, 9, 21).expect("date");
+    b.source_urls = vec![
+        "https://inferencex.semianalysis.com/api/v1/benchmarks?model=DeepSeek-R1-0528&date=2026-09-21"
+            .into(),
+    ];
+    let runs = [
+        (34896669482_u64, NaiveDate::from_ymd_opt(2026, 9, 15)),
+        (34000000001, NaiveDate::from_ymd_opt(2026, 9, 12)),
+    ];
+    for (point, (id, day)) in b.points.iter_mut().zip(runs) {
+        point.value = BaselineValue::Measured {
+            metrics: metrics(100.0, 0.2, 0.01),
+            run_url: Some(format!(
+                "https://github.com/SemiAnalysisAI/InferenceX/actions/runs/{id}/attempts/1"
+            )),
+            published: day,
+            run_id: Some(id),
+        };
+    }
+    let block = render_baseline_block(&FrozenBaseline {
+        provenance: provenance(),
+        baseline: b.clone(),
+    });
+    let (english, chinese) = block.split_once("<summary>中文</summary>").expect("both");
+    assert!(
+        english.contains(
+            "**Baseline:** published 2026-09-12 by run `34000000001` (1 point), 2026-09-15 by run `34896669482` (1 point) · `lmsysorg/sglang:v0.5.16-cu130`"
+        ),
+        "{english}"
+    );
+    assert!(
+        chinese.contains("**基线：**2026-09-12 发布，运行 `34000000001`（1 个点位）；2026-09-15 发布，运行 `34896669482`（1 个点位） ·"),
+        "{chinese}"
+    );
+    // Nothing published at all says so, with the day asked.
+    for p in &mut b.points {
+        p.value = BaselineValue::Unavailable {
+            reason: "not published as of 2026-09-21".into(),
+        };
+    }
+    let block = render_baseline_block(&FrozenBaseline {
+        provenance: provenance(),
+        baseline: b,
+    });
+    assert!(
+        block.contains("**Baseline:** nothing published as of 2026-09-21 ·"),
+        "{block}"
+    );
+    assert!(
+        block.contains("**基线：**截至 2026-09-21 无公开结果 ·"),
+        "{block}"
+    );
+    assert!(block.contains("截至 2026-09-21 未公开"), "{block}");
 }

@@ -113,15 +113,22 @@ pub enum BlockKind {
     Duplicate,
     /// Klaud's own PR for it is still open (one open PR per family).
     Occupied,
+    /// A baseline is required and the family's current image has no
+    /// complete published one (spec §3.6): the outcome
+    /// `readiness-blocked`, decided before the claim. Set by the wave,
+    /// never by the plan itself.
+    ReadinessBlocked,
 }
 
 impl BlockKind {
-    /// The kebab-case spelling (the outcome's for `retired` and `duplicate`).
+    /// The kebab-case spelling (the outcome's for `retired`, `duplicate`
+    /// and `readiness-blocked`).
     pub fn as_str(self) -> &'static str {
         match self {
             BlockKind::Retired => "retired",
             BlockKind::Duplicate => "duplicate",
             BlockKind::Occupied => "occupied",
+            BlockKind::ReadinessBlocked => "readiness-blocked",
         }
     }
 }

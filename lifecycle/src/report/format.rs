@@ -195,6 +195,12 @@ pub fn timestamp(at: &DateTime<Utc>) -> String {
 pub fn reason_zh(reason: &str) -> String {
     const PREFIXES: &[(&str, &str, &str)] = &[
         ("no baseline: ", "无基线：", ""),
+        ("not published as of ", "截至 ", " 未公开"),
+        (
+            "not measured by the latest published run of its line: ",
+            "所在系列最新公开的运行未测量该点位：",
+            "",
+        ),
         ("not benchmarked on ", "", " 未做此项基准测试"),
         (
             "no published result for this point on ",
@@ -226,6 +232,10 @@ pub fn reason_zh(reason: &str) -> String {
         if let Some(rest) = reason.strip_prefix(en) {
             let rest = if *en == "no baseline: " {
                 reason_zh(rest)
+            } else if let Some((run, day)) =
+                rest.strip_prefix("run ").and_then(|r| r.split_once(" on "))
+            {
+                format!("运行 {run}（{day}）")
             } else if let Some(inner) = rest.strip_suffix(')') {
                 format!("{inner}）")
             } else {
@@ -336,6 +346,14 @@ mod tests {
         assert_eq!(
             reason_zh("no baseline: not benchmarked on 2026-09-09"),
             "无基线：2026-09-09 未做此项基准测试"
+        );
+        assert_eq!(
+            reason_zh("not published as of 2026-09-21"),
+            "截至 2026-09-21 未公开"
+        );
+        assert_eq!(
+            reason_zh("not measured by the latest published run of its line: run 7 on 2026-09-15"),
+            "所在系列最新公开的运行未测量该点位：运行 7（2026-09-15）"
         );
         assert_eq!(
             reason_zh("published result ran another image (x:1)"),

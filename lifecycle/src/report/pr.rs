@@ -496,6 +496,50 @@ fn sources(baseline: &Baseline, word: &str) -> String {
         .join(", ")
 }
 
+/// When and by which producer runs the frozen numbers were published:
+/// `published 2026-09-15 by run `34896669482``, one entry per run when
+/// the points come from several, with how many points each gave.
+fn published_words(baseline: &Baseline, zh: bool) -> String {
+    let publications = baseline.publications();
+    if publications.is_empty() {
+        return if zh {
+            format!("截至 {} 无公开结果", baseline.date)
+        } else {
+            format!("nothing published as of {}", baseline.date)
+        };
+    }
+    let several = publications.len() > 1;
+    let parts: Vec<String> = publications
+        .iter()
+        .map(|p| {
+            // The id, not a link: the hidden record keeps each point's
+            // run URL, and the body stays readable where the producer's
+            // Actions pages are not (a mirror, the sandbox).
+            let run = p.run_id.map(|id| code(&id.to_string())).unwrap_or_default();
+            let count = match (several, zh) {
+                (false, _) => String::new(),
+                (true, false) => format!(
+                    " ({} point{})",
+                    p.points,
+                    if p.points == 1 { "" } else { "s" }
+                ),
+                (true, true) => format!("（{} 个点位）", p.points),
+            };
+            match (zh, run.is_empty()) {
+                (false, false) => format!("{} by run {run}{count}", p.date),
+                (false, true) => format!("{}{count}", p.date),
+                (true, false) => format!("{} 发布，运行 {run}{count}", p.date),
+                (true, true) => format!("{} 发布{count}", p.date),
+            }
+        })
+        .collect();
+    if zh {
+        parts.join("；")
+    } else {
+        format!("published {}", parts.join(", "))
+    }
+}
+
 /// Renders the baseline block that replaces the placeholder.
 pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
     let p = &frozen.provenance;
@@ -556,7 +600,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
     }
     out.push_str(&format!(
         "**Baseline:** {} · {}  \n",
-        b.date,
+        published_words(b, false),
         code(&b.image)
     ));
     out.push_str(&format!(
@@ -625,7 +669,11 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
         out.push_str(&v.table(true));
         out.push('\n');
     }
-    out.push_str(&format!("**基线：**{} · {}  \n", b.date, code(&b.image)));
+    out.push_str(&format!(
+        "**基线：**{} · {}  \n",
+        published_words(b, true),
+        code(&b.image)
+    ));
     out.push_str(&format!("平均延迟 · 来源：{}\n\n", sources(b, "API")));
     out.push_str(&baseline_table(b, TABLE_HEAD_ZH));
     if !na.is_empty() {

@@ -6,7 +6,8 @@
 //! [`Wave::run`] is a fixed sequence of named phases, each a method:
 //! [`recover_orphans`](Wave::recover_orphans),
 //! [`adopt_held_claims`](Wave::adopt_held_claims), [`plan`](Wave::plan),
-//! [`resume`](Wave::resume), [`refill`](Wave::refill),
+//! [`check_readiness`](Wave::check_readiness), [`resume`](Wave::resume),
+//! [`refill`](Wave::refill),
 //! [`answer_commands`](Wave::answer_commands), [`drive`](Wave::drive) and
 //! [`summarize`](Wave::summarize). What a phase learns is carried to the
 //! next in a [`Pass`]. The plan options live in the pass, not in the
@@ -30,7 +31,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use klaud_claims::{
     CandidateId, ClaimBook, ClaimEntry, Claimant, Clock, HeldClaim, RunStatus, ensure_plannable,
 };
-use klaud_planner::plan::{BlockKind, PlanOptions, PlanReport, plan};
+use klaud_planner::plan::{BlockKind, Blocked, PlanOptions, PlanReport, plan};
 use klaud_planner::registry::{RegistryClient, RegistrySession};
 use klaud_planner::repo::Repository;
 
@@ -173,6 +174,9 @@ pub struct Pass<'p> {
     seen: BTreeSet<String>,
     /// The plan's picks whose claim is still to be taken.
     new_picks: BTreeSet<String>,
+    /// Picks dropped as readiness-blocked since the last re-plan: slots
+    /// the refill gives to the next stale families.
+    freed: usize,
     slots: Vec<Slot>,
     skipped: Vec<(String, String)>,
     answered: Vec<Answered>,
@@ -232,6 +236,7 @@ impl<'a> Wave<'a> {
         let session = self.ports.registry.session();
         self.plan(&base.repository, &session, &mut pass).await?;
         let engine = self.new_engine(&base);
+        self.check_readiness(&engine, &mut pass).await;
         self.resume(&engine, &base.repository, &mut pass).await;
         self.refill(&engine, &base.repository, &session, &mut pass)
             .await;
@@ -354,6 +359,7 @@ impl<'a> Wave<'a> {
             targets: Vec::new(),
             seen: BTreeSet::new(),
             new_picks: BTreeSet::new(),
+            freed: 0,
             slots: Vec::new(),
             skipped: Vec::new(),
             answered: Vec::new(),
@@ -507,6 +513,29 @@ impl<'a> Wave<'a> {
         }
     }
 
+    /// Phase 3b (spec §3.6): when a baseline is required, a new pick
+    /// whose family's current image has no complete published baseline is
+    /// `readiness-blocked` here, before anything is written: no claim, no
+    /// branch, no PR. The family shows as blocked in the wave's plan and
+    /// summary, and its slot goes to the next stale family in
+    /// [`refill`](Wave::refill). Candidates already in flight keep the
+    /// baseline frozen in their PR.
+    pub async fn check_readiness(&self, engine: &Engine<'_>, pass: &mut Pass<'_>) {
+        let picks: Vec<&Target> = pass
+            .targets
+            .iter()
+            .filter(|t| pass.new_picks.contains(t.candidate.as_str()))
+            .collect();
+        let gaps = readiness_gaps(engine, picks).await;
+        if gaps.is_empty() {
+            return;
+        }
+        pass.targets.retain(|t| !gaps.contains_key(&t.family));
+        let kept: BTreeSet<&str> = pass.targets.iter().map(|t| t.candidate.as_str()).collect();
+        pass.new_picks.retain(|id| kept.contains(id.as_str()));
+        block_unready(gaps, pass);
+    }
+
     /// Phase 4: opens a record for every candidate to work on — the
     /// orphans taken over, the held claims' candidates nobody else knows
     /// (rebuilt from their claim or branch; without either they are
@@ -584,7 +613,9 @@ impl<'a> Wave<'a> {
     /// Phase 5: claims the plan's new picks now; a family lost to another
     /// instance's race frees its slot for the next stale family (re-planned
     /// up to three times), so instances started together split
-    /// the work instead of one of them idling until the next wave.
+    /// the work instead of one of them idling until the next wave. A
+    /// readiness-blocked pick frees its slot the same way, and the
+    /// re-plan's picks are checked before they are opened.
     pub async fn refill(
         &self,
         engine: &Engine<'_>,
@@ -592,8 +623,12 @@ impl<'a> Wave<'a> {
         session: &RegistrySession,
         pass: &mut Pass<'_>,
     ) {
-        for _ in 0..REFILL_ROUNDS {
-            if pass.new_picks.is_empty() || self.stopping() {
+        // Re-plans after lost races are bounded by REFILL_ROUNDS; re-plans
+        // for readiness-blocked picks end by themselves, as each one
+        // blocks another family or picks a ready one.
+        let mut races = 0;
+        loop {
+            if (pass.new_picks.is_empty() && pass.freed == 0) || self.stopping() {
                 break;
             }
             // Families, not candidates: an experiment's variants lose together.
@@ -614,15 +649,22 @@ impl<'a> Wave<'a> {
                     Err(e) => slot.status = Some(format!("stopped: {e}")),
                 }
             }
-            if lost.is_empty() {
+            let freed = std::mem::take(&mut pass.freed);
+            if lost.is_empty() && freed == 0 {
                 break;
+            }
+            if !lost.is_empty() {
+                races += 1;
+                if races > REFILL_ROUNDS {
+                    break;
+                }
             }
             for slot in &pass.slots {
                 if let Ok(id) = CandidateId::new(slot.rec.candidate.as_str()) {
                     pass.plan.occupied.insert(id.family().as_str().to_owned());
                 }
             }
-            pass.plan.max_candidates = lost.len();
+            pass.plan.max_candidates = lost.len() + freed;
             let again = plan(repository, session, &pass.plan).await;
             self.planned();
             let refill = plan_targets(
@@ -634,7 +676,10 @@ impl<'a> Wave<'a> {
                 self.ports.registry,
             )
             .await;
-            let refill = expand_experiments(refill, &self.engine.experiments, &mut pass.seen);
+            let mut refill = expand_experiments(refill, &self.engine.experiments, &mut pass.seen);
+            let gaps = readiness_gaps(engine, refill.iter().collect()).await;
+            refill.retain(|t| !gaps.contains_key(&t.family));
+            block_unready(gaps, pass);
             for t in &refill {
                 match engine.open_record(t).await {
                     Ok(rec) => {
@@ -925,6 +970,44 @@ impl<'a> Wave<'a> {
             observer.done(&summary);
         }
         summary
+    }
+}
+
+/// The readiness gap of each family among `targets` that has one, asked
+/// once per family (an experiment's variants share their family's
+/// baseline).
+async fn readiness_gaps(engine: &Engine<'_>, targets: Vec<&Target>) -> BTreeMap<String, String> {
+    let mut asked = BTreeSet::new();
+    let mut gaps = BTreeMap::new();
+    for t in targets {
+        if !asked.insert(t.family.as_str()) {
+            continue;
+        }
+        if let Some(gap) = engine.readiness_before_claim(&t.family).await {
+            tracing::info!(family = %t.family, gap = %gap, "readiness-blocked before the claim");
+            gaps.insert(t.family.clone(), gap);
+        }
+    }
+    gaps
+}
+
+/// Blocks the families of `gaps` for the rest of the wave: re-plans skip
+/// them, the plan's report (the summary, the dashboard) shows the block
+/// with its reason, and each frees a slot.
+fn block_unready(gaps: BTreeMap<String, String>, pass: &mut Pass<'_>) {
+    for (family, gap) in gaps {
+        let id = klaud_planner::identity::family_id(&family);
+        let block = Blocked {
+            kind: BlockKind::ReadinessBlocked,
+            reason: gap,
+            pull: None,
+            author: None,
+        };
+        if let Some(f) = pass.report.families.iter_mut().find(|f| f.id == id) {
+            f.blocked = Some(block.clone());
+        }
+        pass.plan.blocked.insert(id, block);
+        pass.freed += 1;
     }
 }
 

@@ -5,10 +5,7 @@ use crate::engine::intent::Intent;
 use klaud_planner::image::ImageRef;
 
 use super::{Engine, EngineError, Progress, Scope};
-use crate::baseline::{
-    Baseline, BaselinePoint, BaselineRequest, BaselineValue, FamilyKey, family_points, freeze,
-    readiness_gap,
-};
+use crate::baseline::{Baseline, baseline_of, readiness_gap};
 use crate::engine::journal::{CandidateRecord, Step};
 use crate::model::{Outcome, Phase};
 use crate::report::{
@@ -19,6 +16,47 @@ use crate::report::{
 impl Engine<'_> {
     // ----------------------------------------------------------- baseline
 
+    /// The baseline of `family`'s current image `old_image` as published
+    /// today: every point, N/A with the reason where there is none (the
+    /// source failing included).
+    async fn baseline_now(&self, family: &str, old_image: &str) -> Baseline {
+        let date = self.clock.now().date_naive();
+        match self.family(family) {
+            Ok(f) => baseline_of(self.baseline, f, &self.config.model_names, old_image, date).await,
+            Err(_) => Baseline {
+                date,
+                image: old_image.to_owned(),
+                model: String::new(),
+                source_urls: Vec::new(),
+                points: Vec::new(),
+            },
+        }
+    }
+
+    /// Why a new candidate of `family` must not be claimed: a baseline is
+    /// required and the one its PR would freeze now is missing or
+    /// incomplete (the text starts with the reason code). `None` when no
+    /// baseline is required or the published one covers every point.
+    /// The wave asks this between planning and claiming; the freeze asks
+    /// again, so a baseline that disappears in between still ends the
+    /// candidate.
+    pub fn readiness_before_claim<'f>(
+        &'f self,
+        family: &'f str,
+    ) -> crate::BoxFuture<'f, Option<String>> {
+        Box::pin(async move {
+            if !(self.config.require_baseline && self.baseline.configured()) {
+                return None;
+            }
+            let Ok(current) = self.family(family) else {
+                // Not this check's business: the claim step reports it.
+                return None;
+            };
+            let old_image = current.image().to_string();
+            readiness_gap(&self.baseline_now(family, &old_image).await)
+        })
+    }
+
     pub(super) async fn frozen_now(&self, rec: &CandidateRecord) -> FrozenBaseline {
         let image = ImageRef::parse(&rec.image).ok();
         let old = ImageRef::parse(&rec.old_image).ok();
@@ -27,58 +65,7 @@ impl Engine<'_> {
             .zip(image.as_ref())
             .map(|(f, i)| engine_display(&f.entry.framework, &i.repository()))
             .unwrap_or_else(|| "engine".into());
-        let date = self.clock.now().date_naive();
-        let mut model = String::new();
-        let baseline = match family {
-            Some(f) => {
-                model = self
-                    .config
-                    .model_names
-                    .get(&f.entry.model)
-                    .cloned()
-                    .unwrap_or_else(|| {
-                        f.entry
-                            .model
-                            .rsplit('/')
-                            .next()
-                            .unwrap_or(&f.entry.model)
-                            .to_owned()
-                    });
-                match family_points(&f.family, &f.entry) {
-                    Ok(points) => {
-                        let request = BaselineRequest {
-                            model: model.clone(),
-                            date,
-                            image: rec.old_image.clone(),
-                            key: FamilyKey::of(f),
-                            points: points.clone(),
-                        };
-                        match freeze(self.baseline, &request).await {
-                            Ok(b) => Ok(b),
-                            Err(e) => Err((points, e.to_string())),
-                        }
-                    }
-                    Err(e) => Err((Vec::new(), e.to_string())),
-                }
-            }
-            None => Err((Vec::new(), format!("family {} not found", rec.family))),
-        };
-        let baseline = baseline.unwrap_or_else(|(points, reason)| Baseline {
-            date,
-            image: rec.old_image.clone(),
-            model,
-            source_urls: Vec::new(),
-            points: points
-                .into_iter()
-                .map(|p| BaselinePoint {
-                    label: p.label(),
-                    point: p,
-                    value: BaselineValue::Unavailable {
-                        reason: format!("no baseline: {reason}"),
-                    },
-                })
-                .collect(),
-        });
+        let baseline = self.baseline_now(&rec.family, &rec.old_image).await;
         FrozenBaseline {
             provenance: Provenance {
                 engine,

@@ -105,9 +105,19 @@ pub fn run(args: Args) -> Result<(), CliError> {
     options.upstream = config.upstream.clone();
     options.max_timed_tags = config.registry.max_timed_tags;
     options.progress = Some(&progress);
-    let report = runtime.block_on(async { plan(&repository, &client.session(), &options).await });
+    let mut report =
+        runtime.block_on(async { plan(&repository, &client.session(), &options).await });
     if let Some(bar) = bar {
         bar.finish_and_clear();
+    }
+    if config.lifecycle.require_baseline {
+        let source = super::wave::baseline(&config)?;
+        runtime.block_on(block_unready(
+            &repository,
+            source.as_ref(),
+            &config.lifecycle.model_names,
+            &mut report,
+        ));
     }
 
     if args.json {
@@ -132,6 +142,49 @@ pub fn run(args: Args) -> Result<(), CliError> {
         eprint!("{}", stats(&report));
     }
     Ok(())
+}
+
+/// What a wave decides before it claims (spec §3.6): a chosen candidate
+/// whose family has no complete published baseline is readiness-blocked,
+/// with the reason, and no longer a candidate. (A wave gives its slot to
+/// the next stale family; this preview does not re-plan.)
+async fn block_unready(
+    repository: &Repository,
+    source: &dyn klaud_lifecycle::baseline::BaselineSource,
+    model_names: &std::collections::BTreeMap<String, String>,
+    report: &mut klaud_planner::plan::PlanReport,
+) {
+    use klaud_lifecycle::baseline::{baseline_of, readiness_gap};
+    use klaud_planner::plan::{BlockKind, Blocked};
+    if !source.configured() {
+        return;
+    }
+    let today = chrono::Utc::now().date_naive();
+    let mut unready = std::collections::BTreeMap::new();
+    for c in &report.candidates {
+        let Ok(family) = repository.family(&c.family) else {
+            continue;
+        };
+        let current = family.image().to_string();
+        let baseline = baseline_of(source, family, model_names, &current, today).await;
+        if let Some(gap) = readiness_gap(&baseline) {
+            unready.insert(c.family.clone(), gap);
+        }
+    }
+    report
+        .candidates
+        .retain(|c| !unready.contains_key(&c.family));
+    for f in report.families.iter_mut() {
+        if let Some(gap) = unready.remove(&f.family) {
+            f.reasons.insert(0, gap.clone());
+            f.blocked = Some(Blocked {
+                kind: BlockKind::ReadinessBlocked,
+                reason: gap,
+                pull: None,
+                author: None,
+            });
+        }
+    }
 }
 
 /// The registry client's settings from the configuration and `--mirror` flags.

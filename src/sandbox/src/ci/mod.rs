@@ -123,7 +123,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-pub use baseline::{Published, baseline_router, baseline_router_with};
+pub use baseline::{Published, Sweep, baseline_router, baseline_router_with};
 pub use script::{Conclusion, InfraKind, Multipliers, RunKind, Script, ScriptError, Step};
 
 use crate::github::GithubState;

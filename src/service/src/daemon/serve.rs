@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use klaud_claims::{ClaimBook, Claimant, SystemClock};
 use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::engine::{CandidateRecord, EngineConfig, Journal, RepairHook, Step};
-use klaud_planner::plan::{FamilyPlan, PlanOptions, ReleaseRule, Status};
+use klaud_planner::plan::{BlockKind, FamilyPlan, PlanOptions, ReleaseRule, Status};
 use klaud_planner::registry::RegistryClient;
 use klaud_planner::tracks::TrackRule;
 use tokio::sync::{Notify, watch};
@@ -627,7 +627,15 @@ fn family_row(f: &FamilyPlan) -> FamilyRow {
         current: f.current.clone(),
         candidate: f.candidate.as_ref().map(|c| c.image.to_string()),
         stale_hours,
-        reasons: f.reasons.clone(),
+        // A readiness block is decided by the wave, not the registry: its
+        // reason (which points lack a published baseline) leads.
+        reasons: f
+            .blocked
+            .iter()
+            .filter(|b| b.kind == BlockKind::ReadinessBlocked)
+            .map(|b| b.reason.clone())
+            .chain(f.reasons.iter().cloned())
+            .collect(),
     }
 }
 
