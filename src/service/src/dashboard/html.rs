@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use chrono::{DateTime, Utc};
 
 use super::{
-    BudgetSample, CandidateRow, ClaimRow, ExperimentRow, FamilyRow, GithubPauseRow, LinkRow,
-    OutcomeRow, RepositoryStatus, StatusSnapshot,
+    BudgetSample, CandidateRow, ClaimRow, ExperimentRow, FamilyRow, LinkRow, OutcomeRow,
+    RepositoryStatus, StatusSnapshot,
 };
 
 const STYLE: &str = r#"
@@ -434,6 +434,7 @@ fn render_families(page: &mut String, families: &[FamilyRow]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dashboard::GithubPauseRow;
 
     #[test]
     fn hostile_text_is_escaped_and_only_http_links_render() {
