@@ -528,3 +528,37 @@ fn a_repository_without_masters_says_where_it_looked() {
             .contains("point --checkout at a benchmark repository checkout")
     );
 }
+
+#[tokio::test]
+async fn a_plan_names_the_unreadable_family_and_plans_every_other() {
+    use klaud_planner::plan::{PlanOptions, plan};
+    use klaud_planner::registry::{RegistryClient, RegistryConfig};
+    let master = format!(
+        "{}\n{}",
+        entry("good-a", "lmsysorg/sglang:v0.5.16-cu130"),
+        entry("tbd-b", "TBD")
+    );
+    let dir = repo_with(&[("configs/x-master.yaml", master.as_bytes())]);
+    let repository = Repository::open(dir.path()).unwrap();
+    // No registry answers: the readable family is still planned (with the
+    // registry's error as its reason).
+    let mut config = RegistryConfig::default();
+    config.mirrors.insert(
+        "docker.io".to_owned(),
+        "http://127.0.0.1:9".parse().unwrap(),
+    );
+    let client = RegistryClient::new(config).unwrap();
+    let options = PlanOptions::new(chrono::Utc::now());
+    let report = plan(&repository, &client.session(), &options).await;
+    let planned: Vec<&str> = report.families.iter().map(|f| f.family.as_str()).collect();
+    assert_eq!(planned, ["configs/x-master.yaml:good-a"]);
+    let [unreadable] = &report.unreadable[..] else {
+        panic!("{:?}", report.unreadable);
+    };
+    assert!(
+        unreadable.starts_with(
+            "configs/x-master.yaml:tbd-b cannot be read: configs/x-master.yaml:17: tbd-b.image"
+        ),
+        "{unreadable}"
+    );
+}
