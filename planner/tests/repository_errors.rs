@@ -562,3 +562,52 @@ async fn a_plan_names_the_unreadable_family_and_plans_every_other() {
         "{unreadable}"
     );
 }
+
+/// Every YAML file of the real InferenceX checkout (masters, changelog,
+/// runners, and the srt-slurm recipes, some of which use anchors and
+/// aliases) reads within the limits, and every real family is readable.
+#[test]
+fn the_real_inferencex_checkout_reads_within_the_limits() {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/inferencex/full");
+    if !full.join("configs/nvidia-master.yaml").is_file() {
+        assert!(std::env::var_os("CI").is_none(), "fixtures missing");
+        return;
+    }
+    let repository = Repository::open(&full).unwrap();
+    assert!(
+        repository.unreadable().is_empty(),
+        "{:?}",
+        repository.unreadable()
+    );
+    assert!(repository.families().len() > 100);
+    let mut stack = vec![full.clone()];
+    let (mut files, mut with_aliases) = (0, 0);
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if !path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            files += 1;
+            if text.contains(": *") || text.contains("- *") {
+                with_aliases += 1;
+            }
+            if let Err(e) = klaud_planner::yaml::parse_lenient(&text) {
+                assert!(
+                    !e.message.contains("alias bomb")
+                        && !e.message.contains("levels deep")
+                        && !e.message.contains("bytes"),
+                    "{}: {e}",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(files > 400, "{files} YAML files");
+    assert!(with_aliases > 0, "no real file uses aliases");
+}
