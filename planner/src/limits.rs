@@ -29,7 +29,7 @@
 //!
 //! # JSON (registries, GitHub, artifacts, markers)
 //!
-//! `serde_json` refuses nesting deeper than 128 levels by default
+//! `serde_json` refuses 128 or more levels of nesting by default
 //! ("recursion limit exceeded"), which bounds its stack; Klaud never turns
 //! that limit off. Bodies are bounded before they are parsed:
 //!
