@@ -77,12 +77,12 @@ fn one_unreadable_family_is_named_and_every_other_family_is_listed_and_bumped() 
     let dir = demo_copy();
     let repo = dir.path().to_str().unwrap();
     let amd = dir.path().join("configs/amd-master.yaml");
-    let mut text = std::fs::read_to_string(&amd).unwrap();
-    let key_line = text.lines().count() + 2;
-    text.push_str(
+    let mut master = std::fs::read_to_string(&amd).unwrap();
+    let key_line = master.lines().count() + 2;
+    master.push_str(
         "\nbroken-tbd:\n  image: TBD\n  model: demo/Demo-R1\n  model-prefix: demo\n  runner: mi355x\n  precision: fp8\n  framework: sglang\n  multinode: false\n",
     );
-    std::fs::write(&amd, text).unwrap();
+    std::fs::write(&amd, master).unwrap();
 
     let listed = klaud(&["families", "--checkout", repo, "--json"]);
     assert!(listed.status.success(), "{}", text(&listed.stderr));
