@@ -16,7 +16,7 @@
 //!   recursive, so deeper input would otherwise overflow the stack).
 //! - [`MAX_SCALAR_BYTES`]: one scalar's resolved text.
 //! - A node budget of [`MIN_NODE_BUDGET`] plus [`NODES_PER_INPUT_BYTE`] per
-//!   byte of input ([`node_budget`]). An alias (`*name`) is *not* copied —
+//!   byte of input, at most [`MAX_NODES`] ([`node_budget`]). An alias (`*name`) is *not* copied —
 //!   the anchored subtree is shared — but it counts as every node it stands
 //!   for, so a walk over the tree (to JSON, the bump's scalar flattening) is
 //!   bounded by the same budget. Real recipes use anchors a few times over; a
@@ -45,8 +45,14 @@
 
 /// Largest YAML file read. The biggest real InferenceX files are about
 /// 400 KB (`perf-changelog.yaml`, `configs/nvidia-master.yaml`); the
-/// changelog only grows, so this leaves two orders of magnitude of room.
-pub const MAX_DOCUMENT_BYTES: usize = 32 * 1024 * 1024;
+/// changelog only grows, so this leaves ten times the room. A node costs
+/// about 100 bytes of memory, so with [`MAX_NODES`] a read holds at most
+/// about 100 MB whatever the file says.
+pub const MAX_DOCUMENT_BYTES: usize = 4 * 1024 * 1024;
+
+/// Most nodes any document may have (aliases counted as what they repeat).
+/// The real NVIDIA master has under 100,000.
+pub const MAX_NODES: usize = 1_000_000;
 
 /// Deepest nesting of sequences and mappings. Real masters and recipes
 /// nest fewer than 12 levels.
@@ -65,7 +71,10 @@ pub const NODES_PER_INPUT_BYTE: usize = 8;
 /// recipe may still alias a block a few times.
 pub const MIN_NODE_BUDGET: usize = 4096;
 
-/// The node budget of a document of `input_bytes` bytes.
+/// The node budget of a document of `input_bytes` bytes: at most
+/// [`MAX_NODES`].
 pub fn node_budget(input_bytes: usize) -> usize {
-    MIN_NODE_BUDGET.saturating_add(NODES_PER_INPUT_BYTE.saturating_mul(input_bytes))
+    MIN_NODE_BUDGET
+        .saturating_add(NODES_PER_INPUT_BYTE.saturating_mul(input_bytes))
+        .min(MAX_NODES)
 }

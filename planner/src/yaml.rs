@@ -776,6 +776,15 @@ mod tests {
     }
 
     #[test]
+    fn no_document_has_more_nodes_than_the_cap_whatever_its_size() {
+        assert_eq!(limits::node_budget(usize::MAX), limits::MAX_NODES);
+        let wide = format!("[{}]\n", "a,".repeat(limits::MAX_NODES + 1));
+        assert!(wide.len() < limits::MAX_DOCUMENT_BYTES);
+        let err = parse(&wide).unwrap_err();
+        assert!(err.message.contains("nodes"), "{err}");
+    }
+
+    #[test]
     fn scalars_resolve_like_pyyaml() {
         assert_eq!(resolve_plain("2_063_837"), Value::from(2063837));
         assert_eq!(resolve_plain("0.95"), serde_json::json!(0.95));
