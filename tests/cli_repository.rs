@@ -62,6 +62,97 @@ fn families_table_has_a_row_per_family() {
     assert!(stdout.contains("configs/nvidia-master.yaml:demo-fp8-h200-trt"));
 }
 
+/// The 9-level "billion laughs" (3 KB that would expand to 9^9 nodes).
+fn alias_bomb() -> String {
+    let mut text = String::from("lol0: &l0 [a,a,a,a,a,a,a,a,a]\n");
+    for level in 1..9 {
+        let aliases = vec![format!("*l{}", level - 1); 9].join(",");
+        text.push_str(&format!("lol{level}: &l{level} [{aliases}]\n"));
+    }
+    text
+}
+
+#[test]
+fn one_unreadable_family_is_named_and_every_other_family_is_listed_and_bumped() {
+    let dir = demo_copy();
+    let repo = dir.path().to_str().unwrap();
+    let amd = dir.path().join("configs/amd-master.yaml");
+    let mut master = std::fs::read_to_string(&amd).unwrap();
+    let key_line = master.lines().count() + 2;
+    master.push_str(
+        "\nbroken-tbd:\n  image: TBD\n  model: demo/Demo-R1\n  model-prefix: demo\n  runner: mi355x\n  precision: fp8\n  framework: sglang\n  multinode: false\n",
+    );
+    std::fs::write(&amd, master).unwrap();
+
+    let listed = klaud(&["families", "--checkout", repo, "--json"]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(rows.len(), 7, "every readable family is listed");
+    let stderr = text(&listed.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "error: configs/amd-master.yaml:broken-tbd cannot be read: configs/amd-master.yaml:{}: broken-tbd.image",
+            key_line + 1
+        )) && stderr.contains("TBD"),
+        "{stderr}"
+    );
+
+    let other = klaud(&[
+        "bump",
+        "--checkout",
+        repo,
+        "--family",
+        "demo-fp4-b200-sglang",
+        "--to",
+        "lmsysorg/sglang:v0.5.99-cu130",
+        "--check",
+    ]);
+    assert!(other.status.success(), "{}", text(&other.stderr));
+    let broken = klaud(&[
+        "bump",
+        "--checkout",
+        repo,
+        "--family",
+        "broken-tbd",
+        "--to",
+        "lmsysorg/sglang-rocm:v0.5.99",
+        "--check",
+    ]);
+    assert_eq!(broken.status.code(), Some(2));
+    assert!(
+        text(&broken.stderr).contains("TBD"),
+        "{}",
+        text(&broken.stderr)
+    );
+}
+
+#[test]
+fn an_alias_bomb_in_the_changelog_refuses_the_changelog_append_and_nothing_else() {
+    let dir = demo_copy();
+    let repo = dir.path().to_str().unwrap();
+    std::fs::write(dir.path().join("perf-changelog.yaml"), alias_bomb()).unwrap();
+    let listed = klaud(&["families", "--checkout", repo]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let bump = klaud(&[
+        "bump",
+        "--checkout",
+        repo,
+        "--family",
+        "demo-fp4-b200-sglang",
+        "--to",
+        "lmsysorg/sglang:v0.5.99-cu130",
+        "--pr-link",
+        "https://github.com/sandbox/benchmarks/pull/7",
+        "--check",
+    ]);
+    assert!(!bump.status.success());
+    let stderr = text(&bump.stderr);
+    assert!(
+        stderr.contains("perf-changelog.yaml") && stderr.contains("alias bomb"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn bump_check_writes_nothing_and_bump_writes_master_recipes_and_changelog() {
     let dir = demo_copy();

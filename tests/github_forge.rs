@@ -347,6 +347,136 @@ async fn a_secondary_rate_limit_with_retry_after_is_waited_out() {
     assert!(f.list_labels(pr.number).await.unwrap().is_empty());
 }
 
+/// GitHub's secondary limit without `retry-after` on the next request
+/// matching `method` and `path`.
+async fn secondary_limit(sim: &GithubSim, method: &str, path: &str, status: u16) {
+    sim.state()
+        .add_fault(Fault {
+            method: Some(method.into()),
+            path: path.into(),
+            count: 1,
+            action: FaultAction::SecondaryLimit {
+                status,
+                retry_after: None,
+            },
+        })
+        .await;
+}
+
+fn rate_limited_for(err: &GithubError) -> u64 {
+    match err {
+        GithubError::RateLimited {
+            retry_after_secs, ..
+        } => *retry_after_secs,
+        other => panic!("expected a rate-limit refusal, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_secondary_limit_without_retry_after_pauses_every_request_for_at_least_a_minute() {
+    let sim = sim().await;
+    // max_wait (10 s) is below GitHub's minute: the forge gives up instead of
+    // sleeping, so the test observes the pause without waiting it out.
+    let f = forge(&sim).await;
+    let pr = f.get_ref("refs/heads/main").await.unwrap();
+    assert!(pr.is_some());
+    secondary_limit(&sim, "GET", "/repos/*/git/ref/*", 403).await;
+    let mark = sim.state().request_log().await.len();
+    let started = chrono::Utc::now();
+    let err = f.get_ref("refs/heads/klaud/x").await.unwrap_err();
+    assert!(rate_limited_for(&err) >= 60, "{err}");
+    let pause = f.secondary_pause().expect("paused");
+    assert!(
+        pause.until >= started + TimeDelta::seconds(60),
+        "{pause:?} starts at least a minute after {started}"
+    );
+    assert!(pause.route.contains("/git/ref/"), "{pause:?}");
+    assert!(!pause.writes_only);
+    assert_eq!(pause.strikes, 1);
+    let sent: Vec<u16> = sim.state().request_log().await[mark..]
+        .iter()
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(
+        sent,
+        [403],
+        "the rejected read was not retried before the minute"
+    );
+
+    // Every other request waits for the pause too: nothing is sent.
+    let err = f.list_refs("refs/heads/klaud/").await.unwrap_err();
+    assert!(rate_limited_for(&err) >= 50, "{err}");
+    let main = f.get_ref("refs/heads/main").await.unwrap_err();
+    assert!(rate_limited_for(&main) >= 50, "{main}");
+    assert_eq!(sim.state().request_log().await.len(), mark + 1);
+}
+
+#[tokio::test]
+async fn a_429_without_retry_after_is_the_secondary_limit_too() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    secondary_limit(&sim, "GET", "/repos/*/git/ref/*", 429).await;
+    let err = f.get_ref("refs/heads/main").await.unwrap_err();
+    assert!(rate_limited_for(&err) >= 60, "{err}");
+    assert!(f.secondary_pause().is_some());
+}
+
+#[tokio::test]
+async fn a_write_hit_by_the_secondary_limit_is_not_performed_nor_resent_within_the_minute() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    secondary_limit(&sim, "POST", "/repos/*/git/refs", 403).await;
+    let mark = sim.state().request_log().await.len();
+    let name = "refs/heads/klaud/claim-secondary";
+    let err = RefStore::create_ref(&f, name, &main).await.unwrap_err();
+    assert!(
+        matches!(&err, RefStoreError::Other(m) if m.contains("rate limited")),
+        "{err:?}"
+    );
+    assert_eq!(sim.state().ref_sha(REPO, name).await, None);
+    let pause = f.secondary_pause().expect("paused");
+    assert!(pause.writes_only, "{pause:?}");
+    // Another write is held back without being sent; reads still go.
+    assert!(
+        RefStore::create_ref(&f, "refs/heads/klaud/claim-other", &main)
+            .await
+            .is_err()
+    );
+    assert!(f.get_ref("refs/heads/main").await.unwrap().is_some());
+    let posts: Vec<u16> = sim.state().request_log().await[mark..]
+        .iter()
+        .filter(|e| e.method == "POST")
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(posts, [403]);
+}
+
+#[tokio::test]
+async fn a_secondary_limit_with_retry_after_is_waited_for_exactly_that_long() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    sim.state()
+        .add_fault(Fault {
+            method: Some("GET".into()),
+            path: "/repos/*/git/ref/*".into(),
+            count: 1,
+            action: FaultAction::SecondaryLimit {
+                status: 403,
+                retry_after: Some(1),
+            },
+        })
+        .await;
+    let mark = sim.state().request_log().await.len();
+    assert!(f.get_ref("refs/heads/main").await.unwrap().is_some());
+    let sent: Vec<u16> = sim.state().request_log().await[mark..]
+        .iter()
+        .map(|e| e.status)
+        .collect();
+    assert_eq!(sent, [403, 200]);
+    assert!(f.secondary_pause().is_none(), "the pause is over");
+}
+
 #[tokio::test]
 async fn a_304_poll_costs_no_rate_limit() {
     let sim = sim().await;

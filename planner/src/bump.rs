@@ -522,7 +522,7 @@ fn same_value_nodes<'a>(
 ) {
     match &node.kind {
         yaml::NodeKind::Scalar { value, .. } => {
-            if olds.iter().any(|old| old == value) {
+            if olds.iter().any(|old| old.as_str() == &**value) {
                 out.push((path.clone(), node));
             }
         }
@@ -535,7 +535,7 @@ fn same_value_nodes<'a>(
             }
         }
         yaml::NodeKind::Mapping(entries) => {
-            for (key, value) in entries {
+            for (key, value) in entries.iter() {
                 let len = path.len();
                 if !path.is_empty() {
                     path.push('.');

@@ -17,6 +17,7 @@ pub mod changelog;
 pub mod identity;
 pub mod image;
 pub mod launchers;
+pub mod limits;
 pub mod merge3;
 pub mod plan;
 pub mod provenance;

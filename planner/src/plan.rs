@@ -215,6 +215,11 @@ pub struct PlanReport {
     /// registry host that is unreachable (its breaker is open), and until when.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Families (or whole master files) the repository could not read, each
+    /// naming the file and line: they are left out of this plan, and every
+    /// other family is planned as usual.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
 }
 
 impl PlanReport {
@@ -227,6 +232,7 @@ impl PlanReport {
             minimum: RequestCounts::default(),
             elapsed_ms: 0,
             notes: Vec::new(),
+            unreadable: Vec::new(),
         }
     }
 }
@@ -455,6 +461,11 @@ pub fn plan<'f>(
         PlanReport {
             minimum: minimum_requests(repository, &families),
             notes: breaker_notes(session),
+            unreadable: repository
+                .unreadable()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
             families,
             candidates,
             requests: subtract(after, before),

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -106,6 +107,38 @@ pub enum RepoError {
     /// A family that does not exist.
     #[error("no family {family:?} in this repository; `klaud families` lists them")]
     UnknownFamily { family: String },
+    /// A family (or its whole master file) that could not be read; the
+    /// other families were read as usual.
+    #[error("{family} cannot be read: {source}")]
+    Unreadable {
+        family: String,
+        #[source]
+        source: Arc<RepoError>,
+    },
+}
+
+/// A family, or a whole master file, that could not be read. One bad entry
+/// (an `image: TBD`, an alias bomb) must not stop every other family, so
+/// [`Repository::open`] keeps the error here and reads on.
+#[derive(Debug, Clone)]
+pub struct Unreadable {
+    /// `<master>:<key>`, or the master path when the file itself could not
+    /// be read (then none of its families are known).
+    pub family: String,
+    /// The config key, when the entry's key was read.
+    pub key: Option<String>,
+    /// Project-relative master path.
+    pub file: String,
+    /// Line of the key (1 for a file-level problem).
+    pub line: usize,
+    /// What is wrong, naming the file and line.
+    pub error: Arc<RepoError>,
+}
+
+impl fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} cannot be read: {}", self.family, self.error)
+    }
 }
 
 /// The platform a family's runners pull images for.
@@ -315,6 +348,7 @@ pub struct Repository {
     /// `""` or `"inferencex-e2e/"`.
     prefix: String,
     families: Vec<Family>,
+    unreadable: Vec<Unreadable>,
     warnings: Vec<Warning>,
     groups: Vec<FamilyGroup>,
     /// `configs/runners.yaml` as read at open (the capacity gate maps
@@ -354,44 +388,77 @@ impl Repository {
         masters.sort();
 
         let mut warnings = Vec::new();
-        let runner_platforms = read_runner_platforms(&root, &prefix, &mut warnings)?;
+        let runner_platforms = read_runner_platforms(&root, &prefix, &mut warnings);
         let mut families: Vec<Family> = Vec::new();
+        let mut unreadable: Vec<Unreadable> = Vec::new();
         let mut seen: BTreeMap<String, (String, usize)> = BTreeMap::new();
+        let mut duplicated: BTreeMap<String, RepoError> = BTreeMap::new();
         for name in masters {
             let file = format!("configs/{name}");
             let path = format!("{prefix}{file}");
-            let text = read_text(&root, &path)?;
-            let Some(doc) = parse_yaml(&path, &text)? else {
-                continue;
+            let whole_file = |error: RepoError| Unreadable {
+                family: path.clone(),
+                key: None,
+                file: file.clone(),
+                line: error_line(&error),
+                error: Arc::new(error),
+            };
+            let doc = match read_text(&root, &path).and_then(|text| parse_yaml(&path, &text)) {
+                Ok(Some(doc)) => doc,
+                Ok(None) => continue,
+                Err(error) => {
+                    unreadable.push(whole_file(error));
+                    continue;
+                }
             };
             let Some(entries) = doc.as_mapping() else {
-                return Err(field_error(
+                unreadable.push(whole_file(field_error(
                     &path,
                     &doc,
                     "(top level)",
                     "expected a mapping of config key → entry",
-                ));
+                )));
+                continue;
             };
-            for (key_node, value) in entries {
+            for (key_node, value) in entries.iter() {
                 let Some(key) = key_node.as_scalar() else {
-                    return Err(field_error(
-                        &path,
-                        key_node,
-                        "(key)",
-                        "config keys must be plain strings",
-                    ));
+                    unreadable.push(Unreadable {
+                        family: format!("{file}:(line {})", key_node.line),
+                        key: None,
+                        file: file.clone(),
+                        line: key_node.line,
+                        error: Arc::new(field_error(
+                            &path,
+                            key_node,
+                            "(key)",
+                            "config keys must be plain strings",
+                        )),
+                    });
+                    continue;
+                };
+                let family = format!("{file}:{key}");
+                let broken = |error: RepoError| Unreadable {
+                    family: family.clone(),
+                    key: Some(key.to_owned()),
+                    file: file.clone(),
+                    line: key_node.line,
+                    error: Arc::new(error),
                 };
                 if let Some((first, first_line)) = seen.get(key) {
-                    return Err(RepoError::DuplicateKey {
+                    let error = RepoError::DuplicateKey {
                         key: key.to_owned(),
                         first: format!("{prefix}{first}"),
                         first_line: *first_line,
                         second: path.clone(),
                         second_line: key_node.line,
-                    });
+                    };
+                    // Neither definition is the family: a changelog entry
+                    // naming the key could not say which one it bumped.
+                    duplicated.insert(key.to_owned(), error);
+                    continue;
                 }
                 seen.insert(key.to_owned(), (file.clone(), key_node.line));
-                let family = read_family(
+                match read_family(
                     &root,
                     &prefix,
                     options,
@@ -401,8 +468,24 @@ impl Repository {
                     value,
                     &runner_platforms,
                     &mut warnings,
-                )?;
-                families.push(family);
+                ) {
+                    Ok(family) => families.push(family),
+                    Err(error) => unreadable.push(broken(error)),
+                }
+            }
+        }
+        if !duplicated.is_empty() {
+            families.retain(|f| !duplicated.contains_key(&f.key));
+            unreadable.retain(|u| u.key.as_ref().is_none_or(|k| !duplicated.contains_key(k)));
+            for (key, error) in duplicated {
+                let (file, line) = seen.get(&key).cloned().unwrap_or_default();
+                unreadable.push(Unreadable {
+                    family: format!("{file}:{key}"),
+                    key: Some(key),
+                    file,
+                    line,
+                    error: Arc::new(error),
+                });
             }
         }
         let groups = family_groups(&families);
@@ -412,6 +495,7 @@ impl Repository {
             root,
             prefix,
             families,
+            unreadable,
             warnings,
             groups,
             runners,
@@ -452,6 +536,12 @@ impl Repository {
         &self.families
     }
 
+    /// Families (and master files) that could not be read, in repository
+    /// order; every other family is in [`Repository::families`].
+    pub fn unreadable(&self) -> &[Unreadable] {
+        &self.unreadable
+    }
+
     /// Non-fatal findings (unknown fields, external recipes, unknown runners).
     pub fn warnings(&self) -> &[Warning] {
         &self.warnings
@@ -460,12 +550,43 @@ impl Repository {
     /// The family named `family` (`configs/x-master.yaml:key`, just the key,
     /// or its family id).
     pub fn family(&self, family: &str) -> Result<&Family, RepoError> {
-        self.families
+        if let Some(found) = self
+            .families
             .iter()
             .find(|f| f.family == family || f.key == family || f.id == family)
-            .ok_or_else(|| RepoError::UnknownFamily {
+        {
+            return Ok(found);
+        }
+        let named = |u: &&Unreadable| {
+            u.family == family
+                || u.key.as_deref() == Some(family)
+                || u.key
+                    .as_deref()
+                    .map(|k| family_id(&format!("{}:{k}", u.file)))
+                    == Some(family.to_owned())
+        };
+        // A family in a master file that could not be read at all is
+        // unknown, but say why the file was skipped.
+        let in_file = |u: &&Unreadable| {
+            u.key.is_none()
+                && family
+                    .split_once(':')
+                    .is_some_and(|(file, _)| file == u.file)
+        };
+        match self
+            .unreadable
+            .iter()
+            .find(named)
+            .or_else(|| self.unreadable.iter().find(in_file))
+        {
+            Some(broken) => Err(RepoError::Unreadable {
+                family: broken.family.clone(),
+                source: broken.error.clone(),
+            }),
+            None => Err(RepoError::UnknownFamily {
                 family: family.to_owned(),
-            })
+            }),
+        }
     }
 
     /// Families other than `except` that reference the recipe at `path`.
@@ -586,6 +707,17 @@ pub(crate) fn parse_yaml(path: &str, text: &str) -> Result<Option<Node>, RepoErr
         column: e.column,
         message: e.message,
     })
+}
+
+/// The line a repository error points at (1 when it names none).
+fn error_line(error: &RepoError) -> usize {
+    match error {
+        RepoError::CarriageReturn { line, .. }
+        | RepoError::Yaml { line, .. }
+        | RepoError::Field { line, .. }
+        | RepoError::RecipeEscapes { line, .. } => *line,
+        _ => 1,
+    }
 }
 
 fn field_error(path: &str, node: &Node, field: &str, message: &str) -> RepoError {
@@ -1037,18 +1169,28 @@ impl RunnerPlatforms {
     }
 }
 
+/// The runner platforms `configs/runners.yaml` declares. A file that cannot
+/// be read is a warning, not an error: platforms are then told from runner
+/// names, as for a checkout without the file.
 fn read_runner_platforms(
     root: &Path,
     prefix: &str,
     warnings: &mut Vec<Warning>,
-) -> Result<RunnerPlatforms, RepoError> {
+) -> RunnerPlatforms {
     let path = format!("{prefix}configs/runners.yaml");
     if !root.join(&path).is_file() {
-        return Ok(RunnerPlatforms::default());
+        return RunnerPlatforms::default();
     }
-    let text = read_text(root, &path)?;
-    let Some(doc) = parse_yaml(&path, &text)? else {
-        return Ok(RunnerPlatforms::default());
+    let doc = match read_text(root, &path).and_then(|text| parse_yaml(&path, &text)) {
+        Ok(Some(doc)) => doc,
+        Ok(None) => return RunnerPlatforms::default(),
+        Err(error) => {
+            warnings.push(Warning {
+                location: format!("{path}:{}", error_line(&error)),
+                message: format!("{error}; runner platforms are told from runner names instead"),
+            });
+            return RunnerPlatforms::default();
+        }
     };
     let mut result = RunnerPlatforms {
         known: true,
@@ -1079,5 +1221,5 @@ fn read_runner_platforms(
             }
         }
     }
-    Ok(result)
+    result
 }

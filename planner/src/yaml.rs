@@ -3,12 +3,20 @@
 //! serde YAML readers re-serialize and lose comments, so Klaud reads with
 //! `saphyr-parser` events and keeps byte spans: typed reads get file:line
 //! errors, and edits splice exactly one token into the original bytes.
+//!
+//! The repository is outside input: every read is bounded by
+//! [`crate::limits`] (document size, nesting depth, scalar length, and a node
+//! budget that counts each alias as every node it stands for). An alias
+//! shares its anchored subtree instead of copying it, so memory stays a small
+//! multiple of the input whatever the aliases do.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span};
 use serde_json::Value;
+
+use crate::limits;
 
 /// How a scalar is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,15 +55,16 @@ pub struct Node {
     pub alias_line: Option<usize>,
 }
 
-/// The content of a [`Node`].
+/// The content of a [`Node`]. Contents are shared (`Arc`) so that an alias
+/// costs one node, not a copy of what it names.
 #[derive(Debug, Clone)]
 pub enum NodeKind {
     /// A scalar with its resolved text and how it was written.
-    Scalar { value: String, style: Style },
+    Scalar { value: Arc<str>, style: Style },
     /// A sequence.
-    Sequence(Vec<Node>),
+    Sequence(Arc<[Node]>),
     /// A mapping, in source order.
-    Mapping(Vec<(Node, Node)>),
+    Mapping(Arc<[(Node, Node)]>),
 }
 
 /// A YAML syntax problem, with its position.
@@ -140,7 +149,7 @@ impl Node {
         match &self.kind {
             NodeKind::Scalar { value, style } => match style {
                 Style::Plain => resolve_plain(value),
-                _ => Value::String(value.clone()),
+                _ => Value::String(value.to_string()),
             },
             NodeKind::Sequence(items) => Value::Array(items.iter().map(Node::to_json).collect()),
             NodeKind::Mapping(entries) => Value::Object(
@@ -177,6 +186,17 @@ fn parse_with(
     text: &str,
     keep_duplicates: bool,
 ) -> Result<(Option<Node>, Vec<YamlError>), YamlError> {
+    if text.len() > limits::MAX_DOCUMENT_BYTES {
+        return Err(YamlError {
+            line: 1,
+            column: 1,
+            message: format!(
+                "the file is {} bytes, more than the {} Klaud reads; split it or remove content",
+                text.len(),
+                limits::MAX_DOCUMENT_BYTES
+            ),
+        });
+    }
     let positions = Positions::new(text);
     let mut builder = Builder {
         positions: &positions,
@@ -184,6 +204,8 @@ fn parse_with(
         documents: 0,
         keep_duplicates,
         duplicates: Vec::new(),
+        nodes: 0,
+        node_budget: limits::node_budget(text.len()),
     };
     let mut parser = Parser::new_from_str(text);
     let mut root = None;
@@ -201,7 +223,7 @@ fn parse_with(
             }
             Event::DocumentEnd => {}
             event => {
-                root = Some(builder.node(&mut parser, event, span, false)?);
+                root = Some(builder.node(&mut parser, event, span, false, 0)?);
             }
         }
     }
@@ -228,23 +250,57 @@ fn next<'a>(
 
 struct Builder<'p> {
     positions: &'p Positions,
-    anchors: HashMap<usize, Node>,
+    /// Anchor id → the anchored node and how many nodes it stands for.
+    anchors: HashMap<usize, (Node, usize)>,
     documents: usize,
     keep_duplicates: bool,
     duplicates: Vec<YamlError>,
+    /// Nodes so far, each alias counted as the nodes it stands for.
+    nodes: usize,
+    node_budget: usize,
 }
 
 impl Builder<'_> {
+    /// Counts `weight` more nodes, refusing past the budget.
+    fn count(&mut self, weight: usize, span: &Span) -> Result<(), YamlError> {
+        self.nodes = self.nodes.saturating_add(weight);
+        if self.nodes > self.node_budget {
+            return Err(self.positions.error(
+                span,
+                &format!(
+                    "the document stands for more than {} nodes (aliases counted as what they repeat); \
+                     is it an alias bomb? write the values out or use fewer aliases",
+                    self.node_budget
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn node<'a>(
         &mut self,
         parser: &mut Parser<'a, saphyr_parser::StrInput<'a>>,
         event: Event<'a>,
         span: Span,
         in_flow: bool,
+        depth: usize,
     ) -> Result<Node, YamlError> {
         let start = self.positions.byte(span.start.index());
         let line = span.start.line();
         let column = span.start.col() + 1;
+        if depth > limits::MAX_DEPTH {
+            return Err(self.positions.error(
+                &span,
+                &format!(
+                    "nested more than {} levels deep; Klaud does not read deeper documents",
+                    limits::MAX_DEPTH
+                ),
+            ));
+        }
+        let nodes_before = self.nodes;
+        if !matches!(event, Event::Alias(_)) {
+            self.count(1, &span)?;
+        }
         let make = |kind| Node {
             kind,
             start,
@@ -263,9 +319,19 @@ impl Builder<'_> {
                     ScalarStyle::Literal => Style::Literal,
                     ScalarStyle::Folded => Style::Folded,
                 };
+                if value.len() > limits::MAX_SCALAR_BYTES {
+                    return Err(self.positions.error(
+                        &span,
+                        &format!(
+                            "a value of {} bytes, more than the {} Klaud reads",
+                            value.len(),
+                            limits::MAX_SCALAR_BYTES
+                        ),
+                    ));
+                }
                 (
                     make(NodeKind::Scalar {
-                        value: Cow::into_owned(value),
+                        value: Arc::from(value.as_ref()),
                         style,
                     }),
                     anchor,
@@ -279,9 +345,9 @@ impl Builder<'_> {
                     if matches!(event, Event::SequenceEnd) {
                         break;
                     }
-                    items.push(self.node(parser, event, span, flow)?);
+                    items.push(self.node(parser, event, span, flow, depth + 1)?);
                 }
-                (make(NodeKind::Sequence(items)), anchor)
+                (make(NodeKind::Sequence(items.into())), anchor)
             }
             Event::MappingStart(anchor, _tag) => {
                 let flow = in_flow || self.positions.char_at(start) == Some('{');
@@ -295,9 +361,9 @@ impl Builder<'_> {
                     if matches!(event, Event::MappingEnd) {
                         break;
                     }
-                    let key = self.node(parser, event, span, flow)?;
+                    let key = self.node(parser, event, span, flow, depth + 1)?;
                     let (event, span) = next(parser, self.positions)?;
-                    let value = self.node(parser, event, span, flow)?;
+                    let value = self.node(parser, event, span, flow, depth + 1)?;
                     let first = key.as_scalar().and_then(|name| match index.get(name) {
                         Some(&i) => Some(&entries[i].0),
                         None => {
@@ -321,14 +387,15 @@ impl Builder<'_> {
                     }
                     entries.push((key, value));
                 }
-                (make(NodeKind::Mapping(entries)), anchor)
+                (make(NodeKind::Mapping(entries.into())), anchor)
             }
             Event::Alias(id) => {
-                let target = self
+                let (target, weight) = self
                     .anchors
                     .get(&id)
                     .cloned()
                     .ok_or_else(|| self.positions.error(&span, "alias to an unknown anchor"))?;
+                self.count(weight, &span)?;
                 return Ok(Node {
                     alias_line: Some(line),
                     ..target
@@ -345,7 +412,8 @@ impl Builder<'_> {
             ..node
         };
         if anchor != 0 {
-            self.anchors.insert(anchor, node.clone());
+            let weight = self.nodes - nodes_before;
+            self.anchors.insert(anchor, (node.clone(), weight));
         }
         Ok(node)
     }
@@ -640,6 +708,80 @@ mod tests {
         let err = parse("a: [1, 2\nb: 3\n").unwrap_err();
         assert!(err.line >= 1, "{err}");
         assert!(parse("a: 1\n---\nb: 2\n").is_err());
+    }
+
+    /// The 9-level "billion laughs": 3 KB that would expand to 9^9 nodes.
+    pub(crate) fn alias_bomb() -> String {
+        let mut text = String::from("lol0: &l0 [a,a,a,a,a,a,a,a,a]\n");
+        for level in 1..9 {
+            let aliases = vec![format!("*l{}", level - 1); 9].join(",");
+            text.push_str(&format!("lol{level}: &l{level} [{aliases}]\n"));
+        }
+        text
+    }
+
+    #[test]
+    fn an_alias_bomb_is_refused_at_the_alias_that_crosses_the_budget() {
+        let text = alias_bomb();
+        for result in [parse(&text).map(|_| ()), parse_lenient(&text).map(|_| ())] {
+            let err = result.unwrap_err();
+            assert!(err.message.contains("alias bomb"), "{err}");
+            assert!((2..=9).contains(&err.line), "{err}");
+        }
+    }
+
+    #[test]
+    fn aliases_share_the_anchored_value_and_keep_both_lines() {
+        let text = "base: &base\n  image: x:1\n  tp: 8\none:\n  <<: *base\ntwo: *base\n";
+        let doc = root(text);
+        let two = doc.get("two").unwrap();
+        assert_eq!(two.alias_line, Some(6));
+        assert_eq!(two.line, 1);
+        assert_eq!(two.get("image").and_then(Node::as_scalar), Some("x:1"));
+        let (NodeKind::Mapping(original), NodeKind::Mapping(shared)) =
+            (&doc.get("base").unwrap().kind, &two.kind)
+        else {
+            panic!("mappings expected");
+        };
+        assert!(Arc::ptr_eq(original, shared), "the alias copied its target");
+        assert!(scalar_token(text, two).is_err());
+    }
+
+    #[test]
+    fn nesting_past_the_depth_limit_is_refused_with_its_line() {
+        let deep = format!(
+            "a:\n  {}1{}\n",
+            "[".repeat(limits::MAX_DEPTH + 5),
+            "]".repeat(limits::MAX_DEPTH + 5)
+        );
+        let err = parse(&deep).unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
+        assert!(err.message.contains("levels deep"), "{err}");
+        let fine = format!(
+            "a: {}1{}\n",
+            "[".repeat(limits::MAX_DEPTH - 2),
+            "]".repeat(limits::MAX_DEPTH - 2)
+        );
+        assert!(parse(&fine).is_ok());
+    }
+
+    #[test]
+    fn an_oversized_scalar_or_document_is_refused() {
+        let long = format!("a: b\nc: {}\n", "x".repeat(limits::MAX_SCALAR_BYTES + 1));
+        let err = parse(&long).unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
+        assert!(err.message.contains("bytes"), "{err}");
+        let huge = " ".repeat(limits::MAX_DOCUMENT_BYTES + 1);
+        assert!(parse(&huge).unwrap_err().message.contains("bytes"));
+    }
+
+    #[test]
+    fn no_document_has_more_nodes_than_the_cap_whatever_its_size() {
+        assert_eq!(limits::node_budget(usize::MAX), limits::MAX_NODES);
+        let wide = format!("[{}]\n", "a,".repeat(limits::MAX_NODES + 1));
+        assert!(wide.len() < limits::MAX_DOCUMENT_BYTES);
+        let err = parse(&wide).unwrap_err();
+        assert!(err.message.contains("nodes"), "{err}");
     }
 
     #[test]

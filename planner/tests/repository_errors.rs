@@ -53,9 +53,142 @@ fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
+/// The error of opening the repository, or, when it opens, the errors of
+/// the families it could not read (one bad entry does not stop the others).
 fn open_err(files: &[(&str, &[u8])]) -> String {
     let dir = repo_with(files);
-    Repository::open(dir.path()).unwrap_err().to_string()
+    match Repository::open(dir.path()) {
+        Err(e) => e.to_string(),
+        Ok(repository) => {
+            assert!(
+                !repository.unreadable().is_empty(),
+                "expected an unreadable family"
+            );
+            repository
+                .unreadable()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+    }
+}
+
+fn entry(key: &str, image: &str) -> String {
+    ENTRY
+        .replace("demo-a:", &format!("{key}:"))
+        .replace("lmsysorg/sglang:v0.5.16-cu130", image)
+}
+
+/// The 9-level "billion laughs" a fuzzer found in master configs.
+fn alias_bomb() -> String {
+    let mut text = String::from("lol0: &l0 [a,a,a,a,a,a,a,a,a]\n");
+    for level in 1..9 {
+        let aliases = vec![format!("*l{}", level - 1); 9].join(",");
+        text.push_str(&format!("lol{level}: &l{level} [{aliases}]\n"));
+    }
+    text
+}
+
+#[test]
+fn one_malformed_image_is_an_error_of_its_family_only() {
+    let amd = format!(
+        "{}\n{}",
+        entry("good-amd", "rocm/sgl-dev:v0.5.1"),
+        entry("tbd-amd", "TBD")
+    );
+    let nvidia = entry("good-nv", "lmsysorg/sglang:v0.5.16-cu130");
+    let dir = repo_with(&[
+        ("configs/amd-master.yaml", amd.as_bytes()),
+        ("configs/nvidia-master.yaml", nvidia.as_bytes()),
+    ]);
+    let repository = Repository::open(dir.path()).unwrap();
+    let keys: Vec<&str> = repository
+        .families()
+        .iter()
+        .map(|f| f.key.as_str())
+        .collect();
+    assert_eq!(keys, ["good-amd", "good-nv"]);
+    let [broken] = repository.unreadable() else {
+        panic!("one unreadable family: {:?}", repository.unreadable());
+    };
+    assert_eq!(broken.family, "configs/amd-master.yaml:tbd-amd");
+    assert_eq!(broken.line, 16);
+    let text = broken.to_string();
+    assert!(
+        text.contains("configs/amd-master.yaml:17: tbd-amd.image") && text.contains("TBD"),
+        "{text}"
+    );
+    // Asking for it says why; asking for another family works.
+    let err = repository.family("tbd-amd").unwrap_err();
+    assert!(matches!(err, RepoError::Unreadable { .. }), "{err}");
+    assert!(err.to_string().contains("TBD"), "{err}");
+    let from = repository.family("good-nv").unwrap().image().clone();
+    let plan = repository
+        .plan_bump(
+            "good-nv",
+            &from,
+            &ImageRef::parse("lmsysorg/sglang:v0.5.17-cu130").unwrap(),
+        )
+        .unwrap();
+    plan.write(dir.path()).unwrap();
+    let after = std::fs::read_to_string(dir.path().join("configs/nvidia-master.yaml")).unwrap();
+    assert!(after.contains("lmsysorg/sglang:v0.5.17-cu130"), "{after}");
+}
+
+#[test]
+fn an_alias_bomb_in_one_master_leaves_the_other_masters_readable() {
+    let bomb = format!("{}{}", entry("amd-a", "rocm/sgl-dev:v0.5.1"), alias_bomb());
+    let nvidia = entry("good-nv", "lmsysorg/sglang:v0.5.16-cu130");
+    let dir = repo_with(&[
+        ("configs/amd-master.yaml", bomb.as_bytes()),
+        ("configs/nvidia-master.yaml", nvidia.as_bytes()),
+    ]);
+    let repository = Repository::open(dir.path()).unwrap();
+    assert_eq!(repository.families().len(), 1);
+    assert_eq!(repository.families()[0].key, "good-nv");
+    let [broken] = repository.unreadable() else {
+        panic!(
+            "the bomb's file is unreadable: {:?}",
+            repository.unreadable()
+        );
+    };
+    assert_eq!(broken.family, "configs/amd-master.yaml");
+    assert!(broken.key.is_none());
+    assert!(
+        broken.line > 15,
+        "the line of the bomb, not of the file: {broken}"
+    );
+    let text = broken.to_string();
+    assert!(text.contains("alias bomb"), "{text}");
+    assert!(
+        text.contains(&format!("configs/amd-master.yaml:{}:", broken.line)),
+        "{text}"
+    );
+    // A family of the unreadable file is not silently unknown.
+    let err = repository
+        .family("configs/amd-master.yaml:amd-a")
+        .unwrap_err();
+    assert!(err.to_string().contains("alias bomb"), "{err}");
+}
+
+#[test]
+fn a_hostile_runners_file_is_a_warning_and_platforms_come_from_runner_names() {
+    let dir = repo_with(&[
+        ("configs/x-master.yaml", ENTRY.as_bytes()),
+        ("configs/runners.yaml", alias_bomb().as_bytes()),
+    ]);
+    let repository = Repository::open(dir.path()).unwrap();
+    assert_eq!(repository.families().len(), 1);
+    assert!(
+        repository
+            .warnings()
+            .iter()
+            .any(|w| w.location.starts_with("configs/runners.yaml:")
+                && w.message.contains("alias bomb")),
+        "{:?}",
+        repository.warnings()
+    );
 }
 
 #[test]
@@ -64,7 +197,7 @@ fn malformed_yaml_names_file_and_line() {
         "configs/x-master.yaml",
         b"demo-a:\n  image: [unclosed\n  model: x\n",
     )]);
-    assert!(err.starts_with("configs/x-master.yaml:"), "{err}");
+    assert!(err.contains("configs/x-master.yaml:3:"), "{err}");
 }
 
 #[test]
@@ -394,4 +527,87 @@ fn a_repository_without_masters_says_where_it_looked() {
         err.to_string()
             .contains("point --checkout at a benchmark repository checkout")
     );
+}
+
+#[tokio::test]
+async fn a_plan_names_the_unreadable_family_and_plans_every_other() {
+    use klaud_planner::plan::{PlanOptions, plan};
+    use klaud_planner::registry::{RegistryClient, RegistryConfig};
+    let master = format!(
+        "{}\n{}",
+        entry("good-a", "lmsysorg/sglang:v0.5.16-cu130"),
+        entry("tbd-b", "TBD")
+    );
+    let dir = repo_with(&[("configs/x-master.yaml", master.as_bytes())]);
+    let repository = Repository::open(dir.path()).unwrap();
+    // No registry answers: the readable family is still planned (with the
+    // registry's error as its reason).
+    let mut config = RegistryConfig::default();
+    config.mirrors.insert(
+        "docker.io".to_owned(),
+        "http://127.0.0.1:9".parse().unwrap(),
+    );
+    let client = RegistryClient::new(config).unwrap();
+    let options = PlanOptions::new(chrono::Utc::now());
+    let report = plan(&repository, &client.session(), &options).await;
+    let planned: Vec<&str> = report.families.iter().map(|f| f.family.as_str()).collect();
+    assert_eq!(planned, ["configs/x-master.yaml:good-a"]);
+    let [unreadable] = &report.unreadable[..] else {
+        panic!("{:?}", report.unreadable);
+    };
+    assert!(
+        unreadable.starts_with(
+            "configs/x-master.yaml:tbd-b cannot be read: configs/x-master.yaml:17: tbd-b.image"
+        ),
+        "{unreadable}"
+    );
+}
+
+/// Every YAML file of the real InferenceX checkout (masters, changelog,
+/// runners, and the srt-slurm recipes, some of which use anchors and
+/// aliases) reads within the limits, and every real family is readable.
+#[test]
+fn the_real_inferencex_checkout_reads_within_the_limits() {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/inferencex/full");
+    if !full.join("configs/nvidia-master.yaml").is_file() {
+        assert!(std::env::var_os("CI").is_none(), "fixtures missing");
+        return;
+    }
+    let repository = Repository::open(&full).unwrap();
+    assert!(
+        repository.unreadable().is_empty(),
+        "{:?}",
+        repository.unreadable()
+    );
+    assert!(repository.families().len() > 100);
+    let mut stack = vec![full.clone()];
+    let (mut files, mut with_aliases) = (0, 0);
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if !path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            files += 1;
+            if text.contains(": *") || text.contains("- *") {
+                with_aliases += 1;
+            }
+            if let Err(e) = klaud_planner::yaml::parse_lenient(&text) {
+                assert!(
+                    !e.message.contains("alias bomb")
+                        && !e.message.contains("levels deep")
+                        && !e.message.contains("bytes"),
+                    "{}: {e}",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(files > 400, "{files} YAML files");
+    assert!(with_aliases > 0, "no real file uses aliases");
 }

@@ -42,6 +42,9 @@ pub use api::{
 };
 
 pub use runstatus::ForgeRunStatus;
+pub use transport::{
+    MAX_RESPONSE_BYTES, SECONDARY_MAX_WAIT, SECONDARY_MIN_WAIT, SecondaryPause, secondary_wait,
+};
 
 use transport::Transport;
 
@@ -346,6 +349,12 @@ impl Forge {
     /// `graphql`, ...), for the dashboard.
     pub fn rate_budgets(&self) -> Vec<RateBudget> {
         self.t.budgets().into_values().collect()
+    }
+
+    /// The pause GitHub's secondary rate limit imposes on this forge's
+    /// requests right now, if any (for the dashboard).
+    pub fn secondary_pause(&self) -> Option<SecondaryPause> {
+        self.t.secondary_pause()
     }
 
     pub(crate) fn path(&self, rest: &str) -> String {

@@ -5,6 +5,13 @@
 //! secondary-limit rejection (the request was not acted upon) is waited out
 //! and re-sent. An ambiguous write failure is reported as such so the caller
 //! re-reads state before deciding.
+//!
+//! GitHub's secondary limit is followed as its REST documentation says: with
+//! `retry-after`, wait that long; with `x-ratelimit-remaining: 0`, wait for
+//! `x-ratelimit-reset`; otherwise wait at least a minute, doubling for each
+//! repeated rejection ([`secondary_wait`]). While such a pause lasts no
+//! request of this transport is sent (continuing while limited can get the
+//! integration banned), and the pause is visible ([`Transport::secondary_pause`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -65,6 +72,22 @@ impl Raw {
         None
     }
 
+    /// GitHub's secondary limit: any 429, or a 403 whose message says
+    /// "secondary rate limit" (a spent primary window, `remaining: 0`, is not).
+    pub fn is_secondary_limit(&self) -> bool {
+        if self.header_u64("x-ratelimit-remaining") == Some(0) && self.status.as_u16() == 403 {
+            return false;
+        }
+        match self.status.as_u16() {
+            429 => true,
+            403 => self
+                .message()
+                .to_ascii_lowercase()
+                .contains("secondary rate limit"),
+            _ => false,
+        }
+    }
+
     /// A rate-limit rejection (primary or secondary): the request was not
     /// acted upon, so repeating it after the wait is safe even for writes.
     pub fn is_rate_limited(&self) -> bool {
@@ -101,6 +124,128 @@ impl Raw {
     }
 }
 
+/// The shortest wait after a secondary-limit rejection that gives none:
+/// GitHub's docs say "wait for at least one minute before retrying".
+pub const SECONDARY_MIN_WAIT: Duration = Duration::from_secs(60);
+/// The longest such wait, however often the limit repeats.
+pub const SECONDARY_MAX_WAIT: Duration = Duration::from_secs(30 * 60);
+
+/// Largest response body read from GitHub: the biggest real answers (a
+/// recursive tree, a page of report comments, a master config's blob) are
+/// a few MB.
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+
+/// How long to wait after the `strikes`-th secondary-limit rejection in a
+/// row that gave no `retry-after` (1-based): 60 s, 120 s, 240 s, … capped at
+/// [`SECONDARY_MAX_WAIT`].
+pub fn secondary_wait(strikes: u32) -> Duration {
+    let doublings = strikes.saturating_sub(1).min(16);
+    SECONDARY_MIN_WAIT
+        .saturating_mul(1u32 << doublings)
+        .min(SECONDARY_MAX_WAIT)
+}
+
+/// A pause GitHub's secondary limit imposed on every request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecondaryPause {
+    /// No request is sent before this.
+    pub until: chrono::DateTime<chrono::Utc>,
+    /// The route whose rejection started the pause.
+    pub route: String,
+    /// Rejections in a row that gave no `retry-after`.
+    pub strikes: u32,
+    /// Only writes were rejected (GitHub's limit on content-creating
+    /// requests), so reads still go out.
+    pub writes_only: bool,
+}
+
+/// What the transport knows of GitHub's secondary limit.
+#[derive(Debug, Default)]
+pub(crate) struct SecondaryLimit {
+    pause: Option<SecondaryPause>,
+    strikes: u32,
+}
+
+impl SecondaryLimit {
+    /// The wait a rate-limited answer to `route` asks for, recording a
+    /// pause when it is the secondary limit. `None`: GitHub gave no wait
+    /// and it is not the secondary limit (the caller backs off).
+    pub(crate) fn on_limited(
+        &mut self,
+        raw: &Raw,
+        route: &str,
+        write: bool,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<Duration> {
+        let told = raw.requested_wait(now.timestamp());
+        let secondary = raw.is_secondary_limit() || (told.is_none() && raw.is_rate_limited());
+        if !secondary {
+            return told;
+        }
+        let wait = match told {
+            Some(wait) => wait,
+            None => {
+                // Requests sent before the pause began were rejected by the
+                // same limit: they do not make it longer.
+                let active = self.pause.as_ref().is_some_and(|p| p.until > now);
+                if !active {
+                    self.strikes = self.strikes.saturating_add(1);
+                }
+                let wait = match &self.pause {
+                    Some(p) if active => (p.until - now).to_std().unwrap_or(SECONDARY_MIN_WAIT),
+                    _ => secondary_wait(self.strikes),
+                };
+                if !active {
+                    tracing::warn!(
+                        route,
+                        wait_secs = wait.as_secs(),
+                        strikes = self.strikes,
+                        "GitHub's secondary rate limit (no retry-after): pausing every request for {} s",
+                        wait.as_secs()
+                    );
+                }
+                wait
+            }
+        };
+        let until = now + chrono::TimeDelta::from_std(wait).unwrap_or(chrono::TimeDelta::MAX);
+        let writes_only = write
+            && self
+                .pause
+                .as_ref()
+                .is_none_or(|p| p.until <= now || p.writes_only);
+        match &mut self.pause {
+            Some(p) if p.until >= until && p.until > now => p.writes_only &= writes_only,
+            _ => {
+                self.pause = Some(SecondaryPause {
+                    until,
+                    route: route.to_string(),
+                    strikes: self.strikes,
+                    writes_only,
+                });
+            }
+        }
+        Some(wait)
+    }
+
+    /// An answer that was not rate-limited: the limit has let go.
+    pub(crate) fn on_answered(&mut self, now: chrono::DateTime<chrono::Utc>) {
+        if self.pause.as_ref().is_none_or(|p| p.until <= now) {
+            self.pause = None;
+            self.strikes = 0;
+        }
+    }
+
+    /// The pause still to be waited out at `now`, if any.
+    pub(crate) fn active(&self, now: chrono::DateTime<chrono::Utc>) -> Option<SecondaryPause> {
+        self.pause.clone().filter(|p| p.until > now)
+    }
+
+    /// The pause a request (a write, or a read) must wait out at `now`.
+    fn holding(&self, write: bool, now: chrono::DateTime<chrono::Utc>) -> Option<SecondaryPause> {
+        self.active(now).filter(|p| write || !p.writes_only)
+    }
+}
+
 /// Why a single exchange failed before a complete response was read.
 #[derive(Debug)]
 pub(crate) struct TransportFailure(pub String);
@@ -113,6 +258,7 @@ pub(crate) struct Transport {
     immutable: Mutex<ImmutableCache>,
     commits: Mutex<KnownCommits>,
     budgets: Mutex<BTreeMap<String, RateBudget>>,
+    secondary: Mutex<SecondaryLimit>,
 }
 
 /// What is known of commits without asking again, all of it fixed forever
@@ -206,6 +352,50 @@ impl Transport {
             immutable: Mutex::new(ImmutableCache::default()),
             commits: Mutex::new(KnownCommits::default()),
             budgets: Mutex::new(BTreeMap::new()),
+            secondary: Mutex::new(SecondaryLimit::default()),
+        }
+    }
+
+    /// The pause GitHub's secondary limit imposes right now, if any.
+    pub fn secondary_pause(&self) -> Option<SecondaryPause> {
+        self.secondary.lock().ok()?.active(chrono::Utc::now())
+    }
+
+    /// Waits out a secondary-limit pause before sending anything, or gives
+    /// up with [`GithubError::RateLimited`] when it is longer than the
+    /// policy's `max_wait` (nothing is sent meanwhile).
+    async fn honour_pause(&self, what: &str, write: bool) -> Result<(), GithubError> {
+        let Some(pause) = self
+            .secondary
+            .lock()
+            .ok()
+            .and_then(|s| s.holding(write, chrono::Utc::now()))
+        else {
+            return Ok(());
+        };
+        let left = (pause.until - chrono::Utc::now())
+            .to_std()
+            .unwrap_or_default();
+        if left.is_zero() {
+            return Ok(());
+        }
+        self.wait(what, left).await
+    }
+
+    /// The wait before repeating a rate-limited request (GitHub's, or the
+    /// secondary limit's, else the backoff step).
+    fn limited_wait(&self, raw: &Raw, path: &str, write: bool, attempt: u32) -> Duration {
+        let route = path.split('?').next().unwrap_or(path);
+        self.secondary
+            .lock()
+            .ok()
+            .and_then(|mut s| s.on_limited(raw, route, write, chrono::Utc::now()))
+            .unwrap_or_else(|| self.backoff(attempt))
+    }
+
+    fn answered(&self) {
+        if let Ok(mut s) = self.secondary.lock() {
+            s.on_answered(chrono::Utc::now());
         }
     }
 
@@ -274,13 +464,15 @@ impl Transport {
         }
         .map_err(fail)?;
         let (parts, body) = resp.into_parts();
-        let body = body
+        // A body past the bound is refused while it streams in, before it
+        // is held in memory.
+        let body = http_body_util::Limited::new(body, MAX_RESPONSE_BYTES)
             .collect()
             .await
             .map_err(|e| {
                 TransportFailure(format!(
-                    "reading the response body: {}",
-                    transport_detail(&e)
+                    "reading the response body (at most {MAX_RESPONSE_BYTES} bytes): {}",
+                    transport_detail(&*e)
                 ))
             })?
             .to_bytes();
@@ -330,14 +522,13 @@ impl Transport {
         let mut attempt = 0;
         loop {
             let last = attempt + 1 >= self.policy.max_attempts;
+            self.honour_pause(what, false).await?;
             match self
                 .exchange(Method::GET, path, None, headers.clone())
                 .await
             {
                 Ok(raw) if raw.is_rate_limited() => {
-                    let wait = raw
-                        .requested_wait(chrono::Utc::now().timestamp())
-                        .unwrap_or_else(|| self.backoff(attempt));
+                    let wait = self.limited_wait(&raw, path, false, attempt);
                     if last {
                         return Err(status_error(what, &raw));
                     }
@@ -352,7 +543,10 @@ impl Transport {
                         .unwrap_or_else(|| self.backoff(attempt));
                     self.wait(what, wait).await?;
                 }
-                Ok(raw) => return Ok(raw),
+                Ok(raw) => {
+                    self.answered();
+                    return Ok(raw);
+                }
                 Err(TransportFailure(detail)) => {
                     if last {
                         return Err(GithubError::Transport {
@@ -654,11 +848,15 @@ impl Transport {
     ) -> Result<Raw, GithubError> {
         let mut attempt = 0;
         loop {
+            // Nothing was sent yet: giving up here leaves nothing ambiguous.
+            self.honour_pause(what, true).await?;
             match self.exchange(method.clone(), path, body, None).await {
-                Ok(raw) if raw.is_rate_limited() && attempt + 1 < self.policy.max_attempts => {
-                    let wait = raw
-                        .requested_wait(chrono::Utc::now().timestamp())
-                        .unwrap_or_else(|| self.backoff(attempt));
+                Ok(raw) if raw.is_rate_limited() => {
+                    // GitHub did not act on it, so it may be sent again.
+                    let wait = self.limited_wait(&raw, path, true, attempt);
+                    if attempt + 1 >= self.policy.max_attempts {
+                        return Err(status_error(what, &raw));
+                    }
                     self.wait(what, wait).await?;
                 }
                 Ok(raw) if raw.status.is_server_error() => {
@@ -667,7 +865,10 @@ impl Transport {
                         detail: format!("HTTP {}", raw.status.as_u16()),
                     });
                 }
-                Ok(raw) => return Ok(raw),
+                Ok(raw) => {
+                    self.answered();
+                    return Ok(raw);
+                }
                 Err(TransportFailure(detail)) => {
                     return Err(GithubError::Ambiguous {
                         what: what.to_string(),
@@ -798,6 +999,98 @@ mod tests {
         assert_eq!(r.requested_wait(0), None);
         let r = raw(403, &[], "{\"message\":\"Resource not accessible\"}");
         assert!(!r.is_rate_limited());
+    }
+
+    #[test]
+    fn the_secondary_wait_starts_at_a_minute_and_doubles_up_to_the_cap() {
+        let secs: Vec<u64> = (1..=7).map(|n| secondary_wait(n).as_secs()).collect();
+        assert_eq!(secs, [60, 120, 240, 480, 960, 1800, 1800]);
+        assert_eq!(secondary_wait(0), SECONDARY_MIN_WAIT);
+        assert_eq!(secondary_wait(u32::MAX), SECONDARY_MAX_WAIT);
+    }
+
+    #[test]
+    fn a_secondary_limit_without_retry_after_pauses_at_least_a_minute_then_longer() {
+        let now = chrono::DateTime::from_timestamp(1_000_000, 0).unwrap();
+        let mut limit = SecondaryLimit::default();
+        let rejected = raw(
+            403,
+            &[("x-ratelimit-remaining", "4000")],
+            "{\"message\":\"You have exceeded a secondary rate limit.\"}",
+        );
+        assert!(rejected.is_secondary_limit());
+        let wait = limit.on_limited(&rejected, "/repos/o/n/pulls", false, now);
+        assert_eq!(wait, Some(Duration::from_secs(60)));
+        let pause = limit.active(now).expect("paused");
+        assert_eq!(pause.until, now + chrono::TimeDelta::seconds(60));
+        assert_eq!(pause.route, "/repos/o/n/pulls");
+        // Another request rejected during the same pause does not lengthen it.
+        let later = now + chrono::TimeDelta::seconds(10);
+        assert_eq!(
+            limit.on_limited(&rejected, "/repos/o/n/issues", false, later),
+            Some(Duration::from_secs(50))
+        );
+        // Rejected again after the pause: twice as long.
+        let after = now + chrono::TimeDelta::seconds(61);
+        assert!(limit.active(after).is_none());
+        assert_eq!(
+            limit.on_limited(&rejected, "/repos/o/n/pulls", false, after),
+            Some(Duration::from_secs(120))
+        );
+        // Any 429 without a wait is the same limit.
+        let too_many = raw(429, &[], "{}");
+        let much_later = after + chrono::TimeDelta::seconds(121);
+        assert_eq!(
+            limit.on_limited(&too_many, "/x", false, much_later),
+            Some(Duration::from_secs(240))
+        );
+        // An answer after the pause resets the count.
+        let done = much_later + chrono::TimeDelta::seconds(241);
+        limit.on_answered(done);
+        assert_eq!(
+            limit.on_limited(&too_many, "/x", false, done),
+            Some(Duration::from_secs(60))
+        );
+    }
+
+    #[test]
+    fn retry_after_and_a_spent_primary_window_are_obeyed_as_given() {
+        let now = chrono::DateTime::from_timestamp(1_000, 0).unwrap();
+        let mut limit = SecondaryLimit::default();
+        let told = raw(
+            403,
+            &[("retry-after", "7")],
+            "{\"message\":\"secondary rate limit\"}",
+        );
+        assert_eq!(
+            limit.on_limited(&told, "/a", true, now),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            limit.active(now).map(|p| p.until),
+            Some(now + chrono::TimeDelta::seconds(7)),
+            "the told wait pauses the other writes too"
+        );
+        assert!(limit.holding(true, now).is_some());
+        assert!(
+            limit.holding(false, now).is_none(),
+            "a limit on writes leaves reads going"
+        );
+        let mut limit = SecondaryLimit::default();
+        let primary = raw(
+            403,
+            &[
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", "1100"),
+            ],
+            "{\"message\":\"API rate limit exceeded\"}",
+        );
+        assert!(!primary.is_secondary_limit());
+        assert_eq!(
+            limit.on_limited(&primary, "/a", false, now),
+            Some(Duration::from_secs(100))
+        );
+        assert!(limit.active(now).is_none());
     }
 
     #[test]

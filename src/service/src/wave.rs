@@ -318,6 +318,14 @@ pub fn base_checkout_from<'f>(
         }
         let repository = Repository::open_with(dir.path(), options)
             .map_err(|e| WaveError::Checkout(e.to_string()))?;
+        // The wave carries on with every readable family.
+        for broken in repository.unreadable() {
+            tracing::warn!(
+                family = %broken.family,
+                "left out of this wave: {}",
+                broken.error
+            );
+        }
         Ok((base, dir, repository))
     })
 }

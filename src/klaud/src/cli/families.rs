@@ -34,6 +34,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
     for warning in repository.warnings() {
         eprintln!("warning: {warning}");
     }
+    // An unreadable family is named with its file and line; the others are
+    // listed as usual.
+    for broken in repository.unreadable() {
+        eprintln!("error: {broken}");
+    }
     if args.json {
         let rows = repository
             .families()
@@ -70,8 +75,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
         );
         super::emit(&render_groups(&repository));
         eprintln!(
-            "{} families, {} groups, {} warnings{}",
+            "{} families, {} unreadable, {} groups, {} warnings{}",
             rows.len(),
+            repository.unreadable().len(),
             repository.groups().len(),
             repository.warnings().len(),
             if repository.warnings().is_empty() {

@@ -298,6 +298,14 @@ fn render(report: &PlanReport) -> String {
     if !said.is_empty() {
         out.push('\n');
     }
+    // Unreadable families are not in the table: each is named with the
+    // file and line to fix.
+    for broken in &report.unreadable {
+        out.push_str(&format!("\nnot planned: {broken}"));
+    }
+    if !report.unreadable.is_empty() {
+        out.push('\n');
+    }
     out.push_str(&format!(
         "\n{} candidate(s) for this wave:\n",
         report.candidates.len()

@@ -12,7 +12,7 @@
 //! | `DELETE /_sandbox/repos/{o}/{n}/workflows/{file}` | | removes a workflow (404 when there is none) |
 //! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/complete` | `{"conclusion", "artifacts": {NAME: {PATH: TEXT \| {"base64": B64}}}}` | completes a run; each artifact is zipped |
 //! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/status` | `{"status", "conclusion"?}` | sets a run's status |
-//! | `POST /_sandbox/faults` | a [`Fault`], e.g. `{"method": "POST", "path": "/repos/*/pulls", "count": 1, "action": {"kind": "after_write_status", "status": 502}}` | installs a fault (`status` with `retry_after`/`message`, `delay` with `millis`, `after_write_status`, `after_write_drop`) |
+//! | `POST /_sandbox/faults` | a [`Fault`], e.g. `{"method": "POST", "path": "/repos/*/pulls", "count": 1, "action": {"kind": "after_write_status", "status": 502}}` | installs a fault (`status` with `retry_after`/`message`, `secondary_limit` with `status` (403 or 429) and an optional `retry_after` — GitHub's secondary rate limit with or without the header, `delay` with `millis`, `after_write_status`, `after_write_drop`) |
 //! | `DELETE /_sandbox/faults` | | removes all faults |
 //! | `GET /_sandbox/log` | | the request log: method, path, status, login (never a token) |
 //! | `GET /_sandbox/download/{repo id}/{artifact id}` | | artifact bytes (the target of the artifact `zip` redirect) |

@@ -18,6 +18,17 @@ pub enum FaultAction {
         #[serde(default)]
         message: Option<String>,
     },
+    /// GitHub's secondary rate limit as GitHub sends it: `status` (403 by
+    /// default, or 429) with GitHub's message, the usual `x-ratelimit-*`
+    /// headers (the primary window is not spent), and `retry-after` only
+    /// when given — GitHub often omits it, and then clients must wait at
+    /// least a minute. The request is not performed.
+    SecondaryLimit {
+        #[serde(default = "default_forbidden")]
+        status: u16,
+        #[serde(default)]
+        retry_after: Option<u64>,
+    },
     /// Wait before handling the request normally.
     Delay { millis: u64 },
     /// Run the handler (the write happens), then answer `status` instead
@@ -34,6 +45,13 @@ pub enum FaultAction {
 fn default_bad_gateway() -> u16 {
     502
 }
+
+fn default_forbidden() -> u16 {
+    403
+}
+
+/// GitHub's words for its secondary limit.
+pub const SECONDARY_LIMIT_MESSAGE: &str = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID.";
 
 fn default_count() -> u32 {
     1

@@ -367,10 +367,7 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
         }
         if window.len() >= limit as usize {
             let wait = window.front().map(|&t| t + 60 - now).unwrap_or(60).max(1);
-            let mut resp = ApiError::forbidden(
-                "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID.",
-            )
-            .into_response();
+            let mut resp = ApiError::forbidden(faults::SECONDARY_LIMIT_MESSAGE).into_response();
             if let Ok(v) = HeaderValue::from_str(&wait.to_string()) {
                 resp.headers_mut().insert(header::RETRY_AFTER, v);
             }
@@ -380,12 +377,23 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
     }
 
     let fault = faults::take(&mut m.faults, method.as_str(), &path);
-    if let Some(FaultAction::Status {
-        status,
-        retry_after,
-        message,
-    }) = &fault
-    {
+    let answered = match &fault {
+        Some(FaultAction::Status {
+            status,
+            retry_after,
+            message,
+        }) => Some((*status, *retry_after, message.clone())),
+        Some(FaultAction::SecondaryLimit {
+            status,
+            retry_after,
+        }) => Some((
+            *status,
+            *retry_after,
+            Some(faults::SECONDARY_LIMIT_MESSAGE.to_owned()),
+        )),
+        _ => None,
+    };
+    if let Some((status, retry_after, message)) = &answered {
         let code = StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let msg = message.clone().unwrap_or_else(|| {
             code.canonical_reason()

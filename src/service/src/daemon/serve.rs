@@ -26,8 +26,8 @@ use tokio::sync::{Notify, watch};
 
 use super::schedule::WaveSchedule;
 use crate::dashboard::{
-    BudgetSample, CandidateRow, EventRow, FamilyRow, OutcomeRow, RateBudgetRow, RepositoryStatus,
-    StatusSnapshot,
+    BudgetSample, CandidateRow, EventRow, FamilyRow, GithubPauseRow, OutcomeRow, RateBudgetRow,
+    RepositoryStatus, StatusSnapshot,
 };
 use crate::wave::{WaveOptions, run_wave_told};
 use klaud_github::Forge;
@@ -501,8 +501,17 @@ impl Daemon {
     async fn publish(&self, state: &mut LoopState) {
         let mut repositories = Vec::new();
         let mut budgets = Vec::new();
+        let mut pauses = Vec::new();
         for repo in &self.repos {
             repositories.push(self.repo_status(repo, state).await);
+            if let Some(pause) = repo.forge.secondary_pause() {
+                pauses.push(GithubPauseRow {
+                    repository: repo.forge.repo(),
+                    until: Some(pause.until),
+                    route: pause.route,
+                    writes_only: pause.writes_only,
+                });
+            }
             for b in repo.forge.rate_budgets() {
                 budgets.push(RateBudgetRow {
                     resource: if self.repos.len() > 1 {
@@ -546,6 +555,7 @@ impl Daemon {
                 .unwrap_or_default(),
             repositories,
             github_budget: budgets,
+            github_pauses: pauses,
             registry_requests: self.registry.counts(),
             waves_total: state.waves,
             next_wave: state.next_wave,

@@ -178,6 +178,14 @@ fn render_cards(page: &mut String, snapshot: &StatusSnapshot) {
             time(budget.reset)
         );
     }
+    for pause in &snapshot.github_pauses {
+        let _ = write!(
+            page,
+            "<div class=\"card\">GitHub paused<b>until {}</b>{}</div>",
+            escape(&time(pause.until)),
+            escape(&pause.describe())
+        );
+    }
     let _ = write!(
         page,
         "<div class=\"card\">Registry requests<b>{}</b>{} HEAD · {} GET</div>",
@@ -428,6 +436,7 @@ fn render_families(page: &mut String, families: &[FamilyRow]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dashboard::GithubPauseRow;
 
     #[test]
     fn hostile_text_is_escaped_and_only_http_links_render() {
@@ -449,9 +458,31 @@ mod tests {
             ..StatusSnapshot::default()
         };
         let page = render(&snapshot);
+        assert!(!page.contains("GitHub paused"));
         assert!(!page.contains("<script>"));
         assert!(!page.contains("<img"));
         assert!(!page.contains("javascript:"));
         assert!(page.contains("&lt;script&gt;"));
+    }
+
+    #[test]
+    fn a_secondary_limit_pause_is_shown_with_its_end() {
+        let until = DateTime::from_timestamp(1_800_000_000, 0);
+        let snapshot = StatusSnapshot {
+            github_pauses: vec![GithubPauseRow {
+                repository: "o/r".into(),
+                until,
+                route: "/repos/o/r/pulls".into(),
+                writes_only: false,
+            }],
+            ..StatusSnapshot::default()
+        };
+        let page = render(&snapshot);
+        assert!(
+            page.contains(
+                "o/r paused by GitHub&#39;s secondary limit until 2027-01-15 08:00:00 UTC"
+            ),
+            "{page}"
+        );
     }
 }

@@ -116,6 +116,22 @@ pub fn render(snapshot: &StatusSnapshot) -> String {
             .collect(),
     );
     metric(
+        "klaud_github_secondary_limit_paused_until_seconds",
+        "gauge",
+        "Unix time until which GitHub's secondary rate limit holds this repository's requests back.",
+        snapshot
+            .github_pauses
+            .iter()
+            .map(|p| {
+                (
+                    format!("repository=\"{}\"", label(&p.repository)),
+                    p.until
+                        .map_or(0, |t| u64::try_from(t.timestamp()).unwrap_or(0)),
+                )
+            })
+            .collect(),
+    );
+    metric(
         "klaud_github_rate_limit",
         "gauge",
         "GitHub rate limit of the current window.",

@@ -44,6 +44,10 @@ pub struct StatusSnapshot {
     pub repositories: Vec<RepositoryStatus>,
     /// GitHub rate-limit budgets, per resource.
     pub github_budget: Vec<RateBudgetRow>,
+    /// Repositories whose requests GitHub's secondary rate limit holds
+    /// back right now, and until when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub github_pauses: Vec<GithubPauseRow>,
     /// Registry requests made since start, by kind.
     pub registry_requests: klaud_planner::registry::RequestCounts,
     /// Waves run since start.
@@ -355,6 +359,36 @@ pub struct RateBudgetRow {
     pub limit: u64,
     pub remaining: u64,
     pub reset: Option<DateTime<Utc>>,
+}
+
+/// A pause GitHub's secondary rate limit imposes: no request (or, for a
+/// limit on content-creating requests, no write) is sent before `until`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GithubPauseRow {
+    /// `OWNER/NAME`.
+    pub repository: String,
+    /// When requests resume.
+    pub until: Option<DateTime<Utc>>,
+    /// The route whose rejection started it.
+    pub route: String,
+    /// Only writes are held back.
+    pub writes_only: bool,
+}
+
+impl GithubPauseRow {
+    /// "paused by GitHub's secondary limit until <time>".
+    pub fn describe(&self) -> String {
+        format!(
+            "{}{} paused by GitHub's secondary limit until {} (after {})",
+            self.repository,
+            if self.writes_only { " writes" } else { "" },
+            self.until.map_or_else(
+                || "—".to_owned(),
+                |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+            ),
+            self.route
+        )
+    }
 }
 
 /// A logged event.
