@@ -21,6 +21,7 @@ use tokio::sync::watch;
 
 use super::CliError;
 
+mod maintainer;
 pub mod stats;
 use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
 use klaud_sandbox::ci::Script;
@@ -601,11 +602,22 @@ async fn demo(
     tokio::spawn(klaud_service::daemon::serve::shutdown_on_signal(
         Arc::clone(&stop_tx),
     ));
+    // Once two validated PRs wait for their merge, a scripted maintainer
+    // merges one; Klaud keeps the others mergeable.
+    let scene = Arc::new(maintainer::Scene::default());
+    tokio::spawn(maintainer::play(
+        stack.github.url().to_owned(),
+        stack.repo.clone(),
+        feed.clone(),
+        Arc::clone(&story),
+        Arc::clone(&scene),
+    ));
     {
         let exit = args.exit_when_done;
         let stop_tx = Arc::clone(&stop_tx);
         let mut feed = feed.clone();
         let story = Arc::clone(&story);
+        let scene = Arc::clone(&scene);
         let timeout = if exit {
             Duration::from_secs(args.timeout_secs)
         } else {
@@ -615,12 +627,21 @@ async fn demo(
             let watch = async {
                 while feed.changed().await.is_ok() {
                     let snapshot = Arc::clone(&feed.borrow_and_update());
-                    let finished = !snapshot.repositories.is_empty()
+                    let outcomes = !snapshot.repositories.is_empty()
                         && snapshot.repositories.iter().all(|r| {
                             !r.candidates.is_empty()
                                 && r.candidates.iter().all(|c| c.outcome.is_some())
                         });
-                    if finished {
+                    let validated = snapshot
+                        .repositories
+                        .iter()
+                        .flat_map(|r| &r.candidates)
+                        .filter(|c| c.outcome.as_deref() == Some("validated"))
+                        .count();
+                    if outcomes && validated < 2 {
+                        scene.skip();
+                    }
+                    if outcomes && scene.done() {
                         return true;
                     }
                 }
