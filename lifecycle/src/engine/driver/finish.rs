@@ -157,10 +157,13 @@ impl Engine<'_> {
         run: u64,
     ) -> Result<Option<Progress>, EngineError> {
         let comments = self.forge.list_comments(number).await?;
-        if comments
-            .iter()
-            .any(|c| gate_accepts(c) && reuse_line_run(&c.body) == Some(Some(run)))
-        {
+        // A maintainer's line counts too, with this run or none (the gate
+        // then takes the latest successful run on the PR's commits).
+        let authorizes = |c: &crate::engine::forge::Comment| {
+            gate_accepts(c)
+                && reuse_line_run(&c.body).is_some_and(|id| id.is_none_or(|id| id == run))
+        };
+        if comments.iter().any(authorizes) {
             let by_klaud = comments.iter().any(|c| {
                 self.by_bot(c.author.as_deref())
                     && gate_accepts(c)
@@ -401,8 +404,10 @@ pub(crate) fn reuse_line_run(body: &str) -> Option<Option<u64>> {
         .next_back()
 }
 
-/// Asks a maintainer, in both languages, for the reuse line. The line is
-/// quoted in code so this comment itself never reads as an authorization.
+/// Asks a maintainer, in both languages, for the reuse line. The gate
+/// reads lines, not markdown, so the fenced line would match its pattern;
+/// it is no authorization because the gate does not count the association
+/// GitHub gave this comment (the reason it is posted).
 fn reuse_request(marker: &str, run: u64, association: &str) -> String {
     format!(
         "{marker}\n**Reuse of the validated sweep needs a maintainer.** GitHub gives Klaud's comments the association `{association}`, which the repository's reuse gate does not accept. To merge without running the whole sweep again on main, a maintainer comments exactly this line (keep the full-sweep label on the PR):\n\n```\n/reuse-sweep-run {run}\n```\n\n<details>\n<summary>中文</summary>\n\n**复用已验证的 sweep 需要维护者操作。** GitHub 为 Klaud 的评论标注的关联身份为 `{association}`，仓库的复用检查不接受该身份。若要合并时不在 main 上重新运行完整 sweep，请维护者评论以下这一行（并保留 PR 上的 full-sweep 标签）：\n\n```\n/reuse-sweep-run {run}\n```\n\n</details>\n"
@@ -440,7 +445,7 @@ mod tests {
     }
 
     #[test]
-    fn the_request_to_a_maintainer_is_no_authorization_of_its_own_in_either_language() {
+    fn the_request_to_a_maintainer_names_the_line_and_the_association_in_both_languages() {
         let body = reuse_request("<!-- m -->", 42, "NONE");
         assert!(body.contains("/reuse-sweep-run 42"));
         assert!(body.contains("<summary>中文</summary>"));
