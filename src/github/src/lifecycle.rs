@@ -79,6 +79,32 @@ fn run(r: RunInfo) -> Run {
     }
 }
 
+impl GithubLifecycle<'_> {
+    /// A new tree: `commit`'s with `files` (path → bytes) set, and the
+    /// changes that made it.
+    async fn tree_with(
+        &self,
+        commit: &str,
+        files: &[(String, Vec<u8>)],
+    ) -> Result<(String, Vec<TreeChange>), ForgeError> {
+        let base_tree = self.forge.tree_of(commit).await.map_err(map)?;
+        let changes: Vec<TreeChange> = files
+            .iter()
+            .map(|(path, bytes)| TreeChange {
+                path: path.clone(),
+                content: Some(bytes.clone()),
+                executable: false,
+            })
+            .collect();
+        let tree = self
+            .forge
+            .create_tree(Some(&base_tree), &changes)
+            .await
+            .map_err(map)?;
+        Ok((tree, changes))
+    }
+}
+
 #[async_trait]
 impl LifecycleForge for GithubLifecycle<'_> {
     fn repo(&self) -> String {
@@ -226,20 +252,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
         message: &str,
     ) -> Result<String, ForgeError> {
         proof.for_commit(parent)?;
-        let base_tree = self.forge.tree_of(parent).await.map_err(map)?;
-        let changes: Vec<TreeChange> = files
-            .iter()
-            .map(|(path, bytes)| TreeChange {
-                path: path.clone(),
-                content: Some(bytes.clone()),
-                executable: false,
-            })
-            .collect();
-        let tree = self
-            .forge
-            .create_tree(Some(&base_tree), &changes)
-            .await
-            .map_err(map)?;
+        let (tree, changes) = self.tree_with(parent, files).await?;
         let sha = self
             .forge
             .create_commit(message, &tree, &[parent.to_owned()])
@@ -258,20 +271,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
         message: &str,
     ) -> Result<String, ForgeError> {
         proof.for_commit(head)?;
-        let base_tree = self.forge.tree_of(base).await.map_err(map)?;
-        let changes: Vec<TreeChange> = files
-            .iter()
-            .map(|(path, bytes)| TreeChange {
-                path: path.clone(),
-                content: Some(bytes.clone()),
-                executable: false,
-            })
-            .collect();
-        let tree = self
-            .forge
-            .create_tree(Some(&base_tree), &changes)
-            .await
-            .map_err(map)?;
+        let (tree, _) = self.tree_with(base, files).await?;
         self.forge
             .create_commit(message, &tree, &[head.to_owned(), base.to_owned()])
             .await

@@ -3,12 +3,9 @@
 use super::upkeep::MergePlan;
 use crate::engine::forge::Forge as _;
 use crate::engine::intent::Intent;
-use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
-use klaud_planner::image::ImageRef;
+use klaud_planner::changelog::{CHANGELOG_PATH, append_entry, validate_append};
 
-use super::{
-    Engine, EngineError, Progress, SWEEP_INFRA_DETAIL, Scope, TRAILER, classify, description,
-};
+use super::{Engine, EngineError, Progress, SWEEP_INFRA_DETAIL, Scope, TRAILER, classify};
 use crate::check_final::{added_entries, swept_points, uncovered_by};
 use crate::engine::forge::{ForgeError, RunConclusion, RunQuery};
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
@@ -34,11 +31,7 @@ impl Engine<'_> {
         let number = rec
             .pull
             .ok_or_else(|| EngineError::Invalid("final without a pull request".into()))?;
-        let link = format!(
-            "{}/{}/pull/{number}",
-            self.config.pr_link_base.trim_end_matches('/'),
-            self.forge.repo()
-        );
+        let link = self.entry_link(number);
         let path = format!("{}{CHANGELOG_PATH}", self.repository.prefix());
         let base_tip = self
             .branch_tip(&rec.base_branch)
@@ -62,15 +55,7 @@ impl Engine<'_> {
                 Ok(p) => p,
                 Err(p) => return Ok(p),
             };
-            let tag = ImageRef::parse(&rec.image)
-                .ok()
-                .and_then(|i| i.tag().map(str::to_owned))
-                .unwrap_or_else(|| "a new build".into());
-            let entry = ChangelogEntry {
-                config_keys: self.changelog_keys(rec),
-                description: description(&rec.key, &tag),
-                pr_link: link.clone(),
-            };
+            let entry = self.changelog_entry(rec, &link);
             // A stale base is re-taken: the entry goes onto the current
             // base's bytes, never a merge.
             let new = match append_entry(&base_bytes, &entry)

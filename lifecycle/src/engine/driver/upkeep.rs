@@ -129,15 +129,7 @@ impl Engine<'_> {
                 .read_file(&changelog, base_tip)
                 .await?
                 .unwrap_or_default();
-            let tag = ImageRef::parse(&rec.image)
-                .ok()
-                .and_then(|i| i.tag().map(str::to_owned))
-                .unwrap_or_else(|| "a new build".into());
-            let entry = ChangelogEntry {
-                config_keys: self.changelog_keys(rec),
-                description: description(&rec.key, &tag),
-                pr_link: link.to_owned(),
-            };
+            let entry = self.changelog_entry(rec, link);
             let new = append_entry(&base_bytes, &entry)
                 .map_err(|e| e.to_string())
                 .and_then(|new| {
@@ -159,6 +151,19 @@ impl Engine<'_> {
             base_tip: base_tip.to_owned(),
             files,
         })
+    }
+
+    /// Klaud's changelog entry for `rec`, linking `link` (its PR).
+    pub(super) fn changelog_entry(&self, rec: &CandidateRecord, link: &str) -> ChangelogEntry {
+        let tag = ImageRef::parse(&rec.image)
+            .ok()
+            .and_then(|i| i.tag().map(str::to_owned))
+            .unwrap_or_else(|| "a new build".into());
+        ChangelogEntry {
+            config_keys: self.changelog_keys(rec),
+            description: description(&rec.key, &tag),
+            pr_link: link.to_owned(),
+        }
     }
 
     /// The PR link Klaud's changelog entry carries.
