@@ -14,7 +14,7 @@ use klaud_service::GithubLifecycle;
 use serde_json::Value;
 
 use crate::lifecycle_e2e::VALIDATED_SCRIPT;
-use crate::support::{BOT, Harness, REPO};
+use crate::support::{Harness, REPO};
 
 const CHANGELOG: &str = "perf-changelog.yaml";
 
@@ -325,5 +325,86 @@ async fn merging_one_validated_pr_keeps_the_others_mergeable_with_their_sweeps_r
         matches!(settled, Upkept::Settled(ref why) if why.contains("merged")),
         "{settled:?}"
     );
-    let _ = BOT;
+}
+
+/// A base that changed the bump's own line cannot be merged in by Klaud: it
+/// says so in the PR (both languages), leaves the branch as it was and no
+/// longer looks after the PR.
+#[tokio::test]
+async fn a_base_that_changed_the_bumps_own_line_is_handed_to_a_maintainer() {
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
+    let target = env.target("demo-fp8-h200-trt").await;
+    let journal = MemoryJournal::new();
+    let mut rec = env.finish(&journal, &target).await;
+    assert_eq!(
+        rec.ending.as_ref().map(|e| e.outcome),
+        Some(Outcome::Validated)
+    );
+    let number = rec.pull.expect("pull");
+    let head = rec.head.clone().expect("head");
+    // A person bumps the same family on main to another release, and
+    // appends their own changelog entry.
+    let master = "configs/nvidia-master.yaml";
+    let main_tip = get(&env, "git/ref/heads/main").await["object"]["sha"]
+        .as_str()
+        .expect("main")
+        .to_owned();
+    let text = env
+        .forge
+        .get_contents(master, &main_tip)
+        .await
+        .expect("read")
+        .expect("master");
+    let text = String::from_utf8(text).expect("utf-8").replace(
+        "nvcr.io#nvidia/tensorrt-llm/release:1.3.0rc14",
+        "nvcr.io#nvidia/tensorrt-llm/release:1.3.0rc99",
+    );
+    let mut log = env
+        .forge
+        .get_contents(CHANGELOG, &main_tip)
+        .await
+        .expect("read")
+        .expect("changelog");
+    log.extend_from_slice(
+        b"\n- config-keys:\n    - demo-fp8-h200-trt\n  description:\n    - \"A person's bump\"\n  pr-link: https://github.com/demo/benchmarks/pull/99\n",
+    );
+    env.stack
+        .state()
+        .push_commit(
+            REPO,
+            "main",
+            klaud_sandbox::stack::MAINTAINER,
+            std::collections::BTreeMap::from([
+                (master.to_owned(), Some(text.into_bytes())),
+                (CHANGELOG.to_owned(), Some(log)),
+            ]),
+            "A person's bump of the same family",
+        )
+        .await
+        .expect("push");
+    let upkept = keep_mergeable(&env, &mut rec).await;
+    let Upkept::Settled(why) = upkept else {
+        panic!("{upkept:?}")
+    };
+    assert!(why.contains(master), "{why}");
+    assert_eq!(
+        rec.head.as_deref(),
+        Some(head.as_str()),
+        "the branch is untouched"
+    );
+    let bodies = env.bodies(number).await;
+    let note = bodies
+        .iter()
+        .find(|b| b.contains("Klaud cannot merge the base into this PR"))
+        .expect("the PR says why");
+    assert!(note.contains("<summary>中文</summary>"), "{note}");
+    assert!(
+        env.claims().await.is_empty(),
+        "the claim taken for the upkeep is released"
+    );
+    // Settled: later passes leave it alone.
+    assert!(matches!(
+        keep_mergeable(&env, &mut rec).await,
+        Upkept::Settled(_)
+    ));
 }

@@ -59,6 +59,8 @@ pub enum Intent {
     MergeBase,
     /// Move the branch to the merge commit.
     PushMerge,
+    /// Say in the PR why the base cannot be merged in without a person.
+    ExplainConflict,
     /// Post the cleanup marker.
     PostCleanupMarker,
     /// Remove a label.
@@ -116,6 +118,10 @@ const FIXED: &[(&str, Intent)] = &[
     ("ask a maintainer to authorize reuse", Intent::AskReuse),
     ("merge the base into the branch", Intent::MergeBase),
     ("push the merge of the base", Intent::PushMerge),
+    (
+        "explain why the base cannot be merged",
+        Intent::ExplainConflict,
+    ),
     ("post the cleanup marker", Intent::PostCleanupMarker),
     ("convert to draft", Intent::ConvertToDraft),
     ("close the pull request", Intent::ClosePull),

@@ -336,11 +336,7 @@ impl Engine<'_> {
             MergePlan::UpToDate => Ok(Upkept::Current),
             MergePlan::HandOff(why) => {
                 let body = handoff_note(&why);
-                self.intend(
-                    rec,
-                    Intent::Other("explain why the base cannot be merged".into()),
-                )
-                .await?;
+                self.intend(rec, Intent::ExplainConflict).await?;
                 self.forge.create_comment(&proof, number, &body).await?;
                 Ok(Upkept::Settled(why))
             }
