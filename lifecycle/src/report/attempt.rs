@@ -397,19 +397,24 @@ fn kv_matches(row: &BenchmarkRow, point: &PointSpec) -> bool {
     }
 }
 
-/// Pairs eval rows with baseline eval rows of the same task, metric and
-/// concurrency.
-pub fn compare_evals(new: &[EvalRow], old: &[EvalRow]) -> Vec<EvalComparison> {
+/// Pairs eval rows with the baseline's published evals of the same task,
+/// metric, concurrency and parallelism (where the row states it).
+pub fn compare_evals(new: &[EvalRow], baseline: &Baseline) -> Vec<EvalComparison> {
     new.iter()
         .map(|row| EvalComparison {
             task: row.task.clone(),
             score_name: row.score_name.clone(),
             conc: row.conc,
             new: Some(row.score),
-            old: old
+            old: baseline
+                .evals
                 .iter()
                 .find(|o| {
-                    o.task == row.task && o.score_name == row.score_name && o.conc == row.conc
+                    o.task == row.task
+                        && o.score_name == row.score_name
+                        && o.conc.is_none_or(|c| c == row.conc)
+                        && row.identity.tp.is_none_or(|tp| tp == o.decode.tp)
+                        && row.identity.ep.is_none_or(|ep| ep == o.decode.ep)
                 })
                 .map(|o| o.score),
         })

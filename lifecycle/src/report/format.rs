@@ -221,6 +221,10 @@ pub fn reason_zh(reason: &str) -> String {
         ("no result artifact for this point", "没有该点位的结果产物"),
         ("no score in this run", "本次运行没有该评估的分数"),
         (
+            "no eval result published by the runs the baseline points come from",
+            "基线点位所来自的运行没有公开的评估结果",
+        ),
+        (
             "the frozen baseline holds no score for this eval",
             "冻结基线中没有该评估的分数",
         ),
