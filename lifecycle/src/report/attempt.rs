@@ -254,6 +254,11 @@ pub fn uncovered_points<'b>(
     missing
 }
 
+/// Why an AgentX point of an attempt has no delta against the frozen
+/// baseline.
+pub const AGENTX_DATASET_UNPROVEN: &str =
+    "the published baseline does not name its AgentX dataset, so the replay is not comparable";
+
 /// Builds the tables: each baseline point with the attempt's row for it,
 /// then attempt rows that match no baseline point. Rows are matched on
 /// scenario, concurrency and topology as far as the row states them.
@@ -292,6 +297,12 @@ pub fn compare(
             },
         };
         let old = match point.metrics() {
+            // The results API's benchmark rows name no AgentX dataset, and
+            // two replays of different datasets are not comparable: an
+            // unproven dataset is N/A, as the incumbent's reports have it.
+            Some(_) if point.point.scenario == Scenario::Agentic => Measure::Missing {
+                reason: AGENTX_DATASET_UNPROVEN.to_owned(),
+            },
             Some(m) => Measure::Measured { metrics: *m },
             None => Measure::Missing {
                 reason: match &point.value {
