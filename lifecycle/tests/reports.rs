@@ -868,3 +868,58 @@ fn the_pr_body_freezes_published_evals_in_both_languages_and_says_why_when_there
         "{block}"
     );
 }
+
+#[test]
+fn an_eval_over_another_number_of_samples_has_no_delta_and_says_why() {
+    let frozen = Baseline {
+        evals: vec![FrozenEval {
+            task: "gsm8k".into(),
+            score_name: "em_strict".into(),
+            score: 0.965,
+            conc: Some(28),
+            samples: Some(1319),
+            decode: Workers {
+                num_workers: None,
+                tp: 4,
+                ep: 1,
+                dp_attn: false,
+            },
+            published: NaiveDate::from_ymd_opt(2026, 9, 9),
+            run_url: None,
+        }],
+        ..baseline()
+    };
+    let result = |n_eff: Option<u64>| EvalRow {
+        task: "gsm8k".into(),
+        conc: 28,
+        score: 0.97,
+        score_name: "em_strict".into(),
+        n_eff,
+        identity: PointIdentity::default(),
+        extra: Default::default(),
+    };
+    let same = compare_evals(&[result(Some(1319))], &frozen);
+    assert_eq!(
+        (same[0].old, same[0].no_delta.as_deref()),
+        (Some(0.965), None)
+    );
+    for n_eff in [Some(200), None] {
+        let other = compare_evals(&[result(n_eff)], &frozen);
+        assert_eq!(
+            (other[0].old, other[0].no_delta.as_deref()),
+            (None, Some(EVAL_SAMPLES_DIFFER))
+        );
+        let mut report = attempt_report();
+        report.evals = other;
+        let text: String = render_report(&report)
+            .expect("renders")
+            .into_iter()
+            .map(|c| c.body)
+            .collect();
+        assert!(
+            text.contains("sample counts missing or different")
+                && text.contains("样本数缺失或不同"),
+            "{text}"
+        );
+    }
+}
