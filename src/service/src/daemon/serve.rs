@@ -557,6 +557,8 @@ impl Daemon {
             github_budget: budgets,
             github_pauses: pauses,
             registry_requests: self.registry.counts(),
+            registry_quotas: self.registry.pull_quotas(),
+            registry_waits: self.registry.breaker_state().hosts,
             waves_total: state.waves,
             next_wave: state.next_wave,
             recent_errors: state.errors.iter().cloned().collect(),

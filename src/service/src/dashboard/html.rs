@@ -193,6 +193,25 @@ fn render_cards(page: &mut String, snapshot: &StatusSnapshot) {
         snapshot.registry_requests.manifest_head,
         snapshot.registry_requests.manifest_get + snapshot.registry_requests.blob_get
     );
+    for (host, q) in &snapshot.registry_quotas {
+        let _ = write!(
+            page,
+            "<div class=\"card\">Pull quota {}<b>{} / {}</b>per {} h</div>",
+            escape(host),
+            q.remaining,
+            q.limit,
+            q.window_secs.div_ceil(3600)
+        );
+    }
+    for wait in &snapshot.registry_waits {
+        let _ = write!(
+            page,
+            "<div class=\"card\">Registry {} waits<b>until {}</b>{}</div>",
+            escape(&wait.host),
+            escape(&time(Some(wait.until))),
+            escape(&wait.reason)
+        );
+    }
     page.push_str("</div>");
 }
 
@@ -463,6 +482,36 @@ mod tests {
         assert!(!page.contains("<img"));
         assert!(!page.contains("javascript:"));
         assert!(page.contains("&lt;script&gt;"));
+    }
+
+    #[test]
+    fn each_registry_quota_and_a_host_out_of_quota_are_shown_with_the_wait() {
+        let until = DateTime::from_timestamp(1_800_000_000, 0).expect("time");
+        let quota = klaud_planner::registry::PullQuota {
+            limit: 100,
+            remaining: 0,
+            window_secs: 21600,
+        };
+        let snapshot = StatusSnapshot {
+            registry_quotas: [("registry-1.docker.io".to_owned(), quota)].into(),
+            registry_waits: vec![klaud_planner::registry::TrippedHost {
+                host: "registry-1.docker.io".into(),
+                reason: "out of pull quota (0 of 100 pulls left per 6 h)".into(),
+                since: until - chrono::Duration::hours(6),
+                until,
+            }],
+            ..StatusSnapshot::default()
+        };
+        let page = render(&snapshot);
+        assert!(
+            page.contains("Pull quota registry-1.docker.io<b>0 / 100</b>per 6 h"),
+            "{page}"
+        );
+        assert!(
+            page.contains("Registry registry-1.docker.io waits<b>until ")
+                && page.contains("out of pull quota (0 of 100 pulls left per 6 h)"),
+            "{page}"
+        );
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod html;
 mod metrics;
 
 use klaud_lifecycle::BoxFuture;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::watch;
@@ -50,6 +52,13 @@ pub struct StatusSnapshot {
     pub github_pauses: Vec<GithubPauseRow>,
     /// Registry requests made since start, by kind.
     pub registry_requests: klaud_planner::registry::RequestCounts,
+    /// The pull quota each registry host last stated (Docker Hub), by host.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub registry_quotas: BTreeMap<String, klaud_planner::registry::PullQuota>,
+    /// Registry hosts not asked right now (unreachable, or out of pull
+    /// quota), with why and until when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub registry_waits: Vec<klaud_planner::registry::TrippedHost>,
     /// Waves run since start.
     pub waves_total: u64,
     /// When the next planner wave fires.
