@@ -11,6 +11,7 @@ mod cli_candidate;
 mod cli_claims;
 mod cli_demo;
 mod cli_doctor;
+mod cli_init;
 mod cli_messages;
 mod cli_plan;
 mod cli_recover_status;
