@@ -49,7 +49,7 @@ fn the_example_workflow_builds_klaud_only_on_a_cache_miss_and_runs_light_passes(
     let steps = steps(&text);
     let cache = steps
         .iter()
-        .find(|s| field(s, "uses").starts_with("actions/cache@") && field(s, "id") != "")
+        .find(|s| field(s, "uses").starts_with("actions/cache@") && !field(s, "id").is_empty())
         .expect("the binary is cached");
     let cache_id = field(cache, "id");
     let key = cache["with"]["key"].as_str().expect("a cache key");

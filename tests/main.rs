@@ -18,6 +18,7 @@ mod cli_recover_status;
 mod cli_repository;
 mod cli_sandbox;
 mod cli_workflow;
+mod config_reference;
 mod dashboard;
 mod experiments;
 mod first_contact;

@@ -52,7 +52,7 @@ pub struct WantedInput {
     pub essential: bool,
 }
 
-/// The inputs Klaud's smoke wants (spec §3.5), in the order it sends them:
+/// The inputs Klaud's smoke wants (see configs/README.md#what-klaud-reads-from-the-benchmark-repositorys-workflows), in the order it sends them:
 /// `ref`, `generate-cli-command` and `test-name` are essential (the run must
 /// test the candidate head and be findable by its title); `fail-fast` and
 /// `klaud-run` are sent only where the workflow declares them.

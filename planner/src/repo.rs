@@ -1,5 +1,5 @@
 //! The benchmark repository as Klaud reads it: master configs, families,
-//! platforms and the multi-node recipe files they point at (spec §2, §3.1).
+//! platforms and the multi-node recipe files they point at (see `klaud_planner::identity`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,7 +17,7 @@ use crate::yaml::{self, Node};
 pub const E2E_PREFIX: &str = "inferencex-e2e";
 /// Where `CONFIG_FILE=recipes/<path>` settings point, project-relative.
 pub const RECIPES_DIR: &str = "benchmarks/multi_node/srt-slurm-recipes";
-/// The master entry fields Klaud knows (spec §3.1); others are kept and reported.
+/// The master entry fields Klaud knows; others are kept and reported.
 const KNOWN_FIELDS: &[&str] = &[
     "image",
     "model",
@@ -179,7 +179,7 @@ impl fmt::Display for Platform {
     }
 }
 
-/// One `*-master.yaml` entry, typed (spec §3.1).
+/// One `*-master.yaml` entry, typed.
 #[derive(Debug, Clone, Serialize)]
 pub struct MasterEntry {
     /// The image, as written.

@@ -186,7 +186,7 @@ fn unresolved(report: &PlanReport) -> Option<String> {
     ))
 }
 
-/// What a wave decides before it claims (spec §3.6): a chosen candidate
+/// What a wave decides before it claims (see configs/README.md#baseline-readiness-lifecycle-require_baseline): a chosen candidate
 /// whose family has no complete published baseline is readiness-blocked,
 /// with the reason, and no longer a candidate. (A wave gives its slot to
 /// the next stale family; this preview does not re-plan.)
