@@ -3,6 +3,7 @@
 
 mod support;
 
+mod actions_mode;
 mod audit_e2e;
 mod capacity;
 mod claims_github;
