@@ -6,6 +6,7 @@ mod support;
 mod actions_mode;
 mod audit_e2e;
 mod capacity;
+mod changelog_gate;
 mod claims_github;
 mod cli_app;
 mod cli_candidate;

@@ -13,8 +13,9 @@ use klaud_planner::changelog::validate_append;
 use klaud_service::GithubLifecycle;
 use serde_json::Value;
 
+use crate::changelog_gate::{byte_rules, gate_python};
 use crate::lifecycle_e2e::VALIDATED_SCRIPT;
-use crate::support::{Harness, REPO};
+use crate::support::{Harness, REPO, inferencex_full};
 
 const CHANGELOG: &str = "perf-changelog.yaml";
 
@@ -271,6 +272,29 @@ async fn merging_one_validated_pr_keeps_the_others_mergeable_with_their_sweeps_r
         "one entry re-appended"
     );
     assert!(String::from_utf8_lossy(&b_log[main_log.len()..]).contains(&format!("/pull/{b_pr}")));
+    // The repository's own gate accepts the re-appended changelog (its
+    // links name InferenceX; the demo's name the sandbox's repositories).
+    if let (Some(full), Some(_)) = (inferencex_full(), gate_python()) {
+        let as_inferencex = |bytes: &[u8]| {
+            let mut text = String::from_utf8(bytes.to_vec()).expect("utf-8");
+            for repo in ["demo/benchmarks", "sandbox/benchmarks"] {
+                text = text.replace(
+                    &format!("https://github.com/{repo}/pull/"),
+                    "https://github.com/SemiAnalysisAI/InferenceX/pull/",
+                );
+            }
+            text.into_bytes()
+        };
+        assert_eq!(
+            byte_rules(
+                &full.join("utils"),
+                &as_inferencex(&main_log),
+                &as_inferencex(&b_log),
+                b_pr
+            ),
+            Ok(1)
+        );
+    }
     let b_run = b.sweep.as_ref().expect("sweep").run_id;
     let validated_head = get(&env, &format!("actions/runs/{b_run}")).await["head_sha"]
         .as_str()

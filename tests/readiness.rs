@@ -451,3 +451,85 @@ async fn a_baseline_withdrawn_between_the_plan_and_the_freeze_still_ends_the_can
         "the claim is released"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pr_body_freezes_the_evals_the_baselines_own_runs_published_and_no_other_images() {
+    let env = Harness::demo().start().await;
+    let published = &env.stack.published;
+    let seeded = published.seeded_on(KEY);
+    // Another family's later run, of another image, publishes its own eval
+    // row: only the runs that produced this family's frozen points count.
+    let yesterday = published.today().pred_opt().expect("a day");
+    let other = published.publish(Sweep {
+        key: "demo-fp8-h200-trt".into(),
+        conc: None,
+        image: Some("nvcr.io/nvidia/tensorrt-llm/release:0.99.0".into()),
+        date: Some(yesterday),
+    });
+    let journal = MemoryJournal::new();
+    let summary = wave_config(&env, crate::support::engine_config(5209), &journal).await;
+    let c = candidate_of(&summary, KEY);
+    let body = env
+        .forge
+        .get_pull(pull_number(c))
+        .await
+        .expect("pull")
+        .body
+        .unwrap_or_default();
+    let frozen = parse_baseline_block(&body)
+        .expect("a record")
+        .expect("frozen");
+    let producers: Vec<u64> = frozen
+        .baseline
+        .points
+        .iter()
+        .filter_map(|p| match &p.value {
+            BaselineValue::Measured { run_id, .. } => *run_id,
+            BaselineValue::Unavailable { .. } => None,
+        })
+        .collect();
+    let evals = &frozen.baseline.evals;
+    assert_eq!(
+        evals.len(),
+        1,
+        "one eval per family in the sandbox: {evals:#?}"
+    );
+    let eval = &evals[0];
+    assert_eq!(
+        (
+            eval.task.as_str(),
+            eval.score_name.as_str(),
+            eval.samples,
+            eval.published
+        ),
+        ("gsm8k", "em_strict", Some(1319), Some(seeded))
+    );
+    assert!((0.0..=1.0).contains(&eval.score), "{eval:?}");
+    let run = eval
+        .run_url
+        .as_deref()
+        .and_then(klaud_lifecycle::baseline::run_id_of_url)
+        .expect("its run");
+    assert!(
+        producers.contains(&run) && run != other,
+        "{run} {producers:?}"
+    );
+    assert!(
+        frozen
+            .baseline
+            .source_urls
+            .iter()
+            .any(|u| u.ends_with("/api/v1/evaluations")),
+        "{:?}",
+        frozen.baseline.source_urls
+    );
+    let (english, chinese) = body
+        .split_once("<summary>中文</summary>")
+        .expect("both languages");
+    assert!(
+        english.contains("| Eval | Score ↑ | Samples |")
+            && english.contains("| gsm8k/em\\_strict · c"),
+        "{english}"
+    );
+    assert!(chinese.contains("| 评估 | 分数 ↑ | 样本数 |"), "{chinese}");
+}

@@ -15,7 +15,7 @@
 //! one family may come from different days.
 
 use crate::BoxFuture;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 
 use async_trait::async_trait;
@@ -58,6 +58,12 @@ pub trait BaselineSource: Send + Sync {
     async fn benchmarks(&self, model: &str, date: NaiveDate) -> Result<Fetched, SourceError>;
     /// Workflow runs, changelog entries and configs of `date`.
     async fn workflow_info(&self, date: NaiveDate) -> Result<Fetched, SourceError>;
+    /// Every published eval result (`/api/v1/evaluations`: all models and
+    /// days, the latest attempt of each run), or `None` when the source
+    /// publishes no evals.
+    async fn evaluations(&self) -> Result<Option<Fetched>, SourceError> {
+        Ok(None)
+    }
     /// Whether a results API stands behind this source. `false` (no API
     /// configured) turns the readiness gate off: there is nothing
     /// published to require.
@@ -91,6 +97,11 @@ pub fn workflow_info_url(base: &str, date: NaiveDate) -> String {
         "{}/api/v1/workflow-info?date={date}",
         base.trim_end_matches('/')
     )
+}
+
+/// `<base>/api/v1/evaluations`: every published eval result.
+pub fn evaluations_url(base: &str) -> String {
+    format!("{}/api/v1/evaluations", base.trim_end_matches('/'))
 }
 
 /// Why a baseline could not be built.
@@ -570,6 +581,37 @@ pub struct Baseline {
     pub source_urls: Vec<String>,
     /// One entry per family point, in family order.
     pub points: Vec<BaselinePoint>,
+    /// The published eval scores of the current image: those produced by
+    /// the runs the measured points come from (an eval row names no image;
+    /// its run does).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evals: Vec<FrozenEval>,
+    /// Why no published eval could be frozen, when the evals were asked
+    /// for and none were found (`None`: not asked, or found).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evals_unavailable: Option<String>,
+}
+
+/// One published eval score frozen with the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrozenEval {
+    /// Task (`gsm8k`).
+    pub task: String,
+    /// Which metric `score` is (`em_strict`, …), as the artifacts name it.
+    pub score_name: String,
+    /// Score in `[0, 1]`.
+    pub score: f64,
+    /// Concurrency the eval ran at.
+    pub conc: Option<u64>,
+    /// Effective sample count, when published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
+    /// The decode (or whole-server) parallelism it ran with.
+    pub decode: Workers,
+    /// The day it was published.
+    pub published: Option<NaiveDate>,
+    /// The producer run's address.
+    pub run_url: Option<String>,
 }
 
 /// A point's baseline.
@@ -789,6 +831,8 @@ pub fn baseline_of<'f>(
             image: old_image.to_owned(),
             model,
             source_urls: Vec::new(),
+            evals: Vec::new(),
+            evals_unavailable: None,
             points: points
                 .into_iter()
                 .map(|p| BaselinePoint {
@@ -838,7 +882,188 @@ pub fn build_baseline(
         image: request.image.clone(),
         model: request.model.clone(),
         source_urls: vec![benchmarks.url.clone()],
+        evals: Vec::new(),
+        evals_unavailable: None,
         points,
+    })
+}
+
+/// One row of `/api/v1/evaluations` (InferenceX-app's `getAllEvalResults`):
+/// the config it ran, the task, its metrics and its run; no image.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ApiEvalRow {
+    /// Hardware.
+    pub hardware: String,
+    /// Engine.
+    pub framework: String,
+    /// Model prefix (`dsr1`).
+    pub model: String,
+    /// Precision.
+    pub precision: String,
+    /// Speculative decoding.
+    #[serde(default)]
+    pub spec_method: Option<String>,
+    /// Decode (or whole-server) TP.
+    #[serde(default)]
+    pub decode_tp: Option<u64>,
+    /// Decode EP.
+    #[serde(default)]
+    pub decode_ep: Option<u64>,
+    /// Decode DP attention.
+    #[serde(default)]
+    pub decode_dp_attention: Option<bool>,
+    /// Task.
+    pub task: String,
+    /// Publication day.
+    #[serde(default)]
+    pub date: Option<String>,
+    /// Concurrency.
+    #[serde(default)]
+    pub conc: Option<u64>,
+    /// Scores and counts.
+    #[serde(default)]
+    pub metrics: serde_json::Map<String, Value>,
+    /// The producer run.
+    #[serde(default)]
+    pub run_url: Option<String>,
+}
+
+/// Metric fields that are an eval's score, in order of preference: the
+/// same order the artifacts' `agg_eval_all.json` rows are read in.
+pub const EVAL_SCORE_FIELDS: &[&str] = &["score", "em_strict", "em_flexible", "acc", "exact_match"];
+
+/// The rows of a `/api/v1/evaluations` answer. The answer covers every
+/// model, so a row that does not parse is another config's problem and is
+/// skipped; only an answer that is not a list fails.
+pub fn parse_evaluations(fetched: &Fetched) -> Result<Vec<ApiEvalRow>, BaselineError> {
+    let value: Value =
+        serde_json::from_str(&fetched.body).map_err(|e| BaselineError::Response {
+            url: fetched.url.clone(),
+            reason: format!("not valid JSON: {e}"),
+        })?;
+    let Value::Array(rows) = value else {
+        return Err(BaselineError::Response {
+            url: fetched.url.clone(),
+            reason: "expected a list of eval rows".into(),
+        });
+    };
+    Ok(rows
+        .into_iter()
+        .filter_map(|row| serde_json::from_value(row).ok())
+        .collect())
+}
+
+/// The published evals of `baseline`'s image for the family `key`: rows of
+/// the family's config produced by a run that produced one of its measured
+/// points, the newest per task, metric, concurrency and parallelism.
+pub fn freeze_evals(key: &FamilyKey, baseline: &Baseline, rows: &[ApiEvalRow]) -> Vec<FrozenEval> {
+    let producers: BTreeSet<u64> = baseline
+        .points
+        .iter()
+        .filter_map(|p| match &p.value {
+            BaselineValue::Measured {
+                run_id, run_url, ..
+            } => run_id.or_else(|| run_url.as_deref().and_then(run_id_of_url)),
+            BaselineValue::Unavailable { .. } => None,
+        })
+        .collect();
+    type Slot = (String, String, Option<u64>, u64, u64, bool);
+    let mut newest: BTreeMap<Slot, (FrozenEval, Option<u64>)> = BTreeMap::new();
+    for row in rows {
+        let run = row.run_url.as_deref().and_then(run_id_of_url);
+        if !(eq_ci(&row.hardware, &key.hardware)
+            && eq_ci(&row.framework, &key.framework)
+            && eq_ci(&row.model, &key.model_prefix)
+            && eq_ci(&row.precision, &key.precision)
+            && run.is_some_and(|r| producers.contains(&r)))
+        {
+            continue;
+        }
+        let Some(point) = baseline.points.iter().find(|p| {
+            row.spec_method
+                .as_deref()
+                .is_none_or(|s| eq_ci(s, &p.point.spec_decoding))
+                && agrees(row.decode_tp, p.point.decode.tp)
+                && agrees(row.decode_ep, p.point.decode.ep)
+                && agrees(row.decode_dp_attention, p.point.decode.dp_attn)
+        }) else {
+            continue;
+        };
+        let Some((score_name, score)) = EVAL_SCORE_FIELDS.iter().find_map(|f| {
+            row.metrics
+                .get(*f)
+                .and_then(Value::as_f64)
+                .filter(|v| v.is_finite())
+                .map(|v| ((*f).to_owned(), v))
+        }) else {
+            continue;
+        };
+        let published = row
+            .date
+            .as_deref()
+            .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok());
+        let eval = FrozenEval {
+            task: row.task.clone(),
+            score_name: score_name.clone(),
+            score,
+            conc: row.conc,
+            samples: row.metrics.get("n_eff").and_then(Value::as_u64),
+            decode: point.point.decode,
+            published,
+            run_url: row.run_url.clone(),
+        };
+        let d = point.point.decode;
+        let slot = (
+            row.task.clone(),
+            score_name,
+            row.conc,
+            d.tp,
+            d.ep,
+            d.dp_attn,
+        );
+        match newest.get(&slot) {
+            Some((kept, kept_run)) if (kept.published, *kept_run) >= (published, run) => {}
+            _ => {
+                newest.insert(slot, (eval, run));
+            }
+        }
+    }
+    newest.into_values().map(|(e, _)| e).collect()
+}
+
+/// Adds the published evals of `baseline`'s image to it (one request for
+/// all of them; the readiness check before a claim does not ask, only the
+/// freeze into a PR does). A failing source leaves the evals N/A with why.
+pub fn attach_evals<'f>(
+    source: &'f dyn BaselineSource,
+    key: &'f FamilyKey,
+    baseline: &'f mut Baseline,
+) -> BoxFuture<'f, ()> {
+    Box::pin(async move {
+        if baseline.points.iter().all(|p| p.metrics().is_none()) {
+            return;
+        }
+        let fetched = match source.evaluations().await {
+            Ok(Some(f)) => f,
+            Ok(None) => return,
+            Err(e) => {
+                baseline.evals_unavailable = Some(e.to_string());
+                return;
+            }
+        };
+        match parse_evaluations(&fetched) {
+            Ok(rows) => {
+                baseline.evals = freeze_evals(key, baseline, &rows);
+                if baseline.evals.is_empty() {
+                    baseline.evals_unavailable = Some(
+                        "no eval result published by the runs the baseline points come from".into(),
+                    );
+                } else {
+                    baseline.source_urls.push(fetched.url);
+                }
+            }
+            Err(e) => baseline.evals_unavailable = Some(e.to_string()),
+        }
     })
 }
 
@@ -1077,6 +1302,145 @@ mod tests {
 
     fn day(d: &str) -> NaiveDate {
         NaiveDate::parse_from_str(d, "%Y-%m-%d").expect("date")
+    }
+
+    /// An `/api/v1/evaluations` row (InferenceX-app's `EvalRow` shape) of
+    /// the request's config at TP `tp`, published on `date` by run `run`.
+    fn eval_row(task: &str, conc: u64, tp: u64, em: f64, date: &str, run: u64) -> String {
+        format!(
+            r#"{{"config_id":7,"hardware":"mi355x","framework":"sglang","model":"dsr1","precision":"fp4","spec_method":"none","decode_tp":{tp},"decode_ep":1,"decode_dp_attention":false,"task":"{task}","date":"{date}","conc":{conc},"metrics":{{"em_strict":{em},"em_flexible":0.99,"n_eff":1319}},"timestamp":"{date}T10:00:00Z","run_url":"https://github.com/o/r/actions/runs/{run}"}}"#
+        )
+    }
+
+    fn frozen_of(points: Vec<PointSpec>, benchmark_rows: &[String]) -> Baseline {
+        build_baseline(&request(points), &rows(benchmark_rows)).expect("baseline")
+    }
+
+    #[test]
+    fn published_evals_of_the_runs_that_produced_the_points_are_frozen_newest_first() {
+        let b = frozen_of(
+            vec![point(4, 4), point(8, 8)],
+            &[
+                row(4, 4, Some(CURRENT), "2026-02-20", 61),
+                row(8, 8, Some(CURRENT), "2026-02-25", 62),
+            ],
+        );
+        let answer = format!(
+            "[{}]",
+            [
+                eval_row("gsm8k", 28, 4, 0.95, "2026-02-20", 61),
+                // The same eval published again by the later producer of TP8.
+                eval_row("gsm8k", 28, 8, 0.97, "2026-02-25", 62),
+                // Another run (another image's): not this image's score.
+                eval_row("gsm8k", 28, 4, 0.10, "2026-02-26", 99),
+                // Another config.
+                eval_row("gsm8k", 28, 4, 0.20, "2026-02-20", 61).replace("mi355x", "b200"),
+                // A row the API got wrong: skipped, the rest stand.
+                r#"{"task":7}"#.to_owned(),
+            ]
+            .join(",")
+        );
+        let evals = freeze_evals(
+            &request(vec![]).key,
+            &b,
+            &parse_evaluations(&fetched(answer)).expect("rows"),
+        );
+        let shown: Vec<(u64, f64, Option<u64>, Option<NaiveDate>)> = evals
+            .iter()
+            .map(|e| (e.decode.tp, e.score, e.samples, e.published))
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                (4, 0.95, Some(1319), Some(day("2026-02-20"))),
+                (8, 0.97, Some(1319), Some(day("2026-02-25"))),
+            ]
+        );
+        assert!(
+            evals
+                .iter()
+                .all(|e| e.score_name == "em_strict" && e.conc == Some(28))
+        );
+    }
+
+    #[test]
+    fn no_eval_is_frozen_for_points_published_for_another_image() {
+        let b = frozen_of(
+            vec![point(4, 4)],
+            &[row(4, 4, Some("lmsysorg/sglang:v0.5.8"), "2026-02-20", 61)],
+        );
+        let rows = parse_evaluations(&fetched(format!(
+            "[{}]",
+            eval_row("gsm8k", 28, 4, 0.95, "2026-02-20", 61)
+        )))
+        .expect("rows");
+        assert!(freeze_evals(&request(vec![]).key, &b, &rows).is_empty());
+    }
+
+    #[test]
+    fn an_evaluations_answer_that_is_not_a_list_names_its_url() {
+        let err = parse_evaluations(&fetched("{\"error\":\"x\"}".into())).expect_err("refused");
+        assert!(err.to_string().contains("api.example"), "{err}");
+    }
+
+    struct Evals(Result<Option<Fetched>, SourceError>);
+
+    #[async_trait]
+    impl BaselineSource for Evals {
+        async fn benchmarks(&self, _: &str, _: NaiveDate) -> Result<Fetched, SourceError> {
+            unreachable!("only evals are asked")
+        }
+        async fn workflow_info(&self, _: NaiveDate) -> Result<Fetched, SourceError> {
+            unreachable!("only evals are asked")
+        }
+        async fn evaluations(&self) -> Result<Option<Fetched>, SourceError> {
+            self.0.clone()
+        }
+    }
+
+    #[tokio::test]
+    async fn attached_evals_say_why_when_there_are_none() {
+        let key = request(vec![]).key;
+        let measured = || {
+            frozen_of(
+                vec![point(4, 4)],
+                &[row(4, 4, Some(CURRENT), "2026-02-20", 61)],
+            )
+        };
+
+        let mut b = measured();
+        let source = Evals(Ok(Some(fetched(format!(
+            "[{}]",
+            eval_row("gsm8k", 28, 4, 0.95, "2026-02-20", 61)
+        )))));
+        attach_evals(&source, &key, &mut b).await;
+        assert_eq!((b.evals.len(), b.evals_unavailable.as_deref()), (1, None));
+        assert_eq!(b.source_urls.len(), 2, "the evals answer is a source too");
+
+        let mut b = measured();
+        attach_evals(&Evals(Ok(Some(fetched("[]".into())))), &key, &mut b).await;
+        assert_eq!(
+            b.evals_unavailable.as_deref(),
+            Some("no eval result published by the runs the baseline points come from")
+        );
+
+        let mut b = measured();
+        let down = Evals(Err(SourceError {
+            url: "https://api.example/api/v1/evaluations".into(),
+            reason: "HTTP 503".into(),
+        }));
+        attach_evals(&down, &key, &mut b).await;
+        assert!(b.evals.is_empty());
+        assert!(
+            b.evals_unavailable
+                .as_deref()
+                .is_some_and(|w| w.contains("HTTP 503"))
+        );
+
+        // A source without an evals route leaves the baseline as it was.
+        let mut b = measured();
+        attach_evals(&Evals(Ok(None)), &key, &mut b).await;
+        assert_eq!(b, measured());
     }
 
     #[test]

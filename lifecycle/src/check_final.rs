@@ -264,6 +264,8 @@ mod tests {
             image: "a/b:1".into(),
             model: "m".into(),
             source_urls: Vec::new(),
+            evals: Vec::new(),
+            evals_unavailable: None,
             points: points
                 .into_iter()
                 .map(|p| BaselinePoint {

@@ -220,6 +220,8 @@ fn baseline_blocks_of_real_families_fit_a_pr_body() {
                 image: family.image().to_string(),
                 model: family.entry.model.clone(),
                 source_urls: vec!["https://example.com/api/v1/benchmarks".into()],
+                evals: Vec::new(),
+                evals_unavailable: None,
                 points: points
                     .iter()
                     .map(|p| BaselinePoint {

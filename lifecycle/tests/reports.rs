@@ -4,7 +4,7 @@
 use chrono::{NaiveDate, TimeZone, Utc};
 use klaud_lifecycle::artifacts::{BenchmarkRow, EvalRow, FixedSeqRow, PointIdentity, PointMetrics};
 use klaud_lifecycle::baseline::{
-    Baseline, BaselinePoint, BaselineValue, PointSpec, Scenario, Workers,
+    Baseline, BaselinePoint, BaselineValue, FrozenEval, PointSpec, Scenario, Workers,
 };
 use klaud_lifecycle::model::{
     AttemptKind, AttemptStatus, CandidateId, FinishedResult, Outcome, Phase, RunRef,
@@ -82,6 +82,8 @@ fn baseline() -> Baseline {
             "https://inferencex.semianalysis.com/api/v1/benchmarks?model=DeepSeek-R1-0528&date=2026-09-09&exact=true".into(),
             "https://inferencex.semianalysis.com/api/v1/workflow-info?date=2026-09-09".into(),
         ],
+        evals: Vec::new(),
+        evals_unavailable: None,
         points: vec![
             measured(spec(1, 4, 1, false), metrics(100.0, 0.2, 0.01)),
             measured(spec(32, 4, 1, false), metrics(1266.3, 4.20116, 0.00616)),
@@ -164,15 +166,24 @@ fn attempt_report() -> AttemptReport {
             identity: PointIdentity::default(),
             extra: Default::default(),
         }],
-        &[EvalRow {
-            task: "gsm8k".into(),
-            conc: 28,
-            score: 0.965,
-            score_name: "em_strict".into(),
-            n_eff: Some(1319),
-            identity: PointIdentity::default(),
-            extra: Default::default(),
-        }],
+        &Baseline {
+            evals: vec![FrozenEval {
+                task: "gsm8k".into(),
+                score_name: "em_strict".into(),
+                score: 0.965,
+                conc: Some(28),
+                samples: Some(1319),
+                decode: Workers {
+                    num_workers: None,
+                    tp: 4,
+                    ep: 1,
+                    dp_attn: false,
+                },
+                published: NaiveDate::from_ymd_opt(2026, 9, 9),
+                run_url: Some("https://github.com/o/r/actions/runs/61/attempts/1".into()),
+            }],
+            ..baseline()
+        },
     );
     AttemptReport {
         owner_run: OWNER,
@@ -674,13 +685,14 @@ fn compare_puts_each_variant_in_its_own_table_and_keeps_unmatched_rows() {
     assert_eq!(
         summary,
         vec![
+            // The published rows name no AgentX dataset: no delta.
             (
                 "AgentX MTP | TP8 EP8".to_owned(),
-                vec!["12 11/10".to_owned()]
+                vec![format!("12 11 ({AGENTX_DATASET_UNPROVEN})")]
             ),
             (
                 "AgentX MTP KV dram/hicache | TP8 EP8".to_owned(),
-                vec!["12 12/10".to_owned()]
+                vec![format!("12 12 ({AGENTX_DATASET_UNPROVEN})")]
             ),
             (
                 "AgentX | TP8 EP8".to_owned(),
@@ -794,4 +806,120 @@ fn a_baseline_from_several_sweeps_names_each_day_and_run_in_both_languages() {
         "{block}"
     );
     assert!(block.contains("截至 2026-09-21 未公开"), "{block}");
+}
+
+#[test]
+fn the_pr_body_freezes_published_evals_in_both_languages_and_says_why_when_there_are_none() {
+    let eval = |tp: u64, score: f64| FrozenEval {
+        task: "gsm8k".into(),
+        score_name: "em_strict".into(),
+        score,
+        conc: Some(28),
+        samples: Some(1319),
+        decode: Workers {
+            num_workers: None,
+            tp,
+            ep: 1,
+            dp_attn: false,
+        },
+        published: NaiveDate::from_ymd_opt(2026, 9, 9),
+        run_url: Some("https://github.com/o/r/actions/runs/61/attempts/1".into()),
+    };
+    let with = |evals: Vec<FrozenEval>, why: Option<&str>| FrozenBaseline {
+        provenance: provenance(),
+        baseline: Baseline {
+            evals,
+            evals_unavailable: why.map(str::to_owned),
+            ..baseline()
+        },
+    };
+
+    let block = render_baseline_block(&with(vec![eval(4, 0.965)], None));
+    assert!(block.contains("| Eval | Score ↑ | Samples |"), "{block}");
+    assert!(
+        block.contains("| gsm8k/em\\_strict · c28 | 96.5% | 1,319 |"),
+        "{block}"
+    );
+    assert!(block.contains("| 评估 | 分数 ↑ | 样本数 |"), "{block}");
+    assert!(!block.contains("**Eval:** N/A"), "{block}");
+    // The record keeps them: later reports compare against them.
+    let parsed = parse_baseline_block(&block)
+        .expect("parses")
+        .expect("record");
+    assert_eq!(parsed.baseline.evals, vec![eval(4, 0.965)]);
+
+    // Two parallelisms: each row names its own.
+    let block = render_baseline_block(&with(vec![eval(4, 0.965), eval(8, 0.97)], None));
+    assert!(
+        block.contains("| gsm8k/em\\_strict · c28 · TP8 EP1 | 97% | 1,319 |"),
+        "{block}"
+    );
+
+    let block = render_baseline_block(&with(
+        vec![],
+        Some("no eval result published by the runs the baseline points come from"),
+    ));
+    assert!(
+        block.contains("**Eval:** N/A (no baseline: no eval result published by the runs the baseline points come from)"),
+        "{block}"
+    );
+    assert!(
+        block.contains("**评估：**N/A（无基线：基线点位所来自的运行没有公开的评估结果）"),
+        "{block}"
+    );
+}
+
+#[test]
+fn an_eval_over_another_number_of_samples_has_no_delta_and_says_why() {
+    let frozen = Baseline {
+        evals: vec![FrozenEval {
+            task: "gsm8k".into(),
+            score_name: "em_strict".into(),
+            score: 0.965,
+            conc: Some(28),
+            samples: Some(1319),
+            decode: Workers {
+                num_workers: None,
+                tp: 4,
+                ep: 1,
+                dp_attn: false,
+            },
+            published: NaiveDate::from_ymd_opt(2026, 9, 9),
+            run_url: None,
+        }],
+        ..baseline()
+    };
+    let result = |n_eff: Option<u64>| EvalRow {
+        task: "gsm8k".into(),
+        conc: 28,
+        score: 0.97,
+        score_name: "em_strict".into(),
+        n_eff,
+        identity: PointIdentity::default(),
+        extra: Default::default(),
+    };
+    let same = compare_evals(&[result(Some(1319))], &frozen);
+    assert_eq!(
+        (same[0].old, same[0].no_delta.as_deref()),
+        (Some(0.965), None)
+    );
+    for n_eff in [Some(200), None] {
+        let other = compare_evals(&[result(n_eff)], &frozen);
+        assert_eq!(
+            (other[0].old, other[0].no_delta.as_deref()),
+            (None, Some(EVAL_SAMPLES_DIFFER))
+        );
+        let mut report = attempt_report();
+        report.evals = other;
+        let text: String = render_report(&report)
+            .expect("renders")
+            .into_iter()
+            .map(|c| c.body)
+            .collect();
+        assert!(
+            text.contains("sample counts missing or different")
+                && text.contains("样本数缺失或不同"),
+            "{text}"
+        );
+    }
 }

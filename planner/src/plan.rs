@@ -220,6 +220,10 @@ pub struct PlanReport {
     /// other family is planned as usual.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
+    /// The pull quota each registry host stated during the plan (Docker
+    /// Hub's `ratelimit-remaining` of `ratelimit-limit`), by host.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub quotas: BTreeMap<String, crate::registry::PullQuota>,
 }
 
 impl PlanReport {
@@ -233,6 +237,7 @@ impl PlanReport {
             elapsed_ms: 0,
             notes: Vec::new(),
             unreadable: Vec::new(),
+            quotas: BTreeMap::new(),
         }
     }
 }
@@ -461,6 +466,7 @@ pub fn plan<'f>(
         PlanReport {
             minimum: minimum_requests(repository, &families),
             notes: breaker_notes(session),
+            quotas: session.client().pull_quotas(),
             unreadable: repository
                 .unreadable()
                 .iter()
@@ -482,13 +488,19 @@ fn breaker_notes(session: &RegistrySession) -> Vec<String> {
         .hosts
         .into_iter()
         .map(|trip| {
-            format!(
-                "registry host {} unreachable since {} ({}); not asked again before {}, families that need it say so",
-                trip.host,
-                trip.since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                trip.reason,
-                trip.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            )
+            let since = trip.since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            let until = trip.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            if trip.reason.starts_with("out of pull quota") {
+                format!(
+                    "registry host {} {} since {since}; no manifest is pulled from it before {until}, the families that need one are left for that plan",
+                    trip.host, trip.reason
+                )
+            } else {
+                format!(
+                    "registry host {} unreachable since {since} ({}); not asked again before {until}, families that need it say so",
+                    trip.host, trip.reason
+                )
+            }
         })
         .collect()
 }

@@ -1273,3 +1273,139 @@ async fn a_tag_get_whose_bytes_do_not_hash_to_the_header_digest_is_refused() {
     // Nothing was cached under either digest.
     assert!(c.image_platforms(HOST, REPO, &claimed).await.is_err());
 }
+
+/// Docker Hub's pull-limit headers (its documented `<count>;w=<seconds>`).
+fn with_quota(t: ResponseTemplate, remaining: u64) -> ResponseTemplate {
+    t.insert_header("ratelimit-limit", "100;w=21600")
+        .insert_header(
+            "ratelimit-remaining",
+            format!("{remaining};w=21600").as_str(),
+        )
+}
+
+#[tokio::test]
+async fn a_429_toomanyrequests_is_out_of_quota_until_the_window_turns_not_retried_or_a_family_error()
+ {
+    let server = MockServer::start().await;
+    let d = digest(b"index");
+    // Docker Hub's answer once the pulls of the window are spent.
+    Mock::given(method("GET"))
+        .and(path(manifest_path(&d)))
+        .respond_with(with_quota(ResponseTemplate::new(429), 0).set_body_json(json!({
+            "errors": [{"code": "TOOMANYREQUESTS", "message": "You have reached your unauthenticated pull rate limit."}]
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("HEAD"))
+        .respond_with(head_ok(&d))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let c = client(&server);
+    let before = chrono::Utc::now();
+    let err = c
+        .session()
+        .image_platforms(HOST, REPO, &d)
+        .await
+        .unwrap_err();
+    assert!(err.is_unreachable(), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("out of pull quota (0 of 100 pulls left per 6 h)"),
+        "{err}"
+    );
+    assert_eq!(
+        c.counts().manifest_get,
+        1,
+        "a spent quota is not asked again"
+    );
+    // Nothing more goes to the host until the window turns: the rest of
+    // the plan leaves its families for later.
+    let again = c
+        .session()
+        .head_manifest(HOST, REPO, "v1")
+        .await
+        .unwrap_err();
+    assert!(again.is_unreachable(), "{again:?}");
+    let state = c.breaker_state();
+    assert_eq!(state.hosts.len(), 1, "{state:?}");
+    let hours = (state.hosts[0].until - before).num_minutes() as f64 / 60.0;
+    assert!((5.9..=6.1).contains(&hours), "{hours} h");
+    assert_eq!(
+        c.pull_quotas().values().next().map(|q| q.remaining),
+        Some(0)
+    );
+}
+
+#[tokio::test]
+async fn the_last_pull_of_the_window_stops_manifest_gets_before_the_registry_refuses() {
+    let server = MockServer::start().await;
+    let mut docs = Vec::new();
+    let index = index_fixture(&mut docs);
+    let d = digest(index.as_bytes());
+    Mock::given(method("GET"))
+        .and(path(manifest_path(&d)))
+        .respond_with(with_quota(ResponseTemplate::new(200), 0).set_body_raw(index, OCI_INDEX))
+        .expect(1)
+        .mount(&server)
+        .await;
+    // HEAD is free on Docker Hub: still answered, still stating the quota.
+    Mock::given(method("HEAD"))
+        .respond_with(with_quota(head_ok(&d), 0))
+        .mount(&server)
+        .await;
+    let other = digest(b"another index");
+    Mock::given(method("GET"))
+        .and(path(manifest_path(&other)))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let c = client(&server);
+    let s = c.session();
+    s.image_platforms(HOST, REPO, &d).await.unwrap();
+    let quota = c.pull_quotas().into_values().next().expect("stated");
+    assert_eq!(
+        (quota.limit, quota.remaining, quota.window_secs),
+        (100, 0, 21600)
+    );
+    let err = s.image_platforms(HOST, REPO, &other).await.unwrap_err();
+    assert!(
+        err.is_unreachable() && err.to_string().contains("out of pull quota"),
+        "{err}"
+    );
+    assert_eq!(
+        c.counts().manifest_get,
+        1,
+        "the refused pull was never sent"
+    );
+}
+
+#[tokio::test]
+async fn a_429_from_a_registry_without_a_quota_is_a_passing_overload_and_retried() {
+    // Unchanged behaviour for registries that state no quota (NGC, GHCR).
+    let server = MockServer::start().await;
+    let d = digest(b"z");
+    Mock::given(method("HEAD"))
+        .respond_with(ResponseTemplate::new(429))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("HEAD"))
+        .respond_with(head_ok(&d))
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let c = client(&server);
+    assert_eq!(
+        c.session()
+            .head_manifest(HOST, REPO, "a")
+            .await
+            .unwrap()
+            .digest,
+        d
+    );
+    assert!(c.breaker_state().hosts.is_empty());
+}

@@ -1448,6 +1448,27 @@ fn classify(run: &Run) -> (AttemptStatus, bool) {
     }
 }
 
+/// Klaud's `perf-changelog.yaml` entry for a bump of family `key` to
+/// `image`, listing `config_keys` and linking `link` (its PR). The final
+/// step and the upkeep merge both write this entry; the repository's gate
+/// (`utils/validate_perf_changelog.py`) is run on it in the tests.
+pub fn changelog_entry(
+    config_keys: Vec<String>,
+    key: &str,
+    image: &str,
+    link: &str,
+) -> klaud_planner::changelog::ChangelogEntry {
+    let tag = klaud_planner::image::ImageRef::parse(image)
+        .ok()
+        .and_then(|i| i.tag().map(str::to_owned))
+        .unwrap_or_else(|| "a new build".into());
+    klaud_planner::changelog::ChangelogEntry {
+        config_keys,
+        description: description(key, &tag),
+        pr_link: link.to_owned(),
+    }
+}
+
 /// The changelog sentence, at most 120 characters.
 fn description(key: &str, tag: &str) -> String {
     let full = format!("Update {key} image to {tag}");

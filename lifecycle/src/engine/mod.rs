@@ -34,7 +34,7 @@ mod step_reads;
 
 pub use driver::{
     Engine, EngineConfig, EngineError, HumanOverlap, Progress, REPAIR_INPUT_VERSION, RepairContext,
-    RepairHook, RepairOutcome, Target, Upkept, branch_name, smoke_test_name,
+    RepairHook, RepairOutcome, Target, Upkept, branch_name, changelog_entry, smoke_test_name,
 };
 pub use forge::{
     ArtifactInfo, Comment, ComparedCommit, Comparison, ErrorSource, Forge, ForgeError, Job, Pull,

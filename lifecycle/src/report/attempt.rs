@@ -88,7 +88,15 @@ pub struct EvalComparison {
     pub new: Option<f64>,
     /// The baseline score, `None` when there is none.
     pub old: Option<f64>,
+    /// Why there is no delta although the baseline has a score for the
+    /// eval (its sample count differs, or is unknown on either side).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_delta: Option<String>,
 }
+
+/// Why an eval's score is shown without a delta: the incumbent compares
+/// scores only over the same number of samples.
+pub const EVAL_SAMPLES_DIFFER: &str = "sample counts missing or different";
 
 /// Which part of a split report a record is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -254,6 +262,11 @@ pub fn uncovered_points<'b>(
     missing
 }
 
+/// Why an AgentX point of an attempt has no delta against the frozen
+/// baseline.
+pub const AGENTX_DATASET_UNPROVEN: &str =
+    "the published baseline does not name its AgentX dataset, so the replay is not comparable";
+
 /// Builds the tables: each baseline point with the attempt's row for it,
 /// then attempt rows that match no baseline point. Rows are matched on
 /// scenario, concurrency and topology as far as the row states them.
@@ -292,6 +305,12 @@ pub fn compare(
             },
         };
         let old = match point.metrics() {
+            // The results API's benchmark rows name no AgentX dataset, and
+            // two replays of different datasets are not comparable: an
+            // unproven dataset is N/A, as the incumbent's reports have it.
+            Some(_) if point.point.scenario == Scenario::Agentic => Measure::Missing {
+                reason: AGENTX_DATASET_UNPROVEN.to_owned(),
+            },
             Some(m) => Measure::Measured { metrics: *m },
             None => Measure::Missing {
                 reason: match &point.value {
@@ -397,21 +416,27 @@ fn kv_matches(row: &BenchmarkRow, point: &PointSpec) -> bool {
     }
 }
 
-/// Pairs eval rows with baseline eval rows of the same task, metric and
-/// concurrency.
-pub fn compare_evals(new: &[EvalRow], old: &[EvalRow]) -> Vec<EvalComparison> {
+/// Pairs eval rows with the baseline's published evals of the same task,
+/// metric, concurrency and parallelism (where the row states it).
+pub fn compare_evals(new: &[EvalRow], baseline: &Baseline) -> Vec<EvalComparison> {
     new.iter()
-        .map(|row| EvalComparison {
-            task: row.task.clone(),
-            score_name: row.score_name.clone(),
-            conc: row.conc,
-            new: Some(row.score),
-            old: old
-                .iter()
-                .find(|o| {
-                    o.task == row.task && o.score_name == row.score_name && o.conc == row.conc
-                })
-                .map(|o| o.score),
+        .map(|row| {
+            let old = baseline.evals.iter().find(|o| {
+                o.task == row.task
+                    && o.score_name == row.score_name
+                    && o.conc.is_none_or(|c| c == row.conc)
+                    && row.identity.tp.is_none_or(|tp| tp == o.decode.tp)
+                    && row.identity.ep.is_none_or(|ep| ep == o.decode.ep)
+            });
+            let same_samples = old.is_some_and(|o| o.samples.is_some() && o.samples == row.n_eff);
+            EvalComparison {
+                task: row.task.clone(),
+                score_name: row.score_name.clone(),
+                conc: row.conc,
+                new: Some(row.score),
+                old: old.filter(|_| same_samples).map(|o| o.score),
+                no_delta: (old.is_some() && !same_samples).then(|| EVAL_SAMPLES_DIFFER.to_owned()),
+            }
         })
         .collect()
 }
@@ -638,11 +663,11 @@ fn tables(report: &AttemptReport, zh: bool) -> String {
             let shown = match e.new {
                 Some(new) => {
                     if e.old.is_none() && !is_baseline {
-                        notes.push((
-                            label,
-                            false,
-                            "the frozen baseline holds no score for this eval".to_owned(),
-                        ));
+                        let why = e
+                            .no_delta
+                            .as_deref()
+                            .unwrap_or("the frozen baseline holds no score for this eval");
+                        notes.push((label, false, why.to_owned()));
                     }
                     score(new, e.old)
                 }

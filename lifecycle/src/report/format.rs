@@ -220,6 +220,15 @@ pub fn reason_zh(reason: &str) -> String {
         ("its job has not finished yet", "该点位的作业尚未完成"),
         ("no result artifact for this point", "没有该点位的结果产物"),
         ("no score in this run", "本次运行没有该评估的分数"),
+        ("sample counts missing or different", "样本数缺失或不同"),
+        (
+            "the published baseline does not name its AgentX dataset, so the replay is not comparable",
+            "公开的基线未注明其 AgentX 数据集，回放结果无法比较",
+        ),
+        (
+            "no eval result published by the runs the baseline points come from",
+            "基线点位所来自的运行没有公开的评估结果",
+        ),
         (
             "the frozen baseline holds no score for this eval",
             "冻结基线中没有该评估的分数",

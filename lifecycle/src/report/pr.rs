@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::format::{clock_words, code, link, ms, number, reason_zh, text, title_text};
+use super::format::{clock_words, code, link, ms, number, reason_zh, score, text, title_text};
 use super::markers::hidden_json;
 use crate::baseline::{Baseline, BaselineValue};
 use klaud_planner::audit::{AuditResult, ItemKind, UncheckedCause};
@@ -445,11 +445,56 @@ pub struct FrozenBaseline {
     pub baseline: Baseline,
 }
 
-/// Why the baseline has no eval column: the published benchmarks carry
-/// throughput and latency only, so eval scores of an attempt are shown
-/// without a baseline to compare against.
+/// Why the baseline has no eval table when the results source publishes
+/// no evals at all (frozen before evals were, or no `evaluations` route).
 const EVAL_NA: &str = "no baseline: the published benchmarks carry no eval scores";
 const EVAL_NA_ZH: &str = "无基线：公开的基准测试结果不含评估分数";
+
+/// The frozen published evals as the incumbent's body shows them
+/// (`SUITE/METRIC · cN | SCORE% | N`), or the N/A line saying why there
+/// are none. The parallelism is named only when the evals ran with more
+/// than one.
+fn eval_lines(b: &Baseline, zh: bool) -> String {
+    if b.evals.is_empty() {
+        return match (&b.evals_unavailable, zh) {
+            (None, false) => format!("\n**Eval:** N/A ({EVAL_NA})\n"),
+            (None, true) => format!("\n**评估：**N/A（{EVAL_NA_ZH}）\n"),
+            (Some(why), false) => format!("\n**Eval:** N/A (no baseline: {})\n", text(why)),
+            (Some(why), true) => format!("\n**评估：**N/A（无基线：{}）\n", text(&reason_zh(why))),
+        };
+    }
+    let topologies: std::collections::BTreeSet<(u64, u64, bool)> = b
+        .evals
+        .iter()
+        .map(|e| (e.decode.tp, e.decode.ep, e.decode.dp_attn))
+        .collect();
+    let mut out = String::from(if zh {
+        "\n| 评估 | 分数 ↑ | 样本数 |\n| --- | ---: | ---: |\n"
+    } else {
+        "\n| Eval | Score ↑ | Samples |\n| --- | ---: | ---: |\n"
+    });
+    for e in &b.evals {
+        let mut label = format!("{}/{}", e.task, e.score_name);
+        if let Some(c) = e.conc {
+            label.push_str(&format!(" · c{c}"));
+        }
+        if topologies.len() > 1 {
+            label.push_str(&format!(" · TP{} EP{}", e.decode.tp, e.decode.ep));
+            if e.decode.dp_attn {
+                label.push_str(" DPA");
+            }
+        }
+        let samples = e
+            .samples
+            .map_or_else(|| "N/A".to_owned(), |n| number(n as f64, 0));
+        out.push_str(&format!(
+            "| {} | {} | {samples} |\n",
+            text(&label),
+            score(e.score, None)
+        ));
+    }
+    out
+}
 
 const TABLE_HEAD: &str = "| Point | Total tok/s/GPU ↑ | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |\n| --- | ---: | ---: | ---: | ---: |\n";
 const TABLE_HEAD_ZH: &str = "| 点位 | 总 tok/s/GPU ↑ | 输出 tok/s/GPU ↑ | TTFT 毫秒 ↓ | TPOT 毫秒 ↓ |\n| --- | ---: | ---: | ---: | ---: |\n";
@@ -619,7 +664,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
             .collect();
         out.push_str(&format!("\n**Note:** {}\n", parts.join(" ")));
     }
-    out.push_str(&format!("\n**Eval:** N/A ({EVAL_NA})\n"));
+    out.push_str(&eval_lines(b, false));
 
     // Chinese.
     out.push_str("\n<details>\n<summary>中文</summary>\n\n");
@@ -686,7 +731,8 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
             .collect();
         out.push_str(&format!("\n**说明：**{}\n", parts.join(" ")));
     }
-    out.push_str(&format!("\n**评估：**N/A（{EVAL_NA_ZH}）\n\n</details>\n"));
+    out.push_str(&eval_lines(b, true));
+    out.push_str("\n</details>\n");
     out.push_str(BASELINE_END);
     out
 }

@@ -97,6 +97,37 @@ impl Breaker {
         entry.clone()
     }
 
+    /// Opens `host`'s breaker until `until` (a registry that said when it
+    /// answers again), keeping a later end already set.
+    pub(crate) fn trip_until(
+        &self,
+        host: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> TrippedHost {
+        let mut hosts = self.lock();
+        let entry = hosts
+            .entry(host.to_owned())
+            .and_modify(|t| {
+                if t.until < until {
+                    *t = TrippedHost {
+                        host: host.to_owned(),
+                        reason: reason.to_owned(),
+                        since: now,
+                        until,
+                    };
+                }
+            })
+            .or_insert_with(|| TrippedHost {
+                host: host.to_owned(),
+                reason: reason.to_owned(),
+                since: now,
+                until,
+            });
+        entry.clone()
+    }
+
     pub(crate) fn state(&self, now: DateTime<Utc>) -> BreakerState {
         BreakerState {
             hosts: self

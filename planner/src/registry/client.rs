@@ -124,6 +124,17 @@ impl RegistryClient {
         self.inner.http.breaker.state(Utc::now())
     }
 
+    /// The pull quota each registry host last stated (Docker Hub:
+    /// `ratelimit-limit` / `ratelimit-remaining`), by `host[:port]`.
+    pub fn pull_quotas(&self) -> std::collections::BTreeMap<String, super::PullQuota> {
+        self.inner
+            .http
+            .quotas
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Re-opens the breakers of a persisted [`Self::breaker_state`] whose
     /// cooldown has not ended.
     pub fn restore_breaker(&self, state: &super::BreakerState) {

@@ -60,6 +60,52 @@ impl Counters {
     }
 }
 
+/// A registry's pull quota as its answers state it: Docker Hub sends
+/// `ratelimit-limit: 100;w=21600` and `ratelimit-remaining: 76;w=21600` on
+/// manifest requests (a manifest GET is a pull; HEAD is free).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PullQuota {
+    /// Pulls allowed per window.
+    pub limit: u64,
+    /// Pulls left in the current window.
+    pub remaining: u64,
+    /// The window, in seconds.
+    pub window_secs: u64,
+}
+
+impl PullQuota {
+    /// The quota the headers state, when they state one.
+    pub fn of(headers: &HeaderMap) -> Option<Self> {
+        // `<count>;w=<seconds>`; the window is optional in the draft spec.
+        fn field(headers: &HeaderMap, name: &str) -> Option<(u64, Option<u64>)> {
+            let v = headers.get(name)?.to_str().ok()?;
+            let mut parts = v.split(';');
+            let count = parts.next()?.trim().parse().ok()?;
+            let window = parts
+                .filter_map(|p| p.trim().strip_prefix("w="))
+                .find_map(|w| w.trim().parse().ok());
+            Some((count, window))
+        }
+        let (limit, w1) = field(headers, "ratelimit-limit")?;
+        let (remaining, w2) = field(headers, "ratelimit-remaining")?;
+        Some(Self {
+            limit,
+            remaining: remaining.min(limit),
+            // Docker Hub's documented window when none is stated: 6 hours.
+            window_secs: w2.or(w1).unwrap_or(6 * 3600),
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} of {} pulls left per {} h",
+            self.remaining,
+            self.limit,
+            self.window_secs.div_ceil(3600)
+        )
+    }
+}
+
 /// How a request authenticates.
 #[derive(Clone)]
 enum Auth {
@@ -102,6 +148,8 @@ pub(crate) struct Http {
     basic_hosts: std::sync::Mutex<std::collections::HashSet<String>>,
     pub(crate) counters: Counters,
     pub(crate) breaker: Breaker,
+    /// The last pull quota each host stated (`host[:port]`).
+    pub(crate) quotas: std::sync::Mutex<std::collections::BTreeMap<String, PullQuota>>,
 }
 
 impl Http {
@@ -123,6 +171,7 @@ impl Http {
             tokens: TokenCache::default(),
             basic_hosts: Default::default(),
             counters: Counters::default(),
+            quotas: Default::default(),
         })
     }
 
@@ -148,6 +197,14 @@ impl Http {
             if let Some(trip) = self.breaker.tripped(&network_host, Utc::now()) {
                 return Err(unreachable(target, &trip));
             }
+            // A manifest GET is a pull: with none left in the window it
+            // would only be refused, and asking while refused can make the
+            // registry stretch the limit. Stop before it.
+            if kind == RequestKind::ManifestGet
+                && let Some(q) = self.quota(&network_host).filter(|q| q.remaining == 0)
+            {
+                return Err(self.out_of_quota(target, &network_host, &q, None));
+            }
             let permit = Arc::clone(&self.permits)
                 .acquire_owned()
                 .await
@@ -169,6 +226,24 @@ impl Http {
                 },
             };
             let result = req.send().await;
+            if let Ok(resp) = &result {
+                let quota = PullQuota::of(resp.headers());
+                if let Some(q) = quota {
+                    self.quotas
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(network_host.clone(), q);
+                }
+                // A 429 from a registry that counts pulls is its quota, not
+                // a passing overload: retrying cannot help before the
+                // window turns, so the host waits until then.
+                if resp.status() == StatusCode::TOO_MANY_REQUESTS
+                    && let Some(q) = quota.or_else(|| self.quota(&network_host))
+                {
+                    let wait = retry_after(resp.headers(), Utc::now());
+                    return Err(self.out_of_quota(target, &network_host, &q, wait));
+                }
+            }
             let retry_in = match &result {
                 Ok(resp) if is_retryable_status(resp.status()) => Some(
                     retry_after(resp.headers(), Utc::now())
@@ -239,6 +314,36 @@ impl Http {
         };
         let ex = self.send(&call, &Auth::Anonymous, "").await?;
         Ok((ex.response.status(), ex.response.headers().clone()))
+    }
+
+    fn quota(&self, host: &str) -> Option<PullQuota> {
+        self.quotas
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(host)
+            .copied()
+    }
+
+    /// Opens `host`'s breaker until its quota window turns (or the
+    /// registry's `Retry-After`), so the rest of the plan, and the next
+    /// plans, leave its families for later instead of failing each.
+    fn out_of_quota(
+        &self,
+        target: &Target,
+        host: &str,
+        quota: &PullQuota,
+        retry_after: Option<Duration>,
+    ) -> RegistryError {
+        let now = Utc::now();
+        let wait = retry_after.unwrap_or(Duration::from_secs(quota.window_secs));
+        let until = chrono::Duration::from_std(wait)
+            .ok()
+            .and_then(|d| now.checked_add_signed(d))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC);
+        let reason = format!("out of pull quota ({})", quota.describe());
+        let trip = self.breaker.trip_until(host, &reason, now, until);
+        tracing::warn!(%host, %reason, until = %trip.until, "registry pull quota spent; no manifest is pulled from it before the window turns");
+        unreachable(target, &trip)
     }
 
     fn backoff(&self, attempt: u32) -> Duration {

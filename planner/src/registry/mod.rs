@@ -38,6 +38,7 @@ pub use breaker::{BreakerState, TrippedHost};
 pub use client::RegistryClient;
 pub use config::{BasicCredentials, HUB_API_HOST, RegistryConfig};
 pub use error::{RegistryError, Target, Unreachable};
+pub use http::PullQuota;
 pub use model::{
     ApiBase, DOCKER_LIST, DOCKER_MANIFEST, ImageDetails, ImagePlatforms, MANIFEST_ACCEPT,
     ManifestHead, OCI_CONFIG, OCI_INDEX, OCI_MANIFEST, PlatformImage, PlatformRef, RequestCounts,

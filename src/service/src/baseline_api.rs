@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::NaiveDate;
 use klaud_lifecycle::baseline::{
-    BaselineSource, Fetched, SourceError, benchmarks_url, workflow_info_url,
+    BaselineSource, Fetched, SourceError, benchmarks_url, evaluations_url, workflow_info_url,
 };
 
 /// Largest answer read (the real API answers a few hundred kilobytes).
@@ -41,7 +41,7 @@ impl HttpBaselineSource {
             url: url.clone(),
             reason,
         };
-        let resp = self
+        let mut resp = self
             .client
             .get(&url)
             .send()
@@ -51,18 +51,20 @@ impl HttpBaselineSource {
         if !status.is_success() {
             return Err(fail(format!("HTTP {status}")));
         }
-        let bytes = resp
-            .bytes()
+        // Read chunk by chunk so an oversized answer is refused once it
+        // passes the cap, not after all of it is in memory.
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp
+            .chunk()
             .await
-            .map_err(|e| fail(format!("reading the answer: {e}")))?;
-        if bytes.len() > MAX_BODY {
-            return Err(fail(format!(
-                "answer of {} bytes is too large",
-                bytes.len()
-            )));
+            .map_err(|e| fail(format!("reading the answer: {e}")))?
+        {
+            if bytes.len() + chunk.len() > MAX_BODY {
+                return Err(fail(format!("answer is larger than {MAX_BODY} bytes")));
+            }
+            bytes.extend_from_slice(&chunk);
         }
-        let body =
-            String::from_utf8(bytes.to_vec()).map_err(|_| fail("answer is not UTF-8".into()))?;
+        let body = String::from_utf8(bytes).map_err(|_| fail("answer is not UTF-8".into()))?;
         Ok(Fetched { url, body })
     }
 }
@@ -75,6 +77,10 @@ impl BaselineSource for HttpBaselineSource {
 
     async fn workflow_info(&self, date: NaiveDate) -> Result<Fetched, SourceError> {
         self.get(workflow_info_url(&self.base, date)).await
+    }
+
+    async fn evaluations(&self) -> Result<Option<Fetched>, SourceError> {
+        self.get(evaluations_url(&self.base)).await.map(Some)
     }
 }
 

@@ -5,7 +5,7 @@ use crate::engine::intent::Intent;
 use klaud_planner::image::ImageRef;
 
 use super::{Engine, EngineError, Progress, Scope};
-use crate::baseline::{Baseline, baseline_of, readiness_gap};
+use crate::baseline::{Baseline, FamilyKey, attach_evals, baseline_of, readiness_gap};
 use crate::engine::journal::{CandidateRecord, Step};
 use crate::model::{Outcome, Phase};
 use crate::report::{
@@ -28,6 +28,8 @@ impl Engine<'_> {
                 image: old_image.to_owned(),
                 model: String::new(),
                 source_urls: Vec::new(),
+                evals: Vec::new(),
+                evals_unavailable: None,
                 points: Vec::new(),
             },
         }
@@ -65,7 +67,10 @@ impl Engine<'_> {
             .zip(image.as_ref())
             .map(|(f, i)| engine_display(&f.entry.framework, &i.repository()))
             .unwrap_or_else(|| "engine".into());
-        let baseline = self.baseline_now(&rec.family, &rec.old_image).await;
+        let mut baseline = self.baseline_now(&rec.family, &rec.old_image).await;
+        if let Some(f) = family {
+            attach_evals(self.baseline, &FamilyKey::of(f), &mut baseline).await;
+        }
         FrozenBaseline {
             provenance: Provenance {
                 engine,

@@ -295,7 +295,7 @@ impl Engine<'_> {
             image: rec.image.clone(),
             head: Some(rec.attempts[idx].head.clone()),
             sections: compare(&frozen.baseline, &rows, NOT_FINISHED),
-            evals: compare_evals(&evals, &[]),
+            evals: compare_evals(&evals, &frozen.baseline),
             notes,
             part: None,
             failed_jobs,

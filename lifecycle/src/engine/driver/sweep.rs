@@ -554,7 +554,7 @@ impl Engine<'_> {
             image: rec.image.clone(),
             head: Some(head.clone()),
             sections: compare(&frozen.baseline, &rows, "no result in this run"),
-            evals: compare_evals(&evals, &[]),
+            evals: compare_evals(&evals, &frozen.baseline),
             notes,
             part: None,
             failed_jobs: self.failed_jobs(live.id, status).await?,

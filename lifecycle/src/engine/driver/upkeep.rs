@@ -12,10 +12,9 @@
 //! `check-changelog` job starts no GPU job for it.
 
 use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
-use klaud_planner::image::ImageRef;
 use klaud_planner::merge3::merge_lines;
 
-use super::{Engine, EngineError, Scope, TRAILER, description};
+use super::{Engine, EngineError, Scope, TRAILER};
 use crate::BoxFuture;
 use crate::engine::forge::Forge as _;
 use crate::engine::forge::ForgeError;
@@ -155,15 +154,7 @@ impl Engine<'_> {
 
     /// Klaud's changelog entry for `rec`, linking `link` (its PR).
     pub(super) fn changelog_entry(&self, rec: &CandidateRecord, link: &str) -> ChangelogEntry {
-        let tag = ImageRef::parse(&rec.image)
-            .ok()
-            .and_then(|i| i.tag().map(str::to_owned))
-            .unwrap_or_else(|| "a new build".into());
-        ChangelogEntry {
-            config_keys: self.changelog_keys(rec),
-            description: description(&rec.key, &tag),
-            pr_link: link.to_owned(),
-        }
+        super::changelog_entry(self.changelog_keys(rec), &rec.key, &rec.image, link)
     }
 
     /// The PR link Klaud's changelog entry carries.

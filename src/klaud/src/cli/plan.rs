@@ -388,6 +388,14 @@ pub fn stats(report: &PlanReport) -> String {
         out.push_str(&format!("{name:<14} {made:>5}  {minimum:>7}\n"));
     }
     out.push_str(&format!("{:<14} {:>5}\n", "total", r.total()));
+    for (host, q) in &report.quotas {
+        out.push_str(&format!(
+            "pull quota     {host}: {} of {} left per {} h\n",
+            q.remaining,
+            q.limit,
+            q.window_secs.div_ceil(3600)
+        ));
+    }
     out.push_str(&format!("wall time      {} ms\n", report.elapsed_ms));
     if let Some(peak) = peak_memory_kib() {
         out.push_str(&format!("peak memory    {:.1} MiB\n", peak as f64 / 1024.0));

@@ -6,6 +6,7 @@
 //! | Route | Answer |
 //! | --- | --- |
 //! | `GET /api/v1/benchmarks?model=<display name>[&date=<YYYY-MM-DD>][&exact=true]` | a JSON list of rows in the shape of `api-benchmarks.sample.json`; an unknown display name is 400 `{"error":"Unknown model"}` |
+//! | `GET /api/v1/evaluations` | every published eval row (all models and days, newest day first) in the shape of InferenceX-app's `EvalRow`: config, `task`, `conc`, `metrics` (`em_strict`, `em_flexible`, `n_eff`), `date` and the run's `run_url`; no image |
 //! | `GET /api/v1/workflow-info?date=<YYYY-MM-DD>` | `{"runs", "changelogs", "configs"}` of the runs published that day, in the shape of `api-workflow-info.sample.json` |
 //! | `POST /_control/unpublished` | withholds results (below) |
 //! | `POST /_control/published` | publishes another run (below) |
@@ -236,6 +237,7 @@ pub fn baseline_router_with(state: GithubState, repo: &str, published: Published
     Router::new()
         .route("/api/v1/benchmarks", get(benchmarks))
         .route("/api/v1/workflow-info", get(workflow_info))
+        .route("/api/v1/evaluations", get(evaluations))
         .route("/_control/unpublished", post(control))
         .route("/_control/published", post(control_published))
         .with_state(Api {
@@ -526,6 +528,32 @@ async fn benchmarks(
         .flat_map(|f| rows_of(&api, f, &html, asked))
         .collect();
     Ok(Json(Value::Array(rows)).into_response())
+}
+
+/// Every run's eval of every family not withheld: the eval's point must
+/// have been measured by the run (a partial re-sweep without it published
+/// no eval).
+async fn evaluations(State(api): State<Api>) -> Result<Response, ApiError> {
+    let (families, html) = families(&api).await?;
+    let mut rows: Vec<(NaiveDate, Value)> = Vec::new();
+    for f in families
+        .iter()
+        .filter(|f| !api.published.key_withheld(&f.key))
+    {
+        for run in api.published.runs_of(&f.key) {
+            let day = run.date.format("%Y-%m-%d").to_string();
+            let run_url = format!("{html}/actions/runs/{}", run.id);
+            let measured = |p: &Point| {
+                run.conc.as_ref().is_none_or(|c| c.contains(&p.conc))
+                    && !api.published.point_withheld(&f.key, p.conc)
+            };
+            if let Some(row) = results::api_eval_row(f, &day, &run_url, measured) {
+                rows.push((run.date, row));
+            }
+        }
+    }
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+    Ok(Json(Value::Array(rows.into_iter().map(|(_, r)| r).collect())).into_response())
 }
 
 #[derive(Deserialize)]

@@ -390,6 +390,29 @@ pub fn add_manifest(
         .insert("sweep_manifest.json".into(), json_bytes(&manifest));
 }
 
+/// The `/api/v1/evaluations` row of `f`'s eval (InferenceX-app's
+/// `getAllEvalResults`: the config, the task, its metrics and the run; no
+/// image), published on `date` by the run at `run_url`, when the run
+/// measured the eval's point (`measured`).
+pub fn api_eval_row(
+    f: &FamilySpec,
+    date: &str,
+    run_url: &str,
+    measured: impl Fn(&Point) -> bool,
+) -> Option<Value> {
+    let p = eval_point(f).filter(|p| measured(p))?;
+    let score = baseline_score(&f.family);
+    Some(json!({
+        "hardware": hardware_of_runner(&f.runner), "framework": f.framework,
+        "model": f.model_prefix, "precision": f.precision, "spec_method": p.spec_decoding,
+        "decode_tp": p.decode.tp, "decode_ep": p.decode.ep,
+        "decode_dp_attention": p.decode.dp_attn, "task": "gsm8k", "date": date,
+        "conc": p.conc,
+        "metrics": {"em_strict": score, "em_flexible": round((score + 0.01).min(1.0), 4), "n_eff": 1319},
+        "timestamp": format!("{date}T03:00:00Z"), "run_url": run_url,
+    }))
+}
+
 /// One `/api/v1/benchmarks` row for a point of `f`, published on `date`.
 pub fn api_row(f: &FamilySpec, p: &Point, date: &str, run_url: &str) -> Value {
     let m = baseline_metrics(&f.family, p);
