@@ -231,6 +231,12 @@ fn everything_passes_against_the_sandbox_and_nothing_is_written() {
         "{}",
         report(&c)
     );
+    // The demo's sweep starts on the pull requests Klaud makes.
+    assert!(
+        detail(&c, "workflows").contains("run-sweep.yml starts on Klaud's PR labelled"),
+        "{}",
+        report(&c)
+    );
     assert!(
         detail(&c, "registries").contains("docker.io"),
         "{}",

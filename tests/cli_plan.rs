@@ -41,6 +41,7 @@ fn plan_json_reports_families_candidates_and_requests() {
     let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo");
     let output = Command::new(env!("CARGO_BIN_EXE_klaud"))
         .args(["plan", "--checkout", demo, "--json", "--max", "3"])
+        .arg("--allow-unresolved")
         .args(["--mirror", &format!("docker.io={url}")])
         .args(["--mirror", &format!("nvcr.io={url}")])
         .args(["--mirror", &format!("hub.docker.com={url}")])
@@ -111,6 +112,41 @@ fn plan_json_reports_families_candidates_and_requests() {
 }
 
 #[test]
+fn plan_fails_when_a_family_cannot_be_resolved_unless_told_to_allow_it() {
+    let url = serve();
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo");
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_klaud"))
+            .args(["plan", "--checkout", demo])
+            .args(extra)
+            .args(["--mirror", &format!("docker.io={url}")])
+            .args(["--mirror", &format!("nvcr.io={url}")])
+            .args(["--mirror", &format!("hub.docker.com={url}")])
+            .output()
+            .unwrap()
+    };
+    // The simulator has no repository for two of the demo families' images.
+    let gate = run(&[]);
+    let stderr = String::from_utf8_lossy(&gate.stderr);
+    assert_eq!(gate.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("2 of 7 families could not be resolved (2 with a registry error)"),
+        "{stderr}"
+    );
+    assert!(
+        String::from_utf8_lossy(&gate.stdout).contains("demo-fp8-h200-trt"),
+        "the table is still printed"
+    );
+    let tolerated = run(&["--allow-unresolved"]);
+    let stderr = String::from_utf8_lossy(&tolerated.stderr);
+    assert!(tolerated.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("2 of 7 families could not be resolved"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn plan_refuses_a_bad_mirror_flag() {
     let output = Command::new(env!("CARGO_BIN_EXE_klaud"))
         .args([
@@ -146,6 +182,7 @@ fn plan_shows_families_that_share_recipes_as_a_group() {
         let mut command = Command::new(env!("CARGO_BIN_EXE_klaud"));
         command
             .args(["plan", "--checkout", dir.path().to_str().unwrap()])
+            .arg("--allow-unresolved")
             .args(["--mirror", &format!("docker.io={url}")])
             .args(["--mirror", &format!("nvcr.io={url}")])
             .args(["--mirror", &format!("hub.docker.com={url}")]);

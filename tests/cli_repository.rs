@@ -400,3 +400,43 @@ fn bump_takes_the_family_string_its_key_or_its_id() {
         assert!(out.status.success(), "{form}: {}", text(&out.stderr));
     }
 }
+
+#[test]
+fn families_counts_warnings_by_kind_and_lists_each_with_verbose() {
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
+    let full = full.to_str().unwrap();
+    let summary = klaud(&["families", "--checkout", full]);
+    assert!(summary.status.success(), "{}", text(&summary.stderr));
+    let stderr = text(&summary.stderr);
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .collect();
+    // A handful of kinds, not one line per external recipe.
+    assert!(lines.len() <= 6, "{stderr}");
+    let external = lines
+        .iter()
+        .find(|l| l.contains(" x external recipe, not edited (e.g. "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let count: usize = external["warning: ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(count > 100, "{external}");
+    assert!(
+        stderr.contains("(above by kind; -v lists each)"),
+        "{stderr}"
+    );
+
+    let verbose = klaud(&["families", "--checkout", full, "-v"]);
+    let stderr = text(&verbose.stderr);
+    let listed = stderr
+        .lines()
+        .filter(|l| l.contains("(external recipe); it is not edited"))
+        .count();
+    assert_eq!(listed, count, "-v lists each external recipe once");
+}

@@ -1,7 +1,9 @@
 //! The example Actions workflow (`configs/klaud-wave.workflow.yml`) parses
 //! as GitHub reads it (`klaud-workflows`, over github-actions-models) and
-//! completes a lifecycle: a cached binary instead of a build per run, a
-//! `--wait`, the local checkout, and diagnostics uploaded whatever happens.
+//! runs light passes: a cached binary instead of a build per run, the store
+//! kept between runs, `--wait 0s`, a pass when a smoke or sweep ends or a
+//! maintainer comments, and diagnostics uploaded whatever happens. Every
+//! workflow file Klaud ships is hardened (zizmor checks the same in CI).
 
 use std::path::Path;
 
@@ -42,15 +44,14 @@ fn the_example_workflow_parses_and_uploads_diagnostics_always() {
 }
 
 #[test]
-fn the_example_workflow_builds_klaud_only_on_a_cache_miss_and_waits() {
+fn the_example_workflow_builds_klaud_only_on_a_cache_miss_and_runs_light_passes() {
     let text = workflow_text();
     let steps = steps(&text);
     let cache = steps
         .iter()
-        .find(|s| field(s, "uses").starts_with("actions/cache@"))
+        .find(|s| field(s, "uses").starts_with("actions/cache@") && !field(s, "id").is_empty())
         .expect("the binary is cached");
     let cache_id = field(cache, "id");
-    assert!(!cache_id.is_empty());
     let key = cache["with"]["key"].as_str().expect("a cache key");
     assert!(key.contains("KLAUD_REV"), "keyed on the version: {key}");
     for step in steps
@@ -63,17 +64,103 @@ fn the_example_workflow_builds_klaud_only_on_a_cache_miss_and_waits() {
             "cargo install runs only on a cache miss: {condition:?}"
         );
     }
+    // The store is kept between passes: a new entry per run, the newest restored.
+    let store = steps
+        .iter()
+        .find(|s| {
+            field(s, "uses").starts_with("actions/cache@") && field(s, "name").contains("store")
+        })
+        .expect("the store is cached");
+    assert!(
+        store["with"]["key"]
+            .as_str()
+            .unwrap()
+            .contains("github.run_id")
+    );
+    assert_eq!(store["with"]["restore-keys"].as_str(), Some("klaud-store-"));
     let wave = steps
         .iter()
         .map(|s| field(s, "run"))
-        .find(|r| r.contains("klaud wave"))
+        .find(|r| r.contains("/bin/klaud\" wave"))
         .expect("a wave step");
-    for flag in ["--wait ", "--checkout ", "--store ", "--config "] {
+    for flag in [
+        "--wait 0s",
+        "--checkout ",
+        "--store \"$KLAUD_STORE\"",
+        "--config ",
+    ] {
         assert!(wave.contains(flag), "the wave passes {flag}: {wave}");
     }
-    assert!(
-        !wave.contains("--wait 0"),
-        "a wave that does not wait advances one step per run"
+}
+
+#[test]
+fn the_example_workflow_passes_when_a_smoke_or_sweep_ends_on_commands_and_on_a_short_schedule() {
+    let doc: yaml_serde::Value = yaml_serde::from_str(&workflow_text()).expect("YAML");
+    let on = &doc["on"];
+    assert_eq!(
+        on["workflow_run"]["workflows"],
+        yaml_serde::from_str::<yaml_serde::Value>("[\"End-to-End Tests\", \"Run Sweep\"]").unwrap()
     );
-    assert!(text.contains("Expected runs per candidate"));
+    assert_eq!(on["workflow_run"]["types"][0].as_str(), Some("completed"));
+    assert_eq!(on["issue_comment"]["types"][0].as_str(), Some("created"));
+    let cron = on["schedule"][0]["cron"].as_str().expect("a schedule");
+    // Twice an hour at most 30 minutes apart: klaud init's 3h lease covers six.
+    assert_eq!(cron, "7,37 * * * *");
+    let condition = doc["jobs"]["wave"]["if"]
+        .as_str()
+        .expect("a comment filter");
+    assert!(condition.contains("'/klaud'") && condition.contains("author_association"));
+}
+
+#[test]
+fn the_workflows_klaud_ships_are_hardened() {
+    let root = Path::new(crate::support::REPO_ROOT);
+    let pinned = regex::Regex::new(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$").unwrap();
+    for file in [
+        "configs/klaud-wave.workflow.yml",
+        "configs/demo/.github/workflows/e2e-tests.yml",
+        "configs/demo/.github/workflows/run-sweep.yml",
+    ] {
+        let text = std::fs::read_to_string(root.join(file)).unwrap();
+        let doc: yaml_serde::Value = yaml_serde::from_str(&text).expect("YAML");
+        let jobs = doc["jobs"].as_mapping().expect("jobs");
+        for (job, body) in jobs {
+            for step in body["steps"].as_sequence().into_iter().flatten() {
+                let uses = field(step, "uses");
+                if !uses.is_empty() {
+                    assert!(
+                        pinned.is_match(uses),
+                        "{file}: {uses} is not pinned to a commit"
+                    );
+                    let line = text.lines().find(|l| l.contains(uses)).unwrap();
+                    assert!(
+                        line.contains(" # "),
+                        "{file}: {uses} has no version comment"
+                    );
+                }
+                assert!(
+                    !field(step, "run").contains("${{"),
+                    "{file} {job:?}: a template expanded inside run: {}",
+                    field(step, "run")
+                );
+                if uses.starts_with("actions/checkout@") {
+                    assert_eq!(
+                        step["with"]["persist-credentials"].as_bool(),
+                        Some(false),
+                        "{file} {job:?}"
+                    );
+                }
+            }
+        }
+    }
+    let doc: yaml_serde::Value = yaml_serde::from_str(&workflow_text()).expect("YAML");
+    assert!(
+        doc["permissions"]
+            .as_mapping()
+            .is_some_and(|m| m.is_empty())
+    );
+    assert_eq!(
+        doc["jobs"]["wave"]["permissions"],
+        yaml_serde::from_str::<yaml_serde::Value>("contents: read").unwrap()
+    );
 }

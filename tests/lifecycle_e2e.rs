@@ -720,7 +720,7 @@ async fn crash_and_restart_with_the_sled_store_converges() {
     }
 }
 
-/// Recovery (spec §6): an instance dies mid-smoke; once its lease expires,
+/// Recovery (see `klaud_lifecycle::model`): an instance dies mid-smoke; once its lease expires,
 /// another instance's wave takes the claim over (fence + 1), cancels the
 /// orphan's run, cleans up and posts the receipt as unexpected-error.
 #[tokio::test]

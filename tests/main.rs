@@ -3,6 +3,7 @@
 
 mod support;
 
+mod actions_mode;
 mod audit_e2e;
 mod capacity;
 mod changelog_gate;
@@ -12,12 +13,14 @@ mod cli_candidate;
 mod cli_claims;
 mod cli_demo;
 mod cli_doctor;
+mod cli_init;
 mod cli_messages;
 mod cli_plan;
 mod cli_recover_status;
 mod cli_repository;
 mod cli_sandbox;
 mod cli_workflow;
+mod config_reference;
 mod dashboard;
 mod experiments;
 mod first_contact;

@@ -1,6 +1,6 @@
 //! Validated identifiers and the ref names built from them.
 //!
-//! The planner computes family and candidate ids (spec §2); this crate only
+//! The planner computes family and candidate ids (see `klaud_planner::identity`); this crate only
 //! checks their shape, so a malformed id can never produce a ref name outside
 //! `refs/heads/klaud/`.
 

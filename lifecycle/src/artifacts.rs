@@ -1,4 +1,4 @@
-//! Workflow artifacts (spec §3.5) parsed into typed rows.
+//! Workflow artifacts (see configs/README.md#what-klaud-reads-from-the-benchmark-repositorys-workflows) parsed into typed rows.
 //!
 //! GitHub serves every artifact as a zip file. The bytes come from a workflow
 //! anyone with push access can change, so unpacking is bounded: the archive
@@ -233,7 +233,7 @@ pub fn unzip(
     })
 }
 
-/// The four numbers Klaud compares (spec §7); latencies in seconds.
+/// The four numbers Klaud compares (see `klaud_lifecycle::report`); latencies in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PointMetrics {
     /// Total (input + output) tokens/s per GPU.

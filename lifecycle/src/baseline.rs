@@ -1,4 +1,4 @@
-//! The frozen baseline (spec §3.6): the published results of a family's
+//! The frozen baseline (see configs/README.md#baseline-readiness-lifecycle-require_baseline): the published results of a family's
 //! current image, taken once from the InferenceX public API and frozen into
 //! the PR body.
 //!

@@ -1,4 +1,4 @@
-//! Domain vocabulary of a candidate's life (spec §6): outcomes, phases,
+//! Domain vocabulary of a candidate's life: outcomes, phases,
 //! attempts and the checked record of a finished candidate.
 //!
 //! Everything here is serializable in the kebab-case spelling the hidden
@@ -73,7 +73,7 @@ macro_rules! vocabulary {
 }
 
 vocabulary!(
-    /// How a candidate ended (spec §6).
+    /// How a candidate ended.
     Outcome, "outcome", {
         /// The final sweep passed on the exact head; the PR is ready for review.
         Validated => "validated",
@@ -103,7 +103,7 @@ vocabulary!(
 );
 
 vocabulary!(
-    /// Where in its life a candidate was when it ended (spec §6).
+    /// Where in its life a candidate was when it ended.
     Phase, "phase", {
         /// Resolving and preparing the candidate.
         Resolve => "resolve",
@@ -121,7 +121,7 @@ vocabulary!(
 );
 
 vocabulary!(
-    /// State of one attempt (spec §6).
+    /// State of one attempt.
     AttemptStatus, "attempt status", {
         /// Dispatched, not started.
         Queued => "queued",
@@ -156,7 +156,7 @@ pub const DEFAULT_REPAIR_BUDGET: u32 = 5;
 /// Infrastructure retries allowed per attempt; they never count as repairs.
 pub const MAX_INFRA_RETRIES: u32 = 2;
 
-/// Which attempt a run belongs to (spec §6).
+/// Which attempt a run belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum AttemptKind {
@@ -248,7 +248,7 @@ impl RunRef {
 /// Why a finished result was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResultError {
-    /// `validated` without everything it requires (spec §6).
+    /// `validated` without everything it requires.
     #[error("outcome validated needs {0}")]
     ValidatedIncomplete(&'static str),
 }

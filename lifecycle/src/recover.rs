@@ -1,4 +1,4 @@
-//! Recovery (spec §6), run by every wave and by `klaud recover`: a claim
+//! Recovery (see `klaud_lifecycle::model`), run by every wave and by `klaud recover`: a claim
 //! whose lease expired — or a lease-less (old helper) claim whose owner run
 //! completed — is an orphan. For each of its candidates the recoverer first
 //! takes the recovery lease `refs/heads/klaud/recovery-<owner run>-<candidate>`

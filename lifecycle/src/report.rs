@@ -1,4 +1,4 @@
-//! Everything Klaud writes for people to read (spec §7): the PR title and
+//! Everything Klaud writes for people to read: the PR title and
 //! body, attempt reports, receipts and the cleanup marker — each with a
 //! hidden typed record so a later run (or another instance) can find it,
 //! read it back and tell whether publishing again would change anything.

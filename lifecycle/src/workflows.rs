@@ -52,7 +52,7 @@ pub struct WantedInput {
     pub essential: bool,
 }
 
-/// The inputs Klaud's smoke wants (spec §3.5), in the order it sends them:
+/// The inputs Klaud's smoke wants (see configs/README.md#what-klaud-reads-from-the-benchmark-repositorys-workflows), in the order it sends them:
 /// `ref`, `generate-cli-command` and `test-name` are essential (the run must
 /// test the candidate head and be findable by its title); `fail-fast` and
 /// `klaud-run` are sent only where the workflow declares them.
@@ -217,6 +217,60 @@ pub fn sweep_runs_on_drafts(
     }
 }
 
+/// Why the sweep workflow would not start when Klaud labels its pull
+/// request (`None`: it starts). The pull request is the one Klaud makes:
+/// against `base_branch`, changing `changed` (the master file and the
+/// changelog), carrying `label`, a draft when the sweep runs on drafts
+/// under `policy` (Klaud marks it ready first otherwise). A sweep that
+/// never starts would leave every candidate waiting for it, so a setup
+/// check asks this before the first candidate does.
+pub fn sweep_start_refusal(
+    workflow: &Workflow,
+    base_branch: &str,
+    label: &str,
+    policy: DraftPolicy,
+    changed: &[String],
+) -> Result<Option<String>, WorkflowError> {
+    let draft = sweep_runs_on_drafts(Some(workflow), label, policy)?;
+    let event = json!({
+        "action": "labeled",
+        "label": {"name": label},
+        "number": 1,
+        "pull_request": {
+            "number": 1,
+            "title": "klaud: probe",
+            "draft": draft,
+            "state": "open",
+            "labels": [{"name": label}],
+            "user": {"login": "klaud"},
+            "head": {"ref": "klaud/probe", "sha": "0000000000000000000000000000000000000000", "repo": {"full_name": "probe/repo"}},
+            "base": {"ref": base_branch, "sha": "0000000000000000000000000000000000000000", "repo": {"full_name": "probe/repo"}},
+        },
+        "repository": {"full_name": "probe/repo", "owner": {"login": "probe"}},
+        "sender": {"login": "klaud"},
+    });
+    let ctx = EventContext::new("pull_request", event)
+        .map_err(|e| WorkflowError {
+            file: workflow.file().to_owned(),
+            field: Some("on.pull_request".into()),
+            line: None,
+            column: None,
+            message: e.to_string(),
+        })?
+        .with_github("run_id", Value::from(1))
+        .with_changed_files(changed.iter().cloned());
+    if let Some(refusal) = workflow.pull_request_refusal(&ctx) {
+        return Ok(Some(refusal.to_string()));
+    }
+    if workflow.plan_jobs(&ctx)?.outlook() == klaud_workflows::RunOutlook::Skipped {
+        return Ok(Some(format!(
+            "every job's condition skips a {} pull request labelled `{label}`",
+            if draft { "draft" } else { "ready" }
+        )));
+    }
+    Ok(None)
+}
+
 /// The title GitHub gives the sweep run Klaud causes by labelling `pull`
 /// with `label` in `repo` (`None`: no sweep file at the base commit).
 pub fn sweep_title(
@@ -275,6 +329,79 @@ pub fn is_sweep_of(run: &Run, number: u64, head: &str, repo: &str, title: Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const PATH_FILTERED_SWEEP: &str = r#"
+name: Sweep
+on:
+  pull_request:
+    branches: [main]
+    types: [synchronize, labeled, unlabeled]
+    paths: ["inferencex-e2e/perf-changelog.yaml"]
+jobs:
+  sweep:
+    if: contains(github.event.pull_request.labels.*.name, 'full-sweep-fail-fast')
+    runs-on: x
+    steps: [{run: "true"}]
+"#;
+
+    fn files(list: &[&str]) -> Vec<String> {
+        list.iter().map(|f| (*f).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_sweep_filtered_on_the_other_layouts_changelog_does_not_start_on_klauds_pull_request() {
+        let w = Workflow::parse("run-sweep.yml", PATH_FILTERED_SWEEP).unwrap();
+        let root_layout = files(&["perf-changelog.yaml", "configs/nvidia-master.yaml"]);
+        let why = sweep_start_refusal(
+            &w,
+            "main",
+            "full-sweep-fail-fast",
+            DraftPolicy::Auto,
+            &root_layout,
+        )
+        .unwrap()
+        .expect("refused");
+        assert!(
+            why.contains("paths (inferencex-e2e/perf-changelog.yaml)"),
+            "{why}"
+        );
+        assert!(
+            why.contains("perf-changelog.yaml, configs/nvidia-master.yaml"),
+            "{why}"
+        );
+        let e2e_layout = files(&["inferencex-e2e/perf-changelog.yaml"]);
+        assert_eq!(
+            sweep_start_refusal(
+                &w,
+                "main",
+                "full-sweep-fail-fast",
+                DraftPolicy::Auto,
+                &e2e_layout
+            )
+            .unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_sweep_on_another_base_branch_or_label_does_not_start() {
+        let w = Workflow::parse("run-sweep.yml", PATH_FILTERED_SWEEP).unwrap();
+        let changed = files(&["inferencex-e2e/perf-changelog.yaml"]);
+        let base = sweep_start_refusal(
+            &w,
+            "dev",
+            "full-sweep-fail-fast",
+            DraftPolicy::Auto,
+            &changed,
+        )
+        .unwrap()
+        .expect("refused");
+        assert!(base.contains("base branch `dev`"), "{base}");
+        let label = sweep_start_refusal(&w, "main", "sweep-please", DraftPolicy::Auto, &changed)
+            .unwrap()
+            .expect("refused");
+        assert!(label.contains("every job's condition skips"), "{label}");
+    }
 
     const SMOKE: &str = r#"
 name: Smoke

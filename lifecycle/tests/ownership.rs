@@ -1,4 +1,4 @@
-//! The ownership check (spec §5): a proof only when the claim, PR, branch
+//! The ownership check (see `klaud_lifecycle::engine::ownership`): a proof only when the claim, PR, branch
 //! and run are all still Klaud's; otherwise a mismatch naming what differed,
 //! what was expected and what was found.
 

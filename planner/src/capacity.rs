@@ -1,4 +1,4 @@
-//! The cluster-capacity gate (spec §3.7): the shape of the incumbent's
+//! The cluster-capacity gate (see configs/README.md#shared-clusters-capacity): the shape of the incumbent's
 //! private cluster-status API, which clusters a family's runners use
 //! (`configs/runners.yaml`), and whether one of them has room.
 //!
@@ -147,7 +147,7 @@ fn count(obj: &Value, path: &str, name: &str) -> Result<u64, CapacityError> {
         .ok_or_else(|| invalid(&format!("{path}{name}"), "expected a non-negative integer"))
 }
 
-/// Validates an answer read at `now` (spec §3.7).
+/// Validates an answer read at `now` (see configs/README.md#shared-clusters-capacity).
 pub fn parse_report(body: &[u8], now: DateTime<Utc>) -> Result<CapacityReport, CapacityError> {
     let root: Value = serde_json::from_slice(body)
         .map_err(|e| CapacityError::Invalid(format!("not JSON: {e}")))?;
@@ -330,7 +330,7 @@ pub fn decide(report: &CapacityReport, wanted: &[String]) -> Verdict {
 }
 
 /// `h100-dgxc-slurm_07` → `h100-dgxc-slurm`: a runner node's cluster is its
-/// name without the `_NN` suffix (our reading of the naming, spec §3.7;
+/// name without the `_NN` suffix (our reading of the naming, see configs/README.md#shared-clusters-capacity;
 /// configurable through [`CapacityGate::overrides`]).
 pub fn cluster_of_node(node: &str) -> &str {
     match node.rsplit_once('_') {

@@ -1,5 +1,5 @@
 //! `perf-changelog.yaml`: the append-only list of performance changes, and
-//! the byte rules the benchmark repository's gate enforces (spec §3.4).
+//! the byte rules the benchmark repository's gate enforces.
 //!
 //! Historical bytes are never touched — including the file's irregular
 //! separators and key orders — so the append works on bytes, not on a parsed

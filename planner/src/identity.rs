@@ -1,4 +1,4 @@
-//! Identities shared with the existing InferenceX helper (spec §2).
+//! Identities shared with the existing InferenceX helper.
 //!
 //! `identity(v) = hex(sha256(json(v)))`, where `json` is compact JSON with
 //! sorted keys. A string is hashed with its JSON quotes, so the identity of a

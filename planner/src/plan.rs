@@ -1,4 +1,4 @@
-//! Staleness and candidate selection (spec §3.2–3.3): for every family, is
+//! Staleness and candidate selection (see `klaud_planner::tracks`): for every family, is
 //! there a newer image on its track, is it safe, and exactly which digest?
 //!
 //! Request discipline: each upstream repository's tags are listed once per
@@ -114,7 +114,7 @@ pub enum BlockKind {
     /// Klaud's own PR for it is still open (one open PR per family).
     Occupied,
     /// A baseline is required and the family's current image has no
-    /// complete published one (spec §3.6): the outcome
+    /// complete published one (see configs/README.md#baseline-readiness-lifecycle-require_baseline): the outcome
     /// `readiness-blocked`, decided before the claim. Set by the wave,
     /// never by the plan itself.
     ReadinessBlocked,

@@ -1,5 +1,5 @@
 //! The benchmark repository as Klaud reads it: master configs, families,
-//! platforms and the multi-node recipe files they point at (spec §2, §3.1).
+//! platforms and the multi-node recipe files they point at (see `klaud_planner::identity`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,7 +17,7 @@ use crate::yaml::{self, Node};
 pub const E2E_PREFIX: &str = "inferencex-e2e";
 /// Where `CONFIG_FILE=recipes/<path>` settings point, project-relative.
 pub const RECIPES_DIR: &str = "benchmarks/multi_node/srt-slurm-recipes";
-/// The master entry fields Klaud knows (spec §3.1); others are kept and reported.
+/// The master entry fields Klaud knows; others are kept and reported.
 const KNOWN_FIELDS: &[&str] = &[
     "image",
     "model",
@@ -179,7 +179,7 @@ impl fmt::Display for Platform {
     }
 }
 
-/// One `*-master.yaml` entry, typed (spec §3.1).
+/// One `*-master.yaml` entry, typed.
 #[derive(Debug, Clone, Serialize)]
 pub struct MasterEntry {
     /// The image, as written.
@@ -329,10 +329,46 @@ impl Family {
 /// A non-fatal finding while reading the repository.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Warning {
+    /// Which kind of finding, so a command can count them by kind.
+    pub kind: WarningKind,
     /// Where (`path:line`).
     pub location: String,
     /// What.
     pub message: String,
+}
+
+/// The kinds of [`Warning`]: a real repository repeats a few kinds many
+/// times (InferenceX: about 200 external recipes), so commands summarise
+/// them by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WarningKind {
+    /// A master entry field Klaud does not know, kept as is.
+    UnknownField,
+    /// A runner label missing from `configs/runners.yaml`.
+    UnlistedRunner,
+    /// A recipe setting names a repository file that does not exist.
+    MissingRecipe,
+    /// A recipe outside the repository, which a bump does not edit.
+    ExternalRecipe,
+    /// `configs/runners.yaml` could not be read.
+    UnreadableRunners,
+    /// A runner's declared platform is not one Klaud knows.
+    UnknownPlatform,
+}
+
+impl WarningKind {
+    /// The kind as one short phrase, for summaries.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::UnknownField => "unknown master entry field kept as is",
+            Self::UnlistedRunner => "runner not listed in configs/runners.yaml",
+            Self::MissingRecipe => "recipe file named but missing",
+            Self::ExternalRecipe => "external recipe, not edited",
+            Self::UnreadableRunners => "configs/runners.yaml unreadable",
+            Self::UnknownPlatform => "runner platform not linux/amd64 or linux/arm64",
+        }
+    }
 }
 
 impl fmt::Display for Warning {
@@ -844,6 +880,7 @@ fn read_family(
         if !KNOWN_FIELDS.contains(&name) {
             unknown.insert(name.to_owned(), value.to_json());
             warnings.push(Warning {
+                kind: WarningKind::UnknownField,
                 location: format!("{path}:{}", value.line),
                 message: format!("{family}: unknown field {name:?} kept as is"),
             });
@@ -871,6 +908,7 @@ fn read_family(
     let platform = runner_platforms.platform(&runner);
     if runner_platforms.known && !runner_platforms.labels.contains(&runner) {
         warnings.push(Warning {
+            kind: WarningKind::UnlistedRunner,
             location: format!("{path}:{line}"),
             message: format!("{family}: runner {runner:?} is not listed in configs/runners.yaml"),
         });
@@ -896,6 +934,7 @@ fn read_family(
         )?;
         if recipe.missing {
             warnings.push(Warning {
+ kind: WarningKind::MissingRecipe,
                 location: format!("{path}:{}", setting_node.line),
                 message: format!(
                     "{family}: {variable}={setting} names {} in the repository, which does not exist; bumping this family fails until it does",
@@ -904,6 +943,7 @@ fn read_family(
             });
         } else if !recipe.in_repository {
             warnings.push(Warning {
+ kind: WarningKind::ExternalRecipe,
                 location: format!("{path}:{}", setting_node.line),
                 message: format!("{family}: recipe {setting} is not in the repository (external recipe); it is not edited"),
             });
@@ -1186,6 +1226,7 @@ fn read_runner_platforms(
         Ok(None) => return RunnerPlatforms::default(),
         Err(error) => {
             warnings.push(Warning {
+                kind: WarningKind::UnreadableRunners,
                 location: format!("{path}:{}", error_line(&error)),
                 message: format!("{error}; runner platforms are told from runner names instead"),
             });
@@ -1214,6 +1255,7 @@ fn read_runner_platforms(
                         result.explicit.insert(runner.to_owned(), platform);
                     }
                     None => warnings.push(Warning {
+ kind: WarningKind::UnknownPlatform,
                         location: format!("{path}:{}", value.line),
                         message: format!("runner {runner:?}: platform {:?} is not linux/amd64 or linux/arm64; ignored", value.as_scalar().unwrap_or("")),
                     }),

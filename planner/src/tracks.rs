@@ -1,4 +1,4 @@
-//! Tag tracks (spec §3.2): which newer tag counts as "the next one".
+//! Tag tracks: which newer tag counts as "the next one".
 //!
 //! A family follows the track of its current tag and never jumps tracks
 //! implicitly. A built-in track is inferred from the tag's shape: the parts

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use klaud_planner::bump::BumpError;
 use klaud_planner::image::ImageRef;
-use klaud_planner::repo::{RepoError, Repository};
+use klaud_planner::repo::{RepoError, Repository, WarningKind};
 
 const ENTRY: &str = "demo-a:
   image: lmsysorg/sglang:v0.5.16-cu130
@@ -307,6 +307,9 @@ fn external_recipes_and_unknown_fields_are_warnings() {
         warnings.iter().any(|w| w.contains("external recipe")),
         "{warnings:?}"
     );
+    let kinds: Vec<WarningKind> = repository.warnings().iter().map(|w| w.kind).collect();
+    assert!(kinds.contains(&WarningKind::UnknownField), "{kinds:?}");
+    assert!(kinds.contains(&WarningKind::ExternalRecipe), "{kinds:?}");
 }
 
 fn bump_err(files: &[(&str, &[u8])], family: &str, from: &str, to: &str) -> BumpError {

@@ -1,4 +1,4 @@
-//! Maintainer commands on Klaud's candidate PRs (spec §8): find the
+//! Maintainer commands on Klaud's candidate PRs (see `klaud_lifecycle::commands`): find the
 //! comments not answered yet, check the author's permission (fail closed),
 //! carry out `/klaud retry|release|stop|status` and answer every command
 //! comment with exactly one reply. The old helper's hidden

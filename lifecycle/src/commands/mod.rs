@@ -1,4 +1,4 @@
-//! Maintainer commands in PR comments (spec §8): `/klaud retry`,
+//! Maintainer commands in PR comments: `/klaud retry`,
 //! `/klaud release`, `/klaud stop`, `/klaud status`, and who may give them.
 //!
 //! A command is a line that starts (after at most three spaces) with

@@ -40,7 +40,7 @@ mod upkeep;
 
 pub use upkeep::Upkept;
 
-/// Every sweep label Klaud manages (spec §3.5).
+/// Every sweep label Klaud manages (see configs/README.md#what-klaud-reads-from-the-benchmark-repositorys-workflows).
 pub const SWEEP_LABELS: [&str; 8] = [
     "sweep-enabled",
     "full-sweep-enabled",
@@ -104,7 +104,7 @@ pub struct EngineConfig {
     pub repo: klaud_planner::repo::RepoOptions,
     /// How a bump treats recipes that disagree with the master.
     pub bump: klaud_planner::bump::BumpOptions,
-    /// The capacity gate (spec §3.7), checked before claiming and before
+    /// The capacity gate (see configs/README.md#shared-clusters-capacity), checked before claiming and before
     /// every dispatch (smoke, re-run, sweep label); `None`: no gate.
     pub capacity: Option<Arc<klaud_planner::capacity::CapacityGate>>,
     /// What to do with a Klaud PR already open when somebody else's PR
@@ -138,7 +138,8 @@ pub enum HumanOverlap {
 }
 
 impl EngineConfig {
-    /// The defaults of spec §3.5 and §6 for `owner_run`.
+    /// The defaults (see configs/README.md#what-klaud-reads-from-the-benchmark-repositorys-workflows
+    /// and `klaud_lifecycle::model`) for `owner_run`.
     pub fn new(owner_run: u64) -> Self {
         Self {
             owner_run,
@@ -763,7 +764,7 @@ impl<'a> Engine<'a> {
         Ok(())
     }
 
-    /// Recovery (spec §6): after taking over the expired claim of another
+    /// Recovery (see `klaud_lifecycle::model`): after taking over the expired claim of another
     /// owner, finish its orphaned candidate as `unexpected-error` with the
     /// usual cleanup — unless a receipt already exists, then only release.
     /// The record keeps the orphan's owner run, so the cleanup marker and

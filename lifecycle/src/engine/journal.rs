@@ -327,7 +327,7 @@ impl CandidateRecord {
     }
 
     /// Finished as `capacity-deferred`: the family is tried again in a
-    /// later wave, from the start (spec §3.7).
+    /// later wave, from the start (see configs/README.md#shared-clusters-capacity).
     pub fn deferred(&self) -> bool {
         self.step == Step::Done
             && self

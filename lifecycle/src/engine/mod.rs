@@ -1,4 +1,4 @@
-//! The candidate state machine (spec §1, §5–§7): claim → prepare → open →
+//! The candidate state machine (see configs/README.md#how-it-works, `klaud_lifecycle::engine::ownership`, `klaud_lifecycle::model`, `klaud_lifecycle::report`): claim → prepare → open →
 //! baseline → smoke attempts → repairs → final → finish, over a [`Forge`]
 //! and a [`Journal`].
 //!

@@ -1,4 +1,4 @@
-//! Ownership proofs (spec §5). Before any mutation Klaud re-reads the claim
+//! Ownership proofs. Before any mutation Klaud re-reads the claim
 //! (owner, run, fence, candidates), the pull request (author = bot, head
 //! repository = the repository, no `klaud-handoff` label), the branch head
 //! (= the head Klaud last wrote) and, for runs, actor and title. Only

@@ -1,4 +1,4 @@
-//! Attempt report comments (spec §7): a hidden typed record followed by the
+//! Attempt report comments (see `klaud_lifecycle::report`): a hidden typed record followed by the
 //! rendered text, English then Chinese.
 //!
 //! Splitting: GitHub refuses comments over 65,536 characters, and Klaud keeps

@@ -1,4 +1,4 @@
-//! Klaud's hidden markers (spec §7) and their parsers.
+//! Klaud's hidden markers (see `klaud_lifecycle::report`) and their parsers.
 //!
 //! A record comment starts with an HTML comment that GitHub does not show:
 //!

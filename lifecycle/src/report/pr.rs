@@ -1,4 +1,4 @@
-//! The pull request's title and body (spec §7).
+//! The pull request's title and body (see `klaud_lifecycle::report`).
 //!
 //! The body is opened with only the placeholder `<!-- klaud-baseline -->`.
 //! Once the baseline is frozen, the placeholder is replaced by the block

@@ -1,4 +1,4 @@
-//! Completion receipts (spec §7) and the cleanup marker comment.
+//! Completion receipts (see `klaud_lifecycle::report`) and the cleanup marker comment.
 //!
 //! Layout follows the helper's `<details>` receipt (PR #3023):
 //!

@@ -1,4 +1,4 @@
-//! One wave (spec §1): read the base branch, plan, claim, and drive every
+//! One wave (see configs/README.md#how-it-works): read the base branch, plan, claim, and drive every
 //! candidate of this instance as far as it can go. Running a wave again
 //! resumes (from the journal, or from GitHub when the journal is empty) and
 //! never duplicates anything.
@@ -301,7 +301,7 @@ impl<'a> Wave<'a> {
         progress
     }
 
-    /// Phase 1 (spec §6): lists the claims (failing closed when one blocks
+    /// Phase 1 (see `klaud_lifecycle::model`): lists the claims (failing closed when one blocks
     /// planning), the recovery leases and the journal, and takes over the
     /// orphaned claims, so their candidates are finished in this wave.
     pub async fn recover_orphans<'p>(
@@ -441,7 +441,7 @@ impl<'a> Wave<'a> {
                 Some(r) => crate::commands::retry_requested(r.journal, rec).await,
                 None => false,
             };
-            // A capacity deferral is retried in the next wave (spec §3.7).
+            // A capacity deferral is retried in the next wave (see configs/README.md#shared-clusters-capacity).
             if pass.now - rec.updated_at < pass.cooldown
                 && !retried
                 && !rec.deferred()
@@ -513,7 +513,7 @@ impl<'a> Wave<'a> {
         }
     }
 
-    /// Phase 3b (spec §3.6): when a baseline is required, a new pick
+    /// Phase 3b (see configs/README.md#baseline-readiness-lifecycle-require_baseline): when a baseline is required, a new pick
     /// whose family's current image has no complete published baseline is
     /// `readiness-blocked` here, before anything is written: no claim, no
     /// branch, no PR. The family shows as blocked in the wave's plan and

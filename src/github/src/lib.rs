@@ -43,7 +43,8 @@ pub use api::{
 
 pub use runstatus::ForgeRunStatus;
 pub use transport::{
-    MAX_RESPONSE_BYTES, SECONDARY_MAX_WAIT, SECONDARY_MIN_WAIT, SecondaryPause, secondary_wait,
+    ConditionalPage, MAX_RESPONSE_BYTES, SECONDARY_MAX_WAIT, SECONDARY_MIN_WAIT, SecondaryPause,
+    secondary_wait,
 };
 
 use transport::Transport;
@@ -338,6 +339,19 @@ impl Forge {
     /// The configured bot login.
     pub fn bot_login(&self) -> &str {
         &self.bot_login
+    }
+
+    /// The conditional-read answers (ETag, body) this client holds, to be
+    /// kept where the next process finds them: each light Actions pass is
+    /// a new process, and without them its first read of every unchanged
+    /// thing is a charged 200 instead of a free 304.
+    pub fn conditional_pages(&self) -> Vec<ConditionalPage> {
+        self.t.conditional_pages()
+    }
+
+    /// Takes up answers [`Forge::conditional_pages`] gave an earlier process.
+    pub fn restore_conditional_pages(&self, pages: Vec<ConditionalPage>) {
+        self.t.restore_conditional_pages(pages);
     }
 
     /// The latest REST (`core`) rate-limit budget GitHub reported, if any.

@@ -333,6 +333,27 @@ const ETAG_CACHE_MAX: usize = 512;
 /// large); the cache starts over when an insert would pass it.
 const ETAG_CACHE_BYTES: usize = 64 * 1024 * 1024;
 
+/// At most this many bytes of conditional-read answers are handed out to
+/// be kept across processes ([`Transport::conditional_pages`]): a light
+/// Actions pass restores them from its store, and a store that grows with
+/// every page read would make each restore slower than the reads it saves.
+const KEPT_PAGES_BYTES: usize = 8 * 1024 * 1024;
+
+/// A conditional-read answer as kept between processes (the store of a
+/// light Actions pass): the path asked, its validator, the body and the
+/// next page's address.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ConditionalPage {
+    /// The API path read.
+    pub path: String,
+    /// GitHub's `ETag` for it.
+    pub etag: String,
+    /// The answer's body (GitHub's JSON).
+    pub body: String,
+    /// The next page's address, for list endpoints.
+    pub next: Option<String>,
+}
+
 /// A GET answer kept for conditional requests: its validator, body and
 /// the next page's address (a 304 carries neither).
 #[derive(Clone)]
@@ -353,6 +374,62 @@ impl Transport {
             commits: Mutex::new(KnownCommits::default()),
             budgets: Mutex::new(BTreeMap::new()),
             secondary: Mutex::new(SecondaryLimit::default()),
+        }
+    }
+
+    /// The conditional-read answers held now, most bytes last dropped first
+    /// past [`KEPT_PAGES_BYTES`]; bodies that are not UTF-8 are left out.
+    pub fn conditional_pages(&self) -> Vec<ConditionalPage> {
+        let Ok(cache) = self.etags.lock() else {
+            return Vec::new();
+        };
+        let mut pages: Vec<ConditionalPage> = cache
+            .iter()
+            .filter_map(|(path, page)| {
+                Some(ConditionalPage {
+                    path: path.clone(),
+                    etag: page.etag.to_str().ok()?.to_owned(),
+                    body: String::from_utf8(page.body.to_vec()).ok()?,
+                    next: page.next.clone(),
+                })
+            })
+            .collect();
+        pages.sort_by_key(|p| p.body.len());
+        let mut bytes = 0;
+        pages.retain(|p| {
+            bytes += p.body.len();
+            bytes <= KEPT_PAGES_BYTES
+        });
+        pages
+    }
+
+    /// Takes up answers an earlier process kept, within this cache's
+    /// bounds; a page with an unusable validator is skipped. GitHub still
+    /// decides: a changed resource answers 200 and replaces the page.
+    pub fn restore_conditional_pages(&self, pages: Vec<ConditionalPage>) {
+        let Ok(mut cache) = self.etags.lock() else {
+            return;
+        };
+        let mut bytes: usize = cache.values().map(|p| p.body.len()).sum();
+        for page in pages {
+            if cache.len() >= ETAG_CACHE_MAX
+                || page.body.len() > ETAG_CACHE_BYTES / 16
+                || bytes + page.body.len() > ETAG_CACHE_BYTES
+            {
+                break;
+            }
+            let Ok(etag) = HeaderValue::from_str(&page.etag) else {
+                continue;
+            };
+            bytes += page.body.len();
+            cache.insert(
+                page.path,
+                CachedPage {
+                    etag,
+                    body: Bytes::from(page.body),
+                    next: page.next,
+                },
+            );
         }
     }
 

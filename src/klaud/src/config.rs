@@ -46,7 +46,7 @@ pub struct Config {
     pub recipe_roots: Vec<RecipeRootConfig>,
     /// How bumps treat recipes that do not simply carry the old image.
     pub bump: BumpConfig,
-    /// The cluster-capacity gate (spec §3.7); absent: nothing is gated.
+    /// The cluster-capacity gate (see configs/README.md#shared-clusters-capacity); absent: nothing is gated.
     pub capacity: Option<CapacityConfig>,
     /// The flag and environment audit of each bump's upstream range.
     pub audit: AuditConfig,

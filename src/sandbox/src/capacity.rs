@@ -1,5 +1,5 @@
 //! A simulator of the private cluster-status API the incumbent reads
-//! (`GET /api/status/clusters` with a Bearer key; spec §3.7), with a control
+//! (`GET /api/status/clusters` with a Bearer key; see configs/README.md#shared-clusters-capacity), with a control
 //! route to change what it answers.
 //!
 //! Answers are generated at request time from the state, like the real

@@ -37,7 +37,7 @@ pub use klaud_github::lifecycle::GithubLifecycle;
 pub use klaud_store::journal::StoreJournal;
 pub use repair_hook::{CheckoutSource, CommandHook};
 pub use wave::{
-    CandidateSummary, WaveError, WaveOptions, WaveSummary, materialize, restore_breaker, run_wave,
-    run_wave_told,
+    CandidateSummary, WaveError, WaveOptions, WaveSummary, materialize, restore_breaker,
+    restore_conditional_pages, run_wave, run_wave_told, save_conditional_pages,
 };
 pub use wave::{base_checkout, base_checkout_from};

@@ -109,6 +109,42 @@ pub fn restore_breaker(registry: &RegistryClient, store: &Store) {
     }
 }
 
+/// Where the GitHub client's conditional-read answers are kept.
+const CONDITIONAL_PAGES_KEY: &str = "github-conditional-pages";
+
+/// The GitHub client's conditional-read answers, as kept in the store.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeptPages {
+    pages: Vec<klaud_github::ConditionalPage>,
+}
+
+impl Record for KeptPages {
+    const VERSION: u32 = 1;
+}
+
+/// Gives `forge` the conditional-read answers an earlier run kept in
+/// `store` ([`save_conditional_pages`]), so that a new process (a light
+/// Actions pass) asks GitHub `If-None-Match` and an unchanged answer is a
+/// 304 that costs no rate limit. An unreadable entry is only a warning:
+/// the reads then cost what they cost without it.
+pub fn restore_conditional_pages(forge: &Forge, store: &Store) {
+    match store.get::<KeptPages>(trees::CACHE, CONDITIONAL_PAGES_KEY) {
+        Ok(Some(kept)) => forge.restore_conditional_pages(kept.pages),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "kept GitHub answers unreadable; not restored"),
+    }
+}
+
+/// Keeps `forge`'s conditional-read answers in `store` for the next run.
+pub fn save_conditional_pages(forge: &Forge, store: &Store) {
+    let kept = KeptPages {
+        pages: forge.conditional_pages(),
+    };
+    if let Err(e) = store.put(trees::CACHE, CONDITIONAL_PAGES_KEY, &kept) {
+        tracing::warn!(error = %e, "GitHub answers not kept for the next run");
+    }
+}
+
 /// Saves the registry's breaker after each plan (see [`restore_breaker`]).
 struct BreakerMemory<'a>(&'a Store);
 

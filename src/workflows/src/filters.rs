@@ -18,6 +18,8 @@ use regex::Regex;
 #[derive(Debug, Clone)]
 pub(crate) struct Filter {
     rules: Vec<(bool, Regex)>,
+    /// The patterns as written, for messages.
+    patterns: Vec<String>,
 }
 
 impl Filter {
@@ -32,7 +34,15 @@ impl Filter {
             let regex = translate(body).map_err(|e| format!("filter pattern `{pattern}`: {e}"))?;
             rules.push((negated, regex));
         }
-        Ok(Self { rules })
+        Ok(Self {
+            rules,
+            patterns: patterns.to_vec(),
+        })
+    }
+
+    /// The patterns as written in the workflow file.
+    pub(crate) fn patterns(&self) -> &[String] {
+        &self.patterns
     }
 
     /// Whether `value` is included: the last matching pattern decides, and a

@@ -27,5 +27,5 @@ pub use set::WorkflowSet;
 pub use workflow::{
     ArtifactUpload, Assumptions, ConcurrencyGroup, DEFAULT_PULL_REQUEST_TYPES,
     DISPATCH_REFUSAL_STATUS, DispatchInput, DispatchRefusal, InputType, JobDecision, JobPlan,
-    JobResult, PlannedJob, ResolvedInputs, RunOutlook, Workflow, WorkflowError,
+    JobResult, PlannedJob, ResolvedInputs, RunOutlook, TriggerRefusal, Workflow, WorkflowError,
 };

@@ -334,6 +334,62 @@ struct PushTrigger {
     paths: Option<(Filter, bool)>,
 }
 
+/// Why `on: pull_request` does not start a run for an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TriggerRefusal {
+    /// The workflow has no `pull_request` trigger.
+    NoPullRequestTrigger,
+    /// The event's activity type is not among `types`.
+    ActivityType {
+        /// The event's action (`labeled`).
+        action: String,
+        /// The types the trigger accepts (GitHub's default when unlisted).
+        types: Vec<String>,
+    },
+    /// The base branch is not admitted by `branches`/`branches-ignore`.
+    BaseBranch {
+        /// The pull request's base branch.
+        base: String,
+    },
+    /// None of the changed files passes `paths` (or all are in `paths-ignore`).
+    Paths {
+        /// The files the pull request changes.
+        files: Vec<String>,
+        /// The filter's patterns as written.
+        patterns: Vec<String>,
+        /// Whether the filter is `paths-ignore`.
+        ignored: bool,
+    },
+}
+
+impl std::fmt::Display for TriggerRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoPullRequestTrigger => write!(f, "it has no `on: pull_request` trigger"),
+            Self::ActivityType { action, types } => write!(
+                f,
+                "its `on: pull_request` types ({}) do not include `{action}`",
+                types.join(", ")
+            ),
+            Self::BaseBranch { base } => write!(
+                f,
+                "its `on: pull_request` branch filter does not admit the base branch `{base}`"
+            ),
+            Self::Paths {
+                files,
+                patterns,
+                ignored,
+            } => write!(
+                f,
+                "its `on: pull_request` {} ({}) admits none of the files the pull request changes ({})",
+                if *ignored { "paths-ignore" } else { "paths" },
+                patterns.join(", "),
+                files.join(", ")
+            ),
+        }
+    }
+}
+
 /// A parsed workflow file.
 #[derive(Debug)]
 pub struct Workflow {
@@ -745,6 +801,53 @@ impl Workflow {
                 _ => false,
             },
         }
+    }
+
+    /// Which part of `on: pull_request` keeps a pull request event from
+    /// starting a run (`None`: [`Workflow::triggered_by`] holds), in the
+    /// order GitHub applies them, so a setup check can say what to change.
+    pub fn pull_request_refusal(&self, ctx: &EventContext) -> Option<TriggerRefusal> {
+        let Some(trigger) = &self.pull_request else {
+            return Some(TriggerRefusal::NoPullRequestTrigger);
+        };
+        let action = ctx.action().unwrap_or_default();
+        let types: Vec<String> = if trigger.types.is_empty() {
+            DEFAULT_PULL_REQUEST_TYPES
+                .iter()
+                .map(|t| (*t).to_owned())
+                .collect()
+        } else {
+            trigger.types.clone()
+        };
+        if !types.iter().any(|t| t == action) {
+            return Some(TriggerRefusal::ActivityType {
+                action: action.to_owned(),
+                types,
+            });
+        }
+        let base = ctx
+            .event()
+            .pointer("/pull_request/base/ref")
+            .and_then(Json::as_str)
+            .unwrap_or_default();
+        if !admits(&trigger.branches, base) {
+            return Some(TriggerRefusal::BaseBranch {
+                base: base.to_owned(),
+            });
+        }
+        if !paths_admit(&trigger.paths, ctx.changed_files()) {
+            let (patterns, ignored) = trigger
+                .paths
+                .as_ref()
+                .map(|(f, ignored)| (f.patterns().to_vec(), *ignored))
+                .unwrap_or_default();
+            return Some(TriggerRefusal::Paths {
+                files: ctx.changed_files().to_vec(),
+                patterns,
+                ignored,
+            });
+        }
+        None
     }
 
     /// The workflow-level concurrency group for the event, when declared.

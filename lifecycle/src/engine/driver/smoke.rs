@@ -681,7 +681,7 @@ impl Engine<'_> {
         rec.head = Some(tip.sha.clone());
         rec.repairs = n;
         if phase == Phase::FinalSweep {
-            // The new head needs its own final sweep (spec §1.7: on the
+            // The new head needs its own final sweep (configs/README.md#how-it-works: on the
             // exact head). The push itself starts it (`synchronize`); the
             // final step re-checks the changelog entry and the label.
             rec.sweep = None;

@@ -618,6 +618,7 @@ async fn demo(
         let mut feed = feed.clone();
         let story = Arc::clone(&story);
         let scene = Arc::clone(&scene);
+        let pages = pages.clone();
         let timeout = if exit {
             Duration::from_secs(args.timeout_secs)
         } else {
@@ -651,11 +652,12 @@ async fn demo(
             if exit {
                 let _ = stop_tx.send(true);
             } else if finished {
-                // The closing line of a demo left running: the pages stay.
-                story.line(
-                    "done: every candidate has an outcome; the dashboard and the simulated \
-                     GitHub stay up until Ctrl-C",
-                );
+                // The closing line of a demo left running: the pages stay,
+                // and their addresses have long scrolled away.
+                story.close(&format!(
+                    "done: every candidate has an outcome; the dashboard http://{bound}/ and the \
+                     simulated GitHub {pages} stay up until Ctrl-C"
+                ));
             }
         });
     }

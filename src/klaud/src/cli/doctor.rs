@@ -8,7 +8,8 @@
 //! when doctor itself could not run.
 
 use klaud_lifecycle::workflows::{
-    DraftPolicy, Workflow, klaud_smoke_inputs, smoke_dispatch, sweep_runs_on_drafts, workflow_path,
+    DraftPolicy, Workflow, klaud_smoke_inputs, smoke_dispatch, sweep_runs_on_drafts,
+    sweep_start_refusal, workflow_path,
 };
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -63,7 +64,29 @@ pub struct Args {
     /// Print a JSON array of checks instead of a table.
     #[arg(long)]
     json: bool,
+    /// Check only what needs no token and no network: the configuration,
+    /// the local checkout (families, workflow files, whether the sweep will
+    /// start on Klaud's pull requests) and the store.
+    #[arg(long)]
+    offline: bool,
+    /// The benchmark repository checkout `--offline` reads, and where the
+    /// configuration is looked for without `--config`
+    /// (`configs/klaud.toml`, then `klaud.toml`).
+    #[arg(long, value_name = "PATH", default_value = ".")]
+    checkout: PathBuf,
 }
+
+/// Where the configuration is looked for in a checkout without `--config`
+/// or `$KLAUD_CONFIG`: where the README's first step puts it, then the
+/// top of the checkout.
+pub const CONFIG_LOCATIONS: [&str; 2] = ["configs/klaud.toml", "klaud.toml"];
+
+/// The end of the config check's detail when no repository is configured
+/// (for `--offline`, which asks nothing of it, only a warning).
+const NO_REPOSITORY: &str = "no repository: pass --repo OWNER/NAME or set github.repository";
+
+/// The checks `--offline` runs (the others need GitHub or the network).
+pub const OFFLINE_CHECKS: [&str; 4] = ["config", "checkout", "workflows", "store"];
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -130,7 +153,18 @@ impl Check {
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
     let runtime = super::runtime()?;
-    let checks = runtime.block_on(diagnose(&args.connection, &args.mirrors));
+    let mut connection = args.connection.clone();
+    if connection.config.is_none() {
+        connection.config = CONFIG_LOCATIONS
+            .iter()
+            .map(|name| args.checkout.join(name))
+            .find(|path| path.is_file());
+    }
+    let checks = if args.offline {
+        runtime.block_on(diagnose_offline(&connection, &args.mirrors, &args.checkout))
+    } else {
+        runtime.block_on(diagnose(&connection, &args.mirrors))
+    };
     if args.json {
         let mut text = serde_json::to_string_pretty(&checks)
             .context("cannot encode the checks as JSON")
@@ -304,6 +338,7 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
                         &engine.base_branch,
                         &engine.sweep_label,
                         engine.sweep_runs_on_drafts,
+                        repository.as_ref(),
                     ),
                 )
                 .await
@@ -450,9 +485,13 @@ fn check_config(c: &Connection, mirrors: &[String]) -> (Option<Loaded>, Check) {
     }
     c.auth.apply(&mut config.github);
     let mut check = match &config.github.repository {
-        None => Check::fail(
+        None => Check::fail(NAME, format!("{origin}, but {NO_REPOSITORY}")),
+        Some(_) if config.github.bot_login == super::init::BOT_LOGIN_PLACEHOLDER => Check::fail(
             NAME,
-            format!("{origin}, but no repository: pass --repo OWNER/NAME or set github.repository"),
+            format!(
+                "{origin}: github.bot_login is still klaud init's placeholder; set it to the \
+                 bot's login (or run init again with a credential or --bot-login)"
+            ),
         ),
         Some(repo) if !is_owner_name(repo) => Check::fail(
             NAME,
@@ -675,6 +714,7 @@ async fn check_workflows(
     base_branch: &str,
     sweep_label: &str,
     policy: DraftPolicy,
+    repository: Option<&Repository>,
 ) -> Check {
     const NAME: &str = "workflows";
     let mut found = Vec::new();
@@ -693,46 +733,269 @@ async fn check_workflows(
         }
     }
     // What the engine will read at the base commit: the smoke's declared
-    // inputs (a dispatch GitHub would refuse with 422 fails here first) and
-    // whether the sweep runs on drafts.
+    // inputs (a dispatch GitHub would refuse with 422 fails here first),
+    // whether the sweep runs on drafts and whether it starts at all.
     if let Some((smoke, sweep)) = workflows.first().zip(workflows.get(1)) {
         let smoke_file = read_workflow(forge, smoke.0, base_branch).await;
-        match smoke_file {
-            Ok(Some(w)) => {
-                let wanted = klaud_smoke_inputs(
-                    "0000000000000000000000000000000000000000",
-                    "test-config --config-files <file> --config-keys <key> --smoke",
-                    "klaud-0-doctor",
-                );
-                match smoke_dispatch(Some(&w), &wanted, base_branch, "doctor", "") {
-                    Ok(d) => found.push(format!(
-                        "{} takes the inputs {}",
-                        smoke.0,
-                        d.inputs.keys().cloned().collect::<Vec<_>>().join(", ")
-                    )),
-                    Err(e) => problems.push(e.to_string()),
-                }
-            }
-            Ok(None) => {}
-            Err(e) => problems.push(e),
-        }
-        match read_workflow(forge, sweep.0, base_branch).await {
-            Ok(w) => match sweep_runs_on_drafts(w.as_ref(), sweep_label, policy) {
-                Ok(true) => found.push(format!("{} runs on drafts", sweep.0)),
-                Ok(false) => found.push(format!(
-                    "{} skips drafts (Klaud marks the PR ready before labelling)",
-                    sweep.0
-                )),
-                Err(e) => problems.push(e.to_string()),
-            },
-            Err(e) => problems.push(e),
-        }
+        let sweep_file = read_workflow(forge, sweep.0, base_branch).await;
+        let setup = SweepSetup {
+            base_branch,
+            label: sweep_label,
+            policy,
+            changed: repository.map(klauds_pull_files),
+        };
+        workflow_contents(
+            (smoke.0, smoke_file),
+            (sweep.0, sweep_file),
+            &setup,
+            &mut found,
+            &mut problems,
+        );
     }
     if problems.is_empty() {
         Check::ok(NAME, format!("active: {}", found.join(", ")))
     } else {
         Check::fail(NAME, problems.join("; "))
     }
+}
+
+/// How Klaud's pull request looks when it labels it for the final sweep.
+struct SweepSetup<'a> {
+    base_branch: &'a str,
+    label: &'a str,
+    policy: DraftPolicy,
+    /// The files the pull request changes (`None`: the repository could not
+    /// be read, so whether the sweep starts is not checked).
+    changed: Option<Vec<String>>,
+}
+
+/// The files a Klaud pull request changes when it is labelled: the
+/// changelog of the repository's layout and a master file.
+fn klauds_pull_files(repository: &Repository) -> Vec<String> {
+    let master = repository
+        .families()
+        .first()
+        .and_then(|f| f.family.split_once(':'))
+        .map(|(file, _)| file);
+    super::init::klauds_changes(repository.prefix(), master)
+}
+
+/// What the smoke and sweep files say, read from GitHub or a checkout:
+/// the smoke takes Klaud's inputs, the sweep's draft behaviour, and that
+/// the sweep starts on Klaud's labelled pull request at all (its `on:
+/// pull_request` types, branches and paths, and its job conditions).
+fn workflow_contents(
+    smoke: (&str, Result<Option<Workflow>, String>),
+    sweep: (&str, Result<Option<Workflow>, String>),
+    setup: &SweepSetup<'_>,
+    found: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) {
+    match smoke.1 {
+        Ok(Some(w)) => {
+            let wanted = klaud_smoke_inputs(
+                "0000000000000000000000000000000000000000",
+                "test-config --config-files <file> --config-keys <key> --smoke",
+                "klaud-0-doctor",
+            );
+            match smoke_dispatch(Some(&w), &wanted, setup.base_branch, "doctor", "") {
+                Ok(d) => found.push(format!(
+                    "{} takes the inputs {}",
+                    smoke.0,
+                    d.inputs.keys().cloned().collect::<Vec<_>>().join(", ")
+                )),
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+        Ok(None) => {}
+        Err(e) => problems.push(e),
+    }
+    let sweep_file = match sweep.1 {
+        Ok(w) => w,
+        Err(e) => {
+            problems.push(e);
+            return;
+        }
+    };
+    match sweep_runs_on_drafts(sweep_file.as_ref(), setup.label, setup.policy) {
+        Ok(true) => found.push(format!("{} runs on drafts", sweep.0)),
+        Ok(false) => found.push(format!(
+            "{} skips drafts (Klaud marks the PR ready before labelling)",
+            sweep.0
+        )),
+        Err(e) => problems.push(e.to_string()),
+    }
+    let (Some(w), Some(changed)) = (&sweep_file, &setup.changed) else {
+        return;
+    };
+    match sweep_start_refusal(w, setup.base_branch, setup.label, setup.policy, changed) {
+        Ok(None) => found.push(format!(
+            "{} starts on Klaud's PR labelled {}",
+            sweep.0, setup.label
+        )),
+        Ok(Some(why)) => problems.push(format!(
+            "{} will not start on Klaud's pull requests (labelled {}, changing {}): {why}; \
+             every candidate would wait for a sweep that never runs. Fix the workflow's \
+             trigger, or run Klaud on the layout it expects",
+            sweep.0,
+            setup.label,
+            changed.join(", ")
+        )),
+        Err(e) => problems.push(e.to_string()),
+    }
+}
+
+/// A workflow file of the checkout, parsed; `None` when absent.
+fn read_local_workflow(checkout: &Path, file: &str) -> Result<Option<Workflow>, String> {
+    let path = checkout.join(workflow_path(file));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Workflow::parse(file, &text)
+            .map(Some)
+            .map_err(|e| e.to_string()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// `--offline`: the configuration, the checkout, its workflow files and
+/// the store; everything that needs GitHub or the network is listed as not
+/// checked.
+pub async fn diagnose_offline(
+    connection: &Connection,
+    mirrors: &[String],
+    checkout: &Path,
+) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let (loaded, mut config_check) = check_config(connection, mirrors);
+    // Offline nothing is asked of the repository on GitHub, so a missing
+    // `github.repository` is for the online run to fail on.
+    if config_check.status == Status::Fail
+        && config_check.detail.ends_with(NO_REPOSITORY)
+        && loaded.as_ref().is_some_and(|l| l.registry.is_some())
+    {
+        config_check.status = Status::Warn;
+    }
+    checks.push(config_check);
+    let Some(Loaded { config, .. }) = loaded else {
+        let why = "the configuration did not load";
+        checks.extend(
+            OFFLINE_CHECKS[1..]
+                .iter()
+                .map(|&name| Check::skipped(name, why)),
+        );
+        return checks;
+    };
+    let engine = engine_config(&config, 0);
+
+    let repository = match Repository::open_with(checkout, &engine.repo) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            checks.push(Check::fail(
+                "checkout",
+                format!(
+                    "{}: {e}; pass the benchmark repository's checkout with --checkout",
+                    checkout.display()
+                ),
+            ));
+            None
+        }
+    };
+    if let Some(r) = &repository {
+        let layout = if r.prefix().is_empty() {
+            "root layout".to_owned()
+        } else {
+            format!("{} layout", r.prefix())
+        };
+        let found = format!(
+            "{} ({layout}): {} families, {} unreadable",
+            checkout.display(),
+            r.families().len(),
+            r.unreadable().len()
+        );
+        let summary = super::families::warning_counts(r.warnings());
+        checks.push(if r.families().is_empty() {
+            Check::fail(
+                "checkout",
+                format!(
+                    "{found}; the master configs have no entries, so there is nothing to keep fresh"
+                ),
+            )
+        } else if !r.unreadable().is_empty() {
+            Check::warn(
+                "checkout",
+                format!("{found}; `klaud families` names each unreadable entry"),
+            )
+        } else if summary.is_empty() {
+            Check::ok("checkout", found)
+        } else {
+            Check::warn(
+                "checkout",
+                format!("{found}; warnings: {summary} (`klaud families -v` lists them)"),
+            )
+        });
+    }
+
+    let mut found = Vec::new();
+    let mut problems = Vec::new();
+    for file in [&engine.smoke_workflow, &engine.sweep_workflow] {
+        if !checkout.join(workflow_path(file)).is_file() {
+            problems.push(format!(
+                "{file} is missing: add {} (Klaud {} it)",
+                workflow_path(file),
+                if *file == engine.smoke_workflow {
+                    "dispatches"
+                } else {
+                    "watches the final sweep of"
+                }
+            ));
+        }
+    }
+    let setup = SweepSetup {
+        base_branch: &engine.base_branch,
+        label: &engine.sweep_label,
+        policy: engine.sweep_runs_on_drafts,
+        changed: repository.as_ref().map(klauds_pull_files),
+    };
+    workflow_contents(
+        (
+            &engine.smoke_workflow,
+            read_local_workflow(checkout, &engine.smoke_workflow),
+        ),
+        (
+            &engine.sweep_workflow,
+            read_local_workflow(checkout, &engine.sweep_workflow),
+        ),
+        &setup,
+        &mut found,
+        &mut problems,
+    );
+    checks.push(if problems.is_empty() {
+        Check::ok(
+            "workflows",
+            format!("in the checkout: {}", found.join(", ")),
+        )
+    } else {
+        Check::fail("workflows", problems.join("; "))
+    });
+
+    let store = connection
+        .store
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&config.daemon.store));
+    checks.push(
+        tokio::task::spawn_blocking(move || check_store(&store))
+            .await
+            .unwrap_or_else(|e| Check::fail("store", format!("the check stopped: {e}"))),
+    );
+    for name in CHECKS {
+        if !OFFLINE_CHECKS.contains(&name) && name != "base-branch" {
+            checks.push(Check::skipped(
+                name,
+                "--offline (needs GitHub or the network)",
+            ));
+        }
+    }
+    checks
 }
 
 async fn check_claims(forge: &Forge) -> Check {

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use klaud_planner::repo::{Family, Repository};
+use klaud_planner::repo::{Family, Repository, Warning, WarningKind};
 use serde_json::json;
 
 use super::CliError;
@@ -20,6 +20,9 @@ pub struct Args {
     /// Print a JSON array instead of a table.
     #[arg(long)]
     json: bool,
+    /// List every warning with its file and line (default: counts by kind).
+    #[arg(short, long)]
+    verbose: bool,
 }
 
 /// Runs the command.
@@ -30,9 +33,14 @@ pub fn run(args: Args) -> Result<(), CliError> {
     };
     let repository = Repository::open_with(args.checkout.path()?, &config.repo_options())?;
     // Warnings go to stderr in both modes: stdout stays the table or the
-    // JSON array of families.
-    for warning in repository.warnings() {
-        eprintln!("warning: {warning}");
+    // JSON array of families. A real repository repeats a few kinds a
+    // couple of hundred times, so by default each kind is one line.
+    if args.verbose {
+        for warning in repository.warnings() {
+            eprintln!("warning: {warning}");
+        }
+    } else {
+        eprint!("{}", warning_summary(repository.warnings()));
     }
     // An unreadable family is named with its file and line; the others are
     // listed as usual.
@@ -80,14 +88,52 @@ pub fn run(args: Args) -> Result<(), CliError> {
             repository.unreadable().len(),
             repository.groups().len(),
             repository.warnings().len(),
-            if repository.warnings().is_empty() {
-                ""
-            } else {
-                " (above)"
+            match (repository.warnings().is_empty(), args.verbose) {
+                (true, _) => "",
+                (false, true) => " (above)",
+                (false, false) => " (above by kind; -v lists each)",
             }
         );
     }
     Ok(())
+}
+
+/// Warning kinds with their count and first warning, most frequent first.
+fn by_kind(warnings: &[Warning]) -> Vec<(WarningKind, usize, &Warning)> {
+    let mut by_kind: std::collections::BTreeMap<WarningKind, (usize, &Warning)> =
+        std::collections::BTreeMap::new();
+    for warning in warnings {
+        by_kind.entry(warning.kind).or_insert((0, warning)).0 += 1;
+    }
+    let mut kinds: Vec<_> = by_kind
+        .into_iter()
+        .map(|(kind, (count, first))| (kind, count, first))
+        .collect();
+    kinds.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    kinds
+}
+
+/// `207 external recipe, not edited; 8 runner not listed …`: the counts
+/// on one line.
+pub fn warning_counts(warnings: &[Warning]) -> String {
+    by_kind(warnings)
+        .into_iter()
+        .map(|(kind, count, _)| format!("{count} {}", kind.describe()))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One line per warning kind with its count and a first example, most
+/// frequent first.
+pub fn warning_summary(warnings: &[Warning]) -> String {
+    let mut out = String::new();
+    for (kind, count, first) in by_kind(warnings) {
+        out.push_str(&format!(
+            "warning: {count} x {} (e.g. {first})\n",
+            kind.describe()
+        ));
+    }
+    out
 }
 
 fn family_json(repository: &Repository, family: &Family) -> Result<serde_json::Value, CliError> {
@@ -197,4 +243,37 @@ pub fn render_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) ->
         line(row.iter().map(String::as_str).collect());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn warning(kind: WarningKind, line: usize) -> Warning {
+        Warning {
+            kind,
+            location: format!("configs/x-master.yaml:{line}"),
+            message: format!("finding {line}"),
+        }
+    }
+
+    #[test]
+    fn warnings_are_summarised_by_kind_most_frequent_first_with_one_example() {
+        let warnings = [
+            warning(WarningKind::UnknownField, 1),
+            warning(WarningKind::ExternalRecipe, 2),
+            warning(WarningKind::ExternalRecipe, 3),
+            warning(WarningKind::ExternalRecipe, 4),
+        ];
+        assert_eq!(
+            warning_summary(&warnings),
+            "warning: 3 x external recipe, not edited (e.g. configs/x-master.yaml:2: finding 2)\n\
+             warning: 1 x unknown master entry field kept as is (e.g. configs/x-master.yaml:1: finding 1)\n"
+        );
+        assert_eq!(warning_summary(&[]), "");
+        assert_eq!(
+            warning_counts(&warnings),
+            "3 external recipe, not edited; 1 unknown master entry field kept as is"
+        );
+    }
 }

@@ -17,6 +17,7 @@ mod candidate;
 mod claims;
 mod doctor;
 mod families;
+mod init;
 mod plan;
 mod recover;
 mod status;
@@ -148,6 +149,8 @@ enum Command {
     Status(status::Args),
     /// Check configuration, token, repository, registries and store without changing anything.
     Doctor(doctor::Args),
+    /// Write a `klaud.toml` that fits this checkout, each choice explained.
+    Init(init::Args),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -174,6 +177,7 @@ pub fn main() -> ExitCode {
         Command::Recover(args) => recover::run(args),
         Command::Status(args) => status::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Init(args) => init::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

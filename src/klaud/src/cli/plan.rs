@@ -34,6 +34,10 @@ pub struct Args {
     /// Also print requests by kind next to the minimum, wall time and peak memory.
     #[arg(long)]
     stats: bool,
+    /// Exit 0 even when some families could not be resolved (registry
+    /// errors, unreadable master entries); by default that fails a CI gate.
+    #[arg(long)]
+    allow_unresolved: bool,
     /// GitHub App credentials for the upstream proof (instead of a token).
     #[command(flatten)]
     auth: crate::auth::AuthArgs,
@@ -141,10 +145,48 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if args.stats {
         eprint!("{}", stats(&report));
     }
-    Ok(())
+    match unresolved(&report) {
+        Some(summary) if args.allow_unresolved => {
+            eprintln!("warning: {summary} (tolerated by --allow-unresolved)");
+            Ok(())
+        }
+        // Not the input's fault as a rule (a registry down, a token
+        // missing): exit 1, after the table so the reasons are on screen.
+        Some(summary) => Err(CliError::failure(anyhow::anyhow!(
+            "{summary}; their reasons are in the plan above (--allow-unresolved accepts this)"
+        ))),
+        None => Ok(()),
+    }
 }
 
-/// What a wave decides before it claims (spec §3.6): a chosen candidate
+/// `N of M families could not be resolved`, when any could not: a
+/// registry error, or a master entry that could not be read.
+fn unresolved(report: &PlanReport) -> Option<String> {
+    let errors = report
+        .families
+        .iter()
+        .filter(|f| f.status == klaud_planner::plan::Status::Error)
+        .count();
+    let unreadable = report.unreadable.len();
+    if errors + unreadable == 0 {
+        return None;
+    }
+    let total = report.families.len() + unreadable;
+    let mut parts = Vec::new();
+    if errors > 0 {
+        parts.push(format!("{errors} with a registry error"));
+    }
+    if unreadable > 0 {
+        parts.push(format!("{unreadable} unreadable"));
+    }
+    Some(format!(
+        "{} of {total} families could not be resolved ({})",
+        errors + unreadable,
+        parts.join(", ")
+    ))
+}
+
+/// What a wave decides before it claims (see configs/README.md#baseline-readiness-lifecycle-require_baseline): a chosen candidate
 /// whose family has no complete published baseline is readiness-blocked,
 /// with the reason, and no longer a candidate. (A wave gives its slot to
 /// the next stale family; this preview does not re-plan.)
@@ -384,5 +426,10 @@ mod tests {
         assert_eq!(text.matches(note).count(), 1, "{text}");
         assert!(text.contains(&format!("note: {note}\n")), "{text}");
         assert!(!render(&PlanReport::empty()).contains("note:"));
+    }
+
+    #[test]
+    fn an_empty_plan_has_nothing_unresolved() {
+        assert_eq!(unresolved(&PlanReport::empty()), None);
     }
 }

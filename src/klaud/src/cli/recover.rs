@@ -1,4 +1,4 @@
-//! `klaud recover [--family F]`: recover orphaned claims now (spec §6) —
+//! `klaud recover [--family F]`: recover orphaned claims now (see `klaud_lifecycle::model`) —
 //! expired leases, and lease-less old-helper claims whose run completed.
 
 use klaud_claims::{ClaimBook, SystemClock};

@@ -177,7 +177,7 @@ async fn serve(
     let baseline_app = baseline_router(state.clone(), &args.repo);
     let baseline_task =
         tokio::spawn(async move { axum::serve(baseline_listener, baseline_app).await });
-    // The cluster-status API (spec §3.7) on a port of its own, its clusters
+    // The cluster-status API (see configs/README.md#shared-clusters-capacity) on a port of its own, its clusters
     // named after the seeded runners file's nodes.
     let runners = args
         .seed

@@ -1,8 +1,10 @@
 //! The terminal side of a wave's story ([`klaud_service::story`]): one line
-//! per candidate step, and after a pass that changed something a one-line
-//! tally. On a terminal an `indicatif` spinner under the lines shows the
-//! tally while runs are awaited; in a pipe or a log file only the plain
-//! lines are written (no control codes).
+//! per candidate step, and after a pass in which some candidate's outcome
+//! changed a one-line tally of those changes (a later wave that only sees
+//! the same outcomes again prints nothing). On a terminal an `indicatif`
+//! spinner under the lines shows what is awaited until the story is
+//! closed; in a pipe or a log file only the plain lines are written (no
+//! control codes).
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -26,8 +28,11 @@ pub enum Stream {
 pub struct TerminalStory {
     stream: Stream,
     spinner: Option<ProgressBar>,
-    /// The last tally printed per repository, so quiet passes stay quiet.
-    tallies: Mutex<BTreeMap<String, String>>,
+    /// Per repository, each candidate's outcome as last reported
+    /// (`running` while it has none), so a repeated outcome is not news.
+    reported: Mutex<BTreeMap<String, BTreeMap<String, String>>>,
+    /// Set by [`TerminalStory::close`]: the spinner is gone for good.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl TerminalStory {
@@ -54,7 +59,8 @@ impl TerminalStory {
         Self {
             stream,
             spinner,
-            tallies: Mutex::new(BTreeMap::new()),
+            reported: Mutex::new(BTreeMap::new()),
+            closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -64,13 +70,14 @@ impl TerminalStory {
         Self {
             stream,
             spinner: None,
-            tallies: Mutex::new(BTreeMap::new()),
+            reported: Mutex::new(BTreeMap::new()),
+            closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// Prints one line (above the spinner on a terminal).
     pub fn line(&self, text: &str) {
-        match &self.spinner {
+        match self.spinner() {
             Some(bar) => bar.println(text),
             None => {
                 let mut out: Box<dyn Write> = match self.stream {
@@ -86,6 +93,23 @@ impl TerminalStory {
     pub fn finish(&self) {
         if let Some(bar) = &self.spinner {
             bar.finish_and_clear();
+        }
+    }
+
+    /// Prints the closing line and removes the spinner for good: later
+    /// waves (a demo left serving) print their news as plain lines, and
+    /// nothing spins under `done:` any more.
+    pub fn close(&self, text: &str) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.finish();
+        self.line(text);
+    }
+
+    fn spinner(&self) -> Option<&ProgressBar> {
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            None
+        } else {
+            self.spinner.as_ref()
         }
     }
 }
@@ -130,8 +154,8 @@ impl StepSink for TerminalStory {
     }
 
     fn wave_done(&self, repository: &str, summary: &WaveSummary) {
-        let tally = tally(summary);
-        if let Some(bar) = &self.spinner {
+        if let Some(bar) = self.spinner() {
+            let tally = tally(summary);
             let waiting = summary.candidates.iter().any(|c| c.outcome.is_none());
             bar.set_message(match (tally.is_empty(), waiting) {
                 (true, _) => format!("{repository}: nothing to do; waiting for the next wave"),
@@ -139,15 +163,86 @@ impl StepSink for TerminalStory {
                 (false, false) => format!("{repository}: {tally}"),
             });
         }
-        if tally.is_empty() {
-            return;
-        }
-        let mut last = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
-        if last.get(repository) != Some(&tally) {
-            last.insert(repository.to_owned(), tally.clone());
-            drop(last);
+        let news = {
+            let mut reported = self.reported.lock().unwrap_or_else(|p| p.into_inner());
+            news(reported.entry(repository.to_owned()).or_default(), summary)
+        };
+        let tally = tally(&news);
+        if !tally.is_empty() {
             let at = chrono::Local::now().format("%H:%M:%S");
             self.line(&format!("{at} {repository}: {tally}"));
         }
+    }
+}
+
+/// The candidates of `summary` whose outcome differs from what `reported`
+/// holds for them, which is updated: what a tally line should say.
+fn news(reported: &mut BTreeMap<String, String>, summary: &WaveSummary) -> WaveSummary {
+    let mut changed = WaveSummary {
+        base: summary.base.clone(),
+        candidates: Vec::new(),
+        skipped: Vec::new(),
+        answered: Vec::new(),
+        blocked: Vec::new(),
+        families: Vec::new(),
+    };
+    for c in &summary.candidates {
+        let state = c.outcome.clone().unwrap_or_else(|| "running".to_owned());
+        if reported
+            .insert(c.candidate.to_string(), state.clone())
+            .as_ref()
+            != Some(&state)
+        {
+            changed.candidates.push(c.clone());
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use klaud_service::CandidateSummary;
+
+    fn candidate(n: u8, outcome: Option<&str>) -> CandidateSummary {
+        CandidateSummary {
+            candidate: klaud_claims::CandidateId::new(&format!("{n:016x}-{n:016x}"))
+                .expect("a candidate id"),
+            family: format!("configs/x-master.yaml:family-{n}"),
+            image: "x:1".to_owned(),
+            outcome: outcome.map(str::to_owned),
+            phase: "final-sweep".to_owned(),
+            pull_request: None,
+            runs: Vec::new(),
+            repairs: 0,
+            status: None,
+            message: None,
+            merge: None,
+        }
+    }
+
+    fn wave(candidates: Vec<CandidateSummary>) -> WaveSummary {
+        WaveSummary {
+            base: String::new(),
+            candidates,
+            skipped: Vec::new(),
+            answered: Vec::new(),
+            blocked: Vec::new(),
+            families: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_later_wave_that_sees_the_same_outcomes_again_has_no_news() {
+        let mut reported = BTreeMap::new();
+        let first = wave(vec![candidate(1, None), candidate(2, Some("failed"))]);
+        assert_eq!(tally(&news(&mut reported, &first)), "1 failed, 1 running");
+        let later = wave(vec![
+            candidate(1, Some("capacity-deferred")),
+            candidate(2, Some("failed")),
+        ]);
+        assert_eq!(tally(&news(&mut reported, &later)), "1 capacity-deferred");
+        // The same outcomes once more: nothing new to say.
+        assert_eq!(tally(&news(&mut reported, &later)), "");
     }
 }

@@ -449,6 +449,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let registry = super::plan::registry_config(config, &args.mirrors)?;
         let client = RegistryClient::new(registry).map_err(CliError::bad_input)?;
         klaud_service::restore_breaker(&client, session.journal.store());
+        // A light Actions pass is a new process with the store kept: the
+        // last pass's answers make unchanged reads free 304s.
+        klaud_service::restore_conditional_pages(&session.forge, session.journal.store());
         let baseline = baseline(config)?;
         let hook = repair_hook(config)?;
         // Upstream reads (the release proof, the bump's commit range) use
@@ -494,8 +497,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
             hook.as_ref().map(|h| h as &dyn RepairHook),
             options,
         )
-        .await
-        .map_err(|e| match e {
+        .await;
+        klaud_service::save_conditional_pages(&session.forge, session.journal.store());
+        if let Err(e) = session.journal.store().flush().await {
+            tracing::warn!(error = %e, "store not flushed; the next run re-reads from GitHub");
+        }
+        let summary = summary.map_err(|e| match e {
             // What the user named is wrong: the repository or the checkout.
             klaud_service::WaveError::NoRepository(_)
             | klaud_service::WaveError::CheckoutMismatch(_) => CliError::bad_input(e),

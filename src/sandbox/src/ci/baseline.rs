@@ -1,5 +1,5 @@
 //! A deterministic stand-in for the InferenceX public API the lifecycle
-//! freezes its baseline from (spec §3.6): the published results of every
+//! freezes its baseline from (see configs/README.md#baseline-readiness-lifecycle-require_baseline): the published results of every
 //! family on the repository's default branch, answered the way the real
 //! API (InferenceX-app `api/v1/benchmarks`, `getLatestBenchmarks`) does.
 //!

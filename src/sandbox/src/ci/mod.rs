@@ -1,6 +1,6 @@
 //! The CI simulator: runs the workflows the GitHub simulator queues, with
 //! outcomes from a script, and uploads artifacts in the real InferenceX
-//! formats (spec §3.5). It reads and writes the simulator's state directly
+//! formats (see configs/README.md#what-klaud-reads-from-the-benchmark-repositorys-workflows). It reads and writes the simulator's state directly
 //! (a poll every ~100 ms), so it costs no GitHub API traffic and never
 //! shows up in the request log.
 //!
@@ -135,7 +135,7 @@ pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
 /// long-running sandbox stays small.
 pub const EVENTS_CAPACITY: usize = 10_000;
 
-/// Sweep labels that make a sweep a full sweep (spec §3.5).
+/// Sweep labels that make a sweep a full sweep (see configs/README.md#what-klaud-reads-from-the-benchmark-repositorys-workflows).
 pub const FULL_SWEEP_LABELS: &[&str] = &[
     "full-sweep-enabled",
     "non-canary-full-sweep-enabled",

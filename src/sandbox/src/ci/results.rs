@@ -1,5 +1,5 @@
 //! Deterministic benchmark numbers and the artifacts and API rows built
-//! from them, in the InferenceX formats (spec §3.5, §3.6).
+//! from them, in the InferenceX formats (see configs/README.md#what-klaud-reads-from-the-benchmark-repositorys-workflows, configs/README.md#baseline-readiness-lifecycle-require_baseline).
 //!
 //! Every number derives from a hash of the family and the point, never from
 //! the image, so a run with multipliers of 1.0 reproduces the published
