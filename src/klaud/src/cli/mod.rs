@@ -6,6 +6,7 @@ pub mod demo;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
 pub mod serve;
+pub mod signoff;
 pub mod wave;
 
 use std::process::ExitCode;
@@ -148,6 +149,8 @@ enum Command {
     Status(status::Args),
     /// Check configuration, token, repository, registries and store without changing anything.
     Doctor(doctor::Args),
+    /// Verify a CODEOWNER sign-off on a pull request and publish the verdict and status.
+    Signoff(signoff::Args),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -174,6 +177,7 @@ pub fn main() -> ExitCode {
         Command::Recover(args) => recover::run(args),
         Command::Status(args) => status::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Signoff(args) => signoff::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

@@ -1,0 +1,230 @@
+//! `klaud signoff --pr N [--comment-url URL] [--dry-run] [--json]`: verify
+//! the latest CODEOWNER sign-off on a pull request (or the one named) in the
+//! repository's own contract and publish the verdict comment and the
+//! `codeowner-signoff-verify` status.
+//!
+//! The head SHA is resolved once, first; every check reads the pull request
+//! at it and the verdict names it. When Klaud itself fails (GitHub, the
+//! network), no verdict is published and the status says the verification
+//! did not complete: never a PASS that was not decided.
+
+use std::collections::BTreeMap;
+
+use klaud_github::Forge;
+use klaud_github::signoff::{Publication, SignoffRef, pull_number_of_url};
+use klaud_signoff::evidence::default_eval_bars;
+use klaud_signoff::{ContractVersion, Verdict, VerdictWord, render, verify};
+
+use super::CliError;
+use super::wave::{Access, Connection, forge_for, load_config};
+
+/// Arguments of `klaud signoff`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    connection: Connection,
+    /// The pull request whose sign-off is verified.
+    #[arg(long, value_name = "N")]
+    pr: u64,
+    /// The sign-off to verify (`…/pull/N#issuecomment-…`,
+    /// `#pullrequestreview-…` or `#discussion_r…`); default: the latest.
+    #[arg(long, value_name = "URL")]
+    comment_url: Option<String>,
+    /// Verify and print, publish nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the verdict as JSON.
+    #[arg(long)]
+    json: bool,
+    /// The least eval score of a task, `TASK=SCORE` (repeatable; default
+    /// `gsm8k=0.85`, the bar of the repository's published verdicts).
+    #[arg(long = "eval-bar", value_name = "TASK=SCORE")]
+    eval_bars: Vec<String>,
+}
+
+/// The status that says Klaud could not decide.
+pub const INCOMPLETE: &str = "verification did not complete";
+
+fn parse_bars(given: &[String]) -> Result<BTreeMap<String, f64>, CliError> {
+    let mut bars = default_eval_bars();
+    for item in given {
+        let parsed = item
+            .split_once('=')
+            .and_then(|(task, score)| Some((task.trim(), score.trim().parse::<f64>().ok()?)))
+            .filter(|(task, score)| !task.is_empty() && (0.0..=1.0).contains(score));
+        let Some((task, score)) = parsed else {
+            return Err(CliError::bad_input(anyhow::anyhow!(
+                "--eval-bar {item:?}: write TASK=SCORE with a score between 0 and 1"
+            )));
+        };
+        bars.insert(task.to_ascii_lowercase(), score);
+    }
+    Ok(bars)
+}
+
+/// What one verification did.
+#[derive(Debug)]
+pub enum Done {
+    /// A verdict, published unless dry.
+    Verdict {
+        verdict: Verdict,
+        version: ContractVersion,
+        body: String,
+        comment_url: Option<String>,
+    },
+    /// The repository's gate refused the sign-off: nothing published.
+    Refused(String),
+}
+
+/// Verifies one sign-off and, unless `dry_run`, publishes the verdict.
+/// Shared by the command and the daemon's webhook.
+pub async fn verify_and_publish(
+    forge: &Forge,
+    pr: u64,
+    wanted: Option<SignoffRef>,
+    eval_bars: BTreeMap<String, f64>,
+    dry_run: bool,
+) -> Result<Done, CliError> {
+    let head = forge
+        .get_pull(pr)
+        .await
+        .map_err(|e| super::github_failure(e, "read the pull request"))?
+        .head_sha;
+    let incomplete = |error: CliError| async {
+        if !dry_run
+            && let Err(e) = forge
+                .set_signoff_status(&head, "failure", INCOMPLETE, None)
+                .await
+        {
+            tracing::warn!(error = %e, "could not set the sign-off status");
+        }
+        error
+    };
+    let evidence = match forge
+        .gather_signoff(pr, wanted, Some(head.clone()), eval_bars)
+        .await
+    {
+        Ok(evidence) => evidence,
+        Err(e) => {
+            return Err(incomplete(super::github_failure(e, "gather the sign-off evidence")).await);
+        }
+    };
+    let verdict = match verify(&evidence) {
+        Ok(Ok(verdict)) => verdict,
+        Ok(Err(refusal)) => return Ok(Done::Refused(refusal.to_string())),
+        Err(e) => return Err(incomplete(CliError::bad_input(e)).await),
+    };
+    let version = ContractVersion::detect(evidence.default_branch.prompt.as_deref())
+        .ok_or_else(|| CliError::bad_input(klaud_signoff::SignoffError::NoContract))?;
+    let (kind, id) = (evidence.signoff.kind, evidence.signoff.id);
+    let body = render::comment(version, &verdict, kind, id);
+    let mut comment_url = None;
+    if !dry_run {
+        let (state, description) = match verdict.verdict {
+            VerdictWord::Pass => ("success", "Verdict: PASS".to_owned()),
+            VerdictWord::Warn => ("failure", "Verdict: WARN (needs a reviewer)".to_owned()),
+            VerdictWord::Rejected => ("failure", "REJECTED".to_owned()),
+        };
+        let publication = Publication {
+            pull: pr,
+            head_sha: verdict.assessed_commit.clone(),
+            marker: render::marker(version, &verdict.assessed_commit, kind, id),
+            body: body.clone(),
+            state: state.into(),
+            description,
+        };
+        match forge.publish_signoff(&publication).await {
+            Ok(url) => comment_url = Some(url),
+            Err(e) => return Err(incomplete(super::github_failure(e, "publish the verdict")).await),
+        }
+    }
+    Ok(Done::Verdict {
+        verdict,
+        version,
+        body,
+        comment_url,
+    })
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let wanted = match &args.comment_url {
+        None => None,
+        Some(url) => {
+            let parsed = SignoffRef::from_url(url).ok_or_else(|| {
+                CliError::bad_input(anyhow::anyhow!(
+                    "--comment-url {url:?}: expected a #issuecomment-, #pullrequestreview- or \
+                     #discussion_r anchor"
+                ))
+            })?;
+            if let Some(number) = pull_number_of_url(url)
+                && number != args.pr
+            {
+                return Err(CliError::bad_input(anyhow::anyhow!(
+                    "--comment-url names pull request #{number}, not --pr {}",
+                    args.pr
+                )));
+            }
+            Some(parsed)
+        }
+    };
+    let bars = parse_bars(&args.eval_bars)?;
+    let config = load_config(&args.connection)?;
+    let repo = config.github.repository.clone().ok_or_else(|| {
+        CliError::bad_input(anyhow::anyhow!(
+            "no repository: pass --repo OWNER/NAME or set github.repository"
+        ))
+    })?;
+    let access = if args.dry_run {
+        Access::Read
+    } else {
+        Access::Write
+    };
+    super::runtime()?.block_on(async {
+        let (forge, _, _) = forge_for(&config, &repo, access).await?;
+        match verify_and_publish(&forge, args.pr, wanted, bars, args.dry_run).await? {
+            Done::Refused(reason) => {
+                if args.json {
+                    super::emit(&format!(
+                        "{}\n",
+                        serde_json::json!({"verdict": null, "refused": reason})
+                    ));
+                } else {
+                    super::emit(&format!("not verified: {reason}\n"));
+                }
+            }
+            Done::Verdict {
+                verdict,
+                body,
+                comment_url,
+                ..
+            } => {
+                if args.json {
+                    let text =
+                        serde_json::to_string_pretty(&verdict).map_err(anyhow::Error::from)?;
+                    super::emit(&format!("{text}\n"));
+                } else {
+                    super::emit(&body);
+                    if let Some(url) = comment_url {
+                        super::emit(&format!("\npublished: {url}\n"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bars;
+
+    #[test]
+    fn eval_bars_default_to_gsm8k_and_accept_overrides() {
+        let bars = parse_bars(&["GSM8K=0.9".into(), "mmlu=0.7".into()]).unwrap();
+        assert_eq!(bars.get("gsm8k"), Some(&0.9));
+        assert_eq!(bars.get("mmlu"), Some(&0.7));
+        assert!(parse_bars(&["gsm8k".into()]).is_err());
+        assert!(parse_bars(&["gsm8k=2".into()]).is_err());
+    }
+}
