@@ -284,7 +284,9 @@ pub async fn update_comment(
         .get_mut(&id)
         .ok_or_else(ApiError::not_found)?;
     if !c.user.eq_ignore_ascii_case(&login) {
-        return Err(ApiError::forbidden("Must be the comment's author to edit it."));
+        return Err(ApiError::forbidden(
+            "Must be the comment's author to edit it.",
+        ));
     }
     c.body = b.body;
     c.updated_at = Utc::now();

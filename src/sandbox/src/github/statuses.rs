@@ -70,7 +70,9 @@ pub async fn create(
         return Err(ApiError::not_found());
     }
     if !r.objects.commits.contains_key(&sha) {
-        return Err(ApiError::unprocessable(&format!("No commit found for SHA: {sha}")));
+        return Err(ApiError::unprocessable(&format!(
+            "No commit found for SHA: {sha}"
+        )));
     }
     let context = body.context.unwrap_or_else(|| "default".into());
     let same = r
@@ -100,9 +102,8 @@ pub async fn create(
 }
 
 fn resolve(r: &Repo, reference: &str) -> Result<String, ApiError> {
-    r.resolve(reference).ok_or_else(|| {
-        ApiError::unprocessable(&format!("No commit found for SHA: {reference}"))
-    })
+    r.resolve(reference)
+        .ok_or_else(|| ApiError::unprocessable(&format!("No commit found for SHA: {reference}")))
 }
 
 pub async fn list(
@@ -136,7 +137,10 @@ pub async fn combined(
             latest.push(s);
         }
     }
-    let state = if latest.iter().any(|s| s.state == "error" || s.state == "failure") {
+    let state = if latest
+        .iter()
+        .any(|s| s.state == "error" || s.state == "failure")
+    {
         "failure"
     } else if latest.is_empty() || latest.iter().any(|s| s.state == "pending") {
         "pending"
