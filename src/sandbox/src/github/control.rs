@@ -32,7 +32,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::faults::Fault;
-use super::state::{ArtifactFiles, GithubState, Permission, SimError};
+use super::state::{ArtifactFiles, FinishedRun, GithubState, Permission, SimError};
 
 /// Control routes (mounted under `/_sandbox`).
 pub fn router() -> Router<GithubState> {
@@ -348,16 +348,14 @@ async fn add_run(
         }
         artifacts.insert(name.clone(), out);
     }
-    let id = st
-        .add_finished_run(
-            &format!("{owner}/{repo}"),
-            b.workflow.as_deref().unwrap_or("run-sweep.yml"),
-            &b.head_sha,
-            b.event.as_deref().unwrap_or("pull_request"),
-            b.conclusion.as_deref().unwrap_or("success"),
-            b.jobs.into_iter().map(|j| (j.name, j.conclusion)).collect(),
-            artifacts,
-        )
-        .await?;
+    let run = FinishedRun {
+        workflow: b.workflow.unwrap_or_else(|| "run-sweep.yml".into()),
+        head_sha: b.head_sha,
+        event: b.event.unwrap_or_else(|| "pull_request".into()),
+        conclusion: b.conclusion.unwrap_or_else(|| "success".into()),
+        jobs: b.jobs.into_iter().map(|j| (j.name, j.conclusion)).collect(),
+        artifacts,
+    };
+    let id = st.add_finished_run(&format!("{owner}/{repo}"), run).await?;
     Ok((StatusCode::CREATED, Json(json!({"id": id}))).into_response())
 }

@@ -145,6 +145,20 @@ pub struct IssueComment {
     pub updated_at: DateTime<Utc>,
 }
 
+/// A workflow run that already finished, for seeding
+/// ([`GithubState::add_finished_run`]).
+#[derive(Debug, Clone)]
+pub struct FinishedRun {
+    /// Workflow file name or id, e.g. `run-sweep.yml`.
+    pub workflow: String,
+    pub head_sha: String,
+    pub event: String,
+    pub conclusion: String,
+    /// (job name, conclusion) in order.
+    pub jobs: Vec<(String, String)>,
+    pub artifacts: ArtifactFiles,
+}
+
 /// A commit status (`POST /repos/{o}/{r}/statuses/{sha}`).
 #[derive(Debug, Clone)]
 pub struct CommitStatus {
@@ -1448,16 +1462,21 @@ impl GithubState {
     /// Records a finished workflow run on `head_sha` with the given jobs
     /// (name, conclusion) and artifacts, as if the repository's workflow had
     /// run there (a sweep that ran before the test started); returns its id.
-    pub async fn add_finished_run(
-        &self,
-        full: &str,
-        workflow: &str,
-        head_sha: &str,
-        event: &str,
-        conclusion: &str,
-        jobs: Vec<(String, String)>,
-        artifacts: ArtifactFiles,
-    ) -> Result<u64, SimError> {
+    pub async fn add_finished_run(&self, full: &str, run: FinishedRun) -> Result<u64, SimError> {
+        let FinishedRun {
+            workflow,
+            head_sha,
+            event,
+            conclusion,
+            jobs,
+            artifacts,
+        } = run;
+        let (workflow, head_sha, event, conclusion) = (
+            workflow.as_str(),
+            head_sha.as_str(),
+            event.as_str(),
+            conclusion.as_str(),
+        );
         let mut zipped = Vec::new();
         for (name, files) in artifacts {
             zipped.push((name, zip_files(&files)?));
