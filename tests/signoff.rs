@@ -598,3 +598,56 @@ async fn klauds_own_failure_publishes_no_verdict_and_marks_the_status_incomplete
         "verification did not complete"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconcile_catch_up_verifies_a_signoff_newer_than_the_last_verdict_once() {
+    use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+    use klaud_service::signoff::{SignoffQueue, SignoffWatch, announced};
+
+    let Some(dir) = fixtures() else { return };
+    let (seeded, tokens) = seed(&dir).await;
+    let forge = Forge::connect(ForgeConfig {
+        api_url: seeded.url(),
+        repo: REPO.into(),
+        bot_login: BOT.into(),
+        credential: Credential::Token(Secret::new(BOT_TOKEN)),
+        retry: RetryPolicy::default(),
+    })
+    .await
+    .expect("forge");
+    let bars = klaud_signoff::evidence::default_eval_bars();
+    let mut watch = SignoffWatch::default();
+
+    // Nothing signed yet: nothing to verify.
+    assert!(watch.pass(&forge, Vec::new(), &bars).await.is_empty());
+
+    let signoff = comment(
+        &seeded.url(),
+        &tokens["Ankur-singh"],
+        seeded.pr,
+        &seed_signoff(&dir),
+    )
+    .await;
+    let lines = watch.pass(&forge, Vec::new(), &bars).await;
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].as_ref().unwrap().contains("Pass"), "{lines:?}");
+    assert_eq!(verdict_comments(&seeded).await.len(), 1);
+    assert_eq!(combined_status(&seeded).await["state"], "success");
+
+    // The verdict is newer than the sign-off: the next pass leaves it.
+    assert!(watch.pass(&forge, Vec::new(), &bars).await.is_empty());
+
+    // A delivery for the same sign-off (as the webhook queues it) is
+    // verified again at once, and the verdict is still one comment.
+    let queue = SignoffQueue::default();
+    let payload = json!({
+        "action": "edited",
+        "issue": {"number": seeded.pr, "pull_request": {"url": "u"}},
+        "comment": {"id": signoff["id"], "body": signoff["body"]},
+        "repository": {"full_name": REPO},
+    });
+    queue.push(announced("issue_comment", &payload).expect("announced"));
+    let lines = watch.pass(&forge, queue.take(REPO), &bars).await;
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(verdict_comments(&seeded).await.len(), 1);
+}

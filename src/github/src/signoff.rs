@@ -620,9 +620,114 @@ impl Forge {
     }
 }
 
+/// What changed on a pull request since Klaud last spoke: its newest
+/// sign-off and Klaud's newest verdict comment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SignoffActivity {
+    /// The newest sign-off and when it was last written (RFC 3339).
+    pub latest: Option<(SignoffRef, String)>,
+    /// When Klaud's newest verdict comment was last written.
+    pub last_verdict: Option<String>,
+}
+
+impl SignoffActivity {
+    /// The sign-off to verify: one written after the last verdict.
+    pub fn pending(&self) -> Option<(SignoffRef, String)> {
+        let (signoff, when) = self.latest.clone()?;
+        match &self.last_verdict {
+            Some(verdict) if verdict.as_str() >= when.as_str() => None,
+            _ => Some((signoff, when)),
+        }
+    }
+}
+
+/// An open pull request as the catch-up needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenPull {
+    pub number: u64,
+    pub draft: bool,
+    pub updated_at: String,
+}
+
+impl Forge {
+    /// Open pull requests, most recently updated first (one page: the
+    /// catch-up looks at the 100 most recently active).
+    pub fn open_pulls_by_update<'f>(&'f self) -> BoxFuture<'f, Result<Vec<OpenPull>, GithubError>> {
+        Box::pin(async move {
+            #[derive(Deserialize)]
+            struct Raw {
+                number: u64,
+                #[serde(default)]
+                draft: bool,
+                #[serde(default)]
+                updated_at: Option<String>,
+            }
+            let list: Vec<Raw> = self
+                .t
+                .get_json(
+                    "list open pull requests by update",
+                    &self.path("pulls?state=open&sort=updated&direction=desc&per_page=100"),
+                )
+                .await?;
+            Ok(list
+                .into_iter()
+                .map(|p| OpenPull {
+                    number: p.number,
+                    draft: p.draft,
+                    updated_at: p.updated_at.unwrap_or_default(),
+                })
+                .collect())
+        })
+    }
+
+    /// The newest sign-off on `pull` and Klaud's newest verdict there.
+    pub fn signoff_activity<'f>(
+        &'f self,
+        pull: u64,
+    ) -> BoxFuture<'f, Result<SignoffActivity, GithubError>> {
+        Box::pin(async move {
+            let mut activity = SignoffActivity::default();
+            let verdicts = self.list_comments(pull, None).await?;
+            activity.last_verdict = verdicts
+                .iter()
+                .filter(|c| {
+                    c.body.starts_with(klaud_signoff::render::MARKER_PREFIX)
+                        && c.author
+                            .as_deref()
+                            .is_some_and(|a| a.eq_ignore_ascii_case(self.bot_login()))
+                })
+                .filter_map(|c| c.updated_at.clone().or_else(|| c.created_at.clone()))
+                .max();
+            activity.latest = match self.find_signoff(pull, None).await {
+                Ok((kind, raw)) => Some((SignoffRef { kind, id: raw.id }, raw.when())),
+                Err(GithubError::NotFound { .. }) => None,
+                Err(e) => return Err(e),
+            };
+            Ok(activity)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_signoff_written_after_the_last_verdict_is_pending() {
+        let signoff = SignoffRef {
+            kind: SignoffKind::IssueComment,
+            id: 5,
+        };
+        let mut activity = SignoffActivity {
+            latest: Some((signoff, "2026-07-14T10:00:00Z".into())),
+            last_verdict: None,
+        };
+        assert_eq!(activity.pending().map(|p| p.0), Some(signoff));
+        activity.last_verdict = Some("2026-07-14T10:05:00Z".into());
+        assert_eq!(activity.pending(), None);
+        activity.latest = Some((signoff, "2026-07-14T11:00:00Z".into()));
+        assert!(activity.pending().is_some());
+    }
 
     #[test]
     fn comment_urls_name_the_signoff_and_the_pull_request() {

@@ -10,10 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use klaud_github::Forge;
-use klaud_github::signoff::{Publication, SignoffRef, pull_number_of_url};
-use klaud_signoff::evidence::default_eval_bars;
-use klaud_signoff::{ContractVersion, Verdict, VerdictWord, render, verify};
+use klaud_github::signoff::{SignoffRef, pull_number_of_url};
+use klaud_service::signoff::{Done, SignoffRunError, verify_and_publish};
 
 use super::CliError;
 use super::wave::{Access, Connection, forge_for, load_config};
@@ -36,17 +34,18 @@ pub struct Args {
     /// Print the verdict as JSON.
     #[arg(long)]
     json: bool,
-    /// The least eval score of a task, `TASK=SCORE` (repeatable; default
-    /// `gsm8k=0.85`, the bar of the repository's published verdicts).
+    /// The least eval score of a task, `TASK=SCORE` (repeatable; overrides
+    /// `[signoff] eval_bars`, whose default is `gsm8k = 0.85`, the bar of the
+    /// repository's published verdicts).
     #[arg(long = "eval-bar", value_name = "TASK=SCORE")]
     eval_bars: Vec<String>,
 }
 
-/// The status that says Klaud could not decide.
-pub const INCOMPLETE: &str = "verification did not complete";
-
-fn parse_bars(given: &[String]) -> Result<BTreeMap<String, f64>, CliError> {
-    let mut bars = default_eval_bars();
+fn parse_bars(
+    defaults: &BTreeMap<String, f64>,
+    given: &[String],
+) -> Result<BTreeMap<String, f64>, CliError> {
+    let mut bars = defaults.clone();
     for item in given {
         let parsed = item
             .split_once('=')
@@ -60,90 +59,6 @@ fn parse_bars(given: &[String]) -> Result<BTreeMap<String, f64>, CliError> {
         bars.insert(task.to_ascii_lowercase(), score);
     }
     Ok(bars)
-}
-
-/// What one verification did.
-#[derive(Debug)]
-pub enum Done {
-    /// A verdict, published unless dry.
-    Verdict {
-        verdict: Verdict,
-        version: ContractVersion,
-        body: String,
-        comment_url: Option<String>,
-    },
-    /// The repository's gate refused the sign-off: nothing published.
-    Refused(String),
-}
-
-/// Verifies one sign-off and, unless `dry_run`, publishes the verdict.
-/// Shared by the command and the daemon's webhook.
-pub async fn verify_and_publish(
-    forge: &Forge,
-    pr: u64,
-    wanted: Option<SignoffRef>,
-    eval_bars: BTreeMap<String, f64>,
-    dry_run: bool,
-) -> Result<Done, CliError> {
-    let head = forge
-        .get_pull(pr)
-        .await
-        .map_err(|e| super::github_failure(e, "read the pull request"))?
-        .head_sha;
-    let incomplete = |error: CliError| async {
-        if !dry_run
-            && let Err(e) = forge
-                .set_signoff_status(&head, "failure", INCOMPLETE, None)
-                .await
-        {
-            tracing::warn!(error = %e, "could not set the sign-off status");
-        }
-        error
-    };
-    let evidence = match forge
-        .gather_signoff(pr, wanted, Some(head.clone()), eval_bars)
-        .await
-    {
-        Ok(evidence) => evidence,
-        Err(e) => {
-            return Err(incomplete(super::github_failure(e, "gather the sign-off evidence")).await);
-        }
-    };
-    let verdict = match verify(&evidence) {
-        Ok(Ok(verdict)) => verdict,
-        Ok(Err(refusal)) => return Ok(Done::Refused(refusal.to_string())),
-        Err(e) => return Err(incomplete(CliError::bad_input(e)).await),
-    };
-    let version = ContractVersion::detect(evidence.default_branch.prompt.as_deref())
-        .ok_or_else(|| CliError::bad_input(klaud_signoff::SignoffError::NoContract))?;
-    let (kind, id) = (evidence.signoff.kind, evidence.signoff.id);
-    let body = render::comment(version, &verdict, kind, id);
-    let mut comment_url = None;
-    if !dry_run {
-        let (state, description) = match verdict.verdict {
-            VerdictWord::Pass => ("success", "Verdict: PASS".to_owned()),
-            VerdictWord::Warn => ("failure", "Verdict: WARN (needs a reviewer)".to_owned()),
-            VerdictWord::Rejected => ("failure", "REJECTED".to_owned()),
-        };
-        let publication = Publication {
-            pull: pr,
-            head_sha: verdict.assessed_commit.clone(),
-            marker: render::marker(version, &verdict.assessed_commit, kind, id),
-            body: body.clone(),
-            state: state.into(),
-            description,
-        };
-        match forge.publish_signoff(&publication).await {
-            Ok(url) => comment_url = Some(url),
-            Err(e) => return Err(incomplete(super::github_failure(e, "publish the verdict")).await),
-        }
-    }
-    Ok(Done::Verdict {
-        verdict,
-        version,
-        body,
-        comment_url,
-    })
 }
 
 /// Runs the command.
@@ -168,8 +83,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
             Some(parsed)
         }
     };
-    let bars = parse_bars(&args.eval_bars)?;
     let config = load_config(&args.connection)?;
+    let bars = parse_bars(&config.signoff.eval_bars, &args.eval_bars)?;
     let repo = config.github.repository.clone().ok_or_else(|| {
         CliError::bad_input(anyhow::anyhow!(
             "no repository: pass --repo OWNER/NAME or set github.repository"
@@ -182,7 +97,15 @@ pub fn run(args: Args) -> Result<(), CliError> {
     };
     super::runtime()?.block_on(async {
         let (forge, _, _) = forge_for(&config, &repo, access).await?;
-        match verify_and_publish(&forge, args.pr, wanted, bars, args.dry_run).await? {
+        let done = verify_and_publish(&forge, args.pr, wanted, bars, args.dry_run)
+            .await
+            .map_err(|e| match e {
+                SignoffRunError::Github { context, source } => {
+                    super::github_failure(source, context)
+                }
+                contract @ SignoffRunError::Contract(_) => CliError::bad_input(contract),
+            })?;
+        match done {
             Done::Refused(reason) => {
                 if args.json {
                     super::emit(&format!(
@@ -218,13 +141,19 @@ pub fn run(args: Args) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::parse_bars;
+    use klaud_signoff::evidence::default_eval_bars;
 
     #[test]
     fn eval_bars_default_to_gsm8k_and_accept_overrides() {
-        let bars = parse_bars(&["GSM8K=0.9".into(), "mmlu=0.7".into()]).unwrap();
+        let defaults = default_eval_bars();
+        let bars = parse_bars(&defaults, &["GSM8K=0.9".into(), "mmlu=0.7".into()]).unwrap();
         assert_eq!(bars.get("gsm8k"), Some(&0.9));
         assert_eq!(bars.get("mmlu"), Some(&0.7));
-        assert!(parse_bars(&["gsm8k".into()]).is_err());
-        assert!(parse_bars(&["gsm8k=2".into()]).is_err());
+        assert_eq!(
+            parse_bars(&defaults, &[]).unwrap().get("gsm8k"),
+            Some(&0.85)
+        );
+        assert!(parse_bars(&defaults, &["gsm8k".into()]).is_err());
+        assert!(parse_bars(&defaults, &["gsm8k=2".into()]).is_err());
     }
 }

@@ -147,6 +147,9 @@ pub async fn create_review(
         ));
     }
     let commit_id = b.commit_id.unwrap_or_else(|| pull.head_sha.clone());
+    if let Some(p) = r.pulls.get_mut(&number) {
+        p.updated_at = Utc::now();
+    }
     r.reviews.insert(
         id,
         Review {
@@ -229,6 +232,9 @@ pub async fn create_comment(
     let pull = r.pulls.get(&number).ok_or_else(ApiError::not_found)?;
     let commit_id = b.commit_id.unwrap_or_else(|| pull.head_sha.clone());
     let now = Utc::now();
+    if let Some(p) = r.pulls.get_mut(&number) {
+        p.updated_at = now;
+    }
     // An inline comment outside a review comes with a review of its own
     // (state COMMENTED, empty body), as on GitHub.
     r.reviews.insert(
@@ -288,8 +294,13 @@ pub async fn update_comment(
             "Must be the comment's author to edit it.",
         ));
     }
+    let now = Utc::now();
     c.body = b.body;
-    c.updated_at = Utc::now();
+    c.updated_at = now;
+    let pull = c.pull;
+    if let Some(p) = r.pulls.get_mut(&pull) {
+        p.updated_at = now;
+    }
     let r = m.repo(&owner, &repo)?;
     let c = r.review_comments.get(&id).ok_or_else(ApiError::not_found)?;
     Ok(Json(comment_json(&m, r, c)).into_response())
