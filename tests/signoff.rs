@@ -21,24 +21,16 @@ const BOT_TOKEN: &str = "ghp_signoffBOTtoken0123456789abcdef";
 const TP1_IMAGE: &str = "vllm/vllm-openai:nightly-2dfaae752b4db0d43cfc0715c780e33be030d0f1";
 const RECIPES: &str = "benchmarks/multi_node/srt-slurm-recipes/vllm/minimax-m3/b300-fp4/8k1k";
 
+/// The shared InferenceX fixtures (`full/` and `signoff/`), by the shared
+/// rule: skipped loudly on a developer machine without them, a failure on CI.
 fn fixtures() -> Option<PathBuf> {
-    let dir = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/inferencex"
-    ));
-    if dir.join("signoff/seed-001-pr-thread.txt").is_file() && dir.join("full").is_dir() {
-        return Some(dir.to_path_buf());
-    }
+    let dir = crate::support::inferencex_full()?.parent()?.to_path_buf();
     assert!(
-        std::env::var_os("CI").is_none(),
-        "InferenceX fixtures missing at {} (required when CI is set)",
-        dir.display()
+        dir.join("signoff/seed-001-pr-thread.txt").is_file(),
+        "the sign-off fixtures are missing at {}",
+        dir.join("signoff").display()
     );
-    eprintln!(
-        "SKIPPED: InferenceX fixtures not found at {}",
-        dir.display()
-    );
-    None
+    Some(dir)
 }
 
 fn read(dir: &Path, path: &str) -> String {
@@ -650,4 +642,66 @@ async fn the_reconcile_catch_up_verifies_a_signoff_newer_than_the_last_verdict_o
     let lines = watch.pass(&forge, queue.take(REPO), &bars).await;
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(verdict_comments(&seeded).await.len(), 1);
+}
+
+/// The example workflow as GitHub reads it: it runs for a sign-off posted
+/// any of the three ways, and not for another comment or an issue.
+#[test]
+fn the_example_signoff_workflow_runs_for_signoffs_only() {
+    use klaud_workflows::{EventContext, JobDecision, Workflow};
+
+    let text = std::fs::read_to_string(
+        Path::new(crate::support::REPO_ROOT).join("configs/klaud-signoff.workflow.yml"),
+    )
+    .expect("the example workflow");
+    let workflow = Workflow::parse(".github/workflows/klaud-signoff.yml", &text).expect("valid");
+    let phrase = "As a PR reviewer and CODEOWNER, I have reviewed this and have:";
+    let decision = |event: &str, payload: Value| {
+        let ctx = EventContext::new(event, payload).expect("context");
+        assert!(workflow.triggered_by(&ctx), "{event} triggers the workflow");
+        let plan = workflow.plan_jobs(&ctx).expect("plan");
+        plan.job("verify").expect("the verify job").decision
+    };
+    let comment = |body: &str, on_pr: bool| {
+        let mut issue = json!({"number": 7});
+        if on_pr {
+            issue["pull_request"] = json!({"url": "u"});
+        }
+        json!({"action": "created", "issue": issue, "comment": {"body": body, "html_url": "u"}})
+    };
+    assert_eq!(
+        decision("issue_comment", comment(phrase, true)),
+        JobDecision::Runs
+    );
+    assert_eq!(
+        decision("issue_comment", comment("LGTM", true)),
+        JobDecision::Skipped
+    );
+    assert_eq!(
+        decision("issue_comment", comment(phrase, false)),
+        JobDecision::Skipped
+    );
+    assert_eq!(
+        decision(
+            "pull_request_review",
+            json!({"action": "submitted", "review": {"body": phrase}, "pull_request": {"number": 7}})
+        ),
+        JobDecision::Runs
+    );
+    assert_eq!(
+        decision(
+            "pull_request_review_comment",
+            json!({"action": "edited", "comment": {"body": phrase}, "pull_request": {"number": 7}})
+        ),
+        JobDecision::Runs
+    );
+    let verify = text
+        .lines()
+        .skip_while(|l| !l.contains("klaud\" signoff"))
+        .take(6)
+        .collect::<Vec<_>>()
+        .join("\n");
+    for flag in ["--config ", "--repo ", "--comment-url \"$COMMENT_URL\""] {
+        assert!(verify.contains(flag), "the step passes {flag}: {verify}");
+    }
 }

@@ -21,9 +21,10 @@ use super::wave::{Access, Connection, forge_for, load_config};
 pub struct Args {
     #[command(flatten)]
     connection: Connection,
-    /// The pull request whose sign-off is verified.
-    #[arg(long, value_name = "N")]
-    pr: u64,
+    /// The pull request whose sign-off is verified (default: the one
+    /// `--comment-url` names).
+    #[arg(long, value_name = "N", required_unless_present = "comment_url")]
+    pr: Option<u64>,
     /// The sign-off to verify (`…/pull/N#issuecomment-…`,
     /// `#pullrequestreview-…` or `#discussion_r…`); default: the latest.
     #[arg(long, value_name = "URL")]
@@ -39,6 +40,31 @@ pub struct Args {
     /// repository's published verdicts).
     #[arg(long = "eval-bar", value_name = "TASK=SCORE")]
     eval_bars: Vec<String>,
+}
+
+/// The pull request and the sign-off: `--pr`, `--comment-url`, or both
+/// when they agree.
+fn target(pr: Option<u64>, url: Option<&str>) -> Result<(u64, Option<SignoffRef>), CliError> {
+    let Some(url) = url else {
+        let pr = pr.ok_or_else(|| CliError::bad_input(anyhow::anyhow!("pass --pr N")))?;
+        return Ok((pr, None));
+    };
+    let wanted = SignoffRef::from_url(url).ok_or_else(|| {
+        CliError::bad_input(anyhow::anyhow!(
+            "--comment-url {url:?}: expected a #issuecomment-, #pullrequestreview- or \
+             #discussion_r anchor"
+        ))
+    })?;
+    let named = pull_number_of_url(url);
+    match (pr, named) {
+        (Some(pr), Some(named)) if pr != named => Err(CliError::bad_input(anyhow::anyhow!(
+            "--comment-url names pull request #{named}, not --pr {pr}"
+        ))),
+        (Some(pr), _) | (None, Some(pr)) => Ok((pr, Some(wanted))),
+        (None, None) => Err(CliError::bad_input(anyhow::anyhow!(
+            "--comment-url {url:?} names no pull request (…/pull/N#…): pass --pr N"
+        ))),
+    }
 }
 
 fn parse_bars(
@@ -63,26 +89,7 @@ fn parse_bars(
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let wanted = match &args.comment_url {
-        None => None,
-        Some(url) => {
-            let parsed = SignoffRef::from_url(url).ok_or_else(|| {
-                CliError::bad_input(anyhow::anyhow!(
-                    "--comment-url {url:?}: expected a #issuecomment-, #pullrequestreview- or \
-                     #discussion_r anchor"
-                ))
-            })?;
-            if let Some(number) = pull_number_of_url(url)
-                && number != args.pr
-            {
-                return Err(CliError::bad_input(anyhow::anyhow!(
-                    "--comment-url names pull request #{number}, not --pr {}",
-                    args.pr
-                )));
-            }
-            Some(parsed)
-        }
-    };
+    let (pr, wanted) = target(args.pr, args.comment_url.as_deref())?;
     let config = load_config(&args.connection)?;
     let bars = parse_bars(&config.signoff.eval_bars, &args.eval_bars)?;
     let repo = config.github.repository.clone().ok_or_else(|| {
@@ -97,7 +104,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     };
     super::runtime()?.block_on(async {
         let (forge, _, _) = forge_for(&config, &repo, access).await?;
-        let done = verify_and_publish(&forge, args.pr, wanted, bars, args.dry_run)
+        let done = verify_and_publish(&forge, pr, wanted, bars, args.dry_run)
             .await
             .map_err(|e| match e {
                 SignoffRunError::Github { context, source } => {
@@ -140,7 +147,17 @@ pub fn run(args: Args) -> Result<(), CliError> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_bars;
+    use super::{parse_bars, target};
+
+    #[test]
+    fn the_pull_request_comes_from_pr_or_the_comment_url() {
+        let url = "https://github.com/o/r/pull/12#issuecomment-5";
+        assert_eq!(target(None, Some(url)).unwrap().0, 12);
+        assert_eq!(target(Some(12), Some(url)).unwrap().0, 12);
+        assert!(target(Some(13), Some(url)).is_err());
+        assert_eq!(target(Some(7), None).unwrap(), (7, None));
+        assert!(target(None, Some("https://github.com/o/r/pull/12")).is_err());
+    }
     use klaud_signoff::evidence::default_eval_bars;
 
     #[test]
