@@ -80,9 +80,27 @@ struct RawSignoff {
     submitted_at: Option<String>,
     #[serde(default)]
     updated_at: Option<String>,
+    /// Where an issue comment was posted (`…/issues/{n}`).
+    #[serde(default)]
+    issue_url: Option<String>,
+    /// The pull request of a review or review comment (`…/pulls/{n}`).
+    #[serde(default)]
+    pull_request_url: Option<String>,
 }
 
 impl RawSignoff {
+    /// Whether the comment or review belongs to pull request `pull` (a
+    /// comment URL or id from elsewhere must not sign this one off).
+    fn belongs_to(&self, pull: u64) -> bool {
+        let number = |url: &Option<String>, segment: &str| {
+            url.as_deref()
+                .and_then(|u| u.rsplit_once(segment))
+                .and_then(|(_, n)| n.trim_end_matches('/').parse::<u64>().ok())
+        };
+        number(&self.issue_url, "/issues/").or_else(|| number(&self.pull_request_url, "/pulls/"))
+            == Some(pull)
+    }
+
     fn when(&self) -> String {
         self.updated_at
             .clone()
@@ -175,10 +193,13 @@ impl Forge {
                 SignoffKind::Review => format!("pulls/{pull}/reviews/{}", wanted.id),
                 SignoffKind::ReviewComment => format!("pulls/comments/{}", wanted.id),
             };
-            let raw: RawSignoff = self
-                .t
-                .get_json(&format!("read sign-off {}", wanted.id), &self.path(&path))
-                .await?;
+            let what = format!("read sign-off {}", wanted.id);
+            let raw: RawSignoff = self.t.get_json(&what, &self.path(&path)).await?;
+            if !raw.belongs_to(pull) {
+                return Err(GithubError::NotFound {
+                    what: format!("sign-off {} on #{pull} (it is on another issue)", wanted.id),
+                });
+            }
             return Ok((wanted.kind, raw));
         }
         let mut all: Vec<(SignoffKind, RawSignoff)> = Vec::new();
@@ -711,6 +732,24 @@ impl Forge {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signoff_belongs_only_to_its_own_pull_request() {
+        let raw = |issue: Option<&str>, pull: Option<&str>| RawSignoff {
+            id: 1,
+            body: None,
+            user: None,
+            created_at: None,
+            submitted_at: None,
+            updated_at: None,
+            issue_url: issue.map(str::to_owned),
+            pull_request_url: pull.map(str::to_owned),
+        };
+        assert!(raw(Some("https://api.github.com/repos/o/r/issues/7"), None).belongs_to(7));
+        assert!(!raw(Some("https://api.github.com/repos/o/r/issues/8"), None).belongs_to(7));
+        assert!(raw(None, Some("https://api.github.com/repos/o/r/pulls/7")).belongs_to(7));
+        assert!(!raw(None, None).belongs_to(7));
+    }
 
     #[test]
     fn only_a_signoff_written_after_the_last_verdict_is_pending() {
