@@ -607,6 +607,28 @@ fn the_newer_contract_folds_passes_into_details_and_names_the_assessed_commit() 
     assert_eq!(verdict.verdict, VerdictWord::Rejected);
     let folded_at = body.find("<details>").unwrap();
     assert!(body.find("❌ Check 5 (Latest checklist): FAIL").unwrap() < folded_at);
+    // The legacy max-throughput curve has one point: Check 14 warns, the
+    // publisher's escalation follows the header once, and the signer is
+    // still told what blocks.
+    assert_eq!(
+        verdict.checks[14].result,
+        Outcome::Warn,
+        "{:?}",
+        verdict.checks[14]
+    );
+    assert!(body.contains(&format!(
+        "{}\n\n{}",
+        render::REJECTED_HEADER,
+        render::PARETO_ESCALATION
+    )));
+    assert_eq!(body.matches("@functionstackx").count(), 1);
+    assert!(
+        body.contains("\n\n@Ankur-singh this sign-off is blocked by Check 5 (Latest checklist).")
+    );
+    assert!(body.find("⚠️ Check 14 (Pareto coverage): WARN").unwrap() < folded_at);
+    // Passing rows are folded, blank-line separated, without `open`.
+    assert!(body.contains("\n\n✅ Check 0 (CODEOWNER): PASS"));
+    assert!(!body.contains("<details open"));
 }
 
 #[test]
