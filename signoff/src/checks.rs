@@ -138,10 +138,13 @@ pub struct GreenSweep {
     pub eval_jobs: Vec<String>,
 }
 
-fn find_green_sweep(evidence: &Evidence) -> Option<GreenSweep> {
-    for sha in evidence.pr_commits.iter().rev() {
+/// The green sweep Check 1 accepts, from the pull request's commits (oldest
+/// first, as GitHub lists them) and their check runs. Gathering reads the
+/// eval artifacts of exactly this run.
+pub fn green_sweep(pr_commits: &[String], check_runs: &[CheckRunFact]) -> Option<GreenSweep> {
+    for sha in pr_commits.iter().rev() {
         let mut runs: BTreeMap<u64, Vec<&CheckRunFact>> = BTreeMap::new();
-        for run in evidence.check_runs.iter().filter(|r| &r.sha == sha) {
+        for run in check_runs.iter().filter(|r| &r.sha == sha) {
             if let Some(id) = run.run_id {
                 runs.entry(id).or_default().push(run);
             }
@@ -237,7 +240,7 @@ impl<'a> Context<'a> {
             codeowners: evidence.codeowners.as_deref().map(Codeowners::parse),
             entries,
             all_head_entries,
-            sweep: find_green_sweep(evidence),
+            sweep: green_sweep(&evidence.pr_commits, &evidence.check_runs),
             detail: checklist::detail_section(&evidence.signoff.body).to_owned(),
         }
     }

@@ -409,6 +409,8 @@ impl Forge {
                     conclusion: r.conclusion,
                 }));
             }
+            // The eval results of the run Check 1 accepts, and of a few of
+            // the newest other runs for the evidence.
             let mut run_ids: Vec<u64> = check_runs
                 .iter()
                 .filter(|r| r.name.contains("eval /") && r.conclusion.as_deref() == Some("success"))
@@ -416,9 +418,16 @@ impl Forge {
                 .collect();
             run_ids.sort_unstable();
             run_ids.dedup();
+            run_ids.reverse();
+            run_ids.truncate(MAX_RUNS_READ);
+            if let Some(sweep) = klaud_signoff::checks::green_sweep(&pr_commits, &check_runs)
+                && !run_ids.contains(&sweep.run_id)
+            {
+                run_ids.push(sweep.run_id);
+            }
             let mut evals = BTreeMap::new();
             let mut run_commits = BTreeMap::new();
-            for run_id in run_ids.into_iter().rev().take(MAX_RUNS_READ) {
+            for run_id in run_ids {
                 evals.insert(run_id, self.eval_results(run_id).await?);
                 if let Some(sha) = check_runs
                     .iter()
