@@ -481,6 +481,35 @@ async fn seed_001_replays_through_the_sandbox_as_the_seeds_pass_verdict() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(verdict_comments(&seeded).await.len(), 1);
+
+    // A push after the sweep: the verdict names the new head, in the same
+    // comment, and the sweep's commit still counts (it is in the PR), but
+    // whether its evals ran this head's images needs a reviewer: no PASS
+    // is borrowed for the new commit.
+    let mut files = BTreeMap::new();
+    files.insert("docs/notes.md".to_owned(), Some(b"notes\n".to_vec()));
+    let new_head = seeded
+        .sim
+        .state()
+        .push_commit(REPO, "minimax-8k1k-tp1", "jasonlizhengjian", files, "notes")
+        .await
+        .expect("push");
+    let verdict = json_of(&klaud(&seeded, &["--json"]).await);
+    assert_eq!(verdict["assessed_commit"], new_head.as_str());
+    assert_eq!(verdict["checks"][1]["result"], "PASS", "{verdict:#}");
+    assert_eq!(verdict["checks"][2]["result"], "WARN", "{verdict:#}");
+    let comments = verdict_comments(&seeded).await;
+    assert_eq!(comments.len(), 1);
+    assert!(comments[0].starts_with(&format!("<!-- codeowner-signoff-verify sha={new_head} -->")));
+    let status = call(
+        &seeded.url(),
+        Some(BOT_TOKEN),
+        reqwest::Method::GET,
+        &format!("/repos/{REPO}/commits/{new_head}/status"),
+        None,
+    )
+    .await;
+    assert_eq!(status["state"], "failure", "{status:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

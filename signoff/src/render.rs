@@ -174,10 +174,22 @@ pub fn comment(version: ContractVersion, verdict: &Verdict, kind: SignoffKind, i
     body
 }
 
-/// Whether a comment body is a verdict Klaud (or the repository's verifier)
-/// wrote for this marker.
-pub fn is_verdict_for(body: &str, marker: &str) -> bool {
-    body.lines().next() == Some(marker)
+/// What the first line of the comment a new verdict replaces starts with:
+/// in 0-10 and 0-12 the pull request has one verdict comment, edited in
+/// place with the newest assessed commit in its marker; in 0-15 each
+/// sign-off has its own.
+pub fn slot(version: ContractVersion, marker: &str) -> String {
+    match version {
+        ContractVersion::Checks0To15 => marker.to_owned(),
+        _ => format!("{MARKER_PREFIX} sha="),
+    }
+}
+
+/// Whether a comment body is the verdict in `slot` (see [`slot`]).
+pub fn is_verdict_for(body: &str, slot: &str) -> bool {
+    body.lines()
+        .next()
+        .is_some_and(|first| first.starts_with(slot))
 }
 
 #[cfg(test)]
@@ -193,6 +205,26 @@ mod tests {
         assert!(!escaped.contains("**"));
         assert!(!escaped.contains("[x]("));
         assert!(!escaped.contains('\n'));
+    }
+
+    #[test]
+    fn older_contracts_keep_one_verdict_per_pull_request_newer_one_per_signoff() {
+        let old = marker(ContractVersion::Checks0To12, "abc", SignoffKind::Review, 9);
+        assert!(is_verdict_for(
+            "<!-- codeowner-signoff-verify sha=def -->\n## x",
+            &slot(ContractVersion::Checks0To12, &old)
+        ));
+        let new = marker(ContractVersion::Checks0To15, "abc", SignoffKind::Review, 9);
+        assert_eq!(
+            new,
+            "<!-- codeowner-signoff-verify signoff=pullrequestreview-9 -->"
+        );
+        let slot15 = slot(ContractVersion::Checks0To15, &new);
+        assert!(is_verdict_for(&format!("{new}\n## x"), &slot15));
+        assert!(!is_verdict_for(
+            "<!-- codeowner-signoff-verify signoff=pullrequestreview-10 -->",
+            &slot15
+        ));
     }
 
     #[test]

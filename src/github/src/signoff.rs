@@ -159,8 +159,9 @@ fn cut(mut text: String, limit: usize) -> String {
 pub struct Publication {
     pub pull: u64,
     pub head_sha: String,
-    /// The first line that finds the comment again.
-    pub marker: String,
+    /// What the first line of the comment this verdict replaces starts
+    /// with ([`klaud_signoff::render::slot`]).
+    pub slot: String,
     pub body: String,
     /// `success` (PASS only), `failure` or `pending`.
     pub state: String,
@@ -581,7 +582,7 @@ impl Forge {
         )
     }
 
-    /// Publishes a verdict: the comment carrying `marker` (by Klaud) is
+    /// Publishes a verdict: Klaud's comment in the verdict's slot is
     /// edited in place, or posted; then the commit status on the assessed
     /// commit. Returns the comment's URL.
     pub fn publish_signoff<'f>(
@@ -594,7 +595,7 @@ impl Forge {
                 .await?
                 .into_iter()
                 .find(|c| {
-                    klaud_signoff::render::is_verdict_for(&c.body, &publication.marker)
+                    klaud_signoff::render::is_verdict_for(&c.body, &publication.slot)
                         && c.author
                             .as_deref()
                             .is_some_and(|a| a.eq_ignore_ascii_case(self.bot_login()))

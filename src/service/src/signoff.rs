@@ -113,7 +113,10 @@ pub fn verify_and_publish<'f>(
             let publication = Publication {
                 pull: pr,
                 head_sha: verdict.assessed_commit.clone(),
-                marker: render::marker(version, &verdict.assessed_commit, kind, id),
+                slot: render::slot(
+                    version,
+                    &render::marker(version, &verdict.assessed_commit, kind, id),
+                ),
                 body: body.clone(),
                 state: state.into(),
                 description: description.into(),
