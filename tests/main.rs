@@ -48,4 +48,5 @@ mod sandbox_ci;
 mod sandbox_registry;
 mod serve_daemon;
 mod serve_processes;
+mod signoff;
 mod takeover_safety;

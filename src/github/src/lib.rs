@@ -25,6 +25,7 @@ mod api;
 pub mod lifecycle;
 mod refstore;
 mod runstatus;
+pub mod signoff;
 mod transport;
 pub mod upstream;
 
@@ -198,7 +199,7 @@ pub struct Forge {
     /// The app-JWT client, for `GET /app` (App credentials only).
     app: Option<Transport>,
     pub(crate) owner: String,
-    name: String,
+    pub(crate) name: String,
     bot_login: String,
 }
 

@@ -53,6 +53,30 @@ pub struct Config {
     /// Experiments (issue 15): families whose candidate runs as several
     /// racing variants.
     pub experiments: Vec<ExperimentConfig>,
+    /// CODEOWNER sign-off verification (issue 26).
+    pub signoff: SignoffConfig,
+}
+
+/// `[signoff]`: CODEOWNER sign-off verification.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SignoffConfig {
+    /// Whether `klaud serve` verifies sign-offs (webhook deliveries and the
+    /// reconcile passes' catch-up) and publishes verdicts; default `false`.
+    /// `klaud signoff` works either way.
+    pub enabled: bool,
+    /// The least eval score per task (lower-case), e.g. `{ gsm8k = 0.85 }`;
+    /// the repository does not write its bar in a file.
+    pub eval_bars: BTreeMap<String, f64>,
+}
+
+impl Default for SignoffConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            eval_bars: klaud_signoff::evidence::default_eval_bars(),
+        }
+    }
 }
 
 /// `[audit]`: the flag and environment audit (runs where `[upstream]`
@@ -225,6 +249,7 @@ impl Default for Config {
             capacity: None,
             audit: AuditConfig::default(),
             experiments: Vec::new(),
+            signoff: SignoffConfig::default(),
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod dashboard;
 pub mod overlap;
 pub mod pr_commands;
 pub mod repair_hook;
+pub mod signoff;
 pub mod status;
 pub mod story;
 pub mod wave;

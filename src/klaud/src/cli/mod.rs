@@ -6,6 +6,7 @@ pub mod demo;
 #[cfg(feature = "sandbox")]
 pub mod sandbox;
 pub mod serve;
+pub mod signoff;
 pub mod wave;
 
 use std::process::ExitCode;
@@ -151,6 +152,8 @@ enum Command {
     Doctor(doctor::Args),
     /// Write a `klaud.toml` that fits this checkout, each choice explained.
     Init(init::Args),
+    /// Verify a CODEOWNER sign-off on a pull request and publish the verdict and status.
+    Signoff(signoff::Args),
 }
 
 /// Parses the command line, runs the command and returns the process exit code.
@@ -178,6 +181,7 @@ pub fn main() -> ExitCode {
         Command::Status(args) => status::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Init(args) => init::run(args),
+        Command::Signoff(args) => signoff::run(args),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

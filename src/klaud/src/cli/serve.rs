@@ -179,10 +179,21 @@ pub fn run(args: Args) -> Result<(), CliError> {
                     .with_audit(config.audit.options()),
             );
         }
+        let signoffs = config
+            .signoff
+            .enabled
+            .then(klaud_service::signoff::SignoffQueue::default);
+        if let Some(queue) = &signoffs {
+            daemon = daemon.with_signoff(queue.clone(), config.signoff.eval_bars.clone());
+        }
         let wake = Arc::new(Notify::new());
-        let webhook = webhook_secret
-            .as_ref()
-            .map(|s| WebhookState::new(s.as_bytes(), Arc::clone(&wake)));
+        let webhook = webhook_secret.as_ref().map(|s| {
+            let state = WebhookState::new(s.as_bytes(), Arc::clone(&wake));
+            match &signoffs {
+                Some(queue) => state.with_signoffs(queue.clone()),
+                None => state,
+            }
+        });
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("cannot listen on {listen}"))

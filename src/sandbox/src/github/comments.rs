@@ -103,6 +103,11 @@ pub async fn create(
         return Err(ApiError::not_found());
     }
     let now = Utc::now();
+    // A new comment is activity on the pull request: GitHub moves its
+    // `updated_at` (what "recently updated" listings sort by).
+    if let Some(p) = r.pulls.get_mut(&number) {
+        p.updated_at = now;
+    }
     r.comments.insert(
         id,
         IssueComment {
@@ -153,8 +158,13 @@ pub async fn update(
         ));
     }
     let c = r.comments.get_mut(&id).ok_or_else(ApiError::not_found)?;
+    let now = Utc::now();
     c.body = body.body;
-    c.updated_at = Utc::now();
+    c.updated_at = now;
+    let issue = c.issue;
+    if let Some(p) = r.pulls.get_mut(&issue) {
+        p.updated_at = now;
+    }
     let r = m.repo(&owner, &repo)?;
     let c = r.comments.get(&id).ok_or_else(ApiError::not_found)?;
     Ok(Json(m.comment_json(r, c)).into_response())

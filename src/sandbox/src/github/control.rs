@@ -6,11 +6,12 @@
 //! | Method and path | Body | Effect |
 //! | --- | --- | --- |
 //! | `POST /_sandbox/repos` | `{"repo": "o/n", "default_branch"?: "main", "seed_dir"?: DIR, "committer"?: LOGIN}` | creates a repository, optionally committing every file of `DIR` on the default branch; answers `{"repo", "head"}` |
-//! | `POST /_sandbox/users` | `{"login", "name"?, "bot"?: false, "token"?, "rate_limit"?: 5000}` | registers a user and optionally a token with its primary limit per hour |
+//! | `POST /_sandbox/users` | `{"login", "name"?, "bot"?: false, "type"?: "User" \| "Bot", "token"?, "rate_limit"?: 5000, "permission"?: "read\|triage\|write\|maintain\|admin", "repo"?: "o/n"}` | registers a user with a token (the one given, or a new one) and its primary limit per hour, and grants the permission on `repo` (or every repository); answers `{"login", "id", "token"}` |
 //! | `PUT /_sandbox/repos/{o}/{n}/collaborators/{login}` | `{"permission": "none|read|triage|write|maintain|admin"}` | sets a permission |
 //! | `POST /_sandbox/repos/{o}/{n}/push` | `{"branch", "login", "message", "files": {PATH: TEXT \| {"base64": B64} \| null}}` | pushes one commit as `login` (null deletes); answers `{"sha"}` |
 //! | `DELETE /_sandbox/repos/{o}/{n}/workflows/{file}` | | removes a workflow (404 when there is none) |
 //! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/complete` | `{"conclusion", "artifacts": {NAME: {PATH: TEXT \| {"base64": B64}}}}` | completes a run; each artifact is zipped |
+//! | `POST /_sandbox/repos/{o}/{n}/runs` | `{"head_sha", "workflow"?: "run-sweep.yml", "event"?: "pull_request", "conclusion"?: "success", "jobs": [{"name", "conclusion"}], "artifacts"?: {NAME: {PATH: TEXT \| {"base64": B64}}}}` | records a finished run with those jobs (each a check run of the commit) and artifacts; answers `{"id"}` |
 //! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/status` | `{"status", "conclusion"?}` | sets a run's status |
 //! | `POST /_sandbox/faults` | a [`Fault`], e.g. `{"method": "POST", "path": "/repos/*/pulls", "count": 1, "action": {"kind": "after_write_status", "status": 502}}` | installs a fault (`status` with `retry_after`/`message`, `secondary_limit` with `status` (403 or 429) and an optional `retry_after` — GitHub's secondary rate limit with or without the header, `delay` with `millis`, `after_write_status`, `after_write_drop`) |
 //! | `DELETE /_sandbox/faults` | | removes all faults |
@@ -31,7 +32,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::faults::Fault;
-use super::state::{ArtifactFiles, GithubState, Permission, SimError};
+use super::state::{ArtifactFiles, FinishedRun, GithubState, Permission, SimError};
 
 /// Control routes (mounted under `/_sandbox`).
 pub fn router() -> Router<GithubState> {
@@ -52,6 +53,7 @@ pub fn router() -> Router<GithubState> {
             post(complete_run),
         )
         .route("/repos/{owner}/{repo}/runs/{id}/status", post(run_status))
+        .route("/repos/{owner}/{repo}/runs", post(add_run))
         .route("/faults", post(add_fault))
         .route("/faults", delete(clear_faults))
         .route("/log", get(log))
@@ -117,23 +119,53 @@ struct UserIn {
     name: Option<String>,
     #[serde(default)]
     bot: bool,
+    /// `User` or `Bot` (GitHub's account `type`); `Bot` is the same as
+    /// `"bot": true`.
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
     #[serde(default)]
     token: Option<String>,
     #[serde(default)]
     rate_limit: Option<u64>,
+    /// A permission to grant, on `repo` or, without it, on every repository.
+    #[serde(default)]
+    permission: Option<Permission>,
+    #[serde(default)]
+    repo: Option<String>,
 }
 
 async fn create_user(
     State(st): State<GithubState>,
     Json(b): Json<UserIn>,
 ) -> Result<Response, ControlError> {
-    let id = st.add_user(&b.login, b.name.as_deref(), b.bot).await;
-    if let Some(t) = &b.token {
-        st.add_token(&b.login, t, b.rate_limit).await?;
+    let bot = match b.kind.as_deref() {
+        None => b.bot,
+        Some("User") => false,
+        Some("Bot") => true,
+        Some(other) => {
+            return Err(SimError::Invalid(format!("type {other:?} is not User or Bot")).into());
+        }
+    };
+    let id = st.add_user(&b.login, b.name.as_deref(), bot).await;
+    // Tests that want several people need a credential for each: one is
+    // made up when none is given.
+    let token = b.token.clone().unwrap_or_else(|| {
+        let suffix: u64 = rand::random();
+        format!("sandbox_{}_{suffix:016x}", b.login.replace(['[', ']'], ""))
+    });
+    st.add_token(&b.login, &token, b.rate_limit).await?;
+    if let Some(permission) = b.permission {
+        let repos = match &b.repo {
+            Some(repo) => vec![repo.clone()],
+            None => st.repo_names().await,
+        };
+        for repo in repos {
+            st.set_permission(&repo, &b.login, permission).await?;
+        }
     }
     Ok((
         StatusCode::CREATED,
-        Json(json!({"login": b.login, "id": id})),
+        Json(json!({"login": b.login, "id": id, "token": token})),
     )
         .into_response())
 }
@@ -278,4 +310,52 @@ async fn clear_faults(State(st): State<GithubState>) -> Response {
 
 async fn log(State(st): State<GithubState>) -> Response {
     Json(st.request_log().await).into_response()
+}
+
+#[derive(Deserialize)]
+struct JobIn {
+    name: String,
+    conclusion: String,
+}
+
+#[derive(Deserialize)]
+struct RunIn {
+    head_sha: String,
+    #[serde(default)]
+    workflow: Option<String>,
+    #[serde(default)]
+    event: Option<String>,
+    #[serde(default)]
+    conclusion: Option<String>,
+    #[serde(default)]
+    jobs: Vec<JobIn>,
+    #[serde(default)]
+    artifacts: BTreeMap<String, BTreeMap<String, Value>>,
+}
+
+async fn add_run(
+    State(st): State<GithubState>,
+    Path((owner, repo)): Path<(String, String)>,
+    Json(b): Json<RunIn>,
+) -> Result<Response, ControlError> {
+    let mut artifacts: ArtifactFiles = BTreeMap::new();
+    for (name, files) in &b.artifacts {
+        let mut out = BTreeMap::new();
+        for (path, v) in files {
+            let bytes = bytes_of(v, &format!("{name}/{path}"))?
+                .ok_or_else(|| SimError::Invalid(format!("{name}/{path}: content is null")))?;
+            out.insert(path.clone(), bytes);
+        }
+        artifacts.insert(name.clone(), out);
+    }
+    let run = FinishedRun {
+        workflow: b.workflow.unwrap_or_else(|| "run-sweep.yml".into()),
+        head_sha: b.head_sha,
+        event: b.event.unwrap_or_else(|| "pull_request".into()),
+        conclusion: b.conclusion.unwrap_or_else(|| "success".into()),
+        jobs: b.jobs.into_iter().map(|j| (j.name, j.conclusion)).collect(),
+        artifacts,
+    };
+    let id = st.add_finished_run(&format!("{owner}/{repo}"), run).await?;
+    Ok((StatusCode::CREATED, Json(json!({"id": id}))).into_response())
 }

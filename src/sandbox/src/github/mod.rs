@@ -20,7 +20,9 @@ mod merge;
 mod pages;
 mod pulls;
 mod refs;
+mod reviews;
 pub mod state;
+mod statuses;
 mod users;
 pub(crate) mod workflows;
 
@@ -82,6 +84,23 @@ pub fn router(state: GithubState) -> Router {
         .route("/pulls/{number}/files", get(pulls::files))
         .route("/pulls/{number}/commits", get(pulls::commits))
         .route("/pulls/{number}/merge", put(pulls::merge))
+        .route(
+            "/pulls/{number}/reviews",
+            get(reviews::list_reviews).post(reviews::create_review),
+        )
+        .route("/pulls/{number}/reviews/{id}", get(reviews::get_review))
+        .route(
+            "/pulls/{number}/comments",
+            get(reviews::list_comments).post(reviews::create_comment),
+        )
+        .route(
+            "/pulls/comments/{id}",
+            get(reviews::get_comment).patch(reviews::update_comment),
+        )
+        .route("/statuses/{sha}", post(statuses::create))
+        .route("/commits/{sha}/statuses", get(statuses::list))
+        .route("/commits/{sha}/status", get(statuses::combined))
+        .route("/commits/{sha}/check-runs", get(statuses::check_runs))
         .route("/issues/{number}", get(comments::get_issue))
         .route(
             "/issues/{number}/comments",

@@ -142,6 +142,8 @@ pub struct ListQuery {
     base: Option<String>,
     #[serde(default)]
     direction: Option<String>,
+    #[serde(default)]
+    sort: Option<String>,
 }
 
 pub async fn list(
@@ -171,6 +173,10 @@ pub async fn list(
         .filter(|p| head.is_none_or(|(o, b)| o.eq_ignore_ascii_case(&r.owner) && p.head_ref == b))
         .filter(|p| q.base.as_deref().is_none_or(|b| p.base_ref == b))
         .collect();
+    // GitHub sorts by `created` unless asked for `updated` (ties by number).
+    if q.sort.as_deref() == Some("updated") {
+        pulls.sort_by_key(|p| (p.updated_at, p.number));
+    }
     if q.direction.as_deref() != Some("asc") {
         pulls.reverse();
     }

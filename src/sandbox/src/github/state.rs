@@ -145,6 +145,62 @@ pub struct IssueComment {
     pub updated_at: DateTime<Utc>,
 }
 
+/// A workflow run that already finished, for seeding
+/// ([`GithubState::add_finished_run`]).
+#[derive(Debug, Clone)]
+pub struct FinishedRun {
+    /// Workflow file name or id, e.g. `run-sweep.yml`.
+    pub workflow: String,
+    pub head_sha: String,
+    pub event: String,
+    pub conclusion: String,
+    /// (job name, conclusion) in order.
+    pub jobs: Vec<(String, String)>,
+    pub artifacts: ArtifactFiles,
+}
+
+/// A commit status (`POST /repos/{o}/{r}/statuses/{sha}`).
+#[derive(Debug, Clone)]
+pub struct CommitStatus {
+    pub id: u64,
+    pub sha: String,
+    /// `error`, `failure`, `pending` or `success`.
+    pub state: String,
+    pub context: String,
+    pub description: Option<String>,
+    pub target_url: Option<String>,
+    pub creator: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A pull request review.
+#[derive(Debug, Clone)]
+pub struct Review {
+    pub id: u64,
+    pub pull: u64,
+    pub user: String,
+    pub body: String,
+    /// `APPROVED`, `CHANGES_REQUESTED`, `COMMENTED` (or `PENDING`).
+    pub state: String,
+    pub commit_id: String,
+    pub submitted_at: DateTime<Utc>,
+}
+
+/// An inline review comment on a pull request's diff.
+#[derive(Debug, Clone)]
+pub struct ReviewComment {
+    pub id: u64,
+    pub pull: u64,
+    pub review_id: Option<u64>,
+    pub user: String,
+    pub body: String,
+    pub path: String,
+    pub line: Option<u64>,
+    pub commit_id: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
 #[derive(Debug, Clone)]
 pub struct LabelDef {
     pub id: u64,
@@ -252,6 +308,11 @@ pub struct Repo {
     pub workflows: Vec<Workflow>,
     pub runs: BTreeMap<u64, Run>,
     pub artifacts: BTreeMap<u64, Artifact>,
+    /// Commit statuses, oldest first (GitHub keeps every one; the newest
+    /// per context wins in the combined status).
+    pub statuses: Vec<CommitStatus>,
+    pub reviews: BTreeMap<u64, Review>,
+    pub review_comments: BTreeMap<u64, ReviewComment>,
 }
 
 impl Repo {
@@ -1135,6 +1196,9 @@ impl GithubState {
                 workflows,
                 runs: BTreeMap::new(),
                 artifacts: BTreeMap::new(),
+                statuses: Vec::new(),
+                reviews: BTreeMap::new(),
+                review_comments: BTreeMap::new(),
             },
         );
         Ok(())
@@ -1393,6 +1457,116 @@ impl GithubState {
             );
         }
         Ok(())
+    }
+
+    /// Records a finished workflow run on `head_sha` with the given jobs
+    /// (name, conclusion) and artifacts, as if the repository's workflow had
+    /// run there (a sweep that ran before the test started); returns its id.
+    pub async fn add_finished_run(&self, full: &str, run: FinishedRun) -> Result<u64, SimError> {
+        let FinishedRun {
+            workflow,
+            head_sha,
+            event,
+            conclusion,
+            jobs,
+            artifacts,
+        } = run;
+        let (workflow, head_sha, event, conclusion) = (
+            workflow.as_str(),
+            head_sha.as_str(),
+            event.as_str(),
+            conclusion.as_str(),
+        );
+        let mut zipped = Vec::new();
+        for (name, files) in artifacts {
+            zipped.push((name, zip_files(&files)?));
+        }
+        let mut m = self.lock().await;
+        let run_id = m.id();
+        let job_id = m.id();
+        let job_ids: Vec<u64> = jobs.iter().map(|_| m.id()).collect();
+        let artifact_ids: Vec<u64> = zipped.iter().map(|_| m.id()).collect();
+        let r = m.repo_by_full(full)?;
+        if !r.objects.commits.contains_key(head_sha) {
+            return Err(SimError::NotFound(format!("commit {head_sha}")));
+        }
+        let w = r
+            .workflow(workflow)
+            .cloned()
+            .ok_or_else(|| SimError::NotFound(format!("workflow {workflow}")))?;
+        let head_branch = r
+            .pulls
+            .values()
+            .find(|p| p.head_sha == head_sha)
+            .map(|p| p.head_ref.clone())
+            .unwrap_or_else(|| r.default_branch.clone());
+        let pull_requests = r
+            .pulls
+            .values()
+            .filter(|p| p.open && p.head_sha == head_sha)
+            .map(|p| p.number)
+            .collect();
+        let now = Utc::now();
+        let jobs = jobs
+            .into_iter()
+            .zip(job_ids)
+            .map(|((name, conclusion), id)| Job {
+                id,
+                name,
+                status: "completed".into(),
+                conclusion: Some(conclusion),
+                started_at: now,
+                completed_at: Some(now),
+                log: String::new(),
+            })
+            .collect();
+        r.runs.insert(
+            run_id,
+            Run {
+                id: run_id,
+                workflow_id: w.id,
+                name: w.name.clone(),
+                display_title: w.name.clone(),
+                event: event.into(),
+                status: "completed".into(),
+                conclusion: Some(conclusion.into()),
+                head_branch,
+                head_sha: head_sha.into(),
+                actor: r.owner.clone(),
+                triggering_actor: r.owner.clone(),
+                run_attempt: 1,
+                inputs: Value::Null,
+                pull_requests,
+                created_at: now,
+                updated_at: now,
+                run_started_at: now,
+                job_id,
+                concurrency_group: None,
+                past_attempts: Vec::new(),
+                cancel_requested: false,
+                jobs,
+                context: None,
+            },
+        );
+        for ((name, zip), id) in zipped.into_iter().zip(artifact_ids) {
+            r.artifacts.insert(
+                id,
+                Artifact {
+                    id,
+                    run_id,
+                    name,
+                    zip,
+                    created_at: now,
+                },
+            );
+        }
+        Ok(run_id)
+    }
+
+    /// Every repository's `owner/name`.
+    pub async fn repo_names(&self) -> Vec<String> {
+        let m = self.lock().await;
+        m.repos.values().map(Repo::full_name).collect()
     }
 
     /// Sets how long an accepted cancel takes to finish its run (the 202

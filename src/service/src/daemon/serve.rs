@@ -119,6 +119,8 @@ pub struct Daemon {
     /// Reads of the engines' source repositories (the bump's commit range,
     /// the release-versus-nightly proof), as `klaud wave` does.
     upstream: Option<Arc<klaud_github::upstream::GithubUpstream>>,
+    /// Sign-off verification: the webhook's queue and the eval bars.
+    signoff: Option<(crate::signoff::SignoffQueue, BTreeMap<String, f64>)>,
 }
 
 /// How many rate-budget samples the dashboard chart keeps (one a minute:
@@ -135,6 +137,7 @@ struct LoopState {
     announced: BTreeSet<String>,
     planning: bool,
     budget_history: VecDeque<BudgetSample>,
+    signoffs: crate::signoff::SignoffWatch,
 }
 
 impl Daemon {
@@ -165,7 +168,20 @@ impl Daemon {
             web_urls: BTreeMap::new(),
             sink: None,
             upstream: None,
+            signoff: None,
         })
+    }
+
+    /// Verifies CODEOWNER sign-offs after every pass: those `queue` holds
+    /// (announced by the webhook), then those written after Klaud's last
+    /// verdict on an open pull request (the catch-up).
+    pub fn with_signoff(
+        mut self,
+        queue: crate::signoff::SignoffQueue,
+        eval_bars: BTreeMap<String, f64>,
+    ) -> Self {
+        self.signoff = Some((queue, eval_bars));
+        self
     }
 
     /// Reads upstream source repositories through `upstream` in every wave:
@@ -411,6 +427,16 @@ impl Daemon {
             Err(e) => self.error(repo, state, format!("{name}: {pass:?} failed: {e}")),
         }
         self.announce(repo, state).await;
+        if let Some((queue, bars)) = &self.signoff {
+            let announced = queue.take(&name);
+            let lines = state.signoffs.pass(&repo.forge, announced, bars).await;
+            for line in lines {
+                match line {
+                    Ok(done) => tracing::info!(repo = %name, "{done}"),
+                    Err(e) => self.error(repo, state, e),
+                }
+            }
+        }
     }
 
     /// Plans `repo` without claiming anything (the dashboard's view before

@@ -1,5 +1,8 @@
 //! Optional GitHub webhook endpoint: a verified delivery wakes the reconcile
-//! loop early; without webhooks Klaud simply polls. Deliveries are verified
+//! loop early; without webhooks Klaud simply polls. With sign-off
+//! verification on, a delivery announcing a CODEOWNER sign-off (a PR
+//! comment, review or inline comment with the phrase) is queued for the
+//! woken pass. Deliveries are verified
 //! with HMAC-SHA256 over the raw body (`X-Hub-Signature-256`) and a shared
 //! secret; anything else is refused with 401 and logged without the body.
 
@@ -19,6 +22,7 @@ use tokio::sync::Notify;
 pub struct WebhookState {
     secret: Arc<[u8]>,
     wake: Arc<Notify>,
+    signoffs: Option<crate::signoff::SignoffQueue>,
 }
 
 impl WebhookState {
@@ -27,7 +31,14 @@ impl WebhookState {
         Self {
             secret: secret.into(),
             wake,
+            signoffs: None,
         }
+    }
+
+    /// Queues the sign-offs deliveries announce on `queue`.
+    pub fn with_signoffs(mut self, queue: crate::signoff::SignoffQueue) -> Self {
+        self.signoffs = Some(queue);
+        self
     }
 }
 
@@ -75,6 +86,22 @@ async fn deliver(State(state): State<WebhookState>, headers: HeaderMap, body: By
             "webhook delivery refused: bad or missing signature"
         );
         return StatusCode::UNAUTHORIZED;
+    }
+    if let Some(queue) = &state.signoffs {
+        let event = headers
+            .get("x-github-event")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if let Ok(payload) = serde_json::from_slice::<serde_json::Value>(&body)
+            && let Some(announced) = crate::signoff::announced(event, &payload)
+        {
+            tracing::info!(
+                repository = %announced.repository,
+                pull = announced.pull,
+                "sign-off announced"
+            );
+            queue.push(announced);
+        }
     }
     state.wake.notify_one();
     StatusCode::ACCEPTED
@@ -131,5 +158,37 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(5), woken)
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_signed_signoff_delivery_is_queued_for_the_woken_pass() {
+        let wake = Arc::new(Notify::new());
+        let queue = crate::signoff::SignoffQueue::default();
+        let app =
+            router(WebhookState::new(b"s3cret", Arc::clone(&wake)).with_signoffs(queue.clone()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/webhook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let http = klaud_http::http_client().expect("http client");
+        let body = serde_json::json!({
+            "action": "created",
+            "issue": {"number": 7, "pull_request": {"url": "u"}},
+            "comment": {"id": 42, "body": "As a PR reviewer and CODEOWNER, I have reviewed this and have:"},
+            "repository": {"full_name": "o/r"},
+        })
+        .to_string()
+        .into_bytes();
+        let answer = http
+            .post(&url)
+            .header("x-github-event", "issue_comment")
+            .header("x-hub-signature-256", sign(b"s3cret", &body))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), 202);
+        let queued = queue.take("o/r");
+        assert_eq!(queued.len(), 1);
+        assert_eq!(queued[0].pull, 7);
     }
 }

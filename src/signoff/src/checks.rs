@@ -1,0 +1,1675 @@
+//! Each check of the contract as a function of the gathered evidence.
+//!
+//! Where data decides, the check decides; where the prompt asks for
+//! judgement (whether an upstream recipe is merged and matches, whether a
+//! waiver covers a patch, what the PR description claims), the row is WARN
+//! "needs a reviewer" with the evidence found, never PASS.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::checklist::{self, Item};
+use crate::codeowners::Codeowners;
+use crate::contract::{CheckKind, ContractVersion};
+use crate::evidence::{CheckRunFact, Evidence};
+use crate::{CheckResult, Outcome};
+
+/// A master-config entry the pull request adds or changes.
+#[derive(Debug, Clone)]
+pub struct ChangedEntry {
+    pub file: String,
+    pub key: String,
+    pub head: Value,
+    pub base: Option<Value>,
+}
+
+impl ChangedEntry {
+    fn text(&self, field: &str) -> &str {
+        self.head.get(field).and_then(Value::as_str).unwrap_or("")
+    }
+
+    fn flag(&self, field: &str) -> bool {
+        self.head
+            .get(field)
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
+    fn name(&self) -> String {
+        format!("{}:{}", self.file, self.key)
+    }
+
+    fn is_agentic(&self) -> bool {
+        self.head
+            .get("scenarios")
+            .is_some_and(|s| s.get("agentic-coding").is_some())
+            || self.key.contains("agentic")
+    }
+
+    fn is_spec_decode(&self) -> bool {
+        let key = self.key.to_lowercase();
+        key.contains("-mtp") || key.contains("eagle") || has_spec_decoding(&self.head)
+    }
+}
+
+fn has_spec_decoding(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.iter().any(|(k, v)| {
+            (k == "spec-decoding" && v.as_str().is_some_and(|s| s != "none"))
+                || has_spec_decoding(v)
+        }),
+        Value::Array(items) => items.iter().any(has_spec_decoding),
+        _ => false,
+    }
+}
+
+fn has_key_true(value: &Value, key: &str) -> bool {
+    match value {
+        Value::Object(map) => map
+            .iter()
+            .any(|(k, v)| (k == key && v.as_bool() == Some(true)) || has_key_true(v, key)),
+        Value::Array(items) => items.iter().any(|v| has_key_true(v, key)),
+        _ => false,
+    }
+}
+
+fn parse_master(text: &str) -> BTreeMap<String, Value> {
+    let Ok(Some(node)) = klaud_planner::yaml::parse(text) else {
+        return BTreeMap::new();
+    };
+    match node.to_json() {
+        Value::Object(map) => map.into_iter().collect(),
+        _ => BTreeMap::new(),
+    }
+}
+
+/// The hardware of a runner label: `cluster:b300-nv` → `b300`.
+fn hardware(runner: &str) -> String {
+    let bare = runner.rsplit(':').next().unwrap_or(runner);
+    bare.split(['-', '_'])
+        .next()
+        .unwrap_or(bare)
+        .to_ascii_lowercase()
+}
+
+const ESTABLISHED_HARDWARE: &[&str] = &[
+    "h100", "h200", "b200", "b300", "gb200", "gb300", "mi300x", "mi325x", "mi355x",
+];
+
+fn short(sha: &str) -> &str {
+    sha.get(..7).unwrap_or(sha)
+}
+
+static RUN_ID: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"/actions/runs/(\d+)").expect("regex"));
+
+/// The run id in a check run's `details_url`.
+pub fn run_id_of(details_url: &str) -> Option<u64> {
+    RUN_ID.captures(details_url)?[1].parse().ok()
+}
+
+fn is_eval_job(name: &str) -> bool {
+    name.starts_with("eval /") || name.contains(" eval /")
+}
+
+fn is_benchmark_job(name: &str) -> bool {
+    !is_eval_job(name)
+        && (name.starts_with("single-node ") || name.starts_with("multi-node "))
+        && name.contains(" /")
+}
+
+fn executed_badly(run: &CheckRunFact) -> bool {
+    matches!(
+        run.conclusion.as_deref(),
+        Some("failure" | "cancelled" | "timed_out" | "action_required" | "stale")
+    ) || run.status != "completed"
+}
+
+/// The green sweep Check 1 found: the newest run on a commit still in the
+/// PR whose benchmark and eval jobs succeeded (skipped ones do not count).
+#[derive(Debug, Clone)]
+pub struct GreenSweep {
+    pub sha: String,
+    pub run_id: u64,
+    pub benchmark_jobs: Vec<String>,
+    pub eval_jobs: Vec<String>,
+}
+
+/// The green sweep Check 1 accepts, from the pull request's commits (oldest
+/// first, as GitHub lists them) and their check runs. Gathering reads the
+/// eval artifacts of exactly this run.
+pub fn green_sweep(pr_commits: &[String], check_runs: &[CheckRunFact]) -> Option<GreenSweep> {
+    for sha in pr_commits.iter().rev() {
+        let mut runs: BTreeMap<u64, Vec<&CheckRunFact>> = BTreeMap::new();
+        for run in check_runs.iter().filter(|r| &r.sha == sha) {
+            if let Some(id) = run.run_id {
+                runs.entry(id).or_default().push(run);
+            }
+        }
+        for (run_id, jobs) in runs.iter().rev() {
+            let relevant: Vec<_> = jobs
+                .iter()
+                .filter(|j| is_eval_job(&j.name) || is_benchmark_job(&j.name))
+                .collect();
+            if relevant.iter().any(|j| executed_badly(j)) {
+                continue;
+            }
+            let succeeded = |pick: fn(&str) -> bool| -> Vec<String> {
+                relevant
+                    .iter()
+                    .filter(|j| pick(&j.name) && j.conclusion.as_deref() == Some("success"))
+                    .map(|j| j.name.clone())
+                    .collect()
+            };
+            let benchmark_jobs = succeeded(is_benchmark_job);
+            let eval_jobs = succeeded(is_eval_job);
+            if !benchmark_jobs.is_empty() && !eval_jobs.is_empty() {
+                return Some(GreenSweep {
+                    sha: sha.clone(),
+                    run_id: *run_id,
+                    benchmark_jobs,
+                    eval_jobs,
+                });
+            }
+        }
+    }
+    None
+}
+
+/// Everything the checks share, computed once.
+pub struct Context<'a> {
+    evidence: &'a Evidence,
+    version: ContractVersion,
+    template: Vec<Item>,
+    codeowners: Option<Codeowners>,
+    entries: Vec<ChangedEntry>,
+    all_head_entries: Vec<(String, String, Value)>,
+    sweep: Option<GreenSweep>,
+    detail: String,
+}
+
+fn result(number: u32, kind: CheckKind, outcome: Outcome, reason: String) -> CheckResult {
+    CheckResult {
+        number,
+        name: kind.name().to_owned(),
+        result: outcome,
+        reason,
+        evidence: Vec::new(),
+    }
+}
+
+fn with(mut check: CheckResult, evidence: Vec<String>) -> CheckResult {
+    check.evidence = evidence;
+    check
+}
+
+impl<'a> Context<'a> {
+    pub fn new(evidence: &'a Evidence, version: ContractVersion, checklist_md: &str) -> Self {
+        let mut entries = Vec::new();
+        let mut all_head_entries = Vec::new();
+        for (file, text) in &evidence.masters_head {
+            let head = parse_master(text);
+            let base = evidence
+                .masters_base
+                .get(file)
+                .map(|t| parse_master(t))
+                .unwrap_or_default();
+            for (key, value) in head {
+                if !value.is_object() {
+                    continue;
+                }
+                let before = base.get(&key).cloned();
+                if before.as_ref() != Some(&value) {
+                    entries.push(ChangedEntry {
+                        file: file.clone(),
+                        key: key.clone(),
+                        head: value.clone(),
+                        base: before,
+                    });
+                }
+                all_head_entries.push((file.clone(), key, value));
+            }
+        }
+        Self {
+            evidence,
+            version,
+            template: checklist::template_items(checklist_md),
+            codeowners: evidence.codeowners.as_deref().map(Codeowners::parse),
+            entries,
+            all_head_entries,
+            sweep: green_sweep(&evidence.pr_commits, &evidence.check_runs),
+            detail: checklist::detail_section(&evidence.signoff.body).to_owned(),
+        }
+    }
+
+    /// Decides check `number` of kind `kind`.
+    pub fn decide(&self, number: u32, kind: CheckKind) -> CheckResult {
+        match kind {
+            CheckKind::Codeowner => self.codeowner(number, kind),
+            CheckKind::PassingSweep => self.passing_sweep(number, kind),
+            CheckKind::Evals => self.evals(number, kind),
+            CheckKind::RecipeLink => self.recipe_link(number, kind),
+            CheckKind::ReuseCommand => self.reuse_command(number, kind),
+            CheckKind::LatestChecklist => self.latest_checklist(number, kind),
+            CheckKind::UpstreamImages => self.upstream_images(number, kind),
+            CheckKind::DeprecatedModels => self.deprecated(number, kind),
+            CheckKind::ArchitectureHacks => self.architecture_hacks(number, kind),
+            CheckKind::ChatTemplates => self.chat_templates(number, kind),
+            CheckKind::EnginePatches => self.engine_patches(number, kind),
+            CheckKind::AgenticGoldenAl => self.golden_al(number, kind),
+            CheckKind::AppendOnly => self.append_only(number, kind),
+            CheckKind::DraftAsShipped => self.draft_as_shipped(number, kind),
+            CheckKind::ParetoCoverage => self.pareto(number, kind),
+            CheckKind::PrDescription => self.pr_description(number, kind),
+        }
+    }
+
+    fn signer(&self) -> &str {
+        &self.evidence.signer.login
+    }
+
+    fn changed_paths(&self) -> Vec<&str> {
+        let mut paths = Vec::new();
+        for file in &self.evidence.changed_files {
+            paths.push(file.path.as_str());
+            if let Some(previous) = &file.previous_path {
+                paths.push(previous.as_str());
+            }
+        }
+        paths
+    }
+
+    fn touches_benchmarks(&self) -> bool {
+        self.changed_paths().iter().any(|p| {
+            p.starts_with("benchmarks/")
+                || p.starts_with("configs/")
+                || p.starts_with("runners/")
+                || p.starts_with(".github/workflows/")
+        })
+    }
+
+    fn codeowner(&self, n: u32, kind: CheckKind) -> CheckResult {
+        let Some(owners) = &self.codeowners else {
+            return result(
+                n,
+                kind,
+                Outcome::Fail,
+                "No .github/CODEOWNERS at the base commit, so no one can sign off as a CODEOWNER."
+                    .into(),
+            );
+        };
+        let signer = self.signer();
+        let member = |team: &str| {
+            self.evidence
+                .team_membership
+                .get(&team.to_ascii_lowercase())
+                .copied()
+        };
+        let mut owned = Vec::new();
+        let mut catch_all = Vec::new();
+        let mut mismatched = Vec::new();
+        let mut evidence = Vec::new();
+        for path in self.changed_paths() {
+            match owners.owner_rule(path) {
+                None => catch_all.push(path),
+                Some(rule) if rule.is_catch_all() => catch_all.push(path),
+                Some(rule) => {
+                    let by_team = rule.teams().any(|t| member(t) == Some(true));
+                    if rule.lists_user(signer) || by_team {
+                        evidence.push(format!(
+                            "{path}: CODEOWNERS line {}: {}",
+                            rule.line, rule.text
+                        ));
+                        owned.push(path);
+                    } else {
+                        mismatched.push((path, rule));
+                    }
+                }
+            }
+        }
+        let recognized = !owned.is_empty()
+            || owners.lists_anywhere(signer)
+            || owners
+                .rules
+                .iter()
+                .flat_map(|r| r.teams())
+                .any(|t| member(t) == Some(true));
+        if let Some((path, rule)) = mismatched.first() {
+            let owners_text = rule
+                .owners
+                .iter()
+                .map(|o| format!("@{o}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let evidence = mismatched
+                .iter()
+                .map(|(p, r)| format!("{p}: CODEOWNERS line {}: {}", r.line, r.text))
+                .collect();
+            return with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Fail,
+                    format!(
+                        "{signer} is not a CODEOWNER of {path}; its owners are {owners_text} (CODEOWNERS line {}).",
+                        rule.line
+                    ),
+                ),
+                evidence,
+            );
+        }
+        if !recognized {
+            return result(
+                n,
+                kind,
+                Outcome::Fail,
+                format!(
+                    "{signer} is not listed in CODEOWNERS, so they cannot cover the catch-all paths."
+                ),
+            );
+        }
+        let reason = if owned.is_empty() {
+            format!(
+                "{signer} is a listed CODEOWNER and every changed path is catch-all-only, so it is covered."
+            )
+        } else {
+            let mut unique: Vec<&str> = owned.clone();
+            unique.dedup();
+            let rest = if catch_all.is_empty() {
+                String::new()
+            } else {
+                "; all other changed paths are catch-all-only and covered".to_owned()
+            };
+            format!(
+                "{signer} owns {} via its specific CODEOWNERS line{rest}.",
+                unique.join(", ")
+            )
+        };
+        with(result(n, kind, Outcome::Pass, reason), evidence)
+    }
+
+    fn passing_sweep(&self, n: u32, kind: CheckKind) -> CheckResult {
+        let Some(sweep) = &self.sweep else {
+            let evidence = self
+                .evidence
+                .pr_commits
+                .iter()
+                .map(|sha| {
+                    let jobs: Vec<String> = self
+                        .evidence
+                        .check_runs
+                        .iter()
+                        .filter(|r| {
+                            &r.sha == sha && (is_eval_job(&r.name) || is_benchmark_job(&r.name))
+                        })
+                        .map(|r| {
+                            format!(
+                                "{} {}",
+                                r.name,
+                                r.conclusion.as_deref().unwrap_or(&r.status)
+                            )
+                        })
+                        .collect();
+                    format!(
+                        "{}: {}",
+                        short(sha),
+                        if jobs.is_empty() {
+                            "no sweep or eval check runs".to_owned()
+                        } else {
+                            jobs.join(", ")
+                        }
+                    )
+                })
+                .collect();
+            return with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Fail,
+                    "No passing sweep/eval was found on any commit in this PR. Run (or re-anchor with /reuse-sweep-run) a passing full sweep on a commit currently in this PR.".into(),
+                ),
+                evidence,
+            );
+        };
+        let groups: BTreeSet<&str> = sweep
+            .benchmark_jobs
+            .iter()
+            .filter_map(|j| j.split(" /").next())
+            .collect();
+        let eval_groups: BTreeSet<&str> = sweep
+            .eval_jobs
+            .iter()
+            .filter_map(|j| j.split(" /").next())
+            .collect();
+        let head = if sweep.sha == self.evidence.head_sha {
+            format!("head {} (the assessed commit)", short(&sweep.sha))
+        } else {
+            format!("commit {} (still in this PR)", short(&sweep.sha))
+        };
+        let reason = format!(
+            "{head} carries run {} with {} {} / and {} {} / check-runs success (executed, not skipped).",
+            sweep.run_id,
+            sweep.benchmark_jobs.len(),
+            groups.into_iter().collect::<Vec<_>>().join(" / and "),
+            sweep.eval_jobs.len(),
+            eval_groups.into_iter().collect::<Vec<_>>().join(" / and "),
+        );
+        let mut evidence = vec![format!("run {} on {}", sweep.run_id, sweep.sha)];
+        evidence.extend(sweep.benchmark_jobs.iter().cloned());
+        evidence.extend(sweep.eval_jobs.iter().cloned());
+        with(result(n, kind, Outcome::Pass, reason), evidence)
+    }
+
+    fn bar_for(&self, task: &str) -> Option<f64> {
+        let task = task.to_ascii_lowercase();
+        self.evidence
+            .eval_bars
+            .iter()
+            .filter(|(name, _)| task == **name || task.starts_with(name.as_str()))
+            .map(|(_, bar)| *bar)
+            .next()
+    }
+
+    fn head_images(&self) -> BTreeSet<String> {
+        self.entries
+            .iter()
+            .map(|e| e.text("image").replace('#', "/"))
+            .filter(|i| !i.is_empty())
+            .collect()
+    }
+
+    fn evals(&self, n: u32, kind: CheckKind) -> CheckResult {
+        let Some(sweep) = &self.sweep else {
+            return result(
+                n,
+                kind,
+                Outcome::Fail,
+                "No passing eval run on a commit in this PR, so there are no eval results to check.".into(),
+            );
+        };
+        let rows = match self.evidence.evals.get(&sweep.run_id) {
+            None => {
+                return result(
+                    n,
+                    kind,
+                    Outcome::Fail,
+                    format!(
+                        "Run {} has no eval results artifact (eval_results_*).",
+                        sweep.run_id
+                    ),
+                );
+            }
+            Some(Err(why)) => {
+                return result(
+                    n,
+                    kind,
+                    Outcome::Fail,
+                    format!(
+                        "The eval results of run {} could not be read: {why}.",
+                        sweep.run_id
+                    ),
+                );
+            }
+            Some(Ok(rows)) if rows.is_empty() => {
+                return result(
+                    n,
+                    kind,
+                    Outcome::Fail,
+                    format!("The eval results of run {} are empty.", sweep.run_id),
+                );
+            }
+            Some(Ok(rows)) => rows,
+        };
+        let mut below = Vec::new();
+        let mut unknown_bar = Vec::new();
+        let mut evidence = Vec::new();
+        let mut by_task: BTreeMap<String, (f64, f64, f64, String)> = BTreeMap::new();
+        for row in rows {
+            let Some(score) = row.score else {
+                below.push(format!("{} {}: no score", row.label, row.task));
+                continue;
+            };
+            let Some(bar) = self.bar_for(&row.task) else {
+                unknown_bar.push(format!("{} {} {score:.3}", row.label, row.task));
+                continue;
+            };
+            evidence.push(format!(
+                "{} {} {} {score:.3} vs {bar}",
+                row.label, row.task, row.score_name
+            ));
+            if score < bar {
+                below.push(format!("{} {} {score:.3} < {bar}", row.label, row.task));
+            }
+            let entry = by_task.entry(row.task.to_uppercase()).or_insert((
+                score,
+                score,
+                bar,
+                row.score_name.clone(),
+            ));
+            entry.0 = entry.0.min(score);
+            entry.1 = entry.1.max(score);
+        }
+        let images = self.head_images();
+        let foreign: Vec<String> = rows
+            .iter()
+            .filter_map(|r| r.image.as_ref())
+            .map(|i| i.replace('#', "/"))
+            .filter(|i| !images.is_empty() && !images.contains(i))
+            .collect();
+        if !below.is_empty() {
+            return with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Fail,
+                    format!(
+                        "Evals below the bar in run {}: {}.",
+                        sweep.run_id,
+                        below.join("; ")
+                    ),
+                ),
+                evidence,
+            );
+        }
+        if !foreign.is_empty() {
+            return with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Fail,
+                    format!(
+                        "Run {} evaluated a different image than this PR's configs: {}.",
+                        sweep.run_id,
+                        foreign.join(", ")
+                    ),
+                ),
+                evidence,
+            );
+        }
+        if !unknown_bar.is_empty() {
+            return with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Warn,
+                    format!(
+                        "Needs a reviewer: no configured bar for {} in run {}.",
+                        unknown_bar.join("; "),
+                        sweep.run_id
+                    ),
+                ),
+                evidence,
+            );
+        }
+        let scores = by_task
+            .iter()
+            .map(|(task, (lo, hi, bar, name))| {
+                if (hi - lo).abs() < 1e-9 {
+                    format!("{task} {name} {lo:.3} vs {bar} bar")
+                } else {
+                    format!("{task} {name} {lo:.3}–{hi:.3} vs {bar} bar")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let image_note = if images.is_empty() {
+            String::new()
+        } else if sweep.sha == self.evidence.head_sha || rows.iter().all(|r| r.image.is_some()) {
+            format!(
+                "; eval jobs ran the PR's images ({})",
+                images.iter().cloned().collect::<Vec<_>>().join(", ")
+            )
+        } else {
+            return with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Warn,
+                    format!(
+                        "Needs a reviewer: {scores} in run {}, which ran on {} rather than the assessed head; confirm it ran the PR's images ({}).",
+                        sweep.run_id,
+                        short(&sweep.sha),
+                        images.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ),
+                evidence,
+            );
+        };
+        with(
+            result(
+                n,
+                kind,
+                Outcome::Pass,
+                format!(
+                    "{}/{} {scores} (agg_eval_all.json of run {}){image_note}.",
+                    rows.len(),
+                    rows.len(),
+                    sweep.run_id
+                ),
+            ),
+            evidence,
+        )
+    }
+
+    fn recipe_link(&self, n: u32, kind: CheckKind) -> CheckResult {
+        static LINK: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"https://(?:github\.com/vllm-project/recipes|github\.com/sgl-project/sglang|recipes\.vllm\.ai|docs\.sglang\.io/cookbook)[^\s)>\]]*").expect("regex")
+        });
+        let single_files: Vec<&str> = self
+            .changed_paths()
+            .into_iter()
+            .filter(|p| p.starts_with("benchmarks/single_node/"))
+            .collect();
+        let single_entries: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|e| !e.flag("multinode"))
+            .map(ChangedEntry::name)
+            .collect();
+        if single_files.is_empty() && single_entries.is_empty() {
+            let multi = self
+                .changed_paths()
+                .iter()
+                .any(|p| p.starts_with("benchmarks/multi_node/"))
+                || self.entries.iter().any(|e| e.flag("multinode"));
+            let reason = if multi {
+                let mut marks = Vec::new();
+                if self
+                    .changed_paths()
+                    .iter()
+                    .any(|p| p.contains("srt-slurm-recipes/"))
+                {
+                    marks.push("srt-slurm-recipes/**");
+                }
+                if self.entries.iter().any(|e| e.flag("multinode")) {
+                    marks.push("multinode: true");
+                }
+                if self.entries.iter().any(|e| e.flag("disagg")) {
+                    marks.push("disagg: true");
+                }
+                format!(
+                    "disaggregated/multi-node submission ({}); the recipe-link requirement applies to single-node recipes only.",
+                    marks.join(", ")
+                )
+            } else {
+                "no single-node recipe changes in this PR.".to_owned()
+            };
+            return result(n, kind, Outcome::NotApplicable, reason);
+        }
+        let mut evidence: Vec<String> = single_files.iter().map(|p| (*p).to_owned()).collect();
+        evidence.extend(single_entries);
+        match LINK.find(&self.detail) {
+            None => with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Fail,
+                    "No upstream recipe link (vllm-project/recipes, sgl-project/sglang cookbook, recipes.vllm.ai, docs.sglang.io) in the additional detail section for the single-node recipes.".into(),
+                ),
+                evidence,
+            ),
+            Some(link) => {
+                evidence.push(link.as_str().to_owned());
+                with(
+                    result(
+                        n,
+                        kind,
+                        Outcome::Warn,
+                        format!(
+                            "Needs a reviewer: confirm the linked recipe {} is merged and matches the major server args.",
+                            link.as_str()
+                        ),
+                    ),
+                    evidence,
+                )
+            }
+        }
+    }
+
+    fn reuse_command(&self, n: u32, kind: CheckKind) -> CheckResult {
+        static COMMAND: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"(?m)^\s*(/reuse-sweep-run|/use)(?:[ \t]+(\d{1,20}))?[ \t]*$")
+                .expect("regex")
+        });
+        let newer = self.version.reuse_is_advisory();
+        let mut unauthorized = Vec::new();
+        for comment in self.evidence.comments.iter().rev() {
+            for caps in COMMAND.captures_iter(&comment.body) {
+                if &caps[1] == "/use" && !newer {
+                    continue;
+                }
+                if &caps[1] == "/use" && caps.get(2).is_none() {
+                    continue;
+                }
+                let command = match caps.get(2) {
+                    Some(id) => format!("{} {}", &caps[1], id.as_str()),
+                    None => caps[1].to_owned(),
+                };
+                if matches!(
+                    comment.author_association.as_str(),
+                    "OWNER" | "MEMBER" | "COLLABORATOR"
+                ) {
+                    return with(
+                        result(
+                            n,
+                            kind,
+                            Outcome::Pass,
+                            format!(
+                                "{command} posted by {} ({}).",
+                                comment.login, comment.author_association
+                            ),
+                        ),
+                        vec![format!(
+                            "{command} by {} {}",
+                            comment.login, comment.author_association
+                        )],
+                    );
+                }
+                unauthorized.push(format!(
+                    "{command} by {} ({})",
+                    comment.login, comment.author_association
+                ));
+            }
+        }
+        let outcome = if newer { Outcome::Warn } else { Outcome::Fail };
+        let reminder = if newer {
+            "an authorized maintainer should comment /use <run_id>"
+        } else {
+            "an authorized maintainer must comment /reuse-sweep-run before this PR can be merged via reuse"
+        };
+        with(
+            result(
+                n,
+                kind,
+                outcome,
+                format!("No authorized reuse command has been posted on this PR; {reminder}."),
+            ),
+            unauthorized,
+        )
+    }
+
+    fn latest_checklist(&self, n: u32, kind: CheckKind) -> CheckResult {
+        let signed = checklist::signoff_items(&self.evidence.signoff.body);
+        let comparison = checklist::compare(&self.template, &signed);
+        if comparison.complete() {
+            return with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Pass,
+                    format!(
+                        "sign-off matches the current docs/PR_REVIEW_CHECKLIST.md item-for-item ({} items), all items checked.",
+                        comparison.template_count
+                    ),
+                ),
+                vec![format!(
+                    "{} template items, {} sign-off items",
+                    comparison.template_count, comparison.signoff_count
+                )],
+            );
+        }
+        let clip = |t: &String| {
+            let cut: String = t.chars().take(70).collect();
+            if cut.len() < t.len() {
+                format!("\"{cut}…\"")
+            } else {
+                format!("\"{cut}\"")
+            }
+        };
+        let mut parts = Vec::new();
+        if comparison.template_count == 0 {
+            parts.push("the default branch's template has no checklist items".to_owned());
+        }
+        if !comparison.missing.is_empty() {
+            parts.push(format!(
+                "missing current-template items {}",
+                comparison
+                    .missing
+                    .iter()
+                    .map(clip)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if !comparison.unchecked.is_empty() {
+            parts.push(format!(
+                "unchecked items {}",
+                comparison
+                    .unchecked
+                    .iter()
+                    .map(clip)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let mut evidence = comparison
+            .missing
+            .iter()
+            .map(|t| format!("missing: {t}"))
+            .collect::<Vec<_>>();
+        evidence.extend(
+            comparison
+                .unchecked
+                .iter()
+                .map(|t| format!("unchecked: {t}")),
+        );
+        with(
+            result(
+                n,
+                kind,
+                Outcome::Fail,
+                format!(
+                    "Stale or incomplete checklist: {}; use the current docs/PR_REVIEW_CHECKLIST.md.",
+                    parts.join("; ")
+                ),
+            ),
+            evidence,
+        )
+    }
+
+    fn claims_exception(&self) -> bool {
+        let detail = self.detail.to_lowercase();
+        detail.contains("new hardware")
+            || detail.contains("new model architecture")
+            || detail.contains("exception")
+    }
+
+    fn upstream_images(&self, n: u32, kind: CheckKind) -> CheckResult {
+        if self.entries.is_empty() {
+            return result(
+                n,
+                kind,
+                Outcome::NotApplicable,
+                "the PR changes no master-config entries.".into(),
+            );
+        }
+        let mut problems = Vec::new();
+        let mut evidence = Vec::new();
+        let mut upstream_images = BTreeSet::new();
+        let mut engine_first = Vec::new();
+        for entry in &self.entries {
+            let framework = entry.text("framework");
+            let image = entry.text("image").replace('#', "/");
+            let image = image
+                .strip_prefix("docker.io/")
+                .unwrap_or(&image)
+                .to_owned();
+            let hw = hardware(entry.text("runner"));
+            evidence.push(format!(
+                "{}: framework {framework}, runner {}, image {image}",
+                entry.name(),
+                entry.text("runner")
+            ));
+            let upstream_org = match framework {
+                "vllm" => Some("vllm/"),
+                "sglang" => Some("lmsysorg/"),
+                _ => None,
+            };
+            if let Some(org) = upstream_org {
+                if image.starts_with(org) {
+                    upstream_images.insert(image.clone());
+                } else if ESTABLISHED_HARDWARE.contains(&hw.as_str()) {
+                    problems.push(format!("{} runs {image}, not an upstream {org} image, on established hardware {hw}", entry.key));
+                }
+                continue;
+            }
+            if image.starts_with("vllm/") || image.starts_with("lmsysorg/") {
+                upstream_images.insert(image.clone());
+            }
+            let prefix = entry.text("model-prefix");
+            let first = self.all_head_entries.iter().find(|(_, _, v)| {
+                let text = |f: &str| v.get(f).and_then(Value::as_str).unwrap_or("");
+                matches!(text("framework"), "vllm" | "sglang")
+                    && text("model-prefix") == prefix
+                    && hardware(text("runner")) == hw
+            });
+            match first {
+                Some((file, key, _)) => engine_first.push(format!("{key} in {file}")),
+                None => problems.push(format!(
+                    "{} ({framework}) has no vLLM or SGLang entry for {prefix} on {hw} yet",
+                    entry.key
+                )),
+            }
+        }
+        if !problems.is_empty() {
+            let (outcome, lead) = if self.claims_exception() {
+                (
+                    Outcome::Warn,
+                    "Needs a reviewer: the sign-off claims an exception for",
+                )
+            } else {
+                (Outcome::Fail, "No documented exception for")
+            };
+            return with(
+                result(n, kind, outcome, format!("{lead} {}.", problems.join("; "))),
+                evidence,
+            );
+        }
+        let images = if upstream_images.is_empty() {
+            "no vLLM/SGLang images".to_owned()
+        } else {
+            format!(
+                "upstream images {}",
+                upstream_images.into_iter().collect::<Vec<_>>().join(", ")
+            )
+        };
+        engine_first.dedup();
+        let order = if engine_first.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; vLLM/SGLang-first is satisfied by {}",
+                engine_first.join(", ")
+            )
+        };
+        with(
+            result(
+                n,
+                kind,
+                Outcome::Pass,
+                format!("changed master-config entries use {images}{order}."),
+            ),
+            evidence,
+        )
+    }
+
+    fn deprecated(&self, n: u32, kind: CheckKind) -> CheckResult {
+        if self.entries.is_empty() {
+            return result(
+                n,
+                kind,
+                Outcome::NotApplicable,
+                "the PR changes no master-config entries.".into(),
+            );
+        }
+        let Some(models_md) = &self.evidence.default_branch.models_md else {
+            return result(
+                n,
+                kind,
+                Outcome::Warn,
+                "Needs a reviewer: MODELS.md is not on the default branch.".into(),
+            );
+        };
+        let retired = klaud_planner::retired::parse_models_md(models_md);
+        let mut problems = Vec::new();
+        for entry in &self.entries {
+            let prefix = entry.text("model-prefix");
+            if let Some(reason) = retired.models.get(prefix) {
+                problems.push(format!(
+                    "{} submits deprecated model {prefix} ({reason})",
+                    entry.key
+                ));
+            }
+            let fixed = entry
+                .head
+                .get("scenarios")
+                .and_then(|s| s.get("fixed-seq-len"))
+                .and_then(Value::as_array);
+            for scenario in fixed.into_iter().flatten() {
+                let isl = scenario.get("isl").and_then(Value::as_u64);
+                let osl = scenario.get("osl").and_then(Value::as_u64);
+                if let (Some(isl), Some(osl)) = (isl, osl)
+                    && let Some(reason) = retired.scenarios.get(&(isl, osl))
+                {
+                    problems.push(format!(
+                        "{} submits deprecated scenario {isl}/{osl} ({reason})",
+                        entry.key
+                    ));
+                }
+            }
+        }
+        if problems.is_empty() {
+            let keys = self
+                .entries
+                .iter()
+                .map(|e| e.key.clone())
+                .collect::<Vec<_>>();
+            with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Pass,
+                    "no changed entry submits a model or scenario MODELS.md deprecates.".into(),
+                ),
+                keys,
+            )
+        } else {
+            with(
+                result(n, kind, Outcome::Fail, format!("{}.", problems.join("; "))),
+                problems.clone(),
+            )
+        }
+    }
+
+    fn scan_added(&self, pattern: &Regex) -> Vec<String> {
+        let mut found = Vec::new();
+        for file in &self.evidence.changed_files {
+            for line in file.added_lines() {
+                if let Some(m) = pattern.find(line) {
+                    found.push(format!("{}: {}", file.path, m.as_str()));
+                }
+            }
+        }
+        found.dedup();
+        found
+    }
+
+    fn architecture_hacks(&self, n: u32, kind: CheckKind) -> CheckResult {
+        static HACK: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"--hf-overrides|hf_overrides|--json-model-override-args|json_model_override_args|--override-generation-config")
+                .expect("regex")
+        });
+        static NO_METRICS: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new(r"publish_events_and_metrics\s*:\s*false").expect("regex"));
+        if !self.touches_benchmarks() {
+            return result(
+                n,
+                kind,
+                Outcome::NotApplicable,
+                "the PR touches no server args.".into(),
+            );
+        }
+        let mut found = self.scan_added(&HACK);
+        if self.version == ContractVersion::Checks0To15 {
+            found.extend(self.scan_added(&NO_METRICS));
+        }
+        if found.is_empty() {
+            return result(
+                n,
+                kind,
+                Outcome::Pass,
+                "no --hf-overrides, --json-model-override-args or other named architecture overrides in the diff.".into(),
+            );
+        }
+        with(
+            result(
+                n,
+                kind,
+                Outcome::Fail,
+                format!("Architecture override in the diff: {}.", found.join("; ")),
+            ),
+            found,
+        )
+    }
+
+    fn spec_decode_changes(&self) -> Vec<String> {
+        static SPEC: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"--speculative-config|--speculative-algorithm|speculative_config|spec-decoding:\s*(?:mtp|eagle|draft)")
+                .expect("regex")
+        });
+        let mut found: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|e| e.is_spec_decode())
+            .map(ChangedEntry::name)
+            .collect();
+        found.extend(self.scan_added(&SPEC));
+        found
+    }
+
+    fn chat_templates(&self, n: u32, kind: CheckKind) -> CheckResult {
+        static CHAT: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"--use-chat-template|openai-chat|chat/completions|--backend[ =]+(?:vllm-chat|sglang-oai-chat)|apply_chat_template")
+                .expect("regex")
+        });
+        let spec = self.spec_decode_changes();
+        if spec.is_empty() {
+            return result(
+                n,
+                kind,
+                Outcome::NotApplicable,
+                "no speculative-decoding changes in this PR.".into(),
+            );
+        }
+        let chat: Vec<String> = self
+            .evidence
+            .changed_files
+            .iter()
+            .filter(|f| f.head_text.as_deref().is_some_and(|t| CHAT.is_match(t)))
+            .map(|f| f.path.clone())
+            .collect();
+        let mut evidence = spec.clone();
+        evidence.extend(chat.iter().map(|p| format!("chat template: {p}")));
+        if chat.is_empty() {
+            return with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Warn,
+                    format!(
+                        "Needs a reviewer: speculative decoding changes ({}) with no chat-template client flag in the changed scripts.",
+                        spec.join(", ")
+                    ),
+                ),
+                evidence,
+            );
+        }
+        with(
+            result(
+                n,
+                kind,
+                Outcome::Pass,
+                format!(
+                    "the spec-decode benchmark drives the chat template ({}).",
+                    chat.join(", ")
+                ),
+            ),
+            evidence,
+        )
+    }
+
+    fn engine_patches(&self, n: u32, kind: CheckKind) -> CheckResult {
+        static PATCH: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(concat!(
+                r"git apply|\bpatch\s+-p\d|sed -i\b.*(?:site-packages|/sgl-workspace|vllm/|sglang/)",
+                r"|site-packages|importlib\.util\.find_spec|/sgl-workspace|sitecustomize",
+                r"|pip3? install\b.*\b(?:vllm|sglang|tensorrt[_-]llm|flashinfer)\b"
+            ))
+            .expect("regex")
+        });
+        if !self.touches_benchmarks() {
+            return result(
+                n,
+                kind,
+                Outcome::NotApplicable,
+                "the PR touches no benchmark scripts, images or configs.".into(),
+            );
+        }
+        let mut found = self.scan_added(&PATCH);
+        found.extend(
+            self.evidence
+                .changed_files
+                .iter()
+                .filter(|f| {
+                    f.status != "removed"
+                        && (f.path.ends_with(".patch") || f.path.ends_with(".diff"))
+                })
+                .map(|f| format!("{}: patch file", f.path)),
+        );
+        if found.is_empty() {
+            return result(
+                n,
+                kind,
+                Outcome::Pass,
+                "no .patch files, git apply, site-packages edits, sed/heredoc engine rewrites or engine wheel installs in the diff.".into(),
+            );
+        }
+        let waiver_path = format!("docs/waiver/{}.md", self.evidence.pull.number);
+        let waiver = self
+            .evidence
+            .changed_files
+            .iter()
+            .find(|f| f.path == waiver_path && f.status != "removed");
+        let linked = self.detail.contains(&waiver_path);
+        let mut evidence = found.clone();
+        match waiver {
+            None => with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Fail,
+                    format!(
+                        "Engine patching without a waiver: {}; this PR adds no {waiver_path}.",
+                        found.join("; ")
+                    ),
+                ),
+                evidence,
+            ),
+            Some(_) if !linked => with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Fail,
+                    format!(
+                        "Engine patching ({}) has {waiver_path}, but the sign-off does not link it.",
+                        found.join("; ")
+                    ),
+                ),
+                evidence,
+            ),
+            Some(file) => {
+                let text = file.head_text.as_deref().unwrap_or("");
+                let filled = text.contains("http") && text.trim().len() > 200;
+                evidence.push(format!(
+                    "waiver {waiver_path} added in this PR and linked in the sign-off"
+                ));
+                if filled {
+                    with(
+                        result(
+                            n,
+                            kind,
+                            Outcome::Pass,
+                            format!(
+                                "patching ({}) is covered by {waiver_path}, added in this PR and linked in the sign-off.",
+                                found.join("; ")
+                            ),
+                        ),
+                        evidence,
+                    )
+                } else {
+                    with(
+                        result(
+                            n,
+                            kind,
+                            Outcome::Fail,
+                            format!(
+                                "{waiver_path} is not filled out (no upstream link or too short) for {}.",
+                                found.join("; ")
+                            ),
+                        ),
+                        evidence,
+                    )
+                }
+            }
+        }
+    }
+
+    fn golden_al(&self, n: u32, kind: CheckKind) -> CheckResult {
+        static SPEC: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"(?i)speculative|num_speculative_tokens|spec-decoding:\s*(?:mtp|eagle|draft)|eagle|\bmtp\b|dspark").expect("regex")
+        });
+        static AL: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r#"(?:SGLANG_SIMULATE_ACC_LEN["']?\s*[:=]\s*["']?|"?synthetic_acceptance_length"?\s*[:=]\s*)([0-9]+(?:\.[0-9]+)?)"#)
+                .expect("regex")
+        });
+        static TOKENS: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r#"(?:num_speculative_tokens"?\s*[:=]\s*|speculative-num-steps[ =]+)(\d+)"#)
+                .expect("regex")
+        });
+        let agentic_files: Vec<&crate::evidence::ChangedFile> = self
+            .evidence
+            .changed_files
+            .iter()
+            .filter(|f| {
+                f.status != "removed"
+                    && (f.path.contains("/agentic/") || f.path.starts_with("agentic/"))
+            })
+            .filter(|f| f.head_text.as_deref().is_some_and(|t| SPEC.is_match(t)))
+            .collect();
+        let agentic_entries: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|e| e.is_agentic() && e.is_spec_decode())
+            .map(ChangedEntry::name)
+            .collect();
+        if agentic_files.is_empty() && agentic_entries.is_empty() {
+            return result(
+                n,
+                kind,
+                Outcome::NotApplicable,
+                "no agentic speculative-decoding changes.".into(),
+            );
+        }
+        if agentic_files.is_empty() {
+            return with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Warn,
+                    format!(
+                        "Needs a reviewer: agentic spec-decode entries {} changed but none of their scripts or recipes did; confirm the pinned AL.",
+                        agentic_entries.join(", ")
+                    ),
+                ),
+                agentic_entries,
+            );
+        }
+        let curves = golden_curves(&self.evidence.default_branch.golden_al);
+        let mut problems = Vec::new();
+        let mut evidence = Vec::new();
+        for file in agentic_files {
+            let text = file.head_text.as_deref().unwrap_or("");
+            let Some(al) = AL.captures(text).and_then(|c| c[1].parse::<f64>().ok()) else {
+                problems.push(format!("{} runs real, unsimulated acceptance (no SGLANG_SIMULATE_ACC_LEN or synthetic_acceptance_length)", file.path));
+                continue;
+            };
+            let tokens = TOKENS.captures(text).and_then(|c| c[1].parse::<u64>().ok());
+            let lower_text = text.to_lowercase();
+            let lower_path = file.path.to_lowercase();
+            let curve = curves.iter().find(|c| {
+                lower_text.contains(&c.model)
+                    || lower_path.contains(&c.file_prefix)
+                    || lower_text.contains(&c.file_prefix)
+            });
+            let Some(curve) = curve else {
+                if self.detail.to_lowercase().contains("golden") {
+                    evidence.push(format!(
+                        "{}: AL {al}, no committed curve; the sign-off names the source",
+                        file.path
+                    ));
+                    continue;
+                }
+                problems.push(format!("{} pins AL {al} but the model has no committed golden curve and the sign-off names no source", file.path));
+                continue;
+            };
+            let allowed: Vec<f64> = curve
+                .values
+                .iter()
+                .filter(|(draft, _)| tokens.is_none_or(|t| *draft == t))
+                .map(|(_, v)| *v)
+                .collect();
+            let draft = tokens.map_or_else(
+                || "any draft length".to_owned(),
+                |t| format!("{t} speculative tokens"),
+            );
+            if allowed.iter().any(|v| (v - al).abs() < 1e-6) {
+                evidence.push(format!(
+                    "{}: AL {al} = golden {} ({draft})",
+                    file.path, curve.path
+                ));
+            } else {
+                problems.push(format!(
+                    "{} pins AL {al}; golden {} for {draft} is {}",
+                    file.path,
+                    curve.path,
+                    allowed
+                        .iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                ));
+            }
+        }
+        if problems.is_empty() {
+            with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Pass,
+                    format!(
+                        "simulated acceptance at the golden AL: {}.",
+                        evidence.join("; ")
+                    ),
+                ),
+                evidence,
+            )
+        } else {
+            evidence.extend(problems.iter().cloned());
+            with(
+                result(n, kind, Outcome::Fail, format!("{}.", problems.join("; "))),
+                evidence,
+            )
+        }
+    }
+
+    fn append_only(&self, n: u32, kind: CheckKind) -> CheckResult {
+        let marked: Vec<&ChangedEntry> = self
+            .entries
+            .iter()
+            .filter(|e| has_key_true(&e.head, "append-only"))
+            .collect();
+        if marked.is_empty() {
+            return result(
+                n,
+                kind,
+                Outcome::NotApplicable,
+                "the PR uses no append-only: true.".into(),
+            );
+        }
+        let mut problems = Vec::new();
+        let mut evidence = Vec::new();
+        for entry in marked {
+            let Some(base) = &entry.base else {
+                problems.push(format!(
+                    "{} is new, so append-only has no existing curve",
+                    entry.key
+                ));
+                continue;
+            };
+            if base.get("image") != entry.head.get("image") {
+                problems.push(format!("{} changes its image", entry.key));
+            }
+            let before = points(base);
+            let after = points(&entry.head);
+            let removed: Vec<&String> = before.difference(&after).collect();
+            if !removed.is_empty() {
+                problems.push(format!(
+                    "{} removes or changes {} prior points",
+                    entry.key,
+                    removed.len()
+                ));
+            }
+            evidence.push(format!(
+                "{}: {} prior points, {} now",
+                entry.key,
+                before.len(),
+                after.len()
+            ));
+        }
+        if problems.is_empty() {
+            with(
+                result(n, kind, Outcome::Pass, "append-only entries keep every prior point and the image; points are only added.".into()),
+                evidence,
+            )
+        } else {
+            with(
+                result(n, kind, Outcome::Fail, format!("{}.", problems.join("; "))),
+                evidence,
+            )
+        }
+    }
+
+    fn draft_as_shipped(&self, n: u32, kind: CheckKind) -> CheckResult {
+        static BANNED: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r#"SGLANG_NVFP4_CKPT_FP8_NEXTN_MOE["']?\s*[:=]\s*["']?(?:1|true|True|TRUE)"#)
+                .expect("regex")
+        });
+        let found: Vec<String> = self
+            .evidence
+            .changed_files
+            .iter()
+            .filter(|f| f.head_text.as_deref().is_some_and(|t| BANNED.is_match(t)))
+            .map(|f| format!("{}: SGLANG_NVFP4_CKPT_FP8_NEXTN_MOE enabled", f.path))
+            .collect();
+        if !found.is_empty() {
+            return with(
+                result(n, kind, Outcome::Fail, format!("{}.", found.join("; "))),
+                found,
+            );
+        }
+        let spec = self.spec_decode_changes();
+        if spec.is_empty() {
+            return result(
+                n,
+                kind,
+                Outcome::NotApplicable,
+                "no draft models or draft heads in the changes.".into(),
+            );
+        }
+        with(
+            result(
+                n,
+                kind,
+                Outcome::Warn,
+                format!(
+                    "Needs a reviewer: confirm the draft runs at its shipped precision for {}.",
+                    spec.join(", ")
+                ),
+            ),
+            spec,
+        )
+    }
+
+    fn pareto(&self, n: u32, kind: CheckKind) -> CheckResult {
+        if self.entries.is_empty() {
+            return result(
+                n,
+                kind,
+                Outcome::NotApplicable,
+                "no curves are affected.".into(),
+            );
+        }
+        let mut short_curves = Vec::new();
+        let mut evidence = Vec::new();
+        for entry in &self.entries {
+            let count = concurrency_points(&entry.head);
+            evidence.push(format!("{}: {count} concurrency points", entry.key));
+            if count < 5 {
+                short_curves.push(format!("{} has {count}", entry.key));
+            }
+        }
+        if short_curves.is_empty() {
+            return with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Pass,
+                    "every affected curve has at least 5 points.".into(),
+                ),
+                evidence,
+            );
+        }
+        let signer = &self.evidence.signer;
+        if signer.permission == "admin" && signer.role_name.as_deref() == Some("admin") {
+            return with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Pass,
+                    format!(
+                        "fewer than 5 points ({}), signed by an admin.",
+                        short_curves.join(", ")
+                    ),
+                ),
+                evidence,
+            );
+        }
+        with(
+            result(
+                n,
+                kind,
+                Outcome::Warn,
+                format!(
+                    "fewer than 5 points per curve ({}); a recorded admin bypass is needed before merge.",
+                    short_curves.join(", ")
+                ),
+            ),
+            evidence,
+        )
+    }
+
+    fn pr_description(&self, n: u32, kind: CheckKind) -> CheckResult {
+        let keys: Vec<String> = self.entries.iter().map(ChangedEntry::name).collect();
+        with(
+            result(
+                n,
+                kind,
+                Outcome::Warn,
+                "Needs a reviewer: compare the PR description's claims with the assessed configuration.".into(),
+            ),
+            keys,
+        )
+    }
+}
+
+fn points(entry: &Value) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let Some(scenarios) = entry.get("scenarios").and_then(Value::as_object) else {
+        return out;
+    };
+    for (scenario, runs) in scenarios {
+        for run in runs.as_array().into_iter().flatten() {
+            let shape = {
+                let mut r = run.clone();
+                if let Some(o) = r.as_object_mut() {
+                    o.remove("search-space");
+                }
+                r.to_string()
+            };
+            for point in run
+                .get("search-space")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let mut p = point.clone();
+                let concs = p
+                    .as_object_mut()
+                    .and_then(|o| {
+                        o.remove("append-only");
+                        o.remove("conc-list")
+                    })
+                    .and_then(|v| v.as_array().cloned())
+                    .unwrap_or_default();
+                for conc in concs {
+                    out.insert(format!("{scenario}|{shape}|{p}|{conc}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn concurrency_points(entry: &Value) -> usize {
+    let mut concs = BTreeSet::new();
+    fn walk(value: &Value, out: &mut BTreeSet<String>) {
+        match value {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    if k == "conc-list" {
+                        for c in v.as_array().into_iter().flatten() {
+                            out.insert(c.to_string());
+                        }
+                    } else {
+                        walk(v, out);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    walk(entry, &mut concs);
+    concs.len()
+}
+
+struct GoldenCurve {
+    path: String,
+    /// Lower-case model key (`qwen3.5-397b-a17b-nvfp4`).
+    model: String,
+    /// Lower-case file stem up to the first `_` (`qwen3.5`).
+    file_prefix: String,
+    /// (draft length, golden AL) for every thinking mode.
+    values: Vec<(u64, f64)>,
+}
+
+fn golden_curves(files: &BTreeMap<String, String>) -> Vec<GoldenCurve> {
+    let mut curves = Vec::new();
+    for (path, text) in files {
+        let Ok(Some(node)) = klaud_planner::yaml::parse(text) else {
+            continue;
+        };
+        let stem = path
+            .rsplit('/')
+            .next()
+            .unwrap_or(path)
+            .trim_end_matches(".yaml");
+        let file_prefix = stem.split('_').next().unwrap_or(stem).to_lowercase();
+        let Value::Object(models) = node.to_json() else {
+            continue;
+        };
+        for (model, modes) in models {
+            let mut values = Vec::new();
+            for (_, by_draft) in modes.as_object().into_iter().flatten() {
+                for (draft, al) in by_draft.as_object().into_iter().flatten() {
+                    let al = al
+                        .as_f64()
+                        .or_else(|| al.as_str().and_then(|s| s.parse().ok()));
+                    if let (Ok(draft), Some(al)) = (draft.parse::<u64>(), al) {
+                        values.push((draft, al));
+                    }
+                }
+            }
+            curves.push(GoldenCurve {
+                path: path.clone(),
+                model: model.to_lowercase(),
+                file_prefix: file_prefix.clone(),
+                values,
+            });
+        }
+    }
+    curves
+}
