@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::TimeDelta;
-use klaud_claims::{CandidateId, ClaimBook, Claimant, Clock, HeldClaim, Renew};
+use klaud_claims::{Acquire, CandidateId, ClaimBook, Claimant, Clock, HeldClaim, Renew};
 use klaud_planner::image::ImageRef;
 use klaud_planner::repo::{Family, Repository};
 use serde::Serialize;
@@ -1159,12 +1159,100 @@ impl<'a> Engine<'a> {
             self.save(rec).await?;
             return Ok(Progress::Advanced(Step::Finish));
         }
-        let outcome = match m.kind {
-            MismatchKind::Handoff => Outcome::Handoff,
-            MismatchKind::Unexpected => Outcome::UnexpectedError,
-        };
         let phase = Self::phase_of(rec.step);
-        self.end(rec, outcome, phase, m.to_string(), true).await
+        match m.kind {
+            MismatchKind::ClaimRemoved => self.claim_removed_by_hand(rec, m).await,
+            MismatchKind::Handoff => {
+                // A person took the PR over: Klaud touches nothing, but the
+                // PR still says so (the receipt, posted as a reply), so the
+                // end is not only in this instance's journal.
+                let note = format!(
+                    "a person took over: {} is {} (Klaud expected {}); Klaud stopped and left \
+                     the pull request as it is",
+                    m.what, m.found, m.expected
+                );
+                self.end(rec, Outcome::Handoff, phase, m.to_string(), true)
+                    .await?;
+                if let Some(ending) = rec.ending.as_mut() {
+                    ending.note = Some(note);
+                }
+                self.save(rec).await?;
+                Ok(Progress::Advanced(Step::Finish))
+            }
+            MismatchKind::Unexpected => {
+                self.end(rec, Outcome::UnexpectedError, phase, m.to_string(), true)
+                    .await
+            }
+        }
+    }
+
+    /// The claim ref was deleted and nobody published an ending: a
+    /// maintainer released the family by hand. Klaud claims it again only
+    /// to let go properly (its runs cancelled, its PR closed with a receipt
+    /// saying why, its branch deleted, the claim released), so the family
+    /// is not blocked by an orphaned open PR and may be planned again. When
+    /// somebody else claimed the family meanwhile it is theirs: hands off.
+    async fn claim_removed_by_hand(
+        &self,
+        rec: &mut CandidateRecord,
+        m: Mismatch,
+    ) -> Result<Progress, EngineError> {
+        let phase = Self::phase_of(rec.step);
+        let removed = match rec.claim.as_ref() {
+            Some(stored) => Some(stored.held()?),
+            None => None,
+        };
+        let ref_name = removed
+            .as_ref()
+            .map_or_else(|| m.what.clone(), |h| h.ref_name.clone());
+        let candidates = removed
+            .map(|h| h.record.candidates)
+            .filter(|c| !c.is_empty());
+        rec.claim = None;
+        let family = Self::candidate_id(rec)?.family();
+        let book = self.book();
+        let mut held = None;
+        if let Some(candidates) = candidates {
+            self.intend(rec, Intent::AcquireClaim).await?;
+            match book
+                .acquire(
+                    &family,
+                    candidates,
+                    &self.repository_sha,
+                    rec.owner_run,
+                    self.config.lease,
+                )
+                .await
+                .map_err(EngineError::ClaimOp)?
+            {
+                Acquire::Won(h) => held = Some(h),
+                Acquire::Occupied(entry) => {
+                    held = book
+                        .adopt(&entry)
+                        .filter(|h| h.record.candidate_ids().contains(&rec.candidate.as_str()));
+                }
+            }
+        }
+        let Some(held) = held else {
+            let message = format!(
+                "{m}; the family was claimed again by someone else before Klaud could let go"
+            );
+            return self
+                .end(rec, Outcome::UnexpectedError, phase, message, true)
+                .await;
+        };
+        self.hold(rec, &held);
+        let note = format!(
+            "the claim {ref_name} was removed by hand: Klaud takes that as a maintainer's \
+             release, stops its runs, closes this pull request and may plan the family again"
+        );
+        self.end(rec, Outcome::Handoff, phase, m.to_string(), false)
+            .await?;
+        if let Some(ending) = rec.ending.as_mut() {
+            ending.note = Some(note);
+        }
+        self.save(rec).await?;
+        Ok(Progress::Advanced(Step::Finish))
     }
 
     /// Someone else closed or merged the PR (issue 11): Klaud stops
@@ -1337,6 +1425,15 @@ impl<'a> Engine<'a> {
                 rec.claim = Some(super::journal::StoredClaim::of(&h));
                 self.save(rec).await?;
                 Ok(None)
+            }
+            Renew::Lost(klaud_claims::Lost::Gone) => {
+                let m = Mismatch {
+                    kind: MismatchKind::ClaimRemoved,
+                    what: format!("claim {}", held.ref_name),
+                    expected: "the claim this instance renews".into(),
+                    found: "no claim ref (deleted)".into(),
+                };
+                Ok(Some(self.on_mismatch(rec, m).await?))
             }
             Renew::Lost(lost) => {
                 rec.claim = None;
