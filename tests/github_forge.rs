@@ -1122,3 +1122,29 @@ async fn a_proof_for_one_pull_request_writes_nothing_to_another() {
         Some(head)
     );
 }
+
+/// The lease guard sends a write only with `lease_margin + write_timeout`
+/// of lease left: the client must give a write up within that timeout end
+/// to end, even when GitHub keeps the connection open without answering.
+#[tokio::test]
+async fn a_write_unanswered_within_the_write_timeout_has_an_unknown_outcome() {
+    let sim = sim().await;
+    let f = forge(&sim)
+        .await
+        .with_write_timeout(Duration::from_millis(300));
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    sim.state()
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/repos/*/git/refs".into(),
+            // create_ref re-reads after an unknown outcome and sends once
+            // more when nothing landed: both sends go unanswered.
+            count: 2,
+            action: FaultAction::Delay { millis: 5_000 },
+        })
+        .await;
+    let err = RefStore::create_ref(&f, "refs/heads/klaud/claim-slow", &main)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("outcome unknown"), "{err}");
+}

@@ -43,7 +43,8 @@ pub use api::{
 
 pub use runstatus::ForgeRunStatus;
 pub use transport::{
-    MAX_RESPONSE_BYTES, SECONDARY_MAX_WAIT, SECONDARY_MIN_WAIT, SecondaryPause, secondary_wait,
+    DEFAULT_WRITE_TIMEOUT, MAX_RESPONSE_BYTES, SECONDARY_MAX_WAIT, SECONDARY_MIN_WAIT,
+    SecondaryPause, secondary_wait,
 };
 
 use transport::Transport;
@@ -219,6 +220,14 @@ impl Forge {
             forge.preflight().await?;
             Ok(forge)
         })
+    }
+
+    /// Bounds every write to `timeout` end to end (default
+    /// [`DEFAULT_WRITE_TIMEOUT`]); a write still unanswered then has an
+    /// unknown outcome. The lifecycle's lease guard must know the same figure.
+    pub fn with_write_timeout(mut self, timeout: Duration) -> Self {
+        self.t.set_write_timeout(timeout);
+        self
     }
 
     /// Builds the client without the identity preflight (for tools that only

@@ -124,6 +124,9 @@ impl Raw {
     }
 }
 
+/// How long one GitHub write may take by default: the client's connect
+/// (15 s) plus read (60 s) timeouts.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(75);
 /// The shortest wait after a secondary-limit rejection that gives none:
 /// GitHub's docs say "wait for at least one minute before retrying".
 pub const SECONDARY_MIN_WAIT: Duration = Duration::from_secs(60);
@@ -259,6 +262,9 @@ pub(crate) struct Transport {
     commits: Mutex<KnownCommits>,
     budgets: Mutex<BTreeMap<String, RateBudget>>,
     secondary: Mutex<SecondaryLimit>,
+    /// The longest one write may take before its outcome counts as unknown
+    /// (the lease guard sends a write only with this much lease left).
+    write_timeout: Duration,
 }
 
 /// What is known of commits without asking again, all of it fixed forever
@@ -353,7 +359,13 @@ impl Transport {
             commits: Mutex::new(KnownCommits::default()),
             budgets: Mutex::new(BTreeMap::new()),
             secondary: Mutex::new(SecondaryLimit::default()),
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
         }
+    }
+
+    /// Bounds every write to `timeout` end to end.
+    pub(crate) fn set_write_timeout(&mut self, timeout: Duration) {
+        self.write_timeout = timeout;
     }
 
     /// The pause GitHub's secondary limit imposes right now, if any.
@@ -850,7 +862,20 @@ impl Transport {
         loop {
             // Nothing was sent yet: giving up here leaves nothing ambiguous.
             self.honour_pause(what, true).await?;
-            match self.exchange(method.clone(), path, body, None).await {
+            // The client's own timeouts bound each connect and each read,
+            // not the whole answer: the lease guard needs an end-to-end bound.
+            let exchanged = tokio::time::timeout(
+                self.write_timeout,
+                self.exchange(method.clone(), path, body, None),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(TransportFailure(format!(
+                    "no answer within {}s",
+                    self.write_timeout.as_secs_f64()
+                )))
+            });
+            match exchanged {
                 Ok(raw) if raw.is_rate_limited() => {
                     // GitHub did not act on it, so it may be sent again.
                     let wait = self.limited_wait(&raw, path, true, attempt);

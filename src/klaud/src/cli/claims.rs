@@ -174,7 +174,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
             credential,
             retry: RetryPolicy::default(),
         })
-        .map_err(|e| github_error(e, "GitHub client"))?;
+        .map_err(|e| github_error(e, "GitHub client"))?
+        .with_write_timeout(config.github.write_timeout);
         // Listing only reads: any credential that can read will do, and the
         // reader is told whose it is. Writes must be the bot's.
         let read_only = matches!(request, Request::List { .. });

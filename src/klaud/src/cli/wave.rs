@@ -247,7 +247,8 @@ pub async fn forge_for(
         credential: credential.clone(),
         retry: RetryPolicy::default(),
     })
-    .map_err(|e| super::github_failure(e, "GitHub client"))?;
+    .map_err(|e| super::github_failure(e, "GitHub client"))?
+    .with_write_timeout(config.github.write_timeout);
     let identity = match access {
         Access::Write => forge.preflight().await,
         Access::Read => forge.identity().await,
@@ -320,6 +321,9 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
     }
     if let Ok(margin) = chrono::TimeDelta::from_std(config.daemon.lease_margin) {
         e.lease_margin = margin;
+    }
+    if let Ok(timeout) = chrono::TimeDelta::from_std(config.github.write_timeout) {
+        e.write_timeout = timeout;
     }
     e.repo = config.repo_options();
     e.bump = config.bump_options();
