@@ -231,6 +231,26 @@ pub enum EngineError {
     Invalid(String),
 }
 
+impl EngineError {
+    /// The cause when this failure is not the candidate's but the whole
+    /// instance's: GitHub refused the credential, or the local store cannot
+    /// be written. Every other candidate stops the same way, so a wave
+    /// that ends on it must not look successful.
+    pub fn global_cause(&self) -> Option<String> {
+        let credential = match self {
+            Self::Forge(e) => e.is_credential_refused(),
+            Self::ClaimOp(klaud_claims::ClaimError::Store { source, .. }) => {
+                matches!(source, klaud_claims::RefStoreError::CredentialRefused(_))
+            }
+            _ => false,
+        };
+        if credential {
+            return Some(format!("GitHub refused the credential: {self}"));
+        }
+        matches!(self, Self::Journal(_)).then(|| format!("the local store failed: {self}"))
+    }
+}
+
 /// The version of [`RepairContext`] as a hook reads it (2: `report` is the
 /// failed attempt's typed report record, not a `[kind, status]` pair).
 pub const REPAIR_INPUT_VERSION: u32 = 2;

@@ -1043,3 +1043,40 @@ async fn a_family_removed_from_the_base_ends_retired() {
     );
     drop(dir);
 }
+
+#[test]
+fn a_refused_credential_or_a_failing_store_is_an_instance_wide_failure() {
+    let refused = EngineError::Forge(ForgeError::CredentialRefused(
+        "get pull request #1: GitHub rejected the credential (Bad credentials)".into(),
+    ));
+    assert!(
+        refused
+            .global_cause()
+            .is_some_and(|c| c.contains("GitHub refused the credential")),
+        "{refused}"
+    );
+    let claim_read = EngineError::ClaimOp(klaud_claims::ClaimError::Store {
+        action: "read",
+        ref_name: "refs/heads/klaud/claim-x".into(),
+        source: klaud_claims::RefStoreError::CredentialRefused("Bad credentials".into()),
+    });
+    assert!(claim_read.global_cause().is_some(), "{claim_read}");
+    let disk_full = EngineError::Journal(JournalError::new(
+        "save candidate",
+        std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device"),
+    ));
+    assert!(
+        disk_full
+            .global_cause()
+            .is_some_and(|c| c.contains("local store") && c.contains("No space left")),
+        "{disk_full}"
+    );
+    // A candidate's own trouble stays the candidate's.
+    for own in [
+        EngineError::Forge(ForgeError::NotFound("pull request #1".into())),
+        EngineError::Forge(ForgeError::Other("HTTP 502".into())),
+        EngineError::Invalid("no such family".into()),
+    ] {
+        assert_eq!(own.global_cause(), None, "{own}");
+    }
+}

@@ -298,6 +298,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             answered: Vec::new(),
             blocked: Vec::new(),
             families: Vec::new(),
+            stopped_by: None,
         };
         super::emit(&render_summary(&summary));
         super::emit(&format!(

@@ -519,6 +519,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         } else {
             super::emit(&render_summary(&summary));
         }
+        // A scheduled job must not stay green when nothing could be done.
+        if let Some(cause) = &summary.stopped_by {
+            return Err(CliError::failure(anyhow::anyhow!(
+                "every candidate of this wave stopped: {cause}"
+            )));
+        }
         Ok(())
     })
 }
@@ -551,6 +557,7 @@ mod tests {
             skipped: vec![],
             answered: vec![],
             families: vec![],
+            stopped_by: None,
             blocked: vec![],
         };
         let text = super::step_summary(&summary);

@@ -12,6 +12,7 @@
 //! | `DELETE /_sandbox/repos/{o}/{n}/workflows/{file}` | | removes a workflow (404 when there is none) |
 //! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/complete` | `{"conclusion", "artifacts": {NAME: {PATH: TEXT \| {"base64": B64}}}}` | completes a run; each artifact is zipped |
 //! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/status` | `{"status", "conclusion"?}` | sets a run's status |
+//! | `POST /_sandbox/tokens/revoke` | `{"token"}` (in the body, so it never appears in a logged path) | revokes a token: every request with it is then answered 401 "Bad credentials"; 404 when there is no such token |
 //! | `POST /_sandbox/faults` | a [`Fault`], e.g. `{"method": "POST", "path": "/repos/*/pulls", "count": 1, "action": {"kind": "after_write_status", "status": 502}}` | installs a fault (`status` with `retry_after`/`message`, `secondary_limit` with `status` (403 or 429) and an optional `retry_after` — GitHub's secondary rate limit with or without the header, `delay` with `millis`, `after_write_status`, `after_write_drop`) |
 //! | `DELETE /_sandbox/faults` | | removes all faults |
 //! | `GET /_sandbox/log` | | the request log: method, path, status, login (never a token) |
@@ -52,6 +53,7 @@ pub fn router() -> Router<GithubState> {
             post(complete_run),
         )
         .route("/repos/{owner}/{repo}/runs/{id}/status", post(run_status))
+        .route("/tokens/revoke", post(revoke_token))
         .route("/faults", post(add_fault))
         .route("/faults", delete(clear_faults))
         .route("/log", get(log))
@@ -264,6 +266,19 @@ async fn run_status(
     )
     .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Deserialize)]
+struct RevokeBody {
+    token: String,
+}
+
+async fn revoke_token(State(st): State<GithubState>, Json(b): Json<RevokeBody>) -> Response {
+    if st.revoke_token(&b.token).await {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        StatusCode::NOT_FOUND.into_response()
+    }
 }
 
 async fn add_fault(State(st): State<GithubState>, Json(f): Json<Fault>) -> Response {

@@ -1094,6 +1094,13 @@ impl GithubState {
         Ok(())
     }
 
+    /// Revokes `token` as its owner or an organization admin would: GitHub
+    /// then answers every request carrying it 401 "Bad credentials".
+    /// `false` when there was no such token.
+    pub async fn revoke_token(&self, token: &str) -> bool {
+        self.lock().await.tokens.remove(token).is_some()
+    }
+
     /// Creates an empty repository `owner/name` (with the two InferenceX
     /// workflows registered, since Klaud dispatches and watches them).
     pub async fn create_repo(&self, full: &str, default_branch: &str) -> Result<(), SimError> {
