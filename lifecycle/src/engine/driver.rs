@@ -1298,11 +1298,19 @@ impl<'a> Engine<'a> {
                 format!("#{} was merged by someone else", pull.number),
             )
         } else {
-            let who = self
-                .forge
-                .closed_by(pull.number)
-                .await?
-                .map_or_else(|| "someone else".to_owned(), |l| format!("@{l}"));
+            let closer = self.forge.closed_by(pull.number).await?;
+            if self.by_bot(closer.as_deref()) {
+                // Klaud's own login closed it: another instance that took
+                // the claim over (and wrote its own receipt), not a person.
+                let message = format!(
+                    "#{} was closed by another Klaud instance, which took the claim over",
+                    pull.number
+                );
+                return self
+                    .end(rec, Outcome::UnexpectedError, phase, message, true)
+                    .await;
+            }
+            let who = closer.map_or_else(|| "someone else".to_owned(), |l| format!("@{l}"));
             (
                 Outcome::Handoff,
                 format!("#{} was closed by {who}", pull.number),

@@ -27,7 +27,7 @@ use clap::Subcommand;
 use klaud_claims::claim::MAX_LEASE;
 use klaud_claims::{
     Acquire, CandidateId, ClaimBook, ClaimCandidate, ClaimEntry, ClaimError, Claimant, Clock,
-    FamilyId, Release, SystemClock,
+    FamilyId, Release,
 };
 use klaud_planner::identity;
 use serde::Serialize;
@@ -654,7 +654,7 @@ fn book<'a>(forge: &'a Forge, clock: &'a dyn Clock, owner: Uuid) -> ClaimBook<'a
 }
 
 async fn list(forge: &Forge, json: bool) -> Result<(), CliError> {
-    let clock = SystemClock;
+    let clock = forge.clock();
     let book = book(forge, &clock, Uuid::new_v4());
     let claims = book.list_claims().await.map_err(claim_error)?;
     let leases = book.list_recovery_leases().await.map_err(claim_error)?;
@@ -847,7 +847,7 @@ async fn acquire(forge: &Forge, args: AcquireRequest) -> Result<(), CliError> {
     check_family_exists(forge, family, &base).await?;
 
     let owner = Uuid::new_v4();
-    let clock = SystemClock;
+    let clock = forge.clock();
     let book = book(forge, &clock, owner);
     let candidate_id = manual_candidate_id(family_id).ok_or_else(|| {
         CliError::failure(anyhow!("cannot name the manual candidate of {family_id}"))
@@ -968,7 +968,7 @@ impl ReleaseOutput {
 }
 
 async fn release(forge: &Forge, config: &Config, args: ReleaseRequest) -> Result<(), CliError> {
-    let clock = SystemClock;
+    let clock = forge.clock();
     // Without --owner this run owns nothing; its uuid only fences what it
     // takes over on the way to releasing it.
     let owner = args.owner.unwrap_or_else(Uuid::new_v4);

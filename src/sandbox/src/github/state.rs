@@ -437,6 +437,9 @@ pub struct Model {
     pub content_writes: HashMap<String, std::collections::VecDeque<i64>>,
     /// Parsed workflow folders by tree sha (see `workflows::set_at`).
     pub workflow_sets: HashMap<String, std::sync::Arc<klaud_workflows::WorkflowSet>>,
+    /// How far this GitHub's clock (its `Date` headers) is from the local
+    /// one (`POST /_sandbox/clock`).
+    pub clock_offset: chrono::TimeDelta,
     /// When this GitHub started (accounts' `created_at`).
     pub created_at: DateTime<Utc>,
     /// How long an accepted cancel takes to finish the run (GitHub's
@@ -1025,6 +1028,7 @@ impl GithubState {
                 content_writes: HashMap::new(),
                 workflow_sets: HashMap::new(),
                 cancel_delay: DEFAULT_CANCEL_DELAY,
+                clock_offset: chrono::TimeDelta::zero(),
                 created_at: Utc::now(),
             })),
         }
@@ -1092,6 +1096,17 @@ impl GithubState {
             },
         );
         Ok(())
+    }
+
+    /// Puts this GitHub's clock (the `Date` of its answers) `offset` from
+    /// the local one.
+    pub async fn set_clock_offset(&self, offset: chrono::TimeDelta) {
+        self.lock().await.clock_offset = offset;
+    }
+
+    /// How far this GitHub's clock is from the local one.
+    pub async fn clock_offset(&self) -> chrono::TimeDelta {
+        self.lock().await.clock_offset
     }
 
     /// Revokes `token` as its owner or an organization admin would: GitHub
