@@ -529,6 +529,58 @@ async fn a_claim_deleted_by_hand_is_a_maintainers_release() {
     );
 }
 
+/// The records point at a repository that is gone (a reset, a transfer,
+/// a demo store kept across sandboxes): every step finds the PR missing.
+/// The candidate ends after a bounded number of tries instead of polling
+/// "not found" for ever.
+#[tokio::test]
+async fn a_candidate_whose_pull_request_vanished_ends_after_bounded_tries() {
+    let gone = Harness::demo().start().await;
+    let target = gone.target("demo-fp4-b200-sglang").await;
+    let journal = MemoryJournal::new();
+    let mut rec = until_smoke_dispatched(&gone, &journal, &target).await;
+    drop(gone);
+    let env = Harness::demo().start().await;
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let clock = SystemClock;
+    let engine = env.engine(&lifecycle, &journal, &clock);
+    let tries = klaud_lifecycle::engine::journal::VANISHED_TRIES;
+    let mut not_found = 0;
+    let ending = loop {
+        match engine.step(&mut rec).await {
+            Ok(Progress::Done(ending)) => break ending.expect("ending"),
+            Ok(_) => {}
+            Err(e) => {
+                assert!(e.to_string().contains("not found"), "{e}");
+                not_found += 1;
+            }
+        }
+        assert!(
+            not_found <= 2 * tries,
+            "still polling a vanished PR: {rec:#?}"
+        );
+    };
+    assert_eq!(ending.outcome, Outcome::UnexpectedError, "{ending:?}");
+    assert!(
+        ending
+            .message
+            .contains(&format!("not found {tries} times in a row")),
+        "{}",
+        ending.message
+    );
+    assert_eq!(rec.step, Step::Done);
+    assert!(env.claims().await.is_empty(), "no claim is left behind");
+    let posts = env
+        .stack
+        .state()
+        .request_log()
+        .await
+        .iter()
+        .filter(|e| e.method != "GET" && !e.path.contains("klaud/claim-"))
+        .count();
+    assert_eq!(posts, 0, "nothing is written for a candidate that is gone");
+}
+
 /// Stops after `k` steps, restarts (from the journal, or from an empty one)
 /// and checks the end is the uninterrupted one, without duplicates.
 async fn crash_at(k: usize, keep_journal: bool, key: &str) -> Step {

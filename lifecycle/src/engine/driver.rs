@@ -526,6 +526,7 @@ impl<'a> Engine<'a> {
             versions: None,
             scope: None,
             variant: None,
+            vanished: 0,
         }
     }
 
@@ -897,8 +898,57 @@ impl<'a> Engine<'a> {
     ) -> BoxFuture<'f, Result<Progress, EngineError>> {
         Box::pin(async move {
             let _reads = self.forge.scope();
-            self.step_once(rec).await
+            let result = self.step_once(rec).await;
+            self.count_vanished(rec, result).await
         })
+    }
+
+    /// A step that failed because something of the candidate's is gone
+    /// would fail the same way for ever (a daemon or a kept store polling
+    /// "not found"). After [`super::journal::VANISHED_TRIES`] such steps in
+    /// a row the candidate ends `unexpected-error` with the usual cleanup of
+    /// whatever is left; when the finish itself keeps finding things gone
+    /// (its PR), it ends again without receipt or cleanup and only its
+    /// claim is released. Nobody closed or merged it: a closed or merged PR
+    /// still exists and ends through the usual steps.
+    async fn count_vanished(
+        &self,
+        rec: &mut CandidateRecord,
+        result: Result<Progress, EngineError>,
+    ) -> Result<Progress, EngineError> {
+        match result {
+            Err(EngineError::Forge(ForgeError::NotFound(what))) if rec.step != Step::Done => {
+                rec.vanished += 1;
+                if rec.vanished < super::journal::VANISHED_TRIES {
+                    self.save(rec).await?;
+                    return Err(EngineError::Forge(ForgeError::NotFound(what)));
+                }
+                let tries = rec.vanished;
+                rec.vanished = 0;
+                let phase = Self::phase_of(rec.step);
+                let message = format!(
+                    "{what}: not found {tries} times in a row; the candidate's pull request, \
+                     branch or run no longer exists (a reset or transferred repository, a \
+                     deleted run), so it ends and its claim is released"
+                );
+                // Finishing itself reads the vanished thing: no receipt, no
+                // cleanup, only the claim.
+                let finishing = rec.step == Step::Finish;
+                if finishing {
+                    rec.pull = None;
+                }
+                self.end(rec, Outcome::UnexpectedError, phase, message, finishing)
+                    .await
+            }
+            Ok(progress) => {
+                if rec.vanished != 0 {
+                    rec.vanished = 0;
+                    self.save(rec).await?;
+                }
+                Ok(progress)
+            }
+            other => other,
+        }
     }
 
     async fn step_once(&self, rec: &mut CandidateRecord) -> Result<Progress, EngineError> {

@@ -384,6 +384,29 @@ pub async fn sandbox_forge(stack: &SandboxStack) -> anyhow::Result<Forge> {
     .await?)
 }
 
+/// Every demo starts a new sandbox, so the candidates a kept store holds
+/// point at pull requests, runs and claims of one that is gone: resuming
+/// them would only poll "not found". The demo says so once and starts
+/// over; the store's other contents (instance id, cache, events) stay.
+async fn forget_gone_sandbox(store: &Store, dir: &std::path::Path) -> anyhow::Result<()> {
+    let old =
+        store.list::<klaud_lifecycle::engine::CandidateRecord>(klaud_store::trees::CANDIDATES)?;
+    if old.is_empty() {
+        return Ok(());
+    }
+    eprintln!(
+        "klaud demo: the store at {} holds {} candidate(s) of an earlier demo, whose sandbox \
+         is gone with it; this demo starts over with a new sandbox and forgets them",
+        dir.display(),
+        old.len()
+    );
+    for (key, _) in old {
+        store.remove(klaud_store::trees::CANDIDATES, &key)?;
+    }
+    store.flush().await?;
+    Ok(())
+}
+
 /// Engine settings for the sandbox: the defaults with short waits.
 pub fn sandbox_engine(owner_run: u64) -> EngineConfig {
     let mut engine = EngineConfig::new(owner_run);
@@ -526,6 +549,7 @@ async fn demo(
     let (journal, store): (Arc<dyn Journal>, Option<Store>) = match &args.store {
         Some(dir) => {
             let store = Store::open(dir)?;
+            forget_gone_sandbox(&store, dir).await?;
             (Arc::new(StoreJournal::new(store.clone())), Some(store))
         }
         None => (Arc::new(MemoryJournal::new()), None),
