@@ -145,7 +145,7 @@ fn mutated_real() -> impl Strategy<Value = (String, String)> {
                         let line = &mut lines[at];
                         let cut = line
                             .char_indices()
-                            .nth(usize::from(at) % (line.len() + 1))
+                            .nth(at % (line.len() + 1))
                             .map_or(line.len(), |(i, _)| i);
                         line.insert(cut, c);
                     }
