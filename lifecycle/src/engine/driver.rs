@@ -1351,14 +1351,15 @@ impl<'a> Engine<'a> {
             let closer = self.forge.closed_by(pull.number).await?;
             if self.by_bot(closer.as_deref()) {
                 // Klaud's own login closed it: another instance that took
-                // the claim over (and wrote its own receipt), not a person.
-                let message = format!(
-                    "#{} was closed by another Klaud instance, which took the claim over",
-                    pull.number
-                );
-                return self
-                    .end(rec, Outcome::UnexpectedError, phase, message, true)
-                    .await;
+                // the claim over (or an operator's forced release), not a
+                // person's decision. Its receipt, once posted, is the end.
+                let m = Mismatch {
+                    kind: MismatchKind::Unexpected,
+                    what: format!("state of #{}", pull.number),
+                    expected: "open".into(),
+                    found: "closed by another Klaud instance, which took the claim over".into(),
+                };
+                return self.on_mismatch(rec, m).await;
             }
             let who = closer.map_or_else(|| "someone else".to_owned(), |l| format!("@{l}"));
             (
