@@ -495,3 +495,53 @@ async fn doctor_checks_an_app_from_flags_and_names_it_without_the_key() {
     );
     assert_eq!(check("permission")["status"], "ok", "{checks:#}");
 }
+
+/// A token revoked while a wave runs: every candidate stops on GitHub's 401,
+/// and the wave exits non-zero naming the cause, so a scheduled Actions job
+/// turns red instead of staying green.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wave_whose_token_is_revoked_mid_run_exits_non_zero_with_the_cause() {
+    // No CI script: the smoke stays queued, so the wave keeps polling it.
+    let stack = Harness::demo().start_stack().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = wave_command(&stack, dir.path(), "");
+    cmd.env("KLAUD_GITHUB_TOKEN", BOT_TOKEN)
+        .args(["--max", "1", "--wait", "120s"]);
+    let wave = tokio::task::spawn_blocking(move || cmd.output().expect("klaud wave"));
+    let patience = std::time::Instant::now();
+    while stack.state().run_ids(REPO).await.is_empty() {
+        assert!(
+            patience.elapsed() < Duration::from_secs(120),
+            "the wave never dispatched a smoke"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let revoked = klaud_http::http_client_builder()
+        .no_proxy()
+        .build()
+        .expect("client")
+        .post(format!("{}/_sandbox/tokens/revoke", stack.github.url()))
+        .json(&serde_json::json!({"token": BOT_TOKEN}))
+        .send()
+        .await
+        .expect("revoke");
+    assert_eq!(revoked.status(), reqwest::StatusCode::NO_CONTENT);
+    let out = wave.await.expect("wave");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success(),
+        "a green wave after a revoked token: {stderr}"
+    );
+    assert!(
+        stderr.contains("every candidate of this wave stopped")
+            && stderr.contains("GitHub refused the credential"),
+        "{stderr}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON summary");
+    assert!(
+        v["stopped_by"]
+            .as_str()
+            .is_some_and(|c| c.contains("credential")),
+        "{v:#}"
+    );
+}

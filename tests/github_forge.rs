@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 use klaud_claims::{
-    Acquire, CandidateId, ClaimBook, ClaimCandidate, Claimant, HeldClaim, RefStore, RefStoreError,
-    SystemClock,
+    Acquire, CandidateId, ClaimBook, ClaimCandidate, Claimant, Clock, HeldClaim, RefStore,
+    RefStoreError, SystemClock,
 };
 use klaud_github::lifecycle::GithubLifecycle;
 use klaud_github::{Credential, Forge, ForgeConfig, GithubError, RetryPolicy, RunFilter, Secret};
@@ -1120,5 +1120,85 @@ async fn a_proof_for_one_pull_request_writes_nothing_to_another() {
     assert_eq!(
         sim.state().ref_sha(REPO, "refs/heads/klaud/auto-a").await,
         Some(head)
+    );
+}
+
+/// The lease guard sends a write only with `lease_margin + write_timeout`
+/// of lease left: the client must give a write up within that timeout end
+/// to end, even when GitHub keeps the connection open without answering.
+#[tokio::test]
+async fn a_write_unanswered_within_the_write_timeout_has_an_unknown_outcome() {
+    let sim = sim().await;
+    let f = forge(&sim)
+        .await
+        .with_write_timeout(Duration::from_millis(300));
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    sim.state()
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/repos/*/git/refs".into(),
+            // create_ref re-reads after an unknown outcome and sends once
+            // more when nothing landed: both sends go unanswered.
+            count: 2,
+            action: FaultAction::Delay { millis: 5_000 },
+        })
+        .await;
+    let err = RefStore::create_ref(&f, "refs/heads/klaud/claim-slow", &main)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("outcome unknown"), "{err}");
+}
+
+/// A machine whose clock runs ten minutes ahead of GitHub's: on its own
+/// clock a healthy instance's five-minute lease looks expired. Leases are
+/// kept on GitHub's time (the `Date` of its answers), so it is not.
+#[tokio::test]
+async fn leases_are_kept_on_githubs_clock_so_a_machine_clock_ahead_takes_no_live_claim() {
+    let sim = sim().await;
+    sim.state().set_clock_offset(TimeDelta::minutes(-10)).await;
+    let f = forge(&sim).await;
+    let skew = f.clock_skew().expect("GitHub answered with a Date");
+    assert!(
+        (skew + TimeDelta::minutes(10)).abs() <= TimeDelta::seconds(3),
+        "{skew:?}"
+    );
+    let github = f.clock();
+    let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
+    let id = CandidateId::new(CANDIDATE).unwrap();
+    let family = id.family();
+    let healthy = ClaimBook::new(&f, &github, Claimant::new(uuid::Uuid::from_u128(1)));
+    let Acquire::Won(_) = healthy
+        .acquire(
+            &family,
+            vec![ClaimCandidate::new(
+                &main,
+                "configs/nvidia-master.yaml:a",
+                id,
+            )],
+            &main,
+            1,
+            TimeDelta::minutes(5),
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("the claim is occupied");
+    };
+    let other = ClaimBook::new(&f, &github, Claimant::new(uuid::Uuid::from_u128(2)));
+    let entry = other.inspect(&family).await.unwrap().expect("claim");
+    assert_eq!(
+        entry.lease_expired(SystemClock.now()),
+        Some(true),
+        "on this machine's clock alone the live lease looks expired"
+    );
+    assert_eq!(entry.lease_expired(github.now()), Some(false));
+    let runs = klaud_github::ForgeRunStatus::new(&f);
+    let taken = other
+        .takeover(&family, 2, TimeDelta::minutes(5), &runs)
+        .await
+        .unwrap();
+    assert!(
+        matches!(taken, klaud_claims::Takeover::Refused(_)),
+        "{taken:?}"
     );
 }

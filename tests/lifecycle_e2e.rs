@@ -351,14 +351,33 @@ async fn hands_off_case(
     (env, rec, writes)
 }
 
-/// Only the claim (Klaud's own) may be touched after a handoff.
+/// Only the claim (Klaud's own) may be touched after a handoff, and the
+/// receipt posted on the PR as a reply, once.
 fn only_claim_writes(writes: &[String]) {
+    let mut receipts = 0;
     for w in writes {
+        if w.starts_with("POST") && w.contains("/comments") {
+            receipts += 1;
+            continue;
+        }
         assert!(
             w.contains("klaud/claim-"),
             "mutation after handoff: {w} in {writes:#?}"
         );
     }
+    assert!(receipts <= 1, "one receipt at most: {writes:#?}");
+}
+
+/// The receipt Klaud posted on `number` (its record parsed).
+async fn receipt_on(env: &Harness, number: u64) -> klaud_lifecycle::report::Receipt {
+    env.stack
+        .state()
+        .comment_bodies(REPO, number)
+        .await
+        .iter()
+        .filter_map(|b| klaud_lifecycle::report::find_record(b).ok().flatten())
+        .find_map(|f| klaud_lifecycle::report::parse_receipt(&f).ok())
+        .unwrap_or_else(|| panic!("no receipt on #{number}"))
 }
 
 #[tokio::test]
@@ -387,6 +406,10 @@ async fn handoff_label_stops_every_mutation() {
         env.claims().await.is_empty(),
         "Klaud's own claim is released"
     );
+    let receipt = receipt_on(&env, rec.pull.expect("pull")).await;
+    assert_eq!(receipt.result.outcome(), Outcome::Handoff);
+    let note = receipt.note.expect("the receipt says why");
+    assert!(note.contains("klaud-handoff"), "{note}");
 }
 
 #[tokio::test]
@@ -410,6 +433,15 @@ async fn foreign_commit_is_a_handoff() {
     );
     assert!(ending.message.contains(rec.head.as_deref().unwrap_or("?")));
     only_claim_writes(&writes);
+    let receipt = receipt_on(&env, rec.pull.expect("pull")).await;
+    assert_eq!(receipt.result.outcome(), Outcome::Handoff);
+    assert!(
+        receipt
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("foreign commit")),
+        "{receipt:?}"
+    );
     assert!(
         env.forge
             .get_ref(&format!("refs/heads/{}", rec.branch))
@@ -420,24 +452,133 @@ async fn foreign_commit_is_a_handoff() {
 }
 
 #[tokio::test]
-async fn lost_claim_is_an_ownership_mismatch() {
+async fn a_deleted_branch_is_a_handoff_with_a_receipt() {
     let (env, rec, writes) = hands_off_case(async |env, rec| {
-        let family = rec.candidate.as_str().split('-').next().expect("family id");
         maintainer(env)
             .await
-            .delete_ref(&format!("refs/heads/klaud/claim-{family}"))
+            .delete_ref(&format!("refs/heads/{}", rec.branch))
             .await;
     })
     .await;
     let ending = rec.ending.as_ref().expect("ending");
-    assert_eq!(ending.outcome, Outcome::UnexpectedError, "{ending:?}");
-    assert!(ending.message.contains("claim"), "{}", ending.message);
-    assert!(ending.message.contains("expected"), "{}", ending.message);
+    assert_eq!(ending.outcome, Outcome::Handoff, "{ending:?}");
+    only_claim_writes(&writes);
+    let receipt = receipt_on(&env, rec.pull.expect("pull")).await;
+    assert_eq!(receipt.result.outcome(), Outcome::Handoff);
+    // GitHub closes a PR whose head branch is deleted: the note names the
+    // deletion or the closing, whichever Klaud saw first.
     assert!(
-        writes.is_empty(),
-        "nothing is written without the claim: {writes:#?}"
+        receipt
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("deleted") || n.contains("closed by")),
+        "{receipt:?}"
     );
-    assert!(env.pull(rec.pull.expect("pull")).await.state.is_open());
+    assert!(env.claims().await.is_empty(), "the claim is released");
+}
+
+#[tokio::test]
+async fn a_claim_deleted_by_hand_is_a_maintainers_release() {
+    let mut env = Harness::demo().start().await;
+    // Renewed at every step: the deletion is seen while the smoke runs.
+    env.config.lease = chrono::TimeDelta::seconds(2);
+    let target = env.target("demo-fp4-b200-sglang").await;
+    let journal = MemoryJournal::new();
+    let rec = until_smoke_dispatched(&env, &journal, &target).await;
+    let run = rec.attempts[0].run.as_ref().expect("run").id;
+    let family = rec.candidate.as_str().split('-').next().expect("family id");
+    maintainer(&env)
+        .await
+        .delete_ref(&format!("refs/heads/klaud/claim-{family}"))
+        .await;
+    let rec = env.finish(&journal, &target).await;
+    let ending = rec.ending.as_ref().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Handoff, "{ending:?}");
+    let number = rec.pull.expect("pull");
+    let cancels = env
+        .stack
+        .state()
+        .request_log()
+        .await
+        .iter()
+        .filter(|e| e.method == "POST" && e.path.ends_with(&format!("/runs/{run}/cancel")))
+        .filter(|e| e.status < 300)
+        .count();
+    assert_eq!(cancels, 1, "Klaud's smoke run is cancelled");
+    assert!(
+        !env.pull(number).await.state.is_open(),
+        "the PR is closed: an open Klaud PR would block the family for good"
+    );
+    assert!(
+        env.forge
+            .get_ref(&format!("refs/heads/{}", rec.branch))
+            .await
+            .expect("ref")
+            .is_none(),
+        "the branch is deleted"
+    );
+    assert!(env.claims().await.is_empty(), "the claim is released again");
+    let receipt = receipt_on(&env, number).await;
+    assert_eq!(receipt.result.outcome(), Outcome::Handoff);
+    assert!(
+        receipt
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("removed by hand")),
+        "{receipt:?}"
+    );
+}
+
+/// The records point at a repository that is gone (a reset, a transfer,
+/// a demo store kept across sandboxes): every step finds the PR missing.
+/// The candidate ends after a bounded number of tries instead of polling
+/// "not found" for ever.
+#[tokio::test]
+async fn a_candidate_whose_pull_request_vanished_ends_after_bounded_tries() {
+    let gone = Harness::demo().start().await;
+    let target = gone.target("demo-fp4-b200-sglang").await;
+    let journal = MemoryJournal::new();
+    let mut rec = until_smoke_dispatched(&gone, &journal, &target).await;
+    drop(gone);
+    let env = Harness::demo().start().await;
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let clock = SystemClock;
+    let engine = env.engine(&lifecycle, &journal, &clock);
+    let tries = klaud_lifecycle::engine::journal::VANISHED_TRIES;
+    let mut not_found = 0;
+    let ending = loop {
+        match engine.step(&mut rec).await {
+            Ok(Progress::Done(ending)) => break ending.expect("ending"),
+            Ok(_) => {}
+            Err(e) => {
+                assert!(e.to_string().contains("not found"), "{e}");
+                not_found += 1;
+            }
+        }
+        assert!(
+            not_found <= 2 * tries,
+            "still polling a vanished PR: {rec:#?}"
+        );
+    };
+    assert_eq!(ending.outcome, Outcome::UnexpectedError, "{ending:?}");
+    assert!(
+        ending
+            .message
+            .contains(&format!("not found {tries} times in a row")),
+        "{}",
+        ending.message
+    );
+    assert_eq!(rec.step, Step::Done);
+    assert!(env.claims().await.is_empty(), "no claim is left behind");
+    let posts = env
+        .stack
+        .state()
+        .request_log()
+        .await
+        .iter()
+        .filter(|e| e.method != "GET" && !e.path.contains("klaud/claim-"))
+        .count();
+    assert_eq!(posts, 0, "nothing is written for a candidate that is gone");
 }
 
 /// Stops after `k` steps, restarts (from the journal, or from an empty one)

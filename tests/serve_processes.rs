@@ -25,9 +25,13 @@ use serde_json::Value;
 
 use crate::support::{Harness, REPO, write_klaud_toml};
 
-/// Short enough to keep the test quick, and still 8 reconcile passes long
-/// (the configuration refuses less than 4).
-const LEASE: &str = "8s";
+/// Short enough to keep the test quick, and still 20 reconcile passes long
+/// (the configuration refuses less than 4), and four write windows of
+/// `LEASE_MARGIN` + `WRITE_TIMEOUT` (the configuration refuses less).
+const LEASE: &str = "20s";
+const LEASE_MARGIN: &str = "1s";
+/// Loopback writes answer in milliseconds; this is room for a loaded machine.
+const WRITE_TIMEOUT: &str = "3s";
 /// The most any wait in this test may take before it fails.
 const PATIENCE: Duration = Duration::from_secs(240);
 
@@ -62,8 +66,11 @@ impl Serve {
             stack,
             dir.path(),
             &format!(
-                "[planner]\nmax_candidates = 2\n\
+                // Still in write_klaud_toml's [github] table.
+                "write_timeout = \"{WRITE_TIMEOUT}\"\n\
+                 [planner]\nmax_candidates = 2\n\
                  [daemon]\nreconcile_interval = \"1s\"\nlease = \"{LEASE}\"\n\
+                 lease_margin = \"{LEASE_MARGIN}\"\n\
                  concurrency = 2\nschedule = \"0 0 1 1 *\"\n"
             ),
         );

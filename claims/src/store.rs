@@ -30,6 +30,10 @@ pub enum RefStoreError {
     /// The ref or commit does not exist.
     #[error("{0} not found")]
     NotFound(String),
+    /// The forge refused the credential (revoked, expired): nothing works
+    /// until it is replaced. The message must never carry the credential.
+    #[error("ref store: {0}")]
+    CredentialRefused(String),
     /// Anything else: transport, permissions, rate limits. The message must
     /// never carry a credential.
     #[error("ref store: {0}")]

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::TimeDelta;
-use klaud_claims::{CandidateId, ClaimBook, Claimant, Clock, HeldClaim, Renew};
+use klaud_claims::{Acquire, CandidateId, ClaimBook, Claimant, Clock, HeldClaim, Renew};
 use klaud_planner::image::ImageRef;
 use klaud_planner::repo::{Family, Repository};
 use serde::Serialize;
@@ -230,6 +230,26 @@ pub enum EngineError {
     /// The candidate does not fit the repository.
     #[error("{0}")]
     Invalid(String),
+}
+
+impl EngineError {
+    /// The cause when this failure is not the candidate's but the whole
+    /// instance's: GitHub refused the credential, or the local store cannot
+    /// be written. Every other candidate stops the same way, so a wave
+    /// that ends on it must not look successful.
+    pub fn global_cause(&self) -> Option<String> {
+        let credential = match self {
+            Self::Forge(e) => e.is_credential_refused(),
+            Self::ClaimOp(klaud_claims::ClaimError::Store { source, .. }) => {
+                matches!(source, klaud_claims::RefStoreError::CredentialRefused(_))
+            }
+            _ => false,
+        };
+        if credential {
+            return Some(format!("GitHub refused the credential: {self}"));
+        }
+        matches!(self, Self::Journal(_)).then(|| format!("the local store failed: {self}"))
+    }
 }
 
 /// The version of [`RepairContext`] as a hook reads it (2: `report` is the
@@ -507,6 +527,7 @@ impl<'a> Engine<'a> {
             versions: None,
             scope: None,
             variant: None,
+            vanished: 0,
         }
     }
 
@@ -878,8 +899,57 @@ impl<'a> Engine<'a> {
     ) -> BoxFuture<'f, Result<Progress, EngineError>> {
         Box::pin(async move {
             let _reads = self.forge.scope();
-            self.step_once(rec).await
+            let result = self.step_once(rec).await;
+            self.count_vanished(rec, result).await
         })
+    }
+
+    /// A step that failed because something of the candidate's is gone
+    /// would fail the same way for ever (a daemon or a kept store polling
+    /// "not found"). After [`super::journal::VANISHED_TRIES`] such steps in
+    /// a row the candidate ends `unexpected-error` with the usual cleanup of
+    /// whatever is left; when the finish itself keeps finding things gone
+    /// (its PR), it ends again without receipt or cleanup and only its
+    /// claim is released. Nobody closed or merged it: a closed or merged PR
+    /// still exists and ends through the usual steps.
+    async fn count_vanished(
+        &self,
+        rec: &mut CandidateRecord,
+        result: Result<Progress, EngineError>,
+    ) -> Result<Progress, EngineError> {
+        match result {
+            Err(EngineError::Forge(ForgeError::NotFound(what))) if rec.step != Step::Done => {
+                rec.vanished += 1;
+                if rec.vanished < super::journal::VANISHED_TRIES {
+                    self.save(rec).await?;
+                    return Err(EngineError::Forge(ForgeError::NotFound(what)));
+                }
+                let tries = rec.vanished;
+                rec.vanished = 0;
+                let phase = Self::phase_of(rec.step);
+                let message = format!(
+                    "{what}: not found {tries} times in a row; the candidate's pull request, \
+                     branch or run no longer exists (a reset or transferred repository, a \
+                     deleted run), so it ends and its claim is released"
+                );
+                // Finishing itself reads the vanished thing: no receipt, no
+                // cleanup, only the claim.
+                let finishing = rec.step == Step::Finish;
+                if finishing {
+                    rec.pull = None;
+                }
+                self.end(rec, Outcome::UnexpectedError, phase, message, finishing)
+                    .await
+            }
+            Ok(progress) => {
+                if rec.vanished != 0 {
+                    rec.vanished = 0;
+                    self.save(rec).await?;
+                }
+                Ok(progress)
+            }
+            other => other,
+        }
     }
 
     async fn step_once(&self, rec: &mut CandidateRecord) -> Result<Progress, EngineError> {
@@ -1160,12 +1230,100 @@ impl<'a> Engine<'a> {
             self.save(rec).await?;
             return Ok(Progress::Advanced(Step::Finish));
         }
-        let outcome = match m.kind {
-            MismatchKind::Handoff => Outcome::Handoff,
-            MismatchKind::Unexpected => Outcome::UnexpectedError,
-        };
         let phase = Self::phase_of(rec.step);
-        self.end(rec, outcome, phase, m.to_string(), true).await
+        match m.kind {
+            MismatchKind::ClaimRemoved => self.claim_removed_by_hand(rec, m).await,
+            MismatchKind::Handoff => {
+                // A person took the PR over: Klaud touches nothing, but the
+                // PR still says so (the receipt, posted as a reply), so the
+                // end is not only in this instance's journal.
+                let note = format!(
+                    "a person took over: {} is {} (Klaud expected {}); Klaud stopped and left \
+                     the pull request as it is",
+                    m.what, m.found, m.expected
+                );
+                self.end(rec, Outcome::Handoff, phase, m.to_string(), true)
+                    .await?;
+                if let Some(ending) = rec.ending.as_mut() {
+                    ending.note = Some(note);
+                }
+                self.save(rec).await?;
+                Ok(Progress::Advanced(Step::Finish))
+            }
+            MismatchKind::Unexpected => {
+                self.end(rec, Outcome::UnexpectedError, phase, m.to_string(), true)
+                    .await
+            }
+        }
+    }
+
+    /// The claim ref was deleted and nobody published an ending: a
+    /// maintainer released the family by hand. Klaud claims it again only
+    /// to let go properly (its runs cancelled, its PR closed with a receipt
+    /// saying why, its branch deleted, the claim released), so the family
+    /// is not blocked by an orphaned open PR and may be planned again. When
+    /// somebody else claimed the family meanwhile it is theirs: hands off.
+    async fn claim_removed_by_hand(
+        &self,
+        rec: &mut CandidateRecord,
+        m: Mismatch,
+    ) -> Result<Progress, EngineError> {
+        let phase = Self::phase_of(rec.step);
+        let removed = match rec.claim.as_ref() {
+            Some(stored) => Some(stored.held()?),
+            None => None,
+        };
+        let ref_name = removed
+            .as_ref()
+            .map_or_else(|| m.what.clone(), |h| h.ref_name.clone());
+        let candidates = removed
+            .map(|h| h.record.candidates)
+            .filter(|c| !c.is_empty());
+        rec.claim = None;
+        let family = Self::candidate_id(rec)?.family();
+        let book = self.book();
+        let mut held = None;
+        if let Some(candidates) = candidates {
+            self.intend(rec, Intent::AcquireClaim).await?;
+            match book
+                .acquire(
+                    &family,
+                    candidates,
+                    &self.repository_sha,
+                    rec.owner_run,
+                    self.config.lease,
+                )
+                .await
+                .map_err(EngineError::ClaimOp)?
+            {
+                Acquire::Won(h) => held = Some(h),
+                Acquire::Occupied(entry) => {
+                    held = book
+                        .adopt(&entry)
+                        .filter(|h| h.record.candidate_ids().contains(&rec.candidate.as_str()));
+                }
+            }
+        }
+        let Some(held) = held else {
+            let message = format!(
+                "{m}; the family was claimed again by someone else before Klaud could let go"
+            );
+            return self
+                .end(rec, Outcome::UnexpectedError, phase, message, true)
+                .await;
+        };
+        self.hold(rec, &held);
+        let note = format!(
+            "the claim {ref_name} was removed by hand: Klaud takes that as a maintainer's \
+             release, stops its runs, closes this pull request and may plan the family again"
+        );
+        self.end(rec, Outcome::Handoff, phase, m.to_string(), false)
+            .await?;
+        if let Some(ending) = rec.ending.as_mut() {
+            ending.note = Some(note);
+        }
+        self.save(rec).await?;
+        Ok(Progress::Advanced(Step::Finish))
     }
 
     /// Someone else closed or merged the PR (issue 11): Klaud stops
@@ -1191,11 +1349,20 @@ impl<'a> Engine<'a> {
                 format!("#{} was merged by someone else", pull.number),
             )
         } else {
-            let who = self
-                .forge
-                .closed_by(pull.number)
-                .await?
-                .map_or_else(|| "someone else".to_owned(), |l| format!("@{l}"));
+            let closer = self.forge.closed_by(pull.number).await?;
+            if self.by_bot(closer.as_deref()) {
+                // Klaud's own login closed it: another instance that took
+                // the claim over (or an operator's forced release), not a
+                // person's decision. Its receipt, once posted, is the end.
+                let m = Mismatch {
+                    kind: MismatchKind::Unexpected,
+                    what: format!("state of #{}", pull.number),
+                    expected: "open".into(),
+                    found: "closed by another Klaud instance, which took the claim over".into(),
+                };
+                return self.on_mismatch(rec, m).await;
+            }
+            let who = closer.map_or_else(|| "someone else".to_owned(), |l| format!("@{l}"));
             (
                 Outcome::Handoff,
                 format!("#{} was closed by {who}", pull.number),
@@ -1338,6 +1505,15 @@ impl<'a> Engine<'a> {
                 rec.claim = Some(super::journal::StoredClaim::of(&h));
                 self.save(rec).await?;
                 Ok(None)
+            }
+            Renew::Lost(klaud_claims::Lost::Gone) => {
+                let m = Mismatch {
+                    kind: MismatchKind::ClaimRemoved,
+                    what: format!("claim {}", held.ref_name),
+                    expected: "the claim this instance renews".into(),
+                    found: "no claim ref (deleted)".into(),
+                };
+                Ok(Some(self.on_mismatch(rec, m).await?))
             }
             Renew::Lost(lost) => {
                 rec.claim = None;

@@ -206,12 +206,29 @@ pub enum ForgeError {
     /// simulated refusals, test doubles).
     #[error("{0}")]
     Other(String),
+    /// The forge refused the credential (revoked, expired): every later
+    /// call fails the same way until it is replaced.
+    #[error("{0}")]
+    CredentialRefused(#[source] ErrorSource),
 }
 
 impl ForgeError {
     /// The forge implementation's own error, kept as the source.
     pub fn backend(source: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Backend(Box::new(source))
+    }
+
+    /// Whether the forge refused the credential, directly or while reading
+    /// a ref.
+    pub fn is_credential_refused(&self) -> bool {
+        matches!(
+            self,
+            Self::CredentialRefused(_)
+                | Self::Refs {
+                    source: RefStoreError::CredentialRefused(_),
+                    ..
+                }
+        )
     }
 
     /// Reading a ref for `context` failed with `source`.

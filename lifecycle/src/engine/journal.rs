@@ -237,6 +237,11 @@ pub struct CandidateRecord {
     /// Keeping a validated PR mergeable until a maintainer merges it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upkeep: Option<Upkeep>,
+    /// Steps in a row that failed because the candidate's PR, branch or
+    /// run no longer exists on GitHub (a repository reset or transfer, a
+    /// deleted run); at [`VANISHED_TRIES`] the candidate ends.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub vanished: u32,
     /// The end, once decided.
     pub ending: Option<Ending>,
     /// The last external action about to be taken (for diagnosis, and to
@@ -373,6 +378,15 @@ impl JournalError {
 /// `": <source>"`, or nothing without a source.
 fn cause(source: Option<&ErrorSource>) -> String {
     source.map(|s| format!(": {s}")).unwrap_or_default()
+}
+
+/// How many steps in a row may find the candidate's own things gone before
+/// it ends: a moment of GitHub's replication lag is not an end, a vanished
+/// repository is.
+pub const VANISHED_TRIES: u32 = 3;
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Durable candidate records.

@@ -139,7 +139,7 @@ fn store_err(e: RefStoreError) -> ForgeError {
         RefStoreError::NotFound(w) => ForgeError::NotFound(w),
         // The fake store's failures are injected messages: keep the text
         // the tests inject, without the store's `ref store:` prefix.
-        RefStoreError::Other(w) => ForgeError::Other(w),
+        RefStoreError::Other(w) | RefStoreError::CredentialRefused(w) => ForgeError::Other(w),
     }
 }
 

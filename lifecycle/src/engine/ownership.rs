@@ -166,6 +166,9 @@ pub enum MismatchKind {
     Handoff,
     /// Anything else that is not Klaud's any more.
     Unexpected,
+    /// The claim ref is gone and nobody published an ending: a person
+    /// deleted it, which Klaud takes as a maintainer's release.
+    ClaimRemoved,
 }
 
 /// Something is not Klaud's: what differed, expected and found.
@@ -230,7 +233,7 @@ pub async fn check(
         .map_err(|e| ForgeError::refs(format!("read claim {claim_ref}"), e))?;
     let Some(tip) = tip else {
         return Err(mismatch(
-            MismatchKind::Unexpected,
+            MismatchKind::ClaimRemoved,
             format!("claim {claim_ref}"),
             describe(&expect.claim.record),
             "no claim ref (deleted)".into(),
@@ -309,9 +312,11 @@ pub async fn check(
             .await
             .map_err(|e| ForgeError::refs(format!("read branch {branch}"), e))?;
         match tip {
+            // Klaud deletes its branch only in cleanup, whose proofs do not
+            // check it: a person deleted it, and GitHub closed the PR.
             None => {
                 return Err(mismatch(
-                    MismatchKind::Unexpected,
+                    MismatchKind::Handoff,
                     format!("branch {branch}"),
                     format!("head {head}"),
                     "no branch (deleted)".into(),

@@ -388,14 +388,25 @@ async fn a_failed_smoke_without_repair_cleans_up_and_releases_the_claim() {
     );
 }
 
-/// After a handoff only Klaud's own claim is touched.
+/// Nothing was written since `before` (claim refs aside).
 fn no_writes_since(w: &World, before: usize) {
     let writes = w.forge.writes();
     assert_eq!(writes.len(), before, "{:?}", &writes[before..]);
 }
 
+/// After a handoff only Klaud's own claim is touched, and the receipt is
+/// posted once as a reply (the one comment allowed on a PR Klaud let go of).
+fn only_the_receipt_since(w: &World, before: usize) {
+    let writes = w.forge.writes();
+    let since = &writes[before..];
+    assert!(
+        since.len() == 1 && since[0].starts_with("reply"),
+        "{since:?}"
+    );
+}
+
 #[tokio::test]
-async fn a_foreign_commit_is_a_handoff_that_writes_nothing() {
+async fn a_foreign_commit_is_a_handoff_that_writes_only_its_receipt() {
     let (w, mut rec) = started().await;
     let before = w.forge.writes().len();
     w.forge
@@ -416,7 +427,7 @@ async fn a_foreign_commit_is_a_handoff_that_writes_nothing() {
         "{}",
         ending.message
     );
-    no_writes_since(&w, before);
+    only_the_receipt_since(&w, before);
     assert!(
         w.forge
             .get_pull(rec.pull.expect("pull"))
@@ -428,7 +439,7 @@ async fn a_foreign_commit_is_a_handoff_that_writes_nothing() {
 }
 
 #[tokio::test]
-async fn the_handoff_label_is_a_handoff_that_writes_nothing() {
+async fn the_handoff_label_is_a_handoff_that_writes_only_its_receipt() {
     let (w, mut rec) = started().await;
     let before = w.forge.writes().len();
     let number = rec.pull.expect("pull");
@@ -444,7 +455,7 @@ async fn the_handoff_label_is_a_handoff_that_writes_nothing() {
         panic!("{p:?}")
     };
     assert_eq!(ending.outcome, Outcome::Handoff, "{ending:?}");
-    no_writes_since(&w, before);
+    only_the_receipt_since(&w, before);
 }
 
 #[tokio::test]
@@ -1031,4 +1042,41 @@ async fn a_family_removed_from_the_base_ends_retired() {
         ending.message
     );
     drop(dir);
+}
+
+#[test]
+fn a_refused_credential_or_a_failing_store_is_an_instance_wide_failure() {
+    let refused = EngineError::Forge(ForgeError::CredentialRefused(
+        "get pull request #1: GitHub rejected the credential (Bad credentials)".into(),
+    ));
+    assert!(
+        refused
+            .global_cause()
+            .is_some_and(|c| c.contains("GitHub refused the credential")),
+        "{refused}"
+    );
+    let claim_read = EngineError::ClaimOp(klaud_claims::ClaimError::Store {
+        action: "read",
+        ref_name: "refs/heads/klaud/claim-x".into(),
+        source: klaud_claims::RefStoreError::CredentialRefused("Bad credentials".into()),
+    });
+    assert!(claim_read.global_cause().is_some(), "{claim_read}");
+    let disk_full = EngineError::Journal(JournalError::new(
+        "save candidate",
+        std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device"),
+    ));
+    assert!(
+        disk_full
+            .global_cause()
+            .is_some_and(|c| c.contains("local store") && c.contains("No space left")),
+        "{disk_full}"
+    );
+    // A candidate's own trouble stays the candidate's.
+    for own in [
+        EngineError::Forge(ForgeError::NotFound("pull request #1".into())),
+        EngineError::Forge(ForgeError::Other("HTTP 502".into())),
+        EngineError::Invalid("no such family".into()),
+    ] {
+        assert_eq!(own.global_cause(), None, "{own}");
+    }
 }

@@ -140,6 +140,8 @@ struct Slot {
     rec: CandidateRecord,
     status: Option<String>,
     skip: bool,
+    /// The instance-wide failure (credential, store) it stopped on last.
+    global: Option<String>,
 }
 
 impl Slot {
@@ -148,7 +150,14 @@ impl Slot {
             rec,
             status: None,
             skip: false,
+            global: None,
         }
+    }
+
+    /// The candidate stopped on `e`; the next wave resumes from here.
+    fn stopped(&mut self, e: &crate::engine::EngineError) {
+        self.status = Some(format!("stopped: {e}"));
+        self.global = e.global_cause();
     }
 }
 
@@ -646,7 +655,7 @@ impl<'a> Wave<'a> {
                         lost.insert(slot.rec.family.clone());
                     }
                     Ok(_) => {}
-                    Err(e) => slot.status = Some(format!("stopped: {e}")),
+                    Err(e) => slot.stopped(&e),
                 }
             }
             let freed = std::mem::take(&mut pass.freed);
@@ -789,7 +798,7 @@ impl<'a> Wave<'a> {
                     Ok(Progress::Advanced(_)) => waiting = true,
                     Err(e) => {
                         // Transient: the next wave resumes from here.
-                        slot.status = Some(format!("stopped: {e}"));
+                        slot.stopped(&e);
                         tracing::warn!(candidate = %slot.rec.candidate, error = %e, "candidate stopped");
                     }
                 }
@@ -899,7 +908,7 @@ impl<'a> Wave<'a> {
                 }
             };
             if let Err(e) = ended {
-                slot.status = Some(format!("stopped: {e}"));
+                slot.stopped(&e);
             }
         }
         Ok(())
@@ -931,6 +940,17 @@ impl<'a> Wave<'a> {
         journal_now.extend(slots.iter().map(|s| s.rec.clone()));
         let recovery = self.recovery(book, now);
         settle_recovery_leases(&recovery, &leases, &acquired, &claims, &journal_now).await;
+        // Every candidate still open stopped on the instance's credential or
+        // store: the wave did nothing and must say so (a scheduled job fails).
+        let unfinished: Vec<&Slot> = slots
+            .iter()
+            .filter(|s| !s.skip && s.rec.step != Step::Done)
+            .collect();
+        let stopped_by = unfinished
+            .iter()
+            .all(|s| s.global.is_some())
+            .then(|| unfinished.first().and_then(|s| s.global.clone()))
+            .flatten();
         let mut candidates = Vec::new();
         for slot in &slots {
             if slot.skip {
@@ -952,6 +972,7 @@ impl<'a> Wave<'a> {
             candidates,
             skipped,
             answered,
+            stopped_by,
             blocked: report
                 .families
                 .iter()

@@ -95,6 +95,11 @@ pub struct WaveSummary {
     /// Every family of the wave's plan (for the dashboard).
     #[serde(skip)]
     pub families: Vec<klaud_planner::plan::FamilyPlan>,
+    /// Set when every unfinished candidate stopped on an instance-wide
+    /// failure (GitHub refused the credential, the store cannot be
+    /// written): its cause. `klaud wave` then exits non-zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
 }
 
 impl WaveSummary {

@@ -191,3 +191,181 @@ fn git_and_compare_objects_decode() {
     decodes::<FileChange>("diff-entry");
     decodes::<Comparison>("commit-comparison");
 }
+
+/// Fuzzing on stable (issue 27): GitHub's answers as Klaud decodes and
+/// converts them, from the schema's own samples with fields removed or
+/// replaced by any JSON (structure-aware), and the headers and bodies Klaud
+/// reads by hand (`Link`, `retry-after`, rate-limit headers, error
+/// messages, `Date`) from arbitrary text. Nothing may panic; what is read
+/// back is bounded by what was sent. `PROPTEST_CASES` sets a longer run:
+/// `PROPTEST_CASES=20000 cargo test -p klaud-github --lib fuzz_`.
+mod fuzz {
+    use proptest::prelude::*;
+    use proptest::test_runner::Config;
+
+    use super::*;
+    use crate::transport::{Raw, skew_of};
+
+    fn config(default_cases: u32) -> Config {
+        let cases = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default_cases);
+        Config {
+            cases,
+            ..Config::default()
+        }
+    }
+
+    fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+            "\\PC{0,30}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                proptest::collection::btree_map("[a-z_]{1,8}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Every path to a value of `v`.
+    fn paths(v: &Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        if let Value::Object(m) = v {
+            for (k, child) in m {
+                at.push(k.clone());
+                out.push(at.clone());
+                paths(child, at, out);
+                at.pop();
+            }
+        }
+    }
+
+    /// `v` with the value at each chosen path removed or replaced.
+    fn mutate(mut v: Value, edits: &[(usize, bool, Value)]) -> Value {
+        for (pick, remove, with) in edits {
+            let mut all = Vec::new();
+            paths(&v, &mut Vec::new(), &mut all);
+            let Some(path) = all.get(pick % all.len().max(1)) else {
+                return with.clone();
+            };
+            let (last, parents) = path.split_last().expect("a path has a key");
+            let mut node = &mut v;
+            for key in parents {
+                node = &mut node[key.as_str()];
+            }
+            if let Value::Object(m) = node {
+                if *remove {
+                    m.remove(last);
+                } else {
+                    m.insert(last.clone(), with.clone());
+                }
+            }
+        }
+        v
+    }
+
+    fn edits() -> impl Strategy<Value = Vec<(usize, bool, Value)>> {
+        proptest::collection::vec((any::<usize>(), any::<bool>(), any_json()), 1..6)
+    }
+
+    /// The full sample of `name`, generated once per test process (reading
+    /// the schema extract is most of a case's time otherwise).
+    fn full_sample(name: &str) -> Value {
+        static SAMPLES: std::sync::OnceLock<
+            std::sync::Mutex<std::collections::BTreeMap<String, Value>>,
+        > = std::sync::OnceLock::new();
+        let samples = SAMPLES.get_or_init(Default::default);
+        let mut samples = samples.lock().unwrap_or_else(|p| p.into_inner());
+        samples
+            .entry(name.to_owned())
+            .or_insert_with(|| {
+                let doc = doc();
+                sample(&doc, component(&doc, name), Mode::Full, 0)
+            })
+            .clone()
+    }
+
+    /// Decodes a mutated sample of `name` as `T` and converts it as Klaud
+    /// does; a refusal is fine, a panic is not.
+    fn decode_mutated<T: DeserializeOwned>(
+        name: &str,
+        edits: &[(usize, bool, Value)],
+        convert: impl Fn(T),
+    ) {
+        let full = full_sample(name);
+        let bytes = serde_json::to_vec(&mutate(full, edits)).unwrap_or_default();
+        if let Ok(t) = serde_json::from_slice::<T>(&bytes) {
+            convert(t);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(config(256))]
+
+        #[test]
+        fn fuzz_mutated_github_answers_decode_or_refuse(edits in edits()) {
+            decode_mutated::<RawRun>("workflow-run", &edits, |r| drop(RunInfo::from(r)));
+            decode_mutated::<RawPull>("pull-request", &edits, |p| drop(PullInfo::from(p)));
+            decode_mutated::<RawPull>("pull-request-simple", &edits, |p| drop(PullInfo::from(p)));
+            decode_mutated::<RawComment>("issue-comment", &edits, |c| drop(CommentInfo::from(c)));
+            decode_mutated::<JobInfo>("job", &edits, drop);
+            decode_mutated::<Artifact>("artifact", &edits, drop);
+            decode_mutated::<RawRef>("git-ref", &edits, drop);
+            decode_mutated::<RawGitCommit>("git-commit", &edits, drop);
+            decode_mutated::<Comparison>("commit-comparison", &edits, drop);
+        }
+
+        #[test]
+        fn fuzz_arbitrary_bytes_never_panic_the_decoders(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = serde_json::from_slice::<RawRun>(&bytes).map(RunInfo::from);
+            let _ = serde_json::from_slice::<RawPull>(&bytes).map(PullInfo::from);
+            let _ = serde_json::from_slice::<RawComment>(&bytes).map(CommentInfo::from);
+            let _ = serde_json::from_slice::<Comparison>(&bytes);
+        }
+
+        #[test]
+        fn fuzz_headers_and_error_bodies_read_by_hand(
+            status in 100u16..600,
+            link in "\\PC{0,120}",
+            retry_after in "\\PC{0,12}",
+            reset in "\\PC{0,12}",
+            remaining in "\\PC{0,6}",
+            date in "\\PC{0,40}",
+            body in "\\PC{0,200}",
+            now in any::<i64>(),
+        ) {
+            let mut headers = http::HeaderMap::new();
+            for (name, value) in [
+                ("link", &link),
+                ("retry-after", &retry_after),
+                ("x-ratelimit-reset", &reset),
+                ("x-ratelimit-remaining", &remaining),
+                ("date", &date),
+            ] {
+                if let Ok(v) = http::HeaderValue::from_str(value) {
+                    headers.insert(name, v);
+                }
+            }
+            let raw = Raw {
+                status: http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::OK),
+                headers,
+                body: bytes::Bytes::from(body.clone()),
+            };
+            if let Some(next) = raw.next_link() {
+                prop_assert!(next.len() <= link.len());
+            }
+            prop_assert!(raw.message().len() <= body.len() + 64);
+            let _ = raw.requested_wait(now);
+            let _ = raw.is_secondary_limit();
+            let _ = raw.is_rate_limited();
+            let _ = skew_of(&raw.headers, chrono::Utc::now());
+        }
+    }
+}

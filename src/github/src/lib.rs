@@ -44,8 +44,8 @@ pub use api::{
 
 pub use runstatus::ForgeRunStatus;
 pub use transport::{
-    ConditionalPage, MAX_RESPONSE_BYTES, SECONDARY_MAX_WAIT, SECONDARY_MIN_WAIT, SecondaryPause,
-    secondary_wait,
+    ConditionalPage, DEFAULT_WRITE_TIMEOUT, MAX_RESPONSE_BYTES, SECONDARY_MAX_WAIT,
+    SECONDARY_MIN_WAIT, SecondaryPause, secondary_wait,
 };
 
 use transport::Transport;
@@ -223,6 +223,14 @@ impl Forge {
         })
     }
 
+    /// Bounds every write to `timeout` end to end (default
+    /// [`DEFAULT_WRITE_TIMEOUT`]); a write still unanswered then has an
+    /// unknown outcome. The lifecycle's lease guard must know the same figure.
+    pub fn with_write_timeout(mut self, timeout: Duration) -> Self {
+        self.t.set_write_timeout(timeout);
+        self
+    }
+
     /// Builds the client without the identity preflight (for tools that only
     /// read). Prefer [`Forge::connect`].
     pub fn connect_unchecked(config: ForgeConfig) -> Result<Self, GithubError> {
@@ -372,8 +380,36 @@ impl Forge {
         self.t.secondary_pause()
     }
 
+    /// GitHub's clock minus this machine's, from the `Date` of its last
+    /// answer (`None` before the first; zero within a second or two).
+    pub fn clock_skew(&self) -> Option<chrono::TimeDelta> {
+        self.t.clock_skew()
+    }
+
+    /// The claims clock on GitHub's time: leases are written and compared
+    /// by every instance, so they must all read one clock, and a machine
+    /// whose own clock is off must not take a live claim over (or think
+    /// its own lease longer than it is).
+    pub fn clock(&self) -> GithubClock<'_> {
+        GithubClock { forge: self }
+    }
+
     pub(crate) fn path(&self, rest: &str) -> String {
         format!("/repos/{}/{}/{rest}", self.owner, self.name)
+    }
+}
+
+/// [`klaud_claims::Clock`] reading GitHub's time: the local clock corrected
+/// by the skew the forge last measured (the local clock alone until GitHub
+/// has answered once).
+#[derive(Debug, Clone, Copy)]
+pub struct GithubClock<'f> {
+    forge: &'f Forge,
+}
+
+impl klaud_claims::Clock for GithubClock<'_> {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now() + self.forge.clock_skew().unwrap_or_default()
     }
 }
 

@@ -37,6 +37,7 @@ fn map(e: GithubError) -> ForgeError {
         GithubError::Ambiguous { what, detail } => {
             ForgeError::Ambiguous(format!("{what} ({detail})"))
         }
+        e @ GithubError::Unauthorized { .. } => ForgeError::CredentialRefused(Box::new(e)),
         other => ForgeError::backend(other),
     }
 }

@@ -14,6 +14,7 @@ fn map(e: GithubError) -> RefStoreError {
         GithubError::AlreadyExists { what, .. } => RefStoreError::AlreadyExists(what),
         GithubError::NotFastForward { what } => RefStoreError::NotFastForward(what),
         GithubError::NotFound { what } => RefStoreError::NotFound(what),
+        e @ GithubError::Unauthorized { .. } => RefStoreError::CredentialRefused(e.to_string()),
         other => RefStoreError::Other(other.to_string()),
     }
 }

@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -124,6 +125,9 @@ impl Raw {
     }
 }
 
+/// How long one GitHub write may take by default: the client's connect
+/// (15 s) plus read (60 s) timeouts.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(75);
 /// The shortest wait after a secondary-limit rejection that gives none:
 /// GitHub's docs say "wait for at least one minute before retrying".
 pub const SECONDARY_MIN_WAIT: Duration = Duration::from_secs(60);
@@ -259,6 +263,34 @@ pub(crate) struct Transport {
     commits: Mutex<KnownCommits>,
     budgets: Mutex<BTreeMap<String, RateBudget>>,
     secondary: Mutex<SecondaryLimit>,
+    /// The longest one write may take before its outcome counts as unknown
+    /// (the lease guard sends a write only with this much lease left).
+    write_timeout: Duration,
+    /// GitHub's clock minus the local one at the last answer with a `Date`
+    /// header, in milliseconds ([`SKEW_UNKNOWN`] before the first).
+    skew_ms: AtomicI64,
+}
+
+/// No answer with a `Date` header yet.
+const SKEW_UNKNOWN: i64 = i64::MIN;
+/// `Date` has whole seconds and the answer took some time to arrive: a
+/// difference under this is measurement noise, not skew.
+const SKEW_NOISE: chrono::TimeDelta = chrono::TimeDelta::seconds(2);
+
+/// GitHub's clock minus `local`, from an answer's `Date` header (RFC 7231,
+/// e.g. `Thu, 03 Dec 2026 15:09:45 GMT`); zero within the noise.
+pub(crate) fn skew_of(
+    headers: &HeaderMap,
+    local: chrono::DateTime<chrono::Utc>,
+) -> Option<chrono::TimeDelta> {
+    let date = headers.get(http::header::DATE)?.to_str().ok()?;
+    let github = chrono::DateTime::parse_from_rfc2822(date).ok()?;
+    let skew = github.with_timezone(&chrono::Utc) - local;
+    Some(if skew.abs() < SKEW_NOISE {
+        chrono::TimeDelta::zero()
+    } else {
+        skew
+    })
 }
 
 /// What is known of commits without asking again, all of it fixed forever
@@ -374,6 +406,8 @@ impl Transport {
             commits: Mutex::new(KnownCommits::default()),
             budgets: Mutex::new(BTreeMap::new()),
             secondary: Mutex::new(SecondaryLimit::default()),
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
+            skew_ms: AtomicI64::new(SKEW_UNKNOWN),
         }
     }
 
@@ -431,6 +465,20 @@ impl Transport {
                 },
             );
         }
+    }
+
+    /// GitHub's clock minus the local one, as of the last answer (`None`
+    /// before any answer carried a `Date`).
+    pub(crate) fn clock_skew(&self) -> Option<chrono::TimeDelta> {
+        match self.skew_ms.load(Ordering::Relaxed) {
+            SKEW_UNKNOWN => None,
+            ms => Some(chrono::TimeDelta::milliseconds(ms)),
+        }
+    }
+
+    /// Bounds every write to `timeout` end to end.
+    pub(crate) fn set_write_timeout(&mut self, timeout: Duration) {
+        self.write_timeout = timeout;
     }
 
     /// The pause GitHub's secondary limit imposes right now, if any.
@@ -554,6 +602,12 @@ impl Transport {
             })?
             .to_bytes();
         self.record_budget(&parts.headers);
+        if let Some(skew) = skew_of(&parts.headers, chrono::Utc::now()) {
+            self.skew_ms.store(
+                skew.num_milliseconds().max(SKEW_UNKNOWN + 1),
+                Ordering::Relaxed,
+            );
+        }
         Ok(Raw {
             status: parts.status,
             headers: parts.headers,
@@ -927,7 +981,20 @@ impl Transport {
         loop {
             // Nothing was sent yet: giving up here leaves nothing ambiguous.
             self.honour_pause(what, true).await?;
-            match self.exchange(method.clone(), path, body, None).await {
+            // The client's own timeouts bound each connect and each read,
+            // not the whole answer: the lease guard needs an end-to-end bound.
+            let exchanged = tokio::time::timeout(
+                self.write_timeout,
+                self.exchange(method.clone(), path, body, None),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(TransportFailure(format!(
+                    "no answer within {}s",
+                    self.write_timeout.as_secs_f64()
+                )))
+            });
+            match exchanged {
                 Ok(raw) if raw.is_rate_limited() => {
                     // GitHub did not act on it, so it may be sent again.
                     let wait = self.limited_wait(&raw, path, true, attempt);
@@ -1029,6 +1096,38 @@ mod tests {
             headers: h,
             body: Bytes::from(body.to_string()),
         }
+    }
+
+    #[test]
+    fn the_clock_skew_is_read_from_githubs_date_header_and_small_ones_are_noise() {
+        let local = chrono::DateTime::parse_from_rfc3339("2026-12-03T15:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let mut headers = HeaderMap::new();
+        assert_eq!(skew_of(&headers, local), None);
+        headers.insert(
+            http::header::DATE,
+            HeaderValue::from_static("Thu, 03 Dec 2026 15:10:00 GMT"),
+        );
+        assert_eq!(
+            skew_of(&headers, local),
+            Some(chrono::TimeDelta::minutes(10))
+        );
+        headers.insert(
+            http::header::DATE,
+            HeaderValue::from_static("Thu, 03 Dec 2026 14:55:00 GMT"),
+        );
+        assert_eq!(
+            skew_of(&headers, local),
+            Some(chrono::TimeDelta::minutes(-5))
+        );
+        headers.insert(
+            http::header::DATE,
+            HeaderValue::from_static("Thu, 03 Dec 2026 15:00:01 GMT"),
+        );
+        assert_eq!(skew_of(&headers, local), Some(chrono::TimeDelta::zero()));
+        headers.insert(http::header::DATE, HeaderValue::from_static("yesterday"));
+        assert_eq!(skew_of(&headers, local), None);
     }
 
     #[test]

@@ -318,6 +318,11 @@ pub struct GithubConfig {
     /// `https://github.com` for `api.github.com`, the host of a GitHub
     /// Enterprise `…/api/v3` URL).
     pub web_url: Option<String>,
+    /// How long one GitHub write may take, end to end, before its outcome
+    /// counts as unknown (and is re-read). A write is sent only with
+    /// `daemon.lease_margin` plus this much of the claim's lease left.
+    #[serde(deserialize_with = "duration")]
+    pub write_timeout: Duration,
 }
 
 /// A GitHub token found in the environment, with the variable it came from.
@@ -399,6 +404,7 @@ impl Default for GithubConfig {
             app_private_key_file: None,
             app_private_key_env: "KLAUD_GITHUB_APP_PRIVATE_KEY".to_owned(),
             web_url: None,
+            write_timeout: klaud_github::DEFAULT_WRITE_TIMEOUT,
         }
     }
 }
@@ -817,6 +823,7 @@ impl Config {
         for (key, value) in [
             ("daemon.reconcile_interval", self.daemon.reconcile_interval),
             ("registry.timeout", self.registry.timeout),
+            ("github.write_timeout", self.github.write_timeout),
         ] {
             at_least(value, MIN_INTERVAL).map_err(|e| invalid(key, e))?;
         }
@@ -838,6 +845,33 @@ impl Config {
                     self.daemon.lease.as_secs(),
                     MIN_LEASE.as_secs(),
                     floor.as_secs()
+                ),
+            ));
+        }
+        // A write is sent only with lease_margin + write_timeout of lease
+        // left, so it lands (or is given up) before the lease ends and
+        // another instance may take over. The engine caps that window at a
+        // quarter of the lease (less the second leases are rounded to):
+        // a shorter lease would let a stalled write land after a takeover.
+        let window = self
+            .daemon
+            .lease_margin
+            .saturating_add(self.github.write_timeout);
+        let needed = window
+            .saturating_mul(4)
+            .saturating_add(Duration::from_secs(1));
+        if self.daemon.lease < needed {
+            return Err(invalid(
+                "daemon.lease",
+                format!(
+                    "{}s is too short for the write window: a GitHub write is sent only with \
+                     daemon.lease_margin + github.write_timeout ({}s + {}s) of lease left, and \
+                     that must fit four times in the lease (at least {}s); lengthen the lease or \
+                     shorten daemon.lease_margin or github.write_timeout",
+                    self.daemon.lease.as_secs_f64(),
+                    self.daemon.lease_margin.as_secs_f64(),
+                    self.github.write_timeout.as_secs_f64(),
+                    needed.as_secs_f64()
                 ),
             ));
         }
@@ -1561,15 +1595,48 @@ edits = ["unset backend.decode_environment.Y"]
     fn a_lease_scales_with_the_reconcile_interval() {
         let config = Config::parse(
             "klaud.toml",
-            "[daemon]\nreconcile_interval = \"1s\"\nlease = \"8s\"\n",
+            "[github]\nwrite_timeout = \"1s\"\n\
+             [daemon]\nreconcile_interval = \"1s\"\nlease = \"8s\"\nlease_margin = \"0s\"\n",
         )
         .unwrap();
         assert_eq!(config.daemon.lease, Duration::from_secs(8));
         let config = Config::parse(
             "klaud.toml",
-            "[daemon]\nreconcile_interval = \"60s\"\nlease = \"4m\"\n",
+            "[github]\nwrite_timeout = \"20s\"\n\
+             [daemon]\nreconcile_interval = \"60s\"\nlease = \"4m\"\nlease_margin = \"30s\"\n",
         )
         .unwrap();
         assert_eq!(config.daemon.lease, Duration::from_secs(240));
+    }
+
+    #[test]
+    fn a_lease_too_short_for_the_write_window_is_refused() {
+        // The defaults: a write is sent with 60 s + 75 s of lease left,
+        // so the lease must hold that window four times and a second.
+        let daemon = "[daemon]\nreconcile_interval = \"1s\"\n";
+        let err = Config::parse("klaud.toml", &format!("{daemon}lease = \"20s\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("daemon.lease"), "{err}");
+        assert!(err.contains("write window"), "{err}");
+        assert!(err.contains("541s"), "{err}");
+        assert!(Config::parse("klaud.toml", &format!("{daemon}lease = \"540s\"\n")).is_err());
+        let config = Config::parse("klaud.toml", &format!("{daemon}lease = \"541s\"\n")).unwrap();
+        assert_eq!(config.daemon.lease, Duration::from_secs(541));
+        // A shorter write timeout makes room for a shorter lease, and the
+        // engine is told the same figure the GitHub client enforces.
+        let config = Config::parse(
+            "klaud.toml",
+            "[github]\nwrite_timeout = \"10s\"\n\
+             [daemon]\nreconcile_interval = \"1s\"\nlease = \"5m\"\nlease_margin = \"20s\"\n",
+        )
+        .unwrap();
+        let engine = crate::cli::wave::engine_config(&config, 1);
+        assert_eq!(engine.write_timeout, chrono::TimeDelta::seconds(10));
+        assert_eq!(engine.lease_margin, chrono::TimeDelta::seconds(20));
+        let err = Config::parse("klaud.toml", "[github]\nwrite_timeout = \"0s\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("github.write_timeout"), "{err}");
     }
 }

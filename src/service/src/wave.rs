@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use async_trait::async_trait;
-use klaud_claims::SystemClock;
 use klaud_github::lifecycle::GithubLifecycle;
 use klaud_github::upstream::GithubUpstream;
 use klaud_github::{Forge, ForgeRunStatus, GithubError};
@@ -663,7 +662,8 @@ pub fn run_wave_told<'f>(
             sink,
             repository: forge.repo(),
         });
-        let clock = SystemClock;
+        // Leases are compared on GitHub's time, whatever this machine's says.
+        let clock = forge.clock();
         let runs = ForgeRunStatus::new(forge);
         let ports = WavePorts {
             forge: &lifecycle,

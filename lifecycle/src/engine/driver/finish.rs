@@ -5,6 +5,7 @@ use crate::engine::forge::Forge as _;
 use crate::engine::forge::ForgeError;
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Ending, ReuseAuthorization, Step};
+use crate::engine::ownership::reply_permit;
 use crate::model::{FinishedResult, Outcome, Phase};
 use crate::report::{MarkerKey, Receipt, find_record, render_cleanup, render_receipt};
 use crate::workflows::is_sweep_of;
@@ -27,7 +28,8 @@ impl Engine<'_> {
         // a maintainer's `/klaud stop`) still gets its receipt, so the PR
         // says who ended it and why and an instance without a journal reads
         // the end from GitHub; only the cleanup is skipped. An ownership
-        // mismatch (no note) posts nothing: the PR is not Klaud's any more.
+        // mismatch without a note (the PR's author or repository changed)
+        // posts nothing: the PR is not Klaud's any more.
         let receipt_only = ending.hands_off && ending.note.is_some();
         self.experiment_finish(rec).await?;
         if (!ending.hands_off || receipt_only)
@@ -100,7 +102,17 @@ impl Engine<'_> {
                         .map(|(_, zh)| zh),
                 };
                 let rendered = render_receipt(&receipt);
-                if let Some(p) = self
+                if receipt_only {
+                    // A person's end: the PR may not be Klaud's any more (a
+                    // handoff label, a foreign commit, its branch deleted),
+                    // so the receipt is a reply, the one comment Klaud may
+                    // post on a PR it let go of; none on another's PR.
+                    if let Some(permit) = reply_permit(&self.forge, number).await? {
+                        self.intend(rec, Intent::Comment(rendered.key.to_string()))
+                            .await?;
+                        self.forge.reply(&permit, &rendered.body).await?;
+                    }
+                } else if let Some(p) = self
                     .publish(rec, std::slice::from_ref(&rendered), Scope::PullOnly)
                     .await?
                 {

@@ -7,7 +7,6 @@
 use std::path::PathBuf;
 
 use clap::Subcommand;
-use klaud_claims::SystemClock;
 use klaud_lifecycle::engine::{CandidateRecord, Journal, Progress};
 use klaud_lifecycle::model::Outcome;
 
@@ -171,7 +170,7 @@ async fn end(
     )
     .await?;
     let lifecycle = GithubLifecycle::new(&session.forge);
-    let clock = SystemClock;
+    let clock = session.forge.clock();
     let engine = parts.engine(
         &lifecycle,
         &session.journal,

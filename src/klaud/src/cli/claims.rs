@@ -27,7 +27,7 @@ use clap::Subcommand;
 use klaud_claims::claim::MAX_LEASE;
 use klaud_claims::{
     Acquire, CandidateId, ClaimBook, ClaimCandidate, ClaimEntry, ClaimError, Claimant, Clock,
-    FamilyId, Release, SystemClock,
+    FamilyId, Release,
 };
 use klaud_planner::identity;
 use serde::Serialize;
@@ -174,7 +174,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
             credential,
             retry: RetryPolicy::default(),
         })
-        .map_err(|e| github_error(e, "GitHub client"))?;
+        .map_err(|e| github_error(e, "GitHub client"))?
+        .with_write_timeout(config.github.write_timeout);
         // Listing only reads: any credential that can read will do, and the
         // reader is told whose it is. Writes must be the bot's.
         let read_only = matches!(request, Request::List { .. });
@@ -653,7 +654,7 @@ fn book<'a>(forge: &'a Forge, clock: &'a dyn Clock, owner: Uuid) -> ClaimBook<'a
 }
 
 async fn list(forge: &Forge, json: bool) -> Result<(), CliError> {
-    let clock = SystemClock;
+    let clock = forge.clock();
     let book = book(forge, &clock, Uuid::new_v4());
     let claims = book.list_claims().await.map_err(claim_error)?;
     let leases = book.list_recovery_leases().await.map_err(claim_error)?;
@@ -846,7 +847,7 @@ async fn acquire(forge: &Forge, args: AcquireRequest) -> Result<(), CliError> {
     check_family_exists(forge, family, &base).await?;
 
     let owner = Uuid::new_v4();
-    let clock = SystemClock;
+    let clock = forge.clock();
     let book = book(forge, &clock, owner);
     let candidate_id = manual_candidate_id(family_id).ok_or_else(|| {
         CliError::failure(anyhow!("cannot name the manual candidate of {family_id}"))
@@ -967,7 +968,7 @@ impl ReleaseOutput {
 }
 
 async fn release(forge: &Forge, config: &Config, args: ReleaseRequest) -> Result<(), CliError> {
-    let clock = SystemClock;
+    let clock = forge.clock();
     // Without --owner this run owns nothing; its uuid only fences what it
     // takes over on the way to releasing it.
     let owner = args.owner.unwrap_or_else(Uuid::new_v4);

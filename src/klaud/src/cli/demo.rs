@@ -298,6 +298,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             answered: Vec::new(),
             blocked: Vec::new(),
             families: Vec::new(),
+            stopped_by: None,
         };
         super::emit(&render_summary(&summary));
         super::emit(&format!(
@@ -381,6 +382,29 @@ pub async fn sandbox_forge(stack: &SandboxStack) -> anyhow::Result<Forge> {
         },
     })
     .await?)
+}
+
+/// Every demo starts a new sandbox, so the candidates a kept store holds
+/// point at pull requests, runs and claims of one that is gone: resuming
+/// them would only poll "not found". The demo says so once and starts
+/// over; the store's other contents (instance id, cache, events) stay.
+async fn forget_gone_sandbox(store: &Store, dir: &std::path::Path) -> anyhow::Result<()> {
+    let old =
+        store.list::<klaud_lifecycle::engine::CandidateRecord>(klaud_store::trees::CANDIDATES)?;
+    if old.is_empty() {
+        return Ok(());
+    }
+    eprintln!(
+        "klaud demo: the store at {} holds {} candidate(s) of an earlier demo, whose sandbox \
+         is gone with it; this demo starts over with a new sandbox and forgets them",
+        dir.display(),
+        old.len()
+    );
+    for (key, _) in old {
+        store.remove(klaud_store::trees::CANDIDATES, &key)?;
+    }
+    store.flush().await?;
+    Ok(())
 }
 
 /// Engine settings for the sandbox: the defaults with short waits.
@@ -525,6 +549,7 @@ async fn demo(
     let (journal, store): (Arc<dyn Journal>, Option<Store>) = match &args.store {
         Some(dir) => {
             let store = Store::open(dir)?;
+            forget_gone_sandbox(&store, dir).await?;
             (Arc::new(StoreJournal::new(store.clone())), Some(store))
         }
         None => (Arc::new(MemoryJournal::new()), None),
@@ -763,4 +788,39 @@ async fn demo(
         },
         figures,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use klaud_lifecycle::engine::{CandidateRecord, Journal as _};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_kept_store_forgets_the_candidates_of_a_gone_sandbox_and_keeps_the_rest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("store");
+        let journal = StoreJournal::new(store.clone());
+        let owner = journal.instance_id().await.expect("instance id");
+        let record: CandidateRecord = serde_json::from_value(serde_json::json!({
+            "candidate": "d92e15065c55779d-0123456789abcdef", "family": "configs/x-master.yaml:k", "key": "k",
+            "old_image": "a:1", "image": "a:2", "owner_run": 1, "base_branch": "main",
+            "base_sha": "0", "branch": "klaud/auto-d92e15065c55779d-0123456789abcdef", "step": "smoke", "claim": null,
+            "head": null, "pending_commit": null, "pull": 1, "pull_url": null,
+            "frozen": null, "attempts": [], "repairs": 0, "sweep_requested_at": null,
+            "sweep": null, "ending": null, "intent": null,
+            "updated_at": "2026-01-01T00:00:00Z"
+        }))
+        .expect("record");
+        journal.save(&record).await.expect("save");
+        forget_gone_sandbox(&store, dir.path())
+            .await
+            .expect("forget");
+        assert!(journal.list().await.expect("list").is_empty());
+        assert_eq!(journal.instance_id().await.expect("instance id"), owner);
+        // A second start has nothing to forget.
+        forget_gone_sandbox(&store, dir.path())
+            .await
+            .expect("forget");
+    }
 }

@@ -1,7 +1,7 @@
 //! `klaud recover [--family F]`: recover orphaned claims now (see `klaud_lifecycle::model`) —
 //! expired leases, and lease-less old-helper claims whose run completed.
 
-use klaud_claims::{ClaimBook, SystemClock};
+use klaud_claims::ClaimBook;
 use klaud_lifecycle::engine::Journal;
 
 use super::CliError;
@@ -31,7 +31,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     runtime.block_on(async {
         let session = connect(&args.connection).await?;
         let engine_cfg = engine_config(&session.config, session.owner_run);
-        let clock = SystemClock;
+        let clock = session.forge.clock();
         let book = ClaimBook::new(&session.forge, &clock, session.claimant.clone());
         let runs = ForgeRunStatus::new(&session.forge);
         let recovery = RecoveryContext {

@@ -185,6 +185,7 @@ fn news(reported: &mut BTreeMap<String, String>, summary: &WaveSummary) -> WaveS
         answered: Vec::new(),
         blocked: Vec::new(),
         families: Vec::new(),
+        stopped_by: summary.stopped_by.clone(),
     };
     for c in &summary.candidates {
         let state = c.outcome.clone().unwrap_or_else(|| "running".to_owned());
@@ -229,6 +230,7 @@ mod tests {
             answered: Vec::new(),
             blocked: Vec::new(),
             families: Vec::new(),
+            stopped_by: None,
         }
     }
 

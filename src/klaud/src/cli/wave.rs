@@ -247,7 +247,8 @@ pub async fn forge_for(
         credential: credential.clone(),
         retry: RetryPolicy::default(),
     })
-    .map_err(|e| super::github_failure(e, "GitHub client"))?;
+    .map_err(|e| super::github_failure(e, "GitHub client"))?
+    .with_write_timeout(config.github.write_timeout);
     let identity = match access {
         Access::Write => forge.preflight().await,
         Access::Read => forge.identity().await,
@@ -320,6 +321,9 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
     }
     if let Ok(margin) = chrono::TimeDelta::from_std(config.daemon.lease_margin) {
         e.lease_margin = margin;
+    }
+    if let Ok(timeout) = chrono::TimeDelta::from_std(config.github.write_timeout) {
+        e.write_timeout = timeout;
     }
     e.repo = config.repo_options();
     e.bump = config.bump_options();
@@ -522,6 +526,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         } else {
             super::emit(&render_summary(&summary));
         }
+        // A scheduled job must not stay green when nothing could be done.
+        if let Some(cause) = &summary.stopped_by {
+            return Err(CliError::failure(anyhow::anyhow!(
+                "every candidate of this wave stopped: {cause}"
+            )));
+        }
         Ok(())
     })
 }
@@ -554,6 +564,7 @@ mod tests {
             skipped: vec![],
             answered: vec![],
             families: vec![],
+            stopped_by: None,
             blocked: vec![],
         };
         let text = super::step_summary(&summary);

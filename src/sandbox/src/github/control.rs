@@ -13,6 +13,8 @@
 //! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/complete` | `{"conclusion", "artifacts": {NAME: {PATH: TEXT \| {"base64": B64}}}}` | completes a run; each artifact is zipped |
 //! | `POST /_sandbox/repos/{o}/{n}/runs` | `{"head_sha", "workflow"?: "run-sweep.yml", "event"?: "pull_request", "conclusion"?: "success", "jobs": [{"name", "conclusion"}], "artifacts"?: {NAME: {PATH: TEXT \| {"base64": B64}}}}` | records a finished run with those jobs (each a check run of the commit) and artifacts; answers `{"id"}` |
 //! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/status` | `{"status", "conclusion"?}` | sets a run's status |
+//! | `POST /_sandbox/clock` | `{"offset_seconds": N}` | puts this GitHub's clock (the `Date` of its answers) N seconds from the local one |
+//! | `POST /_sandbox/tokens/revoke` | `{"token"}` (in the body, so it never appears in a logged path) | revokes a token: every request with it is then answered 401 "Bad credentials"; 404 when there is no such token |
 //! | `POST /_sandbox/faults` | a [`Fault`], e.g. `{"method": "POST", "path": "/repos/*/pulls", "count": 1, "action": {"kind": "after_write_status", "status": 502}}` | installs a fault (`status` with `retry_after`/`message`, `secondary_limit` with `status` (403 or 429) and an optional `retry_after` — GitHub's secondary rate limit with or without the header, `delay` with `millis`, `after_write_status`, `after_write_drop`) |
 //! | `DELETE /_sandbox/faults` | | removes all faults |
 //! | `GET /_sandbox/log` | | the request log: method, path, status, login (never a token) |
@@ -54,6 +56,8 @@ pub fn router() -> Router<GithubState> {
         )
         .route("/repos/{owner}/{repo}/runs/{id}/status", post(run_status))
         .route("/repos/{owner}/{repo}/runs", post(add_run))
+        .route("/tokens/revoke", post(revoke_token))
+        .route("/clock", post(set_clock))
         .route("/faults", post(add_fault))
         .route("/faults", delete(clear_faults))
         .route("/log", get(log))
@@ -296,6 +300,34 @@ async fn run_status(
     )
     .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Deserialize)]
+struct ClockBody {
+    offset_seconds: i64,
+}
+
+async fn set_clock(State(st): State<GithubState>, Json(b): Json<ClockBody>) -> Response {
+    match chrono::TimeDelta::try_seconds(b.offset_seconds) {
+        Some(offset) => {
+            st.set_clock_offset(offset).await;
+            StatusCode::NO_CONTENT.into_response()
+        }
+        None => StatusCode::BAD_REQUEST.into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+struct RevokeBody {
+    token: String,
+}
+
+async fn revoke_token(State(st): State<GithubState>, Json(b): Json<RevokeBody>) -> Response {
+    if st.revoke_token(&b.token).await {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        StatusCode::NOT_FOUND.into_response()
+    }
 }
 
 async fn add_fault(State(st): State<GithubState>, Json(f): Json<Fault>) -> Response {

@@ -158,7 +158,23 @@ pub fn router(state: GithubState) -> Router {
         .nest("/_html", pages::router().merge(githttp::router()))
         .fallback(|| async { ApiError::not_found() })
         .layer(axum::middleware::from_fn_with_state(state.clone(), gate))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            stamp_date,
+        ))
         .with_state(state)
+}
+
+/// GitHub stamps every answer with its own time (`Date`, RFC 7231). Set
+/// here from the simulator's clock, which a test may put off the local one
+/// (`POST /_sandbox/clock`) to play a machine whose clock is wrong.
+async fn stamp_date(State(st): State<GithubState>, req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    let now = Utc::now() + st.clock_offset().await;
+    if let Ok(v) = HeaderValue::from_str(&now.format("%a, %d %b %Y %H:%M:%S GMT").to_string()) {
+        resp.headers_mut().insert(header::DATE, v);
+    }
+    resp
 }
 
 /// Serves the simulator on `listener` until the future is dropped. The

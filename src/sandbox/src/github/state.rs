@@ -498,6 +498,9 @@ pub struct Model {
     pub content_writes: HashMap<String, std::collections::VecDeque<i64>>,
     /// Parsed workflow folders by tree sha (see `workflows::set_at`).
     pub workflow_sets: HashMap<String, std::sync::Arc<klaud_workflows::WorkflowSet>>,
+    /// How far this GitHub's clock (its `Date` headers) is from the local
+    /// one (`POST /_sandbox/clock`).
+    pub clock_offset: chrono::TimeDelta,
     /// When this GitHub started (accounts' `created_at`).
     pub created_at: DateTime<Utc>,
     /// How long an accepted cancel takes to finish the run (GitHub's
@@ -1086,6 +1089,7 @@ impl GithubState {
                 content_writes: HashMap::new(),
                 workflow_sets: HashMap::new(),
                 cancel_delay: DEFAULT_CANCEL_DELAY,
+                clock_offset: chrono::TimeDelta::zero(),
                 created_at: Utc::now(),
             })),
         }
@@ -1153,6 +1157,24 @@ impl GithubState {
             },
         );
         Ok(())
+    }
+
+    /// Puts this GitHub's clock (the `Date` of its answers) `offset` from
+    /// the local one.
+    pub async fn set_clock_offset(&self, offset: chrono::TimeDelta) {
+        self.lock().await.clock_offset = offset;
+    }
+
+    /// How far this GitHub's clock is from the local one.
+    pub async fn clock_offset(&self) -> chrono::TimeDelta {
+        self.lock().await.clock_offset
+    }
+
+    /// Revokes `token` as its owner or an organization admin would: GitHub
+    /// then answers every request carrying it 401 "Bad credentials".
+    /// `false` when there was no such token.
+    pub async fn revoke_token(&self, token: &str) -> bool {
+        self.lock().await.tokens.remove(token).is_some()
     }
 
     /// Creates an empty repository `owner/name` (with the two InferenceX

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use klaud_claims::{ClaimBook, Claimant, SystemClock};
+use klaud_claims::{ClaimBook, Claimant};
 use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::engine::{CandidateRecord, EngineConfig, Journal, RepairHook, Step};
 use klaud_planner::plan::{BlockKind, FamilyPlan, PlanOptions, ReleaseRule, Status};
@@ -26,8 +26,8 @@ use tokio::sync::{Notify, watch};
 
 use super::schedule::WaveSchedule;
 use crate::dashboard::{
-    BudgetSample, CandidateRow, EventRow, FamilyRow, GithubPauseRow, OutcomeRow, RateBudgetRow,
-    RepositoryStatus, StatusSnapshot,
+    BudgetSample, CandidateRow, ClockSkewRow, EventRow, FamilyRow, GithubPauseRow, OutcomeRow,
+    RateBudgetRow, RepositoryStatus, StatusSnapshot,
 };
 use crate::wave::{WaveOptions, run_wave_told};
 use klaud_github::Forge;
@@ -138,6 +138,9 @@ struct LoopState {
     planning: bool,
     budget_history: VecDeque<BudgetSample>,
     signoffs: crate::signoff::SignoffWatch,
+    /// Repositories whose clock skew was logged (once until it is back
+    /// within the margin).
+    skew_reported: BTreeSet<String>,
 }
 
 impl Daemon {
@@ -528,8 +531,32 @@ impl Daemon {
         let mut repositories = Vec::new();
         let mut budgets = Vec::new();
         let mut pauses = Vec::new();
+        let mut skews = Vec::new();
         for repo in &self.repos {
             repositories.push(self.repo_status(repo, state).await);
+            // Leases are kept on GitHub's time, so a skew is harmless to
+            // the claims; it is reported because it means this machine's
+            // clock is wrong for everything else (logs, schedules).
+            let name = repo.forge.repo();
+            match repo.forge.clock_skew() {
+                Some(skew) if skew.abs() > self.settings.engine.lease_margin => {
+                    if state.skew_reported.insert(name.clone()) {
+                        tracing::warn!(
+                            repo = %name,
+                            skew_seconds = skew.num_seconds(),
+                            "this machine's clock differs from GitHub's by more than the lease \
+                             margin; leases are kept on GitHub's time"
+                        );
+                    }
+                    skews.push(ClockSkewRow {
+                        repository: name,
+                        seconds: skew.num_seconds(),
+                    });
+                }
+                _ => {
+                    state.skew_reported.remove(&name);
+                }
+            }
             if let Some(pause) = repo.forge.secondary_pause() {
                 pauses.push(GithubPauseRow {
                     repository: repo.forge.repo(),
@@ -582,6 +609,7 @@ impl Daemon {
             repositories,
             github_budget: budgets,
             github_pauses: pauses,
+            clock_skews: skews,
             registry_requests: self.registry.counts(),
             registry_quotas: self.registry.pull_quotas(),
             registry_waits: self.registry.breaker_state().hosts,
@@ -601,7 +629,7 @@ impl Daemon {
             .get(&name)
             .map(|fs| fs.iter().map(family_row).collect())
             .unwrap_or_default();
-        let clock = SystemClock;
+        let clock = repo.forge.clock();
         let book = ClaimBook::new(&repo.forge, &clock, self.settings.claimant.clone());
         let claims = match crate::dashboard::claim_rows(&book).await {
             Ok(rows) => rows,

@@ -178,6 +178,14 @@ fn render_cards(page: &mut String, snapshot: &StatusSnapshot) {
             time(budget.reset)
         );
     }
+    for skew in &snapshot.clock_skews {
+        let _ = write!(
+            page,
+            "<div class=\"card\">Clock skew<b>{} s</b>{}</div>",
+            skew.seconds,
+            escape(&skew.describe())
+        );
+    }
     for pause in &snapshot.github_pauses {
         let _ = write!(
             page,
@@ -510,6 +518,22 @@ mod tests {
         assert!(
             page.contains("Registry registry-1.docker.io waits<b>until ")
                 && page.contains("out of pull quota (0 of 100 pulls left per 6 h)"),
+            "{page}"
+        );
+    }
+
+    #[test]
+    fn a_clock_skew_beyond_the_margin_is_shown() {
+        let snapshot = StatusSnapshot {
+            clock_skews: vec![super::super::ClockSkewRow {
+                repository: "o/r".into(),
+                seconds: 600,
+            }],
+            ..StatusSnapshot::default()
+        };
+        let page = render(&snapshot);
+        assert!(
+            page.contains("o/r: this machine&#39;s clock is 600 s behind GitHub&#39;s"),
             "{page}"
         );
     }

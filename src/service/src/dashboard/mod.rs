@@ -50,6 +50,10 @@ pub struct StatusSnapshot {
     /// back right now, and until when.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub github_pauses: Vec<GithubPauseRow>,
+    /// Repositories whose GitHub clock differs from this machine's by more
+    /// than the lease margin (leases are kept on GitHub's time).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clock_skews: Vec<ClockSkewRow>,
     /// Registry requests made since start, by kind.
     pub registry_requests: klaud_planner::registry::RequestCounts,
     /// The pull quota each registry host last stated (Docker Hub), by host.
@@ -396,6 +400,32 @@ impl GithubPauseRow {
                 |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
             ),
             self.route
+        )
+    }
+}
+
+/// GitHub's clock against this machine's, when they differ by more than the
+/// lease margin.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ClockSkewRow {
+    /// `OWNER/NAME`.
+    pub repository: String,
+    /// GitHub's time minus this machine's, in seconds.
+    pub seconds: i64,
+}
+
+impl ClockSkewRow {
+    /// "this machine's clock is 600 s behind GitHub's ...".
+    pub fn describe(&self) -> String {
+        format!(
+            "{}: this machine's clock is {} s {} GitHub's; leases are kept on GitHub's time",
+            self.repository,
+            self.seconds.unsigned_abs(),
+            if self.seconds > 0 {
+                "behind"
+            } else {
+                "ahead of"
+            }
         )
     }
 }
