@@ -247,6 +247,12 @@ fn everything_passes_against_the_sandbox_and_nothing_is_written() {
         "{}",
         report(&c)
     );
+    // What Docker Hub lets the plan pull: no credentials are configured.
+    assert!(
+        detail(&c, "registries").contains("Docker Hub pulls anonymously: 10 pulls per hour"),
+        "{}",
+        report(&c)
+    );
     assert!(
         detail(&c, "rate-limit").contains("GET /rate_limit"),
         "{}",

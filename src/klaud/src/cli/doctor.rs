@@ -1142,6 +1142,16 @@ async fn check_registries(registry: RegistryConfig, repository: &Repository) -> 
             Err(e) => bad.push(format!("{host}{via}: {e}")),
         }
     }
+    // Docker Hub counts every manifest GET as a pull, per account or, for
+    // anonymous pulls, per IP address (shared by every job on a hosted
+    // runner's address): what the plan can spend there is the budget.
+    if hosts.contains(klaud_planner::image::DOCKER_HUB) {
+        good.push(if client.config().credentials.contains_key(klaud_planner::image::DOCKER_HUB) {
+            "Docker Hub pulls with credentials (a personal account: 100 pulls per hour)".to_owned()
+        } else {
+            "Docker Hub pulls anonymously: 10 pulls per hour per IP address, shared by every job on a hosted runner; set [registry.credentials.\"docker.io\"] for 100 per hour".to_owned()
+        });
+    }
     if bad.is_empty() {
         Check::ok(NAME, format!("answering: {}", good.join(", ")))
     } else {
