@@ -1409,3 +1409,41 @@ async fn a_429_from_a_registry_without_a_quota_is_a_passing_overload_and_retried
     );
     assert!(c.breaker_state().hosts.is_empty());
 }
+
+#[tokio::test]
+async fn a_spent_quota_window_is_not_held_against_the_next() {
+    let server = MockServer::start().await;
+    let mut docs = Vec::new();
+    let index = index_fixture(&mut docs);
+    let d = digest(index.as_bytes());
+    // A one-second window, spent by this pull.
+    Mock::given(method("GET"))
+        .and(path(manifest_path(&d)))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("ratelimit-limit", "100;w=1")
+                .insert_header("ratelimit-remaining", "0;w=1")
+                .set_body_raw(index.clone(), OCI_INDEX),
+        )
+        .mount(&server)
+        .await;
+    let other = digest(b"another index");
+    Mock::given(method("GET"))
+        .and(path(manifest_path(&other)))
+        .respond_with(ResponseTemplate::new(404))
+        .mount(&server)
+        .await;
+    let c = client(&server);
+    c.image_platforms(HOST, REPO, &d).await.unwrap();
+    let spent = c.image_platforms(HOST, REPO, &other).await.unwrap_err();
+    assert!(spent.to_string().contains("out of pull quota"), "{spent}");
+    assert_eq!(c.counts().manifest_get, 1);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // The next window: the pull is sent (and answered, here 404).
+    let answered = c.image_platforms(HOST, REPO, &other).await.unwrap_err();
+    assert!(
+        !answered.to_string().contains("out of pull quota"),
+        "{answered}"
+    );
+    assert_eq!(c.counts().manifest_get, 2);
+}

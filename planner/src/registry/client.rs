@@ -132,7 +132,9 @@ impl RegistryClient {
             .quotas
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .iter()
+            .map(|(host, (quota, _))| (host.clone(), *quota))
+            .collect()
     }
 
     /// Re-opens the breakers of a persisted [`Self::breaker_state`] whose

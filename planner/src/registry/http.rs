@@ -148,8 +148,9 @@ pub(crate) struct Http {
     basic_hosts: std::sync::Mutex<std::collections::HashSet<String>>,
     pub(crate) counters: Counters,
     pub(crate) breaker: Breaker,
-    /// The last pull quota each host stated (`host[:port]`).
-    pub(crate) quotas: std::sync::Mutex<std::collections::BTreeMap<String, PullQuota>>,
+    /// The last pull quota each host stated (`host[:port]`), and when.
+    pub(crate) quotas:
+        std::sync::Mutex<std::collections::BTreeMap<String, (PullQuota, DateTime<Utc>)>>,
 }
 
 impl Http {
@@ -232,7 +233,7 @@ impl Http {
                     self.quotas
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .insert(network_host.clone(), q);
+                        .insert(network_host.clone(), (q, Utc::now()));
                 }
                 // A 429 from a registry that counts pulls is its quota, not
                 // a passing overload: retrying cannot help before the
@@ -316,12 +317,18 @@ impl Http {
         Ok((ex.response.status(), ex.response.headers().clone()))
     }
 
+    /// The quota `host` last stated, while its window can still be the
+    /// current one: a long-running process must not hold a spent window
+    /// against the next.
     fn quota(&self, host: &str) -> Option<PullQuota> {
-        self.quotas
+        let (quota, seen) = *self
+            .quotas
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(host)
-            .copied()
+            .get(host)?;
+        let window =
+            chrono::Duration::seconds(i64::try_from(quota.window_secs).unwrap_or(i64::MAX));
+        (Utc::now() - seen < window).then_some(quota)
     }
 
     /// Opens `host`'s breaker until its quota window turns (or the
