@@ -1447,3 +1447,26 @@ async fn a_spent_quota_window_is_not_held_against_the_next() {
     );
     assert_eq!(c.counts().manifest_get, 2);
 }
+
+#[tokio::test]
+async fn a_hostile_quota_window_is_read_without_panicking() {
+    let server = MockServer::start().await;
+    let d = digest(b"index");
+    Mock::given(method("GET"))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("ratelimit-limit", "100;w=18446744073709551615")
+                .insert_header("ratelimit-remaining", "0;w=18446744073709551615")
+                .insert_header("retry-after", "99999999999999999999"),
+        )
+        .mount(&server)
+        .await;
+    let c = client(&server);
+    let err = c.image_platforms(HOST, REPO, &d).await.unwrap_err();
+    assert!(err.to_string().contains("out of pull quota"), "{err}");
+    let again = c
+        .image_platforms(HOST, REPO, &digest(b"other"))
+        .await
+        .unwrap_err();
+    assert!(again.is_unreachable(), "{again}");
+}

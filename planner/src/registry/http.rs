@@ -326,8 +326,11 @@ impl Http {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(host)?;
-        let window =
-            chrono::Duration::seconds(i64::try_from(quota.window_secs).unwrap_or(i64::MAX));
+        // A window no clock can hold (a hostile header) lasts forever.
+        let window = i64::try_from(quota.window_secs)
+            .ok()
+            .and_then(chrono::Duration::try_seconds)
+            .unwrap_or(chrono::Duration::MAX);
         (Utc::now() - seen < window).then_some(quota)
     }
 
