@@ -9,7 +9,7 @@
 
 use klaud_lifecycle::baseline::BaselineValue;
 use klaud_lifecycle::engine::MemoryJournal;
-use klaud_lifecycle::report::parse_baseline_block;
+use klaud_lifecycle::report::{FrozenBaseline, parse_baseline_block};
 use klaud_lifecycle::wave::{BlockedFamily, render_summary};
 use klaud_planner::identity::family_id;
 use klaud_planner::plan::BlockKind;
@@ -35,6 +35,21 @@ fn pull_number(c: &CandidateSummary) -> u64 {
         .and_then(|u| u.rsplit('/').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no pull request: {c:#?}"))
+}
+
+/// The PR body of candidate `c` and the baseline record frozen into it.
+async fn frozen_body(env: &Harness, c: &CandidateSummary) -> (String, FrozenBaseline) {
+    let body = env
+        .forge
+        .get_pull(pull_number(c))
+        .await
+        .expect("pull")
+        .body
+        .unwrap_or_default();
+    let frozen = parse_baseline_block(&body)
+        .expect("a record")
+        .expect("frozen");
+    (body, frozen)
 }
 
 /// Workflow runs on GitHub whose title names `candidate` (the smoke's
@@ -255,16 +270,7 @@ async fn a_results_api_publishing_in_the_past_gives_a_full_baseline_with_each_po
     let summary = wave_config(&env, crate::support::engine_config(5204), &journal).await;
     let c = candidate_of(&summary, DISAGG);
     assert_ne!(c.outcome.as_deref(), Some("readiness-blocked"), "{c:#?}");
-    let body = env
-        .forge
-        .get_pull(pull_number(c))
-        .await
-        .expect("pull")
-        .body
-        .unwrap_or_default();
-    let frozen = parse_baseline_block(&body)
-        .expect("a record")
-        .expect("frozen");
+    let (body, frozen) = frozen_body(&env, c).await;
     let b = &frozen.baseline;
     assert_eq!(b.date, today, "asked as of today");
     assert!(
@@ -333,16 +339,7 @@ async fn a_point_whose_latest_publication_ran_another_image_is_na_naming_the_ima
     let journal = MemoryJournal::new();
     let summary = wave_config(&env, engine, &journal).await;
     let c = candidate_of(&summary, KEY);
-    let body = env
-        .forge
-        .get_pull(pull_number(c))
-        .await
-        .expect("pull")
-        .body
-        .unwrap_or_default();
-    let frozen = parse_baseline_block(&body)
-        .expect("record")
-        .expect("frozen");
+    let (body, frozen) = frozen_body(&env, c).await;
     let reason_of = |label: &str| match &frozen
         .baseline
         .points
@@ -469,16 +466,7 @@ async fn the_pr_body_freezes_the_evals_the_baselines_own_runs_published_and_no_o
     let journal = MemoryJournal::new();
     let summary = wave_config(&env, crate::support::engine_config(5209), &journal).await;
     let c = candidate_of(&summary, KEY);
-    let body = env
-        .forge
-        .get_pull(pull_number(c))
-        .await
-        .expect("pull")
-        .body
-        .unwrap_or_default();
-    let frozen = parse_baseline_block(&body)
-        .expect("a record")
-        .expect("frozen");
+    let (body, frozen) = frozen_body(&env, c).await;
     let producers: Vec<u64> = frozen
         .baseline
         .points

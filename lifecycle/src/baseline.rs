@@ -526,18 +526,8 @@ pub struct WorkflowConfig {
 
 /// Parses a `/api/v1/benchmarks` answer.
 pub fn parse_benchmarks(fetched: &Fetched) -> Result<Vec<ApiBenchmarkRow>, BaselineError> {
-    let value: Value =
-        serde_json::from_str(&fetched.body).map_err(|e| BaselineError::Response {
-            url: fetched.url.clone(),
-            reason: format!("not valid JSON: {e}"),
-        })?;
-    let Value::Array(rows) = value else {
-        return Err(BaselineError::Response {
-            url: fetched.url.clone(),
-            reason: "expected a list of rows".into(),
-        });
-    };
-    rows.into_iter()
+    json_rows(fetched, "rows")?
+        .into_iter()
         .enumerate()
         .map(|(index, row)| {
             serde_json::from_value(row).map_err(|e| BaselineError::Row {
@@ -547,6 +537,22 @@ pub fn parse_benchmarks(fetched: &Fetched) -> Result<Vec<ApiBenchmarkRow>, Basel
             })
         })
         .collect()
+}
+
+/// The list of JSON rows an answer of the results API is, or why not.
+fn json_rows(fetched: &Fetched, what: &str) -> Result<Vec<Value>, BaselineError> {
+    let value: Value =
+        serde_json::from_str(&fetched.body).map_err(|e| BaselineError::Response {
+            url: fetched.url.clone(),
+            reason: format!("not valid JSON: {e}"),
+        })?;
+    match value {
+        Value::Array(rows) => Ok(rows),
+        _ => Err(BaselineError::Response {
+            url: fetched.url.clone(),
+            reason: format!("expected a list of {what}"),
+        }),
+    }
 }
 
 /// Parses a `/api/v1/workflow-info` answer.
@@ -936,18 +942,7 @@ pub const EVAL_SCORE_FIELDS: &[&str] = &["score", "em_strict", "em_flexible", "a
 /// model, so a row that does not parse is another config's problem and is
 /// skipped; only an answer that is not a list fails.
 pub fn parse_evaluations(fetched: &Fetched) -> Result<Vec<ApiEvalRow>, BaselineError> {
-    let value: Value =
-        serde_json::from_str(&fetched.body).map_err(|e| BaselineError::Response {
-            url: fetched.url.clone(),
-            reason: format!("not valid JSON: {e}"),
-        })?;
-    let Value::Array(rows) = value else {
-        return Err(BaselineError::Response {
-            url: fetched.url.clone(),
-            reason: "expected a list of eval rows".into(),
-        });
-    };
-    Ok(rows
+    Ok(json_rows(fetched, "eval rows")?
         .into_iter()
         .filter_map(|row| serde_json::from_value(row).ok())
         .collect())
