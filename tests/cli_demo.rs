@@ -173,6 +173,74 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
     );
 }
 
+/// The demo is killed mid-way with its store kept and started again: the
+/// new demo has a new sandbox, so the kept candidates point at pull
+/// requests that are gone. It says so once, starts over and ends every
+/// candidate as a fresh demo does, instead of polling "not found".
+#[test]
+fn a_demo_restarted_with_its_kept_store_starts_over_once() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = dir.path().join("store");
+    let mut first = klaud()
+        // `--exit-when-done` bounds the read below if no PR ever opens.
+        .args([
+            "demo",
+            "--exit-when-done",
+            "--dashboard",
+            "127.0.0.1:0",
+            "--store",
+        ])
+        .arg(&store)
+        .current_dir(crate::support::REPO_ROOT)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start klaud demo");
+    // Kill it once a PR is open, as a Ctrl-C or a crash would. Without
+    // `--json` the story is on stdout.
+    let story = first.stdout.take().expect("stdout");
+    let opened = BufReader::new(story)
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line.contains("opened draft PR #"));
+    first.kill().expect("kill the first demo");
+    first.wait().expect("reap");
+    assert!(opened, "the first demo never opened a PR");
+
+    let out = klaud()
+        .args([
+            "demo",
+            "--json",
+            "--exit-when-done",
+            "--dashboard",
+            "127.0.0.1:0",
+            "--store",
+        ])
+        .arg(&store)
+        .current_dir(crate::support::REPO_ROOT)
+        .output()
+        .expect("run klaud demo again");
+    let story = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{story}");
+    assert_eq!(
+        story.matches("starts over with a new sandbox").count(),
+        1,
+        "said once: {story}"
+    );
+    assert!(
+        !story.contains("not found"),
+        "polled the gone sandbox: {story}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let candidates = v["candidates"].as_array().expect("candidates");
+    let validated = candidates
+        .iter()
+        .filter(|c| c["outcome"] == "validated")
+        .count();
+    assert_eq!(validated, 4, "the fresh demo's outcomes: {v:#}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wave_resumes_without_duplicates_and_rebuilds_from_an_empty_store() {
     let _root = Path::new(crate::support::REPO_ROOT);

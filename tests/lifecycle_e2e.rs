@@ -581,6 +581,63 @@ async fn a_candidate_whose_pull_request_vanished_ends_after_bounded_tries() {
     assert_eq!(posts, 0, "nothing is written for a candidate that is gone");
 }
 
+/// A maintainer deleted the candidate's completed smoke run from the
+/// Actions tab while its PR stayed open: the candidate ends after a bounded
+/// number of tries, and since its PR is still there it is cleaned up as
+/// usual (closed, branch deleted, receipt posted), its claim released.
+#[tokio::test]
+async fn a_candidate_whose_run_vanished_ends_and_cleans_up_its_open_pr() {
+    let env = Harness::demo().start().await;
+    let target = env.target("demo-fp4-b200-sglang").await;
+    let journal = MemoryJournal::new();
+    let mut rec = until_smoke_dispatched(&env, &journal, &target).await;
+    let number = rec.pull.expect("PR");
+    complete_smoke(&env, &rec).await;
+    let run = rec.attempts[0].run.as_ref().expect("run").id;
+    maintainer(&env).await.delete_run(run).await;
+
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let clock = SystemClock;
+    let engine = env.engine(&lifecycle, &journal, &clock);
+    let tries = klaud_lifecycle::engine::journal::VANISHED_TRIES;
+    let mut not_found = 0;
+    let ending = loop {
+        match engine.step(&mut rec).await {
+            Ok(Progress::Done(ending)) => break ending.expect("ending"),
+            Ok(_) => {}
+            Err(e) => {
+                assert!(e.to_string().contains("not found"), "{e}");
+                not_found += 1;
+            }
+        }
+        assert!(not_found <= tries, "still polling a vanished run: {rec:#?}");
+    };
+    assert_eq!(ending.outcome, Outcome::UnexpectedError, "{ending:?}");
+    assert!(
+        ending
+            .message
+            .contains(&format!("not found {tries} times in a row")),
+        "{}",
+        ending.message
+    );
+    assert_eq!(rec.step, Step::Done);
+    assert!(env.claims().await.is_empty(), "the claim is released");
+    assert!(
+        !env.pull(number).await.state.is_open(),
+        "the open PR is closed"
+    );
+    assert!(
+        env.forge
+            .get_ref(&format!("refs/heads/{}", rec.branch))
+            .await
+            .expect("ref")
+            .is_none(),
+        "the unchanged branch is deleted"
+    );
+    let receipt = receipt_on(&env, number).await;
+    assert_eq!(receipt.result.outcome(), Outcome::UnexpectedError);
+}
+
 /// Stops after `k` steps, restarts (from the journal, or from an empty one)
 /// and checks the end is the uninterrupted one, without duplicates.
 async fn crash_at(k: usize, keep_journal: bool, key: &str) -> Step {

@@ -143,6 +143,12 @@ impl Person {
             .await;
     }
 
+    /// Deletes a completed workflow run (as a maintainer may, from the
+    /// Actions tab).
+    pub async fn delete_run(&self, id: u64) {
+        self.send(true, &format!("actions/runs/{id}"), None).await;
+    }
+
     /// Closes a pull request (without merging).
     pub async fn close_pull(&self, number: u64) {
         let route = format!("/repos/{}/pulls/{number}", self.repo);

@@ -298,7 +298,13 @@ impl Engine<'_> {
             })
             .collect();
         for (run, run_head) in runs {
-            let live = self.forge.get_run(run.id).await?;
+            // A run deleted on GitHub runs nothing and has nothing to
+            // cancel; reading it again would only stall the cleanup of
+            // a PR that is still there.
+            let live = match self.forge.get_run(run.id).await {
+                Err(ForgeError::NotFound(_)) => continue,
+                other => other?,
+            };
             if live.is_completed() {
                 continue;
             }

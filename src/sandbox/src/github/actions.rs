@@ -477,6 +477,29 @@ async fn finish_cancel(st: &GithubState, full: &str, id: u64, attempt: u64) {
     }
 }
 
+/// `DELETE /repos/{owner}/{repo}/actions/runs/{id}`: GitHub deletes a
+/// run only once it completed (or after two weeks, which no test waits
+/// for), and answers 204 with its artifacts and jobs gone with it.
+pub async fn delete_run(
+    State(st): State<GithubState>,
+    caller: Caller,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    caller.require()?;
+    let mut m = st.lock().await;
+    let r = m.repo_mut(&owner, &repo)?;
+    let id = parse_id(&id)?;
+    let run = r.runs.get(&id).ok_or_else(ApiError::not_found)?;
+    if run.status != "completed" {
+        return Err(ApiError::forbidden(
+            "Cannot delete a workflow run that is not completed",
+        ));
+    }
+    r.runs.remove(&id);
+    r.artifacts.retain(|_, a| a.run_id != id);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
 pub async fn rerun(
     State(st): State<GithubState>,
     caller: Caller,

@@ -135,7 +135,10 @@ pub fn router(state: GithubState) -> Router {
             get(actions::list_workflow_runs),
         )
         .route("/actions/runs", get(actions::list_runs))
-        .route("/actions/runs/{id}", get(actions::get_run))
+        .route(
+            "/actions/runs/{id}",
+            get(actions::get_run).delete(actions::delete_run),
+        )
         .route("/actions/runs/{id}/jobs", get(actions::jobs))
         .route("/actions/jobs/{id}/logs", get(actions::job_logs))
         .route("/actions/runs/{id}/cancel", post(actions::cancel))
