@@ -95,12 +95,30 @@ fn contained(part: &BTreeSet<String>, whole: &BTreeSet<String>) -> f64 {
 
 /// How well a sign-off item answers a template item, in `[0, 1]`.
 pub fn similarity(template: &str, signed: &str) -> f64 {
-    let signed_words = words(signed);
-    let head = contained(&words(first_sentence(template)), &signed_words);
-    let template_words = words(template);
-    let smaller = template_words.len().min(signed_words.len()).max(1);
-    let overall = template_words.intersection(&signed_words).count() as f64 / smaller as f64;
-    head.max(overall)
+    Words::of(template).similarity(&words(signed))
+}
+
+/// A template item's words, computed once: a hostile sign-off may carry
+/// thousands of items, each compared with every template item.
+struct Words {
+    head: BTreeSet<String>,
+    all: BTreeSet<String>,
+}
+
+impl Words {
+    fn of(template: &str) -> Self {
+        Self {
+            head: words(first_sentence(template)),
+            all: words(template),
+        }
+    }
+
+    fn similarity(&self, signed_words: &BTreeSet<String>) -> f64 {
+        let head = contained(&self.head, signed_words);
+        let smaller = self.all.len().min(signed_words.len()).max(1);
+        let overall = self.all.intersection(signed_words).count() as f64 / smaller as f64;
+        head.max(overall)
+    }
 }
 
 /// The least similarity at which a sign-off item counts as the template's.
@@ -131,12 +149,14 @@ pub fn compare(template: &[Item], signed: &[Item]) -> Comparison {
         signoff_count: signed.len(),
         ..Comparison::default()
     };
+    let signed_words: Vec<BTreeSet<String>> = signed.iter().map(|s| words(&s.text)).collect();
     for item in template {
-        let best = signed
+        let template_words = Words::of(&item.text);
+        let best = signed_words
             .iter()
             .enumerate()
             .filter(|(index, _)| !used[*index])
-            .map(|(index, candidate)| (index, similarity(&item.text, &candidate.text)))
+            .map(|(index, candidate)| (index, template_words.similarity(candidate)))
             .filter(|(_, score)| *score >= MATCH_THRESHOLD)
             .max_by(|a, b| a.1.total_cmp(&b.1));
         match best {
