@@ -18,6 +18,7 @@ pub mod identity;
 pub mod image;
 pub mod launchers;
 pub mod limits;
+pub mod link;
 pub mod merge3;
 pub mod plan;
 pub mod provenance;
