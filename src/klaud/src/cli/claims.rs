@@ -220,15 +220,11 @@ impl AcquireRequest {
     fn new(args: AcquireArgs) -> Result<Self, CliError> {
         let family = parse_family(&args.family)?;
         let lease = parse_duration(&args.lease)
-            .ok()
-            .and_then(|d| TimeDelta::from_std(d).ok())
-            .ok_or_else(|| {
-                CliError::bad_input(anyhow!(
-                    "--lease {:?} is not a duration like 30s, 90m, 24h or 7d",
-                    args.lease
-                ))
-            })?;
-        if lease <= TimeDelta::zero() || lease > MAX_LEASE {
+            .map_err(|e| CliError::bad_input(anyhow!("--lease: {e}")))?;
+        let lease = TimeDelta::from_std(lease).map_err(|_| {
+            CliError::bad_input(anyhow!("--lease {:?} is too long", args.lease))
+        })?;
+        if lease < TimeDelta::seconds(1) || lease > MAX_LEASE {
             return Err(CliError::bad_input(anyhow!(
                 "--lease {:?} is outside 1s..={}d",
                 args.lease,
