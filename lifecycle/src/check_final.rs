@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::baseline::{Baseline, PointSpec, scenario_points};
-use crate::experiment::wildcard;
+use klaud_planner::glob::wildcard;
 
 /// The labels that make a PR sweep a full sweep (no `trim_conc`), as the
 /// repository's reuse gate and merge helper name them.

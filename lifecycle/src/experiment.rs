@@ -12,6 +12,7 @@
 //! `experiment-winner` (the variant that validated: the others stop).
 
 use klaud_claims::CandidateId;
+use klaud_planner::glob::wildcard;
 use klaud_planner::image::ImageRef;
 use klaud_planner::variant::ResolvedVariant;
 use serde::{Deserialize, Serialize};
@@ -288,26 +289,6 @@ impl ExperimentSpec {
             }
         })
     }
-}
-
-/// `*` matches any run of characters, everything else itself. Written out
-/// because a family name is not a path: glob crates give `/` a meaning
-/// that the `<master path>:<key>` form must not have.
-pub(crate) fn wildcard(pattern: &str, text: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    let [first, middle @ .., last] = parts.as_slice() else {
-        return pattern == text;
-    };
-    let Some(mut rest) = text.strip_prefix(first) else {
-        return false;
-    };
-    for part in middle {
-        match rest.find(part) {
-            Some(i) => rest = &rest[i + part.len()..],
-            None => return false,
-        }
-    }
-    rest.len() >= last.len() && rest.ends_with(last)
 }
 
 /// The first configured experiment on `target`'s family, as variant

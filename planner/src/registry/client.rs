@@ -11,6 +11,8 @@ use chrono::{DateTime, Utc};
 use futures::future::try_join_all;
 use reqwest::Method;
 use reqwest::header::LINK;
+
+use crate::link::next_link;
 use sha2::{Digest as _, Sha256, Sha512};
 use tokio::sync::OnceCell;
 use url::Url;
@@ -891,33 +893,6 @@ fn verify_digest(target: &Target, expected: &str, body: &[u8]) -> Result<(), Reg
     }
 }
 
-/// The `rel="next"` target of one `Link` header value, if it has one.
-pub(crate) fn next_link(header: &str) -> Option<&str> {
-    let mut rest = header;
-    loop {
-        let open = rest.find('<')?;
-        let close = open + rest[open..].find('>')?;
-        let target = &rest[open + 1..close];
-        let after = &rest[close + 1..];
-        let end = after.find('<').unwrap_or(after.len());
-        let params = &after[..end];
-        let is_next = params.split(';').any(|p| {
-            let p = p.trim().trim_end_matches(',').trim();
-            p.split_once('=').is_some_and(|(k, v)| {
-                k.trim().eq_ignore_ascii_case("rel")
-                    && v.trim()
-                        .trim_matches('"')
-                        .split_ascii_whitespace()
-                        .any(|r| r.eq_ignore_ascii_case("next"))
-            })
-        });
-        if is_next {
-            return Some(target);
-        }
-        rest = &after[end..];
-    }
-}
-
 /// Resolves a pagination link against the current URL and refuses one that
 /// leaves the origin we started from (we would send our token there).
 fn same_origin_join(
@@ -969,25 +944,6 @@ fn content_digest(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn link_headers() {
-        assert_eq!(
-            next_link(r#"</v2/r/tags/list?last=b&n=2>; rel="next""#),
-            Some("/v2/r/tags/list?last=b&n=2")
-        );
-        assert_eq!(
-            next_link("<https://h/v2/r/tags/list?n=1&last=a>; rel=next"),
-            Some("https://h/v2/r/tags/list?n=1&last=a")
-        );
-        assert_eq!(
-            next_link(r#"<https://a/p1>; rel="prev", <https://a/p3>; rel="next""#),
-            Some("https://a/p3")
-        );
-        assert_eq!(next_link(r#"<https://a/p1>; rel="prev""#), None);
-        assert_eq!(next_link("garbage"), None);
-        assert_eq!(next_link("<unterminated; rel=next"), None);
-    }
 
     #[test]
     fn pagination_may_not_leave_origin() {

@@ -107,21 +107,14 @@ impl Raw {
         decode(what, &self.body)
     }
 
-    /// `Link: <...>; rel="next"`.
+    /// `Link: <...>; rel="next"`, read by the registries' reader.
     pub fn next_link(&self) -> Option<String> {
-        let link = self.headers.get(http::header::LINK)?.to_str().ok()?;
-        link.split(',').find_map(|part| {
-            let (url, params) = part.split_once(';')?;
-            params
-                .split(';')
-                .any(|p| p.trim() == "rel=\"next\"")
-                .then(|| {
-                    url.trim()
-                        .trim_start_matches('<')
-                        .trim_end_matches('>')
-                        .to_string()
-                })
-        })
+        self.headers
+            .get_all(http::header::LINK)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(klaud_planner::link::next_link)
+            .map(str::to_owned)
     }
 }
 

@@ -1083,7 +1083,7 @@ fn rule(
         .map_err(|e| (key.to_owned(), e.to_string()))
 }
 
-/// Durations are written like `30s`, `90m`, `24h` or `7d`.
+/// Durations are written like `30s`, `90m`, `2 hours` or `1h 30m`.
 fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(deserializer)?;
     parse_duration(&text).map_err(serde::de::Error::custom)
@@ -1108,36 +1108,22 @@ fn at_least(value: Duration, min: Duration) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses `30s`, `90m`, `24h`, `7d` (one number and one unit).
+/// How a duration is written, for error messages.
+const DURATION_SYNTAX: &str = "write it like 30s, 90m, 24h, 7d, \"2 hours\" or \"1h 30m\"";
+
+/// Parses `30s`, `90m`, `2 hours`, `1h 30m` (humantime's units).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if text.starts_with('-') {
-        return Err(format!(
-            "{text:?} is negative; durations are written like 30s, 90m, 24h or 7d"
-        ));
+        return Err(format!("{text:?} is negative; {DURATION_SYNTAX}"));
     }
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 30s, 90m, 24h or 7d"))?;
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => {
-            return Err(format!(
-                "{text:?} has no unit; write it like 30s, 90m, 24h or 7d"
-            ));
+    humantime::parse_duration(text).map_err(|e| match e {
+        humantime::DurationError::UnknownUnit { unit, .. } if unit.is_empty() => {
+            format!("{text:?} has no unit; {DURATION_SYNTAX}")
         }
-    };
-    number
-        .checked_mul(seconds)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("{text:?} is too long"))
+        humantime::DurationError::NumberOverflow => format!("{text:?} is too long"),
+        other => format!("{text:?} is not a duration ({other}); {DURATION_SYNTAX}"),
+    })
 }
 
 #[cfg(test)]
@@ -1589,6 +1575,49 @@ edits = ["unset backend.decode_environment.Y"]
         }
         let err = parse_interval("-5m", MIN_INTERVAL).unwrap_err();
         assert!(err.contains("negative"), "{err}");
+    }
+
+    #[test]
+    fn durations_take_spelled_out_and_compound_units() {
+        for (text, seconds) in [
+            ("90s", 90),
+            ("2 hours", 7200),
+            ("1h 30m", 5400),
+            ("1h30m", 5400),
+            ("7d", 604_800),
+            (" 24h ", 86_400),
+        ] {
+            assert_eq!(
+                parse_duration(text),
+                Ok(Duration::from_secs(seconds)),
+                "{text}"
+            );
+        }
+        let config = Config::parse("t.toml", "[planner]\nmin_age = \"2 hours\"\n").unwrap();
+        assert_eq!(config.planner.min_age, Duration::from_secs(7200));
+        let err = parse_duration("30").unwrap_err();
+        assert!(
+            err.contains("has no unit") && err.contains("1h 30m"),
+            "{err}"
+        );
+        let err = parse_duration("5 fortnights").unwrap_err();
+        assert!(
+            err.contains("not a duration") && err.contains("30s"),
+            "{err}"
+        );
+        assert!(
+            parse_duration("99999999999999999999d")
+                .unwrap_err()
+                .contains("too long")
+        );
+        let err = Config::parse("t.toml", "[planner]\nmin_age = \"soon\"\n")
+            .unwrap_err()
+            .to_string();
+        // TOML's error names the file, line and key; ours what to write.
+        assert!(
+            err.contains("t.toml") && err.contains("min_age") && err.contains("2 hours"),
+            "{err}"
+        );
     }
 
     #[test]

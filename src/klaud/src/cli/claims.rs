@@ -220,15 +220,10 @@ impl AcquireRequest {
     fn new(args: AcquireArgs) -> Result<Self, CliError> {
         let family = parse_family(&args.family)?;
         let lease = parse_duration(&args.lease)
-            .ok()
-            .and_then(|d| TimeDelta::from_std(d).ok())
-            .ok_or_else(|| {
-                CliError::bad_input(anyhow!(
-                    "--lease {:?} is not a duration like 30s, 90m, 24h or 7d",
-                    args.lease
-                ))
-            })?;
-        if lease <= TimeDelta::zero() || lease > MAX_LEASE {
+            .map_err(|e| CliError::bad_input(anyhow!("--lease: {e}")))?;
+        let lease = TimeDelta::from_std(lease)
+            .map_err(|_| CliError::bad_input(anyhow!("--lease {:?} is too long", args.lease)))?;
+        if lease < TimeDelta::seconds(1) || lease > MAX_LEASE {
             return Err(CliError::bad_input(anyhow!(
                 "--lease {:?} is outside 1s..={}d",
                 args.lease,
@@ -735,28 +730,7 @@ fn render_table(repo: &str, views: &[ClaimView]) -> String {
             ]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: &[String]| {
-        let last = cells.len() - 1;
-        for (i, cell) in cells.iter().enumerate() {
-            if i == last {
-                out.push_str(cell);
-            } else {
-                let _ = write!(out, "{cell:<width$}  ", width = widths[i]);
-            }
-        }
-        out.push('\n');
-    };
-    line(&header.map(str::to_owned));
-    for row in &rows {
-        line(row);
-    }
+    let mut out = super::families::render_table(&header, &rows);
     let unparsable = views.iter().filter(|v| v.error.is_some()).count();
     if unparsable > 0 {
         let _ = writeln!(

@@ -220,27 +220,25 @@ pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
     super::emit(&render_table(header, rows));
 }
 
-/// Renders rows under a header, columns padded to their widest cell.
-pub fn render_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
-    let mut out = String::new();
-    let mut widths = header.map(str::len);
+/// Renders rows under a header, columns padded to their widest cell and
+/// two spaces apart, without borders or trailing blanks.
+pub fn render_table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
+    use comfy_table::{ContentArrangement, Table, presets::NOTHING};
+    let mut table = Table::new();
+    table
+        .load_preset(NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header.iter().copied());
     for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
+        table.add_row(row.as_ref());
     }
-    let mut line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        out.push_str(padded.join("  ").trim_end());
+    for column in table.column_iter_mut() {
+        column.set_padding((0, 2));
+    }
+    let mut out = String::new();
+    for line in table.lines() {
+        out.push_str(line.trim_end());
         out.push('\n');
-    };
-    line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
     }
     out
 }
@@ -248,6 +246,19 @@ pub fn render_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tables_pad_to_the_widest_cell_two_spaces_apart_without_trailing_blanks() {
+        let rows = [
+            ["a".to_owned(), "long cell".to_owned(), String::new()],
+            ["wider".to_owned(), "b".to_owned(), "last".to_owned()],
+        ];
+        assert_eq!(
+            render_table(&["ID", "VALUE", "NOTE"], &rows),
+            "ID     VALUE      NOTE\na      long cell\nwider  b          last\n"
+        );
+        assert_eq!(render_table::<[String; 1]>(&["ONLY"], &[]), "ONLY\n");
+    }
 
     fn warning(kind: WarningKind, line: usize) -> Warning {
         Warning {
