@@ -1333,3 +1333,59 @@ async fn held_claims_the_plan_no_longer_proposes_are_resumed_from_their_branch()
     let branch = format!("klaud/auto-{}", held.candidate);
     assert_eq!(env.pulls(&branch).await.len(), 1, "no second PR");
 }
+
+/// A store whose disk is full: every save fails as sled reports it.
+struct FullDisk(MemoryJournal);
+
+#[async_trait]
+impl Journal for FullDisk {
+    async fn save(
+        &self,
+        _record: &CandidateRecord,
+    ) -> Result<(), klaud_lifecycle::engine::journal::JournalError> {
+        Err(klaud_lifecycle::engine::journal::JournalError::new(
+            "save candidate",
+            std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device"),
+        ))
+    }
+    async fn load(
+        &self,
+        candidate: &str,
+    ) -> Result<Option<CandidateRecord>, klaud_lifecycle::engine::journal::JournalError> {
+        self.0.load(candidate).await
+    }
+    async fn list(
+        &self,
+    ) -> Result<Vec<CandidateRecord>, klaud_lifecycle::engine::journal::JournalError> {
+        self.0.list().await
+    }
+}
+
+/// A wave on a full disk does nothing and says why: every candidate stops
+/// on the store, so the wave names the store as the cause (the CLI turns
+/// it into a non-zero exit, as for a revoked token in `cli_app`), and
+/// nothing was opened or claimed that no record remembers.
+#[tokio::test]
+async fn a_wave_on_a_full_disk_stops_on_the_store_and_names_it() {
+    let env = Harness::demo().start().await;
+    let journal = FullDisk(MemoryJournal::new());
+    let summary = env
+        .wave(&journal, env.wave_options(owner(), env.config.clone()))
+        .await;
+    let cause = summary.stopped_by.clone().unwrap_or_default();
+    assert!(
+        cause.contains("local store") && cause.contains("No space left on device"),
+        "{summary:#?}"
+    );
+    assert!(env.claims().await.is_empty(), "no claim without a record");
+    let writes: Vec<String> = env
+        .stack
+        .state()
+        .request_log()
+        .await
+        .iter()
+        .filter(|e| e.method != "GET" && !e.path.contains("klaud/claim-"))
+        .map(|e| format!("{} {}", e.method, e.path))
+        .collect();
+    assert!(writes.is_empty(), "written without a record: {writes:?}");
+}

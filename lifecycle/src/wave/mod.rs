@@ -188,8 +188,20 @@ pub struct Pass<'p> {
     freed: usize,
     slots: Vec<Slot>,
     skipped: Vec<(String, String)>,
+    /// Per candidate whose record could not be opened, the instance-wide
+    /// failure it met, if it was one (a full disk fails every open).
+    open_failures: Vec<Option<String>>,
     answered: Vec<Answered>,
     overlap_notes: BTreeMap<String, String>,
+}
+
+impl Pass<'_> {
+    /// `target`'s record could not be opened: it is skipped this wave.
+    fn open_failed(&mut self, target: &Target, e: &crate::engine::EngineError) {
+        self.skipped
+            .push((target.candidate.as_str().to_owned(), e.to_string()));
+        self.open_failures.push(e.global_cause());
+    }
 }
 
 /// One wave over one repository.
@@ -371,6 +383,7 @@ impl<'a> Wave<'a> {
             freed: 0,
             slots: Vec::new(),
             skipped: Vec::new(),
+            open_failures: Vec::new(),
             answered: Vec::new(),
             overlap_notes: BTreeMap::new(),
         })
@@ -609,14 +622,14 @@ impl<'a> Wave<'a> {
             .map(|(id, why)| (id.to_string(), why))
             .collect();
         pass.slots = recovered.into_iter().chain(lost).map(Slot::new).collect();
-        for t in &pass.targets {
+        let targets = std::mem::take(&mut pass.targets);
+        for t in &targets {
             match engine.open_record(t).await {
                 Ok(rec) => pass.slots.push(Slot::new(rec)),
-                Err(e) => pass
-                    .skipped
-                    .push((t.candidate.as_str().to_owned(), e.to_string())),
+                Err(e) => pass.open_failed(t, &e),
             }
         }
+        pass.targets = targets;
     }
 
     /// Phase 5: claims the plan's new picks now; a family lost to another
@@ -695,9 +708,7 @@ impl<'a> Wave<'a> {
                         pass.new_picks.insert(rec.candidate.to_string());
                         pass.slots.push(Slot::new(rec));
                     }
-                    Err(e) => pass
-                        .skipped
-                        .push((t.candidate.as_str().to_owned(), e.to_string())),
+                    Err(e) => pass.open_failed(t, &e),
                 }
             }
         }
@@ -747,9 +758,7 @@ impl<'a> Wave<'a> {
             }
             match engine.open_record(t).await {
                 Ok(rec) => pass.slots.push(Slot::new(rec)),
-                Err(e) => pass
-                    .skipped
-                    .push((t.candidate.as_str().to_owned(), e.to_string())),
+                Err(e) => pass.open_failed(t, &e),
             }
         }
     }
@@ -931,6 +940,7 @@ impl<'a> Wave<'a> {
             report,
             slots,
             mut skipped,
+            open_failures,
             answered,
             overlap_notes,
             ..
@@ -941,15 +951,18 @@ impl<'a> Wave<'a> {
         let recovery = self.recovery(book, now);
         settle_recovery_leases(&recovery, &leases, &acquired, &claims, &journal_now).await;
         // Every candidate still open stopped on the instance's credential or
-        // store: the wave did nothing and must say so (a scheduled job fails).
-        let unfinished: Vec<&Slot> = slots
+        // store, or could not even be opened for it: the wave did nothing
+        // and must say so (a scheduled job fails).
+        let causes: Vec<&Option<String>> = slots
             .iter()
             .filter(|s| !s.skip && s.rec.step != Step::Done)
+            .map(|s| &s.global)
+            .chain(&open_failures)
             .collect();
-        let stopped_by = unfinished
+        let stopped_by = causes
             .iter()
-            .all(|s| s.global.is_some())
-            .then(|| unfinished.first().and_then(|s| s.global.clone()))
+            .all(|cause| cause.is_some())
+            .then(|| causes.first().and_then(|cause| (*cause).clone()))
             .flatten();
         let mut candidates = Vec::new();
         for slot in &slots {
