@@ -639,7 +639,7 @@ async fn draft_state_labels_and_final_sweep_trigger() {
     assert!(f.list_labels(pr.number).await.unwrap().is_empty());
     assert_eq!(
         f.collaborator_permission("maintainer").await.unwrap(),
-        "maintain"
+        klaud_lifecycle::commands::Permission::Maintain
     );
 }
 

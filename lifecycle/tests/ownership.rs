@@ -57,7 +57,10 @@ impl Forge for Fake {
     async fn list_comments(&self, _: u64) -> Result<Vec<Comment>, ForgeError> {
         unused()
     }
-    async fn permission(&self, _: &str) -> Result<String, ForgeError> {
+    async fn permission(
+        &self,
+        _: &str,
+    ) -> Result<klaud_lifecycle::commands::Permission, ForgeError> {
         unused()
     }
     async fn list_runs(&self, _: &RunQuery) -> Result<Vec<Run>, ForgeError> {

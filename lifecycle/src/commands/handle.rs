@@ -270,7 +270,7 @@ pub fn handle_commands<'f>(
             if let Err(e) = &lookup {
                 tracing::warn!(user, error = %e, "permission lookup failed; refusing the command");
             }
-            let authorization = authorize(&user, lookup.as_deref().map_err(|e| e.to_string()));
+            let authorization = authorize(&user, lookup.as_ref().map_err(|e| e.to_string()));
             if let Some(parsed) = legacy {
                 if let Authorization::Refused(why) = &authorization {
                     // Hidden markers are no conversation: a refusal is logged,

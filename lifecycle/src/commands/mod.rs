@@ -230,7 +230,7 @@ pub fn parse_try(argument: &str) -> Result<TryRequest, String> {
 /// A user's collaborator permission on the repository, as GitHub's
 /// `GET /repos/{owner}/{repo}/collaborators/{user}/permission` reports it
 /// (`role_name`, or the legacy `permission`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Permission {
     /// `admin`.
     Admin,
@@ -244,21 +244,29 @@ pub enum Permission {
     Read,
     /// `none`.
     None,
+    /// A spelling Klaud does not know (a custom repository role's name, or
+    /// a role GitHub invents later): refused until someone decides otherwise.
+    Unknown(String),
 }
 
 impl Permission {
-    /// Parses GitHub's spelling; unknown spellings are `None` so that a new
-    /// role GitHub invents is refused until someone decides otherwise.
-    pub fn parse(text: &str) -> Option<Self> {
+    /// Parses GitHub's spelling (case-insensitive, legacy names too).
+    pub fn parse(text: &str) -> Self {
         match text.trim().to_ascii_lowercase().as_str() {
-            "admin" => Some(Self::Admin),
-            "maintain" => Some(Self::Maintain),
-            "write" | "push" => Some(Self::Write),
-            "triage" => Some(Self::Triage),
-            "read" | "pull" => Some(Self::Read),
-            "none" => Some(Self::None),
-            _ => None,
+            "admin" => Self::Admin,
+            "maintain" => Self::Maintain,
+            "write" | "push" => Self::Write,
+            "triage" => Self::Triage,
+            "read" | "pull" => Self::Read,
+            "none" => Self::None,
+            _ => Self::Unknown(text.to_owned()),
         }
+    }
+
+    /// Whether the role may push: `write`, `maintain` or `admin`. The one
+    /// rule for commands and for the bot's own access (doctor).
+    pub fn may_write(&self) -> bool {
+        matches!(self, Self::Admin | Self::Maintain | Self::Write)
     }
 }
 
@@ -271,6 +279,7 @@ impl fmt::Display for Permission {
             Permission::Triage => "triage",
             Permission::Read => "read",
             Permission::None => "none",
+            Permission::Unknown(text) => text,
         })
     }
 }
@@ -286,24 +295,20 @@ pub enum Authorization {
 
 /// The permission rule: only `write`, `maintain` and `admin` may command
 /// Klaud; a lookup that failed or answered something unknown refuses (fail
-/// closed). `lookup` is the role name GitHub answered, or the error.
-pub fn authorize<E: fmt::Display>(user: &str, lookup: Result<&str, E>) -> Authorization {
+/// closed). `lookup` is the role GitHub answered, or the error.
+pub fn authorize<E: fmt::Display>(user: &str, lookup: Result<&Permission, E>) -> Authorization {
     let user: String = user.chars().take(60).collect();
     match lookup {
         Err(_) => Authorization::Refused(format!(
             "Could not verify the repository permission of {user}; commands need write, maintain or admin permission."
         )),
-        Ok(role) => match Permission::parse(role) {
-            Some(Permission::Admin | Permission::Maintain | Permission::Write) => {
-                Authorization::Allowed
-            }
-            Some(other) => Authorization::Refused(format!(
-                "{user} has {other} permission; commands need write, maintain or admin permission."
-            )),
-            None => Authorization::Refused(format!(
-                "{user} has an unrecognized permission; commands need write, maintain or admin permission."
-            )),
-        },
+        Ok(role) if role.may_write() => Authorization::Allowed,
+        Ok(Permission::Unknown(_)) => Authorization::Refused(format!(
+            "{user} has an unrecognized permission; commands need write, maintain or admin permission."
+        )),
+        Ok(other) => Authorization::Refused(format!(
+            "{user} has {other} permission; commands need write, maintain or admin permission."
+        )),
     }
 }
 
@@ -429,14 +434,14 @@ mod tests {
     fn permission_rule_fails_closed() {
         for role in ["write", "maintain", "admin", "Admin", "push"] {
             assert_eq!(
-                authorize::<String>("alice", Ok(role)),
+                authorize::<String>("alice", Ok(&Permission::parse(role))),
                 Authorization::Allowed,
                 "{role}"
             );
         }
         for role in ["read", "triage", "none", "owner", ""] {
             assert!(matches!(
-                authorize::<String>("bob", Ok(role)),
+                authorize::<String>("bob", Ok(&Permission::parse(role))),
                 Authorization::Refused(_)
             ));
         }

@@ -423,11 +423,11 @@ impl Forge for MemoryForge {
         Ok(None)
     }
 
-    async fn permission(&self, login: &str) -> Result<String, ForgeError> {
+    async fn permission(&self, login: &str) -> Result<crate::commands::Permission, ForgeError> {
         self.lock()
             .permissions
             .get(&login.to_ascii_lowercase())
-            .cloned()
+            .map(|role| crate::commands::Permission::parse(role))
             .ok_or_else(|| ForgeError::NotFound(format!("permission of {login}")))
     }
 

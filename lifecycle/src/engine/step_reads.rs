@@ -203,7 +203,7 @@ impl Forge for StepReads<'_> {
     async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError> {
         self.inner.closed_by(number).await
     }
-    async fn permission(&self, login: &str) -> Result<String, ForgeError> {
+    async fn permission(&self, login: &str) -> Result<crate::commands::Permission, ForgeError> {
         self.inner.permission(login).await
     }
     async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {

@@ -10,6 +10,7 @@ use klaud_lifecycle::BoxFuture;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use klaud_lifecycle::commands::Permission;
 use klaud_lifecycle::engine::{PullState, RunConclusion, RunStatus};
 
 use super::transport::ok_or_error;
@@ -1306,7 +1307,7 @@ impl Forge {
     pub fn collaborator_permission<'f>(
         &'f self,
         login: &'f str,
-    ) -> BoxFuture<'f, Result<String, GithubError>> {
+    ) -> BoxFuture<'f, Result<Permission, GithubError>> {
         Box::pin(async move {
             #[derive(Deserialize)]
             struct Perm {
@@ -1322,9 +1323,12 @@ impl Forge {
                     &self.path(&format!("collaborators/{}/permission", seg(login))),
                 )
                 .await?;
-            Ok(p.role_name
-                .filter(|r| !r.is_empty())
-                .unwrap_or(p.permission))
+            Ok(Permission::parse(
+                p.role_name
+                    .as_deref()
+                    .filter(|r| !r.is_empty())
+                    .unwrap_or(&p.permission),
+            ))
         })
     }
 

@@ -141,7 +141,10 @@ impl LifecycleForge for GithubLifecycle<'_> {
         self.forge.closed_by(number).await.map_err(map)
     }
 
-    async fn permission(&self, login: &str) -> Result<String, ForgeError> {
+    async fn permission(
+        &self,
+        login: &str,
+    ) -> Result<klaud_lifecycle::commands::Permission, ForgeError> {
         self.forge.collaborator_permission(login).await.map_err(map)
     }
 

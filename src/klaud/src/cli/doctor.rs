@@ -589,13 +589,11 @@ async fn check_permission(forge: &Forge) -> Check {
     let bot = forge.bot_login();
     let repo = forge.repo();
     match forge.collaborator_permission(bot).await {
-        Ok(p) if matches!(p.as_str(), "admin" | "maintain" | "write") => {
-            Check::ok(NAME, format!("{bot} has {p} access to {repo}"))
-        }
+        Ok(p) if p.may_write() => Check::ok(NAME, format!("{bot} has {p} access to {repo}")),
         Ok(p) => Check::fail(
             NAME,
             format!(
-                "{bot} has only {p:?} access to {repo}; Klaud pushes branches, opens PRs and \
+                "{bot} has only {p} access to {repo}; Klaud pushes branches, opens PRs and \
                  creates claim refs: give it write (or maintain) access"
             ),
         ),

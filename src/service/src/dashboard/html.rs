@@ -1,10 +1,10 @@
 //! The dashboard page: plain server-rendered HTML with inline CSS, readable
-//! at 1280×800 and at phone width, no scripts. Every interpolated value goes
-//! through [`escape`].
-
-use std::fmt::Write as _;
+//! at 1280×800 and at phone width, no scripts. Built with maud, which
+//! escapes every interpolated value; only the constant style sheet is
+//! inserted as is.
 
 use chrono::{DateTime, Utc};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::{
     BudgetSample, CandidateRow, ClaimRow, ExperimentRow, FamilyRow, LinkRow, OutcomeRow,
@@ -40,32 +40,23 @@ ul.reasons { margin: 0; padding-left: 16px; color: var(--muted); }
 }
 "#;
 
-/// Escapes text for HTML element content and attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for ch in text.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
+/// Only http(s) links are rendered as links; anything else becomes text.
+fn link(link: &LinkRow) -> Markup {
+    html! {
+        @if link.url.starts_with("https://") || link.url.starts_with("http://") {
+            a href=(link.url) { (link.label) }
+        } @else {
+            (link.label)
         }
     }
-    out
 }
 
-/// Only http(s) links are rendered as links; anything else becomes text.
-fn link(link: &LinkRow) -> String {
-    if link.url.starts_with("https://") || link.url.starts_with("http://") {
-        format!(
-            "<a href=\"{}\">{}</a>",
-            escape(&link.url),
-            escape(&link.label)
-        )
-    } else {
-        escape(&link.label)
+fn optional_link(row: Option<&LinkRow>) -> Markup {
+    html! {
+        @match row {
+            Some(row) => (link(row)),
+            None => "—",
+        }
     }
 }
 
@@ -76,65 +67,83 @@ fn time(at: Option<DateTime<Utc>>) -> String {
     )
 }
 
-fn badge(status: &str) -> String {
+fn badge(status: &str) -> Markup {
     let class = match status {
         "up-to-date" | "validated" | "passed" | "done" => "ok",
         "stale-newer" | "running" | "queued" | "smoke" | "final-sweep" => "info",
         "stale-pruned" | "failed" | "error" | "unexpected-error" | "unparsable" => "bad",
         _ => "warn",
     };
-    format!("<span class=\"badge {class}\">{}</span>", escape(status))
+    html! { span class={ "badge " (class) } { (status) } }
+}
+
+/// A table that stacks into labelled lines at phone width; `rows` are its
+/// `<tr>`s.
+fn stack_table(headers: &[&str], rows: Markup) -> Markup {
+    html! {
+        div.scroll {
+            table.stack {
+                thead { tr { @for header in headers { th { (header) } } } }
+                tbody { (rows) }
+            }
+        }
+    }
 }
 
 /// Renders the whole page.
 pub fn render(snapshot: &StatusSnapshot) -> String {
-    let mut page = String::with_capacity(16 * 1024);
-    let _ = write!(
-        page,
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <meta http-equiv=\"refresh\" content=\"30\">\
-         <title>Klaud status</title><style>{STYLE}</style></head><body>"
-    );
-    let _ = write!(
-        page,
-        "<h1>Klaud</h1><p class=\"meta\">{} · acting as <b>{}</b> · updated {}</p>",
-        escape(&format!("klaud {}", snapshot.version)),
-        escape(&snapshot.bot_login),
-        time(snapshot.generated_at),
-    );
-    if snapshot.planning {
-        page.push_str("<p class=\"planning\"><span class=\"badge info\">planning…</span> reading the repository and the registries</p>");
-    }
-    render_cards(&mut page, snapshot);
-    render_budget_chart(&mut page, &snapshot.budget_history);
-    if snapshot.repositories.is_empty() {
-        page.push_str("<p class=\"empty\">No repository has been read yet.</p>");
-    }
-    for repository in &snapshot.repositories {
-        render_repository(&mut page, repository);
-    }
-    page.push_str("<h2>Recent errors</h2>");
-    if snapshot.recent_errors.is_empty() {
-        page.push_str("<p class=\"empty\">None.</p>");
-    } else {
-        page.push_str("<div class=\"scroll\"><table class=\"stack\"><thead><tr><th>When</th><th>Error</th></tr></thead><tbody>");
-        for event in &snapshot.recent_errors {
-            let _ = write!(
-                page,
-                "<tr><td data-label=\"When\">{}</td><td data-label=\"Error\">{}</td></tr>",
-                time(event.at),
-                escape(&event.message)
-            );
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta http-equiv="refresh" content="30";
+                title { "Klaud status" }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                h1 { "Klaud" }
+                p.meta {
+                    "klaud " (snapshot.version) " · acting as " b { (snapshot.bot_login) }
+                    " · updated " (time(snapshot.generated_at))
+                }
+                @if snapshot.planning {
+                    p.planning {
+                        span.badge.info { "planning…" }
+                        " reading the repository and the registries"
+                    }
+                }
+                (cards(snapshot))
+                (budget_chart(&snapshot.budget_history))
+                @if snapshot.repositories.is_empty() {
+                    p.empty { "No repository has been read yet." }
+                }
+                @for repository in &snapshot.repositories {
+                    (render_repository(repository))
+                }
+                h2 { "Recent errors" }
+                @if snapshot.recent_errors.is_empty() {
+                    p.empty { "None." }
+                } @else {
+                    (stack_table(&["When", "Error"], html! {
+                        @for event in &snapshot.recent_errors {
+                            tr {
+                                td data-label="When" { (time(event.at)) }
+                                td data-label="Error" { (event.message) }
+                            }
+                        }
+                    }))
+                }
+            }
         }
-        page.push_str("</tbody></table></div>");
-    }
-    page.push_str("</body></html>\n");
+    };
+    let mut page = page.into_string();
+    page.push('\n');
     page
 }
 
-fn render_cards(page: &mut String, snapshot: &StatusSnapshot) {
-    page.push_str("<div class=\"cards\">");
+fn cards(snapshot: &StatusSnapshot) -> Markup {
     let candidates: usize = snapshot
         .repositories
         .iter()
@@ -150,86 +159,58 @@ fn render_cards(page: &mut String, snapshot: &StatusSnapshot) {
                 .count()
         })
         .sum();
-    let _ = write!(
-        page,
-        "<div class=\"card\">Next wave<b>{}</b></div>",
-        time(snapshot.next_wave)
-    );
-    let _ = write!(
-        page,
-        "<div class=\"card\">Active candidates<b>{candidates}</b></div>"
-    );
-    let _ = write!(
-        page,
-        "<div class=\"card\">Stale families<b>{stale}</b></div>"
-    );
-    let _ = write!(
-        page,
-        "<div class=\"card\">Waves run<b>{}</b></div>",
-        snapshot.waves_total
-    );
-    for budget in &snapshot.github_budget {
-        let _ = write!(
-            page,
-            "<div class=\"card\">GitHub {}<b>{} / {}</b>resets {}</div>",
-            escape(&budget.resource),
-            budget.remaining,
-            budget.limit,
-            time(budget.reset)
-        );
+    let requests = &snapshot.registry_requests;
+    html! {
+        div.cards {
+            div.card { "Next wave" b { (time(snapshot.next_wave)) } }
+            div.card { "Active candidates" b { (candidates) } }
+            div.card { "Stale families" b { (stale) } }
+            div.card { "Waves run" b { (snapshot.waves_total) } }
+            @for budget in &snapshot.github_budget {
+                div.card {
+                    "GitHub " (budget.resource)
+                    b { (budget.remaining) " / " (budget.limit) }
+                    "resets " (time(budget.reset))
+                }
+            }
+            @for skew in &snapshot.clock_skews {
+                div.card { "Clock skew" b { (skew.seconds) " s" } (skew.describe()) }
+            }
+            @for pause in &snapshot.github_pauses {
+                div.card { "GitHub paused" b { "until " (time(pause.until)) } (pause.describe()) }
+            }
+            div.card {
+                "Registry requests" b { (requests.total()) }
+                (requests.manifest_head) " HEAD · "
+                (requests.manifest_get + requests.blob_get) " GET"
+            }
+            @for (host, q) in &snapshot.registry_quotas {
+                div.card {
+                    "Pull quota " (host)
+                    b { (q.remaining) " / " (q.limit) }
+                    "per " (q.window_secs.div_ceil(3600)) " h"
+                }
+            }
+            @for wait in &snapshot.registry_waits {
+                div.card {
+                    "Registry " (wait.host) " waits"
+                    b { "until " (time(Some(wait.until))) }
+                    (wait.reason)
+                }
+            }
+        }
     }
-    for skew in &snapshot.clock_skews {
-        let _ = write!(
-            page,
-            "<div class=\"card\">Clock skew<b>{} s</b>{}</div>",
-            skew.seconds,
-            escape(&skew.describe())
-        );
-    }
-    for pause in &snapshot.github_pauses {
-        let _ = write!(
-            page,
-            "<div class=\"card\">GitHub paused<b>until {}</b>{}</div>",
-            escape(&time(pause.until)),
-            escape(&pause.describe())
-        );
-    }
-    let _ = write!(
-        page,
-        "<div class=\"card\">Registry requests<b>{}</b>{} HEAD · {} GET</div>",
-        snapshot.registry_requests.total(),
-        snapshot.registry_requests.manifest_head,
-        snapshot.registry_requests.manifest_get + snapshot.registry_requests.blob_get
-    );
-    for (host, q) in &snapshot.registry_quotas {
-        let _ = write!(
-            page,
-            "<div class=\"card\">Pull quota {}<b>{} / {}</b>per {} h</div>",
-            escape(host),
-            q.remaining,
-            q.limit,
-            q.window_secs.div_ceil(3600)
-        );
-    }
-    for wait in &snapshot.registry_waits {
-        let _ = write!(
-            page,
-            "<div class=\"card\">Registry {} waits<b>until {}</b>{}</div>",
-            escape(&wait.host),
-            escape(&time(Some(wait.until))),
-            escape(&wait.reason)
-        );
-    }
-    page.push_str("</div>");
 }
 
 /// The `core` budget over the sampled hours as an inline SVG line (no
-/// script): the height is what is left of the limit.
-fn render_budget_chart(page: &mut String, samples: &[BudgetSample]) {
+/// script): the height is what is left of the limit. SVG elements get
+/// explicit end tags: in HTML, only `/>` would close them, and maud writes
+/// void elements without it.
+fn budget_chart(samples: &[BudgetSample]) -> Markup {
     const W: f64 = 600.0;
     const H: f64 = 120.0;
     let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
-        return;
+        return html! {};
     };
     let span = (last.at - first.at).num_seconds().max(60) as f64;
     let points: Vec<String> = samples
@@ -248,216 +229,216 @@ fn render_budget_chart(page: &mut String, samples: &[BudgetSample]) {
         .last()
         .and_then(|p| p.split_once(','))
         .unwrap_or(("0", "0"));
-    let _ = write!(
-        page,
-        "<h2>GitHub core budget</h2><figure class=\"chart\"><svg role=\"img\" aria-label=\"GitHub core requests left, {} to {}\" \
-         viewBox=\"-40 -10 {} {}\" width=\"100%\" style=\"max-width:680px\" xmlns=\"http://www.w3.org/2000/svg\">\
-         <line x1=\"0\" y1=\"0\" x2=\"{W}\" y2=\"0\" stroke=\"#8884\"/><line x1=\"0\" y1=\"{H}\" x2=\"{W}\" y2=\"{H}\" stroke=\"#8884\"/>\
-         <text x=\"-4\" y=\"4\" text-anchor=\"end\" font-size=\"10\" fill=\"currentColor\">{}</text>\
-         <text x=\"-4\" y=\"{H}\" text-anchor=\"end\" font-size=\"10\" fill=\"currentColor\">0</text>\
-         <text x=\"0\" y=\"{}\" font-size=\"10\" fill=\"currentColor\">{}</text>\
-         <text x=\"{W}\" y=\"{}\" text-anchor=\"end\" font-size=\"10\" fill=\"currentColor\">{}</text>\
-         <polyline fill=\"none\" stroke=\"#1565c0\" stroke-width=\"2\" points=\"{}\"/>\
-         <circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"#1565c0\"/></svg>\
-         <figcaption class=\"meta\">requests left of {} per hour, {} now</figcaption></figure>",
+    let label = format!(
+        "GitHub core requests left, {} to {}",
         first.at.format("%H:%M"),
-        last.at.format("%H:%M"),
-        W + 50.0,
-        H + 30.0,
-        last.limit,
-        H + 14.0,
-        first.at.format("%H:%M UTC"),
-        H + 14.0,
-        last.at.format("%H:%M UTC"),
-        points.join(" "),
-        // The latest reading, visible even as the only sample.
-        last_x,
-        last_y,
-        last.limit,
-        last.remaining,
+        last.at.format("%H:%M")
     );
-}
-
-fn render_repository(page: &mut String, repository: &RepositoryStatus) {
-    let _ = write!(
-        page,
-        "<h2><a href=\"{}\">{}</a></h2>",
-        escape(&repository.url),
-        escape(&repository.name)
-    );
-    page.push_str("<h3>Candidates</h3>");
-    render_candidates(page, &repository.candidates);
-    if !repository.experiments.is_empty() {
-        page.push_str("<h3>Experiments</h3>");
-        render_experiments(page, &repository.experiments);
+    let view_box = format!("-40 -10 {} {}", W + 50.0, H + 30.0);
+    html! {
+        h2 { "GitHub core budget" }
+        figure.chart {
+            svg role="img" aria-label=(label) viewBox=(view_box) width="100%"
+                style="max-width:680px" xmlns="http://www.w3.org/2000/svg" {
+                line x1="0" y1="0" x2=(W) y2="0" stroke="#8884" {}
+                line x1="0" y1=(H) x2=(W) y2=(H) stroke="#8884" {}
+                text x="-4" y="4" text-anchor="end" font-size="10" fill="currentColor" { (last.limit) }
+                text x="-4" y=(H) text-anchor="end" font-size="10" fill="currentColor" { "0" }
+                text x="0" y=(H + 14.0) font-size="10" fill="currentColor" {
+                    (first.at.format("%H:%M UTC"))
+                }
+                text x=(W) y=(H + 14.0) text-anchor="end" font-size="10" fill="currentColor" {
+                    (last.at.format("%H:%M UTC"))
+                }
+                polyline fill="none" stroke="#1565c0" stroke-width="2" points=(points.join(" ")) {}
+                // The latest reading, visible even as the only sample.
+                circle cx=(last_x) cy=(last_y) r="3" fill="#1565c0" {}
+            }
+            figcaption.meta {
+                "requests left of " (last.limit) " per hour, " (last.remaining) " now"
+            }
+        }
     }
-    page.push_str("<h3>Claims</h3>");
-    render_claims(page, &repository.claims);
-    page.push_str("<h3>Recent outcomes</h3>");
-    render_outcomes(page, &repository.outcomes);
-    page.push_str("<h3>Families</h3>");
-    render_families(page, &repository.families);
 }
 
-fn render_candidates(page: &mut String, candidates: &[CandidateRow]) {
+fn render_repository(repository: &RepositoryStatus) -> Markup {
+    html! {
+        h2 { a href=(repository.url) { (repository.name) } }
+        h3 { "Candidates" }
+        (render_candidates(&repository.candidates))
+        @if !repository.experiments.is_empty() {
+            h3 { "Experiments" }
+            (render_experiments(&repository.experiments))
+        }
+        h3 { "Claims" }
+        (render_claims(&repository.claims))
+        h3 { "Recent outcomes" }
+        (render_outcomes(&repository.outcomes))
+        h3 { "Families" }
+        (render_families(&repository.families))
+    }
+}
+
+fn render_candidates(candidates: &[CandidateRow]) -> Markup {
     if candidates.is_empty() {
-        page.push_str("<p class=\"empty\">No candidates.</p>");
-        return;
+        return html! { p.empty { "No candidates." } };
     }
-    page.push_str("<div class=\"scroll\"><table class=\"stack\"><thead><tr><th>Family</th><th>Image</th><th>State</th><th>Attempt</th><th>PR</th><th>Runs</th></tr></thead><tbody>");
-    for candidate in candidates {
-        let runs: Vec<String> = candidate.runs.iter().map(link).collect();
-        let state = candidate.outcome.as_deref().unwrap_or(&candidate.state);
-        let _ = write!(
-            page,
-            "<tr><td data-label=\"Family\" class=\"mono\">{}</td><td data-label=\"Image\" class=\"mono\">{}</td>\
-             <td data-label=\"State\">{}</td><td data-label=\"Attempt\">{}</td><td data-label=\"PR\">{}</td><td data-label=\"Runs\">{}</td></tr>",
-            escape(&candidate.family),
-            escape(&candidate.image),
-            badge(state),
-            escape(candidate.attempt.as_deref().unwrap_or("—")),
-            match (&candidate.pull_request, &candidate.merge) {
-                (Some(pr), Some(merge)) =>
-                    format!("{}<br><small>{}</small>", link(pr), escape(merge)),
-                (Some(pr), None) => link(pr),
-                (None, _) => "—".to_owned(),
-            },
-            if runs.is_empty() {
-                "—".to_owned()
-            } else {
-                runs.join(", ")
-            },
-        );
-    }
-    page.push_str("</tbody></table></div>");
+    let headers = ["Family", "Image", "State", "Attempt", "PR", "Runs"];
+    stack_table(
+        &headers,
+        html! {
+            @for candidate in candidates {
+                tr {
+                    td.mono data-label="Family" { (candidate.family) }
+                    td.mono data-label="Image" { (candidate.image) }
+                    td data-label="State" {
+                        (badge(candidate.outcome.as_deref().unwrap_or(&candidate.state)))
+                    }
+                    td data-label="Attempt" { (candidate.attempt.as_deref().unwrap_or("—")) }
+                    td data-label="PR" {
+                        (optional_link(candidate.pull_request.as_ref()))
+                        @if let (Some(_), Some(merge)) = (&candidate.pull_request, &candidate.merge) {
+                            br; small { (merge) }
+                        }
+                    }
+                    td data-label="Runs" {
+                        @for (i, run) in candidate.runs.iter().enumerate() {
+                            @if i > 0 { ", " }
+                            (link(run))
+                        }
+                        @if candidate.runs.is_empty() { "—" }
+                    }
+                }
+            }
+        },
+    )
 }
 
 /// One table per experiment and family: its variants side by side.
-fn render_experiments(page: &mut String, experiments: &[ExperimentRow]) {
-    for experiment in experiments {
-        let _ = write!(
-            page,
-            "<h4 class=\"experiment\">Experiment {} · <span class=\"mono\">{}</span></h4>\
-             <div class=\"scroll\"><table class=\"stack\"><thead><tr><th>Variant</th><th>State</th><th>PR</th><th>Candidate</th></tr></thead><tbody>",
-            escape(&experiment.experiment),
-            escape(&experiment.family),
-        );
-        for v in &experiment.variants {
-            let name = match &v.from {
-                Some(from) => format!("Variant {} (= {} plus …)", v.name, from),
-                None => format!("Variant {}", v.name),
-            };
-            let _ = write!(
-                page,
-                "<tr class=\"variant\"><td data-label=\"Variant\">{}</td><td data-label=\"State\">{}</td>\
-                 <td data-label=\"PR\">{}</td><td data-label=\"Candidate\" class=\"mono\">{}</td></tr>",
-                escape(&name),
-                badge(&v.state),
-                v.pull_request.as_ref().map_or_else(|| "—".to_owned(), link),
-                escape(v.candidate.as_str()),
-            );
-        }
-        page.push_str("</tbody></table></div>");
-    }
-}
-
-fn render_claims(page: &mut String, claims: &[ClaimRow]) {
-    if claims.is_empty() {
-        page.push_str("<p class=\"empty\">No claims.</p>");
-        return;
-    }
-    page.push_str("<div class=\"scroll\"><table class=\"stack\"><thead><tr><th>Family</th><th>Owner</th><th>Run</th><th>Lease until</th><th>Fence</th><th>Holder</th></tr></thead><tbody>");
-    for claim in claims {
-        let mut family = claim
-            .family
-            .clone()
-            .unwrap_or_else(|| claim.family_id.clone());
-        if let Some(what) = &claim.recovering {
-            let _ = write!(family, " — recovery lease: finishing {what}");
-        }
-        let owner = match &claim.parse_error {
-            Some(error) => format!("{} {}", badge("unparsable"), escape(error)),
-            None => escape(claim.owner.as_deref().unwrap_or("old helper (no lease)")),
-        };
-        let _ = write!(
-            page,
-            "<tr><td data-label=\"Family\" class=\"mono\">{}</td><td data-label=\"Owner\" class=\"mono\">{}</td><td data-label=\"Run\">{}</td>\
-             <td data-label=\"Lease until\">{}</td><td data-label=\"Fence\">{}</td><td data-label=\"Holder\">{}</td></tr>",
-            escape(&family),
-            owner,
-            claim
-                .run_id
-                .map_or_else(|| "—".to_owned(), |r| r.to_string()),
-            time(claim.lease_until),
-            claim
-                .fence
-                .map_or_else(|| "—".to_owned(), |f| f.to_string()),
-            escape(claim.holder.as_deref().unwrap_or("—")),
-        );
-    }
-    page.push_str("</tbody></table></div>");
-}
-
-fn render_outcomes(page: &mut String, outcomes: &[OutcomeRow]) {
-    if outcomes.is_empty() {
-        page.push_str("<p class=\"empty\">None yet.</p>");
-        return;
-    }
-    page.push_str("<div class=\"scroll\"><table class=\"stack\"><thead><tr><th>When</th><th>Family</th><th>Outcome</th><th>Phase</th><th>PR</th></tr></thead><tbody>");
-    for outcome in outcomes {
-        let _ = write!(
-            page,
-            "<tr><td data-label=\"When\">{}</td><td data-label=\"Family\" class=\"mono\">{}</td><td data-label=\"Outcome\">{}</td>\
-             <td data-label=\"Phase\">{}</td><td data-label=\"PR\">{}</td></tr>",
-            time(outcome.at),
-            escape(&outcome.family),
-            badge(&outcome.outcome),
-            escape(&outcome.phase),
-            outcome
-                .pull_request
-                .as_ref()
-                .map_or_else(|| "—".to_owned(), link),
-        );
-    }
-    page.push_str("</tbody></table></div>");
-}
-
-fn render_families(page: &mut String, families: &[FamilyRow]) {
-    if families.is_empty() {
-        page.push_str("<p class=\"empty\">No plan yet.</p>");
-        return;
-    }
-    page.push_str("<div class=\"scroll\"><table class=\"stack\"><thead><tr><th>Family</th><th>Status</th><th>Current</th><th>Candidate</th><th>Stale for</th><th>Why</th></tr></thead><tbody>");
-    for family in families {
-        let reasons: String = family
-            .reasons
-            .iter()
-            .map(|r| format!("<li>{}</li>", escape(r)))
-            .collect();
-        let _ = write!(
-            page,
-            "<tr><td data-label=\"Family\" class=\"mono\">{}</td><td data-label=\"Status\">{}</td><td data-label=\"Current\" class=\"mono\">{}</td>\
-             <td data-label=\"Candidate\" class=\"mono\">{}</td><td data-label=\"Stale for\">{}</td><td data-label=\"Why\">{}</td></tr>",
-            escape(&family.family),
-            badge(&family.status),
-            escape(&family.current),
-            escape(family.candidate.as_deref().unwrap_or("—")),
-            family.stale_hours.map_or_else(
-                || "—".to_owned(),
-                |h| if h >= 48 {
-                    format!("{} d", h / 24)
-                } else {
-                    format!("{h} h")
+fn render_experiments(experiments: &[ExperimentRow]) -> Markup {
+    html! {
+        @for experiment in experiments {
+            h4.experiment {
+                "Experiment " (experiment.experiment) " · "
+                span.mono { (experiment.family) }
+            }
+            (stack_table(&["Variant", "State", "PR", "Candidate"], html! {
+                @for v in &experiment.variants {
+                    tr.variant {
+                        td data-label="Variant" {
+                            "Variant " (v.name)
+                            @if let Some(from) = &v.from { " (= " (from) " plus …)" }
+                        }
+                        td data-label="State" { (badge(&v.state)) }
+                        td data-label="PR" { (optional_link(v.pull_request.as_ref())) }
+                        td.mono data-label="Candidate" { (v.candidate.as_str()) }
+                    }
                 }
-            ),
-            if reasons.is_empty() {
-                String::new()
-            } else {
-                format!("<ul class=\"reasons\">{reasons}</ul>")
-            },
-        );
+            }))
+        }
     }
-    page.push_str("</tbody></table></div>");
+}
+
+fn render_claims(claims: &[ClaimRow]) -> Markup {
+    if claims.is_empty() {
+        return html! { p.empty { "No claims." } };
+    }
+    let headers = ["Family", "Owner", "Run", "Lease until", "Fence", "Holder"];
+    stack_table(
+        &headers,
+        html! {
+            @for claim in claims {
+                tr {
+                    td.mono data-label="Family" {
+                        (claim.family.as_deref().unwrap_or(&claim.family_id))
+                        @if let Some(what) = &claim.recovering {
+                            " — recovery lease: finishing " (what)
+                        }
+                    }
+                    td.mono data-label="Owner" {
+                        @match &claim.parse_error {
+                            Some(error) => { (badge("unparsable")) " " (error) }
+                            None => (claim.owner.as_deref().unwrap_or("old helper (no lease)")),
+                        }
+                    }
+                    td data-label="Run" {
+                        (claim.run_id.map_or_else(|| "—".to_owned(), |r| r.to_string()))
+                    }
+                    td data-label="Lease until" { (time(claim.lease_until)) }
+                    td data-label="Fence" {
+                        (claim.fence.map_or_else(|| "—".to_owned(), |f| f.to_string()))
+                    }
+                    td data-label="Holder" { (claim.holder.as_deref().unwrap_or("—")) }
+                }
+            }
+        },
+    )
+}
+
+fn render_outcomes(outcomes: &[OutcomeRow]) -> Markup {
+    if outcomes.is_empty() {
+        return html! { p.empty { "None yet." } };
+    }
+    stack_table(
+        &["When", "Family", "Outcome", "Phase", "PR"],
+        html! {
+            @for outcome in outcomes {
+                tr {
+                    td data-label="When" { (time(outcome.at)) }
+                    td.mono data-label="Family" { (outcome.family) }
+                    td data-label="Outcome" { (badge(&outcome.outcome)) }
+                    td data-label="Phase" { (outcome.phase) }
+                    td data-label="PR" { (optional_link(outcome.pull_request.as_ref())) }
+                }
+            }
+        },
+    )
+}
+
+fn stale_for(hours: Option<i64>) -> String {
+    hours.map_or_else(
+        || "—".to_owned(),
+        |h| {
+            if h >= 48 {
+                format!("{} d", h / 24)
+            } else {
+                format!("{h} h")
+            }
+        },
+    )
+}
+
+fn render_families(families: &[FamilyRow]) -> Markup {
+    if families.is_empty() {
+        return html! { p.empty { "No plan yet." } };
+    }
+    let headers = [
+        "Family",
+        "Status",
+        "Current",
+        "Candidate",
+        "Stale for",
+        "Why",
+    ];
+    stack_table(
+        &headers,
+        html! {
+            @for family in families {
+                tr {
+                    td.mono data-label="Family" { (family.family) }
+                    td data-label="Status" { (badge(&family.status)) }
+                    td.mono data-label="Current" { (family.current) }
+                    td.mono data-label="Candidate" { (family.candidate.as_deref().unwrap_or("—")) }
+                    td data-label="Stale for" { (stale_for(family.stale_hours)) }
+                    td data-label="Why" {
+                        @if !family.reasons.is_empty() {
+                            ul.reasons { @for reason in &family.reasons { li { (reason) } } }
+                        }
+                    }
+                }
+            }
+        },
+    )
 }
 
 #[cfg(test)]
@@ -533,7 +514,7 @@ mod tests {
         };
         let page = render(&snapshot);
         assert!(
-            page.contains("o/r: this machine&#39;s clock is 600 s behind GitHub&#39;s"),
+            page.contains("o/r: this machine's clock is 600 s behind GitHub's"),
             "{page}"
         );
     }
@@ -552,9 +533,7 @@ mod tests {
         };
         let page = render(&snapshot);
         assert!(
-            page.contains(
-                "o/r paused by GitHub&#39;s secondary limit until 2027-01-15 08:00:00 UTC"
-            ),
+            page.contains("o/r paused by GitHub's secondary limit until 2027-01-15 08:00:00 UTC"),
             "{page}"
         );
     }
