@@ -222,9 +222,10 @@ async fn a_race_is_won_by_the_second_variant_and_the_others_are_stopped() {
     assert!(String::from_utf8_lossy(&recipe).contains("precision: fp8"));
     assert_clean_end(&env, &recs).await;
     // `klaud status` and the dashboard show the siblings together.
-    let status = klaud_service::status::repository_status(&env.forge, &journal, instance(1))
-        .await
-        .expect("status");
+    let status =
+        klaud_service::status::repository_status(&env.forge, &journal, env.clock, instance(1))
+            .await
+            .expect("status");
     assert_eq!(status.experiments.len(), 1, "{:#?}", status.experiments);
     let group = &status.experiments[0];
     assert_eq!(group.experiment, "race");

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use klaud_claims::{CandidateId, Claimant, SystemClock};
+use klaud_claims::{CandidateId, Claimant};
 use klaud_lifecycle::engine::{
     CandidateRecord, Journal, MemoryJournal, Progress, RepairContext, RepairHook, RepairOutcome,
     Step, Target,
@@ -307,8 +307,8 @@ async fn until_smoke_dispatched(
     target: &Target,
 ) -> CandidateRecord {
     let lifecycle = GithubLifecycle::new(&env.forge);
-    let clock = SystemClock;
-    let engine = env.engine(&lifecycle, journal, &clock);
+    let clock = env.clock;
+    let engine = env.engine(&lifecycle, journal, clock);
     let mut rec = engine.open_record(target).await.expect("record");
     for _ in 0..100 {
         engine.step(&mut rec).await.expect("step");
@@ -542,8 +542,8 @@ async fn a_candidate_whose_pull_request_vanished_ends_after_bounded_tries() {
     drop(gone);
     let env = Harness::demo().start().await;
     let lifecycle = GithubLifecycle::new(&env.forge);
-    let clock = SystemClock;
-    let engine = env.engine(&lifecycle, &journal, &clock);
+    let clock = env.clock;
+    let engine = env.engine(&lifecycle, &journal, clock);
     let tries = klaud_lifecycle::engine::journal::VANISHED_TRIES;
     let mut not_found = 0;
     let ending = loop {
@@ -769,8 +769,8 @@ async fn request_figures_per_validated_candidate() {
     let journal = MemoryJournal::new();
     let before = env.stack.state().request_log().await.len();
     let lifecycle = GithubLifecycle::new(&env.forge);
-    let clock = SystemClock;
-    let engine = env.engine(&lifecycle, &journal, &clock);
+    let clock = env.clock;
+    let engine = env.engine(&lifecycle, &journal, clock);
     let mut figures = LifecycleRequests::default();
     let mut rec = engine.open_record(&target).await.expect("record");
     // Opening the record (outside any step) is the lifecycle's too.
@@ -929,7 +929,7 @@ async fn expired_claim_is_taken_over_and_its_candidate_cleaned_up() {
     let dead = MemoryJournal::new();
     let rec = until_smoke_dispatched(&env, &dead, &target).await;
     let run = rec.attempts[0].run.clone().expect("run").id;
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    env.clock.advance(chrono::TimeDelta::milliseconds(2100));
 
     let other = Claimant::new(uuid::Uuid::from_u128(7));
     let journal = MemoryJournal::new();
@@ -1113,10 +1113,10 @@ async fn a_wave_that_loses_its_picks_to_a_racing_instance_claims_the_next_stale_
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let clock = SystemClock;
+        let clock = env.clock;
         let other = klaud_claims::ClaimBook::new(
             &env.forge,
-            &clock,
+            clock,
             Claimant::new(uuid::Uuid::from_u128(99)),
         );
         for p in &picks {
@@ -1275,8 +1275,8 @@ async fn held_claims_the_plan_no_longer_proposes_are_resumed_from_their_branch()
         "nvcr.io/nvidia/tensorrt-llm/release:9.9.9",
     ))
     .expect("id");
-    let clock = SystemClock;
-    let book = klaud_claims::ClaimBook::new(&env.forge, &clock, owner());
+    let clock = env.clock;
+    let book = klaud_claims::ClaimBook::new(&env.forge, clock, owner());
     if let Some(entry) = book.inspect(&orphan_id.family()).await.expect("inspect") {
         // The first wave claimed this family too: give its claim up first.
         let ours = book.adopt(&entry).expect("ours");

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use klaud_claims::{CandidateId, Claimant, SystemClock};
+use klaud_claims::{CandidateId, Claimant, Clock as _};
 use klaud_github::{Forge, ForgeRunStatus};
 use klaud_lifecycle::engine::{CandidateRecord, Journal, MemoryJournal, Step, Target};
 use klaud_lifecycle::model::Outcome;
@@ -53,8 +53,7 @@ impl Harness {
     async fn live_candidate(&self) -> CandidateRecord {
         let target = self.plain_target().await;
         let lifecycle = GithubLifecycle::new(&self.forge);
-        let clock = SystemClock;
-        let engine = self.engine(&lifecycle, &self.journal, &clock);
+        let engine = self.engine(&lifecycle, &self.journal, self.clock);
         let mut rec = engine.open_record(&target).await.expect("record");
         for _ in 0..100 {
             engine.step(&mut rec).await.expect("step");
@@ -68,8 +67,7 @@ impl Harness {
     /// One pass of command handling, as the wave runs it.
     async fn handle(&self, forge: &Forge, rec: &mut CandidateRecord) -> usize {
         let lifecycle = GithubLifecycle::new(forge);
-        let clock = SystemClock;
-        let engine = self.engine(&lifecycle, &self.journal, &clock);
+        let engine = self.engine(&lifecycle, &self.journal, self.clock);
         handle_commands(forge, &engine, rec, None)
             .await
             .expect("handle commands")
@@ -258,15 +256,15 @@ async fn take_over_as(
     lease: chrono::TimeDelta,
 ) -> Vec<klaud_service::recover::Orphan> {
     use klaud_service::recover::{RecoveryContext, take_over_orphans};
-    let clock = SystemClock;
-    let book = klaud_claims::ClaimBook::new(&env.forge, &clock, instance(who));
+    let clock = env.clock;
+    let book = klaud_claims::ClaimBook::new(&env.forge, clock, instance(who));
     let runs = ForgeRunStatus::new(&env.forge);
     let ctx = RecoveryContext {
         book: &book,
         runs: &runs,
         owner_run: 9000 + who as u64,
         lease,
-        now: chrono::Utc::now(),
+        now: env.clock.now(),
     };
     let claims = book.list_claims().await.expect("claims");
     let leases = book.list_recovery_leases().await.expect("leases");
@@ -286,8 +284,8 @@ async fn recover_as(env: &Harness, who: u128) -> Vec<klaud_service::recover::Rec
         RecoveryContext, finish_orphans, settle_recovery_leases, take_over_orphans,
     };
     let claimant = instance(who);
-    let clock = SystemClock;
-    let book = klaud_claims::ClaimBook::new(&env.forge, &clock, claimant.clone());
+    let clock = env.clock;
+    let book = klaud_claims::ClaimBook::new(&env.forge, clock, claimant.clone());
     let config = crate::support::engine_config(9000 + who as u64);
     let runs = ForgeRunStatus::new(&env.forge);
     let ctx = RecoveryContext {
@@ -295,7 +293,7 @@ async fn recover_as(env: &Harness, who: u128) -> Vec<klaud_service::recover::Rec
         runs: &runs,
         owner_run: config.owner_run,
         lease: config.lease,
-        now: chrono::Utc::now(),
+        now: env.clock.now(),
     };
     let claims = book.list_claims().await.expect("claims");
     let leases = book.list_recovery_leases().await.expect("leases");
@@ -303,7 +301,7 @@ async fn recover_as(env: &Harness, who: u128) -> Vec<klaud_service::recover::Rec
         take_over_orphans(&ctx, &claims, &leases, &BTreeSet::new(), None).await;
     let lifecycle = GithubLifecycle::new(&env.forge);
     let journal = MemoryJournal::new();
-    let engine = env.engine_as(&lifecycle, &journal, &clock, claimant, &config);
+    let engine = env.engine_as(&lifecycle, &journal, clock, claimant, &config);
     let recovered = finish_orphans(&engine, &book, &orphans, 64).await.recovered;
     let records = journal.list().await.expect("journal");
     settle_recovery_leases(&ctx, &leases, &[], &claims, &records).await;
@@ -331,8 +329,8 @@ async fn recover_finishes_an_expired_claim_once_with_two_concurrent_recoverers()
     env.config.lease = chrono::TimeDelta::seconds(1);
     let rec = env.live_candidate().await;
     let pr = rec.pull.expect("pull");
-    // Let the lease run out (the wait is not asserted on).
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    // The lease runs out.
+    env.clock.advance(chrono::TimeDelta::milliseconds(2100));
 
     let (a, b) = tokio::join!(recover_as(&env, 1), recover_as(&env, 2));
     let all: Vec<_> = a.iter().chain(b.iter()).collect();
@@ -360,7 +358,7 @@ async fn a_recoverer_that_crashed_after_the_takeover_resumes_from_its_recovery_l
     env.config.lease = chrono::TimeDelta::seconds(1);
     let rec = env.live_candidate().await;
     let pr = rec.pull.expect("pull");
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    env.clock.advance(chrono::TimeDelta::milliseconds(2100));
 
     // Instance 7 takes the recovery lease and the claim, then dies.
     let orphans = take_over_as(&env, 7, chrono::TimeDelta::hours(1)).await;
@@ -395,12 +393,12 @@ async fn a_live_recovery_lease_blocks_other_recoverers_until_it_expires() {
     env.config.lease = chrono::TimeDelta::seconds(1);
     let rec = env.live_candidate().await;
     let pr = rec.pull.expect("pull");
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    env.clock.advance(chrono::TimeDelta::milliseconds(2100));
 
     // Instance 7 took the recovery lease but died before the claim; a
     // recoverer of some earlier, finished orphan run left a lease behind.
-    let clock = SystemClock;
-    let dead = klaud_claims::ClaimBook::new(&env.forge, &clock, instance(7));
+    let clock = env.clock;
+    let dead = klaud_claims::ClaimBook::new(&env.forge, clock, instance(7));
     let (claim_ref, claim_sha) = env.claims().await.into_iter().next().expect("claim");
     let candidate = klaud_claims::ClaimCandidate::new(
         &rec.base_sha,
@@ -425,9 +423,10 @@ async fn a_live_recovery_lease_blocks_other_recoverers_until_it_expires() {
     assert_eq!(claims, [(claim_ref, claim_sha)], "claim untouched");
     assert_eq!(recovery_leases(&env).await.len(), 2);
     // `klaud status` and the dashboard show them beside the claim.
-    let status = klaud_service::status::repository_status(&env.forge, &env.journal, instance(8))
-        .await
-        .expect("status");
+    let status =
+        klaud_service::status::repository_status(&env.forge, &env.journal, env.clock, instance(8))
+            .await
+            .expect("status");
     let shown: Vec<&str> = status
         .claims
         .iter()
@@ -443,7 +442,7 @@ async fn a_live_recovery_lease_blocks_other_recoverers_until_it_expires() {
     );
 
     // A 2 s lease ends within 3 s (leases are rounded up to the second).
-    tokio::time::sleep(Duration::from_millis(3100)).await;
+    env.clock.advance(chrono::TimeDelta::milliseconds(3100));
     let recovered = recover_as(&env, 8).await;
     assert_eq!(recovered.len(), 1, "{recovered:#?}");
     assert_eq!(recovered[0].outcome.as_deref(), Some("unexpected-error"));
@@ -554,8 +553,8 @@ async fn retry_is_refused_while_running_and_lifts_the_cooldown_once_finished() {
     let store = klaud_store::Store::temporary().expect("store");
     let handle = async |rec: &mut CandidateRecord| {
         let lifecycle = GithubLifecycle::new(&env.forge);
-        let clock = SystemClock;
-        let engine = env.engine(&lifecycle, &env.journal, &clock);
+        let clock = env.clock;
+        let engine = env.engine(&lifecycle, &env.journal, clock);
         handle_commands(&env.forge, &engine, rec, Some(&store))
             .await
             .expect("handle")
@@ -678,8 +677,8 @@ async fn cli_release_refuses_a_live_owner_and_forced_it_cleans_up_with_a_receipt
 
     // The fenced-out holder cannot touch the candidate any more.
     let lifecycle = GithubLifecycle::new(&env.forge);
-    let clock = SystemClock;
-    let engine = env.engine(&lifecycle, &env.journal, &clock);
+    let clock = env.clock;
+    let engine = env.engine(&lifecycle, &env.journal, clock);
     let mut stale = rec.clone();
     // The release's cancel lands a moment after GitHub's 202; until then
     // the stale holder only waits for its run.
@@ -737,8 +736,8 @@ async fn recovery_only_releases_when_the_orphan_already_wrote_its_receipt() {
         .await;
     {
         let lifecycle = GithubLifecycle::new(&env.forge);
-        let clock = SystemClock;
-        let engine = env.engine(&lifecycle, &env.journal, &clock);
+        let clock = env.clock;
+        let engine = env.engine(&lifecycle, &env.journal, clock);
         engine
             .end_now(&mut rec, Outcome::Failed, "smoke failed".into(), false)
             .await
@@ -748,7 +747,7 @@ async fn recovery_only_releases_when_the_orphan_already_wrote_its_receipt() {
     env.stack.state().clear_faults().await;
     assert_eq!(receipts(&env, pr).await, 1, "the receipt was written");
     assert_eq!(env.claims().await.len(), 1, "the claim was not released");
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    env.clock.advance(chrono::TimeDelta::milliseconds(2100));
 
     let before = env.bodies(pr).await.len();
     let recovered = recover_as(&env, 8).await;
@@ -833,8 +832,8 @@ async fn the_old_helpers_retry_release_marker_from_a_writer_is_honoured_like_ret
     let store = klaud_store::Store::temporary().expect("store");
     let handle = async |rec: &mut CandidateRecord| {
         let lifecycle = GithubLifecycle::new(&env.forge);
-        let clock = SystemClock;
-        let engine = env.engine(&lifecycle, &env.journal, &clock);
+        let clock = env.clock;
+        let engine = env.engine(&lifecycle, &env.journal, clock);
         handle_commands(&env.forge, &engine, rec, Some(&store))
             .await
             .expect("handle")
@@ -874,8 +873,8 @@ async fn a_retry_release_marker_from_a_reader_or_for_another_head_or_candidate_i
     let store = klaud_store::Store::temporary().expect("store");
     let handle = async |rec: &mut CandidateRecord| {
         let lifecycle = GithubLifecycle::new(&env.forge);
-        let clock = SystemClock;
-        let engine = env.engine(&lifecycle, &env.journal, &clock);
+        let clock = env.clock;
+        let engine = env.engine(&lifecycle, &env.journal, clock);
         handle_commands(&env.forge, &engine, rec, Some(&store))
             .await
             .expect("handle")

@@ -86,6 +86,7 @@ async fn agree(env: &Harness, journal: &MemoryJournal, c: &CandidateSummary, out
     let status = klaud_service::status::repository_status(
         &env.forge,
         journal,
+        env.clock,
         klaud_claims::Claimant::new(uuid::Uuid::from_u128(0x7265_6164)),
     )
     .await

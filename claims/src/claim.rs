@@ -71,6 +71,30 @@ impl Clock for ManualClock {
     }
 }
 
+/// The system clock moved by an offset that only grows when told to: time
+/// flows as usual (waits and grace periods still end), and a test that must
+/// see a lease run out moves the clock past it instead of sleeping.
+#[derive(Debug, Default)]
+pub struct ShiftedClock(Mutex<TimeDelta>);
+
+impl ShiftedClock {
+    /// The system clock, not shifted yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves the clock `by` further ahead of the system's.
+    pub fn advance(&self, by: TimeDelta) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) += by;
+    }
+}
+
+impl Clock for ShiftedClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now() + *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// A failure to learn a workflow run's state. Its message is the
 /// underlying error's (which names the run it asked about), kept as the
 /// source as well.

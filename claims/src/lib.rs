@@ -27,8 +27,8 @@ pub mod store;
 
 pub use claim::{
     Acquire, ClaimBook, ClaimEntry, ClaimError, ClaimParseError, Claimant, Clock, HeldClaim, Lost,
-    ManualClock, PlanningBlocked, Release, Renew, RunStatus, RunStatusError, SystemClock, Takeover,
-    TakeoverRefusal, ensure_plannable,
+    ManualClock, PlanningBlocked, Release, Renew, RunStatus, RunStatusError, ShiftedClock,
+    SystemClock, Takeover, TakeoverRefusal, ensure_plannable,
 };
 pub use memory::MemoryRefStore;
 pub use names::{

@@ -34,7 +34,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use klaud_claims::{CandidateId, Claimant, Clock, SystemClock};
+use klaud_claims::{CandidateId, Claimant, Clock, ShiftedClock};
 use klaud_github::Forge;
 use klaud_lifecycle::engine::{
     CandidateRecord, Engine, EngineConfig, Forge as LifecycleForge, Journal, MemoryJournal,
@@ -149,6 +149,11 @@ pub struct Harness {
     pub owner: Claimant,
     /// A journal for tests that keep one for the whole test.
     pub journal: MemoryJournal,
+    /// This machine's clock for everything the harness runs (engines,
+    /// waves, claim books): a test that must see a lease run out moves it
+    /// ahead instead of sleeping. Leaked, so options and engines built
+    /// from it do not borrow the harness.
+    pub clock: &'static ShiftedClock,
     _dir: tempfile::TempDir,
 }
 
@@ -303,6 +308,7 @@ impl HarnessBuilder {
             config,
             owner: self.owner,
             journal: MemoryJournal::new(),
+            clock: Box::leak(Box::new(ShiftedClock::new())),
             _dir: dir,
         }
     }
@@ -403,8 +409,7 @@ impl Harness {
         hook: Option<&dyn RepairHook>,
     ) -> CandidateRecord {
         let lifecycle = GithubLifecycle::new(&self.forge);
-        let clock = SystemClock;
-        let mut engine = self.engine(&lifecycle, journal, &clock);
+        let mut engine = self.engine(&lifecycle, journal, self.clock);
         if let Some(h) = hook {
             engine = engine.with_repair(h);
         }
@@ -426,8 +431,7 @@ impl Harness {
     /// returns the step reached.
     pub async fn steps(&self, journal: &dyn Journal, target: &Target, steps: usize) -> Step {
         let lifecycle = GithubLifecycle::new(&self.forge);
-        let clock = SystemClock;
-        let engine = self.engine(&lifecycle, journal, &clock);
+        let engine = self.engine(&lifecycle, journal, self.clock);
         let mut rec = engine.open_record(target).await.expect("record");
         // Waits do not count: the k-th crash point is the same in every run.
         let mut taken = 0;
@@ -446,7 +450,7 @@ impl Harness {
     /// candidates, a CI poll of 20 ms, no wait, an hour's cooldown and
     /// nothing else configured. Tests change the fields they need.
     pub fn wave_options<'a>(&self, claimant: Claimant, engine: EngineConfig) -> WaveOptions<'a> {
-        let mut plan = PlanOptions::new(chrono::Utc::now());
+        let mut plan = PlanOptions::new(self.clock.now());
         plan.max_candidates = 20;
         WaveOptions {
             lifecycle: klaud_lifecycle::wave::WaveOptions {
@@ -461,6 +465,7 @@ impl Harness {
             upstream: None,
             cache: None,
             checkout: None,
+            clock: self.clock,
         }
     }
 

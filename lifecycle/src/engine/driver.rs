@@ -429,6 +429,12 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// The clock this engine stamps and compares leases with (its
+    /// callers stamp what they record for it with the same one).
+    pub fn clock(&self) -> &'a dyn Clock {
+        self.clock
+    }
+
     /// Adds a repair hook.
     pub fn with_repair(mut self, hook: &'a dyn RepairHook) -> Self {
         self.repair = Some(hook);

@@ -391,7 +391,14 @@ impl Forge {
     /// whose own clock is off must not take a live claim over (or think
     /// its own lease longer than it is).
     pub fn clock(&self) -> GithubClock<'_> {
-        GithubClock { forge: self }
+        self.clock_on(&klaud_claims::SystemClock)
+    }
+
+    /// [`Forge::clock`] over `base` instead of the system clock: the
+    /// composition root chooses the machine's clock (tests one they move),
+    /// this forge corrects it by the skew it measured.
+    pub fn clock_on<'c>(&'c self, base: &'c dyn klaud_claims::Clock) -> GithubClock<'c> {
+        GithubClock { forge: self, base }
     }
 
     pub(crate) fn path(&self, rest: &str) -> String {
@@ -402,14 +409,23 @@ impl Forge {
 /// [`klaud_claims::Clock`] reading GitHub's time: the local clock corrected
 /// by the skew the forge last measured (the local clock alone until GitHub
 /// has answered once).
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct GithubClock<'f> {
     forge: &'f Forge,
+    base: &'f dyn klaud_claims::Clock,
+}
+
+impl std::fmt::Debug for GithubClock<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GithubClock")
+            .field("skew", &self.forge.clock_skew())
+            .finish_non_exhaustive()
+    }
 }
 
 impl klaud_claims::Clock for GithubClock<'_> {
     fn now(&self) -> chrono::DateTime<chrono::Utc> {
-        chrono::Utc::now() + self.forge.clock_skew().unwrap_or_default()
+        self.base.now() + self.forge.clock_skew().unwrap_or_default()
     }
 }
 

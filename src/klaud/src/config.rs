@@ -1660,7 +1660,7 @@ edits = ["unset backend.decode_environment.Y"]
              [daemon]\nreconcile_interval = \"1s\"\nlease = \"5m\"\nlease_margin = \"20s\"\n",
         )
         .unwrap();
-        let engine = crate::cli::wave::engine_config(&config, 1);
+        let engine = crate::compose::engine_config(&config, 1);
         assert_eq!(engine.write_timeout, chrono::TimeDelta::seconds(10));
         assert_eq!(engine.lease_margin, chrono::TimeDelta::seconds(20));
         let err = Config::parse("klaud.toml", "[github]\nwrite_timeout = \"0s\"\n")

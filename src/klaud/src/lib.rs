@@ -11,5 +11,6 @@
 
 pub mod auth;
 pub mod cli;
+pub mod compose;
 pub mod config;
 pub mod logging;

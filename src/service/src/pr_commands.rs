@@ -4,7 +4,7 @@
 //! ([`StoreJournal`]), so a store passed here and a journal over the same
 //! store see the same requests.
 
-use klaud_claims::SystemClock;
+use klaud_claims::Clock;
 use klaud_github::Forge;
 use klaud_github::lifecycle::GithubLifecycle;
 use klaud_lifecycle::BoxFuture;
@@ -31,21 +31,23 @@ pub fn retry_requested(store: &Store, rec: &CandidateRecord) -> bool {
 }
 
 /// [`klaud_lifecycle::commands::request_retry`], kept in `store` and
-/// stamped with the system clock.
+/// stamped by `clock`.
 pub fn request_retry<'f>(
     store: &'f Store,
+    clock: &'f dyn Clock,
     rec: &'f CandidateRecord,
     by: &'f str,
     reason: &'f str,
 ) -> BoxFuture<'f, Result<Result<String, String>, JournalError>> {
     Box::pin(async move {
         let journal = StoreJournal::new(store.clone());
-        klaud_lifecycle::commands::request_retry(&journal, &SystemClock, rec, by, reason).await
+        klaud_lifecycle::commands::request_retry(&journal, clock, rec, by, reason).await
     })
 }
 
 /// [`klaud_lifecycle::commands::handle_commands`] over the GitHub client;
-/// retry requests go to `store` (none: `/klaud retry` cannot be recorded).
+/// retry requests go to `store` (none: `/klaud retry` cannot be recorded),
+/// stamped by the engine's clock.
 pub fn handle_commands<'f>(
     forge: &'f Forge,
     engine: &'f Engine<'f>,
@@ -57,7 +59,7 @@ pub fn handle_commands<'f>(
         let journal = store.map(|s| StoreJournal::new(s.clone()));
         let retries = journal.as_ref().map(|j| Retries {
             journal: j,
-            clock: &SystemClock,
+            clock: engine.clock(),
         });
         klaud_lifecycle::commands::handle_commands(&lifecycle, engine, rec, retries).await
     })

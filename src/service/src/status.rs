@@ -3,7 +3,7 @@
 //! this instance's journal does not know (another instance's, or a journal
 //! that was deleted).
 
-use klaud_claims::{ClaimBook, Claimant, SystemClock};
+use klaud_claims::{ClaimBook, Claimant, Clock};
 use klaud_lifecycle::BoxFuture;
 use klaud_lifecycle::engine::{Journal, Step};
 
@@ -16,14 +16,16 @@ pub const MAX_OUTCOMES: usize = 50;
 
 /// Claims, candidates, recent outcomes and open Klaud PRs of the forge's
 /// repository (read-only; `claimant` is only needed to open the claim
-/// book). `families` is left empty: it comes from a plan.
+/// book). `families` is left empty: it comes from a plan. Leases are
+/// shown expired or live on `clock` corrected to GitHub's time.
 pub fn repository_status<'f>(
     forge: &'f Forge,
     journal: &'f dyn Journal,
+    clock: &'f dyn Clock,
     claimant: Claimant,
 ) -> BoxFuture<'f, Result<RepositoryStatus, WaveError>> {
     Box::pin(async move {
-        let clock = SystemClock;
+        let clock = forge.clock_on(clock);
         let book = ClaimBook::new(forge, &clock, claimant);
         let claims = crate::dashboard::claim_rows(&book)
             .await

@@ -381,6 +381,10 @@ pub struct WaveOptions<'a> {
     /// A local git checkout of the base commit to read instead of
     /// downloading blobs (its HEAD is checked first).
     pub checkout: Option<&'a Path>,
+    /// This machine's clock ([`klaud_claims::SystemClock`] but in tests);
+    /// the wave reads it corrected to GitHub's time, on which leases are
+    /// written and compared.
+    pub clock: &'a dyn klaud_claims::Clock,
 }
 
 /// The upstream commit an image tag names: `nightly-<sha>` or a tag ending
@@ -663,7 +667,7 @@ pub fn run_wave_told<'f>(
             repository: forge.repo(),
         });
         // Leases are compared on GitHub's time, whatever this machine's says.
-        let clock = forge.clock();
+        let clock = forge.clock_on(options.clock);
         let runs = ForgeRunStatus::new(forge);
         let ports = WavePorts {
             forge: &lifecycle,

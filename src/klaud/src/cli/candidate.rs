@@ -11,7 +11,7 @@ use klaud_lifecycle::engine::{CandidateRecord, Journal, Progress};
 use klaud_lifecycle::model::Outcome;
 
 use super::CliError;
-use super::wave::{Connection, EngineParts, connect, engine_config};
+use crate::compose::{Connection, EngineParts, connect, engine_config};
 use crate::config::Config;
 use klaud_service::{GithubLifecycle, StoreJournal};
 use klaud_store::Store;
@@ -124,6 +124,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 let rec = load(&journal, &id).await?;
                 match klaud_service::pr_commands::request_retry(
                     journal.store(),
+                    &klaud_claims::SystemClock,
                     &rec,
                     "operator",
                     &reason,
@@ -170,7 +171,7 @@ async fn end(
     )
     .await?;
     let lifecycle = GithubLifecycle::new(&session.forge);
-    let clock = session.forge.clock();
+    let clock = session.clock();
     let engine = parts.engine(
         &lifecycle,
         &session.journal,

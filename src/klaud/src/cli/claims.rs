@@ -39,7 +39,7 @@ use klaud_github::{Forge, ForgeConfig, ForgeRunStatus, GithubError, RetryPolicy}
 use klaud_service::GithubLifecycle;
 use klaud_service::recover::{Recovered, RecoveryContext, ReleaseRefused, release_claim};
 
-use super::wave::EngineParts;
+use crate::compose::EngineParts;
 use klaud_lifecycle::engine::MemoryJournal;
 
 /// Exit code when the claim belongs to somebody else.
@@ -1028,8 +1028,8 @@ async fn release(forge: &Forge, config: &Config, args: ReleaseRequest) -> Result
     let who = klaud_service::pr_commands::no_mentions(&args.by);
     let why = klaud_service::pr_commands::no_mentions(args.reason.as_deref().unwrap_or(""));
     let note = format!("released by {who} with `klaud claims release`: {why}");
-    let owner_run = super::wave::owner_run();
-    let engine_cfg = super::wave::engine_config(config, owner_run);
+    let owner_run = crate::compose::owner_run();
+    let engine_cfg = crate::compose::engine_config(config, owner_run);
     let runs = ForgeRunStatus::new(forge);
     let ctx = RecoveryContext {
         book: &book,

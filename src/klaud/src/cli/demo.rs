@@ -740,6 +740,7 @@ async fn demo(
         upstream: None,
         cache: None,
         checkout: None,
+        clock: &klaud_claims::SystemClock,
     };
     // The idle figure is a pass with nothing new to do: the first pass after
     // the candidates finished still reads what their last steps changed, so

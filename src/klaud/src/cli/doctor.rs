@@ -17,13 +17,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use klaud_claims::{ClaimBook, ClaimEntry, Claimant, SystemClock};
+use klaud_claims::{ClaimBook, ClaimEntry, Claimant, Clock};
 use klaud_planner::registry::{ApiBase, Challenge, RegistryClient, RegistryConfig};
 use klaud_planner::repo::Repository;
 use serde::Serialize;
 
 use super::CliError;
-use super::wave::{Connection, engine_config};
+use crate::compose::{Connection, engine_config};
 use crate::config::Config;
 use klaud_github::{Forge, ForgeConfig, GithubError, RateBudget, RetryPolicy};
 use klaud_service::HttpBaselineSource;
@@ -346,7 +346,7 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
             );
             // 7. claims
             checks.push(
-                bounded("claims", check_claims(forge))
+                bounded("claims", check_claims(forge, &forge.clock()))
                     .await
                     .unwrap_or_else(|c| c),
             );
@@ -399,8 +399,8 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
         .store
         .clone()
         .unwrap_or_else(|| PathBuf::from(&config.daemon.store));
-    let instance =
-        super::wave::parse_instance_id(connection.instance_id.as_deref()).map_err(|e| e.message());
+    let instance = crate::compose::parse_instance_id(connection.instance_id.as_deref())
+        .map_err(|e| e.message());
     let in_actions = std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true");
     checks.push(
         tokio::task::spawn_blocking(move || {
@@ -996,11 +996,10 @@ pub async fn diagnose_offline(
     checks
 }
 
-async fn check_claims(forge: &Forge) -> Check {
+async fn check_claims(forge: &Forge, clock: &dyn Clock) -> Check {
     const NAME: &str = "claims";
     // Listing only reads; the claimant is never used to write.
-    let clock = SystemClock;
-    let book = ClaimBook::new(forge, &clock, Claimant::new(uuid::Uuid::nil()));
+    let book = ClaimBook::new(forge, clock, Claimant::new(uuid::Uuid::nil()));
     let claims = match book.list_claims().await {
         Ok(c) => c,
         Err(e) => return Check::fail(NAME, format!("listing claim refs: {e}")),
@@ -1029,7 +1028,7 @@ async fn check_claims(forge: &Forge) -> Check {
             ),
         );
     }
-    let now = chrono::Utc::now();
+    let now = clock.now();
     let expired: Vec<&str> = all()
         .filter(|e: &&ClaimEntry| e.lease_expired(now) == Some(true))
         .map(|e| e.tip.name.as_str())

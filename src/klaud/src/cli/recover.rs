@@ -1,11 +1,11 @@
 //! `klaud recover [--family F]`: recover orphaned claims now (see `klaud_lifecycle::model`) —
 //! expired leases, and lease-less old-helper claims whose run completed.
 
-use klaud_claims::ClaimBook;
+use klaud_claims::{ClaimBook, Clock as _};
 use klaud_lifecycle::engine::Journal;
 
 use super::CliError;
-use super::wave::{Connection, EngineParts, connect, engine_config};
+use crate::compose::{Connection, EngineParts, connect, engine_config};
 use klaud_github::ForgeRunStatus;
 use klaud_service::GithubLifecycle;
 use klaud_service::recover::{
@@ -31,7 +31,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     runtime.block_on(async {
         let session = connect(&args.connection).await?;
         let engine_cfg = engine_config(&session.config, session.owner_run);
-        let clock = session.forge.clock();
+        let clock = session.clock();
         let book = ClaimBook::new(&session.forge, &clock, session.claimant.clone());
         let runs = ForgeRunStatus::new(&session.forge);
         let recovery = RecoveryContext {
@@ -39,7 +39,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             runs: &runs,
             owner_run: session.owner_run,
             lease: engine_cfg.lease,
-            now: chrono::Utc::now(),
+            now: clock.now(),
         };
         let failed = |e: klaud_claims::ClaimError| CliError::failure(anyhow::Error::new(e));
         let claims = book.list_claims().await.map_err(failed)?;

@@ -112,7 +112,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         for repo in &repos {
             // Each repository may be another installation of the App.
             let (forge, credential, _) =
-                super::wave::forge_for(&config, repo, super::wave::Access::Write).await?;
+                crate::compose::forge_for(&config, repo, crate::compose::Access::Write).await?;
             upstream_credential.get_or_insert(credential);
             let path = if repos.len() == 1 {
                 store_root.clone()
@@ -138,11 +138,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
             claimant.ok_or_else(|| CliError::bad_input(anyhow::anyhow!("no repository")))?;
         let registry = super::plan::registry_config(&config, &args.mirrors)?;
         let registry = RegistryClient::new(registry).map_err(CliError::bad_input)?;
-        let baseline = super::wave::baseline(&config)?;
-        let repair = super::wave::repair_hook(&config)?.map(|h| Box::new(h) as Box<dyn RepairHook>);
+        let baseline = crate::compose::baseline(&config)?;
+        let repair =
+            crate::compose::repair_hook(&config)?.map(|h| Box::new(h) as Box<dyn RepairHook>);
         let settings = ServeSettings {
             claimant,
-            engine: super::wave::engine_config(&config, super::wave::owner_run()),
+            engine: crate::compose::engine_config(&config, crate::compose::owner_run()),
             schedule,
             wave_on_start: args.wave_now,
             reconcile_interval: config.daemon.reconcile_interval,

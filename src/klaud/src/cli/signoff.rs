@@ -14,7 +14,7 @@ use klaud_github::signoff::{SignoffRef, pull_number_of_url};
 use klaud_service::signoff::{Done, SignoffRunError, verify_and_publish};
 
 use super::CliError;
-use super::wave::{Access, Connection, forge_for, load_config};
+use crate::compose::{Access, Connection, forge_for, load_config};
 
 /// Arguments of `klaud signoff`.
 #[derive(Debug, clap::Args)]

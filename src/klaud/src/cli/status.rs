@@ -3,7 +3,7 @@
 //! [`klaud_service::dashboard::StatusSnapshot`], the dashboard's `/api/v1/status`.
 
 use super::CliError;
-use super::wave::{Access, Connection, connect_for};
+use crate::compose::{Access, Connection, connect_for};
 use klaud_service::dashboard::StatusSnapshot;
 use klaud_service::status::repository_status;
 
@@ -29,12 +29,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
             session.forge.repo(),
             session.identity.login
         );
-        let repository =
-            repository_status(&session.forge, &session.journal, session.claimant.clone())
-                .await
-                .map_err(CliError::failure)?;
+        let repository = repository_status(
+            &session.forge,
+            &session.journal,
+            session.base_clock,
+            session.claimant.clone(),
+        )
+        .await
+        .map_err(CliError::failure)?;
         let snapshot = StatusSnapshot {
-            generated_at: Some(chrono::Utc::now()),
+            generated_at: Some(session.base_clock.now()),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             bot_login: session.forge.bot_login().to_owned(),
             repositories: vec![repository],

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use klaud_claims::{ClaimBook, Claimant};
+use klaud_claims::{ClaimBook, Claimant, Clock, SystemClock};
 use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::engine::{CandidateRecord, EngineConfig, Journal, RepairHook, Step};
 use klaud_planner::plan::{BlockKind, FamilyPlan, PlanOptions, ReleaseRule, Status};
@@ -121,6 +121,9 @@ pub struct Daemon {
     upstream: Option<Arc<klaud_github::upstream::GithubUpstream>>,
     /// Sign-off verification: the webhook's queue and the eval bars.
     signoff: Option<(crate::signoff::SignoffQueue, BTreeMap<String, f64>)>,
+    /// This machine's clock: schedules and the dashboard read it, leases
+    /// read it corrected to each repository's GitHub time.
+    clock: Arc<dyn Clock>,
 }
 
 /// How many rate-budget samples the dashboard chart keeps (one a minute:
@@ -172,7 +175,15 @@ impl Daemon {
             sink: None,
             upstream: None,
             signoff: None,
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// Reads time from `clock` instead of the system's (a test that must
+    /// see a lease run out moves it instead of waiting).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Verifies CODEOWNER sign-offs after every pass: those `queue` holds
@@ -269,9 +280,9 @@ impl Daemon {
             }
             state.errors.truncate(MAX_ERRORS);
             state.next_wave = if self.settings.wave_on_start {
-                Some(Utc::now())
+                Some(self.clock.now())
             } else {
-                self.settings.schedule.next_after(Utc::now())
+                self.settings.schedule.next_after(self.clock.now())
             };
             // The page is useful before the first (possibly long) wave ends.
             self.publish(&mut state).await;
@@ -291,7 +302,7 @@ impl Daemon {
                     break;
                 }
                 let pass = match state.next_wave {
-                    Some(at) if at <= Utc::now() => Pass::Wave,
+                    Some(at) if at <= self.clock.now() => Pass::Wave,
                     _ => Pass::Reconcile,
                 };
                 if pass == Pass::Wave {
@@ -308,13 +319,13 @@ impl Daemon {
                 if pass == Pass::Wave {
                     state.waves += 1;
                     // Computed after the wave so a long wave never fires twice.
-                    state.next_wave = self.settings.schedule.next_after(Utc::now());
+                    state.next_wave = self.settings.schedule.next_after(self.clock.now());
                 }
                 self.publish(&mut state).await;
                 let reconcile = tokio::time::sleep(self.settings.reconcile_interval);
                 let until_wave = state
                     .next_wave
-                    .and_then(|at| (at - Utc::now()).to_std().ok())
+                    .and_then(|at| (at - self.clock.now()).to_std().ok())
                     .unwrap_or(Duration::MAX);
                 let wave = tokio::time::sleep(until_wave.min(Duration::from_secs(86_400 * 365)));
                 tokio::select! {
@@ -363,7 +374,7 @@ impl Daemon {
                 return;
             }
         };
-        let mut plan = PlanOptions::new(Utc::now());
+        let mut plan = PlanOptions::new(self.clock.now());
         plan.min_age = self.settings.min_age;
         plan.max_candidates = match pass {
             Pass::Wave => self
@@ -393,6 +404,7 @@ impl Daemon {
             upstream: self.upstream.as_deref(),
             cache: repo.store.as_ref(),
             checkout: None,
+            clock: self.clock.as_ref(),
         };
         let full = options.lifecycle.plan.max_candidates == 0;
         let result = run_wave_told(
@@ -457,7 +469,7 @@ impl Daemon {
         .await;
         match result {
             Ok((_base, _dir, repository)) => {
-                let mut options = PlanOptions::new(Utc::now());
+                let mut options = PlanOptions::new(self.clock.now());
                 options.min_age = self.settings.min_age;
                 options.max_candidates = 0;
                 options.rules = self.settings.rules.clone();
@@ -490,7 +502,7 @@ impl Daemon {
             }
         }
         state.errors.push_front(EventRow {
-            at: Some(Utc::now()),
+            at: Some(self.clock.now()),
             message,
         });
         state.errors.truncate(MAX_ERRORS);
@@ -579,7 +591,7 @@ impl Daemon {
             }
         }
         if let Some(core) = budgets.iter().find(|b| b.resource == "core") {
-            let now = Utc::now();
+            let now = self.clock.now();
             // One sample a minute: the latest reading within a minute
             // replaces the previous one.
             if state
@@ -599,7 +611,7 @@ impl Daemon {
             }
         }
         let snapshot = StatusSnapshot {
-            generated_at: Some(Utc::now()),
+            generated_at: Some(self.clock.now()),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             bot_login: self
                 .repos
@@ -629,7 +641,7 @@ impl Daemon {
             .get(&name)
             .map(|fs| fs.iter().map(family_row).collect())
             .unwrap_or_default();
-        let clock = repo.forge.clock();
+        let clock = repo.forge.clock_on(self.clock.as_ref());
         let book = ClaimBook::new(&repo.forge, &clock, self.settings.claimant.clone());
         let claims = match crate::dashboard::claim_rows(&book).await {
             Ok(rows) => rows,
