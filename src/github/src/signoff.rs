@@ -481,11 +481,18 @@ impl Forge {
                 }
             }
 
-            // Whether each linked upstream recipe pull request merged (the
-            // 0-12 and newer contracts require it).
+            // Whether each linked upstream recipe pull request merged (only
+            // the 0-12 and newer contracts require it).
+            let version = klaud_signoff::ContractVersion::detect(default_files.prompt.as_deref());
             let mut recipe_pulls = BTreeMap::new();
             let detail = klaud_signoff::checklist::detail_section(&signoff.body);
-            for link in klaud_signoff::checks::recipe_links(detail) {
+            let links =
+                if version.is_some_and(klaud_signoff::ContractVersion::recipe_must_be_merged) {
+                    klaud_signoff::checks::recipe_links(detail)
+                } else {
+                    Vec::new()
+                };
+            for link in links {
                 if let Some((repo, number)) = klaud_signoff::checks::recipe_pull(&link) {
                     let state = self.recipe_pull(&repo, number).await?;
                     recipe_pulls.insert(link, state);
@@ -495,8 +502,8 @@ impl Forge {
             // The newer contract's scope leaves admin owners out: read the
             // permission of the users CODEOWNERS names for the changed paths.
             let mut owner_admins = std::collections::BTreeSet::new();
-            let newer = klaud_signoff::ContractVersion::detect(default_files.prompt.as_deref())
-                .is_some_and(klaud_signoff::ContractVersion::scope_skips_core_and_admins);
+            let newer =
+                version.is_some_and(klaud_signoff::ContractVersion::scope_skips_core_and_admins);
             if let (true, Some(owners)) = (newer, &codeowners) {
                 let owners = klaud_signoff::codeowners::Codeowners::parse(owners);
                 let users: std::collections::BTreeSet<String> = changed_files
