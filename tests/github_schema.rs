@@ -399,6 +399,95 @@ async fn simulator_answers_validate_against_githubs_rest_description() {
     )
     .await;
 
+    // The sign-off's places: the comment read back, reviews and inline
+    // review comments, and the pull request's commits.
+    check(
+        &t,
+        p,
+        ok,
+        "GET /repos/{owner}/{repo}/issues/comments/{comment_id} 200",
+        &format!("/issues/comments/{cid}"),
+        None,
+    )
+    .await;
+    check(
+        &t,
+        p,
+        ok,
+        "GET /repos/{owner}/{repo}/pulls/{pull_number}/commits 200",
+        &format!("/pulls/{n}/commits"),
+        None,
+    )
+    .await;
+    let review = check(
+        &t,
+        p,
+        ok,
+        "POST /repos/{owner}/{repo}/pulls/{pull_number}/reviews 200",
+        &format!("/pulls/{n}/reviews"),
+        Some(json!({"body": "As a PR reviewer and CODEOWNER", "event": "COMMENT"})),
+    )
+    .await;
+    let rid = review["id"].as_u64().unwrap_or(0);
+    check(
+        &t,
+        p,
+        ok,
+        "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews 200",
+        &format!("/pulls/{n}/reviews"),
+        None,
+    )
+    .await;
+    check(
+        &t,
+        p,
+        ok,
+        "GET /repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id} 200",
+        &format!("/pulls/{n}/reviews/{rid}"),
+        None,
+    )
+    .await;
+    let inline = check(
+        &t,
+        p,
+        ok,
+        "POST /repos/{owner}/{repo}/pulls/{pull_number}/comments 201",
+        &format!("/pulls/{n}/comments"),
+        Some(
+            json!({"body": "As a PR reviewer and CODEOWNER", "commit_id": head,
+                    "path": "b.txt", "line": 1, "side": "RIGHT"}),
+        ),
+    )
+    .await;
+    let iid = inline["id"].as_u64().unwrap_or(0);
+    check(
+        &t,
+        p,
+        ok,
+        "GET /repos/{owner}/{repo}/pulls/{pull_number}/comments 200",
+        &format!("/pulls/{n}/comments"),
+        None,
+    )
+    .await;
+    check(
+        &t,
+        p,
+        ok,
+        "GET /repos/{owner}/{repo}/pulls/comments/{comment_id} 200",
+        &format!("/pulls/comments/{iid}"),
+        None,
+    )
+    .await;
+    check(
+        &t,
+        p,
+        ok,
+        "PATCH /repos/{owner}/{repo}/pulls/comments/{comment_id} 200",
+        &format!("/pulls/comments/{iid}"),
+        Some(json!({"body": "As a PR reviewer and CODEOWNER, edited"})),
+    )
+    .await;
+
     // Actions: workflows, runs, jobs, cancel, rerun, artifacts.
     check(
         &t,
@@ -515,6 +604,51 @@ async fn simulator_answers_validate_against_githubs_rest_description() {
         None,
     )
     .await;
+    // Commit statuses and the check runs of the completed run's jobs.
+    check(
+        &t,
+        p,
+        ok,
+        "POST /repos/{owner}/{repo}/statuses/{sha} 201",
+        &format!("/statuses/{head}"),
+        Some(
+            json!({"state": "pending", "context": "codeowner-signoff-verify",
+                    "description": "verifying", "target_url": "https://example.test/v"}),
+        ),
+    )
+    .await;
+    check(
+        &t,
+        p,
+        ok,
+        "GET /repos/{owner}/{repo}/commits/{ref}/statuses 200",
+        &format!("/commits/{head}/statuses"),
+        None,
+    )
+    .await;
+    check(
+        &t,
+        p,
+        ok,
+        "GET /repos/{owner}/{repo}/commits/{ref}/status 200",
+        &format!("/commits/{head}/status"),
+        None,
+    )
+    .await;
+    let runs = check(
+        &t,
+        p,
+        ok,
+        "GET /repos/{owner}/{repo}/commits/{ref}/check-runs 200",
+        &format!("/commits/{head}/check-runs"),
+        None,
+    )
+    .await;
+    assert!(
+        runs["total_count"].as_u64().unwrap_or(0) > 0,
+        "the run's jobs are check runs: {runs}"
+    );
+
     // A run that failed at startup has no jobs.
     t.sim
         .state()

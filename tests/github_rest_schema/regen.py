@@ -60,6 +60,22 @@ OPERATIONS = [
     ("post", "/repos/{owner}/{repo}/actions/runs/{run_id}/rerun", "201"),
     ("get", "/repos/{owner}/{repo}/actions/runs/{run_id}/artifacts", "200"),
     ("get", "/repos/{owner}/{repo}/actions/artifacts/{artifact_id}", "200"),
+    # CODEOWNER sign-off verification: the sign-off as a comment, review or
+    # inline review comment, the commits and check runs of the pull request,
+    # and the commit status Klaud sets.
+    ("get", "/repos/{owner}/{repo}/issues/comments/{comment_id}", "200"),
+    ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/commits", "200"),
+    ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "200"),
+    ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", "200"),
+    ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}", "200"),
+    ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/comments", "200"),
+    ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/comments", "201"),
+    ("get", "/repos/{owner}/{repo}/pulls/comments/{comment_id}", "200"),
+    ("patch", "/repos/{owner}/{repo}/pulls/comments/{comment_id}", "200"),
+    ("post", "/repos/{owner}/{repo}/statuses/{sha}", "201"),
+    ("get", "/repos/{owner}/{repo}/commits/{ref}/statuses", "200"),
+    ("get", "/repos/{owner}/{repo}/commits/{ref}/status", "200"),
+    ("get", "/repos/{owner}/{repo}/commits/{ref}/check-runs", "200"),
 ]
 
 DROP = {"example", "examples", "description", "title", "externalDocs", "summary"}

@@ -10,7 +10,7 @@ use klaud_lifecycle::BoxFuture;
 use klaud_signoff::checks::run_id_of;
 use klaud_signoff::evidence::{
     ChangedFile, CheckRunFact, CommentFact, DefaultBranchFiles, EvalFact, Evidence, PullFacts,
-    Signer, Signoff, SignoffKind, parse_agg_eval,
+    RecipePull, Signer, Signoff, SignoffKind, parse_agg_eval,
 };
 use klaud_signoff::{MAX_SIGNOFF_BYTES, SIGNOFF_PHRASE, STATUS_CONTEXT};
 use serde::Deserialize;
@@ -26,6 +26,8 @@ const MAX_FILES_READ: usize = 300;
 const MAX_FILE_BYTES: usize = 2 * 1024 * 1024;
 /// The newest commits of a pull request whose check runs are read.
 const MAX_COMMITS_CHECKED: usize = 30;
+/// The CODEOWNERS users whose permission is read (the newer contract).
+const MAX_OWNERS_READ: usize = 30;
 /// The newest runs whose eval artifacts are read.
 const MAX_RUNS_READ: usize = 5;
 
@@ -426,6 +428,20 @@ impl Forge {
             {
                 run_ids.push(sweep.run_id);
             }
+            // The measured points of the run Check 1 accepts (the newer
+            // contract counts its Pareto frontier).
+            let mut benchmarks = BTreeMap::new();
+            if let Some(sweep) = klaud_signoff::checks::green_sweep(&pr_commits, &check_runs) {
+                let points = self
+                    .run_file(
+                        sweep.run_id,
+                        klaud_lifecycle::artifacts::AGG_BMK_ARTIFACT,
+                        klaud_lifecycle::artifacts::AGG_BMK_FILE,
+                    )
+                    .await?
+                    .and_then(|bytes| klaud_signoff::evidence::parse_agg_bmk(&bytes));
+                benchmarks.insert(sweep.run_id, points);
+            }
             let mut evals = BTreeMap::new();
             let mut run_commits = BTreeMap::new();
             for run_id in run_ids {
@@ -465,6 +481,47 @@ impl Forge {
                 }
             }
 
+            // Whether each linked upstream recipe pull request merged (only
+            // the 0-12 and newer contracts require it).
+            let version = klaud_signoff::ContractVersion::detect(default_files.prompt.as_deref());
+            let mut recipe_pulls = BTreeMap::new();
+            let detail = klaud_signoff::checklist::detail_section(&signoff.body);
+            let links =
+                if version.is_some_and(klaud_signoff::ContractVersion::recipe_must_be_merged) {
+                    klaud_signoff::checks::recipe_links(detail)
+                } else {
+                    Vec::new()
+                };
+            for link in links {
+                if let Some((repo, number)) = klaud_signoff::checks::recipe_pull(&link) {
+                    let state = self.recipe_pull(&repo, number).await?;
+                    recipe_pulls.insert(link, state);
+                }
+            }
+
+            // The newer contract's scope leaves admin owners out: read the
+            // permission of the users CODEOWNERS names for the changed paths.
+            let mut owner_admins = std::collections::BTreeSet::new();
+            let newer =
+                version.is_some_and(klaud_signoff::ContractVersion::scope_skips_core_and_admins);
+            if let (true, Some(owners)) = (newer, &codeowners) {
+                let owners = klaud_signoff::codeowners::Codeowners::parse(owners);
+                let users: std::collections::BTreeSet<String> = changed_files
+                    .iter()
+                    .flat_map(|f| std::iter::once(&f.path).chain(f.previous_path.as_ref()))
+                    .filter_map(|path| owners.owner_rule(path))
+                    .flat_map(|rule| rule.owners.iter())
+                    .filter(|o| !o.contains('/') && !o.contains('@'))
+                    .map(|o| o.to_ascii_lowercase())
+                    .collect();
+                for user in users.into_iter().take(MAX_OWNERS_READ) {
+                    let owner = self.signer(&user, None).await?;
+                    if owner.permission == "admin" && owner.role_name.as_deref() == Some("admin") {
+                        owner_admins.insert(user);
+                    }
+                }
+            }
+
             Ok(Evidence {
                 repo: format!("{}/{}", self.owner, self.name),
                 pull: facts,
@@ -474,12 +531,15 @@ impl Forge {
                 default_branch: default_files,
                 codeowners,
                 team_membership,
+                owner_admins,
+                recipe_pulls,
                 changed_files,
                 masters_base,
                 masters_head,
                 pr_commits,
                 check_runs,
                 evals,
+                benchmarks,
                 run_commits,
                 comments,
                 eval_bars,
@@ -525,6 +585,47 @@ impl Forge {
         })
     }
 
+    /// The state of an upstream pull request (`repo` is `owner/name`); a
+    /// pull request GitHub does not show is unverifiable, not Klaud's
+    /// failure.
+    async fn recipe_pull(
+        &self,
+        repo: &str,
+        number: u64,
+    ) -> Result<Result<RecipePull, String>, GithubError> {
+        #[derive(Deserialize)]
+        struct Raw {
+            state: String,
+            #[serde(default)]
+            draft: bool,
+            #[serde(default)]
+            merged_at: Option<String>,
+        }
+        let Some((owner, name)) = repo.split_once('/') else {
+            return Ok(Err(format!("{repo} is not owner/name")));
+        };
+        let what = format!("read upstream pull request {repo}#{number}");
+        let path = format!(
+            "/repos/{}/{}/pulls/{number}",
+            crate::api::seg(owner),
+            crate::api::seg(name)
+        );
+        let raw = self.t.read(&what, &path, None).await?;
+        if matches!(raw.status.as_u16(), 403 | 404 | 410 | 451) {
+            return Ok(Err(format!(
+                "GitHub answers {} for it",
+                raw.status.as_u16()
+            )));
+        }
+        ok_or_error(&what, &raw)?;
+        let pull: Raw = raw.json(&what)?;
+        Ok(Ok(RecipePull {
+            state: pull.state,
+            draft: pull.draft,
+            merged_at: pull.merged_at.filter(|at| !at.is_empty()),
+        }))
+    }
+
     /// Whether `login` is an active member of `org/team`; `None` when
     /// GitHub does not say (the token often cannot read teams).
     async fn team_member(&self, team: &str, login: &str) -> Result<Option<bool>, GithubError> {
@@ -544,6 +645,40 @@ impl Forge {
         }
         let v: Value = raw.json(&what)?;
         Ok(Some(v["state"] == "active"))
+    }
+
+    /// File `file` of run `run_id`'s artifact named `artifact` (or why it
+    /// is not there).
+    async fn run_file(
+        &self,
+        run_id: u64,
+        artifact: &str,
+        file: &str,
+    ) -> Result<Result<Vec<u8>, String>, GithubError> {
+        let artifacts: Vec<RawArtifact> = self
+            .t
+            .get_all(
+                &format!("list artifacts of run {run_id}"),
+                &self.path(&format!("actions/runs/{run_id}/artifacts?per_page=100")),
+                Some("artifacts"),
+            )
+            .await?;
+        let Some(found) = artifacts.iter().find(|a| !a.expired && a.name == artifact) else {
+            return Ok(Err(format!("run {run_id} has no {artifact} artifact")));
+        };
+        let zip = self.download_artifact(found.id).await?;
+        let files = match klaud_lifecycle::artifacts::unzip(
+            &found.name,
+            &zip,
+            &klaud_lifecycle::artifacts::ArtifactLimits::default(),
+        ) {
+            Ok(files) => files,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        Ok(files
+            .file(file)
+            .map(<[u8]>::to_vec)
+            .map_err(|e| e.to_string()))
     }
 
     async fn eval_results(

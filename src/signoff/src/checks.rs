@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::checklist::{self, Item};
 use crate::codeowners::Codeowners;
 use crate::contract::{CheckKind, ContractVersion};
-use crate::evidence::{CheckRunFact, Evidence};
+use crate::evidence::{BenchPoint, CheckRunFact, Evidence};
 use crate::{CheckResult, Outcome};
 
 /// A master-config entry the pull request adds or changes.
@@ -179,6 +179,40 @@ pub fn green_sweep(pr_commits: &[String], check_runs: &[CheckRunFact]) -> Option
     None
 }
 
+static RECIPE_LINK: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"https://(?:github\.com/vllm-project/recipes|github\.com/sgl-project/sglang|recipes\.vllm\.ai|docs\.sglang\.io/cookbook)[^\s)>\]]*").expect("regex")
+});
+
+static RECIPE_PULL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^https://github\.com/(vllm-project/recipes|sgl-project/sglang)/pull/(\d{1,10})(?:[/?#]|$)")
+        .expect("regex")
+});
+
+/// The most recipe links of one sign-off that are followed.
+pub const MAX_RECIPE_LINKS: usize = 5;
+
+/// The upstream recipe links in a sign-off's additional detail section,
+/// in order, at most [`MAX_RECIPE_LINKS`].
+pub fn recipe_links(detail: &str) -> Vec<String> {
+    let mut links: Vec<String> = Vec::new();
+    for link in RECIPE_LINK.find_iter(detail) {
+        let link = link.as_str().trim_end_matches(['.', ',', ';']).to_owned();
+        if !links.contains(&link) {
+            links.push(link);
+        }
+        if links.len() == MAX_RECIPE_LINKS {
+            break;
+        }
+    }
+    links
+}
+
+/// The upstream pull request a recipe link names (`owner/name`, number).
+pub fn recipe_pull(link: &str) -> Option<(String, u64)> {
+    let caps = RECIPE_PULL.captures(link)?;
+    Some((caps[1].to_owned(), caps[2].parse().ok()?))
+}
+
 /// Everything the checks share, computed once.
 pub struct Context<'a> {
     evidence: &'a Evidence,
@@ -291,6 +325,42 @@ impl<'a> Context<'a> {
         })
     }
 
+    /// The organisation's core team (`owner/core`), which the newer
+    /// contract's scope leaves out.
+    fn core_team(&self) -> String {
+        let org = self.evidence.repo.split('/').next().unwrap_or_default();
+        format!("{org}/core")
+    }
+
+    /// Whether `rule`'s owners are all ones the contract's scope leaves out
+    /// (the core team, repository admins): then its paths need no sign-off.
+    fn exempt(&self, rule: &crate::codeowners::Rule) -> bool {
+        if !self.version.scope_skips_core_and_admins() {
+            return false;
+        }
+        let core = self.core_team();
+        rule.owners.iter().all(|owner| {
+            owner.eq_ignore_ascii_case(&core)
+                || self
+                    .evidence
+                    .owner_admins
+                    .contains(&owner.to_ascii_lowercase())
+        })
+    }
+
+    /// Whether any changed path needs a sign-off: the newer workflow
+    /// verifies nothing when the core team and admins alone own them all.
+    pub fn signoff_required(&self) -> bool {
+        let Some(owners) = &self.codeowners else {
+            return true;
+        };
+        self.changed_paths().into_iter().any(|path| {
+            owners
+                .owner_rule(path)
+                .is_none_or(|rule| !self.exempt(rule))
+        })
+    }
+
     fn codeowner(&self, n: u32, kind: CheckKind) -> CheckResult {
         let Some(owners) = &self.codeowners else {
             return result(
@@ -312,9 +382,17 @@ impl<'a> Context<'a> {
         let mut catch_all = Vec::new();
         let mut mismatched = Vec::new();
         let mut evidence = Vec::new();
+        let mut exempt = Vec::new();
         for path in self.changed_paths() {
             match owners.owner_rule(path) {
                 None => catch_all.push(path),
+                Some(rule) if self.exempt(rule) => {
+                    evidence.push(format!(
+                        "{path}: CODEOWNERS line {}: {} (only the core team or admins: no sign-off needed)",
+                        rule.line, rule.text
+                    ));
+                    exempt.push(path);
+                }
                 Some(rule) if rule.is_catch_all() => catch_all.push(path),
                 Some(rule) => {
                     let by_team = rule.teams().any(|t| member(t) == Some(true));
@@ -386,6 +464,15 @@ impl<'a> Context<'a> {
             format!(
                 "{signer} owns {} via its specific CODEOWNERS line{rest}.",
                 unique.join(", ")
+            )
+        };
+        let reason = if exempt.is_empty() {
+            reason
+        } else {
+            format!(
+                "{} {} owned only by the core team or repository admins (no sign-off needed).",
+                reason,
+                exempt.join(", ")
             )
         };
         with(result(n, kind, Outcome::Pass, reason), evidence)
@@ -655,78 +742,179 @@ impl<'a> Context<'a> {
     }
 
     fn recipe_link(&self, n: u32, kind: CheckKind) -> CheckResult {
-        static LINK: LazyLock<Regex> = LazyLock::new(|| {
-            Regex::new(r"https://(?:github\.com/vllm-project/recipes|github\.com/sgl-project/sglang|recipes\.vllm\.ai|docs\.sglang\.io/cookbook)[^\s)>\]]*").expect("regex")
-        });
-        let single_files: Vec<&str> = self
+        let all_topologies = self.version.recipe_covers_all_topologies();
+        let scope_files: Vec<&str> = self
             .changed_paths()
             .into_iter()
-            .filter(|p| p.starts_with("benchmarks/single_node/"))
+            .filter(|p| {
+                p.starts_with("benchmarks/single_node/")
+                    || (all_topologies && p.starts_with("benchmarks/multi_node/"))
+            })
             .collect();
-        let single_entries: Vec<String> = self
+        let scope_entries: Vec<String> = self
             .entries
             .iter()
-            .filter(|e| !e.flag("multinode"))
+            .filter(|e| {
+                if all_topologies {
+                    // Dynamo and disaggregated serving are deployments of
+                    // the engine: they need its recipe coverage too.
+                    let framework = e.text("framework").to_ascii_lowercase();
+                    framework.contains("vllm") || framework.contains("sglang")
+                } else {
+                    !e.flag("multinode")
+                }
+            })
             .map(ChangedEntry::name)
             .collect();
-        if single_files.is_empty() && single_entries.is_empty() {
-            let multi = self
-                .changed_paths()
-                .iter()
-                .any(|p| p.starts_with("benchmarks/multi_node/"))
-                || self.entries.iter().any(|e| e.flag("multinode"));
-            let reason = if multi {
-                let mut marks = Vec::new();
-                if self
-                    .changed_paths()
-                    .iter()
-                    .any(|p| p.contains("srt-slurm-recipes/"))
-                {
-                    marks.push("srt-slurm-recipes/**");
-                }
-                if self.entries.iter().any(|e| e.flag("multinode")) {
-                    marks.push("multinode: true");
-                }
-                if self.entries.iter().any(|e| e.flag("disagg")) {
-                    marks.push("disagg: true");
-                }
-                format!(
-                    "disaggregated/multi-node submission ({}); the recipe-link requirement applies to single-node recipes only.",
-                    marks.join(", ")
-                )
-            } else {
-                "no single-node recipe changes in this PR.".to_owned()
-            };
-            return result(n, kind, Outcome::NotApplicable, reason);
+        if scope_files.is_empty() && scope_entries.is_empty() {
+            return result(
+                n,
+                kind,
+                Outcome::NotApplicable,
+                self.recipe_not_applicable(),
+            );
         }
-        let mut evidence: Vec<String> = single_files.iter().map(|p| (*p).to_owned()).collect();
-        evidence.extend(single_entries);
-        match LINK.find(&self.detail) {
-            None => with(
+        let mut evidence: Vec<String> = scope_files.iter().map(|p| (*p).to_owned()).collect();
+        evidence.extend(scope_entries);
+        let links = recipe_links(&self.detail);
+        let Some(first) = links.first() else {
+            let scope = if all_topologies {
+                "the affected vLLM/SGLang serving configurations"
+            } else {
+                "the single-node recipes"
+            };
+            return with(
                 result(
                     n,
                     kind,
                     Outcome::Fail,
-                    "No upstream recipe link (vllm-project/recipes, sgl-project/sglang cookbook, recipes.vllm.ai, docs.sglang.io) in the additional detail section for the single-node recipes.".into(),
+                    format!(
+                        "No upstream recipe link (vllm-project/recipes, sgl-project/sglang cookbook, recipes.vllm.ai, docs.sglang.io) in the additional detail section for {scope}."
+                    ),
                 ),
                 evidence,
-            ),
-            Some(link) => {
-                evidence.push(link.as_str().to_owned());
-                with(
-                    result(
-                        n,
-                        kind,
-                        Outcome::Warn,
-                        format!(
-                            "Needs a reviewer: confirm the linked recipe {} is merged and matches the major server args.",
-                            link.as_str()
-                        ),
+            );
+        };
+        if !self.version.recipe_must_be_merged() {
+            evidence.push(first.clone());
+            return with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Warn,
+                    format!(
+                        "Needs a reviewer: confirm the linked recipe {first} matches the major server args."
                     ),
-                    evidence,
-                )
+                ),
+                evidence,
+            );
+        }
+        // The contract requires the upstream change MERGED (a linked pull
+        // request's state read from GitHub) or a published recipe page.
+        let mut covering = Vec::new();
+        let mut problems = Vec::new();
+        for link in &links {
+            if let Some((repo, number)) = recipe_pull(link) {
+                match self.evidence.recipe_pulls.get(link) {
+                    Some(Ok(pull)) => match &pull.merged_at {
+                        Some(at) => {
+                            evidence.push(format!("{repo}#{number}: merged at {at}"));
+                            covering.push(link.clone());
+                        }
+                        None => {
+                            let state = if pull.draft && pull.state == "open" {
+                                "a draft".to_owned()
+                            } else if pull.state == "open" {
+                                "open".to_owned()
+                            } else {
+                                "closed without merging".to_owned()
+                            };
+                            evidence.push(format!("{repo}#{number}: {state}, not merged"));
+                            problems.push(format!("{repo}#{number} is {state}, not merged"));
+                        }
+                    },
+                    Some(Err(why)) => {
+                        evidence.push(format!("{repo}#{number}: {why}"));
+                        problems.push(format!(
+                            "the merge state of {repo}#{number} cannot be verified ({why})"
+                        ));
+                    }
+                    None => {
+                        problems.push(format!("the merge state of {repo}#{number} was not read"))
+                    }
+                }
+            } else if link.starts_with("https://recipes.vllm.ai")
+                || link.starts_with("https://docs.sglang.io/cookbook")
+            {
+                evidence.push(format!("{link}: published recipe page"));
+                covering.push(link.clone());
+            } else {
+                evidence.push(format!("{link}: not a pull request or published page"));
+                problems.push(format!(
+                    "{link} is a bare branch, file or commit, which does not establish a merged recipe"
+                ));
             }
         }
+        if covering.is_empty() {
+            return with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Fail,
+                    format!("No merged upstream recipe: {}.", problems.join("; ")),
+                ),
+                evidence,
+            );
+        }
+        with(
+            result(
+                n,
+                kind,
+                Outcome::Warn,
+                format!(
+                    "Needs a reviewer: {} is merged upstream; confirm it matches the {}.",
+                    covering.join(", "),
+                    if all_topologies {
+                        "production-useful settings and launch commands of every affected role"
+                    } else {
+                        "major server args"
+                    }
+                ),
+            ),
+            evidence,
+        )
+    }
+
+    fn recipe_not_applicable(&self) -> String {
+        if self.version.recipe_covers_all_topologies() {
+            return "no vLLM/SGLang production serving configuration is affected (no changed vLLM/SGLang master-config entry or benchmark script).".to_owned();
+        }
+        let multi = self
+            .changed_paths()
+            .iter()
+            .any(|p| p.starts_with("benchmarks/multi_node/"))
+            || self.entries.iter().any(|e| e.flag("multinode"));
+        if !multi {
+            return "no single-node recipe changes in this PR.".to_owned();
+        }
+        let mut marks = Vec::new();
+        if self
+            .changed_paths()
+            .iter()
+            .any(|p| p.contains("srt-slurm-recipes/"))
+        {
+            marks.push("srt-slurm-recipes/**");
+        }
+        if self.entries.iter().any(|e| e.flag("multinode")) {
+            marks.push("multinode: true");
+        }
+        if self.entries.iter().any(|e| e.flag("disagg")) {
+            marks.push("disagg: true");
+        }
+        format!(
+            "disaggregated/multi-node submission ({}); the recipe-link requirement applies to single-node recipes only.",
+            marks.join(", ")
+        )
     }
 
     fn reuse_command(&self, n: u32, kind: CheckKind) -> CheckResult {
@@ -1493,6 +1681,49 @@ impl<'a> Context<'a> {
         )
     }
 
+    /// The measured points of the green sweep that belong to a changed
+    /// entry, by app series (model, scenario, base hardware and framework,
+    /// precision, speculative method): config keys and images of one
+    /// series are one curve.
+    fn affected_curves(&self, points: &[BenchPoint]) -> BTreeMap<String, Vec<(f64, f64)>> {
+        let mut curves: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+        for point in points {
+            let belongs = self.entries.iter().any(|e| {
+                e.text("model-prefix")
+                    .eq_ignore_ascii_case(&point.model_prefix)
+                    && e.text("framework").eq_ignore_ascii_case(&point.framework)
+                    && e.text("precision").eq_ignore_ascii_case(&point.precision)
+                    && hardware(e.text("runner")) == hardware(&point.hw)
+            });
+            if !belongs {
+                continue;
+            }
+            let spec = if point.scenario.contains('/') {
+                format!(" spec {}", point.spec_decoding)
+            } else {
+                String::new()
+            };
+            let key = format!(
+                "{} {} {}-{} {}{spec}",
+                point.model_prefix,
+                point.scenario,
+                hardware(&point.hw),
+                point.framework,
+                point.precision
+            );
+            let entry = curves.entry(key).or_default();
+            if let (Some(x), Some(y)) = (point.e2el, point.tput_per_gpu)
+                && x.is_finite()
+                && y.is_finite()
+                && x > 0.0
+                && y > 0.0
+            {
+                entry.push((x, y));
+            }
+        }
+        curves
+    }
+
     fn pareto(&self, n: u32, kind: CheckKind) -> CheckResult {
         if self.entries.is_empty() {
             return result(
@@ -1502,14 +1733,83 @@ impl<'a> Context<'a> {
                 "no curves are affected.".into(),
             );
         }
-        let mut short_curves = Vec::new();
-        let mut evidence = Vec::new();
-        for entry in &self.entries {
-            let count = concurrency_points(&entry.head);
-            evidence.push(format!("{}: {count} concurrency points", entry.key));
-            if count < 5 {
-                short_curves.push(format!("{} has {count}", entry.key));
+        let signer = &self.evidence.signer;
+        let bypass = if signer.permission == "admin" && signer.role_name.as_deref() == Some("admin")
+        {
+            "the signer is a repository admin; an explicit admin bypass for the assessed commit and these curves, with rationale, still has to be recorded"
+        } else {
+            "admin bypass not verified: a repository admin (permission and role admin) must record one for the assessed commit and these curves"
+        };
+        let unverifiable = |why: String, evidence: Vec<String>| {
+            with(
+                result(
+                    n,
+                    kind,
+                    Outcome::Warn,
+                    format!("Pareto coverage unverifiable: {why}; {bypass}."),
+                ),
+                evidence,
+            )
+        };
+        let Some(sweep) = &self.sweep else {
+            return unverifiable(
+                "no passing in-PR sweep to take measured points from".into(),
+                Vec::new(),
+            );
+        };
+        let points = match self.evidence.benchmarks.get(&sweep.run_id) {
+            None => {
+                return unverifiable(
+                    format!("the results of run {} were not read", sweep.run_id),
+                    Vec::new(),
+                );
             }
+            Some(Err(why)) => {
+                return unverifiable(format!("run {}: {why}", sweep.run_id), Vec::new());
+            }
+            Some(Ok(points)) => points,
+        };
+        let curves = self.affected_curves(points);
+        let mut evidence = Vec::new();
+        let unmeasured: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|e| {
+                !points.iter().any(|p| {
+                    e.text("model-prefix").eq_ignore_ascii_case(&p.model_prefix)
+                        && e.text("framework").eq_ignore_ascii_case(&p.framework)
+                        && e.text("precision").eq_ignore_ascii_case(&p.precision)
+                        && hardware(e.text("runner")) == hardware(&p.hw)
+                })
+            })
+            .map(|e| e.key.clone())
+            .collect();
+        let mut short_curves = Vec::new();
+        for (curve, measured) in &curves {
+            let count = frontier_count(measured);
+            evidence.push(format!(
+                "{curve}: {count} frontier points of {} measured (run {}, agg_bmk.json)",
+                measured.len(),
+                sweep.run_id
+            ));
+            if count < 5 {
+                short_curves.push(format!("{curve} {count}/5"));
+            }
+        }
+        if !unmeasured.is_empty() {
+            evidence.extend(
+                unmeasured
+                    .iter()
+                    .map(|k| format!("{k}: no measured points in run {}", sweep.run_id)),
+            );
+            return unverifiable(
+                format!(
+                    "run {} has no measured points for {}",
+                    sweep.run_id,
+                    unmeasured.join(", ")
+                ),
+                evidence,
+            );
         }
         if short_curves.is_empty() {
             return with(
@@ -1517,21 +1817,9 @@ impl<'a> Context<'a> {
                     n,
                     kind,
                     Outcome::Pass,
-                    "every affected curve has at least 5 points.".into(),
-                ),
-                evidence,
-            );
-        }
-        let signer = &self.evidence.signer;
-        if signer.permission == "admin" && signer.role_name.as_deref() == Some("admin") {
-            return with(
-                result(
-                    n,
-                    kind,
-                    Outcome::Pass,
                     format!(
-                        "fewer than 5 points ({}), signed by an admin.",
-                        short_curves.join(", ")
+                        "every affected curve has at least 5 measured frontier points in run {}.",
+                        sweep.run_id
                     ),
                 ),
                 evidence,
@@ -1543,8 +1831,9 @@ impl<'a> Context<'a> {
                 kind,
                 Outcome::Warn,
                 format!(
-                    "fewer than 5 points per curve ({}); a recorded admin bypass is needed before merge.",
-                    short_curves.join(", ")
+                    "fewer than 5 frontier points ({}) in run {}; {bypass}.",
+                    short_curves.join(", "),
+                    sweep.run_id
                 ),
             ),
             evidence,
@@ -1603,27 +1892,25 @@ fn points(entry: &Value) -> BTreeSet<String> {
     out
 }
 
-fn concurrency_points(entry: &Value) -> usize {
-    let mut concs = BTreeSet::new();
-    fn walk(value: &Value, out: &mut BTreeSet<String>) {
-        match value {
-            Value::Object(map) => {
-                for (k, v) in map {
-                    if k == "conc-list" {
-                        for c in v.as_array().into_iter().flatten() {
-                            out.insert(c.to_string());
-                        }
-                    } else {
-                        walk(v, out);
-                    }
+/// The points on the app's throughput-versus-E2EL frontier (`upper_right`:
+/// x ascending, y descending on ties, increasing y and equal-y plateaus at
+/// distinct x kept; identical coordinates once).
+pub fn frontier_count(points: &[(f64, f64)]) -> usize {
+    let mut sorted: Vec<(f64, f64)> = points.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+    sorted.dedup();
+    let mut kept: Vec<(f64, f64)> = Vec::new();
+    for (x, y) in sorted {
+        match kept.last() {
+            None => kept.push((x, y)),
+            Some(&(last_x, best)) => {
+                if y > best || (y == best && x != last_x) {
+                    kept.push((x, y));
                 }
             }
-            Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
-            _ => {}
         }
     }
-    walk(entry, &mut concs);
-    concs.len()
+    kept.len()
 }
 
 struct GoldenCurve {

@@ -153,6 +153,26 @@ impl ContractVersion {
         self == ContractVersion::Checks0To15
     }
 
+    /// Whether Check 3 requires the linked upstream recipe MERGED (a pull
+    /// request's state, or a published page); the 0-10 contract asks only
+    /// for a link whose arguments match.
+    pub fn recipe_must_be_merged(self) -> bool {
+        self != ContractVersion::Checks0To10
+    }
+
+    /// Whether Check 3 covers every vLLM/SGLang serving topology (the newer
+    /// contract: multi-node, disaggregated and Dynamo are no exemption).
+    pub fn recipe_covers_all_topologies(self) -> bool {
+        self == ContractVersion::Checks0To15
+    }
+
+    /// Whether the sign-off scope leaves out the organisation's `core` team
+    /// and repository admins as owners (the newer workflow's scope step:
+    /// a path they alone own needs no sign-off).
+    pub fn scope_skips_core_and_admins(self) -> bool {
+        self == ContractVersion::Checks0To15
+    }
+
     /// Whether a missing reuse command only warns (the newer prompt: Check 4
     /// may WARN but never FAIL).
     pub fn reuse_is_advisory(self) -> bool {

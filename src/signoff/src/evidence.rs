@@ -1,7 +1,7 @@
 //! Everything a verification reads, gathered once (the head SHA resolved
 //! once, so a push during verification cannot borrow the verdict).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -120,6 +120,106 @@ pub struct EvalFact {
     pub image: Option<String>,
 }
 
+/// One measured point of a run's aggregated benchmark results
+/// (`results_bmk/agg_bmk.json`, rows as `utils/process_result.py` writes
+/// them).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BenchPoint {
+    pub model_prefix: String,
+    pub hw: String,
+    pub framework: String,
+    pub precision: String,
+    pub spec_decoding: String,
+    /// `isl/osl` for fixed sequence lengths, else the scenario type.
+    pub scenario: String,
+    pub conc: u64,
+    /// Total token throughput per GPU.
+    pub tput_per_gpu: Option<f64>,
+    /// End-to-end latency in seconds: the median for fixed sequence
+    /// lengths, P90 for AgentX (the app's series).
+    pub e2el: Option<f64>,
+    pub image: Option<String>,
+}
+
+/// The most benchmark rows read from one run.
+pub const MAX_BENCH_POINTS: usize = 10_000;
+
+/// Reads `agg_bmk.json` (an array of rows).
+pub fn parse_agg_bmk(bytes: &[u8]) -> Result<Vec<BenchPoint>, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("agg_bmk.json: {e}"))?;
+    let rows = value.as_array().ok_or("agg_bmk.json: not an array")?;
+    if rows.len() > MAX_BENCH_POINTS {
+        return Err(format!(
+            "agg_bmk.json: {} rows, more than {MAX_BENCH_POINTS}",
+            rows.len()
+        ));
+    }
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let field = |k: &str| {
+                row.get(k)
+                    .or_else(|| row.get("metrics").and_then(|m| m.get(k)))
+            };
+            let text = |k: &str| field(k).and_then(|v| v.as_str()).unwrap_or("").to_owned();
+            let number = |k: &str| field(k).and_then(serde_json::Value::as_f64);
+            let prefix = match text("infmax_model_prefix") {
+                p if p.is_empty() => text("model_prefix"),
+                p => p,
+            };
+            let agentic = row.get("scenario_type").is_some() || field("isl").is_none();
+            let scenario = if agentic {
+                match text("scenario_type") {
+                    s if s.is_empty() => "agentic".to_owned(),
+                    s => s,
+                }
+            } else {
+                format!(
+                    "{}/{}",
+                    field("isl")
+                        .and_then(serde_json::Value::as_u64)
+                        .unwrap_or(0),
+                    field("osl")
+                        .and_then(serde_json::Value::as_u64)
+                        .unwrap_or(0)
+                )
+            };
+            BenchPoint {
+                model_prefix: prefix,
+                hw: text("hw"),
+                framework: text("framework"),
+                precision: text("precision"),
+                spec_decoding: match text("spec_decoding") {
+                    s if s.is_empty() => "none".to_owned(),
+                    s => s,
+                },
+                scenario,
+                conc: field("conc")
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0),
+                tput_per_gpu: number("tput_per_gpu"),
+                e2el: if agentic {
+                    number("p90_e2el")
+                } else {
+                    number("median_e2el")
+                },
+                image: field("image").and_then(|v| v.as_str()).map(str::to_owned),
+            }
+        })
+        .collect())
+}
+
+/// An upstream recipe pull request a sign-off links, as GitHub reports it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RecipePull {
+    /// `open` or `closed`.
+    pub state: String,
+    pub draft: bool,
+    /// Set only when the pull request merged.
+    pub merged_at: Option<String>,
+}
+
 /// A conversation comment (for the reuse command).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CommentFact {
@@ -143,6 +243,11 @@ pub struct Evidence {
     /// `org/team` → whether the signer is a member; absent when GitHub did
     /// not say (an unreadable membership is not a failure).
     pub team_membership: BTreeMap<String, bool>,
+    /// Lower-case logins of the users CODEOWNERS names for the changed
+    /// paths whose repository `permission` and `role_name` are both
+    /// `admin` (read for the newer contract only, whose scope leaves them
+    /// out).
+    pub owner_admins: BTreeSet<String>,
     pub changed_files: Vec<ChangedFile>,
     /// `configs/*-master.yaml` at the base: path → text.
     pub masters_base: BTreeMap<String, String>,
@@ -153,9 +258,16 @@ pub struct Evidence {
     pub check_runs: Vec<CheckRunFact>,
     /// Run id → its eval rows, or why they could not be read.
     pub evals: BTreeMap<u64, Result<Vec<EvalFact>, String>>,
+    /// The green sweep's run id → its measured benchmark points, or why
+    /// they could not be read.
+    pub benchmarks: BTreeMap<u64, Result<Vec<BenchPoint>, String>>,
     /// Run id → commit it ran on.
     pub run_commits: BTreeMap<u64, String>,
     pub comments: Vec<CommentFact>,
+    /// Each upstream recipe pull request the sign-off links (by its link):
+    /// its state, or why it could not be read (a link that does not
+    /// resolve is not verifiable, which the contract fails).
+    pub recipe_pulls: BTreeMap<String, Result<RecipePull, String>>,
     /// Least score per eval task (lower-case), the repository's bar.
     pub eval_bars: BTreeMap<String, f64>,
 }

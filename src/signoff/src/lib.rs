@@ -135,6 +135,10 @@ pub enum GateRefusal {
     Permission { login: String, permission: String },
     #[error("the comment does not contain the sign-off phrase \"{SIGNOFF_PHRASE}\"")]
     NotASignoff,
+    #[error(
+        "no sign-off is required: every changed path is owned only by the core team or repository admins"
+    )]
+    NotRequired,
 }
 
 /// Why verification could not be decided (Klaud's own failure or missing
@@ -162,6 +166,9 @@ pub fn verify(evidence: &Evidence) -> Result<Result<Verdict, GateRefusal>, Signo
         .as_deref()
         .ok_or(SignoffError::NoChecklist)?;
     let context = checks::Context::new(evidence, version, checklist);
+    if version.scope_skips_core_and_admins() && !context.signoff_required() {
+        return Ok(Err(GateRefusal::NotRequired));
+    }
     let results = version
         .checks()
         .iter()

@@ -317,6 +317,16 @@ fn evidence(seeds: &Seeds, case: &Case) -> Evidence {
         },
         codeowners: Some(mutate(&version.codeowners, &case.owners_edits)),
         team_membership: BTreeMap::new(),
+        owner_admins: [case.comment.to_ascii_lowercase(), "ankur-singh".to_owned()].into(),
+        recipe_pulls: BTreeMap::from([(
+            "https://github.com/vllm-project/recipes/pull/1".to_owned(),
+            Ok(klaud_signoff::evidence::RecipePull {
+                state: case.comment.clone(),
+                draft: case.draft,
+                merged_at: Some(case.comment.clone()),
+            }),
+        )]),
+        benchmarks: BTreeMap::from([(RUN, klaud_signoff::evidence::parse_agg_bmk(&case.eval))]),
         changed_files: vec![
             ChangedFile {
                 path: "configs/nvidia-master.yaml".into(),

@@ -241,6 +241,9 @@ pub fn seed_evidence(dir: &Path) -> Evidence {
         },
         codeowners: Some(read(dir, "signoff/newer/.github/CODEOWNERS")),
         team_membership: BTreeMap::new(),
+        owner_admins: Default::default(),
+        recipe_pulls: Default::default(),
+        benchmarks: Default::default(),
         changed_files: changed,
         masters_base: BTreeMap::from([("configs/nvidia-master.yaml".into(), base_master)]),
         masters_head: BTreeMap::from([("configs/nvidia-master.yaml".into(), head_master)]),
@@ -623,7 +626,9 @@ fn the_newer_contract_folds_passes_into_details_and_names_the_assessed_commit() 
     )));
     assert_eq!(body.matches("@functionstackx").count(), 1);
     assert!(
-        body.contains("\n\n@Ankur-singh this sign-off is blocked by Check 5 (Latest checklist).")
+        body.contains(
+            "\n\n@Ankur-singh this sign-off is blocked by Check 3 (Recipe link), Check 5 (Latest checklist)."
+        )
     );
     assert!(body.find("⚠️ Check 14 (Pareto coverage): WARN").unwrap() < folded_at);
     // Passing rows are folded, blank-line separated, without `open`.
@@ -648,6 +653,180 @@ fn hostile_signoff_text_is_never_echoed_as_markup() {
     );
     assert!(!body.contains("@everyone"));
     assert!(!body.contains("<img"));
+}
+
+#[test]
+fn the_frontier_keeps_rising_throughput_and_plateaus_once_per_point() {
+    use klaud_signoff::checks::frontier_count;
+    // x = E2EL, y = throughput per GPU; (3, 15) and (4, 25) are dominated,
+    // (5, 30) is a plateau at a new x, the repeated point counts once.
+    let points = [
+        (1.0, 10.0),
+        (2.0, 20.0),
+        (3.0, 15.0),
+        (4.0, 30.0),
+        (4.0, 25.0),
+        (5.0, 30.0),
+        (5.0, 30.0),
+    ];
+    assert_eq!(frontier_count(&points), 4);
+    assert_eq!(frontier_count(&[]), 0);
+    // Seven measured concurrencies whose throughput falls with latency
+    // make a frontier of one point.
+    let falling: Vec<(f64, f64)> = (1..=7).map(|i| (i as f64, 100.0 - i as f64)).collect();
+    assert_eq!(frontier_count(&falling), 1);
+}
+
+fn with_recipe(evidence: &mut Evidence, link: &str) {
+    evidence.changed_files.push(added(
+        "benchmarks/single_node/minimaxm3_fp4_b300_vllm.sh",
+        "vllm serve $MODEL --tensor-parallel-size 4\n",
+    ));
+    evidence.signoff.body = evidence.signoff.body.replace(
+        "### Additional detail section:\n",
+        &format!("### Additional detail section:\n- Recipe: {link}\n"),
+    );
+}
+
+#[test]
+fn check_3_of_the_843c6254_contract_requires_the_linked_recipe_merged() {
+    use klaud_signoff::evidence::RecipePull;
+    let Some(dir) = fixtures() else { return };
+    let link = "https://github.com/vllm-project/recipes/pull/312";
+    let mut evidence = seed_evidence(&dir);
+    with_recipe(&mut evidence, link);
+    // The 0-10 contract asks for a link whose arguments match, not a merge.
+    let (outcome, reason) = outcome_of(&evidence, 3);
+    assert_eq!(outcome, Outcome::Warn, "{reason}");
+
+    evidence.default_branch.prompt = Some(read(
+        &dir,
+        "signoff/843c6254/.github/codeowner-signoff-verify-prompt.md",
+    ));
+    let (outcome, reason) = outcome_of(&evidence, 3);
+    assert_eq!(outcome, Outcome::Fail);
+    assert!(
+        reason.contains("merge state of vllm-project/recipes#312 was not read"),
+        "{reason}"
+    );
+
+    let pull = |state: &str, draft: bool, merged_at: Option<&str>| {
+        Ok(RecipePull {
+            state: state.into(),
+            draft,
+            merged_at: merged_at.map(str::to_owned),
+        })
+    };
+    for (state, draft, words) in [
+        ("open", false, "is open, not merged"),
+        ("open", true, "is a draft, not merged"),
+        ("closed", false, "is closed without merging, not merged"),
+    ] {
+        evidence
+            .recipe_pulls
+            .insert(link.into(), pull(state, draft, None));
+        let (outcome, reason) = outcome_of(&evidence, 3);
+        assert_eq!(outcome, Outcome::Fail, "{reason}");
+        assert!(reason.contains(words), "{reason}");
+    }
+    evidence
+        .recipe_pulls
+        .insert(link.into(), Err("GitHub answers 404 for it".into()));
+    let (outcome, reason) = outcome_of(&evidence, 3);
+    assert_eq!(outcome, Outcome::Fail);
+    assert!(
+        reason.contains("cannot be verified (GitHub answers 404"),
+        "{reason}"
+    );
+
+    evidence.recipe_pulls.insert(
+        link.into(),
+        pull("closed", false, Some("2026-08-01T10:00:00Z")),
+    );
+    let verdict = verify(&evidence).unwrap().unwrap();
+    let check = &verdict.checks[3];
+    assert_eq!(check.result, Outcome::Warn, "{check:?}");
+    assert!(check.reason.contains("is merged upstream"), "{check:?}");
+    assert!(
+        check
+            .evidence
+            .iter()
+            .any(|e| e == "vllm-project/recipes#312: merged at 2026-08-01T10:00:00Z")
+    );
+
+    // A published page counts as merged documentation; a bare commit not.
+    let mut page = seed_evidence(&dir);
+    page.default_branch.prompt = evidence.default_branch.prompt.clone();
+    with_recipe(&mut page, "https://recipes.vllm.ai/MiniMax/MiniMax-M3");
+    assert_eq!(outcome_of(&page, 3).0, Outcome::Warn);
+    let mut commit = seed_evidence(&dir);
+    commit.default_branch.prompt = evidence.default_branch.prompt.clone();
+    with_recipe(
+        &mut commit,
+        "https://github.com/vllm-project/recipes/commit/0123abc",
+    );
+    let (outcome, reason) = outcome_of(&commit, 3);
+    assert_eq!(outcome, Outcome::Fail);
+    assert!(reason.contains("bare branch, file or commit"), "{reason}");
+}
+
+#[test]
+fn check_3_of_the_newer_contract_covers_multi_node_and_dynamo_too() {
+    let Some(dir) = fixtures() else { return };
+    let mut evidence = seed_evidence(&dir);
+    // The seed is a disaggregated Dynamo-vLLM submission: N/A before,
+    // in scope for the newer contract.
+    assert_eq!(outcome_of(&evidence, 3).0, Outcome::NotApplicable);
+    evidence.default_branch.prompt = Some(read(
+        &dir,
+        "signoff/newer/.github/codeowner-signoff-verify-prompt.md",
+    ));
+    let (outcome, reason) = outcome_of(&evidence, 3);
+    assert_eq!(outcome, Outcome::Fail, "{reason}");
+    assert!(
+        reason.contains("affected vLLM/SGLang serving configurations"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn the_newer_scope_needs_no_signoff_where_only_core_and_admins_own() {
+    let Some(dir) = fixtures() else { return };
+    let mut evidence = seed_evidence(&dir);
+    evidence.default_branch.prompt = Some(read(
+        &dir,
+        "signoff/newer/.github/codeowner-signoff-verify-prompt.md",
+    ));
+    evidence.default_branch.checklist =
+        Some(read(&dir, "signoff/newer/docs/PR_REVIEW_CHECKLIST.md"));
+    // The fixture's CODEOWNERS names the core team as InferenceX/core.
+    evidence.repo = "InferenceX/InferenceX".into();
+    evidence.owner_admins = ["ankur-singh".to_owned(), "kedarpotdar-nv".to_owned()].into();
+    assert_eq!(verify(&evidence).unwrap(), Err(GateRefusal::NotRequired));
+
+    // One owner of the NVIDIA master config who is not an admin: the
+    // sign-off is verified, and Check 0 names what needed no sign-off.
+    evidence.owner_admins = ["kedarpotdar-nv".to_owned()].into();
+    let verdict = verify(&evidence).unwrap().unwrap();
+    let check = &verdict.checks[0];
+    assert_eq!(check.result, Outcome::Pass, "{check:?}");
+    assert!(
+        check
+            .reason
+            .contains("owned only by the core team or repository admins"),
+        "{check:?}"
+    );
+
+    // The older contracts have no such scope: the core team's paths are
+    // catch-all ones any CODEOWNER covers.
+    evidence.default_branch.prompt = Some(read(
+        &dir,
+        "signoff/7abe6612/.github/codeowner-signoff-verify-prompt.md",
+    ));
+    evidence.default_branch.checklist =
+        Some(read(&dir, "signoff/7abe6612/docs/PR_REVIEW_CHECKLIST.md"));
+    evidence.owner_admins = ["ankur-singh".to_owned(), "kedarpotdar-nv".to_owned()].into();
+    assert!(verify(&evidence).unwrap().is_ok());
 }
 
 #[test]

@@ -46,6 +46,10 @@ fn review_json(m: &Model, r: &Repo, v: &Review) -> Value {
         "author_association": m.author_association(r, &v.user),
         "submitted_at": if v.state == "PENDING" { None } else { Some(fmt_time(v.submitted_at)) },
         "commit_id": v.commit_id,
+        "_links": {
+            "html": {"href": format!("{html}/pull/{}#pullrequestreview-{}", v.pull, v.id)},
+            "pull_request": {"href": format!("{url}/pulls/{}", v.pull)},
+        },
     })
 }
 
@@ -63,6 +67,11 @@ fn comment_json(m: &Model, r: &Repo, c: &ReviewComment) -> Value {
         "pull_request_url": format!("{url}/pulls/{}", c.pull),
         "author_association": m.author_association(r, &c.user),
         "line": c.line, "original_line": c.line, "side": "RIGHT",
+        "_links": {
+            "self": {"href": format!("{url}/pulls/comments/{}", c.id)},
+            "html": {"href": format!("{html}/pull/{}#discussion_r{}", c.pull, c.id)},
+            "pull_request": {"href": format!("{url}/pulls/{}", c.pull)},
+        },
     })
 }
 

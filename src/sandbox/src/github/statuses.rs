@@ -159,6 +159,20 @@ pub async fn combined(
     .into_response())
 }
 
+/// The GitHub Actions app, which owns the check runs of workflow jobs.
+fn actions_app(m: &Model) -> Value {
+    json!({
+        "id": 15368, "slug": "github-actions", "node_id": "MDM6QXBwMTUzNjg=",
+        "owner": m.login_json("github"), "name": "GitHub Actions", "description": "",
+        "external_url": "https://help.github.com/en/actions",
+        "html_url": "https://github.com/apps/github-actions",
+        "created_at": "2018-07-30T09:30:17Z", "updated_at": "2024-04-10T20:33:16Z",
+        "permissions": {"actions": "write", "checks": "write", "contents": "write",
+                        "metadata": "read", "statuses": "write"},
+        "events": ["check_run", "check_suite", "pull_request", "push", "workflow_run"],
+    })
+}
+
 #[derive(Deserialize, Default)]
 pub struct CheckRunQuery {
     #[serde(default)]
@@ -179,7 +193,12 @@ pub async fn check_runs(
     let url = m.repo_url(&owner, &repo);
     let html = m.html_base(&url);
     let mut items = Vec::new();
-    for run in r.runs.values().rev().filter(|run| run.head_sha == sha) {
+    // A run that failed at startup created no jobs, so no check runs.
+    let runs =
+        r.runs.values().rev().filter(|run| {
+            run.head_sha == sha && run.conclusion.as_deref() != Some("startup_failure")
+        });
+    for run in runs {
         for job in m.jobs_json(r, run) {
             let name = job["name"].as_str().unwrap_or_default().to_owned();
             let status = job["status"].as_str().unwrap_or_default().to_owned();
@@ -200,7 +219,7 @@ pub async fn check_runs(
                            "annotations_url": format!("{url}/check-runs/{id}/annotations")},
                 "name": name,
                 "check_suite": {"id": run.id + 1},
-                "app": {"id": 15368, "slug": "github-actions", "name": "GitHub Actions"},
+                "app": actions_app(&m),
                 "pull_requests": [],
             }));
         }
