@@ -597,8 +597,8 @@ async fn a_candidate_whose_run_vanished_ends_and_cleans_up_its_open_pr() {
     maintainer(&env).await.delete_run(run).await;
 
     let lifecycle = GithubLifecycle::new(&env.forge);
-    let clock = SystemClock;
-    let engine = env.engine(&lifecycle, &journal, &clock);
+    let clock = env.clock;
+    let engine = env.engine(&lifecycle, &journal, clock);
     let tries = klaud_lifecycle::engine::journal::VANISHED_TRIES;
     let mut not_found = 0;
     let ending = loop {
