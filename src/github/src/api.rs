@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use klaud_lifecycle::commands::Permission;
-use klaud_lifecycle::engine::{PullState, RunConclusion, RunStatus};
+use klaud_lifecycle::engine::{CompareStatus, PullState, RunConclusion, RunStatus};
 
 use super::transport::ok_or_error;
 use super::{Forge, GithubError};
@@ -308,8 +308,7 @@ pub struct FileChange {
 /// How `head` relates to `base` (`GET compare/{base}...{head}`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Comparison {
-    /// `ahead`, `behind`, `diverged` or `identical`.
-    pub status: String,
+    pub status: CompareStatus,
     pub ahead_by: u64,
     pub behind_by: u64,
     #[serde(default)]
@@ -320,8 +319,7 @@ pub struct Comparison {
 /// unpaginated: GitHub lists at most 250 commits and 300 files).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct CompareDetail {
-    /// `ahead`, `behind`, `diverged` or `identical`.
-    pub status: String,
+    pub status: CompareStatus,
     #[serde(default)]
     pub total_commits: u64,
     #[serde(default)]
@@ -380,8 +378,7 @@ pub struct ComparedFile {
 /// leaves `patch` out for binary files and diffs too large to show.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ComparisonFiles {
-    /// `ahead`, `behind`, `diverged` or `identical`.
-    pub status: String,
+    pub status: CompareStatus,
     pub ahead_by: u64,
     #[serde(default)]
     pub total_commits: u64,

@@ -103,7 +103,7 @@ impl GithubUpstream {
         Box::pin(async move {
             let forge = self.forge(source).await.map_err(|e| e.to_string())?;
             match forge.compare(from, to).await {
-                Ok(c) if matches!(c.status.as_str(), "ahead" | "identical") => Ok(Some(c.ahead_by)),
+                Ok(c) if c.status.head_contains_base() => Ok(Some(c.ahead_by)),
                 Ok(_) | Err(GithubError::NotFound { .. }) => Ok(None),
                 Err(err) => Err(err.to_string()),
             }
@@ -122,10 +122,7 @@ impl UpstreamCompare for GithubUpstream {
         let forge = self.forge(source).await.map_err(|e| e.to_string())?;
         match forge.compare(commit, release_tag).await {
             // `ahead`/`identical`: the release descends from the commit.
-            Ok(comparison) => Ok(Some(matches!(
-                comparison.status.as_str(),
-                "ahead" | "identical"
-            ))),
+            Ok(comparison) => Ok(Some(comparison.status.head_contains_base())),
             Err(GithubError::NotFound { .. }) => Ok(None),
             Err(err) => Err(err.to_string()),
         }
@@ -180,7 +177,7 @@ impl GithubUpstream {
                     ));
                 }
             };
-            if !matches!(compare.status.as_str(), "ahead" | "identical") {
+            if !compare.status.head_contains_base() {
                 return Some(unchecked(
                     UncheckedCause::NotLinear,
                     format!(
