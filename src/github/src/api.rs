@@ -14,7 +14,7 @@ use klaud_lifecycle::commands::Permission;
 use klaud_lifecycle::engine::{CompareStatus, PullState, RunConclusion, RunStatus};
 
 use super::transport::ok_or_error;
-use super::{Forge, GithubError};
+use super::{Github, GithubError};
 
 /// An account.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -495,7 +495,7 @@ pub struct RunFilter {
 /// a blob of its own.
 const INLINE_TREE_CONTENT_MAX: usize = 1024 * 1024;
 
-impl Forge {
+impl Github {
     /// `GET /user`.
     pub fn current_user<'f>(&'f self) -> BoxFuture<'f, Result<UserInfo, GithubError>> {
         Box::pin(async move {
@@ -839,7 +839,7 @@ impl Forge {
         Ok(tree)
     }
 
-    /// Remembers what a commit made here with [`Forge::create_tree`] on
+    /// Remembers what a commit made here with [`Github::create_tree`] on
     /// `parent`'s tree holds: `files` as set, every other path as in
     /// `parent`. A later read of a file at that commit asks nothing.
     pub(crate) fn remember_own_commit(&self, sha: &str, parent: &str, files: &[TreeChange]) {

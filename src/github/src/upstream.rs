@@ -12,13 +12,13 @@ use klaud_planner::audit::{
 use klaud_planner::plan::UpstreamCompare;
 use tokio::sync::Mutex;
 
-use super::{Credential, Forge, ForgeConfig, GithubError, RetryPolicy};
+use super::{Credential, ForgeConfig, Github, GithubError, RetryPolicy};
 
 /// [`UpstreamCompare`] over GitHub, one read-only forge per source repository.
 pub struct GithubUpstream {
     api_url: String,
     credential: Credential,
-    forges: Mutex<HashMap<String, Arc<Forge>>>,
+    forges: Mutex<HashMap<String, Arc<Github>>>,
     audit: AuditOptions,
 }
 
@@ -72,12 +72,12 @@ impl GithubUpstream {
         &self.audit
     }
 
-    async fn forge(&self, source: &str) -> Result<Arc<Forge>, GithubError> {
+    async fn forge(&self, source: &str) -> Result<Arc<Github>, GithubError> {
         let mut forges = self.forges.lock().await;
         if let Some(forge) = forges.get(source) {
             return Ok(Arc::clone(forge));
         }
-        let forge = Arc::new(Forge::connect_unchecked(ForgeConfig {
+        let forge = Arc::new(Github::connect_unchecked(ForgeConfig {
             api_url: self.api_url.clone(),
             repo: source.to_owned(),
             // Only reads of a public repository: no identity to check.
@@ -233,7 +233,7 @@ impl GithubUpstream {
     /// compare's commits would cost one request per commit in the range.
     async fn removing_commit(
         &self,
-        forge: &Forge,
+        forge: &Github,
         engine: &EngineDefinitions,
         to: &str,
         item: &RemovedItem,
