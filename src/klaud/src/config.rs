@@ -812,7 +812,7 @@ impl Config {
             )
         })?;
         klaud_service::dashboard::check_listen(listen, self.daemon.dashboard_allow_remote)
-            .map_err(|e| invalid("daemon.dashboard_listen", e))?;
+            .map_err(|e| invalid("daemon.dashboard_listen", e.to_string()))?;
         if self.daemon.concurrency == 0 {
             return Err(invalid(
                 "daemon.concurrency",

@@ -562,7 +562,7 @@ async fn demo(
             args.dashboard
         )
     })?;
-    klaud_service::dashboard::check_listen(listen, false).map_err(anyhow::Error::msg)?;
+    klaud_service::dashboard::check_listen(listen, false)?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
