@@ -1,5 +1,5 @@
 //! Claims over the real GitHub code path: `ClaimBook` on the octocrab
-//! `Forge`, against the GitHub simulator over loopback.
+//! `Github`, against the GitHub simulator over loopback.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,7 +10,7 @@ use klaud_claims::{
     Lost, ManualClock, RefStore, Release, Renew, SystemClock, Takeover, TakeoverRefusal,
     ensure_plannable,
 };
-use klaud_github::{Credential, Forge, ForgeConfig, ForgeRunStatus, RetryPolicy, Secret};
+use klaud_github::{Credential, ForgeConfig, ForgeRunStatus, Github, RetryPolicy, Secret};
 use klaud_planner::identity;
 use klaud_sandbox::github::{Fault, FaultAction, GithubSim, Permission};
 use serde_json::json;
@@ -48,8 +48,8 @@ async fn sim() -> GithubSim {
     .await
 }
 
-async fn forge(sim: &GithubSim, i: usize) -> Forge {
-    Forge::connect(ForgeConfig {
+async fn forge(sim: &GithubSim, i: usize) -> Github {
+    Github::connect(ForgeConfig {
         api_url: sim.url(),
         repo: REPO.into(),
         bot_login: BOT.into(),
@@ -65,7 +65,7 @@ async fn forge(sim: &GithubSim, i: usize) -> Forge {
     .unwrap()
 }
 
-async fn main_sha(f: &Forge) -> String {
+async fn main_sha(f: &Github) -> String {
     f.get_ref("refs/heads/main").await.unwrap().unwrap()
 }
 

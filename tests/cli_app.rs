@@ -359,7 +359,7 @@ async fn a_wave_reads_a_checkout_of_the_base_commit_and_refuses_another() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn installation_tokens_are_reused_and_minted_again_before_they_expire() {
-    use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+    use klaud_github::{Credential, ForgeConfig, Github, RetryPolicy, Secret};
     let dir = tempfile::tempdir().expect("tempdir");
     let Some((private, public)) = rsa_key_pair(dir.path()) else {
         return;
@@ -375,7 +375,7 @@ async fn installation_tokens_are_reused_and_minted_again_before_they_expire() {
         .await
         .expect("app");
     let forge = |bot: &str| {
-        Forge::connect_unchecked(ForgeConfig {
+        Github::connect_unchecked(ForgeConfig {
             api_url: stack.github.url(),
             repo: REPO.to_owned(),
             bot_login: bot.to_owned(),

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use chrono::TimeDelta;
 use klaud_claims::{CandidateId, ClaimBook, ClaimCandidate, Claimant, SystemClock};
-use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+use klaud_github::{Credential, ForgeConfig, Github, RetryPolicy, Secret};
 use klaud_sandbox::github::{GithubState, Permission};
 use serde_json::Value;
 
@@ -200,7 +200,7 @@ fn list_acquire_occupied_and_release_as_processes() {
     // Recovery leases are listed beside claims.
     let candidate = format!("{FAMILY_ID}-0123456789abcdef");
     crate::support::block_on(async {
-        let forge = Forge::connect(ForgeConfig {
+        let forge = Github::connect(ForgeConfig {
             api_url: sb.url.clone(),
             repo: REPO.into(),
             bot_login: BOT.into(),

@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 
 use chrono::TimeDelta;
 use klaud_claims::{CandidateId, ClaimBook, ClaimCandidate, Claimant, SystemClock};
-use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+use klaud_github::{Credential, ForgeConfig, Github, RetryPolicy, Secret};
 use klaud_sandbox::github::{GithubState, Permission};
 use serde_json::Value;
 
@@ -73,7 +73,7 @@ fn status_lists_an_expired_claim_and_recover_releases_it() {
     let candidate = format!("{family_id}-0123456789abcdef");
     // Another instance claimed the family with a one-second lease and died.
     crate::support::block_on(async {
-        let forge = Forge::connect_unchecked(ForgeConfig {
+        let forge = Github::connect_unchecked(ForgeConfig {
             api_url: sb.url.clone(),
             repo: REPO.into(),
             bot_login: BOT.into(),

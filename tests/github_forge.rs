@@ -10,7 +10,7 @@ use klaud_claims::{
     RefStoreError, SystemClock,
 };
 use klaud_github::lifecycle::GithubLifecycle;
-use klaud_github::{Credential, Forge, ForgeConfig, GithubError, RetryPolicy, RunFilter, Secret};
+use klaud_github::{Credential, ForgeConfig, Github, GithubError, RetryPolicy, RunFilter, Secret};
 use klaud_lifecycle::engine::ownership::check;
 use klaud_lifecycle::engine::{Expectation, Forge as _, ForgeError, OwnershipProof, Pull};
 use klaud_sandbox::github::{Fault, FaultAction, GithubSim, Permission};
@@ -60,8 +60,8 @@ fn config(sim: &GithubSim, token: &str) -> ForgeConfig {
     }
 }
 
-async fn forge(sim: &GithubSim) -> Forge {
-    Forge::connect(config(sim, BOT_TOKEN)).await.unwrap()
+async fn forge(sim: &GithubSim) -> Github {
+    Github::connect(config(sim, BOT_TOKEN)).await.unwrap()
 }
 
 const CANDIDATE: &str = "d92e15065c55779d-0123456789abcdef";
@@ -74,7 +74,7 @@ struct Klaud<'a> {
 }
 
 impl<'a> Klaud<'a> {
-    async fn new(f: &'a Forge) -> Self {
+    async fn new(f: &'a Github) -> Self {
         let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
         let clock = SystemClock;
         let book = ClaimBook::new(f, &clock, Claimant::new(uuid::Uuid::from_u128(1)));
@@ -182,7 +182,7 @@ fn count(log: &[klaud_sandbox::github::LogEntry], method: &str, path_suffix: &st
 #[tokio::test]
 async fn identity_preflight_refuses_a_foreign_token() {
     let sim = sim().await;
-    let err = Forge::connect(config(&sim, MAINTAINER_TOKEN))
+    let err = Github::connect(config(&sim, MAINTAINER_TOKEN))
         .await
         .unwrap_err();
     match &err {
@@ -199,7 +199,7 @@ async fn identity_preflight_refuses_a_foreign_token() {
     );
     assert!(!text.contains(MAINTAINER_TOKEN));
 
-    let err = Forge::connect(config(&sim, "no-such-token"))
+    let err = Github::connect(config(&sim, "no-such-token"))
         .await
         .unwrap_err();
     assert!(matches!(err, GithubError::Unauthorized { .. }), "{err:?}");
@@ -845,13 +845,13 @@ async fn github_app_installation_tokens_act_as_the_app_bot() {
     assert!(!format!("{cfg:?}").contains("PRIVATE KEY"));
 
     // The preflight resolves the app to `<slug>[bot]`.
-    let err = Forge::connect(cfg.clone()).await.unwrap_err();
+    let err = Github::connect(cfg.clone()).await.unwrap_err();
     assert!(
         matches!(&err, GithubError::IdentityMismatch { found, .. } if found == "klaud-cold[bot]"),
         "{err:?}"
     );
     cfg.bot_login = "klaud-cold[bot]".into();
-    let f = Forge::connect(cfg.clone()).await.unwrap();
+    let f = Github::connect(cfg.clone()).await.unwrap();
     let k = Klaud::new(&f).await;
     let head = k
         .branch("klaud/auto-app", "configs/nvidia-master.yaml", b"a: 11\n")
@@ -869,7 +869,7 @@ async fn github_app_installation_tokens_act_as_the_app_bot() {
             private_key_pem: Secret::new(wrong),
             installation_id: 77,
         };
-        assert!(Forge::connect(cfg).await.is_err());
+        assert!(Github::connect(cfg).await.is_err());
     }
 }
 
@@ -963,7 +963,7 @@ async fn an_exhausted_primary_limit_is_reported_not_waited_for_an_hour() {
         .add_token(BOT, "bot-small-budget", Some(3))
         .await
         .unwrap();
-    let f = Forge::connect(config(&sim, "bot-small-budget"))
+    let f = Github::connect(config(&sim, "bot-small-budget"))
         .await
         .unwrap();
     // Distinct refs: a repeated read of one ref is a free 304.
@@ -1035,7 +1035,7 @@ async fn the_secondary_content_limit_refuses_writes_without_performing_them() {
     let mut cfg = config(&sim, BOT_TOKEN);
     // GitHub asks for up to a minute; allow less so the forge reports it.
     cfg.retry.max_wait = Duration::from_secs(1);
-    let f = Forge::connect(cfg).await.unwrap();
+    let f = Github::connect(cfg).await.unwrap();
     let main = f.get_ref("refs/heads/main").await.unwrap().unwrap();
     let name = |i: u32| format!("refs/heads/klaud/claim-w{i}");
     RefStore::create_ref(&f, &name(1), &main).await.unwrap();

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use klaud_claims::{CandidateId, Claimant, Clock as _};
-use klaud_github::{Forge, ForgeRunStatus};
+use klaud_github::{ForgeRunStatus, Github};
 use klaud_lifecycle::engine::{CandidateRecord, Journal, MemoryJournal, Step, Target};
 use klaud_lifecycle::model::Outcome;
 use klaud_sandbox::github::{Fault, FaultAction, Permission};
@@ -65,7 +65,7 @@ impl Harness {
     }
 
     /// One pass of command handling, as the wave runs it.
-    async fn handle(&self, forge: &Forge, rec: &mut CandidateRecord) -> usize {
+    async fn handle(&self, forge: &Github, rec: &mut CandidateRecord) -> usize {
         let lifecycle = GithubLifecycle::new(forge);
         let engine = self.engine(&lifecycle, &self.journal, self.clock);
         handle_commands(forge, &engine, rec, None)

@@ -1018,12 +1018,12 @@ async fn klauds_own_failure_publishes_no_verdict_and_marks_the_status_incomplete
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reconcile_catch_up_verifies_a_signoff_newer_than_the_last_verdict_once() {
-    use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+    use klaud_github::{Credential, ForgeConfig, Github, RetryPolicy, Secret};
     use klaud_service::signoff::{SignoffQueue, SignoffWatch, announced};
 
     let Some(dir) = fixtures() else { return };
     let (seeded, tokens) = seed(&dir).await;
-    let forge = Forge::connect(ForgeConfig {
+    let forge = Github::connect(ForgeConfig {
         api_url: seeded.url(),
         repo: REPO.into(),
         bot_login: BOT.into(),

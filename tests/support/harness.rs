@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use klaud_claims::{CandidateId, Claimant, Clock, ShiftedClock};
-use klaud_github::Forge;
+use klaud_github::Github;
 use klaud_lifecycle::engine::{
     CandidateRecord, Engine, EngineConfig, Forge as LifecycleForge, Journal, MemoryJournal,
     Progress, RepairHook, Step, Target,
@@ -98,7 +98,7 @@ pub fn registry_at(url: &str) -> RegistryClient {
 
 /// Klaud's forge on the stack's GitHub, as the bot (a fresh client: no
 /// caches shared with another forge, as after a restart).
-pub async fn forge_of(stack: &SandboxStack) -> Forge {
+pub async fn forge_of(stack: &SandboxStack) -> Github {
     klaud::cli::demo::sandbox_forge(stack).await.expect("forge")
 }
 
@@ -139,7 +139,7 @@ pub struct HarnessBuilder {
 /// it and one checkout of its base branch.
 pub struct Harness {
     pub stack: SandboxStack,
-    pub forge: Forge,
+    pub forge: Github,
     pub repository: Repository,
     /// The base commit the checkout is of.
     pub base: String,

@@ -299,7 +299,7 @@ pub fn inferencex_workflows(version: &str) -> Option<PathBuf> {
 /// The run once it has completed. GitHub cancels asynchronously (202, then
 /// the run ends as `cancelled` a moment later), so a test that cancelled a
 /// run reads it until it ends, for at most ten seconds.
-pub async fn run_once_completed(forge: &klaud_github::Forge, id: u64) -> klaud_github::RunInfo {
+pub async fn run_once_completed(forge: &klaud_github::Github, id: u64) -> klaud_github::RunInfo {
     let mut live = forge.get_run(id).await.expect("run");
     for _ in 0..200 {
         if live.status.as_ref().map(|s| s.as_str()) == Some("completed") {

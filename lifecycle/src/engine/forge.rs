@@ -8,7 +8,7 @@ use klaud_claims::{RefStore, RefStoreError};
 use serde_json::Value;
 
 use super::ownership::{OwnershipProof, ProofError, ReplyPermit};
-pub use super::states::{PullState, RunConclusion, RunStatus};
+pub use super::states::{CompareStatus, PullState, RunConclusion, RunStatus};
 
 /// A pull request as the lifecycle sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,8 +142,7 @@ pub struct ComparedCommit {
 /// compare API, `base...head`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Comparison {
-    /// `ahead`, `behind`, `diverged` or `identical`.
-    pub status: String,
+    pub status: CompareStatus,
     /// Commits on `head` not on `base`, oldest first.
     pub commits: Vec<ComparedCommit>,
     /// Commits GitHub counts between them (`total_commits`); more than

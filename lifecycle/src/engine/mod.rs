@@ -37,8 +37,8 @@ pub use driver::{
     RepairHook, RepairOutcome, Target, Upkept, branch_name, changelog_entry, smoke_test_name,
 };
 pub use forge::{
-    ArtifactInfo, Comment, ComparedCommit, Comparison, ErrorSource, Forge, ForgeError, Job, Pull,
-    PullState, Run, RunConclusion, RunQuery, RunStatus,
+    ArtifactInfo, Comment, CompareStatus, ComparedCommit, Comparison, ErrorSource, Forge,
+    ForgeError, Job, Pull, PullState, Run, RunConclusion, RunQuery, RunStatus,
 };
 pub use intent::Intent;
 pub use journal::{

@@ -103,6 +103,29 @@ github_word! {
     }
 }
 
+github_word! {
+    /// How a compare's `head` relates to its `base` (`status` of the
+    /// compare API).
+    CompareStatus {
+        /// `head` has commits `base` lacks, and all of `base`'s.
+        Ahead => "ahead",
+        /// `base` has commits `head` lacks, and all of `head`'s.
+        Behind => "behind",
+        /// Each side has commits the other lacks.
+        Diverged => "diverged",
+        /// The same commit.
+        Identical => "identical",
+    }
+}
+
+impl CompareStatus {
+    /// Whether `head` holds every commit of `base` (it descends from it or
+    /// is it).
+    pub fn head_contains_base(&self) -> bool {
+        matches!(self, Self::Ahead | Self::Identical)
+    }
+}
+
 impl RunStatus {
     /// Whether the run or job can no longer change (until a re-run).
     pub fn is_completed(&self) -> bool {

@@ -11,10 +11,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use klaud_lifecycle::commands::Permission;
-use klaud_lifecycle::engine::{PullState, RunConclusion, RunStatus};
+use klaud_lifecycle::engine::{CompareStatus, PullState, RunConclusion, RunStatus};
 
 use super::transport::ok_or_error;
-use super::{Forge, GithubError};
+use super::{Github, GithubError};
 
 /// An account.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -308,8 +308,7 @@ pub struct FileChange {
 /// How `head` relates to `base` (`GET compare/{base}...{head}`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct Comparison {
-    /// `ahead`, `behind`, `diverged` or `identical`.
-    pub status: String,
+    pub status: CompareStatus,
     pub ahead_by: u64,
     pub behind_by: u64,
     #[serde(default)]
@@ -320,8 +319,7 @@ pub struct Comparison {
 /// unpaginated: GitHub lists at most 250 commits and 300 files).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct CompareDetail {
-    /// `ahead`, `behind`, `diverged` or `identical`.
-    pub status: String,
+    pub status: CompareStatus,
     #[serde(default)]
     pub total_commits: u64,
     #[serde(default)]
@@ -380,8 +378,7 @@ pub struct ComparedFile {
 /// leaves `patch` out for binary files and diffs too large to show.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ComparisonFiles {
-    /// `ahead`, `behind`, `diverged` or `identical`.
-    pub status: String,
+    pub status: CompareStatus,
     pub ahead_by: u64,
     #[serde(default)]
     pub total_commits: u64,
@@ -498,7 +495,7 @@ pub struct RunFilter {
 /// a blob of its own.
 const INLINE_TREE_CONTENT_MAX: usize = 1024 * 1024;
 
-impl Forge {
+impl Github {
     /// `GET /user`.
     pub fn current_user<'f>(&'f self) -> BoxFuture<'f, Result<UserInfo, GithubError>> {
         Box::pin(async move {
@@ -842,7 +839,7 @@ impl Forge {
         Ok(tree)
     }
 
-    /// Remembers what a commit made here with [`Forge::create_tree`] on
+    /// Remembers what a commit made here with [`Github::create_tree`] on
     /// `parent`'s tree holds: `files` as set, every other path as in
     /// `parent`. A later read of a file at that commit asks nothing.
     pub(crate) fn remember_own_commit(&self, sha: &str, parent: &str, files: &[TreeChange]) {

@@ -194,7 +194,7 @@ pub enum GithubError {
 }
 
 /// A connected, identity-checked forge for one repository.
-pub struct Forge {
+pub struct Github {
     pub(crate) t: Transport,
     /// The app-JWT client, for `GET /app` (App credentials only).
     app: Option<Transport>,
@@ -203,16 +203,16 @@ pub struct Forge {
     bot_login: String,
 }
 
-impl fmt::Debug for Forge {
+impl fmt::Debug for Github {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Forge")
+        f.debug_struct("Github")
             .field("repo", &format_args!("{}/{}", self.owner, self.name))
             .field("bot_login", &self.bot_login)
             .finish_non_exhaustive()
     }
 }
 
-impl Forge {
+impl Github {
     /// Builds the client and runs the identity preflight: `GET /user` must
     /// be the configured bot login, else [`GithubError::IdentityMismatch`].
     pub fn connect(config: ForgeConfig) -> BoxFuture<'static, Result<Self, GithubError>> {
@@ -232,7 +232,7 @@ impl Forge {
     }
 
     /// Builds the client without the identity preflight (for tools that only
-    /// read). Prefer [`Forge::connect`].
+    /// read). Prefer [`Github::connect`].
     pub fn connect_unchecked(config: ForgeConfig) -> Result<Self, GithubError> {
         let (owner, name) = config
             .repo
@@ -358,7 +358,7 @@ impl Forge {
         self.t.conditional_pages()
     }
 
-    /// Takes up answers [`Forge::conditional_pages`] gave an earlier process.
+    /// Takes up answers [`Github::conditional_pages`] gave an earlier process.
     pub fn restore_conditional_pages(&self, pages: Vec<ConditionalPage>) {
         self.t.restore_conditional_pages(pages);
     }
@@ -394,7 +394,7 @@ impl Forge {
         self.clock_on(&klaud_claims::SystemClock)
     }
 
-    /// [`Forge::clock`] over `base` instead of the system clock: the
+    /// [`Github::clock`] over `base` instead of the system clock: the
     /// composition root chooses the machine's clock (tests one they move),
     /// this forge corrects it by the skew it measured.
     pub fn clock_on<'c>(&'c self, base: &'c dyn klaud_claims::Clock) -> GithubClock<'c> {
@@ -411,7 +411,7 @@ impl Forge {
 /// has answered once).
 #[derive(Clone, Copy)]
 pub struct GithubClock<'f> {
-    forge: &'f Forge,
+    forge: &'f Github,
     base: &'f dyn klaud_claims::Clock,
 }
 

@@ -1,5 +1,5 @@
 //! The lifecycle's [`Forge`](klaud_lifecycle::engine::Forge) over the
-//! octocrab [`crate::Forge`]: a thin mapping, the retry and write
+//! octocrab [`crate::Github`]: a thin mapping, the retry and write
 //! policy stay in `crate`.
 //!
 //! This is the only public way to write to GitHub besides the claim store:
@@ -14,17 +14,17 @@ use klaud_lifecycle::engine::{
 };
 use serde_json::Value;
 
-use crate::{Forge, GithubError, PullInfo, RunFilter, RunInfo, TreeChange};
+use crate::{Github, GithubError, PullInfo, RunFilter, RunInfo, TreeChange};
 
 /// The lifecycle forge over GitHub.
 #[derive(Debug)]
 pub struct GithubLifecycle<'a> {
-    forge: &'a Forge,
+    forge: &'a Github,
 }
 
 impl<'a> GithubLifecycle<'a> {
     /// Wraps a connected (identity-checked) forge.
-    pub fn new(forge: &'a Forge) -> Self {
+    pub fn new(forge: &'a Github) -> Self {
         Self { forge }
     }
 }

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use klaud_claims::{RefStore, RefStoreError, RefTip, is_coordination_ref};
 
-use super::{Forge, GithubError};
+use super::{Github, GithubError};
 
 fn map(e: GithubError) -> RefStoreError {
     match e {
@@ -29,7 +29,7 @@ fn coordination_only(name: &str) -> Result<(), RefStoreError> {
     }
 }
 
-impl Forge {
+impl Github {
     async fn tip(&self, name: String, sha: String) -> Result<RefTip, GithubError> {
         let c = self.git_commit(&sha).await?;
         Ok(RefTip {
@@ -43,7 +43,7 @@ impl Forge {
 }
 
 #[async_trait]
-impl RefStore for Forge {
+impl RefStore for Github {
     async fn read_ref(&self, name: &str) -> Result<Option<RefTip>, RefStoreError> {
         match self.get_ref(name).await.map_err(map)? {
             Some(sha) => Ok(Some(self.tip(name.to_string(), sha).await.map_err(map)?)),
@@ -52,7 +52,7 @@ impl RefStore for Forge {
     }
 
     async fn list_refs(&self, prefix: &str) -> Result<Vec<RefTip>, RefStoreError> {
-        let refs = Forge::list_refs(self, prefix).await.map_err(map)?;
+        let refs = Github::list_refs(self, prefix).await.map_err(map)?;
         let mut out = Vec::with_capacity(refs.len());
         for (name, sha) in refs {
             out.push(self.tip(name, sha).await.map_err(map)?);
@@ -66,14 +66,14 @@ impl RefStore for Forge {
         tree: &str,
         parents: &[String],
     ) -> Result<String, RefStoreError> {
-        Forge::create_commit(self, message, tree, parents)
+        Github::create_commit(self, message, tree, parents)
             .await
             .map_err(map)
     }
 
     async fn create_ref(&self, name: &str, sha: &str) -> Result<(), RefStoreError> {
         coordination_only(name)?;
-        Forge::create_ref(self, name, sha).await.map_err(map)
+        Github::create_ref(self, name, sha).await.map_err(map)
     }
 
     async fn fast_forward_ref(&self, name: &str, sha: &str) -> Result<(), RefStoreError> {
@@ -83,7 +83,7 @@ impl RefStore for Forge {
 
     async fn delete_ref(&self, name: &str) -> Result<(), RefStoreError> {
         coordination_only(name)?;
-        Forge::delete_ref(self, name).await.map_err(map)
+        Github::delete_ref(self, name).await.map_err(map)
     }
 
     async fn commit_tree(&self, sha: &str) -> Result<String, RefStoreError> {

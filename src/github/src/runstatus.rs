@@ -7,18 +7,18 @@ use klaud_claims::{RunStatus, RunStatusError};
 use klaud_lifecycle::BoxFuture;
 use serde::Deserialize;
 
-use super::{Forge, GithubError};
+use super::{Github, GithubError};
 
 /// [`RunStatus`] over the forge's Actions reads: a lease-less claim may only
 /// be taken over once its owner run has completed.
 #[derive(Debug, Clone, Copy)]
 pub struct ForgeRunStatus<'a> {
-    forge: &'a Forge,
+    forge: &'a Github,
 }
 
 impl<'a> ForgeRunStatus<'a> {
     /// Answers from `forge`'s repository.
-    pub fn new(forge: &'a Forge) -> Self {
+    pub fn new(forge: &'a Github) -> Self {
         Self { forge }
     }
 }
@@ -37,7 +37,7 @@ impl RunStatus for ForgeRunStatus<'_> {
     }
 }
 
-impl Forge {
+impl Github {
     /// The repository's default branch (`GET /repos/{owner}/{name}`), the
     /// branch claims are based on.
     pub fn default_branch<'f>(&'f self) -> BoxFuture<'f, Result<String, GithubError>> {

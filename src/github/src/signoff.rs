@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::transport::ok_or_error;
-use crate::{Forge, GithubError};
+use crate::{Github, GithubError};
 
 /// The most changed files whose head text is read (the rest are judged
 /// from their patch alone).
@@ -170,7 +170,7 @@ pub struct Publication {
     pub description: String,
 }
 
-impl Forge {
+impl Github {
     fn text_at<'f>(
         &'f self,
         path: &'f str,
@@ -815,7 +815,7 @@ pub struct OpenPull {
     pub updated_at: String,
 }
 
-impl Forge {
+impl Github {
     /// Open pull requests, most recently updated first (one page: the
     /// catch-up looks at the 100 most recently active).
     pub fn open_pulls_by_update<'f>(&'f self) -> BoxFuture<'f, Result<Vec<OpenPull>, GithubError>> {

@@ -289,7 +289,7 @@ pub(crate) fn skew_of(
 /// What is known of commits without asking again, all of it fixed forever
 /// (a commit never changes): which tree a commit has (from a tree read by
 /// commit sha, or a commit Klaud made), and for a commit Klaud made with
-/// [`crate::Forge`]'s tree API, its parent and the files it set (every
+/// [`crate::Github`]'s tree API, its parent and the files it set (every
 /// other path holds what it holds in the parent).
 #[derive(Default)]
 struct KnownCommits {

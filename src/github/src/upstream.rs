@@ -12,13 +12,13 @@ use klaud_planner::audit::{
 use klaud_planner::plan::UpstreamCompare;
 use tokio::sync::Mutex;
 
-use super::{Credential, Forge, ForgeConfig, GithubError, RetryPolicy};
+use super::{Credential, ForgeConfig, Github, GithubError, RetryPolicy};
 
 /// [`UpstreamCompare`] over GitHub, one read-only forge per source repository.
 pub struct GithubUpstream {
     api_url: String,
     credential: Credential,
-    forges: Mutex<HashMap<String, Arc<Forge>>>,
+    forges: Mutex<HashMap<String, Arc<Github>>>,
     audit: AuditOptions,
 }
 
@@ -72,12 +72,12 @@ impl GithubUpstream {
         &self.audit
     }
 
-    async fn forge(&self, source: &str) -> Result<Arc<Forge>, GithubError> {
+    async fn forge(&self, source: &str) -> Result<Arc<Github>, GithubError> {
         let mut forges = self.forges.lock().await;
         if let Some(forge) = forges.get(source) {
             return Ok(Arc::clone(forge));
         }
-        let forge = Arc::new(Forge::connect_unchecked(ForgeConfig {
+        let forge = Arc::new(Github::connect_unchecked(ForgeConfig {
             api_url: self.api_url.clone(),
             repo: source.to_owned(),
             // Only reads of a public repository: no identity to check.
@@ -103,7 +103,7 @@ impl GithubUpstream {
         Box::pin(async move {
             let forge = self.forge(source).await.map_err(|e| e.to_string())?;
             match forge.compare(from, to).await {
-                Ok(c) if matches!(c.status.as_str(), "ahead" | "identical") => Ok(Some(c.ahead_by)),
+                Ok(c) if c.status.head_contains_base() => Ok(Some(c.ahead_by)),
                 Ok(_) | Err(GithubError::NotFound { .. }) => Ok(None),
                 Err(err) => Err(err.to_string()),
             }
@@ -122,10 +122,7 @@ impl UpstreamCompare for GithubUpstream {
         let forge = self.forge(source).await.map_err(|e| e.to_string())?;
         match forge.compare(commit, release_tag).await {
             // `ahead`/`identical`: the release descends from the commit.
-            Ok(comparison) => Ok(Some(matches!(
-                comparison.status.as_str(),
-                "ahead" | "identical"
-            ))),
+            Ok(comparison) => Ok(Some(comparison.status.head_contains_base())),
             Err(GithubError::NotFound { .. }) => Ok(None),
             Err(err) => Err(err.to_string()),
         }
@@ -180,7 +177,7 @@ impl GithubUpstream {
                     ));
                 }
             };
-            if !matches!(compare.status.as_str(), "ahead" | "identical") {
+            if !compare.status.head_contains_base() {
                 return Some(unchecked(
                     UncheckedCause::NotLinear,
                     format!(
@@ -236,7 +233,7 @@ impl GithubUpstream {
     /// compare's commits would cost one request per commit in the range.
     async fn removing_commit(
         &self,
-        forge: &Forge,
+        forge: &Github,
         engine: &EngineDefinitions,
         to: &str,
         item: &RemovedItem,

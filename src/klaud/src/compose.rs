@@ -13,7 +13,7 @@ use klaud_lifecycle::engine::{EngineConfig, RepairHook};
 
 use crate::cli::CliError;
 use crate::config::Config;
-use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy};
+use klaud_github::{Credential, ForgeConfig, Github, RetryPolicy};
 use klaud_service::{CommandHook, HttpBaselineSource, NoBaseline, StoreJournal};
 use klaud_store::Store;
 
@@ -61,7 +61,7 @@ pub struct Session {
     /// The configuration.
     pub config: Config,
     /// The forge (identity preflight passed).
-    pub forge: Forge,
+    pub forge: Github,
     /// The journal.
     pub journal: StoreJournal,
     /// This instance.
@@ -132,14 +132,14 @@ pub async fn forge_for(
     config: &Config,
     repo: &str,
     access: Access,
-) -> Result<(Forge, Credential, klaud_github::UserInfo), CliError> {
+) -> Result<(Github, Credential, klaud_github::UserInfo), CliError> {
     let auth = crate::auth::Auth::required(&config.github)
         .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?;
     let credential = auth
         .credential(&config.github.api_url, repo)
         .await
         .map_err(|e| crate::cli::github_failure(e, "GitHub credential"))?;
-    let forge = Forge::connect_unchecked(ForgeConfig {
+    let forge = Github::connect_unchecked(ForgeConfig {
         api_url: config.github.api_url.clone(),
         repo: repo.to_owned(),
         bot_login: config.github.bot_login.clone(),
@@ -263,7 +263,7 @@ impl EngineParts {
     /// Reads the base branch (blobs from `cache` when given) and builds the
     /// baseline source and repair hook from `config`.
     pub async fn load(
-        forge: &Forge,
+        forge: &Github,
         config: &Config,
         engine: EngineConfig,
         cache: Option<&Store>,

@@ -777,7 +777,8 @@ impl Config {
                 };
                 invalid(key, e.to_string())
             })?;
-            at_least(c.timeout, MIN_INTERVAL).map_err(|e| invalid("capacity.timeout", e))?;
+            at_least(c.timeout, MIN_INTERVAL)
+                .map_err(|e| invalid("capacity.timeout", e.to_string()))?;
             if c.key_env.trim().is_empty() {
                 return Err(invalid("capacity.key_env", "must name a variable".into()));
             }
@@ -811,7 +812,7 @@ impl Config {
             )
         })?;
         klaud_service::dashboard::check_listen(listen, self.daemon.dashboard_allow_remote)
-            .map_err(|e| invalid("daemon.dashboard_listen", e))?;
+            .map_err(|e| invalid("daemon.dashboard_listen", e.to_string()))?;
         if self.daemon.concurrency == 0 {
             return Err(invalid(
                 "daemon.concurrency",
@@ -825,7 +826,7 @@ impl Config {
             ("registry.timeout", self.registry.timeout),
             ("github.write_timeout", self.github.write_timeout),
         ] {
-            at_least(value, MIN_INTERVAL).map_err(|e| invalid(key, e))?;
+            at_least(value, MIN_INTERVAL).map_err(|e| invalid(key, e.to_string()))?;
         }
         // Heartbeats run inside reconcile passes and renew once less than
         // half of the lease is left: a pass must fit in that half with room
@@ -1091,19 +1092,15 @@ fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::E
 
 /// Parses an interval or timeout (`30s`, `90m`, …) that must be at least
 /// `min`; errors say the minimum.
-pub fn parse_interval(text: &str, min: Duration) -> Result<Duration, String> {
+pub fn parse_interval(text: &str, min: Duration) -> Result<Duration, DurationError> {
     let value = parse_duration(text)?;
     at_least(value, min)?;
     Ok(value)
 }
 
-fn at_least(value: Duration, min: Duration) -> Result<(), String> {
+fn at_least(value: Duration, min: Duration) -> Result<(), DurationError> {
     if value < min {
-        return Err(format!(
-            "{}s is too short: an interval must be at least {}s",
-            value.as_secs(),
-            min.as_secs()
-        ));
+        return Err(DurationError::TooShort { value, min });
     }
     Ok(())
 }
@@ -1111,18 +1108,44 @@ fn at_least(value: Duration, min: Duration) -> Result<(), String> {
 /// How a duration is written, for error messages.
 const DURATION_SYNTAX: &str = "write it like 30s, 90m, 24h, 7d, \"2 hours\" or \"1h 30m\"";
 
+/// A duration that does not read, or is shorter than allowed.
+#[derive(Debug, thiserror::Error)]
+pub enum DurationError {
+    #[error("{text:?} is negative; {syntax}", syntax = DURATION_SYNTAX)]
+    Negative { text: String },
+    #[error("{text:?} has no unit; {syntax}", syntax = DURATION_SYNTAX)]
+    NoUnit { text: String },
+    #[error("{text:?} is too long")]
+    TooLong { text: String },
+    #[error("{text:?} is not a duration ({source}); {syntax}", syntax = DURATION_SYNTAX)]
+    Invalid {
+        text: String,
+        #[source]
+        source: humantime::DurationError,
+    },
+    #[error(
+        "{}s is too short: an interval must be at least {}s",
+        value.as_secs(),
+        min.as_secs()
+    )]
+    TooShort { value: Duration, min: Duration },
+}
+
 /// Parses `30s`, `90m`, `2 hours`, `1h 30m` (humantime's units).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     if text.starts_with('-') {
-        return Err(format!("{text:?} is negative; {DURATION_SYNTAX}"));
+        return Err(DurationError::Negative { text: text.into() });
     }
-    humantime::parse_duration(text).map_err(|e| match e {
+    humantime::parse_duration(text).map_err(|source| match source {
         humantime::DurationError::UnknownUnit { unit, .. } if unit.is_empty() => {
-            format!("{text:?} has no unit; {DURATION_SYNTAX}")
+            DurationError::NoUnit { text: text.into() }
         }
-        humantime::DurationError::NumberOverflow => format!("{text:?} is too long"),
-        other => format!("{text:?} is not a duration ({other}); {DURATION_SYNTAX}"),
+        humantime::DurationError::NumberOverflow => DurationError::TooLong { text: text.into() },
+        source => DurationError::Invalid {
+            text: text.into(),
+            source,
+        },
     })
 }
 
@@ -1570,10 +1593,10 @@ edits = ["unset backend.decode_environment.Y"]
             Duration::from_secs(30)
         );
         for text in ["0s", "0d"] {
-            let err = parse_interval(text, MIN_INTERVAL).unwrap_err();
+            let err = parse_interval(text, MIN_INTERVAL).unwrap_err().to_string();
             assert!(err.contains("at least 1s"), "{text}: {err}");
         }
-        let err = parse_interval("-5m", MIN_INTERVAL).unwrap_err();
+        let err = parse_interval("-5m", MIN_INTERVAL).unwrap_err().to_string();
         assert!(err.contains("negative"), "{err}");
     }
 
@@ -1588,19 +1611,24 @@ edits = ["unset backend.decode_environment.Y"]
             (" 24h ", 86_400),
         ] {
             assert_eq!(
-                parse_duration(text),
-                Ok(Duration::from_secs(seconds)),
+                parse_duration(text).ok(),
+                Some(Duration::from_secs(seconds)),
                 "{text}"
             );
         }
         let config = Config::parse("t.toml", "[planner]\nmin_age = \"2 hours\"\n").unwrap();
         assert_eq!(config.planner.min_age, Duration::from_secs(7200));
-        let err = parse_duration("30").unwrap_err();
+        let err = parse_duration("30").unwrap_err().to_string();
         assert!(
             err.contains("has no unit") && err.contains("1h 30m"),
             "{err}"
         );
         let err = parse_duration("5 fortnights").unwrap_err();
+        assert!(
+            std::error::Error::source(&err).is_some(),
+            "humantime's cause is kept"
+        );
+        let err = err.to_string();
         assert!(
             err.contains("not a duration") && err.contains("30s"),
             "{err}"
@@ -1608,6 +1636,7 @@ edits = ["unset backend.decode_environment.Y"]
         assert!(
             parse_duration("99999999999999999999d")
                 .unwrap_err()
+                .to_string()
                 .contains("too long")
         );
         let err = Config::parse("t.toml", "[planner]\nmin_age = \"soon\"\n")

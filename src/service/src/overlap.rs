@@ -12,7 +12,7 @@ use klaud_lifecycle::BoxFuture;
 use std::collections::{BTreeMap, BTreeSet};
 
 use klaud_claims::CandidateId;
-use klaud_github::Forge;
+use klaud_github::Github;
 use klaud_planner::plan::{BlockKind, Blocked};
 use klaud_planner::repo::Repository;
 use klaud_store::{Record, Store, trees};
@@ -43,7 +43,7 @@ impl Record for CachedFiles {
 }
 
 async fn pull_files(
-    forge: &Forge,
+    forge: &Github,
     number: u64,
     head: &str,
     cache: Option<&Store>,
@@ -92,7 +92,7 @@ pub use klaud_lifecycle::wave::OpenPulls;
 
 /// Reads the open PRs onto `base_branch` (see [`OpenPulls`]).
 pub fn open_pull_blocks<'f>(
-    forge: &'f Forge,
+    forge: &'f Github,
     repository: &'f Repository,
     base_branch: &'f str,
     cache: Option<&'f Store>,

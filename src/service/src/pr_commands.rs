@@ -5,7 +5,7 @@
 //! store see the same requests.
 
 use klaud_claims::Clock;
-use klaud_github::Forge;
+use klaud_github::Github;
 use klaud_github::lifecycle::GithubLifecycle;
 use klaud_lifecycle::BoxFuture;
 use klaud_lifecycle::commands::Retries;
@@ -49,7 +49,7 @@ pub fn request_retry<'f>(
 /// retry requests go to `store` (none: `/klaud retry` cannot be recorded),
 /// stamped by the engine's clock.
 pub fn handle_commands<'f>(
-    forge: &'f Forge,
+    forge: &'f Github,
     engine: &'f Engine<'f>,
     rec: &'f mut CandidateRecord,
     store: Option<&'f Store>,

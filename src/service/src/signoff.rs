@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use klaud_github::signoff::{Publication, SignoffRef};
-use klaud_github::{Forge, GithubError};
+use klaud_github::{Github, GithubError};
 use klaud_lifecycle::BoxFuture;
 use klaud_signoff::evidence::SignoffKind;
 use klaud_signoff::{ContractVersion, SIGNOFF_PHRASE, SignoffError, Verdict, VerdictWord, render};
@@ -46,7 +46,7 @@ pub enum Done {
     Refused(String),
 }
 
-async fn incomplete(forge: &Forge, head: &str, dry_run: bool) {
+async fn incomplete(forge: &Github, head: &str, dry_run: bool) {
     if dry_run {
         return;
     }
@@ -63,7 +63,7 @@ async fn incomplete(forge: &Forge, head: &str, dry_run: bool) {
 /// after that, the status on it says the verification did not complete and
 /// no verdict is published.
 pub fn verify_and_publish<'f>(
-    forge: &'f Forge,
+    forge: &'f Github,
     pr: u64,
     wanted: Option<SignoffRef>,
     eval_bars: BTreeMap<String, f64>,
@@ -251,7 +251,7 @@ impl SignoffWatch {
     /// (errors included) for the log.
     pub fn pass<'f>(
         &'f mut self,
-        forge: &'f Forge,
+        forge: &'f Github,
         announced: Vec<Announced>,
         eval_bars: &'f BTreeMap<String, f64>,
     ) -> BoxFuture<'f, Vec<Result<String, String>>> {
@@ -309,7 +309,7 @@ impl SignoffWatch {
 
     async fn verify(
         &mut self,
-        forge: &Forge,
+        forge: &Github,
         pull: u64,
         signoff: Option<SignoffRef>,
         when: Option<String>,

@@ -9,7 +9,7 @@ use klaud_lifecycle::engine::{Journal, Step};
 
 use super::wave::WaveError;
 use crate::dashboard::{CandidateRow, LinkRow, OutcomeRow, RepositoryStatus};
-use klaud_github::Forge;
+use klaud_github::Github;
 
 /// Most recent outcomes kept in the status.
 pub const MAX_OUTCOMES: usize = 50;
@@ -19,7 +19,7 @@ pub const MAX_OUTCOMES: usize = 50;
 /// book). `families` is left empty: it comes from a plan. Leases are
 /// shown expired or live on `clock` corrected to GitHub's time.
 pub fn repository_status<'f>(
-    forge: &'f Forge,
+    forge: &'f Github,
     journal: &'f dyn Journal,
     clock: &'f dyn Clock,
     claimant: Claimant,

@@ -13,7 +13,7 @@ use std::path::Path;
 use async_trait::async_trait;
 use klaud_github::lifecycle::GithubLifecycle;
 use klaud_github::upstream::GithubUpstream;
-use klaud_github::{Forge, ForgeRunStatus, GithubError};
+use klaud_github::{ForgeRunStatus, Github, GithubError};
 use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::commands::Retries;
 use klaud_lifecycle::engine::{CandidateRecord, Intent, Journal, Progress, RepairHook};
@@ -126,7 +126,7 @@ impl Record for KeptPages {
 /// Actions pass) asks GitHub `If-None-Match` and an unchanged answer is a
 /// 304 that costs no rate limit. An unreadable entry is only a warning:
 /// the reads then cost what they cost without it.
-pub fn restore_conditional_pages(forge: &Forge, store: &Store) {
+pub fn restore_conditional_pages(forge: &Github, store: &Store) {
     match store.get::<KeptPages>(trees::CACHE, CONDITIONAL_PAGES_KEY) {
         Ok(Some(kept)) => forge.restore_conditional_pages(kept.pages),
         Ok(None) => {}
@@ -135,7 +135,7 @@ pub fn restore_conditional_pages(forge: &Forge, store: &Store) {
 }
 
 /// Keeps `forge`'s conditional-read answers in `store` for the next run.
-pub fn save_conditional_pages(forge: &Forge, store: &Store) {
+pub fn save_conditional_pages(forge: &Github, store: &Store) {
     let kept = KeptPages {
         pages: forge.conditional_pages(),
     };
@@ -156,7 +156,7 @@ impl PlanMemory for BreakerMemory<'_> {
 }
 
 pub(crate) async fn blob(
-    forge: &Forge,
+    forge: &Github,
     sha: &str,
     cache: Option<&Store>,
 ) -> Result<Vec<u8>, WaveError> {
@@ -186,7 +186,7 @@ pub(crate) async fn blob(
 /// Writes the files the planner needs from `sha` into `dir`. Blobs are
 /// content-addressed, so with a store they are read from GitHub once.
 pub fn materialize<'f>(
-    forge: &'f Forge,
+    forge: &'f Github,
     sha: &'f str,
     dir: &'f Path,
     cache: Option<&'f Store>,
@@ -221,7 +221,7 @@ pub fn materialize<'f>(
 /// The base branch's head and a checkout of what the planner reads, opened
 /// with `options` (the configured recipe roots).
 pub fn base_checkout<'f>(
-    forge: &'f Forge,
+    forge: &'f Github,
     base_branch: &'f str,
     options: &'f RepoOptions,
     cache: Option<&'f Store>,
@@ -267,7 +267,7 @@ fn git_blob_sha(bytes: &[u8]) -> String {
 /// `local` when its bytes are the base commit's blob (the tree says which);
 /// a file that differs (an edit, line-ending conversion) is downloaded.
 async fn materialize_from_checkout(
-    forge: &Forge,
+    forge: &Github,
     sha: &str,
     local: &Path,
     dir: &Path,
@@ -311,7 +311,7 @@ async fn materialize_from_checkout(
 /// [`WaveError::CheckoutMismatch`]), and only files that differ from the
 /// base commit are downloaded.
 pub fn base_checkout_from<'f>(
-    forge: &'f Forge,
+    forge: &'f Github,
     base_branch: &'f str,
     options: &'f RepoOptions,
     cache: Option<&'f Store>,
@@ -470,7 +470,7 @@ async fn audit_range(
 /// The GitHub side of a wave: the base commit, Klaud's branches and the
 /// open pull requests, with blobs and PR files cached in the store.
 struct GithubSide<'a> {
-    forge: &'a Forge,
+    forge: &'a Github,
     cache: Option<&'a Store>,
     checkout: Option<&'a Path>,
 }
@@ -622,7 +622,7 @@ impl From<lifecycle_wave::WaveError> for WaveError {
 
 /// Runs one wave.
 pub fn run_wave<'f>(
-    forge: &'f Forge,
+    forge: &'f Github,
     journal: &'f dyn Journal,
     registry: &'f RegistryClient,
     baseline: &'f dyn BaselineSource,
@@ -637,7 +637,7 @@ pub fn run_wave<'f>(
 /// Runs one wave ([`klaud_lifecycle::wave::Wave`]) over GitHub and tells
 /// `sink` every visible candidate step ([`crate::story`]).
 pub fn run_wave_told<'f>(
-    forge: &'f Forge,
+    forge: &'f Github,
     journal: &'f dyn Journal,
     registry: &'f RegistryClient,
     baseline: &'f dyn BaselineSource,

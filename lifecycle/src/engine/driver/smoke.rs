@@ -719,7 +719,7 @@ impl Engine<'_> {
     ) -> Result<Option<Mismatch>, EngineError> {
         let what = format!("head of {} after repair {n}", rec.branch);
         let cmp = self.forge.compare_commits(old, new).await?;
-        if cmp.status != "ahead" {
+        if cmp.status != crate::engine::CompareStatus::Ahead {
             return Ok(Some(Mismatch {
                 kind: MismatchKind::Handoff,
                 what,

@@ -74,7 +74,7 @@ impl Engine<'_> {
             return Ok(MergePlan::UpToDate);
         }
         let cmp = self.forge.compare_commits(base_tip, head).await?;
-        if matches!(cmp.status.as_str(), "ahead" | "identical") {
+        if cmp.status.head_contains_base() {
             return Ok(MergePlan::UpToDate);
         }
         let Some(merge_base) = cmp.merge_base.clone() else {

@@ -35,7 +35,7 @@ use uuid::Uuid;
 
 use super::CliError;
 use crate::config::{Config, parse_duration};
-use klaud_github::{Forge, ForgeConfig, ForgeRunStatus, GithubError, RetryPolicy};
+use klaud_github::{ForgeConfig, ForgeRunStatus, Github, GithubError, RetryPolicy};
 use klaud_service::GithubLifecycle;
 use klaud_service::recover::{Recovered, RecoveryContext, ReleaseRefused, release_claim};
 
@@ -167,7 +167,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             .credential(&forge_config.api_url, &forge_config.repo)
             .await
             .map_err(|e| github_error(e, "GitHub credential"))?;
-        let forge = Forge::connect_unchecked(ForgeConfig {
+        let forge = Github::connect_unchecked(ForgeConfig {
             api_url: forge_config.api_url,
             repo: forge_config.repo,
             bot_login: forge_config.bot_login,
@@ -384,7 +384,7 @@ impl FamilyArg {
 /// under `inferencex-e2e/` when the repository has it) are the families.
 /// Only the key names are read, so one malformed entry elsewhere does not
 /// stop a claim on another.
-async fn resolve_family(forge: &Forge, family: &FamilyArg) -> Result<FamilyArg, CliError> {
+async fn resolve_family(forge: &Github, family: &FamilyArg) -> Result<FamilyArg, CliError> {
     let wanted = match family {
         FamilyArg::Name { .. } => return Ok(family.clone()),
         FamilyArg::Id(id) => id.to_string(),
@@ -644,11 +644,11 @@ fn manual_candidate_id(family: &FamilyId) -> Option<CandidateId> {
     .ok()
 }
 
-fn book<'a>(forge: &'a Forge, clock: &'a dyn Clock, owner: Uuid) -> ClaimBook<'a> {
+fn book<'a>(forge: &'a Github, clock: &'a dyn Clock, owner: Uuid) -> ClaimBook<'a> {
     ClaimBook::new(forge, clock, Claimant::new(owner))
 }
 
-async fn list(forge: &Forge, json: bool) -> Result<(), CliError> {
+async fn list(forge: &Github, json: bool) -> Result<(), CliError> {
     let clock = forge.clock();
     let book = book(forge, &clock, Uuid::new_v4());
     let claims = book.list_claims().await.map_err(claim_error)?;
@@ -744,7 +744,7 @@ fn render_table(repo: &str, views: &[ClaimView]) -> String {
 
 /// Finds the master file of `family` at `base` and checks it has the key, so
 /// a typo cannot claim a family that does not exist.
-async fn check_family_exists(forge: &Forge, family: &str, base: &str) -> Result<(), CliError> {
+async fn check_family_exists(forge: &Github, family: &str, base: &str) -> Result<(), CliError> {
     let (path, key) = family
         .split_once(':')
         .ok_or_else(|| CliError::bad_input(anyhow!("{family:?} has no ':'")))?;
@@ -794,7 +794,7 @@ struct AcquireOutput<'a> {
     held_by: Option<ClaimView>,
 }
 
-async fn acquire(forge: &Forge, args: AcquireRequest) -> Result<(), CliError> {
+async fn acquire(forge: &Github, args: AcquireRequest) -> Result<(), CliError> {
     // The claim record stores the family string: an id or a bare key is
     // looked up in the base branch's master configs.
     let (family, family_id) = match resolve_family(forge, &args.family).await? {
@@ -941,7 +941,7 @@ impl ReleaseOutput {
     }
 }
 
-async fn release(forge: &Forge, config: &Config, args: ReleaseRequest) -> Result<(), CliError> {
+async fn release(forge: &Github, config: &Config, args: ReleaseRequest) -> Result<(), CliError> {
     let clock = forge.clock();
     // Without --owner this run owns nothing; its uuid only fences what it
     // takes over on the way to releasing it.

@@ -23,7 +23,7 @@ use super::CliError;
 
 mod maintainer;
 pub mod stats;
-use klaud_github::{Credential, Forge, ForgeConfig, RetryPolicy, Secret};
+use klaud_github::{Credential, ForgeConfig, Github, RetryPolicy, Secret};
 use klaud_sandbox::ci::Script;
 use klaud_sandbox::github::LogEntry;
 use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
@@ -368,8 +368,8 @@ pub fn sandbox_registry(url: &str) -> anyhow::Result<RegistryClient> {
 }
 
 /// Connects to the stack's GitHub simulator as the bot.
-pub async fn sandbox_forge(stack: &SandboxStack) -> anyhow::Result<Forge> {
-    Ok(Forge::connect(ForgeConfig {
+pub async fn sandbox_forge(stack: &SandboxStack) -> anyhow::Result<Github> {
+    Ok(Github::connect(ForgeConfig {
         api_url: stack.github.url(),
         repo: stack.repo.clone(),
         bot_login: stack.bot.clone(),
@@ -562,7 +562,7 @@ async fn demo(
             args.dashboard
         )
     })?;
-    klaud_service::dashboard::check_listen(listen, false).map_err(anyhow::Error::msg)?;
+    klaud_service::dashboard::check_listen(listen, false)?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;

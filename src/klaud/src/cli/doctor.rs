@@ -25,7 +25,7 @@ use serde::Serialize;
 use super::CliError;
 use crate::compose::{Connection, engine_config};
 use crate::config::Config;
-use klaud_github::{Forge, ForgeConfig, GithubError, RateBudget, RetryPolicy};
+use klaud_github::{ForgeConfig, Github, GithubError, RateBudget, RetryPolicy};
 use klaud_service::HttpBaselineSource;
 use klaud_store::{Store, StoreError, trees};
 
@@ -535,14 +535,14 @@ async fn check_identity(
     config: &Config,
     repo: &str,
     auth: &crate::auth::Auth,
-) -> (Option<Forge>, Check) {
+) -> (Option<Github>, Check) {
     const NAME: &str = "identity";
     let credential = match bounded(NAME, auth.credential(&config.github.api_url, repo)).await {
         Err(check) => return (None, check),
         Ok(Err(e)) => return (None, Check::fail(NAME, e.to_string())),
         Ok(Ok(c)) => c,
     };
-    let forge = match Forge::connect_unchecked(ForgeConfig {
+    let forge = match Github::connect_unchecked(ForgeConfig {
         api_url: config.github.api_url.clone(),
         repo: repo.to_owned(),
         bot_login: config.github.bot_login.clone(),
@@ -584,7 +584,7 @@ async fn check_identity(
     }
 }
 
-async fn check_permission(forge: &Forge) -> Check {
+async fn check_permission(forge: &Github) -> Check {
     const NAME: &str = "permission";
     let bot = forge.bot_login();
     let repo = forge.repo();
@@ -619,7 +619,7 @@ async fn check_permission(forge: &Forge) -> Check {
 /// Reads the base branch as a wave would (without the store's blob cache,
 /// which would write to it) and opens the repository model.
 async fn check_base(
-    forge: &Forge,
+    forge: &Github,
     branch: &str,
     options: &klaud_planner::repo::RepoOptions,
 ) -> (Option<Repository>, Check) {
@@ -692,7 +692,7 @@ async fn check_base(
 
 /// A workflow file at `git_ref`, parsed; `None` when absent.
 async fn read_workflow(
-    forge: &Forge,
+    forge: &Github,
     file: &str,
     git_ref: &str,
 ) -> Result<Option<Workflow>, String> {
@@ -707,7 +707,7 @@ async fn read_workflow(
 }
 
 async fn check_workflows(
-    forge: &Forge,
+    forge: &Github,
     workflows: &[(&str, &str)],
     base_branch: &str,
     sweep_label: &str,
@@ -996,7 +996,7 @@ pub async fn diagnose_offline(
     checks
 }
 
-async fn check_claims(forge: &Forge, clock: &dyn Clock) -> Check {
+async fn check_claims(forge: &Github, clock: &dyn Clock) -> Check {
     const NAME: &str = "claims";
     // Listing only reads; the claimant is never used to write.
     let book = ClaimBook::new(forge, clock, Claimant::new(uuid::Uuid::nil()));
@@ -1056,7 +1056,7 @@ async fn check_claims(forge: &Forge, clock: &dyn Clock) -> Check {
     }
 }
 
-async fn check_rate_limit(forge: &Forge) -> Check {
+async fn check_rate_limit(forge: &Github) -> Check {
     const NAME: &str = "rate-limit";
     // `/rate_limit` is free; when the server does not offer it, the
     // headers of the calls above carry the same figures.

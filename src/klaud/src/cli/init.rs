@@ -348,7 +348,7 @@ fn bot_login(args: &Args, repo: Option<&str>) -> Result<((String, String), Optio
             }
         };
         // Any repository will do for asking who the credential is.
-        let forge = klaud_github::Forge::connect_unchecked(klaud_github::ForgeConfig {
+        let forge = klaud_github::Github::connect_unchecked(klaud_github::ForgeConfig {
             api_url: github.api_url.clone(),
             repo: repo.unwrap_or("klaud/init").to_owned(),
             bot_login: "klaud-init".to_owned(),

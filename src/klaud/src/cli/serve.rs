@@ -84,7 +84,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let listen: SocketAddr = listen.parse().map_err(|_| {
         anyhow::anyhow!("--dashboard {listen:?} is not an address like 127.0.0.1:8723")
     })?;
-    check_listen(listen, config.daemon.dashboard_allow_remote).map_err(anyhow::Error::msg)?;
+    check_listen(listen, config.daemon.dashboard_allow_remote)?;
     let schedule = WaveSchedule::parse(&config.daemon.schedule, &config.daemon.timezone)
         .map_err(|e| anyhow::anyhow!("daemon.schedule: {e}"))?;
     let webhook_secret = match &config.daemon.webhook_secret_env {

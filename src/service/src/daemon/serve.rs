@@ -30,7 +30,7 @@ use crate::dashboard::{
     RateBudgetRow, RepositoryStatus, StatusSnapshot,
 };
 use crate::wave::{WaveOptions, run_wave_told};
-use klaud_github::Forge;
+use klaud_github::Github;
 use klaud_store::{Event, EventKind, Store};
 
 /// How many errors the dashboard keeps.
@@ -42,7 +42,7 @@ const MAX_OUTCOMES: usize = 50;
 /// journal namespace.
 pub struct RepoService {
     /// The identity-checked forge for this repository.
-    pub forge: Forge,
+    pub forge: Github,
     /// This repository's candidate journal.
     pub journal: Arc<dyn Journal>,
     /// The store behind the journal, when there is one: base blob cache,

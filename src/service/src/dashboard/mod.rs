@@ -460,16 +460,21 @@ pub fn serve<'f>(
 
 /// Refuses non-loopback addresses unless explicitly allowed: the page shows
 /// the repository's internal state.
-pub fn check_listen(addr: SocketAddr, allow_non_loopback: bool) -> Result<(), String> {
+pub fn check_listen(addr: SocketAddr, allow_non_loopback: bool) -> Result<(), NotLoopback> {
     if addr.ip().is_loopback() || allow_non_loopback {
         Ok(())
     } else {
-        Err(format!(
-            "dashboard address {addr} is not loopback; to expose it (the dashboard has no \
-             authentication), set daemon.dashboard_allow_remote = true in klaud.toml"
-        ))
+        Err(NotLoopback(addr))
     }
 }
+
+/// A dashboard address off loopback that the configuration did not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "dashboard address {0} is not loopback; to expose it (the dashboard has no \
+     authentication), set daemon.dashboard_allow_remote = true in klaud.toml"
+)]
+pub struct NotLoopback(pub SocketAddr);
 
 async fn page(State(feed): State<SnapshotFeed>) -> Response {
     let snapshot = Arc::clone(&feed.borrow());
