@@ -141,7 +141,74 @@ pub(crate) fn print_figures(title: &str, report: &PlanReport, concurrency: usize
     ] {
         println!("  {name:<14} {made:>6} {minimum:>8}");
     }
-    println!("  {:<14} {:>6} {:>8}", "total", r.total(), m.total());
+    println!(
+        "  {:<14} {:>6} {:>8}   ({:.2}× the minimum; target ≤ 1.05×)",
+        "total",
+        r.total(),
+        m.total(),
+        r.total() as f64 / m.total().max(1) as f64
+    );
+    print_hosts(report, false);
+}
+
+/// Pulls (manifest GETs) and requests per registry host, next to their
+/// targets: on Docker Hub, whose manifest GETs are pulls counted against
+/// a small hourly quota, at most 2 per proposed candidate tag in a cold
+/// plan and none in a warm one.
+pub(crate) fn print_hosts(report: &PlanReport, warm: bool) {
+    let mut proposed: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for family in &report.families {
+        if let Some(c) = &family.candidate {
+            proposed
+                .entry(c.image.registry().to_owned())
+                .or_default()
+                .insert(format!("{}:{}", c.image.normalized_repository(), c.tag));
+        }
+    }
+    let mut hosts: std::collections::BTreeSet<&String> = report.requests_by_host.keys().collect();
+    hosts.extend(report.minimum_by_host.keys());
+    println!(
+        "  {:<10} {:>6} {:>10} {:>8} {:>8}   pull target",
+        "host", "pulls", "candidates", "requests", "minimum"
+    );
+    for host in hosts {
+        let made = report
+            .requests_by_host
+            .get(host)
+            .copied()
+            .unwrap_or_default();
+        let minimum = report
+            .minimum_by_host
+            .get(host)
+            .copied()
+            .unwrap_or_default();
+        let candidates = proposed.get(host.as_str()).map_or(0, |c| c.len());
+        let target = if host != "docker.io" {
+            "no pull quota".to_owned()
+        } else if warm {
+            let verdict = if made.manifest_get == 0 {
+                "met"
+            } else {
+                "MISSED"
+            };
+            format!("0 (warm), {verdict}")
+        } else {
+            let bound = 2 * candidates as u64;
+            let verdict = if made.manifest_get <= bound {
+                "met"
+            } else {
+                "MISSED"
+            };
+            format!("≤ 2 × {candidates} = {bound}, {verdict}")
+        };
+        println!(
+            "  {host:<10} {:>6} {candidates:>10} {:>8} {:>8}   {target}",
+            made.manifest_get,
+            made.total(),
+            minimum.total(),
+        );
+    }
 }
 
 /// `perf record` of the given processes while alive, when

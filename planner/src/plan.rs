@@ -209,6 +209,13 @@ pub struct PlanReport {
     /// per listed repository, one `HEAD` per distinct current tag, plus the
     /// candidate lookups.
     pub minimum: RequestCounts,
+    /// [`Self::requests`] by registry host as image references name it
+    /// (`docker.io`: Docker Hub, whose manifest GETs are pulls).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests_by_host: BTreeMap<String, RequestCounts>,
+    /// [`Self::minimum`] by registry host.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub minimum_by_host: BTreeMap<String, RequestCounts>,
     /// Wall time of the plan.
     pub elapsed_ms: u64,
     /// What concerns the whole plan, said once rather than per family: a
@@ -234,6 +241,8 @@ impl PlanReport {
             candidates: Vec::new(),
             requests: RequestCounts::default(),
             minimum: RequestCounts::default(),
+            requests_by_host: BTreeMap::new(),
+            minimum_by_host: BTreeMap::new(),
             elapsed_ms: 0,
             notes: Vec::new(),
             unreadable: Vec::new(),
@@ -415,6 +424,7 @@ pub fn plan<'f>(
 
         let started = Instant::now();
         let before = session.client().counts();
+        let before_by_host = session.client().counts_by_host();
         let all = repository.families();
         let total = all.len();
         let retirements = crate::retired::Retirements::read(repository);
@@ -463,8 +473,19 @@ pub fn plan<'f>(
         }
         let candidates = select(&families, repository, options);
         let after = session.client().counts();
+        let after_by_host = session.client().counts_by_host();
+        let minimum_by_host = minimum_requests(repository, &families, session);
         PlanReport {
-            minimum: minimum_requests(repository, &families),
+            minimum: total_over_hosts(&minimum_by_host),
+            requests_by_host: after_by_host
+                .iter()
+                .map(|(host, after)| {
+                    let before = before_by_host.get(host).copied().unwrap_or_default();
+                    (host.clone(), after.since(&before))
+                })
+                .filter(|(_, counts)| counts.total() > 0)
+                .collect(),
+            minimum_by_host,
             notes: breaker_notes(session),
             quotas: session.client().pull_quotas(),
             unreadable: repository
@@ -517,14 +538,22 @@ fn subtract(after: RequestCounts, before: RequestCounts) -> RequestCounts {
     }
 }
 
-/// The request floor of a cold plan: every listed repository once, every
-/// distinct current tag without a track (or pinned by digest) `HEAD`ed
-/// once, and for every chosen candidate tag one `GET` of its index, and one
-/// platform manifest and one config per distinct digest and platform
-/// (families on other platforms need theirs).
-fn minimum_requests(repository: &Repository, families: &[FamilyPlan]) -> RequestCounts {
+/// The request floor of a cold plan, by registry host: every listed
+/// repository once, every distinct current tag without a track (or pinned by
+/// digest) `HEAD`ed once, and for every chosen candidate tag one `GET` of its
+/// index, and one platform manifest and one config per distinct digest and
+/// platform (families on other platforms need theirs). Where Docker Hub's
+/// tags API answers, one page of it per repository whose track needed push
+/// times or had a newer tag: that is what keeps the pulls (manifest `GET`s)
+/// to the candidates.
+fn minimum_requests(
+    repository: &Repository,
+    families: &[FamilyPlan],
+    session: &RegistrySession,
+) -> BTreeMap<String, RequestCounts> {
     let mut listed = BTreeSet::new();
     let mut heads = BTreeSet::new();
+    let mut hub = BTreeSet::new();
     for (family, plan) in repository.families().iter().zip(families) {
         if plan
             .blocked
@@ -534,34 +563,83 @@ fn minimum_requests(repository: &Repository, families: &[FamilyPlan]) -> Request
             continue;
         }
         let image = family.image();
+        let host = image.registry().to_owned();
         // A family on a track learns from the listing whether its tag
         // exists; a pinned one also HEADs it to see whether it moved.
         let on_track = plan.track.is_some() && plan.status != Status::Error;
         if image.tag().is_some() && (!on_track || image.digest().is_some()) {
-            heads.insert(image.normalized_repository() + ":" + image.tag().unwrap_or_default());
+            heads.insert((
+                host.clone(),
+                image.normalized_repository() + ":" + image.tag().unwrap_or_default(),
+            ));
         }
         if on_track {
-            listed.insert(image.normalized_repository());
+            listed.insert((host.clone(), image.normalized_repository()));
+            let needs_hub = plan.newer_count > 0 || plan.clock == Some(Clock::RegistryPushTime);
+            if needs_hub
+                && session.client().config().hub_api_for(&host).is_some()
+                && session.hub_tag_listing_read(&host, &image.repository())
+            {
+                hub.insert((host.clone(), image.normalized_repository()));
+            }
         }
     }
     let mut candidate_heads = BTreeSet::new();
     let mut candidate_platforms = BTreeSet::new();
     for (family, plan) in repository.families().iter().zip(families) {
         if let Some(candidate) = &plan.candidate {
-            candidate_heads.insert(candidate.image.normalized_repository() + ":" + &candidate.tag);
-            candidate_platforms.insert((candidate.digest.clone(), family.platform));
+            let host = family.image().registry().to_owned();
+            candidate_heads.insert((
+                host.clone(),
+                candidate.image.normalized_repository() + ":" + &candidate.tag,
+            ));
+            candidate_platforms.insert((host, candidate.digest.clone(), family.platform));
         }
     }
-    let platforms = candidate_platforms.len() as u64;
-    RequestCounts {
-        manifest_head: heads.len() as u64,
-        // A candidate tag is resolved by GETting its index (which names its
-        // digest), not HEAD then GET: see `RegistryClient::resolve_for_read`.
-        manifest_get: candidate_heads.len() as u64 + platforms,
-        blob_get: platforms,
-        tags_list: listed.len() as u64,
-        ..RequestCounts::default()
+    let mut out: BTreeMap<String, RequestCounts> = BTreeMap::new();
+    for (host, _) in &heads {
+        out.entry(host.clone()).or_default().manifest_head += 1;
     }
+    for (host, _) in &listed {
+        out.entry(host.clone()).or_default().tags_list += 1;
+    }
+    for (host, _) in &hub {
+        out.entry(host.clone()).or_default().hub_api += 1;
+    }
+    // A candidate tag is resolved by GETting its index (which names its
+    // digest), not HEAD then GET: see `RegistryClient::resolve_for_read`.
+    // Where Docker Hub's tags API names the digest and platforms, a free
+    // HEAD confirms the digest instead.
+    for (host, tag) in &candidate_heads {
+        let counts = out.entry(host.clone()).or_default();
+        let repository = tag.rsplit_once(':').map_or(tag.as_str(), |(r, _)| r);
+        if hub.contains(&(host.clone(), repository.to_owned())) {
+            counts.manifest_head += 1;
+        } else {
+            counts.manifest_get += 1;
+        }
+    }
+    for (host, _, _) in &candidate_platforms {
+        let counts = out.entry(host.clone()).or_default();
+        counts.manifest_get += 1;
+        counts.blob_get += 1;
+    }
+    out
+}
+
+/// The sum over hosts.
+fn total_over_hosts(by_host: &BTreeMap<String, RequestCounts>) -> RequestCounts {
+    let mut total = RequestCounts::default();
+    for c in by_host.values() {
+        total.manifest_head += c.manifest_head;
+        total.manifest_get += c.manifest_get;
+        total.blob_get += c.blob_get;
+        total.tags_list += c.tags_list;
+        total.token += c.token;
+        total.hub_api += c.hub_api;
+        total.other += c.other;
+    }
+    total
 }
 
 struct FamilyWork<'a> {
@@ -1147,12 +1225,23 @@ async fn first_qualifying(
     nightly_to_release: bool,
 ) -> Result<Option<Candidate>, String> {
     let architecture = work.family.platform.architecture();
+    let min_age = chrono::Duration::from_std(options.min_age).unwrap_or(chrono::Duration::MAX);
+    // Docker Hub's tags API says, without a pull, when each tag was pushed,
+    // what it points at and for which platforms: a tag too young or without
+    // the family's platform is passed over before its manifest is pulled,
+    // and the one that qualifies is read by the digest it names. Unavailable
+    // (no such API, unreachable, refused): the registry is asked as before.
+    let hub = if newer.is_empty() {
+        None
+    } else {
+        session
+            .hub_tags(&work.host, &work.repository)
+            .await
+            .ok()
+            .flatten()
+    };
     for (examined, newer_tag) in newer.iter().enumerate() {
-        let NewerTag {
-            tag,
-            time: known_time,
-            clock,
-        } = newer_tag;
+        let NewerTag { tag, time, clock } = newer_tag;
         let clock = *clock;
         if examined == MAX_EXAMINED {
             work.plan.reasons.push(format!(
@@ -1160,48 +1249,120 @@ async fn first_qualifying(
             ));
             break;
         }
-        let head = match session
-            .resolve_for_read(&work.host, &work.repository, tag)
-            .await
-        {
-            Ok(head) => head,
-            Err(err) if err.is_not_found() => {
-                work.plan
-                    .reasons
-                    .push(format!("{tag}: listed but not resolvable; skipped"));
+        let hub_tag = hub.as_ref().and_then(|h| h.get(tag));
+        let known_time = time.or(hub_tag.and_then(|h| h.pushed));
+        if let Some(known) = known_time {
+            let age = options.now.signed_duration_since(known);
+            if age < min_age {
+                work.plan.reasons.push(format!(
+                    "{tag}: only {}h old (minimum {}h); skipped",
+                    age.num_hours().max(0),
+                    min_age.num_hours()
+                ));
                 continue;
             }
-            Err(err) => return Err(err.to_string()),
-        };
-        let image = match session
-            .image_platforms(&work.host, &work.repository, &head.digest)
-            .await
+        }
+        if let Some(info) = hub_tag
+            && info.has_platform("linux", architecture) == Some(false)
         {
-            Ok(image) => image,
-            Err(err) if is_unusable(&err) => {
-                work.plan
-                    .reasons
-                    .push(format!("{tag}: unusable image ({err}); skipped"));
-                continue;
-            }
-            Err(err) => return Err(err.to_string()),
-        };
-        let Some(platform) = image.platform("linux", architecture) else {
-            let have = image.names();
+            let have: Vec<String> = info
+                .platforms
+                .iter()
+                .map(|p| format!("{}/{}", p.os, p.architecture))
+                .collect();
             work.plan.reasons.push(format!(
-                "{tag}: no linux/{architecture} image (has {}); skipped",
-                if have.is_empty() {
-                    "none".to_owned()
-                } else {
-                    have.join(", ")
-                }
+                "{tag}: no linux/{architecture} image (Docker Hub lists {}); skipped",
+                have.join(", ")
             ));
             continue;
+        }
+        // Docker Hub: a free `HEAD` confirms that the tag points where the
+        // tags API says, and the API names the family's platform manifest,
+        // so that manifest is the only pull. Should the two disagree, the
+        // registry's answer is read as without the API.
+        let mut from_hub = None;
+        let mut registry_digest = None;
+        if let Some(info) = hub_tag
+            && let Some(hub_digest) = &info.digest
+            && let Some(platform) = info
+                .platforms
+                .iter()
+                .find(|p| p.os == "linux" && p.architecture == architecture)
+        {
+            match session
+                .head_manifest(&work.host, &work.repository, tag)
+                .await
+            {
+                Ok(head) if head.digest == *hub_digest => {
+                    from_hub = Some((head.digest, platform.clone()));
+                }
+                Ok(head) => {
+                    work.plan.reasons.push(format!(
+                        "{tag}: Docker Hub's tags API says {hub_digest}, the registry serves {}; read from the registry",
+                        head.digest
+                    ));
+                    registry_digest = Some(head.digest);
+                }
+                Err(err) if err.is_not_found() => {
+                    work.plan
+                        .reasons
+                        .push(format!("{tag}: listed but not resolvable; skipped"));
+                    continue;
+                }
+                Err(err) => return Err(err.to_string()),
+            }
+        }
+        let (digest, platform) = match from_hub {
+            Some(found) => found,
+            None => {
+                let digest = match registry_digest {
+                    Some(digest) => digest,
+                    None => match session
+                        .resolve_for_read(&work.host, &work.repository, tag)
+                        .await
+                    {
+                        Ok(head) => head.digest,
+                        Err(err) if err.is_not_found() => {
+                            work.plan
+                                .reasons
+                                .push(format!("{tag}: listed but not resolvable; skipped"));
+                            continue;
+                        }
+                        Err(err) => return Err(err.to_string()),
+                    },
+                };
+                let image = match session
+                    .image_platforms(&work.host, &work.repository, &digest)
+                    .await
+                {
+                    Ok(image) => image,
+                    Err(err) if is_unusable(&err) => {
+                        work.plan
+                            .reasons
+                            .push(format!("{tag}: unusable image ({err}); skipped"));
+                        continue;
+                    }
+                    Err(err) => return Err(err.to_string()),
+                };
+                let Some(platform) = image.platform("linux", architecture) else {
+                    let have = image.names();
+                    work.plan.reasons.push(format!(
+                        "{tag}: no linux/{architecture} image (has {}); skipped",
+                        if have.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            have.join(", ")
+                        }
+                    ));
+                    continue;
+                };
+                (digest, platform.clone())
+            }
         };
         // Only the family's platform is read: the others' labels and times
         // cannot change the verdict.
         let platform = match session
-            .platform_image(&work.host, &work.repository, platform)
+            .platform_image(&work.host, &work.repository, &platform)
             .await
         {
             Ok(platform) => platform,
@@ -1214,7 +1375,7 @@ async fn first_qualifying(
             Err(err) => return Err(err.to_string()),
         };
         let (time, used_clock) = match known_time {
-            Some(time) => (Some(*time), clock),
+            Some(time) => (Some(time), clock),
             None => match platform_time(&platform) {
                 Some((time, label_clock)) => (
                     Some(time),
@@ -1234,7 +1395,6 @@ async fn first_qualifying(
             continue;
         };
         let age = options.now.signed_duration_since(time);
-        let min_age = chrono::Duration::from_std(options.min_age).unwrap_or(chrono::Duration::MAX);
         if age < min_age {
             work.plan.reasons.push(format!(
                 "{tag}: only {}h old (minimum {}h); skipped",
@@ -1264,12 +1424,12 @@ async fn first_qualifying(
         }
         let image = work
             .image
-            .with_reference(Some(tag), Some(&head.digest))
+            .with_reference(Some(tag), Some(&digest))
             .map_err(|e| format!("{tag}: {e}"))?;
         return Ok(Some(Candidate {
             image,
             tag: tag.clone(),
-            digest: head.digest,
+            digest,
             revision: label,
             time: Some(time),
             clock: used_clock,

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use klaud_planner::plan::{MemoryCreationTimes, PlanOptions, plan};
-use klaud_planner::registry::testkit::{LocalRegistry, PlatformSpec, Pusher, next_tag_on};
-use klaud_planner::registry::{RegistryClient, RegistryConfig};
+use klaud_planner::registry::testkit::{HubApi, LocalRegistry, PlatformSpec, Pusher, next_tag_on};
+use klaud_planner::registry::{MemoryContentCache, RegistryClient, RegistryConfig};
 use klaud_planner::repo::Repository;
 use klaud_planner::tracks::{Track, TrackOrdering, infer_track, track_for};
 use sha2::Digest as _;
@@ -138,7 +138,9 @@ fn labels_for(track: Option<&Track>, tag: &str) -> Vec<(String, String)> {
 /// (repository, tag, labels, created) of one image to push.
 type Image = (String, String, Vec<(String, String)>, DateTime<Utc>);
 
-async fn push(pusher: &Pusher, images: Vec<Image>) {
+/// Pushes `images`, and records each push in Docker Hub's tags API
+/// simulator (push time = the image's creation time).
+async fn push(pusher: &Pusher, images: Vec<Image>, hub: &HubApi) {
     use futures::StreamExt as _;
     let mut by_repository: BTreeMap<String, Vec<_>> = BTreeMap::new();
     for (repo, tag, labels, created) in images {
@@ -157,10 +159,11 @@ async fn push(pusher: &Pusher, images: Vec<Image>) {
                 PlatformSpec::linux("amd64", &labels, Some(created)),
                 PlatformSpec::linux("arm64", &labels, Some(created)),
             ];
-            pusher
+            let pushed = pusher
                 .push_image(&repo, &tag, &platforms)
                 .await
                 .unwrap_or_else(|e| panic!("push {repo}:{tag}: {e}"));
+            hub.record(&repo, &tag, created, &pushed);
         }
     });
     let mut results = futures::stream::iter(pushes).buffer_unordered(8);
@@ -180,8 +183,12 @@ pub fn heldout() {
     let registry = start_registry();
     let now = Utc::now();
     let base = now - chrono::Duration::days(60);
+    let hub_api = HubApi::start().unwrap_or_else(|err| {
+        eprintln!("cannot start the Docker Hub tags API simulator: {err}");
+        std::process::exit(2);
+    });
     println!(
-        "\n== heldout: real masters, several newer tags per stale track, no Docker Hub API =="
+        "\n== heldout: real masters, several newer tags per stale track, with and without Docker Hub's tags API =="
     );
 
     // Tracks by (repository, track name), with the families on them.
@@ -318,7 +325,7 @@ pub fn heldout() {
     let started = Instant::now();
     let pushed = images.len();
     let pusher = Pusher::new(registry.base_url());
-    runtime().block_on(push(&pusher, images));
+    runtime().block_on(push(&pusher, images, &hub_api));
     let stale_total = tracks.len() + missed_by_design.len();
     println!(
         "seeded {pushed} tags: {} stale tracks ({} with a track, {} without) in {:.1} s",
@@ -328,14 +335,21 @@ pub fn heldout() {
         started.elapsed().as_secs_f64()
     );
 
-    for (variant, hub) in [
+    for (variant, hub, compared) in [
         (
-            "hub.docker.com not mirrored (DNS of the real host never asked)",
+            "Docker Hub's tags API answering (as on Docker Hub: push times, digests, platforms)",
+            Some(hub_api.base_url()),
+            true,
+        ),
+        (
+            "hub.docker.com not mirrored (no tags API: creation times order the tracks)",
             None,
+            false,
         ),
         (
             "hub.docker.com mirrored to a port that accepts and never answers",
             Some(black_hole()),
+            false,
         ),
     ] {
         let mut config = RegistryConfig::default();
@@ -348,15 +362,17 @@ pub fn heldout() {
                 .insert("hub.docker.com".to_owned(), url.clone());
         }
         let client = RegistryClient::new(config).expect("client");
+        // What the daemon's store keeps (and Actions mode keeps between
+        // runs): manifests and configs by digest.
+        let content = std::sync::Arc::new(MemoryContentCache::default());
+        client.set_content_cache(content.clone());
         let times = MemoryCreationTimes::default();
         let mut options = PlanOptions::new(now);
         options.creation_times = Some(&times);
         reset_peak_memory();
         let cpu_before = (cpu_seconds(None), cpu_seconds(Some(registry.pid())));
         // Only the plan the Renovate comparison times is profiled.
-        let profile = hub
-            .is_none()
-            .then(|| Profile::start(&[std::process::id(), registry.pid()]));
+        let profile = compared.then(|| Profile::start(&[std::process::id(), registry.pid()]));
         let started = Instant::now();
         let report = runtime().block_on(plan(&repository, &client.session(), &options));
         let wall = started.elapsed();
@@ -380,9 +396,7 @@ pub fn heldout() {
                 reg1 - reg0
             );
         }
-        if hub.is_none()
-            && let Some(run) = super::renovate::run(&full, &registry.base_url())
-        {
+        if compared && let Some(run) = super::renovate::run(&full, &registry.base_url()) {
             println!(
                 "  Renovate {} on the same masters and registry: {:.2} s wall, {} CPU s, {} dependencies with updates; Klaud's plan took {:.1}% of its wall time (target < 10%)",
                 run.version,
@@ -446,16 +460,22 @@ pub fn heldout() {
         // What the daemon's store would persist across a restart.
         let breaker = serde_json::to_string(&client.breaker_state()).expect("breaker state");
         warm_client.restore_breaker(&serde_json::from_str(&breaker).expect("breaker state"));
+        warm_client.set_content_cache(content.clone());
         let warm = runtime().block_on(plan(&repository, &warm_client.session(), &options));
         let (hits, misses) = times.hits_and_misses();
         println!(
-            "  restarted client (breaker state and creation times restored): {} ms, {} requests (manifest_get {}, blob_get {}), cache {} entries, {hits} hits / {misses} misses",
+            "  warm plan, restarted client (breaker state, creation times and kept content restored): {} ms, {} requests (manifest_get {}, blob_get {}), cache {} entries, {hits} hits / {misses} misses",
             warm_started.elapsed().as_millis(),
             warm.requests.total(),
             warm.requests.manifest_get,
             warm.requests.blob_get,
             times.len()
         );
+        let (kept, hints, content_hits) = content.stats();
+        println!(
+            "  kept content: {kept} manifests and configs, {hints} tag hints, {content_hits} hits"
+        );
+        super::print_hosts(&warm, true);
     }
 }
 

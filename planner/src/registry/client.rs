@@ -21,15 +21,19 @@ use super::config::RegistryConfig;
 use super::error::{RegistryError, Target};
 use super::http::{Http, content_type, status_error};
 use super::model::{
-    AnyManifest, ApiBase, DOCKER_LIST, DOCKER_MANIFEST, HubTagPage, ImageConfig, ImageDetails,
-    ImagePlatforms, MANIFEST_ACCEPT, ManifestHead, OCI_INDEX, OCI_MANIFEST, PlatformImage,
-    PlatformRef, RequestCounts, RequestKind, TagList, is_index_media_type,
+    AnyManifest, ApiBase, DOCKER_LIST, DOCKER_MANIFEST, HubTag, HubTagInfo, HubTagPage,
+    ImageConfig, ImageDetails, ImagePlatforms, MANIFEST_ACCEPT, ManifestHead, OCI_INDEX,
+    OCI_MANIFEST, PlatformImage, PlatformRef, RequestCounts, RequestKind, TagList,
+    is_index_media_type,
 };
 use super::session::RegistrySession;
 use super::validate;
 
 /// Docker Hub's push time of each tag of a repository.
 pub type HubPushTimes = BTreeMap<String, DateTime<Utc>>;
+
+/// What Docker Hub's tags API says of each tag of a repository.
+pub type HubTags = BTreeMap<String, HubTagInfo>;
 
 /// Values computed once per key; only successes are kept, so a failed fetch
 /// is tried again by the next caller while concurrent callers share one try.
@@ -77,6 +81,84 @@ pub(crate) struct Inner {
     /// The digest each tag resolved to last, so a tag whose index is cached
     /// is only `HEAD`ed again (see [`RegistryClient::resolve_for_read`]).
     tag_digests: Mutex<HashMap<(String, String, String), String>>,
+    /// Manifests and configs kept beyond this process (the daemon's store).
+    content: std::sync::RwLock<Option<Arc<dyn ContentCache>>>,
+}
+
+/// A content-addressed cache of manifests and config blobs kept across
+/// plans and processes (the daemon's store; in Actions mode the store kept
+/// between runs). The key is the digest of the bytes, so an entry never goes
+/// stale; what comes back is hashed again before use, so a damaged entry is
+/// a miss, never a wrong answer. With it, a manifest is pulled once ever per
+/// digest. It also keeps the digest each tag last resolved to, as a hint:
+/// a tag whose hinted digest is cached is only `HEAD`ed (not a pull) to see
+/// whether it still points there.
+pub trait ContentCache: Send + Sync {
+    /// The bytes whose digest is `digest`, if kept.
+    fn get(&self, digest: &str) -> Option<Vec<u8>>;
+    /// Keeps `bytes` (already checked to hash to `digest`).
+    fn put(&self, digest: &str, bytes: &[u8]);
+    /// The digest `host/repository:tag` resolved to last, if kept.
+    fn tag_digest(&self, host: &str, repository: &str, tag: &str) -> Option<String>;
+    /// Remembers what `host/repository:tag` resolved to.
+    fn put_tag_digest(&self, host: &str, repository: &str, tag: &str, digest: &str);
+}
+
+/// [`ContentCache`] in memory (benchmarks and tests: what a kept store
+/// holds, without one), counting hits.
+#[derive(Debug, Default)]
+pub struct MemoryContentCache {
+    content: Mutex<HashMap<String, Vec<u8>>>,
+    tags: Mutex<HashMap<String, String>>,
+    hits: std::sync::atomic::AtomicU64,
+}
+
+impl MemoryContentCache {
+    /// (manifests and configs kept, tag hints kept, hits so far).
+    pub fn stats(&self) -> (usize, usize, u64) {
+        (
+            self.content.lock().unwrap_or_else(|p| p.into_inner()).len(),
+            self.tags.lock().unwrap_or_else(|p| p.into_inner()).len(),
+            self.hits.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+}
+
+impl ContentCache for MemoryContentCache {
+    fn get(&self, digest: &str) -> Option<Vec<u8>> {
+        let found = self
+            .content
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(digest)
+            .cloned();
+        if found.is_some() {
+            self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        found
+    }
+
+    fn put(&self, digest: &str, bytes: &[u8]) {
+        self.content
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(digest.to_owned(), bytes.to_vec());
+    }
+
+    fn tag_digest(&self, host: &str, repository: &str, tag: &str) -> Option<String> {
+        self.tags
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&format!("{host}/{repository}:{tag}"))
+            .cloned()
+    }
+
+    fn put_tag_digest(&self, host: &str, repository: &str, tag: &str, digest: &str) {
+        self.tags
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(format!("{host}/{repository}:{tag}"), digest.to_owned());
+    }
 }
 
 /// OCI distribution client. Cheap to clone; clones share connections, token
@@ -104,8 +186,48 @@ impl RegistryClient {
                 indexes: OnceMap::default(),
                 platforms: OnceMap::default(),
                 tag_digests: Mutex::default(),
+                content: std::sync::RwLock::default(),
             }),
         })
+    }
+
+    /// Keeps manifests and configs in `cache` from now on (and reads them
+    /// from it), for this client and its clones.
+    pub fn set_content_cache(&self, cache: Arc<dyn ContentCache>) {
+        *self
+            .inner
+            .content
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Some(cache);
+    }
+
+    fn content_cache(&self) -> Option<Arc<dyn ContentCache>> {
+        self.inner
+            .content
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Kept bytes for `digest` that still hash to it and fit the bound.
+    fn cached(&self, digest: &str) -> Option<Bytes> {
+        let bytes = self.content_cache()?.get(digest)?;
+        let fits = bytes.len() <= self.http().config.max_manifest_bytes;
+        if fits && digest_of(&bytes, Some(digest)) == digest {
+            Some(Bytes::from(bytes))
+        } else {
+            tracing::warn!(
+                digest,
+                "kept registry content does not hash to its digest; asking the registry"
+            );
+            None
+        }
+    }
+
+    fn keep(&self, digest: &str, bytes: &[u8]) {
+        if let Some(cache) = self.content_cache() {
+            cache.put(digest, bytes);
+        }
     }
 
     /// A per-plan view that lists each repository's tags and resolves each
@@ -117,6 +239,12 @@ impl RegistryClient {
     /// Requests sent so far by this client and its clones.
     pub fn counts(&self) -> RequestCounts {
         self.inner.http.counters.snapshot()
+    }
+
+    /// Requests sent so far by this client and its clones, by registry host
+    /// as image references name it (`docker.io`, `nvcr.io`, ...).
+    pub fn counts_by_host(&self) -> BTreeMap<String, RequestCounts> {
+        self.inner.http.counters.snapshot_by_host()
     }
 
     /// Hosts whose breaker is open now (a connection-level failure within
@@ -275,16 +403,23 @@ impl RegistryClient {
         target: &Target,
         digest: &str,
     ) -> Result<(Bytes, Option<String>), RegistryError> {
+        if let Some(body) = self.cached(digest) {
+            return Ok((body, None));
+        }
         let url = self.url(
             &target.host,
             &format!("{}/manifests/{digest}", target.repository),
         )?;
         let (body, ct) = self.get_manifest_raw(target, &url).await?;
         verify_digest(target, digest, &body)?;
+        self.keep(digest, &body);
         Ok((body, ct))
     }
 
     async fn get_blob(&self, target: &Target, digest: &str) -> Result<Bytes, RegistryError> {
+        if let Some(body) = self.cached(digest) {
+            return Ok(body);
+        }
         let url = self.url(
             &target.host,
             &format!("{}/blobs/{digest}", target.repository),
@@ -299,6 +434,7 @@ impl RegistryClient {
             return Err(status_error(got.status, kind, target, &url));
         }
         verify_digest(target, digest, &got.body)?;
+        self.keep(digest, &got.body);
         Ok(got.body)
     }
 
@@ -404,15 +540,21 @@ impl RegistryClient {
     ) -> BoxFuture<'f, Result<ManifestHead, RegistryError>> {
         Box::pin(async move {
             let key = (host.to_owned(), repository.to_owned(), reference.to_owned());
-            let known = reference.contains(':') || {
-                let seen = self
-                    .inner
-                    .tag_digests
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                seen.get(&key)
-                    .is_some_and(|digest| self.inner.indexes.is_ready(digest))
-            };
+            let known = reference.contains(':')
+                || {
+                    let seen = self
+                        .inner
+                        .tag_digests
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner());
+                    seen.get(&key)
+                        .is_some_and(|digest| self.inner.indexes.is_ready(digest))
+                }
+                || self.content_cache().is_some_and(|cache| {
+                    cache
+                        .tag_digest(host, repository, reference)
+                        .is_some_and(|digest| cache.get(&digest).is_some())
+                });
             if known {
                 let head = self.head_manifest(host, repository, reference).await?;
                 self.remember_tag(key, &head.digest);
@@ -444,6 +586,7 @@ impl RegistryClient {
                 });
             }
             let header_type = content_type(&got.headers).filter(|m| is_manifest_media_type(m));
+            self.keep(&digest, &got.body);
             let at = Target::new(host, repository, Some(&digest));
             let cell = self.inner.indexes.cell(&digest);
             let body = got.body;
@@ -462,6 +605,9 @@ impl RegistryClient {
     fn remember_tag(&self, key: (String, String, String), digest: &str) {
         if key.2.contains(':') {
             return;
+        }
+        if let Some(cache) = self.content_cache() {
+            cache.put_tag_digest(&key.0, &key.1, &key.2, digest);
         }
         let mut seen = self
             .inner
@@ -735,6 +881,24 @@ impl RegistryClient {
         repository: &'f str,
     ) -> BoxFuture<'f, Result<Option<HubPushTimes>, RegistryError>> {
         Box::pin(async move {
+            Ok(self.hub_tags(host, repository).await?.map(|tags| {
+                tags.into_iter()
+                    .filter_map(|(tag, info)| info.pushed.map(|p| (tag, p)))
+                    .collect()
+            }))
+        })
+    }
+
+    /// What Docker Hub's REST API says of each tag of a repository
+    /// (`namespace/name`) of `host`: push time, digest and platforms, newest
+    /// first up to the page cap. None of it is a pull. `None` as for
+    /// [`Self::hub_push_times`].
+    pub fn hub_tags<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+    ) -> BoxFuture<'f, Result<Option<HubTags>, RegistryError>> {
+        Box::pin(async move {
             let target = Target::new(host, repository, None);
             validate::repository(&target)?;
             let Some(base) = self.http().config.hub_api_for(host) else {
@@ -773,24 +937,8 @@ impl RegistryClient {
                 }
                 let page: HubTagPage = parse_json(&got.body, &target, "Docker Hub tags page JSON")?;
                 for tag in page.results {
-                    let Some(pushed) = tag.tag_last_pushed else {
-                        continue;
-                    };
-                    match DateTime::parse_from_rfc3339(&pushed) {
-                        Ok(t) => {
-                            out.insert(tag.name, t.with_timezone(&Utc));
-                        }
-                        Err(e) => {
-                            return Err(RegistryError::Invalid {
-                                target,
-                                what: format!(
-                                    "Docker Hub tag {:?} field `tag_last_pushed`",
-                                    tag.name
-                                ),
-                                reason: format!("{pushed:?}: {e}"),
-                            });
-                        }
-                    }
+                    let info = hub_tag_info(&target, &tag)?;
+                    out.insert(tag.name, info);
                 }
                 match page.next.filter(|n| !n.is_empty()) {
                     None => return Ok(Some(out)),
@@ -809,6 +957,49 @@ impl RegistryClient {
             Ok(Some(out))
         })
     }
+}
+
+/// One tag of a Docker Hub tags page. A malformed push time fails the
+/// listing (it orders the track); a malformed digest only drops that digest
+/// (the registry is then asked, as without the API).
+fn hub_tag_info(target: &Target, tag: &HubTag) -> Result<HubTagInfo, RegistryError> {
+    let pushed = match &tag.tag_last_pushed {
+        None => None,
+        Some(pushed) => match DateTime::parse_from_rfc3339(pushed) {
+            Ok(t) => Some(t.with_timezone(&Utc)),
+            Err(e) => {
+                return Err(RegistryError::Invalid {
+                    target: target.clone(),
+                    what: format!("Docker Hub tag {:?} field `tag_last_pushed`", tag.name),
+                    reason: format!("{pushed:?}: {e}"),
+                });
+            }
+        },
+    };
+    let well_formed = |d: &Option<String>| {
+        d.as_deref()
+            .filter(|d| validate::digest_value(d).is_ok())
+            .map(str::to_owned)
+    };
+    let platforms = tag
+        .images
+        .iter()
+        .flatten()
+        .filter_map(|image| {
+            Some(PlatformRef {
+                os: image.os.clone().filter(|o| !o.is_empty())?,
+                architecture: image.architecture.clone().filter(|a| !a.is_empty())?,
+                variant: image.variant.clone().filter(|v| !v.is_empty()),
+                digest: well_formed(&image.digest)?,
+            })
+        })
+        .filter(|p| p.os != "unknown" && p.architecture != "unknown")
+        .collect();
+    Ok(HubTagInfo {
+        pushed,
+        digest: well_formed(&tag.digest),
+        platforms,
+    })
 }
 
 /// The target of a by-digest lookup, with host, repository and digest

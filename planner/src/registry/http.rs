@@ -30,9 +30,31 @@ pub(crate) struct Counters {
     token: AtomicU64,
     hub_api: AtomicU64,
     other: AtomicU64,
+    /// The same, by registry host as image references name it (a mirror's
+    /// requests count for the host it stands in for): Docker Hub's quota is
+    /// per host, so its pulls are told apart from NGC's or GHCR's.
+    by_host: std::sync::Mutex<std::collections::BTreeMap<String, RequestCounts>>,
 }
 
 impl Counters {
+    fn bump_host(&self, kind: RequestKind, host: &str) {
+        self.bump(kind);
+        let mut by_host = self.by_host.lock().unwrap_or_else(|p| p.into_inner());
+        if !by_host.contains_key(host) {
+            by_host.insert(host.to_owned(), RequestCounts::default());
+        }
+        if let Some(counts) = by_host.get_mut(host) {
+            counts.add(kind);
+        }
+    }
+
+    pub(crate) fn snapshot_by_host(&self) -> std::collections::BTreeMap<String, RequestCounts> {
+        self.by_host
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     fn bump(&self, kind: RequestKind) {
         let c = match kind {
             RequestKind::ManifestHead => &self.manifest_head,
@@ -210,7 +232,7 @@ impl Http {
                 .acquire_owned()
                 .await
                 .map_err(|_| RegistryError::Config("registry client was shut down".into()))?;
-            self.counters.bump(kind);
+            self.counters.bump_host(kind, &target.host);
             let mut req = self.client.request(method.clone(), url.clone());
             if let Some(a) = accept {
                 req = req.header(ACCEPT, a);

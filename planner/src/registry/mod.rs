@@ -4,13 +4,20 @@
 //! Docker Hub's REST API and exact control over which requests are sent,
 //! which that crate does not expose.
 //!
-//! Design for "fewest requests": a current tag is checked with `HEAD` only
-//! (it does not count as a Docker Hub pull); manifests and config blobs are
-//! fetched only for candidate tags — the index, then only the manifest and
-//! config of the platform a family runs on — and cached by digest for the
-//! life of the [`RegistryClient`]; a [`RegistrySession`] (one per plan)
-//! lists each repository's tags and resolves each tag at most once, with
-//! concurrent callers sharing one request.
+//! Design for "fewest requests", and fewest pulls: on Docker Hub every
+//! manifest `GET` is a pull against a small hourly quota, while `HEAD`,
+//! `tags/list`, blobs and Docker Hub's tags API are not. A current tag is
+//! checked against the tag listing (or with `HEAD` when pinned); push
+//! times, the digest a tag points at and its platforms come from Docker
+//! Hub's tags API where it answers ([`RegistryClient::hub_tags`]), so a tag
+//! too young or without the family's platform is passed over unpulled.
+//! Manifests and config blobs are fetched only for candidate tags — the
+//! index, then only the manifest and config of the platform a family runs
+//! on — and cached by digest for the life of the [`RegistryClient`] and,
+//! with a [`ContentCache`] (the daemon's store, kept between Actions runs),
+//! for good: a digest is pulled once ever. A [`RegistrySession`] (one per
+//! plan) lists each repository's tags and resolves each tag at most once,
+//! with concurrent callers sharing one request.
 //!
 //! Auth is anonymous first; a 401 challenge is answered once (bearer token
 //! from the realm, cached per host and scope, or basic credentials), and a
@@ -35,13 +42,13 @@ mod validate;
 
 pub use auth::{Challenge, parse_challenge};
 pub use breaker::{BreakerState, TrippedHost};
-pub use client::RegistryClient;
+pub use client::{ContentCache, HubTags, MemoryContentCache, RegistryClient};
 pub use config::{BasicCredentials, HUB_API_HOST, RegistryConfig};
 pub use error::{RegistryError, Target, Unreachable};
 pub use http::PullQuota;
 pub use model::{
-    ApiBase, DOCKER_LIST, DOCKER_MANIFEST, ImageDetails, ImagePlatforms, MANIFEST_ACCEPT,
-    ManifestHead, OCI_CONFIG, OCI_INDEX, OCI_MANIFEST, PlatformImage, PlatformRef, RequestCounts,
-    is_index_media_type,
+    ApiBase, DOCKER_LIST, DOCKER_MANIFEST, HubTagInfo, ImageDetails, ImagePlatforms,
+    MANIFEST_ACCEPT, ManifestHead, OCI_CONFIG, OCI_INDEX, OCI_MANIFEST, PlatformImage, PlatformRef,
+    RequestCounts, is_index_media_type,
 };
 pub use session::RegistrySession;

@@ -153,6 +153,32 @@ pub struct RequestCounts {
 }
 
 impl RequestCounts {
+    pub(crate) fn add(&mut self, kind: RequestKind) {
+        let c = match kind {
+            RequestKind::ManifestHead => &mut self.manifest_head,
+            RequestKind::ManifestGet => &mut self.manifest_get,
+            RequestKind::BlobGet => &mut self.blob_get,
+            RequestKind::TagsList => &mut self.tags_list,
+            RequestKind::Token => &mut self.token,
+            RequestKind::HubApi => &mut self.hub_api,
+            RequestKind::ApiBase => &mut self.other,
+        };
+        *c += 1;
+    }
+
+    /// What was sent between two snapshots (`self` the later one).
+    pub fn since(&self, before: &RequestCounts) -> RequestCounts {
+        RequestCounts {
+            manifest_head: self.manifest_head.saturating_sub(before.manifest_head),
+            manifest_get: self.manifest_get.saturating_sub(before.manifest_get),
+            blob_get: self.blob_get.saturating_sub(before.blob_get),
+            tags_list: self.tags_list.saturating_sub(before.tags_list),
+            token: self.token.saturating_sub(before.token),
+            hub_api: self.hub_api.saturating_sub(before.hub_api),
+            other: self.other.saturating_sub(before.other),
+        }
+    }
+
     /// Sum of all kinds.
     pub fn total(&self) -> u64 {
         self.manifest_head
@@ -261,4 +287,44 @@ pub(crate) struct HubTagPage {
 pub(crate) struct HubTag {
     pub(crate) name: String,
     pub(crate) tag_last_pushed: Option<String>,
+    /// The digest the tag points at (an index or a single manifest).
+    #[serde(default)]
+    pub(crate) digest: Option<String>,
+    /// One entry per platform manifest (attestations included).
+    #[serde(default)]
+    pub(crate) images: Option<Vec<HubImage>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct HubImage {
+    pub(crate) architecture: Option<String>,
+    pub(crate) os: Option<String>,
+    pub(crate) variant: Option<String>,
+    pub(crate) digest: Option<String>,
+}
+
+/// What Docker Hub's tags API says of one tag, read without a pull: when it
+/// was pushed, the digest it points at and the platforms that digest has.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HubTagInfo {
+    /// `tag_last_pushed`.
+    pub pushed: Option<DateTime<Utc>>,
+    /// `digest`, when stated and well formed.
+    pub digest: Option<String>,
+    /// `images`: each platform with its manifest digest (entries without an
+    /// os, architecture or well-formed digest, and `unknown` attestation
+    /// entries, left out).
+    pub platforms: Vec<PlatformRef>,
+}
+
+impl HubTagInfo {
+    /// Whether the tag is built for `os`/`architecture`; `None` when the
+    /// API listed no platforms (then only the manifest can tell).
+    pub fn has_platform(&self, os: &str, architecture: &str) -> Option<bool> {
+        (!self.platforms.is_empty()).then(|| {
+            self.platforms
+                .iter()
+                .any(|p| p.os == os && p.architecture == architecture)
+        })
+    }
 }

@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::client::{OnceMap, RegistryClient};
+use super::client::{HubTags, OnceMap, RegistryClient};
 use super::error::RegistryError;
 use super::model::{ImageDetails, ImagePlatforms, ManifestHead, PlatformImage, PlatformRef};
 
 type Shared<T> = Result<T, RegistryError>;
 type PushTimes = Option<Arc<BTreeMap<String, DateTime<Utc>>>>;
+type HubAnswer = Option<(Arc<HubTags>, Arc<BTreeMap<String, DateTime<Utc>>>)>;
 
 /// One plan's view of the registries. Within a session each repository's tags
 /// are listed once, each reference resolved once and each Docker Hub history
@@ -36,7 +37,7 @@ impl std::fmt::Debug for RegistrySession {
 struct Memo {
     tags: OnceMap<(String, String), Shared<Arc<Vec<String>>>>,
     heads: OnceMap<(String, String, String), Shared<ManifestHead>>,
-    hub: OnceMap<(String, String), Shared<PushTimes>>,
+    hub: OnceMap<(String, String), Shared<HubAnswer>>,
     details: OnceMap<(String, String, String), Shared<Arc<ImageDetails>>>,
     indexes: OnceMap<(String, String, String), Shared<Arc<ImagePlatforms>>>,
     platforms: OnceMap<(String, String, PlatformRef), Shared<Arc<PlatformImage>>>,
@@ -173,6 +174,63 @@ impl RegistrySession {
         repository: &'f str,
     ) -> BoxFuture<'f, Result<PushTimes, RegistryError>> {
         Box::pin(async move {
+            Ok(self
+                .hub_answer(host, repository)
+                .await?
+                .map(|(_, times)| times))
+        })
+    }
+
+    /// What Docker Hub's tags API says of each tag (push time, digest,
+    /// platforms), read once per plan like [`Self::hub_push_times`], which
+    /// shares the same listing; `None` likewise.
+    pub fn hub_tags<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+    ) -> BoxFuture<'f, Result<Option<Arc<HubTags>>, RegistryError>> {
+        Box::pin(async move {
+            Ok(self
+                .hub_answer(host, repository)
+                .await?
+                .map(|(tags, _)| tags))
+        })
+    }
+
+    /// What the tags API said of `tag`, when the listing was already read
+    /// in this plan (by ordering its track); never sends a request.
+    pub fn hub_tag_if_read(
+        &self,
+        host: &str,
+        repository: &str,
+        tag: &str,
+    ) -> Option<super::HubTagInfo> {
+        let cell = self
+            .memo
+            .hub
+            .cell(&(host.to_owned(), repository.to_owned()));
+        match cell.get()? {
+            Ok(Some((tags, _))) => tags.get(tag).cloned(),
+            _ => None,
+        }
+    }
+
+    /// Whether this plan read the tags API listing of the repository (and
+    /// it answered).
+    pub fn hub_tag_listing_read(&self, host: &str, repository: &str) -> bool {
+        let cell = self
+            .memo
+            .hub
+            .cell(&(host.to_owned(), repository.to_owned()));
+        matches!(cell.get(), Some(Ok(Some(_))))
+    }
+
+    fn hub_answer<'f>(
+        &'f self,
+        host: &'f str,
+        repository: &'f str,
+    ) -> BoxFuture<'f, Result<HubAnswer, RegistryError>> {
+        Box::pin(async move {
             if self.client.config().hub_api_for(host).is_none() {
                 return Ok(None);
             }
@@ -181,10 +239,14 @@ impl RegistrySession {
                 .hub
                 .cell(&(host.to_owned(), repository.to_owned()));
             cell.get_or_init(|| async {
-                self.client
-                    .hub_push_times(host, repository)
-                    .await
-                    .map(|o| o.map(Arc::new))
+                let tags = self.client.hub_tags(host, repository).await?;
+                Ok(tags.map(|tags| {
+                    let times = tags
+                        .iter()
+                        .filter_map(|(tag, info)| info.pushed.map(|p| (tag.clone(), p)))
+                        .collect();
+                    (Arc::new(tags), Arc::new(times))
+                }))
             })
             .await
             .clone()

@@ -886,3 +886,199 @@ pub fn next_tag_on(track: &crate::tracks::Track, tag: &str) -> Option<String> {
     }
     None
 }
+
+/// One tag as [`HubApi`] serves it.
+#[derive(Debug, Clone)]
+struct HubRecord {
+    pushed: DateTime<Utc>,
+    digest: String,
+    /// (os, architecture, manifest digest) per platform.
+    platforms: Vec<(String, String, String)>,
+}
+
+type HubState = Arc<Mutex<BTreeMap<String, BTreeMap<String, HubRecord>>>>;
+
+/// Docker Hub's tags REST API (`GET /v2/namespaces/{ns}/repositories/{repo}/tags`,
+/// `page`/`page_size`, newest push first, an absolute `next`) on 127.0.0.1,
+/// answering from what a test records it pushed ([`HubApi::record`]): the
+/// fields of Docker Hub's documented `tag` schema Klaud reads and their
+/// neighbours (`digest`, `tag_last_pushed`, `images` with one entry per
+/// platform manifest), as the sandbox's registry simulator serves them.
+/// `docker-registry` has no such API; with both, a plan sees what it sees
+/// on Docker Hub. Runs on its own thread, so it outlives the runtimes of the
+/// callers.
+pub struct HubApi {
+    addr: SocketAddr,
+    state: HubState,
+    requests: Arc<AtomicU64>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl HubApi {
+    /// Starts serving on 127.0.0.1 (an ephemeral port).
+    pub fn start() -> Result<Self, TestkitError> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| TestkitError::Token(format!("hub api bind: {e}")))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| TestkitError::Token(format!("hub api: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| TestkitError::Token(format!("hub api local_addr: {e}")))?;
+        let state: HubState = Arc::default();
+        let requests = Arc::new(AtomicU64::new(0));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (served, app_state, counter) = (addr, Arc::clone(&state), Arc::clone(&requests));
+        std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async move {
+                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                    return;
+                };
+                let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+                    let (state, counter) = (Arc::clone(&app_state), Arc::clone(&counter));
+                    async move {
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        hub_answer(&state, served, &uri)
+                    }
+                });
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .await;
+            });
+        });
+        Ok(Self {
+            addr,
+            state,
+            requests,
+            stop: Some(stop),
+        })
+    }
+
+    /// Where it serves, for [`crate::registry::RegistryConfig::mirrors`]
+    /// under [`crate::registry::HUB_API_HOST`].
+    pub fn base_url(&self) -> Url {
+        Url::parse(&format!("http://{}", self.addr)).unwrap_or_else(|e| unreachable!("{e}"))
+    }
+
+    /// Requests answered so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Records that `image` was pushed as `repo:tag` at `pushed` (a later
+    /// record of the same tag replaces it, as a push does).
+    pub fn record(&self, repo: &str, tag: &str, pushed: DateTime<Utc>, image: &PushedImage) {
+        let record = HubRecord {
+            pushed,
+            digest: image.index_digest.clone(),
+            platforms: image
+                .platforms
+                .iter()
+                .map(|(arch, manifest, _)| ("linux".to_owned(), arch.clone(), manifest.clone()))
+                .collect(),
+        };
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state
+            .entry(repo.to_owned())
+            .or_default()
+            .insert(tag.to_owned(), record);
+    }
+}
+
+impl Drop for HubApi {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+fn hub_answer(
+    state: &HubState,
+    addr: SocketAddr,
+    uri: &axum::http::Uri,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    let not_found = || {
+        (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"message": "object not found", "errinfo": {}})),
+        )
+            .into_response()
+    };
+    let parts: Vec<&str> = uri.path().trim_matches('/').split('/').collect();
+    let ["v2", "namespaces", ns, "repositories", name, "tags"] = parts[..] else {
+        return not_found();
+    };
+    let pairs: Vec<(String, String)> =
+        url::form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+    let get = |k: &str| {
+        pairs
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    };
+    let page_size = get("page_size")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(10)
+        .clamp(1, 100);
+    let page = get("page")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let state = state.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(tags) = state.get(&format!("{ns}/{name}")) else {
+        return not_found();
+    };
+    let mut tags: Vec<_> = tags.iter().collect();
+    tags.sort_by(|a, b| b.1.pushed.cmp(&a.1.pushed).then_with(|| a.0.cmp(b.0)));
+    let count = tags.len();
+    let start = (page - 1).saturating_mul(page_size);
+    let results: Vec<_> = tags
+        .iter()
+        .skip(start)
+        .take(page_size)
+        .map(|(tag, r)| {
+            let pushed = r.pushed.to_rfc3339_opts(SecondsFormat::Micros, true);
+            let images: Vec<_> = r
+                .platforms
+                .iter()
+                .map(|(os, arch, digest)| {
+                    json!({
+                        "architecture": arch, "os": os, "variant": null, "os_version": null,
+                        "features": null, "os_features": null, "digest": digest,
+                        "size": 0, "status": "active", "last_pulled": null,
+                        "last_pushed": pushed,
+                    })
+                })
+                .collect();
+            json!({
+                "creator": 1, "last_updater": 1, "last_updater_username": ns,
+                "name": tag, "v2": true, "full_size": 0, "digest": r.digest,
+                "media_type": OCI_INDEX, "content_type": "image", "tag_status": "active",
+                "tag_last_pulled": null, "tag_last_pushed": pushed, "last_updated": pushed,
+                "images": images,
+            })
+        })
+        .collect();
+    let link = |p: usize| {
+        format!(
+            "http://{addr}/v2/namespaces/{ns}/repositories/{name}/tags?page={p}&page_size={page_size}&ordering=last_updated"
+        )
+    };
+    let next = (start + page_size < count).then(|| link(page + 1));
+    let previous = (page > 1).then(|| link(page - 1));
+    axum::Json(json!({"count": count, "next": next, "previous": previous, "results": results}))
+        .into_response()
+}

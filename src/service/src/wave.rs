@@ -98,9 +98,12 @@ impl Record for CachedBlob {
 
 /// Re-opens the registry breakers an earlier run saved in `store`, so a
 /// restarted Klaud does not spend a timeout on a host it just found
-/// unreachable. An unreadable record is logged and ignored: the breaker is
-/// only a saving.
+/// unreachable, and keeps the manifests and configs the client pulls in
+/// `store` (reading them back first): on Docker Hub a manifest GET is a
+/// pull, and a restarted Klaud (every Actions pass) pulls none it already
+/// read. An unreadable record is logged and ignored: both are only savings.
 pub fn restore_breaker(registry: &RegistryClient, store: &Store) {
+    registry.set_content_cache(std::sync::Arc::new(store.clone()));
     match store.load_breaker() {
         Ok(Some(state)) => registry.restore_breaker(&state),
         Ok(None) => {}

@@ -1,18 +1,26 @@
 //! The planner's registry state kept across restarts, in the cache tree:
-//! image creation times by digest ([`CreationTimes`] on [`Store`]) and the
-//! per-host breaker ([`Store::save_breaker`], [`Store::load_breaker`]).
+//! image creation times by digest ([`CreationTimes`] on [`Store`]), the
+//! manifests and configs Klaud pulled, by digest, with the digest each tag
+//! last resolved to ([`ContentCache`] on [`Store`]: on Docker Hub every
+//! manifest GET is a pull, so none is pulled twice), and the per-host
+//! breaker ([`Store::save_breaker`], [`Store::load_breaker`]).
 //!
 //! Both are re-fetchable, so losing them costs requests, never correctness:
 //! a failed read is a cache miss and a failed write is logged and dropped.
 
 use klaud_planner::plan::{CreationTime, CreationTimes};
-use klaud_planner::registry::BreakerState;
+use klaud_planner::registry::{BreakerState, ContentCache};
 
 use crate::{Record, Store, StoreError, trees};
 
 /// Key prefix of creation times in the cache tree. Digests are content
 /// addresses, so these records never expire and nothing prunes them.
 const CREATION_PREFIX: &str = "creation-time/";
+/// Key prefix of manifests and configs by digest: content addresses too.
+const CONTENT_PREFIX: &str = "registry-content/";
+/// Key prefix of the digest a tag last resolved to (a hint, checked with a
+/// `HEAD` before use).
+const TAG_PREFIX: &str = "registry-tag/";
 /// Key of the breaker record in the cache tree.
 const BREAKER_KEY: &str = "registry-breaker";
 
@@ -22,6 +30,80 @@ impl Record for CreationTime {
 
 impl Record for BreakerState {
     const VERSION: u32 = 1;
+}
+
+/// A manifest or config as pulled: registry JSON, so kept as text.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeptContent {
+    text: String,
+}
+
+impl Record for KeptContent {
+    const VERSION: u32 = 1;
+}
+
+/// A tag's last digest.
+#[derive(serde::Serialize, serde::Deserialize, PartialEq)]
+struct TagDigest {
+    digest: String,
+}
+
+impl Record for TagDigest {
+    const VERSION: u32 = 1;
+}
+
+impl ContentCache for Store {
+    fn get(&self, digest: &str) -> Option<Vec<u8>> {
+        let key = format!("{CONTENT_PREFIX}{digest}");
+        match Store::get::<KeptContent>(self, trees::CACHE, &key) {
+            Ok(found) => found.map(|c| c.text.into_bytes()),
+            Err(e) => {
+                tracing::warn!(key, error = %e, "kept registry content unreadable; asking the registry");
+                None
+            }
+        }
+    }
+
+    fn put(&self, digest: &str, bytes: &[u8]) {
+        // Registry manifests and configs are JSON; anything else is not kept
+        // (asked again next time) rather than stored in a bloated encoding.
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            return;
+        };
+        let key = format!("{CONTENT_PREFIX}{digest}");
+        let value = KeptContent {
+            text: text.to_owned(),
+        };
+        if let Err(e) = Store::put(self, trees::CACHE, &key, &value) {
+            tracing::warn!(key, error = %e, "could not keep registry content");
+        }
+    }
+
+    fn tag_digest(&self, host: &str, repository: &str, tag: &str) -> Option<String> {
+        let key = format!("{TAG_PREFIX}{host}/{repository}:{tag}");
+        Store::get::<TagDigest>(self, trees::CACHE, &key)
+            .ok()
+            .flatten()
+            .map(|t| t.digest)
+    }
+
+    fn put_tag_digest(&self, host: &str, repository: &str, tag: &str, digest: &str) {
+        let key = format!("{TAG_PREFIX}{host}/{repository}:{tag}");
+        let value = TagDigest {
+            digest: digest.to_owned(),
+        };
+        // Most plans see the same digest again: no write then.
+        if Store::get::<TagDigest>(self, trees::CACHE, &key)
+            .ok()
+            .flatten()
+            .is_some_and(|old| old == value)
+        {
+            return;
+        }
+        if let Err(e) = Store::put(self, trees::CACHE, &key, &value) {
+            tracing::warn!(key, error = %e, "could not keep a tag's digest");
+        }
+    }
 }
 
 fn creation_key(digest: &str, architecture: &str) -> String {
@@ -149,5 +231,38 @@ mod tests {
         assert_eq!(store.load_breaker().unwrap(), Some(state));
         store.save_breaker(&BreakerState::default()).unwrap();
         assert_eq!(store.load_breaker().unwrap(), Some(BreakerState::default()));
+    }
+
+    #[test]
+    fn kept_registry_content_and_tag_digests_survive_a_reopened_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = br#"{"schemaVersion":2,"manifests":[]}"#;
+        {
+            let store = Store::open(dir.path()).unwrap();
+            let cache: &dyn ContentCache = &store;
+            assert_eq!(cache.get(DIGEST), None);
+            cache.put(DIGEST, manifest);
+            // Not registry JSON: not kept.
+            cache.put("sha256:00", &[0xff, 0xfe]);
+            cache.put_tag_digest("docker.io", "vllm/vllm-openai", "v0.11.0", DIGEST);
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            runtime.block_on(store.flush()).unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        let cache: &dyn ContentCache = &store;
+        assert_eq!(cache.get(DIGEST).as_deref(), Some(&manifest[..]));
+        assert_eq!(cache.get("sha256:00"), None);
+        assert_eq!(
+            cache
+                .tag_digest("docker.io", "vllm/vllm-openai", "v0.11.0")
+                .as_deref(),
+            Some(DIGEST)
+        );
+        assert_eq!(
+            cache.tag_digest("docker.io", "vllm/vllm-openai", "v0.12.0"),
+            None
+        );
     }
 }

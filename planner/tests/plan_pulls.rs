@@ -1,0 +1,163 @@
+//! Docker Hub pulls: a manifest GET is a pull against a small hourly
+//! quota, so a plan orders and screens tags with what is free (the tag
+//! listing, Docker Hub's tags API) and pulls only for the candidate it
+//! proposes — and, with the manifests kept ([`MemoryContentCache`], what the
+//! daemon's store keeps between runs), never twice for one digest. Against
+//! a real `docker-registry` on loopback and the testkit's Docker Hub tags
+//! API.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use klaud_planner::plan::{PlanOptions, PlanReport, Status, plan};
+use klaud_planner::registry::testkit::{HubApi, LocalRegistry, PlatformSpec, Pusher};
+use klaud_planner::registry::{HUB_API_HOST, MemoryContentCache, RegistryClient, RegistryConfig};
+use klaud_planner::repo::Repository;
+
+fn checkout(image: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let master = format!(
+        "a-fp8-b200-vllm:\n  image: {image}\n  model: demo/Demo\n  model-prefix: demo\n  runner: b200\n  precision: fp8\n  framework: vllm\n  multinode: false\n  scenarios:\n    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n      search-space:\n      - {{ tp: 8, conc-start: 4, conc-end: 64 }}\n"
+    );
+    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
+    std::fs::write(dir.path().join("configs/nvidia-master.yaml"), master).unwrap();
+    dir
+}
+
+async fn push(
+    pusher: &Pusher,
+    hub: &HubApi,
+    tag: &str,
+    architectures: &[&str],
+    pushed: DateTime<Utc>,
+) {
+    let platforms: Vec<PlatformSpec> = architectures
+        .iter()
+        .map(|a| PlatformSpec::linux(a, &[], Some(pushed)))
+        .collect();
+    let image = pusher
+        .push_image("klaud/pulls", tag, &platforms)
+        .await
+        .unwrap();
+    hub.record("klaud/pulls", tag, pushed, &image);
+}
+
+fn client(
+    registry: &LocalRegistry,
+    hub: &HubApi,
+    content: &Arc<MemoryContentCache>,
+) -> RegistryClient {
+    let mut config = RegistryConfig::default();
+    config
+        .mirrors
+        .insert("docker.io".to_owned(), registry.base_url());
+    config
+        .mirrors
+        .insert(HUB_API_HOST.to_owned(), hub.base_url());
+    let client = RegistryClient::new(config).unwrap();
+    client.set_content_cache(content.clone());
+    client
+}
+
+fn pulls(report: &PlanReport) -> u64 {
+    report
+        .requests_by_host
+        .get("docker.io")
+        .map_or(0, |c| c.manifest_get)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_proposed_candidate_is_pulled_and_never_again() {
+    let test = "only_the_proposed_candidate_is_pulled_and_never_again";
+    let Some(registry) = LocalRegistry::start_or_skip(test) else {
+        return;
+    };
+    let hub = HubApi::start().unwrap();
+    let now = Utc::now();
+    let pusher = Pusher::new(registry.base_url());
+    push(
+        &pusher,
+        &hub,
+        "v0.25.0",
+        &["amd64"],
+        now - Duration::days(30),
+    )
+    .await;
+    push(
+        &pusher,
+        &hub,
+        "v0.26.0",
+        &["amd64"],
+        now - Duration::days(5),
+    )
+    .await;
+    // Newer, but one only for arm64 and one pushed an hour ago: Docker Hub's
+    // tags API says so without a pull.
+    push(
+        &pusher,
+        &hub,
+        "v0.27.0",
+        &["arm64"],
+        now - Duration::days(3),
+    )
+    .await;
+    push(
+        &pusher,
+        &hub,
+        "v0.28.0",
+        &["amd64"],
+        now - Duration::hours(1),
+    )
+    .await;
+    let dir = checkout("klaud/pulls:v0.25.0");
+    let repository = Repository::open(dir.path()).unwrap();
+    let content = Arc::new(MemoryContentCache::default());
+
+    let cold = plan(
+        &repository,
+        &client(&registry, &hub, &content).session(),
+        &PlanOptions::new(now),
+    )
+    .await;
+    let family = &cold.families[0];
+    assert_eq!(family.status, Status::StaleNewer, "{:?}", family.reasons);
+    assert_eq!(family.candidate.as_ref().unwrap().tag, "v0.26.0");
+    let reasons = family.reasons.join("; ");
+    assert!(reasons.contains("v0.28.0: only 1h old"), "{reasons}");
+    assert!(
+        reasons.contains("v0.27.0: no linux/amd64 image (Docker Hub lists linux/arm64)"),
+        "{reasons}"
+    );
+    // A free HEAD confirms the digest the tags API names, and the amd64
+    // manifest it lists is the one pull; nothing for the tags passed over.
+    assert_eq!(pulls(&cold), 1, "{:?}", cold.requests_by_host);
+    assert_eq!(cold.requests.manifest_get, 1);
+    assert_eq!(cold.requests.manifest_head, 1);
+    assert!(
+        cold.requests.total() <= cold.minimum.total(),
+        "{:?} vs {:?}",
+        cold.requests,
+        cold.minimum
+    );
+
+    // A restarted Klaud with the kept content pulls nothing.
+    let warm = plan(
+        &repository,
+        &client(&registry, &hub, &content).session(),
+        &PlanOptions::new(now),
+    )
+    .await;
+    assert_eq!(warm.families[0].candidate.as_ref().unwrap().tag, "v0.26.0");
+    assert_eq!(pulls(&warm), 0, "{:?}", warm.requests_by_host);
+    assert_eq!(warm.requests.blob_get, 0);
+
+    // Without the kept content, the same restart pulls again.
+    let fresh = Arc::new(MemoryContentCache::default());
+    let again = plan(
+        &repository,
+        &client(&registry, &hub, &fresh).session(),
+        &PlanOptions::new(now),
+    )
+    .await;
+    assert_eq!(pulls(&again), 1);
+}
