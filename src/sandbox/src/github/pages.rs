@@ -7,17 +7,17 @@
 //! Markdown goes through `pulldown-cmark` (GitHub-flavoured extensions);
 //! raw HTML in it is escaped, except HTML comments, which are dropped the
 //! way GitHub hides them, and a few bare formatting tags GitHub's sanitizer
-//! keeps. Every other value is escaped. Pages are not API calls: they skip
+//! keeps. Pages are built with maud, which escapes every other value by
+//! construction. Pages are not API calls: they skip
 //! the rate limit and the request log.
-
-use std::fmt::Write as _;
 
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 use pulldown_cmark::{CowStr, Event, Options, Parser, Tag};
 
-use super::state::{GithubState, Model, Repo, Run, fmt_time};
+use super::state::{GithubState, Repo, Run, fmt_time};
 
 /// The page routes, nested under `/_html`.
 pub fn router() -> axum::Router<GithubState> {
@@ -54,22 +54,6 @@ th, td { text-align: left; padding: 4px 8px; border: 1px solid var(--line); vert
 code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
 .empty { color: var(--muted); font-style: italic; }
 "#;
-
-/// Escapes text for HTML element content and attribute values.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for ch in text.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// Bare tags (no attributes but `<details open>`) GitHub's sanitizer keeps
 /// and Klaud's comments use; any other raw HTML is shown as text.
@@ -198,22 +182,34 @@ fn safe_url(url: CowStr<'_>) -> CowStr<'_> {
     if safe { url } else { CowStr::Borrowed("#") }
 }
 
-fn page(title: &str, crumbs: &str, body: &str) -> Response {
-    let html = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{} · GitHub simulator</title><style>{STYLE}</style></head><body>\
-         <header class=\"top\">GitHub simulator · {crumbs}</header>{body}</body></html>\n",
-        escape(title)
-    );
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response()
+fn page(title: &str, crumbs: Markup, body: Markup) -> Response {
+    let html = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · GitHub simulator" }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                header.top { "GitHub simulator · " (crumbs) }
+                (body)
+            }
+        }
+    };
+    (
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        html.into_string() + "\n",
+    )
+        .into_response()
 }
 
 fn not_found(what: &str) -> Response {
     let mut resp = page(
         "Not found",
-        "",
-        &format!("<h1>404</h1><p>{} does not exist.</p>", escape(what)),
+        html! {},
+        html! { h1 { "404" } p { (what) " does not exist." } },
     );
     *resp.status_mut() = StatusCode::NOT_FOUND;
     resp
@@ -223,16 +219,20 @@ fn repo_path(r: &Repo) -> String {
     format!("/_html/{}/{}", r.owner, r.name)
 }
 
-fn crumbs(r: &Repo) -> String {
-    format!(
-        "<a href=\"{}\">{}</a>",
-        escape(&repo_path(r)),
-        escape(&r.full_name())
-    )
+fn crumbs(r: &Repo) -> Markup {
+    html! { a href=(repo_path(r)) { (r.full_name()) } }
 }
 
 fn first_line(message: &str) -> &str {
     message.lines().next().unwrap_or("")
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(7)]
+}
+
+fn empty() -> Markup {
+    html! { p.empty { "None." } }
 }
 
 async fn repository(
@@ -243,130 +243,116 @@ async fn repository(
     let Ok(r) = m.repo(&owner, &repo) else {
         return not_found(&format!("repository {owner}/{repo}"));
     };
-    let mut body = format!(
-        "<h1>{}</h1><p class=\"meta\">default branch <code>{}</code></p>",
-        escape(&r.full_name()),
-        escape(&r.default_branch)
-    );
-    body.push_str("<h2>Open pull requests</h2>");
+    let path = repo_path(r);
     let open: Vec<_> = r.pulls.values().rev().filter(|p| p.open).collect();
-    if open.is_empty() {
-        body.push_str("<p class=\"empty\">None.</p>");
-    } else {
-        body.push_str(
-            "<table><tr><th>#</th><th>Title</th><th>Author</th><th>Head</th><th>Labels</th></tr>",
-        );
-        for p in open {
-            let _ = write!(
-                body,
-                "<tr><td><a href=\"{path}/pull/{n}\">#{n}</a></td><td>{draft}<a href=\"{path}/pull/{n}\">{title}</a></td>\
-                 <td>{user}</td><td class=\"mono\">{head}</td><td>{labels}</td></tr>",
-                path = escape(&repo_path(r)),
-                n = p.number,
-                draft = if p.draft {
-                    "<span class=\"label\">Draft</span> "
-                } else {
-                    ""
-                },
-                title = escape(&p.title),
-                user = escape(&p.user),
-                head = escape(&p.head_ref),
-                labels = labels(&p.labels),
-            );
-        }
-        body.push_str("</table>");
-    }
     let (branches, other): (Vec<_>, Vec<_>) = r
         .refs
         .iter()
         .partition(|(name, _)| name.starts_with("refs/heads/"));
-    body.push_str("<h2>Branches</h2>");
-    refs_table(&mut body, &m, r, &branches, "refs/heads/");
-    // Claim refs live under refs/heads/, recovery leases and the like may
-    // not: both tables show each tip's commit message, which is where such
-    // records are written.
-    body.push_str("<h2>Other refs</h2>");
-    refs_table(&mut body, &m, r, &other, "");
-    page(&r.full_name(), &crumbs(r), &body)
+    let body = html! {
+        h1 { (r.full_name()) }
+        p.meta { "default branch " code { (r.default_branch) } }
+        h2 { "Open pull requests" }
+        @if open.is_empty() {
+            (empty())
+        } @else {
+            table {
+                tr { th { "#" } th { "Title" } th { "Author" } th { "Head" } th { "Labels" } }
+                @for p in open {
+                    tr {
+                        td { a href={ (path) "/pull/" (p.number) } { "#" (p.number) } }
+                        td {
+                            @if p.draft { span.label { "Draft" } " " }
+                            a href={ (path) "/pull/" (p.number) } { (p.title) }
+                        }
+                        td { (p.user) }
+                        td.mono { (p.head_ref) }
+                        td { (labels(&p.labels)) }
+                    }
+                }
+            }
+        }
+        h2 { "Branches" }
+        (refs_table(r, &branches, "refs/heads/"))
+        // Claim refs live under refs/heads/, recovery leases and the like
+        // may not: both tables show each tip's commit message, which is
+        // where such records are written.
+        h2 { "Other refs" }
+        (refs_table(r, &other, ""))
+    };
+    page(&r.full_name(), crumbs(r), body)
 }
 
-fn refs_table(body: &mut String, _m: &Model, r: &Repo, refs: &[(&String, &String)], strip: &str) {
+fn refs_table(r: &Repo, refs: &[(&String, &String)], strip: &str) -> Markup {
     if refs.is_empty() {
-        body.push_str("<p class=\"empty\">None.</p>");
-        return;
+        return empty();
     }
-    body.push_str(
-        "<table><tr><th>Ref</th><th>Commit</th><th>Updated</th><th>Message</th><th>Pull request</th></tr>",
-    );
-    for (name, sha) in refs {
-        let commit = r.objects.commits.get(sha.as_str());
-        let short = name.strip_prefix(strip).unwrap_or(name);
-        let pr = r
-            .pulls
-            .values()
-            .rev()
-            .find(|p| name.strip_prefix("refs/heads/") == Some(p.head_ref.as_str()))
-            .map(|p| {
-                format!(
-                    "<a href=\"{}/pull/{}\">#{}</a>",
-                    escape(&repo_path(r)),
-                    p.number,
-                    p.number
-                )
-            })
-            .unwrap_or_default();
-        let _ = write!(
-            body,
-            "<tr><td class=\"mono\">{}</td><td class=\"mono\">{}</td><td>{}</td><td class=\"mono\">{}</td><td>{pr}</td></tr>",
-            escape(short),
-            escape(&sha[..sha.len().min(7)]),
-            commit
-                .map(|c| fmt_time(c.committer.date))
-                .unwrap_or_default(),
-            escape(commit.map(|c| first_line(&c.message)).unwrap_or("")),
-        );
+    let path = repo_path(r);
+    html! {
+        table {
+            tr { th { "Ref" } th { "Commit" } th { "Updated" } th { "Message" } th { "Pull request" } }
+            @for (name, sha) in refs {
+                @let commit = r.objects.commits.get(sha.as_str());
+                @let pr = r
+                    .pulls
+                    .values()
+                    .rev()
+                    .find(|p| name.strip_prefix("refs/heads/") == Some(p.head_ref.as_str()));
+                tr {
+                    td.mono { (name.strip_prefix(strip).unwrap_or(name)) }
+                    td.mono { (short(sha)) }
+                    td { (commit.map(|c| fmt_time(c.committer.date)).unwrap_or_default()) }
+                    td.mono { (commit.map(|c| first_line(&c.message)).unwrap_or("")) }
+                    td {
+                        @if let Some(p) = pr {
+                            a href={ (path) "/pull/" (p.number) } { "#" (p.number) }
+                        }
+                    }
+                }
+            }
+        }
     }
-    body.push_str("</table>");
 }
 
-fn labels(names: &[String]) -> String {
-    names
-        .iter()
-        .map(|l| format!("<span class=\"label\">{}</span>", escape(l)))
-        .collect::<Vec<_>>()
-        .join("")
+fn labels(names: &[String]) -> Markup {
+    html! {
+        @for l in names { span.label { (l) } }
+    }
 }
 
 /// The merge box of a pull request page: the web page computes what the
 /// API's `mergeable` only answers on a second read, and names the
 /// conflicting files as GitHub's page does.
-fn merge_line(r: &Repo, p: &super::state::Pull) -> String {
+fn merge_line(r: &Repo, p: &super::state::Pull) -> Markup {
     if let Some(m) = &p.merged {
-        return format!(
-            "Merged as <code class=\"mono\">{}</code>",
-            escape(&m.sha[..m.sha.len().min(7)])
-        );
+        return html! { "Merged as " code.mono { (short(&m.sha)) } };
     }
     if !p.open {
-        return "Closed without merging".to_owned();
+        return html! { "Closed without merging" };
     }
     let outcome = r.mergeability_pair(p).and_then(|(base, head)| {
         let mb = r.objects.merge_base(&base, &head)?;
         super::merge::merge_commits(&r.objects, &mb, &base, &head)
     });
-    match outcome {
-        Some(super::merge::TreeMerge::Clean(_)) => {
-            "<span class=\"state open\">No conflicts</span> This branch has no conflicts with the base branch".to_owned()
+    html! {
+        @match outcome {
+            Some(super::merge::TreeMerge::Clean(_)) => {
+                span.state.open { "No conflicts" }
+                " This branch has no conflicts with the base branch"
+            }
+            Some(super::merge::TreeMerge::Conflicts(paths)) => {
+                span.state.closed { "Conflicts" }
+                " This branch has conflicts that must be resolved: "
+                @for (i, f) in paths.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    code { (f) }
+                }
+            }
+            None => {
+                span.state.closed { "Conflicts" }
+                " This branch has no history in common with the base branch"
+            }
         }
-        Some(super::merge::TreeMerge::Conflicts(paths)) => format!(
-            "<span class=\"state closed\">Conflicts</span> This branch has conflicts that must be resolved: {}",
-            paths
-                .iter()
-                .map(|f| format!("<code>{}</code>", escape(f)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        None => "<span class=\"state closed\">Conflicts</span> This branch has no history in common with the base branch".to_owned(),
     }
 }
 
@@ -386,82 +372,69 @@ async fn pull(
         (true, false) => ("open", "Open"),
         (false, _) => ("closed", "Closed"),
     };
-    let mut body = format!(
-        "<h1>{} <span class=\"meta\">#{}</span></h1>\
-         <p><span class=\"state {class}\">{state}</span> <b>{}</b> wants to merge \
-         <code>{}</code> into <code>{}</code> · head <code class=\"mono\">{}</code> · opened {}</p>\
-         <p>Labels: {}</p>",
-        escape(&p.title),
-        p.number,
-        escape(&p.user),
-        escape(&p.head_ref),
-        escape(&p.base_ref),
-        escape(&p.head_sha[..p.head_sha.len().min(7)]),
-        fmt_time(p.created_at),
-        if p.labels.is_empty() {
-            "<span class=\"empty\">none</span>".to_owned()
-        } else {
-            labels(&p.labels)
-        },
-    );
-    let _ = write!(body, "<p>{}</p>", merge_line(r, p));
-    let _ = write!(
-        body,
-        "<div class=\"comment\"><div class=\"who\"><b>{}</b> opened this pull request</div><div class=\"body\">{}</div></div>",
-        escape(&p.user),
-        p.body
-            .as_deref()
-            .map(markdown)
-            .unwrap_or_else(|| { "<p class=\"empty\">No description provided.</p>".to_owned() })
-    );
-    for c in r.comments.values().filter(|c| c.issue == p.number) {
-        let edited = if c.updated_at > c.created_at {
-            " · edited"
-        } else {
-            ""
-        };
-        let _ = write!(
-            body,
-            "<div class=\"comment\" id=\"issuecomment-{}\"><div class=\"who\"><b>{}</b> commented {}{edited}</div>\
-             <div class=\"body\">{}</div></div>",
-            c.id,
-            escape(&c.user),
-            fmt_time(c.created_at),
-            markdown(&c.body)
-        );
-    }
     let runs: Vec<&Run> = r
         .runs
         .values()
         .filter(|run| run.pull_requests.contains(&p.number) || run.head_branch == p.head_ref)
         .collect();
-    body.push_str("<h2>Workflow runs</h2>");
-    runs_table(&mut body, r, &runs);
-    page(&format!("{} #{}", p.title, p.number), &crumbs(r), &body)
+    let body = html! {
+        h1 { (p.title) " " span.meta { "#" (p.number) } }
+        p {
+            span class={ "state " (class) } { (state) }
+            " " b { (p.user) } " wants to merge "
+            code { (p.head_ref) } " into " code { (p.base_ref) }
+            " · head " code.mono { (short(&p.head_sha)) }
+            " · opened " (fmt_time(p.created_at))
+        }
+        p {
+            "Labels: "
+            @if p.labels.is_empty() { span.empty { "none" } } @else { (labels(&p.labels)) }
+        }
+        p { (merge_line(r, p)) }
+        div.comment {
+            div.who { b { (p.user) } " opened this pull request" }
+            div.body {
+                @match p.body.as_deref() {
+                    // Markdown rendered and sanitized by `markdown`.
+                    Some(text) => (PreEscaped(markdown(text))),
+                    None => p.empty { "No description provided." },
+                }
+            }
+        }
+        @for c in r.comments.values().filter(|c| c.issue == p.number) {
+            div.comment id={ "issuecomment-" (c.id) } {
+                div.who {
+                    b { (c.user) } " commented " (fmt_time(c.created_at))
+                    @if c.updated_at > c.created_at { " · edited" }
+                }
+                div.body { (PreEscaped(markdown(&c.body))) }
+            }
+        }
+        h2 { "Workflow runs" }
+        (runs_table(r, &runs))
+    };
+    page(&format!("{} #{}", p.title, p.number), crumbs(r), body)
 }
 
-fn runs_table(body: &mut String, r: &Repo, runs: &[&Run]) {
+fn runs_table(r: &Repo, runs: &[&Run]) -> Markup {
     if runs.is_empty() {
-        body.push_str("<p class=\"empty\">None.</p>");
-        return;
+        return empty();
     }
-    body.push_str(
-        "<table><tr><th>Run</th><th>Title</th><th>Event</th><th>Status</th><th>Attempt</th></tr>",
-    );
-    for run in runs {
-        let _ = write!(
-            body,
-            "<tr><td><a href=\"{}/actions/runs/{}\">{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&repo_path(r)),
-            run.id,
-            run.id,
-            escape(&run.display_title),
-            escape(&run.event),
-            escape(&status_text(&run.status, run.conclusion.as_deref())),
-            run.run_attempt
-        );
+    let path = repo_path(r);
+    html! {
+        table {
+            tr { th { "Run" } th { "Title" } th { "Event" } th { "Status" } th { "Attempt" } }
+            @for run in runs {
+                tr {
+                    td { a href={ (path) "/actions/runs/" (run.id) } { (run.id) } }
+                    td { (run.display_title) }
+                    td { (run.event) }
+                    td { (status_text(&run.status, run.conclusion.as_deref())) }
+                    td { (run.run_attempt) }
+                }
+            }
+        }
     }
-    body.push_str("</table>");
 }
 
 fn status_text(status: &str, conclusion: Option<&str>) -> String {
@@ -529,105 +502,90 @@ async fn run_page(
     } else {
         return not_found(&format!("attempt {shown} of run {}", run.id));
     };
-    let path = format!("{}/actions/runs/{}", repo_path(r), run.id);
-    let mut body = format!(
-        "<h1>{}</h1><p class=\"meta\">{} · run {} · attempt {shown} of {}</p>\
-         <table><tr><th>Event</th><td>{}</td></tr><tr><th>Status</th><td>{}</td></tr>\
-         <tr><th>Conclusion</th><td>{}</td></tr><tr><th>Branch</th><td class=\"mono\">{}</td></tr>\
-         <tr><th>Commit</th><td class=\"mono\">{}</td></tr><tr><th>Triggered by</th><td>{}</td></tr>\
-         <tr><th>Started</th><td>{}</td></tr><tr><th>Updated</th><td>{}</td></tr></table>",
-        escape(&run.display_title),
-        escape(&run.name),
-        run.id,
-        run.run_attempt,
-        escape(&run.event),
-        escape(status),
-        escape(conclusion.unwrap_or("—")),
-        escape(&run.head_branch),
-        escape(&run.head_sha),
-        escape(actor),
-        fmt_time(started),
-        fmt_time(updated),
-    );
-    if !run.pull_requests.is_empty() {
-        let links: Vec<String> = run
-            .pull_requests
-            .iter()
-            .map(|n| format!("<a href=\"{}/pull/{n}\">#{n}</a>", escape(&repo_path(r))))
-            .collect();
-        let _ = write!(body, "<p>Pull requests: {}</p>", links.join(", "));
-    }
-    body.push_str("<h2>Jobs</h2>");
-    body.push_str("<table><tr><th>Job</th><th>Status</th></tr>");
-    if run.jobs.is_empty() || shown != run.run_attempt {
-        let _ = write!(
-            body,
-            "<tr><td id=\"job-{}\">{}</td><td>{}</td></tr>",
-            run.job_id,
-            escape(&run.name),
-            escape(&status_text(status, conclusion)),
-        );
-    }
-    if shown == run.run_attempt {
-        for j in &run.jobs {
-            let _ = write!(
-                body,
-                "<tr><td id=\"job-{}\">{}</td><td>{}</td></tr>",
-                j.id,
-                escape(&j.name),
-                escape(&status_text(&j.status, j.conclusion.as_deref())),
-            );
-        }
-    }
-    body.push_str("</table>");
-    body.push_str("<h2>Artifacts</h2>");
+    let repo_path = repo_path(r);
+    let path = format!("{repo_path}/actions/runs/{}", run.id);
+    let latest = shown == run.run_attempt;
     let artifacts: Vec<_> = r
         .artifacts
         .values()
         .filter(|a| a.run_id == run.id)
         .collect();
-    if artifacts.is_empty() {
-        body.push_str("<p class=\"empty\">None.</p>");
-    } else {
-        body.push_str("<table><tr><th>Name</th><th>Size</th><th>Created</th></tr>");
-        for a in artifacts {
-            let _ = write!(
-                body,
-                "<tr><td class=\"mono\">{}</td><td>{} bytes</td><td>{}</td></tr>",
-                escape(&a.name),
-                a.zip.len(),
-                fmt_time(a.created_at)
-            );
+    let body = html! {
+        h1 { (run.display_title) }
+        p.meta { (run.name) " · run " (run.id) " · attempt " (shown) " of " (run.run_attempt) }
+        table {
+            tr { th { "Event" } td { (run.event) } }
+            tr { th { "Status" } td { (status) } }
+            tr { th { "Conclusion" } td { (conclusion.unwrap_or("—")) } }
+            tr { th { "Branch" } td.mono { (run.head_branch) } }
+            tr { th { "Commit" } td.mono { (run.head_sha) } }
+            tr { th { "Triggered by" } td { (actor) } }
+            tr { th { "Started" } td { (fmt_time(started)) } }
+            tr { th { "Updated" } td { (fmt_time(updated)) } }
         }
-        body.push_str("</table>");
-    }
-    body.push_str(
-        "<h2>Attempts</h2><table><tr><th>Attempt</th><th>Status</th><th>Triggered by</th></tr>",
-    );
-    for a in &run.past_attempts {
-        let _ = write!(
-            body,
-            "<tr><td><a href=\"{}/attempts/{}\">#{}</a></td><td>{}</td><td>{}</td></tr>",
-            escape(&path),
-            a.attempt,
-            a.attempt,
-            escape(&status_text(&a.status, a.conclusion.as_deref())),
-            escape(&a.triggering_actor)
-        );
-    }
-    let _ = write!(
-        body,
-        "<tr><td><a href=\"{}/attempts/{}\">#{}</a> (latest)</td><td>{}</td><td>{}</td></tr></table>",
-        escape(&path),
-        run.run_attempt,
-        run.run_attempt,
-        escape(&status_text(&run.status, run.conclusion.as_deref())),
-        escape(&run.triggering_actor)
-    );
+        @if !run.pull_requests.is_empty() {
+            p {
+                "Pull requests: "
+                @for (i, n) in run.pull_requests.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    a href={ (repo_path) "/pull/" (n) } { "#" (n) }
+                }
+            }
+        }
+        h2 { "Jobs" }
+        table {
+            tr { th { "Job" } th { "Status" } }
+            @if run.jobs.is_empty() || !latest {
+                tr {
+                    td id={ "job-" (run.job_id) } { (run.name) }
+                    td { (status_text(status, conclusion)) }
+                }
+            }
+            @if latest {
+                @for j in &run.jobs {
+                    tr {
+                        td id={ "job-" (j.id) } { (j.name) }
+                        td { (status_text(&j.status, j.conclusion.as_deref())) }
+                    }
+                }
+            }
+        }
+        h2 { "Artifacts" }
+        @if artifacts.is_empty() {
+            (empty())
+        } @else {
+            table {
+                tr { th { "Name" } th { "Size" } th { "Created" } }
+                @for a in artifacts {
+                    tr {
+                        td.mono { (a.name) }
+                        td { (a.zip.len()) " bytes" }
+                        td { (fmt_time(a.created_at)) }
+                    }
+                }
+            }
+        }
+        h2 { "Attempts" }
+        table {
+            tr { th { "Attempt" } th { "Status" } th { "Triggered by" } }
+            @for a in &run.past_attempts {
+                tr {
+                    td { a href={ (path) "/attempts/" (a.attempt) } { "#" (a.attempt) } }
+                    td { (status_text(&a.status, a.conclusion.as_deref())) }
+                    td { (a.triggering_actor) }
+                }
+            }
+            tr {
+                td { a href={ (path) "/attempts/" (run.run_attempt) } { "#" (run.run_attempt) } " (latest)" }
+                td { (status_text(&run.status, run.conclusion.as_deref())) }
+                td { (run.triggering_actor) }
+            }
+        }
+    };
     page(
         &format!("{} · run {}", run.display_title, run.id),
-        &crumbs(r),
-        &body,
+        crumbs(r),
+        body,
     )
 }
 
@@ -659,6 +617,18 @@ mod tests {
             "{links}"
         );
         assert!(links.contains("href=\"https://github.com/o/r\""), "{links}");
+    }
+
+    #[test]
+    fn values_are_escaped_by_construction() {
+        let hostile = "<script>alert(\"x\")</script> & 'q'";
+        let html = labels(&[hostile.to_owned()]).into_string();
+        assert_eq!(
+            html,
+            "<span class=\"label\">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; 'q'</span>"
+        );
+        let resp = page(hostile, html! {}, html! { p { (hostile) } });
+        assert_eq!(resp.status(), StatusCode::OK);
     }
 
     #[test]
