@@ -12,7 +12,9 @@ use klaud_claims::{
 use klaud_github::lifecycle::GithubLifecycle;
 use klaud_github::{Credential, ForgeConfig, Github, GithubError, RetryPolicy, RunFilter, Secret};
 use klaud_lifecycle::engine::ownership::check;
-use klaud_lifecycle::engine::{Expectation, Forge as _, ForgeError, OwnershipProof, Pull};
+use klaud_lifecycle::engine::{
+    Expectation, Forge as _, ForgeError, OwnershipProof, Pull, Writes as _,
+};
 use klaud_sandbox::github::{Fault, FaultAction, GithubSim, Permission};
 use serde_json::json;
 

@@ -12,10 +12,9 @@ use klaud_claims::{
 };
 use klaud_lifecycle::engine::ownership::check;
 use klaud_lifecycle::engine::{
-    ArtifactInfo, Comment, Expectation, Forge, ForgeError, MismatchKind, OwnershipError,
-    OwnershipProof, ProofError, Pull, PullState, ReplyPermit, Run, RunQuery, reply_permit,
+    ArtifactInfo, Comment, Expectation, Forge, ForgeError, MismatchKind, OwnershipError, Permitted,
+    ProofError, Pull, PullState, Run, RunQuery, Write, Writes, Written, reply_permit,
 };
-use serde_json::Value;
 
 const BOT: &str = "Klaud-Cold";
 const CAND: &str = "d92e15065c55779d-0123456789abcdef";
@@ -23,6 +22,8 @@ const BRANCH: &str = "klaud/auto-d92e15065c55779d-0123456789abcdef";
 
 struct Fake {
     refs: MemoryRefStore,
+    /// The writes that reached the backend.
+    sent: Mutex<Vec<&'static str>>,
     pull: Mutex<Pull>,
     run: Mutex<Run>,
 }
@@ -85,103 +86,20 @@ impl Forge for Fake {
     ) -> Result<klaud_lifecycle::engine::forge::Comparison, ForgeError> {
         unused()
     }
-    async fn commit_files(
-        &self,
-        _: &OwnershipProof,
-        _: &str,
-        _: &[(String, Vec<u8>)],
-        _: &str,
-    ) -> Result<String, ForgeError> {
-        unused()
-    }
-    async fn commit_merge(
-        &self,
-        _: &OwnershipProof,
-        _: &str,
-        _: &str,
-        _: &[(String, Vec<u8>)],
-        _: &str,
-    ) -> Result<String, ForgeError> {
-        unused()
-    }
-    async fn create_branch(&self, _: &OwnershipProof, _: &str, _: &str) -> Result<(), ForgeError> {
-        unused()
-    }
-    async fn fast_forward_branch(
-        &self,
-        _: &OwnershipProof,
-        _: &str,
-        _: &str,
-    ) -> Result<(), ForgeError> {
-        unused()
-    }
-    async fn delete_branch(&self, _: &OwnershipProof, _: &str) -> Result<(), ForgeError> {
-        unused()
-    }
-    async fn create_draft_pull(
-        &self,
-        _: &OwnershipProof,
-        _: &str,
-        _: &str,
-        _: &str,
-        _: &str,
-    ) -> Result<Pull, ForgeError> {
-        unused()
-    }
-    async fn update_pull_body(
-        &self,
-        _: &OwnershipProof,
-        _: u64,
-        _: &str,
-    ) -> Result<(), ForgeError> {
-        unused()
-    }
-    async fn close_pull(&self, _: &OwnershipProof, _: u64) -> Result<(), ForgeError> {
-        unused()
-    }
-    async fn set_draft(&self, _: &OwnershipProof, _: &Pull, _: bool) -> Result<(), ForgeError> {
-        unused()
-    }
-    async fn create_comment(
-        &self,
-        _: &OwnershipProof,
-        _: u64,
-        _: &str,
-    ) -> Result<Comment, ForgeError> {
-        unused()
-    }
-    async fn update_comment(
-        &self,
-        _: &OwnershipProof,
-        _: u64,
-        _: u64,
-        _: &str,
-    ) -> Result<Comment, ForgeError> {
-        unused()
-    }
-    async fn reply(&self, _: &ReplyPermit, _: &str) -> Result<Comment, ForgeError> {
-        unused()
-    }
-    async fn add_labels(&self, _: &OwnershipProof, _: u64, _: &[String]) -> Result<(), ForgeError> {
-        unused()
-    }
-    async fn remove_label(&self, _: &OwnershipProof, _: u64, _: &str) -> Result<(), ForgeError> {
-        unused()
-    }
-    async fn dispatch(
-        &self,
-        _: &OwnershipProof,
-        _: &str,
-        _: &str,
-        _: &Value,
-    ) -> Result<Option<u64>, ForgeError> {
-        unused()
-    }
-    async fn rerun_run(&self, _: &OwnershipProof, _: u64) -> Result<(), ForgeError> {
-        unused()
-    }
-    async fn cancel_run(&self, _: &OwnershipProof, _: u64) -> Result<(), ForgeError> {
-        unused()
+    async fn write(&self, permitted: Permitted<'_>) -> Result<Written, ForgeError> {
+        let write = *permitted.write();
+        self.sent.lock().expect("sent").push(write.what());
+        Ok(match write {
+            Write::CreateComment { body, .. } | Write::Reply { body, .. } => {
+                Written::Comment(Comment {
+                    id: 1,
+                    body: body.to_owned(),
+                    author: Some(BOT.into()),
+                    author_association: None,
+                })
+            }
+            _ => Written::Done,
+        })
     }
 }
 
@@ -214,6 +132,7 @@ async fn world() -> (Fake, HeldClaim, String) {
     };
     let fake = Fake {
         refs,
+        sent: Mutex::new(Vec::new()),
         pull: Mutex::new(Pull {
             number: 7,
             state: PullState::Open,
@@ -406,4 +325,49 @@ async fn a_reply_permit_needs_a_pull_request_by_the_bot() {
     assert!(reply_permit(&fake, 7).await.expect("read").is_some());
     fake.pull.lock().expect("pull").author = Some("someone".into());
     assert!(reply_permit(&fake, 7).await.expect("read").is_none());
+}
+
+#[tokio::test]
+async fn a_write_reaches_the_backend_only_when_its_proof_covers_its_target() {
+    let (fake, held, head) = world().await;
+    let proof = check(&fake, all(&held, &head)).await.expect("proof");
+    let sent = || fake.sent.lock().expect("sent").clone();
+
+    let err = fake
+        .create_comment(&proof, 8, "hello")
+        .await
+        .expect_err("another PR");
+    assert!(matches!(err, ForgeError::Proof(_)), "{err}");
+    assert!(fake.cancel_run(&proof, 100).await.is_err());
+    assert!(fake.delete_branch(&proof, "main").await.is_err());
+    assert!(sent().is_empty(), "nothing sent: {:?}", sent());
+
+    let posted = fake.create_comment(&proof, 7, "hello").await.expect("ours");
+    assert_eq!(posted.body, "hello");
+    fake.cancel_run(&proof, 99).await.expect("our run");
+    assert_eq!(sent(), ["a comment", "a cancel"]);
+
+    // A dispatch permit names the workflow, ref and inputs it allows.
+    let inputs = serde_json::json!({"ref": head});
+    let permitted = proof
+        .permit(Write::Dispatch {
+            workflow: "e2e-tests.yml",
+            git_ref: "main",
+            inputs: &inputs,
+        })
+        .expect("checked head and PR");
+    match permitted.write() {
+        Write::Dispatch {
+            workflow, inputs, ..
+        } => {
+            assert_eq!(*workflow, "e2e-tests.yml");
+            assert_eq!(inputs["ref"], head.as_str());
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // A reply needs no proof, only the permit for its pull request.
+    let permit = reply_permit(&fake, 7).await.expect("read").expect("ours");
+    fake.reply(&permit, "done").await.expect("reply");
+    assert_eq!(sent().last(), Some(&"a reply"));
 }

@@ -22,6 +22,7 @@
 //! is read from it.
 
 use crate::BoxFuture;
+use crate::engine::write::Writes as _;
 use std::collections::BTreeSet;
 
 use klaud_claims::{CandidateId, Clock};

@@ -2,6 +2,7 @@
 //! [`crate::engine`] for the rules every step follows.
 
 use crate::BoxFuture;
+use crate::engine::write::Writes as _;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 

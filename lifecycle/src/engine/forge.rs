@@ -1,14 +1,14 @@
 //! The forge boundary: the GitHub operations the lifecycle needs. Reads are
-//! free; every mutating method takes an [`OwnershipProof`], which only the
-//! ownership check can make, so no code path can change GitHub without
-//! having re-read that the work is still Klaud's.
+//! free; every change goes through [`Forge::write`], which takes a write
+//! permitted by an [`super::ownership::OwnershipProof`] (only the ownership
+//! check can make one, and it checks the write's target), so no code path
+//! can change GitHub without having re-read that the work is still Klaud's.
 
+use super::ownership::ProofError;
+pub use super::states::{CompareStatus, PullState, RunConclusion, RunStatus};
+use super::write::{Permitted, Written};
 use async_trait::async_trait;
 use klaud_claims::{RefStore, RefStoreError};
-use serde_json::Value;
-
-use super::ownership::{OwnershipProof, ProofError, ReplyPermit};
-pub use super::states::{CompareStatus, PullState, RunConclusion, RunStatus};
 
 /// A pull request as the lifecycle sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -284,133 +284,13 @@ pub trait Forge: Send + Sync {
     /// The commits and files between `base` and `head` (compare API).
     async fn compare_commits(&self, base: &str, head: &str) -> Result<Comparison, ForgeError>;
 
-    // ---- mutations (each needs a proof, and refuses with
-    // [`ForgeError::Proof`] a target the proof did not check)
+    // ---- the one mutation
 
-    /// Creates one commit on `parent` that sets `files` (path → bytes) and
-    /// returns its sha. Moves no ref.
-    async fn commit_files(
-        &self,
-        proof: &OwnershipProof,
-        parent: &str,
-        files: &[(String, Vec<u8>)],
-        message: &str,
-    ) -> Result<String, ForgeError>;
-    /// Creates a merge commit whose first parent is `head` and second
-    /// `base`, with `base`'s tree plus `files` (path → bytes), and returns
-    /// its sha. Moves no ref. The proof must cover `head`.
-    async fn commit_merge(
-        &self,
-        proof: &OwnershipProof,
-        head: &str,
-        base: &str,
-        files: &[(String, Vec<u8>)],
-        message: &str,
-    ) -> Result<String, ForgeError>;
-    /// Creates `refs/heads/<branch>` at `sha`.
-    async fn create_branch(
-        &self,
-        proof: &OwnershipProof,
-        branch: &str,
-        sha: &str,
-    ) -> Result<(), ForgeError>;
-    /// Moves a branch without force (a compare-and-swap on GitHub's side).
-    async fn fast_forward_branch(
-        &self,
-        proof: &OwnershipProof,
-        branch: &str,
-        sha: &str,
-    ) -> Result<(), ForgeError>;
-    /// Deletes a branch.
-    async fn delete_branch(&self, proof: &OwnershipProof, branch: &str) -> Result<(), ForgeError>;
-    /// Opens a draft pull request.
-    async fn create_draft_pull(
-        &self,
-        proof: &OwnershipProof,
-        title: &str,
-        head: &str,
-        base: &str,
-        body: &str,
-    ) -> Result<Pull, ForgeError>;
-    /// Replaces a pull request's body.
-    async fn update_pull_body(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        body: &str,
-    ) -> Result<(), ForgeError>;
-    /// Closes a pull request.
-    async fn close_pull(&self, proof: &OwnershipProof, number: u64) -> Result<(), ForgeError>;
-    /// Marks a pull request draft (`true`) or ready for review (`false`).
-    async fn set_draft(
-        &self,
-        proof: &OwnershipProof,
-        pull: &Pull,
-        draft: bool,
-    ) -> Result<(), ForgeError>;
-    /// Posts a comment.
-    async fn create_comment(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        body: &str,
-    ) -> Result<Comment, ForgeError>;
-    /// Replaces the body of one of the bot's comments on pull request
-    /// `number` (live reports are edited in place).
-    async fn update_comment(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        comment: u64,
-        body: &str,
-    ) -> Result<Comment, ForgeError>;
-    /// Posts a reply on the pull request of `permit` (maintainer commands,
-    /// also after a handoff).
-    async fn reply(&self, permit: &ReplyPermit, body: &str) -> Result<Comment, ForgeError>;
-    /// Adds labels.
-    async fn add_labels(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        labels: &[String],
-    ) -> Result<(), ForgeError>;
-    /// Removes a label (absent counts as removed).
-    async fn remove_label(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        label: &str,
-    ) -> Result<(), ForgeError>;
-    /// Dispatches a workflow on `git_ref` with `inputs`; the run id when the
-    /// server returns run details. [`ForgeError::Ambiguous`] means: search
-    /// for the run before dispatching again.
-    async fn dispatch(
-        &self,
-        proof: &OwnershipProof,
-        workflow: &str,
-        git_ref: &str,
-        inputs: &Value,
-    ) -> Result<Option<u64>, ForgeError>;
-    /// [`Forge::dispatch`], with the new run's web page when the server
-    /// returns run details: a dispatched run is attempt 1, so nothing needs
-    /// to read it. The default dispatches and knows no page (the caller
-    /// reads the run).
-    async fn dispatch_run(
-        &self,
-        proof: &OwnershipProof,
-        workflow: &str,
-        git_ref: &str,
-        inputs: &Value,
-    ) -> Result<Option<(u64, Option<String>)>, ForgeError> {
-        Ok(self
-            .dispatch(proof, workflow, git_ref, inputs)
-            .await?
-            .map(|id| (id, None)))
-    }
-    /// Re-runs a completed run (a new attempt of the same run).
-    async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError>;
-    /// Cancels a run (a completed run counts as done).
-    async fn cancel_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError>;
+    /// Sends one write its proof permitted ([`super::write`]). A backend
+    /// performs the write as asked: the check of its target was made when
+    /// the permit was, and the callers' methods ([`super::write::Writes`])
+    /// build, check and send each write.
+    async fn write(&self, permitted: Permitted<'_>) -> Result<Written, ForgeError>;
 }
 
 #[cfg(test)]

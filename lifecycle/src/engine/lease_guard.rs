@@ -9,10 +9,10 @@
 use async_trait::async_trait;
 use chrono::TimeDelta;
 use klaud_claims::{Clock, RefStore};
-use serde_json::Value;
 
 use super::forge::{ArtifactInfo, Comment, Forge, ForgeError, Pull, Run, RunQuery};
-use super::ownership::{OwnershipProof, ProofError, ReplyPermit};
+use super::ownership::ProofError;
+use super::write::{LeaseSeen, Permitted, Written};
 
 /// A forge whose writes first check the proof's lease against the clock.
 pub(crate) struct LeaseGuard<'a> {
@@ -23,17 +23,17 @@ pub(crate) struct LeaseGuard<'a> {
 }
 
 impl LeaseGuard<'_> {
-    fn check(&self, proof: &OwnershipProof, what: &str) -> Result<(), ForgeError> {
+    fn check(&self, lease: &LeaseSeen, what: &str) -> Result<(), ForgeError> {
         let now = self.clock.now();
-        let left = proof.lease_until().map(|u| u - now);
+        let left = lease.until.map(|u| u - now);
         match left {
             Some(left) if left >= self.window => Ok(()),
             _ => Err(ForgeError::Proof(ProofError {
                 proved: format!(
                     "claim {} with lease until {}",
-                    proof.claim_ref(),
-                    proof
-                        .lease_until()
+                    lease.claim_ref,
+                    lease
+                        .until
                         .map_or_else(|| "(no lease)".into(), |u| u.to_rfc3339())
                 ),
                 asked: format!(
@@ -105,157 +105,11 @@ impl Forge for LeaseGuard<'_> {
     ) -> Result<super::forge::Comparison, ForgeError> {
         self.inner.compare_commits(base, head).await
     }
-    async fn commit_files(
-        &self,
-        proof: &OwnershipProof,
-        parent: &str,
-        files: &[(String, Vec<u8>)],
-        message: &str,
-    ) -> Result<String, ForgeError> {
-        self.check(proof, "a commit")?;
-        self.inner.commit_files(proof, parent, files, message).await
-    }
-    async fn commit_merge(
-        &self,
-        proof: &OwnershipProof,
-        head: &str,
-        base: &str,
-        files: &[(String, Vec<u8>)],
-        message: &str,
-    ) -> Result<String, ForgeError> {
-        self.check(proof, "a merge commit")?;
-        self.inner
-            .commit_merge(proof, head, base, files, message)
-            .await
-    }
-    async fn create_branch(
-        &self,
-        proof: &OwnershipProof,
-        branch: &str,
-        sha: &str,
-    ) -> Result<(), ForgeError> {
-        self.check(proof, "creating a branch")?;
-        self.inner.create_branch(proof, branch, sha).await
-    }
-    async fn fast_forward_branch(
-        &self,
-        proof: &OwnershipProof,
-        branch: &str,
-        sha: &str,
-    ) -> Result<(), ForgeError> {
-        self.check(proof, "a push")?;
-        self.inner.fast_forward_branch(proof, branch, sha).await
-    }
-    async fn delete_branch(&self, proof: &OwnershipProof, branch: &str) -> Result<(), ForgeError> {
-        self.check(proof, "deleting a branch")?;
-        self.inner.delete_branch(proof, branch).await
-    }
-    async fn create_draft_pull(
-        &self,
-        proof: &OwnershipProof,
-        title: &str,
-        head: &str,
-        base: &str,
-        body: &str,
-    ) -> Result<Pull, ForgeError> {
-        self.check(proof, "opening a pull request")?;
-        self.inner
-            .create_draft_pull(proof, title, head, base, body)
-            .await
-    }
-    async fn update_pull_body(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        body: &str,
-    ) -> Result<(), ForgeError> {
-        self.check(proof, "editing a pull request")?;
-        self.inner.update_pull_body(proof, number, body).await
-    }
-    async fn close_pull(&self, proof: &OwnershipProof, number: u64) -> Result<(), ForgeError> {
-        self.check(proof, "closing a pull request")?;
-        self.inner.close_pull(proof, number).await
-    }
-    async fn set_draft(
-        &self,
-        proof: &OwnershipProof,
-        pull: &Pull,
-        draft: bool,
-    ) -> Result<(), ForgeError> {
-        self.check(proof, "changing draft state")?;
-        self.inner.set_draft(proof, pull, draft).await
-    }
-    async fn create_comment(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        body: &str,
-    ) -> Result<Comment, ForgeError> {
-        self.check(proof, "a comment")?;
-        self.inner.create_comment(proof, number, body).await
-    }
-    async fn update_comment(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        comment: u64,
-        body: &str,
-    ) -> Result<Comment, ForgeError> {
-        self.check(proof, "a comment edit")?;
-        self.inner
-            .update_comment(proof, number, comment, body)
-            .await
-    }
-    async fn reply(&self, permit: &ReplyPermit, body: &str) -> Result<Comment, ForgeError> {
+    async fn write(&self, permitted: Permitted<'_>) -> Result<Written, ForgeError> {
         // A reply answers a maintainer and needs no claim.
-        self.inner.reply(permit, body).await
-    }
-    async fn add_labels(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        labels: &[String],
-    ) -> Result<(), ForgeError> {
-        self.check(proof, "adding a label")?;
-        self.inner.add_labels(proof, number, labels).await
-    }
-    async fn remove_label(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        label: &str,
-    ) -> Result<(), ForgeError> {
-        self.check(proof, "removing a label")?;
-        self.inner.remove_label(proof, number, label).await
-    }
-    async fn dispatch(
-        &self,
-        proof: &OwnershipProof,
-        workflow: &str,
-        git_ref: &str,
-        inputs: &Value,
-    ) -> Result<Option<u64>, ForgeError> {
-        self.check(proof, "a workflow dispatch")?;
-        self.inner.dispatch(proof, workflow, git_ref, inputs).await
-    }
-    async fn dispatch_run(
-        &self,
-        proof: &OwnershipProof,
-        workflow: &str,
-        git_ref: &str,
-        inputs: &Value,
-    ) -> Result<Option<(u64, Option<String>)>, ForgeError> {
-        self.check(proof, "a workflow dispatch")?;
-        self.inner
-            .dispatch_run(proof, workflow, git_ref, inputs)
-            .await
-    }
-    async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
-        self.check(proof, "a re-run")?;
-        self.inner.rerun_run(proof, id).await
-    }
-    async fn cancel_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
-        self.check(proof, "a cancel")?;
-        self.inner.cancel_run(proof, id).await
+        if let Some(lease) = permitted.lease() {
+            self.check(lease, permitted.write().what())?;
+        }
+        self.inner.write(permitted).await
     }
 }

@@ -17,7 +17,7 @@ use super::forge::{
     ArtifactInfo, Comment, Forge, ForgeError, Pull, PullState, Run, RunConclusion, RunQuery,
     RunStatus,
 };
-use super::ownership::{OwnershipProof, ReplyPermit};
+use super::write::{Permitted, Write, Written};
 
 /// The title the benchmark repository's smoke workflow gives a dispatched
 /// run (its `run-name`), from the `test-name` input.
@@ -549,39 +549,108 @@ impl Forge for MemoryForge {
             .ok_or_else(|| ForgeError::NotFound(format!("artifact {id}")))
     }
 
-    async fn commit_files(
+    async fn write(&self, permitted: Permitted<'_>) -> Result<Written, ForgeError> {
+        let done = |()| Written::Done;
+        match *permitted.write() {
+            Write::CommitFiles {
+                parent,
+                files,
+                message,
+            } => self
+                .apply_commit_files(parent, files, message)
+                .await
+                .map(Written::Commit),
+            Write::CommitMerge {
+                head,
+                base,
+                files,
+                message,
+            } => self
+                .apply_commit_merge(head, base, files, message)
+                .await
+                .map(Written::Commit),
+            Write::CreateBranch { branch, sha } => {
+                self.apply_create_branch(branch, sha).await.map(done)
+            }
+            Write::FastForwardBranch { branch, sha } => {
+                self.apply_fast_forward_branch(branch, sha).await.map(done)
+            }
+            Write::DeleteBranch { branch } => self.apply_delete_branch(branch).await.map(done),
+            Write::CreateDraftPull {
+                title,
+                head,
+                base,
+                body,
+            } => self
+                .apply_create_draft_pull(title, head, base, body)
+                .await
+                .map(Written::Pull),
+            Write::UpdatePullBody { number, body } => {
+                self.apply_update_pull_body(number, body).await.map(done)
+            }
+            Write::ClosePull { number } => self.apply_close_pull(number).await.map(done),
+            Write::SetDraft { pull, draft } => self.apply_set_draft(pull, draft).await.map(done),
+            Write::CreateComment { number, body } => self
+                .apply_create_comment(number, body)
+                .await
+                .map(Written::Comment),
+            Write::UpdateComment {
+                number,
+                comment,
+                body,
+            } => self
+                .apply_update_comment(number, comment, body)
+                .await
+                .map(Written::Comment),
+            Write::Reply { number, body } => {
+                self.apply_reply(number, body).await.map(Written::Comment)
+            }
+            Write::AddLabels { number, labels } => {
+                self.apply_add_labels(number, labels).await.map(done)
+            }
+            Write::RemoveLabel { number, label } => {
+                self.apply_remove_label(number, label).await.map(done)
+            }
+            Write::Dispatch {
+                workflow,
+                git_ref,
+                inputs,
+            } => self
+                .apply_dispatch(workflow, git_ref, inputs)
+                .await
+                .map(|id| Written::Dispatched(id.map(|id| (id, None)))),
+            Write::RerunRun { id } => self.apply_rerun_run(id).await.map(done),
+            Write::CancelRun { id } => self.apply_cancel_run(id).await.map(done),
+        }
+    }
+}
+
+/// The writes as plain operations; [`Forge::write`] sends them once their
+/// proof has permitted them.
+impl MemoryForge {
+    async fn apply_commit_files(
         &self,
-        proof: &OwnershipProof,
         parent: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
     ) -> Result<String, ForgeError> {
-        proof.for_commit(parent)?;
         self.log(format!("commit on {parent}"));
         self.commit(Some(parent), files, message).await
     }
 
-    async fn commit_merge(
+    async fn apply_commit_merge(
         &self,
-        proof: &OwnershipProof,
         head: &str,
         base: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
     ) -> Result<String, ForgeError> {
-        proof.for_commit(head)?;
         self.log(format!("merge {base} into {head}"));
         self.commit_with(Some(head), Some(base), files, message)
             .await
     }
 
-    async fn create_branch(
-        &self,
-        proof: &OwnershipProof,
-        branch: &str,
-        sha: &str,
-    ) -> Result<(), ForgeError> {
-        proof.for_branch(branch)?;
+    async fn apply_create_branch(&self, branch: &str, sha: &str) -> Result<(), ForgeError> {
         self.log(format!("create branch {branch}"));
         self.store
             .create_ref(&format!("refs/heads/{branch}"), sha)
@@ -589,13 +658,7 @@ impl Forge for MemoryForge {
             .map_err(store_err)
     }
 
-    async fn fast_forward_branch(
-        &self,
-        proof: &OwnershipProof,
-        branch: &str,
-        sha: &str,
-    ) -> Result<(), ForgeError> {
-        proof.for_branch(branch)?;
+    async fn apply_fast_forward_branch(&self, branch: &str, sha: &str) -> Result<(), ForgeError> {
         self.log(format!("push branch {branch}"));
         self.store
             .fast_forward_ref(&format!("refs/heads/{branch}"), sha)
@@ -603,8 +666,7 @@ impl Forge for MemoryForge {
             .map_err(store_err)
     }
 
-    async fn delete_branch(&self, proof: &OwnershipProof, branch: &str) -> Result<(), ForgeError> {
-        proof.for_branch(branch)?;
+    async fn apply_delete_branch(&self, branch: &str) -> Result<(), ForgeError> {
         self.log(format!("delete branch {branch}"));
         self.store
             .delete_ref(&format!("refs/heads/{branch}"))
@@ -612,15 +674,13 @@ impl Forge for MemoryForge {
             .map_err(store_err)
     }
 
-    async fn create_draft_pull(
+    async fn apply_create_draft_pull(
         &self,
-        proof: &OwnershipProof,
         title: &str,
         head: &str,
         _base: &str,
         body: &str,
     ) -> Result<Pull, ForgeError> {
-        proof.for_branch(head)?;
         let head_sha = self
             .store
             .ref_sha(&format!("refs/heads/{head}"))
@@ -646,34 +706,21 @@ impl Forge for MemoryForge {
         Ok(pull)
     }
 
-    async fn update_pull_body(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        body: &str,
-    ) -> Result<(), ForgeError> {
-        proof.for_pull(number)?;
+    async fn apply_update_pull_body(&self, number: u64, body: &str) -> Result<(), ForgeError> {
         let mut st = self.lock();
         st.writes.push(format!("body #{number}"));
         st.pull_mut(number)?.body = body.to_owned();
         Ok(())
     }
 
-    async fn close_pull(&self, proof: &OwnershipProof, number: u64) -> Result<(), ForgeError> {
-        proof.for_pull(number)?;
+    async fn apply_close_pull(&self, number: u64) -> Result<(), ForgeError> {
         let mut st = self.lock();
         st.writes.push(format!("close #{number}"));
         st.pull_mut(number)?.state = PullState::Closed;
         Ok(())
     }
 
-    async fn set_draft(
-        &self,
-        proof: &OwnershipProof,
-        pull: &Pull,
-        draft: bool,
-    ) -> Result<(), ForgeError> {
-        proof.for_pull(pull.number)?;
+    async fn apply_set_draft(&self, pull: &Pull, draft: bool) -> Result<(), ForgeError> {
         let mut st = self.lock();
         st.writes.push(format!(
             "{} #{}",
@@ -684,24 +731,16 @@ impl Forge for MemoryForge {
         Ok(())
     }
 
-    async fn create_comment(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        body: &str,
-    ) -> Result<Comment, ForgeError> {
-        proof.for_pull(number)?;
+    async fn apply_create_comment(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
         self.post(number, body, "comment")
     }
 
-    async fn update_comment(
+    async fn apply_update_comment(
         &self,
-        proof: &OwnershipProof,
         number: u64,
         comment: u64,
         body: &str,
     ) -> Result<Comment, ForgeError> {
-        proof.for_pull(number)?;
         let bot = self.bot.clone();
         let mut st = self.lock();
         let found = st
@@ -721,17 +760,11 @@ impl Forge for MemoryForge {
         Ok(edited)
     }
 
-    async fn reply(&self, permit: &ReplyPermit, body: &str) -> Result<Comment, ForgeError> {
-        self.post(permit.pull(), body, "reply")
+    async fn apply_reply(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
+        self.post(number, body, "reply")
     }
 
-    async fn add_labels(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        labels: &[String],
-    ) -> Result<(), ForgeError> {
-        proof.for_pull(number)?;
+    async fn apply_add_labels(&self, number: u64, labels: &[String]) -> Result<(), ForgeError> {
         let head = self.get_pull(number).await?;
         let mut st = self.lock();
         for label in labels {
@@ -756,27 +789,19 @@ impl Forge for MemoryForge {
         Ok(())
     }
 
-    async fn remove_label(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        label: &str,
-    ) -> Result<(), ForgeError> {
-        proof.for_pull(number)?;
+    async fn apply_remove_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
         let mut st = self.lock();
         st.writes.push(format!("unlabel #{number} {label}"));
         st.pull_mut(number)?.labels.retain(|l| l != label);
         Ok(())
     }
 
-    async fn dispatch(
+    async fn apply_dispatch(
         &self,
-        proof: &OwnershipProof,
         workflow: &str,
         git_ref: &str,
         inputs: &Value,
     ) -> Result<Option<u64>, ForgeError> {
-        proof.for_dispatch()?;
         // As on GitHub: a dispatched run's head is the tip of the ref it was
         // dispatched on, whatever `inputs.ref` says.
         let head = self.resolve(git_ref);
@@ -792,8 +817,7 @@ impl Forge for MemoryForge {
         Ok(self.return_run_details.then_some(id))
     }
 
-    async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
-        proof.for_run(id)?;
+    async fn apply_rerun_run(&self, id: u64) -> Result<(), ForgeError> {
         let mut st = self.lock();
         st.writes.push(format!("rerun {id}"));
         let run = &mut st.run_mut(id)?.run;
@@ -803,8 +827,7 @@ impl Forge for MemoryForge {
         Ok(())
     }
 
-    async fn cancel_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
-        proof.for_run(id)?;
+    async fn apply_cancel_run(&self, id: u64) -> Result<(), ForgeError> {
         let mut st = self.lock();
         st.writes.push(format!("cancel {id}"));
         let run = &mut st.run_mut(id)?.run;

@@ -27,10 +27,12 @@ pub mod forge;
 pub mod intent;
 pub mod journal;
 mod lease_guard;
+#[cfg(any(test, feature = "testkit"))]
 pub mod memory;
 pub mod ownership;
 pub mod states;
 mod step_reads;
+pub mod write;
 
 pub use driver::{
     Engine, EngineConfig, EngineError, HumanOverlap, Progress, REPAIR_INPUT_VERSION, RepairContext,
@@ -46,11 +48,13 @@ pub use journal::{
     ReuseAuthorization, Step, StoredClaim, Upkeep,
 };
 pub use klaud_claims::ManualClock;
+#[cfg(any(test, feature = "testkit"))]
 pub use memory::MemoryForge;
 pub use ownership::{
     Expectation, HANDOFF_LABEL, Mismatch, MismatchKind, OwnershipError, OwnershipProof, ProofError,
     ReplyPermit, reply_permit,
 };
+pub use write::{LeaseSeen, Permitted, Write, Writes, Written};
 
 #[cfg(test)]
 mod tests;

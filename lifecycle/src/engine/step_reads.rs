@@ -22,11 +22,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use klaud_claims::{RefStore, RefStoreError, RefTip};
-use serde_json::Value;
 
 use super::forge::{ArtifactInfo, Comment, Forge, ForgeError, Job, Pull, Run, RunQuery};
 use super::lease_guard::LeaseGuard;
-use super::ownership::{OwnershipProof, ReplyPermit};
+use super::write::{Permitted, Write, Written};
 
 /// What one step has read so far (and what its own writes made of it).
 #[derive(Debug, Default)]
@@ -248,186 +247,84 @@ impl Forge for StepReads<'_> {
     ) -> Result<super::forge::Comparison, ForgeError> {
         self.inner.compare_commits(base, head).await
     }
-    async fn commit_files(
+    async fn write(&self, permitted: Permitted<'_>) -> Result<Written, ForgeError> {
+        // The permit moves on; what it touches is kept to bring the step's
+        // reads in line with the answer.
+        let write = *permitted.write();
+        let written = self.inner.write(permitted).await;
+        self.after_write(write, written)
+    }
+}
+
+impl StepReads<'_> {
+    /// Brings the step's reads in line with one of Klaud's own writes: an
+    /// answer that shows the write's effect updates what was read; a failed
+    /// write, or one whose answer does not show its effect (a re-run, a
+    /// cancel, a push, a close), forgets what it touched.
+    fn after_write(
         &self,
-        proof: &OwnershipProof,
-        parent: &str,
-        files: &[(String, Vec<u8>)],
-        message: &str,
-    ) -> Result<String, ForgeError> {
-        self.inner.commit_files(proof, parent, files, message).await
-    }
-    async fn commit_merge(
-        &self,
-        proof: &OwnershipProof,
-        head: &str,
-        base: &str,
-        files: &[(String, Vec<u8>)],
-        message: &str,
-    ) -> Result<String, ForgeError> {
-        self.inner
-            .commit_merge(proof, head, base, files, message)
-            .await
-    }
-    async fn create_branch(
-        &self,
-        proof: &OwnershipProof,
-        branch: &str,
-        sha: &str,
-    ) -> Result<(), ForgeError> {
-        let r = self.inner.create_branch(proof, branch, sha).await;
-        self.forget_ref(&format!("refs/heads/{branch}"));
-        r
-    }
-    async fn fast_forward_branch(
-        &self,
-        proof: &OwnershipProof,
-        branch: &str,
-        sha: &str,
-    ) -> Result<(), ForgeError> {
-        let r = self.inner.fast_forward_branch(proof, branch, sha).await;
-        self.forget_ref(&format!("refs/heads/{branch}"));
-        r
-    }
-    async fn delete_branch(&self, proof: &OwnershipProof, branch: &str) -> Result<(), ForgeError> {
-        let r = self.inner.delete_branch(proof, branch).await;
-        self.forget_ref(&format!("refs/heads/{branch}"));
-        r
-    }
-    async fn create_draft_pull(
-        &self,
-        proof: &OwnershipProof,
-        title: &str,
-        head: &str,
-        base: &str,
-        body: &str,
-    ) -> Result<Pull, ForgeError> {
-        self.inner
-            .create_draft_pull(proof, title, head, base, body)
-            .await
-    }
-    async fn update_pull_body(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        body: &str,
-    ) -> Result<(), ForgeError> {
-        let r = self.inner.update_pull_body(proof, number, body).await;
-        let r = or_forget(r, || self.forget_pull(number))?;
-        self.wrote_pull(number, |p| body.clone_into(&mut p.body));
-        Ok(r)
-    }
-    async fn close_pull(&self, proof: &OwnershipProof, number: u64) -> Result<(), ForgeError> {
-        let r = self.inner.close_pull(proof, number).await;
-        // The state of a closed pull request is GitHub's to tell.
-        self.forget_pull(number);
-        r
-    }
-    async fn set_draft(
-        &self,
-        proof: &OwnershipProof,
-        pull: &Pull,
-        draft: bool,
-    ) -> Result<(), ForgeError> {
-        let number = pull.number;
-        let r = self.inner.set_draft(proof, pull, draft).await;
-        or_forget(r, || self.forget_pull(number))?;
-        self.wrote_pull(number, |p| p.draft = draft);
-        Ok(())
-    }
-    async fn create_comment(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        body: &str,
-    ) -> Result<Comment, ForgeError> {
-        let r = self.inner.create_comment(proof, number, body).await;
-        let c = or_forget(r, || self.forget_comments(number))?;
-        self.wrote_comment(number, &c);
-        Ok(c)
-    }
-    async fn update_comment(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        comment: u64,
-        body: &str,
-    ) -> Result<Comment, ForgeError> {
-        let r = self
-            .inner
-            .update_comment(proof, number, comment, body)
-            .await;
-        let c = or_forget(r, || self.forget_comments(number))?;
-        self.wrote_comment(number, &c);
-        Ok(c)
-    }
-    async fn reply(&self, permit: &ReplyPermit, body: &str) -> Result<Comment, ForgeError> {
-        let number = permit.pull();
-        let r = self.inner.reply(permit, body).await;
-        let c = or_forget(r, || self.forget_comments(number))?;
-        self.wrote_comment(number, &c);
-        Ok(c)
-    }
-    async fn add_labels(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        labels: &[String],
-    ) -> Result<(), ForgeError> {
-        let r = self.inner.add_labels(proof, number, labels).await;
-        or_forget(r, || self.forget_pull(number))?;
-        self.wrote_pull(number, |p| {
-            for l in labels {
-                if !p.labels.iter().any(|x| x.eq_ignore_ascii_case(l)) {
-                    p.labels.push(l.clone());
-                }
+        write: Write<'_>,
+        written: Result<Written, ForgeError>,
+    ) -> Result<Written, ForgeError> {
+        match write {
+            Write::CommitFiles { .. }
+            | Write::CommitMerge { .. }
+            | Write::CreateDraftPull { .. }
+            | Write::Dispatch { .. } => written,
+            Write::CreateBranch { branch, .. }
+            | Write::FastForwardBranch { branch, .. }
+            | Write::DeleteBranch { branch } => {
+                self.forget_ref(&format!("refs/heads/{branch}"));
+                written
             }
-        });
-        Ok(())
-    }
-    async fn remove_label(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        label: &str,
-    ) -> Result<(), ForgeError> {
-        let r = self.inner.remove_label(proof, number, label).await;
-        or_forget(r, || self.forget_pull(number))?;
-        self.wrote_pull(number, |p| {
-            p.labels.retain(|x| !x.eq_ignore_ascii_case(label));
-        });
-        Ok(())
-    }
-    async fn dispatch(
-        &self,
-        proof: &OwnershipProof,
-        workflow: &str,
-        git_ref: &str,
-        inputs: &Value,
-    ) -> Result<Option<u64>, ForgeError> {
-        self.inner.dispatch(proof, workflow, git_ref, inputs).await
-    }
-    async fn dispatch_run(
-        &self,
-        proof: &OwnershipProof,
-        workflow: &str,
-        git_ref: &str,
-        inputs: &Value,
-    ) -> Result<Option<(u64, Option<String>)>, ForgeError> {
-        self.inner
-            .dispatch_run(proof, workflow, git_ref, inputs)
-            .await
-    }
-    async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
-        let r = self.inner.rerun_run(proof, id).await;
-        // GitHub shows the new attempt a moment later: read it again.
-        self.forget_run(id);
-        r
-    }
-    async fn cancel_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
-        let r = self.inner.cancel_run(proof, id).await;
-        self.forget_run(id);
-        r
+            Write::UpdatePullBody { number, body } => {
+                let w = or_forget(written, || self.forget_pull(number))?;
+                self.wrote_pull(number, |p| body.clone_into(&mut p.body));
+                Ok(w)
+            }
+            // The state of a closed pull request is GitHub's to tell.
+            Write::ClosePull { number } => {
+                self.forget_pull(number);
+                written
+            }
+            Write::SetDraft { pull, draft } => {
+                let w = or_forget(written, || self.forget_pull(pull.number))?;
+                self.wrote_pull(pull.number, |p| p.draft = draft);
+                Ok(w)
+            }
+            Write::CreateComment { number, .. }
+            | Write::UpdateComment { number, .. }
+            | Write::Reply { number, .. } => {
+                let w = or_forget(written, || self.forget_comments(number))?;
+                if let Written::Comment(c) = &w {
+                    self.wrote_comment(number, c);
+                }
+                Ok(w)
+            }
+            Write::AddLabels { number, labels } => {
+                let w = or_forget(written, || self.forget_pull(number))?;
+                self.wrote_pull(number, |p| {
+                    for l in labels {
+                        if !p.labels.iter().any(|x| x.eq_ignore_ascii_case(l)) {
+                            p.labels.push(l.clone());
+                        }
+                    }
+                });
+                Ok(w)
+            }
+            Write::RemoveLabel { number, label } => {
+                let w = or_forget(written, || self.forget_pull(number))?;
+                self.wrote_pull(number, |p| {
+                    p.labels.retain(|x| !x.eq_ignore_ascii_case(label));
+                });
+                Ok(w)
+            }
+            // GitHub shows the new attempt a moment later: read it again.
+            Write::RerunRun { id } | Write::CancelRun { id } => {
+                self.forget_run(id);
+                written
+            }
+        }
     }
 }
 

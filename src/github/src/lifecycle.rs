@@ -9,8 +9,8 @@
 use async_trait::async_trait;
 use klaud_claims::RefStore;
 use klaud_lifecycle::engine::{
-    ArtifactInfo, Comment, Forge as LifecycleForge, ForgeError, OwnershipProof, Pull, ReplyPermit,
-    Run, RunQuery, RunStatus,
+    ArtifactInfo, Comment, Forge as LifecycleForge, ForgeError, Permitted, Pull, Run, RunQuery,
+    RunStatus, Write, Written,
 };
 use serde_json::Value;
 
@@ -248,14 +248,91 @@ impl LifecycleForge for GithubLifecycle<'_> {
         })
     }
 
-    async fn commit_files(
+    async fn write(&self, permitted: Permitted<'_>) -> Result<Written, ForgeError> {
+        let done = |()| Written::Done;
+        match *permitted.write() {
+            Write::CommitFiles {
+                parent,
+                files,
+                message,
+            } => self
+                .apply_commit_files(parent, files, message)
+                .await
+                .map(Written::Commit),
+            Write::CommitMerge {
+                head,
+                base,
+                files,
+                message,
+            } => self
+                .apply_commit_merge(head, base, files, message)
+                .await
+                .map(Written::Commit),
+            Write::CreateBranch { branch, sha } => {
+                self.apply_create_branch(branch, sha).await.map(done)
+            }
+            Write::FastForwardBranch { branch, sha } => {
+                self.apply_fast_forward_branch(branch, sha).await.map(done)
+            }
+            Write::DeleteBranch { branch } => self.apply_delete_branch(branch).await.map(done),
+            Write::CreateDraftPull {
+                title,
+                head,
+                base,
+                body,
+            } => self
+                .apply_create_draft_pull(title, head, base, body)
+                .await
+                .map(Written::Pull),
+            Write::UpdatePullBody { number, body } => {
+                self.apply_update_pull_body(number, body).await.map(done)
+            }
+            Write::ClosePull { number } => self.apply_close_pull(number).await.map(done),
+            Write::SetDraft { pull, draft } => self.apply_set_draft(pull, draft).await.map(done),
+            Write::CreateComment { number, body } => self
+                .apply_create_comment(number, body)
+                .await
+                .map(Written::Comment),
+            Write::UpdateComment {
+                number,
+                comment,
+                body,
+            } => self
+                .apply_update_comment(number, comment, body)
+                .await
+                .map(Written::Comment),
+            Write::Reply { number, body } => {
+                self.apply_reply(number, body).await.map(Written::Comment)
+            }
+            Write::AddLabels { number, labels } => {
+                self.apply_add_labels(number, labels).await.map(done)
+            }
+            Write::RemoveLabel { number, label } => {
+                self.apply_remove_label(number, label).await.map(done)
+            }
+            Write::Dispatch {
+                workflow,
+                git_ref,
+                inputs,
+            } => self
+                .apply_dispatch_run(workflow, git_ref, inputs)
+                .await
+                .map(Written::Dispatched),
+            Write::RerunRun { id } => self.apply_rerun_run(id).await.map(done),
+            Write::CancelRun { id } => self.apply_cancel_run(id).await.map(done),
+        }
+    }
+}
+
+/// The writes as plain operations over the GitHub client; [`LifecycleForge::write`]
+/// sends them once their proof has permitted them.
+impl GithubLifecycle<'_> {
+    async fn apply_commit_files(
         &self,
-        proof: &OwnershipProof,
         parent: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
     ) -> Result<String, ForgeError> {
-        proof.for_commit(parent)?;
         let (tree, changes) = self.tree_with(parent, files).await?;
         let sha = self
             .forge
@@ -266,15 +343,13 @@ impl LifecycleForge for GithubLifecycle<'_> {
         Ok(sha)
     }
 
-    async fn commit_merge(
+    async fn apply_commit_merge(
         &self,
-        proof: &OwnershipProof,
         head: &str,
         base: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
     ) -> Result<String, ForgeError> {
-        proof.for_commit(head)?;
         let (tree, _) = self.tree_with(base, files).await?;
         self.forge
             .create_commit(message, &tree, &[head.to_owned(), base.to_owned()])
@@ -282,49 +357,34 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .map_err(map)
     }
 
-    async fn create_branch(
-        &self,
-        proof: &OwnershipProof,
-        branch: &str,
-        sha: &str,
-    ) -> Result<(), ForgeError> {
-        proof.for_branch(branch)?;
+    async fn apply_create_branch(&self, branch: &str, sha: &str) -> Result<(), ForgeError> {
         self.forge
             .create_ref(&format!("refs/heads/{branch}"), sha)
             .await
             .map_err(map)
     }
 
-    async fn fast_forward_branch(
-        &self,
-        proof: &OwnershipProof,
-        branch: &str,
-        sha: &str,
-    ) -> Result<(), ForgeError> {
-        proof.for_branch(branch)?;
+    async fn apply_fast_forward_branch(&self, branch: &str, sha: &str) -> Result<(), ForgeError> {
         self.forge
             .update_ref(&format!("refs/heads/{branch}"), sha, false)
             .await
             .map_err(map)
     }
 
-    async fn delete_branch(&self, proof: &OwnershipProof, branch: &str) -> Result<(), ForgeError> {
-        proof.for_branch(branch)?;
+    async fn apply_delete_branch(&self, branch: &str) -> Result<(), ForgeError> {
         self.forge
             .delete_ref(&format!("refs/heads/{branch}"))
             .await
             .map_err(map)
     }
 
-    async fn create_draft_pull(
+    async fn apply_create_draft_pull(
         &self,
-        proof: &OwnershipProof,
         title: &str,
         head: &str,
         base: &str,
         body: &str,
     ) -> Result<Pull, ForgeError> {
-        proof.for_branch(head)?;
         self.forge
             .create_pull(title, head, base, body, true)
             .await
@@ -332,13 +392,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .map_err(map)
     }
 
-    async fn update_pull_body(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        body: &str,
-    ) -> Result<(), ForgeError> {
-        proof.for_pull(number)?;
+    async fn apply_update_pull_body(&self, number: u64, body: &str) -> Result<(), ForgeError> {
         self.forge
             .update_pull(number, None, Some(body), None)
             .await
@@ -346,8 +400,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .map_err(map)
     }
 
-    async fn close_pull(&self, proof: &OwnershipProof, number: u64) -> Result<(), ForgeError> {
-        proof.for_pull(number)?;
+    async fn apply_close_pull(&self, number: u64) -> Result<(), ForgeError> {
         self.forge
             .update_pull(number, None, None, Some("closed"))
             .await
@@ -355,13 +408,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .map_err(map)
     }
 
-    async fn set_draft(
-        &self,
-        proof: &OwnershipProof,
-        pull: &Pull,
-        draft: bool,
-    ) -> Result<(), ForgeError> {
-        proof.for_pull(pull.number)?;
+    async fn apply_set_draft(&self, pull: &Pull, draft: bool) -> Result<(), ForgeError> {
         // The draft mutations need the node id, which only the full read has.
         let info = self.forge.get_pull(pull.number).await.map_err(map)?;
         if info.draft == draft {
@@ -370,13 +417,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
         self.forge.set_draft(&info, draft).await.map_err(map)
     }
 
-    async fn create_comment(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        body: &str,
-    ) -> Result<Comment, ForgeError> {
-        proof.for_pull(number)?;
+    async fn apply_create_comment(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
         let c = self.forge.create_comment(number, body).await.map_err(map)?;
         Ok(Comment {
             id: c.id,
@@ -386,14 +427,14 @@ impl LifecycleForge for GithubLifecycle<'_> {
         })
     }
 
-    async fn update_comment(
+    async fn apply_update_comment(
         &self,
-        proof: &OwnershipProof,
-        number: u64,
+        // The comment's id alone names it on GitHub; the number is what
+        // the proof checked.
+        _number: u64,
         comment: u64,
         body: &str,
     ) -> Result<Comment, ForgeError> {
-        proof.for_pull(number)?;
         let c = self
             .forge
             .update_comment(comment, body)
@@ -407,12 +448,8 @@ impl LifecycleForge for GithubLifecycle<'_> {
         })
     }
 
-    async fn reply(&self, permit: &ReplyPermit, body: &str) -> Result<Comment, ForgeError> {
-        let c = self
-            .forge
-            .create_comment(permit.pull(), body)
-            .await
-            .map_err(map)?;
+    async fn apply_reply(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
+        let c = self.forge.create_comment(number, body).await.map_err(map)?;
         Ok(Comment {
             id: c.id,
             body: c.body,
@@ -421,13 +458,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
         })
     }
 
-    async fn add_labels(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        labels: &[String],
-    ) -> Result<(), ForgeError> {
-        proof.for_pull(number)?;
+    async fn apply_add_labels(&self, number: u64, labels: &[String]) -> Result<(), ForgeError> {
         let names: Vec<&str> = labels.iter().map(String::as_str).collect();
         self.forge
             .add_labels(number, &names)
@@ -436,39 +467,16 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .map_err(map)
     }
 
-    async fn remove_label(
-        &self,
-        proof: &OwnershipProof,
-        number: u64,
-        label: &str,
-    ) -> Result<(), ForgeError> {
-        proof.for_pull(number)?;
+    async fn apply_remove_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
         self.forge.remove_label(number, label).await.map_err(map)
     }
 
-    async fn dispatch(
+    async fn apply_dispatch_run(
         &self,
-        proof: &OwnershipProof,
-        workflow: &str,
-        git_ref: &str,
-        inputs: &Value,
-    ) -> Result<Option<u64>, ForgeError> {
-        proof.for_dispatch()?;
-        self.forge
-            .dispatch_workflow(workflow, git_ref, inputs)
-            .await
-            .map(|d| d.run_id)
-            .map_err(map)
-    }
-
-    async fn dispatch_run(
-        &self,
-        proof: &OwnershipProof,
         workflow: &str,
         git_ref: &str,
         inputs: &Value,
     ) -> Result<Option<(u64, Option<String>)>, ForgeError> {
-        proof.for_dispatch()?;
         self.forge
             .dispatch_workflow(workflow, git_ref, inputs)
             .await
@@ -476,13 +484,11 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .map_err(map)
     }
 
-    async fn rerun_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
-        proof.for_run(id)?;
+    async fn apply_rerun_run(&self, id: u64) -> Result<(), ForgeError> {
         self.forge.rerun_run(id).await.map_err(map)
     }
 
-    async fn cancel_run(&self, proof: &OwnershipProof, id: u64) -> Result<(), ForgeError> {
-        proof.for_run(id)?;
+    async fn apply_cancel_run(&self, id: u64) -> Result<(), ForgeError> {
         self.forge.cancel_run(id).await.map_err(map)
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::BoxFuture;
 use crate::engine::intent::Intent;
+use crate::engine::write::Writes as _;
 use klaud_claims::{HeldClaim, Renew};
 use serde_json::Value;
 

@@ -6,6 +6,7 @@ use crate::engine::forge::ForgeError;
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Ending, ReuseAuthorization, Step};
 use crate::engine::ownership::reply_permit;
+use crate::engine::write::Writes as _;
 use crate::model::{FinishedResult, Outcome, Phase};
 use crate::report::{MarkerKey, Receipt, find_record, render_cleanup, render_receipt};
 use crate::workflows::is_sweep_of;

@@ -13,6 +13,7 @@
 
 use crate::engine::forge::{Comment, Forge as _, ForgeError, Run, RunStatus};
 use crate::engine::intent::Intent;
+use crate::engine::write::Writes as _;
 use crate::report::{
     AttemptReport, FailedJob, LiveJobs, MarkerKey, RenderedComment, ReportName, compare,
     compare_evals, find_record, parse_report, render_report,

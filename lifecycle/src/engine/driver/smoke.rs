@@ -2,6 +2,7 @@
 
 use crate::engine::forge::Forge as _;
 use crate::engine::intent::Intent;
+use crate::engine::write::Writes as _;
 use serde_json::Value;
 
 use super::{

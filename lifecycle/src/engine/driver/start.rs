@@ -2,6 +2,7 @@
 
 use crate::engine::forge::Forge as _;
 use crate::engine::intent::Intent;
+use crate::engine::write::Writes as _;
 use klaud_claims::{Acquire, ClaimBook, ClaimCandidate, ClaimEntry, HeldClaim};
 use klaud_planner::image::ImageRef;
 use klaud_planner::retired::Retirements;

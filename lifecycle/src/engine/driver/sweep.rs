@@ -3,6 +3,7 @@
 use super::upkeep::MergePlan;
 use crate::engine::forge::Forge as _;
 use crate::engine::intent::Intent;
+use crate::engine::write::Writes as _;
 use klaud_planner::changelog::{CHANGELOG_PATH, append_entry, validate_append};
 
 use super::{Engine, EngineError, Progress, SWEEP_INFRA_DETAIL, Scope, TRAILER, classify};

@@ -11,6 +11,7 @@
 //! merge, whose upkeep commit carries `[skip-sweep]` so the repository's
 //! `check-changelog` job starts no GPU job for it.
 
+use crate::engine::write::Writes as _;
 use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
 use klaud_planner::merge3::merge_lines;
 
