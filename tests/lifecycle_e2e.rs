@@ -529,6 +529,45 @@ async fn a_claim_deleted_by_hand_is_a_maintainers_release() {
     );
 }
 
+/// Steps `rec` until it ends, each failing step a "not found" (at most
+/// `rounds` × the vanished tries in all), and checks it ended
+/// `unexpected-error` after that many tries in a row.
+async fn end_after_vanished_tries(
+    env: &Harness,
+    journal: &MemoryJournal,
+    rec: &mut CandidateRecord,
+    rounds: u32,
+    what: &str,
+) {
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let engine = env.engine(&lifecycle, journal, env.clock);
+    let tries = klaud_lifecycle::engine::journal::VANISHED_TRIES;
+    let mut not_found = 0;
+    let ending = loop {
+        match engine.step(rec).await {
+            Ok(Progress::Done(ending)) => break ending.expect("ending"),
+            Ok(_) => {}
+            Err(e) => {
+                assert!(e.to_string().contains("not found"), "{e}");
+                not_found += 1;
+            }
+        }
+        assert!(
+            not_found <= rounds * tries,
+            "still polling a vanished {what}: {rec:#?}"
+        );
+    };
+    assert_eq!(ending.outcome, Outcome::UnexpectedError, "{ending:?}");
+    assert!(
+        ending
+            .message
+            .contains(&format!("not found {tries} times in a row")),
+        "{}",
+        ending.message
+    );
+    assert_eq!(rec.step, Step::Done);
+}
+
 /// The records point at a repository that is gone (a reset, a transfer,
 /// a demo store kept across sandboxes): every step finds the PR missing.
 /// The candidate ends after a bounded number of tries instead of polling
@@ -541,34 +580,7 @@ async fn a_candidate_whose_pull_request_vanished_ends_after_bounded_tries() {
     let mut rec = until_smoke_dispatched(&gone, &journal, &target).await;
     drop(gone);
     let env = Harness::demo().start().await;
-    let lifecycle = GithubLifecycle::new(&env.forge);
-    let clock = env.clock;
-    let engine = env.engine(&lifecycle, &journal, clock);
-    let tries = klaud_lifecycle::engine::journal::VANISHED_TRIES;
-    let mut not_found = 0;
-    let ending = loop {
-        match engine.step(&mut rec).await {
-            Ok(Progress::Done(ending)) => break ending.expect("ending"),
-            Ok(_) => {}
-            Err(e) => {
-                assert!(e.to_string().contains("not found"), "{e}");
-                not_found += 1;
-            }
-        }
-        assert!(
-            not_found <= 2 * tries,
-            "still polling a vanished PR: {rec:#?}"
-        );
-    };
-    assert_eq!(ending.outcome, Outcome::UnexpectedError, "{ending:?}");
-    assert!(
-        ending
-            .message
-            .contains(&format!("not found {tries} times in a row")),
-        "{}",
-        ending.message
-    );
-    assert_eq!(rec.step, Step::Done);
+    end_after_vanished_tries(&env, &journal, &mut rec, 2, "PR").await;
     assert!(env.claims().await.is_empty(), "no claim is left behind");
     let posts = env
         .stack
@@ -595,32 +607,7 @@ async fn a_candidate_whose_run_vanished_ends_and_cleans_up_its_open_pr() {
     complete_smoke(&env, &rec).await;
     let run = rec.attempts[0].run.as_ref().expect("run").id;
     maintainer(&env).await.delete_run(run).await;
-
-    let lifecycle = GithubLifecycle::new(&env.forge);
-    let clock = env.clock;
-    let engine = env.engine(&lifecycle, &journal, clock);
-    let tries = klaud_lifecycle::engine::journal::VANISHED_TRIES;
-    let mut not_found = 0;
-    let ending = loop {
-        match engine.step(&mut rec).await {
-            Ok(Progress::Done(ending)) => break ending.expect("ending"),
-            Ok(_) => {}
-            Err(e) => {
-                assert!(e.to_string().contains("not found"), "{e}");
-                not_found += 1;
-            }
-        }
-        assert!(not_found <= tries, "still polling a vanished run: {rec:#?}");
-    };
-    assert_eq!(ending.outcome, Outcome::UnexpectedError, "{ending:?}");
-    assert!(
-        ending
-            .message
-            .contains(&format!("not found {tries} times in a row")),
-        "{}",
-        ending.message
-    );
-    assert_eq!(rec.step, Step::Done);
+    end_after_vanished_tries(&env, &journal, &mut rec, 1, "run").await;
     assert!(env.claims().await.is_empty(), "the claim is released");
     assert!(
         !env.pull(number).await.state.is_open(),

@@ -25,8 +25,10 @@
 //! `../shared/fixtures/inferencex/` (never copied in): without them these
 //! targets skip loudly, and fail when `CI` is set.
 
+mod common;
+
+use common::fixtures;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use klaud_signoff::codeowners::Codeowners;
@@ -72,26 +74,6 @@ struct Seeds {
     versions: Vec<Version>,
     master: String,
     models_md: String,
-}
-
-fn fixtures() -> Option<PathBuf> {
-    let dir = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/inferencex"
-    ));
-    if dir.join("signoff/newer").is_dir() && dir.join("full").is_dir() {
-        return Some(dir.to_path_buf());
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "InferenceX fixtures missing at {} (required when CI is set)",
-        dir.display()
-    );
-    eprintln!(
-        "SKIPPED: InferenceX fixtures not found at {}",
-        dir.display()
-    );
-    None
 }
 
 fn seeds() -> Option<&'static Seeds> {

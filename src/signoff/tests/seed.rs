@@ -4,8 +4,11 @@
 //! repository, never copied in): without them these tests skip loudly, and
 //! fail when `CI` is set.
 
+mod common;
+
+use common::fixtures;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use klaud_signoff::evidence::{
     ChangedFile, CheckRunFact, CommentFact, DefaultBranchFiles, EvalFact, Evidence, PullFacts,
@@ -16,26 +19,6 @@ use klaud_signoff::{ContractVersion, GateRefusal, Outcome, VerdictWord, render, 
 const HEAD: &str = "30be9347c0ffee0000000000000000000000beef";
 const RUN: u64 = 29358158271;
 const TP1_IMAGE: &str = "vllm/vllm-openai:nightly-2dfaae752b4db0d43cfc0715c780e33be030d0f1";
-
-fn fixtures() -> Option<PathBuf> {
-    let dir = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/inferencex"
-    ));
-    if dir.join("signoff/seed-001-pr-thread.txt").is_file() && dir.join("full").is_dir() {
-        return Some(dir.to_path_buf());
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "InferenceX fixtures missing at {} (required when CI is set)",
-        dir.display()
-    );
-    eprintln!(
-        "SKIPPED: InferenceX fixtures not found at {}",
-        dir.display()
-    );
-    None
-}
 
 fn read(dir: &Path, path: &str) -> String {
     std::fs::read_to_string(dir.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
