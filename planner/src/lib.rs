@@ -16,6 +16,7 @@ pub mod capacity;
 pub mod changelog;
 pub mod glob;
 pub mod identity;
+pub mod ignore;
 pub mod image;
 pub mod launchers;
 pub mod limits;

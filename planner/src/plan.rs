@@ -118,6 +118,10 @@ pub enum BlockKind {
     /// `readiness-blocked`, decided before the claim. Set by the wave,
     /// never by the plan itself.
     ReadinessBlocked,
+    /// A maintainer's ignore rule (configuration, dashboard issue, or a
+    /// closed Klaud PR) leaves the family or its candidate alone: see
+    /// [`crate::ignore`].
+    Ignored,
 }
 
 impl BlockKind {
@@ -129,6 +133,7 @@ impl BlockKind {
             BlockKind::Duplicate => "duplicate",
             BlockKind::Occupied => "occupied",
             BlockKind::ReadinessBlocked => "readiness-blocked",
+            BlockKind::Ignored => "ignored",
         }
     }
 }
@@ -178,6 +183,10 @@ pub struct FamilyPlan {
     /// How many qualifying-looking tags are newer than the current one.
     #[serde(skip)]
     newer_count: usize,
+    /// Held before the registry was asked (retired, or an ignore rule for
+    /// the whole family): costs no request, so the floor leaves it out.
+    #[serde(skip)]
+    held_unasked: bool,
 }
 
 /// A candidate chosen for this wave.
@@ -312,6 +321,8 @@ pub struct PlanOptions<'a> {
     /// digest ever an index, manifest and config). Past it the family is an
     /// error that says so. Default [`DEFAULT_MAX_TIMED_TAGS`].
     pub max_timed_tags: usize,
+    /// What maintainers told Klaud to leave alone.
+    pub ignore: crate::ignore::IgnoreRules,
 }
 
 /// An image's creation time, as cached by digest.
@@ -403,6 +414,7 @@ impl PlanOptions<'_> {
             progress: None,
             creation_times: None,
             max_timed_tags: DEFAULT_MAX_TIMED_TAGS,
+            ignore: crate::ignore::IgnoreRules::default(),
         }
     }
 }
@@ -439,9 +451,14 @@ pub fn plan<'f>(
         let mut planned: Vec<Option<FamilyPlan>> = (0..total).map(|_| None).collect();
         let mut results = futures::stream::iter(order)
             .map(|i| async move {
-                let result = match retirements.reason(&all[i]) {
-                    Some(reason) => retired_plan(&all[i], reason),
-                    None => plan_family(&all[i], session, options).await,
+                let result = if let Some(reason) = retirements.reason(&all[i]) {
+                    let line = format!("retired: {reason}");
+                    held_plan(&all[i], BlockKind::Retired, reason, line)
+                } else if let Some(rule) = options.ignore.family(&all[i]) {
+                    let line = rule.describe();
+                    held_plan(&all[i], BlockKind::Ignored, line.clone(), line)
+                } else {
+                    plan_family(&all[i], session, options).await
                 };
                 let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 if let Some(progress) = options.progress {
@@ -469,6 +486,25 @@ pub fn plan<'f>(
                 }
                 f.reasons.push(b.reason.clone());
                 f.blocked = Some(b);
+            }
+        }
+        for f in families.iter_mut().filter(|f| f.blocked.is_none()) {
+            let Some(candidate) = &f.candidate else {
+                continue;
+            };
+            if let Some(rule) = options.ignore.candidate(&f.id, &candidate.image) {
+                let reason = format!(
+                    "{}; a newer image than {} is proposed when one qualifies",
+                    rule.describe(),
+                    candidate.tag
+                );
+                f.reasons.push(reason.clone());
+                f.blocked = Some(Blocked {
+                    kind: BlockKind::Ignored,
+                    reason,
+                    pull: None,
+                    author: None,
+                });
             }
         }
         let candidates = select(&families, repository, options);
@@ -555,11 +591,7 @@ fn minimum_requests(
     let mut heads = BTreeSet::new();
     let mut hub = BTreeSet::new();
     for (family, plan) in repository.families().iter().zip(families) {
-        if plan
-            .blocked
-            .as_ref()
-            .is_some_and(|b| b.kind == BlockKind::Retired)
-        {
+        if plan.held_unasked {
             continue;
         }
         let image = family.image();
@@ -650,8 +682,9 @@ struct FamilyWork<'a> {
     plan: FamilyPlan,
 }
 
-/// The plan of a retired family: never bumped, the registry not asked.
-fn retired_plan(family: &Family, reason: String) -> FamilyPlan {
+/// The plan of a family held before the registry is asked (retired, or
+/// ignored as a whole): never bumped, no request made.
+fn held_plan(family: &Family, kind: BlockKind, reason: String, line: String) -> FamilyPlan {
     FamilyPlan {
         family: family.family.clone(),
         id: family.id.clone(),
@@ -660,15 +693,16 @@ fn retired_plan(family: &Family, reason: String) -> FamilyPlan {
         track: None,
         candidate: None,
         clock: None,
-        reasons: vec![format!("retired: {reason}")],
+        reasons: vec![line],
         blocked: Some(Blocked {
-            kind: BlockKind::Retired,
+            kind,
             reason,
             pull: None,
             author: None,
         }),
         current_time: None,
         newer_count: 0,
+        held_unasked: true,
     }
 }
 
@@ -695,6 +729,7 @@ async fn plan_family(
             blocked: None,
             current_time: None,
             newer_count: 0,
+            held_unasked: false,
         },
     };
     if let Err(reason) = examine(&mut work, session, options).await {
