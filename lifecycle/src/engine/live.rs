@@ -11,17 +11,19 @@
 //! journal is gone, the comments are listed, so a restart finds the same
 //! comment and never posts a second one.
 
+use crate::engine::context::Engine;
+use crate::engine::drive::Progress;
+use crate::engine::error::EngineError;
 use crate::engine::forge::{Comment, Forge as _, ForgeError, Run, RunStatus};
 use crate::engine::intent::Intent;
+use crate::engine::journal::{CandidateRecord, OwnComments};
+use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
+use crate::model::{AttemptKind, AttemptStatus, RunRef};
 use crate::report::{
     AttemptReport, FailedJob, LiveJobs, MarkerKey, RenderedComment, ReportName, compare,
     compare_evals, find_record, parse_report, render_report,
 };
-
-use super::{Engine, EngineError, Progress, Scope};
-use crate::engine::journal::{CandidateRecord, OwnComments};
-use crate::model::{AttemptKind, AttemptStatus, RunRef};
 
 /// Why a point of a live report has no row yet.
 pub(super) const NOT_FINISHED: &str = "its job has not finished yet";
@@ -54,7 +56,7 @@ impl Engine<'_> {
 
     /// The record's copy of its own comments, unless a comment write may
     /// have landed without the record knowing (see [`OwnComments`]).
-    fn trusted_own_comments(rec: &CandidateRecord) -> Option<&[Comment]> {
+    pub(super) fn trusted_own_comments(rec: &CandidateRecord) -> Option<&[Comment]> {
         let pending_write = matches!(
             rec.intent,
             Some(Intent::Comment(_) | Intent::CommentLiveReport(_) | Intent::EditLiveReport(_))
@@ -249,7 +251,7 @@ impl Engine<'_> {
     /// scores come from the run-level `eval_results_all` artifact, which is
     /// written when the run ends; until then the status line says how the
     /// eval jobs stand.
-    async fn live_report(
+    pub(super) async fn live_report(
         &self,
         rec: &mut CandidateRecord,
         idx: usize,
@@ -308,7 +310,10 @@ impl Engine<'_> {
 
     /// One comment: a live report too large for one comment keeps its
     /// first part only (the final report is split as usual).
-    fn render_live(&self, report: &AttemptReport) -> Result<RenderedComment, EngineError> {
+    pub(super) fn render_live(
+        &self,
+        report: &AttemptReport,
+    ) -> Result<RenderedComment, EngineError> {
         render_report(report)
             .map_err(|e| EngineError::Invalid(e.to_string()))?
             .into_iter()
