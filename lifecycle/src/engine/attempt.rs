@@ -7,10 +7,16 @@
 use crate::artifacts::{Artifact, BenchmarkRow, EvalRow, SweepManifest, parse_artifact};
 use crate::engine::context::Engine;
 use crate::engine::error::EngineError;
+use crate::engine::forge::Job;
 use crate::engine::forge::{Forge as _, Run, RunConclusion};
+use crate::engine::journal::AttemptRecord;
 use crate::engine::journal::CandidateRecord;
 use crate::model::{AttemptKind, AttemptStatus};
-use crate::report::{FrozenBaseline, RepairChanges, ReportName, parse_baseline_block};
+use crate::model::{MAX_INFRA_RETRIES, RunRef};
+use crate::report::{
+    AttemptReport, FailedJob, FrozenBaseline, LiveJobs, RepairChanges, ReportName, compare,
+    compare_evals, parse_baseline_block,
+};
 
 /// The detail line of a smoke report whose run failed on infrastructure;
 /// rebuilding from GitHub reads it back as `infra`.
@@ -29,6 +35,115 @@ pub(super) fn classify(run: &Run) -> (AttemptStatus, bool) {
         // run timeout: never the candidate's fault.
         Some(RunConclusion::Cancelled) => (AttemptStatus::Cancelled, true),
         _ => (AttemptStatus::Failed, true),
+    }
+}
+
+/// The jobs among `jobs` that count as failed, with their log pages.
+pub(super) fn failed_of(jobs: Vec<Job>) -> Vec<FailedJob> {
+    jobs.into_iter()
+        .filter_map(|j| {
+            let conclusion = j.conclusion?;
+            conclusion.counts_as_failure().then_some(FailedJob {
+                name: j.name,
+                conclusion,
+                url: j.html_url,
+            })
+        })
+        .collect()
+}
+
+/// The report's detail line: which run it is, and whether it failed on
+/// infrastructure (rebuilding from GitHub reads `infra` back from it).
+fn detail(kind: AttemptKind, infra: bool) -> &'static str {
+    match (kind == AttemptKind::FinalSweep, infra) {
+        (false, false) => "smoke",
+        (false, true) => INFRA_DETAIL,
+        (true, false) => "full sweep",
+        (true, true) => SWEEP_INFRA_DETAIL,
+    }
+}
+
+/// What one run of an attempt showed: the parts of its report that differ
+/// between a smoke, a final sweep and a live report of either.
+pub(super) struct Shown {
+    pub(super) kind: AttemptKind,
+    pub(super) status: AttemptStatus,
+    /// Whether the run failed on infrastructure (said in the detail line).
+    pub(super) infra: bool,
+    pub(super) run: RunRef,
+    pub(super) head: String,
+    pub(super) rows: Vec<BenchmarkRow>,
+    pub(super) evals: Vec<EvalRow>,
+    pub(super) notes: Vec<String>,
+    /// What a frozen point without a result in this run says.
+    pub(super) missing: &'static str,
+    pub(super) failed_jobs: Vec<FailedJob>,
+    /// The jobs' progress, in a live report only.
+    pub(super) live: Option<LiveJobs>,
+    pub(super) repair: Option<RepairChanges>,
+}
+
+/// What an attempt's run did against the frozen baseline, as the report
+/// of run `run` (its id and attempt name the report's marker). The one
+/// place an attempt report is built: the smoke, the final sweep and their
+/// live reports all come here.
+pub(super) fn attempt_report(
+    cx: &Engine<'_>,
+    rec: &CandidateRecord,
+    run: &Run,
+    frozen: &FrozenBaseline,
+    shown: Shown,
+) -> AttemptReport {
+    AttemptReport {
+        owner_run: rec.owner_run,
+        candidate: rec.candidate.clone(),
+        name: ReportName::Run {
+            id: run.id,
+            attempt: run.attempt,
+        },
+        kind: Some(shown.kind),
+        status: shown.status,
+        detail: Some(detail(shown.kind, shown.infra).to_owned()),
+        run: Some(shown.run),
+        at: cx.clock.now(),
+        image: rec.image.clone(),
+        head: Some(shown.head),
+        sections: compare(&frozen.baseline, &shown.rows, shown.missing),
+        evals: compare_evals(&shown.evals, &frozen.baseline),
+        notes: shown.notes,
+        part: None,
+        failed_jobs: shown.failed_jobs,
+        live: shown.live,
+        repair: shown.repair,
+    }
+}
+
+/// What an infrastructure failure of an attempt's run leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum InfraRetry {
+    /// Run it again: this is retry `n` of the attempt.
+    Again(u32),
+    /// Give up: the run failed on infrastructure this many times in a row.
+    GiveUp(u32),
+}
+
+/// The one infrastructure-retry rule, for the smoke and the final sweep
+/// alike: an attempt whose run failed on infrastructure is run again at
+/// most [`MAX_INFRA_RETRIES`] times, never counted as a repair. The
+/// failures counted are the reported ones in a row at the end of
+/// `attempts`, so each attempt (a repaired head is a new one) has its own
+/// retries, as documented ("at most 2 per attempt").
+pub(super) fn infra_retry(attempts: &[AttemptRecord]) -> InfraRetry {
+    let failures = attempts
+        .iter()
+        .rev()
+        .take_while(|a| a.reported && a.infra)
+        .count();
+    let failures = u32::try_from(failures).unwrap_or(u32::MAX);
+    if failures > MAX_INFRA_RETRIES {
+        InfraRetry::GiveUp(failures)
+    } else {
+        InfraRetry::Again(failures)
     }
 }
 
@@ -51,8 +166,6 @@ impl Engine<'_> {
         Ok(frozen)
     }
 
-    /// Downloads and parses a run's artifacts. Unknown artifacts are
-    /// skipped; broken ones become notes, never errors.
     /// The jobs of a failed run that did not succeed, with their log
     /// pages; nothing for a run that did not fail.
     pub(super) async fn failed_jobs(
@@ -63,24 +176,11 @@ impl Engine<'_> {
         if status != AttemptStatus::Failed {
             return Ok(Vec::new());
         }
-        Ok(self
-            .forge
-            .list_jobs(run)
-            .await?
-            .into_iter()
-            .filter_map(|j| {
-                let conclusion = j.conclusion?;
-                conclusion
-                    .counts_as_failure()
-                    .then_some(crate::report::FailedJob {
-                        name: j.name,
-                        conclusion,
-                        url: j.html_url,
-                    })
-            })
-            .collect())
+        Ok(failed_of(self.forge.list_jobs(run).await?))
     }
 
+    /// Downloads and parses a run's artifacts. Unknown artifacts are
+    /// skipped; broken ones become notes, never errors.
     pub(super) async fn collect(
         &self,
         run: u64,
@@ -236,5 +336,47 @@ mod tests {
         for c in ["startup_failure", "timed_out", "cancelled", "stale"] {
             assert!(classify(&run(c)).1, "{c}");
         }
+    }
+
+    fn attempt(kind: AttemptKind, infra: bool) -> AttemptRecord {
+        AttemptRecord {
+            kind,
+            head: "h".into(),
+            dispatched_at: None,
+            run: None,
+            status: AttemptStatus::Failed,
+            infra,
+            reported: true,
+        }
+    }
+
+    #[test]
+    fn an_attempt_is_run_again_twice_after_infrastructure_failures_then_given_up() {
+        let initial = AttemptKind::Initial { budget: 5 };
+        let mut attempts = vec![attempt(initial, true)];
+        assert_eq!(infra_retry(&attempts), InfraRetry::Again(1));
+        attempts.push(attempt(AttemptKind::InfraRetry { n: 1 }, true));
+        assert_eq!(infra_retry(&attempts), InfraRetry::Again(2));
+        attempts.push(attempt(AttemptKind::InfraRetry { n: 2 }, true));
+        assert_eq!(infra_retry(&attempts), InfraRetry::GiveUp(3));
+    }
+
+    #[test]
+    fn each_attempt_has_its_own_infrastructure_retries_for_the_smoke_and_the_sweep() {
+        // Two sweeps lost to infrastructure, a real failure repaired, then
+        // the repaired head's sweep lost once: its first retry, not a third.
+        let sweep = AttemptKind::FinalSweep;
+        let attempts = vec![
+            attempt(sweep, true),
+            attempt(sweep, true),
+            attempt(sweep, false),
+            attempt(AttemptKind::Repair { n: 1, budget: 5 }, false),
+            attempt(sweep, true),
+        ];
+        assert_eq!(infra_retry(&attempts), InfraRetry::Again(1));
+        // An unreported run has not failed yet.
+        let mut pending = attempt(AttemptKind::Initial { budget: 5 }, true);
+        pending.reported = false;
+        assert_eq!(infra_retry(&[pending]), InfraRetry::Again(0));
     }
 }

@@ -11,6 +11,7 @@
 //! journal is gone, the comments are listed, so a restart finds the same
 //! comment and never posts a second one.
 
+use crate::engine::attempt::{Shown, attempt_report, failed_of};
 use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
@@ -19,10 +20,10 @@ use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, OwnComments};
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
-use crate::model::{AttemptKind, AttemptStatus, RunRef};
+use crate::model::{AttemptStatus, RunRef};
 use crate::report::{
-    AttemptReport, FailedJob, LiveJobs, MarkerKey, RenderedComment, ReportName, compare,
-    compare_evals, find_record, parse_report, render_report,
+    AttemptReport, LiveJobs, MarkerKey, RenderedComment, ReportName, find_record, parse_report,
+    render_report,
 };
 
 /// Why a point of a live report has no row yet.
@@ -169,7 +170,6 @@ impl Engine<'_> {
         rec: &mut CandidateRecord,
         idx: usize,
         run: &Run,
-        detail: &str,
     ) -> Result<Option<Progress>, EngineError> {
         let Some(interval) = self.config.live_report_interval else {
             return Ok(None);
@@ -207,7 +207,7 @@ impl Engine<'_> {
         {
             return Ok(None);
         }
-        let report = self.live_report(rec, idx, run, detail).await?;
+        let report = self.live_report(rec, idx, run).await?;
         let rendered = self.render_live(&report)?;
         if let Some((comment, old)) = &existing {
             let mut same = old.clone();
@@ -256,56 +256,36 @@ impl Engine<'_> {
         rec: &mut CandidateRecord,
         idx: usize,
         run: &Run,
-        detail: &str,
     ) -> Result<AttemptReport, EngineError> {
         let jobs = self.forge.list_jobs(run.id).await?;
         let live = LiveJobs::of(&jobs);
         let (rows, evals, notes, _) = self.collect(run.id).await?;
         let frozen = self.frozen(rec).await?;
-        let kind: AttemptKind = rec.attempts[idx].kind;
-        let failed_jobs = jobs
-            .into_iter()
-            .filter_map(|j| {
-                let conclusion = j.conclusion?;
-                conclusion.counts_as_failure().then_some(FailedJob {
-                    name: j.name,
-                    conclusion,
-                    url: j.html_url,
-                })
-            })
-            .collect();
         let status = if run.status == RunStatus::Queued {
             AttemptStatus::Queued
         } else {
             AttemptStatus::Running
         };
-        Ok(AttemptReport {
-            owner_run: rec.owner_run,
-            candidate: Self::candidate_id(rec)?,
-            name: ReportName::Run {
-                id: run.id,
-                attempt: run.attempt,
-            },
-            kind: Some(kind),
+        let shown = Shown {
+            kind: rec.attempts[idx].kind,
             status,
-            detail: Some(detail.to_owned()),
-            run: Some(RunRef {
+            infra: false,
+            run: RunRef {
                 id: run.id,
                 attempt: run.attempt,
                 url: run.html_url.clone(),
-            }),
-            at: self.clock.now(),
-            image: rec.image.clone(),
-            head: Some(rec.attempts[idx].head.clone()),
-            sections: compare(&frozen.baseline, &rows, NOT_FINISHED),
-            evals: compare_evals(&evals, &frozen.baseline),
+            },
+            head: rec.attempts[idx].head.clone(),
+            rows,
+            evals,
             notes,
-            part: None,
-            failed_jobs,
+            missing: NOT_FINISHED,
+            failed_jobs: failed_of(jobs),
             live: Some(live),
             // The run's final report says what the repair before it changed.
             repair: None,
-        })
+        };
+        Ok(attempt_report(self, rec, run, &frozen, shown))
     }
 
     /// One comment: a live report too large for one comment keeps its

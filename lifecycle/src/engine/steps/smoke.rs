@@ -8,7 +8,8 @@
 //! artifacts and the frozen baseline. May write: the dispatch, a cancel of
 //! its own stuck run, report comments, under a proof.
 
-use crate::engine::attempt::{INFRA_DETAIL, classify};
+use crate::engine::attempt::classify;
+use crate::engine::attempt::{InfraRetry, Shown, attempt_report, infra_retry};
 use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
@@ -17,8 +18,8 @@ use crate::engine::intent::Intent;
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
-use crate::model::{AttemptKind, AttemptStatus, MAX_INFRA_RETRIES, Outcome, Phase, RunRef};
-use crate::report::{AttemptReport, ReportName, compare, compare_evals, render_report};
+use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
+use crate::report::render_report;
 
 /// The attempts as the published reports tell them (an empty journal),
 /// else the initial smoke attempt. The baseline step does it right
@@ -117,7 +118,7 @@ pub(in crate::engine) async fn run(
                 live.id
             )));
         }
-        if let Some(p) = cx.publish_live(rec, idx, &live, "smoke").await? {
+        if let Some(p) = cx.publish_live(rec, idx, &live).await? {
             return Ok(p);
         }
         return Ok(Progress::Waiting(format!(
@@ -137,28 +138,23 @@ pub(in crate::engine) async fn run(
         attempt: live.attempt,
         url: live.html_url.clone(),
     };
-    let report = AttemptReport {
-        owner_run: rec.owner_run,
-        candidate: Engine::candidate_id(rec)?,
-        name: ReportName::Run {
-            id: live.id,
-            attempt: live.attempt,
-        },
-        kind: Some(kind),
+    let failed_jobs = cx.failed_jobs(live.id, status).await?;
+    let repair = cx.repair_changes(rec, idx).await?;
+    let shown = Shown {
+        kind,
         status,
-        detail: Some(if infra { INFRA_DETAIL } else { "smoke" }.to_owned()),
-        run: Some(run.clone()),
-        at: cx.clock.now(),
-        image: rec.image.clone(),
-        head: Some(rec.attempts[idx].head.clone()),
-        sections: compare(&frozen.baseline, &rows, "no result in this run"),
-        evals: compare_evals(&evals, &frozen.baseline),
+        infra,
+        run: run.clone(),
+        head: rec.attempts[idx].head.clone(),
+        rows,
+        evals,
         notes,
-        part: None,
-        failed_jobs: cx.failed_jobs(live.id, status).await?,
+        missing: "no result in this run",
+        failed_jobs,
         live: None,
-        repair: cx.repair_changes(rec, idx).await?,
+        repair,
     };
+    let report = attempt_report(cx, rec, &live, &frozen, shown);
     let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
     if let Some(p) = cx
         .publish(rec, &rendered, Scope::Run(live.id, &title))
@@ -191,32 +187,26 @@ pub(in crate::engine) async fn after_attempt(
         return Ok(Progress::Advanced(Step::Final));
     }
     if last.infra {
-        let retries = rec
-            .attempts
-            .iter()
-            .rev()
-            .take_while(|a| matches!(a.kind, AttemptKind::InfraRetry { .. }))
-            .count() as u32;
-        if retries < MAX_INFRA_RETRIES {
-            rec.attempts.push(AttemptRecord {
-                kind: AttemptKind::InfraRetry { n: retries + 1 },
-                head: last.head.clone(),
-                dispatched_at: None,
-                run: None,
-                status: AttemptStatus::Queued,
-                infra: false,
-                reported: false,
-            });
-            cx.save(rec).await?;
-            return Ok(Progress::Advanced(Step::Smoke));
-        }
-        let m = format!(
-            "the smoke run failed on infrastructure {} times",
-            retries + 1
-        );
-        return cx
-            .end(rec, Outcome::Failed, Phase::Targeted, m, false)
-            .await;
+        return match infra_retry(&rec.attempts) {
+            InfraRetry::Again(n) => {
+                rec.attempts.push(AttemptRecord {
+                    kind: AttemptKind::InfraRetry { n },
+                    head: last.head.clone(),
+                    dispatched_at: None,
+                    run: None,
+                    status: AttemptStatus::Queued,
+                    infra: false,
+                    reported: false,
+                });
+                cx.save(rec).await?;
+                Ok(Progress::Advanced(Step::Smoke))
+            }
+            InfraRetry::GiveUp(n) => {
+                let m = format!("the smoke run failed on infrastructure {n} times");
+                cx.end(rec, Outcome::Failed, Phase::Targeted, m, false)
+                    .await
+            }
+        };
     }
     if cx.repair.is_some() && rec.repairs < cx.config.repair_budget {
         rec.step = Step::Repair;

@@ -9,7 +9,8 @@
 //! and manifest, the frozen baseline. May write: report comments and a
 //! re-run of its own sweep, under a proof.
 
-use crate::engine::attempt::{SWEEP_INFRA_DETAIL, classify};
+use crate::engine::attempt::classify;
+use crate::engine::attempt::{InfraRetry, Shown, attempt_report, infra_retry};
 use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
@@ -19,10 +20,8 @@ use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
 use crate::engine::ownership::{Mismatch, MismatchKind};
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
-use crate::model::{AttemptKind, AttemptStatus, MAX_INFRA_RETRIES, Outcome, Phase, RunRef};
-use crate::report::{
-    AttemptReport, ReportName, SweepCheck, compare, compare_evals, render_report, uncovered_points,
-};
+use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
+use crate::report::{SweepCheck, render_report, uncovered_points};
 use crate::workflows::is_sweep_of;
 
 pub(in crate::engine) async fn run(
@@ -177,7 +176,7 @@ pub(in crate::engine) async fn run(
     // re-reads (the workflow's run-name, never the PR title alone).
     let title = live.title.clone();
     if !live.is_completed() {
-        if let Some(p) = cx.publish_live(rec, idx, &live, "full sweep").await? {
+        if let Some(p) = cx.publish_live(rec, idx, &live).await? {
             return Ok(p);
         }
         return Ok(Progress::Waiting(format!(
@@ -288,35 +287,23 @@ pub(in crate::engine) async fn run(
     } else {
         AttemptStatus::Failed
     };
-    let report = AttemptReport {
-        owner_run: rec.owner_run,
-        candidate: Engine::candidate_id(rec)?,
-        name: ReportName::Run {
-            id: live.id,
-            attempt: live.attempt,
-        },
-        kind: Some(AttemptKind::FinalSweep),
+    let failed_jobs = cx.failed_jobs(live.id, status).await?;
+    let repair = cx.repair_changes(rec, idx).await?;
+    let shown = Shown {
+        kind: AttemptKind::FinalSweep,
         status,
-        detail: Some(
-            if infra {
-                SWEEP_INFRA_DETAIL
-            } else {
-                "full sweep"
-            }
-            .to_owned(),
-        ),
-        run: Some(run.clone()),
-        at: cx.clock.now(),
-        image: rec.image.clone(),
-        head: Some(head.clone()),
-        sections: compare(&frozen.baseline, &rows, "no result in this run"),
-        evals: compare_evals(&evals, &frozen.baseline),
+        infra,
+        run: run.clone(),
+        head: head.clone(),
+        rows,
+        evals,
         notes,
-        part: None,
-        failed_jobs: cx.failed_jobs(live.id, status).await?,
+        missing: "no result in this run",
+        failed_jobs,
         live: None,
-        repair: cx.repair_changes(rec, idx).await?,
+        repair,
     };
+    let report = attempt_report(cx, rec, &live, &frozen, shown);
     if let Some(changes) = &report.repair {
         // Counted even when this run only learnt of the repair from
         // GitHub (an empty journal).
@@ -339,8 +326,9 @@ pub(in crate::engine) async fn run(
     Ok(Progress::Advanced(Step::Sweep))
 }
 
-/// An infrastructure failure of the final sweep: re-run it (at most
-/// [`MAX_INFRA_RETRIES`] times, not counted as repairs), else fail. A
+/// An infrastructure failure of the final sweep: re-run it while the one
+/// retry rule allows ([`infra_retry`], never counted as a repair), else
+/// fail. A
 /// re-run counts as started only once GitHub shows the new attempt; an
 /// answer whose outcome is unknown (a 5xx) is settled by re-reading the
 /// run, never assumed.
@@ -355,13 +343,8 @@ pub(in crate::engine) async fn retry_sweep(
             "a reported sweep without a run".into(),
         ));
     };
-    let retries = rec
-        .attempts
-        .iter()
-        .filter(|a| a.kind == AttemptKind::FinalSweep && a.infra)
-        .count() as u32;
-    if retries > MAX_INFRA_RETRIES {
-        let m = format!("the final sweep failed on infrastructure {retries} times");
+    if let InfraRetry::GiveUp(n) = infra_retry(&rec.attempts) {
+        let m = format!("the final sweep failed on infrastructure {n} times");
         return cx
             .end(rec, Outcome::Failed, Phase::FinalSweep, m, false)
             .await;
