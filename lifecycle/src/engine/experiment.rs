@@ -557,7 +557,6 @@ impl Engine<'_> {
     ) -> BoxFuture<'f, Result<Result<Vec<crate::engine::config::Target>, String>, EngineError>>
     {
         Box::pin(async move {
-            use klaud_planner::variant::ResolvedVariant;
             if matches!(rec.step, Step::Finish | Step::Done) || rec.ending.is_some() {
                 return Ok(Err(format!(
                     "candidate {} is finishing or finished",
@@ -593,175 +592,19 @@ impl Engine<'_> {
                 variant: None,
             };
             let mut targets = Vec::new();
+            let many = requests.len() > 1;
             for request in requests {
-                let refused = |why: String| {
-                    if requests.len() > 1 {
-                        format!("Variant {}: {why}", request.name)
-                    } else {
-                        why
-                    }
-                };
-                let existing = info
-                    .siblings
-                    .iter()
-                    .find(|s| s.name == request.name)
-                    .cloned();
-                if let Some(existing) = &existing
-                    && (proposed.is_none() || existing.proposed.as_ref() != proposed)
-                {
-                    return Ok(Err(refused(format!(
-                        "the experiment already has a Variant {} ({})",
-                        request.name,
-                        crate::engine::config::branch_name(existing.candidate.as_str())
-                    ))));
+                match self.variant_target(rec, &mut info, &base_target, request, proposed, many)? {
+                    Ok(target) => targets.push(target),
+                    Err(why) => return Ok(Err(why)),
                 }
-                // The base's effective edits: its chain of own edits, oldest first.
-                let inherited = match &request.from {
-                    Some(from) => match experiment::effective_edits(&info.siblings, from) {
-                        Ok(e) => e,
-                        Err(e) => return Ok(Err(refused(e))),
-                    },
-                    None => Vec::new(),
-                };
-                let own: Vec<String> = request.edits.iter().map(ToString::to_string).collect();
-                let resolved = ResolvedVariant {
-                    name: request.name.clone(),
-                    from: request.from.clone(),
-                    own: own.clone(),
-                    edits: inherited.iter().chain(&own).cloned().collect(),
-                };
-                // Refuse now what the bump commit could not make.
-                let edits = match resolved.parsed() {
-                    Ok(e) => e,
-                    Err(e) => return Ok(Err(refused(e.to_string()))),
-                };
-                if let Err(e) = self.repository.apply_variant_edits(
-                    &rec.family,
-                    &std::collections::BTreeMap::new(),
-                    &edits,
-                ) {
-                    return Ok(Err(refused(e.to_string())));
-                }
-                let target = match experiment::variant_targets(
-                    &base_target,
-                    &info.experiment,
-                    std::slice::from_ref(&resolved),
-                    info.max_concurrent,
-                ) {
-                    Ok(mut t) if t.len() == 1 => t.remove(0),
-                    Ok(_) => return Ok(Err(refused("no variant was made".into()))),
-                    Err(e) => return Ok(Err(refused(e))),
-                };
-                match existing {
-                    Some(e) if e.candidate == target.candidate.as_str() => {}
-                    Some(e) => {
-                        return Ok(Err(refused(format!(
-                            "the experiment already has a Variant {} with other edits ({})",
-                            request.name,
-                            crate::engine::config::branch_name(e.candidate.as_str())
-                        ))));
-                    }
-                    None => info.siblings.push(Sibling {
-                        name: resolved.name.clone(),
-                        candidate: target.candidate.clone(),
-                        from: resolved.from.clone(),
-                        own,
-                        proposed: proposed.cloned(),
-                    }),
-                }
-                targets.push(target);
             }
             let new_ids: Vec<klaud_claims::CandidateId> =
                 targets.iter().map(|t| t.candidate.clone()).collect();
-            // 1. The claim lists the new candidate and the experiment as it now
-            // is (one compare-and-swap), so every sibling can be rebuilt from
-            // GitHub alone.
-            let listed = experiment::Listed {
-                experiment: info.experiment.clone(),
-                base_image: info.base_image.clone(),
-                max_concurrent: info.max_concurrent,
-                siblings: info.siblings.clone(),
-            };
-            let listed_value = serde_json::to_value(&listed)
-                .map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?;
-            let mut written = false;
-            for _ in 0..CAS_ATTEMPTS {
-                let Some(held) = self.refresh_claim(rec).await? else {
-                    return Ok(Err("this instance does not hold the family's claim".into()));
-                };
-                let ids = held.record.candidate_ids();
-                let listed_now = new_ids.iter().all(|id| ids.contains(&id.as_str()))
-                    && held.record.extra.get(experiment::SIBLINGS_FIELD) == Some(&listed_value);
-                if listed_now {
-                    written = true;
-                    break;
-                }
-                let mut record = held.record.clone();
-                let base = held
-                    .record
-                    .candidates
-                    .first()
-                    .map(|c| c.base.clone())
-                    .unwrap_or_else(|| rec.base_sha.clone());
-                for new_id in &new_ids {
-                    if ids.contains(&new_id.as_str()) {
-                        continue;
-                    }
-                    for member in self.bumped_together(&rec.family) {
-                        record.candidates.push(klaud_claims::ClaimCandidate::new(
-                            &base,
-                            member,
-                            new_id.clone(),
-                        ));
-                    }
-                }
-                record
-                    .extra
-                    .insert(experiment::SIBLINGS_FIELD.to_owned(), listed_value.clone());
-                let names = requests.iter().map(|r| r.name.clone()).collect();
-                self.intend(rec, Intent::ClaimAddVariants(names)).await?;
-                match self
-                    .book()
-                    .amend(&held, record)
-                    .await
-                    .map_err(EngineError::ClaimOp)?
-                {
-                    Renew::Renewed(h) => {
-                        steps::claim::hold(self, rec, &h);
-                        self.save(rec).await?;
-                        written = true;
-                        break;
-                    }
-                    // Moved under us (a sibling renewed): read it again.
-                    Renew::Lost(_) => continue,
-                }
+            if let Err(why) = self.list_variants(rec, &info, &new_ids, requests).await? {
+                return Ok(Err(why));
             }
-            if !written {
-                // Never go on unlisted: the variant would run outside the
-                // claim its siblings release.
-                return Err(EngineError::Claim(format!(
-                    "the claim of {} kept moving while variants were added ({CAS_ATTEMPTS} tries); \
-                 the next pass tries again",
-                    rec.family
-                )));
-            }
-            // 2. Every sibling's record learns of it.
-            for s in info.siblings.clone() {
-                if s.candidate == rec.candidate
-                    || new_ids.iter().any(|id| id.as_str() == s.candidate)
-                {
-                    continue;
-                }
-                if let Some(mut other) = self.journal.load(s.candidate.as_str()).await?
-                    && let Some(v) = other.variant.as_mut()
-                    && new_ids
-                        .iter()
-                        .any(|id| !v.siblings.iter().any(|x| x.candidate == id.as_str()))
-                {
-                    v.siblings = info.siblings.clone();
-                    self.save(&mut other).await?;
-                }
-            }
+            self.tell_siblings(rec, &info, &new_ids).await?;
             let mut mine = info.clone();
             if rec.variant.is_none() {
                 mine.name = "base".into();
@@ -776,6 +619,204 @@ impl Engine<'_> {
             }
             Ok(Ok(targets))
         })
+    }
+
+    /// The target of one requested variant, checked against the
+    /// experiment as it is (`info`, which lists it when new) and against
+    /// what the bump commit can make. `Ok(Err(why))`: refused.
+    fn variant_target(
+        &self,
+        rec: &CandidateRecord,
+        info: &mut VariantInfo,
+        base_target: &crate::engine::config::Target,
+        request: &crate::commands::TryRequest,
+        proposed: Option<&experiment::Proposal>,
+        many: bool,
+    ) -> Result<Result<crate::engine::config::Target, String>, EngineError> {
+        use klaud_planner::variant::ResolvedVariant;
+        let refused = |why: String| {
+            if many {
+                format!("Variant {}: {why}", request.name)
+            } else {
+                why
+            }
+        };
+        let existing = info
+            .siblings
+            .iter()
+            .find(|s| s.name == request.name)
+            .cloned();
+        if let Some(existing) = &existing
+            && (proposed.is_none() || existing.proposed.as_ref() != proposed)
+        {
+            return Ok(Err(refused(format!(
+                "the experiment already has a Variant {} ({})",
+                request.name,
+                crate::engine::config::branch_name(existing.candidate.as_str())
+            ))));
+        }
+        // The base's effective edits: its chain of own edits, oldest first.
+        let inherited = match &request.from {
+            Some(from) => match experiment::effective_edits(&info.siblings, from) {
+                Ok(e) => e,
+                Err(e) => return Ok(Err(refused(e))),
+            },
+            None => Vec::new(),
+        };
+        let own: Vec<String> = request.edits.iter().map(ToString::to_string).collect();
+        let resolved = ResolvedVariant {
+            name: request.name.clone(),
+            from: request.from.clone(),
+            own: own.clone(),
+            edits: inherited.iter().chain(&own).cloned().collect(),
+        };
+        // Refuse now what the bump commit could not make.
+        let edits = match resolved.parsed() {
+            Ok(e) => e,
+            Err(e) => return Ok(Err(refused(e.to_string()))),
+        };
+        if let Err(e) = self.repository.apply_variant_edits(
+            &rec.family,
+            &std::collections::BTreeMap::new(),
+            &edits,
+        ) {
+            return Ok(Err(refused(e.to_string())));
+        }
+        let target = match experiment::variant_targets(
+            base_target,
+            &info.experiment,
+            std::slice::from_ref(&resolved),
+            info.max_concurrent,
+        ) {
+            Ok(mut t) if t.len() == 1 => t.remove(0),
+            Ok(_) => return Ok(Err(refused("no variant was made".into()))),
+            Err(e) => return Ok(Err(refused(e))),
+        };
+        match existing {
+            Some(e) if e.candidate == target.candidate.as_str() => {}
+            Some(e) => {
+                return Ok(Err(refused(format!(
+                    "the experiment already has a Variant {} with other edits ({})",
+                    request.name,
+                    crate::engine::config::branch_name(e.candidate.as_str())
+                ))));
+            }
+            None => info.siblings.push(Sibling {
+                name: resolved.name.clone(),
+                candidate: target.candidate.clone(),
+                from: resolved.from.clone(),
+                own,
+                proposed: proposed.cloned(),
+            }),
+        }
+        Ok(Ok(target))
+    }
+
+    /// Lists the new candidates `new_ids` and the experiment as it now is
+    /// in the claim, by one compare-and-swap, so every sibling can be
+    /// rebuilt from GitHub alone. `Ok(Err(why))`: the claim is not held.
+    async fn list_variants(
+        &self,
+        rec: &mut CandidateRecord,
+        info: &VariantInfo,
+        new_ids: &[klaud_claims::CandidateId],
+        requests: &[crate::commands::TryRequest],
+    ) -> Result<Result<(), String>, EngineError> {
+        let listed = experiment::Listed {
+            experiment: info.experiment.clone(),
+            base_image: info.base_image.clone(),
+            max_concurrent: info.max_concurrent,
+            siblings: info.siblings.clone(),
+        };
+        let listed_value = serde_json::to_value(&listed)
+            .map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?;
+        let mut written = false;
+        for _ in 0..CAS_ATTEMPTS {
+            let Some(held) = self.refresh_claim(rec).await? else {
+                return Ok(Err("this instance does not hold the family's claim".into()));
+            };
+            let ids = held.record.candidate_ids();
+            let listed_now = new_ids.iter().all(|id| ids.contains(&id.as_str()))
+                && held.record.extra.get(experiment::SIBLINGS_FIELD) == Some(&listed_value);
+            if listed_now {
+                written = true;
+                break;
+            }
+            let mut record = held.record.clone();
+            let base = held
+                .record
+                .candidates
+                .first()
+                .map(|c| c.base.clone())
+                .unwrap_or_else(|| rec.base_sha.clone());
+            for new_id in new_ids {
+                if ids.contains(&new_id.as_str()) {
+                    continue;
+                }
+                for member in self.bumped_together(&rec.family) {
+                    record.candidates.push(klaud_claims::ClaimCandidate::new(
+                        &base,
+                        member,
+                        new_id.clone(),
+                    ));
+                }
+            }
+            record
+                .extra
+                .insert(experiment::SIBLINGS_FIELD.to_owned(), listed_value.clone());
+            let names = requests.iter().map(|r| r.name.clone()).collect();
+            self.intend(rec, Intent::ClaimAddVariants(names)).await?;
+            match self
+                .book()
+                .amend(&held, record)
+                .await
+                .map_err(EngineError::ClaimOp)?
+            {
+                Renew::Renewed(h) => {
+                    steps::claim::hold(self, rec, &h);
+                    self.save(rec).await?;
+                    written = true;
+                    break;
+                }
+                // Moved under us (a sibling renewed): read it again.
+                Renew::Lost(_) => continue,
+            }
+        }
+        if !written {
+            // Never go on unlisted: the variant would run outside the
+            // claim its siblings release.
+            return Err(EngineError::Claim(format!(
+                "the claim of {} kept moving while variants were added ({CAS_ATTEMPTS} tries); \
+             the next pass tries again",
+                rec.family
+            )));
+        }
+        Ok(Ok(()))
+    }
+
+    /// Every sibling's record learns of the new variants.
+    async fn tell_siblings(
+        &self,
+        rec: &CandidateRecord,
+        info: &VariantInfo,
+        new_ids: &[klaud_claims::CandidateId],
+    ) -> Result<(), EngineError> {
+        // 2. Every sibling's record learns of it.
+        for s in info.siblings.clone() {
+            if s.candidate == rec.candidate || new_ids.iter().any(|id| id.as_str() == s.candidate) {
+                continue;
+            }
+            if let Some(mut other) = self.journal.load(s.candidate.as_str()).await?
+                && let Some(v) = other.variant.as_mut()
+                && new_ids
+                    .iter()
+                    .any(|id| !v.siblings.iter().any(|x| x.candidate == id.as_str()))
+            {
+                v.siblings = info.siblings.clone();
+                self.save(&mut other).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Whether `r` waits for the variants the repair hook proposed instead

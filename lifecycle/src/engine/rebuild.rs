@@ -9,10 +9,10 @@ use crate::engine::attempt::{INFRA_DETAIL, SWEEP_INFRA_DETAIL};
 use crate::engine::config::{TRAILER, Target, branch_name, smoke_test_name};
 use crate::engine::context::Engine;
 use crate::engine::error::EngineError;
-use crate::engine::forge::{Forge as _, RunQuery};
+use crate::engine::forge::{Comment, Forge as _, RunQuery};
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Ending, Step};
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
-use crate::report::{AttemptReport, MarkerKey, ReportName, find_record, parse_report};
+use crate::report::{AttemptReport, MarkerKey, Receipt, ReportName, find_record, parse_report};
 use klaud_claims::{CandidateId, HeldClaim};
 
 impl Engine<'_> {
@@ -131,34 +131,7 @@ impl Engine<'_> {
                         // closed PR is history, not this attempt's end.
                         return Ok(());
                     }
-                    rec.pull = Some(pull.number);
-                    rec.pull_url = Some(pull.html_url.clone());
-                    rec.owner_run = receipt.owner_run;
-                    rec.head = receipt.head.clone();
-                    rec.repairs = receipt.result.repairs();
-                    rec.sweep = receipt.sweep.clone();
-                    rec.ending = Some(Ending {
-                        outcome: receipt.result.outcome(),
-                        phase: receipt.result.phase(),
-                        message: "found finished on GitHub".into(),
-                        hands_off: true,
-                        note: None,
-                    });
-                    rec.attempts = receipt
-                        .result
-                        .runs()
-                        .iter()
-                        .map(|r| AttemptRecord {
-                            kind: AttemptKind::FinalSweep,
-                            head: String::new(),
-                            dispatched_at: None,
-                            run: Some(r.clone()),
-                            status: AttemptStatus::Passed,
-                            infra: false,
-                            reported: true,
-                        })
-                        .collect();
-                    rec.step = Step::Finish;
+                    Self::take_receipt(rec, pull, &receipt);
                     return Ok(());
                 }
                 MarkerKey::Cleanup {
@@ -171,10 +144,55 @@ impl Engine<'_> {
         let Some(owner_run) = cleanup else {
             return Ok(());
         };
+        self.resume_cleanup(rec, pull, owner_run, &comments).await
+    }
+
+    /// The record of a candidate whose receipt is on `pull`: finished.
+    fn take_receipt(rec: &mut CandidateRecord, pull: &super::forge::Pull, receipt: &Receipt) {
+        rec.pull = Some(pull.number);
+        rec.pull_url = Some(pull.html_url.clone());
+        rec.owner_run = receipt.owner_run;
+        rec.head = receipt.head.clone();
+        rec.repairs = receipt.result.repairs();
+        rec.sweep = receipt.sweep.clone();
+        rec.ending = Some(Ending {
+            outcome: receipt.result.outcome(),
+            phase: receipt.result.phase(),
+            message: "found finished on GitHub".into(),
+            hands_off: true,
+            note: None,
+        });
+        rec.attempts = receipt
+            .result
+            .runs()
+            .iter()
+            .map(|r| AttemptRecord {
+                kind: AttemptKind::FinalSweep,
+                head: String::new(),
+                dispatched_at: None,
+                run: Some(r.clone()),
+                status: AttemptStatus::Passed,
+                infra: false,
+                reported: true,
+            })
+            .collect();
+        rec.step = Step::Finish;
+    }
+
+    /// The record of a candidate whose cleanup marker of run `owner_run`
+    /// is on `pull`: its ending re-derived from the published reports
+    /// (or a sibling's win), to finish the interrupted cleanup.
+    async fn resume_cleanup(
+        &self,
+        rec: &mut CandidateRecord,
+        pull: &super::forge::Pull,
+        owner_run: u64,
+        comments: &[Comment],
+    ) -> Result<(), EngineError> {
         rec.owner_run = owner_run;
         rec.pull = Some(pull.number);
         rec.pull_url = Some(pull.html_url.clone());
-        rec.attempts = self.reported_attempts(rec, &comments, true);
+        rec.attempts = self.reported_attempts(rec, comments, true);
         rec.repairs = rec
             .attempts
             .iter()
@@ -184,7 +202,7 @@ impl Engine<'_> {
             })
             .max()
             .unwrap_or(0)
-            .max(self.published_repairs(rec, &comments));
+            .max(self.published_repairs(rec, comments));
         rec.head = rec
             .attempts
             .last()

@@ -47,87 +47,133 @@ pub(in crate::engine) async fn run(
         .await?
         .unwrap_or_default();
     let head_bytes = cx.forge.read_file(&path, &head).await?.unwrap_or_default();
-    let appended = validate_append(&base_bytes, &head_bytes).is_ok_and(|n| n >= 1)
-        && String::from_utf8_lossy(&head_bytes[base_bytes.len()..]).contains(&link);
+    let log = Changelog {
+        path,
+        link,
+        base_tip: base_tip.sha,
+        base_bytes,
+        head_bytes,
+    };
+    let appended = validate_append(&log.base_bytes, &log.head_bytes).is_ok_and(|n| n >= 1)
+        && String::from_utf8_lossy(&log.head_bytes[log.base_bytes.len()..]).contains(&log.link);
     if !appended {
-        let proof = match cx.prove(rec, Scope::Pull).await? {
-            Ok(p) => p,
-            Err(p) => return Ok(p),
-        };
-        let entry = cx.changelog_entry(rec, &link);
-        // A stale base is re-taken: the entry goes onto the current
-        // base's bytes, never a merge.
-        let new = match append_entry(&base_bytes, &entry)
-            .map_err(|e| e.to_string())
-            .and_then(|new| {
-                validate_append(&base_bytes, &new)
-                    .map(|_| new)
-                    .map_err(|e| format!("check-final: {e}"))
-            }) {
-            Ok(n) => n,
-            Err(e) => {
-                let m = format!("the changelog entry cannot be appended: {e}");
-                return cx
-                    .end(rec, Outcome::UnexpectedError, Phase::FinalSweep, m, false)
-                    .await;
-            }
-        };
-        let message = format!(
-            "Add perf-changelog entry for {}\n\n{TRAILER}{}\n",
-            rec.key, rec.candidate
-        );
-        // A base that moved since the branch was made is merged in with
-        // the entry (never a rebase): a PR that conflicts with its base
-        // gets no `pull_request` run, so the label would start nothing.
-        let plan = cx
-            .merge_plan(rec, &head, &base_tip.sha, Some(&link))
-            .await?;
-        cx.intend(rec, Intent::CommitChangelog).await?;
-        let sha = match plan {
-            MergePlan::UpToDate => {
-                cx.forge
-                    .commit_files(&proof, &head, &[(path, new)], &message)
-                    .await?
-            }
-            MergePlan::Merge { base_tip, files } => {
-                let message = format!(
-                    "Add perf-changelog entry for {}, merging {}\n\n{TRAILER}{}\n",
-                    rec.key, rec.base_branch, rec.candidate
-                );
-                cx.forge
-                    .commit_merge(&proof, &head, &base_tip, &files, &message)
-                    .await?
-            }
-            MergePlan::HandOff(why) => {
-                let m = format!("the base moved and cannot be merged in: {why}");
-                cx.end(rec, Outcome::Handoff, Phase::FinalSweep, m.clone(), true)
-                    .await?;
-                if let Some(ending) = rec.ending.as_mut() {
-                    ending.note = Some(m);
-                }
-                cx.save(rec).await?;
-                return Ok(Progress::Advanced(Step::Finish));
-            }
-        };
-        rec.pending_commit = Some(sha.clone());
-        cx.intend(rec, Intent::PushChangelog).await?;
-        match cx
-            .forge
-            .fast_forward_branch(&proof, &rec.branch, &sha)
-            .await
-        {
-            Ok(()) => {
-                rec.head = Some(sha);
-                rec.pending_commit = None;
-                cx.save(rec).await?;
-            }
-            // Re-read next step (reconcile_head or the ownership check
-            // tells what happened).
-            Err(ForgeError::Ambiguous(_)) | Err(ForgeError::NotFastForward(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-        return Ok(Progress::Advanced(Step::Final));
+        return append_changelog(cx, rec, &head, log).await;
     }
+    label_for_sweep(cx, rec, number, head, &log).await
+}
+
+/// `perf-changelog.yaml` at the base tip and at the candidate's head.
+struct Changelog {
+    path: String,
+    /// The entry's link (the pull request).
+    link: String,
+    base_tip: String,
+    base_bytes: Vec<u8>,
+    head_bytes: Vec<u8>,
+}
+
+/// Appends Klaud's changelog entry onto the current base's file, merging
+/// a base that moved, and pushes it; the next step looks again.
+async fn append_changelog(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    head: &str,
+    log: Changelog,
+) -> Result<Progress, EngineError> {
+    let Changelog {
+        path,
+        link,
+        base_tip,
+        base_bytes,
+        ..
+    } = log;
+    let proof = match cx.prove(rec, Scope::Pull).await? {
+        Ok(p) => p,
+        Err(p) => return Ok(p),
+    };
+    let entry = cx.changelog_entry(rec, &link);
+    // A stale base is re-taken: the entry goes onto the current
+    // base's bytes, never a merge.
+    let new = match append_entry(&base_bytes, &entry)
+        .map_err(|e| e.to_string())
+        .and_then(|new| {
+            validate_append(&base_bytes, &new)
+                .map(|_| new)
+                .map_err(|e| format!("check-final: {e}"))
+        }) {
+        Ok(n) => n,
+        Err(e) => {
+            let m = format!("the changelog entry cannot be appended: {e}");
+            return cx
+                .end(rec, Outcome::UnexpectedError, Phase::FinalSweep, m, false)
+                .await;
+        }
+    };
+    let message = format!(
+        "Add perf-changelog entry for {}\n\n{TRAILER}{}\n",
+        rec.key, rec.candidate
+    );
+    // A base that moved since the branch was made is merged in with
+    // the entry (never a rebase): a PR that conflicts with its base
+    // gets no `pull_request` run, so the label would start nothing.
+    let plan = cx.merge_plan(rec, head, &base_tip, Some(&link)).await?;
+    cx.intend(rec, Intent::CommitChangelog).await?;
+    let sha = match plan {
+        MergePlan::UpToDate => {
+            cx.forge
+                .commit_files(&proof, head, &[(path, new)], &message)
+                .await?
+        }
+        MergePlan::Merge { base_tip, files } => {
+            let message = format!(
+                "Add perf-changelog entry for {}, merging {}\n\n{TRAILER}{}\n",
+                rec.key, rec.base_branch, rec.candidate
+            );
+            cx.forge
+                .commit_merge(&proof, head, &base_tip, &files, &message)
+                .await?
+        }
+        MergePlan::HandOff(why) => {
+            let m = format!("the base moved and cannot be merged in: {why}");
+            cx.end(rec, Outcome::Handoff, Phase::FinalSweep, m.clone(), true)
+                .await?;
+            if let Some(ending) = rec.ending.as_mut() {
+                ending.note = Some(m);
+            }
+            cx.save(rec).await?;
+            return Ok(Progress::Advanced(Step::Finish));
+        }
+    };
+    rec.pending_commit = Some(sha.clone());
+    cx.intend(rec, Intent::PushChangelog).await?;
+    match cx
+        .forge
+        .fast_forward_branch(&proof, &rec.branch, &sha)
+        .await
+    {
+        Ok(()) => {
+            rec.head = Some(sha);
+            rec.pending_commit = None;
+            cx.save(rec).await?;
+        }
+        // Re-read next step (reconcile_head or the ownership check
+        // tells what happened).
+        Err(ForgeError::Ambiguous(_)) | Err(ForgeError::NotFastForward(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(Progress::Advanced(Step::Final))
+}
+
+/// Adds the one sweep label (removing Klaud's other sweep labels), after
+/// check-final at the head, the capacity gate and, when the sweep skips
+/// drafts, marking the PR ready; then waits for the sweep.
+async fn label_for_sweep(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    number: u64,
+    head: String,
+    log: &Changelog,
+) -> Result<Progress, EngineError> {
     let pull = cx.forge.get_pull(number).await?;
     let sweep = &cx.config.sweep_label;
     let remove: Vec<String> = pull
@@ -145,9 +191,7 @@ pub(in crate::engine) async fn run(
             .cloned()
             .chain(std::iter::once(sweep.clone()))
             .collect();
-        if let Some(gap) =
-            uncovered_at_head(cx, rec, &path, &base_bytes, &head_bytes, &head, &labels).await?
-        {
+        if let Some(gap) = uncovered_at_head(cx, rec, log, &head, &labels).await? {
             return cx
                 .end(rec, Outcome::Failed, Phase::FinalSweep, gap, false)
                 .await;
@@ -217,12 +261,10 @@ pub(in crate::engine) async fn run(
 /// check-final before the label: why the sweep the repository will run
 /// at `head` (with `labels`) would leave frozen points unmeasured, or
 /// `None` when it covers every one.
-pub(in crate::engine) async fn uncovered_at_head(
+async fn uncovered_at_head(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
-    changelog_path: &str,
-    base_changelog: &[u8],
-    head_changelog: &[u8],
+    log: &Changelog,
     head: &str,
     labels: &[String],
 ) -> Result<Option<String>, EngineError> {
@@ -230,11 +272,12 @@ pub(in crate::engine) async fn uncovered_at_head(
     if frozen.baseline.points.is_empty() {
         return Ok(None);
     }
-    let added = match added_entries(base_changelog, head_changelog) {
+    let added = match added_entries(&log.base_bytes, &log.head_bytes) {
         Ok(a) => a,
         Err(e) => {
             return Ok(Some(format!(
-                "check-final: the sweep matrix at {head} cannot be derived from {changelog_path}: {e}"
+                "check-final: the sweep matrix at {head} cannot be derived from {}: {e}",
+                log.path
             )));
         }
     };

@@ -77,58 +77,15 @@ pub(in crate::engine) async fn run(
             if let Some(p) = progress {
                 return Ok(p);
             }
-            let runs = rec.runs();
-            let result = match FinishedResult::new(
-                ending.outcome,
-                ending.phase,
-                rec.pull,
-                runs.clone(),
-                rec.repairs,
-            ) {
-                Ok(r) => r,
-                Err(e) => FinishedResult::new(
-                    Outcome::UnexpectedError,
-                    ending.phase,
-                    rec.pull,
-                    runs,
-                    rec.repairs,
-                )
-                .map_err(|_| EngineError::Invalid(e.to_string()))?,
-            };
-            let receipt = Receipt {
-                owner_run: rec.owner_run,
-                candidate: cid,
-                head: rec.head.clone(),
-                result,
-                sweep: rec.sweep.clone(),
-                note: ending.note.clone(),
-                // The audit's note has its Chinese twin in the record.
-                note_zh: rec
-                    .upstream
-                    .as_ref()
-                    .and_then(crate::report::audit_note)
-                    .filter(|(en, _)| ending.note.as_deref() == Some(en.as_str()))
-                    .map(|(_, zh)| zh),
-            };
-            let rendered = render_receipt(&receipt);
-            if receipt_only {
-                // A person's end: the PR may not be Klaud's any more (a
-                // handoff label, a foreign commit, its branch deleted),
-                // so the receipt is a reply, the one comment Klaud may
-                // post on a PR it let go of; none on another's PR.
-                if let Some(permit) = reply_permit(&cx.forge, number).await? {
-                    cx.intend(rec, Intent::Comment(rendered.key.to_string()))
-                        .await?;
-                    cx.forge.reply(&permit, &rendered.body).await?;
-                }
-            } else if let Some(p) = cx
-                .publish(rec, std::slice::from_ref(&rendered), Scope::PullOnly)
-                .await?
-            {
-                return Ok(p);
-            }
+            return receipt(cx, rec, &ending, number, cid, receipt_only).await;
         }
     }
+    done(cx, rec).await
+}
+
+/// The claim released (by the last sibling of an experiment) and the
+/// record done.
+async fn done(cx: &Engine<'_>, rec: &mut CandidateRecord) -> Result<Progress, EngineError> {
     if cx.experiment_releases(rec).await? {
         release(cx, rec).await?;
     } else {
@@ -140,6 +97,69 @@ pub(in crate::engine) async fn run(
     rec.intent = None;
     cx.save(rec).await?;
     Ok(Progress::Done(rec.ending.clone()))
+}
+
+/// The receipt of `ending` on pull request `number` (a reply when a
+/// person ended it, `receipt_only`), then done.
+async fn receipt(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    ending: &Ending,
+    number: u64,
+    cid: klaud_claims::CandidateId,
+    receipt_only: bool,
+) -> Result<Progress, EngineError> {
+    let runs = rec.runs();
+    let result = match FinishedResult::new(
+        ending.outcome,
+        ending.phase,
+        rec.pull,
+        runs.clone(),
+        rec.repairs,
+    ) {
+        Ok(r) => r,
+        Err(e) => FinishedResult::new(
+            Outcome::UnexpectedError,
+            ending.phase,
+            rec.pull,
+            runs,
+            rec.repairs,
+        )
+        .map_err(|_| EngineError::Invalid(e.to_string()))?,
+    };
+    let receipt = Receipt {
+        owner_run: rec.owner_run,
+        candidate: cid,
+        head: rec.head.clone(),
+        result,
+        sweep: rec.sweep.clone(),
+        note: ending.note.clone(),
+        // The audit's note has its Chinese twin in the record.
+        note_zh: rec
+            .upstream
+            .as_ref()
+            .and_then(crate::report::audit_note)
+            .filter(|(en, _)| ending.note.as_deref() == Some(en.as_str()))
+            .map(|(_, zh)| zh),
+    };
+    let rendered = render_receipt(&receipt);
+    if receipt_only {
+        // A person's end: the PR may not be Klaud's any more (a
+        // handoff label, a foreign commit, its branch deleted),
+        // so the receipt is a reply, the one comment Klaud may
+        // post on a PR it let go of; none on another's PR.
+        if let Some(permit) = reply_permit(&cx.forge, number).await? {
+            cx.intend(rec, Intent::Comment(rendered.key.to_string()))
+                .await?;
+            cx.forge.reply(&permit, &rendered.body).await?;
+        }
+    } else if let Some(p) = cx
+        .publish(rec, std::slice::from_ref(&rendered), Scope::PullOnly)
+        .await?
+    {
+        return Ok(p);
+    }
+    done(cx, rec).await
 }
 
 pub(in crate::engine) async fn finish_validated(

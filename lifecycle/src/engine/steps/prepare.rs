@@ -52,95 +52,11 @@ pub(in crate::engine) async fn run(
     let commit = match rec.pending_commit.clone() {
         Some(c) => c,
         None => {
-            let family = match cx.repository.family(&rec.family) {
+            let (files, message) = match bump_files(cx, rec)? {
                 Ok(f) => f,
-                // The base moved on since the plan: the family's key was
-                // removed (or archived) there, so there is nothing to bump.
-                Err(klaud_planner::repo::RepoError::UnknownFamily { .. }) => {
-                    let m = format!(
-                        "the base branch no longer has {}: it was removed or archived",
-                        rec.family
-                    );
-                    return cx.end(rec, Outcome::Retired, Phase::Resolve, m, true).await;
-                }
-                Err(e) => {
-                    return Err(EngineError::Invalid(format!("family {}: {e}", rec.family)));
-                }
+                Err((outcome, m)) => return cx.end(rec, outcome, Phase::Resolve, m, true).await,
             };
-            // MODELS.md of the base may have retired the model since the
-            // plan (the planner checks the same rule before claiming).
-            if let Some(why) = Retirements::read(cx.repository).reason(family) {
-                let m = format!("the base branch retires {}: {why}", rec.family);
-                return cx.end(rec, Outcome::Retired, Phase::Resolve, m, true).await;
-            }
-            let from = family.image().clone();
-            let to = match ImageRef::parse(&rec.image) {
-                Ok(i) => i,
-                Err(e) => {
-                    let m = format!("candidate image {:?} does not parse: {e}", rec.image);
-                    return cx
-                        .end(rec, Outcome::UnexpectedError, Phase::Resolve, m, true)
-                        .await;
-                }
-            };
-            if from.same_image(&to) {
-                let m = format!("the base branch already uses {}", rec.image);
-                return cx
-                    .end(rec, Outcome::AlreadyUpdated, Phase::Resolve, m, true)
-                    .await;
-            }
-            let bump = match cx
-                .repository
-                .plan_bump_with(&rec.family, &from, &to, &cx.config.bump)
-            {
-                Ok(b) => b,
-                Err(e) => {
-                    let m = format!("the bump cannot be made: {e}");
-                    return cx
-                        .end(rec, Outcome::UnexpectedError, Phase::Resolve, m, true)
-                        .await;
-                }
-            };
-            let mut files: Vec<(String, Vec<u8>)> = bump
-                .edits
-                .iter()
-                .map(|e| (e.path.clone(), e.after.clone().into_bytes()))
-                .collect();
-            let tag = to.tag().unwrap_or("digest").to_owned();
-            let mut message = format!(
-                "Update {} image to {tag}\n\n{} -> {}\n\n",
-                rec.key, rec.old_image, rec.image
-            );
-            if let Some(v) = rec.variant.clone() {
-                match variant_files(cx, rec, &bump, &v) {
-                    Ok(extra) => {
-                        for (path, after) in extra {
-                            match files.iter_mut().find(|(p, _)| *p == path) {
-                                Some(f) => f.1 = after.into_bytes(),
-                                None => files.push((path, after.into_bytes())),
-                            }
-                        }
-                    }
-                    Err(m) => {
-                        return cx
-                            .end(rec, Outcome::UnexpectedError, Phase::Resolve, m, true)
-                            .await;
-                    }
-                }
-                message.push_str(&format!(
-                    "Experiment {}, Variant {}:\n{}\n\n",
-                    v.experiment,
-                    v.name,
-                    v.edits
-                        .iter()
-                        .map(|e| format!("- {e}"))
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                ));
-            }
-            message.push_str(&format!("{TRAILER}{}\n", rec.candidate));
             rec.base_sha = cx.repository_sha.clone();
-            rec.scope = Some(BumpScope::of(&bump));
             cx.intend(rec, Intent::CommitBump).await?;
             let sha = cx
                 .forge
@@ -158,6 +74,98 @@ pub(in crate::engine) async fn run(
         Err(e) => return Err(e.into()),
     }
     Ok(Progress::Advanced(Step::Prepare))
+}
+
+/// The bump commit's files (path, new bytes) and message.
+type BumpCommit = (Vec<(String, Vec<u8>)>, String);
+
+/// The files and message of the bump commit (a variant's edits on top),
+/// with the bump's scope recorded on `rec`; `Ok(Err((outcome, why)))`
+/// when there is nothing to bump or it cannot be made, and the candidate
+/// ends so.
+fn bump_files(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+) -> Result<Result<BumpCommit, (Outcome, String)>, EngineError> {
+    let family = match cx.repository.family(&rec.family) {
+        Ok(f) => f,
+        // The base moved on since the plan: the family's key was
+        // removed (or archived) there, so there is nothing to bump.
+        Err(klaud_planner::repo::RepoError::UnknownFamily { .. }) => {
+            let m = format!(
+                "the base branch no longer has {}: it was removed or archived",
+                rec.family
+            );
+            return Ok(Err((Outcome::Retired, m)));
+        }
+        Err(e) => {
+            return Err(EngineError::Invalid(format!("family {}: {e}", rec.family)));
+        }
+    };
+    // MODELS.md of the base may have retired the model since the
+    // plan (the planner checks the same rule before claiming).
+    if let Some(why) = Retirements::read(cx.repository).reason(family) {
+        let m = format!("the base branch retires {}: {why}", rec.family);
+        return Ok(Err((Outcome::Retired, m)));
+    }
+    let from = family.image().clone();
+    let to = match ImageRef::parse(&rec.image) {
+        Ok(i) => i,
+        Err(e) => {
+            let m = format!("candidate image {:?} does not parse: {e}", rec.image);
+            return Ok(Err((Outcome::UnexpectedError, m)));
+        }
+    };
+    if from.same_image(&to) {
+        let m = format!("the base branch already uses {}", rec.image);
+        return Ok(Err((Outcome::AlreadyUpdated, m)));
+    }
+    let bump = match cx
+        .repository
+        .plan_bump_with(&rec.family, &from, &to, &cx.config.bump)
+    {
+        Ok(b) => b,
+        Err(e) => {
+            let m = format!("the bump cannot be made: {e}");
+            return Ok(Err((Outcome::UnexpectedError, m)));
+        }
+    };
+    let mut files: Vec<(String, Vec<u8>)> = bump
+        .edits
+        .iter()
+        .map(|e| (e.path.clone(), e.after.clone().into_bytes()))
+        .collect();
+    let tag = to.tag().unwrap_or("digest").to_owned();
+    let mut message = format!(
+        "Update {} image to {tag}\n\n{} -> {}\n\n",
+        rec.key, rec.old_image, rec.image
+    );
+    if let Some(v) = rec.variant.clone() {
+        match variant_files(cx, rec, &bump, &v) {
+            Ok(extra) => {
+                for (path, after) in extra {
+                    match files.iter_mut().find(|(p, _)| *p == path) {
+                        Some(f) => f.1 = after.into_bytes(),
+                        None => files.push((path, after.into_bytes())),
+                    }
+                }
+            }
+            Err(m) => return Ok(Err((Outcome::UnexpectedError, m))),
+        }
+        message.push_str(&format!(
+            "Experiment {}, Variant {}:\n{}\n\n",
+            v.experiment,
+            v.name,
+            v.edits
+                .iter()
+                .map(|e| format!("- {e}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ));
+    }
+    message.push_str(&format!("{TRAILER}{}\n", rec.candidate));
+    rec.scope = Some(BumpScope::of(&bump));
+    Ok(Ok((files, message)))
 }
 
 /// A variant's extra edits on top of the bump's files; `Err` names

@@ -48,41 +48,7 @@ pub(in crate::engine) async fn run(
         if let Err(p) = cx.prove(rec, Scope::Pull).await? {
             return Ok(p);
         }
-        let failed_run = last.as_ref().and_then(|a| a.run.clone());
-        let (failed_jobs, artifacts, report) = match &failed_run {
-            Some(run) => (
-                cx.failed_jobs(run.id, AttemptStatus::Failed).await?,
-                cx.forge
-                    .list_artifacts(run.id)
-                    .await?
-                    .into_iter()
-                    .map(|a| a.name)
-                    .collect(),
-                published_report(cx, rec, run).await?,
-            ),
-            None => (Vec::new(), Vec::new(), Value::Null),
-        };
-        let context = RepairContext {
-            version: crate::engine::repair_hook::REPAIR_INPUT_VERSION,
-            candidate: rec.candidate.clone(),
-            family: rec.family.clone(),
-            key: rec.key.clone(),
-            image: rec.image.clone(),
-            repository: cx.forge.repo(),
-            branch: rec.branch.clone(),
-            head: old_head.clone(),
-            pull_request: rec.pull,
-            run: failed_run,
-            repair: n,
-            budget: cx.config.repair_budget,
-            budget_left: cx.config.repair_budget.saturating_sub(n),
-            phase,
-            report,
-            author: cx.forge.bot_login(),
-            trailer: format!("{TRAILER}{}", rec.candidate),
-            failed_jobs,
-            artifacts,
-        };
+        let context = repair_context(cx, rec, last.as_ref(), n, phase, &old_head).await?;
         cx.intend(rec, intent).await?;
         let outcome = hook.repair(&context).await;
         // The hook pushed (or may have): nothing read before it holds.
@@ -102,6 +68,66 @@ pub(in crate::engine) async fn run(
             }
         }
     }
+    take_new_head(cx, rec, n, phase, &old_head).await
+}
+
+/// What the repair hook is told about repair `n` of the failed attempt
+/// `last`: the failed run, its jobs, artifacts and published report.
+async fn repair_context(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    last: Option<&AttemptRecord>,
+    n: u32,
+    phase: Phase,
+    old_head: &str,
+) -> Result<RepairContext, EngineError> {
+    let failed_run = last.and_then(|a| a.run.clone());
+    let (failed_jobs, artifacts, report) = match &failed_run {
+        Some(run) => (
+            cx.failed_jobs(run.id, AttemptStatus::Failed).await?,
+            cx.forge
+                .list_artifacts(run.id)
+                .await?
+                .into_iter()
+                .map(|a| a.name)
+                .collect(),
+            published_report(cx, rec, run).await?,
+        ),
+        None => (Vec::new(), Vec::new(), Value::Null),
+    };
+    Ok(RepairContext {
+        version: crate::engine::repair_hook::REPAIR_INPUT_VERSION,
+        candidate: rec.candidate.clone(),
+        family: rec.family.clone(),
+        key: rec.key.clone(),
+        image: rec.image.clone(),
+        repository: cx.forge.repo(),
+        branch: rec.branch.clone(),
+        head: old_head.to_owned(),
+        pull_request: rec.pull,
+        run: failed_run,
+        repair: n,
+        budget: cx.config.repair_budget,
+        budget_left: cx.config.repair_budget.saturating_sub(n),
+        phase,
+        report,
+        author: cx.forge.bot_login(),
+        trailer: format!("{TRAILER}{}", rec.candidate),
+        failed_jobs,
+        artifacts,
+    })
+}
+
+/// After the hook: the branch's new head, checked to be the hook's own
+/// commits, becomes the next smoke attempt (or, after a failed sweep, the
+/// next final sweep).
+async fn take_new_head(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    n: u32,
+    phase: Phase,
+    old_head: &str,
+) -> Result<Progress, EngineError> {
     let Some(tip) = cx.branch_tip(&rec.branch).await? else {
         let m = Mismatch {
             kind: MismatchKind::Unexpected,
@@ -118,7 +144,7 @@ pub(in crate::engine) async fn run(
     // Which commits are the hook's is read from GitHub (the compare
     // from the recorded head to the tip), never remembered: after a
     // crash the same commits give the same answer.
-    if let Some(m) = foreign_repair_commit(cx, rec, &old_head, &tip.sha, n).await? {
+    if let Some(m) = foreign_repair_commit(cx, rec, old_head, &tip.sha, n).await? {
         let progress = cx.on_mismatch(rec, m).await?;
         // The repair step reads as targeted; a sweep's repair was not.
         if let Some(e) = rec.ending.as_mut()

@@ -14,6 +14,7 @@ use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::Forge as _;
+use crate::engine::forge::Run;
 use crate::engine::intent::Intent;
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
 use crate::engine::proof::Scope;
@@ -95,38 +96,62 @@ pub(in crate::engine) async fn run(
     };
     let live = cx.forge.get_run(run.id).await?;
     if !live.is_completed() {
-        // A run stuck in the queue (no runner) is cancelled after the
-        // timeout; its cancellation then counts as an infrastructure
-        // failure and is retried.
-        let started = live
-            .created_at
-            .as_deref()
-            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-            .map(|t| t.with_timezone(&chrono::Utc))
-            .or(rec.attempts[idx].dispatched_at);
-        if started.is_some_and(|t| cx.clock.now() - t > cx.config.run_timeout) {
-            let proof = match cx.prove(rec, Scope::Run(live.id, &title)).await? {
-                Ok(p) => p,
-                Err(p) => return Ok(p),
-            };
-            cx.intend(rec, Intent::CancelStuckRun(live.id)).await?;
-            cx.forge.cancel_run(&proof, live.id).await?;
-            // The cancel is accepted now and takes effect later; the
-            // run counts once GitHub shows it completed.
-            return Ok(Progress::Waiting(format!(
-                "smoke run {} is being cancelled",
-                live.id
-            )));
-        }
-        if let Some(p) = cx.publish_live(rec, idx, &live).await? {
-            return Ok(p);
-        }
+        return watch_run(cx, rec, idx, &live, &title).await;
+    }
+    report_run(cx, rec, idx, &live, &title).await
+}
+
+/// A smoke run still going: its live report, or its cancel once it is
+/// stuck past the run timeout.
+async fn watch_run(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    idx: usize,
+    live: &Run,
+    title: &str,
+) -> Result<Progress, EngineError> {
+    // A run stuck in the queue (no runner) is cancelled after the
+    // timeout; its cancellation then counts as an infrastructure
+    // failure and is retried.
+    let started = live
+        .created_at
+        .as_deref()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .or(rec.attempts[idx].dispatched_at);
+    if started.is_some_and(|t| cx.clock.now() - t > cx.config.run_timeout) {
+        let proof = match cx.prove(rec, Scope::Run(live.id, title)).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(p),
+        };
+        cx.intend(rec, Intent::CancelStuckRun(live.id)).await?;
+        cx.forge.cancel_run(&proof, live.id).await?;
+        // The cancel is accepted now and takes effect later; the
+        // run counts once GitHub shows it completed.
         return Ok(Progress::Waiting(format!(
-            "smoke run {} is {}",
-            live.id, live.status
+            "smoke run {} is being cancelled",
+            live.id
         )));
     }
-    let (status, infra) = classify(&live);
+    if let Some(p) = cx.publish_live(rec, idx, live).await? {
+        return Ok(p);
+    }
+    Ok(Progress::Waiting(format!(
+        "smoke run {} is {}",
+        live.id, live.status
+    )))
+}
+
+/// A finished smoke run: its report published and the attempt recorded,
+/// then what follows it.
+async fn report_run(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    idx: usize,
+    live: &Run,
+    title: &str,
+) -> Result<Progress, EngineError> {
+    let (status, infra) = classify(live);
     let (rows, evals, mut notes, _) = cx.collect(live.id).await?;
     if let Some(c) = &live.conclusion {
         notes.insert(0, format!("Run conclusion: {c}."));
@@ -154,10 +179,10 @@ pub(in crate::engine) async fn run(
         live: None,
         repair,
     };
-    let report = attempt_report(cx, rec, &live, &frozen, shown);
+    let report = attempt_report(cx, rec, live, &frozen, shown);
     let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
     if let Some(p) = cx
-        .publish(rec, &rendered, Scope::Run(live.id, &title))
+        .publish(rec, &rendered, Scope::Run(live.id, title))
         .await?
     {
         return Ok(p);
