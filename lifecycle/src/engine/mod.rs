@@ -22,22 +22,37 @@
 //! while a run is going it answers [`Progress::Waiting`] and the caller
 //! decides when to ask again.
 
-mod driver;
+mod attempt;
+mod config;
+mod context;
+mod dispatch;
+mod drive;
+mod error;
+mod experiment;
 pub mod forge;
 pub mod intent;
 pub mod journal;
 mod lease_guard;
+mod live;
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;
 pub mod ownership;
+mod proof;
+mod publish;
+mod rebuild;
+mod repair_hook;
 pub mod states;
 mod step_reads;
+mod steps;
+mod upkeep;
 pub mod write;
 
-pub use driver::{
-    Engine, EngineConfig, EngineError, HumanOverlap, Progress, REPAIR_INPUT_VERSION, RepairContext,
-    RepairHook, RepairOutcome, Target, Upkept, branch_name, changelog_entry, smoke_test_name,
+pub use config::{
+    EngineConfig, HumanOverlap, Target, branch_name, changelog_entry, smoke_test_name,
 };
+pub use context::Engine;
+pub use drive::Progress;
+pub use error::EngineError;
 pub use forge::{
     ArtifactInfo, Comment, CompareStatus, ComparedCommit, Comparison, ErrorSource, Forge,
     ForgeError, Job, Pull, PullState, Run, RunConclusion, RunQuery, RunStatus,
@@ -54,6 +69,8 @@ pub use ownership::{
     Expectation, HANDOFF_LABEL, Mismatch, MismatchKind, OwnershipError, OwnershipProof, ProofError,
     ReplyPermit, reply_permit,
 };
+pub use repair_hook::{REPAIR_INPUT_VERSION, RepairContext, RepairHook, RepairOutcome};
+pub use upkeep::Upkept;
 pub use write::{LeaseSeen, Permitted, Write, Writes, Written};
 
 #[cfg(test)]

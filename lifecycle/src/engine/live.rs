@@ -11,17 +11,20 @@
 //! journal is gone, the comments are listed, so a restart finds the same
 //! comment and never posts a second one.
 
+use crate::engine::attempt::{Shown, attempt_report, failed_of};
+use crate::engine::context::Engine;
+use crate::engine::drive::Progress;
+use crate::engine::error::EngineError;
 use crate::engine::forge::{Comment, Forge as _, ForgeError, Run, RunStatus};
 use crate::engine::intent::Intent;
-use crate::engine::write::Writes as _;
-use crate::report::{
-    AttemptReport, FailedJob, LiveJobs, MarkerKey, RenderedComment, ReportName, compare,
-    compare_evals, find_record, parse_report, render_report,
-};
-
-use super::{Engine, EngineError, Progress, Scope};
 use crate::engine::journal::{CandidateRecord, OwnComments};
-use crate::model::{AttemptKind, AttemptStatus, RunRef};
+use crate::engine::proof::Scope;
+use crate::engine::write::Writes as _;
+use crate::model::{AttemptStatus, RunRef};
+use crate::report::{
+    AttemptReport, LiveJobs, MarkerKey, RenderedComment, ReportName, find_record, parse_report,
+    render_report,
+};
 
 /// Why a point of a live report has no row yet.
 pub(super) const NOT_FINISHED: &str = "its job has not finished yet";
@@ -54,7 +57,7 @@ impl Engine<'_> {
 
     /// The record's copy of its own comments, unless a comment write may
     /// have landed without the record knowing (see [`OwnComments`]).
-    fn trusted_own_comments(rec: &CandidateRecord) -> Option<&[Comment]> {
+    pub(super) fn trusted_own_comments(rec: &CandidateRecord) -> Option<&[Comment]> {
         let pending_write = matches!(
             rec.intent,
             Some(Intent::Comment(_) | Intent::CommentLiveReport(_) | Intent::EditLiveReport(_))
@@ -167,7 +170,6 @@ impl Engine<'_> {
         rec: &mut CandidateRecord,
         idx: usize,
         run: &Run,
-        detail: &str,
     ) -> Result<Option<Progress>, EngineError> {
         let Some(interval) = self.config.live_report_interval else {
             return Ok(None);
@@ -205,7 +207,7 @@ impl Engine<'_> {
         {
             return Ok(None);
         }
-        let report = self.live_report(rec, idx, run, detail).await?;
+        let report = self.live_report(rec, idx, run).await?;
         let rendered = self.render_live(&report)?;
         if let Some((comment, old)) = &existing {
             let mut same = old.clone();
@@ -249,66 +251,49 @@ impl Engine<'_> {
     /// scores come from the run-level `eval_results_all` artifact, which is
     /// written when the run ends; until then the status line says how the
     /// eval jobs stand.
-    async fn live_report(
+    pub(super) async fn live_report(
         &self,
         rec: &mut CandidateRecord,
         idx: usize,
         run: &Run,
-        detail: &str,
     ) -> Result<AttemptReport, EngineError> {
         let jobs = self.forge.list_jobs(run.id).await?;
         let live = LiveJobs::of(&jobs);
         let (rows, evals, notes, _) = self.collect(run.id).await?;
         let frozen = self.frozen(rec).await?;
-        let kind: AttemptKind = rec.attempts[idx].kind;
-        let failed_jobs = jobs
-            .into_iter()
-            .filter_map(|j| {
-                let conclusion = j.conclusion?;
-                conclusion.counts_as_failure().then_some(FailedJob {
-                    name: j.name,
-                    conclusion,
-                    url: j.html_url,
-                })
-            })
-            .collect();
         let status = if run.status == RunStatus::Queued {
             AttemptStatus::Queued
         } else {
             AttemptStatus::Running
         };
-        Ok(AttemptReport {
-            owner_run: rec.owner_run,
-            candidate: Self::candidate_id(rec)?,
-            name: ReportName::Run {
-                id: run.id,
-                attempt: run.attempt,
-            },
-            kind: Some(kind),
+        let shown = Shown {
+            kind: rec.attempts[idx].kind,
             status,
-            detail: Some(detail.to_owned()),
-            run: Some(RunRef {
+            infra: false,
+            run: RunRef {
                 id: run.id,
                 attempt: run.attempt,
                 url: run.html_url.clone(),
-            }),
-            at: self.clock.now(),
-            image: rec.image.clone(),
-            head: Some(rec.attempts[idx].head.clone()),
-            sections: compare(&frozen.baseline, &rows, NOT_FINISHED),
-            evals: compare_evals(&evals, &frozen.baseline),
+            },
+            head: rec.attempts[idx].head.clone(),
+            rows,
+            evals,
             notes,
-            part: None,
-            failed_jobs,
+            missing: NOT_FINISHED,
+            failed_jobs: failed_of(jobs),
             live: Some(live),
             // The run's final report says what the repair before it changed.
             repair: None,
-        })
+        };
+        Ok(attempt_report(self, rec, run, &frozen, shown))
     }
 
     /// One comment: a live report too large for one comment keeps its
     /// first part only (the final report is split as usual).
-    fn render_live(&self, report: &AttemptReport) -> Result<RenderedComment, EngineError> {
+    pub(super) fn render_live(
+        &self,
+        report: &AttemptReport,
+    ) -> Result<RenderedComment, EngineError> {
         render_report(report)
             .map_err(|e| EngineError::Invalid(e.to_string()))?
             .into_iter()

@@ -1,24 +1,30 @@
 //! The race of an experiment's variants (see [`crate::experiment`]): the
 //! shared claim, the concurrency bound, the one final sweep at a time, the
 //! winner and the losers, the siblings section of each body, and the
-//! release by the last sibling to finish.
+//! release by the last sibling to finish. Not a step of its own: the drive
+//! asks `experiment_gate` before a variant's step, and the steps ask for
+//! their slot (final sweep, finish, release).
 
-use crate::BoxFuture;
+use crate::engine::context::Engine;
+use crate::engine::drive::Progress;
+use crate::engine::error::EngineError;
+use crate::engine::forge::Forge as _;
 use crate::engine::intent::Intent;
+use crate::engine::journal::{CandidateRecord, Step, StoredClaim};
+use crate::engine::proof::Scope;
+use crate::engine::repair_hook::RepairContext;
+use crate::engine::steps;
 use crate::engine::write::Writes as _;
+use crate::experiment::{FINAL_FIELD, Proposal, Sibling, VariantInfo, WINNER_FIELD};
+use crate::model::{Outcome, Phase};
+use crate::report::{MarkerKey, find_record};
+use crate::{BoxFuture, experiment};
 use klaud_claims::{HeldClaim, Renew};
 use serde_json::Value;
 
-use super::{Engine, EngineError, Progress, RepairContext, Scope};
-use crate::engine::forge::Forge as _;
-use crate::engine::journal::{CandidateRecord, Step, StoredClaim};
-use crate::experiment::{self, FINAL_FIELD, Proposal, Sibling, VariantInfo, WINNER_FIELD};
-use crate::model::{Outcome, Phase};
-use crate::report::{MarkerKey, find_record};
-
 /// How often a compare-and-swap on the shared claim is tried again when a
 /// sibling moved it in between.
-const CAS_ATTEMPTS: usize = 5;
+pub(super) const CAS_ATTEMPTS: usize = 5;
 
 impl Engine<'_> {
     /// The claim as it is on GitHub now, adopted into `rec` when it is
@@ -55,7 +61,7 @@ impl Engine<'_> {
         }
         let merged = Self::adopt_listed(rec, &held.record)?;
         if rec.claim.as_ref().is_none_or(|s| s.sha != held.sha) {
-            self.hold(rec, &held);
+            steps::claim::hold(self, rec, &held);
             self.save(rec).await?;
         } else if merged {
             self.save(rec).await?;
@@ -120,7 +126,7 @@ impl Engine<'_> {
 
     /// Writes `field` = `value` (or removes it) in the shared claim record,
     /// by compare-and-swap from the tip; `false` when the claim is not ours.
-    async fn mark_claim(
+    pub(super) async fn mark_claim(
         &self,
         rec: &mut CandidateRecord,
         field: &str,
@@ -158,7 +164,7 @@ impl Engine<'_> {
                 .map_err(EngineError::ClaimOp)?
             {
                 Renew::Renewed(h) => {
-                    self.hold(rec, &h);
+                    steps::claim::hold(self, rec, &h);
                     self.save(rec).await?;
                     return Ok(true);
                 }
@@ -174,7 +180,7 @@ impl Engine<'_> {
 
     /// `body` with the variant's "Related experiments" section showing its
     /// siblings' records and `rec` as it stands.
-    fn splice_experiment_section(
+    pub(super) fn splice_experiment_section(
         info: &VariantInfo,
         mut rows: Vec<(Sibling, Option<CandidateRecord>)>,
         rec: &CandidateRecord,
@@ -208,7 +214,7 @@ impl Engine<'_> {
     }
 
     /// Each sibling with its journal record, in experiment order.
-    async fn sibling_records(
+    pub(super) async fn sibling_records(
         &self,
         info: &VariantInfo,
     ) -> Result<Vec<(Sibling, Option<CandidateRecord>)>, EngineError> {
@@ -221,7 +227,7 @@ impl Engine<'_> {
 
     /// Whether a sibling has finished: its record is done, or (no record)
     /// its PR carries its receipt, or it never got a branch or PR.
-    async fn sibling_finished(
+    pub(super) async fn sibling_finished(
         &self,
         sibling: &Sibling,
         rec: Option<&CandidateRecord>,
@@ -229,7 +235,7 @@ impl Engine<'_> {
         if let Some(r) = rec {
             return Ok(r.step == Step::Done);
         }
-        let branch = super::branch_name(sibling.candidate.as_str());
+        let branch = crate::engine::config::branch_name(sibling.candidate.as_str());
         let Some(pull) = self.forge.find_pull(&branch).await? else {
             return Ok(self.branch_tip(&branch).await?.is_none());
         };
@@ -323,7 +329,7 @@ impl Engine<'_> {
 
     /// The stop message of a variant whose sibling `winner` validated,
     /// linking the winner's PR.
-    async fn winner_message(
+    pub(super) async fn winner_message(
         &self,
         info: &VariantInfo,
         siblings: &[(Sibling, Option<CandidateRecord>)],
@@ -341,10 +347,10 @@ impl Engine<'_> {
             Some(url) => url,
             None => self
                 .forge
-                .find_pull(&super::branch_name(winner))
+                .find_pull(&crate::engine::config::branch_name(winner))
                 .await?
                 .map(|p| p.html_url)
-                .unwrap_or_else(|| super::branch_name(winner)),
+                .unwrap_or_else(|| crate::engine::config::branch_name(winner)),
         };
         Ok(format!(
             "Variant {name} of experiment {} validated first: {link}",
@@ -387,11 +393,14 @@ impl Engine<'_> {
 
     /// The branch head (a commit with this candidate's trailer) and the
     /// bot's PR of `rec`, when they exist and the record lacks them.
-    async fn adopt_existing(&self, rec: &mut CandidateRecord) -> Result<(), EngineError> {
+    pub(super) async fn adopt_existing(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<(), EngineError> {
         if rec.head.is_none()
             && let Some(tip) = self.branch_tip(&rec.branch).await?
         {
-            let trailer = format!("{}{}", super::TRAILER, rec.candidate);
+            let trailer = format!("{}{}", crate::engine::config::TRAILER, rec.candidate);
             if tip.message.lines().any(|l| l.trim() == trailer) {
                 rec.head = Some(tip.sha);
                 rec.pending_commit = None;
@@ -521,7 +530,7 @@ impl Engine<'_> {
         &self,
         rec: &mut CandidateRecord,
         request: &crate::commands::TryRequest,
-    ) -> Result<Result<super::Target, String>, EngineError> {
+    ) -> Result<Result<crate::engine::config::Target, String>, EngineError> {
         Ok(
             match self
                 .add_variants(rec, std::slice::from_ref(request), None)
@@ -545,9 +554,9 @@ impl Engine<'_> {
         rec: &'f mut CandidateRecord,
         requests: &'f [crate::commands::TryRequest],
         proposed: Option<&'f experiment::Proposal>,
-    ) -> BoxFuture<'f, Result<Result<Vec<super::Target>, String>, EngineError>> {
+    ) -> BoxFuture<'f, Result<Result<Vec<crate::engine::config::Target>, String>, EngineError>>
+    {
         Box::pin(async move {
-            use klaud_planner::variant::ResolvedVariant;
             if matches!(rec.step, Step::Finish | Step::Done) || rec.ending.is_some() {
                 return Ok(Err(format!(
                     "candidate {} is finishing or finished",
@@ -571,7 +580,7 @@ impl Engine<'_> {
                 max_concurrent: experiment::DEFAULT_MAX_CONCURRENT,
                 base_image: rec.image.clone(),
             });
-            let base_target = super::Target {
+            let base_target = crate::engine::config::Target {
                 family: rec.family.clone(),
                 candidate: Self::candidate_id(rec)?,
                 image: info.base_image.clone(),
@@ -583,175 +592,19 @@ impl Engine<'_> {
                 variant: None,
             };
             let mut targets = Vec::new();
+            let many = requests.len() > 1;
             for request in requests {
-                let refused = |why: String| {
-                    if requests.len() > 1 {
-                        format!("Variant {}: {why}", request.name)
-                    } else {
-                        why
-                    }
-                };
-                let existing = info
-                    .siblings
-                    .iter()
-                    .find(|s| s.name == request.name)
-                    .cloned();
-                if let Some(existing) = &existing
-                    && (proposed.is_none() || existing.proposed.as_ref() != proposed)
-                {
-                    return Ok(Err(refused(format!(
-                        "the experiment already has a Variant {} ({})",
-                        request.name,
-                        super::branch_name(existing.candidate.as_str())
-                    ))));
+                match self.variant_target(rec, &mut info, &base_target, request, proposed, many)? {
+                    Ok(target) => targets.push(target),
+                    Err(why) => return Ok(Err(why)),
                 }
-                // The base's effective edits: its chain of own edits, oldest first.
-                let inherited = match &request.from {
-                    Some(from) => match experiment::effective_edits(&info.siblings, from) {
-                        Ok(e) => e,
-                        Err(e) => return Ok(Err(refused(e))),
-                    },
-                    None => Vec::new(),
-                };
-                let own: Vec<String> = request.edits.iter().map(ToString::to_string).collect();
-                let resolved = ResolvedVariant {
-                    name: request.name.clone(),
-                    from: request.from.clone(),
-                    own: own.clone(),
-                    edits: inherited.iter().chain(&own).cloned().collect(),
-                };
-                // Refuse now what the bump commit could not make.
-                let edits = match resolved.parsed() {
-                    Ok(e) => e,
-                    Err(e) => return Ok(Err(refused(e.to_string()))),
-                };
-                if let Err(e) = self.repository.apply_variant_edits(
-                    &rec.family,
-                    &std::collections::BTreeMap::new(),
-                    &edits,
-                ) {
-                    return Ok(Err(refused(e.to_string())));
-                }
-                let target = match experiment::variant_targets(
-                    &base_target,
-                    &info.experiment,
-                    std::slice::from_ref(&resolved),
-                    info.max_concurrent,
-                ) {
-                    Ok(mut t) if t.len() == 1 => t.remove(0),
-                    Ok(_) => return Ok(Err(refused("no variant was made".into()))),
-                    Err(e) => return Ok(Err(refused(e))),
-                };
-                match existing {
-                    Some(e) if e.candidate == target.candidate.as_str() => {}
-                    Some(e) => {
-                        return Ok(Err(refused(format!(
-                            "the experiment already has a Variant {} with other edits ({})",
-                            request.name,
-                            super::branch_name(e.candidate.as_str())
-                        ))));
-                    }
-                    None => info.siblings.push(Sibling {
-                        name: resolved.name.clone(),
-                        candidate: target.candidate.clone(),
-                        from: resolved.from.clone(),
-                        own,
-                        proposed: proposed.cloned(),
-                    }),
-                }
-                targets.push(target);
             }
             let new_ids: Vec<klaud_claims::CandidateId> =
                 targets.iter().map(|t| t.candidate.clone()).collect();
-            // 1. The claim lists the new candidate and the experiment as it now
-            // is (one compare-and-swap), so every sibling can be rebuilt from
-            // GitHub alone.
-            let listed = experiment::Listed {
-                experiment: info.experiment.clone(),
-                base_image: info.base_image.clone(),
-                max_concurrent: info.max_concurrent,
-                siblings: info.siblings.clone(),
-            };
-            let listed_value = serde_json::to_value(&listed)
-                .map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?;
-            let mut written = false;
-            for _ in 0..CAS_ATTEMPTS {
-                let Some(held) = self.refresh_claim(rec).await? else {
-                    return Ok(Err("this instance does not hold the family's claim".into()));
-                };
-                let ids = held.record.candidate_ids();
-                let listed_now = new_ids.iter().all(|id| ids.contains(&id.as_str()))
-                    && held.record.extra.get(experiment::SIBLINGS_FIELD) == Some(&listed_value);
-                if listed_now {
-                    written = true;
-                    break;
-                }
-                let mut record = held.record.clone();
-                let base = held
-                    .record
-                    .candidates
-                    .first()
-                    .map(|c| c.base.clone())
-                    .unwrap_or_else(|| rec.base_sha.clone());
-                for new_id in &new_ids {
-                    if ids.contains(&new_id.as_str()) {
-                        continue;
-                    }
-                    for member in self.bumped_together(&rec.family) {
-                        record.candidates.push(klaud_claims::ClaimCandidate::new(
-                            &base,
-                            member,
-                            new_id.clone(),
-                        ));
-                    }
-                }
-                record
-                    .extra
-                    .insert(experiment::SIBLINGS_FIELD.to_owned(), listed_value.clone());
-                let names = requests.iter().map(|r| r.name.clone()).collect();
-                self.intend(rec, Intent::ClaimAddVariants(names)).await?;
-                match self
-                    .book()
-                    .amend(&held, record)
-                    .await
-                    .map_err(EngineError::ClaimOp)?
-                {
-                    Renew::Renewed(h) => {
-                        self.hold(rec, &h);
-                        self.save(rec).await?;
-                        written = true;
-                        break;
-                    }
-                    // Moved under us (a sibling renewed): read it again.
-                    Renew::Lost(_) => continue,
-                }
+            if let Err(why) = self.list_variants(rec, &info, &new_ids, requests).await? {
+                return Ok(Err(why));
             }
-            if !written {
-                // Never go on unlisted: the variant would run outside the
-                // claim its siblings release.
-                return Err(EngineError::Claim(format!(
-                    "the claim of {} kept moving while variants were added ({CAS_ATTEMPTS} tries); \
-                 the next pass tries again",
-                    rec.family
-                )));
-            }
-            // 2. Every sibling's record learns of it.
-            for s in info.siblings.clone() {
-                if s.candidate == rec.candidate
-                    || new_ids.iter().any(|id| id.as_str() == s.candidate)
-                {
-                    continue;
-                }
-                if let Some(mut other) = self.journal.load(s.candidate.as_str()).await?
-                    && let Some(v) = other.variant.as_mut()
-                    && new_ids
-                        .iter()
-                        .any(|id| !v.siblings.iter().any(|x| x.candidate == id.as_str()))
-                {
-                    v.siblings = info.siblings.clone();
-                    self.save(&mut other).await?;
-                }
-            }
+            self.tell_siblings(rec, &info, &new_ids).await?;
             let mut mine = info.clone();
             if rec.variant.is_none() {
                 mine.name = "base".into();
@@ -768,9 +621,207 @@ impl Engine<'_> {
         })
     }
 
+    /// The target of one requested variant, checked against the
+    /// experiment as it is (`info`, which lists it when new) and against
+    /// what the bump commit can make. `Ok(Err(why))`: refused.
+    fn variant_target(
+        &self,
+        rec: &CandidateRecord,
+        info: &mut VariantInfo,
+        base_target: &crate::engine::config::Target,
+        request: &crate::commands::TryRequest,
+        proposed: Option<&experiment::Proposal>,
+        many: bool,
+    ) -> Result<Result<crate::engine::config::Target, String>, EngineError> {
+        use klaud_planner::variant::ResolvedVariant;
+        let refused = |why: String| {
+            if many {
+                format!("Variant {}: {why}", request.name)
+            } else {
+                why
+            }
+        };
+        let existing = info
+            .siblings
+            .iter()
+            .find(|s| s.name == request.name)
+            .cloned();
+        if let Some(existing) = &existing
+            && (proposed.is_none() || existing.proposed.as_ref() != proposed)
+        {
+            return Ok(Err(refused(format!(
+                "the experiment already has a Variant {} ({})",
+                request.name,
+                crate::engine::config::branch_name(existing.candidate.as_str())
+            ))));
+        }
+        // The base's effective edits: its chain of own edits, oldest first.
+        let inherited = match &request.from {
+            Some(from) => match experiment::effective_edits(&info.siblings, from) {
+                Ok(e) => e,
+                Err(e) => return Ok(Err(refused(e))),
+            },
+            None => Vec::new(),
+        };
+        let own: Vec<String> = request.edits.iter().map(ToString::to_string).collect();
+        let resolved = ResolvedVariant {
+            name: request.name.clone(),
+            from: request.from.clone(),
+            own: own.clone(),
+            edits: inherited.iter().chain(&own).cloned().collect(),
+        };
+        // Refuse now what the bump commit could not make.
+        let edits = match resolved.parsed() {
+            Ok(e) => e,
+            Err(e) => return Ok(Err(refused(e.to_string()))),
+        };
+        if let Err(e) = self.repository.apply_variant_edits(
+            &rec.family,
+            &std::collections::BTreeMap::new(),
+            &edits,
+        ) {
+            return Ok(Err(refused(e.to_string())));
+        }
+        let target = match experiment::variant_targets(
+            base_target,
+            &info.experiment,
+            std::slice::from_ref(&resolved),
+            info.max_concurrent,
+        ) {
+            Ok(mut t) if t.len() == 1 => t.remove(0),
+            Ok(_) => return Ok(Err(refused("no variant was made".into()))),
+            Err(e) => return Ok(Err(refused(e))),
+        };
+        match existing {
+            Some(e) if e.candidate == target.candidate.as_str() => {}
+            Some(e) => {
+                return Ok(Err(refused(format!(
+                    "the experiment already has a Variant {} with other edits ({})",
+                    request.name,
+                    crate::engine::config::branch_name(e.candidate.as_str())
+                ))));
+            }
+            None => info.siblings.push(Sibling {
+                name: resolved.name.clone(),
+                candidate: target.candidate.clone(),
+                from: resolved.from.clone(),
+                own,
+                proposed: proposed.cloned(),
+            }),
+        }
+        Ok(Ok(target))
+    }
+
+    /// Lists the new candidates `new_ids` and the experiment as it now is
+    /// in the claim, by one compare-and-swap, so every sibling can be
+    /// rebuilt from GitHub alone. `Ok(Err(why))`: the claim is not held.
+    async fn list_variants(
+        &self,
+        rec: &mut CandidateRecord,
+        info: &VariantInfo,
+        new_ids: &[klaud_claims::CandidateId],
+        requests: &[crate::commands::TryRequest],
+    ) -> Result<Result<(), String>, EngineError> {
+        let listed = experiment::Listed {
+            experiment: info.experiment.clone(),
+            base_image: info.base_image.clone(),
+            max_concurrent: info.max_concurrent,
+            siblings: info.siblings.clone(),
+        };
+        let listed_value = serde_json::to_value(&listed)
+            .map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?;
+        let mut written = false;
+        for _ in 0..CAS_ATTEMPTS {
+            let Some(held) = self.refresh_claim(rec).await? else {
+                return Ok(Err("this instance does not hold the family's claim".into()));
+            };
+            let ids = held.record.candidate_ids();
+            let listed_now = new_ids.iter().all(|id| ids.contains(&id.as_str()))
+                && held.record.extra.get(experiment::SIBLINGS_FIELD) == Some(&listed_value);
+            if listed_now {
+                written = true;
+                break;
+            }
+            let mut record = held.record.clone();
+            let base = held
+                .record
+                .candidates
+                .first()
+                .map(|c| c.base.clone())
+                .unwrap_or_else(|| rec.base_sha.clone());
+            for new_id in new_ids {
+                if ids.contains(&new_id.as_str()) {
+                    continue;
+                }
+                for member in self.bumped_together(&rec.family) {
+                    record.candidates.push(klaud_claims::ClaimCandidate::new(
+                        &base,
+                        member,
+                        new_id.clone(),
+                    ));
+                }
+            }
+            record
+                .extra
+                .insert(experiment::SIBLINGS_FIELD.to_owned(), listed_value.clone());
+            let names = requests.iter().map(|r| r.name.clone()).collect();
+            self.intend(rec, Intent::ClaimAddVariants(names)).await?;
+            match self
+                .book()
+                .amend(&held, record)
+                .await
+                .map_err(EngineError::ClaimOp)?
+            {
+                Renew::Renewed(h) => {
+                    steps::claim::hold(self, rec, &h);
+                    self.save(rec).await?;
+                    written = true;
+                    break;
+                }
+                // Moved under us (a sibling renewed): read it again.
+                Renew::Lost(_) => continue,
+            }
+        }
+        if !written {
+            // Never go on unlisted: the variant would run outside the
+            // claim its siblings release.
+            return Err(EngineError::Claim(format!(
+                "the claim of {} kept moving while variants were added ({CAS_ATTEMPTS} tries); \
+             the next pass tries again",
+                rec.family
+            )));
+        }
+        Ok(Ok(()))
+    }
+
+    /// Every sibling's record learns of the new variants.
+    async fn tell_siblings(
+        &self,
+        rec: &CandidateRecord,
+        info: &VariantInfo,
+        new_ids: &[klaud_claims::CandidateId],
+    ) -> Result<(), EngineError> {
+        // 2. Every sibling's record learns of it.
+        for s in info.siblings.clone() {
+            if s.candidate == rec.candidate || new_ids.iter().any(|id| id.as_str() == s.candidate) {
+                continue;
+            }
+            if let Some(mut other) = self.journal.load(s.candidate.as_str()).await?
+                && let Some(v) = other.variant.as_mut()
+                && new_ids
+                    .iter()
+                    .any(|id| !v.siblings.iter().any(|x| x.candidate == id.as_str()))
+            {
+                v.siblings = info.siblings.clone();
+                self.save(&mut other).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether `r` waits for the variants the repair hook proposed instead
     /// of its next repair (it runs nothing, so takes no slot).
-    fn parked(info: &VariantInfo, r: &CandidateRecord) -> bool {
+    pub(super) fn parked(info: &VariantInfo, r: &CandidateRecord) -> bool {
         r.step == Step::Repair
             && info.siblings.iter().any(|s| {
                 s.proposed
@@ -843,7 +894,7 @@ impl Engine<'_> {
                 Some(r) => r.step == Step::Done,
                 None => {
                     self.forge
-                        .find_pull(&super::branch_name(s.candidate.as_str()))
+                        .find_pull(&crate::engine::config::branch_name(s.candidate.as_str()))
                         .await?
                         .is_some()
                         && self.sibling_finished(s, None).await?

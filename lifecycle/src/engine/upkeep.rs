@@ -11,18 +11,20 @@
 //! merge, whose upkeep commit carries `[skip-sweep]` so the repository's
 //! `check-changelog` job starts no GPU job for it.
 
-use crate::engine::write::Writes as _;
-use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
-use klaud_planner::merge3::merge_lines;
-
-use super::{Engine, EngineError, Scope, TRAILER};
 use crate::BoxFuture;
-use crate::engine::forge::Forge as _;
-use crate::engine::forge::ForgeError;
+use crate::engine::config::TRAILER;
+use crate::engine::context::Engine;
+use crate::engine::error::EngineError;
+use crate::engine::forge::{Forge as _, ForgeError};
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Step};
 use crate::engine::ownership::HANDOFF_LABEL;
+use crate::engine::proof::Scope;
+use crate::engine::steps;
+use crate::engine::write::Writes as _;
 use crate::model::Outcome;
+use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
+use klaud_planner::merge3::merge_lines;
 
 /// The files a merge of the base into the branch sets on top of the base's
 /// tree, or why Klaud cannot merge without a person.
@@ -55,6 +57,13 @@ pub enum Upkept {
     /// Klaud stopped keeping this PR (merged, closed, handed off, or the
     /// base changed the bump itself), with why.
     Settled(String),
+}
+
+/// Why Klaud stops keeping a PR up to date, in both languages.
+pub(super) fn handoff_note(why: &str) -> String {
+    format!(
+        "**Klaud cannot merge the base into this PR without a person:** {why}. It stops updating the branch; a maintainer resolves the conflict (for example with `utils/merge_with_reuse.sh`).\n\n<details>\n<summary>中文</summary>\n\n**Klaud 无法在无人参与的情况下将基础分支合并到此 PR：**{why}。Klaud 将不再更新该分支；请维护者解决冲突（例如使用 `utils/merge_with_reuse.sh`）。\n\n</details>\n"
+    )
 }
 
 impl Engine<'_> {
@@ -155,7 +164,7 @@ impl Engine<'_> {
 
     /// Klaud's changelog entry for `rec`, linking `link` (its PR).
     pub(super) fn changelog_entry(&self, rec: &CandidateRecord, link: &str) -> ChangelogEntry {
-        super::changelog_entry(self.changelog_keys(rec), &rec.key, &rec.image, link)
+        crate::engine::config::changelog_entry(self.changelog_keys(rec), &rec.key, &rec.image, link)
     }
 
     /// The PR link Klaud's changelog entry carries.
@@ -188,7 +197,10 @@ impl Engine<'_> {
         })
     }
 
-    async fn keep_mergeable_once(&self, rec: &mut CandidateRecord) -> Result<Upkept, EngineError> {
+    pub(super) async fn keep_mergeable_once(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Upkept, EngineError> {
         let validated = rec
             .ending
             .as_ref()
@@ -266,7 +278,7 @@ impl Engine<'_> {
             .await
             .map_err(EngineError::ClaimOp)?
         {
-            klaud_claims::Acquire::Won(held) => self.hold(rec, &held),
+            klaud_claims::Acquire::Won(held) => steps::claim::hold(self, rec, &held),
             klaud_claims::Acquire::Occupied(entry) => {
                 return Ok(Upkept::Busy(format!(
                     "the claim of {} is held by another ({})",
@@ -277,7 +289,7 @@ impl Engine<'_> {
         let result = self.merge_under_claim(rec, number, &head, plan).await;
         // Whatever happened, the claim goes: the PR is a maintainer's to
         // merge, and the next pass takes it again if needed.
-        self.release(rec).await?;
+        steps::finish::release(self, rec).await?;
         rec.claim = None;
         match result {
             Ok(upkept) => {
@@ -301,7 +313,7 @@ impl Engine<'_> {
         }
     }
 
-    async fn merge_under_claim(
+    pub(super) async fn merge_under_claim(
         &self,
         rec: &mut CandidateRecord,
         number: u64,
@@ -357,11 +369,4 @@ impl Engine<'_> {
             }
         }
     }
-}
-
-/// Why Klaud stops keeping a PR up to date, in both languages.
-fn handoff_note(why: &str) -> String {
-    format!(
-        "**Klaud cannot merge the base into this PR without a person:** {why}. It stops updating the branch; a maintainer resolves the conflict (for example with `utils/merge_with_reuse.sh`).\n\n<details>\n<summary>中文</summary>\n\n**Klaud 无法在无人参与的情况下将基础分支合并到此 PR：**{why}。Klaud 将不再更新该分支；请维护者解决冲突（例如使用 `utils/merge_with_reuse.sh`）。\n\n</details>\n"
-    )
 }

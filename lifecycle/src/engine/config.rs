@@ -1,0 +1,233 @@
+//! How the engine is configured for one repository ([`EngineConfig`]), the
+//! names it derives from a candidate (its branch, its smoke's test name, its
+//! commits' trailer) and its `perf-changelog.yaml` entry.
+
+use crate::artifacts::ArtifactLimits;
+use crate::model::DEFAULT_REPAIR_BUDGET;
+use crate::report::UpstreamRange;
+use crate::workflows::DraftPolicy;
+use chrono::TimeDelta;
+use klaud_claims::CandidateId;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Every sweep label Klaud manages (see configs/README.md#what-klaud-reads-from-the-benchmark-repositorys-workflows).
+pub const SWEEP_LABELS: [&str; 8] = [
+    "sweep-enabled",
+    "full-sweep-enabled",
+    "non-canary-full-sweep-enabled",
+    "full-sweep-fail-fast",
+    "full-sweep-fail-fast-no-canary",
+    "all-evals",
+    "evals-only",
+    "agentx-fast",
+];
+
+/// How the engine works for one repository.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The owner run written into claims and markers.
+    pub owner_run: u64,
+    /// The base branch.
+    pub base_branch: String,
+    /// The bot's display name in titles.
+    pub display_name: String,
+    /// The targeted smoke workflow file.
+    pub smoke_workflow: String,
+    /// The final sweep workflow file.
+    pub sweep_workflow: String,
+    /// The one primary sweep label Klaud sets.
+    pub sweep_label: String,
+    /// Every sweep label Klaud manages (the others are removed).
+    pub managed_labels: Vec<String>,
+    /// Repairs a candidate may use.
+    pub repair_budget: u32,
+    /// Claim lease length; renewed when less than half is left.
+    pub lease: TimeDelta,
+    /// Lease that must be left beyond a write's timeout when the write is
+    /// sent (the write window is this plus `write_timeout`, at most a
+    /// quarter of the lease less a second: test-sized leases).
+    pub lease_margin: TimeDelta,
+    /// How long one GitHub write may take (the transport's timeout).
+    pub write_timeout: TimeDelta,
+    /// Authorize reuse of the validated sweep at merge (`/reuse-sweep-run`).
+    pub authorize_reuse: bool,
+    /// How long a dispatched run may take to show up before Klaud
+    /// dispatches again.
+    pub dispatch_grace: TimeDelta,
+    /// Model (as in the master config) → display name the baseline API wants.
+    pub model_names: BTreeMap<String, String>,
+    /// Bounds on artifact sizes.
+    pub artifact_limits: ArtifactLimits,
+    /// How long a smoke run may stay unfinished before Klaud cancels it and
+    /// retries (an infrastructure failure).
+    pub run_timeout: TimeDelta,
+    /// How long after labelling the final sweep may take to start before
+    /// the candidate ends `uncertain`.
+    pub sweep_start_timeout: TimeDelta,
+    /// Base of the changelog's `pr-link` (the benchmark repository's gate
+    /// wants `https://github.com/<owner>/<repo>/pull/<N>`).
+    pub pr_link_base: String,
+    /// Whether the final sweep runs on draft PRs (`auto`: read the sweep
+    /// workflow's job conditions at the base commit).
+    pub sweep_runs_on_drafts: DraftPolicy,
+    /// How the base checkout is read (configured recipe roots).
+    pub repo: klaud_planner::repo::RepoOptions,
+    /// How a bump treats recipes that disagree with the master.
+    pub bump: klaud_planner::bump::BumpOptions,
+    /// The capacity gate (see configs/README.md#shared-clusters-capacity), checked before claiming and before
+    /// every dispatch (smoke, re-run, sweep label); `None`: no gate.
+    pub capacity: Option<Arc<klaud_planner::capacity::CapacityGate>>,
+    /// What to do with a Klaud PR already open when somebody else's PR
+    /// starts to overlap its family.
+    pub on_human_overlap: HumanOverlap,
+    /// `[[experiments]]`: families whose candidate runs as racing variants
+    /// (issue 15); empty: every candidate runs alone.
+    pub experiments: Vec<crate::experiment::ExperimentSpec>,
+    /// Whether a candidate needs the published baseline of its family's
+    /// current image for every point before any GPU work (`readiness-
+    /// blocked` otherwise). Off: missing points are N/A rows. Only checked
+    /// when a results API is configured.
+    pub require_baseline: bool,
+    /// Live attempt reports: the least time between two edits of a run's
+    /// report comment while the run is in progress (`None`: the report is
+    /// posted only when the run ends).
+    pub live_report_interval: Option<TimeDelta>,
+}
+
+/// What Klaud does with its own open PR when a human PR later changes the
+/// same family (`[lifecycle] on_human_overlap`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HumanOverlap {
+    /// Leave Klaud's PR as it is; the dashboard notes the overlap.
+    #[default]
+    Leave,
+    /// End Klaud's candidate `handoff` with the usual cleanup (its runs
+    /// cancelled, its PR closed with a receipt naming the human PR).
+    Handoff,
+}
+
+impl EngineConfig {
+    /// The defaults (see configs/README.md#what-klaud-reads-from-the-benchmark-repositorys-workflows
+    /// and `klaud_lifecycle::model`) for `owner_run`.
+    pub fn new(owner_run: u64) -> Self {
+        Self {
+            owner_run,
+            base_branch: "main".into(),
+            display_name: crate::report::DEFAULT_DISPLAY_NAME.into(),
+            smoke_workflow: "e2e-tests.yml".into(),
+            sweep_workflow: "run-sweep.yml".into(),
+            sweep_label: "full-sweep-fail-fast".into(),
+            managed_labels: SWEEP_LABELS.iter().map(|s| (*s).to_owned()).collect(),
+            repair_budget: DEFAULT_REPAIR_BUDGET,
+            lease: TimeDelta::hours(2),
+            lease_margin: TimeDelta::minutes(1),
+            // klaud-github's connect (15 s) plus read (60 s) timeouts.
+            write_timeout: TimeDelta::seconds(75),
+            authorize_reuse: true,
+            dispatch_grace: TimeDelta::minutes(2),
+            model_names: BTreeMap::new(),
+            artifact_limits: ArtifactLimits::default(),
+            pr_link_base: "https://github.com".into(),
+            sweep_start_timeout: TimeDelta::hours(1),
+            run_timeout: TimeDelta::hours(12),
+            sweep_runs_on_drafts: DraftPolicy::Auto,
+            repo: klaud_planner::repo::RepoOptions::default(),
+            bump: klaud_planner::bump::BumpOptions::default(),
+            capacity: None,
+            on_human_overlap: HumanOverlap::Leave,
+            experiments: Vec::new(),
+            require_baseline: true,
+            live_report_interval: Some(TimeDelta::minutes(5)),
+        }
+    }
+}
+
+/// A candidate chosen by the planner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// Family string.
+    pub family: String,
+    /// Candidate id.
+    pub candidate: CandidateId,
+    /// The pinned candidate image.
+    pub image: String,
+    /// The image's revision label.
+    pub revision: Option<String>,
+    /// The clock that ordered the tags.
+    pub clock: Option<String>,
+    /// Why a nightly rather than a release, when so.
+    pub not_release_reason: Option<String>,
+    /// Upstream source commits between the old and the new image, when a
+    /// source repository is configured and both commits are known.
+    pub upstream: Option<UpstreamRange>,
+    /// Toolkit and engine versions the old and new image declare, when the
+    /// candidate's config was read by the planner.
+    pub versions: Option<crate::report::VersionsCompared>,
+    /// The experiment variant this candidate is, if it is one.
+    pub variant: Option<crate::experiment::VariantInfo>,
+}
+
+/// `klaud/auto-<candidate>`.
+pub fn branch_name(candidate: &str) -> String {
+    format!("klaud/auto-{candidate}")
+}
+
+/// `klaud-<owner run>-<candidate>`: the smoke `test-name` input.
+pub fn smoke_test_name(owner_run: u64, candidate: &str) -> String {
+    format!("klaud-{owner_run}-{candidate}")
+}
+
+/// The commit trailer that names the candidate a commit of Klaud's is for.
+pub(super) const TRAILER: &str = "Klaud-Candidate: ";
+
+/// Klaud's `perf-changelog.yaml` entry for a bump of family `key` to
+/// `image`, listing `config_keys` and linking `link` (its PR). The final
+/// step and the upkeep merge both write this entry; the repository's gate
+/// (`utils/validate_perf_changelog.py`) is run on it in the tests.
+pub fn changelog_entry(
+    config_keys: Vec<String>,
+    key: &str,
+    image: &str,
+    link: &str,
+) -> klaud_planner::changelog::ChangelogEntry {
+    let tag = klaud_planner::image::ImageRef::parse(image)
+        .ok()
+        .and_then(|i| i.tag().map(str::to_owned))
+        .unwrap_or_else(|| "a new build".into());
+    klaud_planner::changelog::ChangelogEntry {
+        config_keys,
+        description: description(key, &tag),
+        pr_link: link.to_owned(),
+    }
+}
+
+/// The changelog sentence, at most 120 characters.
+pub(super) fn description(key: &str, tag: &str) -> String {
+    let full = format!("Update {key} image to {tag}");
+    if full.chars().count() <= 120 {
+        return full;
+    }
+    let short = format!("Update image to {tag}");
+    short.chars().take(120).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn description_fits_the_changelog_rule() {
+        let d = description(&"k".repeat(200), "v1");
+        assert!(d.chars().count() <= 120, "{d}");
+        assert_eq!(description("a", "v1"), "Update a image to v1");
+    }
+
+    #[test]
+    fn names_follow_the_helper() {
+        assert_eq!(branch_name("a-b"), "klaud/auto-a-b");
+        assert_eq!(smoke_test_name(7, "a-b"), "klaud-7-a-b");
+    }
+}

@@ -1,0 +1,291 @@
+//! The step context: [`Engine`] carries what every step works with (the
+//! forge behind the lease guard and the step reads, the journal, the clock,
+//! the claimant, the baseline source, the repair hook, the base checkout and
+//! the configuration) and the services every step shares: saving the record
+//! and its intent, ending a candidate, the capacity gate, the claim book and
+//! the few facts derived from the record (its head, its family, the keys a
+//! bump changes).
+//!
+//! The steps themselves are free functions in `steps/`, one file each;
+//! ownership proofs are in `proof`, publishing reports in `publish` and
+//! `live`, the workflow dispatch in `dispatch`, rebuilding a record from
+//! GitHub in `rebuild`, and moving a record from step to step in `drive`.
+
+use crate::baseline::BaselineSource;
+use crate::engine::config::EngineConfig;
+use crate::engine::dispatch::BaseWorkflows;
+use crate::engine::drive::Progress;
+use crate::engine::error::EngineError;
+use crate::engine::forge::{Forge, ForgeError};
+use crate::engine::intent::Intent;
+use crate::engine::journal::{CandidateRecord, Ending, Journal, Step};
+use crate::engine::repair_hook::RepairHook;
+use crate::model::{Outcome, Phase};
+use crate::report::BumpScope;
+use chrono::TimeDelta;
+use klaud_claims::{CandidateId, ClaimBook, Claimant, Clock};
+use klaud_planner::image::ImageRef;
+use klaud_planner::repo::{Family, Repository};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// The state machine over a forge, a journal and the base checkout.
+pub struct Engine<'a> {
+    /// The forge behind the lease guard (every write checks the lease),
+    /// with reads kept for the length of one step.
+    pub(super) forge: super::step_reads::StepReads<'a>,
+    pub(super) journal: &'a dyn Journal,
+    pub(super) clock: &'a dyn Clock,
+    pub(super) claimant: Claimant,
+    pub(super) baseline: &'a dyn BaselineSource,
+    pub(super) repair: Option<&'a dyn RepairHook>,
+    pub(super) repository: &'a Repository,
+    pub(super) repository_sha: String,
+    pub(super) config: &'a EngineConfig,
+    /// The smoke and sweep workflows by base commit (they never change for
+    /// a commit, so each is read once per engine).
+    pub(super) workflows: Mutex<BTreeMap<String, Arc<BaseWorkflows>>>,
+}
+
+impl std::fmt::Debug for Engine<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("claimant", &self.claimant)
+            .field("repository_sha", &self.repository_sha)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Engine<'a> {
+    /// An engine over `repository`, a checkout of the base branch at
+    /// `repository_sha`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        forge: &'a dyn Forge,
+        journal: &'a dyn Journal,
+        clock: &'a dyn Clock,
+        claimant: Claimant,
+        baseline: &'a dyn BaselineSource,
+        repository: &'a Repository,
+        repository_sha: impl Into<String>,
+        config: &'a EngineConfig,
+    ) -> Self {
+        // Leases are recorded to the second, so one just renewed may have
+        // less than a second more than asked for; the window never asks
+        // for more than a quarter of what is surely left.
+        let sure = (config.lease - TimeDelta::seconds(1)).max(TimeDelta::zero());
+        let window = (config.lease_margin + config.write_timeout).min(sure / 4);
+        Self {
+            forge: super::step_reads::StepReads::new(super::lease_guard::LeaseGuard {
+                inner: forge,
+                clock,
+                window,
+            }),
+            journal,
+            clock,
+            claimant,
+            baseline,
+            repair: None,
+            repository,
+            repository_sha: repository_sha.into(),
+            config,
+            workflows: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The clock this engine stamps and compares leases with (its
+    /// callers stamp what they record for it with the same one).
+    pub fn clock(&self) -> &'a dyn Clock {
+        self.clock
+    }
+
+    /// Adds a repair hook.
+    pub fn with_repair(mut self, hook: &'a dyn RepairHook) -> Self {
+        self.repair = Some(hook);
+        self
+    }
+
+    /// Asks the capacity gate, when there is one, whether `rec`'s family
+    /// may use its clusters now. `Some(progress)`: it may not (or the API
+    /// gave no usable answer), and the candidate ended `capacity-deferred`
+    /// with the usual cleanup; the caller returns `progress`.
+    pub(super) async fn capacity_deferred(
+        &self,
+        rec: &mut CandidateRecord,
+        before: &str,
+    ) -> Result<Option<Progress>, EngineError> {
+        let Some(why) = self.capacity_refusal(&rec.family).await? else {
+            return Ok(None);
+        };
+        let phase = Self::phase_of(rec.step);
+        let m = format!("capacity-deferred before {before}: {why}");
+        Ok(Some(
+            self.end(rec, Outcome::CapacityDeferred, phase, m, false)
+                .await?,
+        ))
+    }
+
+    /// Why `family` (with every family bumped together with it) may not
+    /// use its clusters now (`None`: it may, or no gate is configured).
+    pub(super) async fn capacity_refusal(
+        &self,
+        family: &str,
+    ) -> Result<Option<String>, EngineError> {
+        let Some(gate) = self.config.capacity.as_deref() else {
+            return Ok(None);
+        };
+        // A group is bumped, smoked and swept together: every member's
+        // clusters must have room, not only the first member's.
+        let members = self.bumped_together(family);
+        let families = members
+            .iter()
+            .map(|m| self.family(m))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(
+            match gate
+                .check_all(self.repository, &families, self.clock.now())
+                .await
+            {
+                klaud_planner::capacity::Verdict::Eligible { .. } => None,
+                klaud_planner::capacity::Verdict::Deferred(why) => Some(why),
+            },
+        )
+    }
+
+    pub(super) fn book(&self) -> ClaimBook<'_> {
+        ClaimBook::new(self.forge.refs(), self.clock, self.claimant.clone())
+    }
+
+    pub(super) fn family(&self, family: &str) -> Result<&Family, EngineError> {
+        self.repository
+            .family(family)
+            .map_err(|e| EngineError::Invalid(format!("family {family}: {e}")))
+    }
+
+    /// The families one bump of `family` changes: its whole family group
+    /// (repository order), or the family alone.
+    pub(super) fn bumped_together(&self, family: &str) -> Vec<String> {
+        match self.repository.group_of(family) {
+            Some(group) if group.families.iter().any(|f| f == family) => group.families.clone(),
+            _ => vec![family.to_owned()],
+        }
+    }
+
+    pub(super) fn by_bot(&self, login: Option<&str>) -> bool {
+        let bot = self.forge.bot_login();
+        login.is_some_and(|l| l.eq_ignore_ascii_case(&bot))
+    }
+
+    /// The record's id (checked when the record was made or loaded); a
+    /// `Result` so that callers keep one error path.
+    pub(super) fn candidate_id(rec: &CandidateRecord) -> Result<CandidateId, EngineError> {
+        Ok(rec.candidate.clone())
+    }
+
+    pub(super) async fn save(&self, rec: &mut CandidateRecord) -> Result<(), EngineError> {
+        rec.updated_at = self.clock.now();
+        self.journal.save(rec).await?;
+        Ok(())
+    }
+
+    /// Records what is about to happen, durably, before it happens.
+    pub(super) async fn intend(
+        &self,
+        rec: &mut CandidateRecord,
+        what: Intent,
+    ) -> Result<(), EngineError> {
+        rec.intent = Some(what);
+        self.save(rec).await
+    }
+
+    pub(super) fn phase_of(step: Step) -> Phase {
+        match step {
+            Step::Claim | Step::Prepare | Step::Open => Phase::Resolve,
+            Step::Baseline => Phase::Baseline,
+            Step::Smoke | Step::Repair => Phase::Targeted,
+            Step::Final | Step::Sweep => Phase::FinalSweep,
+            Step::Finish | Step::Done => Phase::Unknown,
+        }
+    }
+
+    /// Decides the end and moves to `Finish`.
+    pub(super) async fn end(
+        &self,
+        rec: &mut CandidateRecord,
+        outcome: Outcome,
+        phase: Phase,
+        message: String,
+        hands_off: bool,
+    ) -> Result<Progress, EngineError> {
+        rec.ending = Some(Ending {
+            outcome,
+            phase,
+            message,
+            hands_off,
+            note: None,
+        });
+        rec.step = Step::Finish;
+        self.save(rec).await?;
+        Ok(Progress::Advanced(Step::Finish))
+    }
+
+    pub(super) fn head(rec: &CandidateRecord) -> Result<String, EngineError> {
+        rec.head
+            .clone()
+            .ok_or_else(|| EngineError::Invalid("no branch head recorded".into()))
+    }
+
+    pub(super) async fn branch_tip(
+        &self,
+        branch: &str,
+    ) -> Result<Option<klaud_claims::RefTip>, EngineError> {
+        self.forge
+            .refs()
+            .read_ref(&format!("refs/heads/{branch}"))
+            .await
+            .map_err(|e| ForgeError::refs(format!("read branch {branch}"), e).into())
+    }
+
+    /// Adopts the branch tip when it is a commit Klaud made but did not get
+    /// to journal (a crash between push and save).
+    pub(super) async fn reconcile_head(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<(), EngineError> {
+        let Some(pending) = rec.pending_commit.clone() else {
+            return Ok(());
+        };
+        if let Some(tip) = self.branch_tip(&rec.branch).await?
+            && tip.sha == pending
+        {
+            rec.head = Some(pending);
+            rec.pending_commit = None;
+            self.save(rec).await?;
+        }
+        Ok(())
+    }
+
+    /// What the candidate's bump covers: as recorded when the commit was
+    /// made, else planned again from the base checkout (a branch adopted
+    /// after the journal was lost). `None` when it cannot be planned.
+    pub(super) fn bump_scope(&self, rec: &CandidateRecord) -> Option<BumpScope> {
+        if let Some(scope) = &rec.scope {
+            return Some(scope.clone());
+        }
+        let family = self.family(&rec.family).ok()?;
+        let to = ImageRef::parse(&rec.image).ok()?;
+        self.repository
+            .plan_bump_with(&rec.family, family.image(), &to, &self.config.bump)
+            .ok()
+            .map(|plan| BumpScope::of(&plan))
+    }
+
+    /// The changelog's `config-keys`: every key the bump changed (a family
+    /// group is bumped together), else the candidate's own key.
+    pub(super) fn changelog_keys(&self, rec: &CandidateRecord) -> Vec<String> {
+        match self.bump_scope(rec) {
+            Some(scope) if !scope.keys.is_empty() => scope.keys,
+            _ => vec![rec.key.clone()],
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Publishing a rendered report on the candidate's pull request, once: each
+//! part is found by its hidden marker before it is written, so a restart
+//! edits or skips instead of posting twice. Also the end already published
+//! in a receipt and the deferred pull request of a capacity-deferred
+//! candidate.
+
+use crate::engine::context::Engine;
+use crate::engine::drive::Progress;
+use crate::engine::error::EngineError;
+use crate::engine::forge::Forge as _;
+use crate::engine::intent::Intent;
+use crate::engine::journal::CandidateRecord;
+use crate::engine::proof::Scope;
+use crate::engine::write::Writes as _;
+use crate::model::{Outcome, Phase};
+use crate::report::{MarkerKey, RenderedComment, find_record};
+
+impl Engine<'_> {
+    /// The outcome, phase and note of the bot's receipt for `rec`'s
+    /// candidate on PR `number`, if one was published (by any owner run).
+    pub(super) async fn published_outcome(
+        &self,
+        number: u64,
+        rec: &CandidateRecord,
+    ) -> Result<Option<(Outcome, Phase, Option<String>)>, EngineError> {
+        let comments = self.forge.list_comments(number).await?;
+        Ok(comments
+            .iter()
+            .filter(|c| self.by_bot(c.author.as_deref()))
+            .filter_map(|c| find_record(&c.body).ok().flatten())
+            .filter(|f| {
+                matches!(&f.key, MarkerKey::Outcome { candidate, .. }
+                    if candidate.as_str() == rec.candidate)
+            })
+            .find_map(|f| crate::report::parse_receipt(&f).ok())
+            .map(|r| (r.result.outcome(), r.result.phase(), r.note)))
+    }
+
+    /// Whether `pull` is a closed PR of the bot that an earlier attempt of
+    /// `rec` closed as `capacity-deferred` (a new PR is opened beside it).
+    pub(super) async fn deferred_pull(
+        &self,
+        rec: &CandidateRecord,
+        pull: &super::forge::Pull,
+    ) -> Result<bool, EngineError> {
+        if pull.state.is_open() || !self.by_bot(pull.author.as_deref()) {
+            return Ok(false);
+        }
+        let comments = self.forge.list_comments(pull.number).await?;
+        Ok(comments.iter().any(|c| {
+            self.by_bot(c.author.as_deref())
+                && find_record(&c.body).ok().flatten().is_some_and(|f| {
+                    matches!(&f.key, MarkerKey::Outcome { candidate, .. } if candidate.as_str() == rec.candidate)
+                        && crate::report::parse_receipt(&f)
+                            .is_ok_and(|r| r.result.outcome() == Outcome::CapacityDeferred)
+                })
+        }))
+    }
+
+    /// Publishes every rendered comment whose marker is not on the PR yet.
+    pub(super) async fn publish(
+        &self,
+        rec: &mut CandidateRecord,
+        rendered: &[RenderedComment],
+        scope: Scope<'_>,
+    ) -> Result<Option<Progress>, EngineError> {
+        let Some(number) = rec.pull else {
+            return Ok(None);
+        };
+        let comments = self.report_comments(rec, number).await?;
+        // A live report of the same run is replaced in its comment by the
+        // final one (its first part); any other existing record is final.
+        let live = rendered.iter().find_map(|r| {
+            self.live_comment(&comments, &r.key)
+                .map(|(c, _)| (c.id, &r.key))
+        });
+        let missing: Vec<&RenderedComment> = rendered
+            .iter()
+            .filter(|r| {
+                live.is_some_and(|(_, k)| *k == r.key)
+                    || !comments.iter().any(|c| {
+                        self.by_bot(c.author.as_deref())
+                            && live.is_none_or(|(id, _)| id != c.id)
+                            && find_record(&c.body)
+                                .ok()
+                                .flatten()
+                                .is_some_and(|f| f.key == r.key)
+                    })
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(None);
+        }
+        let proof = match self.prove(rec, scope).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(Some(p)),
+        };
+        for r in missing {
+            self.intend(rec, Intent::Comment(r.key.to_string())).await?;
+            match live {
+                Some((id, k)) if *k == r.key => {
+                    if !self
+                        .edit_own_comment(rec, &proof, number, id, &r.body)
+                        .await?
+                    {
+                        // A person deleted the live report: the next step
+                        // lists the comments and posts the report anew.
+                        return Ok(Some(Progress::Waiting(
+                            "the live report comment is gone; posting the report anew".into(),
+                        )));
+                    }
+                }
+                _ => {
+                    let written = self.forge.create_comment(&proof, number, &r.body).await?;
+                    Self::remember_comment(rec, written);
+                }
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,501 @@
+//! Step 9 of 9, `Step::Finish`: the end: a validated pull request is made
+//! ready for review (and reuse of the validated run authorised), any other
+//! end is cleaned up (cleanup marker, labels, draft, close, cancelled runs,
+//! the branch if unchanged); then the receipt, and the claim released.
+//!
+//! Last; every step that ends the candidate (`Engine::end`) comes here.
+//! Reads the pull request, its comments and runs. May write: the receipt,
+//! the cleanup, the reuse request, the claim's release; a person's own
+//! changes are never touched.
+
+use crate::engine::config::smoke_test_name;
+use crate::engine::context::Engine;
+use crate::engine::drive::Progress;
+use crate::engine::error::EngineError;
+use crate::engine::forge::{Forge as _, ForgeError};
+use crate::engine::intent::Intent;
+use crate::engine::journal::{CandidateRecord, Ending, ReuseAuthorization, Step};
+use crate::engine::ownership::reply_permit;
+use crate::engine::proof::Scope;
+use crate::engine::write::Writes as _;
+use crate::model::{FinishedResult, Outcome, Phase};
+use crate::report::{MarkerKey, Receipt, find_record, render_cleanup, render_receipt};
+use crate::workflows::is_sweep_of;
+
+pub(in crate::engine) async fn run(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+) -> Result<Progress, EngineError> {
+    let ending = rec.ending.clone().unwrap_or_else(|| Ending {
+        outcome: Outcome::UnexpectedError,
+        phase: Phase::Unknown,
+        message: "finished without a recorded ending".into(),
+        hands_off: false,
+        note: None,
+    });
+    // A person's hands-off end (an operator's `klaud candidate handoff`,
+    // a maintainer's `/klaud stop`) still gets its receipt, so the PR
+    // says who ended it and why and an instance without a journal reads
+    // the end from GitHub; only the cleanup is skipped. An ownership
+    // mismatch without a note (the PR's author or repository changed)
+    // posts nothing: the PR is not Klaud's any more.
+    let receipt_only = ending.hands_off && ending.note.is_some();
+    cx.experiment_finish(rec).await?;
+    if (!ending.hands_off || receipt_only)
+        && let Some(number) = rec.pull
+    {
+        let cid = Engine::candidate_id(rec)?;
+        let comments = cx.forge.list_comments(number).await?;
+        let has = |key: &MarkerKey| {
+            comments.iter().any(|c| {
+                cx.by_bot(c.author.as_deref())
+                    && find_record(&c.body)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|f| &f.key == key)
+            })
+        };
+        let receipt_key = MarkerKey::Outcome {
+            owner_run: rec.owner_run,
+            candidate: cid.clone(),
+        };
+        if !has(&receipt_key) {
+            let progress = if receipt_only {
+                None
+            } else if !cx.forge.get_pull(number).await?.state.is_open() {
+                // Not Klaud's to change any more: only its own runs stop.
+                cancel_runs(cx, rec, number).await?
+            } else if ending.outcome == Outcome::Validated {
+                finish_validated(cx, rec, number).await?
+            } else {
+                let cleanup_key = MarkerKey::Cleanup {
+                    owner_run: rec.owner_run,
+                    candidate: cid.clone(),
+                };
+                cleanup(cx, rec, number, !has(&cleanup_key)).await?
+            };
+            if let Some(p) = progress {
+                return Ok(p);
+            }
+            return receipt(cx, rec, &ending, number, cid, receipt_only).await;
+        }
+    }
+    done(cx, rec).await
+}
+
+/// The claim released (by the last sibling of an experiment) and the
+/// record done.
+async fn done(cx: &Engine<'_>, rec: &mut CandidateRecord) -> Result<Progress, EngineError> {
+    if cx.experiment_releases(rec).await? {
+        release(cx, rec).await?;
+    } else {
+        // A sibling still runs under the shared claim; the last
+        // sibling to finish releases it.
+        rec.claim = None;
+    }
+    rec.step = Step::Done;
+    rec.intent = None;
+    cx.save(rec).await?;
+    Ok(Progress::Done(rec.ending.clone()))
+}
+
+/// The receipt of `ending` on pull request `number` (a reply when a
+/// person ended it, `receipt_only`), then done.
+async fn receipt(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    ending: &Ending,
+    number: u64,
+    cid: klaud_claims::CandidateId,
+    receipt_only: bool,
+) -> Result<Progress, EngineError> {
+    let runs = rec.runs();
+    let result = match FinishedResult::new(
+        ending.outcome,
+        ending.phase,
+        rec.pull,
+        runs.clone(),
+        rec.repairs,
+    ) {
+        Ok(r) => r,
+        Err(e) => FinishedResult::new(
+            Outcome::UnexpectedError,
+            ending.phase,
+            rec.pull,
+            runs,
+            rec.repairs,
+        )
+        .map_err(|_| EngineError::Invalid(e.to_string()))?,
+    };
+    let receipt = Receipt {
+        owner_run: rec.owner_run,
+        candidate: cid,
+        head: rec.head.clone(),
+        result,
+        sweep: rec.sweep.clone(),
+        note: ending.note.clone(),
+        // The audit's note has its Chinese twin in the record.
+        note_zh: rec
+            .upstream
+            .as_ref()
+            .and_then(crate::report::audit_note)
+            .filter(|(en, _)| ending.note.as_deref() == Some(en.as_str()))
+            .map(|(_, zh)| zh),
+    };
+    let rendered = render_receipt(&receipt);
+    if receipt_only {
+        // A person's end: the PR may not be Klaud's any more (a
+        // handoff label, a foreign commit, its branch deleted),
+        // so the receipt is a reply, the one comment Klaud may
+        // post on a PR it let go of; none on another's PR.
+        if let Some(permit) = reply_permit(&cx.forge, number).await? {
+            cx.intend(rec, Intent::Comment(rendered.key.to_string()))
+                .await?;
+            cx.forge.reply(&permit, &rendered.body).await?;
+        }
+    } else if let Some(p) = cx
+        .publish(rec, std::slice::from_ref(&rendered), Scope::PullOnly)
+        .await?
+    {
+        return Ok(p);
+    }
+    done(cx, rec).await
+}
+
+pub(in crate::engine) async fn finish_validated(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    number: u64,
+) -> Result<Option<Progress>, EngineError> {
+    let pull = cx.forge.get_pull(number).await?;
+    if pull.draft {
+        let proof = match cx.prove(rec, Scope::Pull).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(Some(p)),
+        };
+        cx.intend(rec, Intent::MarkReady).await?;
+        cx.forge.set_draft(&proof, &pull, false).await?;
+    }
+    if cx.config.authorize_reuse
+        && let Some(sweep) = rec.sweep.clone()
+        && let Some(p) = authorize_reuse(cx, rec, number, sweep.run_id).await?
+    {
+        return Ok(Some(p));
+    }
+    Ok(None)
+}
+
+/// Authorizes reuse of the validated run `run` at merge, in the form
+/// every version of the repository's reuse gate accepts: a whole-line
+/// `/reuse-sweep-run <run>` from an OWNER, MEMBER or COLLABORATOR
+/// (`utils/find_reusable_sweep_run.py`). Klaud posts it itself only when
+/// GitHub gives its own comments such an association (an App's may
+/// carry another); otherwise it asks a maintainer for exactly that line.
+pub(in crate::engine) async fn authorize_reuse(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    number: u64,
+    run: u64,
+) -> Result<Option<Progress>, EngineError> {
+    let comments = cx.forge.list_comments(number).await?;
+    // A maintainer's line counts too, with this run or none (the gate
+    // then takes the latest successful run on the PR's commits).
+    let authorizes = |c: &crate::engine::forge::Comment| {
+        gate_accepts(c) && reuse_line_run(&c.body).is_some_and(|id| id.is_none_or(|id| id == run))
+    };
+    if comments.iter().any(authorizes) {
+        let by_klaud = comments.iter().any(|c| {
+            cx.by_bot(c.author.as_deref())
+                && gate_accepts(c)
+                && reuse_line_run(&c.body) == Some(Some(run))
+        });
+        let upkeep = rec.upkeep.get_or_insert_with(Default::default);
+        if by_klaud || upkeep.reuse.is_none() {
+            upkeep.reuse = Some(ReuseAuthorization::Klaud { run });
+        }
+        return Ok(None);
+    }
+    // The association GitHub gives Klaud's own comments, read from the
+    // newest one (the baseline and attempt reports came before).
+    let association = comments
+        .iter()
+        .rev()
+        .find(|c| cx.by_bot(c.author.as_deref()))
+        .and_then(|c| c.author_association.clone());
+    let accepted = association.as_deref().is_some_and(association_accepted);
+    let cid = Engine::candidate_id(rec)?;
+    let marker = format!("<!-- klaud-reuse-request:{cid} -->");
+    let (body, intent, reuse) = if accepted {
+        (
+            format!("/reuse-sweep-run {run}"),
+            Intent::PostUse,
+            ReuseAuthorization::Klaud { run },
+        )
+    } else {
+        let association = association.unwrap_or_else(|| "unknown".to_owned());
+        if comments
+            .iter()
+            .any(|c| cx.by_bot(c.author.as_deref()) && c.body.contains(&marker))
+        {
+            rec.upkeep.get_or_insert_with(Default::default).reuse =
+                Some(ReuseAuthorization::Maintainer { run, association });
+            return Ok(None);
+        }
+        (
+            reuse_request(&marker, run, &association),
+            Intent::AskReuse,
+            ReuseAuthorization::Maintainer { run, association },
+        )
+    };
+    let proof = match cx.prove(rec, Scope::Pull).await? {
+        Ok(p) => p,
+        Err(p) => return Ok(Some(p)),
+    };
+    cx.intend(rec, intent).await?;
+    cx.forge.create_comment(&proof, number, &body).await?;
+    rec.upkeep.get_or_insert_with(Default::default).reuse = Some(reuse);
+    cx.save(rec).await?;
+    Ok(None)
+}
+
+pub(in crate::engine) async fn cleanup(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    number: u64,
+    marker_missing: bool,
+) -> Result<Option<Progress>, EngineError> {
+    let proof = match cx.prove(rec, Scope::PullOnly).await? {
+        Ok(p) => p,
+        Err(p) => return Ok(Some(p)),
+    };
+    if marker_missing {
+        let cid = Engine::candidate_id(rec)?;
+        let marker = render_cleanup(rec.owner_run, &cid);
+        cx.intend(rec, Intent::PostCleanupMarker).await?;
+        cx.forge
+            .create_comment(&proof, number, &marker.body)
+            .await?;
+    }
+    if let Some(p) = cancel_runs(cx, rec, number).await? {
+        return Ok(Some(p));
+    }
+    let pull = cx.forge.get_pull(number).await?;
+    for l in pull
+        .labels
+        .iter()
+        .filter(|l| cx.config.managed_labels.iter().any(|m| m == *l))
+    {
+        cx.intend(rec, Intent::RemoveLabel(l.clone())).await?;
+        cx.forge.remove_label(&proof, number, l).await?;
+    }
+    if pull.state.is_open() && !pull.draft {
+        cx.intend(rec, Intent::ConvertToDraft).await?;
+        cx.forge.set_draft(&proof, &pull, true).await?;
+    }
+    if pull.state.is_open() {
+        cx.intend(rec, Intent::ClosePull).await?;
+        cx.forge.close_pull(&proof, number).await?;
+    }
+    delete_branch_if_unchanged(cx, rec).await
+}
+
+/// Cancels Klaud's own runs of `rec` that are still going (by the
+/// smoke title, or as this PR's sweep on its head).
+pub(in crate::engine) async fn cancel_runs(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    number: u64,
+) -> Result<Option<Progress>, EngineError> {
+    let head = rec.head.clone().unwrap_or_default();
+    let smoke_title = match cx.smoke_plan(rec, &head).await? {
+        Ok(plan) => plan.title,
+        Err(_) => format!(
+            "e2e Test - {}",
+            smoke_test_name(rec.owner_run, rec.candidate.as_str())
+        ),
+    };
+    let pull = cx.forge.get_pull(number).await?;
+    let sweep_title = cx.sweep_title(rec, &pull).await?;
+    let repo = cx.forge.repo();
+    let runs: Vec<(crate::model::RunRef, String)> = rec
+        .attempts
+        .iter()
+        .filter_map(|a| {
+            let h = if a.head.is_empty() { &head } else { &a.head };
+            a.run.clone().map(|r| (r, h.clone()))
+        })
+        .collect();
+    for (run, run_head) in runs {
+        // A run deleted on GitHub runs nothing and has nothing to
+        // cancel; reading it again would only stall the cleanup of
+        // a PR that is still there.
+        let live = match cx.forge.get_run(run.id).await {
+            Err(ForgeError::NotFound(_)) => continue,
+            other => other?,
+        };
+        if live.is_completed() {
+            continue;
+        }
+        let title = if live.event == "workflow_dispatch" {
+            smoke_title.clone()
+        } else if is_sweep_of(&live, number, &run_head, &repo, sweep_title.as_deref()) {
+            // Identified by pull request and head; its own title is
+            // what the ownership check re-reads.
+            live.title.clone()
+        } else {
+            // Not recognisably this PR's sweep: leave it alone.
+            continue;
+        };
+        let proof = match cx.prove(rec, Scope::Run(run.id, &title)).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(Some(p)),
+        };
+        cx.intend(rec, Intent::CancelRun(run.id)).await?;
+        // GitHub accepts (202) and ends the run a little later; the
+        // receipt does not wait for it, since release and recovery
+        // finish a candidate in one pass.
+        cx.forge.cancel_run(&proof, run.id).await?;
+    }
+    Ok(None)
+}
+
+pub(in crate::engine) async fn delete_branch_if_unchanged(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+) -> Result<Option<Progress>, EngineError> {
+    let Some(head) = rec.head.clone() else {
+        return Ok(None);
+    };
+    match cx.branch_tip(&rec.branch).await? {
+        Some(tip) if tip.sha == head => {
+            let proof = match cx.prove(rec, Scope::Branch).await? {
+                Ok(p) => p,
+                Err(p) => return Ok(Some(p)),
+            };
+            cx.intend(rec, Intent::DeleteBranch).await?;
+            match cx.forge.delete_branch(&proof, &rec.branch).await {
+                Ok(()) | Err(ForgeError::NotFound(_)) => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        }
+        // Gone already, or someone pushed: their branch now.
+        _ => Ok(None),
+    }
+}
+
+pub(in crate::engine) async fn release(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+) -> Result<(), EngineError> {
+    let book = cx.book();
+    let claim_err = EngineError::ClaimOp;
+    let held = match &rec.claim {
+        Some(stored) => Some(stored.held()?),
+        None => {
+            let family = Engine::candidate_id(rec)?.family();
+            match book.inspect(&family).await.map_err(claim_err)? {
+                Some(entry) => book
+                    .adopt(&entry)
+                    .filter(|h| h.record.candidate_ids().contains(&rec.candidate.as_str())),
+                None => None,
+            }
+        }
+    };
+    let Some(held) = held else { return Ok(()) };
+    cx.intend(rec, Intent::ReleaseClaim).await?;
+    match book.release(&held).await {
+        Ok(_) => {
+            rec.claim = None;
+            Ok(())
+        }
+        // Not ours any more: nothing of ours to release.
+        Err(klaud_claims::ClaimError::NotOwner { .. }) => {
+            rec.claim = None;
+            Ok(())
+        }
+        Err(e) => Err(claim_err(e)),
+    }
+}
+
+/// The author associations whose `/reuse-sweep-run` the repository's gate
+/// counts (`DEFAULT_ALLOWED_AUTHOR_ASSOCIATIONS`).
+pub(crate) fn association_accepted(association: &str) -> bool {
+    matches!(association, "OWNER" | "MEMBER" | "COLLABORATOR")
+}
+
+pub(in crate::engine) fn gate_accepts(c: &crate::engine::forge::Comment) -> bool {
+    c.author_association
+        .as_deref()
+        .is_some_and(association_accepted)
+}
+
+/// The run a comment's last whole-line `/reuse-sweep-run [<id>]` names
+/// (`Some(None)`: the line without an id), as the gate's
+/// `(?m)^\s*/reuse-sweep-run(?:\s+(\d+))?\s*$` reads it; `None` when
+/// the comment has no such line.
+pub(crate) fn reuse_line_run(body: &str) -> Option<Option<u64>> {
+    body.lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("/reuse-sweep-run")?;
+            if rest.is_empty() {
+                return Some(None);
+            }
+            if !rest.starts_with(char::is_whitespace) {
+                return None;
+            }
+            let id = rest.trim();
+            (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| id.parse().ok())
+                .flatten()
+                .map(Some)
+        })
+        .next_back()
+}
+
+/// Asks a maintainer, in both languages, for the reuse line. The gate
+/// reads lines, not markdown, so the fenced line would match its pattern;
+/// it is no authorization because the gate does not count the association
+/// GitHub gave this comment (the reason it is posted).
+pub(in crate::engine) fn reuse_request(marker: &str, run: u64, association: &str) -> String {
+    format!(
+        "{marker}\n**Reuse of the validated sweep needs a maintainer.** GitHub gives Klaud's comments the association `{association}`, which the repository's reuse gate does not accept. To merge without running the whole sweep again on main, a maintainer comments exactly this line (keep the full-sweep label on the PR):\n\n```\n/reuse-sweep-run {run}\n```\n\n<details>\n<summary>中文</summary>\n\n**复用已验证的 sweep 需要维护者操作。** GitHub 为 Klaud 的评论标注的关联身份为 `{association}`，仓库的复用检查不接受该身份。若要合并时不在 main 上重新运行完整 sweep，请维护者评论以下这一行（并保留 PR 上的 full-sweep 标签）：\n\n```\n/reuse-sweep-run {run}\n```\n\n</details>\n"
+    )
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuse_lines_are_read_as_the_repository_gate_reads_them() {
+        assert_eq!(reuse_line_run("/reuse-sweep-run 123"), Some(Some(123)));
+        assert_eq!(reuse_line_run("  /reuse-sweep-run   7  "), Some(Some(7)));
+        assert_eq!(reuse_line_run("/reuse-sweep-run"), Some(None));
+        assert_eq!(
+            reuse_line_run("/reuse-sweep-run 1\ntext\n/reuse-sweep-run 2"),
+            Some(Some(2))
+        );
+        assert_eq!(reuse_line_run("please /reuse-sweep-run 1"), None);
+        assert_eq!(reuse_line_run("/reuse-sweep-run 12a"), None);
+        assert_eq!(reuse_line_run("/reuse-sweep-runs 12"), None);
+        assert_eq!(reuse_line_run("`/reuse-sweep-run 12`"), None);
+        assert_eq!(reuse_line_run("/use 12"), None);
+    }
+
+    #[test]
+    fn only_owners_members_and_collaborators_authorize() {
+        for a in ["OWNER", "MEMBER", "COLLABORATOR"] {
+            assert!(association_accepted(a));
+        }
+        for a in ["CONTRIBUTOR", "NONE", "FIRST_TIME_CONTRIBUTOR", "owner", ""] {
+            assert!(!association_accepted(a));
+        }
+    }
+
+    #[test]
+    fn the_request_to_a_maintainer_names_the_line_and_the_association_in_both_languages() {
+        let body = reuse_request("<!-- m -->", 42, "NONE");
+        assert!(body.contains("/reuse-sweep-run 42"));
+        assert!(body.contains("<summary>中文</summary>"));
+        assert!(body.contains("`NONE`"));
+    }
+}
