@@ -357,3 +357,57 @@ async fn a_malformed_state_block_is_a_note_and_is_written_anew() {
     let (steering, _, _) = pass(&env, &env.forge).await;
     assert!(steering.problem.is_none(), "{:?}", steering.problem);
 }
+
+#[tokio::test]
+async fn a_ticked_retry_lifts_the_cooldown_of_a_failed_family() {
+    use klaud_lifecycle::engine::{Ending, Journal as _, Step};
+    use klaud_lifecycle::model::{Outcome, Phase};
+
+    let env = env().await;
+    // A candidate of the family that failed a moment ago: it cools down.
+    let target = env.target(KEY).await;
+    let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
+    let engine = env.engine(&lifecycle, &env.journal, env.clock);
+    let mut rec = engine.open_record(&target).await.expect("record");
+    rec.step = Step::Done;
+    rec.ending = Some(Ending {
+        outcome: Outcome::Failed,
+        phase: Phase::Targeted,
+        message: "the smoke failed twice".into(),
+        hands_off: false,
+        note: None,
+    });
+    rec.updated_at = env.clock.now();
+    env.journal.save(&rec).await.expect("save");
+    assert!(!klaud_lifecycle::commands::retry_requested(&env.journal, &rec).await);
+
+    pass(&env, &env.forge).await;
+    let issue = the_dashboard(&env).await;
+    assert!(
+        issue.body.contains("Failed recently / 最近失败"),
+        "{}",
+        issue.body
+    );
+    assert!(
+        issue.body.contains("the smoke failed twice"),
+        "{}",
+        issue.body
+    );
+    env.person(MAINTAINER_TOKEN)
+        .edit_issue_body(
+            issue.number,
+            &tick(&issue.body, &format!("retry {}", family())),
+        )
+        .await;
+    pass(&env, &env.forge).await;
+    assert!(
+        klaud_lifecycle::commands::retry_requested(&env.journal, &rec).await,
+        "the retry is recorded as /klaud retry records it"
+    );
+    let body = the_dashboard(&env).await.body;
+    assert!(
+        body.contains("Applied for @sandbox-maintainer: Retry recorded"),
+        "{body}"
+    );
+    assert!(!body.contains("- [x]"), "{body}");
+}
