@@ -411,3 +411,70 @@ async fn a_ticked_retry_lifts_the_cooldown_of_a_failed_family() {
     );
     assert!(!body.contains("- [x]"), "{body}");
 }
+
+/// `klaud wave` (a scheduled Actions job) opens the issue; `klaud serve`
+/// (the daemon) finds the same one, keeps it, and its web page links it.
+#[tokio::test]
+async fn klaud_wave_and_klaud_serve_keep_the_same_issue() {
+    use std::sync::Arc;
+
+    let stack = Harness::demo().start_stack().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = crate::support::write_klaud_toml(&stack, dir.path(), "");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_klaud"));
+    cmd.env("KLAUD_GITHUB_TOKEN", klaud_sandbox::stack::BOT_TOKEN)
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .arg("wave")
+        .arg("--config")
+        .arg(&config)
+        .arg("--store")
+        .arg(dir.path().join("store"))
+        .args(["--max", "0", "--json"]);
+    for host in ["docker.io", "nvcr.io", "hub.docker.com"] {
+        cmd.args(["--mirror", &format!("{host}={}", stack.registry_url)]);
+    }
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("run klaud wave"))
+        .await
+        .expect("wave task");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let issues = stack.state().issues(REPO).await;
+    let opened: Vec<&IssueView> = issues.iter().filter(|i| i.open).collect();
+    assert_eq!(opened.len(), 1, "klaud wave opened the issue: {issues:#?}");
+    let number = opened[0].number;
+    assert!(opened[0].body.contains(MARKER));
+
+    let journal: Arc<dyn klaud_lifecycle::engine::Journal> =
+        Arc::new(klaud_lifecycle::engine::MemoryJournal::new());
+    let settings = crate::support::serve_settings(
+        klaud_claims::Claimant::new(uuid::Uuid::new_v4()),
+        crate::support::engine_config(4242),
+        0,
+        false,
+    );
+    let (daemon, mut feed) = crate::support::daemon(&stack, settings, journal).await;
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let running =
+        tokio::spawn(async move { daemon.run(Arc::new(tokio::sync::Notify::new()), stop).await });
+    crate::support::wait_for(&mut feed, "the dashboard issue on the web dashboard", |s| {
+        s.repositories.iter().any(|r| r.dashboard_issue.is_some())
+    })
+    .await;
+    let snapshot = feed.borrow().clone();
+    let link = snapshot.repositories[0]
+        .dashboard_issue
+        .clone()
+        .expect("link");
+    assert!(link.url.ends_with(&format!("/issues/{number}")), "{link:?}");
+    let page = klaud_service::dashboard::render_page(&snapshot);
+    assert!(page.contains(&link.url), "the page links the issue");
+    let _ = stop_tx.send(true);
+    running.await.expect("daemon task").expect("daemon");
+    let issues = stack.state().issues(REPO).await;
+    assert_eq!(issues.len(), 1, "serve kept the same issue: {issues:#?}");
+    assert!(issues[0].open);
+}

@@ -16,7 +16,7 @@ const COMMENT_CLOSE: &str = "-->";
 /// Largest state block read (GitHub bodies stop at 65536 characters).
 pub const MAX_STATE_BYTES: usize = 32 * 1024;
 /// Most ignores the dashboard keeps.
-pub const MAX_IGNORES: usize = 200;
+pub const MAX_IGNORES: usize = 100;
 /// Steering notes shown (newest last).
 pub const MAX_NOTES: usize = 10;
 /// Longest family, image, login or note kept.

@@ -24,8 +24,11 @@ const PLAN_END: &str = "<!-- klaud:plan-end -->";
 const STALE_OPEN: &str = "<!-- klaud:stale ";
 /// Most finished candidates listed under "failed recently".
 const MAX_FAILED: usize = 10;
-/// Most rows in one planned section (the rest are counted).
-const MAX_ROWS: usize = 60;
+/// Most rows in one planned section (the rest are counted), tried in
+/// turn until the body fits in [`MAX_BODY`].
+const ROWS: [usize; 4] = [60, 20, 5, 0];
+/// GitHub refuses an issue body over 65536 characters; this leaves room.
+pub const MAX_BODY: usize = 60_000;
 
 /// The latest plan's families.
 pub struct PlanView<'a> {
@@ -150,6 +153,23 @@ pub fn image_key(image: &str) -> Option<String> {
 /// plan); `problem` is why its state block did not read.
 pub fn body(view: &View<'_>, kept: &Kept, previous: Option<&str>, problem: Option<&str>) -> String {
     let mut out = String::new();
+    for rows in ROWS {
+        out = body_with(view, kept, previous, problem, rows);
+        if out.chars().count() <= MAX_BODY {
+            break;
+        }
+    }
+    out
+}
+
+fn body_with(
+    view: &View<'_>,
+    kept: &Kept,
+    previous: Option<&str>,
+    problem: Option<&str>,
+    rows: usize,
+) -> String {
+    let mut out = String::new();
     out.push_str(MARKER);
     out.push_str("\n## Klaud dashboard / Klaud 看板\n\n");
     out.push_str(
@@ -171,7 +191,7 @@ pub fn body(view: &View<'_>, kept: &Kept, previous: Option<&str>, problem: Optio
     let running: Vec<&CandidateRecord> = records.iter().filter(|r| r.step != Step::Done).collect();
 
     let (part, stale) = match &view.plan {
-        Some(plan) => plan_part(view, plan),
+        Some(plan) => plan_part(view, plan, rows),
         None => previous_plan_part(previous),
     };
     let state = if stale > 0 {
@@ -302,7 +322,7 @@ pub fn body(view: &View<'_>, kept: &Kept, previous: Option<&str>, problem: Optio
     if failed.is_empty() {
         out.push_str("None. / 无。\n");
     }
-    for r in failed.into_iter().take(MAX_FAILED) {
+    for r in failed.into_iter().take(MAX_FAILED.min(rows.max(1))) {
         let Some(e) = ending(r) else { continue };
         out.push_str(&format!(
             "- {} {} → {}: **{}** ({}) — {} — {} {}\n",
@@ -410,7 +430,7 @@ fn previous_plan_part(previous: Option<&str>) -> (String, usize) {
     }
 }
 
-fn plan_part(view: &View<'_>, plan: &PlanView<'_>) -> (String, usize) {
+fn plan_part(view: &View<'_>, plan: &PlanView<'_>, rows: usize) -> (String, usize) {
     let fams = plan.families;
     let blocked = |f: &&FamilyPlan| f.blocked.is_some();
     let stale: Vec<&FamilyPlan> = fams
@@ -454,11 +474,11 @@ fn plan_part(view: &View<'_>, plan: &PlanView<'_>) -> (String, usize) {
     );
 
     let more = |out: &mut String, n: usize| {
-        if n > MAX_ROWS {
+        if n > rows {
             out.push_str(&format!(
                 "- … and {} more / 另有 {} 个\n",
-                n - MAX_ROWS,
-                n - MAX_ROWS
+                n - rows,
+                n - rows
             ));
         }
     };
@@ -467,7 +487,7 @@ fn plan_part(view: &View<'_>, plan: &PlanView<'_>) -> (String, usize) {
     if stale.is_empty() {
         out.push_str("None. / 无。\n");
     }
-    for f in stale.iter().take(MAX_ROWS) {
+    for f in stale.iter().take(rows) {
         let to = f
             .candidate
             .as_ref()
@@ -486,7 +506,7 @@ fn plan_part(view: &View<'_>, plan: &PlanView<'_>) -> (String, usize) {
     if held.is_empty() {
         out.push_str("None. / 无。\n");
     }
-    for f in held.iter().take(MAX_ROWS) {
+    for f in held.iter().take(rows) {
         let Some(b) = &f.blocked else { continue };
         let again = match b.kind {
             BlockKind::Retired => "never (retired) / 不再检查（已退役）",
@@ -513,7 +533,7 @@ fn plan_part(view: &View<'_>, plan: &PlanView<'_>) -> (String, usize) {
     if ignored.is_empty() {
         out.push_str("None. / 无。\n");
     }
-    for f in ignored.iter().take(MAX_ROWS) {
+    for f in ignored.iter().take(rows) {
         let why = f.blocked.as_ref().map_or("", |b| b.reason.as_str());
         out.push_str(&format!(
             "- {} — {}\n",
@@ -527,10 +547,10 @@ fn plan_part(view: &View<'_>, plan: &PlanView<'_>) -> (String, usize) {
     if broken.is_empty() && plan.unreadable.is_empty() {
         out.push_str("None. / 无。\n");
     }
-    for u in plan.unreadable.iter().take(MAX_ROWS) {
+    for u in plan.unreadable.iter().take(rows) {
         out.push_str(&format!("- {}\n", text(u)));
     }
-    for f in broken.iter().take(MAX_ROWS) {
+    for f in broken.iter().take(rows) {
         let why = f.reasons.first().map_or("", String::as_str);
         out.push_str(&format!(
             "- {} — {}: {}\n",
