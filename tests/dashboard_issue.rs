@@ -478,3 +478,34 @@ async fn klaud_wave_and_klaud_serve_keep_the_same_issue() {
     assert_eq!(issues.len(), 1, "serve kept the same issue: {issues:#?}");
     assert!(issues[0].open);
 }
+
+/// A box ticked while a pass runs (after it read the issue, before it
+/// writes) is not written over: the pass leaves the issue alone, and the
+/// next one applies the tick.
+#[tokio::test]
+async fn a_tick_made_during_a_pass_is_not_lost() {
+    let env = env().await;
+    pass(&env, &env.forge).await;
+    // A pass that will want to edit: its kept state gets a note.
+    let mut steering = steer(&env.forge, &env.journal, env.clock)
+        .await
+        .expect("steer");
+    steering.kept.note("something to say".into());
+    let issue = the_dashboard(&env).await;
+    let code = format!("ignore {}", family());
+    env.person(MAINTAINER_TOKEN)
+        .edit_issue_body(issue.number, &tick(&issue.body, &code))
+        .await;
+    let published = publish_only(&env, &env.forge, &steering).await;
+    assert!(
+        matches!(published, Published::Unchanged(_)),
+        "{published:?}"
+    );
+    assert!(
+        the_dashboard(&env).await.body.contains("- [x]"),
+        "the tick is still there"
+    );
+    let (steering, _, _) = pass(&env, &env.forge).await;
+    assert_eq!(steering.kept.ignores.len(), 1, "{steering:?}");
+    assert!(!the_dashboard(&env).await.body.contains("- [x]"));
+}

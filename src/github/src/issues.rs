@@ -99,6 +99,26 @@ impl Github {
         })
     }
 
+    /// Issue `number` as it is now (a conditional read: unchanged, a free
+    /// 304); `None` when it is a pull request or gone.
+    pub fn issue<'f>(
+        &'f self,
+        number: u64,
+    ) -> BoxFuture<'f, Result<Option<IssueInfo>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("read issue #{number}");
+            match self
+                .t
+                .get_json_cached::<RawIssue>(&what, &self.path(&format!("issues/{number}")))
+                .await
+            {
+                Ok(raw) if raw.pull_request.is_none() => Ok(Some(raw.into())),
+                Ok(_) | Err(GithubError::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
     /// Opens an issue with `label`. After an ambiguous failure the issues
     /// are listed again: an open one of the bot's with exactly this title
     /// and body means it landed.

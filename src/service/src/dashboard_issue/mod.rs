@@ -290,7 +290,9 @@ impl Published {
 
 /// Renders the dashboard and writes it when it changed: opens the issue
 /// when there is none (then converges with any other instance's), edits
-/// it when the body differs, and otherwise sends nothing.
+/// it when the body differs (unless a person edited it since [`steer`]
+/// read it: their ticks wait for the next pass instead of being
+/// overwritten), and otherwise sends nothing.
 pub fn publish<'f>(
     forge: &'f Github,
     journal: &'f dyn Journal,
@@ -336,9 +338,23 @@ pub fn publish<'f>(
         let body = render::body(&view, &steering.kept, previous, steering.problem.as_deref());
         match &steering.issue {
             Some(issue) if issue.body == body => Ok(Published::Unchanged(issue.clone())),
-            Some(issue) => Ok(Published::Edited(
-                forge.edit_own_issue(issue, Some(&body)).await?,
-            )),
+            Some(issue) => {
+                // Somebody may have ticked a box since the pass read the
+                // issue: writing over it would lose the tick. Leave it for
+                // the next pass, which applies it.
+                match forge.issue(issue.number).await? {
+                    Some(now) if now.body != issue.body => {
+                        tracing::info!(
+                            issue = issue.number,
+                            "dashboard issue edited meanwhile; the next pass takes it up"
+                        );
+                        Ok(Published::Unchanged(now))
+                    }
+                    _ => Ok(Published::Edited(
+                        forge.edit_own_issue(issue, Some(&body)).await?,
+                    )),
+                }
+            }
             None => {
                 let opened = forge.open_issue(TITLE, &body, LABEL).await?;
                 // Another instance may have opened one at the same time:
