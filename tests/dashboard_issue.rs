@@ -61,6 +61,7 @@ async fn pass(env: &Harness, forge: &klaud_github::Github) -> (Steering, WaveSum
             summary: Some(&summary),
             cooldown: std::time::Duration::from_secs(3600),
             web_dashboard: None,
+            may_open: true,
         },
     )
     .await
@@ -186,6 +187,7 @@ async fn publish_only(
             summary: None,
             cooldown: std::time::Duration::from_secs(3600),
             web_dashboard: None,
+            may_open: true,
         },
     )
     .await
@@ -209,13 +211,13 @@ async fn two_instances_racing_keep_one_issue() {
     let kept = open[0].number;
     assert!(all.iter().all(|i| i.number >= kept), "the lowest is kept");
     assert!(matches!(first, Published::Opened(_)), "{first:?}");
-    assert_eq!(first.issue().number, kept);
-    assert_eq!(second.issue().number, kept, "{second:?}");
+    assert_eq!(first.issue().expect("issue").number, kept);
+    assert_eq!(second.issue().expect("issue").number, kept, "{second:?}");
 
     // Racing whole passes: still one open issue, the same for both.
     let (a, b) = tokio::join!(pass(&env, &env.forge), pass(&env, &other));
-    assert_eq!(a.2.issue().number, kept, "{:?}", a.2);
-    assert_eq!(b.2.issue().number, kept, "{:?}", b.2);
+    assert_eq!(a.2.issue().expect("issue").number, kept, "{:?}", a.2);
+    assert_eq!(b.2.issue().expect("issue").number, kept, "{:?}", b.2);
     assert_eq!(dashboards(&env).await.iter().filter(|i| i.open).count(), 1);
 }
 

@@ -213,6 +213,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 summary: summary.as_ref().ok(),
                 cooldown: config.planner.cooldown,
                 web_dashboard: None,
+                may_open: true,
             };
             match klaud_service::dashboard_issue::publish(
                 &session.forge,
@@ -224,7 +225,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
             .await
             {
                 Ok(published) => {
-                    tracing::info!(url = %published.issue().html_url, "dashboard issue");
+                    if let Some(issue) = published.issue() {
+                        tracing::info!(url = %issue.html_url, "dashboard issue");
+                    }
                 }
                 Err(e) => klaud_service::dashboard_issue::log_error("publishing", &e),
             }

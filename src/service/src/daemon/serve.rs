@@ -444,6 +444,7 @@ impl Daemon {
                 summary: result.as_ref().ok(),
                 cooldown: self.settings.cooldown,
                 web_dashboard: None,
+                may_open: pass == Pass::Wave,
             };
             match crate::dashboard_issue::publish(
                 &repo.forge,
@@ -455,9 +456,11 @@ impl Daemon {
             .await
             {
                 Ok(published) => {
-                    state
-                        .dashboard_issues
-                        .insert(name.clone(), published.issue().html_url.clone());
+                    if let Some(issue) = published.issue() {
+                        state
+                            .dashboard_issues
+                            .insert(name.clone(), issue.html_url.clone());
+                    }
                 }
                 Err(e) => crate::dashboard_issue::log_error("publishing", &e),
             }

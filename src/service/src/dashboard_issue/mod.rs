@@ -266,6 +266,10 @@ pub struct Publish<'a> {
     pub cooldown: std::time::Duration,
     /// The web dashboard's address, when one runs.
     pub web_dashboard: Option<String>,
+    /// Whether this pass may open the issue when there is none: a wave may,
+    /// a reconcile pass (which plans nothing) only keeps an existing one,
+    /// so nothing is opened on GitHub before Klaud's first wave.
+    pub may_open: bool,
 }
 
 /// What [`publish`] did.
@@ -277,13 +281,16 @@ pub enum Published {
     Edited(IssueInfo),
     /// Left it alone: nothing changed.
     Unchanged(IssueInfo),
+    /// There is none, and this pass may not open one.
+    Absent,
 }
 
 impl Published {
-    /// The issue.
-    pub fn issue(&self) -> &IssueInfo {
+    /// The issue, when there is one.
+    pub fn issue(&self) -> Option<&IssueInfo> {
         match self {
-            Published::Opened(i) | Published::Edited(i) | Published::Unchanged(i) => i,
+            Published::Opened(i) | Published::Edited(i) | Published::Unchanged(i) => Some(i),
+            Published::Absent => None,
         }
     }
 }
@@ -355,6 +362,7 @@ pub fn publish<'f>(
                     )),
                 }
             }
+            None if !options.may_open => Ok(Published::Absent),
             None => {
                 let opened = forge.open_issue(TITLE, &body, LABEL).await?;
                 // Another instance may have opened one at the same time:
