@@ -52,6 +52,11 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
         !story.contains('\u{1b}'),
         "control codes in a pipe:\n{story}"
     );
+    // The terminal says where Klaud's dashboard issue is.
+    assert!(
+        story.contains("dashboard issue: http://127.0.0.1:") && story.contains("/issues/"),
+        "no dashboard issue line in the story:\n{story}"
+    );
     // An hour of the demo left running stays well inside the core budget.
     let hour = &v["requests"]["hour"];
     let (charged, budget) = (

@@ -399,6 +399,55 @@ async fn simulator_answers_validate_against_githubs_rest_description() {
     )
     .await;
 
+    // The dashboard issue: opened with a label, listed by label and
+    // author, read, edited and labelled like a pull request.
+    let issue = check(
+        &t,
+        p,
+        ok,
+        "POST /repos/{owner}/{repo}/issues 201",
+        "/issues",
+        Some(json!({"title": "Klaud dashboard", "body": "- [ ] retry", "labels": ["klaud-dashboard"]})),
+    )
+    .await;
+    let i = issue["number"].as_u64().unwrap_or(0);
+    check(
+        &t,
+        p,
+        ok,
+        "GET /repos/{owner}/{repo}/issues 200",
+        "/issues?state=all&creator=Klaud-Cold&labels=klaud-dashboard",
+        None,
+    )
+    .await;
+    check(
+        &t,
+        p,
+        ok,
+        "GET /repos/{owner}/{repo}/issues/{issue_number} 200",
+        &format!("/issues/{i}"),
+        None,
+    )
+    .await;
+    check(
+        &t,
+        p,
+        ok,
+        "PATCH /repos/{owner}/{repo}/issues/{issue_number} 200",
+        &format!("/issues/{i}"),
+        Some(json!({"body": "- [x] retry", "state": "closed", "state_reason": "not_planned"})),
+    )
+    .await;
+    check(
+        &t,
+        p,
+        ok,
+        "POST /repos/{owner}/{repo}/issues/{issue_number}/comments 201",
+        &format!("/issues/{i}/comments"),
+        Some(json!({"body": "applied"})),
+    )
+    .await;
+
     // The sign-off's places: the comment read back, reviews and inline
     // review comments, and the pull request's commits.
     check(

@@ -22,6 +22,7 @@ mod cli_sandbox;
 mod cli_workflow;
 mod config_reference;
 mod dashboard;
+mod dashboard_issue;
 mod experiments;
 mod first_contact;
 mod github_forge;

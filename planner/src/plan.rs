@@ -160,6 +160,10 @@ pub struct FamilyPlan {
     pub family: String,
     /// Family id.
     pub id: String,
+    /// The master file's line where the family's entry starts (1-based),
+    /// for links to it.
+    #[serde(skip)]
+    pub line: usize,
     /// Status.
     pub status: Status,
     /// The current image, as written.
@@ -688,6 +692,7 @@ fn held_plan(family: &Family, kind: BlockKind, reason: String, line: String) -> 
     FamilyPlan {
         family: family.family.clone(),
         id: family.id.clone(),
+        line: family.line,
         status: Status::UpToDate,
         current: family.image().to_string(),
         track: None,
@@ -720,6 +725,7 @@ async fn plan_family(
         plan: FamilyPlan {
             family: family.family.clone(),
             id: family.id.clone(),
+            line: family.line,
             status: Status::UpToDate,
             current: image.to_string(),
             track: None,

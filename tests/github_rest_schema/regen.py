@@ -44,6 +44,11 @@ OPERATIONS = [
     ("patch", "/repos/{owner}/{repo}/pulls/{pull_number}", "200"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/files", "200"),
     ("get", "/repos/{owner}/{repo}/issues/{issue_number}", "200"),
+    # The dashboard issue: found by its label and author, opened once, its
+    # body and state edited.
+    ("get", "/repos/{owner}/{repo}/issues", "200"),
+    ("post", "/repos/{owner}/{repo}/issues", "201"),
+    ("patch", "/repos/{owner}/{repo}/issues/{issue_number}", "200"),
     ("get", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "200"),
     ("post", "/repos/{owner}/{repo}/issues/{issue_number}/comments", "201"),
     ("patch", "/repos/{owner}/{repo}/issues/comments/{comment_id}", "200"),

@@ -125,6 +125,26 @@ impl Person {
         }
     }
 
+    /// Replaces an issue's body as this person would in the web editor
+    /// (ticking a box is such an edit); the status and GitHub's answer.
+    pub async fn try_edit_issue_body(&self, number: u64, body: &str) -> (u16, String) {
+        let route = format!("/repos/{}/issues/{number}", self.repo);
+        let response = self
+            .gh
+            ._patch(route.as_str(), Some(&serde_json::json!({"body": body})))
+            .await
+            .unwrap_or_else(|e| panic!("{route}: {e}"));
+        let status = response.status().as_u16();
+        let text = self.gh.body_to_string(response).await.expect("body");
+        (status, text)
+    }
+
+    /// [`Person::try_edit_issue_body`] that must succeed.
+    pub async fn edit_issue_body(&self, number: u64, body: &str) {
+        let (status, text) = self.try_edit_issue_body(number, body).await;
+        assert_eq!(status, 200, "editing #{number}: {text}");
+    }
+
     /// Posts a comment; its id.
     pub async fn comment(&self, number: u64, body: &str) -> u64 {
         let c = self

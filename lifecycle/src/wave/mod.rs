@@ -998,6 +998,7 @@ impl<'a> Wave<'a> {
                     })
                 })
                 .collect(),
+            unreadable: report.unreadable,
             families: report.families,
         };
         if let Some(observer) = self.ports.observer {

@@ -95,6 +95,10 @@ pub struct WaveSummary {
     /// Every family of the wave's plan (for the dashboard).
     #[serde(skip)]
     pub families: Vec<klaud_planner::plan::FamilyPlan>,
+    /// Families (or master files) the plan could not read, each naming
+    /// the file and line (for the dashboard issue).
+    #[serde(skip)]
+    pub unreadable: Vec<String>,
     /// Set when every unfinished candidate stopped on an instance-wide
     /// failure (GitHub refused the credential, the store cannot be
     /// written): its cause. `klaud wave` then exits non-zero.

@@ -464,7 +464,7 @@ fn path_of(p: &str) -> String {
     p.split('/').map(seg).collect::<Vec<_>>().join("/")
 }
 
-fn query(pairs: &[(&str, &str)]) -> String {
+pub(crate) fn query(pairs: &[(&str, &str)]) -> String {
     let mut ser = url::form_urlencoded::Serializer::new(String::new());
     for (k, v) in pairs {
         ser.append_pair(k, v);

@@ -22,6 +22,7 @@
 //! here.
 
 mod api;
+mod issues;
 pub mod lifecycle;
 mod refstore;
 mod runstatus;
@@ -42,6 +43,7 @@ pub use api::{
     FileChange, JobInfo, PullInfo, RunFilter, RunInfo, TreeChange, UserInfo, WorkflowInfo,
 };
 
+pub use issues::IssueInfo;
 pub use runstatus::ForgeRunStatus;
 pub use transport::{
     ConditionalPage, DEFAULT_WRITE_TIMEOUT, MAX_RESPONSE_BYTES, SECONDARY_MAX_WAIT,

@@ -21,6 +21,7 @@
 pub mod baseline_api;
 pub mod daemon;
 pub mod dashboard;
+pub mod dashboard_issue;
 pub mod overlap;
 pub mod pr_commands;
 pub mod repair_hook;

@@ -83,6 +83,7 @@ pub fn repository_status<'f>(
             candidates,
             outcomes,
             experiments,
+            dashboard_issue: None,
         })
     })
 }

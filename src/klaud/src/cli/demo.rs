@@ -298,6 +298,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             answered: Vec::new(),
             blocked: Vec::new(),
             families: Vec::new(),
+            unreadable: Vec::new(),
             stopped_by: None,
         };
         super::emit(&render_summary(&summary));
@@ -650,9 +651,24 @@ async fn demo(
             Duration::from_secs(86_400 * 365)
         };
         tokio::spawn(async move {
+            let mut issue_told = false;
             let watch = async {
                 while feed.changed().await.is_ok() {
                     let snapshot = Arc::clone(&feed.borrow_and_update());
+                    // Once, as soon as the first pass opened it: where the
+                    // maintainers' view of Klaud is.
+                    if !issue_told
+                        && let Some(issue) = snapshot
+                            .repositories
+                            .iter()
+                            .find_map(|r| r.dashboard_issue.as_ref())
+                    {
+                        issue_told = true;
+                        story.line(&format!(
+                            "dashboard issue: {}  <- Klaud's issue in the simulated GitHub: tick a box there to steer it",
+                            issue.url
+                        ));
+                    }
                     let outcomes = !snapshot.repositories.is_empty()
                         && snapshot.repositories.iter().all(|r| {
                             !r.candidates.is_empty()

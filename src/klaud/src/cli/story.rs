@@ -185,6 +185,7 @@ fn news(reported: &mut BTreeMap<String, String>, summary: &WaveSummary) -> WaveS
         answered: Vec::new(),
         blocked: Vec::new(),
         families: Vec::new(),
+        unreadable: Vec::new(),
         stopped_by: summary.stopped_by.clone(),
     };
     for c in &summary.candidates {
@@ -230,6 +231,7 @@ mod tests {
             answered: Vec::new(),
             blocked: Vec::new(),
             families: Vec::new(),
+            unreadable: Vec::new(),
             stopped_by: None,
         }
     }

@@ -148,7 +148,27 @@ pub fn run(args: Args) -> Result<(), CliError> {
             GithubUpstream::new(&config.github.api_url, session.credential.clone())
                 .with_audit(config.audit.options())
         });
+        // The dashboard issue first: its ticked boxes steer this wave. A
+        // dashboard that cannot be read does not stop the wave.
+        let steering = match klaud_service::dashboard_issue::steer(
+            &session.forge,
+            &session.journal,
+            session.base_clock,
+        )
+        .await
+        {
+            Ok(s) => Some(s),
+            Err(e) => {
+                klaud_service::dashboard_issue::log_error("reading", &e);
+                None
+            }
+        };
         let mut plan = PlanOptions::new(session.base_clock.now());
+        plan.ignore = klaud_planner::ignore::IgnoreRules::new(
+            steering
+                .iter()
+                .flat_map(klaud_service::dashboard_issue::Steering::rules),
+        );
         plan.min_age = config.planner.min_age;
         plan.max_candidates = args.max.unwrap_or(config.planner.max_candidates);
         plan.rules = config
@@ -187,6 +207,31 @@ pub fn run(args: Args) -> Result<(), CliError> {
             options,
         )
         .await;
+        if let Some(steering) = &steering {
+            let options = klaud_service::dashboard_issue::Publish {
+                base_branch: config.lifecycle.base_branch.clone(),
+                summary: summary.as_ref().ok(),
+                cooldown: config.planner.cooldown,
+                web_dashboard: None,
+                may_open: true,
+            };
+            match klaud_service::dashboard_issue::publish(
+                &session.forge,
+                &session.journal,
+                session.base_clock,
+                steering,
+                options,
+            )
+            .await
+            {
+                Ok(published) => {
+                    if let Some(issue) = published.issue() {
+                        tracing::info!(url = %issue.html_url, "dashboard issue");
+                    }
+                }
+                Err(e) => klaud_service::dashboard_issue::log_error("publishing", &e),
+            }
+        }
         klaud_service::save_conditional_pages(&session.forge, session.journal.store());
         if let Err(e) = session.journal.store().flush().await {
             tracing::warn!(error = %e, "store not flushed; the next run re-reads from GitHub");
@@ -247,6 +292,7 @@ mod tests {
             skipped: vec![],
             answered: vec![],
             families: vec![],
+            unreadable: vec![],
             stopped_by: None,
             blocked: vec![],
         };

@@ -1,4 +1,4 @@
-//! Issues (pull requests seen as issues) and issue comments.
+//! Getting an issue (or a pull request seen as one) and issue comments.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -21,11 +21,10 @@ pub async fn get_issue(
 ) -> Result<Response, ApiError> {
     let m = st.lock().await;
     let r = m.repo(&owner, &repo)?;
-    let p = r
-        .pulls
-        .get(&parse_id(&number)?)
+    let v = m
+        .any_issue_json(r, parse_id(&number)?)
         .ok_or_else(ApiError::not_found)?;
-    Ok(Json(m.issue_json(r, p)).into_response())
+    Ok(Json(v).into_response())
 }
 
 #[derive(Deserialize, Default)]
@@ -51,7 +50,7 @@ pub async fn list(
     };
     let m = st.lock().await;
     let r = m.repo(&owner, &repo)?;
-    if !r.pulls.contains_key(&number) {
+    if !r.has_issue(number) {
         return Err(ApiError::not_found());
     }
     let items: Vec<Value> = r
@@ -99,15 +98,13 @@ pub async fn create(
     let mut m = st.lock().await;
     let id = m.id();
     let r = m.repo_mut(&owner, &repo)?;
-    if !r.pulls.contains_key(&number) {
+    if !r.has_issue(number) {
         return Err(ApiError::not_found());
     }
     let now = Utc::now();
-    // A new comment is activity on the pull request: GitHub moves its
-    // `updated_at` (what "recently updated" listings sort by).
-    if let Some(p) = r.pulls.get_mut(&number) {
-        p.updated_at = now;
-    }
+    // A new comment is activity on the issue or pull request: GitHub moves
+    // its `updated_at` (what "recently updated" listings sort by).
+    r.touch_issue(number, now);
     r.comments.insert(
         id,
         IssueComment {
@@ -162,9 +159,7 @@ pub async fn update(
     c.body = body.body;
     c.updated_at = now;
     let issue = c.issue;
-    if let Some(p) = r.pulls.get_mut(&issue) {
-        p.updated_at = now;
-    }
+    r.touch_issue(issue, now);
     let r = m.repo(&owner, &repo)?;
     let c = r.comments.get(&id).ok_or_else(ApiError::not_found)?;
     Ok(Json(m.comment_json(r, c)).into_response())

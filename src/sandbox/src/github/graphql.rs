@@ -1,5 +1,8 @@
-//! `POST /graphql`: only the two mutations that change a pull request's
-//! draft state, addressed by the PR's node id (`node_id` in PR JSON).
+//! `POST /graphql`: the two mutations that change a pull request's draft
+//! state, addressed by the PR's node id (`node_id` in PR JSON), and one
+//! query: who last edited an issue and when (`repository(owner:, name:)
+//! { issue(number:) { editor { login } lastEditedAt } }`, with the three
+//! values as variables `owner`, `name`, `number`), which REST does not tell.
 
 use axum::Json;
 use axum::extract::State;
@@ -51,6 +54,9 @@ pub async fn graphql(
     Json(body): Json<GraphqlIn>,
 ) -> Result<Response, ApiError> {
     let login = caller.require()?.to_string();
+    if body.query.contains("lastEditedAt") {
+        return issue_editor(&st, &body.variables).await;
+    }
     let (field, draft) = if body.query.contains("markPullRequestReadyForReview") {
         ("markPullRequestReadyForReview", false)
     } else if body.query.contains("convertPullRequestToDraft") {
@@ -111,6 +117,41 @@ pub async fn graphql(
         super::workflows::pull_request_event(&mut m, &owner, &name, number, action, None, &login)?;
     }
     Ok(answer)
+}
+
+/// `editor` and `lastEditedAt` of an issue (`null` both before any edit).
+async fn issue_editor(st: &GithubState, vars: &Value) -> Result<Response, ApiError> {
+    let (Some(owner), Some(name), Some(number)) = (
+        vars["owner"].as_str(),
+        vars["name"].as_str(),
+        vars["number"].as_u64(),
+    ) else {
+        return Ok(gql_error(
+            "Variables owner (String!), name (String!) and number (Int!) are required",
+            None,
+        ));
+    };
+    let m = st.lock().await;
+    let Ok(r) = m.repo(owner, name) else {
+        return Ok(gql_error(
+            &format!("Could not resolve to a Repository with the name '{owner}/{name}'."),
+            Some("NOT_FOUND"),
+        ));
+    };
+    let Some(issue) = r.issues.get(&number) else {
+        return Ok(gql_error(
+            &format!("Could not resolve to an Issue with the number of {number}."),
+            Some("NOT_FOUND"),
+        ));
+    };
+    let (editor, at) = match &issue.last_edit {
+        Some((login, at)) => (json!({"login": login}), json!(super::state::fmt_time(*at))),
+        None => (Value::Null, Value::Null),
+    };
+    Ok(Json(json!({"data": {"repository": {"issue": {
+        "editor": editor, "lastEditedAt": at,
+    }}}}))
+    .into_response())
 }
 
 #[cfg(test)]

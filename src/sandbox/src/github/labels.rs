@@ -32,15 +32,21 @@ pub enum LabelIn {
     Object { name: String },
 }
 
+impl LabelIn {
+    /// The label's name.
+    pub fn name(self) -> String {
+        match self {
+            LabelIn::Name(n) | LabelIn::Object { name: n } => n,
+        }
+    }
+}
+
 impl LabelsIn {
     fn names(self) -> Vec<String> {
         match self {
-            LabelsIn::Wrapped { labels } | LabelsIn::Bare(labels) => labels
-                .into_iter()
-                .map(|l| match l {
-                    LabelIn::Name(n) | LabelIn::Object { name: n } => n,
-                })
-                .collect(),
+            LabelsIn::Wrapped { labels } | LabelsIn::Bare(labels) => {
+                labels.into_iter().map(LabelIn::name).collect()
+            }
         }
     }
 }
@@ -51,8 +57,8 @@ fn parse_number(n: &str) -> Result<u64, ApiError> {
 
 fn labels_of(m: &Model, owner: &str, repo: &str, number: u64) -> Result<Response, ApiError> {
     let r = m.repo(owner, repo)?;
-    let p = r.pulls.get(&number).ok_or_else(ApiError::not_found)?;
-    let v: Vec<Value> = p.labels.iter().map(|l| m.label_json(r, l)).collect();
+    let labels = r.issue_labels(number).ok_or_else(ApiError::not_found)?;
+    let v: Vec<Value> = labels.iter().map(|l| m.label_json(r, l)).collect();
     Ok(Json(Value::Array(v)).into_response())
 }
 
@@ -75,7 +81,7 @@ fn add_labels(
 ) -> Result<Vec<String>, ApiError> {
     let ids: Vec<u64> = names.iter().map(|_| m.id()).collect();
     let r = m.repo_mut(owner, repo)?;
-    if !r.pulls.contains_key(&number) {
+    if !r.has_issue(number) {
         return Err(ApiError::not_found());
     }
     let mut added = Vec::new();
@@ -97,17 +103,18 @@ fn add_labels(
             })
             .name
             .clone();
-        let p = r.pulls.get_mut(&number).ok_or_else(ApiError::not_found)?;
-        if !p.labels.iter().any(|l| l.eq_ignore_ascii_case(&canonical)) {
-            p.labels.push(canonical.clone());
+        let labels = r.issue_labels_mut(number).ok_or_else(ApiError::not_found)?;
+        if !labels.iter().any(|l| l.eq_ignore_ascii_case(&canonical)) {
+            labels.push(canonical.clone());
             added.push(canonical);
         }
     }
     Ok(added)
 }
 
-/// GitHub sends one `labeled` event per added label; without workflow files
-/// the built-in sweep trigger starts one run for the request.
+/// GitHub sends one `labeled` event per label added to a pull request;
+/// without workflow files the built-in sweep trigger starts one run for the
+/// request. A plain issue's labels start nothing.
 fn labeled(
     m: &mut Model,
     owner: &str,
@@ -116,6 +123,9 @@ fn labeled(
     added: &[String],
     login: &str,
 ) -> Result<(), ApiError> {
+    if !m.repo(owner, repo)?.pulls.contains_key(&number) {
+        return Ok(());
+    }
     for label in added {
         if workflows::pull_request_event(m, owner, repo, number, "labeled", Some(label), login)?
             .is_none()
@@ -150,10 +160,8 @@ pub async fn set(
     let number = parse_number(&number)?;
     let mut m = st.lock().await;
     m.repo_mut(&owner, &repo)?
-        .pulls
-        .get_mut(&number)
+        .issue_labels_mut(number)
         .ok_or_else(ApiError::not_found)?
-        .labels
         .clear();
     let added = add_labels(&mut m, &owner, &repo, number, body.names())?;
     labeled(&mut m, &owner, &repo, number, &added, &login)?;
@@ -167,10 +175,8 @@ pub async fn clear(
     let number = parse_number(&number)?;
     let mut m = st.lock().await;
     m.repo_mut(&owner, &repo)?
-        .pulls
-        .get_mut(&number)
+        .issue_labels_mut(number)
         .ok_or_else(ApiError::not_found)?
-        .labels
         .clear();
     Ok(axum::http::StatusCode::NO_CONTENT.into_response())
 }
@@ -182,13 +188,10 @@ pub async fn remove(
 ) -> Result<Response, ApiError> {
     let number = parse_number(&number)?;
     let mut m = st.lock().await;
-    let p = m
-        .repo_mut(&owner, &repo)?
-        .pulls
-        .get_mut(&number)
-        .ok_or_else(ApiError::not_found)?;
-    let Some(removed) = p
-        .labels
+    let r = m.repo_mut(&owner, &repo)?;
+    let is_pull = r.pulls.contains_key(&number);
+    let labels = r.issue_labels_mut(number).ok_or_else(ApiError::not_found)?;
+    let Some(removed) = labels
         .iter()
         .find(|l| l.eq_ignore_ascii_case(&name))
         .cloned()
@@ -198,8 +201,8 @@ pub async fn remove(
             "Label does not exist",
         ));
     };
-    p.labels.retain(|l| !l.eq_ignore_ascii_case(&name));
-    if let Some(login) = caller.login() {
+    labels.retain(|l| !l.eq_ignore_ascii_case(&name));
+    if let Some(login) = caller.login().filter(|_| is_pull) {
         let login = login.to_string();
         workflows::pull_request_event(
             &mut m,

@@ -15,6 +15,7 @@ mod git;
 mod githttp;
 mod graphql;
 mod http;
+mod issues;
 mod labels;
 mod merge;
 mod pages;
@@ -43,7 +44,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 pub use faults::{Fault, FaultAction};
-pub use state::{ArtifactFiles, GithubState, LogEntry, Permission, SimError};
+pub use state::{ArtifactFiles, GithubState, IssueView, LogEntry, Permission, SimError};
 
 use self::http::{ApiError, Caller};
 
@@ -101,7 +102,11 @@ pub fn router(state: GithubState) -> Router {
         .route("/commits/{sha}/statuses", get(statuses::list))
         .route("/commits/{sha}/status", get(statuses::combined))
         .route("/commits/{sha}/check-runs", get(statuses::check_runs))
-        .route("/issues/{number}", get(comments::get_issue))
+        .route("/issues", get(issues::list).post(issues::create))
+        .route(
+            "/issues/{number}",
+            get(comments::get_issue).patch(issues::update),
+        )
         .route(
             "/issues/{number}/comments",
             get(comments::list).post(comments::create),
@@ -477,11 +482,20 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
                 && segs.len() == 6
                 && segs[3] == "issues"
                 && segs[5] == "comments";
+            // Anyone signed in may open an issue, and its author may edit
+            // it: the handlers check the rest.
+            let is_issue = segs.len() >= 4
+                && segs[3] == "issues"
+                && ((method == Method::POST && segs.len() == 4)
+                    || (method == Method::PATCH
+                        && segs.len() == 5
+                        && segs[4].parse::<u64>().is_ok()));
             match &login {
                 None => return finish(&mut m, ApiError::requires_auth().into_response(), true),
                 Some(l) => {
                     if let Ok(r) = m.repo(segs[1], segs[2])
                         && !is_comment
+                        && !is_issue
                         && r.permission_of(l) < Permission::Write
                     {
                         let e =

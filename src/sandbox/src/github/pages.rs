@@ -1,7 +1,8 @@
 //! Readable web pages at the simulator's `html_url`s, shaped like GitHub's:
 //! a repository (open pull requests, branches, other refs), a pull request
 //! (title, state, draft, labels, author, head, the rendered body and
-//! comments) and a workflow run (title, event, status, conclusion, jobs,
+//! comments), an issue (title, state, labels, the rendered body with its
+//! task-list boxes, comments) and a workflow run (title, event, status, conclusion, jobs,
 //! artifacts, attempts, `…/attempts/<n>` for an earlier one).
 //!
 //! Markdown goes through `pulldown-cmark` (GitHub-flavoured extensions);
@@ -25,6 +26,7 @@ pub fn router() -> axum::Router<GithubState> {
     axum::Router::new()
         .route("/{owner}/{repo}", get(repository))
         .route("/{owner}/{repo}/pull/{number}", get(pull))
+        .route("/{owner}/{repo}/issues/{number}", get(issue))
         .route("/{owner}/{repo}/actions/runs/{id}", get(run))
         .route(
             "/{owner}/{repo}/actions/runs/{id}/job/{job}",
@@ -414,6 +416,52 @@ async fn pull(
         (runs_table(r, &runs))
     };
     page(&format!("{} #{}", p.title, p.number), crumbs(r), body)
+}
+
+async fn issue(
+    State(st): State<GithubState>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+) -> Response {
+    let m = st.lock().await;
+    let Ok(r) = m.repo(&owner, &repo) else {
+        return not_found(&format!("repository {owner}/{repo}"));
+    };
+    let Some(i) = number.parse::<u64>().ok().and_then(|n| r.issues.get(&n)) else {
+        return not_found(&format!("issue {number}"));
+    };
+    let (class, state) = if i.open {
+        ("open", "Open")
+    } else {
+        ("closed", "Closed")
+    };
+    let body = html! {
+        h1 { (i.title) " " span.meta { "#" (i.number) } }
+        p {
+            span class={ "state " (class) } { (state) }
+            " " b { (i.user) } " opened this issue " (fmt_time(i.created_at))
+            @if let Some((who, at)) = &i.last_edit { " · edited by " b { (who) } " " (fmt_time(*at)) }
+        }
+        p {
+            "Labels: "
+            @if i.labels.is_empty() { span.empty { "none" } } @else { (labels(&i.labels)) }
+        }
+        div.comment {
+            div.body {
+                @match i.body.as_deref() {
+                    // Markdown rendered and sanitized by `markdown`.
+                    Some(text) => (PreEscaped(markdown(text))),
+                    None => p.empty { "No description provided." },
+                }
+            }
+        }
+        @for c in r.comments.values().filter(|c| c.issue == i.number) {
+            div.comment id={ "issuecomment-" (c.id) } {
+                div.who { b { (c.user) } " commented " (fmt_time(c.created_at)) }
+                div.body { (PreEscaped(markdown(&c.body))) }
+            }
+        }
+    };
+    page(&format!("{} #{}", i.title, i.number), crumbs(r), body)
 }
 
 fn runs_table(r: &Repo, runs: &[&Run]) -> Markup {

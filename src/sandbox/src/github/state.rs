@@ -135,6 +135,38 @@ pub struct Merged {
     pub sha: String,
 }
 
+/// A plain issue as tests see it ([`GithubState::issues`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssueView {
+    pub number: u64,
+    pub title: String,
+    pub body: String,
+    pub open: bool,
+    pub author: String,
+    pub labels: Vec<String>,
+}
+
+/// A plain issue (pull requests are [`Pull`]s; both share the numbers).
+#[derive(Debug, Clone)]
+pub struct Issue {
+    pub number: u64,
+    pub id: u64,
+    pub title: String,
+    pub body: Option<String>,
+    pub open: bool,
+    pub user: String,
+    pub labels: Vec<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub closed_at: Option<DateTime<Utc>>,
+    pub closed_by: Option<String>,
+    /// `completed`, `not_planned`, `reopened` or `duplicate`.
+    pub state_reason: Option<String>,
+    /// Who last changed the title or body, and when (GraphQL's `editor`
+    /// and `lastEditedAt`); `None` until someone edits it.
+    pub last_edit: Option<(String, DateTime<Utc>)>,
+}
+
 #[derive(Debug, Clone)]
 pub struct IssueComment {
     pub id: u64,
@@ -301,6 +333,8 @@ pub struct Repo {
     pub objects: Objects,
     pub refs: BTreeMap<String, String>,
     pub pulls: BTreeMap<u64, Pull>,
+    /// Plain issues, numbered with the pull requests.
+    pub issues: BTreeMap<u64, Issue>,
     pub next_number: u64,
     pub comments: BTreeMap<u64, IssueComment>,
     pub labels: BTreeMap<String, LabelDef>,
@@ -316,6 +350,37 @@ pub struct Repo {
 }
 
 impl Repo {
+    /// Whether `number` is an issue or a pull request here.
+    pub fn has_issue(&self, number: u64) -> bool {
+        self.pulls.contains_key(&number) || self.issues.contains_key(&number)
+    }
+
+    /// The labels of issue or pull request `number`.
+    pub fn issue_labels(&self, number: u64) -> Option<&Vec<String>> {
+        self.pulls
+            .get(&number)
+            .map(|p| &p.labels)
+            .or_else(|| self.issues.get(&number).map(|i| &i.labels))
+    }
+
+    /// The labels of issue or pull request `number`, to change.
+    pub fn issue_labels_mut(&mut self, number: u64) -> Option<&mut Vec<String>> {
+        match self.pulls.get_mut(&number) {
+            Some(p) => Some(&mut p.labels),
+            None => self.issues.get_mut(&number).map(|i| &mut i.labels),
+        }
+    }
+
+    /// Activity on issue or pull request `number` moves its `updated_at`.
+    pub fn touch_issue(&mut self, number: u64, now: DateTime<Utc>) {
+        if let Some(p) = self.pulls.get_mut(&number) {
+            p.updated_at = now;
+        }
+        if let Some(i) = self.issues.get_mut(&number) {
+            i.updated_at = now;
+        }
+    }
+
     /// Resolves a branch name, full ref or sha to a commit sha.
     pub fn resolve(&self, spec: &str) -> Option<String> {
         if super::git::is_sha(spec) && self.objects.commits.contains_key(spec) {
@@ -874,12 +939,52 @@ impl Model {
         })
     }
 
+    /// JSON of a plain issue (GitHub's `issue` schema).
+    pub fn plain_issue_json(&self, r: &Repo, i: &Issue) -> Value {
+        let url = self.repo_url(&r.owner, &r.name);
+        json!({
+            "id": i.id, "node_id": format!("I_{}", i.id),
+            "url": format!("{url}/issues/{}", i.number), "repository_url": url,
+            "labels_url": format!("{url}/issues/{}/labels{{/name}}", i.number),
+            "comments_url": format!("{url}/issues/{}/comments", i.number),
+            "events_url": format!("{url}/issues/{}/events", i.number),
+            "html_url": format!("{}/issues/{}", self.html_base(&url), i.number),
+            "number": i.number,
+            "state": if i.open { "open" } else { "closed" }, "state_reason": i.state_reason,
+            "title": i.title, "body": i.body,
+            "user": self.login_json(&i.user),
+            "labels": i.labels.iter().map(|l| self.label_json(r, l)).collect::<Vec<_>>(),
+            "assignee": null, "assignees": [], "milestone": null, "locked": false,
+            "comments": r.comments.values().filter(|c| c.issue == i.number).count(),
+            "closed_at": i.closed_at.map(fmt_time), "created_at": fmt_time(i.created_at),
+            "updated_at": fmt_time(i.updated_at),
+            "author_association": self.author_association(r, &i.user),
+            "closed_by": if i.open { Value::Null } else {
+                i.closed_by.as_deref().map_or(Value::Null, |l| self.login_json(l))
+            },
+        })
+    }
+
+    /// JSON of issue or pull request `number` as an issue.
+    pub fn any_issue_json(&self, r: &Repo, number: u64) -> Option<Value> {
+        match r.pulls.get(&number) {
+            Some(p) => Some(self.issue_json(r, p)),
+            None => r.issues.get(&number).map(|i| self.plain_issue_json(r, i)),
+        }
+    }
+
     pub fn comment_json(&self, r: &Repo, c: &IssueComment) -> Value {
         let url = self.repo_url(&r.owner, &r.name);
         json!({
             "id": c.id, "node_id": format!("IC_{}", c.id),
             "url": format!("{url}/issues/comments/{}", c.id),
-            "html_url": format!("{}/pull/{}#issuecomment-{}", self.html_base(&url), c.issue, c.id),
+            "html_url": format!(
+                "{}/{}/{}#issuecomment-{}",
+                self.html_base(&url),
+                if r.issues.contains_key(&c.issue) { "issues" } else { "pull" },
+                c.issue,
+                c.id
+            ),
             "issue_url": format!("{url}/issues/{}", c.issue),
             "body": c.body, "user": self.login_json(&c.user),
             "created_at": fmt_time(c.created_at), "updated_at": fmt_time(c.updated_at),
@@ -1211,6 +1316,7 @@ impl GithubState {
                 objects: Objects::default(),
                 refs: BTreeMap::new(),
                 pulls: BTreeMap::new(),
+                issues: BTreeMap::new(),
                 next_number: 1,
                 comments: BTreeMap::new(),
                 labels: BTreeMap::new(),
@@ -1740,6 +1846,28 @@ impl GithubState {
                     .values()
                     .filter(|c| c.issue == number)
                     .map(|c| c.body.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The plain issues of a repository (number, title, body, open, labels),
+    /// by number.
+    pub async fn issues(&self, full: &str) -> Vec<IssueView> {
+        let m = self.lock().await;
+        m.repos
+            .get(&full.to_ascii_lowercase())
+            .map(|r| {
+                r.issues
+                    .values()
+                    .map(|i| IssueView {
+                        number: i.number,
+                        title: i.title.clone(),
+                        body: i.body.clone().unwrap_or_default(),
+                        open: i.open,
+                        author: i.user.clone(),
+                        labels: i.labels.clone(),
+                    })
                     .collect()
             })
             .unwrap_or_default()

@@ -136,6 +136,8 @@ struct LoopState {
     waves: u64,
     next_wave: Option<DateTime<Utc>>,
     families: BTreeMap<String, Vec<FamilyPlan>>,
+    /// Each repository's dashboard issue, once known.
+    dashboard_issues: BTreeMap<String, String>,
     errors: VecDeque<EventRow>,
     announced: BTreeSet<String>,
     planning: bool,
@@ -374,7 +376,26 @@ impl Daemon {
                 return;
             }
         };
+        // The dashboard issue first: its ticked boxes steer this pass.
+        let steering = match crate::dashboard_issue::steer(
+            &repo.forge,
+            repo.journal.as_ref(),
+            self.clock.as_ref(),
+        )
+        .await
+        {
+            Ok(s) => Some(s),
+            Err(e) => {
+                crate::dashboard_issue::log_error("reading", &e);
+                None
+            }
+        };
         let mut plan = PlanOptions::new(self.clock.now());
+        plan.ignore = klaud_planner::ignore::IgnoreRules::new(
+            steering
+                .iter()
+                .flat_map(crate::dashboard_issue::Steering::rules),
+        );
         plan.min_age = self.settings.min_age;
         plan.max_candidates = match pass {
             Pass::Wave => self
@@ -417,6 +438,33 @@ impl Daemon {
             self.sink.as_deref(),
         )
         .await;
+        if let Some(steering) = &steering {
+            let options = crate::dashboard_issue::Publish {
+                base_branch: self.settings.engine.base_branch.clone(),
+                summary: result.as_ref().ok(),
+                cooldown: self.settings.cooldown,
+                web_dashboard: None,
+                may_open: pass == Pass::Wave,
+            };
+            match crate::dashboard_issue::publish(
+                &repo.forge,
+                repo.journal.as_ref(),
+                self.clock.as_ref(),
+                steering,
+                options,
+            )
+            .await
+            {
+                Ok(published) => {
+                    if let Some(issue) = published.issue() {
+                        state
+                            .dashboard_issues
+                            .insert(name.clone(), issue.html_url.clone());
+                    }
+                }
+                Err(e) => crate::dashboard_issue::log_error("publishing", &e),
+            }
+        }
         match result {
             Ok(summary) => {
                 if !summary.families.is_empty() {
@@ -666,6 +714,14 @@ impl Daemon {
             .get(&name)
             .cloned()
             .unwrap_or_else(|| repo_web_url(&name));
+        let dashboard_issue =
+            state
+                .dashboard_issues
+                .get(&name)
+                .map(|url| crate::dashboard::LinkRow {
+                    label: "dashboard issue".into(),
+                    url: url.clone(),
+                });
         RepositoryStatus {
             name,
             url,
@@ -674,6 +730,7 @@ impl Daemon {
             candidates,
             outcomes,
             experiments: crate::dashboard::experiment_rows(&records),
+            dashboard_issue,
         }
     }
 }

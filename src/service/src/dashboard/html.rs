@@ -264,6 +264,9 @@ fn budget_chart(samples: &[BudgetSample]) -> Markup {
 fn render_repository(repository: &RepositoryStatus) -> Markup {
     html! {
         h2 { a href=(repository.url) { (repository.name) } }
+        @if let Some(issue) = &repository.dashboard_issue {
+            p { "Steer Klaud from its dashboard issue: " (link(issue)) }
+        }
         h3 { "Candidates" }
         (render_candidates(&repository.candidates))
         @if !repository.experiments.is_empty() {

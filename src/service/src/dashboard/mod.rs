@@ -105,6 +105,9 @@ pub struct RepositoryStatus {
     pub outcomes: Vec<OutcomeRow>,
     /// Experiments: the variants of one family side by side (issue 15).
     pub experiments: Vec<ExperimentRow>,
+    /// The repository's dashboard issue, where maintainers steer Klaud.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dashboard_issue: Option<LinkRow>,
 }
 
 /// The variants of one experiment on one family.

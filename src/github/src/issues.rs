@@ -1,0 +1,232 @@
+//! The dashboard issue's REST calls: find Klaud's own issues by label,
+//! open one, edit one Klaud opened, and ask who last edited it.
+//!
+//! The writes are public but narrow: they only ever touch an issue the
+//! bot opened (the caller hands back an [`IssueInfo`] that says so), so
+//! nothing here can edit a person's issue or a pull request.
+
+use http::Method;
+use klaud_lifecycle::BoxFuture;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::transport::ok_or_error;
+use super::{Github, GithubError};
+
+#[derive(Deserialize)]
+struct RawIssue {
+    number: u64,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    body: Option<String>,
+    state: String,
+    #[serde(default)]
+    html_url: String,
+    #[serde(default)]
+    user: Option<Login>,
+    /// Present on pull requests, which the issues list includes.
+    #[serde(default)]
+    pull_request: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Login {
+    login: String,
+}
+
+/// An issue as the dashboard needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssueInfo {
+    /// Its number.
+    pub number: u64,
+    /// Its title.
+    pub title: String,
+    /// Its body (empty when it has none).
+    pub body: String,
+    /// Whether it is open.
+    pub open: bool,
+    /// Its web page.
+    pub html_url: String,
+    /// Who opened it.
+    pub author: Option<String>,
+}
+
+impl From<RawIssue> for IssueInfo {
+    fn from(r: RawIssue) -> Self {
+        Self {
+            number: r.number,
+            title: r.title,
+            body: r.body.unwrap_or_default(),
+            open: r.state == "open",
+            html_url: r.html_url,
+            author: r.user.map(|u| u.login),
+        }
+    }
+}
+
+/// Most issues one label listing reads: the dashboard keeps one, so more
+/// than this is somebody else's doing and the rest can wait.
+const MAX_LISTED: usize = 100;
+
+impl Github {
+    /// Open issues (not pull requests) the bot opened that carry `label`,
+    /// oldest first. One conditional read: unchanged, it is a free 304.
+    pub fn own_issues<'f>(
+        &'f self,
+        label: &'f str,
+    ) -> BoxFuture<'f, Result<Vec<IssueInfo>, GithubError>> {
+        Box::pin(async move {
+            let q = super::api::query(&[
+                ("state", "open"),
+                ("creator", self.bot_login()),
+                ("labels", label),
+                ("sort", "created"),
+                ("direction", "asc"),
+                ("per_page", "100"),
+            ]);
+            let what = format!("list issues labelled {label:?}");
+            let raw: Vec<RawIssue> = self
+                .t
+                .get_all(&what, &self.path(&format!("issues?{q}")), None)
+                .await?;
+            Ok(raw
+                .into_iter()
+                .filter(|i| i.pull_request.is_none())
+                .take(MAX_LISTED)
+                .map(IssueInfo::from)
+                .collect())
+        })
+    }
+
+    /// Issue `number` as it is now (a conditional read: unchanged, a free
+    /// 304); `None` when it is a pull request or gone.
+    pub fn issue<'f>(
+        &'f self,
+        number: u64,
+    ) -> BoxFuture<'f, Result<Option<IssueInfo>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("read issue #{number}");
+            match self
+                .t
+                .get_json_cached::<RawIssue>(&what, &self.path(&format!("issues/{number}")))
+                .await
+            {
+                Ok(raw) if raw.pull_request.is_none() => Ok(Some(raw.into())),
+                Ok(_) | Err(GithubError::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    /// Opens an issue with `label`. After an ambiguous failure the issues
+    /// are listed again: an open one of the bot's with exactly this title
+    /// and body means it landed.
+    pub fn open_issue<'f>(
+        &'f self,
+        title: &'f str,
+        body: &'f str,
+        label: &'f str,
+    ) -> BoxFuture<'f, Result<IssueInfo, GithubError>> {
+        Box::pin(async move {
+            let what = format!("open issue {title:?}");
+            let payload = json!({"title": title, "body": body, "labels": [label]});
+            let path = self.path("issues");
+            match self
+                .t
+                .write(&what, Method::POST, &path, Some(&payload))
+                .await
+            {
+                Ok(raw) => {
+                    ok_or_error(&what, &raw)?;
+                    Ok(raw.json::<RawIssue>(&what)?.into())
+                }
+                Err(GithubError::Ambiguous { what, detail }) => {
+                    let found = self.own_issues(label).await?;
+                    found
+                        .into_iter()
+                        .find(|i| i.title == title && i.body == body)
+                        .ok_or(GithubError::Ambiguous { what, detail })
+                }
+                Err(e) => Err(e),
+            }
+        })
+    }
+
+    /// Replaces the body of an issue the bot opened, or closes it as a
+    /// duplicate (`body` `None`). Refused for anybody else's issue.
+    pub fn edit_own_issue<'f>(
+        &'f self,
+        issue: &'f IssueInfo,
+        body: Option<&'f str>,
+    ) -> BoxFuture<'f, Result<IssueInfo, GithubError>> {
+        Box::pin(async move {
+            let what = format!("edit issue #{}", issue.number);
+            let ours = issue
+                .author
+                .as_deref()
+                .is_some_and(|a| a.eq_ignore_ascii_case(self.bot_login()));
+            if !ours {
+                return Err(GithubError::Rejected {
+                    what,
+                    status: 0,
+                    message: format!(
+                        "#{} was not opened by {}; Klaud edits only its own issues",
+                        issue.number,
+                        self.bot_login()
+                    ),
+                });
+            }
+            let payload = match body {
+                Some(b) => json!({"body": b}),
+                None => json!({"state": "closed", "state_reason": "duplicate"}),
+            };
+            let path = self.path(&format!("issues/{}", issue.number));
+            // The same body or state sent twice is the same issue.
+            let raw = self
+                .t
+                .write_idempotent(&what, Method::PATCH, &path, Some(&payload))
+                .await?;
+            ok_or_error(&what, &raw)?;
+            Ok(raw.json::<RawIssue>(&what)?.into())
+        })
+    }
+
+    /// Who last edited issue `number`'s title or body (GraphQL's `editor`;
+    /// REST does not say), `None` before any edit.
+    pub fn issue_editor<'f>(
+        &'f self,
+        number: u64,
+    ) -> BoxFuture<'f, Result<Option<String>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("last editor of #{number}");
+            let query = "query($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { issue(number: $number) { editor { login } lastEditedAt } } }";
+            let body = json!({"query": query, "variables": {
+                "owner": self.owner, "name": self.name, "number": number,
+            }});
+            // A query: asking twice changes nothing.
+            let raw = self
+                .t
+                .write_idempotent(&what, Method::POST, "/graphql", Some(&body))
+                .await?;
+            ok_or_error(&what, &raw)?;
+            let v: Value = raw.json(&what)?;
+            if let Some(message) = v
+                .get("errors")
+                .and_then(Value::as_array)
+                .and_then(|e| e.first())
+                .and_then(|e| e.get("message"))
+                .and_then(Value::as_str)
+            {
+                return Err(GithubError::Rejected {
+                    what,
+                    status: 200,
+                    message: message.to_owned(),
+                });
+            }
+            Ok(v["data"]["repository"]["issue"]["editor"]["login"]
+                .as_str()
+                .map(str::to_owned))
+        })
+    }
+}

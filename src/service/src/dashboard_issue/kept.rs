@@ -1,0 +1,338 @@
+//! What the dashboard issue keeps for Klaud: the hidden, versioned state
+//! block (the ignores maintainers made there and the last steering notes)
+//! and the checkboxes maintainers tick. The body is edited by people, so
+//! both are read as hostile input: bounded, and a block that does not read
+//! is a note on the issue, never a panic.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Opens the state block; the version follows.
+const STATE_OPEN: &str = "<!-- klaud:state ";
+/// The version this Klaud writes and reads.
+const STATE_VERSION: &str = "v1";
+/// Closes an HTML comment.
+const COMMENT_CLOSE: &str = "-->";
+/// Largest state block read (GitHub bodies stop at 65536 characters).
+pub const MAX_STATE_BYTES: usize = 32 * 1024;
+/// Most ignores the dashboard keeps.
+pub const MAX_IGNORES: usize = 100;
+/// Steering notes shown (newest last).
+pub const MAX_NOTES: usize = 10;
+/// Longest family, image, login or note kept.
+const MAX_FIELD: usize = 400;
+/// Most ticked boxes applied in one pass; the rest wait for the next.
+pub const MAX_ACTIONS: usize = 50;
+/// Lines longer than this are nobody's checkbox.
+const MAX_LINE: usize = 2_000;
+/// Marks a steering checkbox: `<!-- klaud:do <action> -->`.
+const DO_OPEN: &str = "<!-- klaud:do ";
+
+/// The state the issue carries.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Kept {
+    /// Ignores made on the dashboard, oldest first.
+    #[serde(default)]
+    pub ignores: Vec<KeptIgnore>,
+    /// The last steering notes (what was applied or refused), oldest first.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// One ignore made on the dashboard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeptIgnore {
+    /// The family (`configs/<file>:<key>`).
+    pub family: String,
+    /// One image (`repository:tag`, normalized) until a newer one; `None`:
+    /// the whole family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Who ticked the box.
+    pub by: String,
+    /// When Klaud applied it.
+    pub at: DateTime<Utc>,
+}
+
+impl Kept {
+    /// Adds a note, keeping the last [`MAX_NOTES`].
+    pub fn note(&mut self, text: String) {
+        self.notes.push(clip(&text));
+        let excess = self.notes.len().saturating_sub(MAX_NOTES);
+        self.notes.drain(..excess);
+    }
+
+    /// The block as written into the body: JSON inside an HTML comment,
+    /// with every `>` escaped so no value can close the comment.
+    pub fn block(&self) -> String {
+        let json = serde_json::to_string(self).unwrap_or_else(|_| "{}".to_owned());
+        format!(
+            "{STATE_OPEN}{STATE_VERSION} {} {COMMENT_CLOSE}",
+            json.replace('>', "\\u003e")
+        )
+    }
+
+    /// The block in `body`: `Ok(None)` without one, `Err` naming what is
+    /// wrong with one that does not read.
+    pub fn read(body: &str) -> Result<Option<Kept>, String> {
+        let Some(start) = body.find(STATE_OPEN) else {
+            return Ok(None);
+        };
+        let rest = &body[start + STATE_OPEN.len()..];
+        let Some(end) = rest.find(COMMENT_CLOSE) else {
+            return Err("the state block does not end (no `-->`)".into());
+        };
+        let inner = rest[..end].trim();
+        if inner.len() > MAX_STATE_BYTES {
+            return Err(format!(
+                "the state block has {} bytes, more than the {MAX_STATE_BYTES} Klaud reads",
+                inner.len()
+            ));
+        }
+        let (version, json) = inner.split_once(char::is_whitespace).unwrap_or((inner, ""));
+        if version != STATE_VERSION {
+            return Err(format!(
+                "the state block is version {version:?}; this Klaud reads {STATE_VERSION:?}"
+            ));
+        }
+        let kept: Kept = serde_json::from_str(json.trim()).map_err(|e| {
+            format!(
+                "the state block is not valid: {e} (line {}, column {})",
+                e.line(),
+                e.column()
+            )
+        })?;
+        kept.check()?;
+        Ok(Some(kept))
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.ignores.len() > MAX_IGNORES {
+            return Err(format!(
+                "the state block holds {} ignores, more than {MAX_IGNORES}",
+                self.ignores.len()
+            ));
+        }
+        if self.notes.len() > MAX_NOTES {
+            return Err(format!(
+                "the state block holds {} notes, more than {MAX_NOTES}",
+                self.notes.len()
+            ));
+        }
+        for (i, ig) in self.ignores.iter().enumerate() {
+            let field = |name: &str, v: &str| -> Result<(), String> {
+                if v.is_empty() || v.len() > MAX_FIELD || v.chars().any(char::is_whitespace) {
+                    return Err(format!(
+                        "ignores[{i}].{name} {:?} is empty, too long or has spaces",
+                        v.chars().take(60).collect::<String>()
+                    ));
+                }
+                Ok(())
+            };
+            field("family", &ig.family)?;
+            field("by", &ig.by)?;
+            if let Some(image) = &ig.image {
+                field("image", image)?;
+            }
+        }
+        if let Some(i) = self.notes.iter().position(|n| n.len() > MAX_FIELD * 2) {
+            return Err(format!("notes[{i}] is too long"));
+        }
+        Ok(())
+    }
+}
+
+/// `text` cut to a bounded length on a character boundary.
+pub fn clip(text: &str) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.len() <= MAX_FIELD {
+        return one_line;
+    }
+    let mut end = MAX_FIELD;
+    while !one_line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &one_line[..end])
+}
+
+/// What a ticked box asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Lift the family's cooldown now.
+    Retry { family: String },
+    /// Never bump the family (until undone).
+    IgnoreFamily { family: String },
+    /// Never propose this image to the family; a newer one is.
+    IgnoreImage { family: String, image: String },
+    /// Undo a dashboard ignore.
+    Unignore {
+        family: String,
+        image: Option<String>,
+    },
+}
+
+impl Action {
+    /// The marker text after `klaud:do `.
+    pub fn code(&self) -> String {
+        match self {
+            Action::Retry { family } => format!("retry {family}"),
+            Action::IgnoreFamily { family } => format!("ignore {family}"),
+            Action::IgnoreImage { family, image } => format!("ignore {family} {image}"),
+            Action::Unignore {
+                family,
+                image: None,
+            } => format!("unignore {family}"),
+            Action::Unignore {
+                family,
+                image: Some(image),
+            } => format!("unignore {family} {image}"),
+        }
+    }
+
+    /// A checkbox line for this action, unticked.
+    pub fn checkbox(&self, label: &str) -> String {
+        format!("- [ ] {label} {DO_OPEN}{} {COMMENT_CLOSE}", self.code())
+    }
+
+    fn parse(code: &str) -> Option<Self> {
+        let words: Vec<&str> = code.split_whitespace().collect();
+        if words.iter().any(|w| w.len() > MAX_FIELD) {
+            return None;
+        }
+        let owned = |s: &str| s.to_owned();
+        match words.as_slice() {
+            ["retry", f] => Some(Action::Retry { family: owned(f) }),
+            ["ignore", f] => Some(Action::IgnoreFamily { family: owned(f) }),
+            ["ignore", f, i] => Some(Action::IgnoreImage {
+                family: owned(f),
+                image: owned(i),
+            }),
+            ["unignore", f] => Some(Action::Unignore {
+                family: owned(f),
+                image: None,
+            }),
+            ["unignore", f, i] => Some(Action::Unignore {
+                family: owned(f),
+                image: Some(owned(i)),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The ticked steering boxes of `body`, in order, each once, at most
+/// [`MAX_ACTIONS`]. A box whose marker does not read is skipped.
+pub fn ticked(body: &str) -> Vec<Action> {
+    let mut out: Vec<Action> = Vec::new();
+    for line in body.lines().filter(|l| l.len() <= MAX_LINE) {
+        let t = line.trim_start();
+        let Some(rest) = ["- [x]", "- [X]", "* [x]", "* [X]"]
+            .iter()
+            .find_map(|p| t.strip_prefix(p))
+        else {
+            continue;
+        };
+        let Some(code) = rest
+            .find(DO_OPEN)
+            .map(|i| &rest[i + DO_OPEN.len()..])
+            .and_then(|r| r.find(COMMENT_CLOSE).map(|e| &r[..e]))
+        else {
+            continue;
+        };
+        if let Some(a) = Action::parse(code)
+            && !out.contains(&a)
+        {
+            out.push(a);
+        }
+        if out.len() >= MAX_ACTIONS {
+            break;
+        }
+    }
+    out
+}
+
+/// `text` with every ticked box unticked (Klaud has applied them).
+pub fn untick(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            let indent = line.len() - line.trim_start().len();
+            let t = &line[indent..];
+            for (ticked, open) in [("- [x]", "- [ ]"), ("- [X]", "- [ ]"), ("* [x]", "* [ ]")] {
+                if let Some(rest) = t.strip_prefix(ticked) {
+                    return format!("{}{open}{rest}", &line[..indent]);
+                }
+            }
+            line.to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_block_round_trips_and_cannot_be_closed_by_a_value() {
+        let mut kept = Kept::default();
+        kept.ignores.push(KeptIgnore {
+            family: "configs/a.yaml:k-->".into(),
+            image: Some("lmsysorg/sglang:v1".into()),
+            by: "alice".into(),
+            at: DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+        });
+        kept.note("applied --> <b>".into());
+        let body = format!("text\n{}\nmore", kept.block());
+        assert_eq!(body.matches("-->").count(), 1, "{body}");
+        assert_eq!(Kept::read(&body), Ok(Some(kept)));
+    }
+
+    #[test]
+    fn a_malformed_block_is_an_error_naming_what_is_wrong() {
+        let e = Kept::read("<!-- klaud:state v1 {\"ignores\": 3} -->").unwrap_err();
+        assert!(e.contains("not valid") && e.contains("column"), "{e}");
+        let e = Kept::read("<!-- klaud:state v9 {} -->").unwrap_err();
+        assert!(e.contains("v9"), "{e}");
+        let e = Kept::read("<!-- klaud:state v1 {}").unwrap_err();
+        assert!(e.contains("does not end"), "{e}");
+        let huge = format!(
+            "<!-- klaud:state v1 {{\"notes\": [\"{}\"]}} -->",
+            "x".repeat(MAX_STATE_BYTES)
+        );
+        assert!(Kept::read(&huge).unwrap_err().contains("more than"));
+        let spaced = r#"<!-- klaud:state v1 {"ignores": [{"family": "a b", "by": "x", "at": "2026-01-01T00:00:00Z"}]} -->"#;
+        assert!(
+            Kept::read(spaced)
+                .unwrap_err()
+                .contains("ignores[0].family")
+        );
+        assert_eq!(Kept::read("no block"), Ok(None));
+    }
+
+    #[test]
+    fn ticked_boxes_are_read_once_and_unticked() {
+        let retry = Action::Retry {
+            family: "configs/a.yaml:k".into(),
+        };
+        let image = Action::IgnoreImage {
+            family: "configs/a.yaml:k".into(),
+            image: "vllm/vllm-openai:v1".into(),
+        };
+        let body = format!(
+            "{}\n{}\n{}\n  - [X] again <!-- klaud:do retry configs/a.yaml:k -->\n- [x] junk <!-- klaud:do explode -->",
+            retry.checkbox("Retry").replace("[ ]", "[x]"),
+            image.checkbox("Ignore"),
+            Action::Unignore {
+                family: "configs/b.yaml:j".into(),
+                image: None
+            }
+            .checkbox("Undo")
+        );
+        assert_eq!(ticked(&body), vec![retry]);
+        let clean = untick(&body);
+        assert!(ticked(&clean).is_empty(), "{clean}");
+        assert!(clean.contains("  - [ ] again"), "{clean}");
+    }
+}

@@ -1,0 +1,598 @@
+//! The dashboard issue's body, in English with Chinese beside every
+//! heading, label and box, from what the wave and the journal already
+//! know. Nothing in it depends on the time of the pass, so a pass that
+//! changed nothing renders the same bytes and edits nothing.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use klaud_lifecycle::engine::{CandidateRecord, Step};
+use klaud_lifecycle::model::Outcome;
+use klaud_planner::image::ImageRef;
+use klaud_planner::plan::{BlockKind, FamilyPlan, Status};
+
+use super::kept::{Action, Kept, untick};
+
+/// Marks Klaud's dashboard issue (found again by it).
+pub const MARKER: &str = "<!-- klaud:dashboard -->";
+/// The part rendered from the latest plan, kept as is by a pass that made
+/// no plan.
+const PLAN_START: &str = "<!-- klaud:plan-start -->";
+const PLAN_END: &str = "<!-- klaud:plan-end -->";
+/// The latest plan's stale count, read again by a pass without a plan.
+const STALE_OPEN: &str = "<!-- klaud:stale ";
+/// Most finished candidates listed under "failed recently".
+const MAX_FAILED: usize = 10;
+/// Most rows in one planned section (the rest are counted), tried in
+/// turn until the body fits in [`MAX_BODY`].
+const ROWS: [usize; 4] = [60, 20, 5, 0];
+/// GitHub refuses an issue body over 65536 characters; this leaves room.
+pub const MAX_BODY: usize = 60_000;
+
+/// The latest plan's families.
+pub struct PlanView<'a> {
+    /// Every family planned.
+    pub families: &'a [FamilyPlan],
+    /// Families or master files that did not read, naming file and line.
+    pub unreadable: &'a [String],
+}
+
+/// What the body is rendered from.
+pub struct View<'a> {
+    /// The repository's web address, `https://github.com/OWNER/NAME`.
+    pub web: String,
+    /// The base branch (links to the master config's lines).
+    pub base_branch: String,
+    /// This instance's journal records.
+    pub records: &'a [CandidateRecord],
+    /// The plan of this pass; `None`: keep the last one shown.
+    pub plan: Option<PlanView<'a>>,
+    /// What each unfinished candidate waits for (the wave's status), by id.
+    pub waiting: BTreeMap<String, String>,
+    /// How long a finished family is left alone.
+    pub cooldown: Duration,
+    /// Now (decides only whether a cooldown is over; never printed).
+    pub now: DateTime<Utc>,
+    /// The web dashboard, when `klaud serve` runs one.
+    pub web_dashboard: Option<String>,
+}
+
+/// Markdown inline code that cannot break out of its cell or list item.
+fn code(text: &str) -> String {
+    let clean: String = text
+        .chars()
+        .filter(|c| !c.is_control() && *c != '`')
+        .take(300)
+        .collect();
+    format!("`{}`", clean.replace('|', "\\|"))
+}
+
+/// Plain text for a table cell or list item: one line, no HTML, no `|`.
+fn text(t: &str) -> String {
+    t.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(400)
+        .collect::<String>()
+        .replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn time(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+/// `[text](url)` with a URL that cannot close the link.
+fn link(label: &str, url: &str) -> String {
+    if url.is_empty() || url.contains([' ', ')', '\n']) {
+        return text(label);
+    }
+    format!("[{}]({url})", text(label))
+}
+
+impl View<'_> {
+    /// The family's line in its master config: `configs/x.yaml:key` at
+    /// `line`.
+    fn config_link(&self, family: &str, line: Option<usize>) -> String {
+        let file = family.rsplit_once(':').map_or(family, |(f, _)| f);
+        let anchor = line.filter(|l| *l > 0).map(|l| format!("#L{l}"));
+        format!(
+            "{} ({})",
+            code(family),
+            link(
+                "config / 配置",
+                &format!(
+                    "{}/blob/{}/{file}{}",
+                    self.web,
+                    self.base_branch,
+                    anchor.unwrap_or_default()
+                )
+            )
+        )
+    }
+
+    fn pr(rec: &CandidateRecord) -> String {
+        match (&rec.pull_url, rec.pull) {
+            (Some(url), Some(n)) => link(&format!("#{n}"), url),
+            (Some(url), None) => link("PR", url),
+            _ => "—".to_owned(),
+        }
+    }
+
+    fn run(rec: &CandidateRecord) -> String {
+        rec.runs().last().map_or_else(
+            || "—".to_owned(),
+            |r| link(&format!("run {} #{}", r.id, r.attempt), &r.attempt_url()),
+        )
+    }
+
+    fn line_of(&self, family: &str) -> Option<usize> {
+        self.plan
+            .as_ref()
+            .and_then(|p| p.families.iter().find(|f| f.family == family))
+            .map(|f| f.line)
+    }
+}
+
+fn ending(rec: &CandidateRecord) -> Option<&klaud_lifecycle::engine::Ending> {
+    rec.ending.as_ref().filter(|_| rec.step == Step::Done)
+}
+
+/// The normalized `repository:tag` of an image as written, for an
+/// ignore-this-image box.
+pub fn image_key(image: &str) -> Option<String> {
+    let r = ImageRef::parse(image).ok()?;
+    Some(format!("{}:{}", r.normalized_repository(), r.tag()?))
+}
+
+/// The body for `view`, keeping `kept` in its hidden block; `previous`
+/// is the body now on the issue (its plan part stays when `view` has no
+/// plan); `problem` is why its state block did not read.
+pub fn body(view: &View<'_>, kept: &Kept, previous: Option<&str>, problem: Option<&str>) -> String {
+    let mut out = String::new();
+    for rows in ROWS {
+        out = body_with(view, kept, previous, problem, rows);
+        if out.chars().count() <= MAX_BODY {
+            break;
+        }
+    }
+    out
+}
+
+fn body_with(
+    view: &View<'_>,
+    kept: &Kept,
+    previous: Option<&str>,
+    problem: Option<&str>,
+    rows: usize,
+) -> String {
+    let mut out = String::new();
+    out.push_str(MARKER);
+    out.push_str("\n## Klaud dashboard / Klaud 看板\n\n");
+    out.push_str(
+        "Klaud keeps this issue current on every pass; tick a box and the next pass applies it, says so below and unticks it. Only people with write access to the repository steer Klaud.\n\
+         Klaud 每次运行都会更新此 issue；勾选复选框后，下一次运行会执行并在下方说明，然后取消勾选。只有对仓库有写权限的人可以操控 Klaud。\n",
+    );
+    if let Some(url) = &view.web_dashboard {
+        out.push_str(&format!("\nWeb dashboard / 网页看板: {}\n", text(url)));
+    }
+
+    let records = view.records;
+    let awaiting: Vec<&CandidateRecord> = records
+        .iter()
+        .filter(|r| {
+            ending(r).is_some_and(|e| e.outcome == Outcome::Validated)
+                && r.upkeep.as_ref().is_none_or(|u| u.settled.is_none())
+        })
+        .collect();
+    let running: Vec<&CandidateRecord> = records.iter().filter(|r| r.step != Step::Done).collect();
+
+    let (part, stale) = match &view.plan {
+        Some(plan) => plan_part(view, plan, rows),
+        None => previous_plan_part(previous),
+    };
+    let state = if stale > 0 {
+        "**Stale / 有待更新**"
+    } else if !running.is_empty() {
+        "**In progress / 进行中**"
+    } else {
+        "**Up to date / 已是最新**"
+    };
+    out.push_str(&format!(
+        "\n{state} — {stale} stale / 待更新 · {} in progress / 进行中 · {} awaiting merge / 等待合并\n",
+        running.len(),
+        awaiting.len()
+    ));
+    out.push_str(&part);
+
+    out.push_str("\n### Awaiting merge / 等待合并\n\n");
+    if awaiting.is_empty() {
+        out.push_str("None. / 无。\n");
+    } else {
+        out.push_str("| Family / 系列 | Image / 镜像 | PR | Run / 运行 | Merge / 合并 |\n| --- | --- | --- | --- | --- |\n");
+        for r in &awaiting {
+            let merge = r
+                .upkeep
+                .as_ref()
+                .map(|u| u.describe())
+                .filter(|d| !d.is_empty())
+                .unwrap_or_else(|| "validated; the sweep run is reusable".to_owned());
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                view.config_link(&r.family, view.line_of(&r.family)),
+                code(&r.image),
+                View::pr(r),
+                View::run(r),
+                text(&merge)
+            ));
+        }
+    }
+
+    out.push_str("\n### In progress / 进行中\n\n");
+    if running.is_empty() {
+        out.push_str("None. / 无。\n");
+    } else {
+        out.push_str("| Family / 系列 | Image / 镜像 | Phase / 阶段 | Attempt / 尝试 | Since / 开始于 | Waits for / 等待 | PR | Run / 运行 |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+        for r in &running {
+            let last = r.attempts.last();
+            let attempt = last.map_or_else(
+                || "—".to_owned(),
+                |a| format!("{} · {}", a.kind.title(), a.status),
+            );
+            let since = last
+                .and_then(|a| a.dispatched_at)
+                .map_or_else(|| "—".to_owned(), time);
+            let waits = view
+                .waiting
+                .get(r.candidate.as_str())
+                .map_or_else(|| "the next pass".to_owned(), |w| text(w));
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                view.config_link(&r.family, view.line_of(&r.family)),
+                code(&r.image),
+                r.step.as_str(),
+                text(&attempt),
+                since,
+                waits,
+                View::pr(r),
+                View::run(r)
+            ));
+        }
+    }
+
+    // Finished families Klaud leaves alone for now: a failure cools down,
+    // a capacity deferral is tried again at the next wave.
+    let cooldown = TimeDelta::from_std(view.cooldown).unwrap_or(TimeDelta::MAX);
+    let mut newest: BTreeMap<&str, &CandidateRecord> = BTreeMap::new();
+    for r in records.iter().filter(|r| ending(r).is_some()) {
+        let slot = newest.entry(r.family.as_str()).or_insert(r);
+        if slot.updated_at < r.updated_at {
+            *slot = r;
+        }
+    }
+    let waiting: Vec<&&CandidateRecord> = newest
+        .values()
+        .filter(|r| {
+            ending(r).is_some_and(|e| e.outcome != Outcome::Validated)
+                && (r.deferred() || view.now - r.updated_at < cooldown)
+        })
+        .collect();
+    out.push_str("\n### Cooling down or deferred / 冷却或延后\n\n");
+    if waiting.is_empty() {
+        out.push_str("None. / 无。\n");
+    }
+    for r in waiting {
+        let e = ending(r).map(|e| e.outcome.to_string()).unwrap_or_default();
+        let again = if r.deferred() {
+            "capacity: deferred, tried again at the next wave / 容量不足：下一轮重试".to_owned()
+        } else {
+            format!(
+                "cooldown after `{e}` until {} / 冷却至 {}",
+                time(r.updated_at + cooldown),
+                time(r.updated_at + cooldown)
+            )
+        };
+        out.push_str(&format!(
+            "- {} → {} — {again} — {}\n",
+            view.config_link(&r.family, view.line_of(&r.family)),
+            code(&r.image),
+            View::pr(r)
+        ));
+        if !r.deferred() {
+            out.push_str("  ");
+            out.push_str(
+                &Action::Retry {
+                    family: r.family.clone(),
+                }
+                .checkbox("Retry now / 立即重试"),
+            );
+            out.push('\n');
+        }
+    }
+
+    out.push_str("\n### Failed recently / 最近失败\n\n");
+    let mut failed: Vec<&CandidateRecord> = records
+        .iter()
+        .filter(|r| ending(r).is_some_and(|e| e.outcome != Outcome::Validated))
+        .collect();
+    failed.sort_by_key(|r| std::cmp::Reverse((r.updated_at, r.candidate.to_string())));
+    if failed.is_empty() {
+        out.push_str("None. / 无。\n");
+    }
+    for r in failed.into_iter().take(MAX_FAILED.min(rows.max(1))) {
+        let Some(e) = ending(r) else { continue };
+        out.push_str(&format!(
+            "- {} {} → {}: **{}** ({}) — {} — {} {}\n",
+            time(r.updated_at),
+            view.config_link(&r.family, view.line_of(&r.family)),
+            code(&r.image),
+            e.outcome,
+            e.phase,
+            text(&e.message),
+            View::pr(r),
+            View::run(r)
+        ));
+    }
+
+    let experiments = crate::dashboard::experiment_rows(records);
+    if !experiments.is_empty() {
+        out.push_str("\n### Experiments / 实验\n\n");
+        for x in &experiments {
+            let variants: Vec<String> = x
+                .variants
+                .iter()
+                .map(|v| {
+                    let pr = v
+                        .pull_request
+                        .as_ref()
+                        .map_or_else(String::new, |l| format!(" {}", link(&l.label, &l.url)));
+                    format!("{}: {}{pr}", text(&v.name), text(&v.state))
+                })
+                .collect();
+            out.push_str(&format!(
+                "- {} {} — {}\n",
+                view.config_link(&x.family, view.line_of(&x.family)),
+                code(&x.experiment),
+                variants.join(", ")
+            ));
+        }
+    }
+
+    out.push_str("\n### Ignored on this dashboard / 在此看板上忽略\n\n");
+    if kept.ignores.is_empty() {
+        out.push_str("None. / 无。\n");
+    }
+    for ig in &kept.ignores {
+        let what = match &ig.image {
+            Some(image) => format!(
+                "image {} for {} (until a newer one / 直到有更新的镜像)",
+                code(image),
+                code(&ig.family)
+            ),
+            None => format!("family {} / 整个系列", code(&ig.family)),
+        };
+        out.push_str(&format!(
+            "- {what}, by @{} on {}\n  {}\n",
+            text(&ig.by),
+            time(ig.at),
+            Action::Unignore {
+                family: ig.family.clone(),
+                image: ig.image.clone(),
+            }
+            .checkbox("Undo / 撤销")
+        ));
+    }
+
+    out.push_str("\n### Steering / 操控记录\n\n");
+    if let Some(p) = problem {
+        out.push_str(&format!(
+            "> [!WARNING]\n> Klaud could not read the state it keeps in this issue, so the ignores made here are not applied until they are made again: {}\n> Klaud 无法读取此 issue 中保存的状态，在此做出的忽略设置需重新勾选后才会生效。\n\n",
+            text(p)
+        ));
+    }
+    if kept.notes.is_empty() {
+        out.push_str("Nothing applied yet. / 尚无操作。\n");
+    }
+    for n in &kept.notes {
+        out.push_str(&format!("- {}\n", text(n)));
+    }
+    out.push('\n');
+    out.push_str(&kept.block());
+    out.push('\n');
+    out
+}
+
+/// The plan part of `previous` and its stale count, its boxes unticked
+/// (a pass without a plan keeps what the last plan showed).
+fn previous_plan_part(previous: Option<&str>) -> (String, usize) {
+    let part = previous.and_then(|b| {
+        let start = b.find(PLAN_START)?;
+        let end = b[start..].find(PLAN_END)? + start + PLAN_END.len();
+        Some(&b[start..end])
+    });
+    match part {
+        Some(p) => {
+            let stale = p
+                .find(STALE_OPEN)
+                .map(|i| &p[i + STALE_OPEN.len()..])
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            (format!("\n{}\n", untick(p)), stale)
+        }
+        None => (
+            format!("\n{PLAN_START}\nNo plan yet. / 尚无计划。\n{PLAN_END}\n"),
+            0,
+        ),
+    }
+}
+
+fn plan_part(view: &View<'_>, plan: &PlanView<'_>, rows: usize) -> (String, usize) {
+    let fams = plan.families;
+    let blocked = |f: &&FamilyPlan| f.blocked.is_some();
+    let stale: Vec<&FamilyPlan> = fams
+        .iter()
+        .filter(|f| {
+            f.blocked.is_none() && matches!(f.status, Status::StaleNewer | Status::StalePruned)
+        })
+        .collect();
+    let held: Vec<&FamilyPlan> = fams
+        .iter()
+        .filter(blocked)
+        .filter(|f| {
+            f.blocked
+                .as_ref()
+                .is_some_and(|b| b.kind != BlockKind::Ignored)
+        })
+        .collect();
+    let ignored: Vec<&FamilyPlan> = fams
+        .iter()
+        .filter(|f| {
+            f.blocked
+                .as_ref()
+                .is_some_and(|b| b.kind == BlockKind::Ignored)
+        })
+        .collect();
+    let broken: Vec<&FamilyPlan> = fams
+        .iter()
+        .filter(|f| f.blocked.is_none() && matches!(f.status, Status::Error | Status::UnknownTrack))
+        .collect();
+    let current = fams
+        .iter()
+        .filter(|f| f.blocked.is_none() && f.status == Status::UpToDate)
+        .count();
+    let mut out = format!(
+        "\n{PLAN_START}\n{STALE_OPEN}{} -->\nLatest plan / 最新计划: {} stale / 待更新 · {} held / 暂缓 · {} ignored / 已忽略 · {} unreadable / 无法读取 · {current} up to date / 已是最新\n",
+        stale.len(),
+        stale.len(),
+        held.len(),
+        ignored.len(),
+        broken.len() + plan.unreadable.len()
+    );
+
+    let more = |out: &mut String, n: usize| {
+        if n > rows {
+            out.push_str(&format!(
+                "- … and {} more / 另有 {} 个\n",
+                n - rows,
+                n - rows
+            ));
+        }
+    };
+
+    out.push_str("\n### Stale, planned next / 待更新\n\n");
+    if stale.is_empty() {
+        out.push_str("None. / 无。\n");
+    }
+    for f in stale.iter().take(rows) {
+        let to = f
+            .candidate
+            .as_ref()
+            .map(|c| format!(" → {}", code(&c.image.to_string())))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "- {} {}{to}\n",
+            view.config_link(&f.family, Some(f.line)),
+            code(&f.current)
+        ));
+        push_ignore_boxes(&mut out, f);
+    }
+    more(&mut out, stale.len());
+
+    out.push_str("\n### Deferred or blocked / 暂缓或受阻\n\n");
+    if held.is_empty() {
+        out.push_str("None. / 无。\n");
+    }
+    for f in held.iter().take(rows) {
+        let Some(b) = &f.blocked else { continue };
+        let again = match b.kind {
+            BlockKind::Retired => "never (retired) / 不再检查（已退役）",
+            BlockKind::Duplicate => "when that PR closes / 该 PR 关闭后",
+            BlockKind::Occupied => "when Klaud's PR ends / Klaud 的 PR 结束后",
+            BlockKind::ReadinessBlocked => {
+                "at the next wave, once the baseline is published / 基线发布后的下一轮"
+            }
+            BlockKind::Ignored => "when the ignore is undone / 撤销忽略后",
+        };
+        out.push_str(&format!(
+            "- {} — **{}**: {} — looks again / 再次检查: {again}\n",
+            view.config_link(&f.family, Some(f.line)),
+            b.kind.as_str(),
+            text(&b.reason)
+        ));
+        if b.kind != BlockKind::Retired {
+            push_ignore_boxes(&mut out, f);
+        }
+    }
+    more(&mut out, held.len());
+
+    out.push_str("\n### Ignored / 已忽略\n\n");
+    if ignored.is_empty() {
+        out.push_str("None. / 无。\n");
+    }
+    for f in ignored.iter().take(rows) {
+        let why = f.blocked.as_ref().map_or("", |b| b.reason.as_str());
+        out.push_str(&format!(
+            "- {} — {}\n",
+            view.config_link(&f.family, Some(f.line)),
+            text(why)
+        ));
+    }
+    more(&mut out, ignored.len());
+
+    out.push_str("\n### Does not parse or resolve / 无法解析\n\n");
+    if broken.is_empty() && plan.unreadable.is_empty() {
+        out.push_str("None. / 无。\n");
+    }
+    for u in plan.unreadable.iter().take(rows) {
+        out.push_str(&format!("- {}\n", text(u)));
+    }
+    for f in broken.iter().take(rows) {
+        let why = f.reasons.first().map_or("", String::as_str);
+        out.push_str(&format!(
+            "- {} — {}: {}\n",
+            view.config_link(&f.family, Some(f.line)),
+            match f.status {
+                Status::UnknownTrack => "tag has no order Klaud knows / 标签无法排序",
+                _ => "the registry could not be asked / 无法访问镜像仓库",
+            },
+            text(why)
+        ));
+    }
+    more(&mut out, broken.len() + plan.unreadable.len());
+    out.push_str(PLAN_END);
+    out.push('\n');
+    (out, stale.len())
+}
+
+fn push_ignore_boxes(out: &mut String, f: &FamilyPlan) {
+    if let Some(image) = f
+        .candidate
+        .as_ref()
+        .and_then(|c| image_key(&c.image.to_string()))
+    {
+        out.push_str("  ");
+        out.push_str(
+            &Action::IgnoreImage {
+                family: f.family.clone(),
+                image: image.clone(),
+            }
+            .checkbox(&format!(
+                "Ignore {} until a newer image / 忽略此镜像直到有更新的",
+                code(&image)
+            )),
+        );
+        out.push('\n');
+    }
+    out.push_str("  ");
+    out.push_str(
+        &Action::IgnoreFamily {
+            family: f.family.clone(),
+        }
+        .checkbox("Ignore this family / 忽略此系列"),
+    );
+    out.push('\n');
+}

@@ -1,0 +1,513 @@
+//! The dashboard issue through the real octocrab forge against the GitHub
+//! simulator: opened once and found again, one per repository with two
+//! instances racing, an unchanged pass that costs one free conditional
+//! read and no edit, a maintainer's ticked box applied, said and unticked,
+//! a reader's (or a demoted writer's) tick not applied, and a malformed
+//! state block answered with a note.
+
+use klaud_claims::Clock as _;
+use klaud_lifecycle::wave::WaveSummary;
+use klaud_planner::ignore::IgnoreRules;
+use klaud_planner::plan::{BlockKind, PlanOptions};
+use klaud_sandbox::github::{IssueView, Permission};
+use klaud_sandbox::stack::MAINTAINER_TOKEN;
+use klaud_service::dashboard_issue::{
+    LABEL, MARKER, Publish, Published, Steering, TITLE, publish, steer,
+};
+
+use crate::support::{Harness, REPO, forge_of};
+
+const KEY: &str = "demo-fp4-b200-sglang";
+const READER: &str = "sandbox-reader";
+const READER_TOKEN: &str = "ghp_dashboard_reader";
+const STEERER: &str = "sandbox-steerer";
+const STEERER_TOKEN: &str = "ghp_dashboard_steerer";
+
+async fn env() -> Harness {
+    Harness::demo()
+        .user(READER, None, READER_TOKEN, Permission::Read)
+        .user(STEERER, None, STEERER_TOKEN, Permission::Write)
+        .start()
+        .await
+}
+
+/// One pass as `klaud wave` and `klaud serve` make it, with a plan that
+/// starts nothing: read and steer, plan with the dashboard's ignores,
+/// publish.
+async fn pass(env: &Harness, forge: &klaud_github::Github) -> (Steering, WaveSummary, Published) {
+    let steering = steer(forge, &env.journal, env.clock).await.expect("steer");
+    let mut options = PlanOptions::new(env.clock.now());
+    options.max_candidates = 0;
+    options.ignore = IgnoreRules::new(steering.rules());
+    let registry = env.registry();
+    let report = klaud_planner::plan::plan(&env.repository, &registry.session(), &options).await;
+    let summary = WaveSummary {
+        base: env.base.clone(),
+        candidates: Vec::new(),
+        skipped: Vec::new(),
+        answered: Vec::new(),
+        blocked: Vec::new(),
+        families: report.families,
+        unreadable: report.unreadable,
+        stopped_by: None,
+    };
+    let published = publish(
+        forge,
+        &env.journal,
+        env.clock,
+        &steering,
+        Publish {
+            base_branch: "main".into(),
+            summary: Some(&summary),
+            cooldown: std::time::Duration::from_secs(3600),
+            web_dashboard: None,
+            may_open: true,
+        },
+    )
+    .await
+    .expect("publish");
+    (steering, summary, published)
+}
+
+async fn dashboards(env: &Harness) -> Vec<IssueView> {
+    env.stack
+        .state()
+        .issues(REPO)
+        .await
+        .into_iter()
+        .filter(|i| i.labels.iter().any(|l| l == LABEL))
+        .collect()
+}
+
+async fn the_dashboard(env: &Harness) -> IssueView {
+    let open: Vec<IssueView> = dashboards(env)
+        .await
+        .into_iter()
+        .filter(|i| i.open)
+        .collect();
+    assert_eq!(open.len(), 1, "{open:#?}");
+    open.into_iter().next().expect("one")
+}
+
+/// The line of the box whose marker holds `code`, ticked.
+fn tick(body: &str, code: &str) -> String {
+    let marker = format!("<!-- klaud:do {code} -->");
+    assert!(body.contains(&marker), "no box {marker} in:\n{body}");
+    body.lines()
+        .map(|l| {
+            if l.contains(&marker) {
+                l.replacen("- [ ]", "- [x]", 1)
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn family() -> String {
+    format!("configs/nvidia-master.yaml:{KEY}")
+}
+
+#[tokio::test]
+async fn one_issue_is_opened_found_again_and_an_unchanged_pass_reads_once_for_free() {
+    let env = env().await;
+    let (_, summary, first) = pass(&env, &env.forge).await;
+    assert!(matches!(first, Published::Opened(_)), "{first:?}");
+    let issue = the_dashboard(&env).await;
+    assert_eq!(issue.title, TITLE);
+    assert!(issue.author.eq_ignore_ascii_case("Klaud-Cold"));
+    assert!(issue.body.starts_with(MARKER), "{}", issue.body);
+    for heading in [
+        "Awaiting merge / 等待合并",
+        "In progress / 进行中",
+        "Deferred or blocked / 暂缓或受阻",
+        "Failed recently / 最近失败",
+        "Does not parse or resolve / 无法解析",
+        "Stale, planned next / 待更新",
+    ] {
+        assert!(issue.body.contains(heading), "{heading}:\n{}", issue.body);
+    }
+    // The stale family links to its line in the master config.
+    let line = summary
+        .families
+        .iter()
+        .find(|f| f.family == family())
+        .expect("planned")
+        .line;
+    assert!(
+        issue
+            .body
+            .contains(&format!("/blob/main/configs/nvidia-master.yaml#L{line})")),
+        "{}",
+        issue.body
+    );
+    assert!(
+        issue
+            .body
+            .contains(&format!("<!-- klaud:do ignore {} -->", family()))
+    );
+
+    // Passes until nothing changes; the one after that costs one
+    // conditional read that GitHub answers 304, and writes nothing.
+    let mut settled = false;
+    for _ in 0..3 {
+        let (_, _, p) = pass(&env, &env.forge).await;
+        if matches!(p, Published::Unchanged(_)) {
+            settled = true;
+            break;
+        }
+    }
+    assert!(settled, "the dashboard kept changing");
+    let from = env.stack.state().request_log().await.len();
+    let (_, _, p) = pass(&env, &env.forge).await;
+    assert!(matches!(p, Published::Unchanged(_)), "{p:?}");
+    let log = env.stack.state().request_log().await;
+    let github: Vec<_> = log[from..].iter().collect();
+    assert_eq!(github.len(), 1, "{github:#?}");
+    assert_eq!(github[0].method, "GET");
+    assert!(github[0].path.contains("/issues?"), "{github:#?}");
+    assert_eq!(github[0].status, 304, "{github:#?}");
+    assert_eq!(dashboards(&env).await.len(), 1);
+}
+
+/// Publishes for `steering` (what an instance read before its wave).
+async fn publish_only(
+    env: &Harness,
+    forge: &klaud_github::Github,
+    steering: &Steering,
+) -> Published {
+    publish(
+        forge,
+        &env.journal,
+        env.clock,
+        steering,
+        Publish {
+            base_branch: "main".into(),
+            summary: None,
+            cooldown: std::time::Duration::from_secs(3600),
+            web_dashboard: None,
+            may_open: true,
+        },
+    )
+    .await
+    .expect("publish")
+}
+
+#[tokio::test]
+async fn two_instances_racing_keep_one_issue() {
+    let env = env().await;
+    let other = forge_of(&env.stack).await;
+    // Both read before either opened one: both open one.
+    let a = steer(&env.forge, &env.journal, env.clock).await.expect("a");
+    let b = steer(&other, &env.journal, env.clock).await.expect("b");
+    assert!(a.issue.is_none() && b.issue.is_none());
+    let first = publish_only(&env, &env.forge, &a).await;
+    let second = publish_only(&env, &other, &b).await;
+    let all = dashboards(&env).await;
+    assert_eq!(all.len(), 2, "both opened one: {all:#?}");
+    let open: Vec<&IssueView> = all.iter().filter(|i| i.open).collect();
+    assert_eq!(open.len(), 1, "the later one is closed: {all:#?}");
+    let kept = open[0].number;
+    assert!(all.iter().all(|i| i.number >= kept), "the lowest is kept");
+    assert!(matches!(first, Published::Opened(_)), "{first:?}");
+    assert_eq!(first.issue().expect("issue").number, kept);
+    assert_eq!(second.issue().expect("issue").number, kept, "{second:?}");
+
+    // Racing whole passes: still one open issue, the same for both.
+    let (a, b) = tokio::join!(pass(&env, &env.forge), pass(&env, &other));
+    assert_eq!(a.2.issue().expect("issue").number, kept, "{:?}", a.2);
+    assert_eq!(b.2.issue().expect("issue").number, kept, "{:?}", b.2);
+    assert_eq!(dashboards(&env).await.iter().filter(|i| i.open).count(), 1);
+}
+
+#[tokio::test]
+async fn a_maintainers_tick_is_applied_said_unticked_and_undone() {
+    let env = env().await;
+    pass(&env, &env.forge).await;
+    let issue = the_dashboard(&env).await;
+    let maintainer = env.person(MAINTAINER_TOKEN);
+    let code = format!("ignore {}", family());
+    maintainer
+        .edit_issue_body(issue.number, &tick(&issue.body, &code))
+        .await;
+
+    let (steering, summary, _) = pass(&env, &env.forge).await;
+    assert_eq!(steering.kept.ignores.len(), 1, "{steering:?}");
+    assert_eq!(steering.kept.ignores[0].by, "sandbox-maintainer");
+    let planned = summary
+        .families
+        .iter()
+        .find(|f| f.family == family())
+        .expect("planned");
+    let blocked = planned.blocked.as_ref().expect("ignored");
+    assert_eq!(blocked.kind, BlockKind::Ignored);
+    assert!(
+        blocked
+            .reason
+            .contains("@sandbox-maintainer on the dashboard issue"),
+        "{blocked:?}"
+    );
+    let body = the_dashboard(&env).await.body;
+    assert!(!body.contains("- [x]"), "unticked:\n{body}");
+    assert!(
+        body.contains(&format!(
+            "Applied for @sandbox-maintainer: family `{}` is ignored",
+            family()
+        )),
+        "{body}"
+    );
+    let undo = format!("unignore {}", family());
+    assert!(
+        body.contains(&format!("<!-- klaud:do {undo} -->")),
+        "{body}"
+    );
+
+    // The ignore lives in the issue: a fresh instance with an empty
+    // journal and cache sees it too.
+    let fresh = forge_of(&env.stack).await;
+    let again = steer(
+        &fresh,
+        &klaud_lifecycle::engine::MemoryJournal::new(),
+        env.clock,
+    )
+    .await
+    .expect("steer");
+    assert_eq!(again.rules().len(), 1);
+
+    maintainer
+        .edit_issue_body(issue.number, &tick(&body, &undo))
+        .await;
+    let (steering, summary, _) = pass(&env, &env.forge).await;
+    assert!(steering.kept.ignores.is_empty(), "{steering:?}");
+    let planned = summary
+        .families
+        .iter()
+        .find(|f| f.family == family())
+        .expect("planned");
+    assert!(planned.blocked.is_none(), "{planned:?}");
+    let body = the_dashboard(&env).await.body;
+    assert!(body.contains("is no longer ignored"), "{body}");
+    assert!(!body.contains("- [x]"), "{body}");
+}
+
+#[tokio::test]
+async fn a_readers_tick_is_refused_and_a_demoted_writers_is_not_applied() {
+    let env = env().await;
+    pass(&env, &env.forge).await;
+    let issue = the_dashboard(&env).await;
+    let code = format!("ignore {}", family());
+    let ticked = tick(&issue.body, &code);
+
+    // GitHub itself refuses a reader's edit of somebody else's issue.
+    let (status, _) = env
+        .person(READER_TOKEN)
+        .try_edit_issue_body(issue.number, &ticked)
+        .await;
+    assert_eq!(status, 403);
+
+    // A writer ticks, and loses write access before the pass: Klaud asks
+    // who edited and what they may do now.
+    env.person(STEERER_TOKEN)
+        .edit_issue_body(issue.number, &ticked)
+        .await;
+    env.stack
+        .state()
+        .set_permission(REPO, STEERER, Permission::Read)
+        .await
+        .expect("demote");
+    let (steering, summary, _) = pass(&env, &env.forge).await;
+    assert!(steering.kept.ignores.is_empty(), "{steering:?}");
+    let planned = summary
+        .families
+        .iter()
+        .find(|f| f.family == family())
+        .expect("planned");
+    assert!(planned.blocked.is_none(), "{planned:?}");
+    let body = the_dashboard(&env).await.body;
+    assert!(
+        body.contains(
+            "@sandbox-steerer has read access; only people with write access steer Klaud"
+        ),
+        "{body}"
+    );
+    assert!(!body.contains("- [x]"), "unticked:\n{body}");
+}
+
+#[tokio::test]
+async fn a_malformed_state_block_is_a_note_and_is_written_anew() {
+    let env = env().await;
+    pass(&env, &env.forge).await;
+    let issue = the_dashboard(&env).await;
+    let start = issue.body.find("<!-- klaud:state v1").expect("state block");
+    let broken = format!(
+        "{}<!-- klaud:state v1 {{\"ignores\": [{{\"family\": 7}}]}} -->\n",
+        &issue.body[..start]
+    );
+    env.person(MAINTAINER_TOKEN)
+        .edit_issue_body(issue.number, &broken)
+        .await;
+    let (steering, _, _) = pass(&env, &env.forge).await;
+    let problem = steering.problem.expect("a problem");
+    assert!(problem.contains("not valid"), "{problem}");
+    let body = the_dashboard(&env).await.body;
+    assert!(
+        body.contains("Klaud could not read the state it keeps in this issue"),
+        "{body}"
+    );
+    // The block written back reads again.
+    let (steering, _, _) = pass(&env, &env.forge).await;
+    assert!(steering.problem.is_none(), "{:?}", steering.problem);
+}
+
+#[tokio::test]
+async fn a_ticked_retry_lifts_the_cooldown_of_a_failed_family() {
+    use klaud_lifecycle::engine::{Ending, Journal as _, Step};
+    use klaud_lifecycle::model::{Outcome, Phase};
+
+    let env = env().await;
+    // A candidate of the family that failed a moment ago: it cools down.
+    let target = env.target(KEY).await;
+    let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
+    let engine = env.engine(&lifecycle, &env.journal, env.clock);
+    let mut rec = engine.open_record(&target).await.expect("record");
+    rec.step = Step::Done;
+    rec.ending = Some(Ending {
+        outcome: Outcome::Failed,
+        phase: Phase::Targeted,
+        message: "the smoke failed twice".into(),
+        hands_off: false,
+        note: None,
+    });
+    rec.updated_at = env.clock.now();
+    env.journal.save(&rec).await.expect("save");
+    assert!(!klaud_lifecycle::commands::retry_requested(&env.journal, &rec).await);
+
+    pass(&env, &env.forge).await;
+    let issue = the_dashboard(&env).await;
+    assert!(
+        issue.body.contains("Failed recently / 最近失败"),
+        "{}",
+        issue.body
+    );
+    assert!(
+        issue.body.contains("the smoke failed twice"),
+        "{}",
+        issue.body
+    );
+    env.person(MAINTAINER_TOKEN)
+        .edit_issue_body(
+            issue.number,
+            &tick(&issue.body, &format!("retry {}", family())),
+        )
+        .await;
+    pass(&env, &env.forge).await;
+    assert!(
+        klaud_lifecycle::commands::retry_requested(&env.journal, &rec).await,
+        "the retry is recorded as /klaud retry records it"
+    );
+    let body = the_dashboard(&env).await.body;
+    assert!(
+        body.contains("Applied for @sandbox-maintainer: Retry recorded"),
+        "{body}"
+    );
+    assert!(!body.contains("- [x]"), "{body}");
+}
+
+/// `klaud wave` (a scheduled Actions job) opens the issue; `klaud serve`
+/// (the daemon) finds the same one, keeps it, and its web page links it.
+#[tokio::test]
+async fn klaud_wave_and_klaud_serve_keep_the_same_issue() {
+    use std::sync::Arc;
+
+    let stack = Harness::demo().start_stack().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = crate::support::write_klaud_toml(&stack, dir.path(), "");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_klaud"));
+    cmd.env("KLAUD_GITHUB_TOKEN", klaud_sandbox::stack::BOT_TOKEN)
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .arg("wave")
+        .arg("--config")
+        .arg(&config)
+        .arg("--store")
+        .arg(dir.path().join("store"))
+        .args(["--max", "0", "--json"]);
+    for host in ["docker.io", "nvcr.io", "hub.docker.com"] {
+        cmd.args(["--mirror", &format!("{host}={}", stack.registry_url)]);
+    }
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("run klaud wave"))
+        .await
+        .expect("wave task");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let issues = stack.state().issues(REPO).await;
+    let opened: Vec<&IssueView> = issues.iter().filter(|i| i.open).collect();
+    assert_eq!(opened.len(), 1, "klaud wave opened the issue: {issues:#?}");
+    let number = opened[0].number;
+    assert!(opened[0].body.contains(MARKER));
+
+    let journal: Arc<dyn klaud_lifecycle::engine::Journal> =
+        Arc::new(klaud_lifecycle::engine::MemoryJournal::new());
+    let settings = crate::support::serve_settings(
+        klaud_claims::Claimant::new(uuid::Uuid::new_v4()),
+        crate::support::engine_config(4242),
+        0,
+        false,
+    );
+    let (daemon, mut feed) = crate::support::daemon(&stack, settings, journal).await;
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let running =
+        tokio::spawn(async move { daemon.run(Arc::new(tokio::sync::Notify::new()), stop).await });
+    crate::support::wait_for(&mut feed, "the dashboard issue on the web dashboard", |s| {
+        s.repositories.iter().any(|r| r.dashboard_issue.is_some())
+    })
+    .await;
+    let snapshot = feed.borrow().clone();
+    let link = snapshot.repositories[0]
+        .dashboard_issue
+        .clone()
+        .expect("link");
+    assert!(link.url.ends_with(&format!("/issues/{number}")), "{link:?}");
+    let page = klaud_service::dashboard::render_page(&snapshot);
+    assert!(page.contains(&link.url), "the page links the issue");
+    let _ = stop_tx.send(true);
+    running.await.expect("daemon task").expect("daemon");
+    let issues = stack.state().issues(REPO).await;
+    assert_eq!(issues.len(), 1, "serve kept the same issue: {issues:#?}");
+    assert!(issues[0].open);
+}
+
+/// A box ticked while a pass runs (after it read the issue, before it
+/// writes) is not written over: the pass leaves the issue alone, and the
+/// next one applies the tick.
+#[tokio::test]
+async fn a_tick_made_during_a_pass_is_not_lost() {
+    let env = env().await;
+    pass(&env, &env.forge).await;
+    // A pass that will want to edit: its kept state gets a note.
+    let mut steering = steer(&env.forge, &env.journal, env.clock)
+        .await
+        .expect("steer");
+    steering.kept.note("something to say".into());
+    let issue = the_dashboard(&env).await;
+    let code = format!("ignore {}", family());
+    env.person(MAINTAINER_TOKEN)
+        .edit_issue_body(issue.number, &tick(&issue.body, &code))
+        .await;
+    let published = publish_only(&env, &env.forge, &steering).await;
+    assert!(
+        matches!(published, Published::Unchanged(_)),
+        "{published:?}"
+    );
+    assert!(
+        the_dashboard(&env).await.body.contains("- [x]"),
+        "the tick is still there"
+    );
+    let (steering, _, _) = pass(&env, &env.forge).await;
+    assert_eq!(steering.kept.ignores.len(), 1, "{steering:?}");
+    assert!(!the_dashboard(&env).await.body.contains("- [x]"));
+}
