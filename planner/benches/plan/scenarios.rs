@@ -10,6 +10,7 @@ use klaud_planner::plan::{MemoryCreationTimes, PlanOptions, plan};
 use klaud_planner::registry::testkit::{HubApi, LocalRegistry, PlatformSpec, Pusher, next_tag_on};
 use klaud_planner::registry::{MemoryContentCache, RegistryClient, RegistryConfig};
 use klaud_planner::repo::Repository;
+use klaud_planner::retired::Retirements;
 use klaud_planner::tracks::{Track, TrackOrdering, infer_track, track_for};
 use sha2::Digest as _;
 
@@ -195,6 +196,10 @@ pub fn heldout() {
     let mut tracks: BTreeMap<(String, String), StaleTrack> = BTreeMap::new();
     let mut currents: BTreeMap<(String, String), DateTime<Utc>> = BTreeMap::new();
     let mut no_track: BTreeSet<(String, String)> = BTreeSet::new();
+    // A retired family (MODELS.md, `configs/deprecated/`) is never bumped:
+    // its image is still upstream, but it makes no track stale.
+    let retirements = Retirements::read(&repository);
+    let mut retired = 0;
     for family in repository.families() {
         let image = family.image();
         let Some(tag) = image.tag() else { continue };
@@ -209,6 +214,10 @@ pub fn heldout() {
             None => base,
         };
         currents.insert((repo.clone(), tag.to_owned()), created);
+        if retirements.reason(family).is_some() {
+            retired += 1;
+            continue;
+        }
         match track {
             Some(track) => {
                 let entry = tracks
@@ -234,7 +243,9 @@ pub fn heldout() {
         if let Some(t) = &track
             && t.ordering() == TrackOrdering::Pushed
         {
-            let rank = tracks[&(repo.clone(), t.name().to_owned())].families.len() as i64;
+            let rank = tracks
+                .get(&(repo.clone(), t.name().to_owned()))
+                .map_or(0, |s| s.families.len() as i64);
             *created += chrono::Duration::hours(rank.min(23));
         }
     }
@@ -328,7 +339,7 @@ pub fn heldout() {
     runtime().block_on(push(&pusher, images, &hub_api));
     let stale_total = tracks.len() + missed_by_design.len();
     println!(
-        "seeded {pushed} tags: {} stale tracks ({} with a track, {} without) in {:.1} s",
+        "seeded {pushed} tags: {} stale tracks ({} with a track, {} without; {retired} retired families left out) in {:.1} s",
         stale_total,
         tracks.len(),
         missed_by_design.len(),
