@@ -513,7 +513,7 @@ pub fn heldout() {
 /// time a cold build of the workspace it is part of, so this is the
 /// recorded figure, with its date and commit; configs/README.md
 /// "Performance" says how it is measured.
-pub const RECORDED_BUILD: &str = "680 CPU s (636 user + 43 sys) for a cold `cargo build --release` of klaud, measured 2026-12-03 at 50da06c with the release profile of Cargo.toml (opt-level 1 off the hot path), was 848 CPU s at an older commit; on 2 free cores wall ~ CPU/2 ~ 5.7 min against the 4 min target (not met); the wall time measured, 49 min, was on cores shared with three other builds";
+pub const RECORDED_BUILD: &str = "680 CPU s (636 user + 43 sys) for a cold `cargo build --release` of klaud, measured 2026-12-03 at 50da06c with the release profile of Cargo.toml (opt-level 1 off the hot path), was 883 CPU s (828 user + 55 sys) at 6630138 with everything at opt-level 3; on 2 free cores wall ~ CPU/2 ~ 5.7 min against the 4 min target (not met); the wall time measured, 49 min, was on cores shared with three other builds";
 
 /// The 1-minute load average: wall times on a shared machine need it.
 pub fn load_average() -> String {

@@ -143,7 +143,7 @@ pub struct RegistryFigures {
 
 /// The last measured cold build of this binary; configs/README.md "Performance"
 /// says how it is measured.
-pub const BUILD_FIGURE: &str = "680 CPU s (636 user + 43 sys) for a cold `cargo build --release` of klaud, measured 2026-12-03 at 50da06c with the release profile of Cargo.toml (opt-level 1 off the hot path), was 848 CPU s at an older commit; on 2 free cores wall ~ CPU/2 ~ 5.7 min against the 4 min target (not met); the wall time measured, 49 min, was on cores shared with three other builds";
+pub const BUILD_FIGURE: &str = "680 CPU s (636 user + 43 sys) for a cold `cargo build --release` of klaud, measured 2026-12-03 at 50da06c with the release profile of Cargo.toml (opt-level 1 off the hot path), was 883 CPU s (828 user + 55 sys) at 6630138 with everything at opt-level 3; on 2 free cores wall ~ CPU/2 ~ 5.7 min against the 4 min target (not met); the wall time measured, 49 min, was on cores shared with three other builds";
 
 /// One candidate's requests in `--stats`.
 #[derive(Debug, Clone, Serialize)]
