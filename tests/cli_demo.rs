@@ -67,6 +67,26 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
         charged * 2 < budget,
         "{charged} of {budget} charged in an hour"
     );
+    // The registry side: a cold plan of the demo's masters asks every host
+    // it needs and stays within Docker Hub's pull target; a warm one pulls
+    // nothing.
+    let registry = &v["requests"]["registry"];
+    let cold = registry["cold"].as_array().expect("cold hosts");
+    assert!(!cold.is_empty(), "{registry:#}");
+    for host in cold {
+        let n = |k: &str| host[k].as_u64().unwrap_or_else(|| panic!("{k}: {host}"));
+        assert!(n("minimum") > 0 && n("requests") > 0, "{host}");
+        if host["host"] == "docker.io" {
+            assert!(n("pulls") <= 2 * n("candidates"), "{host}");
+        }
+    }
+    for host in registry["warm"].as_array().expect("warm hosts") {
+        assert_eq!(host["pulls"], 0, "{registry:#}");
+    }
+    assert!(
+        story.contains("Registry requests of a cold plan"),
+        "{story}"
+    );
     // A pass with nothing to do costs nothing against the rate limit: refs
     // and lists are conditional (304), git objects and files at a commit
     // are read once.

@@ -191,6 +191,19 @@ pub struct FamilyPlan {
     /// the whole family): costs no request, so the floor leaves it out.
     #[serde(skip)]
     held_unasked: bool,
+    /// Images the plan had to read because the registry says nothing
+    /// cheaper of their time or platforms (no push times): counted in the
+    /// minimum, since any correct plan needs them too.
+    #[serde(skip)]
+    image_reads: ImageReads,
+}
+
+/// Tags whose image was read by tag (the index `GET`) and, of those, whose
+/// family platform's manifest and config were read.
+#[derive(Debug, Clone, Default)]
+struct ImageReads {
+    indexes: BTreeSet<String>,
+    platforms: BTreeSet<String>,
 }
 
 /// A candidate chosen for this wave.
@@ -219,8 +232,9 @@ pub struct PlanReport {
     /// Registry requests this plan made, by kind.
     pub requests: RequestCounts,
     /// The fewest requests any correct plan could have made: one tag listing
-    /// per listed repository, one `HEAD` per distinct current tag, plus the
-    /// candidate lookups.
+    /// per listed repository, one `HEAD` per distinct current tag, the
+    /// candidate lookups, and where the registry gives no push times the
+    /// image reads that order the track and age the tags passed over.
     pub minimum: RequestCounts,
     /// [`Self::requests`] by registry host as image references name it
     /// (`docker.io`: Docker Hub, whose manifest GETs are pulls).
@@ -585,7 +599,12 @@ fn subtract(after: RequestCounts, before: RequestCounts) -> RequestCounts {
 /// platform (families on other platforms need theirs). Where Docker Hub's
 /// tags API answers, one page of it per repository whose track needed push
 /// times or had a newer tag: that is what keeps the pulls (manifest `GET`s)
-/// to the candidates.
+/// to the candidates. Where no push times are to be had (ghcr.io, nvcr.io),
+/// also the reads only the image can answer: each tag whose time orders the
+/// track (every tag of a push-ordered track, rebuilds tied on their text)
+/// and each newer tag passed over before the candidate (too young, no image
+/// for the platform) — an index `GET` per tag, and a platform manifest and
+/// config per tag and platform.
 fn minimum_requests(
     repository: &Repository,
     families: &[FamilyPlan],
@@ -622,14 +641,38 @@ fn minimum_requests(
     }
     let mut candidate_heads = BTreeSet::new();
     let mut candidate_platforms = BTreeSet::new();
+    let mut candidate_tag_platforms = BTreeSet::new();
     for (family, plan) in repository.families().iter().zip(families) {
         if let Some(candidate) = &plan.candidate {
             let host = family.image().registry().to_owned();
-            candidate_heads.insert((
-                host.clone(),
-                candidate.image.normalized_repository() + ":" + &candidate.tag,
-            ));
+            let tag = candidate.image.normalized_repository() + ":" + &candidate.tag;
+            candidate_heads.insert((host.clone(), tag.clone()));
+            candidate_tag_platforms.insert((host.clone(), tag, family.platform));
             candidate_platforms.insert((host, candidate.digest.clone(), family.platform));
+        }
+    }
+    // Where no push time is to be had, the track's order and the age of
+    // each newer tag passed over are known only from the image itself: its
+    // index, and its platform's manifest and config, once per tag (and
+    // platform) whichever families need it. A minimum without these would
+    // be one no correct plan can reach.
+    let mut read_indexes = BTreeSet::new();
+    let mut read_platforms = BTreeSet::new();
+    for (family, plan) in repository.families().iter().zip(families) {
+        let image = family.image();
+        let host = image.registry().to_owned();
+        let repository = image.normalized_repository();
+        for tag in &plan.image_reads.indexes {
+            let tag = format!("{repository}:{tag}");
+            if !candidate_heads.contains(&(host.clone(), tag.clone())) {
+                read_indexes.insert((host.clone(), tag));
+            }
+        }
+        for tag in &plan.image_reads.platforms {
+            let key = (host.clone(), format!("{repository}:{tag}"), family.platform);
+            if !candidate_tag_platforms.contains(&key) {
+                read_platforms.insert(key);
+            }
         }
     }
     let mut out: BTreeMap<String, RequestCounts> = BTreeMap::new();
@@ -656,6 +699,14 @@ fn minimum_requests(
         }
     }
     for (host, _, _) in &candidate_platforms {
+        let counts = out.entry(host.clone()).or_default();
+        counts.manifest_get += 1;
+        counts.blob_get += 1;
+    }
+    for (host, _) in &read_indexes {
+        out.entry(host.clone()).or_default().manifest_get += 1;
+    }
+    for (host, _, _) in &read_platforms {
         let counts = out.entry(host.clone()).or_default();
         counts.manifest_get += 1;
         counts.blob_get += 1;
@@ -708,6 +759,7 @@ fn held_plan(family: &Family, kind: BlockKind, reason: String, line: String) -> 
         current_time: None,
         newer_count: 0,
         held_unasked: true,
+        image_reads: ImageReads::default(),
     }
 }
 
@@ -736,6 +788,7 @@ async fn plan_family(
             current_time: None,
             newer_count: 0,
             held_unasked: false,
+            image_reads: ImageReads::default(),
         },
     };
     if let Err(reason) = examine(&mut work, session, options).await {
@@ -1158,6 +1211,8 @@ async fn tag_times(
     for result in join_all(lookups).await {
         match result {
             Ok(Some((tag, time))) => {
+                work.plan.image_reads.indexes.insert(tag.clone());
+                work.plan.image_reads.platforms.insert(tag.clone());
                 out.insert(tag, time);
             }
             Ok(None) => {}
@@ -1372,6 +1427,7 @@ async fn first_qualifying(
                         Err(err) => return Err(err.to_string()),
                     },
                 };
+                work.plan.image_reads.indexes.insert(tag.clone());
                 let image = match session
                     .image_platforms(&work.host, &work.repository, &digest)
                     .await
@@ -1406,7 +1462,10 @@ async fn first_qualifying(
             .platform_image(&work.host, &work.repository, &platform)
             .await
         {
-            Ok(platform) => platform,
+            Ok(platform) => {
+                work.plan.image_reads.platforms.insert(tag.clone());
+                platform
+            }
             Err(err) if is_unusable(&err) => {
                 work.plan.reasons.push(format!(
                     "{tag}: unusable linux/{architecture} image ({err}); skipped"

@@ -642,12 +642,77 @@ fn tokens(tag: &str) -> Vec<&str> {
     merged
 }
 
+/// The `version` capture of a release track (`.postN` included).
+const RELEASE_PATTERN: &str = r"(?P<version>[0-9]{1,9}(?:\.[0-9]{1,9}){1,3}(?:\.post[0-9]{1,9})?)";
+/// The `version` capture of a track already on pre-releases (`rcN`, `aN`,
+/// `bN`), which may also reach the release they lead to.
+const PRERELEASE_PATTERN: &str =
+    r"(?P<version>[0-9]{1,9}(?:\.[0-9]{1,9}){1,3}(?:(?:rc|a|b)[0-9]{1,9})?(?:\.post[0-9]{1,9})?)";
+
 /// Infers the built-in track of `tag` from its shape; `None` when the tag
 /// has no recognisable order (the planner reports `unknown-track`).
 pub fn infer_track(tag: &str) -> Option<Track> {
     if tag.is_empty() || tag.len() > MAX_TAG_LEN {
         return None;
     }
+    infer_from_pieces(tag).or_else(|| product_version_track(tag))
+}
+
+/// Names of toolchains and bases whose version a tag carries
+/// (`py3.12`, `cuda12.8`): the build is for that toolchain, and a newer
+/// one is another build, not the next of this one.
+const TOOLCHAINS: &[&str] = &[
+    "alpine", "cu", "cuda", "cudnn", "debian", "gcc", "jdk", "nccl", "node", "py", "python",
+    "pytorch", "rocm", "torch", "ubuntu",
+];
+
+/// `…_2.10.0_atom0.1.3`, `vllm0.26`: a tag that nothing else orders and that
+/// ends in a release version glued to the product's name. That version
+/// orders it; everything before it is fixed text, including the versions
+/// of the toolchain it was built with (`rocm7.2.4`, `py3.12`, `2.10.0`), so
+/// a newer ROCm or PyTorch is another track. A toolchain's own name at the
+/// end (`…-cuda12.8`) orders nothing, nor a version the text cannot parse
+/// (`atom0.1.2.post`).
+fn product_version_track(tag: &str) -> Option<Track> {
+    let tokens = tokens(tag);
+    let (last, before) = tokens.split_last()?;
+    let at = last.find(|c: char| c.is_ascii_digit())?;
+    let (word, version) = last.split_at(at);
+    // A lone `v` is a version's prefix, not a product (`v1.2.3-v1.2.4`).
+    if word.len() < 2 || !word.bytes().all(|b| b.is_ascii_lowercase()) || TOOLCHAINS.contains(&word)
+    {
+        return None;
+    }
+    let parsed = Version::parse(version)?;
+    for token in before {
+        if *token == "-" || *token == "_" {
+            continue;
+        }
+        match classify(token)? {
+            Piece::Fixed(_) | Piece::FixedVersioned(_) | Piece::Version { .. } => {}
+            // A date, commit or number elsewhere could be the real order.
+            _ => return None,
+        }
+    }
+    let prefix = &tag[..tag.len() - version.len()];
+    let (name, capture) = if parsed.is_prerelease() {
+        (format!("{prefix}<semver-pre>"), PRERELEASE_PATTERN)
+    } else {
+        (format!("{prefix}<semver>"), RELEASE_PATTERN)
+    };
+    let regex = compiled(&format!("^{}{capture}$", regex::escape(prefix)))?;
+    let track = Track {
+        name,
+        ordering: TrackOrdering::Semver,
+        regex,
+        source: TrackSource::Inferred,
+    };
+    track.matches(tag).map(|_| track)
+}
+
+/// [`infer_track`] from the tag's pieces (a version, date, commit or number
+/// between fixed text).
+fn infer_from_pieces(tag: &str) -> Option<Track> {
     let mut texts = Vec::new();
     let mut pieces = Vec::new();
     for token in tokens(tag) {
@@ -750,14 +815,10 @@ pub fn infer_track(tag: &str) -> Option<Track> {
                 // release they lead to.
                 if *prerelease {
                     name.push_str("<semver-pre>");
-                    pattern.push_str(
-                        r"(?P<version>[0-9]{1,9}(?:\.[0-9]{1,9}){1,3}(?:(?:rc|a|b)[0-9]{1,9})?(?:\.post[0-9]{1,9})?)",
-                    );
+                    pattern.push_str(PRERELEASE_PATTERN);
                 } else {
                     name.push_str("<semver>");
-                    pattern.push_str(
-                        r"(?P<version>[0-9]{1,9}(?:\.[0-9]{1,9}){1,3}(?:\.post[0-9]{1,9})?)",
-                    );
+                    pattern.push_str(RELEASE_PATTERN);
                 }
             }
             Piece::Date { len } => {

@@ -311,3 +311,95 @@ async fn a_dated_nightly_track_reads_no_current_image_its_date_already_places() 
     // tag's date places it, and no other tag shares a night with it.
     assert_eq!(gets(&report), (2, 1), "{:?}", report.requests);
 }
+
+/// Without push times (here docker.io mirrored without Docker Hub's tags
+/// API, as on ghcr.io or nvcr.io) only the images say when each tag was
+/// made: ordering a push-ordered track reads every tag's index, manifest
+/// and config, and a newer tag too young to propose is read before it is
+/// passed over. No correct plan can skip these reads, so the minimum
+/// counts them, and the plan makes no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_minimum_counts_the_reads_ordering_and_ages_need_without_push_times() {
+    let test = "the_minimum_counts_the_reads_ordering_and_ages_need_without_push_times";
+    let Some(registry) = LocalRegistry::start_or_skip(test) else {
+        return;
+    };
+    let now = Utc::now();
+    let pusher = Pusher::new(registry.base_url());
+    let commit = |c: char| c.to_string().repeat(40);
+    let nightly = |c: char, age: Duration| {
+        let revision = commit(c);
+        (
+            format!("nightly-{revision}"),
+            vec![PlatformSpec::linux(
+                "amd64",
+                &[(REVISION, revision.as_str())],
+                Some(now - age),
+            )],
+        )
+    };
+    // Pushed oldest first; the newest is an hour old, too young (24 h).
+    for (tag, platforms) in [
+        nightly('a', Duration::days(30)),
+        nightly('b', Duration::days(10)),
+        nightly('c', Duration::hours(1)),
+    ] {
+        pusher
+            .push_image("klaud/nightly", &tag, &platforms)
+            .await
+            .unwrap();
+    }
+    for (tag, age) in [
+        ("v0.25.0", Duration::days(30)),
+        ("v0.26.0", Duration::days(3)),
+        ("v0.27.0", Duration::hours(1)),
+    ] {
+        pusher
+            .push_image("klaud/release", tag, &platforms(&["amd64"], now - age))
+            .await
+            .unwrap();
+    }
+    let mut config = RegistryConfig::default();
+    config
+        .mirrors
+        .insert("docker.io".to_owned(), registry.base_url());
+    let setup = Setup {
+        _registry: registry,
+        client: RegistryClient::new(config).unwrap(),
+        now,
+    };
+    let current = format!("klaud/nightly:nightly-{}", commit('a'));
+    let dir = checkout_of(&[
+        (current.as_str(), "a-fp4-b200-vllm", "b200"),
+        ("klaud/release:v0.25.0", "b-fp4-b200-vllm", "b200"),
+    ]);
+    let (_, report) = plan_checkout(&setup, &dir).await;
+    let proposed: Vec<Option<&str>> = report
+        .families
+        .iter()
+        .map(|f| f.candidate.as_ref().map(|c| c.tag.as_str()))
+        .collect();
+    let expected_nightly = format!("nightly-{}", commit('b'));
+    assert_eq!(
+        proposed,
+        [Some(expected_nightly.as_str()), Some("v0.26.0")],
+        "{:#?}",
+        report.families
+    );
+    // The nightly track: 3 tags, each an index, a manifest and a config.
+    // The release track: the too-young v0.27.0 and the candidate v0.26.0,
+    // each likewise (the text orders it, so the current tag is not read).
+    assert_eq!(
+        gets(&report),
+        (3 * 2 + 2 * 2, 3 + 2),
+        "{:?}",
+        report.requests
+    );
+    assert_eq!(
+        (report.minimum.manifest_get, report.minimum.blob_get),
+        gets(&report),
+        "{:?}",
+        report.minimum
+    );
+    assert_eq!(report.requests.total(), report.minimum.total());
+}

@@ -126,6 +126,13 @@ fn inferred_track_names_and_orderings_follow_the_tag_shape() {
             "ubuntu24.04_py3.12_pytorch_release_2.10.0_glm52_agentic_<mmdd>",
             TrackOrdering::Date,
         ),
+        (
+            "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3",
+            "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom<semver>",
+            TrackOrdering::Semver,
+        ),
+        ("vllm0.26", "vllm<semver>", TrackOrdering::Semver),
+        ("vllm0.27rc1", "vllm<semver-pre>", TrackOrdering::Semver),
     ];
     for (tag, name, ordering) in cases {
         let t = track(tag);
@@ -143,14 +150,17 @@ fn tags_without_a_recognisable_order_have_no_track() {
         "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom2026051",
         "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20261311",
         "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_at0m20260511",
-        "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3",
         "dev.1",
         "nightly-dev.1",
         "1.3.0-dev.1-dev.2",
         "0.5.9-0227-2-3",
         "feat-c185066-2",
-        "vllm0.26",
         "latest",
+        // A toolchain's version names what the build is for, not its order.
+        "py3.12",
+        "v0.5.8-cuda12.8",
+        "ubuntu24.04_cuda12.8",
+        "Vllm0.26",
         "",
         "v1.2.3-v1.2.4",
         "nightly-20260101-20260102",
@@ -162,6 +172,24 @@ fn tags_without_a_recognisable_order_have_no_track() {
             None,
             "{tag:?}"
         );
+    }
+}
+
+#[test]
+fn a_product_version_at_the_end_orders_the_build_and_the_toolchain_stays_fixed() {
+    let t = track("rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3");
+    let tag =
+        |atom: &str| format!("rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom{atom}");
+    assert!(key(&t, &tag("0.1.3")) < key(&t, &tag("0.1.4")));
+    assert!(key(&t, &tag("0.1.4")) < key(&t, &tag("0.2.0")));
+    assert!(key(&t, &tag("0.1.3")) < key(&t, &tag("0.1.3.post1")));
+    for other in [
+        "rocm7.2.5_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.4",
+        "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.11.0_atom0.1.4",
+        "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.4rc1",
+        "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511",
+    ] {
+        assert_eq!(t.matches(other), None, "{other}");
     }
 }
 
@@ -709,8 +737,6 @@ fn every_fixture_tag_is_on_its_own_track_or_has_none() {
         "kimi-k3",
         "minimax-m3",
         "rocm7.2.2_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.2.post",
-        "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3",
-        "vllm0.26",
     ]
     .into_iter()
     .collect();

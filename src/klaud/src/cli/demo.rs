@@ -122,7 +122,28 @@ pub struct DemoRequests {
     /// The first hour of a demo left running: its candidates once, then an
     /// idle pass every reconcile interval.
     pub hour: HourEstimate,
+    /// The registry side: a plan of the demo's masters.
+    pub registry: RegistryFigures,
 }
+
+/// `--stats`: pulls and requests per registry host of a plan of the demo's
+/// masters against its registry, cold (a fresh client, as every plan in
+/// the Actions deployment) and warm (the same client again), next to the
+/// minimum; and the build figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct RegistryFigures {
+    /// The cold plan, by host.
+    pub cold: Vec<super::plan::HostFigures>,
+    /// The warm plan, by host.
+    pub warm: Vec<super::plan::HostFigures>,
+    /// A cold `cargo build --release` of this binary, as last measured
+    /// (a running binary cannot time its own cold build).
+    pub build: &'static str,
+}
+
+/// The last measured cold build of this binary; configs/README.md "Performance"
+/// says how it is measured.
+pub const BUILD_FIGURE: &str = "680 CPU s (636 user + 43 sys) for a cold `cargo build --release` of klaud, measured 2026-12-03 at 50da06c with the release profile of Cargo.toml (opt-level 1 off the hot path), was 883 CPU s (828 user + 55 sys) at 6630138 with everything at opt-level 3; on 2 free cores wall ~ CPU/2 ~ 5.7 min against the 4 min target (not met); the wall time measured, 49 min, was on cores shared with three other builds";
 
 /// One candidate's requests in `--stats`.
 #[derive(Debug, Clone, Serialize)]
@@ -284,6 +305,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             idle_pass: figures.idle,
             validated: figures.validated,
             hour: HourEstimate::of(figures.all, figures.idle, DEMO_RECONCILE),
+            registry: figures.registry.clone(),
         });
     }
     if args.json {
@@ -447,6 +469,7 @@ fn demo_plan() -> PlanOptions<'static> {
 
 /// What `--stats` measured.
 struct Figures {
+    registry: RegistryFigures,
     all: RequestFigures,
     idle: RequestFigures,
     validated: usize,
@@ -454,8 +477,31 @@ struct Figures {
     passes: Vec<stats::PassRequests>,
 }
 
+/// Plans the demo's masters twice against its registry with one fresh
+/// client: the first plan is cold, the second warm.
+async fn registry_figures(seed: &Path, registry_url: &str) -> anyhow::Result<RegistryFigures> {
+    let repository = klaud_planner::repo::Repository::open(seed)?;
+    let client = sandbox_registry(registry_url)?;
+    let options = demo_plan();
+    let cold = klaud_planner::plan::plan(&repository, &client.session(), &options).await;
+    let warm = klaud_planner::plan::plan(&repository, &client.session(), &options).await;
+    Ok(RegistryFigures {
+        cold: super::plan::hosts(&cold),
+        warm: super::plan::hosts(&warm),
+        build: BUILD_FIGURE,
+    })
+}
+
 /// The per-candidate and per-pass figures, each next to its limit.
 fn print_stats(f: &Figures) {
+    eprintln!(
+        "Registry requests of a cold plan of the demo's masters (a fresh client):\n{}\
+         and of a warm one (the same client again):\n{}\
+         Build: {}",
+        super::plan::render_hosts(&f.registry.cold),
+        super::plan::render_hosts(&f.registry.warm),
+        f.registry.build
+    );
     let limit = stats::LIFECYCLE_LIMIT;
     eprintln!(
         "GitHub requests per candidate, claim to receipt (cut from the simulator's request log at \
@@ -787,7 +833,17 @@ async fn demo(
         })
         .collect();
     per_candidate.sort_by(|a, b| (&a.family, &a.variant).cmp(&(&b.family, &b.variant)));
+    let registry = if args.stats {
+        registry_figures(seed, &stack.registry_url).await?
+    } else {
+        RegistryFigures {
+            cold: Vec::new(),
+            warm: Vec::new(),
+            build: BUILD_FIGURE,
+        }
+    };
     let figures = Figures {
+        registry,
         all: RequestFigures::of(&full),
         idle: RequestFigures::of(&after[before_idle.min(after.len())..]),
         validated,

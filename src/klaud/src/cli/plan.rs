@@ -387,7 +387,13 @@ pub fn stats(report: &PlanReport) -> String {
         let minimum = minimum.map_or_else(|| "-".to_owned(), |m| m.to_string());
         out.push_str(&format!("{name:<14} {made:>5}  {minimum:>7}\n"));
     }
-    out.push_str(&format!("{:<14} {:>5}\n", "total", r.total()));
+    out.push_str(&format!(
+        "{:<14} {:>5}  {:>7}\n",
+        "total",
+        r.total(),
+        m.total()
+    ));
+    out.push_str(&render_hosts(&hosts(report)));
     for (host, q) in &report.quotas {
         out.push_str(&format!(
             "pull quota     {host}: {} of {} left per {} h\n",
@@ -399,6 +405,79 @@ pub fn stats(report: &PlanReport) -> String {
     out.push_str(&format!("wall time      {} ms\n", report.elapsed_ms));
     if let Some(peak) = peak_memory_kib() {
         out.push_str(&format!("peak memory    {:.1} MiB\n", peak as f64 / 1024.0));
+    }
+    out
+}
+
+/// One registry host's figures in a plan: its pulls and requests next to
+/// the minimum, and the candidate tags proposed from it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HostFigures {
+    /// The registry host as image references name it.
+    pub host: String,
+    /// Manifest `GET`s: what Docker Hub counts as pulls.
+    pub pulls: u64,
+    /// Distinct candidate tags proposed from the host.
+    pub candidates: usize,
+    /// Every request to the host.
+    pub requests: u64,
+    /// The fewest any correct plan makes ([`PlanReport::minimum_by_host`]).
+    pub minimum: u64,
+}
+
+/// [`HostFigures`] of every host the plan asked or needed.
+pub fn hosts(report: &PlanReport) -> Vec<HostFigures> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut proposed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for family in &report.families {
+        if let Some(c) = &family.candidate {
+            proposed
+                .entry(c.image.registry().to_owned())
+                .or_default()
+                .insert(format!("{}:{}", c.image.normalized_repository(), c.tag));
+        }
+    }
+    let mut names: BTreeSet<&String> = report.requests_by_host.keys().collect();
+    names.extend(report.minimum_by_host.keys());
+    names
+        .into_iter()
+        .map(|host| {
+            let made = report
+                .requests_by_host
+                .get(host)
+                .copied()
+                .unwrap_or_default();
+            HostFigures {
+                host: host.clone(),
+                pulls: made.manifest_get,
+                candidates: proposed.get(host).map_or(0, BTreeSet::len),
+                requests: made.total(),
+                minimum: report.minimum_by_host.get(host).map_or(0, |m| m.total()),
+            }
+        })
+        .collect()
+}
+
+/// The per-host table; Docker Hub, whose manifest `GET`s are pulls counted
+/// against a small hourly quota, with its target: at most 2 pulls per
+/// proposed candidate tag.
+pub fn render_hosts(hosts: &[HostFigures]) -> String {
+    let mut out = format!(
+        "{:<14} {:>5}  {:>10}  {:>8}  {:>7}  pull target\n",
+        "registry host", "pulls", "candidates", "requests", "minimum"
+    );
+    for h in hosts {
+        let target = if h.host == "docker.io" {
+            let bound = 2 * h.candidates as u64;
+            let verdict = if h.pulls <= bound { "met" } else { "MISSED" };
+            format!("<= 2 x {} = {bound}, {verdict}", h.candidates)
+        } else {
+            "no pull quota".to_owned()
+        };
+        out.push_str(&format!(
+            "{:<14} {:>5}  {:>10}  {:>8}  {:>7}  {target}\n",
+            h.host, h.pulls, h.candidates, h.requests, h.minimum
+        ));
     }
     out
 }
