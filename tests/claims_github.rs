@@ -10,7 +10,7 @@ use klaud_claims::{
     Lost, ManualClock, RefStore, Release, Renew, SystemClock, Takeover, TakeoverRefusal,
     ensure_plannable,
 };
-use klaud_github::{Credential, ForgeConfig, ForgeRunStatus, Github, RetryPolicy, Secret};
+use klaud_github::{Credential, ForgeConfig, ForgeRunCompletion, Github, RetryPolicy, Secret};
 use klaud_planner::identity;
 use klaud_sandbox::github::{Fault, FaultAction, GithubSim, Permission};
 use serde_json::json;
@@ -268,7 +268,7 @@ async fn takeover_is_refused_before_the_lease_expires_and_raises_the_fence_after
     let f = forge(&sim, 0).await;
     let base = main_sha(&f).await;
     let clock = ManualClock::new(t0());
-    let runs = ForgeRunStatus::new(&f);
+    let runs = ForgeRunCompletion::new(&f);
     let fam = family("takeover");
     let first = ClaimBook::new(&f, &clock, claimant());
     let held = match first
@@ -389,7 +389,7 @@ async fn an_old_helper_claim_parses_and_is_taken_over_only_after_its_run_complet
     let planted = plant(&sim, &fam, &old).await;
 
     let clock = ManualClock::new(t0());
-    let runs = ForgeRunStatus::new(&f);
+    let runs = ForgeRunCompletion::new(&f);
     let book = ClaimBook::new(&f, &clock, claimant());
     let entry = book.inspect(&fam.id).await.unwrap().unwrap();
     assert_eq!(entry.tip.sha, planted);
@@ -459,10 +459,15 @@ async fn an_old_helper_claim_whose_run_cannot_be_found_is_not_taken_over() {
     let clock = ManualClock::new(t0());
     let book = ClaimBook::new(&f, &clock, claimant());
     assert_eq!(
-        book.takeover(&fam.id, 9, TimeDelta::minutes(10), &ForgeRunStatus::new(&f))
-            .await
-            .unwrap(),
-        Takeover::Refused(TakeoverRefusal::RunStatusUnknown { run_id: 424242 })
+        book.takeover(
+            &fam.id,
+            9,
+            TimeDelta::minutes(10),
+            &ForgeRunCompletion::new(&f)
+        )
+        .await
+        .unwrap(),
+        Takeover::Refused(TakeoverRefusal::RunCompletionUnknown { run_id: 424242 })
     );
     assert_eq!(
         sim.state().ref_sha(REPO, &fam.id.claim_ref()).await,
@@ -553,8 +558,13 @@ async fn an_unparsable_claim_blocks_planning_and_stays_in_place() {
     }
     clock.advance(TimeDelta::days(30));
     assert!(matches!(
-        book.takeover(&fam.id, 9, TimeDelta::minutes(10), &ForgeRunStatus::new(&f))
-            .await,
+        book.takeover(
+            &fam.id,
+            9,
+            TimeDelta::minutes(10),
+            &ForgeRunCompletion::new(&f)
+        )
+        .await,
         Err(ClaimError::Unparsable { .. })
     ));
     assert_eq!(
@@ -697,10 +707,15 @@ async fn an_unreadable_owner_run_fails_the_takeover_without_writing() {
     let clock = ManualClock::new(t0());
     let book = ClaimBook::new(&f, &clock, claimant());
     match book
-        .takeover(&fam.id, 9, TimeDelta::minutes(10), &ForgeRunStatus::new(&f))
+        .takeover(
+            &fam.id,
+            9,
+            TimeDelta::minutes(10),
+            &ForgeRunCompletion::new(&f),
+        )
         .await
     {
-        Err(ClaimError::RunStatus { run_id, source }) => {
+        Err(ClaimError::RunCompletion { run_id, source }) => {
             assert_eq!(run_id, 31337);
             assert!(source.to_string().contains("503"), "{source}");
             let cause = std::error::Error::source(&source);

@@ -1194,7 +1194,7 @@ async fn leases_are_kept_on_githubs_clock_so_a_machine_clock_ahead_takes_no_live
         "on this machine's clock alone the live lease looks expired"
     );
     assert_eq!(entry.lease_expired(github.now()), Some(false));
-    let runs = klaud_github::ForgeRunStatus::new(&f);
+    let runs = klaud_github::ForgeRunCompletion::new(&f);
     let taken = other
         .takeover(&family, 2, TimeDelta::minutes(5), &runs)
         .await

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use klaud_claims::{CandidateId, Claimant, Clock as _};
-use klaud_github::{ForgeRunStatus, Github};
+use klaud_github::{ForgeRunCompletion, Github};
 use klaud_lifecycle::engine::{CandidateRecord, Journal, MemoryJournal, Step, Target};
 use klaud_lifecycle::model::Outcome;
 use klaud_sandbox::github::{Fault, FaultAction, Permission};
@@ -258,7 +258,7 @@ async fn take_over_as(
     use klaud_service::recover::{RecoveryContext, take_over_orphans};
     let clock = env.clock;
     let book = klaud_claims::ClaimBook::new(&env.forge, clock, instance(who));
-    let runs = ForgeRunStatus::new(&env.forge);
+    let runs = ForgeRunCompletion::new(&env.forge);
     let ctx = RecoveryContext {
         book: &book,
         runs: &runs,
@@ -287,7 +287,7 @@ async fn recover_as(env: &Harness, who: u128) -> Vec<klaud_service::recover::Rec
     let clock = env.clock;
     let book = klaud_claims::ClaimBook::new(&env.forge, clock, claimant.clone());
     let config = crate::support::engine_config(9000 + who as u64);
-    let runs = ForgeRunStatus::new(&env.forge);
+    let runs = ForgeRunCompletion::new(&env.forge);
     let ctx = RecoveryContext {
         book: &book,
         runs: &runs,

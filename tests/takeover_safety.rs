@@ -120,7 +120,7 @@ async fn stalled_writer(stop_before: fn(&CandidateRecord) -> bool, write: &str) 
         // A is stuck; its lease runs out and B recovers the candidate.
         clock.advance(chrono::TimeDelta::hours(1) + chrono::TimeDelta::minutes(1));
         let book = ClaimBook::new(&env.forge, &clock, b());
-        let runs = klaud_github::ForgeRunStatus::new(&env.forge);
+        let runs = klaud_github::ForgeRunCompletion::new(&env.forge);
         let cid = candidate.clone();
         let held = match book
             .takeover(&cid.family(), 777, env.config.lease, &runs)

@@ -100,12 +100,12 @@ impl Clock for ShiftedClock {
 /// source as well.
 #[derive(Debug, thiserror::Error)]
 #[error("{source}")]
-pub struct RunStatusError {
+pub struct RunCompletionError {
     #[source]
     source: Box<dyn std::error::Error + Send + Sync>,
 }
 
-impl RunStatusError {
+impl RunCompletionError {
     /// Asking for the run's state failed with `source`.
     pub fn new(source: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self {
@@ -116,10 +116,10 @@ impl RunStatusError {
 
 /// Answers whether the run that owns a lease-less (old helper) claim is over.
 #[async_trait]
-pub trait RunStatus: Send + Sync {
+pub trait RunCompletion: Send + Sync {
     /// `Some(true)` when the run has completed, `Some(false)` while it is
     /// queued or running, `None` when it cannot be told (e.g. not found).
-    async fn run_completed(&self, run_id: u64) -> Result<Option<bool>, RunStatusError>;
+    async fn run_completed(&self, run_id: u64) -> Result<Option<bool>, RunCompletionError>;
 }
 
 /// Who is claiming: this Klaud instance.
@@ -298,7 +298,7 @@ pub enum TakeoverRefusal {
     },
     /// A lease-less claim whose owner run's state is unknown: refuse rather
     /// than guess.
-    RunStatusUnknown {
+    RunCompletionUnknown {
         /// The owner run.
         run_id: u64,
     },
@@ -314,7 +314,7 @@ impl fmt::Display for TakeoverRefusal {
                 f,
                 "lease-less claim whose owner run {run_id} has not completed"
             ),
-            Self::RunStatusUnknown { run_id } => {
+            Self::RunCompletionUnknown { run_id } => {
                 write!(
                     f,
                     "lease-less claim whose owner run {run_id} cannot be found; refusing to guess"
@@ -380,12 +380,12 @@ pub enum ClaimError {
     InvalidRequest(String),
     /// The owner run's state could not be read.
     #[error("could not learn whether run {run_id} completed: {source}")]
-    RunStatus {
+    RunCompletion {
         /// The run.
         run_id: u64,
         /// The underlying error.
         #[source]
-        source: RunStatusError,
+        source: RunCompletionError,
     },
     /// A forced delete found the ref at another commit than the one the
     /// operator was shown; nothing was deleted.
@@ -966,7 +966,7 @@ impl<'a> ClaimBook<'a> {
         family: &'f FamilyId,
         run_id: u64,
         lease_for: TimeDelta,
-        runs: &'f dyn RunStatus,
+        runs: &'f dyn RunCompletion,
     ) -> BoxFuture<'f, Result<Takeover, ClaimError>> {
         Box::pin(async move {
             self.take_over_ref(
@@ -1008,7 +1008,7 @@ impl<'a> ClaimBook<'a> {
         ref_name: &str,
         run_id: u64,
         lease_for: TimeDelta,
-        runs: Option<&dyn RunStatus>,
+        runs: Option<&dyn RunCompletion>,
         entry: fn(RefTip) -> ClaimEntry,
     ) -> Result<Takeover, ClaimError> {
         let lease_until = self.lease_end(lease_for)?;
@@ -1041,12 +1041,12 @@ impl<'a> ClaimBook<'a> {
                         }));
                     }
                     Ok(None) => {
-                        return Ok(Takeover::Refused(TakeoverRefusal::RunStatusUnknown {
+                        return Ok(Takeover::Refused(TakeoverRefusal::RunCompletionUnknown {
                             run_id: owner_run,
                         }));
                     }
                     Err(source) => {
-                        return Err(ClaimError::RunStatus {
+                        return Err(ClaimError::RunCompletion {
                             run_id: owner_run,
                             source,
                         });
@@ -1112,7 +1112,7 @@ impl<'a> ClaimBook<'a> {
         candidate: &'f CandidateId,
         run_id: u64,
         lease_for: TimeDelta,
-        runs: &'f dyn RunStatus,
+        runs: &'f dyn RunCompletion,
     ) -> BoxFuture<'f, Result<Takeover, ClaimError>> {
         Box::pin(async move {
             self.take_over_ref(

@@ -13,7 +13,7 @@
 //! Takeovers raise the `fence`, which the lifecycle's ownership checks
 //! compare before every mutation. Release is read-check-delete: GitHub has no
 //! conditional delete, see [`ClaimBook::release`]. Time comes from an
-//! injected [`Clock`], the state of old-helper runs from [`RunStatus`].
+//! injected [`Clock`], the state of old-helper runs from [`RunCompletion`].
 //!
 //! The [`ClaimBook`]'s async methods return boxed futures, compiled once
 //! here rather than again in every crate that awaits them (see
@@ -27,7 +27,7 @@ pub mod store;
 
 pub use claim::{
     Acquire, ClaimBook, ClaimEntry, ClaimError, ClaimParseError, Claimant, Clock, HeldClaim, Lost,
-    ManualClock, PlanningBlocked, Release, Renew, RunStatus, RunStatusError, ShiftedClock,
+    ManualClock, PlanningBlocked, Release, Renew, RunCompletion, RunCompletionError, ShiftedClock,
     SystemClock, Takeover, TakeoverRefusal, ensure_plannable,
 };
 pub use memory::MemoryRefStore;

@@ -10,7 +10,7 @@ use klaud_claims::memory::{Fault, Op};
 use klaud_claims::{
     Acquire, CandidateId, ClaimBook, ClaimCandidate, ClaimError, ClaimParseError, ClaimRecord,
     Claimant, FamilyId, Lost, ManualClock, MemoryRefStore, RefStore, RefStoreError, RefTip,
-    Release, Renew, RunStatus, RunStatusError, Takeover, TakeoverRefusal, ensure_plannable,
+    Release, Renew, RunCompletion, RunCompletionError, Takeover, TakeoverRefusal, ensure_plannable,
 };
 use uuid::Uuid;
 
@@ -53,10 +53,10 @@ fn won(result: Acquire) -> klaud_claims::HeldClaim {
 struct Runs(Result<Option<bool>, &'static str>);
 
 #[async_trait]
-impl RunStatus for Runs {
-    async fn run_completed(&self, _run_id: u64) -> Result<Option<bool>, RunStatusError> {
+impl RunCompletion for Runs {
+    async fn run_completed(&self, _run_id: u64) -> Result<Option<bool>, RunCompletionError> {
         self.0
-            .map_err(|text| RunStatusError::new(std::io::Error::other(text)))
+            .map_err(|text| RunCompletionError::new(std::io::Error::other(text)))
     }
 }
 
@@ -613,7 +613,7 @@ async fn claim_old_helper_claims_are_taken_over_only_after_their_run_completed()
         book.takeover(&family(), 7, lease(), &Runs(Ok(None)))
             .await
             .unwrap(),
-        Takeover::Refused(TakeoverRefusal::RunStatusUnknown { run_id: RUN })
+        Takeover::Refused(TakeoverRefusal::RunCompletionUnknown { run_id: RUN })
     );
     let e = book
         .takeover(&family(), 7, lease(), &Runs(Err("HTTP 503")))

@@ -27,7 +27,7 @@ use crate::model::Outcome;
 use chrono::{DateTime, TimeDelta, Utc};
 use klaud_claims::{
     Acquire, CandidateId, ClaimBook, ClaimCandidate, ClaimEntry, ClaimError, FamilyId, HeldClaim,
-    Release, Renew, RunStatus, Takeover,
+    Release, Renew, RunCompletion, Takeover,
 };
 use serde::Serialize;
 
@@ -36,7 +36,7 @@ pub struct RecoveryContext<'a> {
     /// Claim operations as this instance.
     pub book: &'a ClaimBook<'a>,
     /// Whether an old helper's owner run completed.
-    pub runs: &'a dyn RunStatus,
+    pub runs: &'a dyn RunCompletion,
     /// This instance's run, written into what it takes over.
     pub owner_run: u64,
     /// Lease length of what it takes.

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use klaud_workflows::EventContext;
 pub use klaud_workflows::{Workflow, WorkflowError};
 
-use crate::engine::forge::{Pull, Run};
+use crate::engine::forge::{Pull, Run, RunEvent};
 #[cfg(test)]
 use crate::engine::forge::{PullState, RunStatus};
 
@@ -317,7 +317,7 @@ pub fn sweep_title(
 /// the title the workflow gives the PR's sweep). A title alone never
 /// decides it.
 pub fn is_sweep_of(run: &Run, number: u64, head: &str, repo: &str, title: Option<&str>) -> bool {
-    run.event == "pull_request"
+    run.event == RunEvent::PullRequest
         && run.head_sha == head
         && run
             .head_repo

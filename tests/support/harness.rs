@@ -453,7 +453,7 @@ impl Harness {
         let mut plan = PlanOptions::new(self.clock.now());
         plan.max_candidates = 20;
         WaveOptions {
-            lifecycle: klaud_lifecycle::wave::WaveOptions {
+            lifecycle: klaud_lifecycle::wave::WaveSettings {
                 claimant,
                 engine,
                 plan,

@@ -7,7 +7,7 @@ use crate::engine::config::smoke_test_name;
 use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
-use crate::engine::forge::{Forge as _, ForgeError, Run, RunQuery};
+use crate::engine::forge::{Forge as _, ForgeError, Run, RunEvent, RunQuery};
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Step};
 use crate::engine::proof::Scope;
@@ -151,6 +151,10 @@ impl Engine<'_> {
     /// the candidate head, so the run is found by what Klaud controls: its
     /// title (which echoes the test name), actor, event, branch, and a
     /// creation time after the dispatch.
+    // Kept whole (about 100 lines): the search and the dispatch are one
+    // unit; the dispatch comes only after the search found nothing, and the
+    // intent recorded between them makes a restart search, never dispatch
+    // twice.
     pub(super) async fn find_or_dispatch(
         &self,
         rec: &mut CandidateRecord,
@@ -178,16 +182,14 @@ impl Engine<'_> {
         // Clocks of Klaud and GitHub differ a little; a run of an earlier
         // attempt is excluded by id (`known`) anyway.
         let after = rec.attempts[idx].dispatched_at.map(|t| t - CLOCK_SKEW);
-        let created_after = |r: &Run| match (after, r.created_at.as_deref()) {
-            (Some(after), Some(at)) => chrono::DateTime::parse_from_rfc3339(at)
-                .map(|t| t.with_timezone(&chrono::Utc) >= after)
-                .unwrap_or(true),
+        let created_after = |r: &Run| match (after, r.created_at) {
+            (Some(after), Some(at)) => at >= after,
             _ => true,
         };
         // Newest first: the oldest unknown run is the one of this attempt.
         if let Some(found) = runs.iter().rev().find(|r| {
             r.title == title
-                && r.event == "workflow_dispatch"
+                && r.event == RunEvent::WorkflowDispatch
                 && self.by_bot(r.actor.as_deref())
                 && r.head_branch
                     .as_deref()

@@ -624,6 +624,8 @@ impl Engine<'_> {
     /// The target of one requested variant, checked against the
     /// experiment as it is (`info`, which lists it when new) and against
     /// what the bump commit can make. `Ok(Err(why))`: refused.
+    // Kept whole (about 90 lines): its refusals come in the order the
+    // person who asked reads them, each with its own message.
     fn variant_target(
         &self,
         rec: &CandidateRecord,

@@ -5,9 +5,10 @@
 //! can change GitHub without having re-read that the work is still Klaud's.
 
 use super::ownership::ProofError;
-pub use super::states::{CompareStatus, PullState, RunConclusion, RunStatus};
+pub use super::states::{CompareStatus, PullState, RunConclusion, RunEvent, RunStatus};
 use super::write::{Permitted, Written};
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use klaud_claims::{RefStore, RefStoreError};
 
 /// A pull request as the lifecycle sees it.
@@ -80,8 +81,8 @@ pub struct Run {
     pub attempt: u32,
     /// Title shown on GitHub (`display_title`).
     pub title: String,
-    /// Event (`workflow_dispatch`, `pull_request`).
-    pub event: String,
+    /// What started it.
+    pub event: RunEvent,
     /// Where it is.
     pub status: RunStatus,
     /// Conclusion once completed.
@@ -90,8 +91,9 @@ pub struct Run {
     pub head_sha: String,
     /// Who started it.
     pub actor: Option<String>,
-    /// RFC 3339 creation time.
-    pub created_at: Option<String>,
+    /// When GitHub created it (read at the boundary; `None` when GitHub
+    /// gave no time or one that does not parse).
+    pub created_at: Option<DateTime<Utc>>,
     /// Web URL.
     pub html_url: String,
     /// Branch the run is on (for a dispatch: the dispatched branch, not
@@ -116,8 +118,8 @@ impl Run {
 pub struct RunQuery {
     /// Workflow file, e.g. `e2e-tests.yml`.
     pub workflow: String,
-    /// Event.
-    pub event: Option<String>,
+    /// What started them.
+    pub event: Option<RunEvent>,
     /// Actor login.
     pub actor: Option<String>,
     /// Head commit.

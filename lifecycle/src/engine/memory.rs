@@ -14,8 +14,8 @@ use klaud_claims::{MemoryRefStore, RefStore, RefStoreError, RefTip, is_coordinat
 use serde_json::Value;
 
 use super::forge::{
-    ArtifactInfo, Comment, Forge, ForgeError, Pull, PullState, Run, RunConclusion, RunQuery,
-    RunStatus,
+    ArtifactInfo, Comment, Forge, ForgeError, Pull, PullState, Run, RunConclusion, RunEvent,
+    RunQuery, RunStatus,
 };
 use super::write::{Permitted, Write, Written};
 
@@ -335,7 +335,7 @@ impl MemoryForge {
                 id,
                 attempt: 1,
                 title,
-                event: event.to_owned(),
+                event: RunEvent::parse(event),
                 status: RunStatus::Queued,
                 conclusion: None,
                 head_sha: head,

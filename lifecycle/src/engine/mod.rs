@@ -55,7 +55,7 @@ pub use drive::Progress;
 pub use error::EngineError;
 pub use forge::{
     ArtifactInfo, Comment, CompareStatus, ComparedCommit, Comparison, ErrorSource, Forge,
-    ForgeError, Job, Pull, PullState, Run, RunConclusion, RunQuery, RunStatus,
+    ForgeError, Job, Pull, PullState, Run, RunConclusion, RunEvent, RunQuery, RunStatus,
 };
 pub use intent::Intent;
 pub use journal::{

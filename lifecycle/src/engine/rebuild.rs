@@ -250,6 +250,8 @@ impl Engine<'_> {
     /// the reports do not name yet: smoke runs by title and actor, sweeps
     /// by head. They are added as unreported attempts, so a cleanup
     /// cancels what still runs and the receipt names them.
+    // Kept whole (about 90 lines): the head and both run searches feed one
+    // list of unreported attempts, in the order a cleanup needs them.
     pub(super) async fn find_owned_runs(
         &self,
         rec: &mut CandidateRecord,

@@ -104,6 +104,21 @@ github_word! {
 }
 
 github_word! {
+    /// What started a workflow run (`event`); Klaud reads the two it
+    /// starts or watches, the rest only to tell them apart.
+    RunEvent {
+        /// Dispatched by API (Klaud's smoke).
+        WorkflowDispatch => "workflow_dispatch",
+        /// A pull request event (the final sweep).
+        PullRequest => "pull_request",
+        /// A push to a branch.
+        Push => "push",
+        /// A schedule.
+        Schedule => "schedule",
+    }
+}
+
+github_word! {
     /// How a compare's `head` relates to its `base` (`status` of the
     /// compare API).
     CompareStatus {

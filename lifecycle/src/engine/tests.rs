@@ -172,7 +172,7 @@ async fn prepare_opens_a_draft_pull_request_with_the_bump_and_dispatches_the_smo
     assert!(pull.body.contains("klaud-baseline"), "{}", pull.body);
     let runs = w.forge.runs();
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0].event, "workflow_dispatch");
+    assert_eq!(runs[0].event, RunEvent::WorkflowDispatch);
     assert_eq!(
         runs[0].title,
         format!("e2e Test - {}", smoke_test_name(7, rec.candidate.as_str()))
@@ -233,7 +233,7 @@ async fn a_passed_smoke_is_reported_then_changelog_sweep_label_and_a_validated_f
         .forge
         .runs()
         .into_iter()
-        .find(|r| r.event == "pull_request")
+        .find(|r| r.event == RunEvent::PullRequest)
         .expect("the sweep label started the sweep");
     assert_eq!(Some(sweep.head_sha.as_str()), rec.head.as_deref());
     w.forge
@@ -300,7 +300,7 @@ async fn a_green_sweep_that_leaves_frozen_points_without_a_result_is_not_validat
         .forge
         .runs()
         .into_iter()
-        .find(|r| r.event == "pull_request")
+        .find(|r| r.event == RunEvent::PullRequest)
         .expect("the sweep label started the sweep");
     w.forge
         .complete_run(sweep.id, "success", results_of(&rec, &[2, 16]))
@@ -350,7 +350,7 @@ async fn an_infrastructure_failure_is_retried_without_counting_as_a_repair() {
         .forge
         .runs()
         .into_iter()
-        .filter(|r| r.event == "workflow_dispatch")
+        .filter(|r| r.event == RunEvent::WorkflowDispatch)
         .count();
     assert_eq!(dispatches, 2, "one retry dispatched");
     assert_ne!(w.smoke_run(&rec), run);
@@ -830,7 +830,9 @@ async fn an_experiment_race_is_won_by_the_second_variant_and_the_others_end_dupl
         .forge
         .runs()
         .into_iter()
-        .find(|r| r.event == "pull_request" && Some(r.head_sha.as_str()) == recs[1].head.as_deref())
+        .find(|r| {
+            r.event == RunEvent::PullRequest && Some(r.head_sha.as_str()) == recs[1].head.as_deref()
+        })
         .expect("B's sweep");
     w.forge
         .complete_run(sweep.id, "success", results_of(&recs[1], &[]))

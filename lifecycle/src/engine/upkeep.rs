@@ -70,6 +70,8 @@ impl Engine<'_> {
     /// What merging `base_tip` into `head` takes, for `rec`'s branch.
     /// `entry_link`: Klaud's changelog entry's PR link, when the entry is
     /// (to be) on the branch; its bytes are re-appended to the base's.
+    // Kept whole (about 90 lines): one three-way merge whose cases share
+    // the three sides, read once.
     pub(super) async fn merge_plan(
         &self,
         rec: &CandidateRecord,
@@ -197,6 +199,8 @@ impl Engine<'_> {
         })
     }
 
+    // Kept whole (about 115 lines): one ordered decision (settled, base
+    // moved, conflict, merge under the claim) over facts it reads once.
     pub(super) async fn keep_mergeable_once(
         &self,
         rec: &mut CandidateRecord,

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use klaud_claims::{
-    CandidateId, ClaimBook, ClaimEntry, Claimant, Clock, HeldClaim, RunStatus, ensure_plannable,
+    CandidateId, ClaimBook, ClaimEntry, Claimant, Clock, HeldClaim, RunCompletion, ensure_plannable,
 };
 use klaud_planner::plan::{BlockKind, Blocked, PlanOptions, PlanReport, plan};
 use klaud_planner::registry::{RegistryClient, RegistrySession};
@@ -55,7 +55,7 @@ use targets::{expand_experiments, held_target, plan_targets};
 
 /// Why a wave stopped.
 #[derive(Debug, thiserror::Error)]
-pub enum WaveError {
+pub enum WaveFailure {
     /// A port failed (reading the base commit, the open pull requests):
     /// its own error, for the caller to take back.
     #[error(transparent)]
@@ -90,7 +90,7 @@ pub struct WavePorts<'a> {
     /// The time claims, leases, cooldowns and the wait are measured by.
     pub clock: &'a dyn Clock,
     /// Whether an old helper's owner run completed (lease-less claims).
-    pub runs: &'a dyn RunStatus,
+    pub runs: &'a dyn RunCompletion,
     /// The registries the plan asks.
     pub registry: &'a RegistryClient,
     /// The published results the baseline is frozen from.
@@ -113,7 +113,7 @@ pub struct WavePorts<'a> {
 }
 
 /// A wave's settings.
-pub struct WaveOptions<'a> {
+pub struct WaveSettings<'a> {
     /// This instance.
     pub claimant: Claimant,
     /// The engine settings (owner run, workflows, labels, budgets).
@@ -218,7 +218,7 @@ pub struct Wave<'a> {
 
 impl<'a> Wave<'a> {
     /// A wave over `ports` with `options`.
-    pub fn new(ports: WavePorts<'a>, options: WaveOptions<'a>) -> Self {
+    pub fn new(ports: WavePorts<'a>, options: WaveSettings<'a>) -> Self {
         Self {
             ports,
             claimant: options.claimant,
@@ -234,11 +234,11 @@ impl<'a> Wave<'a> {
     /// Runs the wave: every phase in order.
     ///
     /// Boxed at the crate's edge ([`crate::BoxFuture`]).
-    pub fn run(self) -> BoxFuture<'a, Result<WaveSummary, WaveError>> {
+    pub fn run(self) -> BoxFuture<'a, Result<WaveSummary, WaveFailure>> {
         Box::pin(self.run_phases())
     }
 
-    async fn run_phases(mut self) -> Result<WaveSummary, WaveError> {
+    async fn run_phases(mut self) -> Result<WaveSummary, WaveFailure> {
         let plan = self.plan.take().expect("a wave runs once");
         let base = self
             .ports
@@ -329,22 +329,22 @@ impl<'a> Wave<'a> {
         &self,
         book: &ClaimBook<'_>,
         plan: PlanOptions<'p>,
-    ) -> Result<Pass<'p>, WaveError> {
+    ) -> Result<Pass<'p>, WaveFailure> {
         let claims = book
             .list_claims()
             .await
-            .map_err(|e| WaveError::Claims(e.to_string()))?;
-        ensure_plannable(&claims).map_err(|e| WaveError::Claims(e.to_string()))?;
+            .map_err(|e| WaveFailure::Claims(e.to_string()))?;
+        ensure_plannable(&claims).map_err(|e| WaveFailure::Claims(e.to_string()))?;
         let leases = book
             .list_recovery_leases()
             .await
-            .map_err(|e| WaveError::Claims(e.to_string()))?;
+            .map_err(|e| WaveFailure::Claims(e.to_string()))?;
         let (done, unfinished): (Vec<CandidateRecord>, Vec<CandidateRecord>) = self
             .ports
             .journal
             .list()
             .await
-            .map_err(|e| WaveError::Journal(e.to_string()))?
+            .map_err(|e| WaveFailure::Journal(e.to_string()))?
             .into_iter()
             .partition(|r| r.step == Step::Done);
         let now = self.ports.clock.now();
@@ -434,7 +434,7 @@ impl<'a> Wave<'a> {
         repository: &Repository,
         session: &RegistrySession,
         pass: &mut Pass<'_>,
-    ) -> Result<(), WaveError> {
+    ) -> Result<(), WaveFailure> {
         // Other people's work and Klaud's own open PRs, read from GitHub
         // before claiming; the blocked families are still planned so the
         // plan says what they would get.
@@ -771,7 +771,7 @@ impl<'a> Wave<'a> {
         engine: &Engine<'_>,
         repository: &Repository,
         pass: &mut Pass<'_>,
-    ) -> Result<(), WaveError> {
+    ) -> Result<(), WaveFailure> {
         self.end_overlapped(engine, repository, pass).await?;
         let started = self.ports.clock.now();
         let wait = TimeDelta::from_std(self.wait).unwrap_or(TimeDelta::MAX);
@@ -873,7 +873,7 @@ impl<'a> Wave<'a> {
         engine: &Engine<'_>,
         repository: &Repository,
         pass: &mut Pass<'_>,
-    ) -> Result<(), WaveError> {
+    ) -> Result<(), WaveFailure> {
         let human = if pass
             .slots
             .iter()

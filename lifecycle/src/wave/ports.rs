@@ -10,7 +10,7 @@ use klaud_planner::plan::Blocked;
 use klaud_planner::registry::RegistryClient;
 use klaud_planner::repo::{Family, RepoOptions, Repository};
 
-use super::WaveError;
+use super::WaveFailure;
 use super::summary::WaveSummary;
 use crate::engine::{CandidateRecord, Progress};
 use crate::report::UpstreamRange;
@@ -32,10 +32,10 @@ pub struct BaseCheckout {
 pub trait BaseSource: Send + Sync {
     /// The head of `branch` and a checkout of it opened with `options`. A
     /// missing branch or repository is an error naming which.
-    async fn base(&self, branch: &str, options: &RepoOptions) -> Result<BaseCheckout, WaveError>;
+    async fn base(&self, branch: &str, options: &RepoOptions) -> Result<BaseCheckout, WaveFailure>;
     /// The bytes of `path` (repository-relative) at the head of Klaud's
     /// branch `branch`; `None` when the branch or the file is absent.
-    async fn branch_file(&self, branch: &str, path: &str) -> Result<Option<Vec<u8>>, WaveError>;
+    async fn branch_file(&self, branch: &str, path: &str) -> Result<Option<Vec<u8>>, WaveFailure>;
 }
 
 /// What the open pull requests say about the families of a base checkout
@@ -61,7 +61,7 @@ pub trait PullSource: Send + Sync {
         &self,
         repository: &Repository,
         base_branch: &str,
-    ) -> Result<OpenPulls, WaveError>;
+    ) -> Result<OpenPulls, WaveFailure>;
 }
 
 /// Knows the upstream source history behind image tags.

@@ -11,7 +11,7 @@ use klaud_planner::plan::PlanReport;
 use klaud_planner::registry::RegistryClient;
 use klaud_planner::repo::Repository;
 
-use super::WaveError;
+use super::WaveFailure;
 use super::ports::{BaseSource, UpstreamSource};
 use crate::engine::Target;
 
@@ -63,7 +63,7 @@ pub(super) async fn held_target(
     candidate: &klaud_claims::ClaimCandidate,
     experiments: &[crate::experiment::ExperimentSpec],
     claim: &klaud_claims::ClaimRecord,
-) -> Result<Option<Target>, WaveError> {
+) -> Result<Option<Target>, WaveFailure> {
     // A sibling a `/klaud try` listed in the claim: rebuilt from the claim
     // record alone, branch or not (issue 15).
     if let Some(listed) = crate::experiment::Listed::of_claim(&claim.extra) {

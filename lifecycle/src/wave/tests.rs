@@ -10,7 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{NaiveDate, TimeDelta, TimeZone, Utc};
 use klaud_claims::{
-    Acquire, CandidateId, ClaimBook, ClaimCandidate, Claimant, Clock, RunStatus, RunStatusError,
+    Acquire, CandidateId, ClaimBook, ClaimCandidate, Claimant, Clock, RunCompletion,
+    RunCompletionError,
 };
 use klaud_planner::identity::candidate_id;
 use klaud_planner::image::ImageRef;
@@ -60,9 +61,9 @@ struct DemoBase<'a> {
 
 #[async_trait]
 impl BaseSource for DemoBase<'_> {
-    async fn base(&self, _: &str, options: &RepoOptions) -> Result<BaseCheckout, WaveError> {
+    async fn base(&self, _: &str, options: &RepoOptions) -> Result<BaseCheckout, WaveFailure> {
         let repository = Repository::open_with(demo_root(), options)
-            .map_err(|e| WaveError::Port(Box::new(e)))?;
+            .map_err(|e| WaveFailure::Port(Box::new(e)))?;
         Ok(BaseCheckout {
             sha: self.sha.clone(),
             repository,
@@ -70,11 +71,11 @@ impl BaseSource for DemoBase<'_> {
         })
     }
 
-    async fn branch_file(&self, branch: &str, path: &str) -> Result<Option<Vec<u8>>, WaveError> {
+    async fn branch_file(&self, branch: &str, path: &str) -> Result<Option<Vec<u8>>, WaveFailure> {
         self.forge
             .read_file(path, branch)
             .await
-            .map_err(|e| WaveError::Port(Box::new(e)))
+            .map_err(|e| WaveFailure::Port(Box::new(e)))
     }
 }
 
@@ -83,7 +84,7 @@ struct NoPulls;
 
 #[async_trait]
 impl PullSource for NoPulls {
-    async fn open_pulls(&self, _: &Repository, _: &str) -> Result<OpenPulls, WaveError> {
+    async fn open_pulls(&self, _: &Repository, _: &str) -> Result<OpenPulls, WaveFailure> {
         Ok(OpenPulls::default())
     }
 }
@@ -92,8 +93,8 @@ impl PullSource for NoPulls {
 struct NoRuns;
 
 #[async_trait]
-impl RunStatus for NoRuns {
-    async fn run_completed(&self, _: u64) -> Result<Option<bool>, RunStatusError> {
+impl RunCompletion for NoRuns {
+    async fn run_completed(&self, _: u64) -> Result<Option<bool>, RunCompletionError> {
         Ok(None)
     }
 }
@@ -183,7 +184,7 @@ impl World {
         };
         let mut plan = PlanOptions::new(self.clock.now());
         plan.max_candidates = 0;
-        let options = WaveOptions {
+        let options = WaveSettings {
             claimant: claimant(),
             engine: self.config.clone(),
             plan,

@@ -25,7 +25,7 @@ mod api;
 mod issues;
 pub mod lifecycle;
 mod refstore;
-mod runstatus;
+mod run_completion;
 pub mod signoff;
 mod transport;
 pub mod upstream;
@@ -44,7 +44,7 @@ pub use api::{
 };
 
 pub use issues::IssueInfo;
-pub use runstatus::ForgeRunStatus;
+pub use run_completion::ForgeRunCompletion;
 pub use transport::{
     ConditionalPage, DEFAULT_WRITE_TIMEOUT, MAX_RESPONSE_BYTES, SECONDARY_MAX_WAIT,
     SECONDARY_MIN_WAIT, SecondaryPause, secondary_wait,

@@ -9,8 +9,8 @@
 use async_trait::async_trait;
 use klaud_claims::RefStore;
 use klaud_lifecycle::engine::{
-    ArtifactInfo, Comment, Forge as LifecycleForge, ForgeError, Permitted, Pull, Run, RunQuery,
-    RunStatus, Write, Written,
+    ArtifactInfo, Comment, Forge as LifecycleForge, ForgeError, Permitted, Pull, Run, RunEvent,
+    RunQuery, RunStatus, Write, Written,
 };
 use serde_json::Value;
 
@@ -64,7 +64,7 @@ fn run(r: RunInfo) -> Run {
         id: r.id,
         attempt: u32::try_from(r.run_attempt).unwrap_or(u32::MAX),
         title: r.display_title.or(r.name).unwrap_or_default(),
-        event: r.event,
+        event: RunEvent::parse(&r.event),
         // A run without a status is no known state: never completed.
         status: r
             .status
@@ -72,7 +72,12 @@ fn run(r: RunInfo) -> Run {
         conclusion: r.conclusion,
         head_sha: r.head_sha,
         actor: r.actor,
-        created_at: r.created_at,
+        // Parsed here, at the boundary: the engine compares times only.
+        created_at: r
+            .created_at
+            .as_deref()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&chrono::Utc)),
         html_url: r.html_url,
         head_branch: r.head_branch,
         head_repo: r.head_repository,
@@ -167,7 +172,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
     async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>, ForgeError> {
         let filter = RunFilter {
             workflow: Some(query.workflow.clone()),
-            event: query.event.clone(),
+            event: query.event.as_ref().map(ToString::to_string),
             actor: query.actor.clone(),
             head_sha: query.head_sha.clone(),
             ..RunFilter::default()

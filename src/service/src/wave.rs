@@ -13,7 +13,7 @@ use std::path::Path;
 use async_trait::async_trait;
 use klaud_github::lifecycle::GithubLifecycle;
 use klaud_github::upstream::GithubUpstream;
-use klaud_github::{ForgeRunStatus, Github, GithubError};
+use klaud_github::{ForgeRunCompletion, Github, GithubError};
 use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::commands::Retries;
 use klaud_lifecycle::engine::{CandidateRecord, Intent, Journal, Progress, RepairHook};
@@ -373,7 +373,7 @@ pub fn base_checkout_from<'f>(
 pub struct WaveOptions<'a> {
     /// Instance, engine and planner settings, timing and the stop signal.
     /// When `plan.creation_times` is unset, `cache` answers them.
-    pub lifecycle: lifecycle_wave::WaveOptions<'a>,
+    pub lifecycle: lifecycle_wave::WaveSettings<'a>,
     /// Upstream source repositories, asked for the commit range of a bump
     /// (the image repositories come from `plan.upstream`).
     pub upstream: Option<&'a GithubUpstream>,
@@ -478,8 +478,8 @@ struct GithubSide<'a> {
     checkout: Option<&'a Path>,
 }
 
-fn port(e: WaveError) -> lifecycle_wave::WaveError {
-    lifecycle_wave::WaveError::Port(Box::new(e))
+fn port(e: WaveError) -> lifecycle_wave::WaveFailure {
+    lifecycle_wave::WaveFailure::Port(Box::new(e))
 }
 
 #[async_trait]
@@ -488,7 +488,7 @@ impl BaseSource for GithubSide<'_> {
         &self,
         branch: &str,
         options: &RepoOptions,
-    ) -> Result<BaseCheckout, lifecycle_wave::WaveError> {
+    ) -> Result<BaseCheckout, lifecycle_wave::WaveFailure> {
         let (sha, dir, repository) =
             base_checkout_from(self.forge, branch, options, self.cache, self.checkout)
                 .await
@@ -504,7 +504,7 @@ impl BaseSource for GithubSide<'_> {
         &self,
         branch: &str,
         path: &str,
-    ) -> Result<Option<Vec<u8>>, lifecycle_wave::WaveError> {
+    ) -> Result<Option<Vec<u8>>, lifecycle_wave::WaveFailure> {
         let read = async {
             let Some(head) = self.forge.get_ref(&format!("refs/heads/{branch}")).await? else {
                 return Ok(None);
@@ -530,7 +530,7 @@ impl PullSource for GithubSide<'_> {
         &self,
         repository: &Repository,
         base_branch: &str,
-    ) -> Result<OpenPulls, lifecycle_wave::WaveError> {
+    ) -> Result<OpenPulls, lifecycle_wave::WaveFailure> {
         crate::overlap::open_pull_blocks(self.forge, repository, base_branch, self.cache)
             .await
             .map_err(port)
@@ -609,16 +609,16 @@ impl WaveObserver for Story<'_> {
     }
 }
 
-impl From<lifecycle_wave::WaveError> for WaveError {
-    fn from(e: lifecycle_wave::WaveError) -> Self {
+impl From<lifecycle_wave::WaveFailure> for WaveError {
+    fn from(e: lifecycle_wave::WaveFailure) -> Self {
         match e {
             // Every port of this module fails with a `WaveError`.
-            lifecycle_wave::WaveError::Port(inner) => match inner.downcast::<WaveError>() {
+            lifecycle_wave::WaveFailure::Port(inner) => match inner.downcast::<WaveError>() {
                 Ok(e) => *e,
                 Err(other) => WaveError::Checkout(other.to_string()),
             },
-            lifecycle_wave::WaveError::Claims(why) => WaveError::Claims(why),
-            lifecycle_wave::WaveError::Journal(why) => WaveError::Journal(why),
+            lifecycle_wave::WaveFailure::Claims(why) => WaveError::Claims(why),
+            lifecycle_wave::WaveFailure::Journal(why) => WaveError::Journal(why),
         }
     }
 }
@@ -671,7 +671,7 @@ pub fn run_wave_told<'f>(
         });
         // Leases are compared on GitHub's time, whatever this machine's says.
         let clock = forge.clock_on(options.clock);
-        let runs = ForgeRunStatus::new(forge);
+        let runs = ForgeRunCompletion::new(forge);
         let ports = WavePorts {
             forge: &lifecycle,
             journal,

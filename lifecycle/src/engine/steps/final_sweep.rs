@@ -74,6 +74,8 @@ struct Changelog {
 
 /// Appends Klaud's changelog entry onto the current base's file, merging
 /// a base that moved, and pushes it; the next step looks again.
+// Kept whole (about 90 lines): one commit and push under one proof and
+// its intents; the merge plan's three answers share them.
 async fn append_changelog(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
@@ -167,6 +169,8 @@ async fn append_changelog(
 /// Adds the one sweep label (removing Klaud's other sweep labels), after
 /// check-final at the head, the capacity gate and, when the sweep skips
 /// drafts, marking the PR ready; then waits for the sweep.
+// Kept whole (about 90 lines): the order of its writes is the rule
+// (check-final and capacity before the label, ready before the label).
 async fn label_for_sweep(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,

@@ -12,7 +12,7 @@ use crate::engine::config::smoke_test_name;
 use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
-use crate::engine::forge::{Forge as _, ForgeError};
+use crate::engine::forge::{Forge as _, ForgeError, RunEvent};
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Ending, ReuseAuthorization, Step};
 use crate::engine::ownership::reply_permit;
@@ -336,7 +336,7 @@ pub(in crate::engine) async fn cancel_runs(
         if live.is_completed() {
             continue;
         }
-        let title = if live.event == "workflow_dispatch" {
+        let title = if live.event == RunEvent::WorkflowDispatch {
             smoke_title.clone()
         } else if is_sweep_of(&live, number, &run_head, &repo, sweep_title.as_deref()) {
             // Identified by pull request and head; its own title is

@@ -113,12 +113,7 @@ async fn watch_run(
     // A run stuck in the queue (no runner) is cancelled after the
     // timeout; its cancellation then counts as an infrastructure
     // failure and is retried.
-    let started = live
-        .created_at
-        .as_deref()
-        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-        .map(|t| t.with_timezone(&chrono::Utc))
-        .or(rec.attempts[idx].dispatched_at);
+    let started = live.created_at.or(rec.attempts[idx].dispatched_at);
     if started.is_some_and(|t| cx.clock.now() - t > cx.config.run_timeout) {
         let proof = match cx.prove(rec, Scope::Run(live.id, title)).await? {
             Ok(p) => p,

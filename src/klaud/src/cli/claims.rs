@@ -35,7 +35,7 @@ use uuid::Uuid;
 
 use super::CliError;
 use crate::config::{Config, parse_duration};
-use klaud_github::{ForgeConfig, ForgeRunStatus, Github, GithubError, RetryPolicy};
+use klaud_github::{ForgeConfig, ForgeRunCompletion, Github, GithubError, RetryPolicy};
 use klaud_service::GithubLifecycle;
 use klaud_service::recover::{Recovered, RecoveryContext, ReleaseRefused, release_claim};
 
@@ -343,7 +343,7 @@ fn claim_error(e: ClaimError) -> CliError {
             error: e.into(),
         },
         ClaimError::Store { .. }
-        | ClaimError::RunStatus { .. }
+        | ClaimError::RunCompletion { .. }
         | ClaimError::Contended { .. }
         | ClaimError::Moved { .. } => CliError::failure(e),
     }
@@ -1030,7 +1030,7 @@ async fn release(forge: &Github, config: &Config, args: ReleaseRequest) -> Resul
     let note = format!("released by {who} with `klaud claims release`: {why}");
     let owner_run = crate::compose::owner_run();
     let engine_cfg = crate::compose::engine_config(config, owner_run);
-    let runs = ForgeRunStatus::new(forge);
+    let runs = ForgeRunCompletion::new(forge);
     let ctx = RecoveryContext {
         book: &book,
         runs: &runs,

@@ -790,7 +790,7 @@ async fn demo(
     }
     let cut = stats::cut(first, start, &full, &marks, &owners);
     let options = || WaveOptions {
-        lifecycle: klaud_lifecycle::wave::WaveOptions {
+        lifecycle: klaud_lifecycle::wave::WaveSettings {
             claimant: claimant.clone(),
             engine: engine.clone(),
             plan: demo_plan(),

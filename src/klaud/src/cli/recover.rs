@@ -6,7 +6,7 @@ use klaud_lifecycle::engine::Journal;
 
 use super::CliError;
 use crate::compose::{Connection, EngineParts, connect, engine_config};
-use klaud_github::ForgeRunStatus;
+use klaud_github::ForgeRunCompletion;
 use klaud_service::GithubLifecycle;
 use klaud_service::recover::{
     RecoveryContext, finish_orphans, settle_recovery_leases, take_over_orphans,
@@ -33,7 +33,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let engine_cfg = engine_config(&session.config, session.owner_run);
         let clock = session.clock();
         let book = ClaimBook::new(&session.forge, &clock, session.claimant.clone());
-        let runs = ForgeRunStatus::new(&session.forge);
+        let runs = ForgeRunCompletion::new(&session.forge);
         let recovery = RecoveryContext {
             book: &book,
             runs: &runs,

@@ -184,7 +184,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             .as_ref()
             .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
         let options = WaveOptions {
-            lifecycle: klaud_lifecycle::wave::WaveOptions {
+            lifecycle: klaud_lifecycle::wave::WaveSettings {
                 claimant: session.claimant.clone(),
                 engine: engine_config(config, session.owner_run),
                 plan,

@@ -413,7 +413,7 @@ impl Daemon {
             .as_deref()
             .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
         let options = WaveOptions {
-            lifecycle: klaud_lifecycle::wave::WaveOptions {
+            lifecycle: klaud_lifecycle::wave::WaveSettings {
                 claimant: self.settings.claimant.clone(),
                 engine: self.settings.engine.clone(),
                 plan,

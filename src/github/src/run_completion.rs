@@ -3,20 +3,20 @@
 //! the base a claim is made on.
 
 use async_trait::async_trait;
-use klaud_claims::{RunStatus, RunStatusError};
+use klaud_claims::{RunCompletion, RunCompletionError};
 use klaud_lifecycle::BoxFuture;
 use serde::Deserialize;
 
 use super::{Github, GithubError};
 
-/// [`RunStatus`] over the forge's Actions reads: a lease-less claim may only
+/// [`RunCompletion`] over the forge's Actions reads: a lease-less claim may only
 /// be taken over once its owner run has completed.
 #[derive(Debug, Clone, Copy)]
-pub struct ForgeRunStatus<'a> {
+pub struct ForgeRunCompletion<'a> {
     forge: &'a Github,
 }
 
-impl<'a> ForgeRunStatus<'a> {
+impl<'a> ForgeRunCompletion<'a> {
     /// Answers from `forge`'s repository.
     pub fn new(forge: &'a Github) -> Self {
         Self { forge }
@@ -24,15 +24,15 @@ impl<'a> ForgeRunStatus<'a> {
 }
 
 #[async_trait]
-impl RunStatus for ForgeRunStatus<'_> {
-    async fn run_completed(&self, run_id: u64) -> Result<Option<bool>, RunStatusError> {
+impl RunCompletion for ForgeRunCompletion<'_> {
+    async fn run_completed(&self, run_id: u64) -> Result<Option<bool>, RunCompletionError> {
         match self.forge.get_run(run_id).await {
             // A run without a status cannot be told apart from a running
             // one; `None` makes the takeover refuse instead of guessing.
             Ok(run) => Ok(run.status.as_ref().map(|s| s.is_completed())),
             // Deleted, or from another repository: unknowable, so refuse.
             Err(GithubError::NotFound { .. }) => Ok(None),
-            Err(e) => Err(RunStatusError::new(e)),
+            Err(e) => Err(RunCompletionError::new(e)),
         }
     }
 }
