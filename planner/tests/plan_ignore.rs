@@ -26,6 +26,36 @@ async fn push(pusher: &Pusher, hub: &HubApi, tag: &str, pushed: DateTime<Utc>) {
     hub.record("klaud/ignore", tag, pushed, &image);
 }
 
+/// A registry with the current tag and one newer, qualifying tag, and a
+/// checkout whose one family runs the current tag.
+struct Staged {
+    registry: LocalRegistry,
+    hub: HubApi,
+    pusher: Pusher,
+    now: DateTime<Utc>,
+    _dir: tempfile::TempDir,
+    repository: Repository,
+}
+
+async fn stage(test: &str) -> Option<Staged> {
+    let registry = LocalRegistry::start_or_skip(test)?;
+    let hub = HubApi::start().unwrap();
+    let now = Utc::now();
+    let pusher = Pusher::new(registry.base_url());
+    push(&pusher, &hub, "v0.25.0", now - Duration::days(30)).await;
+    push(&pusher, &hub, "v0.26.0", now - Duration::days(5)).await;
+    let dir = checkout();
+    let repository = Repository::open(dir.path()).unwrap();
+    Some(Staged {
+        registry,
+        hub,
+        pusher,
+        now,
+        _dir: dir,
+        repository,
+    })
+}
+
 async fn plan_with(
     registry: &LocalRegistry,
     hub: &HubApi,
@@ -62,17 +92,17 @@ fn closed_pull(family: &str, image: &str) -> IgnoreRule {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ignored_image_is_not_proposed_and_a_newer_one_is() {
-    let test = "an_ignored_image_is_not_proposed_and_a_newer_one_is";
-    let Some(registry) = LocalRegistry::start_or_skip(test) else {
+    let Some(Staged {
+        registry,
+        hub,
+        pusher,
+        now,
+        _dir,
+        repository,
+    }) = stage("an_ignored_image_is_not_proposed_and_a_newer_one_is").await
+    else {
         return;
     };
-    let hub = HubApi::start().unwrap();
-    let now = Utc::now();
-    let pusher = Pusher::new(registry.base_url());
-    push(&pusher, &hub, "v0.25.0", now - Duration::days(30)).await;
-    push(&pusher, &hub, "v0.26.0", now - Duration::days(5)).await;
-    let dir = checkout();
-    let repository = Repository::open(dir.path()).unwrap();
     let id = repository.families()[0].id.clone();
     let rules = || vec![closed_pull(&id, "klaud/ignore:v0.26.0")];
 
@@ -114,17 +144,17 @@ async fn an_ignored_image_is_not_proposed_and_a_newer_one_is() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ignored_family_costs_no_request_and_is_never_selected() {
-    let test = "an_ignored_family_costs_no_request_and_is_never_selected";
-    let Some(registry) = LocalRegistry::start_or_skip(test) else {
+    let Some(Staged {
+        registry,
+        hub,
+        now,
+        _dir,
+        repository,
+        ..
+    }) = stage("an_ignored_family_costs_no_request_and_is_never_selected").await
+    else {
         return;
     };
-    let hub = HubApi::start().unwrap();
-    let now = Utc::now();
-    let pusher = Pusher::new(registry.base_url());
-    push(&pusher, &hub, "v0.25.0", now - Duration::days(30)).await;
-    push(&pusher, &hub, "v0.26.0", now - Duration::days(5)).await;
-    let dir = checkout();
-    let repository = Repository::open(dir.path()).unwrap();
     for target in [
         IgnoreTarget::Family("*-b200-vllm".to_owned()),
         IgnoreTarget::Repository("klaud/ignore".to_owned()),

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::http::{ApiError, Caller, FullUri, paginate};
-use super::state::{GithubState, Issue, LabelDef, Permission, Repo};
+use super::state::{GithubState, Issue, Permission, Repo};
 
 /// GitHub's limit on an issue body.
 const MAX_BODY: usize = 65_536;
@@ -73,17 +73,7 @@ fn canonical_labels(r: &mut Repo, names: Vec<String>, ids: Vec<u64>) -> Vec<Stri
         if name.is_empty() {
             continue;
         }
-        let canonical = r
-            .labels
-            .entry(name.to_ascii_lowercase())
-            .or_insert_with(|| LabelDef {
-                id,
-                name: name.clone(),
-                color: "ededed".into(),
-                description: None,
-            })
-            .name
-            .clone();
+        let canonical = r.label_named(&name, id);
         if !out.iter().any(|l| l.eq_ignore_ascii_case(&canonical)) {
             out.push(canonical);
         }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::actions::start_sweep_run;
 use super::http::{ApiError, Caller};
-use super::state::{GithubState, LabelDef, Model};
+use super::state::{GithubState, Model};
 use super::workflows;
 
 /// The shapes GitHub accepts: `{"labels": [...]}` and a bare array, each of
@@ -92,17 +92,7 @@ fn add_labels(
                 "label name {name:?} is invalid"
             )));
         }
-        let canonical = r
-            .labels
-            .entry(name.to_ascii_lowercase())
-            .or_insert_with(|| LabelDef {
-                id,
-                name: name.clone(),
-                color: "ededed".into(),
-                description: None,
-            })
-            .name
-            .clone();
+        let canonical = r.label_named(&name, id);
         let labels = r.issue_labels_mut(number).ok_or_else(ApiError::not_found)?;
         if !labels.iter().any(|l| l.eq_ignore_ascii_case(&canonical)) {
             labels.push(canonical.clone());

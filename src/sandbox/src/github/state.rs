@@ -363,6 +363,21 @@ impl Repo {
             .or_else(|| self.issues.get(&number).map(|i| &i.labels))
     }
 
+    /// The repository's spelling of label `name`, defining it (with `id`)
+    /// when it is new, as GitHub does when an issue is given an unknown label.
+    pub fn label_named(&mut self, name: &str, id: u64) -> String {
+        self.labels
+            .entry(name.to_ascii_lowercase())
+            .or_insert_with(|| LabelDef {
+                id,
+                name: name.to_owned(),
+                color: "ededed".into(),
+                description: None,
+            })
+            .name
+            .clone()
+    }
+
     /// The labels of issue or pull request `number`, to change.
     pub fn issue_labels_mut(&mut self, number: u64) -> Option<&mut Vec<String>> {
         match self.pulls.get_mut(&number) {
