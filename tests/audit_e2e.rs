@@ -14,7 +14,7 @@ use klaud_lifecycle::engine::Journal as _;
 use klaud_lifecycle::engine::MemoryJournal;
 use klaud_planner::audit::{AuditResult, Collected, Item, ItemKind, UncheckedCause};
 use klaud_sandbox::github::{GithubSim, Permission};
-use klaud_service::wave::WaveSummary;
+use klaud_service::wave_adapters::WaveSummary;
 
 use crate::support::{Harness, engine_config};
 

@@ -469,7 +469,7 @@ async fn one_wave(
     journal: &dyn Journal,
     wave: u64,
     experiments: Vec<klaud_lifecycle::experiment::ExperimentSpec>,
-) -> klaud_service::wave::WaveSummary {
+) -> klaud_service::wave_adapters::WaveSummary {
     let mut engine = crate::support::engine_config(7_000 + wave);
     engine.experiments = experiments;
     let mut options = env.wave_options(instance(1), engine);
@@ -484,7 +484,7 @@ async fn one_wave(
     env.wave(journal, options).await
 }
 
-type Summaries = std::collections::BTreeMap<String, klaud_service::wave::CandidateSummary>;
+type Summaries = std::collections::BTreeMap<String, klaud_service::wave_adapters::CandidateSummary>;
 
 /// Waves from `first` on until no claim is left; `keep_journal: false`
 /// gives every wave an empty journal (a lost store): the variants are then

@@ -1216,7 +1216,7 @@ sweep = [{ delay = 1, outcome = "success" }]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_claims_the_plan_no_longer_proposes_are_resumed_from_their_branch() {
     use klaud_sandbox::registry::TagSeed;
-    use klaud_service::wave::WaveSummary;
+    use klaud_service::wave_adapters::WaveSummary;
     let env = Harness::demo().start().await;
     let wave = |run: u64| {
         let env = &env;

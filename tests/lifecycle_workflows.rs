@@ -293,7 +293,7 @@ async fn a_skipped_sweep_ends_uncertain_with_its_own_message_and_is_not_rerun() 
     // No script: the CI simulator leaves runs alone and this test decides
     // their conclusions, as the real workflow would.
     let mut env = Harness::demo().seed_dir(seed.path()).start().await;
-    env.config.sweep_runs_on_drafts = klaud_lifecycle::workflows::DraftPolicy::Runs;
+    env.config.sweep_runs_on_drafts = klaud_lifecycle::workflow_contract::DraftPolicy::Runs;
     env.config.dispatch_grace = chrono::TimeDelta::seconds(1);
     let target = env.target("demo-fp4-b200-sglang").await;
     let state = env.stack.state().clone();

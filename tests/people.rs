@@ -10,7 +10,7 @@ use klaud_claims::Claimant;
 use klaud_lifecycle::engine::MemoryJournal;
 use klaud_planner::plan::BlockKind;
 use klaud_sandbox::stack::MAINTAINER;
-use klaud_service::wave::WaveSummary;
+use klaud_service::wave_adapters::WaveSummary;
 
 use crate::support::{Harness, REPO, engine_config};
 
@@ -137,7 +137,7 @@ async fn a_human_pr_for_the_key_makes_the_family_a_duplicate() {
         "{:?}",
         summary.blocked
     );
-    let rendered = klaud_service::wave::render_summary(&summary);
+    let rendered = klaud_service::wave_adapters::render_summary(&summary);
     assert!(
         rendered.contains(&format!("duplicate {}", f.family)),
         "{rendered}"

@@ -14,7 +14,7 @@ use klaud_lifecycle::wave::{BlockedFamily, render_summary};
 use klaud_planner::identity::family_id;
 use klaud_planner::plan::BlockKind;
 use klaud_sandbox::ci::Sweep;
-use klaud_service::wave::{CandidateSummary, WaveSummary};
+use klaud_service::wave_adapters::{CandidateSummary, WaveSummary};
 
 use crate::people::{KEY, wave_config};
 use crate::support::{Harness, REPO};

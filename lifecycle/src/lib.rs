@@ -38,7 +38,7 @@ pub mod model;
 pub mod recover;
 pub mod report;
 pub mod wave;
-pub mod workflows;
+pub mod workflow_contract;
 
 /// What the async entry points other crates call return: a boxed `Send`
 /// future.

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use klaud_lifecycle::engine::{Pull, PullState};
-use klaud_lifecycle::workflows::{
+use klaud_lifecycle::workflow_contract::{
     DraftPolicy, Workflow, klaud_smoke_inputs, smoke_dispatch, sweep_runs_on_drafts, sweep_title,
 };
 

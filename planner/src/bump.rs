@@ -575,11 +575,11 @@ fn splice(
         ) {
             continue;
         }
-        let uneditable = |reason: String| BumpError::Uneditable {
+        let uneditable = |reason: yaml::ScalarEditError| BumpError::Uneditable {
             path: path.to_owned(),
             line: node.line,
             field: field.clone(),
-            reason,
+            reason: reason.to_string(),
         };
         let range = yaml::scalar_token(text, node).map_err(uneditable)?;
         let style = node.style().unwrap_or(yaml::Style::Plain);
@@ -767,7 +767,7 @@ impl BumpPlan {
         if let Some(own) = &own {
             entry
                 .validate_repository(own)
-                .map_err(|reason| uneditable(end_line, reason))?;
+                .map_err(|problem| uneditable(end_line, problem.to_string()))?;
         }
         let head = crate::changelog::append_entry(&base, entry).map_err(|e| {
             let line = match &e {

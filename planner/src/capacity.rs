@@ -50,6 +50,16 @@ pub enum CapacityError {
     /// The configuration cannot work (no key, bad origin).
     #[error("capacity configuration: {0}")]
     Config(String),
+    /// No cluster is known for a family's runner label.
+    #[error(
+        "runner label {runner:?} has no nodes in configs/runners.yaml and no [capacity.clusters] entry names it or key {key:?}"
+    )]
+    UnknownRunner {
+        /// The family's runner label.
+        runner: String,
+        /// The family's key.
+        key: String,
+    },
 }
 
 /// Node counts of one cluster; they add up to `total`.
@@ -558,7 +568,7 @@ impl CapacityGate {
         &self,
         repository: &Repository,
         family: &Family,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, CapacityError> {
         if let Some(c) = self
             .overrides
             .get(&family.key)
@@ -566,14 +576,13 @@ impl CapacityGate {
         {
             return Ok(c.clone());
         }
-        let runners = RunnerClusters::read(repository).map_err(|e| e.to_string())?;
+        let runners = RunnerClusters::read(repository)?;
         match runners.clusters(&family.entry.runner) {
             Some(c) if !c.is_empty() => Ok(c.to_vec()),
-            _ => Err(format!(
-                "runner label {:?} has no nodes in configs/runners.yaml and no \
-                 [capacity.clusters] entry names it or key {:?}",
-                family.entry.runner, family.key
-            )),
+            _ => Err(CapacityError::UnknownRunner {
+                runner: family.entry.runner.clone(),
+                key: family.key.clone(),
+            }),
         }
     }
 
@@ -611,7 +620,7 @@ impl CapacityGate {
             for family in families {
                 match self.clusters_of(repository, family) {
                     Ok(w) => wanted.push((*family, w)),
-                    Err(why) => return Verdict::Deferred(name(family, why)),
+                    Err(why) => return Verdict::Deferred(name(family, why.to_string())),
                 }
             }
             let report = match self.source.read(now).await {

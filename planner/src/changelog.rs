@@ -66,17 +66,63 @@ pub enum ChangelogViolation {
 pub enum ChangelogError {
     /// The entry itself is invalid.
     #[error("changelog entry: {0}")]
-    InvalidEntry(String),
+    InvalidEntry(#[from] EntryProblem),
     /// The base breaks a rule that makes appending impossible.
     #[error(transparent)]
     Base(#[from] ChangelogViolation),
 }
 
+/// What is wrong with an entry's own fields, as the repository's gate
+/// (`utils/validate_perf_changelog.py`) would refuse it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryProblem {
+    /// `config-keys` is empty.
+    #[error("at least one config key is needed")]
+    NoConfigKey,
+    /// A key with characters the gate refuses.
+    #[error("config key {key:?} must be letters, digits, '.', '_', '-' or '*'")]
+    BadConfigKey {
+        /// The key.
+        key: String,
+    },
+    /// An empty or blank description.
+    #[error("the description is empty")]
+    EmptyDescription,
+    /// A description over the gate's length.
+    #[error("the description has {chars} characters; at most {MAX_DESCRIPTION_CHARS} are allowed")]
+    LongDescription {
+        /// Its length in characters.
+        chars: usize,
+    },
+    /// A description over several lines or with control characters.
+    #[error("the description must be one line without control characters")]
+    ControlCharacters,
+    /// Leading or trailing spaces.
+    #[error("the description must not start or end with spaces")]
+    PaddedDescription,
+    /// `pr-link` is not a pull request address.
+    #[error("pr-link {link:?} must look like https://github.com/<owner>/<repo>/pull/<number>")]
+    BadPrLink {
+        /// The link.
+        link: String,
+    },
+    /// `pr-link` names another repository's pull request.
+    #[error(
+        "pr-link {link:?} must point at this repository's own pull requests: https://github.com/{repository}/pull/<number>"
+    )]
+    ForeignPrLink {
+        /// The link.
+        link: String,
+        /// The repository it must name.
+        repository: String,
+    },
+}
+
 impl ChangelogEntry {
     /// Checks the entry's fields.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), EntryProblem> {
         if self.config_keys.is_empty() {
-            return Err("at least one config key is needed".to_owned());
+            return Err(EntryProblem::NoConfigKey);
         }
         for key in &self.config_keys {
             let ok = !key.is_empty()
@@ -86,32 +132,27 @@ impl ChangelogEntry {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '*'));
             if !ok {
-                return Err(format!(
-                    "config key {key:?} must be letters, digits, '.', '_', '-' or '*'"
-                ));
+                return Err(EntryProblem::BadConfigKey { key: key.clone() });
             }
         }
         let description = self.description.as_str();
         let chars = description.chars().count();
         if description.trim().is_empty() {
-            return Err("the description is empty".to_owned());
+            return Err(EntryProblem::EmptyDescription);
         }
         if chars > MAX_DESCRIPTION_CHARS {
-            return Err(format!(
-                "the description has {chars} characters; at most {MAX_DESCRIPTION_CHARS} are allowed"
-            ));
+            return Err(EntryProblem::LongDescription { chars });
         }
         if description.chars().any(char::is_control) {
-            return Err("the description must be one line without control characters".to_owned());
+            return Err(EntryProblem::ControlCharacters);
         }
         if description != description.trim() {
-            return Err("the description must not start or end with spaces".to_owned());
+            return Err(EntryProblem::PaddedDescription);
         }
         if !is_pr_link(&self.pr_link) {
-            return Err(format!(
-                "pr-link {:?} must look like https://github.com/<owner>/<repo>/pull/<number>",
-                self.pr_link
-            ));
+            return Err(EntryProblem::BadPrLink {
+                link: self.pr_link.clone(),
+            });
         }
         Ok(())
     }
@@ -155,7 +196,7 @@ impl ChangelogEntry {
     /// Checks that `pr-link` points at `repository`'s (`owner/name`) own
     /// pull requests, as the repository's gate demands. GitHub names are
     /// case-insensitive.
-    pub fn validate_repository(&self, repository: &str) -> Result<(), String> {
+    pub fn validate_repository(&self, repository: &str) -> Result<(), EntryProblem> {
         let linked = link_repository(&self.pr_link);
         if linked
             .as_deref()
@@ -163,10 +204,10 @@ impl ChangelogEntry {
         {
             return Ok(());
         }
-        Err(format!(
-            "pr-link {:?} must point at this repository's own pull requests: https://github.com/{repository}/pull/<number>",
-            self.pr_link
-        ))
+        Err(EntryProblem::ForeignPrLink {
+            link: self.pr_link.clone(),
+            repository: repository.to_owned(),
+        })
     }
 }
 
@@ -225,7 +266,7 @@ fn check_base_is_list(base: &[u8]) -> Result<(), ChangelogViolation> {
 /// Appends `entry` to the base file's bytes, obeying every byte rule. The
 /// base must be a YAML list (or empty).
 pub fn append_entry(base: &[u8], entry: &ChangelogEntry) -> Result<Vec<u8>, ChangelogError> {
-    entry.validate().map_err(ChangelogError::InvalidEntry)?;
+    entry.validate()?;
     check_base_is_list(base)?;
     let mut head = base.to_vec();
     if !base.is_empty() {
@@ -389,7 +430,7 @@ fn check_entry(text: &str, line: usize) -> Result<(), ChangelogViolation> {
         pr_link,
     }
     .validate()
-    .map_err(fail)
+    .map_err(|problem| fail(problem.to_string()))
 }
 
 #[cfg(test)]

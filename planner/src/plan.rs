@@ -278,6 +278,12 @@ impl PlanReport {
     }
 }
 
+/// Why the upstream source repository could not answer; the cause is kept
+/// (the planner does not know the forge's error type).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct UpstreamError(#[from] pub Box<dyn std::error::Error + Send + Sync>);
+
 /// Proves that a release contains a nightly's commit, by asking the
 /// upstream source repository (a GitHub compare). Implemented outside the
 /// planner, which never talks to GitHub.
@@ -290,7 +296,7 @@ pub trait UpstreamCompare: Send + Sync {
         source: &str,
         release_tag: &str,
         commit: &str,
-    ) -> Result<Option<bool>, String>;
+    ) -> Result<Option<bool>, UpstreamError>;
 }
 
 /// A release track that nightly families may move to, once the upstream

@@ -7,10 +7,19 @@ use serde_json::Value;
 /// Most points one family may expand to; the real masters stay far below.
 pub const MAX_POINTS: usize = 10_000;
 
+/// Why a search-space entry gives no concurrencies.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SearchSpaceError(String);
+
 /// The concurrencies of one search-space entry: `conc-list` as written, or
 /// `conc-start` doubling up to `conc-end` (as the InferenceX sweep
 /// generator expands them).
-pub fn concurrencies(space: &Value) -> Result<Vec<u64>, String> {
+pub fn concurrencies(space: &Value) -> Result<Vec<u64>, SearchSpaceError> {
+    expand(space).map_err(SearchSpaceError)
+}
+
+fn expand(space: &Value) -> Result<Vec<u64>, String> {
     if let Some(list) = space.get("conc-list") {
         let list = list.as_array().ok_or("conc-list is not a list")?;
         if list.len() > MAX_POINTS {

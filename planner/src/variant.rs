@@ -812,7 +812,7 @@ fn walk_parent<'a, 'p>(doc: &'a Node, path: &'p [String]) -> Result<(&'a Node, &
 
 /// The scalar token for `value`: its own quote style, or, unquoted, plain
 /// when that reads back as written (else double-quoted).
-fn token(value: &EditValue, like: Option<Style>) -> Result<String, String> {
+fn token(value: &EditValue, like: Option<Style>) -> Result<String, yaml::ScalarEditError> {
     let style = match (value.quoted, like) {
         (Some('\''), _) => Style::SingleQuoted,
         (Some(_), _) => Style::DoubleQuoted,
@@ -849,8 +849,8 @@ fn replace_scalar(text: &str, node: &Node, value: &EditValue) -> Result<(String,
             format!("the field is {}, not a single value", node.kind_name()),
         ));
     }
-    let range = yaml::scalar_token(text, node).map_err(|e| (node.line, e))?;
-    let new = token(value, node.style()).map_err(|e| (node.line, e))?;
+    let range = yaml::scalar_token(text, node).map_err(|e| (node.line, e.to_string()))?;
+    let new = token(value, node.style()).map_err(|e| (node.line, e.to_string()))?;
     let after = format!("{}{new}{}", &text[..range.start], &text[range.end..]);
     Ok((after, new))
 }
@@ -929,8 +929,8 @@ fn insert_entry(
         },
         None,
     )
-    .map_err(|e| (parent.line, e))?;
-    let value_token = token(value, like).map_err(|e| (parent.line, e))?;
+    .map_err(|e| (parent.line, e.to_string()))?;
+    let value_token = token(value, like).map_err(|e| (parent.line, e.to_string()))?;
     let span = entry_span(text, last_key.start, indent);
     let mut out = String::with_capacity(text.len() + 64);
     out.push_str(&text[..span.end]);
@@ -992,7 +992,7 @@ fn append_item(text: &str, list: &Node, item: &EditValue) -> Result<(String, Str
     };
     let (dash, indent) = dash_of(text, last)?;
     let like = items.iter().rev().find_map(Node::style);
-    let token = token(item, like).map_err(|e| (list.line, e))?;
+    let token = token(item, like).map_err(|e| (list.line, e.to_string()))?;
     let span = entry_span(text, dash, indent);
     let mut out = String::with_capacity(text.len() + 64);
     out.push_str(&text[..span.end]);

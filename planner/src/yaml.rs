@@ -476,47 +476,89 @@ impl Positions {
     }
 }
 
+/// Why a scalar cannot be spliced in place: the reason is shown to the
+/// maintainer with the file and line, so each says what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScalarEditError {
+    /// The node is a mapping or a list.
+    #[error("expected a scalar, found {found}")]
+    NotScalar {
+        /// What the node is.
+        found: &'static str,
+    },
+    /// The node is an alias of an anchored value elsewhere.
+    #[error(
+        "the value is a YAML alias (*name, line {alias_line}) of the value on line {line}; write the value out in place of the alias"
+    )]
+    Alias {
+        /// The alias's line.
+        alias_line: usize,
+        /// The anchored value's line.
+        line: usize,
+    },
+    /// The value carries an anchor its aliases share.
+    #[error(
+        "the value carries a YAML anchor (&name) that aliases may share; write it without the anchor"
+    )]
+    Anchored,
+    /// A `|` or `>` block scalar.
+    #[error("the value is a block scalar (| or >); write it on one line first")]
+    BlockScalar,
+    /// A quoted scalar that runs over several lines.
+    #[error("the quoted value continues on another line; join it into one line first")]
+    QuotedOverLines,
+    /// A plain scalar that runs over several lines.
+    #[error("the value continues on another line; join it into one line first")]
+    PlainOverLines,
+    /// The new value holds a line break.
+    #[error("the new value contains a line break")]
+    LineBreak,
+    /// The new value would read back as something else written plain.
+    #[error("{value:?} cannot be written as a plain YAML scalar")]
+    NotPlain {
+        /// The value.
+        value: String,
+    },
+}
+
 /// The byte range of a single-line scalar token that starts at `node.start`,
 /// re-lexed from the source: the parser's own span of a quoted scalar can
 /// run into a following comment. Block scalars and scalars that continue on
 /// another line are refused, since splicing them would need reflowing.
-pub fn scalar_token(text: &str, node: &Node) -> Result<std::ops::Range<usize>, String> {
+pub fn scalar_token(text: &str, node: &Node) -> Result<std::ops::Range<usize>, ScalarEditError> {
     let Some(style) = node.style() else {
-        return Err(format!("expected a scalar, found {}", node.kind_name()));
+        return Err(ScalarEditError::NotScalar {
+            found: node.kind_name(),
+        });
     };
     // An alias has no token of its own and an anchored token is shared by
     // its aliases: neither can be spliced without changing other values.
     if let Some(alias_line) = node.alias_line {
-        return Err(format!(
-            "the value is a YAML alias (*name, line {alias_line}) of the value on line {}; write the value out in place of the alias",
-            node.line
-        ));
+        return Err(ScalarEditError::Alias {
+            alias_line,
+            line: node.line,
+        });
     }
     if node.anchored {
-        return Err(
-            "the value carries a YAML anchor (&name) that aliases may share; write it without the anchor"
-                .to_owned(),
-        );
+        return Err(ScalarEditError::Anchored);
     }
     let bytes = text.as_bytes();
     let start = node.start;
     let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
     let end = match style {
         Style::Literal | Style::Folded => {
-            return Err(
-                "the value is a block scalar (| or >); write it on one line first".to_owned(),
-            );
+            return Err(ScalarEditError::BlockScalar);
         }
         Style::DoubleQuoted => {
             let mut i = start + 1;
             loop {
                 match bytes.get(i) {
                     None | Some(b'\n') => {
-                        return Err("the quoted value continues on another line; join it into one line first".to_owned());
+                        return Err(ScalarEditError::QuotedOverLines);
                     }
                     Some(b'\\') if bytes.get(i + 1) != Some(&b'\n') => i += 2,
                     Some(b'\\') => {
-                        return Err("the quoted value continues on another line; join it into one line first".to_owned());
+                        return Err(ScalarEditError::QuotedOverLines);
                     }
                     Some(b'"') => break i + 1,
                     Some(_) => i += 1,
@@ -528,7 +570,7 @@ pub fn scalar_token(text: &str, node: &Node) -> Result<std::ops::Range<usize>, S
             loop {
                 match bytes.get(i) {
                     None | Some(b'\n') => {
-                        return Err("the quoted value continues on another line; join it into one line first".to_owned());
+                        return Err(ScalarEditError::QuotedOverLines);
                     }
                     Some(b'\'') if bytes.get(i + 1) == Some(&b'\'') => i += 2,
                     Some(b'\'') => break i + 1,
@@ -549,9 +591,7 @@ pub fn scalar_token(text: &str, node: &Node) -> Result<std::ops::Range<usize>, S
             let token = text[start..end].trim_end_matches([' ', '\t', '\r']);
             let end = start + token.len();
             if node.as_scalar() != Some(token) {
-                return Err(
-                    "the value continues on another line; join it into one line first".to_owned(),
-                );
+                return Err(ScalarEditError::PlainOverLines);
             }
             end
         }
@@ -560,9 +600,9 @@ pub fn scalar_token(text: &str, node: &Node) -> Result<std::ops::Range<usize>, S
 }
 
 /// Writes `value` as a scalar token in `style`, or says why it cannot be.
-pub fn encode_scalar(value: &str, style: Style) -> Result<String, String> {
+pub fn encode_scalar(value: &str, style: Style) -> Result<String, ScalarEditError> {
     if value.contains(['\n', '\r']) {
-        return Err("the new value contains a line break".to_owned());
+        return Err(ScalarEditError::LineBreak);
     }
     match style {
         Style::DoubleQuoted => {
@@ -589,13 +629,13 @@ pub fn encode_scalar(value: &str, style: Style) -> Result<String, String> {
                 || value.ends_with([' ', ':'])
                 || !matches!(resolve_plain(value), Value::String(_))
             {
-                return Err(format!(
-                    "{value:?} cannot be written as a plain YAML scalar"
-                ));
+                return Err(ScalarEditError::NotPlain {
+                    value: value.to_owned(),
+                });
             }
             Ok(value.to_owned())
         }
-        Style::Literal | Style::Folded => Err("block scalars are not edited".to_owned()),
+        Style::Literal | Style::Folded => Err(ScalarEditError::BlockScalar),
     }
 }
 

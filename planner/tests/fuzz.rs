@@ -288,7 +288,7 @@ proptest! {
             let read = doc.as_ref().and_then(|d| d.get("k")).and_then(Node::as_scalar);
             prop_assert_eq!(read, Some(value.as_str()), "token {}", token);
             let node = doc.as_ref().and_then(|d| d.get("k")).expect("k");
-            let range = yaml::scalar_token(&text, node).map_err(TestCaseError::fail)?;
+            let range = yaml::scalar_token(&text, node).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(&text[range], token.as_str());
         }
     }

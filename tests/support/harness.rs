@@ -47,7 +47,7 @@ use klaud_planner::repo::Repository;
 use klaud_sandbox::ci::Script;
 use klaud_sandbox::github::Permission;
 use klaud_sandbox::stack::SandboxStack;
-use klaud_service::wave::{WaveOptions, WaveSummary, run_wave};
+use klaud_service::wave_adapters::{WaveOptions, WaveSummary, run_wave};
 use klaud_service::{GithubLifecycle, HttpBaselineSource, materialize};
 
 use super::{Person, REPO_ROOT};

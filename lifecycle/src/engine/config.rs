@@ -5,7 +5,7 @@
 use crate::artifacts::ArtifactLimits;
 use crate::model::DEFAULT_REPAIR_BUDGET;
 use crate::report::UpstreamRange;
-use crate::workflows::DraftPolicy;
+use crate::workflow_contract::DraftPolicy;
 use chrono::TimeDelta;
 use klaud_claims::CandidateId;
 use serde::Serialize;

@@ -13,7 +13,7 @@ use crate::engine::journal::{CandidateRecord, Step};
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::model::{AttemptStatus, RunRef};
-use crate::workflows::{
+use crate::workflow_contract::{
     SmokeDispatch, Workflow, klaud_smoke_inputs, smoke_dispatch, workflow_path,
 };
 use chrono::TimeDelta;
@@ -135,7 +135,7 @@ impl Engine<'_> {
         };
         // A run-name that does not evaluate is GitHub's problem to show;
         // the run is still recognised by pull request and head.
-        Ok(crate::workflows::sweep_title(
+        Ok(crate::workflow_contract::sweep_title(
             Some(w),
             pull,
             &rec.base_branch,

@@ -25,12 +25,18 @@ pub enum Challenge {
     Basic,
 }
 
+/// Why a `WWW-Authenticate` header could not be used: what is wrong, with
+/// the header cut to 200 characters.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ChallengeError(String);
+
 /// Parses a `WWW-Authenticate` header value. Returns the first `Bearer`
 /// challenge if there is one, else `Basic`, else an error describing the
 /// problem. Parameter names are case-insensitive; values may be quoted (with
 /// `\` escapes and commas inside) or bare tokens.
-pub fn parse_challenge(header: &str) -> Result<Challenge, String> {
-    let challenges = parse_all(header)?;
+pub fn parse_challenge(header: &str) -> Result<Challenge, ChallengeError> {
+    let challenges = parse_all(header).map_err(ChallengeError)?;
     let mut basic = false;
     for (scheme, params) in challenges {
         if scheme.eq_ignore_ascii_case("bearer") {
@@ -38,7 +44,7 @@ pub fn parse_challenge(header: &str) -> Result<Challenge, String> {
                 .get("realm")
                 .filter(|r| !r.is_empty())
                 .cloned()
-                .ok_or_else(|| "Bearer challenge without realm".to_owned())?;
+                .ok_or_else(|| ChallengeError("Bearer challenge without realm".to_owned()))?;
             return Ok(Challenge::Bearer {
                 realm,
                 service: params.get("service").cloned(),
@@ -52,10 +58,10 @@ pub fn parse_challenge(header: &str) -> Result<Challenge, String> {
     if basic {
         Ok(Challenge::Basic)
     } else {
-        Err(format!(
+        Err(ChallengeError(format!(
             "no Bearer or Basic challenge in {:?}",
             truncate(header)
-        ))
+        )))
     }
 }
 

@@ -795,7 +795,7 @@ impl RegistryClient {
                     RegistryError::Invalid {
                         target: target.clone(),
                         what: "WWW-Authenticate header".into(),
-                        reason,
+                        reason: reason.to_string(),
                     }
                 })?;
                 return Ok(ApiBase::Challenge(challenge));

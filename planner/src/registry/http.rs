@@ -446,7 +446,7 @@ impl Http {
             let challenge = parse_challenge(&header).map_err(|reason| RegistryError::Invalid {
                 target: target.clone(),
                 what: "WWW-Authenticate header".into(),
-                reason,
+                reason: reason.to_string(),
             })?;
             let used = match &auth {
                 Auth::Bearer(t) => Some(t.0.clone()),

@@ -439,7 +439,9 @@ impl Github {
                         klaud_lifecycle::artifacts::AGG_BMK_FILE,
                     )
                     .await?
-                    .and_then(|bytes| klaud_signoff::evidence::parse_agg_bmk(&bytes));
+                    .and_then(|bytes| {
+                        klaud_signoff::evidence::parse_agg_bmk(&bytes).map_err(|e| e.to_string())
+                    });
                 benchmarks.insert(sweep.run_id, points);
             }
             let mut evals = BTreeMap::new();
@@ -711,7 +713,7 @@ impl Github {
         };
         Ok(
             match files.file(klaud_lifecycle::artifacts::AGG_EVAL_FILE) {
-                Ok(bytes) => parse_agg_eval(bytes),
+                Ok(bytes) => parse_agg_eval(bytes).map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             },
         )

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use klaud_planner::audit::{
     self, AuditResult, Collected, EngineDefinitions, RemovedItem, UncheckedCause,
 };
-use klaud_planner::plan::UpstreamCompare;
+use klaud_planner::plan::{UpstreamCompare, UpstreamError};
 use tokio::sync::Mutex;
 
 use super::{Credential, ForgeConfig, Github, GithubError, RetryPolicy};
@@ -99,13 +99,13 @@ impl GithubUpstream {
         source: &'f str,
         from: &'f str,
         to: &'f str,
-    ) -> BoxFuture<'f, Result<Option<u64>, String>> {
+    ) -> BoxFuture<'f, Result<Option<u64>, GithubError>> {
         Box::pin(async move {
-            let forge = self.forge(source).await.map_err(|e| e.to_string())?;
+            let forge = self.forge(source).await?;
             match forge.compare(from, to).await {
                 Ok(c) if c.status.head_contains_base() => Ok(Some(c.ahead_by)),
                 Ok(_) | Err(GithubError::NotFound { .. }) => Ok(None),
-                Err(err) => Err(err.to_string()),
+                Err(err) => Err(err),
             }
         })
     }
@@ -118,13 +118,16 @@ impl UpstreamCompare for GithubUpstream {
         source: &str,
         release_tag: &str,
         commit: &str,
-    ) -> Result<Option<bool>, String> {
-        let forge = self.forge(source).await.map_err(|e| e.to_string())?;
+    ) -> Result<Option<bool>, UpstreamError> {
+        let forge = self
+            .forge(source)
+            .await
+            .map_err(|e| UpstreamError(Box::new(e)))?;
         match forge.compare(commit, release_tag).await {
             // `ahead`/`identical`: the release descends from the commit.
             Ok(comparison) => Ok(Some(comparison.status.head_contains_base())),
             Err(GithubError::NotFound { .. }) => Ok(None),
-            Err(err) => Err(err.to_string()),
+            Err(err) => Err(UpstreamError(Box::new(err))),
         }
     }
 }

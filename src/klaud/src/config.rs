@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use klaud_lifecycle::workflows::DraftPolicy;
+use klaud_lifecycle::workflow_contract::DraftPolicy;
 use serde::{Deserialize, Deserializer};
 
 /// A lease must be at least this many reconcile intervals long.
@@ -801,7 +801,7 @@ impl Config {
             &self.daemon.schedule,
             &self.daemon.timezone,
         )
-        .map_err(|e| invalid("daemon.schedule", e))?;
+        .map_err(|e| invalid("daemon.schedule", e.to_string()))?;
         let listen: std::net::SocketAddr = self.daemon.dashboard_listen.parse().map_err(|_| {
             invalid(
                 "daemon.dashboard_listen",

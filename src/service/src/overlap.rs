@@ -17,7 +17,7 @@ use klaud_planner::plan::{BlockKind, Blocked};
 use klaud_planner::repo::Repository;
 use klaud_store::{Record, Store, trees};
 
-use super::wave::WaveError;
+use super::wave_adapters::WaveError;
 
 /// Klaud's branch prefix, and the old helper's spelling of it: both mark a
 /// PR as a Klaud PR that occupies its family.
@@ -159,7 +159,7 @@ pub fn open_pull_blocks<'f>(
                         let text = match (*status, sha) {
                             ("removed", _) | (_, None) => None,
                             (_, Some(sha)) => {
-                                let bytes = super::wave::blob(forge, sha, cache).await?;
+                                let bytes = super::wave_adapters::blob(forge, sha, cache).await?;
                                 Some(String::from_utf8_lossy(&bytes).into_owned())
                             }
                         };

@@ -50,11 +50,21 @@ pub struct CheckoutSource {
     pub token_env: Option<String>,
 }
 
+/// The configured repair command names no program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the repair command is empty")]
+pub struct EmptyCommand;
+
+/// Why the hook's output file was refused: the field and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct HookOutputError(String);
+
 impl CommandHook {
     /// A hook running `argv` (at least the program), killed after `timeout`.
-    pub fn new(argv: Vec<String>, timeout: Duration) -> Result<Self, String> {
+    pub fn new(argv: Vec<String>, timeout: Duration) -> Result<Self, EmptyCommand> {
         if argv.first().is_none_or(|p| p.trim().is_empty()) {
-            return Err("the repair command is empty".into());
+            return Err(EmptyCommand);
         }
         Ok(Self {
             argv,
@@ -176,7 +186,13 @@ fn read_output(path: &Path) -> Result<RepairOutcome, String> {
 /// each entry in the grammar of `/klaud try` (`<name> [from <variant>]:
 /// <edits>`); names distinct, at most [`MAX_PROPOSED_VARIANTS`]. The error
 /// names the field (`variants[1]`).
-pub fn parse_output(bytes: &[u8]) -> Result<Vec<klaud_lifecycle::commands::TryRequest>, String> {
+pub fn parse_output(
+    bytes: &[u8],
+) -> Result<Vec<klaud_lifecycle::commands::TryRequest>, HookOutputError> {
+    parse_variants(bytes).map_err(HookOutputError)
+}
+
+fn parse_variants(bytes: &[u8]) -> Result<Vec<klaud_lifecycle::commands::TryRequest>, String> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Output {
@@ -499,7 +515,9 @@ mod tests {
             (b"\xff\xfe", "not UTF-8"),
         ];
         for (input, want) in cases {
-            let err = parse_output(input).expect_err(&String::from_utf8_lossy(input));
+            let err = parse_output(input)
+                .expect_err(&String::from_utf8_lossy(input))
+                .to_string();
             assert!(
                 err.contains(want),
                 "{:?}: {err}",
@@ -516,10 +534,11 @@ mod tests {
         assert!(
             parse_output(many.as_bytes())
                 .unwrap_err()
+                .to_string()
                 .contains("at most")
         );
         let long = format!("{{\"variants\": [\"B: {}\"]}}", "x".repeat(5000));
-        let err = parse_output(long.as_bytes()).unwrap_err();
+        let err = parse_output(long.as_bytes()).unwrap_err().to_string();
         assert!(err.len() < 600, "hostile text is cut: {}", err.len());
         let ok = parse_output(br#"{"variants": ["B: set a.b=1", "C from B: unset a.c"]}"#)
             .expect("good");

@@ -7,7 +7,7 @@ use klaud_claims::{ClaimBook, Claimant, Clock};
 use klaud_lifecycle::BoxFuture;
 use klaud_lifecycle::engine::{Journal, Step};
 
-use super::wave::WaveError;
+use super::wave_adapters::WaveError;
 use crate::dashboard::{CandidateRow, LinkRow, OutcomeRow, RepositoryStatus};
 use klaud_github::Github;
 

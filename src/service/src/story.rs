@@ -166,7 +166,7 @@ pub trait StepSink: Send + Sync {
     /// One candidate event.
     fn note(&self, note: &StepNote<'_>);
     /// A wave (or reconcile pass) over `repository` ended.
-    fn wave_done(&self, _repository: &str, _summary: &crate::wave::WaveSummary) {}
+    fn wave_done(&self, _repository: &str, _summary: &crate::wave_adapters::WaveSummary) {}
     /// An engine step of `candidate` is about to run. Steps of one wave
     /// run one after another, so every GitHub request between this and
     /// [`StepSink::step_ended`] is that step's (what `klaud demo --stats`

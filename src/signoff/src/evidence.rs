@@ -144,16 +144,54 @@ pub struct BenchPoint {
 /// The most benchmark rows read from one run.
 pub const MAX_BENCH_POINTS: usize = 10_000;
 
+/// Why a run's result file could not be read; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    /// Not JSON.
+    #[error("{file}: {source}")]
+    Json {
+        /// The file's name.
+        file: &'static str,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// JSON, but not an array of rows.
+    #[error("{file}: not an array")]
+    NotAnArray {
+        /// The file's name.
+        file: &'static str,
+    },
+    /// More rows than any real run writes.
+    #[error("{file}: {rows} rows, more than {limit}")]
+    TooManyRows {
+        /// The file's name.
+        file: &'static str,
+        /// Rows found.
+        rows: usize,
+        /// Rows allowed.
+        limit: usize,
+    },
+}
+
+/// The rows of a result file that must hold a JSON array.
+fn json_rows(bytes: &[u8], file: &'static str) -> Result<Vec<serde_json::Value>, ArtifactError> {
+    match serde_json::from_slice(bytes) {
+        Ok(serde_json::Value::Array(rows)) => Ok(rows),
+        Ok(_) => Err(ArtifactError::NotAnArray { file }),
+        Err(source) => Err(ArtifactError::Json { file, source }),
+    }
+}
+
 /// Reads `agg_bmk.json` (an array of rows).
-pub fn parse_agg_bmk(bytes: &[u8]) -> Result<Vec<BenchPoint>, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("agg_bmk.json: {e}"))?;
-    let rows = value.as_array().ok_or("agg_bmk.json: not an array")?;
+pub fn parse_agg_bmk(bytes: &[u8]) -> Result<Vec<BenchPoint>, ArtifactError> {
+    let rows = json_rows(bytes, "agg_bmk.json")?;
     if rows.len() > MAX_BENCH_POINTS {
-        return Err(format!(
-            "agg_bmk.json: {} rows, more than {MAX_BENCH_POINTS}",
-            rows.len()
-        ));
+        return Err(ArtifactError::TooManyRows {
+            file: "agg_bmk.json",
+            rows: rows.len(),
+            limit: MAX_BENCH_POINTS,
+        });
     }
     Ok(rows
         .iter()
@@ -281,10 +319,8 @@ pub fn default_eval_bars() -> BTreeMap<String, f64> {
 
 /// Reads `agg_eval_all.json` (an array of rows as
 /// `utils/collect_eval_results.py` writes them).
-pub fn parse_agg_eval(bytes: &[u8]) -> Result<Vec<EvalFact>, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("agg_eval_all.json: {e}"))?;
-    let rows = value.as_array().ok_or("agg_eval_all.json: not an array")?;
+pub fn parse_agg_eval(bytes: &[u8]) -> Result<Vec<EvalFact>, ArtifactError> {
+    let rows = json_rows(bytes, "agg_eval_all.json")?;
     Ok(rows
         .iter()
         .map(|row| {

@@ -258,16 +258,18 @@ fn evidence(seeds: &Seeds, case: &Case) -> Evidence {
     let permission = ["admin", "write", "read", "maintain", "<b>x</b>"]
         [usize::from(case.permission) % 5]
         .to_owned();
-    let eval_rows = parse_agg_eval(&case.eval).map(|mut rows| {
-        rows.push(EvalFact {
-            task: "gsm8k".into(),
-            score: Some(case.score),
-            score_name: "em_strict".into(),
-            label: case.comment.clone(),
-            image: Some(case.comment.clone()),
+    let eval_rows = parse_agg_eval(&case.eval)
+        .map_err(|e| e.to_string())
+        .map(|mut rows| {
+            rows.push(EvalFact {
+                task: "gsm8k".into(),
+                score: Some(case.score),
+                score_name: "em_strict".into(),
+                label: case.comment.clone(),
+                image: Some(case.comment.clone()),
+            });
+            rows
         });
-        rows
-    });
     Evidence {
         repo: "SemiAnalysisAI/InferenceX".into(),
         pull: PullFacts {
@@ -308,7 +310,10 @@ fn evidence(seeds: &Seeds, case: &Case) -> Evidence {
                 merged_at: Some(case.comment.clone()),
             }),
         )]),
-        benchmarks: BTreeMap::from([(RUN, klaud_signoff::evidence::parse_agg_bmk(&case.eval))]),
+        benchmarks: BTreeMap::from([(
+            RUN,
+            klaud_signoff::evidence::parse_agg_bmk(&case.eval).map_err(|e| e.to_string()),
+        )]),
         changed_files: vec![
             ChangedFile {
                 path: "configs/nvidia-master.yaml".into(),

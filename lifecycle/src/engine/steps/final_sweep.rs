@@ -203,7 +203,7 @@ async fn label_for_sweep(
     }
     let workflows = cx.base_workflows(&rec.base_sha).await?;
     let sweep_file = workflows.sweep.as_ref().ok().and_then(Option::as_ref);
-    let on_drafts = match crate::workflows::sweep_runs_on_drafts(
+    let on_drafts = match crate::workflow_contract::sweep_runs_on_drafts(
         sweep_file,
         sweep,
         cx.config.sweep_runs_on_drafts,

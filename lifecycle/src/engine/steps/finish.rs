@@ -20,7 +20,7 @@ use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::model::{FinishedResult, Outcome, Phase};
 use crate::report::{MarkerKey, Receipt, find_record, render_cleanup, render_receipt};
-use crate::workflows::is_sweep_of;
+use crate::workflow_contract::is_sweep_of;
 
 pub(in crate::engine) async fn run(
     cx: &Engine<'_>,

@@ -24,7 +24,7 @@ use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
 use crate::report::{SweepCheck, render_report, uncovered_points};
-use crate::workflows::is_sweep_of;
+use crate::workflow_contract::is_sweep_of;
 
 pub(in crate::engine) async fn run(
     cx: &Engine<'_>,

@@ -29,7 +29,7 @@ use klaud_sandbox::github::LogEntry;
 use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
 use klaud_service::daemon::schedule::WaveSchedule;
 use klaud_service::daemon::serve::{Daemon, RepoService, ServeSettings};
-use klaud_service::wave::{CandidateSummary, WaveOptions, render_summary, run_wave};
+use klaud_service::wave_adapters::{CandidateSummary, WaveOptions, render_summary, run_wave};
 use klaud_service::{HttpBaselineSource, StoreJournal};
 use klaud_store::Store;
 
@@ -592,7 +592,7 @@ async fn demo(
     let workflows = stack.state().workflow_files(&stack.repo).await;
     let forge = sandbox_forge(&stack).await?;
     let registry = sandbox_registry(&stack.registry_url)?;
-    let baseline = HttpBaselineSource::new(&stack.baseline_url).map_err(anyhow::Error::msg)?;
+    let baseline = HttpBaselineSource::new(&stack.baseline_url)?;
     let (journal, store): (Arc<dyn Journal>, Option<Store>) = match &args.store {
         Some(dir) => {
             let store = Store::open(dir)?;
@@ -651,7 +651,7 @@ async fn demo(
         ServeSettings {
             claimant: claimant.clone(),
             engine: engine.clone(),
-            schedule: WaveSchedule::parse("*/5 * * * *", "UTC").map_err(anyhow::Error::msg)?,
+            schedule: WaveSchedule::parse("*/5 * * * *", "UTC")?,
             wave_on_start: true,
             reconcile_interval: DEMO_RECONCILE,
             concurrency: 10,

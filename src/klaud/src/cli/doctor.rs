@@ -7,7 +7,7 @@
 //! failed (configuration, credentials or repository setup to fix), 1 only
 //! when doctor itself could not run.
 
-use klaud_lifecycle::workflows::{
+use klaud_lifecycle::workflow_contract::{
     DraftPolicy, Workflow, klaud_smoke_inputs, smoke_dispatch, sweep_runs_on_drafts,
     sweep_start_refusal, workflow_path,
 };
@@ -627,7 +627,7 @@ async fn check_base(
     let (sha, _checkout, repository) =
         match klaud_service::base_checkout(forge, branch, options, None).await {
             Ok(parts) => parts,
-            Err(klaud_service::wave::WaveError::NoBase(_)) => {
+            Err(klaud_service::wave_adapters::WaveError::NoBase(_)) => {
                 return (
                     None,
                     Check::fail(
@@ -1179,7 +1179,7 @@ async fn check_baseline(base: &str) -> Check {
     }
     let source = match HttpBaselineSource::new(base) {
         Ok(s) => s,
-        Err(e) => return Check::fail(NAME, e),
+        Err(e) => return Check::fail(NAME, e.to_string()),
     };
     let today = chrono::Utc::now().date_naive();
     let fetched = match source.workflow_info(today).await {
@@ -1252,7 +1252,7 @@ async fn check_capacity(
             }
             Ok(_) => {}
             Err(e) => {
-                missing.insert(e);
+                missing.insert(e.to_string());
             }
         }
     }

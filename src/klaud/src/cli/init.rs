@@ -11,7 +11,9 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use klaud_lifecycle::workflows::{DraftPolicy, Workflow, sweep_start_refusal, workflow_path};
+use klaud_lifecycle::workflow_contract::{
+    DraftPolicy, Workflow, sweep_start_refusal, workflow_path,
+};
 use klaud_planner::launchers::launcher_copies;
 use klaud_planner::repo::{E2E_PREFIX, RECIPES_DIR, Repository};
 

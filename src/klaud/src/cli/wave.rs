@@ -13,7 +13,7 @@ use super::CliError;
 use crate::compose::{Connection, baseline, connect, engine_config, repair_hook};
 use crate::config::parse_duration;
 use klaud_github::upstream::GithubUpstream;
-use klaud_service::wave::{WaveOptions, render_summary, run_wave};
+use klaud_service::wave_adapters::{WaveOptions, render_summary, run_wave};
 
 /// Arguments of `klaud wave`.
 #[derive(Debug, clap::Args)]

@@ -351,7 +351,7 @@ pub fn plan_queued(m: &mut Model) -> HashMap<(String, u64), GatePlan> {
     }
     let mut out = HashMap::new();
     for (owner, name, id, head) in queued {
-        let Some(set) = crate::github::workflows::set_at(m, &owner, &name, &head) else {
+        let Some(set) = crate::github::workflow_events::set_at(m, &owner, &name, &head) else {
             continue;
         };
         let Ok(r) = m.repo(&owner, &name) else {

@@ -109,11 +109,11 @@
 //! image: multipliers of 1.0 reproduce the baseline API ([`baseline_router`])
 //! exactly.
 
-mod baseline;
 pub mod gate;
 pub mod jobs;
 pub mod points;
 pub mod results;
+mod results_api;
 pub mod reuse;
 mod runner;
 pub mod script;
@@ -123,7 +123,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-pub use baseline::{Published, Sweep, baseline_router, baseline_router_with};
+pub use results_api::{Published, Sweep, baseline_router, baseline_router_with};
 pub use script::{Conclusion, InfraKind, Multipliers, RunKind, Script, ScriptError, Step};
 
 use crate::github::GithubState;

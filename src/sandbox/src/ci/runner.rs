@@ -71,7 +71,7 @@ fn manifest_uploads(m: &mut crate::github::state::Model) -> HashMap<(String, Str
         let Some((owner, name)) = full.split_once('/') else {
             continue;
         };
-        let Some(set) = crate::github::workflows::set_at(m, owner, name, &sha) else {
+        let Some(set) = crate::github::workflow_events::set_at(m, owner, name, &sha) else {
             continue;
         };
         let uploads = match set.get(SWEEP_WORKFLOW) {

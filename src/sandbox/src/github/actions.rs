@@ -94,7 +94,7 @@ pub async fn dispatch(
         .cloned()
         .ok_or_else(|| ApiError::unprocessable(&format!("No ref found for: {}", body.git_ref)))?;
     let file = w.path.rsplit('/').next().unwrap_or_default().to_string();
-    if let Some(run_id) = super::workflows::dispatch_event(
+    if let Some(run_id) = super::workflow_events::dispatch_event(
         &mut m,
         &owner,
         &repo,

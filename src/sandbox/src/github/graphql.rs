@@ -114,7 +114,9 @@ pub async fn graphql(
         } else {
             "ready_for_review"
         };
-        super::workflows::pull_request_event(&mut m, &owner, &name, number, action, None, &login)?;
+        super::workflow_events::pull_request_event(
+            &mut m, &owner, &name, number, action, None, &login,
+        )?;
     }
     Ok(answer)
 }

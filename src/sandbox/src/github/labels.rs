@@ -1,6 +1,6 @@
 //! Labels on issues and pull requests. Each added or removed label of a pull
 //! request is a `labeled` / `unlabeled` event for the repository's workflow
-//! files (`workflows`). Without workflow files, adding a label to a pull
+//! files (`workflow_events`). Without workflow files, adding a label to a pull
 //! request that changes `perf-changelog.yaml` starts a `pull_request` run of
 //! `run-sweep.yml`, like the InferenceX workflow trigger.
 
@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::actions::start_sweep_run;
 use super::http::{ApiError, Caller};
 use super::state::{GithubState, Model};
-use super::workflows;
+use super::workflow_events;
 
 /// The shapes GitHub accepts: `{"labels": [...]}` and a bare array, each of
 /// names or of `{"name": ...}` objects.
@@ -117,8 +117,16 @@ fn labeled(
         return Ok(());
     }
     for label in added {
-        if workflows::pull_request_event(m, owner, repo, number, "labeled", Some(label), login)?
-            .is_none()
+        if workflow_events::pull_request_event(
+            m,
+            owner,
+            repo,
+            number,
+            "labeled",
+            Some(label),
+            login,
+        )?
+        .is_none()
         {
             return start_sweep_run(m, owner, repo, number, login);
         }
@@ -194,7 +202,7 @@ pub async fn remove(
     labels.retain(|l| !l.eq_ignore_ascii_case(&name));
     if let Some(login) = caller.login().filter(|_| is_pull) {
         let login = login.to_string();
-        workflows::pull_request_event(
+        workflow_events::pull_request_event(
             &mut m,
             &owner,
             &repo,

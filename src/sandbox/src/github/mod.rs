@@ -25,7 +25,7 @@ mod reviews;
 pub mod state;
 mod statuses;
 mod users;
-pub(crate) mod workflows;
+pub(crate) mod workflow_events;
 
 use std::net::SocketAddr;
 use std::time::Duration;

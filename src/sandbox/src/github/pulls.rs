@@ -106,7 +106,9 @@ pub async fn create(
     };
     let sender = pull.user.clone();
     r.pulls.insert(number, pull);
-    super::workflows::pull_request_event(&mut m, &owner, &repo, number, "opened", None, &sender)?;
+    super::workflow_events::pull_request_event(
+        &mut m, &owner, &repo, number, "opened", None, &sender,
+    )?;
     let r = m.repo(&owner, &repo)?;
     let p = r.pulls.get(&number).ok_or_else(ApiError::not_found)?;
     Ok((StatusCode::CREATED, Json(m.pull_json(r, p))).into_response())
@@ -418,9 +420,9 @@ pub async fn merge(
         });
     }
     if default_branch {
-        super::workflows::register_files(&mut m, &owner, &repo, &sha)?;
+        super::workflow_events::register_files(&mut m, &owner, &repo, &sha)?;
     }
-    super::workflows::push_event(&mut m, &owner, &repo, &base_ref, &base, &sha, &login)?;
+    super::workflow_events::push_event(&mut m, &owner, &repo, &base_ref, &base, &sha, &login)?;
     Ok(Json(json!({
         "sha": sha,
         "merged": true,

@@ -105,13 +105,21 @@ fn branch_moved(
         .map(|p| p.number)
         .collect();
     if default_branch {
-        super::workflows::register_files(m, owner, repo, after)?;
+        super::workflow_events::register_files(m, owner, repo, after)?;
     }
     if let Some(before) = before {
-        super::workflows::push_event(m, owner, repo, full, before, after, sender)?;
+        super::workflow_events::push_event(m, owner, repo, full, before, after, sender)?;
     }
     for number in pulls {
-        super::workflows::pull_request_event(m, owner, repo, number, "synchronize", None, sender)?;
+        super::workflow_events::pull_request_event(
+            m,
+            owner,
+            repo,
+            number,
+            "synchronize",
+            None,
+            sender,
+        )?;
     }
     Ok(())
 }

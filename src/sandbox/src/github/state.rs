@@ -576,7 +576,7 @@ pub struct Model {
     pub content_limit_per_minute: Option<u32>,
     /// Times (unix seconds) of recent content-creating requests per token.
     pub content_writes: HashMap<String, std::collections::VecDeque<i64>>,
-    /// Parsed workflow folders by tree sha (see `workflows::set_at`).
+    /// Parsed workflow folders by tree sha (see `workflow_events::set_at`).
     pub workflow_sets: HashMap<String, std::sync::Arc<klaud_workflows::WorkflowSet>>,
     /// How far this GitHub's clock (its `Date` headers) is from the local
     /// one (`POST /_sandbox/clock`).
@@ -1477,14 +1477,16 @@ impl GithubState {
         let sender = login.unwrap_or("web-flow").to_string();
         let sim = |e: ApiError| SimError::Invalid(e.message);
         if default_branch {
-            super::workflows::register_files(&mut m, owner, name, &sha).map_err(sim)?;
+            super::workflow_events::register_files(&mut m, owner, name, &sha).map_err(sim)?;
         }
         if let Some(before) = &parent {
-            super::workflows::push_event(&mut m, owner, name, &full_ref, before, &sha, &sender)
-                .map_err(sim)?;
+            super::workflow_events::push_event(
+                &mut m, owner, name, &full_ref, before, &sha, &sender,
+            )
+            .map_err(sim)?;
         }
         for number in pulls {
-            super::workflows::pull_request_event(
+            super::workflow_events::pull_request_event(
                 &mut m,
                 owner,
                 name,
@@ -1530,7 +1532,7 @@ impl GithubState {
         else {
             return Vec::new();
         };
-        super::workflows::set_at(&mut m, owner, name, &tip)
+        super::workflow_events::set_at(&mut m, owner, name, &tip)
             .map(|set| set.names().map(str::to_string).collect())
             .unwrap_or_default()
     }

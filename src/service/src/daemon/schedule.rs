@@ -17,6 +17,12 @@ pub const MIN_WAVE_GAP: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
 const DAY_NAMES: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 
+/// Why a wave schedule was refused: the expression or time zone, and what
+/// to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ScheduleError(String);
+
 /// A parsed wave schedule.
 #[derive(Debug, Clone)]
 pub struct WaveSchedule {
@@ -27,7 +33,11 @@ pub struct WaveSchedule {
 
 impl WaveSchedule {
     /// Parses `expression` (5, 6 or 7 fields) in the IANA time zone `timezone`.
-    pub fn parse(expression: &str, timezone: &str) -> Result<Self, String> {
+    pub fn parse(expression: &str, timezone: &str) -> Result<Self, ScheduleError> {
+        Self::parse_checked(expression, timezone, Utc::now()).map_err(ScheduleError)
+    }
+
+    fn parse_checked(expression: &str, timezone: &str, now: DateTime<Utc>) -> Result<Self, String> {
         let timezone: Tz = timezone.parse().map_err(|_| {
             format!("unknown time zone {timezone:?}; use an IANA name such as UTC or Europe/Berlin")
         })?;
@@ -55,7 +65,7 @@ impl WaveSchedule {
             timezone,
             expression: expression.to_owned(),
         };
-        parsed.check_fires(Utc::now())?;
+        parsed.check_fires(now)?;
         Ok(parsed)
     }
 
@@ -229,7 +239,9 @@ mod tests {
             ("0 99 * * *", "UTC", "invalid"),
             ("0 9 * * *", "Mars/Olympus", "unknown time zone"),
         ] {
-            let err = WaveSchedule::parse(expression, zone).unwrap_err();
+            let err = WaveSchedule::parse(expression, zone)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(needle), "{expression}: {err}");
         }
     }
@@ -243,7 +255,9 @@ mod tests {
             ("* * * * * *", "at least 60s"),
             ("*/30 * * * * *", "fires 30s apart"),
         ] {
-            let err = WaveSchedule::parse(expression, "UTC").unwrap_err();
+            let err = WaveSchedule::parse(expression, "UTC")
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(needle), "{expression}: {err}");
             assert!(err.contains(expression), "{expression}: {err}");
         }

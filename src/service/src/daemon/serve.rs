@@ -3,7 +3,7 @@
 //! webhook wakes it) that resumes this instance's candidates and renews their
 //! claims' leases, and a [`StatusSnapshot`] published after every pass.
 //!
-//! Every pass is one [`run_wave`](crate::wave::run_wave) per repository: a
+//! Every pass is one [`run_wave`](crate::wave_adapters::run_wave) per repository: a
 //! scheduled wave may start new candidates, a reconcile pass may not (it
 //! still resumes, heartbeats and recovers expired claims). Passes never sleep inside the engine, so a
 //! shutdown request is honoured between steps: the current pass finishes,
@@ -29,7 +29,7 @@ use crate::dashboard::{
     BudgetSample, CandidateRow, ClockSkewRow, EventRow, FamilyRow, GithubPauseRow, OutcomeRow,
     RateBudgetRow, RepositoryStatus, StatusSnapshot,
 };
-use crate::wave::{WaveOptions, run_wave_told};
+use crate::wave_adapters::{WaveOptions, run_wave_told};
 use klaud_github::Github;
 use klaud_store::{Event, EventKind, Store};
 
@@ -164,7 +164,7 @@ impl Daemon {
         // One client serves every repository, so the breakers saved in any
         // of their stores apply (the longest trip of a host wins).
         for store in repos.iter().filter_map(|r| r.store.as_ref()) {
-            crate::wave::restore_breaker(&registry, store);
+            crate::wave_adapters::restore_breaker(&registry, store);
         }
         Ok(Self {
             repos,
@@ -508,7 +508,7 @@ impl Daemon {
         let name = repo.forge.repo();
         state.planning = true;
         self.publish(state).await;
-        let result = crate::wave::base_checkout(
+        let result = crate::wave_adapters::base_checkout(
             &repo.forge,
             &self.settings.engine.base_branch,
             &self.settings.engine.repo,
@@ -841,7 +841,7 @@ mod tests {
         let result = Daemon::new(
             Vec::new(),
             registry,
-            Box::new(crate::baseline_api::NoBaseline),
+            Box::new(crate::results_client::NoBaseline),
             None,
             settings,
             tx,

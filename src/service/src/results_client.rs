@@ -13,6 +13,11 @@ use klaud_lifecycle::baseline::{
 /// Largest answer read (the real API answers a few hundred kilobytes).
 const MAX_BODY: usize = 16 * 1024 * 1024;
 
+/// The HTTP client for the results API could not be built (TLS setup).
+#[derive(Debug, thiserror::Error)]
+#[error("baseline HTTP client: {0}")]
+pub struct BaselineClientError(#[from] reqwest::Error);
+
 /// The public results API at a base URL.
 #[derive(Debug, Clone)]
 pub struct HttpBaselineSource {
@@ -22,14 +27,13 @@ pub struct HttpBaselineSource {
 
 impl HttpBaselineSource {
     /// A source at `base` (e.g. `https://inferencex.example`).
-    pub fn new(base: &str) -> Result<Self, String> {
+    pub fn new(base: &str) -> Result<Self, BaselineClientError> {
         // reqwest sends no User-Agent of its own; name the client, as
         // public APIs (GitHub's among them) ask.
         let client = klaud_http::http_client_builder()
             .user_agent(concat!("klaud/", env!("CARGO_PKG_VERSION")))
             .timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| format!("baseline HTTP client: {e}"))?;
+            .build()?;
         Ok(Self {
             base: base.trim_end_matches('/').to_owned(),
             client,
