@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::baseline::{Baseline, PointSpec, scenario_points};
+use crate::baseline::{Baseline, BaselineError, PointSpec, scenario_points};
 use klaud_planner::glob::wildcard;
 
 /// The labels that make a PR sweep a full sweep (no `trim_conc`), as the
@@ -144,7 +144,7 @@ pub fn swept_points(
     scenarios: &BTreeMap<String, Value>,
     added: &[AddedEntry],
     labels: &[String],
-) -> Result<Vec<PointSpec>, String> {
+) -> Result<Vec<PointSpec>, BaselineError> {
     if labels.iter().any(|l| l == "evals-only") {
         return Ok(Vec::new());
     }
@@ -172,13 +172,13 @@ fn select(
     all: &BTreeMap<String, Value>,
     only: Option<&[&str]>,
     labels: &[String],
-) -> Result<Vec<PointSpec>, String> {
+) -> Result<Vec<PointSpec>, BaselineError> {
     let chosen: BTreeMap<String, Value> = all
         .iter()
         .filter(|(name, _)| only.is_none_or(|o| o.contains(&name.as_str())))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let points = scenario_points(family, &chosen).map_err(|e| e.to_string())?;
+    let points = scenario_points(family, &chosen)?;
     let full = labels
         .iter()
         .any(|l| FULL_SWEEP_LABELS.contains(&l.as_str()));

@@ -17,11 +17,12 @@
 //! [`baseline`] (the frozen baseline from published results), [`report`]
 //! (everything Klaud publishes and the parsers of its hidden markers) and
 //! [`commands`] (maintainer PR commands and who may give them) and
-//! [`workflows`] (what the benchmark repository's workflow files say about
+//! [`workflow_contract`] (what the benchmark repository's workflow files say about
 //! dispatch inputs, run titles and drafts, read by `klaud-workflows`). The
 //! [`engine`] drives a candidate through its life over the forge and journal
-//! traits; [`engine::MemoryForge`], [`engine::MemoryJournal`] and
-//! [`engine::ManualClock`] let every step be tested without HTTP or sleeps.
+//! traits; `engine::MemoryForge` (with the `testkit` feature),
+//! [`engine::MemoryJournal`] and [`engine::ManualClock`] let every step be
+//! tested without HTTP or sleeps.
 //!
 //! An [`engine::OwnershipProof`] is made only by the ownership check, is not
 //! `Clone`, and authorizes writes only to the branch, pull request and run it

@@ -32,6 +32,18 @@ pub enum SignoffRunError {
     Contract(#[source] SignoffError),
 }
 
+/// Why one pull request of a catch-up pass was not verified: which one,
+/// and the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{at}: {source}")]
+pub struct PassError {
+    /// `owner/name` or `owner/name#N`.
+    pub at: String,
+    /// What failed.
+    #[source]
+    pub source: SignoffRunError,
+}
+
 /// What one verification did.
 #[derive(Debug)]
 pub enum Done {
@@ -254,7 +266,7 @@ impl SignoffWatch {
         forge: &'f Github,
         announced: Vec<Announced>,
         eval_bars: &'f BTreeMap<String, f64>,
-    ) -> BoxFuture<'f, Vec<Result<String, String>>> {
+    ) -> BoxFuture<'f, Vec<Result<String, PassError>>> {
         Box::pin(async move {
             let repo = forge.repo();
             let mut out = Vec::new();
@@ -266,8 +278,14 @@ impl SignoffWatch {
             }
             let pulls = match forge.open_pulls_by_update().await {
                 Ok(pulls) => pulls,
-                Err(e) => {
-                    out.push(Err(format!("{repo}: list open pull requests: {e}")));
+                Err(source) => {
+                    out.push(Err(PassError {
+                        at: repo,
+                        source: SignoffRunError::Github {
+                            context: "list open pull requests",
+                            source,
+                        },
+                    }));
                     return out;
                 }
             };
@@ -285,8 +303,14 @@ impl SignoffWatch {
                 }
                 let activity = match forge.signoff_activity(pull.number).await {
                     Ok(activity) => activity,
-                    Err(e) => {
-                        out.push(Err(format!("{repo}#{}: {e}", pull.number)));
+                    Err(source) => {
+                        out.push(Err(PassError {
+                            at: format!("{repo}#{}", pull.number),
+                            source: SignoffRunError::Github {
+                                context: "read its sign-offs",
+                                source,
+                            },
+                        }));
                         continue;
                     }
                 };
@@ -314,7 +338,7 @@ impl SignoffWatch {
         signoff: Option<SignoffRef>,
         when: Option<String>,
         eval_bars: &BTreeMap<String, f64>,
-    ) -> Result<String, String> {
+    ) -> Result<String, PassError> {
         let repo = forge.repo();
         match verify_and_publish(forge, pull, signoff, eval_bars.clone(), false).await {
             Ok(done) => {
@@ -328,7 +352,10 @@ impl SignoffWatch {
                     Done::Refused(why) => format!("{repo}#{pull}: sign-off not verified: {why}"),
                 })
             }
-            Err(e) => Err(format!("{repo}#{pull}: sign-off verification: {e}")),
+            Err(source) => Err(PassError {
+                at: format!("{repo}#{pull}: sign-off verification"),
+                source,
+            }),
         }
     }
 }

@@ -292,7 +292,8 @@ async fn uncovered_at_head(
         Some(bytes) => scenarios_of(&bytes, key),
         None => Err(format!("{master_path} is missing")),
     };
-    let swept = scenarios.and_then(|s| swept_points(&family, key, &s, &added, labels));
+    let swept = scenarios
+        .and_then(|s| swept_points(&family, key, &s, &added, labels).map_err(|e| e.to_string()));
     let missing = match swept {
         Ok(swept) => uncovered_by(&frozen.baseline, &swept),
         Err(e) => {

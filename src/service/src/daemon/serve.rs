@@ -496,7 +496,7 @@ impl Daemon {
             for line in lines {
                 match line {
                     Ok(done) => tracing::info!(repo = %name, "{done}"),
-                    Err(e) => self.error(repo, state, e),
+                    Err(e) => self.error(repo, state, e.to_string()),
                 }
             }
         }

@@ -392,7 +392,7 @@ pub struct GithubPauseRow {
 }
 
 impl GithubPauseRow {
-    /// "paused by GitHub's secondary limit until <time>".
+    /// "paused by GitHub's secondary limit until `<time>`".
     pub fn describe(&self) -> String {
         format!(
             "{}{} paused by GitHub's secondary limit until {} (after {})",

@@ -57,7 +57,7 @@ pub struct KeptIgnore {
 }
 
 impl Kept {
-    /// Adds a note, keeping the last [`MAX_NOTES`].
+    /// Adds a note, keeping the last `MAX_NOTES`.
     pub fn note(&mut self, text: String) {
         self.notes.push(clip(&text));
         let excess = self.notes.len().saturating_sub(MAX_NOTES);
