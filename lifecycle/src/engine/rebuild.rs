@@ -6,7 +6,7 @@
 
 use crate::BoxFuture;
 use crate::engine::attempt::{INFRA_DETAIL, SWEEP_INFRA_DETAIL};
-use crate::engine::config::{TRAILER, Target, branch_name, smoke_test_name};
+use crate::engine::config::{TRAILER, Target, branch_name, is_smoke_title};
 use crate::engine::context::Engine;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Comment, Forge as _, RunQuery};
@@ -161,6 +161,7 @@ impl Engine<'_> {
             message: "found finished on GitHub".into(),
             hands_off: true,
             note: None,
+            declined: receipt.declined.clone(),
         });
         rec.attempts = receipt
             .result
@@ -240,6 +241,7 @@ impl Engine<'_> {
             message,
             hands_off: false,
             note,
+            declined: None,
         });
         rec.step = Step::Finish;
         Ok(())
@@ -265,13 +267,6 @@ impl Engine<'_> {
             }
         }
         let head = rec.head.clone().unwrap_or_default();
-        let title = match self.smoke_plan(rec, &head).await? {
-            Ok(plan) => plan.title,
-            Err(_) => format!(
-                "e2e Test - {}",
-                smoke_test_name(rec.owner_run, rec.candidate.as_str())
-            ),
-        };
         let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
         let smoke = self
             .forge
@@ -283,7 +278,9 @@ impl Engine<'_> {
             })
             .await?;
         for r in smoke.iter().rev() {
-            if r.title == title && !known.contains(&r.id) {
+            if is_smoke_title(&r.title, rec.owner_run, rec.candidate.as_str())
+                && !known.contains(&r.id)
+            {
                 rec.attempts.push(AttemptRecord {
                     kind: AttemptKind::Initial {
                         budget: self.config.repair_budget,
@@ -395,6 +392,7 @@ impl Engine<'_> {
                 ),
                 hands_off: false,
                 note: None,
+                declined: None,
             });
             self.save(&mut rec).await?;
             Ok(rec)
