@@ -42,6 +42,7 @@ async fn wave(env: &Harness, journal: &dyn Journal, run: u64) -> (Steering, Wave
     let records = journal.list().await.expect("records");
     let mut engine = engine_config(run);
     engine.dashboard_issue = steering.number();
+    engine.undone_declines = steering.undone_declines();
     let mut options = env.wave_options(owner(), engine);
     // The family must not be held back by a cooldown: only the rule may.
     options.lifecycle.cooldown = Duration::ZERO;
@@ -308,4 +309,16 @@ async fn ticking_undo_lets_the_same_image_be_proposed_again() {
         candidate.image.to_string().starts_with(IMAGE),
         "{candidate:?}"
     );
+
+    // And the next wave really proposes it: a new PR beside the closed
+    // one, on the same branch, while the closed one stays closed.
+    let (_, again) = wave(&env, &env.journal, 7_005).await;
+    let started = ours(&again);
+    assert_eq!(started.len(), 1, "{again:#?}");
+    assert!(started[0].image.starts_with(IMAGE), "{started:#?}");
+    let url = started[0].pull_request.clone().expect("a new PR");
+    let reopened: u64 = url.rsplit('/').next().unwrap().parse().unwrap();
+    assert_ne!(reopened, number, "a new PR, the closed one is history");
+    assert!(env.pull(reopened).await.state.is_open());
+    assert!(!env.pull(number).await.state.is_open());
 }

@@ -97,6 +97,23 @@ pub struct EngineConfig {
     /// The dashboard issue's number, when the wave's composition found one:
     /// every PR body's footer links it.
     pub dashboard_issue: Option<u64>,
+    /// Klaud PRs closed unmerged whose "not this image" rule a maintainer
+    /// undid on the dashboard issue: their candidate may be proposed again,
+    /// with a new PR beside the closed one, and does not cool down.
+    pub undone_declines: Vec<u64>,
+}
+
+impl EngineConfig {
+    /// Whether `rec` ended because a person closed its PR unmerged and a
+    /// maintainer has since undone that "not this image".
+    pub fn decline_undone(&self, rec: &super::journal::CandidateRecord) -> bool {
+        rec.step == super::journal::Step::Done
+            && rec
+                .ending
+                .as_ref()
+                .and_then(|e| e.declined.as_ref())
+                .is_some_and(|d| self.undone_declines.contains(&d.pull))
+    }
 }
 
 /// What Klaud does with its own open PR when a human PR later changes the
@@ -145,6 +162,7 @@ impl EngineConfig {
             require_baseline: true,
             live_report_interval: Some(TimeDelta::minutes(5)),
             dashboard_issue: None,
+            undone_declines: Vec::new(),
         }
     }
 }

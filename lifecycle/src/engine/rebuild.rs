@@ -73,8 +73,11 @@ impl Engine<'_> {
         Box::pin(async move {
             if let Some(rec) = self.journal.load(target.candidate.as_str()).await? {
                 // A deferral starts over once its clusters have room; until
-                // then it stays as it is, without a GitHub request.
-                if !rec.deferred() || self.capacity_refusal(&rec.family).await?.is_some() {
+                // then it stays as it is, without a GitHub request. So does
+                // a "not this image" a maintainer undid.
+                if !self.config.decline_undone(&rec)
+                    && (!rec.deferred() || self.capacity_refusal(&rec.family).await?.is_some())
+                {
                     return Ok(rec);
                 }
             }
@@ -124,7 +127,11 @@ impl Engine<'_> {
                     let Ok(receipt) = crate::report::parse_receipt(&found) else {
                         continue;
                     };
-                    if receipt.result.outcome() == Outcome::CapacityDeferred
+                    let undone = receipt
+                        .declined
+                        .as_ref()
+                        .is_some_and(|d| self.config.undone_declines.contains(&d.pull));
+                    if (receipt.result.outcome() == Outcome::CapacityDeferred || undone)
                         && !pull.state.is_open()
                     {
                         // A deferral is tried again from the start: the

@@ -211,6 +211,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
                     dashboard_issue: steering
                         .as_ref()
                         .and_then(klaud_service::dashboard_issue::Steering::number),
+                    undone_declines: steering
+                        .as_ref()
+                        .map(klaud_service::dashboard_issue::Steering::undone_declines)
+                        .unwrap_or_default(),
                     ..engine_config(config, session.owner_run)
                 },
                 plan,

@@ -439,6 +439,10 @@ impl Daemon {
                         .as_ref()
                         .and_then(crate::dashboard_issue::Steering::number)
                         .or(self.settings.engine.dashboard_issue),
+                    undone_declines: steering
+                        .as_ref()
+                        .map(crate::dashboard_issue::Steering::undone_declines)
+                        .unwrap_or_default(),
                     ..self.settings.engine.clone()
                 },
                 plan,

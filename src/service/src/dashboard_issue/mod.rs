@@ -78,6 +78,17 @@ impl Steering {
             .collect()
     }
 
+    /// Closed Klaud PRs whose "not this image" rule was undone here: the
+    /// engine may propose their image again, with a new PR.
+    pub fn undone_declines(&self) -> Vec<u64> {
+        self.kept
+            .declined
+            .iter()
+            .copied()
+            .filter(|n| !self.kept.ignores.iter().any(|i| i.pull == Some(*n)))
+            .collect()
+    }
+
     /// The number of the dashboard issue, once there is one (the PR
     /// footers and the receipts link it).
     pub fn number(&self) -> Option<u64> {
