@@ -254,7 +254,6 @@ impl Engine<'_> {
         &self,
         rec: &mut CandidateRecord,
         run: &Run,
-        why: &str,
     ) -> Result<Option<Progress>, EngineError> {
         let (Some(number), Some(idx)) = (
             rec.pull,
@@ -282,7 +281,7 @@ impl Engine<'_> {
         let mut report = self.live_report(rec, idx, run).await?;
         report.status = AttemptStatus::Cancelled;
         report.live = None;
-        report.detail = Some(format!("stopped: {why}"));
+        report.detail = Some(crate::report::format::STOPPED_DETAIL.to_owned());
         let rendered = self.render_live(&report)?;
         if rendered.body == old_body {
             return Ok(None);

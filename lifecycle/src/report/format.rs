@@ -266,6 +266,11 @@ pub fn reason_zh(reason: &str) -> String {
     format!("原文：{reason}")
 }
 
+/// The detail of a live report whose run Klaud cancelled because its
+/// candidate ended (who and why are in the receipt, said once).
+pub const STOPPED_DETAIL: &str =
+    "the candidate ended and Klaud cancelled this run; the receipt says why";
+
 /// The Chinese text of the words after an attempt's status (its `detail`:
 /// `smoke`, `full sweep`, `frozen <date>`, ...); an unknown one is quoted
 /// as the original, like [`reason_zh`].
@@ -278,6 +283,7 @@ pub fn detail_zh(detail: &str) -> String {
             "full sweep, infrastructure failure",
             "完整 sweep，基础设施故障",
         ),
+        (STOPPED_DETAIL, "候选已结束，Klaud 取消了此运行；原因见回执"),
     ];
     if let Some((_, zh)) = exact.iter().find(|(en, _)| *en == detail) {
         return (*zh).to_owned();

@@ -373,12 +373,12 @@ pub(in crate::engine) async fn cancel_runs(
         // receipt does not wait for it, since release and recovery
         // finish a candidate in one pass.
         cx.forge.cancel_run(&proof, run.id).await?;
-        // Its live report said "running": it now says why it stopped.
-        let why = rec
-            .ending
-            .as_ref()
-            .map_or_else(|| "the candidate ended".to_owned(), |e| e.message.clone());
-        if let Some(p) = cx.end_live_report(rec, &live, &why).await? {
+        // Its live report said "running": it now says why it stopped,
+        // on a PR Klaud still owns (a closed or merged one is left alone).
+        if !pull.state.is_open() {
+            continue;
+        }
+        if let Some(p) = cx.end_live_report(rec, &live).await? {
             return Ok(Some(p));
         }
     }
