@@ -19,6 +19,11 @@ const SEED: &str = r#"{"repositories": {
 
 /// Serves the simulator on a thread of its own; returns its URL.
 fn serve() -> String {
+    serve_seed(SEED)
+}
+
+/// [`serve`] with another registry seed.
+fn serve_seed(seed: &'static str) -> String {
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -26,7 +31,7 @@ fn serve() -> String {
             .build()
             .unwrap();
         runtime.block_on(async move {
-            let sim = Arc::new(RegistrySim::from_seed_json(SEED).unwrap());
+            let sim = Arc::new(RegistrySim::from_seed_json(seed).unwrap());
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             sender.send(listener.local_addr().unwrap()).unwrap();
             axum::serve(listener, router(sim)).await.unwrap();
@@ -277,5 +282,133 @@ async fn plan_shows_a_family_without_a_published_baseline_as_readiness_blocked()
     assert!(
         candidates.contains(&vllm["family"].as_str().unwrap()),
         "{candidates:?}"
+    );
+}
+
+/// `[[ignore]]` in the configuration: a family pattern keeps a stale
+/// family out of the plan, a tag pattern keeps one tag from being proposed,
+/// and `klaud plan` says which rule and why, in the table and in JSON.
+#[test]
+fn plan_shows_configured_ignores_with_their_reasons() {
+    const NEWER: &str = r#"{"repositories": {
+  "lmsysorg/sglang": {"tags": {
+    "v0.5.16-cu130": {"created": "2026-01-01T00:00:00Z"},
+    "v0.5.17-cu130": {"created": "2026-02-01T00:00:00Z"}
+  }},
+  "vllm/vllm-openai": {"tags": {
+    "v0.25.0": {"created": "2026-01-01T00:00:00Z", "pushed": "2026-01-01T00:00:00Z"},
+    "v0.26.0": {"created": "2026-02-01T00:00:00Z", "pushed": "2026-02-01T00:00:00Z"}
+  }}
+}}"#;
+    let url = serve_seed(NEWER);
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("klaud.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[ignore]]
+family = "*-b200-vllm"
+reason = "vLLM on B200 waits for the new driver"
+
+[[ignore]]
+repository = "docker.io/lmsysorg/sglang"
+tag = "v0.5.17*"
+reason = "v0.5.17 regressed TTFT"
+"#,
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_klaud"))
+            .args(["plan", "--checkout", demo, "--allow-unresolved", "--config"])
+            .arg(&config)
+            .args(extra)
+            .args(["--mirror", &format!("docker.io={url}")])
+            .args(["--mirror", &format!("nvcr.io={url}")])
+            .args(["--mirror", &format!("hub.docker.com={url}")])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let report: serde_json::Value = serde_json::from_str(&run(&["--json"])).unwrap();
+    let family = |key: &str| {
+        report["families"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["family"].as_str().unwrap().ends_with(&format!(":{key}")))
+            .unwrap()
+            .clone()
+    };
+    let vllm = family("demo-fp4-b200-vllm");
+    assert_eq!(vllm["blocked"]["kind"], "ignored", "{vllm}");
+    let reasons = vllm["reasons"].to_string();
+    assert!(
+        reasons.contains(
+            "family `*-b200-vllm` (by the configuration): vLLM on B200 waits for the new driver"
+        ),
+        "{vllm}"
+    );
+    let sglang = family("demo-fp4-b200-sglang");
+    assert_eq!(sglang["blocked"]["kind"], "ignored", "{sglang}");
+    let reasons = sglang["reasons"].to_string();
+    assert!(
+        reasons.contains(
+            "tags `lmsysorg/sglang:v0.5.17*` (by the configuration): v0.5.17 regressed TTFT"
+        ),
+        "{sglang}"
+    );
+    assert!(
+        reasons.contains("a newer image than v0.5.17-cu130"),
+        "{sglang}"
+    );
+    // A family the rules do not name is still planned.
+    let special = family("demo-fp4-b200-vllm-special");
+    assert!(special["blocked"].is_null(), "{special}");
+    let ids: Vec<&str> = report["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["family"].as_str().unwrap())
+        .collect();
+    assert!(
+        !ids.iter()
+            .any(|f| f.ends_with(":demo-fp4-b200-vllm") || f.ends_with(":demo-fp4-b200-sglang")),
+        "{ids:?}"
+    );
+
+    let table = run(&[]);
+    assert!(
+        table.contains("vLLM on B200 waits for the new driver"),
+        "{table}"
+    );
+    assert!(table.contains("v0.5.17 regressed TTFT"), "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.contains(":demo-fp4-b200-vllm ") || l.ends_with(":demo-fp4-b200-vllm"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains("ignored"), "{row}");
+
+    // A rule without a reason is refused, naming the file and the field.
+    std::fs::write(
+        &config,
+        "[[ignore]]\nfamily = \"*-b200-vllm\"\nreason = \"\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_klaud"))
+        .args(["plan", "--checkout", demo, "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("klaud.toml") && stderr.contains("ignore[0].reason"),
+        "{stderr}"
     );
 }

@@ -378,6 +378,7 @@ async fn a_ticked_retry_lifts_the_cooldown_of_a_failed_family() {
         message: "the smoke failed twice".into(),
         hands_off: false,
         note: None,
+        declined: None,
     });
     rec.updated_at = env.clock.now();
     env.journal.save(&rec).await.expect("save");

@@ -197,6 +197,19 @@ async fn a_race_is_won_by_the_second_variant_and_the_others_are_stopped() {
             Some("cancelled"),
             "run {run}"
         );
+        // Its last report does not still say "running" after it ended.
+        for b in bodies.iter().filter(|b| b.contains("klaud-report:")) {
+            assert!(
+                !b.contains("· running") && !b.contains("· queued"),
+                "a stale live report on the closed PR: {b}"
+            );
+        }
+        let body = pull.body.clone().unwrap_or_default();
+        let section = &body[body.find("Related experiments").expect("section")..];
+        assert!(
+            section.contains("duplicate / 已被取代"),
+            "the loser's own row says how it ended: {section}"
+        );
     }
     let pull = env.pull(winner.pull.expect("pull")).await;
     assert!(
@@ -212,6 +225,25 @@ async fn a_race_is_won_by_the_second_variant_and_the_others_are_stopped() {
     );
     let body = pull.body.clone().unwrap_or_default();
     assert!(body.contains("Related experiments / 相关实验"), "{body}");
+    // What reviewers read is not stale: B is validated, A and C stopped.
+    let section = &body[body.find("<!-- klaud-experiments -->").expect("section")
+        ..body.find("<!-- /klaud-experiments -->").expect("end")];
+    assert!(!section.contains("final sweep"), "{section}");
+    assert!(!section.contains("smoke,"), "{section}");
+    assert_eq!(
+        section.matches("duplicate / 已被取代").count(),
+        2,
+        "{section}"
+    );
+    assert_eq!(
+        section.matches("validated / 已验证").count(),
+        1,
+        "{section}"
+    );
+    assert!(
+        body.trim_end().ends_with("<!-- /klaud-footer -->"),
+        "the footer stays last: {body}"
+    );
     let head = winner.head.clone().expect("head");
     let recipe = env
         .forge

@@ -111,7 +111,7 @@ async fn validated_candidate_ends_ready_for_review_with_receipt() {
     insta::assert_snapshot!("validated_pr_title", pull.title);
     let smoke = bodies
         .iter()
-        .find(|b| b.contains("Initial attempt 0/5"))
+        .find(|b| b.contains("Initial smoke, repair 0/5"))
         .expect("smoke report");
     insta::assert_snapshot!("validated_smoke_report", redact.replace_all(smoke, "[X]"));
     let body = pull.body.clone().unwrap_or_default();

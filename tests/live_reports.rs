@@ -103,7 +103,7 @@ async fn edits_of(env: &Harness, comment: u64) -> usize {
 }
 
 fn live(body: &str) -> bool {
-    body.contains("**Initial attempt 0/5 · running (")
+    body.contains("**Initial smoke, repair 0/5 · running (")
 }
 
 /// `| 1 | 1,234 (+0.0%) | ...` rows of the English tables.
@@ -156,7 +156,7 @@ async fn a_running_smoke_report_is_edited_in_place_as_its_jobs_finish() {
     let counts: Vec<usize> = lives.iter().map(|b| measured_rows(b)).collect();
     let last = versions.last().expect("final");
     assert!(
-        last.contains("**Initial attempt 0/5 · passed (smoke)**"),
+        last.contains("**Initial smoke, repair 0/5 · passed (smoke)**"),
         "{last}"
     );
     let all = measured_rows(last);
@@ -238,7 +238,7 @@ async fn a_restart_mid_run_finds_the_live_comment_again() {
     let now = run_reports(&env, number).await;
     let smoke: Vec<_> = now
         .iter()
-        .filter(|(_, b)| b.contains("Initial attempt 0/5"))
+        .filter(|(_, b)| b.contains("Initial smoke, repair 0/5"))
         .collect();
     assert_eq!(smoke.len(), 1, "{now:#?}");
     assert_eq!(
@@ -306,7 +306,7 @@ async fn reports_are_written_without_listing_the_comments_and_a_deleted_live_one
     let smoke: Vec<_> = run_reports(&env, number)
         .await
         .into_iter()
-        .filter(|(_, b)| b.contains("Initial attempt 0/5"))
+        .filter(|(_, b)| b.contains("Initial smoke, repair 0/5"))
         .collect();
     assert_eq!(smoke.len(), 1, "{smoke:#?}");
     assert!(smoke[0].1.contains("passed (smoke)"), "{}", smoke[0].1);

@@ -37,6 +37,7 @@ mod live_reports;
 mod maintainer_commands;
 mod merge_reuse;
 mod mergeable;
+mod not_this_image;
 mod people;
 mod people_merge;
 mod plan_sandbox;

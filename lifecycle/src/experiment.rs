@@ -427,12 +427,7 @@ pub fn splice_section(body: &str, section: &str) -> String {
         let end = start + end + SECTION_END.len();
         return format!("{}{section}{}", &body[..start], &body[end..]);
     }
-    let sep = if body.is_empty() || body.ends_with('\n') {
-        "\n"
-    } else {
-        "\n\n"
-    };
-    format!("{body}{sep}{section}\n")
+    crate::report::insert_before_footer(body, section)
 }
 
 #[cfg(test)]

@@ -160,7 +160,7 @@ pub const MAX_INFRA_RETRIES: u32 = 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum AttemptKind {
-    /// The first smoke: `Initial attempt 0/<budget>`.
+    /// The first smoke: `Initial smoke, repair 0/<budget>`.
     Initial {
         /// The repair budget.
         budget: u32,
@@ -185,7 +185,7 @@ impl AttemptKind {
     /// The title used in report headers, e.g. `Repair 2/5`.
     pub fn title(&self) -> String {
         match *self {
-            AttemptKind::Initial { budget } => format!("Initial attempt 0/{budget}"),
+            AttemptKind::Initial { budget } => format!("Initial smoke, repair 0/{budget}"),
             AttemptKind::Repair { n, budget } => format!("Repair {n}/{budget}"),
             AttemptKind::InfraRetry { n } => format!("Infrastructure retry {n}"),
             AttemptKind::FinalSweep => "Final full sweep".to_owned(),
@@ -195,7 +195,7 @@ impl AttemptKind {
     /// The Chinese title.
     pub fn title_zh(&self) -> String {
         match *self {
-            AttemptKind::Initial { budget } => format!("初始尝试 0/{budget}"),
+            AttemptKind::Initial { budget } => format!("初始冒烟测试，修复 0/{budget}"),
             AttemptKind::Repair { n, budget } => format!("修复 {n}/{budget}"),
             AttemptKind::InfraRetry { n } => format!("基础设施重试 {n}"),
             AttemptKind::FinalSweep => "最终完整 sweep".to_owned(),
@@ -214,6 +214,50 @@ impl AttemptKind {
 impl fmt::Display for AttemptKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.title())
+    }
+}
+
+/// A person closed a candidate's PR without merging: "not this image".
+/// The family is not bumped to this image again, and is bumped to a newer
+/// one when it appears (see `klaud_planner::ignore`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Declined {
+    /// The closed PR.
+    pub pull: u64,
+    /// Who closed it.
+    pub by: String,
+    /// The family id the candidate's claim used (a family group's too).
+    pub family: String,
+    /// The image without its digest, `repository:tag` normalized.
+    pub image: String,
+}
+
+impl Declined {
+    /// The declined image of a candidate image (`repository:tag`,
+    /// normalized, the digest dropped); `None` without a tag.
+    pub fn image_of(image: &str) -> Option<String> {
+        let parsed = klaud_planner::image::ImageRef::parse(image).ok()?;
+        Some(format!(
+            "{}:{}",
+            parsed.normalized_repository(),
+            parsed.tag()?
+        ))
+    }
+
+    /// The plan's rule for it.
+    pub fn rule(&self) -> klaud_planner::ignore::IgnoreRule {
+        use klaud_planner::ignore::{IgnoreRule, IgnoreSource, IgnoreTarget};
+        IgnoreRule {
+            target: IgnoreTarget::FamilyImage {
+                family: self.family.clone(),
+                image: self.image.clone(),
+            },
+            reason: format!("#{} was closed without merging", self.pull),
+            source: IgnoreSource::ClosedPull {
+                number: self.pull,
+                by: self.by.clone(),
+            },
+        }
     }
 }
 
@@ -390,7 +434,7 @@ mod tests {
     fn attempt_titles_follow_the_spec() {
         assert_eq!(
             AttemptKind::Initial { budget: 5 }.title(),
-            "Initial attempt 0/5"
+            "Initial smoke, repair 0/5"
         );
         assert_eq!(
             AttemptKind::Repair { n: 2, budget: 5 }.title(),

@@ -8,6 +8,7 @@
 //! no text can break a marker.
 
 pub mod attempt;
+pub mod footer;
 pub mod format;
 pub mod live;
 pub mod markers;
@@ -20,13 +21,14 @@ pub use attempt::{
     compare, compare_evals, parse_report, reassemble, render_report, render_report_with_limit,
     uncovered_points,
 };
+pub use footer::{FOOTER_END, FOOTER_START, insert_before_footer, render_footer, splice_footer};
 pub use live::{JobGroup, LiveJobs};
 pub use markers::{HiddenRecord, MarkerError, MarkerKey, ReportName, find_record};
 pub use pr::{
     BASELINE_END, BASELINE_PLACEHOLDER, BASELINE_START, BumpScope, DEFAULT_DISPLAY_NAME,
     FrozenBaseline, FrozenError, Provenance, SpliceError, UpstreamRange, VersionsCompared,
-    audit_line, audit_note, engine_display, initial_body, parse_baseline_block, pr_title,
-    render_baseline_block, splice_baseline,
+    audit_line, audit_note, engine_display, initial_body, opening_body, parse_baseline_block,
+    pr_title, render_baseline_block, splice_baseline,
 };
 pub use receipt::{Receipt, SweepCheck, parse_receipt, render_cleanup, render_receipt};
 

@@ -366,12 +366,12 @@ fn attempt_report_renders_with_deltas_and_na() {
     assert!(body.starts_with(&format!(
         "<!-- klaud-report:{OWNER}:{CAND}:run-35570778795-1\n"
     )));
-    assert!(body.contains("**Initial attempt 0/5 · passed (smoke)** · [Run 35570778795 / attempt 1](https://github.com/SemiAnalysisAI/InferenceX/actions/runs/35570778795) · 2026-09-17 12:34 UTC"));
+    assert!(body.contains("**Initial smoke, repair 0/5 · passed (smoke)** · [Run 35570778795, GitHub run attempt 1](https://github.com/SemiAnalysisAI/InferenceX/actions/runs/35570778795) · 2026-09-17 12:34 UTC"));
     assert!(
-        body.contains("| 1 | 110 (+10.0%) | 190 (-5.0%) | 9.8 (-2.0%) |"),
+        body.contains("| 1 | 110.0 (+10.0%) | 190.0 (-5.0%) | 9.80 (-2.0%) |"),
         "{body}"
     );
-    assert!(body.contains("97% (+0.50 pp)"));
+    assert!(body.contains("97.00% (+0.50 pp)"));
     let record = find_record(body).expect("valid").expect("ours");
     assert_eq!(parse_report(&record).expect("typed"), report);
 }
@@ -388,10 +388,7 @@ fn baseline_report_without_run_renders() {
     insta::assert_snapshot!("baseline_report_na", body);
     assert!(body.starts_with(&format!("<!-- klaud-report:{OWNER}:{CAND}:baseline\n")));
     assert!(body.contains("**Baseline · passed (frozen 2026-09-09)** · 2026-09-17 12:34 UTC"));
-    assert!(
-        body.contains("| 32 | 1,266.3 | 4,201.16 | 6.16 |"),
-        "{body}"
-    );
+    assert!(body.contains("| 32 | 1,266.3 | 4,201.2 | 6.16 |"), "{body}");
     assert!(body.contains("- 8k1k c64 TP4 EP4 DPA: baseline: not benchmarked on 2026-09-09"));
 }
 
@@ -512,7 +509,55 @@ fn failed_receipt() -> Receipt {
         sweep: None,
         note: Some("PR closed; exact-candidate branch retained pending maintainer review.".into()),
         note_zh: Some("PR 已关闭；保留精确候选分支，等待维护者检查。".into()),
+        declined: None,
+        dashboard: None,
     }
+}
+
+#[test]
+fn a_declined_receipt_says_not_this_image_a_newer_one_and_how_to_undo_in_both_languages() {
+    let declined = Receipt {
+        result: FinishedResult::new(
+            Outcome::Handoff,
+            Phase::Targeted,
+            Some(3023),
+            vec![run(34647177620, 1)],
+            0,
+        )
+        .expect("valid"),
+        note: Some("#3023 was closed by @alice without merging".into()),
+        note_zh: Some("#3023 已被 @alice 关闭，未合并".into()),
+        declined: Some(klaud_lifecycle::model::Declined {
+            pull: 3023,
+            by: "alice".into(),
+            family: "d92e15065c55779d".into(),
+            image: "lmsysorg/sglang:v0.5.6".into(),
+        }),
+        dashboard: Some((
+            12,
+            "https://github.com/SemiAnalysisAI/InferenceX/issues/12".into(),
+        )),
+        ..failed_receipt()
+    };
+    let rendered = render_receipt(&declined);
+    insta::assert_snapshot!("receipt_declined", rendered.body);
+    let body = &rendered.body;
+    let (en, zh) = body.split_once("<summary>中文</summary>").expect("both");
+    for part in [en, zh] {
+        assert!(part.contains("`lmsysorg/sglang:v0.5.6`"), "{part}");
+        assert!(
+            part.contains("[\\#12](https://github.com/SemiAnalysisAI/InferenceX/issues/12)"),
+            "{part}"
+        );
+    }
+    assert!(en.contains("will not propose") && en.contains("newer image") && en.contains("undo"));
+    assert!(zh.contains("不会再为该系列提议") && zh.contains("更新的镜像") && zh.contains("撤销"));
+    let record = find_record(body).expect("valid").expect("ours");
+    let back = parse_receipt(&record).expect("typed");
+    assert_eq!(
+        back.declined, declined.declined,
+        "kept for a rebuild from GitHub"
+    );
 }
 
 #[test]
@@ -837,7 +882,7 @@ fn the_pr_body_freezes_published_evals_in_both_languages_and_says_why_when_there
     let block = render_baseline_block(&with(vec![eval(4, 0.965)], None));
     assert!(block.contains("| Eval | Score ↑ | Samples |"), "{block}");
     assert!(
-        block.contains("| gsm8k/em\\_strict · c28 | 96.5% | 1,319 |"),
+        block.contains("| gsm8k/em\\_strict · c28 | 96.50% | 1,319 |"),
         "{block}"
     );
     assert!(block.contains("| 评估 | 分数 ↑ | 样本数 |"), "{block}");
@@ -851,7 +896,7 @@ fn the_pr_body_freezes_published_evals_in_both_languages_and_says_why_when_there
     // Two parallelisms: each row names its own.
     let block = render_baseline_block(&with(vec![eval(4, 0.965), eval(8, 0.97)], None));
     assert!(
-        block.contains("| gsm8k/em\\_strict · c28 · TP8 EP1 | 97% | 1,319 |"),
+        block.contains("| gsm8k/em\\_strict · c28 · TP8 EP1 | 97.00% | 1,319 |"),
         "{block}"
     );
 

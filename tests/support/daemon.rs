@@ -38,6 +38,7 @@ pub fn serve_settings(
         max_timed_tags: klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS,
         poll: Duration::from_millis(50),
         pass_wait: Duration::ZERO,
+        ignore: Vec::new(),
     }
 }
 

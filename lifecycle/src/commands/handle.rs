@@ -464,8 +464,9 @@ async fn execute(
             })
         }
         Command::Unknown(verb) => Ok(format!(
-            "Unknown command `{}`. Commands: `/klaud retry`, `/klaud release`, `/klaud stop`, `/klaud status`, `/klaud try`.",
-            verb.replace('`', "")
+            "Unknown command `{}`. Commands: {}.",
+            verb.replace('`', ""),
+            super::usages()
         )),
     }
 }

@@ -181,6 +181,56 @@ fn parse_line(rest: &str, line: usize) -> Option<ParsedCommand> {
     })
 }
 
+/// One `/klaud` command as people are told about it: the PR footer and the
+/// reply to an unknown command list these, so the list has one source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandHelp {
+    /// How it is written.
+    pub usage: &'static str,
+    /// What it does, in English.
+    pub en: &'static str,
+    /// What it does, in Chinese.
+    pub zh: &'static str,
+}
+
+/// Every command Klaud answers, in the order people are shown them.
+pub const COMMANDS: [CommandHelp; 5] = [
+    CommandHelp {
+        usage: "/klaud retry",
+        en: "run the next attempt again now (also lifts the family's cooldown)",
+        zh: "立即重新运行下一次尝试（同时解除该系列的冷却）",
+    },
+    CommandHelp {
+        usage: "/klaud status",
+        en: "reply with the candidate's state",
+        zh: "回复候选的当前状态",
+    },
+    CommandHelp {
+        usage: "/klaud stop",
+        en: "Klaud stops changing this PR and its branch and releases its claim",
+        zh: "Klaud 不再修改此 PR 及其分支，并释放认领",
+    },
+    CommandHelp {
+        usage: "/klaud release",
+        en: "clean up the candidate (its runs cancelled, the PR closed) and release its claim",
+        zh: "清理该候选（取消其运行并关闭 PR），并释放认领",
+    },
+    CommandHelp {
+        usage: "/klaud try <name> [from <variant>]: <edits>",
+        en: "start another variant of this candidate that races this one",
+        zh: "为该候选启动另一个变体，与本 PR 并行比较",
+    },
+];
+
+/// The commands' usages, for one line: `` `/klaud retry`, `/klaud status`, … ``.
+pub fn usages() -> String {
+    COMMANDS
+        .iter()
+        .map(|c| format!("`{}`", c.usage.split(" <").next().unwrap_or(c.usage)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// What `/klaud try` asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TryRequest {
@@ -383,6 +433,23 @@ mod tests {
             .into_iter()
             .map(|c| c.command)
             .collect()
+    }
+
+    #[test]
+    fn every_listed_command_parses_as_itself() {
+        for help in COMMANDS {
+            let parsed = parse_commands(help.usage);
+            assert_eq!(parsed.len(), 1, "{}", help.usage);
+            assert!(
+                !matches!(parsed[0].command, Command::Unknown(_)),
+                "{} is not a known verb",
+                help.usage
+            );
+        }
+        assert_eq!(
+            usages(),
+            "`/klaud retry`, `/klaud status`, `/klaud stop`, `/klaud release`, `/klaud try`"
+        );
     }
 
     #[test]

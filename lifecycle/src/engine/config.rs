@@ -94,6 +94,26 @@ pub struct EngineConfig {
     /// report comment while the run is in progress (`None`: the report is
     /// posted only when the run ends).
     pub live_report_interval: Option<TimeDelta>,
+    /// The dashboard issue's number, when the wave's composition found one:
+    /// every PR body's footer links it.
+    pub dashboard_issue: Option<u64>,
+    /// Klaud PRs closed unmerged whose "not this image" rule a maintainer
+    /// undid on the dashboard issue: their candidate may be proposed again,
+    /// with a new PR beside the closed one, and does not cool down.
+    pub undone_declines: Vec<u64>,
+}
+
+impl EngineConfig {
+    /// Whether `rec` ended because a person closed its PR unmerged and a
+    /// maintainer has since undone that "not this image".
+    pub fn decline_undone(&self, rec: &super::journal::CandidateRecord) -> bool {
+        rec.step == super::journal::Step::Done
+            && rec
+                .ending
+                .as_ref()
+                .and_then(|e| e.declined.as_ref())
+                .is_some_and(|d| self.undone_declines.contains(&d.pull))
+    }
 }
 
 /// What Klaud does with its own open PR when a human PR later changes the
@@ -141,6 +161,8 @@ impl EngineConfig {
             experiments: Vec::new(),
             require_baseline: true,
             live_report_interval: Some(TimeDelta::minutes(5)),
+            dashboard_issue: None,
+            undone_declines: Vec::new(),
         }
     }
 }
@@ -175,9 +197,33 @@ pub fn branch_name(candidate: &str) -> String {
     format!("klaud/auto-{candidate}")
 }
 
-/// `klaud-<owner run>-<candidate>`: the smoke `test-name` input.
+/// `klaud-<owner run>-<candidate>`: what identifies a smoke run as this
+/// candidate's, at the end of its `test-name` input (and so of its title).
+/// Runs dispatched before titles named the family carry exactly this.
 pub fn smoke_test_name(owner_run: u64, candidate: &str) -> String {
     format!("klaud-{owner_run}-{candidate}")
+}
+
+/// The smoke's `test-name` input: `<family key> · <attempt> ·
+/// klaud-<owner run>-<candidate>`. The repository's `run-name` echoes it,
+/// so the Actions tab names the family and the attempt; the identity stays
+/// last, where [`is_smoke_title`] finds it.
+pub fn smoke_run_label(key: &str, attempt: &str, owner_run: u64, candidate: &str) -> String {
+    let key: String = key.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!(
+        "{key} · {attempt} · {}",
+        smoke_test_name(owner_run, candidate)
+    )
+}
+
+/// Whether a run title is one of this candidate's smokes: it ends with
+/// [`smoke_test_name`] after a space (or is exactly it), whether the run
+/// was dispatched with the family-naming label or before it existed.
+pub fn is_smoke_title(title: &str, owner_run: u64, candidate: &str) -> bool {
+    let id = smoke_test_name(owner_run, candidate);
+    title
+        .strip_suffix(&id)
+        .is_some_and(|before| before.is_empty() || before.ends_with(' '))
 }
 
 /// The commit trailer that names the candidate a commit of Klaud's is for.
@@ -229,5 +275,28 @@ mod tests {
     fn names_follow_the_helper() {
         assert_eq!(branch_name("a-b"), "klaud/auto-a-b");
         assert_eq!(smoke_test_name(7, "a-b"), "klaud-7-a-b");
+        assert_eq!(
+            smoke_run_label("dsr1-fp4  b200", "Repair 1/5", 7, "a-b"),
+            "dsr1-fp4 b200 · Repair 1/5 · klaud-7-a-b"
+        );
+    }
+
+    #[test]
+    fn smoke_titles_are_recognised_with_and_without_the_family_label() {
+        for title in [
+            "e2e Test - klaud-7-a-b",
+            "e2e Test - k · Initial smoke, repair 0/5 · klaud-7-a-b",
+            "klaud-7-a-b",
+        ] {
+            assert!(is_smoke_title(title, 7, "a-b"), "{title}");
+        }
+        for title in [
+            "e2e Test - klaud-17-a-b",
+            "e2e Test - klaud-7-a-b-c",
+            "e2e Test - xklaud-7-a-b",
+            "e2e Test - klaud-7-a-b (copy)",
+        ] {
+            assert!(!is_smoke_title(title, 7, "a-b"), "{title}");
+        }
     }
 }

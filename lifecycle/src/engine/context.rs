@@ -171,6 +171,16 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// `body` ending with the current footer (commands, what closing
+    /// means, the dashboard issue): every edit of a PR body refreshes it, so
+    /// a PR opened before the dashboard issue existed links it later.
+    pub(super) fn with_footer(&self, body: &str) -> String {
+        crate::report::splice_footer(
+            body,
+            &crate::report::render_footer(self.config.dashboard_issue),
+        )
+    }
+
     pub(super) fn by_bot(&self, login: Option<&str>) -> bool {
         let bot = self.forge.bot_login();
         login.is_some_and(|l| l.eq_ignore_ascii_case(&bot))
@@ -223,6 +233,7 @@ impl<'a> Engine<'a> {
             message,
             hands_off,
             note: None,
+            declined: None,
         });
         rec.step = Step::Finish;
         self.save(rec).await?;

@@ -3,7 +3,7 @@
 //! sweep's run-name, and finding the run a dispatch made (by title, actor,
 //! event, branch and time) or dispatching it once.
 
-use crate::engine::config::smoke_test_name;
+use crate::engine::config::{is_smoke_title, smoke_run_label, smoke_test_name};
 use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
@@ -107,7 +107,17 @@ impl Engine<'_> {
             Ok(w) => w.as_ref(),
             Err(e) => return Ok(Err(e.clone())),
         };
-        let test_name = smoke_test_name(rec.owner_run, rec.candidate.as_str());
+        // The attempt being dispatched is the last one; without one (a
+        // rebuild, a cleanup) the title only has to identify the candidate.
+        let test_name = match rec.attempts.last() {
+            Some(a) => smoke_run_label(
+                &rec.key,
+                &a.kind.title(),
+                rec.owner_run,
+                rec.candidate.as_str(),
+            ),
+            None => smoke_test_name(rec.owner_run, rec.candidate.as_str()),
+        };
         let command = match self.smoke_command(rec) {
             Ok(command) => command,
             Err(e) => return Ok(Err(e.to_string())),
@@ -188,7 +198,10 @@ impl Engine<'_> {
         };
         // Newest first: the oldest unknown run is the one of this attempt.
         if let Some(found) = runs.iter().rev().find(|r| {
-            r.title == title
+            // A run dispatched before titles named the family is found by
+            // the candidate's identity at the end of its title: not found,
+            // it would be dispatched again and the GPUs spent twice.
+            (r.title == title || is_smoke_title(&r.title, rec.owner_run, rec.candidate.as_str()))
                 && r.event == RunEvent::WorkflowDispatch
                 && self.by_bot(r.actor.as_deref())
                 && r.head_branch

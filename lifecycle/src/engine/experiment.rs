@@ -315,6 +315,7 @@ impl Engine<'_> {
         {
             let pull = self.forge.get_pull(number).await?;
             let body = Self::splice_experiment_section(&info, siblings, rec, &pull.body);
+            let body = self.with_footer(&body);
             if body != pull.body {
                 let proof = match self.prove(rec, Scope::Pull).await? {
                     Ok(p) => p,
@@ -482,6 +483,58 @@ impl Engine<'_> {
             self.mark_claim(rec, FINAL_FIELD, None).await?;
         }
         Ok(())
+    }
+
+    /// A variant's experiments section as it ends, so the body it leaves
+    /// for reviewers is not stale ("final sweep" after it ended): its own
+    /// row says how it ended, and for the winner every sibling still going
+    /// shows what it becomes now (each ends `duplicate` once a variant
+    /// validated). Returns `Some(progress)` only when an ownership check
+    /// ended the candidate.
+    pub(super) async fn final_experiment_section(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Option<Progress>, EngineError> {
+        let (Some(info), Some(number)) = (rec.variant.clone(), rec.pull) else {
+            return Ok(None);
+        };
+        let Some(ending) = rec.ending.clone().filter(|e| !e.hands_off) else {
+            return Ok(None);
+        };
+        let won = ending.outcome == Outcome::Validated;
+        let mut siblings = self.sibling_records(&info).await?;
+        for (s, r) in siblings.iter_mut() {
+            if !won || s.candidate == rec.candidate {
+                continue;
+            }
+            if let Some(r) = r.as_mut().filter(|r| r.step != Step::Done) {
+                r.step = Step::Finish;
+                r.ending = Some(crate::engine::journal::Ending {
+                    outcome: Outcome::Duplicate,
+                    phase: ending.phase,
+                    message: format!("Variant {} validated first", info.name),
+                    hands_off: false,
+                    note: None,
+                    declined: None,
+                });
+            }
+        }
+        let pull = self.forge.get_pull(number).await?;
+        if !pull.state.is_open() {
+            return Ok(None);
+        }
+        let body = Self::splice_experiment_section(&info, siblings, rec, &pull.body);
+        let body = self.with_footer(&body);
+        if body == pull.body {
+            return Ok(None);
+        }
+        let proof = match self.prove(rec, Scope::Pull).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(Some(p)),
+        };
+        self.intend(rec, Intent::UpdateExperimentsSection).await?;
+        self.forge.update_pull_body(&proof, number, &body).await?;
+        Ok(None)
     }
 
     /// Whether a finished variant releases the shared claim: only the last

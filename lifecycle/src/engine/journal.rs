@@ -136,6 +136,9 @@ pub struct Ending {
     /// command, an operator): shown in the receipt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// A person closed the PR without merging ("not this image").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declined: Option<crate::model::Declined>,
 }
 
 /// Klaud's own comments on its pull request (see

@@ -245,6 +245,62 @@ impl Engine<'_> {
         Ok(None)
     }
 
+    /// The live report of a run Klaud cancelled because its candidate
+    /// ended (a sibling variant validated first, a maintainer released it),
+    /// edited once to say so: a closed PR must not keep saying "running".
+    /// Returns `Some(progress)` only when an ownership check ended the
+    /// candidate.
+    pub(super) async fn end_live_report(
+        &self,
+        rec: &mut CandidateRecord,
+        run: &Run,
+    ) -> Result<Option<Progress>, EngineError> {
+        let (Some(number), Some(idx)) = (
+            rec.pull,
+            rec.attempts
+                .iter()
+                .position(|a| a.run.as_ref().is_some_and(|r| r.id == run.id)),
+        ) else {
+            return Ok(None);
+        };
+        let key = MarkerKey::Report {
+            owner_run: rec.owner_run,
+            candidate: Self::candidate_id(rec)?,
+            name: ReportName::Run {
+                id: run.id,
+                attempt: run.attempt,
+            },
+            part: None,
+        };
+        let comments = self.report_comments(rec, number).await?;
+        let Some((comment, _)) = self.live_comment(&comments, &key) else {
+            return Ok(None);
+        };
+        let comment_id = comment.id;
+        let old_body = comment.body.clone();
+        let mut report = self.live_report(rec, idx, run).await?;
+        report.status = AttemptStatus::Cancelled;
+        report.live = None;
+        report.detail = Some(crate::report::format::STOPPED_DETAIL.to_owned());
+        let rendered = self.render_live(&report)?;
+        if rendered.body == old_body {
+            return Ok(None);
+        }
+        let title = run.title.clone();
+        let proof = match self.prove(rec, Scope::Run(run.id, &title)).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(Some(p)),
+        };
+        self.intend(rec, Intent::EditLiveReport(key.to_string()))
+            .await?;
+        self.edit_own_comment(rec, &proof, number, comment_id, &rendered.body)
+            .await?;
+        if rec.own_comments.is_some() {
+            self.save(rec).await?;
+        }
+        Ok(None)
+    }
+
     /// A live report holds what the run shows now: the job groups, the rows
     /// of the benchmark jobs that uploaded their artifact (InferenceX
     /// uploads `bmk_*` per job), and the jobs that failed so far. Eval

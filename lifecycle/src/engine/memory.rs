@@ -311,6 +311,14 @@ impl MemoryForge {
         Ok(())
     }
 
+    /// Gives run `id` another title, as a run dispatched by an earlier
+    /// Klaud (another `test-name`) carries.
+    pub fn retitle_run(&self, id: u64, title: &str) -> Result<(), ForgeError> {
+        let mut st = self.lock();
+        st.run_mut(id)?.run.title = title.to_owned();
+        Ok(())
+    }
+
     /// Every run, oldest first.
     pub fn runs(&self) -> Vec<Run> {
         self.lock().runs.iter().map(|r| r.run.clone()).collect()

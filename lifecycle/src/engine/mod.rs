@@ -48,7 +48,8 @@ mod upkeep;
 pub mod write;
 
 pub use config::{
-    EngineConfig, HumanOverlap, Target, branch_name, changelog_entry, smoke_test_name,
+    EngineConfig, HumanOverlap, Target, branch_name, changelog_entry, is_smoke_title,
+    smoke_run_label, smoke_test_name,
 };
 pub use context::Engine;
 pub use drive::Progress;

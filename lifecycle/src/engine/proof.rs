@@ -51,6 +51,7 @@ impl Engine<'_> {
                 message: format!("ended elsewhere: the receipt on #{number} says {outcome}"),
                 hands_off: true,
                 note,
+                declined: None,
             });
             rec.step = Step::Finish;
             self.save(rec).await?;
@@ -164,6 +165,7 @@ impl Engine<'_> {
         pull: &super::forge::Pull,
     ) -> Result<Progress, EngineError> {
         let phase = Self::phase_of(rec.step);
+        let mut declined = None;
         let (outcome, message) = if pull.state.is_merged() {
             let verified = rec.sweep.is_some() && rec.step == Step::Sweep;
             (
@@ -188,16 +190,33 @@ impl Engine<'_> {
                 };
                 return self.on_mismatch(rec, m).await;
             }
+            // A person closed it unmerged: "not this image" (issue 29).
+            // Without a name it could be anyone's doing, and nothing is
+            // ruled out.
+            declined = closer.as_ref().and_then(|by| {
+                Some(crate::model::Declined {
+                    pull: pull.number,
+                    by: by.clone(),
+                    family: rec.candidate.family().as_str().to_owned(),
+                    image: crate::model::Declined::image_of(&rec.image)?,
+                })
+            });
             let who = closer.map_or_else(|| "someone else".to_owned(), |l| format!("@{l}"));
+            let unmerged = if declined.is_some() {
+                " without merging"
+            } else {
+                ""
+            };
             (
                 Outcome::Handoff,
-                format!("#{} was closed by {who}", pull.number),
+                format!("#{} was closed by {who}{unmerged}", pull.number),
             )
         };
         self.end(rec, outcome, phase, message.clone(), false)
             .await?;
         if let Some(ending) = rec.ending.as_mut() {
             ending.note = Some(message);
+            ending.declined = declined;
         }
         self.save(rec).await?;
         Ok(Progress::Advanced(Step::Finish))

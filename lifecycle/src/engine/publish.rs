@@ -37,7 +37,8 @@ impl Engine<'_> {
     }
 
     /// Whether `pull` is a closed PR of the bot that an earlier attempt of
-    /// `rec` closed as `capacity-deferred` (a new PR is opened beside it).
+    /// `rec` closed as `capacity-deferred`, or that a person closed and
+    /// whose "not this image" was undone (a new PR is opened beside it).
     pub(super) async fn deferred_pull(
         &self,
         rec: &CandidateRecord,
@@ -45,6 +46,11 @@ impl Engine<'_> {
     ) -> Result<bool, EngineError> {
         if pull.state.is_open() || !self.by_bot(pull.author.as_deref()) {
             return Ok(false);
+        }
+        // A person closed it, and a maintainer undid that "not this
+        // image": the candidate gets a new PR beside the closed one.
+        if self.config.undone_declines.contains(&pull.number) && !pull.state.is_merged() {
+            return Ok(true);
         }
         let comments = self.forge.list_comments(pull.number).await?;
         Ok(comments.iter().any(|c| {

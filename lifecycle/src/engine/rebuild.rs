@@ -6,7 +6,7 @@
 
 use crate::BoxFuture;
 use crate::engine::attempt::{INFRA_DETAIL, SWEEP_INFRA_DETAIL};
-use crate::engine::config::{TRAILER, Target, branch_name, smoke_test_name};
+use crate::engine::config::{TRAILER, Target, branch_name, is_smoke_title};
 use crate::engine::context::Engine;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Comment, Forge as _, RunQuery};
@@ -73,8 +73,11 @@ impl Engine<'_> {
         Box::pin(async move {
             if let Some(rec) = self.journal.load(target.candidate.as_str()).await? {
                 // A deferral starts over once its clusters have room; until
-                // then it stays as it is, without a GitHub request.
-                if !rec.deferred() || self.capacity_refusal(&rec.family).await?.is_some() {
+                // then it stays as it is, without a GitHub request. So does
+                // a "not this image" a maintainer undid.
+                if !self.config.decline_undone(&rec)
+                    && (!rec.deferred() || self.capacity_refusal(&rec.family).await?.is_some())
+                {
                     return Ok(rec);
                 }
             }
@@ -124,7 +127,11 @@ impl Engine<'_> {
                     let Ok(receipt) = crate::report::parse_receipt(&found) else {
                         continue;
                     };
-                    if receipt.result.outcome() == Outcome::CapacityDeferred
+                    let undone = receipt
+                        .declined
+                        .as_ref()
+                        .is_some_and(|d| self.config.undone_declines.contains(&d.pull));
+                    if (receipt.result.outcome() == Outcome::CapacityDeferred || undone)
                         && !pull.state.is_open()
                     {
                         // A deferral is tried again from the start: the
@@ -161,6 +168,7 @@ impl Engine<'_> {
             message: "found finished on GitHub".into(),
             hands_off: true,
             note: None,
+            declined: receipt.declined.clone(),
         });
         rec.attempts = receipt
             .result
@@ -240,6 +248,7 @@ impl Engine<'_> {
             message,
             hands_off: false,
             note,
+            declined: None,
         });
         rec.step = Step::Finish;
         Ok(())
@@ -265,13 +274,6 @@ impl Engine<'_> {
             }
         }
         let head = rec.head.clone().unwrap_or_default();
-        let title = match self.smoke_plan(rec, &head).await? {
-            Ok(plan) => plan.title,
-            Err(_) => format!(
-                "e2e Test - {}",
-                smoke_test_name(rec.owner_run, rec.candidate.as_str())
-            ),
-        };
         let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
         let smoke = self
             .forge
@@ -283,7 +285,9 @@ impl Engine<'_> {
             })
             .await?;
         for r in smoke.iter().rev() {
-            if r.title == title && !known.contains(&r.id) {
+            if is_smoke_title(&r.title, rec.owner_run, rec.candidate.as_str())
+                && !known.contains(&r.id)
+            {
                 rec.attempts.push(AttemptRecord {
                     kind: AttemptKind::Initial {
                         budget: self.config.repair_budget,
@@ -395,6 +399,7 @@ impl Engine<'_> {
                 ),
                 hands_off: false,
                 note: None,
+                declined: None,
             });
             self.save(&mut rec).await?;
             Ok(rec)

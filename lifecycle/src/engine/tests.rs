@@ -173,9 +173,15 @@ async fn prepare_opens_a_draft_pull_request_with_the_bump_and_dispatches_the_smo
     let runs = w.forge.runs();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].event, RunEvent::WorkflowDispatch);
+    // The Actions tab names the family and the attempt; the candidate's
+    // identity ends the title.
     assert_eq!(
         runs[0].title,
-        format!("e2e Test - {}", smoke_test_name(7, rec.candidate.as_str()))
+        format!(
+            "e2e Test - {} · Initial smoke, repair 0/5 · {}",
+            rec.key,
+            smoke_test_name(7, rec.candidate.as_str())
+        )
     );
     // As on GitHub, the dispatched run sits on the tip of the dispatched
     // branch, not on the candidate head it benchmarks.
@@ -190,6 +196,43 @@ async fn prepare_opens_a_draft_pull_request_with_the_bump_and_dispatches_the_smo
     assert_eq!(
         writes.iter().filter(|x| x.starts_with("dispatch")).count(),
         1
+    );
+}
+
+/// A smoke dispatched by a Klaud from before titles named the family: the
+/// record lost the run (a crash between the dispatch and the save), and the
+/// run is found again by its old title, not dispatched a second time; it
+/// is watched and reported under its own title.
+#[tokio::test]
+async fn a_smoke_dispatched_under_the_legacy_title_is_found_not_dispatched_again() {
+    let (w, mut rec) = started().await;
+    let id = w.smoke_run(&rec);
+    w.forge
+        .retitle_run(
+            id,
+            &format!("e2e Test - {}", smoke_test_name(7, rec.candidate.as_str())),
+        )
+        .expect("run");
+    let last = rec.attempts.len() - 1;
+    rec.attempts[last].run = None;
+    let p = w.until_waiting(&mut rec).await;
+    assert!(matches!(p, Progress::Waiting(_)), "{p:?}");
+    assert_eq!(rec.attempts[last].run.as_ref().map(|r| r.id), Some(id));
+    let dispatches = w
+        .forge
+        .writes()
+        .iter()
+        .filter(|x| x.starts_with("dispatch"))
+        .count();
+    assert_eq!(dispatches, 1, "the GPUs are not spent twice");
+    w.forge.start_run(id).expect("run");
+    w.forge
+        .complete_run(id, RunConclusion::Failure, Vec::new())
+        .expect("run");
+    let p = w.until_waiting(&mut rec).await;
+    assert!(
+        rec.attempts[last].reported,
+        "the legacy run is reported: {p:?} {rec:#?}"
     );
 }
 

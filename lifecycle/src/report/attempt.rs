@@ -11,7 +11,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::format::{code, link, ms, score, text, timestamp, with_delta};
+use super::format::{
+    THROUGHPUT_DECIMALS, TPOT_MS_DECIMALS, TTFT_MS_DECIMALS, code, link, ms, score, text,
+    timestamp, with_delta,
+};
 use super::live::LiveJobs;
 use super::markers::{
     HiddenRecord, MAX_PARTS, MarkerError, MarkerKey, ReportName, hidden_block, hidden_json,
@@ -441,6 +444,10 @@ pub fn compare_evals(new: &[EvalRow], baseline: &Baseline) -> Vec<EvalComparison
         .collect()
 }
 
+/// How to read the tables, said once in each language.
+const LEGEND: &str = "Output tok/s/GPU: higher is better; TTFT and TPOT (ms): lower is better; % in brackets: change against the frozen baseline; pp: the eval score's change in percentage points.";
+const LEGEND_ZH: &str = "输出 tok/s/GPU 越高越好，TTFT 与 TPOT（毫秒）越低越好；括号内的百分比为相对冻结基线的变化；pp 为评估分数变化的百分点。";
+
 fn cell(new: &Measure, old: &Measure, pick: fn(&PointMetrics) -> f64, decimals: usize) -> String {
     match new.metrics() {
         None => "N/A".to_owned(),
@@ -459,7 +466,7 @@ fn render_text(report: &AttemptReport) -> String {
         format!(
             " · {}",
             link(
-                &format!("Run {} / attempt {}", r.id, r.attempt),
+                &format!("Run {}, GitHub run attempt {}", r.id, r.attempt),
                 &r.attempt_url()
             )
         )
@@ -468,7 +475,7 @@ fn render_text(report: &AttemptReport) -> String {
         format!(
             " · {}",
             link(
-                &format!("运行 {} / 第 {} 次尝试", r.id, r.attempt),
+                &format!("运行 {}，GitHub 第 {} 次运行", r.id, r.attempt),
                 &r.attempt_url()
             )
         )
@@ -487,7 +494,7 @@ fn render_text(report: &AttemptReport) -> String {
     if let Some(head) = &report.head {
         out.push_str(&format!(" · Head: {}", code(head)));
     }
-    out.push_str("  \n");
+    out.push_str(&format!("  \n{LEGEND}\n"));
     if let Some(live) = &report.live {
         out.push_str(&format!(
             "\n{} Rows appear as each benchmark job finishes; this comment is updated in place until the run ends.\n",
@@ -530,9 +537,7 @@ fn render_text(report: &AttemptReport) -> String {
     if let Some(head) = &report.head {
         out.push_str(&format!(" · 提交：{}", code(head)));
     }
-    out.push_str(
-        "  \n输出 tok/s/GPU 越高越好，TTFT 与 TPOT（毫秒）越低越好；括号内为相对冻结基线的变化。\n",
-    );
+    out.push_str(&format!("  \n{LEGEND_ZH}\n"));
     if let Some(live) = &report.live {
         out.push_str(&format!(
             "\n{}每个基准测试作业完成后即显示其结果行；运行结束前本评论会原地更新。\n",
@@ -645,9 +650,14 @@ fn tables(report: &AttemptReport, zh: bool) -> String {
             out.push_str(&format!(
                 "| {} | {} | {} | {} |\n",
                 row.conc,
-                cell(&row.new, old, |m| m.output_tput_per_gpu, 2),
-                cell(&row.new, old, |m| ms(m.mean_ttft), 2),
-                cell(&row.new, old, |m| ms(m.mean_tpot), 2),
+                cell(
+                    &row.new,
+                    old,
+                    |m| m.output_tput_per_gpu,
+                    THROUGHPUT_DECIMALS
+                ),
+                cell(&row.new, old, |m| ms(m.mean_ttft), TTFT_MS_DECIMALS),
+                cell(&row.new, old, |m| ms(m.mean_tpot), TPOT_MS_DECIMALS),
             ));
         }
     }

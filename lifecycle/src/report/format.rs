@@ -116,15 +116,25 @@ pub fn is_loopback_http(url: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// `1266.3`, `87,274.51`, `110`: thousands separators, at most `decimals`
-/// decimals, trailing zeros dropped.
+/// Decimals of throughput columns (tok/s/GPU): one precision per metric,
+/// so a column never shows `93.6` beside `24.57`.
+pub const THROUGHPUT_DECIMALS: usize = 1;
+/// Decimals of TTFT in milliseconds.
+pub const TTFT_MS_DECIMALS: usize = 1;
+/// Decimals of TPOT in milliseconds (a few ms: hundredths matter).
+pub const TPOT_MS_DECIMALS: usize = 2;
+/// Decimals of an eval score in percent.
+pub const SCORE_DECIMALS: usize = 2;
+
+/// `1,266.30`, `87,274.51`, `110.00`: thousands separators and exactly
+/// `decimals` decimals, so the numbers of one metric line up.
 pub fn number(v: f64, decimals: usize) -> String {
     if !v.is_finite() {
         return "N/A".to_owned();
     }
     let fixed = format!("{:.*}", decimals, v.abs());
     let (int, frac) = match fixed.split_once('.') {
-        Some((i, f)) => (i.to_owned(), f.trim_end_matches('0').to_owned()),
+        Some((i, f)) => (i.to_owned(), f.to_owned()),
         None => (fixed.clone(), String::new()),
     };
     let mut grouped = String::new();
@@ -134,7 +144,7 @@ pub fn number(v: f64, decimals: usize) -> String {
         }
         grouped.push(c);
     }
-    let negative = v < 0.0 && (grouped != "0" || !frac.is_empty());
+    let negative = v < 0.0 && (grouped != "0" || frac.chars().any(|c| c != '0'));
     let sign = if negative { "-" } else { "" };
     if frac.is_empty() {
         format!("{sign}{grouped}")
@@ -165,9 +175,9 @@ pub fn with_delta(new: f64, old: Option<f64>, decimals: usize) -> String {
 }
 
 /// A score in `[0, 1]` as a percentage with its change in points:
-/// `97% (+0.50 pp)`.
+/// `97.00% (+0.50 pp)`.
 pub fn score(new: f64, old: Option<f64>) -> String {
-    let shown = format!("{}%", number(new * 100.0, 2));
+    let shown = format!("{}%", number(new * 100.0, SCORE_DECIMALS));
     match old.filter(|o| o.is_finite()) {
         Some(old) if new.is_finite() => {
             let pp = ((new - old) * 100.0 * 100.0).round() / 100.0;
@@ -256,6 +266,11 @@ pub fn reason_zh(reason: &str) -> String {
     format!("原文：{reason}")
 }
 
+/// The detail of a live report whose run Klaud cancelled because its
+/// candidate ended (who and why are in the receipt, said once).
+pub const STOPPED_DETAIL: &str =
+    "the candidate ended and Klaud cancelled this run; the receipt says why";
+
 /// The Chinese text of the words after an attempt's status (its `detail`:
 /// `smoke`, `full sweep`, `frozen <date>`, ...); an unknown one is quoted
 /// as the original, like [`reason_zh`].
@@ -268,6 +283,7 @@ pub fn detail_zh(detail: &str) -> String {
             "full sweep, infrastructure failure",
             "完整 sweep，基础设施故障",
         ),
+        (STOPPED_DETAIL, "候选已结束，Klaud 取消了此运行；原因见回执"),
     ];
     if let Some((_, zh)) = exact.iter().find(|(en, _)| *en == detail) {
         return (*zh).to_owned();
@@ -389,13 +405,15 @@ mod tests {
     }
 
     #[test]
-    fn numbers_group_thousands_and_trim_zeros() {
+    fn numbers_group_thousands_and_keep_a_fixed_precision() {
         assert_eq!(number(87274.51, 2), "87,274.51");
-        assert_eq!(number(1266.30, 2), "1,266.3");
-        assert_eq!(number(110.0, 2), "110");
-        assert_eq!(number(0.004, 2), "0");
+        assert_eq!(number(1266.30, 2), "1,266.30");
+        assert_eq!(number(110.0, 2), "110.00");
+        assert_eq!(number(93.6, 2), "93.60", "beside 24.57");
+        assert_eq!(number(0.004, 2), "0.00");
         assert_eq!(number(-1234.5, 1), "-1,234.5");
-        assert_eq!(number(-0.001, 2), "0");
+        assert_eq!(number(-0.001, 2), "0.00");
+        assert_eq!(number(12.0, 0), "12");
         assert_eq!(number(f64::NAN, 2), "N/A");
     }
 
@@ -406,9 +424,9 @@ mod tests {
         assert_eq!(delta_percent(100.0, 100.0).as_deref(), Some("+0.0%"));
         assert_eq!(delta_percent(99.99, 100.0).as_deref(), Some("+0.0%"));
         assert_eq!(delta_percent(1.0, 0.0), None);
-        assert_eq!(with_delta(110.0, Some(100.0), 2), "110 (+10.0%)");
-        assert_eq!(score(0.97, Some(0.965)), "97% (+0.50 pp)");
-        assert_eq!(score(0.5, None), "50%");
+        assert_eq!(with_delta(110.0, Some(100.0), 1), "110.0 (+10.0%)");
+        assert_eq!(score(0.97, Some(0.965)), "97.00% (+0.50 pp)");
+        assert_eq!(score(0.5, None), "50.00%");
     }
 
     #[test]

@@ -10,7 +10,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::format::{clock_words, code, link, ms, number, reason_zh, score, text, title_text};
+use super::format::{
+    THROUGHPUT_DECIMALS, TPOT_MS_DECIMALS, TTFT_MS_DECIMALS, clock_words, code, link, ms, number,
+    reason_zh, score, text, title_text,
+};
 use super::markers::hidden_json;
 use crate::baseline::{Baseline, BaselineValue};
 use klaud_planner::audit::{AuditResult, ItemKind, UncheckedCause};
@@ -78,6 +81,12 @@ pub fn pr_title(display_name: &str, key: &str, engine: &str, tag: &str) -> Strin
 /// The body a PR is opened with.
 pub fn initial_body() -> String {
     format!("{BASELINE_PLACEHOLDER}\n")
+}
+
+/// The body a PR is opened with, its footer included (see
+/// [`super::footer`]); `dashboard` is the dashboard issue's number.
+pub fn opening_body(dashboard: Option<u64>) -> String {
+    super::footer::splice_footer(&initial_body(), &super::footer::render_footer(dashboard))
 }
 
 /// Upstream source commits between the old and new image.
@@ -506,10 +515,10 @@ fn baseline_table(baseline: &Baseline, head: &str) -> String {
             Some(m) => out.push_str(&format!(
                 "| {} | {} | {} | {} | {} |\n",
                 text(&p.label),
-                number(m.tput_per_gpu, 2),
-                number(m.output_tput_per_gpu, 2),
-                number(ms(m.mean_ttft), 2),
-                number(ms(m.mean_tpot), 2)
+                number(m.tput_per_gpu, THROUGHPUT_DECIMALS),
+                number(m.output_tput_per_gpu, THROUGHPUT_DECIMALS),
+                number(ms(m.mean_ttft), TTFT_MS_DECIMALS),
+                number(ms(m.mean_tpot), TPOT_MS_DECIMALS)
             )),
             None => out.push_str(&format!("| {} | N/A | N/A | N/A | N/A |\n", text(&p.label))),
         }

@@ -18,11 +18,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::RenderedComment;
-use super::format::{link, text};
+use super::format::{code, link, text};
 use super::markers::{
     HiddenRecord, MarkerError, MarkerKey, cleanup_marker, hidden_block, hidden_json, parse_json,
 };
-use crate::model::{CandidateId, FinishedResult, Outcome, OwnerRun, Phase, RunRef};
+use crate::model::{CandidateId, Declined, FinishedResult, Outcome, OwnerRun, Phase, RunRef};
 
 /// What the final sweep verification found (from the sweep manifest and the
 /// run), kept in the receipt.
@@ -60,6 +60,12 @@ pub struct Receipt {
     pub note: Option<String>,
     /// The same sentence in Chinese.
     pub note_zh: Option<String>,
+    /// A person closed the PR without merging: the receipt says what that
+    /// means and how to undo it, and keeps it for an instance that rebuilds
+    /// from GitHub.
+    pub declined: Option<Declined>,
+    /// The dashboard issue's web page, when known (the undo box is there).
+    pub dashboard: Option<(u64, String)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -81,6 +87,8 @@ struct Validation {
     note: Option<String>,
     #[serde(default, rename = "note-zh")]
     note_zh: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    declined: Option<Declined>,
 }
 
 impl Receipt {
@@ -104,6 +112,7 @@ impl Receipt {
                 sweep: self.sweep.clone(),
                 note: self.note.clone(),
                 note_zh: self.note_zh.clone(),
+                declined: self.declined.clone(),
             },
         }
     }
@@ -192,6 +201,12 @@ pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
         body.push(' ');
         body.push_str(&text(note));
     }
+    if let Some(d) = &receipt.declined {
+        body.push_str(&format!(
+            "\n\n{}",
+            declined_words(d, receipt.dashboard.as_ref(), false)
+        ));
+    }
     body.push_str("\n\n<details>\n<summary>中文</summary>\n\n");
     body.push_str(&format!(
         "**{outcome}** · 修复次数：{repairs} · 运行：{runs}  \n{zh}"
@@ -203,8 +218,34 @@ pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
         (None, Some(note)) => body.push_str(&text(&format!("原文：{note}"))),
         (None, None) => {}
     }
+    if let Some(d) = &receipt.declined {
+        body.push_str(&format!(
+            "\n\n{}",
+            declined_words(d, receipt.dashboard.as_ref(), true)
+        ));
+    }
     body.push_str("\n\n</details>\n");
     RenderedComment { key, body }
+}
+
+/// What closing the PR without merging means, in one paragraph (`zh`: the
+/// Chinese one): the image is not proposed for this family again, a newer
+/// one is, and the dashboard issue's box undoes it.
+pub fn declined_words(d: &Declined, dashboard: Option<&(u64, String)>, zh: bool) -> String {
+    let image = code(&d.image);
+    let issue = match dashboard {
+        Some((n, url)) => link(&format!("#{n}"), url),
+        None => "`klaud-dashboard`".to_owned(),
+    };
+    if zh {
+        format!(
+            "**不要这个镜像：**此 PR 未合并即被关闭，Klaud 不会再为该系列提议 {image}；出现更新的镜像时，Klaud 会提议更新的镜像。撤销方法：在看板 issue {issue} 的“已忽略”部分勾选 {image} 旁的撤销框，下一轮即可再次提议它。"
+        )
+    } else {
+        format!(
+            "**Not this image:** this PR was closed without merging, so Klaud will not propose {image} for this family again; it will propose a newer image when one appears. To undo this, tick the undo box beside {image} in the \"Ignored\" section of the dashboard issue {issue}; the next pass may propose it again."
+        )
+    }
 }
 
 /// Reads a receipt record, re-checking the outcome rules.
@@ -234,6 +275,8 @@ pub fn parse_receipt(record: &HiddenRecord<'_>) -> Result<Receipt, MarkerError> 
         sweep: v.sweep,
         note: v.note,
         note_zh: v.note_zh,
+        declined: v.declined,
+        dashboard: None,
     })
 }
 

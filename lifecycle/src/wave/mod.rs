@@ -467,6 +467,7 @@ impl<'a> Wave<'a> {
             if pass.now - rec.updated_at < pass.cooldown
                 && !retried
                 && !rec.deferred()
+                && !self.engine.decline_undone(rec)
                 && let Ok(id) = CandidateId::new(rec.candidate.as_str())
             {
                 pass.plan

@@ -55,6 +55,29 @@ pub struct Config {
     pub experiments: Vec<ExperimentConfig>,
     /// CODEOWNER sign-off verification (issue 26).
     pub signoff: SignoffConfig,
+    /// `[[ignore]]`: families, image repositories or tags Klaud leaves
+    /// alone, each with the reason the plan and the dashboard show.
+    pub ignore: Vec<IgnoreConfig>,
+}
+
+/// `[[ignore]]`: one rule. Exactly one of `family` (a family pattern) and
+/// `repository` (an image repository, optionally narrowed to `tag`
+/// patterns).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IgnoreConfig {
+    /// A family pattern: `<master>:<key>`, a key alone or a family id, `*`
+    /// a wildcard.
+    #[serde(default)]
+    pub family: Option<String>,
+    /// An image repository (`lmsysorg/sglang`, `nvcr.io/nvidia/sglang`).
+    #[serde(default)]
+    pub repository: Option<String>,
+    /// With `repository`: only its tags matching this `*` pattern.
+    #[serde(default)]
+    pub tag: Option<String>,
+    /// Why; shown in `klaud plan` and on the dashboard issue.
+    pub reason: String,
 }
 
 /// `[signoff]`: CODEOWNER sign-off verification.
@@ -250,6 +273,7 @@ impl Default for Config {
             audit: AuditConfig::default(),
             experiments: Vec::new(),
             signoff: SignoffConfig::default(),
+            ignore: Vec::new(),
         }
     }
 }
@@ -947,11 +971,95 @@ impl Config {
         }
         self.experiment_specs()
             .map_err(|(key, message)| invalid(&key, message))?;
+        self.ignore_rules()
+            .map_err(|(key, message)| invalid(&key, message))?;
         self.track_rules()
             .map_err(|(key, message)| invalid(&key, message))?;
         self.release_rules()
             .map_err(|(key, message)| invalid(&key, message))?;
         Ok(())
+    }
+
+    /// The configured `[[ignore]]` rules; errors name the key
+    /// (`ignore[2].tag`).
+    pub fn ignore_rules(&self) -> Result<Vec<klaud_planner::ignore::IgnoreRule>, (String, String)> {
+        use klaud_planner::ignore::{IgnoreRule, IgnoreSource, IgnoreTarget};
+        let mut out = Vec::new();
+        for (i, rule) in self.ignore.iter().enumerate() {
+            let key = format!("ignore[{i}]");
+            fn nonempty<'v>(
+                key: &str,
+                field: &str,
+                value: &'v Option<String>,
+            ) -> Result<Option<&'v str>, (String, String)> {
+                match value.as_deref().map(str::trim) {
+                    Some("") => Err((format!("{key}.{field}"), "must not be empty".to_owned())),
+                    other => Ok(other),
+                }
+            }
+            let family = nonempty(&key, "family", &rule.family)?;
+            let repository = nonempty(&key, "repository", &rule.repository)?;
+            let tag = nonempty(&key, "tag", &rule.tag)?;
+            if rule.reason.trim().is_empty() {
+                return Err((
+                    format!("{key}.reason"),
+                    "say why (it is shown in `klaud plan` and on the dashboard)".to_owned(),
+                ));
+            }
+            let target = match (family, repository, tag) {
+                (Some(f), None, None) => IgnoreTarget::Family(f.to_owned()),
+                (Some(_), Some(_), _) => {
+                    return Err((
+                        format!("{key}.repository"),
+                        "set either `family` or `repository`, not both".to_owned(),
+                    ));
+                }
+                (Some(_), None, Some(_)) => {
+                    return Err((
+                        format!("{key}.tag"),
+                        "`tag` narrows a `repository`; a family rule has none".to_owned(),
+                    ));
+                }
+                (None, None, _) => {
+                    return Err((
+                        key.clone(),
+                        "set `family` (a family pattern) or `repository` (an image repository, with an optional `tag` pattern)".to_owned(),
+                    ));
+                }
+                (None, Some(r), tag) => {
+                    // Spelled as the planner compares it (`docker.io/` and
+                    // enroot's `#` dropped); a tag or digest is not a
+                    // repository.
+                    // An image reference needs a tag: one is put on to
+                    // read the repository, which must not have its own.
+                    let parsed = klaud_planner::image::ImageRef::parse(&format!("{r}:probe"))
+                        .ok()
+                        .filter(|i| i.tag() == Some("probe") && !r.contains('@'));
+                    let Some(parsed) = parsed else {
+                        return Err((
+                            format!("{key}.repository"),
+                            format!(
+                                "{r:?} is not an image repository (no tag or digest; put a tag pattern in `tag`)"
+                            ),
+                        ));
+                    };
+                    let repository = parsed.normalized_repository();
+                    match tag {
+                        None => IgnoreTarget::Repository(repository),
+                        Some(t) => IgnoreTarget::Tag {
+                            repository,
+                            tag: t.to_owned(),
+                        },
+                    }
+                }
+            };
+            out.push(IgnoreRule {
+                target,
+                reason: rule.reason.trim().to_owned(),
+                source: IgnoreSource::Config,
+            });
+        }
+        Ok(out)
     }
 
     /// The configured `[[experiments]]`, derived variants resolved; errors
@@ -1330,6 +1438,82 @@ mod tests {
         ] {
             let config = Config::parse("klaud.toml", text).unwrap();
             assert_eq!(config.lifecycle.sweep_runs_on_drafts, want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn ignore_rules_are_read_normalized_and_errors_name_the_file_and_field() {
+        use klaud_planner::ignore::{IgnoreSource, IgnoreTarget};
+        let text = r#"
+[[ignore]]
+family = "configs/amd-master.yaml:*-atom-*"
+reason = "ATOM images are bumped by hand"
+
+[[ignore]]
+repository = "docker.io/rocm/atom-dev"
+reason = "a dev repository"
+
+[[ignore]]
+repository = "nvcr.io#nvidia/sglang"
+tag = "*-rc*"
+reason = "release candidates"
+"#;
+        let rules = Config::parse("klaud.toml", text)
+            .unwrap()
+            .ignore_rules()
+            .unwrap();
+        assert_eq!(
+            rules.iter().map(|r| r.target.clone()).collect::<Vec<_>>(),
+            vec![
+                IgnoreTarget::Family("configs/amd-master.yaml:*-atom-*".into()),
+                IgnoreTarget::Repository("rocm/atom-dev".into()),
+                IgnoreTarget::Tag {
+                    repository: "nvcr.io/nvidia/sglang".into(),
+                    tag: "*-rc*".into()
+                },
+            ]
+        );
+        assert!(rules.iter().all(|r| r.source == IgnoreSource::Config));
+        assert_eq!(rules[2].reason, "release candidates");
+        for (bad, key, what) in [
+            ("[[ignore]]\nfamily = \"k\"\n", "klaud.toml", "reason"),
+            (
+                "[[ignore]]\nfamily = \"k\"\nreason = \" \"\n",
+                "ignore[0].reason",
+                "say why",
+            ),
+            ("[[ignore]]\nreason = \"r\"\n", "ignore[0]", "set `family`"),
+            (
+                "[[ignore]]\nfamily = \"k\"\nrepository = \"a/b\"\nreason = \"r\"\n",
+                "ignore[0].repository",
+                "not both",
+            ),
+            (
+                "[[ignore]]\nfamily = \"k\"\ntag = \"v1\"\nreason = \"r\"\n",
+                "ignore[0].tag",
+                "narrows",
+            ),
+            (
+                "[[ignore]]\nrepository = \"a/b:v1\"\nreason = \"r\"\n",
+                "ignore[0].repository",
+                "not an image repository",
+            ),
+            (
+                "[[ignore]]\nfamily = \"\"\nreason = \"r\"\n",
+                "ignore[0].family",
+                "empty",
+            ),
+            (
+                "[[ignore]]\nfamily = \"k\"\nreason = \"r\"\nwhy = \"x\"\n",
+                "klaud.toml",
+                "unknown field",
+            ),
+        ] {
+            let e = Config::parse("klaud.toml", bad).unwrap_err().to_string();
+            assert!(
+                e.starts_with("klaud.toml") && e.contains(key) && e.contains(what),
+                "{bad}: {e}"
+            );
         }
     }
 

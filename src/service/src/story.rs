@@ -28,7 +28,7 @@ pub enum StepEvent {
     BaselineFrozen,
     /// A run was dispatched (or re-run) for an attempt.
     RunDispatched {
-        /// Attempt title (`Initial attempt 0/5`, `Final full sweep`).
+        /// Attempt title (`Initial smoke, repair 0/5`, `Final full sweep`).
         attempt: String,
         /// Run id and attempt number.
         run: u64,
@@ -332,7 +332,7 @@ mod tests {
             text,
             [
                 "opened draft PR #7 http://127.0.0.1:1/_html/o/r/pull/7",
-                "smoke dispatched (Initial attempt 0/5): run 9 http://127.0.0.1:1/_html/o/r/actions/runs/9",
+                "smoke dispatched (Initial smoke, repair 0/5): run 9 http://127.0.0.1:1/_html/o/r/actions/runs/9",
             ]
         );
         // Nothing changed: nothing told.
@@ -350,8 +350,8 @@ mod tests {
         assert_eq!(
             text,
             [
-                "smoke re-run (Initial attempt 0/5): run 9 attempt 2 http://127.0.0.1:1/_html/o/r/actions/runs/9/attempts/2",
-                "Initial attempt 0/5 passed",
+                "smoke re-run (Initial smoke, repair 0/5): run 9 attempt 2 http://127.0.0.1:1/_html/o/r/actions/runs/9/attempts/2",
+                "Initial smoke, repair 0/5 passed",
                 "stopped, resumes next pass: boom",
             ]
         );

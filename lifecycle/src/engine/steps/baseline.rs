@@ -135,6 +135,7 @@ pub(in crate::engine) async fn run(
                 None => Step::Smoke,
             };
             let body = cx.with_experiment_section(rec, next, body).await?;
+            let body = cx.with_footer(&body);
             let proof = match cx.prove(rec, Scope::Pull).await? {
                 Ok(p) => p,
                 Err(p) => return Ok(p),

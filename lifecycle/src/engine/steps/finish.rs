@@ -8,7 +8,7 @@
 //! the cleanup, the reuse request, the claim's release; a person's own
 //! changes are never touched.
 
-use crate::engine::config::smoke_test_name;
+use crate::engine::config::{is_smoke_title, smoke_test_name};
 use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
@@ -32,6 +32,7 @@ pub(in crate::engine) async fn run(
         message: "finished without a recorded ending".into(),
         hands_off: false,
         note: None,
+        declined: None,
     });
     // A person's hands-off end (an operator's `klaud candidate handoff`,
     // a maintainer's `/klaud stop`) still gets its receipt, so the PR
@@ -41,6 +42,9 @@ pub(in crate::engine) async fn run(
     // posts nothing: the PR is not Klaud's any more.
     let receipt_only = ending.hands_off && ending.note.is_some();
     cx.experiment_finish(rec).await?;
+    if let Some(p) = cx.final_experiment_section(rec).await? {
+        return Ok(p);
+    }
     if (!ending.hands_off || receipt_only)
         && let Some(number) = rec.pull
     {
@@ -135,12 +139,21 @@ async fn receipt(
         sweep: rec.sweep.clone(),
         note: ending.note.clone(),
         // The audit's note has its Chinese twin in the record.
-        note_zh: rec
-            .upstream
-            .as_ref()
-            .and_then(crate::report::audit_note)
-            .filter(|(en, _)| ending.note.as_deref() == Some(en.as_str()))
-            .map(|(_, zh)| zh),
+        note_zh: match &ending.declined {
+            Some(d) => Some(format!("#{} 已被 @{} 关闭，未合并", d.pull, d.by)),
+            None => rec
+                .upstream
+                .as_ref()
+                .and_then(crate::report::audit_note)
+                .filter(|(en, _)| ending.note.as_deref() == Some(en.as_str()))
+                .map(|(_, zh)| zh),
+        },
+        declined: ending.declined.clone(),
+        dashboard: cx.config.dashboard_issue.and_then(|n| {
+            let url = rec.pull_url.as_deref()?;
+            let (repo, _) = url.rsplit_once("/pull/")?;
+            Some((n, format!("{repo}/issues/{n}")))
+        }),
     };
     let rendered = render_receipt(&receipt);
     if receipt_only {
@@ -337,7 +350,12 @@ pub(in crate::engine) async fn cancel_runs(
             continue;
         }
         let title = if live.event == RunEvent::WorkflowDispatch {
-            smoke_title.clone()
+            // Each attempt's run has its own title; the proof re-reads it.
+            if is_smoke_title(&live.title, rec.owner_run, rec.candidate.as_str()) {
+                live.title.clone()
+            } else {
+                smoke_title.clone()
+            }
         } else if is_sweep_of(&live, number, &run_head, &repo, sweep_title.as_deref()) {
             // Identified by pull request and head; its own title is
             // what the ownership check re-reads.
@@ -355,6 +373,14 @@ pub(in crate::engine) async fn cancel_runs(
         // receipt does not wait for it, since release and recovery
         // finish a candidate in one pass.
         cx.forge.cancel_run(&proof, run.id).await?;
+        // Its live report said "running": it now says why it stopped,
+        // on a PR Klaud still owns (a closed or merged one is left alone).
+        if !pull.state.is_open() {
+            continue;
+        }
+        if let Some(p) = cx.end_live_report(rec, &live).await? {
+            return Ok(Some(p));
+        }
     }
     Ok(None)
 }

@@ -14,7 +14,7 @@ use crate::engine::journal::{CandidateRecord, Step};
 use crate::engine::ownership::{Mismatch, MismatchKind};
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
-use crate::report::{engine_display, initial_body, pr_title};
+use crate::report::{engine_display, opening_body, pr_title};
 use klaud_planner::image::ImageRef;
 
 /// The longest key list a PR title spells out: the title says it twice
@@ -95,7 +95,7 @@ pub(in crate::engine) async fn run(
             &title,
             &rec.branch,
             &rec.base_branch,
-            &initial_body(),
+            &opening_body(cx.config.dashboard_issue),
         )
         .await
     {

@@ -10,6 +10,7 @@
 
 use crate::engine::attempt::classify;
 use crate::engine::attempt::{InfraRetry, Shown, attempt_report, infra_retry};
+use crate::engine::config::is_smoke_title;
 use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
@@ -68,6 +69,7 @@ pub(in crate::engine) async fn run(
             message: note.clone(),
             hands_off: false,
             note: Some(note),
+            declined: None,
         });
         rec.step = crate::engine::journal::Step::Finish;
         cx.save(rec).await?;
@@ -89,12 +91,19 @@ pub(in crate::engine) async fn run(
                 .await;
         }
     };
-    let title = plan.title.clone();
     let run = match rec.attempts[idx].run.clone() {
         Some(r) => r,
         None => return cx.find_or_dispatch(rec, idx, plan).await,
     };
     let live = cx.forge.get_run(run.id).await?;
+    // A run dispatched before the title named the family and the attempt
+    // keeps its old title: the proof checks the title the run has, once it
+    // is recognisably this candidate's.
+    let title = if is_smoke_title(&live.title, rec.owner_run, rec.candidate.as_str()) {
+        live.title.clone()
+    } else {
+        plan.title.clone()
+    };
     if !live.is_completed() {
         return watch_run(cx, rec, idx, &live, &title).await;
     }

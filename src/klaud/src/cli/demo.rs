@@ -664,6 +664,7 @@ async fn demo(
             max_timed_tags: klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS,
             poll: DEMO_POLL,
             pass_wait: DEMO_PASS_WAIT,
+            ignore: Vec::new(),
         },
         feed_tx,
     )?

@@ -108,6 +108,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
     options.upstream = config.upstream.clone();
     options.max_timed_tags = config.registry.max_timed_tags;
+    // The configuration's ignore rules (the dashboard's live on GitHub and
+    // join them in a wave); each ignored family's reason is in the table.
+    let config_rules = config
+        .ignore_rules()
+        .map_err(|(key, message)| CliError::bad_input(anyhow::anyhow!("{key}: {message}")))?;
+    options.ignore = klaud_service::dashboard_issue::rules_in_force(&config_rules, None, &[]);
     options.progress = Some(&progress);
     let mut report =
         runtime.block_on(async { plan(&repository, &client.session(), &options).await });

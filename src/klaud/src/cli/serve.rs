@@ -161,6 +161,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
             max_timed_tags: config.registry.max_timed_tags,
             poll: std::time::Duration::from_secs(5),
             pass_wait: std::time::Duration::ZERO,
+            ignore: config
+                .ignore_rules()
+                .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?,
         };
         let (feed_tx, feed) = Daemon::feed();
         let mut daemon = Daemon::new(services, registry, baseline, repair, settings, feed_tx)

@@ -150,7 +150,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         });
         // The dashboard issue first: its ticked boxes steer this wave. A
         // dashboard that cannot be read does not stop the wave.
-        let steering = match klaud_service::dashboard_issue::steer(
+        let mut steering = match klaud_service::dashboard_issue::steer(
             &session.forge,
             &session.journal,
             session.base_clock,
@@ -163,11 +163,32 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 None
             }
         };
+        if let Some(s) = steering.as_mut()
+            && let Err(e) = klaud_service::dashboard_issue::open_before_wave(
+                &session.forge,
+                &session.journal,
+                session.base_clock,
+                s,
+                &config.lifecycle.base_branch,
+            )
+            .await
+        {
+            klaud_service::dashboard_issue::log_error("opening", &e);
+        }
         let mut plan = PlanOptions::new(session.base_clock.now());
-        plan.ignore = klaud_planner::ignore::IgnoreRules::new(
-            steering
-                .iter()
-                .flat_map(klaud_service::dashboard_issue::Steering::rules),
+        let records = klaud_lifecycle::engine::Journal::list(&session.journal)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "journal not readable; closed PRs it knows are not ruled out");
+                Vec::new()
+            });
+        let config_rules = config
+            .ignore_rules()
+            .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?;
+        plan.ignore = klaud_service::dashboard_issue::rules_in_force(
+            &config_rules,
+            steering.as_ref(),
+            &records,
         );
         plan.min_age = config.planner.min_age;
         plan.max_candidates = args.max.unwrap_or(config.planner.max_candidates);
@@ -186,7 +207,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let options = WaveOptions {
             lifecycle: klaud_lifecycle::wave::WaveSettings {
                 claimant: session.claimant.clone(),
-                engine: engine_config(config, session.owner_run),
+                engine: klaud_lifecycle::engine::EngineConfig {
+                    dashboard_issue: steering
+                        .as_ref()
+                        .and_then(klaud_service::dashboard_issue::Steering::number),
+                    undone_declines: steering
+                        .as_ref()
+                        .map(klaud_service::dashboard_issue::Steering::undone_declines)
+                        .unwrap_or_default(),
+                    ..engine_config(config, session.owner_run)
+                },
                 plan,
                 poll,
                 wait,

@@ -84,6 +84,9 @@ pub struct ServeSettings {
     pub poll: Duration,
     /// How long one pass keeps polling running workflows before it returns.
     pub pass_wait: Duration,
+    /// The configuration's `[[ignore]]` rules (the dashboard's and the
+    /// closed PRs' join them on each pass).
+    pub ignore: Vec<klaud_planner::ignore::IgnoreRule>,
 }
 
 /// Why the daemon could not run.
@@ -364,20 +367,21 @@ impl Daemon {
         stop: &watch::Receiver<bool>,
     ) {
         let name = repo.forge.repo();
-        let unfinished = match repo.journal.list().await {
-            // A record still at `Claim` lost the claim race (occupied family)
-            // and holds nothing: it must not take a concurrency slot.
-            Ok(records) => records
-                .iter()
-                .filter(|r| !matches!(r.step, Step::Done | Step::Claim))
-                .count(),
+        let records = match repo.journal.list().await {
+            Ok(records) => records,
             Err(e) => {
                 self.error(repo, state, format!("{name}: journal: {e}"));
                 return;
             }
         };
+        // A record still at `Claim` lost the claim race (occupied family)
+        // and holds nothing: it must not take a concurrency slot.
+        let unfinished = records
+            .iter()
+            .filter(|r| !matches!(r.step, Step::Done | Step::Claim))
+            .count();
         // The dashboard issue first: its ticked boxes steer this pass.
-        let steering = match crate::dashboard_issue::steer(
+        let mut steering = match crate::dashboard_issue::steer(
             &repo.forge,
             repo.journal.as_ref(),
             self.clock.as_ref(),
@@ -390,11 +394,26 @@ impl Daemon {
                 None
             }
         };
+        // A wave may open PRs: their footers link the issue, so it exists
+        // first. A reconcile pass opens nothing.
+        if pass == Pass::Wave
+            && let Some(s) = steering.as_mut()
+            && let Err(e) = crate::dashboard_issue::open_before_wave(
+                &repo.forge,
+                repo.journal.as_ref(),
+                self.clock.as_ref(),
+                s,
+                &self.settings.engine.base_branch,
+            )
+            .await
+        {
+            crate::dashboard_issue::log_error("opening", &e);
+        }
         let mut plan = PlanOptions::new(self.clock.now());
-        plan.ignore = klaud_planner::ignore::IgnoreRules::new(
-            steering
-                .iter()
-                .flat_map(crate::dashboard_issue::Steering::rules),
+        plan.ignore = crate::dashboard_issue::rules_in_force(
+            &self.settings.ignore,
+            steering.as_ref(),
+            &records,
         );
         plan.min_age = self.settings.min_age;
         plan.max_candidates = match pass {
@@ -415,7 +434,17 @@ impl Daemon {
         let options = WaveOptions {
             lifecycle: klaud_lifecycle::wave::WaveSettings {
                 claimant: self.settings.claimant.clone(),
-                engine: self.settings.engine.clone(),
+                engine: EngineConfig {
+                    dashboard_issue: steering
+                        .as_ref()
+                        .and_then(crate::dashboard_issue::Steering::number)
+                        .or(self.settings.engine.dashboard_issue),
+                    undone_declines: steering
+                        .as_ref()
+                        .map(crate::dashboard_issue::Steering::undone_declines)
+                        .unwrap_or_default(),
+                    ..self.settings.engine.clone()
+                },
                 plan,
                 poll: self.settings.poll,
                 wait: self.settings.pass_wait,
@@ -836,6 +865,7 @@ mod tests {
             max_timed_tags: klaud_planner::plan::DEFAULT_MAX_TIMED_TAGS,
             poll: Duration::from_secs(5),
             pass_wait: Duration::ZERO,
+            ignore: Vec::new(),
         };
         let (tx, _rx) = Daemon::feed();
         let result = Daemon::new(

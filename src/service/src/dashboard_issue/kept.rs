@@ -17,6 +17,9 @@ const COMMENT_CLOSE: &str = "-->";
 pub const MAX_STATE_BYTES: usize = 32 * 1024;
 /// Most ignores the dashboard keeps.
 pub const MAX_IGNORES: usize = 100;
+/// Most closed PRs remembered as already turned into rules; the oldest
+/// are forgotten first (their rules, if still kept, stay in `ignores`).
+pub const MAX_DECLINED: usize = 500;
 /// Steering notes shown (newest last).
 pub const MAX_NOTES: usize = 10;
 /// Longest family, image, login or note kept.
@@ -38,6 +41,11 @@ pub struct Kept {
     /// The last steering notes (what was applied or refused), oldest first.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Klaud PRs closed unmerged whose "not this image" rule is already in
+    /// `ignores` (or was undone there): each becomes a rule once, so an
+    /// undo stays undone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declined: Vec<u64>,
 }
 
 /// One ignore made on the dashboard.
@@ -54,6 +62,10 @@ pub struct KeptIgnore {
     pub by: String,
     /// When Klaud applied it.
     pub at: DateTime<Utc>,
+    /// The Klaud PR whose closing without merging made this rule ("not
+    /// this image"); `None`: a box ticked here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull: Option<u64>,
 }
 
 impl Kept {
@@ -62,6 +74,42 @@ impl Kept {
         self.notes.push(clip(&text));
         let excess = self.notes.len().saturating_sub(MAX_NOTES);
         self.notes.drain(..excess);
+    }
+
+    /// Takes in the "not this image" rule of each PR a person closed
+    /// (`declined`, from the journal) that is not yet known here: the rule
+    /// then lives in the issue, on GitHub, whatever happens to the store.
+    /// Returns whether anything changed.
+    pub fn absorb_declined(
+        &mut self,
+        declined: &[(String, klaud_lifecycle::model::Declined)],
+        now: DateTime<Utc>,
+    ) -> bool {
+        let mut changed = false;
+        for (family, d) in declined {
+            if self.declined.contains(&d.pull) {
+                continue;
+            }
+            self.declined.push(d.pull);
+            changed = true;
+            let exists = self
+                .ignores
+                .iter()
+                .any(|i| i.family == *family && i.image.as_deref() == Some(d.image.as_str()));
+            if exists || self.ignores.len() >= MAX_IGNORES {
+                continue;
+            }
+            self.ignores.push(KeptIgnore {
+                family: clip(family),
+                image: Some(clip(&d.image)),
+                by: clip(&d.by),
+                at: now,
+                pull: Some(d.pull),
+            });
+        }
+        let excess = self.declined.len().saturating_sub(MAX_DECLINED);
+        self.declined.drain(..excess);
+        changed
     }
 
     /// The block as written into the body: JSON inside an HTML comment,
@@ -113,6 +161,12 @@ impl Kept {
             return Err(format!(
                 "the state block holds {} ignores, more than {MAX_IGNORES}",
                 self.ignores.len()
+            ));
+        }
+        if self.declined.len() > MAX_DECLINED {
+            return Err(format!(
+                "the state block remembers {} closed PRs, more than {MAX_DECLINED}",
+                self.declined.len()
             ));
         }
         if self.notes.len() > MAX_NOTES {
@@ -282,11 +336,38 @@ mod tests {
             image: Some("lmsysorg/sglang:v1".into()),
             by: "alice".into(),
             at: DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+            pull: None,
         });
         kept.note("applied --> <b>".into());
         let body = format!("text\n{}\nmore", kept.block());
         assert_eq!(body.matches("-->").count(), 1, "{body}");
         assert_eq!(Kept::read(&body), Ok(Some(kept)));
+    }
+
+    #[test]
+    fn a_closed_pull_becomes_a_rule_once_and_an_undo_stays_undone() {
+        let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        let declined = vec![(
+            "configs/a.yaml:k".to_owned(),
+            klaud_lifecycle::model::Declined {
+                pull: 7,
+                by: "alice".into(),
+                family: "0123456789abcdef".into(),
+                image: "lmsysorg/sglang:v1".into(),
+            },
+        )];
+        let mut kept = Kept::default();
+        assert!(kept.absorb_declined(&declined, at));
+        assert_eq!(kept.ignores.len(), 1);
+        assert_eq!(kept.ignores[0].pull, Some(7));
+        assert_eq!(kept.declined, vec![7]);
+        let round = Kept::read(&kept.block()).unwrap().unwrap();
+        assert_eq!(round, kept);
+        // Undone on the dashboard: the journal still knows the closed PR,
+        // and it is not made a rule again.
+        kept.ignores.clear();
+        assert!(!kept.absorb_declined(&declined, at));
+        assert!(kept.ignores.is_empty());
     }
 
     #[test]

@@ -63,16 +63,78 @@ impl Steering {
                         image: image.clone(),
                     },
                 },
-                reason: String::new(),
-                source: IgnoreSource::Dashboard { by: ig.by.clone() },
+                reason: match ig.pull {
+                    Some(n) => format!("#{n} was closed without merging"),
+                    None => String::new(),
+                },
+                source: match ig.pull {
+                    Some(number) => IgnoreSource::ClosedPull {
+                        number,
+                        by: ig.by.clone(),
+                    },
+                    None => IgnoreSource::Dashboard { by: ig.by.clone() },
+                },
             })
             .collect()
+    }
+
+    /// Closed Klaud PRs whose "not this image" rule was undone here: the
+    /// engine may propose their image again, with a new PR.
+    pub fn undone_declines(&self) -> Vec<u64> {
+        self.kept
+            .declined
+            .iter()
+            .copied()
+            .filter(|n| !self.kept.ignores.iter().any(|i| i.pull == Some(*n)))
+            .collect()
+    }
+
+    /// The number of the dashboard issue, once there is one (the PR
+    /// footers and the receipts link it).
+    pub fn number(&self) -> Option<u64> {
+        self.issue.as_ref().map(|i| i.number)
     }
 
     /// The issue's web page.
     pub fn url(&self) -> Option<&str> {
         self.issue.as_ref().map(|i| i.html_url.as_str())
     }
+}
+
+/// The "not this image" decisions in `records` (PRs a person closed
+/// without merging), each with its family string.
+pub fn declined_in(records: &[CandidateRecord]) -> Vec<(String, klaud_lifecycle::model::Declined)> {
+    records
+        .iter()
+        .filter_map(|r| {
+            let d = r.ending.as_ref()?.declined.clone()?;
+            Some((r.family.clone(), d))
+        })
+        .collect()
+}
+
+/// Every ignore rule in force for one pass: the configuration's, the
+/// dashboard issue's (boxes ticked there and the closed PRs it keeps), and
+/// the closed PRs this instance's journal knows that the issue does not
+/// keep yet (it takes them in when the pass publishes it). `klaud plan`,
+/// `klaud wave` and `serve` all plan with this list.
+pub fn rules_in_force(
+    config: &[IgnoreRule],
+    steering: Option<&Steering>,
+    records: &[CandidateRecord],
+) -> klaud_planner::ignore::IgnoreRules {
+    let known: &[u64] = steering.map_or(&[], |s| s.kept.declined.as_slice());
+    let from_journal = declined_in(records)
+        .into_iter()
+        .filter(|(_, d)| !known.contains(&d.pull))
+        .map(|(_, d)| d.rule());
+    klaud_planner::ignore::IgnoreRules::new(
+        config
+            .iter()
+            .cloned()
+            .chain(steering.into_iter().flat_map(Steering::rules))
+            .chain(from_journal),
+    )
 }
 
 /// Klaud's dashboard issues, lowest number first (its own, labelled,
@@ -197,6 +259,7 @@ fn apply<'f>(
                                 image: image.clone(),
                                 by: by.clone(),
                                 at: now,
+                                pull: None,
                             });
                         }
                         match image {
@@ -342,7 +405,11 @@ pub fn publish<'f>(
             web_dashboard: options.web_dashboard.clone(),
         };
         let previous = steering.issue.as_ref().map(|i| i.body.as_str());
-        let body = render::body(&view, &steering.kept, previous, steering.problem.as_deref());
+        // A PR a person closed this pass (or an earlier one whose publish
+        // failed) becomes a rule kept in the issue itself.
+        let mut kept = steering.kept.clone();
+        kept.absorb_declined(&declined_in(&records), clock.now());
+        let body = render::body(&view, &kept, previous, steering.problem.as_deref());
         match &steering.issue {
             Some(issue) if issue.body == body => Ok(Published::Unchanged(issue.clone())),
             Some(issue) => {
@@ -374,6 +441,34 @@ pub fn publish<'f>(
                 }
             }
         }
+    })
+}
+
+/// Opens the dashboard issue before a wave when there is none yet, so the
+/// PRs this wave opens link it from their footer (and their receipts from
+/// their undo sentence); the wave's own publish then edits it. Nothing is
+/// sent when the issue exists.
+pub fn open_before_wave<'f>(
+    forge: &'f Github,
+    journal: &'f dyn Journal,
+    clock: &'f dyn Clock,
+    steering: &'f mut Steering,
+    base_branch: &'f str,
+) -> BoxFuture<'f, Result<(), GithubError>> {
+    Box::pin(async move {
+        if steering.issue.is_some() {
+            return Ok(());
+        }
+        let options = Publish {
+            base_branch: base_branch.to_owned(),
+            summary: None,
+            cooldown: std::time::Duration::ZERO,
+            web_dashboard: None,
+            may_open: true,
+        };
+        let published = publish(forge, journal, clock, steering, options).await?;
+        steering.issue = published.issue().cloned();
+        Ok(())
     })
 }
 

@@ -361,7 +361,9 @@ fn body_with(
         }
     }
 
-    out.push_str("\n### Ignored on this dashboard / 在此看板上忽略\n\n");
+    out.push_str(
+        "\n### Ignored on this dashboard or by closing a PR / 在此看板上或因关闭 PR 而忽略\n\n",
+    );
     if kept.ignores.is_empty() {
         out.push_str("None. / 无。\n");
     }
@@ -374,8 +376,12 @@ fn body_with(
             ),
             None => format!("family {} / 整个系列", code(&ig.family)),
         };
+        let how = match ig.pull {
+            Some(n) => format!("closed #{n} without merging / 未合并即关闭 #{n}"),
+            None => "on this dashboard / 在此看板上".to_owned(),
+        };
         out.push_str(&format!(
-            "- {what}, by @{} on {}\n  {}\n",
+            "- {what}: @{} {how}, {}\n  {}\n",
             text(&ig.by),
             time(ig.at),
             Action::Unignore {
