@@ -219,7 +219,9 @@ async fn a_closed_pr_is_not_proposed_again_but_a_newer_image_is() {
     let blocked = plan.blocked.as_ref().expect("held back");
     assert_eq!(blocked.kind, BlockKind::Ignored, "{plan:?}");
     assert!(
-        blocked.reason.contains(&format!("closing #{number}")),
+        blocked.reason.contains(&format!(
+            "image `{IMAGE}` for this family (by @sandbox-maintainer closing #{number}): closed without merging: not this image"
+        )),
         "{blocked:?}"
     );
     assert!(ours(&third).is_empty(), "{third:#?}");
