@@ -105,6 +105,29 @@ async fn closed_by_a_maintainer(env: &Harness, journal: &dyn Journal) -> u64 {
     let url = started[0].pull_request.clone().expect("a PR");
     let number: u64 = url.rsplit('/').next().unwrap().parse().unwrap();
 
+    // The smoke's title, as the sandbox computes it from the repository's
+    // `run-name` and the dispatched `test-name`, names the family and the
+    // attempt, and ends with the candidate's identity.
+    let runs = env
+        .forge
+        .list_runs(&klaud_github::RunFilter {
+            workflow: Some("e2e-tests.yml".into()),
+            event: Some("workflow_dispatch".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("runs");
+    let title = format!(
+        "e2e Test - {KEY} · Initial smoke, repair 0/5 · klaud-7001-{}",
+        started[0].candidate
+    );
+    assert!(
+        runs.iter()
+            .any(|r| r.display_title.as_deref() == Some(title.as_str())),
+        "{title} among {:?}",
+        runs.iter().map(|r| &r.display_title).collect::<Vec<_>>()
+    );
+
     // The footer: every command, what closing means, the dashboard.
     let body = env.pull(number).await.body.unwrap_or_default();
     let footer = body
@@ -196,7 +219,9 @@ async fn a_closed_pr_is_not_proposed_again_but_a_newer_image_is() {
     let blocked = plan.blocked.as_ref().expect("held back");
     assert_eq!(blocked.kind, BlockKind::Ignored, "{plan:?}");
     assert!(
-        blocked.reason.contains(&format!("closing #{number}")),
+        blocked.reason.contains(&format!(
+            "image `{IMAGE}` for this family (by @sandbox-maintainer closing #{number}): closed without merging: not this image"
+        )),
         "{blocked:?}"
     );
     assert!(ours(&third).is_empty(), "{third:#?}");

@@ -252,7 +252,7 @@ impl Declined {
                 family: self.family.clone(),
                 image: self.image.clone(),
             },
-            reason: format!("#{} was closed without merging", self.pull),
+            reason: "closed without merging: not this image".to_owned(),
             source: IgnoreSource::ClosedPull {
                 number: self.pull,
                 by: self.by.clone(),

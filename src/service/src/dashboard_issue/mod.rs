@@ -64,7 +64,7 @@ impl Steering {
                     },
                 },
                 reason: match ig.pull {
-                    Some(n) => format!("#{n} was closed without merging"),
+                    Some(_) => "closed without merging: not this image".to_owned(),
                     None => String::new(),
                 },
                 source: match ig.pull {
