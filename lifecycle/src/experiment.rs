@@ -130,21 +130,63 @@ pub struct Listed {
     pub siblings: Vec<Sibling>,
 }
 
+/// Why an experiment's variants could not be read or made; each names the
+/// variant or field.
+#[derive(Debug, thiserror::Error)]
+pub enum ExperimentError {
+    /// The claim record's siblings field does not parse.
+    #[error("claim record field {SIBLINGS_FIELD}: {0}")]
+    Siblings(#[source] serde_json::Error),
+    /// A variant builds on one the experiment does not have.
+    #[error("the experiment has no Variant {0}")]
+    NoVariant(String),
+    /// Variants build on each other in a loop.
+    #[error("variants build on each other in a circle")]
+    Circle,
+    /// A variant's `image …` is not an image reference.
+    #[error("variant {variant}: image {image:?}: {source}")]
+    Image {
+        /// The variant.
+        variant: String,
+        /// What it names.
+        image: String,
+        /// Why it does not parse.
+        #[source]
+        source: klaud_planner::image::ImageRefError,
+    },
+    /// The variant's candidate id is not one (cannot happen for ids made
+    /// here; kept rather than unwrapped).
+    #[error("variant {variant}: {source}")]
+    CandidateId {
+        /// The variant.
+        variant: String,
+        /// The id's problem.
+        #[source]
+        source: klaud_claims::IdError,
+    },
+    /// The configured experiment `name` could not be expanded.
+    #[error("experiment {name}: {source}")]
+    Configured {
+        /// The experiment.
+        name: String,
+        /// Why.
+        #[source]
+        source: Box<ExperimentError>,
+    },
+}
+
 impl Listed {
     /// The field of a claim record's top-level `extra`; `None` when the
     /// record has none, an error naming the field when it does not parse.
     pub fn of_claim(
         extra: &std::collections::BTreeMap<String, serde_json::Value>,
-    ) -> Option<Result<Listed, String>> {
+    ) -> Option<Result<Listed, ExperimentError>> {
         let value = extra.get(SIBLINGS_FIELD)?;
-        Some(
-            serde_json::from_value(value.clone())
-                .map_err(|e| format!("claim record field {SIBLINGS_FIELD}: {e}")),
-        )
+        Some(serde_json::from_value(value.clone()).map_err(ExperimentError::Siblings))
     }
 
     /// The variant of `candidate`, when it is one of the siblings.
-    pub fn info_for(&self, candidate: &str) -> Option<Result<VariantInfo, String>> {
+    pub fn info_for(&self, candidate: &str) -> Option<Result<VariantInfo, ExperimentError>> {
         let me = self.siblings.iter().find(|s| s.candidate == candidate)?;
         Some(
             effective_edits(&self.siblings, &me.name).map(|edits| VariantInfo {
@@ -163,19 +205,19 @@ impl Listed {
 
 /// The edits variant `name` applies: the own edits of its chain of bases,
 /// oldest first, then its own.
-pub fn effective_edits(siblings: &[Sibling], name: &str) -> Result<Vec<String>, String> {
+pub fn effective_edits(siblings: &[Sibling], name: &str) -> Result<Vec<String>, ExperimentError> {
     let mut edits: Vec<String> = Vec::new();
     let mut at = Some(name.to_owned());
     let mut guard = 0;
     while let Some(n) = at {
         let Some(s) = siblings.iter().find(|s| s.name == n) else {
-            return Err(format!("the experiment has no Variant {n}"));
+            return Err(ExperimentError::NoVariant(n));
         };
         edits.splice(0..0, s.own.iter().cloned());
         at = s.from.clone();
         guard += 1;
         if guard > siblings.len() {
-            return Err("variants build on each other in a circle".into());
+            return Err(ExperimentError::Circle);
         }
     }
     Ok(edits)
@@ -207,15 +249,22 @@ pub fn variant_targets(
     experiment: &str,
     variants: &[ResolvedVariant],
     max_concurrent: u32,
-) -> Result<Vec<Target>, String> {
+) -> Result<Vec<Target>, ExperimentError> {
     let family_id = base.candidate.family();
     let mut planned = Vec::new();
     for v in variants {
         let image_text = v.image().unwrap_or_else(|| base.image.clone());
-        let image = ImageRef::parse(&image_text)
-            .map_err(|e| format!("variant {}: image {image_text:?}: {e}", v.name))?;
+        let image = ImageRef::parse(&image_text).map_err(|source| ExperimentError::Image {
+            variant: v.name.clone(),
+            image: image_text.clone(),
+            source,
+        })?;
         let id = variant_candidate_id(family_id.as_str(), &image.normalized(), experiment, v);
-        let candidate = klaud_claims::CandidateId::new(&id).map_err(|e| e.to_string())?;
+        let candidate =
+            klaud_claims::CandidateId::new(&id).map_err(|source| ExperimentError::CandidateId {
+                variant: v.name.clone(),
+                source,
+            })?;
         planned.push((v, image_text, candidate));
     }
     let siblings: Vec<Sibling> = planned
@@ -296,11 +345,15 @@ impl ExperimentSpec {
 pub fn expand(
     target: &Target,
     experiments: &[ExperimentSpec],
-) -> Option<Result<Vec<Target>, String>> {
+) -> Option<Result<Vec<Target>, ExperimentError>> {
     let spec = experiments.iter().find(|e| e.matches(&target.family))?;
     Some(
-        variant_targets(target, &spec.name, &spec.variants, spec.max_concurrent)
-            .map_err(|e| format!("experiment {}: {e}", spec.name)),
+        variant_targets(target, &spec.name, &spec.variants, spec.max_concurrent).map_err(
+            |source| ExperimentError::Configured {
+                name: spec.name.clone(),
+                source: Box::new(source),
+            },
+        ),
     )
 }
 
@@ -614,7 +667,7 @@ mod tests {
             SIBLINGS_FIELD.to_owned(),
             serde_json::json!({"experiment": 3}),
         );
-        let err = Listed::of_claim(&extra).unwrap().unwrap_err();
+        let err = Listed::of_claim(&extra).unwrap().unwrap_err().to_string();
         assert!(err.contains(SIBLINGS_FIELD), "{err}");
         // A sibling's candidate is checked as an id when read.
         extra.insert(
@@ -625,17 +678,19 @@ mod tests {
                 "siblings": [{"name": "A", "candidate": "c", "own": []}],
             }),
         );
-        let err = Listed::of_claim(&extra).unwrap().unwrap_err();
+        let err = Listed::of_claim(&extra).unwrap().unwrap_err().to_string();
         assert!(err.contains("candidate id \"c\""), "{err}");
         let circle = [sib("X", Some("Y"), &[]), sib("Y", Some("X"), &[])];
         assert!(
             effective_edits(&circle, "X")
                 .unwrap_err()
+                .to_string()
                 .contains("circle")
         );
         assert!(
             effective_edits(&circle, "Z")
                 .unwrap_err()
+                .to_string()
                 .contains("no Variant Z")
         );
     }

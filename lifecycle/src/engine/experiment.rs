@@ -714,7 +714,7 @@ impl Engine<'_> {
         let inherited = match &request.from {
             Some(from) => match experiment::effective_edits(&info.siblings, from) {
                 Ok(e) => e,
-                Err(e) => return Ok(Err(refused(e))),
+                Err(e) => return Ok(Err(refused(e.to_string()))),
             },
             None => Vec::new(),
         };
@@ -745,7 +745,7 @@ impl Engine<'_> {
         ) {
             Ok(mut t) if t.len() == 1 => t.remove(0),
             Ok(_) => return Ok(Err(refused("no variant was made".into()))),
-            Err(e) => return Ok(Err(refused(e))),
+            Err(e) => return Ok(Err(refused(e.to_string()))),
         };
         match existing {
             Some(e) if e.candidate == target.candidate.as_str() => {}

@@ -7,6 +7,12 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+/// Why the state block in the issue body does not read (shown as a note on
+/// the issue; the block is then written anew).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UnreadableState(String);
+
 /// Opens the state block; the version follows.
 const STATE_OPEN: &str = "<!-- klaud:state ";
 /// The version this Klaud writes and reads.
@@ -124,7 +130,11 @@ impl Kept {
 
     /// The block in `body`: `Ok(None)` without one, `Err` naming what is
     /// wrong with one that does not read.
-    pub fn read(body: &str) -> Result<Option<Kept>, String> {
+    pub fn read(body: &str) -> Result<Option<Kept>, UnreadableState> {
+        Self::read_block(body).map_err(UnreadableState)
+    }
+
+    fn read_block(body: &str) -> Result<Option<Kept>, String> {
         let Some(start) = body.find(STATE_OPEN) else {
             return Ok(None);
         };
@@ -372,23 +382,20 @@ mod tests {
 
     #[test]
     fn a_malformed_block_is_an_error_naming_what_is_wrong() {
-        let e = Kept::read("<!-- klaud:state v1 {\"ignores\": 3} -->").unwrap_err();
+        let read_err = |body: &str| Kept::read(body).unwrap_err().to_string();
+        let e = read_err("<!-- klaud:state v1 {\"ignores\": 3} -->");
         assert!(e.contains("not valid") && e.contains("column"), "{e}");
-        let e = Kept::read("<!-- klaud:state v9 {} -->").unwrap_err();
+        let e = read_err("<!-- klaud:state v9 {} -->");
         assert!(e.contains("v9"), "{e}");
-        let e = Kept::read("<!-- klaud:state v1 {}").unwrap_err();
+        let e = read_err("<!-- klaud:state v1 {}");
         assert!(e.contains("does not end"), "{e}");
         let huge = format!(
             "<!-- klaud:state v1 {{\"notes\": [\"{}\"]}} -->",
             "x".repeat(MAX_STATE_BYTES)
         );
-        assert!(Kept::read(&huge).unwrap_err().contains("more than"));
+        assert!(read_err(&huge).contains("more than"));
         let spaced = r#"<!-- klaud:state v1 {"ignores": [{"family": "a b", "by": "x", "at": "2026-01-01T00:00:00Z"}]} -->"#;
-        assert!(
-            Kept::read(spaced)
-                .unwrap_err()
-                .contains("ignores[0].family")
-        );
+        assert!(read_err(spaced).contains("ignores[0].family"));
         assert_eq!(Kept::read("no block"), Ok(None));
     }
 

@@ -192,7 +192,7 @@ pub fn steer<'f>(
             Ok(k) => (k.unwrap_or_default(), None),
             Err(e) => {
                 tracing::warn!(issue = issue.number, error = %e, "dashboard state block does not read");
-                (Kept::default(), Some(e))
+                (Kept::default(), Some(e.to_string()))
             }
         };
         let actions = kept::ticked(&issue.body);
