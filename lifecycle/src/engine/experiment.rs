@@ -314,17 +314,34 @@ impl Engine<'_> {
             )
         {
             let pull = self.forge.get_pull(number).await?;
-            let body = Self::splice_experiment_section(&info, siblings, rec, &pull.body);
-            let body = self.with_footer(&body);
-            if body != pull.body {
-                let proof = match self.prove(rec, Scope::Pull).await? {
-                    Ok(p) => p,
-                    Err(p) => return Ok(Some(p)),
-                };
-                self.intend(rec, Intent::UpdateExperimentsSection).await?;
-                self.forge.update_pull_body(&proof, number, &body).await?;
-            }
+            return self
+                .rewrite_experiments_section(rec, &info, siblings, number, &pull.body)
+                .await;
         }
+        Ok(None)
+    }
+
+    /// Writes the experiments section of `rec`'s PR (body `current`) when
+    /// it changed, after the ownership check.
+    async fn rewrite_experiments_section(
+        &self,
+        rec: &mut CandidateRecord,
+        info: &VariantInfo,
+        siblings: Vec<(Sibling, Option<CandidateRecord>)>,
+        number: u64,
+        current: &str,
+    ) -> Result<Option<Progress>, EngineError> {
+        let body = Self::splice_experiment_section(info, siblings, rec, current);
+        let body = self.with_footer(&body);
+        if body == current {
+            return Ok(None);
+        }
+        let proof = match self.prove(rec, Scope::Pull).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(Some(p)),
+        };
+        self.intend(rec, Intent::UpdateExperimentsSection).await?;
+        self.forge.update_pull_body(&proof, number, &body).await?;
         Ok(None)
     }
 
@@ -523,18 +540,8 @@ impl Engine<'_> {
         if !pull.state.is_open() {
             return Ok(None);
         }
-        let body = Self::splice_experiment_section(&info, siblings, rec, &pull.body);
-        let body = self.with_footer(&body);
-        if body == pull.body {
-            return Ok(None);
-        }
-        let proof = match self.prove(rec, Scope::Pull).await? {
-            Ok(p) => p,
-            Err(p) => return Ok(Some(p)),
-        };
-        self.intend(rec, Intent::UpdateExperimentsSection).await?;
-        self.forge.update_pull_body(&proof, number, &body).await?;
-        Ok(None)
+        self.rewrite_experiments_section(rec, &info, siblings, number, &pull.body)
+            .await
     }
 
     /// Whether a finished variant releases the shared claim: only the last
