@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use klaud_github::{Credential, GithubError, RetryPolicy, Secret};
 
-use crate::config::GithubConfig;
+use crate::config::{CredentialError, GithubConfig};
 
 /// The App flags every command that talks to GitHub takes; each overrides
 /// its `[github]` key.
@@ -74,7 +74,7 @@ impl Auth {
     pub fn from_config(
         github: &GithubConfig,
         env: impl Fn(&str) -> Result<String, std::env::VarError>,
-    ) -> Result<Option<Self>, String> {
+    ) -> Result<Option<Self>, CredentialError> {
         let Some(app_id) = github.app_id else {
             return Ok(github.token_from(env)?.map(|found| Auth::Token {
                 variable: found.variable,
@@ -84,9 +84,9 @@ impl Auth {
         let (pem, key_from) = match &github.app_private_key_file {
             Some(file) => {
                 let pem = std::fs::read_to_string(file).map_err(|e| {
-                    format!(
+                    CredentialError(format!(
                         "github.app_private_key_file / --app-private-key-file {file}: cannot read: {e}"
-                    )
+                    ))
                 })?;
                 (pem, file.clone())
             }
@@ -95,23 +95,25 @@ impl Auth {
                 match env(name) {
                     Ok(pem) if !pem.trim().is_empty() => (pem, format!("${name}")),
                     Ok(_) | Err(std::env::VarError::NotPresent) => {
-                        return Err(format!(
+                        return Err(CredentialError(format!(
                             "GitHub App {app_id}: no private key: set ${name} \
                              (github.app_private_key_env) to the App's PEM key, or pass \
                              --app-private-key-file FILE (github.app_private_key_file)"
-                        ));
+                        )));
                     }
                     Err(std::env::VarError::NotUnicode(_)) => {
-                        return Err(format!("environment variable {name} is not valid UTF-8"));
+                        return Err(CredentialError(format!(
+                            "environment variable {name} is not valid UTF-8"
+                        )));
                     }
                 }
             }
         };
         if !pem.contains("-----BEGIN") {
-            return Err(format!(
+            return Err(CredentialError(format!(
                 "GitHub App {app_id}: the private key in {key_from} is not a PEM key (it must \
                  start with -----BEGIN RSA PRIVATE KEY----- or -----BEGIN PRIVATE KEY-----)"
-            ));
+            )));
         }
         Ok(Some(Auth::App {
             app_id,
@@ -122,8 +124,9 @@ impl Auth {
     }
 
     /// [`Auth::from_config`] from the process environment, required.
-    pub fn required(github: &GithubConfig) -> Result<Self, String> {
-        Self::from_config(github, |name| std::env::var(name))?.ok_or_else(|| github.missing_token())
+    pub fn required(github: &GithubConfig) -> Result<Self, CredentialError> {
+        Self::from_config(github, |name| std::env::var(name))?
+            .ok_or_else(|| CredentialError(github.missing_token()))
     }
 
     /// Where the credential comes from, without any secret.
@@ -214,17 +217,23 @@ mod tests {
             app_id: Some(42),
             ..GithubConfig::default()
         };
-        let err = Auth::from_config(&github, |_| Err(VarError::NotPresent)).unwrap_err();
+        let err = Auth::from_config(&github, |_| Err(VarError::NotPresent))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("KLAUD_GITHUB_APP_PRIVATE_KEY"), "{err}");
         assert!(err.contains("--app-private-key-file"), "{err}");
-        let err = Auth::from_config(&github, |_| Ok("ghp_not_a_pem".to_owned())).unwrap_err();
+        let err = Auth::from_config(&github, |_| Ok("ghp_not_a_pem".to_owned()))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a PEM key"), "{err}");
         assert!(!err.contains("ghp_not_a_pem"), "{err}");
         let file = GithubConfig {
             app_private_key_file: Some("/nonexistent/key.pem".to_owned()),
             ..github
         };
-        let err = Auth::from_config(&file, |_| Err(VarError::NotPresent)).unwrap_err();
+        let err = Auth::from_config(&file, |_| Err(VarError::NotPresent))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("/nonexistent/key.pem"), "{err}");
     }
 

@@ -213,31 +213,37 @@ fn default_capacity_timeout() -> Duration {
     Duration::from_secs(10)
 }
 
+/// A credential the configuration names could not be read: which variable,
+/// file or key, and what to set. Never holds the secret itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CredentialError(pub(crate) String);
+
 impl CapacityConfig {
     /// The gate over HTTP, with the key read through `lookup`; an error
     /// says what is missing (never the key).
     pub fn gate_from(
         &self,
         lookup: impl Fn(&str) -> Result<String, std::env::VarError>,
-    ) -> Result<klaud_planner::capacity::CapacityGate, String> {
+    ) -> Result<klaud_planner::capacity::CapacityGate, CredentialError> {
         let key = match lookup(&self.key_env) {
             Ok(v) if !v.trim().is_empty() => v.trim().to_owned(),
             Ok(_) | Err(std::env::VarError::NotPresent) => {
-                return Err(format!(
+                return Err(CredentialError(format!(
                     "no capacity API key: set {} (capacity.key_env)",
                     self.key_env
-                ));
+                )));
             }
             Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(format!(
+                return Err(CredentialError(format!(
                     "environment variable {} is not valid UTF-8",
                     self.key_env
-                ));
+                )));
             }
         };
         let source =
             klaud_planner::capacity::HttpCapacity::new(&self.origin, &self.path, key, self.timeout)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| CredentialError(e.to_string()))?;
         Ok(klaud_planner::capacity::CapacityGate {
             source: Box::new(source),
             overrides: self.clusters.clone(),
@@ -249,7 +255,7 @@ impl CapacityConfig {
     pub fn gate(&self) -> klaud_planner::capacity::CapacityGate {
         self.gate_from(|n| std::env::var(n)).unwrap_or_else(|why| {
             klaud_planner::capacity::CapacityGate {
-                source: Box::new(klaud_planner::capacity::Unusable(why)),
+                source: Box::new(klaud_planner::capacity::Unusable(why.to_string())),
                 overrides: self.clusters.clone(),
             }
         })
@@ -364,7 +370,7 @@ impl GithubConfig {
     pub fn token_from(
         &self,
         lookup: impl Fn(&str) -> Result<String, std::env::VarError>,
-    ) -> Result<Option<FoundToken>, String> {
+    ) -> Result<Option<FoundToken>, CredentialError> {
         for name in &self.token_env {
             match lookup(name) {
                 Ok(value) if !value.trim().is_empty() => {
@@ -375,18 +381,13 @@ impl GithubConfig {
                 }
                 Ok(_) | Err(std::env::VarError::NotPresent) => {}
                 Err(std::env::VarError::NotUnicode(_)) => {
-                    return Err(format!("environment variable {name} is not valid UTF-8"));
+                    return Err(CredentialError(format!(
+                        "environment variable {name} is not valid UTF-8"
+                    )));
                 }
             }
         }
         Ok(None)
-    }
-
-    /// [`GithubConfig::token_from`] the process environment, required: the
-    /// error says which variables to set.
-    pub fn token(&self) -> Result<FoundToken, String> {
-        self.token_from(|name| std::env::var(name))?
-            .ok_or_else(|| self.missing_token())
     }
 
     /// The web page of `repository` (`owner/name`).
@@ -1394,7 +1395,8 @@ mod tests {
         assert_eq!(c.timeout, Duration::from_secs(10));
         let missing = c
             .gate_from(|_| Err(std::env::VarError::NotPresent))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(missing.contains("set KLAUD_DASHBOARD_API_KEY"), "{missing}");
         let gate = c.gate_from(|_| Ok("s3cret".into())).unwrap();
         assert!(!format!("{gate:?}").contains("s3cret"));
@@ -1759,7 +1761,8 @@ edits = ["unset backend.decode_environment.Y"]
         );
         let bad = github
             .token_from(|_| Err(VarError::NotUnicode("\u{fffd}".into())))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(bad.contains("KLAUD_GITHUB_TOKEN"), "{bad}");
     }
 

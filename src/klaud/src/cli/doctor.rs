@@ -246,7 +246,7 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
     let found = crate::auth::Auth::from_config(&config.github, |name| std::env::var(name));
     let auth = found.as_ref().ok().and_then(|a| a.clone());
     checks.push(match &found {
-        Err(e) => Check::fail("token", e.clone()),
+        Err(e) => Check::fail("token", e.to_string()),
         Ok(Some(a)) => Check::ok("token", a.describe()),
         Ok(None) if config.github.token_env.is_empty() => Check::fail(
             "token",
@@ -1220,7 +1220,7 @@ async fn check_capacity(
     };
     let gate = match c.gate_from(|n| std::env::var(n)) {
         Ok(g) => g,
-        Err(e) => return Check::fail(NAME, e),
+        Err(e) => return Check::fail(NAME, e.to_string()),
     };
     let report = match gate.source.read(chrono::Utc::now()).await {
         Ok(r) => r,
