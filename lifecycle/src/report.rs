@@ -21,7 +21,7 @@ pub use attempt::{
     uncovered_points,
 };
 pub use live::{JobGroup, LiveJobs};
-pub use markers::{HiddenRecord, MarkerError, MarkerKey, ReportName, find_record};
+pub use markers::{HiddenRecord, HuntName, MarkerError, MarkerKey, ReportName, find_record};
 pub use pr::{
     BASELINE_END, BASELINE_PLACEHOLDER, BASELINE_START, BumpScope, DEFAULT_DISPLAY_NAME,
     FrozenBaseline, FrozenError, Provenance, SpliceError, UpstreamRange, VersionsCompared,

@@ -1,0 +1,434 @@
+use super::*;
+use crate::report::markers::{HuntName, MarkerKey};
+
+const CAND: &str = "d92e15065c55779d-0123456789abcdef";
+
+fn digest(i: usize) -> String {
+    format!("sha256:{i:064x}")
+}
+
+fn tag(name: &str, i: usize) -> HuntTag {
+    HuntTag {
+        tag: name.to_owned(),
+        digest: Some(digest(i)),
+        commit: Some(format!("{:040x}", i + 1)),
+    }
+}
+
+/// A plan over `n` nightlies between `old` and `new`.
+fn plan(n: usize, budget: u32) -> HuntPlan {
+    HuntPlan {
+        version: PLAN_VERSION,
+        family: "configs/nvidia-master.yaml:dsr1-fp8-b200-vllm".into(),
+        image: "vllm/vllm-openai".into(),
+        old: tag("nightly-old", 1000),
+        new: tag("nightly-new", 2000),
+        tags: (0..n).map(|i| tag(&format!("nightly-{i:02}"), i)).collect(),
+        probe: Probe::Metric {
+            point: "1k/1k tp8 conc64".into(),
+            metric: Metric::Throughput,
+            baseline: 100.0,
+            band: 0.05,
+        },
+        budget,
+        trigger: Trigger::Regression,
+        upstream: Some("vllm-project/vllm".into()),
+    }
+}
+
+/// Runs a hunt where tags from index `bad_from` on (the new image when
+/// `bad_from == n`) are 20% slower; returns the result and the tags tried.
+fn run(mut hunt: Hunt, bad_from: usize, week_left: u32) -> (HuntResult, Vec<String>) {
+    let mut tried = Vec::new();
+    loop {
+        let (step, t) = match hunt.next(week_left.saturating_sub(hunt.runs_used()), false) {
+            Next::Done(r) => return (r, tried),
+            Next::Try { step, tag } => (step, tag.clone()),
+        };
+        let i = hunt.index_of(&t.tag).expect("a planned tag");
+        let value = if i >= bad_from { 80.0 } else { 101.0 };
+        let verdict = hunt.verdict_of(true, Some(value));
+        tried.push(t.tag.clone());
+        hunt.record(StepRecord {
+            step,
+            tag: t.tag,
+            run: Some(100 + u64::from(step)),
+            verdict,
+            value: Some(value),
+            note: String::new(),
+        })
+        .expect("the step the hunt asked for");
+    }
+}
+
+#[test]
+fn minimum_runs_is_the_binary_search_bound() {
+    assert_eq!(minimum_runs(0), 0);
+    assert_eq!(minimum_runs(1), 1);
+    assert_eq!(minimum_runs(3), 2);
+    assert_eq!(minimum_runs(7), 3);
+    assert_eq!(minimum_runs(8), 4);
+    assert_eq!(minimum_runs(15), 4);
+}
+
+#[test]
+fn a_regression_at_each_position_of_seven_tags_is_found_in_three_runs() {
+    // Positions 0..7: at one of the seven nightlies, or only at the new
+    // image (7).
+    for bad_from in 0..=7 {
+        let (r, tried) = run(Hunt::new(plan(7, 4)).unwrap(), bad_from, 100);
+        assert_eq!(r.reason, EndReason::Found, "position {bad_from}");
+        assert!(r.is_exact());
+        assert_eq!(r.runs, 3, "position {bad_from}: tried {tried:?}");
+        assert_eq!(r.minimum, 3);
+        let expect_bad = if bad_from == 7 {
+            "nightly-new".to_owned()
+        } else {
+            format!("nightly-{bad_from:02}")
+        };
+        let expect_good = if bad_from == 0 {
+            "nightly-old".to_owned()
+        } else {
+            format!("nightly-{:02}", bad_from - 1)
+        };
+        assert_eq!(r.first_bad.tag, expect_bad);
+        assert_eq!(r.last_good.tag, expect_good);
+        // Never the same tag twice.
+        let mut uniq = tried.clone();
+        uniq.dedup();
+        assert_eq!(uniq.len(), tried.len());
+    }
+}
+
+#[test]
+fn every_range_size_stays_within_the_minimum() {
+    for n in 0..=20 {
+        for bad_from in 0..=n {
+            let (r, _) = run(Hunt::new(plan(n, MAX_BUDGET)).unwrap(), bad_from, 100);
+            assert_eq!(r.reason, EndReason::Found);
+            assert!(
+                r.runs <= minimum_runs(n),
+                "n={n} bad={bad_from}: {}",
+                r.runs
+            );
+        }
+    }
+}
+
+#[test]
+fn a_pruned_tag_in_the_middle_is_never_tried_and_the_range_says_so() {
+    let mut p = plan(7, 4);
+    p.tags[3].digest = None;
+    // The regression arrives at nightly-04, right after the pruned one.
+    let (r, tried) = run(Hunt::new(p.clone()).unwrap(), 4, 100);
+    assert!(!tried.contains(&"nightly-03".to_owned()), "{tried:?}");
+    assert_eq!(r.last_good.tag, "nightly-02");
+    assert_eq!(r.first_bad.tag, "nightly-04");
+    assert_eq!(r.reason, EndReason::TagsGone);
+    assert_eq!(r.untested, vec!["nightly-03".to_owned()]);
+    assert!(!r.is_exact());
+    assert!(r.runs <= minimum_runs(6), "{}", r.runs);
+    // Elsewhere the pruned tag does not matter.
+    let (r, _) = run(Hunt::new(p).unwrap(), 6, 100);
+    assert_eq!(
+        (r.last_good.tag.as_str(), r.first_bad.tag.as_str()),
+        ("nightly-05", "nightly-06")
+    );
+    assert!(r.is_exact());
+}
+
+#[test]
+fn a_tag_gone_during_the_hunt_uses_no_run_and_is_skipped() {
+    let mut hunt = Hunt::new(plan(7, 4)).unwrap();
+    let Next::Try { step, tag } = hunt.next(10, false) else {
+        panic!("a first step");
+    };
+    assert_eq!((step, tag.tag.as_str()), (1, "nightly-03"));
+    hunt.record(StepRecord {
+        step: 1,
+        tag: "nightly-03".into(),
+        run: None,
+        verdict: Verdict::Gone,
+        value: None,
+        note: "manifest unknown".into(),
+    })
+    .unwrap();
+    assert_eq!(hunt.runs_used(), 0);
+    let Next::Try { step, tag } = hunt.next(10, false) else {
+        panic!("a second step");
+    };
+    assert_eq!(step, 2);
+    assert_ne!(tag.tag, "nightly-03");
+}
+
+#[test]
+fn infrastructure_failures_retry_a_tag_once_then_skip_it() {
+    let mut hunt = Hunt::new(plan(3, 8)).unwrap();
+    for step in 1..=2 {
+        let Next::Try { tag, .. } = hunt.next(10, false) else {
+            panic!("a step");
+        };
+        assert_eq!(tag.tag, "nightly-01");
+        hunt.record(StepRecord {
+            step,
+            tag: "nightly-01".into(),
+            run: Some(u64::from(step)),
+            verdict: Verdict::Infra,
+            value: None,
+            note: String::new(),
+        })
+        .unwrap();
+    }
+    assert_eq!(hunt.runs_used(), 2);
+    let Next::Try { tag, .. } = hunt.next(10, false) else {
+        panic!("a step");
+    };
+    assert_ne!(tag.tag, "nightly-01");
+}
+
+#[test]
+fn the_budget_ends_the_hunt_with_the_narrowest_range() {
+    // 15 tags need 4 runs; a budget of 2 leaves a range of three tags.
+    let (r, tried) = run(Hunt::new(plan(15, 2)).unwrap(), 5, 100);
+    assert_eq!(r.reason, EndReason::Budget);
+    assert_eq!(r.runs, 2);
+    assert_eq!(tried, vec!["nightly-07", "nightly-03"]);
+    assert_eq!(r.last_good.tag, "nightly-03");
+    assert_eq!(r.first_bad.tag, "nightly-07");
+    assert_eq!(r.untested, vec!["nightly-04", "nightly-05", "nightly-06"]);
+    // The week's budget ends it the same way.
+    let (r, _) = run(Hunt::new(plan(15, 8)).unwrap(), 5, 1);
+    assert_eq!(r.reason, EndReason::WeeklyBudget);
+    assert_eq!(r.runs, 1);
+}
+
+#[test]
+fn a_stop_ends_the_hunt_where_it_is() {
+    let mut hunt = Hunt::new(plan(7, 4)).unwrap();
+    hunt.record(StepRecord {
+        step: 1,
+        tag: "nightly-03".into(),
+        run: Some(1),
+        verdict: Verdict::Good,
+        value: Some(100.0),
+        note: String::new(),
+    })
+    .unwrap();
+    let Next::Done(r) = hunt.next(10, true) else {
+        panic!("stopped");
+    };
+    assert_eq!(r.reason, EndReason::Stopped);
+    assert_eq!(r.last_good.tag, "nightly-03");
+    assert_eq!(r.first_bad.tag, "nightly-new");
+    assert_eq!(r.untested.len(), 3);
+}
+
+#[test]
+fn a_step_that_does_not_follow_is_refused() {
+    let mut hunt = Hunt::new(plan(7, 4)).unwrap();
+    let step = |k: u32, t: &str| StepRecord {
+        step: k,
+        tag: t.into(),
+        run: Some(1),
+        verdict: Verdict::Bad,
+        value: None,
+        note: String::new(),
+    };
+    let e = hunt.record(step(2, "nightly-03")).unwrap_err();
+    assert!(e.to_string().contains("expected step 1"), "{e}");
+    let e = hunt.record(step(1, "nightly-05")).unwrap_err();
+    assert!(
+        e.to_string().contains("not the one the search picks"),
+        "{e}"
+    );
+    hunt.record(step(1, "nightly-03")).unwrap();
+}
+
+#[test]
+fn hostile_plans_are_refused_naming_the_field() {
+    type Change = Box<dyn Fn(&mut HuntPlan)>;
+    let cases: Vec<(Change, &str)> = vec![
+        (Box::new(|p| p.version = 9), "version"),
+        (Box::new(|p| p.budget = 0), "budget"),
+        (Box::new(|p| p.budget = 99), "budget"),
+        (Box::new(|p| p.tags[1].tag = "nightly-00".into()), "tags[1]"),
+        (Box::new(|p| p.tags[2].tag = "a b".into()), "tags[2]"),
+        (
+            Box::new(|p| p.tags[2].digest = Some("md5".into())),
+            "tags[2].digest",
+        ),
+        (Box::new(|p| p.old.commit = Some("zz".into())), "old.commit"),
+        (Box::new(|p| p.new.tag = "nightly-old".into()), "new"),
+        (
+            Box::new(|p| p.tags = (0..200).map(|i| tag(&format!("t{i}"), i)).collect()),
+            "tags",
+        ),
+        (
+            Box::new(|p| {
+                p.probe = Probe::Metric {
+                    point: "x".into(),
+                    metric: Metric::Ttft,
+                    baseline: f64::NAN,
+                    band: 0.1,
+                }
+            }),
+            "probe.baseline",
+        ),
+        (Box::new(|p| p.upstream = Some("nope".into())), "upstream"),
+    ];
+    for (change, field) in cases {
+        let mut p = plan(3, 4);
+        change(&mut p);
+        let e = Hunt::new(p).unwrap_err().to_string();
+        assert!(e.contains(&format!("field `{field}`")), "{field}: {e}");
+    }
+}
+
+#[test]
+fn judging_uses_the_direction_of_the_metric_and_the_band() {
+    assert_eq!(judge(Metric::Throughput, 96.0, 100.0, 0.05), Verdict::Good);
+    assert_eq!(judge(Metric::Throughput, 94.0, 100.0, 0.05), Verdict::Bad);
+    assert_eq!(judge(Metric::Throughput, 300.0, 100.0, 0.05), Verdict::Good);
+    assert_eq!(judge(Metric::Ttft, 104.0, 100.0, 0.05), Verdict::Good);
+    assert_eq!(judge(Metric::Tpot, 106.0, 100.0, 0.05), Verdict::Bad);
+    assert_eq!(judge(Metric::Tpot, f64::NAN, 100.0, 0.05), Verdict::Bad);
+    assert_eq!(noise_band(&[], 0.05, 0.01), 0.05);
+    assert_eq!(noise_band(&[100.0, 101.0], 0.05, 0.01), 0.05);
+    let band = noise_band(&[100.0, 103.0, 97.0, f64::NAN], 0.05, 0.01);
+    assert!((band - 0.06).abs() < 1e-9, "{band}");
+    assert_eq!(noise_band(&[100.0, 100.0, 100.0], 0.05, 0.01), 0.01);
+}
+
+fn key(name: HuntName, owner_run: u64) -> MarkerKey {
+    MarkerKey::Hunt {
+        owner_run,
+        candidate: CandidateId::new(CAND).unwrap(),
+        name,
+    }
+}
+
+#[test]
+fn a_hunt_is_rebuilt_from_its_comments_and_resumes_at_the_same_step() {
+    let p = plan(7, 4);
+    let mut comments = vec![
+        "LGTM".to_owned(),
+        render_plan(&key(HuntName::Plan { hunt: 1 }, 5), &p),
+    ];
+    let mut hunt = Hunt::new(p.clone()).unwrap();
+    // Two steps recorded, then a crash.
+    for _ in 0..2 {
+        let Next::Try { step, tag } = hunt.next(10, false) else {
+            panic!("a step");
+        };
+        let s = StepRecord {
+            step,
+            tag: tag.tag.clone(),
+            run: Some(u64::from(step)),
+            verdict: Verdict::Good,
+            value: Some(100.0),
+            note: String::new(),
+        };
+        comments.push(render_step(
+            &key(HuntName::Step { hunt: 1, step }, 5),
+            &p,
+            &s,
+        ));
+        hunt.record(s).unwrap();
+    }
+    // A retried write published step 2 twice.
+    comments.push(comments.last().unwrap().clone());
+    let cand = CandidateId::new(CAND).unwrap();
+    let rebuilt = Hunt::from_comments(&cand, comments.iter().map(String::as_str))
+        .unwrap()
+        .expect("a hunt");
+    assert_eq!(rebuilt.number, 1);
+    assert_eq!(rebuilt.hunt, hunt);
+    assert_eq!(rebuilt.ended, None);
+    // The same next step as before the crash: no run repeated.
+    assert_eq!(rebuilt.hunt.next(10, false), hunt.next(10, false));
+    let Next::Try { step, .. } = rebuilt.hunt.next(10, false) else {
+        panic!("a third step");
+    };
+    assert_eq!(step, 3);
+    // A newer hunt (started again after a stop) is the one rebuilt.
+    comments.push(render_plan(&key(HuntName::Plan { hunt: 2 }, 6), &p));
+    let rebuilt = Hunt::from_comments(&cand, comments.iter().map(String::as_str))
+        .unwrap()
+        .unwrap();
+    assert_eq!((rebuilt.number, rebuilt.hunt.steps().len()), (2, 0));
+    // No hunt at all.
+    assert_eq!(Hunt::from_comments(&cand, ["LGTM"]).unwrap(), None);
+}
+
+#[test]
+fn forged_or_conflicting_records_are_errors() {
+    let p = plan(7, 4);
+    let cand = CandidateId::new(CAND).unwrap();
+    let plan_c = render_plan(&key(HuntName::Plan { hunt: 1 }, 5), &p);
+    let wrong = StepRecord {
+        step: 1,
+        tag: "nightly-06".into(),
+        run: Some(1),
+        verdict: Verdict::Bad,
+        value: None,
+        note: String::new(),
+    };
+    let step_c = render_step(&key(HuntName::Step { hunt: 1, step: 1 }, 5), &p, &wrong);
+    let e = Hunt::from_comments(&cand, [plan_c.as_str(), step_c.as_str()]).unwrap_err();
+    assert!(e.to_string().contains("hunt step 1"), "{e}");
+    let mut other = p.clone();
+    other.budget = 3;
+    let plan_d = render_plan(&key(HuntName::Plan { hunt: 1 }, 5), &other);
+    let e = Hunt::from_comments(&cand, [plan_c.as_str(), plan_d.as_str()]).unwrap_err();
+    assert!(e.to_string().contains("different record"), "{e}");
+    let bad_json = format!("<!-- klaud-hunt:5:{CAND}:h1-plan\n{{\"version\":1}}\n-->");
+    let e = Hunt::from_comments(&cand, [bad_json.as_str()]).unwrap_err();
+    assert!(e.to_string().contains("h1-plan"), "{e}");
+}
+
+#[test]
+fn reports_say_the_range_the_compare_link_and_the_engine_commits_in_both_languages() {
+    let p = plan(7, 4);
+    let (mut r, _) = run(Hunt::new(p.clone()).unwrap(), 4, 100);
+    let engines = klaud_planner::audit::default_engines();
+    let files_a = vec![
+        "vllm/engine/arg_utils.py".to_owned(),
+        "docs/x.md".to_owned(),
+    ];
+    let files_b = vec!["README.md".to_owned()];
+    let (a, b) = ("a".repeat(40), "b".repeat(40));
+    r.commits = engine_commits(
+        "vllm-project/vllm",
+        &engines,
+        vec![
+            (
+                a.as_str(),
+                "Drop --foo\n\nsecret-detail",
+                files_a.as_slice(),
+            ),
+            (b.as_str(), "docs", files_b.as_slice()),
+        ],
+    );
+    assert_eq!(r.commits.len(), 1);
+    assert_eq!(r.commits[0].paths, vec!["vllm/engine/arg_utils.py"]);
+    let body = render_end(&key(HuntName::End { hunt: 1 }, 5), &p, &r);
+    assert!(body.contains("first bad: `nightly-04`"), "{body}");
+    assert!(body.contains("Last good: `nightly-03`"), "{body}");
+    assert!(body.contains(&format!(
+        "https://github.com/vllm-project/vllm/compare/{:040x}...{:040x}",
+        4, 5
+    )));
+    assert!(body.contains("Drop --foo") && !body.contains("secret-detail"));
+    assert!(body.contains("第一个出问题：`nightly-04`"), "{body}");
+    assert!(body.contains("GPU runs used: 3 (a binary search needs 3)"));
+    let back = Hunt::from_comments(
+        &CandidateId::new(CAND).unwrap(),
+        [
+            render_plan(&key(HuntName::Plan { hunt: 1 }, 5), &p).as_str(),
+            body.as_str(),
+        ],
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(back.ended, Some(r));
+}
