@@ -94,6 +94,8 @@ pub struct EngineConfig {
     /// report comment while the run is in progress (`None`: the report is
     /// posted only when the run ends).
     pub live_report_interval: Option<TimeDelta>,
+    /// `[hunt]`: regression hunts (issue 30); off by default.
+    pub hunt: crate::hunt::HuntSettings,
 }
 
 /// What Klaud does with its own open PR when a human PR later changes the
@@ -141,6 +143,7 @@ impl EngineConfig {
             experiments: Vec::new(),
             require_baseline: true,
             live_report_interval: Some(TimeDelta::minutes(5)),
+            hunt: crate::hunt::HuntSettings::default(),
         }
     }
 }

@@ -47,6 +47,14 @@ pub use report::{StepCommit, engine_commits, render_end, render_plan, render_ste
 
 /// Runs a hunt may use unless configured otherwise.
 pub const DEFAULT_BUDGET: u32 = 4;
+/// Hunt runs a repository may use in seven days unless configured otherwise.
+pub const DEFAULT_WEEKLY_BUDGET: u32 = 12;
+/// The relative noise band of a point without published history, unless
+/// configured otherwise.
+pub const DEFAULT_NOISE_BAND: f64 = 0.05;
+/// The narrowest band history may give a point: identical published
+/// results do not make a 0.1% change a regression.
+pub const MIN_NOISE_BAND: f64 = 0.01;
 /// Most runs one hunt may be given: 2^16 tags would need only 16.
 pub const MAX_BUDGET: u32 = 16;
 /// Most tags one plan holds; its hidden record must fit one comment
@@ -61,6 +69,50 @@ pub const MAX_STEPS: usize = 64;
 pub const MAX_INFRA_PER_TAG: usize = 2;
 /// The record format.
 pub const PLAN_VERSION: u32 = 1;
+
+/// `[hunt]`: whether and where hunts run, and their budgets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HuntSettings {
+    /// Off by default: a hunt spends GPU runs nobody asked for.
+    pub enabled: bool,
+    /// Family patterns (`*` wildcard; with a `:` against the whole family
+    /// `configs/<file>:<key>`, else against the key).
+    pub families: Vec<String>,
+    /// Runs per hunt.
+    pub budget: u32,
+    /// Hunt runs per repository in any seven days.
+    pub weekly_budget: u32,
+    /// The noise band of a point without published history.
+    pub noise_band: f64,
+}
+
+impl Default for HuntSettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            families: vec!["*".into()],
+            budget: DEFAULT_BUDGET,
+            weekly_budget: DEFAULT_WEEKLY_BUDGET,
+            noise_band: DEFAULT_NOISE_BAND,
+        }
+    }
+}
+
+impl HuntSettings {
+    /// Whether a failure or regression of `family` starts a hunt by itself
+    /// (a maintainer's `/klaud hunt` needs no opt-in).
+    pub fn applies(&self, family: &str) -> bool {
+        let key = family.rsplit_once(':').map_or(family, |(_, k)| k);
+        self.enabled
+            && self.families.iter().any(|p| {
+                if p.contains(':') {
+                    klaud_planner::glob::wildcard(p, family)
+                } else {
+                    klaud_planner::glob::wildcard(p, key)
+                }
+            })
+    }
+}
 
 /// A tag of the track as the registry served it when the hunt began.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

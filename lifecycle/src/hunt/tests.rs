@@ -432,3 +432,20 @@ fn reports_say_the_range_the_compare_link_and_the_engine_commits_in_both_languag
     .unwrap();
     assert_eq!(back.ended, Some(r));
 }
+
+#[test]
+fn settings_are_off_by_default_and_match_family_patterns() {
+    let family = "configs/nvidia-master.yaml:dsr1-fp8-b200-vllm";
+    assert!(!HuntSettings::default().applies(family));
+    let on = |families: &[&str]| HuntSettings {
+        enabled: true,
+        families: families.iter().map(|f| (*f).to_owned()).collect(),
+        ..HuntSettings::default()
+    };
+    assert!(on(&["*"]).applies(family));
+    assert!(on(&["*-vllm"]).applies(family));
+    assert!(on(&["configs/nvidia-*:*"]).applies(family));
+    assert!(!on(&["*-sglang"]).applies(family));
+    assert!(!on(&["configs/amd-*:*"]).applies(family));
+    assert!(!on(&[]).applies(family));
+}
