@@ -14,6 +14,8 @@
 //!   which tag to try next or the [`HuntResult`] (last good and first bad,
 //!   or the narrowest range established when the budget ran out, tags were
 //!   gone or a maintainer stopped it);
+//! - which tags it searches ([`tags_between`]: the old image's track in
+//!   its own order, with digests and upstream commits);
 //! - the judgement of one step's value against the baseline and its noise
 //!   band ([`judge`], [`noise_band`]).
 //!
@@ -30,6 +32,7 @@
 //! records and reports.
 
 mod report;
+mod tags;
 #[cfg(test)]
 mod tests;
 
@@ -44,6 +47,7 @@ use crate::report::markers::{
 };
 
 pub use report::{StepCommit, engine_commits, render_end, render_plan, render_step, result_lines};
+pub use tags::{ServedTag, hunt_tag, tags_between};
 
 /// Runs a hunt may use unless configured otherwise.
 pub const DEFAULT_BUDGET: u32 = 4;

@@ -449,3 +449,94 @@ fn settings_are_off_by_default_and_match_family_patterns() {
     assert!(!on(&["configs/amd-*:*"]).applies(family));
     assert!(!on(&[]).applies(family));
 }
+
+mod between {
+    use super::super::tags::{ServedTag, tags_between};
+    use chrono::{TimeZone, Utc};
+    use klaud_planner::tracks::infer_track;
+
+    fn sha(i: u8) -> String {
+        format!("{:02x}", i).repeat(20)
+    }
+
+    fn served(tag: &str, day: Option<u32>, digest: bool) -> ServedTag {
+        ServedTag {
+            tag: tag.to_owned(),
+            digest: digest.then(|| format!("sha256:{}", "ab".repeat(32))),
+            revision: None,
+            time: day.map(|d| Utc.with_ymd_and_hms(2026, 11, d, 10, 0, 0).unwrap()),
+        }
+    }
+
+    #[test]
+    fn a_push_ordered_nightly_track_is_ordered_by_the_registry_clock() {
+        let old = served(&format!("nightly-{}", sha(1)), Some(1), true);
+        let new = served(&format!("nightly-{}", sha(9)), Some(20), true);
+        let track = infer_track(&old.tag).expect("a nightly track");
+        let mut labelled = served(&format!("nightly-{}", sha(5)), Some(8), true);
+        labelled.revision = Some(sha(55).to_uppercase());
+        let list = vec![
+            served(&format!("nightly-{}", sha(3)), Some(12), true),
+            served(&format!("nightly-{}", sha(2)), Some(5), false),
+            labelled,
+            served("v0.26.0", Some(6), true),
+            served("latest", Some(7), true),
+            // No clock: cannot be placed.
+            served(&format!("nightly-{}", sha(4)), None, true),
+            // Before the old and after the new image.
+            served(&format!("nightly-{}", sha(6)), Some(1), true),
+            served(&format!("nightly-{}", sha(7)), Some(25), true),
+            old.clone(),
+            new.clone(),
+        ];
+        let tags = tags_between(&track, &old, &new, &list).unwrap();
+        let names: Vec<&str> = tags.iter().map(|t| t.tag.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                format!("nightly-{}", sha(2)),
+                format!("nightly-{}", sha(5)),
+                format!("nightly-{}", sha(3))
+            ]
+        );
+        // A pruned tag stays in the range, never to be tried.
+        assert_eq!(tags[0].digest, None);
+        // The revision label wins over the commit the tag names.
+        assert_eq!(tags[1].commit.as_deref(), Some(sha(55).as_str()));
+        // Unlabelled, the commit is what the track reads from the tag (the
+        // inferred push-ordered track captures none).
+        let from_tag = track.matches(&tags[2].tag).unwrap().commit;
+        assert_eq!(tags[2].commit, from_tag);
+        // The ends the other way round are refused, naming the field.
+        let e = tags_between(&track, &new, &old, &list)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field `new`"), "{e}");
+        let e = tags_between(&track, &served("latest", Some(2), true), &new, &list)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field `old`"), "{e}");
+    }
+
+    #[test]
+    fn a_dated_track_is_ordered_by_its_dates() {
+        let old = served("v0.5.17-rocm720-mi35x-20260801", Some(1), true);
+        let new = served("v0.5.17-rocm720-mi35x-20260820", Some(2), true);
+        let track = infer_track(&old.tag).expect("a dated track");
+        let list = vec![
+            served("v0.5.17-rocm720-mi35x-20260810", Some(3), true),
+            served("v0.5.17-rocm720-mi35x-20260805", Some(4), true),
+            served("v0.5.17-rocm720-mi30x-20260806", Some(4), true),
+            served("v0.5.17-rocm720-mi35x-20260825", Some(4), true),
+        ];
+        let tags = tags_between(&track, &old, &new, &list).unwrap();
+        let names: Vec<&str> = tags.iter().map(|t| t.tag.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "v0.5.17-rocm720-mi35x-20260805",
+                "v0.5.17-rocm720-mi35x-20260810"
+            ]
+        );
+    }
+}

@@ -1,0 +1,132 @@
+//! Which tags a hunt searches: those of the old image's track strictly
+//! between the old and the new image, in the track's own order
+//! (`klaud_planner::tracks`: the version, number or date a tag carries; the
+//! registry's clock on a push-ordered track or to break a tie), each with
+//! the digest the registry serves and the upstream commit it was built from
+//! (its revision label, else the commit its tag names).
+
+use std::cmp::Ordering;
+
+use chrono::{DateTime, Utc};
+use klaud_planner::tracks::{SortKey, Track};
+
+use super::{HuntError, HuntTag, MAX_TAGS};
+use crate::model::shorten;
+
+/// A tag as the registry lists it, with what reading it gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedTag {
+    /// The tag.
+    pub tag: String,
+    /// Its manifest digest; `None` when the registry lists the tag but no
+    /// longer serves its manifest (pruned).
+    pub digest: Option<String>,
+    /// `org.opencontainers.image.revision`, when labelled.
+    pub revision: Option<String>,
+    /// When it was pushed (or, lacking that, made).
+    pub time: Option<DateTime<Utc>>,
+}
+
+type Place = (Option<SortKey>, Option<DateTime<Utc>>);
+
+fn place(track: &Track, t: &ServedTag) -> Option<Place> {
+    let position = track.matches(&t.tag)?;
+    let key = if track.needs_time_for_key() {
+        t.time.and_then(|time| position.key_at(time))
+    } else {
+        position.key.clone()
+    };
+    // Without a key (a push-ordered track) only the clock can place it.
+    if key.is_none() && t.time.is_none() {
+        return None;
+    }
+    Some((key, t.time))
+}
+
+fn commit_of(track: &Track, t: &ServedTag) -> Option<String> {
+    let from_label = t
+        .revision
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| (7..=64).contains(&r.len()) && r.bytes().all(|b| b.is_ascii_hexdigit()));
+    from_label
+        .map(str::to_owned)
+        .or_else(|| track.matches(&t.tag)?.commit)
+        .map(|c| c.to_ascii_lowercase())
+}
+
+/// The hunt's view of one served tag.
+pub fn hunt_tag(track: &Track, t: &ServedTag) -> HuntTag {
+    HuntTag {
+        tag: t.tag.clone(),
+        digest: t.digest.clone(),
+        commit: commit_of(track, t),
+    }
+}
+
+/// The tags of `track` strictly between `old` and `new`, oldest first.
+/// Tags of other tracks, and tags the track cannot place (no key and no
+/// time), are left out; so is anything placed like `old` or `new` (a
+/// rebuild under another tag is not a step between them). Errors name the
+/// tag: the two ends must be placeable, `old` before `new`, and the range
+/// within what one hunt takes.
+pub fn tags_between(
+    track: &Track,
+    old: &ServedTag,
+    new: &ServedTag,
+    served: &[ServedTag],
+) -> Result<Vec<HuntTag>, HuntError> {
+    let end = |field: &str, t: &ServedTag| {
+        place(track, t).ok_or_else(|| HuntError::Plan {
+            field: field.to_owned(),
+            message: format!(
+                "tag {:?} is not on track {track} or has no time to order it by",
+                shorten(&t.tag, 60)
+            ),
+        })
+    };
+    let (lo, hi) = (end("old", old)?, end("new", new)?);
+    let order = |a: &Place, b: &Place| {
+        a.0.cmp(&b.0).then_with(|| {
+            // Equal keys are ordered by the clock only where the track says
+            // so; a push-ordered track has no key at all.
+            if a.0.is_none() || track.ties_by_time() {
+                a.1.cmp(&b.1)
+            } else {
+                Ordering::Equal
+            }
+        })
+    };
+    if order(&lo, &hi) != Ordering::Less {
+        return Err(HuntError::Plan {
+            field: "new".into(),
+            message: format!(
+                "tag {:?} is not after {:?} on track {track}",
+                shorten(&new.tag, 60),
+                shorten(&old.tag, 60)
+            ),
+        });
+    }
+    let mut between: Vec<(Place, &ServedTag)> = served
+        .iter()
+        .filter(|t| t.tag != old.tag && t.tag != new.tag)
+        .filter_map(|t| Some((place(track, t)?, t)))
+        .filter(|(p, _)| order(&lo, p) == Ordering::Less && order(p, &hi) == Ordering::Less)
+        .collect();
+    between.sort_by(|a, b| order(&a.0, &b.0).then_with(|| a.1.tag.cmp(&b.1.tag)));
+    if between.len() > MAX_TAGS {
+        return Err(HuntError::Plan {
+            field: "tags".into(),
+            message: format!(
+                "{} tags between {:?} and {:?}, more than the {MAX_TAGS} one hunt takes",
+                between.len(),
+                shorten(&old.tag, 60),
+                shorten(&new.tag, 60)
+            ),
+        });
+    }
+    Ok(between
+        .into_iter()
+        .map(|(_, t)| hunt_tag(track, t))
+        .collect())
+}
