@@ -16,9 +16,10 @@ use crate::support;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use klaud_lifecycle::artifacts::{AGG_BMK_ARTIFACT, Artifact, ArtifactLimits, parse_artifact};
 use klaud_lifecycle::hunt::{
-    EndReason, Hunt, HuntPlan, HuntResult, HuntTag, Metric, Next, PLAN_VERSION, Probe, StepRecord,
-    Trigger, minimum_runs, render_end, render_plan, render_step,
+    EndReason, Hunt, HuntPlan, HuntResult, HuntTag, Metric, Next, PLAN_VERSION, PointKey, Probe,
+    StepRecord, Trigger, measure, minimum_runs, render_end, render_plan, render_step,
 };
 use klaud_lifecycle::model::CandidateId;
 use klaud_lifecycle::report::{HuntName, MarkerKey};
@@ -207,9 +208,9 @@ impl T {
         }
     }
 
-    /// The measured throughput of the point, from `results_bmk`.
+    /// The measured throughput of the point, read from `results_bmk` by
+    /// Klaud's artifact parser.
     async fn throughput(&self, run: u64) -> Option<f64> {
-        use std::io::Read as _;
         let list = self
             .send(
                 "GET",
@@ -221,7 +222,7 @@ impl T {
         let a = list["artifacts"]
             .as_array()?
             .iter()
-            .find(|a| a["name"] == "results_bmk")?;
+            .find(|a| a["name"] == AGG_BMK_ARTIFACT)?;
         let zip = self
             .http
             .get(a["archive_download_url"].as_str()?)
@@ -232,19 +233,18 @@ impl T {
             .bytes()
             .await
             .ok()?;
-        let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip.to_vec())).ok()?;
-        let mut text = String::new();
-        archive
-            .by_name("agg_bmk.json")
-            .ok()?
-            .read_to_string(&mut text)
-            .ok()?;
-        let rows: Value = serde_json::from_str(&text).ok()?;
-        rows.as_array()?
-            .iter()
-            .find(|r| r["conc"] == CONC)?
-            .get("tput_per_gpu")?
-            .as_f64()
+        let Ok(Artifact::AggregatedBenchmarks { rows }) =
+            parse_artifact(AGG_BMK_ARTIFACT, &zip, &ArtifactLimits::default())
+        else {
+            panic!("results_bmk does not parse");
+        };
+        let at = PointKey {
+            isl: Some(1024),
+            osl: Some(1024),
+            tp: Some(8),
+            conc: CONC,
+        };
+        Some(measure(&rows, &at, Metric::Throughput).unwrap())
     }
 
     async fn comment(&self, token: &str, body: &str) {

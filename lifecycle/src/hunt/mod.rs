@@ -378,6 +378,66 @@ pub fn minimum_runs(n: usize) -> u32 {
     64 - (places - 1).leading_zeros()
 }
 
+/// Which point of a run's rows a metric probe reads: its concurrency and,
+/// where stated, its sequence lengths and tensor parallelism.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PointKey {
+    /// Input sequence length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isl: Option<u64>,
+    /// Output sequence length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub osl: Option<u64>,
+    /// Tensor parallelism.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tp: Option<u64>,
+    /// Concurrency.
+    pub conc: u64,
+}
+
+/// The value of `metric` at point `at` among a run's benchmark rows (its
+/// `results_bmk`): `Err` says why there is none (no row, or several rows
+/// that the key cannot tell apart). A field a row does not state is not
+/// compared, as the attempt reports match points.
+pub fn measure(
+    rows: &[crate::artifacts::BenchmarkRow],
+    at: &PointKey,
+    metric: Metric,
+) -> Result<f64, String> {
+    let same = |want: Option<u64>, have: Option<u64>| match (want, have) {
+        (Some(w), Some(h)) => w == h,
+        _ => true,
+    };
+    let found: Vec<&crate::artifacts::BenchmarkRow> = rows
+        .iter()
+        .filter(|r| {
+            let id = r.identity();
+            r.conc() == at.conc
+                && same(at.isl, id.isl)
+                && same(at.osl, id.osl)
+                && same(at.tp, id.tp)
+        })
+        .collect();
+    let row = match found.as_slice() {
+        [one] => one,
+        [] => return Err(format!("the run uploaded no row for conc {}", at.conc)),
+        many => {
+            return Err(format!(
+                "{} rows match conc {}; the point needs its isl, osl and tp",
+                many.len(),
+                at.conc
+            ));
+        }
+    };
+    let m = row.metrics();
+    Ok(match metric {
+        Metric::Throughput => m.tput_per_gpu,
+        Metric::Ttft => m.mean_ttft,
+        Metric::Tpot => m.mean_tpot,
+    })
+}
+
 /// Whether `value` is a regression of `metric` against `baseline` beyond
 /// the relative `band`.
 pub fn judge(metric: Metric, value: f64, baseline: f64, band: f64) -> Verdict {

@@ -540,3 +540,53 @@ mod between {
         );
     }
 }
+
+#[test]
+fn a_point_is_measured_from_the_rows_it_names() {
+    use crate::artifacts::{BenchmarkRow, FixedSeqRow, PointIdentity, PointMetrics};
+    let row = |isl: u64, tp: Option<u64>, conc: u64, tput: f64| {
+        BenchmarkRow::FixedSeqLen(FixedSeqRow {
+            conc,
+            identity: PointIdentity {
+                isl: Some(isl),
+                osl: Some(1024),
+                tp,
+                ..PointIdentity::default()
+            },
+            metrics: PointMetrics {
+                tput_per_gpu: tput,
+                output_tput_per_gpu: tput / 2.0,
+                mean_ttft: 0.5,
+                mean_tpot: 0.02,
+            },
+            extra: Default::default(),
+        })
+    };
+    let rows = vec![
+        row(1024, Some(8), 64, 100.0),
+        row(8192, Some(8), 64, 40.0),
+        row(1024, Some(8), 4, 10.0),
+    ];
+    let at = |isl: Option<u64>, conc: u64| PointKey {
+        isl,
+        osl: Some(1024),
+        tp: Some(8),
+        conc,
+    };
+    assert_eq!(
+        measure(&rows, &at(Some(1024), 64), Metric::Throughput),
+        Ok(100.0)
+    );
+    assert_eq!(measure(&rows, &at(Some(8192), 64), Metric::Ttft), Ok(0.5));
+    assert_eq!(measure(&rows, &at(Some(1024), 4), Metric::Tpot), Ok(0.02));
+    let e = measure(&rows, &at(None, 64), Metric::Throughput).unwrap_err();
+    assert!(e.contains("2 rows match"), "{e}");
+    let e = measure(&rows, &at(Some(1024), 128), Metric::Throughput).unwrap_err();
+    assert!(e.contains("no row for conc 128"), "{e}");
+    // A row that does not state its tp still matches.
+    let loose = vec![row(1024, None, 64, 7.0)];
+    assert_eq!(
+        measure(&loose, &at(Some(1024), 64), Metric::Throughput),
+        Ok(7.0)
+    );
+}
