@@ -325,6 +325,7 @@ fn plan(n: usize, baseline: f64, budget: u32) -> HuntPlan {
             metric: Metric::Throughput,
             baseline,
             band: 0.05,
+            at: None,
         },
         budget,
         trigger: Trigger::Regression,
@@ -537,4 +538,133 @@ async fn a_maintainers_stop_ends_the_hunt_mid_way() {
     assert_eq!(t.gpu_runs() - before, 2);
     assert_eq!(r.last_good.tag, nightly(5));
     assert_eq!(r.first_bad.tag, new_tag());
+}
+
+mod engine {
+    //! The engine's own hunt steps (`Engine::hunt_step`) through the real
+    //! forge (octocrab against the GitHub simulator) while the CI simulator
+    //! runs the smokes: the commit per step, the dispatch, the run found by
+    //! title, the records on the PR.
+
+    use std::time::{Duration, Instant};
+
+    use klaud_lifecycle::engine::{CandidateRecord, HuntProgress, MemoryJournal, Step};
+    use klaud_lifecycle::hunt::{
+        EndReason, HuntPlan, HuntResult, HuntTag, PLAN_VERSION, Probe, Trigger,
+    };
+    use klaud_sandbox::ci::RunKind;
+    use klaud_service::GithubLifecycle;
+
+    use crate::support::Harness;
+
+    const KEY: &str = "demo-fp4-b200-vllm";
+
+    fn tag(name: &str) -> HuntTag {
+        HuntTag {
+            tag: name.into(),
+            digest: Some(format!("sha256:{}", "ef".repeat(32))),
+            commit: None,
+        }
+    }
+
+    fn script(from: &str) -> String {
+        let mut tags = vec!["\"v0.25.0\"".to_owned()];
+        tags.extend((0..7).map(|i| format!("\"t{i}\"")));
+        tags.push("\"v0.26.0\"".into());
+        format!(
+            "[families.\"*\"]\nsmoke = [\"success\"]\nsweep = [\"success\"]\n\
+             [families.{KEY}]\nregression = {{ tags = [{}], from = {from:?}, outcome = \"failure\" }}\n",
+            tags.join(", ")
+        )
+    }
+
+    fn plan(family: &str, new: &str) -> HuntPlan {
+        HuntPlan {
+            version: PLAN_VERSION,
+            family: family.into(),
+            image: "vllm/vllm-openai".into(),
+            old: tag("v0.25.0"),
+            new: tag(new),
+            tags: (0..7).map(|i| tag(&format!("t{i}"))).collect(),
+            probe: Probe::Outcome {
+                target: "smoke".into(),
+            },
+            budget: 4,
+            trigger: Trigger::Failure,
+            upstream: None,
+        }
+    }
+
+    /// The candidate driven to its smoke: claim held, PR open.
+    async fn at_smoke(env: &Harness, journal: &MemoryJournal) -> CandidateRecord {
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let engine = env.engine(&lifecycle, journal, env.clock);
+        let target = env.target(KEY).await;
+        let mut rec = engine.open_record(&target).await.expect("record");
+        while rec.step != Step::Smoke || rec.pull.is_none() {
+            engine.step(&mut rec).await.expect("step");
+        }
+        rec
+    }
+
+    fn smokes(env: &Harness) -> usize {
+        env.stack
+            .ci
+            .as_ref()
+            .expect("a CI simulator")
+            .events()
+            .iter()
+            .filter(|e| {
+                e.kind == RunKind::Smoke && e.family.as_deref().is_some_and(|f| f.ends_with(KEY))
+            })
+            .count()
+    }
+
+    /// Calls the hunt until it ends; every call from a copy of `rec` as it
+    /// was before the hunt and a fresh engine (a crash between any two).
+    async fn hunt(env: &Harness, rec: &CandidateRecord, plan: &HuntPlan) -> HuntResult {
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let journal = MemoryJournal::new();
+        let started = Instant::now();
+        loop {
+            let engine = env.engine(&lifecycle, &journal, env.clock);
+            let mut r = rec.clone();
+            match engine.hunt_step(&mut r, Some(plan), 0).await.expect("hunt") {
+                HuntProgress::Ended(result) => return result,
+                HuntProgress::Waiting(_) => tokio::time::sleep(Duration::from_millis(15)).await,
+                other => panic!("{other:?}"),
+            }
+            assert!(started.elapsed() < Duration::from_secs(60), "no end");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_engine_finds_the_first_bad_nightly_in_three_smokes_through_the_sandbox() {
+        for from in ["t2", "v0.26.0"] {
+            let env = Harness::demo().script(&script(from)).start().await;
+            let journal = MemoryJournal::new();
+            let rec = at_smoke(&env, &journal).await;
+            let name = rec.image.split('@').next().unwrap();
+            let new = name.rsplit(':').next().unwrap().to_owned();
+            assert_eq!(new, "v0.26.0");
+            // The candidate waits at its smoke step, not dispatched yet.
+            let before = smokes(&env);
+            let result = hunt(&env, &rec, &plan(&rec.family, &new)).await;
+            assert_eq!(result.reason, EndReason::Found, "{from}");
+            assert_eq!(result.first_bad.tag, from);
+            assert_eq!(smokes(&env) - before, 3, "{from}: ⌈log2 8⌉ smokes");
+            // The PR carries the plan, three steps and the end.
+            let bodies = env.bodies(rec.pull.unwrap()).await;
+            let hunt: Vec<&String> = bodies
+                .iter()
+                .filter(|b| b.starts_with("<!-- klaud-hunt:"))
+                .collect();
+            assert_eq!(hunt.len(), 5, "{hunt:#?}");
+            assert!(
+                hunt[4].contains(&format!("first bad: `{from}`")),
+                "{}",
+                hunt[4]
+            );
+        }
+    }
 }

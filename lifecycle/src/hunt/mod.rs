@@ -184,6 +184,10 @@ pub enum Probe {
         baseline: f64,
         /// The relative noise band (0.05 = ±5%).
         band: f64,
+        /// Which row of a run's `results_bmk` the point is (absent: the
+        /// value is not read from artifacts, and a passed run is good).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<PointKey>,
     },
 }
 
@@ -788,6 +792,8 @@ impl Hunt {
                 },
                 Some(v),
             ) if passed => judge(*metric, v, *baseline, *band),
+            // A green run without the row its point reads did not hold up.
+            (Probe::Metric { at: Some(_), .. }, None) if passed => Verdict::Bad,
             (_, _) if passed => Verdict::Good,
             _ => Verdict::Bad,
         }

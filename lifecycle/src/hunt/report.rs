@@ -112,6 +112,7 @@ fn probe_words(p: &Probe, zh: bool) -> String {
                 metric,
                 baseline,
                 band,
+                ..
             },
             false,
         ) => format!(
@@ -127,6 +128,7 @@ fn probe_words(p: &Probe, zh: bool) -> String {
                 metric,
                 baseline,
                 band,
+                ..
             },
             true,
         ) => format!(

@@ -29,6 +29,7 @@ fn plan(n: usize, budget: u32) -> HuntPlan {
             metric: Metric::Throughput,
             baseline: 100.0,
             band: 0.05,
+            at: None,
         },
         budget,
         trigger: Trigger::Regression,
@@ -270,6 +271,7 @@ fn hostile_plans_are_refused_naming_the_field() {
                     metric: Metric::Ttft,
                     baseline: f64::NAN,
                     band: 0.1,
+                    at: None,
                 }
             }),
             "probe.baseline",
