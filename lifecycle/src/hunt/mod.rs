@@ -801,6 +801,8 @@ impl Hunt {
 
     /// Rebuilds the newest hunt of `candidate` from the comments of its PR
     /// (any owner run: a takeover resumes the hunt). `Ok(None)`: no hunt.
+    /// The caller passes the bot's own comments only: a record anyone else
+    /// wrote is not Klaud's.
     /// Comments that are not Klaud's hunt records are ignored; a malformed
     /// one, a step that does not follow, or two different records under
     /// one name are errors naming it.
@@ -812,13 +814,21 @@ impl Hunt {
         let mut steps: BTreeMap<(u32, u32), StepRecord> = BTreeMap::new();
         let mut ends: BTreeMap<u32, HuntResult> = BTreeMap::new();
         for body in bodies {
-            let Some(rec) = find_record(body).or_else(|e| match e {
-                // Someone else's malformed marker of another kind is the
-                // other readers' business.
-                MarkerError::Header { ref found, .. } if !found.starts_with("klaud-hunt:") => {
+            let Some(rec) = find_record(body).or_else(|e| {
+                // A malformed record of another kind (a report, a receipt)
+                // is its own readers' business, not the hunt's.
+                let named = match &e {
+                    MarkerError::Header { found, .. } => found,
+                    MarkerError::Unterminated { marker }
+                    | MarkerError::Json { marker, .. }
+                    | MarkerError::Mismatch { marker, .. } => marker,
+                    MarkerError::WrongKind { found, .. } => found,
+                };
+                if named.starts_with("klaud-hunt:") {
+                    Err(e)
+                } else {
                     Ok(None)
                 }
-                e => Err(e),
             })?
             else {
                 continue;

@@ -386,6 +386,13 @@ fn forged_or_conflicting_records_are_errors() {
     let bad_json = format!("<!-- klaud-hunt:5:{CAND}:h1-plan\n{{\"version\":1}}\n-->");
     let e = Hunt::from_comments(&cand, [bad_json.as_str()]).unwrap_err();
     assert!(e.to_string().contains("h1-plan"), "{e}");
+    let unterminated = format!("<!-- klaud-hunt:5:{CAND}:h1-step-1\n{{}}");
+    let e = Hunt::from_comments(&cand, [plan_c.as_str(), unterminated.as_str()]).unwrap_err();
+    assert!(e.to_string().contains("h1-step-1"), "{e}");
+    // Another kind's malformed record does not stop the hunt.
+    let other = format!("<!-- klaud-report:5:{CAND}:baseline\n{{}}");
+    let rebuilt = Hunt::from_comments(&cand, [plan_c.as_str(), other.as_str()]).unwrap();
+    assert!(rebuilt.is_some());
 }
 
 #[test]
