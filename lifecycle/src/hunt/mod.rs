@@ -118,6 +118,86 @@ impl HuntSettings {
     }
 }
 
+/// Whether a candidate's attempt starts a hunt by itself, and why: the
+/// hunt is on for its family, and either the attempt failed for real (not
+/// infrastructure: `failed` is the caller's word on that) without the flag
+/// audit explaining it (an upstream change that removed a flag or variable
+/// the recipes set is the explanation; no hunt needed), or a point regressed
+/// beyond its band (`regressed`, see [`worst_regression`]).
+pub fn should_start(
+    settings: &HuntSettings,
+    family: &str,
+    failed: bool,
+    audit: Option<&klaud_planner::audit::AuditResult>,
+    regressed: bool,
+) -> Option<Trigger> {
+    if !settings.applies(family) {
+        return None;
+    }
+    let explained = matches!(
+        audit,
+        Some(klaud_planner::audit::AuditResult::Removed { .. })
+    );
+    if failed && !explained {
+        return Some(Trigger::Failure);
+    }
+    (!failed && regressed).then_some(Trigger::Regression)
+}
+
+/// One point's value in a new run against the frozen baseline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointValue {
+    /// The point (its report label).
+    pub point: String,
+    /// Where it is in a run's rows.
+    pub at: PointKey,
+    /// Which metric.
+    pub metric: Metric,
+    /// The new run's value.
+    pub value: f64,
+    /// The frozen baseline's value.
+    pub baseline: f64,
+    /// The point's noise band ([`noise_band`]).
+    pub band: f64,
+}
+
+/// The point that regressed most beyond its band (by how far past the band
+/// it is, relative to the baseline), as the probe a hunt measures; `None`
+/// when no point regressed.
+pub fn worst_regression(points: &[PointValue]) -> Option<Probe> {
+    let beyond = |p: &PointValue| {
+        let change = (p.value - p.baseline) / p.baseline;
+        let worse = if p.metric.higher_is_better() {
+            -change
+        } else {
+            change
+        };
+        worse - p.band
+    };
+    points
+        .iter()
+        .filter(|p| {
+            p.baseline.is_finite()
+                && p.baseline > 0.0
+                && judge(p.metric, p.value, p.baseline, p.band) == Verdict::Bad
+        })
+        .max_by(|a, b| {
+            // A value that is no number at all is the worst there is.
+            let (x, y) = (beyond(a), beyond(b));
+            x.is_nan()
+                .cmp(&y.is_nan())
+                .then(x.total_cmp(&y))
+                .then_with(|| b.point.cmp(&a.point))
+        })
+        .map(|p| Probe::Metric {
+            point: p.point.clone(),
+            metric: p.metric,
+            baseline: p.baseline,
+            band: p.band,
+            at: Some(p.at.clone()),
+        })
+}
+
 /// A tag of the track as the registry served it when the hunt began.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -599,3 +599,91 @@ fn a_point_is_measured_from_the_rows_it_names() {
         Ok(7.0)
     );
 }
+
+#[test]
+fn a_hunt_starts_on_an_unexplained_failure_or_a_regression_where_it_is_on() {
+    use klaud_planner::audit::AuditResult;
+    let family = "configs/nvidia-master.yaml:dsr1-fp8-b200-vllm";
+    let on = HuntSettings {
+        enabled: true,
+        ..HuntSettings::default()
+    };
+    let present = AuditResult::Present { flags: 3, env: 1 };
+    let removed = AuditResult::Removed {
+        flags: 3,
+        env: 1,
+        items: Vec::new(),
+    };
+    assert_eq!(
+        should_start(&on, family, true, Some(&present), false),
+        Some(Trigger::Failure)
+    );
+    assert_eq!(
+        should_start(&on, family, true, None, false),
+        Some(Trigger::Failure)
+    );
+    // The audit already names the cause.
+    assert_eq!(should_start(&on, family, true, Some(&removed), false), None);
+    assert_eq!(
+        should_start(&on, family, false, None, true),
+        Some(Trigger::Regression)
+    );
+    assert_eq!(should_start(&on, family, false, None, false), None);
+    // Off by default, and only for the families configured.
+    assert_eq!(
+        should_start(&HuntSettings::default(), family, true, None, true),
+        None
+    );
+    let other = HuntSettings {
+        enabled: true,
+        families: vec!["*-sglang".into()],
+        ..HuntSettings::default()
+    };
+    assert_eq!(should_start(&other, family, true, None, true), None);
+}
+
+#[test]
+fn the_worst_regression_beyond_its_band_is_the_probe() {
+    let at = |conc| PointKey {
+        isl: Some(1024),
+        osl: Some(1024),
+        tp: Some(8),
+        conc,
+    };
+    let p = |point: &str, metric, value, band| PointValue {
+        point: point.into(),
+        at: at(if point == "a" { 4 } else { 64 }),
+        metric,
+        value,
+        baseline: 100.0,
+        band,
+    };
+    // 20% slower in a 15% band (5 points past it) is worse than 8% slower
+    // in a 5% band (3 points past); a 4% drop within its band and a faster
+    // point are no regression.
+    let points = vec![
+        p("a", Metric::Throughput, 92.0, 0.05),
+        p("b", Metric::Throughput, 80.0, 0.15),
+        p("c", Metric::Throughput, 96.0, 0.05),
+        p("d", Metric::Ttft, 90.0, 0.05),
+    ];
+    let Some(Probe::Metric {
+        point,
+        at: Some(key),
+        ..
+    }) = worst_regression(&points)
+    else {
+        panic!("a regression");
+    };
+    assert_eq!((point.as_str(), key.conc), ("b", 64));
+    // A latency that rose beyond its band counts too.
+    let latency = vec![
+        p("a", Metric::Tpot, 112.0, 0.05),
+        p("c", Metric::Throughput, 99.0, 0.05),
+    ];
+    let Some(Probe::Metric { point, metric, .. }) = worst_regression(&latency) else {
+        panic!("a regression");
+    };
+    assert_eq!((point.as_str(), metric), ("a", Metric::Tpot));
+    assert_eq!(worst_regression(&points[2..]), None);
+}
