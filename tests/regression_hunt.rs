@@ -7,9 +7,11 @@
 //! PR; the hunt is rebuilt from those comments alone. GPU runs are counted
 //! from the CI simulator's decisions, against ⌈log2(n + 1)⌉.
 //!
-//! What drives the steps here is the test's own loop, not the engine's
-//! (the engine does not start hunts yet): these tests prove the search,
-//! its records and the simulator's staging together.
+//! The first tests drive the steps with their own loop (each step a plain
+//! commit and dispatch over REST): they prove the search, its records and
+//! the simulator's staging together. [`engine`] drives them with the
+//! engine's `Engine::hunt_step` through the real forge. Nothing in the
+//! engine starts a hunt by itself yet: the tests start it with a plan.
 
 use crate::support;
 
