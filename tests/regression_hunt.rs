@@ -10,8 +10,9 @@
 //! The first tests drive the steps with their own loop (each step a plain
 //! commit and dispatch over REST): they prove the search, its records and
 //! the simulator's staging together. [`engine`] drives them with the
-//! engine's `Engine::hunt_step` through the real forge. Nothing in the
-//! engine starts a hunt by itself yet: the tests start it with a plan.
+//! engine's `Engine::hunt_step` through the real forge, and the candidate's
+//! own steps: a failed smoke with `[hunt]` on hunts in the finish step
+//! before the PR is cleaned up, and ends as it would have.
 
 use crate::support;
 
@@ -550,10 +551,13 @@ mod engine {
 
     use std::time::{Duration, Instant};
 
-    use klaud_lifecycle::engine::{CandidateRecord, HuntProgress, MemoryJournal, Step};
+    use klaud_lifecycle::engine::{
+        CandidateRecord, Ending, HuntProgress, HuntRange, HuntTags, MemoryJournal, Progress, Step,
+    };
     use klaud_lifecycle::hunt::{
         EndReason, HuntPlan, HuntResult, HuntTag, PLAN_VERSION, Probe, Trigger,
     };
+    use klaud_lifecycle::model::Outcome;
     use klaud_sandbox::ci::RunKind;
     use klaud_service::GithubLifecycle;
 
@@ -668,5 +672,100 @@ mod engine {
                 hunt[4]
             );
         }
+    }
+
+    /// The registry's answer of a test: the seven tags of [`script`].
+    struct Tags;
+
+    #[async_trait::async_trait]
+    impl HuntTags for Tags {
+        async fn range(&self, _: &str, old: &str, new: &str) -> Result<HuntRange, String> {
+            let tag_of = |i: &str| {
+                i.split('@')
+                    .next()
+                    .unwrap()
+                    .rsplit(':')
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            };
+            Ok(HuntRange {
+                old: tag(&tag_of(old)),
+                new: tag(&tag_of(new)),
+                tags: (0..7).map(|i| tag(&format!("t{i}"))).collect(),
+            })
+        }
+    }
+
+    /// Drives the candidate to its end with a fresh engine each step (a
+    /// crash between any two), the hunt's tags from [`Tags`].
+    async fn to_the_end(env: &Harness) -> (CandidateRecord, Option<Ending>) {
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let journal = MemoryJournal::new();
+        let target = env.target(KEY).await;
+        let mut rec = {
+            let engine = env
+                .engine(&lifecycle, &journal, env.clock)
+                .with_hunt_tags(&Tags);
+            engine.open_record(&target).await.expect("record")
+        };
+        let started = Instant::now();
+        loop {
+            let engine = env
+                .engine(&lifecycle, &journal, env.clock)
+                .with_hunt_tags(&Tags);
+            match engine.step(&mut rec).await.expect("step") {
+                Progress::Done(ending) => return (rec, ending),
+                Progress::Waiting(_) => tokio::time::sleep(Duration::from_millis(15)).await,
+                Progress::Advanced(_) => {}
+                other => panic!("{other:?}"),
+            }
+            assert!(started.elapsed() < Duration::from_secs(90), "no end");
+        }
+    }
+
+    fn hunt_bodies(bodies: &[String]) -> Vec<&String> {
+        bodies
+            .iter()
+            .filter(|b| b.starts_with("<!-- klaud-hunt:"))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_failed_smoke_hunts_before_the_candidate_finishes_and_ends_as_it_would_have() {
+        let env = Harness::demo()
+            .script(&script("t4"))
+            .configure(|c| {
+                c.hunt.enabled = true;
+                c.hunt.families = vec![KEY.into()];
+            })
+            .start()
+            .await;
+        let (rec, ending) = to_the_end(&env).await;
+        let ending = ending.expect("an ending");
+        assert_eq!(ending.outcome, Outcome::Failed, "{ending:?}");
+        // The candidate's own smoke, then ⌈log2 8⌉ = 3 hunt smokes.
+        assert_eq!(smokes(&env), 1 + 3);
+        let bodies = env.bodies(rec.pull.unwrap()).await;
+        let hunt = hunt_bodies(&bodies);
+        assert_eq!(hunt.len(), 5, "{hunt:#?}");
+        assert!(hunt[4].contains("first bad: `t4`"), "{}", hunt[4]);
+        // The hunt ended before the receipt: the PR was still open for it.
+        let end_at = bodies.iter().position(|b| b == hunt[4]).unwrap();
+        let receipt_at = bodies
+            .iter()
+            .position(|b| b.starts_with("<!-- klaud-outcome:"))
+            .expect("a receipt");
+        assert!(end_at < receipt_at);
+    }
+
+    #[tokio::test]
+    async fn with_the_hunt_off_a_failed_smoke_spends_no_extra_run() {
+        let env = Harness::demo().script(&script("t4")).start().await;
+        let (rec, ending) = to_the_end(&env).await;
+        assert_eq!(ending.expect("an ending").outcome, Outcome::Failed);
+        assert_eq!(smokes(&env), 1);
+        let bodies = env.bodies(rec.pull.unwrap()).await;
+        assert!(hunt_bodies(&bodies).is_empty());
     }
 }

@@ -18,9 +18,11 @@
 //! step or what it concluded (its writes record their intents in the
 //! record like any other).
 //!
-//! Not wired yet: nothing calls this from the candidate's steps or the
-//! wave (a failed smoke, a regressed point, `/klaud hunt`), and the weekly
-//! count of hunt runs is the caller's.
+//! Who calls it: the finish step ([`Engine::hunt_before_finish`]) while
+//! the PR is still open and the claim held, when the candidate failed for
+//! real and `[hunt]` applies to its family, or when the PR already carries
+//! a hunt's plan (a maintainer's `/klaud hunt`). The tags a plan searches
+//! come from the registry through the [`HuntTags`] port.
 
 use crate::artifacts::{AGG_BMK_ARTIFACT, Artifact, parse_artifact};
 use crate::commands::{Command, parse_commands};
@@ -33,13 +35,38 @@ use crate::engine::journal::CandidateRecord;
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::hunt::{
-    Hunt, HuntPlan, HuntResult, Next, Probe, StepRecord, Verdict, measure, render_end, render_plan,
-    render_step,
+    Hunt, HuntPlan, HuntResult, HuntTag, Next, Probe, StepRecord, Trigger, Verdict, measure,
+    render_end, render_plan, render_step,
 };
 use crate::report::{HuntName, MarkerKey, RenderedComment};
 use crate::workflows::{klaud_smoke_inputs, smoke_dispatch};
 use klaud_planner::image::ImageRef;
 use serde_json::Value;
+
+/// The registry's side of a hunt: the old image's track as the registry
+/// serves it now (the service reads the registry and calls
+/// [`crate::hunt::tags_between`]).
+#[async_trait::async_trait]
+pub trait HuntTags: Send + Sync {
+    /// The tags strictly between `old` and `new` (full image references)
+    /// of `family`'s track, oldest first, with the two ends; `Err` says
+    /// why no plan can be made (no hunt starts then).
+    async fn range(&self, family: &str, old: &str, new: &str) -> Result<HuntRange, String>;
+}
+
+/// What [`HuntTags::range`] answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HuntRange {
+    /// The old image's tag (last known good).
+    pub old: HuntTag,
+    /// The new image's tag (the candidate).
+    pub new: HuntTag,
+    /// The tags strictly between, oldest first.
+    pub tags: Vec<HuntTag>,
+}
+
+/// The prefix of every hunt smoke's run title.
+const HUNT_TITLE: &str = "e2e Test - klaud-hunt-";
 
 /// What one call of [`Engine::hunt_step`] did.
 #[derive(Debug)]
@@ -232,6 +259,136 @@ impl Engine<'_> {
             ),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The finish step's hunt, before anything else it does: `Some` while
+    /// a hunt runs (the candidate waits in its finish step, PR open, claim
+    /// held), `None` when there is none to run or it ended. It never
+    /// changes `rec.ending`.
+    pub(super) async fn hunt_before_finish(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Option<Progress>, EngineError> {
+        let Some(ending) = rec.ending.clone() else {
+            return Ok(None);
+        };
+        if ending.hands_off {
+            return Ok(None);
+        }
+        let Some(number) = rec.pull else {
+            return Ok(None);
+        };
+        // Any of this candidate's hunt records means its plan is there.
+        let mark = format!(
+            "<!-- klaud-hunt:{}:{}:",
+            rec.owner_run,
+            Self::candidate_id(rec)?
+        );
+        let has_plan = self
+            .forge
+            .list_comments(number)
+            .await?
+            .iter()
+            .any(|c| self.by_bot(c.author.as_deref()) && c.body.contains(&mark));
+        // A plan already on the PR (started earlier, or by `/klaud hunt`)
+        // runs on whatever the candidate concluded.
+        let start = if has_plan {
+            None
+        } else {
+            let audit = rec.upstream.as_ref().and_then(|u| u.audit.as_ref());
+            let failed = ending.outcome == crate::model::Outcome::Failed;
+            let Some(trigger) =
+                crate::hunt::should_start(&self.config.hunt, &rec.family, failed, audit, false)
+            else {
+                return Ok(None);
+            };
+            Some((trigger, ending.phase.as_str().to_owned()))
+        };
+        // Closed elsewhere: nothing more is dispatched for it.
+        if !self.forge.get_pull(number).await?.state.is_open() {
+            return Ok(None);
+        }
+        let week_used = self.hunt_week_used().await?;
+        let progress = match start {
+            None => self.hunt_step(rec, None, week_used).await?,
+            Some((trigger, target)) => {
+                let probe = Probe::Outcome { target };
+                let Some(plan) = self.hunt_plan(rec, probe, trigger).await? else {
+                    return Ok(None);
+                };
+                self.hunt_step(rec, Some(&plan), week_used).await?
+            }
+        };
+        Ok(match progress {
+            HuntProgress::NoHunt | HuntProgress::Ended(_) => None,
+            HuntProgress::Waiting(why) => Some(Progress::Waiting(why)),
+            HuntProgress::Candidate(p) => Some(p),
+        })
+    }
+
+    /// The plan of a hunt over `rec`'s range: `None` when the registry
+    /// gives none (no port, or its answer says why; the candidate then
+    /// finishes without a hunt).
+    pub(super) async fn hunt_plan(
+        &self,
+        rec: &CandidateRecord,
+        probe: Probe,
+        trigger: Trigger,
+    ) -> Result<Option<HuntPlan>, EngineError> {
+        let Some(port) = self.hunt_tags else {
+            return Ok(None);
+        };
+        let old = self.family(&rec.family)?.image().to_string();
+        let range = match port.range(&rec.family, &old, &rec.image).await {
+            Ok(r) => r,
+            Err(why) => {
+                tracing::warn!(family = %rec.family, "no regression hunt: {why}");
+                return Ok(None);
+            }
+        };
+        let name = rec.image.split('@').next().unwrap_or(&rec.image);
+        let image = name
+            .strip_suffix(&range.new.tag)
+            .and_then(|n| n.strip_suffix(':'))
+            .unwrap_or(name)
+            .to_owned();
+        Ok(Some(HuntPlan {
+            version: crate::hunt::PLAN_VERSION,
+            family: rec.family.clone(),
+            image,
+            old: range.old,
+            new: range.new,
+            tags: range.tags,
+            probe,
+            budget: self.config.hunt.budget,
+            trigger,
+            upstream: rec.upstream.as_ref().map(|u| u.repository.clone()),
+        }))
+    }
+
+    /// Hunt runs of the last seven days, counted from GitHub itself: the
+    /// bot's dispatched smokes whose title is a hunt step's. The journal
+    /// would forget runs on a fresh instance; the runs are what cost.
+    async fn hunt_week_used(&self) -> Result<u32, EngineError> {
+        let since = self.clock.now() - chrono::Duration::days(7);
+        let runs = self
+            .forge
+            .list_runs(&RunQuery {
+                workflow: self.config.smoke_workflow.clone(),
+                event: Some("workflow_dispatch".into()),
+                actor: Some(self.forge.bot_login()),
+                head_sha: None,
+            })
+            .await?;
+        let used = runs
+            .iter()
+            .filter(|r| {
+                r.title.starts_with(HUNT_TITLE)
+                    && self.by_bot(r.actor.as_deref())
+                    && r.created_at.is_none_or(|t| t >= since)
+            })
+            .count();
+        Ok(u32::try_from(used).unwrap_or(u32::MAX))
     }
 
     async fn hunt_publish(

@@ -58,7 +58,7 @@ pub use forge::{
     ArtifactInfo, Comment, CompareStatus, ComparedCommit, Comparison, ErrorSource, Forge,
     ForgeError, Job, Pull, PullState, Run, RunConclusion, RunEvent, RunQuery, RunStatus,
 };
-pub use hunt::{HuntProgress, hunt_test_name};
+pub use hunt::{HuntProgress, HuntRange, HuntTags, hunt_test_name};
 pub use intent::Intent;
 pub use journal::{
     AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, RetryRequest,

@@ -40,6 +40,11 @@ pub(in crate::engine) async fn run(
     // mismatch without a note (the PR's author or repository changed)
     // posts nothing: the PR is not Klaud's any more.
     let receipt_only = ending.hands_off && ending.note.is_some();
+    // A regression hunt runs here, before the cleanup closes the PR and
+    // the release frees the claim; it leaves the ending as it is.
+    if let Some(p) = cx.hunt_before_finish(rec).await? {
+        return Ok(p);
+    }
     cx.experiment_finish(rec).await?;
     if (!ending.hands_off || receipt_only)
         && let Some(number) = rec.pull
