@@ -559,7 +559,9 @@ mod engine {
     };
     use klaud_lifecycle::model::Outcome;
     use klaud_sandbox::ci::RunKind;
+    use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN};
     use klaud_service::GithubLifecycle;
+    use klaud_service::pr_commands::handle_commands;
 
     use crate::support::Harness;
 
@@ -767,5 +769,113 @@ mod engine {
         assert_eq!(smokes(&env), 1);
         let bodies = env.bodies(rec.pull.unwrap()).await;
         assert!(hunt_bodies(&bodies).is_empty());
+    }
+
+    /// Steps the candidate with a fresh engine each time until `done`.
+    async fn step_until(
+        env: &Harness,
+        journal: &MemoryJournal,
+        rec: &mut CandidateRecord,
+        done: impl Fn(&CandidateRecord) -> bool,
+    ) {
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let started = Instant::now();
+        while !done(rec) {
+            let engine = env
+                .engine(&lifecycle, journal, env.clock)
+                .with_hunt_tags(&Tags);
+            if let Progress::Waiting(_) = engine.step(rec).await.expect("step") {
+                tokio::time::sleep(Duration::from_millis(15)).await;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(90),
+                "never: {rec:#?}"
+            );
+        }
+    }
+
+    /// One pass of command handling, as the wave runs it.
+    async fn handle(env: &Harness, journal: &MemoryJournal, rec: &mut CandidateRecord) {
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let engine = env
+            .engine(&lifecycle, journal, env.clock)
+            .with_hunt_tags(&Tags);
+        handle_commands(&env.forge, &engine, rec, None)
+            .await
+            .expect("commands");
+    }
+
+    #[tokio::test]
+    async fn a_maintainers_hunt_command_starts_one_with_the_hunt_off() {
+        let env = Harness::demo().script(&script("t2")).start().await;
+        let journal = MemoryJournal::new();
+        let mut rec = at_smoke(&env, &journal).await;
+        let pr = rec.pull.unwrap();
+        env.person(MAINTAINER_TOKEN)
+            .comment(pr, "/klaud hunt smoke")
+            .await;
+        handle(&env, &journal, &mut rec).await;
+        let bodies = env.bodies(pr).await;
+        let plan = hunt_bodies(&bodies);
+        assert_eq!(plan.len(), 1, "{bodies:#?}");
+        assert!(plan[0].contains(MAINTAINER), "{}", plan[0]);
+        assert!(
+            bodies
+                .iter()
+                .any(|b| b.contains("Hunt planned over 7 served tags")),
+            "{bodies:#?}"
+        );
+        step_until(&env, &journal, &mut rec, |r| r.step == Step::Done).await;
+        assert_eq!(rec.ending.as_ref().unwrap().outcome, Outcome::Failed);
+        assert_eq!(smokes(&env), 1 + 3);
+        let bodies = env.bodies(pr).await;
+        let hunt = hunt_bodies(&bodies);
+        assert_eq!(hunt.len(), 5, "{hunt:#?}");
+        assert!(hunt[4].contains("first bad: `t2`"), "{}", hunt[4]);
+    }
+
+    #[tokio::test]
+    async fn a_maintainers_stop_mid_hunt_ends_it_with_the_narrowest_range_and_hands_off() {
+        let env = Harness::demo()
+            .script(&script("t4"))
+            .configure(|c| c.hunt.enabled = true)
+            .start()
+            .await;
+        let journal = MemoryJournal::new();
+        let mut rec = at_smoke(&env, &journal).await;
+        let pr = rec.pull.unwrap();
+        // The candidate's smoke, then the first hunt step's.
+        step_until(&env, &journal, &mut rec, |_| smokes(&env) == 2).await;
+        env.person(MAINTAINER_TOKEN)
+            .comment(pr, "/klaud stop")
+            .await;
+        handle(&env, &journal, &mut rec).await;
+        step_until(&env, &journal, &mut rec, |r| r.step == Step::Done).await;
+        let ending = rec.ending.as_ref().unwrap();
+        assert!(ending.hands_off, "{ending:?}");
+        assert_eq!(smokes(&env), 2, "no run after the stop");
+        let bodies = env.bodies(pr).await;
+        let hunt = hunt_bodies(&bodies);
+        let end = hunt.last().unwrap();
+        assert!(end.contains("-end"), "{hunt:#?}");
+        assert!(end.contains("stopped by a maintainer"), "{end}");
+    }
+
+    #[tokio::test]
+    async fn the_weekly_budget_counts_the_hunt_runs_on_github() {
+        let env = Harness::demo()
+            .script(&script("t4"))
+            .configure(|c| {
+                c.hunt.enabled = true;
+                c.hunt.weekly_budget = 2;
+            })
+            .start()
+            .await;
+        let (rec, ending) = to_the_end(&env).await;
+        assert_eq!(ending.unwrap().outcome, Outcome::Failed);
+        assert_eq!(smokes(&env), 1 + 2);
+        let bodies = env.bodies(rec.pull.unwrap()).await;
+        let end = hunt_bodies(&bodies).last().cloned().unwrap();
+        assert!(end.contains("this week"), "{end}");
     }
 }

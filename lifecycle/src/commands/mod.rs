@@ -36,6 +36,9 @@ pub enum Command {
     /// Start another variant of this PR's candidate (issue 15):
     /// `/klaud try <name> [from <variant>]: <edits>`.
     Try,
+    /// Hunt the first bad nightly between the old and the new image
+    /// (issue 30): `/klaud hunt [point]`.
+    Hunt,
     /// `/klaud` with a verb Klaud does not know (empty when there was
     /// none); the bot answers with help.
     Unknown(String),
@@ -50,6 +53,7 @@ impl Command {
             Command::Stop => "stop",
             Command::Status => "status",
             Command::Try => "try",
+            Command::Hunt => "hunt",
             Command::Unknown(verb) => verb,
         }
     }
@@ -172,6 +176,7 @@ fn parse_line(rest: &str, line: usize) -> Option<ParsedCommand> {
         "stop" => Command::Stop,
         "status" => Command::Status,
         "try" => Command::Try,
+        "hunt" => Command::Hunt,
         _ => Command::Unknown(verb.chars().take(40).collect()),
     };
     Some(ParsedCommand {
@@ -401,6 +406,22 @@ mod tests {
         );
         assert_eq!(parsed[2].argument, "flaky runner");
         assert_eq!(parsed[2].line, 4);
+    }
+
+    #[test]
+    fn hunt_takes_an_optional_point() {
+        let parsed = parse_commands(
+            "/klaud hunt
+/KLAUD Hunt conc 64 tp8",
+        );
+        assert_eq!(parsed[0].command, Command::Hunt);
+        assert_eq!(parsed[0].argument, "");
+        assert_eq!(parsed[1].command, Command::Hunt);
+        assert_eq!(parsed[1].argument, "conc 64 tp8");
+        assert_eq!(
+            commands("/klaud hunter"),
+            vec![Command::Unknown("hunter".into())]
+        );
     }
 
     #[test]

@@ -98,6 +98,18 @@ impl Engine<'_> {
         start: Option<&HuntPlan>,
         week_used: u32,
     ) -> Result<HuntProgress, EngineError> {
+        self.hunt_step_with(rec, start, week_used, false).await
+    }
+
+    /// [`Engine::hunt_step`]; `stop`: the candidate was stopped (an
+    /// operator's hand-off is not a comment the hunt could read).
+    async fn hunt_step_with(
+        &self,
+        rec: &mut CandidateRecord,
+        start: Option<&HuntPlan>,
+        week_used: u32,
+        stop: bool,
+    ) -> Result<HuntProgress, EngineError> {
         let Some(number) = rec.pull else {
             return Ok(HuntProgress::NoHunt);
         };
@@ -127,7 +139,7 @@ impl Engine<'_> {
         };
         let n = rebuilt.number;
         let hunt = &rebuilt.hunt;
-        let stopped = self.hunt_stopped(&comments, n).await?;
+        let stopped = stop || self.hunt_stopped(&comments, n).await?;
         let week_left = self.config.hunt.weekly_budget.saturating_sub(week_used);
         let (step, tag) = match hunt.next(week_left, stopped) {
             Next::Done(result) => {
@@ -272,24 +284,21 @@ impl Engine<'_> {
         let Some(ending) = rec.ending.clone() else {
             return Ok(None);
         };
-        if ending.hands_off {
-            return Ok(None);
-        }
         let Some(number) = rec.pull else {
             return Ok(None);
         };
-        // Any of this candidate's hunt records means its plan is there.
-        let mark = format!(
-            "<!-- klaud-hunt:{}:{}:",
-            rec.owner_run,
-            Self::candidate_id(rec)?
-        );
-        let has_plan = self
-            .forge
-            .list_comments(number)
-            .await?
-            .iter()
-            .any(|c| self.by_bot(c.author.as_deref()) && c.body.contains(&mark));
+        if ending.hands_off {
+            // Stopped by a person (`/klaud stop`, a hand-off): a running
+            // hunt ends with its narrowest range, nothing more is run. A
+            // PR that is not Klaud's any more (no note) gets nothing.
+            if ending.note.is_some() && self.has_hunt(rec, number).await? {
+                if let HuntProgress::Candidate(p) = self.hunt_step_with(rec, None, 0, true).await? {
+                    return Ok(Some(p));
+                }
+            }
+            return Ok(None);
+        }
+        let has_plan = self.has_hunt(rec, number).await?;
         // A plan already on the PR (started earlier, or by `/klaud hunt`)
         // runs on whatever the candidate concluded.
         let start = if has_plan {
@@ -364,6 +373,61 @@ impl Engine<'_> {
             trigger,
             upstream: rec.upstream.as_ref().map(|u| u.repository.clone()),
         }))
+    }
+
+    /// A maintainer's `/klaud hunt [point]`: publishes the hunt's plan on
+    /// the PR (the plan is the record; the finish step runs the hunt
+    /// before the candidate's cleanup). `Ok` or `Err`: the reply.
+    pub(crate) async fn hunt_on_request(
+        &self,
+        rec: &mut CandidateRecord,
+        by: &str,
+        target: &str,
+    ) -> Result<Result<String, String>, EngineError> {
+        let Some(number) = rec.pull else {
+            return Ok(Err("Not started: the candidate has no PR.".into()));
+        };
+        let week_used = self.hunt_week_used().await?;
+        if self.has_hunt(rec, number).await? {
+            return Ok(Err(
+                "Not started: this candidate already has a hunt (see its records above).".into(),
+            ));
+        }
+        let probe = Probe::Outcome {
+            target: target.to_owned(),
+        };
+        let trigger = Trigger::Command { by: by.to_owned() };
+        let Some(plan) = self.hunt_plan(rec, probe, trigger).await? else {
+            return Ok(Err(
+                "Not started: the registry gave no tags to search between the old and the new image.".into(),
+            ));
+        };
+        let n = plan.tags.iter().filter(|t| t.digest.is_some()).count();
+        Ok(match self.hunt_step(rec, Some(&plan), week_used).await? {
+            HuntProgress::Candidate(_) => {
+                Err("Not started: this PR is not Klaud's any more.".into())
+            }
+            _ => Ok(format!(
+                "Hunt planned over {n} served tags between `{}` and `{}` (budget {} runs); it runs before the candidate finishes. `/klaud stop` ends it with the narrowest range.",
+                plan.old.tag, plan.new.tag, plan.budget
+            )),
+        })
+    }
+
+    /// Whether PR `number` carries one of this candidate's hunt records
+    /// (any of them means its plan is there).
+    async fn has_hunt(&self, rec: &CandidateRecord, number: u64) -> Result<bool, EngineError> {
+        let mark = format!(
+            "<!-- klaud-hunt:{}:{}:",
+            rec.owner_run,
+            Self::candidate_id(rec)?
+        );
+        Ok(self
+            .forge
+            .list_comments(number)
+            .await?
+            .iter()
+            .any(|c| self.by_bot(c.author.as_deref()) && c.body.contains(&mark)))
     }
 
     /// Hunt runs of the last seven days, counted from GitHub itself: the
