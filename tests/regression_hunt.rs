@@ -878,4 +878,46 @@ mod engine {
         let end = hunt_bodies(&bodies).last().cloned().unwrap();
         assert!(end.contains("this week"), "{end}");
     }
+
+    #[tokio::test]
+    async fn the_wave_reads_a_hunts_tags_from_the_registry() {
+        use klaud_lifecycle::hunt::RegistryHuntTags;
+        use klaud_sandbox::registry::TagSeed;
+        let env = Harness::demo().start().await;
+        for tag in [
+            "v0.24.0", "v0.25.1", "v0.25.2", "v0.25.3", "v0.27.0", "nightly",
+        ] {
+            env.stack
+                .registry
+                .add_tag("vllm/vllm-openai", tag, &TagSeed::default())
+                .expect("tag");
+        }
+        let registry = env.registry();
+        let tags = RegistryHuntTags {
+            registry: &registry,
+        };
+        let old = "vllm/vllm-openai:v0.25.0";
+        let range = tags
+            .range(KEY, old, "vllm/vllm-openai:v0.26.0")
+            .await
+            .expect("range");
+        assert_eq!(range.old.tag, "v0.25.0");
+        assert_eq!(range.new.tag, "v0.26.0");
+        let between: Vec<&str> = range.tags.iter().map(|t| t.tag.as_str()).collect();
+        assert_eq!(between, ["v0.25.1", "v0.25.2", "v0.25.3"], "{range:#?}");
+        for t in range.tags.iter().chain([&range.old, &range.new]) {
+            assert!(
+                t.digest
+                    .as_deref()
+                    .is_some_and(|d| d.starts_with("sha256:")),
+                "{t:?}"
+            );
+        }
+        // Not one repository: no plan, and the error says why.
+        let err = tags
+            .range(KEY, old, "lmsysorg/sglang:v0.26.0")
+            .await
+            .unwrap_err();
+        assert!(err.contains("not one image repository"), "{err}");
+    }
 }

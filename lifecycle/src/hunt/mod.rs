@@ -47,7 +47,7 @@ use crate::report::markers::{
 };
 
 pub use report::{StepCommit, engine_commits, render_end, render_plan, render_step, result_lines};
-pub use tags::{ServedTag, hunt_tag, tags_between};
+pub use tags::{RegistryHuntTags, ServedTag, hunt_tag, tags_between};
 
 /// Runs a hunt may use unless configured otherwise.
 pub const DEFAULT_BUDGET: u32 = 4;

@@ -130,3 +130,78 @@ pub fn tags_between(
         .map(|(_, t)| hunt_tag(track, t))
         .collect())
 }
+
+/// The registry's side of a hunt ([`crate::engine::HuntTags`]) over a
+/// registry client: the old tag's built-in track (its shape), the tags the
+/// registry lists on it between the two images, each resolved to the
+/// digest it serves now. Tags are placed by what they carry (no push
+/// times are read), so a push-ordered track gives no plan; labels are not
+/// read either, so a step's commit is the one its tag names, if any.
+pub struct RegistryHuntTags<'a> {
+    /// The registries.
+    pub registry: &'a klaud_planner::registry::RegistryClient,
+}
+
+#[async_trait::async_trait]
+impl crate::engine::HuntTags for RegistryHuntTags<'_> {
+    async fn range(
+        &self,
+        _family: &str,
+        old: &str,
+        new: &str,
+    ) -> Result<crate::engine::HuntRange, String> {
+        use klaud_planner::image::ImageRef;
+        let parse = |i: &str| ImageRef::parse(i).map_err(|e| e.to_string());
+        let (o, n) = (parse(old)?, parse(new)?);
+        if (o.registry(), o.repository()) != (n.registry(), n.repository()) {
+            return Err(format!("{old} and {new} are not one image repository"));
+        }
+        let (Some(ot), Some(nt)) = (o.tag(), n.tag()) else {
+            return Err("an image without a tag has no track".into());
+        };
+        let track = klaud_planner::tracks::infer_track(ot)
+            .ok_or_else(|| format!("tag {ot:?} has no track Klaud knows"))?;
+        let session = self.registry.session();
+        let (host, repo) = (o.registry().to_owned(), o.repository());
+        let listed = session
+            .list_tags(&host, &repo)
+            .await
+            .map_err(|e| e.to_string())?;
+        let served = |tag: &str| ServedTag {
+            tag: tag.to_owned(),
+            // Filled in below, for the few tags a hunt may run.
+            digest: Some(String::new()),
+            revision: None,
+            time: None,
+        };
+        let between = tags_between(
+            &track,
+            &served(ot),
+            &served(nt),
+            &listed.iter().map(|t| served(t)).collect::<Vec<_>>(),
+        )
+        .map_err(|e| e.to_string())?;
+        let digest = async |tag: &str| -> Result<Option<String>, String> {
+            match session.head_manifest(&host, &repo, tag).await {
+                Ok(h) => Ok(Some(h.digest)),
+                Err(e) if e.is_not_found() => Ok(None),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let mut tags = Vec::with_capacity(between.len());
+        for mut t in between {
+            t.digest = digest(&t.tag).await?;
+            tags.push(t);
+        }
+        let end = |t: &str, d: Option<String>| HuntTag {
+            tag: t.to_owned(),
+            digest: d,
+            commit: track.matches(t).and_then(|p| p.commit),
+        };
+        Ok(crate::engine::HuntRange {
+            old: end(ot, digest(ot).await?),
+            new: end(nt, digest(nt).await?),
+            tags,
+        })
+    }
+}
