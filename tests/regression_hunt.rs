@@ -759,6 +759,21 @@ mod engine {
             .position(|b| b.starts_with("<!-- klaud-outcome:"))
             .expect("a receipt");
         assert!(end_at < receipt_at);
+        // The receipt carries the hunt's result in both languages, and
+        // keeps it in its record.
+        let receipt = &bodies[receipt_at];
+        assert!(receipt.contains("**Regression hunt:**"), "{receipt}");
+        assert!(receipt.contains("**回归排查：**"), "{receipt}");
+        let record = klaud_lifecycle::report::find_record(receipt)
+            .expect("record")
+            .expect("a record");
+        let parsed = klaud_lifecycle::report::parse_receipt(&record).expect("receipt");
+        assert!(
+            parsed.hunt.0.iter().any(|l| l.contains("`t4`")),
+            "{:?}",
+            parsed.hunt
+        );
+        assert!(!parsed.hunt.1.is_empty());
     }
 
     #[tokio::test]

@@ -512,6 +512,7 @@ fn failed_receipt() -> Receipt {
         sweep: None,
         note: Some("PR closed; exact-candidate branch retained pending maintainer review.".into()),
         note_zh: Some("PR 已关闭；保留精确候选分支，等待维护者检查。".into()),
+        hunt: Default::default(),
     }
 }
 

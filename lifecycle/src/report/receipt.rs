@@ -60,6 +60,9 @@ pub struct Receipt {
     pub note: Option<String>,
     /// The same sentence in Chinese.
     pub note_zh: Option<String>,
+    /// A regression hunt's result lines ([`crate::hunt::result_lines`]),
+    /// English then Chinese; empty when none ran.
+    pub hunt: (Vec<String>, Vec<String>),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -81,6 +84,10 @@ struct Validation {
     note: Option<String>,
     #[serde(default, rename = "note-zh")]
     note_zh: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    hunt: Vec<String>,
+    #[serde(default, rename = "hunt-zh", skip_serializing_if = "Vec::is_empty")]
+    hunt_zh: Vec<String>,
 }
 
 impl Receipt {
@@ -104,6 +111,8 @@ impl Receipt {
                 sweep: self.sweep.clone(),
                 note: self.note.clone(),
                 note_zh: self.note_zh.clone(),
+                hunt: self.hunt.0.clone(),
+                hunt_zh: self.hunt.1.clone(),
             },
         }
     }
@@ -192,6 +201,11 @@ pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
         body.push(' ');
         body.push_str(&text(note));
     }
+    // The lines are rendered by the hunt (escaped there), as on the PR.
+    if !receipt.hunt.0.is_empty() {
+        body.push_str("\n\n");
+        body.push_str(&receipt.hunt.0.join("  \n"));
+    }
     body.push_str("\n\n<details>\n<summary>中文</summary>\n\n");
     body.push_str(&format!(
         "**{outcome}** · 修复次数：{repairs} · 运行：{runs}  \n{zh}"
@@ -202,6 +216,10 @@ pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
         (Some(zh), _) => body.push_str(&text(zh)),
         (None, Some(note)) => body.push_str(&text(&format!("原文：{note}"))),
         (None, None) => {}
+    }
+    if !receipt.hunt.1.is_empty() {
+        body.push_str("\n\n");
+        body.push_str(&receipt.hunt.1.join("  \n"));
     }
     body.push_str("\n\n</details>\n");
     RenderedComment { key, body }
@@ -234,8 +252,16 @@ pub fn parse_receipt(record: &HiddenRecord<'_>) -> Result<Receipt, MarkerError> 
         sweep: v.sweep,
         note: v.note,
         note_zh: v.note_zh,
+        // Only Klaud's own receipts are read; still, a record is bounded.
+        hunt: (
+            v.hunt.into_iter().take(MAX_HUNT_LINES).collect(),
+            v.hunt_zh.into_iter().take(MAX_HUNT_LINES).collect(),
+        ),
     })
 }
+
+/// The most hunt lines a receipt keeps.
+const MAX_HUNT_LINES: usize = 16;
 
 /// The comment posted when cleanup starts: the marker line and a sentence.
 pub fn render_cleanup(owner_run: OwnerRun, candidate: &CandidateId) -> RenderedComment {

@@ -106,6 +106,33 @@ async fn done(cx: &Engine<'_>, rec: &mut CandidateRecord) -> Result<Progress, En
 
 /// The receipt of `ending` on pull request `number` (a reply when a
 /// person ended it, `receipt_only`), then done.
+/// The result lines of the candidate's last ended hunt on PR `number`,
+/// English and Chinese (empty when none ended; a hunt's records that do not
+/// read are left out of the receipt rather than stopping it).
+async fn hunt_lines(
+    cx: &Engine<'_>,
+    rec: &CandidateRecord,
+    number: u64,
+) -> Result<(Vec<String>, Vec<String>), EngineError> {
+    let cid = Engine::candidate_id(rec)?;
+    let comments = cx.forge.list_comments(number).await?;
+    let ours = comments
+        .iter()
+        .filter(|c| cx.by_bot(c.author.as_deref()))
+        .map(|c| c.body.as_str());
+    Ok(match crate::hunt::Hunt::from_comments(&cid, ours) {
+        Ok(Some(crate::hunt::Rebuilt {
+            hunt,
+            ended: Some(result),
+            ..
+        })) => (
+            crate::hunt::result_lines(hunt.plan(), &result, false),
+            crate::hunt::result_lines(hunt.plan(), &result, true),
+        ),
+        _ => Default::default(),
+    })
+}
+
 async fn receipt(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
@@ -146,6 +173,7 @@ async fn receipt(
             .and_then(crate::report::audit_note)
             .filter(|(en, _)| ending.note.as_deref() == Some(en.as_str()))
             .map(|(_, zh)| zh),
+        hunt: hunt_lines(cx, rec, number).await?,
     };
     let rendered = render_receipt(&receipt);
     if receipt_only {
