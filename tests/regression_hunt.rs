@@ -774,6 +774,21 @@ mod engine {
             parsed.hunt
         );
         assert!(!parsed.hunt.1.is_empty());
+        // `klaud status` and the web dashboard read it from the record.
+        let row = klaud_service::dashboard::OutcomeRow::of(&rec).expect("an outcome row");
+        assert_eq!(row.hunt, parsed.hunt.0);
+        assert_eq!(row.hunt_zh, parsed.hunt.1);
+        let page =
+            klaud_service::dashboard::render_page(&klaud_service::dashboard::StatusSnapshot {
+                repositories: vec![klaud_service::dashboard::RepositoryStatus {
+                    name: "o/r".into(),
+                    outcomes: vec![row],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+        assert!(page.contains("Regression hunt:"), "{page}");
+        assert!(page.contains("回归排查："), "{page}");
     }
 
     #[tokio::test]

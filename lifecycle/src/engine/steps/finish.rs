@@ -175,6 +175,11 @@ async fn receipt(
             .map(|(_, zh)| zh),
         hunt: hunt_lines(cx, rec, number).await?,
     };
+    // Kept for `klaud status` and the dashboards, saved with the end.
+    rec.hunt = crate::engine::journal::HuntLines {
+        en: receipt.hunt.0.clone(),
+        zh: receipt.hunt.1.clone(),
+    };
     let rendered = render_receipt(&receipt);
     if receipt_only {
         // A person's end: the PR may not be Klaud's any more (a
