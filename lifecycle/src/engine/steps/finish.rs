@@ -4,6 +4,8 @@
 //! the branch if unchanged); then the receipt, and the claim released.
 //!
 //! Last; every step that ends the candidate (`Engine::end`) comes here.
+//! A regression hunt that is due runs here first, one step per call,
+//! while the PR is open and the claim held (`engine::hunt`).
 //! Reads the pull request, its comments and runs. May write: the receipt,
 //! the cleanup, the reuse request, the claim's release; a person's own
 //! changes are never touched.
