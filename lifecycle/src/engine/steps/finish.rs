@@ -44,8 +44,16 @@ pub(in crate::engine) async fn run(
     let receipt_only = ending.hands_off && ending.note.is_some();
     // A regression hunt runs here, before the cleanup closes the PR and
     // the release frees the claim; it leaves the ending as it is.
-    if let Some(p) = cx.hunt_before_finish(rec).await? {
-        return Ok(p);
+    // A hunt that cannot go on (a record or workflow that does not read)
+    // is left where it is: it must not turn the candidate's own end into
+    // an error. A forge error is retried like any other.
+    match cx.hunt_before_finish(rec).await {
+        Ok(Some(p)) => return Ok(p),
+        Ok(None) => {}
+        Err(EngineError::Invalid(why)) => {
+            tracing::warn!(candidate = %rec.candidate, "regression hunt left unfinished: {why}");
+        }
+        Err(e) => return Err(e),
     }
     cx.experiment_finish(rec).await?;
     if (!ending.hands_off || receipt_only)
