@@ -80,6 +80,7 @@ fn accepted_keys() -> BTreeSet<String> {
     add("experiments[].variants[].", fields::<VariantConfig>());
     add("signoff.", fields::<klaud::config::SignoffConfig>());
     add("ignore[].", fields::<klaud::config::IgnoreConfig>());
+    add("hunt.", fields::<klaud::config::HuntConfig>());
     // Sections whose members are rows of their own are not rows; a table
     // keyed by the user (`upstream`) is.
     let sections: BTreeSet<String> = keys

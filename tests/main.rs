@@ -45,6 +45,7 @@ mod plan_upstream;
 mod provenance_e2e;
 mod readiness;
 mod recipe_roots;
+mod regression_hunt;
 mod repair_loop;
 mod sandbox_ci;
 mod sandbox_registry;

@@ -12,7 +12,8 @@
 //! the registry breaker) comes through the small traits of
 //! [`wave`]'s ports, which `klaud-service` implements.
 //!
-//! The pure parts, free of any I/O, are: [`model`] (outcomes, phases,
+//! The pure parts, free of any I/O, are: [`hunt`] (the regression hunt's
+//! binary search, its records and reports), [`model`] (outcomes, phases,
 //! attempts), [`artifacts`] (bounded parsing of workflow artifacts),
 //! [`baseline`] (the frozen baseline from published results), [`report`]
 //! (everything Klaud publishes and the parsers of its hidden markers) and
@@ -35,6 +36,7 @@ pub mod check_final;
 pub mod commands;
 pub mod engine;
 pub mod experiment;
+pub mod hunt;
 pub mod model;
 pub mod recover;
 pub mod report;

@@ -23,7 +23,7 @@ pub use attempt::{
 };
 pub use footer::{FOOTER_END, FOOTER_START, insert_before_footer, render_footer, splice_footer};
 pub use live::{JobGroup, LiveJobs};
-pub use markers::{HiddenRecord, MarkerError, MarkerKey, ReportName, find_record};
+pub use markers::{HiddenRecord, HuntName, MarkerError, MarkerKey, ReportName, find_record};
 pub use pr::{
     BASELINE_END, BASELINE_PLACEHOLDER, BASELINE_START, BumpScope, DEFAULT_DISPLAY_NAME,
     FrozenBaseline, FrozenError, Provenance, SpliceError, UpstreamRange, VersionsCompared,

@@ -511,6 +511,7 @@ fn failed_receipt() -> Receipt {
         note_zh: Some("PR 已关闭；保留精确候选分支，等待维护者检查。".into()),
         declined: None,
         dashboard: None,
+        hunt: Default::default(),
     }
 }
 

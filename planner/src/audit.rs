@@ -109,6 +109,14 @@ pub struct DefinitionRule {
     pub field: bool,
 }
 
+impl EngineDefinitions {
+    /// Whether a source path is one where this engine defines flags or
+    /// variables (what a regression hunt's report calls an engine path).
+    pub fn covers(&self, path: &str) -> bool {
+        self.rules.iter().any(|r| r.covers(path))
+    }
+}
+
 impl DefinitionRule {
     fn covers(&self, path: &str) -> bool {
         self.files.iter().any(|f| {

@@ -463,6 +463,27 @@ async fn execute(
                 Err(why) => format!("Not started: {}", no_mentions(&why).replace('`', "'")),
             })
         }
+        Command::Hunt => {
+            if rec.step == Step::Done || rec.pull.is_none() {
+                return Ok(format!(
+                    "Nothing to hunt: candidate {} has finished or has no PR.",
+                    rec.candidate
+                ));
+            }
+            let target = if argument.is_empty() {
+                "smoke".to_owned()
+            } else {
+                crate::model::shorten(&argument, 80)
+            };
+            Ok(
+                match engine
+                    .hunt_on_request(rec, user, &target.replace('`', "'"))
+                    .await?
+                {
+                    Ok(text) | Err(text) => text,
+                },
+            )
+        }
         Command::Unknown(verb) => Ok(format!(
             "Unknown command `{}`. Commands: {}.",
             verb.replace('`', ""),

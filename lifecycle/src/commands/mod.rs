@@ -36,6 +36,9 @@ pub enum Command {
     /// Start another variant of this PR's candidate (issue 15):
     /// `/klaud try <name> [from <variant>]: <edits>`.
     Try,
+    /// Hunt the first bad nightly between the old and the new image
+    /// (issue 30): `/klaud hunt [point]`.
+    Hunt,
     /// `/klaud` with a verb Klaud does not know (empty when there was
     /// none); the bot answers with help.
     Unknown(String),
@@ -50,6 +53,7 @@ impl Command {
             Command::Stop => "stop",
             Command::Status => "status",
             Command::Try => "try",
+            Command::Hunt => "hunt",
             Command::Unknown(verb) => verb,
         }
     }
@@ -172,6 +176,7 @@ fn parse_line(rest: &str, line: usize) -> Option<ParsedCommand> {
         "stop" => Command::Stop,
         "status" => Command::Status,
         "try" => Command::Try,
+        "hunt" => Command::Hunt,
         _ => Command::Unknown(verb.chars().take(40).collect()),
     };
     Some(ParsedCommand {
@@ -194,7 +199,7 @@ pub struct CommandHelp {
 }
 
 /// Every command Klaud answers, in the order people are shown them.
-pub const COMMANDS: [CommandHelp; 5] = [
+pub const COMMANDS: [CommandHelp; 6] = [
     CommandHelp {
         usage: "/klaud retry",
         en: "run the next attempt again now (also lifts the family's cooldown)",
@@ -220,13 +225,21 @@ pub const COMMANDS: [CommandHelp; 5] = [
         en: "start another variant of this candidate that races this one",
         zh: "为该候选启动另一个变体，与本 PR 并行比较",
     },
+    CommandHelp {
+        usage: "/klaud hunt [point]",
+        en: "find the first nightly between the old and the new image that fails (or, with a point such as `conc 64`, that regresses it)",
+        zh: "在旧镜像与新镜像之间找出第一个失败（或给定测试点如 `conc 64` 时，第一个使其性能退化）的 nightly",
+    },
 ];
 
 /// The commands' usages, for one line: `` `/klaud retry`, `/klaud status`, … ``.
 pub fn usages() -> String {
     COMMANDS
         .iter()
-        .map(|c| format!("`{}`", c.usage.split(" <").next().unwrap_or(c.usage)))
+        .map(|c| {
+            let verb: Vec<&str> = c.usage.splitn(3, ' ').take(2).collect();
+            format!("`{}`", verb.join(" "))
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -448,7 +461,7 @@ mod tests {
         }
         assert_eq!(
             usages(),
-            "`/klaud retry`, `/klaud status`, `/klaud stop`, `/klaud release`, `/klaud try`"
+            "`/klaud retry`, `/klaud status`, `/klaud stop`, `/klaud release`, `/klaud try`, `/klaud hunt`"
         );
     }
 
@@ -468,6 +481,22 @@ mod tests {
         );
         assert_eq!(parsed[2].argument, "flaky runner");
         assert_eq!(parsed[2].line, 4);
+    }
+
+    #[test]
+    fn hunt_takes_an_optional_point() {
+        let parsed = parse_commands(
+            "/klaud hunt
+/KLAUD Hunt conc 64 tp8",
+        );
+        assert_eq!(parsed[0].command, Command::Hunt);
+        assert_eq!(parsed[0].argument, "");
+        assert_eq!(parsed[1].command, Command::Hunt);
+        assert_eq!(parsed[1].argument, "conc 64 tp8");
+        assert_eq!(
+            commands("/klaud hunter"),
+            vec![Command::Unknown("hunter".into())]
+        );
     }
 
     #[test]

@@ -101,6 +101,8 @@ pub struct EngineConfig {
     /// undid on the dashboard issue: their candidate may be proposed again,
     /// with a new PR beside the closed one, and does not cool down.
     pub undone_declines: Vec<u64>,
+    /// `[hunt]`: regression hunts (issue 30); off by default.
+    pub hunt: crate::hunt::HuntSettings,
 }
 
 impl EngineConfig {
@@ -163,6 +165,7 @@ impl EngineConfig {
             live_report_interval: Some(TimeDelta::minutes(5)),
             dashboard_issue: None,
             undone_declines: Vec::new(),
+            hunt: crate::hunt::HuntSettings::default(),
         }
     }
 }

@@ -39,6 +39,8 @@ pub struct Engine<'a> {
     pub(super) claimant: Claimant,
     pub(super) baseline: &'a dyn BaselineSource,
     pub(super) repair: Option<&'a dyn RepairHook>,
+    /// Where a hunt's plan reads the track's served tags (issue 30).
+    pub(super) hunt_tags: Option<&'a dyn crate::engine::hunt::HuntTags>,
     pub(super) repository: &'a Repository,
     pub(super) repository_sha: String,
     pub(super) config: &'a EngineConfig,
@@ -86,6 +88,7 @@ impl<'a> Engine<'a> {
             claimant,
             baseline,
             repair: None,
+            hunt_tags: None,
             repository,
             repository_sha: repository_sha.into(),
             config,
@@ -102,6 +105,13 @@ impl<'a> Engine<'a> {
     /// Adds a repair hook.
     pub fn with_repair(mut self, hook: &'a dyn RepairHook) -> Self {
         self.repair = Some(hook);
+        self
+    }
+
+    /// Adds the registry's side of a regression hunt: without it no hunt
+    /// starts by itself (there are no tags to search).
+    pub fn with_hunt_tags(mut self, tags: &'a dyn crate::engine::hunt::HuntTags) -> Self {
+        self.hunt_tags = Some(tags);
         self
     }
 

@@ -178,6 +178,11 @@ pub struct CandidateRecord {
     /// Upstream source commits between the old and the new image.
     #[serde(default)]
     pub upstream: Option<UpstreamRange>,
+    /// The result lines of the candidate's ended regression hunt, English
+    /// then Chinese (as its receipt has them), for `klaud status` and the
+    /// dashboards; empty when none ran.
+    #[serde(default, skip_serializing_if = "HuntLines::is_empty")]
+    pub hunt: HuntLines,
     /// Versions the old and new image declare (planner, image configs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versions: Option<crate::report::VersionsCompared>,
@@ -325,6 +330,22 @@ impl ReuseAuthorization {
                 format!("/reuse-sweep-run {run}")
             }
         }
+    }
+}
+
+/// A hunt's result lines in both languages.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HuntLines {
+    /// English.
+    pub en: Vec<String>,
+    /// Chinese.
+    pub zh: Vec<String>,
+}
+
+impl HuntLines {
+    /// No hunt ended.
+    pub fn is_empty(&self) -> bool {
+        self.en.is_empty() && self.zh.is_empty()
     }
 }
 

@@ -30,6 +30,7 @@ mod drive;
 mod error;
 mod experiment;
 pub mod forge;
+mod hunt;
 pub mod intent;
 pub mod journal;
 mod lease_guard;
@@ -58,6 +59,7 @@ pub use forge::{
     ArtifactInfo, Comment, CompareStatus, ComparedCommit, Comparison, ErrorSource, Forge,
     ForgeError, Job, Pull, PullState, Run, RunConclusion, RunEvent, RunQuery, RunStatus,
 };
+pub use hunt::{HuntProgress, HuntRange, HuntTags, hunt_test_name, is_hunt_news};
 pub use intent::Intent;
 pub use journal::{
     AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, RetryRequest,

@@ -57,6 +57,7 @@ impl Engine<'_> {
             clock: None,
             not_release_reason: None,
             upstream: None,
+            hunt: Default::default(),
             versions: None,
             scope: None,
             variant: None,

@@ -1125,3 +1125,212 @@ fn a_refused_credential_or_a_failing_store_is_an_instance_wide_failure() {
         assert_eq!(own.global_cause(), None, "{own}");
     }
 }
+
+mod hunt {
+    use super::*;
+    use crate::engine::HuntProgress;
+    use crate::hunt::{EndReason, Hunt, HuntPlan, HuntTag, Next, PLAN_VERSION, Probe, Trigger};
+
+    fn tag(name: &str) -> HuntTag {
+        HuntTag {
+            tag: name.into(),
+            digest: Some(format!("sha256:{}", "cd".repeat(32))),
+            commit: None,
+        }
+    }
+
+    fn plan() -> HuntPlan {
+        HuntPlan {
+            version: PLAN_VERSION,
+            family: FAMILY.into(),
+            image: "lmsysorg/sglang".into(),
+            old: tag("v0.5.16-cu130"),
+            new: tag("v0.5.17-cu130"),
+            tags: (0..7).map(|i| tag(&format!("t{i}"))).collect(),
+            probe: Probe::Outcome {
+                target: "smoke".into(),
+            },
+            budget: 4,
+            trigger: Trigger::Failure,
+            upstream: None,
+        }
+    }
+
+    /// Hunt smokes dispatched so far, with the image each one's commit
+    /// carries.
+    async fn hunt_dispatches(w: &World) -> Vec<String> {
+        let mut out = Vec::new();
+        for write in w.forge.writes() {
+            let Some(inputs) = write.strip_prefix("dispatch e2e-tests.yml ") else {
+                continue;
+            };
+            let inputs: serde_json::Value = serde_json::from_str(inputs).expect("inputs");
+            if !inputs["test-name"]
+                .as_str()
+                .unwrap_or("")
+                .contains(" · klaud-hunt-")
+            {
+                continue;
+            }
+            // The Actions tab names the family and the step, as for a
+            // candidate's own smoke.
+            let label = inputs["test-name"].as_str().unwrap_or("");
+            assert!(
+                label.starts_with("demo-fp4-b200-sglang · hunt 1 step "),
+                "{label}"
+            );
+            let sha = inputs["ref"].as_str().expect("ref");
+            let master = w
+                .forge
+                .read_file("configs/nvidia-master.yaml", sha)
+                .await
+                .expect("read")
+                .expect("master");
+            let text = String::from_utf8(master).unwrap();
+            let mut lines = text.lines();
+            lines
+                .find(|l| *l == "demo-fp4-b200-sglang:")
+                .expect("entry");
+            let image = lines.next().unwrap().trim().strip_prefix("image:").unwrap();
+            out.push(image.trim().trim_matches('"').to_owned());
+        }
+        out
+    }
+
+    /// Calls the hunt until it ends, completing each dispatched run: tags
+    /// from `bad_from` on fail. `crash_every_call`: each call starts from
+    /// the record as it was before the hunt (a journal cleared).
+    async fn hunt_until_over(
+        w: &World,
+        rec: &mut CandidateRecord,
+        bad_from: usize,
+        crash_every_call: bool,
+    ) -> crate::hunt::HuntResult {
+        let plan = plan();
+        for _ in 0..40 {
+            // A fresh engine each call: nothing but GitHub is remembered;
+            // with `crash_every_call` the journal's record is dropped too.
+            let mut fresh = rec.clone();
+            let r = if crash_every_call {
+                &mut fresh
+            } else {
+                &mut *rec
+            };
+            match w.engine().hunt_step(r, Some(&plan), 0).await.expect("hunt") {
+                HuntProgress::Ended(result) => return result,
+                HuntProgress::Waiting(_) => {}
+                other => panic!("{other:?}"),
+            }
+            // Complete the hunt run that is going, if any.
+            for run in w.forge.runs() {
+                if run.title.contains("klaud-hunt-") && !run.status.is_completed() {
+                    let image = hunt_dispatches(w).await.pop().expect("dispatched");
+                    let i: usize = image.rsplit(":t").next().unwrap().parse().expect("tag");
+                    let c = if i >= bad_from { "failure" } else { "success" };
+                    w.forge
+                        .complete_run(run.id, c, Vec::new())
+                        .expect("complete");
+                }
+            }
+        }
+        panic!("the hunt never ended");
+    }
+
+    #[tokio::test]
+    async fn the_engine_bisects_the_tags_with_one_smoke_per_step_and_records_them_on_the_pr() {
+        for (bad_from, crash) in [(0, false), (4, true), (6, false), (7, true)] {
+            let (w, mut rec) = started().await;
+            let result = hunt_until_over(&w, &mut rec, bad_from, crash).await;
+            let want = if bad_from == 7 {
+                "v0.5.17-cu130".to_owned()
+            } else {
+                format!("t{bad_from}")
+            };
+            assert_eq!(result.first_bad.tag, want, "bad from {bad_from}");
+            assert_eq!(result.reason, EndReason::Found);
+            let dispatched = hunt_dispatches(&w).await;
+            assert_eq!(dispatched.len(), 3, "{dispatched:?}");
+            // Each step's commit carries exactly its tag; none is repeated.
+            let mut seen = dispatched.clone();
+            seen.sort();
+            seen.dedup();
+            assert_eq!(seen.len(), 3);
+            assert!(
+                dispatched
+                    .iter()
+                    .all(|d| d.starts_with("lmsysorg/sglang:t")),
+                "{dispatched:?}"
+            );
+            // The candidate itself is untouched: still at its smoke.
+            assert_eq!(rec.step, Step::Smoke);
+            // Calling again publishes nothing more.
+            let before = w.forge.writes().len();
+            let again = w
+                .engine()
+                .hunt_step(&mut rec, Some(&plan()), 0)
+                .await
+                .unwrap();
+            assert!(matches!(again, HuntProgress::Ended(_)), "{again:?}");
+            assert_eq!(w.forge.writes().len(), before);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_running_step_is_waited_for_and_a_maintainers_stop_ends_the_hunt() {
+        let (w, mut rec) = started().await;
+        let number = rec.pull.expect("pull");
+        let plan = plan();
+        let step = |rec: &mut CandidateRecord| {
+            let w = &w;
+            let plan = plan.clone();
+            let mut r = rec.clone();
+            async move {
+                let p = w.engine().hunt_step(&mut r, Some(&plan), 0).await.unwrap();
+                (p, r)
+            }
+        };
+        // Plan, then step 1 dispatched; calling again while it runs waits.
+        for _ in 0..4 {
+            let (p, r) = step(&mut rec).await;
+            assert!(matches!(p, HuntProgress::Waiting(_)), "{p:?}");
+            rec = r;
+        }
+        assert_eq!(hunt_dispatches(&w).await.len(), 1);
+        // Someone without write access cannot stop it; a maintainer can.
+        w.forge.set_permission("reader", "read");
+        w.forge.comment_as("reader", number, "/klaud stop").unwrap();
+        w.forge.set_permission("maintainer", "write");
+        let run = w
+            .forge
+            .runs()
+            .into_iter()
+            .find(|r| r.title.contains("klaud-hunt-"))
+            .unwrap();
+        w.forge.complete_run(run.id, "success", Vec::new()).unwrap();
+        let (p, r) = step(&mut rec).await;
+        assert!(
+            matches!(p, HuntProgress::Waiting(ref m) if m.starts_with("regression hunt: step 1 at t") && m.ends_with(": good") && crate::engine::is_hunt_news(m)),
+            "{p:?}"
+        );
+        rec = r;
+        w.forge
+            .comment_as("maintainer", number, "/klaud stop")
+            .unwrap();
+        let (p, _) = step(&mut rec).await;
+        let HuntProgress::Ended(result) = p else {
+            panic!("{p:?}");
+        };
+        assert_eq!(result.reason, EndReason::Stopped);
+        assert_eq!(result.last_good.tag, "t3");
+        assert_eq!(hunt_dispatches(&w).await.len(), 1);
+        // The PR's records rebuild to the same hunt.
+        let comments = w.forge.list_comments(number).await.unwrap();
+        let cand = CandidateId::new(rec.candidate.as_str()).unwrap();
+        let rebuilt = Hunt::from_comments(&cand, comments.iter().map(|c| c.body.as_str()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(rebuilt.hunt.steps().len(), 1);
+        assert!(rebuilt.ended.is_some());
+        assert!(matches!(rebuilt.hunt.next(10, true), Next::Done(_)));
+    }
+}

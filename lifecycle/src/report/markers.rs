@@ -8,7 +8,9 @@
 //! -->
 //! ```
 //!
-//! (`klaud-outcome:<owner run>:<candidate>` for receipts), and the cleanup
+//! (`klaud-outcome:<owner run>:<candidate>` for receipts,
+//! `klaud-hunt:<owner run>:<candidate>:h<n>-plan|h<n>-step-<k>|h<n>-end` for
+//! the steps of a regression hunt, [`crate::hunt`]), and the cleanup
 //! marker is the single line `<!-- klaud-cleanup:<owner run>:<candidate> -->`.
 //! The JSON is written with `<`, `>` and `&` as `\u003c`-style escapes, so no
 //! value can end the comment early. Markers are recognised only at the very
@@ -79,6 +81,64 @@ impl<'de> serde::Deserialize<'de> for ReportName {
     }
 }
 
+/// Which record of a regression hunt a `klaud-hunt` marker names: the
+/// plan (tags, digests, point, budget), one step, or the end. Hunts of one
+/// candidate are numbered from 1, so a hunt started again after `/klaud stop`
+/// never reads the steps of the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HuntName {
+    /// `h<n>-plan`.
+    Plan {
+        /// Hunt number.
+        hunt: u32,
+    },
+    /// `h<n>-step-<k>` (steps from 1).
+    Step {
+        /// Hunt number.
+        hunt: u32,
+        /// Step number.
+        step: u32,
+    },
+    /// `h<n>-end`.
+    End {
+        /// Hunt number.
+        hunt: u32,
+    },
+}
+
+impl HuntName {
+    /// The hunt number.
+    pub fn hunt(self) -> u32 {
+        match self {
+            HuntName::Plan { hunt } | HuntName::Step { hunt, .. } | HuntName::End { hunt } => hunt,
+        }
+    }
+
+    /// Parses `h<n>-plan`, `h<n>-step-<k>` or `h<n>-end`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let (hunt, rest) = s.strip_prefix('h')?.split_once('-')?;
+        let hunt = u32::try_from(digits(hunt)?).ok()?;
+        match rest {
+            "plan" => Some(Self::Plan { hunt }),
+            "end" => Some(Self::End { hunt }),
+            _ => {
+                let step = u32::try_from(digits(rest.strip_prefix("step-")?)?).ok()?;
+                Some(Self::Step { hunt, step })
+            }
+        }
+    }
+}
+
+impl fmt::Display for HuntName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HuntName::Plan { hunt } => write!(f, "h{hunt}-plan"),
+            HuntName::Step { hunt, step } => write!(f, "h{hunt}-step-{step}"),
+            HuntName::End { hunt } => write!(f, "h{hunt}-end"),
+        }
+    }
+}
+
 fn digits(s: &str) -> Option<u64> {
     if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -114,6 +174,15 @@ pub enum MarkerKey {
         /// Candidate.
         candidate: CandidateId,
     },
+    /// A record of a regression hunt.
+    Hunt {
+        /// Owner run.
+        owner_run: OwnerRun,
+        /// Candidate.
+        candidate: CandidateId,
+        /// Which record.
+        name: HuntName,
+    },
 }
 
 impl fmt::Display for MarkerKey {
@@ -140,6 +209,11 @@ impl fmt::Display for MarkerKey {
                 owner_run,
                 candidate,
             } => write!(f, "klaud-cleanup:{owner_run}:{candidate}"),
+            MarkerKey::Hunt {
+                owner_run,
+                candidate,
+                name,
+            } => write!(f, "klaud-hunt:{owner_run}:{candidate}:{name}"),
         }
     }
 }
@@ -150,7 +224,8 @@ impl MarkerKey {
         match self {
             MarkerKey::Report { owner_run, .. }
             | MarkerKey::Outcome { owner_run, .. }
-            | MarkerKey::Cleanup { owner_run, .. } => *owner_run,
+            | MarkerKey::Cleanup { owner_run, .. }
+            | MarkerKey::Hunt { owner_run, .. } => *owner_run,
         }
     }
 
@@ -159,7 +234,8 @@ impl MarkerKey {
         match self {
             MarkerKey::Report { candidate, .. }
             | MarkerKey::Outcome { candidate, .. }
-            | MarkerKey::Cleanup { candidate, .. } => candidate,
+            | MarkerKey::Cleanup { candidate, .. }
+            | MarkerKey::Hunt { candidate, .. } => candidate,
         }
     }
 }
@@ -269,6 +345,7 @@ pub fn find_record(body: &str) -> Result<Option<HiddenRecord<'_>>, MarkerError> 
     if !after.starts_with("klaud-report:")
         && !after.starts_with("klaud-outcome:")
         && !after.starts_with("klaud-cleanup:")
+        && !after.starts_with("klaud-hunt:")
     {
         return Ok(None);
     }
@@ -295,7 +372,24 @@ pub fn find_record(body: &str) -> Result<Option<HiddenRecord<'_>>, MarkerError> 
             rest: &after[line_end..],
         }));
     }
-    let key = if let Some(header) = line.strip_prefix("klaud-outcome:") {
+    let key = if let Some(header) = line.strip_prefix("klaud-hunt:") {
+        let (head, name) = header
+            .trim_end()
+            .rsplit_once(':')
+            .ok_or_else(|| header_error(line, "expected <owner run>:<candidate>:<hunt record>"))?;
+        let (owner_run, candidate) = run_and_candidate(head, line)?;
+        let name = HuntName::parse(name).ok_or_else(|| {
+            header_error(
+                line,
+                "hunt record is neither h<n>-plan, h<n>-step-<k> nor h<n>-end",
+            )
+        })?;
+        MarkerKey::Hunt {
+            owner_run,
+            candidate,
+            name,
+        }
+    } else if let Some(header) = line.strip_prefix("klaud-outcome:") {
         let (owner_run, candidate) = run_and_candidate(header.trim_end(), line)?;
         MarkerKey::Outcome {
             owner_run,
@@ -472,6 +566,36 @@ mod tests {
                 candidate: cand
             }
         );
+    }
+
+    #[test]
+    fn hunt_markers_round_trip_and_reject_bad_names() {
+        let cand = CandidateId::new(CAND).expect("id");
+        for name in [
+            HuntName::Plan { hunt: 1 },
+            HuntName::Step { hunt: 2, step: 3 },
+            HuntName::End { hunt: 1 },
+        ] {
+            let key = MarkerKey::Hunt {
+                owner_run: 7,
+                candidate: cand.clone(),
+                name,
+            };
+            let body = hidden_block(&key, "{}");
+            let rec = find_record(&body).expect("valid").expect("ours");
+            assert_eq!(rec.key, key);
+        }
+        for bad in [
+            "h1-stop",
+            "h-plan",
+            "hx-end",
+            "h1-step-",
+            "h1-step-x",
+            "plan",
+        ] {
+            let body = format!("<!-- klaud-hunt:7:{CAND}:{bad}\n{{}}\n-->");
+            assert!(find_record(&body).is_err(), "{bad} accepted");
+        }
     }
 
     #[test]

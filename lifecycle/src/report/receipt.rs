@@ -66,6 +66,9 @@ pub struct Receipt {
     pub declined: Option<Declined>,
     /// The dashboard issue's web page, when known (the undo box is there).
     pub dashboard: Option<(u64, String)>,
+    /// A regression hunt's result lines ([`crate::hunt::result_lines`]),
+    /// English then Chinese; empty when none ran.
+    pub hunt: (Vec<String>, Vec<String>),
 }
 
 #[derive(Serialize, Deserialize)]
@@ -89,6 +92,10 @@ struct Validation {
     note_zh: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     declined: Option<Declined>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    hunt: Vec<String>,
+    #[serde(default, rename = "hunt-zh", skip_serializing_if = "Vec::is_empty")]
+    hunt_zh: Vec<String>,
 }
 
 impl Receipt {
@@ -113,6 +120,8 @@ impl Receipt {
                 note: self.note.clone(),
                 note_zh: self.note_zh.clone(),
                 declined: self.declined.clone(),
+                hunt: self.hunt.0.clone(),
+                hunt_zh: self.hunt.1.clone(),
             },
         }
     }
@@ -207,6 +216,11 @@ pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
             declined_words(d, receipt.dashboard.as_ref(), false)
         ));
     }
+    // The lines are rendered by the hunt (escaped there), as on the PR.
+    if !receipt.hunt.0.is_empty() {
+        body.push_str("\n\n");
+        body.push_str(&receipt.hunt.0.join("  \n"));
+    }
     body.push_str("\n\n<details>\n<summary>中文</summary>\n\n");
     body.push_str(&format!(
         "**{outcome}** · 修复次数：{repairs} · 运行：{runs}  \n{zh}"
@@ -223,6 +237,10 @@ pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
             "\n\n{}",
             declined_words(d, receipt.dashboard.as_ref(), true)
         ));
+    }
+    if !receipt.hunt.1.is_empty() {
+        body.push_str("\n\n");
+        body.push_str(&receipt.hunt.1.join("  \n"));
     }
     body.push_str("\n\n</details>\n");
     RenderedComment { key, body }
@@ -277,8 +295,16 @@ pub fn parse_receipt(record: &HiddenRecord<'_>) -> Result<Receipt, MarkerError> 
         note_zh: v.note_zh,
         declined: v.declined,
         dashboard: None,
+        // Only Klaud's own receipts are read; still, a record is bounded.
+        hunt: (
+            v.hunt.into_iter().take(MAX_HUNT_LINES).collect(),
+            v.hunt_zh.into_iter().take(MAX_HUNT_LINES).collect(),
+        ),
     })
 }
+
+/// The most hunt lines a receipt keeps.
+const MAX_HUNT_LINES: usize = 16;
 
 /// The comment posted when cleanup starts: the marker line and a sentence.
 pub fn render_cleanup(owner_run: OwnerRun, candidate: &CandidateId) -> RenderedComment {

@@ -214,12 +214,17 @@ pub struct Wave<'a> {
     cooldown: Duration,
     stop: Option<tokio::sync::watch::Receiver<bool>>,
     plan: Option<PlanOptions<'a>>,
+    /// A regression hunt's tags, from the wave's registries.
+    hunt_tags: crate::hunt::RegistryHuntTags<'a>,
 }
 
 impl<'a> Wave<'a> {
     /// A wave over `ports` with `options`.
     pub fn new(ports: WavePorts<'a>, options: WaveSettings<'a>) -> Self {
         Self {
+            hunt_tags: crate::hunt::RegistryHuntTags {
+                registry: ports.registry,
+            },
             ports,
             claimant: options.claimant,
             engine: options.engine,
@@ -279,7 +284,8 @@ impl<'a> Wave<'a> {
             &base.repository,
             base.sha.clone(),
             &self.engine,
-        );
+        )
+        .with_hunt_tags(&self.hunt_tags);
         match self.ports.repair {
             Some(hook) => engine.with_repair(hook),
             None => engine,

@@ -233,6 +233,7 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
         .map(|c| std::sync::Arc::new(c.gate()));
     // Checked when the configuration was loaded.
     e.experiments = config.experiment_specs().unwrap_or_default();
+    e.hunt = config.hunt.settings();
     e
 }
 

@@ -58,6 +58,85 @@ pub struct Config {
     /// `[[ignore]]`: families, image repositories or tags Klaud leaves
     /// alone, each with the reason the plan and the dashboard show.
     pub ignore: Vec<IgnoreConfig>,
+    /// Regression hunts (issue 30).
+    pub hunt: HuntConfig,
+}
+
+/// `[hunt]`: regression hunts (see configs/README.md#regression-hunts-hunt-klaud-hunt).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HuntConfig {
+    /// Whether a failed or regressed candidate starts a hunt by itself
+    /// (default `false`; `/klaud hunt` works either way).
+    pub enabled: bool,
+    /// Family patterns it applies to (`*` wildcard; with a `:` matched
+    /// against `configs/<file>:<key>`, else against the key); default `["*"]`.
+    pub families: Vec<String>,
+    /// GPU runs one hunt may use (default 4).
+    pub budget: u32,
+    /// GPU runs all hunts of the repository may use in seven days (default 12).
+    pub weekly_budget: u32,
+    /// The relative noise band of a point without published history
+    /// (default 0.05: ±5%).
+    pub noise_band: f64,
+}
+
+impl Default for HuntConfig {
+    fn default() -> Self {
+        let d = klaud_lifecycle::hunt::HuntSettings::default();
+        Self {
+            enabled: d.enabled,
+            families: d.families,
+            budget: d.budget,
+            weekly_budget: d.weekly_budget,
+            noise_band: d.noise_band,
+        }
+    }
+}
+
+impl HuntConfig {
+    /// The engine's settings.
+    pub fn settings(&self) -> klaud_lifecycle::hunt::HuntSettings {
+        klaud_lifecycle::hunt::HuntSettings {
+            enabled: self.enabled,
+            families: self.families.clone(),
+            budget: self.budget,
+            weekly_budget: self.weekly_budget,
+            noise_band: self.noise_band,
+        }
+    }
+
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        use klaud_lifecycle::hunt::MAX_BUDGET;
+        if self.families.iter().any(|f| f.trim().is_empty()) {
+            return Err(("hunt.families", "a pattern must not be empty".into()));
+        }
+        if self.budget == 0 || self.budget > MAX_BUDGET {
+            return Err((
+                "hunt.budget",
+                format!("{} is not between 1 and {MAX_BUDGET}", self.budget),
+            ));
+        }
+        if self.weekly_budget < self.budget {
+            return Err((
+                "hunt.weekly_budget",
+                format!(
+                    "{} is less than one hunt's budget ({}); no hunt could finish",
+                    self.weekly_budget, self.budget
+                ),
+            ));
+        }
+        if !self.noise_band.is_finite() || self.noise_band <= 0.0 || self.noise_band >= 1.0 {
+            return Err((
+                "hunt.noise_band",
+                format!(
+                    "{} is not a fraction between 0 and 1 (0.05 is ±5%)",
+                    self.noise_band
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `[[ignore]]`: one rule. Exactly one of `family` (a family pattern) and
@@ -280,6 +359,7 @@ impl Default for Config {
             experiments: Vec::new(),
             signoff: SignoffConfig::default(),
             ignore: Vec::new(),
+            hunt: HuntConfig::default(),
         }
     }
 }
@@ -767,6 +847,9 @@ impl Config {
         }
         klaud_planner::audit::validate(&self.audit.engines)
             .map_err(|e| invalid("audit.engines", e.to_string()))?;
+        self.hunt
+            .check()
+            .map_err(|(key, message)| invalid(key, message))?;
         if self.audit.max_files > klaud_github::COMPARE_FILE_LIMIT {
             return Err(invalid(
                 "audit.max_files",
@@ -1275,6 +1358,43 @@ mod tests {
         .to_string();
         assert!(err.contains("lifecycle.repair_timeout"), "{err}");
         assert!(err.contains("daemon.lease"), "{err}");
+    }
+
+    #[test]
+    fn hunt_is_off_by_default_and_its_keys_are_checked() {
+        let absent = Config::parse("t.toml", "").unwrap();
+        assert_eq!(
+            absent.hunt.settings(),
+            klaud_lifecycle::hunt::HuntSettings::default()
+        );
+        assert!(!absent.hunt.enabled);
+        let on = Config::parse(
+            "t.toml",
+            "[hunt]\nenabled = true\nfamilies = [\"*-nightly\"]\nbudget = 5\nweekly_budget = 20\nnoise_band = 0.08\n",
+        )
+        .unwrap();
+        let s = on.hunt.settings();
+        assert!(s.applies("configs/x-master.yaml:dsr1-nightly"));
+        assert!(!s.applies("configs/x-master.yaml:dsr1"));
+        assert_eq!((s.budget, s.weekly_budget, s.noise_band), (5, 20, 0.08));
+        for (text, key) in [
+            ("[hunt]\nbudget = 0\n", "hunt.budget"),
+            ("[hunt]\nbudget = 17\nweekly_budget = 40\n", "hunt.budget"),
+            (
+                "[hunt]\nbudget = 6\nweekly_budget = 5\n",
+                "hunt.weekly_budget",
+            ),
+            ("[hunt]\nnoise_band = 5\n", "hunt.noise_band"),
+            ("[hunt]\nnoise_band = 0.0\n", "hunt.noise_band"),
+            ("[hunt]\nfamilies = [\" \"]\n", "hunt.families"),
+        ] {
+            let err = Config::parse("t.toml", text).unwrap_err().to_string();
+            assert!(err.contains(key), "{text:?}: {err}");
+        }
+        let err = Config::parse("t.toml", "[hunt]\nbudgt = 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("budgt"), "{err}");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! the branch if unchanged); then the receipt, and the claim released.
 //!
 //! Last; every step that ends the candidate (`Engine::end`) comes here.
+//! A regression hunt that is due runs here first, one step per call,
+//! while the PR is open and the claim held (`engine::hunt`).
 //! Reads the pull request, its comments and runs. May write: the receipt,
 //! the cleanup, the reuse request, the claim's release; a person's own
 //! changes are never touched.
@@ -41,6 +43,19 @@ pub(in crate::engine) async fn run(
     // mismatch without a note (the PR's author or repository changed)
     // posts nothing: the PR is not Klaud's any more.
     let receipt_only = ending.hands_off && ending.note.is_some();
+    // A regression hunt runs here, before the cleanup closes the PR and
+    // the release frees the claim; it leaves the ending as it is.
+    // A hunt that cannot go on (a record or workflow that does not read)
+    // is left where it is: it must not turn the candidate's own end into
+    // an error. A forge error is retried like any other.
+    match cx.hunt_before_finish(rec).await {
+        Ok(Some(p)) => return Ok(p),
+        Ok(None) => {}
+        Err(EngineError::Invalid(why)) => {
+            tracing::warn!(candidate = %rec.candidate, "regression hunt left unfinished: {why}");
+        }
+        Err(e) => return Err(e),
+    }
     cx.experiment_finish(rec).await?;
     if let Some(p) = cx.final_experiment_section(rec).await? {
         return Ok(p);
@@ -105,6 +120,33 @@ async fn done(cx: &Engine<'_>, rec: &mut CandidateRecord) -> Result<Progress, En
 
 /// The receipt of `ending` on pull request `number` (a reply when a
 /// person ended it, `receipt_only`), then done.
+/// The result lines of the candidate's last ended hunt on PR `number`,
+/// English and Chinese (empty when none ended; a hunt's records that do not
+/// read are left out of the receipt rather than stopping it).
+async fn hunt_lines(
+    cx: &Engine<'_>,
+    rec: &CandidateRecord,
+    number: u64,
+) -> Result<(Vec<String>, Vec<String>), EngineError> {
+    let cid = Engine::candidate_id(rec)?;
+    let comments = cx.forge.list_comments(number).await?;
+    let ours = comments
+        .iter()
+        .filter(|c| cx.by_bot(c.author.as_deref()))
+        .map(|c| c.body.as_str());
+    Ok(match crate::hunt::Hunt::from_comments(&cid, ours) {
+        Ok(Some(crate::hunt::Rebuilt {
+            hunt,
+            ended: Some(result),
+            ..
+        })) => (
+            crate::hunt::result_lines(hunt.plan(), &result, false),
+            crate::hunt::result_lines(hunt.plan(), &result, true),
+        ),
+        _ => Default::default(),
+    })
+}
+
 async fn receipt(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
@@ -154,6 +196,12 @@ async fn receipt(
             let (repo, _) = url.rsplit_once("/pull/")?;
             Some((n, format!("{repo}/issues/{n}")))
         }),
+        hunt: hunt_lines(cx, rec, number).await?,
+    };
+    // Kept for `klaud status` and the dashboards, saved with the end.
+    rec.hunt = crate::engine::journal::HuntLines {
+        en: receipt.hunt.0.clone(),
+        zh: receipt.hunt.1.clone(),
     };
     let rendered = render_receipt(&receipt);
     if receipt_only {

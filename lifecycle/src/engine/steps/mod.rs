@@ -6,7 +6,8 @@
 //!
 //! Each step is a free function `run(cx, rec)` over the step context (the
 //! [`Engine`](crate::engine::Engine): forge, journal, clock, configuration)
-//! and the candidate's record; it returns a [`Progress`](crate::engine::Progress)
+//! and the candidate's record (`finish` first runs a regression hunt when
+//! one is due: `Engine::hunt_before_finish`); it returns a [`Progress`](crate::engine::Progress)
 //! and never sleeps. `drive` picks the step; each file's first lines say
 //! where the step sits, what it reads and what it may write.
 

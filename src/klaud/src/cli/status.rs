@@ -123,6 +123,9 @@ fn render(snapshot: &StatusSnapshot) -> String {
                 o.phase,
                 o.pull_request.as_ref().map_or("-", |p| p.url.as_str())
             ));
+            for line in o.hunt.iter().chain(&o.hunt_zh) {
+                out.push_str(&format!("    {}\n", line.replace("**", "")));
+            }
         }
     }
     out
@@ -132,6 +135,35 @@ fn render(snapshot: &StatusSnapshot) -> String {
 mod tests {
     use super::*;
     use klaud_service::dashboard::{ExperimentRow, LinkRow, RepositoryStatus, VariantRow};
+
+    #[test]
+    fn a_hunt_is_listed_under_its_outcome_in_both_languages() {
+        let snapshot = StatusSnapshot {
+            repositories: vec![RepositoryStatus {
+                name: "o/r".into(),
+                outcomes: vec![klaud_service::dashboard::OutcomeRow {
+                    at: None,
+                    family: "configs/nvidia-master.yaml:k".into(),
+                    candidate: "d92e15065c55779d-0123456789abcdef".parse().expect("id"),
+                    outcome: "failed".into(),
+                    phase: "targeted".into(),
+                    pull_request: None,
+                    hunt: vec!["**Regression hunt:** first bad tag found.".into()],
+                    hunt_zh: vec!["**回归排查：**已找到第一个出问题的标签。".into()],
+                }],
+                ..RepositoryStatus::default()
+            }],
+            ..StatusSnapshot::default()
+        };
+        let text = render(&snapshot);
+        assert!(
+            text.ends_with(
+                "failed  targeted  -\n    Regression hunt: first bad tag found.\n    \
+                 回归排查：已找到第一个出问题的标签。\n"
+            ),
+            "{text}"
+        );
+    }
 
     #[test]
     fn variants_of_an_experiment_are_listed_under_their_family() {

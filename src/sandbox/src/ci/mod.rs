@@ -70,6 +70,32 @@
 //! - A delay step attaches to the outcome after it: `["delay:30", "success"]`
 //!   is one run that stays running 30 s and then passes.
 //!
+//! ## A regression staged at a tag
+//!
+//! ```toml
+//! [families.demo-fp8-b200-vllm-nightly]
+//! # From nightly-c onward the image is 20% slower and starts answering later;
+//! # nightly-a and nightly-b (and any tag not listed) behave as scripted.
+//! regression = { tags = ["nightly-a", "nightly-b", "nightly-c", "nightly-d"], from = "nightly-c", throughput = 0.8, ttft = 1.3 }
+//! ```
+//!
+//! - `families.<name>.regression`: looked up like the lists (full family,
+//!   config key, `*`; the first found). It applies to every run of the
+//!   family, smoke and sweep, whose image carries `from` or a later tag.
+//! - The image is the family's `image` in the master config at the run's
+//!   head (for a dispatched smoke: at `inputs.ref` when given), as the real
+//!   workflow reads it; its tag is what follows the last `:` of the name,
+//!   without any `@digest`.
+//! - `tags` (required): the track's tags, oldest first; the simulator has
+//!   no ordering of its own, the script states it. Tags are unique, with no
+//!   space, `:` or `@`.
+//! - `from` (required): the first tag with the regression, one of `tags`.
+//! - `outcome` (optional): what affected runs end with instead of their
+//!   step's (`failure`, `success`, `infra…`; not `delay`).
+//! - `throughput`, `ttft`, `tpot`, `score` (optional): factors in (0, 100]
+//!   multiplied into the step's own. A regression with neither an outcome
+//!   nor a factor stages nothing and is an error.
+//!
 //! # What a run uploads
 //!
 //! - success: per benchmark job, as the templates upload them (`<R>` is the
@@ -124,7 +150,9 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 pub use results_api::{Published, Sweep, baseline_router, baseline_router_with};
-pub use script::{Conclusion, InfraKind, Multipliers, RunKind, Script, ScriptError, Step};
+pub use script::{
+    Conclusion, InfraKind, Multipliers, Regression, RunKind, Script, ScriptError, Step,
+};
 
 use crate::github::GithubState;
 

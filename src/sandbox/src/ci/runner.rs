@@ -375,7 +375,11 @@ impl Runner {
             .or_insert(0);
         let index = *counter;
         *counter += 1;
-        let step: Step = self.script.step(&family, s.kind, index);
+        // The image under test is the family's in the master config at the
+        // run's head: where the real workflow reads it.
+        let step: Step = self
+            .script
+            .step_for_image(&family, s.kind, index, &first.image);
         build_uploads(&s, &families, &step, &mut uploads);
         // Infrastructure failures never reach a benchmark job: such a run
         // shows the one job GitHub names after it.

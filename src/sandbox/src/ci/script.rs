@@ -138,6 +138,63 @@ pub struct FamilyScript {
     pub smoke: Vec<Step>,
     /// Sweep runs, in order; the last one repeats.
     pub sweep: Vec<Step>,
+    /// A regression staged from one image tag onward.
+    pub regression: Option<Regression>,
+}
+
+/// A regression staged at a known image tag: every run whose image (the
+/// family's `image` in the master config at the run's head) carries `from`
+/// or a later tag of `tags` ends with `outcome` (when given) and with its
+/// metrics multiplied by `multipliers`; images with an earlier tag, or a tag
+/// not in `tags`, are untouched.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Regression {
+    /// The track's tags, oldest first (the simulator knows no ordering of
+    /// its own: the script says it).
+    pub tags: Vec<String>,
+    /// Index in `tags` of the first tag with the regression.
+    pub from: usize,
+    /// The outcome runs of affected images get instead of their step's.
+    pub outcome: Option<Conclusion>,
+    /// Factors applied on top of the step's.
+    pub multipliers: Multipliers,
+}
+
+impl Regression {
+    /// Whether an image reference (`repo:tag`, `repo:tag@digest`) carries the
+    /// regression.
+    pub fn affects(&self, image: &str) -> bool {
+        let Some(tag) = image_tag(image) else {
+            return false;
+        };
+        self.tags
+            .iter()
+            .position(|t| t == tag)
+            .is_some_and(|i| i >= self.from)
+    }
+
+    fn apply(&self, mut step: Step) -> Step {
+        if let Some(c) = self.outcome {
+            step.conclusion = c;
+            if !matches!(c, Conclusion::Failure | Conclusion::Success) {
+                step.partial = false;
+            }
+        }
+        let (m, r) = (&mut step.multipliers, &self.multipliers);
+        m.throughput *= r.throughput;
+        m.ttft *= r.ttft;
+        m.tpot *= r.tpot;
+        m.score *= r.score;
+        step
+    }
+}
+
+/// The tag of an image reference: after the last `:` of the part after the
+/// last `/`, without a `@digest`.
+fn image_tag(image: &str) -> Option<&str> {
+    let name = image.split('@').next().unwrap_or(image);
+    let last = name.rsplit('/').next().unwrap_or(name);
+    last.split_once(':').map(|(_, tag)| tag)
 }
 
 /// A parsed, validated script.
@@ -162,6 +219,27 @@ struct RawFamily {
     smoke: Option<Vec<RawStep>>,
     #[serde(default)]
     sweep: Option<Vec<RawStep>>,
+    #[serde(default)]
+    regression: Option<RawRegression>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRegression {
+    #[serde(default)]
+    tags: Option<Vec<String>>,
+    #[serde(default)]
+    from: Option<String>,
+    #[serde(default)]
+    outcome: Option<String>,
+    #[serde(default)]
+    throughput: Option<toml::Value>,
+    #[serde(default)]
+    ttft: Option<toml::Value>,
+    #[serde(default)]
+    tpot: Option<toml::Value>,
+    #[serde(default)]
+    score: Option<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -221,7 +299,18 @@ impl Script {
             }
             let smoke = steps(origin, &format!("{at}.smoke"), fam.smoke)?;
             let sweep = steps(origin, &format!("{at}.sweep"), fam.sweep)?;
-            families.insert(key, FamilyScript { smoke, sweep });
+            let regression = fam
+                .regression
+                .map(|r| regression(origin, &format!("{at}.regression"), r))
+                .transpose()?;
+            families.insert(
+                key,
+                FamilyScript {
+                    smoke,
+                    sweep,
+                    regression,
+                },
+            );
         }
         Ok(Self { families })
     }
@@ -247,6 +336,89 @@ impl Script {
         }
         Step::success()
     }
+
+    /// The step for a run of `family` whose image is `image`: [`Script::step`]
+    /// with the first staged regression found (same lookup order) applied
+    /// when the image carries it.
+    pub fn step_for_image(&self, family: &str, kind: RunKind, attempt: usize, image: &str) -> Step {
+        let step = self.step(family, kind, attempt);
+        let key = family.rsplit_once(':').map_or(family, |(_, k)| k);
+        let staged = [family, key, "*"]
+            .into_iter()
+            .find_map(|name| self.families.get(name)?.regression.as_ref());
+        match staged {
+            Some(r) if r.affects(image) => r.apply(step),
+            _ => step,
+        }
+    }
+}
+
+/// Validates a `regression` table.
+fn regression(origin: &str, at: &str, raw: RawRegression) -> Result<Regression, ScriptError> {
+    let tags = raw.tags.unwrap_or_default();
+    if tags.is_empty() {
+        return Err(field_err(
+            origin,
+            &format!("{at}.tags"),
+            "missing or empty; list the track's tags, oldest first",
+        ));
+    }
+    for (i, t) in tags.iter().enumerate() {
+        if t.is_empty()
+            || t.len() > 128
+            || t.chars().any(|c| c.is_whitespace() || c == ':' || c == '@')
+        {
+            return Err(field_err(
+                origin,
+                &format!("{at}.tags[{i}]"),
+                format!("{t:?} is not an image tag"),
+            ));
+        }
+        if tags[..i].contains(t) {
+            return Err(field_err(
+                origin,
+                &format!("{at}.tags[{i}]"),
+                format!("{t:?} is listed twice"),
+            ));
+        }
+    }
+    let Some(from_tag) = raw.from else {
+        return Err(field_err(
+            origin,
+            &format!("{at}.from"),
+            "missing; name the first tag with the regression",
+        ));
+    };
+    let Some(from) = tags.iter().position(|t| *t == from_tag) else {
+        return Err(field_err(
+            origin,
+            &format!("{at}.from"),
+            format!("{from_tag:?} is not one of `tags`"),
+        ));
+    };
+    let outcome = raw
+        .outcome
+        .map(|o| parse_conclusion(origin, &format!("{at}.outcome"), o.trim()))
+        .transpose()?;
+    let multipliers = Multipliers {
+        throughput: factor(origin, at, "throughput", raw.throughput.as_ref())?,
+        ttft: factor(origin, at, "ttft", raw.ttft.as_ref())?,
+        tpot: factor(origin, at, "tpot", raw.tpot.as_ref())?,
+        score: factor(origin, at, "score", raw.score.as_ref())?,
+    };
+    if outcome.is_none() && multipliers == Multipliers::default() {
+        return Err(field_err(
+            origin,
+            at,
+            "stages nothing: give an `outcome` or a factor (`throughput`, `ttft`, `tpot`, `score`)",
+        ));
+    }
+    Ok(Regression {
+        tags,
+        from,
+        outcome,
+        multipliers,
+    })
 }
 
 fn quote_key(key: &str) -> String {
@@ -573,6 +745,46 @@ mod tests {
     }
 
     #[test]
+    fn a_staged_regression_changes_runs_from_its_tag_onward() {
+        let s = parse(
+            r#"
+            [families."*"]
+            smoke = [{ outcome = "success", ttft = 0.9 }]
+            [families.demo-a]
+            regression = { tags = ["n1", "n2", "n3", "n4"], from = "n3", throughput = 0.8 }
+            [families.demo-b]
+            regression = { tags = ["n1", "n2"], from = "n2", outcome = "failure" }
+            "#,
+        )
+        .unwrap();
+        let a = "configs/x-master.yaml:demo-a";
+        for (image, slower) in [
+            ("vllm/vllm-openai:n1", false),
+            ("vllm/vllm-openai:n2", false),
+            ("vllm/vllm-openai:n3", true),
+            ("registry:5000/vllm/vllm-openai:n4@sha256:00", true),
+            ("vllm/vllm-openai:other", false),
+            ("vllm/vllm-openai", false),
+        ] {
+            let step = s.step_for_image(a, RunKind::Smoke, 0, image);
+            assert_eq!(step.conclusion, Conclusion::Success, "{image}");
+            let want = if slower { 0.8 } else { 1.0 };
+            assert_eq!(step.multipliers.throughput, want, "{image}");
+            // The step's own factors stay.
+            assert_eq!(step.multipliers.ttft, 0.9, "{image}");
+        }
+        let b = "configs/x-master.yaml:demo-b";
+        assert_eq!(
+            s.step_for_image(b, RunKind::Sweep, 0, "x/y:n2").conclusion,
+            Conclusion::Failure
+        );
+        assert_eq!(
+            s.step_for_image(b, RunKind::Sweep, 0, "x/y:n1").conclusion,
+            Conclusion::Success
+        );
+    }
+
+    #[test]
     fn nothing_scripted_means_success() {
         let s = parse("").unwrap();
         assert_eq!(s.step("f:k", RunKind::Sweep, 3), Step::success());
@@ -619,6 +831,38 @@ mod tests {
             (
                 "[families.a]\nsmoke = [{ outcome = \"success\", delay = 1e12 }]",
                 "families.a.smoke[0].delay",
+            ),
+            (
+                "[families.a]\nregression = { from = \"n1\", throughput = 0.8 }",
+                "families.a.regression.tags",
+            ),
+            (
+                "[families.a]\nregression = { tags = [\"n1\", \"n1\"], from = \"n1\", throughput = 0.8 }",
+                "families.a.regression.tags[1]",
+            ),
+            (
+                "[families.a]\nregression = { tags = [\"n1\", \"a b\"], from = \"n1\", throughput = 0.8 }",
+                "families.a.regression.tags[1]",
+            ),
+            (
+                "[families.a]\nregression = { tags = [\"n1\"], throughput = 0.8 }",
+                "families.a.regression.from",
+            ),
+            (
+                "[families.a]\nregression = { tags = [\"n1\"], from = \"n2\", throughput = 0.8 }",
+                "families.a.regression.from",
+            ),
+            (
+                "[families.a]\nregression = { tags = [\"n1\"], from = \"n1\", outcome = \"slow\" }",
+                "families.a.regression.outcome",
+            ),
+            (
+                "[families.a]\nregression = { tags = [\"n1\"], from = \"n1\", throughput = 0 }",
+                "families.a.regression.throughput",
+            ),
+            (
+                "[families.a]\nregression = { tags = [\"n1\"], from = \"n1\" }",
+                "families.a.regression",
             ),
         ];
         for (text, field) in cases {

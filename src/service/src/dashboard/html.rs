@@ -389,7 +389,14 @@ fn render_outcomes(outcomes: &[OutcomeRow]) -> Markup {
                 tr {
                     td data-label="When" { (time(outcome.at)) }
                     td.mono data-label="Family" { (outcome.family) }
-                    td data-label="Outcome" { (badge(&outcome.outcome)) }
+                    td data-label="Outcome" {
+                        (badge(&outcome.outcome))
+                        // A hunt's lines are Markdown for GitHub; here
+                        // they are text (escaped by maud).
+                        @for line in outcome.hunt.iter().chain(&outcome.hunt_zh) {
+                            div.hunt { (line.replace("**", "")) }
+                        }
+                    }
                     td data-label="Phase" { (outcome.phase) }
                     td data-label="PR" { (optional_link(outcome.pull_request.as_ref())) }
                 }

@@ -298,6 +298,8 @@ impl OutcomeRow {
             outcome: ending.outcome.to_string(),
             phase: ending.phase.to_string(),
             pull_request: pull_link(rec),
+            hunt: rec.hunt.en.clone(),
+            hunt_zh: rec.hunt.zh.clone(),
         })
     }
 }
@@ -366,6 +368,12 @@ pub struct OutcomeRow {
     pub outcome: String,
     pub phase: String,
     pub pull_request: Option<LinkRow>,
+    /// The candidate's regression hunt (its result lines, English then
+    /// Chinese, as in its receipt); empty when none ran.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hunt: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hunt_zh: Vec<String>,
 }
 
 /// A GitHub rate-limit budget.
