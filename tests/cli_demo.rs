@@ -102,7 +102,7 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
         .expect("per candidate");
     assert_eq!(v["requests"]["limit"], 60, "{v:#}");
     let validated: Vec<_> = per.iter().filter(|c| c["outcome"] == "validated").collect();
-    assert_eq!(validated.len(), 4, "{v:#}");
+    assert_eq!(validated.len(), 3, "{v:#}");
     for c in &validated {
         assert!(c["steps"].as_u64() > Some(0), "{c:#}");
         assert!(c["work"]["writes"].as_u64() > Some(0), "{c:#}");
@@ -164,6 +164,26 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
     let failed = by_key("demo-fp4-b200-vllm");
     assert_eq!(failed["outcome"], "failed");
     assert_eq!(failed["phase"], "targeted");
+    // The agentic nightly family fails (configs/demo-ci.toml breaks it from
+    // the fifth of the seven nightlies in between) and, with `[hunt]` on for
+    // it (configs/demo-klaud.toml), finds that nightly in 3 GPU runs
+    // (⌈log2 8⌉) before its clean-up; the hunt leaves the outcome alone.
+    let hunted = by_key("demo-fp4-b300-vllm-agentic");
+    assert_eq!(hunted["outcome"], "failed", "{hunted:#}");
+    for line in [
+        "regression hunt: planned over 7 served tags",
+        "regression hunt: step 3 at nightly-45411a710f8f17e80b26c090e17d37fbd0f1d2bf: bad",
+        "Last good: nightly-979a93274b0e5dbe3340263bf97812ca398c81b5 (upstream 979a93274b0e) · \
+         first bad: nightly-45411a710f8f17e80b26c090e17d37fbd0f1d2bf (upstream 45411a710f8f)",
+        "Upstream change: 979a93274b0e...45411a710f8f",
+        "GPU runs used: 3 (a binary search needs 3)",
+    ] {
+        assert!(
+            story.contains(line),
+            "{line:?} missing from the story:\n{story}"
+        );
+    }
+    assert!(!story.contains("regression hunt: step 4"), "{story}");
     // The multi-node family runs as an experiment (configs/demo-klaud.toml):
     // three variants, each with its PR; Variant B's passes first and wins,
     // the others end `duplicate`.
@@ -263,7 +283,7 @@ fn a_demo_restarted_with_its_kept_store_starts_over_once() {
         .iter()
         .filter(|c| c["outcome"] == "validated")
         .count();
-    assert_eq!(validated, 4, "the fresh demo's outcomes: {v:#}");
+    assert_eq!(validated, 3, "the fresh demo's outcomes: {v:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

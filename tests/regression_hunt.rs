@@ -943,6 +943,50 @@ mod engine {
                 "{t:?}"
             );
         }
+        // A push-ordered nightly track: placed by Docker Hub's push times
+        // (a tag pushed outside the range, and one without a time, left
+        // out); each step's commit is the one its tag names.
+        let at = |day: u32| {
+            chrono::DateTime::parse_from_rfc3339(&format!("2026-08-{day:02}T10:00:00Z"))
+                .unwrap()
+                .with_timezone(&chrono::Utc)
+        };
+        let nightly = |n: u32| format!("nightly-{:040x}", 0xabc000 + n);
+        for (n, day) in [(1, 20), (2, 10), (3, 30), (4, 3)] {
+            let seed = TagSeed {
+                pushed: Some(at(day)),
+                ..TagSeed::default()
+            };
+            env.stack
+                .registry
+                .add_tag("vllm/vllm-openai", &nightly(n), &seed)
+                .expect("tag");
+        }
+        env.stack
+            .registry
+            .add_tag("vllm/vllm-openai", &nightly(5), &TagSeed::default())
+            .expect("tag");
+        let range = tags
+            .range(
+                KEY,
+                "vllm/vllm-openai:nightly-3ee2df30337a301164c46ae444b76ee67e71c106",
+                "vllm/vllm-openai:nightly-5e35a6f4f9bbc217c599692157ca985c894373f7",
+            )
+            .await
+            .expect("nightly range");
+        // The demo's own seven nightlies in between are there too.
+        assert_eq!(range.tags.len(), 7 + 3, "{range:#?}");
+        let added: Vec<&klaud_lifecycle::hunt::HuntTag> = range
+            .tags
+            .iter()
+            .filter(|t| t.tag.starts_with("nightly-0000"))
+            .collect();
+        let between: Vec<&str> = added.iter().map(|t| t.tag.as_str()).collect();
+        assert_eq!(between, [nightly(2), nightly(1), nightly(3)], "{range:#?}");
+        assert_eq!(
+            added[0].commit.as_deref(),
+            Some(&nightly(2)["nightly-".len()..])
+        );
         // Not one repository: no plan, and the error says why.
         let err = tags
             .range(KEY, old, "lmsysorg/sglang:v0.26.0")

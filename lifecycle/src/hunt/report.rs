@@ -255,13 +255,23 @@ pub fn result_lines(plan: &HuntPlan, result: &HuntResult, zh: bool) -> Vec<Strin
             tag_words(bad, false)
         )
     });
-    if let (Some(up), Some(from), Some(to)) = (&plan.upstream, &good.commit, &bad.commit) {
+    if let (Some(from), Some(to)) = (&good.commit, &bad.commit) {
         let range = format!("{}...{}", short(from), short(to));
-        let shown = link(&range, &compare_url(up, from, to));
-        lines.push(if zh {
-            format!("上游变更：{} {shown}", text(up))
-        } else {
-            format!("Upstream change: {} {shown}", text(up))
+        // Without a configured source repository the range is still the
+        // answer a maintainer takes to `git log`; it is just not a link.
+        lines.push(match (&plan.upstream, zh) {
+            (Some(up), true) => format!(
+                "上游变更：{} {}",
+                text(up),
+                link(&range, &compare_url(up, from, to))
+            ),
+            (Some(up), false) => format!(
+                "Upstream change: {} {}",
+                text(up),
+                link(&range, &compare_url(up, from, to))
+            ),
+            (None, true) => format!("上游变更：{}", code(&range)),
+            (None, false) => format!("Upstream change: {}", code(&range)),
         });
     }
     if !result.untested.is_empty() {

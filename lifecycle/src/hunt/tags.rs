@@ -134,9 +134,12 @@ pub fn tags_between(
 /// The registry's side of a hunt ([`crate::engine::HuntTags`]) over a
 /// registry client: the old tag's built-in track (its shape), the tags the
 /// registry lists on it between the two images, each resolved to the
-/// digest it serves now. Tags are placed by what they carry (no push
-/// times are read), so a push-ordered track gives no plan; labels are not
-/// read either, so a step's commit is the one its tag names, if any.
+/// digest it serves now (HEAD: no pull). Tags are placed by what they
+/// carry and, where the track needs a clock (a push-ordered nightly, a
+/// year-less date, a rebuild), by the push times of Docker Hub's tags API
+/// (no pull either); a registry without that API gives such a track no
+/// plan. Labels are not read, so a step's commit is the one its tag names,
+/// if any.
 pub struct RegistryHuntTags<'a> {
     /// The registries.
     pub registry: &'a klaud_planner::registry::RegistryClient,
@@ -167,12 +170,16 @@ impl crate::engine::HuntTags for RegistryHuntTags<'_> {
             .list_tags(&host, &repo)
             .await
             .map_err(|e| e.to_string())?;
+        let hub = session
+            .hub_tags(&host, &repo)
+            .await
+            .map_err(|e| e.to_string())?;
         let served = |tag: &str| ServedTag {
             tag: tag.to_owned(),
             // Filled in below, for the few tags a hunt may run.
             digest: Some(String::new()),
             revision: None,
-            time: None,
+            time: hub.as_ref().and_then(|h| h.get(tag)).and_then(|i| i.pushed),
         };
         let between = tags_between(
             &track,

@@ -76,6 +76,11 @@ pub enum StepEvent {
     },
     /// Klaud stopped keeping a validated PR mergeable.
     UpkeepSettled(String),
+    /// News of the candidate's regression hunt (planned, a step
+    /// dispatched, a step's verdict).
+    Hunt(String),
+    /// The hunt ended: its result lines (Markdown, English).
+    HuntEnded(Vec<String>),
     /// Not taken up (another instance holds the family, …).
     Skipped(String),
     /// A step failed; the next pass resumes.
@@ -139,6 +144,15 @@ impl std::fmt::Display for StepEvent {
                 head.get(..12).unwrap_or(head)
             ),
             StepEvent::UpkeepSettled(why) => write!(f, "no longer kept up to date: {why}"),
+            StepEvent::Hunt(news) => f.write_str(news),
+            StepEvent::HuntEnded(lines) => {
+                // A terminal shows the Markdown's words, not its marks.
+                let plain: Vec<String> = lines
+                    .iter()
+                    .map(|l| l.replace("**", "").replace('`', ""))
+                    .collect();
+                f.write_str(&plain.join(" · "))
+            }
             StepEvent::Skipped(why) => write!(f, "skipped: {why}"),
             StepEvent::Stopped(why) => write!(f, "stopped, resumes next pass: {why}"),
         }
@@ -229,6 +243,9 @@ pub fn step_events(
     if before.sweep_requested_at.is_none() && after.sweep_requested_at.is_some() {
         out.push(StepEvent::SweepRequested);
     }
+    if before.hunt.en.is_empty() && !after.hunt.en.is_empty() {
+        out.push(StepEvent::HuntEnded(after.hunt.en.clone()));
+    }
     if before.step != Step::Done
         && after.step == Step::Done
         && let Some(e) = &after.ending
@@ -260,6 +277,9 @@ pub fn step_events(
     }
     match progress {
         Ok(Progress::Skipped(why)) => out.push(StepEvent::Skipped(why.clone())),
+        Ok(Progress::Waiting(why)) if klaud_lifecycle::engine::is_hunt_news(why) => {
+            out.push(StepEvent::Hunt(why.clone()));
+        }
         Err(e) => out.push(StepEvent::Stopped(e.clone())),
         _ => {}
     }

@@ -280,12 +280,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .config
         .clone()
         .unwrap_or_else(|| default_path("demo-klaud.toml"));
-    let experiments = crate::config::Config::load(&config)
-        .map_err(|e| CliError::bad_input(anyhow::anyhow!("{e}")))?
-        .experiment_specs()
-        .map_err(|(key, message)| {
-            CliError::bad_input(anyhow::anyhow!("{}: {key}: {message}", config.display()))
-        })?;
+    let demo_config = crate::config::Config::load(&config)
+        .map_err(|e| CliError::bad_input(anyhow::anyhow!("{e}")))?;
+    let hunt = demo_config.hunt.settings();
+    let experiments = demo_config.experiment_specs().map_err(|(key, message)| {
+        CliError::bad_input(anyhow::anyhow!("{}: {key}: {message}", config.display()))
+    })?;
     if !seed.is_dir() {
         return Err(CliError::bad_input(anyhow::anyhow!(
             "{} is not a directory",
@@ -294,7 +294,14 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     let runtime = super::runtime()?;
     let (mut report, figures) = runtime
-        .block_on(demo(&args, &seed, &registry_text, script, experiments))
+        .block_on(demo(
+            &args,
+            &seed,
+            &registry_text,
+            script,
+            experiments,
+            hunt,
+        ))
         .map_err(CliError::failure)?;
     if args.stats {
         report.requests = Some(DemoRequests {
@@ -571,6 +578,7 @@ async fn demo(
     registry_seed: &str,
     script: Script,
     experiments: Vec<klaud_lifecycle::experiment::ExperimentSpec>,
+    hunt: klaud_lifecycle::hunt::HuntSettings,
 ) -> anyhow::Result<(DemoReport, Figures)> {
     let stack = SandboxStack::start(
         "demo/benchmarks",
@@ -589,6 +597,7 @@ async fn demo(
         &stack,
     )?;
     engine.experiments = experiments;
+    engine.hunt = hunt;
     let workflows = stack.state().workflow_files(&stack.repo).await;
     let forge = sandbox_forge(&stack).await?;
     let registry = sandbox_registry(&stack.registry_url)?;
