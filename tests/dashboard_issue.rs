@@ -380,12 +380,35 @@ async fn a_ticked_retry_lifts_the_cooldown_of_a_failed_family() {
         note: None,
         declined: None,
     });
+    // Its regression hunt ended (issue 30): its head shows under the row.
+    rec.hunt = klaud_lifecycle::engine::journal::HuntLines {
+        en: vec![
+            "**Regression hunt:** first bad tag found.".into(),
+            "Last good: `t3` · first bad: `t4`".into(),
+            "Upstream change: `aaa...bbb`".into(),
+            "GPU runs used: 3".into(),
+        ],
+        zh: vec!["**回归排查：**已找到第一个出问题的标签。".into()],
+    };
     rec.updated_at = env.clock.now();
     env.journal.save(&rec).await.expect("save");
     assert!(!klaud_lifecycle::commands::retry_requested(&env.journal, &rec).await);
 
     pass(&env, &env.forge).await;
     let issue = the_dashboard(&env).await;
+    let failed = issue
+        .body
+        .split("### Failed recently / 最近失败")
+        .nth(1)
+        .expect("failed section");
+    for line in [
+        "  - Last good: `t3` · first bad: `t4`\n",
+        "  - Upstream change: `aaa...bbb`\n",
+        "  - **回归排查：**已找到第一个出问题的标签。\n",
+    ] {
+        assert!(failed.contains(line), "{line:?}:\n{failed}");
+    }
+    assert!(!failed.contains("GPU runs used"), "{failed}");
     assert!(
         issue.body.contains("Failed recently / 最近失败"),
         "{}",

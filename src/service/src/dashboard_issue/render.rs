@@ -137,6 +137,21 @@ impl View<'_> {
     }
 }
 
+/// The head of a candidate's ended regression hunt (its verdict, the last
+/// good and first bad tag, their commit range), English then Chinese, as
+/// nested items under its row; the whole result is in its receipt. The
+/// lines are rendered (and escaped) by the hunt.
+fn hunt_lines(rec: &CandidateRecord) -> String {
+    const SHOWN: usize = 3;
+    rec.hunt
+        .en
+        .iter()
+        .take(SHOWN)
+        .chain(rec.hunt.zh.iter().take(SHOWN))
+        .map(|line| format!("  - {line}\n"))
+        .collect()
+}
+
 fn ending(rec: &CandidateRecord) -> Option<&klaud_lifecycle::engine::Ending> {
     rec.ending.as_ref().filter(|_| rec.step == Step::Done)
 }
@@ -335,6 +350,7 @@ fn body_with(
             View::pr(r),
             View::run(r)
         ));
+        out.push_str(&hunt_lines(r));
     }
 
     let experiments = crate::dashboard::experiment_rows(records);
