@@ -29,7 +29,7 @@ use klaud_claims::{CandidateId, Clock};
 use serde::Serialize;
 
 use super::{
-    Authorization, Command, ParsedCommand, RetryRelease, authorize, find_retry_release,
+    Authorization, Command, ParsedCommand, Refusal, RetryRelease, authorize, find_retry_release,
     parse_commands,
 };
 use crate::engine::{
@@ -124,34 +124,34 @@ pub async fn retry_requested(journal: &dyn Journal, rec: &CandidateRecord) -> bo
 /// its own, and a validated one has nothing to retry; both are refused with
 /// the reason. The same image is not tried again — its receipt stands — so
 /// the retry takes effect when the family has a newer candidate image.
-/// Returns the text of the answer.
+/// Returns the reply: recorded, or [`Refusal`] with why not.
 pub fn request_retry<'f>(
     journal: &'f dyn Journal,
     clock: &'f dyn Clock,
     rec: &'f CandidateRecord,
     by: &'f str,
     reason: &'f str,
-) -> BoxFuture<'f, Result<Result<String, String>, JournalError>> {
+) -> BoxFuture<'f, Result<Result<String, Refusal>, JournalError>> {
     Box::pin(async move {
         let ending = rec.ending.as_ref().filter(|_| rec.step == Step::Done);
         let Some(ending) = ending else {
-            return Ok(Err(format!(
+            return Ok(Err(Refusal(format!(
                 "Nothing to retry: candidate {} is still in progress (step {}); infrastructure failures and repairs are retried automatically.",
                 rec.candidate,
                 rec.step.as_str()
-            )));
+            ))));
         };
         if ending.outcome == Outcome::Validated {
-            return Ok(Err(format!(
+            return Ok(Err(Refusal(format!(
                 "Nothing to retry: candidate {} was validated.",
                 rec.candidate
-            )));
+            ))));
         }
         let Ok(id) = CandidateId::new(rec.candidate.as_str()) else {
-            return Ok(Err(format!(
+            return Ok(Err(Refusal(format!(
                 "Cannot retry: {:?} is not a candidate id.",
                 rec.candidate
-            )));
+            ))));
         };
         journal
             .record_retry_request(
@@ -279,7 +279,7 @@ pub fn handle_commands<'f>(
                     tracing::warn!(
                         comment = comment.id,
                         user,
-                        "ignoring a klaud-retry-release marker: {why}"
+                        "ignoring a malformed marker: {why}"
                     );
                     continue;
                 }
@@ -328,16 +328,12 @@ fn legacy_retry(
     rec: &CandidateRecord,
     comment: u64,
     user: &str,
-    found: Result<RetryRelease, String>,
+    found: Result<RetryRelease, super::RetryReleaseError>,
 ) -> Option<ParsedCommand> {
     let marker = match found {
         Ok(m) => m,
         Err(why) => {
-            tracing::warn!(
-                comment,
-                user,
-                "ignoring a klaud-retry-release marker: {why}"
-            );
+            tracing::warn!(comment, user, "ignoring a malformed marker: {why}");
             return None;
         }
     };
@@ -390,7 +386,7 @@ async fn execute(
             None => Ok("Cannot retry: this instance has no store to record the request.".into()),
             Some(r) => Ok(
                 match request_retry(r.journal, r.clock, rec, user, &argument).await? {
-                    Ok(text) | Err(text) => text,
+                    Ok(text) | Err(Refusal(text)) => text,
                 },
             ),
         },
@@ -442,7 +438,7 @@ async fn execute(
                 Err(e) => {
                     return Ok(format!(
                         "Not started: {}. Write `/klaud try <name> [from <variant>]: <edit>; <edit>` (see the README).",
-                        no_mentions(&e).replace('`', "'")
+                        no_mentions(&e.to_string()).replace('`', "'")
                     ));
                 }
             };
@@ -460,7 +456,9 @@ async fn execute(
                     started.push(target);
                     text
                 }
-                Err(why) => format!("Not started: {}", no_mentions(&why).replace('`', "'")),
+                Err(Refusal(why)) => {
+                    format!("Not started: {}", no_mentions(&why).replace('`', "'"))
+                }
             })
         }
         Command::Hunt => {
@@ -480,7 +478,7 @@ async fn execute(
                     .hunt_on_request(rec, user, &target.replace('`', "'"))
                     .await?
                 {
-                    Ok(text) | Err(text) => text,
+                    Ok(text) | Err(Refusal(text)) => text,
                 },
             )
         }

@@ -255,33 +255,52 @@ pub struct TryRequest {
     pub edits: Vec<klaud_planner::variant::Edit>,
 }
 
+/// Why Klaud will not do what a person asked, worded as the reply they get
+/// (a retry of a candidate still running, a variant it cannot start).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+/// Why a `/klaud try` argument does not read; the message is the reply.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TryParseError {
+    /// No `:` between the name and the edits.
+    #[error("expected `/klaud try <name> [from <variant>]: <edits>`")]
+    Shape,
+    /// The words before the `:` are not a name or `<name> from <variant>`.
+    #[error("{0:?} is not `<name>` or `<name> from <variant>`")]
+    Head(String),
+    /// A variant name Klaud cannot use.
+    #[error("variant name {0:?} must be 1 to 32 letters, digits, '-' or '_'")]
+    Name(String),
+    /// The edits do not parse.
+    #[error(transparent)]
+    Edits(#[from] klaud_planner::variant::EditSyntaxError),
+    /// A new variant without a base changes nothing.
+    #[error("a new variant needs at least one edit")]
+    NoEdits,
+}
+
 /// Parses the argument of `/klaud try`: `<name> [from <variant>]: <edits>`
 /// (edits in the grammar of [`klaud_planner::variant`], `;`-separated).
-pub fn parse_try(argument: &str) -> Result<TryRequest, String> {
+pub fn parse_try(argument: &str) -> Result<TryRequest, TryParseError> {
     let Some((head, edits)) = argument.split_once(':') else {
-        return Err("expected `/klaud try <name> [from <variant>]: <edits>`".into());
+        return Err(TryParseError::Shape);
     };
     let words: Vec<&str> = head.split_whitespace().collect();
     let (name, from) = match words.as_slice() {
         [name] => (*name, None),
         [name, kw, base] if kw.eq_ignore_ascii_case("from") => (*name, Some(*base)),
-        _ => {
-            return Err(format!(
-                "{:?} is not `<name>` or `<name> from <variant>`",
-                head.trim()
-            ));
-        }
+        _ => return Err(TryParseError::Head(head.trim().to_owned())),
     };
     for n in std::iter::once(name).chain(from) {
         if !klaud_planner::variant::valid_name(n) {
-            return Err(format!(
-                "variant name {n:?} must be 1 to 32 letters, digits, '-' or '_'"
-            ));
+            return Err(TryParseError::Name(n.to_owned()));
         }
     }
-    let edits = klaud_planner::variant::parse_edits(edits).map_err(|e| e.to_string())?;
+    let edits = klaud_planner::variant::parse_edits(edits)?;
     if edits.is_empty() && from.is_none() {
-        return Err("a new variant needs at least one edit".into());
+        return Err(TryParseError::NoEdits);
     }
     Ok(TryRequest {
         name: name.to_owned(),
@@ -390,41 +409,45 @@ pub struct RetryRelease {
     pub head: String,
 }
 
+/// What is malformed in a retry-release marker (the helper wrote it; the
+/// message says which field).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("retry-release marker{0}")]
+pub struct RetryReleaseError(String);
+
 /// The first retry-release marker in `body`: `None` when there is none,
 /// `Err` naming what is malformed. Unlike `/klaud` commands it is an HTML
 /// comment by design, so it counts wherever it stands.
-pub fn find_retry_release(body: &str) -> Option<Result<RetryRelease, String>> {
+pub fn find_retry_release(body: &str) -> Option<Result<RetryRelease, RetryReleaseError>> {
+    let malformed = |what: String| Some(Err(RetryReleaseError(what)));
     let at = body.find(RETRY_RELEASE_PREFIX)?;
     let rest = &body[at + RETRY_RELEASE_PREFIX.len()..];
     let Some(end) = rest.find("-->") else {
-        return Some(Err("retry-release marker without its closing -->".into()));
+        return malformed(" without its closing -->".into());
     };
     let inner = rest[..end].trim();
     let fields: Vec<&str> = inner.split(':').collect();
     let [parent, candidate, head] = fields.as_slice() else {
-        return Some(Err(format!(
-            "retry-release marker {:?}: expected <parent>:<candidate>:<head>",
+        return malformed(format!(
+            " {:?}: expected <parent>:<candidate>:<head>",
             shorten(inner)
-        )));
+        ));
     };
     let parent = match parent.parse::<u64>() {
         Ok(p) if !parent.starts_with('+') => p,
         _ => {
-            return Some(Err(format!(
-                "retry-release marker: parent {:?} is not a run id",
-                shorten(parent)
-            )));
+            return malformed(format!(": parent {:?} is not a run id", shorten(parent)));
         }
     };
     let candidate = match klaud_claims::CandidateId::new(candidate) {
         Ok(c) => c,
-        Err(e) => return Some(Err(format!("retry-release marker: {e}"))),
+        Err(e) => return malformed(format!(": {e}")),
     };
     if head.len() != 40 || !head.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        return Some(Err(format!(
-            "retry-release marker: head {:?} is not a 40-hex commit sha",
+        return malformed(format!(
+            ": head {:?} is not a 40-hex commit sha",
             shorten(head)
-        )));
+        ));
     }
     Some(Ok(RetryRelease {
         parent,
@@ -607,7 +630,8 @@ mod tests {
         ] {
             let e = find_retry_release(&junk)
                 .expect("found")
-                .expect_err("malformed");
+                .expect_err("malformed")
+                .to_string();
             assert!(e.contains(why), "{junk}: {e}");
         }
     }

@@ -590,13 +590,15 @@ impl Engine<'_> {
         &self,
         rec: &mut CandidateRecord,
         request: &crate::commands::TryRequest,
-    ) -> Result<Result<crate::engine::config::Target, String>, EngineError> {
+    ) -> Result<Result<crate::engine::config::Target, crate::commands::Refusal>, EngineError> {
         Ok(
             match self
                 .add_variants(rec, std::slice::from_ref(request), None)
                 .await?
             {
-                Ok(mut t) => t.pop().ok_or_else(|| "no variant was made".to_owned()),
+                Ok(mut t) => t
+                    .pop()
+                    .ok_or_else(|| crate::commands::Refusal("no variant was made".to_owned())),
                 Err(e) => Err(e),
             },
         )
@@ -614,14 +616,16 @@ impl Engine<'_> {
         rec: &'f mut CandidateRecord,
         requests: &'f [crate::commands::TryRequest],
         proposed: Option<&'f experiment::Proposal>,
-    ) -> BoxFuture<'f, Result<Result<Vec<crate::engine::config::Target>, String>, EngineError>>
-    {
+    ) -> BoxFuture<
+        'f,
+        Result<Result<Vec<crate::engine::config::Target>, crate::commands::Refusal>, EngineError>,
+    > {
         Box::pin(async move {
             if matches!(rec.step, Step::Finish | Step::Done) || rec.ending.is_some() {
-                return Ok(Err(format!(
+                return Ok(Err(crate::commands::Refusal(format!(
                     "candidate {} is finishing or finished",
                     rec.candidate
-                )));
+                ))));
             }
             // A plain candidate becomes the experiment's first variant, `base`.
             let mut info = rec.variant.clone().unwrap_or_else(|| VariantInfo {
@@ -694,14 +698,14 @@ impl Engine<'_> {
         request: &crate::commands::TryRequest,
         proposed: Option<&experiment::Proposal>,
         many: bool,
-    ) -> Result<Result<crate::engine::config::Target, String>, EngineError> {
+    ) -> Result<Result<crate::engine::config::Target, crate::commands::Refusal>, EngineError> {
         use klaud_planner::variant::ResolvedVariant;
         let refused = |why: String| {
-            if many {
+            crate::commands::Refusal(if many {
                 format!("Variant {}: {why}", request.name)
             } else {
                 why
-            }
+            })
         };
         let existing = info
             .siblings
@@ -783,7 +787,7 @@ impl Engine<'_> {
         info: &VariantInfo,
         new_ids: &[klaud_claims::CandidateId],
         requests: &[crate::commands::TryRequest],
-    ) -> Result<Result<(), String>, EngineError> {
+    ) -> Result<Result<(), crate::commands::Refusal>, EngineError> {
         let listed = experiment::Listed {
             experiment: info.experiment.clone(),
             base_image: info.base_image.clone(),
@@ -795,7 +799,9 @@ impl Engine<'_> {
         let mut written = false;
         for _ in 0..CAS_ATTEMPTS {
             let Some(held) = self.refresh_claim(rec).await? else {
-                return Ok(Err("this instance does not hold the family's claim".into()));
+                return Ok(Err(crate::commands::Refusal(
+                    "this instance does not hold the family's claim".into(),
+                )));
             };
             let ids = held.record.candidate_ids();
             let listed_now = new_ids.iter().all(|id| ids.contains(&id.as_str()))

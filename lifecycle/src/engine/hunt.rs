@@ -318,12 +318,9 @@ impl Engine<'_> {
             )
             .await
         {
-            Ok(_) | Err(crate::engine::forge::ForgeError::Ambiguous(_)) => {
-                Ok(HuntProgress::Waiting(format!(
-                    "{HUNT_NEWS}step {step} dispatched at {}",
-                    tag.tag
-                )))
-            }
+            Ok(_) | Err(crate::engine::forge::ForgeError::Ambiguous(_)) => Ok(
+                HuntProgress::Waiting(format!("{HUNT_NEWS}step {step} dispatched at {}", tag.tag)),
+            ),
             Err(e) => Err(e.into()),
         }
     }
@@ -438,30 +435,30 @@ impl Engine<'_> {
         rec: &mut CandidateRecord,
         by: &str,
         target: &str,
-    ) -> Result<Result<String, String>, EngineError> {
+    ) -> Result<Result<String, crate::commands::Refusal>, EngineError> {
         let Some(number) = rec.pull else {
-            return Ok(Err("Not started: the candidate has no PR.".into()));
+            return Ok(Err(crate::commands::Refusal(
+                "Not started: the candidate has no PR.".into(),
+            )));
         };
         let week_used = self.hunt_week_used().await?;
         if self.has_hunt(rec, number).await? {
-            return Ok(Err(
+            return Ok(Err(crate::commands::Refusal(
                 "Not started: this candidate already has a hunt (see its records above).".into(),
-            ));
+            )));
         }
         let probe = Probe::Outcome {
             target: target.to_owned(),
         };
         let trigger = Trigger::Command { by: by.to_owned() };
         let Some(plan) = self.hunt_plan(rec, probe, trigger).await? else {
-            return Ok(Err(
-                "Not started: the registry gave no tags to search between the old and the new image.".into(),
-            ));
+            return Ok(Err(crate::commands::Refusal("Not started: the registry gave no tags to search between the old and the new image.".into())));
         };
         let n = plan.tags.iter().filter(|t| t.digest.is_some()).count();
         Ok(match self.hunt_step(rec, Some(&plan), week_used).await? {
-            HuntProgress::Candidate(_) => {
-                Err("Not started: this PR is not Klaud's any more.".into())
-            }
+            HuntProgress::Candidate(_) => Err(crate::commands::Refusal(
+                "Not started: this PR is not Klaud's any more.".into(),
+            )),
             _ => Ok(format!(
                 "Hunt planned over {n} served tags between `{}` and `{}` (budget {} runs); it runs before the candidate finishes. `/klaud stop` ends it with the narrowest range.",
                 plan.old.tag, plan.new.tag, plan.budget

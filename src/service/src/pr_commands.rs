@@ -38,7 +38,7 @@ pub fn request_retry<'f>(
     rec: &'f CandidateRecord,
     by: &'f str,
     reason: &'f str,
-) -> BoxFuture<'f, Result<Result<String, String>, JournalError>> {
+) -> BoxFuture<'f, Result<Result<String, klaud_lifecycle::commands::Refusal>, JournalError>> {
     Box::pin(async move {
         let journal = StoreJournal::new(store.clone());
         klaud_lifecycle::commands::request_retry(&journal, clock, rec, by, reason).await

@@ -222,8 +222,13 @@ fn parse_variants(bytes: &[u8]) -> Result<Vec<klaud_lifecycle::commands::TryRequ
                 "field `variants[{i}]` is {v}, not a string like \"B: set a.b=1\""
             ));
         };
-        let request = klaud_lifecycle::commands::parse_try(arg)
-            .map_err(|e| format!("field `variants[{i}]` ({:?}): {}", cut(arg), cut(&e)))?;
+        let request = klaud_lifecycle::commands::parse_try(arg).map_err(|e| {
+            format!(
+                "field `variants[{i}]` ({:?}): {}",
+                cut(arg),
+                cut(&e.to_string())
+            )
+        })?;
         if requests.iter().any(|r| r.name == request.name) {
             return Err(format!(
                 "field `variants[{i}]` names Variant {} a second time",

@@ -136,7 +136,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                         super::emit(&format!("{text}\n"));
                         Ok(())
                     }
-                    Err(why) => Err(CliError::bad_input(anyhow::anyhow!(why))),
+                    Err(refusal) => Err(CliError::bad_input(anyhow::anyhow!(refusal))),
                 }
             }
         }

@@ -307,7 +307,7 @@ async fn retry(journal: &dyn Journal, clock: &dyn Clock, family: &str, by: &str)
     match klaud_lifecycle::commands::request_retry(journal, clock, rec, by, "dashboard issue").await
     {
         Ok(Ok(text)) => format!("Applied for @{by}: {text} / 已执行：立即重试。"),
-        Ok(Err(text)) => format!("Not applied for @{by}: {text}"),
+        Ok(Err(refusal)) => format!("Not applied for @{by}: {refusal}"),
         Err(e) => format!("Not applied: retry `{family}` — {e}"),
     }
 }
