@@ -227,8 +227,8 @@ pub const COMMANDS: [CommandHelp; 6] = [
     },
     CommandHelp {
         usage: "/klaud hunt [point]",
-        en: "find the first nightly between the old and the new image that fails (or, with a point such as `conc 64`, that regresses it)",
-        zh: "在旧镜像与新镜像之间找出第一个失败（或给定测试点如 `conc 64` 时，第一个使其性能退化）的 nightly",
+        en: "find the first nightly between the old and the new image whose smoke fails (the point, if given, is named in the hunt's reports)",
+        zh: "在旧镜像与新镜像之间找出第一个冒烟测试失败的 nightly（给出的测试点会写在排查报告中）",
     },
 ];
 
