@@ -119,8 +119,6 @@ impl Engine<'_> {
     /// Advances the candidate's hunt by one thing (see the module doc).
     /// `start` is the plan to publish when the PR has no hunt yet;
     /// `week_used` the hunt runs the repository used in the last seven days.
-    // Kept whole (about 150 lines): rebuild, stop, and the one action per
-    // call read best in one place; each branch returns.
     pub async fn hunt_step(
         &self,
         rec: &mut CandidateRecord,
@@ -131,7 +129,11 @@ impl Engine<'_> {
     }
 
     /// [`Engine::hunt_step`]; `stop`: the candidate was stopped (an
-    /// operator's hand-off is not a comment the hunt could read).
+    /// operator's hand-off is not a comment the hunt could read). Rebuilds
+    /// the hunt from the PR, then does one thing: publish the plan or the
+    /// end, record the step whose run ended, or dispatch the next one.
+    // Kept whole (about 90 lines): the rebuild and the choice of the one
+    // action read best in one place; each branch returns.
     async fn hunt_step_with(
         &self,
         rec: &mut CandidateRecord,
@@ -216,50 +218,79 @@ impl Engine<'_> {
                     tag.tag
                 )));
             }
-            let (verdict, value, note) = match &run.conclusion {
-                Some(RunConclusion::Success) => {
-                    let value = self.hunt_value(run.id, hunt.plan()).await?;
-                    let note = value.as_ref().err().cloned().unwrap_or_default();
-                    let value = value.ok().flatten();
-                    (hunt.verdict_of(true, value), value, note)
-                }
-                Some(RunConclusion::Failure) => (Verdict::Bad, None, "failure".to_owned()),
-                other => (
-                    Verdict::Infra,
-                    None,
-                    other
-                        .as_ref()
-                        .map_or("no conclusion".to_owned(), |c| c.to_string()),
-                ),
-            };
-            let record = StepRecord {
-                step,
-                tag: tag.tag.clone(),
-                run: Some(run.id),
-                verdict,
-                value,
-                note: crate::model::shorten(&note, 200),
-            };
             let key = key(HuntName::Step { hunt: n, step });
-            let body = render_step(&key, hunt.plan(), &record);
-            return self
-                .hunt_publish(
-                    rec,
-                    key,
-                    body,
-                    &format!(
-                        "{HUNT_NEWS}step {step} at {}: {}",
-                        tag.tag,
-                        match verdict {
-                            Verdict::Good => "good",
-                            Verdict::Bad => "bad",
-                            Verdict::Infra => "infrastructure failure, no evidence",
-                            Verdict::Gone => "no longer served",
-                        }
-                    ),
-                )
-                .await;
+            return self.hunt_record(rec, key, hunt, step, &tag, run).await;
         }
+        self.hunt_dispatch(rec, hunt, step, &tag, &test_name, &title)
+            .await
+    }
+
+    /// Records step `step` at `tag` from its ended `run`: its verdict (and
+    /// value, for a metric probe) on the PR.
+    async fn hunt_record(
+        &self,
+        rec: &mut CandidateRecord,
+        key: MarkerKey,
+        hunt: &Hunt,
+        step: u32,
+        tag: &HuntTag,
+        run: &crate::engine::forge::Run,
+    ) -> Result<HuntProgress, EngineError> {
+        let (verdict, value, note) = match &run.conclusion {
+            Some(RunConclusion::Success) => {
+                let value = self.hunt_value(run.id, hunt.plan()).await?;
+                let note = value.as_ref().err().cloned().unwrap_or_default();
+                let value = value.ok().flatten();
+                (hunt.verdict_of(true, value), value, note)
+            }
+            Some(RunConclusion::Failure) => (Verdict::Bad, None, "failure".to_owned()),
+            other => (
+                Verdict::Infra,
+                None,
+                other
+                    .as_ref()
+                    .map_or("no conclusion".to_owned(), |c| c.to_string()),
+            ),
+        };
+        let record = StepRecord {
+            step,
+            tag: tag.tag.clone(),
+            run: Some(run.id),
+            verdict,
+            value,
+            note: crate::model::shorten(&note, 200),
+        };
+        let body = render_step(&key, hunt.plan(), &record);
+        self.hunt_publish(
+            rec,
+            key,
+            body,
+            &format!(
+                "{HUNT_NEWS}step {step} at {}: {}",
+                tag.tag,
+                match verdict {
+                    Verdict::Good => "good",
+                    Verdict::Bad => "bad",
+                    Verdict::Infra => "infrastructure failure, no evidence",
+                    Verdict::Gone => "no longer served",
+                }
+            ),
+        )
+        .await
+    }
+
+    /// Dispatches step `step`: a commit on the candidate's head that bumps
+    /// the family to `tag` (moving no ref), then its targeted smoke, named
+    /// `test_name` (its run found again by `title`).
+    async fn hunt_dispatch(
+        &self,
+        rec: &mut CandidateRecord,
+        hunt: &Hunt,
+        step: u32,
+        tag: &HuntTag,
+        test_name: &str,
+        title: &str,
+    ) -> Result<HuntProgress, EngineError> {
         // Not dispatched yet. The gate defers a step; it never ends the
         // candidate for a hunt's sake.
         if let Some(why) = self.capacity_refusal(&rec.family).await? {
@@ -296,13 +327,13 @@ impl Engine<'_> {
             .forge
             .commit_files(&proof, &head, &files, &message)
             .await?;
-        let wanted = klaud_smoke_inputs(&sha, &command, &test_name);
+        let wanted = klaud_smoke_inputs(&sha, &command, test_name);
         let plan = smoke_dispatch(
             smoke,
             &wanted,
             &rec.base_branch,
             &self.forge.bot_login(),
-            &title,
+            title,
         )
         .map_err(|e| EngineError::Invalid(e.to_string()))?;
         self.intend(rec, Intent::Dispatch(self.config.smoke_workflow.clone()))
