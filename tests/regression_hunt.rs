@@ -792,6 +792,45 @@ mod engine {
     }
 
     #[tokio::test]
+    async fn a_validated_candidate_whose_point_regressed_hunts_that_point() {
+        // Every run of t3 and later (the candidate v0.26.0 too) is 20%
+        // slower: the candidate still validates, its sweep is read against
+        // the frozen baseline, and the hunt measures the worst point.
+        let mut tags = vec!["\"v0.25.0\"".to_owned()];
+        tags.extend((0..7).map(|i| format!("\"t{i}\"")));
+        tags.push("\"v0.26.0\"".into());
+        let script = format!(
+            "[families.\"*\"]\nsmoke = [\"success\"]\nsweep = [\"success\"]\n\
+             [families.{KEY}]\nregression = {{ tags = [{}], from = \"t3\", throughput = 0.8 }}\n",
+            tags.join(", ")
+        );
+        let env = Harness::demo()
+            .script(&script)
+            .configure(|c| {
+                c.hunt.enabled = true;
+                c.hunt.families = vec![KEY.into()];
+            })
+            .start()
+            .await;
+        let (rec, ending) = to_the_end(&env).await;
+        let ending = ending.expect("an ending");
+        // A hunt never changes what the candidate concluded.
+        assert_eq!(ending.outcome, Outcome::Validated, "{ending:?}");
+        assert_eq!(smokes(&env), 1 + 3, "the candidate's smoke, then ⌈log2 8⌉");
+        let bodies = env.bodies(rec.pull.unwrap()).await;
+        let hunt = hunt_bodies(&bodies);
+        assert_eq!(hunt.len(), 5, "{hunt:#?}");
+        assert!(hunt[0].contains("throughput"), "{}", hunt[0]);
+        assert!(hunt[4].contains("first bad: `t3`"), "{}", hunt[4]);
+        // The receipt says which point regressed, in both languages.
+        let receipt = bodies
+            .iter()
+            .find(|b| b.starts_with("<!-- klaud-outcome:"))
+            .expect("a receipt");
+        assert!(receipt.contains("**Regression hunt:**"), "{receipt}");
+    }
+
+    #[tokio::test]
     async fn with_the_hunt_off_a_failed_smoke_spends_no_extra_run() {
         let env = Harness::demo().script(&script("t4")).start().await;
         let (rec, ending) = to_the_end(&env).await;

@@ -12,15 +12,18 @@
 //!
 //! Each call does at most one of: publish the plan, record a finished
 //! step, dispatch the next step, publish the end. The next step's run is
-//! found by its title (`e2e Test - klaud-hunt-<owner run>-<candidate>-h<n>-s<k>`)
-//! before anything is dispatched, so a restart with the journal kept or
+//! found by the identity at the end of its title
+//! (`… · klaud-hunt-<owner run>-<candidate>-h<n>-s<k>`) before anything is
+//! dispatched, so a restart with the journal kept or
 //! cleared never runs a step twice. A hunt never changes the candidate's
 //! step or what it concluded (its writes record their intents in the
 //! record like any other).
 //!
 //! Who calls it: the finish step ([`Engine::hunt_before_finish`]) while
-//! the PR is still open and the claim held, when the candidate failed for
-//! real and `[hunt]` applies to its family, or when the PR already carries
+//! the PR is still open and the claim held, when `[hunt]` applies to its
+//! family and the candidate failed for real or validated with a point of
+//! its final sweep regressed beyond its band (that point is then what each
+//! step measures, its smoke narrowed to it), or when the PR already carries
 //! a hunt's plan (a maintainer's `/klaud hunt`). The tags a plan searches
 //! come from the registry through the [`HuntTags`] port.
 
@@ -87,7 +90,7 @@ pub enum HuntProgress {
 /// running, the capacity gate): what a terminal story shows.
 const HUNT_NEWS: &str = "regression hunt: ";
 
-/// Whether a candidate's wait reports a hunt's news ([`HUNT_NEWS`]).
+/// Whether a candidate's wait reports a hunt's news (it starts `regression hunt: `).
 pub fn is_hunt_news(waiting: &str) -> bool {
     waiting.starts_with(HUNT_NEWS)
 }
@@ -316,7 +319,7 @@ impl Engine<'_> {
             Ok(w) => w.as_ref(),
             Err(e) => return Err(EngineError::Invalid(e.clone())),
         };
-        let command = self.smoke_command(rec)?;
+        let command = crate::hunt::targeted_command(&self.smoke_command(rec)?, &hunt.plan().probe);
         let proof = match self.prove(rec, Scope::Pull).await? {
             Ok(p) => p,
             Err(p) => return Ok(HuntProgress::Candidate(p)),
@@ -387,14 +390,33 @@ impl Engine<'_> {
         let start = if has_plan {
             None
         } else {
-            let audit = rec.upstream.as_ref().and_then(|u| u.audit.as_ref());
             let failed = ending.outcome == crate::model::Outcome::Failed;
-            let Some(trigger) =
-                crate::hunt::should_start(&self.config.hunt, &rec.family, failed, audit, false)
-            else {
+            // Only a sweep that validated is read for a regression (and
+            // only where hunts are on: the read costs requests).
+            let regressed = if ending.outcome == crate::model::Outcome::Validated
+                && self.config.hunt.applies(&rec.family)
+            {
+                self.regressed_probe(rec).await?
+            } else {
+                None
+            };
+            let audit = rec.upstream.as_ref().and_then(|u| u.audit.as_ref());
+            let Some(trigger) = crate::hunt::should_start(
+                &self.config.hunt,
+                &rec.family,
+                failed,
+                audit,
+                regressed.is_some(),
+            ) else {
                 return Ok(None);
             };
-            Some((trigger, ending.phase.as_str().to_owned()))
+            let probe = match (&trigger, regressed) {
+                (Trigger::Regression, Some(probe)) => probe,
+                _ => Probe::Outcome {
+                    target: ending.phase.as_str().to_owned(),
+                },
+            };
+            Some((trigger, probe))
         };
         // Closed elsewhere: nothing more is dispatched for it.
         if !self.forge.get_pull(number).await?.state.is_open() {
@@ -403,8 +425,7 @@ impl Engine<'_> {
         let week_used = self.hunt_week_used().await?;
         let progress = match start {
             None => self.hunt_step(rec, None, week_used).await?,
-            Some((trigger, target)) => {
-                let probe = Probe::Outcome { target };
+            Some((trigger, probe)) => {
                 let Some(plan) = self.hunt_plan(rec, probe, trigger).await? else {
                     return Ok(None);
                 };
@@ -416,6 +437,27 @@ impl Engine<'_> {
             HuntProgress::Waiting(why) => Some(Progress::Waiting(why)),
             HuntProgress::Candidate(p) => Some(p),
         })
+    }
+
+    /// The point of `rec`'s final sweep that regressed most beyond its
+    /// noise band against the frozen baseline, as the hunt's probe; `None`
+    /// when none did or there is no sweep run to read.
+    async fn regressed_probe(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Option<Probe>, EngineError> {
+        let Some(sweep) = &rec.sweep else {
+            return Ok(None);
+        };
+        let (rows, ..) = self.collect(sweep.run_id).await?;
+        let frozen = self.frozen(rec).await?;
+        let band = crate::hunt::noise_band(
+            &[],
+            self.config.hunt.noise_band,
+            crate::hunt::MIN_NOISE_BAND,
+        );
+        let points = crate::hunt::point_values(&frozen.baseline, &rows, band);
+        Ok(crate::hunt::worst_regression(&points))
     }
 
     /// The plan of a hunt over `rec`'s range: `None` when the registry

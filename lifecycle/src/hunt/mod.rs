@@ -198,6 +198,67 @@ pub fn worst_regression(points: &[PointValue]) -> Option<Probe> {
         })
 }
 
+/// Each frozen baseline point's metrics in a run's benchmark `rows`, with
+/// the noise band `band` (the configured default: the results API's rows
+/// give one published value per image and point, so there is no history to
+/// widen it from), for [`worst_regression`]. Points without published
+/// numbers, without a row in the run, or of the agentic scenario (whose
+/// dataset the published rows do not name) are left out.
+pub fn point_values(
+    baseline: &crate::baseline::Baseline,
+    rows: &[crate::artifacts::BenchmarkRow],
+    band: f64,
+) -> Vec<PointValue> {
+    use crate::baseline::Scenario;
+    let mut out = Vec::new();
+    for p in &baseline.points {
+        let (Some(published), Scenario::FixedSeqLen { isl, osl }) =
+            (p.metrics(), &p.point.scenario)
+        else {
+            continue;
+        };
+        let at = PointKey {
+            isl: Some(*isl),
+            osl: Some(*osl),
+            tp: Some(p.point.decode.tp),
+            conc: p.point.conc,
+        };
+        for (metric, baseline) in [
+            (Metric::Throughput, published.tput_per_gpu),
+            (Metric::Ttft, published.mean_ttft),
+            (Metric::Tpot, published.mean_tpot),
+        ] {
+            if let Ok(value) = measure(rows, &at, metric) {
+                out.push(PointValue {
+                    point: p.label.clone(),
+                    at: at.clone(),
+                    metric,
+                    value,
+                    baseline,
+                    band,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The smoke command of a hunt step: the candidate's own, narrowed to the
+/// probe's point where it is a metric (`--conc`, and `--seq-lens` for the
+/// lengths the benchmark repository's generator names: `1k1k`, `8k1k`).
+pub fn targeted_command(smoke: &str, probe: &Probe) -> String {
+    let Probe::Metric { at: Some(at), .. } = probe else {
+        return smoke.to_owned();
+    };
+    let mut command = format!("{smoke} --conc {}", at.conc);
+    match (at.isl, at.osl) {
+        (Some(1024), Some(1024)) => command.push_str(" --seq-lens 1k1k"),
+        (Some(8192), Some(1024)) => command.push_str(" --seq-lens 8k1k"),
+        _ => {}
+    }
+    command
+}
+
 /// A tag of the track as the registry served it when the hunt began.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

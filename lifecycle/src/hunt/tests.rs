@@ -687,3 +687,37 @@ fn the_worst_regression_beyond_its_band_is_the_probe() {
     assert_eq!((point.as_str(), metric), ("a", Metric::Tpot));
     assert_eq!(worst_regression(&points[2..]), None);
 }
+
+#[test]
+fn a_metric_hunts_smoke_is_narrowed_to_its_point() {
+    let smoke = "test-config --config-files configs/x.yaml --config-keys k --smoke";
+    let metric = |isl, osl| Probe::Metric {
+        point: "p".into(),
+        metric: Metric::Throughput,
+        baseline: 1.0,
+        band: 0.05,
+        at: Some(PointKey {
+            isl,
+            osl,
+            tp: Some(8),
+            conc: 64,
+        }),
+    };
+    assert_eq!(
+        targeted_command(smoke, &metric(Some(8192), Some(1024))),
+        format!("{smoke} --conc 64 --seq-lens 8k1k")
+    );
+    assert_eq!(
+        targeted_command(smoke, &metric(Some(1024), Some(1024))),
+        format!("{smoke} --conc 64 --seq-lens 1k1k")
+    );
+    // Lengths the generator has no name for: concurrency only.
+    assert_eq!(
+        targeted_command(smoke, &metric(Some(2048), Some(128))),
+        format!("{smoke} --conc 64")
+    );
+    let outcome = Probe::Outcome {
+        target: "smoke".into(),
+    };
+    assert_eq!(targeted_command(smoke, &outcome), smoke);
+}
