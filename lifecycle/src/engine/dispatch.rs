@@ -55,6 +55,21 @@ impl Engine<'_> {
         ))
     }
 
+    /// The smoke workflow's runs the bot dispatched (one listing, charged
+    /// each time): where a candidate's and a hunt's smokes are found again
+    /// by their titles.
+    pub(super) async fn bot_smoke_runs(&self) -> Result<Vec<Run>, EngineError> {
+        Ok(self
+            .forge
+            .list_runs(&RunQuery {
+                workflow: self.config.smoke_workflow.clone(),
+                event: Some("workflow_dispatch".into()),
+                actor: Some(self.forge.bot_login()),
+                head_sha: None,
+            })
+            .await?)
+    }
+
     /// The smoke and sweep workflows at the candidate's base commit.
     pub(super) async fn base_workflows(
         &self,
@@ -180,14 +195,7 @@ impl Engine<'_> {
         let runs = if never_dispatched {
             Vec::new()
         } else {
-            self.forge
-                .list_runs(&RunQuery {
-                    workflow: self.config.smoke_workflow.clone(),
-                    event: Some("workflow_dispatch".into()),
-                    actor: Some(self.forge.bot_login()),
-                    head_sha: None,
-                })
-                .await?
+            self.bot_smoke_runs().await?
         };
         // Clocks of Klaud and GitHub differ a little; a run of an earlier
         // attempt is excluded by id (`known`) anyway.

@@ -32,7 +32,7 @@ use crate::commands::{Command, parse_commands};
 use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
-use crate::engine::forge::{Forge as _, RunConclusion, RunEvent, RunQuery};
+use crate::engine::forge::{Forge as _, RunConclusion, RunEvent};
 use crate::engine::intent::Intent;
 use crate::engine::journal::CandidateRecord;
 use crate::engine::proof::Scope;
@@ -201,15 +201,7 @@ impl Engine<'_> {
         let id = hunt_test_name(rec.owner_run, cand.as_str(), n, step);
         let test_name = hunt_run_label(&rec.key, n, step, &tag.tag, &id);
         let title = format!("e2e Test - {test_name}");
-        let runs = self
-            .forge
-            .list_runs(&RunQuery {
-                workflow: self.config.smoke_workflow.clone(),
-                event: Some("workflow_dispatch".into()),
-                actor: Some(self.forge.bot_login()),
-                head_sha: None,
-            })
-            .await?;
+        let runs = self.bot_smoke_runs().await?;
         if let Some(run) = runs.iter().find(|r| {
             is_hunt_title(&r.title, &id)
                 && r.event == RunEvent::WorkflowDispatch
@@ -560,15 +552,7 @@ impl Engine<'_> {
     /// would forget runs on a fresh instance; the runs are what cost.
     async fn hunt_week_used(&self) -> Result<u32, EngineError> {
         let since = self.clock.now() - chrono::Duration::days(7);
-        let runs = self
-            .forge
-            .list_runs(&RunQuery {
-                workflow: self.config.smoke_workflow.clone(),
-                event: Some("workflow_dispatch".into()),
-                actor: Some(self.forge.bot_login()),
-                head_sha: None,
-            })
-            .await?;
+        let runs = self.bot_smoke_runs().await?;
         let used = runs
             .iter()
             .filter(|r| {

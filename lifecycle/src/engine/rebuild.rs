@@ -276,15 +276,7 @@ impl Engine<'_> {
         }
         let head = rec.head.clone().unwrap_or_default();
         let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
-        let smoke = self
-            .forge
-            .list_runs(&RunQuery {
-                workflow: self.config.smoke_workflow.clone(),
-                event: Some("workflow_dispatch".into()),
-                actor: Some(self.forge.bot_login()),
-                head_sha: None,
-            })
-            .await?;
+        let smoke = self.bot_smoke_runs().await?;
         for r in smoke.iter().rev() {
             if is_smoke_title(&r.title, rec.owner_run, rec.candidate.as_str())
                 && !known.contains(&r.id)
