@@ -266,6 +266,7 @@ async fn a_results_api_publishing_in_the_past_gives_a_full_baseline_with_each_po
         conc: Some(vec![128]),
         image: None,
         date: Some(yesterday),
+        throughput: None,
     });
     let journal = MemoryJournal::new();
     let summary = wave_config(&env, crate::support::engine_config(5204), &journal).await;
@@ -334,6 +335,7 @@ async fn a_point_whose_latest_publication_ran_another_image_is_na_naming_the_ima
         conc: Some(vec![8]),
         image: Some(OTHER.into()),
         date: Some(yesterday),
+        throughput: None,
     });
     let mut engine = crate::support::engine_config(5205);
     engine.require_baseline = false;
@@ -375,6 +377,7 @@ async fn a_point_whose_latest_publication_ran_another_image_is_na_naming_the_ima
         conc: None,
         image: Some(OTHER.into()),
         date: Some(yesterday),
+        throughput: None,
     });
     let summary = wave_config(
         &env,
@@ -463,6 +466,7 @@ async fn the_pr_body_freezes_the_evals_the_baselines_own_runs_published_and_no_o
         conc: None,
         image: Some("nvcr.io/nvidia/tensorrt-llm/release:0.99.0".into()),
         date: Some(yesterday),
+        throughput: None,
     });
     let journal = MemoryJournal::new();
     let summary = wave_config(&env, crate::support::engine_config(5209), &journal).await;

@@ -831,6 +831,45 @@ mod engine {
     }
 
     #[tokio::test]
+    async fn a_point_whose_published_history_spreads_wider_is_not_hunted() {
+        // The same 20% drop, but the results API has published this image
+        // three times with 25% between its runs: within the point's noise,
+        // so no hunt (and no extra GPU run).
+        let mut tags = vec!["\"v0.25.0\"".to_owned()];
+        tags.extend((0..7).map(|i| format!("\"t{i}\"")));
+        tags.push("\"v0.26.0\"".into());
+        let script = format!(
+            "[families.\"*\"]\nsmoke = [\"success\"]\nsweep = [\"success\"]\n\
+             [families.{KEY}]\nregression = {{ tags = [{}], from = \"t3\", throughput = 0.8 }}\n",
+            tags.join(", ")
+        );
+        let env = Harness::demo()
+            .script(&script)
+            .configure(|c| {
+                c.hunt.enabled = true;
+                c.hunt.families = vec![KEY.into()];
+            })
+            .start()
+            .await;
+        let published = &env.stack.published;
+        let seeded = published.seeded_on(KEY);
+        for (days, throughput) in [(3, 0.75), (6, 1.0)] {
+            published.publish(klaud_sandbox::ci::Sweep {
+                key: KEY.into(),
+                conc: None,
+                image: None,
+                date: seeded.checked_sub_days(chrono::Days::new(days)),
+                throughput: Some(throughput),
+            });
+        }
+        let (rec, ending) = to_the_end(&env).await;
+        assert_eq!(ending.expect("an ending").outcome, Outcome::Validated);
+        assert_eq!(smokes(&env), 1, "no hunt smoke");
+        let bodies = env.bodies(rec.pull.unwrap()).await;
+        assert!(hunt_bodies(&bodies).is_empty(), "{bodies:#?}");
+    }
+
+    #[tokio::test]
     async fn with_the_hunt_off_a_failed_smoke_spends_no_extra_run() {
         let env = Harness::demo().script(&script("t4")).start().await;
         let (rec, ending) = to_the_end(&env).await;

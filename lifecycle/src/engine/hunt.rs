@@ -443,13 +443,78 @@ impl Engine<'_> {
         };
         let (rows, ..) = self.collect(sweep.run_id).await?;
         let frozen = self.frozen(rec).await?;
-        let band = crate::hunt::noise_band(
-            &[],
-            self.config.hunt.noise_band,
-            crate::hunt::MIN_NOISE_BAND,
-        );
-        let points = crate::hunt::point_values(&frozen.baseline, &rows, band);
+        let default = self.config.hunt.noise_band;
+        let points = crate::hunt::point_values(&frozen.baseline, &rows, default);
+        // The results API is asked for history only when a point is past
+        // the default band: most candidates cost it nothing.
+        if crate::hunt::worst_regression(&points).is_none() {
+            return Ok(None);
+        }
+        let history = self.point_history(rec, &frozen.baseline).await?;
+        let points = crate::hunt::with_history(points, &history, default);
         Ok(crate::hunt::worst_regression(&points))
+    }
+
+    /// The published metrics of each frozen point for the same image,
+    /// newest first, the frozen run included: the results API answers a
+    /// line's newest run as of a day, so asking as of the day before the
+    /// oldest run seen gives the runs before it, up to
+    /// [`crate::hunt::HISTORY_RUNS`] in all. A point's history ends where
+    /// its earlier row ran another image or has none (or the API fails).
+    async fn point_history(
+        &self,
+        rec: &CandidateRecord,
+        frozen: &crate::baseline::Baseline,
+    ) -> Result<std::collections::BTreeMap<String, Vec<crate::artifacts::PointMetrics>>, EngineError>
+    {
+        use crate::baseline::BaselineValue;
+        use std::collections::BTreeMap;
+        let family = self.family(&rec.family)?;
+        let mut history: BTreeMap<String, Vec<crate::artifacts::PointMetrics>> = BTreeMap::new();
+        let mut seen: BTreeMap<String, chrono::NaiveDate> = BTreeMap::new();
+        for p in &frozen.points {
+            if let BaselineValue::Measured {
+                metrics, published, ..
+            } = &p.value
+            {
+                history.insert(p.label.clone(), vec![*metrics]);
+                seen.insert(p.label.clone(), published.unwrap_or(frozen.date));
+            }
+        }
+        for _ in 1..crate::hunt::HISTORY_RUNS {
+            let Some(day) = seen.values().min().and_then(|d| d.pred_opt()) else {
+                break;
+            };
+            let earlier = crate::baseline::baseline_of(
+                self.baseline,
+                family,
+                &self.config.model_names,
+                &frozen.image,
+                day,
+            )
+            .await;
+            let mut next = BTreeMap::new();
+            for p in &earlier.points {
+                let (
+                    Some(&before),
+                    BaselineValue::Measured {
+                        metrics, published, ..
+                    },
+                ) = (seen.get(&p.label), &p.value)
+                else {
+                    continue;
+                };
+                let at = published.unwrap_or(day);
+                if at < before
+                    && let Some(runs) = history.get_mut(&p.label)
+                {
+                    runs.push(*metrics);
+                    next.insert(p.label.clone(), at);
+                }
+            }
+            seen = next;
+        }
+        Ok(history)
     }
 
     /// The plan of a hunt over `rec`'s range: `None` when the registry

@@ -199,9 +199,9 @@ pub fn worst_regression(points: &[PointValue]) -> Option<Probe> {
 }
 
 /// Each frozen baseline point's metrics in a run's benchmark `rows`, with
-/// the noise band `band` (the configured default: the results API's rows
-/// give one published value per image and point, so there is no history to
-/// widen it from), for [`worst_regression`]. Points without published
+/// the noise band `band` (the configured default; [`with_history`] then
+/// gives each point the band of its published history), for
+/// [`worst_regression`]. Points without published
 /// numbers, without a row in the run, or of the agentic scenario (whose
 /// dataset the published rows do not name) are left out.
 pub fn point_values(
@@ -223,24 +223,46 @@ pub fn point_values(
             tp: Some(p.point.decode.tp),
             conc: p.point.conc,
         };
-        for (metric, baseline) in [
-            (Metric::Throughput, published.tput_per_gpu),
-            (Metric::Ttft, published.mean_ttft),
-            (Metric::Tpot, published.mean_tpot),
-        ] {
+        for metric in [Metric::Throughput, Metric::Ttft, Metric::Tpot] {
             if let Ok(value) = measure(rows, &at, metric) {
                 out.push(PointValue {
                     point: p.label.clone(),
                     at: at.clone(),
                     metric,
                     value,
-                    baseline,
+                    baseline: metric.of(published),
                     band,
                 });
             }
         }
     }
     out
+}
+
+/// How many published runs of one image a point's history goes back to
+/// (the frozen one included): each earlier one is one more request to the
+/// results API.
+pub const HISTORY_RUNS: usize = 4;
+
+/// `points` with each band taken from the point's published history
+/// (`history`: label → the metrics of each published run of the same
+/// image, [`noise_band`]'s rule: three or more runs, else `default`).
+pub fn with_history(
+    points: Vec<PointValue>,
+    history: &std::collections::BTreeMap<String, Vec<crate::artifacts::PointMetrics>>,
+    default: f64,
+) -> Vec<PointValue> {
+    points
+        .into_iter()
+        .map(|mut p| {
+            let values: Vec<f64> = history
+                .get(&p.point)
+                .map(|runs| runs.iter().map(|m| p.metric.of(m)).collect())
+                .unwrap_or_default();
+            p.band = noise_band(&values, default, MIN_NOISE_BAND);
+            p
+        })
+        .collect()
 }
 
 /// The smoke command of a hunt step: the candidate's own, narrowed to the
@@ -297,6 +319,15 @@ impl Metric {
             (Metric::Ttft, true) => "首个 token 延迟（TTFT）",
             (Metric::Tpot, false) => "TPOT",
             (Metric::Tpot, true) => "每个输出 token 延迟（TPOT）",
+        }
+    }
+
+    /// This metric's value among a point's metrics.
+    pub fn of(self, m: &crate::artifacts::PointMetrics) -> f64 {
+        match self {
+            Metric::Throughput => m.tput_per_gpu,
+            Metric::Ttft => m.mean_ttft,
+            Metric::Tpot => m.mean_tpot,
         }
     }
 
@@ -575,12 +606,7 @@ pub fn measure(
             ));
         }
     };
-    let m = row.metrics();
-    Ok(match metric {
-        Metric::Throughput => m.tput_per_gpu,
-        Metric::Ttft => m.mean_ttft,
-        Metric::Tpot => m.mean_tpot,
-    })
+    Ok(metric.of(row.metrics()))
 }
 
 /// Whether `value` is a regression of `metric` against `baseline` beyond

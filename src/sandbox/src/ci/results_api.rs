@@ -35,9 +35,10 @@
 //! withholds results: a withheld key answers no rows and no `configs`
 //! entry (never benchmarked), withheld concurrencies answer no rows for
 //! those points in any run. `POST /_control/published` `{"key": K, "conc":
-//! [N, …]?, "image": I?, "date": "YYYY-MM-DD"?}` publishes one more run of
-//! `key`: only those concurrencies (default every point), run with image
-//! `I` (default the family's current image), on `date` (default today);
+//! [N, …]?, "image": I?, "date": "YYYY-MM-DD"?, "throughput": F?}` publishes
+//! one more run of `key`: only those concurrencies (default every point),
+//! run with image `I` (default the family's current image), on `date`
+//! (default today), measuring `F` times the seeded throughput (default 1);
 //! it answers `{"run_id", "date"}`; `{"clear": true}` drops every run
 //! published this way. [`Published`] offers the same from Rust.
 
@@ -80,6 +81,12 @@ pub struct Sweep {
     /// The day it was published (`None`: [`Published::today`]).
     #[serde(default)]
     pub date: Option<NaiveDate>,
+    /// What it measured against the seeded numbers: a factor on every
+    /// point's throughput (`None`: 1, the same numbers). Real re-sweeps of
+    /// one image differ a little; this is how a test gives a point a
+    /// published history with a spread.
+    #[serde(default)]
+    pub throughput: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -89,6 +96,7 @@ struct Run {
     image: Option<String>,
     date: NaiveDate,
     id: u64,
+    throughput: Option<f64>,
 }
 
 #[derive(Debug, Default)]
@@ -172,6 +180,7 @@ impl Published {
             image: sweep.image,
             date,
             id,
+            throughput: sweep.throughput,
         });
         id
     }
@@ -207,6 +216,7 @@ impl Published {
             image: None,
             date,
             id: run_id(&format!("{key}|{date}|0")),
+            throughput: None,
         };
         std::iter::once(seeded)
             .chain(b.runs.iter().filter(|r| r.key == key).cloned())
@@ -287,6 +297,8 @@ struct PublishBody {
     #[serde(default)]
     date: Option<String>,
     #[serde(default)]
+    throughput: Option<f64>,
+    #[serde(default)]
     clear: bool,
 }
 
@@ -310,6 +322,7 @@ async fn control_published(
         conc: body.conc,
         image: body.image,
         date: Some(date),
+        throughput: body.throughput.filter(|f| f.is_finite() && *f > 0.0),
     });
     Ok(Json(json!({"run_id": id, "date": date.format("%Y-%m-%d").to_string()})).into_response())
 }
@@ -454,6 +467,13 @@ fn rows_of(api: &Api, f: &FamilySpec, html: &str, asked: Asked) -> Vec<Value> {
         let mut row = results::api_row(f, p, &day, &run_url);
         if let Some(image) = &run.image {
             row["image"] = Value::String(image.clone());
+        }
+        if let Some(factor) = run.throughput {
+            for field in ["tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu"] {
+                if let Some(v) = row["metrics"][field].as_f64() {
+                    row["metrics"][field] = json!(v * factor);
+                }
+            }
         }
         row
     };
