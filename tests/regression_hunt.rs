@@ -1001,9 +1001,7 @@ mod engine {
                 .expect("tag");
         }
         let registry = env.registry();
-        let tags = RegistryHuntTags {
-            registry: &registry,
-        };
+        let tags = RegistryHuntTags { registry };
         let old = "vllm/vllm-openai:v0.25.0";
         let range = tags
             .range(KEY, old, "vllm/vllm-openai:v0.26.0")

@@ -140,13 +140,13 @@ pub fn tags_between(
 /// (no pull either); a registry without that API gives such a track no
 /// plan. Labels are not read, so a step's commit is the one its tag names,
 /// if any.
-pub struct RegistryHuntTags<'a> {
-    /// The registries.
-    pub registry: &'a klaud_planner::registry::RegistryClient,
+pub struct RegistryHuntTags {
+    /// The registries (a clone shares the wave's connections and caches).
+    pub registry: klaud_planner::registry::RegistryClient,
 }
 
 #[async_trait::async_trait]
-impl crate::engine::HuntTags for RegistryHuntTags<'_> {
+impl crate::engine::HuntTags for RegistryHuntTags {
     async fn range(
         &self,
         _family: &str,

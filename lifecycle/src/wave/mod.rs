@@ -215,7 +215,7 @@ pub struct Wave<'a> {
     stop: Option<tokio::sync::watch::Receiver<bool>>,
     plan: Option<PlanOptions<'a>>,
     /// A regression hunt's tags, from the wave's registries.
-    hunt_tags: crate::hunt::RegistryHuntTags<'a>,
+    hunt_tags: crate::hunt::RegistryHuntTags,
 }
 
 impl<'a> Wave<'a> {
@@ -223,7 +223,7 @@ impl<'a> Wave<'a> {
     pub fn new(ports: WavePorts<'a>, options: WaveSettings<'a>) -> Self {
         Self {
             hunt_tags: crate::hunt::RegistryHuntTags {
-                registry: ports.registry,
+                registry: ports.registry.clone(),
             },
             ports,
             claimant: options.claimant,

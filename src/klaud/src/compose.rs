@@ -258,6 +258,10 @@ pub struct EngineParts {
     repository: klaud_planner::repo::Repository,
     baseline: Box<dyn BaselineSource>,
     hook: Option<CommandHook>,
+    /// A regression hunt's tags, from the configured registries (as in a
+    /// wave), so a hunt goes on when a candidate is stepped or recovered
+    /// by hand.
+    hunt_tags: klaud_lifecycle::hunt::RegistryHuntTags,
 }
 
 impl EngineParts {
@@ -279,6 +283,12 @@ impl EngineParts {
             repository,
             baseline: baseline(config)?,
             hook: repair_hook(config)?,
+            hunt_tags: klaud_lifecycle::hunt::RegistryHuntTags {
+                registry: klaud_planner::registry::RegistryClient::new(
+                    crate::cli::registry_config(config, &[])?,
+                )
+                .map_err(CliError::bad_input)?,
+            },
             config: engine,
         })
     }
@@ -300,7 +310,8 @@ impl EngineParts {
             &self.repository,
             self.base.clone(),
             &self.config,
-        );
+        )
+        .with_hunt_tags(&self.hunt_tags);
         match &self.hook {
             Some(hook) => engine.with_repair(hook as &dyn RepairHook),
             None => engine,

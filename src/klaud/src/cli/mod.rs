@@ -20,6 +20,7 @@ mod doctor;
 mod families;
 mod init;
 mod plan;
+pub(crate) use plan::registry_config;
 mod recover;
 mod status;
 pub mod story;
