@@ -361,6 +361,57 @@ async fn a_malformed_state_block_is_a_note_and_is_written_anew() {
 }
 
 #[tokio::test]
+async fn a_validated_prs_regression_hunt_is_named_under_awaiting_merge() {
+    use klaud_lifecycle::engine::{Ending, Journal as _, Step};
+    use klaud_lifecycle::model::{Outcome, Phase};
+
+    let env = env().await;
+    let target = env.target(KEY).await;
+    let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
+    let engine = env.engine(&lifecycle, &env.journal, env.clock);
+    let mut rec = engine.open_record(&target).await.expect("record");
+    rec.step = Step::Done;
+    rec.ending = Some(Ending {
+        outcome: Outcome::Validated,
+        phase: Phase::FinalSweep,
+        message: "the final sweep passed".into(),
+        hands_off: false,
+        note: None,
+        declined: None,
+    });
+    rec.hunt = klaud_lifecycle::engine::journal::HuntLines {
+        en: vec![
+            "**Regression hunt:** first bad tag found.".into(),
+            "Last good: `t2` · first bad: `t3`".into(),
+        ],
+        zh: vec!["**回归排查：**已找到第一个出问题的标签。".into()],
+    };
+    rec.updated_at = env.clock.now();
+    env.journal.save(&rec).await.expect("save");
+
+    pass(&env, &env.forge).await;
+    let issue = the_dashboard(&env).await;
+    let awaiting = issue
+        .body
+        .split("### Awaiting merge / 等待合并")
+        .nth(1)
+        .and_then(|rest| rest.split("### In progress").next())
+        .expect("awaiting section");
+    assert!(
+        awaiting.contains("Regression hunts / 回归排查:"),
+        "{awaiting}"
+    );
+    assert!(
+        awaiting.contains("  - Last good: `t2` · first bad: `t3`\n"),
+        "{awaiting}"
+    );
+    assert!(
+        awaiting.contains("  - **回归排查：**已找到第一个出问题的标签。\n"),
+        "{awaiting}"
+    );
+}
+
+#[tokio::test]
 async fn a_ticked_retry_lifts_the_cooldown_of_a_failed_family() {
     use klaud_lifecycle::engine::{Ending, Journal as _, Step};
     use klaud_lifecycle::model::{Outcome, Phase};

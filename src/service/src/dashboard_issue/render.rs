@@ -244,6 +244,27 @@ fn body_with(
                 text(&merge)
             ));
         }
+        // A table row has no room for a hunt's lines: a validated PR whose
+        // point regressed names its first bad tag below the table.
+        let hunted: Vec<&&CandidateRecord> =
+            awaiting.iter().filter(|r| !r.hunt.en.is_empty()).collect();
+        if !hunted.is_empty() {
+            out.push_str(
+                "
+Regression hunts / 回归排查:
+
+",
+            );
+            for r in hunted {
+                out.push_str(&format!(
+                    "- {} {}
+{}",
+                    view.config_link(&r.family, view.line_of(&r.family)),
+                    View::pr(r),
+                    hunt_lines(r)
+                ));
+            }
+        }
     }
 
     out.push_str("\n### In progress / 进行中\n\n");
