@@ -791,11 +791,9 @@ mod engine {
         assert!(page.contains("回归排查："), "{page}");
     }
 
-    #[tokio::test]
-    async fn a_validated_candidate_whose_point_regressed_hunts_that_point() {
-        // Every run of t3 and later (the candidate v0.26.0 too) is 20%
-        // slower: the candidate still validates, its sweep is read against
-        // the frozen baseline, and the hunt measures the worst point.
+    /// The sandbox with every run of t3 and later (the candidate v0.26.0
+    /// too) 20% slower, and hunts on for the family.
+    async fn slower_from_t3() -> Harness {
         let mut tags = vec!["\"v0.25.0\"".to_owned()];
         tags.extend((0..7).map(|i| format!("\"t{i}\"")));
         tags.push("\"v0.26.0\"".into());
@@ -804,14 +802,22 @@ mod engine {
              [families.{KEY}]\nregression = {{ tags = [{}], from = \"t3\", throughput = 0.8 }}\n",
             tags.join(", ")
         );
-        let env = Harness::demo()
+        Harness::demo()
             .script(&script)
             .configure(|c| {
                 c.hunt.enabled = true;
                 c.hunt.families = vec![KEY.into()];
             })
             .start()
-            .await;
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_validated_candidate_whose_point_regressed_hunts_that_point() {
+        // Every run of t3 and later (the candidate v0.26.0 too) is 20%
+        // slower: the candidate still validates, its sweep is read against
+        // the frozen baseline, and the hunt measures the worst point.
+        let env = slower_from_t3().await;
         let (rec, ending) = to_the_end(&env).await;
         let ending = ending.expect("an ending");
         // A hunt never changes what the candidate concluded.
@@ -835,22 +841,7 @@ mod engine {
         // The same 20% drop, but the results API has published this image
         // three times with 25% between its runs: within the point's noise,
         // so no hunt (and no extra GPU run).
-        let mut tags = vec!["\"v0.25.0\"".to_owned()];
-        tags.extend((0..7).map(|i| format!("\"t{i}\"")));
-        tags.push("\"v0.26.0\"".into());
-        let script = format!(
-            "[families.\"*\"]\nsmoke = [\"success\"]\nsweep = [\"success\"]\n\
-             [families.{KEY}]\nregression = {{ tags = [{}], from = \"t3\", throughput = 0.8 }}\n",
-            tags.join(", ")
-        );
-        let env = Harness::demo()
-            .script(&script)
-            .configure(|c| {
-                c.hunt.enabled = true;
-                c.hunt.families = vec![KEY.into()];
-            })
-            .start()
-            .await;
+        let env = slower_from_t3().await;
         let published = &env.stack.published;
         let seeded = published.seeded_on(KEY);
         for (days, throughput) in [(3, 0.75), (6, 1.0)] {
