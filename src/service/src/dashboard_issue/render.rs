@@ -249,16 +249,10 @@ fn body_with(
         let hunted: Vec<&&CandidateRecord> =
             awaiting.iter().filter(|r| !r.hunt.en.is_empty()).collect();
         if !hunted.is_empty() {
-            out.push_str(
-                "
-Regression hunts / 回归排查:
-
-",
-            );
+            out.push_str("\nRegression hunts / 回归排查:\n\n");
             for r in hunted {
                 out.push_str(&format!(
-                    "- {} {}
-{}",
+                    "- {} {}\n{}",
                     view.config_link(&r.family, view.line_of(&r.family)),
                     View::pr(r),
                     hunt_lines(r)
