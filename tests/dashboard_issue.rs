@@ -360,25 +360,44 @@ async fn a_malformed_state_block_is_a_note_and_is_written_anew() {
     assert!(steering.problem.is_none(), "{:?}", steering.problem);
 }
 
-#[tokio::test]
-async fn a_validated_prs_regression_hunt_is_named_under_awaiting_merge() {
-    use klaud_lifecycle::engine::{Ending, Journal as _, Step};
-    use klaud_lifecycle::model::{Outcome, Phase};
-
-    let env = env().await;
+/// A record of the family's candidate that ended with `outcome`, not yet
+/// saved.
+async fn finished(
+    env: &Harness,
+    outcome: klaud_lifecycle::model::Outcome,
+    phase: klaud_lifecycle::model::Phase,
+    message: &str,
+) -> klaud_lifecycle::engine::CandidateRecord {
+    use klaud_lifecycle::engine::{Ending, Step};
     let target = env.target(KEY).await;
     let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
     let engine = env.engine(&lifecycle, &env.journal, env.clock);
     let mut rec = engine.open_record(&target).await.expect("record");
     rec.step = Step::Done;
     rec.ending = Some(Ending {
-        outcome: Outcome::Validated,
-        phase: Phase::FinalSweep,
-        message: "the final sweep passed".into(),
+        outcome,
+        phase,
+        message: message.into(),
         hands_off: false,
         note: None,
         declined: None,
     });
+    rec
+}
+
+#[tokio::test]
+async fn a_validated_prs_regression_hunt_is_named_under_awaiting_merge() {
+    use klaud_lifecycle::engine::Journal as _;
+    use klaud_lifecycle::model::{Outcome, Phase};
+
+    let env = env().await;
+    let mut rec = finished(
+        &env,
+        Outcome::Validated,
+        Phase::FinalSweep,
+        "the final sweep passed",
+    )
+    .await;
     rec.hunt = klaud_lifecycle::engine::journal::HuntLines {
         en: vec![
             "**Regression hunt:** first bad tag found.".into(),
@@ -413,24 +432,18 @@ async fn a_validated_prs_regression_hunt_is_named_under_awaiting_merge() {
 
 #[tokio::test]
 async fn a_ticked_retry_lifts_the_cooldown_of_a_failed_family() {
-    use klaud_lifecycle::engine::{Ending, Journal as _, Step};
+    use klaud_lifecycle::engine::Journal as _;
     use klaud_lifecycle::model::{Outcome, Phase};
 
     let env = env().await;
     // A candidate of the family that failed a moment ago: it cools down.
-    let target = env.target(KEY).await;
-    let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
-    let engine = env.engine(&lifecycle, &env.journal, env.clock);
-    let mut rec = engine.open_record(&target).await.expect("record");
-    rec.step = Step::Done;
-    rec.ending = Some(Ending {
-        outcome: Outcome::Failed,
-        phase: Phase::Targeted,
-        message: "the smoke failed twice".into(),
-        hands_off: false,
-        note: None,
-        declined: None,
-    });
+    let mut rec = finished(
+        &env,
+        Outcome::Failed,
+        Phase::Targeted,
+        "the smoke failed twice",
+    )
+    .await;
     // Its regression hunt ended (issue 30): its head shows under the row.
     rec.hunt = klaud_lifecycle::engine::journal::HuntLines {
         en: vec![

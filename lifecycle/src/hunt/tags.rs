@@ -170,10 +170,12 @@ impl crate::engine::HuntTags for RegistryHuntTags {
             .list_tags(&host, &repo)
             .await
             .map_err(|e| e.to_string())?;
-        let hub = session
-            .hub_tags(&host, &repo)
-            .await
-            .map_err(|e| e.to_string())?;
+        // Push times only place tags a track cannot order by what they
+        // carry: a tags API that fails leaves those out, not the hunt.
+        let hub = session.hub_tags(&host, &repo).await.unwrap_or_else(|e| {
+            tracing::warn!(%host, %repo, "no push times for a hunt's tags: {e}");
+            None
+        });
         let served = |tag: &str| ServedTag {
             tag: tag.to_owned(),
             // Filled in below, for the few tags a hunt may run.
