@@ -5,7 +5,9 @@
 //! can change GitHub without having re-read that the work is still Klaud's.
 
 use super::ownership::ProofError;
-pub use super::states::{CompareStatus, PullState, RunConclusion, RunEvent, RunStatus};
+pub use super::states::{
+    AuthorAssociation, CompareStatus, PullState, RunConclusion, RunEvent, RunStatus,
+};
 use super::write::{Permitted, Written};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -52,11 +54,9 @@ pub struct Comment {
     pub body: String,
     /// Author login.
     pub author: Option<String>,
-    /// GitHub's `author_association` (`OWNER`, `MEMBER`, `COLLABORATOR`,
-    /// `CONTRIBUTOR`, `NONE`, …): what a repository's own gates read to
-    /// decide whether a comment authorizes anything.
+    /// GitHub's `author_association`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub author_association: Option<String>,
+    pub author_association: Option<AuthorAssociation>,
 }
 
 /// A job of a workflow run (Actions jobs API).

@@ -56,8 +56,9 @@ pub use context::Engine;
 pub use drive::Progress;
 pub use error::EngineError;
 pub use forge::{
-    ArtifactInfo, Comment, CompareStatus, ComparedCommit, Comparison, ErrorSource, Forge,
-    ForgeError, Job, Pull, PullState, Run, RunConclusion, RunEvent, RunQuery, RunStatus,
+    ArtifactInfo, AuthorAssociation, Comment, CompareStatus, ComparedCommit, Comparison,
+    ErrorSource, Forge, ForgeError, Job, Pull, PullState, Run, RunConclusion, RunEvent, RunQuery,
+    RunStatus,
 };
 pub use hunt::{HuntProgress, HuntRange, HuntTags, hunt_test_name, is_hunt_news};
 pub use intent::Intent;

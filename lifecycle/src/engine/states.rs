@@ -133,6 +133,39 @@ github_word! {
     }
 }
 
+github_word! {
+    /// What the author of a comment is to the repository
+    /// (`author_association`), as GitHub decides it: what a repository's
+    /// own gates read to decide whether a comment authorizes anything.
+    AuthorAssociation {
+        /// Owns the repository.
+        Owner => "OWNER",
+        /// A member of the organization that owns it.
+        Member => "MEMBER",
+        /// Invited to collaborate on it.
+        Collaborator => "COLLABORATOR",
+        /// Has committed to it before.
+        Contributor => "CONTRIBUTOR",
+        /// Has not contributed before.
+        FirstTimeContributor => "FIRST_TIME_CONTRIBUTOR",
+        /// A first-time GitHub user.
+        FirstTimer => "FIRST_TIMER",
+        /// A placeholder for an imported user.
+        Mannequin => "MANNEQUIN",
+        /// None of these.
+        None => "NONE",
+    }
+}
+
+impl AuthorAssociation {
+    /// Whether InferenceX's reuse gate counts a `/reuse-sweep-run` by this
+    /// association (`DEFAULT_ALLOWED_AUTHOR_ASSOCIATIONS` of
+    /// `utils/merge_reuse_gate.py`: owners, members and collaborators).
+    pub fn reuse_gate_accepts(&self) -> bool {
+        matches!(self, Self::Owner | Self::Member | Self::Collaborator)
+    }
+}
+
 impl CompareStatus {
     /// Whether `head` holds every commit of `base` (it descends from it or
     /// is it).

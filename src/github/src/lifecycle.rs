@@ -160,12 +160,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .await
             .map_err(map)?
             .into_iter()
-            .map(|c| Comment {
-                id: c.id,
-                body: c.body,
-                author: c.author,
-                author_association: c.author_association,
-            })
+            .map(engine_comment)
             .collect())
     }
 
@@ -424,12 +419,7 @@ impl GithubLifecycle<'_> {
 
     async fn apply_create_comment(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
         let c = self.forge.create_comment(number, body).await.map_err(map)?;
-        Ok(Comment {
-            id: c.id,
-            body: c.body,
-            author: c.author,
-            author_association: c.author_association,
-        })
+        Ok(engine_comment(c))
     }
 
     async fn apply_update_comment(
@@ -445,22 +435,12 @@ impl GithubLifecycle<'_> {
             .update_comment(comment, body)
             .await
             .map_err(map)?;
-        Ok(Comment {
-            id: c.id,
-            body: c.body,
-            author: c.author,
-            author_association: c.author_association,
-        })
+        Ok(engine_comment(c))
     }
 
     async fn apply_reply(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
         let c = self.forge.create_comment(number, body).await.map_err(map)?;
-        Ok(Comment {
-            id: c.id,
-            body: c.body,
-            author: c.author,
-            author_association: c.author_association,
-        })
+        Ok(engine_comment(c))
     }
 
     async fn apply_add_labels(&self, number: u64, labels: &[String]) -> Result<(), ForgeError> {
@@ -495,6 +475,16 @@ impl GithubLifecycle<'_> {
 
     async fn apply_cancel_run(&self, id: u64) -> Result<(), ForgeError> {
         self.forge.cancel_run(id).await.map_err(map)
+    }
+}
+
+/// A comment as the engine reads it: GitHub's association as its word.
+fn engine_comment(c: crate::CommentInfo) -> Comment {
+    Comment {
+        id: c.id,
+        body: c.body,
+        author: c.author,
+        author_association: c.author_association.map(Into::into),
     }
 }
 

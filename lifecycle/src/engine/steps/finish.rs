@@ -14,7 +14,7 @@ use crate::engine::config::{is_smoke_title, smoke_test_name};
 use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
-use crate::engine::forge::{Forge as _, ForgeError, RunEvent};
+use crate::engine::forge::{AuthorAssociation, Forge as _, ForgeError, RunEvent};
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Ending, ReuseAuthorization, Step};
 use crate::engine::ownership::reply_permit;
@@ -283,7 +283,9 @@ pub(in crate::engine) async fn authorize_reuse(
         .rev()
         .find(|c| cx.by_bot(c.author.as_deref()))
         .and_then(|c| c.author_association.clone());
-    let accepted = association.as_deref().is_some_and(association_accepted);
+    let accepted = association
+        .as_ref()
+        .is_some_and(AuthorAssociation::reuse_gate_accepts);
     let cid = Engine::candidate_id(rec)?;
     let marker = format!("<!-- klaud-reuse-request:{cid} -->");
     let (body, intent, reuse) = if accepted {
@@ -293,7 +295,7 @@ pub(in crate::engine) async fn authorize_reuse(
             ReuseAuthorization::Klaud { run },
         )
     } else {
-        let association = association.unwrap_or_else(|| "unknown".to_owned());
+        let association = association.map_or_else(|| "unknown".to_owned(), |a| a.to_string());
         if comments
             .iter()
             .any(|c| cx.by_bot(c.author.as_deref()) && c.body.contains(&marker))
@@ -491,16 +493,10 @@ pub(in crate::engine) async fn release(
     }
 }
 
-/// The author associations whose `/reuse-sweep-run` the repository's gate
-/// counts (`DEFAULT_ALLOWED_AUTHOR_ASSOCIATIONS`).
-pub(crate) fn association_accepted(association: &str) -> bool {
-    matches!(association, "OWNER" | "MEMBER" | "COLLABORATOR")
-}
-
 pub(in crate::engine) fn gate_accepts(c: &crate::engine::forge::Comment) -> bool {
     c.author_association
-        .as_deref()
-        .is_some_and(association_accepted)
+        .as_ref()
+        .is_some_and(AuthorAssociation::reuse_gate_accepts)
 }
 
 /// The run a comment's last whole-line `/reuse-sweep-run [<id>]` names
@@ -558,10 +554,10 @@ mod tests {
     #[test]
     fn only_owners_members_and_collaborators_authorize() {
         for a in ["OWNER", "MEMBER", "COLLABORATOR"] {
-            assert!(association_accepted(a));
+            assert!(AuthorAssociation::parse(a).reuse_gate_accepts());
         }
         for a in ["CONTRIBUTOR", "NONE", "FIRST_TIME_CONTRIBUTOR", "owner", ""] {
-            assert!(!association_accepted(a));
+            assert!(!AuthorAssociation::parse(a).reuse_gate_accepts());
         }
     }
 
