@@ -369,7 +369,8 @@ fn only_claim_writes(writes: &[String]) {
 }
 
 /// The receipt Klaud posted on `number` (its record parsed).
-async fn receipt_on(env: &Harness, number: u64) -> klaud_lifecycle::report::Receipt {
+async fn receipt_on(env: &Harness, number: impl Into<u64>) -> klaud_lifecycle::report::Receipt {
+    let number: u64 = number.into();
     env.stack
         .state()
         .comment_bodies(REPO, number)
@@ -995,7 +996,7 @@ async fn reuse_of_the_validated_sweep_is_authorized_once_in_the_gates_form() {
     let number = rec.pull.expect("pull");
     let comments = env
         .forge
-        .list_comments(number, None)
+        .list_comments(number.get(), None)
         .await
         .expect("comments");
     let association = comments

@@ -3,6 +3,7 @@
 //! the smoke inputs it may send, the titles its runs carry and whether the
 //! sweep runs on drafts.
 
+use klaud_claims::PullNumber;
 use std::path::PathBuf;
 
 use klaud_lifecycle::engine::{Pull, PullState};
@@ -63,7 +64,7 @@ fn smoke_inputs_follow_each_versions_declarations() {
 #[test]
 fn the_sweep_title_and_draft_rule_follow_each_version() {
     let pull = Pull {
-        number: 12,
+        number: PullNumber::from(12),
         state: PullState::Open,
         draft: true,
         title: "[Klaud Cold] Update k SGLang image to v1".into(),

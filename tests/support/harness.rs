@@ -500,12 +500,14 @@ impl Harness {
     }
 
     /// The comment bodies of issue or pull request `number`, in order.
-    pub async fn bodies(&self, number: u64) -> Vec<String> {
+    pub async fn bodies(&self, number: impl Into<u64>) -> Vec<String> {
+        let number: u64 = number.into();
         self.stack.state().comment_bodies(REPO, number).await
     }
 
     /// Pull request `number` as Klaud's forge reads it.
-    pub async fn pull(&self, number: u64) -> klaud_github::PullInfo {
+    pub async fn pull(&self, number: impl Into<u64>) -> klaud_github::PullInfo {
+        let number: u64 = number.into();
         self.forge.get_pull(number).await.expect("pull")
     }
 

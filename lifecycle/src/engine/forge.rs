@@ -9,13 +9,14 @@ pub use super::states::{CompareStatus, PullState, RunConclusion, RunEvent, RunSt
 use super::write::{Permitted, Written};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use klaud_claims::PullNumber;
 use klaud_claims::{RefStore, RefStoreError};
 
 /// A pull request as the lifecycle sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pull {
     /// Number.
-    pub number: u64,
+    pub number: PullNumber,
     /// Open, closed or merged.
     pub state: PullState,
     /// Draft.
@@ -103,7 +104,7 @@ pub struct Run {
     pub head_repo: Option<String>,
     /// Pull requests GitHub associates with the run (empty for fork PRs and
     /// dispatches).
-    pub pull_requests: Vec<u64>,
+    pub pull_requests: Vec<PullNumber>,
 }
 
 impl Run {
@@ -262,13 +263,13 @@ pub trait Forge: Send + Sync {
     /// repository.
     async fn find_pull(&self, branch: &str) -> Result<Option<Pull>, ForgeError>;
     /// One pull request.
-    async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError>;
+    async fn get_pull(&self, number: PullNumber) -> Result<Pull, ForgeError>;
     /// Who closed pull request `number`, when GitHub says (issue
     /// `closed_by`). Required, not defaulted: a wrapper that forgot to
     /// forward it would silently lose the name.
-    async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError>;
+    async fn closed_by(&self, number: PullNumber) -> Result<Option<String>, ForgeError>;
     /// Comments of a pull request, oldest first.
-    async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError>;
+    async fn list_comments(&self, number: PullNumber) -> Result<Vec<Comment>, ForgeError>;
     /// The repository role of `login` (`admin`, `maintain`, `write`,
     /// `triage`, `read`, or a custom role name): who may give maintainer
     /// commands. An error (a non-collaborator is a 404) refuses them.

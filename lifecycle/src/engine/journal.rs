@@ -4,6 +4,7 @@
 //! journal is a cache of GitHub, never the truth: with an empty journal the
 //! engine rebuilds each record from claims, branches, PRs, markers and runs.
 
+use klaud_claims::PullNumber;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
@@ -211,7 +212,7 @@ pub struct CandidateRecord {
     /// A commit made but not yet on the branch (intent).
     pub pending_commit: Option<String>,
     /// Pull request number.
-    pub pull: Option<u64>,
+    pub pull: Option<PullNumber>,
     /// Pull request URL.
     pub pull_url: Option<String>,
     /// This journal opened the pull request (it did not find it open):

@@ -6,6 +6,7 @@
 //! step can be tested without HTTP or sleeps. Transport-level behaviour
 //! (retries, ambiguous writes, pagination) stays with the GitHub simulator.
 
+use klaud_claims::PullNumber;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -88,7 +89,7 @@ struct StoredRun {
 struct State {
     trees: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
     pulls: Vec<Pull>,
-    comments: Vec<(u64, Comment)>,
+    comments: Vec<(PullNumber, Comment)>,
     runs: Vec<StoredRun>,
     writes: Vec<String>,
     next_id: u64,
@@ -105,7 +106,7 @@ impl State {
         self.next_id
     }
 
-    fn pull_mut(&mut self, number: u64) -> Result<&mut Pull, ForgeError> {
+    fn pull_mut(&mut self, number: PullNumber) -> Result<&mut Pull, ForgeError> {
         self.pulls
             .iter_mut()
             .find(|p| p.number == number)
@@ -268,7 +269,7 @@ impl MemoryForge {
     }
 
     /// Puts `label` on a pull request as a maintainer would.
-    pub fn label_as_maintainer(&self, number: u64, label: &str) -> Result<(), ForgeError> {
+    pub fn label_as_maintainer(&self, number: PullNumber, label: &str) -> Result<(), ForgeError> {
         let mut st = self.lock();
         let pull = st.pull_mut(number)?;
         if !pull.labels.iter().any(|l| l == label) {
@@ -335,7 +336,7 @@ impl MemoryForge {
         workflow: &str,
         event: &str,
         title: String,
-        (head, head_branch, pull_requests): (String, &str, Vec<u64>),
+        (head, head_branch, pull_requests): (String, &str, Vec<PullNumber>),
     ) -> u64 {
         let id = st.id();
         st.runs.push(StoredRun {
@@ -406,7 +407,7 @@ impl Forge for MemoryForge {
             .cloned())
     }
 
-    async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError> {
+    async fn get_pull(&self, number: PullNumber) -> Result<Pull, ForgeError> {
         let head = {
             let st = self.lock();
             let p = st
@@ -425,7 +426,7 @@ impl Forge for MemoryForge {
         Ok(p.clone())
     }
 
-    async fn closed_by(&self, _number: u64) -> Result<Option<String>, ForgeError> {
+    async fn closed_by(&self, _number: PullNumber) -> Result<Option<String>, ForgeError> {
         // Pulls here close only through the engine's own proof-checked
         // writes; who closed them is never in question.
         Ok(None)
@@ -439,7 +440,7 @@ impl Forge for MemoryForge {
             .ok_or_else(|| ForgeError::NotFound(format!("permission of {login}")))
     }
 
-    async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
+    async fn list_comments(&self, number: PullNumber) -> Result<Vec<Comment>, ForgeError> {
         Ok(self
             .lock()
             .comments
@@ -695,7 +696,7 @@ impl MemoryForge {
             .ok_or_else(|| ForgeError::NotFound(format!("branch {head}")))?;
         let mut st = self.lock();
         st.writes.push(format!("open pull request for {head}"));
-        let number = st.id();
+        let number = PullNumber::from(st.id());
         let pull = Pull {
             number,
             state: PullState::Open,
@@ -714,14 +715,18 @@ impl MemoryForge {
         Ok(pull)
     }
 
-    async fn apply_update_pull_body(&self, number: u64, body: &str) -> Result<(), ForgeError> {
+    async fn apply_update_pull_body(
+        &self,
+        number: PullNumber,
+        body: &str,
+    ) -> Result<(), ForgeError> {
         let mut st = self.lock();
         st.writes.push(format!("body #{number}"));
         st.pull_mut(number)?.body = body.to_owned();
         Ok(())
     }
 
-    async fn apply_close_pull(&self, number: u64) -> Result<(), ForgeError> {
+    async fn apply_close_pull(&self, number: PullNumber) -> Result<(), ForgeError> {
         let mut st = self.lock();
         st.writes.push(format!("close #{number}"));
         st.pull_mut(number)?.state = PullState::Closed;
@@ -739,13 +744,17 @@ impl MemoryForge {
         Ok(())
     }
 
-    async fn apply_create_comment(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
+    async fn apply_create_comment(
+        &self,
+        number: PullNumber,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
         self.post(number, body, "comment")
     }
 
     async fn apply_update_comment(
         &self,
-        number: u64,
+        number: PullNumber,
         comment: u64,
         body: &str,
     ) -> Result<Comment, ForgeError> {
@@ -768,11 +777,15 @@ impl MemoryForge {
         Ok(edited)
     }
 
-    async fn apply_reply(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
+    async fn apply_reply(&self, number: PullNumber, body: &str) -> Result<Comment, ForgeError> {
         self.post(number, body, "reply")
     }
 
-    async fn apply_add_labels(&self, number: u64, labels: &[String]) -> Result<(), ForgeError> {
+    async fn apply_add_labels(
+        &self,
+        number: PullNumber,
+        labels: &[String],
+    ) -> Result<(), ForgeError> {
         let head = self.get_pull(number).await?;
         let mut st = self.lock();
         for label in labels {
@@ -797,7 +810,7 @@ impl MemoryForge {
         Ok(())
     }
 
-    async fn apply_remove_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
+    async fn apply_remove_label(&self, number: PullNumber, label: &str) -> Result<(), ForgeError> {
         let mut st = self.lock();
         st.writes.push(format!("unlabel #{number} {label}"));
         st.pull_mut(number)?.labels.retain(|l| l != label);
@@ -848,7 +861,7 @@ impl MemoryForge {
 }
 
 impl MemoryForge {
-    fn post(&self, number: u64, body: &str, what: &str) -> Result<Comment, ForgeError> {
+    fn post(&self, number: PullNumber, body: &str, what: &str) -> Result<Comment, ForgeError> {
         let mut st = self.lock();
         st.pull_mut(number)?;
         st.writes.push(format!("{what} #{number}"));
@@ -871,7 +884,12 @@ impl MemoryForge {
     }
 
     /// Posts a comment as `author` (a maintainer's command, say).
-    pub fn comment_as(&self, author: &str, number: u64, body: &str) -> Result<u64, ForgeError> {
+    pub fn comment_as(
+        &self,
+        author: &str,
+        number: PullNumber,
+        body: &str,
+    ) -> Result<u64, ForgeError> {
         let mut st = self.lock();
         st.pull_mut(number)?;
         let id = st.id();

@@ -6,6 +6,7 @@
 use crate::model::{Phase, RunRef};
 use async_trait::async_trait;
 use klaud_claims::CandidateId;
+use klaud_claims::PullNumber;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -34,7 +35,7 @@ pub struct RepairContext {
     /// Its current head.
     pub head: String,
     /// The pull request.
-    pub pull_request: Option<u64>,
+    pub pull_request: Option<PullNumber>,
     /// The failed run.
     pub run: Option<RunRef>,
     /// Which repair this is, from 1.

@@ -23,6 +23,7 @@ use crate::engine::proof::Scope;
 use crate::engine::steps;
 use crate::engine::write::Writes as _;
 use crate::model::Outcome;
+use klaud_claims::PullNumber;
 use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
 use klaud_planner::merge3::merge_lines;
 
@@ -170,7 +171,7 @@ impl Engine<'_> {
     }
 
     /// The PR link Klaud's changelog entry carries.
-    pub(super) fn entry_link(&self, number: u64) -> String {
+    pub(super) fn entry_link(&self, number: PullNumber) -> String {
         format!(
             "{}/{}/pull/{number}",
             self.config.pr_link_base.trim_end_matches('/'),
@@ -320,7 +321,7 @@ impl Engine<'_> {
     pub(super) async fn merge_under_claim(
         &self,
         rec: &mut CandidateRecord,
-        number: u64,
+        number: PullNumber,
         head: &str,
         plan: MergePlan,
     ) -> Result<Upkept, EngineError> {

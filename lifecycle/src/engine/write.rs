@@ -10,6 +10,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use klaud_claims::PullNumber;
 use serde_json::Value;
 
 use super::forge::{Comment, Forge, ForgeError, Pull};
@@ -46,27 +47,30 @@ pub enum Write<'a> {
         body: &'a str,
     },
     /// Replaces a pull request's body.
-    UpdatePullBody { number: u64, body: &'a str },
+    UpdatePullBody { number: PullNumber, body: &'a str },
     /// Closes a pull request.
-    ClosePull { number: u64 },
+    ClosePull { number: PullNumber },
     /// Marks a pull request draft (`true`) or ready for review (`false`).
     SetDraft { pull: &'a Pull, draft: bool },
     /// Posts a comment on pull request `number`.
-    CreateComment { number: u64, body: &'a str },
+    CreateComment { number: PullNumber, body: &'a str },
     /// Replaces the body of one of the bot's comments on pull request
     /// `number` (live reports are edited in place).
     UpdateComment {
-        number: u64,
+        number: PullNumber,
         comment: u64,
         body: &'a str,
     },
     /// Posts a reply on pull request `number`: what a [`ReplyPermit`]
     /// allows (a maintainer's command answered, also after a handoff).
-    Reply { number: u64, body: &'a str },
+    Reply { number: PullNumber, body: &'a str },
     /// Adds labels.
-    AddLabels { number: u64, labels: &'a [String] },
+    AddLabels {
+        number: PullNumber,
+        labels: &'a [String],
+    },
     /// Removes a label (absent counts as removed).
-    RemoveLabel { number: u64, label: &'a str },
+    RemoveLabel { number: PullNumber, label: &'a str },
     /// Dispatches `workflow` on `git_ref` with `inputs`.
     Dispatch {
         workflow: &'a str,
@@ -306,7 +310,7 @@ pub trait Writes: Forge {
     async fn update_pull_body(
         &self,
         proof: &OwnershipProof,
-        number: u64,
+        number: PullNumber,
         body: &str,
     ) -> Result<(), ForgeError> {
         let write = Write::UpdatePullBody { number, body };
@@ -315,7 +319,11 @@ pub trait Writes: Forge {
             .done("editing a pull request")
     }
     /// [`Write::ClosePull`].
-    async fn close_pull(&self, proof: &OwnershipProof, number: u64) -> Result<(), ForgeError> {
+    async fn close_pull(
+        &self,
+        proof: &OwnershipProof,
+        number: PullNumber,
+    ) -> Result<(), ForgeError> {
         let write = Write::ClosePull { number };
         self.write(proof.permit(write)?)
             .await?
@@ -337,7 +345,7 @@ pub trait Writes: Forge {
     async fn create_comment(
         &self,
         proof: &OwnershipProof,
-        number: u64,
+        number: PullNumber,
         body: &str,
     ) -> Result<Comment, ForgeError> {
         let write = Write::CreateComment { number, body };
@@ -350,7 +358,7 @@ pub trait Writes: Forge {
     async fn update_comment(
         &self,
         proof: &OwnershipProof,
-        number: u64,
+        number: PullNumber,
         comment: u64,
         body: &str,
     ) -> Result<Comment, ForgeError> {
@@ -376,7 +384,7 @@ pub trait Writes: Forge {
     async fn add_labels(
         &self,
         proof: &OwnershipProof,
-        number: u64,
+        number: PullNumber,
         labels: &[String],
     ) -> Result<(), ForgeError> {
         let write = Write::AddLabels { number, labels };
@@ -388,7 +396,7 @@ pub trait Writes: Forge {
     async fn remove_label(
         &self,
         proof: &OwnershipProof,
-        number: u64,
+        number: PullNumber,
         label: &str,
     ) -> Result<(), ForgeError> {
         let write = Write::RemoveLabel { number, label };

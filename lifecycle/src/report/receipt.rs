@@ -15,6 +15,7 @@
 //! </details>
 //! ```
 
+use klaud_claims::PullNumber;
 use serde::{Deserialize, Serialize};
 
 use super::RenderedComment;
@@ -82,7 +83,7 @@ struct Wire {
 struct Validation {
     phase: Phase,
     #[serde(rename = "pull-request")]
-    pull_request: Option<u64>,
+    pull_request: Option<PullNumber>,
     runs: Vec<RunRef>,
     repairs: u32,
     sweep: Option<SweepCheck>,

@@ -7,6 +7,7 @@
 //! request, run or branch it names) and sends nothing when it does not.
 
 use async_trait::async_trait;
+use klaud_claims::PullNumber;
 use klaud_claims::RefStore;
 use klaud_lifecycle::engine::{
     ArtifactInfo, Comment, Forge as LifecycleForge, ForgeError, Permitted, Pull, Run, RunEvent,
@@ -44,7 +45,7 @@ fn map(e: GithubError) -> ForgeError {
 
 fn pull(p: PullInfo) -> Pull {
     Pull {
-        number: p.number,
+        number: PullNumber::from(p.number),
         state: p.state,
         draft: p.draft,
         title: p.title,
@@ -81,7 +82,7 @@ fn run(r: RunInfo) -> Run {
         html_url: r.html_url,
         head_branch: r.head_branch,
         head_repo: r.head_repository,
-        pull_requests: r.pull_requests,
+        pull_requests: r.pull_requests.into_iter().map(PullNumber::from).collect(),
     }
 }
 
@@ -138,12 +139,16 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .map(pull))
     }
 
-    async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError> {
-        self.forge.get_pull(number).await.map(pull).map_err(map)
+    async fn get_pull(&self, number: PullNumber) -> Result<Pull, ForgeError> {
+        self.forge
+            .get_pull(number.get())
+            .await
+            .map(pull)
+            .map_err(map)
     }
 
-    async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError> {
-        self.forge.closed_by(number).await.map_err(map)
+    async fn closed_by(&self, number: PullNumber) -> Result<Option<String>, ForgeError> {
+        self.forge.closed_by(number.get()).await.map_err(map)
     }
 
     async fn permission(
@@ -153,10 +158,10 @@ impl LifecycleForge for GithubLifecycle<'_> {
         self.forge.collaborator_permission(login).await.map_err(map)
     }
 
-    async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
+    async fn list_comments(&self, number: PullNumber) -> Result<Vec<Comment>, ForgeError> {
         Ok(self
             .forge
-            .list_comments(number, None)
+            .list_comments(number.get(), None)
             .await
             .map_err(map)?
             .into_iter()
@@ -397,17 +402,21 @@ impl GithubLifecycle<'_> {
             .map_err(map)
     }
 
-    async fn apply_update_pull_body(&self, number: u64, body: &str) -> Result<(), ForgeError> {
+    async fn apply_update_pull_body(
+        &self,
+        number: PullNumber,
+        body: &str,
+    ) -> Result<(), ForgeError> {
         self.forge
-            .update_pull(number, None, Some(body), None)
+            .update_pull(number.get(), None, Some(body), None)
             .await
             .map(|_| ())
             .map_err(map)
     }
 
-    async fn apply_close_pull(&self, number: u64) -> Result<(), ForgeError> {
+    async fn apply_close_pull(&self, number: PullNumber) -> Result<(), ForgeError> {
         self.forge
-            .update_pull(number, None, None, Some("closed"))
+            .update_pull(number.get(), None, None, Some("closed"))
             .await
             .map(|_| ())
             .map_err(map)
@@ -415,15 +424,23 @@ impl GithubLifecycle<'_> {
 
     async fn apply_set_draft(&self, pull: &Pull, draft: bool) -> Result<(), ForgeError> {
         // The draft mutations need the node id, which only the full read has.
-        let info = self.forge.get_pull(pull.number).await.map_err(map)?;
+        let info = self.forge.get_pull(pull.number.get()).await.map_err(map)?;
         if info.draft == draft {
             return Ok(());
         }
         self.forge.set_draft(&info, draft).await.map_err(map)
     }
 
-    async fn apply_create_comment(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
-        let c = self.forge.create_comment(number, body).await.map_err(map)?;
+    async fn apply_create_comment(
+        &self,
+        number: PullNumber,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        let c = self
+            .forge
+            .create_comment(number.get(), body)
+            .await
+            .map_err(map)?;
         Ok(Comment {
             id: c.id,
             body: c.body,
@@ -436,7 +453,7 @@ impl GithubLifecycle<'_> {
         &self,
         // The comment's id alone names it on GitHub; the number is what
         // the proof checked.
-        _number: u64,
+        _number: PullNumber,
         comment: u64,
         body: &str,
     ) -> Result<Comment, ForgeError> {
@@ -453,8 +470,12 @@ impl GithubLifecycle<'_> {
         })
     }
 
-    async fn apply_reply(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
-        let c = self.forge.create_comment(number, body).await.map_err(map)?;
+    async fn apply_reply(&self, number: PullNumber, body: &str) -> Result<Comment, ForgeError> {
+        let c = self
+            .forge
+            .create_comment(number.get(), body)
+            .await
+            .map_err(map)?;
         Ok(Comment {
             id: c.id,
             body: c.body,
@@ -463,17 +484,24 @@ impl GithubLifecycle<'_> {
         })
     }
 
-    async fn apply_add_labels(&self, number: u64, labels: &[String]) -> Result<(), ForgeError> {
+    async fn apply_add_labels(
+        &self,
+        number: PullNumber,
+        labels: &[String],
+    ) -> Result<(), ForgeError> {
         let names: Vec<&str> = labels.iter().map(String::as_str).collect();
         self.forge
-            .add_labels(number, &names)
+            .add_labels(number.get(), &names)
             .await
             .map(|_| ())
             .map_err(map)
     }
 
-    async fn apply_remove_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
-        self.forge.remove_label(number, label).await.map_err(map)
+    async fn apply_remove_label(&self, number: PullNumber, label: &str) -> Result<(), ForgeError> {
+        self.forge
+            .remove_label(number.get(), label)
+            .await
+            .map_err(map)
     }
 
     async fn apply_dispatch_run(

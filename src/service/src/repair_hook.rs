@@ -370,6 +370,7 @@ async fn git(dir: &Path, args: &[&str], token: Option<&str>) -> Result<String, S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use klaud_claims::PullNumber;
 
     fn context() -> RepairContext {
         RepairContext {
@@ -381,7 +382,7 @@ mod tests {
             repository: "o/r".into(),
             branch: "b".into(),
             head: "h".into(),
-            pull_request: Some(1),
+            pull_request: Some(PullNumber::from(1)),
             run: None,
             repair: 1,
             budget: 5,

@@ -9,6 +9,7 @@
 //! what happens from now on.
 
 use klaud_claims::CandidateId;
+use klaud_claims::PullNumber;
 use klaud_lifecycle::engine::{CandidateRecord, Progress, ReuseAuthorization, Step};
 use klaud_lifecycle::model::AttemptStatus;
 
@@ -20,7 +21,7 @@ pub enum StepEvent {
     /// The draft PR was opened.
     PullOpened {
         /// PR number.
-        number: u64,
+        number: PullNumber,
         /// Its web page.
         url: Option<String>,
     },
@@ -331,7 +332,7 @@ mod tests {
     fn each_visible_change_is_told_once() {
         let before = record();
         let mut after = before.clone();
-        after.pull = Some(7);
+        after.pull = Some(PullNumber::from(7));
         after.pull_url = Some("http://127.0.0.1:1/_html/o/r/pull/7".into());
         after.attempts.push(AttemptRecord {
             kind: AttemptKind::Initial { budget: 5 },

@@ -20,6 +20,7 @@ use crate::engine::proof::Scope;
 use crate::engine::upkeep::MergePlan;
 use crate::engine::write::Writes as _;
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase};
+use klaud_claims::PullNumber;
 use klaud_planner::changelog::{CHANGELOG_PATH, append_entry, validate_append};
 
 pub(in crate::engine) async fn run(
@@ -174,7 +175,7 @@ async fn append_changelog(
 async fn label_for_sweep(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
-    number: u64,
+    number: PullNumber,
     head: String,
     log: &Changelog,
 ) -> Result<Progress, EngineError> {
