@@ -1,7 +1,7 @@
 //! The GitHub forge (real octocrab code path) against the GitHub simulator
 //! over loopback, including injected faults.
 
-use klaud_claims::PullNumber;
+use klaud_claims::{CommitSha, PullNumber};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -86,7 +86,7 @@ impl<'a> Klaud<'a> {
             .acquire(
                 &id.family(),
                 vec![ClaimCandidate::new(
-                    &main,
+                    main.parse().expect("a sha"),
                     "configs/nvidia-master.yaml:a",
                     id.clone(),
                 )],
@@ -123,7 +123,7 @@ impl<'a> Klaud<'a> {
     }
 
     /// Pushes a commit changing `path` on a new branch; its sha.
-    async fn branch(&self, branch: &str, path: &str, content: &[u8]) -> String {
+    async fn branch(&self, branch: &str, path: &str, content: &[u8]) -> CommitSha {
         let main = self
             .forge
             .read_file("configs/nvidia-master.yaml", "main")
@@ -1127,7 +1127,7 @@ async fn a_proof_for_one_pull_request_writes_nothing_to_another() {
     assert!(matches!(err, RefStoreError::Other(_)), "{err:?}");
     assert_eq!(
         sim.state().ref_sha(REPO, "refs/heads/klaud/auto-a").await,
-        Some(head)
+        Some(head.to_string())
     );
 }
 
@@ -1179,7 +1179,7 @@ async fn leases_are_kept_on_githubs_clock_so_a_machine_clock_ahead_takes_no_live
         .acquire(
             &family,
             vec![ClaimCandidate::new(
-                &main,
+                main.parse().expect("a sha"),
                 "configs/nvidia-master.yaml:a",
                 id,
             )],

@@ -1115,7 +1115,7 @@ async fn a_wave_that_loses_its_picks_to_a_racing_instance_claims_the_next_stale_
                 .acquire(
                     &id.family(),
                     vec![klaud_claims::ClaimCandidate::new(
-                        &env.base,
+                        env.base.clone(),
                         &p.family,
                         id.clone(),
                     )],
@@ -1276,7 +1276,7 @@ async fn held_claims_the_plan_no_longer_proposes_are_resumed_from_their_branch()
         .acquire(
             &orphan_id.family(),
             vec![klaud_claims::ClaimCandidate::new(
-                &env.base,
+                env.base.clone(),
                 &trt.family,
                 orphan_id.clone(),
             )],

@@ -410,7 +410,7 @@ async fn a_live_recovery_lease_blocks_other_recoverers_until_it_expires() {
     let dead = klaud_claims::ClaimBook::new(&env.forge, clock, instance(7));
     let (claim_ref, claim_sha) = env.claims().await.into_iter().next().expect("claim");
     let candidate = klaud_claims::ClaimCandidate::new(
-        &rec.base_sha,
+        rec.base_sha.clone(),
         &rec.family,
         CandidateId::new(rec.candidate.as_str()).expect("id"),
     );
@@ -483,7 +483,7 @@ async fn recover_takes_over_a_lease_less_old_helper_claim_whose_run_completed() 
         &env.forge,
         &message,
         &tree,
-        std::slice::from_ref(&rec.base_sha),
+        &[rec.base_sha.to_string()],
     )
     .await
     .expect("commit");

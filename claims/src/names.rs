@@ -307,6 +307,16 @@ impl From<CommitSha> for String {
     }
 }
 
+// A sha is read as text everywhere git names commits (URLs, ref updates,
+// markers); dereferencing keeps those reads plain while the type still
+// guarantees that what is stored was checked.
+impl std::ops::Deref for CommitSha {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 impl AsRef<str> for CommitSha {
     fn as_ref(&self) -> &str {
         &self.0

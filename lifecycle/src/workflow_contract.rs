@@ -336,6 +336,7 @@ pub fn is_sweep_of(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use klaud_claims::CommitSha;
 
     const PATH_FILTERED_SWEEP: &str = r#"
 name: Sweep
@@ -505,7 +506,7 @@ jobs:
             title: "[Klaud] Update x".into(),
             body: String::new(),
             head_ref: "klaud/auto-x".into(),
-            head_sha: "h".repeat(40),
+            head_sha: CommitSha::parse(&"a".repeat(40)).unwrap(),
             head_repo: Some("o/r".into()),
             author: Some("bot".into()),
             labels: vec![],
@@ -573,7 +574,7 @@ jobs:
             Some(&title)
         ));
         let other_head = Run {
-            head_sha: "0".repeat(40),
+            head_sha: CommitSha::parse(&"0".repeat(40)).unwrap(),
             ..run.clone()
         };
         assert!(!is_sweep_of(

@@ -118,7 +118,7 @@ async fn world() -> (Fake, HeldClaim, String) {
         .acquire(
             &id.family(),
             vec![ClaimCandidate::new(
-                &base,
+                base.parse().expect("a sha"),
                 "configs/x-master.yaml:k",
                 id.clone(),
             )],
@@ -141,7 +141,7 @@ async fn world() -> (Fake, HeldClaim, String) {
             title: "t".into(),
             body: String::new(),
             head_ref: BRANCH.into(),
-            head_sha: head.clone(),
+            head_sha: head.parse().expect("a sha"),
             head_repo: Some("owner/bench".into()),
             author: Some("klaud-cold".into()),
             labels: vec!["full-sweep-fail-fast".into()],
@@ -155,7 +155,7 @@ async fn world() -> (Fake, HeldClaim, String) {
             event: "workflow_dispatch".into(),
             status: "in_progress".into(),
             conclusion: None,
-            head_sha: head.clone(),
+            head_sha: head.parse().expect("a sha"),
             actor: Some(BOT.into()),
             created_at: None,
             html_url: String::new(),

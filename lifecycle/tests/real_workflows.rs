@@ -70,7 +70,7 @@ fn the_sweep_title_and_draft_rule_follow_each_version() {
         title: "[Klaud Cold] Update k SGLang image to v1".into(),
         body: String::new(),
         head_ref: "klaud/auto-x".into(),
-        head_sha: HEAD.into(),
+        head_sha: HEAD.parse().unwrap(),
         head_repo: Some("SemiAnalysisAI/InferenceX".into()),
         author: Some("Klaud-Cold".into()),
         labels: vec!["full-sweep-fail-fast".into()],

@@ -498,7 +498,7 @@ fn failed_receipt() -> Receipt {
     Receipt {
         owner_run: OWNER,
         candidate: cand(),
-        head: Some("9d5bbb82a1d648054e300003efb5692433f0fee8".into()),
+        head: Some("9d5bbb82a1d648054e300003efb5692433f0fee8".parse().unwrap()),
         result: FinishedResult::new(
             Outcome::Failed,
             Phase::Targeted,
@@ -586,7 +586,7 @@ fn receipts_render_like_the_helper_and_parse_back() {
         sweep: Some(SweepCheck {
             run_id: 34600160889,
             run_attempt: 1,
-            head: "9d5bbb82a1d648054e300003efb5692433f0fee8".into(),
+            head: "9d5bbb82a1d648054e300003efb5692433f0fee8".parse().unwrap(),
             full_sweep: true,
             manifest: true,
         }),

@@ -142,7 +142,7 @@ pub struct Harness {
     pub forge: Github,
     pub repository: Repository,
     /// The base commit the checkout is of.
-    pub base: String,
+    pub base: klaud_claims::CommitSha,
     pub baseline: HttpBaselineSource,
     pub config: EngineConfig,
     /// The claimant engines of [`Harness::engine`] act for.
@@ -288,7 +288,9 @@ impl HarnessBuilder {
             .get_ref("refs/heads/main")
             .await
             .expect("read main")
-            .expect("main exists");
+            .expect("main exists")
+            .parse::<klaud_claims::CommitSha>()
+            .expect("main's head is a sha");
         let dir = tempfile::tempdir().expect("tempdir");
         materialize(&forge, &base, dir.path(), None)
             .await

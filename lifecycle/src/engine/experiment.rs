@@ -824,7 +824,7 @@ impl Engine<'_> {
                 }
                 for member in self.bumped_together(&rec.family) {
                     record.candidates.push(klaud_claims::ClaimCandidate::new(
-                        &base,
+                        base.clone(),
                         member,
                         new_id.clone(),
                     ));

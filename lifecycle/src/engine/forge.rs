@@ -10,7 +10,7 @@ use super::write::{Permitted, Written};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use klaud_claims::PullNumber;
-use klaud_claims::{RefStore, RefStoreError};
+use klaud_claims::{CommitSha, RefStore, RefStoreError};
 
 /// A pull request as the lifecycle sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub struct Pull {
     /// Head branch name.
     pub head_ref: String,
     /// Head commit.
-    pub head_sha: String,
+    pub head_sha: CommitSha,
     /// `owner/name` of the head repository (`None` when GitHub omits it,
     /// e.g. a deleted fork).
     pub head_repo: Option<String>,
@@ -89,7 +89,7 @@ pub struct Run {
     /// Conclusion once completed.
     pub conclusion: Option<RunConclusion>,
     /// Commit the run tests.
-    pub head_sha: String,
+    pub head_sha: CommitSha,
     /// Who started it.
     pub actor: Option<String>,
     /// When GitHub created it (read at the boundary; `None` when GitHub
@@ -124,21 +124,21 @@ pub struct RunQuery {
     /// Actor login.
     pub actor: Option<String>,
     /// Head commit.
-    pub head_sha: Option<String>,
+    pub head_sha: Option<CommitSha>,
 }
 
 /// A commit of a comparison (GitHub compare API `commits[]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComparedCommit {
     /// Sha.
-    pub sha: String,
+    pub sha: CommitSha,
     /// The whole commit message.
     pub message: String,
     /// The GitHub account of the commit's author (`author.login`); `None`
     /// when the author e-mail belongs to no account.
     pub author: Option<String>,
     /// Parent shas.
-    pub parents: Vec<String>,
+    pub parents: Vec<CommitSha>,
 }
 
 /// How `head` relates to `base` and what lies between them (GitHub
@@ -154,7 +154,7 @@ pub struct Comparison {
     /// Paths the comparison changes (a rename names the new path).
     pub files: Vec<String>,
     /// The nearest common ancestor of both sides (`merge_base_commit`).
-    pub merge_base: Option<String>,
+    pub merge_base: Option<CommitSha>,
 }
 
 /// An artifact of a run.

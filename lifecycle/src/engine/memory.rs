@@ -6,6 +6,7 @@
 //! step can be tested without HTTP or sleeps. Transport-level behaviour
 //! (retries, ambiguous writes, pagination) stays with the GitHub simulator.
 
+use klaud_claims::CommitSha;
 use klaud_claims::PullNumber;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -14,6 +15,7 @@ use async_trait::async_trait;
 use klaud_claims::{MemoryRefStore, RefStore, RefStoreError, RefTip, is_coordination_ref};
 use serde_json::Value;
 
+use super::context::forge_sha;
 use super::forge::{
     ArtifactInfo, Comment, Forge, ForgeError, Pull, PullState, Run, RunConclusion, RunEvent,
     RunQuery, RunStatus,
@@ -255,7 +257,7 @@ impl MemoryForge {
         branch: &str,
         files: &[(&str, &[u8])],
         message: &str,
-    ) -> Result<String, ForgeError> {
+    ) -> Result<CommitSha, ForgeError> {
         let name = format!("refs/heads/{branch}");
         let parent = self.store.ref_sha(&name);
         let files: Vec<(String, Vec<u8>)> = files
@@ -265,7 +267,7 @@ impl MemoryForge {
         let sha = self.commit(parent.as_deref(), &files, message).await?;
         self.set_author(&sha, "someone-else");
         self.store.force_ref(&name, &sha);
-        Ok(sha)
+        forge_sha("pushed commit", &sha)
     }
 
     /// Puts `label` on a pull request as a maintainer would.
@@ -336,7 +338,7 @@ impl MemoryForge {
         workflow: &str,
         event: &str,
         title: String,
-        (head, head_branch, pull_requests): (String, &str, Vec<PullNumber>),
+        (head, head_branch, pull_requests): (CommitSha, &str, Vec<PullNumber>),
     ) -> u64 {
         let id = st.id();
         st.runs.push(StoredRun {
@@ -421,7 +423,7 @@ impl Forge for MemoryForge {
         let mut st = self.lock();
         let p = st.pull_mut(number)?;
         if let Some(sha) = sha {
-            p.head_sha = sha;
+            p.head_sha = forge_sha(&format!("head of #{number}"), &sha)?;
         }
         Ok(p.clone())
     }
@@ -504,10 +506,13 @@ impl Forge for MemoryForge {
                 });
             };
             chain.push(super::forge::ComparedCommit {
-                sha: at.clone(),
+                sha: forge_sha("compared commit", &at)?,
                 message: message.clone(),
                 author: Some(author.clone()),
-                parents: parents.clone(),
+                parents: parents
+                    .iter()
+                    .map(|p| forge_sha("compared commit parent", p))
+                    .collect::<Result<_, _>>()?,
             });
             match parents.first() {
                 Some(p) => at = p.clone(),
@@ -517,7 +522,7 @@ impl Forge for MemoryForge {
         chain.reverse();
         let mut files: Vec<String> = chain
             .iter()
-            .flat_map(|c| st.commits[&c.sha].2.iter().cloned())
+            .flat_map(|c| st.commits[c.sha.as_str()].2.iter().cloned())
             .collect();
         files.sort();
         files.dedup();
@@ -531,7 +536,7 @@ impl Forge for MemoryForge {
             total_commits: chain.len() as u64,
             commits: chain,
             files,
-            merge_base: Some(base.to_owned()),
+            merge_base: Some(forge_sha("merge base", base)?),
         })
     }
 
@@ -642,9 +647,10 @@ impl MemoryForge {
         parent: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
-    ) -> Result<String, ForgeError> {
+    ) -> Result<CommitSha, ForgeError> {
         self.log(format!("commit on {parent}"));
-        self.commit(Some(parent), files, message).await
+        let sha = self.commit(Some(parent), files, message).await?;
+        forge_sha("new commit", &sha)
     }
 
     async fn apply_commit_merge(
@@ -653,10 +659,12 @@ impl MemoryForge {
         base: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
-    ) -> Result<String, ForgeError> {
+    ) -> Result<CommitSha, ForgeError> {
         self.log(format!("merge {base} into {head}"));
-        self.commit_with(Some(head), Some(base), files, message)
-            .await
+        let sha = self
+            .commit_with(Some(head), Some(base), files, message)
+            .await?;
+        forge_sha("new merge commit", &sha)
     }
 
     async fn apply_create_branch(&self, branch: &str, sha: &str) -> Result<(), ForgeError> {
@@ -694,6 +702,7 @@ impl MemoryForge {
             .store
             .ref_sha(&format!("refs/heads/{head}"))
             .ok_or_else(|| ForgeError::NotFound(format!("branch {head}")))?;
+        let head_sha = forge_sha(&format!("tip of {head}"), &head_sha)?;
         let mut st = self.lock();
         st.writes.push(format!("open pull request for {head}"));
         let number = PullNumber::from(st.id());
@@ -825,7 +834,7 @@ impl MemoryForge {
     ) -> Result<Option<u64>, ForgeError> {
         // As on GitHub: a dispatched run's head is the tip of the ref it was
         // dispatched on, whatever `inputs.ref` says.
-        let head = self.resolve(git_ref);
+        let head = forge_sha(&format!("tip of {git_ref}"), &self.resolve(git_ref))?;
         let mut st = self.lock();
         st.writes.push(format!("dispatch {workflow} {inputs}"));
         let id = self.new_run(

@@ -2,6 +2,7 @@
 //! [`ManualClock`]: no HTTP, no sleeps. The demo repository
 //! (`configs/demo/`, Klaud's own small fixture) is the base checkout.
 
+use klaud_claims::CommitSha;
 use klaud_claims::PullNumber;
 use std::path::Path;
 
@@ -46,7 +47,7 @@ struct World {
     journal: MemoryJournal,
     clock: ManualClock,
     repository: Repository,
-    base: String,
+    base: CommitSha,
     config: EngineConfig,
     target: Target,
 }

@@ -10,6 +10,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use klaud_claims::CommitSha;
 use klaud_claims::PullNumber;
 use serde_json::Value;
 
@@ -114,7 +115,7 @@ pub enum Written {
     /// The write is done and answered nothing more.
     Done,
     /// The new commit's sha.
-    Commit(String),
+    Commit(CommitSha),
     /// The new pull request.
     Pull(Pull),
     /// The posted or edited comment.
@@ -226,7 +227,7 @@ pub trait Writes: Forge {
         parent: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
-    ) -> Result<String, ForgeError> {
+    ) -> Result<CommitSha, ForgeError> {
         let write = Write::CommitFiles {
             parent,
             files,
@@ -245,7 +246,7 @@ pub trait Writes: Forge {
         base: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
-    ) -> Result<String, ForgeError> {
+    ) -> Result<CommitSha, ForgeError> {
         let write = Write::CommitMerge {
             head,
             base,

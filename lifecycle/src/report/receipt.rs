@@ -15,6 +15,7 @@
 //! </details>
 //! ```
 
+use klaud_claims::CommitSha;
 use klaud_claims::PullNumber;
 use serde::{Deserialize, Serialize};
 
@@ -36,7 +37,7 @@ pub struct SweepCheck {
     #[serde(rename = "run-attempt")]
     pub run_attempt: u32,
     /// The head it ran on.
-    pub head: String,
+    pub head: CommitSha,
     /// Whether it was a full sweep.
     #[serde(rename = "full-sweep")]
     pub full_sweep: bool,
@@ -52,7 +53,7 @@ pub struct Receipt {
     /// Candidate.
     pub candidate: CandidateId,
     /// Branch head at the end, if a branch existed.
-    pub head: Option<String>,
+    pub head: Option<CommitSha>,
     /// The result.
     pub result: FinishedResult,
     /// Final sweep verification, when one ran.
@@ -74,7 +75,7 @@ pub struct Receipt {
 
 #[derive(Serialize, Deserialize)]
 struct Wire {
-    head: Option<String>,
+    head: Option<CommitSha>,
     outcome: Outcome,
     validation: Validation,
 }

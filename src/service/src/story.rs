@@ -9,6 +9,7 @@
 //! what happens from now on.
 
 use klaud_claims::CandidateId;
+use klaud_claims::CommitSha;
 use klaud_claims::PullNumber;
 use klaud_lifecycle::engine::{CandidateRecord, Progress, ReuseAuthorization, Step};
 use klaud_lifecycle::model::AttemptStatus;
@@ -73,7 +74,7 @@ pub enum StepEvent {
     /// mergeable.
     BaseMergedIn {
         /// The new head.
-        head: String,
+        head: CommitSha,
     },
     /// Klaud stopped keeping a validated PR mergeable.
     UpkeepSettled(String),
@@ -319,7 +320,7 @@ mod tests {
         serde_json::from_value(serde_json::json!({
             "candidate": "d92e15065c55779d-0123456789abcdef", "family": "configs/x-master.yaml:k", "key": "k",
             "old_image": "a:1", "image": "a:2", "owner_run": 1, "base_branch": "main",
-            "base_sha": "0", "branch": "klaud/auto-d92e15065c55779d-0123456789abcdef", "step": "smoke", "claim": null,
+            "base_sha": "0000000000000000000000000000000000000000", "branch": "klaud/auto-d92e15065c55779d-0123456789abcdef", "step": "smoke", "claim": null,
             "head": null, "pending_commit": null, "pull": null, "pull_url": null,
             "frozen": null, "attempts": [], "repairs": 0, "sweep_requested_at": null,
             "sweep": null, "ending": null, "intent": null,

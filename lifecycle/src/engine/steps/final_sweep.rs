@@ -20,6 +20,7 @@ use crate::engine::proof::Scope;
 use crate::engine::upkeep::MergePlan;
 use crate::engine::write::Writes as _;
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase};
+use klaud_claims::CommitSha;
 use klaud_claims::PullNumber;
 use klaud_planner::changelog::{CHANGELOG_PATH, append_entry, validate_append};
 
@@ -68,7 +69,7 @@ struct Changelog {
     path: String,
     /// The entry's link (the pull request).
     link: String,
-    base_tip: String,
+    base_tip: CommitSha,
     base_bytes: Vec<u8>,
     head_bytes: Vec<u8>,
 }
@@ -80,7 +81,7 @@ struct Changelog {
 async fn append_changelog(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
-    head: &str,
+    head: &CommitSha,
     log: Changelog,
 ) -> Result<Progress, EngineError> {
     let Changelog {
@@ -176,7 +177,7 @@ async fn label_for_sweep(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
     number: PullNumber,
-    head: String,
+    head: CommitSha,
     log: &Changelog,
 ) -> Result<Progress, EngineError> {
     let pull = cx.forge.get_pull(number).await?;
@@ -251,7 +252,7 @@ async fn label_for_sweep(
     rec.sweep_requested_at.get_or_insert(cx.clock.now());
     rec.attempts.push(AttemptRecord {
         kind: AttemptKind::FinalSweep,
-        head,
+        head: head.to_string(),
         dispatched_at: None,
         run: None,
         status: AttemptStatus::Queued,
@@ -270,7 +271,7 @@ async fn uncovered_at_head(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
     log: &Changelog,
-    head: &str,
+    head: &CommitSha,
     labels: &[String],
 ) -> Result<Option<String>, EngineError> {
     let frozen = cx.frozen(rec).await?;

@@ -368,8 +368,8 @@ pub(in crate::engine) async fn cancel_runs(
     rec: &mut CandidateRecord,
     number: PullNumber,
 ) -> Result<Option<Progress>, EngineError> {
-    let head = rec.head.clone().unwrap_or_default();
-    let smoke_title = match cx.smoke_plan(rec, &head).await? {
+    let head = rec.head.as_deref().unwrap_or_default();
+    let smoke_title = match cx.smoke_plan(rec, head).await? {
         Ok(plan) => plan.title,
         Err(_) => format!(
             "e2e Test - {}",
@@ -383,8 +383,8 @@ pub(in crate::engine) async fn cancel_runs(
         .attempts
         .iter()
         .filter_map(|a| {
-            let h = if a.head.is_empty() { &head } else { &a.head };
-            a.run.clone().map(|r| (r, h.clone()))
+            let h = if a.head.is_empty() { head } else { &a.head };
+            a.run.clone().map(|r| (r, h.to_owned()))
         })
         .collect();
     for (run, run_head) in runs {

@@ -173,7 +173,7 @@ async fn take_new_head(
             n,
             budget: cx.config.repair_budget,
         },
-        head: tip.sha,
+        head: tip.sha.to_string(),
         dispatched_at: None,
         run: None,
         status: AttemptStatus::Queued,
