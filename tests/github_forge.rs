@@ -134,7 +134,9 @@ impl<'a> Klaud<'a> {
             .await
             .unwrap()
             .unwrap()
-            .sha;
+            .sha
+            .parse::<CommitSha>()
+            .unwrap();
         let proof = self.prove(None, Some(branch), None, None).await;
         let sha = self
             .forge

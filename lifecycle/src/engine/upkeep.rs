@@ -323,7 +323,7 @@ impl Engine<'_> {
         &self,
         rec: &mut CandidateRecord,
         number: PullNumber,
-        head: &str,
+        head: &CommitSha,
         plan: MergePlan,
     ) -> Result<Upkept, EngineError> {
         let ending = rec.ending.clone();

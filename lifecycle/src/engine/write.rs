@@ -22,22 +22,22 @@ use super::ownership::{OwnershipProof, ProofError, ReplyPermit};
 pub enum Write<'a> {
     /// One commit on `parent` that sets `files` (path → bytes); moves no ref.
     CommitFiles {
-        parent: &'a str,
+        parent: &'a CommitSha,
         files: &'a [(String, Vec<u8>)],
         message: &'a str,
     },
     /// A merge commit: first parent `head`, second `base`, `base`'s tree
     /// plus `files`; moves no ref.
     CommitMerge {
-        head: &'a str,
-        base: &'a str,
+        head: &'a CommitSha,
+        base: &'a CommitSha,
         files: &'a [(String, Vec<u8>)],
         message: &'a str,
     },
     /// Creates `refs/heads/<branch>` at `sha`.
-    CreateBranch { branch: &'a str, sha: &'a str },
+    CreateBranch { branch: &'a str, sha: &'a CommitSha },
     /// Moves a branch without force (a compare-and-swap on GitHub's side).
-    FastForwardBranch { branch: &'a str, sha: &'a str },
+    FastForwardBranch { branch: &'a str, sha: &'a CommitSha },
     /// Deletes a branch.
     DeleteBranch { branch: &'a str },
     /// Opens a draft pull request from `head`.
@@ -224,7 +224,7 @@ pub trait Writes: Forge {
     async fn commit_files(
         &self,
         proof: &OwnershipProof,
-        parent: &str,
+        parent: &CommitSha,
         files: &[(String, Vec<u8>)],
         message: &str,
     ) -> Result<CommitSha, ForgeError> {
@@ -242,8 +242,8 @@ pub trait Writes: Forge {
     async fn commit_merge(
         &self,
         proof: &OwnershipProof,
-        head: &str,
-        base: &str,
+        head: &CommitSha,
+        base: &CommitSha,
         files: &[(String, Vec<u8>)],
         message: &str,
     ) -> Result<CommitSha, ForgeError> {
@@ -263,7 +263,7 @@ pub trait Writes: Forge {
         &self,
         proof: &OwnershipProof,
         branch: &str,
-        sha: &str,
+        sha: &CommitSha,
     ) -> Result<(), ForgeError> {
         let write = Write::CreateBranch { branch, sha };
         self.write(proof.permit(write)?)
@@ -275,7 +275,7 @@ pub trait Writes: Forge {
         &self,
         proof: &OwnershipProof,
         branch: &str,
-        sha: &str,
+        sha: &CommitSha,
     ) -> Result<(), ForgeError> {
         let write = Write::FastForwardBranch { branch, sha };
         self.write(proof.permit(write)?).await?.done("a push")
