@@ -381,7 +381,7 @@ mod tests {
             image: "i".into(),
             repository: "o/r".into(),
             branch: "b".into(),
-            head: "h".into(),
+            head: "0123456789abcdef0123456789abcdef01234567".parse().unwrap(),
             pull_request: Some(PullNumber::from(1)),
             run: None,
             repair: 1,
