@@ -87,7 +87,11 @@ fn deferred(rec: &CandidateRecord, phase: Phase, why: &str) {
     );
 }
 
-async fn receipt_outcome(env: &Harness, number: u64) -> Option<(Outcome, Option<String>)> {
+async fn receipt_outcome(
+    env: &Harness,
+    number: impl Into<u64>,
+) -> Option<(Outcome, Option<klaud_claims::CommitSha>)> {
+    let number: u64 = number.into();
     env.bodies(number).await.iter().find_map(|b| {
         let found = find_record(b).ok().flatten()?;
         matches!(found.key, MarkerKey::Outcome { .. }).then_some(())?;

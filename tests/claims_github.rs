@@ -82,7 +82,7 @@ fn family(key: &str) -> Family {
 
 fn candidate(f: &Family, base: &str, image: &str) -> ClaimCandidate {
     let id = CandidateId::new(&identity::candidate_id(f.id.as_str(), image)).unwrap();
-    ClaimCandidate::new(base, f.name.clone(), id)
+    ClaimCandidate::new(base.parse().expect("a sha"), f.name.clone(), id)
 }
 
 fn claimant() -> Claimant {

@@ -212,7 +212,11 @@ fn list_acquire_occupied_and_release_as_processes() {
         let base = forge.get_ref("refs/heads/main").await.unwrap().unwrap();
         let clock = SystemClock;
         let book = ClaimBook::new(&forge, &clock, Claimant::new(uuid::Uuid::new_v4()));
-        let cand = ClaimCandidate::new(base.clone(), FAMILY, CandidateId::new(&candidate).unwrap());
+        let cand = ClaimCandidate::new(
+            base.parse().expect("a sha"),
+            FAMILY,
+            CandidateId::new(&candidate).unwrap(),
+        );
         book.acquire_recovery_lease(77, &cand, &base, 78, TimeDelta::minutes(10))
             .await
             .unwrap();

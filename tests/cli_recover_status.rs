@@ -89,7 +89,7 @@ fn status_lists_an_expired_claim_and_recover_releases_it() {
         let clock = SystemClock;
         let book = ClaimBook::new(&forge, &clock, Claimant::new(uuid::Uuid::new_v4()));
         let cand = ClaimCandidate::new(
-            base.clone(),
+            base.parse().expect("a sha"),
             FAMILY,
             CandidateId::new(&candidate).expect("id"),
         );

@@ -42,7 +42,7 @@ async fn pass(env: &Harness, forge: &klaud_github::Github) -> (Steering, WaveSum
     let registry = env.registry();
     let report = klaud_planner::plan::plan(&env.repository, &registry.session(), &options).await;
     let summary = WaveSummary {
-        base: env.base.clone(),
+        base: env.base.to_string(),
         candidates: Vec::new(),
         skipped: Vec::new(),
         answered: Vec::new(),

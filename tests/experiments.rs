@@ -753,7 +753,7 @@ async fn assert_race_end(env: &Harness, recs: &Recs, what: &str) {
     for (rec, _) in recs {
         let pulls = env.pulls(&rec.branch).await;
         assert_eq!(pulls.len(), 1, "one PR for {} ({what})", rec.branch);
-        assert_eq!(rec.pull, Some(pulls[0]), "{what}");
+        assert_eq!(rec.pull, Some(pulls[0].into()), "{what}");
         let bodies = env.bodies(pulls[0]).await;
         let markers: Vec<String> = bodies
             .iter()

@@ -1,6 +1,7 @@
 //! The GitHub forge (real octocrab code path) against the GitHub simulator
 //! over loopback, including injected faults.
 
+use klaud_claims::{CommitSha, PullNumber};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -85,7 +86,7 @@ impl<'a> Klaud<'a> {
             .acquire(
                 &id.family(),
                 vec![ClaimCandidate::new(
-                    &main,
+                    main.parse().expect("a sha"),
                     "configs/nvidia-master.yaml:a",
                     id.clone(),
                 )],
@@ -108,7 +109,7 @@ impl<'a> Klaud<'a> {
         &self,
         branch: Option<(&str, &str)>,
         creates: Option<&str>,
-        pull: Option<u64>,
+        pull: Option<PullNumber>,
         run: Option<(u64, &str)>,
     ) -> OwnershipProof {
         let expect = Expectation {
@@ -122,7 +123,7 @@ impl<'a> Klaud<'a> {
     }
 
     /// Pushes a commit changing `path` on a new branch; its sha.
-    async fn branch(&self, branch: &str, path: &str, content: &[u8]) -> String {
+    async fn branch(&self, branch: &str, path: &str, content: &[u8]) -> CommitSha {
         let main = self
             .forge
             .read_file("configs/nvidia-master.yaml", "main")
@@ -133,7 +134,9 @@ impl<'a> Klaud<'a> {
             .await
             .unwrap()
             .unwrap()
-            .sha;
+            .sha
+            .parse::<CommitSha>()
+            .unwrap();
         let proof = self.prove(None, Some(branch), None, None).await;
         let sha = self
             .forge
@@ -162,7 +165,7 @@ impl<'a> Klaud<'a> {
     }
 
     /// A proof for `pull` and its branch at `head`.
-    async fn on_pull(&self, branch: &str, head: &str, pull: u64) -> OwnershipProof {
+    async fn on_pull(&self, branch: &str, head: &str, pull: PullNumber) -> OwnershipProof {
         self.prove(Some((branch, head)), None, Some(pull), None)
             .await
     }
@@ -232,7 +235,7 @@ async fn a_502_after_creating_the_pull_request_does_not_create_a_second_one() {
     assert_eq!(pr.head_ref, "klaud/auto-x");
     assert_eq!(
         sim.state().pulls_for_head(REPO, "klaud/auto-x").await,
-        vec![pr.number]
+        vec![pr.number.get()]
     );
     let log = sim.state().request_log().await;
     assert_eq!(
@@ -279,7 +282,7 @@ async fn a_dropped_connection_after_commenting_does_not_post_twice() {
         .unwrap();
     assert_eq!(c.body, body);
     assert_eq!(
-        sim.state().comment_bodies(REPO, pr.number).await,
+        sim.state().comment_bodies(REPO, pr.number.get()).await,
         vec![body.to_string()]
     );
     let log = sim.state().request_log().await;
@@ -322,7 +325,7 @@ async fn a_secondary_rate_limit_with_retry_after_is_waited_out() {
         .await
         .unwrap();
     assert_eq!(
-        sim.state().comment_bodies(REPO, pr.number).await,
+        sim.state().comment_bodies(REPO, pr.number.get()).await,
         vec!["hello".to_string()]
     );
     let log = sim.state().request_log().await;
@@ -346,7 +349,7 @@ async fn a_secondary_rate_limit_with_retry_after_is_waited_out() {
             },
         })
         .await;
-    assert!(f.list_labels(pr.number).await.unwrap().is_empty());
+    assert!(f.list_labels(pr.number.get()).await.unwrap().is_empty());
 }
 
 /// GitHub's secondary limit without `retry-after` on the next request
@@ -489,9 +492,9 @@ async fn a_304_poll_costs_no_rate_limit() {
         .await;
     let pr = k.pull("klaud/auto-p", &head, "b").await;
     let proof = k.on_pull("klaud/auto-p", &head, pr.number).await;
-    let first = f.get_pull(pr.number).await.unwrap();
+    let first = f.get_pull(pr.number.get()).await.unwrap();
     let before = sim.state().rate_remaining(BOT_TOKEN).await.unwrap();
-    let second = f.get_pull(pr.number).await.unwrap();
+    let second = f.get_pull(pr.number.get()).await.unwrap();
     let after = sim.state().rate_remaining(BOT_TOKEN).await.unwrap();
     assert_eq!(first, second);
     assert_eq!(before, after, "a 304 must not count");
@@ -505,7 +508,7 @@ async fn a_304_poll_costs_no_rate_limit() {
         .await
         .unwrap();
     assert_eq!(
-        f.get_pull(pr.number).await.unwrap().body.as_deref(),
+        f.get_pull(pr.number.get()).await.unwrap().body.as_deref(),
         Some("new body")
     );
 }
@@ -603,12 +606,12 @@ async fn draft_state_labels_and_final_sweep_trigger() {
     let pr = k.pull("klaud/auto-s", &head, "b").await;
     let proof = k.on_pull("klaud/auto-s", &head, pr.number).await;
     k.forge.set_draft(&proof, &pr, false).await.unwrap();
-    assert!(!f.get_pull(pr.number).await.unwrap().draft);
+    assert!(!f.get_pull(pr.number.get()).await.unwrap().draft);
     k.forge.set_draft(&proof, &pr, true).await.unwrap();
-    assert!(f.get_pull(pr.number).await.unwrap().draft);
+    assert!(f.get_pull(pr.number.get()).await.unwrap().draft);
 
     assert!(
-        f.pull_files(pr.number)
+        f.pull_files(pr.number.get())
             .await
             .unwrap()
             .iter()
@@ -619,7 +622,7 @@ async fn draft_state_labels_and_final_sweep_trigger() {
         .await
         .unwrap();
     assert_eq!(
-        f.list_labels(pr.number).await.unwrap(),
+        f.list_labels(pr.number.get()).await.unwrap(),
         vec!["full-sweep-fail-fast".to_string()]
     );
     let runs = f
@@ -631,14 +634,14 @@ async fn draft_state_labels_and_final_sweep_trigger() {
         .await
         .unwrap();
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0].pull_requests, vec![pr.number]);
+    assert_eq!(runs[0].pull_requests, vec![pr.number.get()]);
     for _ in 0..2 {
         k.forge
             .remove_label(&proof, pr.number, "full-sweep-fail-fast")
             .await
             .unwrap();
     }
-    assert!(f.list_labels(pr.number).await.unwrap().is_empty());
+    assert!(f.list_labels(pr.number.get()).await.unwrap().is_empty());
     assert_eq!(
         f.collaborator_permission("maintainer").await.unwrap(),
         klaud_lifecycle::commands::Permission::Maintain
@@ -757,13 +760,13 @@ async fn octocrab_typed_models_parse_simulator_responses() {
     assert_eq!(repo.default_branch.as_deref(), Some("main"));
     let p = gh
         .pulls("sandbox", "benchmarks")
-        .get(pr.number)
+        .get(pr.number.get())
         .await
         .unwrap();
     assert_eq!(p.draft, Some(true));
     let c = gh
         .issues("sandbox", "benchmarks")
-        .create_comment(pr.number, "x")
+        .create_comment(pr.number.get(), "x")
         .await
         .unwrap();
     let c2 = gh
@@ -776,10 +779,15 @@ async fn octocrab_typed_models_parse_simulator_responses() {
         .delete_comment(c.id)
         .await
         .unwrap();
-    assert!(f.list_comments(pr.number, None).await.unwrap().is_empty());
+    assert!(
+        f.list_comments(pr.number.get(), None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let issue = gh
         .issues("sandbox", "benchmarks")
-        .get(pr.number)
+        .get(pr.number.get())
         .await
         .unwrap();
     assert_eq!(issue.labels.len(), 1);
@@ -1090,7 +1098,7 @@ async fn a_proof_for_one_pull_request_writes_nothing_to_another() {
         .await;
     let pr = k.pull("klaud/auto-a", &head, "b").await;
     let proof = k.on_pull("klaud/auto-a", &head, pr.number).await;
-    let other = pr.number + 1;
+    let other = PullNumber::from(pr.number.get() + 1);
     let before = sim.state().request_log().await.len();
     let err = k
         .forge
@@ -1121,7 +1129,7 @@ async fn a_proof_for_one_pull_request_writes_nothing_to_another() {
     assert!(matches!(err, RefStoreError::Other(_)), "{err:?}");
     assert_eq!(
         sim.state().ref_sha(REPO, "refs/heads/klaud/auto-a").await,
-        Some(head)
+        Some(head.to_string())
     );
 }
 
@@ -1173,7 +1181,7 @@ async fn leases_are_kept_on_githubs_clock_so_a_machine_clock_ahead_takes_no_live
         .acquire(
             &family,
             vec![ClaimCandidate::new(
-                &main,
+                main.parse().expect("a sha"),
                 "configs/nvidia-master.yaml:a",
                 id,
             )],

@@ -369,7 +369,8 @@ fn only_claim_writes(writes: &[String]) {
 }
 
 /// The receipt Klaud posted on `number` (its record parsed).
-async fn receipt_on(env: &Harness, number: u64) -> klaud_lifecycle::report::Receipt {
+async fn receipt_on(env: &Harness, number: impl Into<u64>) -> klaud_lifecycle::report::Receipt {
+    let number: u64 = number.into();
     env.stack
         .state()
         .comment_bodies(REPO, number)
@@ -995,7 +996,7 @@ async fn reuse_of_the_validated_sweep_is_authorized_once_in_the_gates_form() {
     let number = rec.pull.expect("pull");
     let comments = env
         .forge
-        .list_comments(number, None)
+        .list_comments(number.get(), None)
         .await
         .expect("comments");
     let association = comments
@@ -1114,7 +1115,7 @@ async fn a_wave_that_loses_its_picks_to_a_racing_instance_claims_the_next_stale_
                 .acquire(
                     &id.family(),
                     vec![klaud_claims::ClaimCandidate::new(
-                        &env.base,
+                        env.base.clone(),
                         &p.family,
                         id.clone(),
                     )],
@@ -1275,7 +1276,7 @@ async fn held_claims_the_plan_no_longer_proposes_are_resumed_from_their_branch()
         .acquire(
             &orphan_id.family(),
             vec![klaud_claims::ClaimCandidate::new(
-                &env.base,
+                env.base.clone(),
                 &trt.family,
                 orphan_id.clone(),
             )],

@@ -32,7 +32,8 @@ fn fast_reports(config: &mut klaud_lifecycle::engine::EngineConfig) {
 }
 
 /// A report comment of a run: (comment id, body).
-async fn run_reports(env: &Harness, number: u64) -> Vec<(u64, String)> {
+async fn run_reports(env: &Harness, number: impl Into<u64>) -> Vec<(u64, String)> {
+    let number: u64 = number.into();
     env.forge
         .list_comments(number, None)
         .await
@@ -352,7 +353,7 @@ async fn chinese_blocks_hold_the_full_text_and_every_na_says_why() {
         bodies.extend(seen.into_iter().map(|(_, b)| b));
         bodies.extend(
             env.forge
-                .list_comments(number, None)
+                .list_comments(number.get(), None)
                 .await
                 .expect("comments")
                 .into_iter()

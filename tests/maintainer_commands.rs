@@ -75,11 +75,19 @@ impl Harness {
     }
 
     /// Posts `body` as the user `_login` (whom `token` belongs to).
-    async fn comment_as(&self, _login: &str, token: &str, number: u64, body: &str) -> u64 {
+    async fn comment_as(
+        &self,
+        _login: &str,
+        token: &str,
+        number: impl Into<u64>,
+        body: &str,
+    ) -> u64 {
+        let number: u64 = number.into();
         self.person(token).comment(number, body).await
     }
 
-    async fn replies_to(&self, number: u64, comment: u64) -> Vec<String> {
+    async fn replies_to(&self, number: impl Into<u64>, comment: u64) -> Vec<String> {
+        let number: u64 = number.into();
         let marker = reply_marker(comment);
         self.bodies(number)
             .await
@@ -315,7 +323,8 @@ async fn recovery_leases(env: &Harness) -> Vec<(String, String)> {
         .expect("recovery leases")
 }
 
-async fn receipts(env: &Harness, number: u64) -> usize {
+async fn receipts(env: &Harness, number: impl Into<u64>) -> usize {
+    let number: u64 = number.into();
     env.bodies(number)
         .await
         .iter()
@@ -401,7 +410,7 @@ async fn a_live_recovery_lease_blocks_other_recoverers_until_it_expires() {
     let dead = klaud_claims::ClaimBook::new(&env.forge, clock, instance(7));
     let (claim_ref, claim_sha) = env.claims().await.into_iter().next().expect("claim");
     let candidate = klaud_claims::ClaimCandidate::new(
-        &rec.base_sha,
+        rec.base_sha.clone(),
         &rec.family,
         CandidateId::new(rec.candidate.as_str()).expect("id"),
     );
@@ -474,7 +483,7 @@ async fn recover_takes_over_a_lease_less_old_helper_claim_whose_run_completed() 
         &env.forge,
         &message,
         &tree,
-        std::slice::from_ref(&rec.base_sha),
+        &[rec.base_sha.to_string()],
     )
     .await
     .expect("commit");

@@ -41,7 +41,8 @@ async fn get(env: &Harness, path: &str) -> Value {
 }
 
 /// The pull request as GitHub answers it once mergeability is computed.
-async fn mergeable(env: &Harness, number: u64) -> (Option<bool>, String) {
+async fn mergeable(env: &Harness, number: impl Into<u64>) -> (Option<bool>, String) {
+    let number: u64 = number.into();
     let started = Instant::now();
     loop {
         let pull = get(env, &format!("pulls/{number}")).await;
@@ -212,7 +213,7 @@ async fn merging_one_validated_pr_keeps_the_others_mergeable_with_their_sweeps_r
     // A maintainer squash-merges A: B now conflicts on the changelog.
     let maintainer = maintainer(&env).await;
     let (status, merged) = maintainer
-        .try_merge(a_pr, serde_json::json!({"merge_method": "squash"}))
+        .try_merge(a_pr.get(), serde_json::json!({"merge_method": "squash"}))
         .await;
     assert_eq!(status, 200, "{merged}");
     let a_merge = merged["sha"].as_str().expect("sha").to_owned();
@@ -290,7 +291,7 @@ async fn merging_one_validated_pr_keeps_the_others_mergeable_with_their_sweeps_r
                 &full.join("utils"),
                 &as_inferencex(&main_log),
                 &as_inferencex(&b_log),
-                b_pr
+                b_pr.get()
             ),
             Ok(1)
         );
@@ -334,7 +335,7 @@ async fn merging_one_validated_pr_keeps_the_others_mergeable_with_their_sweeps_r
 
     // Merging B reuses B's validated sweep through the repository's gate.
     let (status, merged) = maintainer
-        .try_merge(b_pr, serde_json::json!({"merge_method": "squash"}))
+        .try_merge(b_pr.get(), serde_json::json!({"merge_method": "squash"}))
         .await;
     assert_eq!(status, 200, "{merged}");
     let (run, jobs, artifacts) = push_run(&env, merged["sha"].as_str().expect("sha")).await;

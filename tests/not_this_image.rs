@@ -290,7 +290,11 @@ async fn ticking_undo_lets_the_same_image_be_proposed_again() {
         .await
         .expect("steer");
     assert!(
-        steering.kept.ignores.iter().all(|i| i.pull != Some(number)),
+        steering
+            .kept
+            .ignores
+            .iter()
+            .all(|i| i.pull != Some(number.into())),
         "{steering:?}"
     );
     let records = env.journal.list().await.expect("records");

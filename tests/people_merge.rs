@@ -32,7 +32,8 @@ async fn writes_since(env: &Harness, from: usize) -> Vec<String> {
 }
 
 /// Only the receipt comment, run cancels and claim-ref writes.
-fn only_receipt_cancels_and_claim(writes: &[String], number: u64) -> (usize, usize) {
+fn only_receipt_cancels_and_claim(writes: &[String], number: impl Into<u64>) -> (usize, usize) {
+    let number: u64 = number.into();
     let receipt = format!("POST /repos/{REPO}/issues/{number}/comments");
     let mut receipts = 0;
     let mut cancels = 0;
@@ -287,7 +288,7 @@ async fn a_newer_tag_while_a_validated_pr_waits_opens_nothing_and_the_plan_says_
         .filter(|(_, head)| head.starts_with("klaud/auto-") && head.contains(&family))
         .map(|(n, _)| n)
         .collect();
-    assert_eq!(open, vec![number], "no second PR for the family");
+    assert_eq!(open, vec![number.get()], "no second PR for the family");
     // Nothing was dispatched for it.
     assert_eq!(family_runs().await, runs_before);
 }

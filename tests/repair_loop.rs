@@ -103,7 +103,8 @@ fn two_trailer_commits() -> Vec<Push> {
 
 /// The report comments on the candidate's PR that say what a repair
 /// changed.
-async fn change_reports(env: &Harness, number: u64) -> Vec<String> {
+async fn change_reports(env: &Harness, number: impl Into<u64>) -> Vec<String> {
+    let number: u64 = number.into();
     env.bodies(number)
         .await
         .into_iter()

@@ -3,6 +3,7 @@
 //! recovered by the other after its leases expire, and no credential in
 //! logs, errors or the page.
 
+use klaud_claims::PullNumber;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -580,7 +581,7 @@ async fn two_instances_starting_together_never_open_two_prs_for_a_family() {
     // A family may show up in both journals only when the second instance
     // claimed it after the first released it and found the work already
     // finished on GitHub (same PR, nothing redone).
-    let mut families: BTreeMap<String, BTreeSet<Option<u64>>> = BTreeMap::new();
+    let mut families: BTreeMap<String, BTreeSet<Option<PullNumber>>> = BTreeMap::new();
     let mut total = 0;
     for journal in &journals {
         for rec in journal.list().await.expect("journal") {

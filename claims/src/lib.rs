@@ -32,7 +32,8 @@ pub use claim::{
 };
 pub use memory::MemoryRefStore;
 pub use names::{
-    CLAIM_REF_PREFIX, CandidateId, FamilyId, IdError, RECOVERY_REF_PREFIX, is_coordination_ref,
+    CLAIM_REF_PREFIX, CandidateId, CommitSha, CommitShaError, FamilyId, IdError, PullNumber,
+    RECOVERY_REF_PREFIX, is_coordination_ref,
 };
 pub use record::{ClaimCandidate, ClaimRecord, RecordError};
 pub use store::{RefStore, RefStoreError, RefTip};

@@ -309,6 +309,7 @@ impl RefStore for MemoryRefStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::CommitSha;
 
     #[tokio::test]
     async fn create_is_exclusive_and_fast_forward_walks_parents() {
@@ -410,7 +411,11 @@ mod tests {
         let Acquire::Won(held) = book
             .acquire(
                 &family,
-                vec![ClaimCandidate::new(&base, "f:k", a.clone())],
+                vec![ClaimCandidate::new(
+                    CommitSha::parse(&base).unwrap(),
+                    "f:k",
+                    a.clone(),
+                )],
                 &base,
                 7,
                 chrono::TimeDelta::hours(1),
@@ -421,9 +426,11 @@ mod tests {
             panic!("not won")
         };
         let mut record = held.record.clone();
-        record
-            .candidates
-            .push(ClaimCandidate::new(&base, "f:k", b.clone()));
+        record.candidates.push(ClaimCandidate::new(
+            CommitSha::parse(&base).unwrap(),
+            "f:k",
+            b.clone(),
+        ));
         record
             .extra
             .insert("experiment-final".into(), serde_json::json!(a.as_str()));

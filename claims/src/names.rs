@@ -186,6 +186,185 @@ macro_rules! id_traits {
 id_traits!(FamilyId);
 id_traits!(CandidateId);
 
+/// A pull request's number. Shown bare (`#{n}` and URLs are written around
+/// it), stored as the plain number.
+#[derive(
+    Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct PullNumber(u64);
+
+impl PullNumber {
+    /// The number.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl From<u64> for PullNumber {
+    fn from(n: u64) -> Self {
+        Self(n)
+    }
+}
+
+impl From<PullNumber> for u64 {
+    fn from(n: PullNumber) -> Self {
+        n.0
+    }
+}
+
+// Debug as the bare value, so debug dumps of records read as they did when
+// these fields were plain numbers and strings.
+impl fmt::Debug for PullNumber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Debug for CommitSha {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for PullNumber {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// Why text is not a commit sha.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("commit sha {text:?} is not 40 or 64 hex digits ({problem})")]
+pub struct CommitShaError {
+    /// The start of the rejected text.
+    pub text: String,
+    /// What was wrong with it.
+    pub problem: &'static str,
+}
+
+/// A git object id: 40 (SHA-1) or 64 (SHA-256) lowercase hex digits.
+/// Checked when made and when read from a record, so a stored head, base or
+/// claim commit is always one git could name.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct CommitSha(String);
+
+impl CommitSha {
+    /// Validates `text` as a full sha; upper-case hex is accepted and
+    /// lowered, as git itself treats it.
+    pub fn parse(text: &str) -> Result<Self, CommitShaError> {
+        let problem = if text.len() != 40 && text.len() != 64 {
+            Some("wrong length")
+        } else if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            Some("not hex")
+        } else {
+            None
+        };
+        match problem {
+            None => Ok(Self(text.to_ascii_lowercase())),
+            Some(problem) => Err(CommitShaError {
+                text: truncate_for_message(text),
+                problem,
+            }),
+        }
+    }
+
+    /// The sha as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The first 7 digits, as git abbreviates.
+    pub fn short(&self) -> &str {
+        &self.0[..7]
+    }
+}
+
+impl fmt::Display for CommitSha {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for CommitSha {
+    type Err = CommitShaError;
+    fn from_str(s: &str) -> Result<Self, CommitShaError> {
+        Self::parse(s)
+    }
+}
+
+impl TryFrom<String> for CommitSha {
+    type Error = CommitShaError;
+    fn try_from(s: String) -> Result<Self, CommitShaError> {
+        Self::parse(&s)
+    }
+}
+
+impl From<CommitSha> for String {
+    fn from(sha: CommitSha) -> Self {
+        sha.0
+    }
+}
+
+// A sha is read as text everywhere git names commits (URLs, ref updates,
+// markers); dereferencing keeps those reads plain while the type still
+// guarantees that what is stored was checked.
+impl std::ops::Deref for CommitSha {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for CommitSha {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for CommitSha {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for CommitSha {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for CommitSha {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for CommitSha {
+    fn eq(&self, other: &String) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<CommitSha> for str {
+    fn eq(&self, other: &CommitSha) -> bool {
+        self == other.0
+    }
+}
+
+impl PartialEq<CommitSha> for &str {
+    fn eq(&self, other: &CommitSha) -> bool {
+        *self == other.0
+    }
+}
+
+impl PartialEq<CommitSha> for String {
+    fn eq(&self, other: &CommitSha) -> bool {
+        *self == other.0
+    }
+}
+
 /// Hostile input can be arbitrarily long; error messages quote only its start.
 pub(crate) fn truncate_for_message(s: &str) -> String {
     const MAX: usize = 80;
@@ -276,6 +455,50 @@ mod tests {
         ] {
             assert!(CandidateId::new(bad).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn pull_numbers_are_bare_numbers_in_text_and_serde() {
+        let n = PullNumber::from(1234);
+        assert_eq!(format!("#{n}"), "#1234");
+        assert_eq!(serde_json::to_string(&n).expect("encodes"), "1234");
+        assert_eq!(
+            serde_json::from_str::<PullNumber>("1234").expect("decodes"),
+            n
+        );
+        assert_eq!(n.get(), 1234);
+    }
+
+    #[test]
+    fn commit_shas_are_checked_lowered_and_stored_as_text() {
+        let sha1 = "0123456789ABCDEF0123456789abcdef01234567";
+        let sha = CommitSha::parse(sha1).expect("sha-1");
+        assert_eq!(sha, "0123456789abcdef0123456789abcdef01234567");
+        assert_eq!(sha.short(), "0123456");
+        assert!(CommitSha::parse(&"a".repeat(64)).is_ok(), "sha-256");
+        let json = serde_json::to_string(&sha).expect("encodes");
+        assert_eq!(json, "\"0123456789abcdef0123456789abcdef01234567\"");
+        assert_eq!(
+            serde_json::from_str::<CommitSha>(&json).expect("decodes"),
+            sha
+        );
+        for (bad, problem) in [
+            ("", "wrong length"),
+            ("abc", "wrong length"),
+            (&"a".repeat(41)[..], "wrong length"),
+            ("g123456789abcdef0123456789abcdef01234567", "not hex"),
+            ("refs/heads/main-and-some-more-text-to-40", "not hex"),
+        ] {
+            assert_eq!(
+                CommitSha::parse(bad).map_err(|e| e.problem),
+                Err(problem),
+                "{bad:?}"
+            );
+        }
+        let err = serde_json::from_str::<CommitSha>("\"main\"").unwrap_err();
+        assert!(err.to_string().contains("commit sha \"main\""), "{err}");
+        let long = "x".repeat(10_000);
+        assert!(CommitSha::parse(&long).unwrap_err().to_string().len() < 200);
     }
 
     #[test]

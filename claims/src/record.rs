@@ -15,7 +15,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::names::{CandidateId, truncate_for_message};
+use crate::names::{CandidateId, CommitSha, truncate_for_message};
 
 /// Largest commit message accepted as a record. Real records are a few
 /// hundred bytes; the cap bounds the work hostile input can cause.
@@ -76,7 +76,7 @@ pub enum RecordError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimCandidate {
     /// The base commit the candidate branch starts from.
-    pub base: String,
+    pub base: CommitSha,
     /// The family string, e.g. `configs/nvidia-master.yaml:dsr1-fp4-b200-sglang`.
     pub family: String,
     /// The candidate id.
@@ -87,9 +87,9 @@ pub struct ClaimCandidate {
 
 impl ClaimCandidate {
     /// A candidate with no extra fields.
-    pub fn new(base: impl Into<String>, family: impl Into<String>, id: CandidateId) -> Self {
+    pub fn new(base: CommitSha, family: impl Into<String>, id: CandidateId) -> Self {
         Self {
-            base: base.into(),
+            base,
             family: family.into(),
             id,
             extra: BTreeMap::new(),
@@ -140,7 +140,7 @@ impl ClaimRecord {
             .iter()
             .map(|c| {
                 let mut fields = c.extra.clone();
-                fields.insert(KEY_BASE.into(), Value::String(c.base.clone()));
+                fields.insert(KEY_BASE.into(), Value::String(c.base.to_string()));
                 fields.insert(KEY_FAMILY.into(), Value::String(c.family.clone()));
                 fields.insert(KEY_ID.into(), Value::String(c.id.as_str().to_owned()));
                 sorted_object(fields)
@@ -294,13 +294,8 @@ fn parse_candidate(index: usize, item: Value) -> Result<ClaimCandidate, RecordEr
     let base = take_string(KEY_BASE)?;
     let family = take_string(KEY_FAMILY)?;
     let id = take_string(KEY_ID)?;
-    if !is_commit_sha(&base) {
-        return Err(invalid(
-            &path(KEY_BASE),
-            "a 40- or 64-digit hex commit sha",
-            &base,
-        ));
-    }
+    let base = CommitSha::parse(&base)
+        .map_err(|_| invalid(&path(KEY_BASE), "a 40- or 64-digit hex commit sha", &base))?;
     if family.is_empty() {
         return Err(invalid(&path(KEY_FAMILY), "a non-empty family string", ""));
     }
@@ -312,10 +307,6 @@ fn parse_candidate(index: usize, item: Value) -> Result<ClaimCandidate, RecordEr
         id,
         extra: fields.into_iter().collect(),
     })
-}
-
-fn is_commit_sha(s: &str) -> bool {
-    matches!(s.len(), 40 | 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 fn parse_u64(field: &str, v: &Value) -> Result<u64, RecordError> {
@@ -395,7 +386,7 @@ mod tests {
     fn klaud_record() -> ClaimRecord {
         ClaimRecord {
             candidates: vec![ClaimCandidate::new(
-                BASE,
+                CommitSha::parse(BASE).unwrap(),
                 FAMILY,
                 CandidateId::new(CANDIDATE).unwrap(),
             )],

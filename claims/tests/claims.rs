@@ -9,8 +9,9 @@ use chrono::{DateTime, TimeDelta, Utc};
 use klaud_claims::memory::{Fault, Op};
 use klaud_claims::{
     Acquire, CandidateId, ClaimBook, ClaimCandidate, ClaimError, ClaimParseError, ClaimRecord,
-    Claimant, FamilyId, Lost, ManualClock, MemoryRefStore, RefStore, RefStoreError, RefTip,
-    Release, Renew, RunCompletion, RunCompletionError, Takeover, TakeoverRefusal, ensure_plannable,
+    Claimant, CommitSha, FamilyId, Lost, ManualClock, MemoryRefStore, RefStore, RefStoreError,
+    RefTip, Release, Renew, RunCompletion, RunCompletionError, Takeover, TakeoverRefusal,
+    ensure_plannable,
 };
 use uuid::Uuid;
 
@@ -30,7 +31,11 @@ fn family() -> FamilyId {
 }
 
 fn candidate(base: &str) -> ClaimCandidate {
-    ClaimCandidate::new(base, FAMILY, CandidateId::new(CANDIDATE).unwrap())
+    ClaimCandidate::new(
+        CommitSha::parse(base).unwrap(),
+        FAMILY,
+        CandidateId::new(CANDIDATE).unwrap(),
+    )
 }
 
 fn lease() -> TimeDelta {
@@ -660,7 +665,7 @@ async fn claim_unparsable_claim_stops_planning_and_is_never_touched() {
     let book = ClaimBook::new(&store, &clock, claimant());
     let ok_family = FamilyId::new("b3fff31b6f9a6956").unwrap();
     let ok_candidate = ClaimCandidate::new(
-        &base,
+        CommitSha::parse(&base).unwrap(),
         "x",
         CandidateId::new("b3fff31b6f9a6956-0000000000000000").unwrap(),
     );
@@ -753,13 +758,19 @@ async fn claim_acquire_refuses_a_record_it_could_not_read_back() {
     let clock = ManualClock::new(t0());
     let base = store.seed_commit("base");
     let book = ClaimBook::new(&store, &clock, claimant());
-    let bad = ClaimCandidate::new("main", FAMILY, CandidateId::new(CANDIDATE).unwrap());
+    // A base that is no sha cannot be built any more; an empty family is
+    // still a record that would not read back.
+    let bad = ClaimCandidate::new(
+        CommitSha::parse(&base).unwrap(),
+        "",
+        CandidateId::new(CANDIDATE).unwrap(),
+    );
     let e = book
         .acquire(&family(), vec![bad], &base, RUN, lease())
         .await
         .unwrap_err();
     assert!(e.to_string().contains("would not parse"), "{e}");
-    assert!(e.to_string().contains("candidates[0].base"), "{e}");
+    assert!(e.to_string().contains("candidates[0].family"), "{e}");
     assert!(store.ref_names().is_empty());
     assert!(!store.calls().contains(&Op::CreateCommit));
 }

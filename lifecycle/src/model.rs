@@ -5,6 +5,7 @@
 //! report records use, and every parser of that spelling rejects unknown
 //! values with an error that names them.
 
+use klaud_claims::PullNumber;
 use std::fmt;
 use std::str::FromStr;
 
@@ -223,7 +224,7 @@ impl fmt::Display for AttemptKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Declined {
     /// The closed PR.
-    pub pull: u64,
+    pub pull: PullNumber,
     /// Who closed it.
     pub by: String,
     /// The family id the candidate's claim used (a family group's too).
@@ -254,7 +255,7 @@ impl Declined {
             },
             reason: "closed without merging: not this image".to_owned(),
             source: IgnoreSource::ClosedPull {
-                number: self.pull,
+                number: self.pull.get(),
                 by: self.by.clone(),
             },
         }
@@ -306,7 +307,7 @@ pub struct FinishedResult {
     outcome: Outcome,
     phase: Phase,
     #[serde(rename = "pull-request")]
-    pull_request: Option<u64>,
+    pull_request: Option<PullNumber>,
     runs: Vec<RunRef>,
     repairs: u32,
 }
@@ -316,7 +317,7 @@ struct FinishedFields {
     outcome: Outcome,
     phase: Phase,
     #[serde(rename = "pull-request")]
-    pull_request: Option<u64>,
+    pull_request: Option<PullNumber>,
     runs: Vec<RunRef>,
     repairs: u32,
 }
@@ -334,7 +335,7 @@ impl FinishedResult {
     pub fn new(
         outcome: Outcome,
         phase: Phase,
-        pull_request: Option<u64>,
+        pull_request: Option<PullNumber>,
         runs: Vec<RunRef>,
         repairs: u32,
     ) -> Result<Self, ResultError> {
@@ -369,7 +370,7 @@ impl FinishedResult {
     }
 
     /// The PR number, if one was opened.
-    pub fn pull_request(&self) -> Option<u64> {
+    pub fn pull_request(&self) -> Option<PullNumber> {
         self.pull_request
     }
 
@@ -454,13 +455,19 @@ mod tests {
         let ok = FinishedResult::new(
             Outcome::Validated,
             Phase::FinalSweep,
-            Some(3222),
+            Some(PullNumber::from(3222)),
             vec![run()],
             0,
         );
         assert!(ok.is_ok());
         assert_eq!(
-            FinishedResult::new(Outcome::Validated, Phase::Targeted, Some(1), vec![run()], 0),
+            FinishedResult::new(
+                Outcome::Validated,
+                Phase::Targeted,
+                Some(PullNumber::from(1)),
+                vec![run()],
+                0
+            ),
             Err(ResultError::ValidatedIncomplete("phase final-sweep"))
         );
         assert_eq!(
@@ -468,7 +475,13 @@ mod tests {
             Err(ResultError::ValidatedIncomplete("a pull request"))
         );
         assert_eq!(
-            FinishedResult::new(Outcome::Validated, Phase::FinalSweep, Some(1), vec![], 0),
+            FinishedResult::new(
+                Outcome::Validated,
+                Phase::FinalSweep,
+                Some(PullNumber::from(1)),
+                vec![],
+                0
+            ),
             Err(ResultError::ValidatedIncomplete("at least one run"))
         );
         assert!(FinishedResult::new(Outcome::Failed, Phase::Resolve, None, vec![], 0).is_ok());
@@ -479,7 +492,7 @@ mod tests {
         let good = FinishedResult::new(
             Outcome::Validated,
             Phase::FinalSweep,
-            Some(7),
+            Some(PullNumber::from(7)),
             vec![run()],
             1,
         )

@@ -7,6 +7,7 @@
 //! A missing file means "behave as before workflow files were read": every
 //! input is sent, titles follow the InferenceX convention, drafts run.
 
+use klaud_claims::PullNumber;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -316,7 +317,13 @@ pub fn sweep_title(
 /// that names the PR (or, where GitHub leaves `pull_requests` empty, carries
 /// the title the workflow gives the PR's sweep). A title alone never
 /// decides it.
-pub fn is_sweep_of(run: &Run, number: u64, head: &str, repo: &str, title: Option<&str>) -> bool {
+pub fn is_sweep_of(
+    run: &Run,
+    number: PullNumber,
+    head: &str,
+    repo: &str,
+    title: Option<&str>,
+) -> bool {
     run.event == RunEvent::PullRequest
         && run.head_sha == head
         && run
@@ -329,6 +336,7 @@ pub fn is_sweep_of(run: &Run, number: u64, head: &str, repo: &str, title: Option
 #[cfg(test)]
 mod tests {
     use super::*;
+    use klaud_claims::CommitSha;
 
     const PATH_FILTERED_SWEEP: &str = r#"
 name: Sweep
@@ -492,13 +500,13 @@ jobs:
 
     fn pull() -> Pull {
         Pull {
-            number: 7,
+            number: PullNumber::from(7),
             state: PullState::Open,
             draft: true,
             title: "[Klaud] Update x".into(),
             body: String::new(),
             head_ref: "klaud/auto-x".into(),
-            head_sha: "h".repeat(40),
+            head_sha: CommitSha::parse(&"a".repeat(40)).unwrap(),
             head_repo: Some("o/r".into()),
             author: Some("bot".into()),
             labels: vec![],
@@ -546,20 +554,32 @@ jobs:
             head_repo: Some("o/r".into()),
             pull_requests: vec![],
         };
-        assert!(is_sweep_of(&run, 7, &p.head_sha, "o/r", Some(&title)));
+        assert!(is_sweep_of(
+            &run,
+            PullNumber::from(7),
+            &p.head_sha,
+            "o/r",
+            Some(&title)
+        ));
         let by_number = Run {
             title: "something else".into(),
-            pull_requests: vec![7],
+            pull_requests: vec![PullNumber::from(7)],
             ..run.clone()
         };
-        assert!(is_sweep_of(&by_number, 7, &p.head_sha, "o/r", Some(&title)));
+        assert!(is_sweep_of(
+            &by_number,
+            PullNumber::from(7),
+            &p.head_sha,
+            "o/r",
+            Some(&title)
+        ));
         let other_head = Run {
-            head_sha: "0".repeat(40),
+            head_sha: CommitSha::parse(&"0".repeat(40)).unwrap(),
             ..run.clone()
         };
         assert!(!is_sweep_of(
             &other_head,
-            7,
+            PullNumber::from(7),
             &p.head_sha,
             "o/r",
             Some(&title)
@@ -568,12 +588,24 @@ jobs:
             head_repo: Some("fork/r".into()),
             ..by_number.clone()
         };
-        assert!(!is_sweep_of(&fork, 7, &p.head_sha, "o/r", Some(&title)));
+        assert!(!is_sweep_of(
+            &fork,
+            PullNumber::from(7),
+            &p.head_sha,
+            "o/r",
+            Some(&title)
+        ));
         let push = Run {
             event: "push".into(),
             ..by_number
         };
-        assert!(!is_sweep_of(&push, 7, &p.head_sha, "o/r", Some(&title)));
+        assert!(!is_sweep_of(
+            &push,
+            PullNumber::from(7),
+            &p.head_sha,
+            "o/r",
+            Some(&title)
+        ));
         // The PR title alone (a run without run-name) is not enough.
         let pr_titled = Run {
             title: p.title.clone(),
@@ -581,7 +613,7 @@ jobs:
         };
         assert!(!is_sweep_of(
             &pr_titled,
-            7,
+            PullNumber::from(7),
             &p.head_sha,
             "o/r",
             Some(&title)

@@ -2,6 +2,7 @@
 //! and run are all still Klaud's; otherwise a mismatch naming what differed,
 //! what was expected and what was found.
 
+use klaud_claims::PullNumber;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -49,13 +50,13 @@ impl Forge for Fake {
     async fn find_pull(&self, _: &str) -> Result<Option<Pull>, ForgeError> {
         unused()
     }
-    async fn get_pull(&self, _: u64) -> Result<Pull, ForgeError> {
+    async fn get_pull(&self, _: PullNumber) -> Result<Pull, ForgeError> {
         Ok(self.pull.lock().expect("pull").clone())
     }
-    async fn closed_by(&self, _: u64) -> Result<Option<String>, ForgeError> {
+    async fn closed_by(&self, _: PullNumber) -> Result<Option<String>, ForgeError> {
         unused()
     }
-    async fn list_comments(&self, _: u64) -> Result<Vec<Comment>, ForgeError> {
+    async fn list_comments(&self, _: PullNumber) -> Result<Vec<Comment>, ForgeError> {
         unused()
     }
     async fn permission(
@@ -117,7 +118,7 @@ async fn world() -> (Fake, HeldClaim, String) {
         .acquire(
             &id.family(),
             vec![ClaimCandidate::new(
-                &base,
+                base.parse().expect("a sha"),
                 "configs/x-master.yaml:k",
                 id.clone(),
             )],
@@ -134,13 +135,13 @@ async fn world() -> (Fake, HeldClaim, String) {
         refs,
         sent: Mutex::new(Vec::new()),
         pull: Mutex::new(Pull {
-            number: 7,
+            number: PullNumber::from(7),
             state: PullState::Open,
             draft: true,
             title: "t".into(),
             body: String::new(),
             head_ref: BRANCH.into(),
-            head_sha: head.clone(),
+            head_sha: head.parse().expect("a sha"),
             head_repo: Some("owner/bench".into()),
             author: Some("klaud-cold".into()),
             labels: vec!["full-sweep-fail-fast".into()],
@@ -154,7 +155,7 @@ async fn world() -> (Fake, HeldClaim, String) {
             event: "workflow_dispatch".into(),
             status: "in_progress".into(),
             conclusion: None,
-            head_sha: head.clone(),
+            head_sha: head.parse().expect("a sha"),
             actor: Some(BOT.into()),
             created_at: None,
             html_url: String::new(),
@@ -171,7 +172,7 @@ fn all<'a>(held: &'a HeldClaim, head: &'a str) -> Expectation<'a> {
         claim: held,
         branch: Some((BRANCH, head)),
         creates: None,
-        pull: Some(7),
+        pull: Some(PullNumber::from(7)),
         run: Some((99, "e2e Test - t")),
     }
 }
@@ -188,7 +189,7 @@ async fn everything_ours_gives_a_proof_of_what_was_checked() {
     let (fake, held, head) = world().await;
     let proof = check(&fake, all(&held, &head)).await.expect("proof");
     assert_eq!(proof.head(), Some(head.as_str()));
-    assert_eq!(proof.pull(), Some(7));
+    assert_eq!(proof.pull(), Some(PullNumber::from(7)));
     assert_eq!(proof.run(), Some(99));
     assert_eq!(proof.fence(), held.record.fence_or_zero());
 }
@@ -279,13 +280,13 @@ async fn a_claim_taken_or_deleted_is_unexpected() {
 async fn a_proof_covers_only_what_it_checked() {
     let (fake, held, head) = world().await;
     let proof = check(&fake, all(&held, &head)).await.expect("proof");
-    assert_eq!(proof.for_pull(7), Ok(()));
+    assert_eq!(proof.for_pull(PullNumber::from(7)), Ok(()));
     assert_eq!(proof.for_run(99), Ok(()));
     assert_eq!(proof.for_branch(BRANCH), Ok(()));
     assert_eq!(proof.for_commit(&head), Ok(()));
     assert_eq!(proof.for_dispatch(), Ok(()));
 
-    let ProofError { proved, asked } = proof.for_pull(8).expect_err("another PR");
+    let ProofError { proved, asked } = proof.for_pull(PullNumber::from(8)).expect_err("another PR");
     assert!(
         proved.contains("#7") && asked.contains("#8"),
         "{proved} / {asked}"
@@ -307,24 +308,37 @@ async fn a_proof_covers_only_what_it_checked() {
     assert_eq!(proof.for_branch(BRANCH), Ok(()));
     assert_eq!(proof.for_commit("any-base"), Ok(()));
     assert!(proof.for_branch("main").is_err());
-    assert!(proof.for_pull(7).is_err());
+    assert!(proof.for_pull(PullNumber::from(7)).is_err());
     assert!(proof.for_dispatch().is_err());
 }
 
 #[tokio::test]
 async fn a_reply_permit_needs_a_pull_request_by_the_bot() {
     let (fake, _, _) = world().await;
-    let permit = reply_permit(&fake, 7).await.expect("read").expect("ours");
-    assert_eq!(permit.pull(), 7);
+    let permit = reply_permit(&fake, PullNumber::from(7))
+        .await
+        .expect("read")
+        .expect("ours");
+    assert_eq!(permit.pull(), PullNumber::from(7));
     // Handoff does not matter for a reply: the maintainer still gets one.
     fake.pull
         .lock()
         .expect("pull")
         .labels
         .push("klaud-handoff".into());
-    assert!(reply_permit(&fake, 7).await.expect("read").is_some());
+    assert!(
+        reply_permit(&fake, PullNumber::from(7))
+            .await
+            .expect("read")
+            .is_some()
+    );
     fake.pull.lock().expect("pull").author = Some("someone".into());
-    assert!(reply_permit(&fake, 7).await.expect("read").is_none());
+    assert!(
+        reply_permit(&fake, PullNumber::from(7))
+            .await
+            .expect("read")
+            .is_none()
+    );
 }
 
 #[tokio::test]
@@ -334,7 +348,7 @@ async fn a_write_reaches_the_backend_only_when_its_proof_covers_its_target() {
     let sent = || fake.sent.lock().expect("sent").clone();
 
     let err = fake
-        .create_comment(&proof, 8, "hello")
+        .create_comment(&proof, PullNumber::from(8), "hello")
         .await
         .expect_err("another PR");
     assert!(matches!(err, ForgeError::Proof(_)), "{err}");
@@ -342,7 +356,10 @@ async fn a_write_reaches_the_backend_only_when_its_proof_covers_its_target() {
     assert!(fake.delete_branch(&proof, "main").await.is_err());
     assert!(sent().is_empty(), "nothing sent: {:?}", sent());
 
-    let posted = fake.create_comment(&proof, 7, "hello").await.expect("ours");
+    let posted = fake
+        .create_comment(&proof, PullNumber::from(7), "hello")
+        .await
+        .expect("ours");
     assert_eq!(posted.body, "hello");
     fake.cancel_run(&proof, 99).await.expect("our run");
     assert_eq!(sent(), ["a comment", "a cancel"]);
@@ -367,7 +384,10 @@ async fn a_write_reaches_the_backend_only_when_its_proof_covers_its_target() {
     }
 
     // A reply needs no proof, only the permit for its pull request.
-    let permit = reply_permit(&fake, 7).await.expect("read").expect("ours");
+    let permit = reply_permit(&fake, PullNumber::from(7))
+        .await
+        .expect("read")
+        .expect("ours");
     fake.reply(&permit, "done").await.expect("reply");
     assert_eq!(sent().last(), Some(&"a reply"));
 }

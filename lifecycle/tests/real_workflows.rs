@@ -3,6 +3,7 @@
 //! the smoke inputs it may send, the titles its runs carry and whether the
 //! sweep runs on drafts.
 
+use klaud_claims::PullNumber;
 use std::path::PathBuf;
 
 use klaud_lifecycle::engine::{Pull, PullState};
@@ -63,13 +64,13 @@ fn smoke_inputs_follow_each_versions_declarations() {
 #[test]
 fn the_sweep_title_and_draft_rule_follow_each_version() {
     let pull = Pull {
-        number: 12,
+        number: PullNumber::from(12),
         state: PullState::Open,
         draft: true,
         title: "[Klaud Cold] Update k SGLang image to v1".into(),
         body: String::new(),
         head_ref: "klaud/auto-x".into(),
-        head_sha: HEAD.into(),
+        head_sha: HEAD.parse().unwrap(),
         head_repo: Some("SemiAnalysisAI/InferenceX".into()),
         author: Some("Klaud-Cold".into()),
         labels: vec!["full-sweep-fail-fast".into()],

@@ -2,6 +2,7 @@
 //! insta snapshots of the texts people read.
 
 use chrono::{NaiveDate, TimeZone, Utc};
+use klaud_claims::PullNumber;
 use klaud_lifecycle::artifacts::{BenchmarkRow, EvalRow, FixedSeqRow, PointIdentity, PointMetrics};
 use klaud_lifecycle::baseline::{
     Baseline, BaselinePoint, BaselineValue, FrozenEval, PointSpec, Scenario, Workers,
@@ -497,11 +498,11 @@ fn failed_receipt() -> Receipt {
     Receipt {
         owner_run: OWNER,
         candidate: cand(),
-        head: Some("9d5bbb82a1d648054e300003efb5692433f0fee8".into()),
+        head: Some("9d5bbb82a1d648054e300003efb5692433f0fee8".parse().unwrap()),
         result: FinishedResult::new(
             Outcome::Failed,
             Phase::Targeted,
-            Some(3023),
+            Some(PullNumber::from(3023)),
             vec![run(34647177620, 1), run(34648882312, 1)],
             0,
         )
@@ -521,7 +522,7 @@ fn a_declined_receipt_says_not_this_image_a_newer_one_and_how_to_undo_in_both_la
         result: FinishedResult::new(
             Outcome::Handoff,
             Phase::Targeted,
-            Some(3023),
+            Some(PullNumber::from(3023)),
             vec![run(34647177620, 1)],
             0,
         )
@@ -529,7 +530,7 @@ fn a_declined_receipt_says_not_this_image_a_newer_one_and_how_to_undo_in_both_la
         note: Some("#3023 was closed by @alice without merging".into()),
         note_zh: Some("#3023 已被 @alice 关闭，未合并".into()),
         declined: Some(klaud_lifecycle::model::Declined {
-            pull: 3023,
+            pull: PullNumber::from(3023),
             by: "alice".into(),
             family: "d92e15065c55779d".into(),
             image: "lmsysorg/sglang:v0.5.6".into(),
@@ -577,7 +578,7 @@ fn receipts_render_like_the_helper_and_parse_back() {
         result: FinishedResult::new(
             Outcome::Validated,
             Phase::FinalSweep,
-            Some(3010),
+            Some(PullNumber::from(3010)),
             vec![run(34592860782, 1), run(34600160889, 1)],
             0,
         )
@@ -585,7 +586,7 @@ fn receipts_render_like_the_helper_and_parse_back() {
         sweep: Some(SweepCheck {
             run_id: 34600160889,
             run_attempt: 1,
-            head: "9d5bbb82a1d648054e300003efb5692433f0fee8".into(),
+            head: "9d5bbb82a1d648054e300003efb5692433f0fee8".parse().unwrap(),
             full_sweep: true,
             manifest: true,
         }),

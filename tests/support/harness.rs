@@ -142,7 +142,7 @@ pub struct Harness {
     pub forge: Github,
     pub repository: Repository,
     /// The base commit the checkout is of.
-    pub base: String,
+    pub base: klaud_claims::CommitSha,
     pub baseline: HttpBaselineSource,
     pub config: EngineConfig,
     /// The claimant engines of [`Harness::engine`] act for.
@@ -288,7 +288,9 @@ impl HarnessBuilder {
             .get_ref("refs/heads/main")
             .await
             .expect("read main")
-            .expect("main exists");
+            .expect("main exists")
+            .parse::<klaud_claims::CommitSha>()
+            .expect("main's head is a sha");
         let dir = tempfile::tempdir().expect("tempdir");
         materialize(&forge, &base, dir.path(), None)
             .await
@@ -500,12 +502,14 @@ impl Harness {
     }
 
     /// The comment bodies of issue or pull request `number`, in order.
-    pub async fn bodies(&self, number: u64) -> Vec<String> {
+    pub async fn bodies(&self, number: impl Into<u64>) -> Vec<String> {
+        let number: u64 = number.into();
         self.stack.state().comment_bodies(REPO, number).await
     }
 
     /// Pull request `number` as Klaud's forge reads it.
-    pub async fn pull(&self, number: u64) -> klaud_github::PullInfo {
+    pub async fn pull(&self, number: impl Into<u64>) -> klaud_github::PullInfo {
+        let number: u64 = number.into();
         self.forge.get_pull(number).await.expect("pull")
     }
 

@@ -127,7 +127,8 @@ impl Person {
 
     /// Replaces an issue's body as this person would in the web editor
     /// (ticking a box is such an edit); the status and GitHub's answer.
-    pub async fn try_edit_issue_body(&self, number: u64, body: &str) -> (u16, String) {
+    pub async fn try_edit_issue_body(&self, number: impl Into<u64>, body: &str) -> (u16, String) {
+        let number: u64 = number.into();
         let route = format!("/repos/{}/issues/{number}", self.repo);
         let response = self
             .gh
@@ -140,13 +141,15 @@ impl Person {
     }
 
     /// [`Person::try_edit_issue_body`] that must succeed.
-    pub async fn edit_issue_body(&self, number: u64, body: &str) {
+    pub async fn edit_issue_body(&self, number: impl Into<u64>, body: &str) {
+        let number: u64 = number.into();
         let (status, text) = self.try_edit_issue_body(number, body).await;
         assert_eq!(status, 200, "editing #{number}: {text}");
     }
 
     /// Posts a comment; its id.
-    pub async fn comment(&self, number: u64, body: &str) -> u64 {
+    pub async fn comment(&self, number: impl Into<u64>, body: &str) -> u64 {
+        let number: u64 = number.into();
         let c = self
             .send(
                 false,
@@ -170,7 +173,8 @@ impl Person {
     }
 
     /// Closes a pull request (without merging).
-    pub async fn close_pull(&self, number: u64) {
+    pub async fn close_pull(&self, number: impl Into<u64>) {
+        let number: u64 = number.into();
         let route = format!("/repos/{}/pulls/{number}", self.repo);
         let response = self
             .gh
@@ -210,7 +214,8 @@ impl Person {
     /// Marks the PR ready for review when it is a draft (GitHub merges no
     /// drafts), then merges it at its current head, as a maintainer does
     /// with the merge button. Returns the merge commit sha.
-    pub async fn merge_pull(&self, number: u64) -> String {
+    pub async fn merge_pull(&self, number: impl Into<u64>) -> String {
+        let number: u64 = number.into();
         let route = format!("/repos/{}/pulls/{number}", self.repo);
         let pull: serde_json::Value = self
             .gh
@@ -259,7 +264,8 @@ impl Person {
     }
 
     /// Adds labels to an issue or pull request.
-    pub async fn add_labels(&self, number: u64, labels: &[&str]) {
+    pub async fn add_labels(&self, number: impl Into<u64>, labels: &[&str]) {
+        let number: u64 = number.into();
         self.send(
             false,
             &format!("issues/{number}/labels"),

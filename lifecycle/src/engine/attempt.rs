@@ -313,6 +313,7 @@ impl Engine<'_> {
 mod tests {
     use super::*;
     use crate::engine::forge::RunStatus;
+    use klaud_claims::CommitSha;
 
     #[test]
     fn infrastructure_conclusions_are_retried() {
@@ -323,7 +324,7 @@ mod tests {
             event: "workflow_dispatch".into(),
             status: RunStatus::Completed,
             conclusion: Some(RunConclusion::parse(c)),
-            head_sha: String::new(),
+            head_sha: CommitSha::parse(&"0".repeat(40)).unwrap(),
             actor: None,
             created_at: None,
             html_url: String::new(),

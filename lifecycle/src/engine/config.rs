@@ -8,6 +8,7 @@ use crate::report::UpstreamRange;
 use crate::workflow_contract::DraftPolicy;
 use chrono::TimeDelta;
 use klaud_claims::CandidateId;
+use klaud_claims::PullNumber;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -100,7 +101,7 @@ pub struct EngineConfig {
     /// Klaud PRs closed unmerged whose "not this image" rule a maintainer
     /// undid on the dashboard issue: their candidate may be proposed again,
     /// with a new PR beside the closed one, and does not cool down.
-    pub undone_declines: Vec<u64>,
+    pub undone_declines: Vec<PullNumber>,
     /// `[hunt]`: regression hunts (issue 30); off by default.
     pub hunt: crate::hunt::HuntSettings,
 }

@@ -23,6 +23,7 @@ use crate::engine::repair_hook::RepairHook;
 use crate::model::{Outcome, Phase};
 use crate::report::BumpScope;
 use chrono::TimeDelta;
+use klaud_claims::CommitSha;
 use klaud_claims::{CandidateId, ClaimBook, Claimant, Clock};
 use klaud_planner::image::ImageRef;
 use klaud_planner::repo::{Family, Repository};
@@ -42,11 +43,25 @@ pub struct Engine<'a> {
     /// Where a hunt's plan reads the track's served tags (issue 30).
     pub(super) hunt_tags: Option<&'a dyn crate::engine::hunt::HuntTags>,
     pub(super) repository: &'a Repository,
-    pub(super) repository_sha: String,
+    pub(super) repository_sha: CommitSha,
     pub(super) config: &'a EngineConfig,
     /// The smoke and sweep workflows by base commit (they never change for
     /// a commit, so each is read once per engine).
     pub(super) workflows: Mutex<BTreeMap<String, Arc<BaseWorkflows>>>,
+}
+
+/// A branch's tip commit, as the ref store read it.
+#[derive(Debug, Clone)]
+pub(super) struct BranchTip {
+    pub(super) sha: CommitSha,
+    /// The commit's message.
+    pub(super) message: String,
+}
+
+/// A sha GitHub (or a test forge) answered, checked before it can reach a
+/// record; `what` names where it was read.
+pub(crate) fn forge_sha(what: &str, text: &str) -> Result<CommitSha, ForgeError> {
+    CommitSha::parse(text).map_err(|e| ForgeError::Other(format!("{what}: {e}")))
 }
 
 impl std::fmt::Debug for Engine<'_> {
@@ -69,7 +84,7 @@ impl<'a> Engine<'a> {
         claimant: Claimant,
         baseline: &'a dyn BaselineSource,
         repository: &'a Repository,
-        repository_sha: impl Into<String>,
+        repository_sha: CommitSha,
         config: &'a EngineConfig,
     ) -> Self {
         // Leases are recorded to the second, so one just renewed may have
@@ -90,7 +105,7 @@ impl<'a> Engine<'a> {
             repair: None,
             hunt_tags: None,
             repository,
-            repository_sha: repository_sha.into(),
+            repository_sha,
             config,
             workflows: Mutex::new(BTreeMap::new()),
         }
@@ -250,21 +265,26 @@ impl<'a> Engine<'a> {
         Ok(Progress::Advanced(Step::Finish))
     }
 
-    pub(super) fn head(rec: &CandidateRecord) -> Result<String, EngineError> {
+    pub(super) fn head(rec: &CandidateRecord) -> Result<CommitSha, EngineError> {
         rec.head
             .clone()
             .ok_or_else(|| EngineError::Invalid("no branch head recorded".into()))
     }
 
-    pub(super) async fn branch_tip(
-        &self,
-        branch: &str,
-    ) -> Result<Option<klaud_claims::RefTip>, EngineError> {
-        self.forge
+    pub(super) async fn branch_tip(&self, branch: &str) -> Result<Option<BranchTip>, EngineError> {
+        let Some(tip) = self
+            .forge
             .refs()
             .read_ref(&format!("refs/heads/{branch}"))
             .await
-            .map_err(|e| ForgeError::refs(format!("read branch {branch}"), e).into())
+            .map_err(|e| ForgeError::refs(format!("read branch {branch}"), e))?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(BranchTip {
+            sha: forge_sha(&format!("tip of branch {branch}"), &tip.sha)?,
+            message: tip.message,
+        }))
     }
 
     /// Adopts the branch tip when it is a commit Klaud made but did not get

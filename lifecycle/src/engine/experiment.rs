@@ -19,6 +19,7 @@ use crate::experiment::{FINAL_FIELD, Proposal, Sibling, VariantInfo, WINNER_FIEL
 use crate::model::{Outcome, Phase};
 use crate::report::{MarkerKey, find_record};
 use crate::{BoxFuture, experiment};
+use klaud_claims::PullNumber;
 use klaud_claims::{HeldClaim, Renew};
 use serde_json::Value;
 
@@ -328,7 +329,7 @@ impl Engine<'_> {
         rec: &mut CandidateRecord,
         info: &VariantInfo,
         siblings: Vec<(Sibling, Option<CandidateRecord>)>,
-        number: u64,
+        number: PullNumber,
         current: &str,
     ) -> Result<Option<Progress>, EngineError> {
         let body = Self::splice_experiment_section(info, siblings, rec, current);
@@ -823,7 +824,7 @@ impl Engine<'_> {
                 }
                 for member in self.bumped_together(&rec.family) {
                     record.candidates.push(klaud_claims::ClaimCandidate::new(
-                        &base,
+                        base.clone(),
                         member,
                         new_id.clone(),
                     ));

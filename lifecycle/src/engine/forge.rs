@@ -11,13 +11,14 @@ pub use super::states::{
 use super::write::{Permitted, Written};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use klaud_claims::{RefStore, RefStoreError};
+use klaud_claims::PullNumber;
+use klaud_claims::{CommitSha, RefStore, RefStoreError};
 
 /// A pull request as the lifecycle sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pull {
     /// Number.
-    pub number: u64,
+    pub number: PullNumber,
     /// Open, closed or merged.
     pub state: PullState,
     /// Draft.
@@ -29,7 +30,7 @@ pub struct Pull {
     /// Head branch name.
     pub head_ref: String,
     /// Head commit.
-    pub head_sha: String,
+    pub head_sha: CommitSha,
     /// `owner/name` of the head repository (`None` when GitHub omits it,
     /// e.g. a deleted fork).
     pub head_repo: Option<String>,
@@ -88,7 +89,7 @@ pub struct Run {
     /// Conclusion once completed.
     pub conclusion: Option<RunConclusion>,
     /// Commit the run tests.
-    pub head_sha: String,
+    pub head_sha: CommitSha,
     /// Who started it.
     pub actor: Option<String>,
     /// When GitHub created it (read at the boundary; `None` when GitHub
@@ -103,7 +104,7 @@ pub struct Run {
     pub head_repo: Option<String>,
     /// Pull requests GitHub associates with the run (empty for fork PRs and
     /// dispatches).
-    pub pull_requests: Vec<u64>,
+    pub pull_requests: Vec<PullNumber>,
 }
 
 impl Run {
@@ -123,21 +124,21 @@ pub struct RunQuery {
     /// Actor login.
     pub actor: Option<String>,
     /// Head commit.
-    pub head_sha: Option<String>,
+    pub head_sha: Option<CommitSha>,
 }
 
 /// A commit of a comparison (GitHub compare API `commits[]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComparedCommit {
     /// Sha.
-    pub sha: String,
+    pub sha: CommitSha,
     /// The whole commit message.
     pub message: String,
     /// The GitHub account of the commit's author (`author.login`); `None`
     /// when the author e-mail belongs to no account.
     pub author: Option<String>,
     /// Parent shas.
-    pub parents: Vec<String>,
+    pub parents: Vec<CommitSha>,
 }
 
 /// How `head` relates to `base` and what lies between them (GitHub
@@ -153,7 +154,7 @@ pub struct Comparison {
     /// Paths the comparison changes (a rename names the new path).
     pub files: Vec<String>,
     /// The nearest common ancestor of both sides (`merge_base_commit`).
-    pub merge_base: Option<String>,
+    pub merge_base: Option<CommitSha>,
 }
 
 /// An artifact of a run.
@@ -262,13 +263,13 @@ pub trait Forge: Send + Sync {
     /// repository.
     async fn find_pull(&self, branch: &str) -> Result<Option<Pull>, ForgeError>;
     /// One pull request.
-    async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError>;
+    async fn get_pull(&self, number: PullNumber) -> Result<Pull, ForgeError>;
     /// Who closed pull request `number`, when GitHub says (issue
     /// `closed_by`). Required, not defaulted: a wrapper that forgot to
     /// forward it would silently lose the name.
-    async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError>;
+    async fn closed_by(&self, number: PullNumber) -> Result<Option<String>, ForgeError>;
     /// Comments of a pull request, oldest first.
-    async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError>;
+    async fn list_comments(&self, number: PullNumber) -> Result<Vec<Comment>, ForgeError>;
     /// The repository role of `login` (`admin`, `maintain`, `write`,
     /// `triage`, `read`, or a custom role name): who may give maintainer
     /// commands. An error (a non-collaborator is a 404) refuses them.

@@ -43,6 +43,7 @@ use crate::hunt::{
 };
 use crate::report::{HuntName, MarkerKey, RenderedComment};
 use crate::workflow_contract::{klaud_smoke_inputs, smoke_dispatch};
+use klaud_claims::PullNumber;
 use klaud_planner::image::ImageRef;
 use serde_json::Value;
 
@@ -598,7 +599,11 @@ impl Engine<'_> {
 
     /// Whether PR `number` carries one of this candidate's hunt records
     /// (any of them means its plan is there).
-    async fn has_hunt(&self, rec: &CandidateRecord, number: u64) -> Result<bool, EngineError> {
+    async fn has_hunt(
+        &self,
+        rec: &CandidateRecord,
+        number: PullNumber,
+    ) -> Result<bool, EngineError> {
         let mark = format!(
             "<!-- klaud-hunt:{}:{}:",
             rec.owner_run,

@@ -4,12 +4,13 @@
 //! journal is a cache of GitHub, never the truth: with an empty journal the
 //! engine rebuilds each record from claims, branches, PRs, markers and runs.
 
+use klaud_claims::PullNumber;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use klaud_claims::{CandidateId, ClaimRecord, HeldClaim};
+use klaud_claims::{CandidateId, ClaimRecord, CommitSha, HeldClaim};
 use serde::{Deserialize, Serialize};
 
 use super::forge::ErrorSource;
@@ -104,7 +105,8 @@ impl StoredClaim {
 pub struct AttemptRecord {
     /// Which attempt.
     pub kind: AttemptKind,
-    /// The head it tests.
+    /// The head it tests; empty when not known (an attempt rebuilt from a
+    /// receipt or a report that did not name it), so not a [`CommitSha`].
     pub head: String,
     /// When the dispatch was about to be sent (intent); `None` before.
     pub dispatched_at: Option<DateTime<Utc>>,
@@ -199,7 +201,7 @@ pub struct CandidateRecord {
     /// Base branch name.
     pub base_branch: String,
     /// Base commit the bump was made on.
-    pub base_sha: String,
+    pub base_sha: CommitSha,
     /// `klaud/auto-<candidate>`.
     pub branch: String,
     /// Where it is.
@@ -207,11 +209,11 @@ pub struct CandidateRecord {
     /// The claim as last written.
     pub claim: Option<StoredClaim>,
     /// The last branch head Klaud wrote (or accepted from the repair hook).
-    pub head: Option<String>,
+    pub head: Option<CommitSha>,
     /// A commit made but not yet on the branch (intent).
-    pub pending_commit: Option<String>,
+    pub pending_commit: Option<CommitSha>,
     /// Pull request number.
-    pub pull: Option<u64>,
+    pub pull: Option<PullNumber>,
     /// Pull request URL.
     pub pull_url: Option<String>,
     /// This journal opened the pull request (it did not find it open):
@@ -270,7 +272,7 @@ pub struct Upkeep {
     pub reuse: Option<ReuseAuthorization>,
     /// The base commits merged into the branch so far, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub merged_bases: Vec<String>,
+    pub merged_bases: Vec<CommitSha>,
     /// Why Klaud stopped keeping the PR up to date (merged, closed,
     /// handed off), once it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]

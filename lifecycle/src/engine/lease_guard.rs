@@ -8,6 +8,7 @@
 
 use async_trait::async_trait;
 use chrono::TimeDelta;
+use klaud_claims::PullNumber;
 use klaud_claims::{Clock, RefStore};
 
 use super::forge::{ArtifactInfo, Comment, Forge, ForgeError, Pull, Run, RunQuery};
@@ -71,16 +72,16 @@ impl Forge for LeaseGuard<'_> {
     async fn find_pull(&self, branch: &str) -> Result<Option<Pull>, ForgeError> {
         self.inner.find_pull(branch).await
     }
-    async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError> {
+    async fn get_pull(&self, number: PullNumber) -> Result<Pull, ForgeError> {
         self.inner.get_pull(number).await
     }
-    async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError> {
+    async fn closed_by(&self, number: PullNumber) -> Result<Option<String>, ForgeError> {
         self.inner.closed_by(number).await
     }
     async fn permission(&self, login: &str) -> Result<crate::commands::Permission, ForgeError> {
         self.inner.permission(login).await
     }
-    async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
+    async fn list_comments(&self, number: PullNumber) -> Result<Vec<Comment>, ForgeError> {
         self.inner.list_comments(number).await
     }
     async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>, ForgeError> {

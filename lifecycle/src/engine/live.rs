@@ -25,6 +25,7 @@ use crate::report::{
     AttemptReport, LiveJobs, MarkerKey, RenderedComment, ReportName, find_record, parse_report,
     render_report,
 };
+use klaud_claims::PullNumber;
 
 /// Why a point of a live report has no row yet.
 pub(super) const NOT_FINISHED: &str = "its job has not finished yet";
@@ -36,7 +37,7 @@ impl Engine<'_> {
     pub(super) async fn report_comments(
         &self,
         rec: &mut CandidateRecord,
-        number: u64,
+        number: PullNumber,
     ) -> Result<Vec<Comment>, EngineError> {
         if let Some(own) = Self::trusted_own_comments(rec) {
             return Ok(own.to_vec());
@@ -73,7 +74,7 @@ impl Engine<'_> {
     pub(super) async fn comments_with_reports(
         &self,
         rec: &CandidateRecord,
-        number: u64,
+        number: PullNumber,
     ) -> Result<Vec<Comment>, EngineError> {
         match Self::trusted_own_comments(rec) {
             Some(own) => Ok(own.to_vec()),
@@ -100,7 +101,7 @@ impl Engine<'_> {
         &self,
         rec: &mut CandidateRecord,
         proof: &crate::engine::ownership::OwnershipProof,
-        number: u64,
+        number: PullNumber,
         id: u64,
         body: &str,
     ) -> Result<bool, EngineError> {

@@ -6,6 +6,8 @@
 //! step can be tested without HTTP or sleeps. Transport-level behaviour
 //! (retries, ambiguous writes, pagination) stays with the GitHub simulator.
 
+use klaud_claims::CommitSha;
+use klaud_claims::PullNumber;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -13,6 +15,7 @@ use async_trait::async_trait;
 use klaud_claims::{MemoryRefStore, RefStore, RefStoreError, RefTip, is_coordination_ref};
 use serde_json::Value;
 
+use super::context::forge_sha;
 use super::forge::{
     ArtifactInfo, Comment, Forge, ForgeError, Pull, PullState, Run, RunConclusion, RunEvent,
     RunQuery, RunStatus,
@@ -88,7 +91,7 @@ struct StoredRun {
 struct State {
     trees: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
     pulls: Vec<Pull>,
-    comments: Vec<(u64, Comment)>,
+    comments: Vec<(PullNumber, Comment)>,
     runs: Vec<StoredRun>,
     writes: Vec<String>,
     next_id: u64,
@@ -105,7 +108,7 @@ impl State {
         self.next_id
     }
 
-    fn pull_mut(&mut self, number: u64) -> Result<&mut Pull, ForgeError> {
+    fn pull_mut(&mut self, number: PullNumber) -> Result<&mut Pull, ForgeError> {
         self.pulls
             .iter_mut()
             .find(|p| p.number == number)
@@ -254,7 +257,7 @@ impl MemoryForge {
         branch: &str,
         files: &[(&str, &[u8])],
         message: &str,
-    ) -> Result<String, ForgeError> {
+    ) -> Result<CommitSha, ForgeError> {
         let name = format!("refs/heads/{branch}");
         let parent = self.store.ref_sha(&name);
         let files: Vec<(String, Vec<u8>)> = files
@@ -264,11 +267,11 @@ impl MemoryForge {
         let sha = self.commit(parent.as_deref(), &files, message).await?;
         self.set_author(&sha, "someone-else");
         self.store.force_ref(&name, &sha);
-        Ok(sha)
+        forge_sha("pushed commit", &sha)
     }
 
     /// Puts `label` on a pull request as a maintainer would.
-    pub fn label_as_maintainer(&self, number: u64, label: &str) -> Result<(), ForgeError> {
+    pub fn label_as_maintainer(&self, number: PullNumber, label: &str) -> Result<(), ForgeError> {
         let mut st = self.lock();
         let pull = st.pull_mut(number)?;
         if !pull.labels.iter().any(|l| l == label) {
@@ -335,7 +338,7 @@ impl MemoryForge {
         workflow: &str,
         event: &str,
         title: String,
-        (head, head_branch, pull_requests): (String, &str, Vec<u64>),
+        (head, head_branch, pull_requests): (CommitSha, &str, Vec<PullNumber>),
     ) -> u64 {
         let id = st.id();
         st.runs.push(StoredRun {
@@ -406,7 +409,7 @@ impl Forge for MemoryForge {
             .cloned())
     }
 
-    async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError> {
+    async fn get_pull(&self, number: PullNumber) -> Result<Pull, ForgeError> {
         let head = {
             let st = self.lock();
             let p = st
@@ -420,12 +423,12 @@ impl Forge for MemoryForge {
         let mut st = self.lock();
         let p = st.pull_mut(number)?;
         if let Some(sha) = sha {
-            p.head_sha = sha;
+            p.head_sha = forge_sha(&format!("head of #{number}"), &sha)?;
         }
         Ok(p.clone())
     }
 
-    async fn closed_by(&self, _number: u64) -> Result<Option<String>, ForgeError> {
+    async fn closed_by(&self, _number: PullNumber) -> Result<Option<String>, ForgeError> {
         // Pulls here close only through the engine's own proof-checked
         // writes; who closed them is never in question.
         Ok(None)
@@ -439,7 +442,7 @@ impl Forge for MemoryForge {
             .ok_or_else(|| ForgeError::NotFound(format!("permission of {login}")))
     }
 
-    async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
+    async fn list_comments(&self, number: PullNumber) -> Result<Vec<Comment>, ForgeError> {
         Ok(self
             .lock()
             .comments
@@ -503,10 +506,13 @@ impl Forge for MemoryForge {
                 });
             };
             chain.push(super::forge::ComparedCommit {
-                sha: at.clone(),
+                sha: forge_sha("compared commit", &at)?,
                 message: message.clone(),
                 author: Some(author.clone()),
-                parents: parents.clone(),
+                parents: parents
+                    .iter()
+                    .map(|p| forge_sha("compared commit parent", p))
+                    .collect::<Result<_, _>>()?,
             });
             match parents.first() {
                 Some(p) => at = p.clone(),
@@ -516,7 +522,7 @@ impl Forge for MemoryForge {
         chain.reverse();
         let mut files: Vec<String> = chain
             .iter()
-            .flat_map(|c| st.commits[&c.sha].2.iter().cloned())
+            .flat_map(|c| st.commits[c.sha.as_str()].2.iter().cloned())
             .collect();
         files.sort();
         files.dedup();
@@ -530,7 +536,7 @@ impl Forge for MemoryForge {
             total_commits: chain.len() as u64,
             commits: chain,
             files,
-            merge_base: Some(base.to_owned()),
+            merge_base: Some(forge_sha("merge base", base)?),
         })
     }
 
@@ -641,9 +647,10 @@ impl MemoryForge {
         parent: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
-    ) -> Result<String, ForgeError> {
+    ) -> Result<CommitSha, ForgeError> {
         self.log(format!("commit on {parent}"));
-        self.commit(Some(parent), files, message).await
+        let sha = self.commit(Some(parent), files, message).await?;
+        forge_sha("new commit", &sha)
     }
 
     async fn apply_commit_merge(
@@ -652,10 +659,12 @@ impl MemoryForge {
         base: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
-    ) -> Result<String, ForgeError> {
+    ) -> Result<CommitSha, ForgeError> {
         self.log(format!("merge {base} into {head}"));
-        self.commit_with(Some(head), Some(base), files, message)
-            .await
+        let sha = self
+            .commit_with(Some(head), Some(base), files, message)
+            .await?;
+        forge_sha("new merge commit", &sha)
     }
 
     async fn apply_create_branch(&self, branch: &str, sha: &str) -> Result<(), ForgeError> {
@@ -693,9 +702,10 @@ impl MemoryForge {
             .store
             .ref_sha(&format!("refs/heads/{head}"))
             .ok_or_else(|| ForgeError::NotFound(format!("branch {head}")))?;
+        let head_sha = forge_sha(&format!("tip of {head}"), &head_sha)?;
         let mut st = self.lock();
         st.writes.push(format!("open pull request for {head}"));
-        let number = st.id();
+        let number = PullNumber::from(st.id());
         let pull = Pull {
             number,
             state: PullState::Open,
@@ -714,14 +724,18 @@ impl MemoryForge {
         Ok(pull)
     }
 
-    async fn apply_update_pull_body(&self, number: u64, body: &str) -> Result<(), ForgeError> {
+    async fn apply_update_pull_body(
+        &self,
+        number: PullNumber,
+        body: &str,
+    ) -> Result<(), ForgeError> {
         let mut st = self.lock();
         st.writes.push(format!("body #{number}"));
         st.pull_mut(number)?.body = body.to_owned();
         Ok(())
     }
 
-    async fn apply_close_pull(&self, number: u64) -> Result<(), ForgeError> {
+    async fn apply_close_pull(&self, number: PullNumber) -> Result<(), ForgeError> {
         let mut st = self.lock();
         st.writes.push(format!("close #{number}"));
         st.pull_mut(number)?.state = PullState::Closed;
@@ -739,13 +753,17 @@ impl MemoryForge {
         Ok(())
     }
 
-    async fn apply_create_comment(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
+    async fn apply_create_comment(
+        &self,
+        number: PullNumber,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
         self.post(number, body, "comment")
     }
 
     async fn apply_update_comment(
         &self,
-        number: u64,
+        number: PullNumber,
         comment: u64,
         body: &str,
     ) -> Result<Comment, ForgeError> {
@@ -768,11 +786,15 @@ impl MemoryForge {
         Ok(edited)
     }
 
-    async fn apply_reply(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
+    async fn apply_reply(&self, number: PullNumber, body: &str) -> Result<Comment, ForgeError> {
         self.post(number, body, "reply")
     }
 
-    async fn apply_add_labels(&self, number: u64, labels: &[String]) -> Result<(), ForgeError> {
+    async fn apply_add_labels(
+        &self,
+        number: PullNumber,
+        labels: &[String],
+    ) -> Result<(), ForgeError> {
         let head = self.get_pull(number).await?;
         let mut st = self.lock();
         for label in labels {
@@ -797,7 +819,7 @@ impl MemoryForge {
         Ok(())
     }
 
-    async fn apply_remove_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
+    async fn apply_remove_label(&self, number: PullNumber, label: &str) -> Result<(), ForgeError> {
         let mut st = self.lock();
         st.writes.push(format!("unlabel #{number} {label}"));
         st.pull_mut(number)?.labels.retain(|l| l != label);
@@ -812,7 +834,7 @@ impl MemoryForge {
     ) -> Result<Option<u64>, ForgeError> {
         // As on GitHub: a dispatched run's head is the tip of the ref it was
         // dispatched on, whatever `inputs.ref` says.
-        let head = self.resolve(git_ref);
+        let head = forge_sha(&format!("tip of {git_ref}"), &self.resolve(git_ref))?;
         let mut st = self.lock();
         st.writes.push(format!("dispatch {workflow} {inputs}"));
         let id = self.new_run(
@@ -848,7 +870,7 @@ impl MemoryForge {
 }
 
 impl MemoryForge {
-    fn post(&self, number: u64, body: &str, what: &str) -> Result<Comment, ForgeError> {
+    fn post(&self, number: PullNumber, body: &str, what: &str) -> Result<Comment, ForgeError> {
         let mut st = self.lock();
         st.pull_mut(number)?;
         st.writes.push(format!("{what} #{number}"));
@@ -871,7 +893,12 @@ impl MemoryForge {
     }
 
     /// Posts a comment as `author` (a maintainer's command, say).
-    pub fn comment_as(&self, author: &str, number: u64, body: &str) -> Result<u64, ForgeError> {
+    pub fn comment_as(
+        &self,
+        author: &str,
+        number: PullNumber,
+        body: &str,
+    ) -> Result<u64, ForgeError> {
         let mut st = self.lock();
         st.pull_mut(number)?;
         let id = st.id();

@@ -5,6 +5,7 @@
 //! [`check`] can make an [`OwnershipProof`]; every mutating forge call
 //! requires one.
 
+use klaud_claims::PullNumber;
 use std::fmt;
 
 use klaud_claims::claim::ownership_mismatch;
@@ -26,7 +27,7 @@ pub struct OwnershipProof {
     claim_ref: String,
     branch: Option<String>,
     head: Option<String>,
-    pull: Option<u64>,
+    pull: Option<PullNumber>,
     run: Option<u64>,
     lease_until: Option<chrono::DateTime<chrono::Utc>>,
 }
@@ -68,7 +69,7 @@ impl OwnershipProof {
     }
 
     /// `Ok` when the proof checked pull request `number`.
-    pub fn for_pull(&self, number: u64) -> Result<(), ProofError> {
+    pub fn for_pull(&self, number: PullNumber) -> Result<(), ProofError> {
         if self.pull == Some(number) {
             Ok(())
         } else {
@@ -133,7 +134,7 @@ impl OwnershipProof {
     }
 
     /// The pull request that was checked, if one was.
-    pub fn pull(&self) -> Option<u64> {
+    pub fn pull(&self) -> Option<PullNumber> {
         self.pull
     }
 
@@ -154,7 +155,7 @@ pub struct Expectation<'a> {
     /// (nothing is read for it; `branch` wins when both are set).
     pub creates: Option<&'a str>,
     /// The pull request.
-    pub pull: Option<u64>,
+    pub pull: Option<PullNumber>,
     /// `(run id, expected title)`.
     pub run: Option<(u64, &'a str)>,
 }
@@ -386,12 +387,12 @@ fn describe(r: &ClaimRecord) -> String {
 /// [`reply_permit`], which checks that the bot authored the pull request.
 #[derive(Debug, PartialEq, Eq)]
 pub struct ReplyPermit {
-    pull: u64,
+    pull: PullNumber,
 }
 
 impl ReplyPermit {
     /// The pull request a reply may be posted on.
-    pub fn pull(&self) -> u64 {
+    pub fn pull(&self) -> PullNumber {
         self.pull
     }
 }
@@ -400,7 +401,7 @@ impl ReplyPermit {
 /// `Ok(None)` when it did not (Klaud takes no orders on others' PRs).
 pub async fn reply_permit(
     forge: &dyn Forge,
-    number: u64,
+    number: PullNumber,
 ) -> Result<Option<ReplyPermit>, ForgeError> {
     let pull = forge.get_pull(number).await?;
     Ok(same_login(pull.author.as_deref(), &forge.bot_login())

@@ -14,13 +14,14 @@ use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::model::{Outcome, Phase};
 use crate::report::{MarkerKey, RenderedComment, find_record};
+use klaud_claims::PullNumber;
 
 impl Engine<'_> {
     /// The outcome, phase and note of the bot's receipt for `rec`'s
     /// candidate on PR `number`, if one was published (by any owner run).
     pub(super) async fn published_outcome(
         &self,
-        number: u64,
+        number: PullNumber,
         rec: &CandidateRecord,
     ) -> Result<Option<(Outcome, Phase, Option<String>)>, EngineError> {
         let comments = self.forge.list_comments(number).await?;

@@ -13,6 +13,7 @@ use crate::engine::forge::{Comment, Forge as _, RunQuery};
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Ending, Step};
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
 use crate::report::{AttemptReport, MarkerKey, Receipt, ReportName, find_record, parse_report};
+use klaud_claims::CommitSha;
 use klaud_claims::{CandidateId, HeldClaim};
 
 impl Engine<'_> {
@@ -215,8 +216,7 @@ impl Engine<'_> {
         rec.head = rec
             .attempts
             .last()
-            .map(|a| a.head.clone())
-            .filter(|h| !h.is_empty());
+            .and_then(|a| CommitSha::parse(&a.head).ok());
         // Reports name only finished attempts: a run still going, and the
         // head, come from GitHub (the cleanup must cancel and delete them).
         let reported = rec.attempts.len();
@@ -274,7 +274,11 @@ impl Engine<'_> {
                 rec.head = Some(tip.sha);
             }
         }
-        let head = rec.head.clone().unwrap_or_default();
+        let head = rec
+            .head
+            .as_ref()
+            .map(CommitSha::to_string)
+            .unwrap_or_default();
         let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
         let smoke = self.bot_smoke_runs().await?;
         for r in smoke.iter().rev() {
@@ -288,7 +292,7 @@ impl Engine<'_> {
                     // A dispatched run's head_sha is the base tip; the
                     // attempt tested the candidate head.
                     head: if head.is_empty() {
-                        r.head_sha.clone()
+                        r.head_sha.to_string()
                     } else {
                         head.clone()
                     },
@@ -322,7 +326,7 @@ impl Engine<'_> {
             for r in sweeps.iter().filter(|r| !known.contains(&r.id)) {
                 rec.attempts.push(AttemptRecord {
                     kind: AttemptKind::FinalSweep,
-                    head: head.clone(),
+                    head: head.to_string(),
                     dispatched_at: None,
                     run: Some(RunRef {
                         id: r.id,

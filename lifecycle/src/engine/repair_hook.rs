@@ -6,6 +6,8 @@
 use crate::model::{Phase, RunRef};
 use async_trait::async_trait;
 use klaud_claims::CandidateId;
+use klaud_claims::CommitSha;
+use klaud_claims::PullNumber;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -32,9 +34,9 @@ pub struct RepairContext {
     /// The branch to push the repair to.
     pub branch: String,
     /// Its current head.
-    pub head: String,
+    pub head: CommitSha,
     /// The pull request.
-    pub pull_request: Option<u64>,
+    pub pull_request: Option<PullNumber>,
     /// The failed run.
     pub run: Option<RunRef>,
     /// Which repair this is, from 1.

@@ -17,6 +17,7 @@
 //! steps is always seen. Outside a step (opening a record, recovery,
 //! maintainer commands) every read goes to GitHub.
 
+use klaud_claims::PullNumber;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -30,8 +31,8 @@ use super::write::{Permitted, Write, Written};
 /// What one step has read so far (and what its own writes made of it).
 #[derive(Debug, Default)]
 struct Seen {
-    pulls: HashMap<u64, Pull>,
-    comments: HashMap<u64, Vec<Comment>>,
+    pulls: HashMap<PullNumber, Pull>,
+    comments: HashMap<PullNumber, Vec<Comment>>,
     runs: HashMap<u64, Run>,
     /// Full ref name → its tip (`None`: read as absent).
     refs: HashMap<String, Option<RefTip>>,
@@ -91,11 +92,11 @@ impl<'a> StepReads<'a> {
         self.lock().as_mut().map(f)
     }
 
-    fn forget_pull(&self, number: u64) {
+    fn forget_pull(&self, number: PullNumber) {
         self.with(|s| s.pulls.remove(&number));
     }
 
-    fn forget_comments(&self, number: u64) {
+    fn forget_comments(&self, number: PullNumber) {
         self.with(|s| s.comments.remove(&number));
     }
 
@@ -124,7 +125,7 @@ impl<'a> StepReads<'a> {
 
     /// After Klaud's own write to pull request `number` succeeded: applies
     /// it to the step's read of the pull request, if there is one.
-    fn wrote_pull(&self, number: u64, change: impl FnOnce(&mut Pull)) {
+    fn wrote_pull(&self, number: PullNumber, change: impl FnOnce(&mut Pull)) {
         self.with(|s| {
             if let Some(p) = s.pulls.get_mut(&number) {
                 change(p);
@@ -134,7 +135,7 @@ impl<'a> StepReads<'a> {
 
     /// After Klaud's own comment (new or edited) on `number`: the step's
     /// read of the comment list, if there is one, holds it as GitHub does.
-    fn wrote_comment(&self, number: u64, comment: &Comment) {
+    fn wrote_comment(&self, number: PullNumber, comment: &Comment) {
         self.with(|s| {
             if let Some(list) = s.comments.get_mut(&number) {
                 match list.iter_mut().find(|c| c.id == comment.id) {
@@ -191,7 +192,7 @@ impl Forge for StepReads<'_> {
     async fn find_pull(&self, branch: &str) -> Result<Option<Pull>, ForgeError> {
         self.inner.find_pull(branch).await
     }
-    async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError> {
+    async fn get_pull(&self, number: PullNumber) -> Result<Pull, ForgeError> {
         if let Some(Some(p)) = self.with(|s| s.pulls.get(&number).cloned()) {
             return Ok(p);
         }
@@ -199,13 +200,13 @@ impl Forge for StepReads<'_> {
         self.with(|s| s.pulls.insert(number, p.clone()));
         Ok(p)
     }
-    async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError> {
+    async fn closed_by(&self, number: PullNumber) -> Result<Option<String>, ForgeError> {
         self.inner.closed_by(number).await
     }
     async fn permission(&self, login: &str) -> Result<crate::commands::Permission, ForgeError> {
         self.inner.permission(login).await
     }
-    async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
+    async fn list_comments(&self, number: PullNumber) -> Result<Vec<Comment>, ForgeError> {
         if let Some(Some(c)) = self.with(|s| s.comments.get(&number).cloned()) {
             return Ok(c);
         }

@@ -2,6 +2,8 @@
 //! [`ManualClock`]: no HTTP, no sleeps. The demo repository
 //! (`configs/demo/`, Klaud's own small fixture) is the base checkout.
 
+use klaud_claims::CommitSha;
+use klaud_claims::PullNumber;
 use std::path::Path;
 
 use async_trait::async_trait;
@@ -45,7 +47,7 @@ struct World {
     journal: MemoryJournal,
     clock: ManualClock,
     repository: Repository,
-    base: String,
+    base: CommitSha,
     config: EngineConfig,
     target: Target,
 }
@@ -517,7 +519,7 @@ async fn the_memory_forge_refuses_a_proof_for_another_pull_request() {
     let before = w.forge.writes().len();
     let err = w
         .forge
-        .create_comment(&proof, number + 1, "elsewhere")
+        .create_comment(&proof, PullNumber::from(number.get() + 1), "elsewhere")
         .await
         .expect_err("another PR");
     assert!(matches!(err, ForgeError::Proof(_)), "{err:?}");

@@ -23,6 +23,8 @@ use crate::engine::proof::Scope;
 use crate::engine::steps;
 use crate::engine::write::Writes as _;
 use crate::model::Outcome;
+use klaud_claims::CommitSha;
+use klaud_claims::PullNumber;
 use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
 use klaud_planner::merge3::merge_lines;
 
@@ -34,7 +36,7 @@ pub(super) enum MergePlan {
     /// Set these files on the base's tree (parents: head, base tip).
     Merge {
         /// The base tip merged in.
-        base_tip: String,
+        base_tip: CommitSha,
         /// Path → bytes.
         files: Vec<(String, Vec<u8>)>,
     },
@@ -51,7 +53,7 @@ pub enum Upkept {
     /// GitHub has not computed mergeability yet; look again next pass.
     Waiting(String),
     /// The base was merged in: the new head.
-    Merged(String),
+    Merged(CommitSha),
     /// Another holder has the family's claim; look again next pass.
     Busy(String),
     /// Klaud stopped keeping this PR (merged, closed, handed off, or the
@@ -75,14 +77,14 @@ impl Engine<'_> {
     pub(super) async fn merge_plan(
         &self,
         rec: &CandidateRecord,
-        head: &str,
-        base_tip: &str,
+        head: &CommitSha,
+        base_tip: &CommitSha,
         entry_link: Option<&str>,
     ) -> Result<MergePlan, EngineError> {
         // The base the branch was made from, or last merged in, needs no
         // comparison: the branch contains it.
         let merged_last = rec.upkeep.as_ref().and_then(|u| u.merged_bases.last());
-        if base_tip == rec.base_sha || merged_last.is_some_and(|m| m == base_tip) {
+        if *base_tip == rec.base_sha || merged_last.is_some_and(|m| m == base_tip) {
             return Ok(MergePlan::UpToDate);
         }
         let cmp = self.forge.compare_commits(base_tip, head).await?;
@@ -159,7 +161,7 @@ impl Engine<'_> {
             }
         }
         Ok(MergePlan::Merge {
-            base_tip: base_tip.to_owned(),
+            base_tip: base_tip.clone(),
             files,
         })
     }
@@ -170,7 +172,7 @@ impl Engine<'_> {
     }
 
     /// The PR link Klaud's changelog entry carries.
-    pub(super) fn entry_link(&self, number: u64) -> String {
+    pub(super) fn entry_link(&self, number: PullNumber) -> String {
         format!(
             "{}/{}/pull/{number}",
             self.config.pr_link_base.trim_end_matches('/'),
@@ -269,7 +271,7 @@ impl Engine<'_> {
         let members = self.bumped_together(&rec.family);
         let candidates = members
             .iter()
-            .map(|m| klaud_claims::ClaimCandidate::new(&self.repository_sha, m, cid.clone()))
+            .map(|m| klaud_claims::ClaimCandidate::new(self.repository_sha.clone(), m, cid.clone()))
             .collect();
         match book
             .acquire(
@@ -320,8 +322,8 @@ impl Engine<'_> {
     pub(super) async fn merge_under_claim(
         &self,
         rec: &mut CandidateRecord,
-        number: u64,
-        head: &str,
+        number: PullNumber,
+        head: &CommitSha,
         plan: MergePlan,
     ) -> Result<Upkept, EngineError> {
         let ending = rec.ending.clone();

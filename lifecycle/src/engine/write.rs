@@ -10,6 +10,8 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use klaud_claims::CommitSha;
+use klaud_claims::PullNumber;
 use serde_json::Value;
 
 use super::forge::{Comment, Forge, ForgeError, Pull};
@@ -20,22 +22,22 @@ use super::ownership::{OwnershipProof, ProofError, ReplyPermit};
 pub enum Write<'a> {
     /// One commit on `parent` that sets `files` (path → bytes); moves no ref.
     CommitFiles {
-        parent: &'a str,
+        parent: &'a CommitSha,
         files: &'a [(String, Vec<u8>)],
         message: &'a str,
     },
     /// A merge commit: first parent `head`, second `base`, `base`'s tree
     /// plus `files`; moves no ref.
     CommitMerge {
-        head: &'a str,
-        base: &'a str,
+        head: &'a CommitSha,
+        base: &'a CommitSha,
         files: &'a [(String, Vec<u8>)],
         message: &'a str,
     },
     /// Creates `refs/heads/<branch>` at `sha`.
-    CreateBranch { branch: &'a str, sha: &'a str },
+    CreateBranch { branch: &'a str, sha: &'a CommitSha },
     /// Moves a branch without force (a compare-and-swap on GitHub's side).
-    FastForwardBranch { branch: &'a str, sha: &'a str },
+    FastForwardBranch { branch: &'a str, sha: &'a CommitSha },
     /// Deletes a branch.
     DeleteBranch { branch: &'a str },
     /// Opens a draft pull request from `head`.
@@ -46,27 +48,30 @@ pub enum Write<'a> {
         body: &'a str,
     },
     /// Replaces a pull request's body.
-    UpdatePullBody { number: u64, body: &'a str },
+    UpdatePullBody { number: PullNumber, body: &'a str },
     /// Closes a pull request.
-    ClosePull { number: u64 },
+    ClosePull { number: PullNumber },
     /// Marks a pull request draft (`true`) or ready for review (`false`).
     SetDraft { pull: &'a Pull, draft: bool },
     /// Posts a comment on pull request `number`.
-    CreateComment { number: u64, body: &'a str },
+    CreateComment { number: PullNumber, body: &'a str },
     /// Replaces the body of one of the bot's comments on pull request
     /// `number` (live reports are edited in place).
     UpdateComment {
-        number: u64,
+        number: PullNumber,
         comment: u64,
         body: &'a str,
     },
     /// Posts a reply on pull request `number`: what a [`ReplyPermit`]
     /// allows (a maintainer's command answered, also after a handoff).
-    Reply { number: u64, body: &'a str },
+    Reply { number: PullNumber, body: &'a str },
     /// Adds labels.
-    AddLabels { number: u64, labels: &'a [String] },
+    AddLabels {
+        number: PullNumber,
+        labels: &'a [String],
+    },
     /// Removes a label (absent counts as removed).
-    RemoveLabel { number: u64, label: &'a str },
+    RemoveLabel { number: PullNumber, label: &'a str },
     /// Dispatches `workflow` on `git_ref` with `inputs`.
     Dispatch {
         workflow: &'a str,
@@ -110,7 +115,7 @@ pub enum Written {
     /// The write is done and answered nothing more.
     Done,
     /// The new commit's sha.
-    Commit(String),
+    Commit(CommitSha),
     /// The new pull request.
     Pull(Pull),
     /// The posted or edited comment.
@@ -219,10 +224,10 @@ pub trait Writes: Forge {
     async fn commit_files(
         &self,
         proof: &OwnershipProof,
-        parent: &str,
+        parent: &CommitSha,
         files: &[(String, Vec<u8>)],
         message: &str,
-    ) -> Result<String, ForgeError> {
+    ) -> Result<CommitSha, ForgeError> {
         let write = Write::CommitFiles {
             parent,
             files,
@@ -237,11 +242,11 @@ pub trait Writes: Forge {
     async fn commit_merge(
         &self,
         proof: &OwnershipProof,
-        head: &str,
-        base: &str,
+        head: &CommitSha,
+        base: &CommitSha,
         files: &[(String, Vec<u8>)],
         message: &str,
-    ) -> Result<String, ForgeError> {
+    ) -> Result<CommitSha, ForgeError> {
         let write = Write::CommitMerge {
             head,
             base,
@@ -258,7 +263,7 @@ pub trait Writes: Forge {
         &self,
         proof: &OwnershipProof,
         branch: &str,
-        sha: &str,
+        sha: &CommitSha,
     ) -> Result<(), ForgeError> {
         let write = Write::CreateBranch { branch, sha };
         self.write(proof.permit(write)?)
@@ -270,7 +275,7 @@ pub trait Writes: Forge {
         &self,
         proof: &OwnershipProof,
         branch: &str,
-        sha: &str,
+        sha: &CommitSha,
     ) -> Result<(), ForgeError> {
         let write = Write::FastForwardBranch { branch, sha };
         self.write(proof.permit(write)?).await?.done("a push")
@@ -306,7 +311,7 @@ pub trait Writes: Forge {
     async fn update_pull_body(
         &self,
         proof: &OwnershipProof,
-        number: u64,
+        number: PullNumber,
         body: &str,
     ) -> Result<(), ForgeError> {
         let write = Write::UpdatePullBody { number, body };
@@ -315,7 +320,11 @@ pub trait Writes: Forge {
             .done("editing a pull request")
     }
     /// [`Write::ClosePull`].
-    async fn close_pull(&self, proof: &OwnershipProof, number: u64) -> Result<(), ForgeError> {
+    async fn close_pull(
+        &self,
+        proof: &OwnershipProof,
+        number: PullNumber,
+    ) -> Result<(), ForgeError> {
         let write = Write::ClosePull { number };
         self.write(proof.permit(write)?)
             .await?
@@ -337,7 +346,7 @@ pub trait Writes: Forge {
     async fn create_comment(
         &self,
         proof: &OwnershipProof,
-        number: u64,
+        number: PullNumber,
         body: &str,
     ) -> Result<Comment, ForgeError> {
         let write = Write::CreateComment { number, body };
@@ -350,7 +359,7 @@ pub trait Writes: Forge {
     async fn update_comment(
         &self,
         proof: &OwnershipProof,
-        number: u64,
+        number: PullNumber,
         comment: u64,
         body: &str,
     ) -> Result<Comment, ForgeError> {
@@ -376,7 +385,7 @@ pub trait Writes: Forge {
     async fn add_labels(
         &self,
         proof: &OwnershipProof,
-        number: u64,
+        number: PullNumber,
         labels: &[String],
     ) -> Result<(), ForgeError> {
         let write = Write::AddLabels { number, labels };
@@ -388,7 +397,7 @@ pub trait Writes: Forge {
     async fn remove_label(
         &self,
         proof: &OwnershipProof,
-        number: u64,
+        number: PullNumber,
         label: &str,
     ) -> Result<(), ForgeError> {
         let write = Write::RemoveLabel { number, label };

@@ -15,6 +15,8 @@
 //! </details>
 //! ```
 
+use klaud_claims::CommitSha;
+use klaud_claims::PullNumber;
 use serde::{Deserialize, Serialize};
 
 use super::RenderedComment;
@@ -35,7 +37,7 @@ pub struct SweepCheck {
     #[serde(rename = "run-attempt")]
     pub run_attempt: u32,
     /// The head it ran on.
-    pub head: String,
+    pub head: CommitSha,
     /// Whether it was a full sweep.
     #[serde(rename = "full-sweep")]
     pub full_sweep: bool,
@@ -51,7 +53,7 @@ pub struct Receipt {
     /// Candidate.
     pub candidate: CandidateId,
     /// Branch head at the end, if a branch existed.
-    pub head: Option<String>,
+    pub head: Option<CommitSha>,
     /// The result.
     pub result: FinishedResult,
     /// Final sweep verification, when one ran.
@@ -73,7 +75,7 @@ pub struct Receipt {
 
 #[derive(Serialize, Deserialize)]
 struct Wire {
-    head: Option<String>,
+    head: Option<CommitSha>,
     outcome: Outcome,
     validation: Validation,
 }
@@ -82,7 +84,7 @@ struct Wire {
 struct Validation {
     phase: Phase,
     #[serde(rename = "pull-request")]
-    pull_request: Option<u64>,
+    pull_request: Option<PullNumber>,
     runs: Vec<RunRef>,
     repairs: u32,
     sweep: Option<SweepCheck>,

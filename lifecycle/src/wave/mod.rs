@@ -269,7 +269,7 @@ impl<'a> Wave<'a> {
         self.answer_commands(&engine, &mut pass).await;
         self.drive(&engine, &base.repository, &mut pass).await?;
         self.keep_mergeable(&engine, &mut pass).await;
-        Ok(self.summarize(&book, base.sha, pass).await)
+        Ok(self.summarize(&book, base.sha.to_string(), pass).await)
     }
 
     /// The engine over the base checkout. It borrows the wave's engine

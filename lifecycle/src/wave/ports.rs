@@ -3,6 +3,7 @@
 //! small traits (ports) that `klaud-service` implements over the GitHub
 //! client and the local store, and tests implement over a directory.
 
+use klaud_claims::CommitSha;
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
@@ -18,7 +19,7 @@ use crate::report::UpstreamRange;
 /// The base branch's head, read into a checkout of what the planner reads.
 pub struct BaseCheckout {
     /// The base commit.
-    pub sha: String,
+    pub sha: CommitSha,
     /// The checkout, opened with the configured recipe roots.
     pub repository: Repository,
     /// Whatever keeps the checkout's files (a temporary directory); dropped

@@ -80,7 +80,8 @@ pub struct BlockedFamily {
 /// The result of a wave.
 #[derive(Debug, Clone, Serialize)]
 pub struct WaveSummary {
-    /// Base commit.
+    /// Base commit; empty in summaries made without a wave (a demo, a
+    /// story), so not a [`CommitSha`].
     pub base: String,
     /// Candidates worked on.
     pub candidates: Vec<CandidateSummary>,

@@ -4,6 +4,7 @@
 //! plans here start nothing new (`max_candidates = 0`), so no registry is
 //! asked: the candidates come from the journal and from claims.
 
+use klaud_claims::CommitSha;
 use std::path::Path;
 use std::time::Duration;
 
@@ -56,7 +57,7 @@ impl BaselineSource for NoBaseline {
 /// `main`; Klaud's branches are read back from the forge.
 struct DemoBase<'a> {
     forge: &'a MemoryForge,
-    sha: String,
+    sha: CommitSha,
 }
 
 #[async_trait]
@@ -105,7 +106,7 @@ struct World {
     clock: ManualClock,
     config: EngineConfig,
     registry: RegistryClient,
-    base: String,
+    base: CommitSha,
     target: Target,
 }
 

@@ -8,6 +8,7 @@
 
 use async_trait::async_trait;
 use klaud_claims::RefStore;
+use klaud_claims::{CommitSha, PullNumber};
 use klaud_lifecycle::engine::{
     ArtifactInfo, Comment, Forge as LifecycleForge, ForgeError, Permitted, Pull, Run, RunEvent,
     RunQuery, RunStatus, Write, Written,
@@ -42,25 +43,40 @@ fn map(e: GithubError) -> ForgeError {
     }
 }
 
-fn pull(p: PullInfo) -> Pull {
-    Pull {
-        number: p.number,
+/// A sha GitHub answered in `field` of `what`, checked before the
+/// lifecycle can store it.
+fn sha(what: impl FnOnce() -> String, field: &str, text: &str) -> Result<CommitSha, GithubError> {
+    CommitSha::parse(text).map_err(|e| GithubError::Decode {
+        what: what(),
+        detail: format!("{field}: {e}"),
+    })
+}
+
+fn pull(p: PullInfo) -> Result<Pull, GithubError> {
+    let head_sha = sha(
+        || format!("pull request #{}", p.number),
+        "head.sha",
+        &p.head_sha,
+    )?;
+    Ok(Pull {
+        number: PullNumber::from(p.number),
         state: p.state,
         draft: p.draft,
         title: p.title,
         body: p.body.unwrap_or_default(),
         head_ref: p.head_ref,
-        head_sha: p.head_sha,
+        head_sha,
         head_repo: p.head_repo,
         author: p.author,
         labels: p.labels,
         html_url: p.html_url,
         mergeable: p.mergeable,
-    }
+    })
 }
 
-fn run(r: RunInfo) -> Run {
-    Run {
+fn run(r: RunInfo) -> Result<Run, GithubError> {
+    let head_sha = sha(|| format!("workflow run {}", r.id), "head_sha", &r.head_sha)?;
+    Ok(Run {
         id: r.id,
         attempt: u32::try_from(r.run_attempt).unwrap_or(u32::MAX),
         title: r.display_title.or(r.name).unwrap_or_default(),
@@ -70,7 +86,7 @@ fn run(r: RunInfo) -> Run {
             .status
             .unwrap_or_else(|| RunStatus::Unknown(String::new())),
         conclusion: r.conclusion,
-        head_sha: r.head_sha,
+        head_sha,
         actor: r.actor,
         // Parsed here, at the boundary: the engine compares times only.
         created_at: r
@@ -81,8 +97,8 @@ fn run(r: RunInfo) -> Run {
         html_url: r.html_url,
         head_branch: r.head_branch,
         head_repo: r.head_repository,
-        pull_requests: r.pull_requests,
-    }
+        pull_requests: r.pull_requests.into_iter().map(PullNumber::from).collect(),
+    })
 }
 
 impl GithubLifecycle<'_> {
@@ -135,15 +151,21 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .find_pull_for_head(branch, "all")
             .await
             .map_err(map)?
-            .map(pull))
+            .map(pull)
+            .transpose()
+            .map_err(map)?)
     }
 
-    async fn get_pull(&self, number: u64) -> Result<Pull, ForgeError> {
-        self.forge.get_pull(number).await.map(pull).map_err(map)
+    async fn get_pull(&self, number: PullNumber) -> Result<Pull, ForgeError> {
+        self.forge
+            .get_pull(number.get())
+            .await
+            .and_then(pull)
+            .map_err(map)
     }
 
-    async fn closed_by(&self, number: u64) -> Result<Option<String>, ForgeError> {
-        self.forge.closed_by(number).await.map_err(map)
+    async fn closed_by(&self, number: PullNumber) -> Result<Option<String>, ForgeError> {
+        self.forge.closed_by(number.get()).await.map_err(map)
     }
 
     async fn permission(
@@ -153,10 +175,10 @@ impl LifecycleForge for GithubLifecycle<'_> {
         self.forge.collaborator_permission(login).await.map_err(map)
     }
 
-    async fn list_comments(&self, number: u64) -> Result<Vec<Comment>, ForgeError> {
+    async fn list_comments(&self, number: PullNumber) -> Result<Vec<Comment>, ForgeError> {
         Ok(self
             .forge
-            .list_comments(number, None)
+            .list_comments(number.get(), None)
             .await
             .map_err(map)?
             .into_iter()
@@ -169,21 +191,21 @@ impl LifecycleForge for GithubLifecycle<'_> {
             workflow: Some(query.workflow.clone()),
             event: query.event.as_ref().map(ToString::to_string),
             actor: query.actor.clone(),
-            head_sha: query.head_sha.clone(),
+            head_sha: query.head_sha.as_ref().map(CommitSha::to_string),
             ..RunFilter::default()
         };
-        Ok(self
-            .forge
+        self.forge
             .list_runs(&filter)
             .await
             .map_err(map)?
             .into_iter()
             .map(run)
-            .collect())
+            .collect::<Result<_, _>>()
+            .map_err(map)
     }
 
     async fn get_run(&self, id: u64) -> Result<Run, ForgeError> {
-        self.forge.get_run(id).await.map(run).map_err(map)
+        self.forge.get_run(id).await.and_then(run).map_err(map)
     }
 
     async fn list_artifacts(&self, run: u64) -> Result<Vec<ArtifactInfo>, ForgeError> {
@@ -230,21 +252,35 @@ impl LifecycleForge for GithubLifecycle<'_> {
         head: &str,
     ) -> Result<klaud_lifecycle::engine::Comparison, ForgeError> {
         let d = self.forge.compare_detail(base, head).await.map_err(map)?;
+        let what = || format!("compare {base}...{head}");
+        let commits = d
+            .commits
+            .into_iter()
+            .map(|c| {
+                Ok(klaud_lifecycle::engine::ComparedCommit {
+                    sha: sha(what, "commits[].sha", &c.sha)?,
+                    message: c.commit.message,
+                    author: c.author.map(|a| a.login),
+                    parents: c
+                        .parents
+                        .iter()
+                        .map(|p| sha(what, "commits[].parents[].sha", &p.sha))
+                        .collect::<Result<_, _>>()?,
+                })
+            })
+            .collect::<Result<_, GithubError>>()
+            .map_err(map)?;
+        let merge_base = d
+            .merge_base_commit
+            .map(|c| sha(what, "merge_base_commit.sha", &c.sha))
+            .transpose()
+            .map_err(map)?;
         Ok(klaud_lifecycle::engine::Comparison {
             status: d.status,
             total_commits: d.total_commits,
-            commits: d
-                .commits
-                .into_iter()
-                .map(|c| klaud_lifecycle::engine::ComparedCommit {
-                    sha: c.sha,
-                    message: c.commit.message,
-                    author: c.author.map(|a| a.login),
-                    parents: c.parents.into_iter().map(|p| p.sha).collect(),
-                })
-                .collect(),
+            commits,
             files: d.files.into_iter().map(|f| f.filename).collect(),
-            merge_base: d.merge_base_commit.map(|c| c.sha),
+            merge_base,
         })
     }
 
@@ -332,15 +368,16 @@ impl GithubLifecycle<'_> {
         parent: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
-    ) -> Result<String, ForgeError> {
+    ) -> Result<CommitSha, ForgeError> {
         let (tree, changes) = self.tree_with(parent, files).await?;
-        let sha = self
+        let made = self
             .forge
             .create_commit(message, &tree, &[parent.to_owned()])
             .await
             .map_err(map)?;
-        self.forge.remember_own_commit(&sha, parent, &changes);
-        Ok(sha)
+        let made = sha(|| "create commit".into(), "sha", &made).map_err(map)?;
+        self.forge.remember_own_commit(&made, parent, &changes);
+        Ok(made)
     }
 
     async fn apply_commit_merge(
@@ -349,12 +386,14 @@ impl GithubLifecycle<'_> {
         base: &str,
         files: &[(String, Vec<u8>)],
         message: &str,
-    ) -> Result<String, ForgeError> {
+    ) -> Result<CommitSha, ForgeError> {
         let (tree, _) = self.tree_with(base, files).await?;
-        self.forge
+        let made = self
+            .forge
             .create_commit(message, &tree, &[head.to_owned(), base.to_owned()])
             .await
-            .map_err(map)
+            .map_err(map)?;
+        sha(|| "create merge commit".into(), "sha", &made).map_err(map)
     }
 
     async fn apply_create_branch(&self, branch: &str, sha: &str) -> Result<(), ForgeError> {
@@ -388,21 +427,25 @@ impl GithubLifecycle<'_> {
         self.forge
             .create_pull(title, head, base, body, true)
             .await
-            .map(pull)
+            .and_then(pull)
             .map_err(map)
     }
 
-    async fn apply_update_pull_body(&self, number: u64, body: &str) -> Result<(), ForgeError> {
+    async fn apply_update_pull_body(
+        &self,
+        number: PullNumber,
+        body: &str,
+    ) -> Result<(), ForgeError> {
         self.forge
-            .update_pull(number, None, Some(body), None)
+            .update_pull(number.get(), None, Some(body), None)
             .await
             .map(|_| ())
             .map_err(map)
     }
 
-    async fn apply_close_pull(&self, number: u64) -> Result<(), ForgeError> {
+    async fn apply_close_pull(&self, number: PullNumber) -> Result<(), ForgeError> {
         self.forge
-            .update_pull(number, None, None, Some("closed"))
+            .update_pull(number.get(), None, None, Some("closed"))
             .await
             .map(|_| ())
             .map_err(map)
@@ -410,15 +453,23 @@ impl GithubLifecycle<'_> {
 
     async fn apply_set_draft(&self, pull: &Pull, draft: bool) -> Result<(), ForgeError> {
         // The draft mutations need the node id, which only the full read has.
-        let info = self.forge.get_pull(pull.number).await.map_err(map)?;
+        let info = self.forge.get_pull(pull.number.get()).await.map_err(map)?;
         if info.draft == draft {
             return Ok(());
         }
         self.forge.set_draft(&info, draft).await.map_err(map)
     }
 
-    async fn apply_create_comment(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
-        let c = self.forge.create_comment(number, body).await.map_err(map)?;
+    async fn apply_create_comment(
+        &self,
+        number: PullNumber,
+        body: &str,
+    ) -> Result<Comment, ForgeError> {
+        let c = self
+            .forge
+            .create_comment(number.get(), body)
+            .await
+            .map_err(map)?;
         Ok(engine_comment(c))
     }
 
@@ -426,7 +477,7 @@ impl GithubLifecycle<'_> {
         &self,
         // The comment's id alone names it on GitHub; the number is what
         // the proof checked.
-        _number: u64,
+        _number: PullNumber,
         comment: u64,
         body: &str,
     ) -> Result<Comment, ForgeError> {
@@ -438,22 +489,33 @@ impl GithubLifecycle<'_> {
         Ok(engine_comment(c))
     }
 
-    async fn apply_reply(&self, number: u64, body: &str) -> Result<Comment, ForgeError> {
-        let c = self.forge.create_comment(number, body).await.map_err(map)?;
+    async fn apply_reply(&self, number: PullNumber, body: &str) -> Result<Comment, ForgeError> {
+        let c = self
+            .forge
+            .create_comment(number.get(), body)
+            .await
+            .map_err(map)?;
         Ok(engine_comment(c))
     }
 
-    async fn apply_add_labels(&self, number: u64, labels: &[String]) -> Result<(), ForgeError> {
+    async fn apply_add_labels(
+        &self,
+        number: PullNumber,
+        labels: &[String],
+    ) -> Result<(), ForgeError> {
         let names: Vec<&str> = labels.iter().map(String::as_str).collect();
         self.forge
-            .add_labels(number, &names)
+            .add_labels(number.get(), &names)
             .await
             .map(|_| ())
             .map_err(map)
     }
 
-    async fn apply_remove_label(&self, number: u64, label: &str) -> Result<(), ForgeError> {
-        self.forge.remove_label(number, label).await.map_err(map)
+    async fn apply_remove_label(&self, number: PullNumber, label: &str) -> Result<(), ForgeError> {
+        self.forge
+            .remove_label(number.get(), label)
+            .await
+            .map_err(map)
     }
 
     async fn apply_dispatch_run(

@@ -253,7 +253,7 @@ pub fn baseline(config: &Config) -> Result<Box<dyn BaselineSource>, CliError> {
 /// repair hook (`klaud recover`, `klaud candidate`, `klaud claims release`).
 pub struct EngineParts {
     config: EngineConfig,
-    base: String,
+    base: klaud_claims::CommitSha,
     _checkout: tempfile::TempDir,
     repository: klaud_planner::repo::Repository,
     baseline: Box<dyn BaselineSource>,

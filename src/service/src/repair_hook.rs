@@ -370,6 +370,7 @@ async fn git(dir: &Path, args: &[&str], token: Option<&str>) -> Result<String, S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use klaud_claims::PullNumber;
 
     fn context() -> RepairContext {
         RepairContext {
@@ -380,8 +381,8 @@ mod tests {
             image: "i".into(),
             repository: "o/r".into(),
             branch: "b".into(),
-            head: "h".into(),
-            pull_request: Some(1),
+            head: "0123456789abcdef0123456789abcdef01234567".parse().unwrap(),
+            pull_request: Some(PullNumber::from(1)),
             run: None,
             repair: 1,
             budget: 5,

@@ -3,6 +3,7 @@
 //! this instance's journal does not know (another instance's, or a journal
 //! that was deleted).
 
+use klaud_claims::PullNumber;
 use klaud_claims::{ClaimBook, Claimant, Clock};
 use klaud_lifecycle::BoxFuture;
 use klaud_lifecycle::engine::{Journal, Step};
@@ -56,7 +57,11 @@ pub fn repository_status<'f>(
                 .author
                 .as_deref()
                 .is_some_and(|a| a.eq_ignore_ascii_case(&bot));
-            if !ours || records.iter().any(|r| r.pull == Some(pull.number)) {
+            if !ours
+                || records
+                    .iter()
+                    .any(|r| r.pull == Some(PullNumber::from(pull.number)))
+            {
                 continue;
             }
             candidates.push(CandidateRow {

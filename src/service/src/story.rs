@@ -9,6 +9,8 @@
 //! what happens from now on.
 
 use klaud_claims::CandidateId;
+use klaud_claims::CommitSha;
+use klaud_claims::PullNumber;
 use klaud_lifecycle::engine::{CandidateRecord, Progress, ReuseAuthorization, Step};
 use klaud_lifecycle::model::AttemptStatus;
 
@@ -20,7 +22,7 @@ pub enum StepEvent {
     /// The draft PR was opened.
     PullOpened {
         /// PR number.
-        number: u64,
+        number: PullNumber,
         /// Its web page.
         url: Option<String>,
     },
@@ -72,7 +74,7 @@ pub enum StepEvent {
     /// mergeable.
     BaseMergedIn {
         /// The new head.
-        head: String,
+        head: CommitSha,
     },
     /// Klaud stopped keeping a validated PR mergeable.
     UpkeepSettled(String),
@@ -318,7 +320,7 @@ mod tests {
         serde_json::from_value(serde_json::json!({
             "candidate": "d92e15065c55779d-0123456789abcdef", "family": "configs/x-master.yaml:k", "key": "k",
             "old_image": "a:1", "image": "a:2", "owner_run": 1, "base_branch": "main",
-            "base_sha": "0", "branch": "klaud/auto-d92e15065c55779d-0123456789abcdef", "step": "smoke", "claim": null,
+            "base_sha": "0000000000000000000000000000000000000000", "branch": "klaud/auto-d92e15065c55779d-0123456789abcdef", "step": "smoke", "claim": null,
             "head": null, "pending_commit": null, "pull": null, "pull_url": null,
             "frozen": null, "attempts": [], "repairs": 0, "sweep_requested_at": null,
             "sweep": null, "ending": null, "intent": null,
@@ -331,7 +333,7 @@ mod tests {
     fn each_visible_change_is_told_once() {
         let before = record();
         let mut after = before.clone();
-        after.pull = Some(7);
+        after.pull = Some(PullNumber::from(7));
         after.pull_url = Some("http://127.0.0.1:1/_html/o/r/pull/7".into());
         after.attempts.push(AttemptRecord {
             kind: AttemptKind::Initial { budget: 5 },

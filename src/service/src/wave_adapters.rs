@@ -6,6 +6,7 @@
 //! keeps the registry breaker, and adapts [`run_wave`] / [`run_wave_told`]
 //! for the daemon, the CLI and the tests.
 
+use klaud_claims::CommitSha;
 use klaud_lifecycle::BoxFuture;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -228,7 +229,7 @@ pub fn base_checkout<'f>(
     base_branch: &'f str,
     options: &'f RepoOptions,
     cache: Option<&'f Store>,
-) -> BoxFuture<'f, Result<(String, tempfile::TempDir, Repository), WaveError>> {
+) -> BoxFuture<'f, Result<(CommitSha, tempfile::TempDir, Repository), WaveError>> {
     Box::pin(async move { base_checkout_from(forge, base_branch, options, cache, None).await })
 }
 
@@ -319,7 +320,7 @@ pub fn base_checkout_from<'f>(
     options: &'f RepoOptions,
     cache: Option<&'f Store>,
     checkout: Option<&'f Path>,
-) -> BoxFuture<'f, Result<(String, tempfile::TempDir, Repository), WaveError>> {
+) -> BoxFuture<'f, Result<(CommitSha, tempfile::TempDir, Repository), WaveError>> {
     Box::pin(async move {
         let Some(base) = forge.get_ref(&format!("refs/heads/{base_branch}")).await? else {
             // GitHub answers 404 for a missing branch and a missing (or hidden)
@@ -329,6 +330,12 @@ pub fn base_checkout_from<'f>(
             }
             return Err(WaveError::NoBase(base_branch.to_owned()));
         };
+        let base = CommitSha::parse(&base).map_err(|e| {
+            WaveError::Github(GithubError::Decode {
+                what: format!("head of base branch {base_branch}"),
+                detail: e.to_string(),
+            })
+        })?;
         let dir = tempfile::tempdir().map_err(|e| WaveError::Checkout(e.to_string()))?;
         match checkout {
             None => {

@@ -57,7 +57,7 @@ pub(in crate::engine) async fn run(
         .flat_map(|id| {
             members
                 .iter()
-                .map(|member| ClaimCandidate::new(&base, member, id.clone()))
+                .map(|member| ClaimCandidate::new(base.clone(), member, id.clone()))
         })
         .collect();
     match book

@@ -20,6 +20,8 @@ use crate::engine::proof::Scope;
 use crate::engine::upkeep::MergePlan;
 use crate::engine::write::Writes as _;
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase};
+use klaud_claims::CommitSha;
+use klaud_claims::PullNumber;
 use klaud_planner::changelog::{CHANGELOG_PATH, append_entry, validate_append};
 
 pub(in crate::engine) async fn run(
@@ -67,7 +69,7 @@ struct Changelog {
     path: String,
     /// The entry's link (the pull request).
     link: String,
-    base_tip: String,
+    base_tip: CommitSha,
     base_bytes: Vec<u8>,
     head_bytes: Vec<u8>,
 }
@@ -79,7 +81,7 @@ struct Changelog {
 async fn append_changelog(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
-    head: &str,
+    head: &CommitSha,
     log: Changelog,
 ) -> Result<Progress, EngineError> {
     let Changelog {
@@ -174,8 +176,8 @@ async fn append_changelog(
 async fn label_for_sweep(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
-    number: u64,
-    head: String,
+    number: PullNumber,
+    head: CommitSha,
     log: &Changelog,
 ) -> Result<Progress, EngineError> {
     let pull = cx.forge.get_pull(number).await?;
@@ -250,7 +252,7 @@ async fn label_for_sweep(
     rec.sweep_requested_at.get_or_insert(cx.clock.now());
     rec.attempts.push(AttemptRecord {
         kind: AttemptKind::FinalSweep,
-        head,
+        head: head.to_string(),
         dispatched_at: None,
         run: None,
         status: AttemptStatus::Queued,
@@ -269,7 +271,7 @@ async fn uncovered_at_head(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
     log: &Changelog,
-    head: &str,
+    head: &CommitSha,
     labels: &[String],
 ) -> Result<Option<String>, EngineError> {
     let frozen = cx.frozen(rec).await?;

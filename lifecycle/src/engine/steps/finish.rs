@@ -23,6 +23,7 @@ use crate::engine::write::Writes as _;
 use crate::model::{FinishedResult, Outcome, Phase};
 use crate::report::{MarkerKey, Receipt, find_record, render_cleanup, render_receipt};
 use crate::workflow_contract::is_sweep_of;
+use klaud_claims::PullNumber;
 
 pub(in crate::engine) async fn run(
     cx: &Engine<'_>,
@@ -126,7 +127,7 @@ async fn done(cx: &Engine<'_>, rec: &mut CandidateRecord) -> Result<Progress, En
 async fn hunt_lines(
     cx: &Engine<'_>,
     rec: &CandidateRecord,
-    number: u64,
+    number: PullNumber,
 ) -> Result<(Vec<String>, Vec<String>), EngineError> {
     let cid = Engine::candidate_id(rec)?;
     let comments = cx.forge.list_comments(number).await?;
@@ -151,7 +152,7 @@ async fn receipt(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
     ending: &Ending,
-    number: u64,
+    number: PullNumber,
     cid: klaud_claims::CandidateId,
     receipt_only: bool,
 ) -> Result<Progress, EngineError> {
@@ -226,7 +227,7 @@ async fn receipt(
 pub(in crate::engine) async fn finish_validated(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
-    number: u64,
+    number: PullNumber,
 ) -> Result<Option<Progress>, EngineError> {
     let pull = cx.forge.get_pull(number).await?;
     if pull.draft {
@@ -255,7 +256,7 @@ pub(in crate::engine) async fn finish_validated(
 pub(in crate::engine) async fn authorize_reuse(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
-    number: u64,
+    number: PullNumber,
     run: u64,
 ) -> Result<Option<Progress>, EngineError> {
     let comments = cx.forge.list_comments(number).await?;
@@ -324,7 +325,7 @@ pub(in crate::engine) async fn authorize_reuse(
 pub(in crate::engine) async fn cleanup(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
-    number: u64,
+    number: PullNumber,
     marker_missing: bool,
 ) -> Result<Option<Progress>, EngineError> {
     let proof = match cx.prove(rec, Scope::PullOnly).await? {
@@ -367,10 +368,10 @@ pub(in crate::engine) async fn cleanup(
 pub(in crate::engine) async fn cancel_runs(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
-    number: u64,
+    number: PullNumber,
 ) -> Result<Option<Progress>, EngineError> {
-    let head = rec.head.clone().unwrap_or_default();
-    let smoke_title = match cx.smoke_plan(rec, &head).await? {
+    let head = rec.head.as_deref().unwrap_or_default();
+    let smoke_title = match cx.smoke_plan(rec, head).await? {
         Ok(plan) => plan.title,
         Err(_) => format!(
             "e2e Test - {}",
@@ -384,8 +385,8 @@ pub(in crate::engine) async fn cancel_runs(
         .attempts
         .iter()
         .filter_map(|a| {
-            let h = if a.head.is_empty() { &head } else { &a.head };
-            a.run.clone().map(|r| (r, h.clone()))
+            let h = if a.head.is_empty() { head } else { &a.head };
+            a.run.clone().map(|r| (r, h.to_owned()))
         })
         .collect();
     for (run, run_head) in runs {

@@ -19,6 +19,7 @@ use crate::engine::proof::Scope;
 use crate::engine::repair_hook::{RepairContext, RepairOutcome};
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
 use crate::report::{MarkerKey, ReportName, find_record, parse_report};
+use klaud_claims::CommitSha;
 use serde_json::Value;
 
 pub(in crate::engine) async fn run(
@@ -79,7 +80,7 @@ async fn repair_context(
     last: Option<&AttemptRecord>,
     n: u32,
     phase: Phase,
-    old_head: &str,
+    old_head: &CommitSha,
 ) -> Result<RepairContext, EngineError> {
     let failed_run = last.and_then(|a| a.run.clone());
     let (failed_jobs, artifacts, report) = match &failed_run {
@@ -103,7 +104,7 @@ async fn repair_context(
         image: rec.image.clone(),
         repository: cx.forge.repo(),
         branch: rec.branch.clone(),
-        head: old_head.to_owned(),
+        head: old_head.clone(),
         pull_request: rec.pull,
         run: failed_run,
         repair: n,
@@ -173,7 +174,7 @@ async fn take_new_head(
             n,
             budget: cx.config.repair_budget,
         },
-        head: tip.sha,
+        head: tip.sha.to_string(),
         dispatched_at: None,
         run: None,
         status: AttemptStatus::Queued,

@@ -40,7 +40,7 @@ pub(in crate::engine) async fn first_attempts(
             kind: AttemptKind::Initial {
                 budget: cx.config.repair_budget,
             },
-            head: Engine::head(rec)?,
+            head: Engine::head(rec)?.to_string(),
             dispatched_at: None,
             run: None,
             status: AttemptStatus::Queued,

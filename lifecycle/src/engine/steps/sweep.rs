@@ -25,6 +25,7 @@ use crate::engine::write::Writes as _;
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
 use crate::report::{SweepCheck, render_report, uncovered_points};
 use crate::workflow_contract::is_sweep_of;
+use klaud_claims::CommitSha;
 
 pub(in crate::engine) async fn run(
     cx: &Engine<'_>,
@@ -36,7 +37,7 @@ pub(in crate::engine) async fn run(
         _ => {
             rec.attempts.push(AttemptRecord {
                 kind: AttemptKind::FinalSweep,
-                head: head.clone(),
+                head: head.to_string(),
                 dispatched_at: None,
                 run: None,
                 status: AttemptStatus::Queued,
@@ -154,7 +155,7 @@ async fn find_run(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
     idx: usize,
-    head: &str,
+    head: &CommitSha,
     ours: &(dyn Fn(&Run) -> bool + Sync),
 ) -> Result<Result<RunRef, Progress>, EngineError> {
     let known: Vec<u64> = rec.runs().iter().map(|r| r.id).collect();
@@ -203,12 +204,12 @@ async fn find_run(
 }
 
 /// The `pull_request` runs of the sweep workflow on `head`.
-fn sweep_runs(cx: &Engine<'_>, head: &str) -> RunQuery {
+fn sweep_runs(cx: &Engine<'_>, head: &CommitSha) -> RunQuery {
     RunQuery {
         workflow: cx.config.sweep_workflow.clone(),
         event: Some("pull_request".into()),
         actor: None,
-        head_sha: Some(head.to_owned()),
+        head_sha: Some(head.clone()),
     }
 }
 
@@ -221,7 +222,7 @@ async fn follow_newer_or_skip(
     idx: usize,
     live: &Run,
     pull: &Pull,
-    head: &str,
+    head: &CommitSha,
     ours: &(dyn Fn(&Run) -> bool + Sync),
 ) -> Result<Option<Progress>, EngineError> {
     if matches!(
@@ -280,18 +281,18 @@ async fn follow_newer_or_skip(
 fn sweep_check(
     manifest: Option<&SweepManifest>,
     live: &Run,
-    head: &str,
+    head: &CommitSha,
     notes: &mut Vec<String>,
 ) -> Option<SweepCheck> {
     let check = |manifest| SweepCheck {
         run_id: live.id,
         run_attempt: live.attempt,
-        head: head.to_owned(),
+        head: head.clone(),
         full_sweep: true,
         manifest,
     };
     match manifest {
-        Some(m) if m.head == head && m.run_id == live.id && m.full_sweep => Some(check(true)),
+        Some(m) if m.head == *head && m.run_id == live.id && m.full_sweep => Some(check(true)),
         Some(m) => {
             notes.push(format!(
                 "The sweep manifest does not match: head {}, run {}, full sweep {}.",
@@ -299,7 +300,7 @@ fn sweep_check(
             ));
             None
         }
-        None if live.head_sha == head => Some(check(false)),
+        None if live.head_sha == *head => Some(check(false)),
         None => None,
     }
 }
@@ -313,7 +314,7 @@ async fn report_run(
     idx: usize,
     live: &Run,
     run: RunRef,
-    head: &str,
+    head: &CommitSha,
 ) -> Result<Progress, EngineError> {
     let (rows, evals, mut notes, manifest) = cx.collect(live.id).await?;
     let passed = live.conclusion == Some(RunConclusion::Success);
@@ -352,7 +353,7 @@ async fn report_run(
         status,
         infra,
         run,
-        head: head.to_owned(),
+        head: head.to_string(),
         rows,
         evals,
         notes,

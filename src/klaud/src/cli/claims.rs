@@ -818,6 +818,9 @@ async fn acquire(forge: &Github, args: AcquireRequest) -> Result<(), CliError> {
         .ok_or_else(|| {
             CliError::failure(anyhow!("the default branch {branch:?} has no head commit"))
         })?;
+    let base = klaud_claims::CommitSha::parse(&base).map_err(|e| {
+        CliError::failure(anyhow!("the head of the default branch {branch:?}: {e}"))
+    })?;
     check_family_exists(forge, family, &base).await?;
 
     let owner = Uuid::new_v4();

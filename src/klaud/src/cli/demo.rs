@@ -888,7 +888,7 @@ mod tests {
         let record: CandidateRecord = serde_json::from_value(serde_json::json!({
             "candidate": "d92e15065c55779d-0123456789abcdef", "family": "configs/x-master.yaml:k", "key": "k",
             "old_image": "a:1", "image": "a:2", "owner_run": 1, "base_branch": "main",
-            "base_sha": "0", "branch": "klaud/auto-d92e15065c55779d-0123456789abcdef", "step": "smoke", "claim": null,
+            "base_sha": "0000000000000000000000000000000000000000", "branch": "klaud/auto-d92e15065c55779d-0123456789abcdef", "step": "smoke", "claim": null,
             "head": null, "pending_commit": null, "pull": 1, "pull_url": null,
             "frozen": null, "attempts": [], "repairs": 0, "sweep_requested_at": null,
             "sweep": null, "ending": null, "intent": null,

@@ -5,6 +5,7 @@
 //! is a note on the issue, never a panic.
 
 use chrono::{DateTime, Utc};
+use klaud_claims::PullNumber;
 use serde::{Deserialize, Serialize};
 
 /// Why the state block in the issue body does not read (shown as a note on
@@ -51,7 +52,7 @@ pub struct Kept {
     /// `ignores` (or was undone there): each becomes a rule once, so an
     /// undo stays undone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub declined: Vec<u64>,
+    pub declined: Vec<PullNumber>,
 }
 
 /// One ignore made on the dashboard.
@@ -71,7 +72,7 @@ pub struct KeptIgnore {
     /// The Klaud PR whose closing without merging made this rule ("not
     /// this image"); `None`: a box ticked here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pull: Option<u64>,
+    pub pull: Option<PullNumber>,
 }
 
 impl Kept {
@@ -360,7 +361,7 @@ mod tests {
         let declined = vec![(
             "configs/a.yaml:k".to_owned(),
             klaud_lifecycle::model::Declined {
-                pull: 7,
+                pull: PullNumber::from(7),
                 by: "alice".into(),
                 family: "0123456789abcdef".into(),
                 image: "lmsysorg/sglang:v1".into(),
@@ -369,8 +370,8 @@ mod tests {
         let mut kept = Kept::default();
         assert!(kept.absorb_declined(&declined, at));
         assert_eq!(kept.ignores.len(), 1);
-        assert_eq!(kept.ignores[0].pull, Some(7));
-        assert_eq!(kept.declined, vec![7]);
+        assert_eq!(kept.ignores[0].pull, Some(PullNumber::from(7)));
+        assert_eq!(kept.declined, vec![PullNumber::from(7)]);
         let round = Kept::read(&kept.block()).unwrap().unwrap();
         assert_eq!(round, kept);
         // Undone on the dashboard: the journal still knows the closed PR,

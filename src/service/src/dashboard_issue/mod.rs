@@ -22,6 +22,7 @@
 mod kept;
 mod render;
 
+use klaud_claims::PullNumber;
 use std::collections::BTreeMap;
 
 use klaud_claims::Clock;
@@ -69,7 +70,7 @@ impl Steering {
                 },
                 source: match ig.pull {
                     Some(number) => IgnoreSource::ClosedPull {
-                        number,
+                        number: number.get(),
                         by: ig.by.clone(),
                     },
                     None => IgnoreSource::Dashboard { by: ig.by.clone() },
@@ -80,7 +81,7 @@ impl Steering {
 
     /// Closed Klaud PRs whose "not this image" rule was undone here: the
     /// engine may propose their image again, with a new PR.
-    pub fn undone_declines(&self) -> Vec<u64> {
+    pub fn undone_declines(&self) -> Vec<PullNumber> {
         self.kept
             .declined
             .iter()
@@ -123,7 +124,7 @@ pub fn rules_in_force(
     steering: Option<&Steering>,
     records: &[CandidateRecord],
 ) -> klaud_planner::ignore::IgnoreRules {
-    let known: &[u64] = steering.map_or(&[], |s| s.kept.declined.as_slice());
+    let known: &[PullNumber] = steering.map_or(&[], |s| s.kept.declined.as_slice());
     let from_journal = declined_in(records)
         .into_iter()
         .filter(|(_, d)| !known.contains(&d.pull))

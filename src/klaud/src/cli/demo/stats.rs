@@ -16,6 +16,7 @@
 //! go to the candidate whose PR, run or branch the path names, else to the
 //! pass they fell in, sorted by what they read.
 
+use klaud_claims::PullNumber;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -108,7 +109,7 @@ pub struct CandidatePaths {
     /// Candidate id.
     pub candidate: CandidateId,
     /// Its pull request.
-    pub pull: Option<u64>,
+    pub pull: Option<PullNumber>,
     /// Its branch (`klaud/auto-…`).
     pub branch: String,
     /// Its runs.
@@ -125,7 +126,7 @@ impl CandidatePaths {
                 .filter_map(|w| w[1].parse::<u64>().ok())
                 .collect::<Vec<_>>()
         };
-        if let Some(n) = self.pull
+        if let Some(n) = self.pull.map(PullNumber::get)
             && (after("pulls").contains(&n) || after("issues").contains(&n))
         {
             return true;
@@ -407,7 +408,7 @@ mod tests {
         ];
         let owners = [CandidatePaths {
             candidate: c1(),
-            pull: Some(7),
+            pull: Some(PullNumber::from(7)),
             branch: "klaud/auto-c1".into(),
             runs: vec![9],
         }];
@@ -455,7 +456,7 @@ mod tests {
     fn paths_name_their_candidate_only() {
         let c = CandidatePaths {
             candidate: c1(),
-            pull: Some(12),
+            pull: Some(PullNumber::from(12)),
             branch: "klaud/auto-x".into(),
             runs: vec![100],
         };
