@@ -1,15 +1,14 @@
 //! The GitHub forge (real octocrab code path) against the GitHub simulator
 //! over loopback, including injected faults.
 
-use klaud_claims::{CommitSha, PullNumber};
+use klaud_claims::{
+    Acquire, CandidateId, ClaimBook, ClaimCandidate, Claimant, Clock, CommitSha, HeldClaim,
+    PullNumber, RefStore, RefStoreError, SystemClock,
+};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::TimeDelta;
-use klaud_claims::{
-    Acquire, CandidateId, ClaimBook, ClaimCandidate, Claimant, Clock, HeldClaim, RefStore,
-    RefStoreError, SystemClock,
-};
 use klaud_github::lifecycle::GithubLifecycle;
 use klaud_github::{Credential, ForgeConfig, Github, GithubError, RetryPolicy, RunFilter, Secret};
 use klaud_lifecycle::engine::ownership::check;

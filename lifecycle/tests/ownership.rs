@@ -2,14 +2,13 @@
 //! and run are all still Klaud's; otherwise a mismatch naming what differed,
 //! what was expected and what was found.
 
-use klaud_claims::PullNumber;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
 use chrono::{TimeDelta, TimeZone, Utc};
 use klaud_claims::{
     Acquire, CandidateId, ClaimBook, ClaimCandidate, Claimant, HeldClaim, ManualClock,
-    MemoryRefStore, RefStore,
+    MemoryRefStore, PullNumber, RefStore,
 };
 use klaud_lifecycle::engine::ownership::check;
 use klaud_lifecycle::engine::{

@@ -19,8 +19,7 @@ use crate::experiment::{FINAL_FIELD, Proposal, Sibling, VariantInfo, WINNER_FIEL
 use crate::model::{Outcome, Phase};
 use crate::report::{MarkerKey, find_record};
 use crate::{BoxFuture, experiment};
-use klaud_claims::PullNumber;
-use klaud_claims::{HeldClaim, Renew};
+use klaud_claims::{HeldClaim, PullNumber, Renew};
 use serde_json::Value;
 
 /// How often a compare-and-swap on the shared claim is tried again when a
@@ -904,6 +903,8 @@ impl Engine<'_> {
     /// (`Some(progress)`). A sibling's win ends it `duplicate` (the gate);
     /// when every proposed variant finished without a win, it ends
     /// `failed`. `None`: no proposal answers repair `n`.
+    // Kept whole (about 80 lines): the race's endings (a sibling's win, all
+    // finished without one, still running) are read from one claim listing.
     pub(super) async fn proposal_wait(
         &self,
         rec: &mut CandidateRecord,

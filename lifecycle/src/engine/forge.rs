@@ -11,8 +11,7 @@ pub use super::states::{
 use super::write::{Permitted, Written};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use klaud_claims::PullNumber;
-use klaud_claims::{CommitSha, RefStore, RefStoreError};
+use klaud_claims::{CommitSha, PullNumber, RefStore, RefStoreError};
 
 /// A pull request as the lifecycle sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]

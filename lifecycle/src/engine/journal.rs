@@ -4,13 +4,12 @@
 //! journal is a cache of GitHub, never the truth: with an empty journal the
 //! engine rebuilds each record from claims, branches, PRs, markers and runs.
 
-use klaud_claims::PullNumber;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use klaud_claims::{CandidateId, ClaimRecord, CommitSha, HeldClaim};
+use klaud_claims::{CandidateId, ClaimRecord, CommitSha, HeldClaim, PullNumber};
 use serde::{Deserialize, Serialize};
 
 use super::forge::ErrorSource;

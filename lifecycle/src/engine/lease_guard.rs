@@ -8,8 +8,7 @@
 
 use async_trait::async_trait;
 use chrono::TimeDelta;
-use klaud_claims::PullNumber;
-use klaud_claims::{Clock, RefStore};
+use klaud_claims::{Clock, PullNumber, RefStore};
 
 use super::forge::{ArtifactInfo, Comment, Forge, ForgeError, Pull, Run, RunQuery};
 use super::ownership::ProofError;

@@ -6,13 +6,13 @@
 //! step can be tested without HTTP or sleeps. Transport-level behaviour
 //! (retries, ambiguous writes, pagination) stays with the GitHub simulator.
 
-use klaud_claims::CommitSha;
-use klaud_claims::PullNumber;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
-use klaud_claims::{MemoryRefStore, RefStore, RefStoreError, RefTip, is_coordination_ref};
+use klaud_claims::{
+    CommitSha, MemoryRefStore, PullNumber, RefStore, RefStoreError, RefTip, is_coordination_ref,
+};
 use serde_json::Value;
 
 use super::context::forge_sha;

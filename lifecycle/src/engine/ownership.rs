@@ -5,11 +5,10 @@
 //! [`check`] can make an [`OwnershipProof`]; every mutating forge call
 //! requires one.
 
-use klaud_claims::PullNumber;
 use std::fmt;
 
 use klaud_claims::claim::ownership_mismatch;
-use klaud_claims::{ClaimRecord, HeldClaim};
+use klaud_claims::{ClaimRecord, HeldClaim, PullNumber};
 
 use super::forge::{Forge, ForgeError};
 

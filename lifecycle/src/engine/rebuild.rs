@@ -13,8 +13,7 @@ use crate::engine::forge::{Comment, Forge as _, RunQuery};
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Ending, Step};
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
 use crate::report::{AttemptReport, MarkerKey, Receipt, ReportName, find_record, parse_report};
-use klaud_claims::CommitSha;
-use klaud_claims::{CandidateId, HeldClaim};
+use klaud_claims::{CandidateId, CommitSha, HeldClaim};
 
 impl Engine<'_> {
     /// A record of `candidate` on this engine's base with nothing done yet:

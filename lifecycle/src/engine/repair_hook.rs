@@ -5,9 +5,7 @@
 
 use crate::model::{Phase, RunRef};
 use async_trait::async_trait;
-use klaud_claims::CandidateId;
-use klaud_claims::CommitSha;
-use klaud_claims::PullNumber;
+use klaud_claims::{CandidateId, CommitSha, PullNumber};
 use serde::Serialize;
 use serde_json::Value;
 

@@ -17,12 +17,11 @@
 //! steps is always seen. Outside a step (opening a record, recovery,
 //! maintainer commands) every read goes to GitHub.
 
-use klaud_claims::PullNumber;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
-use klaud_claims::{RefStore, RefStoreError, RefTip};
+use klaud_claims::{PullNumber, RefStore, RefStoreError, RefTip};
 
 use super::forge::{ArtifactInfo, Comment, Forge, ForgeError, Job, Pull, Run, RunQuery};
 use super::lease_guard::LeaseGuard;

@@ -2,13 +2,11 @@
 //! [`ManualClock`]: no HTTP, no sleeps. The demo repository
 //! (`configs/demo/`, Klaud's own small fixture) is the base checkout.
 
-use klaud_claims::CommitSha;
-use klaud_claims::PullNumber;
 use std::path::Path;
 
 use async_trait::async_trait;
 use chrono::{NaiveDate, TimeZone, Utc};
-use klaud_claims::{CandidateId, Claimant};
+use klaud_claims::{CandidateId, Claimant, CommitSha, PullNumber};
 use klaud_planner::identity::candidate_id;
 use klaud_planner::image::ImageRef;
 use klaud_planner::repo::Repository;

@@ -23,8 +23,7 @@ use crate::engine::proof::Scope;
 use crate::engine::steps;
 use crate::engine::write::Writes as _;
 use crate::model::Outcome;
-use klaud_claims::CommitSha;
-use klaud_claims::PullNumber;
+use klaud_claims::{CommitSha, PullNumber};
 use klaud_planner::changelog::{CHANGELOG_PATH, ChangelogEntry, append_entry, validate_append};
 use klaud_planner::merge3::merge_lines;
 

@@ -10,8 +10,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use klaud_claims::CommitSha;
-use klaud_claims::PullNumber;
+use klaud_claims::{CommitSha, PullNumber};
 use serde_json::Value;
 
 use super::forge::{Comment, Forge, ForgeError, Pull};

@@ -15,8 +15,7 @@
 //! </details>
 //! ```
 
-use klaud_claims::CommitSha;
-use klaud_claims::PullNumber;
+use klaud_claims::{CommitSha, PullNumber};
 use serde::{Deserialize, Serialize};
 
 use super::RenderedComment;

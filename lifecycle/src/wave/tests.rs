@@ -4,14 +4,13 @@
 //! plans here start nothing new (`max_candidates = 0`), so no registry is
 //! asked: the candidates come from the journal and from claims.
 
-use klaud_claims::CommitSha;
 use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{NaiveDate, TimeDelta, TimeZone, Utc};
 use klaud_claims::{
-    Acquire, CandidateId, ClaimBook, ClaimCandidate, Claimant, Clock, RunCompletion,
+    Acquire, CandidateId, ClaimBook, ClaimCandidate, Claimant, Clock, CommitSha, RunCompletion,
     RunCompletionError,
 };
 use klaud_planner::identity::candidate_id;

@@ -7,8 +7,7 @@
 //! request, run or branch it names) and sends nothing when it does not.
 
 use async_trait::async_trait;
-use klaud_claims::RefStore;
-use klaud_claims::{CommitSha, PullNumber};
+use klaud_claims::{CommitSha, PullNumber, RefStore};
 use klaud_lifecycle::engine::{
     ArtifactInfo, Comment, Forge as LifecycleForge, ForgeError, Permitted, Pull, Run, RunEvent,
     RunQuery, RunStatus, Write, Written,

@@ -3,8 +3,7 @@
 //! this instance's journal does not know (another instance's, or a journal
 //! that was deleted).
 
-use klaud_claims::PullNumber;
-use klaud_claims::{ClaimBook, Claimant, Clock};
+use klaud_claims::{ClaimBook, Claimant, Clock, PullNumber};
 use klaud_lifecycle::BoxFuture;
 use klaud_lifecycle::engine::{Journal, Step};
 

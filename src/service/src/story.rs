@@ -8,9 +8,7 @@
 //! step, so the engine needs no hook and a resumed candidate tells only
 //! what happens from now on.
 
-use klaud_claims::CandidateId;
-use klaud_claims::CommitSha;
-use klaud_claims::PullNumber;
+use klaud_claims::{CandidateId, CommitSha, PullNumber};
 use klaud_lifecycle::engine::{CandidateRecord, Progress, ReuseAuthorization, Step};
 use klaud_lifecycle::model::AttemptStatus;
 

@@ -6,12 +6,12 @@
 //! keeps the registry breaker, and adapts [`run_wave`] / [`run_wave_told`]
 //! for the daemon, the CLI and the tests.
 
-use klaud_claims::CommitSha;
 use klaud_lifecycle::BoxFuture;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use async_trait::async_trait;
+use klaud_claims::CommitSha;
 use klaud_github::lifecycle::GithubLifecycle;
 use klaud_github::upstream::GithubUpstream;
 use klaud_github::{ForgeRunCompletion, Github, GithubError};

@@ -97,6 +97,9 @@ pub(in crate::engine) fn readiness_gap_of(
         .flatten()
 }
 
+// Kept whole (about 85 lines): the PR body is read once, and what it
+// holds (a frozen record, an empty block, none yet, a malformed one)
+// decides every branch that follows.
 pub(in crate::engine) async fn run(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,

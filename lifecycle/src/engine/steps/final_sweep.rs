@@ -20,8 +20,7 @@ use crate::engine::proof::Scope;
 use crate::engine::upkeep::MergePlan;
 use crate::engine::write::Writes as _;
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase};
-use klaud_claims::CommitSha;
-use klaud_claims::PullNumber;
+use klaud_claims::{CommitSha, PullNumber};
 use klaud_planner::changelog::{CHANGELOG_PATH, append_entry, validate_append};
 
 pub(in crate::engine) async fn run(

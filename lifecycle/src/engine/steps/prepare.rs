@@ -83,6 +83,9 @@ type BumpCommit = (Vec<(String, Vec<u8>)>, String);
 /// with the bump's scope recorded on `rec`; `Ok(Err((outcome, why)))`
 /// when there is nothing to bump or it cannot be made, and the candidate
 /// ends so.
+// Kept whole (about 85 lines): the checks that end the candidate (key
+// removed, model retired, image unparsable or already there) stand in
+// one place, right before the one bump they guard.
 fn bump_files(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,

@@ -394,6 +394,8 @@ async fn report_run(
 /// re-run counts as started only once GitHub shows the new attempt; an
 /// answer whose outcome is unknown (a 5xx) is settled by re-reading the
 /// run, never assumed.
+// Kept whole (about 80 lines): finding a landed re-run, the retry rule
+// and the re-run itself are one sequence under one proof.
 pub(in crate::engine) async fn retry_sweep(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
