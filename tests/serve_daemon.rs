@@ -3,12 +3,12 @@
 //! recovered by the other after its leases expire, and no credential in
 //! logs, errors or the page.
 
-use klaud_claims::{Claimant, PullNumber};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use klaud_claims::{Claimant, PullNumber};
 use klaud_lifecycle::engine::{Journal, MemoryJournal, Step};
 use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
 use klaud_service::daemon::serve::{Daemon, RepoService, ServeSettings, http_router};

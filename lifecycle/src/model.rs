@@ -5,10 +5,10 @@
 //! report records use, and every parser of that spelling rejects unknown
 //! values with an error that names them.
 
-use klaud_claims::PullNumber;
 use std::fmt;
 use std::str::FromStr;
 
+use klaud_claims::PullNumber;
 use serde::{Deserialize, Serialize};
 
 pub use klaud_claims::CandidateId;

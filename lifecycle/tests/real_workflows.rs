@@ -3,9 +3,9 @@
 //! the smoke inputs it may send, the titles its runs carry and whether the
 //! sweep runs on drafts.
 
-use klaud_claims::PullNumber;
 use std::path::PathBuf;
 
+use klaud_claims::PullNumber;
 use klaud_lifecycle::engine::{Pull, PullState};
 use klaud_lifecycle::workflow_contract::{
     DraftPolicy, Workflow, klaud_smoke_inputs, smoke_dispatch, sweep_runs_on_drafts, sweep_title,

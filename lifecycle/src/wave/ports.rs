@@ -3,10 +3,10 @@
 //! small traits (ports) that `klaud-service` implements over the GitHub
 //! client and the local store, and tests implement over a directory.
 
-use klaud_claims::CommitSha;
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
+use klaud_claims::CommitSha;
 use klaud_planner::plan::Blocked;
 use klaud_planner::registry::RegistryClient;
 use klaud_planner::repo::{Family, RepoOptions, Repository};

@@ -22,9 +22,9 @@
 mod kept;
 mod render;
 
-use klaud_claims::{Clock, PullNumber};
 use std::collections::BTreeMap;
 
+use klaud_claims::{Clock, PullNumber};
 use klaud_github::{Github, GithubError, IssueInfo};
 use klaud_lifecycle::BoxFuture;
 use klaud_lifecycle::engine::{CandidateRecord, Journal, Step};

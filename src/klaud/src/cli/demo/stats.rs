@@ -16,10 +16,10 @@
 //! go to the candidate whose PR, run or branch the path names, else to the
 //! pass they fell in, sorted by what they read.
 
-use klaud_claims::{CandidateId, PullNumber};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use klaud_claims::{CandidateId, PullNumber};
 use klaud_sandbox::github::LogEntry;
 use klaud_sandbox::github::state::GithubState;
 use klaud_service::story::{StepNote, StepSink};
