@@ -324,7 +324,9 @@ impl LifecycleForge for GithubLifecycle<'_> {
             }
             Write::ClosePull { number } => self.apply_close_pull(number).await.map(done),
             Write::SetDraft { pull, draft } => self.apply_set_draft(pull, draft).await.map(done),
-            Write::CreateComment { number, body } => self
+            // A reply is a comment on GitHub; only the permit that allowed
+            // it differs.
+            Write::CreateComment { number, body } | Write::Reply { number, body } => self
                 .apply_create_comment(number, body)
                 .await
                 .map(Written::Comment),
@@ -336,9 +338,6 @@ impl LifecycleForge for GithubLifecycle<'_> {
                 .apply_update_comment(number, comment, body)
                 .await
                 .map(Written::Comment),
-            Write::Reply { number, body } => {
-                self.apply_reply(number, body).await.map(Written::Comment)
-            }
             Write::AddLabels { number, labels } => {
                 self.apply_add_labels(number, labels).await.map(done)
             }
@@ -483,15 +482,6 @@ impl GithubLifecycle<'_> {
         let c = self
             .forge
             .update_comment(comment, body)
-            .await
-            .map_err(map)?;
-        Ok(engine_comment(c))
-    }
-
-    async fn apply_reply(&self, number: PullNumber, body: &str) -> Result<Comment, ForgeError> {
-        let c = self
-            .forge
-            .create_comment(number.get(), body)
             .await
             .map_err(map)?;
         Ok(engine_comment(c))
