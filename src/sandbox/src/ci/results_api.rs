@@ -102,6 +102,10 @@ struct Api {
     state: GithubState,
     repo: String,
     published: Published,
+    /// The families of the last default-branch head read, by that head:
+    /// parsing the masters again for every question made a long series of
+    /// questions slow.
+    families: Arc<Mutex<Option<(String, Arc<Vec<FamilySpec>>)>>>,
 }
 
 /// One more run published for a key (the control route's body, and
@@ -185,7 +189,13 @@ struct Book {
     names: ModelNames,
     /// Answers stay uncompressed (the app always compresses).
     uncompressed: bool,
+    /// The tables last built, for the head and day they were built for:
+    /// building them for every question made long series slow. Every
+    /// change to what is published drops them.
+    built: Option<Built>,
 }
+
+type Built = (String, NaiveDate, Arc<(Tables, Vec<RunView>)>);
 
 /// What the API publishes: the seeded run of every key, the runs added
 /// since, what is withheld from all of them, and the names it knows
@@ -196,6 +206,7 @@ pub struct Published {
 }
 
 /// One recorded run of one key, as the evaluations route reads it.
+#[derive(Debug)]
 struct RunView {
     key: String,
     github_run_id: u64,
@@ -208,12 +219,12 @@ struct RunView {
 impl Published {
     /// Withholds every result of `key`.
     pub fn withhold_key(&self, key: &str) {
-        self.lock().withheld.insert(key.to_owned(), None);
+        self.edit().withheld.insert(key.to_owned(), None);
     }
 
     /// Withholds the points of `key` at these concurrencies.
     pub fn withhold_points(&self, key: &str, concurrencies: &[u64]) {
-        let mut b = self.lock();
+        let mut b = self.edit();
         // A key withheld whole stays withheld whole.
         if let Some(set) = b
             .withheld
@@ -226,7 +237,7 @@ impl Published {
 
     /// Publishes everything withheld again.
     pub fn clear(&self) {
-        self.lock().withheld.clear();
+        self.edit().withheld.clear();
     }
 
     /// The API's today: the real UTC day unless [`Published::set_today`]
@@ -237,7 +248,7 @@ impl Published {
 
     /// Makes `date` the API's today (the seeded days move with it).
     pub fn set_today(&self, date: NaiveDate) {
-        self.lock().today = Some(date);
+        self.edit().today = Some(date);
     }
 
     /// The day the seeded run of `key` was published: 2 to 9 days before
@@ -250,7 +261,7 @@ impl Published {
 
     /// Publishes the seeded run of `key` on `date`.
     pub fn set_seeded_on(&self, key: &str, date: NaiveDate) {
-        self.lock().seeded.insert(key.to_owned(), date);
+        self.edit().seeded.insert(key.to_owned(), date);
     }
 
     /// The GitHub run id of the seeded run of `key`.
@@ -270,7 +281,7 @@ impl Published {
     /// Publishes one more run, attempt or part of a run; returns its
     /// GitHub run id.
     pub fn publish_run(&self, p: Publication) -> u64 {
-        let mut b = self.lock();
+        let mut b = self.edit();
         let today = b.today.unwrap_or_else(|| Utc::now().date_naive());
         let last_attempt = |b: &Book, id: u64| {
             b.runs
@@ -307,7 +318,7 @@ impl Published {
 
     /// Drops every run [`Published::publish`] added.
     pub fn clear_runs(&self) {
-        self.lock().runs.clear();
+        self.edit().runs.clear();
     }
 
     /// Names `prefix` `name` for the route and the OpenAPI `enum` alike
@@ -361,16 +372,43 @@ impl Published {
         self.book.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The book, to change what is published.
+    fn edit(&self) -> std::sync::MutexGuard<'_, Book> {
+        let mut b = self.lock();
+        b.built = None;
+        b
+    }
+
+    /// [`Published::build`], kept until the book, the head or the day
+    /// changes.
+    fn tables(
+        &self,
+        families: &[FamilySpec],
+        head: &str,
+        html: &str,
+    ) -> Arc<(Tables, Vec<RunView>)> {
+        let mut b = self.lock();
+        let today = b.today.unwrap_or_else(|| Utc::now().date_naive());
+        if let Some((at, day, built)) = &b.built
+            && at == head
+            && *day == today
+        {
+            return built.clone();
+        }
+        let built = Arc::new(Self::build(&b, families, html));
+        b.built = Some((head.to_owned(), today, built.clone()));
+        built
+    }
+
     /// The tables as published over `families` (the default branch's),
     /// with every recorded run of a key.
-    fn tables(&self, families: &[FamilySpec], html: &str) -> (Tables, Vec<RunView>) {
-        let b = self.lock();
+    fn build(b: &Book, families: &[FamilySpec], html: &str) -> (Tables, Vec<RunView>) {
         let today = b.today.unwrap_or_else(|| Utc::now().date_naive());
         let by_key: HashMap<&str, &FamilySpec> =
             families.iter().map(|f| (f.key.as_str(), f)).collect();
         let mut seeded: Vec<Run> = Vec::new();
         for f in families {
-            let date = Self::seeded_in(&b, &f.key);
+            let date = Self::seeded_in(b, &f.key);
             seeded.push(Run {
                 key: f.key.clone(),
                 conc: None,
@@ -510,6 +548,7 @@ pub fn baseline_router_with(state: GithubState, repo: &str, published: Published
             state,
             repo: repo.to_string(),
             published,
+            families: Arc::default(),
         })
 }
 
@@ -642,8 +681,9 @@ async fn control_models(
 }
 
 async fn control_dump(State(api): State<Api>) -> Result<Response, ApiError> {
-    let (families, html) = families(&api).await?;
-    let (tables, _) = api.published.tables(&families, &html);
+    let (families, html, head) = families(&api).await?;
+    let built = api.published.tables(&families, &head, &html);
+    let tables = &built.0;
     let files: Map<String, Value> = tables
         .dump()
         .into_iter()
@@ -698,17 +738,13 @@ fn answer(api: &Api, body: &Value) -> Response {
         .write_all(&bytes)
         .and_then(|()| gz.finish())
         .unwrap_or_default();
-    (
-        headers,
-        [(header::CONTENT_ENCODING, "gzip")],
-        compressed,
-    )
-        .into_response()
+    (headers, [(header::CONTENT_ENCODING, "gzip")], compressed).into_response()
 }
 
-/// Every family on the default branch, with the repository's HTML address.
-async fn families(api: &Api) -> Result<(Vec<FamilySpec>, String), ApiError> {
-    let (masters, html) = {
+/// Every family on the default branch, with the repository's HTML address
+/// and the head read.
+async fn families(api: &Api) -> Result<(Arc<Vec<FamilySpec>>, String, String), ApiError> {
+    let (head, masters, html) = {
         let m = api.state.lock().await;
         let key = api.repo.to_ascii_lowercase();
         let Some(r) = m.repos.get(&key) else {
@@ -718,6 +754,15 @@ async fn families(api: &Api) -> Result<(Vec<FamilySpec>, String), ApiError> {
             ));
         };
         let head = r.resolve(&r.default_branch).unwrap_or_default();
+        let html = m.html_base(&m.repo_url(&r.owner, &r.name));
+        let cached = api
+            .families
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some((_, families)) = cached.filter(|(at, _)| *at == head) {
+            return Ok((families, html, head));
+        }
         let prefix = if r
             .objects
             .commits
@@ -730,8 +775,7 @@ async fn families(api: &Api) -> Result<(Vec<FamilySpec>, String), ApiError> {
             ""
         };
         let masters = super::runner::masters_at(r, &head, prefix);
-        let html = m.html_base(&m.repo_url(&r.owner, &r.name));
-        (masters, html)
+        (head, masters, html)
     };
     let mut out = Vec::new();
     for (file, text) in &masters {
@@ -752,7 +796,9 @@ async fn families(api: &Api) -> Result<(Vec<FamilySpec>, String), ApiError> {
             }
         }
     }
-    Ok((out, html))
+    let out = Arc::new(out);
+    *api.families.lock().unwrap_or_else(|e| e.into_inner()) = Some((head.clone(), out.clone()));
+    Ok((out, html, head))
 }
 
 /// A GitHub-looking run id (11 digits, as today's are), stable for `seed`
@@ -778,7 +824,9 @@ fn query_day(date: Option<&str>) -> Result<Option<NaiveDate>, ApiError> {
     let Some(d) = date.filter(|d| !d.is_empty()) else {
         return Ok(None);
     };
-    let (head, rest) = d.split_at(d.len().min(10));
+    let (Some(head), Some(rest)) = (d.get(..10), d.get(10..)) else {
+        return Err(internal());
+    };
     let day = NaiveDate::parse_from_str(head, "%Y-%m-%d").map_err(|_| internal())?;
     if !(rest.is_empty() || rest.starts_with('T') || rest.starts_with(' ')) {
         return Err(internal());
@@ -803,8 +851,9 @@ async fn benchmarks(
     let date = query_day(q.date.as_deref())?;
     // As the real route: only the word `true` asks for one day.
     let exact = q.exact.as_deref() == Some("true");
-    let (families, html) = families(&api).await?;
-    let (tables, _) = api.published.tables(&families, &html);
+    let (families, html, head) = families(&api).await?;
+    let built = api.published.tables(&families, &head, &html);
+    let tables = &built.0;
     let rows = tables.latest_benchmarks(&key, date, exact);
     Ok(answer(&api, &Value::Array(rows)))
 }
@@ -818,15 +867,15 @@ async fn openapi(State(api): State<Api>) -> Response {
 /// the eval's point must have been measured, without an error, by the
 /// attempt (a partial re-sweep without it published no eval).
 async fn evaluations(State(api): State<Api>) -> Result<Response, ApiError> {
-    let (families, html) = families(&api).await?;
-    let (tables, views) = api.published.tables(&families, &html);
+    let (families, html, head) = families(&api).await?;
+    let built = api.published.tables(&families, &head, &html);
+    let (tables, views) = (&built.0, &built.1);
     let latest: HashMap<u64, u32> = tables
         .latest_runs()
         .into_values()
         .map(|r| (r.github_run_id, r.run_attempt))
         .collect();
-    let by_key: HashMap<&str, &FamilySpec> =
-        families.iter().map(|f| (f.key.as_str(), f)).collect();
+    let by_key: HashMap<&str, &FamilySpec> = families.iter().map(|f| (f.key.as_str(), f)).collect();
     let mut rows: Vec<(NaiveDate, Value)> = Vec::new();
     for run in views
         .iter()
@@ -872,15 +921,19 @@ async fn workflow_info(
 ) -> Result<Response, ApiError> {
     let date = q.date.unwrap_or_default();
     let well_formed = date.len() == 10
-        && date
-            .bytes()
-            .enumerate()
-            .all(|(i, c)| if i == 4 || i == 7 { c == b'-' } else { c.is_ascii_digit() });
+        && date.bytes().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        });
     if !date.is_empty() && !well_formed {
         return Err(bad("Invalid date format (YYYY-MM-DD required)".into()));
     }
-    let (families, html) = families(&api).await?;
-    let (tables, _) = api.published.tables(&families, &html);
+    let (families, html, head) = families(&api).await?;
+    let built = api.published.tables(&families, &head, &html);
+    let tables = &built.0;
     let (runs, configs) = if date.is_empty() {
         // The JSON provider finds nothing of no day.
         (Vec::new(), Vec::new())
@@ -892,4 +945,27 @@ async fn workflow_info(
         &api,
         &json!({"runs": runs, "changelogs": [], "configs": configs}),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_date_parameter_reads_as_the_apps_query_reads_it() {
+        assert_eq!(query_day(None).ok(), Some(None));
+        assert_eq!(query_day(Some("")).ok(), Some(None));
+        let d = NaiveDate::from_ymd_opt(2026, 9, 1);
+        assert_eq!(query_day(Some("2026-09-01")).ok(), Some(d));
+        assert_eq!(query_day(Some("2026-09-01T12:00:00Z")).ok(), Some(d));
+        for bad in [
+            "yesterday",
+            "2026-09-0",
+            "2026-09-01x",
+            "2026-09-é1",
+            "２０２６-09-01",
+        ] {
+            assert!(query_day(Some(bad)).is_err(), "{bad}");
+        }
+    }
 }

@@ -247,7 +247,10 @@ impl Tables {
             .benchmark_results
             .iter()
             .filter(|br| br.error.is_none())
-            .filter(|br| self.config(br.config_id).is_some_and(|c| c.fields.model == model))
+            .filter(|br| {
+                self.config(br.config_id)
+                    .is_some_and(|c| c.fields.model == model)
+            })
             .filter(|br| latest.contains_key(&br.workflow_run_id))
             .filter(|br| match date {
                 Some(d) if exact => br.date == d,
@@ -296,8 +299,7 @@ impl Tables {
         let latest = self.latest_runs();
         let mut out: Vec<Value> = Vec::new();
         for br in &self.benchmark_results {
-            if br.error.is_some() || br.date != date || !latest.contains_key(&br.workflow_run_id)
-            {
+            if br.error.is_some() || br.date != date || !latest.contains_key(&br.workflow_run_id) {
                 continue;
             }
             let Some(c) = self.config(br.config_id) else {
@@ -446,7 +448,13 @@ mod tests {
                 (
                     r["conc"].as_u64().unwrap(),
                     r["image"].as_str().unwrap().to_owned(),
-                    r["run_url"].as_str().unwrap().rsplit("runs/").next().unwrap().to_owned(),
+                    r["run_url"]
+                        .as_str()
+                        .unwrap()
+                        .rsplit("runs/")
+                        .next()
+                        .unwrap()
+                        .to_owned(),
                 )
             })
             .collect();
@@ -487,7 +495,10 @@ mod tests {
             ]
         );
         let rows = t.latest_benchmarks("demo", Some(d("2026-03-03")), true);
-        assert_eq!(answered(&rows), [(8, "new".into(), "200/attempts/1".into())]);
+        assert_eq!(
+            answered(&rows),
+            [(8, "new".into(), "200/attempts/1".into())]
+        );
         assert!(t.latest_benchmarks("other", None, false).is_empty());
         assert!(
             t.latest_benchmarks("demo", Some(d("2026-02-28")), false)
@@ -503,7 +514,10 @@ mod tests {
         result(&mut t, a, 4, "first", false);
         result(&mut t, b, 4, "second", false);
         let rows = t.latest_benchmarks("demo", None, false);
-        assert_eq!(answered(&rows), [(4, "first".into(), "900/attempts/1".into())]);
+        assert_eq!(
+            answered(&rows),
+            [(4, "first".into(), "900/attempts/1".into())]
+        );
     }
 
     #[test]
