@@ -553,9 +553,8 @@ async fn baseline_api_serves_the_seeded_families_published_days_ago_in_the_publi
         }
     };
     // The rows of the two Demo-V4 families: demo-fp4-b200-vllm and the
-    // disaggregated gb200 one. demo-fp4-b200-vllm-special has the same
-    // config as demo-fp4-b200-vllm, so per point the newer of the two
-    // seeded runs answers (demo-fp4-b200-vllm's) and its own c1 and c2 too.
+    // disaggregated gb200 one (the demo's one name answers every demo
+    // family; demo-fp4-b200-vllm-special shares hardware and framework).
     let v4 = |rows: &Value| -> Vec<Value> {
         rows.as_array()
             .unwrap()
