@@ -105,8 +105,11 @@ struct Api {
     /// The families of the last default-branch head read, by that head:
     /// parsing the masters again for every question made a long series of
     /// questions slow.
-    families: Arc<Mutex<Option<(String, Arc<Vec<FamilySpec>>)>>>,
+    families: Arc<Mutex<Option<Parsed>>>,
 }
+
+/// A default-branch head and the families it holds.
+type Parsed = (String, Arc<Vec<FamilySpec>>);
 
 /// One more run published for a key (the control route's body, and
 /// [`Published::publish`]'s argument).

@@ -259,7 +259,7 @@ impl Tables {
             })
             .collect();
         // Stable, like Array.prototype.sort.
-        candidates.sort_by(|a, b| b.date.cmp(&a.date));
+        candidates.sort_by_key(|br| std::cmp::Reverse(br.date));
         let mut seen = HashSet::new();
         candidates
             .into_iter()
