@@ -47,6 +47,7 @@ mod readiness;
 mod recipe_roots;
 mod regression_hunt;
 mod repair_loop;
+mod results_api_conformance;
 mod sandbox_ci;
 mod sandbox_registry;
 mod serve_daemon;

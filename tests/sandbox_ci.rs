@@ -257,18 +257,24 @@ async fn dispatched_smoke_run_of_a_demo_family_succeeds_with_rows_in_the_real_sh
     let api = t.baseline_api().await;
     let published: Value = t
         .http
-        .get(format!("{api}/api/v1/benchmarks?model=Demo-R1-FP4"))
+        .get(format!("{api}/api/v1/benchmarks?model=Klaud-Demo-Bench"))
         .send()
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
+    // The demo's one model prefix names every demo family's rows.
     let p8 = published
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["conc"] == 8 && r["isl"] == 8192)
+        .find(|r| {
+            r["conc"] == 8
+                && r["isl"] == 8192
+                && r["hardware"] == "b200"
+                && r["framework"] == "sglang"
+        })
         .unwrap_or_else(|| panic!("{published}"));
     let r8 = &agg.as_array().unwrap()[3];
     assert_eq!(r8["conc"], 8);
@@ -509,7 +515,7 @@ async fn labelled_sweep_run_completes_with_a_manifest_naming_the_exact_head() {
     let api = t.baseline_api().await;
     let published: Value = t
         .http
-        .get(format!("{api}/api/v1/benchmarks?model=demo/Demo-R1-FP4"))
+        .get(format!("{api}/api/v1/benchmarks?model=Klaud-Demo-Bench"))
         .send()
         .await
         .unwrap()
@@ -520,7 +526,7 @@ async fn labelled_sweep_run_completes_with_a_manifest_naming_the_exact_head() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["conc"] == 16)
+        .find(|r| r["conc"] == 16 && r["hardware"] == "b200" && r["framework"] == "sglang")
         .unwrap();
     assert_eq!(base["image"], "lmsysorg/sglang:v0.5.16-cu130");
     let new = rows.iter().find(|r| r["conc"] == 16).unwrap();
@@ -546,9 +552,25 @@ async fn baseline_api_serves_the_seeded_families_published_days_ago_in_the_publi
             (s, r.json::<Value>().await.unwrap())
         }
     };
-    let (s, rows) = get(format!("{api}/api/v1/benchmarks?model=Demo-V4")).await;
+    // The rows of the two Demo-V4 families: demo-fp4-b200-vllm and the
+    // disaggregated gb200 one (the demo's one name answers every demo
+    // family; demo-fp4-b200-vllm-special shares hardware and framework).
+    let v4 = |rows: &Value| -> Vec<Value> {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r["hardware"] == "gb200"
+                    || (r["hardware"] == "b200"
+                        && r["framework"] == "vllm"
+                        && r["image"] != "vllm/vllm-openai:demo-special")
+            })
+            .cloned()
+            .collect()
+    };
+    let (s, all_rows) = get(format!("{api}/api/v1/benchmarks?model=Klaud-Demo-Bench")).await;
     assert_eq!(s, StatusCode::OK);
-    let rows = rows.as_array().unwrap().clone();
+    let rows = v4(&all_rows);
     // demo-fp4-b200-vllm (4..64: 5 points) and the disaggregated gb200 family (3).
     assert_eq!(rows.len(), 8);
     let disagg = rows.iter().find(|r| r["disagg"] == true).unwrap();
@@ -592,20 +614,20 @@ async fn baseline_api_serves_the_seeded_families_published_days_ago_in_the_publi
     );
     // As of today is the latest; the same question gets the same answer.
     let (_, as_of) = get(format!(
-        "{api}/api/v1/benchmarks?model=Demo-V4&date={today}"
+        "{api}/api/v1/benchmarks?model=Klaud-Demo-Bench&date={today}"
     ))
     .await;
-    assert_eq!(as_of.as_array().unwrap(), &rows);
+    assert_eq!(as_of, all_rows);
     // Today's rows exactly: nothing was published today.
     let (s, exact) = get(format!(
-        "{api}/api/v1/benchmarks?model=Demo-V4&date={today}&exact=true"
+        "{api}/api/v1/benchmarks?model=Klaud-Demo-Bench&date={today}&exact=true"
     ))
     .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(exact, json!([]));
     // The seeded day exactly: that family's rows; the day before: none of them.
     let (_, exact) = get(format!(
-        "{api}/api/v1/benchmarks?model=Demo-V4&date={seeded}&exact=true"
+        "{api}/api/v1/benchmarks?model=Klaud-Demo-Bench&date={seeded}&exact=true"
     ))
     .await;
     assert!(
@@ -617,7 +639,7 @@ async fn baseline_api_serves_the_seeded_families_published_days_ago_in_the_publi
     );
     let before = seeded.pred_opt().unwrap();
     let (_, earlier) = get(format!(
-        "{api}/api/v1/benchmarks?model=Demo-V4&date={before}"
+        "{api}/api/v1/benchmarks?model=Klaud-Demo-Bench&date={before}"
     ))
     .await;
     assert!(
@@ -629,7 +651,8 @@ async fn baseline_api_serves_the_seeded_families_published_days_ago_in_the_publi
         "{earlier}"
     );
 
-    // A partial re-sweep with another image truncates its line.
+    // A partial re-sweep with another image answers for its points only:
+    // every other point keeps its own newest row.
     let r = t
         .http
         .post(format!("{api}/_control/published"))
@@ -642,35 +665,39 @@ async fn baseline_api_serves_the_seeded_families_published_days_ago_in_the_publi
     let run: Value = r.json().await.unwrap();
     assert_eq!(run["date"], "2026-09-20");
     let run_id = run["run_id"].as_u64().unwrap();
-    let vllm = |rows: &Value| -> Vec<Value> {
-        rows.as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| r["hardware"] == "b200")
-            .cloned()
-            .collect()
-    };
-    let (_, latest) = get(format!("{api}/api/v1/benchmarks?model=Demo-V4")).await;
-    let latest = vllm(&latest);
-    assert_eq!(latest.len(), 1, "{latest:?}");
-    assert_eq!(latest[0]["conc"], 8);
-    assert_eq!(latest[0]["image"], "vllm/vllm-openai:v0.26.0");
-    assert_eq!(latest[0]["date"], "2026-09-20");
-    assert!(
-        latest[0]["run_url"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("/actions/runs/{run_id}/attempts/1"))
-    );
-    // The disaggregated family's lines are untouched.
-    let (_, all) = get(format!("{api}/api/v1/benchmarks?model=Demo-V4")).await;
-    assert_eq!(all.as_array().unwrap().len(), 4);
+    let (_, latest) = get(format!("{api}/api/v1/benchmarks?model=Klaud-Demo-Bench")).await;
+    let latest = v4(&latest);
+    let line: Vec<&Value> = latest.iter().filter(|r| r["hardware"] == "b200").collect();
+    assert_eq!(line.len(), 5, "{latest:?}");
+    for r in line {
+        if r["conc"] == 8 {
+            assert_eq!(r["image"], "vllm/vllm-openai:v0.26.0");
+            assert_eq!(r["date"], "2026-09-20");
+            assert!(
+                r["run_url"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("/actions/runs/{run_id}/attempts/1"))
+            );
+        } else {
+            assert_eq!(r["image"], "vllm/vllm-openai:v0.25.0", "{r}");
+            assert_eq!(r["date"], seeded.to_string(), "{r}");
+            assert_eq!(r["run_url"], seeded_url.as_str(), "{r}");
+        }
+    }
+    // The disaggregated family's points are untouched.
+    assert_eq!(latest.len(), 8);
     // As of the day before the re-sweep, the seeded run still answers.
     let (_, before) = get(format!(
-        "{api}/api/v1/benchmarks?model=Demo-V4&date=2026-09-19"
+        "{api}/api/v1/benchmarks?model=Klaud-Demo-Bench&date=2026-09-19"
     ))
     .await;
-    assert_eq!(vllm(&before).len(), 5);
+    let before: Vec<Value> = v4(&before)
+        .into_iter()
+        .filter(|r| r["hardware"] == "b200")
+        .collect();
+    assert_eq!(before.len(), 5);
+    assert!(before.iter().all(|r| r["date"] == seeded.to_string()));
     let (_, info) = get(format!("{api}/api/v1/workflow-info?date=2026-09-20")).await;
     assert_eq!(info["runs"][0]["github_run_id"], run_id.to_string());
     assert_eq!(info["runs"][0]["date"], "2026-09-20");
@@ -684,30 +711,37 @@ async fn baseline_api_serves_the_seeded_families_published_days_ago_in_the_publi
     let (_, info) = get(format!("{api}/api/v1/workflow-info?date={today}")).await;
     assert_eq!(info["runs"], json!([]));
 
-    // An unknown display name is the real API's 400.
+    // An unknown display name is the real API's 400: names are looked up
+    // exactly, and neither the prefix nor a `model:` path is a name.
     for path in [
         "/api/v1/benchmarks?model=Demo-X9",
         "/api/v1/benchmarks?model=Demo-X9&date=2026-09-01&exact=true",
         "/api/v1/benchmarks?date=2026-09-01",
-        // A part of a name is no name (the real API looks names up).
-        "/api/v1/benchmarks?model=Demo-V",
+        "/api/v1/benchmarks?model=Klaud-Demo",
+        "/api/v1/benchmarks?model=klaud-demo-bench",
+        "/api/v1/benchmarks?model=demo",
+        "/api/v1/benchmarks?model=Demo-V4",
+        "/api/v1/benchmarks?model=demo/Demo-V4",
     ] {
         let (s, v) = get(format!("{api}{path}")).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{path}");
         assert_eq!(v, json!({"error": "Unknown model"}), "{path}");
     }
-    for (path, field) in [
-        ("/api/v1/benchmarks?model=Demo-V4&date=yesterday", "date"),
-        ("/api/v1/workflow-info?date=2026-13-01", "date"),
-        ("/api/v1/workflow-info", "date"),
+    // A day the database cannot read throws in the app's query: its 500.
+    for path in [
+        "/api/v1/benchmarks?model=Klaud-Demo-Bench&date=yesterday",
+        "/api/v1/workflow-info?date=2026-13-01",
     ] {
         let (s, v) = get(format!("{api}{path}")).await;
-        assert_eq!(s, StatusCode::BAD_REQUEST, "{path}");
-        assert!(
-            v["error"].as_str().unwrap().contains(&format!("`{field}`")),
-            "{path}: {v}"
-        );
+        assert_eq!(s, StatusCode::INTERNAL_SERVER_ERROR, "{path}");
+        assert_eq!(v, json!({"error": "Internal server error"}), "{path}");
     }
+    let (s, v) = get(format!("{api}/api/v1/workflow-info?date=20260920")).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        v,
+        json!({"error": "Invalid date format (YYYY-MM-DD required)"})
+    );
 }
 
 #[test]
@@ -866,7 +900,9 @@ async fn sandbox_with_ci_runs_dispatched_workflows_by_itself() {
 
     let baseline = info["baseline_api"].as_str().unwrap();
     let rows: Value = http
-        .get(format!("{baseline}/api/v1/benchmarks?model=Demo-R1"))
+        .get(format!(
+            "{baseline}/api/v1/benchmarks?model=Klaud-Demo-Bench"
+        ))
         .send()
         .await
         .unwrap()
@@ -874,7 +910,13 @@ async fn sandbox_with_ci_runs_dispatched_workflows_by_itself() {
         .await
         .unwrap();
     // demo-fp8-h200-trt (4..32: 4 points) and demo-fp8-mi355x-sglang (4..64: 5).
-    assert_eq!(rows.as_array().unwrap().len(), 9, "{rows}");
+    let fp8 = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["precision"] == "fp8")
+        .count();
+    assert_eq!(fp8, 9, "{rows}");
 }
 
 #[test]

@@ -36,6 +36,35 @@ pub fn inferencex_full() -> Option<PathBuf> {
     None
 }
 
+/// The InferenceX-app files beside the checkout (its query code, run as a
+/// separate process), or `None` as [`inferencex_full`] says.
+pub fn inferencex_app() -> Option<PathBuf> {
+    let path = Path::new(REPO_ROOT).join("../shared/fixtures/inferencex-app");
+    if path.join("packages/db/src/json-provider.ts").is_file() {
+        return Some(path);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "the shared InferenceX-app fixtures are missing at {}; CI must provide them",
+            path.display()
+        );
+    }
+    eprintln!(
+        "\n*** SKIPPED: the shared InferenceX-app fixtures are not at {} — this test needs them ***\n",
+        path.display()
+    );
+    None
+}
+
+/// A tool a test needs is missing: a failure on CI (`.ci/run` installs it),
+/// a loud skip elsewhere.
+pub fn missing_tool(what: &str) {
+    if std::env::var_os("CI").is_some() {
+        panic!("{what} is missing; .ci/run installs it");
+    }
+    eprintln!("\n*** SKIPPED: {what} is missing — this test needs it ***\n");
+}
+
 /// Copies a directory tree (the fixtures are read-only; tests edit copies).
 pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

@@ -149,7 +149,10 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-pub use results_api::{Published, Sweep, baseline_router, baseline_router_with};
+pub use results_api::{
+    DEFAULT_NAMES, ModelNames, Publication, Published, RunOf, Sweep, baseline_router,
+    baseline_router_with, tables,
+};
 pub use script::{
     Conclusion, InfraKind, Multipliers, Regression, RunKind, Script, ScriptError, Step,
 };
