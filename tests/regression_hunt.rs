@@ -246,6 +246,7 @@ impl T {
             osl: Some(1024),
             tp: Some(8),
             conc: CONC,
+            agentic: false,
         };
         Some(measure(&rows, &at, Metric::Throughput).unwrap())
     }

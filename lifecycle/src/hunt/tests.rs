@@ -581,6 +581,7 @@ fn a_point_is_measured_from_the_rows_it_names() {
         osl: Some(1024),
         tp: Some(8),
         conc,
+        agentic: false,
     };
     assert_eq!(
         measure(&rows, &at(Some(1024), 64), Metric::Throughput),
@@ -649,6 +650,7 @@ fn the_worst_regression_beyond_its_band_is_the_probe() {
         osl: Some(1024),
         tp: Some(8),
         conc,
+        agentic: false,
     };
     let p = |point: &str, metric, value, band| PointValue {
         point: point.into(),
@@ -701,6 +703,7 @@ fn a_metric_hunts_smoke_is_narrowed_to_its_point() {
             osl,
             tp: Some(8),
             conc: 64,
+            agentic: false,
         }),
     };
     assert_eq!(

@@ -4,6 +4,7 @@
 //! stays a cache of GitHub: deleting it only costs a rebuild.
 
 use async_trait::async_trait;
+use klaud_lifecycle::dataset::ProducerDatasets;
 use klaud_lifecycle::engine::{CandidateRecord, Journal, JournalError, RetryRequest};
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +16,16 @@ impl Record for CandidateRecord {
 
 impl Record for RetryRequest {
     const VERSION: u32 = 1;
+}
+
+impl Record for ProducerDatasets {
+    const VERSION: u32 = 1;
+}
+
+/// Where what a producer run's AgentX artifacts said is kept (the cache
+/// tree: losing it costs one more download of that run's artifacts).
+fn producer_key(run: u64) -> String {
+    format!("producer-datasets:{run}")
 }
 
 /// Where a family's retry request is kept (the cache tree: losing it only
@@ -137,6 +148,26 @@ impl Journal for StoreJournal {
             .flush()
             .await
             .map_err(|e| JournalError::new(format!("flush the retry request of {family}"), e))
+    }
+
+    async fn producer_datasets(&self, run: u64) -> Result<Option<ProducerDatasets>, JournalError> {
+        self.store
+            .get(trees::CACHE, &producer_key(run))
+            .map_err(|e| JournalError::new(format!("read the datasets of producer run {run}"), e))
+    }
+
+    async fn record_producer_datasets(
+        &self,
+        run: u64,
+        datasets: &ProducerDatasets,
+    ) -> Result<(), JournalError> {
+        self.store
+            .put(trees::CACHE, &producer_key(run), datasets)
+            .map_err(|e| JournalError::new(format!("keep the datasets of producer run {run}"), e))?;
+        self.store
+            .flush()
+            .await
+            .map_err(|e| JournalError::new(format!("flush the datasets of producer run {run}"), e))
     }
 }
 
