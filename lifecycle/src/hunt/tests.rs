@@ -856,7 +856,7 @@ mod agentx {
         };
         assert_eq!(point, "AgentX c1 TP4");
         assert!(at.agentic);
-        assert_eq!(measure(&rows, &at, Metric::Throughput), Ok(60.0));
+        assert_eq!(measure(&rows, &at, Metric::Throughput), Ok(120.0));
         // A fixed-seq-len key at the same concurrency never reads the
         // AgentX row.
         let fixed_key = PointKey {
@@ -865,7 +865,7 @@ mod agentx {
         };
         assert_eq!(
             measure(&rows, &fixed_key, Metric::Throughput),
-            Ok(99.0)
+            Ok(198.0)
         );
     }
 

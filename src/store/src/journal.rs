@@ -176,6 +176,22 @@ mod tests {
     use super::*;
 
     #[tokio::test]
+    async fn a_producer_runs_datasets_are_kept_across_a_reopen() {
+        let dir = tempfile::tempdir().expect("dir");
+        let kept = ProducerDatasets::Unknown {
+            reason: "producer run 5 is gone".into(),
+        };
+        {
+            let j = StoreJournal::new(Store::open(dir.path()).expect("store"));
+            assert_eq!(j.producer_datasets(5).await.expect("read"), None);
+            j.record_producer_datasets(5, &kept).await.expect("kept");
+        }
+        let j = StoreJournal::new(Store::open(dir.path()).expect("store"));
+        assert_eq!(j.producer_datasets(5).await.expect("read"), Some(kept));
+        assert_eq!(j.producer_datasets(6).await.expect("read"), None);
+    }
+
+    #[tokio::test]
     async fn instance_id_is_kept() {
         let store = Store::temporary().expect("store");
         let j = StoreJournal::new(store);
