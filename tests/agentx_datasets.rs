@@ -161,7 +161,9 @@ async fn an_agentx_baseline_whose_artifacts_expired_is_na_saying_so() {
     );
     assert!(body.contains(&format!("dataset unknown ({why})")), "{body}");
     assert!(
-        body.contains(&format!("数据集未知（生产运行 {producer_run} 的 AgentX 产物已过期）")),
+        body.contains(&format!(
+            "数据集未知（生产运行 {producer_run} 的 AgentX 产物已过期）"
+        )),
         "{body}"
     );
     assert!(
@@ -201,7 +203,9 @@ async fn an_agentx_baseline_whose_producer_run_is_gone_is_na_saying_so() {
         "{smoke}"
     );
     assert!(
-        smoke.contains(&format!("AgentX 数据集未知：生产运行 {producer_run} 已不存在")),
+        smoke.contains(&format!(
+            "AgentX 数据集未知：生产运行 {producer_run} 已不存在"
+        )),
         "{smoke}"
     );
 }

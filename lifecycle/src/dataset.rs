@@ -25,8 +25,7 @@ use crate::artifacts::{
     AgenticRow, Artifact, ArtifactKind, ArtifactLimits, BenchmarkRow, parse_artifact,
 };
 use crate::baseline::{
-    Baseline, BaselinePoint, BaselineValue, FamilyKey, Scenario, hardware_of_runner,
-    run_id_of_url,
+    Baseline, BaselinePoint, BaselineValue, FamilyKey, Scenario, hardware_of_runner, run_id_of_url,
 };
 use crate::engine::forge::{Forge, ForgeError};
 use crate::engine::journal::Journal;
@@ -60,7 +59,10 @@ pub struct DatasetError {
     pub problem: String,
 }
 
-fn name_field(obj: &serde_json::Map<String, Value>, key: &str) -> Result<Option<String>, DatasetError> {
+fn name_field(
+    obj: &serde_json::Map<String, Value>,
+    key: &str,
+) -> Result<Option<String>, DatasetError> {
     let field = format!("dataset.{key}");
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -314,8 +316,7 @@ pub fn finding_for(run: u64, datasets: &ProducerDatasets, key: &FamilyKey) -> Da
             agrees(r.model_prefix.as_deref(), &key.model_prefix)
                 && agrees(r.framework.as_deref(), &key.framework)
                 && agrees(r.precision.as_deref(), &key.precision)
-                && r
-                    .hw
+                && r.hw
                     .as_deref()
                     .is_none_or(|hw| hardware_of_runner(hw) == key.hardware)
         })
@@ -343,7 +344,10 @@ pub fn finding_for(run: u64, datasets: &ProducerDatasets, key: &FamilyKey) -> Da
                 }),
         },
         _ => DatasetFinding::Unknown {
-            reason: several(run, &names.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()),
+            reason: several(
+                run,
+                &names.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(),
+            ),
         },
     }
 }
@@ -420,7 +424,11 @@ pub fn frozen_finding(baseline: &Baseline, run: u64) -> DatasetFinding {
 /// Whether the candidate's AgentX `row` may be set beside the frozen
 /// `point`: `Err` is the N/A reason (the datasets differ, or one is
 /// unknown). A fixed-seq-len point or row is always comparable here.
-pub fn comparable(baseline: &Baseline, point: &BaselinePoint, row: &BenchmarkRow) -> Result<(), String> {
+pub fn comparable(
+    baseline: &Baseline,
+    point: &BaselinePoint,
+    row: &BenchmarkRow,
+) -> Result<(), String> {
     let BenchmarkRow::Agentic(new) = row else {
         return Ok(());
     };

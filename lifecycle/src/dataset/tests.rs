@@ -49,13 +49,22 @@ fn a_hostile_dataset_field_is_refused_naming_the_field() {
         (json!("traces"), "dataset"),
         (json!({"loader": 7}), "dataset.loader"),
         (json!({"loader": "a\u{0}b"}), "dataset.loader"),
-        (json!({"loader": "x".repeat(MAX_DATASET_CHARS + 1)}), "dataset.loader"),
-        (json!({"loader": "ok", "hf_dataset_name": ["x"]}), "dataset.hf_dataset_name"),
+        (
+            json!({"loader": "x".repeat(MAX_DATASET_CHARS + 1)}),
+            "dataset.loader",
+        ),
+        (
+            json!({"loader": "ok", "hf_dataset_name": ["x"]}),
+            "dataset.hf_dataset_name",
+        ),
     ];
     for (value, field) in cases {
         let err = row_dataset(&minimal(value.clone())).expect_err("refused");
         assert_eq!(err.field, field, "{value}");
-        assert!(err.to_string().starts_with(&format!("field {field}: ")), "{err}");
+        assert!(
+            err.to_string().starts_with(&format!("field {field}: ")),
+            "{err}"
+        );
     }
 }
 
@@ -111,9 +120,7 @@ fn a_producer_runs_dataset_is_the_one_its_rows_of_the_family_name() {
         named(&produced(&[("demo", Some("b")), ("demo", Some("a"))])),
         Err("the AgentX rows of producer run 5 name several datasets: a, b".into())
     );
-    let gone = ProducerDatasets::Unknown {
-        reason: gone(5),
-    };
+    let gone = ProducerDatasets::Unknown { reason: gone(5) };
     assert_eq!(named(&gone), Err("producer run 5 is gone".into()));
 }
 
@@ -195,16 +202,21 @@ fn agentx_rows_compare_only_on_the_producer_runs_dataset_and_say_why_not() {
     );
     assert_eq!(
         comparable(&b, &point(Some(8)), &row(json!({"loader": "traces_a"}))),
-        Err("AgentX dataset unknown: the baseline was frozen without its producer run's dataset".into())
+        Err(
+            "AgentX dataset unknown: the baseline was frozen without its producer run's dataset"
+                .into()
+        )
     );
     let expired = baseline(vec![FrozenDataset {
         run_id: 9,
-        finding: DatasetFinding::Unknown {
-            reason: expired(9),
-        },
+        finding: DatasetFinding::Unknown { reason: expired(9) },
     }]);
     assert_eq!(
-        comparable(&expired, &point(Some(9)), &row(json!({"loader": "traces_a"}))),
+        comparable(
+            &expired,
+            &point(Some(9)),
+            &row(json!({"loader": "traces_a"}))
+        ),
         Err("AgentX dataset unknown: the AgentX artifacts of producer run 9 have expired".into())
     );
 }
@@ -249,8 +261,14 @@ fn the_pr_body_words_name_the_dataset_or_why_it_is_unknown() {
             finding: DatasetFinding::Unknown { reason: gone(10) },
         },
     ]);
-    assert_eq!(dataset_words(&b, 9, false).as_deref(), Some("dataset `traces_a`"));
-    assert_eq!(dataset_words(&b, 9, true).as_deref(), Some("数据集 `traces_a`"));
+    assert_eq!(
+        dataset_words(&b, 9, false).as_deref(),
+        Some("dataset `traces_a`")
+    );
+    assert_eq!(
+        dataset_words(&b, 9, true).as_deref(),
+        Some("数据集 `traces_a`")
+    );
     assert_eq!(
         dataset_words(&b, 10, false).as_deref(),
         Some("dataset unknown (producer run 10 is gone)")
@@ -270,7 +288,9 @@ fn a_frozen_dataset_record_reads_back() {
     assert_eq!(back, b);
     // Records frozen before datasets were read have none.
     let mut old: Value = serde_json::from_str(&text).expect("json");
-    old.as_object_mut().expect("object").remove("agentx_datasets");
+    old.as_object_mut()
+        .expect("object")
+        .remove("agentx_datasets");
     let back: Baseline = serde_json::from_value(old).expect("reads");
     assert!(back.agentx_datasets.is_empty());
 }

@@ -728,9 +728,7 @@ fn a_metric_hunts_smoke_is_narrowed_to_its_point() {
 mod agentx {
     use super::*;
     use crate::artifacts::{AgenticRow, BenchmarkRow, FixedSeqRow, PointIdentity, PointMetrics};
-    use crate::baseline::{
-        Baseline, BaselinePoint, BaselineValue, PointSpec, Scenario, Workers,
-    };
+    use crate::baseline::{Baseline, BaselinePoint, BaselineValue, PointSpec, Scenario, Workers};
     use crate::dataset::{Dataset, DatasetFinding, FrozenDataset};
 
     fn metrics(out: f64) -> PointMetrics {
@@ -771,7 +769,11 @@ mod agentx {
             metrics: metrics(out),
             num_requests_total: None,
             num_requests_successful: None,
-            extra: [("dataset".to_owned(), serde_json::json!({ "loader": dataset }))].into(),
+            extra: [(
+                "dataset".to_owned(),
+                serde_json::json!({ "loader": dataset }),
+            )]
+            .into(),
         })
     }
 
@@ -849,7 +851,9 @@ mod agentx {
         // The AgentX point on the same dataset regressed most, and its
         // probe reads AgentX rows only.
         let Some(Probe::Metric {
-            point, at: Some(at), ..
+            point,
+            at: Some(at),
+            ..
         }) = worst_regression(&values)
         else {
             panic!("a regression");
@@ -863,10 +867,7 @@ mod agentx {
             agentic: false,
             ..at
         };
-        assert_eq!(
-            measure(&rows, &fixed_key, Metric::Throughput),
-            Ok(198.0)
-        );
+        assert_eq!(measure(&rows, &fixed_key, Metric::Throughput), Ok(198.0));
     }
 
     #[test]

@@ -163,7 +163,9 @@ impl Journal for StoreJournal {
     ) -> Result<(), JournalError> {
         self.store
             .put(trees::CACHE, &producer_key(run), datasets)
-            .map_err(|e| JournalError::new(format!("keep the datasets of producer run {run}"), e))?;
+            .map_err(|e| {
+                JournalError::new(format!("keep the datasets of producer run {run}"), e)
+            })?;
         self.store
             .flush()
             .await

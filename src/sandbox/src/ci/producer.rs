@@ -53,8 +53,10 @@ fn points_of<'f>(families: &[&'f FamilySpec], row: &Value) -> Vec<(&'f FamilySpe
     families
         .iter()
         .filter(|f| {
-            eq(&results::hardware_of_runner(&f.runner), text(row, "hardware"))
-                && eq(&f.model_prefix, text(row, "model"))
+            eq(
+                &results::hardware_of_runner(&f.runner),
+                text(row, "hardware"),
+            ) && eq(&f.model_prefix, text(row, "model"))
                 && eq(&f.framework, text(row, "framework"))
                 && eq(&f.precision, text(row, "precision"))
         })
@@ -88,7 +90,10 @@ fn with_dataset(mut row: Value, dataset: Option<&str>) -> Value {
 pub async fn register(state: &GithubState, repo: &str, families: &[&FamilySpec], rows: &[Value]) {
     // Run id → artifact name → (file, row).
     let mut wanted: BTreeMap<u64, BTreeMap<String, (String, Value)>> = BTreeMap::new();
-    for row in rows.iter().filter(|r| r.get("isl").is_none_or(Value::is_null)) {
+    for row in rows
+        .iter()
+        .filter(|r| r.get("isl").is_none_or(Value::is_null))
+    {
         let Some(run) = run_id_of(row) else { continue };
         let image = text(row, "image");
         for (f, p) in points_of(families, row) {
@@ -97,7 +102,10 @@ pub async fn register(state: &GithubState, repo: &str, families: &[&FamilySpec],
             let name = format!("{}_{}", sanitize(&f.key), p.slug());
             wanted.entry(run).or_default().insert(
                 format!("bmk_agentic_{name}"),
-                (format!("{name}.json"), results::agentic_row(f, p, image, &m)),
+                (
+                    format!("{name}.json"),
+                    results::agentic_row(f, p, image, &m),
+                ),
             );
         }
     }
@@ -263,4 +271,50 @@ pub async fn remove(state: &GithubState, repo: &str, run: u64) {
         ..ProducerOverride::default()
     };
     change(state, repo, run, o).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rename_rewrites_every_json_row_and_keeps_other_files() {
+        let row = serde_json::json!({"conc": 4, "dataset": {"loader": SANDBOX_DATASET}});
+        let zip = zip_files(&BTreeMap::from([
+            ("r.json".to_owned(), serde_json::to_vec(&row).expect("json")),
+            ("notes.txt".to_owned(), b"kept".to_vec()),
+        ]))
+        .expect("zip");
+        let renamed = renamed(&zip, "other_traces").expect("renamed");
+        let mut archive = zip::ZipArchive::new(std::io::Cursor::new(renamed)).expect("zip");
+        let mut text = String::new();
+        archive
+            .by_name("r.json")
+            .expect("row")
+            .read_to_string(&mut text)
+            .expect("read");
+        let row: Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(row["dataset"]["loader"], "other_traces");
+        assert_eq!(row["dataset"]["hf_dataset_name"], "sandbox/other_traces");
+        assert_eq!(row["conc"], 4);
+        let mut notes = String::new();
+        archive
+            .by_name("notes.txt")
+            .expect("notes")
+            .read_to_string(&mut notes)
+            .expect("read");
+        assert_eq!(notes, "kept");
+    }
+
+    #[test]
+    fn a_run_url_names_its_run_with_or_without_an_attempt() {
+        let id = |url: &str| run_id_of(&serde_json::json!({ "run_url": url }));
+        assert_eq!(
+            id("http://127.0.0.1:1/o/r/actions/runs/42/attempts/1"),
+            Some(42)
+        );
+        assert_eq!(id("https://github.com/o/r/actions/runs/42"), Some(42));
+        assert_eq!(id("https://github.com/o/r/pull/42"), None);
+        assert_eq!(run_id_of(&serde_json::json!({})), None);
+    }
 }
