@@ -15,7 +15,7 @@
 //! Every reason here is a sentence Klaud writes in the reports;
 //! [`reason_zh`] gives its Chinese text.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -251,8 +251,8 @@ pub fn read_producer_run<'f>(
             }
             let bytes = match forge.download_artifact(a.id).await {
                 Ok(b) => b,
-                // GitHub answers an artifact past its retention 404 or 410
-                // even when the listing was read a moment before.
+                // An artifact removed since the listing was read is as
+                // good as expired.
                 Err(ForgeError::NotFound(_)) => {
                     lapsed += 1;
                     continue;
@@ -326,29 +326,29 @@ pub fn finding_for(run: u64, datasets: &ProducerDatasets, key: &FamilyKey) -> Da
             reason: no_row(run),
         };
     }
-    let names: BTreeSet<&str> = mine
-        .iter()
-        .filter_map(|r| r.dataset.as_ref().map(|d| d.name.as_str()))
-        .collect();
-    match names.len() {
-        0 => DatasetFinding::Unknown {
+    // Distinct datasets by name, the first row's words for each.
+    let mut named: BTreeMap<&str, &Dataset> = BTreeMap::new();
+    for d in mine.iter().filter_map(|r| r.dataset.as_ref()) {
+        named.entry(d.name.as_str()).or_insert(d);
+    }
+    let mut datasets = named.into_values();
+    match (datasets.next(), datasets.next()) {
+        (None, _) => DatasetFinding::Unknown {
             reason: unnamed(run),
         },
-        1 => DatasetFinding::Named {
-            dataset: mine
-                .iter()
-                .find_map(|r| r.dataset.clone())
-                .unwrap_or_else(|| Dataset {
-                    name: String::new(),
-                    hf_dataset_name: None,
-                }),
+        (Some(one), None) => DatasetFinding::Named {
+            dataset: one.clone(),
         },
-        _ => DatasetFinding::Unknown {
-            reason: several(
-                run,
-                &names.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(),
-            ),
-        },
+        (Some(first), Some(second)) => {
+            let names: Vec<String> = [first, second]
+                .into_iter()
+                .chain(datasets)
+                .map(|d| d.name.clone())
+                .collect();
+            DatasetFinding::Unknown {
+                reason: several(run, &names),
+            }
+        }
     }
 }
 
