@@ -4,6 +4,7 @@
 mod support;
 
 mod actions_mode;
+mod agentx_datasets;
 mod audit_e2e;
 mod capacity;
 mod changelog_gate;

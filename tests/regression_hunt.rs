@@ -246,6 +246,7 @@ impl T {
             osl: Some(1024),
             tp: Some(8),
             conc: CONC,
+            agentic: false,
         };
         Some(measure(&rows, &at, Metric::Throughput).unwrap())
     }
@@ -616,6 +617,10 @@ mod engine {
     }
 
     fn smokes(env: &Harness) -> usize {
+        smokes_of(env, KEY)
+    }
+
+    fn smokes_of(env: &Harness, key: &str) -> usize {
         env.stack
             .ci
             .as_ref()
@@ -623,7 +628,7 @@ mod engine {
             .events()
             .iter()
             .filter(|e| {
-                e.kind == RunKind::Smoke && e.family.as_deref().is_some_and(|f| f.ends_with(KEY))
+                e.kind == RunKind::Smoke && e.family.as_deref().is_some_and(|f| f.ends_with(key))
             })
             .count()
     }
@@ -702,9 +707,13 @@ mod engine {
     /// Drives the candidate to its end with a fresh engine each step (a
     /// crash between any two), the hunt's tags from [`Tags`].
     async fn to_the_end(env: &Harness) -> (CandidateRecord, Option<Ending>) {
+        to_the_end_of(env, KEY).await
+    }
+
+    async fn to_the_end_of(env: &Harness, key: &str) -> (CandidateRecord, Option<Ending>) {
         let lifecycle = GithubLifecycle::new(&env.forge);
         let journal = MemoryJournal::new();
-        let target = env.target(KEY).await;
+        let target = env.target(key).await;
         let mut rec = {
             let engine = env
                 .engine(&lifecycle, &journal, env.clock)
@@ -834,6 +843,48 @@ mod engine {
             .find(|b| b.starts_with("<!-- klaud-outcome:"))
             .expect("a receipt");
         assert!(receipt.contains("**Regression hunt:**"), "{receipt}");
+    }
+
+    #[tokio::test]
+    async fn a_validated_agentx_candidate_whose_point_regressed_on_the_same_dataset_hunts_it() {
+        // The AgentX family, every run of t3 and later 20% slower: its
+        // sweep replays the dataset the baseline's producer run did, so its
+        // points count, and the hunt measures the worst of them.
+        const AGENTIC: &str = "demo-fp4-b300-vllm-agentic";
+        let tag_of = |image: &str| {
+            let name = image.split('@').next().unwrap_or(image);
+            name.rsplit(':').next().unwrap_or(name).to_owned()
+        };
+        let (old, new) = {
+            let probe = Harness::demo().start().await;
+            let target = probe.target(AGENTIC).await;
+            let family = probe.repository.family(&target.family).expect("family");
+            (tag_of(&family.image().to_string()), tag_of(&target.image))
+        };
+        let mut tags = vec![format!("{old:?}")];
+        tags.extend((0..7).map(|i| format!("\"t{i}\"")));
+        tags.push(format!("{new:?}"));
+        let script = format!(
+            "[families.\"*\"]\nsmoke = [\"success\"]\nsweep = [\"success\"]\n\
+             [families.{AGENTIC}]\nregression = {{ tags = [{}], from = \"t3\", throughput = 0.8 }}\n",
+            tags.join(", ")
+        );
+        let env = Harness::demo()
+            .script(&script)
+            .configure(|c| {
+                c.hunt.enabled = true;
+                c.hunt.families = vec![AGENTIC.into()];
+            })
+            .start()
+            .await;
+        let (rec, ending) = to_the_end_of(&env, AGENTIC).await;
+        assert_eq!(ending.expect("an ending").outcome, Outcome::Validated);
+        assert_eq!(smokes_of(&env, AGENTIC), 1 + 3, "the smoke, then ⌈log2 8⌉");
+        let bodies = env.bodies(rec.pull.unwrap()).await;
+        let hunt = hunt_bodies(&bodies);
+        assert_eq!(hunt.len(), 5, "{hunt:#?}");
+        assert!(hunt[0].contains("AgentX"), "{}", hunt[0]);
+        assert!(hunt[4].contains("first bad: `t3`"), "{}", hunt[4]);
     }
 
     #[tokio::test]

@@ -596,6 +596,10 @@ pub struct Baseline {
     /// for and none were found (`None`: not asked, or found).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evals_unavailable: Option<String>,
+    /// The AgentX dataset of each producer run the measured AgentX points
+    /// come from ([`crate::dataset::attach_datasets`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agentx_datasets: Vec<crate::dataset::FrozenDataset>,
 }
 
 /// One published eval score frozen with the baseline.
@@ -839,6 +843,7 @@ pub fn baseline_of<'f>(
             source_urls: Vec::new(),
             evals: Vec::new(),
             evals_unavailable: None,
+            agentx_datasets: Vec::new(),
             points: points
                 .into_iter()
                 .map(|p| BaselinePoint {
@@ -890,6 +895,7 @@ pub fn build_baseline(
         source_urls: vec![benchmarks.url.clone()],
         evals: Vec::new(),
         evals_unavailable: None,
+        agentx_datasets: Vec::new(),
         points,
     })
 }

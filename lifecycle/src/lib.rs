@@ -34,6 +34,7 @@ pub mod artifacts;
 pub mod baseline;
 pub mod check_final;
 pub mod commands;
+pub mod dataset;
 pub mod engine;
 pub mod experiment;
 pub mod hunt;

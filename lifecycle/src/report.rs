@@ -16,10 +16,9 @@ pub mod pr;
 pub mod receipt;
 
 pub use attempt::{
-    AGENTX_DATASET_UNPROVEN, AttemptReport, EVAL_SAMPLES_DIFFER, EvalComparison, FailedJob,
-    MAX_COMMENT_CHARS, Measure, PartInfo, ReassembleError, RepairChanges, ReportRow, ReportSection,
-    compare, compare_evals, parse_report, reassemble, render_report, render_report_with_limit,
-    uncovered_points,
+    AttemptReport, EVAL_SAMPLES_DIFFER, EvalComparison, FailedJob, MAX_COMMENT_CHARS, Measure,
+    PartInfo, ReassembleError, RepairChanges, ReportRow, ReportSection, compare, compare_evals,
+    parse_report, reassemble, render_report, render_report_with_limit, uncovered_points,
 };
 pub use footer::{FOOTER_END, FOOTER_START, insert_before_footer, render_footer, splice_footer};
 pub use live::{JobGroup, LiveJobs};

@@ -63,6 +63,15 @@ fn real_agentx_row_parses() {
     assert_eq!(row.metrics.mean_tpot, 0.01008);
     assert_eq!(row.num_requests_successful, Some(112));
     assert!(row.extra.contains_key("server_metrics"));
+    // The producer run's artifact names the dataset the replay used.
+    let dataset = klaud_lifecycle::dataset::row_dataset(&row)
+        .expect("readable")
+        .expect("named");
+    assert_eq!(dataset.name, "semianalysis_cc_traces_weka_062126");
+    assert_eq!(
+        dataset.hf_dataset_name.as_deref(),
+        Some("semianalysisai/cc-traces-weka-062126")
+    );
 }
 
 #[test]
@@ -222,6 +231,7 @@ fn baseline_blocks_of_real_families_fit_a_pr_body() {
                 source_urls: vec!["https://example.com/api/v1/benchmarks".into()],
                 evals: Vec::new(),
                 evals_unavailable: None,
+                agentx_datasets: Vec::new(),
                 points: points
                     .iter()
                     .map(|p| BaselinePoint {

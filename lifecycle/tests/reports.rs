@@ -7,6 +7,7 @@ use klaud_lifecycle::artifacts::{BenchmarkRow, EvalRow, FixedSeqRow, PointIdenti
 use klaud_lifecycle::baseline::{
     Baseline, BaselinePoint, BaselineValue, FrozenEval, PointSpec, Scenario, Workers,
 };
+use klaud_lifecycle::dataset::{Dataset, DatasetFinding, FrozenDataset};
 use klaud_lifecycle::model::{
     AttemptKind, AttemptStatus, CandidateId, FinishedResult, Outcome, Phase, RunRef,
 };
@@ -85,6 +86,7 @@ fn baseline() -> Baseline {
         ],
         evals: Vec::new(),
         evals_unavailable: None,
+        agentx_datasets: Vec::new(),
         points: vec![
             measured(spec(1, 4, 1, false), metrics(100.0, 0.2, 0.01)),
             measured(spec(32, 4, 1, false), metrics(1266.3, 4.20116, 0.00616)),
@@ -681,11 +683,20 @@ fn compare_puts_each_variant_in_its_own_table_and_keeps_unmatched_rows() {
                 metrics: metrics(10.0, 1.0, 0.01),
                 run_url: None,
                 published: None,
-                run_id: None,
+                run_id: Some(7),
             },
         })
         .collect();
-    let row = |kv: &str, out: f64| {
+    b.agentx_datasets = vec![FrozenDataset {
+        run_id: 7,
+        finding: DatasetFinding::Named {
+            dataset: Dataset {
+                name: "traces_a".into(),
+                hf_dataset_name: None,
+            },
+        },
+    }];
+    let row = |kv: &str, out: f64, dataset: &str| {
         BenchmarkRow::Agentic(AgenticRow {
             conc: 12,
             identity: PointIdentity {
@@ -701,10 +712,18 @@ fn compare_puts_each_variant_in_its_own_table_and_keeps_unmatched_rows() {
             metrics: metrics(out, 1.0, 0.01),
             num_requests_total: None,
             num_requests_successful: None,
-            extra: Default::default(),
+            extra: [(
+                "dataset".to_owned(),
+                serde_json::json!({"loader": dataset, "hf_dataset_name": "x/y"}),
+            )]
+            .into(),
         })
     };
-    let rows = [row("dram", 12.0), row("none", 11.0), row("none", 99.0)];
+    let rows = [
+        row("dram", 12.0, "traces_a"),
+        row("none", 11.0, "traces_b"),
+        row("none", 99.0, "traces_a"),
+    ];
     let sections = compare(&b, &rows, "missing");
     let summary: Vec<(String, Vec<String>)> = sections
         .iter()
@@ -732,14 +751,18 @@ fn compare_puts_each_variant_in_its_own_table_and_keeps_unmatched_rows() {
     assert_eq!(
         summary,
         vec![
-            // The published rows name no AgentX dataset: no delta.
+            // Another dataset than the producer run's: no delta.
             (
                 "AgentX MTP | TP8 EP8".to_owned(),
-                vec![format!("12 11 ({AGENTX_DATASET_UNPROVEN})")]
+                vec![
+                    "12 11 (different AgentX datasets: the baseline's traces_a, this run's traces_b)"
+                        .to_owned()
+                ]
             ),
+            // The producer run's dataset: the baseline beside it.
             (
                 "AgentX MTP KV dram/hicache | TP8 EP8".to_owned(),
-                vec![format!("12 12 ({AGENTX_DATASET_UNPROVEN})")]
+                vec!["12 12/10".to_owned()]
             ),
             (
                 "AgentX | TP8 EP8".to_owned(),

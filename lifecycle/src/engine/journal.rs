@@ -443,6 +443,25 @@ pub trait Journal: Send + Sync {
             "this journal keeps no retry requests",
         ))
     }
+    /// What producer run `run`'s AgentX artifacts said, when kept. A
+    /// journal that keeps none answers `None`: the artifacts are read again.
+    async fn producer_datasets(
+        &self,
+        run: u64,
+    ) -> Result<Option<crate::dataset::ProducerDatasets>, JournalError> {
+        let _ = run;
+        Ok(None)
+    }
+    /// Keeps what producer run `run`'s AgentX artifacts said (they never
+    /// change). A journal that keeps none forgets it.
+    async fn record_producer_datasets(
+        &self,
+        run: u64,
+        datasets: &crate::dataset::ProducerDatasets,
+    ) -> Result<(), JournalError> {
+        let _ = (run, datasets);
+        Ok(())
+    }
 }
 
 /// A maintainer's request to plan a family again before its cooldown ends.
@@ -464,6 +483,7 @@ pub struct RetryRequest {
 pub struct MemoryJournal {
     records: Mutex<BTreeMap<String, CandidateRecord>>,
     retries: Mutex<BTreeMap<String, RetryRequest>>,
+    producers: Mutex<BTreeMap<u64, crate::dataset::ProducerDatasets>>,
 }
 
 impl MemoryJournal {
@@ -528,6 +548,30 @@ impl Journal for MemoryJournal {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(family.to_owned(), request.clone());
+        Ok(())
+    }
+
+    async fn producer_datasets(
+        &self,
+        run: u64,
+    ) -> Result<Option<crate::dataset::ProducerDatasets>, JournalError> {
+        Ok(self
+            .producers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&run)
+            .cloned())
+    }
+
+    async fn record_producer_datasets(
+        &self,
+        run: u64,
+        datasets: &crate::dataset::ProducerDatasets,
+    ) -> Result<(), JournalError> {
+        self.producers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(run, datasets.clone());
         Ok(())
     }
 }

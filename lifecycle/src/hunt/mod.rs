@@ -201,9 +201,10 @@ pub fn worst_regression(points: &[PointValue]) -> Option<Probe> {
 /// Each frozen baseline point's metrics in a run's benchmark `rows`, with
 /// the noise band `band` (the configured default; [`with_history`] then
 /// gives each point the band of its published history), for
-/// [`worst_regression`]. Points without published
-/// numbers, without a row in the run, or of the agentic scenario (whose
-/// dataset the published rows do not name) are left out.
+/// [`worst_regression`]. Points without published numbers or without a
+/// row in the run are left out, and so are AgentX points whose row
+/// replayed another dataset than the baseline's producer run (or one that
+/// is not known): two replays of different traces say nothing of the image.
 pub fn point_values(
     baseline: &crate::baseline::Baseline,
     rows: &[crate::artifacts::BenchmarkRow],
@@ -212,16 +213,33 @@ pub fn point_values(
     use crate::baseline::Scenario;
     let mut out = Vec::new();
     for p in &baseline.points {
-        let (Some(published), Scenario::FixedSeqLen { isl, osl }) =
-            (p.metrics(), &p.point.scenario)
-        else {
+        let Some(published) = p.metrics() else {
             continue;
         };
-        let at = PointKey {
-            isl: Some(*isl),
-            osl: Some(*osl),
-            tp: Some(p.point.decode.tp),
-            conc: p.point.conc,
+        let at = match p.point.scenario {
+            Scenario::FixedSeqLen { isl, osl } => PointKey {
+                isl: Some(isl),
+                osl: Some(osl),
+                tp: Some(p.point.decode.tp),
+                conc: p.point.conc,
+                agentic: false,
+            },
+            Scenario::Agentic => {
+                let at = PointKey {
+                    isl: None,
+                    osl: None,
+                    tp: Some(p.point.decode.tp),
+                    conc: p.point.conc,
+                    agentic: true,
+                };
+                let same_dataset = matching(rows, &at)
+                    .first()
+                    .is_some_and(|r| crate::dataset::comparable(baseline, p, r).is_ok());
+                if !same_dataset {
+                    continue;
+                }
+                at
+            }
         };
         for metric in [Metric::Throughput, Metric::Ttft, Metric::Tpot] {
             if let Ok(value) = measure(rows, &at, metric) {
@@ -570,31 +588,43 @@ pub struct PointKey {
     pub tp: Option<u64>,
     /// Concurrency.
     pub conc: u64,
+    /// An AgentX point (read only from AgentX rows; a fixed-seq-len key
+    /// only from fixed-seq-len rows).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub agentic: bool,
+}
+
+/// The rows of a run at point `at`. A field a row does not state is not
+/// compared, as the attempt reports match points.
+fn matching<'r>(
+    rows: &'r [crate::artifacts::BenchmarkRow],
+    at: &PointKey,
+) -> Vec<&'r crate::artifacts::BenchmarkRow> {
+    let same = |want: Option<u64>, have: Option<u64>| match (want, have) {
+        (Some(w), Some(h)) => w == h,
+        _ => true,
+    };
+    rows.iter()
+        .filter(|r| {
+            let id = r.identity();
+            matches!(r, crate::artifacts::BenchmarkRow::Agentic(_)) == at.agentic
+                && r.conc() == at.conc
+                && same(at.isl, id.isl)
+                && same(at.osl, id.osl)
+                && same(at.tp, id.tp)
+        })
+        .collect()
 }
 
 /// The value of `metric` at point `at` among a run's benchmark rows (its
 /// `results_bmk`): `Err` says why there is none (no row, or several rows
-/// that the key cannot tell apart). A field a row does not state is not
-/// compared, as the attempt reports match points.
+/// that the key cannot tell apart).
 pub fn measure(
     rows: &[crate::artifacts::BenchmarkRow],
     at: &PointKey,
     metric: Metric,
 ) -> Result<f64, String> {
-    let same = |want: Option<u64>, have: Option<u64>| match (want, have) {
-        (Some(w), Some(h)) => w == h,
-        _ => true,
-    };
-    let found: Vec<&crate::artifacts::BenchmarkRow> = rows
-        .iter()
-        .filter(|r| {
-            let id = r.identity();
-            r.conc() == at.conc
-                && same(at.isl, id.isl)
-                && same(at.osl, id.osl)
-                && same(at.tp, id.tp)
-        })
-        .collect();
+    let found = matching(rows, at);
     let row = match found.as_slice() {
         [one] => one,
         [] => return Err(format!("the run uploaded no row for conc {}", at.conc)),

@@ -581,6 +581,7 @@ fn a_point_is_measured_from_the_rows_it_names() {
         osl: Some(1024),
         tp: Some(8),
         conc,
+        agentic: false,
     };
     assert_eq!(
         measure(&rows, &at(Some(1024), 64), Metric::Throughput),
@@ -649,6 +650,7 @@ fn the_worst_regression_beyond_its_band_is_the_probe() {
         osl: Some(1024),
         tp: Some(8),
         conc,
+        agentic: false,
     };
     let p = |point: &str, metric, value, band| PointValue {
         point: point.into(),
@@ -701,6 +703,7 @@ fn a_metric_hunts_smoke_is_narrowed_to_its_point() {
             osl,
             tp: Some(8),
             conc: 64,
+            agentic: false,
         }),
     };
     assert_eq!(
@@ -720,4 +723,168 @@ fn a_metric_hunts_smoke_is_narrowed_to_its_point() {
         target: "smoke".into(),
     };
     assert_eq!(targeted_command(smoke, &outcome), smoke);
+}
+
+mod agentx {
+    use super::*;
+    use crate::artifacts::{AgenticRow, BenchmarkRow, FixedSeqRow, PointIdentity, PointMetrics};
+    use crate::baseline::{Baseline, BaselinePoint, BaselineValue, PointSpec, Scenario, Workers};
+    use crate::dataset::{Dataset, DatasetFinding, FrozenDataset};
+
+    fn metrics(out: f64) -> PointMetrics {
+        PointMetrics {
+            tput_per_gpu: out * 2.0,
+            output_tput_per_gpu: out,
+            mean_ttft: 0.5,
+            mean_tpot: 0.02,
+        }
+    }
+
+    fn spec(scenario: Scenario, conc: u64) -> PointSpec {
+        PointSpec {
+            scenario,
+            conc,
+            spec_decoding: "none".into(),
+            kv_offload: None,
+            decode: Workers {
+                num_workers: None,
+                tp: 4,
+                ep: 1,
+                dp_attn: false,
+            },
+            prefill: None,
+        }
+    }
+
+    fn agentic(conc: u64, dataset: &str, out: f64) -> BenchmarkRow {
+        BenchmarkRow::Agentic(AgenticRow {
+            conc,
+            identity: PointIdentity {
+                tp: Some(4),
+                ..PointIdentity::default()
+            },
+            scenario_type: Some("agentic-coding".into()),
+            kv_offloading: None,
+            recipe_fingerprint: None,
+            metrics: metrics(out),
+            num_requests_total: None,
+            num_requests_successful: None,
+            extra: [(
+                "dataset".to_owned(),
+                serde_json::json!({ "loader": dataset }),
+            )]
+            .into(),
+        })
+    }
+
+    fn fixed(conc: u64, out: f64) -> BenchmarkRow {
+        BenchmarkRow::FixedSeqLen(FixedSeqRow {
+            conc,
+            identity: PointIdentity {
+                isl: Some(1024),
+                osl: Some(1024),
+                tp: Some(4),
+                ..PointIdentity::default()
+            },
+            metrics: metrics(out),
+            extra: Default::default(),
+        })
+    }
+
+    fn baseline() -> Baseline {
+        let fsl = Scenario::FixedSeqLen {
+            isl: 1024,
+            osl: 1024,
+        };
+        let points = [
+            spec(Scenario::Agentic, 1),
+            spec(Scenario::Agentic, 4),
+            spec(fsl, 1),
+        ];
+        Baseline {
+            date: chrono::NaiveDate::from_ymd_opt(2026, 9, 15).expect("date"),
+            image: "i:1".into(),
+            model: "m".into(),
+            source_urls: Vec::new(),
+            points: points
+                .into_iter()
+                .map(|p| BaselinePoint {
+                    label: p.label(),
+                    point: p,
+                    value: BaselineValue::Measured {
+                        metrics: metrics(100.0),
+                        run_url: None,
+                        published: None,
+                        run_id: Some(9),
+                    },
+                })
+                .collect(),
+            evals: Vec::new(),
+            evals_unavailable: None,
+            agentx_datasets: vec![FrozenDataset {
+                run_id: 9,
+                finding: DatasetFinding::Named {
+                    dataset: Dataset {
+                        name: "traces_a".into(),
+                        hf_dataset_name: None,
+                    },
+                },
+            }],
+        }
+    }
+
+    #[test]
+    fn agentx_points_are_hunted_only_on_the_baselines_dataset() {
+        let rows = [
+            agentic(1, "traces_a", 60.0),
+            agentic(4, "traces_b", 10.0),
+            fixed(1, 99.0),
+        ];
+        let values = point_values(&baseline(), &rows, 0.05);
+        let points: std::collections::BTreeSet<&str> =
+            values.iter().map(|v| v.point.as_str()).collect();
+        assert_eq!(
+            points,
+            ["1k1k c1 TP4", "AgentX c1 TP4"].into_iter().collect(),
+            "the AgentX point of another dataset is left out"
+        );
+        // The AgentX point on the same dataset regressed most, and its
+        // probe reads AgentX rows only.
+        let Some(Probe::Metric {
+            point,
+            at: Some(at),
+            ..
+        }) = worst_regression(&values)
+        else {
+            panic!("a regression");
+        };
+        assert_eq!(point, "AgentX c1 TP4");
+        assert!(at.agentic);
+        assert_eq!(measure(&rows, &at, Metric::Throughput), Ok(120.0));
+        // A fixed-seq-len key at the same concurrency never reads the
+        // AgentX row.
+        let fixed_key = PointKey {
+            agentic: false,
+            ..at
+        };
+        assert_eq!(measure(&rows, &fixed_key, Metric::Throughput), Ok(198.0));
+    }
+
+    #[test]
+    fn an_agentic_probe_key_round_trips_and_old_keys_read_as_fixed() {
+        let key = PointKey {
+            isl: None,
+            osl: None,
+            tp: Some(4),
+            conc: 1,
+            agentic: true,
+        };
+        let text = serde_json::to_string(&key).expect("json");
+        assert_eq!(serde_json::from_str::<PointKey>(&text).expect("reads"), key);
+        let old: PointKey =
+            serde_json::from_str(r#"{"isl":1024,"osl":1024,"tp":4,"conc":1}"#).expect("reads");
+        assert!(!old.agentic);
+        let fixed = serde_json::to_string(&old).expect("json");
+        assert!(!fixed.contains("agentic"), "{fixed}");
+    }
 }

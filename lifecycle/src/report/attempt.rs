@@ -23,6 +23,7 @@ use super::markers::{
 use super::{RenderedComment, ReportError, candidate_serde};
 use crate::artifacts::{BenchmarkRow, EvalRow, PointMetrics};
 use crate::baseline::{Baseline, PointSpec, Scenario};
+use crate::dataset::comparable;
 use crate::engine::forge::RunConclusion;
 use crate::model::{AttemptKind, AttemptStatus, CandidateId, OwnerRun, RunRef};
 
@@ -265,11 +266,6 @@ pub fn uncovered_points<'b>(
     missing
 }
 
-/// Why an AgentX point of an attempt has no delta against the frozen
-/// baseline.
-pub const AGENTX_DATASET_UNPROVEN: &str =
-    "the published baseline does not name its AgentX dataset, so the replay is not comparable";
-
 /// Builds the tables: each baseline point with the attempt's row for it,
 /// then attempt rows that match no baseline point. Rows are matched on
 /// scenario, concurrency and topology as far as the row states them.
@@ -307,12 +303,11 @@ pub fn compare(
                 reason: missing_reason.to_owned(),
             },
         };
+        // Two AgentX replays are comparable only on the same dataset.
+        let incomparable = found.and_then(|(_, r)| comparable(baseline, point, r).err());
         let old = match point.metrics() {
-            // The results API's benchmark rows name no AgentX dataset, and
-            // two replays of different datasets are not comparable: an
-            // unproven dataset is N/A, as the incumbent's reports have it.
-            Some(_) if point.point.scenario == Scenario::Agentic => Measure::Missing {
-                reason: AGENTX_DATASET_UNPROVEN.to_owned(),
+            Some(_) if incomparable.is_some() => Measure::Missing {
+                reason: incomparable.unwrap_or_default(),
             },
             Some(m) => Measure::Measured { metrics: *m },
             None => Measure::Missing {

@@ -247,6 +247,9 @@ pub fn reason_zh(reason: &str) -> String {
     if let Some((_, zh)) = exact.iter().find(|(en, _)| *en == reason) {
         return (*zh).to_owned();
     }
+    if let Some(zh) = crate::dataset::reason_zh(reason) {
+        return zh;
+    }
     for (en, before, after) in PREFIXES {
         if let Some(rest) = reason.strip_prefix(en) {
             let rest = if *en == "no baseline: " {

@@ -579,6 +579,16 @@ fn published_words(baseline: &Baseline, zh: bool) -> String {
                 ),
                 (true, true) => format!("（{} 个点位）", p.points),
             };
+            // An AgentX replay is only comparable on its dataset, which
+            // the producer run named.
+            let run = match p
+                .run_id
+                .and_then(|id| crate::dataset::dataset_words(baseline, id, zh))
+            {
+                Some(words) if zh => format!("{run}，{words}"),
+                Some(words) => format!("{run}, {words}"),
+                None => run,
+            };
             match (zh, run.is_empty()) {
                 (false, false) => format!("{} by run {run}{count}", p.date),
                 (false, true) => format!("{}{count}", p.date),

@@ -4,6 +4,7 @@
 //! stays a cache of GitHub: deleting it only costs a rebuild.
 
 use async_trait::async_trait;
+use klaud_lifecycle::dataset::ProducerDatasets;
 use klaud_lifecycle::engine::{CandidateRecord, Journal, JournalError, RetryRequest};
 use serde::{Deserialize, Serialize};
 
@@ -15,6 +16,16 @@ impl Record for CandidateRecord {
 
 impl Record for RetryRequest {
     const VERSION: u32 = 1;
+}
+
+impl Record for ProducerDatasets {
+    const VERSION: u32 = 1;
+}
+
+/// Where what a producer run's AgentX artifacts said is kept (the cache
+/// tree: losing it costs one more download of that run's artifacts).
+fn producer_key(run: u64) -> String {
+    format!("producer-datasets:{run}")
 }
 
 /// Where a family's retry request is kept (the cache tree: losing it only
@@ -138,11 +149,49 @@ impl Journal for StoreJournal {
             .await
             .map_err(|e| JournalError::new(format!("flush the retry request of {family}"), e))
     }
+
+    async fn producer_datasets(&self, run: u64) -> Result<Option<ProducerDatasets>, JournalError> {
+        self.store
+            .get(trees::CACHE, &producer_key(run))
+            .map_err(|e| JournalError::new(format!("read the datasets of producer run {run}"), e))
+    }
+
+    async fn record_producer_datasets(
+        &self,
+        run: u64,
+        datasets: &ProducerDatasets,
+    ) -> Result<(), JournalError> {
+        self.store
+            .put(trees::CACHE, &producer_key(run), datasets)
+            .map_err(|e| {
+                JournalError::new(format!("keep the datasets of producer run {run}"), e)
+            })?;
+        self.store
+            .flush()
+            .await
+            .map_err(|e| JournalError::new(format!("flush the datasets of producer run {run}"), e))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_producer_runs_datasets_are_kept_across_a_reopen() {
+        let dir = tempfile::tempdir().expect("dir");
+        let kept = ProducerDatasets::Unknown {
+            reason: "producer run 5 is gone".into(),
+        };
+        {
+            let j = StoreJournal::new(Store::open(dir.path()).expect("store"));
+            assert_eq!(j.producer_datasets(5).await.expect("read"), None);
+            j.record_producer_datasets(5, &kept).await.expect("kept");
+        }
+        let j = StoreJournal::new(Store::open(dir.path()).expect("store"));
+        assert_eq!(j.producer_datasets(5).await.expect("read"), Some(kept));
+        assert_eq!(j.producer_datasets(6).await.expect("read"), None);
+    }
 
     #[tokio::test]
     async fn instance_id_is_kept() {

@@ -3,11 +3,13 @@
 //! once, with its provenance; also the readiness check asked before a claim
 //! ([`Engine::readiness_before_claim`]).
 //!
-//! After `open`, before `smoke`. Reads the baseline source and the pull
+//! After `open`, before `smoke`. Reads the baseline source, the producer
+//! runs of its AgentX points (their artifacts, once per run) and the pull
 //! request body (a frozen baseline already there is kept). May write: the
 //! pull request body and the baseline report comment, under a proof.
 
 use crate::baseline::{Baseline, FamilyKey, attach_evals, baseline_of, readiness_gap};
+use crate::dataset::attach_datasets;
 use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
@@ -42,6 +44,7 @@ pub(in crate::engine) async fn baseline_now(
             source_urls: Vec::new(),
             evals: Vec::new(),
             evals_unavailable: None,
+            agentx_datasets: Vec::new(),
             points: Vec::new(),
         },
     }
@@ -60,7 +63,10 @@ pub(in crate::engine) async fn frozen_now(
         .unwrap_or_else(|| "engine".into());
     let mut baseline = baseline_now(cx, &rec.family, &rec.old_image).await;
     if let Some(f) = family {
-        attach_evals(cx.baseline, &FamilyKey::of(f), &mut baseline).await;
+        let key = FamilyKey::of(f);
+        attach_evals(cx.baseline, &key, &mut baseline).await;
+        let limits = &cx.config.artifact_limits;
+        attach_datasets(&cx.forge, cx.journal, limits, &key, &mut baseline).await;
     }
     FrozenBaseline {
         provenance: Provenance {

@@ -138,6 +138,7 @@
 pub mod gate;
 pub mod jobs;
 pub mod points;
+pub mod producer;
 pub mod results;
 mod results_api;
 pub mod reuse;

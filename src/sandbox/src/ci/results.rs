@@ -195,8 +195,8 @@ pub fn agentic_row(f: &FamilySpec, p: &Point, image: &str, m: &Metrics) -> Value
             "records_error_dropped": 0, "error_categories": {},
         },
         "pp": 1, "dcp_size": 1, "pcp_size": 1,
-        "dataset": {"source_type": "public_dataset", "loader": "klaud_sandbox_traces",
-                    "hf_dataset_name": "klaud/sandbox-traces", "hf_split": "train",
+        "dataset": {"source_type": "public_dataset", "loader": super::producer::SANDBOX_DATASET,
+                    "hf_dataset_name": super::producer::SANDBOX_HF_DATASET, "hf_split": "train",
                     "num_dataset_entries": 393},
         "request_metrics": {
             "latency": {

@@ -544,6 +544,7 @@ impl Runner {
                         name,
                         zip,
                         created_at: now,
+                        expired: false,
                     },
                 );
             }

@@ -580,6 +580,9 @@ pub async fn artifact_zip(
         .artifacts
         .get(&parse_id(&id)?)
         .ok_or_else(ApiError::not_found)?;
+    if a.expired {
+        return Err(ApiError::new(StatusCode::GONE, "Artifact has expired"));
+    }
     let location = format!("{}/_sandbox/download/{}/{}", m.base_url, r.id, a.id);
     Ok((StatusCode::FOUND, [(header::LOCATION, location)]).into_response())
 }

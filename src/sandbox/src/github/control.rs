@@ -13,6 +13,7 @@
 //! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/complete` | `{"conclusion", "artifacts": {NAME: {PATH: TEXT \| {"base64": B64}}}}` | completes a run; each artifact is zipped |
 //! | `POST /_sandbox/repos/{o}/{n}/runs` | `{"head_sha", "workflow"?: "run-sweep.yml", "event"?: "pull_request", "conclusion"?: "success", "jobs": [{"name", "conclusion"}], "artifacts"?: {NAME: {PATH: TEXT \| {"base64": B64}}}}` | records a finished run with those jobs (each a check run of the commit) and artifacts; answers `{"id"}` |
 //! | `POST /_sandbox/repos/{o}/{n}/runs/{id}/status` | `{"status", "conclusion"?}` | sets a run's status |
+//! | `POST /_sandbox/repos/{o}/{n}/producer-runs/{id}` | `{"dataset"?: D, "expired"?: true, "gone"?: true}` | changes a producer run the results API names (`ci::producer`): its AgentX artifacts name dataset `D`, are expired, or the run is gone; before or after the API first answers it |
 //! | `POST /_sandbox/clock` | `{"offset_seconds": N}` | puts this GitHub's clock (the `Date` of its answers) N seconds from the local one |
 //! | `POST /_sandbox/tokens/revoke` | `{"token"}` (in the body, so it never appears in a logged path) | revokes a token: every request with it is then answered 401 "Bad credentials"; 404 when there is no such token |
 //! | `POST /_sandbox/faults` | a [`Fault`], e.g. `{"method": "POST", "path": "/repos/*/pulls", "count": 1, "action": {"kind": "after_write_status", "status": 502}}` | installs a fault (`status` with `retry_after`/`message`, `secondary_limit` with `status` (403 or 429) and an optional `retry_after` — GitHub's secondary rate limit with or without the header, `delay` with `millis`, `after_write_status`, `after_write_drop`) |
@@ -56,6 +57,10 @@ pub fn router() -> Router<GithubState> {
         )
         .route("/repos/{owner}/{repo}/runs/{id}/status", post(run_status))
         .route("/repos/{owner}/{repo}/runs", post(add_run))
+        .route(
+            "/repos/{owner}/{repo}/producer-runs/{id}",
+            post(change_producer_run),
+        )
         .route("/tokens/revoke", post(revoke_token))
         .route("/clock", post(set_clock))
         .route("/faults", post(add_fault))
@@ -300,6 +305,30 @@ async fn run_status(
     )
     .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+#[derive(Deserialize)]
+struct ProducerIn {
+    #[serde(default)]
+    dataset: Option<String>,
+    #[serde(default)]
+    expired: bool,
+    #[serde(default)]
+    gone: bool,
+}
+
+async fn change_producer_run(
+    State(st): State<GithubState>,
+    Path((owner, repo, id)): Path<(String, String, u64)>,
+    Json(b): Json<ProducerIn>,
+) -> Response {
+    let change = super::state::ProducerOverride {
+        dataset: b.dataset,
+        expired: b.expired,
+        gone: b.gone,
+    };
+    crate::ci::producer::change(&st, &format!("{owner}/{repo}"), id, change).await;
+    StatusCode::NO_CONTENT.into_response()
 }
 
 #[derive(Deserialize)]

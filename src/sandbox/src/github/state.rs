@@ -320,6 +320,21 @@ pub struct Artifact {
     pub name: String,
     pub zip: Vec<u8>,
     pub created_at: DateTime<Utc>,
+    /// Past its retention: listed with `expired: true`, its zip is 410.
+    pub expired: bool,
+}
+
+/// What a test changed about a published (producer) run the results API
+/// names, which the sandbox creates when the API first answers it
+/// (`klaud_sandbox::ci::producer`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProducerOverride {
+    /// The dataset its AgentX artifacts name instead of the sandbox's.
+    pub dataset: Option<String>,
+    /// Its artifacts are past their retention.
+    pub expired: bool,
+    /// The run was deleted (404).
+    pub gone: bool,
 }
 
 /// One repository.
@@ -586,6 +601,8 @@ pub struct Model {
     /// How long an accepted cancel takes to finish the run (GitHub's
     /// runners need a moment to stop; the answer comes before that).
     pub cancel_delay: std::time::Duration,
+    /// Producer runs a test changed, by run id.
+    pub producer_overrides: BTreeMap<u64, ProducerOverride>,
 }
 
 fn key(owner: &str, repo: &str) -> String {
@@ -1157,7 +1174,7 @@ impl Model {
             "id": a.id, "node_id": format!("MDg6QXJ0aWZhY3Q{}", a.id), "name": a.name,
             "size_in_bytes": a.zip.len(), "url": format!("{url}/actions/artifacts/{}", a.id),
             "archive_download_url": format!("{url}/actions/artifacts/{}/zip", a.id),
-            "expired": false, "digest": format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&a.zip))),
+            "expired": a.expired, "digest": format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&a.zip))),
             "created_at": fmt_time(a.created_at), "updated_at": fmt_time(a.created_at),
             "expires_at": fmt_time(a.created_at + chrono::Duration::days(90)),
             "workflow_run": {"id": a.run_id, "repository_id": r.id, "head_repository_id": r.id,
@@ -1211,6 +1228,7 @@ impl GithubState {
                 cancel_delay: DEFAULT_CANCEL_DELAY,
                 clock_offset: chrono::TimeDelta::zero(),
                 created_at: Utc::now(),
+                producer_overrides: BTreeMap::new(),
             })),
         }
     }
@@ -1598,6 +1616,7 @@ impl GithubState {
                     name,
                     zip,
                     created_at: now,
+                    expired: false,
                 },
             );
         }
@@ -1702,6 +1721,7 @@ impl GithubState {
                     name,
                     zip,
                     created_at: now,
+                    expired: false,
                 },
             );
         }
