@@ -225,7 +225,10 @@ const PHRASES: &[(&str, &str)] = &[
     ("; ", "；"),
     (" Chosen by: launcher ", " 选择该容器的是启动脚本 "),
     (" sets ", " 中的 "),
-    (" Chosen by: external recipe ", " 选择该容器的可能是仓库外的配方 "),
+    (
+        " Chosen by: external recipe ",
+        " 选择该容器的可能是仓库外的配方 ",
+    ),
     (
         ", kept outside the repository, which may name its own container.",
         "（它可以自行指定容器）。",
@@ -295,7 +298,10 @@ mod tests {
         let pr = image(&format!("lmsysorg/sglang:v0.5.9@{D1}"));
         assert!(same_image(&pr, &format!("lmsysorg/sglang:v0.5.9@{D1}")));
         // Same content pulled by another tag or spelling.
-        assert!(same_image(&pr, &format!("docker.io/lmsysorg/sglang:latest@{D1}")));
+        assert!(same_image(
+            &pr,
+            &format!("docker.io/lmsysorg/sglang:latest@{D1}")
+        ));
         // Same tag, other content: the tag moved, another build ran.
         assert!(!same_image(&pr, &format!("lmsysorg/sglang:v0.5.9@{D2}")));
     }
@@ -304,8 +310,14 @@ mod tests {
     fn the_tag_decides_when_a_side_has_no_digest() {
         let pr = image(&format!("nvcr.io#nvidia/tensorrt-llm/release:1.3.0@{D1}"));
         assert!(same_image(&pr, "nvcr.io/nvidia/tensorrt-llm/release:1.3.0"));
-        assert!(!same_image(&pr, "nvcr.io/nvidia/tensorrt-llm/release:1.2.0"));
-        assert!(!same_image(&pr, "ghcr.io/nvidia/tensorrt-llm/release:1.3.0"));
+        assert!(!same_image(
+            &pr,
+            "nvcr.io/nvidia/tensorrt-llm/release:1.2.0"
+        ));
+        assert!(!same_image(
+            &pr,
+            "ghcr.io/nvidia/tensorrt-llm/release:1.3.0"
+        ));
         let pr = image("ubuntu:24.04");
         assert!(same_image(&pr, "docker.io/library/ubuntu:24.04"));
         assert!(same_image(&pr, &format!("ubuntu:24.04@{D2}")));
@@ -323,8 +335,13 @@ mod tests {
         assert_eq!(check("f", &pr, &[good.clone(), good.clone()], vec![]), None);
         assert_eq!(check("f", &pr, &[], vec![]), None);
         let old = row(Some("lmsysorg/sglang:v0.5.8-cu130"));
-        let m = check("f", &pr, &[good.clone(), old.clone(), old, row(None)], vec![])
-            .expect("mismatch");
+        let m = check(
+            "f",
+            &pr,
+            &[good.clone(), old.clone(), old, row(None)],
+            vec![],
+        )
+        .expect("mismatch");
         assert_eq!(m.ran, vec![("lmsysorg/sglang:v0.5.8-cu130".to_owned(), 2)]);
         assert_eq!((m.without_image, m.rows, m.more), (1, 4, 0));
         let m = check("f", &pr, &[good, row(Some(""))], vec![]).expect("no image");

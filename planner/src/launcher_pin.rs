@@ -375,10 +375,7 @@ fn one_line_if(code: &str) -> bool {
 /// The test of an `if`/`elif` line: after the keyword, before `then`.
 fn condition_text<'a>(code: &'a str, keyword: &str) -> &'a str {
     let rest = code[keyword.len()..].trim();
-    let rest = rest
-        .strip_suffix("then")
-        .map(str::trim_end)
-        .unwrap_or(rest);
+    let rest = rest.strip_suffix("then").map(str::trim_end).unwrap_or(rest);
     rest.strip_suffix(';').unwrap_or(rest).trim()
 }
 
@@ -508,7 +505,10 @@ enum Token {
     Paren,
     EndParen,
     /// A word; `quoted` when any of it was in quotes (no glob then).
-    Word { text: String, quoted: bool },
+    Word {
+        text: String,
+        quoted: bool,
+    },
 }
 
 fn tokenize(text: &str) -> Vec<Token> {

@@ -158,11 +158,7 @@ fn a_launcher_over_the_size_bound_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("runners")).unwrap();
     let path = "runners/launch_big.sh";
-    std::fs::write(
-        dir.path().join(path),
-        "#".repeat(MAX_LAUNCHER_BYTES + 1),
-    )
-    .unwrap();
+    std::fs::write(dir.path().join(path), "#".repeat(MAX_LAUNCHER_BYTES + 1)).unwrap();
     let e = read_launcher(dir.path(), path).unwrap_err();
     assert!(matches!(e, LauncherPinError::TooLarge { .. }));
     assert!(e.to_string().starts_with("runners/launch_big.sh: "), "{e}");
@@ -220,7 +216,9 @@ fn the_reason_starts_with_its_code_and_names_the_line() {
     let pin = launcher_pin(&repo, family).unwrap().expect("pinned");
     let reason = block_reason(&pin, family);
     assert!(
-        reason.starts_with("launcher-pins-image: runners/launch_h100-dgxc-slurm.sh:85 sets SQUASH_FILE="),
+        reason.starts_with(
+            "launcher-pins-image: runners/launch_h100-dgxc-slurm.sh:85 sets SQUASH_FILE="
+        ),
         "{reason}"
     );
     assert!(reason.contains("dynamo-sglang"), "{reason}");

@@ -842,9 +842,15 @@ mod tests {
         );
         assert_eq!(s.step("f:a", RunKind::Smoke, 1).measured_image, None);
         for (text, why) in [
-            ("{ outcome = \"infra\", image = \"a:1\" }", "only a failure or a success"),
+            (
+                "{ outcome = \"infra\", image = \"a:1\" }",
+                "only a failure or a success",
+            ),
             ("{ outcome = \"success\", image = \"\" }", "1 to 512"),
-            ("{ outcome = \"success\", image = \"a b:1\" }", "contains the character"),
+            (
+                "{ outcome = \"success\", image = \"a b:1\" }",
+                "contains the character",
+            ),
             ("{ delay = 3, image = \"a:1\" }", "uploads nothing"),
         ] {
             let e = parse(&format!("[families.a]\nsmoke = [{text}, \"success\"]")).unwrap_err();
