@@ -37,7 +37,7 @@ const MAX_NAMED: usize = 4;
 const MAX_SHOWN_CHARS: usize = 200;
 
 /// How the English note starts; [`note_zh`] recognises it by this.
-const PREFIX: &str = "Measured another image: family ";
+const PREFIX: &str = "Measured another image: ";
 
 /// What a run's rows showed about the image that ran, when it is not the
 /// PR's image.
@@ -160,89 +160,143 @@ fn quoted(text: &str) -> String {
 }
 
 impl MeasuredMismatch {
-    /// The note for the attempt report and the receipt, in English; every
-    /// outside text is in double quotes, which [`note_zh`] leaves as is.
-    pub fn note(&self) -> String {
-        let mut out = format!(
-            "{PREFIX}{}, PR image {}",
-            quoted(&self.family),
-            quoted(&self.expected)
-        );
-        if !self.ran.is_empty() {
-            out.push_str(", result rows record ");
-            let named: Vec<String> = self
-                .ran
-                .iter()
-                .map(|(image, n)| format!("{} ({n}/{} rows)", quoted(image), self.rows))
-                .collect();
-            out.push_str(&named.join("; "));
-            if self.more > 0 {
-                out.push_str(&format!(
-                    "; other images ({}/{} rows)",
-                    self.more, self.rows
-                ));
-            }
+    /// The notes of the attempt report, in English, one sentence each (a
+    /// published note is cut at `MAX_FIELD_CHARS`): the images the rows
+    /// record, the rows with none, the family and what chose its
+    /// container, and what follows. Every outside text is in double
+    /// quotes, which [`note_zh`] leaves as is.
+    pub fn notes(&self) -> Vec<String> {
+        let expected = quoted(&self.expected);
+        let mut out: Vec<String> = self
+            .ran
+            .iter()
+            .map(|(image, n)| {
+                format!(
+                    "{PREFIX}{} in {n}/{} result rows, not the PR image {expected}.",
+                    quoted(image),
+                    self.rows
+                )
+            })
+            .collect();
+        if self.more > 0 {
+            out.push(format!(
+                "{PREFIX}other images in {}/{} result rows.",
+                self.more, self.rows
+            ));
         }
-        out.push('.');
         if self.without_image > 0 {
-            out.push_str(&format!(
-                " {}/{} rows record no image.",
+            out.push(format!(
+                "{PREFIX}{}/{} result rows record no image, so they do not show the PR image {expected}.",
                 self.without_image, self.rows
             ));
         }
+        let family = format!("{PREFIX}family {}", quoted(&self.family));
+        if self.chosen_by.is_empty() {
+            out.push(format!("{family}."));
+        }
         for c in &self.chosen_by {
-            out.push_str(&match c {
+            out.push(match c {
                 ChosenBy::LauncherPin { at, sets } => format!(
-                    " Chosen by: launcher {} sets {}.",
+                    "{family}, chosen by launcher {}, which sets {}.",
                     quoted(at),
                     quoted(sets)
                 ),
                 ChosenBy::ExternalRecipe(r) => format!(
-                    " Chosen by: external recipe {}, kept outside the repository, which may name its own container.",
+                    "{family}, chosen by the external recipe {}, kept outside the repository, which may name its own container.",
                     quoted(r)
                 ),
-                ChosenBy::Launcher(l) => format!(" The runs used launcher {}.", quoted(l)),
+                ChosenBy::Launcher(l) => format!("{family}, run by launcher {}.", quoted(l)),
             });
         }
-        out.push_str(TAIL);
+        out.push(format!("{PREFIX}{TAIL}"));
+        out
+    }
+
+    /// The receipt's one note (cut at `MAX_FIELD_CHARS` when published):
+    /// the family by its key, the image most rows record, and the launcher
+    /// line or recipe that chose it when Klaud saw one.
+    pub fn receipt_note(&self) -> String {
+        let key = self
+            .family
+            .rsplit_once(':')
+            .map_or(self.family.as_str(), |(_, k)| k);
+        let mut out = format!("{PREFIX}family {}", quoted(key));
+        match self.ran.first() {
+            Some((image, n)) => out.push_str(&format!(
+                " ran {} in {n}/{} result rows, not the PR image",
+                quoted(image),
+                self.rows
+            )),
+            None => out.push_str(&format!(
+                ": {}/{} result rows record no image",
+                self.without_image, self.rows
+            )),
+        }
+        match self.chosen_by.first() {
+            Some(ChosenBy::LauncherPin { at, .. }) => {
+                out.push_str(&format!("; chosen by launcher {}", quoted(at)));
+            }
+            Some(ChosenBy::ExternalRecipe(r)) => {
+                out.push_str(&format!("; chosen by the external recipe {}", quoted(r)));
+            }
+            Some(ChosenBy::Launcher(_)) | None => {}
+        }
+        out.push('.');
         out
     }
 }
 
-const TAIL: &str = " Klaud does not validate this run and does not send it to the repair hook: make the launcher or recipe run the master's image.";
+const TAIL: &str = "Klaud does not validate this run nor send it to the repair hook; make the launcher or recipe run the master's image.";
 
-/// The fixed phrases of [`MeasuredMismatch::note`] and their Chinese, in
-/// the order they are replaced (longer ones first where one contains
-/// another).
+/// The fixed phrases of the notes and their Chinese, in the order they
+/// are replaced (a phrase before any shorter one it contains).
 const PHRASES: &[(&str, &str)] = &[
-    (PREFIX, "测得的是另一个镜像：系列 "),
-    (", PR image ", "，PR 镜像 "),
-    (", result rows record ", "，结果行记录的是 "),
-    ("; other images (", "；其他镜像（"),
-    (" rows record no image.", " 行未记录镜像。"),
-    (" rows)", " 行）"),
-    (" (", "（"),
-    ("; ", "；"),
-    (" Chosen by: launcher ", " 选择该容器的是启动脚本 "),
-    (" sets ", " 中的 "),
+    (PREFIX, "测得的是另一个镜像："),
     (
-        " Chosen by: external recipe ",
-        " 选择该容器的可能是仓库外的配方 ",
+        TAIL,
+        "Klaud 不验证此次运行，也不将其交给修复钩子；请让启动脚本或配方运行主配置中的镜像。",
+    ),
+    (
+        " result rows record no image, so they do not show the PR image ",
+        " 个结果行未记录镜像，无法表明运行的是 PR 镜像 ",
+    ),
+    (" result rows record no image", " 个结果行未记录镜像"),
+    (
+        " result rows, not the PR image ",
+        " 个结果行中，而非 PR 镜像 ",
+    ),
+    (
+        " result rows, not the PR image",
+        " 个结果行中，而非 PR 镜像",
+    ),
+    (" result rows.", " 个结果行中。"),
+    ("other images in ", "其他镜像出现在 "),
+    (" in ", "，出现在 "),
+    (" ran ", " 运行的是 "),
+    (", chosen by launcher ", "，选择该容器的是启动脚本 "),
+    ("; chosen by launcher ", "；选择该容器的是启动脚本 "),
+    (", which sets ", "，它设置了 "),
+    (
+        ", chosen by the external recipe ",
+        "，选择该容器的可能是仓库外的配方 ",
+    ),
+    (
+        "; chosen by the external recipe ",
+        "；选择该容器的可能是仓库外的配方 ",
     ),
     (
         ", kept outside the repository, which may name its own container.",
         "（它可以自行指定容器）。",
     ),
-    (" The runs used launcher ", " 运行使用的启动脚本为 "),
-    (
-        TAIL,
-        " Klaud 不验证此次运行，也不将其交给修复钩子：请让启动脚本或配方运行主配置中的镜像。",
-    ),
+    (", run by launcher ", "，运行所用的启动脚本为 "),
+    ("family ", "系列 "),
+    (": ", "："),
     (".", "。"),
 ];
 
-/// The Chinese of a note made by [`MeasuredMismatch::note`]; `None` for
-/// any other note. Only the text outside double quotes is translated.
+/// The Chinese of a note made by [`MeasuredMismatch::notes`] or
+/// [`MeasuredMismatch::receipt_note`]; `None` for any other note. Only the
+/// text outside double quotes is translated.
 pub fn note_zh(note: &str) -> Option<String> {
     if !note.starts_with(PREFIX) {
         return None;
@@ -349,8 +403,22 @@ mod tests {
         assert_eq!(m.without_image, 1);
     }
 
+    /// The text outside quotes has no English left but `Klaud` and `PR`.
+    fn all_translated(zh: &str) {
+        for (i, part) in zh.split('"').enumerate() {
+            if i % 2 == 1 {
+                continue;
+            }
+            let english: Vec<&str> = part
+                .split(|c: char| !c.is_ascii_alphabetic())
+                .filter(|w| w.len() > 1 && *w != "Klaud" && *w != "PR")
+                .collect();
+            assert!(english.is_empty(), "{english:?} left in {zh}");
+        }
+    }
+
     #[test]
-    fn the_note_names_the_image_the_family_and_the_launcher_in_both_languages() {
+    fn the_notes_name_the_image_the_family_and_the_launcher_in_both_languages() {
         let pr = "lmsysorg/sglang:v0.5.9-cu130";
         let m = check(
             "configs/nvidia-master.yaml:dsr1-fp8-h100-dynamo-sglang",
@@ -362,19 +430,51 @@ mod tests {
                     sets: "SQUASH_FILE=/mnt/x.sqsh".into(),
                 },
                 ChosenBy::ExternalRecipe("recipes/h100/x.yaml".into()),
+                ChosenBy::Launcher("runners/launch_a.sh".into()),
             ],
         )
         .unwrap();
-        let en = m.note();
+        let notes = m.notes();
         assert_eq!(
-            en,
-            "Measured another image: family \"configs/nvidia-master.yaml:dsr1-fp8-h100-dynamo-sglang\", PR image \"lmsysorg/sglang:v0.5.9-cu130\", result rows record \"lmsysorg/sglang:v0.5.8-cu130\" (1/2 rows). 1/2 rows record no image. Chosen by: launcher \"runners/launch_h100-dgxc-slurm.sh:85\" sets \"SQUASH_FILE=/mnt/x.sqsh\". Chosen by: external recipe \"recipes/h100/x.yaml\", kept outside the repository, which may name its own container. Klaud does not validate this run and does not send it to the repair hook: make the launcher or recipe run the master's image."
+            notes,
+            vec![
+                "Measured another image: \"lmsysorg/sglang:v0.5.8-cu130\" in 1/2 result rows, not the PR image \"lmsysorg/sglang:v0.5.9-cu130\".",
+                "Measured another image: 1/2 result rows record no image, so they do not show the PR image \"lmsysorg/sglang:v0.5.9-cu130\".",
+                "Measured another image: family \"configs/nvidia-master.yaml:dsr1-fp8-h100-dynamo-sglang\", chosen by launcher \"runners/launch_h100-dgxc-slurm.sh:85\", which sets \"SQUASH_FILE=/mnt/x.sqsh\".",
+                "Measured another image: family \"configs/nvidia-master.yaml:dsr1-fp8-h100-dynamo-sglang\", chosen by the external recipe \"recipes/h100/x.yaml\", kept outside the repository, which may name its own container.",
+                "Measured another image: family \"configs/nvidia-master.yaml:dsr1-fp8-h100-dynamo-sglang\", run by launcher \"runners/launch_a.sh\".",
+                "Measured another image: Klaud does not validate this run nor send it to the repair hook; make the launcher or recipe run the master's image.",
+            ]
         );
-        let zh = note_zh(&en).unwrap();
+        let zh: Vec<String> = notes.iter().map(|n| note_zh(n).unwrap()).collect();
         assert_eq!(
-            zh,
-            "测得的是另一个镜像：系列 \"configs/nvidia-master.yaml:dsr1-fp8-h100-dynamo-sglang\"，PR 镜像 \"lmsysorg/sglang:v0.5.9-cu130\"，结果行记录的是 \"lmsysorg/sglang:v0.5.8-cu130\"（1/2 行）。 1/2 行未记录镜像。 选择该容器的是启动脚本 \"runners/launch_h100-dgxc-slurm.sh:85\" 中的 \"SQUASH_FILE=/mnt/x.sqsh\"。 选择该容器的可能是仓库外的配方 \"recipes/h100/x.yaml\"（它可以自行指定容器）。 Klaud 不验证此次运行，也不将其交给修复钩子：请让启动脚本或配方运行主配置中的镜像。"
+            zh[0],
+            "测得的是另一个镜像：\"lmsysorg/sglang:v0.5.8-cu130\"，出现在 1/2 个结果行中，而非 PR 镜像 \"lmsysorg/sglang:v0.5.9-cu130\"。"
         );
+        assert_eq!(
+            zh[2],
+            "测得的是另一个镜像：系列 \"configs/nvidia-master.yaml:dsr1-fp8-h100-dynamo-sglang\"，选择该容器的是启动脚本 \"runners/launch_h100-dgxc-slurm.sh:85\"，它设置了 \"SQUASH_FILE=/mnt/x.sqsh\"。"
+        );
+        for z in &zh {
+            all_translated(z);
+        }
+        let receipt = m.receipt_note();
+        assert_eq!(
+            receipt,
+            "Measured another image: family \"dsr1-fp8-h100-dynamo-sglang\" ran \"lmsysorg/sglang:v0.5.8-cu130\" in 1/2 result rows, not the PR image; chosen by launcher \"runners/launch_h100-dgxc-slurm.sh:85\"."
+        );
+        all_translated(&note_zh(&receipt).unwrap());
+        let none = check(
+            "f:k",
+            pr,
+            &[row(None)],
+            vec![ChosenBy::ExternalRecipe("r".into())],
+        )
+        .unwrap();
+        all_translated(&note_zh(&none.receipt_note()).unwrap());
+        for n in none.notes() {
+            all_translated(&note_zh(&n).unwrap());
+        }
         assert_eq!(note_zh("Run conclusion: failure."), None);
     }
 
@@ -389,12 +489,14 @@ mod tests {
         let m = check("f", pr, &rows, vec![]).unwrap();
         assert_eq!(m.ran.len(), MAX_NAMED);
         assert_eq!(m.more, 11 - MAX_NAMED);
-        let note = m.note();
-        assert!(note.len() < 4000, "{}", note.len());
+        let notes = m.notes();
+        assert!(notes.len() <= MAX_NAMED + 4, "{notes:?}");
+        all_translated(&note_zh(&notes[MAX_NAMED]).unwrap());
         let m = check("f", pr, &[row(Some(&weird))], vec![]).unwrap();
-        let note = m.note();
+        let note = m.notes().remove(0);
         assert!(!note.contains("\"evil\""), "{note}");
         assert!(note.contains('…'));
         let _ = note_zh(&note).unwrap();
+        let _ = note_zh(&m.receipt_note()).unwrap();
     }
 }

@@ -78,13 +78,12 @@ impl Engine<'_> {
 /// set in the same save as the attempt's report, so neither the retry
 /// rule nor the repair hook ever sees the attempt.
 pub(super) fn end_measured(rec: &mut CandidateRecord, phase: Phase, mismatch: &MeasuredMismatch) {
-    let note = mismatch.note();
     rec.ending = Some(Ending {
         outcome: Outcome::Failed,
         phase,
-        message: note.clone(),
+        message: mismatch.notes().join(" "),
         hands_off: false,
-        note: Some(note),
+        note: Some(mismatch.receipt_note()),
         declined: None,
     });
     rec.step = Step::Finish;

@@ -354,7 +354,7 @@ async fn report_run(
     let measured = cx.measured_mismatch(rec, &rows);
     let (status, infra) = match &measured {
         Some(m) => {
-            notes.push(m.note());
+            notes.extend(m.notes());
             (AttemptStatus::Failed, false)
         }
         None => (status, infra),
