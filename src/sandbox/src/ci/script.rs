@@ -250,7 +250,8 @@ struct RawRegression {
 #[serde(untagged)]
 enum RawStep {
     Word(String),
-    Table(RawStepTable),
+    // Boxed: the table is ten times the size of a word.
+    Table(Box<RawStepTable>),
 }
 
 #[derive(Deserialize)]
@@ -460,7 +461,7 @@ fn steps(origin: &str, at: &str, raw: Option<Vec<RawStep>>) -> Result<Vec<Step>,
         let here = format!("{at}[{i}]");
         let table = match entry {
             RawStep::Word(w) => word_table(origin, &here, &w)?,
-            RawStep::Table(t) => t,
+            RawStep::Table(t) => *t,
         };
         let outcome = match &table.outcome {
             Some(o) => o.trim().to_string(),
