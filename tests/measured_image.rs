@@ -79,7 +79,10 @@ fn names_in_both_languages(body: &str, image: &str, key: &str, report: bool) {
         assert!(part.contains(key), "{key} in {part}");
     }
     if report {
-        assert!(english.contains("nor send it to the repair hook"), "{english}");
+        assert!(
+            english.contains("nor send it to the repair hook"),
+            "{english}"
+        );
         assert!(chinese.contains("也不将其交给修复钩子"), "{chinese}");
     }
 }
