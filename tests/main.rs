@@ -36,6 +36,7 @@ mod lifecycle_full;
 mod lifecycle_workflows;
 mod live_reports;
 mod maintainer_commands;
+mod measured_image;
 mod merge_reuse;
 mod mergeable;
 mod not_this_image;

@@ -15,7 +15,8 @@
 //! The pure parts, free of any I/O, are: [`hunt`] (the regression hunt's
 //! binary search, its records and reports), [`model`] (outcomes, phases,
 //! attempts), [`artifacts`] (bounded parsing of workflow artifacts),
-//! [`baseline`] (the frozen baseline from published results), [`report`]
+//! [`baseline`] (the frozen baseline from published results), [`measured`]
+//! (whether a run's result rows show the PR's image), [`report`]
 //! (everything Klaud publishes and the parsers of its hidden markers) and
 //! [`commands`] (maintainer PR commands and who may give them) and
 //! [`workflow_contract`] (what the benchmark repository's workflow files say about
@@ -38,6 +39,7 @@ pub mod dataset;
 pub mod engine;
 pub mod experiment;
 pub mod hunt;
+pub mod measured;
 pub mod model;
 pub mod recover;
 pub mod report;

@@ -18,6 +18,7 @@ pub mod glob;
 pub mod identity;
 pub mod ignore;
 pub mod image;
+pub mod launcher_pin;
 pub mod launchers;
 pub mod limits;
 pub mod link;

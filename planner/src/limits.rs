@@ -78,3 +78,11 @@ pub fn node_budget(input_bytes: usize) -> usize {
         .saturating_add(NODES_PER_INPUT_BYTE.saturating_mul(input_bytes))
         .min(MAX_NODES)
 }
+
+/// Largest launcher (`runners/launch_*.sh`) the launcher analysis reads.
+/// The real ones are at most about 40 KB.
+pub const MAX_LAUNCHER_BYTES: usize = 1024 * 1024;
+
+/// Longest logical launcher line (continuations joined) the launcher
+/// analysis reads; the rest of a longer one is not looked at.
+pub const MAX_LAUNCHER_LINE_BYTES: usize = 64 * 1024;

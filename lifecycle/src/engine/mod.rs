@@ -35,6 +35,7 @@ pub mod intent;
 pub mod journal;
 mod lease_guard;
 mod live;
+mod measured_image;
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;
 pub mod ownership;

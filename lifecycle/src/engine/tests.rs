@@ -310,7 +310,7 @@ fn results_of(rec: &CandidateRecord, leave_out: &[u64]) -> Vec<(String, Vec<u8>)
                 panic!("the demo family is fixed-seq-len");
             };
             serde_json::json!({
-                "hw": "b200", "conc": p.point.conc, "isl": isl, "osl": osl,
+                "hw": "b200", "conc": p.point.conc, "isl": isl, "osl": osl, "image": rec.image,
                 "tp": p.point.decode.tp, "ep": p.point.decode.ep,
                 "dp_attention": p.point.decode.dp_attn, "spec_decoding": p.point.spec_decoding,
                 "disagg": p.point.prefill.is_some(), "tput_per_gpu": 100.0, "output_tput_per_gpu": 50.0,

@@ -300,6 +300,9 @@ pub fn detail_zh(detail: &str) -> String {
 /// The Chinese text of a report note Klaud writes; like [`reason_zh`], a
 /// note it does not know is quoted as the original.
 pub fn note_zh(note: &str) -> String {
+    if let Some(zh) = crate::measured::note_zh(note) {
+        return zh;
+    }
     if let Some(c) = note
         .strip_prefix("Run conclusion: ")
         .and_then(|r| r.strip_suffix('.'))

@@ -44,6 +44,10 @@ fn needed(path: &str) -> bool {
         // The flag and environment audit reads the script a single-node
         // family's launcher runs (blobs are cached by content).
         || benchmark_script(rel)
+        // The readiness gate reads which container each launcher runs.
+        || rel
+            .strip_prefix("runners/launch_")
+            .is_some_and(|name| !name.contains('/') && name.ends_with(".sh"))
 }
 
 fn benchmark_script(rel: &str) -> bool {

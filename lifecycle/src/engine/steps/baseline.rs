@@ -194,10 +194,13 @@ pub(in crate::engine) async fn run(
 }
 
 impl Engine<'_> {
-    /// Why a new candidate of `family` must not be claimed: a baseline is
-    /// required and the one its PR would freeze now is missing or
-    /// incomplete (the text starts with the reason code). `None` when no
-    /// baseline is required or the published one covers every point.
+    /// Why a new candidate of `family` must not be claimed: its launcher
+    /// runs a fixed container whatever the master's image
+    /// (`launcher-pins-image`, asked whether or not a baseline is
+    /// required: no GPU hour should measure the old container), or a
+    /// baseline is required and the one its PR would freeze now is missing
+    /// or incomplete (the text starts with the reason code). `None` when
+    /// neither holds.
     /// The wave asks this between planning and claiming; the freeze asks
     /// again, so a baseline that disappears in between still ends the
     /// candidate.
@@ -206,6 +209,9 @@ impl Engine<'_> {
         family: &'f str,
     ) -> crate::BoxFuture<'f, Option<String>> {
         Box::pin(async move {
+            if let Some(gap) = self.launcher_gap(family) {
+                return Some(gap);
+            }
             if !(self.config.require_baseline && self.baseline.configured()) {
                 return None;
             }

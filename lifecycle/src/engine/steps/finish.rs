@@ -189,7 +189,8 @@ async fn receipt(
                 .as_ref()
                 .and_then(crate::report::audit_note)
                 .filter(|(en, _)| ending.note.as_deref() == Some(en.as_str()))
-                .map(|(_, zh)| zh),
+                .map(|(_, zh)| zh)
+                .or_else(|| ending.note.as_deref().and_then(crate::measured::note_zh)),
         },
         declined: ending.declined.clone(),
         dashboard: cx.config.dashboard_issue.and_then(|n| {

@@ -18,6 +18,7 @@ use crate::engine::forge::Forge as _;
 use crate::engine::forge::Run;
 use crate::engine::intent::Intent;
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
+use crate::engine::measured_image::end_measured;
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
@@ -160,6 +161,17 @@ async fn report_run(
     if let Some(c) = &live.conclusion {
         notes.insert(0, format!("Run conclusion: {c}."));
     }
+    let failed_jobs = cx.failed_jobs(live.id, status).await?;
+    // Whatever the run concluded: a run of another container is no test
+    // of the candidate, and running it again measures the same one.
+    let measured = cx.measured_mismatch(rec, &rows);
+    let (status, infra) = match &measured {
+        Some(m) => {
+            notes.extend(m.notes());
+            (AttemptStatus::Failed, false)
+        }
+        None => (status, infra),
+    };
     let frozen = cx.frozen(rec).await?;
     let kind = rec.attempts[idx].kind;
     let run = RunRef {
@@ -167,7 +179,6 @@ async fn report_run(
         attempt: live.attempt,
         url: live.html_url.clone(),
     };
-    let failed_jobs = cx.failed_jobs(live.id, status).await?;
     let repair = cx.repair_changes(rec, idx).await?;
     let shown = Shown {
         kind,
@@ -196,6 +207,11 @@ async fn report_run(
     a.status = status;
     a.infra = infra;
     a.reported = true;
+    if let Some(m) = &measured {
+        end_measured(rec, Phase::Targeted, m);
+        cx.save(rec).await?;
+        return Ok(Progress::Advanced(Step::Finish));
+    }
     cx.save(rec).await?;
     // What follows the report needs no new look at GitHub: deciding it
     // in a step of its own would only read the pull request again, in

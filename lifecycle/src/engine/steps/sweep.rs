@@ -19,6 +19,7 @@ use crate::engine::forge::{Forge as _, ForgeError, RunConclusion, RunQuery};
 use crate::engine::forge::{Pull, Run};
 use crate::engine::intent::Intent;
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
+use crate::engine::measured_image::end_measured;
 use crate::engine::ownership::{Mismatch, MismatchKind};
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
@@ -347,6 +348,17 @@ async fn report_run(
         AttemptStatus::Failed
     };
     let failed_jobs = cx.failed_jobs(live.id, status).await?;
+    // check-final also asks what ran: a sweep of another container
+    // validates nothing, whatever it concluded, and a re-run or a repair
+    // would measure the same container again.
+    let measured = cx.measured_mismatch(rec, &rows);
+    let (status, infra) = match &measured {
+        Some(m) => {
+            notes.extend(m.notes());
+            (AttemptStatus::Failed, false)
+        }
+        None => (status, infra),
+    };
     let repair = cx.repair_changes(rec, idx).await?;
     let shown = Shown {
         kind: AttemptKind::FinalSweep,
@@ -378,12 +390,17 @@ async fn report_run(
     {
         return Ok(p);
     }
-    rec.sweep = check.filter(|_| passed && uncovered.is_empty());
+    rec.sweep = check.filter(|_| passed && uncovered.is_empty() && measured.is_none());
     rec.uncovered = if passed { uncovered } else { Vec::new() };
     let a = &mut rec.attempts[idx];
     a.status = status;
     a.infra = infra;
     a.reported = true;
+    if let Some(m) = &measured {
+        end_measured(rec, Phase::FinalSweep, m);
+        cx.save(rec).await?;
+        return Ok(Progress::Advanced(Step::Finish));
+    }
     cx.save(rec).await?;
     Ok(Progress::Advanced(Step::Sweep))
 }

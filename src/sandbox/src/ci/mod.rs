@@ -66,7 +66,9 @@
 //!   `delay` is a delay step), `throughput`, `ttft`, `tpot`, `score`
 //!   (multipliers on the baseline numbers, in (0, 100]; default 1.0),
 //!   `partial` (failures and successes: upload the rows of the first half of the
-//!   points).
+//!   points), `image` (failures and successes: the image every result row
+//!   records instead of the master's, as when a launcher or a recipe ran
+//!   another container; e.g. `{ outcome = "success", image = "lmsysorg/sglang:v0.5.8-cu130" }`).
 //! - A delay step attaches to the outcome after it: `["delay:30", "success"]`
 //!   is one run that stays running 30 s and then passes.
 //!

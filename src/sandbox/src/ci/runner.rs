@@ -614,12 +614,15 @@ fn build_uploads(
     let mut evals = Vec::new();
     for (f, _) in families {
         let limit = points_ran(f, step);
-        rows.extend(results::point_rows(f, &f.image, &step.multipliers, limit));
+        // What the rows record: the master's image, unless the script
+        // stages a run that measured another container.
+        let image = step.measured_image.as_deref().unwrap_or(&f.image);
+        rows.extend(results::point_rows(f, image, &step.multipliers, limit));
         if step.conclusion == Conclusion::Success
-            && let Some(row) = results::eval_row(f, &f.image, &step.multipliers)
+            && let Some(row) = results::eval_row(f, image, &step.multipliers)
         {
             evals.push(row);
-            if let Some((name, files)) = results::eval_artifact(f, &f.image, &step.multipliers) {
+            if let Some((name, files)) = results::eval_artifact(f, image, &step.multipliers) {
                 uploads.insert(name, files);
             }
         }

@@ -108,6 +108,9 @@ pub struct Step {
     /// that got halfway, or a success whose artifacts lack points (what
     /// check-final must catch).
     pub partial: bool,
+    /// The image the rows record instead of the family's: a launcher or
+    /// recipe that ran another container than the master's `image`.
+    pub measured_image: Option<String>,
 }
 
 impl Step {
@@ -118,6 +121,7 @@ impl Step {
             conclusion: Conclusion::Success,
             multipliers: Multipliers::default(),
             partial: false,
+            measured_image: None,
         }
     }
 }
@@ -246,7 +250,8 @@ struct RawRegression {
 #[serde(untagged)]
 enum RawStep {
     Word(String),
-    Table(RawStepTable),
+    // Boxed: the table is ten times the size of a word.
+    Table(Box<RawStepTable>),
 }
 
 #[derive(Deserialize)]
@@ -268,6 +273,8 @@ struct RawStepTable {
     score: Option<toml::Value>,
     #[serde(default)]
     partial: Option<bool>,
+    #[serde(default)]
+    image: Option<String>,
 }
 
 impl Script {
@@ -454,7 +461,7 @@ fn steps(origin: &str, at: &str, raw: Option<Vec<RawStep>>) -> Result<Vec<Step>,
         let here = format!("{at}[{i}]");
         let table = match entry {
             RawStep::Word(w) => word_table(origin, &here, &w)?,
-            RawStep::Table(t) => t,
+            RawStep::Table(t) => *t,
         };
         let outcome = match &table.outcome {
             Some(o) => o.trim().to_string(),
@@ -532,11 +539,17 @@ fn steps(origin: &str, at: &str, raw: Option<Vec<RawStep>>) -> Result<Vec<Step>,
                 "only a failure or a success uploads partial results",
             ));
         }
+        let measured_image = table
+            .image
+            .as_deref()
+            .map(|i| measured_image(origin, &here, conclusion, i))
+            .transpose()?;
         out.push(Step {
             delay,
             conclusion,
             multipliers,
             partial,
+            measured_image,
         });
     }
     if let Some(here) = pending_at {
@@ -562,6 +575,7 @@ fn word_table(origin: &str, here: &str, word: &str) -> Result<RawStepTable, Scri
         tpot: None,
         score: None,
         partial: None,
+        image: None,
     };
     if let Some(n) = word.strip_prefix("delay:") {
         let secs: i64 = n.trim().parse().map_err(|_| {
@@ -656,6 +670,38 @@ fn factor(
     Ok(f)
 }
 
+/// Validates a step's `image`: only a run that uploads rows records one.
+fn measured_image(
+    origin: &str,
+    here: &str,
+    conclusion: Conclusion,
+    image: &str,
+) -> Result<String, ScriptError> {
+    let field = format!("{here}.image");
+    if !matches!(conclusion, Conclusion::Failure | Conclusion::Success) {
+        return Err(field_err(
+            origin,
+            &field,
+            "only a failure or a success uploads rows that record an image",
+        ));
+    }
+    if image.is_empty() || image.len() > 512 {
+        return Err(field_err(
+            origin,
+            &field,
+            "expected an image reference of 1 to 512 characters",
+        ));
+    }
+    if let Some(c) = image.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(field_err(
+            origin,
+            &field,
+            format!("{image:?} contains the character {c:?}"),
+        ));
+    }
+    Ok(image.to_owned())
+}
+
 fn reject_metric_fields(
     origin: &str,
     here: &str,
@@ -668,6 +714,7 @@ fn reject_metric_fields(
         ("tpot", t.tpot.is_some()),
         ("score", t.score.is_some()),
         ("partial", t.partial.is_some()),
+        ("image", t.image.is_some()),
     ] {
         if set {
             return Err(field_err(
@@ -782,6 +829,36 @@ mod tests {
             s.step_for_image(b, RunKind::Sweep, 0, "x/y:n1").conclusion,
             Conclusion::Success
         );
+    }
+
+    #[test]
+    fn a_step_can_record_another_image_than_the_masters() {
+        let s = parse(
+            "[families.a]\nsmoke = [{ outcome = \"success\", image = \"lmsysorg/sglang:v0.5.8-cu130\" }, \"success\"]",
+        )
+        .unwrap();
+        assert_eq!(
+            s.step("f:a", RunKind::Smoke, 0).measured_image.as_deref(),
+            Some("lmsysorg/sglang:v0.5.8-cu130")
+        );
+        assert_eq!(s.step("f:a", RunKind::Smoke, 1).measured_image, None);
+        for (text, why) in [
+            (
+                "{ outcome = \"infra\", image = \"a:1\" }",
+                "only a failure or a success",
+            ),
+            ("{ outcome = \"success\", image = \"\" }", "1 to 512"),
+            (
+                "{ outcome = \"success\", image = \"a b:1\" }",
+                "contains the character",
+            ),
+            ("{ delay = 3, image = \"a:1\" }", "uploads nothing"),
+        ] {
+            let e = parse(&format!("[families.a]\nsmoke = [{text}, \"success\"]")).unwrap_err();
+            let m = e.to_string();
+            assert!(m.contains("families.a.smoke[0].image"), "{m}");
+            assert!(m.contains(why), "{m}");
+        }
     }
 
     #[test]
