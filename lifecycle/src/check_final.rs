@@ -266,6 +266,7 @@ mod tests {
             source_urls: Vec::new(),
             evals: Vec::new(),
             evals_unavailable: None,
+            unknown_model: None,
             points: points
                 .into_iter()
                 .map(|p| BaselinePoint {

@@ -222,6 +222,7 @@ fn baseline_blocks_of_real_families_fit_a_pr_body() {
                 source_urls: vec!["https://example.com/api/v1/benchmarks".into()],
                 evals: Vec::new(),
                 evals_unavailable: None,
+                unknown_model: None,
                 points: points
                     .iter()
                     .map(|p| BaselinePoint {

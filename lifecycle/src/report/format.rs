@@ -206,11 +206,6 @@ pub fn reason_zh(reason: &str) -> String {
     const PREFIXES: &[(&str, &str, &str)] = &[
         ("no baseline: ", "无基线：", ""),
         ("not published as of ", "截至 ", " 未公开"),
-        (
-            "not measured by the latest published run of its line: ",
-            "所在系列最新公开的运行未测量该点位：",
-            "",
-        ),
         ("not benchmarked on ", "", " 未做此项基准测试"),
         (
             "no published result for this point on ",
@@ -246,6 +241,20 @@ pub fn reason_zh(reason: &str) -> String {
     ];
     if let Some((_, zh)) = exact.iter().find(|(en, _)| *en == reason) {
         return (*zh).to_owned();
+    }
+    if let Some((day, line)) = reason
+        .strip_prefix("not published as of ")
+        .and_then(|r| r.strip_suffix(')'))
+        .and_then(|r| r.split_once(" (its line's newest row: "))
+    {
+        let line = match line
+            .strip_prefix("run ")
+            .and_then(|r| r.split_once(" on "))
+        {
+            Some((run, on)) => format!("运行 {run}（{on}）"),
+            None => line.to_owned(),
+        };
+        return format!("截至 {day} 未公开（所在系列最新的公开结果：{line}）");
     }
     for (en, before, after) in PREFIXES {
         if let Some(rest) = reason.strip_prefix(en) {
@@ -377,8 +386,8 @@ mod tests {
             "截至 2026-09-21 未公开"
         );
         assert_eq!(
-            reason_zh("not measured by the latest published run of its line: run 7 on 2026-09-15"),
-            "所在系列最新公开的运行未测量该点位：运行 7（2026-09-15）"
+            reason_zh("not published as of 2026-09-21 (its line's newest row: run 7 on 2026-09-15)"),
+            "截至 2026-09-21 未公开（所在系列最新的公开结果：运行 7（2026-09-15））"
         );
         assert_eq!(
             reason_zh("published result ran another image (x:1)"),

@@ -594,7 +594,9 @@ pub struct LifecycleConfig {
     /// Base URL of the public results API the baseline is frozen from;
     /// empty means no baseline (every point N/A, with the reason).
     pub baseline_api: String,
-    /// Model (as in the master configs) → display name the results API wants.
+    /// Model prefix (a master entry's `model-prefix`, e.g. `dsr1`) →
+    /// display name the results API knows it by (`DeepSeek-R1-0528`): an
+    /// override of the name Klaud finds in the API itself.
     pub model_names: BTreeMap<String, String>,
     /// Whether the final sweep runs on draft PRs: `"auto"` (default) reads
     /// the sweep workflow's job conditions at the base commit, `true` keeps
@@ -843,6 +845,26 @@ impl Config {
                             .to_owned(),
                     ));
                 }
+            }
+        }
+        for (prefix, name) in &self.lifecycle.model_names {
+            let key = format!("lifecycle.model_names.{prefix:?}");
+            // Keys used to be the master's `model` path; such a key now
+            // matches no family, silently, so it is refused.
+            if prefix.contains('/') {
+                return Err(invalid(
+                    &key,
+                    format!(
+                        "keys are model prefixes (a master entry's `model-prefix`, e.g. \"dsr1\"), \
+                         not model paths; write [lifecycle.model_names] \"<model-prefix>\" = {name:?}"
+                    ),
+                ));
+            }
+            if prefix.trim().is_empty() || name.trim().is_empty() {
+                return Err(invalid(
+                    &key,
+                    "neither the model prefix nor its display name may be empty".to_owned(),
+                ));
             }
         }
         klaud_planner::audit::validate(&self.audit.engines)

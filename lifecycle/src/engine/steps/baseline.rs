@@ -42,6 +42,7 @@ pub(in crate::engine) async fn baseline_now(
             source_urls: Vec::new(),
             evals: Vec::new(),
             evals_unavailable: None,
+            unknown_model: None,
             points: Vec::new(),
         },
     }
