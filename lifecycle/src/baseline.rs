@@ -1632,7 +1632,7 @@ mod tests {
         let answer = rows(&[row(4, 4, Some(CURRENT), "2026-02-20", 71)]);
         let gap = readiness_gap(&build_baseline(&req, &answer).expect("ok")).expect("gap");
         assert!(
-            gap.starts_with("baseline-incomplete: the published baseline of lmsysorg/sglang:v0.5.9-rocm700-mi35x as of 2026-02-27 lacks 1 of the family's 2 points: 1k1k c8 TP4 (not measured"),
+            gap.starts_with("baseline-incomplete: the published baseline of lmsysorg/sglang:v0.5.9-rocm700-mi35x as of 2026-02-27 lacks 1 of the family's 2 points: 1k1k c8 TP4 (not published as of 2026-02-27"),
             "{gap}"
         );
         let gap = readiness_gap(&build_baseline(&req, &rows(&[])).expect("ok")).expect("gap");
@@ -1754,6 +1754,145 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "baseline source https://api.example/api/v1/benchmarks?model=DeepSeek-R1-0528&date=2026-02-27: HTTP 503"
+        );
+    }
+
+    #[test]
+    fn a_partial_re_sweep_keeps_every_point_with_its_own_run_and_day() {
+        // The API answers each point's newest row: a re-sweep of c4 alone
+        // (run 71) leaves c8 with the older sweep's row (run 60). Both are
+        // the family's baseline, each named with its run and day.
+        let answer = rows(&[
+            row(4, 4, Some(CURRENT), "2026-02-20", 71),
+            row(8, 4, Some(CURRENT), "2026-02-10", 60),
+        ]);
+        let b = build_baseline(&request(vec![point(4, 4), point(8, 4)]), &answer).expect("ok");
+        assert_eq!(readiness_gap(&b), None, "{b:#?}");
+        assert_eq!(
+            b.publications()
+                .iter()
+                .map(|p| (p.date, p.run_id, p.points))
+                .collect::<Vec<_>>(),
+            vec![
+                (day("2026-02-10"), Some(60), 1),
+                (day("2026-02-20"), Some(71), 1),
+            ]
+        );
+        let block = crate::report::render_baseline_block(&crate::report::FrozenBaseline {
+            provenance: crate::report::Provenance {
+                engine: "SGLang".into(),
+                old_image: CURRENT.into(),
+                new_image: "lmsysorg/sglang:v0.5.10-rocm700-mi35x".into(),
+                old_tag: None,
+                new_tag: "v0.5.10-rocm700-mi35x".into(),
+                digest: String::new(),
+                revision: None,
+                clock: None,
+                upstream: None,
+                not_release_reason: None,
+                scope: None,
+                versions: None,
+            },
+            baseline: b,
+        });
+        assert!(
+            block.contains("published 2026-02-10 by run `60` (1 point), 2026-02-20 by run `71` (1 point)"),
+            "{block}"
+        );
+    }
+
+    /// A source whose display names are a table, recording what it is asked.
+    struct Names {
+        names: BTreeMap<String, String>,
+        asked: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl Names {
+        fn of(pairs: &[(&str, &str)]) -> Self {
+            Self {
+                names: pairs
+                    .iter()
+                    .map(|(p, n)| ((*p).to_owned(), (*n).to_owned()))
+                    .collect(),
+                asked: Default::default(),
+            }
+        }
+
+        fn asked(&self) -> Vec<String> {
+            self.asked.lock().expect("asked").clone()
+        }
+    }
+
+    #[async_trait]
+    impl BaselineSource for Names {
+        async fn benchmarks(&self, model: &str, date: NaiveDate) -> Result<Fetched, SourceError> {
+            self.asked
+                .lock()
+                .expect("asked")
+                .push(format!("benchmarks {model}"));
+            Ok(Fetched {
+                url: benchmarks_url("https://api.example", model, date),
+                body: "[]".into(),
+            })
+        }
+        async fn workflow_info(&self, _: NaiveDate) -> Result<Fetched, SourceError> {
+            unreachable!("not asked by the freeze")
+        }
+        async fn display_name(&self, prefix: &str) -> Result<Option<String>, SourceError> {
+            self.asked
+                .lock()
+                .expect("asked")
+                .push(format!("name {prefix}"));
+            Ok(self.names.get(prefix).cloned())
+        }
+    }
+
+    fn demo_family() -> (klaud_planner::repo::Repository, String) {
+        let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/demo"));
+        let repository = klaud_planner::repo::Repository::open(root).expect("demo repository");
+        (
+            repository,
+            "configs/nvidia-master.yaml:demo-fp4-b200-sglang".into(),
+        )
+    }
+
+    #[tokio::test]
+    async fn an_unknown_model_prefix_is_its_own_readiness_block_naming_what_to_set() {
+        let (repository, id) = demo_family();
+        let family = repository.family(&id).expect("family");
+        let source = Names::of(&[("dsr1", "DeepSeek-R1-0528")]);
+        let b = baseline_of(&source, family, &BTreeMap::new(), CURRENT, day("2026-02-27")).await;
+        let gap = readiness_gap(&b).expect("blocked");
+        assert!(gap.starts_with(BASELINE_MODEL_UNKNOWN), "{gap}");
+        assert!(
+            gap.contains(r#"set [lifecycle.model_names] "demo" = "<display name>""#),
+            "{gap}"
+        );
+        assert_eq!(b.unknown_model.as_deref(), Some("demo"));
+        assert!(!b.points.is_empty());
+        assert!(b.points.iter().all(|p| p.metrics().is_none()));
+        // Nothing is asked under a guessed name.
+        assert_eq!(source.asked(), vec!["name demo"]);
+    }
+
+    #[tokio::test]
+    async fn the_found_name_is_asked_and_an_override_wins() {
+        let (repository, id) = demo_family();
+        let family = repository.family(&id).expect("family");
+        let source = Names::of(&[("demo", "Klaud-Demo-Bench")]);
+        let b = baseline_of(&source, family, &BTreeMap::new(), CURRENT, day("2026-02-27")).await;
+        assert_eq!(b.model, "Klaud-Demo-Bench");
+        assert_eq!(source.asked(), vec!["name demo", "benchmarks Klaud-Demo-Bench"]);
+
+        let source = Names::of(&[("demo", "Klaud-Demo-Bench")]);
+        let overrides = BTreeMap::from([("demo".to_owned(), "Demo-Override".to_owned())]);
+        let b = baseline_of(&source, family, &overrides, CURRENT, day("2026-02-27")).await;
+        assert_eq!(b.model, "Demo-Override");
+        assert_eq!(source.asked(), vec!["benchmarks Demo-Override"]);
+        // Rows were found for no point: an ordinary unavailable baseline.
+        assert!(
+            readiness_gap(&b).is_some_and(|g| g.starts_with(BASELINE_UNAVAILABLE)),
+            "{b:#?}"
         );
     }
 
