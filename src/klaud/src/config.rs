@@ -1526,6 +1526,33 @@ mod tests {
     }
 
     #[test]
+    fn model_names_are_keyed_by_model_prefix_and_a_model_path_key_is_refused() {
+        let ok = Config::parse(
+            "t",
+            "[lifecycle.model_names]\n\"qwen3.5\" = \"Qwen-3.5-397B-A17B\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.lifecycle.model_names.get("qwen3.5").map(String::as_str),
+            Some("Qwen-3.5-397B-A17B")
+        );
+        let err = Config::parse(
+            "t",
+            "[lifecycle.model_names]\n\"Qwen/Qwen3.5-397B-A17B-FP8\" = \"Qwen-3.5-397B-A17B\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("lifecycle.model_names") && err.contains("model prefixes"),
+            "{err}"
+        );
+        let err = Config::parse("t", "[lifecycle.model_names]\n\"dsr1\" = \"\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("may be empty"), "{err}");
+    }
+
+    #[test]
     fn capacity_is_off_by_default_and_checked_when_present() {
         assert!(Config::parse("t", "").unwrap().capacity.is_none());
         let c = Config::parse("t", "[capacity]\norigin = \"https://dash.example\"\n")
@@ -1737,10 +1764,6 @@ edits = ["unset backend.decode_environment.Y"]
     fn recipe_roots_and_the_bump_policy_are_read_and_checked() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/inferencex.toml");
         let config = Config::load(&path).unwrap();
-        assert_eq!(
-            config.bump.disagreeing_recipes,
-            BumpConfig::default().disagreeing_recipes
-        );
         let options = config.repo_options();
         assert!(options.recipe_roots.iter().any(|r| {
             r.prefix == "recipes/trtllm/kimi-k25-nvfp4/b200-fp4"
