@@ -302,7 +302,10 @@ fn the_example_configuration_holds_what_init_writes_for_inferencex() {
         example.bump.disagreeing_recipes,
         klaud_planner::bump::DisagreePolicy::Align
     );
-    assert_eq!(example.lifecycle.baseline_api, written.lifecycle.baseline_api);
+    assert_eq!(
+        example.lifecycle.baseline_api,
+        written.lifecycle.baseline_api
+    );
     assert_eq!(
         example.lifecycle.baseline_api,
         "https://inferencex.semianalysis.com"

@@ -1517,8 +1517,9 @@ mod tests {
         assert_eq!(
             b.points[1].value,
             BaselineValue::Unavailable {
-                reason: "not published as of 2026-02-27 (its line's newest row: run 71 on 2026-02-20)"
-                    .into()
+                reason:
+                    "not published as of 2026-02-27 (its line's newest row: run 71 on 2026-02-20)"
+                        .into()
             }
         );
         assert_eq!(
@@ -1796,7 +1797,9 @@ mod tests {
             baseline: b,
         });
         assert!(
-            block.contains("published 2026-02-10 by run `60` (1 point), 2026-02-20 by run `71` (1 point)"),
+            block.contains(
+                "published 2026-02-10 by run `60` (1 point), 2026-02-20 by run `71` (1 point)"
+            ),
             "{block}"
         );
     }
@@ -1861,7 +1864,14 @@ mod tests {
         let (repository, id) = demo_family();
         let family = repository.family(&id).expect("family");
         let source = Names::of(&[("dsr1", "DeepSeek-R1-0528")]);
-        let b = baseline_of(&source, family, &BTreeMap::new(), CURRENT, day("2026-02-27")).await;
+        let b = baseline_of(
+            &source,
+            family,
+            &BTreeMap::new(),
+            CURRENT,
+            day("2026-02-27"),
+        )
+        .await;
         let gap = readiness_gap(&b).expect("blocked");
         assert!(gap.starts_with(BASELINE_MODEL_UNKNOWN), "{gap}");
         assert!(
@@ -1880,9 +1890,19 @@ mod tests {
         let (repository, id) = demo_family();
         let family = repository.family(&id).expect("family");
         let source = Names::of(&[("demo", "Klaud-Demo-Bench")]);
-        let b = baseline_of(&source, family, &BTreeMap::new(), CURRENT, day("2026-02-27")).await;
+        let b = baseline_of(
+            &source,
+            family,
+            &BTreeMap::new(),
+            CURRENT,
+            day("2026-02-27"),
+        )
+        .await;
         assert_eq!(b.model, "Klaud-Demo-Bench");
-        assert_eq!(source.asked(), vec!["name demo", "benchmarks Klaud-Demo-Bench"]);
+        assert_eq!(
+            source.asked(),
+            vec!["name demo", "benchmarks Klaud-Demo-Bench"]
+        );
 
         let source = Names::of(&[("demo", "Klaud-Demo-Bench")]);
         let overrides = BTreeMap::from([("demo".to_owned(), "Demo-Override".to_owned())]);

@@ -242,15 +242,20 @@ pub fn reason_zh(reason: &str) -> String {
     if let Some((_, zh)) = exact.iter().find(|(en, _)| *en == reason) {
         return (*zh).to_owned();
     }
+    if let Some((prefix, _)) = reason
+        .strip_prefix("the results API knows no display name for model-prefix ")
+        .and_then(|r| r.split_once(" (none of the names"))
+    {
+        return format!(
+            "结果 API 不知道模型前缀 {prefix} 的显示名称（其 OpenAPI 描述列出的名称都不返回该前缀的行）；请设置 [lifecycle.model_names] {prefix} = \"<显示名称>\""
+        );
+    }
     if let Some((day, line)) = reason
         .strip_prefix("not published as of ")
         .and_then(|r| r.strip_suffix(')'))
         .and_then(|r| r.split_once(" (its line's newest row: "))
     {
-        let line = match line
-            .strip_prefix("run ")
-            .and_then(|r| r.split_once(" on "))
-        {
+        let line = match line.strip_prefix("run ").and_then(|r| r.split_once(" on ")) {
             Some((run, on)) => format!("运行 {run}（{on}）"),
             None => line.to_owned(),
         };
@@ -386,7 +391,9 @@ mod tests {
             "截至 2026-09-21 未公开"
         );
         assert_eq!(
-            reason_zh("not published as of 2026-09-21 (its line's newest row: run 7 on 2026-09-15)"),
+            reason_zh(
+                "not published as of 2026-09-21 (its line's newest row: run 7 on 2026-09-15)"
+            ),
             "截至 2026-09-21 未公开（所在系列最新的公开结果：运行 7（2026-09-15））"
         );
         assert_eq!(
@@ -398,6 +405,12 @@ mod tests {
             "公开结果缺少 mean_tpot"
         );
         assert_eq!(reason_zh("HTTP 502"), "原文：HTTP 502");
+        assert_eq!(
+            reason_zh(
+                "no baseline: the results API knows no display name for model-prefix \"demo\" (none of the names its OpenAPI description lists answers with rows of it); set [lifecycle.model_names] \"demo\" = \"<display name>\""
+            ),
+            "无基线：结果 API 不知道模型前缀 \"demo\" 的显示名称（其 OpenAPI 描述列出的名称都不返回该前缀的行）；请设置 [lifecycle.model_names] \"demo\" = \"<显示名称>\""
+        );
         assert_eq!(
             clock_words("registry-push-time", true),
             "镜像仓库的推送时间"

@@ -139,10 +139,7 @@ impl HttpBaselineSource {
             if bytes.len() + chunk.len() > self.max_body {
                 return Err(fail(
                     None,
-                    format!(
-                        "answer is larger than {} bytes (decoded)",
-                        self.max_body
-                    ),
+                    format!("answer is larger than {} bytes (decoded)", self.max_body),
                 ));
             }
             bytes.extend_from_slice(&chunk);

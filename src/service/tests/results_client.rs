@@ -81,7 +81,9 @@ async fn benchmarks(
         &app,
         format!(
             "/api/v1/benchmarks?model={model}{}",
-            q.get("date").map(|d| format!("&date={d}")).unwrap_or_default()
+            q.get("date")
+                .map(|d| format!("&date={d}"))
+                .unwrap_or_default()
         ),
         &headers,
     );
@@ -195,13 +197,20 @@ async fn display_names_come_from_the_openapi_enum_and_the_rows_they_answer() {
         Some("Klaud-Demo-Bench")
     );
     assert_eq!(
-        source.display_name("qwen3.5").await.expect("known").as_deref(),
+        source
+            .display_name("qwen3.5")
+            .await
+            .expect("known")
+            .as_deref(),
         Some("Qwen-3.5-397B-A17B")
     );
     // One description and one request per name, then nothing more: the
     // second prefix was answered by the first refresh, and an unknown
     // prefix does not ask again within the hour.
-    assert_eq!(source.display_name("gptoss120b").await.expect("asked"), None);
+    assert_eq!(
+        source.display_name("gptoss120b").await.expect("asked"),
+        None
+    );
     let asked: Vec<String> = app
         .lock()
         .expect("app")
@@ -266,7 +275,11 @@ async fn the_store_keeps_names_between_runs_and_asks_only_for_new_ones() {
         a.listed.push("Kimi-K3".into());
     }
     assert_eq!(
-        second.display_name("kimik3").await.expect("asked").as_deref(),
+        second
+            .display_name("kimik3")
+            .await
+            .expect("asked")
+            .as_deref(),
         Some("Kimi-K3")
     );
     let asked: Vec<String> = app

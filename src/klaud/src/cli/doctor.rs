@@ -386,8 +386,8 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
                 &config.lifecycle.model_names,
             ),
         )
-            .await
-            .unwrap_or_else(|c| c),
+        .await
+        .unwrap_or_else(|c| c),
     );
 
     // 11. capacity
