@@ -97,7 +97,7 @@ struct Findings {
     variable_copies: Vec<String>,
     /// Every model prefix of the checkout with the display name found for
     /// it (InferenceX only), and where the names came from.
-    model_names: Vec<(String, Option<String>)>,
+    model_names: PrefixNames,
     names_from: String,
 }
 
@@ -241,13 +241,16 @@ fn inspect(args: &Args, root: &Path) -> Result<Findings, CliError> {
     })
 }
 
+/// Every model prefix with its display name, when one is known.
+type PrefixNames = Vec<(String, Option<String>)>;
+
 /// The display name of every prefix: asked from InferenceX's results API
 /// unless `--offline` (the way Klaud itself finds them), else, and for
 /// every prefix the API could not answer, the known table.
 fn model_names(
     args: &Args,
     prefixes: &std::collections::BTreeSet<String>,
-) -> Result<(Vec<(String, Option<String>)>, String), CliError> {
+) -> Result<(PrefixNames, String), CliError> {
     let known = |p: &str| {
         INFERENCEX_MODEL_NAMES
             .iter()
