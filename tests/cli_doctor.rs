@@ -258,6 +258,12 @@ fn everything_passes_against_the_sandbox_and_nothing_is_written() {
         "{}",
         report(&c)
     );
+    // Every model prefix of the demo with the name the results API knows.
+    assert!(
+        detail(&c, "baseline").contains(r#"model names: demo = "Klaud-Demo-Bench""#),
+        "{}",
+        report(&c)
+    );
 
     let log = crate::support::block_on(sb.state.request_log());
     assert!(!log.is_empty(), "doctor asked GitHub nothing");
@@ -617,4 +623,30 @@ fn doctor_says_when_no_capacity_gate_is_configured_and_reads_the_api_when_one_is
     let (status, detail) = &c["capacity"];
     assert_eq!(status, "fail", "{detail}");
     assert!(detail.contains("401"), "{detail}");
+}
+
+#[test]
+fn doctor_names_a_model_prefix_the_results_api_knows_no_name_for() {
+    let sb = sandbox();
+    crate::support::block_on(async {
+        let status = klaud_http::http_client()
+            .expect("client")
+            .post(format!("{}/_control/models", sb.baseline))
+            .json(&serde_json::json!({"prefix": "demo", "name": null}))
+            .send()
+            .await
+            .expect("control route")
+            .status();
+        assert!(status.is_success(), "{status}");
+    });
+    let out = sb.doctor_with_registry(Some(BOT_TOKEN));
+    let c = checks(&out);
+    assert_eq!(status(&c, "baseline"), "warn", "{}", report(&c));
+    assert!(
+        detail(&c, "baseline").contains(
+            r#"demo: unknown to the API; set [lifecycle.model_names] "demo" = "<display name>""#
+        ),
+        "{}",
+        report(&c)
+    );
 }

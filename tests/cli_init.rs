@@ -266,3 +266,68 @@ fn init_asks_github_whose_token_it_is_for_the_bot_login() {
     );
     assert!(!stdout.contains(TOKEN) && !text(&out.stderr).contains(TOKEN));
 }
+
+/// The example configuration is InferenceX's: the values `klaud init`
+/// writes on the InferenceX checkout (recipe alignment, the results API,
+/// the display names of its model prefixes) are the example's.
+#[test]
+fn the_example_configuration_holds_what_init_writes_for_inferencex() {
+    let Some(full) = support::inferencex_full() else {
+        return;
+    };
+    let out = klaud(
+        &full,
+        &[
+            "init",
+            "--checkout",
+            full.to_str().unwrap(),
+            "--offline",
+            "--repo",
+            "SemiAnalysisAI/InferenceX",
+            "--bot-login",
+            BOT,
+            "--output",
+            "-",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let written = Config::parse("klaud init", &text(&out.stdout)).unwrap();
+    let example =
+        Config::load(&Path::new(support::REPO_ROOT).join("configs/inferencex.toml")).unwrap();
+    assert_eq!(
+        example.bump.disagreeing_recipes,
+        written.bump.disagreeing_recipes
+    );
+    assert_eq!(
+        example.bump.disagreeing_recipes,
+        klaud_planner::bump::DisagreePolicy::Align
+    );
+    assert_eq!(
+        example.lifecycle.baseline_api,
+        written.lifecycle.baseline_api
+    );
+    assert_eq!(
+        example.lifecycle.baseline_api,
+        "https://inferencex.semianalysis.com"
+    );
+    assert_eq!(example.lifecycle.model_names, written.lifecycle.model_names);
+    assert_eq!(
+        written
+            .lifecycle
+            .model_names
+            .get("qwen3.5")
+            .map(String::as_str),
+        Some("Qwen-3.5-397B-A17B")
+    );
+    // Every key is a prefix the checkout's masters use.
+    let repository = klaud_planner::repo::Repository::open(&full).unwrap();
+    for prefix in written.lifecycle.model_names.keys() {
+        assert!(
+            repository
+                .families()
+                .iter()
+                .any(|f| &f.entry.model_prefix == prefix),
+            "{prefix}"
+        );
+    }
+}

@@ -323,13 +323,13 @@ async fn a_results_api_publishing_in_the_past_gives_a_full_baseline_with_each_po
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_point_whose_latest_publication_ran_another_image_is_na_naming_the_image() {
+async fn a_point_whose_newest_publication_ran_another_image_is_na_naming_the_image() {
     const OTHER: &str = "vllm/vllm-openai:v0.24.0";
     let env = Harness::demo().start().await;
     let yesterday = env.stack.published.today().pred_opt().expect("a day");
-    // A partial re-sweep of the line with another image: c8 ran it, and
-    // the rest of the line is no longer published (the API answers only
-    // the latest run of a line).
+    // A partial re-sweep of the line with another image: c8 ran it; the
+    // rest of the line keeps its seeded rows (the API answers each point's
+    // newest row).
     let run = env.stack.published.publish(Sweep {
         key: KEY.into(),
         conc: Some(vec![8]),
@@ -358,9 +358,13 @@ async fn a_point_whose_latest_publication_ran_another_image_is_na_naming_the_ima
         reason_of("1k1k c8 TP8"),
         format!("published result ran another image ({OTHER})")
     );
-    assert_eq!(
-        reason_of("1k1k c16 TP8"),
-        format!("not measured by the latest published run of its line: run {run} on {yesterday}")
+    let seeded = env.stack.published.seeded_on(KEY);
+    assert!(
+        frozen.baseline.points.iter().any(|p| p.label == "1k1k c16 TP8"
+            && matches!(&p.value, BaselineValue::Measured { published: Some(d), run_id: Some(r), .. }
+                if *d == seeded && *r != run)),
+        "{:#?}",
+        frozen.baseline.points
     );
     assert!(
         body.contains(&format!("ran another image ({OTHER})"))
@@ -525,4 +529,111 @@ async fn the_pr_body_freezes_the_evals_the_baselines_own_runs_published_and_no_o
         "{english}"
     );
     assert!(chinese.contains("| 评估 | 分数 ↑ | 样本数 |"), "{chinese}");
+}
+
+/// Sets the sandbox's display name of `prefix` (`None`: the API forgets
+/// it), listed in its OpenAPI description or not, over its control route.
+async fn name_model(env: &Harness, prefix: &str, name: Option<&str>, listed: bool) {
+    let client = klaud_http::http_client().expect("client");
+    let status = client
+        .post(format!("{}/_control/models", env.stack.baseline_url))
+        .json(&serde_json::json!({"prefix": prefix, "name": name, "openapi": listed}))
+        .send()
+        .await
+        .expect("control route")
+        .status();
+    assert!(status.is_success(), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_re_sweep_with_the_same_image_keeps_every_point_with_its_own_run() {
+    let env = Harness::demo().start().await;
+    let published = &env.stack.published;
+    let seeded = published.seeded_on(KEY);
+    let yesterday = published.today().pred_opt().expect("a day");
+    // c8 alone re-swept yesterday: the API answers each point's newest row,
+    // so the line's other points keep the seeded run's.
+    let resweep = published.publish(Sweep {
+        key: KEY.into(),
+        conc: Some(vec![8]),
+        image: None,
+        date: Some(yesterday),
+        throughput: None,
+    });
+    let journal = MemoryJournal::new();
+    let summary = wave_config(&env, crate::support::engine_config(5211), &journal).await;
+    let c = candidate_of(&summary, KEY);
+    assert_ne!(c.outcome.as_deref(), Some("readiness-blocked"), "{c:#?}");
+    let (body, frozen) = frozen_body(&env, c).await;
+    let mut runs = std::collections::BTreeSet::new();
+    for p in &frozen.baseline.points {
+        let BaselineValue::Measured {
+            published, run_id, ..
+        } = &p.value
+        else {
+            panic!("{}: {:?}", p.label, p.value);
+        };
+        if p.label.contains(" c8 ") {
+            assert_eq!((*published, *run_id), (Some(yesterday), Some(resweep)));
+        } else {
+            assert_eq!(*published, Some(seeded), "{}", p.label);
+        }
+        runs.insert(*run_id);
+    }
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert!(
+        body.contains(&format!("{yesterday} by run `{resweep}` (1 point)"))
+            && body.contains(&format!("**Baseline:** published {seeded} by run `")),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_name_only_the_openapi_enum_gives_is_found_and_frozen() {
+    let env = Harness::demo().start().await;
+    let journal = MemoryJournal::new();
+    let summary = wave_config(&env, crate::support::engine_config(5212), &journal).await;
+    let c = candidate_of(&summary, KEY);
+    let (_, frozen) = frozen_body(&env, c).await;
+    // No `model:` path of the demo spells it.
+    assert_eq!(frozen.baseline.model, "Klaud-Demo-Bench");
+    assert!(
+        frozen.baseline.source_urls[0].contains("model=Klaud-Demo-Bench&"),
+        "{:?}",
+        frozen.baseline.source_urls
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_prefix_the_api_knows_no_name_for_is_readiness_blocked_naming_what_to_set() {
+    let env = Harness::demo().start().await;
+    name_model(&env, "demo", None, true).await;
+    let journal = MemoryJournal::new();
+    let summary = wave_config(&env, crate::support::engine_config(5213), &journal).await;
+    let b = blocked_of(&summary, KEY);
+    assert_eq!(b.outcome, "readiness-blocked", "{b:#?}");
+    assert!(b.reason.starts_with("baseline-model-unknown"), "{b:#?}");
+    assert!(
+        b.reason
+            .contains(r#"set [lifecycle.model_names] "demo" = "<display name>""#),
+        "{b:#?}"
+    );
+    nothing_written_for(&env, KEY).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configured_name_wins_where_the_description_does_not_list_it() {
+    let env = Harness::demo().start().await;
+    // The route knows the name; the description leaves it out.
+    name_model(&env, "demo", Some("Demo-Unlisted"), false).await;
+    let mut engine = crate::support::engine_config(5214);
+    engine
+        .model_names
+        .insert("demo".into(), "Demo-Unlisted".into());
+    let journal = MemoryJournal::new();
+    let summary = wave_config(&env, engine, &journal).await;
+    let c = candidate_of(&summary, KEY);
+    assert_ne!(c.outcome.as_deref(), Some("readiness-blocked"), "{c:#?}");
+    let (_, frozen) = frozen_body(&env, c).await;
+    assert_eq!(frozen.baseline.model, "Demo-Unlisted");
 }

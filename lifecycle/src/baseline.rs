@@ -9,10 +9,21 @@
 //!
 //! Results are published when a sweep runs, not daily, so the baseline is
 //! asked "as of" the freezing day (no `exact=true`): the API answers, for
-//! every line `(config, benchmark type, isl, osl)`, every concurrency of the
-//! newest run that published that line at or before the day. Each point is
-//! frozen with its own publication day, run and producer run id; points of
-//! one family may come from different days.
+//! every point `(config, concurrency, isl, osl)`, its newest published row
+//! at or before the day (InferenceX-app's `getLatestBenchmarks`: `DISTINCT
+//! ON (config_id, conc, isl, osl) … ORDER BY … date DESC`). A partial
+//! re-sweep therefore hides nothing: the points it did not run keep their
+//! older rows. Each point is frozen with its own publication day, run and
+//! producer run id; points of one family may come from different days and
+//! runs.
+//!
+//! The API looks its `model` parameter up exactly, in a table of one display
+//! name per model key (the master's `model-prefix`, which each row carries
+//! back as `model`). The name is found, never derived from the master's
+//! `model` path: a configured override (`[lifecycle.model_names]`, keyed by
+//! model-prefix) first, else what the source finds
+//! ([`BaselineSource::display_name`]). A prefix the API knows no name for is
+//! its own readiness block ([`BASELINE_MODEL_UNKNOWN`]).
 
 use crate::BoxFuture;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -53,9 +64,20 @@ pub struct SourceError {
 #[async_trait]
 pub trait BaselineSource: Send + Sync {
     /// Benchmark rows of `model` (display name) as published on or before
-    /// `date`: the latest run of every line, each row dated with its own
+    /// `date`: the newest row of every point, each dated with its own
     /// publication day.
     async fn benchmarks(&self, model: &str, date: NaiveDate) -> Result<Fetched, SourceError>;
+    /// The display name the API answers rows of the model prefix `prefix`
+    /// for (`Ok(None)`: it knows none). The API matches names exactly, so
+    /// a source reads them from the API; the default cannot, and says so.
+    async fn display_name(&self, prefix: &str) -> Result<Option<String>, SourceError> {
+        Err(SourceError {
+            url: String::new(),
+            reason: format!(
+                "this baseline source cannot look up the display name of model-prefix {prefix:?}"
+            ),
+        })
+    }
     /// Workflow runs, changelog entries and configs of `date`.
     async fn workflow_info(&self, date: NaiveDate) -> Result<Fetched, SourceError>;
     /// Every published eval result (`/api/v1/evaluations`: all models and
@@ -72,14 +94,25 @@ pub trait BaselineSource: Send + Sync {
     }
 }
 
-/// `<base>/api/v1/benchmarks?model=<model>&date=<date>`: the latest
-/// publication of every line as of `date`. Never `exact=true`, which
+/// `<base>/api/v1/benchmarks?model=<model>&date=<date>`: the newest
+/// publication of every point as of `date`. Never `exact=true`, which
 /// answers only what was published on that very day and is empty on
 /// almost every day a candidate is frozen.
 pub fn benchmarks_url(base: &str, model: &str, date: NaiveDate) -> String {
     let model: String = url::form_urlencoded::byte_serialize(model.as_bytes()).collect();
     format!(
         "{}/api/v1/benchmarks?model={model}&date={date}",
+        base.trim_end_matches('/')
+    )
+}
+
+/// `<base>/api/v1/benchmarks?model=<model>`: the newest row of every
+/// point, whatever the day. Asked once per display name to learn which
+/// model prefix (the rows' `model`) the name stands for.
+pub fn model_rows_url(base: &str, model: &str) -> String {
+    let model: String = url::form_urlencoded::byte_serialize(model.as_bytes()).collect();
+    format!(
+        "{}/api/v1/benchmarks?model={model}",
         base.trim_end_matches('/')
     )
 }
@@ -581,8 +614,12 @@ pub struct Baseline {
     pub date: NaiveDate,
     /// The family's current image (what the baseline measures).
     pub image: String,
-    /// Model display name asked.
+    /// Model display name asked (empty when none was found).
     pub model: String,
+    /// The model prefix the results API knows no display name for, when
+    /// that is why nothing was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown_model: Option<String>,
     /// The URLs the data came from.
     pub source_urls: Vec<String>,
     /// One entry per family point, in family order.
@@ -724,12 +761,30 @@ pub const BASELINE_UNAVAILABLE: &str = "baseline-unavailable";
 /// The reason code of a published baseline that lacks some of the family's
 /// points.
 pub const BASELINE_INCOMPLETE: &str = "baseline-incomplete";
+/// The reason code of a family whose model prefix the results API knows no
+/// display name for (and none is configured): nothing can be asked.
+pub const BASELINE_MODEL_UNKNOWN: &str = "baseline-model-unknown";
+
+/// What a maintainer sets when the results API knows no name for `prefix`.
+fn model_unknown_words(prefix: &str) -> String {
+    format!(
+        "the results API knows no display name for model-prefix {prefix:?} (none of the names \
+         its OpenAPI description lists answers with rows of it); set [lifecycle.model_names] \
+         \"{prefix}\" = \"<display name>\""
+    )
+}
 
 /// Why a frozen baseline does not make the candidate ready (`None`: every
 /// point has published numbers). The text starts with the reason code
-/// ([`BASELINE_UNAVAILABLE`] or [`BASELINE_INCOMPLETE`]) and names the
-/// missing points with their reasons.
+/// ([`BASELINE_MODEL_UNKNOWN`], [`BASELINE_UNAVAILABLE`] or
+/// [`BASELINE_INCOMPLETE`]) and names the missing points with their reasons.
 pub fn readiness_gap(baseline: &Baseline) -> Option<String> {
+    if let Some(prefix) = &baseline.unknown_model {
+        return Some(format!(
+            "{BASELINE_MODEL_UNKNOWN}: {}",
+            model_unknown_words(prefix)
+        ));
+    }
     let missing: Vec<String> = baseline
         .points
         .iter()
@@ -779,8 +834,8 @@ pub fn readiness_gap(baseline: &Baseline) -> Option<String> {
 pub struct BaselineRequest {
     /// Model display name, as the API wants it (`Qwen-3.5-397B-A17B`).
     pub model: String,
-    /// The day to ask as of (the freezing day): the latest publication of
-    /// every line on or before it.
+    /// The day to ask as of (the freezing day): the newest publication of
+    /// every point on or before it.
     pub date: NaiveDate,
     /// The family's current image.
     pub image: String,
@@ -790,27 +845,27 @@ pub struct BaselineRequest {
     pub points: Vec<PointSpec>,
 }
 
-/// The model display name the API knows `family` by: the configured name
-/// of its `model`, else the last path segment of `model`.
-pub fn display_model(family: &Family, model_names: &BTreeMap<String, String>) -> String {
-    model_names
-        .get(&family.entry.model)
-        .cloned()
-        .unwrap_or_else(|| {
-            family
-                .entry
-                .model
-                .rsplit('/')
-                .next()
-                .unwrap_or(&family.entry.model)
-                .to_owned()
-        })
+/// The display name the results API knows `family`'s model prefix by:
+/// the configured override (`model_names`, keyed by model-prefix), else
+/// what `source` finds. `Ok(None)`: the API knows no name for it.
+pub fn model_name_of<'f>(
+    source: &'f dyn BaselineSource,
+    family: &'f Family,
+    model_names: &'f BTreeMap<String, String>,
+) -> BoxFuture<'f, Result<Option<String>, SourceError>> {
+    Box::pin(async move {
+        let prefix = &family.entry.model_prefix;
+        match model_names.get(prefix) {
+            Some(name) => Ok(Some(name.clone())),
+            None => source.display_name(prefix).await,
+        }
+    })
 }
 
 /// The baseline of `family`'s image `old_image` as published on or before
 /// `date`: every point, N/A with the reason where there is none, the
-/// source failing included (never an error: the caller decides what a
-/// gap means).
+/// source failing and an unknown display name included (never an error:
+/// the caller decides what a gap means).
 pub fn baseline_of<'f>(
     source: &'f dyn BaselineSource,
     family: &'f Family,
@@ -819,9 +874,21 @@ pub fn baseline_of<'f>(
     date: NaiveDate,
 ) -> BoxFuture<'f, Baseline> {
     Box::pin(async move {
-        let model = display_model(family, model_names);
-        let (points, reason) = match family_points(&family.family, &family.entry) {
-            Ok(points) => {
+        let points = family_points(&family.family, &family.entry);
+        let (model, unknown_model, reason) = match model_name_of(source, family, model_names).await
+        {
+            Ok(Some(name)) => (name, None, None),
+            Ok(None) => {
+                let prefix = family.entry.model_prefix.clone();
+                let reason = model_unknown_words(&prefix);
+                (String::new(), Some(prefix), Some(reason))
+            }
+            Err(e) => (String::new(), None, Some(e.to_string())),
+        };
+        let (points, reason) = match (points, reason) {
+            (Err(e), _) => (Vec::new(), e.to_string()),
+            (Ok(points), Some(reason)) => (points, reason),
+            (Ok(points), None) => {
                 let request = BaselineRequest {
                     model: model.clone(),
                     date,
@@ -834,12 +901,12 @@ pub fn baseline_of<'f>(
                     Err(e) => (request.points, e.to_string()),
                 }
             }
-            Err(e) => (Vec::new(), e.to_string()),
         };
         Baseline {
             date,
             image: old_image.to_owned(),
             model,
+            unknown_model,
             source_urls: Vec::new(),
             evals: Vec::new(),
             evals_unavailable: None,
@@ -859,9 +926,8 @@ pub fn baseline_of<'f>(
 }
 
 /// Asks `source` and freezes the baseline. Only the benchmarks route is
-/// asked: the as-of answer itself tells a line never published from a
-/// point its latest run did not measure, which `workflow-info` (one day's
-/// runs) could only tell for that one day.
+/// asked: the as-of answer holds every point's newest row whatever day it
+/// was published, which `workflow-info` (one day's runs) could not tell.
 pub fn freeze<'f>(
     source: &'f dyn BaselineSource,
     request: &'f BaselineRequest,
@@ -892,6 +958,7 @@ pub fn build_baseline(
         date: request.date,
         image: request.image.clone(),
         model: request.model.clone(),
+        unknown_model: None,
         source_urls: vec![benchmarks.url.clone()],
         evals: Vec::new(),
         evals_unavailable: None,
@@ -1164,12 +1231,12 @@ fn match_point(
         .iter()
         .filter(|row| row_on_line(&request.key, point, row))
         .collect();
-    // The API answers one run per line, so a point has one row, unless two
-    // configs look the same to it (master keys that differ only in fields
-    // the rows do not carry, like a recipe): then the row of the family's
-    // own image is the family's, and another image is N/A only when no
-    // row ran this one. A row that records no image is an older
-    // publication and counts as this image's.
+    // The API answers one row per point (its newest at or before the day,
+    // whichever run published it), unless two configs look the same to it
+    // (master keys that differ only in fields the rows do not carry, like
+    // a recipe): then the row of the family's own image is the family's,
+    // and another image is N/A only when no row ran this one. A row that
+    // records no image is an older publication and counts as this image's.
     let mine = |r: &ApiBenchmarkRow| r.image.is_none() || is_current(r);
     let at_conc = || on_line.iter().copied().filter(|r| r.conc == point.conc);
     let chosen = at_conc()
@@ -1177,12 +1244,13 @@ fn match_point(
         .max_by_key(newest)
         .or_else(|| at_conc().max_by_key(newest));
     let Some(row) = chosen else {
-        // The API answers every concurrency of a line's latest run and
-        // nothing older: a line with rows but not this one was re-swept
-        // without it.
+        // The API answers every point ever published up to the day, so a
+        // point without a row was never published; its line's newest row
+        // says where the family's other numbers come from.
         let reason = match on_line.iter().copied().max_by_key(newest) {
             Some(latest) => format!(
-                "not measured by the latest published run of its line: {}",
+                "not published as of {} (its line's newest row: {})",
+                request.date,
                 publication_words(latest)
             ),
             None => format!("not published as of {}", request.date),
@@ -1456,7 +1524,7 @@ mod tests {
             b.points[1].value,
             BaselineValue::Unavailable {
                 reason:
-                    "not measured by the latest published run of its line: run 71 on 2026-02-20"
+                    "not published as of 2026-02-27 (its line's newest row: run 71 on 2026-02-20)"
                         .into()
             }
         );
@@ -1571,7 +1639,7 @@ mod tests {
         let answer = rows(&[row(4, 4, Some(CURRENT), "2026-02-20", 71)]);
         let gap = readiness_gap(&build_baseline(&req, &answer).expect("ok")).expect("gap");
         assert!(
-            gap.starts_with("baseline-incomplete: the published baseline of lmsysorg/sglang:v0.5.9-rocm700-mi35x as of 2026-02-27 lacks 1 of the family's 2 points: 1k1k c8 TP4 (not measured"),
+            gap.starts_with("baseline-incomplete: the published baseline of lmsysorg/sglang:v0.5.9-rocm700-mi35x as of 2026-02-27 lacks 1 of the family's 2 points: 1k1k c8 TP4 (not published as of 2026-02-27"),
             "{gap}"
         );
         let gap = readiness_gap(&build_baseline(&req, &rows(&[])).expect("ok")).expect("gap");
@@ -1693,6 +1761,164 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "baseline source https://api.example/api/v1/benchmarks?model=DeepSeek-R1-0528&date=2026-02-27: HTTP 503"
+        );
+    }
+
+    #[test]
+    fn a_partial_re_sweep_keeps_every_point_with_its_own_run_and_day() {
+        // The API answers each point's newest row: a re-sweep of c4 alone
+        // (run 71) leaves c8 with the older sweep's row (run 60). Both are
+        // the family's baseline, each named with its run and day.
+        let answer = rows(&[
+            row(4, 4, Some(CURRENT), "2026-02-20", 71),
+            row(8, 4, Some(CURRENT), "2026-02-10", 60),
+        ]);
+        let b = build_baseline(&request(vec![point(4, 4), point(8, 4)]), &answer).expect("ok");
+        assert_eq!(readiness_gap(&b), None, "{b:#?}");
+        assert_eq!(
+            b.publications()
+                .iter()
+                .map(|p| (p.date, p.run_id, p.points))
+                .collect::<Vec<_>>(),
+            vec![
+                (day("2026-02-10"), Some(60), 1),
+                (day("2026-02-20"), Some(71), 1),
+            ]
+        );
+        let block = crate::report::render_baseline_block(&crate::report::FrozenBaseline {
+            provenance: crate::report::Provenance {
+                engine: "SGLang".into(),
+                old_image: CURRENT.into(),
+                new_image: "lmsysorg/sglang:v0.5.10-rocm700-mi35x".into(),
+                old_tag: None,
+                new_tag: "v0.5.10-rocm700-mi35x".into(),
+                digest: String::new(),
+                revision: None,
+                clock: None,
+                upstream: None,
+                not_release_reason: None,
+                scope: None,
+                versions: None,
+            },
+            baseline: b,
+        });
+        assert!(
+            block.contains(
+                "published 2026-02-10 by run `60` (1 point), 2026-02-20 by run `71` (1 point)"
+            ),
+            "{block}"
+        );
+    }
+
+    /// A source whose display names are a table, recording what it is asked.
+    struct Names {
+        names: BTreeMap<String, String>,
+        asked: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl Names {
+        fn of(pairs: &[(&str, &str)]) -> Self {
+            Self {
+                names: pairs
+                    .iter()
+                    .map(|(p, n)| ((*p).to_owned(), (*n).to_owned()))
+                    .collect(),
+                asked: Default::default(),
+            }
+        }
+
+        fn asked(&self) -> Vec<String> {
+            self.asked.lock().expect("asked").clone()
+        }
+    }
+
+    #[async_trait]
+    impl BaselineSource for Names {
+        async fn benchmarks(&self, model: &str, date: NaiveDate) -> Result<Fetched, SourceError> {
+            self.asked
+                .lock()
+                .expect("asked")
+                .push(format!("benchmarks {model}"));
+            Ok(Fetched {
+                url: benchmarks_url("https://api.example", model, date),
+                body: "[]".into(),
+            })
+        }
+        async fn workflow_info(&self, _: NaiveDate) -> Result<Fetched, SourceError> {
+            unreachable!("not asked by the freeze")
+        }
+        async fn display_name(&self, prefix: &str) -> Result<Option<String>, SourceError> {
+            self.asked
+                .lock()
+                .expect("asked")
+                .push(format!("name {prefix}"));
+            Ok(self.names.get(prefix).cloned())
+        }
+    }
+
+    fn demo_family() -> (klaud_planner::repo::Repository, String) {
+        let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../configs/demo"));
+        let repository = klaud_planner::repo::Repository::open(root).expect("demo repository");
+        (
+            repository,
+            "configs/nvidia-master.yaml:demo-fp4-b200-sglang".into(),
+        )
+    }
+
+    #[tokio::test]
+    async fn an_unknown_model_prefix_is_its_own_readiness_block_naming_what_to_set() {
+        let (repository, id) = demo_family();
+        let family = repository.family(&id).expect("family");
+        let source = Names::of(&[("dsr1", "DeepSeek-R1-0528")]);
+        let b = baseline_of(
+            &source,
+            family,
+            &BTreeMap::new(),
+            CURRENT,
+            day("2026-02-27"),
+        )
+        .await;
+        let gap = readiness_gap(&b).expect("blocked");
+        assert!(gap.starts_with(BASELINE_MODEL_UNKNOWN), "{gap}");
+        assert!(
+            gap.contains(r#"set [lifecycle.model_names] "demo" = "<display name>""#),
+            "{gap}"
+        );
+        assert_eq!(b.unknown_model.as_deref(), Some("demo"));
+        assert!(!b.points.is_empty());
+        assert!(b.points.iter().all(|p| p.metrics().is_none()));
+        // Nothing is asked under a guessed name.
+        assert_eq!(source.asked(), vec!["name demo"]);
+    }
+
+    #[tokio::test]
+    async fn the_found_name_is_asked_and_an_override_wins() {
+        let (repository, id) = demo_family();
+        let family = repository.family(&id).expect("family");
+        let source = Names::of(&[("demo", "Klaud-Demo-Bench")]);
+        let b = baseline_of(
+            &source,
+            family,
+            &BTreeMap::new(),
+            CURRENT,
+            day("2026-02-27"),
+        )
+        .await;
+        assert_eq!(b.model, "Klaud-Demo-Bench");
+        assert_eq!(
+            source.asked(),
+            vec!["name demo", "benchmarks Klaud-Demo-Bench"]
+        );
+
+        let source = Names::of(&[("demo", "Klaud-Demo-Bench")]);
+        let overrides = BTreeMap::from([("demo".to_owned(), "Demo-Override".to_owned())]);
+        let b = baseline_of(&source, family, &overrides, CURRENT, day("2026-02-27")).await;
+        assert_eq!(b.model, "Demo-Override");
+        assert_eq!(source.asked(), vec!["benchmarks Demo-Override"]);
+        // Rows were found for no point: an ordinary unavailable baseline.
+        assert!(
+            readiness_gap(&b).is_some_and(|g| g.starts_with(BASELINE_UNAVAILABLE)),
+            "{b:#?}"
         );
     }
 

@@ -267,6 +267,7 @@ mod tests {
             evals: Vec::new(),
             evals_unavailable: None,
             agentx_datasets: Vec::new(),
+            unknown_model: None,
             points: points
                 .into_iter()
                 .map(|p| BaselinePoint {

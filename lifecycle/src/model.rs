@@ -82,7 +82,8 @@ vocabulary!(
         CapacityDeferred => "capacity-deferred",
         /// The repository was not ready: the published baseline of the
         /// family's current image is missing or lacks points (`baseline-unavailable`,
-        /// `baseline-incomplete`), before any GPU work.
+        /// `baseline-incomplete`), or the results API knows no display name
+        /// for its model prefix (`baseline-model-unknown`), before any GPU work.
         ReadinessBlocked => "readiness-blocked",
         /// The candidate image cannot run this family (platform, engine).
         Incompatible => "incompatible",

@@ -232,6 +232,7 @@ fn baseline_blocks_of_real_families_fit_a_pr_body() {
                 evals: Vec::new(),
                 evals_unavailable: None,
                 agentx_datasets: Vec::new(),
+                unknown_model: None,
                 points: points
                     .iter()
                     .map(|p| BaselinePoint {

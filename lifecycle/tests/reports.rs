@@ -87,6 +87,7 @@ fn baseline() -> Baseline {
         evals: Vec::new(),
         evals_unavailable: None,
         agentx_datasets: Vec::new(),
+        unknown_model: None,
         points: vec![
             measured(spec(1, 4, 1, false), metrics(100.0, 0.2, 0.01)),
             measured(spec(32, 4, 1, false), metrics(1266.3, 4.20116, 0.00616)),

@@ -37,6 +37,9 @@ pub const DEFAULT_KEY_ENV: &str = "KLAUD_DASHBOARD_API_KEY";
 pub const MAX_AGE: TimeDelta = TimeDelta::seconds(120);
 /// How far the API's clock may be ahead of Klaud's.
 pub const SKEW: TimeDelta = TimeDelta::seconds(5);
+/// Largest cluster-status answer read, decoded (a real one lists a few
+/// dozen clusters).
+const MAX_ANSWER: usize = 4 * 1024 * 1024;
 
 /// Why no usable reading was had.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -514,10 +517,23 @@ impl CapacitySource for HttpCapacity {
                 self.url
             )));
         }
-        let body = answer
-            .bytes()
+        // Chunk by chunk, decoded (reqwest inflates gzip): a compressed
+        // answer cannot grow past the cap in memory.
+        let mut answer = answer;
+        let mut body = Vec::new();
+        while let Some(chunk) = answer
+            .chunk()
             .await
-            .map_err(|e| CapacityError::Unreachable(format!("{}: {e}", self.url)))?;
+            .map_err(|e| CapacityError::Unreachable(format!("{}: {e}", self.url)))?
+        {
+            if body.len() + chunk.len() > MAX_ANSWER {
+                return Err(CapacityError::Unreachable(format!(
+                    "{}: the answer is larger than {MAX_ANSWER} bytes (decoded)",
+                    self.url
+                )));
+            }
+            body.extend_from_slice(&chunk);
+        }
         parse_report(&body, now)
     }
 

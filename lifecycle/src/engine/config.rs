@@ -56,7 +56,8 @@ pub struct EngineConfig {
     /// How long a dispatched run may take to show up before Klaud
     /// dispatches again.
     pub dispatch_grace: TimeDelta,
-    /// Model (as in the master config) → display name the baseline API wants.
+    /// Model prefix (a master entry's `model-prefix`) → display name the
+    /// results API knows it by: overrides what the baseline source finds.
     pub model_names: BTreeMap<String, String>,
     /// Bounds on artifact sizes.
     pub artifact_limits: ArtifactLimits,

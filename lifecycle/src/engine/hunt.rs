@@ -457,9 +457,9 @@ impl Engine<'_> {
     }
 
     /// The published metrics of each frozen point for the same image,
-    /// newest first, the frozen run included: the results API answers a
-    /// line's newest run as of a day, so asking as of the day before the
-    /// oldest run seen gives the runs before it, up to
+    /// newest first, the frozen run included: the results API answers
+    /// each point's newest row as of a day, so asking as of the day before
+    /// the oldest row seen gives the rows before it, up to
     /// [`crate::hunt::HISTORY_RUNS`] in all. A point's history ends where
     /// its earlier row ran another image or has none (or the API fails).
     async fn point_history(

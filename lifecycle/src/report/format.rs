@@ -206,11 +206,6 @@ pub fn reason_zh(reason: &str) -> String {
     const PREFIXES: &[(&str, &str, &str)] = &[
         ("no baseline: ", "无基线：", ""),
         ("not published as of ", "截至 ", " 未公开"),
-        (
-            "not measured by the latest published run of its line: ",
-            "所在系列最新公开的运行未测量该点位：",
-            "",
-        ),
         ("not benchmarked on ", "", " 未做此项基准测试"),
         (
             "no published result for this point on ",
@@ -249,6 +244,25 @@ pub fn reason_zh(reason: &str) -> String {
     }
     if let Some(zh) = crate::dataset::reason_zh(reason) {
         return zh;
+    }
+    if let Some((prefix, _)) = reason
+        .strip_prefix("the results API knows no display name for model-prefix ")
+        .and_then(|r| r.split_once(" (none of the names"))
+    {
+        return format!(
+            "结果 API 不知道模型前缀 {prefix} 的显示名称（其 OpenAPI 描述列出的名称都不返回该前缀的行）；请设置 [lifecycle.model_names] {prefix} = \"<显示名称>\""
+        );
+    }
+    if let Some((day, line)) = reason
+        .strip_prefix("not published as of ")
+        .and_then(|r| r.strip_suffix(')'))
+        .and_then(|r| r.split_once(" (its line's newest row: "))
+    {
+        let line = match line.strip_prefix("run ").and_then(|r| r.split_once(" on ")) {
+            Some((run, on)) => format!("运行 {run}（{on}）"),
+            None => line.to_owned(),
+        };
+        return format!("截至 {day} 未公开（所在系列最新的公开结果：{line}）");
     }
     for (en, before, after) in PREFIXES {
         if let Some(rest) = reason.strip_prefix(en) {
@@ -383,8 +397,10 @@ mod tests {
             "截至 2026-09-21 未公开"
         );
         assert_eq!(
-            reason_zh("not measured by the latest published run of its line: run 7 on 2026-09-15"),
-            "所在系列最新公开的运行未测量该点位：运行 7（2026-09-15）"
+            reason_zh(
+                "not published as of 2026-09-21 (its line's newest row: run 7 on 2026-09-15)"
+            ),
+            "截至 2026-09-21 未公开（所在系列最新的公开结果：运行 7（2026-09-15））"
         );
         assert_eq!(
             reason_zh("published result ran another image (x:1)"),
@@ -395,6 +411,12 @@ mod tests {
             "公开结果缺少 mean_tpot"
         );
         assert_eq!(reason_zh("HTTP 502"), "原文：HTTP 502");
+        assert_eq!(
+            reason_zh(
+                "no baseline: the results API knows no display name for model-prefix \"demo\" (none of the names its OpenAPI description lists answers with rows of it); set [lifecycle.model_names] \"demo\" = \"<display name>\""
+            ),
+            "无基线：结果 API 不知道模型前缀 \"demo\" 的显示名称（其 OpenAPI 描述列出的名称都不返回该前缀的行）；请设置 [lifecycle.model_names] \"demo\" = \"<显示名称>\""
+        );
         assert_eq!(
             clock_words("registry-push-time", true),
             "镜像仓库的推送时间"

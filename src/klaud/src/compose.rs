@@ -237,15 +237,22 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
     e
 }
 
-/// The baseline source from the configuration.
-pub fn baseline(config: &Config) -> Result<Box<dyn BaselineSource>, CliError> {
+/// The baseline source from the configuration; the display names it finds
+/// are kept in `store` when one is given (a short-lived process then does
+/// not ask for them again).
+pub fn baseline(
+    config: &Config,
+    store: Option<&Store>,
+) -> Result<Box<dyn BaselineSource>, CliError> {
     if config.lifecycle.baseline_api.trim().is_empty() {
         return Ok(Box::new(NoBaseline));
     }
-    Ok(Box::new(
-        HttpBaselineSource::new(&config.lifecycle.baseline_api)
-            .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?,
-    ))
+    let source = HttpBaselineSource::new(&config.lifecycle.baseline_api)
+        .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?;
+    Ok(Box::new(match store {
+        Some(store) => source.with_store(store.clone()),
+        None => source,
+    }))
 }
 
 /// What an engine outside a wave needs, owned: the configuration's engine
@@ -281,7 +288,7 @@ impl EngineParts {
             base,
             _checkout: checkout,
             repository,
-            baseline: baseline(config)?,
+            baseline: baseline(config, cache)?,
             hook: repair_hook(config)?,
             hunt_tags: klaud_lifecycle::hunt::RegistryHuntTags {
                 registry: klaud_planner::registry::RegistryClient::new(

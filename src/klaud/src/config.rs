@@ -594,7 +594,9 @@ pub struct LifecycleConfig {
     /// Base URL of the public results API the baseline is frozen from;
     /// empty means no baseline (every point N/A, with the reason).
     pub baseline_api: String,
-    /// Model (as in the master configs) → display name the results API wants.
+    /// Model prefix (a master entry's `model-prefix`, e.g. `dsr1`) →
+    /// display name the results API knows it by (`DeepSeek-R1-0528`): an
+    /// override of the name Klaud finds in the API itself.
     pub model_names: BTreeMap<String, String>,
     /// Whether the final sweep runs on draft PRs: `"auto"` (default) reads
     /// the sweep workflow's job conditions at the base commit, `true` keeps
@@ -843,6 +845,26 @@ impl Config {
                             .to_owned(),
                     ));
                 }
+            }
+        }
+        for (prefix, name) in &self.lifecycle.model_names {
+            let key = format!("lifecycle.model_names.{prefix:?}");
+            // Keys used to be the master's `model` path; such a key now
+            // matches no family, silently, so it is refused.
+            if prefix.contains('/') {
+                return Err(invalid(
+                    &key,
+                    format!(
+                        "keys are model prefixes (a master entry's `model-prefix`, e.g. \"dsr1\"), \
+                         not model paths; write [lifecycle.model_names] \"<model-prefix>\" = {name:?}"
+                    ),
+                ));
+            }
+            if prefix.trim().is_empty() || name.trim().is_empty() {
+                return Err(invalid(
+                    &key,
+                    "neither the model prefix nor its display name may be empty".to_owned(),
+                ));
             }
         }
         klaud_planner::audit::validate(&self.audit.engines)
@@ -1504,6 +1526,33 @@ mod tests {
     }
 
     #[test]
+    fn model_names_are_keyed_by_model_prefix_and_a_model_path_key_is_refused() {
+        let ok = Config::parse(
+            "t",
+            "[lifecycle.model_names]\n\"qwen3.5\" = \"Qwen-3.5-397B-A17B\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.lifecycle.model_names.get("qwen3.5").map(String::as_str),
+            Some("Qwen-3.5-397B-A17B")
+        );
+        let err = Config::parse(
+            "t",
+            "[lifecycle.model_names]\n\"Qwen/Qwen3.5-397B-A17B-FP8\" = \"Qwen-3.5-397B-A17B\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("lifecycle.model_names") && err.contains("model prefixes"),
+            "{err}"
+        );
+        let err = Config::parse("t", "[lifecycle.model_names]\n\"dsr1\" = \"\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("may be empty"), "{err}");
+    }
+
+    #[test]
     fn capacity_is_off_by_default_and_checked_when_present() {
         assert!(Config::parse("t", "").unwrap().capacity.is_none());
         let c = Config::parse("t", "[capacity]\norigin = \"https://dash.example\"\n")
@@ -1715,10 +1764,6 @@ edits = ["unset backend.decode_environment.Y"]
     fn recipe_roots_and_the_bump_policy_are_read_and_checked() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/inferencex.toml");
         let config = Config::load(&path).unwrap();
-        assert_eq!(
-            config.bump.disagreeing_recipes,
-            BumpConfig::default().disagreeing_recipes
-        );
         let options = config.repo_options();
         assert!(options.recipe_roots.iter().any(|r| {
             r.prefix == "recipes/trtllm/kimi-k25-nvfp4/b200-fp4"

@@ -33,11 +33,13 @@
 //! instance needs: coordination goes through GitHub. It also implements the
 //! lifecycle [`klaud_lifecycle::engine::Journal`] ([`journal::StoreJournal`]),
 //! the planner's [`klaud_planner::plan::CreationTimes`] over the cache tree,
-//! and keeps the registry breaker ([`Store::save_breaker`]).
+//! keeps the registry breaker ([`Store::save_breaker`]) and the display
+//! names the results API knows ([`Store::model_names`]).
 
 mod error;
 mod events;
 pub mod journal;
+mod model_names;
 mod record;
 mod registry;
 
@@ -54,6 +56,7 @@ use serde::Serialize;
 
 pub use error::StoreError;
 pub use events::{DEFAULT_EVENT_LIMIT, Event, EventKind, StoredEvent};
+pub use model_names::KnownModelNames;
 pub use record::Record;
 
 /// Names of the trees Klaud uses. Any other non-reserved name works too;

@@ -45,6 +45,7 @@ pub(in crate::engine) async fn baseline_now(
             evals: Vec::new(),
             evals_unavailable: None,
             agentx_datasets: Vec::new(),
+            unknown_model: None,
             points: Vec::new(),
         },
     }

@@ -378,9 +378,16 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
 
     // 10. baseline
     checks.push(
-        bounded("baseline", check_baseline(&config.lifecycle.baseline_api))
-            .await
-            .unwrap_or_else(|c| c),
+        bounded(
+            "baseline",
+            check_baseline(
+                &config.lifecycle.baseline_api,
+                repository.as_ref(),
+                &config.lifecycle.model_names,
+            ),
+        )
+        .await
+        .unwrap_or_else(|c| c),
     );
 
     // 11. capacity
@@ -1167,7 +1174,11 @@ async fn check_registries(registry: RegistryConfig, repository: &Repository) -> 
     }
 }
 
-async fn check_baseline(base: &str) -> Check {
+async fn check_baseline(
+    base: &str,
+    repository: Option<&Repository>,
+    overrides: &std::collections::BTreeMap<String, String>,
+) -> Check {
     const NAME: &str = "baseline";
     use klaud_lifecycle::baseline::{BaselineSource, parse_workflow_info};
     if base.trim().is_empty() {
@@ -1188,21 +1199,74 @@ async fn check_baseline(base: &str) -> Check {
             return Check::fail(NAME, format!("{e}; check lifecycle.baseline_api"));
         }
     };
-    match parse_workflow_info(&fetched) {
-        Ok(info) => Check::ok(
+    let answers = match parse_workflow_info(&fetched) {
+        Ok(info) => format!(
+            "{} answers workflow-info for {today}: {} run(s), {} config(s)",
+            base.trim_end_matches('/'),
+            info.runs.len(),
+            info.configs.len()
+        ),
+        Err(e) => {
+            return Check::fail(
+                NAME,
+                format!("{e}; is lifecycle.baseline_api the results API?"),
+            );
+        }
+    };
+    let Some(repository) = repository else {
+        return Check::ok(NAME, answers);
+    };
+    let (names, problems) = model_name_lines(&source, repository, overrides).await;
+    let detail = format!("{answers}; model names: {}", names.join(", "));
+    if problems == 0 {
+        Check::ok(NAME, detail)
+    } else {
+        Check::warn(
             NAME,
             format!(
-                "{} answers workflow-info for {today}: {} run(s), {} config(s)",
-                base.trim_end_matches('/'),
-                info.runs.len(),
-                info.configs.len()
+                "{detail}; {problems} model prefix(es) have no display name the results API \
+                 knows, so their families are readiness-blocked (baseline-model-unknown)"
             ),
-        ),
-        Err(e) => Check::fail(
-            NAME,
-            format!("{e}; is lifecycle.baseline_api the results API?"),
-        ),
+        )
     }
+}
+
+/// Every model prefix of the repository with the display name the results
+/// API knows it by (or the override), or the problem; and how many have a
+/// problem.
+async fn model_name_lines(
+    source: &HttpBaselineSource,
+    repository: &Repository,
+    overrides: &std::collections::BTreeMap<String, String>,
+) -> (Vec<String>, usize) {
+    use klaud_lifecycle::baseline::BaselineSource;
+    let prefixes: BTreeSet<&str> = repository
+        .families()
+        .iter()
+        .map(|f| f.entry.model_prefix.as_str())
+        .collect();
+    let mut lines = Vec::new();
+    let mut problems = 0;
+    for prefix in prefixes {
+        if let Some(name) = overrides.get(prefix) {
+            lines.push(format!("{prefix} = {name:?} (configured)"));
+            continue;
+        }
+        match source.display_name(prefix).await {
+            Ok(Some(name)) => lines.push(format!("{prefix} = {name:?}")),
+            Ok(None) => {
+                problems += 1;
+                lines.push(format!(
+                    "{prefix}: unknown to the API; set [lifecycle.model_names] {prefix:?} = \"<display name>\""
+                ));
+            }
+            Err(e) => {
+                problems += 1;
+                lines.push(format!("{prefix}: {e}"));
+            }
+        }
+    }
+    (lines, problems)
 }
 
 /// Reads the cluster-status API once, when `[capacity]` is configured, and

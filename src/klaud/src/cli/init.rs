@@ -24,6 +24,23 @@ use crate::config::Config;
 pub const BOT_LOGIN_PLACEHOLDER: &str = "REPLACE-WITH-BOT-LOGIN";
 /// The results API InferenceX publishes its benchmarks on (the baseline).
 const INFERENCEX_RESULTS_API: &str = "https://inferencex.semianalysis.com";
+/// The display names InferenceX's results API knows its model prefixes by,
+/// for when the API cannot be asked: the app's table
+/// (`packages/constants/src/models.ts`) and the names its public clients
+/// ask for since. `klaud doctor` checks them against the live API.
+pub const INFERENCEX_MODEL_NAMES: &[(&str, &str)] = &[
+    ("dsr1", "DeepSeek-R1-0528"),
+    ("dsv4", "DeepSeek-V4-Pro"),
+    ("glm5", "GLM-5"),
+    ("gptoss120b", "gpt-oss-120b"),
+    ("kimik2.5", "Kimi-K2.5"),
+    ("kimik3", "Kimi-K3"),
+    ("llama70b", "Llama-3.3-70B-Instruct-FP8"),
+    ("minimaxm2.5", "MiniMax-M2.5"),
+    ("qwen3.5", "Qwen-3.5-397B-A17B"),
+];
+/// How long `init` waits for the results API to list its names.
+const NAMES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 /// The wave workflow Klaud ships runs a pass this often (its cron); the
 /// lease below must outlast several missed passes.
 const PASS_INTERVAL_MINUTES: u64 = 30;
@@ -78,6 +95,10 @@ struct Findings {
     sweep: SweepFinding,
     recipe_roots: Vec<(String, String, String)>,
     variable_copies: Vec<String>,
+    /// Every model prefix of the checkout with the display name found for
+    /// it (InferenceX only), and where the names came from.
+    model_names: PrefixNames,
+    names_from: String,
 }
 
 #[derive(Debug)]
@@ -193,6 +214,16 @@ fn inspect(args: &Args, root: &Path) -> Result<Findings, CliError> {
         .then(|| smoke_file.display().to_string());
     let sweep = sweep_finding(root, &prefix, masters.iter().next().copied());
     let (bot_login, app_id) = bot_login(args, repository.as_ref().map(|r| r.0.as_str()))?;
+    let prefixes: std::collections::BTreeSet<String> = opened
+        .families()
+        .iter()
+        .map(|f| f.entry.model_prefix.clone())
+        .filter(|p| !p.trim().is_empty())
+        .collect();
+    let (model_names, names_from) = match &inferencex {
+        Some(_) => model_names(args, &prefixes)?,
+        None => (Vec::new(), String::new()),
+    };
     Ok(Findings {
         repository,
         bot_login,
@@ -205,6 +236,64 @@ fn inspect(args: &Args, root: &Path) -> Result<Findings, CliError> {
         sweep,
         recipe_roots,
         variable_copies,
+        model_names,
+        names_from,
+    })
+}
+
+/// Every model prefix with its display name, when one is known.
+type PrefixNames = Vec<(String, Option<String>)>;
+
+/// The display name of every prefix: asked from InferenceX's results API
+/// unless `--offline` (the way Klaud itself finds them), else, and for
+/// every prefix the API could not answer, the known table.
+fn model_names(
+    args: &Args,
+    prefixes: &std::collections::BTreeSet<String>,
+) -> Result<(PrefixNames, String), CliError> {
+    let known = |p: &str| {
+        INFERENCEX_MODEL_NAMES
+            .iter()
+            .find(|(k, _)| *k == p)
+            .map(|(_, n)| (*n).to_owned())
+    };
+    let table = || prefixes.iter().map(|p| (p.clone(), known(p))).collect();
+    if args.offline {
+        return Ok((table(), "the known table (--offline)".into()));
+    }
+    let source = klaud_service::HttpBaselineSource::new(INFERENCEX_RESULTS_API)
+        .map_err(|e| CliError::failure(anyhow::anyhow!(e)))?;
+    let runtime = super::runtime()?;
+    let asked = runtime.block_on(async {
+        tokio::time::timeout(NAMES_TIMEOUT, async {
+            use klaud_lifecycle::baseline::BaselineSource as _;
+            let mut out = Vec::new();
+            for p in prefixes {
+                out.push((p.clone(), source.display_name(p).await?));
+            }
+            Ok::<_, klaud_lifecycle::baseline::SourceError>(out)
+        })
+        .await
+    });
+    Ok(match asked {
+        Ok(Ok(found)) => (
+            found
+                .into_iter()
+                .map(|(p, n)| {
+                    let n = n.or_else(|| known(&p));
+                    (p, n)
+                })
+                .collect(),
+            format!("{INFERENCEX_RESULTS_API}/api/openapi.json, then the known table"),
+        ),
+        Ok(Err(e)) => (table(), format!("the known table (the API: {e})")),
+        Err(_) => (
+            table(),
+            format!(
+                "the known table (the API did not answer within {}s)",
+                NAMES_TIMEOUT.as_secs()
+            ),
+        ),
     })
 }
 
@@ -539,6 +628,35 @@ fn render(f: &Findings) -> String {
                 "# InferenceX ({why}): the baseline is frozen from its public results API."
             );
             let _ = writeln!(w, "baseline_api = {}", toml_string(INFERENCEX_RESULTS_API));
+            let _ = writeln!(w);
+            let _ = writeln!(
+                w,
+                "# Model prefix (a master entry's `model-prefix`) -> the display name the"
+            );
+            let _ = writeln!(
+                w,
+                "# results API knows it by (it matches names exactly). Klaud finds names in"
+            );
+            let _ = writeln!(
+                w,
+                "# the API itself; these override it. From {}.",
+                f.names_from
+            );
+            let _ = writeln!(w, "[lifecycle.model_names]");
+            for (prefix, name) in &f.model_names {
+                match name {
+                    Some(name) => {
+                        let _ = writeln!(w, "{} = {}", toml_string(prefix), toml_string(name));
+                    }
+                    None => {
+                        let _ = writeln!(
+                            w,
+                            "# {} = ?  (no name known: `klaud doctor` says whether the API knows one)",
+                            toml_string(prefix)
+                        );
+                    }
+                }
+            }
         }
         None => {
             let _ = writeln!(

@@ -121,7 +121,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         bar.finish_and_clear();
     }
     if config.lifecycle.require_baseline {
-        let source = crate::compose::baseline(&config)?;
+        let source = crate::compose::baseline(&config, None)?;
         runtime.block_on(block_unready(
             &repository,
             source.as_ref(),

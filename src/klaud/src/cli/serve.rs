@@ -138,7 +138,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
             claimant.ok_or_else(|| CliError::bad_input(anyhow::anyhow!("no repository")))?;
         let registry = super::plan::registry_config(&config, &args.mirrors)?;
         let registry = RegistryClient::new(registry).map_err(CliError::bad_input)?;
-        let baseline = crate::compose::baseline(&config)?;
+        // One source serves every repository; the first store keeps the
+        // display names it finds.
+        let names_store = services.first().and_then(|s| s.store.as_ref());
+        let baseline = crate::compose::baseline(&config, names_store)?;
         let repair =
             crate::compose::repair_hook(&config)?.map(|h| Box::new(h) as Box<dyn RepairHook>);
         let settings = ServeSettings {

@@ -140,7 +140,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         // A light Actions pass is a new process with the store kept: the
         // last pass's answers make unchanged reads free 304s.
         klaud_service::restore_conditional_pages(&session.forge, session.journal.store());
-        let baseline = baseline(config)?;
+        let baseline = baseline(config, Some(session.journal.store()))?;
         let hook = repair_hook(config)?;
         // Upstream reads (the release proof, the bump's commit range) use
         // the same token; public repositories only.
