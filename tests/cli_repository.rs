@@ -493,8 +493,8 @@ fn families_of(repo: &str, extra: &[&str]) -> (Vec<serde_json::Value>, Option<i3
 }
 
 /// Bumps an AMD family without recipes (not `except`) through the CLI and
-/// checks that only its image token changed; returns the exit codes without
-/// and with `--allow-unresolved`.
+/// checks that only its image token changed: exit 1 without
+/// `--allow-unresolved` (something else is unreadable), 0 with it.
 fn bump_another_amd_family(dir: &Path, rows: &[serde_json::Value], except: &str) {
     let repo = dir.to_str().unwrap();
     let row = rows

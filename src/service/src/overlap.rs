@@ -227,6 +227,14 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_is_found_beside_a_broken_one_which_still_ends_it() {
+        let text = "a:\n  image: x:1\nbad:\n  k: 1\n  k: 2\nb:\n  image: y:2\n";
+        assert_eq!(entry_bytes(text, "a"), Some("a:\n  image: x:1\n"));
+        assert_eq!(entry_bytes(text, "b"), Some("b:\n  image: y:2\n"));
+        assert_eq!(entry_bytes(text, "bad"), None);
+    }
+
+    #[test]
     fn both_branch_spellings_name_a_candidate() {
         let id = "0123456789abcdef-0123456789abcdef";
         for prefix in BRANCH_PREFIXES {
