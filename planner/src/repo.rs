@@ -474,7 +474,7 @@ impl Repository {
             };
             // Readable and broken entries in file order, so that a key
             // repeated across the two is still found.
-            let mut items: Vec<(usize, Result<(&Node, &Node), &yaml::BrokenEntry>)> = entries
+            let mut items: Vec<(usize, MasterItem<'_>)> = entries
                 .iter()
                 .map(|(k, v)| (k.start, Ok((k, v))))
                 .chain(confined.broken.iter().map(|b| (b.start, Err(b))))
@@ -795,6 +795,9 @@ pub(crate) fn parse_yaml(path: &str, text: &str) -> Result<Option<Node>, RepoErr
         message: e.message,
     })
 }
+
+/// A top-level entry of a master in file order: read (key, value), or broken.
+type MasterItem<'a> = Result<(&'a Node, &'a Node), &'a yaml::BrokenEntry>;
 
 /// Reads a master config entry by entry ([`yaml::parse_confined`]): an
 /// entry that cannot be read is left out of the root and listed as broken.
