@@ -345,6 +345,48 @@ fn an_unparsable_claim_ref_fails_the_claims_check_naming_it() {
     assert_eq!(status(&c, "rate-limit"), "ok", "{}", report(&c));
 }
 
+/// A record that parses but names another family's candidate is as
+/// malformed as one that does not parse: the claims check fails naming it,
+/// and nothing deletes it.
+#[test]
+fn a_claim_naming_another_familys_candidate_fails_the_claims_check() {
+    let sb = sandbox();
+    let family = "configs/nvidia-master.yaml:demo-fp4-b200-sglang";
+    let family_id = klaud_planner::identity::family_id(family);
+    let other_id = klaud_planner::identity::family_id("configs/amd-master.yaml:other");
+    let base = crate::support::block_on(sb.state.ref_sha(REPO, "refs/heads/main")).expect("main");
+    let record = serde_json::json!({
+        "candidates": [{"base": base, "family": family, "id": format!("{other_id}-0123456789abcdef")}],
+        "fence": 1,
+        "holder": "klaud/0.0.0",
+        "lease-until": "2020-01-01T00:00:00Z",
+        "owner": "6f1c7d0e-1b2a-4c3d-8e9f-0a1b2c3d4e5f",
+        "run-id": 7,
+    });
+    let name = format!("klaud/claim-{family_id}");
+    let planted = crate::support::block_on(sb.state.push_commit(
+        REPO,
+        &name,
+        MAINTAINER,
+        BTreeMap::new(),
+        &record.to_string(),
+    ))
+    .expect("plant");
+    let out = sb.doctor_with_registry(Some(BOT_TOKEN));
+    let c = checks(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", report(&c));
+    assert_eq!(status(&c, "claims"), "fail", "{}", report(&c));
+    let claims = detail(&c, "claims");
+    assert!(
+        claims.contains(&format!("refs/heads/{name}")) && claims.contains(&other_id),
+        "{claims}"
+    );
+    assert_eq!(
+        crate::support::block_on(sb.state.ref_sha(REPO, &format!("refs/heads/{name}"))),
+        Some(planted)
+    );
+}
+
 #[test]
 fn an_expired_lease_is_a_warning_for_recovery() {
     let sb = sandbox();

@@ -151,6 +151,57 @@ fn plan_fails_when_a_family_cannot_be_resolved_unless_told_to_allow_it() {
     );
 }
 
+/// A key written twice in a master costs its family alone: the plan names
+/// it (with both lines) and plans every other family, and the gate fails
+/// naming it unless `--allow-unresolved` (or its alias) is given.
+#[test]
+fn plan_names_a_duplicated_family_plans_the_rest_and_fails_the_gate() {
+    let url = serve();
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_tree(
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo")),
+        dir.path(),
+    );
+    let master = dir.path().join("configs/nvidia-master.yaml");
+    let text = std::fs::read_to_string(&master).unwrap();
+    let start = text.find("demo-fp8-h200-trt:").unwrap();
+    let end = text[start + 1..]
+        .find("\ndemo-")
+        .map_or(text.len(), |i| start + 2 + i);
+    let entry = text[start..end].to_owned();
+    std::fs::write(&master, format!("{text}\n{entry}")).unwrap();
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_klaud"))
+            .args(["plan", "--checkout", dir.path().to_str().unwrap(), "--json"])
+            .args(extra)
+            .args(["--mirror", &format!("docker.io={url}")])
+            .args(["--mirror", &format!("nvcr.io={url}")])
+            .args(["--mirror", &format!("hub.docker.com={url}")])
+            .output()
+            .unwrap()
+    };
+    let gate = run(&[]);
+    let stderr = String::from_utf8_lossy(&gate.stderr);
+    assert_eq!(gate.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("1 unreadable: configs/nvidia-master.yaml:demo-fp8-h200-trt"),
+        "{stderr}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&gate.stdout).unwrap();
+    assert_eq!(report["families"].as_array().map(Vec::len), Some(6));
+    let unreadable = report["unreadable"].to_string();
+    assert!(
+        unreadable.contains("duplicate key \\\"demo-fp8-h200-trt\\\" (first defined on line"),
+        "{unreadable}"
+    );
+    let tolerated = run(&["--allow-unreadable"]);
+    assert!(
+        tolerated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tolerated.stderr)
+    );
+}
+
 #[test]
 fn plan_refuses_a_bad_mirror_flag() {
     let output = Command::new(env!("CARGO_BIN_EXE_klaud"))

@@ -139,3 +139,45 @@ fn status_lists_an_expired_claim_and_recover_releases_it() {
         Some(0)
     );
 }
+
+/// `recover --family` with a family neither a claim nor the repository
+/// has is a typo, not "nothing to recover": exit 2 naming it and where the
+/// families are listed. A family that exists but has no claim is fine.
+#[test]
+fn recover_of_an_unknown_family_exits_non_zero_naming_it() {
+    let sb = sandbox();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let unknown = klaud(&sb, dir.path(), &["recover", "--family", "nope"]);
+    assert_eq!(
+        unknown.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&unknown.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        stderr.contains("\"nope\"") && stderr.contains("klaud families"),
+        "{stderr}"
+    );
+    let string = klaud(
+        &sb,
+        dir.path(),
+        &["recover", "--family", "configs/nvidia-master.yaml:nope"],
+    );
+    assert_eq!(string.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&string.stderr).contains("nope"),
+        "{}",
+        String::from_utf8_lossy(&string.stderr)
+    );
+    for known in [FAMILY, "demo-fp4-b200-sglang"] {
+        let out = klaud(&sb, dir.path(), &["recover", "--family", known]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{known}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("no claims to recover"));
+    }
+}

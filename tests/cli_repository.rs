@@ -84,7 +84,21 @@ fn one_unreadable_family_is_named_and_every_other_family_is_listed_and_bumped() 
     );
     std::fs::write(&amd, master).unwrap();
 
-    let listed = klaud(&["families", "--checkout", repo, "--json"]);
+    // Something unreadable fails a CI gate, naming it; the flag tolerates it.
+    let gated = klaud(&["families", "--checkout", repo, "--json"]);
+    assert_eq!(gated.status.code(), Some(1), "{}", text(&gated.stderr));
+    assert!(
+        text(&gated.stderr).contains("1 unreadable: configs/amd-master.yaml:broken-tbd"),
+        "{}",
+        text(&gated.stderr)
+    );
+    let listed = klaud(&[
+        "families",
+        "--checkout",
+        repo,
+        "--json",
+        "--allow-unresolved",
+    ]);
     assert!(listed.status.success(), "{}", text(&listed.stderr));
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(rows.len(), 7, "every readable family is listed");
@@ -106,6 +120,7 @@ fn one_unreadable_family_is_named_and_every_other_family_is_listed_and_bumped() 
         "--to",
         "lmsysorg/sglang:v0.5.99-cu130",
         "--check",
+        "--allow-unreadable",
     ]);
     assert!(other.status.success(), "{}", text(&other.stderr));
     let broken = klaud(&[
@@ -439,4 +454,155 @@ fn families_counts_warnings_by_kind_and_lists_each_with_verbose() {
         .filter(|l| l.contains("(external recipe); it is not edited"))
         .count();
     assert_eq!(listed, count, "-v lists each external recipe once");
+}
+
+/// The real masters of the InferenceX fixture in a temp dir, with `edit`
+/// applied to `configs/amd-master.yaml`.
+fn real_masters_with(edit: impl FnOnce(&str) -> String) -> Option<tempfile::TempDir> {
+    let full = support::inferencex_full()?;
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_tree(&full.join("configs"), &dir.path().join("configs"));
+    let amd = dir.path().join("configs/amd-master.yaml");
+    let master = std::fs::read_to_string(&amd).unwrap();
+    std::fs::write(&amd, edit(&master)).unwrap();
+    Some(dir)
+}
+
+/// Top-level keys of a master with the byte offset of their line.
+fn top_level_keys(text: &str) -> Vec<(usize, String)> {
+    let mut offset = 0;
+    let mut keys = Vec::new();
+    for line in text.split_inclusive('\n') {
+        if line.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && let Some((key, _)) = line.split_once(':')
+        {
+            keys.push((offset, key.to_owned()));
+        }
+        offset += line.len();
+    }
+    keys
+}
+
+/// `families --json` rows, the command's exit code and its stderr.
+fn families_of(repo: &str, extra: &[&str]) -> (Vec<serde_json::Value>, Option<i32>, String) {
+    let mut args = vec!["families", "--checkout", repo, "--json"];
+    args.extend_from_slice(extra);
+    let out = klaud(&args);
+    let rows = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    (rows, out.status.code(), text(&out.stderr))
+}
+
+/// Bumps an AMD family without recipes (not `except`) through the CLI and
+/// checks that only its image token changed: exit 1 without
+/// `--allow-unresolved` (something else is unreadable), 0 with it.
+fn bump_another_amd_family(dir: &Path, rows: &[serde_json::Value], except: &str) {
+    let repo = dir.to_str().unwrap();
+    let row = rows
+        .iter()
+        .find(|r| {
+            r["file"] == "configs/amd-master.yaml"
+                && r["key"] != except
+                && r["recipes"].as_array().is_some_and(Vec::is_empty)
+        })
+        .expect("an AMD family without recipes");
+    let key = row["key"].as_str().unwrap();
+    let image = row["image"].as_str().unwrap();
+    let (repository, _) = image.rsplit_once(':').unwrap();
+    let to = format!("{repository}:klaud-test-tag");
+    let path = dir.join("configs/amd-master.yaml");
+    let before = std::fs::read_to_string(&path).unwrap();
+    // Without the flag: the bump is made, and the exit code says that
+    // something else could not be read.
+    let gated = klaud(&["bump", "--checkout", repo, "--family", key, "--to", &to]);
+    assert_eq!(gated.status.code(), Some(1), "{}", text(&gated.stderr));
+    assert!(
+        text(&gated.stderr).contains("unreadable: "),
+        "{}",
+        text(&gated.stderr)
+    );
+    let stdout = text(&gated.stdout);
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("changed ")).count(),
+        1,
+        "{stdout}"
+    );
+    let after = std::fs::read_to_string(&path).unwrap();
+    let line = row["line"].as_u64().unwrap() as usize;
+    let at = before
+        .match_indices(image)
+        .map(|(i, _)| i)
+        .find(|i| before[..*i].matches('\n').count() + 1 > line)
+        .unwrap();
+    let expected = format!("{}{to}{}", &before[..at], &before[at + image.len()..]);
+    assert_eq!(after, expected, "only the image token of {key} changed");
+    // With the flag, back again: exit 0.
+    let back = klaud(&[
+        "bump",
+        "--checkout",
+        repo,
+        "--family",
+        key,
+        "--to",
+        image,
+        "--allow-unresolved",
+    ]);
+    assert!(back.status.success(), "{}", text(&back.stderr));
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+}
+
+/// A key repeated in the real AMD master (as on InferenceX's AMD branches)
+/// hides only its own family: 207 of the 208 real families are listed,
+/// `families` exits 1 naming the broken one (both lines), and another AMD
+/// family is bumped byte for byte.
+#[test]
+fn a_duplicate_key_in_the_real_masters_costs_one_family_and_fails_the_gate() {
+    let mut duplicated = String::new();
+    let Some(dir) = real_masters_with(|text| {
+        let keys = top_level_keys(text);
+        duplicated = keys[3].1.clone();
+        let entry = &text[keys[3].0..keys[4].0];
+        format!("{text}\n{entry}")
+    }) else {
+        return;
+    };
+    let repo = dir.path().to_str().unwrap();
+    let (rows, code, stderr) = families_of(repo, &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(rows.len(), 207, "{stderr}");
+    let family = format!("configs/amd-master.yaml:{duplicated}");
+    assert!(
+        stderr.contains(&format!(
+            "error: {family} cannot be read: configs/amd-master.yaml:"
+        )) && stderr.contains(&format!(
+            "duplicate key {duplicated:?} (first defined on line"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("1 unreadable: {family}")),
+        "{stderr}"
+    );
+    assert!(rows.iter().all(|r| r["key"] != duplicated.as_str()));
+    let (tolerated, code, _) = families_of(repo, &["--allow-unresolved"]);
+    assert_eq!((tolerated.len(), code), (207, Some(0)));
+    bump_another_amd_family(dir.path(), &rows, &duplicated);
+}
+
+/// An alias bomb appended to the real AMD master costs the bomb's own
+/// entries: all 208 real families are listed, `families` exits 1 naming
+/// the bomb's entries, and an AMD family is bumped byte for byte.
+#[test]
+fn an_alias_bomb_in_the_real_masters_costs_only_its_entries_and_fails_the_gate() {
+    let Some(dir) = real_masters_with(|text| format!("{text}{}", alias_bomb())) else {
+        return;
+    };
+    let repo = dir.path().to_str().unwrap();
+    let (rows, code, stderr) = families_of(repo, &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(rows.len(), 208, "{stderr}");
+    assert!(
+        stderr.contains("alias bomb") && stderr.contains("configs/amd-master.yaml:lol"),
+        "{stderr}"
+    );
+    bump_another_amd_family(dir.path(), &rows, "");
 }

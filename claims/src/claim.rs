@@ -168,6 +168,19 @@ pub enum ClaimParseError {
     /// The commit message is not a claim record.
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// The record names a candidate of another family than the claim ref's:
+    /// acting on it could drive or release the wrong family's work.
+    #[error(
+        "the record names candidate {candidate}, whose family id {found} is not the claim's family id {family}"
+    )]
+    ForeignCandidate {
+        /// The candidate id in the record.
+        candidate: String,
+        /// Its family id part.
+        found: String,
+        /// The family id in the claim ref's name.
+        family: String,
+    },
 }
 
 /// A claim ref as found on the store: the record, or why it does not parse.
@@ -199,8 +212,23 @@ impl ClaimEntry {
     }
 
     fn claim_from_tip(tip: RefTip) -> Self {
-        let ok = FamilyId::from_claim_ref(&tip.name).is_some();
-        Self::named(tip, ok)
+        let Some(family) = FamilyId::from_claim_ref(&tip.name) else {
+            return Self::named(tip, false);
+        };
+        let mut entry = Self::from_tip(tip);
+        // Fail closed, as for a record that does not parse: every candidate
+        // of a claim (a family group's members included) carries the
+        // claimed family's id, as `acquire` writes them.
+        if let Ok(record) = &entry.record
+            && let Some(foreign) = record.candidates.iter().find(|c| c.id.family() != family)
+        {
+            entry.record = Err(ClaimParseError::ForeignCandidate {
+                candidate: foreign.id.to_string(),
+                found: foreign.id.family().to_string(),
+                family: family.to_string(),
+            });
+        }
+        entry
     }
 
     fn recovery_from_tip(tip: RefTip) -> Self {

@@ -713,6 +713,65 @@ async fn claim_unparsable_claim_stops_planning_and_is_never_touched() {
     assert_eq!(store.ref_sha(&name), Some(planted));
 }
 
+/// A record whose candidate belongs to another family (its id's first 16
+/// hex differ from the claim ref's family id) is read as malformed: it
+/// stops planning like a record that does not parse, and is never
+/// taken over or overwritten.
+#[tokio::test]
+async fn claim_naming_another_familys_candidate_is_malformed_and_never_touched() {
+    let store = MemoryRefStore::new();
+    let clock = ManualClock::new(t0());
+    let base = sha40(&store);
+    let name = family().claim_ref();
+    let foreign = format!(
+        r#"{{"candidates":[{{"base":"{base}","family":"{FAMILY}","id":"b3fff31b6f9a6956-0123456789abcdef"}}],"run-id":{RUN}}}"#
+    );
+    assert!(
+        ClaimRecord::parse(&foreign).is_ok(),
+        "the record itself parses"
+    );
+    let planted = store.plant(&name, &foreign, &base).unwrap();
+    let book = ClaimBook::new(&store, &clock, claimant());
+    let listed = book.list_claims().await.unwrap();
+    let [entry] = &listed[..] else {
+        panic!("{listed:?}");
+    };
+    let Err(ClaimParseError::ForeignCandidate {
+        candidate: named,
+        found,
+        family: claimed,
+    }) = &entry.record
+    else {
+        panic!("{:?}", entry.record);
+    };
+    assert_eq!(named, "b3fff31b6f9a6956-0123456789abcdef");
+    assert_eq!(found, "b3fff31b6f9a6956");
+    assert_eq!(claimed, FAMILY_ID);
+    let blocked = ensure_plannable(&listed).unwrap_err();
+    assert_eq!(blocked.unparsable.len(), 1);
+    assert!(
+        blocked
+            .to_string()
+            .contains("b3fff31b6f9a6956-0123456789abcdef"),
+        "{blocked}"
+    );
+    clock.advance(TimeDelta::days(30));
+    let e = book
+        .takeover(&family(), 9, lease(), &Runs(Ok(Some(true))))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, ClaimError::Unparsable { .. }), "{e}");
+    match book
+        .acquire(&family(), vec![candidate(&base)], &base, RUN, lease())
+        .await
+        .unwrap()
+    {
+        Acquire::Occupied(entry) => assert!(entry.record.is_err()),
+        Acquire::Won(_) => panic!("overwrote a malformed claim"),
+    }
+    assert_eq!(store.ref_sha(&name), Some(planted));
+}
+
 #[tokio::test]
 async fn claim_recovery_lease_is_exclusive_and_owner_released() {
     let store = MemoryRefStore::new();

@@ -308,7 +308,7 @@ pub fn collect(
     }
     let master = format!("{}{}", repository.prefix(), family.file);
     let text = crate::repo::read_text(root, &master)?;
-    let doc = yaml::parse(&text)
+    let doc = yaml::parse_readable(&text)
         .map_err(|e| RepoError::Yaml {
             path: master.clone(),
             line: e.line,

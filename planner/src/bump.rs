@@ -371,18 +371,29 @@ impl Repository {
         for file in files {
             let master_path = format!("{}{}", self.prefix(), file);
             let master_text = repo::read_text(self.root(), &master_path)?;
-            let master_doc = repo::parse_yaml(&master_path, &master_text)?.ok_or_else(|| {
-                BumpError::Uneditable {
+            // Read entry by entry, as the repository was: a broken entry
+            // elsewhere in the file does not stop this family's bump, and
+            // the splice below checks that it is left as it was.
+            let master_doc = repo::parse_master(&master_path, &master_text)?
+                .root
+                .ok_or_else(|| BumpError::Uneditable {
                     path: master_path.clone(),
                     line: 1,
                     field: "(top level)".to_owned(),
                     reason: "the file is empty now".to_owned(),
-                }
-            })?;
+                })?;
             let mut targets = Vec::new();
             for member in members.iter().filter(|m| m.family.file == file) {
                 let family = member.family;
                 let field = format!("{}.image", family.key);
+                if master_doc.key_count(&family.key) > 1 {
+                    return Err(BumpError::Uneditable {
+                        path: master_path.clone(),
+                        line: family.line,
+                        field,
+                        reason: "the key is defined more than once now; re-plan".to_owned(),
+                    });
+                }
                 let image_node = master_doc
                     .get(&family.key)
                     .and_then(|entry| entry.get("image"))
@@ -409,7 +420,13 @@ impl Repository {
                     kind: ChangeKind::Master,
                 });
             }
-            edits.push(splice(&master_path, &master_text, &master_doc, &targets)?);
+            edits.extend(splice(
+                &master_path,
+                &master_text,
+                &master_doc,
+                &targets,
+                Reparse::Master,
+            )?);
         }
         Ok(edits)
     }
@@ -509,7 +526,7 @@ impl Repository {
         if targets.is_empty() {
             return Ok(None);
         }
-        splice(path, &text, &doc, &targets).map(Some)
+        splice(path, &text, &doc, &targets, Reparse::Recipe)
     }
 }
 
@@ -556,14 +573,35 @@ struct Target<'a> {
     kind: ChangeKind,
 }
 
+/// How [`splice`] reads the edited text back: the way the original was read.
+#[derive(Clone, Copy)]
+enum Reparse {
+    /// Entry by entry ([`yaml::parse_confined`]): the readable entries.
+    Master,
+    /// With repeated keys kept ([`yaml::parse_lenient`]).
+    Recipe,
+}
+
+impl Reparse {
+    fn read(self, text: &str) -> Result<Option<Node>, yaml::YamlError> {
+        match self {
+            Self::Master => yaml::parse_readable(text),
+            Self::Recipe => yaml::parse_lenient(text).map(|(doc, _)| doc),
+        }
+    }
+}
+
 /// Replaces each target token, then re-parses and checks that exactly those
-/// scalars changed, to exactly the new values.
+/// scalars changed, to exactly the new values. A target already written as
+/// its new token is no change; a file with no change is no edit (`None`),
+/// so a bump reports only files whose bytes change.
 fn splice(
     path: &str,
     text: &str,
     doc: &Node,
     targets: &[Target<'_>],
-) -> Result<FileEdit, BumpError> {
+    reparse: Reparse,
+) -> Result<Option<FileEdit>, BumpError> {
     let mut replacements = Vec::new();
     let mut changes = Vec::new();
     for target in targets {
@@ -584,6 +622,9 @@ fn splice(
         let range = yaml::scalar_token(text, node).map_err(uneditable)?;
         let style = node.style().unwrap_or(yaml::Style::Plain);
         let token = yaml::encode_scalar(new_value, style).map_err(uneditable)?;
+        if text[range.clone()] == token {
+            continue;
+        }
         changes.push(TokenChange {
             field: field.clone(),
             line: node.line,
@@ -592,6 +633,9 @@ fn splice(
             kind: target.kind,
         });
         replacements.push((range, token, node.start, new_value.clone()));
+    }
+    if replacements.is_empty() {
+        return Ok(None);
     }
     replacements.sort_by_key(|(range, ..)| range.start);
     changes.sort_by_key(|change| change.line);
@@ -608,9 +652,9 @@ fn splice(
         path: path.to_owned(),
         reason,
     };
-    let reparsed = yaml::parse_lenient(&after)
+    let reparsed = reparse
+        .read(&after)
         .map_err(|e| verify(e.to_string()))?
-        .0
         .ok_or_else(|| verify("the document vanished".to_owned()))?;
     let mut old_scalars = Vec::new();
     let mut new_scalars = Vec::new();
@@ -629,12 +673,12 @@ fn splice(
             return Err(verify(format!("expected {want:?}, found {new_value:?}")));
         }
     }
-    Ok(FileEdit {
+    Ok(Some(FileEdit {
         path: path.to_owned(),
         before_sha256: Sha256::digest(text.as_bytes()).into(),
         after,
         changes,
-    })
+    }))
 }
 
 /// Every scalar of a document, in order, with its start offset.

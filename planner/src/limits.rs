@@ -8,8 +8,10 @@
 //! # YAML (`crate::yaml`, the only reader of repository YAML)
 //!
 //! Every repository YAML file — master configs, `perf-changelog.yaml`,
-//! recipes, `configs/runners.yaml` — goes through [`crate::yaml::parse`] or
-//! [`crate::yaml::parse_lenient`], which enforce:
+//! recipes, `configs/runners.yaml` — goes through [`crate::yaml::parse`],
+//! [`crate::yaml::parse_lenient`] or, for the master configs,
+//! [`crate::yaml::parse_confined`] (where a bound crossed inside one
+//! top-level entry costs that entry alone), which enforce:
 //!
 //! - [`MAX_DOCUMENT_BYTES`]: larger files are refused before parsing.
 //! - [`MAX_DEPTH`]: nesting of sequences and mappings (the tree builder is

@@ -834,8 +834,11 @@ async fn examine(
         None => None,
     };
     let mut pruned = false;
+    // A registry that lists no tags at all (`{"tags": null}` or `[]`) says
+    // nothing about the current one: its own HEAD decides whether it is gone.
+    let listed_none = tags.as_ref().is_some_and(|t| t.is_empty());
     match &tags {
-        Some(tags) if work.image.digest().is_none() => {
+        Some(tags) if work.image.digest().is_none() && !tags.is_empty() => {
             if !tags.contains(&tag) {
                 pruned = true;
                 work.plan.reasons.push(format!(
@@ -865,6 +868,13 @@ async fn examine(
             }
             Err(err) => return Err(short(&err)),
         },
+    }
+    if listed_none && !pruned {
+        // Nothing to order: neither "up to date" nor "pruned" would be true.
+        return Err(format!(
+            "the registry lists no tags for {} (an empty or null tag list) although it still serves {tag}; nothing to compare it with, so it is neither pruned nor known to be up to date",
+            work.repository
+        ));
     }
 
     let (Some(track), Some(tags)) = (track, tags) else {

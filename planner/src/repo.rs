@@ -89,6 +89,16 @@ pub enum RepoError {
         second: String,
         second_line: usize,
     },
+    /// The same config key twice in one master file.
+    #[error(
+        "{path}:{line}: duplicate key {key:?} (first defined on line {first_line}); InferenceX's loader silently keeps the later one, Klaud reads neither: remove one of them"
+    )]
+    RepeatedKey {
+        path: String,
+        key: String,
+        first_line: usize,
+        line: usize,
+    },
     /// A recipe setting whose path leaves the repository.
     #[error(
         "{path}:{line}: {family}: {setting:?} points outside the repository; recipe paths must stay under {RECIPES_DIR}"
@@ -439,13 +449,19 @@ impl Repository {
                 line: error_line(&error),
                 error: Arc::new(error),
             };
-            let doc = match read_text(&root, &path).and_then(|text| parse_yaml(&path, &text)) {
-                Ok(Some(doc)) => doc,
-                Ok(None) => continue,
+            // One bad entry costs its own family: the file is read entry by
+            // entry, and only what cannot be confined to an entry (YAML
+            // syntax) makes the whole file unreadable.
+            let confined = match read_text(&root, &path).and_then(|text| parse_master(&path, &text))
+            {
+                Ok(confined) => confined,
                 Err(error) => {
                     unreadable.push(whole_file(error));
                     continue;
                 }
+            };
+            let Some(doc) = confined.root else {
+                continue;
             };
             let Some(entries) = doc.as_mapping() else {
                 unreadable.push(whole_file(field_error(
@@ -456,7 +472,51 @@ impl Repository {
                 )));
                 continue;
             };
-            for (key_node, value) in entries.iter() {
+            // Readable and broken entries in file order, so that a key
+            // repeated across the two is still found.
+            let mut items: Vec<(usize, MasterItem<'_>)> = entries
+                .iter()
+                .map(|(k, v)| (k.start, Ok((k, v))))
+                .chain(confined.broken.iter().map(|b| (b.start, Err(b))))
+                .collect();
+            items.sort_by_key(|(start, _)| *start);
+            for (_, item) in items {
+                let (key_node, value) = match item {
+                    Ok(entry) => entry,
+                    Err(broken) => {
+                        let error = Arc::new(RepoError::Yaml {
+                            path: path.clone(),
+                            line: broken.error.line,
+                            column: broken.error.column,
+                            message: broken.error.message.clone(),
+                        });
+                        let Some(key) = broken.key.as_deref() else {
+                            unreadable.push(Unreadable {
+                                family: format!("{file}:(line {})", broken.line),
+                                key: None,
+                                file: file.clone(),
+                                line: broken.line,
+                                error,
+                            });
+                            continue;
+                        };
+                        if let Some(error) =
+                            repeated(&seen, &prefix, &file, &path, key, broken.line)
+                        {
+                            duplicated.insert(key.to_owned(), error);
+                            continue;
+                        }
+                        seen.insert(key.to_owned(), (file.clone(), broken.line));
+                        unreadable.push(Unreadable {
+                            family: format!("{file}:{key}"),
+                            key: Some(key.to_owned()),
+                            file: file.clone(),
+                            line: broken.line,
+                            error,
+                        });
+                        continue;
+                    }
+                };
                 let Some(key) = key_node.as_scalar() else {
                     unreadable.push(Unreadable {
                         family: format!("{file}:(line {})", key_node.line),
@@ -480,16 +540,7 @@ impl Repository {
                     line: key_node.line,
                     error: Arc::new(error),
                 };
-                if let Some((first, first_line)) = seen.get(key) {
-                    let error = RepoError::DuplicateKey {
-                        key: key.to_owned(),
-                        first: format!("{prefix}{first}"),
-                        first_line: *first_line,
-                        second: path.clone(),
-                        second_line: key_node.line,
-                    };
-                    // Neither definition is the family: a changelog entry
-                    // naming the key could not say which one it bumped.
+                if let Some(error) = repeated(&seen, &prefix, &file, &path, key, key_node.line) {
                     duplicated.insert(key.to_owned(), error);
                     continue;
                 }
@@ -745,10 +796,55 @@ pub(crate) fn parse_yaml(path: &str, text: &str) -> Result<Option<Node>, RepoErr
     })
 }
 
+/// A top-level entry of a master in file order: read (key, value), or broken.
+type MasterItem<'a> = Result<(&'a Node, &'a Node), &'a yaml::BrokenEntry>;
+
+/// Reads a master config entry by entry ([`yaml::parse_confined`]): an
+/// entry that cannot be read is left out of the root and listed as broken.
+pub(crate) fn parse_master(path: &str, text: &str) -> Result<yaml::Confined, RepoError> {
+    yaml::parse_confined(text).map_err(|e| RepoError::Yaml {
+        path: path.to_owned(),
+        line: e.line,
+        column: e.column,
+        message: e.message,
+    })
+}
+
+/// The error of a config key defined a second time, at `line` of `file`,
+/// when `seen` already has it. Neither definition is the family: a
+/// changelog entry naming the key could not say which one it bumped.
+fn repeated(
+    seen: &BTreeMap<String, (String, usize)>,
+    prefix: &str,
+    file: &str,
+    path: &str,
+    key: &str,
+    line: usize,
+) -> Option<RepoError> {
+    let (first, first_line) = seen.get(key)?;
+    Some(if first == file {
+        RepoError::RepeatedKey {
+            path: path.to_owned(),
+            key: key.to_owned(),
+            first_line: *first_line,
+            line,
+        }
+    } else {
+        RepoError::DuplicateKey {
+            key: key.to_owned(),
+            first: format!("{prefix}{first}"),
+            first_line: *first_line,
+            second: path.to_owned(),
+            second_line: line,
+        }
+    })
+}
+
 /// The line a repository error points at (1 when it names none).
 fn error_line(error: &RepoError) -> usize {
     match error {
         RepoError::CarriageReturn { line, .. }
+        | RepoError::RepeatedKey { line, .. }
         | RepoError::Yaml { line, .. }
         | RepoError::Field { line, .. }
         | RepoError::RecipeEscapes { line, .. } => *line,

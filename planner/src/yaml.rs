@@ -171,7 +171,7 @@ impl Node {
 /// Parses a single-document YAML text. An empty text is `Ok(None)`. Duplicate
 /// mapping keys are errors (YAML forbids them; PyYAML silently keeps the last).
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
-    let (root, duplicates) = parse_with(text, false)?;
+    let (root, duplicates, _) = parse_with(text, false, false)?;
     debug_assert!(duplicates.is_empty());
     Ok(root)
 }
@@ -179,13 +179,61 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
 /// Like [`parse`], but keeps duplicate keys (reporting each) the way PyYAML
 /// reads them, for files Klaud only reads a few fields of.
 pub fn parse_lenient(text: &str) -> Result<(Option<Node>, Vec<YamlError>), YamlError> {
-    parse_with(text, true)
+    parse_with(text, true, false).map(|(root, duplicates, _)| (root, duplicates))
 }
 
-fn parse_with(
-    text: &str,
-    keep_duplicates: bool,
-) -> Result<(Option<Node>, Vec<YamlError>), YamlError> {
+/// A document whose top-level entries were read one by one: see
+/// [`parse_confined`].
+#[derive(Debug, Clone, Default)]
+pub struct Confined {
+    /// The document. When it is a mapping, it holds every top-level entry
+    /// that could be read, in source order, a repeated key as often as it
+    /// is written ([`Node::get`] takes the last, as PyYAML does).
+    pub root: Option<Node>,
+    /// The top-level entries that could not be read, in source order.
+    pub broken: Vec<BrokenEntry>,
+}
+
+/// A top-level entry that [`parse_confined`] could not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokenEntry {
+    /// Its key, when the key itself could be read as a scalar.
+    pub key: Option<String>,
+    /// 1-based line of its key.
+    pub line: usize,
+    /// Byte offset where its key starts.
+    pub start: usize,
+    /// Why it could not be read.
+    pub error: YamlError,
+}
+
+/// Reads a document whose top level is a mapping of independent entries
+/// (the master configs) so that a problem inside one entry costs only that
+/// entry: a duplicate key inside it, nesting past [`limits::MAX_DEPTH`], an
+/// oversized scalar, an alias to an unknown anchor, or aliases that cross
+/// the node budget (an alias bomb) leave it out of [`Confined::root`] and
+/// in [`Confined::broken`]. Repeated top-level keys are kept for the caller
+/// to judge. What cannot be confined to an entry is still an error of the
+/// whole text: YAML syntax (after which the parser cannot go on), a second
+/// document, a text past [`limits::MAX_DOCUMENT_BYTES`].
+///
+/// A broken entry's nodes do not count against the document's budget, so
+/// an alias bomb costs the entries that hold it and not the entries after
+/// it; the readable entries together still stay within one budget, which
+/// bounds any walk over [`Confined::root`].
+pub fn parse_confined(text: &str) -> Result<Confined, YamlError> {
+    parse_with(text, false, true).map(|(root, _, broken)| Confined { root, broken })
+}
+
+/// [`parse_confined`]'s readable entries alone, for readers of one master
+/// entry that must not fail because another entry is broken.
+pub fn parse_readable(text: &str) -> Result<Option<Node>, YamlError> {
+    parse_confined(text).map(|confined| confined.root)
+}
+
+type Parsed = (Option<Node>, Vec<YamlError>, Vec<BrokenEntry>);
+
+fn parse_with(text: &str, keep_duplicates: bool, confined: bool) -> Result<Parsed, YamlError> {
     if text.len() > limits::MAX_DOCUMENT_BYTES {
         return Err(YamlError {
             line: 1,
@@ -206,11 +254,15 @@ fn parse_with(
         duplicates: Vec::new(),
         nodes: 0,
         node_budget: limits::node_budget(text.len()),
+        open: 0,
+        fatal: false,
+        broken: Vec::new(),
+        declared: HashMap::new(),
     };
     let mut parser = Parser::new_from_str(text);
     let mut root = None;
     loop {
-        let (event, span) = next(&mut parser, &positions)?;
+        let (event, span) = builder.pull(&mut parser)?;
         match event {
             Event::StreamStart | Event::Nothing => {}
             Event::StreamEnd => break,
@@ -222,12 +274,15 @@ fn parse_with(
                 }
             }
             Event::DocumentEnd => {}
+            Event::MappingStart(anchor, _) if confined => {
+                root = Some(builder.confined_mapping(&mut parser, span, anchor)?);
+            }
             event => {
                 root = Some(builder.node(&mut parser, event, span, false, 0)?);
             }
         }
     }
-    Ok((root, builder.duplicates))
+    Ok((root, builder.duplicates, builder.broken))
 }
 
 fn next<'a>(
@@ -258,9 +313,130 @@ struct Builder<'p> {
     /// Nodes so far, each alias counted as the nodes it stands for.
     nodes: usize,
     node_budget: usize,
+    /// Collections opened and not yet closed in the events read so far:
+    /// after an error inside an entry, events are skipped until the count
+    /// is back where the entry began.
+    open: usize,
+    /// The parser failed (or sent an event out of place): nothing after
+    /// this can be read, so the error is the whole document's.
+    fatal: bool,
+    /// Top-level entries [`parse_confined`] left out.
+    broken: Vec<BrokenEntry>,
+    /// Line of every anchor seen, read or not: an alias to one whose value
+    /// failed says so instead of calling it unknown.
+    declared: HashMap<usize, usize>,
 }
 
 impl Builder<'_> {
+    /// The next event, keeping [`Builder::open`] and [`Builder::fatal`].
+    fn pull<'a>(
+        &mut self,
+        parser: &mut Parser<'a, saphyr_parser::StrInput<'a>>,
+    ) -> Result<(Event<'a>, Span), YamlError> {
+        match next(parser, self.positions) {
+            Ok((event, span)) => {
+                match event {
+                    Event::SequenceStart(..) | Event::MappingStart(..) => self.open += 1,
+                    Event::SequenceEnd | Event::MappingEnd => {
+                        self.open = self.open.saturating_sub(1)
+                    }
+                    _ => {}
+                }
+                Ok((event, span))
+            }
+            Err(error) => {
+                self.fatal = true;
+                Err(error)
+            }
+        }
+    }
+
+    /// Skips the rest of a node that failed part way, so that reading can
+    /// go on at the next entry: every event until the collections open at
+    /// `level` are the only ones open again. Aliases are not followed here,
+    /// so skipping costs one step per event of the input.
+    fn skip_to<'a>(
+        &mut self,
+        parser: &mut Parser<'a, saphyr_parser::StrInput<'a>>,
+        level: usize,
+    ) -> Result<(), YamlError> {
+        while self.open > level {
+            self.pull(parser)?;
+        }
+        Ok(())
+    }
+
+    /// The top-level mapping of [`parse_confined`]: each entry is read on
+    /// its own, and one that fails is skipped and recorded.
+    fn confined_mapping<'a>(
+        &mut self,
+        parser: &mut Parser<'a, saphyr_parser::StrInput<'a>>,
+        span: Span,
+        anchor: usize,
+    ) -> Result<Node, YamlError> {
+        let start = self.positions.byte(span.start.index());
+        let flow = self.positions.char_at(start) == Some('{');
+        self.count(1, &span)?;
+        let level = self.open;
+        let mut entries: Vec<(Node, Node)> = Vec::new();
+        loop {
+            let (event, key_span) = self.pull(parser)?;
+            if matches!(event, Event::MappingEnd) {
+                break;
+            }
+            let before = self.nodes;
+            let line = key_span.start.line();
+            let key_start = self.positions.byte(key_span.start.index());
+            let key = match self.node(parser, event, key_span, flow, 1) {
+                Ok(key) => key,
+                Err(error) => {
+                    if self.fatal {
+                        return Err(error);
+                    }
+                    self.skip_to(parser, level)?;
+                    // The value is skipped whole: its first event, then
+                    // whatever that opened.
+                    self.pull(parser)?;
+                    self.skip_to(parser, level)?;
+                    self.nodes = before;
+                    self.broken.push(BrokenEntry {
+                        key: None,
+                        line,
+                        start: key_start,
+                        error,
+                    });
+                    continue;
+                }
+            };
+            let (event, value_span) = self.pull(parser)?;
+            match self.node(parser, event, value_span, flow, 1) {
+                Ok(value) => entries.push((key, value)),
+                Err(error) => {
+                    if self.fatal {
+                        return Err(error);
+                    }
+                    self.skip_to(parser, level)?;
+                    self.nodes = before;
+                    self.broken.push(BrokenEntry {
+                        key: key.as_scalar().map(str::to_owned),
+                        line,
+                        start: key_start,
+                        error,
+                    });
+                }
+            }
+        }
+        Ok(Node {
+            kind: NodeKind::Mapping(entries.into()),
+            start,
+            line: span.start.line(),
+            column: span.start.col() + 1,
+            in_flow: flow,
+            anchored: anchor != 0,
+            alias_line: None,
+        })
+    }
+
     /// Counts `weight` more nodes, refusing past the budget.
     fn count(&mut self, weight: usize, span: &Span) -> Result<(), YamlError> {
         self.nodes = self.nodes.saturating_add(weight);
@@ -288,6 +464,13 @@ impl Builder<'_> {
         let start = self.positions.byte(span.start.index());
         let line = span.start.line();
         let column = span.start.col() + 1;
+        if let Event::Scalar(_, _, anchor, _)
+        | Event::SequenceStart(anchor, _)
+        | Event::MappingStart(anchor, _) = &event
+            && *anchor != 0
+        {
+            self.declared.insert(*anchor, line);
+        }
         if depth > limits::MAX_DEPTH {
             return Err(self.positions.error(
                 &span,
@@ -341,7 +524,7 @@ impl Builder<'_> {
                 let flow = in_flow || self.positions.char_at(start) == Some('[');
                 let mut items = Vec::new();
                 loop {
-                    let (event, span) = next(parser, self.positions)?;
+                    let (event, span) = self.pull(parser)?;
                     if matches!(event, Event::SequenceEnd) {
                         break;
                     }
@@ -357,12 +540,12 @@ impl Builder<'_> {
                 let mut index: std::collections::HashMap<String, usize> =
                     std::collections::HashMap::new();
                 loop {
-                    let (event, span) = next(parser, self.positions)?;
+                    let (event, span) = self.pull(parser)?;
                     if matches!(event, Event::MappingEnd) {
                         break;
                     }
                     let key = self.node(parser, event, span, flow, depth + 1)?;
-                    let (event, span) = next(parser, self.positions)?;
+                    let (event, span) = self.pull(parser)?;
                     let value = self.node(parser, event, span, flow, depth + 1)?;
                     let first = key.as_scalar().and_then(|name| match index.get(name) {
                         Some(&i) => Some(&entries[i].0),
@@ -390,11 +573,15 @@ impl Builder<'_> {
                 (make(NodeKind::Mapping(entries.into())), anchor)
             }
             Event::Alias(id) => {
-                let (target, weight) = self
-                    .anchors
-                    .get(&id)
-                    .cloned()
-                    .ok_or_else(|| self.positions.error(&span, "alias to an unknown anchor"))?;
+                let Some((target, weight)) = self.anchors.get(&id).cloned() else {
+                    let message = match self.declared.get(&id) {
+                        Some(anchored) => format!(
+                            "alias to the anchor on line {anchored}, whose value could not be read"
+                        ),
+                        None => "alias to an unknown anchor".to_owned(),
+                    };
+                    return Err(self.positions.error(&span, &message));
+                };
                 self.count(weight, &span)?;
                 return Ok(Node {
                     alias_line: Some(line),
@@ -402,6 +589,7 @@ impl Builder<'_> {
                 });
             }
             other => {
+                self.fatal = true;
                 return Err(self
                     .positions
                     .error(&span, &format!("unexpected YAML event {other:?}")));
@@ -768,6 +956,99 @@ mod tests {
             assert!(err.message.contains("alias bomb"), "{err}");
             assert!((2..=9).contains(&err.line), "{err}");
         }
+    }
+
+    fn keys(node: &Node) -> Vec<&str> {
+        node.as_mapping()
+            .unwrap()
+            .iter()
+            .map(|(k, _)| k.as_scalar().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_confined_read_leaves_out_only_the_entries_that_fail() {
+        let text = format!(
+            "a:\n  x: 1\nb:\n  x: 1\n  x: 2\nc: {}1{}\nd: {}\ne: [1, 2]\na: again\n",
+            "[".repeat(limits::MAX_DEPTH + 5),
+            "]".repeat(limits::MAX_DEPTH + 5),
+            "x".repeat(limits::MAX_SCALAR_BYTES + 1)
+        );
+        let confined = parse_confined(&text).unwrap();
+        let root = confined.root.unwrap();
+        assert_eq!(keys(&root), ["a", "e", "a"]);
+        assert_eq!(root.get("a").and_then(Node::as_scalar), Some("again"));
+        let broken: Vec<(Option<&str>, usize)> = confined
+            .broken
+            .iter()
+            .map(|b| (b.key.as_deref(), b.line))
+            .collect();
+        assert_eq!(broken, [(Some("b"), 3), (Some("c"), 6), (Some("d"), 7)]);
+        assert!(confined.broken[0].error.message.contains("duplicate key"));
+        assert_eq!(confined.broken[0].error.line, 5);
+        assert!(confined.broken[1].error.message.contains("levels deep"));
+        assert!(confined.broken[2].error.message.contains("bytes"));
+        assert_eq!(&text[confined.broken[1].start..][..2], "c:");
+    }
+
+    #[test]
+    fn an_alias_bomb_costs_only_the_entries_that_hold_it_in_a_confined_read() {
+        let text = format!("first: 1\n{}last: 2\n", alias_bomb());
+        let confined = parse_confined(&text).unwrap();
+        let root = confined.root.unwrap();
+        let read = keys(&root);
+        assert_eq!(read.first(), Some(&"first"));
+        assert_eq!(read.last(), Some(&"last"));
+        assert!(!confined.broken.is_empty());
+        let (first, rest) = confined.broken.split_first().unwrap();
+        assert!(first.error.message.contains("alias bomb"), "{first:?}");
+        for broken in rest {
+            assert!(
+                broken.error.message.contains("alias bomb")
+                    || broken.error.message.contains("could not be read"),
+                "{broken:?}"
+            );
+        }
+        assert!(
+            confined
+                .broken
+                .iter()
+                .all(|b| b.key.as_deref().is_some_and(|k| k.starts_with("lol")))
+        );
+        // The readable entries stay within the one budget.
+        let mut scalars = 0usize;
+        fn count(node: &Node, n: &mut usize) {
+            *n += 1;
+            match &node.kind {
+                NodeKind::Scalar { .. } => {}
+                NodeKind::Sequence(items) => items.iter().for_each(|i| count(i, n)),
+                NodeKind::Mapping(entries) => entries.iter().for_each(|(k, v)| {
+                    count(k, n);
+                    count(v, n)
+                }),
+            }
+        }
+        count(&root, &mut scalars);
+        assert!(scalars <= limits::node_budget(text.len()), "{scalars}");
+    }
+
+    #[test]
+    fn a_broken_key_is_confined_and_syntax_errors_are_still_the_whole_texts() {
+        let text = format!(
+            "? {{a: 1, a: 2}}\n: 1\nok: 2\n? [{}]\n: [x, [y]]\nlast: 3\n",
+            "[".repeat(70) + &"]".repeat(70)
+        );
+        let confined = parse_confined(&text).unwrap();
+        assert_eq!(keys(&confined.root.unwrap()), ["ok", "last"]);
+        assert_eq!(confined.broken.len(), 2, "{:?}", confined.broken);
+        assert!(parse_confined("a: *nowhere\n").is_err());
+        assert!(confined.broken.iter().all(|b| b.key.is_none()));
+        assert!(parse_confined("a: [1, 2\nb: 3\n").is_err());
+        assert!(parse_confined("a: 1\n---\nb: 2\n").is_err());
+        // Not a mapping: read as it is.
+        let list = parse_confined("- 1\n- 2\n").unwrap();
+        assert_eq!(list.root.unwrap().as_sequence().map(<[Node]>::len), Some(2));
+        assert!(parse_confined("").unwrap().root.is_none());
     }
 
     #[test]

@@ -479,3 +479,47 @@ fn an_image_written_as_a_yaml_alias_gets_an_accurate_message() {
         .to_string();
     assert!(err.contains("YAML anchor"), "{err}");
 }
+
+/// Recipes a person already moved to the new image are no change: a bump
+/// lists only the files whose bytes change, and no "A -> A" line.
+#[test]
+fn files_already_at_the_new_image_are_not_edits() {
+    let settings: Vec<String> = (0..6)
+        .map(|i| format!("CONFIG_FILE=recipes/m/r{i}.yaml"))
+        .collect();
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let mut files = vec![(
+        "configs/x-master.yaml".to_owned(),
+        master("fam", OLD, &settings),
+    )];
+    for i in 0..6 {
+        files.push((format!("{RECIPES}/m/r{i}.yaml"), recipe(NEW)));
+    }
+    let files: Vec<(&str, String)> = files.iter().map(|(p, t)| (p.as_str(), t.clone())).collect();
+    let dir = repo_with(&files);
+    let repository = Repository::open(dir.path()).unwrap();
+    let options = BumpOptions {
+        disagreeing: DisagreePolicy::Align,
+    };
+    let plan = repository
+        .plan_bump_with("fam", &image(OLD), &image(NEW), &options)
+        .unwrap();
+    assert_eq!(plan.paths(), ["configs/x-master.yaml"]);
+    let changes: Vec<_> = plan.edits.iter().flat_map(|e| &e.changes).collect();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert!(changes.iter().all(|c| c.old != c.new), "{changes:?}");
+    let before = snapshot(dir.path());
+    plan.write(dir.path()).unwrap();
+    let after = snapshot(dir.path());
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(path, bytes)| before.get(*path) != Some(*bytes))
+        .map(|(path, _)| path)
+        .collect();
+    assert_eq!(changed, ["configs/x-master.yaml"]);
+
+    // Asked for the image it already has, the bump is refused as no change.
+    let repository = Repository::open(dir.path()).unwrap();
+    let same = repository.plan_bump_with("fam", &image(NEW), &image(NEW), &options);
+    assert!(matches!(same, Err(BumpError::Unchanged { .. })), "{same:?}");
+}

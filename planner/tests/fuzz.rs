@@ -113,6 +113,28 @@ fn parse_bounded(text: &str) -> Result<Option<Node>, TestCaseError> {
     if strict.is_ok() {
         prop_assert!(lenient.is_ok(), "strict parsed what lenient refused");
     }
+    // Entry by entry: the readable entries together stay within the one
+    // budget, and a document the strict reader takes loses no entry.
+    let confined = yaml::parse_confined(text);
+    if let Ok(confined) = &confined {
+        if let Some(doc) = &confined.root {
+            let nodes = walked(doc);
+            prop_assert!(nodes <= limits::node_budget(text.len()), "{nodes} nodes");
+        }
+        for broken in &confined.broken {
+            prop_assert!(broken.line >= 1 && broken.error.line >= 1, "{broken:?}");
+        }
+    }
+    if let Ok(Some(doc)) = &strict {
+        let Ok(confined) = &confined else {
+            return Err(TestCaseError::fail("confined refused what strict read"));
+        };
+        prop_assert!(confined.broken.is_empty(), "{:?}", confined.broken);
+        prop_assert_eq!(
+            confined.root.as_ref().map(Node::to_json),
+            Some(doc.to_json())
+        );
+    }
     Ok(strict.ok().flatten())
 }
 

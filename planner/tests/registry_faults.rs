@@ -1470,3 +1470,72 @@ async fn a_hostile_quota_window_is_read_without_panicking() {
         .unwrap_err();
     assert!(again.is_unreachable(), "{again}");
 }
+
+/// A checkout with one family on `registry.test/vllm/vllm-openai:v0.5.0`.
+fn one_family_checkout() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
+    std::fs::write(
+        dir.path().join("configs/x-master.yaml"),
+        format!(
+            "fam:\n  image: {HOST}/{REPO}:v0.5.0\n  model: m\n  model-prefix: m\n  runner: h200\n  precision: fp8\n  framework: vllm\n  multinode: false\n"
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+/// `{"tags": null}` (or an empty list) is not a 404: the current tag's own
+/// HEAD decides whether it is pruned, and a listing with nothing in it is
+/// said as such instead of "up to date" or "pruned".
+#[tokio::test]
+async fn a_null_tag_list_is_not_a_pruned_tag() {
+    use klaud_planner::plan::{PlanOptions, Status, plan};
+    for (tags, head_status) in [
+        (json!({"name": REPO, "tags": null}), 200),
+        (json!({"name": REPO, "tags": []}), 200),
+        (json!({"name": REPO, "tags": null}), 404),
+    ] {
+        let server = MockServer::start().await;
+        Mock::given(method("GET"))
+            .and(path(format!("/v2/{REPO}/tags/list")))
+            .respond_with(ResponseTemplate::new(200).set_body_json(&tags))
+            .mount(&server)
+            .await;
+        let template = match head_status {
+            200 => head_ok(&digest(b"index")),
+            status => ResponseTemplate::new(status),
+        };
+        Mock::given(method("HEAD"))
+            .and(path(manifest_path("v0.5.0")))
+            .respond_with(template)
+            .expect(1)
+            .mount(&server)
+            .await;
+        let dir = one_family_checkout();
+        let repository = klaud_planner::repo::Repository::open(dir.path()).unwrap();
+        let c = client(&server);
+        let report = plan(
+            &repository,
+            &c.session(),
+            &PlanOptions::new(chrono::Utc::now()),
+        )
+        .await;
+        let [family] = &report.families[..] else {
+            panic!("{:?}", report.families);
+        };
+        let reasons = family.reasons.join("; ");
+        if head_status == 200 {
+            assert_eq!(family.status, Status::Error, "{tags}: {reasons}");
+            assert!(
+                reasons.contains("lists no tags") && !reasons.contains("pruned;"),
+                "{tags}: {reasons}"
+            );
+            assert!(!reasons.contains("gone from the registry"), "{reasons}");
+        } else {
+            assert_eq!(family.status, Status::StalePruned, "{reasons}");
+            assert!(reasons.contains("gone from the registry"), "{reasons}");
+        }
+        assert!(family.candidate.is_none());
+    }
+}

@@ -137,7 +137,7 @@ fn one_malformed_image_is_an_error_of_its_family_only() {
 }
 
 #[test]
-fn an_alias_bomb_in_one_master_leaves_the_other_masters_readable() {
+fn an_alias_bomb_in_one_master_costs_only_its_own_entries() {
     let bomb = format!("{}{}", entry("amd-a", "rocm/sgl-dev:v0.5.1"), alias_bomb());
     let nvidia = entry("good-nv", "lmsysorg/sglang:v0.5.16-cu130");
     let dir = repo_with(&[
@@ -145,31 +145,50 @@ fn an_alias_bomb_in_one_master_leaves_the_other_masters_readable() {
         ("configs/nvidia-master.yaml", nvidia.as_bytes()),
     ]);
     let repository = Repository::open(dir.path()).unwrap();
-    assert_eq!(repository.families().len(), 1);
-    assert_eq!(repository.families()[0].key, "good-nv");
-    let [broken] = repository.unreadable() else {
-        panic!(
-            "the bomb's file is unreadable: {:?}",
-            repository.unreadable()
-        );
-    };
-    assert_eq!(broken.family, "configs/amd-master.yaml");
-    assert!(broken.key.is_none());
+    let keys: Vec<&str> = repository
+        .families()
+        .iter()
+        .map(|f| f.key.as_str())
+        .collect();
+    assert_eq!(keys, ["amd-a", "good-nv"]);
+    // Every bomb entry is unreadable on its own line; the ones that alias
+    // a refused level say so.
+    let unreadable = repository.unreadable();
+    assert!(!unreadable.is_empty());
     assert!(
-        broken.line > 15,
-        "the line of the bomb, not of the file: {broken}"
+        unreadable
+            .iter()
+            .all(|u| u.key.as_deref().is_some_and(|k| k.starts_with("lol")) && u.line >= 15),
+        "{unreadable:?}"
     );
-    let text = broken.to_string();
+    let text = unreadable
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(text.contains("alias bomb"), "{text}");
+    let first = &unreadable[0];
     assert!(
-        text.contains(&format!("configs/amd-master.yaml:{}:", broken.line)),
-        "{text}"
+        first
+            .to_string()
+            .contains(&format!("configs/amd-master.yaml:{}:", first.line)),
+        "{first}"
     );
-    // A family of the unreadable file is not silently unknown.
-    let err = repository
-        .family("configs/amd-master.yaml:amd-a")
-        .unwrap_err();
-    assert!(err.to_string().contains("alias bomb"), "{err}");
+    // The bomb's neighbour is bumped, its token alone.
+    let from = repository.family("amd-a").unwrap().image().clone();
+    let plan = repository
+        .plan_bump(
+            "amd-a",
+            &from,
+            &ImageRef::parse("rocm/sgl-dev:v0.5.2").unwrap(),
+        )
+        .unwrap();
+    plan.write(dir.path()).unwrap();
+    let after = std::fs::read_to_string(dir.path().join("configs/amd-master.yaml")).unwrap();
+    assert_eq!(
+        after,
+        bomb.replace("rocm/sgl-dev:v0.5.1", "rocm/sgl-dev:v0.5.2")
+    );
 }
 
 #[test]
@@ -221,11 +240,84 @@ fn a_key_in_two_master_files_names_both() {
 }
 
 #[test]
-fn a_key_twice_in_one_file_is_an_error() {
-    let text = format!("{ENTRY}\n{ENTRY}");
+fn a_key_twice_in_one_file_is_an_error_of_that_family_naming_both_lines() {
+    let text = format!(
+        "{ENTRY}\n{}\n{ENTRY}",
+        entry("other", "lmsysorg/sglang:v0.5.16-cu130")
+    );
+    let dir = repo_with(&[("configs/x-master.yaml", text.as_bytes())]);
+    let repository = Repository::open(dir.path()).unwrap();
+    let keys: Vec<&str> = repository
+        .families()
+        .iter()
+        .map(|f| f.key.as_str())
+        .collect();
+    assert_eq!(keys, ["other"]);
+    let [broken] = repository.unreadable() else {
+        panic!("{:?}", repository.unreadable());
+    };
+    assert_eq!(broken.family, "configs/x-master.yaml:demo-a");
+    let err = broken.to_string();
+    assert!(
+        err.contains(
+            "configs/x-master.yaml:31: duplicate key \"demo-a\" (first defined on line 1)"
+        ),
+        "{err}"
+    );
+    assert!(matches!(
+        repository.family("demo-a"),
+        Err(RepoError::Unreadable { .. })
+    ));
+}
+
+#[test]
+fn a_key_repeated_over_a_broken_entry_is_still_a_duplicate() {
+    let text = format!(
+        "{ENTRY}\ndemo-a:\n  image: TBD\n  deep: {}1{}\n",
+        "[".repeat(70),
+        "]".repeat(70)
+    );
     let err = open_err(&[("configs/x-master.yaml", text.as_bytes())]);
     assert!(err.contains("duplicate key \"demo-a\""), "{err}");
-    assert!(err.contains("configs/x-master.yaml:16"), "{err}");
+    assert!(!err.contains("levels deep"), "{err}");
+}
+
+#[test]
+fn errors_inside_one_entry_cost_that_entry_alone() {
+    let nested_duplicate = ENTRY
+        .replace("demo-a:", "dup-inside:")
+        .replace("  runner: b200\n", "  runner: b200\n  runner: h200\n");
+    let deep = format!(
+        "too-deep:\n  image: x/y:1\n  scenarios: {}1{}\n",
+        "[".repeat(70),
+        "]".repeat(70)
+    );
+    let text = format!(
+        "{}\n{nested_duplicate}\n{deep}\n{}",
+        entry("first", "lmsysorg/sglang:v0.5.16-cu130"),
+        entry("last", "lmsysorg/sglang:v0.5.16-cu130")
+    );
+    let dir = repo_with(&[("configs/x-master.yaml", text.as_bytes())]);
+    let repository = Repository::open(dir.path()).unwrap();
+    let keys: Vec<&str> = repository
+        .families()
+        .iter()
+        .map(|f| f.key.as_str())
+        .collect();
+    assert_eq!(keys, ["first", "last"]);
+    let broken: Vec<(&str, String)> = repository
+        .unreadable()
+        .iter()
+        .map(|u| (u.key.as_deref().unwrap(), u.to_string()))
+        .collect();
+    assert_eq!(broken.len(), 2, "{broken:?}");
+    assert_eq!(broken[0].0, "dup-inside");
+    assert!(
+        broken[0].1.contains("duplicate key \"runner\""),
+        "{broken:?}"
+    );
+    assert_eq!(broken[1].0, "too-deep");
+    assert!(broken[1].1.contains("levels deep"), "{broken:?}");
 }
 
 #[test]
@@ -564,6 +656,167 @@ async fn a_plan_names_the_unreadable_family_and_plans_every_other() {
         ),
         "{unreadable}"
     );
+}
+
+fn inferencex_full() -> Option<std::path::PathBuf> {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/inferencex/full");
+    if full.join("configs/nvidia-master.yaml").is_file() {
+        return Some(full);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "the shared InferenceX fixtures are missing at {}",
+        full.display()
+    );
+    eprintln!(
+        "\n*** SKIPPED: no shared InferenceX fixtures at {} ***\n",
+        full.display()
+    );
+    None
+}
+
+/// The real masters (`configs/` of the fixture checkout) in a temp dir,
+/// with `edit` applied to the text of `configs/amd-master.yaml`.
+fn real_masters_with(full: &Path, edit: impl FnOnce(&str) -> String) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let configs = dir.path().join("configs");
+    std::fs::create_dir_all(&configs).unwrap();
+    for entry in std::fs::read_dir(full.join("configs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, configs.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let amd = configs.join("amd-master.yaml");
+    let text = std::fs::read_to_string(&amd).unwrap();
+    std::fs::write(&amd, edit(&text)).unwrap();
+    dir
+}
+
+/// The top-level keys of a master text with the byte offset of each.
+fn top_level_keys(text: &str) -> Vec<(usize, &str)> {
+    let mut offset = 0;
+    let mut keys = Vec::new();
+    for line in text.split_inclusive('\n') {
+        if line.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && let Some((key, _)) = line.split_once(':')
+        {
+            keys.push((offset, key));
+        }
+        offset += line.len();
+    }
+    keys
+}
+
+/// Bumps `key` (a single-node family) to a new tag and checks that exactly
+/// its image token changed in the file.
+fn bump_changes_only_its_token(dir: &Path, key: &str) {
+    let repository = Repository::open(dir).unwrap();
+    let family = repository.family(key).unwrap();
+    assert!(family.recipes.is_empty(), "pick a family without recipes");
+    let path = dir.join(&family.file);
+    let before = std::fs::read_to_string(&path).unwrap();
+    let from = family.image().clone();
+    let to = from.with_reference(Some("klaud-test-tag"), None).unwrap();
+    let plan = repository.plan_bump(&family.family, &from, &to).unwrap();
+    assert_eq!(plan.paths(), [family.file.as_str()]);
+    plan.write(dir).unwrap();
+    let after = std::fs::read_to_string(&path).unwrap();
+    let old = from.to_string();
+    let at = before
+        .lines()
+        .take(family.image_line - 1)
+        .map(|l| l.len() + 1)
+        .sum::<usize>()
+        + before
+            .lines()
+            .nth(family.image_line - 1)
+            .unwrap()
+            .find(&old)
+            .unwrap();
+    let expected = format!("{}{}{}", &before[..at], to, &before[at + old.len()..]);
+    assert_eq!(after, expected, "only the image token of {key} changes");
+}
+
+/// A repeated key in a copy of the real AMD master (as InferenceX's own
+/// history had on its AMD branches) costs that key's family alone: the 207
+/// other real families are read, and another AMD family is bumped.
+#[test]
+fn a_duplicate_key_in_the_real_amd_master_costs_one_family_of_208() {
+    let Some(full) = inferencex_full() else {
+        return;
+    };
+    assert_eq!(Repository::open(&full).unwrap().families().len(), 208);
+    let mut duplicated = String::new();
+    let mut duplicate_line = 0;
+    let dir = real_masters_with(&full, |text| {
+        let keys = top_level_keys(text);
+        let (start, key) = keys[0];
+        duplicated = key.to_owned();
+        let entry = &text[start..keys[1].0];
+        // Inserted in the middle, before the 20th key.
+        let at = keys[20].0;
+        duplicate_line = text[..at].matches('\n').count() + 1;
+        format!("{}{entry}{}", &text[..at], &text[at..])
+    });
+    let repository = Repository::open(dir.path()).unwrap();
+    assert_eq!(repository.families().len(), 207);
+    let [broken] = repository.unreadable() else {
+        panic!("{:?}", repository.unreadable());
+    };
+    assert_eq!(broken.key.as_deref(), Some(duplicated.as_str()));
+    let message = broken.to_string();
+    assert!(
+        message.contains(&format!(
+            "configs/amd-master.yaml:{duplicate_line}: duplicate key {duplicated:?} (first defined on line "
+        )),
+        "{message}"
+    );
+    let other = repository
+        .families()
+        .iter()
+        .find(|f| {
+            f.file == "configs/amd-master.yaml" && f.recipes.is_empty() && f.key != duplicated
+        })
+        .unwrap()
+        .key
+        .clone();
+    bump_changes_only_its_token(dir.path(), &other);
+}
+
+/// An alias bomb appended to a copy of the real AMD master costs the bomb's
+/// own entries: all 208 real families are read and bumped as usual.
+#[test]
+fn an_alias_bomb_in_the_real_amd_master_costs_only_its_own_entries() {
+    let Some(full) = inferencex_full() else {
+        return;
+    };
+    let dir = real_masters_with(&full, |text| format!("{text}{}", alias_bomb()));
+    let repository = Repository::open(dir.path()).unwrap();
+    assert_eq!(repository.families().len(), 208);
+    let unreadable = repository.unreadable();
+    assert!(!unreadable.is_empty());
+    assert!(
+        unreadable
+            .iter()
+            .all(|u| u.key.as_deref().is_some_and(|k| k.starts_with("lol"))),
+        "{unreadable:?}"
+    );
+    assert!(
+        unreadable
+            .iter()
+            .any(|u| u.to_string().contains("alias bomb")),
+        "{unreadable:?}"
+    );
+    let other = repository
+        .families()
+        .iter()
+        .rev()
+        .find(|f| f.file == "configs/amd-master.yaml" && f.recipes.is_empty())
+        .unwrap()
+        .key
+        .clone();
+    bump_changes_only_its_token(dir.path(), &other);
 }
 
 /// Every YAML file of the real InferenceX checkout (masters, changelog,

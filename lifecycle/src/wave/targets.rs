@@ -88,7 +88,7 @@ pub(super) async fn held_target(
     };
     let image = std::str::from_utf8(&bytes)
         .ok()
-        .and_then(|text| klaud_planner::yaml::parse(text).ok().flatten())
+        .and_then(|text| klaud_planner::yaml::parse_readable(text).ok().flatten())
         .and_then(|doc| doc.get(key)?.get("image")?.as_scalar().map(str::to_owned));
     let Some(image) = image else {
         return Ok(None);

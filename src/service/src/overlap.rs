@@ -78,13 +78,22 @@ async fn pull_files(
 /// the entry before). `None` when the key is absent or the text is not a
 /// YAML mapping.
 pub fn entry_bytes<'t>(text: &'t str, key: &str) -> Option<&'t str> {
-    let doc = klaud_planner::yaml::parse(text).ok()??;
+    // Entry by entry, so that another entry's fault does not hide this one;
+    // a broken entry still ends the one before it.
+    let confined = klaud_planner::yaml::parse_confined(text).ok()?;
+    let doc = confined.root?;
     let entries = doc.as_mapping()?;
     let i = entries
         .iter()
         .position(|(k, _)| k.as_scalar() == Some(key))?;
     let start = entries[i].0.start;
-    let end = entries.get(i + 1).map_or(text.len(), |(k, _)| k.start);
+    let end = entries
+        .iter()
+        .map(|(k, _)| k.start)
+        .chain(confined.broken.iter().map(|b| b.start))
+        .filter(|s| *s > start)
+        .min()
+        .unwrap_or(text.len());
     text.get(start..end)
 }
 
@@ -215,6 +224,14 @@ mod tests {
         assert_eq!(entry_bytes(text, "c"), None);
         assert_eq!(entry_bytes("- a\n- b\n", "a"), None);
         assert_eq!(entry_bytes("a: [\n", "a"), None);
+    }
+
+    #[test]
+    fn an_entry_is_found_beside_a_broken_one_which_still_ends_it() {
+        let text = "a:\n  image: x:1\nbad:\n  k: 1\n  k: 2\nb:\n  image: y:2\n";
+        assert_eq!(entry_bytes(text, "a"), Some("a:\n  image: x:1\n"));
+        assert_eq!(entry_bytes(text, "b"), Some("b:\n  image: y:2\n"));
+        assert_eq!(entry_bytes(text, "bad"), None);
     }
 
     #[test]

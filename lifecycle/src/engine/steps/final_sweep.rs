@@ -320,7 +320,7 @@ pub(in crate::engine) fn scenarios_of(
     key: &str,
 ) -> Result<std::collections::BTreeMap<String, serde_json::Value>, String> {
     let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-    let doc = klaud_planner::yaml::parse(text)
+    let doc = klaud_planner::yaml::parse_readable(text)
         .map_err(|e| e.to_string())?
         .map(|d| d.to_json())
         .unwrap_or_default();

@@ -45,6 +45,11 @@ pub struct Args {
     /// Validate and show what would change, writing nothing.
     #[arg(long)]
     check: bool,
+    /// Exit 0 even when other families (or whole master files) could not be
+    /// read; by default the bump is made and the command then exits 1
+    /// naming each, so that a CI gate notices the hidden families.
+    #[arg(long, visible_alias = "allow-unreadable")]
+    allow_unresolved: bool,
 }
 
 /// Runs the command.
@@ -118,8 +123,17 @@ pub fn run(args: Args) -> Result<(), CliError> {
     for path in plan.left_recipes() {
         out.push_str(&format!("left {path} on its own image\n"));
     }
+    if plan.edits.is_empty() {
+        out.push_str(&format!(
+            "nothing to change: {} already has {}\n",
+            family.family, plan.to
+        ));
+    }
     super::emit(&out);
-    Ok(())
+    for broken in repository.unreadable() {
+        eprintln!("error: {broken}");
+    }
+    super::families::unreadable_gate(repository.unreadable(), args.allow_unresolved)
 }
 
 /// `Update the <framework> image from <old tag> to <new tag>.`, shortened

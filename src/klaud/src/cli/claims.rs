@@ -424,14 +424,19 @@ async fn resolve_family(forge: &Github, family: &FamilyArg) -> Result<FamilyArg,
         let Ok(text) = String::from_utf8(bytes) else {
             continue;
         };
-        let Ok((Some(doc), _)) = klaud_planner::yaml::parse_lenient(&text) else {
+        // Entry by entry: a broken entry elsewhere (or this family's own)
+        // does not hide the keys of the file.
+        let Ok(confined) = klaud_planner::yaml::parse_confined(&text) else {
             continue;
         };
-        let keys = doc
-            .as_mapping()
+        let keys = confined
+            .root
+            .as_ref()
+            .and_then(|doc| doc.as_mapping())
             .unwrap_or_default()
             .iter()
-            .filter_map(|(k, _)| k.as_scalar());
+            .filter_map(|(k, _)| k.as_scalar())
+            .chain(confined.broken.iter().filter_map(|b| b.key.as_deref()));
         for key in keys {
             let name = format!("{rel}:{key}");
             let id = identity::family_id(&name);
@@ -462,6 +467,33 @@ async fn resolve_family(forge: &Github, family: &FamilyArg) -> Result<FamilyArg,
                 .map(|(name, _)| name.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
+        ))),
+    }
+}
+
+/// The family id of `--family TEXT` when the default branch has that
+/// family (by family string, key or id): an error naming it otherwise, so
+/// that a typo is not read as "nothing to do".
+pub(super) async fn family_in_repository(forge: &Github, text: &str) -> Result<FamilyId, CliError> {
+    match resolve_family(forge, &parse_family(text)?).await? {
+        FamilyArg::Name { family, id } => {
+            let branch = forge
+                .default_branch()
+                .await
+                .map_err(|e| github_error(e, "reading the default branch"))?;
+            let base = forge
+                .get_ref(&format!("refs/heads/{branch}"))
+                .await
+                .map_err(|e| github_error(e, "reading the default branch head"))?
+                .ok_or_else(|| {
+                    CliError::failure(anyhow!("the default branch {branch:?} has no head commit"))
+                })?;
+            check_family_exists(forge, &family, &base).await?;
+            Ok(id)
+        }
+        FamilyArg::Id(id) => Ok(id),
+        FamilyArg::Key(key) => Err(CliError::failure(anyhow!(
+            "--family {key:?} did not resolve to a family string"
         ))),
     }
 }
@@ -767,9 +799,15 @@ async fn check_family_exists(forge: &Github, family: &str, base: &str) -> Result
     };
     let text = String::from_utf8(bytes)
         .map_err(|_| CliError::bad_input(anyhow!("{found_at} at {base} is not UTF-8")))?;
-    let (doc, _duplicates) = klaud_planner::yaml::parse_lenient(&text)
+    let confined = klaud_planner::yaml::parse_confined(&text)
         .map_err(|e| CliError::bad_input(anyhow!("{found_at} at {base}: {e}")))?;
-    if doc.as_ref().and_then(|d| d.get(key)).is_none() {
+    let in_root = confined.root.as_ref().and_then(|d| d.get(key)).is_some();
+    if !in_root
+        && !confined
+            .broken
+            .iter()
+            .any(|b| b.key.as_deref() == Some(key))
+    {
         return Err(CliError::bad_input(anyhow!(
             "--family {family:?}: {found_at} at {base} has no config key {key:?}; \
              `klaud families` lists the families"

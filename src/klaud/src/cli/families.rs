@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use klaud_planner::repo::{Family, Repository, Warning, WarningKind};
+use klaud_planner::repo::{Family, Repository, Unreadable, Warning, WarningKind};
 use serde_json::json;
 
 use super::CliError;
@@ -23,6 +23,10 @@ pub struct Args {
     /// List every warning with its file and line (default: counts by kind).
     #[arg(short, long)]
     verbose: bool,
+    /// Exit 0 even when some families (or whole master files) could not be
+    /// read; by default that fails a CI gate. Each is named either way.
+    #[arg(long, visible_alias = "allow-unreadable")]
+    allow_unresolved: bool,
 }
 
 /// Runs the command.
@@ -95,7 +99,38 @@ pub fn run(args: Args) -> Result<(), CliError> {
             }
         );
     }
-    Ok(())
+    unreadable_gate(repository.unreadable(), args.allow_unresolved)
+}
+
+/// After a command that reads the repository (`families`, `bump`): exit 1
+/// when a family or a whole master file could not be read, naming each, so
+/// that a CI gate does not pass over hidden families; `--allow-unresolved`
+/// makes it a warning.
+pub fn unreadable_gate(unreadable: &[Unreadable], allow: bool) -> Result<(), CliError> {
+    let Some(summary) = unreadable_summary(unreadable) else {
+        return Ok(());
+    };
+    if allow {
+        eprintln!("warning: {summary} (tolerated by --allow-unresolved)");
+        return Ok(());
+    }
+    Err(CliError::failure(anyhow::anyhow!(
+        "{summary}; each is named above with its file and line (--allow-unresolved accepts this)"
+    )))
+}
+
+/// `2 unreadable: configs/a-master.yaml:k, configs/b-master.yaml`: what
+/// could not be read, each family (or whole file) by name.
+pub fn unreadable_summary(unreadable: &[Unreadable]) -> Option<String> {
+    if unreadable.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = unreadable.iter().map(|u| u.family.as_str()).collect();
+    Some(format!(
+        "{} unreadable: {}",
+        unreadable.len(),
+        names.join(", ")
+    ))
 }
 
 /// Warning kinds with their count and first warning, most frequent first.

@@ -36,7 +36,7 @@ pub struct Args {
     stats: bool,
     /// Exit 0 even when some families could not be resolved (registry
     /// errors, unreadable master entries); by default that fails a CI gate.
-    #[arg(long)]
+    #[arg(long, visible_alias = "allow-unreadable")]
     allow_unresolved: bool,
     /// GitHub App credentials for the upstream proof (instead of a token).
     #[command(flatten)]
@@ -151,7 +151,13 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if args.stats {
         eprint!("{}", stats(&report));
     }
-    match unresolved(&report) {
+    match unresolved(&report).map(|summary| {
+        // Each unreadable family (or file) by name, not only a count.
+        match super::families::unreadable_summary(repository.unreadable()) {
+            Some(names) => format!("{summary}; {names}"),
+            None => summary,
+        }
+    }) {
         Some(summary) if args.allow_unresolved => {
             eprintln!("warning: {summary} (tolerated by --allow-unresolved)");
             Ok(())

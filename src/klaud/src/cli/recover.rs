@@ -44,16 +44,20 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let failed = |e: klaud_claims::ClaimError| CliError::failure(anyhow::Error::new(e));
         let claims = book.list_claims().await.map_err(failed)?;
         let leases = book.list_recovery_leases().await.map_err(failed)?;
+        // A family no claim names must at least be one of the repository's,
+        // or a typo would read as "nothing to recover" and exit 0. A claim
+        // of a family since removed from the repository still matches.
+        let mut family = args.family.clone();
+        if let Some(wanted) = &args.family
+            && !names_family(&claims, &leases, wanted)
+        {
+            let id = super::claims::family_in_repository(&session.forge, wanted).await?;
+            family = Some(id.to_string());
+        }
         let journal = session.journal.list().await.map_err(CliError::failure)?;
         let journaled = journal.iter().map(|r| r.candidate.to_string()).collect();
-        let (orphans, mut skipped) = take_over_orphans(
-            &recovery,
-            &claims,
-            &leases,
-            &journaled,
-            args.family.as_deref(),
-        )
-        .await;
+        let (orphans, mut skipped) =
+            take_over_orphans(&recovery, &claims, &leases, &journaled, family.as_deref()).await;
         let mut recovered = Vec::new();
         if !orphans.is_empty() {
             let parts = EngineParts::load(
@@ -103,4 +107,25 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
         Ok(())
     })
+}
+
+/// Whether any claim or recovery lease belongs to `wanted` (a family id or
+/// family string), the way `take_over_orphans` matches them.
+fn names_family(
+    claims: &[klaud_claims::ClaimEntry],
+    leases: &[klaud_claims::ClaimEntry],
+    wanted: &str,
+) -> bool {
+    let by_claim = claims.iter().any(|entry| {
+        entry.family().is_some_and(|f| f.as_str() == wanted)
+            || entry
+                .record
+                .as_ref()
+                .is_ok_and(|r| r.candidates.iter().any(|c| c.family == wanted))
+    });
+    let by_lease = leases.iter().any(|entry| {
+        klaud_claims::CandidateId::from_recovery_ref(&entry.tip.name)
+            .is_some_and(|(_, c)| c.family().as_str() == wanted)
+    });
+    by_claim || by_lease
 }
