@@ -25,6 +25,7 @@ mod dashboard;
 mod dashboard_issue;
 mod experiments;
 mod first_contact;
+mod gfm_render;
 mod github_forge;
 mod github_schema;
 mod github_sim;

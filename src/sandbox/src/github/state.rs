@@ -1868,6 +1868,39 @@ impl GithubState {
             .unwrap_or_default()
     }
 
+    /// Every Markdown text on a repository: issue and pull request titles
+    /// and bodies and every comment, each with where it is
+    /// (`issue #3 body`, `comment 12 on #5`), in that order.
+    pub async fn markdown_texts(&self, full: &str) -> Vec<(String, String)> {
+        let m = self.lock().await;
+        let Some(r) = m.repos.get(&full.to_ascii_lowercase()) else {
+            return Vec::new();
+        };
+        let issues = r.issues.values().flat_map(|i| {
+            [
+                (format!("issue #{} title", i.number), i.title.clone()),
+                (
+                    format!("issue #{} body", i.number),
+                    i.body.clone().unwrap_or_default(),
+                ),
+            ]
+        });
+        let pulls = r.pulls.values().flat_map(|p| {
+            [
+                (format!("pull #{} title", p.number), p.title.clone()),
+                (
+                    format!("pull #{} body", p.number),
+                    p.body.clone().unwrap_or_default(),
+                ),
+            ]
+        });
+        let comments = r
+            .comments
+            .iter()
+            .map(|(id, c)| (format!("comment {id} on #{}", c.issue), c.body.clone()));
+        issues.chain(pulls).chain(comments).collect()
+    }
+
     /// The plain issues of a repository (number, title, body, open, labels),
     /// by number.
     pub async fn issues(&self, full: &str) -> Vec<IssueView> {
