@@ -898,12 +898,30 @@ impl Transport {
         path: &str,
         key: Option<&str>,
     ) -> Result<Vec<T>, GithubError> {
+        self.get_pages(what, path, key, 1000, &|_: &[T]| false)
+            .await
+    }
+
+    /// The items of a paged list, page by page, until a page for which
+    /// `enough` holds (given everything read so far) or `max_pages` pages:
+    /// for lists read newest first where the wanted item is near the top.
+    pub async fn get_pages<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        path: &str,
+        key: Option<&str>,
+        max_pages: usize,
+        enough: &(dyn Fn(&[T]) -> bool + Sync),
+    ) -> Result<Vec<T>, GithubError> {
         let mut out = Vec::new();
         let mut next = Some(path.to_string());
         let mut pages = 0;
         while let Some(p) = next.take() {
             pages += 1;
-            if pages > 1000 {
+            if pages > max_pages.min(1000) {
+                if max_pages < 1000 {
+                    break;
+                }
                 return Err(GithubError::Decode {
                     what: what.to_string(),
                     detail: "more than 1000 pages; refusing to follow further".into(),
@@ -929,6 +947,9 @@ impl Transport {
                 }
             };
             out.extend(page);
+            if enough(&out) {
+                break;
+            }
             next = match next_link {
                 None => None,
                 // Stopping here would silently truncate the list.
