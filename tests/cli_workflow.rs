@@ -116,8 +116,8 @@ fn the_example_workflow_passes_when_a_smoke_or_sweep_ends_on_commands_and_on_a_s
 /// GitHub decides it (the job's `if:` evaluated by `klaud-workflows`).
 fn pass_runs_for(event: &str, payload: serde_json::Value) -> bool {
     use klaud_workflows::{EventContext, JobDecision, Workflow};
-    let workflow = Workflow::parse(".github/workflows/klaud-wave.yml", &workflow_text())
-        .expect("valid");
+    let workflow =
+        Workflow::parse(".github/workflows/klaud-wave.yml", &workflow_text()).expect("valid");
     let ctx = EventContext::new(event, payload).expect("context");
     assert!(workflow.triggered_by(&ctx), "{event} starts the workflow");
     let plan = workflow.plan_jobs(&ctx).expect("plan");
@@ -137,9 +137,18 @@ fn the_example_workflow_wakes_on_commands_and_dashboard_edits_by_people_only() {
                "comment": {"body": body, "author_association": association},
                "sender": {"login": "alice", "type": "User"}})
     };
-    assert!(pass_runs_for("issue_comment", comment("/klaud retry", "MEMBER")));
-    assert!(!pass_runs_for("issue_comment", comment("LGTM, thanks", "MEMBER")));
-    assert!(!pass_runs_for("issue_comment", comment("/klaud retry", "NONE")));
+    assert!(pass_runs_for(
+        "issue_comment",
+        comment("/klaud retry", "MEMBER")
+    ));
+    assert!(!pass_runs_for(
+        "issue_comment",
+        comment("LGTM, thanks", "MEMBER")
+    ));
+    assert!(!pass_runs_for(
+        "issue_comment",
+        comment("/klaud retry", "NONE")
+    ));
     let edit = |body: &str, kind: &str| {
         json!({"action": "edited",
                "issue": {"number": 3, "body": body},
@@ -158,7 +167,10 @@ fn the_example_workflow_wakes_on_commands_and_dashboard_edits_by_people_only() {
         !pass_runs_for("issues", edit("an unrelated issue", "User")),
         "edits of other issues start nothing"
     );
-    assert!(pass_runs_for("schedule", json!({"schedule": "7,37 * * * *"})));
+    assert!(pass_runs_for(
+        "schedule",
+        json!({"schedule": "7,37 * * * *"})
+    ));
 }
 
 #[test]
@@ -178,7 +190,10 @@ fn a_skipped_run_never_joins_the_pass_concurrency_group() {
         .expect("the sign-off workflow"),
     )
     .expect("YAML");
-    assert!(signoff.get("concurrency").is_none(), "no workflow-level group");
+    assert!(
+        signoff.get("concurrency").is_none(),
+        "no workflow-level group"
+    );
     assert!(signoff["jobs"]["verify"]["concurrency"]["group"].is_string());
 }
 
@@ -223,9 +238,7 @@ fn an_outage_doctor_reports_never_stops_the_pass() {
     );
     let report = steps
         .iter()
-        .find(|s| {
-            field(s, "if").contains(&format!("steps.{doctor_id}.outcome == 'failure'"))
-        })
+        .find(|s| field(s, "if").contains(&format!("steps.{doctor_id}.outcome == 'failure'")))
         .expect("a step reports doctor's findings");
     assert!(field(report, "run").contains("GITHUB_STEP_SUMMARY"));
 }
@@ -252,7 +265,10 @@ fn both_shipped_workflows_build_one_binary_per_version() {
             .clone();
         (
             step["with"]["key"].as_str().expect("key").to_owned(),
-            step["with"]["path"].as_str().expect("path").replace("env.KLAUD_ROOT", &env_root),
+            step["with"]["path"]
+                .as_str()
+                .expect("path")
+                .replace("env.KLAUD_ROOT", &env_root),
         )
     };
     assert_eq!(
