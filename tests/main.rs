@@ -54,3 +54,4 @@ mod serve_daemon;
 mod serve_processes;
 mod signoff;
 mod takeover_safety;
+mod write_pace;

@@ -262,6 +262,9 @@ pub(crate) struct Transport {
     /// GitHub's clock minus the local one at the last answer with a `Date`
     /// header, in milliseconds ([`SKEW_UNKNOWN`] before the first).
     skew_ms: AtomicI64,
+    /// Paces writes as GitHub asks; `None`: unpaced (the library default,
+    /// for simulators and tests; Klaud's configuration sets GitHub's).
+    pacer: Option<crate::pace::Pacer>,
 }
 
 /// No answer with a `Date` header yet.
@@ -401,7 +404,13 @@ impl Transport {
             secondary: Mutex::new(SecondaryLimit::default()),
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             skew_ms: AtomicI64::new(SKEW_UNKNOWN),
+            pacer: None,
         }
+    }
+
+    /// Paces every write from now on (see [`crate::pace`]).
+    pub fn set_write_pace(&mut self, pace: crate::WritePace) {
+        self.pacer = Some(crate::pace::Pacer::new(pace));
     }
 
     /// The conditional-read answers held now, most bytes last dropped first
@@ -991,6 +1000,17 @@ impl Transport {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Raw, GithubError> {
+        // A GraphQL query is a read sent as a POST: only mutations are
+        // writes GitHub paces.
+        let is_query = path == "/graphql"
+            && body
+                .and_then(|b| b.get("query"))
+                .and_then(Value::as_str)
+                .is_some_and(|q| !q.trim_start().starts_with("mutation"));
+        let _turn = match (&self.pacer, is_query) {
+            (Some(pacer), false) => Some(pacer.turn().await),
+            _ => None,
+        };
         let mut attempt = 0;
         loop {
             // Nothing was sent yet: giving up here leaves nothing ambiguous.

@@ -315,6 +315,7 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
                     path: log_path,
                     status: 401,
                     login: None,
+                    at: None,
                 });
                 return ApiError::bad_credentials().into_response();
             }
@@ -374,6 +375,7 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
             path: log_path.clone(),
             status,
             login: login.clone(),
+            at: None,
         });
         resp
     };
@@ -603,6 +605,7 @@ async fn refuse_without_user_agent(st: &GithubState, method: &Method, log_path: 
         path: log_path.to_string(),
         status: 403,
         login: None,
+        at: None,
     });
     let resp = (
         StatusCode::FORBIDDEN,

@@ -552,6 +552,8 @@ pub struct LogEntry {
     pub path: String,
     pub status: u16,
     pub login: Option<String>,
+    /// When it was answered (set by [`Model::record`]).
+    pub at: Option<DateTime<Utc>>,
 }
 
 /// The whole simulated GitHub.
@@ -599,7 +601,8 @@ pub const LOG_CAPACITY: usize = 10_000;
 impl Model {
     /// Appends to the request log, dropping the oldest entries past
     /// [`LOG_CAPACITY`].
-    pub fn record(&mut self, entry: LogEntry) {
+    pub fn record(&mut self, mut entry: LogEntry) {
+        entry.at = Some(Utc::now());
         if self.log.len() >= LOG_CAPACITY {
             let excess = self.log.len() + 1 - LOG_CAPACITY;
             self.log.drain(..excess);

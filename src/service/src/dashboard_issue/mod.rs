@@ -179,8 +179,9 @@ const MAX_UNLABELLED_PAGES: usize = 20;
 /// the bot's newest issues.
 fn dashboards<'f>(forge: &'f Github) -> BoxFuture<'f, Result<Vec<IssueInfo>, GithubError>> {
     Box::pin(async move {
+        // Issues Klaud itself closed as duplicates are no candidates.
         let keep = |i: &IssueInfo| {
-            i.body.contains(MARKER) && !(!i.open && i.state_reason.as_deref() == Some("duplicate"))
+            i.body.contains(MARKER) && (i.open || i.state_reason.as_deref() != Some("duplicate"))
         };
         let mut found: Vec<IssueInfo> = forge
             .own_issues(LABEL)
