@@ -219,7 +219,7 @@ async fn a_flag_removed_upstream_ends_the_candidate_incompatible_before_any_disp
     // The PR body says which flag, where it is set and who removed it.
     let body = env.pull(pulls[0]).await.body.unwrap_or_default();
     assert!(body.contains("**Flags and environment:** removed upstream: `--old-flag` (flag, set in `benchmarks/single_node/agentic/demo_fp4_b300_vllm.sh:4`"), "{body}");
-    assert!(body.contains("**参数与环境变量：**上游已删除"), "{body}");
+    assert!(body.contains("**参数与环境变量**：上游已删除"), "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

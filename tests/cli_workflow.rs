@@ -112,6 +112,171 @@ fn the_example_workflow_passes_when_a_smoke_or_sweep_ends_on_commands_and_on_a_s
     assert!(condition.contains("'/klaud'") && condition.contains("author_association"));
 }
 
+/// Whether the shipped workflow's pass runs for `event` with `payload`, as
+/// GitHub decides it (the job's `if:` evaluated by `klaud-workflows`).
+fn pass_runs_for(event: &str, payload: serde_json::Value) -> bool {
+    use klaud_workflows::{EventContext, JobDecision, Workflow};
+    let workflow =
+        Workflow::parse(".github/workflows/klaud-wave.yml", &workflow_text()).expect("valid");
+    let ctx = EventContext::new(event, payload).expect("context");
+    assert!(workflow.triggered_by(&ctx), "{event} starts the workflow");
+    let plan = workflow.plan_jobs(&ctx).expect("plan");
+    match plan.job("wave").expect("the wave job").decision {
+        JobDecision::Runs => true,
+        JobDecision::Skipped => false,
+        other => panic!("{event}: the decision must be known, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_example_workflow_wakes_on_commands_and_dashboard_edits_by_people_only() {
+    use serde_json::json;
+    let comment = |body: &str, association: &str| {
+        json!({"action": "created",
+               "issue": {"number": 7, "pull_request": {"url": "u"}, "body": ""},
+               "comment": {"body": body, "author_association": association},
+               "sender": {"login": "alice", "type": "User"}})
+    };
+    assert!(pass_runs_for(
+        "issue_comment",
+        comment("/klaud retry", "MEMBER")
+    ));
+    assert!(!pass_runs_for(
+        "issue_comment",
+        comment("LGTM, thanks", "MEMBER")
+    ));
+    assert!(!pass_runs_for(
+        "issue_comment",
+        comment("/klaud retry", "NONE")
+    ));
+    let edit = |body: &str, kind: &str| {
+        json!({"action": "edited",
+               "issue": {"number": 3, "body": body},
+               "sender": {"login": "someone", "type": kind}})
+    };
+    let dashboard = "<!-- klaud:dashboard -->\n- [x] <!-- retry:abc --> retry";
+    assert!(
+        pass_runs_for("issues", edit(dashboard, "User")),
+        "a person ticking a box on the dashboard issue starts a pass"
+    );
+    assert!(
+        !pass_runs_for("issues", edit(dashboard, "Bot")),
+        "Klaud's own edit of the dashboard issue starts nothing"
+    );
+    assert!(
+        !pass_runs_for("issues", edit("an unrelated issue", "User")),
+        "edits of other issues start nothing"
+    );
+    assert!(pass_runs_for(
+        "schedule",
+        json!({"schedule": "7,37 * * * *"})
+    ));
+}
+
+#[test]
+fn a_skipped_run_never_joins_the_pass_concurrency_group() {
+    // A workflow-level group would let a skipped comment run replace a
+    // pass that waits; the job-level group is taken only by a job that runs.
+    let doc: yaml_serde::Value = yaml_serde::from_str(&workflow_text()).expect("YAML");
+    assert!(doc.get("concurrency").is_none(), "no workflow-level group");
+    assert_eq!(
+        doc["jobs"]["wave"]["concurrency"]["group"].as_str(),
+        Some("klaud-wave")
+    );
+    let signoff: yaml_serde::Value = yaml_serde::from_str(
+        &std::fs::read_to_string(
+            Path::new(crate::support::REPO_ROOT).join("configs/klaud-signoff.workflow.yml"),
+        )
+        .expect("the sign-off workflow"),
+    )
+    .expect("YAML");
+    assert!(
+        signoff.get("concurrency").is_none(),
+        "no workflow-level group"
+    );
+    assert!(signoff["jobs"]["verify"]["concurrency"]["group"].is_string());
+}
+
+#[test]
+fn an_outage_doctor_reports_never_stops_the_pass() {
+    // Doctor exits non-zero when only the results API or one registry is
+    // down; the wave holds only the families that need it, so the pass must
+    // run whatever doctor said, and the step summary says what doctor found.
+    let steps = steps(&workflow_text());
+    let position = |needle: &str| {
+        steps
+            .iter()
+            .position(|s| field(s, "run").contains(needle))
+            .unwrap_or_else(|| panic!("a step running {needle}"))
+    };
+    let doctor = &steps[position("klaud\" doctor")];
+    assert_eq!(
+        doctor["continue-on-error"].as_bool(),
+        Some(true),
+        "a failing doctor does not fail the job"
+    );
+    let doctor_id = field(doctor, "id");
+    assert!(!doctor_id.is_empty(), "doctor's outcome can be read");
+    let wave_at = position("klaud\" wave");
+    assert!(wave_at > position("klaud\" doctor"));
+    // Every step between doctor and the pass, and the pass itself, runs
+    // after a failed doctor: no condition on doctor's success, and a
+    // failing step in between does not fail the job.
+    for step in &steps[position("klaud\" doctor") + 1..=wave_at] {
+        let condition = field(step, "if");
+        assert!(
+            !condition.contains("success()") && !condition.contains(".outcome == 'success'"),
+            "{condition}"
+        );
+        if !std::ptr::eq(step, &steps[wave_at]) {
+            assert_eq!(step["continue-on-error"].as_bool(), Some(true), "{step:?}");
+        }
+    }
+    assert!(
+        field(&steps[wave_at], "if").is_empty(),
+        "the pass runs after any doctor outcome"
+    );
+    let report = steps
+        .iter()
+        .find(|s| field(s, "if").contains(&format!("steps.{doctor_id}.outcome == 'failure'")))
+        .expect("a step reports doctor's findings");
+    assert!(field(report, "run").contains("GITHUB_STEP_SUMMARY"));
+}
+
+#[test]
+fn both_shipped_workflows_build_one_binary_per_version() {
+    // actions/cache matches on the key and the path: the same pair in both
+    // workflows means a version is compiled once for both.
+    let cache_of = |file: &str, job: &str| {
+        let text = std::fs::read_to_string(Path::new(crate::support::REPO_ROOT).join(file))
+            .expect("workflow");
+        let doc: yaml_serde::Value = yaml_serde::from_str(&text).expect("YAML");
+        let env_root = doc["jobs"][job]["env"]["KLAUD_ROOT"]
+            .as_str()
+            .or_else(|| doc["env"]["KLAUD_ROOT"].as_str())
+            .expect("KLAUD_ROOT")
+            .to_owned();
+        let step = doc["jobs"][job]["steps"]
+            .as_sequence()
+            .expect("steps")
+            .iter()
+            .find(|s| field(s, "id") == "klaud-bin")
+            .expect("the binary cache")
+            .clone();
+        (
+            step["with"]["key"].as_str().expect("key").to_owned(),
+            step["with"]["path"]
+                .as_str()
+                .expect("path")
+                .replace("env.KLAUD_ROOT", &env_root),
+        )
+    };
+    assert_eq!(
+        cache_of("configs/klaud-wave.workflow.yml", "wave"),
+        cache_of("configs/klaud-signoff.workflow.yml", "verify")
+    );
+}
+
 #[test]
 fn the_workflows_klaud_ships_are_hardened() {
     let root = Path::new(crate::support::REPO_ROOT);

@@ -12,7 +12,7 @@ use klaud_planner::plan::{BlockKind, PlanOptions};
 use klaud_sandbox::github::{IssueView, Permission};
 use klaud_sandbox::stack::MAINTAINER_TOKEN;
 use klaud_service::dashboard_issue::{
-    LABEL, MARKER, Publish, Published, Steering, TITLE, publish, steer,
+    LABEL, MARKER, Publish, Published, Steering, TITLE, publish, steer, steer_or_hold,
 };
 
 use crate::support::{Harness, REPO, forge_of};
@@ -22,6 +22,8 @@ const READER: &str = "sandbox-reader";
 const READER_TOKEN: &str = "ghp_dashboard_reader";
 const STEERER: &str = "sandbox-steerer";
 const STEERER_TOKEN: &str = "ghp_dashboard_steerer";
+const TRIAGER: &str = "sandbox-triager";
+const TRIAGER_TOKEN: &str = "ghp_dashboard_triager";
 
 async fn env() -> Harness {
     Harness::demo()
@@ -35,7 +37,9 @@ async fn env() -> Harness {
 /// starts nothing: read and steer, plan with the dashboard's ignores,
 /// publish.
 async fn pass(env: &Harness, forge: &klaud_github::Github) -> (Steering, WaveSummary, Published) {
-    let steering = steer(forge, &env.journal, env.clock).await.expect("steer");
+    // As `klaud wave` and `serve` read it: an issue that cannot be read
+    // holds the plan instead of failing the pass.
+    let steering = steer_or_hold(forge, &env.journal, env.clock).await;
     let mut options = PlanOptions::new(env.clock.now());
     options.max_candidates = 0;
     options.ignore = IgnoreRules::new(steering.rules());
@@ -334,30 +338,212 @@ async fn a_readers_tick_is_refused_and_a_demoted_writers_is_not_applied() {
     assert!(!body.contains("- [x]"), "unticked:\n{body}");
 }
 
+/// Every planned family is held back by the unread dashboard, and says so.
+fn assert_all_held(summary: &WaveSummary, why: &str) {
+    assert!(!summary.families.is_empty());
+    for f in &summary.families {
+        let blocked = f
+            .blocked
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} planned while the dashboard is unread", f.family));
+        assert_eq!(blocked.kind, BlockKind::Ignored, "{blocked:?}");
+        assert!(
+            blocked.reason.starts_with("held: ") && blocked.reason.contains(why),
+            "{}: {}",
+            f.family,
+            blocked.reason
+        );
+    }
+}
+
+/// Whether only the ignored family is held back (the dashboard read well).
+fn only_the_ignored_family_is_held(summary: &WaveSummary) -> bool {
+    summary.families.iter().all(|f| {
+        f.blocked
+            .as_ref()
+            .is_some_and(|b| b.kind == BlockKind::Ignored)
+            == (f.family == family())
+    })
+}
+
+/// The dashboard with the family ignored by a maintainer's tick, applied.
+async fn ignored(env: &Harness) -> IssueView {
+    pass(env, &env.forge).await;
+    let issue = the_dashboard(env).await;
+    env.person(MAINTAINER_TOKEN)
+        .edit_issue_body(
+            issue.number,
+            &tick(&issue.body, &format!("ignore {}", family())),
+        )
+        .await;
+    let (steering, summary, _) = pass(env, &env.forge).await;
+    assert_eq!(steering.kept.ignores.len(), 1, "{steering:?}");
+    assert!(only_the_ignored_family_is_held(&summary));
+    the_dashboard(env).await
+}
+
 #[tokio::test]
-async fn a_malformed_state_block_is_a_note_and_is_written_anew() {
+async fn a_malformed_state_block_is_kept_byte_for_byte_and_holds_the_plan() {
     let env = env().await;
-    pass(&env, &env.forge).await;
-    let issue = the_dashboard(&env).await;
+    let issue = ignored(&env).await;
     let start = issue.body.find("<!-- klaud:state v1").expect("state block");
-    let broken = format!(
-        "{}<!-- klaud:state v1 {{\"ignores\": [{{\"family\": 7}}]}} -->\n",
-        &issue.body[..start]
-    );
+    let stray = "<!-- klaud:state v1 {\"ignores\": [{\"family\": 7}]} -->";
+    let broken = format!("{}{stray}\n", &issue.body[..start]);
     env.person(MAINTAINER_TOKEN)
         .edit_issue_body(issue.number, &broken)
         .await;
-    let (steering, _, _) = pass(&env, &env.forge).await;
-    let problem = steering.problem.expect("a problem");
+    let (steering, summary, _) = pass(&env, &env.forge).await;
+    let problem = steering.problem.clone().expect("a problem");
     assert!(problem.contains("not valid"), "{problem}");
+    assert_all_held(&summary, "does not read");
     let body = the_dashboard(&env).await.body;
     assert!(
         body.contains("Klaud could not read the state it keeps in this issue"),
         "{body}"
     );
-    // The block written back reads again.
-    let (steering, _, _) = pass(&env, &env.forge).await;
-    assert!(steering.problem.is_none(), "{:?}", steering.problem);
+    assert!(body.contains(stray), "the block is kept as it was:\n{body}");
+    // Still unreadable on the next pass: still held, never written anew.
+    let (steering, summary, _) = pass(&env, &env.forge).await;
+    assert!(steering.problem.is_some());
+    assert_all_held(&summary, "does not read");
+    assert!(the_dashboard(&env).await.body.contains(stray));
+}
+
+#[tokio::test]
+async fn a_newer_state_block_is_left_to_the_newer_instance_and_holds_the_plan() {
+    let env = env().await;
+    let issue = ignored(&env).await;
+    let newer = issue.body.replace(
+        "<!-- klaud:state v1 ",
+        "<!-- klaud:state v2 {\"future\":true} ",
+    );
+    env.person(MAINTAINER_TOKEN)
+        .edit_issue_body(issue.number, &newer)
+        .await;
+    let (steering, summary, published) = pass(&env, &env.forge).await;
+    assert!(steering.problem.is_some());
+    assert_all_held(&summary, "version");
+    assert!(
+        matches!(published, Published::Unchanged(_)),
+        "{published:?}"
+    );
+    assert_eq!(
+        the_dashboard(&env).await.body,
+        newer,
+        "not one byte changed"
+    );
+}
+
+#[tokio::test]
+async fn an_issue_listing_that_fails_holds_every_family_and_writes_nothing() {
+    let env = env().await;
+    ignored(&env).await;
+    let before = the_dashboard(&env).await.body;
+    env.stack
+        .state()
+        .add_fault(klaud_sandbox::github::Fault {
+            method: Some("GET".into()),
+            path: format!("/repos/{REPO}/issues"),
+            count: 100,
+            action: klaud_sandbox::github::FaultAction::Status {
+                status: 502,
+                retry_after: None,
+                message: None,
+            },
+        })
+        .await;
+    let (steering, summary, published) = pass(&env, &env.forge).await;
+    assert!(steering.issue.is_none());
+    assert_all_held(&summary, "could not be read");
+    assert!(matches!(published, Published::Absent), "{published:?}");
+    assert_eq!(dashboards(&env).await.len(), 1, "no second issue opened");
+    assert_eq!(the_dashboard(&env).await.body, before);
+    // The next good read resumes.
+    env.stack.state().clear_faults().await;
+    let (_, summary, _) = pass(&env, &env.forge).await;
+    assert!(only_the_ignored_family_is_held(&summary));
+}
+
+#[tokio::test]
+async fn a_tick_whose_editor_cannot_be_looked_up_waits_and_holds_the_plan() {
+    let env = env().await;
+    pass(&env, &env.forge).await;
+    let issue = the_dashboard(&env).await;
+    let ticked = tick(&issue.body, &format!("ignore {}", family()));
+    env.person(MAINTAINER_TOKEN)
+        .edit_issue_body(issue.number, &ticked)
+        .await;
+    env.stack
+        .state()
+        .add_fault(klaud_sandbox::github::Fault {
+            method: Some("POST".into()),
+            path: "/graphql".into(),
+            count: 100,
+            action: klaud_sandbox::github::FaultAction::Status {
+                status: 502,
+                retry_after: None,
+                message: None,
+            },
+        })
+        .await;
+    let (steering, summary, published) = pass(&env, &env.forge).await;
+    assert!(steering.kept.ignores.is_empty());
+    assert_all_held(&summary, "could not be checked");
+    assert!(
+        matches!(published, Published::Unchanged(_)),
+        "{published:?}"
+    );
+    assert!(
+        the_dashboard(&env).await.body.contains("- [x]"),
+        "the tick waits for a pass that can apply it"
+    );
+    env.stack.state().clear_faults().await;
+    let (steering, summary, _) = pass(&env, &env.forge).await;
+    assert_eq!(steering.kept.ignores.len(), 1);
+    assert!(only_the_ignored_family_is_held(&summary));
+}
+
+#[tokio::test]
+async fn a_dashboard_issue_closed_by_triage_is_reopened_with_its_ignores() {
+    let env = Harness::demo()
+        .user(TRIAGER, None, TRIAGER_TOKEN, Permission::Triage)
+        .start()
+        .await;
+    let issue = ignored(&env).await;
+    env.person(TRIAGER_TOKEN).close_issue(issue.number).await;
+    assert!(!dashboards(&env).await[0].open);
+    let (steering, summary, _) = pass(&env, &env.forge).await;
+    assert_eq!(steering.number(), Some(issue.number), "the same issue");
+    assert!(only_the_ignored_family_is_held(&summary));
+    let now = the_dashboard(&env).await;
+    assert_eq!(now.number, issue.number);
+    assert!(
+        now.body.contains("Reopened: this issue was closed"),
+        "{}",
+        now.body
+    );
+    assert_eq!(dashboards(&env).await.len(), 1, "no new issue");
+}
+
+#[tokio::test]
+async fn a_dashboard_issue_whose_label_was_removed_is_found_and_labelled_again() {
+    let env = Harness::demo()
+        .user(TRIAGER, None, TRIAGER_TOKEN, Permission::Triage)
+        .start()
+        .await;
+    let issue = ignored(&env).await;
+    env.person(TRIAGER_TOKEN)
+        .remove_label(issue.number, LABEL)
+        .await;
+    assert!(dashboards(&env).await.is_empty(), "unlabelled");
+    let (steering, summary, _) = pass(&env, &env.forge).await;
+    assert_eq!(steering.number(), Some(issue.number), "the same issue");
+    assert!(only_the_ignored_family_is_held(&summary));
+    let now = the_dashboard(&env).await;
+    assert_eq!(now.number, issue.number);
+    assert!(now.body.contains("Labelled again"), "{}", now.body);
+    let all = env.stack.state().issues(REPO).await;
+    assert_eq!(all.len(), 1, "no new issue: {all:#?}");
 }
 
 /// A record of the family's candidate that ended with `outcome`, not yet
@@ -403,7 +589,7 @@ async fn a_validated_prs_regression_hunt_is_named_under_awaiting_merge() {
             "**Regression hunt:** first bad tag found.".into(),
             "Last good: `t2` · first bad: `t3`".into(),
         ],
-        zh: vec!["**回归排查：**已找到第一个出问题的标签。".into()],
+        zh: vec!["**回归排查**：已找到第一个出问题的标签。".into()],
     };
     rec.updated_at = env.clock.now();
     env.journal.save(&rec).await.expect("save");
@@ -425,7 +611,7 @@ async fn a_validated_prs_regression_hunt_is_named_under_awaiting_merge() {
         "{awaiting}"
     );
     assert!(
-        awaiting.contains("  - **回归排查：**已找到第一个出问题的标签。\n"),
+        awaiting.contains("  - **回归排查**：已找到第一个出问题的标签。\n"),
         "{awaiting}"
     );
 }
@@ -452,7 +638,7 @@ async fn a_ticked_retry_lifts_the_cooldown_of_a_failed_family() {
             "Upstream change: `aaa...bbb`".into(),
             "GPU runs used: 3".into(),
         ],
-        zh: vec!["**回归排查：**已找到第一个出问题的标签。".into()],
+        zh: vec!["**回归排查**：已找到第一个出问题的标签。".into()],
     };
     rec.updated_at = env.clock.now();
     env.journal.save(&rec).await.expect("save");
@@ -468,7 +654,7 @@ async fn a_ticked_retry_lifts_the_cooldown_of_a_failed_family() {
     for line in [
         "  - Last good: `t3` · first bad: `t4`\n",
         "  - Upstream change: `aaa...bbb`\n",
-        "  - **回归排查：**已找到第一个出问题的标签。\n",
+        "  - **回归排查**：已找到第一个出问题的标签。\n",
     ] {
         assert!(failed.contains(line), "{line:?}:\n{failed}");
     }

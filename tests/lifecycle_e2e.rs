@@ -184,7 +184,7 @@ async fn failed_smoke_without_hook_cleans_up() {
     .expect("regex");
     assert!(job_url.is_match(&failed_report), "{failed_report}");
     assert!(
-        failed_report.contains("**失败的作业：**"),
+        failed_report.contains("**失败的作业**："),
         "{failed_report}"
     );
     let redact = regex::Regex::new(

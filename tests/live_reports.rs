@@ -390,7 +390,7 @@ async fn chinese_blocks_hold_the_full_text_and_every_na_says_why() {
                 "{body}"
             );
             assert!(
-                body.contains("**N/A：**") || body.contains("**说明：**"),
+                body.contains("**N/A**：") || body.contains("**说明**："),
                 "{body}"
             );
         }

@@ -315,7 +315,7 @@ async fn a_results_api_publishing_in_the_past_gives_a_full_baseline_with_each_po
         "{english}"
     );
     assert!(
-        chinese.contains(&format!("**基线：**{seeded} 发布，运行 `"))
+        chinese.contains(&format!("**基线**：{seeded} 发布，运行 `"))
             && chinese.contains(&format!("{yesterday} 发布，运行 `{resweep}`"))
             && chinese.contains("（1 个点位）"),
         "{chinese}"

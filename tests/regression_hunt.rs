@@ -772,7 +772,7 @@ mod engine {
         // keeps it in its record.
         let receipt = &bodies[receipt_at];
         assert!(receipt.contains("**Regression hunt:**"), "{receipt}");
-        assert!(receipt.contains("**回归排查：**"), "{receipt}");
+        assert!(receipt.contains("**回归排查**："), "{receipt}");
         let record = klaud_lifecycle::report::find_record(receipt)
             .expect("record")
             .expect("a record");

@@ -733,5 +733,5 @@ async fn serve_records_the_upstream_range_of_a_nightly_bump() {
         ),
         "{body}"
     );
-    assert!(body.contains("**上游：**vllm-project/vllm"), "{body}");
+    assert!(body.contains("**上游**：vllm-project/vllm"), "{body}");
 }

@@ -790,7 +790,7 @@ fn pr_body_says_which_recipes_were_aligned_or_left_and_which_keys_moved_together
     assert!(block.contains("**Bumped together (shared recipes):** `dsv4-a`, `dsv4-b`  \n"));
     assert!(block.contains("**Recipes aligned to the new image:** `benchmarks/x/a.yaml`  \n"));
     assert!(block.contains("**Recipes left on their own image:** `benchmarks/x/b.yaml`  \n"));
-    assert!(block.contains("**保留原镜像的配方：**`benchmarks/x/b.yaml`"));
+    assert!(block.contains("**保留原镜像的配方**：`benchmarks/x/b.yaml`"));
     // The typed record round-trips with the scope, and old records without it still parse.
     let body = splice_baseline(&initial_body(), &block).unwrap();
     assert_eq!(parse_baseline_block(&body).unwrap(), Some(frozen));
@@ -811,7 +811,7 @@ fn a_failed_report_links_its_failed_jobs_in_both_languages() {
         "{body}"
     );
     assert!(
-        body.contains("**失败的作业：**[benchmark 8k1k c64](https://github.com/o/r/actions/runs/1/job/2)（timed\\_out）"),
+        body.contains("**失败的作业**：[benchmark 8k1k c64](https://github.com/o/r/actions/runs/1/job/2)（timed\\_out）"),
         "{body}"
     );
     let record = find_record(&body).expect("record").expect("a record");
@@ -855,7 +855,7 @@ fn a_baseline_from_several_sweeps_names_each_day_and_run_in_both_languages() {
         "{english}"
     );
     assert!(
-        chinese.contains("**基线：**2026-09-12 发布，运行 `34000000001`（1 个点位）；2026-09-15 发布，运行 `34896669482`（1 个点位） ·"),
+        chinese.contains("**基线**：2026-09-12 发布，运行 `34000000001`（1 个点位）；2026-09-15 发布，运行 `34896669482`（1 个点位） ·"),
         "{chinese}"
     );
     // Nothing published at all says so, with the day asked.
@@ -873,7 +873,7 @@ fn a_baseline_from_several_sweeps_names_each_day_and_run_in_both_languages() {
         "{block}"
     );
     assert!(
-        block.contains("**基线：**截至 2026-09-21 无公开结果 ·"),
+        block.contains("**基线**：截至 2026-09-21 无公开结果 ·"),
         "{block}"
     );
     assert!(block.contains("截至 2026-09-21 未公开"), "{block}");
@@ -935,7 +935,7 @@ fn the_pr_body_freezes_published_evals_in_both_languages_and_says_why_when_there
         "{block}"
     );
     assert!(
-        block.contains("**评估：**N/A（无基线：基线点位所来自的运行没有公开的评估结果）"),
+        block.contains("**评估**：N/A（无基线：基线点位所来自的运行没有公开的评估结果）"),
         "{block}"
     );
 }

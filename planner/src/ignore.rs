@@ -51,6 +51,9 @@ pub enum IgnoreSource {
         /// Who ticked it.
         by: String,
     },
+    /// The dashboard issue, where maintainers record ignores, could not be
+    /// read this pass: the rule holds every family until it reads again.
+    DashboardUnread,
     /// A Klaud PR closed without merging, by this login.
     ClosedPull {
         /// The PR.
@@ -85,6 +88,7 @@ impl IgnoreRule {
             IgnoreSource::Config => "the configuration".to_owned(),
             IgnoreSource::Dashboard { by } => format!("@{by} on the dashboard issue"),
             IgnoreSource::ClosedPull { number, by } => format!("@{by} closing #{number}"),
+            IgnoreSource::DashboardUnread => return format!("held: {}", self.reason),
         };
         if self.reason.is_empty() {
             format!("ignored: {what} (by {by})")

@@ -176,6 +176,32 @@ impl Person {
         assert_eq!(status, 200, "editing #{number}: {text}");
     }
 
+    /// Closes an issue, as a triage user may on any issue.
+    pub async fn close_issue(&self, number: impl Into<u64>) {
+        let number: u64 = number.into();
+        let route = format!("/repos/{}/issues/{number}", self.repo);
+        let response = self
+            .gh
+            ._patch(
+                route.as_str(),
+                Some(&serde_json::json!({"state": "closed", "state_reason": "completed"})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{route}: {e}"));
+        assert!(
+            response.status().is_success(),
+            "{route}: {}",
+            response.status()
+        );
+    }
+
+    /// Removes a label from an issue, as a triage user may.
+    pub async fn remove_label(&self, number: impl Into<u64>, label: &str) {
+        let number: u64 = number.into();
+        self.send(true, &format!("issues/{number}/labels/{label}"), None)
+            .await;
+    }
+
     /// Posts a comment; its id.
     pub async fn comment(&self, number: impl Into<u64>, body: &str) -> u64 {
         let number: u64 = number.into();

@@ -157,7 +157,7 @@ pub fn render_plan(key: &MarkerKey, plan: &HuntPlan) -> String {
     out.push_str("This hunt does not change what the candidate concluded.\n");
     out.push_str("\n<details>\n<summary>中文</summary>\n\n");
     out.push_str(&format!(
-        "**回归排查：**在 {} 与 {} 之间共 {n} 个标签（仍提供 {served} 个），最多 {} 次运行（二分查找需要 {min} 次）。每一步测量{}。\n",
+        "**回归排查**：在 {} 与 {} 之间共 {n} 个标签（仍提供 {served} 个），最多 {} 次运行（二分查找需要 {min} 次）。每一步测量{}。\n",
         code(&plan.old.tag),
         code(&plan.new.tag),
         plan.budget,
@@ -218,7 +218,7 @@ pub fn render_step(key: &MarkerKey, plan: &HuntPlan, s: &StepRecord) -> String {
         value_words(plan, s, false)
     ));
     out.push_str(&format!(
-        "\n**排查第 {} 步：**{} — {}{}{}\n",
+        "\n**排查第 {} 步**：{} — {}{}{}\n",
         s.step,
         tag_words(&tag, true),
         verdict_words(s.verdict, true),
@@ -235,7 +235,7 @@ pub fn result_lines(plan: &HuntPlan, result: &HuntResult, zh: bool) -> Vec<Strin
     let mut lines = Vec::new();
     let (good, bad) = (&result.last_good, &result.first_bad);
     lines.push(if zh {
-        format!("**回归排查：**{}。", reason_words(result.reason, true))
+        format!("**回归排查**：{}。", reason_words(result.reason, true))
     } else {
         format!(
             "**Regression hunt:** {}.",

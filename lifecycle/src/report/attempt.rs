@@ -610,7 +610,7 @@ fn failed_jobs(report: &AttemptReport, zh: bool) -> String {
         })
         .collect();
     if zh {
-        format!("\n**失败的作业：**{}\n", jobs.join("、"))
+        format!("\n**失败的作业**：{}\n", jobs.join("、"))
     } else {
         format!("\n**Failed jobs:** {}\n", jobs.join(", "))
     }
@@ -690,7 +690,7 @@ fn tables(report: &AttemptReport, zh: bool) -> String {
         }
     }
     if !notes.is_empty() {
-        out.push_str(if zh { "\n**N/A：**\n" } else { "\n**N/A:**\n" });
+        out.push_str(if zh { "\n**N/A**：\n" } else { "\n**N/A:**\n" });
         for (label, side, reason) in &notes {
             let result_side = *side && !is_baseline;
             if zh {

@@ -116,7 +116,7 @@ pub fn audit_line(u: &UpstreamRange, zh: bool) -> Option<String> {
             "**Flags and environment:** every recipe flag and environment variable is still present ({flags} flags and {env} environment variables checked against the upstream change)."
         ),
         (AuditResult::Present { flags, env }, true) => format!(
-            "**参数与环境变量：**所有配方参数和环境变量仍然存在（已对照上游变更检查 {flags} 个参数和 {env} 个环境变量）。"
+            "**参数与环境变量**：所有配方参数和环境变量仍然存在（已对照上游变更检查 {flags} 个参数和 {env} 个环境变量）。"
         ),
         (AuditResult::Removed { flags, env, items }, _) => {
             let named: Vec<String> = items
@@ -163,7 +163,7 @@ pub fn audit_line(u: &UpstreamRange, zh: bool) -> Option<String> {
                 .collect();
             if zh {
                 format!(
-                    "**参数与环境变量：**上游已删除：{}（共检查 {flags} 个参数和 {env} 个环境变量）。",
+                    "**参数与环境变量**：上游已删除：{}（共检查 {flags} 个参数和 {env} 个环境变量）。",
                     named.join("；")
                 )
             } else {
@@ -188,7 +188,7 @@ pub fn audit_line(u: &UpstreamRange, zh: bool) -> Option<String> {
             },
             true,
         ) => format!(
-            "**参数与环境变量：**未检查：{}；这不会阻止该候选（已收集 {flags} 个参数和 {env} 个环境变量）。",
+            "**参数与环境变量**：未检查：{}；这不会阻止该候选（已收集 {flags} 个参数和 {env} 个环境变量）。",
             cause_zh(*cause)
         ),
     };
@@ -407,7 +407,7 @@ impl BumpScope {
         let mut out = String::new();
         if self.keys.len() > 1 {
             out.push_str(&if zh {
-                format!("**共享配方，一并更新：**{}  \n", list(&self.keys))
+                format!("**共享配方，一并更新**：{}  \n", list(&self.keys))
             } else {
                 format!(
                     "**Bumped together (shared recipes):** {}  \n",
@@ -417,7 +417,7 @@ impl BumpScope {
         }
         if !self.aligned.is_empty() {
             out.push_str(&if zh {
-                format!("**已对齐到新镜像的配方：**{}  \n", list(&self.aligned))
+                format!("**已对齐到新镜像的配方**：{}  \n", list(&self.aligned))
             } else {
                 format!(
                     "**Recipes aligned to the new image:** {}  \n",
@@ -427,7 +427,7 @@ impl BumpScope {
         }
         if !self.left.is_empty() {
             out.push_str(&if zh {
-                format!("**保留原镜像的配方：**{}  \n", list(&self.left))
+                format!("**保留原镜像的配方**：{}  \n", list(&self.left))
             } else {
                 format!(
                     "**Recipes left on their own image:** {}  \n",
@@ -467,9 +467,9 @@ fn eval_lines(b: &Baseline, zh: bool) -> String {
     if b.evals.is_empty() {
         return match (&b.evals_unavailable, zh) {
             (None, false) => format!("\n**Eval:** N/A ({EVAL_NA})\n"),
-            (None, true) => format!("\n**评估：**N/A（{EVAL_NA_ZH}）\n"),
+            (None, true) => format!("\n**评估**：N/A（{EVAL_NA_ZH}）\n"),
             (Some(why), false) => format!("\n**Eval:** N/A (no baseline: {})\n", text(why)),
-            (Some(why), true) => format!("\n**评估：**N/A（无基线：{}）\n", text(&reason_zh(why))),
+            (Some(why), true) => format!("\n**评估**：N/A（无基线：{}）\n", text(&reason_zh(why))),
         };
     }
     let topologies: std::collections::BTreeSet<(u64, u64, bool)> = b
@@ -688,12 +688,12 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
     // Chinese.
     out.push_str("\n<details>\n<summary>中文</summary>\n\n");
     out.push_str(&format!(
-        "**目标：**将 {engine} 镜像从 {} 更新为 {}。  \n",
+        "**目标**：将 {engine} 镜像从 {} 更新为 {}。  \n",
         code(&p.old_image),
         code(&p.new_image)
     ));
     out.push_str(&format!(
-        "**来源：**标签 {old_tag} → {} · 摘要 {}",
+        "**来源**：标签 {old_tag} → {} · 摘要 {}",
         code(&p.new_tag),
         code(&p.digest)
     ));
@@ -714,14 +714,14 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
             .commits
             .map_or(String::new(), |n| format!(" · {n} 个提交"));
         out.push_str(&format!(
-            "**上游：**{} {shown}{count}  \n",
+            "**上游**：{} {shown}{count}  \n",
             text(&u.repository)
         ));
         out.push_str(&audit_line(u, true).unwrap_or_default());
     }
     if let Some(why) = &p.not_release_reason {
         out.push_str(&format!(
-            "**为何不用正式版本：**{}  \n",
+            "**为何不用正式版本**：{}  \n",
             text(&format!("原文：{why}"))
         ));
     }
@@ -734,7 +734,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
         out.push('\n');
     }
     out.push_str(&format!(
-        "**基线：**{} · {}  \n",
+        "**基线**：{} · {}  \n",
         published_words(b, true),
         code(&b.image)
     ));
@@ -748,7 +748,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
                 format!("{}：{}。", labels.join("、"), text(&reason_zh(reason)))
             })
             .collect();
-        out.push_str(&format!("\n**说明：**{}\n", parts.join(" ")));
+        out.push_str(&format!("\n**说明**：{}\n", parts.join(" ")));
     }
     out.push_str(&eval_lines(b, true));
     out.push_str("\n</details>\n");

@@ -258,7 +258,7 @@ pub fn declined_words(d: &Declined, dashboard: Option<&(u64, String)>, zh: bool)
     };
     if zh {
         format!(
-            "**不要这个镜像：**此 PR 未合并即被关闭，Klaud 不会再为该系列提议 {image}；出现更新的镜像时，Klaud 会提议更新的镜像。撤销方法：在看板 issue {issue} 的“已忽略”部分勾选 {image} 旁的撤销框，下一轮即可再次提议它。"
+            "**不要这个镜像**：此 PR 未合并即被关闭，Klaud 不会再为该系列提议 {image}；出现更新的镜像时，Klaud 会提议更新的镜像。撤销方法：在看板 issue {issue} 的“已忽略”部分勾选 {image} 旁的撤销框，下一轮即可再次提议它。"
         )
     } else {
         format!(

@@ -28,11 +28,24 @@ struct RawIssue {
     /// Present on pull requests, which the issues list includes.
     #[serde(default)]
     pull_request: Option<Value>,
+    #[serde(default)]
+    state_reason: Option<String>,
+    #[serde(default)]
+    labels: Vec<RawLabel>,
 }
 
 #[derive(Deserialize)]
 struct Login {
     login: String,
+}
+
+/// GitHub sends labels as objects; older answers (and some proxies) as
+/// bare names.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawLabel {
+    Named { name: String },
+    Bare(String),
 }
 
 /// An issue as the dashboard needs it.
@@ -50,6 +63,19 @@ pub struct IssueInfo {
     pub html_url: String,
     /// Who opened it.
     pub author: Option<String>,
+    /// Why it was closed (`completed`, `not_planned`, `duplicate`), or
+    /// `reopened`; `None` when GitHub does not say.
+    pub state_reason: Option<String>,
+    /// Its labels' names.
+    pub labels: Vec<String>,
+}
+
+impl IssueInfo {
+    /// Whether it carries `label` (GitHub compares label names without
+    /// case).
+    pub fn has_label(&self, label: &str) -> bool {
+        self.labels.iter().any(|l| l.eq_ignore_ascii_case(label))
+    }
 }
 
 impl From<RawIssue> for IssueInfo {
@@ -61,6 +87,14 @@ impl From<RawIssue> for IssueInfo {
             open: r.state == "open",
             html_url: r.html_url,
             author: r.user.map(|u| u.login),
+            state_reason: r.state_reason,
+            labels: r
+                .labels
+                .into_iter()
+                .map(|l| match l {
+                    RawLabel::Named { name } | RawLabel::Bare(name) => name,
+                })
+                .collect(),
         }
     }
 }
@@ -70,15 +104,16 @@ impl From<RawIssue> for IssueInfo {
 const MAX_LISTED: usize = 100;
 
 impl Github {
-    /// Open issues (not pull requests) the bot opened that carry `label`,
-    /// oldest first. One conditional read: unchanged, it is a free 304.
+    /// Issues (not pull requests) the bot opened that carry `label`, open
+    /// or closed, oldest first. One conditional read: unchanged, it is a
+    /// free 304.
     pub fn own_issues<'f>(
         &'f self,
         label: &'f str,
     ) -> BoxFuture<'f, Result<Vec<IssueInfo>, GithubError>> {
         Box::pin(async move {
             let q = super::api::query(&[
-                ("state", "open"),
+                ("state", "all"),
                 ("creator", self.bot_login()),
                 ("labels", label),
                 ("sort", "created"),
@@ -96,6 +131,92 @@ impl Github {
                 .take(MAX_LISTED)
                 .map(IssueInfo::from)
                 .collect())
+        })
+    }
+
+    /// Issues (not pull requests) the bot opened whose body holds `marker`,
+    /// open or closed, with or without labels, newest first: for when the
+    /// label that finds them was removed. The list includes the bot's pull
+    /// requests, so it is read page by page (newest first) only until the
+    /// first page that holds one, and at most `max_pages` pages.
+    pub fn own_issues_with_marker<'f>(
+        &'f self,
+        marker: &'f str,
+        max_pages: usize,
+    ) -> BoxFuture<'f, Result<Vec<IssueInfo>, GithubError>> {
+        Box::pin(async move {
+            let q = super::api::query(&[
+                ("state", "all"),
+                ("creator", self.bot_login()),
+                ("sort", "created"),
+                ("direction", "desc"),
+                ("per_page", "100"),
+            ]);
+            let what = "list the bot's issues to find its dashboard issue".to_owned();
+            let holds = |i: &RawIssue| {
+                i.pull_request.is_none() && i.body.as_deref().is_some_and(|b| b.contains(marker))
+            };
+            let raw: Vec<RawIssue> = self
+                .t
+                .get_pages(
+                    &what,
+                    &self.path(&format!("issues?{q}")),
+                    None,
+                    max_pages,
+                    &|read: &[RawIssue]| read.iter().any(holds),
+                )
+                .await?;
+            Ok(raw
+                .into_iter()
+                .filter(holds)
+                .take(MAX_LISTED)
+                .map(IssueInfo::from)
+                .collect())
+        })
+    }
+
+    /// Reopens an issue the bot opened (a person closed its dashboard
+    /// issue) and puts `label` back on it when it is missing.
+    pub fn restore_own_issue<'f>(
+        &'f self,
+        issue: &'f IssueInfo,
+        label: &'f str,
+    ) -> BoxFuture<'f, Result<IssueInfo, GithubError>> {
+        Box::pin(async move {
+            let what = format!("reopen and label issue #{}", issue.number);
+            self.refuse_unless_own(&what, issue)?;
+            let mut labels = issue.labels.clone();
+            if !issue.has_label(label) {
+                labels.push(label.to_owned());
+            }
+            let payload = json!({"state": "open", "labels": labels});
+            let path = self.path(&format!("issues/{}", issue.number));
+            // The same state and labels sent twice are the same issue.
+            let raw = self
+                .t
+                .write_idempotent(&what, Method::PATCH, &path, Some(&payload))
+                .await?;
+            ok_or_error(&what, &raw)?;
+            Ok(raw.json::<RawIssue>(&what)?.into())
+        })
+    }
+
+    fn refuse_unless_own(&self, what: &str, issue: &IssueInfo) -> Result<(), GithubError> {
+        let ours = issue
+            .author
+            .as_deref()
+            .is_some_and(|a| a.eq_ignore_ascii_case(self.bot_login()));
+        if ours {
+            return Ok(());
+        }
+        Err(GithubError::Rejected {
+            what: what.to_owned(),
+            status: 0,
+            message: format!(
+                "#{} was not opened by {}; Klaud edits only its own issues",
+                issue.number,
+                self.bot_login()
+            ),
         })
     }
 
@@ -162,21 +283,7 @@ impl Github {
     ) -> BoxFuture<'f, Result<IssueInfo, GithubError>> {
         Box::pin(async move {
             let what = format!("edit issue #{}", issue.number);
-            let ours = issue
-                .author
-                .as_deref()
-                .is_some_and(|a| a.eq_ignore_ascii_case(self.bot_login()));
-            if !ours {
-                return Err(GithubError::Rejected {
-                    what,
-                    status: 0,
-                    message: format!(
-                        "#{} was not opened by {}; Klaud edits only its own issues",
-                        issue.number,
-                        self.bot_login()
-                    ),
-                });
-            }
+            self.refuse_unless_own(&what, issue)?;
             let payload = match body {
                 Some(b) => json!({"body": b}),
                 None => json!({"state": "closed", "state_reason": "duplicate"}),

@@ -24,6 +24,7 @@
 mod api;
 mod issues;
 pub mod lifecycle;
+mod pace;
 mod refstore;
 mod run_completion;
 pub mod signoff;
@@ -44,6 +45,7 @@ pub use api::{
 };
 
 pub use issues::IssueInfo;
+pub use pace::WritePace;
 pub use run_completion::ForgeRunCompletion;
 pub use transport::{
     ConditionalPage, DEFAULT_WRITE_TIMEOUT, MAX_RESPONSE_BYTES, SECONDARY_MAX_WAIT,
@@ -230,6 +232,14 @@ impl Github {
     /// unknown outcome. The lifecycle's lease guard must know the same figure.
     pub fn with_write_timeout(mut self, timeout: Duration) -> Self {
         self.t.set_write_timeout(timeout);
+        self
+    }
+
+    /// Paces every write as `pace` says (GitHub asks for one at a time, a
+    /// second apart, 80 content writes a minute and 500 an hour). Without
+    /// it writes are sent as they come.
+    pub fn with_write_pace(mut self, pace: WritePace) -> Self {
+        self.t.set_write_pace(pace);
         self
     }
 

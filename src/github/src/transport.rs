@@ -262,6 +262,9 @@ pub(crate) struct Transport {
     /// GitHub's clock minus the local one at the last answer with a `Date`
     /// header, in milliseconds ([`SKEW_UNKNOWN`] before the first).
     skew_ms: AtomicI64,
+    /// Paces writes as GitHub asks; `None`: unpaced (the library default,
+    /// for simulators and tests; Klaud's configuration sets GitHub's).
+    pacer: Option<crate::pace::Pacer>,
 }
 
 /// No answer with a `Date` header yet.
@@ -401,7 +404,13 @@ impl Transport {
             secondary: Mutex::new(SecondaryLimit::default()),
             write_timeout: DEFAULT_WRITE_TIMEOUT,
             skew_ms: AtomicI64::new(SKEW_UNKNOWN),
+            pacer: None,
         }
+    }
+
+    /// Paces every write from now on (see [`crate::pace`]).
+    pub fn set_write_pace(&mut self, pace: crate::WritePace) {
+        self.pacer = Some(crate::pace::Pacer::new(pace));
     }
 
     /// The conditional-read answers held now, most bytes last dropped first
@@ -898,12 +907,30 @@ impl Transport {
         path: &str,
         key: Option<&str>,
     ) -> Result<Vec<T>, GithubError> {
+        self.get_pages(what, path, key, 1000, &|_: &[T]| false)
+            .await
+    }
+
+    /// The items of a paged list, page by page, until a page for which
+    /// `enough` holds (given everything read so far) or `max_pages` pages:
+    /// for lists read newest first where the wanted item is near the top.
+    pub async fn get_pages<T: DeserializeOwned>(
+        &self,
+        what: &str,
+        path: &str,
+        key: Option<&str>,
+        max_pages: usize,
+        enough: &(dyn Fn(&[T]) -> bool + Sync),
+    ) -> Result<Vec<T>, GithubError> {
         let mut out = Vec::new();
         let mut next = Some(path.to_string());
         let mut pages = 0;
         while let Some(p) = next.take() {
             pages += 1;
-            if pages > 1000 {
+            if pages > max_pages.min(1000) {
+                if max_pages < 1000 {
+                    break;
+                }
                 return Err(GithubError::Decode {
                     what: what.to_string(),
                     detail: "more than 1000 pages; refusing to follow further".into(),
@@ -929,6 +956,9 @@ impl Transport {
                 }
             };
             out.extend(page);
+            if enough(&out) {
+                break;
+            }
             next = match next_link {
                 None => None,
                 // Stopping here would silently truncate the list.
@@ -970,6 +1000,17 @@ impl Transport {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Raw, GithubError> {
+        // A GraphQL query is a read sent as a POST: only mutations are
+        // writes GitHub paces.
+        let is_query = path == "/graphql"
+            && body
+                .and_then(|b| b.get("query"))
+                .and_then(Value::as_str)
+                .is_some_and(|q| !q.trim_start().starts_with("mutation"));
+        let _turn = match (&self.pacer, is_query) {
+            (Some(pacer), false) => Some(pacer.turn().await),
+            _ => None,
+        };
         let mut attempt = 0;
         loop {
             // Nothing was sent yet: giving up here leaves nothing ambiguous.

@@ -147,7 +147,8 @@ pub async fn forge_for(
         retry: RetryPolicy::default(),
     })
     .map_err(|e| crate::cli::github_failure(e, "GitHub client"))?
-    .with_write_timeout(config.github.write_timeout);
+    .with_write_timeout(config.github.write_timeout)
+    .with_write_pace(config.github.write_pace());
     let identity = match access {
         Access::Write => forge.preflight().await,
         Access::Read => forge.identity().await,

@@ -433,6 +433,48 @@ pub struct GithubConfig {
     /// `daemon.lease_margin` plus this much of the claim's lease left.
     #[serde(deserialize_with = "duration")]
     pub write_timeout: Duration,
+    /// Least time between two writes (default `1s`). GitHub asks
+    /// integrations to write one at a time, at least a second apart; a
+    /// write waits for its turn.
+    #[serde(deserialize_with = "optional_duration")]
+    pub write_gap: Option<Duration>,
+    /// Most writes in any minute (default 80, GitHub's secondary limit on
+    /// content creation); `0`: no limit. Writes past it wait.
+    pub writes_per_minute: Option<u32>,
+    /// Most writes in any hour (default 500, GitHub's); `0`: no limit.
+    pub writes_per_hour: Option<u32>,
+}
+
+impl GithubConfig {
+    /// How writes are paced: as configured, else GitHub's pace, except
+    /// against an API on this machine (the sandbox, which sets no limit),
+    /// where nothing configured means unpaced.
+    pub fn write_pace(&self) -> klaud_github::WritePace {
+        use klaud_github::WritePace;
+        let configured = self.write_gap.is_some()
+            || self.writes_per_minute.is_some()
+            || self.writes_per_hour.is_some();
+        let base = if !configured && api_on_this_machine(&self.api_url) {
+            WritePace::UNPACED
+        } else {
+            WritePace::GITHUB
+        };
+        WritePace {
+            gap: self.write_gap.unwrap_or(base.gap),
+            per_minute: self.writes_per_minute.unwrap_or(base.per_minute),
+            per_hour: self.writes_per_hour.unwrap_or(base.per_hour),
+        }
+    }
+}
+
+/// Whether `api_url` points at a loopback address (a simulator).
+fn api_on_this_machine(api_url: &str) -> bool {
+    url::Url::parse(api_url).is_ok_and(|u| match u.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    })
 }
 
 /// A GitHub token found in the environment, with the variable it came from.
@@ -510,6 +552,9 @@ impl Default for GithubConfig {
             app_private_key_env: "KLAUD_GITHUB_APP_PRIVATE_KEY".to_owned(),
             web_url: None,
             write_timeout: klaud_github::DEFAULT_WRITE_TIMEOUT,
+            write_gap: None,
+            writes_per_minute: None,
+            writes_per_hour: None,
         }
     }
 }
@@ -1302,6 +1347,13 @@ fn rule(
 fn duration<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(deserializer)?;
     parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+/// [`duration`] for a key whose absence means "the default".
+fn optional_duration<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Duration>, D::Error> {
+    duration(deserializer).map(Some)
 }
 
 /// Parses an interval or timeout (`30s`, `90m`, …) that must be at least

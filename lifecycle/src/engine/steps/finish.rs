@@ -530,7 +530,7 @@ pub(crate) fn reuse_line_run(body: &str) -> Option<Option<u64>> {
 /// GitHub gave this comment (the reason it is posted).
 pub(in crate::engine) fn reuse_request(marker: &str, run: u64, association: &str) -> String {
     format!(
-        "{marker}\n**Reuse of the validated sweep needs a maintainer.** GitHub gives Klaud's comments the association `{association}`, which the repository's reuse gate does not accept. To merge without running the whole sweep again on main, a maintainer comments exactly this line (keep the full-sweep label on the PR):\n\n```\n/reuse-sweep-run {run}\n```\n\n<details>\n<summary>中文</summary>\n\n**复用已验证的 sweep 需要维护者操作。** GitHub 为 Klaud 的评论标注的关联身份为 `{association}`，仓库的复用检查不接受该身份。若要合并时不在 main 上重新运行完整 sweep，请维护者评论以下这一行（并保留 PR 上的 full-sweep 标签）：\n\n```\n/reuse-sweep-run {run}\n```\n\n</details>\n"
+        "{marker}\n**Reuse of the validated sweep needs a maintainer.** GitHub gives Klaud's comments the association `{association}`, which the repository's reuse gate does not accept. To merge without running the whole sweep again on main, a maintainer comments exactly this line (keep the full-sweep label on the PR):\n\n```\n/reuse-sweep-run {run}\n```\n\n<details>\n<summary>中文</summary>\n\n**复用已验证的 sweep 需要维护者操作**。 GitHub 为 Klaud 的评论标注的关联身份为 `{association}`，仓库的复用检查不接受该身份。若要合并时不在 main 上重新运行完整 sweep，请维护者评论以下这一行（并保留 PR 上的 full-sweep 标签）：\n\n```\n/reuse-sweep-run {run}\n```\n\n</details>\n"
     )
 }
 #[cfg(test)]

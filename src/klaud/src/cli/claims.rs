@@ -175,7 +175,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
             retry: RetryPolicy::default(),
         })
         .map_err(|e| github_error(e, "GitHub client"))?
-        .with_write_timeout(config.github.write_timeout);
+        .with_write_timeout(config.github.write_timeout)
+        .with_write_pace(config.github.write_pace());
         // Listing only reads: any credential that can read will do, and the
         // reader is told whose it is. Writes must be the bot's.
         let read_only = matches!(request, Request::List { .. });

@@ -627,7 +627,8 @@ async fn demo(
     // First line, so a newcomer (and a test) can open the page at once.
     let pages = format!("{}/_html/{}", stack.github.url(), stack.repo);
     let line = format!(
-        "dashboard: http://{bound}/  <- open this in a browser; its PR and run links open the simulated GitHub ({pages})\n"
+        "dashboard: http://{bound}/  <- open this in a browser; its PR and run links open the simulated GitHub ({pages})\n\
+         writes: unpaced against the sandbox, which sets no limit; against GitHub they go one at a time, 1 s apart, at most 80 a minute and 500 an hour ([github] write_gap, writes_per_minute, writes_per_hour)\n"
     );
     if args.json {
         eprint!("{line}");

@@ -149,7 +149,7 @@ mod tests {
                     phase: "targeted".into(),
                     pull_request: None,
                     hunt: vec!["**Regression hunt:** first bad tag found.".into()],
-                    hunt_zh: vec!["**回归排查：**已找到第一个出问题的标签。".into()],
+                    hunt_zh: vec!["**回归排查**：已找到第一个出问题的标签。".into()],
                 }],
                 ..RepositoryStatus::default()
             }],

@@ -149,26 +149,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 .with_audit(config.audit.options())
         });
         // The dashboard issue first: its ticked boxes steer this wave. A
-        // dashboard that cannot be read does not stop the wave.
-        let mut steering = match klaud_service::dashboard_issue::steer(
-            &session.forge,
+        // dashboard that cannot be read stops no wave, but holds its planning.
+        let mut steering = klaud_service::dashboard_issue::steer_or_hold(&session.forge,
             &session.journal,
-            session.base_clock,
-        )
-        .await
-        {
-            Ok(s) => Some(s),
-            Err(e) => {
-                klaud_service::dashboard_issue::log_error("reading", &e);
-                None
-            }
-        };
-        if let Some(s) = steering.as_mut()
-            && let Err(e) = klaud_service::dashboard_issue::open_before_wave(
+            session.base_clock)
+            .await;
+        if let Err(e) = klaud_service::dashboard_issue::open_before_wave(
                 &session.forge,
                 &session.journal,
                 session.base_clock,
-                s,
+                &mut steering,
                 &config.lifecycle.base_branch,
             )
             .await
@@ -187,7 +177,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?;
         plan.ignore = klaud_service::dashboard_issue::rules_in_force(
             &config_rules,
-            steering.as_ref(),
+            Some(&steering),
             &records,
         );
         plan.min_age = config.planner.min_age;
@@ -208,13 +198,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
             lifecycle: klaud_lifecycle::wave::WaveSettings {
                 claimant: session.claimant.clone(),
                 engine: klaud_lifecycle::engine::EngineConfig {
-                    dashboard_issue: steering
-                        .as_ref()
-                        .and_then(klaud_service::dashboard_issue::Steering::number),
-                    undone_declines: steering
-                        .as_ref()
-                        .map(klaud_service::dashboard_issue::Steering::undone_declines)
-                        .unwrap_or_default(),
+                    dashboard_issue: steering.number(),
+                    undone_declines: steering.undone_declines(),
                     ..engine_config(config, session.owner_run)
                 },
                 plan,
@@ -237,7 +222,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
             options,
         )
         .await;
-        if let Some(steering) = &steering {
+        {
+            let steering = &steering;
             let options = klaud_service::dashboard_issue::Publish {
                 base_branch: config.lifecycle.base_branch.clone(),
                 summary: summary.as_ref().ok(),

@@ -205,6 +205,7 @@ fn log(m: &mut Model, method: &str, path: String, status: u16) {
         path,
         status,
         login: None,
+        at: None,
     });
 }
 

@@ -167,11 +167,22 @@ pub async fn update(
 
 pub async fn delete(
     State(st): State<GithubState>,
+    caller: Caller,
     Path((owner, repo, id)): Path<(String, String, String)>,
 ) -> Result<Response, ApiError> {
+    let login = caller.require()?.to_string();
     let id = parse_id(&id)?;
     let mut m = st.lock().await;
     let r = m.repo_mut(&owner, &repo)?;
+    // As on GitHub: its author, or anyone with write access.
+    let c = r.comments.get(&id).ok_or_else(ApiError::not_found)?;
+    if !c.user.eq_ignore_ascii_case(&login)
+        && r.permission_of(&login) < super::state::Permission::Write
+    {
+        return Err(ApiError::forbidden(
+            "Resource not accessible by personal access token",
+        ));
+    }
     r.comments.remove(&id).ok_or_else(ApiError::not_found)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

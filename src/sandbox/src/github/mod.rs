@@ -315,6 +315,7 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
                     path: log_path,
                     status: 401,
                     login: None,
+                    at: None,
                 });
                 return ApiError::bad_credentials().into_response();
             }
@@ -374,6 +375,7 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
             path: log_path.clone(),
             status,
             login: login.clone(),
+            at: None,
         });
         resp
     };
@@ -490,13 +492,23 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
                     || (method == Method::PATCH
                         && segs.len() == 5
                         && segs[4].parse::<u64>().is_ok()));
+            // Its author may edit or delete a comment: the handlers check.
+            let is_comment_edit = segs.len() == 6 && segs[3] == "issues" && segs[4] == "comments";
+            // Triage access suffices for an issue's labels, as on GitHub.
+            let is_label = segs.len() >= 6 && segs[3] == "issues" && segs[5] == "labels";
+            let needed = if is_label {
+                Permission::Triage
+            } else {
+                Permission::Write
+            };
             match &login {
                 None => return finish(&mut m, ApiError::requires_auth().into_response(), true),
                 Some(l) => {
                     if let Ok(r) = m.repo(segs[1], segs[2])
                         && !is_comment
                         && !is_issue
-                        && r.permission_of(l) < Permission::Write
+                        && !is_comment_edit
+                        && r.permission_of(l) < needed
                     {
                         let e =
                             ApiError::forbidden("Resource not accessible by personal access token");
@@ -593,6 +605,7 @@ async fn refuse_without_user_agent(st: &GithubState, method: &Method, log_path: 
         path: log_path.to_string(),
         status: 403,
         login: None,
+        at: None,
     });
     let resp = (
         StatusCode::FORBIDDEN,

@@ -567,6 +567,8 @@ pub struct LogEntry {
     pub path: String,
     pub status: u16,
     pub login: Option<String>,
+    /// When it was answered (set by [`Model::record`]).
+    pub at: Option<DateTime<Utc>>,
 }
 
 /// The whole simulated GitHub.
@@ -616,7 +618,8 @@ pub const LOG_CAPACITY: usize = 10_000;
 impl Model {
     /// Appends to the request log, dropping the oldest entries past
     /// [`LOG_CAPACITY`].
-    pub fn record(&mut self, entry: LogEntry) {
+    pub fn record(&mut self, mut entry: LogEntry) {
+        entry.at = Some(Utc::now());
         if self.log.len() >= LOG_CAPACITY {
             let excess = self.log.len() + 1 - LOG_CAPACITY;
             self.log.drain(..excess);
@@ -1886,6 +1889,39 @@ impl GithubState {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Every Markdown text on a repository: issue and pull request titles
+    /// and bodies and every comment, each with where it is
+    /// (`issue #3 body`, `comment 12 on #5`), in that order.
+    pub async fn markdown_texts(&self, full: &str) -> Vec<(String, String)> {
+        let m = self.lock().await;
+        let Some(r) = m.repos.get(&full.to_ascii_lowercase()) else {
+            return Vec::new();
+        };
+        let issues = r.issues.values().flat_map(|i| {
+            [
+                (format!("issue #{} title", i.number), i.title.clone()),
+                (
+                    format!("issue #{} body", i.number),
+                    i.body.clone().unwrap_or_default(),
+                ),
+            ]
+        });
+        let pulls = r.pulls.values().flat_map(|p| {
+            [
+                (format!("pull #{} title", p.number), p.title.clone()),
+                (
+                    format!("pull #{} body", p.number),
+                    p.body.clone().unwrap_or_default(),
+                ),
+            ]
+        });
+        let comments = r
+            .comments
+            .iter()
+            .map(|(id, c)| (format!("comment {id} on #{}", c.issue), c.body.clone()));
+        issues.chain(pulls).chain(comments).collect()
     }
 
     /// The plain issues of a repository (number, title, body, open, labels),

@@ -381,28 +381,20 @@ impl Daemon {
             .filter(|r| !matches!(r.step, Step::Done | Step::Claim))
             .count();
         // The dashboard issue first: its ticked boxes steer this pass.
-        let mut steering = match crate::dashboard_issue::steer(
+        let mut steering = crate::dashboard_issue::steer_or_hold(
             &repo.forge,
             repo.journal.as_ref(),
             self.clock.as_ref(),
         )
-        .await
-        {
-            Ok(s) => Some(s),
-            Err(e) => {
-                crate::dashboard_issue::log_error("reading", &e);
-                None
-            }
-        };
+        .await;
         // A wave may open PRs: their footers link the issue, so it exists
         // first. A reconcile pass opens nothing.
         if pass == Pass::Wave
-            && let Some(s) = steering.as_mut()
             && let Err(e) = crate::dashboard_issue::open_before_wave(
                 &repo.forge,
                 repo.journal.as_ref(),
                 self.clock.as_ref(),
-                s,
+                &mut steering,
                 &self.settings.engine.base_branch,
             )
             .await
@@ -412,7 +404,7 @@ impl Daemon {
         let mut plan = PlanOptions::new(self.clock.now());
         plan.ignore = crate::dashboard_issue::rules_in_force(
             &self.settings.ignore,
-            steering.as_ref(),
+            Some(&steering),
             &records,
         );
         plan.min_age = self.settings.min_age;
@@ -435,14 +427,8 @@ impl Daemon {
             lifecycle: klaud_lifecycle::wave::WaveSettings {
                 claimant: self.settings.claimant.clone(),
                 engine: EngineConfig {
-                    dashboard_issue: steering
-                        .as_ref()
-                        .and_then(crate::dashboard_issue::Steering::number)
-                        .or(self.settings.engine.dashboard_issue),
-                    undone_declines: steering
-                        .as_ref()
-                        .map(crate::dashboard_issue::Steering::undone_declines)
-                        .unwrap_or_default(),
+                    dashboard_issue: steering.number().or(self.settings.engine.dashboard_issue),
+                    undone_declines: steering.undone_declines(),
                     ..self.settings.engine.clone()
                 },
                 plan,
@@ -467,7 +453,8 @@ impl Daemon {
             self.sink.as_deref(),
         )
         .await;
-        if let Some(steering) = &steering {
+        {
+            let steering = &steering;
             let options = crate::dashboard_issue::Publish {
                 base_branch: self.settings.engine.base_branch.clone(),
                 summary: result.as_ref().ok(),

@@ -5,8 +5,12 @@
 //! woken pass. Deliveries are verified
 //! with HMAC-SHA256 over the raw body (`X-Hub-Signature-256`) and a shared
 //! secret; anything else is refused with 401 and logged without the body.
+//! A delivery id (`X-GitHub-Delivery`) already handled is answered 200 and
+//! does nothing: GitHub redelivers, and a signed delivery replayed by
+//! anyone who saw it must not wake passes or queue sign-offs again.
 
-use std::sync::Arc;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -23,6 +27,36 @@ pub struct WebhookState {
     secret: Arc<[u8]>,
     wake: Arc<Notify>,
     signoffs: Option<crate::signoff::SignoffQueue>,
+    handled: Arc<Mutex<Handled>>,
+}
+
+/// Most delivery ids remembered; the oldest are forgotten first. GitHub
+/// redelivers within hours, far fewer deliveries than this for one
+/// repository.
+const MAX_HANDLED: usize = 10_000;
+
+/// The delivery ids handled, oldest first.
+#[derive(Debug, Default)]
+struct Handled {
+    ids: HashSet<String>,
+    order: VecDeque<String>,
+}
+
+impl Handled {
+    /// Records `id`; whether it was new.
+    fn first_time(&mut self, id: &str) -> bool {
+        if self.ids.contains(id) {
+            return false;
+        }
+        self.ids.insert(id.to_owned());
+        self.order.push_back(id.to_owned());
+        while self.order.len() > MAX_HANDLED {
+            if let Some(old) = self.order.pop_front() {
+                self.ids.remove(&old);
+            }
+        }
+        true
+    }
 }
 
 impl WebhookState {
@@ -32,6 +66,7 @@ impl WebhookState {
             secret: secret.into(),
             wake,
             signoffs: None,
+            handled: Arc::default(),
         }
     }
 
@@ -86,6 +121,21 @@ async fn deliver(State(state): State<WebhookState>, headers: HeaderMap, body: By
             "webhook delivery refused: bad or missing signature"
         );
         return StatusCode::UNAUTHORIZED;
+    }
+    // Only a verified delivery is remembered, so nobody can fill the list
+    // with made-up ids. Ids are GitHub's GUIDs: a longer one is cut, never
+    // kept whole.
+    if let Some(id) = headers
+        .get("x-github-delivery")
+        .and_then(|v| v.to_str().ok())
+        .map(|id| id.chars().take(100).collect::<String>())
+    {
+        // A poisoned lock only means a panicking thread; the set is whole.
+        let mut handled = state.handled.lock().unwrap_or_else(|e| e.into_inner());
+        if !handled.first_time(&id) {
+            tracing::debug!(delivery = %id, "webhook delivery already handled");
+            return StatusCode::OK;
+        }
     }
     if let Some(queue) = &state.signoffs {
         let event = headers
@@ -158,6 +208,66 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(5), woken)
             .await
             .unwrap();
+    }
+
+    #[test]
+    fn the_handled_ids_are_bounded_oldest_first() {
+        let mut handled = Handled::default();
+        for i in 0..MAX_HANDLED + 5 {
+            assert!(handled.first_time(&format!("id-{i}")));
+        }
+        assert_eq!(handled.ids.len(), MAX_HANDLED);
+        assert!(!handled.first_time(&format!("id-{}", MAX_HANDLED + 4)));
+        assert!(handled.first_time("id-0"), "forgotten: the oldest");
+    }
+
+    #[tokio::test]
+    async fn a_replayed_delivery_is_handled_once() {
+        let wake = Arc::new(Notify::new());
+        let queue = crate::signoff::SignoffQueue::default();
+        let app =
+            router(WebhookState::new(b"s3cret", Arc::clone(&wake)).with_signoffs(queue.clone()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/webhook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let http = klaud_http::http_client().expect("http client");
+        let body = serde_json::json!({
+            "action": "created",
+            "issue": {"number": 7, "pull_request": {"url": "u"}},
+            "comment": {"id": 42, "body": "As a PR reviewer and CODEOWNER, I have reviewed this and have:"},
+            "repository": {"full_name": "o/r"},
+        })
+        .to_string()
+        .into_bytes();
+        let send = |delivery: &'static str| {
+            http.post(&url)
+                .header("x-github-event", "issue_comment")
+                .header("x-github-delivery", delivery)
+                .header("x-hub-signature-256", sign(b"s3cret", &body))
+                .body(body.clone())
+                .send()
+        };
+        let mut statuses = Vec::new();
+        for _ in 0..300 {
+            statuses.push(
+                send("72d3162e-cc78-11e3-81ab-4c9367dc0958")
+                    .await
+                    .unwrap()
+                    .status(),
+            );
+        }
+        assert_eq!(statuses[0], 202);
+        assert!(statuses[1..].iter().all(|s| *s == 200), "{statuses:?}");
+        assert_eq!(queue.take("o/r").len(), 1, "one sign-off queued");
+        // Another delivery is handled as usual.
+        assert_eq!(
+            send("9a0b1c2d-0000-11e3-81ab-4c9367dc0958")
+                .await
+                .unwrap()
+                .status(),
+            202
+        );
+        assert_eq!(queue.take("o/r").len(), 1);
     }
 
     #[tokio::test]

@@ -9,10 +9,16 @@ use klaud_claims::PullNumber;
 use serde::{Deserialize, Serialize};
 
 /// Why the state block in the issue body does not read (shown as a note on
-/// the issue; the block is then written anew).
+/// the issue; the block itself is kept byte for byte, never written anew,
+/// and planning holds until it reads again).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct UnreadableState(String);
+#[error("{message}")]
+pub struct UnreadableState {
+    message: String,
+    /// The block is a newer version than this Klaud reads: a newer
+    /// instance keeps the issue, and this one leaves it alone.
+    pub newer: bool,
+}
 
 /// Opens the state block; the version follows.
 const STATE_OPEN: &str = "<!-- klaud:state ";
@@ -132,7 +138,22 @@ impl Kept {
     /// The block in `body`: `Ok(None)` without one, `Err` naming what is
     /// wrong with one that does not read.
     pub fn read(body: &str) -> Result<Option<Kept>, UnreadableState> {
-        Self::read_block(body).map_err(UnreadableState)
+        Self::read_block(body).map_err(|message| UnreadableState {
+            newer: newer_version(body),
+            message,
+        })
+    }
+
+    /// The state block in `body` exactly as written (from its opening to
+    /// its `-->`, or to the end of the body when it never closes), to keep
+    /// byte for byte when it does not read.
+    pub fn raw_block(body: &str) -> Option<&str> {
+        let start = body.find(STATE_OPEN)?;
+        let rest = &body[start..];
+        Some(match rest[STATE_OPEN.len()..].find(COMMENT_CLOSE) {
+            Some(end) => &rest[..STATE_OPEN.len() + end + COMMENT_CLOSE.len()],
+            None => rest,
+        })
     }
 
     fn read_block(body: &str) -> Result<Option<Kept>, String> {
@@ -210,6 +231,23 @@ impl Kept {
 }
 
 /// `text` cut to a bounded length on a character boundary.
+/// Whether the state block in `body` names a version newer than the one
+/// this Klaud writes (`v2` and up, where this Klaud writes `v1`).
+fn newer_version(body: &str) -> bool {
+    let version_of = |v: &str| v.strip_prefix('v').and_then(|n| n.parse::<u32>().ok());
+    let Some(start) = body.find(STATE_OPEN) else {
+        return false;
+    };
+    let version = body[start + STATE_OPEN.len()..]
+        .split(|c: char| c.is_whitespace() || c == '-')
+        .next()
+        .unwrap_or("");
+    matches!(
+        (version_of(version), version_of(STATE_VERSION)),
+        (Some(found), Some(ours)) if found > ours
+    )
+}
+
 pub fn clip(text: &str) -> String {
     let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if one_line.len() <= MAX_FIELD {

@@ -47,11 +47,42 @@ pub struct Steering {
     pub kept: Kept,
     /// Why the kept state did not read, when it did not.
     pub problem: Option<String>,
+    /// Why this pass plans nothing a maintainer's decision on the issue
+    /// could cover (every family): the issue, its state block, or who
+    /// ticked its boxes could not be read. `None`: read in full. The
+    /// dashboard fails closed: an ignore that cannot be read must not turn
+    /// into a PR, a smoke and a sweep.
+    pub hold: Option<String>,
+    /// The unreadable state block as found, written back byte for byte.
+    kept_block: Option<String>,
+    /// The issue must not be written this pass: its state block is a newer
+    /// format (the newer instance that wrote it keeps the issue), or ticked
+    /// boxes wait for a pass that can apply them (a new body would untick
+    /// them).
+    leave_alone: bool,
 }
 
 impl Steering {
-    /// The dashboard's ignores as plan rules.
+    /// The steering of a pass whose dashboard issue could not be read at
+    /// all (`why`): nothing the issue could decide is planned, nothing is
+    /// written to it, and the next good read resumes.
+    pub fn unread(why: impl std::fmt::Display) -> Self {
+        Self {
+            hold: Some(format!("the dashboard issue could not be read: {why}")),
+            ..Self::default()
+        }
+    }
+
+    /// The dashboard's ignores as plan rules, and while it holds, one rule
+    /// over every family that says why.
     pub fn rules(&self) -> Vec<IgnoreRule> {
+        let hold = self.hold.iter().map(|why| IgnoreRule {
+            target: IgnoreTarget::Family("*".to_owned()),
+            reason: format!(
+                "{why}; a maintainer's ignore there may cover this family, so Klaud starts nothing until it reads the issue again"
+            ),
+            source: IgnoreSource::DashboardUnread,
+        });
         self.kept
             .ignores
             .iter()
@@ -75,6 +106,7 @@ impl Steering {
                     None => IgnoreSource::Dashboard { by: ig.by.clone() },
                 },
             })
+            .chain(hold)
             .collect()
     }
 
@@ -137,31 +169,74 @@ pub fn rules_in_force(
     )
 }
 
-/// Klaud's dashboard issues, lowest number first (its own, labelled,
-/// carrying the marker).
+/// Most pages of the bot's issues and pull requests (100 a page, newest
+/// first) read to find a dashboard issue whose label was removed.
+const MAX_UNLABELLED_PAGES: usize = 20;
+
+/// Klaud's dashboard issues in any state, lowest number first: its own,
+/// carrying the marker, not closed by Klaud as a duplicate. Found by the
+/// label (one conditional read), else (a person removed the label) among
+/// the bot's newest issues.
 fn dashboards<'f>(forge: &'f Github) -> BoxFuture<'f, Result<Vec<IssueInfo>, GithubError>> {
     Box::pin(async move {
+        // Issues Klaud itself closed as duplicates are no candidates.
+        let keep = |i: &IssueInfo| {
+            i.body.contains(MARKER) && (i.open || i.state_reason.as_deref() != Some("duplicate"))
+        };
         let mut found: Vec<IssueInfo> = forge
             .own_issues(LABEL)
             .await?
             .into_iter()
-            .filter(|i| i.body.contains(MARKER))
+            .filter(keep)
             .collect();
+        if found.is_empty() {
+            found = forge
+                .own_issues_with_marker(MARKER, MAX_UNLABELLED_PAGES)
+                .await?
+                .into_iter()
+                .filter(keep)
+                .collect();
+        }
         found.sort_by_key(|i| i.number);
         Ok(found)
     })
 }
 
-/// Keeps the lowest-numbered dashboard and closes the others.
+/// The one dashboard issue: of the open ones the lowest-numbered (the
+/// others are closed as duplicates); with none open, the newest a person
+/// closed, reopened. One that lost its label gets it back. Either is said
+/// on the issue (a note in `kept`).
 fn converge<'f>(
     forge: &'f Github,
-    mut found: Vec<IssueInfo>,
+    found: Vec<IssueInfo>,
+    notes: &'f mut Vec<String>,
 ) -> BoxFuture<'f, Result<Option<IssueInfo>, GithubError>> {
     Box::pin(async move {
-        if found.is_empty() {
-            return Ok(None);
+        let (mut open, closed): (Vec<IssueInfo>, Vec<IssueInfo>) =
+            found.into_iter().partition(|i| i.open);
+        if open.is_empty() {
+            let Some(newest) = closed.into_iter().max_by_key(|i| i.number) else {
+                return Ok(None);
+            };
+            tracing::info!(
+                issue = newest.number,
+                "reopening the dashboard issue a person closed"
+            );
+            notes.push(
+                "Reopened: this issue was closed, and Klaud keeps maintainers' decisions here; close it again only to have it reopened. / 已重新打开：此 issue 被关闭，但 Klaud 在此保存维护者的决定。"
+                    .to_owned(),
+            );
+            return Ok(Some(forge.restore_own_issue(&newest, LABEL).await?));
         }
-        let keep = found.remove(0);
+        let mut keep = open.remove(0);
+        if !keep.has_label(LABEL) {
+            tracing::info!(issue = keep.number, "labelling the dashboard issue again");
+            notes.push(format!(
+                "Labelled again: the `{LABEL}` label was removed; Klaud finds this issue by it. / 已重新添加标签 `{LABEL}`。"
+            ));
+            keep = forge.restore_own_issue(&keep, LABEL).await?;
+        }
+        let found = open;
         for dup in &found {
             tracing::info!(
                 issue = dup.number,
@@ -185,26 +260,67 @@ pub fn steer<'f>(
 ) -> BoxFuture<'f, Result<Steering, GithubError>> {
     Box::pin(async move {
         let found = dashboards(forge).await?;
-        let Some(issue) = converge(forge, found).await? else {
+        let mut restored = Vec::new();
+        let Some(issue) = converge(forge, found, &mut restored).await? else {
             return Ok(Steering::default());
         };
-        let (mut kept, problem) = match Kept::read(&issue.body) {
-            Ok(k) => (k.unwrap_or_default(), None),
+        let mut steering = match Kept::read(&issue.body) {
+            Ok(k) => Steering {
+                kept: k.unwrap_or_default(),
+                ..Steering::default()
+            },
             Err(e) => {
-                tracing::warn!(issue = issue.number, error = %e, "dashboard state block does not read");
-                (Kept::default(), Some(e.to_string()))
+                tracing::warn!(issue = issue.number, error = %e, "dashboard state block does not read; planning holds");
+                Steering {
+                    hold: Some(format!(
+                        "the state block of dashboard issue #{} does not read: {e}",
+                        issue.number
+                    )),
+                    problem: Some(e.to_string()),
+                    kept_block: Kept::raw_block(&issue.body).map(str::to_owned),
+                    leave_alone: e.newer,
+                    ..Steering::default()
+                }
             }
         };
-        let actions = kept::ticked(&issue.body);
-        if !actions.is_empty() {
-            apply(forge, journal, clock, &mut kept, &issue, &actions).await?;
+        for note in restored {
+            steering.kept.note(note);
         }
-        Ok(Steering {
-            issue: Some(issue),
-            kept,
-            problem,
-        })
+        let actions = kept::ticked(&issue.body);
+        // Boxes change the kept state: with a block that does not read
+        // they wait (ticked) until it does.
+        if !actions.is_empty() && steering.problem.is_some() {
+            steering.leave_alone = true;
+        }
+        if !actions.is_empty() && steering.problem.is_none() {
+            let before = steering.kept.clone();
+            if let Err(e) = apply(forge, journal, clock, &mut steering.kept, &issue, &actions).await
+            {
+                tracing::warn!(issue = issue.number, error = %e, "who ticked the dashboard issue's boxes could not be read; planning holds");
+                steering.kept = before;
+                steering.leave_alone = true;
+                steering.hold = Some(format!(
+                    "the boxes ticked on dashboard issue #{} could not be checked: {e}",
+                    issue.number
+                ));
+            }
+        }
+        steering.issue = Some(issue);
+        Ok(steering)
     })
+}
+
+/// [`steer`] as a pass uses it: when the issue cannot be read at all, the
+/// steering of [`Steering::unread`] (logged), so the pass plans nothing a
+/// decision on the issue could cover and writes nothing to it.
+pub async fn steer_or_hold(forge: &Github, journal: &dyn Journal, clock: &dyn Clock) -> Steering {
+    match steer(forge, journal, clock).await {
+        Ok(s) => s,
+        Err(e) => {
+            log_error("reading", &e);
+            Steering::unread(&e)
+        }
+    }
 }
 
 /// Applies `actions` when the issue's last editor may write; notes what
@@ -409,8 +525,20 @@ pub fn publish<'f>(
         // failed) becomes a rule kept in the issue itself.
         let mut kept = steering.kept.clone();
         kept.absorb_declined(&declined_in(&records), clock.now());
-        let body = render::body(&view, &kept, previous, steering.problem.as_deref());
+        let mut body = render::body(&view, &kept, previous, steering.problem.as_deref());
+        if let Some(raw) = &steering.kept_block {
+            // A block this Klaud cannot read is somebody's decision record
+            // all the same: it goes back exactly as it was.
+            let ours = kept.block();
+            if let Some(at) = body.rfind(&ours) {
+                body.replace_range(at..at + ours.len(), raw);
+            }
+        }
         match &steering.issue {
+            // Nothing is known of the issue, or it is left alone this pass
+            // (see `leave_alone`): writing now could lose a decision.
+            None if steering.hold.is_some() => Ok(Published::Absent),
+            Some(issue) if steering.leave_alone => Ok(Published::Unchanged(issue.clone())),
             Some(issue) if issue.body == body => Ok(Published::Unchanged(issue.clone())),
             Some(issue) => {
                 // Somebody may have ticked a box since the pass read the
@@ -435,7 +563,7 @@ pub fn publish<'f>(
                 // Another instance may have opened one at the same time:
                 // everybody keeps the lowest number.
                 let found = dashboards(forge).await?;
-                match converge(forge, found).await? {
+                match converge(forge, found, &mut Vec::new()).await? {
                     Some(kept) if kept.number != opened.number => Ok(Published::Unchanged(kept)),
                     _ => Ok(Published::Opened(opened)),
                 }
@@ -456,7 +584,8 @@ pub fn open_before_wave<'f>(
     base_branch: &'f str,
 ) -> BoxFuture<'f, Result<(), GithubError>> {
     Box::pin(async move {
-        if steering.issue.is_some() {
+        // While the issue cannot be read, one may exist: never open another.
+        if steering.issue.is_some() || steering.hold.is_some() {
             return Ok(());
         }
         let options = Publish {

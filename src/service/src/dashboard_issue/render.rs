@@ -426,7 +426,7 @@ fn body_with(
     out.push_str("\n### Steering / 操控记录\n\n");
     if let Some(p) = problem {
         out.push_str(&format!(
-            "> [!WARNING]\n> Klaud could not read the state it keeps in this issue, so the ignores made here are not applied until they are made again: {}\n> Klaud 无法读取此 issue 中保存的状态，在此做出的忽略设置需重新勾选后才会生效。\n\n",
+            "> [!WARNING]\n> Klaud could not read the state it keeps in this issue (the hidden `klaud:state` block at the end), so it starts no new candidate until the block reads again; it keeps the block as it is. Restore the block from the issue's edit history, or delete it to start over without the ignores it holds: {}\n> Klaud 无法读取此 issue 末尾隐藏的 `klaud:state` 状态块，在它恢复可读之前不会开始新的候选；该状态块保持原样。请从编辑历史中恢复它，或删除它以清空其中的忽略设置。\n\n",
             text(p)
         ));
     }

@@ -360,6 +360,7 @@ mod tests {
             path: path.into(),
             status,
             login: None,
+            at: None,
         }
     }
 
