@@ -1,4 +1,4 @@
-//! The capacity gate (see configs/README.md#shared-clusters-capacity, issue 11) through the real engine, the
+//! The capacity gate (see configs/README.md#shared-clusters-capacity) through the real engine, the
 //! octocrab forge and the sandbox's cluster-status simulator: busy, stale,
 //! unreachable and invalid capacity defer before claiming and before every
 //! dispatch, and a deferred family goes ahead once its cluster has room.

@@ -175,7 +175,7 @@ async fn healthz_waits_for_the_first_snapshot() {
 
 /// An experiment's variants as the dashboard groups them: one table per
 /// family and experiment, in the experiment's order, each with its state and
-/// PR, as a real browser renders the page (issue 15).
+/// PR, as a real browser renders the page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_shows_an_experiments_variants_grouped() {
     let variant = |name: &str, from: Option<&str>, state: &str, pull: u64| VariantRow {

@@ -630,7 +630,7 @@ async fn a_ticked_retry_lifts_the_cooldown_of_a_failed_family() {
         "the smoke failed twice",
     )
     .await;
-    // Its regression hunt ended (issue 30): its head shows under the row.
+    // Its regression hunt ended: its head shows under the row.
     rec.hunt = klaud_lifecycle::engine::journal::HuntLines {
         en: vec![
             "**Regression hunt:** first bad tag found.".into(),

@@ -1,4 +1,4 @@
-//! Experiments (issue 15) end to end: the variants of one family race
+//! Experiments end to end: the variants of one family race
 //! through the real engine, the octocrab forge and the GitHub, CI and
 //! registry simulators; the first validated one wins, the others stop.
 

@@ -857,10 +857,10 @@ async fn request_figures_per_validated_candidate() {
         "a validated lifecycle costs {} charged requests besides polls (limit {LIFECYCLE_LIMIT}): {figures:?}",
         figures.work.charged
     );
-    // 40–43 at issue 16's cuts (one read of a thing per step, no blob
+    // 40–43 once each thing was read once per step (no blob
     // requests, no read of Klaud's own files or of a run it just
     // dispatched, no listing of its own comments or of runs before a first
-    // dispatch); issue 31 adds up to 3: check-final's read of the master
+    // dispatch); check-final and the reuse line add up to 3: its read of the master
     // config at the head, and the reuse authorization (a comment listing,
     // for a maintainer's line and Klaud's association, and the line
     // itself). 43–50 measured since, the spread from how many polls a run
@@ -870,7 +870,7 @@ async fn request_figures_per_validated_candidate() {
     const TODAY: usize = 54;
     assert!(
         figures.work.charged <= TODAY,
-        "a validated lifecycle costs {} charged requests besides polls (at most {TODAY} since issue 31): {figures:?}",
+        "a validated lifecycle costs {} charged requests besides polls (at most {TODAY} since check-final and the reuse line): {figures:?}",
         figures.work.charged
     );
     assert_eq!(

@@ -1,4 +1,4 @@
-//! Closing a Klaud PR without merging means "not this image" (issue 29),
+//! Closing a Klaud PR without merging means "not this image",
 //! through the real octocrab forge against the GitHub and registry
 //! simulators: a maintainer closes the PR; the receipt says what that
 //! means and how to undo it, in both languages, linking the dashboard

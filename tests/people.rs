@@ -1,4 +1,4 @@
-//! Other people's work and the repository's own decisions (issue 11): a
+//! Other people's work and the repository's own decisions: a
 //! human PR for a family's key or recipe, Klaud's own open PR, retired
 //! keys. The real wave and engine, the octocrab forge and the sandbox.
 

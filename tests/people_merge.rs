@@ -1,4 +1,4 @@
-//! A maintainer merging Klaud's PR (issue 11): the sandbox's merge route as
+//! A maintainer merging Klaud's PR: the sandbox's merge route as
 //! GitHub documents it, and the engine stopping at the next step: merged
 //! after a verified sweep ends `validated`, merged before ends `handoff`;
 //! either way Klaud cancels its own running runs, releases the claim,

@@ -1,4 +1,4 @@
-//! Baseline readiness (issue 11, issue 31): a family whose published
+//! Baseline readiness: a family whose published
 //! baseline cannot be found, or does not cover its points, is
 //! `readiness-blocked` in the wave's plan, before anything is claimed or
 //! written; `[lifecycle] require_baseline = false` lets it go on with N/A

@@ -1,4 +1,4 @@
-//! Two real `klaud serve` processes against one sandbox (issue 6, item 7):
+//! Two real `klaud serve` processes against one sandbox:
 //! they never claim the same family, both make progress, and when one is
 //! killed with SIGKILL (no graceful shutdown) the other recovers its
 //! candidates once their leases expire — closed PRs with an

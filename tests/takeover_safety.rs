@@ -1,4 +1,4 @@
-//! Safety under takeover and restarts (issue 11), through the real engine,
+//! Safety under takeover and restarts, through the real engine,
 //! the octocrab forge and the sandbox: a writer stalled past its lease
 //! never writes after another instance recovered its candidate, and an
 //! interrupted cleanup resumed with an empty store finishes it for real.

@@ -1,4 +1,4 @@
-//! Experiments (issue 15): several variants of one candidate race under one
+//! Experiments: several variants of one candidate race under one
 //! claim; the first whose final sweep validates wins and the others end
 //! `duplicate`.
 //!

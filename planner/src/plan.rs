@@ -101,7 +101,7 @@ pub struct Candidate {
     pub versions: crate::provenance::ImageVersions,
 }
 
-/// Why a family is not bumped whatever its registry says (issue 11).
+/// Why a family is not bumped whatever its registry says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord)]
 #[serde(rename_all = "kebab-case")]
 pub enum BlockKind {

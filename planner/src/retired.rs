@@ -1,5 +1,5 @@
 //! Which families the benchmark repository itself has retired, so Klaud
-//! never bumps them (issue 11): keys archived under `configs/deprecated/`
+//! never bumps them: keys archived under `configs/deprecated/`
 //! and models or scenarios MODELS.md marks as deprecated or retired.
 //!
 //! The shapes are those of InferenceX's own MODELS.md:

@@ -1,4 +1,4 @@
-//! Experiment variants (issue 15): a named set of extra edits on top of a
+//! Experiment variants: a named set of extra edits on top of a
 //! candidate's bump, applied byte-exact to the family's recipe files.
 //!
 //! The edit grammar is the one `[[experiments]]` and `/klaud try` share:

@@ -33,11 +33,10 @@ pub enum Command {
     Stop,
     /// Reply with the candidate's state.
     Status,
-    /// Start another variant of this PR's candidate (issue 15):
+    /// Start another variant of this PR's candidate:
     /// `/klaud try <name> [from <variant>]: <edits>`.
     Try,
-    /// Hunt the first bad nightly between the old and the new image
-    /// (issue 30): `/klaud hunt [point]`.
+    /// Hunt the first bad nightly between the old and the new image: `/klaud hunt [point]`.
     Hunt,
     /// `/klaud` with a verb Klaud does not know (empty when there was
     /// none); the bot answers with help.

@@ -83,8 +83,7 @@ pub struct EngineConfig {
     /// What to do with a Klaud PR already open when somebody else's PR
     /// starts to overlap its family.
     pub on_human_overlap: HumanOverlap,
-    /// `[[experiments]]`: families whose candidate runs as racing variants
-    /// (issue 15); empty: every candidate runs alone.
+    /// `[[experiments]]`: families whose candidate runs as racing variants; empty: every candidate runs alone.
     pub experiments: Vec<crate::experiment::ExperimentSpec>,
     /// Whether a candidate needs the published baseline of its family's
     /// current image for every point before any GPU work (`readiness-
@@ -102,7 +101,7 @@ pub struct EngineConfig {
     /// undid on the dashboard issue: their candidate may be proposed again,
     /// with a new PR beside the closed one, and does not cool down.
     pub undone_declines: Vec<PullNumber>,
-    /// `[hunt]`: regression hunts (issue 30); off by default.
+    /// `[hunt]`: regression hunts; off by default.
     pub hunt: crate::hunt::HuntSettings,
 }
 

@@ -39,7 +39,7 @@ pub struct Engine<'a> {
     pub(super) claimant: Claimant,
     pub(super) baseline: &'a dyn BaselineSource,
     pub(super) repair: Option<&'a dyn RepairHook>,
-    /// Where a hunt's plan reads the track's served tags (issue 30).
+    /// Where a hunt's plan reads the track's served tags.
     pub(super) hunt_tags: Option<&'a dyn crate::engine::hunt::HuntTags>,
     pub(super) repository: &'a Repository,
     pub(super) repository_sha: CommitSha,

@@ -137,7 +137,7 @@ impl Engine<'_> {
         &self,
         rec: &mut CandidateRecord,
     ) -> Result<Progress, EngineError> {
-        // A `/klaud try` may have made this candidate a variant (issue 15).
+        // A `/klaud try` may have made this candidate a variant.
         if !matches!(rec.step, Step::Claim | Step::Done) {
             self.adopt_listed_from_held(rec).await?;
         }
@@ -146,7 +146,7 @@ impl Engine<'_> {
         {
             return Ok(p);
         }
-        // An experiment's variant first looks at its siblings (issue 15).
+        // An experiment's variant first looks at its siblings.
         if rec.variant.is_some()
             && !matches!(rec.step, Step::Claim | Step::Finish | Step::Done)
             && let Some(p) = self.experiment_gate(rec).await?

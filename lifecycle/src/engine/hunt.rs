@@ -1,4 +1,4 @@
-//! A regression hunt's steps on the candidate's PR (issue 30; the search
+//! A regression hunt's steps on the candidate's PR (the search
 //! itself is the pure [`crate::hunt`]). Where it sits: beside the steps,
 //! while the candidate's claim is held and its PR open. What it reads: the
 //! bot's own comments on the PR (the hunt's records; nobody else's count),
@@ -104,7 +104,7 @@ pub fn hunt_test_name(owner_run: u64, candidate: &str, hunt: u32, step: u32) -> 
 
 /// The smoke's `test-name` input: `<family key> · hunt <n> step <k> at <tag>
 /// · <identity>`, so the Actions tab names the family like a candidate's
-/// smoke does (issue 29); the identity stays last, where the hunt finds it.
+/// smoke does; the identity stays last, where the hunt finds it.
 fn hunt_run_label(key: &str, hunt: u32, step: u32, tag: &str, id: &str) -> String {
     let key: String = key.split_whitespace().collect::<Vec<_>>().join(" ");
     format!("{key} · hunt {hunt} step {step} at {tag} · {id}")

@@ -192,7 +192,7 @@ pub struct CandidateRecord {
     /// before it was kept, and for a branch adopted without planning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<crate::report::BumpScope>,
-    /// The experiment variant this candidate is (issue 15), if it is one.
+    /// The experiment variant this candidate is, if it is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<crate::experiment::VariantInfo>,
     /// The owner run (claim `run-id`).

@@ -1,4 +1,4 @@
-//! The lease margin (issue 11): every write checks, just before it is sent,
+//! The lease margin: every write checks, just before it is sent,
 //! that the claim lease its proof saw is still valid for at least the write
 //! window (a margin plus the write's timeout). An instance that stalled
 //! between its ownership check and the write (a long GC pause, a suspended

@@ -153,7 +153,7 @@ impl Engine<'_> {
         Ok(Progress::Advanced(Step::Finish))
     }
 
-    /// Someone else closed or merged the PR (issue 11): Klaud stops
+    /// Someone else closed or merged the PR: Klaud stops
     /// touching it. The finish cancels Klaud's own running runs, writes the
     /// receipt and releases the claim, and nothing else (no labels, no
     /// report, no changelog, no sweep wait). Merged ends `validated` when
@@ -190,7 +190,7 @@ impl Engine<'_> {
                 };
                 return self.on_mismatch(rec, m).await;
             }
-            // A person closed it unmerged: "not this image" (issue 29).
+            // A person closed it unmerged: "not this image".
             // Without a name it could be anyone's doing, and nothing is
             // ruled out.
             declined = closer.as_ref().and_then(|by| {

@@ -1,4 +1,4 @@
-//! One read of a thing per engine step (issue 16). Within one step the
+//! One read of a thing per engine step. Within one step the
 //! engine asks for the same pull request, comment list, run or ref several
 //! times (the step's own look, then every ownership check before a write);
 //! after one of Klaud's own writes GitHub's `ETag` has changed, so each of

@@ -1,4 +1,4 @@
-//! The regression hunt (issue 30): when a candidate's new image fails for a
+//! The regression hunt: when a candidate's new image fails for a
 //! reason that is neither infrastructure nor explained by the flag audit, or
 //! one point is worse than the frozen baseline beyond its noise band, find
 //! the first nightly of the track that did it by a binary search over the

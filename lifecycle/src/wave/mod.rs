@@ -431,7 +431,7 @@ impl<'a> Wave<'a> {
         }
     }
 
-    /// Phase 3: blocks the families open PRs cover (issue 11) and those
+    /// Phase 3: blocks the families open PRs cover and those
     /// cooling down, plans, and lists the targets: this instance's
     /// unfinished journal records first, then the plan's picks (claims it
     /// holds included) with experiments expanded into their variants.

@@ -39,8 +39,7 @@ pub trait BaseSource: Send + Sync {
     async fn branch_file(&self, branch: &str, path: &str) -> Result<Option<Vec<u8>>, WaveFailure>;
 }
 
-/// What the open pull requests say about the families of a base checkout
-/// (issue 11).
+/// What the open pull requests say about the families of a base checkout.
 #[derive(Debug, Default, Clone)]
 pub struct OpenPulls {
     /// Family id → its block for the plan: `occupied` for Klaud's own open

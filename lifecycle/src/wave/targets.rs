@@ -65,7 +65,7 @@ pub(super) async fn held_target(
     claim: &klaud_claims::ClaimRecord,
 ) -> Result<Option<Target>, WaveFailure> {
     // A sibling a `/klaud try` listed in the claim: rebuilt from the claim
-    // record alone, branch or not (issue 15).
+    // record alone, branch or not.
     if let Some(listed) = crate::experiment::Listed::of_claim(&claim.extra) {
         let listed = match listed {
             Ok(l) => l,
@@ -116,7 +116,7 @@ pub(super) async fn held_target(
         return Ok(Some(target));
     }
     // A variant of a configured experiment: its id is rebuilt from the
-    // image its branch runs (issue 15).
+    // image its branch runs.
     Ok(match crate::experiment::expand(&target, experiments) {
         Some(Ok(variants)) => variants.into_iter().find(|v| v.candidate == candidate.id),
         _ => None,
@@ -181,7 +181,7 @@ pub(super) fn listed_target(
 }
 
 /// The plan's picks with each pick on an experiment's family replaced by
-/// the experiment's variants (issue 15); each variant is marked seen.
+/// the experiment's variants; each variant is marked seen.
 pub(super) fn expand_experiments(
     picked: Vec<Target>,
     experiments: &[crate::experiment::ExperimentSpec],

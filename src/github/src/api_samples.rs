@@ -192,7 +192,7 @@ fn git_and_compare_objects_decode() {
     decodes::<Comparison>("commit-comparison");
 }
 
-/// Fuzzing on stable (issue 27): GitHub's answers as Klaud decodes and
+/// Fuzzing on stable: GitHub's answers as Klaud decodes and
 /// converts them, from the schema's own samples with fields removed or
 /// replaced by any JSON (structure-aware), and the headers and bodies Klaud
 /// reads by hand (`Link`, `retry-after`, rate-limit headers, error

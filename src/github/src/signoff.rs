@@ -1,4 +1,4 @@
-//! The GitHub side of CODEOWNER sign-off verification (issue 26): gathering
+//! The GitHub side of CODEOWNER sign-off verification: gathering
 //! the evidence `klaud-signoff` decides on, once per verification, and
 //! publishing the verdict comment (found again by its marker and edited in
 //! place) and the `codeowner-signoff-verify` commit status.

@@ -50,15 +50,15 @@ pub struct Config {
     pub capacity: Option<CapacityConfig>,
     /// The flag and environment audit of each bump's upstream range.
     pub audit: AuditConfig,
-    /// Experiments (issue 15): families whose candidate runs as several
+    /// Experiments: families whose candidate runs as several
     /// racing variants.
     pub experiments: Vec<ExperimentConfig>,
-    /// CODEOWNER sign-off verification (issue 26).
+    /// CODEOWNER sign-off verification.
     pub signoff: SignoffConfig,
     /// `[[ignore]]`: families, image repositories or tags Klaud leaves
     /// alone, each with the reason the plan and the dashboard show.
     pub ignore: Vec<IgnoreConfig>,
-    /// Regression hunts (issue 30).
+    /// Regression hunts.
     pub hunt: HuntConfig,
 }
 

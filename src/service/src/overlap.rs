@@ -1,4 +1,4 @@
-//! Other people's work (issue 11): which families an open pull request
+//! Other people's work: which families an open pull request
 //! already covers, so Klaud neither duplicates a human's PR nor opens a
 //! second PR of its own for a family.
 //!

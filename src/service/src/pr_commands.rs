@@ -1,6 +1,5 @@
 //! Maintainer PR commands over the GitHub client and the sled store: thin
-//! adapters of [`klaud_lifecycle::commands`], where the handling lives
-//! (issue 10). Retry requests are kept by the store's journal
+//! adapters of [`klaud_lifecycle::commands`], where the handling lives. Retry requests are kept by the store's journal
 //! ([`StoreJournal`]), so a store passed here and a journal over the same
 //! store see the same requests.
 

@@ -1,4 +1,4 @@
-//! CODEOWNER sign-off verification as a service (issue 26): one
+//! CODEOWNER sign-off verification as a service: one
 //! verification (gather over the forge, decide with `klaud-signoff`,
 //! publish), the sign-offs the webhook announced, and the reconcile pass's
 //! catch-up on sign-offs written after Klaud's last verdict.

@@ -39,7 +39,7 @@ fn needed(path: &str) -> bool {
     rel.starts_with("configs/")
         || rel.starts_with("benchmarks/multi_node/srt-slurm-recipes/")
         || rel == "perf-changelog.yaml"
-        // Retirements (issue 11) are read from it.
+        // Retirements are read from it.
         || rel == "MODELS.md"
         // The flag and environment audit reads the script a single-node
         // family's launcher runs (blobs are cached by content).

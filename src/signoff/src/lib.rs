@@ -1,5 +1,5 @@
 //! CODEOWNER sign-off verification in the benchmark repository's own
-//! contract (issue 26).
+//! contract.
 //!
 //! When a CODEOWNER posts the PR review checklist ("As a PR reviewer and
 //! CODEOWNER, I have reviewed this and have: …"), the repository's workflow

@@ -1,4 +1,4 @@
-//! Fuzzing on stable (issue 27): property tests that feed the sign-off
+//! Fuzzing on stable: property tests that feed the sign-off
 //! verifier hostile bodies, comments, CODEOWNERS files, diffs, eval
 //! artifacts and master configs, built from mutations of the repository's
 //! own files in all three contract versions, and assert that nothing

@@ -1,5 +1,5 @@
 //! Seed 001 (InferenceX PR #2184) replayed through the rules, and the
-//! negative cases of issue 26 as variations of it. The repository files are
+//! negative cases of the sign-off contract as variations of it. The repository files are
 //! read in place from `../shared/fixtures/inferencex/` (beside the
 //! repository, never copied in): without them these tests skip loudly, and
 //! fail when `CI` is set.

@@ -46,7 +46,7 @@ pub(in crate::engine) async fn run(
     // member's claim ref; the record lists every member so other
     // instances (and the old helper) see each of them as taken.
     // An experiment's variants all run under this one claim: it lists
-    // every variant candidate (issue 15).
+    // every variant candidate.
     let ids: Vec<klaud_claims::CandidateId> = match &rec.variant {
         Some(v) => v.siblings.iter().map(|s| s.candidate.clone()).collect(),
         None => vec![cid.clone()],

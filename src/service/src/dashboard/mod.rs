@@ -103,7 +103,7 @@ pub struct RepositoryStatus {
     pub candidates: Vec<CandidateRow>,
     /// Recent outcomes, newest first.
     pub outcomes: Vec<OutcomeRow>,
-    /// Experiments: the variants of one family side by side (issue 15).
+    /// Experiments: the variants of one family side by side.
     pub experiments: Vec<ExperimentRow>,
     /// The repository's dashboard issue, where maintainers steer Klaud.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -27,8 +27,7 @@ use serde::Serialize;
 
 use super::RequestFigures;
 
-/// GitHub requests one validated lifecycle may cost, polls excluded
-/// (issue 16).
+/// GitHub requests one validated lifecycle may cost, polls excluded.
 pub const LIFECYCLE_LIMIT: usize = 60;
 
 /// A position in the request log and what happened there.
