@@ -160,6 +160,7 @@ fn baseline(findings: Vec<FrozenDataset>) -> Baseline {
         date: NaiveDate::from_ymd_opt(2026, 9, 15).expect("date"),
         image: "i:1".into(),
         model: "m".into(),
+        unknown_model: None,
         source_urls: Vec::new(),
         points: vec![point(Some(9))],
         evals: Vec::new(),

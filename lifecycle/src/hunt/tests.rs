@@ -805,6 +805,7 @@ mod agentx {
             date: chrono::NaiveDate::from_ymd_opt(2026, 9, 15).expect("date"),
             image: "i:1".into(),
             model: "m".into(),
+            unknown_model: None,
             source_urls: Vec::new(),
             points: points
                 .into_iter()
