@@ -509,7 +509,8 @@ async fn a_wave_whose_token_is_revoked_mid_run_exits_non_zero_with_the_cause() {
         .args(["--max", "1", "--wait", "120s"]);
     let wave = tokio::task::spawn_blocking(move || cmd.output().expect("klaud wave"));
     let patience = std::time::Instant::now();
-    while stack.state().run_ids(REPO).await.is_empty() {
+    // The smoke's dispatch, not a producer run the results API names.
+    while stack.state().dispatched_run_ids(REPO).await.is_empty() {
         assert!(
             patience.elapsed() < Duration::from_secs(120),
             "the wave never dispatched a smoke"

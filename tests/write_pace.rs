@@ -2,7 +2,7 @@
 //! time, at least a second apart, within 80 content writes a minute (the
 //! unit tests of `klaud-github`'s pacer hold the minute and hour windows).
 //! Here a real `klaud wave` process with GitHub's pace configured writes to
-//! the simulator, and the simulator's own clock says how they arrived; the
+//! the simulator, and the simulator's own clock says when they arrived; the
 //! figures are printed (`-- --nocapture`).
 
 use std::process::Command;
@@ -51,7 +51,7 @@ async fn a_wave_at_githubs_pace_writes_one_at_a_time_a_second_apart() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // Klaud's writes as the simulator answered them. GraphQL queries are
+    // Klaud's writes as they arrived at the simulator. GraphQL queries are
     // reads sent as POSTs and are not paced.
     let log = stack.github.state().request_log().await;
     let mut writes: Vec<DateTime<Utc>> = log
@@ -88,12 +88,12 @@ async fn a_wave_at_githubs_pace_writes_one_at_a_time_a_second_apart() {
     let per_minute = within(chrono::TimeDelta::seconds(60));
     let smallest = gaps.iter().copied().fold(f64::INFINITY, f64::min);
     println!(
-        "real-pace wave: {} writes in {:.1} s; at most {per_second} in any second and {per_minute} in any minute; smallest gap between answers {smallest:.2} s",
+        "real-pace wave: {} writes in {:.1} s; at most {per_second} in any second and {per_minute} in any minute; smallest gap between arrivals {smallest:.2} s",
         writes.len(),
         (writes[writes.len() - 1] - writes[0]).num_milliseconds() as f64 / 1000.0,
     );
-    // Each write starts a second after the one before; answers on loopback
-    // follow within a fraction of that.
+    // Each write starts a second after the one before; on loopback it
+    // arrives within a fraction of that.
     assert!(smallest > 0.5, "writes {smallest} s apart: {gaps:?}");
     assert!(per_second <= 2, "{per_second} writes in one second");
     assert!(per_minute <= 80, "{per_minute} writes in one minute");

@@ -267,6 +267,9 @@ const API_VERSIONS: [&str; 2] = ["2022-11-28", "2026-03-10"];
 /// primary rate limit, injected faults, write permissions, `ETag`s and the
 /// request log.
 async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Response {
+    // When the request arrived: how a client paced its requests, whatever
+    // the handler then took.
+    let arrived = Utc::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let log_path = req
@@ -375,7 +378,7 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
             path: log_path.clone(),
             status,
             login: login.clone(),
-            at: None,
+            at: Some(arrived),
         });
         resp
     };

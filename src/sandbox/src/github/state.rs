@@ -567,7 +567,8 @@ pub struct LogEntry {
     pub path: String,
     pub status: u16,
     pub login: Option<String>,
-    /// When it was answered (set by [`Model::record`]).
+    /// When it arrived (or, where the gate did not say, when it was
+    /// recorded by [`Model::record`]).
     pub at: Option<DateTime<Utc>>,
 }
 
@@ -619,7 +620,7 @@ impl Model {
     /// Appends to the request log, dropping the oldest entries past
     /// [`LOG_CAPACITY`].
     pub fn record(&mut self, mut entry: LogEntry) {
-        entry.at = Some(Utc::now());
+        entry.at.get_or_insert_with(Utc::now);
         if self.log.len() >= LOG_CAPACITY {
             let excess = self.log.len() + 1 - LOG_CAPACITY;
             self.log.drain(..excess);
@@ -1873,6 +1874,22 @@ impl GithubState {
         m.repos
             .get(&full.to_ascii_lowercase())
             .map(|r| r.runs.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Ids of the runs someone dispatched (`workflow_dispatch`): the smokes,
+    /// not the published producer runs the results API names.
+    pub async fn dispatched_run_ids(&self, full: &str) -> Vec<u64> {
+        let m = self.lock().await;
+        m.repos
+            .get(&full.to_ascii_lowercase())
+            .map(|r| {
+                r.runs
+                    .values()
+                    .filter(|run| run.event == "workflow_dispatch")
+                    .map(|run| run.id)
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
