@@ -807,8 +807,8 @@ async fn crash_race_at(k: usize, keep_journal: bool) -> bool {
     finished
 }
 
-/// Issue 15: "a kill at any step, then a restart, gives no duplicate PR
-/// per variant, no two winners, and no leaked claim" — at every step of a
+/// A kill at any step, then a restart, gives no duplicate PR per variant,
+/// no two winners and no leaked claim: at every step of a
 /// three-variant race, with and without the journal.
 #[tokio::test]
 async fn a_kill_at_every_step_of_a_race_then_a_restart_converges() {

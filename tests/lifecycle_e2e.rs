@@ -745,7 +745,7 @@ async fn measured_step(
     progress
 }
 
-/// Issue 16: one validated lifecycle, claim to receipt, costs at most 60
+/// One validated lifecycle, claim to receipt, costs at most 60
 /// charged GitHub requests besides polls, and a pass with nothing to do
 /// afterwards costs none (only 304s). Request counts, not timings.
 #[tokio::test]
