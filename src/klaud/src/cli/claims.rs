@@ -145,10 +145,7 @@ struct ReleaseArgs {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = match &args.target.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
-    };
+    let config = super::load_config(args.target.config.as_deref(), std::path::Path::new("."))?;
     let forge_config = forge_config(&config, &args.target, |name| std::env::var(name))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -319,9 +316,9 @@ fn forge_config(
         ..config.github.clone()
     };
     target.auth.apply(&mut github);
-    let auth = crate::auth::Auth::from_config(&github, env)
+    let auth = crate::auth::Auth::from_config(&github, &env)
         .map_err(|e| CliError::bad_input(anyhow!(e)))?
-        .ok_or_else(|| CliError::bad_input(anyhow!(github.missing_token())))?;
+        .ok_or_else(|| CliError::bad_input(anyhow!(github.missing_token_in(&env))))?;
     Ok(ForgeSpec {
         api_url,
         repo,
@@ -763,7 +760,21 @@ fn render_table(repo: &str, views: &[ClaimView]) -> String {
             ]
         })
         .collect();
-    let mut out = super::families::render_table(&header, &rows);
+    use super::table::Fit;
+    let mut out = super::output::table_fitted(
+        &header,
+        &[
+            Fit::Keep,
+            Fit::Elide,
+            Fit::Keep,
+            Fit::Keep,
+            Fit::Keep,
+            Fit::Elide,
+            Fit::Elide,
+            Fit::Wrap,
+        ],
+        &rows,
+    );
     let unparsable = views.iter().filter(|v| v.error.is_some()).count();
     if unparsable > 0 {
         let _ = writeln!(
