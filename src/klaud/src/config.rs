@@ -2030,6 +2030,23 @@ edits = ["unset backend.decode_environment.Y"]
         };
         let found = github.token_from(env).unwrap().expect("found");
         assert_eq!(found.variable, "GITHUB_TOKEN", "a blank variable is unset");
+        let gh = |name: &str| match name {
+            "GH_TOKEN" => Ok("ghp_secret".to_owned()),
+            _ => Err(VarError::NotPresent),
+        };
+        let hint = github.unread_token_hint(gh).expect("a hint");
+        assert!(
+            hint.contains("GH_TOKEN is set but Klaud does not read it"),
+            "{hint}"
+        );
+        assert!(!hint.contains("ghp_secret"), "{hint}");
+        assert!(github.missing_token_in(gh).ends_with(&hint));
+        assert_eq!(github.unread_token_hint(&env), None, "a token was found");
+        let reads_it = GithubConfig {
+            token_env: vec!["GH_TOKEN".to_owned()],
+            ..GithubConfig::default()
+        };
+        assert_eq!(reads_it.unread_token_hint(gh), None, "GH_TOKEN is read");
         let none = github.token_from(|_| Err(VarError::NotPresent)).unwrap();
         assert!(none.is_none());
         assert!(

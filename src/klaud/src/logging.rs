@@ -216,6 +216,39 @@ mod tests {
         );
     }
 
+    /// Counts the events that reach the layers after [`OncePerHost`].
+    struct Count(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl<S: Subscriber> Layer<S> for Count {
+        fn on_event(&self, _event: &Event<'_>, _ctx: Context<'_, S>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_warning_about_a_host_is_said_once_per_host() {
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let subscriber = tracing_subscriber::registry()
+            .with(OncePerHost::default())
+            .with(Count(seen.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            for _ in 0..10 {
+                for host in ["docker.io", "nvcr.io"] {
+                    tracing::warn!(%host, "registry host unreachable");
+                }
+            }
+            for _ in 0..3 {
+                tracing::warn!("no host named");
+                tracing::info!(host = "docker.io", "not a warning");
+            }
+        });
+        assert_eq!(
+            seen.load(std::sync::atomic::Ordering::SeqCst),
+            2 + 3 + 3,
+            "one per host, and everything else as it came"
+        );
+    }
+
     #[test]
     fn annotations_stay_on_one_line() {
         assert_eq!(annotation_escape("a\nb%c\r"), "a%0Ab%25c%0D");

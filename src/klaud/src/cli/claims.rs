@@ -760,21 +760,11 @@ fn render_table(repo: &str, views: &[ClaimView]) -> String {
             ]
         })
         .collect();
-    use super::table::Fit;
-    let mut out = super::output::table_fitted(
-        &header,
-        &[
-            Fit::Keep,
-            Fit::Elide,
-            Fit::Keep,
-            Fit::Keep,
-            Fit::Keep,
-            Fit::Elide,
-            Fit::Elide,
-            Fit::Wrap,
-        ],
-        &rows,
-    );
+    let mut out = if super::output::table_width().is_none() {
+        super::families::render_table(&header, &rows)
+    } else {
+        narrow_table(&rows)
+    };
     let unparsable = views.iter().filter(|v| v.error.is_some()).count();
     if unparsable > 0 {
         let _ = writeln!(
@@ -784,6 +774,52 @@ fn render_table(repo: &str, views: &[ClaimView]) -> String {
         );
     }
     out
+}
+
+/// The claims in 100 columns: the holder and the families (or the parse
+/// error) go on a line of their own under their claim, and the owner, a
+/// UUID, loses its middle (`--wide` and `--json` give it whole).
+fn narrow_table(rows: &[[String; 8]]) -> String {
+    use super::table::Fit;
+    let rows: Vec<[String; 7]> = rows
+        .iter()
+        .map(|[id, owner, run, lease, fence, holder, state, family]| {
+            let below = match holder.as_str() {
+                "-" => family.clone(),
+                holder => format!("{family} (held by {holder})"),
+            };
+            [
+                id.clone(),
+                owner.clone(),
+                run.clone(),
+                lease.clone(),
+                fence.clone(),
+                state.clone(),
+                below,
+            ]
+        })
+        .collect();
+    super::output::table_fitted(
+        &[
+            "FAMILY ID",
+            "OWNER",
+            "RUN-ID",
+            "LEASE-UNTIL",
+            "FENCE",
+            "STATE",
+            "FAMILY",
+        ],
+        &[
+            Fit::Keep,
+            Fit::Elide,
+            Fit::Keep,
+            Fit::Keep,
+            Fit::Keep,
+            Fit::Keep,
+            Fit::Below,
+        ],
+        &rows,
+    )
 }
 
 /// Finds the master file of `family` at `base` and checks it has the key, so

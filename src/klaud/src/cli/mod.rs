@@ -253,7 +253,7 @@ pub(crate) fn config_path(
     if !output::quiet() {
         eprintln!(
             "configuration: {} (found; --config FILE reads another)",
-            found.display()
+            found.strip_prefix(".").unwrap_or(&found).display()
         );
     }
     Some(found)

@@ -173,7 +173,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         // Not the input's fault as a rule (a registry down, a token
         // missing): exit 1, after the table so the reasons are on screen.
         Some(summary) => Err(CliError::failure(anyhow::anyhow!(
-            "{summary}; their reasons are in the plan above (--allow-unresolved accepts this)"
+            "{summary}; {} (--allow-unresolved accepts this)",
+            if super::output::quiet() {
+                "the plan without --quiet gives their reasons"
+            } else {
+                "their reasons are in the plan above"
+            }
         ))),
         None => Ok(()),
     }
@@ -356,7 +361,7 @@ fn render(report: &PlanReport) -> String {
             Fit::Elide,
             Fit::Elide,
             Fit::Elide,
-            Fit::Wrap,
+            Fit::Below,
         ],
         &rows,
     );

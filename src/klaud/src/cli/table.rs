@@ -9,7 +9,7 @@
 pub const WIDTH: usize = 100;
 
 /// Below this a cell is not elided further (nor below its header).
-const MIN_ELIDED: usize = 12;
+const MIN_ELIDED: usize = 16;
 
 /// Below this a cell that keeps its end is not cut further: a family's
 /// key with the end of its file name.
@@ -33,7 +33,15 @@ pub enum Fit {
     Keep,
     /// Wrapped onto more lines; only for the last column (free text).
     Wrap,
+    /// Only for the last column (long free text, such as a plan's
+    /// reasons): when the table does not fit, the column's cells go on
+    /// lines of their own under their row, indented, so the other columns
+    /// keep their width.
+    Below,
 }
+
+/// How far a cell moved under its row is indented.
+const BELOW_INDENT: usize = 4;
 
 /// The table, fitted into `limit` columns (`None`: as wide as its cells),
 /// every column elided but the last, which wraps.
@@ -56,7 +64,7 @@ pub fn render_fitted<R: AsRef<[String]>>(
     let last = header.len().saturating_sub(1);
     let fits: Vec<Fit> = (0..header.len())
         .map(|i| match fits.get(i).copied().unwrap_or(Fit::Elide) {
-            Fit::Wrap if i != last => Fit::Elide,
+            Fit::Wrap | Fit::Below if i != last => Fit::Elide,
             fit => fit,
         })
         .collect();
@@ -84,11 +92,18 @@ pub fn render_fitted<R: AsRef<[String]>>(
             Fit::Elide => width(&header[i]).max(MIN_ELIDED).min(natural[i]),
             Fit::Tail => width(&header[i]).max(MIN_TAIL).min(natural[i]),
             Fit::Wrap => width(&header[i]).max(MIN_WRAPPED).min(natural[i]),
+            Fit::Below => natural[i],
         })
         .collect();
+    if let Some(limit) = limit
+        && fits[last] == Fit::Below
+        && natural.iter().sum::<usize>() + 2 * last > limit
+    {
+        return below(&header, &fits, &rows, limit);
+    }
     let wraps = fits.last() == Some(&Fit::Wrap);
     let widths = match limit {
-        Some(limit) => fit(&natural, &floors, wraps, limit),
+        Some(limit) => fit(&natural, &floors, &fits, wraps, limit),
         None => natural,
     };
     let mut out = String::new();
@@ -100,10 +115,12 @@ pub fn render_fitted<R: AsRef<[String]>>(
 
 /// Column widths within `limit`: the columns that may shrink are capped
 /// at one common width, the largest that fits (never below a column's
-/// floor), so the longest cells give way first and equally; a wrapped last
-/// column keeps its floor meanwhile, then takes what is left. A table
-/// whose floors do not fit stays wider than `limit`.
-fn fit(natural: &[usize], floors: &[usize], wraps: bool, limit: usize) -> Vec<usize> {
+/// floor), so the longest cells give way first and equally; elided
+/// columns (image references) give way before the family strings, which
+/// name the row. A wrapped last column keeps its floor meanwhile, then
+/// takes what is left. A table whose floors do not fit stays wider than
+/// `limit`.
+fn fit(natural: &[usize], floors: &[usize], fits: &[Fit], wraps: bool, limit: usize) -> Vec<usize> {
     let Some(last) = natural.len().checked_sub(1) else {
         return Vec::new();
     };
@@ -112,39 +129,70 @@ fn fit(natural: &[usize], floors: &[usize], wraps: bool, limit: usize) -> Vec<us
     if total(natural) <= limit {
         return natural.to_vec();
     }
-    let shrinkable = if wraps { last } else { last + 1 };
-    let capped = |cap: usize| -> Vec<usize> {
-        let mut widths: Vec<usize> = (0..natural.len())
-            .map(|i| {
-                if i < shrinkable {
-                    natural[i].min(cap).max(floors[i])
-                } else {
-                    floors[i]
-                }
-            })
-            .collect();
-        if !wraps {
-            widths[last] = natural[last].min(cap).max(floors[last]);
-        }
-        widths
-    };
-    // The largest cap that fits, by bisection: cheap even for a hostile
-    // cell a megabyte long.
-    let (mut fits, mut over) = (0usize, natural.iter().copied().max().unwrap_or(0));
-    while fits + 1 < over {
-        let mid = fits + (over - fits) / 2;
-        if total(&capped(mid)) <= limit {
-            fits = mid;
-        } else {
-            over = mid;
-        }
+    let mut widths = natural.to_vec();
+    if wraps {
+        widths[last] = floors[last];
     }
-    let mut widths = capped(fits);
+    let columns = if wraps { last } else { last + 1 };
+    for phase in [Fit::Elide, Fit::Tail] {
+        let shrinks: Vec<usize> = (0..columns).filter(|&i| fits[i] == phase).collect();
+        let capped = |cap: usize| -> Vec<usize> {
+            let mut w = widths.clone();
+            for &i in &shrinks {
+                w[i] = natural[i].min(cap).max(floors[i]);
+            }
+            w
+        };
+        if shrinks.is_empty() || total(&widths) <= limit {
+            continue;
+        }
+        // The largest cap that fits, by bisection: cheap even for a
+        // hostile cell a megabyte long.
+        let (mut fits, mut over) = (0usize, natural.iter().copied().max().unwrap_or(0) + 1);
+        while fits + 1 < over {
+            let mid = fits + (over - fits) / 2;
+            if total(&capped(mid)) <= limit {
+                fits = mid;
+            } else {
+                over = mid;
+            }
+        }
+        widths = capped(fits);
+    }
     if wraps {
         let used = total(&widths) - widths[last];
         widths[last] = natural[last].min(limit.saturating_sub(used).max(floors[last]));
     }
     widths
+}
+
+/// The table without its last column, each row followed by that
+/// column's cell on lines of its own (none for an empty cell or `-`).
+fn below(header: &[String], fits: &[Fit], rows: &[Vec<String>], limit: usize) -> String {
+    let last = header.len() - 1;
+    let names: Vec<&str> = header[..last].iter().map(String::as_str).collect();
+    let firsts: Vec<&[String]> = rows.iter().map(|r| &r[..last]).collect();
+    let table = render_fitted(&names, &fits[..last], &firsts, Some(limit));
+    let mut lines = table.lines();
+    let mut out = String::new();
+    if let Some(head) = lines.next() {
+        out.push_str(head);
+        out.push('\n');
+    }
+    for (row, line) in rows.iter().zip(lines) {
+        out.push_str(line);
+        out.push('\n');
+        let text = &row[last];
+        if text.is_empty() || text == "-" {
+            continue;
+        }
+        for more in wrap(text, limit.saturating_sub(BELOW_INDENT)) {
+            out.push_str(&" ".repeat(BELOW_INDENT));
+            out.push_str(more.trim_end());
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// One row; a wrapped last cell continues on lines under itself.
@@ -329,6 +377,30 @@ mod tests {
         let text = render(&["A", "B", "C"], &rows, Some(WIDTH));
         assert!(text.lines().next().unwrap().chars().count() <= WIDTH);
         assert!(text.lines().nth(1).unwrap().chars().count() <= WIDTH);
+    }
+
+    #[test]
+    fn a_column_below_goes_under_its_row_when_the_table_does_not_fit() {
+        let long = "word ".repeat(40);
+        let rows = [
+            cells(&["fam", "ok", long.trim()]),
+            cells(&["other", "ok", "-"]),
+        ];
+        let fits = [Fit::Elide, Fit::Keep, Fit::Below];
+        let text = render_fitted(&["A", "B", "WHY"], &fits, &rows, Some(WIDTH));
+        assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+        assert!(
+            text.starts_with("A      B\nfam    ok\n    word word"),
+            "{text}"
+        );
+        assert!(text.ends_with("word\nother  ok\n"), "{text}");
+        assert_eq!(text.matches("word").count(), 40, "{text}");
+        let short = [cells(&["fam", "ok", "why"])];
+        assert_eq!(
+            render_fitted(&["A", "B", "WHY"], &fits, &short, Some(WIDTH)),
+            "A    B   WHY\nfam  ok  why\n",
+            "a table that fits keeps the column"
+        );
     }
 
     #[test]
