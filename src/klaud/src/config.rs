@@ -2041,7 +2041,7 @@ edits = ["unset backend.decode_environment.Y"]
         );
         assert!(!hint.contains("ghp_secret"), "{hint}");
         assert!(github.missing_token_in(gh).ends_with(&hint));
-        assert_eq!(github.unread_token_hint(&env), None, "a token was found");
+        assert_eq!(github.unread_token_hint(env), None, "a token was found");
         let reads_it = GithubConfig {
             token_env: vec!["GH_TOKEN".to_owned()],
             ..GithubConfig::default()

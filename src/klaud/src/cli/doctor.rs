@@ -1278,7 +1278,8 @@ async fn check_capacity(
     let Some(c) = capacity else {
         return Check::ok(
             NAME,
-            "not configured ([capacity] is absent): no capacity gate, so smoke runs and sweeps              are dispatched whatever the clusters' load",
+            "not configured ([capacity] is absent): no capacity gate, so smoke runs and \
+             sweeps are dispatched whatever the clusters' load",
         );
     };
     let gate = match c.gate_from(|n| std::env::var(n)) {
@@ -1398,6 +1399,16 @@ fn check_store(path: &Path) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_check_without_capacity_says_so_in_one_spaced_sentence() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let check = runtime.block_on(check_capacity(None, None));
+        assert_eq!(check.status, Status::Ok);
+        assert!(!check.detail.contains("  "), "{}", check.detail);
+    }
 
     #[test]
     fn a_fresh_store_in_actions_needs_a_fixed_instance_id() {

@@ -87,7 +87,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             ));
             super::emit(&render_groups(&repository));
         } else {
-            super::emit(&narrow_table(&repository, &rows));
+            super::emit(&narrow_table(&rows));
             super::emit(&render_groups(&repository));
         }
         eprintln!(
@@ -213,30 +213,24 @@ fn family_json(repository: &Repository, family: &Family) -> Result<serde_json::V
 
 /// The table in 100 columns: two long identifiers (the family string and
 /// the image) share them, so the id (in `--wide` and `--json`) is left
-/// out and a group is only marked (the paragraphs under the table name
-/// its members).
-fn narrow_table(repository: &Repository, rows: &[[String; 6]]) -> String {
+/// out and a family's group goes on a line of its own under it.
+fn narrow_table(rows: &[[String; 6]]) -> String {
     use super::table::Fit;
     let rows: Vec<[String; 5]> = rows
         .iter()
-        .map(|[family, _id, image, platform, recipes, _group]| {
-            let group = match repository.group_of(family) {
-                None => "-",
-                Some(g) if g.same_image => "grouped",
-                Some(_) => "grouped, mixed images",
-            };
+        .map(|[family, _id, image, platform, recipes, group]| {
             [
                 family.clone(),
                 image.clone(),
                 platform.clone(),
                 recipes.clone(),
-                group.to_owned(),
+                group.clone(),
             ]
         })
         .collect();
     super::output::table_fitted(
         &["FAMILY", "IMAGE", "PLATFORM", "RECIPES", "GROUP"],
-        &[Fit::Tail, Fit::Elide, Fit::Keep, Fit::Keep, Fit::Wrap],
+        &[Fit::Tail, Fit::Elide, Fit::Keep, Fit::Keep, Fit::Below],
         &rows,
     )
 }
