@@ -283,6 +283,63 @@ mod tests {
         assert_eq!(Requests::default().line(), None);
     }
 
+    fn candidate(
+        family: &str,
+        outcome: Option<&str>,
+        phase: &str,
+    ) -> klaud_service::CandidateSummary {
+        klaud_service::CandidateSummary {
+            candidate: "d92e15065c55779d-0123456789abcdef".parse().unwrap(),
+            family: family.into(),
+            image: "lmsysorg/sglang:v2".into(),
+            outcome: outcome.map(str::to_owned),
+            phase: phase.into(),
+            pull_request: None,
+            runs: vec![],
+            repairs: 0,
+            status: None,
+            message: outcome.map(|_| "smoke failed\ntwice".to_owned()),
+            merge: None,
+        }
+    }
+
+    #[test]
+    fn the_brief_says_what_was_planned_done_held_and_asked() {
+        let summary = WaveSummary {
+            base: "0123456789abcdef0123".into(),
+            candidates: vec![
+                candidate("configs/a-master.yaml:x", Some("failed"), "targeted"),
+                candidate("configs/a-master.yaml:y", Some("validated"), "final"),
+                candidate("configs/a-master.yaml:z", None, "smoke"),
+            ],
+            skipped: vec![],
+            answered: vec![],
+            families: vec![],
+            unreadable: vec!["configs/b-master.yaml".into()],
+            stopped_by: None,
+            blocked: vec![klaud_service::wave_adapters::BlockedFamily {
+                family: "configs/a-master.yaml:w".into(),
+                outcome: "occupied".into(),
+                reason: "Klaud's PR #12 is still open".into(),
+            }],
+        };
+        let requests = Requests {
+            before: Some(budget(10, 1)),
+            after: Some(budget(47, 1)),
+        };
+        assert_eq!(
+            brief(&summary, &requests),
+            [
+                "wave at 0123456789ab: 0 families planned, 0 stale, 1 unreadable",
+                "candidates: 3 worked on; 1 advanced (1 at smoke); ended: 1 failed, 1 validated",
+                "  failed configs/a-master.yaml:x: smoke failed twice",
+                "held: 1 (1 occupied)",
+                "  occupied configs/a-master.yaml:w: Klaud's PR #12 is still open",
+                "GitHub: 37 request(s) charged to the rate limit (4953 of 5000 left)",
+            ]
+        );
+    }
+
     #[test]
     fn markdown_from_outside_is_shown_as_written() {
         assert_eq!(
