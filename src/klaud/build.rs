@@ -34,7 +34,11 @@ fn from_git() -> Option<String> {
     if !is_commit(&commit) {
         return None;
     }
-    let changed = git(&root, &["status", "--porcelain"]).map(|s| !s.is_empty());
+    // Untracked files are left out: `cargo install --git` leaves its own
+    // `.cargo-ok` in the checkout it builds, and a new source file is
+    // built only once a tracked file names it.
+    let changed =
+        git(&root, &["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
     Some(match changed {
         Some(true) => format!("commit {commit}, uncommitted changes"),
         Some(false) => format!("commit {commit}"),
