@@ -186,3 +186,32 @@ fn a_token_in_gh_token_is_named_with_how_to_hand_it_over() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_quiet_doctor_lists_only_the_checks_that_did_not_pass() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |flags: &[&str]| {
+        let out = klaud(dir.path())
+            .args(["doctor", "--offline", "--checkout"])
+            .arg(demo())
+            .arg("--store")
+            .arg(dir.path().join("store"))
+            .args(flags)
+            .output()
+            .expect("klaud doctor");
+        text(&out.stdout)
+    };
+    let row = |table: &str, name: &str| table.lines().any(|l| l.starts_with(&format!("{name} ")));
+    let all = run(&[]);
+    assert!(row(&all, "store"), "{all}");
+    let quiet = run(&["--quiet"]);
+    assert!(!row(&quiet, "store"), "the store check passed: {quiet}");
+    assert!(row(&quiet, "token"), "a check not run still shows: {quiet}");
+    let count = |t: &str| {
+        t.lines()
+            .find(|l| l.contains(" checks: "))
+            .map(str::to_owned)
+    };
+    assert_eq!(count(&quiet), count(&all), "{quiet}");
+    assert!(widest(&all) <= 100, "{all}");
+}

@@ -331,7 +331,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
             unreadable: Vec::new(),
             stopped_by: None,
         };
-        super::emit(&super::wave_report::table(&summary));
+        if !super::output::quiet() {
+            super::emit(&super::wave_report::table(&summary));
+        }
         super::emit(&format!(
             "done: {} after {} wave(s)\n",
             super::story::tally(&summary),
