@@ -295,6 +295,12 @@ mod tests {
     use super::error_text;
 
     #[test]
+    fn the_global_flags_clash_with_no_command_s_own() {
+        use clap::CommandFactory as _;
+        super::Cli::command().debug_assert();
+    }
+
+    #[test]
     fn a_cause_the_message_already_ends_with_is_said_once() {
         let claim = klaud_claims::ClaimError::Store {
             action: "read",
