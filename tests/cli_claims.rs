@@ -144,10 +144,17 @@ fn list_acquire_occupied_and_release_as_processes() {
 
     let out = klaud(&sb, Some(BOT_TOKEN), &["list"]);
     let table = stdout(&out);
+    // Within 100 columns the owner loses its middle; `--wide` shows it whole.
     assert!(
-        table.contains(FAMILY_ID) && table.contains(&owner) && table.contains("active (manual)"),
+        table.contains(FAMILY_ID)
+            && table.contains(&owner[..7])
+            && table.contains("active (manual)")
+            && table.contains(FAMILY),
         "{table}"
     );
+    assert!(table.lines().all(|l| l.chars().count() <= 100), "{table}");
+    let wide = stdout(&klaud(&sb, Some(BOT_TOKEN), &["list", "--wide"]));
+    assert!(wide.contains(&owner), "{wide}");
 
     // Not yours: a reason is required, and a live owner's lease is refused
     // without --force, by id or with another owner.

@@ -463,3 +463,102 @@ reason = "v0.5.17 regressed TTFT"
         "{stderr}"
     );
 }
+
+/// The demo checkout's plan as a user reads it: `--checkout` a copy with
+/// `configs/klaud.toml` in it, found without `--config` (as `klaud
+/// doctor` finds it), so its ignore rule holds.
+#[test]
+fn plan_reads_the_checkouts_configs_klaud_toml_and_fits_100_columns() {
+    let url = serve();
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_tree(
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo")),
+        dir.path(),
+    );
+    std::fs::write(
+        dir.path().join("configs/klaud.toml"),
+        "[[ignore]]\nfamily = \"configs/nvidia-master.yaml:demo-fp4-b200-sglang\"\n\
+         reason = \"held for the test\"\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_klaud"))
+            .env_remove("KLAUD_CONFIG")
+            .args(["plan", "--allow-unresolved", "--checkout"])
+            .arg(dir.path())
+            .args(extra)
+            .args(["--mirror", &format!("docker.io={url}")])
+            .args(["--mirror", &format!("nvcr.io={url}")])
+            .args(["--mirror", &format!("hub.docker.com={url}")])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    let out = run(&["--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("configs/klaud.toml (found"), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let family = report["families"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["family"] == "configs/nvidia-master.yaml:demo-fp4-b200-sglang")
+        .expect("the family is planned");
+    assert_eq!(family["blocked"]["kind"], "ignored", "{family:#}");
+    assert!(
+        report["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["family"] != family["family"]),
+        "an ignored family is no candidate: {report:#}"
+    );
+
+    let width = |text: &str| text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    let table = String::from_utf8(run(&[]).stdout).unwrap();
+    assert!(width(&table) <= 100, "{table}");
+    let words = table.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("held for the test"),
+        "reasons are kept: {table}"
+    );
+    let wide = String::from_utf8(run(&["--wide"]).stdout).unwrap();
+    assert!(width(&wide) > 100, "{wide}");
+    // Quiet: the candidates, not a row per family.
+    let quiet = String::from_utf8(run(&["--quiet"]).stdout).unwrap();
+    assert!(!quiet.contains("FAMILY"), "{quiet}");
+    assert!(quiet.contains("candidate(s) for this wave"), "{quiet}");
+}
+
+/// Requests in flight to a registry host that stops answering all fail
+/// together; the log says so once per host, not once per request.
+#[test]
+fn plan_warns_once_per_unreachable_host() {
+    // A port nothing listens on any more.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo");
+    let out = Command::new(env!("CARGO_BIN_EXE_klaud"))
+        .env_remove("RUST_LOG")
+        .env_remove("GITHUB_ACTIONS")
+        .args(["plan", "--allow-unresolved", "--checkout", demo])
+        .args(["--mirror", &format!("docker.io=http://{closed}")])
+        .args(["--mirror", &format!("nvcr.io=http://{closed}")])
+        .args(["--mirror", &format!("hub.docker.com=http://{closed}")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let warnings = stderr
+        .lines()
+        .filter(|l| l.contains("registry host unreachable") && l.contains(&closed.to_string()))
+        .count();
+    assert_eq!(warnings, 1, "{stderr}");
+}

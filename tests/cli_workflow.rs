@@ -329,3 +329,79 @@ fn the_workflows_klaud_ships_are_hardened() {
         yaml_serde::from_str::<yaml_serde::Value>("contents: read").unwrap()
     );
 }
+
+/// The shipped workflow runs `klaud wave --json > wave.json`: the job's
+/// log (stderr) and its step summary still say in a few lines what the
+/// pass did, with the GitHub requests it cost; stdout stays the JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_says_what_it_did_in_the_log_and_the_step_summary() {
+    use klaud_sandbox::stack::BOT_TOKEN;
+    let stack = crate::support::Harness::demo()
+        .demo_ci()
+        .poll(std::time::Duration::from_millis(20))
+        .start_stack()
+        .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = crate::support::write_klaud_toml(&stack, dir.path(), "");
+    let summary = dir.path().join("summary.md");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_klaud"));
+    cmd.env_remove("GITHUB_TOKEN")
+        .env_remove("GH_TOKEN")
+        .env_remove("RUST_LOG")
+        .env("KLAUD_GITHUB_TOKEN", BOT_TOKEN)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .arg("wave")
+        .arg("--config")
+        .arg(&config)
+        .arg("--store")
+        .arg(dir.path().join("store"))
+        .args([
+            "--json",
+            "--wait",
+            "0s",
+            "--max",
+            "1",
+            "--log-format",
+            "github",
+        ]);
+    for host in ["docker.io", "nvcr.io", "hub.docker.com"] {
+        cmd.args(["--mirror", &format!("{host}={}", stack.registry_url)]);
+    }
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("klaud wave"))
+        .await
+        .expect("wave");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(
+        json["candidates"].as_array().map(Vec::len),
+        Some(1),
+        "{json:#}"
+    );
+
+    let planned = stderr
+        .lines()
+        .find(|l| l.starts_with("wave at "))
+        .unwrap_or_else(|| panic!("no brief in the log: {stderr}"));
+    assert!(planned.contains(" families planned, "), "{planned}");
+    assert!(stderr.contains("candidates: 1 worked on; "), "{stderr}");
+    let requests = stderr
+        .lines()
+        .find(|l| l.starts_with("GitHub: "))
+        .unwrap_or_else(|| panic!("no request count: {stderr}"));
+    let charged: u64 = requests
+        .trim_start_matches("GitHub: ")
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{requests}"));
+    assert!(
+        charged > 0,
+        "a pass that opened a PR asked GitHub: {requests}"
+    );
+
+    let markdown = std::fs::read_to_string(&summary).expect("step summary");
+    assert!(markdown.contains("- wave at "), "{markdown}");
+    assert!(markdown.contains("- GitHub: "), "{markdown}");
+    assert!(markdown.contains("| Outcome / 结果 |"), "{markdown}");
+}

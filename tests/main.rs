@@ -16,6 +16,7 @@ mod cli_demo;
 mod cli_doctor;
 mod cli_init;
 mod cli_messages;
+mod cli_output;
 mod cli_plan;
 mod cli_recover_status;
 mod cli_repository;

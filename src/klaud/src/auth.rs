@@ -126,7 +126,7 @@ impl Auth {
     /// [`Auth::from_config`] from the process environment, required.
     pub fn required(github: &GithubConfig) -> Result<Self, CredentialError> {
         Self::from_config(github, |name| std::env::var(name))?
-            .ok_or_else(|| CredentialError(github.missing_token()))
+            .ok_or_else(|| CredentialError(github.missing_token_in(|name| std::env::var(name))))
     }
 
     /// Where the credential comes from, without any secret.

@@ -109,10 +109,7 @@ pub async fn connect(c: &Connection) -> Result<Session, CliError> {
 
 /// The configuration file with the connection's overrides applied.
 pub fn load_config(c: &Connection) -> Result<Config, CliError> {
-    let mut config = match &c.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
-    };
+    let mut config = crate::cli::load_config(c.config.as_deref(), std::path::Path::new("."))?;
     if let Some(api) = &c.github_api {
         url::Url::parse(api).map_err(|e| {
             CliError::bad_input(anyhow::anyhow!("--github-api {api:?} is not a URL: {e}"))

@@ -477,6 +477,10 @@ fn api_on_this_machine(api_url: &str) -> bool {
     })
 }
 
+/// Variables other GitHub tools read a token from, which Klaud reads only
+/// when `github.token_env` names them: the `gh` CLI's.
+pub const UNREAD_TOKEN_ENV: [&str; 2] = ["GH_TOKEN", "GH_ENTERPRISE_TOKEN"];
+
 /// A GitHub token found in the environment, with the variable it came from.
 #[derive(Debug)]
 pub struct FoundToken {
@@ -526,6 +530,49 @@ impl GithubConfig {
             }
         };
         format!("{origin}/{repository}")
+    }
+
+    /// When no variable of `token_env` holds a token but one another
+    /// GitHub tool reads does (`GH_TOKEN`, the `gh` CLI's): a hint that
+    /// Klaud does not read it, and how to hand it over. A token there is
+    /// often meant for Klaud, and without the hint the run only says that
+    /// none is set.
+    pub fn unread_token_hint(
+        &self,
+        lookup: impl Fn(&str) -> Result<String, std::env::VarError>,
+    ) -> Option<String> {
+        if self.app_id.is_some() || matches!(self.token_from(&lookup), Ok(Some(_)) | Err(_)) {
+            return None;
+        }
+        let unread = UNREAD_TOKEN_ENV.iter().find(|name| {
+            !self.token_env.iter().any(|n| n == *name)
+                && lookup(name).is_ok_and(|v| !v.trim().is_empty())
+        })?;
+        let read = self
+            .token_env
+            .first()
+            .map_or("KLAUD_GITHUB_TOKEN", String::as_str);
+        Some(format!(
+            "{unread} is set but Klaud does not read it (it reads {}: github.token_env); \
+             export {read}=\"${unread}\", or add \"{unread}\" to github.token_env",
+            if self.token_env.is_empty() {
+                "no variable".to_owned()
+            } else {
+                self.token_env.join(", ")
+            }
+        ))
+    }
+
+    /// What to do when no token is set, with the hint of
+    /// [`GithubConfig::unread_token_hint`] when it applies.
+    pub fn missing_token_in(
+        &self,
+        lookup: impl Fn(&str) -> Result<String, std::env::VarError>,
+    ) -> String {
+        match self.unread_token_hint(lookup) {
+            Some(hint) => format!("{}; {hint}", self.missing_token()),
+            None => self.missing_token(),
+        }
     }
 
     /// What to do when no token is set.
@@ -834,6 +881,20 @@ pub enum ConfigError {
         key: String,
         message: String,
     },
+}
+
+/// Where the configuration is looked for without `--config` or
+/// `$KLAUD_CONFIG`, under the checkout a command reads (the working
+/// directory for commands without `--checkout`): where `klaud init` and
+/// the README put it, then the top of the checkout.
+pub const CONFIG_LOCATIONS: [&str; 2] = ["configs/klaud.toml", "klaud.toml"];
+
+/// The first of [`CONFIG_LOCATIONS`] under `dir` that is a file.
+pub fn find_config(dir: &Path) -> Option<std::path::PathBuf> {
+    CONFIG_LOCATIONS
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|path| path.is_file())
 }
 
 impl Config {
@@ -1969,6 +2030,23 @@ edits = ["unset backend.decode_environment.Y"]
         };
         let found = github.token_from(env).unwrap().expect("found");
         assert_eq!(found.variable, "GITHUB_TOKEN", "a blank variable is unset");
+        let gh = |name: &str| match name {
+            "GH_TOKEN" => Ok("ghp_secret".to_owned()),
+            _ => Err(VarError::NotPresent),
+        };
+        let hint = github.unread_token_hint(gh).expect("a hint");
+        assert!(
+            hint.contains("GH_TOKEN is set but Klaud does not read it"),
+            "{hint}"
+        );
+        assert!(!hint.contains("ghp_secret"), "{hint}");
+        assert!(github.missing_token_in(gh).ends_with(&hint));
+        assert_eq!(github.unread_token_hint(env), None, "a token was found");
+        let reads_it = GithubConfig {
+            token_env: vec!["GH_TOKEN".to_owned()],
+            ..GithubConfig::default()
+        };
+        assert_eq!(reads_it.unread_token_hint(gh), None, "GH_TOKEN is read");
         let none = github.token_from(|_| Err(VarError::NotPresent)).unwrap();
         assert!(none.is_none());
         assert!(

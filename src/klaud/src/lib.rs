@@ -14,3 +14,4 @@ pub mod cli;
 pub mod compose;
 pub mod config;
 pub mod logging;
+pub mod version;

@@ -2,7 +2,12 @@
 //! GitHub Actions workflow commands (`::warning::`, `::error::`) when Klaud
 //! runs inside Actions, so problems show up as annotations on the run.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use tracing::callsite::Identifier;
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
@@ -52,7 +57,9 @@ pub fn init(format: LogFormat) {
         std::io::stderr().is_terminal(),
         std::env::var("NO_COLOR").ok().as_deref(),
     );
-    let registry = tracing_subscriber::registry().with(filter);
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(OncePerHost::default());
     let _ = match format {
         LogFormat::Human => registry
             .with(
@@ -77,6 +84,69 @@ pub fn init(format: LogFormat) {
             .with(ActionsAnnotations)
             .try_init(),
     };
+}
+
+/// How long a warning about one host stays unsaid after it was said.
+const HOST_REPEAT: Duration = Duration::from_secs(300);
+
+/// Says a warning or error that names a `host` once per host and place
+/// in the code within [`HOST_REPEAT`]: requests in flight to a host that
+/// stopped answering all fail together, and each would say the same thing
+/// (ten lines for one unreachable registry in a `klaud plan`). A daemon
+/// still hears of the host again after a while.
+#[derive(Default)]
+struct OncePerHost {
+    said: Mutex<HashMap<(Identifier, String), Instant>>,
+}
+
+/// Hosts remembered at most; past it the memory starts over (hosts come
+/// from the configuration and the repository's images, so this is only a
+/// bound).
+const HOSTS_REMEMBERED: usize = 1024;
+
+impl<S: Subscriber> Layer<S> for OncePerHost {
+    fn event_enabled(&self, event: &Event<'_>, _ctx: Context<'_, S>) -> bool {
+        if *event.metadata().level() > Level::WARN {
+            return true;
+        }
+        let mut host = HostField::default();
+        event.record(&mut host);
+        let Some(host) = host.0 else {
+            return true;
+        };
+        let now = Instant::now();
+        let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (event.metadata().callsite(), host);
+        if said
+            .get(&key)
+            .is_some_and(|at| now.duration_since(*at) < HOST_REPEAT)
+        {
+            return false;
+        }
+        if said.len() >= HOSTS_REMEMBERED {
+            said.clear();
+        }
+        said.insert(key, now);
+        true
+    }
+}
+
+/// The `host` field of an event.
+#[derive(Default)]
+struct HostField(Option<String>);
+
+impl Visit for HostField {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "host" {
+            self.0 = Some(format!("{value:?}"));
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "host" {
+            self.0 = Some(value.to_owned());
+        }
+    }
 }
 
 /// Prints warnings and errors again as Actions workflow commands.
@@ -143,6 +213,39 @@ mod tests {
         assert!(
             colour(LogFormat::Human, true, Some("")),
             "empty NO_COLOR is unset"
+        );
+    }
+
+    /// Counts the events that reach the layers after [`OncePerHost`].
+    struct Count(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl<S: Subscriber> Layer<S> for Count {
+        fn on_event(&self, _event: &Event<'_>, _ctx: Context<'_, S>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_warning_about_a_host_is_said_once_per_host() {
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let subscriber = tracing_subscriber::registry()
+            .with(OncePerHost::default())
+            .with(Count(seen.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            for _ in 0..10 {
+                for host in ["docker.io", "nvcr.io"] {
+                    tracing::warn!(%host, "registry host unreachable");
+                }
+            }
+            for _ in 0..3 {
+                tracing::warn!("no host named");
+                tracing::info!(host = "docker.io", "not a warning");
+            }
+        });
+        assert_eq!(
+            seen.load(std::sync::atomic::Ordering::SeqCst),
+            2 + 3 + 3,
+            "one per host, and everything else as it came"
         );
     }
 

@@ -8,7 +8,6 @@ use klaud_planner::image::ImageRef;
 use klaud_planner::repo::Repository;
 
 use super::CliError;
-use crate::config::Config;
 
 /// Arguments of `klaud bump`.
 #[derive(Debug, clap::Args)]
@@ -54,10 +53,7 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = match &args.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
-    };
+    let config = super::load_config(args.config.as_deref(), args.checkout.path()?)?;
     let repository = Repository::open_with(args.checkout.path()?, &config.repo_options())?;
     let family = repository.family(&args.family)?;
     let to = ImageRef::parse(&args.to).map_err(|e| anyhow::anyhow!("--to: {e}"))?;

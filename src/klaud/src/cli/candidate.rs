@@ -4,7 +4,7 @@
 //! unsuccessful candidate's family be planned again before its cooldown
 //! ends (the same rule as the `/klaud retry` PR command).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use klaud_lifecycle::engine::{CandidateRecord, Journal, Progress};
@@ -12,7 +12,6 @@ use klaud_lifecycle::model::Outcome;
 
 use super::CliError;
 use crate::compose::{Connection, EngineParts, connect, engine_config};
-use crate::config::Config;
 use klaud_service::{GithubLifecycle, StoreJournal};
 use klaud_store::Store;
 
@@ -78,10 +77,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     runtime.block_on(async {
         match args.action {
             Action::Show { id, config, store } => {
-                let config = match &config {
-                    Some(path) => Config::load(path)?,
-                    None => Config::default(),
-                };
+                let config = super::load_config(config.as_deref(), Path::new("."))?;
                 let store = store.unwrap_or_else(|| PathBuf::from(&config.daemon.store));
                 let journal = StoreJournal::new(Store::open(&store).map_err(CliError::failure)?);
                 let rec = load(&journal, &id).await?;
@@ -115,10 +111,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 config,
                 store,
             } => {
-                let config = match &config {
-                    Some(path) => Config::load(path)?,
-                    None => Config::default(),
-                };
+                let config = super::load_config(config.as_deref(), Path::new("."))?;
                 let store = store.unwrap_or_else(|| PathBuf::from(&config.daemon.store));
                 let journal = StoreJournal::new(Store::open(&store).map_err(CliError::failure)?);
                 let rec = load(&journal, &id).await?;

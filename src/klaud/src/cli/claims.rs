@@ -145,10 +145,7 @@ struct ReleaseArgs {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = match &args.target.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
-    };
+    let config = super::load_config(args.target.config.as_deref(), std::path::Path::new("."))?;
     let forge_config = forge_config(&config, &args.target, |name| std::env::var(name))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -319,9 +316,9 @@ fn forge_config(
         ..config.github.clone()
     };
     target.auth.apply(&mut github);
-    let auth = crate::auth::Auth::from_config(&github, env)
+    let auth = crate::auth::Auth::from_config(&github, &env)
         .map_err(|e| CliError::bad_input(anyhow!(e)))?
-        .ok_or_else(|| CliError::bad_input(anyhow!(github.missing_token())))?;
+        .ok_or_else(|| CliError::bad_input(anyhow!(github.missing_token_in(&env))))?;
     Ok(ForgeSpec {
         api_url,
         repo,
@@ -763,7 +760,11 @@ fn render_table(repo: &str, views: &[ClaimView]) -> String {
             ]
         })
         .collect();
-    let mut out = super::families::render_table(&header, &rows);
+    let mut out = if super::output::table_width().is_none() {
+        super::families::render_table(&header, &rows)
+    } else {
+        narrow_table(&rows)
+    };
     let unparsable = views.iter().filter(|v| v.error.is_some()).count();
     if unparsable > 0 {
         let _ = writeln!(
@@ -773,6 +774,52 @@ fn render_table(repo: &str, views: &[ClaimView]) -> String {
         );
     }
     out
+}
+
+/// The claims in 100 columns: the holder and the families (or the parse
+/// error) go on a line of their own under their claim, and the owner, a
+/// UUID, loses its middle (`--wide` and `--json` give it whole).
+fn narrow_table(rows: &[[String; 8]]) -> String {
+    use super::table::Fit;
+    let rows: Vec<[String; 7]> = rows
+        .iter()
+        .map(|[id, owner, run, lease, fence, holder, state, family]| {
+            let below = match holder.as_str() {
+                "-" => family.clone(),
+                holder => format!("{family} (held by {holder})"),
+            };
+            [
+                id.clone(),
+                owner.clone(),
+                run.clone(),
+                lease.clone(),
+                fence.clone(),
+                state.clone(),
+                below,
+            ]
+        })
+        .collect();
+    super::output::table_fitted(
+        &[
+            "FAMILY ID",
+            "OWNER",
+            "RUN-ID",
+            "LEASE-UNTIL",
+            "FENCE",
+            "STATE",
+            "FAMILY",
+        ],
+        &[
+            Fit::Keep,
+            Fit::Elide,
+            Fit::Keep,
+            Fit::Keep,
+            Fit::Keep,
+            Fit::Keep,
+            Fit::Below,
+        ],
+        &rows,
+    )
 }
 
 /// Finds the master file of `family` at `base` and checks it has the key, so

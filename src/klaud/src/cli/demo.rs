@@ -29,7 +29,7 @@ use klaud_sandbox::github::LogEntry;
 use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
 use klaud_service::daemon::schedule::WaveSchedule;
 use klaud_service::daemon::serve::{Daemon, RepoService, ServeSettings};
-use klaud_service::wave_adapters::{CandidateSummary, WaveOptions, render_summary, run_wave};
+use klaud_service::wave_adapters::{CandidateSummary, WaveOptions, run_wave};
 use klaud_service::{HttpBaselineSource, StoreJournal};
 use klaud_store::Store;
 
@@ -331,7 +331,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
             unreadable: Vec::new(),
             stopped_by: None,
         };
-        super::emit(&render_summary(&summary));
+        if !super::output::quiet() {
+            super::emit(&super::wave_report::table(&summary));
+        }
         super::emit(&format!(
             "done: {} after {} wave(s)\n",
             super::story::tally(&summary),

@@ -76,11 +76,6 @@ pub struct Args {
     checkout: PathBuf,
 }
 
-/// Where the configuration is looked for in a checkout without `--config`
-/// or `$KLAUD_CONFIG`: where the README's first step puts it, then the
-/// top of the checkout.
-pub const CONFIG_LOCATIONS: [&str; 2] = ["configs/klaud.toml", "klaud.toml"];
-
 /// The end of the config check's detail when no repository is configured
 /// (for `--offline`, which asks nothing of it, only a warning).
 const NO_REPOSITORY: &str = "no repository: pass --repo OWNER/NAME or set github.repository";
@@ -155,10 +150,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let runtime = super::runtime()?;
     let mut connection = args.connection.clone();
     if connection.config.is_none() {
-        connection.config = CONFIG_LOCATIONS
-            .iter()
-            .map(|name| args.checkout.join(name))
-            .find(|path| path.is_file());
+        connection.config = crate::config::find_config(&args.checkout);
     }
     let checks = if args.offline {
         runtime.block_on(diagnose_offline(&connection, &args.mirrors, &args.checkout))
@@ -190,10 +182,13 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
 }
 
-/// The table, then a one-line count.
+/// The table, then a one-line count; `--quiet` leaves the checks that
+/// passed out of the table.
 fn render(checks: &[Check]) -> String {
+    let quiet = super::output::quiet();
     let rows: Vec<[String; 3]> = checks
         .iter()
+        .filter(|c| !quiet || c.status != Status::Ok)
         .map(|c| {
             [
                 c.name.to_owned(),
@@ -257,7 +252,7 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
             "token",
             format!(
                 "none of {} is set; set one to a token of {}, or configure a GitHub App \
-                 (github.app_id and its private key)",
+                 (github.app_id and its private key){}",
                 config
                     .github
                     .token_env
@@ -265,7 +260,11 @@ pub async fn diagnose(connection: &Connection, mirrors: &[String]) -> Vec<Check>
                     .map(|n| format!("${n}"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                config.github.bot_login
+                config.github.bot_login,
+                config
+                    .github
+                    .unread_token_hint(|name| std::env::var(name))
+                    .map_or_else(String::new, |hint| format!("; {hint}"))
             ),
         ),
     });
@@ -1279,7 +1278,8 @@ async fn check_capacity(
     let Some(c) = capacity else {
         return Check::ok(
             NAME,
-            "not configured ([capacity] is absent): no capacity gate, so smoke runs and sweeps              are dispatched whatever the clusters' load",
+            "not configured ([capacity] is absent): no capacity gate, so smoke runs and \
+             sweeps are dispatched whatever the clusters' load",
         );
     };
     let gate = match c.gate_from(|n| std::env::var(n)) {
@@ -1399,6 +1399,16 @@ fn check_store(path: &Path) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_check_without_capacity_says_so_in_one_spaced_sentence() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let check = runtime.block_on(check_capacity(None, None));
+        assert_eq!(check.status, Status::Ok);
+        assert!(!check.detail.contains("  "), "{}", check.detail);
+    }
 
     #[test]
     fn a_fresh_store_in_actions_needs_a_fixed_instance_id() {

@@ -7,7 +7,6 @@ use klaud_planner::repo::{Family, Repository, Unreadable, Warning, WarningKind};
 use serde_json::json;
 
 use super::CliError;
-use crate::config::Config;
 
 /// Arguments of `klaud families`.
 #[derive(Debug, clap::Args)]
@@ -31,19 +30,17 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let config = match &args.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
-    };
+    let config = super::load_config(args.config.as_deref(), args.checkout.path()?)?;
     let repository = Repository::open_with(args.checkout.path()?, &config.repo_options())?;
     // Warnings go to stderr in both modes: stdout stays the table or the
     // JSON array of families. A real repository repeats a few kinds a
     // couple of hundred times, so by default each kind is one line.
+    let quiet = super::output::quiet() && !args.verbose;
     if args.verbose {
         for warning in repository.warnings() {
             eprintln!("warning: {warning}");
         }
-    } else {
+    } else if !quiet {
         eprint!("{}", warning_summary(repository.warnings()));
     }
     // An unreadable family is named with its file and line; the others are
@@ -81,21 +78,29 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 ]
             })
             .collect();
-        print_table(
-            &["FAMILY", "ID", "IMAGE", "PLATFORM", "RECIPES", "GROUP"],
-            &rows,
-        );
-        super::emit(&render_groups(&repository));
+        // Quiet: only the count line below.
+        if quiet {
+        } else if super::output::table_width().is_none() {
+            super::emit(&render_table(
+                &["FAMILY", "ID", "IMAGE", "PLATFORM", "RECIPES", "GROUP"],
+                &rows,
+            ));
+            super::emit(&render_groups(&repository));
+        } else {
+            super::emit(&narrow_table(&rows));
+            super::emit(&render_groups(&repository));
+        }
         eprintln!(
             "{} families, {} unreadable, {} groups, {} warnings{}",
             rows.len(),
             repository.unreadable().len(),
             repository.groups().len(),
             repository.warnings().len(),
-            match (repository.warnings().is_empty(), args.verbose) {
-                (true, _) => "",
-                (false, true) => " (above)",
-                (false, false) => " (above by kind; -v lists each)",
+            match (repository.warnings().is_empty(), args.verbose, quiet) {
+                (true, _, _) => "",
+                (false, true, _) => " (above)",
+                (false, false, true) => " (-v lists each)",
+                (false, false, false) => " (above by kind; -v lists each)",
             }
         );
     }
@@ -206,6 +211,30 @@ fn family_json(repository: &Repository, family: &Family) -> Result<serde_json::V
     }))
 }
 
+/// The table in 100 columns: two long identifiers (the family string and
+/// the image) share them, so the id (in `--wide` and `--json`) is left
+/// out and a family's group goes on a line of its own under it.
+fn narrow_table(rows: &[[String; 6]]) -> String {
+    use super::table::Fit;
+    let rows: Vec<[String; 5]> = rows
+        .iter()
+        .map(|[family, _id, image, platform, recipes, group]| {
+            [
+                family.clone(),
+                image.clone(),
+                platform.clone(),
+                recipes.clone(),
+                group.clone(),
+            ]
+        })
+        .collect();
+    super::output::table_fitted(
+        &["FAMILY", "IMAGE", "PLATFORM", "RECIPES", "GROUP"],
+        &[Fit::Tail, Fit::Elide, Fit::Keep, Fit::Keep, Fit::Below],
+        &rows,
+    )
+}
+
 /// The GROUP cell: the other members' keys, and `mixed images` when they
 /// cannot be bumped together.
 fn group_cell(repository: &Repository, family: &str) -> String {
@@ -250,50 +279,16 @@ pub fn render_groups(repository: &Repository) -> String {
     out
 }
 
-/// Prints rows under a header, columns padded to their widest cell.
-pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
-    super::emit(&render_table(header, rows));
-}
-
 /// Renders rows under a header, columns padded to their widest cell and
-/// two spaces apart, without borders or trailing blanks.
+/// two spaces apart, without trailing blanks, fitted into 100 columns
+/// unless `--wide` (see [`super::table`]).
 pub fn render_table<R: AsRef<[String]>>(header: &[&str], rows: &[R]) -> String {
-    use comfy_table::{ContentArrangement, Table, presets::NOTHING};
-    let mut table = Table::new();
-    table
-        .load_preset(NOTHING)
-        .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(header.iter().copied());
-    for row in rows {
-        table.add_row(row.as_ref());
-    }
-    for column in table.column_iter_mut() {
-        column.set_padding((0, 2));
-    }
-    let mut out = String::new();
-    for line in table.lines() {
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    super::output::table(header, rows)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tables_pad_to_the_widest_cell_two_spaces_apart_without_trailing_blanks() {
-        let rows = [
-            ["a".to_owned(), "long cell".to_owned(), String::new()],
-            ["wider".to_owned(), "b".to_owned(), "last".to_owned()],
-        ];
-        assert_eq!(
-            render_table(&["ID", "VALUE", "NOTE"], &rows),
-            "ID     VALUE      NOTE\na      long cell\nwider  b          last\n"
-        );
-        assert_eq!(render_table::<[String; 1]>(&["ONLY"], &[]), "ONLY\n");
-    }
 
     fn warning(kind: WarningKind, line: usize) -> Warning {
         Warning {

@@ -8,6 +8,7 @@ pub mod sandbox;
 pub mod serve;
 pub mod signoff;
 pub mod wave;
+mod wave_report;
 
 use std::process::ExitCode;
 
@@ -19,11 +20,13 @@ mod claims;
 mod doctor;
 mod families;
 mod init;
+pub mod output;
 mod plan;
 pub(crate) use plan::registry_config;
 mod recover;
 mod status;
 pub mod story;
+pub mod table;
 
 /// Exit code for success.
 pub const EXIT_OK: u8 = 0;
@@ -112,13 +115,21 @@ impl<E: Into<anyhow::Error>> From<E> for CliError {
 #[derive(Debug, Parser)]
 #[command(
     name = "klaud",
-    version,
+    version = crate::version::LINE,
     about = "Keeps the container images of a GPU-inference benchmark repository fresh"
 )]
 struct Cli {
     /// Log format on stderr (default: `github` inside GitHub Actions, else `human`).
     #[arg(long, global = true, value_enum, value_name = "FORMAT")]
     log_format: Option<crate::logging::LogFormat>,
+    /// Print less: a command's verdict and counts without its long tables
+    /// and lists (errors and warnings still show).
+    #[arg(long, short, global = true)]
+    quiet: bool,
+    /// Print tables as wide as their cells instead of fitting them into
+    /// 100 columns (long cells are elided in the middle, text wraps).
+    #[arg(long, global = true)]
+    wide: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -166,6 +177,10 @@ pub fn main() -> ExitCode {
         .log_format
         .unwrap_or_else(crate::logging::LogFormat::detect);
     crate::logging::init(log_format);
+    output::set(output::Output {
+        quiet: cli.quiet,
+        wide: cli.wide,
+    });
     let result = match cli.command {
         Command::Families(args) => families::run(args),
         Command::Bump(args) => bump::run(args),
@@ -223,6 +238,38 @@ impl LocalCheckout {
     }
 }
 
+/// The configuration file a command reads: the one `--config` (or
+/// `$KLAUD_CONFIG`) names, else the one `klaud doctor` finds under `dir`
+/// (said on stderr, since nothing on the command line names it), else
+/// none: the built-in defaults apply.
+pub(crate) fn config_path(
+    named: Option<&std::path::Path>,
+    dir: &std::path::Path,
+) -> Option<std::path::PathBuf> {
+    if let Some(path) = named {
+        return Some(path.to_owned());
+    }
+    let found = crate::config::find_config(dir)?;
+    if !output::quiet() {
+        eprintln!(
+            "configuration: {} (found; --config FILE reads another)",
+            found.strip_prefix(".").unwrap_or(&found).display()
+        );
+    }
+    Some(found)
+}
+
+/// The configuration [`config_path`] finds, or the defaults.
+pub(crate) fn load_config(
+    named: Option<&std::path::Path>,
+    dir: &std::path::Path,
+) -> Result<crate::config::Config, CliError> {
+    match config_path(named, dir) {
+        Some(path) => Ok(crate::config::Config::load(&path)?),
+        None => Ok(crate::config::Config::default()),
+    }
+}
+
 /// The multi-threaded async runtime a command runs on.
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_multi_thread()
@@ -246,6 +293,12 @@ pub fn emit(text: &str) {
 #[cfg(test)]
 mod tests {
     use super::error_text;
+
+    #[test]
+    fn the_global_flags_clash_with_no_command_s_own() {
+        use clap::CommandFactory as _;
+        super::Cli::command().debug_assert();
+    }
 
     #[test]
     fn a_cause_the_message_already_ends_with_is_said_once() {

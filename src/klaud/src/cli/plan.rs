@@ -45,10 +45,7 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let mut config = match &args.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
-    };
+    let mut config = super::load_config(args.config.as_deref(), args.checkout.path()?)?;
     args.auth.apply(&mut config.github);
     let repository = Repository::open_with(args.checkout.path()?, &config.repo_options())?;
     // Credentials may also come from KLAUD_REGISTRY_<HOST>_USERNAME/_PASSWORD
@@ -74,7 +71,15 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let auth = crate::auth::Auth::from_config(&config.github, |name| std::env::var(name))
         .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?;
     let credential = match (auth, &config.github.repository) {
-        (None, _) => None,
+        (None, _) => {
+            // Without a token only the upstream proof is skipped (the
+            // plan says so per family), but a token meant for Klaud in a
+            // variable it does not read deserves a word.
+            if let Some(hint) = config.github.unread_token_hint(|name| std::env::var(name)) {
+                eprintln!("hint: {hint}");
+            }
+            None
+        }
         (Some(crate::auth::Auth::Token { token, .. }), _) => Some(Credential::Token(token)),
         // An App's installation is found through the repository it is on.
         (Some(app), Some(repo)) => Some(
@@ -143,6 +148,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let mut text = serde_json::to_string_pretty(&value).map_err(anyhow::Error::from)?;
         text.push('\n');
         super::emit(&text);
+    } else if super::output::quiet() {
+        // The verdict without the long part: no row per family, no groups.
+        super::emit(render_candidates(&report).trim_start_matches('\n'));
     } else {
         let mut text = render(&report);
         text.push_str(&super::families::render_groups(&repository));
@@ -165,7 +173,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         // Not the input's fault as a rule (a registry down, a token
         // missing): exit 1, after the table so the reasons are on screen.
         Some(summary) => Err(CliError::failure(anyhow::anyhow!(
-            "{summary}; their reasons are in the plan above (--allow-unresolved accepts this)"
+            "{summary}; {} (--allow-unresolved accepts this)",
+            if super::output::quiet() {
+                "the plan without --quiet gives their reasons"
+            } else {
+                "their reasons are in the plan above"
+            }
         ))),
         None => Ok(()),
     }
@@ -323,7 +336,7 @@ fn render(report: &PlanReport) -> String {
                 f.current.clone(),
                 f.candidate
                     .as_ref()
-                    .map_or_else(|| "-".to_owned(), |c| c.image.to_string()),
+                    .map_or_else(|| "-".to_owned(), |c| candidate_cell(&f.current, c)),
                 f.clock
                     .and_then(|c| serde_json::to_value(c).ok())
                     .and_then(|v| v.as_str().map(str::to_owned))
@@ -332,7 +345,8 @@ fn render(report: &PlanReport) -> String {
             ]
         })
         .collect();
-    let mut out = super::families::render_table(
+    use super::table::Fit;
+    let mut out = super::output::table_fitted(
         &[
             "FAMILY",
             "STATUS",
@@ -341,8 +355,38 @@ fn render(report: &PlanReport) -> String {
             "CLOCK",
             "REASONS",
         ],
+        &[
+            Fit::Tail,
+            Fit::Keep,
+            Fit::Elide,
+            Fit::Elide,
+            Fit::Elide,
+            Fit::Below,
+        ],
         &rows,
     );
+    out.push_str(&render_candidates(report));
+    out
+}
+
+/// The candidate as the table shows it: in a fitted table only what
+/// changes (`:tag`) when the repository stays the same, since the row
+/// already shows it under CURRENT; the whole pinned reference with
+/// `--wide` (and in the candidates' list under the table).
+fn candidate_cell(current: &str, candidate: &klaud_planner::plan::Candidate) -> String {
+    let same_repository = klaud_planner::image::ImageRef::parse(current)
+        .is_ok_and(|c| c.normalized_repository() == candidate.image.normalized_repository());
+    if same_repository && super::output::table_width().is_some() {
+        format!(":{}", candidate.tag)
+    } else {
+        candidate.image.to_string()
+    }
+}
+
+/// What follows the table, and all `--quiet` prints: the plan-wide notes,
+/// the families not planned, and the candidates.
+fn render_candidates(report: &PlanReport) -> String {
+    let mut out = String::new();
     // Plan-wide facts (an unreachable registry host) are said once here;
     // the families it affects only point to them.
     let mut said = std::collections::BTreeSet::new();

@@ -15,7 +15,6 @@ use klaud_planner::registry::RegistryClient;
 use tokio::sync::{Notify, watch};
 
 use super::CliError;
-use crate::config::Config;
 use klaud_github::upstream::GithubUpstream;
 use klaud_service::StoreJournal;
 use klaud_service::daemon::schedule::WaveSchedule;
@@ -59,10 +58,7 @@ pub struct Args {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let mut config = match &args.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
-    };
+    let mut config = super::load_config(args.config.as_deref(), std::path::Path::new("."))?;
     if let Some(api) = &args.github_api {
         config.github.api_url = api.clone();
     }

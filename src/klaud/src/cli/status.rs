@@ -3,6 +3,7 @@
 //! [`klaud_service::dashboard::StatusSnapshot`], the dashboard's `/api/v1/status`.
 
 use super::CliError;
+use super::table::Fit;
 use crate::compose::{Access, Connection, connect_for};
 use klaud_service::dashboard::StatusSnapshot;
 use klaud_service::status::repository_status;
@@ -55,6 +56,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
     })
 }
 
+/// A section's table, indented under its heading and fitted (with the
+/// indent) into the table width unless `--wide`.
+fn indented<const N: usize>(header: &[&str], fits: &[Fit], rows: &[[String; N]]) -> String {
+    let limit = super::output::table_width().map(|w| w - 2);
+    super::table::render_fitted(header, fits, rows, limit)
+        .lines()
+        .map(|line| format!("  {line}\n"))
+        .collect()
+}
+
 fn render(snapshot: &StatusSnapshot) -> String {
     let mut out = String::new();
     for repo in &snapshot.repositories {
@@ -62,35 +73,72 @@ fn render(snapshot: &StatusSnapshot) -> String {
         if repo.claims.is_empty() {
             out.push_str("  none\n");
         }
-        for c in &repo.claims {
-            match &c.parse_error {
-                Some(e) => out.push_str(&format!("  {}  UNPARSABLE: {e}\n", c.family_id)),
-                None => out.push_str(&format!(
-                    "  {}  {}  run {}  fence {}  lease until {}{}\n",
-                    c.family_id,
-                    c.family.as_deref().unwrap_or("?"),
+        let claims: Vec<[String; 5]> = repo
+            .claims
+            .iter()
+            .map(|c| match &c.parse_error {
+                Some(e) => [
+                    c.family_id.to_string(),
+                    "UNPARSABLE".into(),
+                    "-".into(),
+                    "-".into(),
+                    e.clone(),
+                ],
+                None => [
+                    c.family_id.to_string(),
                     c.run_id.map_or_else(|| "?".into(), |r| r.to_string()),
-                    c.fence.unwrap_or(0),
+                    c.fence.unwrap_or(0).to_string(),
                     c.lease_until
                         .map_or_else(|| "none (old helper)".into(), |t| t.to_rfc3339()),
-                    c.recovering
-                        .as_deref()
-                        .map_or_else(String::new, |w| format!("  recovery lease: finishing {w}"))
-                )),
-            }
+                    format!(
+                        "{}{}",
+                        c.family.as_deref().unwrap_or("?"),
+                        c.recovering
+                            .as_deref()
+                            .map_or_else(String::new, |w| format!(
+                                "; recovery lease: finishing {w}"
+                            ))
+                    ),
+                ],
+            })
+            .collect();
+        if !claims.is_empty() {
+            out.push_str(&indented(
+                &["FAMILY ID", "RUN", "FENCE", "LEASE UNTIL", "FAMILY"],
+                &[Fit::Keep, Fit::Keep, Fit::Keep, Fit::Keep, Fit::Below],
+                &claims,
+            ));
         }
         out.push_str("\ncandidates:\n");
         if repo.candidates.is_empty() {
             out.push_str("  none\n");
         }
-        for c in &repo.candidates {
-            out.push_str(&format!(
-                "  {}  {}  {}  {}  {}\n",
-                c.id,
-                c.state,
-                c.attempt.as_deref().unwrap_or("-"),
-                c.pull_request.as_ref().map_or("-", |p| p.url.as_str()),
-                c.family
+        // Within 100 columns the pull request is its number, and its
+        // address goes under the row with the family.
+        let narrow = super::output::table_width().is_some();
+        let candidates: Vec<[String; 5]> = repo
+            .candidates
+            .iter()
+            .map(|c| {
+                let (pull, family) = match &c.pull_request {
+                    None => ("-".to_owned(), c.family.clone()),
+                    Some(p) if narrow => (p.label.clone(), format!("{} {}", c.family, p.url)),
+                    Some(p) => (p.url.clone(), c.family.clone()),
+                };
+                [
+                    c.id.to_string(),
+                    c.state.to_string(),
+                    c.attempt.clone().unwrap_or_else(|| "-".into()),
+                    pull,
+                    family,
+                ]
+            })
+            .collect();
+        if !candidates.is_empty() {
+            out.push_str(&indented(
+                &["CANDIDATE", "STATE", "ATTEMPT", "PULL REQUEST", "FAMILY"],
+                &[Fit::Keep, Fit::Elide, Fit::Elide, Fit::Keep, Fit::Below],
+                &candidates,
             ));
         }
         if !repo.experiments.is_empty() {
@@ -135,6 +183,44 @@ fn render(snapshot: &StatusSnapshot) -> String {
 mod tests {
     use super::*;
     use klaud_service::dashboard::{ExperimentRow, LinkRow, RepositoryStatus, VariantRow};
+
+    #[test]
+    fn candidates_fit_100_columns_with_the_family_under_its_row() {
+        let family = "configs/nvidia-master.yaml:dsv4-fp4-gb200-dynamo-vllm-mtp2-nosynthetic";
+        let snapshot = StatusSnapshot {
+            repositories: vec![RepositoryStatus {
+                name: "o/r".into(),
+                candidates: vec![klaud_service::dashboard::CandidateRow {
+                    id: "d92e15065c55779d-0123456789abcdef".into(),
+                    family: family.into(),
+                    image: "vllm/vllm-openai:v0.20.1".into(),
+                    state: "final-sweep".into(),
+                    attempt: Some("Repair 2/5".into()),
+                    pull_request: Some(LinkRow {
+                        label: "#1234".into(),
+                        url: "https://github.com/SemiAnalysisAI/InferenceX/pull/1234".into(),
+                    }),
+                    runs: vec![],
+                    outcome: None,
+                    merge: None,
+                }],
+                ..RepositoryStatus::default()
+            }],
+            ..StatusSnapshot::default()
+        };
+        let text = render(&snapshot);
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        assert!(
+            text.contains(&format!(
+                "\n      {family}\n      https://github.com/SemiAnalysisAI/InferenceX/pull/1234\n"
+            )),
+            "the family whole, under its row: {text}"
+        );
+        assert!(
+            text.contains("https://github.com/SemiAnalysisAI/InferenceX/pull/1234"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn a_hunt_is_listed_under_its_outcome_in_both_languages() {

@@ -13,7 +13,7 @@ use super::CliError;
 use crate::compose::{Connection, baseline, connect, engine_config, repair_hook};
 use crate::config::parse_duration;
 use klaud_github::upstream::GithubUpstream;
-use klaud_service::wave_adapters::{WaveOptions, render_summary, run_wave};
+use klaud_service::wave_adapters::{WaveOptions, run_wave};
 
 /// Arguments of `klaud wave`.
 #[derive(Debug, clap::Args)]
@@ -56,14 +56,16 @@ fn cell(text: &str) -> String {
         .replace('|', "\\|")
 }
 
-/// The wave as a GitHub step summary, in the shape the incumbent workflow
-/// wrote: a heading per candidate and the row
+/// The wave as a GitHub step summary: what the pass did in a few lines
+/// (`brief`, from [`super::wave_report::brief`]), then, in the shape the
+/// incumbent workflow wrote, a heading per candidate and the row
 /// `| Outcome / 结果 | Phase / 阶段 | Reason / 原因 | PR | Repairs / 修复 | Runs / 运行 |`.
-pub fn step_summary(summary: &klaud_service::WaveSummary) -> String {
+pub fn step_summary(summary: &klaud_service::WaveSummary, brief: &[String]) -> String {
     let mut out = format!(
         "## Klaud wave at `{}`\n\n",
         summary.base.get(..12).unwrap_or(&summary.base)
     );
+    out.push_str(&super::wave_report::brief_markdown(brief));
     if summary.candidates.is_empty() {
         out.push_str("No candidates in this wave.\n\n");
     }
@@ -112,13 +114,17 @@ pub fn step_summary(summary: &klaud_service::WaveSummary) -> String {
 
 /// Appends the step summary; a summary that cannot be written is logged,
 /// not a failed wave (the wave's work is done and recorded).
-fn write_step_summary(path: &std::path::Path, summary: &klaud_service::WaveSummary) {
+fn write_step_summary(
+    path: &std::path::Path,
+    summary: &klaud_service::WaveSummary,
+    brief: &[String],
+) {
     use std::io::Write as _;
     let result = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
-        .and_then(|mut f| f.write_all(step_summary(summary).as_bytes()));
+        .and_then(|mut f| f.write_all(step_summary(summary, brief).as_bytes()));
     if let Err(e) = result {
         tracing::warn!(path = %path.display(), error = %e, "step summary not written");
     }
@@ -133,6 +139,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let runtime = super::runtime()?;
     runtime.block_on(async {
         let session = connect(&args.connection).await?;
+        // The budget after the identity preflight: the pass's cost is what
+        // it spends from here.
+        let mut requests = super::wave_report::Requests {
+            before: session.forge.rate_budget(),
+            after: None,
+        };
         let config = &session.config;
         let registry = super::plan::registry_config(config, &args.mirrors)?;
         let client = RegistryClient::new(registry).map_err(CliError::bad_input)?;
@@ -258,19 +270,31 @@ pub fn run(args: Args) -> Result<(), CliError> {
             | klaud_service::WaveError::CheckoutMismatch(_) => CliError::bad_input(e),
             e => CliError::failure(e),
         })?;
+        requests.after = session.forge.rate_budget();
+        let brief = super::wave_report::brief(&summary, &requests);
         if let Some(path) = args
             .step_summary
             .as_deref()
             .filter(|p| !p.as_os_str().is_empty())
         {
-            write_step_summary(path, &summary);
+            write_step_summary(path, &summary, &brief);
         }
+        let mut brief_text = brief.join("\n");
+        brief_text.push('\n');
         if args.json {
             let mut text = serde_json::to_string_pretty(&summary).map_err(anyhow::Error::from)?;
             text.push('\n');
             super::emit(&text);
+            // stdout is the JSON (a file, in the shipped workflow): the
+            // log gets the lines.
+            eprint!("{brief_text}");
+        } else if super::output::quiet() {
+            super::emit(&brief_text);
         } else {
-            super::emit(&render_summary(&summary));
+            super::emit(&format!(
+                "{}\n{brief_text}",
+                super::wave_report::table(&summary)
+            ));
         }
         // A scheduled job must not stay green when nothing could be done.
         if let Some(cause) = &summary.stopped_by {
@@ -312,7 +336,8 @@ mod tests {
             stopped_by: None,
             blocked: vec![],
         };
-        let text = super::step_summary(&summary);
+        let text = super::step_summary(&summary, &["held: 1".to_owned()]);
+        assert!(text.contains("`\n\n- held: 1\n\n###"), "{text}");
         assert!(text.contains(
             "| Outcome / 结果 | Phase / 阶段 | Reason / 原因 | PR | Repairs / 修复 | Runs / 运行 |"
         ));
