@@ -45,6 +45,7 @@ mod people;
 mod people_merge;
 mod plan_sandbox;
 mod plan_upstream;
+mod promises;
 mod provenance_e2e;
 mod readiness;
 mod recipe_roots;
