@@ -22,6 +22,7 @@ mod cli_repository;
 mod cli_sandbox;
 mod cli_workflow;
 mod config_reference;
+mod content_limit;
 mod dashboard;
 mod dashboard_issue;
 mod experiments;
