@@ -393,3 +393,40 @@ async fn upkeep_never_appends_an_entry_the_base_already_holds() {
         "a second pass writes nothing"
     );
 }
+
+#[tokio::test]
+async fn after_a_persons_push_a_maintainers_line_still_standing_is_named_not_edited() {
+    let (env, mut rec) = validated().await;
+    let number = rec.pull.expect("pull");
+    let run = run_of(&rec);
+    let maintainer = env.person(MAINTAINER_TOKEN);
+    maintainer
+        .comment(number, &format!("/reuse-sweep-run {run}"))
+        .await;
+    env.stack
+        .state()
+        .push_commit(
+            REPO,
+            &rec.branch,
+            MAINTAINER,
+            BTreeMap::from([("NOTES.md".to_owned(), Some(b"a person's change\n".to_vec()))]),
+            "A person's change",
+        )
+        .await
+        .expect("push");
+    assert!(matches!(pass(&env, &mut rec).await, Upkept::Withdrawn(_)));
+    // Klaud's own line is withdrawn; the maintainer's is theirs to delete,
+    // and the note names them.
+    assert!(
+        bot_lines(&env, number, &format!("/reuse-sweep-run {run}"))
+            .await
+            .is_empty()
+    );
+    assert_eq!(gate(&env, number).await, (true, Some(run)));
+    let bodies = env.bodies(number).await;
+    let note = bodies
+        .iter()
+        .find(|b| b.contains("The validated sweep no longer covers this PR's head"))
+        .unwrap_or_else(|| panic!("{bodies:#?}"));
+    assert!(note.contains(&format!("@{MAINTAINER}")), "{note}");
+}
