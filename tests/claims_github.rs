@@ -36,16 +36,22 @@ async fn sim() -> GithubSim {
     for i in 0..CONTENDERS {
         sim = sim.token(BOT, &token(i), Some(u64::MAX));
     }
-    sim.files(
-        "maintainer",
-        "seed",
-        &[(
-            "configs/nvidia-master.yaml",
-            b"dsr1-fp4-b200-sglang:\n  image: lmsysorg/sglang:v0.5.16-cu130\n",
-        )],
-    )
-    .start()
-    .await
+    let sim = sim
+        .files(
+            "maintainer",
+            "seed",
+            &[(
+                "configs/nvidia-master.yaml",
+                b"dsr1-fp4-b200-sglang:\n  image: lmsysorg/sglang:v0.5.16-cu130\n",
+            )],
+        )
+        .start()
+        .await;
+    // A load test of the race itself: a hundred rounds of eight acquirers
+    // write far past GitHub's content-creation limit within a minute, which
+    // would only make the rounds wait out its pauses.
+    sim.state().set_content_limits(None, None).await;
+    sim
 }
 
 async fn forge(sim: &GithubSim, i: usize) -> Github {

@@ -55,6 +55,10 @@ pub enum Intent {
     PostUse,
     /// Ask a maintainer for the `/reuse-sweep-run` line.
     AskReuse,
+    /// Edit Klaud's reuse comment so its line no longer stands.
+    WithdrawReuse,
+    /// Say on the PR that the sweep no longer covers its head.
+    SayUncovered,
     /// Merge the base into the branch (a merge commit, no ref moved yet).
     MergeBase,
     /// Move the branch to the merge commit.
@@ -116,6 +120,11 @@ const FIXED: &[(&str, Intent)] = &[
     ("mark ready for review", Intent::MarkReady),
     ("post /use", Intent::PostUse),
     ("ask a maintainer to authorize reuse", Intent::AskReuse),
+    ("withdraw the reuse authorization", Intent::WithdrawReuse),
+    (
+        "say the sweep no longer covers the head",
+        Intent::SayUncovered,
+    ),
     ("merge the base into the branch", Intent::MergeBase),
     ("push the merge of the base", Intent::PushMerge),
     (

@@ -276,6 +276,31 @@ pub struct Upkeep {
     /// handed off), once it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled: Option<String>,
+    /// A person pushed on top of the validated commit: Klaud withdrew its
+    /// reuse authorization, since the sweep never ran the pushed head.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withdrawn: Option<Withdrawn>,
+}
+
+/// Why reuse of the validated sweep no longer stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Withdrawn {
+    /// The run whose reuse was withdrawn.
+    pub run: u64,
+    /// The head the sweep never ran (a person's push).
+    pub head: CommitSha,
+}
+
+impl Withdrawn {
+    /// The dashboard's and `klaud status`'s line: the sweep no longer
+    /// covers the head, and what a maintainer can do.
+    pub fn line(&self) -> String {
+        format!(
+            "the sweep no longer covers the head: a person pushed {}, so Klaud withdrew `/reuse-sweep-run {}` and merging sweeps again on main; `/klaud retry` sweeps this head",
+            self.head.short(),
+            self.run
+        )
+    }
 }
 
 /// How the validated run is authorized for reuse at merge.
@@ -301,14 +326,15 @@ impl Upkeep {
     /// the sweep and what Klaud did to keep the PR mergeable.
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
-        match &self.reuse {
-            Some(r @ ReuseAuthorization::Klaud { .. }) => {
+        match (&self.withdrawn, &self.reuse) {
+            (Some(w), _) => parts.push(w.line()),
+            (None, Some(r @ ReuseAuthorization::Klaud { .. })) => {
                 parts.push(format!("merge reuses the sweep (`{}`)", r.line()));
             }
-            Some(r @ ReuseAuthorization::Maintainer { .. }) => {
+            (None, Some(r @ ReuseAuthorization::Maintainer { .. })) => {
                 parts.push(format!("awaiting a maintainer's `{}`", r.line()));
             }
-            None => {}
+            (None, None) => {}
         }
         match self.merged_bases.len() {
             0 => {}

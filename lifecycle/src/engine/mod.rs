@@ -39,6 +39,7 @@ mod measured_image;
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;
 pub mod ownership;
+mod promise;
 mod proof;
 mod publish;
 mod rebuild;
@@ -65,7 +66,7 @@ pub use hunt::{HuntProgress, HuntRange, HuntTags, hunt_test_name, is_hunt_news};
 pub use intent::Intent;
 pub use journal::{
     AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, RetryRequest,
-    ReuseAuthorization, Step, StoredClaim, Upkeep,
+    ReuseAuthorization, Step, StoredClaim, Upkeep, Withdrawn,
 };
 pub use klaud_claims::ManualClock;
 #[cfg(any(test, feature = "testkit"))]

@@ -44,6 +44,16 @@ pub(super) enum MergePlan {
     HandOff(String),
 }
 
+/// The one write an upkeep pass makes under the family's claim.
+enum UpkeepWrite {
+    /// A person pushed this head: withdraw the reuse authorization.
+    Withdraw(CommitSha),
+    /// Post Klaud's pinned reuse line again.
+    PostReuseLine,
+    /// Merge the base into the branch at this head.
+    Merge(CommitSha, MergePlan),
+}
+
 /// What one upkeep pass over a validated PR did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Upkept {
@@ -58,6 +68,20 @@ pub enum Upkept {
     /// Klaud stopped keeping this PR (merged, closed, handed off, or the
     /// base changed the bump itself), with why.
     Settled(String),
+    /// A person pushed on top of the validated commit: Klaud withdrew its
+    /// reuse authorization and watches only for the merge or close.
+    Withdrawn(String),
+}
+
+/// Whether `changelog` holds an entry whose `pr-link` is `link` (quoted
+/// or not), as the repository's changelog reads the field.
+pub(super) fn holds_entry_for(changelog: &[u8], link: &str) -> bool {
+    String::from_utf8_lossy(changelog).lines().any(|line| {
+        line.trim_start()
+            .strip_prefix("pr-link:")
+            .map(|v| v.trim().trim_matches(|c| c == '"' || c == '\''))
+            .is_some_and(|v| v == link)
+    })
 }
 
 /// Why Klaud stops keeping a PR up to date, in both languages.
@@ -141,6 +165,16 @@ impl Engine<'_> {
                 .read_file(&changelog, base_tip)
                 .await?
                 .unwrap_or_default();
+            // The base already carries this PR's entry (a maintainer
+            // landed it, or an earlier merge did): the branch takes the
+            // base's file as it is, never a second entry.
+            if holds_entry_for(&base_bytes, link) {
+                files.push((changelog, base_bytes));
+                return Ok(MergePlan::Merge {
+                    base_tip: base_tip.clone(),
+                    files,
+                });
+            }
             let entry = self.changelog_entry(rec, link);
             let new = append_entry(&base_bytes, &entry)
                 .map_err(|e| e.to_string())
@@ -200,8 +234,9 @@ impl Engine<'_> {
         })
     }
 
-    // Kept whole (about 115 lines): one ordered decision (settled, base
-    // moved, conflict, merge under the claim) over facts it reads once.
+    // Kept whole (about 90 lines): one ordered decision (settled, a
+    // person's push, the reuse line, conflict, merge under the claim) over
+    // facts it reads once.
     pub(super) async fn keep_mergeable_once(
         &self,
         rec: &mut CandidateRecord,
@@ -232,6 +267,11 @@ impl Engine<'_> {
                 "#{number} carries {HANDOFF_LABEL}"
             )));
         }
+        // Withdrawn once: the branch is the person's; Klaud only watches
+        // for the merge or close.
+        if let Some(w) = rec.upkeep.as_ref().and_then(|u| u.withdrawn.as_ref()) {
+            return Ok(Upkept::Withdrawn(w.line()));
+        }
         if pull.head_sha != head {
             // A push of Klaud's own upkeep whose save was lost is adopted.
             if rec.pending_commit.as_deref() == Some(pull.head_sha.as_str()) {
@@ -239,10 +279,21 @@ impl Engine<'_> {
                 rec.pending_commit = None;
                 self.save(rec).await?;
             } else {
-                return Ok(Upkept::Settled(format!(
-                    "someone else pushed {} to {}",
-                    pull.head_sha, rec.branch
-                )));
+                // Someone else's commit on top of the validated one: the
+                // sweep never ran it, so Klaud's reuse line must not stand.
+                return self
+                    .under_upkeep_claim(rec, number, UpkeepWrite::Withdraw(pull.head_sha.clone()))
+                    .await;
+            }
+        }
+        // The promise: the line the reuse gate goes by pins the validated
+        // run (a deleted or outdone line is posted again).
+        if self.reuse_line_missing(rec, number).await? {
+            let posted = self
+                .under_upkeep_claim(rec, number, UpkeepWrite::PostReuseLine)
+                .await?;
+            if posted != Upkept::Current {
+                return Ok(posted);
             }
         }
         match pull.mergeable {
@@ -263,7 +314,21 @@ impl Engine<'_> {
         let plan = self
             .merge_plan(rec, &head, &base_tip, Some(&self.entry_link(number)))
             .await?;
-        // The writes need the family's claim, as every write does.
+        self.under_upkeep_claim(rec, number, UpkeepWrite::Merge(head, plan))
+            .await
+    }
+
+    /// Runs `write` under the family's claim, taken for it and released
+    /// after whatever happened: the PR is a maintainer's to merge, and the
+    /// next pass takes the claim again if needed. The record stays `done`
+    /// with its validated ending; a write that failed leaves it as it was
+    /// but for the head Klaud pushed.
+    async fn under_upkeep_claim(
+        &self,
+        rec: &mut CandidateRecord,
+        number: PullNumber,
+        write: UpkeepWrite,
+    ) -> Result<Upkept, EngineError> {
         let before = rec.clone();
         let book = self.book();
         let cid = Self::candidate_id(rec)?;
@@ -291,9 +356,20 @@ impl Engine<'_> {
                 )));
             }
         }
-        let result = self.merge_under_claim(rec, number, &head, plan).await;
-        // Whatever happened, the claim goes: the PR is a maintainer's to
-        // merge, and the next pass takes it again if needed.
+        let result = match write {
+            UpkeepWrite::Withdraw(pushed) => self.withdraw_reuse(rec, number, &pushed).await,
+            UpkeepWrite::PostReuseLine => {
+                let run = rec.sweep.as_ref().map_or(0, |s| s.run_id);
+                match steps::finish::authorize_reuse(self, rec, number, run).await {
+                    Ok(Some(_)) => Ok(Upkept::Settled(self.mismatch_why(rec))),
+                    Ok(None) => Ok(Upkept::Current),
+                    Err(e) => Err(e),
+                }
+            }
+            UpkeepWrite::Merge(head, plan) => {
+                self.merge_under_claim(rec, number, &head, plan).await
+            }
+        };
         steps::finish::release(self, rec).await?;
         rec.claim = None;
         match result {
@@ -305,8 +381,7 @@ impl Engine<'_> {
                 Ok(upkept)
             }
             Err(e) => {
-                // A write that failed leaves the record as it was (its
-                // ending stands); the next pass reads GitHub again.
+                // The next pass reads GitHub again.
                 let head = rec.head.clone();
                 let pending = rec.pending_commit.clone();
                 *rec = before;
@@ -325,21 +400,11 @@ impl Engine<'_> {
         head: &CommitSha,
         plan: MergePlan,
     ) -> Result<Upkept, EngineError> {
-        let ending = rec.ending.clone();
         let proof = match self.prove(rec, Scope::Pull).await? {
             Ok(p) => p,
-            Err(_) => {
-                // The ownership check ended the record's copy; the validated
-                // ending stands and Klaud stops touching the PR.
-                let why = rec
-                    .ending
-                    .as_ref()
-                    .map(|e| e.message.clone())
-                    .unwrap_or_else(|| "the ownership check failed".into());
-                rec.ending = ending;
-                rec.step = Step::Done;
-                return Ok(Upkept::Settled(why));
-            }
+            // The ownership check ended the record's copy; the validated
+            // ending is restored and Klaud stops touching the PR.
+            Err(_) => return Ok(Upkept::Settled(self.mismatch_why(rec))),
         };
         match plan {
             MergePlan::UpToDate => Ok(Upkept::Current),
@@ -373,5 +438,21 @@ impl Engine<'_> {
                 Ok(Upkept::Merged(sha))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::holds_entry_for;
+
+    #[test]
+    fn an_entry_for_the_pr_is_found_by_its_link_and_only_by_it() {
+        let log = b"- config-keys:\n    - a\n  description:\n    - \"x\"\n  pr-link: https://github.com/o/r/pull/12\n";
+        assert!(holds_entry_for(log, "https://github.com/o/r/pull/12"));
+        assert!(!holds_entry_for(log, "https://github.com/o/r/pull/1"));
+        assert!(!holds_entry_for(log, "https://github.com/o/r/pull/123"));
+        let quoted = b"- config-keys: [a]\n  pr-link: \"https://github.com/o/r/pull/12\"\n";
+        assert!(holds_entry_for(quoted, "https://github.com/o/r/pull/12"));
+        assert!(!holds_entry_for(b"", "https://github.com/o/r/pull/12"));
     }
 }

@@ -447,15 +447,16 @@ pub struct GithubConfig {
 
 impl GithubConfig {
     /// How writes are paced: as configured, else GitHub's pace, except
-    /// against an API on this machine (the sandbox, which sets no limit),
-    /// where nothing configured means unpaced.
+    /// against an API on this machine (the sandbox), where nothing
+    /// configured means no gap but still within the content-creation
+    /// limits the simulator enforces.
     pub fn write_pace(&self) -> klaud_github::WritePace {
         use klaud_github::WritePace;
         let configured = self.write_gap.is_some()
             || self.writes_per_minute.is_some()
             || self.writes_per_hour.is_some();
         let base = if !configured && api_on_this_machine(&self.api_url) {
-            WritePace::UNPACED
+            WritePace::SANDBOX
         } else {
             WritePace::GITHUB
         };

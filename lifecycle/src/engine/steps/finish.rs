@@ -18,6 +18,7 @@ use crate::engine::forge::{AuthorAssociation, Forge as _, ForgeError, RunEvent};
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Ending, ReuseAuthorization, Step};
 use crate::engine::ownership::reply_permit;
+use crate::engine::promise::{Standing, standing};
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::model::{FinishedResult, Outcome, Phase};
@@ -251,7 +252,9 @@ pub(in crate::engine) async fn finish_validated(
 /// Authorizes reuse of the validated run `run` at merge, in the form
 /// every version of the repository's reuse gate accepts: a whole-line
 /// `/reuse-sweep-run <run>` from an OWNER, MEMBER or COLLABORATOR
-/// (`utils/find_reusable_sweep_run.py`). Klaud posts it itself only when
+/// (`utils/find_reusable_sweep_run.py`), unless the line the gate goes by
+/// already pins that run. Also each pass over a validated PR (upkeep), so
+/// a line deleted or outdone by a bare one is posted again. Klaud posts it itself only when
 /// GitHub gives its own comments such an association (an App's may
 /// carry another); otherwise it asks a maintainer for exactly that line.
 pub(in crate::engine) async fn authorize_reuse(
@@ -261,22 +264,23 @@ pub(in crate::engine) async fn authorize_reuse(
     run: u64,
 ) -> Result<Option<Progress>, EngineError> {
     let comments = cx.forge.list_comments(number).await?;
-    // A maintainer's line counts too, with this run or none (the gate
-    // then takes the latest successful run on the PR's commits).
-    let authorizes = |c: &crate::engine::forge::Comment| {
-        gate_accepts(c) && reuse_line_run(&c.body).is_some_and(|id| id.is_none_or(|id| id == run))
-    };
-    if comments.iter().any(authorizes) {
-        let by_klaud = comments.iter().any(|c| {
-            cx.by_bot(c.author.as_deref())
-                && gate_accepts(c)
-                && reuse_line_run(&c.body) == Some(Some(run))
-        });
-        let upkeep = rec.upkeep.get_or_insert_with(Default::default);
-        if by_klaud || upkeep.reuse.is_none() {
-            upkeep.reuse = Some(ReuseAuthorization::Klaud { run });
+    // Only the line the gate goes by counts, and only when it pins this
+    // run: a bare line lets the gate pick a run itself, and anyone GitHub
+    // calls a collaborator may have written it (or may delete it).
+    match standing(&comments, run, |c| cx.by_bot(c.author.as_deref())) {
+        Standing::Pinned => {
+            let upkeep = rec.upkeep.get_or_insert_with(Default::default);
+            if upkeep.reuse.is_none() {
+                upkeep.reuse = Some(ReuseAuthorization::Klaud { run });
+            }
+            return Ok(None);
         }
-        return Ok(None);
+        // A person pinned another run after Klaud's: their decision.
+        Standing::PersonPinnedOther(other) => {
+            tracing::info!(candidate = %rec.candidate, run, other, "a person pinned another run for reuse; Klaud leaves it");
+            return Ok(None);
+        }
+        Standing::Missing => {}
     }
     // The association GitHub gives Klaud's own comments, read from the
     // newest one (the baseline and attempt reports came before).

@@ -400,7 +400,9 @@ pub fn sandbox_registry(url: &str) -> anyhow::Result<RegistryClient> {
     Ok(RegistryClient::new(config)?)
 }
 
-/// Connects to the stack's GitHub simulator as the bot.
+/// Connects to the stack's GitHub simulator as the bot. Its writes go
+/// without GitHub's one-second gap but within the content-creation limits
+/// the simulator enforces ([`klaud_github::WritePace::SANDBOX`]).
 pub async fn sandbox_forge(stack: &SandboxStack) -> anyhow::Result<Github> {
     Ok(Github::connect(ForgeConfig {
         api_url: stack.github.url(),
@@ -414,7 +416,8 @@ pub async fn sandbox_forge(stack: &SandboxStack) -> anyhow::Result<Github> {
             max_wait: Duration::from_secs(2),
         },
     })
-    .await?)
+    .await?
+    .with_write_pace(klaud_github::WritePace::SANDBOX))
 }
 
 /// Every demo starts a new sandbox, so the candidates a kept store holds
@@ -630,7 +633,7 @@ async fn demo(
     let pages = format!("{}/_html/{}", stack.github.url(), stack.repo);
     let line = format!(
         "dashboard: http://{bound}/  <- open this in a browser; its PR and run links open the simulated GitHub ({pages})\n\
-         writes: unpaced against the sandbox, which sets no limit; against GitHub they go one at a time, 1 s apart, at most 80 a minute and 500 an hour ([github] write_gap, writes_per_minute, writes_per_hour)\n"
+         writes: one at a time without the 1 s gap against the sandbox (a shorter pace than GitHub's, for the demo), within the 80 a minute and 500 an hour the sandbox enforces as GitHub does; against GitHub 1 s apart as well ([github] write_gap, writes_per_minute, writes_per_hour)\n"
     );
     if args.json {
         eprint!("{line}");

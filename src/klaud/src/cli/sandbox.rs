@@ -49,6 +49,14 @@ pub struct Args {
     /// authentication and its control API is open).
     #[arg(long)]
     pub allow_non_loopback: bool,
+    /// GitHub's secondary limit on content-creating requests per token and
+    /// minute: past it a write gets 403 with `retry-after` and is not
+    /// performed. `0` turns it off.
+    #[arg(long, value_name = "N", default_value_t = klaud_sandbox::github::CONTENT_LIMIT_PER_MINUTE)]
+    pub content_limit_per_minute: u32,
+    /// The same per token and hour. `0` turns it off.
+    #[arg(long, value_name = "N", default_value_t = klaud_sandbox::github::CONTENT_LIMIT_PER_HOUR)]
+    pub content_limit_per_hour: u32,
 }
 
 /// Login of the sandbox maintainer (write permission).
@@ -95,6 +103,13 @@ async fn serve(
     script: Option<Script>,
 ) -> anyhow::Result<()> {
     let state = GithubState::new();
+    let limit = |n: u32| (n > 0).then_some(n);
+    state
+        .set_content_limits(
+            limit(args.content_limit_per_minute),
+            limit(args.content_limit_per_hour),
+        )
+        .await;
     state.create_repo(&args.repo, "main").await?;
     let owner = args.repo.split('/').next().unwrap_or("sandbox").to_string();
     state.add_user(&owner, None, false).await;
@@ -211,6 +226,10 @@ async fn serve(
         "bot_token": bot_token,
         "maintainer_token": maintainer_token,
         "reader_token": reader_token,
+        "content_limit": {
+            "per_minute": limit(args.content_limit_per_minute),
+            "per_hour": limit(args.content_limit_per_hour),
+        },
     });
     // The CI behaviour comes from the seeded workflow files when there are any.
     if !workflows.is_empty() {

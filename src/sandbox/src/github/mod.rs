@@ -44,7 +44,10 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 pub use faults::{Fault, FaultAction};
-pub use state::{ArtifactFiles, GithubState, IssueView, LogEntry, Permission, SimError};
+pub use state::{
+    ArtifactFiles, CONTENT_LIMIT_PER_HOUR, CONTENT_LIMIT_PER_MINUTE, GithubState, IssueView,
+    LogEntry, Permission, SimError,
+};
 
 use self::http::{ApiError, Caller};
 
@@ -405,18 +408,30 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
         return finish(&mut m, e.into_response(), false);
     }
 
-    if method != Method::GET
-        && method != Method::HEAD
-        && let Some(limit) = m.content_limit_per_minute
-    {
+    // Content-creating: what adds or changes content (a GraphQL query
+    // reads; deleting creates nothing).
+    let creates =
+        matches!(method, Method::POST | Method::PATCH | Method::PUT) && path != "/graphql";
+    let limits = (m.content_limit_per_minute, m.content_limit_per_hour);
+    if creates && limits != (None, None) {
         let window = m.content_writes.entry(bucket.clone()).or_default();
-        while window.front().is_some_and(|&t| t <= now - 60) {
+        while window.front().is_some_and(|&t| t <= now - 3600) {
             window.pop_front();
         }
-        if window.len() >= limit as usize {
-            let wait = window.front().map(|&t| t + 60 - now).unwrap_or(60).max(1);
+        let last_minute = window.iter().filter(|&&t| t > now - 60).count();
+        let wait = match limits {
+            (Some(limit), _) if last_minute >= limit as usize => window
+                .iter()
+                .find(|&&t| t > now - 60)
+                .map(|&t| t + 60 - now),
+            (_, Some(limit)) if window.len() >= limit as usize => {
+                window.front().map(|&t| t + 3600 - now)
+            }
+            _ => None,
+        };
+        if let Some(wait) = wait {
             let mut resp = ApiError::forbidden(faults::SECONDARY_LIMIT_MESSAGE).into_response();
-            if let Ok(v) = HeaderValue::from_str(&wait.to_string()) {
+            if let Ok(v) = HeaderValue::from_str(&wait.max(1).to_string()) {
                 resp.headers_mut().insert(header::RETRY_AFTER, v);
             }
             return finish(&mut m, resp, true);

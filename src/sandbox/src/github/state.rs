@@ -572,6 +572,12 @@ pub struct LogEntry {
     pub at: Option<DateTime<Utc>>,
 }
 
+/// GitHub's secondary limit on content-creating requests a minute, per
+/// credential: on by default, as on GitHub.
+pub const CONTENT_LIMIT_PER_MINUTE: u32 = 80;
+/// The same an hour.
+pub const CONTENT_LIMIT_PER_HOUR: u32 = 500;
+
 /// The whole simulated GitHub.
 #[derive(Debug)]
 pub struct Model {
@@ -590,9 +596,11 @@ pub struct Model {
     /// versions reject the key; Klaud must fall back).
     pub run_details_supported: bool,
     /// Secondary limit on content-creating requests per token and minute
-    /// (GitHub: 80); off unless set, so load tests are not throttled.
+    /// (GitHub's 80, on unless turned off).
     pub content_limit_per_minute: Option<u32>,
-    /// Times (unix seconds) of recent content-creating requests per token.
+    /// The same per token and hour (GitHub's 500, on unless turned off).
+    pub content_limit_per_hour: Option<u32>,
+    /// Times (unix seconds) of the last hour's content-creating requests per token.
     pub content_writes: HashMap<String, std::collections::VecDeque<i64>>,
     /// Parsed workflow folders by tree sha (see `workflow_events::set_at`).
     pub workflow_sets: HashMap<String, std::sync::Arc<klaud_workflows::WorkflowSet>>,
@@ -1226,7 +1234,8 @@ impl GithubState {
                 recorded,
                 apps: HashMap::new(),
                 run_details_supported: true,
-                content_limit_per_minute: None,
+                content_limit_per_minute: Some(CONTENT_LIMIT_PER_MINUTE),
+                content_limit_per_hour: Some(CONTENT_LIMIT_PER_HOUR),
                 content_writes: HashMap::new(),
                 workflow_sets: HashMap::new(),
                 cancel_delay: DEFAULT_CANCEL_DELAY,
@@ -1803,11 +1812,19 @@ impl GithubState {
         self.lock().await.run_details_supported = supported;
     }
 
-    /// Turns on GitHub's secondary limit for content-creating requests
-    /// (`None` turns it off): past `per_minute` writes in a minute a token
-    /// gets 403 with `retry-after`, and the write is not performed.
+    /// Sets GitHub's secondary limit for content-creating requests per
+    /// minute (`None` turns it off; the hourly one stays): past
+    /// `per_minute` writes in a minute a token gets 403 with
+    /// `retry-after`, and the write is not performed.
     pub async fn set_content_limit(&self, per_minute: Option<u32>) {
         self.lock().await.content_limit_per_minute = per_minute;
+    }
+
+    /// Sets both content-creation limits (`None` turns one off).
+    pub async fn set_content_limits(&self, per_minute: Option<u32>, per_hour: Option<u32>) {
+        let mut m = self.lock().await;
+        m.content_limit_per_minute = per_minute;
+        m.content_limit_per_hour = per_hour;
     }
 
     /// Installs a fault.

@@ -1,0 +1,432 @@
+//! What Klaud promises on a validated PR awaiting its merge, re-verified on
+//! every upkeep pass through the GitHub simulator, and read back with the
+//! simulator's copy of the repository's reuse gate: a person's push
+//! withdraws Klaud's `/reuse-sweep-run` (the PR and the dashboard issue
+//! say so), a bare line is never relied on and a deleted one is posted
+//! again, a maintainer's line pinning the same run is left to stand, and
+//! the upkeep merge never appends a changelog entry the base already
+//! holds. A second pass writes nothing.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use klaud_lifecycle::engine::{CandidateRecord, Upkept};
+use klaud_lifecycle::model::Outcome;
+use klaud_planner::changelog::validate_append;
+use klaud_sandbox::ci::reuse::{GateComment, REUSE_COMMAND, find_reuse_authorization};
+use klaud_sandbox::github::Permission;
+use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN};
+use klaud_service::GithubLifecycle;
+use serde_json::Value;
+
+use crate::lifecycle_e2e::VALIDATED_SCRIPT;
+use crate::support::{BOT, Harness, REPO};
+
+const KEY: &str = "demo-fp8-h200-trt";
+const CHANGELOG: &str = "perf-changelog.yaml";
+/// Read access only, yet GitHub calls their comments COLLABORATOR's.
+const OUTSIDER: &str = "outside-reader";
+const OUTSIDER_TOKEN: &str = "ghp_promises_outsider";
+
+async fn validated() -> (Harness, CandidateRecord) {
+    let env = Harness::demo()
+        .script(VALIDATED_SCRIPT)
+        .user(OUTSIDER, None, OUTSIDER_TOKEN, Permission::Read)
+        .start()
+        .await;
+    let target = env.target(KEY).await;
+    let rec = env.finish(&env.journal, &target).await;
+    assert_eq!(
+        rec.ending.as_ref().map(|e| e.outcome),
+        Some(Outcome::Validated),
+        "{rec:#?}"
+    );
+    (env, rec)
+}
+
+fn run_of(rec: &CandidateRecord) -> u64 {
+    rec.sweep.as_ref().expect("a verified sweep").run_id
+}
+
+/// One upkeep pass as the wave makes it (waiting while GitHub computes
+/// mergeability), on the harness's journal.
+async fn pass(env: &Harness, rec: &mut CandidateRecord) -> Upkept {
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let engine = env.engine(&lifecycle, &env.journal, env.clock);
+    let started = Instant::now();
+    loop {
+        match engine.keep_mergeable(rec).await.expect("upkeep") {
+            Upkept::Waiting(_) if started.elapsed() < Duration::from_secs(10) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Klaud's writes so far (every request of the bot but reads).
+async fn bot_writes(env: &Harness) -> usize {
+    env.stack
+        .state()
+        .request_log()
+        .await
+        .iter()
+        .filter(|e| e.method != "GET" && e.method != "HEAD")
+        .filter(|e| {
+            e.login
+                .as_deref()
+                .is_some_and(|l| l.eq_ignore_ascii_case(BOT))
+        })
+        .count()
+}
+
+/// `GET` of a repository path as the maintainer, raw.
+async fn get(env: &Harness, path: &str) -> Value {
+    klaud_http::http_client_builder()
+        .user_agent("klaud-test")
+        .build()
+        .expect("client")
+        .get(format!("{}/repos/{REPO}/{path}", env.stack.github.url()))
+        .bearer_auth(MAINTAINER_TOKEN)
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json")
+}
+
+/// What the simulator's reuse gate reads on PR `number` at merge:
+/// (authorized, pinned run).
+async fn gate(env: &Harness, number: impl Into<u64>) -> (bool, Option<u64>) {
+    let number: u64 = number.into();
+    let comments: Vec<GateComment> = get(env, &format!("issues/{number}/comments?per_page=100"))
+        .await
+        .as_array()
+        .expect("comments")
+        .iter()
+        .map(|c| GateComment {
+            created_at: c["created_at"].as_str().unwrap_or_default().to_owned(),
+            author_association: c["author_association"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            body: c["body"].as_str().unwrap_or_default().to_owned(),
+        })
+        .collect();
+    find_reuse_authorization(&comments, &[REUSE_COMMAND.to_owned()])
+}
+
+/// The ids of the bot's comments holding `line` as a whole line.
+async fn bot_lines(env: &Harness, number: impl Into<u64>, line: &str) -> Vec<u64> {
+    let number: u64 = number.into();
+    get(env, &format!("issues/{number}/comments?per_page=100"))
+        .await
+        .as_array()
+        .expect("comments")
+        .iter()
+        .filter(|c| c["user"]["login"].as_str() == Some(BOT))
+        .filter(|c| {
+            c["body"]
+                .as_str()
+                .is_some_and(|b| b.lines().any(|l| l.trim() == line))
+        })
+        .filter_map(|c| c["id"].as_u64())
+        .collect()
+}
+
+/// The dashboard issue as a pass publishes it from the journal.
+async fn dashboard(env: &Harness) -> String {
+    use klaud_service::dashboard_issue::{LABEL, Publish, publish, steer_or_hold};
+    let steering = steer_or_hold(&env.forge, &env.journal, env.clock).await;
+    publish(
+        &env.forge,
+        &env.journal,
+        env.clock,
+        &steering,
+        Publish {
+            base_branch: "main".into(),
+            summary: None,
+            cooldown: Duration::from_secs(3600),
+            web_dashboard: None,
+            may_open: true,
+        },
+    )
+    .await
+    .expect("publish");
+    env.stack
+        .state()
+        .issues(REPO)
+        .await
+        .into_iter()
+        .find(|i| i.labels.iter().any(|l| l == LABEL))
+        .expect("the dashboard issue")
+        .body
+}
+
+#[tokio::test]
+async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say_so() {
+    let (env, mut rec) = validated().await;
+    let number = rec.pull.expect("pull");
+    let run = run_of(&rec);
+    assert_eq!(gate(&env, number).await, (true, Some(run)));
+    // Nothing changed: a pass re-verifies and writes nothing.
+    let writes = bot_writes(&env).await;
+    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(
+        bot_writes(&env).await,
+        writes,
+        "an idle pass writes nothing"
+    );
+
+    // A person pushes on top of the validated commit; the gate would still
+    // accept the run (its commit stays in the PR).
+    let pushed = env
+        .stack
+        .state()
+        .push_commit(
+            REPO,
+            &rec.branch,
+            MAINTAINER,
+            BTreeMap::from([("NOTES.md".to_owned(), Some(b"a person's change\n".to_vec()))]),
+            "A person's change",
+        )
+        .await
+        .expect("push");
+    assert_eq!(gate(&env, number).await, (true, Some(run)));
+
+    let upkept = pass(&env, &mut rec).await;
+    let Upkept::Withdrawn(line) = &upkept else {
+        panic!("{upkept:?}")
+    };
+    assert!(line.contains("`/klaud retry`"), "{line}");
+    // Klaud's own line no longer stands: the gate finds no authorization.
+    assert_eq!(gate(&env, number).await, (false, None));
+    assert!(
+        bot_lines(&env, number, &format!("/reuse-sweep-run {run}"))
+            .await
+            .is_empty()
+    );
+    let bodies = env.bodies(number).await;
+    let note = bodies
+        .iter()
+        .find(|b| b.contains("The validated sweep no longer covers this PR's head"))
+        .unwrap_or_else(|| panic!("the PR says so: {bodies:#?}"));
+    assert!(note.contains(&pushed), "{note}");
+    assert!(note.contains("`/klaud retry`"), "{note}");
+    assert!(note.contains("<summary>中文</summary>"), "{note}");
+    let withdrawn = rec
+        .upkeep
+        .as_ref()
+        .and_then(|u| u.withdrawn.as_ref())
+        .expect("recorded");
+    assert_eq!(withdrawn.head.as_str(), pushed);
+    assert!(env.claims().await.is_empty(), "the claim is released");
+
+    // The next pass re-verifies and writes nothing.
+    let writes = bot_writes(&env).await;
+    assert!(matches!(pass(&env, &mut rec).await, Upkept::Withdrawn(_)));
+    assert_eq!(
+        bot_writes(&env).await,
+        writes,
+        "a second pass writes nothing"
+    );
+
+    // The dashboard issue names it under awaiting merge.
+    let body = dashboard(&env).await;
+    let awaiting = body
+        .split("### Awaiting merge / 等待合并")
+        .nth(1)
+        .and_then(|rest| rest.split("### In progress").next())
+        .expect("awaiting section");
+    assert!(
+        awaiting.contains("the sweep no longer covers the head")
+            && awaiting.contains("/klaud retry"),
+        "{awaiting}"
+    );
+}
+
+#[tokio::test]
+async fn a_bare_line_is_never_relied_on_and_a_deleted_line_is_posted_again() {
+    let (env, mut rec) = validated().await;
+    let number = rec.pull.expect("pull");
+    let run = run_of(&rec);
+    let line = format!("/reuse-sweep-run {run}");
+    let maintainer = env.person(MAINTAINER_TOKEN);
+    let outsider = env.person(OUTSIDER_TOKEN);
+
+    // What an older Klaud left: no line of its own, relying on a stray bare
+    // line from someone GitHub calls a collaborator.
+    for id in bot_lines(&env, number, &line).await {
+        maintainer.delete_comment(id).await;
+    }
+    let stray = outsider.comment(number, REUSE_COMMAND).await;
+    assert_eq!(
+        gate(&env, number).await,
+        (true, None),
+        "the stray line stands"
+    );
+    // The stray line is deleted: nothing authorizes reuse any more.
+    maintainer.delete_comment(stray).await;
+    assert_eq!(gate(&env, number).await, (false, None));
+    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(gate(&env, number).await, (true, Some(run)));
+    assert_eq!(bot_lines(&env, number, &line).await.len(), 1);
+
+    // A newer bare line would let the gate pick a run itself: Klaud's
+    // pinned line is posted again, once.
+    outsider.comment(number, REUSE_COMMAND).await;
+    assert_eq!(gate(&env, number).await, (true, None));
+    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(gate(&env, number).await, (true, Some(run)));
+    assert_eq!(bot_lines(&env, number, &line).await.len(), 2);
+    let writes = bot_writes(&env).await;
+    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(
+        bot_writes(&env).await,
+        writes,
+        "a second pass writes nothing"
+    );
+    assert!(env.claims().await.is_empty(), "the claim is released");
+}
+
+#[tokio::test]
+async fn a_maintainers_line_naming_the_same_run_stands_and_klaud_posts_none() {
+    let (env, mut rec) = validated().await;
+    let number = rec.pull.expect("pull");
+    let run = run_of(&rec);
+    let line = format!("/reuse-sweep-run {run}");
+    let maintainer = env.person(MAINTAINER_TOKEN);
+    for id in bot_lines(&env, number, &line).await {
+        maintainer.delete_comment(id).await;
+    }
+    maintainer
+        .comment(number, &format!("Looks good.\n{line}"))
+        .await;
+    let writes = bot_writes(&env).await;
+    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(
+        bot_writes(&env).await,
+        writes,
+        "Klaud posts no line of its own"
+    );
+    assert!(bot_lines(&env, number, &line).await.is_empty());
+    assert_eq!(gate(&env, number).await, (true, Some(run)));
+
+    // A maintainer who pins another run decides; Klaud does not post over it.
+    maintainer
+        .comment(number, &format!("/reuse-sweep-run {}", run + 1000))
+        .await;
+    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(bot_writes(&env).await, writes);
+    assert_eq!(gate(&env, number).await, (true, Some(run + 1000)));
+}
+
+#[tokio::test]
+async fn upkeep_never_appends_an_entry_the_base_already_holds() {
+    let (env, mut rec) = validated().await;
+    let number = rec.pull.expect("pull");
+    let head = rec.head.clone().expect("head");
+    let main = get(&env, "git/ref/heads/main").await["object"]["sha"]
+        .as_str()
+        .expect("main")
+        .to_owned();
+    let read = async |sha: &str| {
+        env.forge
+            .get_contents(CHANGELOG, sha)
+            .await
+            .expect("read")
+            .expect("changelog")
+    };
+    let main_log = read(&main).await;
+    let branch_log = read(head.as_str()).await;
+    let ours = branch_log[main_log.len()..].to_vec();
+    let link = format!("/{REPO}/pull/{number}\n");
+    assert!(String::from_utf8_lossy(&ours).contains(&link));
+
+    // A maintainer lands another PR's entry and then this PR's own entry on
+    // main: the PR now conflicts on the changelog.
+    let mut landed = main_log.clone();
+    landed.extend_from_slice(
+        format!(
+            "\n- config-keys:\n    - demo-fp4-b200-sglang\n  description:\n    - \"A person's entry\"\n  pr-link: https://github.com/{REPO}/pull/9999\n"
+        )
+        .as_bytes(),
+    );
+    landed.extend_from_slice(&ours);
+    env.stack
+        .state()
+        .push_commit(
+            REPO,
+            "main",
+            MAINTAINER,
+            BTreeMap::from([(CHANGELOG.to_owned(), Some(landed.clone()))]),
+            "Land the entries",
+        )
+        .await
+        .expect("push");
+
+    let upkept = pass(&env, &mut rec).await;
+    let Upkept::Merged(new_head) = upkept else {
+        panic!("{upkept:?}")
+    };
+    let merged_log = read(new_head.as_str()).await;
+    assert_eq!(
+        validate_append(&landed, &merged_log),
+        Ok(0),
+        "no second entry: {}",
+        String::from_utf8_lossy(&merged_log)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&merged_log).matches(&link).count(),
+        1
+    );
+    // The reuse line still pins the validated run, and a second pass
+    // writes nothing.
+    let run = run_of(&rec);
+    assert_eq!(gate(&env, number).await, (true, Some(run)));
+    let writes = bot_writes(&env).await;
+    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(
+        bot_writes(&env).await,
+        writes,
+        "a second pass writes nothing"
+    );
+}
+
+#[tokio::test]
+async fn after_a_persons_push_a_maintainers_line_still_standing_is_named_not_edited() {
+    let (env, mut rec) = validated().await;
+    let number = rec.pull.expect("pull");
+    let run = run_of(&rec);
+    let maintainer = env.person(MAINTAINER_TOKEN);
+    maintainer
+        .comment(number, &format!("/reuse-sweep-run {run}"))
+        .await;
+    env.stack
+        .state()
+        .push_commit(
+            REPO,
+            &rec.branch,
+            MAINTAINER,
+            BTreeMap::from([("NOTES.md".to_owned(), Some(b"a person's change\n".to_vec()))]),
+            "A person's change",
+        )
+        .await
+        .expect("push");
+    assert!(matches!(pass(&env, &mut rec).await, Upkept::Withdrawn(_)));
+    // Klaud's own line is withdrawn; the maintainer's is theirs to delete,
+    // and the note names them.
+    assert!(
+        bot_lines(&env, number, &format!("/reuse-sweep-run {run}"))
+            .await
+            .is_empty()
+    );
+    assert_eq!(gate(&env, number).await, (true, Some(run)));
+    let bodies = env.bodies(number).await;
+    let note = bodies
+        .iter()
+        .find(|b| b.contains("The validated sweep no longer covers this PR's head"))
+        .unwrap_or_else(|| panic!("{bodies:#?}"));
+    assert!(note.contains(&format!("@{MAINTAINER}")), "{note}");
+}
