@@ -29,7 +29,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use klaud_claims::{
-    CandidateId, ClaimBook, ClaimEntry, Claimant, Clock, HeldClaim, RunCompletion, ensure_plannable,
+    CandidateId, ClaimBook, ClaimEntry, Claimant, Clock, HeldClaim, PullNumber, RunCompletion,
+    ensure_plannable,
 };
 use klaud_planner::plan::{BlockKind, Blocked, PlanOptions, PlanReport, plan};
 use klaud_planner::registry::{RegistryClient, RegistrySession};
@@ -79,6 +80,12 @@ const STEPS_IN_A_ROW: usize = 64;
 /// Validated PRs one pass looks after at most: each costs a conditional
 /// read (free when nothing changed), and a repository rarely has more open.
 const MAX_KEPT_MERGEABLE: usize = 50;
+
+/// How far back a finished PR's activity is looked for commands once its
+/// cooldown is over. Passes run hours apart, so a week covers a daemon
+/// that was down for days; a command older than that on a PR nobody
+/// touched since is not answered (a new comment brings the PR back).
+pub const FINISHED_COMMANDS_LOOKBACK: TimeDelta = TimeDelta::days(7);
 
 /// What a wave works with besides its settings.
 #[derive(Clone, Copy)]
@@ -743,11 +750,11 @@ impl<'a> Wave<'a> {
                 }
             }
         }
-        for rec in pass
-            .done
-            .iter()
-            .filter(|r| r.pull.is_some() && pass.now - r.updated_at < pass.cooldown)
-        {
+        let active = self.finished_pulls_to_read(pass).await;
+        for rec in pass.done.iter().filter(|r| {
+            r.pull
+                .is_some_and(|n| pass.now - r.updated_at < pass.cooldown || active.contains(&n))
+        }) {
             if pass.slots.iter().any(|s| s.rec.candidate == rec.candidate) {
                 continue;
             }
@@ -766,6 +773,31 @@ impl<'a> Wave<'a> {
             match engine.open_record(t).await {
                 Ok(rec) => pass.slots.push(Slot::new(rec)),
                 Err(e) => pass.open_failed(t, &e),
+            }
+        }
+    }
+
+    /// The PRs of candidates finished longer ago than the cooldown that saw
+    /// activity within [`FINISHED_COMMANDS_LOOKBACK`]: their comments are
+    /// read for commands. Those still in their cooldown are read every pass
+    /// anyway; the older ones are found by one listing of Klaud's recently
+    /// active PRs (GitHub's `since` on the issue list), so the cost follows
+    /// what people do, not how many PRs Klaud ever finished. A failed
+    /// listing answers none of them this pass (the next one retries).
+    async fn finished_pulls_to_read(&self, pass: &Pass<'_>) -> BTreeSet<PullNumber> {
+        let old = pass
+            .done
+            .iter()
+            .any(|r| r.pull.is_some() && pass.now - r.updated_at >= pass.cooldown);
+        if !old {
+            return BTreeSet::new();
+        }
+        let since = pass.now - FINISHED_COMMANDS_LOOKBACK;
+        match self.ports.forge.own_pulls_active_since(since).await {
+            Ok(numbers) => numbers.into_iter().collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "finished PRs with new activity not listed; their commands wait");
+                BTreeSet::new()
             }
         }
     }
