@@ -132,6 +132,15 @@ async fn closing_a_variant_while_its_sibling_validates_rules_nothing_out() {
     assert_eq!(outcome(b), Some(Outcome::Validated), "{b:#?}");
     assert!(env.pull(b.pull.expect("pull")).await.state.is_open());
 
+    // A's receipt says the close ended A only.
+    let receipt = env
+        .bodies(a.pull.expect("A's PR"))
+        .await
+        .into_iter()
+        .find(|b| b.contains("<!-- klaud-outcome:"))
+        .expect("A's receipt");
+    assert!(receipt.contains("This variant only"), "{receipt}");
+    assert!(!receipt.contains("will not propose"), "{receipt}");
     let records = journal.list().await.expect("records");
     assert!(
         declined_in(&records).is_empty(),
@@ -180,6 +189,14 @@ async fn closing_the_last_open_variant_without_a_validated_sibling_rules_the_ima
         }
     }
     assert_eq!(outcome(&rec), Some(Outcome::Handoff), "{rec:#?}");
+    // B was the last open PR of the image: its receipt says "not this image".
+    let receipt = env
+        .bodies(b)
+        .await
+        .into_iter()
+        .find(|body| body.contains("<!-- klaud-outcome:"))
+        .expect("B's receipt");
+    assert!(receipt.contains("will not propose"), "{receipt}");
     let records = journal.list().await.expect("records");
     let rules = image_rules(&records);
     assert!(!rules.is_empty(), "the image is ruled out: {records:#?}");
