@@ -588,8 +588,14 @@ fn a_closed_variant_whose_sibling_goes_on_ends_that_variant_only() {
     };
     let body = render_receipt(&declined).body;
     let (en, zh) = body.split_once("<summary>中文</summary>").expect("both");
-    assert!(en.contains("This variant only") && !en.contains("will not propose"), "{en}");
-    assert!(zh.contains("仅结束此变体") && !zh.contains("不会再为该系列提议"), "{zh}");
+    assert!(
+        en.contains("This variant only") && !en.contains("will not propose"),
+        "{en}"
+    );
+    assert!(
+        zh.contains("仅结束此变体") && !zh.contains("不会再为该系列提议"),
+        "{zh}"
+    );
     let record = find_record(&body).expect("valid").expect("ours");
     assert_eq!(
         parse_receipt(&record).expect("typed").declined,

@@ -27,7 +27,7 @@ mod targets;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, DurationRound as _, TimeDelta, Utc};
 use klaud_claims::{
     CandidateId, ClaimBook, ClaimEntry, Claimant, Clock, HeldClaim, PullNumber, RunCompletion,
     ensure_plannable,
@@ -729,9 +729,11 @@ impl<'a> Wave<'a> {
     }
 
     /// Phase 6: maintainer commands on this wave's PRs, before driving (a
-    /// `stop` must win over the next step) — and on recently finished
-    /// candidates, where `retry` and `status` still make sense. Variants a
-    /// `/klaud try` started are opened to run in this wave.
+    /// `stop` must win over the next step) — and on finished candidates,
+    /// whatever their PR's state and age: every pass within the cooldown,
+    /// afterwards when one listing of Klaud's recently active PRs names
+    /// theirs. Variants a `/klaud try` started are opened to run in this
+    /// wave.
     pub async fn answer_commands(&self, engine: &Engine<'_>, pass: &mut Pass<'_>) {
         let mut tried = Vec::new();
         for slot in pass.slots.iter_mut() {
@@ -792,7 +794,11 @@ impl<'a> Wave<'a> {
         if !old {
             return BTreeSet::new();
         }
-        let since = pass.now - FINISHED_COMMANDS_LOOKBACK;
+        // Whole days, so the passes of one day ask the same question and
+        // an idle one is answered by a free 304.
+        let since = (pass.now - FINISHED_COMMANDS_LOOKBACK)
+            .duration_trunc(TimeDelta::days(1))
+            .unwrap_or(pass.now - FINISHED_COMMANDS_LOOKBACK);
         match self.ports.forge.own_pulls_active_since(since).await {
             Ok(numbers) => numbers.into_iter().collect(),
             Err(e) => {
