@@ -60,4 +60,5 @@ mod serve_daemon;
 mod serve_processes;
 mod signoff;
 mod takeover_safety;
+mod variant_decline;
 mod write_pace;

@@ -604,7 +604,7 @@ async fn a_flood_of_commands_is_answered_over_several_passes() {
     let pr = rec.pull.expect("pull");
     let total = MAX_REPLIES_PER_PASS + 2;
     for _ in 0..total {
-        env.comment_as(READER, READER_TOKEN, pr, "/klaud status")
+        env.comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud status")
             .await;
     }
     assert_eq!(env.handle(&env.forge, &mut rec).await, MAX_REPLIES_PER_PASS);
@@ -931,4 +931,179 @@ async fn a_retry_release_marker_from_a_reader_or_for_another_head_or_candidate_i
         assert!(env.replies_to(pr, id).await.is_empty(), "comment {id}");
     }
     assert!(!retry_requested(&store, &rec));
+}
+
+/// A candidate a maintainer released (its PR closed, its claim freed),
+/// with the wave's clock moved past the wave options' hour of cooldown.
+async fn finished_past_the_cooldown(env: &Harness) -> CandidateRecord {
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    env.comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud release")
+        .await;
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 1);
+    assert_eq!(rec.step, Step::Done);
+    assert!(!env.pull(pr).await.state.is_open());
+    env.clock.advance(chrono::TimeDelta::hours(2));
+    rec
+}
+
+/// One wave that plans nothing, with a store for retry requests.
+async fn command_wave(
+    env: &Harness,
+    store: &klaud_store::Store,
+) -> klaud_lifecycle::wave::WaveSummary {
+    let mut options = env.wave_options(owner(), env.config.clone());
+    options.lifecycle.plan.max_candidates = 0;
+    options.cache = Some(store);
+    env.wave(&env.journal, options).await
+}
+
+/// `command` on a PR finished longer ago than the cooldown gets its one
+/// reply in the next wave (and none in the wave after). Returns it.
+async fn answered_after_the_cooldown(command: &str) -> String {
+    let env = env().await;
+    let rec = finished_past_the_cooldown(&env).await;
+    let pr = rec.pull.expect("pull");
+    let store = klaud_store::Store::temporary().expect("store");
+    let id = env
+        .comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, command)
+        .await;
+    let summary = command_wave(&env, &store).await;
+    assert_eq!(summary.answered.len(), 1, "{command}: {summary:#?}");
+    assert_eq!(command_wave(&env, &store).await.answered.len(), 0);
+    let replies = env.replies_to(pr, id).await;
+    assert_eq!(replies.len(), 1, "{command}: {replies:#?}");
+    // The image's digest (`@sha256:…`, in a code span) mentions no one.
+    assert_no_mention(&replies[0].replace(&rec.image, ""));
+    replies[0].clone()
+}
+
+#[tokio::test]
+async fn status_on_a_pr_finished_before_the_cooldown_says_how_it_ended_and_what_next() {
+    let reply = answered_after_the_cooldown("/klaud status").await;
+    assert!(reply.contains("finished: **handoff**"), "{reply}");
+    assert!(
+        reply.contains("Next:") && reply.contains("/klaud retry"),
+        "{reply}"
+    );
+}
+
+#[tokio::test]
+async fn retry_on_a_pr_finished_before_the_cooldown_is_recorded() {
+    let reply = answered_after_the_cooldown("/klaud retry the fix landed").await;
+    assert!(reply.contains("Retry recorded"), "{reply}");
+}
+
+#[tokio::test]
+async fn stop_on_a_pr_finished_before_the_cooldown_says_it_already_finished() {
+    let reply = answered_after_the_cooldown("/klaud stop").await;
+    assert!(reply.contains("Nothing to stop"), "{reply}");
+}
+
+#[tokio::test]
+async fn release_on_a_pr_finished_before_the_cooldown_says_it_already_finished() {
+    let reply = answered_after_the_cooldown("/klaud release").await;
+    assert!(reply.contains("Nothing to release"), "{reply}");
+}
+
+#[tokio::test]
+async fn hunt_on_a_pr_finished_before_the_cooldown_says_there_is_nothing_to_hunt() {
+    let reply = answered_after_the_cooldown("/klaud hunt").await;
+    assert!(reply.contains("Nothing to hunt"), "{reply}");
+}
+
+#[tokio::test]
+async fn try_on_a_pr_finished_before_the_cooldown_is_answered() {
+    let reply = answered_after_the_cooldown("/klaud try b: tp=4").await;
+    assert!(reply.contains("started"), "{reply}");
+}
+
+#[tokio::test]
+async fn an_unknown_command_on_a_pr_finished_before_the_cooldown_lists_the_commands() {
+    let reply = answered_after_the_cooldown("/klaud frobnicate").await;
+    assert!(reply.contains("Unknown command"), "{reply}");
+}
+
+#[tokio::test]
+async fn a_finished_pr_without_activity_in_the_lookback_is_not_read_again() {
+    let env = env().await;
+    let rec = finished_past_the_cooldown(&env).await;
+    let pr = rec.pull.expect("pull");
+    // Past the lookback: nothing happened on the PR since, as GitHub's
+    // `since` listing tells in one request.
+    env.clock
+        .advance(klaud_lifecycle::wave::FINISHED_COMMANDS_LOOKBACK + chrono::TimeDelta::days(1));
+    let store = klaud_store::Store::temporary().expect("store");
+    let before = env.stack.state().request_log().await.len();
+    assert!(command_wave(&env, &store).await.answered.is_empty());
+    let log = env.stack.state().request_log().await;
+    let comments = format!("/issues/{pr}/comments");
+    assert!(
+        !log[before..]
+            .iter()
+            .any(|e| e.method == "GET" && e.path.contains(&comments)),
+        "an idle finished PR's comments were read"
+    );
+    assert!(
+        log[before..]
+            .iter()
+            .any(|e| e.method == "GET" && e.path.contains("/issues") && e.path.contains("since=")),
+        "the wave lists recently active PRs once"
+    );
+}
+
+#[tokio::test]
+async fn a_readers_burst_of_commands_gets_one_refusal_an_hour() {
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    let mut burst = Vec::new();
+    for verb in ["stop", "release", "status", "retry"] {
+        burst.push(
+            env.comment_as(READER, READER_TOKEN, pr, &format!("/klaud {verb}"))
+                .await,
+        );
+    }
+    let refusals = async || {
+        env.bodies(pr)
+            .await
+            .into_iter()
+            .filter(|b| b.contains("Refused"))
+            .collect::<Vec<_>>()
+    };
+    // One reply answers the whole burst.
+    assert_eq!(env.handle(&env.forge, &mut rec).await, burst.len());
+    let first = refusals().await;
+    assert_eq!(first.len(), 1, "{first:#?}");
+    for id in &burst {
+        assert!(first[0].contains(&reply_marker(*id)), "{}", first[0]);
+    }
+    assert_no_mention(&first[0]);
+    assert_ne!(rec.step, Step::Done, "a reader cannot stop Klaud");
+
+    // Within the hour, more refused commands wait unanswered, pass after
+    // pass; a maintainer's command on the same PR is still answered.
+    let later = env
+        .comment_as(READER, READER_TOKEN, pr, "/klaud stop")
+        .await;
+    let maintainer = env
+        .comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud status")
+        .await;
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 1);
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 0);
+    assert_eq!(env.replies_to(pr, maintainer).await.len(), 1);
+    assert!(env.replies_to(pr, later).await.is_empty());
+    // A restart with an empty journal keeps the pace: it is read from the
+    // replies on the PR.
+    env.journal.clear();
+    let restarted = crate::support::forge_of(&env.stack).await;
+    assert_eq!(env.handle(&restarted, &mut rec).await, 0);
+    assert_eq!(refusals().await.len(), 1);
+
+    // An hour after the refusal, the waiting command gets the next one.
+    env.clock.advance(chrono::TimeDelta::hours(1));
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 1);
+    assert_eq!(refusals().await.len(), 2);
+    assert_eq!(env.replies_to(pr, later).await.len(), 1);
+    assert_eq!(env.handle(&env.forge, &mut rec).await, 0);
 }

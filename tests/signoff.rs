@@ -1734,3 +1734,120 @@ async fn the_newer_scope_needs_no_signoff_where_only_core_and_admins_own() {
         "configs/nvidia-master.yaml: CODEOWNERS line",
     );
 }
+
+/// `login` (through `token`) edits comment `id`, replacing its body: GitHub
+/// lets anyone with write access edit another's comment.
+async fn edit_comment(base: &str, token: &str, id: u64, body: &str) {
+    call(
+        base,
+        Some(token),
+        reqwest::Method::PATCH,
+        &format!("/repos/{REPO}/issues/comments/{id}"),
+        Some(json!({"body": body})),
+    )
+    .await;
+}
+
+/// The simulator tells who edited a comment the way GitHub's GraphQL does:
+/// `editor`, `lastEditedAt` and `userContentEdits` of the comment's node.
+async fn comment_node(base: &str, node: &str) -> Value {
+    call(
+        base,
+        Some(BOT_TOKEN),
+        reqwest::Method::POST,
+        "/graphql",
+        Some(json!({
+            "query": "query($id: ID!) { node(id: $id) { ... on Comment { editor { login } lastEditedAt userContentEdits(last: 5) { nodes { editor { login } editedAt } } } } }",
+            "variables": {"id": node},
+        })),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signoff_edited_by_a_writer_who_owns_nothing_is_rejected_naming_the_editor() {
+    let Some(dir) = fixtures() else { return };
+    let (seeded, tokens) = seed(&dir).await;
+    let base = seeded.url();
+    let posted = comment(
+        &base,
+        &tokens["Ankur-singh"],
+        seeded.pr,
+        &seed_signoff(&dir),
+    )
+    .await;
+    let id = posted["id"].as_u64().expect("id");
+    let node = posted["node_id"].as_str().expect("node id").to_owned();
+    let unedited = comment_node(&base, &node).await;
+    assert!(unedited["data"]["node"]["editor"].is_null(), "{unedited:#}");
+
+    // A writer who owns none of the changed files puts their words in the
+    // CODEOWNER's comment: the text is now theirs.
+    let amd = person(&base, "billishyahao", "write", "User").await;
+    edit_comment(&base, &amd, id, &seed_signoff(&dir)).await;
+    let edited = comment_node(&base, &node).await;
+    assert_eq!(
+        edited["data"]["node"]["editor"]["login"], "billishyahao",
+        "{edited:#}"
+    );
+    assert!(
+        edited["data"]["node"]["lastEditedAt"].is_string(),
+        "{edited:#}"
+    );
+    assert_eq!(
+        edited["data"]["node"]["userContentEdits"]["nodes"][0]["editor"]["login"],
+        "billishyahao"
+    );
+
+    let verdict = json_of(&klaud(&seeded, &["--json"]).await);
+    assert_eq!(verdict["verdict"], "REJECTED", "{verdict:#}");
+    assert_eq!(verdict["signer"], "billishyahao", "{verdict:#}");
+    let reason = verdict["checks"][0]["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains("last edited by billishyahao, not its author Ankur-singh")
+            && reason.contains("billishyahao is not a CODEOWNER of configs/nvidia-master.yaml"),
+        "{reason}"
+    );
+    let published = verdict_comments(&seeded).await;
+    assert_eq!(published.len(), 1);
+    assert!(
+        published[0].contains("last edited by billishyahao"),
+        "{}",
+        published[0]
+    );
+    assert_eq!(combined_status(&seeded).await["state"], "failure");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signoff_edited_by_another_codeowner_is_verified_as_the_editors() {
+    let Some(dir) = fixtures() else { return };
+    let (seeded, tokens) = seed(&dir).await;
+    let base = seeded.url();
+    let posted = comment(
+        &base,
+        &tokens["Ankur-singh"],
+        seeded.pr,
+        &seed_signoff(&dir),
+    )
+    .await;
+    let id = posted["id"].as_u64().expect("id");
+    let kedar = person(&base, "kedarpotdar-nv", "write", "User").await;
+    edit_comment(&base, &kedar, id, &seed_signoff(&dir)).await;
+
+    let verdict = json_of(&klaud(&seeded, &["--json"]).await);
+    assert_eq!(verdict["signer"], "kedarpotdar-nv", "{verdict:#}");
+    let check = &verdict["checks"][0];
+    assert_eq!(check["result"], "PASS", "{check:#}");
+    let reason = check["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains("verified as kedarpotdar-nv's")
+            && reason.contains("kedarpotdar-nv owns configs/nvidia-master.yaml"),
+        "{reason}"
+    );
+    assert_eq!(verdict["verdict"], "PASS", "{verdict:#}");
+
+    // The author editing their own text again makes it theirs once more.
+    edit_comment(&base, &tokens["Ankur-singh"], id, &seed_signoff(&dir)).await;
+    let verdict = json_of(&klaud(&seeded, &["--json", "--dry-run"]).await);
+    assert_eq!(verdict["signer"], "Ankur-singh", "{verdict:#}");
+}

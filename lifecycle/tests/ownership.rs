@@ -58,6 +58,12 @@ impl Forge for Fake {
     async fn list_comments(&self, _: PullNumber) -> Result<Vec<Comment>, ForgeError> {
         unused()
     }
+    async fn own_pulls_active_since(
+        &self,
+        _: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<PullNumber>, ForgeError> {
+        unused()
+    }
     async fn permission(
         &self,
         _: &str,

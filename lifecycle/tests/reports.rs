@@ -514,6 +514,7 @@ fn failed_receipt() -> Receipt {
         note: Some("PR closed; exact-candidate branch retained pending maintainer review.".into()),
         note_zh: Some("PR 已关闭；保留精确候选分支，等待维护者检查。".into()),
         declined: None,
+        declined_waits: false,
         dashboard: None,
         hunt: Default::default(),
     }
@@ -562,6 +563,44 @@ fn a_declined_receipt_says_not_this_image_a_newer_one_and_how_to_undo_in_both_la
     assert_eq!(
         back.declined, declined.declined,
         "kept for a rebuild from GitHub"
+    );
+}
+
+#[test]
+fn a_closed_variant_whose_sibling_goes_on_ends_that_variant_only() {
+    let declined = Receipt {
+        result: FinishedResult::new(
+            Outcome::Handoff,
+            Phase::Targeted,
+            Some(PullNumber::from(3023)),
+            vec![run(34647177620, 1)],
+            0,
+        )
+        .expect("valid"),
+        declined: Some(klaud_lifecycle::model::Declined {
+            pull: PullNumber::from(3023),
+            by: "alice".into(),
+            family: "d92e15065c55779d".into(),
+            image: "lmsysorg/sglang:v0.5.6".into(),
+        }),
+        declined_waits: true,
+        ..failed_receipt()
+    };
+    let body = render_receipt(&declined).body;
+    let (en, zh) = body.split_once("<summary>中文</summary>").expect("both");
+    assert!(
+        en.contains("This variant only") && !en.contains("will not propose"),
+        "{en}"
+    );
+    assert!(
+        zh.contains("仅结束此变体") && !zh.contains("不会再为该系列提议"),
+        "{zh}"
+    );
+    let record = find_record(&body).expect("valid").expect("ours");
+    assert_eq!(
+        parse_receipt(&record).expect("typed").declined,
+        declined.declined,
+        "the decline is kept for a rebuild: it stands once the siblings end"
     );
 }
 

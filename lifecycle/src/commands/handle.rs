@@ -23,11 +23,12 @@
 
 use crate::BoxFuture;
 use crate::engine::write::Writes as _;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use klaud_claims::{CandidateId, Clock};
 use serde::Serialize;
 
+use super::pace::{last_refusals, refusal_due, refusal_marker};
 use super::{
     Authorization, Command, ParsedCommand, Refusal, RetryRelease, authorize, find_retry_release,
     parse_commands,
@@ -41,9 +42,9 @@ use crate::model::Outcome;
 const REPLY_PREFIX: &str = "<!-- klaud-reply:";
 
 /// Replies posted per PR and pass. GitHub allows about 80 content-creating
-/// requests a minute; a flood of command comments (or of refusals to a
-/// reader) must not spend the budget the lifecycle needs. The rest are
-/// answered on the next pass, oldest first.
+/// requests a minute; a flood of command comments must not spend the
+/// budget the lifecycle needs (refusals are paced further, see
+/// [`super::pace`]). The rest are answered on the next pass, oldest first.
 pub const MAX_REPLIES_PER_PASS: usize = 10;
 
 /// The hidden marker of the reply to comment `id`.
@@ -187,7 +188,7 @@ pub fn status_text(rec: &CandidateRecord) -> String {
         .iter()
         .map(|r| format!("[{}]({})", r.id, r.url))
         .collect();
-    format!(
+    let mut text = format!(
         "Candidate `{}` · family `{}` · image `{}`\n\n- State: {state}\n- Attempt: {attempt}\n- Repairs: {}\n- Runs: {}",
         rec.candidate,
         rec.family,
@@ -198,7 +199,36 @@ pub fn status_text(rec: &CandidateRecord) -> String {
         } else {
             runs.join(", ")
         }
-    )
+    );
+    if let Some(next) = rec
+        .ending
+        .as_ref()
+        .filter(|_| rec.step == Step::Done)
+        .map(|e| what_next(e.outcome))
+    {
+        text.push_str("\n- Next: ");
+        text.push_str(next);
+    }
+    text
+}
+
+/// What a maintainer can do about a candidate that ended as `outcome`: a
+/// finished PR's status is asked for long after the wave that ended it.
+fn what_next(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Validated => {
+            "the final sweep passed; merging this PR adopts the image (Klaud keeps it mergeable). Nothing to retry."
+        }
+        Outcome::CapacityDeferred => {
+            "nothing: a capacity deferral is planned again at the next wave."
+        }
+        Outcome::AlreadyUpdated | Outcome::Retired | Outcome::Duplicate => {
+            "nothing to do here: the family needs no bump from this PR."
+        }
+        _ => {
+            "`/klaud retry` lifts the family's cooldown, so the next wave plans it again when it has a candidate image (this image is not tried again)."
+        }
+    }
 }
 
 /// Where a maintainer's commands act besides the PR: the journal that
@@ -239,14 +269,25 @@ pub fn handle_commands<'f>(
                 .as_deref()
                 .is_some_and(|a| a.eq_ignore_ascii_case(&bot))
         };
-        let answered: BTreeSet<u64> = comments
+        let mut answered: BTreeSet<u64> = comments
             .iter()
             .filter(|c| is_bot(c))
             .flat_map(|c| answered_ids(&c.body).collect::<Vec<_>>())
             .collect();
+        let mut refused_at = last_refusals(
+            comments
+                .iter()
+                .filter(|c| is_bot(c))
+                .map(|c| c.body.as_str()),
+        );
+        let now = engine.clock().now();
+        // One lookup per person and pass: a reader's waiting commands are
+        // looked at again every pass until the next refusal is due.
+        let mut lookups: BTreeMap<String, Authorization> = BTreeMap::new();
         let mut out = Vec::new();
+        let mut posted = 0;
         for comment in &comments {
-            if out.len() >= MAX_REPLIES_PER_PASS {
+            if posted >= MAX_REPLIES_PER_PASS {
                 break;
             }
             if is_bot(comment) || answered.contains(&comment.id) {
@@ -267,11 +308,19 @@ pub fn handle_commands<'f>(
             } else {
                 None
             };
-            let lookup = forge.permission(&user).await;
-            if let Err(e) = &lookup {
-                tracing::warn!(user, error = %e, "permission lookup failed; refusing the command");
-            }
-            let authorization = authorize(&user, lookup.as_ref().map_err(|e| e.to_string()));
+            let key = user.to_ascii_lowercase();
+            let authorization = match lookups.get(&key) {
+                Some(a) => a.clone(),
+                None => {
+                    let lookup = forge.permission(&user).await;
+                    if let Err(e) = &lookup {
+                        tracing::warn!(user, error = %e, "permission lookup failed; refusing the command");
+                    }
+                    let a = authorize(&user, lookup.as_ref().map_err(|e| e.to_string()));
+                    lookups.insert(key, a.clone());
+                    a
+                }
+            };
             if let Some(parsed) = legacy {
                 if let Authorization::Refused(why) = &authorization {
                     // Hidden markers are no conversation: a refusal is logged,
@@ -288,8 +337,32 @@ pub fn handle_commands<'f>(
             let mut lines = Vec::new();
             let mut started = Vec::new();
             let allowed = authorization == Authorization::Allowed;
+            // The comments this reply answers: this one, and for a refusal
+            // every other waiting command of the same person.
+            let mut covers = vec![(comment.id, commands.clone())];
             match authorization {
-                Authorization::Refused(why) => lines.push(format!("Refused: {why}")),
+                Authorization::Refused(why) => {
+                    if !refusal_due(&refused_at, &user, now) {
+                        continue;
+                    }
+                    covers.extend(
+                        comments
+                            .iter()
+                            .filter(|c| {
+                                c.id != comment.id
+                                    && !is_bot(c)
+                                    && !answered.contains(&c.id)
+                                    && c.author
+                                        .as_deref()
+                                        .is_some_and(|a| a.eq_ignore_ascii_case(&user))
+                            })
+                            .map(|c| (c.id, parse_commands(&c.body)))
+                            .filter(|(_, found)| !found.is_empty()),
+                    );
+                    lines.push(format!("Refused: {why}"));
+                    lines.push(refusal_marker(&user, now));
+                    refused_at.insert(user.to_ascii_lowercase(), now);
+                }
                 Authorization::Allowed => {
                     for command in &commands {
                         lines.push(
@@ -298,24 +371,32 @@ pub fn handle_commands<'f>(
                     }
                 }
             }
+            let ids: Vec<String> = covers.iter().map(|(id, _)| id.to_string()).collect();
             let body = format!(
-                "{}\n{}\n\n<sub>Answer to comment {} by `{}`.</sub>",
-                reply_marker(comment.id),
+                "{}\n{}\n\n<sub>Answer to comment{} {} by `{}`.</sub>",
+                covers
+                    .iter()
+                    .map(|(id, _)| reply_marker(*id))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
                 lines.join("\n\n"),
-                comment.id,
+                if ids.len() == 1 { "" } else { "s" },
+                ids.join(", "),
                 user
             );
             replies.reply(&permit, &body).await?;
-            out.push(Answered {
-                comment: comment.id,
-                user,
-                verbs: commands
-                    .iter()
-                    .map(|c| c.command.verb().to_owned())
-                    .collect(),
-                allowed,
-                started,
-            });
+            posted += 1;
+            let mut started = Some(started);
+            for (id, found) in covers {
+                answered.insert(id);
+                out.push(Answered {
+                    comment: id,
+                    user: user.clone(),
+                    verbs: found.iter().map(|c| c.command.verb().to_owned()).collect(),
+                    allowed,
+                    started: started.take().unwrap_or_default(),
+                });
+            }
         }
         Ok(out)
     })

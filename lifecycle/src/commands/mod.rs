@@ -11,11 +11,13 @@
 //! [`handle_commands`] carries the commands out on a candidate's PR over
 //! the lifecycle [`Forge`](crate::engine::Forge) and
 //! [`Journal`](crate::engine::Journal): one reply per command comment,
-//! found again by its hidden marker.
+//! found again by its hidden marker; a person refused is told so at most
+//! once an hour per PR ([`pace`]).
 
 use std::fmt;
 
 mod handle;
+pub mod pace;
 
 pub use handle::{
     Answered, CommandError, MAX_REPLIES_PER_PASS, Retries, handle_commands, no_mentions,

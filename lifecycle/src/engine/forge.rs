@@ -269,6 +269,13 @@ pub trait Forge: Send + Sync {
     async fn closed_by(&self, number: PullNumber) -> Result<Option<String>, ForgeError>;
     /// Comments of a pull request, oldest first.
     async fn list_comments(&self, number: PullNumber) -> Result<Vec<Comment>, ForgeError>;
+    /// The pull requests the bot opened, in any state, with activity (a
+    /// comment, an edit) since `since`: how a finished PR with a new
+    /// command is found without reading every old PR's comments.
+    async fn own_pulls_active_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<PullNumber>, ForgeError>;
     /// The repository role of `login` (`admin`, `maintain`, `write`,
     /// `triage`, `read`, or a custom role name): who may give maintainer
     /// commands. An error (a non-collaborator is a 404) refuses them.

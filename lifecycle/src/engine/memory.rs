@@ -428,6 +428,15 @@ impl Forge for MemoryForge {
         Ok(p.clone())
     }
 
+    async fn own_pulls_active_since(
+        &self,
+        _since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<PullNumber>, ForgeError> {
+        // Nothing here keeps times: every pull request counts as active,
+        // which only costs an in-memory read of its comments.
+        Ok(self.lock().pulls.iter().map(|p| p.number).collect())
+    }
+
     async fn closed_by(&self, _number: PullNumber) -> Result<Option<String>, ForgeError> {
         // Pulls here close only through the engine's own proof-checked
         // writes; who closed them is never in question.

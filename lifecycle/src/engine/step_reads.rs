@@ -202,6 +202,12 @@ impl Forge for StepReads<'_> {
     async fn closed_by(&self, number: PullNumber) -> Result<Option<String>, ForgeError> {
         self.inner.closed_by(number).await
     }
+    async fn own_pulls_active_since(
+        &self,
+        since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<PullNumber>, ForgeError> {
+        self.inner.own_pulls_active_since(since).await
+    }
     async fn permission(&self, login: &str) -> Result<crate::commands::Permission, ForgeError> {
         self.inner.permission(login).await
     }

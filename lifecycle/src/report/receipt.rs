@@ -65,6 +65,12 @@ pub struct Receipt {
     /// means and how to undo it, and keeps it for an instance that rebuilds
     /// from GitHub.
     pub declined: Option<Declined>,
+    /// The closed PR was one variant's while a sibling of the same image
+    /// still ran or was validated: the close ended this variant only, and
+    /// the receipt says so instead of "not this image" (see
+    /// `Declined::stands`). Not kept in the marker: it is only how the
+    /// receipt reads.
+    pub declined_waits: bool,
     /// The dashboard issue's web page, when known (the undo box is there).
     pub dashboard: Option<(u64, String)>,
     /// A regression hunt's result lines ([`crate::hunt::result_lines`]),
@@ -214,7 +220,11 @@ pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
     if let Some(d) = &receipt.declined {
         body.push_str(&format!(
             "\n\n{}",
-            declined_words(d, receipt.dashboard.as_ref(), false)
+            if receipt.declined_waits {
+                variant_declined_words(d, false)
+            } else {
+                declined_words(d, receipt.dashboard.as_ref(), false)
+            }
         ));
     }
     // The lines are rendered by the hunt (escaped there), as on the PR.
@@ -236,7 +246,11 @@ pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
     if let Some(d) = &receipt.declined {
         body.push_str(&format!(
             "\n\n{}",
-            declined_words(d, receipt.dashboard.as_ref(), true)
+            if receipt.declined_waits {
+                variant_declined_words(d, true)
+            } else {
+                declined_words(d, receipt.dashboard.as_ref(), true)
+            }
         ));
     }
     if !receipt.hunt.1.is_empty() {
@@ -263,6 +277,22 @@ pub fn declined_words(d: &Declined, dashboard: Option<&(u64, String)>, zh: bool)
     } else {
         format!(
             "**Not this image:** this PR was closed without merging, so Klaud will not propose {image} for this family again; it will propose a newer image when one appears. To undo this, tick the undo box beside {image} in the \"Ignored\" section of the dashboard issue {issue}; the next pass may propose it again."
+        )
+    }
+}
+
+/// What closing one variant's PR means while another variant of the same
+/// image still runs or was validated: this variant ended, the image is not
+/// ruled out (`zh`: the Chinese paragraph).
+pub fn variant_declined_words(d: &Declined, zh: bool) -> String {
+    let image = code(&d.image);
+    if zh {
+        format!(
+            "**仅结束此变体**：此 PR 未合并即被关闭，只结束了这个变体；该实验中使用 {image} 的其他变体继续运行。只有当其中最后一个 PR 也未合并即被关闭、且没有变体通过验证时，{image} 才会被视为“不要这个镜像”。"
+        )
+    } else {
+        format!(
+            "**This variant only:** this PR was closed without merging, which ends this variant; the experiment's other variants of {image} go on. {image} becomes \"not this image\" for this family only if the last of their PRs is closed without merging too and none was validated."
         )
     }
 }
@@ -295,6 +325,7 @@ pub fn parse_receipt(record: &HiddenRecord<'_>) -> Result<Receipt, MarkerError> 
         note: v.note,
         note_zh: v.note_zh,
         declined: v.declined,
+        declined_waits: false,
         dashboard: None,
         // Only Klaud's own receipts are read; still, a record is bounded.
         hunt: (

@@ -27,9 +27,10 @@ mod targets;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, DurationRound as _, TimeDelta, Utc};
 use klaud_claims::{
-    CandidateId, ClaimBook, ClaimEntry, Claimant, Clock, HeldClaim, RunCompletion, ensure_plannable,
+    CandidateId, ClaimBook, ClaimEntry, Claimant, Clock, HeldClaim, PullNumber, RunCompletion,
+    ensure_plannable,
 };
 use klaud_planner::plan::{BlockKind, Blocked, PlanOptions, PlanReport, plan};
 use klaud_planner::registry::{RegistryClient, RegistrySession};
@@ -79,6 +80,12 @@ const STEPS_IN_A_ROW: usize = 64;
 /// Validated PRs one pass looks after at most: each costs a conditional
 /// read (free when nothing changed), and a repository rarely has more open.
 const MAX_KEPT_MERGEABLE: usize = 50;
+
+/// How far back a finished PR's activity is looked for commands once its
+/// cooldown is over. Passes run hours apart, so a week covers a daemon
+/// that was down for days; a command older than that on a PR nobody
+/// touched since is not answered (a new comment brings the PR back).
+pub const FINISHED_COMMANDS_LOOKBACK: TimeDelta = TimeDelta::days(7);
 
 /// What a wave works with besides its settings.
 #[derive(Clone, Copy)]
@@ -722,9 +729,11 @@ impl<'a> Wave<'a> {
     }
 
     /// Phase 6: maintainer commands on this wave's PRs, before driving (a
-    /// `stop` must win over the next step) — and on recently finished
-    /// candidates, where `retry` and `status` still make sense. Variants a
-    /// `/klaud try` started are opened to run in this wave.
+    /// `stop` must win over the next step) — and on finished candidates,
+    /// whatever their PR's state and age: every pass within the cooldown,
+    /// afterwards when one listing of Klaud's recently active PRs names
+    /// theirs. Variants a `/klaud try` started are opened to run in this
+    /// wave.
     pub async fn answer_commands(&self, engine: &Engine<'_>, pass: &mut Pass<'_>) {
         let mut tried = Vec::new();
         for slot in pass.slots.iter_mut() {
@@ -743,11 +752,11 @@ impl<'a> Wave<'a> {
                 }
             }
         }
-        for rec in pass
-            .done
-            .iter()
-            .filter(|r| r.pull.is_some() && pass.now - r.updated_at < pass.cooldown)
-        {
+        let active = self.finished_pulls_to_read(pass).await;
+        for rec in pass.done.iter().filter(|r| {
+            r.pull
+                .is_some_and(|n| pass.now - r.updated_at < pass.cooldown || active.contains(&n))
+        }) {
             if pass.slots.iter().any(|s| s.rec.candidate == rec.candidate) {
                 continue;
             }
@@ -766,6 +775,35 @@ impl<'a> Wave<'a> {
             match engine.open_record(t).await {
                 Ok(rec) => pass.slots.push(Slot::new(rec)),
                 Err(e) => pass.open_failed(t, &e),
+            }
+        }
+    }
+
+    /// The PRs of candidates finished longer ago than the cooldown that saw
+    /// activity within [`FINISHED_COMMANDS_LOOKBACK`]: their comments are
+    /// read for commands. Those still in their cooldown are read every pass
+    /// anyway; the older ones are found by one listing of Klaud's recently
+    /// active PRs (GitHub's `since` on the issue list), so the cost follows
+    /// what people do, not how many PRs Klaud ever finished. A failed
+    /// listing answers none of them this pass (the next one retries).
+    async fn finished_pulls_to_read(&self, pass: &Pass<'_>) -> BTreeSet<PullNumber> {
+        let old = pass
+            .done
+            .iter()
+            .any(|r| r.pull.is_some() && pass.now - r.updated_at >= pass.cooldown);
+        if !old {
+            return BTreeSet::new();
+        }
+        // Whole days, so the passes of one day ask the same question and
+        // an idle one is answered by a free 304.
+        let since = (pass.now - FINISHED_COMMANDS_LOOKBACK)
+            .duration_trunc(TimeDelta::days(1))
+            .unwrap_or(pass.now - FINISHED_COMMANDS_LOOKBACK);
+        match self.ports.forge.own_pulls_active_since(since).await {
+            Ok(numbers) => numbers.into_iter().collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "finished PRs with new activity not listed; their commands wait");
+                BTreeSet::new()
             }
         }
     }

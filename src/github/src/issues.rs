@@ -134,6 +134,44 @@ impl Github {
         })
     }
 
+    /// The pull requests the bot opened (any state) with activity since
+    /// `since` (RFC 3339): a comment, an edit, a state change moves an
+    /// issue's `updated_at`. One listing, read up to `max_pages` pages, so
+    /// a finished PR's comments are read again only when something happened
+    /// on it rather than every old PR on every pass.
+    pub fn own_pulls_active_since<'f>(
+        &'f self,
+        since: &'f str,
+        max_pages: usize,
+    ) -> BoxFuture<'f, Result<Vec<u64>, GithubError>> {
+        Box::pin(async move {
+            let q = super::api::query(&[
+                ("state", "all"),
+                ("creator", self.bot_login()),
+                ("since", since),
+                ("sort", "updated"),
+                ("direction", "desc"),
+                ("per_page", "100"),
+            ]);
+            let what = "list the bot's pull requests with recent activity".to_owned();
+            let raw: Vec<RawIssue> = self
+                .t
+                .get_pages(
+                    &what,
+                    &self.path(&format!("issues?{q}")),
+                    None,
+                    max_pages,
+                    &|_: &[RawIssue]| false,
+                )
+                .await?;
+            Ok(raw
+                .into_iter()
+                .filter(|i| i.pull_request.is_some())
+                .map(|i| i.number)
+                .collect())
+        })
+    }
+
     /// Issues (not pull requests) the bot opened whose body holds `marker`,
     /// open or closed, with or without labels, newest first: for when the
     /// label that finds them was removed. The list includes the bot's pull

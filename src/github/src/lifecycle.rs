@@ -126,6 +126,11 @@ impl GithubLifecycle<'_> {
     }
 }
 
+/// Pages of recently active PRs read per pass (100 each): more activity
+/// than that on Klaud's own PRs since the lookback is a flood, and the
+/// commands beyond it wait for a quieter pass.
+const ACTIVE_PULL_PAGES: usize = 5;
+
 #[async_trait]
 impl LifecycleForge for GithubLifecycle<'_> {
     fn repo(&self) -> String {
@@ -165,6 +170,21 @@ impl LifecycleForge for GithubLifecycle<'_> {
 
     async fn closed_by(&self, number: PullNumber) -> Result<Option<String>, ForgeError> {
         self.forge.closed_by(number.get()).await.map_err(map)
+    }
+
+    async fn own_pulls_active_since(
+        &self,
+        since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<PullNumber>, ForgeError> {
+        let since = since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        Ok(self
+            .forge
+            .own_pulls_active_since(&since, ACTIVE_PULL_PAGES)
+            .await
+            .map_err(map)?
+            .into_iter()
+            .map(PullNumber::from)
+            .collect())
     }
 
     async fn permission(

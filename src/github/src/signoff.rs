@@ -10,7 +10,7 @@ use klaud_lifecycle::BoxFuture;
 use klaud_signoff::checks::run_id_of;
 use klaud_signoff::evidence::{
     ChangedFile, CheckRunFact, CommentFact, DefaultBranchFiles, EvalFact, Evidence, PullFacts,
-    RecipePull, Signer, Signoff, SignoffKind, parse_agg_eval,
+    RecipePull, Signer, Signoff, SignoffEdit, SignoffKind, parse_agg_eval,
 };
 use klaud_signoff::{MAX_SIGNOFF_BYTES, SIGNOFF_PHRASE, STATUS_CONTEXT};
 use serde::Deserialize;
@@ -73,6 +73,9 @@ struct RawUser {
 #[derive(Deserialize)]
 struct RawSignoff {
     id: u64,
+    /// The GraphQL id its edit history is read by.
+    #[serde(default)]
+    node_id: Option<String>,
     #[serde(default)]
     body: Option<String>,
     user: Option<RawUser>,
@@ -154,6 +157,31 @@ fn cut(mut text: String, limit: usize) -> String {
         text.truncate(end);
     }
     text
+}
+
+/// Who wrote a comment's current text, from its GraphQL `Comment` node,
+/// when that is not `author` (see [`SignoffEdit`]).
+fn edit_of(node: &Value, author: &str) -> Option<SignoffEdit> {
+    let login = |v: &Value| {
+        v["login"]
+            .as_str()
+            .filter(|l| !l.is_empty())
+            .map(|l| cut(l.to_owned(), 100))
+    };
+    let newest = node["userContentEdits"]["nodes"]
+        .as_array()
+        .and_then(|n| n.last())
+        .cloned()
+        .unwrap_or(Value::Null);
+    let edited = !node["lastEditedAt"].is_null() || !newest.is_null();
+    if !edited {
+        return None;
+    }
+    match login(&node["editor"]).or_else(|| login(&newest["editor"])) {
+        Some(editor) if editor.eq_ignore_ascii_case(author) => None,
+        Some(editor) => Some(SignoffEdit::By(editor)),
+        None => Some(SignoffEdit::Unknown),
+    }
 }
 
 /// A verdict to publish.
@@ -242,6 +270,50 @@ impl Github {
             })
     }
 
+    /// Who wrote the sign-off's current text, when not its `author`: the
+    /// latest edit's editor (GraphQL `editor`, else the newest of
+    /// `userContentEdits`), which REST does not tell. `None`: never edited,
+    /// or last edited by its author. A failed read fails the verification
+    /// (nothing is published as a pass on an unknown signer).
+    fn signoff_edit<'f>(
+        &'f self,
+        raw: &'f RawSignoff,
+        author: &'f str,
+    ) -> BoxFuture<'f, Result<Option<SignoffEdit>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("edit history of sign-off {}", raw.id);
+            let Some(node) = raw.node_id.as_deref() else {
+                return Err(GithubError::Decode {
+                    what,
+                    detail: "no node_id to read its editor by".into(),
+                });
+            };
+            let query = "query($id: ID!) { node(id: $id) { ... on Comment { editor { login } lastEditedAt userContentEdits(last: 1) { nodes { editor { login } editedAt } } } } }";
+            let body = json!({"query": query, "variables": {"id": node}});
+            // A query: asking twice changes nothing.
+            let answer = self
+                .t
+                .write_idempotent(&what, Method::POST, "/graphql", Some(&body))
+                .await?;
+            ok_or_error(&what, &answer)?;
+            let v: Value = answer.json(&what)?;
+            if let Some(message) = v
+                .get("errors")
+                .and_then(Value::as_array)
+                .and_then(|e| e.first())
+                .and_then(|e| e.get("message"))
+                .and_then(Value::as_str)
+            {
+                return Err(GithubError::Rejected {
+                    what,
+                    status: 200,
+                    message: cut(message.to_owned(), 300),
+                });
+            }
+            Ok(edit_of(&v["data"]["node"], author))
+        })
+    }
+
     /// Gathers everything a verification reads. The head SHA is read once,
     /// first, and every later read of the pull request's files is at it.
     ///
@@ -279,13 +351,19 @@ impl Github {
                 .as_ref()
                 .map(|u| u.login.clone())
                 .unwrap_or_default();
+            let edited = self.signoff_edit(&raw, &author).await?;
             let signoff = Signoff {
                 kind,
                 id: raw.id,
                 author: author.clone(),
                 body: cut(raw.body.unwrap_or_default(), MAX_SIGNOFF_BYTES),
+                edited: edited.clone(),
             };
-            let signer = self.signer(&author, raw.user.and_then(|u| u.kind)).await?;
+            // The text is the word of whoever wrote it last.
+            let signer = match &edited {
+                Some(SignoffEdit::By(editor)) => self.signer(editor, None).await?,
+                _ => self.signer(&author, raw.user.and_then(|u| u.kind)).await?,
+            };
 
             let repo: Value = self
                 .t
@@ -884,6 +962,7 @@ mod tests {
     fn a_signoff_belongs_only_to_its_own_pull_request() {
         let raw = |issue: Option<&str>, pull: Option<&str>| RawSignoff {
             id: 1,
+            node_id: None,
             body: None,
             user: None,
             created_at: None,
@@ -896,6 +975,31 @@ mod tests {
         assert!(!raw(Some("https://api.github.com/repos/o/r/issues/8"), None).belongs_to(7));
         assert!(raw(None, Some("https://api.github.com/repos/o/r/pulls/7")).belongs_to(7));
         assert!(!raw(None, None).belongs_to(7));
+    }
+
+    #[test]
+    fn the_text_is_the_last_editors_unless_the_author_wrote_it() {
+        let unedited =
+            json!({"editor": null, "lastEditedAt": null, "userContentEdits": {"nodes": []}});
+        assert_eq!(edit_of(&unedited, "ann"), None);
+        let by = |who: Value| {
+            json!({"editor": who, "lastEditedAt": "2026-07-14T10:00:00Z",
+                "userContentEdits": {"nodes": [{"editor": who, "editedAt": "2026-07-14T10:00:00Z"}]}})
+        };
+        assert_eq!(edit_of(&by(json!({"login": "Ann"})), "ann"), None);
+        assert_eq!(
+            edit_of(&by(json!({"login": "bob"})), "ann"),
+            Some(SignoffEdit::By("bob".into()))
+        );
+        assert_eq!(edit_of(&by(Value::Null), "ann"), Some(SignoffEdit::Unknown));
+        // Only the history names the editor.
+        let history = json!({"editor": null, "lastEditedAt": null,
+            "userContentEdits": {"nodes": [{"editor": {"login": "bob"}}]}});
+        assert_eq!(
+            edit_of(&history, "ann"),
+            Some(SignoffEdit::By("bob".into()))
+        );
+        assert_eq!(edit_of(&Value::Null, "ann"), None);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::checklist::{self, Item};
 use crate::codeowners::Codeowners;
 use crate::contract::{CheckKind, ContractVersion};
-use crate::evidence::{BenchPoint, CheckRunFact, Evidence};
+use crate::evidence::{BenchPoint, CheckRunFact, Evidence, SignoffEdit};
 use crate::{CheckResult, Outcome};
 
 /// A master-config entry the pull request adds or changes.
@@ -282,7 +282,7 @@ impl<'a> Context<'a> {
     /// Decides check `number` of kind `kind`.
     pub fn decide(&self, number: u32, kind: CheckKind) -> CheckResult {
         match kind {
-            CheckKind::Codeowner => self.codeowner(number, kind),
+            CheckKind::Codeowner => self.codeowner_of_the_text(number, kind),
             CheckKind::PassingSweep => self.passing_sweep(number, kind),
             CheckKind::Evals => self.evals(number, kind),
             CheckKind::RecipeLink => self.recipe_link(number, kind),
@@ -359,6 +359,33 @@ impl<'a> Context<'a> {
                 .owner_rule(path)
                 .is_none_or(|rule| !self.exempt(rule))
         })
+    }
+
+    /// The CODEOWNER check of whoever wrote the sign-off's current text:
+    /// an edit by someone other than its author makes it the editor's
+    /// sign-off (the gathered signer is the editor), and the row says so;
+    /// an edit by no one GitHub can name is no one's sign-off.
+    fn codeowner_of_the_text(&self, n: u32, kind: CheckKind) -> CheckResult {
+        let author = &self.evidence.signoff.author;
+        match &self.evidence.signoff.edited {
+            None => self.codeowner(n, kind),
+            Some(SignoffEdit::Unknown) => result(
+                n,
+                kind,
+                Outcome::Fail,
+                format!(
+                    "The sign-off was edited after {author} wrote it and GitHub does not say by whom, so it is no one's sign-off that can be verified; post a new one."
+                ),
+            ),
+            Some(SignoffEdit::By(editor)) => {
+                let mut r = self.codeowner(n, kind);
+                r.reason = format!(
+                    "The sign-off's text was last edited by {editor}, not its author {author}, so it is verified as {editor}'s. {}",
+                    r.reason
+                );
+                r
+            }
+        }
     }
 
     fn codeowner(&self, n: u32, kind: CheckKind) -> CheckResult {

@@ -46,6 +46,22 @@ pub struct Signoff {
     pub author: String,
     /// Cut to [`crate::MAX_SIGNOFF_BYTES`].
     pub body: String,
+    /// Set when someone other than the author wrote the current text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edited: Option<SignoffEdit>,
+}
+
+/// Who wrote a sign-off's current text when it was not its author: a user
+/// with write access may edit anyone's comment, and what the text then
+/// promises is the editor's word, not the author's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum SignoffEdit {
+    /// The last edit's editor (GraphQL `editor`): the sign-off is
+    /// verified as theirs (the gathered signer is this login).
+    By(String),
+    /// Edited, but GitHub names no editor (a deleted account): it is no
+    /// one's sign-off that can be verified.
+    Unknown,
 }
 
 /// The signer as GitHub reports them.

@@ -285,6 +285,7 @@ fn evidence(seeds: &Seeds, case: &Case) -> Evidence {
             id: 4_200_000_001,
             author: "Ankur-singh".into(),
             body: body.chars().take(MAX_SIGNOFF_BYTES).collect(),
+            edited: None,
         },
         signer: Signer {
             login: "Ankur-singh".into(),

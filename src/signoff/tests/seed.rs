@@ -205,6 +205,7 @@ pub fn seed_evidence(dir: &Path) -> Evidence {
             id: 4_200_000_001,
             author: "Ankur-singh".into(),
             body: seed_signoff_markdown(dir),
+            edited: None,
         },
         signer: Signer {
             login: "Ankur-singh".into(),

@@ -149,6 +149,26 @@ async fn hunt_lines(
     })
 }
 
+/// Whether `ending`'s decline is one variant's that waits for a sibling
+/// of the same image still running or validated (`Declined::stands`),
+/// by the siblings' journal records.
+async fn declined_waits(
+    cx: &Engine<'_>,
+    rec: &CandidateRecord,
+    ending: &Ending,
+) -> Result<bool, EngineError> {
+    let (Some(d), Some(info)) = (&ending.declined, &rec.variant) else {
+        return Ok(false);
+    };
+    let siblings: Vec<CandidateRecord> = cx
+        .sibling_records(info)
+        .await?
+        .into_iter()
+        .filter_map(|(_, r)| r)
+        .collect();
+    Ok(!d.stands(rec, &siblings))
+}
+
 async fn receipt(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
@@ -194,6 +214,7 @@ async fn receipt(
                 .or_else(|| ending.note.as_deref().and_then(crate::measured::note_zh)),
         },
         declined: ending.declined.clone(),
+        declined_waits: declined_waits(cx, rec, ending).await?,
         dashboard: cx.config.dashboard_issue.and_then(|n| {
             let url = rec.pull_url.as_deref()?;
             let (repo, _) = url.rsplit_once("/pull/")?;

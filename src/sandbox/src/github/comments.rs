@@ -114,6 +114,7 @@ pub async fn create(
             user: login,
             created_at: now,
             updated_at: now,
+            edits: Vec::new(),
         },
     );
     let r = m.repo(&owner, &repo)?;
@@ -158,6 +159,9 @@ pub async fn update(
     let now = Utc::now();
     c.body = body.body;
     c.updated_at = now;
+    // GitHub keeps who wrote each version: someone with write access may
+    // edit another's comment, and the text is then theirs.
+    c.edits.push((login.clone(), now));
     let issue = c.issue;
     r.touch_issue(issue, now);
     let r = m.repo(&owner, &repo)?;

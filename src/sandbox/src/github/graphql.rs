@@ -2,7 +2,9 @@
 //! state, addressed by the PR's node id (`node_id` in PR JSON), and one
 //! query: who last edited an issue and when (`repository(owner:, name:)
 //! { issue(number:) { editor { login } lastEditedAt } }`, with the three
-//! values as variables `owner`, `name`, `number`), which REST does not tell.
+//! values as variables `owner`, `name`, `number`), which REST does not tell,
+//! and the same of a comment by its node id (`node(id:) { ... on Comment
+//! { editor { login } lastEditedAt userContentEdits(last: N) { … } } }`).
 
 use axum::Json;
 use axum::extract::State;
@@ -54,6 +56,9 @@ pub async fn graphql(
     Json(body): Json<GraphqlIn>,
 ) -> Result<Response, ApiError> {
     let login = caller.require()?.to_string();
+    if body.query.contains("node(") && body.query.contains("editor") {
+        return comment_editor(&st, &body.query, &body.variables).await;
+    }
     if body.query.contains("lastEditedAt") {
         return issue_editor(&st, &body.variables).await;
     }
@@ -153,6 +158,69 @@ async fn issue_editor(st: &GithubState, vars: &Value) -> Result<Response, ApiErr
     Ok(Json(json!({"data": {"repository": {"issue": {
         "editor": editor, "lastEditedAt": at,
     }}}}))
+    .into_response())
+}
+
+/// `node(id:)` of a comment, as the `Comment` interface answers it:
+/// `author`, `editor` and `lastEditedAt` (the latest edit's, `null` both
+/// before any), and `userContentEdits(last: N)` (the newest `N` edits,
+/// oldest first). Issue comments keep their edits; reviews and review
+/// comments are edited only by their authors here and answer as unedited.
+async fn comment_editor(st: &GithubState, query: &str, vars: &Value) -> Result<Response, ApiError> {
+    let Some(id) = vars["id"].as_str() else {
+        return Ok(gql_error("Variable id (ID!) is required", None));
+    };
+    let last = query
+        .find("last:")
+        .map(|at| &query[at + "last:".len()..])
+        .and_then(|rest| {
+            let digits: String = rest
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse::<usize>().ok()
+        })
+        .unwrap_or(100)
+        .min(100);
+    let m = st.lock().await;
+    let (prefix, number) = id.split_once('_').unwrap_or(("", ""));
+    let number: Option<u64> = number.parse().ok();
+    let comment = number.and_then(|n| {
+        m.repos.values().find_map(|r| match prefix {
+            "IC" => r
+                .comments
+                .get(&n)
+                .map(|c| (c.user.clone(), c.edits.clone())),
+            "PRR" => r.reviews.get(&n).map(|v| (v.user.clone(), Vec::new())),
+            "PRRC" => r
+                .review_comments
+                .get(&n)
+                .map(|c| (c.user.clone(), Vec::new())),
+            _ => None,
+        })
+    });
+    let Some((author, edits)) = comment else {
+        return Ok(gql_error(
+            &format!("Could not resolve to a node with the global id of '{id}'"),
+            Some("NOT_FOUND"),
+        ));
+    };
+    let (editor, at) = match edits.last() {
+        Some((who, at)) => (json!({"login": who}), json!(super::state::fmt_time(*at))),
+        None => (Value::Null, Value::Null),
+    };
+    let nodes: Vec<Value> = edits[edits.len().saturating_sub(last)..]
+        .iter()
+        .map(|(who, at)| json!({"editor": {"login": who}, "editedAt": super::state::fmt_time(*at)}))
+        .collect();
+    Ok(Json(json!({"data": {"node": {
+        "id": id,
+        "author": {"login": author},
+        "editor": editor,
+        "lastEditedAt": at,
+        "userContentEdits": {"nodes": nodes},
+    }}}))
     .into_response())
 }
 

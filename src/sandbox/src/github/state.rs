@@ -175,6 +175,9 @@ pub struct IssueComment {
     pub user: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Every edit of the body, oldest first: who and when (GraphQL's
+    /// `editor`, `lastEditedAt` and `userContentEdits`).
+    pub edits: Vec<(String, DateTime<Utc>)>,
 }
 
 /// A workflow run that already finished, for seeding

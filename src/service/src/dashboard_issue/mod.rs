@@ -134,13 +134,15 @@ impl Steering {
 }
 
 /// The "not this image" decisions in `records` (PRs a person closed
-/// without merging), each with its family string.
+/// without merging) that stand, each with its family string: a closed
+/// variant's waits for its siblings of the same image (see
+/// `Declined::stands`).
 pub fn declined_in(records: &[CandidateRecord]) -> Vec<(String, klaud_lifecycle::model::Declined)> {
     records
         .iter()
         .filter_map(|r| {
             let d = r.ending.as_ref()?.declined.clone()?;
-            Some((r.family.clone(), d))
+            d.stands(r, records).then(|| (r.family.clone(), d))
         })
         .collect()
 }
