@@ -314,9 +314,15 @@ async fn a_browser_shows_old_to_new_images_true_states_and_no_raw_markdown() {
     assert!(old < new, "{candidates}");
     assert!(candidates.contains(&format!("title=\"lmsysorg/sglang:v0.5.17-cu130@{digest}\"")));
     assert!(candidates.contains("d6e7288627be…"), "{candidates}");
-    assert!(!candidates.contains(">d6e7288627be8b02be88e4bba38e73f6"), "{candidates}");
+    assert!(
+        !candidates.contains(">d6e7288627be8b02be88e4bba38e73f6"),
+        "{candidates}"
+    );
     // The duplicate is a duplicate, not a queued run.
-    assert!(candidates.contains("badge warn\">duplicate<"), "{candidates}");
+    assert!(
+        candidates.contains("badge warn\">duplicate<"),
+        "{candidates}"
+    );
     assert!(!candidates.contains("badge info\">queued<"), "{candidates}");
     // Experiments by name, each variant with its change, no candidate hash
     // shown as text.
@@ -326,8 +332,14 @@ async fn a_browser_shows_old_to_new_images_true_states_and_no_raw_markdown() {
         .expect("experiments");
     assert!(experiments.contains("Experiment flashinfer-vs-triton"));
     assert!(experiments.contains("<code>env VLLM_ATTENTION_BACKEND=FLASHINFER</code>"));
-    assert!(!experiments.contains(">7277e80e16ff6abb-00000000000000aa<"), "{experiments}");
+    assert!(
+        !experiments.contains(">7277e80e16ff6abb-00000000000000aa<"),
+        "{experiments}"
+    );
     // Names break at separators only: no `break-all` in the styles.
     assert!(!dom.contains("break-all"));
-    assert!(candidates.contains("mi355x-sglang-disagg-mtp"), "{candidates}");
+    assert!(
+        candidates.contains("mi355x-sglang-disagg-mtp"),
+        "{candidates}"
+    );
 }

@@ -838,7 +838,10 @@ async fn a_ticked_run_now_plans_the_family_first_beyond_the_budget_and_is_cleare
         .expect("a second stale family in the demo");
     let issue = the_dashboard(&env).await;
     env.person(MAINTAINER_TOKEN)
-        .edit_issue_body(issue.number, &tick(&issue.body, &format!("run-now {other}")))
+        .edit_issue_body(
+            issue.number,
+            &tick(&issue.body, &format!("run-now {other}")),
+        )
         .await;
 
     // A pass that starts nothing keeps the request, and says it waits.
@@ -860,6 +863,7 @@ async fn a_ticked_run_now_plans_the_family_first_beyond_the_budget_and_is_cleare
         "{body}"
     );
     assert!(!body.contains(&format!("<!-- klaud:do run-now {other} -->")));
+    crate::gfm_render::assert_renders("the dashboard issue", &body);
     crate::support::screenshot_issue("dashboard-issue-run-now-asked", &body);
 
     // The next wave with a budget of one: the asked family comes first,
@@ -967,18 +971,28 @@ async fn the_issue_shows_the_end_of_the_pass_and_failures_apart_from_duplicates_
         .split_once("@sha256:")
         .map(|(_, d)| d)
         .expect("a pinned image");
-    assert!(row.contains(&format!("title=\"{}\"", validated.image)), "{row}");
+    assert!(
+        row.contains(&format!("title=\"{}\"", validated.image)),
+        "{row}"
+    );
     let shown = row.replace(&format!("title=\"{}\"", validated.image), "");
     assert!(!shown.contains(digest), "{row}");
-    assert!(shown.contains(&format!("@sha256:{}…", &digest[..12])), "{row}");
+    assert!(
+        shown.contains(&format!("@sha256:{}…", &digest[..12])),
+        "{row}"
+    );
 
     let failed = section("### Failed recently / 最近失败\n");
     assert!(failed.contains("the smoke failed twice"), "{failed}");
-    assert!(!failed.contains("duplicate") && !failed.contains("capacity"), "{failed}");
+    assert!(
+        !failed.contains("duplicate") && !failed.contains("capacity"),
+        "{failed}"
+    );
     let other = section("### Duplicates, deferrals and other ends / 重复、延后及其他结束\n");
     assert!(other.contains("**duplicate**"), "{other}");
     assert!(other.contains("**capacity-deferred**"), "{other}");
     assert!(!other.contains("the smoke failed twice"), "{other}");
+    crate::gfm_render::assert_renders("the dashboard issue", &body);
     // With `KLAUD_SCREENSHOTS` set: how it reads at GitHub's width.
     crate::support::screenshot_issue("dashboard-issue-end-of-pass", &body);
 }

@@ -57,7 +57,7 @@ fn leftovers(markdown: &str) -> Vec<String> {
     found
 }
 
-fn assert_renders(place: &str, markdown: &str) {
+pub(crate) fn assert_renders(place: &str, markdown: &str) {
     let left = leftovers(markdown);
     assert!(
         left.is_empty(),

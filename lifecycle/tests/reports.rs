@@ -804,14 +804,19 @@ fn a_pull_whose_old_tag_was_pruned_upstream_says_so_in_both_languages() {
         baseline: baseline(),
     };
     let plain = render_baseline_block(&frozen);
-    assert!(!plain.contains("pruned") && !plain.contains("删除"), "{plain}");
+    assert!(
+        !plain.contains("pruned") && !plain.contains("删除"),
+        "{plain}"
+    );
     if let Some(v) = frozen.provenance.versions.as_mut() {
         v.old = None;
         v.old_pruned = true;
     }
     let block = render_baseline_block(&frozen);
     assert!(
-        block.contains("**Old image pruned upstream:** tag `v0.5.16-cu130` is gone from its registry"),
+        block.contains(
+            "**Old image pruned upstream:** tag `v0.5.16-cu130` is gone from its registry"
+        ),
         "{block}"
     );
     assert!(

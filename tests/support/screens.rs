@@ -21,7 +21,7 @@ pub fn screenshot_dir() -> Option<PathBuf> {
 const GITHUB_CSS: &str = r#"
 body { margin: 0; background: #fff; }
 .markdown-body { box-sizing: border-box; width: 1012px; padding: 16px; color: #1f2328;
-  font: 14px/1.5 -apple-system, BlinkMacSystemFont, "Segoe UI", "Noto Sans", Helvetica, Arial, sans-serif, "Noto Sans CJK SC"; word-wrap: break-word; }
+  font: 14px/1.5 -apple-system, BlinkMacSystemFont, "Segoe UI", "Noto Sans", Helvetica, Arial, "Noto Sans CJK SC", "WenQuanYi Zen Hei", sans-serif; word-wrap: break-word; }
 .markdown-body h2 { font-size: 1.5em; border-bottom: 1px solid #d1d9e0b3; padding-bottom: .3em; margin: 24px 0 16px; }
 .markdown-body h3 { font-size: 1.25em; margin: 24px 0 16px; }
 .markdown-body p, .markdown-body ul, .markdown-body table, .markdown-body blockquote { margin: 0 0 16px; }
@@ -102,7 +102,7 @@ pub fn screenshot_issue(name: &str, body: &str) {
     std::fs::write(&html, &page).expect("write html");
     // Tall enough for the body: a line of Markdown is at most a few lines
     // on screen.
-    let height = (400 + 34 * body.lines().count()).min(16_000) as u32;
+    let height = (300 + 26 * body.lines().count()).min(16_000) as u32;
     screenshot(
         &format!("file://{}", html.display()),
         &dir.join(format!("{name}.png")),

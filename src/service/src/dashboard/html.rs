@@ -12,9 +12,9 @@ use super::{
 };
 
 /// A name (family, image, candidate) that may wrap after a path separator
-/// (`/`, `:`, `@`; browsers already may after `-`) and never inside a
-/// word: `break-all` would cut `sglang` into `sgl` and `ang` to fit a
-/// column.
+/// (`/`, `:`, `@`) and nowhere else: `break-all` would cut `sglang` into
+/// `sgl` and `ang` to fit a column, and a browser would break a key such
+/// as `dsr1-fp4-b200-sglang` at its hyphens.
 fn name(text: &str) -> Markup {
     let mut parts = Vec::new();
     let mut start = 0;
@@ -28,7 +28,7 @@ fn name(text: &str) -> Markup {
     html! {
         @for (i, part) in parts.iter().enumerate() {
             @if i > 0 { wbr; }
-            (part)
+            span.nw { (part) }
         }
     }
 }
@@ -79,6 +79,7 @@ th { font-weight: 600; white-space: nowrap; }
 td.mono, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; word-break: normal; overflow-wrap: normal; }
 code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
 .arrow { color: var(--muted); }
+.nw { white-space: nowrap; }
 .badge { display: inline-block; padding: 0 6px; border-radius: 10px; font-size: 12px; white-space: nowrap; border: 1px solid var(--line); }
 .ok { background: #2e7d3222; } .warn { background: #f9a82533; } .bad { background: #c6282833; } .info { background: #1565c022; }
 .empty { color: var(--muted); font-style: italic; }
@@ -338,7 +339,14 @@ fn render_candidates(candidates: &[CandidateRow]) -> Markup {
     if candidates.is_empty() {
         return html! { p.empty { "No candidates." } };
     }
-    let headers = ["Family", "Image (old → new)", "State", "Attempt", "PR", "Runs"];
+    let headers = [
+        "Family",
+        "Image (old → new)",
+        "State",
+        "Attempt",
+        "PR",
+        "Runs",
+    ];
     stack_table(
         &headers,
         html! {
@@ -597,10 +605,21 @@ mod tests {
         assert!(old < new, "{page}");
         assert!(page.contains(&format!("title=\"lmsysorg/sglang:v0.5.17-cu130@{digest}\"")));
         assert!(page.contains("d6e7288627be…"), "{page}");
-        assert!(!page.contains(">d6e7288627be8b02be88"), "the full digest is not shown as text");
+        assert!(
+            !page.contains(">d6e7288627be8b02be88"),
+            "the full digest is not shown as text"
+        );
         // A name wraps after its separators only.
-        assert!(page.contains("lmsysorg/<wbr>sglang:<wbr>v0.5.17-cu130@<wbr>"), "{page}");
-        assert!(page.contains("dsr1-fp4-b200-sglang"), "{page}");
+        assert!(
+            page.contains(
+                "<span class=\"nw\">lmsysorg/</span><wbr><span class=\"nw\">sglang:</span><wbr><span class=\"nw\">v0.5.17-cu130@</span><wbr>"
+            ),
+            "{page}"
+        );
+        assert!(
+            page.contains("<span class=\"nw\">dsr1-fp4-b200-sglang</span>"),
+            "{page}"
+        );
         assert!(!page.contains("break-all"));
     }
 

@@ -35,7 +35,11 @@ pub fn short_image(image: &str) -> String {
         Some((name, digest)) => {
             let (algorithm, hex) = digest.split_once(':').unwrap_or(("", digest));
             let cut: String = hex.chars().take(SHOWN).collect();
-            let more = if hex.chars().count() > SHOWN { "…" } else { "" };
+            let more = if hex.chars().count() > SHOWN {
+                "…"
+            } else {
+                ""
+            };
             let sep = if algorithm.is_empty() { "" } else { ":" };
             format!("{name}@{algorithm}{sep}{cut}{more}")
         }

@@ -482,7 +482,10 @@ mod tests {
             family: "configs/a.yaml:k".into(),
         };
         let body = run.checkbox("Run now").replace("[ ]", "[x]");
-        assert!(body.contains("<!-- klaud:do run-now configs/a.yaml:k -->"), "{body}");
+        assert!(
+            body.contains("<!-- klaud:do run-now configs/a.yaml:k -->"),
+            "{body}"
+        );
         assert_eq!(ticked(&body), vec![run]);
         let mut kept = Kept::default();
         kept.run_now.push(KeptRunNow {

@@ -617,7 +617,10 @@ fn plan_part(view: &View<'_>, kept: &Kept, plan: &PlanView<'_>, rows: usize) -> 
             .iter()
             .take(rows.max(1))
             .map(|f| {
-                let key = f.family.rsplit_once(':').map_or(f.family.as_str(), |(_, k)| k);
+                let key = f
+                    .family
+                    .rsplit_once(':')
+                    .map_or(f.family.as_str(), |(_, k)| k);
                 format!("{} ({})", code(key), taken_up(view, f).unwrap_or_default())
             })
             .collect();
@@ -719,10 +722,12 @@ fn taken_up(view: &View<'_>, f: &FamilyPlan) -> Option<&'static str> {
     });
     let cooldown = TimeDelta::from_std(view.cooldown).unwrap_or(TimeDelta::MAX);
     if e.outcome == Outcome::Validated && same_image {
-        return Some(match newest.upkeep.as_ref().and_then(|u| u.settled.as_ref()) {
-            Some(_) => "validated, merged or closed / 已验证，已合并或关闭",
-            None => "validated, awaiting merge / 已验证，等待合并",
-        });
+        return Some(
+            match newest.upkeep.as_ref().and_then(|u| u.settled.as_ref()) {
+                Some(_) => "validated, merged or closed / 已验证，已合并或关闭",
+                None => "validated, awaiting merge / 已验证，等待合并",
+            },
+        );
     }
     if e.outcome != Outcome::Validated
         && !newest.deferred()
@@ -874,9 +879,7 @@ mod tests {
         let full = "lmsysorg/sglang:v0.5.17@sha256:d6e7288627be8b02be88e4bba38e73f6d50e2826869f753c13a4c4385ab3eda9";
         assert_eq!(
             image(full),
-            format!(
-                "<code title=\"{full}\">lmsysorg/sglang:v0.5.17@sha256:d6e7288627be…</code>"
-            )
+            format!("<code title=\"{full}\">lmsysorg/sglang:v0.5.17@sha256:d6e7288627be…</code>")
         );
         // Without a digest there is nothing to cut: plain code.
         assert_eq!(image("vllm/vllm-openai:v1"), "`vllm/vllm-openai:v1`");
