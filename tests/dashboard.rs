@@ -37,6 +37,7 @@ fn sample() -> StatusSnapshot {
                 id: "8e003d7af66d38c9-0123456789abcdef".into(),
                 family: "configs/nvidia-master.yaml:demo-fp4-b200-sglang".into(),
                 image: "lmsysorg/sglang:v0.5.17-cu130@sha256:abc".into(),
+                old_image: "lmsysorg/sglang:v0.5.16-cu130".into(),
                 state: "smoke".into(),
                 attempt: Some("Repair 2/5".into()),
                 pull_request: Some(LinkRow {
@@ -189,6 +190,8 @@ async fn a_browser_shows_an_experiments_variants_grouped() {
             label: format!("#{pull}"),
             url: format!("https://github.com/sandbox/benchmarks/pull/{pull}"),
         }),
+        image: "vllm/vllm-openai:v0.11.0".into(),
+        edits: vec![format!("env VLLM_FLAG_{name}=1")],
     };
     let mut snapshot = sample();
     snapshot.repositories[0].experiments = vec![ExperimentRow {
@@ -240,4 +243,103 @@ async fn a_browser_shows_an_experiments_variants_grouped() {
         at(needle);
     }
     assert_eq!(table.matches("class=\"variant\"").count(), 3, "{table}");
+}
+
+/// What a maintainer reads on the page, as a real browser lays it out:
+/// each candidate's old → new image (short digest, full one on hover),
+/// experiments by name with what each variant changes (not candidate
+/// hashes), a candidate that ended as a duplicate shown as such (its
+/// never-started run not "queued"), Markdown from reasons and upkeep shown
+/// as code (no raw backticks), and names that wrap only at separators.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_shows_old_to_new_images_true_states_and_no_raw_markdown() {
+    let digest = "sha256:d6e7288627be8b02be88e4bba38e73f6d50e2826869f753c13a4c4385ab3eda9";
+    let mut snapshot = sample();
+    let repo = &mut snapshot.repositories[0];
+    repo.candidates[0].image = format!("lmsysorg/sglang:v0.5.17-cu130@{digest}");
+    repo.candidates[0].merge = Some("validated; reuse `/reuse-sweep-run 7` at merge".into());
+    repo.candidates.push(CandidateRow {
+        id: "0d1f3f5d5c1e2b7a-0123456789abcdef".into(),
+        family: "configs/amd-master.yaml:dsr1-fp8-mi355x-sglang-disagg-mtp".into(),
+        image: format!("lmsysorg/sglang:v0.5.17-rocm700-mi35x@{digest}"),
+        old_image: "lmsysorg/sglang:v0.5.16-rocm700-mi35x".into(),
+        state: "done".into(),
+        // What the record says of a candidate whose smoke never started
+        // before another PR made it a duplicate.
+        attempt: Some("Smoke · queued, ended with the candidate (duplicate)".into()),
+        pull_request: None,
+        runs: vec![],
+        outcome: Some("duplicate".into()),
+        merge: None,
+    });
+    repo.families[0].reasons = vec!["tag `v0.5.18-cu130` is only 2h old; skipped".into()];
+    repo.experiments = vec![ExperimentRow {
+        family: "configs/nvidia-master.yaml:demo-fp4-gb200-dynamo-vllm-disagg".into(),
+        experiment: "flashinfer-vs-triton".into(),
+        variants: vec![VariantRow {
+            name: "A".into(),
+            from: None,
+            candidate: "7277e80e16ff6abb-00000000000000aa".parse().expect("id"),
+            state: "duplicate".into(),
+            pull_request: None,
+            image: format!("vllm/vllm-openai:v0.11.0@{digest}"),
+            edits: vec!["env VLLM_ATTENTION_BACKEND=FLASHINFER".into()],
+        }],
+    }];
+    let (url, _sender) = serve(snapshot).await;
+    if let Some(dir) = crate::support::screenshot_dir() {
+        crate::support::screenshot(&url, &dir.join("web-dashboard.png"), 1280, 1800);
+        crate::support::screenshot(&url, &dir.join("web-dashboard-phone.png"), 420, 3200);
+    }
+    let Some(dom) = crate::first_contact::browser_dom(&url).await else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromium is missing (apt-get install -y chromium)"
+        );
+        eprintln!("SKIP: chromium is not installed; the dashboard was not opened in a browser");
+        return;
+    };
+    let body = dom.split_once("<body").map_or(dom.as_str(), |(_, b)| b);
+    assert!(!body.contains('`'), "raw backticks on the page: {body}");
+    assert!(body.contains("<code>v0.5.18-cu130</code>"), "{body}");
+    assert!(body.contains("<code>/reuse-sweep-run 7</code>"), "{body}");
+    // Old → new, in that order, the new one short with the full one on hover.
+    let candidates = body
+        .split_once("<h3>Candidates</h3>")
+        .and_then(|(_, rest)| rest.split_once("</table>"))
+        .map(|(table, _)| table)
+        .expect("candidates table");
+    let old = candidates.find("v0.5.16-cu130").expect("the old image");
+    let new = candidates.find("v0.5.17-cu130").expect("the new image");
+    assert!(old < new, "{candidates}");
+    assert!(candidates.contains(&format!("title=\"lmsysorg/sglang:v0.5.17-cu130@{digest}\"")));
+    assert!(candidates.contains("d6e7288627be…"), "{candidates}");
+    assert!(
+        !candidates.contains(">d6e7288627be8b02be88e4bba38e73f6"),
+        "{candidates}"
+    );
+    // The duplicate is a duplicate, not a queued run.
+    assert!(
+        candidates.contains("badge warn\">duplicate<"),
+        "{candidates}"
+    );
+    assert!(!candidates.contains("badge info\">queued<"), "{candidates}");
+    // Experiments by name, each variant with its change, no candidate hash
+    // shown as text.
+    let experiments = body
+        .split_once("<h3>Experiments</h3>")
+        .map(|(_, rest)| rest)
+        .expect("experiments");
+    assert!(experiments.contains("Experiment flashinfer-vs-triton"));
+    assert!(experiments.contains("<code>env VLLM_ATTENTION_BACKEND=FLASHINFER</code>"));
+    assert!(
+        !experiments.contains(">7277e80e16ff6abb-00000000000000aa<"),
+        "{experiments}"
+    );
+    // Names break at separators only: no `break-all` in the styles.
+    assert!(!dom.contains("break-all"));
+    assert!(
+        candidates.contains("mi355x-sglang-disagg-mtp"),
+        "{candidates}"
+    );
 }

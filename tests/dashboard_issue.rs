@@ -6,7 +6,7 @@
 //! state block answered with a note.
 
 use klaud_claims::Clock as _;
-use klaud_lifecycle::wave::WaveSummary;
+use klaud_lifecycle::wave::{CandidateSummary, WaveSummary};
 use klaud_planner::ignore::IgnoreRules;
 use klaud_planner::plan::{BlockKind, PlanOptions};
 use klaud_sandbox::github::{IssueView, Permission};
@@ -37,17 +37,30 @@ async fn env() -> Harness {
 /// starts nothing: read and steer, plan with the dashboard's ignores,
 /// publish.
 async fn pass(env: &Harness, forge: &klaud_github::Github) -> (Steering, WaveSummary, Published) {
+    pass_with(env, forge, 0, |_| Vec::new()).await
+}
+
+/// [`pass`] with a plan of at most `max` candidates (plus the run-now
+/// ones, as `klaud wave` passes them), and `started` saying which of the
+/// plan's picks the wave worked on.
+async fn pass_with(
+    env: &Harness,
+    forge: &klaud_github::Github,
+    max: usize,
+    started: impl FnOnce(&klaud_planner::plan::PlanReport) -> Vec<CandidateSummary>,
+) -> (Steering, WaveSummary, Published) {
     // As `klaud wave` and `serve` read it: an issue that cannot be read
     // holds the plan instead of failing the pass.
     let steering = steer_or_hold(forge, &env.journal, env.clock).await;
     let mut options = PlanOptions::new(env.clock.now());
-    options.max_candidates = 0;
+    options.max_candidates = max;
     options.ignore = IgnoreRules::new(steering.rules());
+    options.run_first = steering.run_first();
     let registry = env.registry();
     let report = klaud_planner::plan::plan(&env.repository, &registry.session(), &options).await;
     let summary = WaveSummary {
         base: env.base.to_string(),
-        candidates: Vec::new(),
+        candidates: started(&report),
         skipped: Vec::new(),
         answered: Vec::new(),
         blocked: Vec::new(),
@@ -784,4 +797,202 @@ async fn a_tick_made_during_a_pass_is_not_lost() {
     let (steering, _, _) = pass(&env, &env.forge).await;
     assert_eq!(steering.kept.ignores.len(), 1, "{steering:?}");
     assert!(!the_dashboard(&env).await.body.contains("- [x]"));
+}
+
+/// The summary of a wave that started `pick` (its candidate worked on).
+fn started(pick: &klaud_planner::plan::Selected) -> CandidateSummary {
+    CandidateSummary {
+        candidate: pick.id.parse().expect("a candidate id"),
+        family: pick.family.clone(),
+        image: pick.image.clone(),
+        outcome: None,
+        phase: "smoke".into(),
+        pull_request: None,
+        runs: Vec::new(),
+        repairs: 0,
+        status: None,
+        message: None,
+        merge: None,
+    }
+}
+
+/// A maintainer ticks "run now" on a stale family the wave's budget does
+/// not reach: the next wave plans it first, on top of the budget, and the
+/// request is then cleared with a note saying what became of it.
+#[tokio::test]
+async fn a_ticked_run_now_plans_the_family_first_beyond_the_budget_and_is_cleared_with_a_note() {
+    let env = env().await;
+    let (_, summary, _) = pass(&env, &env.forge).await;
+    // The family a budget of one picks, and one it does not reach.
+    let registry = env.registry();
+    let mut options = PlanOptions::new(env.clock.now());
+    options.max_candidates = 1;
+    let report = klaud_planner::plan::plan(&env.repository, &registry.session(), &options).await;
+    assert_eq!(report.candidates.len(), 1, "{:?}", report.candidates);
+    let first = report.candidates[0].family.clone();
+    let other = summary
+        .families
+        .iter()
+        .find(|f| f.candidate.is_some() && f.blocked.is_none() && f.family != first)
+        .map(|f| f.family.clone())
+        .expect("a second stale family in the demo");
+    let issue = the_dashboard(&env).await;
+    env.person(MAINTAINER_TOKEN)
+        .edit_issue_body(
+            issue.number,
+            &tick(&issue.body, &format!("run-now {other}")),
+        )
+        .await;
+
+    // A pass that starts nothing keeps the request, and says it waits.
+    let (steering, _, _) = pass(&env, &env.forge).await;
+    assert_eq!(
+        steering.run_first(),
+        [klaud_planner::identity::family_id(&other)].into()
+    );
+    let body = the_dashboard(&env).await.body;
+    assert!(!body.contains("- [x]"), "unticked:\n{body}");
+    assert!(
+        body.contains(&format!(
+            "Applied for @sandbox-maintainer: the next wave plans `{other}` first"
+        )),
+        "{body}"
+    );
+    assert!(
+        body.contains("run now asked by @sandbox-maintainer"),
+        "{body}"
+    );
+    assert!(!body.contains(&format!("<!-- klaud:do run-now {other} -->")));
+    crate::gfm_render::assert_renders("the dashboard issue", &body);
+    crate::support::screenshot_issue("dashboard-issue-run-now-asked", &body);
+
+    // The next wave with a budget of one: the asked family comes first,
+    // and the budget still goes to the family it would have picked.
+    let mut picks = Vec::new();
+    let (_, _, _) = pass_with(&env, &env.forge, 1, |report| {
+        picks = report.candidates.iter().map(|c| c.family.clone()).collect();
+        report.candidates.iter().map(started).collect()
+    })
+    .await;
+    assert_eq!(picks, vec![other.clone(), first], "{picks:?}");
+    let (steering, _, _) = pass(&env, &env.forge).await;
+    assert!(steering.kept.run_now.is_empty(), "{steering:?}");
+    assert!(steering.run_first().is_empty());
+    let body = the_dashboard(&env).await.body;
+    assert!(
+        body.contains(&format!(
+            "Run now `{other}` (asked by @sandbox-maintainer): started"
+        )),
+        "{body}"
+    );
+    assert!(!body.contains("run now asked by"), "{body}");
+}
+
+/// The issue at the end of a pass: a family validated during the wave is
+/// no longer "planned next" (it awaits its merge, its digest cut short with
+/// the full reference on hover); a duplicate and a capacity deferral are
+/// listed apart from a real failure.
+#[tokio::test]
+async fn the_issue_shows_the_end_of_the_pass_and_failures_apart_from_duplicates_and_deferrals() {
+    use klaud_lifecycle::engine::Journal as _;
+    use klaud_lifecycle::model::{Outcome, Phase};
+
+    let env = env().await;
+    let mut validated = finished(
+        &env,
+        Outcome::Validated,
+        Phase::FinalSweep,
+        "the final sweep passed",
+    )
+    .await;
+    validated.updated_at = env.clock.now();
+    env.journal.save(&validated).await.expect("save");
+    let (_, summary, _) = pass(&env, &env.forge).await;
+    let others: Vec<String> = summary
+        .families
+        .iter()
+        .filter(|f| f.family != family())
+        .map(|f| f.family.clone())
+        .take(3)
+        .collect();
+    assert_eq!(others.len(), 3, "the demo has four families or more");
+    let outcomes = [
+        (Outcome::Duplicate, "another PR proposes this image"),
+        (Outcome::CapacityDeferred, "no GPU capacity"),
+        (Outcome::Failed, "the smoke failed twice"),
+    ];
+    for (i, (family, (outcome, message))) in others.iter().zip(outcomes).enumerate() {
+        let mut rec = validated.clone();
+        rec.family = family.clone();
+        rec.candidate = format!(
+            "{}-{:016x}",
+            klaud_planner::identity::family_id(family),
+            i + 1
+        )
+        .parse()
+        .expect("id");
+        rec.pull = None;
+        rec.pull_url = None;
+        if let Some(e) = rec.ending.as_mut() {
+            e.outcome = outcome;
+            e.phase = Phase::Targeted;
+            e.message = message.into();
+        }
+        env.journal.save(&rec).await.expect("save");
+    }
+    pass(&env, &env.forge).await;
+    let body = the_dashboard(&env).await.body;
+    let section = |from: &str| -> String {
+        let rest = body
+            .split_once(from)
+            .unwrap_or_else(|| panic!("no {from}:\n{body}"))
+            .1;
+        rest.split("\n### ").next().unwrap_or("").to_owned()
+    };
+    let planned = section("### Stale, planned next / 待更新\n");
+    assert!(
+        !planned.contains(&format!("<!-- klaud:do run-now {} -->", family())),
+        "the validated family is not planned next:\n{planned}"
+    );
+    assert!(
+        planned.contains(&format!(
+            "`{KEY}` (validated, awaiting merge / 已验证，等待合并)"
+        )),
+        "{planned}"
+    );
+    // No 64-digit digest in the table's text; the full one is the hover.
+    let awaiting = section("### Awaiting merge / 等待合并\n");
+    let row = awaiting
+        .lines()
+        .find(|l| l.contains(KEY))
+        .unwrap_or_else(|| panic!("{awaiting}"));
+    let digest = validated
+        .image
+        .split_once("@sha256:")
+        .map(|(_, d)| d)
+        .expect("a pinned image");
+    assert!(
+        row.contains(&format!("title=\"{}\"", validated.image)),
+        "{row}"
+    );
+    let shown = row.replace(&format!("title=\"{}\"", validated.image), "");
+    assert!(!shown.contains(digest), "{row}");
+    assert!(
+        shown.contains(&format!("@sha256:{}…", &digest[..12])),
+        "{row}"
+    );
+
+    let failed = section("### Failed recently / 最近失败\n");
+    assert!(failed.contains("the smoke failed twice"), "{failed}");
+    assert!(
+        !failed.contains("duplicate") && !failed.contains("capacity"),
+        "{failed}"
+    );
+    let other = section("### Duplicates, deferrals and other ends / 重复、延后及其他结束\n");
+    assert!(other.contains("**duplicate**"), "{other}");
+    assert!(other.contains("**capacity-deferred**"), "{other}");
+    assert!(!other.contains("the smoke failed twice"), "{other}");
+    crate::gfm_render::assert_renders("the dashboard issue", &body);
+    // With `KLAUD_SCREENSHOTS` set: how it reads at GitHub's width.
+    crate::support::screenshot_issue("dashboard-issue-end-of-pass", &body);
 }

@@ -57,7 +57,7 @@ fn leftovers(markdown: &str) -> Vec<String> {
     found
 }
 
-fn assert_renders(place: &str, markdown: &str) {
+pub(crate) fn assert_renders(place: &str, markdown: &str) {
     let left = leftovers(markdown);
     assert!(
         left.is_empty(),
@@ -139,5 +139,63 @@ async fn every_text_the_daemon_writes_for_the_demo_renders_without_literal_marku
     );
     for (place, text) in &texts {
         assert_renders(place, text);
+    }
+}
+
+/// The demo's `demo-fp8-mi355x-sglang` runs a tag its registry no longer
+/// serves: the wave's PR for it says so in both halves of its body, and
+/// the body renders under GFM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pruned_familys_pr_body_says_so_in_both_languages() {
+    let env = Harness::demo().start().await;
+    let journal = MemoryJournal::new();
+    let options = env.wave_options(
+        Claimant::new(uuid::Uuid::new_v4()),
+        crate::support::engine_config(4343),
+    );
+    let summary = env.wave(&journal, options).await;
+    let pruned = summary
+        .families
+        .iter()
+        .find(|f| f.family.ends_with(":demo-fp8-mi355x-sglang"))
+        .expect("planned");
+    assert_eq!(
+        pruned.status,
+        klaud_planner::plan::Status::StalePruned,
+        "{pruned:?}"
+    );
+    let candidate = summary
+        .candidates
+        .iter()
+        .find(|c| c.family == pruned.family)
+        .unwrap_or_else(|| panic!("not started: {summary:#?}"));
+    let url = candidate.pull_request.as_deref().expect("a PR");
+    let number: u64 = url
+        .rsplit('/')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("number");
+    let body = env.pull(number).await.body.unwrap_or_default();
+    assert!(
+        body.contains("**Old image pruned upstream:** tag `"),
+        "{body}"
+    );
+    assert!(body.contains("**原镜像已被上游删除**：标签 `"), "{body}");
+    assert_renders("the pruned family's PR body", &body);
+    // Other families' PRs say nothing of the kind.
+    for c in summary
+        .candidates
+        .iter()
+        .filter(|c| c.family != pruned.family)
+    {
+        let Some(n) = c
+            .pull_request
+            .as_deref()
+            .and_then(|u| u.rsplit('/').next()?.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let body = env.pull(n).await.body.unwrap_or_default();
+        assert!(!body.contains("pruned upstream"), "{}: {body}", c.family);
     }
 }

@@ -148,6 +148,7 @@ fn provenance() -> Provenance {
                 engine_commit: Some("bb5e6198".into()),
                 ..Default::default()
             },
+            old_pruned: false,
         }),
     }
 }
@@ -831,6 +832,38 @@ fn pr_body_says_which_recipes_were_aligned_or_left_and_which_keys_moved_together
     assert!(block.contains("**Recipes left on their own image:** `benchmarks/x/b.yaml`  \n"));
     assert!(block.contains("**保留原镜像的配方**：`benchmarks/x/b.yaml`"));
     // The typed record round-trips with the scope, and old records without it still parse.
+    let body = splice_baseline(&initial_body(), &block).unwrap();
+    assert_eq!(parse_baseline_block(&body).unwrap(), Some(frozen));
+}
+
+#[test]
+fn a_pull_whose_old_tag_was_pruned_upstream_says_so_in_both_languages() {
+    let mut frozen = FrozenBaseline {
+        provenance: provenance(),
+        baseline: baseline(),
+    };
+    let plain = render_baseline_block(&frozen);
+    assert!(
+        !plain.contains("pruned") && !plain.contains("删除"),
+        "{plain}"
+    );
+    if let Some(v) = frozen.provenance.versions.as_mut() {
+        v.old = None;
+        v.old_pruned = true;
+    }
+    let block = render_baseline_block(&frozen);
+    assert!(
+        block.contains(
+            "**Old image pruned upstream:** tag `v0.5.16-cu130` is gone from its registry"
+        ),
+        "{block}"
+    );
+    assert!(
+        block.contains("**原镜像已被上游删除**：标签 `v0.5.16-cu130` 已不在镜像仓库中"),
+        "{block}"
+    );
+    // The snapshot is also read by the GFM render check of every snapshot.
+    insta::assert_snapshot!("pr_body_block_pruned", block);
     let body = splice_baseline(&initial_body(), &block).unwrap();
     assert_eq!(parse_baseline_block(&body).unwrap(), Some(frozen));
 }

@@ -347,6 +347,12 @@ pub struct PlanOptions<'a> {
     pub max_timed_tags: usize,
     /// What maintainers told Klaud to leave alone.
     pub ignore: crate::ignore::IgnoreRules,
+    /// Family ids a maintainer asked to run now: picked before every other
+    /// family and on top of `max_candidates` (the budget would otherwise
+    /// decide whether it is reached at all), when this plan may pick
+    /// anything (`max_candidates` above 0). Blocked, occupied and
+    /// cooling-down families stay unpicked.
+    pub run_first: BTreeSet<String>,
 }
 
 /// An image's creation time, as cached by digest.
@@ -438,6 +444,7 @@ impl PlanOptions<'_> {
             progress: None,
             creation_times: None,
             max_timed_tags: DEFAULT_MAX_TIMED_TAGS,
+            run_first: BTreeSet::new(),
             ignore: crate::ignore::IgnoreRules::default(),
         }
     }
@@ -1621,7 +1628,8 @@ async fn release_candidate(
     }
 }
 
-/// Picks at most `max_candidates`: pruned families first, then the oldest
+/// Picks the families a maintainer asked to run now (`run_first`, on top
+/// of the budget), then at most `max_candidates`: pruned families first, then the oldest
 /// current images (by the plan's clock; families behind by more tags first
 /// when no clock says), skipping occupied and cooling-down families, and at
 /// most half the slots (rounded up) per image repository so one upstream
@@ -1651,10 +1659,12 @@ fn select(
         .filter(|f| f.candidate.is_some())
         .filter(|f| !blocked(f))
         .collect();
+    let first = |f: &FamilyPlan| options.max_candidates > 0 && options.run_first.contains(&f.id);
     stale.sort_by(|a, b| {
         let pruned = |f: &FamilyPlan| f.status != Status::StalePruned;
-        pruned(a)
-            .cmp(&pruned(b))
+        first(b)
+            .cmp(&first(a))
+            .then_with(|| pruned(a).cmp(&pruned(b)))
             .then_with(|| match (a.current_time, b.current_time) {
                 (Some(x), Some(y)) => x.cmp(&y),
                 (Some(_), None) => std::cmp::Ordering::Less,
@@ -1668,8 +1678,11 @@ fn select(
     let mut taken: BTreeMap<String, usize> = BTreeMap::new();
     let mut groups_seen: BTreeSet<&str> = BTreeSet::new();
     let mut selected = Vec::new();
+    // Run-now picks come first and ride on top of the budget.
+    let mut asked_taken = 0;
     for family in stale {
-        if selected.len() == options.max_candidates {
+        let asked = first(family);
+        if !asked && selected.len() - asked_taken >= options.max_candidates {
             break;
         }
         let Some(candidate) = &family.candidate else {
@@ -1699,10 +1712,15 @@ fn select(
         };
         let image_repository = candidate.image.normalized_repository();
         let count = taken.entry(image_repository).or_default();
-        if *count == per_repository {
-            continue;
+        // A family asked for by name is neither limited by nor counted
+        // against its image repository's share.
+        if !asked {
+            if *count >= per_repository {
+                continue;
+            }
+            *count += 1;
         }
-        *count += 1;
+        asked_taken += usize::from(asked);
         selected.push(Selected {
             family: lead.family.clone(),
             members,

@@ -143,3 +143,66 @@ async fn a_family_group_is_one_candidate_and_an_occupied_member_holds_back_the_g
     let report = planned(&registry, &repository, &["fam-b"]).await;
     assert_eq!(picked(&report), [("fam-c".to_owned(), vec![])]);
 }
+
+/// A family a maintainer asked to run now is picked before the others and
+/// on top of the budget; an occupied one still is not, and a plan that may
+/// pick nothing (a reconcile pass) picks nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_now_family_is_picked_first_on_top_of_the_budget() {
+    let test = "a_run_now_family_is_picked_first_on_top_of_the_budget";
+    let Some(registry) = LocalRegistry::start_or_skip(test) else {
+        return;
+    };
+    let pusher = Pusher::new(registry.base_url());
+    let now = Utc::now();
+    for (tag, age) in [("v0.24.0", 60), ("v0.25.0", 30), ("v0.26.0", 3)] {
+        pusher
+            .push_image(
+                "klaud/grouped",
+                tag,
+                &[PlatformSpec::linux(
+                    "amd64",
+                    &[],
+                    Some(now - Duration::days(age)),
+                )],
+            )
+            .await
+            .unwrap();
+    }
+    let dir = checkout("klaud/grouped:v0.25.0");
+    let repository = Repository::open(dir.path()).unwrap();
+    let mut config = RegistryConfig::default();
+    config
+        .mirrors
+        .insert("docker.io".to_owned(), registry.base_url());
+    let client = RegistryClient::new(config).unwrap();
+    let fam_c = repository
+        .family(&format!("{MASTER}:fam-c"))
+        .unwrap()
+        .id
+        .clone();
+    let plan_with = |max: usize, occupied: bool| {
+        let mut options = PlanOptions::new(now);
+        options.max_candidates = max;
+        options.run_first.insert(fam_c.clone());
+        if occupied {
+            options.occupied.insert(fam_c.clone());
+        }
+        options
+    };
+    let keys = |report: &PlanReport| -> Vec<String> {
+        picked(report).into_iter().map(|(key, _)| key).collect()
+    };
+    // A budget of one goes to the group; the asked family comes first, on
+    // top of it.
+    let mut plain = PlanOptions::new(now);
+    plain.max_candidates = 1;
+    let report = plan(&repository, &client.session(), &plain).await;
+    assert_eq!(keys(&report), ["fam-a"]);
+    let report = plan(&repository, &client.session(), &plan_with(1, false)).await;
+    assert_eq!(keys(&report), ["fam-c", "fam-a"]);
+    let report = plan(&repository, &client.session(), &plan_with(1, true)).await;
+    assert_eq!(keys(&report), ["fam-a"]);
+    let report = plan(&repository, &client.session(), &plan_with(0, false)).await;
+    assert!(keys(&report).is_empty(), "{:?}", report.candidates);
+}

@@ -10,6 +10,9 @@ pub use github::*;
 mod daemon;
 pub use daemon::*;
 
+mod screens;
+pub use screens::*;
+
 use std::path::{Path, PathBuf};
 
 /// The repository root (the tests are compiled as part of `src/klaud`).

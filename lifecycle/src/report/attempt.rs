@@ -197,8 +197,10 @@ impl AttemptReport {
         }
     }
 
-    /// The `baseline` report: the frozen numbers of every point, published
-    /// once so the thread shows what later attempts compare against.
+    /// The `baseline` report: the frozen numbers of every point as an
+    /// attempt report. The engine no longer posts it (the PR body holds the
+    /// baseline, and a comment repeating it is noise); PRs opened before
+    /// still carry one, whose marker reads as before.
     pub fn for_baseline(
         owner_run: OwnerRun,
         candidate: CandidateId,

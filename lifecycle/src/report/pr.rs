@@ -312,6 +312,11 @@ pub struct VersionsCompared {
     pub old: Option<ImageVersions>,
     /// The new image's.
     pub new: ImageVersions,
+    /// The planner found the old tag gone from its registry (pruned
+    /// upstream): nodes that do not have it cached cannot pull the image
+    /// the base branch runs, which makes the bump more than an upgrade.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub old_pruned: bool,
 }
 
 impl VersionsCompared {
@@ -604,6 +609,24 @@ fn published_words(baseline: &Baseline, zh: bool) -> String {
     }
 }
 
+/// The sentence saying the old tag was pruned upstream, when the planner
+/// found it so; empty otherwise.
+fn pruned_line(p: &Provenance, zh: bool) -> String {
+    if !p.versions.as_ref().is_some_and(|v| v.old_pruned) {
+        return String::new();
+    }
+    let old = code(p.old_tag.as_deref().unwrap_or(&p.old_image));
+    if zh {
+        format!(
+            "**原镜像已被上游删除**：标签 {old} 已不在镜像仓库中（返回 404），没有缓存的新节点无法拉取当前镜像；合并此 PR 即恢复为可拉取的镜像。  \n"
+        )
+    } else {
+        format!(
+            "**Old image pruned upstream:** tag {old} is gone from its registry (it returns 404), so fresh nodes without a cached copy cannot pull the current image; merging this PR restores a pullable one.  \n"
+        )
+    }
+}
+
 /// Renders the baseline block that replaces the placeholder.
 pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
     let p = &frozen.provenance;
@@ -654,6 +677,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
     if let Some(why) = &p.not_release_reason {
         out.push_str(&format!("**Why not a release:** {}  \n", text(why)));
     }
+    out.push_str(&pruned_line(p, false));
     if let Some(scope) = &p.scope {
         out.push_str(&scope.lines(false));
     }
@@ -725,6 +749,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
             text(&format!("原文：{why}"))
         ));
     }
+    out.push_str(&pruned_line(p, true));
     if let Some(scope) = &p.scope {
         out.push_str(&scope.lines(true));
     }

@@ -46,6 +46,7 @@ pub(super) fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) 
             versions: Some(crate::report::VersionsCompared {
                 old: None,
                 new: c.versions.clone(),
+                old_pruned: fp.status == klaud_planner::plan::Status::StalePruned,
             }),
             variant: None,
         });

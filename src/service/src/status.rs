@@ -67,6 +67,7 @@ pub fn repository_status<'f>(
                 id: id.to_owned(),
                 family: String::new(),
                 image: String::new(),
+                old_image: String::new(),
                 state: "open PR, not in this instance's journal".into(),
                 attempt: None,
                 pull_request: Some(LinkRow {

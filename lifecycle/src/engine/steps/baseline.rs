@@ -6,7 +6,8 @@
 //! After `open`, before `smoke`. Reads the baseline source, the producer
 //! runs of its AgentX points (their artifacts, once per run) and the pull
 //! request body (a frozen baseline already there is kept). May write: the
-//! pull request body and the baseline report comment, under a proof.
+//! pull request body, under a proof. The baseline lives in the body only:
+//! a comment repeating it would be the same table twice in the thread.
 
 use crate::baseline::{Baseline, FamilyKey, attach_evals, baseline_of, readiness_gap};
 use crate::dataset::attach_datasets;
@@ -21,8 +22,8 @@ use crate::engine::steps;
 use crate::engine::write::Writes as _;
 use crate::model::{Outcome, Phase};
 use crate::report::{
-    AttemptReport, BASELINE_START, BumpScope, FrozenBaseline, Provenance, engine_display,
-    parse_baseline_block, render_baseline_block, render_report, splice_baseline,
+    BASELINE_START, BumpScope, FrozenBaseline, Provenance, engine_display, parse_baseline_block,
+    render_baseline_block, splice_baseline,
 };
 use klaud_planner::image::ImageRef;
 
@@ -162,8 +163,6 @@ pub(in crate::engine) async fn run(
         }
     };
     let gap = readiness_gap_of(cx, &frozen);
-    let cid = Engine::candidate_id(rec)?;
-    let report = AttemptReport::for_baseline(rec.owner_run, cid, cx.clock.now(), &frozen.baseline);
     rec.frozen = Some(frozen);
     cx.save(rec).await?;
     if let Some(gap) = gap {
@@ -183,10 +182,6 @@ pub(in crate::engine) async fn run(
         }
         cx.save(rec).await?;
         return Ok(Progress::Advanced(Step::Finish));
-    }
-    let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
-    if let Some(p) = cx.publish(rec, &rendered, Scope::Pull).await? {
-        return Ok(p);
     }
     steps::smoke::first_attempts(cx, rec).await?;
     rec.step = Step::Smoke;

@@ -264,6 +264,8 @@ mod tests {
                 label: format!("#{n}"),
                 url: format!("https://github.com/o/r/pull/{n}"),
             }),
+            image: String::new(),
+            edits: Vec::new(),
         };
         let snapshot = StatusSnapshot {
             repositories: vec![RepositoryStatus {

@@ -192,6 +192,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             Some(&steering),
             &records,
         );
+        plan.run_first = steering.run_first();
         plan.min_age = config.planner.min_age;
         plan.max_candidates = args.max.unwrap_or(config.planner.max_candidates);
         plan.rules = config

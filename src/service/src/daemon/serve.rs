@@ -407,6 +407,7 @@ impl Daemon {
             Some(&steering),
             &records,
         );
+        plan.run_first = steering.run_first();
         plan.min_age = self.settings.min_age;
         plan.max_candidates = match pass {
             Pass::Wave => self

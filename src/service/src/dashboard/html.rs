@@ -8,8 +8,58 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 use super::{
     BudgetSample, CandidateRow, ClaimRow, ExperimentRow, FamilyRow, LinkRow, OutcomeRow,
-    RepositoryStatus, StatusSnapshot,
+    RepositoryStatus, StatusSnapshot, short_image,
 };
+
+/// A name (family, image, candidate) that may wrap after a path separator
+/// (`/`, `:`, `@`) and nowhere else: `break-all` would cut `sglang` into
+/// `sgl` and `ang` to fit a column, and a browser would break a key such
+/// as `dsr1-fp4-b200-sglang` at its hyphens.
+fn name(text: &str) -> Markup {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        if matches!(c, '/' | ':' | '@') {
+            parts.push(&text[start..i + c.len_utf8()]);
+            start = i + c.len_utf8();
+        }
+    }
+    parts.push(&text[start..]);
+    html! {
+        @for (i, part) in parts.iter().enumerate() {
+            @if i > 0 { wbr; }
+            span.nw { (part) }
+        }
+    }
+}
+
+/// An image shortened to a short digest, the full reference on hover.
+fn image(full: &str) -> Markup {
+    html! { span.image title=(full) { (name(&short_image(full))) } }
+}
+
+/// Text written as Markdown for GitHub (reasons, upkeep, hunt lines): its
+/// code spans become `<code>`, bold marks and Markdown escapes go, so the
+/// page never shows raw backticks or asterisks.
+fn prose(text: &str) -> Markup {
+    let clean = text
+        .replace("**", "")
+        .replace("\\|", "|")
+        .replace("\\_", "_")
+        .replace("\\*", "*");
+    let parts: Vec<&str> = clean.split('`').collect();
+    // An unmatched backtick is no code span: dropped, its text kept.
+    let paired = parts.len() % 2 == 1;
+    html! {
+        @for (i, part) in parts.iter().enumerate() {
+            @if paired && i % 2 == 1 {
+                code { (part) }
+            } @else {
+                (part)
+            }
+        }
+    }
+}
 
 const STYLE: &str = r#"
 :root { color-scheme: light dark; --line: #8884; --muted: #888; }
@@ -26,7 +76,10 @@ h3 { font-size: 15px; margin: 16px 0 6px; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { font-weight: 600; white-space: nowrap; }
-td.mono, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; word-break: break-all; }
+td.mono, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; word-break: normal; overflow-wrap: normal; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
+.arrow { color: var(--muted); }
+.nw { white-space: nowrap; }
 .badge { display: inline-block; padding: 0 6px; border-radius: 10px; font-size: 12px; white-space: nowrap; border: 1px solid var(--line); }
 .ok { background: #2e7d3222; } .warn { background: #f9a82533; } .bad { background: #c6282833; } .info { background: #1565c022; }
 .empty { color: var(--muted); font-style: italic; }
@@ -130,7 +183,7 @@ pub fn render(snapshot: &StatusSnapshot) -> String {
                         @for event in &snapshot.recent_errors {
                             tr {
                                 td data-label="When" { (time(event.at)) }
-                                td data-label="Error" { (event.message) }
+                                td data-label="Error" { (prose(&event.message)) }
                             }
                         }
                     }))
@@ -195,7 +248,7 @@ fn cards(snapshot: &StatusSnapshot) -> Markup {
                 div.card {
                     "Registry " (wait.host) " waits"
                     b { "until " (time(Some(wait.until))) }
-                    (wait.reason)
+                    (prose(&wait.reason))
                 }
             }
         }
@@ -286,14 +339,26 @@ fn render_candidates(candidates: &[CandidateRow]) -> Markup {
     if candidates.is_empty() {
         return html! { p.empty { "No candidates." } };
     }
-    let headers = ["Family", "Image", "State", "Attempt", "PR", "Runs"];
+    let headers = [
+        "Family",
+        "Image (old → new)",
+        "State",
+        "Attempt",
+        "PR",
+        "Runs",
+    ];
     stack_table(
         &headers,
         html! {
             @for candidate in candidates {
                 tr {
-                    td.mono data-label="Family" { (candidate.family) }
-                    td.mono data-label="Image" { (candidate.image) }
+                    td.mono data-label="Family" { (name(&candidate.family)) }
+                    td.mono data-label="Image" {
+                        @if !candidate.old_image.is_empty() {
+                            (image(&candidate.old_image)) span.arrow { " → " }
+                        }
+                        (image(&candidate.image))
+                    }
                     td data-label="State" {
                         (badge(candidate.outcome.as_deref().unwrap_or(&candidate.state)))
                     }
@@ -301,7 +366,7 @@ fn render_candidates(candidates: &[CandidateRow]) -> Markup {
                     td data-label="PR" {
                         (optional_link(candidate.pull_request.as_ref()))
                         @if let (Some(_), Some(merge)) = (&candidate.pull_request, &candidate.merge) {
-                            br; small { (merge) }
+                            br; small { (prose(merge)) }
                         }
                     }
                     td data-label="Runs" {
@@ -323,9 +388,9 @@ fn render_experiments(experiments: &[ExperimentRow]) -> Markup {
         @for experiment in experiments {
             h4.experiment {
                 "Experiment " (experiment.experiment) " · "
-                span.mono { (experiment.family) }
+                span.mono { (name(&experiment.family)) }
             }
-            (stack_table(&["Variant", "State", "PR", "Candidate"], html! {
+            (stack_table(&["Variant", "State", "PR", "Image", "Changes"], html! {
                 @for v in &experiment.variants {
                     tr.variant {
                         td data-label="Variant" {
@@ -334,7 +399,16 @@ fn render_experiments(experiments: &[ExperimentRow]) -> Markup {
                         }
                         td data-label="State" { (badge(&v.state)) }
                         td data-label="PR" { (optional_link(v.pull_request.as_ref())) }
-                        td.mono data-label="Candidate" { (v.candidate.as_str()) }
+                        td.mono data-label="Image" title=(v.candidate.as_str()) {
+                            @if v.image.is_empty() { "—" } @else { (image(&v.image)) }
+                        }
+                        td data-label="Changes" {
+                            @if v.edits.is_empty() { "—" }
+                            @for (i, edit) in v.edits.iter().enumerate() {
+                                @if i > 0 { br; }
+                                code { (edit) }
+                            }
+                        }
                     }
                 }
             }))
@@ -353,14 +427,14 @@ fn render_claims(claims: &[ClaimRow]) -> Markup {
             @for claim in claims {
                 tr {
                     td.mono data-label="Family" {
-                        (claim.family.as_deref().unwrap_or(&claim.family_id))
+                        (name(claim.family.as_deref().unwrap_or(&claim.family_id)))
                         @if let Some(what) = &claim.recovering {
-                            " — recovery lease: finishing " (what)
+                            " — recovery lease: finishing " (name(what))
                         }
                     }
                     td.mono data-label="Owner" {
                         @match &claim.parse_error {
-                            Some(error) => { (badge("unparsable")) " " (error) }
+                            Some(error) => { (badge("unparsable")) " " (prose(error)) }
                             None => (claim.owner.as_deref().unwrap_or("old helper (no lease)")),
                         }
                     }
@@ -388,13 +462,13 @@ fn render_outcomes(outcomes: &[OutcomeRow]) -> Markup {
             @for outcome in outcomes {
                 tr {
                     td data-label="When" { (time(outcome.at)) }
-                    td.mono data-label="Family" { (outcome.family) }
+                    td.mono data-label="Family" { (name(&outcome.family)) }
                     td data-label="Outcome" {
                         (badge(&outcome.outcome))
                         // A hunt's lines are Markdown for GitHub; here
                         // they are text (escaped by maud).
                         @for line in outcome.hunt.iter().chain(&outcome.hunt_zh) {
-                            div.hunt { (line.replace("**", "")) }
+                            div.hunt { (prose(line)) }
                         }
                     }
                     td data-label="Phase" { (outcome.phase) }
@@ -435,14 +509,19 @@ fn render_families(families: &[FamilyRow]) -> Markup {
         html! {
             @for family in families {
                 tr {
-                    td.mono data-label="Family" { (family.family) }
+                    td.mono data-label="Family" { (name(&family.family)) }
                     td data-label="Status" { (badge(&family.status)) }
-                    td.mono data-label="Current" { (family.current) }
-                    td.mono data-label="Candidate" { (family.candidate.as_deref().unwrap_or("—")) }
+                    td.mono data-label="Current" { (image(&family.current)) }
+                    td.mono data-label="Candidate" {
+                        @match &family.candidate {
+                            Some(c) => (image(c)),
+                            None => "—",
+                        }
+                    }
                     td data-label="Stale for" { (stale_for(family.stale_hours)) }
                     td data-label="Why" {
                         @if !family.reasons.is_empty() {
-                            ul.reasons { @for reason in &family.reasons { li { (reason) } } }
+                            ul.reasons { @for reason in &family.reasons { li { (prose(reason)) } } }
                         }
                     }
                 }
@@ -481,6 +560,67 @@ mod tests {
         assert!(!page.contains("<img"));
         assert!(!page.contains("javascript:"));
         assert!(page.contains("&lt;script&gt;"));
+    }
+
+    #[test]
+    fn images_show_old_to_new_short_names_wrap_only_at_separators_and_no_markdown_is_raw() {
+        let digest = "sha256:d6e7288627be8b02be88e4bba38e73f6d50e2826869f753c13a4c4385ab3eda9";
+        let snapshot = StatusSnapshot {
+            repositories: vec![RepositoryStatus {
+                name: "o/r".into(),
+                url: "https://github.com/o/r".into(),
+                candidates: vec![CandidateRow {
+                    family: "configs/nvidia-master.yaml:dsr1-fp4-b200-sglang".into(),
+                    old_image: "lmsysorg/sglang:v0.5.16-cu130".into(),
+                    image: format!("lmsysorg/sglang:v0.5.17-cu130@{digest}"),
+                    state: "done".into(),
+                    outcome: Some("validated".into()),
+                    merge: Some("reusable: sweep `run 7` on the head".into()),
+                    pull_request: Some(LinkRow {
+                        label: "#3".into(),
+                        url: "https://github.com/o/r/pull/3".into(),
+                    }),
+                    ..CandidateRow::default()
+                }],
+                families: vec![FamilyRow {
+                    family: "configs/a.yaml:k".into(),
+                    status: "stale-newer".into(),
+                    current: "vllm/vllm-openai:v0.9.0".into(),
+                    reasons: vec!["tag `v1` is **older**; skipped".into()],
+                    ..FamilyRow::default()
+                }],
+                ..RepositoryStatus::default()
+            }],
+            ..StatusSnapshot::default()
+        };
+        let page = render(&snapshot);
+        let text_of_body = page.split_once("<body>").map_or("", |(_, b)| b);
+        assert!(!text_of_body.contains('`'), "raw backticks: {page}");
+        assert!(!text_of_body.contains("**"), "raw bold: {page}");
+        assert!(page.contains("<code>run 7</code>"), "{page}");
+        assert!(page.contains("<code>v1</code> is older"), "{page}");
+        // Old → new, the new one with a short digest and the full one on hover.
+        let old = page.find("v0.5.16").expect("old image");
+        let new = page.find("v0.5.17").expect("new image");
+        assert!(old < new, "{page}");
+        assert!(page.contains(&format!("title=\"lmsysorg/sglang:v0.5.17-cu130@{digest}\"")));
+        assert!(page.contains("d6e7288627be…"), "{page}");
+        assert!(
+            !page.contains(">d6e7288627be8b02be88"),
+            "the full digest is not shown as text"
+        );
+        // A name wraps after its separators only.
+        assert!(
+            page.contains(
+                "<span class=\"nw\">lmsysorg/</span><wbr><span class=\"nw\">sglang:</span><wbr><span class=\"nw\">v0.5.17-cu130@</span><wbr>"
+            ),
+            "{page}"
+        );
+        assert!(
+            page.contains("<span class=\"nw\">dsr1-fp4-b200-sglang</span>"),
+            "{page}"
+        );
+        assert!(!page.contains("break-all"));
     }
 
     #[test]

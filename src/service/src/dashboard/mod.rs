@@ -25,6 +25,28 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::watch;
 
+/// `image` with its digest cut to its first 12 hex digits (`repo:tag@
+/// sha256:0123456789ab…`): a 64-digit digest pushes every other column of a
+/// table off the screen, and the full reference is kept next to it (a link
+/// or a hover) wherever the short one is shown.
+pub fn short_image(image: &str) -> String {
+    const SHOWN: usize = 12;
+    match image.split_once('@') {
+        Some((name, digest)) => {
+            let (algorithm, hex) = digest.split_once(':').unwrap_or(("", digest));
+            let cut: String = hex.chars().take(SHOWN).collect();
+            let more = if hex.chars().count() > SHOWN {
+                "…"
+            } else {
+                ""
+            };
+            let sep = if algorithm.is_empty() { "" } else { ":" };
+            format!("{name}@{algorithm}{sep}{cut}{more}")
+        }
+        None => image.to_owned(),
+    }
+}
+
 /// The dashboard page for `snapshot` (what `GET /` answers).
 pub fn render_page(snapshot: &StatusSnapshot) -> String {
     html::render(snapshot)
@@ -134,6 +156,13 @@ pub struct VariantRow {
     /// Its outcome once finished, else the state machine's step.
     pub state: String,
     pub pull_request: Option<LinkRow>,
+    /// The image it runs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image: String,
+    /// Its own edits (what tells it apart from the variant it builds on),
+    /// as the experiment names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edits: Vec<String>,
 }
 
 /// The experiment variants among `records`, grouped by family and
@@ -179,11 +208,10 @@ pub fn experiment_rows(records: &[klaud_lifecycle::engine::CandidateRecord]) -> 
                         name: v.name.clone(),
                         from: v.from.clone(),
                         candidate: rec.candidate.clone(),
-                        state: outcome_of(rec).map_or_else(
-                            || rec.step.as_str().to_owned(),
-                            |e| e.outcome.to_string(),
-                        ),
+                        state: state_of(rec),
                         pull_request: pull_link(rec),
+                        image: rec.image.clone(),
+                        edits: v.own.clone(),
                     })
                     .collect(),
             }
@@ -263,11 +291,27 @@ impl CandidateRow {
             id: rec.candidate.to_string(),
             family: rec.family.clone(),
             image: rec.image.clone(),
+            old_image: rec.old_image.clone(),
             state: rec.step.as_str().to_owned(),
-            attempt: rec
-                .attempts
-                .last()
-                .map(|a| format!("{} · {}", a.kind.title(), a.status)),
+            attempt: rec.attempts.last().map(|a| {
+                // A run that never started before the candidate ended is
+                // not waiting any more: its last status would read as work
+                // still queued.
+                let open = matches!(
+                    a.status,
+                    klaud_lifecycle::model::AttemptStatus::Queued
+                        | klaud_lifecycle::model::AttemptStatus::Running
+                );
+                match rec.ending.as_ref() {
+                    Some(e) if open => format!(
+                        "{} · {}, ended with the candidate ({})",
+                        a.kind.title(),
+                        a.status,
+                        e.outcome
+                    ),
+                    _ => format!("{} · {}", a.kind.title(), a.status),
+                }
+            }),
             pull_request: pull_link(rec),
             runs: rec
                 .runs()
@@ -301,6 +345,17 @@ impl OutcomeRow {
             hunt: rec.hunt.en.clone(),
             hunt_zh: rec.hunt.zh.clone(),
         })
+    }
+}
+
+/// What a record's state is in one word: its outcome once it ended (also
+/// while its cleanup still runs, as `duplicate (finishing)`), else the
+/// state machine's step.
+fn state_of(rec: &klaud_lifecycle::engine::CandidateRecord) -> String {
+    match (outcome_of(rec), rec.ending.as_ref()) {
+        (Some(e), _) => e.outcome.to_string(),
+        (None, Some(e)) => format!("{} (finishing)", e.outcome),
+        (None, None) => rec.step.as_str().to_owned(),
     }
 }
 
@@ -340,6 +395,9 @@ pub struct CandidateRow {
     pub id: String,
     pub family: String,
     pub image: String,
+    /// The image the base branch runs, which `image` replaces.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub old_image: String,
     /// The state machine's step (`prepared`, `smoke`, `final-sweep`, …).
     pub state: String,
     /// E.g. `Repair 2/5`.

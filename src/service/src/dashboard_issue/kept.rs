@@ -37,6 +37,8 @@ pub const MAX_DECLINED: usize = 500;
 pub const MAX_NOTES: usize = 10;
 /// Longest family, image, login or note kept.
 const MAX_FIELD: usize = 400;
+/// Most run-now requests waiting for a wave.
+pub const MAX_RUN_NOW: usize = 20;
 /// Most ticked boxes applied in one pass; the rest wait for the next.
 pub const MAX_ACTIONS: usize = 50;
 /// Lines longer than this are nobody's checkbox.
@@ -59,6 +61,22 @@ pub struct Kept {
     /// undo stays undone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declined: Vec<PullNumber>,
+    /// Families a maintainer asked to run now, waiting for a wave that
+    /// plans them first; each is cleared with a note once a wave has.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub run_now: Vec<KeptRunNow>,
+}
+
+/// One run-now request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeptRunNow {
+    /// The family (`configs/<file>:<key>`).
+    pub family: String,
+    /// Who ticked the box.
+    pub by: String,
+    /// When Klaud took it.
+    pub at: DateTime<Utc>,
 }
 
 /// One ignore made on the dashboard.
@@ -201,6 +219,22 @@ impl Kept {
                 self.declined.len()
             ));
         }
+        if self.run_now.len() > MAX_RUN_NOW {
+            return Err(format!(
+                "the state block holds {} run-now requests, more than {MAX_RUN_NOW}",
+                self.run_now.len()
+            ));
+        }
+        for (i, r) in self.run_now.iter().enumerate() {
+            for (name, v) in [("family", &r.family), ("by", &r.by)] {
+                if v.is_empty() || v.len() > MAX_FIELD || v.chars().any(char::is_whitespace) {
+                    return Err(format!(
+                        "run_now[{i}].{name} {:?} is empty, too long or has spaces",
+                        v.chars().take(60).collect::<String>()
+                    ));
+                }
+            }
+        }
         if self.notes.len() > MAX_NOTES {
             return Err(format!(
                 "the state block holds {} notes, more than {MAX_NOTES}",
@@ -265,6 +299,8 @@ pub fn clip(text: &str) -> String {
 pub enum Action {
     /// Lift the family's cooldown now.
     Retry { family: String },
+    /// Plan the family first on the next wave, whatever the budget.
+    RunNow { family: String },
     /// Never bump the family (until undone).
     IgnoreFamily { family: String },
     /// Never propose this image to the family; a newer one is.
@@ -281,6 +317,7 @@ impl Action {
     pub fn code(&self) -> String {
         match self {
             Action::Retry { family } => format!("retry {family}"),
+            Action::RunNow { family } => format!("run-now {family}"),
             Action::IgnoreFamily { family } => format!("ignore {family}"),
             Action::IgnoreImage { family, image } => format!("ignore {family} {image}"),
             Action::Unignore {
@@ -307,6 +344,7 @@ impl Action {
         let owned = |s: &str| s.to_owned();
         match words.as_slice() {
             ["retry", f] => Some(Action::Retry { family: owned(f) }),
+            ["run-now", f] => Some(Action::RunNow { family: owned(f) }),
             ["ignore", f] => Some(Action::IgnoreFamily { family: owned(f) }),
             ["ignore", f, i] => Some(Action::IgnoreImage {
                 family: owned(f),
@@ -436,6 +474,31 @@ mod tests {
         let spaced = r#"<!-- klaud:state v1 {"ignores": [{"family": "a b", "by": "x", "at": "2026-01-01T00:00:00Z"}]} -->"#;
         assert!(read_err(spaced).contains("ignores[0].family"));
         assert_eq!(Kept::read("no block"), Ok(None));
+    }
+
+    #[test]
+    fn a_run_now_box_reads_and_its_request_round_trips_bounded() {
+        let run = Action::RunNow {
+            family: "configs/a.yaml:k".into(),
+        };
+        let body = run.checkbox("Run now").replace("[ ]", "[x]");
+        assert!(
+            body.contains("<!-- klaud:do run-now configs/a.yaml:k -->"),
+            "{body}"
+        );
+        assert_eq!(ticked(&body), vec![run]);
+        let mut kept = Kept::default();
+        kept.run_now.push(KeptRunNow {
+            family: "configs/a.yaml:k".into(),
+            by: "alice".into(),
+            at: DateTime::from_timestamp(1_700_000_000, 0).unwrap(),
+        });
+        assert_eq!(Kept::read(&kept.block()), Ok(Some(kept.clone())));
+        // Without a request the block is what older versions wrote.
+        assert!(!Kept::default().block().contains("run_now"));
+        let spaced = r#"<!-- klaud:state v1 {"run_now": [{"family": "a b", "by": "x", "at": "2026-01-01T00:00:00Z"}]} -->"#;
+        let e = Kept::read(spaced).unwrap_err().to_string();
+        assert!(e.contains("run_now[0].family"), "{e}");
     }
 
     #[test]

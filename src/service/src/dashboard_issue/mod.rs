@@ -5,8 +5,9 @@
 //! A pass reads it once ([`steer`], before the plan: one conditional list
 //! of the bot's issues with the dashboard label, a free 304 when nothing
 //! changed), applies the boxes a person with write access ticked (retry a
-//! family now, ignore a family or one image, undo an ignore), and hands the
-//! dashboard's ignores to the plan. After the wave, [`publish`] renders the
+//! family now, run a stale family now, ignore a family or one image, undo
+//! an ignore), and hands the dashboard's ignores and run-now requests to
+//! the plan. After the wave, [`publish`] renders the
 //! body from the wave's plan and the journal and edits the issue only when
 //! the bytes differ.
 //!
@@ -30,7 +31,7 @@ use klaud_lifecycle::BoxFuture;
 use klaud_lifecycle::engine::{CandidateRecord, Journal, Step};
 use klaud_planner::ignore::{IgnoreRule, IgnoreSource, IgnoreTarget};
 
-pub use kept::{Action, Kept, KeptIgnore};
+pub use kept::{Action, Kept, KeptIgnore, KeptRunNow};
 pub use render::{MARKER, PlanView, View};
 
 /// The label Klaud finds its dashboard issue by.
@@ -107,6 +108,16 @@ impl Steering {
                 },
             })
             .chain(hold)
+            .collect()
+    }
+
+    /// The family ids a maintainer asked to run now, for the plan's
+    /// `run_first`: they stay asked until a wave's publish settles them.
+    pub fn run_first(&self) -> std::collections::BTreeSet<String> {
+        self.kept
+            .run_now
+            .iter()
+            .map(|r| klaud_planner::identity::family_id(&r.family))
             .collect()
     }
 
@@ -404,6 +415,27 @@ fn apply<'f>(
                     }
                 }
                 Action::Retry { family } => retry(journal, clock, family, &by).await,
+                Action::RunNow { family } => {
+                    if kept.run_now.iter().any(|r| r.family == *family) {
+                        format!(
+                            "`{family}` is already asked to run on the next wave. / 已在下一轮优先运行之列。"
+                        )
+                    } else if kept.run_now.len() >= kept::MAX_RUN_NOW {
+                        format!(
+                            "Not applied: run `{family}` now — at most {} families wait to run now. / 未执行：待运行的系列已满。",
+                            kept::MAX_RUN_NOW
+                        )
+                    } else {
+                        kept.run_now.push(KeptRunNow {
+                            family: kept::clip(family),
+                            by: by.clone(),
+                            at: now,
+                        });
+                        format!(
+                            "Applied for @{by}: the next wave plans `{family}` first, whatever its budget. / 已执行：下一轮将优先计划此系列。"
+                        )
+                    }
+                }
             };
             kept.note(format!("{} — {note}", now.format("%Y-%m-%d %H:%M UTC")));
         }
@@ -527,6 +559,9 @@ pub fn publish<'f>(
         // failed) becomes a rule kept in the issue itself.
         let mut kept = steering.kept.clone();
         kept.absorb_declined(&declined_in(&records), clock.now());
+        if let Some(summary) = options.summary {
+            render::settle_run_now(&mut kept, summary, &records, options.cooldown, clock.now());
+        }
         let mut body = render::body(&view, &kept, previous, steering.problem.as_deref());
         if let Some(raw) = &steering.kept_block {
             // A block this Klaud cannot read is somebody's decision record

@@ -81,6 +81,35 @@ fn text(t: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// Text safe inside an HTML attribute or element of a Markdown body: no
+/// character can end the attribute or start Markdown.
+fn attr(t: &str) -> String {
+    t.chars()
+        .filter(|c| !c.is_control())
+        .take(400)
+        .collect::<String>()
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "&#124;")
+        .replace('`', "&#96;")
+        .replace('*', "&#42;")
+        .replace('_', "&#95;")
+        .replace('[', "&#91;")
+        .replace('\\', "&#92;")
+}
+
+/// An image with its digest cut short, the full reference a hover away:
+/// a 64-digit digest pushes a table's other columns off GitHub's width.
+fn image(full: &str) -> String {
+    let short = crate::dashboard::short_image(full);
+    if short == full {
+        return code(full);
+    }
+    format!("<code title=\"{}\">{}</code>", attr(full), attr(&short))
+}
+
 fn time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
 }
@@ -112,6 +141,22 @@ impl View<'_> {
                 )
             )
         )
+    }
+
+    /// The family's key linked to its line in the master config: the
+    /// compact form for table cells.
+    fn key_link(&self, family: &str) -> String {
+        let (file, key) = family.rsplit_once(':').unwrap_or(("", family));
+        let anchor = self
+            .line_of(family)
+            .filter(|l| *l > 0)
+            .map(|l| format!("#L{l}"))
+            .unwrap_or_default();
+        let url = format!("{}/blob/{}/{file}{anchor}", self.web, self.base_branch);
+        if file.is_empty() || url.contains([' ', ')', '\n', '<', '>']) {
+            return code(family);
+        }
+        format!("[{}]({url})", code(key))
     }
 
     fn pr(rec: &CandidateRecord) -> String {
@@ -206,7 +251,7 @@ fn body_with(
     let running: Vec<&CandidateRecord> = records.iter().filter(|r| r.step != Step::Done).collect();
 
     let (part, stale) = match &view.plan {
-        Some(plan) => plan_part(view, plan, rows),
+        Some(plan) => plan_part(view, kept, plan, rows),
         None => previous_plan_part(previous),
     };
     let state = if stale > 0 {
@@ -237,8 +282,8 @@ fn body_with(
                 .unwrap_or_else(|| "validated; the sweep run is reusable".to_owned());
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} |\n",
-                view.config_link(&r.family, view.line_of(&r.family)),
-                code(&r.image),
+                view.key_link(&r.family),
+                image(&r.image),
                 View::pr(r),
                 View::run(r),
                 text(&merge)
@@ -281,8 +326,8 @@ fn body_with(
                 .map_or_else(|| "the next pass".to_owned(), |w| text(w));
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                view.config_link(&r.family, view.line_of(&r.family)),
-                code(&r.image),
+                view.key_link(&r.family),
+                image(&r.image),
                 r.step.as_str(),
                 text(&attempt),
                 since,
@@ -328,7 +373,7 @@ fn body_with(
         out.push_str(&format!(
             "- {} → {} — {again} — {}\n",
             view.config_link(&r.family, view.line_of(&r.family)),
-            code(&r.image),
+            image(&r.image),
             View::pr(r)
         ));
         if !r.deferred() {
@@ -343,30 +388,16 @@ fn body_with(
         }
     }
 
-    out.push_str("\n### Failed recently / 最近失败\n\n");
-    let mut failed: Vec<&CandidateRecord> = records
+    let (failed, other): (Vec<&CandidateRecord>, Vec<&CandidateRecord>) = records
         .iter()
         .filter(|r| ending(r).is_some_and(|e| e.outcome != Outcome::Validated))
-        .collect();
-    failed.sort_by_key(|r| std::cmp::Reverse((r.updated_at, r.candidate.to_string())));
-    if failed.is_empty() {
-        out.push_str("None. / 无。\n");
-    }
-    for r in failed.into_iter().take(MAX_FAILED.min(rows.max(1))) {
-        let Some(e) = ending(r) else { continue };
-        out.push_str(&format!(
-            "- {} {} → {}: **{}** ({}) — {} — {} {}\n",
-            time(r.updated_at),
-            view.config_link(&r.family, view.line_of(&r.family)),
-            code(&r.image),
-            e.outcome,
-            e.phase,
-            text(&e.message),
-            View::pr(r),
-            View::run(r)
-        ));
-        out.push_str(&hunt_lines(r));
-    }
+        .partition(|r| ending(r).is_some_and(|e| is_failure(e.outcome)));
+    out.push_str("\n### Failed recently / 最近失败\n\n");
+    push_ended(&mut out, view, failed, rows);
+    // Duplicates, capacity deferrals, hand-offs and the like are no
+    // failure of the image: listed apart so a real failure stands out.
+    out.push_str("\n### Duplicates, deferrals and other ends / 重复、延后及其他结束\n\n");
+    push_ended(&mut out, view, other, rows);
 
     let experiments = crate::dashboard::experiment_rows(records);
     if !experiments.is_empty() {
@@ -442,6 +473,40 @@ fn body_with(
     out
 }
 
+/// Whether a candidate that ended with `outcome` failed (as opposed to
+/// ending because another PR, the capacity, the repository or a person
+/// decided so).
+fn is_failure(outcome: Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::Failed | Outcome::Incompatible | Outcome::Uncertain | Outcome::UnexpectedError
+    )
+}
+
+/// The newest of `ended` as list items, each with its outcome, message,
+/// PR, run and regression hunt.
+fn push_ended(out: &mut String, view: &View<'_>, mut ended: Vec<&CandidateRecord>, rows: usize) {
+    ended.sort_by_key(|r| std::cmp::Reverse((r.updated_at, r.candidate.to_string())));
+    if ended.is_empty() {
+        out.push_str("None. / 无。\n");
+    }
+    for r in ended.into_iter().take(MAX_FAILED.min(rows.max(1))) {
+        let Some(e) = ending(r) else { continue };
+        out.push_str(&format!(
+            "- {} {} → {}: **{}** ({}) — {} — {} {}\n",
+            time(r.updated_at),
+            view.config_link(&r.family, view.line_of(&r.family)),
+            image(&r.image),
+            e.outcome,
+            e.phase,
+            text(&e.message),
+            View::pr(r),
+            View::run(r)
+        ));
+        out.push_str(&hunt_lines(r));
+    }
+}
+
 /// The plan part of `previous` and its stale count, its boxes unticked
 /// (a pass without a plan keeps what the last plan showed).
 fn previous_plan_part(previous: Option<&str>) -> (String, usize) {
@@ -467,15 +532,18 @@ fn previous_plan_part(previous: Option<&str>) -> (String, usize) {
     }
 }
 
-fn plan_part(view: &View<'_>, plan: &PlanView<'_>, rows: usize) -> (String, usize) {
+fn plan_part(view: &View<'_>, kept: &Kept, plan: &PlanView<'_>, rows: usize) -> (String, usize) {
     let fams = plan.families;
     let blocked = |f: &&FamilyPlan| f.blocked.is_some();
-    let stale: Vec<&FamilyPlan> = fams
+    // The plan was made at the start of the pass; what the wave did since
+    // (a PR opened, a candidate validated or merged, one that failed and
+    // now cools down) is in the journal, and the issue shows the end.
+    let (stale, moved): (Vec<&FamilyPlan>, Vec<&FamilyPlan>) = fams
         .iter()
         .filter(|f| {
             f.blocked.is_none() && matches!(f.status, Status::StaleNewer | Status::StalePruned)
         })
-        .collect();
+        .partition(|f| taken_up(view, f).is_none());
     let held: Vec<&FamilyPlan> = fams
         .iter()
         .filter(blocked)
@@ -528,16 +596,45 @@ fn plan_part(view: &View<'_>, plan: &PlanView<'_>, rows: usize) -> (String, usiz
         let to = f
             .candidate
             .as_ref()
-            .map(|c| format!(" → {}", code(&c.image.to_string())))
+            .map(|c| format!(" → {}", image(&c.image.to_string())))
             .unwrap_or_default();
+        let pruned = if f.status == Status::StalePruned {
+            " — current tag pruned upstream / 当前标签已被上游删除"
+        } else {
+            ""
+        };
         out.push_str(&format!(
-            "- {} {}{to}\n",
+            "- {} {}{to}{pruned}\n",
             view.config_link(&f.family, Some(f.line)),
-            code(&f.current)
+            image(&f.current)
         ));
+        push_run_now(&mut out, kept, f);
         push_ignore_boxes(&mut out, f);
     }
     more(&mut out, stale.len());
+    if !moved.is_empty() {
+        let names: Vec<String> = moved
+            .iter()
+            .take(rows.max(1))
+            .map(|f| {
+                let key = f
+                    .family
+                    .rsplit_once(':')
+                    .map_or(f.family.as_str(), |(_, k)| k);
+                format!("{} ({})", code(key), taken_up(view, f).unwrap_or_default())
+            })
+            .collect();
+        let rest = moved.len().saturating_sub(rows.max(1));
+        let rest = if rest > 0 {
+            format!(" … +{rest}")
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "\nTaken up since the plan / 计划后已处理: {}{rest}\n",
+            names.join(", ")
+        ));
+    }
 
     out.push_str("\n### Deferred or blocked / 暂缓或受阻\n\n");
     if held.is_empty() {
@@ -605,6 +702,145 @@ fn plan_part(view: &View<'_>, plan: &PlanView<'_>, rows: usize) -> (String, usiz
     (out, stale.len())
 }
 
+/// Why a stale family of the plan is no longer "planned next" at the end
+/// of the pass: its candidate is in flight, validated (awaiting merge or
+/// merged) or cooling down after it ended. `None`: the next wave plans it.
+fn taken_up(view: &View<'_>, f: &FamilyPlan) -> Option<&'static str> {
+    let ours = view.records.iter().filter(|r| r.family == f.family);
+    if ours.clone().any(|r| r.step != Step::Done) {
+        return Some("in progress / 进行中");
+    }
+    let newest = ours
+        .filter(|r| ending(r).is_some())
+        .max_by_key(|r| r.updated_at)?;
+    let e = ending(newest)?;
+    let same_image = f.candidate.as_ref().is_some_and(|c| {
+        let planned = c.image.normalized();
+        ImageRef::parse(&newest.image).map_or(newest.image == c.image.to_string(), |i| {
+            i.normalized() == planned
+        })
+    });
+    let cooldown = TimeDelta::from_std(view.cooldown).unwrap_or(TimeDelta::MAX);
+    if e.outcome == Outcome::Validated && same_image {
+        return Some(
+            match newest.upkeep.as_ref().and_then(|u| u.settled.as_ref()) {
+                Some(_) => "validated, merged or closed / 已验证，已合并或关闭",
+                None => "validated, awaiting merge / 已验证，等待合并",
+            },
+        );
+    }
+    if e.outcome != Outcome::Validated
+        && !newest.deferred()
+        && view.now - newest.updated_at < cooldown
+    {
+        return Some("cooling down / 冷却中");
+    }
+    None
+}
+
+/// The run-now box of a stale family, or the note that a maintainer
+/// asked already (the next wave plans it first).
+fn push_run_now(out: &mut String, kept: &Kept, f: &FamilyPlan) {
+    out.push_str("  ");
+    match kept.run_now.iter().find(|r| r.family == f.family) {
+        Some(r) => out.push_str(&format!(
+            "- run now asked by @{} {}: the next wave plans it first / 已请求立即运行，下一轮优先计划\n",
+            text(&r.by),
+            time(r.at)
+        )),
+        None => {
+            out.push_str(
+                &Action::RunNow {
+                    family: f.family.clone(),
+                }
+                .checkbox("Run now: plan it first on the next wave / 立即运行：下一轮优先计划"),
+            );
+            out.push('\n');
+        }
+    }
+}
+
+/// Settles the run-now requests a wave planned with (`summary`): each ends
+/// with a note saying what became of it, except one still waiting for a
+/// wave that may start a candidate (the pass planned nothing, or had no
+/// free slot), which stays asked.
+pub fn settle_run_now(
+    kept: &mut Kept,
+    summary: &klaud_lifecycle::wave::WaveSummary,
+    records: &[CandidateRecord],
+    cooldown: Duration,
+    now: DateTime<Utc>,
+) {
+    if summary.families.is_empty() || kept.run_now.is_empty() {
+        return;
+    }
+    let view = View {
+        web: String::new(),
+        base_branch: String::new(),
+        records,
+        plan: None,
+        waiting: BTreeMap::new(),
+        cooldown,
+        now,
+        web_dashboard: None,
+    };
+    let mut notes = Vec::new();
+    kept.run_now.retain(|r| {
+        let family = &r.family;
+        let started = summary.candidates.iter().find(|c| c.family == *family);
+        let planned = summary.families.iter().find(|f| f.family == *family);
+        let said = match (started, planned) {
+            (Some(c), _) => Some(format!(
+                "Run now `{family}` (asked by @{}): started {}{}. / 已开始运行。",
+                r.by,
+                crate::dashboard::short_image(&c.image),
+                c.pull_request
+                    .as_deref()
+                    .map(|u| format!(", {u}"))
+                    .unwrap_or_default()
+            )),
+            (None, None) => Some(format!(
+                "Run now `{family}` (asked by @{}): the plan has no such family. / 计划中没有此系列。",
+                r.by
+            )),
+            (None, Some(f)) => match (&f.blocked, f.status) {
+                (Some(b), _) => Some(format!(
+                    "Run now `{family}` (asked by @{}): not started, it is {}: {}. / 未开始：受阻。",
+                    r.by,
+                    b.kind.as_str(),
+                    b.reason
+                )),
+                (None, Status::StaleNewer | Status::StalePruned) => {
+                    taken_up(&view, f).map(|why| {
+                        format!(
+                            "Run now `{family}` (asked by @{}): not started, {why}; tick its Retry box to lift a cooldown. / 未开始。",
+                            r.by
+                        )
+                    })
+                }
+                (None, Status::UpToDate) => Some(format!(
+                    "Run now `{family}` (asked by @{}): it is up to date, nothing to run. / 已是最新，无需运行。",
+                    r.by
+                )),
+                (None, _) => Some(format!(
+                    "Run now `{family}` (asked by @{}): not started, its images do not resolve (see below). / 未开始：无法解析。",
+                    r.by
+                )),
+            },
+        };
+        match said {
+            Some(n) => {
+                notes.push(format!("{} — {n}", now.format("%Y-%m-%d %H:%M UTC")));
+                false
+            }
+            None => true,
+        }
+    });
+    for n in notes {
+        kept.note(n);
+    }
+}
+
 fn push_ignore_boxes(out: &mut String, f: &FamilyPlan) {
     if let Some(image) = f
         .candidate
@@ -632,4 +868,27 @@ fn push_ignore_boxes(out: &mut String, f: &FamilyPlan) {
         .checkbox("Ignore this family / 忽略此系列"),
     );
     out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_image_keeps_the_full_reference_on_hover_and_cannot_break_out() {
+        let full = "lmsysorg/sglang:v0.5.17@sha256:d6e7288627be8b02be88e4bba38e73f6d50e2826869f753c13a4c4385ab3eda9";
+        assert_eq!(
+            image(full),
+            format!("<code title=\"{full}\">lmsysorg/sglang:v0.5.17@sha256:d6e7288627be…</code>")
+        );
+        // Without a digest there is nothing to cut: plain code.
+        assert_eq!(image("vllm/vllm-openai:v1"), "`vllm/vllm-openai:v1`");
+        let hostile = "x\"><script>|**_`[a](b)@sha256:0123456789abcdef0123";
+        let shown = image(hostile);
+        for bad in ["<script", "|", "**", "`", "[a]"] {
+            assert!(!shown.contains(bad), "{bad} in {shown}");
+        }
+        // The only quotes are the title's own.
+        assert_eq!(shown.matches('"').count(), 2, "{shown}");
+    }
 }
