@@ -199,7 +199,7 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
     let Upkept::Withdrawn(line) = &upkept else {
         panic!("{upkept:?}")
     };
-    assert!(line.contains("`/klaud retry`"), "{line}");
+    assert!(line.contains("`/reuse-sweep-run` with the id"), "{line}");
     // Klaud's own line no longer stands: the gate finds no authorization.
     assert_eq!(gate(&env, number).await, (false, None));
     assert!(
@@ -213,7 +213,7 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
         .find(|b| b.contains("The validated sweep no longer covers this PR's head"))
         .unwrap_or_else(|| panic!("the PR says so: {bodies:#?}"));
     assert!(note.contains(&pushed), "{note}");
-    assert!(note.contains("`/klaud retry`"), "{note}");
+    assert!(note.contains("`/reuse-sweep-run` with the id"), "{note}");
     assert!(note.contains("<summary>中文</summary>"), "{note}");
     let withdrawn = rec
         .upkeep
@@ -222,6 +222,24 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
         .expect("recorded");
     assert_eq!(withdrawn.head.as_str(), pushed);
     assert!(env.claims().await.is_empty(), "the claim is released");
+
+    // `/klaud retry` on it answers with what a maintainer can do.
+    let answer = klaud_lifecycle::commands::request_retry(
+        &env.journal,
+        env.clock,
+        &rec,
+        "maintainer",
+        "",
+    )
+    .await
+    .expect("journal");
+    let Err(klaud_lifecycle::commands::Refusal(text)) = answer else {
+        panic!("a validated PR has nothing to retry: {answer:?}")
+    };
+    assert!(
+        text.contains("no longer covers the head") && text.contains("with the id"),
+        "{text}"
+    );
 
     // The next pass re-verifies and writes nothing.
     let writes = bot_writes(&env).await;
@@ -241,7 +259,7 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
         .expect("awaiting section");
     assert!(
         awaiting.contains("the sweep no longer covers the head")
-            && awaiting.contains("/klaud retry"),
+            && awaiting.contains("/reuse-sweep-run` with the id"),
         "{awaiting}"
     );
 }

@@ -142,6 +142,13 @@ pub fn request_retry<'f>(
                 rec.step.as_str()
             ))));
         };
+        if let Some(w) = rec.upkeep.as_ref().and_then(|u| u.withdrawn.as_ref()) {
+            return Ok(Err(Refusal(format!(
+                "Nothing to retry: candidate {} was validated, and {}.",
+                rec.candidate,
+                w.line()
+            ))));
+        }
         if ending.outcome == Outcome::Validated {
             return Ok(Err(Refusal(format!(
                 "Nothing to retry: candidate {} was validated.",
