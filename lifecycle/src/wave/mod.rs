@@ -20,6 +20,7 @@
 //! through the [`Journal`], and it never writes without the engine's
 //! ownership proofs.
 
+mod lost;
 mod ports;
 mod summary;
 mod targets;
@@ -273,6 +274,7 @@ impl<'a> Wave<'a> {
         self.resume(&engine, &base.repository, &mut pass).await;
         self.refill(&engine, &base.repository, &session, &mut pass)
             .await;
+        self.rebuild_lost_records(&engine, &mut pass).await;
         self.answer_commands(&engine, &mut pass).await;
         self.drive(&engine, &base.repository, &mut pass).await?;
         self.keep_mergeable(&engine, &mut pass).await;
