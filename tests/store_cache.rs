@@ -4,7 +4,9 @@
 //! the PR, its receipt and its branch: it keeps the PR mergeable with the
 //! same writes as for a PR whose record was kept, answers a maintainer's
 //! `/klaud status`, posts Klaud's deleted reuse line again, and a second
-//! pass writes nothing.
+//! pass writes nothing. Once a lost record shows the store was lost, the
+//! recently active finished PRs are rebuilt too: a command on a closed one
+//! is answered.
 
 use std::time::{Duration, Instant};
 
@@ -88,11 +90,18 @@ fn kind(method: &str, path: &str) -> String {
 /// The bot's writes since request number `from`, as kinds.
 async fn writes_since(env: &Harness, from: u64) -> Vec<String> {
     let (first, log) = env.stack.state().request_log_numbered().await;
-    assert!(first <= from, "the request log dropped the entries looked at");
+    assert!(
+        first <= from,
+        "the request log dropped the entries looked at"
+    );
     log[(from - first) as usize..]
         .iter()
         .filter(|e| e.method != "GET" && e.method != "HEAD")
-        .filter(|e| e.login.as_deref().is_some_and(|l| l.eq_ignore_ascii_case(BOT)))
+        .filter(|e| {
+            e.login
+                .as_deref()
+                .is_some_and(|l| l.eq_ignore_ascii_case(BOT))
+        })
         .map(|e| kind(&e.method, &e.path))
         .collect()
 }
@@ -114,7 +123,13 @@ async fn record(journal: &MemoryJournal, rec: &CandidateRecord) -> CandidateReco
 
 #[tokio::test]
 async fn validated_prs_are_kept_and_answered_after_the_store_is_lost() {
-    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
+    let mut env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
+    // Four candidates' writes exceed GitHub's content limit of a minute;
+    // Klaud's pacing would wait it out, which this test is not about.
+    env.stack.state().set_content_limits(None, None).await;
+    env.forge = crate::support::forge_of(&env.stack)
+        .await
+        .with_write_pace(klaud_github::WritePace::UNPACED);
     let journal = MemoryJournal::new();
     let mut finished = Vec::new();
     for key in [
@@ -132,6 +147,17 @@ async fn validated_prs_are_kept_and_answered_after_the_store_is_lost() {
         finished.push(rec);
     }
     let [a, kept, lost] = <[CandidateRecord; 3]>::try_from(finished).expect("three");
+    // A failed candidate: its PR closed, its receipt on it.
+    let failed = env
+        .finish(&journal, &env.target("demo-fp4-b200-vllm").await)
+        .await;
+    assert_eq!(
+        failed.ending.as_ref().map(|e| e.outcome),
+        Some(Outcome::Failed),
+        "{failed:#?}"
+    );
+    let failed_pr = failed.pull.expect("failed").get();
+    assert!(!env.pull(failed_pr).await.state.is_open());
     let (kept_pr, lost_pr) = (
         kept.pull.expect("kept").get(),
         lost.pull.expect("lost").get(),
@@ -164,7 +190,10 @@ async fn validated_prs_are_kept_and_answered_after_the_store_is_lost() {
     // same writes, in the same order.
     assert!(!writes.is_empty() && writes.len() % 2 == 0, "{writes:#?}");
     let (first, second) = writes.split_at(writes.len() / 2);
-    assert_eq!(first, second, "the lost PR's upkeep differs from the kept one's");
+    assert_eq!(
+        first, second,
+        "the lost PR's upkeep differs from the kept one's"
+    );
     assert!(
         first.iter().any(|w| w.contains("/git/commits")),
         "the base was merged in: {writes:#?}"
@@ -192,10 +221,16 @@ async fn validated_prs_are_kept_and_answered_after_the_store_is_lost() {
     }
     assert!(bot_lines(&env, lost_pr, &line).await.is_empty());
     let asked = maintainer.comment(lost_pr, "/klaud status").await;
+    let asked_failed = maintainer.comment(failed_pr, "/klaud status").await;
     let kept_bodies = env.bodies(kept_pr).await;
     let empty = MemoryJournal::new();
     let summary = upkeep_wave(&env, &empty).await;
-    assert_eq!(summary.answered.len(), 1, "{summary:#?}");
+    assert_eq!(summary.answered.len(), 2, "{summary:#?}");
+    let marker = klaud_service::pr_commands::reply_marker(asked_failed);
+    let bodies = env.bodies(failed_pr).await;
+    let replies: Vec<&String> = bodies.iter().filter(|b| b.contains(&marker)).collect();
+    assert_eq!(replies.len(), 1, "{bodies:#?}");
+    assert!(replies[0].contains("failed"), "{}", replies[0]);
     let marker = klaud_service::pr_commands::reply_marker(asked);
     let bodies = env.bodies(lost_pr).await;
     let replies: Vec<&String> = bodies.iter().filter(|b| b.contains(&marker)).collect();
@@ -210,7 +245,11 @@ async fn validated_prs_are_kept_and_answered_after_the_store_is_lost() {
         !bodies.iter().any(|b| b.contains("klaud-sweep-uncovered")),
         "Klaud's own merge is not a person's push: {bodies:#?}"
     );
-    assert_eq!(env.bodies(kept_pr).await, kept_bodies, "nothing to do on #{kept_pr}");
+    assert_eq!(
+        env.bodies(kept_pr).await,
+        kept_bodies,
+        "nothing to do on #{kept_pr}"
+    );
     assert_eq!(
         record(&empty, &lost).await.head,
         Some(upkept_head),
@@ -224,7 +263,7 @@ async fn validated_prs_are_kept_and_answered_after_the_store_is_lost() {
     assert_eq!(writes_since(&env, from).await, Vec::<String>::new());
 
     // No duplicate PR, dispatch or comment.
-    for rec in [&kept, &lost] {
+    for rec in [&kept, &lost, &failed] {
         assert_eq!(env.pulls(&rec.branch).await.len(), 1, "{}", rec.branch);
         assert_unique(&markers(&env.bodies(rec.pull.expect("pull")).await));
     }

@@ -47,7 +47,7 @@ impl Engine<'_> {
             else {
                 return Ok(None);
             };
-            let Some(image) = self.branch_image(&pull.head_ref, family).await? else {
+            let Some(image) = self.branch_image(pull.head_sha.as_str(), family).await? else {
                 return Ok(None);
             };
             let mut rec = self.new_record(
@@ -58,29 +58,15 @@ impl Engine<'_> {
             );
             rec.image = image;
             self.rebuild_ending(&mut rec, pull).await?;
-            if rec.ending.is_none() || rec.step != Step::Finish {
+            // Only a receipt makes the record finished (it is taken
+            // hands-off); an interrupted cleanup is finished by the
+            // candidate's own resume under its claim.
+            if !rec.ending.as_ref().is_some_and(|e| e.hands_off) || rec.step != Step::Finish {
                 return Ok(None);
             }
             rec.pull_url = Some(pull.html_url.clone());
-            // Klaud's own `[skip-sweep]` merges of the base on top of the
-            // validated commit carry its trailer: the tip is then Klaud's
-            // head, not a person's push that withdraws the reuse line.
-            let trailer = format!("{TRAILER}{}", rec.candidate);
-            if rec.head.as_ref() != Some(&pull.head_sha)
-                && let Some(tip) = self.branch_tip(&rec.branch).await?
-                && tip.sha == pull.head_sha
-                && tip.message.lines().any(|l| l.trim() == trailer)
-            {
-                rec.head = Some(tip.sha);
-            }
-            // The base the branch last took in: a base tip it already
-            // contains needs no merge.
-            if let Some(head) = rec.head.clone() {
-                let cmp = self
-                    .forge
-                    .compare_commits(self.repository_sha.as_str(), head.as_str())
-                    .await?;
-                rec.base_sha = cmp.merge_base.unwrap_or(head);
+            if pull.state.is_open() {
+                self.upkept_head(&mut rec, pull).await?;
             }
             rec.claim = None;
             rec.step = Step::Done;
@@ -90,16 +76,41 @@ impl Engine<'_> {
         })
     }
 
-    /// The image `family`'s entry runs on `branch` (its bumped master
-    /// file); `None` when the file or the entry's image is absent or does
-    /// not read.
+    /// The head an open PR's upkeep goes on from, and the base it last
+    /// took in.
+    async fn upkept_head(&self, rec: &mut CandidateRecord, pull: &Pull) -> Result<(), EngineError> {
+        // Klaud's own `[skip-sweep]` merges of the base on top of the
+        // validated commit carry its trailer: the tip is then Klaud's
+        // head, not a person's push that withdraws the reuse line.
+        let trailer = format!("{TRAILER}{}", rec.candidate);
+        if rec.head.as_ref() != Some(&pull.head_sha)
+            && let Some(tip) = self.branch_tip(&rec.branch).await?
+            && tip.sha == pull.head_sha
+            && tip.message.lines().any(|l| l.trim() == trailer)
+        {
+            rec.head = Some(tip.sha);
+        }
+        // A base tip the branch already contains needs no merge.
+        if let Some(head) = rec.head.clone() {
+            let cmp = self
+                .forge
+                .compare_commits(self.repository_sha.as_str(), head.as_str())
+                .await?;
+            rec.base_sha = cmp.merge_base.unwrap_or(head);
+        }
+        Ok(())
+    }
+
+    /// The image `family`'s entry runs at `git_ref` (the PR's head, whose
+    /// branch a cleanup may have deleted); `None` when the file or the
+    /// entry's image is absent or does not read.
     async fn branch_image(
         &self,
-        branch: &str,
+        git_ref: &str,
         family: &klaud_planner::repo::Family,
     ) -> Result<Option<String>, EngineError> {
         let path = format!("{}{}", self.repository.prefix(), family.file);
-        let Some(bytes) = self.forge.read_file(&path, branch).await? else {
+        let Some(bytes) = self.forge.read_file(&path, git_ref).await? else {
             return Ok(None);
         };
         let image = std::str::from_utf8(&bytes)
