@@ -8,6 +8,7 @@
 //! [`adopt_held_claims`](Wave::adopt_held_claims), [`plan`](Wave::plan),
 //! [`check_readiness`](Wave::check_readiness), [`resume`](Wave::resume),
 //! [`refill`](Wave::refill),
+//! [`rebuild_lost_records`](Wave::rebuild_lost_records),
 //! [`answer_commands`](Wave::answer_commands), [`drive`](Wave::drive) and
 //! [`summarize`](Wave::summarize). What a phase learns is carried to the
 //! next in a [`Pass`]. The plan options live in the pass, not in the
