@@ -795,13 +795,9 @@ fn every_fixture_tag_is_on_its_own_track_or_has_none() {
             }
         }
     }
-    let expected: BTreeSet<&str> = [
-        "deepseek-v4-hopper",
-        "kimi-k3",
-        "minimax-m3",
-    ]
-    .into_iter()
-    .collect();
+    let expected: BTreeSet<&str> = ["deepseek-v4-hopper", "kimi-k3", "minimax-m3"]
+        .into_iter()
+        .collect();
     assert_eq!(none, expected);
 }
 
