@@ -794,9 +794,9 @@ fn base_tokens<'a>(texts: &[&'a str]) -> Vec<BaseToken<'a>> {
         let before = texts[..index]
             .iter()
             .rev()
-            .filter(|t| !matches!(**t, "-" | "_") && !t.eq_ignore_ascii_case("release"))
-            .next();
-        if let Some(name) = before.and_then(|w| base_name(w)) {
+            .copied()
+            .find(|t| !matches!(*t, "-" | "_") && !t.eq_ignore_ascii_case("release"));
+        if let Some(name) = before.and_then(base_name) {
             out.push(BaseToken {
                 index,
                 word: "",
