@@ -270,6 +270,14 @@ mod tests {
             // Not registry JSON: not kept.
             cache.put("sha256:00", &[0xff, 0xfe]);
             cache.put_tag_digest("docker.io", "vllm/vllm-openai", "v0.11.0", DIGEST);
+            cache.put_tag_list(
+                "docker.io",
+                "vllm/vllm-openai",
+                &KeptTagList {
+                    etag: "\"v1\"".to_owned(),
+                    tags: vec!["v0.11.0".to_owned()],
+                },
+            );
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .build()
                 .unwrap();
@@ -289,5 +297,12 @@ mod tests {
             cache.tag_digest("docker.io", "vllm/vllm-openai", "v0.12.0"),
             None
         );
+        assert_eq!(
+            cache
+                .tag_list("docker.io", "vllm/vllm-openai")
+                .map(|l| (l.etag, l.tags)),
+            Some(("\"v1\"".to_owned(), vec!["v0.11.0".to_owned()]))
+        );
+        assert_eq!(cache.tag_list("docker.io", "lmsysorg/sglang"), None);
     }
 }
