@@ -1308,9 +1308,11 @@ fn order_by_text(
     let mut deferred = Vec::new();
     let mut newer = Vec::new();
     for (_, group) in groups.into_iter().rev() {
+        // Rebuilds tied on their text: which is newest is unknown, and an
+        // older build proposed past them would be the wrong one.
         if group.len() > 1 && track.ties_by_time() {
             deferred.extend(group);
-            continue;
+            break;
         }
         newer.extend(group.into_iter().map(|tag| NewerTag {
             tag: tag.to_owned(),
@@ -1326,7 +1328,7 @@ fn order_by_text(
     let mut notes = Vec::new();
     if !deferred.is_empty() {
         notes.push(format!(
-            "deferred: {} are rebuilds of one version on track {} that only push or creation time can order, and {why}",
+            "deferred: {} are rebuilds of one version on track {} that only push or creation time can order, and {why}; older builds are not proposed past them",
             deferred.join(", "),
             track.name()
         ));

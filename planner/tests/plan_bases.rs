@@ -389,3 +389,49 @@ async fn without_the_tags_api_a_too_young_newest_defers_the_older_ones() {
     );
     assert!(pulls(&report) <= 2, "{:?}", report.requests_by_host);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_tags_api_rebuilds_tied_on_their_text_are_deferred_not_passed() {
+    let test = "without_the_tags_api_rebuilds_tied_on_their_text_are_deferred_not_passed";
+    let Some(registry) = LocalRegistry::start_or_skip(test) else {
+        return;
+    };
+    let now = Utc::now();
+    let pusher = Pusher::new(registry.base_url());
+    for (tag, days) in [
+        ("nightly-dev-20260801-a1b2c3d4", 60),
+        ("nightly-dev-20260808-b1b2c3d4", 53),
+        ("nightly-dev-20260815-c1b2c3d4", 46),
+        ("nightly-dev-20260815-d1b2c3d4", 45),
+    ] {
+        push(
+            &pusher,
+            None,
+            "klaud/dated",
+            tag,
+            now - Duration::days(days),
+        )
+        .await;
+    }
+    let images = ["klaud/dated:nightly-dev-20260801-a1b2c3d4".to_owned()];
+    let dir = checkout(&images);
+    let repository = Repository::open(dir.path()).unwrap();
+    let report = plan(
+        &repository,
+        &client(&registry, None, None).session(),
+        &PlanOptions::new(now),
+    )
+    .await;
+    let f = family(&report, &images[0]);
+    // Which August 15 build is newer only the images can tell: neither is
+    // guessed, and the August 8 build is not proposed past them.
+    assert!(f.candidate.is_none(), "{f:#?}");
+    assert!(
+        f.reasons.iter().any(|r| r.starts_with(
+            "deferred: nightly-dev-20260815-c1b2c3d4, nightly-dev-20260815-d1b2c3d4 are rebuilds of one version"
+        )),
+        "{:?}",
+        f.reasons
+    );
+    assert_eq!(pulls(&report), 0, "{:?}", report.requests_by_host);
+}
