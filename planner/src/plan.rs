@@ -1326,6 +1326,7 @@ fn order_by_text(
             .iter()
             .any(|(t, p)| t.as_str() != current_tag && key_of(p) == current_key);
     let mut notes = Vec::new();
+    deferred.sort_unstable();
     if !deferred.is_empty() {
         notes.push(format!(
             "deferred: {} are rebuilds of one version on track {} that only push or creation time can order, and {why}; older builds are not proposed past them",
