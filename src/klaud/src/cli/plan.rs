@@ -43,8 +43,8 @@ pub struct Args {
     auth: crate::auth::AuthArgs,
     /// The local store that keeps registry content (manifests and configs
     /// by digest, tag lists with their validators) between plans, as the
-    /// daemon does; default: `daemon.store` when a configuration is given,
-    /// else none (every plan cold).
+    /// daemon does; default: the configuration's `daemon.store` when it
+    /// exists, else none (every plan cold).
     #[arg(long, value_name = "PATH", env = "KLAUD_STORE")]
     store: Option<PathBuf>,
 }
@@ -190,13 +190,20 @@ pub fn run(args: Args) -> Result<(), CliError> {
 }
 
 /// The store a plan keeps registry content in: `--store`, else the
-/// daemon's when a configuration names the deployment. Only a saving: one
-/// that cannot be opened (a running daemon holds it) leaves the plan cold,
-/// with a warning.
+/// deployment's (`daemon.store` of the configuration given) when a daemon
+/// or wave already made it; a plan never leaves a new store in whatever
+/// directory it runs from unasked. Only a saving: one that cannot be opened
+/// (a running daemon holds it) leaves the plan cold, with a warning.
 fn plan_store(args: &Args, config: &Config) -> Option<klaud_store::Store> {
     let path = match (&args.store, &args.config) {
         (Some(path), _) => path.clone(),
-        (None, Some(_)) => PathBuf::from(&config.daemon.store),
+        (None, Some(_)) => {
+            let path = PathBuf::from(&config.daemon.store);
+            if !path.is_dir() {
+                return None;
+            }
+            path
+        }
         (None, None) => return None,
     };
     match klaud_store::Store::open(&path) {
