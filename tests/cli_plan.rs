@@ -562,3 +562,51 @@ fn plan_warns_once_per_unreachable_host() {
         .count();
     assert_eq!(warnings, 1, "{stderr}");
 }
+
+/// Docker Hub pulls of one `klaud plan --json` run.
+fn plan_pulls(url: &str, store: &std::path::Path) -> (u64, u64, serde_json::Value) {
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo");
+    let output = Command::new(env!("CARGO_BIN_EXE_klaud"))
+        .args(["plan", "--checkout", demo, "--json", "--allow-unresolved"])
+        .args(["--mirror", &format!("docker.io={url}")])
+        .args(["--mirror", &format!("nvcr.io={url}")])
+        .arg("--store")
+        .arg(store)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let hub = &report["requests_by_host"]["docker.io"];
+    (
+        hub["manifest_get"].as_u64().unwrap_or(0),
+        hub["tags_list"].as_u64().unwrap_or(0),
+        report,
+    )
+}
+
+#[test]
+fn a_second_plan_with_the_store_kept_pulls_nothing() {
+    let url = serve();
+    let store = tempfile::tempdir().unwrap();
+    let (cold_pulls, cold_lists, cold) = plan_pulls(&url, store.path());
+    let (warm_pulls, warm_lists, warm) = plan_pulls(&url, store.path());
+    let proposed = |r: &serde_json::Value| {
+        r["families"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["candidate"]["image"].as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    assert!(!proposed(&cold).is_empty(), "{cold}");
+    assert_eq!(proposed(&cold), proposed(&warm));
+    assert!(cold_pulls > 0, "{cold}");
+    // Manifests and configs come from the store; the tag lists are asked
+    // again, conditionally (an unchanged one is a 304).
+    assert_eq!(warm_pulls, 0, "{warm}");
+    assert_eq!(warm_lists, cold_lists);
+}

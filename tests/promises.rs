@@ -224,15 +224,10 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
     assert!(env.claims().await.is_empty(), "the claim is released");
 
     // `/klaud retry` on it answers with what a maintainer can do.
-    let answer = klaud_lifecycle::commands::request_retry(
-        &env.journal,
-        env.clock,
-        &rec,
-        "maintainer",
-        "",
-    )
-    .await
-    .expect("journal");
+    let answer =
+        klaud_lifecycle::commands::request_retry(&env.journal, env.clock, &rec, "maintainer", "")
+            .await
+            .expect("journal");
     let Err(klaud_lifecycle::commands::Refusal(text)) = answer else {
         panic!("a validated PR has nothing to retry: {answer:?}")
     };

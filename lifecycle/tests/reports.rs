@@ -1066,3 +1066,30 @@ fn an_eval_over_another_number_of_samples_has_no_delta_and_says_why() {
         );
     }
 }
+
+#[test]
+fn a_build_on_another_base_says_so_in_the_pr_body() {
+    let mut frozen = FrozenBaseline {
+        provenance: provenance(),
+        baseline: baseline(),
+    };
+    let old = "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511";
+    let new = "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260531";
+    frozen.provenance.old_tag = Some(old.into());
+    frozen.provenance.new_tag = new.into();
+    frozen.provenance.old_image = format!("rocm/atom:{old}");
+    frozen.provenance.new_image = format!("rocm/atom:{new}");
+    let block = render_baseline_block(&frozen);
+    assert!(
+        block.contains(" · also moves ROCm 7.2.3 → 7.2.4  \n"),
+        "{block}"
+    );
+    assert!(
+        block.contains("同时更换基础环境：ROCm 7.2.3 → 7.2.4"),
+        "{block}"
+    );
+    // Same base: nothing said.
+    frozen.provenance.new_tag =
+        "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260519".into();
+    assert!(!render_baseline_block(&frozen).contains("also moves"));
+}

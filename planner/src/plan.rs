@@ -22,7 +22,9 @@ use crate::identity::candidate_id;
 use crate::image::ImageRef;
 use crate::registry::{PlatformImage, RegistryError, RegistrySession, RequestCounts};
 use crate::repo::{Family, Repository};
-use crate::tracks::{Track, TrackOrdering, TrackRule, commit_matches, track_for};
+use crate::tracks::{
+    Track, TrackOrdering, TrackRule, TrackSource, base_change_sentence, commit_matches, track_for,
+};
 
 /// How a clock is named in reasons.
 fn clock_name(clock: Clock) -> &'static str {
@@ -910,6 +912,9 @@ async fn examine(
         &tags,
     )
     .await?;
+    if let Some(note) = &ordered.deferred {
+        work.plan.reasons.push(note.clone());
+    }
     work.plan.newer_count = ordered.newer.len();
     work.plan.clock = Some(ordered.clock);
     work.plan.current_time = ordered.current_time;
@@ -923,11 +928,42 @@ async fn examine(
         Some(candidate) => Some(candidate),
         None => first_qualifying(work, session, options, &track, &ordered.newer, false).await?,
     };
+    if let Some(candidate) = &chosen {
+        // A move to another ROCm or CUDA is a change of its own that the
+        // maintainer must see, not only a newer build.
+        if let Some(sentence) = base_change_sentence(&tag, &candidate.tag) {
+            work.plan
+                .reasons
+                .push(format!("{}: {sentence}", candidate.tag));
+        }
+        if let Some(newest) = ordered.newer.first()
+            && newest.tag != candidate.tag
+            && !candidate.nightly_to_release
+        {
+            work.plan.reasons.push(format!(
+                "proposes {}, not {}, the newest tag on track {}: the newer ones did not qualify",
+                candidate.tag,
+                newest.tag,
+                track.name()
+            ));
+        }
+    }
+    if track.source() == TrackSource::Configured {
+        let reference = chosen.as_ref().map_or(tag.as_str(), |c| c.tag.as_str());
+        if let Some(note) = pinned_base_note(&track, reference, &tags) {
+            work.plan.reasons.push(note);
+        }
+    }
     if chosen.is_none() && !pruned {
         // Say what was compared: "up to date" without a reason cannot be
         // told apart from a track that was never looked at.
         let clock = clock_name(ordered.clock);
         work.plan.reasons.push(match ordered.newer.first() {
+            None if ordered.deferred.is_some() => format!(
+                "nothing newer that the text of {} tag(s) on track {} can order",
+                ordered.compared + 1,
+                track.name()
+            ),
             None => format!(
                 "up to date: {tag} is the newest of {} tag(s) on track {} (by {clock})",
                 ordered.compared + 1,
@@ -956,6 +992,45 @@ async fn examine(
     Ok(())
 }
 
+/// Where a configured track keeps a family on its base (`rocm7.2.3_…`):
+/// the newest build on the track inferred from the tag, which follows the
+/// bases, that the configured one leaves out, and why. Only text-ordered
+/// inferred tracks are asked, so this costs no request.
+fn pinned_base_note(configured: &Track, reference: &str, tags: &[String]) -> Option<String> {
+    let wide = crate::tracks::infer_track(reference)?;
+    if wide.base_names().is_empty()
+        || wide.ordering() == TrackOrdering::Pushed
+        || wide.needs_time_for_key()
+    {
+        return None;
+    }
+    let floor = wide.matches(reference)?.key?;
+    let (_, newest) = tags
+        .iter()
+        .filter(|t| configured.matches(t).is_none())
+        .filter_map(|t| wide.matches(t)?.key.map(|k| (k, t)))
+        .filter(|(k, _)| *k > floor)
+        .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(a.1)))?;
+    let moves = crate::tracks::base_changes(reference, newest);
+    let why = if moves.is_empty() {
+        format!(
+            "the configured track {} does not admit it",
+            configured.name()
+        )
+    } else {
+        let list: Vec<String> = moves.iter().map(ToString::to_string).collect();
+        format!(
+            "it would move {}, and the configured track {} pins that base",
+            list.join(", "),
+            configured.name()
+        )
+    };
+    Some(format!(
+        "newest build left out: {newest} (newer on {}): {why}",
+        wide.name()
+    ))
+}
+
 /// A newer tag on the track, with its push or creation time when the
 /// ordering needed it, and the clock that put it there.
 struct NewerTag {
@@ -971,6 +1046,9 @@ struct OrderedTags {
     current_time: Option<DateTime<Utc>>,
     /// Tags on the track besides the current one.
     compared: usize,
+    /// Set when the track could not be ordered within the pull budget:
+    /// why, for the family's reasons, instead of "up to date".
+    deferred: Option<String>,
 }
 
 /// Where a tag sits: its text key (with a year-less date's year filled
@@ -1021,7 +1099,19 @@ async fn order_track(
             clock: Clock::TagText,
             current_time: current_key.date.map(|d| d.and_utc()),
             compared,
+            deferred: None,
         });
+    }
+
+    if pulls_scarce(work, session).await {
+        return Ok(order_by_text(
+            options.now,
+            track,
+            current_tag,
+            current_position,
+            pruned,
+            &on_track,
+        ));
     }
 
     // Which tags need a clock: all of them when the text alone cannot key
@@ -1154,7 +1244,115 @@ async fn order_track(
         },
         current_time,
         compared,
+        deferred: None,
     })
+}
+
+/// Whether every manifest `GET` of the family's registry is a pull against
+/// a small quota (Docker Hub) and the tags API that would spare them (push
+/// times, digests, platforms) did not answer for its repository: then the
+/// plan orders by tag text and reads at most one image per family.
+async fn pulls_scarce(work: &FamilyWork<'_>, session: &RegistrySession) -> bool {
+    work.host == DOCKER_HUB
+        && !matches!(
+            session.hub_push_times(&work.host, &work.repository).await,
+            Ok(Some(_))
+        )
+}
+
+/// The registry host whose manifest `GET`s are pulls counted against a
+/// small hourly quota.
+const DOCKER_HUB: &str = "docker.io";
+
+/// Orders a track by its text alone, where the clock that would otherwise
+/// order it costs a pull per tag: a year-less date takes the year of the
+/// plan's clock, and tags the text cannot tell apart (rebuilds tied on
+/// their version or date, a track ordered by push time only) are deferred
+/// with the reason rather than read.
+fn order_by_text(
+    now: DateTime<Utc>,
+    track: &Track,
+    current_tag: &str,
+    current_position: &crate::tracks::TagPosition,
+    pruned: bool,
+    on_track: &[(&String, crate::tracks::TagPosition)],
+) -> OrderedTags {
+    let compared = on_track.len();
+    let why = "Docker Hub's tags API is unavailable, and reading each image's creation time would cost pulls";
+    if track.ordering() == TrackOrdering::Pushed {
+        return OrderedTags {
+            newer: Vec::new(),
+            clock: Clock::TagText,
+            current_time: None,
+            compared,
+            deferred: Some(format!(
+                "deferred: track {} is ordered by push time only, and {why} ({} tag(s)); planned again when the API answers",
+                track.name(),
+                compared + 1
+            )),
+        };
+    }
+    let key_of = |p: &crate::tracks::TagPosition| {
+        if track.needs_time_for_key() {
+            p.key_at(now)
+        } else {
+            p.key.clone()
+        }
+    };
+    let current_key = if pruned {
+        None
+    } else {
+        key_of(current_position)
+    };
+    let mut groups: BTreeMap<crate::tracks::SortKey, Vec<&str>> = BTreeMap::new();
+    for (t, p) in on_track {
+        if let Some(k) = key_of(p)
+            && current_key.as_ref().is_none_or(|c| k > *c)
+        {
+            groups.entry(k).or_default().push(t.as_str());
+        }
+    }
+    let mut deferred = Vec::new();
+    let mut newer = Vec::new();
+    for (_, group) in groups.into_iter().rev() {
+        // Rebuilds tied on their text: which is newest is unknown, and an
+        // older build proposed past them would be the wrong one.
+        if group.len() > 1 && track.ties_by_time() {
+            deferred.extend(group);
+            break;
+        }
+        newer.extend(group.into_iter().map(|tag| NewerTag {
+            tag: tag.to_owned(),
+            time: None,
+            clock: Clock::TagText,
+        }));
+    }
+    let ties_current = !pruned
+        && track.ties_by_time()
+        && on_track
+            .iter()
+            .any(|(t, p)| t.as_str() != current_tag && key_of(p) == current_key);
+    let mut notes = Vec::new();
+    deferred.sort_unstable();
+    if !deferred.is_empty() {
+        notes.push(format!(
+            "deferred: {} are rebuilds of one version on track {} that only push or creation time can order, and {why}; older builds are not proposed past them",
+            deferred.join(", "),
+            track.name()
+        ));
+    }
+    if ties_current {
+        notes.push(format!(
+            "rebuilds of {current_tag}'s own version are not compared with it: {why}"
+        ));
+    }
+    OrderedTags {
+        newer,
+        clock: Clock::TagText,
+        current_time: current_key.and_then(|k| k.date).map(|d| d.and_utc()),
+        compared,
+        deferred: (!notes.is_empty()).then(|| notes.join("; ")),
+    }
 }
 
 /// Push or creation times of `tags`: Docker Hub's push times when the
@@ -1359,6 +1557,11 @@ async fn first_qualifying(
             .ok()
             .flatten()
     };
+    // Without the tags API every tag examined on Docker Hub costs two pulls
+    // (its index and its platform's manifest): one tag per family keeps a
+    // proposal at two, and what the text says is too young costs none.
+    let scarce = hub.is_none() && work.host == DOCKER_HUB;
+    let mut pulled = 0;
     for (examined, newer_tag) in newer.iter().enumerate() {
         let NewerTag { tag, time, clock } = newer_tag;
         let clock = *clock;
@@ -1370,6 +1573,33 @@ async fn first_qualifying(
         }
         let hub_tag = hub.as_ref().and_then(|h| h.get(tag));
         let known_time = time.or(hub_tag.and_then(|h| h.pushed));
+        if scarce && known_time.is_none() {
+            if let Some(dated) = text_date(track, tag, options.now)
+                && options.now.signed_duration_since(dated) < min_age
+            {
+                work.plan.reasons.push(format!(
+                    "{tag}: dated {} in its tag, younger than the minimum {}h; skipped without pulling it",
+                    dated.date_naive(),
+                    min_age.num_hours()
+                ));
+                continue;
+            }
+            if pulled == SCARCE_READS_PER_FAMILY {
+                let rest: Vec<&str> = newer[examined..]
+                    .iter()
+                    .map(|n| n.tag.as_str())
+                    .take(4)
+                    .collect();
+                work.plan.reasons.push(format!(
+                    "deferred: {} older newer tag(s) not read ({}{}): Docker Hub's tags API is unavailable and each read costs 2 pulls; planned again when the newer one qualifies or the API answers",
+                    newer.len() - examined,
+                    rest.join(", "),
+                    if newer.len() - examined > rest.len() { ", …" } else { "" }
+                ));
+                break;
+            }
+            pulled += 1;
+        }
         if let Some(known) = known_time {
             let age = options.now.signed_duration_since(known);
             if age < min_age {
@@ -1561,6 +1791,22 @@ async fn first_qualifying(
         }));
     }
     Ok(None)
+}
+
+/// Tags whose image is read per family while Docker Hub's pulls are spent
+/// without its tags API.
+const SCARCE_READS_PER_FAMILY: usize = 1;
+
+/// The date a tag's text names (a year-less one in the year of `now`), at
+/// its start: the build cannot be older than that day.
+fn text_date(track: &Track, tag: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let position = track.matches(tag)?;
+    let key = if track.needs_time_for_key() {
+        position.key_at(now)?
+    } else {
+        position.key?
+    };
+    key.date.map(|d| d.and_utc())
 }
 
 /// For a nightly family: the newest release on the repository's configured

@@ -226,6 +226,15 @@ impl Version {
         Some(Self { release, pre, post })
     }
 
+    /// [`Version::parse`], also reading a bare `.post` (`atom0.1.2.post`, a
+    /// post-release its makers did not number) as `.post0`.
+    pub fn parse_lenient(text: &str) -> Option<Self> {
+        match text.strip_suffix(".post") {
+            Some(release) => Self::parse(&format!("{release}.post0")),
+            None => Self::parse(text),
+        }
+    }
+
     /// Whether this is a pre-release (`rcN`, `aN`, `bN`).
     pub fn is_prerelease(&self) -> bool {
         self.pre != Pre::Final
@@ -268,6 +277,11 @@ pub struct SortKey {
     pub date: Option<NaiveDateTime>,
     /// The build number, for numeric tracks.
     pub number: Option<u64>,
+    /// The versions of the bases the build is made on (ROCm, CUDA, Python,
+    /// PyTorch), in tag order. Last, so they only break ties: builds are
+    /// ordered by their own date or version across bases, as maintainers
+    /// move them, and of two builds of one version the newer base wins.
+    pub bases: Vec<Vec<u64>>,
 }
 
 /// A tag's position on a track.
@@ -281,6 +295,9 @@ pub struct TagPosition {
     pub commit: Option<String>,
     /// A year-less date (`MMDD`) in the tag: (month, day).
     pub month_day: Option<(u32, u32)>,
+    /// The base versions the tag names, as written, in tag order (see
+    /// [`Track::base_names`]).
+    pub bases: Vec<String>,
 }
 
 impl TagPosition {
@@ -328,6 +345,8 @@ pub struct Track {
     ordering: TrackOrdering,
     regex: Regex,
     source: TrackSource,
+    /// What each base capture (`base0`, `base1`, ...) is a version of.
+    bases: Vec<&'static str>,
 }
 
 impl PartialEq for Track {
@@ -367,6 +386,13 @@ impl Track {
         self.regex.as_str()
     }
 
+    /// What the base versions a tag on this track carries are versions of
+    /// (`ROCm`, `PyTorch`), in tag order; empty when the track fixes its
+    /// bases (a configured track, or one ordered by push time alone).
+    pub fn base_names(&self) -> &[&'static str] {
+        &self.bases
+    }
+
     /// Whether tags whose text keys are equal (the same version or date,
     /// another commit: rebuilds) are ordered by push or creation time. True
     /// for ordered tracks that capture a commit.
@@ -403,7 +429,7 @@ impl Track {
         let text = |name: &str| caps.name(name).map(|m| m.as_str());
         let version = text(CAP_VERSION)
             .map(|v| {
-                Version::parse(v).ok_or((
+                Version::parse_lenient(v).ok_or((
                     CAP_VERSION,
                     v.to_owned(),
                     "a version like 1.2.3, 1.3.0rc14 or 0.5.8.post1",
@@ -431,29 +457,47 @@ impl Track {
                 parse_month_day(md).ok_or((CAP_MONTH_DAY, md.to_owned(), "a date like 0227 (MMDD)"))
             })
             .transpose()?;
-        // A build counter or `dev.N` breaks ties after the version and date.
+        let mut bases = Vec::with_capacity(self.bases.len());
+        let mut base_keys = Vec::with_capacity(self.bases.len());
+        for i in 0..self.bases.len() {
+            let Some(v) = text(&base_capture(i)) else {
+                continue;
+            };
+            base_keys.push(dotted(v).ok_or((
+                "base",
+                v.to_owned(),
+                "a dotted version like 7.2.4",
+            ))?);
+            bases.push(v.to_owned());
+        }
+        // A build counter or `dev.N` breaks ties after the version and date,
+        // and the bases after them.
         let key = match self.ordering {
             TrackOrdering::Pushed => None,
             TrackOrdering::Semver => Some(SortKey {
                 version,
                 date,
                 number,
+                bases: base_keys,
             }),
             TrackOrdering::Date => Some(SortKey {
                 version: None,
                 date,
                 number,
+                bases: base_keys,
             }),
             TrackOrdering::Numeric => Some(SortKey {
                 version: None,
                 date: None,
                 number,
+                bases: base_keys,
             }),
         };
         Ok(Some(TagPosition {
             key,
             commit,
             month_day,
+            bases,
         }))
     }
 }
@@ -666,13 +710,165 @@ const TOOLCHAINS: &[&str] = &[
     "pytorch", "rocm", "torch", "ubuntu",
 ];
 
-/// `…_2.10.0_atom0.1.3`, `vllm0.26`: a tag that nothing else orders and that
-/// ends in a release version glued to the product's name. That version
-/// orders it; everything before it is fixed text, including the versions
-/// of the toolchain it was built with (`rocm7.2.4`, `py3.12`, `2.10.0`), so
-/// a newer ROCm or PyTorch is another track. A toolchain's own name at the
-/// end (`…-cuda12.8`) orders nothing, nor a version the text cannot parse
-/// (`atom0.1.2.post`).
+/// The bases a build is made on, as tags name them (`rocm7.2.4`,
+/// `py3.12`, `cu13.0.1`, `pytorch_release_2.10.0`), with the name a plan
+/// and a pull request give them.
+const BASES: &[(&str, &str)] = &[
+    ("rocm", "ROCm"),
+    ("cuda", "CUDA"),
+    ("cu", "CUDA"),
+    ("py", "Python"),
+    ("python", "Python"),
+    ("pytorch", "PyTorch"),
+    ("torch", "PyTorch"),
+];
+
+/// The dotted version of a base capture.
+const BASE_PATTERN: &str = r"[0-9]{1,9}(?:\.[0-9]{1,9}){1,3}";
+
+/// How a track's name shows a base version: `rocm<rocm>`, `py<py>`, or
+/// `<pytorch>` for the version after `pytorch_release_`.
+fn base_placeholder(base: &BaseToken<'_>) -> String {
+    if base.word.is_empty() {
+        format!("<{}>", base.name.to_ascii_lowercase())
+    } else {
+        format!("{}<{}>", base.word, base.word.to_ascii_lowercase())
+    }
+}
+
+fn base_capture(i: usize) -> String {
+    format!("base{i}")
+}
+
+fn base_name(word: &str) -> Option<&'static str> {
+    BASES
+        .iter()
+        .find(|(w, _)| w.eq_ignore_ascii_case(word))
+        .map(|(_, name)| *name)
+}
+
+/// `7.2.4` → `[7, 2, 4]`: two to four dotted numbers.
+fn dotted(text: &str) -> Option<Vec<u64>> {
+    let parts = text
+        .split('.')
+        .map(small_number)
+        .collect::<Option<Vec<_>>>()?;
+    (2..=4).contains(&parts.len()).then_some(parts)
+}
+
+/// A base version in a tag's text: its token's index, the fixed text
+/// before the version inside the token (`rocm`, or empty for the version
+/// after `pytorch_release_`), the version and the base's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct BaseToken<'a> {
+    index: usize,
+    word: &'a str,
+    version: &'a str,
+    name: &'static str,
+}
+
+/// The base versions among `texts` (a tag's tokens, separators included):
+/// a base's name glued to a dotted version (`rocm7.2.4`), or a bare version
+/// whose word before it (skipping `release`) names one (`pytorch_release_2.10.0`).
+fn base_tokens<'a>(texts: &[&'a str]) -> Vec<BaseToken<'a>> {
+    let mut out = Vec::new();
+    for (index, text) in texts.iter().enumerate() {
+        let letters = text.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let (word, version) = text.split_at(letters);
+        if letters > 0 {
+            if let Some(name) = base_name(word)
+                && dotted(version).is_some()
+            {
+                out.push(BaseToken {
+                    index,
+                    word,
+                    version,
+                    name,
+                });
+            }
+            continue;
+        }
+        if dotted(text).is_none() {
+            continue;
+        }
+        let before = texts[..index]
+            .iter()
+            .rev()
+            .copied()
+            .find(|t| !matches!(*t, "-" | "_") && !t.eq_ignore_ascii_case("release"));
+        if let Some(name) = before.and_then(base_name) {
+            out.push(BaseToken {
+                index,
+                word: "",
+                version: text,
+                name,
+            });
+        }
+    }
+    out
+}
+
+/// How a build's bases changed between two tags of one track.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseChange {
+    /// What the base is (`ROCm`, `CUDA`, `Python`, `PyTorch`).
+    pub name: &'static str,
+    /// Its version in the old tag.
+    pub from: String,
+    /// Its version in the new tag.
+    pub to: String,
+}
+
+impl fmt::Display for BaseChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} → {}", self.name, self.from, self.to)
+    }
+}
+
+/// The bases `to` moves a build to from `from`, when both tags name the
+/// same bases in the same places (`rocm7.2.3_…_atom20260511` →
+/// `rocm7.2.4_…_atom20260531`: ROCm 7.2.3 → 7.2.4); empty otherwise.
+pub fn base_changes(from: &str, to: &str) -> Vec<BaseChange> {
+    if from.len() > MAX_TAG_LEN || to.len() > MAX_TAG_LEN {
+        return Vec::new();
+    }
+    let (old, new) = (tokens(from), tokens(to));
+    if old.len() != new.len() {
+        return Vec::new();
+    }
+    let (old_bases, new_bases) = (base_tokens(&old), base_tokens(&new));
+    if old_bases.len() != new_bases.len() {
+        return Vec::new();
+    }
+    old_bases
+        .iter()
+        .zip(&new_bases)
+        .filter(|(a, b)| a.index == b.index && a.name == b.name && a.version != b.version)
+        .map(|(a, b)| BaseChange {
+            name: a.name,
+            from: a.version.to_owned(),
+            to: b.version.to_owned(),
+        })
+        .collect()
+}
+
+/// The words a plan and a pull request use for [`base_changes`]: `also
+/// moves ROCm 7.2.3 → 7.2.4`; `None` when no base changes.
+pub fn base_change_sentence(from: &str, to: &str) -> Option<String> {
+    let changes = base_changes(from, to);
+    (!changes.is_empty()).then(|| {
+        let list: Vec<String> = changes.iter().map(ToString::to_string).collect();
+        format!("also moves {}", list.join(", "))
+    })
+}
+
+/// `…_2.10.0_atom0.1.3`, `vllm0.26`, `…_atom0.1.2.post`: a tag that nothing
+/// else orders and that ends in a release version glued to the product's
+/// name. That version orders it; everything before it is fixed text but
+/// the versions of its bases (`rocm7.2.4`, `py3.12`, the `2.10.0` of
+/// `pytorch_release_2.10.0`), which the build may move across like its
+/// makers do. A toolchain's own name at the end (`…-cuda12.8`) orders
+/// nothing, nor a version the text cannot parse.
 fn product_version_track(tag: &str) -> Option<Track> {
     let tokens = tokens(tag);
     let (last, before) = tokens.split_last()?;
@@ -683,7 +879,7 @@ fn product_version_track(tag: &str) -> Option<Track> {
     {
         return None;
     }
-    let parsed = Version::parse(version)?;
+    let parsed = Version::parse_lenient(version)?;
     for token in before {
         if *token == "-" || *token == "_" {
             continue;
@@ -694,18 +890,46 @@ fn product_version_track(tag: &str) -> Option<Track> {
             _ => return None,
         }
     }
-    let prefix = &tag[..tag.len() - version.len()];
-    let (name, capture) = if parsed.is_prerelease() {
-        (format!("{prefix}<semver-pre>"), PRERELEASE_PATTERN)
+    let bases = base_tokens(before);
+    let mut name = String::new();
+    let mut pattern = String::from("^");
+    let mut names = Vec::new();
+    for (i, token) in before.iter().enumerate() {
+        match bases.iter().find(|b| b.index == i) {
+            Some(base) => {
+                name.push_str(&base_placeholder(base));
+                pattern.push_str(&format!(
+                    "{}(?P<{}>{BASE_PATTERN})",
+                    regex::escape(base.word),
+                    base_capture(names.len())
+                ));
+                names.push(base.name);
+            }
+            None => {
+                name.push_str(token);
+                pattern.push_str(&regex::escape(token));
+            }
+        }
+    }
+    name.push_str(word);
+    pattern.push_str(&regex::escape(word));
+    // An unnumbered `.post` may be followed by numbered ones.
+    let capture = if parsed.is_prerelease() {
+        name.push_str("<semver-pre>");
+        PRERELEASE_PATTERN.replace(r"\.post[0-9]{1,9}", r"\.post[0-9]{0,9}")
     } else {
-        (format!("{prefix}<semver>"), RELEASE_PATTERN)
+        name.push_str("<semver>");
+        RELEASE_PATTERN.replace(r"\.post[0-9]{1,9}", r"\.post[0-9]{0,9}")
     };
-    let regex = compiled(&format!("^{}{capture}$", regex::escape(prefix)))?;
+    pattern.push_str(&capture);
+    pattern.push('$');
+    let regex = compiled(&pattern)?;
     let track = Track {
         name,
         ordering: TrackOrdering::Semver,
         regex,
         source: TrackSource::Inferred,
+        bases: names,
     };
     track.matches(tag).map(|_| track)
 }
@@ -794,9 +1018,30 @@ fn infer_from_pieces(tag: &str) -> Option<Track> {
         return None;
     };
 
+    // A build ordered by its own date or version may move across the
+    // versions of its bases; a stream ordered by push time alone stays on
+    // its bases (a newer CUDA's nightlies are a parallel stream).
+    let bases = if ordering == TrackOrdering::Pushed {
+        Vec::new()
+    } else {
+        base_tokens(&texts)
+    };
+    let mut base_names = Vec::new();
     let mut name = String::new();
     let mut pattern = String::from("^");
-    for piece in &pieces {
+    for (i, piece) in pieces.iter().enumerate() {
+        if matches!(piece, Piece::Fixed(_) | Piece::FixedVersioned(_))
+            && let Some(base) = bases.iter().find(|b| b.index == i)
+        {
+            name.push_str(&base_placeholder(base));
+            pattern.push_str(&format!(
+                "{}(?P<{}>{BASE_PATTERN})",
+                regex::escape(base.word),
+                base_capture(base_names.len())
+            ));
+            base_names.push(base.name);
+            continue;
+        }
         match piece {
             Piece::Fixed(text) | Piece::FixedVersioned(text) => {
                 name.push_str(text);
@@ -858,6 +1103,7 @@ fn infer_from_pieces(tag: &str) -> Option<Track> {
         ordering,
         regex,
         source: TrackSource::Inferred,
+        bases: base_names,
     };
     // The tag must sit on its own track; anything else is a bug in the rules
     // above, and answering "no track" is the safe way to fail.
@@ -940,6 +1186,7 @@ impl TrackRule {
             ordering,
             regex,
             source: TrackSource::Configured,
+            bases: Vec::new(),
         };
         Ok(Self {
             repository: repository.to_owned(),

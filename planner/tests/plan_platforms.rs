@@ -225,19 +225,20 @@ async fn ordering_a_nightly_track_by_creation_time_reads_only_the_family_platfor
             .await
             .unwrap();
     }
-    // No Docker Hub API on loopback (404): the track is ordered by the
-    // images' creation times, which costs a config read per tag.
+    // No push times on ghcr.io: the track is ordered by the images'
+    // creation times, which costs a config read per tag (a registry that
+    // counts no pulls; Docker Hub without its tags API defers it instead).
     let mut config = RegistryConfig::default();
-    for host in ["docker.io", "hub.docker.com"] {
-        config.mirrors.insert(host.to_owned(), registry.base_url());
-    }
+    config
+        .mirrors
+        .insert("ghcr.io".to_owned(), registry.base_url());
     let setup = Setup {
         _registry: registry,
         client: RegistryClient::new(config).unwrap(),
         now,
     };
     let dir = checkout(
-        &format!("klaud/nightly:nightly-{old}"),
+        &format!("ghcr.io/klaud/nightly:nightly-{old}"),
         &[("a-fp4-gb200-vllm", "gb200")],
     );
     let (_, report) = plan_checkout(&setup, &dir).await;
@@ -312,8 +313,8 @@ async fn a_dated_nightly_track_reads_no_current_image_its_date_already_places() 
     assert_eq!(gets(&report), (2, 1), "{:?}", report.requests);
 }
 
-/// Without push times (here docker.io mirrored without Docker Hub's tags
-/// API, as on ghcr.io or nvcr.io) only the images say when each tag was
+/// Without push times (on ghcr.io or nvcr.io, which count no pulls) only
+/// the images say when each tag was
 /// made: ordering a push-ordered track reads every tag's index, manifest
 /// and config, and a newer tag too young to propose is read before it is
 /// passed over. No correct plan can skip these reads, so the minimum
@@ -362,16 +363,16 @@ async fn the_minimum_counts_the_reads_ordering_and_ages_need_without_push_times(
     let mut config = RegistryConfig::default();
     config
         .mirrors
-        .insert("docker.io".to_owned(), registry.base_url());
+        .insert("ghcr.io".to_owned(), registry.base_url());
     let setup = Setup {
         _registry: registry,
         client: RegistryClient::new(config).unwrap(),
         now,
     };
-    let current = format!("klaud/nightly:nightly-{}", commit('a'));
+    let current = format!("ghcr.io/klaud/nightly:nightly-{}", commit('a'));
     let dir = checkout_of(&[
         (current.as_str(), "a-fp4-b200-vllm", "b200"),
-        ("klaud/release:v0.25.0", "b-fp4-b200-vllm", "b200"),
+        ("ghcr.io/klaud/release:v0.25.0", "b-fp4-b200-vllm", "b200"),
     ]);
     let (_, report) = plan_checkout(&setup, &dir).await;
     let proposed: Vec<Option<&str>> = report

@@ -1539,3 +1539,77 @@ async fn a_null_tag_list_is_not_a_pruned_tag() {
         assert!(family.candidate.is_none());
     }
 }
+
+#[tokio::test]
+async fn concurrent_pulls_never_exceed_the_remaining_quota_stated() {
+    let server = MockServer::start().await;
+    let d = digest(b"index");
+    // A free HEAD states 2 pulls left; every pull answers slowly, so the
+    // plan's concurrent reads are all on their way before any answer.
+    Mock::given(method("HEAD"))
+        .respond_with(with_quota(head_ok(&d), 2))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .respond_with(
+            with_quota(ResponseTemplate::new(404), 1).set_delay(Duration::from_millis(300)),
+        )
+        .mount(&server)
+        .await;
+    let c = client(&server);
+    let s = c.session();
+    s.head_manifest(HOST, REPO, "v1").await.unwrap();
+    let digests: Vec<String> = (0..6)
+        .map(|i| digest(format!("index {i}").as_bytes()))
+        .collect();
+    let reads = digests.iter().map(|d| s.image_platforms(HOST, REPO, d));
+    let results = futures::future::join_all(reads).await;
+    let refused = results
+        .iter()
+        .filter(|r| {
+            r.as_ref()
+                .is_err_and(|e| e.to_string().contains("out of pull quota"))
+        })
+        .count();
+    assert!(
+        c.counts().manifest_get <= 2,
+        "{} pulls sent with 2 left",
+        c.counts().manifest_get
+    );
+    assert_eq!(refused as u64 + c.counts().manifest_get, 6);
+}
+
+#[tokio::test]
+async fn a_kept_tag_list_is_asked_again_conditionally_and_a_304_reads_as_it() {
+    let server = MockServer::start().await;
+    let list_path = format!("/v2/{REPO}/tags/list");
+    // Unchanged since the last run: a 304, without a body.
+    Mock::given(method("GET"))
+        .and(path(list_path.as_str()))
+        .and(header("if-none-match", "\"v1\""))
+        .respond_with(ResponseTemplate::new(304).insert_header("etag", "\"v1\""))
+        .expect(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(list_path.as_str()))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .insert_header("etag", "\"v1\"")
+                .set_body_json(json!({"name": REPO, "tags": ["v1", "v2"]})),
+        )
+        .expect(1)
+        .with_priority(2)
+        .mount(&server)
+        .await;
+    let kept = Arc::new(klaud_planner::registry::MemoryContentCache::default());
+    // Two processes sharing one store.
+    let first = client(&server);
+    first.set_content_cache(kept.clone());
+    assert_eq!(first.list_tags(HOST, REPO).await.unwrap(), ["v1", "v2"]);
+    let second = client(&server);
+    second.set_content_cache(kept.clone());
+    assert_eq!(second.list_tags(HOST, REPO).await.unwrap(), ["v1", "v2"]);
+    assert_eq!(second.counts().tags_list, 1);
+}

@@ -658,6 +658,19 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
             text(&clock_words(clock, false))
         ));
     }
+    // A newer build on another ROCm or CUDA changes more than the engine.
+    let base_moves = p
+        .old_tag
+        .as_deref()
+        .map(|old| klaud_planner::tracks::base_changes(old, &p.new_tag))
+        .unwrap_or_default()
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if !base_moves.is_empty() {
+        out.push_str(&format!(" · also moves {}", text(&base_moves)));
+    }
     out.push_str("  \n");
     if let Some(u) = &p.upstream {
         let range = short_range(u);
@@ -726,6 +739,9 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
     }
     if let Some(clock) = &p.clock {
         out.push_str(&format!(" · 排序依据：{}", text(&clock_words(clock, true))));
+    }
+    if !base_moves.is_empty() {
+        out.push_str(&format!(" · 同时更换基础环境：{}", text(&base_moves)));
     }
     out.push_str("  \n");
     if let Some(u) = &p.upstream {

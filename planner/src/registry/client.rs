@@ -85,6 +85,11 @@ pub(crate) struct Inner {
     content: std::sync::RwLock<Option<Arc<dyn ContentCache>>>,
 }
 
+/// Most tags of a list kept with its validator.
+const MAX_KEPT_TAGS: usize = 20_000;
+/// Longest `ETag` kept (a hostile registry's header is not stored).
+const MAX_ETAG_LEN: usize = 256;
+
 /// A content-addressed cache of manifests and config blobs kept across
 /// plans and processes (the daemon's store; in Actions mode the store kept
 /// between runs). The key is the digest of the bytes, so an entry never goes
@@ -102,6 +107,23 @@ pub trait ContentCache: Send + Sync {
     fn tag_digest(&self, host: &str, repository: &str, tag: &str) -> Option<String>;
     /// Remembers what `host/repository:tag` resolved to.
     fn put_tag_digest(&self, host: &str, repository: &str, tag: &str, digest: &str);
+    /// The tag list of `host/repository` last read, with its validator
+    /// (`ETag`), if kept: the next listing asks `If-None-Match` and an
+    /// unchanged list is a `304` without a body.
+    fn tag_list(&self, _host: &str, _repository: &str) -> Option<KeptTagList> {
+        None
+    }
+    /// Keeps a tag list that came with a validator.
+    fn put_tag_list(&self, _host: &str, _repository: &str, _list: &KeptTagList) {}
+}
+
+/// A repository's tag list as last read, with the `ETag` it came with.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KeptTagList {
+    /// The registry's validator of the list.
+    pub etag: String,
+    /// The tags, in the registry's order.
+    pub tags: Vec<String>,
 }
 
 /// [`ContentCache`] in memory (benchmarks and tests: what a kept store
@@ -110,6 +132,7 @@ pub trait ContentCache: Send + Sync {
 pub struct MemoryContentCache {
     content: Mutex<HashMap<String, Vec<u8>>>,
     tags: Mutex<HashMap<String, String>>,
+    tag_lists: Mutex<HashMap<String, KeptTagList>>,
     hits: std::sync::atomic::AtomicU64,
 }
 
@@ -158,6 +181,21 @@ impl ContentCache for MemoryContentCache {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(format!("{host}/{repository}:{tag}"), digest.to_owned());
+    }
+
+    fn tag_list(&self, host: &str, repository: &str) -> Option<KeptTagList> {
+        self.tag_lists
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&format!("{host}/{repository}"))
+            .cloned()
+    }
+
+    fn put_tag_list(&self, host: &str, repository: &str, list: &KeptTagList) {
+        self.tag_lists
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(format!("{host}/{repository}"), list.clone());
     }
 }
 
@@ -827,13 +865,31 @@ impl RegistryClient {
             }
             let mut seen = HashSet::new();
             let mut tags = Vec::new();
-            for _page in 0..self.http().config.max_tag_pages {
+            // A list kept with its validator makes an unchanged one a 304.
+            // Only a list that fits one page is kept: a later page's
+            // validator says nothing of the first.
+            let cache = self.content_cache();
+            let kept = cache
+                .as_ref()
+                .and_then(|c| c.tag_list(host, repository))
+                .filter(|k| k.tags.len() <= MAX_KEPT_TAGS);
+            for page_number in 0..self.http().config.max_tag_pages {
                 let kind = RequestKind::TagsList;
                 let limit = self.http().config.max_tag_list_bytes;
+                let condition = kept
+                    .as_ref()
+                    .filter(|_| page_number == 0)
+                    .map(|k| k.etag.as_str());
                 let got = self
                     .http()
-                    .fetch(kind, &target, &url, None, limit, true)
+                    .fetch_with(kind, &target, &url, None, limit, true, condition)
                     .await?;
+                if got.status == reqwest::StatusCode::NOT_MODIFIED
+                    && let Some(kept) = &kept
+                    && page_number == 0
+                {
+                    return Ok(kept.tags.clone());
+                }
                 if !got.status.is_success() {
                     return Err(status_error(got.status, kind, &target, &url));
                 }
@@ -851,7 +907,27 @@ impl RegistryClient {
                     }
                 }
                 match next {
-                    None => return Ok(tags),
+                    None => {
+                        if page_number == 0
+                            && tags.len() <= MAX_KEPT_TAGS
+                            && let Some(cache) = &cache
+                            && let Some(etag) = got
+                                .headers
+                                .get(reqwest::header::ETAG)
+                                .and_then(|v| v.to_str().ok())
+                                .filter(|v| !v.is_empty() && v.len() <= MAX_ETAG_LEN)
+                        {
+                            cache.put_tag_list(
+                                host,
+                                repository,
+                                &KeptTagList {
+                                    etag: etag.to_owned(),
+                                    tags: tags.clone(),
+                                },
+                            );
+                        }
+                        return Ok(tags);
+                    }
                     Some(link) => {
                         url = same_origin_join(
                             &first,

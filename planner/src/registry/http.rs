@@ -145,6 +145,9 @@ struct Call<'a> {
     method: &'a Method,
     url: &'a Url,
     accept: Option<&'a str>,
+    /// A validator of an answer kept from an earlier read: an unchanged
+    /// resource is a `304` without a body.
+    if_none_match: Option<&'a str>,
 }
 
 /// Outcome of [`Http::fetch`].
@@ -173,6 +176,25 @@ pub(crate) struct Http {
     /// The last pull quota each host stated (`host[:port]`), and when.
     pub(crate) quotas:
         std::sync::Mutex<std::collections::BTreeMap<String, (PullQuota, DateTime<Utc>)>>,
+    /// Manifest `GET`s sent to each host (`host[:port]`) and not answered
+    /// yet: pulls the last stated quota may not count.
+    pulls_in_flight: Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>,
+}
+
+/// A pull sent and not yet answered; dropping it (answer or failure) frees
+/// its place in the host's quota.
+struct PullInFlight {
+    host: String,
+    in_flight: Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>,
+}
+
+impl Drop for PullInFlight {
+    fn drop(&mut self) {
+        let mut map = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get_mut(&self.host) {
+            *n = n.saturating_sub(1);
+        }
+    }
 }
 
 impl Http {
@@ -195,6 +217,7 @@ impl Http {
             basic_hosts: Default::default(),
             counters: Counters::default(),
             quotas: Default::default(),
+            pulls_in_flight: Default::default(),
         })
     }
 
@@ -213,6 +236,7 @@ impl Http {
             method,
             url,
             accept,
+            if_none_match,
         } = *call;
         let network_host = authority(url);
         let mut attempt: u32 = 0;
@@ -220,22 +244,29 @@ impl Http {
             if let Some(trip) = self.breaker.tripped(&network_host, Utc::now()) {
                 return Err(unreachable(target, &trip));
             }
-            // A manifest GET is a pull: with none left in the window it
-            // would only be refused, and asking while refused can make the
-            // registry stretch the limit. Stop before it.
-            if kind == RequestKind::ManifestGet
-                && let Some(q) = self.quota(&network_host).filter(|q| q.remaining == 0)
-            {
-                return Err(self.out_of_quota(target, &network_host, &q, None));
-            }
             let permit = Arc::clone(&self.permits)
                 .acquire_owned()
                 .await
                 .map_err(|_| RegistryError::Config("registry client was shut down".into()))?;
+            // A manifest GET is a pull: with none left in the window it
+            // would only be refused, and asking while refused can make the
+            // registry stretch the limit. Stop before it, counting the pulls
+            // already on their way, which the stated quota may not include.
+            let _pull = if kind == RequestKind::ManifestGet {
+                match self.reserve_pull(&network_host) {
+                    Ok(pull) => Some(pull),
+                    Err(q) => return Err(self.out_of_quota(target, &network_host, &q, None)),
+                }
+            } else {
+                None
+            };
             self.counters.bump_host(kind, &target.host);
             let mut req = self.client.request(method.clone(), url.clone());
             if let Some(a) = accept {
                 req = req.header(ACCEPT, a);
+            }
+            if let Some(v) = if_none_match {
+                req = req.header(reqwest::header::IF_NONE_MATCH, v);
             }
             if kind == RequestKind::HubApi {
                 req = req.timeout(self.config.hub_api_timeout.min(self.config.timeout));
@@ -334,9 +365,33 @@ impl Http {
             method: &Method::GET,
             url,
             accept: None,
+            if_none_match: None,
         };
         let ex = self.send(&call, &Auth::Anonymous, "").await?;
         Ok((ex.response.status(), ex.response.headers().clone()))
+    }
+
+    /// Takes a place for one pull from `host`, or the quota that leaves
+    /// none: the last stated remaining count less the pulls sent since and
+    /// not answered (an answer states a count that may already include
+    /// them, so this may refuse early; it never sends past the quota).
+    fn reserve_pull(&self, host: &str) -> Result<PullInFlight, PullQuota> {
+        let quota = self.quota(host);
+        let mut map = self
+            .pulls_in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let in_flight = map.entry(host.to_owned()).or_default();
+        if let Some(q) = quota
+            && q.remaining <= *in_flight
+        {
+            return Err(q);
+        }
+        *in_flight += 1;
+        Ok(PullInFlight {
+            host: host.to_owned(),
+            in_flight: Arc::clone(&self.pulls_in_flight),
+        })
     }
 
     /// The quota `host` last stated, while its window can still be the
@@ -400,6 +455,20 @@ impl Http {
         url: &Url,
         accept: Option<&str>,
     ) -> Result<Exchange, RegistryError> {
+        self.registry_with(kind, target, method, url, accept, None)
+            .await
+    }
+
+    /// [`Self::registry`], conditional on `if_none_match` when given.
+    async fn registry_with(
+        &self,
+        kind: RequestKind,
+        target: &Target,
+        method: Method,
+        url: &Url,
+        accept: Option<&str>,
+        if_none_match: Option<&str>,
+    ) -> Result<Exchange, RegistryError> {
         let host = target.host.as_str();
         let scope = pull_scope(&target.repository);
         let mut auth = match self.tokens.get(host, &scope) {
@@ -415,6 +484,7 @@ impl Http {
                 method: &method,
                 url,
                 accept,
+                if_none_match,
             };
             let ex = self.send(&call, &auth, host).await?;
             if ex.response.status() != StatusCode::UNAUTHORIZED {
@@ -534,6 +604,7 @@ impl Http {
             method: &Method::GET,
             url: &url,
             accept: None,
+            if_none_match: None,
         };
         let ex = self.send(&call, &auth, host).await?;
         let status = ex.response.status();
@@ -595,10 +666,27 @@ impl Http {
         limit: usize,
         registry_auth: bool,
     ) -> Result<Fetched, RegistryError> {
+        self.fetch_with(kind, target, url, accept, limit, registry_auth, None)
+            .await
+    }
+
+    /// [`Self::fetch`], conditional on `if_none_match` when given (a `304`
+    /// comes back as its status, without a body).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn fetch_with(
+        &self,
+        kind: RequestKind,
+        target: &Target,
+        url: &Url,
+        accept: Option<&str>,
+        limit: usize,
+        registry_auth: bool,
+        if_none_match: Option<&str>,
+    ) -> Result<Fetched, RegistryError> {
         let mut attempt: u32 = 0;
         loop {
             let ex = if registry_auth {
-                self.registry(kind, target, Method::GET, url, accept)
+                self.registry_with(kind, target, Method::GET, url, accept, if_none_match)
                     .await?
             } else {
                 let call = Call {
@@ -607,6 +695,7 @@ impl Http {
                     method: &Method::GET,
                     url,
                     accept,
+                    if_none_match,
                 };
                 self.send(&call, &Auth::Anonymous, "").await?
             };

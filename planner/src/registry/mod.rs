@@ -42,7 +42,7 @@ mod validate;
 
 pub use auth::{Challenge, parse_challenge};
 pub use breaker::{BreakerState, TrippedHost};
-pub use client::{ContentCache, HubTags, MemoryContentCache, RegistryClient};
+pub use client::{ContentCache, HubTags, KeptTagList, MemoryContentCache, RegistryClient};
 pub use config::{BasicCredentials, HUB_API_HOST, RegistryConfig};
 pub use error::{RegistryError, Target, Unreachable};
 pub use http::PullQuota;

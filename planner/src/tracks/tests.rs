@@ -118,17 +118,17 @@ fn inferred_track_names_and_orderings_follow_the_tag_shape() {
         ),
         (
             "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511",
-            "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom<yyyymmdd>",
+            "rocm<rocm>_ubuntu24.04_py<py>_pytorch_release_<pytorch>_atom<yyyymmdd>",
             TrackOrdering::Date,
         ),
         (
             "ubuntu24.04_py3.12_pytorch_release_2.10.0_glm52_agentic_0813",
-            "ubuntu24.04_py3.12_pytorch_release_2.10.0_glm52_agentic_<mmdd>",
+            "ubuntu24.04_py<py>_pytorch_release_<pytorch>_glm52_agentic_<mmdd>",
             TrackOrdering::Date,
         ),
         (
             "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3",
-            "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom<semver>",
+            "rocm<rocm>_ubuntu24.04_py<py>_pytorch_release_<pytorch>_atom<semver>",
             TrackOrdering::Semver,
         ),
         ("vllm0.26", "vllm<semver>", TrackOrdering::Semver),
@@ -146,7 +146,6 @@ fn tags_without_a_recognisable_order_have_no_track() {
     for tag in [
         "kimi-k3",
         "deepseek-v4-hopper",
-        "rocm7.2.2_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.2.post",
         "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom2026051",
         "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20261311",
         "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_at0m20260511",
@@ -176,21 +175,85 @@ fn tags_without_a_recognisable_order_have_no_track() {
 }
 
 #[test]
-fn a_product_version_at_the_end_orders_the_build_and_the_toolchain_stays_fixed() {
+fn a_product_version_at_the_end_orders_the_build_across_its_bases() {
     let t = track("rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3");
     let tag =
         |atom: &str| format!("rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom{atom}");
     assert!(key(&t, &tag("0.1.3")) < key(&t, &tag("0.1.4")));
     assert!(key(&t, &tag("0.1.4")) < key(&t, &tag("0.2.0")));
     assert!(key(&t, &tag("0.1.3")) < key(&t, &tag("0.1.3.post1")));
+    assert_eq!(t.base_names(), ["ROCm", "Python", "PyTorch"]);
+    // The product's version comes first, whatever the base: a newer ROCm
+    // build of the same ATOM is newer, an older ATOM on a newer ROCm is not.
+    let on = |rocm: &str, atom: &str| {
+        format!("rocm{rocm}_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom{atom}")
+    };
+    assert!(key(&t, &on("7.2.4", "0.1.3")) < key(&t, &on("7.3.1", "0.1.3")));
+    assert!(key(&t, &on("7.2.5", "0.1.3")) < key(&t, &on("7.3.1", "0.1.3")));
+    assert!(key(&t, &on("7.3.1", "0.1.3")) < key(&t, &on("7.2.4", "0.1.4")));
+    assert!(
+        key(&t, &on("7.2.4", "0.1.4"))
+            < key(
+                &t,
+                "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.11.0_atom0.1.4"
+            )
+    );
     for other in [
-        "rocm7.2.5_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.4",
-        "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.11.0_atom0.1.4",
+        "rocm7.2.4_ubuntu22.04_py3.12_pytorch_release_2.10.0_atom0.1.4",
         "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.4rc1",
         "rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511",
+        "rocm7.2.4_ubuntu24.04_py3.12_pytorch_nightly_2.10.0_atom0.1.4",
     ] {
         assert_eq!(t.matches(other), None, "{other}");
     }
+}
+
+#[test]
+fn dated_builds_on_a_base_are_ordered_by_date_across_bases() {
+    let t = track("rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511");
+    let on = |rocm: &str, date: &str| {
+        format!("rocm{rocm}_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom{date}")
+    };
+    // The ROCm 7.2.4 build of May 31 is newer than the 7.2.3 one of May 19.
+    assert!(key(&t, &on("7.2.3", "20260519")) < key(&t, &on("7.2.4", "20260531")));
+    assert!(key(&t, &on("7.2.3", "20260511")) < key(&t, &on("7.2.3", "20260519")));
+    // The same day on a newer base breaks the tie.
+    assert!(key(&t, &on("7.2.3", "20260531")) < key(&t, &on("7.2.4", "20260531")));
+    assert_eq!(
+        base_changes(&on("7.2.3", "20260511"), &on("7.2.4", "20260531")),
+        [BaseChange {
+            name: "ROCm",
+            from: "7.2.3".into(),
+            to: "7.2.4".into()
+        }]
+    );
+    assert_eq!(
+        base_change_sentence(&on("7.2.3", "20260511"), &on("7.2.4", "20260531")).as_deref(),
+        Some("also moves ROCm 7.2.3 → 7.2.4")
+    );
+    assert_eq!(
+        base_change_sentence(&on("7.2.3", "20260511"), &on("7.2.3", "20260519")),
+        None
+    );
+    // A nightly stream keeps its CUDA: its text does not order it.
+    let nightly = track("nightly-dev-arm64-cu13.0.1-75c2eef");
+    assert!(nightly.base_names().is_empty());
+    assert_eq!(nightly.matches("nightly-dev-arm64-cu13.0.2-75c2eef"), None);
+}
+
+#[test]
+fn an_unnumbered_post_release_is_ordered_as_post0() {
+    let t = track("rocm7.2.2_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.2.post");
+    assert_eq!(
+        t.name(),
+        "rocm<rocm>_ubuntu24.04_py<py>_pytorch_release_<pytorch>_atom<semver>"
+    );
+    let on = |rocm: &str, atom: &str| {
+        format!("rocm{rocm}_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom{atom}")
+    };
+    assert!(key(&t, &on("7.2.2", "0.1.2")) < key(&t, &on("7.2.2", "0.1.2.post")));
+    assert!(key(&t, &on("7.2.2", "0.1.2.post")) < key(&t, &on("7.2.2", "0.1.2.post1")));
+    assert!(key(&t, &on("7.2.2", "0.1.2.post")) < key(&t, &on("7.2.4", "0.1.3")));
 }
 
 #[test]
@@ -552,10 +615,10 @@ fn configured_rules_override_inference_and_validate() {
     )
     .unwrap();
     let tag = "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511";
-    // Inference keeps the ROCm version fixed; the rule lets it move.
+    // Inference lets every base move; the rule lets only ROCm's patch move.
     assert_eq!(
         infer_track(tag).map(|t| t.name().to_owned()).as_deref(),
-        Some("rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom<yyyymmdd>")
+        Some("rocm<rocm>_ubuntu24.04_py<py>_pytorch_release_<pytorch>_atom<yyyymmdd>")
     );
     let t = track_for("rocm/atom", tag, std::slice::from_ref(&rule))
         .unwrap()
@@ -732,14 +795,9 @@ fn every_fixture_tag_is_on_its_own_track_or_has_none() {
             }
         }
     }
-    let expected: BTreeSet<&str> = [
-        "deepseek-v4-hopper",
-        "kimi-k3",
-        "minimax-m3",
-        "rocm7.2.2_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.2.post",
-    ]
-    .into_iter()
-    .collect();
+    let expected: BTreeSet<&str> = ["deepseek-v4-hopper", "kimi-k3", "minimax-m3"]
+        .into_iter()
+        .collect();
     assert_eq!(none, expected);
 }
 

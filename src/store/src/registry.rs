@@ -9,7 +9,7 @@
 //! a failed read is a cache miss and a failed write is logged and dropped.
 
 use klaud_planner::plan::{CreationTime, CreationTimes};
-use klaud_planner::registry::{BreakerState, ContentCache};
+use klaud_planner::registry::{BreakerState, ContentCache, KeptTagList};
 
 use crate::{Record, Store, StoreError, trees};
 
@@ -21,6 +21,9 @@ const CONTENT_PREFIX: &str = "registry-content/";
 /// Key prefix of the digest a tag last resolved to (a hint, checked with a
 /// `HEAD` before use).
 const TAG_PREFIX: &str = "registry-tag/";
+/// Key prefix of a repository's tag list kept with its `ETag` (asked again
+/// with `If-None-Match`; a changed list replaces it).
+const TAG_LIST_PREFIX: &str = "registry-tag-list/";
 /// Key of the breaker record in the cache tree.
 const BREAKER_KEY: &str = "registry-breaker";
 
@@ -29,6 +32,10 @@ impl Record for CreationTime {
 }
 
 impl Record for BreakerState {
+    const VERSION: u32 = 1;
+}
+
+impl Record for KeptTagList {
     const VERSION: u32 = 1;
 }
 
@@ -102,6 +109,24 @@ impl ContentCache for Store {
         }
         if let Err(e) = Store::put(self, trees::CACHE, &key, &value) {
             tracing::warn!(key, error = %e, "could not keep a tag's digest");
+        }
+    }
+
+    fn tag_list(&self, host: &str, repository: &str) -> Option<KeptTagList> {
+        let key = format!("{TAG_LIST_PREFIX}{host}/{repository}");
+        match Store::get::<KeptTagList>(self, trees::CACHE, &key) {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(key, error = %e, "kept tag list unreadable; listing again");
+                None
+            }
+        }
+    }
+
+    fn put_tag_list(&self, host: &str, repository: &str, list: &KeptTagList) {
+        let key = format!("{TAG_LIST_PREFIX}{host}/{repository}");
+        if let Err(e) = Store::put(self, trees::CACHE, &key, list) {
+            tracing::warn!(key, error = %e, "could not keep a tag list");
         }
     }
 }
@@ -245,6 +270,14 @@ mod tests {
             // Not registry JSON: not kept.
             cache.put("sha256:00", &[0xff, 0xfe]);
             cache.put_tag_digest("docker.io", "vllm/vllm-openai", "v0.11.0", DIGEST);
+            cache.put_tag_list(
+                "docker.io",
+                "vllm/vllm-openai",
+                &KeptTagList {
+                    etag: "\"v1\"".to_owned(),
+                    tags: vec!["v0.11.0".to_owned()],
+                },
+            );
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .build()
                 .unwrap();
@@ -264,5 +297,12 @@ mod tests {
             cache.tag_digest("docker.io", "vllm/vllm-openai", "v0.12.0"),
             None
         );
+        assert_eq!(
+            cache
+                .tag_list("docker.io", "vllm/vllm-openai")
+                .map(|l| (l.etag, l.tags)),
+            Some(("\"v1\"".to_owned(), vec!["v0.11.0".to_owned()]))
+        );
+        assert_eq!(cache.tag_list("docker.io", "lmsysorg/sglang"), None);
     }
 }

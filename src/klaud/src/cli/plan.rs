@@ -41,6 +41,12 @@ pub struct Args {
     /// GitHub App credentials for the upstream proof (instead of a token).
     #[command(flatten)]
     auth: crate::auth::AuthArgs,
+    /// The local store that keeps registry content (manifests and configs
+    /// by digest, tag lists with their validators) between plans, as the
+    /// daemon does; default: the configuration's `daemon.store` when it
+    /// exists, else none (every plan cold).
+    #[arg(long, value_name = "PATH", env = "KLAUD_STORE")]
+    store: Option<PathBuf>,
 }
 
 /// Runs the command.
@@ -66,6 +72,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
     // The upstream proof for nightly → release moves needs a GitHub token;
     // without one such moves are skipped, with the reason in the plan.
     let client = RegistryClient::new(registry).map_err(CliError::bad_input)?;
+    let store = plan_store(&args, &config);
+    if let Some(store) = &store {
+        klaud_service::restore_breaker(&client, store);
+    }
 
     let runtime = super::runtime()?;
     let auth = crate::auth::Auth::from_config(&config.github, |name| std::env::var(name))
@@ -120,8 +130,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .map_err(|(key, message)| CliError::bad_input(anyhow::anyhow!("{key}: {message}")))?;
     options.ignore = klaud_service::dashboard_issue::rules_in_force(&config_rules, None, &[]);
     options.progress = Some(&progress);
+    options.creation_times = store
+        .as_ref()
+        .map(|s| s as &dyn klaud_planner::plan::CreationTimes);
     let mut report =
         runtime.block_on(async { plan(&repository, &client.session(), &options).await });
+    if let Some(store) = &store
+        && let Err(e) = store.save_breaker(&client.breaker_state())
+    {
+        tracing::warn!(error = %e, "registry breaker not saved");
+    }
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -181,6 +199,32 @@ pub fn run(args: Args) -> Result<(), CliError> {
             }
         ))),
         None => Ok(()),
+    }
+}
+
+/// The store a plan keeps registry content in: `--store`, else the
+/// deployment's (`daemon.store` of the configuration given) when a daemon
+/// or wave already made it; a plan never leaves a new store in whatever
+/// directory it runs from unasked. Only a saving: one that cannot be opened
+/// (a running daemon holds it) leaves the plan cold, with a warning.
+fn plan_store(args: &Args, config: &Config) -> Option<klaud_store::Store> {
+    let path = match (&args.store, &args.config) {
+        (Some(path), _) => path.clone(),
+        (None, Some(_)) => {
+            let path = PathBuf::from(&config.daemon.store);
+            if !path.is_dir() {
+                return None;
+            }
+            path
+        }
+        (None, None) => return None,
+    };
+    match klaud_store::Store::open(&path) {
+        Ok(store) => Some(store),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "store not opened; this plan keeps no registry content");
+            None
+        }
     }
 }
 

@@ -193,6 +193,7 @@ mod tests {
                 candidates: vec![klaud_service::dashboard::CandidateRow {
                     id: "d92e15065c55779d-0123456789abcdef".into(),
                     family: family.into(),
+                    old_image: "vllm/vllm-openai:v0.20.0".into(),
                     image: "vllm/vllm-openai:v0.20.1".into(),
                     state: "final-sweep".into(),
                     attempt: Some("Repair 2/5".into()),

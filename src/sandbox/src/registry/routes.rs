@@ -192,7 +192,7 @@ async fn v2(
             if let Some(r) = sim.authorize(&headers, Some(repo)) {
                 return r;
             }
-            tags_list(&sim, repo, query.as_deref())
+            with_etag(&headers, tags_list(&sim, repo, query.as_deref())).await
         }
         Target::Manifest(repo, reference) => {
             let route = match method {
@@ -441,6 +441,39 @@ fn hub_tags(
     let previous = (page > 1).then(|| link(page - 1));
     axum::Json(json!({"count": count, "next": next, "previous": previous, "results": results}))
         .into_response()
+}
+
+/// A successful answer with a strong `ETag` of its body (and `Link`), as
+/// a caching registry sends; `304 Not Modified` when the client's
+/// `If-None-Match` names it.
+async fn with_etag(headers: &HeaderMap, response: Response) -> Response {
+    use sha2::Digest as _;
+    if !response.status().is_success() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(&bytes);
+    if let Some(link) = parts.headers.get(header::LINK) {
+        hasher.update(link.as_bytes());
+    }
+    let etag = format!("\"{}\"", hex::encode(&hasher.finalize()[..16]));
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag));
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        parts.headers.insert(header::ETAG, value);
+    }
+    if matches {
+        parts.status = StatusCode::NOT_MODIFIED;
+        parts.headers.remove(header::CONTENT_TYPE);
+        return Response::from_parts(parts, axum::body::Body::empty());
+    }
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// A stable numeric id for Docker Hub's `id` fields.
