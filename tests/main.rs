@@ -59,6 +59,7 @@ mod sandbox_registry;
 mod serve_daemon;
 mod serve_processes;
 mod signoff;
+mod store_cache;
 mod takeover_safety;
 mod variant_decline;
 mod write_pace;

@@ -43,6 +43,7 @@ mod promise;
 mod proof;
 mod publish;
 mod rebuild;
+mod rebuild_done;
 mod repair_hook;
 pub mod states;
 mod step_reads;

@@ -8,6 +8,7 @@
 //! [`adopt_held_claims`](Wave::adopt_held_claims), [`plan`](Wave::plan),
 //! [`check_readiness`](Wave::check_readiness), [`resume`](Wave::resume),
 //! [`refill`](Wave::refill),
+//! [`rebuild_lost_records`](Wave::rebuild_lost_records),
 //! [`answer_commands`](Wave::answer_commands), [`drive`](Wave::drive) and
 //! [`summarize`](Wave::summarize). What a phase learns is carried to the
 //! next in a [`Pass`]. The plan options live in the pass, not in the
@@ -20,6 +21,7 @@
 //! through the [`Journal`], and it never writes without the engine's
 //! ownership proofs.
 
+mod lost;
 mod ports;
 mod summary;
 mod targets;
@@ -273,6 +275,7 @@ impl<'a> Wave<'a> {
         self.resume(&engine, &base.repository, &mut pass).await;
         self.refill(&engine, &base.repository, &session, &mut pass)
             .await;
+        self.rebuild_lost_records(&engine, &mut pass).await;
         self.answer_commands(&engine, &mut pass).await;
         self.drive(&engine, &base.repository, &mut pass).await?;
         self.keep_mergeable(&engine, &mut pass).await;

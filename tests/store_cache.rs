@@ -1,0 +1,272 @@
+//! The store is a cache: validated PRs awaiting their merge are looked
+//! after from GitHub alone once the journal is gone. Each validated PR's
+//! record is deleted (a fresh journal), and the next wave rebuilds it from
+//! the PR, its receipt and its branch: it keeps the PR mergeable with the
+//! same writes as for a PR whose record was kept, answers a maintainer's
+//! `/klaud status`, posts Klaud's deleted reuse line again, and a second
+//! pass writes nothing. Once a lost record shows the store was lost, the
+//! recently active finished PRs are rebuilt too: a command on a closed one
+//! is answered.
+
+use std::time::{Duration, Instant};
+
+use klaud_lifecycle::engine::{CandidateRecord, Journal as _, MemoryJournal};
+use klaud_lifecycle::model::Outcome;
+use klaud_lifecycle::wave::WaveSummary;
+use klaud_sandbox::stack::MAINTAINER_TOKEN;
+use serde_json::Value;
+
+use crate::lifecycle_e2e::VALIDATED_SCRIPT;
+use crate::support::{BOT, Harness, REPO, assert_unique, markers};
+
+/// `GET` of a repository path as the maintainer, raw.
+async fn get(env: &Harness, path: &str) -> Value {
+    klaud_http::http_client_builder()
+        .user_agent("klaud-test")
+        .build()
+        .expect("client")
+        .get(format!("{}/repos/{REPO}/{path}", env.stack.github.url()))
+        .bearer_auth(MAINTAINER_TOKEN)
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json")
+}
+
+/// Whether PR `number` merges cleanly, once GitHub has computed it.
+async fn mergeable(env: &Harness, number: u64) -> Option<bool> {
+    let started = Instant::now();
+    loop {
+        let pull = get(env, &format!("pulls/{number}")).await;
+        if !pull["mergeable"].is_null() || started.elapsed() > Duration::from_secs(10) {
+            return pull["mergeable"].as_bool();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The ids of the bot's comments on `number` holding `line` as a whole line.
+async fn bot_lines(env: &Harness, number: u64, line: &str) -> Vec<u64> {
+    get(env, &format!("issues/{number}/comments?per_page=100"))
+        .await
+        .as_array()
+        .expect("comments")
+        .iter()
+        .filter(|c| c["user"]["login"].as_str() == Some(BOT))
+        .filter(|c| {
+            c["body"]
+                .as_str()
+                .is_some_and(|b| b.lines().any(|l| l.trim() == line))
+        })
+        .filter_map(|c| c["id"].as_u64())
+        .collect()
+}
+
+/// A write's kind: its method and path with what names one PR, branch,
+/// claim or commit replaced, so two PRs' writes compare.
+fn kind(method: &str, path: &str) -> String {
+    let path = path.split('?').next().unwrap_or(path);
+    let segments: Vec<&str> = path
+        .split('/')
+        .map(|s| {
+            if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+                "{n}"
+            } else if s.contains("auto-") {
+                "{branch}"
+            } else if s.contains("claim-") {
+                "{claim}"
+            } else if s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+                "{sha}"
+            } else {
+                s
+            }
+        })
+        .collect();
+    format!("{method} {}", segments.join("/"))
+}
+
+/// The bot's writes since request number `from`, as kinds.
+async fn writes_since(env: &Harness, from: u64) -> Vec<String> {
+    let (first, log) = env.stack.state().request_log_numbered().await;
+    assert!(
+        first <= from,
+        "the request log dropped the entries looked at"
+    );
+    log[(from - first) as usize..]
+        .iter()
+        .filter(|e| e.method != "GET" && e.method != "HEAD")
+        .filter(|e| {
+            e.login
+                .as_deref()
+                .is_some_and(|l| l.eq_ignore_ascii_case(BOT))
+        })
+        .map(|e| kind(&e.method, &e.path))
+        .collect()
+}
+
+/// One wave that plans nothing new over `journal`.
+async fn upkeep_wave(env: &Harness, journal: &MemoryJournal) -> WaveSummary {
+    let mut options = env.wave_options(crate::support::owner(), env.config.clone());
+    options.lifecycle.plan.max_candidates = 0;
+    env.wave(journal, options).await
+}
+
+async fn record(journal: &MemoryJournal, rec: &CandidateRecord) -> CandidateRecord {
+    journal
+        .load(rec.candidate.as_str())
+        .await
+        .expect("load")
+        .expect("a record")
+}
+
+#[tokio::test]
+async fn validated_prs_are_kept_and_answered_after_the_store_is_lost() {
+    let mut env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
+    // Four candidates' writes exceed GitHub's content limit of a minute;
+    // Klaud's pacing would wait it out, which this test is not about.
+    env.stack.state().set_content_limits(None, None).await;
+    env.forge = crate::support::forge_of(&env.stack)
+        .await
+        .with_write_pace(klaud_github::WritePace::UNPACED);
+    let journal = MemoryJournal::new();
+    let mut finished = Vec::new();
+    for key in [
+        "demo-fp4-b200-sglang",
+        "demo-fp8-mi355x-sglang",
+        "demo-fp8-h200-trt",
+    ] {
+        let target = env.target(key).await;
+        let rec = env.finish(&journal, &target).await;
+        assert_eq!(
+            rec.ending.as_ref().map(|e| e.outcome),
+            Some(Outcome::Validated),
+            "{rec:#?}"
+        );
+        finished.push(rec);
+    }
+    let [a, kept, lost] = <[CandidateRecord; 3]>::try_from(finished).expect("three");
+    // A failed candidate: its PR closed, its receipt on it.
+    let failed = env
+        .finish(&journal, &env.target("demo-fp4-b200-vllm").await)
+        .await;
+    assert_eq!(
+        failed.ending.as_ref().map(|e| e.outcome),
+        Some(Outcome::Failed),
+        "{failed:#?}"
+    );
+    let failed_pr = failed.pull.expect("failed").get();
+    assert!(!env.pull(failed_pr).await.state.is_open());
+    let (kept_pr, lost_pr) = (
+        kept.pull.expect("kept").get(),
+        lost.pull.expect("lost").get(),
+    );
+    let dispatches = env.dispatches().await;
+
+    // A maintainer merges A: both other PRs now conflict on the changelog.
+    let maintainer = env.person(MAINTAINER_TOKEN);
+    let (status, merged) = maintainer
+        .try_merge(
+            a.pull.expect("a").get(),
+            serde_json::json!({"merge_method": "squash"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{merged}");
+    assert_eq!(mergeable(&env, kept_pr).await, Some(false));
+    assert_eq!(mergeable(&env, lost_pr).await, Some(false));
+
+    // The store is lost for one of them: a fresh journal holding only the
+    // other's record, the undisturbed run to compare with.
+    let store = MemoryJournal::new();
+    store
+        .save(&record(&journal, &kept).await)
+        .await
+        .expect("save");
+    let from = env.stack.state().requests_recorded();
+    upkeep_wave(&env, &store).await;
+    let writes = writes_since(&env, from).await;
+    // The kept record is looked after first, then the rebuilt one: the
+    // same writes, in the same order.
+    assert!(!writes.is_empty() && writes.len() % 2 == 0, "{writes:#?}");
+    let (first, second) = writes.split_at(writes.len() / 2);
+    assert_eq!(
+        first, second,
+        "the lost PR's upkeep differs from the kept one's"
+    );
+    assert!(
+        first.iter().any(|w| w.contains("/git/commits")),
+        "the base was merged in: {writes:#?}"
+    );
+    for number in [kept_pr, lost_pr] {
+        assert_eq!(mergeable(&env, number).await, Some(true), "#{number}");
+    }
+    let rebuilt = record(&store, &lost).await;
+    assert_eq!(rebuilt.pull, lost.pull);
+    assert_eq!(rebuilt.sweep, lost.sweep, "the validated sweep run");
+    assert_eq!(rebuilt.image, lost.image);
+    assert_eq!(
+        rebuilt.ending.as_ref().map(|e| e.outcome),
+        Some(Outcome::Validated)
+    );
+    let upkept_head = rebuilt.head.clone().expect("head");
+    assert_ne!(Some(&upkept_head), lost.head.as_ref(), "the merge moved it");
+
+    // The store is lost again, now on a head Klaud's own upkeep made. A
+    // maintainer deletes Klaud's reuse line and asks for the status.
+    let run = lost.sweep.as_ref().expect("sweep").run_id;
+    let line = format!("/reuse-sweep-run {run}");
+    for id in bot_lines(&env, lost_pr, &line).await {
+        maintainer.delete_comment(id).await;
+    }
+    assert!(bot_lines(&env, lost_pr, &line).await.is_empty());
+    let asked = maintainer.comment(lost_pr, "/klaud status").await;
+    let asked_failed = maintainer.comment(failed_pr, "/klaud status").await;
+    let kept_bodies = env.bodies(kept_pr).await;
+    let empty = MemoryJournal::new();
+    let summary = upkeep_wave(&env, &empty).await;
+    assert_eq!(summary.answered.len(), 2, "{summary:#?}");
+    let marker = klaud_service::pr_commands::reply_marker(asked_failed);
+    let bodies = env.bodies(failed_pr).await;
+    let replies: Vec<&String> = bodies.iter().filter(|b| b.contains(&marker)).collect();
+    assert_eq!(replies.len(), 1, "{bodies:#?}");
+    assert!(replies[0].contains("failed"), "{}", replies[0]);
+    let marker = klaud_service::pr_commands::reply_marker(asked);
+    let bodies = env.bodies(lost_pr).await;
+    let replies: Vec<&String> = bodies.iter().filter(|b| b.contains(&marker)).collect();
+    assert_eq!(replies.len(), 1, "{bodies:#?}");
+    assert!(replies[0].contains("validated"), "{}", replies[0]);
+    assert_eq!(
+        bot_lines(&env, lost_pr, &line).await.len(),
+        1,
+        "the reuse line is posted again"
+    );
+    assert!(
+        !bodies.iter().any(|b| b.contains("klaud-sweep-uncovered")),
+        "Klaud's own merge is not a person's push: {bodies:#?}"
+    );
+    assert_eq!(
+        env.bodies(kept_pr).await,
+        kept_bodies,
+        "nothing to do on #{kept_pr}"
+    );
+    assert_eq!(
+        record(&empty, &lost).await.head,
+        Some(upkept_head),
+        "the head is Klaud's upkeep merge"
+    );
+
+    // The next pass reads its rebuilt records and writes nothing.
+    let from = env.stack.state().requests_recorded();
+    let summary = upkeep_wave(&env, &empty).await;
+    assert!(summary.answered.is_empty(), "{summary:#?}");
+    assert_eq!(writes_since(&env, from).await, Vec::<String>::new());
+
+    // No duplicate PR, dispatch or comment.
+    for rec in [&kept, &lost, &failed] {
+        assert_eq!(env.pulls(&rec.branch).await.len(), 1, "{}", rec.branch);
+        assert_unique(&markers(&env.bodies(rec.pull.expect("pull")).await));
+    }
+    assert_eq!(env.dispatches().await, dispatches);
+    assert!(env.claims().await.is_empty(), "every claim released");
+}
