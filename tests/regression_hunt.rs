@@ -1012,6 +1012,66 @@ mod engine {
     }
 
     #[tokio::test]
+    async fn a_stop_whose_permission_lookup_fails_mid_hunt_is_refused_and_the_hunt_goes_on() {
+        use klaud_sandbox::github::{Fault, FaultAction};
+        for status in [404, 502] {
+            let env = Harness::demo()
+                .script(&script("t4"))
+                .configure(|c| c.hunt.enabled = true)
+                .start()
+                .await;
+            let journal = MemoryJournal::new();
+            let mut rec = at_smoke(&env, &journal).await;
+            let pr = rec.pull.unwrap();
+            step_until(&env, &journal, &mut rec, |_| smokes(&env) == 2).await;
+            env.stack
+                .state()
+                .add_fault(Fault {
+                    method: Some("GET".into()),
+                    path: format!("/repos/{}/collaborators/*/permission", crate::support::REPO),
+                    count: 1000,
+                    action: FaultAction::Status {
+                        status,
+                        retry_after: None,
+                        message: None,
+                    },
+                })
+                .await;
+            env.person(MAINTAINER_TOKEN)
+                .comment(pr, "/klaud stop")
+                .await;
+            handle(&env, &journal, &mut rec).await;
+            let bodies = env.bodies(pr).await;
+            let reply = bodies
+                .iter()
+                .find(|b| b.contains("Refused:"))
+                .unwrap_or_else(|| panic!("{status}: no refusal in {bodies:#?}"));
+            assert!(reply.contains("Could not verify"), "{status}: {reply}");
+            // Refused: the candidate waits in its hunt as before, not handed off.
+            let ending = rec
+                .ending
+                .as_ref()
+                .expect("the hunt runs before the finish");
+            assert!(!ending.hands_off, "{status}: {ending:?}");
+            // The hunt reads no commands: it runs on to its end and the
+            // candidate ends as it would have, the lookup error counted
+            // nowhere as a vanished PR.
+            step_until(&env, &journal, &mut rec, |r| r.step == Step::Done).await;
+            let ending = rec.ending.as_ref().unwrap();
+            assert_eq!(ending.outcome, Outcome::Failed, "{status}: {ending:?}");
+            assert!(!ending.hands_off, "{status}: {ending:?}");
+            assert!(
+                !ending.message.to_lowercase().contains("no longer exist"),
+                "{status}: {ending:?}"
+            );
+            assert_eq!(smokes(&env), 1 + 3, "{status}");
+            let bodies = env.bodies(pr).await;
+            let end = hunt_bodies(&bodies).last().cloned().unwrap();
+            assert!(end.contains("first bad: `t4`"), "{status}: {end}");
+        }
+    }
+
+    #[tokio::test]
     async fn the_weekly_budget_counts_the_hunt_runs_on_github() {
         let env = Harness::demo()
             .script(&script("t4"))

@@ -383,7 +383,7 @@ pub fn authorize<E: fmt::Display>(user: &str, lookup: Result<&Permission, E>) ->
     let user: String = user.chars().take(60).collect();
     match lookup {
         Err(_) => Authorization::Refused(format!(
-            "Could not verify the repository permission of {user}; commands need write, maintain or admin permission."
+            "Could not verify the repository permission of {user} (the lookup failed), so nothing was done; write the command again once GitHub answers. Commands need write, maintain or admin permission."
         )),
         Ok(role) if role.may_write() => Authorization::Allowed,
         Ok(Permission::Unknown(_)) => Authorization::Refused(format!(

@@ -2,8 +2,11 @@
 //! itself is the pure [`crate::hunt`]). Where it sits: beside the steps,
 //! while the candidate's claim is held and its PR open. What it reads: the
 //! bot's own comments on the PR (the hunt's records; nobody else's count),
-//! maintainers' `/klaud stop`, the smoke runs by title, a finished step's
-//! `results_bmk`. What it may write: the hunt's comments, one commit per
+//! the smoke runs by title, a finished step's `results_bmk`. A maintainer's
+//! `/klaud stop` reaches it only as the candidate's hand-off: the commands
+//! module is the one reader of commands and of who may give them, so a
+//! failed permission lookup is refused there with a reply and never fails
+//! a hunt step. What it may write: the hunt's comments, one commit per
 //! step that moves no ref (on the candidate's head, which is all the
 //! ownership proof allows a commit on: the files of the family's bump from
 //! the base image to the step's tag, made as the candidate's own bump is),
@@ -28,7 +31,6 @@
 //! come from the registry through the [`HuntTags`] port.
 
 use crate::artifacts::{AGG_BMK_ARTIFACT, Artifact, parse_artifact};
-use crate::commands::{Command, parse_commands};
 use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
@@ -132,8 +134,8 @@ impl Engine<'_> {
         self.hunt_step_with(rec, start, week_used, false).await
     }
 
-    /// [`Engine::hunt_step`]; `stop`: the candidate was stopped (an
-    /// operator's hand-off is not a comment the hunt could read). Rebuilds
+    /// [`Engine::hunt_step`]; `stop`: the candidate was handed off (a
+    /// maintainer's `/klaud stop` or an operator's hand-off). Rebuilds
     /// the hunt from the PR, then does one thing: publish the plan or the
     /// end, record the step whose run ended, or dispatch the next one.
     // Kept whole (about 90 lines): the rebuild and the choice of the one
@@ -182,9 +184,8 @@ impl Engine<'_> {
         };
         let n = rebuilt.number;
         let hunt = &rebuilt.hunt;
-        let stopped = stop || self.hunt_stopped(&comments, n).await?;
         let week_left = self.config.hunt.weekly_budget.saturating_sub(week_used);
-        let (step, tag) = match hunt.next(week_left, stopped) {
+        let (step, tag) = match hunt.next(week_left, stop) {
             Next::Done(result) => {
                 if rebuilt.ended.is_none() {
                     let key = key(HuntName::End { hunt: n });
@@ -651,38 +652,6 @@ impl Engine<'_> {
             Some(p) => Ok(HuntProgress::Candidate(p)),
             None => Ok(HuntProgress::Waiting(done.to_owned())),
         }
-    }
-
-    /// Whether a person who may command Klaud wrote `/klaud stop` after
-    /// hunt `n`'s plan.
-    async fn hunt_stopped(
-        &self,
-        comments: &[crate::engine::forge::Comment],
-        n: u32,
-    ) -> Result<bool, EngineError> {
-        let marker = format!(":h{n}-plan\n");
-        let Some(at) = comments
-            .iter()
-            .position(|c| self.by_bot(c.author.as_deref()) && c.body.contains(&marker))
-        else {
-            return Ok(false);
-        };
-        for c in &comments[at + 1..] {
-            let Some(login) = c.author.as_deref() else {
-                continue;
-            };
-            if self.by_bot(Some(login))
-                || !parse_commands(&c.body)
-                    .iter()
-                    .any(|p| p.command == Command::Stop)
-            {
-                continue;
-            }
-            if self.forge.permission(login).await?.may_write() {
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
 
     /// The point's value from a finished run's `results_bmk`: `Ok(None)`

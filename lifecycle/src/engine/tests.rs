@@ -1296,10 +1296,15 @@ mod hunt {
             rec = r;
         }
         assert_eq!(hunt_dispatches(&w).await.len(), 1);
-        // Someone without write access cannot stop it; a maintainer can.
+        // Someone without write access cannot stop it: the commands refuse
+        // and the hunt goes on.
         w.forge.set_permission("reader", "read");
         w.forge.comment_as("reader", number, "/klaud stop").unwrap();
         w.forge.set_permission("maintainer", "write");
+        let answered = crate::commands::handle_commands(&w.forge, &w.engine(), &mut rec, None)
+            .await
+            .expect("commands");
+        assert!(answered.iter().all(|a| !a.allowed), "{answered:?}");
         let run = w
             .forge
             .runs()
@@ -1313,24 +1318,28 @@ mod hunt {
             "{p:?}"
         );
         rec = r;
+        // The hunt reads no commands itself: a maintainer's stop acts
+        // through the commands, which hand the candidate off and end the
+        // hunt with the narrowest range.
         w.forge
             .comment_as("maintainer", number, "/klaud stop")
             .unwrap();
-        let (p, _) = step(&mut rec).await;
-        let HuntProgress::Ended(result) = p else {
-            panic!("{p:?}");
-        };
-        assert_eq!(result.reason, EndReason::Stopped);
-        assert_eq!(result.last_good.tag, "t3");
+        let answered = crate::commands::handle_commands(&w.forge, &w.engine(), &mut rec, None)
+            .await
+            .expect("commands");
+        assert!(answered.iter().any(|a| a.allowed), "{answered:?}");
+        assert!(rec.ending.as_ref().is_some_and(|e| e.hands_off), "{rec:?}");
         assert_eq!(hunt_dispatches(&w).await.len(), 1);
-        // The PR's records rebuild to the same hunt.
+        // The PR's records rebuild to the same hunt, ended by the stop.
         let comments = w.forge.list_comments(number).await.unwrap();
         let cand = CandidateId::new(rec.candidate.as_str()).unwrap();
         let rebuilt = Hunt::from_comments(&cand, comments.iter().map(|c| c.body.as_str()))
             .unwrap()
             .unwrap();
         assert_eq!(rebuilt.hunt.steps().len(), 1);
-        assert!(rebuilt.ended.is_some());
+        let result = rebuilt.ended.expect("an end record");
+        assert_eq!(result.reason, EndReason::Stopped);
+        assert_eq!(result.last_good.tag, "t3");
         assert!(matches!(rebuilt.hunt.next(10, true), Next::Done(_)));
     }
 }

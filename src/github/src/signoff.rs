@@ -10,7 +10,7 @@ use klaud_lifecycle::BoxFuture;
 use klaud_signoff::checks::run_id_of;
 use klaud_signoff::evidence::{
     ChangedFile, CheckRunFact, CommentFact, DefaultBranchFiles, EvalFact, Evidence, PullFacts,
-    RecipePull, Signer, Signoff, SignoffEdit, SignoffKind, parse_agg_eval,
+    RecipePull, RecipePullUnreadable, Signer, Signoff, SignoffEdit, SignoffKind, parse_agg_eval,
 };
 use klaud_signoff::{MAX_SIGNOFF_BYTES, SIGNOFF_PHRASE, STATUS_CONTEXT};
 use serde::Deserialize;
@@ -672,7 +672,7 @@ impl Github {
         &self,
         repo: &str,
         number: u64,
-    ) -> Result<Result<RecipePull, String>, GithubError> {
+    ) -> Result<Result<RecipePull, RecipePullUnreadable>, GithubError> {
         #[derive(Deserialize)]
         struct Raw {
             state: String,
@@ -682,7 +682,9 @@ impl Github {
             merged_at: Option<String>,
         }
         let Some((owner, name)) = repo.split_once('/') else {
-            return Ok(Err(format!("{repo} is not owner/name")));
+            return Ok(Err(RecipePullUnreadable::NotOwnerName {
+                repo: repo.to_owned(),
+            }));
         };
         let what = format!("read upstream pull request {repo}#{number}");
         let path = format!(
@@ -692,10 +694,9 @@ impl Github {
         );
         let raw = self.t.read(&what, &path, None).await?;
         if matches!(raw.status.as_u16(), 403 | 404 | 410 | 451) {
-            return Ok(Err(format!(
-                "GitHub answers {} for it",
-                raw.status.as_u16()
-            )));
+            return Ok(Err(RecipePullUnreadable::Hidden {
+                status: raw.status.as_u16(),
+            }));
         }
         ok_or_error(&what, &raw)?;
         let pull: Raw = raw.json(&what)?;

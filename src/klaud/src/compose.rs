@@ -12,8 +12,8 @@ use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::engine::{EngineConfig, RepairHook};
 
 use crate::cli::CliError;
-use crate::config::Config;
-use klaud_github::{Credential, ForgeConfig, Github, RetryPolicy};
+use crate::config::{Config, GithubConfig};
+use klaud_github::{Credential, ForgeConfig, Github, GithubError, RetryPolicy, UserInfo};
 use klaud_service::{CommandHook, HttpBaselineSource, NoBaseline, StoreJournal};
 use klaud_store::Store;
 
@@ -123,34 +123,54 @@ pub fn load_config(c: &Connection) -> Result<Config, CliError> {
     Ok(config)
 }
 
+/// The GitHub client for `repo` as `github.bot_login` with `credential`,
+/// before any request: every command that talks to GitHub builds its
+/// client here, so retries, the write timeout and the write pace are one
+/// rule (a command that only reads never writes, so its pace costs
+/// nothing).
+pub fn github_client(
+    github: &GithubConfig,
+    repo: &str,
+    credential: Credential,
+) -> Result<Github, GithubError> {
+    Ok(Github::connect_unchecked(ForgeConfig {
+        api_url: github.api_url.clone(),
+        repo: repo.to_owned(),
+        bot_login: github.bot_login.clone(),
+        credential,
+        retry: RetryPolicy::default(),
+    })?
+    .with_write_timeout(github.write_timeout)
+    .with_write_pace(github.write_pace()))
+}
+
+/// Whose the client's credential is: for [`Access::Write`] the identity
+/// preflight (it must be the bot login), for [`Access::Read`] whoever it is.
+pub async fn identify(forge: &Github, access: Access) -> Result<UserInfo, GithubError> {
+    match access {
+        Access::Write => forge.preflight().await,
+        Access::Read => forge.identity().await,
+    }
+}
+
 /// Connects a forge for `repo` with the configured token or App; `access`
 /// says whether the identity must be the bot login.
 pub async fn forge_for(
     config: &Config,
     repo: &str,
     access: Access,
-) -> Result<(Github, Credential, klaud_github::UserInfo), CliError> {
+) -> Result<(Github, Credential, UserInfo), CliError> {
     let auth = crate::auth::Auth::required(&config.github)
         .map_err(|e| CliError::bad_input(anyhow::anyhow!(e)))?;
     let credential = auth
         .credential(&config.github.api_url, repo)
         .await
         .map_err(|e| crate::cli::github_failure(e, "GitHub credential"))?;
-    let forge = Github::connect_unchecked(ForgeConfig {
-        api_url: config.github.api_url.clone(),
-        repo: repo.to_owned(),
-        bot_login: config.github.bot_login.clone(),
-        credential: credential.clone(),
-        retry: RetryPolicy::default(),
-    })
-    .map_err(|e| crate::cli::github_failure(e, "GitHub client"))?
-    .with_write_timeout(config.github.write_timeout)
-    .with_write_pace(config.github.write_pace());
-    let identity = match access {
-        Access::Write => forge.preflight().await,
-        Access::Read => forge.identity().await,
-    }
-    .map_err(|e| crate::cli::github_failure(e, "identity preflight"))?;
+    let forge = github_client(&config.github, repo, credential.clone())
+        .map_err(|e| crate::cli::github_failure(e, "GitHub client"))?;
+    let identity = identify(&forge, access)
+        .await
+        .map_err(|e| crate::cli::github_failure(e, "identity preflight"))?;
     Ok((forge, credential, identity))
 }
 

@@ -264,6 +264,31 @@ pub fn parse_agg_bmk(bytes: &[u8]) -> Result<Vec<BenchPoint>, ArtifactError> {
         .collect())
 }
 
+/// Why an upstream recipe pull request a sign-off links could not be read
+/// (the contract then fails it as not verifiable).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecipePullUnreadable {
+    /// The link's repository is not `owner/name`.
+    #[error("{repo} is not owner/name")]
+    NotOwnerName {
+        /// The repository part of the link.
+        repo: String,
+    },
+    /// GitHub does not show it (403, 404, 410 or 451).
+    #[error("GitHub answers {status} for it")]
+    Hidden {
+        /// GitHub's status.
+        status: u16,
+    },
+}
+
+// Written as its sentence, as the evidence always showed it.
+impl Serialize for RecipePullUnreadable {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// An upstream recipe pull request a sign-off links, as GitHub reports it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RecipePull {
@@ -321,7 +346,7 @@ pub struct Evidence {
     /// Each upstream recipe pull request the sign-off links (by its link):
     /// its state, or why it could not be read (a link that does not
     /// resolve is not verifiable, which the contract fails).
-    pub recipe_pulls: BTreeMap<String, Result<RecipePull, String>>,
+    pub recipe_pulls: BTreeMap<String, Result<RecipePull, RecipePullUnreadable>>,
     /// Least score per eval task (lower-case), the repository's bar.
     pub eval_bars: BTreeMap<String, f64>,
 }

@@ -713,9 +713,10 @@ fn check_3_of_the_843c6254_contract_requires_the_linked_recipe_merged() {
         assert_eq!(outcome, Outcome::Fail, "{reason}");
         assert!(reason.contains(words), "{reason}");
     }
-    evidence
-        .recipe_pulls
-        .insert(link.into(), Err("GitHub answers 404 for it".into()));
+    evidence.recipe_pulls.insert(
+        link.into(),
+        Err(klaud_signoff::evidence::RecipePullUnreadable::Hidden { status: 404 }),
+    );
     let (outcome, reason) = outcome_of(&evidence, 3);
     assert_eq!(outcome, Outcome::Fail);
     assert!(

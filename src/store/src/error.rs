@@ -127,3 +127,25 @@ pub enum StoreError {
         tree: String,
     },
 }
+
+/// Why a record written at an older schema version cannot be lifted to
+/// the current one ([`crate::Record::upgrade`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UpgradeError {
+    /// This build knows no way from that version.
+    #[error("no upgrade path from version {from}")]
+    NoPath {
+        /// The version the record was written at.
+        from: u32,
+    },
+    /// The old record lacks what the upgrade needs, or has it in another shape.
+    #[error("version {from} record: {field} {problem}")]
+    Shape {
+        /// The version the record was written at.
+        from: u32,
+        /// The field (or `record` for the whole value).
+        field: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+}

@@ -54,7 +54,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-pub use error::StoreError;
+pub use error::{StoreError, UpgradeError};
 pub use events::{DEFAULT_EVENT_LIMIT, Event, EventKind, StoredEvent};
 pub use model_names::KnownModelNames;
 pub use record::Record;

@@ -10,7 +10,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::StoreError;
+use super::{StoreError, UpgradeError};
 
 /// A value kept in the store. `VERSION` is written next to every record; bump
 /// it when a change to the type is not readable by the old code (a removed or
@@ -24,7 +24,7 @@ pub trait Record: Serialize + DeserializeOwned {
     /// lower than [`Record::VERSION`]) into the JSON of the current version.
     /// The default keeps it as it is, which is right while every change has
     /// been additive. An `Err` names what could not be upgraded.
-    fn upgrade(from: u32, data: serde_json::Value) -> Result<serde_json::Value, String> {
+    fn upgrade(from: u32, data: serde_json::Value) -> Result<serde_json::Value, UpgradeError> {
         let _ = from;
         Ok(data)
     }

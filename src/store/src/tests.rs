@@ -47,16 +47,21 @@ struct CandidateV2 {
 impl Record for CandidateV2 {
     const VERSION: u32 = 2;
 
-    fn upgrade(from: u32, mut data: serde_json::Value) -> Result<serde_json::Value, String> {
+    fn upgrade(from: u32, mut data: serde_json::Value) -> Result<serde_json::Value, UpgradeError> {
         if from != 1 {
-            return Err(format!("no upgrade path from version {from}"));
+            return Err(UpgradeError::NoPath { from });
         }
+        let shape = |field: &str, problem| UpgradeError::Shape {
+            from,
+            field: field.to_owned(),
+            problem,
+        };
         let object = data
             .as_object_mut()
-            .ok_or_else(|| "version 1 record is not an object".to_owned())?;
+            .ok_or_else(|| shape("record", "is not an object"))?;
         let attempts = object
             .remove("attempts")
-            .ok_or_else(|| "version 1 record has no `attempts`".to_owned())?;
+            .ok_or_else(|| shape("attempts", "is missing"))?;
         object.insert("repairs".to_owned(), attempts);
         Ok(data)
     }

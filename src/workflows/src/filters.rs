@@ -14,6 +14,32 @@
 
 use regex::Regex;
 
+/// A filter pattern that does not compile, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("filter pattern `{pattern}`: {problem}")]
+pub(crate) struct FilterError {
+    /// The pattern as written.
+    pattern: String,
+    problem: PatternProblem,
+}
+
+/// What is wrong with a filter pattern.
+#[derive(Debug, thiserror::Error)]
+enum PatternProblem {
+    #[error("empty pattern")]
+    Empty,
+    #[error("`{0}` has no preceding character")]
+    NoPreceding(char),
+    #[error("unclosed `[`")]
+    UnclosedClass,
+    #[error("empty `[]`")]
+    EmptyClass,
+    #[error("trailing `\\`")]
+    TrailingEscape,
+    #[error("{0}")]
+    Regex(#[from] regex::Error),
+}
+
 /// A compiled list of filter patterns.
 #[derive(Debug, Clone)]
 pub(crate) struct Filter {
@@ -24,14 +50,17 @@ pub(crate) struct Filter {
 
 impl Filter {
     /// Compiles patterns; the error names the pattern that does not compile.
-    pub(crate) fn new(patterns: &[String]) -> Result<Self, String> {
+    pub(crate) fn new(patterns: &[String]) -> Result<Self, FilterError> {
         let mut rules = Vec::with_capacity(patterns.len());
         for pattern in patterns {
             let (negated, body) = match pattern.strip_prefix('!') {
                 Some(rest) => (true, rest),
                 None => (false, pattern.as_str()),
             };
-            let regex = translate(body).map_err(|e| format!("filter pattern `{pattern}`: {e}"))?;
+            let regex = translate(body).map_err(|problem| FilterError {
+                pattern: pattern.clone(),
+                problem,
+            })?;
             rules.push((negated, regex));
         }
         Ok(Self {
@@ -58,9 +87,9 @@ impl Filter {
     }
 }
 
-fn translate(pattern: &str) -> Result<Regex, String> {
+fn translate(pattern: &str) -> Result<Regex, PatternProblem> {
     if pattern.is_empty() {
-        return Err("empty pattern".into());
+        return Err(PatternProblem::Empty);
     }
     let chars: Vec<char> = pattern.chars().collect();
     let mut out = String::from("^");
@@ -80,7 +109,7 @@ fn translate(pattern: &str) -> Result<Regex, String> {
             '*' => out.push_str("[^/]*"),
             '?' | '+' => {
                 if i == 0 {
-                    return Err(format!("`{}` has no preceding character", chars[i]));
+                    return Err(PatternProblem::NoPreceding(chars[i]));
                 }
                 out.push(chars[i]);
             }
@@ -88,10 +117,10 @@ fn translate(pattern: &str) -> Result<Regex, String> {
                 let close = chars[i + 1..]
                     .iter()
                     .position(|&c| c == ']')
-                    .ok_or("unclosed `[`")?;
+                    .ok_or(PatternProblem::UnclosedClass)?;
                 let class: String = chars[i + 1..i + 1 + close].iter().collect();
                 if class.is_empty() {
-                    return Err("empty `[]`".into());
+                    return Err(PatternProblem::EmptyClass);
                 }
                 out.push('[');
                 for c in class.chars() {
@@ -106,7 +135,7 @@ fn translate(pattern: &str) -> Result<Regex, String> {
                 continue;
             }
             '\\' => {
-                let next = chars.get(i + 1).ok_or("trailing `\\`")?;
+                let next = chars.get(i + 1).ok_or(PatternProblem::TrailingEscape)?;
                 out.push_str(&regex::escape(&next.to_string()));
                 i += 2;
                 continue;
@@ -116,7 +145,7 @@ fn translate(pattern: &str) -> Result<Regex, String> {
         i += 1;
     }
     out.push('$');
-    Regex::new(&out).map_err(|e| e.to_string())
+    Ok(Regex::new(&out)?)
 }
 
 #[cfg(test)]

@@ -35,11 +35,11 @@ use uuid::Uuid;
 
 use super::CliError;
 use crate::config::{Config, parse_duration};
-use klaud_github::{ForgeConfig, ForgeRunCompletion, Github, GithubError, RetryPolicy};
+use klaud_github::{ForgeRunCompletion, Github, GithubError};
 use klaud_service::GithubLifecycle;
 use klaud_service::recover::{Recovered, RecoveryContext, ReleaseRefused, release_claim};
 
-use crate::compose::EngineParts;
+use crate::compose::{self, EngineParts};
 use klaud_lifecycle::engine::MemoryJournal;
 
 /// Exit code when the claim belongs to somebody else.
@@ -78,12 +78,12 @@ struct Target {
 }
 
 /// The forge settings with the credential still to be resolved (an App's
-/// installation may need a lookup).
+/// installation may need a lookup); `github` carries the flags' API URL
+/// and bot login.
 #[derive(Debug)]
 struct ForgeSpec {
-    api_url: String,
+    github: crate::config::GithubConfig,
     repo: String,
-    bot_login: String,
     auth: crate::auth::Auth,
 }
 
@@ -161,28 +161,22 @@ pub fn run(args: Args) -> Result<(), CliError> {
     runtime.block_on(async {
         let credential = forge_config
             .auth
-            .credential(&forge_config.api_url, &forge_config.repo)
+            .credential(&forge_config.github.api_url, &forge_config.repo)
             .await
             .map_err(|e| github_error(e, "GitHub credential"))?;
-        let forge = Github::connect_unchecked(ForgeConfig {
-            api_url: forge_config.api_url,
-            repo: forge_config.repo,
-            bot_login: forge_config.bot_login,
-            credential,
-            retry: RetryPolicy::default(),
-        })
-        .map_err(|e| github_error(e, "GitHub client"))?
-        .with_write_timeout(config.github.write_timeout)
-        .with_write_pace(config.github.write_pace());
+        let forge = compose::github_client(&forge_config.github, &forge_config.repo, credential)
+            .map_err(|e| github_error(e, "GitHub client"))?;
         // Listing only reads: any credential that can read will do, and the
         // reader is told whose it is. Writes must be the bot's.
         let read_only = matches!(request, Request::List { .. });
-        let me = if read_only {
-            forge.identity().await
+        let access = if read_only {
+            compose::Access::Read
         } else {
-            forge.preflight().await
-        }
-        .map_err(|e| github_error(e, "identity preflight"))?;
+            compose::Access::Write
+        };
+        let me = compose::identify(&forge, access)
+            .await
+            .map_err(|e| github_error(e, "identity preflight"))?;
         if read_only {
             eprintln!("reading {} as {}", forge.repo(), me.login);
         }
@@ -312,19 +306,15 @@ fn forge_config(
         .clone()
         .unwrap_or_else(|| config.github.bot_login.clone());
     let mut github = crate::config::GithubConfig {
-        bot_login: bot_login.clone(),
+        api_url,
+        bot_login,
         ..config.github.clone()
     };
     target.auth.apply(&mut github);
     let auth = crate::auth::Auth::from_config(&github, &env)
         .map_err(|e| CliError::bad_input(anyhow!(e)))?
         .ok_or_else(|| CliError::bad_input(anyhow!(github.missing_token_in(&env))))?;
-    Ok(ForgeSpec {
-        api_url,
-        repo,
-        bot_login,
-        auth,
-    })
+    Ok(ForgeSpec { github, repo, auth })
 }
 
 /// Bad requests and refusals are the user's to fix (2); GitHub or the
@@ -1269,8 +1259,8 @@ mod tests {
         };
         let from_file = forge_config(&config, &target(None), env).unwrap();
         assert_eq!(from_file.repo, "a/b");
-        assert_eq!(from_file.bot_login, "x");
-        assert_eq!(from_file.api_url, "http://127.0.0.1:9");
+        assert_eq!(from_file.github.bot_login, "x");
+        assert_eq!(from_file.github.api_url, "http://127.0.0.1:9");
         let crate::auth::Auth::Token { token, .. } = &from_file.auth else {
             panic!("expected a token");
         };
@@ -1281,8 +1271,8 @@ mod tests {
         flags.github_api = Some("http://127.0.0.1:10".into());
         let overridden = forge_config(&config, &flags, env).unwrap();
         assert_eq!(overridden.repo, "c/d");
-        assert_eq!(overridden.bot_login, "y");
-        assert_eq!(overridden.api_url, "http://127.0.0.1:10");
+        assert_eq!(overridden.github.bot_login, "y");
+        assert_eq!(overridden.github.api_url, "http://127.0.0.1:10");
     }
 
     #[test]

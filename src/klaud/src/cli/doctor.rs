@@ -25,7 +25,7 @@ use serde::Serialize;
 use super::CliError;
 use crate::compose::{Connection, engine_config};
 use crate::config::Config;
-use klaud_github::{ForgeConfig, Github, GithubError, RateBudget, RetryPolicy};
+use klaud_github::{Github, GithubError, RateBudget};
 use klaud_service::HttpBaselineSource;
 use klaud_store::{Store, StoreError, trees};
 
@@ -548,13 +548,7 @@ async fn check_identity(
         Ok(Err(e)) => return (None, Check::fail(NAME, e.to_string())),
         Ok(Ok(c)) => c,
     };
-    let forge = match Github::connect_unchecked(ForgeConfig {
-        api_url: config.github.api_url.clone(),
-        repo: repo.to_owned(),
-        bot_login: config.github.bot_login.clone(),
-        credential,
-        retry: RetryPolicy::default(),
-    }) {
+    let forge = match crate::compose::github_client(&config.github, repo, credential) {
         Ok(forge) => forge,
         Err(e) => return (None, Check::fail(NAME, e.to_string())),
     };

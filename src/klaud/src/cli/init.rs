@@ -439,16 +439,14 @@ fn bot_login(args: &Args, repo: Option<&str>) -> Result<((String, String), Optio
             }
         };
         // Any repository will do for asking who the credential is.
-        let forge = klaud_github::Github::connect_unchecked(klaud_github::ForgeConfig {
-            api_url: github.api_url.clone(),
-            repo: repo.unwrap_or("klaud/init").to_owned(),
+        let asking = crate::config::GithubConfig {
             bot_login: "klaud-init".to_owned(),
-            credential,
-            retry: klaud_github::RetryPolicy::default(),
-        })
-        .map_err(|e| super::github_failure(e, "GitHub client"))?;
-        forge
-            .identity()
+            ..github.clone()
+        };
+        let forge =
+            crate::compose::github_client(&asking, repo.unwrap_or("klaud/init"), credential)
+                .map_err(|e| super::github_failure(e, "GitHub client"))?;
+        crate::compose::identify(&forge, crate::compose::Access::Read)
             .await
             .map_err(|e| super::github_failure(e, "asking GitHub who the credential is"))
     })?;

@@ -20,8 +20,63 @@ const DAY_NAMES: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
 /// Why a wave schedule was refused: the expression or time zone, and what
 /// to write instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ScheduleError(String);
+pub enum ScheduleError {
+    /// Not an IANA time zone.
+    #[error("unknown time zone {0:?}; use an IANA name such as UTC or Europe/Berlin")]
+    TimeZone(String),
+    /// Neither the crontab nor the seconds-first form.
+    #[error(
+        "cron expression {expression:?} has {fields} fields; write 5 (min hour day month weekday) or 6–7 (seconds first)"
+    )]
+    FieldCount {
+        /// The expression as configured.
+        expression: String,
+        /// How many fields it has.
+        fields: usize,
+    },
+    /// The `cron` crate refused it.
+    #[error("cron expression {expression:?} is invalid: {reason}")]
+    Invalid {
+        /// The expression as configured.
+        expression: String,
+        /// The crate's message.
+        reason: String,
+    },
+    /// It never fires after now.
+    #[error(
+        "cron expression {expression:?} never fires; write one that fires at least \
+         once, e.g. \"0 */6 * * *\" (every 6 hours)"
+    )]
+    NeverFires {
+        /// The expression as configured.
+        expression: String,
+    },
+    /// It fires waves closer together than [`MIN_WAVE_GAP`].
+    #[error(
+        "cron expression {expression:?} fires {gap}s apart; waves must be at least \
+         {min}s apart"
+    )]
+    TooOften {
+        /// The expression as configured.
+        expression: String,
+        /// Seconds between two fires.
+        gap: i64,
+        /// The least gap allowed, in seconds.
+        min: i64,
+    },
+    /// A crontab weekday step that is not a positive number.
+    #[error("weekday step {0:?} must be a positive number")]
+    WeekdayStep(String),
+    /// A crontab weekday range whose end comes before its start.
+    #[error("weekday range {0:?} runs backwards")]
+    WeekdayRange(String),
+    /// A crontab weekday number past 7.
+    #[error("weekday {0} is out of range 0–7")]
+    WeekdayNumber(usize),
+    /// A crontab weekday that is neither a number nor a day name.
+    #[error("weekday {0:?} is not 0–7 or a day name")]
+    Weekday(String),
+}
 
 /// A parsed wave schedule.
 #[derive(Debug, Clone)]
@@ -34,13 +89,17 @@ pub struct WaveSchedule {
 impl WaveSchedule {
     /// Parses `expression` (5, 6 or 7 fields) in the IANA time zone `timezone`.
     pub fn parse(expression: &str, timezone: &str) -> Result<Self, ScheduleError> {
-        Self::parse_checked(expression, timezone, Utc::now()).map_err(ScheduleError)
+        Self::parse_checked(expression, timezone, Utc::now())
     }
 
-    fn parse_checked(expression: &str, timezone: &str, now: DateTime<Utc>) -> Result<Self, String> {
-        let timezone: Tz = timezone.parse().map_err(|_| {
-            format!("unknown time zone {timezone:?}; use an IANA name such as UTC or Europe/Berlin")
-        })?;
+    fn parse_checked(
+        expression: &str,
+        timezone: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Self, ScheduleError> {
+        let timezone: Tz = timezone
+            .parse()
+            .map_err(|_| ScheduleError::TimeZone(timezone.to_owned()))?;
         let fields: Vec<&str> = expression.split_whitespace().collect();
         let translated = match fields.len() {
             5 => format!(
@@ -53,13 +112,17 @@ impl WaveSchedule {
             ),
             6 | 7 => fields.join(" "),
             n => {
-                return Err(format!(
-                    "cron expression {expression:?} has {n} fields; write 5 (min hour day month weekday) or 6–7 (seconds first)"
-                ));
+                return Err(ScheduleError::FieldCount {
+                    expression: expression.to_owned(),
+                    fields: n,
+                });
             }
         };
-        let schedule = cron::Schedule::from_str(&translated)
-            .map_err(|e| format!("cron expression {expression:?} is invalid: {e}"))?;
+        let schedule =
+            cron::Schedule::from_str(&translated).map_err(|e| ScheduleError::Invalid {
+                expression: expression.to_owned(),
+                reason: e.to_string(),
+            })?;
         let parsed = Self {
             schedule,
             timezone,
@@ -72,7 +135,7 @@ impl WaveSchedule {
     /// Refuses a schedule that never fires after `now` (`0 0 30 2 *`, a
     /// past year) or fires waves less than [`MIN_WAVE_GAP`] apart: either
     /// would be a daemon that silently never plans, or plans in a loop.
-    fn check_fires(&self, now: DateTime<Utc>) -> Result<(), String> {
+    fn check_fires(&self, now: DateTime<Utc>) -> Result<(), ScheduleError> {
         let expression = &self.expression;
         let fires: Vec<DateTime<Utc>> = self
             .schedule
@@ -81,10 +144,9 @@ impl WaveSchedule {
             .map(|t| t.with_timezone(&Utc))
             .collect();
         if fires.is_empty() {
-            return Err(format!(
-                "cron expression {expression:?} never fires; write one that fires at least \
-                 once, e.g. \"0 */6 * * *\" (every 6 hours)"
-            ));
+            return Err(ScheduleError::NeverFires {
+                expression: expression.clone(),
+            });
         }
         let min = MIN_WAVE_GAP.num_seconds();
         if let Some(gap) = fires
@@ -92,10 +154,11 @@ impl WaveSchedule {
             .map(|w| (w[1] - w[0]).num_seconds())
             .find(|gap| *gap < min)
         {
-            return Err(format!(
-                "cron expression {expression:?} fires {gap}s apart; waves must be at least \
-                 {min}s apart"
-            ));
+            return Err(ScheduleError::TooOften {
+                expression: expression.clone(),
+                gap,
+                min,
+            });
         }
         Ok(())
     }
@@ -115,7 +178,7 @@ impl WaveSchedule {
 }
 
 /// Translates a crontab day-of-week field (0/7 = Sunday) into day names.
-fn crontab_days(field: &str) -> Result<String, String> {
+fn crontab_days(field: &str) -> Result<String, ScheduleError> {
     if field == "*" || field == "?" {
         return Ok(field.to_owned());
     }
@@ -127,7 +190,7 @@ fn crontab_days(field: &str) -> Result<String, String> {
                 step.parse::<usize>()
                     .ok()
                     .filter(|s| *s > 0)
-                    .ok_or_else(|| format!("weekday step {step:?} must be a positive number"))?,
+                    .ok_or_else(|| ScheduleError::WeekdayStep(step.to_owned()))?,
             ),
             None => (part, 1),
         };
@@ -144,7 +207,7 @@ fn crontab_days(field: &str) -> Result<String, String> {
         // 7 is Sunday too; a range ending at 7 ends at Sunday.
         let end = if end < start && end == 0 { 7 } else { end };
         if end < start {
-            return Err(format!("weekday range {range:?} runs backwards"));
+            return Err(ScheduleError::WeekdayRange(range.to_owned()));
         }
         days.extend((start..=end).step_by(step).map(|d| d % 7));
     }
@@ -157,18 +220,18 @@ fn crontab_days(field: &str) -> Result<String, String> {
         .join(","))
 }
 
-fn day_number(text: &str) -> Result<usize, String> {
+fn day_number(text: &str) -> Result<usize, ScheduleError> {
     if let Ok(n) = text.parse::<usize>() {
         return if n <= 7 {
             Ok(n)
         } else {
-            Err(format!("weekday {n} is out of range 0–7"))
+            Err(ScheduleError::WeekdayNumber(n))
         };
     }
     DAY_NAMES
         .iter()
         .position(|name| name.eq_ignore_ascii_case(text))
-        .ok_or_else(|| format!("weekday {text:?} is not 0–7 or a day name"))
+        .ok_or_else(|| ScheduleError::Weekday(text.to_owned()))
 }
 
 #[cfg(test)]
