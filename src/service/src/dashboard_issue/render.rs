@@ -370,11 +370,13 @@ fn body_with(
                 time(r.updated_at + cooldown)
             )
         };
+        let pr = Some(View::pr(r))
+            .filter(|l| l != "—")
+            .map_or_else(String::new, |l| format!(" — {l}"));
         out.push_str(&format!(
-            "- {} → {} — {again} — {}\n",
+            "- {} → {} — {again}{pr}\n",
             view.config_link(&r.family, view.line_of(&r.family)),
             image(&r.image),
-            View::pr(r)
         ));
         if !r.deferred() {
             out.push_str("  ");
@@ -492,16 +494,25 @@ fn push_ended(out: &mut String, view: &View<'_>, mut ended: Vec<&CandidateRecord
     }
     for r in ended.into_iter().take(MAX_FAILED.min(rows.max(1))) {
         let Some(e) = ending(r) else { continue };
+        // A candidate that ended before its PR or run existed has neither:
+        // no placeholder dashes for them.
+        let links: Vec<String> = [View::pr(r), View::run(r)]
+            .into_iter()
+            .filter(|l| l != "—")
+            .collect();
+        let links = if links.is_empty() {
+            String::new()
+        } else {
+            format!(" — {}", links.join(" "))
+        };
         out.push_str(&format!(
-            "- {} {} → {}: **{}** ({}) — {} — {} {}\n",
+            "- {} {} → {}: **{}** ({}) — {}{links}\n",
             time(r.updated_at),
             view.config_link(&r.family, view.line_of(&r.family)),
             image(&r.image),
             e.outcome,
             e.phase,
             text(&e.message),
-            View::pr(r),
-            View::run(r)
         ));
         out.push_str(&hunt_lines(r));
     }
