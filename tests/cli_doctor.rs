@@ -22,13 +22,14 @@ const TOKEN_ENV: &str = "KLAUD_DOCTOR_TEST_TOKEN";
 const OTHER_LOGIN: &str = "someone-else";
 const OTHER_TOKEN: &str = "ghp_doctorOTHERuserSECRET0123456789abcd";
 
-const CHECKS: [&str; 12] = [
+const CHECKS: [&str; 13] = [
     "config",
     "token",
     "identity",
     "permission",
     "base-branch",
     "workflows",
+    "playbook",
     "claims",
     "rate-limit",
     "registries",
@@ -291,7 +292,7 @@ fn everything_passes_against_the_sandbox_and_nothing_is_written() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.starts_with("CHECK"), "{text}");
     assert!(
-        text.ends_with("12 checks: 12 ok, 0 warn, 0 fail\n"),
+        text.ends_with("13 checks: 13 ok, 0 warn, 0 fail\n"),
         "{text}"
     );
 }
