@@ -112,6 +112,19 @@ fn triage_names_class_entry_node_and_bounded_lines() {
     assert_eq!(entry.as_deref(), Some("docker-socket-permission-denied"));
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0].number, 3);
+    let summary = t.summary(&p);
+    assert!(
+        summary.en.starts_with("Infrastructure failure on mia1-p01-g11 (docker-socket-permission-denied): The node's runner"),
+        "{}",
+        summary.en
+    );
+    assert!(
+        summary.zh.starts_with(
+            "mia1-p01-g11 上的基础设施故障（docker-socket-permission-denied）：该节点"
+        ),
+        "{}",
+        summary.zh
+    );
 
     // Without a node in the log, the runner is the node.
     let view = JobLogView::new(
@@ -174,6 +187,9 @@ fn the_same_failure_on_two_nodes_has_one_signature() {
     );
     assert_eq!(a.class_name(), "unknown");
     assert_eq!(a.signature(), b.signature());
+    let id = &a.signature().unwrap().id;
+    assert_eq!(a.summary(&p).en, format!("Unknown failure, signature {id}"));
+    assert_eq!(a.summary(&p).zh, format!("未知故障，签名 {id}"));
     assert_eq!(a.lines()[0].number, 2);
 }
 
@@ -560,4 +576,32 @@ fn a_learned_entry_reads_back_matches_its_failure_and_carries_the_fix() {
     let p = Playbook::parse("l.yaml", &format!("version: 1\nentries:\n{}", bare.yaml)).unwrap();
     assert!(p.entries[0].fixes.is_empty());
     assert!(p.entries[0].diagnosis.en.contains("a person's push"));
+}
+
+#[test]
+fn teardown_noise_and_a_sick_node_say_why_in_both_languages() {
+    let p = corpus::inferencex_playbook();
+    let t = triage(
+        &JobLogView::new(&corpus::read("logs/teardown-enginedead.log")),
+        &p,
+        &JobContext::default(),
+    );
+    assert!(!t.is_failure());
+    let s = t.summary(&p);
+    assert!(
+        s.en.starts_with("Teardown noise after the benchmark window (results printed on line 2), not a failure (engine-dead-after-window): The engine died"),
+        "{}",
+        s.en
+    );
+    assert!(s.zh.contains("第 2 行已输出结果"), "{}", s.zh);
+    let t = triage(
+        &JobLogView::new(&corpus::read("logs/sick-node-unknown.log")),
+        &p,
+        &JobContext::default(),
+    );
+    assert!(
+        t.summary(&p)
+            .en
+            .starts_with("Infrastructure failure on chi-mi300x-049 (node-local-disk-full)")
+    );
 }
