@@ -41,6 +41,7 @@ pub mod experiment;
 pub mod hunt;
 pub mod measured;
 pub mod model;
+pub mod playbook;
 pub mod recover;
 pub mod report;
 pub mod wave;
