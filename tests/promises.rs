@@ -11,16 +11,14 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use klaud_lifecycle::engine::{CandidateRecord, Upkept};
-use klaud_lifecycle::model::Outcome;
 use klaud_planner::changelog::validate_append;
 use klaud_sandbox::ci::reuse::{GateComment, REUSE_COMMAND, find_reuse_authorization};
 use klaud_sandbox::github::Permission;
 use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN};
 use klaud_service::GithubLifecycle;
-use serde_json::Value;
 
 use crate::lifecycle_e2e::VALIDATED_SCRIPT;
-use crate::support::{BOT, Harness, REPO};
+use crate::support::{Harness, REPO, is_bot_write};
 
 const KEY: &str = "demo-fp8-h200-trt";
 const CHANGELOG: &str = "perf-changelog.yaml";
@@ -34,13 +32,7 @@ async fn validated() -> (Harness, CandidateRecord) {
         .user(OUTSIDER, None, OUTSIDER_TOKEN, Permission::Read)
         .start()
         .await;
-    let target = env.target(KEY).await;
-    let rec = env.finish(&env.journal, &target).await;
-    assert_eq!(
-        rec.ending.as_ref().map(|e| e.outcome),
-        Some(Outcome::Validated),
-        "{rec:#?}"
-    );
+    let rec = env.validated(&env.journal, KEY).await;
     (env, rec)
 }
 
@@ -71,36 +63,15 @@ async fn bot_writes(env: &Harness) -> usize {
         .request_log()
         .await
         .iter()
-        .filter(|e| e.method != "GET" && e.method != "HEAD")
-        .filter(|e| {
-            e.login
-                .as_deref()
-                .is_some_and(|l| l.eq_ignore_ascii_case(BOT))
-        })
+        .filter(|e| is_bot_write(e))
         .count()
-}
-
-/// `GET` of a repository path as the maintainer, raw.
-async fn get(env: &Harness, path: &str) -> Value {
-    klaud_http::http_client_builder()
-        .user_agent("klaud-test")
-        .build()
-        .expect("client")
-        .get(format!("{}/repos/{REPO}/{path}", env.stack.github.url()))
-        .bearer_auth(MAINTAINER_TOKEN)
-        .send()
-        .await
-        .expect("send")
-        .json()
-        .await
-        .expect("json")
 }
 
 /// What the simulator's reuse gate reads on PR `number` at merge:
 /// (authorized, pinned run).
 async fn gate(env: &Harness, number: impl Into<u64>) -> (bool, Option<u64>) {
     let number: u64 = number.into();
-    let comments: Vec<GateComment> = get(env, &format!("issues/{number}/comments?per_page=100"))
+    let comments: Vec<GateComment> = env.get_as_maintainer(&format!("issues/{number}/comments?per_page=100"))
         .await
         .as_array()
         .expect("comments")
@@ -115,24 +86,6 @@ async fn gate(env: &Harness, number: impl Into<u64>) -> (bool, Option<u64>) {
         })
         .collect();
     find_reuse_authorization(&comments, &[REUSE_COMMAND.to_owned()])
-}
-
-/// The ids of the bot's comments holding `line` as a whole line.
-async fn bot_lines(env: &Harness, number: impl Into<u64>, line: &str) -> Vec<u64> {
-    let number: u64 = number.into();
-    get(env, &format!("issues/{number}/comments?per_page=100"))
-        .await
-        .as_array()
-        .expect("comments")
-        .iter()
-        .filter(|c| c["user"]["login"].as_str() == Some(BOT))
-        .filter(|c| {
-            c["body"]
-                .as_str()
-                .is_some_and(|b| b.lines().any(|l| l.trim() == line))
-        })
-        .filter_map(|c| c["id"].as_u64())
-        .collect()
 }
 
 /// The dashboard issue as a pass publishes it from the journal.
@@ -203,7 +156,7 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
     // Klaud's own line no longer stands: the gate finds no authorization.
     assert_eq!(gate(&env, number).await, (false, None));
     assert!(
-        bot_lines(&env, number, &format!("/reuse-sweep-run {run}"))
+        env.bot_lines(number, &format!("/reuse-sweep-run {run}"))
             .await
             .is_empty()
     );
@@ -270,7 +223,7 @@ async fn a_bare_line_is_never_relied_on_and_a_deleted_line_is_posted_again() {
 
     // What an older Klaud left: no line of its own, relying on a stray bare
     // line from someone GitHub calls a collaborator.
-    for id in bot_lines(&env, number, &line).await {
+    for id in env.bot_lines(number, &line).await {
         maintainer.delete_comment(id).await;
     }
     let stray = outsider.comment(number, REUSE_COMMAND).await;
@@ -284,7 +237,7 @@ async fn a_bare_line_is_never_relied_on_and_a_deleted_line_is_posted_again() {
     assert_eq!(gate(&env, number).await, (false, None));
     assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
     assert_eq!(gate(&env, number).await, (true, Some(run)));
-    assert_eq!(bot_lines(&env, number, &line).await.len(), 1);
+    assert_eq!(env.bot_lines(number, &line).await.len(), 1);
 
     // A newer bare line would let the gate pick a run itself: Klaud's
     // pinned line is posted again, once.
@@ -292,7 +245,7 @@ async fn a_bare_line_is_never_relied_on_and_a_deleted_line_is_posted_again() {
     assert_eq!(gate(&env, number).await, (true, None));
     assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
     assert_eq!(gate(&env, number).await, (true, Some(run)));
-    assert_eq!(bot_lines(&env, number, &line).await.len(), 2);
+    assert_eq!(env.bot_lines(number, &line).await.len(), 2);
     let writes = bot_writes(&env).await;
     assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
     assert_eq!(
@@ -310,7 +263,7 @@ async fn a_maintainers_line_naming_the_same_run_stands_and_klaud_posts_none() {
     let run = run_of(&rec);
     let line = format!("/reuse-sweep-run {run}");
     let maintainer = env.person(MAINTAINER_TOKEN);
-    for id in bot_lines(&env, number, &line).await {
+    for id in env.bot_lines(number, &line).await {
         maintainer.delete_comment(id).await;
     }
     maintainer
@@ -323,7 +276,7 @@ async fn a_maintainers_line_naming_the_same_run_stands_and_klaud_posts_none() {
         writes,
         "Klaud posts no line of its own"
     );
-    assert!(bot_lines(&env, number, &line).await.is_empty());
+    assert!(env.bot_lines(number, &line).await.is_empty());
     assert_eq!(gate(&env, number).await, (true, Some(run)));
 
     // A maintainer who pins another run decides; Klaud does not post over it.
@@ -340,7 +293,7 @@ async fn upkeep_never_appends_an_entry_the_base_already_holds() {
     let (env, mut rec) = validated().await;
     let number = rec.pull.expect("pull");
     let head = rec.head.clone().expect("head");
-    let main = get(&env, "git/ref/heads/main").await["object"]["sha"]
+    let main = env.get_as_maintainer("git/ref/heads/main").await["object"]["sha"]
         .as_str()
         .expect("main")
         .to_owned();
@@ -431,7 +384,7 @@ async fn after_a_persons_push_a_maintainers_line_still_standing_is_named_not_edi
     // Klaud's own line is withdrawn; the maintainer's is theirs to delete,
     // and the note names them.
     assert!(
-        bot_lines(&env, number, &format!("/reuse-sweep-run {run}"))
+        env.bot_lines(number, &format!("/reuse-sweep-run {run}"))
             .await
             .is_empty()
     );
