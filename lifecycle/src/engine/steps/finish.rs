@@ -520,35 +520,6 @@ pub(in crate::engine) async fn release(
     }
 }
 
-pub(in crate::engine) fn gate_accepts(c: &crate::engine::forge::Comment) -> bool {
-    c.author_association
-        .as_ref()
-        .is_some_and(AuthorAssociation::reuse_gate_accepts)
-}
-
-/// The run a comment's last whole-line `/reuse-sweep-run [<id>]` names
-/// (`Some(None)`: the line without an id), as the gate's
-/// `(?m)^\s*/reuse-sweep-run(?:\s+(\d+))?\s*$` reads it; `None` when
-/// the comment has no such line.
-pub(crate) fn reuse_line_run(body: &str) -> Option<Option<u64>> {
-    body.lines()
-        .filter_map(|line| {
-            let rest = line.trim().strip_prefix("/reuse-sweep-run")?;
-            if rest.is_empty() {
-                return Some(None);
-            }
-            if !rest.starts_with(char::is_whitespace) {
-                return None;
-            }
-            let id = rest.trim();
-            (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| id.parse().ok())
-                .flatten()
-                .map(Some)
-        })
-        .next_back()
-}
-
 /// Asks a maintainer, in both languages, for the reuse line. The gate
 /// reads lines, not markdown, so the fenced line would match its pattern;
 /// it is no authorization because the gate does not count the association
@@ -561,22 +532,6 @@ pub(in crate::engine) fn reuse_request(marker: &str, run: u64, association: &str
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reuse_lines_are_read_as_the_repository_gate_reads_them() {
-        assert_eq!(reuse_line_run("/reuse-sweep-run 123"), Some(Some(123)));
-        assert_eq!(reuse_line_run("  /reuse-sweep-run   7  "), Some(Some(7)));
-        assert_eq!(reuse_line_run("/reuse-sweep-run"), Some(None));
-        assert_eq!(
-            reuse_line_run("/reuse-sweep-run 1\ntext\n/reuse-sweep-run 2"),
-            Some(Some(2))
-        );
-        assert_eq!(reuse_line_run("please /reuse-sweep-run 1"), None);
-        assert_eq!(reuse_line_run("/reuse-sweep-run 12a"), None);
-        assert_eq!(reuse_line_run("/reuse-sweep-runs 12"), None);
-        assert_eq!(reuse_line_run("`/reuse-sweep-run 12`"), None);
-        assert_eq!(reuse_line_run("/use 12"), None);
-    }
 
     #[test]
     fn only_owners_members_and_collaborators_authorize() {
