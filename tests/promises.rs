@@ -71,7 +71,8 @@ async fn bot_writes(env: &Harness) -> usize {
 /// (authorized, pinned run).
 async fn gate(env: &Harness, number: impl Into<u64>) -> (bool, Option<u64>) {
     let number: u64 = number.into();
-    let comments: Vec<GateComment> = env.get_as_maintainer(&format!("issues/{number}/comments?per_page=100"))
+    let comments: Vec<GateComment> = env
+        .get_as_maintainer(&format!("issues/{number}/comments?per_page=100"))
         .await
         .as_array()
         .expect("comments")
