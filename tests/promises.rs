@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use klaud_lifecycle::engine::{CandidateRecord, Upkept};
+use klaud_claims::PullNumber;
+use klaud_lifecycle::engine::{CandidateRecord, Journal as _, Upkept};
 use klaud_planner::changelog::validate_append;
 use klaud_sandbox::ci::reuse::{GateComment, REUSE_COMMAND, find_reuse_authorization};
 use klaud_sandbox::github::Permission;
@@ -168,6 +169,10 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
         .unwrap_or_else(|| panic!("the PR says so: {bodies:#?}"));
     assert!(note.contains(&pushed), "{note}");
     assert!(note.contains("`/reuse-sweep-run` with the id"), "{note}");
+    assert!(
+        note.contains("a maintainer comments `/klaud retry`"),
+        "{note}"
+    );
     assert!(note.contains("<summary>中文</summary>"), "{note}");
     let withdrawn = rec
         .upkeep
@@ -208,6 +213,7 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
         .expect("awaiting section");
     assert!(
         awaiting.contains("the sweep no longer covers the head")
+            && awaiting.contains("`/klaud retry` sweeps this head again")
             && awaiting.contains("/reuse-sweep-run` with the id"),
         "{awaiting}"
     );
@@ -396,4 +402,128 @@ async fn after_a_persons_push_a_maintainers_line_still_standing_is_named_not_edi
         .find(|b| b.contains("The validated sweep no longer covers this PR's head"))
         .unwrap_or_else(|| panic!("{bodies:#?}"));
     assert!(note.contains(&format!("@{MAINTAINER}")), "{note}");
+}
+
+/// Waves that plan nothing new, over the harness's journal, until Klaud's
+/// reuse line on `number` pins a run other than `old`; that run.
+async fn waves_until_repinned(env: &Harness, number: PullNumber, old: u64) -> u64 {
+    let started = Instant::now();
+    loop {
+        let mut options = env.wave_options(crate::support::owner(), env.config.clone());
+        options.lifecycle.plan.max_candidates = 0;
+        env.wave(&env.journal, options).await;
+        if let (true, Some(run)) = gate(env, number).await
+            && run != old
+        {
+            return run;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no new reuse line on #{number}: {:#?}",
+            env.bodies(number).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every sweep after the first runs for a few seconds: a wave that does
+/// not wait leaves the sweep a retry started running.
+const SLOW_RESWEEP: &str = r#"
+[families."*"]
+smoke = ["success"]
+sweep = ["success", { outcome = "success", delay = 3 }, { outcome = "success", delay = 3 }, { outcome = "success", delay = 3 }]
+"#;
+
+#[tokio::test]
+async fn a_maintainers_retry_after_a_persons_push_sweeps_the_new_head_once() {
+    let env = Harness::demo().script(SLOW_RESWEEP).start().await;
+    let mut rec = env.validated(&env.journal, KEY).await;
+    let number = rec.pull.expect("pull");
+    let run = run_of(&rec);
+    let pushed = env
+        .stack
+        .state()
+        .push_commit(
+            REPO,
+            &rec.branch,
+            MAINTAINER,
+            BTreeMap::from([("NOTES.md".to_owned(), Some(b"a person's change\n".to_vec()))]),
+            "A person's change",
+        )
+        .await
+        .expect("push");
+    assert!(matches!(pass(&env, &mut rec).await, Upkept::Withdrawn(_)));
+    env.journal.save(&rec).await.expect("save");
+    let note = env
+        .bodies(number)
+        .await
+        .into_iter()
+        .find(|b| b.contains("The validated sweep no longer covers this PR's head"))
+        .expect("the note");
+    assert!(note.contains("`/klaud retry`"), "{note}");
+
+    // A maintainer asks for the sweep again. The wave that answers starts
+    // it; the store is then lost while the sweep runs, and the next waves
+    // finish it from GitHub alone.
+    let maintainer = env.person(MAINTAINER_TOKEN);
+    let asked = maintainer.comment(number, "/klaud retry").await;
+    let mut options = env.wave_options(crate::support::owner(), env.config.clone());
+    options.lifecycle.plan.max_candidates = 0;
+    let summary = env.wave(&env.journal, options).await;
+    assert_eq!(summary.answered.len(), 1, "{summary:#?}");
+    let marker = klaud_service::pr_commands::reply_marker(asked);
+    let bodies = env.bodies(number).await;
+    let replies: Vec<&String> = bodies.iter().filter(|b| b.contains(&marker)).collect();
+    assert_eq!(replies.len(), 1, "{bodies:#?}");
+    assert!(
+        replies[0].contains("Sweeping again") && replies[0].contains(&pushed),
+        "{}",
+        replies[0]
+    );
+    let at = env.journal.list().await.expect("records");
+    eprintln!(
+        "the store is lost with the record at {:?}",
+        at.iter().map(|r| r.step).collect::<Vec<_>>()
+    );
+    env.journal.clear();
+    let new_run = waves_until_repinned(&env, number, run).await;
+
+    // The new run swept the pushed head; the receipt, replaced, names it.
+    let swept = env.forge.get_run(new_run).await.expect("run");
+    assert_eq!(swept.head_sha, pushed);
+    let receipts: Vec<klaud_lifecycle::report::Receipt> = env
+        .bodies(number)
+        .await
+        .iter()
+        .filter_map(|b| klaud_lifecycle::report::find_record(b).ok().flatten())
+        .filter(|f| matches!(f.key, klaud_lifecycle::report::MarkerKey::Outcome { .. }))
+        .map(|f| klaud_lifecycle::report::parse_receipt(&f).expect("receipt"))
+        .collect();
+    assert_eq!(receipts.len(), 1, "{receipts:#?}");
+    assert_eq!(
+        receipts[0].head.as_ref().map(|h| h.to_string()),
+        Some(pushed.clone())
+    );
+    assert_eq!(
+        receipts[0].sweep.as_ref().map(|s| s.run_id),
+        Some(new_run),
+        "{receipts:#?}"
+    );
+    assert!(env.claims().await.is_empty(), "the claim is released");
+
+    // Once: the next waves, with the store kept or lost again, write
+    // nothing and keep the new line standing.
+    for lose in [false, true] {
+        if lose {
+            env.journal.clear();
+        }
+        let writes = bot_writes(&env).await;
+        let mut options = env.wave_options(crate::support::owner(), env.config.clone());
+        options.lifecycle.plan.max_candidates = 0;
+        env.wave(&env.journal, options).await;
+        assert_eq!(bot_writes(&env).await, writes, "store lost: {lose}");
+        assert_eq!(gate(&env, number).await, (true, Some(new_run)));
+    }
+    assert_eq!(env.pulls(&rec.branch).await.len(), 1);
+    crate::support::assert_unique(&crate::support::markers(&env.bodies(number).await));
 }

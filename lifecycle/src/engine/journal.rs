@@ -296,7 +296,7 @@ impl Withdrawn {
     /// covers the head, and what a maintainer can do.
     pub fn line(&self) -> String {
         format!(
-            "the sweep no longer covers the head: a person pushed {}, so Klaud withdrew `/reuse-sweep-run {}` and merging sweeps again on main; to reuse a sweep instead, a maintainer posts `/reuse-sweep-run` with the id of a passed sweep run of this head",
+            "the sweep no longer covers the head: a person pushed {}, so Klaud withdrew `/reuse-sweep-run {}` and merging sweeps again on main; `/klaud retry` sweeps this head again, or a maintainer posts `/reuse-sweep-run` with the id of a passed sweep run of this head",
             self.head.short(),
             self.run
         )

@@ -135,7 +135,7 @@ pub(crate) fn uncovered_note(
         )
     };
     format!(
-        "{marker}\n**The validated sweep no longer covers this PR's head.** {head} was pushed on top of the commit run {run} validated, so Klaud withdrew its reuse authorization: merging now runs the sweep again on main.{still} To reuse a sweep of this head instead, a maintainer posts `/reuse-sweep-run` with the id of a passed sweep run of this head (Klaud does not re-sweep a PR a person has pushed to).\n\n<details>\n<summary>中文</summary>\n\n**已验证的 sweep 不再覆盖此 PR 的 head。** 有人在运行 {run} 验证过的提交之上推送了 {head}，因此 Klaud 撤回了复用授权：现在合并会在 main 上重新运行 sweep。{still_zh}若要改为复用此 head 的 sweep，请维护者发布 `/reuse-sweep-run`，并附上此 head 上已通过的 sweep 运行的 id（有人推送过的 PR，Klaud 不会重新运行 sweep）。\n\n</details>\n"
+        "{marker}\n**The validated sweep no longer covers this PR's head.** {head} was pushed on top of the commit run {run} validated, so Klaud withdrew its reuse authorization: merging now runs the sweep again on main.{still} To sweep this head, a maintainer comments `/klaud retry`: Klaud runs the final sweep again here and, when it passes, replaces its receipt and posts `/reuse-sweep-run` with the new run. Or a maintainer posts `/reuse-sweep-run` with the id of a passed sweep run of this head.\n\n<details>\n<summary>中文</summary>\n\n**已验证的 sweep 不再覆盖此 PR 的 head。** 有人在运行 {run} 验证过的提交之上推送了 {head}，因此 Klaud 撤回了复用授权：现在合并会在 main 上重新运行 sweep。{still_zh}若要对此 head 运行 sweep，请维护者评论 `/klaud retry`：Klaud 会在此重新运行最终 sweep，通过后更新回执并发布指向新运行的 `/reuse-sweep-run`。或者由维护者发布 `/reuse-sweep-run`，并附上此 head 上已通过的 sweep 运行的 id。\n\n</details>\n"
     )
 }
 
@@ -294,5 +294,6 @@ mod tests {
         }
         let note = uncovered_note("<!-- m -->", 7, &head, &[]);
         assert!(note.contains("`/reuse-sweep-run` with the id"), "{note}");
+        assert!(note.contains("`/klaud retry`"), "{note}");
     }
 }

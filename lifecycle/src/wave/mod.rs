@@ -743,6 +743,7 @@ impl<'a> Wave<'a> {
     /// wave.
     pub async fn answer_commands(&self, engine: &Engine<'_>, pass: &mut Pass<'_>) {
         let mut tried = Vec::new();
+        let mut reswept = Vec::new();
         for slot in pass.slots.iter_mut() {
             if slot.skip || slot.rec.pull.is_none() {
                 continue;
@@ -769,10 +770,23 @@ impl<'a> Wave<'a> {
             }
             let mut rec = rec.clone();
             match handle_commands(self.ports.forge, engine, &mut rec, self.ports.retries).await {
-                Ok(a) => pass.answered.extend(a),
+                Ok(a) => {
+                    // A finished candidate started again (its sweep after a
+                    // person's push): its journal record moved on.
+                    reswept.extend(a.iter().flat_map(|x| x.started.iter().cloned()));
+                    pass.answered.extend(a)
+                }
                 Err(e) => {
                     tracing::warn!(candidate = %rec.candidate, error = %e, "maintainer commands not handled")
                 }
+            }
+        }
+        for t in &reswept {
+            pass.done.retain(|r| r.candidate != t.candidate);
+            pass.seen.insert(t.candidate.as_str().to_owned());
+            match engine.open_record(t).await {
+                Ok(rec) => pass.slots.push(Slot::new(rec)),
+                Err(e) => pass.open_failed(t, &e),
             }
         }
         for t in &tried {

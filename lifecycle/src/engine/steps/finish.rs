@@ -80,7 +80,10 @@ pub(in crate::engine) async fn run(
             owner_run: rec.owner_run,
             candidate: cid.clone(),
         };
-        if !has(&receipt_key) {
+        // A sweep a `/klaud retry` ran again ends by replacing the first
+        // receipt, which names the head before the person's push.
+        let superseded = cx.superseded_receipt(rec, &comments, &receipt_key);
+        if !has(&receipt_key) || superseded.is_some() {
             let progress = if receipt_only {
                 None
             } else if !cx.forge.get_pull(number).await?.state.is_open() {
@@ -98,7 +101,7 @@ pub(in crate::engine) async fn run(
             if let Some(p) = progress {
                 return Ok(p);
             }
-            return receipt(cx, rec, &ending, number, cid, receipt_only).await;
+            return receipt(cx, rec, &ending, number, cid, receipt_only, superseded).await;
         }
     }
     done(cx, rec).await
@@ -176,6 +179,7 @@ async fn receipt(
     number: PullNumber,
     cid: klaud_claims::CandidateId,
     receipt_only: bool,
+    superseded: Option<u64>,
 ) -> Result<Progress, EngineError> {
     let runs = rec.runs();
     let result = match FinishedResult::new(
@@ -238,6 +242,16 @@ async fn receipt(
                 .await?;
             cx.forge.reply(&permit, &rendered.body).await?;
         }
+    } else if let Some(id) = superseded {
+        let proof = match cx.prove(rec, Scope::PullOnly).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(p),
+        };
+        cx.intend(rec, Intent::Comment(rendered.key.to_string()))
+            .await?;
+        cx.forge
+            .update_comment(&proof, number, id, &rendered.body)
+            .await?;
     } else if let Some(p) = cx
         .publish(rec, std::slice::from_ref(&rendered), Scope::PullOnly)
         .await?
