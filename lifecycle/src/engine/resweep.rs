@@ -292,20 +292,17 @@ mod tests {
     }
 
     #[test]
-    fn a_resweep_is_pending_until_a_receipt_follows_it() {
+    fn a_resweep_marker_names_its_candidate_and_head() {
         let head = CommitSha::parse(&"b".repeat(40)).expect("sha");
         let cand = "0123456789abcdef-0123456789abcdef";
-        let started = comment(
+        let started = [comment(
             2,
             &format!("{}\nSweeping again", resweep_marker(cand, &head)),
-        );
+        )];
         let all = |_: &Comment| true;
-        assert_eq!(
-            pending_head(&[started.clone()], cand, all),
-            Some(head.clone())
-        );
-        assert_eq!(pending_head(&[started.clone()], "other", all), None);
-        assert_eq!(pending_head(&[started], cand, |_| false), None);
+        assert_eq!(pending_head(&started, cand, all), Some(head));
+        assert_eq!(pending_head(&started, "other", all), None);
+        assert_eq!(pending_head(&started, cand, |_| false), None);
         assert_eq!(pending_head(&[comment(1, "no marker")], cand, all), None);
     }
 }
