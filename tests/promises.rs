@@ -90,6 +90,21 @@ async fn gate(env: &Harness, number: impl Into<u64>) -> (bool, Option<u64>) {
     find_reuse_authorization(&comments, &[REUSE_COMMAND.to_owned()])
 }
 
+/// A maintainer's commit pushed on top of `rec`'s branch; its sha.
+async fn persons_push(env: &Harness, rec: &CandidateRecord) -> String {
+    env.stack
+        .state()
+        .push_commit(
+            REPO,
+            &rec.branch,
+            MAINTAINER,
+            BTreeMap::from([("NOTES.md".to_owned(), Some(b"a person's change\n".to_vec()))]),
+            "A person's change",
+        )
+        .await
+        .expect("push")
+}
+
 /// The dashboard issue as a pass publishes it from the journal.
 async fn dashboard(env: &Harness) -> String {
     use klaud_service::dashboard_issue::{LABEL, Publish, publish, steer_or_hold};
@@ -136,18 +151,7 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
 
     // A person pushes on top of the validated commit; the gate would still
     // accept the run (its commit stays in the PR).
-    let pushed = env
-        .stack
-        .state()
-        .push_commit(
-            REPO,
-            &rec.branch,
-            MAINTAINER,
-            BTreeMap::from([("NOTES.md".to_owned(), Some(b"a person's change\n".to_vec()))]),
-            "A person's change",
-        )
-        .await
-        .expect("push");
+    let pushed = persons_push(&env, &rec).await;
     assert_eq!(gate(&env, number).await, (true, Some(run)));
 
     let upkept = pass(&env, &mut rec).await;
@@ -376,17 +380,7 @@ async fn after_a_persons_push_a_maintainers_line_still_standing_is_named_not_edi
     maintainer
         .comment(number, &format!("/reuse-sweep-run {run}"))
         .await;
-    env.stack
-        .state()
-        .push_commit(
-            REPO,
-            &rec.branch,
-            MAINTAINER,
-            BTreeMap::from([("NOTES.md".to_owned(), Some(b"a person's change\n".to_vec()))]),
-            "A person's change",
-        )
-        .await
-        .expect("push");
+    persons_push(&env, &rec).await;
     assert!(matches!(pass(&env, &mut rec).await, Upkept::Withdrawn(_)));
     // Klaud's own line is withdrawn; the maintainer's is theirs to delete,
     // and the note names them.
@@ -440,18 +434,7 @@ async fn a_maintainers_retry_after_a_persons_push_sweeps_the_new_head_once() {
     let mut rec = env.validated(&env.journal, KEY).await;
     let number = rec.pull.expect("pull");
     let run = run_of(&rec);
-    let pushed = env
-        .stack
-        .state()
-        .push_commit(
-            REPO,
-            &rec.branch,
-            MAINTAINER,
-            BTreeMap::from([("NOTES.md".to_owned(), Some(b"a person's change\n".to_vec()))]),
-            "A person's change",
-        )
-        .await
-        .expect("push");
+    let pushed = persons_push(&env, &rec).await;
     assert!(matches!(pass(&env, &mut rec).await, Upkept::Withdrawn(_)));
     env.journal.save(&rec).await.expect("save");
     let note = env

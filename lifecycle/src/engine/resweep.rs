@@ -20,7 +20,7 @@ use crate::commands::Refusal;
 use crate::engine::config::Target;
 use crate::engine::context::Engine;
 use crate::engine::error::EngineError;
-use crate::engine::forge::{Comment, Forge as _, Pull, RunConclusion, RunQuery};
+use crate::engine::forge::{Comment, Forge as _, Pull, RunConclusion};
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Step};
 use crate::engine::proof::Scope;
@@ -160,7 +160,7 @@ impl Engine<'_> {
             "{}\nSweeping again: the final sweep runs at {head}, the PR's head now; when it passes, Klaud replaces its receipt and posts `/reuse-sweep-run` with the new run.",
             resweep_marker(cid.as_str(), &head)
         );
-        Ok(Ok((reply, Self::target_of(rec))))
+        Ok(Ok((reply, rec.target())))
     }
 
     /// With no record, a sweep a `/klaud retry` started that has not
@@ -207,12 +207,7 @@ impl Engine<'_> {
     async fn sweep_started(&self, head: &CommitSha) -> Result<bool, EngineError> {
         let runs = self
             .forge
-            .list_runs(&RunQuery {
-                workflow: self.config.sweep_workflow.clone(),
-                event: Some("pull_request".into()),
-                actor: None,
-                head_sha: Some(head.clone()),
-            })
+            .list_runs(&crate::engine::steps::sweep::sweep_runs(self, head))
             .await?;
         Ok(runs.iter().any(|r| {
             self.by_bot(r.actor.as_deref())
@@ -249,21 +244,6 @@ impl Engine<'_> {
                         .is_some_and(|r| r.head.as_ref() != Some(head))
             })
             .map(|c| c.id)
-    }
-
-    /// The target that opens `rec` again.
-    fn target_of(rec: &CandidateRecord) -> Target {
-        Target {
-            family: rec.family.clone(),
-            candidate: rec.candidate.clone(),
-            image: rec.image.clone(),
-            revision: rec.revision.clone(),
-            clock: rec.clock.clone(),
-            not_release_reason: rec.not_release_reason.clone(),
-            upstream: rec.upstream.clone(),
-            versions: rec.versions.clone(),
-            variant: rec.variant.clone(),
-        }
     }
 }
 

@@ -519,15 +519,8 @@ impl<'a> Wave<'a> {
                 && pass.seen.insert(rec.candidate.to_string())
             {
                 pass.targets.push(Target {
-                    family: rec.family.clone(),
                     candidate,
-                    image: rec.image.clone(),
-                    revision: rec.revision.clone(),
-                    clock: rec.clock.clone(),
-                    not_release_reason: rec.not_release_reason.clone(),
-                    upstream: rec.upstream.clone(),
-                    versions: rec.versions.clone(),
-                    variant: rec.variant.clone(),
+                    ..rec.target()
                 });
             }
         }
