@@ -22,7 +22,7 @@ const RECIPE: &str =
 
 /// The 1st smoke of the family (Variant A) runs long, the 2nd (B) passes
 /// at once, the 3rd (C) runs long: B wins while A and C still run.
-const RACE: &str = r#"
+pub(crate) const RACE: &str = r#"
 [families."*"]
 smoke = ["success"]
 sweep = ["success"]
@@ -70,7 +70,7 @@ fn resolved() -> Vec<klaud_planner::variant::ResolvedVariant> {
 }
 
 /// [`resolved`] on the family's candidate.
-async fn variants(env: &Harness) -> Vec<Target> {
+pub(crate) async fn variants(env: &Harness) -> Vec<Target> {
     let base = env.target(KEY).await;
     variant_targets(&base, "race", &resolved(), 0).expect("targets")
 }

@@ -223,10 +223,20 @@ async fn infrastructure_failure_is_retried_without_counting_as_repair() {
 }
 
 /// A repair hook that pushes one commit onto the branch as the bot.
-struct PushingHook {
+pub(crate) struct PushingHook {
     state: klaud_sandbox::github::GithubState,
     calls: Mutex<Vec<u32>>,
     seen: Mutex<Vec<RepairContext>>,
+}
+
+impl PushingHook {
+    pub(crate) fn new(state: klaud_sandbox::github::GithubState) -> Self {
+        PushingHook {
+            state,
+            calls: Mutex::new(Vec::new()),
+            seen: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 #[async_trait]
@@ -264,11 +274,7 @@ async fn failed_smoke_is_repaired_by_the_hook() {
     let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     let target = env.target("demo-fp4-b300-vllm-agentic").await;
     let journal = MemoryJournal::new();
-    let hook = PushingHook {
-        state: env.stack.state().clone(),
-        calls: Mutex::new(Vec::new()),
-        seen: Mutex::new(Vec::new()),
-    };
+    let hook = PushingHook::new(env.stack.state().clone());
     let rec = env.finish_with(&journal, &target, Some(&hook)).await;
     let ending = rec.ending.as_ref().expect("ending");
     assert_eq!(ending.outcome, Outcome::Validated, "{ending:?}");

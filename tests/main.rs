@@ -60,6 +60,7 @@ mod serve_daemon;
 mod serve_processes;
 mod signoff;
 mod store_cache;
+mod store_loss;
 mod takeover_safety;
 mod variant_decline;
 mod write_pace;

@@ -10,17 +10,16 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use klaud_lifecycle::engine::{CandidateRecord, Upkept};
-use klaud_lifecycle::model::Outcome;
+use klaud_claims::PullNumber;
+use klaud_lifecycle::engine::{CandidateRecord, Journal as _, Upkept};
 use klaud_planner::changelog::validate_append;
 use klaud_sandbox::ci::reuse::{GateComment, REUSE_COMMAND, find_reuse_authorization};
 use klaud_sandbox::github::Permission;
 use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN};
 use klaud_service::GithubLifecycle;
-use serde_json::Value;
 
 use crate::lifecycle_e2e::VALIDATED_SCRIPT;
-use crate::support::{BOT, Harness, REPO};
+use crate::support::{Harness, REPO, is_bot_write};
 
 const KEY: &str = "demo-fp8-h200-trt";
 const CHANGELOG: &str = "perf-changelog.yaml";
@@ -34,13 +33,7 @@ async fn validated() -> (Harness, CandidateRecord) {
         .user(OUTSIDER, None, OUTSIDER_TOKEN, Permission::Read)
         .start()
         .await;
-    let target = env.target(KEY).await;
-    let rec = env.finish(&env.journal, &target).await;
-    assert_eq!(
-        rec.ending.as_ref().map(|e| e.outcome),
-        Some(Outcome::Validated),
-        "{rec:#?}"
-    );
+    let rec = env.validated(&env.journal, KEY).await;
     (env, rec)
 }
 
@@ -71,36 +64,16 @@ async fn bot_writes(env: &Harness) -> usize {
         .request_log()
         .await
         .iter()
-        .filter(|e| e.method != "GET" && e.method != "HEAD")
-        .filter(|e| {
-            e.login
-                .as_deref()
-                .is_some_and(|l| l.eq_ignore_ascii_case(BOT))
-        })
+        .filter(|e| is_bot_write(e))
         .count()
-}
-
-/// `GET` of a repository path as the maintainer, raw.
-async fn get(env: &Harness, path: &str) -> Value {
-    klaud_http::http_client_builder()
-        .user_agent("klaud-test")
-        .build()
-        .expect("client")
-        .get(format!("{}/repos/{REPO}/{path}", env.stack.github.url()))
-        .bearer_auth(MAINTAINER_TOKEN)
-        .send()
-        .await
-        .expect("send")
-        .json()
-        .await
-        .expect("json")
 }
 
 /// What the simulator's reuse gate reads on PR `number` at merge:
 /// (authorized, pinned run).
 async fn gate(env: &Harness, number: impl Into<u64>) -> (bool, Option<u64>) {
     let number: u64 = number.into();
-    let comments: Vec<GateComment> = get(env, &format!("issues/{number}/comments?per_page=100"))
+    let comments: Vec<GateComment> = env
+        .get_as_maintainer(&format!("issues/{number}/comments?per_page=100"))
         .await
         .as_array()
         .expect("comments")
@@ -117,22 +90,19 @@ async fn gate(env: &Harness, number: impl Into<u64>) -> (bool, Option<u64>) {
     find_reuse_authorization(&comments, &[REUSE_COMMAND.to_owned()])
 }
 
-/// The ids of the bot's comments holding `line` as a whole line.
-async fn bot_lines(env: &Harness, number: impl Into<u64>, line: &str) -> Vec<u64> {
-    let number: u64 = number.into();
-    get(env, &format!("issues/{number}/comments?per_page=100"))
+/// A maintainer's commit pushed on top of `rec`'s branch; its sha.
+async fn persons_push(env: &Harness, rec: &CandidateRecord) -> String {
+    env.stack
+        .state()
+        .push_commit(
+            REPO,
+            &rec.branch,
+            MAINTAINER,
+            BTreeMap::from([("NOTES.md".to_owned(), Some(b"a person's change\n".to_vec()))]),
+            "A person's change",
+        )
         .await
-        .as_array()
-        .expect("comments")
-        .iter()
-        .filter(|c| c["user"]["login"].as_str() == Some(BOT))
-        .filter(|c| {
-            c["body"]
-                .as_str()
-                .is_some_and(|b| b.lines().any(|l| l.trim() == line))
-        })
-        .filter_map(|c| c["id"].as_u64())
-        .collect()
+        .expect("push")
 }
 
 /// The dashboard issue as a pass publishes it from the journal.
@@ -181,18 +151,7 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
 
     // A person pushes on top of the validated commit; the gate would still
     // accept the run (its commit stays in the PR).
-    let pushed = env
-        .stack
-        .state()
-        .push_commit(
-            REPO,
-            &rec.branch,
-            MAINTAINER,
-            BTreeMap::from([("NOTES.md".to_owned(), Some(b"a person's change\n".to_vec()))]),
-            "A person's change",
-        )
-        .await
-        .expect("push");
+    let pushed = persons_push(&env, &rec).await;
     assert_eq!(gate(&env, number).await, (true, Some(run)));
 
     let upkept = pass(&env, &mut rec).await;
@@ -203,7 +162,7 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
     // Klaud's own line no longer stands: the gate finds no authorization.
     assert_eq!(gate(&env, number).await, (false, None));
     assert!(
-        bot_lines(&env, number, &format!("/reuse-sweep-run {run}"))
+        env.bot_lines(number, &format!("/reuse-sweep-run {run}"))
             .await
             .is_empty()
     );
@@ -214,6 +173,10 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
         .unwrap_or_else(|| panic!("the PR says so: {bodies:#?}"));
     assert!(note.contains(&pushed), "{note}");
     assert!(note.contains("`/reuse-sweep-run` with the id"), "{note}");
+    assert!(
+        note.contains("a maintainer comments `/klaud retry`"),
+        "{note}"
+    );
     assert!(note.contains("<summary>中文</summary>"), "{note}");
     let withdrawn = rec
         .upkeep
@@ -254,6 +217,7 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
         .expect("awaiting section");
     assert!(
         awaiting.contains("the sweep no longer covers the head")
+            && awaiting.contains("`/klaud retry` sweeps this head again")
             && awaiting.contains("/reuse-sweep-run` with the id"),
         "{awaiting}"
     );
@@ -270,7 +234,7 @@ async fn a_bare_line_is_never_relied_on_and_a_deleted_line_is_posted_again() {
 
     // What an older Klaud left: no line of its own, relying on a stray bare
     // line from someone GitHub calls a collaborator.
-    for id in bot_lines(&env, number, &line).await {
+    for id in env.bot_lines(number, &line).await {
         maintainer.delete_comment(id).await;
     }
     let stray = outsider.comment(number, REUSE_COMMAND).await;
@@ -284,7 +248,7 @@ async fn a_bare_line_is_never_relied_on_and_a_deleted_line_is_posted_again() {
     assert_eq!(gate(&env, number).await, (false, None));
     assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
     assert_eq!(gate(&env, number).await, (true, Some(run)));
-    assert_eq!(bot_lines(&env, number, &line).await.len(), 1);
+    assert_eq!(env.bot_lines(number, &line).await.len(), 1);
 
     // A newer bare line would let the gate pick a run itself: Klaud's
     // pinned line is posted again, once.
@@ -292,7 +256,7 @@ async fn a_bare_line_is_never_relied_on_and_a_deleted_line_is_posted_again() {
     assert_eq!(gate(&env, number).await, (true, None));
     assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
     assert_eq!(gate(&env, number).await, (true, Some(run)));
-    assert_eq!(bot_lines(&env, number, &line).await.len(), 2);
+    assert_eq!(env.bot_lines(number, &line).await.len(), 2);
     let writes = bot_writes(&env).await;
     assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
     assert_eq!(
@@ -310,7 +274,7 @@ async fn a_maintainers_line_naming_the_same_run_stands_and_klaud_posts_none() {
     let run = run_of(&rec);
     let line = format!("/reuse-sweep-run {run}");
     let maintainer = env.person(MAINTAINER_TOKEN);
-    for id in bot_lines(&env, number, &line).await {
+    for id in env.bot_lines(number, &line).await {
         maintainer.delete_comment(id).await;
     }
     maintainer
@@ -323,7 +287,7 @@ async fn a_maintainers_line_naming_the_same_run_stands_and_klaud_posts_none() {
         writes,
         "Klaud posts no line of its own"
     );
-    assert!(bot_lines(&env, number, &line).await.is_empty());
+    assert!(env.bot_lines(number, &line).await.is_empty());
     assert_eq!(gate(&env, number).await, (true, Some(run)));
 
     // A maintainer who pins another run decides; Klaud does not post over it.
@@ -340,7 +304,7 @@ async fn upkeep_never_appends_an_entry_the_base_already_holds() {
     let (env, mut rec) = validated().await;
     let number = rec.pull.expect("pull");
     let head = rec.head.clone().expect("head");
-    let main = get(&env, "git/ref/heads/main").await["object"]["sha"]
+    let main = env.get_as_maintainer("git/ref/heads/main").await["object"]["sha"]
         .as_str()
         .expect("main")
         .to_owned();
@@ -416,22 +380,12 @@ async fn after_a_persons_push_a_maintainers_line_still_standing_is_named_not_edi
     maintainer
         .comment(number, &format!("/reuse-sweep-run {run}"))
         .await;
-    env.stack
-        .state()
-        .push_commit(
-            REPO,
-            &rec.branch,
-            MAINTAINER,
-            BTreeMap::from([("NOTES.md".to_owned(), Some(b"a person's change\n".to_vec()))]),
-            "A person's change",
-        )
-        .await
-        .expect("push");
+    persons_push(&env, &rec).await;
     assert!(matches!(pass(&env, &mut rec).await, Upkept::Withdrawn(_)));
     // Klaud's own line is withdrawn; the maintainer's is theirs to delete,
     // and the note names them.
     assert!(
-        bot_lines(&env, number, &format!("/reuse-sweep-run {run}"))
+        env.bot_lines(number, &format!("/reuse-sweep-run {run}"))
             .await
             .is_empty()
     );
@@ -442,4 +396,117 @@ async fn after_a_persons_push_a_maintainers_line_still_standing_is_named_not_edi
         .find(|b| b.contains("The validated sweep no longer covers this PR's head"))
         .unwrap_or_else(|| panic!("{bodies:#?}"));
     assert!(note.contains(&format!("@{MAINTAINER}")), "{note}");
+}
+
+/// Waves that plan nothing new, over the harness's journal, until Klaud's
+/// reuse line on `number` pins a run other than `old`; that run.
+async fn waves_until_repinned(env: &Harness, number: PullNumber, old: u64) -> u64 {
+    let started = Instant::now();
+    loop {
+        let mut options = env.wave_options(crate::support::owner(), env.config.clone());
+        options.lifecycle.plan.max_candidates = 0;
+        env.wave(&env.journal, options).await;
+        if let (true, Some(run)) = gate(env, number).await
+            && run != old
+        {
+            return run;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no new reuse line on #{number}: {:#?}",
+            env.bodies(number).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every sweep after the first runs for a few seconds: a wave that does
+/// not wait leaves the sweep a retry started running.
+const SLOW_RESWEEP: &str = r#"
+[families."*"]
+smoke = ["success"]
+sweep = ["success", { outcome = "success", delay = 3 }, { outcome = "success", delay = 3 }, { outcome = "success", delay = 3 }]
+"#;
+
+#[tokio::test]
+async fn a_maintainers_retry_after_a_persons_push_sweeps_the_new_head_once() {
+    let env = Harness::demo().script(SLOW_RESWEEP).start().await;
+    let mut rec = env.validated(&env.journal, KEY).await;
+    let number = rec.pull.expect("pull");
+    let run = run_of(&rec);
+    let pushed = persons_push(&env, &rec).await;
+    assert!(matches!(pass(&env, &mut rec).await, Upkept::Withdrawn(_)));
+    env.journal.save(&rec).await.expect("save");
+    let note = env
+        .bodies(number)
+        .await
+        .into_iter()
+        .find(|b| b.contains("The validated sweep no longer covers this PR's head"))
+        .expect("the note");
+    assert!(note.contains("`/klaud retry`"), "{note}");
+
+    // A maintainer asks for the sweep again. The wave that answers starts
+    // it; the store is then lost while the sweep runs, and the next waves
+    // finish it from GitHub alone.
+    let maintainer = env.person(MAINTAINER_TOKEN);
+    let asked = maintainer.comment(number, "/klaud retry").await;
+    let mut options = env.wave_options(crate::support::owner(), env.config.clone());
+    options.lifecycle.plan.max_candidates = 0;
+    let summary = env.wave(&env.journal, options).await;
+    assert_eq!(summary.answered.len(), 1, "{summary:#?}");
+    let marker = klaud_service::pr_commands::reply_marker(asked);
+    let bodies = env.bodies(number).await;
+    let replies: Vec<&String> = bodies.iter().filter(|b| b.contains(&marker)).collect();
+    assert_eq!(replies.len(), 1, "{bodies:#?}");
+    assert!(
+        replies[0].contains("Sweeping again") && replies[0].contains(&pushed),
+        "{}",
+        replies[0]
+    );
+    let at = env.journal.list().await.expect("records");
+    eprintln!(
+        "the store is lost with the record at {:?}",
+        at.iter().map(|r| r.step).collect::<Vec<_>>()
+    );
+    env.journal.clear();
+    let new_run = waves_until_repinned(&env, number, run).await;
+
+    // The new run swept the pushed head; the receipt, replaced, names it.
+    let swept = env.forge.get_run(new_run).await.expect("run");
+    assert_eq!(swept.head_sha, pushed);
+    let receipts: Vec<klaud_lifecycle::report::Receipt> = env
+        .bodies(number)
+        .await
+        .iter()
+        .filter_map(|b| klaud_lifecycle::report::find_record(b).ok().flatten())
+        .filter(|f| matches!(f.key, klaud_lifecycle::report::MarkerKey::Outcome { .. }))
+        .map(|f| klaud_lifecycle::report::parse_receipt(&f).expect("receipt"))
+        .collect();
+    assert_eq!(receipts.len(), 1, "{receipts:#?}");
+    assert_eq!(
+        receipts[0].head.as_ref().map(|h| h.to_string()),
+        Some(pushed.clone())
+    );
+    assert_eq!(
+        receipts[0].sweep.as_ref().map(|s| s.run_id),
+        Some(new_run),
+        "{receipts:#?}"
+    );
+    assert!(env.claims().await.is_empty(), "the claim is released");
+
+    // Once: the next waves, with the store kept or lost again, write
+    // nothing and keep the new line standing.
+    for lose in [false, true] {
+        if lose {
+            env.journal.clear();
+        }
+        let writes = bot_writes(&env).await;
+        let mut options = env.wave_options(crate::support::owner(), env.config.clone());
+        options.lifecycle.plan.max_candidates = 0;
+        env.wave(&env.journal, options).await;
+        assert_eq!(bot_writes(&env).await, writes, "store lost: {lose}");
+        assert_eq!(gate(&env, number).await, (true, Some(new_run)));
+    }
+    assert_eq!(env.pulls(&rec.branch).await.len(), 1);
+    crate::support::assert_unique(&crate::support::markers(&env.bodies(number).await));
 }

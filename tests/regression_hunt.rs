@@ -544,7 +544,7 @@ async fn a_maintainers_stop_ends_the_hunt_mid_way() {
     assert_eq!(r.first_bad.tag, new_tag());
 }
 
-mod engine {
+pub(crate) mod engine {
     //! The engine's own hunt steps (`Engine::hunt_step`) through the real
     //! forge (octocrab against the GitHub simulator) while the CI simulator
     //! runs the smokes: the commit per step, the dispatch, the run found by
@@ -566,7 +566,7 @@ mod engine {
 
     use crate::support::Harness;
 
-    const KEY: &str = "demo-fp4-b200-vllm";
+    pub(crate) const KEY: &str = "demo-fp4-b200-vllm";
 
     fn tag(name: &str) -> HuntTag {
         HuntTag {
@@ -576,7 +576,7 @@ mod engine {
         }
     }
 
-    fn script(from: &str) -> String {
+    pub(crate) fn script(from: &str) -> String {
         let mut tags = vec!["\"v0.25.0\"".to_owned()];
         tags.extend((0..7).map(|i| format!("\"t{i}\"")));
         tags.push("\"v0.26.0\"".into());
@@ -682,7 +682,7 @@ mod engine {
     }
 
     /// The registry's answer of a test: the seven tags of [`script`].
-    struct Tags;
+    pub(crate) struct Tags;
 
     #[async_trait::async_trait]
     impl HuntTags for Tags {

@@ -14,96 +14,20 @@ use klaud_lifecycle::engine::{CandidateRecord, Journal as _, MemoryJournal};
 use klaud_lifecycle::model::Outcome;
 use klaud_lifecycle::wave::WaveSummary;
 use klaud_sandbox::stack::MAINTAINER_TOKEN;
-use serde_json::Value;
 
 use crate::lifecycle_e2e::VALIDATED_SCRIPT;
-use crate::support::{BOT, Harness, REPO, assert_unique, markers};
-
-/// `GET` of a repository path as the maintainer, raw.
-async fn get(env: &Harness, path: &str) -> Value {
-    klaud_http::http_client_builder()
-        .user_agent("klaud-test")
-        .build()
-        .expect("client")
-        .get(format!("{}/repos/{REPO}/{path}", env.stack.github.url()))
-        .bearer_auth(MAINTAINER_TOKEN)
-        .send()
-        .await
-        .expect("send")
-        .json()
-        .await
-        .expect("json")
-}
+use crate::support::{Harness, assert_unique, markers};
 
 /// Whether PR `number` merges cleanly, once GitHub has computed it.
 async fn mergeable(env: &Harness, number: u64) -> Option<bool> {
     let started = Instant::now();
     loop {
-        let pull = get(env, &format!("pulls/{number}")).await;
+        let pull = env.get_as_maintainer(&format!("pulls/{number}")).await;
         if !pull["mergeable"].is_null() || started.elapsed() > Duration::from_secs(10) {
             return pull["mergeable"].as_bool();
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// The ids of the bot's comments on `number` holding `line` as a whole line.
-async fn bot_lines(env: &Harness, number: u64, line: &str) -> Vec<u64> {
-    get(env, &format!("issues/{number}/comments?per_page=100"))
-        .await
-        .as_array()
-        .expect("comments")
-        .iter()
-        .filter(|c| c["user"]["login"].as_str() == Some(BOT))
-        .filter(|c| {
-            c["body"]
-                .as_str()
-                .is_some_and(|b| b.lines().any(|l| l.trim() == line))
-        })
-        .filter_map(|c| c["id"].as_u64())
-        .collect()
-}
-
-/// A write's kind: its method and path with what names one PR, branch,
-/// claim or commit replaced, so two PRs' writes compare.
-fn kind(method: &str, path: &str) -> String {
-    let path = path.split('?').next().unwrap_or(path);
-    let segments: Vec<&str> = path
-        .split('/')
-        .map(|s| {
-            if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-                "{n}"
-            } else if s.contains("auto-") {
-                "{branch}"
-            } else if s.contains("claim-") {
-                "{claim}"
-            } else if s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
-                "{sha}"
-            } else {
-                s
-            }
-        })
-        .collect();
-    format!("{method} {}", segments.join("/"))
-}
-
-/// The bot's writes since request number `from`, as kinds.
-async fn writes_since(env: &Harness, from: u64) -> Vec<String> {
-    let (first, log) = env.stack.state().request_log_numbered().await;
-    assert!(
-        first <= from,
-        "the request log dropped the entries looked at"
-    );
-    log[(from - first) as usize..]
-        .iter()
-        .filter(|e| e.method != "GET" && e.method != "HEAD")
-        .filter(|e| {
-            e.login
-                .as_deref()
-                .is_some_and(|l| l.eq_ignore_ascii_case(BOT))
-        })
-        .map(|e| kind(&e.method, &e.path))
-        .collect()
 }
 
 /// One wave that plans nothing new over `journal`.
@@ -137,14 +61,7 @@ async fn validated_prs_are_kept_and_answered_after_the_store_is_lost() {
         "demo-fp8-mi355x-sglang",
         "demo-fp8-h200-trt",
     ] {
-        let target = env.target(key).await;
-        let rec = env.finish(&journal, &target).await;
-        assert_eq!(
-            rec.ending.as_ref().map(|e| e.outcome),
-            Some(Outcome::Validated),
-            "{rec:#?}"
-        );
-        finished.push(rec);
+        finished.push(env.validated(&journal, key).await);
     }
     let [a, kept, lost] = <[CandidateRecord; 3]>::try_from(finished).expect("three");
     // A failed candidate: its PR closed, its receipt on it.
@@ -185,7 +102,7 @@ async fn validated_prs_are_kept_and_answered_after_the_store_is_lost() {
         .expect("save");
     let from = env.stack.state().requests_recorded();
     upkeep_wave(&env, &store).await;
-    let writes = writes_since(&env, from).await;
+    let writes = env.writes_since(from).await;
     // The kept record is looked after first, then the rebuilt one: the
     // same writes, in the same order.
     assert!(!writes.is_empty() && writes.len() % 2 == 0, "{writes:#?}");
@@ -216,10 +133,10 @@ async fn validated_prs_are_kept_and_answered_after_the_store_is_lost() {
     // maintainer deletes Klaud's reuse line and asks for the status.
     let run = lost.sweep.as_ref().expect("sweep").run_id;
     let line = format!("/reuse-sweep-run {run}");
-    for id in bot_lines(&env, lost_pr, &line).await {
+    for id in env.bot_lines(lost_pr, &line).await {
         maintainer.delete_comment(id).await;
     }
-    assert!(bot_lines(&env, lost_pr, &line).await.is_empty());
+    assert!(env.bot_lines(lost_pr, &line).await.is_empty());
     let asked = maintainer.comment(lost_pr, "/klaud status").await;
     let asked_failed = maintainer.comment(failed_pr, "/klaud status").await;
     let kept_bodies = env.bodies(kept_pr).await;
@@ -237,7 +154,7 @@ async fn validated_prs_are_kept_and_answered_after_the_store_is_lost() {
     assert_eq!(replies.len(), 1, "{bodies:#?}");
     assert!(replies[0].contains("validated"), "{}", replies[0]);
     assert_eq!(
-        bot_lines(&env, lost_pr, &line).await.len(),
+        env.bot_lines(lost_pr, &line).await.len(),
         1,
         "the reuse line is posted again"
     );
@@ -260,7 +177,7 @@ async fn validated_prs_are_kept_and_answered_after_the_store_is_lost() {
     let from = env.stack.state().requests_recorded();
     let summary = upkeep_wave(&env, &empty).await;
     assert!(summary.answered.is_empty(), "{summary:#?}");
-    assert_eq!(writes_since(&env, from).await, Vec::<String>::new());
+    assert_eq!(env.writes_since(from).await, Vec::<String>::new());
 
     // No duplicate PR, dispatch or comment.
     for rec in [&kept, &lost, &failed] {

@@ -13,6 +13,9 @@ pub use daemon::*;
 mod screens;
 pub use screens::*;
 
+mod validated;
+pub use validated::*;
+
 use std::path::{Path, PathBuf};
 
 /// The repository root (the tests are compiled as part of `src/klaud`).

@@ -470,6 +470,16 @@ async fn execute(
     };
     match &parsed.command {
         Command::Status => Ok(status_text(rec)),
+        // A validated PR a person pushed to: its final sweep runs again.
+        Command::Retry if crate::engine::sweeps_again(rec) => {
+            Ok(match engine.resweep(rec).await? {
+                Ok((text, target)) => {
+                    started.push(target);
+                    text
+                }
+                Err(Refusal(text)) => text,
+            })
+        }
         Command::Retry => match retries {
             None => Ok("Cannot retry: this instance has no store to record the request.".into()),
             Some(r) => Ok(

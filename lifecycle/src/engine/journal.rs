@@ -296,7 +296,7 @@ impl Withdrawn {
     /// covers the head, and what a maintainer can do.
     pub fn line(&self) -> String {
         format!(
-            "the sweep no longer covers the head: a person pushed {}, so Klaud withdrew `/reuse-sweep-run {}` and merging sweeps again on main; to reuse a sweep instead, a maintainer posts `/reuse-sweep-run` with the id of a passed sweep run of this head",
+            "the sweep no longer covers the head: a person pushed {}, so Klaud withdrew `/reuse-sweep-run {}` and merging sweeps again on main; `/klaud retry` sweeps this head again, or a maintainer posts `/reuse-sweep-run` with the id of a passed sweep run of this head",
             self.head.short(),
             self.run
         )
@@ -377,6 +377,21 @@ impl HuntLines {
 }
 
 impl CandidateRecord {
+    /// The target that opens this record again (what the plan proposed).
+    pub fn target(&self) -> super::config::Target {
+        super::config::Target {
+            family: self.family.clone(),
+            candidate: self.candidate.clone(),
+            image: self.image.clone(),
+            revision: self.revision.clone(),
+            clock: self.clock.clone(),
+            not_release_reason: self.not_release_reason.clone(),
+            upstream: self.upstream.clone(),
+            versions: self.versions.clone(),
+            variant: self.variant.clone(),
+        }
+    }
+
     /// Every run Klaud owns for this candidate, oldest first.
     pub fn runs(&self) -> Vec<RunRef> {
         self.attempts.iter().filter_map(|a| a.run.clone()).collect()

@@ -45,6 +45,7 @@ mod publish;
 mod rebuild;
 mod rebuild_done;
 mod repair_hook;
+mod resweep;
 pub mod states;
 mod step_reads;
 mod steps;
@@ -77,6 +78,7 @@ pub use ownership::{
     ReplyPermit, reply_permit,
 };
 pub use repair_hook::{REPAIR_INPUT_VERSION, RepairContext, RepairHook, RepairOutcome};
+pub use resweep::sweeps_again;
 pub use upkeep::Upkept;
 pub use write::{LeaseSeen, Permitted, Write, Writes, Written};
 

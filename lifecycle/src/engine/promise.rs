@@ -18,25 +18,56 @@
 
 use crate::engine::context::Engine;
 use crate::engine::error::EngineError;
-use crate::engine::forge::{Comment, Forge as _};
+use crate::engine::forge::{AuthorAssociation, Comment, Forge as _};
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Withdrawn};
 use crate::engine::proof::Scope;
-use crate::engine::steps::finish::{gate_accepts, reuse_line_run};
 use crate::engine::upkeep::Upkept;
 use crate::engine::write::Writes as _;
 use klaud_claims::{CommitSha, PullNumber};
+
+/// The run a comment's last whole-line `/reuse-sweep-run [<id>]` names
+/// (`Some(None)`: the line without an id), as the gate's
+/// `(?m)^\s*/reuse-sweep-run(?:\s+(\d+))?\s*$` reads it; `None` when
+/// the comment has no such line.
+pub(crate) fn reuse_line_run(body: &str) -> Option<Option<u64>> {
+    body.lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("/reuse-sweep-run")?;
+            if rest.is_empty() {
+                return Some(None);
+            }
+            if !rest.starts_with(char::is_whitespace) {
+                return None;
+            }
+            let id = rest.trim();
+            (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| id.parse().ok())
+                .flatten()
+                .map(Some)
+        })
+        .next_back()
+}
+
+/// The comments whose reuse line the gate counts (an accepted
+/// association), each with the run its line names (`None`: a bare line).
+fn accepted_lines(comments: &[Comment]) -> impl Iterator<Item = (&Comment, Option<u64>)> {
+    comments
+        .iter()
+        .filter(|c| {
+            c.author_association
+                .as_ref()
+                .is_some_and(AuthorAssociation::reuse_gate_accepts)
+        })
+        .filter_map(|c| reuse_line_run(&c.body).map(|run| (c, run)))
+}
 
 /// The line the reuse gate goes by now: the newest comment by an accepted
 /// association with a whole-line `/reuse-sweep-run`, and the run its last
 /// such line names (`None`: a bare line). GitHub numbers comments in the
 /// order they were created, the gate's order.
 pub(crate) fn standing_line(comments: &[Comment]) -> Option<(&Comment, Option<u64>)> {
-    comments
-        .iter()
-        .filter(|c| gate_accepts(c))
-        .filter_map(|c| reuse_line_run(&c.body).map(|run| (c, run)))
-        .max_by_key(|(c, _)| c.id)
+    accepted_lines(comments).max_by_key(|(c, _)| c.id)
 }
 
 /// What the standing line means for Klaud's promise of `run`.
@@ -104,7 +135,7 @@ pub(crate) fn uncovered_note(
         )
     };
     format!(
-        "{marker}\n**The validated sweep no longer covers this PR's head.** {head} was pushed on top of the commit run {run} validated, so Klaud withdrew its reuse authorization: merging now runs the sweep again on main.{still} To reuse a sweep of this head instead, a maintainer posts `/reuse-sweep-run` with the id of a passed sweep run of this head (Klaud does not re-sweep a PR a person has pushed to).\n\n<details>\n<summary>中文</summary>\n\n**已验证的 sweep 不再覆盖此 PR 的 head。** 有人在运行 {run} 验证过的提交之上推送了 {head}，因此 Klaud 撤回了复用授权：现在合并会在 main 上重新运行 sweep。{still_zh}若要改为复用此 head 的 sweep，请维护者发布 `/reuse-sweep-run`，并附上此 head 上已通过的 sweep 运行的 id（有人推送过的 PR，Klaud 不会重新运行 sweep）。\n\n</details>\n"
+        "{marker}\n**The validated sweep no longer covers this PR's head.** {head} was pushed on top of the commit run {run} validated, so Klaud withdrew its reuse authorization: merging now runs the sweep again on main.{still} To sweep this head, a maintainer comments `/klaud retry`: Klaud runs the final sweep again here and, when it passes, replaces its receipt and posts `/reuse-sweep-run` with the new run. Or a maintainer posts `/reuse-sweep-run` with the id of a passed sweep run of this head.\n\n<details>\n<summary>中文</summary>\n\n**已验证的 sweep 不再覆盖此 PR 的 head。** 有人在运行 {run} 验证过的提交之上推送了 {head}，因此 Klaud 撤回了复用授权：现在合并会在 main 上重新运行 sweep。{still_zh}若要对此 head 运行 sweep，请维护者评论 `/klaud retry`：Klaud 会在此重新运行最终 sweep，通过后更新回执并发布指向新运行的 `/reuse-sweep-run`。或者由维护者发布 `/reuse-sweep-run`，并附上此 head 上已通过的 sweep 运行的 id。\n\n</details>\n"
     )
 }
 
@@ -153,11 +184,9 @@ impl Engine<'_> {
         let noted = ours.iter().any(|c| c.body.contains(&marker));
         // People's lines that still let the gate reuse the run: Klaud does
         // not edit a person's comment, it names them.
-        let mut people: Vec<String> = comments
-            .iter()
-            .filter(|c| !self.by_bot(c.author.as_deref()) && gate_accepts(c))
-            .filter(|c| reuse_line_run(&c.body).is_some_and(|id| id.is_none_or(|id| id == run)))
-            .filter_map(|c| c.author.as_ref().map(|a| format!("@{a}")))
+        let mut people: Vec<String> = accepted_lines(&comments)
+            .filter(|(c, id)| !self.by_bot(c.author.as_deref()) && id.is_none_or(|id| id == run))
+            .filter_map(|(c, _)| c.author.as_ref().map(|a| format!("@{a}")))
             .collect();
         people.sort();
         people.dedup();
@@ -202,7 +231,6 @@ impl Engine<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::forge::AuthorAssociation;
 
     fn comment(id: u64, author: &str, association: &str, body: &str) -> Comment {
         Comment {
@@ -215,6 +243,22 @@ mod tests {
 
     fn by_klaud(c: &Comment) -> bool {
         c.author.as_deref() == Some("klaud")
+    }
+
+    #[test]
+    fn reuse_lines_are_read_as_the_repository_gate_reads_them() {
+        assert_eq!(reuse_line_run("/reuse-sweep-run 123"), Some(Some(123)));
+        assert_eq!(reuse_line_run("  /reuse-sweep-run   7  "), Some(Some(7)));
+        assert_eq!(reuse_line_run("/reuse-sweep-run"), Some(None));
+        assert_eq!(
+            reuse_line_run("/reuse-sweep-run 1\ntext\n/reuse-sweep-run 2"),
+            Some(Some(2))
+        );
+        assert_eq!(reuse_line_run("please /reuse-sweep-run 1"), None);
+        assert_eq!(reuse_line_run("/reuse-sweep-run 12a"), None);
+        assert_eq!(reuse_line_run("/reuse-sweep-runs 12"), None);
+        assert_eq!(reuse_line_run("`/reuse-sweep-run 12`"), None);
+        assert_eq!(reuse_line_run("/use 12"), None);
     }
 
     #[test]
@@ -250,5 +294,6 @@ mod tests {
         }
         let note = uncovered_note("<!-- m -->", 7, &head, &[]);
         assert!(note.contains("`/reuse-sweep-run` with the id"), "{note}");
+        assert!(note.contains("`/klaud retry`"), "{note}");
     }
 }

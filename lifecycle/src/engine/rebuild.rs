@@ -98,7 +98,10 @@ impl Engine<'_> {
             rec.variant = target.variant.clone();
             let branch = rec.branch.clone();
             if let Some(pull) = self.forge.find_pull(&branch).await? {
-                self.rebuild_ending(&mut rec, &pull).await?;
+                let comments = self.forge.list_comments(pull.number).await?;
+                if !self.resume_resweep(&mut rec, &pull, &comments) {
+                    self.rebuild_ending_from(&mut rec, &pull, &comments).await?;
+                }
             }
             self.save(&mut rec).await?;
             Ok(rec)
@@ -115,8 +118,19 @@ impl Engine<'_> {
         pull: &super::forge::Pull,
     ) -> Result<(), EngineError> {
         let comments = self.forge.list_comments(pull.number).await?;
+        self.rebuild_ending_from(rec, pull, &comments).await
+    }
+
+    /// [`Engine::rebuild_ending`] from the PR's `comments`, read already.
+    async fn rebuild_ending_from(
+        &self,
+        rec: &mut CandidateRecord,
+        pull: &super::forge::Pull,
+        comments: &[Comment],
+    ) -> Result<(), EngineError> {
         let mut cleanup = None;
-        for c in &comments {
+        let mut first = None;
+        for c in comments {
             if !self.by_bot(c.author.as_deref()) {
                 continue;
             }
@@ -125,22 +139,10 @@ impl Engine<'_> {
             };
             match &found.key {
                 MarkerKey::Outcome { candidate, .. } if candidate.as_str() == rec.candidate => {
-                    let Ok(receipt) = crate::report::parse_receipt(&found) else {
-                        continue;
-                    };
-                    let undone = receipt
-                        .declined
-                        .as_ref()
-                        .is_some_and(|d| self.config.undone_declines.contains(&d.pull));
-                    if (receipt.result.outcome() == Outcome::CapacityDeferred || undone)
-                        && !pull.state.is_open()
-                    {
-                        // A deferral is tried again from the start: the
-                        // closed PR is history, not this attempt's end.
-                        return Ok(());
+                    if let Ok(receipt) = crate::report::parse_receipt(&found) {
+                        first = Some(receipt);
+                        break;
                     }
-                    Self::take_receipt(rec, pull, &receipt);
-                    return Ok(());
                 }
                 MarkerKey::Cleanup {
                     owner_run,
@@ -149,10 +151,25 @@ impl Engine<'_> {
                 _ => {}
             }
         }
+        if let Some(receipt) = first {
+            let undone = receipt
+                .declined
+                .as_ref()
+                .is_some_and(|d| self.config.undone_declines.contains(&d.pull));
+            if (receipt.result.outcome() == Outcome::CapacityDeferred || undone)
+                && !pull.state.is_open()
+            {
+                // A deferral is tried again from the start: the
+                // closed PR is history, not this attempt's end.
+                return Ok(());
+            }
+            Self::take_receipt(rec, pull, &receipt);
+            return Ok(());
+        }
         let Some(owner_run) = cleanup else {
             return Ok(());
         };
-        self.resume_cleanup(rec, pull, owner_run, &comments).await
+        self.resume_cleanup(rec, pull, owner_run, comments).await
     }
 
     /// The record of a candidate whose receipt is on `pull`: finished.

@@ -5,11 +5,10 @@
 
 use std::collections::BTreeSet;
 
-use chrono::{DurationRound as _, TimeDelta};
 use klaud_claims::PullNumber;
 use klaud_planner::plan::BlockKind;
 
-use super::{FINISHED_COMMANDS_LOOKBACK, Pass, Wave};
+use super::{Pass, Wave};
 use crate::engine::Engine;
 
 /// Lost PRs one pass rebuilds at most: each costs a few reads once (the
@@ -35,11 +34,7 @@ impl Wave<'_> {
         if rebuilt == 0 {
             return;
         }
-        // Whole days, as the commands phase asks: one question a day.
-        let since = (pass.now - FINISHED_COMMANDS_LOOKBACK)
-            .duration_trunc(TimeDelta::days(1))
-            .unwrap_or(pass.now - FINISHED_COMMANDS_LOOKBACK);
-        match self.ports.forge.own_pulls_active_since(since).await {
+        match self.recently_active_pulls(pass).await {
             Ok(active) => {
                 self.rebuild(engine, pass, active.into_iter().map(u64::from).collect())
                     .await;

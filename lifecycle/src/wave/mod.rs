@@ -21,6 +21,7 @@
 //! through the [`Journal`], and it never writes without the engine's
 //! ownership proofs.
 
+mod active;
 mod lost;
 mod ports;
 mod summary;
@@ -29,7 +30,7 @@ mod targets;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use chrono::{DateTime, DurationRound as _, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use klaud_claims::{
     CandidateId, ClaimBook, ClaimEntry, Claimant, Clock, HeldClaim, PullNumber, RunCompletion,
     ensure_plannable,
@@ -202,6 +203,8 @@ pub struct Pass<'p> {
     open_failures: Vec<Option<String>>,
     answered: Vec<Answered>,
     overlap_notes: BTreeMap<String, String>,
+    /// Klaud's recently active PRs, once listed this pass.
+    recently_active: Option<BTreeSet<PullNumber>>,
 }
 
 impl Pass<'_> {
@@ -402,6 +405,7 @@ impl<'a> Wave<'a> {
             open_failures: Vec::new(),
             answered: Vec::new(),
             overlap_notes: BTreeMap::new(),
+            recently_active: None,
         })
     }
 
@@ -515,15 +519,8 @@ impl<'a> Wave<'a> {
                 && pass.seen.insert(rec.candidate.to_string())
             {
                 pass.targets.push(Target {
-                    family: rec.family.clone(),
                     candidate,
-                    image: rec.image.clone(),
-                    revision: rec.revision.clone(),
-                    clock: rec.clock.clone(),
-                    not_release_reason: rec.not_release_reason.clone(),
-                    upstream: rec.upstream.clone(),
-                    versions: rec.versions.clone(),
-                    variant: rec.variant.clone(),
+                    ..rec.target()
                 });
             }
         }
@@ -739,6 +736,7 @@ impl<'a> Wave<'a> {
     /// wave.
     pub async fn answer_commands(&self, engine: &Engine<'_>, pass: &mut Pass<'_>) {
         let mut tried = Vec::new();
+        let mut reswept = Vec::new();
         for slot in pass.slots.iter_mut() {
             if slot.skip || slot.rec.pull.is_none() {
                 continue;
@@ -765,10 +763,23 @@ impl<'a> Wave<'a> {
             }
             let mut rec = rec.clone();
             match handle_commands(self.ports.forge, engine, &mut rec, self.ports.retries).await {
-                Ok(a) => pass.answered.extend(a),
+                Ok(a) => {
+                    // A finished candidate started again (its sweep after a
+                    // person's push): its journal record moved on.
+                    reswept.extend(a.iter().flat_map(|x| x.started.iter().cloned()));
+                    pass.answered.extend(a)
+                }
                 Err(e) => {
                     tracing::warn!(candidate = %rec.candidate, error = %e, "maintainer commands not handled")
                 }
+            }
+        }
+        for t in &reswept {
+            pass.done.retain(|r| r.candidate != t.candidate);
+            pass.seen.insert(t.candidate.as_str().to_owned());
+            match engine.open_record(t).await {
+                Ok(rec) => pass.slots.push(Slot::new(rec)),
+                Err(e) => pass.open_failed(t, &e),
             }
         }
         for t in &tried {
@@ -789,7 +800,7 @@ impl<'a> Wave<'a> {
     /// active PRs (GitHub's `since` on the issue list), so the cost follows
     /// what people do, not how many PRs Klaud ever finished. A failed
     /// listing answers none of them this pass (the next one retries).
-    async fn finished_pulls_to_read(&self, pass: &Pass<'_>) -> BTreeSet<PullNumber> {
+    async fn finished_pulls_to_read(&self, pass: &mut Pass<'_>) -> BTreeSet<PullNumber> {
         let old = pass
             .done
             .iter()
@@ -797,13 +808,8 @@ impl<'a> Wave<'a> {
         if !old {
             return BTreeSet::new();
         }
-        // Whole days, so the passes of one day ask the same question and
-        // an idle one is answered by a free 304.
-        let since = (pass.now - FINISHED_COMMANDS_LOOKBACK)
-            .duration_trunc(TimeDelta::days(1))
-            .unwrap_or(pass.now - FINISHED_COMMANDS_LOOKBACK);
-        match self.ports.forge.own_pulls_active_since(since).await {
-            Ok(numbers) => numbers.into_iter().collect(),
+        match self.recently_active_pulls(pass).await {
+            Ok(numbers) => numbers,
             Err(e) => {
                 tracing::warn!(error = %e, "finished PRs with new activity not listed; their commands wait");
                 BTreeSet::new()

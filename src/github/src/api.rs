@@ -1137,30 +1137,8 @@ impl Github {
         let query = format!(
             "mutation($id: ID!) {{ {mutation}(input: {{pullRequestId: $id}}) {{ pullRequest {{ isDraft }} }} }}"
         );
-        let body = json!({"query": query, "variables": {"id": pull.node_id}});
-        // Setting this state again is harmless.
-        let raw = self
-            .t
-            .write_idempotent(&what, Method::POST, "/graphql", Some(&body))
+        self.graphql(&what, &query, json!({"id": pull.node_id}))
             .await?;
-        ok_or_error(&what, &raw)?;
-        let v: Value = raw.json(&what)?;
-        if let Some(errs) = v
-            .get("errors")
-            .and_then(Value::as_array)
-            .filter(|e| !e.is_empty())
-        {
-            let message = errs
-                .iter()
-                .filter_map(|e| e.get("message").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Err(GithubError::Rejected {
-                what,
-                status: 200,
-                message,
-            });
-        }
         Ok(())
     }
 

@@ -346,29 +346,13 @@ impl Github {
         Box::pin(async move {
             let what = format!("last editor of #{number}");
             let query = "query($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { issue(number: $number) { editor { login } lastEditedAt } } }";
-            let body = json!({"query": query, "variables": {
-                "owner": self.owner, "name": self.name, "number": number,
-            }});
-            // A query: asking twice changes nothing.
-            let raw = self
-                .t
-                .write_idempotent(&what, Method::POST, "/graphql", Some(&body))
+            let v = self
+                .graphql(
+                    &what,
+                    query,
+                    json!({"owner": self.owner, "name": self.name, "number": number}),
+                )
                 .await?;
-            ok_or_error(&what, &raw)?;
-            let v: Value = raw.json(&what)?;
-            if let Some(message) = v
-                .get("errors")
-                .and_then(Value::as_array)
-                .and_then(|e| e.first())
-                .and_then(|e| e.get("message"))
-                .and_then(Value::as_str)
-            {
-                return Err(GithubError::Rejected {
-                    what,
-                    status: 200,
-                    message: message.to_owned(),
-                });
-            }
             Ok(v["data"]["repository"]["issue"]["editor"]["login"]
                 .as_str()
                 .map(str::to_owned))

@@ -22,6 +22,7 @@
 //! here.
 
 mod api;
+mod graphql;
 mod issues;
 pub mod lifecycle;
 mod pace;

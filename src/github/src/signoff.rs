@@ -289,27 +289,7 @@ impl Github {
                 });
             };
             let query = "query($id: ID!) { node(id: $id) { ... on Comment { editor { login } lastEditedAt userContentEdits(last: 1) { nodes { editor { login } editedAt } } } } }";
-            let body = json!({"query": query, "variables": {"id": node}});
-            // A query: asking twice changes nothing.
-            let answer = self
-                .t
-                .write_idempotent(&what, Method::POST, "/graphql", Some(&body))
-                .await?;
-            ok_or_error(&what, &answer)?;
-            let v: Value = answer.json(&what)?;
-            if let Some(message) = v
-                .get("errors")
-                .and_then(Value::as_array)
-                .and_then(|e| e.first())
-                .and_then(|e| e.get("message"))
-                .and_then(Value::as_str)
-            {
-                return Err(GithubError::Rejected {
-                    what,
-                    status: 200,
-                    message: cut(message.to_owned(), 300),
-                });
-            }
+            let v = self.graphql(&what, query, json!({"id": node})).await?;
             Ok(edit_of(&v["data"]["node"], author))
         })
     }

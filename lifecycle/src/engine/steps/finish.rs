@@ -80,7 +80,10 @@ pub(in crate::engine) async fn run(
             owner_run: rec.owner_run,
             candidate: cid.clone(),
         };
-        if !has(&receipt_key) {
+        // A sweep a `/klaud retry` ran again ends by replacing the first
+        // receipt, which names the head before the person's push.
+        let superseded = cx.superseded_receipt(rec, &comments, &receipt_key);
+        if !has(&receipt_key) || superseded.is_some() {
             let progress = if receipt_only {
                 None
             } else if !cx.forge.get_pull(number).await?.state.is_open() {
@@ -98,7 +101,7 @@ pub(in crate::engine) async fn run(
             if let Some(p) = progress {
                 return Ok(p);
             }
-            return receipt(cx, rec, &ending, number, cid, receipt_only).await;
+            return receipt(cx, rec, &ending, number, cid, receipt_only, superseded).await;
         }
     }
     done(cx, rec).await
@@ -176,6 +179,7 @@ async fn receipt(
     number: PullNumber,
     cid: klaud_claims::CandidateId,
     receipt_only: bool,
+    superseded: Option<u64>,
 ) -> Result<Progress, EngineError> {
     let runs = rec.runs();
     let result = match FinishedResult::new(
@@ -238,6 +242,16 @@ async fn receipt(
                 .await?;
             cx.forge.reply(&permit, &rendered.body).await?;
         }
+    } else if let Some(id) = superseded {
+        let proof = match cx.prove(rec, Scope::PullOnly).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(p),
+        };
+        cx.intend(rec, Intent::Comment(rendered.key.to_string()))
+            .await?;
+        cx.forge
+            .update_comment(&proof, number, id, &rendered.body)
+            .await?;
     } else if let Some(p) = cx
         .publish(rec, std::slice::from_ref(&rendered), Scope::PullOnly)
         .await?
@@ -520,35 +534,6 @@ pub(in crate::engine) async fn release(
     }
 }
 
-pub(in crate::engine) fn gate_accepts(c: &crate::engine::forge::Comment) -> bool {
-    c.author_association
-        .as_ref()
-        .is_some_and(AuthorAssociation::reuse_gate_accepts)
-}
-
-/// The run a comment's last whole-line `/reuse-sweep-run [<id>]` names
-/// (`Some(None)`: the line without an id), as the gate's
-/// `(?m)^\s*/reuse-sweep-run(?:\s+(\d+))?\s*$` reads it; `None` when
-/// the comment has no such line.
-pub(crate) fn reuse_line_run(body: &str) -> Option<Option<u64>> {
-    body.lines()
-        .filter_map(|line| {
-            let rest = line.trim().strip_prefix("/reuse-sweep-run")?;
-            if rest.is_empty() {
-                return Some(None);
-            }
-            if !rest.starts_with(char::is_whitespace) {
-                return None;
-            }
-            let id = rest.trim();
-            (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| id.parse().ok())
-                .flatten()
-                .map(Some)
-        })
-        .next_back()
-}
-
 /// Asks a maintainer, in both languages, for the reuse line. The gate
 /// reads lines, not markdown, so the fenced line would match its pattern;
 /// it is no authorization because the gate does not count the association
@@ -561,22 +546,6 @@ pub(in crate::engine) fn reuse_request(marker: &str, run: u64, association: &str
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reuse_lines_are_read_as_the_repository_gate_reads_them() {
-        assert_eq!(reuse_line_run("/reuse-sweep-run 123"), Some(Some(123)));
-        assert_eq!(reuse_line_run("  /reuse-sweep-run   7  "), Some(Some(7)));
-        assert_eq!(reuse_line_run("/reuse-sweep-run"), Some(None));
-        assert_eq!(
-            reuse_line_run("/reuse-sweep-run 1\ntext\n/reuse-sweep-run 2"),
-            Some(Some(2))
-        );
-        assert_eq!(reuse_line_run("please /reuse-sweep-run 1"), None);
-        assert_eq!(reuse_line_run("/reuse-sweep-run 12a"), None);
-        assert_eq!(reuse_line_run("/reuse-sweep-runs 12"), None);
-        assert_eq!(reuse_line_run("`/reuse-sweep-run 12`"), None);
-        assert_eq!(reuse_line_run("/use 12"), None);
-    }
 
     #[test]
     fn only_owners_members_and_collaborators_authorize() {

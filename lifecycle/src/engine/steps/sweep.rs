@@ -205,7 +205,7 @@ async fn find_run(
 }
 
 /// The `pull_request` runs of the sweep workflow on `head`.
-fn sweep_runs(cx: &Engine<'_>, head: &CommitSha) -> RunQuery {
+pub(in crate::engine) fn sweep_runs(cx: &Engine<'_>, head: &CommitSha) -> RunQuery {
     RunQuery {
         workflow: cx.config.sweep_workflow.clone(),
         event: Some("pull_request".into()),
