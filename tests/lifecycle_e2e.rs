@@ -727,13 +727,19 @@ async fn final_sweep_infrastructure_failure_is_rerun() {
 
 /// One engine step, its requests cut from the simulator's log the way
 /// `klaud demo --stats` cuts them (a poll changes nothing but `updated_at`
-/// and writes nothing).
-async fn measured_step(
+/// and writes nothing). Reads are kept across steps that advance one after
+/// another, as the wave keeps them (`Engine::keep_reads`), and forgotten
+/// when a step waits or ends.
+async fn measured_step<'e, 'a>(
     env: &Harness,
-    engine: &klaud_lifecycle::engine::Engine<'_>,
+    engine: &'e klaud_lifecycle::engine::Engine<'a>,
+    kept: &mut Option<klaud_lifecycle::engine::KeptReads<'e, 'a>>,
     rec: &mut CandidateRecord,
     figures: &mut klaud::cli::demo::stats::LifecycleRequests,
 ) -> Progress {
+    if kept.is_none() {
+        *kept = Some(engine.keep_reads());
+    }
     let from = env.stack.state().request_log().await.len();
     let before = rec.clone();
     let progress = engine.step(rec).await.expect("step");
@@ -743,6 +749,9 @@ async fn measured_step(
         ..before
     } != *rec;
     figures.add_step(&log[from..], changed);
+    if !matches!(progress, Progress::Advanced(_)) {
+        *kept = None;
+    }
     progress
 }
 
@@ -761,22 +770,23 @@ async fn request_figures_per_validated_candidate() {
     let clock = env.clock;
     let engine = env.engine(&lifecycle, &journal, clock);
     let mut figures = LifecycleRequests::default();
+    let mut kept = None;
     let mut rec = engine.open_record(&target).await.expect("record");
     // Opening the record (outside any step) is the lifecycle's too.
     let opened = RequestFigures::of(&env.stack.state().request_log().await[before..]);
     figures.work.add(opened);
     figures.outside_steps.add(opened);
     for _ in 0..100 {
-        measured_step(&env, &engine, &mut rec, &mut figures).await;
+        measured_step(&env, &engine, &mut kept, &mut rec, &mut figures).await;
         if rec.attempts.first().is_some_and(|a| a.run.is_some()) {
             break;
         }
     }
     assert!(rec.attempts[0].run.is_some(), "never dispatched: {rec:#?}");
     // Polls of the queued smoke: the second looks at an unchanged run.
-    measured_step(&env, &engine, &mut rec, &mut figures).await;
+    measured_step(&env, &engine, &mut kept, &mut rec, &mut figures).await;
     let warm = env.stack.state().request_log().await.len();
-    let progress = measured_step(&env, &engine, &mut rec, &mut figures).await;
+    let progress = measured_step(&env, &engine, &mut kept, &mut rec, &mut figures).await;
     assert!(matches!(progress, Progress::Waiting(_)), "{progress:?}");
     let log = env.stack.state().request_log().await;
     let idle = RequestFigures::of(&log[warm..]);
@@ -798,7 +808,7 @@ async fn request_figures_per_validated_candidate() {
     });
     let started = std::time::Instant::now();
     loop {
-        match measured_step(&env, &engine, &mut rec, &mut figures).await {
+        match measured_step(&env, &engine, &mut kept, &mut rec, &mut figures).await {
             Progress::Done(_) => break,
             Progress::Skipped(why) => panic!("skipped: {why}"),
             Progress::Waiting(_) => tokio::time::sleep(Duration::from_millis(20)).await,

@@ -316,7 +316,17 @@ impl Engine<'_> {
     ) -> Result<AttemptReport, EngineError> {
         let jobs = self.forge.list_jobs(run.id).await?;
         let live = LiveJobs::of(&jobs);
-        let (rows, evals, notes, _) = self.collect(run.id).await?;
+        // A run none of whose jobs finished has uploaded no results yet:
+        // listing its artifacts would be a charged request for nothing.
+        let any_finished = jobs
+            .iter()
+            .any(|j| j.status.as_ref().is_some_and(RunStatus::is_completed));
+        let (rows, evals, notes) = if any_finished {
+            let (rows, evals, notes, _) = self.collect(run.id).await?;
+            (rows, evals, notes)
+        } else {
+            (Vec::new(), Vec::new(), Vec::new())
+        };
         let frozen = self.frozen(rec).await?;
         let status = if run.status == RunStatus::Queued {
             AttemptStatus::Queued

@@ -1,21 +1,29 @@
-//! One read of a thing per engine step. Within one step the
-//! engine asks for the same pull request, comment list, run or ref several
-//! times (the step's own look, then every ownership check before a write);
-//! after one of Klaud's own writes GitHub's `ETag` has changed, so each of
-//! those later reads would be a full, charged answer.
+//! One read of a thing per engine step, or per run of steps. Within one
+//! step the engine asks for the same pull request, comment list, run or ref
+//! several times (the step's own look, then every ownership check before a
+//! write); after one of Klaud's own writes GitHub's `ETag` has changed, so
+//! each of those later reads would be a full, charged answer.
 //!
 //! While a step runs ([`StepReads::scope`]), the first read of a pull
 //! request, a comment list, a run or a ref goes to GitHub and later reads
 //! of it in the same step are answered from that read, kept up to date by
-//! the answers of Klaud's own writes in the step (a comment it posted, a
-//! body, label or draft state it set, a claim it moved by compare-and-swap
-//! to a commit it made). A write that fails, or whose effect its answer
-//! does not show (a re-run, a cancel, a push), forgets what it touched, so
-//! the next read asks GitHub again. Nothing is kept from one step to the
-//! next: every step's first look, and so every step's ownership check,
-//! still reads GitHub (conditionally), and a person's change between two
-//! steps is always seen. Outside a step (opening a record, recovery,
-//! maintainer commands) every read goes to GitHub.
+//! the answers of Klaud's own writes in the step (a pull request it opened,
+//! a comment it posted, a body, label or draft state it set, a branch it
+//! pushed, a claim it moved by compare-and-swap to a commit it made). A
+//! write that fails, or whose effect its answer does not show (a re-run, a
+//! cancel, a close), forgets what it touched, so the next read asks GitHub
+//! again.
+//!
+//! A run of steps that advance one after another without waiting (the
+//! wave's and [`super::Engine::drive`]'s loop) may keep one scope for all of
+//! them ([`super::Engine::keep_reads`]): the next step is the same moment
+//! as the end of the last one, and re-reading what Klaud itself just wrote
+//! would be a charged answer that only repeats its own write. The scope
+//! ends as soon as a step waits, fails or ends, so every such run's first
+//! look, and so its ownership check, still reads GitHub (conditionally), and
+//! a person's change is seen by the next run of steps. Nothing is kept in
+//! the journal: a restart reads everything again. Outside a scope (opening
+//! a record, recovery, maintainer commands) every read goes to GitHub.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -47,14 +55,20 @@ pub(crate) struct StepReads<'a> {
 }
 
 /// While alive, reads are kept (see the module documentation); dropping
-/// it forgets them, also when the step's future is dropped midway.
+/// the outermost scope forgets them, also when the step's future is
+/// dropped midway.
 pub(crate) struct StepScope<'s, 'a> {
     reads: &'s StepReads<'a>,
+    /// Whether this scope started the keeping (a step's scope inside a run
+    /// of steps' scope leaves the reads to the run).
+    outermost: bool,
 }
 
 impl Drop for StepScope<'_, '_> {
     fn drop(&mut self) {
-        *self.reads.lock() = None;
+        if self.outermost {
+            *self.reads.lock() = None;
+        }
     }
 }
 
@@ -72,10 +86,19 @@ impl<'a> StepReads<'a> {
         self.seen.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Keeps reads until the returned scope is dropped (one engine step).
+    /// Keeps reads until the returned scope is dropped (one engine step,
+    /// or a run of steps); inside a scope already open, the reads stay the
+    /// outer scope's.
     pub(crate) fn scope(&self) -> StepScope<'_, 'a> {
-        *self.lock() = Some(Seen::default());
-        StepScope { reads: self }
+        let mut seen = self.lock();
+        let outermost = seen.is_none();
+        if outermost {
+            *seen = Some(Seen::default());
+        }
+        StepScope {
+            reads: self,
+            outermost,
+        }
     }
 
     /// Forgets every read of this step: something other than Klaud's own
@@ -130,6 +153,22 @@ impl<'a> StepReads<'a> {
                 change(p);
             }
         });
+    }
+
+    /// After Klaud pushed `sha` to `branch`: the step's reads of pull
+    /// requests of that branch show it as their head.
+    fn pushed(&self, branch: &str, sha: &klaud_claims::CommitSha) {
+        self.with(|s| {
+            for p in s.pulls.values_mut().filter(|p| p.head_ref == branch) {
+                p.head_sha = sha.clone();
+                p.mergeable = None;
+            }
+        });
+    }
+
+    /// Forgets the pull requests of `branch`: its head is not known.
+    fn forget_pulls_of(&self, branch: &str) {
+        self.with(|s| s.pulls.retain(|_, p| p.head_ref != branch));
     }
 
     /// After Klaud's own comment (new or edited) on `number`: the step's
@@ -273,14 +312,35 @@ impl StepReads<'_> {
         written: Result<Written, ForgeError>,
     ) -> Result<Written, ForgeError> {
         match write {
-            Write::CommitFiles { .. }
-            | Write::CommitMerge { .. }
-            | Write::CreateDraftPull { .. }
-            | Write::Dispatch { .. } => written,
-            Write::CreateBranch { branch, .. }
-            | Write::FastForwardBranch { branch, .. }
-            | Write::DeleteBranch { branch } => {
+            Write::CommitFiles { .. } | Write::CommitMerge { .. } | Write::Dispatch { .. } => {
+                written
+            }
+            // The answer is the pull request as GitHub made it.
+            Write::CreateDraftPull { .. } => {
+                let w = written?;
+                if let Written::Pull(p) = &w {
+                    self.with(|s| s.pulls.insert(p.number, p.clone()));
+                }
+                Ok(w)
+            }
+            Write::FastForwardBranch { branch, sha } => {
                 self.forget_ref(&format!("refs/heads/{branch}"));
+                match written {
+                    // A pull request of the branch now shows the pushed
+                    // head; whether it merges GitHub computes anew.
+                    Ok(w) => {
+                        self.pushed(branch, sha);
+                        Ok(w)
+                    }
+                    Err(e) => {
+                        self.forget_pulls_of(branch);
+                        Err(e)
+                    }
+                }
+            }
+            Write::CreateBranch { branch, .. } | Write::DeleteBranch { branch } => {
+                self.forget_ref(&format!("refs/heads/{branch}"));
+                self.forget_pulls_of(branch);
                 written
             }
             Write::UpdatePullBody { number, body } => {

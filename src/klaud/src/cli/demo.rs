@@ -505,6 +505,55 @@ async fn registry_figures(seed: &Path, registry_url: &str) -> anyhow::Result<Reg
     })
 }
 
+/// What `rec`'s lifecycle left on GitHub: its runs and their artifacts as
+/// the simulator holds them, its reuse line among the PR's comments.
+async fn scenario_of(
+    github: &klaud_sandbox::github::state::GithubState,
+    repo: &str,
+    rec: &klaud_lifecycle::engine::CandidateRecord,
+) -> stats::Scenario {
+    use klaud_lifecycle::model::{AttemptKind, AttemptStatus};
+    let mut s = stats::Scenario::default();
+    let mut heads = std::collections::BTreeSet::new();
+    for a in &rec.attempts {
+        if !a.head.is_empty() {
+            heads.insert(a.head.as_str());
+        }
+        let Some(run) = &a.run else { continue };
+        match (run.attempt > 1, a.kind) {
+            (true, _) => s.reruns += 1,
+            (false, AttemptKind::FinalSweep) => s.labelled += 1,
+            (false, _) => s.dispatched += 1,
+        }
+        if matches!(a.status, AttemptStatus::Passed | AttemptStatus::Failed) {
+            s.judged += 1;
+            s.failed += usize::from(a.status == AttemptStatus::Failed);
+            s.run_level_artifacts += github
+                .artifact_names(repo, run.id)
+                .await
+                .iter()
+                .filter(|n| {
+                    klaud_lifecycle::artifacts::ArtifactKind::of(n).is_some_and(|k| !k.is_per_point())
+                })
+                .count();
+        }
+    }
+    s.commits = heads.len();
+    s.labels = usize::from(s.labelled > 0);
+    s.ready = rec
+        .ending
+        .as_ref()
+        .is_some_and(|e| e.outcome == klaud_lifecycle::model::Outcome::Validated);
+    if let Some(n) = rec.pull {
+        s.reuse_line = github
+            .comment_bodies(repo, n.get())
+            .await
+            .iter()
+            .any(|b| b.trim_start().starts_with("/reuse-sweep-run"));
+    }
+    s
+}
+
 /// The per-candidate and per-pass figures, each next to its limit.
 fn print_stats(f: &Figures) {
     eprintln!(
@@ -537,13 +586,15 @@ fn print_stats(f: &Figures) {
             format!("<= {limit}: OVER")
         };
         eprintln!(
-            "  {name}{variant} ({outcome}): {} steps; lifecycle (not polls) {} charged ({verdict}), \
+            "  {name}{variant} ({outcome}): {} steps; lifecycle (not polls) {} charged ({verdict}; \
+             floor {} from what it left on GitHub), \
              {} total, {} writes, of which outside steps {} charged / {} total; \
              polls ({} steps) {} charged (minimum 0), {} total; \
              live-report refreshes while a run goes on ({} steps) {} charged, {} total \
              (with them: {} charged)",
             r.steps,
             r.work.charged,
+            r.floor,
             r.work.total,
             r.work.writes,
             r.outside_steps.charged,
@@ -800,12 +851,17 @@ async fn demo(
             ),
         );
     }
+    let mut scenarios = BTreeMap::new();
+    for rec in journal.list().await.map_err(|e| anyhow::anyhow!("{e}"))? {
+        let scenario = scenario_of(stack.state(), &stack.repo, &rec).await;
+        scenarios.insert(rec.candidate.clone(), scenario);
+    }
     let (first, full) = stack.state().request_log_numbered().await;
     let marks = cutter.marks();
     if args.stats && std::env::var_os("KLAUD_STATS_DETAIL").is_some() {
         eprint!("{}", stats::dump(first, &full, &marks));
     }
-    let cut = stats::cut(first, start, &full, &marks, &owners);
+    let cut = stats::cut(first, start, &full, &marks, &owners, forge.bot_login());
     let options = || WaveOptions {
         lifecycle: klaud_lifecycle::wave::WaveSettings {
             claimant: claimant.clone(),
@@ -838,8 +894,10 @@ async fn demo(
     let mut per_candidate: Vec<CandidateRequests> = cut
         .candidates
         .into_iter()
-        .map(|(candidate, requests)| {
+        .map(|(candidate, mut requests)| {
             let (family, variant, outcome) = named.get(&candidate).cloned().unwrap_or_default();
+            requests.scenario = scenarios.remove(&candidate).unwrap_or_default();
+            requests.floor = requests.scenario.floor();
             CandidateRequests {
                 candidate,
                 family,
