@@ -155,6 +155,21 @@ impl<'a> StepReads<'a> {
         });
     }
 
+    /// A commit Klaud made through a write: kept with its tree (known to
+    /// the backend that made it) so that a branch moved to it is known
+    /// without reading it back. Nothing is kept outside a step.
+    async fn made_commit(&self, sha: &klaud_claims::CommitSha, message: &str, parents: Vec<String>) {
+        if self.lock().is_none() {
+            return;
+        }
+        if let Ok(tree) = self.inner.refs().commit_tree(sha.as_str()).await {
+            self.with(|s| {
+                s.commits
+                    .insert(sha.to_string(), (message.to_owned(), tree, parents))
+            });
+        }
+    }
+
     /// After Klaud pushed `sha` to `branch`: the step's reads of pull
     /// requests of that branch show it as their head.
     fn pushed(&self, branch: &str, sha: &klaud_claims::CommitSha) {
@@ -297,6 +312,23 @@ impl Forge for StepReads<'_> {
         // reads in line with the answer.
         let write = *permitted.write();
         let written = self.inner.write(permitted).await;
+        if let Ok(Written::Commit(sha)) = &written {
+            match write {
+                Write::CommitFiles {
+                    parent, message, ..
+                } => self.made_commit(sha, message, vec![parent.to_string()]).await,
+                Write::CommitMerge {
+                    head,
+                    base,
+                    message,
+                    ..
+                } => {
+                    let parents = vec![head.to_string(), base.to_string()];
+                    self.made_commit(sha, message, parents).await;
+                }
+                _ => {}
+            }
+        }
         self.after_write(write, written)
     }
 }
@@ -324,21 +356,34 @@ impl StepReads<'_> {
                 Ok(w)
             }
             Write::FastForwardBranch { branch, sha } => {
-                self.forget_ref(&format!("refs/heads/{branch}"));
+                let name = format!("refs/heads/{branch}");
                 match written {
-                    // A pull request of the branch now shows the pushed
-                    // head; whether it merges GitHub computes anew.
+                    // The branch is at the commit Klaud made (known when
+                    // the step made it), and a pull request of the branch
+                    // shows it as its head; whether it merges GitHub
+                    // computes anew.
                     Ok(w) => {
+                        self.moved_ref(&name, sha.as_str());
                         self.pushed(branch, sha);
                         Ok(w)
                     }
                     Err(e) => {
+                        self.forget_ref(&name);
                         self.forget_pulls_of(branch);
                         Err(e)
                     }
                 }
             }
-            Write::CreateBranch { branch, .. } | Write::DeleteBranch { branch } => {
+            Write::CreateBranch { branch, sha } => {
+                let name = format!("refs/heads/{branch}");
+                match &written {
+                    Ok(_) => self.moved_ref(&name, sha.as_str()),
+                    Err(_) => self.forget_ref(&name),
+                }
+                self.forget_pulls_of(branch);
+                written
+            }
+            Write::DeleteBranch { branch } => {
                 self.forget_ref(&format!("refs/heads/{branch}"));
                 self.forget_pulls_of(branch);
                 written
