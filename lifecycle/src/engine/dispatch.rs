@@ -80,7 +80,7 @@ impl Engine<'_> {
         }
         let mut read = Vec::new();
         for file in [&self.config.smoke_workflow, &self.config.sweep_workflow] {
-            let parsed = match self.workflow_bytes(&workflow_path(file), sha).await? {
+            let parsed = match self.forge.read_file(&workflow_path(file), sha).await? {
                 None => Ok(None),
                 Some(bytes) => String::from_utf8(bytes)
                     .map_err(|_| format!("{}: not UTF-8", workflow_path(file)))
@@ -97,18 +97,6 @@ impl Engine<'_> {
         let w = Arc::new(BaseWorkflows { smoke, sweep });
         self.lock_workflows().insert(sha.to_owned(), w.clone());
         Ok(w)
-    }
-
-    /// A workflow file at `sha`: from the base checkout when it is that
-    /// commit and holds the file, else from GitHub (a checkout need not
-    /// hold every file, so its absence proves nothing).
-    async fn workflow_bytes(&self, path: &str, sha: &str) -> Result<Option<Vec<u8>>, EngineError> {
-        if self.repository_sha.as_str() == sha
-            && let Ok(bytes) = std::fs::read(self.repository.root().join(path))
-        {
-            return Ok(Some(bytes));
-        }
-        Ok(self.forge.read_file(path, sha).await?)
     }
 
     pub(super) fn lock_workflows(

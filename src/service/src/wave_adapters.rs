@@ -36,11 +36,7 @@ pub use klaud_lifecycle::wave::{BlockedFamily, CandidateSummary, WaveSummary, re
 /// bump read from the base branch.
 fn needed(path: &str) -> bool {
     let rel = path.strip_prefix("inferencex-e2e/").unwrap_or(path);
-    // The engine reads the smoke and sweep workflows at the base from the
-    // checkout: once per base commit for every candidate (blobs are cached
-    // by content) instead of once per engine through the contents API.
-    path.starts_with(".github/workflows/")
-        || rel.starts_with("configs/")
+    rel.starts_with("configs/")
         || rel.starts_with("benchmarks/multi_node/srt-slurm-recipes/")
         || rel == "perf-changelog.yaml"
         // Retirements are read from it.

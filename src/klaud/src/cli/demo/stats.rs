@@ -40,7 +40,8 @@ pub struct Scenario {
     pub commits: usize,
     /// Runs started by a dispatch (the smokes).
     pub dispatched: usize,
-    /// Runs started by the sweep label, found by one listing each.
+    /// Runs started by the sweep label (found by a listing, which is also
+    /// the read that can see one completed).
     pub labelled: usize,
     /// Attempts after a run's first (infrastructure re-runs).
     pub reruns: usize,
@@ -66,9 +67,10 @@ impl Scenario {
     /// commit a tree (blobs inline), the commit and the ref created or
     /// moved; the draft pull request with its body (the baseline is known
     /// before it opens); a dispatch per dispatched run, a re-run per later
-    /// attempt, a listing per labelled run; per judged attempt the read
-    /// that sees it completed, its artifact list and each run-level
-    /// artifact, the jobs of a failed one; each label, the draft state;
+    /// attempt; per judged attempt the read that sees it completed (for a
+    /// labelled run the listing that finds it), its artifact list and each
+    /// run-level artifact, the jobs of a failed one; each label, the draft
+    /// state;
     /// one comment holding every report and the receipt, and the reuse
     /// line (a command of its own). Checks that GitHub answers 304 while
     /// nothing changed are free and not counted; neither are polls.
@@ -77,7 +79,6 @@ impl Scenario {
             + 1
             + self.dispatched
             + self.reruns
-            + self.labelled
             + 2 * self.judged
             + self.run_level_artifacts
             + self.failed
@@ -557,7 +558,7 @@ mod tests {
             ready: true,
             reuse_line: true,
         };
-        assert_eq!(s.floor(), 3 + 6 + 1 + 1 + 1 + 4 + 4 + 1 + 1 + 1 + 1);
+        assert_eq!(s.floor(), 3 + 6 + 1 + 1 + 4 + 4 + 1 + 1 + 1 + 1);
         // An infrastructure failure adds its dispatch, its judgement and
         // its failed jobs.
         let retried = Scenario {
