@@ -158,7 +158,12 @@ impl<'a> StepReads<'a> {
     /// A commit Klaud made through a write: kept with its tree (known to
     /// the backend that made it) so that a branch moved to it is known
     /// without reading it back. Nothing is kept outside a step.
-    async fn made_commit(&self, sha: &klaud_claims::CommitSha, message: &str, parents: Vec<String>) {
+    async fn made_commit(
+        &self,
+        sha: &klaud_claims::CommitSha,
+        message: &str,
+        parents: Vec<String>,
+    ) {
         if self.lock().is_none() {
             return;
         }
@@ -316,7 +321,10 @@ impl Forge for StepReads<'_> {
             match write {
                 Write::CommitFiles {
                     parent, message, ..
-                } => self.made_commit(sha, message, vec![parent.to_string()]).await,
+                } => {
+                    self.made_commit(sha, message, vec![parent.to_string()])
+                        .await
+                }
                 Write::CommitMerge {
                     head,
                     base,

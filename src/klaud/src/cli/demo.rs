@@ -112,6 +112,8 @@ pub struct DemoRequests {
     pub candidates: Vec<CandidateRequests>,
     /// What a validated lifecycle may cost, polls excluded.
     pub limit: usize,
+    /// What a validated lifecycle should cost, polls excluded.
+    pub target: usize,
     /// Each pass's requests outside the candidates' steps that name no
     /// candidate (planning, claim listing, overlap, audit).
     pub passes: Vec<stats::PassRequests>,
@@ -309,6 +311,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             all: figures.all,
             candidates: figures.candidates.clone(),
             limit: stats::LIFECYCLE_LIMIT,
+            target: stats::LIFECYCLE_TARGET,
             passes: figures.passes.clone(),
             idle_pass: figures.idle,
             validated: figures.validated,
@@ -533,7 +536,8 @@ async fn scenario_of(
                 .await
                 .iter()
                 .filter(|n| {
-                    klaud_lifecycle::artifacts::ArtifactKind::of(n).is_some_and(|k| !k.is_per_point())
+                    klaud_lifecycle::artifacts::ArtifactKind::of(n)
+                        .is_some_and(|k| !k.is_per_point())
                 })
                 .count();
         }
@@ -578,12 +582,22 @@ fn print_stats(f: &Figures) {
             .as_deref()
             .map(|v| format!(" [Variant {v}]"))
             .unwrap_or_default();
+        let target = stats::LIFECYCLE_TARGET;
         let verdict = if outcome != "validated" {
             "limit applies to validated ones".to_owned()
-        } else if r.work.charged <= limit {
-            format!("<= {limit}: ok")
         } else {
-            format!("<= {limit}: OVER")
+            let over = |bound: usize| {
+                if r.work.charged <= bound {
+                    "ok".to_owned()
+                } else {
+                    format!("over by {}", r.work.charged - bound)
+                }
+            };
+            format!(
+                "target {target}: {}, limit {limit}: {}",
+                over(target),
+                over(limit)
+            )
         };
         eprintln!(
             "  {name}{variant} ({outcome}): {} steps; lifecycle (not polls) {} charged ({verdict}; \
