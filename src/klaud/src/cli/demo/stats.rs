@@ -229,7 +229,8 @@ pub struct LifecycleRequests {
     pub refreshes: RequestFigures,
     /// What the lifecycle left on GitHub, and so its floor.
     pub scenario: Scenario,
-    /// The requests it cannot avoid ([`Scenario::floor`]).
+    /// The requests it cannot avoid ([`Scenario::floor`]), for a validated
+    /// lifecycle; 0 for the others.
     pub floor: usize,
 }
 
