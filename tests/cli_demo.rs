@@ -100,11 +100,18 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
     let per = v["requests"]["candidates"]
         .as_array()
         .expect("per candidate");
-    assert_eq!(v["requests"]["limit"], 60, "{v:#}");
+    assert_eq!(v["requests"]["limit"], 48, "{v:#}");
+    assert_eq!(v["requests"]["target"], 30, "{v:#}");
     let validated: Vec<_> = per.iter().filter(|c| c["outcome"] == "validated").collect();
     assert_eq!(validated.len(), 3, "{v:#}");
     for c in &validated {
         assert!(c["steps"].as_u64() > Some(0), "{c:#}");
+        // The floor comes from what the lifecycle left on GitHub: two
+        // commits, a smoke and a sweep with their results.
+        let floor = c["floor"].as_u64().expect("floor");
+        assert!((20..=30).contains(&floor), "{c:#}");
+        assert!(c["work"]["charged"].as_u64() >= Some(floor), "{c:#}");
+        assert!(c["work"]["charged"].as_u64() <= Some(48), "{c:#}");
         assert!(c["work"]["writes"].as_u64() > Some(0), "{c:#}");
         assert!(c["work"]["charged"].as_u64() <= c["work"]["total"].as_u64());
     }

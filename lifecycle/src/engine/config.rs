@@ -91,7 +91,8 @@ pub struct EngineConfig {
     /// when a results API is configured.
     pub require_baseline: bool,
     /// Live attempt reports: the least time between two edits of a run's
-    /// report comment while the run is in progress (`None`: the report is
+    /// report comment while the run is in progress, and how long a run
+    /// with no finished job waits for its first one (`None`: the report is
     /// posted only when the run ends).
     pub live_report_interval: Option<TimeDelta>,
     /// The dashboard issue's number, when the wave's composition found one:

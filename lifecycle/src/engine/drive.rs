@@ -25,6 +25,26 @@ pub enum Progress {
     Skipped(String),
 }
 
+/// Reads kept across a run of steps (see [`Engine::keep_reads`]); dropping
+/// it forgets them.
+#[must_use = "the reads are kept only while this is alive"]
+pub struct KeptReads<'s, 'a> {
+    _scope: crate::engine::step_reads::StepScope<'s, 'a>,
+}
+
+impl<'a> Engine<'a> {
+    /// Keeps what the steps read until the returned guard is dropped, for a
+    /// run of steps that advance one after another without waiting: a step
+    /// then does not re-read, charged, what the step before it just wrote.
+    /// Drop it as soon as a step waits, fails or ends (the next run's first
+    /// look must read GitHub again, see `engine::step_reads`).
+    pub fn keep_reads(&self) -> KeptReads<'_, 'a> {
+        KeptReads {
+            _scope: self.forge.scope(),
+        }
+    }
+}
+
 impl Engine<'_> {
     /// Ends a candidate now (an operator's decision): `hands_off` leaves the
     /// PR and branch as they are and only releases Klaud's claim; otherwise
@@ -61,6 +81,7 @@ impl Engine<'_> {
     ) -> BoxFuture<'f, Result<Progress, EngineError>> {
         Box::pin(async move {
             let mut last = Progress::Advanced(rec.step);
+            let _kept = self.keep_reads();
             for _ in 0..max_steps {
                 last = self.step(rec).await?;
                 if !matches!(last, Progress::Advanced(_)) {

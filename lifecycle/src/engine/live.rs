@@ -1,6 +1,8 @@
 //! Live attempt reports: while a smoke or sweep run is in progress, its
 //! report comment is posted early and edited in place as jobs finish; the
-//! final report then replaces it in the same comment.
+//! final report then replaces it in the same comment. The first one waits
+//! for a finished job, or for the run to be as old as the edit interval: a
+//! run that ends sooner gets its final report alone.
 //!
 //! The comment is found by its hidden marker (`run-<id>-<attempt>`,
 //! deterministic), its record says when it was last written (`at`, the edit
@@ -208,7 +210,24 @@ impl Engine<'_> {
         {
             return Ok(None);
         }
+        // A first report with no finished job would only say that the run
+        // waits or runs: it waits as long as an edit would, unless a job
+        // finishes sooner. A run that ends within that time gets its final
+        // report alone, one comment instead of a comment and an edit (and a
+        // queued run costs no jobs read).
+        let first_and_young =
+            existing.is_none() && run.created_at.is_none_or(|at| now - at < interval);
+        if first_and_young && run.status == RunStatus::Queued {
+            return Ok(None);
+        }
         let report = self.live_report(rec, idx, run).await?;
+        let any_done = report
+            .live
+            .as_ref()
+            .is_some_and(|l| l.groups.iter().any(|g| g.done > 0));
+        if first_and_young && !any_done {
+            return Ok(None);
+        }
         let rendered = self.render_live(&report)?;
         if let Some((comment, old)) = &existing {
             let mut same = old.clone();
@@ -316,7 +335,17 @@ impl Engine<'_> {
     ) -> Result<AttemptReport, EngineError> {
         let jobs = self.forge.list_jobs(run.id).await?;
         let live = LiveJobs::of(&jobs);
-        let (rows, evals, notes, _) = self.collect(run.id).await?;
+        // A run none of whose jobs finished has uploaded no results yet:
+        // listing its artifacts would be a charged request for nothing.
+        let any_finished = jobs
+            .iter()
+            .any(|j| j.status.as_ref().is_some_and(RunStatus::is_completed));
+        let (rows, evals, notes) = if any_finished {
+            let (rows, evals, notes, _) = self.collect(run.id).await?;
+            (rows, evals, notes)
+        } else {
+            (Vec::new(), Vec::new(), Vec::new())
+        };
         let frozen = self.frozen(rec).await?;
         let status = if run.status == RunStatus::Queued {
             AttemptStatus::Queued

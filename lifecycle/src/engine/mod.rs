@@ -57,7 +57,7 @@ pub use config::{
     smoke_run_label, smoke_test_name,
 };
 pub use context::Engine;
-pub use drive::Progress;
+pub use drive::{KeptReads, Progress};
 pub use error::EngineError;
 pub use forge::{
     ArtifactInfo, AuthorAssociation, Comment, CompareStatus, ComparedCommit, Comparison,

@@ -1,21 +1,29 @@
-//! One read of a thing per engine step. Within one step the
-//! engine asks for the same pull request, comment list, run or ref several
-//! times (the step's own look, then every ownership check before a write);
-//! after one of Klaud's own writes GitHub's `ETag` has changed, so each of
-//! those later reads would be a full, charged answer.
+//! One read of a thing per engine step, or per run of steps. Within one
+//! step the engine asks for the same pull request, comment list, run or ref
+//! several times (the step's own look, then every ownership check before a
+//! write); after one of Klaud's own writes GitHub's `ETag` has changed, so
+//! each of those later reads would be a full, charged answer.
 //!
 //! While a step runs ([`StepReads::scope`]), the first read of a pull
 //! request, a comment list, a run or a ref goes to GitHub and later reads
 //! of it in the same step are answered from that read, kept up to date by
-//! the answers of Klaud's own writes in the step (a comment it posted, a
-//! body, label or draft state it set, a claim it moved by compare-and-swap
-//! to a commit it made). A write that fails, or whose effect its answer
-//! does not show (a re-run, a cancel, a push), forgets what it touched, so
-//! the next read asks GitHub again. Nothing is kept from one step to the
-//! next: every step's first look, and so every step's ownership check,
-//! still reads GitHub (conditionally), and a person's change between two
-//! steps is always seen. Outside a step (opening a record, recovery,
-//! maintainer commands) every read goes to GitHub.
+//! the answers of Klaud's own writes in the step (a pull request it opened,
+//! a comment it posted, a body, label or draft state it set, a branch it
+//! pushed, a claim it moved by compare-and-swap to a commit it made). A
+//! write that fails, or whose effect its answer does not show (a re-run, a
+//! cancel, a close), forgets what it touched, so the next read asks GitHub
+//! again.
+//!
+//! A run of steps that advance one after another without waiting (the
+//! wave's and [`super::Engine::drive`]'s loop) may keep one scope for all of
+//! them ([`super::Engine::keep_reads`]): the next step is the same moment
+//! as the end of the last one, and re-reading what Klaud itself just wrote
+//! would be a charged answer that only repeats its own write. The scope
+//! ends as soon as a step waits, fails or ends, so every such run's first
+//! look, and so its ownership check, still reads GitHub (conditionally), and
+//! a person's change is seen by the next run of steps. Nothing is kept in
+//! the journal: a restart reads everything again. Outside a scope (opening
+//! a record, recovery, maintainer commands) every read goes to GitHub.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -47,14 +55,20 @@ pub(crate) struct StepReads<'a> {
 }
 
 /// While alive, reads are kept (see the module documentation); dropping
-/// it forgets them, also when the step's future is dropped midway.
+/// the outermost scope forgets them, also when the step's future is
+/// dropped midway.
 pub(crate) struct StepScope<'s, 'a> {
     reads: &'s StepReads<'a>,
+    /// Whether this scope started the keeping (a step's scope inside a run
+    /// of steps' scope leaves the reads to the run).
+    outermost: bool,
 }
 
 impl Drop for StepScope<'_, '_> {
     fn drop(&mut self) {
-        *self.reads.lock() = None;
+        if self.outermost {
+            *self.reads.lock() = None;
+        }
     }
 }
 
@@ -72,10 +86,19 @@ impl<'a> StepReads<'a> {
         self.seen.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Keeps reads until the returned scope is dropped (one engine step).
+    /// Keeps reads until the returned scope is dropped (one engine step,
+    /// or a run of steps); inside a scope already open, the reads stay the
+    /// outer scope's.
     pub(crate) fn scope(&self) -> StepScope<'_, 'a> {
-        *self.lock() = Some(Seen::default());
-        StepScope { reads: self }
+        let mut seen = self.lock();
+        let outermost = seen.is_none();
+        if outermost {
+            *seen = Some(Seen::default());
+        }
+        StepScope {
+            reads: self,
+            outermost,
+        }
     }
 
     /// Forgets every read of this step: something other than Klaud's own
@@ -130,6 +153,42 @@ impl<'a> StepReads<'a> {
                 change(p);
             }
         });
+    }
+
+    /// A commit Klaud made through a write: kept with its tree (known to
+    /// the backend that made it) so that a branch moved to it is known
+    /// without reading it back. Nothing is kept outside a step.
+    async fn made_commit(
+        &self,
+        sha: &klaud_claims::CommitSha,
+        message: &str,
+        parents: Vec<String>,
+    ) {
+        if self.lock().is_none() {
+            return;
+        }
+        if let Ok(tree) = self.inner.refs().commit_tree(sha.as_str()).await {
+            self.with(|s| {
+                s.commits
+                    .insert(sha.to_string(), (message.to_owned(), tree, parents))
+            });
+        }
+    }
+
+    /// After Klaud pushed `sha` to `branch`: the step's reads of pull
+    /// requests of that branch show it as their head.
+    fn pushed(&self, branch: &str, sha: &klaud_claims::CommitSha) {
+        self.with(|s| {
+            for p in s.pulls.values_mut().filter(|p| p.head_ref == branch) {
+                p.head_sha = sha.clone();
+                p.mergeable = None;
+            }
+        });
+    }
+
+    /// Forgets the pull requests of `branch`: its head is not known.
+    fn forget_pulls_of(&self, branch: &str) {
+        self.with(|s| s.pulls.retain(|_, p| p.head_ref != branch));
     }
 
     /// After Klaud's own comment (new or edited) on `number`: the step's
@@ -258,6 +317,26 @@ impl Forge for StepReads<'_> {
         // reads in line with the answer.
         let write = *permitted.write();
         let written = self.inner.write(permitted).await;
+        if let Ok(Written::Commit(sha)) = &written {
+            match write {
+                Write::CommitFiles {
+                    parent, message, ..
+                } => {
+                    self.made_commit(sha, message, vec![parent.to_string()])
+                        .await
+                }
+                Write::CommitMerge {
+                    head,
+                    base,
+                    message,
+                    ..
+                } => {
+                    let parents = vec![head.to_string(), base.to_string()];
+                    self.made_commit(sha, message, parents).await;
+                }
+                _ => {}
+            }
+        }
         self.after_write(write, written)
     }
 }
@@ -273,14 +352,48 @@ impl StepReads<'_> {
         written: Result<Written, ForgeError>,
     ) -> Result<Written, ForgeError> {
         match write {
-            Write::CommitFiles { .. }
-            | Write::CommitMerge { .. }
-            | Write::CreateDraftPull { .. }
-            | Write::Dispatch { .. } => written,
-            Write::CreateBranch { branch, .. }
-            | Write::FastForwardBranch { branch, .. }
-            | Write::DeleteBranch { branch } => {
+            Write::CommitFiles { .. } | Write::CommitMerge { .. } | Write::Dispatch { .. } => {
+                written
+            }
+            // The answer is the pull request as GitHub made it.
+            Write::CreateDraftPull { .. } => {
+                let w = written?;
+                if let Written::Pull(p) = &w {
+                    self.with(|s| s.pulls.insert(p.number, p.clone()));
+                }
+                Ok(w)
+            }
+            Write::FastForwardBranch { branch, sha } => {
+                let name = format!("refs/heads/{branch}");
+                match written {
+                    // The branch is at the commit Klaud made (known when
+                    // the step made it), and a pull request of the branch
+                    // shows it as its head; whether it merges GitHub
+                    // computes anew.
+                    Ok(w) => {
+                        self.moved_ref(&name, sha.as_str());
+                        self.pushed(branch, sha);
+                        Ok(w)
+                    }
+                    Err(e) => {
+                        self.forget_ref(&name);
+                        self.forget_pulls_of(branch);
+                        Err(e)
+                    }
+                }
+            }
+            Write::CreateBranch { branch, sha } => {
+                let name = format!("refs/heads/{branch}");
+                match &written {
+                    Ok(_) => self.moved_ref(&name, sha.as_str()),
+                    Err(_) => self.forget_ref(&name),
+                }
+                self.forget_pulls_of(branch);
+                written
+            }
+            Write::DeleteBranch { branch } => {
                 self.forget_ref(&format!("refs/heads/{branch}"));
+                self.forget_pulls_of(branch);
                 written
             }
             Write::UpdatePullBody { number, body } => {

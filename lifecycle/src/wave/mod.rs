@@ -842,12 +842,16 @@ impl<'a> Wave<'a> {
                 // One step at a time so a shutdown request is seen between
                 // steps.
                 let mut progress = Ok(Progress::Advanced(slot.rec.step));
+                // Kept only while the steps advance: the loop ends at the
+                // first wait, failure or end, and so does the keeping.
+                let kept = engine.keep_reads();
                 for _ in 0..STEPS_IN_A_ROW {
                     progress = self.step(engine, &mut slot.rec).await;
                     if !matches!(progress, Ok(Progress::Advanced(_))) || self.stopping() {
                         break;
                     }
                 }
+                drop(kept);
                 match progress {
                     Ok(Progress::Waiting(why)) => {
                         slot.status = Some(why);

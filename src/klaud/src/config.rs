@@ -708,8 +708,9 @@ pub struct LifecycleConfig {
     pub require_baseline: bool,
     /// Live attempt reports: while a smoke or sweep run is in progress its
     /// report comment is edited in place at most once per this interval
-    /// (and only when something changed); `"0s"` posts the report only when
-    /// the run ends.
+    /// (and only when something changed), first posted when a job finishes
+    /// or the run is this old; `"0s"` posts the report only when the run
+    /// ends.
     #[serde(deserialize_with = "duration")]
     pub live_report_interval: Duration,
     /// The playbook of known failures, a path in the benchmark repository

@@ -5,8 +5,10 @@
 //!
 //! After `open`, before `smoke`. Reads the baseline source, the producer
 //! runs of its AgentX points (their artifacts, once per run) and the pull
-//! request body (a frozen baseline already there is kept). May write: the
-//! pull request body, under a proof. The baseline lives in the body only:
+//! request body (a frozen baseline already there is kept: `open` creates
+//! the pull request with it, see [`opening_body_with_baseline`]). May
+//! write: the pull request body, under a proof, when the block is not
+//! there yet (a pull request adopted or opened without it). The baseline lives in the body only:
 //! a comment repeating it would be the same table twice in the thread.
 
 use crate::baseline::{Baseline, FamilyKey, attach_evals, baseline_of, readiness_gap};
@@ -93,6 +95,28 @@ pub(in crate::engine) async fn frozen_now(
         },
         baseline,
     }
+}
+
+/// The opening body with the baseline frozen into it, as the baseline
+/// step would write it: the pull request is created with it, so that step
+/// finds it there and edits nothing (one request fewer). The opening body
+/// as it is when the block cannot be spliced in (the baseline step then
+/// freezes it as before).
+pub(in crate::engine) async fn opening_body_with_baseline(
+    cx: &Engine<'_>,
+    rec: &CandidateRecord,
+    opening: String,
+) -> Result<String, EngineError> {
+    let frozen = frozen_now(cx, rec).await;
+    let Ok(body) = splice_baseline(&opening, &render_baseline_block(&frozen)) else {
+        return Ok(opening);
+    };
+    let next = match readiness_gap_of(cx, &frozen) {
+        Some(_) => Step::Finish,
+        None => Step::Smoke,
+    };
+    let body = cx.with_experiment_section(rec, next, body).await?;
+    Ok(cx.with_footer(&body))
 }
 
 /// Why the frozen baseline blocks GPU work, when it is required.

@@ -2,8 +2,9 @@
 //! titled in both languages, with the initial body.
 //!
 //! After `prepare`, before `baseline`. Reads the branch's pull request (an
-//! open one of Klaud's is adopted; a person's is a mismatch). May write:
-//! one draft pull request, under a proof.
+//! open one of Klaud's is adopted; a person's is a mismatch) and the
+//! baseline it is opened with (the baseline step then finds it frozen).
+//! May write: one draft pull request, under a proof.
 
 use crate::engine::context::Engine;
 use crate::engine::drive::Progress;
@@ -87,16 +88,16 @@ pub(in crate::engine) async fn run(
         Err(p) => return Ok(p),
     };
     let title = title(cx, rec);
+    let body = super::baseline::opening_body_with_baseline(
+        cx,
+        rec,
+        opening_body(cx.config.dashboard_issue),
+    )
+    .await?;
     cx.intend(rec, Intent::OpenPull).await?;
     match cx
         .forge
-        .create_draft_pull(
-            &proof,
-            &title,
-            &rec.branch,
-            &rec.base_branch,
-            &opening_body(cx.config.dashboard_issue),
-        )
+        .create_draft_pull(&proof, &title, &rec.branch, &rec.base_branch, &body)
         .await
     {
         Ok(pull) => {

@@ -112,6 +112,8 @@ pub struct DemoRequests {
     pub candidates: Vec<CandidateRequests>,
     /// What a validated lifecycle may cost, polls excluded.
     pub limit: usize,
+    /// What a validated lifecycle should cost, polls excluded.
+    pub target: usize,
     /// Each pass's requests outside the candidates' steps that name no
     /// candidate (planning, claim listing, overlap, audit).
     pub passes: Vec<stats::PassRequests>,
@@ -309,6 +311,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             all: figures.all,
             candidates: figures.candidates.clone(),
             limit: stats::LIFECYCLE_LIMIT,
+            target: stats::LIFECYCLE_TARGET,
             passes: figures.passes.clone(),
             idle_pass: figures.idle,
             validated: figures.validated,
@@ -505,6 +508,56 @@ async fn registry_figures(seed: &Path, registry_url: &str) -> anyhow::Result<Reg
     })
 }
 
+/// What `rec`'s lifecycle left on GitHub: its runs and their artifacts as
+/// the simulator holds them, its reuse line among the PR's comments.
+async fn scenario_of(
+    github: &klaud_sandbox::github::state::GithubState,
+    repo: &str,
+    rec: &klaud_lifecycle::engine::CandidateRecord,
+) -> stats::Scenario {
+    use klaud_lifecycle::model::{AttemptKind, AttemptStatus};
+    let mut s = stats::Scenario::default();
+    let mut heads = std::collections::BTreeSet::new();
+    for a in &rec.attempts {
+        if !a.head.is_empty() {
+            heads.insert(a.head.as_str());
+        }
+        let Some(run) = &a.run else { continue };
+        match (run.attempt > 1, a.kind) {
+            (true, _) => s.reruns += 1,
+            (false, AttemptKind::FinalSweep) => s.labelled += 1,
+            (false, _) => s.dispatched += 1,
+        }
+        if matches!(a.status, AttemptStatus::Passed | AttemptStatus::Failed) {
+            s.judged += 1;
+            s.failed += usize::from(a.status == AttemptStatus::Failed);
+            s.run_level_artifacts += github
+                .artifact_names(repo, run.id)
+                .await
+                .iter()
+                .filter(|n| {
+                    klaud_lifecycle::artifacts::ArtifactKind::of(n)
+                        .is_some_and(|k| !k.is_per_point())
+                })
+                .count();
+        }
+    }
+    s.commits = heads.len();
+    s.labels = usize::from(s.labelled > 0);
+    s.ready = rec
+        .ending
+        .as_ref()
+        .is_some_and(|e| e.outcome == klaud_lifecycle::model::Outcome::Validated);
+    if let Some(n) = rec.pull {
+        s.reuse_line = github
+            .comment_bodies(repo, n.get())
+            .await
+            .iter()
+            .any(|b| b.trim_start().starts_with("/reuse-sweep-run"));
+    }
+    s
+}
+
 /// The per-candidate and per-pass figures, each next to its limit.
 fn print_stats(f: &Figures) {
     eprintln!(
@@ -529,12 +582,23 @@ fn print_stats(f: &Figures) {
             .as_deref()
             .map(|v| format!(" [Variant {v}]"))
             .unwrap_or_default();
+        let target = stats::LIFECYCLE_TARGET;
         let verdict = if outcome != "validated" {
             "limit applies to validated ones".to_owned()
-        } else if r.work.charged <= limit {
-            format!("<= {limit}: ok")
         } else {
-            format!("<= {limit}: OVER")
+            let over = |bound: usize| {
+                if r.work.charged <= bound {
+                    "ok".to_owned()
+                } else {
+                    format!("over by {}", r.work.charged - bound)
+                }
+            };
+            format!(
+                "target {target}: {}, limit {limit}: {}; floor {} from what it left on GitHub",
+                over(target),
+                over(limit),
+                r.floor
+            )
         };
         eprintln!(
             "  {name}{variant} ({outcome}): {} steps; lifecycle (not polls) {} charged ({verdict}), \
@@ -800,12 +864,17 @@ async fn demo(
             ),
         );
     }
+    let mut scenarios = BTreeMap::new();
+    for rec in journal.list().await.map_err(|e| anyhow::anyhow!("{e}"))? {
+        let scenario = scenario_of(stack.state(), &stack.repo, &rec).await;
+        scenarios.insert(rec.candidate.clone(), scenario);
+    }
     let (first, full) = stack.state().request_log_numbered().await;
     let marks = cutter.marks();
     if args.stats && std::env::var_os("KLAUD_STATS_DETAIL").is_some() {
         eprint!("{}", stats::dump(first, &full, &marks));
     }
-    let cut = stats::cut(first, start, &full, &marks, &owners);
+    let cut = stats::cut(first, start, &full, &marks, &owners, forge.bot_login());
     let options = || WaveOptions {
         lifecycle: klaud_lifecycle::wave::WaveSettings {
             claimant: claimant.clone(),
@@ -838,8 +907,14 @@ async fn demo(
     let mut per_candidate: Vec<CandidateRequests> = cut
         .candidates
         .into_iter()
-        .map(|(candidate, requests)| {
+        .map(|(candidate, mut requests)| {
             let (family, variant, outcome) = named.get(&candidate).cloned().unwrap_or_default();
+            requests.scenario = scenarios.remove(&candidate).unwrap_or_default();
+            // The floor is of a validated lifecycle: the claim, the PR and
+            // the reports it counts are not all there for the others.
+            if outcome.as_deref() == Some("validated") {
+                requests.floor = requests.scenario.floor();
+            }
             CandidateRequests {
                 candidate,
                 family,

@@ -1913,6 +1913,21 @@ impl GithubState {
             .unwrap_or_default()
     }
 
+    /// Names of the artifacts run `run` uploaded, in id order.
+    pub async fn artifact_names(&self, full: &str, run: u64) -> Vec<String> {
+        let m = self.lock().await;
+        m.repos
+            .get(&full.to_ascii_lowercase())
+            .map(|r| {
+                r.artifacts
+                    .values()
+                    .filter(|a| a.run_id == run)
+                    .map(|a| a.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Bodies of the comments on an issue or PR, oldest first.
     pub async fn comment_bodies(&self, full: &str, number: u64) -> Vec<String> {
         let m = self.lock().await;

@@ -27,8 +27,75 @@ use serde::Serialize;
 
 use super::RequestFigures;
 
-/// GitHub requests one validated lifecycle may cost, polls excluded.
-pub const LIFECYCLE_LIMIT: usize = 60;
+/// Charged GitHub requests one validated lifecycle should cost, polls
+/// excluded: the goal `--stats` measures each lifecycle against, next to
+/// its floor. Not met yet: 33–40 are measured (see configs/README.md).
+pub const LIFECYCLE_TARGET: usize = 30;
+
+/// Charged GitHub requests one validated lifecycle may cost, polls
+/// excluded, before a test fails: the measured spread (an infrastructure
+/// retry and the base moving under the changelog included) with a little
+/// room for timing, none for a regression.
+pub const LIFECYCLE_LIMIT: usize = 48;
+
+/// What one lifecycle left on GitHub, read from the simulator when it ended:
+/// the scenario its floor is computed from (see [`Scenario::floor`]), not
+/// the requests Klaud made.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Scenario {
+    /// Commits Klaud made on the candidate's branch (the bump, the
+    /// changelog entry): the heads its runs tested.
+    pub commits: usize,
+    /// Runs started by a dispatch (the smokes).
+    pub dispatched: usize,
+    /// Runs started by the sweep label (found by a listing, which is also
+    /// the read that can see one completed).
+    pub labelled: usize,
+    /// Attempts after a run's first (infrastructure re-runs).
+    pub reruns: usize,
+    /// Run attempts whose result the reports show.
+    pub judged: usize,
+    /// Of those, failed ones (their jobs name what failed).
+    pub failed: usize,
+    /// The run-level artifacts of the judged attempts (`results_bmk`,
+    /// `eval_results_all`, the sweep manifest): each read once.
+    pub run_level_artifacts: usize,
+    /// Labels on the pull request (the sweep label).
+    pub labels: usize,
+    /// Whether the pull request left draft.
+    pub ready: bool,
+    /// Whether the merge's reuse line (`/reuse-sweep-run <id>`) is on it.
+    pub reuse_line: bool,
+}
+
+impl Scenario {
+    /// The requests a lifecycle that leaves this on GitHub cannot avoid,
+    /// every one charged: the claim (its record commit, its ref, its
+    /// deletion; a lifecycle shorter than the lease renews nothing); per
+    /// commit a tree (blobs inline), the commit and the ref created or
+    /// moved; the draft pull request with its body (the baseline is known
+    /// before it opens); a dispatch per dispatched run, a re-run per later
+    /// attempt; per judged attempt the read that sees it completed (for a
+    /// labelled run the listing that finds it), its artifact list and each
+    /// run-level artifact, the jobs of a failed one; each label, the draft
+    /// state;
+    /// one comment holding every report and the receipt, and the reuse
+    /// line (a command of its own). Checks that GitHub answers 304 while
+    /// nothing changed are free and not counted; neither are polls.
+    pub fn floor(&self) -> usize {
+        3 + 3 * self.commits
+            + 1
+            + self.dispatched
+            + self.reruns
+            + 2 * self.judged
+            + self.run_level_artifacts
+            + self.failed
+            + self.labels
+            + usize::from(self.ready)
+            + 1
+            + usize::from(self.reuse_line)
+    }
+}
 
 /// A position in the request log and what happened there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +227,11 @@ pub struct LifecycleRequests {
     pub refresh_steps: usize,
     /// Live-report refresh steps.
     pub refreshes: RequestFigures,
+    /// What the lifecycle left on GitHub, and so its floor.
+    pub scenario: Scenario,
+    /// The requests it cannot avoid ([`Scenario::floor`]), for a validated
+    /// lifecycle; 0 for the others.
+    pub floor: usize,
 }
 
 /// A write that posts or edits an issue comment (a live report).
@@ -243,6 +315,17 @@ pub struct Cut {
     pub candidates: BTreeMap<CandidateId, LifecycleRequests>,
     /// Per pass, in order.
     pub passes: Vec<PassRequests>,
+    /// Requests another account made meanwhile (the demo's maintainer):
+    /// charged to its own rate limit, not to Klaud's.
+    pub others: RequestFigures,
+}
+
+/// Whether `e` was made by another account than `klaud` (a request
+/// without a credential is nobody's and stays Klaud's).
+fn by_other(e: &LogEntry, klaud: &str) -> bool {
+    e.login
+        .as_deref()
+        .is_some_and(|l| !l.eq_ignore_ascii_case(klaud))
 }
 
 /// Cuts `log` (whose first entry is request number `first`) at `marks`,
@@ -255,8 +338,14 @@ pub fn cut(
     log: &[LogEntry],
     marks: &[(u64, Mark)],
     owners: &[CandidatePaths],
+    klaud: &str,
 ) -> Cut {
     let mut out = Cut::default();
+    let mut others = RequestFigures::default();
+    for e in log.iter().filter(|e| by_other(e, klaud)) {
+        others.add(RequestFigures::of(std::slice::from_ref(e)));
+    }
+    out.others = others;
     let entry = |seq: u64| {
         seq.checked_sub(first)
             .and_then(|i| usize::try_from(i).ok())
@@ -280,7 +369,7 @@ pub fn cut(
                    to: u64| {
         for seq in from..to {
             let Some(e) = entry(seq) else { continue };
-            if e.path.starts_with("/_sandbox") {
+            if e.path.starts_with("/_sandbox") || by_other(e, klaud) {
                 continue;
             }
             match owners.iter().find(|o| o.names(&e.path)) {
@@ -304,10 +393,15 @@ pub fn cut(
                 if let Some((from, c)) = open.take()
                     && c == candidate
                 {
+                    let klauds: Vec<LogEntry> = slice(from, *at)
+                        .iter()
+                        .filter(|e| !by_other(e, klaud))
+                        .cloned()
+                        .collect();
                     out.candidates
                         .entry(candidate.clone())
                         .or_default()
-                        .add_step(slice(from, *at), *changed);
+                        .add_step(&klauds, *changed);
                 }
                 loose_from = *at;
             }
@@ -379,7 +473,12 @@ mod tests {
             e("GET", "/repos/o/r/issues/7/comments?per_page=100", 200),
             // step of c1: a poll
             e("GET", "/repos/o/r/actions/runs/9", 304),
-            // pass 2: a human PR's comments, and the overlap listing
+            // pass 2: the maintainer reads c1's PR (its own rate limit),
+            // a human PR's comments, and the overlap listing
+            LogEntry {
+                login: Some("maintainer".into()),
+                ..e("GET", "/repos/o/r/pulls/7", 200)
+            },
             e("GET", "/repos/o/r/issues/8/comments", 200),
             e("GET", "/repos/o/r/pulls?state=open&per_page=100", 304),
             // after the last pass: not counted
@@ -403,7 +502,7 @@ mod tests {
                 },
             ),
             (15, Mark::PassEnded),
-            (17, Mark::PassEnded),
+            (18, Mark::PassEnded),
         ];
         let owners = [CandidatePaths {
             candidate: c1(),
@@ -412,7 +511,7 @@ mod tests {
             runs: vec![9],
         }];
         // The log starts at request 10, the first pass at 12.
-        let cut = cut(10, 12, &log, &marks, &owners);
+        let cut = cut(10, 12, &log, &marks, &owners, "klaud[bot]");
         let c1 = &cut.candidates[&c1()];
         assert_eq!((c1.steps, c1.poll_steps), (2, 1));
         assert_eq!((c1.work.total, c1.work.charged, c1.work.writes), (2, 2, 1));
@@ -421,7 +520,7 @@ mod tests {
         assert_eq!(cut.passes.len(), 2);
         // Requests 10 and 11 come before the first pass: left out.
         assert_eq!(cut.passes[0].all.total, 0);
-        let from_start = super::cut(10, 10, &log, &marks, &owners);
+        let from_start = super::cut(10, 10, &log, &marks, &owners, "klaud[bot]");
         assert_eq!(from_start.passes[0].plan.total, 1);
         assert_eq!(from_start.passes[0].claims.total, 1);
         assert_eq!(cut.passes[1].comments.charged, 1);
@@ -430,6 +529,7 @@ mod tests {
             (1, 0)
         );
         assert_eq!(cut.passes[1].all.total, 2);
+        assert_eq!((cut.others.total, cut.others.charged), (1, 1));
     }
 
     #[test]
@@ -449,6 +549,36 @@ mod tests {
         // A step that changed the record is work, whatever it wrote.
         l.add_step(&[e("PATCH", "/repos/o/r/issues/comments/3", 200)], true);
         assert_eq!((l.refresh_steps, l.work.writes), (1, 2));
+    }
+
+    #[test]
+    fn the_floor_of_a_validated_lifecycle_counts_what_github_shows() {
+        // The demo's validated candidate: the bump and the changelog
+        // commit, a dispatched smoke and a labelled sweep, each read with
+        // its results and evals, the sweep label, ready for review, the
+        // reuse line.
+        let s = Scenario {
+            commits: 2,
+            dispatched: 1,
+            labelled: 1,
+            reruns: 0,
+            judged: 2,
+            failed: 0,
+            run_level_artifacts: 4,
+            labels: 1,
+            ready: true,
+            reuse_line: true,
+        };
+        assert_eq!(s.floor(), 3 + 6 + 1 + 1 + 4 + 4 + 1 + 1 + 1 + 1);
+        // An infrastructure failure adds its dispatch, its judgement and
+        // its failed jobs.
+        let retried = Scenario {
+            dispatched: 2,
+            judged: 3,
+            failed: 1,
+            ..s.clone()
+        };
+        assert_eq!(retried.floor(), s.floor() + 1 + 2 + 1);
     }
 
     #[test]
