@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn point(conc: u64, tp: u64) -> PointSpec {

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn raw(status: u16, headers: &[(&str, &str)], body: &str) -> Raw {

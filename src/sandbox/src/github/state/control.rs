@@ -295,7 +295,8 @@ impl GithubState {
         let sender = login.unwrap_or("web-flow").to_string();
         let sim = |e: ApiError| SimError::Invalid(e.message);
         if default_branch {
-            crate::github::workflow_events::register_files(&mut m, owner, name, &sha).map_err(sim)?;
+            crate::github::workflow_events::register_files(&mut m, owner, name, &sha)
+                .map_err(sim)?;
         }
         if let Some(before) = &parent {
             crate::github::workflow_events::push_event(
