@@ -29,7 +29,7 @@ use crate::dashboard::{
     BudgetSample, CandidateRow, ClockSkewRow, EventRow, FamilyRow, GithubPauseRow, OutcomeRow,
     RateBudgetRow, RepositoryStatus, StatusSnapshot,
 };
-use crate::wave_adapters::{WaveOptions, run_wave_told};
+use crate::wave_adapters::{WaveError, WaveOptions, WaveSummary, run_wave_told};
 use klaud_github::Github;
 use klaud_store::{Event, EventKind, Store};
 
@@ -407,6 +407,32 @@ impl Daemon {
         if let Some(issue) = issue {
             state.dashboard_issues.insert(name.clone(), issue.html_url);
         }
+        self.note_wave(repo, pass, full, result, state).await;
+        self.announce(repo, state).await;
+        if let Some((queue, bars)) = &self.signoff {
+            let announced = queue.take(&name);
+            let lines = state.signoffs.pass(&repo.forge, announced, bars).await;
+            for line in lines {
+                match line {
+                    Ok(done) => tracing::info!(repo = %name, "{done}"),
+                    Err(e) => self.error(repo, state, e.to_string()),
+                }
+            }
+        }
+    }
+
+    /// What the pass's wave left for the dashboard page and the log: the
+    /// plan's families (or a dry plan when no slot was free), skips, and
+    /// candidates stopped by an error.
+    async fn note_wave(
+        &self,
+        repo: &RepoService,
+        pass: Pass,
+        full: bool,
+        result: Result<WaveSummary, WaveError>,
+        state: &mut LoopState,
+    ) {
+        let name = repo.forge.repo();
         match result {
             Ok(summary) => {
                 if !summary.families.is_empty() {
@@ -430,17 +456,6 @@ impl Daemon {
                 }
             }
             Err(e) => self.error(repo, state, format!("{name}: {pass:?} failed: {e}")),
-        }
-        self.announce(repo, state).await;
-        if let Some((queue, bars)) = &self.signoff {
-            let announced = queue.take(&name);
-            let lines = state.signoffs.pass(&repo.forge, announced, bars).await;
-            for line in lines {
-                match line {
-                    Ok(done) => tracing::info!(repo = %name, "{done}"),
-                    Err(e) => self.error(repo, state, e.to_string()),
-                }
-            }
         }
     }
 

@@ -28,6 +28,9 @@ pub struct Visit {
     pub wave: bool,
 }
 
+// Generic over the wave, so it cannot be boxed like the other async
+// entry points other crates call (src/README.md, "Build cost"): its own
+// body is a handful of awaits of boxed futures.
 /// Runs `wave` with the issue's steering inside one visit, and returns
 /// what it answered with the issue as published (`None`: there is none,
 /// or it could not be written). The issue's errors are logged, never
