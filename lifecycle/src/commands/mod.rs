@@ -1,5 +1,6 @@
-//! Maintainer commands in PR comments: `/klaud retry`,
-//! `/klaud release`, `/klaud stop`, `/klaud status`, and who may give them.
+//! Maintainer commands in PR comments and who may give them. Each verb
+//! has its own file under `verbs/` (its parsing rule, permission rule,
+//! effect and tests) and a line in [`COMMANDS`], the one table of them.
 //!
 //! A command is a line that starts (after at most three spaces) with
 //! `/klaud` followed by a verb. Text that Markdown shows as code or as a
