@@ -888,6 +888,26 @@ pub enum ConfigError {
 /// `$KLAUD_CONFIG`, under the checkout a command reads (the working
 /// directory for commands without `--checkout`): where `klaud init` and
 /// the README put it, then the top of the checkout.
+/// A configured rule that does not read: the key it stands under
+/// (`ignore[2].tag`) and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct RuleError {
+    /// The key.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl RuleError {
+    fn new(key: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
 pub const CONFIG_LOCATIONS: [&str; 2] = ["configs/klaud.toml", "klaud.toml"];
 
 /// The first of [`CONFIG_LOCATIONS`] under `dir` that is a file.
@@ -921,7 +941,7 @@ impl Config {
 
     /// The configured `[[ignore]]` rules; errors name the key
     /// (`ignore[2].tag`).
-    pub fn ignore_rules(&self) -> Result<Vec<klaud_planner::ignore::IgnoreRule>, (String, String)> {
+    pub fn ignore_rules(&self) -> Result<Vec<klaud_planner::ignore::IgnoreRule>, RuleError> {
         use klaud_planner::ignore::{IgnoreRule, IgnoreSource, IgnoreTarget};
         let mut out = Vec::new();
         for (i, rule) in self.ignore.iter().enumerate() {
@@ -930,9 +950,12 @@ impl Config {
                 key: &str,
                 field: &str,
                 value: &'v Option<String>,
-            ) -> Result<Option<&'v str>, (String, String)> {
+            ) -> Result<Option<&'v str>, RuleError> {
                 match value.as_deref().map(str::trim) {
-                    Some("") => Err((format!("{key}.{field}"), "must not be empty".to_owned())),
+                    Some("") => Err(RuleError::new(
+                        format!("{key}.{field}"),
+                        "must not be empty".to_owned(),
+                    )),
                     other => Ok(other),
                 }
             }
@@ -940,7 +963,7 @@ impl Config {
             let repository = nonempty(&key, "repository", &rule.repository)?;
             let tag = nonempty(&key, "tag", &rule.tag)?;
             if rule.reason.trim().is_empty() {
-                return Err((
+                return Err(RuleError::new(
                     format!("{key}.reason"),
                     "say why (it is shown in `klaud plan` and on the dashboard)".to_owned(),
                 ));
@@ -948,19 +971,19 @@ impl Config {
             let target = match (family, repository, tag) {
                 (Some(f), None, None) => IgnoreTarget::Family(f.to_owned()),
                 (Some(_), Some(_), _) => {
-                    return Err((
+                    return Err(RuleError::new(
                         format!("{key}.repository"),
                         "set either `family` or `repository`, not both".to_owned(),
                     ));
                 }
                 (Some(_), None, Some(_)) => {
-                    return Err((
+                    return Err(RuleError::new(
                         format!("{key}.tag"),
                         "`tag` narrows a `repository`; a family rule has none".to_owned(),
                     ));
                 }
                 (None, None, _) => {
-                    return Err((
+                    return Err(RuleError::new(
                         key.clone(),
                         "set `family` (a family pattern) or `repository` (an image repository, with an optional `tag` pattern)".to_owned(),
                     ));
@@ -975,7 +998,7 @@ impl Config {
                         .ok()
                         .filter(|i| i.tag() == Some("probe") && !r.contains('@'));
                     let Some(parsed) = parsed else {
-                        return Err((
+                        return Err(RuleError::new(
                             format!("{key}.repository"),
                             format!(
                                 "{r:?} is not an image repository (no tag or digest; put a tag pattern in `tag`)"
@@ -1005,31 +1028,31 @@ impl Config {
     /// name the key.
     pub fn experiment_specs(
         &self,
-    ) -> Result<Vec<klaud_lifecycle::experiment::ExperimentSpec>, (String, String)> {
+    ) -> Result<Vec<klaud_lifecycle::experiment::ExperimentSpec>, RuleError> {
         use klaud_planner::variant::{Variant, parse_edits, resolve};
         let mut out: Vec<klaud_lifecycle::experiment::ExperimentSpec> = Vec::new();
         for (i, e) in self.experiments.iter().enumerate() {
             let key = format!("experiments[{i}]");
             if !klaud_planner::variant::valid_name(&e.name) {
-                return Err((
+                return Err(RuleError::new(
                     format!("{key}.name"),
                     format!("{:?} must be 1 to 32 letters, digits, '-' or '_'", e.name),
                 ));
             }
             if out.iter().any(|o| o.name == e.name) {
-                return Err((
+                return Err(RuleError::new(
                     format!("{key}.name"),
                     format!("experiment {} is declared twice", e.name),
                 ));
             }
             if e.families.is_empty() || e.families.iter().any(|f| f.trim().is_empty()) {
-                return Err((
+                return Err(RuleError::new(
                     format!("{key}.families"),
                     "list at least one family or pattern, none empty".to_owned(),
                 ));
             }
             if e.variants.is_empty() {
-                return Err((
+                return Err(RuleError::new(
                     format!("{key}.variants"),
                     "an experiment needs at least one variant".to_owned(),
                 ));
@@ -1039,7 +1062,7 @@ impl Config {
                 let mut edits = Vec::new();
                 for (k, text) in v.edits.iter().enumerate() {
                     edits.extend(parse_edits(text).map_err(|err| {
-                        (format!("{key}.variants[{j}].edits[{k}]"), err.to_string())
+                        RuleError::new(format!("{key}.variants[{j}].edits[{k}]"), err.to_string())
                     })?);
                 }
                 variants.push(Variant {
@@ -1048,8 +1071,8 @@ impl Config {
                     edits,
                 });
             }
-            let variants =
-                resolve(&variants).map_err(|err| (format!("{key}.variants"), err.to_string()))?;
+            let variants = resolve(&variants)
+                .map_err(|err| RuleError::new(format!("{key}.variants"), err.to_string()))?;
             out.push(klaud_lifecycle::experiment::ExperimentSpec {
                 name: e.name.clone(),
                 families: e.families.clone(),
@@ -1082,7 +1105,7 @@ impl Config {
     }
 
     /// The configured `[[tracks]]` as planner rules; errors name the key.
-    pub fn track_rules(&self) -> Result<Vec<klaud_planner::tracks::TrackRule>, (String, String)> {
+    pub fn track_rules(&self) -> Result<Vec<klaud_planner::tracks::TrackRule>, RuleError> {
         self.tracks
             .iter()
             .enumerate()
@@ -1098,7 +1121,7 @@ impl Config {
     }
 
     /// The configured `[[release_tracks]]` as planner rules.
-    pub fn release_rules(&self) -> Result<Vec<klaud_planner::plan::ReleaseRule>, (String, String)> {
+    pub fn release_rules(&self) -> Result<Vec<klaud_planner::plan::ReleaseRule>, RuleError> {
         self.release_tracks
             .iter()
             .enumerate()
@@ -1123,12 +1146,12 @@ fn rule(
     repository: &str,
     pattern: &str,
     ordering: &str,
-) -> Result<klaud_planner::tracks::TrackRule, (String, String)> {
+) -> Result<klaud_planner::tracks::TrackRule, RuleError> {
     let ordering = ordering
         .parse()
-        .map_err(|e| (format!("{key}.ordering"), format!("{e}")))?;
+        .map_err(|e| RuleError::new(format!("{key}.ordering"), format!("{e}")))?;
     klaud_planner::tracks::TrackRule::new(repository, pattern, ordering)
-        .map_err(|e| (key.to_owned(), e.to_string()))
+        .map_err(|e| RuleError::new(key.to_owned(), e.to_string()))
 }
 
 mod check;

@@ -166,10 +166,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 tracing::warn!(error = %e, "journal not readable; closed PRs it knows are not ruled out");
                 Vec::new()
             });
-        let bad = |(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}"));
-        let config_rules = config.ignore_rules().map_err(bad)?;
-        let track_rules = config.track_rules().map_err(bad)?;
-        let release_rules = config.release_rules().map_err(bad)?;
+        let config_rules = config.ignore_rules().map_err(CliError::bad_input)?;
+        let track_rules = config.track_rules().map_err(CliError::bad_input)?;
+        let release_rules = config.release_rules().map_err(CliError::bad_input)?;
         // The wave runs inside one visit of the dashboard issue: its ticked
         // boxes steer the plan, and it shows the wave's end. A dashboard
         // that cannot be read stops no wave, but holds its planning.

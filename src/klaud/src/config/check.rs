@@ -270,13 +270,12 @@ impl Config {
             }
         }
         self.experiment_specs()
-            .map_err(|(key, message)| invalid(&key, message))?;
+            .map_err(|e| invalid(&e.key, e.message))?;
         self.ignore_rules()
-            .map_err(|(key, message)| invalid(&key, message))?;
-        self.track_rules()
-            .map_err(|(key, message)| invalid(&key, message))?;
+            .map_err(|e| invalid(&e.key, e.message))?;
+        self.track_rules().map_err(|e| invalid(&e.key, e.message))?;
         self.release_rules()
-            .map_err(|(key, message)| invalid(&key, message))?;
+            .map_err(|e| invalid(&e.key, e.message))?;
         Ok(())
     }
 }
