@@ -8,8 +8,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use klaud_claims::{CandidateId, Claimant};
 use klaud_lifecycle::engine::{
-    CandidateRecord, Journal, MemoryJournal, Progress, RepairContext, RepairHook, RepairOutcome,
-    Step, Target,
+    CandidateRecord, Journal, MemoryJournal, Progress, RepairContext, RepairError, RepairHook,
+    RepairOutcome, Step, Target,
 };
 use klaud_lifecycle::model::{AttemptKind, Outcome};
 use klaud_planner::plan::{PlanOptions, plan};
@@ -241,7 +241,7 @@ impl PushingHook {
 
 #[async_trait]
 impl RepairHook for PushingHook {
-    async fn repair(&self, ctx: &RepairContext) -> Result<RepairOutcome, String> {
+    async fn repair(&self, ctx: &RepairContext) -> Result<RepairOutcome, RepairError> {
         self.calls
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -264,7 +264,7 @@ impl RepairHook for PushingHook {
                 &format!("Repair the smoke\n\n{}\n", ctx.trailer),
             )
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(RepairError::new)?;
         Ok(RepairOutcome::Pushed)
     }
 }

@@ -11,7 +11,8 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use klaud_lifecycle::engine::{
-    CandidateRecord, MemoryJournal, PullState, RepairContext, RepairHook, RepairOutcome,
+    CandidateRecord, MemoryJournal, PullState, RepairContext, RepairError, RepairHook,
+    RepairOutcome,
 };
 use klaud_lifecycle::model::{Outcome, Phase};
 use klaud_planner::identity::family_id;
@@ -38,7 +39,7 @@ impl Counting {
 
 #[async_trait]
 impl RepairHook for Counting {
-    async fn repair(&self, _: &RepairContext) -> Result<RepairOutcome, String> {
+    async fn repair(&self, _: &RepairContext) -> Result<RepairOutcome, RepairError> {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
         Ok(RepairOutcome::GaveUp("counting only".into()))
     }

@@ -686,7 +686,12 @@ pub(crate) mod engine {
 
     #[async_trait::async_trait]
     impl HuntTags for Tags {
-        async fn range(&self, _: &str, old: &str, new: &str) -> Result<HuntRange, String> {
+        async fn range(
+            &self,
+            _: &str,
+            old: &str,
+            new: &str,
+        ) -> Result<HuntRange, klaud_lifecycle::hunt::HuntRangeError> {
             let tag_of = |i: &str| {
                 i.split('@')
                     .next()
@@ -1170,6 +1175,9 @@ pub(crate) mod engine {
             .range(KEY, old, "lmsysorg/sglang:v0.26.0")
             .await
             .unwrap_err();
-        assert!(err.contains("not one image repository"), "{err}");
+        assert!(
+            err.to_string().contains("not one image repository"),
+            "{err}"
+        );
     }
 }

@@ -8,7 +8,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use klaud_lifecycle::engine::{MemoryJournal, RepairContext, RepairHook, RepairOutcome};
+use klaud_lifecycle::engine::{
+    MemoryJournal, RepairContext, RepairError, RepairHook, RepairOutcome,
+};
 use klaud_lifecycle::model::{AttemptKind, Outcome, Phase};
 use klaud_sandbox::stack::MAINTAINER;
 use klaud_service::{CheckoutSource, CommandHook};
@@ -51,7 +53,7 @@ impl ScriptedHook {
 
 #[async_trait]
 impl RepairHook for ScriptedHook {
-    async fn repair(&self, ctx: &RepairContext) -> Result<RepairOutcome, String> {
+    async fn repair(&self, ctx: &RepairContext) -> Result<RepairOutcome, RepairError> {
         self.seen
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -78,7 +80,7 @@ impl RepairHook for ScriptedHook {
             self.state
                 .push_commit(REPO, &ctx.branch, p.author, files, &message)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(RepairError::new)?;
         }
         Ok(RepairOutcome::Pushed)
     }

@@ -421,14 +421,31 @@ pub fn frozen_finding(baseline: &Baseline, run: u64) -> DatasetFinding {
         })
 }
 
+/// Why an AgentX row may not be set beside a frozen point: its message is
+/// the report's N/A reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Incomparable {
+    /// One side's dataset is not known; says why.
+    #[error("{UNKNOWN}{0}")]
+    Unknown(String),
+    /// The two sides replayed different datasets.
+    #[error("{DIFFERENT}the baseline's {baseline}, this run's {run}")]
+    Different {
+        /// The baseline's dataset.
+        baseline: String,
+        /// This run's dataset.
+        run: String,
+    },
+}
+
 /// Whether the candidate's AgentX `row` may be set beside the frozen
-/// `point`: `Err` is the N/A reason (the datasets differ, or one is
-/// unknown). A fixed-seq-len point or row is always comparable here.
+/// `point`: `Err` is why not (the datasets differ, or one is unknown). A
+/// fixed-seq-len point or row is always comparable here.
 pub fn comparable(
     baseline: &Baseline,
     point: &BaselinePoint,
     row: &BenchmarkRow,
-) -> Result<(), String> {
+) -> Result<(), Incomparable> {
     let BenchmarkRow::Agentic(new) = row else {
         return Ok(());
     };
@@ -436,24 +453,26 @@ pub fn comparable(
         return Ok(());
     }
     let old = match producer_of(point) {
-        None => return Err(format!("{UNKNOWN}{NO_PRODUCER}")),
+        None => return Err(Incomparable::Unknown(NO_PRODUCER.to_owned())),
         Some(run) => match frozen_finding(baseline, run) {
             DatasetFinding::Named { dataset } => dataset,
-            DatasetFinding::Unknown { reason } => return Err(format!("{UNKNOWN}{reason}")),
+            DatasetFinding::Unknown { reason } => return Err(Incomparable::Unknown(reason)),
         },
     };
     let new = match row_dataset(new) {
         Ok(Some(d)) => d,
-        Ok(None) => return Err(format!("{UNKNOWN}{NEW_UNNAMED}")),
-        Err(e) => return Err(format!("{UNKNOWN}this run's AgentX row: {e}")),
+        Ok(None) => return Err(Incomparable::Unknown(NEW_UNNAMED.to_owned())),
+        Err(e) => {
+            return Err(Incomparable::Unknown(format!("this run's AgentX row: {e}")));
+        }
     };
     if old.name == new.name {
         Ok(())
     } else {
-        Err(format!(
-            "{DIFFERENT}the baseline's {}, this run's {}",
-            old.name, new.name
-        ))
+        Err(Incomparable::Different {
+            baseline: old.name,
+            run: new.name,
+        })
     }
 }
 

@@ -96,13 +96,18 @@ pub enum DisagreePolicy {
     Align,
 }
 
+/// A [`DisagreePolicy`] that is neither `leave` nor `align`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not \"leave\" or \"align\"")]
+pub struct UnknownPolicy(pub String);
+
 impl std::str::FromStr for DisagreePolicy {
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
+    type Err = UnknownPolicy;
+    fn from_str(text: &str) -> Result<Self, UnknownPolicy> {
         match text {
             "leave" => Ok(Self::Leave),
             "align" => Ok(Self::Align),
-            other => Err(format!("{other:?} is not \"leave\" or \"align\"")),
+            other => Err(UnknownPolicy(other.to_owned())),
         }
     }
 }

@@ -25,19 +25,18 @@ use crate::BoxFuture;
 use crate::engine::write::Writes as _;
 use std::collections::{BTreeMap, BTreeSet};
 
-use klaud_claims::{CandidateId, Clock};
+use klaud_claims::Clock;
 use serde::Serialize;
 
 use super::pace::{last_refusals, refusal_due, refusal_marker};
 use super::{
-    Authorization, Command, ParsedCommand, Refusal, RetryRelease, authorize, find_retry_release,
+    Authorization, Command, ParsedCommand, RetryRelease, authorize, find_retry_release,
     parse_commands,
 };
 use crate::engine::{
     CandidateRecord, Comment, Engine, EngineError, Forge, ForgeError, Journal, JournalError,
-    RetryRequest, Step, reply_permit,
+    reply_permit,
 };
-use crate::model::Outcome;
 
 const REPLY_PREFIX: &str = "<!-- klaud-reply:";
 
@@ -89,153 +88,6 @@ pub struct Answered {
     /// Variants a `/klaud try` started: the caller opens and drives them.
     #[serde(skip)]
     pub started: Vec<crate::engine::Target>,
-}
-
-/// The family id whose retry request concerns `rec`, when its candidate id
-/// is well-formed.
-pub fn retry_family(rec: &CandidateRecord) -> Option<String> {
-    CandidateId::new(rec.candidate.as_str())
-        .ok()
-        .map(|id| id.family().as_str().to_owned())
-}
-
-/// Whether `request` (the retry request of `rec`'s family) lifts the
-/// cooldown of the finished candidate `rec`: it was made after the
-/// candidate ended.
-pub fn retry_lifts(rec: &CandidateRecord, request: Option<&RetryRequest>) -> bool {
-    request.is_some_and(|r| r.at >= rec.updated_at)
-}
-
-/// Whether a retry request in `journal` lifts the cooldown of the family of
-/// the finished candidate `rec` (a request made after the candidate ended).
-/// An unreadable request counts as none.
-pub async fn retry_requested(journal: &dyn Journal, rec: &CandidateRecord) -> bool {
-    let Some(family) = retry_family(rec) else {
-        return false;
-    };
-    match journal.retry_request(&family).await {
-        Ok(request) => retry_lifts(rec, request.as_ref()),
-        Err(_) => false,
-    }
-}
-
-/// `retry` (the documented choice): a finished, unsuccessful candidate's
-/// family leaves its cooldown, so the next wave plans it again. A candidate
-/// still in progress already retries infrastructure failures and repairs on
-/// its own, and a validated one has nothing to retry; both are refused with
-/// the reason. The same image is not tried again — its receipt stands — so
-/// the retry takes effect when the family has a newer candidate image.
-/// Returns the reply: recorded, or [`Refusal`] with why not.
-pub fn request_retry<'f>(
-    journal: &'f dyn Journal,
-    clock: &'f dyn Clock,
-    rec: &'f CandidateRecord,
-    by: &'f str,
-    reason: &'f str,
-) -> BoxFuture<'f, Result<Result<String, Refusal>, JournalError>> {
-    Box::pin(async move {
-        let ending = rec.ending.as_ref().filter(|_| rec.step == Step::Done);
-        let Some(ending) = ending else {
-            return Ok(Err(Refusal(format!(
-                "Nothing to retry: candidate {} is still in progress (step {}); infrastructure failures and repairs are retried automatically.",
-                rec.candidate,
-                rec.step.as_str()
-            ))));
-        };
-        if let Some(w) = rec.upkeep.as_ref().and_then(|u| u.withdrawn.as_ref()) {
-            return Ok(Err(Refusal(format!(
-                "Nothing to retry: candidate {} was validated, and {}.",
-                rec.candidate,
-                w.line()
-            ))));
-        }
-        if ending.outcome == Outcome::Validated {
-            return Ok(Err(Refusal(format!(
-                "Nothing to retry: candidate {} was validated.",
-                rec.candidate
-            ))));
-        }
-        let Ok(id) = CandidateId::new(rec.candidate.as_str()) else {
-            return Ok(Err(Refusal(format!(
-                "Cannot retry: {:?} is not a candidate id.",
-                rec.candidate
-            ))));
-        };
-        journal
-            .record_retry_request(
-                id.family().as_str(),
-                &RetryRequest {
-                    candidate: rec.candidate.clone(),
-                    by: by.to_owned(),
-                    reason: reason.to_owned(),
-                    at: clock.now(),
-                },
-            )
-            .await?;
-        Ok(Ok(format!(
-            "Retry recorded: family `{}` (ended {}) leaves its cooldown and is planned again at the next wave when it has a candidate image.",
-            rec.family, ending.outcome
-        )))
-    })
-}
-
-/// The text of a `/klaud status` answer.
-pub fn status_text(rec: &CandidateRecord) -> String {
-    let state = match (&rec.ending, rec.step) {
-        (Some(e), Step::Done) => format!("finished: **{}** ({})", e.outcome, e.message),
-        (Some(e), step) => format!("ending as {} (step {})", e.outcome, step.as_str()),
-        (None, step) => format!("in progress (step {})", step.as_str()),
-    };
-    let attempt = rec.attempts.last().map_or_else(
-        || "none yet".to_owned(),
-        |a| format!("{} · {}", a.kind.title(), a.status),
-    );
-    let runs: Vec<String> = rec
-        .runs()
-        .iter()
-        .map(|r| format!("[{}]({})", r.id, r.url))
-        .collect();
-    let mut text = format!(
-        "Candidate `{}` · family `{}` · image `{}`\n\n- State: {state}\n- Attempt: {attempt}\n- Repairs: {}\n- Runs: {}",
-        rec.candidate,
-        rec.family,
-        rec.image,
-        rec.repairs,
-        if runs.is_empty() {
-            "none".to_owned()
-        } else {
-            runs.join(", ")
-        }
-    );
-    if let Some(next) = rec
-        .ending
-        .as_ref()
-        .filter(|_| rec.step == Step::Done)
-        .map(|e| what_next(e.outcome))
-    {
-        text.push_str("\n- Next: ");
-        text.push_str(next);
-    }
-    text
-}
-
-/// What a maintainer can do about a candidate that ended as `outcome`: a
-/// finished PR's status is asked for long after the wave that ended it.
-fn what_next(outcome: Outcome) -> &'static str {
-    match outcome {
-        Outcome::Validated => {
-            "the final sweep passed; merging this PR adopts the image (Klaud keeps it mergeable). Nothing to retry."
-        }
-        Outcome::CapacityDeferred => {
-            "nothing: a capacity deferral is planned again at the next wave."
-        }
-        Outcome::AlreadyUpdated | Outcome::Retired | Outcome::Duplicate => {
-            "nothing to do here: the family needs no bump from this PR."
-        }
-        _ => {
-            "`/klaud retry` lifts the family's cooldown, so the next wave plans it again when it has a candidate image (this image is not tried again)."
-        }
-    }
 }
 
 /// Where a maintainer's commands act besides the PR: the journal that
@@ -373,7 +225,8 @@ pub fn handle_commands<'f>(
                 Authorization::Allowed => {
                     for command in &commands {
                         lines.push(
-                            execute(engine, rec, retries, &user, command, &mut started).await?,
+                            super::verbs::run(engine, rec, retries, &user, command, &mut started)
+                                .await?,
                         );
                     }
                 }
@@ -451,141 +304,6 @@ fn legacy_retry(
         argument: format!("retry-release marker of run {}", marker.parent),
         line: 1,
     })
-}
-
-async fn execute(
-    engine: &Engine<'_>,
-    rec: &mut CandidateRecord,
-    retries: Option<Retries<'_>>,
-    user: &str,
-    parsed: &ParsedCommand,
-    started: &mut Vec<crate::engine::Target>,
-) -> Result<String, CommandError> {
-    // The reason lands in the receipt: it must not ping anyone.
-    let argument = no_mentions(&parsed.argument);
-    let why = if argument.is_empty() {
-        String::new()
-    } else {
-        format!(": {argument}")
-    };
-    match &parsed.command {
-        Command::Status => Ok(status_text(rec)),
-        // A validated PR a person pushed to: its final sweep runs again.
-        Command::Retry if crate::engine::sweeps_again(rec) => {
-            Ok(match engine.resweep(rec).await? {
-                Ok((text, target)) => {
-                    started.push(target);
-                    text
-                }
-                Err(Refusal(text)) => text,
-            })
-        }
-        Command::Retry => match retries {
-            None => Ok("Cannot retry: this instance has no store to record the request.".into()),
-            Some(r) => Ok(
-                match request_retry(r.journal, r.clock, rec, user, &argument).await? {
-                    Ok(text) | Err(Refusal(text)) => text,
-                },
-            ),
-        },
-        Command::Stop | Command::Release => {
-            if rec.step == Step::Done {
-                let outcome = rec
-                    .ending
-                    .as_ref()
-                    .map_or_else(|| "done".to_owned(), |e| e.outcome.to_string());
-                return Ok(format!(
-                    "Nothing to {}: candidate {} already finished ({outcome}).",
-                    parsed.command.verb(),
-                    rec.candidate
-                ));
-            }
-            let stop = parsed.command == Command::Stop;
-            let message = if stop {
-                format!("stopped by maintainer {user} (/klaud stop){why}")
-            } else {
-                format!("released by maintainer {user} (/klaud release){why}")
-            };
-            // stop: hands off, only the claim is released. release: the
-            // usual cleanup, the receipt names who and why.
-            engine.end_now(rec, Outcome::Handoff, message, stop).await?;
-            engine.drive(rec, 64).await?;
-            Ok(if stop {
-                format!(
-                    "Stopped: Klaud no longer changes this PR or its branch; the claim is {}.",
-                    if rec.step == Step::Done {
-                        "released"
-                    } else {
-                        "being released"
-                    }
-                )
-            } else {
-                format!(
-                    "Released: the candidate is cleaned up and its claim {}.",
-                    if rec.step == Step::Done {
-                        "released"
-                    } else {
-                        "is being released"
-                    }
-                )
-            })
-        }
-        Command::Try => {
-            let request = match super::parse_try(&parsed.argument) {
-                Ok(r) => r,
-                Err(e) => {
-                    return Ok(format!(
-                        "Not started: {}. Write `/klaud try <name> [from <variant>]: <edit>; <edit>` (see the README).",
-                        no_mentions(&e.to_string()).replace('`', "'")
-                    ));
-                }
-            };
-            Ok(match engine.add_variant(rec, &request).await? {
-                Ok(target) => {
-                    let text = format!(
-                        "Started Variant {} of experiment `{}` on branch `{}`: it races its siblings under the same claim.",
-                        request.name,
-                        target
-                            .variant
-                            .as_ref()
-                            .map_or("", |v| v.experiment.as_str()),
-                        crate::engine::branch_name(target.candidate.as_str())
-                    );
-                    started.push(target);
-                    text
-                }
-                Err(Refusal(why)) => {
-                    format!("Not started: {}", no_mentions(&why).replace('`', "'"))
-                }
-            })
-        }
-        Command::Hunt => {
-            if rec.step == Step::Done || rec.pull.is_none() {
-                return Ok(format!(
-                    "Nothing to hunt: candidate {} has finished or has no PR.",
-                    rec.candidate
-                ));
-            }
-            let target = if argument.is_empty() {
-                "smoke".to_owned()
-            } else {
-                crate::model::shorten(&argument, 80)
-            };
-            Ok(
-                match engine
-                    .hunt_on_request(rec, user, &target.replace('`', "'"))
-                    .await?
-                {
-                    Ok(text) | Err(Refusal(text)) => text,
-                },
-            )
-        }
-        Command::Unknown(verb) => Ok(format!(
-            "Unknown command `{}`. Commands: {}.",
-            verb.replace('`', ""),
-            super::usages()
-        )),
-    }
 }
 
 /// Text safe to post: a zero-width space after every `@` keeps GitHub

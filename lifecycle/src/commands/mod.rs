@@ -1,5 +1,6 @@
-//! Maintainer commands in PR comments: `/klaud retry`,
-//! `/klaud release`, `/klaud stop`, `/klaud status`, and who may give them.
+//! Maintainer commands in PR comments and who may give them. Each verb
+//! has its own file under `verbs/` (its parsing rule, permission rule,
+//! effect and tests) and a line in [`COMMANDS`], the one table of them.
 //!
 //! A command is a line that starts (after at most three spaces) with
 //! `/klaud` followed by a verb. Text that Markdown shows as code or as a
@@ -18,10 +19,17 @@ use std::fmt;
 
 mod handle;
 pub mod pace;
+mod verbs;
+
+pub use crate::engine::{Permission, Refusal, TryRequest};
 
 pub use handle::{
     Answered, CommandError, MAX_REPLIES_PER_PASS, Retries, handle_commands, no_mentions,
-    reply_marker, request_retry, retry_family, retry_lifts, retry_requested, status_text,
+    reply_marker,
+};
+pub use verbs::{
+    COMMANDS, CommandHelp, Needs, TryParseError, docs_table, parse_try, request_retry,
+    retry_family, retry_lifts, retry_requested, status_text, usages,
 };
 
 /// What a command line asks for.
@@ -171,200 +179,12 @@ fn parse_line(rest: &str, line: usize) -> Option<ParsedCommand> {
         Some((verb, argument)) => (verb, argument.trim()),
         None => (after, ""),
     };
-    let command = match verb.to_ascii_lowercase().as_str() {
-        "retry" => Command::Retry,
-        "release" => Command::Release,
-        "stop" => Command::Stop,
-        "status" => Command::Status,
-        "try" => Command::Try,
-        "hunt" => Command::Hunt,
-        _ => Command::Unknown(verb.chars().take(40).collect()),
-    };
+    let command = verbs::command_of(verb);
     Some(ParsedCommand {
         command,
         argument: argument.chars().take(MAX_ARGUMENT_CHARS).collect(),
         line,
     })
-}
-
-/// One `/klaud` command as people are told about it: the PR footer and the
-/// reply to an unknown command list these, so the list has one source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CommandHelp {
-    /// How it is written.
-    pub usage: &'static str,
-    /// What it does, in English.
-    pub en: &'static str,
-    /// What it does, in Chinese.
-    pub zh: &'static str,
-}
-
-/// Every command Klaud answers, in the order people are shown them.
-pub const COMMANDS: [CommandHelp; 6] = [
-    CommandHelp {
-        usage: "/klaud retry",
-        en: "run the next attempt again now (also lifts the family's cooldown)",
-        zh: "立即重新运行下一次尝试（同时解除该系列的冷却）",
-    },
-    CommandHelp {
-        usage: "/klaud status",
-        en: "reply with the candidate's state",
-        zh: "回复候选的当前状态",
-    },
-    CommandHelp {
-        usage: "/klaud stop",
-        en: "Klaud stops changing this PR and its branch and releases its claim",
-        zh: "Klaud 不再修改此 PR 及其分支，并释放认领",
-    },
-    CommandHelp {
-        usage: "/klaud release",
-        en: "clean up the candidate (its runs cancelled, the PR closed) and release its claim",
-        zh: "清理该候选（取消其运行并关闭 PR），并释放认领",
-    },
-    CommandHelp {
-        usage: "/klaud try <name> [from <variant>]: <edits>",
-        en: "start another variant of this candidate that races this one",
-        zh: "为该候选启动另一个变体，与本 PR 并行比较",
-    },
-    CommandHelp {
-        usage: "/klaud hunt [point]",
-        en: "find the first nightly between the old and the new image whose smoke fails (the point, if given, is named in the hunt's reports)",
-        zh: "在旧镜像与新镜像之间找出第一个冒烟测试失败的 nightly（给出的测试点会写在排查报告中）",
-    },
-];
-
-/// The commands' usages, for one line: `` `/klaud retry`, `/klaud status`, … ``.
-pub fn usages() -> String {
-    COMMANDS
-        .iter()
-        .map(|c| {
-            let verb: Vec<&str> = c.usage.splitn(3, ' ').take(2).collect();
-            format!("`{}`", verb.join(" "))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// What `/klaud try` asks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TryRequest {
-    /// The new variant's name.
-    pub name: String,
-    /// The variant it builds on, if any.
-    pub from: Option<String>,
-    /// Its own edits.
-    pub edits: Vec<klaud_planner::variant::Edit>,
-}
-
-/// Why Klaud will not do what a person asked, worded as the reply they get
-/// (a retry of a candidate still running, a variant it cannot start).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Refusal(pub String);
-
-/// Why a `/klaud try` argument does not read; the message is the reply.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum TryParseError {
-    /// No `:` between the name and the edits.
-    #[error("expected `/klaud try <name> [from <variant>]: <edits>`")]
-    Shape,
-    /// The words before the `:` are not a name or `<name> from <variant>`.
-    #[error("{0:?} is not `<name>` or `<name> from <variant>`")]
-    Head(String),
-    /// A variant name Klaud cannot use.
-    #[error("variant name {0:?} must be 1 to 32 letters, digits, '-' or '_'")]
-    Name(String),
-    /// The edits do not parse.
-    #[error(transparent)]
-    Edits(#[from] klaud_planner::variant::EditSyntaxError),
-    /// A new variant without a base changes nothing.
-    #[error("a new variant needs at least one edit")]
-    NoEdits,
-}
-
-/// Parses the argument of `/klaud try`: `<name> [from <variant>]: <edits>`
-/// (edits in the grammar of [`klaud_planner::variant`], `;`-separated).
-pub fn parse_try(argument: &str) -> Result<TryRequest, TryParseError> {
-    let Some((head, edits)) = argument.split_once(':') else {
-        return Err(TryParseError::Shape);
-    };
-    let words: Vec<&str> = head.split_whitespace().collect();
-    let (name, from) = match words.as_slice() {
-        [name] => (*name, None),
-        [name, kw, base] if kw.eq_ignore_ascii_case("from") => (*name, Some(*base)),
-        _ => return Err(TryParseError::Head(head.trim().to_owned())),
-    };
-    for n in std::iter::once(name).chain(from) {
-        if !klaud_planner::variant::valid_name(n) {
-            return Err(TryParseError::Name(n.to_owned()));
-        }
-    }
-    let edits = klaud_planner::variant::parse_edits(edits)?;
-    if edits.is_empty() && from.is_none() {
-        return Err(TryParseError::NoEdits);
-    }
-    Ok(TryRequest {
-        name: name.to_owned(),
-        from: from.map(str::to_owned),
-        edits,
-    })
-}
-
-/// A user's collaborator permission on the repository, as GitHub's
-/// `GET /repos/{owner}/{repo}/collaborators/{user}/permission` reports it
-/// (`role_name`, or the legacy `permission`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Permission {
-    /// `admin`.
-    Admin,
-    /// `maintain`.
-    Maintain,
-    /// `write` (also legacy `push`).
-    Write,
-    /// `triage`.
-    Triage,
-    /// `read` (also legacy `pull`).
-    Read,
-    /// `none`.
-    None,
-    /// A spelling Klaud does not know (a custom repository role's name, or
-    /// a role GitHub invents later): refused until someone decides otherwise.
-    Unknown(String),
-}
-
-impl Permission {
-    /// Parses GitHub's spelling (case-insensitive, legacy names too).
-    pub fn parse(text: &str) -> Self {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "admin" => Self::Admin,
-            "maintain" => Self::Maintain,
-            "write" | "push" => Self::Write,
-            "triage" => Self::Triage,
-            "read" | "pull" => Self::Read,
-            "none" => Self::None,
-            _ => Self::Unknown(text.to_owned()),
-        }
-    }
-
-    /// Whether the role may push: `write`, `maintain` or `admin`. The one
-    /// rule for commands and for the bot's own access (doctor).
-    pub fn may_write(&self) -> bool {
-        matches!(self, Self::Admin | Self::Maintain | Self::Write)
-    }
-}
-
-impl fmt::Display for Permission {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Permission::Admin => "admin",
-            Permission::Maintain => "maintain",
-            Permission::Write => "write",
-            Permission::Triage => "triage",
-            Permission::Read => "read",
-            Permission::None => "none",
-            Permission::Unknown(text) => text,
-        })
-    }
 }
 
 /// Whether a command is obeyed.
@@ -380,17 +200,21 @@ pub enum Authorization {
 /// Klaud; a lookup that failed or answered something unknown refuses (fail
 /// closed). `lookup` is the role GitHub answered, or the error.
 pub fn authorize<E: fmt::Display>(user: &str, lookup: Result<&Permission, E>) -> Authorization {
+    // Every verb of the table needs the same roles, so one answer serves
+    // all the commands of a comment.
+    let needs = Needs::Write;
+    let roles = needs.roles();
     let user: String = user.chars().take(60).collect();
     match lookup {
         Err(_) => Authorization::Refused(format!(
-            "Could not verify the repository permission of {user} (the lookup failed), so nothing was done; write the command again once GitHub answers. Commands need write, maintain or admin permission."
+            "Could not verify the repository permission of {user} (the lookup failed), so nothing was done; write the command again once GitHub answers. Commands need {roles} permission."
         )),
-        Ok(role) if role.may_write() => Authorization::Allowed,
+        Ok(role) if needs.allows(role) => Authorization::Allowed,
         Ok(Permission::Unknown(_)) => Authorization::Refused(format!(
-            "{user} has an unrecognized permission; commands need write, maintain or admin permission."
+            "{user} has an unrecognized permission; commands need {roles} permission."
         )),
         Ok(other) => Authorization::Refused(format!(
-            "{user} has {other} permission; commands need write, maintain or admin permission."
+            "{user} has {other} permission; commands need {roles} permission."
         )),
     }
 }
@@ -508,22 +332,6 @@ mod tests {
     }
 
     #[test]
-    fn hunt_takes_an_optional_point() {
-        let parsed = parse_commands(
-            "/klaud hunt
-/KLAUD Hunt conc 64 tp8",
-        );
-        assert_eq!(parsed[0].command, Command::Hunt);
-        assert_eq!(parsed[0].argument, "");
-        assert_eq!(parsed[1].command, Command::Hunt);
-        assert_eq!(parsed[1].argument, "conc 64 tp8");
-        assert_eq!(
-            commands("/klaud hunter"),
-            vec![Command::Unknown("hunter".into())]
-        );
-    }
-
-    #[test]
     fn unknown_and_bare_commands_are_reported_for_help() {
         assert_eq!(
             commands("/klaud frobnicate\n/klaud\n/KLAUD Retry"),
@@ -571,35 +379,6 @@ mod tests {
         };
         assert!(reason.contains("Could not verify"), "{reason}");
         assert!(!reason.contains("502"), "{reason}");
-    }
-
-    #[test]
-    fn try_takes_a_name_an_optional_base_and_edits() {
-        let found = parse_commands("/klaud try F from E: set a.b=1; unset c.d");
-        assert_eq!(found[0].command, Command::Try);
-        let t = parse_try(&found[0].argument).unwrap();
-        assert_eq!(
-            (t.name.as_str(), t.from.as_deref(), t.edits.len()),
-            ("F", Some("E"), 2)
-        );
-        let t = parse_try("G: add-flag frontend.args --x").unwrap();
-        assert_eq!((t.name.as_str(), t.from), ("G", None));
-        for bad in [
-            "G",
-            "G set a=1",
-            ": set a.b=1",
-            "a b c d: set a.b=1",
-            "G from: set a.b=1",
-            "G:",
-            "G: frob x",
-            "é: set a.b=1",
-        ] {
-            assert!(parse_try(bad).is_err(), "{bad}");
-        }
-        assert!(
-            parse_try("G from E:").is_ok(),
-            "a copy of E under another name"
-        );
     }
 
     #[test]

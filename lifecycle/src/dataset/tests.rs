@@ -186,23 +186,27 @@ fn agentx_rows_compare_only_on_the_producer_runs_dataset_and_say_why_not() {
     let b = baseline(vec![frozen(9, "traces_a")]);
     let row = |d: Value| BenchmarkRow::Agentic(minimal(d));
     assert_eq!(
-        comparable(&b, &point(Some(9)), &row(json!({"loader": "traces_a"}))),
+        comparable(&b, &point(Some(9)), &row(json!({"loader": "traces_a"})))
+            .map_err(|e| e.to_string()),
         Ok(())
     );
     assert_eq!(
-        comparable(&b, &point(Some(9)), &row(json!({"loader": "traces_b"}))),
+        comparable(&b, &point(Some(9)), &row(json!({"loader": "traces_b"})))
+            .map_err(|e| e.to_string()),
         Err("different AgentX datasets: the baseline's traces_a, this run's traces_b".into())
     );
     assert_eq!(
-        comparable(&b, &point(Some(9)), &row(Value::Null)),
+        comparable(&b, &point(Some(9)), &row(Value::Null)).map_err(|e| e.to_string()),
         Err("AgentX dataset unknown: this run's AgentX row names no dataset".into())
     );
     assert_eq!(
-        comparable(&b, &point(None), &row(json!({"loader": "traces_a"}))),
+        comparable(&b, &point(None), &row(json!({"loader": "traces_a"})))
+            .map_err(|e| e.to_string()),
         Err("AgentX dataset unknown: the published row names no producer run".into())
     );
     assert_eq!(
-        comparable(&b, &point(Some(8)), &row(json!({"loader": "traces_a"}))),
+        comparable(&b, &point(Some(8)), &row(json!({"loader": "traces_a"})))
+            .map_err(|e| e.to_string()),
         Err(
             "AgentX dataset unknown: the baseline was frozen without its producer run's dataset"
                 .into()
@@ -217,7 +221,8 @@ fn agentx_rows_compare_only_on_the_producer_runs_dataset_and_say_why_not() {
             &expired,
             &point(Some(9)),
             &row(json!({"loader": "traces_a"}))
-        ),
+        )
+        .map_err(|e| e.to_string()),
         Err("AgentX dataset unknown: the AgentX artifacts of producer run 9 have expired".into())
     );
 }

@@ -589,8 +589,8 @@ impl Engine<'_> {
     pub async fn add_variant(
         &self,
         rec: &mut CandidateRecord,
-        request: &crate::commands::TryRequest,
-    ) -> Result<Result<crate::engine::config::Target, crate::commands::Refusal>, EngineError> {
+        request: &crate::engine::TryRequest,
+    ) -> Result<Result<crate::engine::config::Target, crate::engine::Refusal>, EngineError> {
         Ok(
             match self
                 .add_variants(rec, std::slice::from_ref(request), None)
@@ -598,7 +598,7 @@ impl Engine<'_> {
             {
                 Ok(mut t) => t
                     .pop()
-                    .ok_or_else(|| crate::commands::Refusal("no variant was made".to_owned())),
+                    .ok_or_else(|| crate::engine::Refusal("no variant was made".to_owned())),
                 Err(e) => Err(e),
             },
         )
@@ -614,15 +614,15 @@ impl Engine<'_> {
     pub fn add_variants<'f>(
         &'f self,
         rec: &'f mut CandidateRecord,
-        requests: &'f [crate::commands::TryRequest],
+        requests: &'f [crate::engine::TryRequest],
         proposed: Option<&'f experiment::Proposal>,
     ) -> BoxFuture<
         'f,
-        Result<Result<Vec<crate::engine::config::Target>, crate::commands::Refusal>, EngineError>,
+        Result<Result<Vec<crate::engine::config::Target>, crate::engine::Refusal>, EngineError>,
     > {
         Box::pin(async move {
             if matches!(rec.step, Step::Finish | Step::Done) || rec.ending.is_some() {
-                return Ok(Err(crate::commands::Refusal(format!(
+                return Ok(Err(crate::engine::Refusal(format!(
                     "candidate {} is finishing or finished",
                     rec.candidate
                 ))));
@@ -695,13 +695,13 @@ impl Engine<'_> {
         rec: &CandidateRecord,
         info: &mut VariantInfo,
         base_target: &crate::engine::config::Target,
-        request: &crate::commands::TryRequest,
+        request: &crate::engine::TryRequest,
         proposed: Option<&experiment::Proposal>,
         many: bool,
-    ) -> Result<Result<crate::engine::config::Target, crate::commands::Refusal>, EngineError> {
+    ) -> Result<Result<crate::engine::config::Target, crate::engine::Refusal>, EngineError> {
         use klaud_planner::variant::ResolvedVariant;
         let refused = |why: String| {
-            crate::commands::Refusal(if many {
+            crate::engine::Refusal(if many {
                 format!("Variant {}: {why}", request.name)
             } else {
                 why
@@ -786,8 +786,8 @@ impl Engine<'_> {
         rec: &mut CandidateRecord,
         info: &VariantInfo,
         new_ids: &[klaud_claims::CandidateId],
-        requests: &[crate::commands::TryRequest],
-    ) -> Result<Result<(), crate::commands::Refusal>, EngineError> {
+        requests: &[crate::engine::TryRequest],
+    ) -> Result<Result<(), crate::engine::Refusal>, EngineError> {
         let listed = experiment::Listed {
             experiment: info.experiment.clone(),
             base_image: info.base_image.clone(),
@@ -799,7 +799,7 @@ impl Engine<'_> {
         let mut written = false;
         for _ in 0..CAS_ATTEMPTS {
             let Some(held) = self.refresh_claim(rec).await? else {
-                return Ok(Err(crate::commands::Refusal(
+                return Ok(Err(crate::engine::Refusal(
                     "this instance does not hold the family's claim".into(),
                 )));
             };
@@ -997,7 +997,7 @@ impl Engine<'_> {
         rec: &mut CandidateRecord,
         context: &RepairContext,
         phase: Phase,
-        requests: &[crate::commands::TryRequest],
+        requests: &[crate::engine::TryRequest],
     ) -> Result<Progress, EngineError> {
         let n = context.repair;
         if let Some(tip) = self.branch_tip(&rec.branch).await?

@@ -279,7 +279,7 @@ pub trait Forge: Send + Sync {
     /// The repository role of `login` (`admin`, `maintain`, `write`,
     /// `triage`, `read`, or a custom role name): who may give maintainer
     /// commands. An error (a non-collaborator is a 404) refuses them.
-    async fn permission(&self, login: &str) -> Result<crate::commands::Permission, ForgeError>;
+    async fn permission(&self, login: &str) -> Result<crate::engine::Permission, ForgeError>;
     /// Runs of a workflow, newest first.
     async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>, ForgeError>;
     /// One run.

@@ -40,8 +40,8 @@ use crate::engine::journal::CandidateRecord;
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::hunt::{
-    Hunt, HuntPlan, HuntResult, HuntTag, Next, Probe, StepRecord, Trigger, Verdict, measure,
-    render_end, render_plan, render_step,
+    Hunt, HuntPlan, HuntRangeError, HuntResult, HuntTag, Next, Probe, StepRecord, Trigger, Verdict,
+    measure, render_end, render_plan, render_step,
 };
 use crate::report::{HuntName, MarkerKey, RenderedComment};
 use crate::workflow_contract::{klaud_smoke_inputs, smoke_dispatch};
@@ -57,7 +57,7 @@ pub trait HuntTags: Send + Sync {
     /// The tags strictly between `old` and `new` (full image references)
     /// of `family`'s track, oldest first, with the two ends; `Err` says
     /// why no plan can be made (no hunt starts then).
-    async fn range(&self, family: &str, old: &str, new: &str) -> Result<HuntRange, String>;
+    async fn range(&self, family: &str, old: &str, new: &str) -> Result<HuntRange, HuntRangeError>;
 }
 
 /// What [`HuntTags::range`] answers.
@@ -567,15 +567,15 @@ impl Engine<'_> {
         rec: &mut CandidateRecord,
         by: &str,
         target: &str,
-    ) -> Result<Result<String, crate::commands::Refusal>, EngineError> {
+    ) -> Result<Result<String, crate::engine::Refusal>, EngineError> {
         let Some(number) = rec.pull else {
-            return Ok(Err(crate::commands::Refusal(
+            return Ok(Err(crate::engine::Refusal(
                 "Not started: the candidate has no PR.".into(),
             )));
         };
         let week_used = self.hunt_week_used().await?;
         if self.has_hunt(rec, number).await? {
-            return Ok(Err(crate::commands::Refusal(
+            return Ok(Err(crate::engine::Refusal(
                 "Not started: this candidate already has a hunt (see its records above).".into(),
             )));
         }
@@ -584,11 +584,11 @@ impl Engine<'_> {
         };
         let trigger = Trigger::Command { by: by.to_owned() };
         let Some(plan) = self.hunt_plan(rec, probe, trigger).await? else {
-            return Ok(Err(crate::commands::Refusal("Not started: the registry gave no tags to search between the old and the new image.".into())));
+            return Ok(Err(crate::engine::Refusal("Not started: the registry gave no tags to search between the old and the new image.".into())));
         };
         let n = plan.tags.iter().filter(|t| t.digest.is_some()).count();
         Ok(match self.hunt_step(rec, Some(&plan), week_used).await? {
-            HuntProgress::Candidate(_) => Err(crate::commands::Refusal(
+            HuntProgress::Candidate(_) => Err(crate::engine::Refusal(
                 "Not started: this PR is not Klaud's any more.".into(),
             )),
             _ => Ok(format!(
@@ -679,9 +679,9 @@ impl Engine<'_> {
         let bytes = self.forge.download_artifact(a.id).await?;
         Ok(
             match parse_artifact(AGG_BMK_ARTIFACT, &bytes, &self.config.artifact_limits) {
-                Ok(Artifact::AggregatedBenchmarks { rows }) => {
-                    measure(&rows, at, *metric).map(Some)
-                }
+                Ok(Artifact::AggregatedBenchmarks { rows }) => measure(&rows, at, *metric)
+                    .map(Some)
+                    .map_err(|e| e.to_string()),
                 Ok(_) => Err(format!("{AGG_BMK_ARTIFACT} is not a benchmark list")),
                 Err(e) => Err(e.to_string()),
             },

@@ -443,11 +443,11 @@ impl Forge for MemoryForge {
         Ok(None)
     }
 
-    async fn permission(&self, login: &str) -> Result<crate::commands::Permission, ForgeError> {
+    async fn permission(&self, login: &str) -> Result<crate::engine::Permission, ForgeError> {
         self.lock()
             .permissions
             .get(&login.to_ascii_lowercase())
-            .map(|role| crate::commands::Permission::parse(role))
+            .map(|role| crate::engine::Permission::parse(role))
             .ok_or_else(|| ForgeError::NotFound(format!("permission of {login}")))
     }
 

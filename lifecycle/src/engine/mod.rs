@@ -22,6 +22,7 @@
 //! while a run is going it answers [`Progress::Waiting`] and the caller
 //! decides when to ask again.
 
+mod asks;
 mod attempt;
 mod config;
 mod context;
@@ -52,6 +53,7 @@ mod steps;
 mod upkeep;
 pub mod write;
 
+pub use asks::{Permission, Refusal, TryRequest};
 pub use config::{
     EngineConfig, HumanOverlap, Target, branch_name, changelog_entry, is_smoke_title,
     smoke_run_label, smoke_test_name,
@@ -77,7 +79,9 @@ pub use ownership::{
     Expectation, HANDOFF_LABEL, Mismatch, MismatchKind, OwnershipError, OwnershipProof, ProofError,
     ReplyPermit, reply_permit,
 };
-pub use repair_hook::{REPAIR_INPUT_VERSION, RepairContext, RepairHook, RepairOutcome};
+pub use repair_hook::{
+    REPAIR_INPUT_VERSION, RepairContext, RepairError, RepairHook, RepairOutcome,
+};
 pub use resweep::sweeps_again;
 pub use upkeep::Upkept;
 pub use write::{LeaseSeen, Permitted, Write, Writes, Written};

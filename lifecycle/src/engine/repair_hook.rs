@@ -71,12 +71,26 @@ pub enum RepairOutcome {
     /// It pushed nothing and proposes these variants instead (the grammar
     /// of `/klaud try`): they join the candidate's experiment as siblings,
     /// and the candidate waits for their race.
-    Variants(Vec<crate::commands::TryRequest>),
+    Variants(Vec<crate::engine::TryRequest>),
+}
+
+/// Why a repair hook could not say what it did: the candidate ends failed
+/// with this message. The hook's own error is kept as the source, since
+/// only the implementation knows its kinds (a process, a checkout, a file).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct RepairError(#[source] Box<dyn std::error::Error + Send + Sync>);
+
+impl RepairError {
+    /// A hook's failure.
+    pub fn new(cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Box::new(cause))
+    }
 }
 
 /// An external repair agent.
 #[async_trait]
 pub trait RepairHook: Send + Sync {
     /// Tries to repair; returns once a new head is pushed or it gives up.
-    async fn repair(&self, context: &RepairContext) -> Result<RepairOutcome, String>;
+    async fn repair(&self, context: &RepairContext) -> Result<RepairOutcome, RepairError>;
 }

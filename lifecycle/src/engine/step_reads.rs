@@ -267,7 +267,7 @@ impl Forge for StepReads<'_> {
     ) -> Result<Vec<PullNumber>, ForgeError> {
         self.inner.own_pulls_active_since(since).await
     }
-    async fn permission(&self, login: &str) -> Result<crate::commands::Permission, ForgeError> {
+    async fn permission(&self, login: &str) -> Result<crate::engine::Permission, ForgeError> {
         self.inner.permission(login).await
     }
     async fn list_comments(&self, number: PullNumber) -> Result<Vec<Comment>, ForgeError> {

@@ -47,7 +47,7 @@ use crate::report::markers::{
 };
 
 pub use report::{StepCommit, engine_commits, render_end, render_plan, render_step, result_lines};
-pub use tags::{RegistryHuntTags, ServedTag, hunt_tag, tags_between};
+pub use tags::{HuntRangeError, RegistryHuntTags, ServedTag, hunt_tag, tags_between};
 
 /// Runs a hunt may use unless configured otherwise.
 pub const DEFAULT_BUDGET: u32 = 4;
@@ -616,24 +616,41 @@ fn matching<'r>(
         .collect()
 }
 
+/// Why a run's rows give no value at a point.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unmeasured {
+    /// No row matches the point.
+    #[error("the run uploaded no row for conc {conc}")]
+    NoRow {
+        /// The point's concurrency.
+        conc: u64,
+    },
+    /// Several rows match and the key cannot tell them apart.
+    #[error("{rows} rows match conc {conc}; the point needs its isl, osl and tp")]
+    Ambiguous {
+        /// How many rows match.
+        rows: usize,
+        /// The point's concurrency.
+        conc: u64,
+    },
+}
+
 /// The value of `metric` at point `at` among a run's benchmark rows (its
-/// `results_bmk`): `Err` says why there is none (no row, or several rows
-/// that the key cannot tell apart).
+/// `results_bmk`): `Err` says why there is none.
 pub fn measure(
     rows: &[crate::artifacts::BenchmarkRow],
     at: &PointKey,
     metric: Metric,
-) -> Result<f64, String> {
+) -> Result<f64, Unmeasured> {
     let found = matching(rows, at);
     let row = match found.as_slice() {
         [one] => one,
-        [] => return Err(format!("the run uploaded no row for conc {}", at.conc)),
+        [] => return Err(Unmeasured::NoRow { conc: at.conc }),
         many => {
-            return Err(format!(
-                "{} rows match conc {}; the point needs its isl, osl and tp",
-                many.len(),
-                at.conc
-            ));
+            return Err(Unmeasured::Ambiguous {
+                rows: many.len(),
+                conc: at.conc,
+            });
         }
     };
     Ok(metric.of(row.metrics()))

@@ -131,6 +131,34 @@ pub fn tags_between(
         .collect())
 }
 
+/// Why [`crate::engine::HuntTags::range`] has no range: no hunt starts.
+#[derive(Debug, thiserror::Error)]
+pub enum HuntRangeError {
+    /// An end is not an image reference.
+    #[error(transparent)]
+    Image(#[from] klaud_planner::image::ImageRefError),
+    /// The two ends name different image repositories.
+    #[error("{old} and {new} are not one image repository")]
+    OtherRepository {
+        /// The old image.
+        old: String,
+        /// The new image.
+        new: String,
+    },
+    /// An end has no tag, so no track to search.
+    #[error("an image without a tag has no track")]
+    Untagged,
+    /// The old tag is on no track Klaud knows.
+    #[error("tag {0:?} has no track Klaud knows")]
+    NoTrack(String),
+    /// The registry did not answer a listing or a manifest.
+    #[error(transparent)]
+    Registry(#[from] klaud_planner::registry::RegistryError),
+    /// The tags cannot be placed between the ends.
+    #[error(transparent)]
+    Tags(#[from] HuntError),
+}
+
 /// The registry's side of a hunt ([`crate::engine::HuntTags`]) over a
 /// registry client: the old tag's built-in track (its shape), the tags the
 /// registry lists on it between the two images, each resolved to the
@@ -152,24 +180,23 @@ impl crate::engine::HuntTags for RegistryHuntTags {
         _family: &str,
         old: &str,
         new: &str,
-    ) -> Result<crate::engine::HuntRange, String> {
+    ) -> Result<crate::engine::HuntRange, HuntRangeError> {
         use klaud_planner::image::ImageRef;
-        let parse = |i: &str| ImageRef::parse(i).map_err(|e| e.to_string());
-        let (o, n) = (parse(old)?, parse(new)?);
+        let (o, n) = (ImageRef::parse(old)?, ImageRef::parse(new)?);
         if (o.registry(), o.repository()) != (n.registry(), n.repository()) {
-            return Err(format!("{old} and {new} are not one image repository"));
+            return Err(HuntRangeError::OtherRepository {
+                old: old.to_owned(),
+                new: new.to_owned(),
+            });
         }
         let (Some(ot), Some(nt)) = (o.tag(), n.tag()) else {
-            return Err("an image without a tag has no track".into());
+            return Err(HuntRangeError::Untagged);
         };
         let track = klaud_planner::tracks::infer_track(ot)
-            .ok_or_else(|| format!("tag {ot:?} has no track Klaud knows"))?;
+            .ok_or_else(|| HuntRangeError::NoTrack(ot.to_owned()))?;
         let session = self.registry.session();
         let (host, repo) = (o.registry().to_owned(), o.repository());
-        let listed = session
-            .list_tags(&host, &repo)
-            .await
-            .map_err(|e| e.to_string())?;
+        let listed = session.list_tags(&host, &repo).await?;
         // Push times only place tags a track cannot order by what they
         // carry: a tags API that fails leaves those out, not the hunt.
         let hub = session.hub_tags(&host, &repo).await.unwrap_or_else(|e| {
@@ -188,13 +215,12 @@ impl crate::engine::HuntTags for RegistryHuntTags {
             &served(ot),
             &served(nt),
             &listed.iter().map(|t| served(t)).collect::<Vec<_>>(),
-        )
-        .map_err(|e| e.to_string())?;
-        let digest = async |tag: &str| -> Result<Option<String>, String> {
+        )?;
+        let digest = async |tag: &str| -> Result<Option<String>, HuntRangeError> {
             match session.head_manifest(&host, &repo, tag).await {
                 Ok(h) => Ok(Some(h.digest)),
                 Err(e) if e.is_not_found() => Ok(None),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e.into()),
             }
         };
         let mut tags = Vec::with_capacity(between.len());

@@ -306,7 +306,8 @@ pub fn compare(
             },
         };
         // Two AgentX replays are comparable only on the same dataset.
-        let incomparable = found.and_then(|(_, r)| comparable(baseline, point, r).err());
+        let incomparable =
+            found.and_then(|(_, r)| comparable(baseline, point, r).err().map(|e| e.to_string()));
         let old = match point.metrics() {
             Some(_) if incomparable.is_some() => Measure::Missing {
                 reason: incomparable.unwrap_or_default(),

@@ -332,11 +332,7 @@ impl<'a> Wave<'a> {
         }
         let progress = engine.step(rec).await;
         if let (Some(observer), Some(before)) = (self.ports.observer, &before) {
-            let told = progress
-                .as_ref()
-                .map(Clone::clone)
-                .map_err(ToString::to_string);
-            observer.stepped(before, rec, &told);
+            observer.stepped(before, rec, progress.as_ref());
         }
         progress
     }
@@ -905,11 +901,8 @@ impl<'a> Wave<'a> {
             let before = self.ports.observer.map(|_| rec.clone());
             let result = engine.keep_mergeable(rec).await;
             if let (Some(observer), Some(before)) = (self.ports.observer, &before) {
-                let told = match &result {
-                    Ok(u) => Ok(Progress::Waiting(format!("{u:?}"))),
-                    Err(e) => Err(e.to_string()),
-                };
-                observer.stepped(before, rec, &told);
+                let told = result.as_ref().map(|u| Progress::Waiting(format!("{u:?}")));
+                observer.stepped(before, rec, told.as_ref().map_err(|e| *e));
             }
             match result {
                 Ok(upkept) => {

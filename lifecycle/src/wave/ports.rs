@@ -13,7 +13,7 @@ use klaud_planner::repo::{Family, RepoOptions, Repository};
 
 use super::WaveFailure;
 use super::summary::WaveSummary;
-use crate::engine::{CandidateRecord, Progress};
+use crate::engine::{CandidateRecord, EngineError, Progress};
 use crate::report::UpstreamRange;
 
 /// The base branch's head, read into a checkout of what the planner reads.
@@ -93,12 +93,13 @@ pub trait WaveObserver: Send + Sync {
     /// [`WaveObserver::stepped`] is that step's (`klaud demo --stats` cuts
     /// its request log there).
     fn step_started(&self, _candidate: &CandidateRecord) {}
-    /// One engine step changed `before` into `after`.
+    /// One engine step changed `before` into `after`; `progress` is what
+    /// the step answered, or why it stopped.
     fn stepped(
         &self,
         before: &CandidateRecord,
         after: &CandidateRecord,
-        progress: &Result<Progress, String>,
+        progress: Result<&Progress, &EngineError>,
     );
     /// The wave ended.
     fn done(&self, summary: &WaveSummary);

@@ -32,6 +32,7 @@ mod auth;
 mod breaker;
 mod client;
 mod config;
+mod content_cache;
 mod error;
 mod http;
 mod model;
@@ -42,8 +43,9 @@ mod validate;
 
 pub use auth::{Challenge, parse_challenge};
 pub use breaker::{BreakerState, TrippedHost};
-pub use client::{ContentCache, HubTags, KeptTagList, MemoryContentCache, RegistryClient};
+pub use client::{HubTags, RegistryClient};
 pub use config::{BasicCredentials, HUB_API_HOST, RegistryConfig};
+pub use content_cache::{ContentCache, KeptTagList, MemoryContentCache};
 pub use error::{RegistryError, Target, Unreachable};
 pub use http::PullQuota;
 pub use model::{

@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use klaud_lifecycle::engine::{RepairContext, RepairHook, RepairOutcome};
+use klaud_lifecycle::engine::{RepairContext, RepairError, RepairHook, RepairOutcome};
 use tokio::io::AsyncWriteExt;
 
 /// Most stderr kept for the reason.
@@ -60,6 +60,89 @@ pub struct EmptyCommand;
 #[error("{0}")]
 pub struct HookOutputError(String);
 
+/// Why the command hook could not say what it did: each names the step of
+/// the run that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    /// The repair context could not be written as JSON.
+    #[error("encode context: {0}")]
+    Encode(#[source] serde_json::Error),
+    /// A local file or directory the run needs could not be made, read or
+    /// removed.
+    #[error("{what} {}: {source}", path.display())]
+    File {
+        /// What was being done (`create`, `remove the old checkout`).
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The hook's private output directory could not be made.
+    #[error("create the hook's output directory: {0}")]
+    OutputDir(#[source] std::io::Error),
+    /// The program could not be started.
+    #[error("cannot start {program:?}: {source}")]
+    Start {
+        /// The configured program.
+        program: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The hook ran longer than its timeout and was killed.
+    #[error("timed out after {0}s")]
+    TimedOut(u64),
+    /// Waiting for the hook failed.
+    #[error("waiting for the hook: {0}")]
+    Wait(#[source] std::io::Error),
+    /// The output file is too large to be read.
+    #[error(
+        "repair hook output {}: {size} bytes, more than {MAX_OUTPUT_BYTES}; {OUTPUT_HELP}",
+        path.display()
+    )]
+    OutputTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+    },
+    /// The output file holds no valid proposal.
+    #[error("repair hook output {}: {source}; {OUTPUT_HELP}", path.display())]
+    OutputInvalid {
+        /// The file.
+        path: PathBuf,
+        /// The field and what is wrong.
+        #[source]
+        source: HookOutputError,
+    },
+    /// The candidate id cannot name a checkout directory.
+    #[error("candidate id {0:?} cannot name a directory")]
+    CandidateDirectory(String),
+    /// git could not be run.
+    #[error("cannot run git: {0}")]
+    GitMissing(#[source] std::io::Error),
+    /// A git command of the checkout failed.
+    #[error("git {command} for the repair checkout failed ({status}): {stderr}")]
+    Git {
+        /// git's subcommand.
+        command: String,
+        /// How git exited.
+        status: std::process::ExitStatus,
+        /// The end of its stderr, the token masked.
+        stderr: String,
+    },
+    /// The checkout ended at another commit than the head.
+    #[error("the checkout is at {at}, not at the head {head}")]
+    CheckoutHead {
+        /// Where the checkout is.
+        at: String,
+        /// The head asked for.
+        head: String,
+    },
+}
+
 impl CommandHook {
     /// A hook running `argv` (at least the program), killed after `timeout`.
     pub fn new(argv: Vec<String>, timeout: Duration) -> Result<Self, EmptyCommand> {
@@ -91,9 +174,14 @@ impl CommandHook {
 
 #[async_trait]
 impl RepairHook for CommandHook {
-    async fn repair(&self, context: &RepairContext) -> Result<RepairOutcome, String> {
-        let mut input =
-            serde_json::to_value(context).map_err(|e| format!("encode context: {e}"))?;
+    async fn repair(&self, context: &RepairContext) -> Result<RepairOutcome, RepairError> {
+        self.run(context).await.map_err(RepairError::new)
+    }
+}
+
+impl CommandHook {
+    async fn run(&self, context: &RepairContext) -> Result<RepairOutcome, HookError> {
+        let mut input = serde_json::to_value(context).map_err(HookError::Encode)?;
         if let (Some(base), Some(map)) = (&self.api_base, input.as_object_mut()) {
             map.insert("api_base".into(), serde_json::Value::String(base.clone()));
         }
@@ -113,7 +201,7 @@ impl RepairHook for CommandHook {
         let output_dir = tempfile::Builder::new()
             .prefix("klaud-repair-")
             .tempdir()
-            .map_err(|e| format!("create the hook's output directory: {e}"))?;
+            .map_err(HookError::OutputDir)?;
         let output_path = output_dir.path().join("output.json");
         if let Some(map) = input.as_object_mut() {
             map.insert(
@@ -121,7 +209,7 @@ impl RepairHook for CommandHook {
                 serde_json::Value::String(output_path.display().to_string()),
             );
         }
-        let input = serde_json::to_vec(&input).map_err(|e| format!("encode context: {e}"))?;
+        let input = serde_json::to_vec(&input).map_err(HookError::Encode)?;
         let mut child = tokio::process::Command::new(&self.argv[0])
             .args(&self.argv[1..])
             .stdin(Stdio::piped())
@@ -129,15 +217,18 @@ impl RepairHook for CommandHook {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("cannot start {:?}: {e}", self.argv[0]))?;
+            .map_err(|source| HookError::Start {
+                program: self.argv[0].clone(),
+                source,
+            })?;
         if let Some(mut stdin) = child.stdin.take() {
             // A hook that does not read its input is its own business.
             let _ = stdin.write_all(&input).await;
         }
         let output = tokio::time::timeout(self.timeout, child.wait_with_output())
             .await
-            .map_err(|_| format!("timed out after {}s", self.timeout.as_secs()))?
-            .map_err(|e| format!("waiting for the hook: {e}"))?;
+            .map_err(|_| HookError::TimedOut(self.timeout.as_secs()))?
+            .map_err(HookError::Wait)?;
         if output.status.success() {
             return read_output(&output_path);
         }
@@ -163,23 +254,30 @@ impl RepairHook for CommandHook {
 /// The hook's answer after exit 0: no output file is a pushed repair; a
 /// file must hold proposed variants, all of them well-formed (else an
 /// error naming the file, the field and what to write; nothing is used).
-fn read_output(path: &Path) -> Result<RepairOutcome, String> {
+fn read_output(path: &Path) -> Result<RepairOutcome, HookError> {
+    let unreadable = |source| HookError::File {
+        what: "repair hook output",
+        path: path.to_owned(),
+        source,
+    };
     let size = match std::fs::metadata(path) {
         Ok(m) => m.len(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RepairOutcome::Pushed),
-        Err(e) => return Err(format!("repair hook output {}: {e}", path.display())),
+        Err(e) => return Err(unreadable(e)),
     };
     if size > MAX_OUTPUT_BYTES {
-        return Err(format!(
-            "repair hook output {}: {size} bytes, more than {MAX_OUTPUT_BYTES}; {OUTPUT_HELP}",
-            path.display()
-        ));
+        return Err(HookError::OutputTooLarge {
+            path: path.to_owned(),
+            size,
+        });
     }
-    let bytes =
-        std::fs::read(path).map_err(|e| format!("repair hook output {}: {e}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(unreadable)?;
     parse_output(&bytes)
         .map(RepairOutcome::Variants)
-        .map_err(|e| format!("repair hook output {}: {e}; {OUTPUT_HELP}", path.display()))
+        .map_err(|source| HookError::OutputInvalid {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 /// Parses the hook's output file: `{"variants": [<try argument>, …]}`,
@@ -271,20 +369,27 @@ impl Drop for Checkout {
 async fn prepare_checkout(
     source: &CheckoutSource,
     context: &RepairContext,
-) -> Result<Checkout, String> {
+) -> Result<Checkout, HookError> {
     // The candidate id names the directory: never let it leave the root.
     let id = context.candidate.as_str();
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-        return Err(format!("candidate id {id:?} cannot name a directory"));
+        return Err(HookError::CandidateDirectory(id.to_owned()));
     }
     let path = source.root.join(id);
     let checkout = Checkout { path };
     let dir = &checkout.path;
     if dir.exists() {
-        std::fs::remove_dir_all(dir)
-            .map_err(|e| format!("remove the old checkout {}: {e}", dir.display()))?;
+        std::fs::remove_dir_all(dir).map_err(|source| HookError::File {
+            what: "remove the old checkout",
+            path: dir.clone(),
+            source,
+        })?;
     }
-    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|source| HookError::File {
+        what: "create",
+        path: dir.clone(),
+        source,
+    })?;
     let branch = &context.branch;
     git(dir, &["init", "-q"], None).await?;
     git(dir, &["remote", "add", "origin", &source.clone_url], None).await?;
@@ -313,11 +418,10 @@ async fn prepare_checkout(
     .await?;
     let head = git(dir, &["rev-parse", "HEAD"], None).await?;
     if !head.trim().eq_ignore_ascii_case(&context.head) {
-        return Err(format!(
-            "the checkout is at {}, not at the head {}",
-            head.trim(),
-            context.head
-        ));
+        return Err(HookError::CheckoutHead {
+            at: head.trim().to_owned(),
+            head: context.head.to_string(),
+        });
     }
     Ok(checkout)
 }
@@ -325,7 +429,7 @@ async fn prepare_checkout(
 /// Runs `git -C dir args` and returns its stdout. With `token`, the fetch
 /// authenticates with an HTTP header given through git's environment
 /// configuration, so the token is in neither the argv nor `.git/config`.
-async fn git(dir: &Path, args: &[&str], token: Option<&str>) -> Result<String, String> {
+async fn git(dir: &Path, args: &[&str], token: Option<&str>) -> Result<String, HookError> {
     use base64::Engine as _;
     let mut cmd = tokio::process::Command::new("git");
     cmd.arg("-C")
@@ -348,21 +452,17 @@ async fn git(dir: &Path, args: &[&str], token: Option<&str>) -> Result<String, S
                 format!("Authorization: Basic {basic}"),
             );
     }
-    let out = cmd
-        .output()
-        .await
-        .map_err(|e| format!("cannot run git: {e}"))?;
+    let out = cmd.output().await.map_err(HookError::GitMissing)?;
     if !out.status.success() {
         let mut err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
         if let Some(t) = token {
             err = err.replace(t, "***");
         }
-        return Err(format!(
-            "git {} for the repair checkout failed ({}): {}",
-            args.first().copied().unwrap_or(""),
-            out.status,
-            err.chars().take(MAX_REASON).collect::<String>()
-        ));
+        return Err(HookError::Git {
+            command: args.first().copied().unwrap_or("").to_owned(),
+            status: out.status,
+            stderr: err.chars().take(MAX_REASON).collect(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -407,7 +507,10 @@ mod tests {
             Duration::from_secs(10),
         )
         .expect("hook");
-        assert_eq!(ok.repair(&context()).await, Ok(RepairOutcome::Pushed));
+        assert_eq!(
+            ok.repair(&context()).await.ok(),
+            Some(RepairOutcome::Pushed)
+        );
         let no = CommandHook::new(
             vec![
                 "sh".into(),
@@ -438,7 +541,10 @@ mod tests {
         )
         .expect("hook")
         .with_api_base("https://api.github.com/");
-        assert_eq!(hook.repair(&context()).await, Ok(RepairOutcome::Pushed));
+        assert_eq!(
+            hook.repair(&context()).await.ok(),
+            Some(RepairOutcome::Pushed)
+        );
         let input: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&out).expect("input")).expect("JSON");
         assert_eq!(input["version"], 2);
@@ -485,7 +591,11 @@ mod tests {
             Duration::from_secs(10),
         )
         .expect("hook");
-        let err = bad.repair(&context()).await.expect_err("refused");
+        let err = bad
+            .repair(&context())
+            .await
+            .expect_err("refused")
+            .to_string();
         assert!(err.contains("repair hook output /"), "{err}");
         assert!(err.contains("output.json"), "{err}");
         assert!(err.contains("variants[0]"), "{err}");

@@ -9,7 +9,7 @@
 //! what happens from now on.
 
 use klaud_claims::{CandidateId, CommitSha, PullNumber};
-use klaud_lifecycle::engine::{CandidateRecord, Progress, ReuseAuthorization, Step};
+use klaud_lifecycle::engine::{CandidateRecord, EngineError, Progress, ReuseAuthorization, Step};
 use klaud_lifecycle::model::AttemptStatus;
 
 /// One visible change of a candidate.
@@ -197,7 +197,7 @@ pub trait StepSink: Send + Sync {
 pub fn step_events(
     before: &CandidateRecord,
     after: &CandidateRecord,
-    progress: &Result<Progress, String>,
+    progress: Result<&Progress, &EngineError>,
 ) -> Vec<StepEvent> {
     let mut out = Vec::new();
     if before.step == Step::Claim && after.step != Step::Claim && after.claim.is_some() {
@@ -280,7 +280,7 @@ pub fn step_events(
         Ok(Progress::Waiting(why)) if klaud_lifecycle::engine::is_hunt_news(why) => {
             out.push(StepEvent::Hunt(why.clone()));
         }
-        Err(e) => out.push(StepEvent::Stopped(e.clone())),
+        Err(e) => out.push(StepEvent::Stopped(e.to_string())),
         _ => {}
     }
     out
@@ -292,7 +292,7 @@ pub(crate) fn tell(
     repository: &str,
     before: &CandidateRecord,
     after: &CandidateRecord,
-    progress: &Result<Progress, String>,
+    progress: Result<&Progress, &EngineError>,
 ) {
     let Some(sink) = sink else {
         return;
@@ -346,7 +346,7 @@ mod tests {
             infra: false,
             reported: false,
         });
-        let events = step_events(&before, &after, &Ok(Progress::Waiting("run".into())));
+        let events = step_events(&before, &after, Ok(&Progress::Waiting("run".into())));
         let text: Vec<String> = events.iter().map(ToString::to_string).collect();
         assert_eq!(
             text,
@@ -356,17 +356,18 @@ mod tests {
             ]
         );
         // Nothing changed: nothing told.
-        assert!(step_events(&after, &after, &Ok(Progress::Waiting("run".into()))).is_empty());
+        assert!(step_events(&after, &after, Ok(&Progress::Waiting("run".into()))).is_empty());
         // A re-run names its attempt; a terminal status is told once.
         let mut rerun = after.clone();
         rerun.attempts[0].status = AttemptStatus::Passed;
         if let Some(r) = rerun.attempts[0].run.as_mut() {
             r.attempt = 2;
         }
-        let text: Vec<String> = step_events(&after, &rerun, &Err("boom".into()))
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let text: Vec<String> =
+            step_events(&after, &rerun, Err(&EngineError::Invalid("boom".into())))
+                .iter()
+                .map(ToString::to_string)
+                .collect();
         assert_eq!(
             text,
             [

@@ -17,7 +17,9 @@ use klaud_github::upstream::GithubUpstream;
 use klaud_github::{ForgeRunCompletion, Github, GithubError};
 use klaud_lifecycle::baseline::BaselineSource;
 use klaud_lifecycle::commands::Retries;
-use klaud_lifecycle::engine::{CandidateRecord, Intent, Journal, Progress, RepairHook};
+use klaud_lifecycle::engine::{
+    CandidateRecord, EngineError, Intent, Journal, Progress, RepairHook,
+};
 use klaud_lifecycle::report::UpstreamRange;
 use klaud_lifecycle::wave::{
     self as lifecycle_wave, BaseCheckout, BaseSource, OpenPulls, PlanMemory, PullSource,
@@ -586,7 +588,7 @@ impl WaveObserver for Story<'_> {
         &self,
         before: &CandidateRecord,
         after: &CandidateRecord,
-        progress: &Result<Progress, String>,
+        progress: Result<&Progress, &EngineError>,
     ) {
         crate::story::tell(Some(self.sink), &self.repository, before, after, progress);
         // A step that only refreshed the live report of a running workflow

@@ -286,9 +286,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let demo_config = crate::config::Config::load(&config)
         .map_err(|e| CliError::bad_input(anyhow::anyhow!("{e}")))?;
     let hunt = demo_config.hunt.settings();
-    let experiments = demo_config.experiment_specs().map_err(|(key, message)| {
-        CliError::bad_input(anyhow::anyhow!("{}: {key}: {message}", config.display()))
-    })?;
+    let experiments = demo_config
+        .experiment_specs()
+        .map_err(|e| CliError::bad_input(anyhow::anyhow!("{}: {e}", config.display())))?;
     if !seed.is_dir() {
         return Err(CliError::bad_input(anyhow::anyhow!(
             "{} is not a directory",

@@ -63,12 +63,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .collect();
     let registry = registry_config(&config, &args.mirrors)?
         .with_env_credentials(hosts.iter().map(String::as_str));
-    let rules = config
-        .track_rules()
-        .map_err(|(key, message)| CliError::bad_input(anyhow::anyhow!("{key}: {message}")))?;
-    let release_rules = config
-        .release_rules()
-        .map_err(|(key, message)| CliError::bad_input(anyhow::anyhow!("{key}: {message}")))?;
+    let rules = config.track_rules().map_err(CliError::bad_input)?;
+    let release_rules = config.release_rules().map_err(CliError::bad_input)?;
     // The upstream proof for nightly → release moves needs a GitHub token;
     // without one such moves are skipped, with the reason in the plan.
     let client = RegistryClient::new(registry).map_err(CliError::bad_input)?;
@@ -125,9 +121,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     options.max_timed_tags = config.registry.max_timed_tags;
     // The configuration's ignore rules (the dashboard's live on GitHub and
     // join them in a wave); each ignored family's reason is in the table.
-    let config_rules = config
-        .ignore_rules()
-        .map_err(|(key, message)| CliError::bad_input(anyhow::anyhow!("{key}: {message}")))?;
+    let config_rules = config.ignore_rules().map_err(CliError::bad_input)?;
     options.ignore = klaud_service::dashboard_issue::rules_in_force(&config_rules, None, &[]);
     options.progress = Some(&progress);
     options.creation_times = store

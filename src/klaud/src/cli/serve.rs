@@ -150,19 +150,13 @@ pub fn run(args: Args) -> Result<(), CliError> {
             max_candidates: config.planner.max_candidates,
             min_age: config.planner.min_age,
             cooldown: config.planner.cooldown,
-            rules: config
-                .track_rules()
-                .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?,
-            release_rules: config
-                .release_rules()
-                .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?,
+            rules: config.track_rules().map_err(CliError::bad_input)?,
+            release_rules: config.release_rules().map_err(CliError::bad_input)?,
             upstream: config.upstream.clone(),
             max_timed_tags: config.registry.max_timed_tags,
             poll: std::time::Duration::from_secs(5),
             pass_wait: std::time::Duration::ZERO,
-            ignore: config
-                .ignore_rules()
-                .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?,
+            ignore: config.ignore_rules().map_err(CliError::bad_input)?,
         };
         let (feed_tx, feed) = Daemon::feed();
         let mut daemon = Daemon::new(services, registry, baseline, repair, settings, feed_tx)

@@ -160,106 +160,80 @@ pub fn run(args: Args) -> Result<(), CliError> {
             GithubUpstream::new(&config.github.api_url, session.credential.clone())
                 .with_audit(config.audit.options())
         });
-        // The dashboard issue first: its ticked boxes steer this wave. A
-        // dashboard that cannot be read stops no wave, but holds its planning.
-        let mut steering = klaud_service::dashboard_issue::steer_or_hold(&session.forge,
-            &session.journal,
-            session.base_clock)
-            .await;
-        if let Err(e) = klaud_service::dashboard_issue::open_before_wave(
-                &session.forge,
-                &session.journal,
-                session.base_clock,
-                &mut steering,
-                &config.lifecycle.base_branch,
-            )
-            .await
-        {
-            klaud_service::dashboard_issue::log_error("opening", &e);
-        }
-        let mut plan = PlanOptions::new(session.base_clock.now());
         let records = klaud_lifecycle::engine::Journal::list(&session.journal)
             .await
             .unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "journal not readable; closed PRs it knows are not ruled out");
                 Vec::new()
             });
-        let config_rules = config
-            .ignore_rules()
-            .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?;
-        plan.ignore = klaud_service::dashboard_issue::rules_in_force(
-            &config_rules,
-            Some(&steering),
-            &records,
-        );
-        plan.run_first = steering.run_first();
-        plan.min_age = config.planner.min_age;
-        plan.max_candidates = args.max.unwrap_or(config.planner.max_candidates);
-        plan.rules = config
-            .track_rules()
-            .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?;
-        plan.release_rules = config
-            .release_rules()
-            .map_err(|(k, m)| CliError::bad_input(anyhow::anyhow!("{k}: {m}")))?;
-        plan.upstream = config.upstream.clone();
-        plan.max_timed_tags = config.registry.max_timed_tags;
-        plan.creation_times = Some(session.journal.store() as &dyn CreationTimes);
-        plan.compare = upstream
-            .as_ref()
-            .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
-        let options = WaveOptions {
-            lifecycle: klaud_lifecycle::wave::WaveSettings {
-                claimant: session.claimant.clone(),
-                engine: klaud_lifecycle::engine::EngineConfig {
-                    dashboard_issue: steering.number(),
-                    undone_declines: steering.undone_declines(),
-                    ..engine_config(config, session.owner_run)
-                },
-                plan,
-                poll,
-                wait,
-                cooldown: config.planner.cooldown,
-                stop: None,
-            },
-            upstream: upstream.as_ref(),
-            cache: Some(session.journal.store()),
-            checkout: args.checkout.as_deref(),
-            clock: session.base_clock,
+        let config_rules = config.ignore_rules().map_err(CliError::bad_input)?;
+        let track_rules = config.track_rules().map_err(CliError::bad_input)?;
+        let release_rules = config.release_rules().map_err(CliError::bad_input)?;
+        // The wave runs inside one visit of the dashboard issue: its ticked
+        // boxes steer the plan, and it shows the wave's end. A dashboard
+        // that cannot be read stops no wave, but holds its planning.
+        let visit = klaud_service::dashboard_issue::Visit {
+            base_branch: config.lifecycle.base_branch.clone(),
+            cooldown: config.planner.cooldown,
+            web_dashboard: None,
+            wave: true,
         };
-        let summary = run_wave(
+        let (summary, issue) = klaud_service::dashboard_issue::around_wave(
             &session.forge,
             &session.journal,
-            &client,
-            baseline.as_ref(),
-            hook.as_ref().map(|h| h as &dyn RepairHook),
-            options,
+            session.base_clock,
+            visit,
+            async |steering| {
+                let mut plan = PlanOptions::new(session.base_clock.now());
+                plan.ignore = klaud_service::dashboard_issue::rules_in_force(
+                    &config_rules,
+                    Some(steering),
+                    &records,
+                );
+                plan.run_first = steering.run_first();
+                plan.min_age = config.planner.min_age;
+                plan.max_candidates = args.max.unwrap_or(config.planner.max_candidates);
+                plan.rules = track_rules;
+                plan.release_rules = release_rules;
+                plan.upstream = config.upstream.clone();
+                plan.max_timed_tags = config.registry.max_timed_tags;
+                plan.creation_times = Some(session.journal.store() as &dyn CreationTimes);
+                plan.compare = upstream
+                    .as_ref()
+                    .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
+                let options = WaveOptions {
+                    lifecycle: klaud_lifecycle::wave::WaveSettings {
+                        claimant: session.claimant.clone(),
+                        engine: klaud_lifecycle::engine::EngineConfig {
+                            dashboard_issue: steering.number(),
+                            undone_declines: steering.undone_declines(),
+                            ..engine_config(config, session.owner_run)
+                        },
+                        plan,
+                        poll,
+                        wait,
+                        cooldown: config.planner.cooldown,
+                        stop: None,
+                    },
+                    upstream: upstream.as_ref(),
+                    cache: Some(session.journal.store()),
+                    checkout: args.checkout.as_deref(),
+                    clock: session.base_clock,
+                };
+                run_wave(
+                    &session.forge,
+                    &session.journal,
+                    &client,
+                    baseline.as_ref(),
+                    hook.as_ref().map(|h| h as &dyn RepairHook),
+                    options,
+                )
+                .await
+            },
         )
         .await;
-        {
-            let steering = &steering;
-            let options = klaud_service::dashboard_issue::Publish {
-                base_branch: config.lifecycle.base_branch.clone(),
-                summary: summary.as_ref().ok(),
-                cooldown: config.planner.cooldown,
-                web_dashboard: None,
-                may_open: true,
-            };
-            match klaud_service::dashboard_issue::publish(
-                &session.forge,
-                &session.journal,
-                session.base_clock,
-                steering,
-                options,
-            )
-            .await
-            {
-                Ok(published) => {
-                    if let Some(issue) = published.issue() {
-                        tracing::info!(url = %issue.html_url, "dashboard issue");
-                    }
-                }
-                Err(e) => klaud_service::dashboard_issue::log_error("publishing", &e),
-            }
+        if let Some(issue) = issue {
+            tracing::info!(url = %issue.html_url, "dashboard issue");
         }
         klaud_service::save_conditional_pages(&session.forge, session.journal.store());
         if let Err(e) = session.journal.store().flush().await {

@@ -29,7 +29,7 @@ use crate::dashboard::{
     BudgetSample, CandidateRow, ClockSkewRow, EventRow, FamilyRow, GithubPauseRow, OutcomeRow,
     RateBudgetRow, RepositoryStatus, StatusSnapshot,
 };
-use crate::wave_adapters::{WaveOptions, run_wave_told};
+use crate::wave_adapters::{WaveError, WaveOptions, WaveSummary, run_wave_told};
 use klaud_github::Github;
 use klaud_store::{Event, EventKind, Store};
 
@@ -357,8 +357,10 @@ impl Daemon {
         })
     }
 
-    /// One wave or reconcile pass over one repository. Failures are logged
-    /// and shown; the next pass resumes.
+    /// One wave or reconcile pass over one repository, inside one visit
+    /// of its dashboard issue (its ticked boxes steer the plan, and it
+    /// shows the pass's end). Failures are logged and shown; the next pass
+    /// resumes.
     async fn pass(
         &self,
         repo: &RepoService,
@@ -374,114 +376,63 @@ impl Daemon {
                 return;
             }
         };
-        // A record still at `Claim` lost the claim race (occupied family)
-        // and holds nothing: it must not take a concurrency slot.
-        let unfinished = records
-            .iter()
-            .filter(|r| !matches!(r.step, Step::Done | Step::Claim))
-            .count();
-        // The dashboard issue first: its ticked boxes steer this pass.
-        let mut steering = crate::dashboard_issue::steer_or_hold(
+        let visit = crate::dashboard_issue::Visit {
+            base_branch: self.settings.engine.base_branch.clone(),
+            cooldown: self.settings.cooldown,
+            web_dashboard: None,
+            wave: pass == Pass::Wave,
+        };
+        let mut full = false;
+        let (result, issue) = crate::dashboard_issue::around_wave(
             &repo.forge,
             repo.journal.as_ref(),
             self.clock.as_ref(),
-        )
-        .await;
-        // A wave may open PRs: their footers link the issue, so it exists
-        // first. A reconcile pass opens nothing.
-        if pass == Pass::Wave
-            && let Err(e) = crate::dashboard_issue::open_before_wave(
-                &repo.forge,
-                repo.journal.as_ref(),
-                self.clock.as_ref(),
-                &mut steering,
-                &self.settings.engine.base_branch,
-            )
-            .await
-        {
-            crate::dashboard_issue::log_error("opening", &e);
-        }
-        let mut plan = PlanOptions::new(self.clock.now());
-        plan.ignore = crate::dashboard_issue::rules_in_force(
-            &self.settings.ignore,
-            Some(&steering),
-            &records,
-        );
-        plan.run_first = steering.run_first();
-        plan.min_age = self.settings.min_age;
-        plan.max_candidates = match pass {
-            Pass::Wave => self
-                .settings
-                .max_candidates
-                .min(self.settings.concurrency.saturating_sub(unfinished)),
-            Pass::Reconcile => 0,
-        };
-        plan.rules = self.settings.rules.clone();
-        plan.release_rules = self.settings.release_rules.clone();
-        plan.upstream = self.settings.upstream.clone();
-        plan.max_timed_tags = self.settings.max_timed_tags;
-        plan.compare = self
-            .upstream
-            .as_deref()
-            .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
-        let options = WaveOptions {
-            lifecycle: klaud_lifecycle::wave::WaveSettings {
-                claimant: self.settings.claimant.clone(),
-                engine: EngineConfig {
-                    dashboard_issue: steering.number().or(self.settings.engine.dashboard_issue),
-                    undone_declines: steering.undone_declines(),
-                    ..self.settings.engine.clone()
-                },
-                plan,
-                poll: self.settings.poll,
-                wait: self.settings.pass_wait,
-                cooldown: self.settings.cooldown,
-                stop: Some(stop.clone()),
+            visit,
+            async |steering| {
+                let options = self.wave_options(repo, pass, steering, &records, stop);
+                full = options.lifecycle.plan.max_candidates == 0;
+                run_wave_told(
+                    &repo.forge,
+                    repo.journal.as_ref(),
+                    &self.registry,
+                    self.baseline.as_ref(),
+                    self.repair.as_deref(),
+                    options,
+                    self.sink.as_deref(),
+                )
+                .await
             },
-            upstream: self.upstream.as_deref(),
-            cache: repo.store.as_ref(),
-            checkout: None,
-            clock: self.clock.as_ref(),
-        };
-        let full = options.lifecycle.plan.max_candidates == 0;
-        let result = run_wave_told(
-            &repo.forge,
-            repo.journal.as_ref(),
-            &self.registry,
-            self.baseline.as_ref(),
-            self.repair.as_deref(),
-            options,
-            self.sink.as_deref(),
         )
         .await;
-        {
-            let steering = &steering;
-            let options = crate::dashboard_issue::Publish {
-                base_branch: self.settings.engine.base_branch.clone(),
-                summary: result.as_ref().ok(),
-                cooldown: self.settings.cooldown,
-                web_dashboard: None,
-                may_open: pass == Pass::Wave,
-            };
-            match crate::dashboard_issue::publish(
-                &repo.forge,
-                repo.journal.as_ref(),
-                self.clock.as_ref(),
-                steering,
-                options,
-            )
-            .await
-            {
-                Ok(published) => {
-                    if let Some(issue) = published.issue() {
-                        state
-                            .dashboard_issues
-                            .insert(name.clone(), issue.html_url.clone());
-                    }
+        if let Some(issue) = issue {
+            state.dashboard_issues.insert(name.clone(), issue.html_url);
+        }
+        self.note_wave(repo, pass, full, result, state).await;
+        self.announce(repo, state).await;
+        if let Some((queue, bars)) = &self.signoff {
+            let announced = queue.take(&name);
+            let lines = state.signoffs.pass(&repo.forge, announced, bars).await;
+            for line in lines {
+                match line {
+                    Ok(done) => tracing::info!(repo = %name, "{done}"),
+                    Err(e) => self.error(repo, state, e.to_string()),
                 }
-                Err(e) => crate::dashboard_issue::log_error("publishing", &e),
             }
         }
+    }
+
+    /// What the pass's wave left for the dashboard page and the log: the
+    /// plan's families (or a dry plan when no slot was free), skips, and
+    /// candidates stopped by an error.
+    async fn note_wave(
+        &self,
+        repo: &RepoService,
+        pass: Pass,
+        full: bool,
+        result: Result<WaveSummary, WaveError>,
+        state: &mut LoopState,
+    ) {
+        let name = repo.forge.repo();
         match result {
             Ok(summary) => {
                 if !summary.families.is_empty() {
@@ -506,16 +457,63 @@ impl Daemon {
             }
             Err(e) => self.error(repo, state, format!("{name}: {pass:?} failed: {e}")),
         }
-        self.announce(repo, state).await;
-        if let Some((queue, bars)) = &self.signoff {
-            let announced = queue.take(&name);
-            let lines = state.signoffs.pass(&repo.forge, announced, bars).await;
-            for line in lines {
-                match line {
-                    Ok(done) => tracing::info!(repo = %name, "{done}"),
-                    Err(e) => self.error(repo, state, e.to_string()),
-                }
-            }
+    }
+
+    /// What a pass's wave plans and may do: the configuration, with the
+    /// dashboard issue's ignores, run-now requests and undone declines,
+    /// and as many new candidates as free slots (none on a reconcile pass).
+    fn wave_options<'a>(
+        &'a self,
+        repo: &'a RepoService,
+        pass: Pass,
+        steering: &crate::dashboard_issue::Steering,
+        records: &[klaud_lifecycle::engine::CandidateRecord],
+        stop: &watch::Receiver<bool>,
+    ) -> WaveOptions<'a> {
+        // A record still at `Claim` lost the claim race (occupied family)
+        // and holds nothing: it must not take a concurrency slot.
+        let unfinished = records
+            .iter()
+            .filter(|r| !matches!(r.step, Step::Done | Step::Claim))
+            .count();
+        let mut plan = PlanOptions::new(self.clock.now());
+        plan.ignore =
+            crate::dashboard_issue::rules_in_force(&self.settings.ignore, Some(steering), records);
+        plan.run_first = steering.run_first();
+        plan.min_age = self.settings.min_age;
+        plan.max_candidates = match pass {
+            Pass::Wave => self
+                .settings
+                .max_candidates
+                .min(self.settings.concurrency.saturating_sub(unfinished)),
+            Pass::Reconcile => 0,
+        };
+        plan.rules = self.settings.rules.clone();
+        plan.release_rules = self.settings.release_rules.clone();
+        plan.upstream = self.settings.upstream.clone();
+        plan.max_timed_tags = self.settings.max_timed_tags;
+        plan.compare = self
+            .upstream
+            .as_deref()
+            .map(|u| u as &dyn klaud_planner::plan::UpstreamCompare);
+        WaveOptions {
+            lifecycle: klaud_lifecycle::wave::WaveSettings {
+                claimant: self.settings.claimant.clone(),
+                engine: EngineConfig {
+                    dashboard_issue: steering.number().or(self.settings.engine.dashboard_issue),
+                    undone_declines: steering.undone_declines(),
+                    ..self.settings.engine.clone()
+                },
+                plan,
+                poll: self.settings.poll,
+                wait: self.settings.pass_wait,
+                cooldown: self.settings.cooldown,
+                stop: Some(stop.clone()),
+            },
+            upstream: self.upstream.as_deref(),
+            cache: repo.store.as_ref(),
+            checkout: None,
+            clock: self.clock.as_ref(),
         }
     }
 

@@ -22,6 +22,7 @@
 
 mod kept;
 mod render;
+mod visit;
 
 use std::collections::BTreeMap;
 
@@ -33,6 +34,7 @@ use klaud_planner::ignore::{IgnoreRule, IgnoreSource, IgnoreTarget};
 
 pub use kept::{Action, Kept, KeptIgnore, KeptRunNow};
 pub use render::{MARKER, PlanView, View};
+pub use visit::{Visit, around_wave};
 
 /// The label Klaud finds its dashboard issue by.
 pub const LABEL: &str = "klaud-dashboard";

@@ -222,6 +222,7 @@ pub fn body(view: &View<'_>, kept: &Kept, previous: Option<&str>, problem: Optio
     out
 }
 
+// The body's parts in the order they stand; each pushes its section.
 fn body_with(
     view: &View<'_>,
     kept: &Kept,
@@ -230,16 +231,7 @@ fn body_with(
     rows: usize,
 ) -> String {
     let mut out = String::new();
-    out.push_str(MARKER);
-    out.push_str("\n## Klaud dashboard / Klaud 看板\n\n");
-    out.push_str(
-        "Klaud keeps this issue current on every pass; tick a box and the next pass applies it, says so below and unticks it. Only people with write access to the repository steer Klaud.\n\
-         Klaud 每次运行都会更新此 issue；勾选复选框后，下一次运行会执行并在下方说明，然后取消勾选。只有对仓库有写权限的人可以操控 Klaud。\n",
-    );
-    if let Some(url) = &view.web_dashboard {
-        out.push_str(&format!("\nWeb dashboard / 网页看板: {}\n", text(url)));
-    }
-
+    push_header(&mut out, view);
     let records = view.records;
     let awaiting: Vec<&CandidateRecord> = records
         .iter()
@@ -267,13 +259,46 @@ fn body_with(
         awaiting.len()
     ));
     out.push_str(&part);
+    push_awaiting(&mut out, view, &awaiting);
+    push_running(&mut out, view, &running);
+    push_cooling(&mut out, view);
+    let (failed, other): (Vec<&CandidateRecord>, Vec<&CandidateRecord>) = records
+        .iter()
+        .filter(|r| ending(r).is_some_and(|e| e.outcome != Outcome::Validated))
+        .partition(|r| ending(r).is_some_and(|e| is_failure(e.outcome)));
+    out.push_str("\n### Failed recently / 最近失败\n\n");
+    push_ended(&mut out, view, failed, rows);
+    // Duplicates, capacity deferrals, hand-offs and the like are no
+    // failure of the image: listed apart so a real failure stands out.
+    out.push_str("\n### Duplicates, deferrals and other ends / 重复、延后及其他结束\n\n");
+    push_ended(&mut out, view, other, rows);
+    push_experiments(&mut out, view);
+    push_ignores(&mut out, kept);
+    push_steering(&mut out, kept, problem);
+    out
+}
 
+/// The marker, the title, what the issue is for and the web dashboard.
+fn push_header(out: &mut String, view: &View<'_>) {
+    out.push_str(MARKER);
+    out.push_str("\n## Klaud dashboard / Klaud 看板\n\n");
+    out.push_str(
+        "Klaud keeps this issue current on every pass; tick a box and the next pass applies it, says so below and unticks it. Only people with write access to the repository steer Klaud.\n\
+         Klaud 每次运行都会更新此 issue；勾选复选框后，下一次运行会执行并在下方说明，然后取消勾选。只有对仓库有写权限的人可以操控 Klaud。\n",
+    );
+    if let Some(url) = &view.web_dashboard {
+        out.push_str(&format!("\nWeb dashboard / 网页看板: {}\n", text(url)));
+    }
+}
+
+/// Validated PRs awaiting their merge, and their regression hunts.
+fn push_awaiting(out: &mut String, view: &View<'_>, awaiting: &[&CandidateRecord]) {
     out.push_str("\n### Awaiting merge / 等待合并\n\n");
     if awaiting.is_empty() {
         out.push_str("None. / 无。\n");
     } else {
         out.push_str("| Family / 系列 | Image / 镜像 | PR | Run / 运行 | Merge / 合并 |\n| --- | --- | --- | --- | --- |\n");
-        for r in &awaiting {
+        for r in awaiting {
             let merge = r
                 .upkeep
                 .as_ref()
@@ -305,13 +330,16 @@ fn body_with(
             }
         }
     }
+}
 
+/// Candidates on their way, with what each waits for.
+fn push_running(out: &mut String, view: &View<'_>, running: &[&CandidateRecord]) {
     out.push_str("\n### In progress / 进行中\n\n");
     if running.is_empty() {
         out.push_str("None. / 无。\n");
     } else {
         out.push_str("| Family / 系列 | Image / 镜像 | Phase / 阶段 | Attempt / 尝试 | Since / 开始于 | Waits for / 等待 | PR | Run / 运行 |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
-        for r in &running {
+        for r in running {
             let last = r.attempts.last();
             let attempt = last.map_or_else(
                 || "—".to_owned(),
@@ -337,9 +365,12 @@ fn body_with(
             ));
         }
     }
+}
 
-    // Finished families Klaud leaves alone for now: a failure cools down,
-    // a capacity deferral is tried again at the next wave.
+/// Finished families Klaud leaves alone for now: a failure cools down,
+/// a capacity deferral is tried again at the next wave.
+fn push_cooling(out: &mut String, view: &View<'_>) {
+    let records = view.records;
     let cooldown = TimeDelta::from_std(view.cooldown).unwrap_or(TimeDelta::MAX);
     let mut newest: BTreeMap<&str, &CandidateRecord> = BTreeMap::new();
     for r in records.iter().filter(|r| ending(r).is_some()) {
@@ -389,18 +420,11 @@ fn body_with(
             out.push('\n');
         }
     }
+}
 
-    let (failed, other): (Vec<&CandidateRecord>, Vec<&CandidateRecord>) = records
-        .iter()
-        .filter(|r| ending(r).is_some_and(|e| e.outcome != Outcome::Validated))
-        .partition(|r| ending(r).is_some_and(|e| is_failure(e.outcome)));
-    out.push_str("\n### Failed recently / 最近失败\n\n");
-    push_ended(&mut out, view, failed, rows);
-    // Duplicates, capacity deferrals, hand-offs and the like are no
-    // failure of the image: listed apart so a real failure stands out.
-    out.push_str("\n### Duplicates, deferrals and other ends / 重复、延后及其他结束\n\n");
-    push_ended(&mut out, view, other, rows);
-
+/// The experiments and the state of each variant.
+fn push_experiments(out: &mut String, view: &View<'_>) {
+    let records = view.records;
     let experiments = crate::dashboard::experiment_rows(records);
     if !experiments.is_empty() {
         out.push_str("\n### Experiments / 实验\n\n");
@@ -424,7 +448,10 @@ fn body_with(
             ));
         }
     }
+}
 
+/// The ignores in force, each with its undo box.
+fn push_ignores(out: &mut String, kept: &Kept) {
     out.push_str(
         "\n### Ignored on this dashboard or by closing a PR / 在此看板上或因关闭 PR 而忽略\n\n",
     );
@@ -455,7 +482,11 @@ fn body_with(
             .checkbox("Undo / 撤销")
         ));
     }
+}
 
+/// What steering did, a warning when the state block did not read, and
+/// the state block itself.
+fn push_steering(out: &mut String, kept: &Kept, problem: Option<&str>) {
     out.push_str("\n### Steering / 操控记录\n\n");
     if let Some(p) = problem {
         out.push_str(&format!(
@@ -472,7 +503,6 @@ fn body_with(
     out.push('\n');
     out.push_str(&kept.block());
     out.push('\n');
-    out
 }
 
 /// Whether a candidate that ended with `outcome` failed (as opposed to
@@ -589,16 +619,35 @@ fn plan_part(view: &View<'_>, kept: &Kept, plan: &PlanView<'_>, rows: usize) -> 
         broken.len() + plan.unreadable.len()
     );
 
-    let more = |out: &mut String, n: usize| {
-        if n > rows {
-            out.push_str(&format!(
-                "- … and {} more / 另有 {} 个\n",
-                n - rows,
-                n - rows
-            ));
-        }
-    };
+    push_stale(&mut out, view, kept, (&stale, &moved), rows);
+    push_held(&mut out, view, &held, rows);
+    push_ignored(&mut out, view, &ignored, rows);
+    push_broken(&mut out, view, (&broken, plan.unreadable), rows);
+    out.push_str(PLAN_END);
+    out.push('\n');
+    (out, stale.len())
+}
 
+/// "… and N more" under a list cut at `rows`.
+fn push_more(out: &mut String, rows: usize, n: usize) {
+    if n > rows {
+        out.push_str(&format!(
+            "- … and {} more / 另有 {} 个\n",
+            n - rows,
+            n - rows
+        ));
+    }
+}
+
+/// The stale families the next wave takes up, each with its boxes, and
+/// those the wave took up since the plan.
+fn push_stale(
+    out: &mut String,
+    view: &View<'_>,
+    kept: &Kept,
+    (stale, moved): (&[&FamilyPlan], &[&FamilyPlan]),
+    rows: usize,
+) {
     out.push_str("\n### Stale, planned next / 待更新\n\n");
     if stale.is_empty() {
         out.push_str("None. / 无。\n");
@@ -619,10 +668,10 @@ fn plan_part(view: &View<'_>, kept: &Kept, plan: &PlanView<'_>, rows: usize) -> 
             view.config_link(&f.family, Some(f.line)),
             image(&f.current)
         ));
-        push_run_now(&mut out, kept, f);
-        push_ignore_boxes(&mut out, f);
+        push_run_now(out, kept, f);
+        push_ignore_boxes(out, f);
     }
-    more(&mut out, stale.len());
+    push_more(out, rows, stale.len());
     if !moved.is_empty() {
         let names: Vec<String> = moved
             .iter()
@@ -646,7 +695,10 @@ fn plan_part(view: &View<'_>, kept: &Kept, plan: &PlanView<'_>, rows: usize) -> 
             names.join(", ")
         ));
     }
+}
 
+/// The families a rule holds back, with when Klaud looks again.
+fn push_held(out: &mut String, view: &View<'_>, held: &[&FamilyPlan], rows: usize) {
     out.push_str("\n### Deferred or blocked / 暂缓或受阻\n\n");
     if held.is_empty() {
         out.push_str("None. / 无。\n");
@@ -669,11 +721,14 @@ fn plan_part(view: &View<'_>, kept: &Kept, plan: &PlanView<'_>, rows: usize) -> 
             text(&b.reason)
         ));
         if b.kind != BlockKind::Retired {
-            push_ignore_boxes(&mut out, f);
+            push_ignore_boxes(out, f);
         }
     }
-    more(&mut out, held.len());
+    push_more(out, rows, held.len());
+}
 
+/// The families an ignore holds back, with its reason.
+fn push_ignored(out: &mut String, view: &View<'_>, ignored: &[&FamilyPlan], rows: usize) {
     out.push_str("\n### Ignored / 已忽略\n\n");
     if ignored.is_empty() {
         out.push_str("None. / 无。\n");
@@ -686,13 +741,21 @@ fn plan_part(view: &View<'_>, kept: &Kept, plan: &PlanView<'_>, rows: usize) -> 
             text(why)
         ));
     }
-    more(&mut out, ignored.len());
+    push_more(out, rows, ignored.len());
+}
 
+/// The files and families the plan could not read.
+fn push_broken(
+    out: &mut String,
+    view: &View<'_>,
+    (broken, unreadable): (&[&FamilyPlan], &[String]),
+    rows: usize,
+) {
     out.push_str("\n### Does not parse or resolve / 无法解析\n\n");
-    if broken.is_empty() && plan.unreadable.is_empty() {
+    if broken.is_empty() && unreadable.is_empty() {
         out.push_str("None. / 无。\n");
     }
-    for u in plan.unreadable.iter().take(rows) {
+    for u in unreadable.iter().take(rows) {
         out.push_str(&format!("- {}\n", text(u)));
     }
     for f in broken.iter().take(rows) {
@@ -707,10 +770,7 @@ fn plan_part(view: &View<'_>, kept: &Kept, plan: &PlanView<'_>, rows: usize) -> 
             text(why)
         ));
     }
-    more(&mut out, broken.len() + plan.unreadable.len());
-    out.push_str(PLAN_END);
-    out.push('\n');
-    (out, stale.len())
+    push_more(out, rows, broken.len() + unreadable.len());
 }
 
 /// Why a stale family of the plan is no longer "planned next" at the end

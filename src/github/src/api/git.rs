@@ -1,0 +1,463 @@
+//! The forge's git data: refs, commits, trees, blobs and file contents
+//! (a tree read once answers later reads of its blobs).
+
+use super::*;
+
+impl Github {
+    /// The sha a ref (full name) points at; `None` when absent.
+    pub fn get_ref<'f>(
+        &'f self,
+        name: &'f str,
+    ) -> BoxFuture<'f, Result<Option<String>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("read ref {name}");
+            let path = self.path(&format!("git/ref/{}", short_ref(name)));
+            // Conditional: ownership checks re-read the same refs at every step,
+            // and an unchanged ref is a free 304.
+            let Some(body) = self.t.read_found_conditional(&what, &path).await? else {
+                return Ok(None);
+            };
+            Ok(Some(
+                crate::transport::decode::<RawRef>(&what, &body)?.object.sha,
+            ))
+        })
+    }
+
+    /// Every ref whose full name starts with `prefix`, as (name, sha).
+    pub fn list_refs<'f>(
+        &'f self,
+        prefix: &'f str,
+    ) -> BoxFuture<'f, Result<Vec<(String, String)>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("list refs {prefix}*");
+            let path = self.path(&format!(
+                "git/matching-refs/{}?per_page=100",
+                short_ref(prefix)
+            ));
+            let refs: Vec<RawRef> = self.t.get_all(&what, &path, None).await?;
+            Ok(refs.into_iter().map(|r| (r.name, r.object.sha)).collect())
+        })
+    }
+
+    /// Creates a ref. [`GithubError::AlreadyExists`] when it exists. After
+    /// an ambiguous failure the ref is re-read: pointing at `sha` means our
+    /// write landed — sound only when `sha` is unique to this writer (claim
+    /// commits carry the owner's id, so two owners never share one).
+    pub(crate) async fn create_ref(&self, name: &str, sha: &str) -> Result<(), GithubError> {
+        let what = format!("create ref {name}");
+        let body = json!({"ref": name, "sha": sha});
+        for _ in 0..2 {
+            match self
+                .t
+                .write(&what, Method::POST, &self.path("git/refs"), Some(&body))
+                .await
+            {
+                Ok(raw) => return ok_or_error(&what, &raw),
+                Err(GithubError::Ambiguous { detail, .. }) => match self.get_ref(name).await? {
+                    Some(s) if s == sha => return Ok(()),
+                    Some(_) => {
+                        return Err(GithubError::AlreadyExists {
+                            what,
+                            message: "Reference already exists".into(),
+                        });
+                    }
+                    None => tracing::warn!(what, detail, "write did not land; sending it again"),
+                },
+                Err(e) => return Err(e),
+            }
+        }
+        Err(GithubError::Ambiguous {
+            what,
+            detail: "the write failed twice without landing".into(),
+        })
+    }
+
+    /// Moves a ref. Without `force`, a non-fast-forward answers
+    /// [`GithubError::NotFastForward`] (the compare-and-swap).
+    pub(crate) async fn update_ref(
+        &self,
+        name: &str,
+        sha: &str,
+        force: bool,
+    ) -> Result<(), GithubError> {
+        let what = format!("update ref {name}");
+        let body = json!({"sha": sha, "force": force});
+        let path = self.path(&format!("git/refs/{}", short_ref(name)));
+        for _ in 0..2 {
+            match self.t.write(&what, Method::PATCH, &path, Some(&body)).await {
+                Ok(raw)
+                    if raw.status == http::StatusCode::UNPROCESSABLE_ENTITY
+                        && raw.message().contains("does not exist") =>
+                {
+                    return Err(GithubError::NotFound { what });
+                }
+                Ok(raw) => return ok_or_error(&what, &raw),
+                // Re-sending is safe: a non-forced update stays a CAS, and a
+                // forced one converges on the same sha.
+                Err(GithubError::Ambiguous { detail, .. }) => {
+                    if self.get_ref(name).await?.as_deref() == Some(sha) {
+                        return Ok(());
+                    }
+                    tracing::warn!(what, detail, "ref update did not land; sending it again");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(GithubError::Ambiguous {
+            what,
+            detail: "the write failed twice without landing".into(),
+        })
+    }
+
+    /// Deletes a ref; [`GithubError::NotFound`] when it does not exist.
+    pub(crate) async fn delete_ref(&self, name: &str) -> Result<(), GithubError> {
+        let what = format!("delete ref {name}");
+        let path = self.path(&format!("git/refs/{}", short_ref(name)));
+        match self.t.write(&what, Method::DELETE, &path, None).await {
+            Ok(raw)
+                if raw.status == http::StatusCode::UNPROCESSABLE_ENTITY
+                    && raw.message().contains("does not exist") =>
+            {
+                Err(GithubError::NotFound { what })
+            }
+            Ok(raw) => ok_or_error(&what, &raw),
+            Err(GithubError::Ambiguous { detail, .. }) => match self.get_ref(name).await? {
+                None => Ok(()),
+                Some(_) => Err(GithubError::Ambiguous { what, detail }),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) async fn git_commit(&self, sha: &str) -> Result<GitCommit, GithubError> {
+        let what = format!("read commit {sha}");
+        let c: RawGitCommit = self
+            .t
+            .get_json_immutable(&what, &self.path(&format!("git/commits/{}", seg(sha))))
+            .await?;
+        Ok(GitCommit {
+            message: c.message,
+            tree: c.tree.sha,
+            parents: c.parents.into_iter().map(|p| p.sha).collect(),
+        })
+    }
+
+    /// Git objects are content-addressed, so re-sending a create after an
+    /// ambiguous failure only ever yields the same object.
+    async fn create_object(
+        &self,
+        what: &str,
+        kind: &str,
+        body: &Value,
+    ) -> Result<(String, bytes::Bytes), GithubError> {
+        let path = self.path(&format!("git/{kind}"));
+        let mut last = None;
+        for _ in 0..2 {
+            match self.t.write(what, Method::POST, &path, Some(body)).await {
+                Ok(raw) => {
+                    ok_or_error(what, &raw)?;
+                    return Ok((raw.json::<ShaOnly>(what)?.sha, raw.body));
+                }
+                Err(e @ GithubError::Ambiguous { .. }) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| GithubError::Ambiguous {
+            what: what.to_string(),
+            detail: "no answer".into(),
+        }))
+    }
+
+    /// Creates a blob and returns its sha.
+    pub(crate) async fn create_blob(&self, content: &[u8]) -> Result<String, GithubError> {
+        let body = json!({"content": B64.encode(content), "encoding": "base64"});
+        Ok(self.create_object("create blob", "blobs", &body).await?.0)
+    }
+
+    /// Creates a tree from `base_tree` plus changes and returns its sha.
+    pub(crate) async fn create_tree(
+        &self,
+        base_tree: Option<&str>,
+        changes: &[TreeChange],
+    ) -> Result<String, GithubError> {
+        let mut entries = Vec::new();
+        for c in changes {
+            let mode = if c.executable { "100755" } else { "100644" };
+            let entry = match &c.content {
+                // Text goes into the tree request itself (GitHub writes the
+                // blob): one request less per file than a blob first.
+                Some(bytes) if bytes.len() <= INLINE_TREE_CONTENT_MAX => {
+                    match std::str::from_utf8(bytes) {
+                        Ok(text) => {
+                            json!({"path": c.path, "mode": mode, "type": "blob", "content": text})
+                        }
+                        Err(_) => {
+                            let sha = self.create_blob(bytes).await?;
+                            json!({"path": c.path, "mode": mode, "type": "blob", "sha": sha})
+                        }
+                    }
+                }
+                Some(bytes) => {
+                    let sha = self.create_blob(bytes).await?;
+                    json!({"path": c.path, "mode": mode, "type": "blob", "sha": sha})
+                }
+                None => json!({"path": c.path, "mode": mode, "type": "blob", "sha": null}),
+            };
+            entries.push(entry);
+        }
+        let mut body = json!({"tree": entries});
+        if let Some(b) = base_tree {
+            body["base_tree"] = json!(b);
+        }
+        Ok(self.create_object("create tree", "trees", &body).await?.0)
+    }
+
+    /// Every blob of a commit's (or tree's) tree, recursively, as
+    /// `(path, blob sha)`. A truncated answer (GitHub caps recursive trees)
+    /// is an error rather than a silently partial listing.
+    pub fn tree_blobs<'f>(
+        &'f self,
+        tree_ish: &'f str,
+    ) -> BoxFuture<'f, Result<Vec<(String, String)>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("read tree of {tree_ish}");
+            let path = self.path(&format!("git/trees/{}?recursive=1", seg(tree_ish)));
+            let t: RecursiveTree = if is_full_sha(tree_ish) {
+                self.t.get_json_immutable(&what, &path).await?
+            } else {
+                self.t.get_json(&what, &path).await?
+            };
+            if t.truncated {
+                return Err(GithubError::Decode {
+                    what,
+                    detail: "GitHub truncated the recursive tree".into(),
+                });
+            }
+            // Read by commit sha, the answer names that commit's tree: a claim
+            // commit or a bump made on this commit needs no read of it.
+            if is_full_sha(tree_ish)
+                && let Some(tree) = t.sha.as_deref().filter(|s| is_full_sha(s))
+            {
+                self.t.remember_tree(tree_ish, tree);
+            }
+            Ok(t.tree
+                .into_iter()
+                .filter(|e| e.kind == "blob")
+                .map(|e| (e.path, e.sha))
+                .collect())
+        })
+    }
+
+    /// `Some(blob sha or None when absent)` for `path` in the recursive tree
+    /// of commit `sha`, when that tree was read already and is complete;
+    /// `None` when only a request can tell.
+    fn blob_in_read_tree(&self, sha: &str, path: &str) -> Option<Option<String>> {
+        if !is_full_sha(sha) {
+            return None;
+        }
+        let body = self
+            .t
+            .cached_immutable(&self.path(&format!("git/trees/{}?recursive=1", seg(sha))))?;
+        let tree: RecursiveTree = serde_json::from_slice(&body).ok()?;
+        if tree.truncated {
+            return None;
+        }
+        let entry = tree.tree.into_iter().find(|e| e.path == path);
+        match entry {
+            Some(e) if e.kind == "blob" => Some(Some(e.sha)),
+            // A directory (or a submodule) is not a file: the contents API
+            // says what it is.
+            Some(_) => None,
+            None => Some(None),
+        }
+    }
+
+    /// A blob's bytes.
+    pub fn get_blob<'f>(&'f self, sha: &'f str) -> BoxFuture<'f, Result<Vec<u8>, GithubError>> {
+        Box::pin(async move {
+            #[derive(Deserialize)]
+            struct Blob {
+                content: String,
+                encoding: String,
+            }
+            let what = format!("read blob {sha}");
+            let b: Blob = self
+                .t
+                .get_json_immutable(&what, &self.path(&format!("git/blobs/{}", seg(sha))))
+                .await?;
+            if b.encoding != "base64" {
+                return Err(GithubError::Decode {
+                    what,
+                    detail: format!("blob encoding {:?}", b.encoding),
+                });
+            }
+            B64.decode(b.content.replace(['\n', '\r'], ""))
+                .map_err(|e| GithubError::Decode {
+                    what,
+                    detail: format!("content is not base64: {e}"),
+                })
+        })
+    }
+
+    /// Creates a commit object and returns its sha.
+    pub(crate) async fn create_commit(
+        &self,
+        message: &str,
+        tree: &str,
+        parents: &[String],
+    ) -> Result<String, GithubError> {
+        let body = json!({"message": message, "tree": tree, "parents": parents});
+        let (sha, answer) = self
+            .create_object("create commit", "commits", &body)
+            .await?;
+        // GitHub answers a create with the commit object itself, the same
+        // JSON `GET git/commits/{sha}` gives, and a commit never changes: the
+        // next step's read of it (the claim record in its message, the head
+        // it checks) is answered from memory.
+        if is_full_sha(&sha)
+            && crate::transport::decode::<RawGitCommit>("created commit", &answer).is_ok()
+        {
+            self.t
+                .remember_immutable(&self.path(&format!("git/commits/{}", seg(&sha))), answer);
+            self.t.remember_tree(&sha, tree);
+        }
+        Ok(sha)
+    }
+
+    /// The tree of commit `sha`: known without a request when the commit
+    /// was made here or its tree was read by its sha, else read (and the
+    /// commit is kept, like every git object read by sha).
+    pub(crate) async fn tree_of(&self, sha: &str) -> Result<String, GithubError> {
+        if let Some(tree) = self.t.known_tree(sha) {
+            return Ok(tree);
+        }
+        let tree = self.git_commit(sha).await?.tree;
+        self.t.remember_tree(sha, &tree);
+        Ok(tree)
+    }
+
+    /// Remembers what a commit made here with [`Github::create_tree`] on
+    /// `parent`'s tree holds: `files` as set, every other path as in
+    /// `parent`. A later read of a file at that commit asks nothing.
+    pub(crate) fn remember_own_commit(&self, sha: &str, parent: &str, files: &[TreeChange]) {
+        if is_full_sha(sha) && is_full_sha(parent) {
+            self.t.remember_own_commit(
+                sha,
+                parent,
+                files.iter().map(|c| {
+                    (
+                        c.path.clone(),
+                        c.content.as_ref().map(|b| bytes::Bytes::from(b.clone())),
+                    )
+                }),
+            );
+        }
+    }
+
+    /// A file's bytes at a ref; `None` when the path does not exist.
+    pub fn get_contents<'f>(
+        &'f self,
+        path: &'f str,
+        git_ref: &'f str,
+    ) -> BoxFuture<'f, Result<Option<Vec<u8>>, GithubError>> {
+        Box::pin(async move {
+            #[derive(Deserialize)]
+            struct Content {
+                #[serde(default)]
+                content: Option<String>,
+                #[serde(default)]
+                encoding: Option<String>,
+                #[serde(default)]
+                sha: Option<String>,
+                #[serde(rename = "type", default)]
+                kind: Option<String>,
+            }
+            // A commit Klaud made holds the files it set, and its parent's
+            // everywhere else: no request for what Klaud wrote itself.
+            let mut git_ref = git_ref.to_string();
+            for _ in 0..64 {
+                match self.t.own_file(&git_ref, path) {
+                    crate::transport::OwnFile::Set(bytes) => return Ok(bytes.map(|b| b.to_vec())),
+                    crate::transport::OwnFile::AsIn(parent) => git_ref = parent,
+                    crate::transport::OwnFile::Unknown => break,
+                }
+            }
+            let git_ref = git_ref.as_str();
+            // The plan read this commit's whole tree by its sha: the file is
+            // absent, or the blob the tree names; when that blob was read
+            // too, no request. (A blob not read yet costs one request either
+            // way; the contents API's is the one the caches of checkouts and
+            // the store expect.)
+            match self.blob_in_read_tree(git_ref, path) {
+                Some(None) => return Ok(None),
+                Some(Some(sha)) => {
+                    let blob = self.path(&format!("git/blobs/{}", seg(&sha)));
+                    if self.t.cached_immutable(&blob).is_some() {
+                        return self.get_blob(&sha).await.map(Some);
+                    }
+                }
+                None => {}
+            }
+            let what = format!("read {path} at {git_ref}");
+            let p = self.path(&format!(
+                "contents/{}?{}",
+                path_of(path),
+                query(&[("ref", git_ref)])
+            ));
+            // A file at a commit sha never changes; at a branch it may.
+            let body = if is_full_sha(git_ref) {
+                self.t.read_immutable(&what, &p).await?
+            } else {
+                self.t.read_found(&what, &p).await?.map(|raw| raw.body)
+            };
+            let Some(body) = body else {
+                return Ok(None);
+            };
+            // A directory answers with an array.
+            let c: Content =
+                crate::transport::decode(&what, &body).map_err(|_| GithubError::Decode {
+                    what: what.clone(),
+                    detail: "not a file (a directory listing?)".into(),
+                })?;
+            if c.kind.as_deref().is_some_and(|k| k != "file") {
+                return Err(GithubError::Decode {
+                    what,
+                    detail: format!("not a file but a {}", c.kind.unwrap_or_default()),
+                });
+            }
+            let decode = |text: &str, what: String| {
+                B64.decode(text.replace(['\n', '\r'], ""))
+                    .map_err(|e| GithubError::Decode {
+                        what,
+                        detail: format!("content is not base64: {e}"),
+                    })
+            };
+            match (c.content.as_deref(), c.encoding.as_deref(), c.sha) {
+                (Some(text), Some("base64"), _) => decode(text, what).map(Some),
+                // Files over 1 MB are not inlined: read the blob (up to 100 MB).
+                (_, Some("none"), Some(sha)) | (None, _, Some(sha)) => {
+                    #[derive(Deserialize)]
+                    struct Blob {
+                        content: String,
+                        encoding: String,
+                    }
+                    let b: Blob = self
+                        .t
+                        .get_json_immutable(&what, &self.path(&format!("git/blobs/{}", seg(&sha))))
+                        .await?;
+                    if b.encoding != "base64" {
+                        return Err(GithubError::Decode {
+                            what,
+                            detail: format!("blob encoding {:?}", b.encoding),
+                        });
+                    }
+                    decode(&b.content, what).map(Some)
+                }
+                _ => Err(GithubError::Decode {
+                    what,
+                    detail: "file content missing from the response".into(),
+                }),
+            }
+        })
+    }
+}
