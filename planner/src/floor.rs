@@ -230,12 +230,9 @@ impl Reader<'_> {
             .as_ref()
             .is_none_or(|a| a.iter().any(|x| x == self.architecture));
         if present {
-            needs.platforms.insert((
-                key.0,
-                key.1,
-                key.2,
-                self.architecture.to_owned(),
-            ));
+            needs
+                .platforms
+                .insert((key.0, key.1, key.2, self.architecture.to_owned()));
         }
         present
     }
@@ -243,11 +240,7 @@ impl Reader<'_> {
 
 fn family_floor(scenario: &Scenario, family: &FloorFamily, needs: &mut Needs) {
     let Some(tag) = &family.tag else { return };
-    let head = (
-        family.host.clone(),
-        family.repository.clone(),
-        tag.clone(),
-    );
+    let head = (family.host.clone(), family.repository.clone(), tag.clone());
     let track = track_for(&family.repository, tag, &scenario.rules)
         .ok()
         .flatten();
