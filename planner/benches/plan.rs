@@ -17,8 +17,17 @@
 //! - `scale`: 10,000 families over 500 repositories;
 //! - `families`: reading masters of 32k and 200k entries.
 //!
+//! Requests are printed next to the plan's own floor (`klaud_planner::floor`
+//! over the scenario the plan saw) and, on `heldout`, the floor of the
+//! whole scenario from every image the bench seeded.
+//!
+//! `KLAUD_BENCH_DELAY_MS=0,50` runs `heldout` once per delay, each
+//! registry and tags API request held that long by a loopback proxy
+//! (`registry::testkit::DelayProxy`), Renovate's too, as a registry across
+//! the internet answers.
+//!
 //! `KLAUD_BENCH_RENOVATE=<renovate binary>` adds Renovate's wall time on
-//! the `heldout` scenario (see `plan/renovate.rs`); `KLAUD_BENCH_PERF=<file>`
+//! the `heldout` scenario, at each delay (see `plan/renovate.rs`); `KLAUD_BENCH_PERF=<file>`
 //! records a `perf` profile (planner and registry) of the `scale` plan and
 //! of the `heldout` plan that Renovate is compared with.
 
