@@ -75,7 +75,7 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
     assert!(!cold.is_empty(), "{registry:#}");
     for host in cold {
         let n = |k: &str| host[k].as_u64().unwrap_or_else(|| panic!("{k}: {host}"));
-        assert!(n("minimum") > 0 && n("requests") > 0, "{host}");
+        assert!(n("floor") > 0 && n("requests") > 0, "{host}");
         if host["host"] == "docker.io" {
             assert!(n("pulls") <= 2 * n("candidates"), "{host}");
         }

@@ -610,3 +610,47 @@ fn a_second_plan_with_the_store_kept_pulls_nothing() {
     assert_eq!(warm_pulls, 0, "{warm}");
     assert_eq!(warm_lists, cold_lists);
 }
+
+/// `--stats` measures the requests made against the floor of the scenario
+/// (what any correct plan of these families, tag lists and images must
+/// read), not against what this plan chose to read: on the demo's masters
+/// the floor is below nothing the plan made, and names every host asked.
+#[test]
+fn plan_stats_prints_requests_against_the_floor_of_the_scenario() {
+    let url = serve();
+    let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo");
+    let output = Command::new(env!("CARGO_BIN_EXE_klaud"))
+        .args(["plan", "--checkout", demo, "--stats", "--allow-unresolved"])
+        .args(["--mirror", &format!("docker.io={url}")])
+        .args(["--mirror", &format!("nvcr.io={url}")])
+        .args(["--mirror", &format!("hub.docker.com={url}")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("requests        made    floor\n"),
+        "{stderr}"
+    );
+    let total = stderr
+        .lines()
+        .find(|l| l.starts_with("total "))
+        .unwrap_or_else(|| panic!("no total line: {stderr}"));
+    let numbers: Vec<u64> = total
+        .split_whitespace()
+        .skip(1)
+        .take(2)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let (made, floor) = (numbers[0], numbers[1]);
+    assert!(floor > 0 && floor <= made, "{stderr}");
+    assert!(total.ends_with("x the floor)"), "{total}");
+    assert!(
+        stderr.contains("registry host  pulls  candidates  requests    floor  pull target"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.lines().any(|l| l.starts_with("docker.io ")),
+        "{stderr}"
+    );
+}

@@ -209,8 +209,8 @@ async fn a_plan_makes_few_requests_and_a_second_plan_no_gets() {
     let first = plan(&repository, &client.session(), &options).await;
     // Four repositories are listed once each, whatever the number of families.
     assert_eq!(first.requests.tags_list, 4);
-    assert_eq!(first.minimum.tags_list, 4);
-    assert!(first.requests.manifest_head >= first.minimum.manifest_head);
+    assert_eq!(first.floor.tags_list, 4);
+    assert!(first.requests.manifest_head >= first.floor.manifest_head);
     let second = plan(&repository, &client.session(), &options).await;
     assert_eq!(second.requests.manifest_get, 0, "{:?}", second.requests);
     assert_eq!(second.requests.blob_get, 0, "{:?}", second.requests);

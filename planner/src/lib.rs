@@ -14,6 +14,7 @@ pub mod audit;
 pub mod bump;
 pub mod capacity;
 pub mod changelog;
+pub mod floor;
 pub mod glob;
 pub mod identity;
 pub mod ignore;

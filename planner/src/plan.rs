@@ -176,6 +176,10 @@ pub struct FamilyPlan {
     pub status: Status,
     /// The current image, as written.
     pub current: String,
+    /// The architecture of the family's platform (`amd64`, `arm64`): the
+    /// image of a candidate it runs.
+    #[serde(skip)]
+    pub architecture: &'static str,
     /// The track name, when the tag has one.
     pub track: Option<String>,
     /// The chosen image, if any.
@@ -199,19 +203,6 @@ pub struct FamilyPlan {
     /// the whole family): costs no request, so the floor leaves it out.
     #[serde(skip)]
     held_unasked: bool,
-    /// Images the plan had to read because the registry says nothing
-    /// cheaper of their time or platforms (no push times): counted in the
-    /// minimum, since any correct plan needs them too.
-    #[serde(skip)]
-    image_reads: ImageReads,
-}
-
-/// Tags whose image was read by tag (the index `GET`) and, of those, whose
-/// family platform's manifest and config were read.
-#[derive(Debug, Clone, Default)]
-struct ImageReads {
-    indexes: BTreeSet<String>,
-    platforms: BTreeSet<String>,
 }
 
 /// A candidate chosen for this wave.
@@ -239,18 +230,18 @@ pub struct PlanReport {
     pub candidates: Vec<Selected>,
     /// Registry requests this plan made, by kind.
     pub requests: RequestCounts,
-    /// The fewest requests any correct plan could have made: one tag listing
-    /// per listed repository, one `HEAD` per distinct current tag, the
-    /// candidate lookups, and where the registry gives no push times the
-    /// image reads that order the track and age the tags passed over.
-    pub minimum: RequestCounts,
+    /// The fewest requests any correct plan could have made, computed from
+    /// the scenario alone (families, tag lists, what the registry said and
+    /// what its images are), not from which reads this plan chose: see
+    /// [`crate::floor`].
+    pub floor: RequestCounts,
     /// [`Self::requests`] by registry host as image references name it
     /// (`docker.io`: Docker Hub, whose manifest GETs are pulls).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub requests_by_host: BTreeMap<String, RequestCounts>,
-    /// [`Self::minimum`] by registry host.
+    /// [`Self::floor`] by registry host.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub minimum_by_host: BTreeMap<String, RequestCounts>,
+    pub floor_by_host: BTreeMap<String, RequestCounts>,
     /// Wall time of the plan.
     pub elapsed_ms: u64,
     /// What concerns the whole plan, said once rather than per family: a
@@ -275,9 +266,9 @@ impl PlanReport {
             families: Vec::new(),
             candidates: Vec::new(),
             requests: RequestCounts::default(),
-            minimum: RequestCounts::default(),
+            floor: RequestCounts::default(),
             requests_by_host: BTreeMap::new(),
-            minimum_by_host: BTreeMap::new(),
+            floor_by_host: BTreeMap::new(),
             elapsed_ms: 0,
             notes: Vec::new(),
             unreadable: Vec::new(),
@@ -549,9 +540,10 @@ pub fn plan<'f>(
         let candidates = select(&families, repository, options);
         let after = session.client().counts();
         let after_by_host = session.client().counts_by_host();
-        let minimum_by_host = minimum_requests(repository, &families, session);
+        let floor_by_host =
+            crate::floor::floor(&floor_scenario(repository, &families, session, options));
         PlanReport {
-            minimum: total_over_hosts(&minimum_by_host),
+            floor: crate::floor::total(&floor_by_host),
             requests_by_host: after_by_host
                 .iter()
                 .map(|(host, after)| {
@@ -560,7 +552,7 @@ pub fn plan<'f>(
                 })
                 .filter(|(_, counts)| counts.total() > 0)
                 .collect(),
-            minimum_by_host,
+            floor_by_host,
             notes: breaker_notes(session),
             quotas: session.client().pull_quotas(),
             unreadable: repository
@@ -613,141 +605,100 @@ fn subtract(after: RequestCounts, before: RequestCounts) -> RequestCounts {
     }
 }
 
-/// The request floor of a cold plan, by registry host: every listed
-/// repository once, every distinct current tag without a track (or pinned by
-/// digest) `HEAD`ed once, and for every chosen candidate tag one `GET` of its
-/// index, and one platform manifest and one config per distinct digest and
-/// platform (families on other platforms need theirs). Where Docker Hub's
-/// tags API answers, one page of it per repository whose track needed push
-/// times or had a newer tag: that is what keeps the pulls (manifest `GET`s)
-/// to the candidates. Where no push times are to be had (ghcr.io, nvcr.io),
-/// also the reads only the image can answer: each tag whose time orders the
-/// track (every tag of a push-ordered track, rebuilds tied on their text)
-/// and each newer tag passed over before the candidate (too young, no image
-/// for the platform) — an index `GET` per tag, and a platform manifest and
-/// config per tag and platform.
-fn minimum_requests(
+/// The scenario this plan met, for its floor: the families it had to
+/// decide (held ones cost nothing), the tag lists and tags API answers it
+/// read, and what it learned of each image it read. Only facts go in, never
+/// which tags the plan chose to read: a tag it did not read is taken at its
+/// cheapest by the floor.
+fn floor_scenario(
     repository: &Repository,
     families: &[FamilyPlan],
     session: &RegistrySession,
-) -> BTreeMap<String, RequestCounts> {
-    let mut listed = BTreeSet::new();
-    let mut heads = BTreeSet::new();
-    let mut hub = BTreeSet::new();
+    options: &PlanOptions<'_>,
+) -> crate::floor::Scenario {
+    use crate::floor::{FloorFamily, RepositoryFacts, TagFacts};
+    let mut floor_families = Vec::new();
+    let mut repositories: BTreeMap<(String, String), RepositoryFacts> = BTreeMap::new();
     for (family, plan) in repository.families().iter().zip(families) {
         if plan.held_unasked {
             continue;
         }
         let image = family.image();
         let host = image.registry().to_owned();
-        // A family on a track learns from the listing whether its tag
-        // exists; a pinned one also HEADs it to see whether it moved.
-        let on_track = plan.track.is_some() && plan.status != Status::Error;
-        if image.tag().is_some() && (!on_track || image.digest().is_some()) {
-            heads.insert((
-                host.clone(),
-                image.normalized_repository() + ":" + image.tag().unwrap_or_default(),
-            ));
+        let repo = image.repository();
+        let normalized = image.normalized_repository();
+        floor_families.push(FloorFamily {
+            host: host.clone(),
+            repository: normalized.clone(),
+            tag: image.tag().map(str::to_owned),
+            pinned: image.digest().is_some(),
+            architecture: family.platform.architecture().to_owned(),
+        });
+        let key = (host.clone(), normalized);
+        if repositories.contains_key(&key) {
+            continue;
         }
-        if on_track {
-            listed.insert((host.clone(), image.normalized_repository()));
-            let needs_hub = plan.newer_count > 0 || plan.clock == Some(Clock::RegistryPushTime);
-            if needs_hub
-                && session.client().config().hub_api_for(&host).is_some()
-                && session.hub_tag_listing_read(&host, &image.repository())
-            {
-                hub.insert((host.clone(), image.normalized_repository()));
+        let tags = session.tags_if_listed(&host, &repo);
+        let hub = session.hub_tags_if_read(&host, &repo);
+        let mut facts = BTreeMap::new();
+        for tag in tags.iter().flat_map(|t| t.iter()) {
+            let mut known = TagFacts::default();
+            if let Some(info) = hub.as_ref().and_then(|h| h.get(tag)) {
+                known.time = info.pushed;
+                if !info.platforms.is_empty() {
+                    known.architectures = Some(
+                        info.platforms
+                            .iter()
+                            .map(|p| p.architecture.clone())
+                            .collect(),
+                    );
+                }
+            }
+            if let Some(seen) = session.observed(&host, &repo, tag) {
+                known.single = seen.single;
+                known.architectures = Some(
+                    seen.platforms
+                        .iter()
+                        .map(|p| p.architecture.clone())
+                        .collect(),
+                );
+                for platform in &seen.platforms {
+                    let Some(labels) = &platform.labels else {
+                        continue;
+                    };
+                    if known.revision.is_none() {
+                        known.revision =
+                            REVISION_LABELS.iter().find_map(|l| labels.get(*l)).cloned();
+                    }
+                    if known.time.is_none() {
+                        known.time = labels
+                            .get(CREATED_LABEL)
+                            .and_then(|l| DateTime::parse_from_rfc3339(l.trim()).ok())
+                            .map(|t| t.with_timezone(&Utc))
+                            .or(platform.created);
+                    }
+                }
+            }
+            if known != TagFacts::default() {
+                facts.insert(tag.clone(), known);
             }
         }
+        repositories.insert(
+            key,
+            RepositoryFacts {
+                tags: tags.map(|t| t.as_ref().clone()),
+                push_times: hub.is_some(),
+                facts,
+            },
+        );
     }
-    let mut candidate_heads = BTreeSet::new();
-    let mut candidate_platforms = BTreeSet::new();
-    let mut candidate_tag_platforms = BTreeSet::new();
-    for (family, plan) in repository.families().iter().zip(families) {
-        if let Some(candidate) = &plan.candidate {
-            let host = family.image().registry().to_owned();
-            let tag = candidate.image.normalized_repository() + ":" + &candidate.tag;
-            candidate_heads.insert((host.clone(), tag.clone()));
-            candidate_tag_platforms.insert((host.clone(), tag, family.platform));
-            candidate_platforms.insert((host, candidate.digest.clone(), family.platform));
-        }
+    crate::floor::Scenario {
+        now: options.now,
+        min_age: chrono::Duration::from_std(options.min_age).unwrap_or(chrono::Duration::MAX),
+        rules: options.rules.clone(),
+        families: floor_families,
+        repositories,
     }
-    // Where no push time is to be had, the track's order and the age of
-    // each newer tag passed over are known only from the image itself: its
-    // index, and its platform's manifest and config, once per tag (and
-    // platform) whichever families need it. A minimum without these would
-    // be one no correct plan can reach.
-    let mut read_indexes = BTreeSet::new();
-    let mut read_platforms = BTreeSet::new();
-    for (family, plan) in repository.families().iter().zip(families) {
-        let image = family.image();
-        let host = image.registry().to_owned();
-        let repository = image.normalized_repository();
-        for tag in &plan.image_reads.indexes {
-            let tag = format!("{repository}:{tag}");
-            if !candidate_heads.contains(&(host.clone(), tag.clone())) {
-                read_indexes.insert((host.clone(), tag));
-            }
-        }
-        for tag in &plan.image_reads.platforms {
-            let key = (host.clone(), format!("{repository}:{tag}"), family.platform);
-            if !candidate_tag_platforms.contains(&key) {
-                read_platforms.insert(key);
-            }
-        }
-    }
-    let mut out: BTreeMap<String, RequestCounts> = BTreeMap::new();
-    for (host, _) in &heads {
-        out.entry(host.clone()).or_default().manifest_head += 1;
-    }
-    for (host, _) in &listed {
-        out.entry(host.clone()).or_default().tags_list += 1;
-    }
-    for (host, _) in &hub {
-        out.entry(host.clone()).or_default().hub_api += 1;
-    }
-    // A candidate tag is resolved by GETting its index (which names its
-    // digest), not HEAD then GET: see `RegistryClient::resolve_for_read`.
-    // Where Docker Hub's tags API names the digest and platforms, a free
-    // HEAD confirms the digest instead.
-    for (host, tag) in &candidate_heads {
-        let counts = out.entry(host.clone()).or_default();
-        let repository = tag.rsplit_once(':').map_or(tag.as_str(), |(r, _)| r);
-        if hub.contains(&(host.clone(), repository.to_owned())) {
-            counts.manifest_head += 1;
-        } else {
-            counts.manifest_get += 1;
-        }
-    }
-    for (host, _, _) in &candidate_platforms {
-        let counts = out.entry(host.clone()).or_default();
-        counts.manifest_get += 1;
-        counts.blob_get += 1;
-    }
-    for (host, _) in &read_indexes {
-        out.entry(host.clone()).or_default().manifest_get += 1;
-    }
-    for (host, _, _) in &read_platforms {
-        let counts = out.entry(host.clone()).or_default();
-        counts.manifest_get += 1;
-        counts.blob_get += 1;
-    }
-    out
-}
-
-/// The sum over hosts.
-fn total_over_hosts(by_host: &BTreeMap<String, RequestCounts>) -> RequestCounts {
-    let mut total = RequestCounts::default();
-    for c in by_host.values() {
-        total.manifest_head += c.manifest_head;
-        total.manifest_get += c.manifest_get;
-        total.blob_get += c.blob_get;
-        total.tags_list += c.tags_list;
-        total.token += c.token;
-        total.hub_api += c.hub_api;
-        total.other += c.other;
-    }
-    total
 }
 
 struct FamilyWork<'a> {
@@ -767,6 +718,7 @@ fn held_plan(family: &Family, kind: BlockKind, reason: String, line: String) -> 
         line: family.line,
         status: Status::UpToDate,
         current: family.image().to_string(),
+        architecture: family.platform.architecture(),
         track: None,
         candidate: None,
         clock: None,
@@ -780,7 +732,6 @@ fn held_plan(family: &Family, kind: BlockKind, reason: String, line: String) -> 
         current_time: None,
         newer_count: 0,
         held_unasked: true,
-        image_reads: ImageReads::default(),
     }
 }
 
@@ -801,6 +752,7 @@ async fn plan_family(
             line: family.line,
             status: Status::UpToDate,
             current: image.to_string(),
+            architecture: family.platform.architecture(),
             track: None,
             candidate: None,
             clock: None,
@@ -809,7 +761,6 @@ async fn plan_family(
             current_time: None,
             newer_count: 0,
             held_unasked: false,
-            image_reads: ImageReads::default(),
         },
     };
     if let Err(reason) = examine(&mut work, session, options).await {
@@ -839,13 +790,22 @@ async fn examine(
     // The current tag. On a track its repository is listed anyway, and the
     // listing says whether the tag still exists: a HEAD is needed only to
     // see whether a pinned tag moved, or when nothing is listed.
+    // Where Docker Hub's tags API may answer, it is asked beside the tag
+    // list rather than after it: a family on Docker Hub needs its push
+    // times whenever anything is newer, and a registry across the internet
+    // makes every request that waits on another cost a round trip.
     let tags = match &track {
-        Some(_) => Some(
-            session
-                .list_tags(&work.host, &work.repository)
-                .await
-                .map_err(|e| short(&e))?,
-        ),
+        Some(_) => {
+            let hub = async {
+                if session.client().config().hub_api_for(&work.host).is_some() {
+                    // Its answer is kept in the session; a failure is
+                    // handled where the push times are used.
+                    let _ = session.hub_push_times(&work.host, &work.repository).await;
+                }
+            };
+            let (listed, ()) = futures::join!(session.list_tags(&work.host, &work.repository), hub);
+            Some(listed.map_err(|e| short(&e))?)
+        }
         None => None,
     };
     let mut pruned = false;

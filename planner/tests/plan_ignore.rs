@@ -174,6 +174,6 @@ async fn an_ignored_family_costs_no_request_and_is_never_selected() {
         );
         assert!(report.candidates.is_empty());
         assert_eq!(report.requests.total(), 0, "{:?}", report.requests);
-        assert_eq!(report.minimum.total(), 0, "{:?}", report.minimum);
+        assert_eq!(report.floor.total(), 0, "{:?}", report.floor);
     }
 }

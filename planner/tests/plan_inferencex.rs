@@ -96,10 +96,10 @@ async fn the_full_inferencex_masters_plan_against_a_real_registry() {
     }
     assert_eq!(report.candidates.len(), 5);
     // One listing per repository, nothing twice.
-    assert_eq!(report.requests.tags_list, report.minimum.tags_list);
+    assert_eq!(report.requests.tags_list, report.floor.tags_list);
     eprintln!(
-        "requests {:?}\nminimum {:?}\nelapsed {} ms",
-        report.requests, report.minimum, report.elapsed_ms
+        "requests {:?}\nfloor {:?}\nelapsed {} ms",
+        report.requests, report.floor, report.elapsed_ms
     );
 
     let again = plan(&repository, &client.session(), &options).await;

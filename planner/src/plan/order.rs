@@ -76,7 +76,18 @@ pub(super) async fn order_track(
         });
     }
 
-    if pulls_scarce(work, session).await {
+    // A year-less date without push times: the text places each tag at the
+    // latest date it can have, so only tags that can be newer than the
+    // current one are read, newest first, each telling its own year and
+    // age when it is examined; the current image is never read for it.
+    let year_less_by_text = track.needs_time_for_key()
+        && !pushed
+        && !track.ties_by_time()
+        && !matches!(
+            session.hub_push_times(&work.host, &work.repository).await,
+            Ok(Some(_))
+        );
+    if year_less_by_text || pulls_scarce(work, session).await {
         return Ok(order_by_text(
             options.now,
             track,
@@ -405,8 +416,6 @@ pub(super) async fn tag_times(
     for result in join_all(lookups).await {
         match result {
             Ok(Some((tag, time))) => {
-                work.plan.image_reads.indexes.insert(tag.clone());
-                work.plan.image_reads.platforms.insert(tag.clone());
                 out.insert(tag, time);
             }
             Ok(None) => {}

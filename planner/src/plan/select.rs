@@ -47,17 +47,20 @@ pub(super) async fn first_qualifying(
         }
         let hub_tag = hub.as_ref().and_then(|h| h.get(tag));
         let known_time = time.or(hub_tag.and_then(|h| h.pushed));
+        // A build is not older than the date its tag names: one dated too
+        // recently is passed over without a read.
+        if known_time.is_none()
+            && let Some(dated) = text_date(track, tag, options.now)
+            && options.now.signed_duration_since(dated) < min_age
+        {
+            work.plan.reasons.push(format!(
+                "{tag}: dated {} in its tag, younger than the minimum {}h; skipped without reading it",
+                dated.date_naive(),
+                min_age.num_hours()
+            ));
+            continue;
+        }
         if scarce && known_time.is_none() {
-            if let Some(dated) = text_date(track, tag, options.now)
-                && options.now.signed_duration_since(dated) < min_age
-            {
-                work.plan.reasons.push(format!(
-                    "{tag}: dated {} in its tag, younger than the minimum {}h; skipped without pulling it",
-                    dated.date_naive(),
-                    min_age.num_hours()
-                ));
-                continue;
-            }
             if pulled == SCARCE_READS_PER_FAMILY {
                 let rest: Vec<&str> = newer[examined..]
                     .iter()
@@ -112,10 +115,15 @@ pub(super) async fn first_qualifying(
                 .iter()
                 .find(|p| p.os == "linux" && p.architecture == architecture)
         {
-            match session
-                .head_manifest(&work.host, &work.repository, tag)
-                .await
-            {
+            // The platform manifest the API names is read while the HEAD
+            // confirms the digest, not after: the session keeps the answer
+            // for the read below, and should the two disagree it is the one
+            // read the registry's own answer makes unnecessary.
+            let (head, _) = futures::join!(
+                session.head_manifest(&work.host, &work.repository, tag),
+                session.platform_image(&work.host, &work.repository, platform)
+            );
+            match head {
                 Ok(head) if head.digest == *hub_digest => {
                     from_hub = Some((head.digest, platform.clone()));
                 }
@@ -154,7 +162,6 @@ pub(super) async fn first_qualifying(
                         Err(err) => return Err(err.to_string()),
                     },
                 };
-                work.plan.image_reads.indexes.insert(tag.clone());
                 let image = match session
                     .image_platforms(&work.host, &work.repository, &digest)
                     .await
@@ -189,10 +196,7 @@ pub(super) async fn first_qualifying(
             .platform_image(&work.host, &work.repository, &platform)
             .await
         {
-            Ok(platform) => {
-                work.plan.image_reads.platforms.insert(tag.clone());
-                platform
-            }
+            Ok(platform) => platform,
             Err(err) if is_unusable(&err) => {
                 work.plan.reasons.push(format!(
                     "{tag}: unusable linux/{architecture} image ({err}); skipped"
@@ -222,7 +226,18 @@ pub(super) async fn first_qualifying(
             continue;
         };
         let age = options.now.signed_duration_since(time);
-        if age < min_age {
+        // Without Docker Hub's tags API the text chose this tag and its age
+        // was judged by the date it names, if any: the pull only resolves
+        // its digest. Vetoing it now would spend the pulls on nothing and
+        // leave the older tags unread for want of budget.
+        let by_text = scarce && known_time.is_none() && clock == Clock::TagText;
+        if age < min_age && by_text {
+            work.plan.reasons.push(format!(
+                "{tag}: proposed by its tag text (Docker Hub's tags API is unavailable); its image says it is {}h old, under the minimum {}h, which only push times could check without spending pulls",
+                age.num_hours().max(0),
+                min_age.num_hours()
+            ));
+        } else if age < min_age {
             work.plan.reasons.push(format!(
                 "{tag}: only {}h old (minimum {}h); skipped",
                 age.num_hours().max(0),

@@ -56,6 +56,12 @@ impl<K: Eq + Hash + Clone, V: Clone> OnceMap<K, V> {
         Arc::clone(map.entry(key.clone()).or_default())
     }
 
+    /// The value for `key` when it is computed; never starts a computation.
+    pub(crate) fn peek(&self, key: &K) -> Option<V> {
+        let map = self.cells.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(key).and_then(|cell| cell.get().cloned())
+    }
+
     /// Whether the value for `key` is computed (and kept).
     pub(crate) fn is_ready(&self, key: &K) -> bool {
         let map = self.cells.lock().unwrap_or_else(|p| p.into_inner());
@@ -529,6 +535,29 @@ impl RegistryClient {
             };
             self.remember_tag(key, &digest);
             Ok(head)
+        })
+    }
+
+    /// What this client already holds of an image by digest, without a
+    /// request: its platforms and, for each platform read, its creation
+    /// time and labels.
+    pub(crate) fn observed(&self, digest: &str) -> Option<super::ObservedImage> {
+        let index = self.inner.indexes.peek(&digest.to_owned())?;
+        let platforms = index
+            .platforms
+            .iter()
+            .map(|p| {
+                let data = self.inner.platforms.peek(&p.digest);
+                super::ObservedPlatform {
+                    architecture: p.architecture.clone(),
+                    created: data.as_ref().and_then(|d| d.created),
+                    labels: data.map(|d| d.labels.clone()),
+                }
+            })
+            .collect();
+        Some(super::ObservedImage {
+            single: !is_index_media_type(&index.media_type),
+            platforms,
         })
     }
 

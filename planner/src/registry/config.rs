@@ -52,7 +52,9 @@ pub struct RegistryConfig {
     pub max_tag_pages: usize,
     /// `n=` sent with `tags/list`; `None` lets the registry choose. Default `None`.
     pub tag_page_size: Option<u32>,
-    /// Most HTTP requests in flight at once. Default 16.
+    /// Most HTTP requests in flight at once to one registry host (as image
+    /// references name it; a mirror counts for the host it stands in for).
+    /// Default 16.
     pub concurrency: usize,
     /// Retries after a 5xx, 429 or connection error (reads only). Default 4.
     pub max_retries: u32,

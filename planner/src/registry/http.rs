@@ -168,7 +168,10 @@ pub(crate) struct Exchange {
 pub(crate) struct Http {
     pub(crate) config: RegistryConfig,
     client: reqwest::Client,
-    permits: Arc<Semaphore>,
+    /// `concurrency` requests in flight per registry host (as image
+    /// references name it): one slow or busy registry does not hold back
+    /// the requests every other one could answer meanwhile.
+    permits: std::sync::Mutex<std::collections::HashMap<String, Arc<Semaphore>>>,
     tokens: TokenCache,
     basic_hosts: std::sync::Mutex<std::collections::HashSet<String>>,
     pub(crate) counters: Counters,
@@ -210,7 +213,7 @@ impl Http {
             })?;
         Ok(Self {
             breaker: Breaker::new(config.breaker_cooldown),
-            permits: Arc::new(Semaphore::new(config.concurrency)),
+            permits: Default::default(),
             config,
             client,
             tokens: TokenCache::default(),
@@ -244,7 +247,8 @@ impl Http {
             if let Some(trip) = self.breaker.tripped(&network_host, Utc::now()) {
                 return Err(unreachable(target, &trip));
             }
-            let permit = Arc::clone(&self.permits)
+            let permit = self
+                .host_permits(&target.host)
                 .acquire_owned()
                 .await
                 .map_err(|_| RegistryError::Config("registry client was shut down".into()))?;
@@ -348,6 +352,14 @@ impl Http {
             }
             attempt += 1;
         }
+    }
+
+    fn host_permits(&self, host: &str) -> Arc<Semaphore> {
+        let mut map = self.permits.lock().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(
+            map.entry(host.to_owned())
+                .or_insert_with(|| Arc::new(Semaphore::new(self.config.concurrency))),
+        )
     }
 
     /// One anonymous read whose answer is interpreted by the caller, with

@@ -54,3 +54,24 @@ pub use model::{
     RequestCounts, is_index_media_type,
 };
 pub use session::RegistrySession;
+
+/// What a plan learned of an image by reading it: facts of the registry's
+/// content, kept apart from what the plan decided (see `crate::floor`).
+#[derive(Debug, Clone)]
+pub struct ObservedImage {
+    /// A single manifest rather than an index.
+    pub single: bool,
+    /// Every platform the image lists.
+    pub platforms: Vec<ObservedPlatform>,
+}
+
+/// One platform of an [`ObservedImage`].
+#[derive(Debug, Clone)]
+pub struct ObservedPlatform {
+    /// `amd64`, `arm64`, ...
+    pub architecture: String,
+    /// The config's `created`, when the platform was read.
+    pub created: Option<chrono::DateTime<chrono::Utc>>,
+    /// The config's labels, when the platform was read.
+    pub labels: Option<std::collections::BTreeMap<String, String>>,
+}

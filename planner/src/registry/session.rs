@@ -225,6 +225,43 @@ impl RegistrySession {
         matches!(cell.get(), Some(Ok(Some(_))))
     }
 
+    /// The tag list this plan read, if it read one; never sends a request.
+    pub fn tags_if_listed(&self, host: &str, repository: &str) -> Option<Arc<Vec<String>>> {
+        self.memo
+            .tags
+            .peek(&(host.to_owned(), repository.to_owned()))
+            .and_then(Result::ok)
+    }
+
+    /// What the tags API said of the repository, if this plan read it and
+    /// it answered; never sends a request.
+    pub fn hub_tags_if_read(&self, host: &str, repository: &str) -> Option<Arc<HubTags>> {
+        match self
+            .memo
+            .hub
+            .peek(&(host.to_owned(), repository.to_owned()))?
+        {
+            Ok(Some((tags, _))) => Some(tags),
+            _ => None,
+        }
+    }
+
+    /// What this plan learned of `tag`'s image (see
+    /// [`super::ObservedImage`]); never sends a request.
+    pub fn observed(
+        &self,
+        host: &str,
+        repository: &str,
+        tag: &str,
+    ) -> Option<super::ObservedImage> {
+        let head = self
+            .memo
+            .heads
+            .peek(&(host.to_owned(), repository.to_owned(), tag.to_owned()))?
+            .ok()?;
+        self.client.observed(&head.digest)
+    }
+
     fn hub_answer<'f>(
         &'f self,
         host: &'f str,

@@ -11,6 +11,9 @@
 //!   JWTs with an `x5c` header for a self-signed certificate, the format
 //!   `docker-registry`'s `auth.token` mode verifies.
 //!
+//! * [`DelayProxy`] stands in front of either and adds a fixed delay to
+//!   every request, as a registry across the internet answers.
+//!
 //! Tests call [`LocalRegistry::start_or_skip`]: when the binary is missing it
 //! panics if the `CI` environment variable is set and otherwise prints a loud
 //! SKIP and returns `None`.
@@ -32,6 +35,9 @@ use sha2::{Digest as _, Sha256};
 use url::Url;
 
 use super::model::{OCI_CONFIG, OCI_INDEX, OCI_MANIFEST};
+
+mod delay;
+pub use delay::DelayProxy;
 
 /// Failure of the test harness.
 #[derive(Debug, thiserror::Error)]

@@ -816,7 +816,7 @@ pub struct RegistryConfig {
     pub mirrors: BTreeMap<String, String>,
     /// Registry host → basic credentials, read from environment variables.
     pub credentials: BTreeMap<String, CredentialEnv>,
-    /// Requests in flight at once.
+    /// Requests in flight at once to one registry host.
     pub concurrency: usize,
     /// Per-request timeout.
     #[serde(deserialize_with = "duration")]

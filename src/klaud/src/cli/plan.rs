@@ -463,29 +463,32 @@ fn render_candidates(report: &PlanReport) -> String {
     out
 }
 
-/// Requests by kind next to the minimum, wall time and peak memory.
+/// Requests by kind next to the floor (what any correct plan of the same
+/// scenario must read, computed from the scenario alone: see
+/// `klaud_planner::floor`), wall time and peak memory.
 pub fn stats(report: &PlanReport) -> String {
     let r = &report.requests;
-    let m = &report.minimum;
+    let f = &report.floor;
     let rows = [
-        ("manifest_head", r.manifest_head, Some(m.manifest_head)),
-        ("manifest_get", r.manifest_get, Some(m.manifest_get)),
-        ("blob_get", r.blob_get, Some(m.blob_get)),
-        ("tags_list", r.tags_list, Some(m.tags_list)),
+        ("manifest_head", r.manifest_head, Some(f.manifest_head)),
+        ("manifest_get", r.manifest_get, Some(f.manifest_get)),
+        ("blob_get", r.blob_get, Some(f.blob_get)),
+        ("tags_list", r.tags_list, Some(f.tags_list)),
         ("token", r.token, None),
-        ("hub_api", r.hub_api, None),
+        ("hub_api", r.hub_api, Some(f.hub_api)),
         ("other", r.other, None),
     ];
-    let mut out = String::from("requests        made  minimum\n");
-    for (name, made, minimum) in rows {
-        let minimum = minimum.map_or_else(|| "-".to_owned(), |m| m.to_string());
-        out.push_str(&format!("{name:<14} {made:>5}  {minimum:>7}\n"));
+    let mut out = String::from("requests        made    floor\n");
+    for (name, made, floor) in rows {
+        let floor = floor.map_or_else(|| "-".to_owned(), |m| m.to_string());
+        out.push_str(&format!("{name:<14} {made:>5}  {floor:>7}\n"));
     }
     out.push_str(&format!(
-        "{:<14} {:>5}  {:>7}\n",
+        "{:<14} {:>5}  {:>7}  ({:.2}x the floor)\n",
         "total",
         r.total(),
-        m.total()
+        f.total(),
+        r.total() as f64 / f.total().max(1) as f64
     ));
     out.push_str(&render_hosts(&hosts(report)));
     for (host, q) in &report.quotas {
@@ -504,7 +507,7 @@ pub fn stats(report: &PlanReport) -> String {
 }
 
 /// One registry host's figures in a plan: its pulls and requests next to
-/// the minimum, and the candidate tags proposed from it.
+/// the floor, and the candidate tags proposed from it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct HostFigures {
     /// The registry host as image references name it.
@@ -513,26 +516,34 @@ pub struct HostFigures {
     pub pulls: u64,
     /// Distinct candidate tags proposed from the host.
     pub candidates: usize,
+    /// Distinct images proposed: candidate tags by platform (a tag proposed
+    /// to an amd64 and an arm64 family is two images behind one index).
+    pub proposals: usize,
     /// Every request to the host.
     pub requests: u64,
-    /// The fewest any correct plan makes ([`PlanReport::minimum_by_host`]).
-    pub minimum: u64,
+    /// The fewest any correct plan of the same scenario makes
+    /// ([`PlanReport::floor_by_host`]).
+    pub floor: u64,
 }
 
 /// [`HostFigures`] of every host the plan asked or needed.
 pub fn hosts(report: &PlanReport) -> Vec<HostFigures> {
     use std::collections::{BTreeMap, BTreeSet};
     let mut proposed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut images: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
     for family in &report.families {
         if let Some(c) = &family.candidate {
-            proposed
-                .entry(c.image.registry().to_owned())
+            let tag = format!("{}:{}", c.image.normalized_repository(), c.tag);
+            let host = c.image.registry().to_owned();
+            images
+                .entry(host.clone())
                 .or_default()
-                .insert(format!("{}:{}", c.image.normalized_repository(), c.tag));
+                .insert((tag.clone(), family.architecture.to_owned()));
+            proposed.entry(host).or_default().insert(tag);
         }
     }
     let mut names: BTreeSet<&String> = report.requests_by_host.keys().collect();
-    names.extend(report.minimum_by_host.keys());
+    names.extend(report.floor_by_host.keys());
     names
         .into_iter()
         .map(|host| {
@@ -545,8 +556,9 @@ pub fn hosts(report: &PlanReport) -> Vec<HostFigures> {
                 host: host.clone(),
                 pulls: made.manifest_get,
                 candidates: proposed.get(host).map_or(0, BTreeSet::len),
+                proposals: images.get(host).map_or(0, BTreeSet::len),
                 requests: made.total(),
-                minimum: report.minimum_by_host.get(host).map_or(0, |m| m.total()),
+                floor: report.floor_by_host.get(host).map_or(0, |m| m.total()),
             }
         })
         .collect()
@@ -554,23 +566,23 @@ pub fn hosts(report: &PlanReport) -> Vec<HostFigures> {
 
 /// The per-host table; Docker Hub, whose manifest `GET`s are pulls counted
 /// against a small hourly quota, with its target: at most 2 pulls per
-/// proposed candidate tag.
+/// proposed image (its index and its platform's manifest).
 pub fn render_hosts(hosts: &[HostFigures]) -> String {
     let mut out = format!(
         "{:<14} {:>5}  {:>10}  {:>8}  {:>7}  pull target\n",
-        "registry host", "pulls", "candidates", "requests", "minimum"
+        "registry host", "pulls", "candidates", "requests", "floor"
     );
     for h in hosts {
         let target = if h.host == "docker.io" {
-            let bound = 2 * h.candidates as u64;
+            let bound = 2 * h.proposals as u64;
             let verdict = if h.pulls <= bound { "met" } else { "MISSED" };
-            format!("<= 2 x {} = {bound}, {verdict}", h.candidates)
+            format!("<= 2 x {} images = {bound}, {verdict}", h.proposals)
         } else {
             "no pull quota".to_owned()
         };
         out.push_str(&format!(
             "{:<14} {:>5}  {:>10}  {:>8}  {:>7}  {target}\n",
-            h.host, h.pulls, h.candidates, h.requests, h.minimum
+            h.host, h.pulls, h.candidates, h.requests, h.floor
         ));
     }
     out
