@@ -876,6 +876,8 @@ fn a_failed_report_links_its_failed_jobs_in_both_languages() {
         name: "benchmark 8k1k c64".into(),
         conclusion: "timed_out".into(),
         url: Some("https://github.com/o/r/actions/runs/1/job/2".into()),
+        node: None,
+        triage: None,
     }];
     let body = render_report(&report).expect("renders").remove(0).body;
     assert!(

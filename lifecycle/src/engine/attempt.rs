@@ -38,6 +38,9 @@ pub(super) fn classify(run: &Run) -> (AttemptStatus, bool) {
     }
 }
 
+/// Longest runner name kept: GitHub's are short; a longer one is cut.
+const MAX_NODE_CHARS: usize = 128;
+
 /// The jobs among `jobs` that count as failed, with their log pages.
 pub(super) fn failed_of(jobs: Vec<Job>) -> Vec<FailedJob> {
     jobs.into_iter()
@@ -47,6 +50,8 @@ pub(super) fn failed_of(jobs: Vec<Job>) -> Vec<FailedJob> {
                 name: j.name,
                 conclusion,
                 url: j.html_url,
+                node: j.runner_name.map(|n| n.chars().take(MAX_NODE_CHARS).collect()),
+                triage: None,
             })
         })
         .collect()

@@ -411,6 +411,8 @@ pub struct JobInfo {
     pub run_attempt: Option<u64>,
     #[serde(default)]
     pub html_url: Option<String>,
+    #[serde(default)]
+    pub runner_name: Option<String>,
 }
 
 /// A commit object (git data API).
@@ -1634,6 +1636,23 @@ impl Github {
             self.t
                 .get_all(&format!("list jobs of run {run_id}"), &p, Some("jobs"))
                 .await
+        })
+    }
+
+    /// A job's plain-text log (GitHub answers 302 to a short-lived URL;
+    /// octocrab follows it without sending the token to the other host).
+    /// Read once per failed job: not kept in memory afterwards.
+    pub fn job_log<'f>(&'f self, job_id: u64) -> BoxFuture<'f, Result<Vec<u8>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("read the log of job {job_id}");
+            match self
+                .t
+                .read_found(&what, &self.path(&format!("actions/jobs/{job_id}/logs")))
+                .await?
+            {
+                Some(raw) => Ok(raw.body.to_vec()),
+                None => Err(GithubError::NotFound { what }),
+            }
         })
     }
 

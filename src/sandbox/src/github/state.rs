@@ -303,6 +303,9 @@ pub struct Job {
     pub completed_at: Option<DateTime<Utc>>,
     /// What the job printed (`GET /actions/jobs/{id}/logs`).
     pub log: String,
+    /// The runner (node) it ran on, GitHub's `runner_name`; `None` until
+    /// one picked it up, or when the simulator does not say.
+    pub runner_name: Option<String>,
 }
 
 /// A finished attempt of a run that was re-run.
@@ -1158,7 +1161,7 @@ impl Model {
                     "created_at": fmt_time(run.run_started_at), "started_at": fmt_time(j.started_at),
                     "completed_at": completed.map(fmt_time),
                     "name": j.name, "steps": [], "check_run_url": format!("{url}/check-runs/{}", j.id),
-                    "labels": ["ubuntu-latest"], "runner_id": null, "runner_name": null,
+                    "labels": ["ubuntu-latest"], "runner_id": null, "runner_name": j.runner_name,
                     "runner_group_id": null, "runner_group_name": null, "workflow_name": run.name,
                 })
             })
@@ -1698,6 +1701,7 @@ impl GithubState {
                 started_at: now,
                 completed_at: Some(now),
                 log: String::new(),
+                runner_name: None,
             })
             .collect();
         r.runs.insert(
