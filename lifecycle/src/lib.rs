@@ -42,6 +42,7 @@ pub mod hunt;
 pub mod job_log;
 pub mod measured;
 pub mod model;
+pub mod playbook;
 pub mod recover;
 pub mod report;
 pub mod wave;
