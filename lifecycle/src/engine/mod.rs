@@ -41,6 +41,7 @@ pub mod memory;
 pub mod ownership;
 mod promise;
 mod proof;
+mod playbook_repair;
 mod publish;
 mod rebuild;
 mod rebuild_done;

@@ -200,6 +200,8 @@ pub enum TriageClass {
     Infrastructure,
     /// A failure the playbook knows.
     KnownEngine,
+    /// A known failure of the pull request's setup stage.
+    Setup,
     /// Noise after the benchmark window ended: not a failure.
     Teardown,
     /// Nothing the playbook knows.
@@ -213,6 +215,8 @@ impl TriageClass {
             (Self::Infrastructure, true) => "基础设施故障",
             (Self::KnownEngine, false) => "known engine failure",
             (Self::KnownEngine, true) => "已知引擎故障",
+            (Self::Setup, false) => "known setup failure",
+            (Self::Setup, true) => "已知准备阶段故障",
             (Self::Teardown, false) => "teardown noise after the window (not a failure)",
             (Self::Teardown, true) => "窗口结束后的收尾噪声（不算失败）",
             (Self::Unknown, false) => "unknown failure",
@@ -232,9 +236,10 @@ pub const MAX_TRIAGE_LINE_CHARS: usize = 300;
 pub struct JobTriage {
     /// What kind of failure it is.
     pub class: TriageClass,
-    /// The playbook entry's id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub entry: Option<String>,
+    /// The ids of the playbook entries that matched, the one that decides
+    /// first; for a known engine failure the others are tried next.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entries: Vec<String>,
     /// The log lines that matched, as printed (at most
     /// [`MAX_TRIAGE_LINES`], each cut to [`MAX_TRIAGE_LINE_CHARS`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -243,10 +248,10 @@ pub struct JobTriage {
 
 impl JobTriage {
     /// A triage with its lines bounded to what a report shows.
-    pub fn new(class: TriageClass, entry: Option<String>, lines: &[String]) -> Self {
+    pub fn new(class: TriageClass, entries: Vec<String>, lines: &[String]) -> Self {
         Self {
             class,
-            entry,
+            entries,
             lines: lines
                 .iter()
                 .take(MAX_TRIAGE_LINES)
@@ -704,11 +709,12 @@ fn triage(report: &AttemptReport, zh: bool) -> String {
                 format!(" on node {}", code(n))
             }
         });
-        let entry = t.entry.as_deref().map(|e| {
+        let entry = (!t.entries.is_empty()).then(|| {
+            let ids: Vec<String> = t.entries.iter().map(|e| code(e)).collect();
             if zh {
-                format!("，剧本条目 {}", code(e))
+                format!("，剧本条目 {}", ids.join("、"))
             } else {
-                format!(", playbook entry {}", code(e))
+                format!(", playbook entry {}", ids.join(", then "))
             }
         });
         out.push_str(&format!(

@@ -18,7 +18,8 @@ use crate::engine::ownership::{Mismatch, MismatchKind};
 use crate::engine::proof::Scope;
 use crate::engine::repair_hook::{RepairContext, RepairOutcome};
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
-use crate::report::{MarkerKey, ReportName, find_record, parse_report};
+use crate::engine::playbook_repair::{PlaybookRepair, tried_sentence};
+use crate::report::{FailedJob, MarkerKey, ReportName, find_record, parse_report};
 use klaud_claims::CommitSha;
 use serde_json::Value;
 
@@ -35,17 +36,50 @@ pub(in crate::engine) async fn run(
     if let Some(p) = cx.proposal_wait(rec, rec.repairs + 1, phase).await? {
         return Ok(p);
     }
-    let Some(hook) = cx.repair else {
-        let m = "no repair hook is configured".to_owned();
-        return cx.end(rec, Outcome::Failed, phase, m, false).await;
-    };
     let n = rec.repairs + 1;
     let intent = Intent::Repair(n);
     let old_head = Engine::head(rec)?;
     let tip = cx.branch_tip(&rec.branch).await?;
     let already =
         rec.intent.as_ref() == Some(&intent) && tip.as_ref().is_some_and(|t| t.sha != old_head);
+    let mut pushed = false;
+    let mut tried = None;
     if !already {
+        // The playbook first: a known failure's fix costs no agent.
+        let report = match last.as_ref().and_then(|a| a.run.as_ref()) {
+            Some(run) => published_report(cx, rec, run).await?,
+            None => Value::Null,
+        };
+        let jobs: Vec<FailedJob> = report
+            .get("failed_jobs")
+            .and_then(|j| serde_json::from_value(j.clone()).ok())
+            .unwrap_or_default();
+        match cx.playbook_repair(rec, &jobs, n, &old_head).await? {
+            PlaybookRepair::Pushed => pushed = true,
+            PlaybookRepair::Stop(p) => return Ok(p),
+            PlaybookRepair::Nothing { tried: t, skipped } => {
+                tried = tried_sentence(&t, &skipped);
+            }
+        }
+    }
+    if pushed || already {
+        return take_new_head(cx, rec, n, phase, &old_head).await;
+    }
+    let Some(hook) = cx.repair else {
+        let m = match tried {
+            Some(t) => format!(
+                "the {} still fails: {t}; no repair hook is configured",
+                phase_word(phase)
+            ),
+            None => format!(
+                "the {} failed and no repair hook is configured",
+                phase_word(phase)
+            ),
+        };
+        return cx.end(rec, Outcome::Failed, phase, m, false).await;
+    };
+    let tried = tried.map(|t| format!(" ({t})")).unwrap_or_default();
+    {
         if let Err(p) = cx.prove(rec, Scope::Pull).await? {
             return Ok(p);
         }
@@ -60,16 +94,25 @@ pub(in crate::engine) async fn run(
                 return cx.propose_variants(rec, &context, phase, &requests).await;
             }
             Ok(RepairOutcome::GaveUp(why)) => {
-                let m = format!("the repair hook gave up on repair {n}: {why}");
+                let m = format!("the repair hook gave up on repair {n}: {why}{tried}");
                 return cx.end(rec, Outcome::Failed, phase, m, false).await;
             }
             Err(e) => {
-                let m = format!("the repair hook failed on repair {n}: {e}");
+                let m = format!("the repair hook failed on repair {n}: {e}{tried}");
                 return cx.end(rec, Outcome::Failed, phase, m, false).await;
             }
         }
     }
     take_new_head(cx, rec, n, phase, &old_head).await
+}
+
+/// How an ending names the run that failed.
+fn phase_word(phase: Phase) -> &'static str {
+    if phase == Phase::FinalSweep {
+        "final sweep"
+    } else {
+        "smoke"
+    }
 }
 
 /// What the repair hook is told about repair `n` of the failed attempt
