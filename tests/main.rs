@@ -45,6 +45,7 @@ mod mergeable;
 mod not_this_image;
 mod people;
 mod people_merge;
+mod playbook_repairs;
 mod plan_sandbox;
 mod plan_upstream;
 mod promises;

@@ -168,6 +168,17 @@ impl Engine<'_> {
         })
     }
 
+    /// Whether every failed job (at least one) is teardown noise after the
+    /// benchmark window by its log.
+    pub(super) fn teardown_only(jobs: &[FailedJob]) -> bool {
+        !jobs.is_empty()
+            && jobs.iter().all(|j| {
+                j.triage
+                    .as_ref()
+                    .is_some_and(|t| t.class == TriageClass::Teardown)
+            })
+    }
+
     /// The playbook repairs on the branch between the base and `head`:
     /// commits by the bot carrying this candidate's trailer and a
     /// playbook trailer, oldest first.

@@ -999,6 +999,54 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_can_be_staged_by_its_log_on_a_node_until_an_edit_lands() {
+        let s = parse(
+            r#"
+            [families.a]
+            smoke = [{ outcome = "failure", node = "mia1-p01-g09", log_lines = ["pyxis is broken"],
+                       passes_when = { file = "/b/x.sh", contains = "--gpu-memory-utilization 0.90" } }]
+            "#,
+        )
+        .unwrap();
+        let step = s.step("f:a", RunKind::Smoke, 3);
+        assert_eq!(step.node.as_deref(), Some("mia1-p01-g09"));
+        assert_eq!(step.log_lines, vec!["pyxis is broken".to_owned()]);
+        assert_eq!(
+            step.passes_when,
+            Some(PassesWhen {
+                file: "b/x.sh".into(),
+                contains: "--gpu-memory-utilization 0.90".into()
+            })
+        );
+        assert_eq!(
+            s.passes_when_files().into_iter().collect::<Vec<_>>(),
+            vec!["b/x.sh".to_owned()]
+        );
+        for (text, field) in [
+            ("{ outcome = \"failure\", node = \"a b\" }", "families.a.smoke[0].node"),
+            (
+                "{ outcome = \"failure\", log_lines = [\"a\\nb\"] }",
+                "families.a.smoke[0].log_lines[0]",
+            ),
+            (
+                "{ outcome = \"success\", passes_when = { file = \"x\", contains = \"y\" } }",
+                "families.a.smoke[0].passes_when",
+            ),
+            (
+                "{ outcome = \"failure\", passes_when = { file = \"../x\", contains = \"y\" } }",
+                "families.a.smoke[0].passes_when.file",
+            ),
+            ("{ outcome = \"infra\", node = \"n1\" }", "families.a.smoke[0].outcome"),
+            ("{ delay = 3, node = \"n1\" }", "families.a.smoke[0].node"),
+        ] {
+            let e = parse(&format!("[families.a]\nsmoke = [{text}, \"success\"]"))
+                .expect_err(text)
+                .to_string();
+            assert!(e.contains(&format!("field `{field}`")), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn nothing_scripted_means_success() {
         let s = parse("").unwrap();
         assert_eq!(s.step("f:k", RunKind::Sweep, 3), Step::success());
