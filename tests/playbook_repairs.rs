@@ -105,6 +105,13 @@ async fn a_known_oom_is_repaired_by_the_playbook_without_a_hook() {
             && b.contains("vllm-oom-at-load (--gpu-memory-utilization 0.95 → 0.90)")),
         "{bodies:#?}"
     );
+    // And why, from the entry's diagnosis, in both languages.
+    assert!(
+        bodies.iter().any(|b| b
+            .contains("Why playbook entry `vllm-oom-at-load` (fix 1): vLLM's CUDA-graph memory profiler")
+            && b.contains("剧本条目 `vllm-oom-at-load`（第 1 个修复）的原因：vLLM 的 CUDA 图内存分析器")),
+        "{bodies:#?}"
+    );
 }
 
 #[tokio::test]

@@ -16,7 +16,7 @@ pub mod pr;
 pub mod receipt;
 
 pub use attempt::{
-    AttemptReport, EVAL_SAMPLES_DIFFER, EvalComparison, FailedJob, JobTriage, MAX_COMMENT_CHARS, Measure,
+    AttemptReport, EVAL_SAMPLES_DIFFER, EvalComparison, FailedJob, JobTriage, MAX_COMMENT_CHARS, PlaybookFixShown, Measure,
     PartInfo, ReassembleError, RepairChanges, ReportRow, ReportSection, compare, compare_evals,
     TriageClass, parse_report, reassemble, render_report, render_report_with_limit, uncovered_points,
 };

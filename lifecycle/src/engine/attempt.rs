@@ -300,6 +300,7 @@ impl Engine<'_> {
         };
         let (from, to) = (&from, &rec.attempts[idx].head);
         let cmp = self.forge.compare_commits(from, to).await?;
+        let playbook = self.playbook_fixes_shown(rec, &cmp.commits).await?;
         Ok(Some(RepairChanges {
             n,
             from: from.clone(),
@@ -310,6 +311,7 @@ impl Engine<'_> {
                 .map(|c| c.message.lines().next().unwrap_or("").trim().to_owned())
                 .collect(),
             files: cmp.files,
+            playbook,
         }))
     }
 }

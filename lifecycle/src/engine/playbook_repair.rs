@@ -23,7 +23,7 @@ use crate::engine::write::Writes as _;
 use crate::job_log::MAX_JOB_LOG_BYTES;
 use crate::model::AttemptStatus;
 use crate::playbook::{self, JobContext, JobLogView, Playbook, Triage};
-use crate::report::{FailedJob, JobTriage, TriageClass};
+use crate::report::{FailedJob, JobTriage, PlaybookFixShown, TriageClass};
 use klaud_claims::CommitSha;
 
 /// The trailer naming the playbook entry and fix a repair commit applied.
@@ -168,6 +168,44 @@ impl Engine<'_> {
         })
     }
 
+    /// The playbook fixes Klaud's own `commits` applied, each with its
+    /// entry's diagnosis (from the playbook at the base): what a report
+    /// after a repair says about why.
+    pub(super) async fn playbook_fixes_shown(
+        &self,
+        rec: &CandidateRecord,
+        commits: &[crate::engine::forge::ComparedCommit],
+    ) -> Result<Vec<PlaybookFixShown>, EngineError> {
+        let trailer = format!("{TRAILER}{}", rec.candidate);
+        let applied: Vec<Tried> = commits
+            .iter()
+            .filter(|c| {
+                self.by_bot(c.author.as_deref()) && c.message.lines().any(|l| l.trim() == trailer)
+            })
+            .flat_map(|c| c.message.lines().filter_map(playbook_line).collect::<Vec<_>>())
+            .collect();
+        if applied.is_empty() {
+            return Ok(Vec::new());
+        }
+        let book = self.playbook(rec).await?;
+        Ok(applied
+            .into_iter()
+            .map(|t| {
+                let d = book
+                    .as_ref()
+                    .and_then(|b| b.entry(&t.entry))
+                    .map(|e| e.diagnosis.clone())
+                    .unwrap_or_default();
+                PlaybookFixShown {
+                    entry: t.entry,
+                    fix: t.fix,
+                    en: d.en,
+                    zh: d.zh,
+                }
+            })
+            .collect())
+    }
+
     /// Whether every failed job (at least one) is teardown noise after the
     /// benchmark window by its log.
     pub(super) fn teardown_only(jobs: &[FailedJob]) -> bool {
@@ -198,12 +236,7 @@ impl Engine<'_> {
             {
                 continue;
             }
-            out.extend(
-                c.message
-                    .lines()
-                    .filter_map(|l| l.trim().strip_prefix(PLAYBOOK_TRAILER.trim_end()))
-                    .filter_map(Tried::parse),
-            );
+            out.extend(c.message.lines().filter_map(playbook_line));
         }
         Ok(out)
     }
@@ -355,6 +388,13 @@ impl Engine<'_> {
         }
         out
     }
+}
+
+/// The fix a commit message line's playbook trailer names.
+fn playbook_line(line: &str) -> Option<Tried> {
+    line.trim()
+        .strip_prefix(PLAYBOOK_TRAILER.trim_end())
+        .and_then(Tried::parse)
 }
 
 /// The report's view of one triage.

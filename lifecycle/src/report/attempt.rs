@@ -173,6 +173,23 @@ pub struct RepairChanges {
     pub subjects: Vec<String>,
     /// The paths the repair touched.
     pub files: Vec<String>,
+    /// The playbook fixes the repair applied, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub playbook: Vec<PlaybookFixShown>,
+}
+
+/// One playbook fix a repair applied: the entry, which of its fixes, and
+/// the entry's diagnosis in both languages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlaybookFixShown {
+    /// The entry's id.
+    pub entry: String,
+    /// Which of its fixes, from 1.
+    pub fix: usize,
+    /// The diagnosis, English.
+    pub en: String,
+    /// The diagnosis, Chinese.
+    pub zh: String,
 }
 
 /// A job of a run that did not succeed (Actions jobs API).
@@ -654,6 +671,24 @@ fn repair_changes(report: &AttemptReport, zh: bool) -> String {
     };
     for s in &r.subjects {
         out.push_str(&format!("- {}\n", text(s)));
+    }
+    for p in &r.playbook {
+        let why = if zh { &p.zh } else { &p.en };
+        out.push_str(&if zh {
+            format!(
+                "\n剧本条目 {}（第 {} 个修复）的原因：{}\n",
+                code(&p.entry),
+                p.fix,
+                text(why)
+            )
+        } else {
+            format!(
+                "\nWhy playbook entry {} (fix {}): {}\n",
+                code(&p.entry),
+                p.fix,
+                text(why)
+            )
+        });
     }
     if !r.files.is_empty() {
         let files: Vec<String> = r.files.iter().map(|f| code(f)).collect();
