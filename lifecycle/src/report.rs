@@ -16,7 +16,8 @@ pub mod pr;
 pub mod receipt;
 
 pub use attempt::{
-    AttemptReport, EVAL_SAMPLES_DIFFER, EvalComparison, FailedJob, JobTriage, MAX_COMMENT_CHARS, PlaybookFixShown, Measure,
+    AttemptReport, EVAL_SAMPLES_DIFFER, EvalComparison, FailedJob, JobTriage, MAX_COMMENT_CHARS, MAX_TRIAGE_LINE_CHARS,
+    MAX_TRIAGE_LINES, PlaybookFixShown, Measure,
     PartInfo, ReassembleError, RepairChanges, ReportRow, ReportSection, compare, compare_evals,
     TriageClass, parse_report, reassemble, render_report, render_report_with_limit, uncovered_points,
 };

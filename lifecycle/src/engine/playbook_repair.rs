@@ -351,8 +351,11 @@ impl Engine<'_> {
                     .fast_forward_branch(&proof, &rec.branch, &sha)
                     .await
                 {
-                    // Re-read by the repair step: the tip tells.
-                    Ok(()) | Err(ForgeError::Ambiguous(_)) => {}
+                    // Re-read by the repair step: the tip tells (a push
+                    // by someone else meanwhile is a handoff there).
+                    Ok(())
+                    | Err(ForgeError::Ambiguous(_))
+                    | Err(ForgeError::NotFastForward(_)) => {}
                     Err(e) => return Err(e.into()),
                 }
                 self.forge.forget();
