@@ -109,6 +109,9 @@ pub struct Scope {
     pub runner: Vec<Regex>,
     /// Patterns one of which must match the whole node name.
     pub node: Vec<Regex>,
+    /// Patterns one of which must match the whole config key of the family
+    /// (`dsv4-fp8-h200-sglang`) or the whole family (`<master>:<key>`).
+    pub family: Vec<Regex>,
 }
 
 /// A diagnosis in both languages the reports are written in.
@@ -202,7 +205,7 @@ pub struct JobContext {
     pub hardware: Option<String>,
     /// GitHub's `runner_name` of the job.
     pub runner_name: Option<String>,
-    /// The family (`<master>:<key>`), for reports.
+    /// The family (`<master>:<key>`, or the config key alone).
     pub family: Option<String>,
 }
 
@@ -256,5 +259,10 @@ impl Scope {
             })
             && whole(&self.runner, ctx.runner_name.as_deref())
             && whole(&self.node, node.or(ctx.runner_name.as_deref()))
+            && (self.family.is_empty()
+                || ctx.family.as_deref().is_some_and(|f| {
+                    let key = f.rsplit_once(':').map_or(f, |(_, k)| k);
+                    whole(&self.family, Some(key)) || whole(&self.family, Some(f))
+                }))
     }
 }

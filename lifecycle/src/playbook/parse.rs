@@ -191,7 +191,7 @@ impl Reader<'_> {
     }
 
     /// A scalar or a sequence of scalars.
-    fn list(&mut self, node: &Node, field: &str) -> Vec<(String, Node)> {
+    fn list(&mut self, node: &Node, field: &str) -> Vec<(String, Node, String)> {
         let items: Vec<&Node> = match node.as_sequence() {
             Some(items) => items.iter().collect(),
             None => vec![node],
@@ -212,7 +212,7 @@ impl Reader<'_> {
                 field.to_owned()
             };
             if let Some(t) = self.text(item, &path) {
-                out.push((t, item.clone()));
+                out.push((t, item.clone(), path));
             }
         }
         out
@@ -256,7 +256,7 @@ impl Reader<'_> {
     fn patterns(&mut self, node: Option<&Node>, field: &str, count: &mut usize) -> Vec<Regex> {
         let Some(node) = node else { return Vec::new() };
         let mut out = Vec::new();
-        for (t, n) in self.list(node, field) {
+        for (t, n, path) in self.list(node, field) {
             *count += 1;
             if *count > self.limits.max_patterns {
                 self.err(
@@ -269,7 +269,7 @@ impl Reader<'_> {
                 );
                 break;
             }
-            if let Some(re) = self.pattern(&t, &n, field) {
+            if let Some(re) = self.pattern(&t, &n, &path) {
                 out.push(re);
             }
         }
@@ -279,14 +279,14 @@ impl Reader<'_> {
     fn words(&mut self, node: Option<&Node>, field: &str) -> Vec<String> {
         let Some(node) = node else { return Vec::new() };
         let mut out = Vec::new();
-        for (t, n) in self.list(node, field) {
+        for (t, n, path) in self.list(node, field) {
             let w = t.trim().to_ascii_lowercase();
             if WORD.is_match(&w) {
                 out.push(w);
             } else {
                 self.err(
                     Some(&n),
-                    field,
+                    &path,
                     format!("{t:?} is not a lowercase word like vllm or b200"),
                 );
             }
@@ -348,7 +348,14 @@ impl Reader<'_> {
         self.keys(
             map,
             field,
-            &["framework", "engine_version", "hardware", "runner", "node"],
+            &[
+                "framework",
+                "engine_version",
+                "hardware",
+                "runner",
+                "node",
+                "family",
+            ],
         );
         let framework = self.words(map.get("framework"), "signature.scope.framework");
         let hardware = self.words(map.get("hardware"), "signature.scope.hardware");
@@ -365,7 +372,9 @@ impl Reader<'_> {
         });
         let runner = self.patterns(map.get("runner"), "signature.scope.runner", count);
         let node = self.patterns(map.get("node"), "signature.scope.node", count);
+        let family = self.patterns(map.get("family"), "signature.scope.family", count);
         Scope {
+            family,
             framework,
             engine_version,
             hardware,
@@ -546,7 +555,7 @@ impl Reader<'_> {
         }
         let mut seen_on = Vec::new();
         if let Some(s) = map.get("seen_on") {
-            for (t, _) in self.list(s, "seen_on") {
+            for (t, _, _) in self.list(s, "seen_on") {
                 let digits = t.trim().trim_start_matches('#');
                 seen_on.push(match digits.parse::<u64>() {
                     Ok(n) => SeenOn::Pull(n),
@@ -556,11 +565,11 @@ impl Reader<'_> {
         }
         let mut nodes = Vec::new();
         if let Some(s) = map.get("nodes") {
-            for (t, n) in self.list(s, "nodes") {
+            for (t, n, path) in self.list(s, "nodes") {
                 if NODE_NAME.is_match(&t) {
                     nodes.push(t);
                 } else {
-                    self.err(Some(&n), "nodes", format!("{t:?} is not a node name"));
+                    self.err(Some(&n), &path, format!("{t:?} is not a node name"));
                 }
             }
         }

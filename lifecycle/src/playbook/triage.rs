@@ -28,10 +28,13 @@ static WINDOW_END: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 
-/// Where SLURM and InferenceX's scripts name the compute node.
+/// Where SLURM and InferenceX's scripts name the compute node: the
+/// scripts' `JOB <id> running on <node>`, SLURM's variables, `scontrol`'s
+/// fields and `srun`'s per-node errors. A node list with ranges
+/// (`g[09,19]`) names no single node and is skipped.
 static NODE_LINE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?:\brunning on |SLURMD_NODENAME=|\bNodeList=|srun: error: |on host )([A-Za-z0-9][A-Za-z0-9._-]{0,99})\b",
+        r#"(?:\bJOB \d+ running on |\bSLURMD_NODENAME=|\bNodeList=|\bNodeName=)([A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?)(?:[\s,;'"]|$)|\bsrun: error: ([A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?): task\b"#,
     )
     .expect("static regex")
 });
@@ -168,8 +171,8 @@ pub fn log_node(view: &JobLogView) -> Option<String> {
     view.lines.iter().find_map(|l| {
         NODE_LINE
             .captures(&l.text)
-            .map(|c| c[1].trim_end_matches(['.', '-']).to_owned())
-            .filter(|n| !n.is_empty())
+            .and_then(|c| c.get(1).or_else(|| c.get(2)))
+            .map(|m| m.as_str().to_owned())
     })
 }
 
@@ -270,6 +273,14 @@ pub fn matches(view: &JobLogView, playbook: &Playbook, ctx: &JobContext) -> Vec<
         }
     }
     out
+}
+
+impl Entry {
+    /// The lines this entry's patterns match in a log, whatever its scope
+    /// (`None`: the patterns do not match).
+    pub fn signature_lines(&self, view: &JobLogView) -> Option<Vec<MatchedLine>> {
+        entry_lines(self, view).map(|numbers| bounded(view, numbers))
+    }
 }
 
 fn signature_of(lines: &[MatchedLine]) -> LogSignature {
