@@ -107,9 +107,11 @@ async fn a_known_oom_is_repaired_by_the_playbook_without_a_hook() {
     );
     // And why, from the entry's diagnosis, in both languages.
     assert!(
-        bodies.iter().any(|b| b
-            .contains("Why playbook entry `vllm-oom-at-load` (fix 1): vLLM's CUDA-graph memory profiler")
-            && b.contains("剧本条目 `vllm-oom-at-load`（第 1 个修复）的原因：vLLM 的 CUDA 图内存分析器")),
+        bodies.iter().any(|b| b.contains(
+            "Why playbook entry `vllm-oom-at-load` (fix 1): vLLM's CUDA-graph memory profiler"
+        ) && b.contains(
+            "剧本条目 `vllm-oom-at-load`（第 1 个修复）的原因：vLLM 的 CUDA 图内存分析器"
+        )),
         "{bodies:#?}"
     );
 }
@@ -132,9 +134,9 @@ async fn a_fix_that_does_not_help_is_followed_by_the_next_then_both_are_listed()
     assert_eq!(ending.outcome, Outcome::Failed, "{ending:?}");
     assert_eq!(rec.repairs, 2, "{ending:?}");
     assert!(
-        ending
-            .message
-            .contains("playbook fixes tried without success: vllm-oom-at-load#1, vllm-oom-at-load#2"),
+        ending.message.contains(
+            "playbook fixes tried without success: vllm-oom-at-load#1, vllm-oom-at-load#2"
+        ),
         "{ending:?}"
     );
     assert!(
@@ -202,7 +204,11 @@ smoke = [{ outcome = "failure", log_lines = ["srun: error: pyxis is broken"], no
         assert_eq!(ending.outcome, Outcome::Validated, "{key}: {ending:?}");
         assert_eq!(rec.repairs, 0, "{key}");
         assert!(rec.attempts[0].infra, "{key}: {:?}", rec.attempts);
-        assert_eq!(rec.attempts[1].kind, AttemptKind::InfraRetry { n: 1 }, "{key}");
+        assert_eq!(
+            rec.attempts[1].kind,
+            AttemptKind::InfraRetry { n: 1 },
+            "{key}"
+        );
         let bodies = reports(&env, rec.pull.expect("pull")).await;
         let first = bodies
             .iter()

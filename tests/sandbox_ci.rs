@@ -916,7 +916,10 @@ async fn sandbox_with_ci_runs_dispatched_workflows_by_itself() {
         .clone();
     assert_eq!(failed["runner_name"], "mia1-p01-g09", "{failed}");
     let log = http
-        .get(format!("{api}/repos/{repo}/actions/jobs/{}/logs", failed["id"]))
+        .get(format!(
+            "{api}/repos/{repo}/actions/jobs/{}/logs",
+            failed["id"]
+        ))
         .bearer_auth(token)
         .send()
         .await

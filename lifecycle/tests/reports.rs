@@ -897,14 +897,15 @@ fn a_failed_report_links_its_failed_jobs_in_both_languages() {
 
 #[test]
 fn a_failed_jobs_triage_names_node_class_entries_and_bounded_lines_in_both_languages() {
-    use klaud_lifecycle::report::{JobTriage, MAX_TRIAGE_LINE_CHARS, MAX_TRIAGE_LINES, TriageClass};
+    use klaud_lifecycle::report::{
+        JobTriage, MAX_TRIAGE_LINE_CHARS, MAX_TRIAGE_LINES, TriageClass,
+    };
     let mut report = attempt_report();
     report.status = klaud_lifecycle::model::AttemptStatus::Failed;
     // Hostile log text: markdown, a mention, an HTML comment, and far too
     // many and too long lines.
-    let mut lines = vec![
-        "torch.OutOfMemoryError: CUDA out of memory <!-- x --> @someone **bold**".to_owned(),
-    ];
+    let mut lines =
+        vec!["torch.OutOfMemoryError: CUDA out of memory <!-- x --> @someone **bold**".to_owned()];
     lines.extend((0..20).map(|i| format!("line {i} {}", "y".repeat(1000))));
     report.failed_jobs = vec![klaud_lifecycle::report::FailedJob {
         name: "benchmark 8k1k c64".into(),
@@ -919,7 +920,11 @@ fn a_failed_jobs_triage_names_node_class_entries_and_bounded_lines_in_both_langu
     }];
     let t = report.failed_jobs[0].triage.as_ref().unwrap();
     assert_eq!(t.lines.len(), MAX_TRIAGE_LINES);
-    assert!(t.lines.iter().all(|l| l.chars().count() <= MAX_TRIAGE_LINE_CHARS));
+    assert!(
+        t.lines
+            .iter()
+            .all(|l| l.chars().count() <= MAX_TRIAGE_LINE_CHARS)
+    );
     let body = render_report(&report).expect("renders").remove(0).body;
     assert!(
         body.contains(
@@ -935,7 +940,10 @@ fn a_failed_jobs_triage_names_node_class_entries_and_bounded_lines_in_both_langu
         ),
         "{body}"
     );
-    assert!(body.contains("**Triage:**") && body.contains("**分诊**："), "{body}");
+    assert!(
+        body.contains("**Triage:**") && body.contains("**分诊**："),
+        "{body}"
+    );
     assert!(!body.contains("<!-- x -->"), "{body}");
     let record = find_record(&body).expect("record").expect("a record");
     assert_eq!(

@@ -50,7 +50,9 @@ pub(super) fn failed_of(jobs: Vec<Job>) -> Vec<FailedJob> {
                 name: j.name,
                 conclusion,
                 url: j.html_url,
-                node: j.runner_name.map(|n| n.chars().take(MAX_NODE_CHARS).collect()),
+                node: j
+                    .runner_name
+                    .map(|n| n.chars().take(MAX_NODE_CHARS).collect()),
                 triage: None,
             })
         })

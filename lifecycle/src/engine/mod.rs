@@ -39,9 +39,9 @@ mod measured_image;
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;
 pub mod ownership;
+mod playbook_repair;
 mod promise;
 mod proof;
-mod playbook_repair;
 mod publish;
 mod rebuild;
 mod rebuild_done;

@@ -101,8 +101,16 @@ impl Engine<'_> {
     fn job_context(&self, rec: &CandidateRecord, runner_name: Option<&str>) -> JobContext {
         let family = self.repository.family(&rec.family).ok();
         let hardware = family.map(|f| {
-            let runner = f.entry.runner.strip_prefix("cluster:").unwrap_or(&f.entry.runner);
-            runner.split('-').next().unwrap_or(runner).to_ascii_lowercase()
+            let runner = f
+                .entry
+                .runner
+                .strip_prefix("cluster:")
+                .unwrap_or(&f.entry.runner);
+            runner
+                .split('-')
+                .next()
+                .unwrap_or(runner)
+                .to_ascii_lowercase()
         });
         let engine_version = klaud_planner::image::ImageRef::parse(&rec.image)
             .ok()
@@ -182,7 +190,12 @@ impl Engine<'_> {
             .filter(|c| {
                 self.by_bot(c.author.as_deref()) && c.message.lines().any(|l| l.trim() == trailer)
             })
-            .flat_map(|c| c.message.lines().filter_map(playbook_line).collect::<Vec<_>>())
+            .flat_map(|c| {
+                c.message
+                    .lines()
+                    .filter_map(playbook_line)
+                    .collect::<Vec<_>>()
+            })
             .collect();
         if applied.is_empty() {
             return Ok(Vec::new());
@@ -277,7 +290,11 @@ impl Engine<'_> {
         };
         let mut entries: Vec<(String, Option<String>)> = Vec::new();
         for j in failed_jobs {
-            let Some(t) = j.triage.as_ref().filter(|t| t.class == TriageClass::KnownEngine) else {
+            let Some(t) = j
+                .triage
+                .as_ref()
+                .filter(|t| t.class == TriageClass::KnownEngine)
+            else {
                 continue;
             };
             for e in &t.entries {
@@ -353,9 +370,8 @@ impl Engine<'_> {
                 {
                     // Re-read by the repair step: the tip tells (a push
                     // by someone else meanwhile is a handoff there).
-                    Ok(())
-                    | Err(ForgeError::Ambiguous(_))
-                    | Err(ForgeError::NotFastForward(_)) => {}
+                    Ok(()) | Err(ForgeError::Ambiguous(_)) | Err(ForgeError::NotFastForward(_)) => {
+                    }
                     Err(e) => return Err(e.into()),
                 }
                 self.forge.forget();
@@ -464,10 +480,7 @@ mod tests {
 
     #[test]
     fn the_ending_lists_every_fix_tried() {
-        let tried = vec![
-            Tried::parse("a#1").unwrap(),
-            Tried::parse("b#1").unwrap(),
-        ];
+        let tried = vec![Tried::parse("a#1").unwrap(), Tried::parse("b#1").unwrap()];
         assert_eq!(
             tried_sentence(&tried, &["c".into()]).unwrap(),
             "playbook fixes tried without success: a#1, b#1; matched but not applied \
@@ -494,7 +507,9 @@ mod tests {
     #[test]
     fn the_demo_playbook_knows_its_oom_and_its_sick_node() {
         let book = Playbook::parse("demo", DEMO_PLAYBOOK).expect("parses");
-        let oom = JobLogView::new("Runner name: 'b200-demo_00'\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n");
+        let oom = JobLogView::new(
+            "Runner name: 'b200-demo_00'\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
+        );
         let t = playbook::triage(&oom, &book, &vllm_job("b200-demo_00"));
         let jt = job_triage(&t);
         assert_eq!(jt.class, TriageClass::KnownEngine, "{t:?}");
@@ -505,7 +520,10 @@ mod tests {
         let applied = fix.apply(DEMO_SCRIPT).expect("places");
         assert_eq!(
             applied.text,
-            DEMO_SCRIPT.replace("--gpu-memory-utilization 0.95", "--gpu-memory-utilization 0.90")
+            DEMO_SCRIPT.replace(
+                "--gpu-memory-utilization 0.95",
+                "--gpu-memory-utilization 0.90"
+            )
         );
         // Out of scope (another framework): not the entry's.
         let mut sglang = vllm_job("b200-demo_00");

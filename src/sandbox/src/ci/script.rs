@@ -1023,7 +1023,10 @@ mod tests {
             vec!["b/x.sh".to_owned()]
         );
         for (text, field) in [
-            ("{ outcome = \"failure\", node = \"a b\" }", "families.a.smoke[0].node"),
+            (
+                "{ outcome = \"failure\", node = \"a b\" }",
+                "families.a.smoke[0].node",
+            ),
             (
                 "{ outcome = \"failure\", log_lines = [\"a\\nb\"] }",
                 "families.a.smoke[0].log_lines[0]",
@@ -1036,7 +1039,10 @@ mod tests {
                 "{ outcome = \"failure\", passes_when = { file = \"../x\", contains = \"y\" } }",
                 "families.a.smoke[0].passes_when.file",
             ),
-            ("{ outcome = \"infra\", node = \"n1\" }", "families.a.smoke[0].outcome"),
+            (
+                "{ outcome = \"infra\", node = \"n1\" }",
+                "families.a.smoke[0].outcome",
+            ),
             ("{ delay = 3, node = \"n1\" }", "families.a.smoke[0].node"),
         ] {
             let e = parse(&format!("[families.a]\nsmoke = [{text}, \"success\"]"))
