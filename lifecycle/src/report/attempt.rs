@@ -753,10 +753,10 @@ fn triage(report: &AttemptReport, zh: bool) -> String {
             }
         });
         out.push_str(&format!(
-            "- {}{}{} {}{}\n",
+            "- {}{}{}{}{}\n",
             text(&j.name),
             node.unwrap_or_default(),
-            if zh { "：" } else { ":" },
+            if zh { "：" } else { ": " },
             t.class.words(zh),
             entry.unwrap_or_default(),
         ));
