@@ -903,7 +903,50 @@ mod tests {
             labels: Vec::new(),
             manifest: true,
             gate: None,
+            staged_files: BTreeMap::new(),
         }
+    }
+
+    fn failing_step(passes_when: Option<(&str, &str)>) -> Step {
+        Step {
+            conclusion: Conclusion::Failure,
+            node: Some("n1".into()),
+            log_lines: vec!["boom".into()],
+            passes_when: passes_when.map(|(file, contains)| crate::ci::script::PassesWhen {
+                file: file.into(),
+                contains: contains.into(),
+            }),
+            ..Step::success()
+        }
+    }
+
+    #[test]
+    fn a_staged_failure_passes_once_its_edit_is_at_the_head() {
+        let files: BTreeMap<String, String> =
+            [("b/x.sh".to_owned(), "serve --mem 0.90\n".to_owned())].into();
+        let fixed = with_staged_fix(failing_step(Some(("b/x.sh", "--mem 0.90"))), &files);
+        assert_eq!(fixed.conclusion, Conclusion::Success);
+        assert!(fixed.log_lines.is_empty());
+        assert_eq!(fixed.node.as_deref(), Some("n1"));
+        let still = with_staged_fix(failing_step(Some(("b/x.sh", "--mem 0.85"))), &files);
+        assert_eq!(still.conclusion, Conclusion::Failure);
+        let absent = with_staged_fix(failing_step(Some(("b/y.sh", "--mem 0.90"))), &files);
+        assert_eq!(absent.conclusion, Conclusion::Failure);
+    }
+
+    #[test]
+    fn failed_jobs_print_the_staged_lines_after_their_node() {
+        let job = |conclusion: &str| PlannedJob {
+            name: "j".into(),
+            at: 0.5,
+            conclusion: conclusion.into(),
+            artifacts: Vec::new(),
+            log: String::new(),
+        };
+        let mut planned = vec![job("success"), job("failure")];
+        print_staged_lines(&mut planned, &failing_step(None));
+        assert_eq!(planned[0].log, "");
+        assert_eq!(planned[1].log, "Runner name: 'n1'\nboom\n");
     }
 
     fn keys(s: &Snapshot) -> Vec<String> {
