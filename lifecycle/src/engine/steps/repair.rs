@@ -1,10 +1,13 @@
-//! Step 6 of 9, `Step::Repair`: hand a failed smoke or final sweep to the
-//! repair hook, within the repair budget, and take its answer: a repaired
-//! head (back to `smoke`), variants to race (`experiment`), or giving up.
+//! Step 6 of 9, `Step::Repair`: repair a failed smoke or final sweep,
+//! within the repair budget, first by the playbook (`playbook_repair`: the
+//! next untried fix of the entries the failed jobs matched), else by the
+//! repair hook, and take the answer: a repaired head (back to `smoke`),
+//! variants to race (`experiment`), or giving up with everything tried.
 //!
 //! After a failed `smoke` or `sweep`. Reads the failed run's jobs and
-//! report, the branch tip (a repair commit that is not the hook's is a
-//! mismatch). May write: nothing itself; the hook pushes to the branch
+//! report, the playbook at the base, the branch tip (a repair commit that
+//! is not Klaud's or the hook's is a mismatch). May write: a playbook
+//! repair's commit and push, under a proof; the hook pushes to the branch
 //! while the proof holds.
 
 use crate::engine::config::TRAILER;
@@ -79,28 +82,26 @@ pub(in crate::engine) async fn run(
         return cx.end(rec, Outcome::Failed, phase, m, false).await;
     };
     let tried = tried.map(|t| format!(" ({t})")).unwrap_or_default();
-    {
-        if let Err(p) = cx.prove(rec, Scope::Pull).await? {
-            return Ok(p);
+    if let Err(p) = cx.prove(rec, Scope::Pull).await? {
+        return Ok(p);
+    }
+    let context = repair_context(cx, rec, last.as_ref(), n, phase, &old_head).await?;
+    cx.intend(rec, intent).await?;
+    let outcome = hook.repair(&context).await;
+    // The hook pushed (or may have): nothing read before it holds.
+    cx.forge.forget();
+    match outcome {
+        Ok(RepairOutcome::Pushed) => {}
+        Ok(RepairOutcome::Variants(requests)) => {
+            return cx.propose_variants(rec, &context, phase, &requests).await;
         }
-        let context = repair_context(cx, rec, last.as_ref(), n, phase, &old_head).await?;
-        cx.intend(rec, intent).await?;
-        let outcome = hook.repair(&context).await;
-        // The hook pushed (or may have): nothing read before it holds.
-        cx.forge.forget();
-        match outcome {
-            Ok(RepairOutcome::Pushed) => {}
-            Ok(RepairOutcome::Variants(requests)) => {
-                return cx.propose_variants(rec, &context, phase, &requests).await;
-            }
-            Ok(RepairOutcome::GaveUp(why)) => {
-                let m = format!("the repair hook gave up on repair {n}: {why}{tried}");
-                return cx.end(rec, Outcome::Failed, phase, m, false).await;
-            }
-            Err(e) => {
-                let m = format!("the repair hook failed on repair {n}: {e}{tried}");
-                return cx.end(rec, Outcome::Failed, phase, m, false).await;
-            }
+        Ok(RepairOutcome::GaveUp(why)) => {
+            let m = format!("the repair hook gave up on repair {n}: {why}{tried}");
+            return cx.end(rec, Outcome::Failed, phase, m, false).await;
+        }
+        Err(e) => {
+            let m = format!("the repair hook failed on repair {n}: {e}{tried}");
+            return cx.end(rec, Outcome::Failed, phase, m, false).await;
         }
     }
     take_new_head(cx, rec, n, phase, &old_head).await
