@@ -22,13 +22,14 @@ const TOKEN_ENV: &str = "KLAUD_DOCTOR_TEST_TOKEN";
 const OTHER_LOGIN: &str = "someone-else";
 const OTHER_TOKEN: &str = "ghp_doctorOTHERuserSECRET0123456789abcd";
 
-const CHECKS: [&str; 12] = [
+const CHECKS: [&str; 13] = [
     "config",
     "token",
     "identity",
     "permission",
     "base-branch",
     "workflows",
+    "playbook",
     "claims",
     "rate-limit",
     "registries",
@@ -291,7 +292,7 @@ fn everything_passes_against_the_sandbox_and_nothing_is_written() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.starts_with("CHECK"), "{text}");
     assert!(
-        text.ends_with("12 checks: 12 ok, 0 warn, 0 fail\n"),
+        text.ends_with("13 checks: 13 ok, 0 warn, 0 fail\n"),
         "{text}"
     );
 }
@@ -691,4 +692,30 @@ fn doctor_names_a_model_prefix_the_results_api_knows_no_name_for() {
         "{}",
         report(&c)
     );
+}
+
+#[test]
+fn doctor_reads_the_playbook_at_the_base_branch_and_names_each_error() {
+    let sb = sandbox();
+    let c = checks(&sb.doctor(Some(BOT_TOKEN), &[], &[]));
+    let (status, detail) = &c["playbook"];
+    assert_eq!(status, "ok", "{detail}");
+    assert!(
+        detail.starts_with("no .github/klaud-playbook.yaml"),
+        "{detail}"
+    );
+
+    // A file of the base branch that is no playbook: every problem named,
+    // with its line and key.
+    *sb.extra_toml.borrow_mut() = "playbook = \"configs/runners.yaml\"\n".to_owned();
+    let c = checks(&sb.doctor(Some(BOT_TOKEN), &[], &[]));
+    let (status, detail) = &c["playbook"];
+    assert_eq!(status, "fail", "{detail}");
+    for want in [
+        "configs/runners.yaml:1: labels: unknown key (known: version, entries, nodes)",
+        "configs/runners.yaml:1: version: missing (write `version: 1`)",
+        "configs/runners.yaml:1: entries: missing",
+    ] {
+        assert!(detail.contains(want), "{want:?} missing in {detail}");
+    }
 }

