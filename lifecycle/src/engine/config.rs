@@ -94,6 +94,9 @@ pub struct EngineConfig {
     /// report comment while the run is in progress (`None`: the report is
     /// posted only when the run ends).
     pub live_report_interval: Option<TimeDelta>,
+    /// The playbook's path in the benchmark repository, read at the
+    /// candidate's base (empty: no playbook).
+    pub playbook: String,
     /// The dashboard issue's number, when the wave's composition found one:
     /// every PR body's footer links it.
     pub dashboard_issue: Option<u64>,
@@ -163,6 +166,7 @@ impl EngineConfig {
             experiments: Vec::new(),
             require_baseline: true,
             live_report_interval: Some(TimeDelta::minutes(5)),
+            playbook: crate::playbook::DEFAULT_PATH.to_owned(),
             dashboard_issue: None,
             undone_declines: Vec::new(),
             hunt: crate::hunt::HuntSettings::default(),

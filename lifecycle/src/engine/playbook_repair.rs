@@ -79,15 +79,15 @@ impl Engine<'_> {
         &self,
         rec: &CandidateRecord,
     ) -> Result<Option<Playbook>, EngineError> {
-        let Some(bytes) = self
-            .forge
-            .read_file(playbook::DEFAULT_PATH, &rec.base_sha)
-            .await?
-        else {
+        let path = self.config.playbook.as_str();
+        if path.is_empty() {
+            return Ok(None);
+        }
+        let Some(bytes) = self.forge.read_file(path, &rec.base_sha).await? else {
             return Ok(None);
         };
         let text = String::from_utf8_lossy(&bytes);
-        match Playbook::parse(playbook::DEFAULT_PATH, &text) {
+        match Playbook::parse(path, &text) {
             Ok(p) => Ok(Some(p)),
             Err(e) => {
                 tracing::warn!(candidate = %rec.candidate, error = %e,
