@@ -700,8 +700,12 @@ fn doctor_reads_the_playbook_at_the_base_branch_and_names_each_error() {
     let c = checks(&sb.doctor(Some(BOT_TOKEN), &[], &[]));
     let (status, detail) = &c["playbook"];
     assert_eq!(status, "ok", "{detail}");
+    // The demo repository's own playbook (configs/demo/.github).
     assert!(
-        detail.starts_with("no .github/klaud-playbook.yaml"),
+        detail.starts_with(
+            ".github/klaud-playbook.yaml: 3 entries (1 engine with 2 fixes, 1 infrastructure, \
+             1 teardown, 0 setup), 1 sick nodes"
+        ),
         "{detail}"
     );
 

@@ -859,7 +859,8 @@ async fn sandbox_with_ci_runs_dispatched_workflows_by_itself() {
         .await
         .unwrap();
     let sha = main["object"]["sha"].as_str().unwrap();
-    // demo-fp8-h200-trt is scripted to fail on infrastructure first.
+    // demo-fp8-h200-trt is scripted to fail first on a sick node, whose
+    // name its jobs carry and whose log says what is wrong.
     let dispatched: Value = http
         .post(format!("{api}/repos/{repo}/actions/workflows/e2e-tests.yml/dispatches"))
         .bearer_auth(token)
@@ -896,7 +897,37 @@ async fn sandbox_with_ci_runs_dispatched_workflows_by_itself() {
         assert!(start.elapsed() < PATIENCE, "{run}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert_eq!(run["conclusion"], "startup_failure");
+    assert_eq!(run["conclusion"], "failure");
+    let jobs: Value = http
+        .get(format!("{api}/repos/{repo}/actions/runs/{id}/jobs"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let failed = jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["conclusion"] == "failure")
+        .expect("a failed job")
+        .clone();
+    assert_eq!(failed["runner_name"], "mia1-p01-g09", "{failed}");
+    let log = http
+        .get(format!(
+            "{api}/repos/{repo}/actions/jobs/{}/logs",
+            failed["id"]
+        ))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(log.contains("srun: error: pyxis is broken"), "{log}");
 
     let baseline = info["baseline_api"].as_str().unwrap();
     let rows: Value = http

@@ -39,6 +39,7 @@ pub mod dataset;
 pub mod engine;
 pub mod experiment;
 pub mod hunt;
+pub mod job_log;
 pub mod measured;
 pub mod model;
 pub mod playbook;

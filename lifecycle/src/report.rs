@@ -16,9 +16,10 @@ pub mod pr;
 pub mod receipt;
 
 pub use attempt::{
-    AttemptReport, EVAL_SAMPLES_DIFFER, EvalComparison, FailedJob, MAX_COMMENT_CHARS, Measure,
-    PartInfo, ReassembleError, RepairChanges, ReportRow, ReportSection, compare, compare_evals,
-    parse_report, reassemble, render_report, render_report_with_limit, uncovered_points,
+    AttemptReport, EVAL_SAMPLES_DIFFER, EvalComparison, FailedJob, JobTriage, MAX_COMMENT_CHARS,
+    MAX_TRIAGE_LINE_CHARS, MAX_TRIAGE_LINES, Measure, PartInfo, PlaybookFixShown, ReassembleError,
+    RepairChanges, ReportRow, ReportSection, TriageClass, compare, compare_evals, parse_report,
+    reassemble, render_report, render_report_with_limit, uncovered_points,
 };
 pub use footer::{FOOTER_END, FOOTER_START, insert_before_footer, render_footer, splice_footer};
 pub use live::{JobGroup, LiveJobs};

@@ -85,6 +85,9 @@ impl Forge for Fake {
     async fn list_jobs(&self, _: u64) -> Result<Vec<klaud_lifecycle::engine::Job>, ForgeError> {
         unused()
     }
+    async fn job_log(&self, _: u64, _: usize) -> Result<Vec<u8>, ForgeError> {
+        unused()
+    }
     async fn compare_commits(
         &self,
         _: &str,

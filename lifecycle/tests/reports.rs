@@ -876,6 +876,8 @@ fn a_failed_report_links_its_failed_jobs_in_both_languages() {
         name: "benchmark 8k1k c64".into(),
         conclusion: "timed_out".into(),
         url: Some("https://github.com/o/r/actions/runs/1/job/2".into()),
+        node: None,
+        triage: None,
     }];
     let body = render_report(&report).expect("renders").remove(0).body;
     assert!(
@@ -886,6 +888,63 @@ fn a_failed_report_links_its_failed_jobs_in_both_languages() {
         body.contains("**失败的作业**：[benchmark 8k1k c64](https://github.com/o/r/actions/runs/1/job/2)（timed\\_out）"),
         "{body}"
     );
+    let record = find_record(&body).expect("record").expect("a record");
+    assert_eq!(
+        parse_report(&record).expect("parses").failed_jobs,
+        report.failed_jobs
+    );
+}
+
+#[test]
+fn a_failed_jobs_triage_names_node_class_entries_and_bounded_lines_in_both_languages() {
+    use klaud_lifecycle::report::{
+        JobTriage, MAX_TRIAGE_LINE_CHARS, MAX_TRIAGE_LINES, TriageClass,
+    };
+    let mut report = attempt_report();
+    report.status = klaud_lifecycle::model::AttemptStatus::Failed;
+    // Hostile log text: markdown, a mention, an HTML comment, and far too
+    // many and too long lines.
+    let mut lines =
+        vec!["torch.OutOfMemoryError: CUDA out of memory <!-- x --> @someone **bold**".to_owned()];
+    lines.extend((0..20).map(|i| format!("line {i} {}", "y".repeat(1000))));
+    report.failed_jobs = vec![klaud_lifecycle::report::FailedJob {
+        name: "benchmark 8k1k c64".into(),
+        conclusion: "failure".into(),
+        url: None,
+        node: Some("b200-dgx-07".into()),
+        triage: Some(JobTriage::new(
+            TriageClass::KnownEngine,
+            vec!["vllm-oom-at-load".into(), "vllm-kv-negative".into()],
+            &lines,
+        )),
+    }];
+    let t = report.failed_jobs[0].triage.as_ref().unwrap();
+    assert_eq!(t.lines.len(), MAX_TRIAGE_LINES);
+    assert!(
+        t.lines
+            .iter()
+            .all(|l| l.chars().count() <= MAX_TRIAGE_LINE_CHARS)
+    );
+    let body = render_report(&report).expect("renders").remove(0).body;
+    assert!(
+        body.contains(
+            "- benchmark 8k1k c64 on node `b200-dgx-07`: known engine failure, playbook entry \
+             `vllm-oom-at-load`, then `vllm-kv-negative`"
+        ),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            "- benchmark 8k1k c64（节点 `b200-dgx-07`）：已知引擎故障，剧本条目 \
+             `vllm-oom-at-load`、`vllm-kv-negative`"
+        ),
+        "{body}"
+    );
+    assert!(
+        body.contains("**Triage:**") && body.contains("**分诊**："),
+        "{body}"
+    );
+    assert!(!body.contains("<!-- x -->"), "{body}");
     let record = find_record(&body).expect("record").expect("a record");
     assert_eq!(
         parse_report(&record).expect("parses").failed_jobs,

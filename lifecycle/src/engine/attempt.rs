@@ -38,6 +38,9 @@ pub(super) fn classify(run: &Run) -> (AttemptStatus, bool) {
     }
 }
 
+/// Longest runner name kept: GitHub's are short; a longer one is cut.
+const MAX_NODE_CHARS: usize = 128;
+
 /// The jobs among `jobs` that count as failed, with their log pages.
 pub(super) fn failed_of(jobs: Vec<Job>) -> Vec<FailedJob> {
     jobs.into_iter()
@@ -47,6 +50,10 @@ pub(super) fn failed_of(jobs: Vec<Job>) -> Vec<FailedJob> {
                 name: j.name,
                 conclusion,
                 url: j.html_url,
+                node: j
+                    .runner_name
+                    .map(|n| n.chars().take(MAX_NODE_CHARS).collect()),
+                triage: None,
             })
         })
         .collect()
@@ -295,6 +302,7 @@ impl Engine<'_> {
         };
         let (from, to) = (&from, &rec.attempts[idx].head);
         let cmp = self.forge.compare_commits(from, to).await?;
+        let playbook = self.playbook_fixes_shown(rec, &cmp.commits).await?;
         Ok(Some(RepairChanges {
             n,
             from: from.clone(),
@@ -305,6 +313,7 @@ impl Engine<'_> {
                 .map(|c| c.message.lines().next().unwrap_or("").trim().to_owned())
                 .collect(),
             files: cmp.files,
+            playbook,
         }))
     }
 }

@@ -95,6 +95,9 @@ pub struct EngineConfig {
     /// with no finished job waits for its first one (`None`: the report is
     /// posted only when the run ends).
     pub live_report_interval: Option<TimeDelta>,
+    /// The playbook's path in the benchmark repository, read at the
+    /// candidate's base (empty: no playbook).
+    pub playbook: String,
     /// The dashboard issue's number, when the wave's composition found one:
     /// every PR body's footer links it.
     pub dashboard_issue: Option<u64>,
@@ -164,6 +167,7 @@ impl EngineConfig {
             experiments: Vec::new(),
             require_baseline: true,
             live_report_interval: Some(TimeDelta::minutes(5)),
+            playbook: crate::playbook::DEFAULT_PATH.to_owned(),
             dashboard_issue: None,
             undone_declines: Vec::new(),
             hunt: crate::hunt::HuntSettings::default(),

@@ -62,6 +62,8 @@ pub struct Comment {
 /// A job of a workflow run (Actions jobs API).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
+    /// Id (its log is read by it).
+    pub id: u64,
     /// Name.
     pub name: String,
     /// Where it is; `None` when the server did not say.
@@ -70,6 +72,9 @@ pub struct Job {
     pub conclusion: Option<RunConclusion>,
     /// The job's page, where its log is.
     pub html_url: Option<String>,
+    /// The runner (node) that ran it, GitHub's `runner_name`; `None` before
+    /// one picked it up.
+    pub runner_name: Option<String>,
 }
 
 /// A workflow run.
@@ -290,6 +295,10 @@ pub trait Forge: Send + Sync {
     async fn download_artifact(&self, id: u64) -> Result<Vec<u8>, ForgeError>;
     /// Jobs of a run's latest attempt.
     async fn list_jobs(&self, run: u64) -> Result<Vec<Job>, ForgeError>;
+    /// A job's plain-text log, at most `limit` bytes: a longer one keeps its
+    /// head and its tail (where a failure's cause and its last words are)
+    /// around a line saying how much was left out.
+    async fn job_log(&self, job: u64, limit: usize) -> Result<Vec<u8>, ForgeError>;
     /// The commits and files between `base` and `head` (compare API).
     async fn compare_commits(&self, base: &str, head: &str) -> Result<Comparison, ForgeError>;
 

@@ -104,6 +104,9 @@ impl Forge for LeaseGuard<'_> {
     async fn list_jobs(&self, run: u64) -> Result<Vec<super::forge::Job>, ForgeError> {
         self.inner.list_jobs(run).await
     }
+    async fn job_log(&self, job: u64, limit: usize) -> Result<Vec<u8>, ForgeError> {
+        self.inner.job_log(job, limit).await
+    }
     async fn compare_commits(
         &self,
         base: &str,

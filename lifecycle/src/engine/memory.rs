@@ -85,6 +85,8 @@ struct StoredRun {
     run: Run,
     workflow: String,
     artifacts: Vec<(ArtifactInfo, Vec<u8>)>,
+    /// Its one job's log and runner, when a test staged them.
+    job: Option<(String, Option<String>)>,
 }
 
 #[derive(Debug, Default)]
@@ -314,6 +316,13 @@ impl MemoryForge {
         Ok(())
     }
 
+    /// What run `id`'s job printed and the node it ran on.
+    pub fn set_job_log(&self, id: u64, log: &str, node: Option<&str>) -> Result<(), ForgeError> {
+        let mut st = self.lock();
+        st.run_mut(id)?.job = Some((log.to_owned(), node.map(str::to_owned)));
+        Ok(())
+    }
+
     /// Gives run `id` another title, as a run dispatched by an earlier
     /// Klaud (another `test-name`) carries.
     pub fn retitle_run(&self, id: u64, title: &str) -> Result<(), ForgeError> {
@@ -359,6 +368,7 @@ impl MemoryForge {
             },
             workflow: workflow.to_owned(),
             artifacts: Vec::new(),
+            job: None,
         });
         id
     }
@@ -553,13 +563,24 @@ impl Forge for MemoryForge {
         // One job per run, named after the run, as the sandbox's Actions
         // simulator serves them.
         let mut st = self.lock();
-        let run = &st.run_mut(run)?.run;
+        let stored = st.run_mut(run)?;
+        let run = &stored.run;
         Ok(vec![super::forge::Job {
+            id: run.id,
             name: run.title.clone(),
             status: Some(run.status.clone()),
             conclusion: run.conclusion.clone(),
             html_url: Some(format!("{}/job/{}", run.html_url, run.id)),
+            runner_name: stored.job.as_ref().and_then(|(_, n)| n.clone()),
         }])
+    }
+
+    async fn job_log(&self, job: u64, limit: usize) -> Result<Vec<u8>, ForgeError> {
+        // A run's one job has the run's id.
+        let mut st = self.lock();
+        let stored = st.run_mut(job)?;
+        let log = stored.job.as_ref().map_or("", |(l, _)| l.as_str());
+        Ok(crate::job_log::bounded(log.as_bytes(), limit))
     }
 
     async fn download_artifact(&self, id: u64) -> Result<Vec<u8>, ForgeError> {

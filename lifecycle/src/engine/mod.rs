@@ -40,6 +40,7 @@ mod measured_image;
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;
 pub mod ownership;
+mod playbook_repair;
 mod promise;
 mod proof;
 mod publish;

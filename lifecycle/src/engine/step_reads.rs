@@ -305,6 +305,9 @@ impl Forge for StepReads<'_> {
     async fn list_jobs(&self, run: u64) -> Result<Vec<Job>, ForgeError> {
         self.inner.list_jobs(run).await
     }
+    async fn job_log(&self, job: u64, limit: usize) -> Result<Vec<u8>, ForgeError> {
+        self.inner.job_log(job, limit).await
+    }
     async fn compare_commits(
         &self,
         base: &str,

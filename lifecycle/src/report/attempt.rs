@@ -173,6 +173,23 @@ pub struct RepairChanges {
     pub subjects: Vec<String>,
     /// The paths the repair touched.
     pub files: Vec<String>,
+    /// The playbook fixes the repair applied, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub playbook: Vec<PlaybookFixShown>,
+}
+
+/// One playbook fix a repair applied: the entry, which of its fixes, and
+/// the entry's diagnosis in both languages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlaybookFixShown {
+    /// The entry's id.
+    pub entry: String,
+    /// Which of its fixes, from 1.
+    pub fix: usize,
+    /// The diagnosis, English.
+    pub en: String,
+    /// The diagnosis, Chinese.
+    pub zh: String,
 }
 
 /// A job of a run that did not succeed (Actions jobs API).
@@ -184,6 +201,81 @@ pub struct FailedJob {
     pub conclusion: RunConclusion,
     /// The job's page (its log), `html_url`.
     pub url: Option<String>,
+    /// The runner (node) it ran on, when GitHub said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// What its log says the failure is, when the log was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triage: Option<JobTriage>,
+}
+
+/// How a failed job's log reads against the playbook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TriageClass {
+    /// The runner or node failed, not the candidate.
+    Infrastructure,
+    /// A failure the playbook knows.
+    KnownEngine,
+    /// A known failure of the pull request's setup stage.
+    Setup,
+    /// Noise after the benchmark window ended: not a failure.
+    Teardown,
+    /// Nothing the playbook knows.
+    Unknown,
+}
+
+impl TriageClass {
+    fn words(self, zh: bool) -> &'static str {
+        match (self, zh) {
+            (Self::Infrastructure, false) => "infrastructure failure",
+            (Self::Infrastructure, true) => "基础设施故障",
+            (Self::KnownEngine, false) => "known engine failure",
+            (Self::KnownEngine, true) => "已知引擎故障",
+            (Self::Setup, false) => "known setup failure",
+            (Self::Setup, true) => "已知准备阶段故障",
+            (Self::Teardown, false) => "teardown noise after the window (not a failure)",
+            (Self::Teardown, true) => "窗口结束后的收尾噪声（不算失败）",
+            (Self::Unknown, false) => "unknown failure",
+            (Self::Unknown, true) => "未知故障",
+        }
+    }
+}
+
+/// Most matching lines a report shows per job, and the longest one.
+pub const MAX_TRIAGE_LINES: usize = 5;
+/// Characters kept of one matching line.
+pub const MAX_TRIAGE_LINE_CHARS: usize = 300;
+
+/// The triage of one failed job: its class, the playbook entry that
+/// matched (if any) and the log lines that matched, bounded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobTriage {
+    /// What kind of failure it is.
+    pub class: TriageClass,
+    /// The ids of the playbook entries that matched, the one that decides
+    /// first; for a known engine failure the others are tried next.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub entries: Vec<String>,
+    /// The log lines that matched, as printed (at most
+    /// [`MAX_TRIAGE_LINES`], each cut to [`MAX_TRIAGE_LINE_CHARS`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines: Vec<String>,
+}
+
+impl JobTriage {
+    /// A triage with its lines bounded to what a report shows.
+    pub fn new(class: TriageClass, entries: Vec<String>, lines: &[String]) -> Self {
+        Self {
+            class,
+            entries,
+            lines: lines
+                .iter()
+                .take(MAX_TRIAGE_LINES)
+                .map(|l| l.chars().take(MAX_TRIAGE_LINE_CHARS).collect())
+                .collect(),
+        }
+    }
 }
 
 impl AttemptReport {
@@ -581,6 +673,24 @@ fn repair_changes(report: &AttemptReport, zh: bool) -> String {
     for s in &r.subjects {
         out.push_str(&format!("- {}\n", text(s)));
     }
+    for p in &r.playbook {
+        let why = if zh { &p.zh } else { &p.en };
+        out.push_str(&if zh {
+            format!(
+                "\n剧本条目 {}（第 {} 个修复）的原因：{}\n",
+                code(&p.entry),
+                p.fix,
+                text(why)
+            )
+        } else {
+            format!(
+                "\nWhy playbook entry {} (fix {}): {}\n",
+                code(&p.entry),
+                p.fix,
+                text(why)
+            )
+        });
+    }
     if !r.files.is_empty() {
         let files: Vec<String> = r.files.iter().map(|f| code(f)).collect();
         out.push_str(&if zh {
@@ -612,11 +722,54 @@ fn failed_jobs(report: &AttemptReport, zh: bool) -> String {
             }
         })
         .collect();
-    if zh {
+    let listed = if zh {
         format!("\n**失败的作业**：{}\n", jobs.join("、"))
     } else {
         format!("\n**Failed jobs:** {}\n", jobs.join(", "))
+    };
+    listed + &triage(report, zh)
+}
+
+/// One line per failed job whose log was read: where it ran, its class,
+/// the playbook entry, and the matching lines quoted.
+fn triage(report: &AttemptReport, zh: bool) -> String {
+    let mut out = String::new();
+    for j in &report.failed_jobs {
+        let Some(t) = &j.triage else {
+            continue;
+        };
+        let node = j.node.as_deref().map(|n| {
+            if zh {
+                format!("（节点 {}）", code(n))
+            } else {
+                format!(" on node {}", code(n))
+            }
+        });
+        let entry = (!t.entries.is_empty()).then(|| {
+            let ids: Vec<String> = t.entries.iter().map(|e| code(e)).collect();
+            if zh {
+                format!("，剧本条目 {}", ids.join("、"))
+            } else {
+                format!(", playbook entry {}", ids.join(", then "))
+            }
+        });
+        out.push_str(&format!(
+            "- {}{}{}{}{}\n",
+            text(&j.name),
+            node.unwrap_or_default(),
+            if zh { "：" } else { ": " },
+            t.class.words(zh),
+            entry.unwrap_or_default(),
+        ));
+        for l in &t.lines {
+            out.push_str(&format!("  - {}\n", code(l)));
+        }
     }
+    if out.is_empty() {
+        return out;
+    }
+    let title = if zh { "**分诊**：" } else { "**Triage:**" };
+    format!("\n{title}\n\n{out}")
 }
 
 /// The result tables, eval table and N/A notes in one language: the

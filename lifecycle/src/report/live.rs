@@ -213,6 +213,7 @@ mod tests {
 
     fn job(name: &str, conclusion: Option<&str>) -> Job {
         Job {
+            id: 1,
             name: name.into(),
             status: Some(
                 if conclusion.is_some() {
@@ -224,6 +225,7 @@ mod tests {
             ),
             conclusion: conclusion.map(RunConclusion::from),
             html_url: None,
+            runner_name: None,
         }
     }
 

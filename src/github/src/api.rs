@@ -411,6 +411,8 @@ pub struct JobInfo {
     pub run_attempt: Option<u64>,
     #[serde(default)]
     pub html_url: Option<String>,
+    #[serde(default)]
+    pub runner_name: Option<String>,
 }
 
 /// A commit object (git data API).

@@ -257,12 +257,19 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .map_err(map)?
             .into_iter()
             .map(|j| klaud_lifecycle::engine::forge::Job {
+                id: j.id,
                 name: j.name,
                 status: j.status,
                 conclusion: j.conclusion,
                 html_url: j.html_url,
+                runner_name: j.runner_name.filter(|n| !n.is_empty()),
             })
             .collect())
+    }
+
+    async fn job_log(&self, job: u64, limit: usize) -> Result<Vec<u8>, ForgeError> {
+        let log = self.forge.job_log(job).await.map_err(map)?;
+        Ok(klaud_lifecycle::job_log::bounded(&log, limit))
     }
 
     async fn compare_commits(

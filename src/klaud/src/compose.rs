@@ -234,6 +234,7 @@ pub fn engine_config(config: &Config, owner_run: u64) -> EngineConfig {
         .ok()
         .filter(|d| !d.is_zero());
     e.model_names = l.model_names.clone();
+    e.playbook = l.playbook.clone();
     if let Ok(lease) = chrono::TimeDelta::from_std(config.daemon.lease) {
         e.lease = lease;
     }

@@ -495,6 +495,8 @@ mod tests {
                 name: "End-to-End Tests".into(),
                 conclusion: "failure".into(),
                 url: Some("https://github.com/o/r/actions/runs/1/job/2".into()),
+                node: None,
+                triage: None,
             }],
             artifacts: vec!["bmk_1".into()],
         }

@@ -1,10 +1,13 @@
-//! Step 6 of 9, `Step::Repair`: hand a failed smoke or final sweep to the
-//! repair hook, within the repair budget, and take its answer: a repaired
-//! head (back to `smoke`), variants to race (`experiment`), or giving up.
+//! Step 6 of 9, `Step::Repair`: repair a failed smoke or final sweep,
+//! within the repair budget, first by the playbook (`playbook_repair`: the
+//! next untried fix of the entries the failed jobs matched), else by the
+//! repair hook, and take the answer: a repaired head (back to `smoke`),
+//! variants to race (`experiment`), or giving up with everything tried.
 //!
 //! After a failed `smoke` or `sweep`. Reads the failed run's jobs and
-//! report, the branch tip (a repair commit that is not the hook's is a
-//! mismatch). May write: nothing itself; the hook pushes to the branch
+//! report, the playbook at the base, the branch tip (a repair commit that
+//! is not Klaud's or the hook's is a mismatch). May write: a playbook
+//! repair's commit and push, under a proof; the hook pushes to the branch
 //! while the proof holds.
 
 use crate::engine::config::TRAILER;
@@ -15,10 +18,11 @@ use crate::engine::forge::Forge as _;
 use crate::engine::intent::Intent;
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
 use crate::engine::ownership::{Mismatch, MismatchKind};
+use crate::engine::playbook_repair::{PlaybookRepair, tried_sentence};
 use crate::engine::proof::Scope;
 use crate::engine::repair_hook::{RepairContext, RepairOutcome};
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
-use crate::report::{MarkerKey, ReportName, find_record, parse_report};
+use crate::report::{FailedJob, MarkerKey, ReportName, find_record, parse_report};
 use klaud_claims::CommitSha;
 use serde_json::Value;
 
@@ -35,41 +39,81 @@ pub(in crate::engine) async fn run(
     if let Some(p) = cx.proposal_wait(rec, rec.repairs + 1, phase).await? {
         return Ok(p);
     }
-    let Some(hook) = cx.repair else {
-        let m = "no repair hook is configured".to_owned();
-        return cx.end(rec, Outcome::Failed, phase, m, false).await;
-    };
     let n = rec.repairs + 1;
     let intent = Intent::Repair(n);
     let old_head = Engine::head(rec)?;
     let tip = cx.branch_tip(&rec.branch).await?;
     let already =
         rec.intent.as_ref() == Some(&intent) && tip.as_ref().is_some_and(|t| t.sha != old_head);
+    let mut pushed = false;
+    let mut tried = None;
     if !already {
-        if let Err(p) = cx.prove(rec, Scope::Pull).await? {
-            return Ok(p);
-        }
-        let context = repair_context(cx, rec, last.as_ref(), n, phase, &old_head).await?;
-        cx.intend(rec, intent).await?;
-        let outcome = hook.repair(&context).await;
-        // The hook pushed (or may have): nothing read before it holds.
-        cx.forge.forget();
-        match outcome {
-            Ok(RepairOutcome::Pushed) => {}
-            Ok(RepairOutcome::Variants(requests)) => {
-                return cx.propose_variants(rec, &context, phase, &requests).await;
-            }
-            Ok(RepairOutcome::GaveUp(why)) => {
-                let m = format!("the repair hook gave up on repair {n}: {why}");
-                return cx.end(rec, Outcome::Failed, phase, m, false).await;
-            }
-            Err(e) => {
-                let m = format!("the repair hook failed on repair {n}: {e}");
-                return cx.end(rec, Outcome::Failed, phase, m, false).await;
+        // The playbook first: a known failure's fix costs no agent.
+        let report = match last.as_ref().and_then(|a| a.run.as_ref()) {
+            Some(run) => published_report(cx, rec, run).await?,
+            None => Value::Null,
+        };
+        let jobs: Vec<FailedJob> = report
+            .get("failed_jobs")
+            .and_then(|j| serde_json::from_value(j.clone()).ok())
+            .unwrap_or_default();
+        match cx.playbook_repair(rec, &jobs, n, &old_head).await? {
+            PlaybookRepair::Pushed => pushed = true,
+            PlaybookRepair::Stop(p) => return Ok(p),
+            PlaybookRepair::Nothing { tried: t, skipped } => {
+                tried = tried_sentence(&t, &skipped);
             }
         }
     }
+    if pushed || already {
+        return take_new_head(cx, rec, n, phase, &old_head).await;
+    }
+    let Some(hook) = cx.repair else {
+        let m = match tried {
+            Some(t) => format!(
+                "the {} still fails: {t}; no repair hook is configured",
+                phase_word(phase)
+            ),
+            None => format!(
+                "the {} failed and no repair hook is configured",
+                phase_word(phase)
+            ),
+        };
+        return cx.end(rec, Outcome::Failed, phase, m, false).await;
+    };
+    let tried = tried.map(|t| format!(" ({t})")).unwrap_or_default();
+    if let Err(p) = cx.prove(rec, Scope::Pull).await? {
+        return Ok(p);
+    }
+    let context = repair_context(cx, rec, last.as_ref(), n, phase, &old_head).await?;
+    cx.intend(rec, intent).await?;
+    let outcome = hook.repair(&context).await;
+    // The hook pushed (or may have): nothing read before it holds.
+    cx.forge.forget();
+    match outcome {
+        Ok(RepairOutcome::Pushed) => {}
+        Ok(RepairOutcome::Variants(requests)) => {
+            return cx.propose_variants(rec, &context, phase, &requests).await;
+        }
+        Ok(RepairOutcome::GaveUp(why)) => {
+            let m = format!("the repair hook gave up on repair {n}: {why}{tried}");
+            return cx.end(rec, Outcome::Failed, phase, m, false).await;
+        }
+        Err(e) => {
+            let m = format!("the repair hook failed on repair {n}: {e}{tried}");
+            return cx.end(rec, Outcome::Failed, phase, m, false).await;
+        }
+    }
     take_new_head(cx, rec, n, phase, &old_head).await
+}
+
+/// How an ending names the run that failed.
+fn phase_word(phase: Phase) -> &'static str {
+    if phase == Phase::FinalSweep {
+        "final sweep"
+    } else {
+        "smoke"
+    }
 }
 
 /// What the repair hook is told about repair `n` of the failed attempt

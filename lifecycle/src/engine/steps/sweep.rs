@@ -347,7 +347,7 @@ async fn report_run(
     } else {
         AttemptStatus::Failed
     };
-    let failed_jobs = cx.failed_jobs(live.id, status).await?;
+    let failed_jobs = cx.triaged_jobs(rec, live.id, status).await?;
     // check-final also asks what ran: a sweep of another container
     // validates nothing, whatever it concluded, and a re-run or a repair
     // would measure the same container again.

@@ -310,6 +310,23 @@ impl Github {
         })
     }
 
+    /// A job's plain-text log (GitHub answers 302 to a short-lived URL;
+    /// octocrab follows it without sending the token to the other host).
+    /// Read once per failed job: not kept in memory afterwards.
+    pub fn job_log<'f>(&'f self, job_id: u64) -> BoxFuture<'f, Result<Vec<u8>, GithubError>> {
+        Box::pin(async move {
+            let what = format!("read the log of job {job_id}");
+            match self
+                .t
+                .read_found(&what, &self.path(&format!("actions/jobs/{job_id}/logs")))
+                .await?
+            {
+                Some(raw) => Ok(raw.body.to_vec()),
+                None => Err(GithubError::NotFound { what }),
+            }
+        })
+    }
+
     /// Re-runs a completed run. After an ambiguous failure the run is
     /// re-read: a higher attempt than before means the re-run was accepted.
     pub(crate) async fn rerun_run(&self, id: u64) -> Result<(), GithubError> {

@@ -72,6 +72,30 @@
 //! - A delay step attaches to the outcome after it: `["delay:30", "success"]`
 //!   is one run that stays running 30 s and then passes.
 //!
+//! ## A failure staged by its log, on a node, fixed by an edit
+//!
+//! ```toml
+//! [families.demo-fp4-b200-vllm]
+//! # Fails with an OOM on node b200-dgx-07 until the benchmark script at the
+//! # run's head lowers the memory fraction; then passes with baseline numbers.
+//! smoke = [{ outcome = "failure", node = "b200-dgx-07",
+//!            log_lines = ["torch.OutOfMemoryError: CUDA out of memory"],
+//!            passes_when = { file = "benchmarks/single_node/fixed_seq_len/demo_fp4_b200_vllm.sh",
+//!                            contains = "--gpu-memory-utilization 0.90" } }]
+//! ```
+//!
+//! - `log_lines` (failures and successes): lines every failed job of the
+//!   run prints (`GET .../actions/jobs/{id}/logs`), after a line naming its
+//!   node; at most 200, each one line of at most 2,000 characters.
+//! - `node`: the runner every job of the run lands on, served as the job's
+//!   `runner_name`: letters, digits, `-`, `_`, `.`.
+//! - `passes_when = { file, contains }` (not on a success): the run passes
+//!   instead, with baseline numbers and on the same node, when `file`
+//!   (repository-relative) at the run's head commit contains `contains`.
+//!   With the step last in its list, every run fails until the edit lands.
+//! - An infrastructure conclusion starts no job that prints: a node's own
+//!   failure is staged as `failure` with its `node` and `log_lines`.
+//!
 //! ## A regression staged at a tag
 //!
 //! ```toml

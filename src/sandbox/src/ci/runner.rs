@@ -45,6 +45,9 @@ struct Snapshot {
     /// What the run's own workflow decided before any benchmark (the
     /// `[skip-sweep]` policy and the reuse gate), when it has those jobs.
     gate: Option<super::gate::GatePlan>,
+    /// The files the script's `passes_when` read, at the head
+    /// (repository-relative path → text; absent files are left out).
+    staged_files: BTreeMap<String, String>,
 }
 
 /// Whether each queued sweep run's workflow, at the run's head, uploads the
@@ -102,6 +105,8 @@ struct Pending {
     delay: Duration,
     /// The run's jobs, with the state ids they got (`None` until written).
     jobs: Vec<(PlannedJob, Option<u64>, bool)>,
+    /// The runner its jobs land on.
+    node: Option<String>,
 }
 
 /// The runner's own memory; nothing here is shared with other runners.
@@ -156,6 +161,7 @@ impl Runner {
         let mut out = Vec::new();
         let manifests = manifest_uploads(&mut m);
         let mut gates = super::gate::plan_queued(&mut m);
+        let wanted = self.script.passes_when_files();
         for r in m.repos.values_mut() {
             let workflows: HashMap<u64, String> = r
                 .workflows
@@ -229,8 +235,13 @@ impl Runner {
                         .copied()
                         .unwrap_or(true);
                 let gate = gates.remove(&(r.full_name(), run.id));
+                let staged_files = wanted
+                    .iter()
+                    .filter_map(|f| Some((f.clone(), text_at(r, &head_sha, f)?)))
+                    .collect();
                 let snap = Snapshot {
                     gate,
+                    staged_files,
                     manifest,
                     repo: r.full_name(),
                     run_id: run.id,
@@ -316,6 +327,7 @@ impl Runner {
                 started: now,
                 delay,
                 jobs,
+                node: None,
             };
         }
         let total: usize = found
@@ -366,6 +378,7 @@ impl Runner {
                 started: now,
                 delay: Duration::ZERO,
                 jobs: Vec::new(),
+                node: None,
             };
         };
         let family = first.family.clone();
@@ -380,6 +393,7 @@ impl Runner {
         let step: Step = self
             .script
             .step_for_image(&family, s.kind, index, &first.image);
+        let step = with_staged_fix(step, &s.staged_files);
         build_uploads(&s, &families, &step, &mut uploads);
         // Infrastructure failures never reach a benchmark job: such a run
         // shows the one job GitHub names after it.
@@ -392,6 +406,7 @@ impl Runner {
                 if let Some(gate) = &s.gate {
                     with_gate_jobs(&mut planned, &gate.jobs);
                 }
+                print_staged_lines(&mut planned, &step);
                 planned
             }
         };
@@ -415,6 +430,7 @@ impl Runner {
             started: now,
             delay: step.delay,
             jobs: planned.into_iter().map(|j| (j, None, false)).collect(),
+            node: step.node.clone(),
         }
     }
 
@@ -516,6 +532,7 @@ impl Runner {
                         started_at: now,
                         completed_at: None,
                         log: j.log.clone(),
+                        runner_name: p.node.clone(),
                     });
                 }
             }
@@ -553,6 +570,40 @@ impl Runner {
         finished.sort_unstable();
         for i in finished.into_iter().rev() {
             self.pending.remove(i);
+        }
+    }
+}
+
+/// A step whose `passes_when` edit is at the run's head passes instead,
+/// with baseline numbers, on the same node and after the same delay.
+fn with_staged_fix(step: Step, files: &BTreeMap<String, String>) -> Step {
+    let fixed = step
+        .passes_when
+        .as_ref()
+        .is_some_and(|p| files.get(&p.file).is_some_and(|t| t.contains(&p.contains)));
+    if !fixed {
+        return step;
+    }
+    Step {
+        delay: step.delay,
+        node: step.node,
+        ..Step::success()
+    }
+}
+
+/// The failed jobs of a run print the step's staged lines, after a line
+/// naming the node, as a runner's log does.
+fn print_staged_lines(planned: &mut [PlannedJob], step: &Step) {
+    if step.log_lines.is_empty() && step.node.is_none() {
+        return;
+    }
+    for j in planned.iter_mut().filter(|j| j.conclusion == "failure") {
+        if let Some(node) = &step.node {
+            j.log.push_str(&format!("Runner name: '{node}'\n"));
+        }
+        for line in &step.log_lines {
+            j.log.push_str(line);
+            j.log.push('\n');
         }
     }
 }
@@ -852,7 +903,50 @@ mod tests {
             labels: Vec::new(),
             manifest: true,
             gate: None,
+            staged_files: BTreeMap::new(),
         }
+    }
+
+    fn failing_step(passes_when: Option<(&str, &str)>) -> Step {
+        Step {
+            conclusion: Conclusion::Failure,
+            node: Some("n1".into()),
+            log_lines: vec!["boom".into()],
+            passes_when: passes_when.map(|(file, contains)| crate::ci::script::PassesWhen {
+                file: file.into(),
+                contains: contains.into(),
+            }),
+            ..Step::success()
+        }
+    }
+
+    #[test]
+    fn a_staged_failure_passes_once_its_edit_is_at_the_head() {
+        let files: BTreeMap<String, String> =
+            [("b/x.sh".to_owned(), "serve --mem 0.90\n".to_owned())].into();
+        let fixed = with_staged_fix(failing_step(Some(("b/x.sh", "--mem 0.90"))), &files);
+        assert_eq!(fixed.conclusion, Conclusion::Success);
+        assert!(fixed.log_lines.is_empty());
+        assert_eq!(fixed.node.as_deref(), Some("n1"));
+        let still = with_staged_fix(failing_step(Some(("b/x.sh", "--mem 0.85"))), &files);
+        assert_eq!(still.conclusion, Conclusion::Failure);
+        let absent = with_staged_fix(failing_step(Some(("b/y.sh", "--mem 0.90"))), &files);
+        assert_eq!(absent.conclusion, Conclusion::Failure);
+    }
+
+    #[test]
+    fn failed_jobs_print_the_staged_lines_after_their_node() {
+        let job = |conclusion: &str| PlannedJob {
+            name: "j".into(),
+            at: 0.5,
+            conclusion: conclusion.into(),
+            artifacts: Vec::new(),
+            log: String::new(),
+        };
+        let mut planned = vec![job("success"), job("failure")];
+        print_staged_lines(&mut planned, &failing_step(None));
+        assert_eq!(planned[0].log, "");
+        assert_eq!(planned[1].log, "Runner name: 'n1'\nboom\n");
     }
 
     fn keys(s: &Snapshot) -> Vec<String> {

@@ -111,7 +111,29 @@ pub struct Step {
     /// The image the rows record instead of the family's: a launcher or
     /// recipe that ran another container than the master's `image`.
     pub measured_image: Option<String>,
+    /// Lines the run's failed jobs print (and the jobs of an
+    /// infrastructure failure), as a real engine or node would.
+    pub log_lines: Vec<String>,
+    /// The runner every job of the run lands on (its `runner_name`).
+    pub node: Option<String>,
+    /// The edit that makes this run pass: read at the run's head commit.
+    pub passes_when: Option<PassesWhen>,
 }
+
+/// A run passes (with baseline numbers) when `file` at its head commit
+/// contains `contains`: a failure a known edit fixes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassesWhen {
+    /// Repository-relative path.
+    pub file: String,
+    /// Text the file must contain.
+    pub contains: String,
+}
+
+/// Most log lines one step may print, and the longest line: the staged
+/// text is a failure's symptom, not a whole log.
+pub const MAX_LOG_LINES: usize = 200;
+const MAX_LINE_CHARS: usize = 2_000;
 
 impl Step {
     /// A plain success with baseline values.
@@ -122,6 +144,9 @@ impl Step {
             multipliers: Multipliers::default(),
             partial: false,
             measured_image: None,
+            log_lines: Vec::new(),
+            node: None,
+            passes_when: None,
         }
     }
 }
@@ -275,6 +300,19 @@ struct RawStepTable {
     partial: Option<bool>,
     #[serde(default)]
     image: Option<String>,
+    #[serde(default, rename = "log_lines")]
+    log_lines: Option<Vec<String>>,
+    #[serde(default)]
+    node: Option<String>,
+    #[serde(default, rename = "passes_when")]
+    passes_when: Option<RawPassesWhen>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPassesWhen {
+    file: String,
+    contains: String,
 }
 
 impl Script {
@@ -342,6 +380,16 @@ impl Script {
             }
         }
         Step::success()
+    }
+
+    /// Every file a `passes_when` reads: what the runner copies out of the
+    /// repository at a run's head.
+    pub fn passes_when_files(&self) -> std::collections::BTreeSet<String> {
+        self.families
+            .values()
+            .flat_map(|f| f.smoke.iter().chain(&f.sweep))
+            .filter_map(|s| s.passes_when.as_ref().map(|p| p.file.clone()))
+            .collect()
     }
 
     /// The step for a run of `family` whose image is `image`: [`Script::step`]
@@ -459,7 +507,7 @@ fn steps(origin: &str, at: &str, raw: Option<Vec<RawStep>>) -> Result<Vec<Step>,
     let mut pending_at: Option<String> = None;
     for (i, entry) in raw.into_iter().enumerate() {
         let here = format!("{at}[{i}]");
-        let table = match entry {
+        let mut table = match entry {
             RawStep::Word(w) => word_table(origin, &here, &w)?,
             RawStep::Table(t) => *t,
         };
@@ -544,12 +592,16 @@ fn steps(origin: &str, at: &str, raw: Option<Vec<RawStep>>) -> Result<Vec<Step>,
             .as_deref()
             .map(|i| measured_image(origin, &here, conclusion, i))
             .transpose()?;
+        let (log_lines, node, passes_when) = staged(origin, &here, conclusion, &mut table)?;
         out.push(Step {
             delay,
             conclusion,
             multipliers,
             partial,
             measured_image,
+            log_lines,
+            node,
+            passes_when,
         });
     }
     if let Some(here) = pending_at {
@@ -576,6 +628,9 @@ fn word_table(origin: &str, here: &str, word: &str) -> Result<RawStepTable, Scri
         score: None,
         partial: None,
         image: None,
+        log_lines: None,
+        node: None,
+        passes_when: None,
     };
     if let Some(n) = word.strip_prefix("delay:") {
         let secs: i64 = n.trim().parse().map_err(|_| {
@@ -702,6 +757,85 @@ fn measured_image(
     Ok(image.to_owned())
 }
 
+/// Validates a step's staged failure: its log lines, node and the edit
+/// that makes it pass.
+#[allow(clippy::type_complexity)]
+fn staged(
+    origin: &str,
+    here: &str,
+    conclusion: Conclusion,
+    t: &mut RawStepTable,
+) -> Result<(Vec<String>, Option<String>, Option<PassesWhen>), ScriptError> {
+    let log_lines = t.log_lines.take().unwrap_or_default();
+    if log_lines.len() > MAX_LOG_LINES {
+        return Err(field_err(
+            origin,
+            &format!("{here}.log_lines"),
+            format!("more than {MAX_LOG_LINES} lines"),
+        ));
+    }
+    for (i, line) in log_lines.iter().enumerate() {
+        if line.chars().count() > MAX_LINE_CHARS || line.contains(['\n', '\r']) {
+            return Err(field_err(
+                origin,
+                &format!("{here}.log_lines[{i}]"),
+                format!("expected one line of at most {MAX_LINE_CHARS} characters"),
+            ));
+        }
+    }
+    let node = t.node.take();
+    if matches!(conclusion, Conclusion::Infra(_)) && (node.is_some() || !log_lines.is_empty()) {
+        return Err(field_err(
+            origin,
+            &format!("{here}.outcome"),
+            "an infrastructure conclusion starts no job that prints; stage a node's failure \
+             as `failure` with its `node` and `log_lines`",
+        ));
+    }
+    if let Some(n) = &node
+        && (n.is_empty()
+            || n.len() > 128
+            || !n
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        return Err(field_err(
+            origin,
+            &format!("{here}.node"),
+            format!("{n:?} is not a runner name (letters, digits, `-`, `_`, `.`; 1 to 128)"),
+        ));
+    }
+    let passes_when = match t.passes_when.take() {
+        None => None,
+        Some(p) => {
+            let at = format!("{here}.passes_when");
+            if conclusion == Conclusion::Success {
+                return Err(field_err(origin, &at, "a success passes already"));
+            }
+            let file = p.file.trim_start_matches('/').to_owned();
+            if file.is_empty() || file.len() > 512 || file.split('/').any(|s| s == "..") {
+                return Err(field_err(
+                    origin,
+                    &format!("{at}.file"),
+                    format!("{:?} is not a repository path", p.file),
+                ));
+            }
+            if p.contains.is_empty() || p.contains.len() > MAX_LINE_CHARS {
+                return Err(field_err(
+                    origin,
+                    &format!("{at}.contains"),
+                    format!("expected 1 to {MAX_LINE_CHARS} characters"),
+                ));
+            }
+            Some(PassesWhen {
+                file,
+                contains: p.contains,
+            })
+        }
+    };
+    Ok((log_lines, node, passes_when))
+}
+
 fn reject_metric_fields(
     origin: &str,
     here: &str,
@@ -715,6 +849,9 @@ fn reject_metric_fields(
         ("score", t.score.is_some()),
         ("partial", t.partial.is_some()),
         ("image", t.image.is_some()),
+        ("log_lines", t.log_lines.is_some()),
+        ("node", t.node.is_some()),
+        ("passes_when", t.passes_when.is_some()),
     ] {
         if set {
             return Err(field_err(
@@ -858,6 +995,60 @@ mod tests {
             let m = e.to_string();
             assert!(m.contains("families.a.smoke[0].image"), "{m}");
             assert!(m.contains(why), "{m}");
+        }
+    }
+
+    #[test]
+    fn a_failure_can_be_staged_by_its_log_on_a_node_until_an_edit_lands() {
+        let s = parse(
+            r#"
+            [families.a]
+            smoke = [{ outcome = "failure", node = "mia1-p01-g09", log_lines = ["pyxis is broken"],
+                       passes_when = { file = "/b/x.sh", contains = "--gpu-memory-utilization 0.90" } }]
+            "#,
+        )
+        .unwrap();
+        let step = s.step("f:a", RunKind::Smoke, 3);
+        assert_eq!(step.node.as_deref(), Some("mia1-p01-g09"));
+        assert_eq!(step.log_lines, vec!["pyxis is broken".to_owned()]);
+        assert_eq!(
+            step.passes_when,
+            Some(PassesWhen {
+                file: "b/x.sh".into(),
+                contains: "--gpu-memory-utilization 0.90".into()
+            })
+        );
+        assert_eq!(
+            s.passes_when_files().into_iter().collect::<Vec<_>>(),
+            vec!["b/x.sh".to_owned()]
+        );
+        for (text, field) in [
+            (
+                "{ outcome = \"failure\", node = \"a b\" }",
+                "families.a.smoke[0].node",
+            ),
+            (
+                "{ outcome = \"failure\", log_lines = [\"a\\nb\"] }",
+                "families.a.smoke[0].log_lines[0]",
+            ),
+            (
+                "{ outcome = \"success\", passes_when = { file = \"x\", contains = \"y\" } }",
+                "families.a.smoke[0].passes_when",
+            ),
+            (
+                "{ outcome = \"failure\", passes_when = { file = \"../x\", contains = \"y\" } }",
+                "families.a.smoke[0].passes_when.file",
+            ),
+            (
+                "{ outcome = \"infra\", node = \"n1\" }",
+                "families.a.smoke[0].outcome",
+            ),
+            ("{ delay = 3, node = \"n1\" }", "families.a.smoke[0].node"),
+        ] {
+            let e = parse(&format!("[families.a]\nsmoke = [{text}, \"success\"]"))
+                .expect_err(text)
+                .to_string();
+            assert!(e.contains(&format!("field `{field}`")), "{text}: {e}");
         }
     }
 

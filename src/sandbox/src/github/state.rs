@@ -306,6 +306,9 @@ pub struct Job {
     pub completed_at: Option<DateTime<Utc>>,
     /// What the job printed (`GET /actions/jobs/{id}/logs`).
     pub log: String,
+    /// The runner (node) it ran on, GitHub's `runner_name`; `None` until
+    /// one picked it up, or when the simulator does not say.
+    pub runner_name: Option<String>,
 }
 
 /// A finished attempt of a run that was re-run.

@@ -483,6 +483,7 @@ impl GithubState {
                 started_at: now,
                 completed_at: Some(now),
                 log: String::new(),
+                runner_name: None,
             })
             .collect();
         r.runs.insert(

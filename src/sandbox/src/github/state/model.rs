@@ -534,7 +534,7 @@ impl Model {
                     "created_at": fmt_time(run.run_started_at), "started_at": fmt_time(j.started_at),
                     "completed_at": completed.map(fmt_time),
                     "name": j.name, "steps": [], "check_run_url": format!("{url}/check-runs/{}", j.id),
-                    "labels": ["ubuntu-latest"], "runner_id": null, "runner_name": null,
+                    "labels": ["ubuntu-latest"], "runner_id": null, "runner_name": j.runner_name,
                     "runner_group_id": null, "runner_group_name": null, "workflow_name": run.name,
                 })
             })
