@@ -505,21 +505,30 @@ pub fn heldout() {
             let mut deferred = 0;
             for stale in tracks.values() {
                 // Without Docker Hub's tags API its tracks are ordered by their
-                // text and every pull only resolves the tag the text chose: the
-                // newest a version or date names, proposed whatever its image
-                // says of its age (the dates the bench gives are weeks old);
-                // what only time orders (push-ordered tracks, rebuilds tied on
-                // their text) is deferred, saying so.
+                // text and every pull only resolves the tag the text chose.
+                // The newest a date names is proposed, its age judged by that
+                // date (the dates the bench gives are weeks old). The newest a
+                // version names has only its image to tell its age, which the
+                // bench makes one hour: `min_age` vetoes it and, one read per
+                // family, the older ones wait for the next plan, saying so. What
+                // only time orders (push-ordered tracks, rebuilds tied on
+                // their text) is deferred too.
                 let scarce = !compared && stale.host == "docker.io";
+                let newest = stale.pushed.last().map(|(t, _)| t.as_str());
+                let dated_by_text = newest
+                    .and_then(|t| stale.track.matches(t))
+                    .and_then(|p| p.key_at(now))
+                    .is_some_and(|k| k.date.is_some());
                 let expected = if !scarce {
                     stale.expected.as_deref()
                 } else if stale.track.ordering() == TrackOrdering::Pushed
                     || stale.track.ties_by_time()
+                    || !dated_by_text
                 {
                     deferred += 1;
                     None
                 } else {
-                    stale.pushed.last().map(|(t, _)| t.as_str())
+                    newest
                 };
                 let mut ok = true;
                 for family in &stale.families {

@@ -226,14 +226,19 @@ pub(super) async fn first_qualifying(
             continue;
         };
         let age = options.now.signed_duration_since(time);
-        // Without Docker Hub's tags API the text chose this tag and its age
-        // was judged by the date it names, if any: the pull only resolves
-        // its digest. Vetoing it now would spend the pulls on nothing and
-        // leave the older tags unread for want of budget.
-        let by_text = scarce && known_time.is_none() && clock == Clock::TagText;
-        if age < min_age && by_text {
+        // Without Docker Hub's tags API a tag whose text names its date was
+        // judged old enough by that date before the read: the pull only
+        // resolves its digest, and an image rebuilt under an old date is no
+        // half-published build. A tag that names no date has only its
+        // image to tell its age, and `min_age` holds for it as for any
+        // other: the older tags wait for the next plan.
+        let dated_by_text = scarce
+            && known_time.is_none()
+            && clock == Clock::TagText
+            && text_date(track, tag, options.now).is_some();
+        if age < min_age && dated_by_text {
             work.plan.reasons.push(format!(
-                "{tag}: proposed by its tag text (Docker Hub's tags API is unavailable); its image says it is {}h old, under the minimum {}h, which only push times could check without spending pulls",
+                "{tag}: proposed by the date in its tag text (Docker Hub's tags API is unavailable); its image says it is {}h old, under the minimum {}h, a rebuild under that date",
                 age.num_hours().max(0),
                 min_age.num_hours()
             ));
