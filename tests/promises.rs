@@ -510,3 +510,59 @@ async fn a_maintainers_retry_after_a_persons_push_sweeps_the_new_head_once() {
     assert_eq!(env.pulls(&rec.branch).await.len(), 1);
     crate::support::assert_unique(&crate::support::markers(&env.bodies(number).await));
 }
+
+/// Every sweep after the first fails.
+const FAILING_RESWEEP: &str = r#"
+[families."*"]
+smoke = ["success"]
+sweep = ["success", "failure", "failure", "failure", "failure", "failure"]
+"#;
+
+/// A sweep a maintainer's `/klaud retry` ran again after a person's push
+/// that fails leaves the PR open and its branch at the person's commit:
+/// Klaud's cleanup would close a PR that carries someone else's work.
+#[tokio::test]
+async fn a_failed_sweep_after_a_persons_push_leaves_the_pr_and_its_branch() {
+    let env = Harness::demo().script(FAILING_RESWEEP).start().await;
+    let mut rec = env.validated(&env.journal, KEY).await;
+    let number = rec.pull.expect("pull");
+    let pushed = persons_push(&env, &rec).await;
+    assert!(matches!(pass(&env, &mut rec).await, Upkept::Withdrawn(_)));
+    env.journal.save(&rec).await.expect("save");
+    env.person(MAINTAINER_TOKEN)
+        .comment(number, "/klaud retry")
+        .await;
+    let started = Instant::now();
+    loop {
+        let mut options = env.wave_options(crate::support::owner(), env.config.clone());
+        options.lifecycle.plan.max_candidates = 0;
+        env.wave(&env.journal, options).await;
+        let ended = env
+            .journal
+            .list()
+            .await
+            .expect("records")
+            .into_iter()
+            .any(|r| {
+                r.candidate == rec.candidate
+                    && r.step == klaud_lifecycle::engine::Step::Done
+                    && r.ending
+                        .as_ref()
+                        .is_some_and(|e| e.outcome != klaud_lifecycle::model::Outcome::Validated)
+            });
+        if ended {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the sweep run again never ended: {:#?}",
+            env.bodies(number).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pull = env.forge.get_pull(number.get()).await.expect("pull");
+    assert!(pull.state.is_open(), "{pull:#?}");
+    assert_eq!(pull.head_sha.to_string(), pushed);
+    assert!(env.claims().await.is_empty(), "the claim is released");
+    crate::support::assert_unique(&crate::support::markers(&env.bodies(number).await));
+}

@@ -91,6 +91,11 @@ pub(in crate::engine) async fn run(
                 cancel_runs(cx, rec, number).await?
             } else if ending.outcome == Outcome::Validated {
                 finish_validated(cx, rec, number).await?
+            } else if superseded.is_some() {
+                // A sweep `/klaud retry` ran again after a person pushed:
+                // the branch carries their commits, so a failure is told
+                // in the receipt and the PR left open for them.
+                None
             } else {
                 let cleanup_key = MarkerKey::Cleanup {
                     owner_run: rec.owner_run,
