@@ -299,6 +299,48 @@ async fn a_wave_reads_a_checkout_of_the_base_commit_and_refuses_another() {
             .filter(|e| e.method == "GET" && e.path.contains("/git/blobs/"))
             .count()
     };
+    // A wave with nothing to do (no candidate may start) and the checkout,
+    // after the store was lost: a few reads, no write, no blob. The first
+    // wave on the repository opens the dashboard issue; the second, with
+    // a fresh store, finds it.
+    let mut before = 0;
+    for _ in 0..2 {
+        let idle_dir = tempfile::tempdir().expect("tempdir");
+        let mut cmd = wave_command(&stack, idle_dir.path(), "");
+        cmd.env("KLAUD_GITHUB_TOKEN", BOT_TOKEN)
+            .args(["--max", "0", "--wait", "0s", "--checkout"])
+            .arg(&work);
+        before = stack.state().request_log().await.len();
+        let out = tokio::task::spawn_blocking(move || cmd.output().expect("klaud wave"))
+            .await
+            .expect("wave");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let idle: Vec<klaud_sandbox::github::LogEntry> = stack.state().request_log().await[before..]
+        .iter()
+        .filter(|e| e.login.as_deref() == Some(crate::support::BOT))
+        .cloned()
+        .collect();
+    let shown: Vec<String> = idle
+        .iter()
+        .map(|e| format!("{} {} {}", e.method, e.path, e.status))
+        .collect();
+    eprintln!(
+        "an idle wave with a fresh store and the checkout: {} requests",
+        idle.len()
+    );
+    assert!(idle.len() <= 30, "{shown:#?}");
+    assert!(
+        idle.iter()
+            .all(|e| matches!(e.method.as_str(), "GET" | "HEAD") || e.path.ends_with("/graphql")),
+        "{shown:#?}"
+    );
+    assert_eq!(blob_gets(&idle), 0, "{shown:#?}");
+
     let mut cmd = wave_command(&stack, dir.path(), "");
     cmd.env("KLAUD_GITHUB_TOKEN", BOT_TOKEN)
         .args(["--max", "1", "--wait", "0s", "--checkout"])
