@@ -100,7 +100,7 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
     let per = v["requests"]["candidates"]
         .as_array()
         .expect("per candidate");
-    assert_eq!(v["requests"]["limit"], 48, "{v:#}");
+    assert_eq!(v["requests"]["limit"], 56, "{v:#}");
     assert_eq!(v["requests"]["target"], 30, "{v:#}");
     let validated: Vec<_> = per.iter().filter(|c| c["outcome"] == "validated").collect();
     // Four: the playbook repairs the vLLM family's OOM (configs/demo-ci.toml).
@@ -108,11 +108,23 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
     for c in &validated {
         assert!(c["steps"].as_u64() > Some(0), "{c:#}");
         // The floor comes from what the lifecycle left on GitHub: two
-        // commits, a smoke and a sweep with their results.
+        // commits, a smoke and a sweep with their results. One with a
+        // failed run (a repair, or an infrastructure failure read from its
+        // log) adds that run, its jobs and any repair commit, so its floor
+        // is higher and its limit is counted above the floor: the failed
+        // jobs' logs, the playbook and the repair's compare are read on top
+        // of what the floor counts.
         let floor = c["floor"].as_u64().expect("floor");
-        assert!((20..=30).contains(&floor), "{c:#}");
-        assert!(c["work"]["charged"].as_u64() >= Some(floor), "{c:#}");
-        assert!(c["work"]["charged"].as_u64() <= Some(48), "{c:#}");
+        let charged = c["work"]["charged"].as_u64().expect("charged");
+        assert!(charged >= floor, "{c:#}");
+        let plain = c["scenario"]["failed"] == 0 && c["scenario"]["commits"].as_u64() <= Some(2);
+        if plain {
+            assert!((20..=30).contains(&floor), "{c:#}");
+            assert!(charged <= 56, "{c:#}");
+        } else {
+            assert!(floor > 24, "{c:#}");
+            assert!(charged <= floor + 30, "{c:#}");
+        }
         assert!(c["work"]["writes"].as_u64() > Some(0), "{c:#}");
         assert!(c["work"]["charged"].as_u64() <= c["work"]["total"].as_u64());
     }
