@@ -15,6 +15,7 @@ use klaud_lifecycle::engine::ownership::check;
 use klaud_lifecycle::engine::{
     Expectation, Forge as _, ForgeError, OwnershipProof, Pull, Writes as _,
 };
+use klaud_sandbox::github::state::FinishedRun;
 use klaud_sandbox::github::{Fault, FaultAction, GithubSim, Permission};
 use serde_json::json;
 
@@ -734,6 +735,64 @@ async fn dispatch_run_and_artifacts_round_trip() {
         (cmp.status.as_str(), cmp.ahead_by, cmp.behind_by),
         ("ahead", 1, 0)
     );
+}
+
+/// A job's log is read through GitHub's redirect and only its two ends are
+/// ever held: a log of megabytes comes back within the limit, its first
+/// and last lines kept and the cut said.
+#[tokio::test]
+async fn a_long_job_log_is_read_through_the_redirect_keeping_both_ends_within_the_limit() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let k = Klaud::new(&f).await;
+    let head = k
+        .branch("klaud/auto-l", "configs/nvidia-master.yaml", b"a: 8\n")
+        .await;
+    let id = sim
+        .state()
+        .add_finished_run(
+            REPO,
+            FinishedRun {
+                workflow: "e2e-tests.yml".into(),
+                head_sha: head.to_string(),
+                event: "workflow_dispatch".into(),
+                conclusion: "failure".into(),
+                jobs: vec![("benchmark".into(), "failure".into())],
+                artifacts: BTreeMap::new(),
+            },
+        )
+        .await
+        .unwrap();
+    let job = f.list_jobs(id).await.unwrap()[0].id;
+    let mut log = String::from("vllm serve --gpu-memory-utilization 0.95\n");
+    while log.len() < 6 * 1024 * 1024 {
+        log.push_str("INFO: request served in 12 ms\n");
+    }
+    log.push_str("torch.OutOfMemoryError: CUDA out of memory\n");
+    sim.state()
+        .set_job_log(REPO, job, log.clone())
+        .await
+        .unwrap();
+    let kept = f.job_log(job, 64 * 1024).await.unwrap();
+    assert!(kept.len() <= 64 * 1024, "{} bytes", kept.len());
+    assert_eq!(
+        kept,
+        klaud_lifecycle::job_log::bounded(log.as_bytes(), 64 * 1024)
+    );
+    let text = String::from_utf8(kept).unwrap();
+    assert!(text.starts_with("vllm serve --gpu-memory-utilization 0.95\n"));
+    assert!(text.ends_with("torch.OutOfMemoryError: CUDA out of memory\n"));
+    assert!(text.contains("bytes left out ...]"), "the cut is said");
+    let short = "one line\n".to_string();
+    sim.state()
+        .set_job_log(REPO, job, short.clone())
+        .await
+        .unwrap();
+    assert_eq!(f.job_log(job, 64 * 1024).await.unwrap(), short.into_bytes());
+    assert!(matches!(
+        f.job_log(job + 1_000_000, 1024).await,
+        Err(GithubError::NotFound { .. })
+    ));
 }
 
 #[tokio::test]

@@ -268,8 +268,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
     }
 
     async fn job_log(&self, job: u64, limit: usize) -> Result<Vec<u8>, ForgeError> {
-        let log = self.forge.job_log(job).await.map_err(map)?;
-        Ok(klaud_lifecycle::job_log::bounded(&log, limit))
+        self.forge.job_log(job, limit).await.map_err(map)
     }
 
     async fn compare_commits(

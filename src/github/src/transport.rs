@@ -21,6 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt;
+use klaud_lifecycle::job_log::HeadTail;
 use octocrab::Octocrab;
 use rand::Rng;
 use serde::de::DeserializeOwned;
@@ -131,6 +132,15 @@ pub const SECONDARY_MAX_WAIT: Duration = Duration::from_secs(30 * 60);
 /// recursive tree, a page of report comments, a master config's blob) are
 /// a few MB.
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+
+/// How a response body is held.
+#[derive(Clone, Copy, Debug)]
+enum BodyShape {
+    /// Whole, refused past [`MAX_RESPONSE_BYTES`].
+    Whole,
+    /// Its first and last bytes, this many in all, however long it is.
+    HeadTail(usize),
+}
 
 /// How long to wait after the `strikes`-th secondary-limit rejection in a
 /// row that gave no `retry-after` (1-based): 60 s, 120 s, 240 s, … capped at
@@ -580,6 +590,18 @@ impl Transport {
         body: Option<&Value>,
         headers: Option<HeaderMap>,
     ) -> Result<Raw, TransportFailure> {
+        self.exchange_shaped(method, path, body, headers, BodyShape::Whole)
+            .await
+    }
+
+    async fn exchange_shaped(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        headers: Option<HeaderMap>,
+        shape: BodyShape,
+    ) -> Result<Raw, TransportFailure> {
         let fail = |e: octocrab::Error| TransportFailure(transport_detail(&e));
         let resp = match method {
             Method::GET => self.gh._get_with_headers(path, headers).await,
@@ -591,18 +613,36 @@ impl Transport {
         }
         .map_err(fail)?;
         let (parts, body) = resp.into_parts();
-        // A body past the bound is refused while it streams in, before it
-        // is held in memory.
-        let body = http_body_util::Limited::new(body, MAX_RESPONSE_BYTES)
-            .collect()
-            .await
-            .map_err(|e| {
-                TransportFailure(format!(
-                    "reading the response body (at most {MAX_RESPONSE_BYTES} bytes): {}",
-                    transport_detail(&*e)
-                ))
-            })?
-            .to_bytes();
+        let body = match shape {
+            // A body past the bound is refused while it streams in, before
+            // it is held in memory.
+            BodyShape::Whole => http_body_util::Limited::new(body, MAX_RESPONSE_BYTES)
+                .collect()
+                .await
+                .map_err(|e| {
+                    TransportFailure(format!(
+                        "reading the response body (at most {MAX_RESPONSE_BYTES} bytes): {}",
+                        transport_detail(&*e)
+                    ))
+                })?
+                .to_bytes(),
+            BodyShape::HeadTail(limit) => {
+                let mut body = body;
+                let mut kept = HeadTail::new(limit);
+                while let Some(frame) = body.frame().await {
+                    let frame = frame.map_err(|e| {
+                        TransportFailure(format!(
+                            "reading the response body: {}",
+                            transport_detail(&e)
+                        ))
+                    })?;
+                    if let Some(data) = frame.data_ref() {
+                        kept.push(data);
+                    }
+                }
+                Bytes::from(kept.finish())
+            }
+        };
         self.record_budget(&parts.headers);
         if let Some(skew) = skew_of(&parts.headers, chrono::Utc::now()) {
             self.skew_ms.store(
@@ -652,12 +692,43 @@ impl Transport {
         path: &str,
         headers: Option<HeaderMap>,
     ) -> Result<Raw, GithubError> {
+        self.read_shaped(what, path, headers, BodyShape::Whole)
+            .await
+    }
+
+    /// A read of something that may not exist whose body can be longer
+    /// than anything kept whole (a job's log): only its first and last
+    /// bytes, `limit` in all, are held as it streams in ([`HeadTail`]).
+    /// `None` on 404, otherwise it must succeed with 2xx.
+    pub async fn read_head_tail(
+        &self,
+        what: &str,
+        path: &str,
+        limit: usize,
+    ) -> Result<Option<Bytes>, GithubError> {
+        let raw = self
+            .read_shaped(what, path, None, BodyShape::HeadTail(limit))
+            .await?;
+        if raw.status == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        ok_or_error(what, &raw)?;
+        Ok(Some(raw.body))
+    }
+
+    async fn read_shaped(
+        &self,
+        what: &str,
+        path: &str,
+        headers: Option<HeaderMap>,
+        shape: BodyShape,
+    ) -> Result<Raw, GithubError> {
         let mut attempt = 0;
         loop {
             let last = attempt + 1 >= self.policy.max_attempts;
             self.honour_pause(what, false).await?;
             match self
-                .exchange(Method::GET, path, None, headers.clone())
+                .exchange_shaped(Method::GET, path, None, headers.clone(), shape)
                 .await
             {
                 Ok(raw) if raw.is_rate_limited() => {

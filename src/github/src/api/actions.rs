@@ -312,16 +312,19 @@ impl Github {
 
     /// A job's plain-text log (GitHub answers 302 to a short-lived URL;
     /// octocrab follows it without sending the token to the other host).
-    /// Read once per failed job: not kept in memory afterwards.
-    pub fn job_log<'f>(&'f self, job_id: u64) -> BoxFuture<'f, Result<Vec<u8>, GithubError>> {
+    /// Read once per failed job: only its first and last bytes, `limit` in
+    /// all, are ever held (the middle of a long log is left out while it
+    /// streams in, with a line saying how much), and nothing is kept.
+    pub fn job_log<'f>(
+        &'f self,
+        job_id: u64,
+        limit: usize,
+    ) -> BoxFuture<'f, Result<Vec<u8>, GithubError>> {
         Box::pin(async move {
             let what = format!("read the log of job {job_id}");
-            match self
-                .t
-                .read_found(&what, &self.path(&format!("actions/jobs/{job_id}/logs")))
-                .await?
-            {
-                Some(raw) => Ok(raw.body.to_vec()),
+            let path = self.path(&format!("actions/jobs/{job_id}/logs"));
+            match self.t.read_head_tail(&what, &path, limit).await? {
+                Some(body) => Ok(body.to_vec()),
                 None => Err(GithubError::NotFound { what }),
             }
         })

@@ -402,9 +402,8 @@ pub async fn jobs(
     Ok(paginate(jobs, &m.base_url, &uri, Some("jobs")))
 }
 
-/// `GET .../actions/jobs/{id}/logs`: a job's plain-text log. GitHub
-/// answers 302 to a short-lived download URL; the simulator serves the
-/// text at once (clients follow the redirect to the same bytes).
+/// `GET .../actions/jobs/{id}/logs`: as GitHub, 302 to a short-lived
+/// download address (here on the same server) that serves the plain text.
 pub async fn job_logs(
     State(st): State<GithubState>,
     Path((owner, repo, id)): Path<(String, String, String)>,
@@ -412,17 +411,34 @@ pub async fn job_logs(
     let id = parse_id(&id)?;
     let m = st.lock().await;
     let r = m.repo(&owner, &repo)?;
-    let job = r
+    if !r
         .runs
         .values()
         .flat_map(|run| run.jobs.iter())
+        .any(|j| j.id == id)
+    {
+        return Err(ApiError::not_found());
+    }
+    let location = format!("{}/_sandbox/job-log/{}/{}", m.base_url, r.id, id);
+    Ok((StatusCode::FOUND, [(header::LOCATION, location)]).into_response())
+}
+
+/// Serves a job's log text for [`job_logs`]' redirect.
+pub async fn job_log_download(
+    State(st): State<GithubState>,
+    Path((repo_id, id)): Path<(u64, u64)>,
+) -> Result<Response, ApiError> {
+    let m = st.lock().await;
+    let job = m
+        .repos
+        .values()
+        .find(|r| r.id == repo_id)
+        .into_iter()
+        .flat_map(|r| r.runs.values().flat_map(|run| run.jobs.iter()))
         .find(|j| j.id == id)
         .ok_or_else(ApiError::not_found)?;
     Ok((
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "text/plain; charset=utf-8",
-        )],
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
         job.log.clone(),
     )
         .into_response())

@@ -20,6 +20,7 @@
 //! | `DELETE /_sandbox/faults` | | removes all faults |
 //! | `GET /_sandbox/log` | | the request log: method, path, status, login (never a token) |
 //! | `GET /_sandbox/download/{repo id}/{artifact id}` | | artifact bytes (the target of the artifact `zip` redirect) |
+//! | `GET /_sandbox/job-log/{repo id}/{job id}` | | a job's log text (the target of the job `logs` redirect) |
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -67,6 +68,10 @@ pub fn router() -> Router<GithubState> {
         .route("/faults", delete(clear_faults))
         .route("/log", get(log))
         .route("/download/{repo_id}/{id}", get(super::actions::download))
+        .route(
+            "/job-log/{repo_id}/{id}",
+            get(super::actions::job_log_download),
+        )
 }
 
 struct ControlError(SimError);

@@ -384,6 +384,21 @@ impl GithubState {
         Ok(true)
     }
 
+    /// Replaces the log text of job `job_id` (GitHub serves it through the
+    /// job's `logs` redirect).
+    pub async fn set_job_log(&self, full: &str, job_id: u64, log: String) -> Result<(), SimError> {
+        let mut m = self.lock().await;
+        let r = m.repo_by_full(full)?;
+        let job = r
+            .runs
+            .values_mut()
+            .flat_map(|run| run.jobs.iter_mut())
+            .find(|j| j.id == job_id)
+            .ok_or_else(|| SimError::NotFound(format!("job {job_id}")))?;
+        job.log = log;
+        Ok(())
+    }
+
     /// Completes a workflow run with a conclusion and artifacts (zipped here).
     pub async fn complete_run(
         &self,
