@@ -22,6 +22,10 @@ pub fn install() {
     });
 }
 
+/// The client [`http_client_builder`] builds, for crates that keep one
+/// without depending on reqwest themselves.
+pub type Client = reqwest::Client;
+
 /// A reqwest client builder whose TLS is backed by the installed provider.
 #[allow(clippy::disallowed_methods)] // the one place allowed to call it
 pub fn http_client_builder() -> reqwest::ClientBuilder {

@@ -267,34 +267,13 @@ fn is_content_creating(path: &str) -> bool {
 
 /// Runs the command.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let seed = args.seed.clone().unwrap_or_else(|| default_path("demo"));
-    let registry_seed = args
-        .registry_seed
-        .clone()
-        .unwrap_or_else(|| default_path("demo-registry.json"));
-    let ci = args
-        .ci
-        .clone()
-        .unwrap_or_else(|| default_path("demo-ci.toml"));
-    let registry_text = std::fs::read_to_string(&registry_seed)
-        .with_context(|| format!("reading {}", registry_seed.display()))?;
-    let script = Script::from_file(&ci).map_err(|e| anyhow::anyhow!("{}: {e}", ci.display()))?;
-    let config = args
-        .config
-        .clone()
-        .unwrap_or_else(|| default_path("demo-klaud.toml"));
-    let demo_config = crate::config::Config::load(&config)
-        .map_err(|e| CliError::bad_input(anyhow::anyhow!("{e}")))?;
-    let hunt = demo_config.hunt.settings();
-    let experiments = demo_config
-        .experiment_specs()
-        .map_err(|e| CliError::bad_input(anyhow::anyhow!("{}: {e}", config.display())))?;
-    if !seed.is_dir() {
-        return Err(CliError::bad_input(anyhow::anyhow!(
-            "{} is not a directory",
-            seed.display()
-        )));
-    }
+    let DemoInputs {
+        seed,
+        registry_text,
+        script,
+        experiments,
+        hunt,
+    } = DemoInputs::read(&args)?;
     let runtime = super::runtime()?;
     let (mut report, figures) = runtime
         .block_on(demo(
@@ -345,38 +324,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     if args.stats {
         print_stats(&figures);
-        let (all, idle, validated) = (figures.all, figures.idle, figures.validated);
-        let hour = HourEstimate::of(all, idle, DEMO_RECONCILE);
-        let per = |n: usize| {
-            if validated == 0 {
-                0.0
-            } else {
-                n as f64 / validated as f64
-            }
-        };
-        eprintln!(
-            "GitHub requests of the whole demo: {} total ({} charged, the rest free 304s), {} writes, \
-             {} content-creating; averaged over the {validated} validated candidates (failed ones' \
-             requests included): {:.1} total, {:.1} charged, {:.1} writes, {:.1} content-creating; \
-             one idle wave afterwards: {} total, {} charged (minimum 0), {} writes; \
-             an hour left running ({} passes, one every {} s): {} charged of the {}/h core budget ({} total)",
-            all.total,
-            all.charged,
-            all.writes,
-            all.content_creating,
-            per(all.total),
-            per(all.charged),
-            per(all.writes),
-            per(all.content_creating),
-            idle.total,
-            idle.charged,
-            idle.writes,
-            hour.passes,
-            DEMO_RECONCILE.as_secs(),
-            hour.charged,
-            hour.budget,
-            hour.total,
-        );
+        print_totals(&figures);
     }
     let done =
         !report.candidates.is_empty() && report.candidates.iter().all(|c| c.outcome.is_some());
@@ -388,6 +336,94 @@ pub fn run(args: Args) -> Result<(), CliError> {
             args.timeout_secs
         )))
     }
+}
+
+/// What the demo runs on: the seed repository, the registry's images, the
+/// CI script and the configuration's experiments and hunt settings.
+struct DemoInputs {
+    seed: PathBuf,
+    registry_text: String,
+    script: Script,
+    experiments: Vec<klaud_lifecycle::experiment::ExperimentSpec>,
+    hunt: klaud_lifecycle::hunt::HuntSettings,
+}
+
+impl DemoInputs {
+    fn read(args: &Args) -> Result<DemoInputs, CliError> {
+        let seed = args.seed.clone().unwrap_or_else(|| default_path("demo"));
+        let registry_seed = args
+            .registry_seed
+            .clone()
+            .unwrap_or_else(|| default_path("demo-registry.json"));
+        let ci = args
+            .ci
+            .clone()
+            .unwrap_or_else(|| default_path("demo-ci.toml"));
+        let registry_text = std::fs::read_to_string(&registry_seed)
+            .with_context(|| format!("reading {}", registry_seed.display()))?;
+        let script =
+            Script::from_file(&ci).map_err(|e| anyhow::anyhow!("{}: {e}", ci.display()))?;
+        let config = args
+            .config
+            .clone()
+            .unwrap_or_else(|| default_path("demo-klaud.toml"));
+        let demo_config = crate::config::Config::load(&config)
+            .map_err(|e| CliError::bad_input(anyhow::anyhow!("{e}")))?;
+        let hunt = demo_config.hunt.settings();
+        let experiments = demo_config
+            .experiment_specs()
+            .map_err(|e| CliError::bad_input(anyhow::anyhow!("{}: {e}", config.display())))?;
+        if !seed.is_dir() {
+            return Err(CliError::bad_input(anyhow::anyhow!(
+                "{} is not a directory",
+                seed.display()
+            )));
+        }
+        Ok(DemoInputs {
+            seed,
+            registry_text,
+            script,
+            experiments,
+            hunt,
+        })
+    }
+}
+
+/// The whole demo's GitHub requests, averaged per validated candidate, an
+/// idle wave's and an hour's estimate.
+fn print_totals(figures: &Figures) {
+    let (all, idle, validated) = (figures.all, figures.idle, figures.validated);
+    let hour = HourEstimate::of(all, idle, DEMO_RECONCILE);
+    let per = |n: usize| {
+        if validated == 0 {
+            0.0
+        } else {
+            n as f64 / validated as f64
+        }
+    };
+    eprintln!(
+        "GitHub requests of the whole demo: {} total ({} charged, the rest free 304s), {} writes, \
+         {} content-creating; averaged over the {validated} validated candidates (failed ones' \
+         requests included): {:.1} total, {:.1} charged, {:.1} writes, {:.1} content-creating; \
+         one idle wave afterwards: {} total, {} charged (minimum 0), {} writes; \
+         an hour left running ({} passes, one every {} s): {} charged of the {}/h core budget ({} total)",
+        all.total,
+        all.charged,
+        all.writes,
+        all.content_creating,
+        per(all.total),
+        per(all.charged),
+        per(all.writes),
+        per(all.content_creating),
+        idle.total,
+        idle.charged,
+        idle.writes,
+        hour.passes,
+        DEMO_RECONCILE.as_secs(),
+        hour.charged,
+        hour.budget,
+        hour.total,
+    );
 }
 
 /// The demo's registry client: every registry host the demo images name
@@ -650,6 +686,86 @@ async fn demo(
     experiments: Vec<klaud_lifecycle::experiment::ExperimentSpec>,
     hunt: klaud_lifecycle::hunt::HuntSettings,
 ) -> anyhow::Result<(DemoReport, Figures)> {
+    let stack = start_sandbox(seed, registry_seed, script).await?;
+    let engine = EngineConfig {
+        experiments,
+        hunt,
+        ..demo_engine(
+            u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(1),
+            &stack,
+        )?
+    };
+    let workflows = stack.state().workflow_files(&stack.repo).await;
+    let (journal, store) = open_journal(args).await?;
+    let claimant = Claimant::new(uuid::Uuid::new_v4());
+    let (listener, bound, pages) = listen(args, &stack).await?;
+    let story = Arc::new(super::story::TerminalStory::new(if args.json {
+        super::story::Stream::Stderr
+    } else {
+        super::story::Stream::Stdout
+    }));
+    // The story, with the request log marked at every step and pass.
+    let cutter = Arc::new(stats::RequestCutter::new(
+        Arc::clone(&story) as Arc<dyn klaud_service::story::StepSink>,
+        stack.state().clone(),
+    ));
+    let (feed_tx, feed) = Daemon::feed();
+    let app = klaud_service::daemon::serve::http_router(feed.clone(), None);
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let parts = DaemonParts {
+        journal: Arc::clone(&journal),
+        store,
+        claimant: claimant.clone(),
+        engine: engine.clone(),
+        pages: pages.clone(),
+        sink: Arc::clone(&cutter) as Arc<dyn klaud_service::story::StepSink>,
+    };
+    let daemon = demo_daemon(&stack, parts, feed_tx).await?;
+    let stop = play_scene(
+        &stack,
+        WatchEnd {
+            exit: args.exit_when_done,
+            timeout_secs: args.timeout_secs,
+            bound,
+            pages,
+        },
+        feed.clone(),
+        Arc::clone(&story),
+    );
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let start = stack.state().requests_recorded();
+    daemon.run(wake, stop).await?;
+    story.finish();
+    server.abort();
+    let waves = usize::try_from(feed.borrow().waves_total).unwrap_or(usize::MAX);
+    let ran = Ran {
+        stack: &stack,
+        daemon: &daemon,
+        journal: journal.as_ref(),
+        cutter: &cutter,
+        claimant: &claimant,
+        engine: &engine,
+        start,
+    };
+    let (candidates, figures) = measure(args, seed, ran).await?;
+    Ok((
+        DemoReport {
+            candidates,
+            waves,
+            workflows,
+            requests: None,
+        },
+        figures,
+    ))
+}
+
+/// The simulated GitHub, registry and results API the demo runs against,
+/// one of its clusters busy.
+async fn start_sandbox(
+    seed: &Path,
+    registry_seed: &str,
+    script: Script,
+) -> anyhow::Result<SandboxStack> {
     let stack = SandboxStack::start(
         "demo/benchmarks",
         "Klaud-Cold",
@@ -662,26 +778,28 @@ async fn demo(
     stack
         .capacity
         .set_cluster(BUSY_CLUSTER, klaud_sandbox::capacity::ClusterState::Busy);
-    let mut engine = demo_engine(
-        u64::try_from(chrono::Utc::now().timestamp()).unwrap_or(1),
-        &stack,
-    )?;
-    engine.experiments = experiments;
-    engine.hunt = hunt;
-    let workflows = stack.state().workflow_files(&stack.repo).await;
-    let forge = sandbox_forge(&stack).await?;
-    let registry = sandbox_registry(&stack.registry_url)?;
-    let baseline = HttpBaselineSource::new(&stack.baseline_url)?;
-    let (journal, store): (Arc<dyn Journal>, Option<Store>) = match &args.store {
+    Ok(stack)
+}
+
+/// The journal the demo's daemon writes: in the store `--store` names
+/// (forgetting what a previous sandbox left there), else in memory.
+async fn open_journal(args: &Args) -> anyhow::Result<(Arc<dyn Journal>, Option<Store>)> {
+    Ok(match &args.store {
         Some(dir) => {
             let store = Store::open(dir)?;
             forget_gone_sandbox(&store, dir).await?;
             (Arc::new(StoreJournal::new(store.clone())), Some(store))
         }
         None => (Arc::new(MemoryJournal::new()), None),
-    };
-    let claimant = Claimant::new(uuid::Uuid::new_v4());
+    })
+}
 
+/// Binds the dashboard's address and says, as the very first line, where
+/// the dashboard and the simulated GitHub's pages are.
+async fn listen(
+    args: &Args,
+    stack: &SandboxStack,
+) -> anyhow::Result<(tokio::net::TcpListener, std::net::SocketAddr, String)> {
     let listen: std::net::SocketAddr = args.dashboard.parse().map_err(|_| {
         anyhow::anyhow!(
             "--dashboard {:?} is not an address like 127.0.0.1:8723",
@@ -704,33 +822,41 @@ async fn demo(
     } else {
         super::emit(&line);
     }
-    let story = Arc::new(super::story::TerminalStory::new(if args.json {
-        super::story::Stream::Stderr
-    } else {
-        super::story::Stream::Stdout
-    }));
-    // The story, with the request log marked at every step and pass.
-    let cutter = Arc::new(stats::RequestCutter::new(
-        Arc::clone(&story) as Arc<dyn klaud_service::story::StepSink>,
-        stack.state().clone(),
-    ));
-    let (feed_tx, feed) = Daemon::feed();
-    let server = tokio::spawn({
-        let app = klaud_service::daemon::serve::http_router(feed.clone(), None);
-        async move { axum::serve(listener, app).await }
-    });
-    let daemon = Daemon::new(
+    Ok((listener, bound, pages))
+}
+
+/// What the demo's daemon is built from, besides the sandbox.
+struct DaemonParts {
+    journal: Arc<dyn Journal>,
+    store: Option<Store>,
+    claimant: Claimant,
+    engine: EngineConfig,
+    pages: String,
+    sink: Arc<dyn klaud_service::story::StepSink>,
+}
+
+/// The daemon `klaud serve` would run, against the sandbox, on the demo's
+/// short clock.
+async fn demo_daemon(
+    stack: &SandboxStack,
+    parts: DaemonParts,
+    feed_tx: watch::Sender<Arc<klaud_service::dashboard::StatusSnapshot>>,
+) -> anyhow::Result<Daemon> {
+    let forge = sandbox_forge(stack).await?;
+    let registry = sandbox_registry(&stack.registry_url)?;
+    let baseline = HttpBaselineSource::new(&stack.baseline_url)?;
+    Ok(Daemon::new(
         vec![RepoService {
             forge,
-            journal: Arc::clone(&journal),
-            store: store.clone(),
+            journal: parts.journal,
+            store: parts.store,
         }],
         registry,
         Box::new(baseline),
         None,
         ServeSettings {
-            claimant: claimant.clone(),
-            engine: engine.clone(),
+            claimant: parts.claimant,
+            engine: parts.engine,
             schedule: WaveSchedule::parse("*/5 * * * *", "UTC")?,
             wave_on_start: true,
             reconcile_interval: DEMO_RECONCILE,
@@ -748,8 +874,18 @@ async fn demo(
         },
         feed_tx,
     )?
-    .with_web_url(&stack.repo, pages.clone())
-    .with_sink(Arc::clone(&cutter) as Arc<dyn klaud_service::story::StepSink>);
+    .with_web_url(&stack.repo, parts.pages)
+    .with_sink(parts.sink))
+}
+
+/// Starts the scripted maintainer and the watcher that ends the demo;
+/// the daemon stops when the returned receiver says so (or on a signal).
+fn play_scene(
+    stack: &SandboxStack,
+    end: WatchEnd,
+    feed: watch::Receiver<Arc<klaud_service::dashboard::StatusSnapshot>>,
+    story: Arc<super::story::TerminalStory>,
+) -> watch::Receiver<bool> {
     let (stop_tx, stop) = watch::channel(false);
     let stop_tx = Arc::new(stop_tx);
     tokio::spawn(klaud_service::daemon::serve::shutdown_on_signal(
@@ -765,120 +901,127 @@ async fn demo(
         Arc::clone(&story),
         Arc::clone(&scene),
     ));
-    {
-        let exit = args.exit_when_done;
-        let stop_tx = Arc::clone(&stop_tx);
-        let mut feed = feed.clone();
-        let story = Arc::clone(&story);
-        let scene = Arc::clone(&scene);
-        let pages = pages.clone();
-        let timeout = if exit {
-            Duration::from_secs(args.timeout_secs)
-        } else {
-            Duration::from_secs(86_400 * 365)
-        };
-        tokio::spawn(async move {
-            let mut issue_told = false;
-            let watch = async {
-                while feed.changed().await.is_ok() {
-                    let snapshot = Arc::clone(&feed.borrow_and_update());
-                    // Once, as soon as the first pass opened it: where the
-                    // maintainers' view of Klaud is.
-                    if !issue_told
-                        && let Some(issue) = snapshot
-                            .repositories
-                            .iter()
-                            .find_map(|r| r.dashboard_issue.as_ref())
-                    {
-                        issue_told = true;
-                        story.line(&format!(
-                            "dashboard issue: {}  <- Klaud's issue in the simulated GitHub: tick a box there to steer it",
-                            issue.url
-                        ));
-                    }
-                    let outcomes = !snapshot.repositories.is_empty()
-                        && snapshot.repositories.iter().all(|r| {
-                            !r.candidates.is_empty()
-                                && r.candidates.iter().all(|c| c.outcome.is_some())
-                        });
-                    let validated = snapshot
-                        .repositories
-                        .iter()
-                        .flat_map(|r| &r.candidates)
-                        .filter(|c| c.outcome.as_deref() == Some("validated"))
-                        .count();
-                    if outcomes && validated < 2 {
-                        scene.skip();
-                    }
-                    if outcomes && scene.done() {
-                        return true;
-                    }
-                }
-                false
-            };
-            let finished = tokio::time::timeout(timeout, watch).await == Ok(true);
-            if exit {
-                let _ = stop_tx.send(true);
-            } else if finished {
-                // The closing line of a demo left running: the pages stay,
-                // and their addresses have long scrolled away.
-                story.close(&format!(
-                    "done: every candidate has an outcome; the dashboard http://{bound}/ and the \
-                     simulated GitHub {pages} stay up until Ctrl-C"
+    tokio::spawn(watch_until_done(end, feed, story, scene, stop_tx));
+    stop
+}
+
+/// How the demo ends: with `--exit-when-done`, once every candidate has an
+/// outcome (or after the timeout); otherwise it stays up and says so.
+struct WatchEnd {
+    exit: bool,
+    timeout_secs: u64,
+    bound: std::net::SocketAddr,
+    pages: String,
+}
+
+/// Follows the daemon's status feed: names the dashboard issue once it is
+/// open, lets the scripted maintainer finish, and ends the demo.
+async fn watch_until_done(
+    end: WatchEnd,
+    mut feed: watch::Receiver<Arc<klaud_service::dashboard::StatusSnapshot>>,
+    story: Arc<super::story::TerminalStory>,
+    scene: Arc<maintainer::Scene>,
+    stop_tx: Arc<watch::Sender<bool>>,
+) {
+    let timeout = if end.exit {
+        Duration::from_secs(end.timeout_secs)
+    } else {
+        Duration::from_secs(86_400 * 365)
+    };
+    let mut issue_told = false;
+    let watch = async {
+        while feed.changed().await.is_ok() {
+            let snapshot = Arc::clone(&feed.borrow_and_update());
+            // Once, as soon as the first pass opened it: where the
+            // maintainers' view of Klaud is.
+            if !issue_told
+                && let Some(issue) = snapshot
+                    .repositories
+                    .iter()
+                    .find_map(|r| r.dashboard_issue.as_ref())
+            {
+                issue_told = true;
+                story.line(&format!(
+                    "dashboard issue: {}  <- Klaud's issue in the simulated GitHub: tick a box there to steer it",
+                    issue.url
                 ));
             }
-        });
+            let outcomes = !snapshot.repositories.is_empty()
+                && snapshot.repositories.iter().all(|r| {
+                    !r.candidates.is_empty() && r.candidates.iter().all(|c| c.outcome.is_some())
+                });
+            let validated = snapshot
+                .repositories
+                .iter()
+                .flat_map(|r| &r.candidates)
+                .filter(|c| c.outcome.as_deref() == Some("validated"))
+                .count();
+            if outcomes && validated < 2 {
+                scene.skip();
+            }
+            if outcomes && scene.done() {
+                return true;
+            }
+        }
+        false
+    };
+    let finished = tokio::time::timeout(timeout, watch).await == Ok(true);
+    if end.exit {
+        let _ = stop_tx.send(true);
+    } else if finished {
+        // The closing line of a demo left running: the pages stay, and
+        // their addresses have long scrolled away.
+        story.close(&format!(
+            "done: every candidate has an outcome; the dashboard http://{}/ and the \
+             simulated GitHub {} stay up until Ctrl-C",
+            end.bound, end.pages
+        ));
     }
-    let wake = Arc::new(tokio::sync::Notify::new());
-    let start = stack.state().requests_recorded();
-    daemon.run(wake, stop).await?;
-    story.finish();
-    server.abort();
-    let waves = usize::try_from(feed.borrow().waves_total).unwrap_or(usize::MAX);
+}
+
+/// What a finished demo is measured from.
+struct Ran<'a> {
+    stack: &'a SandboxStack,
+    daemon: &'a Daemon,
+    journal: &'a dyn Journal,
+    cutter: &'a stats::RequestCutter,
+    claimant: &'a Claimant,
+    engine: &'a EngineConfig,
+    /// The request log's length when the daemon started.
+    start: u64,
+}
+
+/// Every candidate's summary, and the figures `--stats` prints: the
+/// GitHub requests cut by candidate and pass, an idle wave's, the plans'.
+async fn measure(
+    args: &Args,
+    seed: &Path,
+    ran: Ran<'_>,
+) -> anyhow::Result<(Vec<CandidateSummary>, Figures)> {
+    let Ran { stack, daemon, .. } = ran;
     let (forge, registry, baseline) = (
         &daemon.repos()[0].forge,
         daemon.registry(),
         daemon.baseline(),
     );
-    let mut all: BTreeMap<String, CandidateSummary> = BTreeMap::new();
-    let mut owners = Vec::new();
-    let mut named = BTreeMap::new();
-    for rec in journal.list().await.map_err(|e| anyhow::anyhow!("{e}"))? {
-        all.insert(rec.candidate.to_string(), CandidateSummary::of(&rec, None));
-        owners.push(stats::CandidatePaths {
-            candidate: rec.candidate.clone(),
-            pull: rec.pull,
-            branch: rec.branch.clone(),
-            runs: rec
-                .attempts
-                .iter()
-                .filter_map(|a| a.run.as_ref().map(|r| r.id))
-                .collect(),
-        });
-        named.insert(
-            rec.candidate.clone(),
-            (
-                rec.family.clone(),
-                rec.variant.as_ref().map(|v| v.name.clone()),
-                rec.ending.as_ref().map(|e| e.outcome.to_string()),
-            ),
-        );
-    }
-    let mut scenarios = BTreeMap::new();
-    for rec in journal.list().await.map_err(|e| anyhow::anyhow!("{e}"))? {
-        let scenario = scenario_of(stack.state(), &stack.repo, &rec).await;
-        scenarios.insert(rec.candidate.clone(), scenario);
-    }
+    let mut records = Records::read(ran.journal, stack).await?;
     let (first, full) = stack.state().request_log_numbered().await;
-    let marks = cutter.marks();
+    let marks = ran.cutter.marks();
     if args.stats && std::env::var_os("KLAUD_STATS_DETAIL").is_some() {
         eprint!("{}", stats::dump(first, &full, &marks));
     }
-    let cut = stats::cut(first, start, &full, &marks, &owners, forge.bot_login());
+    let cut = stats::cut(
+        first,
+        ran.start,
+        &full,
+        &marks,
+        &records.owners,
+        forge.bot_login(),
+    );
     let options = || WaveOptions {
         lifecycle: klaud_lifecycle::wave::WaveSettings {
-            claimant: claimant.clone(),
-            engine: engine.clone(),
+            claimant: ran.claimant.clone(),
+            engine: ran.engine.clone(),
             plan: demo_plan(),
             poll: Duration::from_millis(50),
             wait: Duration::from_secs(0),
@@ -895,36 +1038,17 @@ async fn demo(
     // the second one is measured.
     let mut before_idle = full.len();
     if args.stats {
-        run_wave(forge, journal.as_ref(), registry, baseline, None, options()).await?;
+        run_wave(forge, ran.journal, registry, baseline, None, options()).await?;
         before_idle = stack.state().request_log().await.len();
-        run_wave(forge, journal.as_ref(), registry, baseline, None, options()).await?;
+        run_wave(forge, ran.journal, registry, baseline, None, options()).await?;
     }
     let after = stack.state().request_log().await;
-    let validated = all
+    let validated = records
+        .all
         .values()
         .filter(|c| c.outcome.as_deref() == Some("validated"))
         .count();
-    let mut per_candidate: Vec<CandidateRequests> = cut
-        .candidates
-        .into_iter()
-        .map(|(candidate, mut requests)| {
-            let (family, variant, outcome) = named.get(&candidate).cloned().unwrap_or_default();
-            requests.scenario = scenarios.remove(&candidate).unwrap_or_default();
-            // The floor is of a validated lifecycle: the claim, the PR and
-            // the reports it counts are not all there for the others.
-            if outcome.as_deref() == Some("validated") {
-                requests.floor = requests.scenario.floor();
-            }
-            CandidateRequests {
-                candidate,
-                family,
-                variant,
-                outcome,
-                requests,
-            }
-        })
-        .collect();
-    per_candidate.sort_by(|a, b| (&a.family, &a.variant).cmp(&(&b.family, &b.variant)));
+    let candidates = records.per_candidate(cut.candidates);
     let registry = if args.stats {
         registry_figures(seed, &stack.registry_url).await?
     } else {
@@ -939,20 +1063,87 @@ async fn demo(
         all: RequestFigures::of(&full),
         idle: RequestFigures::of(&after[before_idle.min(after.len())..]),
         validated,
-        candidates: per_candidate,
+        candidates,
         passes: cut.passes,
     };
-    let mut candidates: Vec<CandidateSummary> = all.into_values().collect();
-    candidates.sort_by(|a, b| a.family.cmp(&b.family));
-    Ok((
-        DemoReport {
-            candidates,
-            waves,
-            workflows,
-            requests: None,
-        },
-        figures,
-    ))
+    let mut summaries: Vec<CandidateSummary> = records.all.into_values().collect();
+    summaries.sort_by(|a, b| a.family.cmp(&b.family));
+    Ok((summaries, figures))
+}
+
+/// The journal's candidates as the figures need them.
+struct Records {
+    all: BTreeMap<String, CandidateSummary>,
+    owners: Vec<stats::CandidatePaths>,
+    /// Family, variant and outcome, by candidate.
+    named: BTreeMap<klaud_claims::CandidateId, (String, Option<String>, Option<String>)>,
+    scenarios: BTreeMap<klaud_claims::CandidateId, stats::Scenario>,
+}
+
+impl Records {
+    async fn read(journal: &dyn Journal, stack: &SandboxStack) -> anyhow::Result<Records> {
+        let mut records = Records {
+            all: BTreeMap::new(),
+            owners: Vec::new(),
+            named: BTreeMap::new(),
+            scenarios: BTreeMap::new(),
+        };
+        for rec in journal.list().await.map_err(|e| anyhow::anyhow!("{e}"))? {
+            records
+                .all
+                .insert(rec.candidate.to_string(), CandidateSummary::of(&rec, None));
+            records.owners.push(stats::CandidatePaths {
+                candidate: rec.candidate.clone(),
+                pull: rec.pull,
+                branch: rec.branch.clone(),
+                runs: rec
+                    .attempts
+                    .iter()
+                    .filter_map(|a| a.run.as_ref().map(|r| r.id))
+                    .collect(),
+            });
+            records.named.insert(
+                rec.candidate.clone(),
+                (
+                    rec.family.clone(),
+                    rec.variant.as_ref().map(|v| v.name.clone()),
+                    rec.ending.as_ref().map(|e| e.outcome.to_string()),
+                ),
+            );
+            let scenario = scenario_of(stack.state(), &stack.repo, &rec).await;
+            records.scenarios.insert(rec.candidate.clone(), scenario);
+        }
+        Ok(records)
+    }
+
+    /// Each candidate's requests, named, with its scenario and floor.
+    fn per_candidate(
+        &mut self,
+        cut: BTreeMap<klaud_claims::CandidateId, stats::LifecycleRequests>,
+    ) -> Vec<CandidateRequests> {
+        let mut per_candidate: Vec<CandidateRequests> = cut
+            .into_iter()
+            .map(|(candidate, mut requests)| {
+                let (family, variant, outcome) =
+                    self.named.get(&candidate).cloned().unwrap_or_default();
+                requests.scenario = self.scenarios.remove(&candidate).unwrap_or_default();
+                // The floor is of a validated lifecycle: the claim, the PR and
+                // the reports it counts are not all there for the others.
+                if outcome.as_deref() == Some("validated") {
+                    requests.floor = requests.scenario.floor();
+                }
+                CandidateRequests {
+                    candidate,
+                    family,
+                    variant,
+                    outcome,
+                    requests,
+                }
+            })
+            .collect();
+        per_candidate.sort_by(|a, b| (&a.family, &a.variant).cmp(&(&b.family, &b.variant)));
+        per_candidate
+    }
 }
 
 #[cfg(test)]
