@@ -26,6 +26,7 @@ mod graphql;
 mod issues;
 pub mod lifecycle;
 mod pace;
+mod playbook_pull;
 mod refstore;
 mod run_completion;
 pub mod signoff;
@@ -47,6 +48,7 @@ pub use api::{
 
 pub use issues::IssueInfo;
 pub use pace::WritePace;
+pub use playbook_pull::{PLAYBOOK_BRANCH_PREFIX, PlaybookPull};
 pub use run_completion::ForgeRunCompletion;
 pub use transport::{
     ConditionalPage, DEFAULT_WRITE_TIMEOUT, MAX_RESPONSE_BYTES, SECONDARY_MAX_WAIT,
