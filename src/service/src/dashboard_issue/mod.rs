@@ -21,6 +21,7 @@
 //! their own creation, and both choose the same one.
 
 mod kept;
+mod learned;
 mod render;
 mod visit;
 
@@ -417,6 +418,7 @@ fn apply<'f>(
                     }
                 }
                 Action::Retry { family } => retry(journal, clock, family, &by).await,
+                Action::AddPlaybookEntry { id } => learned::accept(forge, kept, id, &by).await,
                 Action::RunNow { family } => {
                     if kept.run_now.iter().any(|r| r.family == *family) {
                         format!(
@@ -561,6 +563,10 @@ pub fn publish<'f>(
         // failed) becomes a rule kept in the issue itself.
         let mut kept = steering.kept.clone();
         kept.absorb_declined(&declined_in(&records), clock.now());
+        learned::absorb(&mut kept, &records);
+        if let Err(e) = learned::drop_accepted(forge, &mut kept).await {
+            tracing::warn!(error = %e, "the playbook could not be read; learned entries stay listed");
+        }
         if let Some(summary) = options.summary {
             render::settle_run_now(&mut kept, summary, &records, options.cooldown, clock.now());
         }
