@@ -394,6 +394,23 @@ mod tests {
     }
 
     #[test]
+    fn inferencex_playbook_takes_the_entry_before_its_nodes() {
+        const INFERENCEX: &str = include_str!("../../../../configs/inferencex-playbook.yaml");
+        let e = entry();
+        let out = appended(Some(INFERENCEX), &e).expect("appended");
+        let before = Playbook::parse("x", INFERENCEX).expect("reads");
+        let after = Playbook::parse("x", &out).expect("reads");
+        assert_eq!(after.entries.len(), before.entries.len() + 1);
+        assert_eq!(
+            after.entries.last().map(|x| x.id.as_str()),
+            Some(e.id.as_str())
+        );
+        assert_eq!(after.nodes.len(), before.nodes.len());
+        // Only the entry's lines were added.
+        assert_eq!(out.len(), INFERENCEX.len() + e.yaml.len());
+    }
+
+    #[test]
     fn the_same_patterns_under_another_id_are_in_the_playbook() {
         let e = entry();
         let renamed = appended(Some(DEMO), &e)
