@@ -265,7 +265,10 @@ async fn the_dashboard_lists_a_learned_entry_and_a_writers_box_opens_one_playboo
     // The issue keeps it: with the store lost, the next pass lists it still.
     env.journal.clear();
     let (_, body) = dashboard_pass(&env).await;
-    assert!(body.contains(&format!("<!-- klaud:do {code} -->")), "{body}");
+    assert!(
+        body.contains(&format!("<!-- klaud:do {code} -->")),
+        "{body}"
+    );
 
     // A reader cannot tick it (GitHub refuses their edit); a writer who
     // ticks and loses write access before the pass opens nothing, and the

@@ -15,7 +15,9 @@
 //! the lifecycle crate asks, and reports GitHub's answer faithfully. Its
 //! REST writes are crate-private: outside callers write only through the
 //! lifecycle forge (each write checked against its ownership proof or reply
-//! permit) or the claim store (claim and recovery-lease refs only).
+//! permit), the claim store (claim and recovery-lease refs only), the
+//! dashboard issue's calls (an issue the bot opened) and the playbook pull
+//! request a dashboard box asks for (a branch under `klaud/playbook/`).
 //!
 //! The async calls other crates make return [`klaud_lifecycle::BoxFuture`]s,
 //! so their bodies (and octocrab's generics under them) are compiled once,

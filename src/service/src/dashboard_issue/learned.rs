@@ -148,10 +148,11 @@ pub fn in_playbook(file: &str, entry: &LearnedEntry) -> bool {
 pub async fn drop_accepted(forge: &Github, kept: &mut Kept) -> Result<bool, GithubError> {
     let mut files: BTreeMap<(String, String), Option<String>> = BTreeMap::new();
     for k in &kept.learned {
-        let key = (k.entry.path.clone(), k.base.clone());
-        if !files.contains_key(&key) {
-            let text = playbook_at(forge, &key.0, &key.1).await?;
-            files.insert(key, text);
+        if let std::collections::btree_map::Entry::Vacant(slot) =
+            files.entry((k.entry.path.clone(), k.base.clone()))
+        {
+            let text = playbook_at(forge, &k.entry.path, &k.base).await?;
+            slot.insert(text);
         }
     }
     let before = kept.learned.len();
@@ -200,11 +201,12 @@ pub fn appended(file: Option<&str>, entry: &LearnedEntry) -> Option<String> {
             break;
         }
     }
+    let trailing = |l: &str| {
+        let t = l.trim();
+        t.is_empty() || (t.starts_with('#') && !l.starts_with(' '))
+    };
     let mut last = end;
-    while last > start + 1 && {
-        let t = lines[last - 1].trim();
-        t.is_empty() || (t.starts_with('#') && !lines[last - 1].starts_with(' '))
-    } {
+    while last > start + 1 && trailing(lines[last - 1]) {
         last -= 1;
     }
     let mut out: String = lines[..last].concat();

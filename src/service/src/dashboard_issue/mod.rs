@@ -6,7 +6,8 @@
 //! of the bot's issues with the dashboard label, a free 304 when nothing
 //! changed), applies the boxes a person with write access ticked (retry a
 //! family now, run a stale family now, ignore a family or one image, undo
-//! an ignore), and hands the dashboard's ignores and run-now requests to
+//! an ignore, open the playbook pull request of a learned entry), and
+//! hands the dashboard's ignores and run-now requests to
 //! the plan. After the wave, [`publish`] renders the
 //! body from the wave's plan and the journal and edits the issue only when
 //! the bytes differ.
