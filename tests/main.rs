@@ -47,6 +47,7 @@ mod people;
 mod people_merge;
 mod plan_sandbox;
 mod plan_upstream;
+mod playbook_learning;
 mod playbook_repairs;
 mod promises;
 mod provenance_e2e;

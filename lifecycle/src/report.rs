@@ -10,6 +10,7 @@
 pub mod attempt;
 pub mod footer;
 pub mod format;
+pub mod learned;
 pub mod live;
 pub mod markers;
 pub mod pr;
@@ -22,6 +23,7 @@ pub use attempt::{
     reassemble, render_report, render_report_with_limit, uncovered_points,
 };
 pub use footer::{FOOTER_END, FOOTER_START, insert_before_footer, render_footer, splice_footer};
+pub use learned::{LearnedEntry, render_learned};
 pub use live::{JobGroup, LiveJobs};
 pub use markers::{HiddenRecord, HuntName, MarkerError, MarkerKey, ReportName, find_record};
 pub use pr::{

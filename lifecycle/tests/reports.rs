@@ -518,6 +518,7 @@ fn failed_receipt() -> Receipt {
         declined_waits: false,
         dashboard: None,
         hunt: Default::default(),
+        learned: None,
     }
 }
 

@@ -184,6 +184,15 @@ pub struct CandidateRecord {
     /// dashboards; empty when none ran.
     #[serde(default, skip_serializing_if = "HuntLines::is_empty")]
     pub hunt: HuntLines,
+    /// The playbook entry learned when this candidate's repair fixed a
+    /// failure the playbook did not know (its receipt carries it too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned: Option<crate::report::LearnedEntry>,
+    /// A maintainer's `/klaud retry` ran the final sweep again after a
+    /// person's push: a failure then leaves the PR with them, and another
+    /// retry after their next push sweeps again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub swept_again: bool,
     /// Versions the old and new image declare (planner, image configs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versions: Option<crate::report::VersionsCompared>,

@@ -34,6 +34,7 @@ pub mod forge;
 mod hunt;
 pub mod intent;
 pub mod journal;
+mod learn;
 mod lease_guard;
 mod live;
 mod measured_image;

@@ -98,7 +98,11 @@ impl Engine<'_> {
     }
 
     /// What is known about `rec`'s jobs for the playbook's scopes.
-    fn job_context(&self, rec: &CandidateRecord, runner_name: Option<&str>) -> JobContext {
+    pub(super) fn job_context(
+        &self,
+        rec: &CandidateRecord,
+        runner_name: Option<&str>,
+    ) -> JobContext {
         let family = self.repository.family(&rec.family).ok();
         let hardware = family.map(|f| {
             let runner = f
@@ -383,7 +387,7 @@ impl Engine<'_> {
 
     /// The files a fix may edit: the family's benchmark scripts, its
     /// recipes in the repository and its launchers, each once.
-    fn fix_targets(&self, rec: &CandidateRecord) -> Vec<String> {
+    pub(super) fn fix_targets(&self, rec: &CandidateRecord) -> Vec<String> {
         let Ok(family) = self.repository.family(&rec.family) else {
             return Vec::new();
         };

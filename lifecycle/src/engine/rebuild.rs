@@ -58,6 +58,8 @@ impl Engine<'_> {
             not_release_reason: None,
             upstream: None,
             hunt: Default::default(),
+            learned: None,
+            swept_again: false,
             versions: None,
             scope: None,
             variant: None,
@@ -180,6 +182,7 @@ impl Engine<'_> {
         rec.head = receipt.head.clone();
         rec.repairs = receipt.result.repairs();
         rec.sweep = receipt.sweep.clone();
+        rec.learned = receipt.learned.clone();
         rec.ending = Some(Ending {
             outcome: receipt.result.outcome(),
             phase: receipt.result.phase(),

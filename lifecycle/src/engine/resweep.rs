@@ -198,6 +198,7 @@ impl Engine<'_> {
         rec.uncovered.clear();
         rec.upkeep = None;
         rec.intent = None;
+        rec.swept_again = true;
         rec.step = Step::Final;
     }
 
@@ -248,14 +249,19 @@ impl Engine<'_> {
 }
 
 /// Whether `/klaud retry` on `rec` sweeps again: validated, finished, and
-/// its reuse line withdrawn after a person's push.
+/// its reuse line withdrawn after a person's push; or a sweep run again
+/// that failed, which left the PR to the person (who may have pushed a
+/// fix since).
 pub fn sweeps_again(rec: &CandidateRecord) -> bool {
-    rec.step == Step::Done
-        && rec
-            .ending
-            .as_ref()
-            .is_some_and(|e| e.outcome == Outcome::Validated)
-        && rec.upkeep.as_ref().is_some_and(|u| u.withdrawn.is_some())
+    let ending = rec.ending.as_ref().filter(|_| rec.step == Step::Done);
+    ending.is_some_and(|e| {
+        (e.outcome == Outcome::Validated
+            && rec.upkeep.as_ref().is_some_and(|u| u.withdrawn.is_some()))
+            || (rec.swept_again
+                && e.outcome == Outcome::Failed
+                && e.phase == crate::model::Phase::FinalSweep
+                && !e.hands_off)
+    })
 }
 
 #[cfg(test)]

@@ -306,8 +306,12 @@ pub fn propose_entry(input: &LearnInput<'_>) -> Option<Proposal> {
     let en = format!(
         "Learned by Klaud: a smoke failed with these lines{on}{pr} and passed after {what}. Check the cause and widen the scope before accepting."
     );
+    let on_zh = family.map_or_else(String::new, |f| format!("（{f}）"));
+    let pr_zh = input
+        .pull
+        .map_or_else(String::new, |n| format!("，见 PR #{n}"));
     let zh = format!(
-        "由 Klaud 学习：一次 smoke 测试以这些日志行失败{on}{pr}，在 {what} 之后通过。接受前请核实原因并酌情放宽适用范围。"
+        "由 Klaud 学习：一次 smoke 测试以这些日志行失败{on_zh}{pr_zh}，在 {what} 之后通过。接受前请核实原因并酌情放宽适用范围。"
     );
     let _ = writeln!(y, "    diagnosis:");
     let _ = writeln!(y, "      en: {}", quoted(&en));

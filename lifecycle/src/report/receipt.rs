@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::RenderedComment;
 use super::format::{code, link, text};
+use super::learned::{LearnedEntry, render_learned};
 use super::markers::{
     HiddenRecord, MarkerError, MarkerKey, cleanup_marker, hidden_block, hidden_json, parse_json,
 };
@@ -76,6 +77,9 @@ pub struct Receipt {
     /// A regression hunt's result lines ([`crate::hunt::result_lines`]),
     /// English then Chinese; empty when none ran.
     pub hunt: (Vec<String>, Vec<String>),
+    /// A playbook entry learned from a failure this candidate's repair
+    /// fixed, kept in the hidden record.
+    pub learned: Option<LearnedEntry>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -103,6 +107,8 @@ struct Validation {
     hunt: Vec<String>,
     #[serde(default, rename = "hunt-zh", skip_serializing_if = "Vec::is_empty")]
     hunt_zh: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    learned: Option<LearnedEntry>,
 }
 
 impl Receipt {
@@ -129,6 +135,7 @@ impl Receipt {
                 declined: self.declined.clone(),
                 hunt: self.hunt.0.clone(),
                 hunt_zh: self.hunt.1.clone(),
+                learned: self.learned.clone(),
             },
         }
     }
@@ -232,6 +239,10 @@ pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
         body.push_str("\n\n");
         body.push_str(&receipt.hunt.0.join("  \n"));
     }
+    if let Some(entry) = &receipt.learned {
+        body.push_str("\n\n");
+        body.push_str(&render_learned(entry));
+    }
     body.push_str("\n\n<details>\n<summary>中文</summary>\n\n");
     body.push_str(&format!(
         "**{outcome}** · 修复次数：{repairs} · 运行：{runs}  \n{zh}"
@@ -332,6 +343,7 @@ pub fn parse_receipt(record: &HiddenRecord<'_>) -> Result<Receipt, MarkerError> 
             v.hunt.into_iter().take(MAX_HUNT_LINES).collect(),
             v.hunt_zh.into_iter().take(MAX_HUNT_LINES).collect(),
         ),
+        learned: v.learned.filter(LearnedEntry::is_bounded),
     })
 }
 

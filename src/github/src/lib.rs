@@ -15,7 +15,9 @@
 //! the lifecycle crate asks, and reports GitHub's answer faithfully. Its
 //! REST writes are crate-private: outside callers write only through the
 //! lifecycle forge (each write checked against its ownership proof or reply
-//! permit) or the claim store (claim and recovery-lease refs only).
+//! permit), the claim store (claim and recovery-lease refs only), the
+//! dashboard issue's calls (an issue the bot opened) and the playbook pull
+//! request a dashboard box asks for (a branch under `klaud/playbook/`).
 //!
 //! The async calls other crates make return [`klaud_lifecycle::BoxFuture`]s,
 //! so their bodies (and octocrab's generics under them) are compiled once,
@@ -26,6 +28,7 @@ mod graphql;
 mod issues;
 pub mod lifecycle;
 mod pace;
+mod playbook_pull;
 mod refstore;
 mod run_completion;
 pub mod signoff;
@@ -47,6 +50,7 @@ pub use api::{
 
 pub use issues::IssueInfo;
 pub use pace::WritePace;
+pub use playbook_pull::{PLAYBOOK_BRANCH_PREFIX, PlaybookPull};
 pub use run_completion::ForgeRunCompletion;
 pub use transport::{
     ConditionalPage, DEFAULT_WRITE_TIMEOUT, MAX_RESPONSE_BYTES, SECONDARY_MAX_WAIT,

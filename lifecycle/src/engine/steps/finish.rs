@@ -230,7 +230,12 @@ async fn receipt(
             Some((n, format!("{repo}/issues/{n}")))
         }),
         hunt: hunt_lines(cx, rec, number).await?,
+        learned: match ending.outcome {
+            Outcome::Validated => cx.learned_entry(rec).await?,
+            _ => None,
+        },
     };
+    rec.learned = receipt.learned.clone();
     // Kept for `klaud status` and the dashboards, saved with the end.
     rec.hunt = crate::engine::journal::HuntLines {
         en: receipt.hunt.0.clone(),

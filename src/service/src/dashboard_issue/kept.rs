@@ -65,6 +65,10 @@ pub struct Kept {
     /// plans them first; each is cleared with a note once a wave has.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub run_now: Vec<KeptRunNow>,
+    /// Playbook entries Klaud learned, waiting for a maintainer's box or
+    /// for the playbook to have them (see `learned`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub learned: Vec<super::learned::KeptLearned>,
 }
 
 /// One run-now request.
@@ -235,6 +239,18 @@ impl Kept {
                 }
             }
         }
+        if self.learned.len() > super::learned::MAX_LEARNED {
+            return Err(format!(
+                "the state block holds {} learned entries, more than {}",
+                self.learned.len(),
+                super::learned::MAX_LEARNED
+            ));
+        }
+        if let Some(i) = self.learned.iter().position(|l| !l.is_bounded()) {
+            return Err(format!(
+                "learned[{i}] is not an entry Klaud proposes (id, family, path, base or YAML out of bounds)"
+            ));
+        }
         if self.notes.len() > MAX_NOTES {
             return Err(format!(
                 "the state block holds {} notes, more than {MAX_NOTES}",
@@ -310,6 +326,8 @@ pub enum Action {
         family: String,
         image: Option<String>,
     },
+    /// Open a pull request adding a learned entry to the playbook.
+    AddPlaybookEntry { id: String },
 }
 
 impl Action {
@@ -328,6 +346,7 @@ impl Action {
                 family,
                 image: Some(image),
             } => format!("unignore {family} {image}"),
+            Action::AddPlaybookEntry { id } => format!("playbook-add {id}"),
         }
     }
 
@@ -345,6 +364,7 @@ impl Action {
         match words.as_slice() {
             ["retry", f] => Some(Action::Retry { family: owned(f) }),
             ["run-now", f] => Some(Action::RunNow { family: owned(f) }),
+            ["playbook-add", id] => Some(Action::AddPlaybookEntry { id: owned(id) }),
             ["ignore", f] => Some(Action::IgnoreFamily { family: owned(f) }),
             ["ignore", f, i] => Some(Action::IgnoreImage {
                 family: owned(f),

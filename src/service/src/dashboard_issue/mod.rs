@@ -6,7 +6,8 @@
 //! of the bot's issues with the dashboard label, a free 304 when nothing
 //! changed), applies the boxes a person with write access ticked (retry a
 //! family now, run a stale family now, ignore a family or one image, undo
-//! an ignore), and hands the dashboard's ignores and run-now requests to
+//! an ignore, open the playbook pull request of a learned entry), and
+//! hands the dashboard's ignores and run-now requests to
 //! the plan. After the wave, [`publish`] renders the
 //! body from the wave's plan and the journal and edits the issue only when
 //! the bytes differ.
@@ -21,6 +22,7 @@
 //! their own creation, and both choose the same one.
 
 mod kept;
+mod learned;
 mod render;
 mod visit;
 
@@ -417,6 +419,7 @@ fn apply<'f>(
                     }
                 }
                 Action::Retry { family } => retry(journal, clock, family, &by).await,
+                Action::AddPlaybookEntry { id } => learned::accept(forge, kept, id, &by).await,
                 Action::RunNow { family } => {
                     if kept.run_now.iter().any(|r| r.family == *family) {
                         format!(
@@ -561,6 +564,10 @@ pub fn publish<'f>(
         // failed) becomes a rule kept in the issue itself.
         let mut kept = steering.kept.clone();
         kept.absorb_declined(&declined_in(&records), clock.now());
+        learned::absorb(&mut kept, &records);
+        if let Err(e) = learned::drop_accepted(forge, &mut kept).await {
+            tracing::warn!(error = %e, "the playbook could not be read; learned entries stay listed");
+        }
         if let Some(summary) = options.summary {
             render::settle_run_now(&mut kept, summary, &records, options.cooldown, clock.now());
         }

@@ -59,7 +59,7 @@ pub struct View<'a> {
 }
 
 /// Markdown inline code that cannot break out of its cell or list item.
-fn code(text: &str) -> String {
+pub(super) fn code(text: &str) -> String {
     let clean: String = text
         .chars()
         .filter(|c| !c.is_control() && *c != '`')
@@ -69,7 +69,7 @@ fn code(text: &str) -> String {
 }
 
 /// Plain text for a table cell or list item: one line, no HTML, no `|`.
-fn text(t: &str) -> String {
+pub(super) fn text(t: &str) -> String {
     t.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
@@ -115,7 +115,7 @@ fn time(t: DateTime<Utc>) -> String {
 }
 
 /// `[text](url)` with a URL that cannot close the link.
-fn link(label: &str, url: &str) -> String {
+pub(super) fn link(label: &str, url: &str) -> String {
     if url.is_empty() || url.contains([' ', ')', '\n']) {
         return text(label);
     }
@@ -274,6 +274,7 @@ fn body_with(
     push_ended(&mut out, view, other, rows);
     push_experiments(&mut out, view);
     push_ignores(&mut out, kept);
+    super::learned::push_learned(&mut out, &view.web, kept);
     push_steering(&mut out, kept, problem);
     out
 }
