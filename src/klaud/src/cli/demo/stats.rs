@@ -428,7 +428,11 @@ pub fn dump(first: u64, log: &[LogEntry], marks: &[(u64, Mark)]) -> String {
     ))) {
         for seq in at..*to {
             if let Some(e) = usize::try_from(seq - first).ok().and_then(|i| log.get(i)) {
-                out.push_str(&format!("    {seq} {} {} {}\n", e.method, e.path, e.status));
+                let by = e.login.as_deref().unwrap_or("-");
+                out.push_str(&format!(
+                    "    {seq} {} {} {} {by}\n",
+                    e.method, e.path, e.status
+                ));
             }
         }
         at = at.max(*to);
