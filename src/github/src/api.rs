@@ -710,8 +710,7 @@ impl Github {
         let query = format!(
             "mutation($id: ID!) {{ {mutation}(input: {{pullRequestId: $id}}) {{ pullRequest {{ isDraft }} }} }}"
         );
-        self.graphql(&what, &query, json!({"id": node_id}))
-            .await?;
+        self.graphql(&what, &query, json!({"id": node_id})).await?;
         Ok(())
     }
 
