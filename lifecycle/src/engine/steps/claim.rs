@@ -2,9 +2,8 @@
 //! claim this candidate already holds.
 //!
 //! Sits first: nothing is written to the repository before the claim is
-//! Klaud's. Reads the candidate's pull request (a candidate finished
-//! meanwhile ends here), the capacity gate and the claim ref (a variant's
-//! first; anyone else's only when creating it found it taken). May write: the
+//! Klaud's. Reads the claim ref, the candidate's pull request (a candidate
+//! finished meanwhile ends here) and the capacity gate. May write: the
 //! claim ref only (acquire, adopt, or an experiment's shared claim). Next:
 //! `prepare`; a claim held by someone else skips the candidate.
 
@@ -24,17 +23,11 @@ pub(in crate::engine) async fn run(
     let family_id = cid.family();
     let book = cx.book();
     let claim_err = EngineError::ClaimOp;
-    // A candidate of its own is claimed without reading the claim ref
-    // first (a charged 404 for a free family): creating it is exclusive,
-    // and a taken one answers with its entry. A variant reads it, since a
-    // sibling usually made the claim it shares.
-    if rec.variant.is_some()
-        && let Some(entry) = book.inspect(&family_id).await.map_err(claim_err)?
-    {
+    if let Some(entry) = book.inspect(&family_id).await.map_err(claim_err)? {
         return adopt_or_skip(cx, rec, &book, &entry).await;
     }
-    // The candidate may have been finished meanwhile (by another
-    // instance, or before the journal was lost).
+    // Free family: the candidate may have been finished meanwhile (by
+    // another instance, or before the journal was lost).
     if rec.claim.is_none()
         && let Some(pull) = cx.forge.find_pull(&rec.branch).await?
     {

@@ -2,9 +2,8 @@
 //! change in the master files, for every member of a family group, plus an
 //! experiment variant's own files) and push branch `klaud/auto-<candidate>`.
 //!
-//! After `claim`, before `open`. Reads the branch tip once Klaud may have
-//! written it (a commit of Klaud's, by trailer, is adopted; anything else
-//! is a mismatch) and the base files.
+//! After `claim`, before `open`. Reads the branch tip (a commit of Klaud's,
+//! by trailer, is adopted; anything else is a mismatch) and the base files.
 //! May write: the bump commit and the candidate's branch, under a proof.
 
 use crate::engine::config::TRAILER;
@@ -26,12 +25,7 @@ pub(in crate::engine) async fn run(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
 ) -> Result<Progress, EngineError> {
-    // A candidate that has made no commit and opened no pull request
-    // creates its branch without reading it first (a charged 404): the
-    // create is exclusive, and a branch already there is read by the next
-    // step, which adopts Klaud's commit or ends on a foreign one.
-    let fresh = rec.head.is_none() && rec.pending_commit.is_none() && rec.pull.is_none();
-    if !fresh && let Some(tip) = cx.branch_tip(&rec.branch).await? {
+    if let Some(tip) = cx.branch_tip(&rec.branch).await? {
         let trailer = format!("{TRAILER}{}", rec.candidate);
         let ours = rec.head.as_deref() == Some(tip.sha.as_str())
             || rec.pending_commit.as_deref() == Some(tip.sha.as_str())
