@@ -710,7 +710,8 @@ impl Github {
         let query = format!(
             "mutation($id: ID!) {{ {mutation}(input: {{pullRequestId: $id}}) {{ pullRequest {{ isDraft }} }} }}"
         );
-        self.graphql(&what, &query, json!({"id": node_id})).await?;
+        self.graphql(&what, &query, json!({"id": node_id}))
+            .await?;
         Ok(())
     }
 
