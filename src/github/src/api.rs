@@ -497,9 +497,6 @@ pub struct RunFilter {
 /// a blob of its own.
 const INLINE_TREE_CONTENT_MAX: usize = 1024 * 1024;
 
-/// Node ids kept at most (see `Github::pull_nodes`).
-const PULL_NODES_MAX: usize = 4096;
-
 impl Github {
     /// `GET /user`.
     pub fn current_user<'f>(&'f self) -> BoxFuture<'f, Result<UserInfo, GithubError>> {
@@ -529,7 +526,7 @@ impl Github {
             let pulls: Vec<RawPull> = self.t.get_all(&what, &p, None).await?;
             Ok(pulls
                 .into_iter()
-                .map(|p| self.known(p.into()))
+                .map(PullInfo::from)
                 .find(|p| p.head_ref == branch))
         })
     }
@@ -555,7 +552,7 @@ impl Github {
             {
                 Ok(raw) => {
                     ok_or_error(&what, &raw)?;
-                    return Ok(self.known(raw.json::<RawPull>(&what)?.into()));
+                    return Ok(raw.json::<RawPull>(&what)?.into());
                 }
                 Err(GithubError::Ambiguous { detail, .. }) => {
                     if let Some(p) = self.find_pull_for_head(head, "open").await? {
@@ -584,7 +581,7 @@ impl Github {
                 .t
                 .get_json_cached(&what, &self.path(&format!("pulls/{number}")))
                 .await?;
-            Ok(self.known(raw.into()))
+            Ok(raw.into())
         })
     }
 
@@ -620,7 +617,7 @@ impl Github {
                 query(&[("state", state), ("per_page", "100")])
             ));
             let pulls: Vec<RawPull> = self.t.get_all("list pull requests", &p, None).await?;
-            Ok(pulls.into_iter().map(|p| self.known(p.into())).collect())
+            Ok(pulls.into_iter().map(PullInfo::from).collect())
         })
     }
 
@@ -666,51 +663,24 @@ impl Github {
         })
     }
 
-    /// Keeps `pull`'s node id for the draft mutations, and passes it on.
-    fn known(&self, pull: PullInfo) -> PullInfo {
-        if let Ok(mut nodes) = self.pull_nodes.lock() {
-            // Bounded: a repository's history of pull requests is not.
-            if nodes.len() >= PULL_NODES_MAX && !nodes.contains_key(&pull.number) {
-                nodes.clear();
-            }
-            nodes.insert(pull.number, pull.node_id.clone());
-        }
-        pull
-    }
-
-    /// The node id of pull request `number`, when it was read or opened
-    /// through this client.
-    pub(crate) fn pull_node(&self, number: u64) -> Option<String> {
-        self.pull_nodes
-            .lock()
-            .ok()
-            .and_then(|nodes| nodes.get(&number).cloned())
-    }
-
-    /// Marks pull request `number` (GraphQL node `node_id`) ready for
-    /// review (`draft = false`) or converts it back to a draft, through
-    /// GraphQL (REST has no such call).
-    pub(crate) async fn set_draft(
-        &self,
-        number: u64,
-        node_id: &str,
-        draft: bool,
-    ) -> Result<(), GithubError> {
+    /// Marks a pull request ready for review (`draft = false`) or converts
+    /// it back to a draft, through GraphQL (REST has no such call).
+    pub(crate) async fn set_draft(&self, pull: &PullInfo, draft: bool) -> Result<(), GithubError> {
         let (what, mutation) = if draft {
             (
-                format!("convert #{number} to draft"),
+                format!("convert #{} to draft", pull.number),
                 "convertPullRequestToDraft",
             )
         } else {
             (
-                format!("mark #{number} ready for review"),
+                format!("mark #{} ready for review", pull.number),
                 "markPullRequestReadyForReview",
             )
         };
         let query = format!(
             "mutation($id: ID!) {{ {mutation}(input: {{pullRequestId: $id}}) {{ pullRequest {{ isDraft }} }} }}"
         );
-        self.graphql(&what, &query, json!({"id": node_id}))
+        self.graphql(&what, &query, json!({"id": pull.node_id}))
             .await?;
         Ok(())
     }

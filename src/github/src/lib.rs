@@ -206,9 +206,6 @@ pub struct Github {
     pub(crate) owner: String,
     pub(crate) name: String,
     bot_login: String,
-    /// Pull request number -> GraphQL node id, from every pull request read
-    /// or opened: the draft mutations need it, and it never changes.
-    pub(crate) pull_nodes: std::sync::Mutex<std::collections::HashMap<u64, String>>,
 }
 
 impl fmt::Debug for Github {
@@ -301,7 +298,6 @@ impl Github {
             owner: owner.to_string(),
             name: name.to_string(),
             bot_login: config.bot_login,
-            pull_nodes: Default::default(),
         })
     }
 

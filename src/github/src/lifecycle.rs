@@ -481,28 +481,12 @@ impl GithubLifecycle<'_> {
     }
 
     async fn apply_set_draft(&self, pull: &Pull, draft: bool) -> Result<(), ForgeError> {
-        // The draft mutations need the node id, which only a full read has:
-        // the one kept from an earlier read (or the opening) of the pull
-        // request saves reading it again, charged, after Klaud's own writes
-        // changed it; `pull` is the caller's read of the draft state.
-        if let Some(node) = self.forge.pull_node(pull.number.get()) {
-            if pull.draft == draft {
-                return Ok(());
-            }
-            return self
-                .forge
-                .set_draft(pull.number.get(), &node, draft)
-                .await
-                .map_err(map);
-        }
+        // The draft mutations need the node id, which only the full read has.
         let info = self.forge.get_pull(pull.number.get()).await.map_err(map)?;
         if info.draft == draft {
             return Ok(());
         }
-        self.forge
-            .set_draft(info.number, &info.node_id, draft)
-            .await
-            .map_err(map)
+        self.forge.set_draft(&info, draft).await.map_err(map)
     }
 
     async fn apply_create_comment(
