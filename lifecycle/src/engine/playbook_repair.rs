@@ -372,13 +372,16 @@ impl Engine<'_> {
                     .fast_forward_branch(&proof, &rec.branch, &sha)
                     .await
                 {
+                    // Klaud's own push: the step's reads follow it, and
+                    // the repair step takes the tip from them.
+                    Ok(()) => {}
                     // Re-read by the repair step: the tip tells (a push
                     // by someone else meanwhile is a handoff there).
-                    Ok(()) | Err(ForgeError::Ambiguous(_)) | Err(ForgeError::NotFastForward(_)) => {
+                    Err(ForgeError::Ambiguous(_)) | Err(ForgeError::NotFastForward(_)) => {
+                        self.forge.forget();
                     }
                     Err(e) => return Err(e.into()),
                 }
-                self.forge.forget();
                 return Ok(PlaybookRepair::Pushed);
             }
         }

@@ -240,6 +240,12 @@ impl Github {
         Box::pin(async move {
             let what = format!("compare {base}...{head}");
             let p = self.path(&format!("compare/{}...{}", seg(base), seg(head)));
+            // Between two commit shas the answer is fixed by the commits
+            // themselves: asked once per process (a repair's report and
+            // the steps around it compare the same two heads).
+            if is_full_sha(base) && is_full_sha(head) {
+                return self.t.get_json_immutable(&what, &p).await;
+            }
             self.t.get_json(&what, &p).await
         })
     }
@@ -348,4 +354,10 @@ impl Github {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Whether `name` is a whole commit sha (40 or 64 hex digits), not a
+/// branch or an abbreviation whose meaning can change.
+fn is_full_sha(name: &str) -> bool {
+    matches!(name.len(), 40 | 64) && name.bytes().all(|b| b.is_ascii_hexdigit())
 }

@@ -42,7 +42,8 @@ pub struct Args {
     #[arg(long)]
     json: bool,
     /// Also print GitHub request figures to stderr: per candidate from
-    /// claim to receipt (polls apart, next to the limit of 60 charged), per
+    /// claim to receipt (polls apart, next to the target, the limit and the
+    /// floor), per
     /// pass outside the steps, the whole demo and one idle pass.
     #[arg(long)]
     stats: bool,
@@ -110,8 +111,12 @@ pub struct DemoRequests {
     /// Each candidate's lifecycle, claim to receipt, cut from the
     /// simulator's request log at step boundaries ([`stats`]).
     pub candidates: Vec<CandidateRequests>,
-    /// What a validated lifecycle may cost, polls excluded.
+    /// What a validated lifecycle without a failed run may cost, polls
+    /// excluded.
     pub limit: usize,
+    /// What a validated lifecycle with a failed run may cost above its
+    /// floor, polls excluded.
+    pub failed_run_allowance: usize,
     /// What a validated lifecycle should cost, polls excluded.
     pub target: usize,
     /// Each pass's requests outside the candidates' steps that name no
@@ -290,6 +295,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             all: figures.all,
             candidates: figures.candidates.clone(),
             limit: stats::LIFECYCLE_LIMIT,
+            failed_run_allowance: stats::FAILED_RUN_ALLOWANCE,
             target: stats::LIFECYCLE_TARGET,
             passes: figures.passes.clone(),
             idle_pass: figures.idle,
@@ -621,6 +627,21 @@ fn print_stats(f: &Figures) {
         let target = stats::LIFECYCLE_TARGET;
         let verdict = if outcome != "validated" {
             "limit applies to validated ones".to_owned()
+        } else if r.scenario.failed > 0 {
+            // A failed run's logs, playbook and extra report are read on
+            // top of its floor: held to the floor plus an allowance.
+            let bound = r.floor + stats::FAILED_RUN_ALLOWANCE;
+            let verdict = if r.work.charged <= bound {
+                "ok".to_owned()
+            } else {
+                format!("over by {}", r.work.charged - bound)
+            };
+            format!(
+                "with a failed run: {} above its floor {}, limit floor + {}: {verdict}",
+                r.work.charged.saturating_sub(r.floor),
+                r.floor,
+                stats::FAILED_RUN_ALLOWANCE
+            )
         } else {
             let over = |bound: usize| {
                 if r.work.charged <= bound {

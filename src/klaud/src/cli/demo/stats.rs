@@ -29,14 +29,22 @@ use super::RequestFigures;
 
 /// Charged GitHub requests one validated lifecycle should cost, polls
 /// excluded: the goal `--stats` measures each lifecycle against, next to
-/// its floor. Not met yet: 33–40 are measured (see configs/README.md).
+/// its floor. Not met yet: 35–48 are measured without a failed run (see
+/// configs/README.md).
 pub const LIFECYCLE_TARGET: usize = 30;
 
-/// Charged GitHub requests one validated lifecycle may cost, polls
-/// excluded, before a test fails: the measured spread (an infrastructure
-/// retry and the base moving under the changelog included) with a little
-/// room for timing, none for a regression.
-pub const LIFECYCLE_LIMIT: usize = 56;
+/// Charged GitHub requests one validated lifecycle without a failed run
+/// may cost, polls excluded, before a test fails: the measured spread (an
+/// experiment variant's section edits, a sweep first seen running) with a
+/// little room for timing, none for a regression.
+pub const LIFECYCLE_LIMIT: usize = 52;
+
+/// Charged GitHub requests a validated lifecycle with a failed run (a
+/// repair, an infrastructure retry) may cost above its floor, polls
+/// excluded, before a test fails: the failed jobs' logs, the playbook, a
+/// report per attempt and the repair's compare come on top of what the
+/// floor counts (measured 14–25; the goal is 8).
+pub const FAILED_RUN_ALLOWANCE: usize = 28;
 
 /// What one lifecycle left on GitHub, read from the simulator when it ended:
 /// the scenario its floor is computed from (see [`Scenario::floor`]), not
@@ -428,7 +436,11 @@ pub fn dump(first: u64, log: &[LogEntry], marks: &[(u64, Mark)]) -> String {
     ))) {
         for seq in at..*to {
             if let Some(e) = usize::try_from(seq - first).ok().and_then(|i| log.get(i)) {
-                out.push_str(&format!("    {seq} {} {} {}\n", e.method, e.path, e.status));
+                let by = e.login.as_deref().unwrap_or("-");
+                out.push_str(&format!(
+                    "    {seq} {} {} {} {by}\n",
+                    e.method, e.path, e.status
+                ));
             }
         }
         at = at.max(*to);
