@@ -224,40 +224,9 @@ async fn foreign_commit_is_a_handoff_naming_both_heads() {
     let foreign = fake.refs.seed_commit("maintainer fix");
     fake.refs
         .force_ref(&format!("refs/heads/{BRANCH}"), &foreign);
-    // GitHub moves the pull request's head with its branch.
-    fake.pull.lock().expect("pull").head_sha = foreign.parse().expect("a sha");
     let (kind, msg) = mismatch(&fake, all(&held, &head)).await;
     assert_eq!(kind, MismatchKind::Handoff);
     assert!(msg.contains(&head) && msg.contains(&foreign), "{msg}");
-    // Without a pull request to check, the branch itself is read.
-    let (kind, msg) = mismatch(
-        &fake,
-        Expectation {
-            pull: None,
-            run: None,
-            ..all(&held, &head)
-        },
-    )
-    .await;
-    assert_eq!(kind, MismatchKind::Handoff);
-    assert!(msg.contains(&head) && msg.contains(&foreign), "{msg}");
-}
-
-#[tokio::test]
-async fn an_open_pull_request_at_klauds_head_stands_for_its_branch() {
-    // The branch read is left out when the pull request shows Klaud's
-    // head: here the fake's ref moved while its pull request did not,
-    // which GitHub never shows, so the proof goes by the pull request.
-    let (fake, held, head) = world().await;
-    let foreign = fake.refs.seed_commit("maintainer fix");
-    fake.refs
-        .force_ref(&format!("refs/heads/{BRANCH}"), &foreign);
-    let proof = check(&fake, all(&held, &head)).await.expect("proof");
-    assert_eq!(proof.head(), Some(head.as_str()));
-    // A closed one does not: the branch is read.
-    fake.pull.lock().expect("pull").state = PullState::Closed;
-    let (kind, _) = mismatch(&fake, all(&held, &head)).await;
-    assert_eq!(kind, MismatchKind::Handoff);
 }
 
 #[tokio::test]

@@ -432,11 +432,8 @@ impl Forge for MemoryForge {
         let sha = self.store.ref_sha(&format!("refs/heads/{head}"));
         let mut st = self.lock();
         let p = st.pull_mut(number)?;
-        match sha {
-            Some(sha) => p.head_sha = forge_sha(&format!("head of #{number}"), &sha)?,
-            // GitHub closes an open pull request whose head branch is gone.
-            None if p.state.is_open() => p.state = PullState::Closed,
-            None => {}
+        if let Some(sha) = sha {
+            p.head_sha = forge_sha(&format!("head of #{number}"), &sha)?;
         }
         Ok(p.clone())
     }

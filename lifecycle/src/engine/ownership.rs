@@ -259,9 +259,6 @@ pub async fn check(
         ));
     }
 
-    // The pull request's head, when it was read and shows the head Klaud
-    // last wrote on the branch Klaud expects: the branch is there.
-    let mut head_seen = false;
     if let Some(number) = expect.pull {
         let pull = forge.get_pull(number).await?;
         if pull
@@ -308,17 +305,9 @@ pub async fn check(
                 pull.head_ref,
             ));
         }
-        // GitHub moves a pull request's head with its branch and closes it
-        // when the branch is deleted: an open pull request at Klaud's head
-        // tells what a read of the branch would, without that read (a
-        // charged one whenever Klaud pushed since it last read the ref).
-        head_seen = pull.state.is_open()
-            && expect
-                .branch
-                .is_some_and(|(branch, head)| pull.head_ref == branch && pull.head_sha == head);
     }
 
-    if let Some((branch, head)) = expect.branch.filter(|_| !head_seen) {
+    if let Some((branch, head)) = expect.branch {
         let name = format!("refs/heads/{branch}");
         let tip = forge
             .refs()
