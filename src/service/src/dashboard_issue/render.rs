@@ -56,10 +56,13 @@ pub struct View<'a> {
     pub now: DateTime<Utc>,
     /// The web dashboard, when `klaud serve` runs one.
     pub web_dashboard: Option<String>,
+    /// The sick nodes this pass read from GitHub's runs; `None`: keep the
+    /// section the issue shows.
+    pub sick_nodes: Option<&'a [klaud_lifecycle::playbook::sick::SickNodeRow]>,
 }
 
 /// Markdown inline code that cannot break out of its cell or list item.
-fn code(text: &str) -> String {
+pub(super) fn code(text: &str) -> String {
     let clean: String = text
         .chars()
         .filter(|c| !c.is_control() && *c != '`')
@@ -69,7 +72,7 @@ fn code(text: &str) -> String {
 }
 
 /// Plain text for a table cell or list item: one line, no HTML, no `|`.
-fn text(t: &str) -> String {
+pub(super) fn text(t: &str) -> String {
     t.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
@@ -273,6 +276,7 @@ fn body_with(
     out.push_str("\n### Duplicates, deferrals and other ends / 重复、延后及其他结束\n\n");
     push_ended(&mut out, view, other, rows);
     push_experiments(&mut out, view);
+    super::nodes::push(&mut out, view.sick_nodes, previous);
     push_ignores(&mut out, kept);
     push_steering(&mut out, kept, problem);
     out
@@ -854,6 +858,7 @@ pub fn settle_run_now(
         cooldown,
         now,
         web_dashboard: None,
+        sick_nodes: None,
     };
     let mut notes = Vec::new();
     kept.run_now.retain(|r| {
