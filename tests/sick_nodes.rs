@@ -87,7 +87,8 @@ async fn a_node_failing_for_two_families_is_shown_once_on_the_issue_and_the_page
     assert_eq!(row.families, families);
     // Every failed job of both smokes (a smoke runs several points).
     assert!(row.failures >= 2, "{row:?}");
-    assert!(row.first_seen < row.last_seen, "{row:?}");
+    // GitHub gives times to the second: two smokes may share one.
+    assert!(row.first_seen <= row.last_seen, "{row:?}");
 
     // The issue: one row for the node, naming both families, the times
     // and the entry.
