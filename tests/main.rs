@@ -60,6 +60,7 @@ mod sandbox_ci;
 mod sandbox_registry;
 mod serve_daemon;
 mod serve_processes;
+mod sick_nodes;
 mod signoff;
 mod store_cache;
 mod store_loss;

@@ -512,6 +512,26 @@ pub trait Journal: Send + Sync {
         let _ = (run, datasets);
         Ok(())
     }
+    /// The failed jobs of run `run`'s attempt `attempt` as the sick-nodes
+    /// table counts them, when kept. A journal that keeps none answers
+    /// `None`: the run's jobs and logs are read again.
+    async fn run_failures(
+        &self,
+        run: u64,
+        attempt: u64,
+    ) -> Result<Option<crate::playbook::sick::RunFailures>, JournalError> {
+        let _ = (run, attempt);
+        Ok(None)
+    }
+    /// Keeps what a completed run attempt's failed jobs said (it never
+    /// changes). A journal that keeps none forgets it.
+    async fn record_run_failures(
+        &self,
+        failures: &crate::playbook::sick::RunFailures,
+    ) -> Result<(), JournalError> {
+        let _ = failures;
+        Ok(())
+    }
 }
 
 /// A maintainer's request to plan a family again before its cooldown ends.
@@ -534,6 +554,7 @@ pub struct MemoryJournal {
     records: Mutex<BTreeMap<String, CandidateRecord>>,
     retries: Mutex<BTreeMap<String, RetryRequest>>,
     producers: Mutex<BTreeMap<u64, crate::dataset::ProducerDatasets>>,
+    run_failures: Mutex<BTreeMap<(u64, u64), crate::playbook::sick::RunFailures>>,
 }
 
 impl MemoryJournal {
@@ -622,6 +643,30 @@ impl Journal for MemoryJournal {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(run, datasets.clone());
+        Ok(())
+    }
+
+    async fn run_failures(
+        &self,
+        run: u64,
+        attempt: u64,
+    ) -> Result<Option<crate::playbook::sick::RunFailures>, JournalError> {
+        Ok(self
+            .run_failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(run, attempt))
+            .cloned())
+    }
+
+    async fn record_run_failures(
+        &self,
+        failures: &crate::playbook::sick::RunFailures,
+    ) -> Result<(), JournalError> {
+        self.run_failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((failures.run, failures.attempt), failures.clone());
         Ok(())
     }
 }

@@ -15,6 +15,8 @@
 //! - [`Fix`]: the safe vocabulary (one launch argument, one environment
 //!   variable), applied byte-exactly to a script; [`Fix::infer`] reads a
 //!   script change back as one.
+//! - [`sick`]: the failed jobs of Klaud's runs grouped by node and
+//!   signature, across families and days.
 //! - [`propose_entry`]: a playbook entry learned from a failure that a
 //!   change fixed, as YAML to paste under `entries:`.
 
@@ -23,6 +25,7 @@ mod learn;
 mod model;
 pub mod normalize;
 mod parse;
+pub mod sick;
 mod triage;
 mod version;
 

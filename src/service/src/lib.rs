@@ -25,6 +25,7 @@ pub mod overlap;
 pub mod pr_commands;
 pub mod repair_hook;
 pub mod results_client;
+pub mod sick_nodes;
 pub mod signoff;
 pub mod status;
 pub mod story;

@@ -89,6 +89,7 @@ pub fn repository_status<'f>(
             outcomes,
             experiments,
             dashboard_issue: None,
+            sick_nodes: Vec::new(),
         })
     })
 }

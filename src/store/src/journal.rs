@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 use klaud_lifecycle::dataset::ProducerDatasets;
 use klaud_lifecycle::engine::{CandidateRecord, Journal, JournalError, RetryRequest};
+use klaud_lifecycle::playbook::sick::RunFailures;
 use serde::{Deserialize, Serialize};
 
 use crate::{Record, Store, trees};
@@ -22,10 +23,20 @@ impl Record for ProducerDatasets {
     const VERSION: u32 = 1;
 }
 
+impl Record for RunFailures {
+    const VERSION: u32 = 1;
+}
+
 /// Where what a producer run's AgentX artifacts said is kept (the cache
 /// tree: losing it costs one more download of that run's artifacts).
 fn producer_key(run: u64) -> String {
     format!("producer-datasets:{run}")
+}
+
+/// Where what a completed run attempt's failed jobs said is kept (the
+/// cache tree: losing it costs reading that run's jobs and logs again).
+fn run_failures_key(run: u64, attempt: u64) -> String {
+    format!("run-failures:{run}:{attempt}")
 }
 
 /// Where a family's retry request is kept (the cache tree: losing it only
@@ -171,6 +182,27 @@ impl Journal for StoreJournal {
             .await
             .map_err(|e| JournalError::new(format!("flush the datasets of producer run {run}"), e))
     }
+
+    async fn run_failures(
+        &self,
+        run: u64,
+        attempt: u64,
+    ) -> Result<Option<RunFailures>, JournalError> {
+        self.store
+            .get(trees::CACHE, &run_failures_key(run, attempt))
+            .map_err(|e| JournalError::new(format!("read the failed jobs of run {run}"), e))
+    }
+
+    async fn record_run_failures(&self, failures: &RunFailures) -> Result<(), JournalError> {
+        let run = failures.run;
+        self.store
+            .put(
+                trees::CACHE,
+                &run_failures_key(run, failures.attempt),
+                failures,
+            )
+            .map_err(|e| JournalError::new(format!("keep the failed jobs of run {run}"), e))
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +223,30 @@ mod tests {
         let j = StoreJournal::new(Store::open(dir.path()).expect("store"));
         assert_eq!(j.producer_datasets(5).await.expect("read"), Some(kept));
         assert_eq!(j.producer_datasets(6).await.expect("read"), None);
+    }
+
+    #[tokio::test]
+    async fn a_runs_failures_are_kept_by_run_and_attempt_across_a_reopen() {
+        let dir = tempfile::tempdir().expect("dir");
+        let kept = RunFailures {
+            run: 9,
+            attempt: 2,
+            family: "0123456789abcdef".into(),
+            family_key: Some("demo-fp8-h200-trt".into()),
+            at: chrono::DateTime::parse_from_rfc3339("2026-12-01T10:00:00Z")
+                .expect("time")
+                .into(),
+            failures: Vec::new(),
+        };
+        {
+            let j = StoreJournal::new(Store::open(dir.path()).expect("store"));
+            assert_eq!(j.run_failures(9, 2).await.expect("read"), None);
+            j.record_run_failures(&kept).await.expect("kept");
+            j.store().flush().await.expect("flush");
+        }
+        let j = StoreJournal::new(Store::open(dir.path()).expect("store"));
+        assert_eq!(j.run_failures(9, 2).await.expect("read"), Some(kept));
+        assert_eq!(j.run_failures(9, 1).await.expect("read"), None);
     }
 
     #[tokio::test]

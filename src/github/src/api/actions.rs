@@ -141,6 +141,54 @@ impl Github {
         })
     }
 
+    /// The newest runs matching the filter (its `created` is not used), at
+    /// most `max_pages` pages of 100, stopping at the first page that
+    /// reaches a run created before `since`: each page is a conditional
+    /// read, so a list that has not changed costs one free 304.
+    pub fn recent_runs<'f>(
+        &'f self,
+        filter: &'f RunFilter,
+        since: chrono::DateTime<chrono::Utc>,
+        max_pages: usize,
+    ) -> BoxFuture<'f, Result<Vec<RunInfo>, GithubError>> {
+        Box::pin(async move {
+            let mut q: Vec<(&str, &str)> = vec![("per_page", "100")];
+            for (k, v) in [
+                ("event", &filter.event),
+                ("actor", &filter.actor),
+                ("branch", &filter.branch),
+                ("status", &filter.status),
+                ("head_sha", &filter.head_sha),
+            ] {
+                if let Some(v) = v {
+                    q.push((k, v));
+                }
+            }
+            let base = match &filter.workflow {
+                Some(w) => format!("actions/workflows/{}/runs", seg(w)),
+                None => "actions/runs".to_string(),
+            };
+            let p = self.path(&format!("{base}?{}", query(&q)));
+            let older = |r: &RawRun| {
+                r.created_at
+                    .as_deref()
+                    .and_then(|c| chrono::DateTime::parse_from_rfc3339(c).ok())
+                    .is_some_and(|c| c < since)
+            };
+            let runs: Vec<RawRun> = self
+                .t
+                .get_pages(
+                    "list recent workflow runs",
+                    &p,
+                    Some("workflow_runs"),
+                    max_pages.max(1),
+                    &|so_far: &[RawRun]| so_far.last().is_some_and(older),
+                )
+                .await?;
+            Ok(runs.into_iter().map(RunInfo::from).collect())
+        })
+    }
+
     /// One run (conditional GET: polling costs no budget while unchanged).
     pub fn get_run<'f>(&'f self, id: u64) -> BoxFuture<'f, Result<RunInfo, GithubError>> {
         Box::pin(async move {

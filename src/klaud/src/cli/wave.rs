@@ -177,8 +177,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
             cooldown: config.planner.cooldown,
             web_dashboard: None,
             wave: true,
+            playbook: config.lifecycle.playbook.clone(),
         };
-        let (summary, issue) = klaud_service::dashboard_issue::around_wave(
+        let (summary, issue, _) = klaud_service::dashboard_issue::around_wave(
             &session.forge,
             &session.journal,
             session.base_clock,

@@ -141,6 +141,8 @@ struct LoopState {
     families: BTreeMap<String, Vec<FamilyPlan>>,
     /// Each repository's dashboard issue, once known.
     dashboard_issues: BTreeMap<String, String>,
+    /// Each repository's sick nodes, as its last pass read them.
+    sick_nodes: BTreeMap<String, Vec<klaud_lifecycle::playbook::sick::SickNodeRow>>,
     errors: VecDeque<EventRow>,
     announced: BTreeSet<String>,
     planning: bool,
@@ -381,9 +383,10 @@ impl Daemon {
             cooldown: self.settings.cooldown,
             web_dashboard: None,
             wave: pass == Pass::Wave,
+            playbook: self.settings.engine.playbook.clone(),
         };
         let mut full = false;
-        let (result, issue) = crate::dashboard_issue::around_wave(
+        let (result, issue, nodes) = crate::dashboard_issue::around_wave(
             &repo.forge,
             repo.journal.as_ref(),
             self.clock.as_ref(),
@@ -406,6 +409,9 @@ impl Daemon {
         .await;
         if let Some(issue) = issue {
             state.dashboard_issues.insert(name.clone(), issue.html_url);
+        }
+        if let Some(nodes) = nodes {
+            state.sick_nodes.insert(name.clone(), nodes.rows);
         }
         self.note_wave(repo, pass, full, result, state).await;
         self.announce(repo, state).await;
@@ -737,6 +743,7 @@ impl Daemon {
                     label: "dashboard issue".into(),
                     url: url.clone(),
                 });
+        let sick_nodes = state.sick_nodes.get(&name).cloned().unwrap_or_default();
         RepositoryStatus {
             name,
             url,
@@ -746,6 +753,7 @@ impl Daemon {
             outcomes,
             experiments: crate::dashboard::experiment_rows(&records),
             dashboard_issue,
+            sick_nodes,
         }
     }
 }

@@ -326,6 +326,10 @@ fn render_repository(repository: &RepositoryStatus) -> Markup {
             h3 { "Experiments" }
             (render_experiments(&repository.experiments))
         }
+        @if !repository.sick_nodes.is_empty() {
+            h3 { "Sick nodes" }
+            (render_sick_nodes(&repository.sick_nodes))
+        }
         h3 { "Claims" }
         (render_claims(&repository.claims))
         h3 { "Recent outcomes" }
@@ -414,6 +418,47 @@ fn render_experiments(experiments: &[ExperimentRow]) -> Markup {
             }))
         }
     }
+}
+
+/// Nodes failing the same way across families or days: one row per node
+/// and signature, as the dashboard issue lists them.
+fn render_sick_nodes(rows: &[klaud_lifecycle::playbook::sick::SickNodeRow]) -> Markup {
+    let when = |t: &chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
+    stack_table(
+        &[
+            "Node",
+            "Signature",
+            "Families",
+            "Failures",
+            "First seen",
+            "Last seen",
+            "Playbook entry",
+        ],
+        html! {
+            @for r in rows {
+                tr.sick-node {
+                    td.mono data-label="Node" { (r.node) }
+                    td data-label="Signature" {
+                        code { (r.signature) } " (" (r.class) ")"
+                        @if let (None, Some(line)) = (&r.entry, &r.line) { br; code { (line) } }
+                    }
+                    td.mono data-label="Families" {
+                        @for (i, f) in r.families.iter().enumerate() {
+                            @if i > 0 { br; }
+                            (name(f))
+                        }
+                        @if r.family_count > r.families.len() {
+                            br; "+" (r.family_count - r.families.len())
+                        }
+                    }
+                    td data-label="Failures" { (r.failures) }
+                    td data-label="First seen" { (when(&r.first_seen)) }
+                    td data-label="Last seen" { (when(&r.last_seen)) }
+                    td.mono data-label="Playbook entry" { (r.entry.as_deref().unwrap_or("—")) }
+                }
+            }
+        },
+    )
 }
 
 fn render_claims(claims: &[ClaimRow]) -> Markup {

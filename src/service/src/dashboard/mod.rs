@@ -130,6 +130,10 @@ pub struct RepositoryStatus {
     /// The repository's dashboard issue, where maintainers steer Klaud.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dashboard_issue: Option<LinkRow>,
+    /// Nodes failing the same way across families or days, from GitHub's
+    /// runs (the dashboard issue shows the same table).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sick_nodes: Vec<klaud_lifecycle::playbook::sick::SickNodeRow>,
 }
 
 /// The variants of one experiment on one family.

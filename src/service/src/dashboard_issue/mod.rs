@@ -23,6 +23,7 @@
 
 mod kept;
 mod learned;
+mod nodes;
 mod render;
 mod visit;
 
@@ -65,6 +66,9 @@ pub struct Steering {
     /// boxes wait for a pass that can apply them (a new body would untick
     /// them).
     leave_alone: bool,
+    /// The sick nodes read from GitHub's runs this pass, for the issue's
+    /// section; `None`: not read, the issue keeps the section it shows.
+    pub sick_nodes: Option<crate::sick_nodes::SickNodes>,
 }
 
 impl Steering {
@@ -558,6 +562,7 @@ pub fn publish<'f>(
             cooldown: options.cooldown,
             now: clock.now(),
             web_dashboard: options.web_dashboard.clone(),
+            sick_nodes: steering.sick_nodes.as_ref().map(|s| s.rows.as_slice()),
         };
         let previous = steering.issue.as_ref().map(|i| i.body.as_str());
         // A PR a person closed this pass (or an earlier one whose publish

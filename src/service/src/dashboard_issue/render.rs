@@ -56,6 +56,9 @@ pub struct View<'a> {
     pub now: DateTime<Utc>,
     /// The web dashboard, when `klaud serve` runs one.
     pub web_dashboard: Option<String>,
+    /// The sick nodes this pass read from GitHub's runs; `None`: keep the
+    /// section the issue shows.
+    pub sick_nodes: Option<&'a [klaud_lifecycle::playbook::sick::SickNodeRow]>,
 }
 
 /// Markdown inline code that cannot break out of its cell or list item.
@@ -273,6 +276,7 @@ fn body_with(
     out.push_str("\n### Duplicates, deferrals and other ends / 重复、延后及其他结束\n\n");
     push_ended(&mut out, view, other, rows);
     push_experiments(&mut out, view);
+    super::nodes::push(&mut out, view.sick_nodes, previous);
     push_ignores(&mut out, kept);
     super::learned::push_learned(&mut out, &view.web, kept);
     push_steering(&mut out, kept, problem);
@@ -855,6 +859,7 @@ pub fn settle_run_now(
         cooldown,
         now,
         web_dashboard: None,
+        sick_nodes: None,
     };
     let mut notes = Vec::new();
     kept.run_now.retain(|r| {

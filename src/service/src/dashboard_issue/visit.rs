@@ -26,6 +26,9 @@ pub struct Visit {
     /// Whether the pass runs a wave, which may open the issue; a
     /// reconcile pass plans nothing and only keeps an existing issue.
     pub wave: bool,
+    /// The playbook's path in the repository (empty: none), which the
+    /// sick-nodes section triages failed jobs with.
+    pub playbook: String,
 }
 
 // Generic over the wave, so it cannot be boxed like the other async
@@ -33,7 +36,8 @@ pub struct Visit {
 // body is a handful of awaits of boxed futures.
 /// Runs `wave` with the issue's steering inside one visit, and returns
 /// what it answered with the issue as published (`None`: there is none,
-/// or it could not be written). The issue's errors are logged, never
+/// or it could not be written) and the sick nodes read after the wave
+/// (`None`: Klaud's runs could not be read; the issue keeps its section). The issue's errors are logged, never
 /// fatal: the dashboard must not stop a wave; one that cannot be read
 /// holds the wave's planning (see [`Steering::hold`]).
 pub async fn around_wave<E>(
@@ -42,7 +46,11 @@ pub async fn around_wave<E>(
     clock: &dyn Clock,
     visit: Visit,
     wave: impl AsyncFnOnce(&Steering) -> Result<WaveSummary, E>,
-) -> (Result<WaveSummary, E>, Option<IssueInfo>) {
+) -> (
+    Result<WaveSummary, E>,
+    Option<IssueInfo>,
+    Option<crate::sick_nodes::SickNodes>,
+) {
     let mut steering = steer_or_hold(forge, journal, clock).await;
     if visit.wave
         && let Err(e) =
@@ -51,6 +59,21 @@ pub async fn around_wave<E>(
         log_error("opening", &e);
     }
     let result = wave(&steering).await;
+    steering.sick_nodes = match crate::sick_nodes::gather(
+        forge,
+        journal,
+        clock.now(),
+        &visit.base_branch,
+        &visit.playbook,
+    )
+    .await
+    {
+        Ok(nodes) => Some(nodes),
+        Err(e) => {
+            tracing::warn!(error = %e, "sick nodes: Klaud's failed runs could not be read; the next pass tries again");
+            None
+        }
+    };
     let options = Publish {
         base_branch: visit.base_branch,
         summary: result.as_ref().ok(),
@@ -65,5 +88,6 @@ pub async fn around_wave<E>(
             None
         }
     };
-    (result, issue)
+    let nodes = steering.sick_nodes.take();
+    (result, issue, nodes)
 }
