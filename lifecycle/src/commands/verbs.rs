@@ -134,8 +134,8 @@ pub(super) async fn run(
         Command::Try => try_variant::run(engine, rec, &parsed.argument, started).await,
         Command::Hunt => hunt::run(engine, rec, user, &argument).await,
         Command::Unknown(verb) => Ok(format!(
-            "Unknown command `{}`. Commands: {}.",
-            verb.replace('`', ""),
+            "Unknown command {}. Commands: {}.",
+            klaud_render::escape::code(verb),
             usages()
         )),
     }

@@ -12,7 +12,6 @@
 //!   `tests/maintainer_commands.rs`: `try_on_a_pr_finished_before_the_cooldown_is_answered`.
 
 use super::{CommandHelp, Needs};
-use crate::commands::no_mentions;
 use crate::commands::{Command, CommandError, Refusal};
 use crate::engine::{CandidateRecord, Engine, TryRequest};
 
@@ -38,7 +37,7 @@ pub(super) async fn run(
         Err(e) => {
             return Ok(format!(
                 "Not started: {}. Write `/klaud try <name> [from <variant>]: <edit>; <edit>` (see the README).",
-                no_mentions(&e.to_string()).replace('`', "'")
+                klaud_render::escape::text(&e.to_string())
             ));
         }
     };
@@ -57,7 +56,7 @@ pub(super) async fn run(
             text
         }
         Err(Refusal(why)) => {
-            format!("Not started: {}", no_mentions(&why).replace('`', "'"))
+            format!("Not started: {}", klaud_render::escape::text(&why))
         }
     })
 }
