@@ -64,14 +64,42 @@ pub fn text(s: &str) -> String {
 }
 
 /// Outside text as inline Markdown of at most `max` characters: one line,
-/// emphasis, code, links, images, tables, headings and issue links
+/// emphasis, code, links, images, tables, headings, math and issue links
 /// (`#123`) escaped with a backslash, HTML as entities, mentions broken.
 pub fn text_within(s: &str, max: usize) -> String {
+    escape_chars(&one_line(s, max))
+}
+
+/// Like [`text_within`], except that a pair of backticks stays a code span
+/// (its inside escaped as [`code`] escapes it): for sentences Klaud wrote
+/// with code spans and keeps where people can edit them (the dashboard
+/// issue's notes), so they read as written while whatever was planted in
+/// them, inside or outside the backticks, stays inert. An unpaired
+/// backtick is escaped.
+pub fn text_with_code(s: &str, max: usize) -> String {
     let line = one_line(s, max);
+    let pieces: Vec<&str> = line.split('`').collect();
+    let mut out = String::with_capacity(line.len() + 8);
+    for (i, piece) in pieces.iter().enumerate() {
+        if i % 2 == 0 {
+            out.push_str(&escape_chars(piece));
+        } else if i + 1 < pieces.len() {
+            out.push_str(&code_span(piece));
+        } else {
+            out.push_str("\\`");
+            out.push_str(&escape_chars(piece));
+        }
+    }
+    out
+}
+
+fn escape_chars(line: &str) -> String {
     let mut out = String::with_capacity(line.len() + 8);
     for c in line.chars() {
         match c {
-            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '#' | '~' | '!' => {
+            // `$` opens GitHub's inline math, which would swallow a
+            // following code span's backtick.
+            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '#' | '~' | '!' | '$' => {
                 out.push('\\');
                 out.push(c);
             }
@@ -116,7 +144,11 @@ pub fn break_mentions(s: &str) -> String {
 /// pipe becomes one because it splits a table's cells even inside code. The
 /// fence is longer than any run of backticks inside.
 pub fn code(s: &str) -> String {
-    let body: String = one_line(s, MAX_FIELD_CHARS)
+    code_span(&one_line(s, MAX_FIELD_CHARS))
+}
+
+fn code_span(line: &str) -> String {
+    let body: String = line
         .chars()
         .map(|c| match c {
             '<' => '‹',
@@ -229,6 +261,11 @@ mod tests {
         assert_eq!(code("a`b"), "``a`b``");
         assert_eq!(code("`"), "`` ` ``");
         assert_eq!(code("x --> |"), "`x --› ¦`");
+        assert_eq!(
+            text_with_code("family `a_b|<c>` by @x, `odd", 300),
+            "family `a_b¦‹c›` by @\u{2060}x, \\`odd"
+        );
+        assert_eq!(text_with_code("``", 300), "`  `");
         assert_eq!(attribute("x\"><b>_", 400), "x&quot;&gt;&lt;b&gt;&#95;");
         let long = "é".repeat(1000);
         assert_eq!(text(&long).chars().count(), MAX_FIELD_CHARS + 1);

@@ -136,8 +136,8 @@ pub fn comment(version: ContractVersion, verdict: &Verdict, kind: SignoffKind, i
         }
         body.push_str(&evidence_block(verdict));
         body.push_str(&format!(
-            "\n\nAssessed commit: `{}`.\n",
-            verdict.assessed_commit
+            "\n\nAssessed commit: {}.\n",
+            klaud_render::escape::code(&verdict.assessed_commit)
         ));
     } else {
         body.push('\n');

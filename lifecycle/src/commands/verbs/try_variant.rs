@@ -34,12 +34,7 @@ pub(super) async fn run(
 ) -> Result<String, CommandError> {
     let request = match parse_try(argument) {
         Ok(r) => r,
-        Err(e) => {
-            return Ok(format!(
-                "Not started: {}. Write `/klaud try <name> [from <variant>]: <edit>; <edit>` (see the README).",
-                klaud_render::escape::text(&e.to_string())
-            ));
-        }
+        Err(e) => return Ok(parse_error_reply(&e)),
     };
     Ok(match engine.add_variant(rec, &request).await? {
         Ok(target) => {
@@ -59,6 +54,15 @@ pub(super) async fn run(
             format!("Not started: {}", klaud_render::escape::text(&why))
         }
     })
+}
+
+/// The reply to a `/klaud try` whose argument does not read (the error
+/// quotes the commenter's text).
+pub fn parse_error_reply(e: &TryParseError) -> String {
+    format!(
+        "Not started: {}. Write `/klaud try <name> [from <variant>]: <edit>; <edit>` (see the README).",
+        klaud_render::escape::text(&e.to_string())
+    )
 }
 
 /// Why a `/klaud try` argument does not read; the message is the reply.

@@ -63,12 +63,14 @@ use klaud_render::escape::{code, link};
 /// Longest outside text shown in a table cell or list item.
 const MAX_TEXT: usize = 400;
 
-/// Outside text for a table cell or list item, by the rule every text
-/// Klaud writes on GitHub follows (`klaud_render::escape`), its runs of
-/// white space squeezed to one space first.
+/// Text for a table cell or list item, by the rule every text Klaud
+/// writes on GitHub follows (`klaud_render::escape`), its runs of white
+/// space squeezed to one space first. Klaud's own sentences here (notes,
+/// reasons, messages) name families and images in code spans and live in
+/// a body people edit, so backtick pairs stay code spans, escaped as such.
 fn text(t: &str) -> String {
     let squeezed = t.split_whitespace().collect::<Vec<_>>().join(" ");
-    klaud_render::escape::text_within(&squeezed, MAX_TEXT)
+    klaud_render::escape::text_with_code(&squeezed, MAX_TEXT)
 }
 
 /// Outside text inside an HTML attribute or element of the body.
