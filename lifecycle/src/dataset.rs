@@ -494,7 +494,9 @@ pub fn dataset_words(baseline: &Baseline, run: u64, zh: bool) -> Option<String> 
         }
         (DatasetFinding::Unknown { reason }, true) => format!(
             "数据集未知（{}）",
-            crate::report::format::text(&reason_words(reason).map_or_else(|| reason.clone(), |w| w.zh.into_owned()))
+            crate::report::format::text(
+                &reason_words(reason).map_or_else(|| reason.clone(), |w| w.zh.into_owned())
+            )
         ),
     })
 }

@@ -253,11 +253,23 @@ const TAIL: &str = "Klaud does not validate this run nor send it to the repair h
 /// are replaced (a phrase before any shorter one it contains).
 const PHRASES: &[Bilingual] = &[
     bi!(PREFIX, "测得的是另一个镜像："),
-    bi!(TAIL, "Klaud 不验证此次运行，也不将其交给修复钩子；请让启动脚本或配方运行主配置中的镜像。"),
-    bi!(" result rows record no image, so they do not show the PR image ", " 个结果行未记录镜像，无法表明运行的是 PR 镜像 "),
+    bi!(
+        TAIL,
+        "Klaud 不验证此次运行，也不将其交给修复钩子；请让启动脚本或配方运行主配置中的镜像。"
+    ),
+    bi!(
+        " result rows record no image, so they do not show the PR image ",
+        " 个结果行未记录镜像，无法表明运行的是 PR 镜像 "
+    ),
     bi!(" result rows record no image", " 个结果行未记录镜像"),
-    bi!(" result rows, not the PR image ", " 个结果行中，而非 PR 镜像 "),
-    bi!(" result rows, not the PR image", " 个结果行中，而非 PR 镜像"),
+    bi!(
+        " result rows, not the PR image ",
+        " 个结果行中，而非 PR 镜像 "
+    ),
+    bi!(
+        " result rows, not the PR image",
+        " 个结果行中，而非 PR 镜像"
+    ),
     bi!(" result rows.", " 个结果行中。"),
     bi!("other images in ", "其他镜像出现在 "),
     bi!(" in ", "，出现在 "),
@@ -265,9 +277,18 @@ const PHRASES: &[Bilingual] = &[
     bi!(", chosen by launcher ", "，选择该容器的是启动脚本 "),
     bi!("; chosen by launcher ", "；选择该容器的是启动脚本 "),
     bi!(", which sets ", "，它设置了 "),
-    bi!(", chosen by the external recipe ", "，选择该容器的可能是仓库外的配方 "),
-    bi!("; chosen by the external recipe ", "；选择该容器的可能是仓库外的配方 "),
-    bi!(", kept outside the repository, which may name its own container.", "（它可以自行指定容器）。"),
+    bi!(
+        ", chosen by the external recipe ",
+        "，选择该容器的可能是仓库外的配方 "
+    ),
+    bi!(
+        "; chosen by the external recipe ",
+        "；选择该容器的可能是仓库外的配方 "
+    ),
+    bi!(
+        ", kept outside the repository, which may name its own container.",
+        "（它可以自行指定容器）。"
+    ),
     bi!(", run by launcher ", "，运行所用的启动脚本为 "),
     bi!("family ", "系列 "),
     bi!(": ", "："),

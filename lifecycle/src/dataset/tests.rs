@@ -245,7 +245,9 @@ fn every_reason_of_the_module_has_its_chinese_text() {
         format!("{DIFFERENT}the baseline's a, this run's b"),
     ];
     for r in reasons {
-        let zh = reason_words(&r).map(|w| w.zh.into_owned()).unwrap_or_else(|| panic!("no translation: {r}"));
+        let zh = reason_words(&r)
+            .map(|w| w.zh.into_owned())
+            .unwrap_or_else(|| panic!("no translation: {r}"));
         assert!(zh.starts_with("AgentX 数据集"), "{zh}");
         // Klaud's own words are translated, not quoted as the original.
         let tail = zh.trim_start_matches("AgentX 数据集未知：");

@@ -642,7 +642,10 @@ fn render_text(report: &AttemptReport) -> String {
     out.push_str(&repair_changes(report, true));
     out.push_str(&tables(report, true));
     for note in &report.notes {
-        out.push_str(&format!("\n{}\n", text(&super::format::note_words(note).zh)));
+        out.push_str(&format!(
+            "\n{}\n",
+            text(&super::format::note_words(note).zh)
+        ));
     }
     out.push_str("\n</details>\n");
     out

@@ -267,31 +267,27 @@ fn chinese_note(note: &str) -> String {
 }
 
 /// The words for the clock that ordered the tags (the planner's `Clock`,
-/// kebab-case in the typed record), in English or Chinese; an unknown name
-/// is shown as the original.
-pub fn clock_words(clock: &str, zh: bool) -> String {
-    let known = [
-        ("tag-text", "the tag text", "标签文本"),
+/// kebab-case in the typed record), in both languages; an unknown name is
+/// shown as the original.
+pub fn clock_words(clock: &str) -> Bilingual {
+    const KNOWN: &[(&str, Bilingual)] = &[
+        ("tag-text", bi!("the tag text", "标签文本")),
         (
             "registry-push-time",
-            "the registry's push time",
-            "镜像仓库的推送时间",
+            bi!("the registry's push time", "镜像仓库的推送时间"),
         ),
         (
             "created-label",
-            "the image's created label",
-            "镜像的 created 标签",
+            bi!("the image's created label", "镜像的 created 标签"),
         ),
         (
             "config-created",
-            "the image config's creation time",
-            "镜像配置中的创建时间",
+            bi!("the image config's creation time", "镜像配置中的创建时间"),
         ),
     ];
-    match known.iter().find(|(name, _, _)| *name == clock) {
-        Some((_, en, cn)) => (if zh { *cn } else { *en }).to_owned(),
-        None if zh => format!("原文：{clock}"),
-        None => clock.to_owned(),
+    match KNOWN.iter().find(|(name, _)| *name == clock) {
+        Some((_, words)) => words.clone(),
+        None => Bilingual::owned(clock, format!("原文：{clock}")),
     }
 }
 
@@ -312,7 +308,8 @@ mod tests {
         assert_eq!(
             reason_words(
                 "not published as of 2026-09-21 (its line's newest row: run 7 on 2026-09-15)"
-            ).zh,
+            )
+            .zh,
             "截至 2026-09-21 未公开（所在系列最新的公开结果：运行 7（2026-09-15））"
         );
         assert_eq!(
@@ -330,17 +327,17 @@ mod tests {
             ).zh,
             "无基线：结果 API 不知道模型前缀 \"demo\" 的显示名称（其 OpenAPI 描述列出的名称都不返回该前缀的行）；请设置 [lifecycle.model_names] \"demo\" = \"<显示名称>\""
         );
-        assert_eq!(
-            clock_words("registry-push-time", true),
-            "镜像仓库的推送时间"
-        );
-        assert_eq!(clock_words("tag-text", false), "the tag text");
-        assert_eq!(clock_words("sundial", true), "原文：sundial");
+        assert_eq!(clock_words("registry-push-time").zh, "镜像仓库的推送时间");
+        assert_eq!(clock_words("tag-text").en, "the tag text");
+        assert_eq!(clock_words("sundial").zh, "原文：sundial");
         assert_eq!(
             note_words("Run conclusion: failure.").zh,
             "运行结论：失败（failure）。"
         );
-        assert_eq!(note_words("Artifact bmk_1 expired.").zh, "产物 bmk_1 已过期。");
+        assert_eq!(
+            note_words("Artifact bmk_1 expired.").zh,
+            "产物 bmk_1 已过期。"
+        );
         assert_eq!(detail_words("full sweep").zh, "完整 sweep");
         assert_eq!(detail_words("frozen 2026-09-09").zh, "冻结于 2026-09-09");
     }

@@ -493,7 +493,10 @@ fn eval_lines(b: &Baseline, zh: bool) -> String {
             (None, false) => format!("\n**Eval:** N/A ({EVAL_NA})\n"),
             (None, true) => format!("\n**评估**：N/A（{EVAL_NA_ZH}）\n"),
             (Some(why), false) => format!("\n**Eval:** N/A (no baseline: {})\n", text(why)),
-            (Some(why), true) => format!("\n**评估**：N/A（无基线：{}）\n", text(&reason_words(why).zh)),
+            (Some(why), true) => format!(
+                "\n**评估**：N/A（无基线：{}）\n",
+                text(&reason_words(why).zh)
+            ),
         };
     }
     let topologies: std::collections::BTreeSet<(u64, u64, bool)> = b
@@ -672,10 +675,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
         out.push_str(&format!(" · revision {}", code(rev)));
     }
     if let Some(clock) = &p.clock {
-        out.push_str(&format!(
-            " · ordered by {}",
-            text(&clock_words(clock, false))
-        ));
+        out.push_str(&format!(" · ordered by {}", text(&clock_words(clock).en)));
     }
     // A newer build on another ROCm or CUDA changes more than the engine.
     let base_moves = p
@@ -757,7 +757,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
         out.push_str(&format!(" · 修订 {}", code(rev)));
     }
     if let Some(clock) = &p.clock {
-        out.push_str(&format!(" · 排序依据：{}", text(&clock_words(clock, true))));
+        out.push_str(&format!(" · 排序依据：{}", text(&clock_words(clock).zh)));
     }
     if !base_moves.is_empty() {
         out.push_str(&format!(" · 同时更换基础环境：{}", text(&base_moves)));
@@ -805,7 +805,11 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
             .iter()
             .map(|(reason, labels)| {
                 let labels: Vec<String> = labels.iter().map(|l| text(l)).collect();
-                format!("{}：{}。", labels.join("、"), text(&reason_words(reason).zh))
+                format!(
+                    "{}：{}。",
+                    labels.join("、"),
+                    text(&reason_words(reason).zh)
+                )
             })
             .collect();
         out.push_str(&format!("\n**说明**：{}\n", parts.join(" ")));

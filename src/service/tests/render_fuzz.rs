@@ -28,8 +28,7 @@ use klaud_lifecycle::model::{
 use klaud_lifecycle::report::{
     AttemptReport, FrozenBaseline, Measure, Provenance, Receipt, ReportName, ReportRow,
     ReportSection, UpstreamRange, find_record, initial_body, parse_baseline_block, parse_receipt,
-    parse_report, pr_title, render_baseline_block, render_receipt, render_report,
-    splice_baseline,
+    parse_report, pr_title, render_baseline_block, render_receipt, render_report, splice_baseline,
 };
 use klaud_service::dashboard_issue::{Kept, KeptIgnore, KeptRunNow, View, body};
 use klaud_signoff::evidence::SignoffKind;
@@ -98,7 +97,13 @@ fn hostile_token() -> impl Strategy<Value = String> {
 }
 
 /// The logins Klaud mentions on purpose: the sign-off's escalation.
-const MEANT: &[&str] = &["functionstackx", "cquil11", "Oseltamivir", "adibarra", "signer-1"];
+const MEANT: &[&str] = &[
+    "functionstackx",
+    "cquil11",
+    "Oseltamivir",
+    "adibarra",
+    "signer-1",
+];
 
 /// Reads `body` as GitHub's Markdown does and fails on anything outside
 /// input could have made live.
@@ -147,8 +152,17 @@ fn assert_inert(what: &str, body: &str) -> Result<(), TestCaseError> {
             _ => {}
         }
     }
-    prop_assert!(comment.is_none(), "{what}: a comment that does not end in\n{body}");
-    prop_assert_eq!(opened, closed, "{}: unbalanced <details> in\n{}", what, body);
+    prop_assert!(
+        comment.is_none(),
+        "{what}: a comment that does not end in\n{body}"
+    );
+    prop_assert_eq!(
+        opened,
+        closed,
+        "{}: unbalanced <details> in\n{}",
+        what,
+        body
+    );
     Ok(())
 }
 
@@ -438,7 +452,10 @@ fn kept(h: &[String], token: &str) -> Kept {
         ..Kept::default()
     };
     kept.note(h[4].clone());
-    kept.note(format!("Applied for @{}: family `{}` is ignored", h[5], h[6]));
+    kept.note(format!(
+        "Applied for @{}: family `{}` is ignored",
+        h[5], h[6]
+    ));
     kept
 }
 

@@ -342,7 +342,9 @@ impl Action {
         if readable {
             format!("- [ ] {label} {DO_OPEN}{code} {COMMENT_CLOSE}")
         } else {
-            format!("- {label} (no box: a name here cannot be written into its marker / 名称无法写入标记，无复选框)")
+            format!(
+                "- {label} (no box: a name here cannot be written into its marker / 名称无法写入标记，无复选框)"
+            )
         }
     }
 
