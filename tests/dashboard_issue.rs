@@ -269,7 +269,7 @@ async fn a_maintainers_tick_is_applied_said_unticked_and_undone() {
     assert!(!body.contains("- [x]"), "unticked:\n{body}");
     assert!(
         body.contains(&format!(
-            "Applied for @sandbox-maintainer: family `{}` is ignored",
+            "Applied for @\u{2060}sandbox-maintainer: family `{}` is ignored",
             family()
         )),
         "{body}"
@@ -344,7 +344,7 @@ async fn a_readers_tick_is_refused_and_a_demoted_writers_is_not_applied() {
     let body = the_dashboard(&env).await.body;
     assert!(
         body.contains(
-            "@sandbox-steerer has read access; only people with write access steer Klaud"
+            "@\u{2060}sandbox-steerer has read access; only people with write access steer Klaud"
         ),
         "{body}"
     );
@@ -695,7 +695,7 @@ async fn a_ticked_retry_lifts_the_cooldown_of_a_failed_family() {
     );
     let body = the_dashboard(&env).await.body;
     assert!(
-        body.contains("Applied for @sandbox-maintainer: Retry recorded"),
+        body.contains("Applied for @\u{2060}sandbox-maintainer: Retry recorded"),
         "{body}"
     );
     assert!(!body.contains("- [x]"), "{body}");
@@ -854,12 +854,12 @@ async fn a_ticked_run_now_plans_the_family_first_beyond_the_budget_and_is_cleare
     assert!(!body.contains("- [x]"), "unticked:\n{body}");
     assert!(
         body.contains(&format!(
-            "Applied for @sandbox-maintainer: the next wave plans `{other}` first"
+            "Applied for @\u{2060}sandbox-maintainer: the next wave plans `{other}` first"
         )),
         "{body}"
     );
     assert!(
-        body.contains("run now asked by @sandbox-maintainer"),
+        body.contains("run now asked by @\u{2060}sandbox-maintainer"),
         "{body}"
     );
     assert!(!body.contains(&format!("<!-- klaud:do run-now {other} -->")));
@@ -881,7 +881,7 @@ async fn a_ticked_run_now_plans_the_family_first_beyond_the_budget_and_is_cleare
     let body = the_dashboard(&env).await.body;
     assert!(
         body.contains(&format!(
-            "Run now `{other}` (asked by @sandbox-maintainer): started"
+            "Run now `{other}` (asked by @\u{2060}sandbox-maintainer): started"
         )),
         "{body}"
     );

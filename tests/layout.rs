@@ -9,14 +9,21 @@ use std::path::Path;
 /// Dev-dependencies are free (tests may reach anything).
 const ALLOWED: &[(&str, &[&str])] = &[
     ("src/http", &[]),
+    // The escaping rule and bilingual texts every writer shares.
+    ("src/render", &[]),
     ("src/workflows", &[]),
     ("claims", &[]),
     ("planner", &["klaud-http"]),
     // The sign-off rules are pure: the repository's files, no GitHub.
-    ("src/signoff", &["klaud-planner"]),
+    ("src/signoff", &["klaud-planner", "klaud-render"]),
     (
         "lifecycle",
-        &["klaud-claims", "klaud-planner", "klaud-workflows"],
+        &[
+            "klaud-claims",
+            "klaud-planner",
+            "klaud-render",
+            "klaud-workflows",
+        ],
     ),
     (
         "src/store",
@@ -40,6 +47,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "klaud-claims",
             "klaud-lifecycle",
             "klaud-github",
+            "klaud-render",
             "klaud-signoff",
             "klaud-store",
             "klaud-workflows",

@@ -13,10 +13,11 @@
 //! candidate's dataset comes from its own run's AgentX rows.
 //!
 //! Every reason here is a sentence Klaud writes in the reports;
-//! [`reason_zh`] gives its Chinese text.
+//! [`reason_words`] gives it in both languages.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use klaud_render::{Bilingual, bi};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -493,16 +494,29 @@ pub fn dataset_words(baseline: &Baseline, run: u64, zh: bool) -> Option<String> 
         }
         (DatasetFinding::Unknown { reason }, true) => format!(
             "数据集未知（{}）",
-            crate::report::format::text(&reason_zh(reason).unwrap_or_else(|| reason.clone()))
+            crate::report::format::text(
+                &reason_words(reason).map_or_else(|| reason.clone(), |w| w.zh.into_owned())
+            )
         ),
     })
 }
 
-/// The Chinese text of a reason of this module (also as the tail of an
-/// N/A reason), or `None` when `reason` is not one.
-pub fn reason_zh(reason: &str) -> Option<String> {
+/// A reason of this module (also as the tail of an N/A reason) in both
+/// languages, or `None` when `reason` is not one.
+pub fn reason_words(reason: &str) -> Option<Bilingual> {
+    chinese_reason(reason).map(|zh| Bilingual::owned(reason, zh))
+}
+
+/// The reasons that are whole sentences, each in both languages.
+const KNOWN: &[Bilingual] = &[
+    bi!(NO_PRODUCER, "公开的结果行未注明生产运行"),
+    bi!(NOT_FROZEN, "冻结基线时未读取其生产运行的数据集"),
+    bi!(NEW_UNNAMED, "本次运行的 AgentX 结果行未注明数据集"),
+];
+
+fn chinese_reason(reason: &str) -> Option<String> {
     if let Some(rest) = reason.strip_prefix(UNKNOWN) {
-        let inner = reason_zh(rest).unwrap_or_else(|| format!("原文：{rest}"));
+        let inner = chinese_reason(rest).unwrap_or_else(|| format!("原文：{rest}"));
         return Some(format!("AgentX 数据集未知：{inner}"));
     }
     if let Some(rest) = reason.strip_prefix(DIFFERENT) {
@@ -511,13 +525,8 @@ pub fn reason_zh(reason: &str) -> Option<String> {
             .split_once(", this run's ")?;
         return Some(format!("AgentX 数据集不同：基线为 {old}，本次运行为 {new}"));
     }
-    let exact = [
-        (NO_PRODUCER, "公开的结果行未注明生产运行"),
-        (NOT_FROZEN, "冻结基线时未读取其生产运行的数据集"),
-        (NEW_UNNAMED, "本次运行的 AgentX 结果行未注明数据集"),
-    ];
-    if let Some((_, zh)) = exact.iter().find(|(en, _)| *en == reason) {
-        return Some((*zh).to_owned());
+    if let Some(known) = Bilingual::find(KNOWN, reason) {
+        return Some(known.zh.to_string());
     }
     if let Some(rest) = reason.strip_prefix("this run's AgentX row: ") {
         return Some(format!("本次运行的 AgentX 结果行：原文：{rest}"));

@@ -404,7 +404,7 @@ pub fn render_section(
             "the plain bump / 仅更新镜像".to_owned()
         } else {
             own.iter()
-                .map(|e| format!("`{}`", e.replace('`', "'").replace('|', "\\|")))
+                .map(|e| klaud_render::escape::code(e))
                 .collect::<Vec<_>>()
                 .join("; ")
         }

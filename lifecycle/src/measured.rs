@@ -27,6 +27,7 @@
 use std::collections::BTreeMap;
 
 use klaud_planner::image::ImageRef;
+use klaud_render::{Bilingual, bi};
 
 use crate::artifacts::BenchmarkRow;
 
@@ -36,7 +37,7 @@ const MAX_NAMED: usize = 4;
 /// Longest recorded image text shown (a row is outside input).
 const MAX_SHOWN_CHARS: usize = 200;
 
-/// How the English note starts; [`note_zh`] recognises it by this.
+/// How the English note starts; [`note_words`] recognises it by this.
 const PREFIX: &str = "Measured another image: ";
 
 /// What a run's rows showed about the image that ran, when it is not the
@@ -164,7 +165,7 @@ impl MeasuredMismatch {
     /// published note is cut at `MAX_FIELD_CHARS`): the images the rows
     /// record, the rows with none, the family and what chose its
     /// container, and what follows. Every outside text is in double
-    /// quotes, which [`note_zh`] leaves as is.
+    /// quotes, which [`note_words`] leaves as is.
     pub fn notes(&self) -> Vec<String> {
         let expected = quoted(&self.expected);
         let mut out: Vec<String> = self
@@ -250,54 +251,54 @@ const TAIL: &str = "Klaud does not validate this run nor send it to the repair h
 
 /// The fixed phrases of the notes and their Chinese, in the order they
 /// are replaced (a phrase before any shorter one it contains).
-const PHRASES: &[(&str, &str)] = &[
-    (PREFIX, "测得的是另一个镜像："),
-    (
+const PHRASES: &[Bilingual] = &[
+    bi!(PREFIX, "测得的是另一个镜像："),
+    bi!(
         TAIL,
-        "Klaud 不验证此次运行，也不将其交给修复钩子；请让启动脚本或配方运行主配置中的镜像。",
+        "Klaud 不验证此次运行，也不将其交给修复钩子；请让启动脚本或配方运行主配置中的镜像。"
     ),
-    (
+    bi!(
         " result rows record no image, so they do not show the PR image ",
-        " 个结果行未记录镜像，无法表明运行的是 PR 镜像 ",
+        " 个结果行未记录镜像，无法表明运行的是 PR 镜像 "
     ),
-    (" result rows record no image", " 个结果行未记录镜像"),
-    (
+    bi!(" result rows record no image", " 个结果行未记录镜像"),
+    bi!(
         " result rows, not the PR image ",
-        " 个结果行中，而非 PR 镜像 ",
+        " 个结果行中，而非 PR 镜像 "
     ),
-    (
+    bi!(
         " result rows, not the PR image",
-        " 个结果行中，而非 PR 镜像",
+        " 个结果行中，而非 PR 镜像"
     ),
-    (" result rows.", " 个结果行中。"),
-    ("other images in ", "其他镜像出现在 "),
-    (" in ", "，出现在 "),
-    (" ran ", " 运行的是 "),
-    (", chosen by launcher ", "，选择该容器的是启动脚本 "),
-    ("; chosen by launcher ", "；选择该容器的是启动脚本 "),
-    (", which sets ", "，它设置了 "),
-    (
+    bi!(" result rows.", " 个结果行中。"),
+    bi!("other images in ", "其他镜像出现在 "),
+    bi!(" in ", "，出现在 "),
+    bi!(" ran ", " 运行的是 "),
+    bi!(", chosen by launcher ", "，选择该容器的是启动脚本 "),
+    bi!("; chosen by launcher ", "；选择该容器的是启动脚本 "),
+    bi!(", which sets ", "，它设置了 "),
+    bi!(
         ", chosen by the external recipe ",
-        "，选择该容器的可能是仓库外的配方 ",
+        "，选择该容器的可能是仓库外的配方 "
     ),
-    (
+    bi!(
         "; chosen by the external recipe ",
-        "；选择该容器的可能是仓库外的配方 ",
+        "；选择该容器的可能是仓库外的配方 "
     ),
-    (
+    bi!(
         ", kept outside the repository, which may name its own container.",
-        "（它可以自行指定容器）。",
+        "（它可以自行指定容器）。"
     ),
-    (", run by launcher ", "，运行所用的启动脚本为 "),
-    ("family ", "系列 "),
-    (": ", "："),
-    (".", "。"),
+    bi!(", run by launcher ", "，运行所用的启动脚本为 "),
+    bi!("family ", "系列 "),
+    bi!(": ", "："),
+    bi!(".", "。"),
 ];
 
-/// The Chinese of a note made by [`MeasuredMismatch::notes`] or
-/// [`MeasuredMismatch::receipt_note`]; `None` for any other note. Only the
-/// text outside double quotes is translated.
-pub fn note_zh(note: &str) -> Option<String> {
+/// A note made by [`MeasuredMismatch::notes`] or
+/// [`MeasuredMismatch::receipt_note`] in both languages; `None` for any
+/// other note. Only the text outside double quotes is translated.
+pub fn note_words(note: &str) -> Option<Bilingual> {
     if !note.starts_with(PREFIX) {
         return None;
     }
@@ -310,17 +311,21 @@ pub fn note_zh(note: &str) -> Option<String> {
             continue;
         }
         let mut zh = part.to_owned();
-        for (en, cn) in PHRASES {
-            zh = zh.replace(en, cn);
+        for phrase in PHRASES {
+            zh = zh.replace(&*phrase.en, &phrase.zh);
         }
         out.push_str(&zh);
     }
-    Some(out)
+    Some(Bilingual::owned(note, out))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn zh_note(note: &str) -> Option<String> {
+        note_words(note).map(|w| w.zh.into_owned())
+    }
     use crate::artifacts::{FixedSeqRow, PointIdentity, PointMetrics};
 
     const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
@@ -446,7 +451,7 @@ mod tests {
                 "Measured another image: Klaud does not validate this run nor send it to the repair hook; make the launcher or recipe run the master's image.",
             ]
         );
-        let zh: Vec<String> = notes.iter().map(|n| note_zh(n).unwrap()).collect();
+        let zh: Vec<String> = notes.iter().map(|n| zh_note(n).unwrap()).collect();
         assert_eq!(
             zh[0],
             "测得的是另一个镜像：\"lmsysorg/sglang:v0.5.8-cu130\"，出现在 1/2 个结果行中，而非 PR 镜像 \"lmsysorg/sglang:v0.5.9-cu130\"。"
@@ -463,7 +468,7 @@ mod tests {
             receipt,
             "Measured another image: family \"dsr1-fp8-h100-dynamo-sglang\" ran \"lmsysorg/sglang:v0.5.8-cu130\" in 1/2 result rows, not the PR image; chosen by launcher \"runners/launch_h100-dgxc-slurm.sh:85\"."
         );
-        all_translated(&note_zh(&receipt).unwrap());
+        all_translated(&zh_note(&receipt).unwrap());
         let none = check(
             "f:k",
             pr,
@@ -471,11 +476,11 @@ mod tests {
             vec![ChosenBy::ExternalRecipe("r".into())],
         )
         .unwrap();
-        all_translated(&note_zh(&none.receipt_note()).unwrap());
+        all_translated(&zh_note(&none.receipt_note()).unwrap());
         for n in none.notes() {
-            all_translated(&note_zh(&n).unwrap());
+            all_translated(&zh_note(&n).unwrap());
         }
-        assert_eq!(note_zh("Run conclusion: failure."), None);
+        assert_eq!(zh_note("Run conclusion: failure."), None);
     }
 
     #[test]
@@ -491,12 +496,12 @@ mod tests {
         assert_eq!(m.more, 11 - MAX_NAMED);
         let notes = m.notes();
         assert!(notes.len() <= MAX_NAMED + 4, "{notes:?}");
-        all_translated(&note_zh(&notes[MAX_NAMED]).unwrap());
+        all_translated(&zh_note(&notes[MAX_NAMED]).unwrap());
         let m = check("f", pr, &[row(Some(&weird))], vec![]).unwrap();
         let note = m.notes().remove(0);
         assert!(!note.contains("\"evil\""), "{note}");
         assert!(note.contains('…'));
-        let _ = note_zh(&note).unwrap();
-        let _ = note_zh(&m.receipt_note()).unwrap();
+        let _ = zh_note(&note).unwrap();
+        let _ = zh_note(&m.receipt_note()).unwrap();
     }
 }

@@ -9,6 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use klaud_claims::PullNumber;
+use klaud_render::Bilingual;
 use serde::{Deserialize, Serialize};
 
 pub use klaud_claims::CandidateId;
@@ -141,6 +142,19 @@ vocabulary!(
 );
 
 impl AttemptStatus {
+    /// The status as a report header says it, in both languages.
+    pub fn words(self) -> Bilingual {
+        let zh = match self {
+            AttemptStatus::Queued => "排队中",
+            AttemptStatus::Running => "运行中",
+            AttemptStatus::Passed => "通过",
+            AttemptStatus::Failed => "失败",
+            AttemptStatus::Cancelled => "已取消",
+            AttemptStatus::Deferred => "已推迟",
+        };
+        Bilingual::new(self.as_str(), zh)
+    }
+
     /// Whether the attempt can no longer change.
     pub fn is_terminal(self) -> bool {
         matches!(
@@ -184,24 +198,27 @@ pub enum AttemptKind {
 }
 
 impl AttemptKind {
-    /// The title used in report headers, e.g. `Repair 2/5`.
-    pub fn title(&self) -> String {
+    /// The title used in report headers, e.g. `Repair 2/5` / `修复 2/5`.
+    pub fn titles(&self) -> Bilingual {
         match *self {
-            AttemptKind::Initial { budget } => format!("Initial smoke, repair 0/{budget}"),
-            AttemptKind::Repair { n, budget } => format!("Repair {n}/{budget}"),
-            AttemptKind::InfraRetry { n } => format!("Infrastructure retry {n}"),
-            AttemptKind::FinalSweep => "Final full sweep".to_owned(),
+            AttemptKind::Initial { budget } => Bilingual::owned(
+                format!("Initial smoke, repair 0/{budget}"),
+                format!("初始冒烟测试，修复 0/{budget}"),
+            ),
+            AttemptKind::Repair { n, budget } => {
+                Bilingual::owned(format!("Repair {n}/{budget}"), format!("修复 {n}/{budget}"))
+            }
+            AttemptKind::InfraRetry { n } => Bilingual::owned(
+                format!("Infrastructure retry {n}"),
+                format!("基础设施重试 {n}"),
+            ),
+            AttemptKind::FinalSweep => Bilingual::new("Final full sweep", "最终完整 sweep"),
         }
     }
 
-    /// The Chinese title.
-    pub fn title_zh(&self) -> String {
-        match *self {
-            AttemptKind::Initial { budget } => format!("初始冒烟测试，修复 0/{budget}"),
-            AttemptKind::Repair { n, budget } => format!("修复 {n}/{budget}"),
-            AttemptKind::InfraRetry { n } => format!("基础设施重试 {n}"),
-            AttemptKind::FinalSweep => "最终完整 sweep".to_owned(),
-        }
+    /// The English title, e.g. `Repair 2/5`.
+    pub fn title(&self) -> String {
+        self.titles().en.into_owned()
     }
 
     /// The phase this attempt belongs to.

@@ -306,11 +306,11 @@ fn legacy_retry(
     })
 }
 
-/// Text safe to post: a zero-width space after every `@` keeps GitHub
-/// from turning `@name` or `@org/team` into a notification.
-/// Keeps text written into a PR comment from notifying anyone.
+/// Outside text Klaud keeps (a command's reason, who released a claim)
+/// with its mentions broken by the rule every writer shares; where it is
+/// shown it is escaped again as a whole (`klaud_render::escape::text`).
 pub fn no_mentions(text: &str) -> String {
-    text.replace('@', "@\u{200b}")
+    klaud_render::escape::break_mentions(text)
 }
 
 #[cfg(test)]
@@ -319,7 +319,7 @@ mod tests {
 
     #[test]
     fn reasons_cannot_mention_anyone() {
-        assert_eq!(no_mentions("ask @alice"), "ask @\u{200b}alice");
+        assert_eq!(no_mentions("ask @alice"), "ask @\u{2060}alice");
         assert_eq!(no_mentions("plain"), "plain");
     }
 

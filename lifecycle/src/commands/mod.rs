@@ -28,8 +28,8 @@ pub use handle::{
     reply_marker,
 };
 pub use verbs::{
-    COMMANDS, CommandHelp, Needs, TryParseError, docs_table, parse_try, request_retry,
-    retry_family, retry_lifts, retry_requested, status_text, usages,
+    COMMANDS, CommandHelp, Needs, TryParseError, docs_table, parse_error_reply, parse_try,
+    request_retry, retry_family, retry_lifts, retry_requested, status_text, unknown_reply, usages,
 };
 
 /// What a command line asks for.

@@ -15,7 +15,7 @@ mod try_variant;
 
 pub use retry::{request_retry, retry_family, retry_lifts, retry_requested};
 pub use status::status_text;
-pub use try_variant::{TryParseError, parse_try};
+pub use try_variant::{TryParseError, parse_error_reply, parse_try};
 
 use super::{Command, CommandError, ParsedCommand, Permission, Retries, no_mentions};
 use crate::engine::{CandidateRecord, Engine};
@@ -105,6 +105,16 @@ pub fn docs_table() -> String {
     out
 }
 
+/// The reply to a verb Klaud does not know (the verb is the commenter's
+/// text).
+pub fn unknown_reply(verb: &str) -> String {
+    format!(
+        "Unknown command {}. Commands: {}.",
+        klaud_render::escape::code(verb),
+        usages()
+    )
+}
+
 /// Carries out one command of an allowed `user` on `rec`; the reply's text.
 /// Variants a `/klaud try` started are added to `started`.
 pub(super) async fn run(
@@ -133,11 +143,7 @@ pub(super) async fn run(
         Command::Release => release::run(engine, rec, user, &why).await,
         Command::Try => try_variant::run(engine, rec, &parsed.argument, started).await,
         Command::Hunt => hunt::run(engine, rec, user, &argument).await,
-        Command::Unknown(verb) => Ok(format!(
-            "Unknown command `{}`. Commands: {}.",
-            verb.replace('`', ""),
-            usages()
-        )),
+        Command::Unknown(verb) => Ok(unknown_reply(verb)),
     }
 }
 

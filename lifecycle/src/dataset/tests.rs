@@ -245,15 +245,19 @@ fn every_reason_of_the_module_has_its_chinese_text() {
         format!("{DIFFERENT}the baseline's a, this run's b"),
     ];
     for r in reasons {
-        let zh = reason_zh(&r).unwrap_or_else(|| panic!("no translation: {r}"));
+        let zh = reason_words(&r)
+            .map(|w| w.zh.into_owned())
+            .unwrap_or_else(|| panic!("no translation: {r}"));
         assert!(zh.starts_with("AgentX 数据集"), "{zh}");
         // Klaud's own words are translated, not quoted as the original.
         let tail = zh.trim_start_matches("AgentX 数据集未知：");
         assert!(!tail.starts_with("原文"), "{r} → {zh}");
     }
-    assert_eq!(reason_zh("something else"), None);
+    assert_eq!(reason_words("something else"), None);
     assert_eq!(
-        reason_zh("different AgentX datasets: the baseline's a, this run's b").as_deref(),
+        reason_words("different AgentX datasets: the baseline's a, this run's b")
+            .map(|w| w.zh.into_owned())
+            .as_deref(),
         Some("AgentX 数据集不同：基线为 a，本次运行为 b")
     );
 }

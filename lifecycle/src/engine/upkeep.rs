@@ -86,6 +86,8 @@ pub(super) fn holds_entry_for(changelog: &[u8], link: &str) -> bool {
 
 /// Why Klaud stops keeping a PR up to date, in both languages.
 pub(super) fn handoff_note(why: &str) -> String {
+    // The reason names paths and errors from the repository.
+    let why = klaud_render::escape::text(why);
     format!(
         "**Klaud cannot merge the base into this PR without a person:** {why}. It stops updating the branch; a maintainer resolves the conflict (for example with `utils/merge_with_reuse.sh`).\n\n<details>\n<summary>中文</summary>\n\n**Klaud 无法在无人参与的情况下将基础分支合并到此 PR**：{why}。Klaud 将不再更新该分支；请维护者解决冲突（例如使用 `utils/merge_with_reuse.sh`）。\n\n</details>\n"
     )

@@ -9,6 +9,7 @@
 //! records of all parts back into the whole report.
 
 use chrono::{DateTime, Utc};
+use klaud_render::Bilingual;
 use serde::{Deserialize, Serialize};
 
 use super::format::{
@@ -329,10 +330,10 @@ impl AttemptReport {
         self.live.is_some()
     }
 
-    fn title(&self) -> (String, String) {
+    fn title(&self) -> Bilingual {
         match &self.kind {
-            Some(kind) => (kind.title(), kind.title_zh()),
-            None => ("Baseline".to_owned(), "基线".to_owned()),
+            Some(kind) => kind.titles(),
+            None => Bilingual::new("Baseline", "基线"),
         }
     }
 }
@@ -546,9 +547,12 @@ fn cell(new: &Measure, old: &Measure, pick: fn(&PointMetrics) -> f64, decimals: 
 }
 
 fn render_text(report: &AttemptReport) -> String {
-    let (title, title_zh) = report.title();
+    let Bilingual {
+        en: title,
+        zh: title_zh,
+    } = report.title();
     let status = match (&report.live, &report.detail) {
-        (Some(live), _) => format!("{} ({})", report.status, text(&live.status_line())),
+        (Some(live), _) => format!("{} ({})", report.status, text(&live.status_line().en)),
         (None, Some(detail)) => format!("{} ({})", report.status, text(detail)),
         (None, None) => report.status.to_string(),
     };
@@ -601,15 +605,15 @@ fn render_text(report: &AttemptReport) -> String {
     let status_zh = match (&report.live, &report.detail) {
         (Some(live), _) => format!(
             "{}（{}）",
-            status_zh(report.status),
-            text(&live.status_line_zh())
+            report.status.words().zh,
+            text(&live.status_line().zh)
         ),
         (None, Some(detail)) => format!(
             "{}（{}）",
-            status_zh(report.status),
-            text(&super::format::detail_zh(detail))
+            report.status.words().zh,
+            text(&super::format::detail_words(detail).zh)
         ),
-        (None, None) => status_zh(report.status).to_owned(),
+        (None, None) => report.status.words().zh.into_owned(),
     };
     out.push_str(&format!(
         "**{} · {status_zh}**{} · {at}",
@@ -638,7 +642,10 @@ fn render_text(report: &AttemptReport) -> String {
     out.push_str(&repair_changes(report, true));
     out.push_str(&tables(report, true));
     for note in &report.notes {
-        out.push_str(&format!("\n{}\n", text(&super::format::note_zh(note))));
+        out.push_str(&format!(
+            "\n{}\n",
+            text(&super::format::note_words(note).zh)
+        ));
     }
     out.push_str("\n</details>\n");
     out
@@ -851,7 +858,7 @@ fn tables(report: &AttemptReport, zh: bool) -> String {
             let result_side = *side && !is_baseline;
             if zh {
                 let side = if result_side { "结果" } else { "基线" };
-                let reason = super::format::reason_zh(reason);
+                let reason = super::format::reason_words(reason).zh;
                 out.push_str(&format!("- {}：{side}：{}\n", text(label), text(&reason)));
             } else {
                 let side = if result_side { "result" } else { "baseline" };
@@ -860,17 +867,6 @@ fn tables(report: &AttemptReport, zh: bool) -> String {
         }
     }
     out
-}
-
-fn status_zh(status: AttemptStatus) -> &'static str {
-    match status {
-        AttemptStatus::Queued => "排队中",
-        AttemptStatus::Running => "运行中",
-        AttemptStatus::Passed => "通过",
-        AttemptStatus::Failed => "失败",
-        AttemptStatus::Cancelled => "已取消",
-        AttemptStatus::Deferred => "已推迟",
-    }
 }
 
 /// `(label, is_result_side, reason)` of every N/A cell.

@@ -1,119 +1,21 @@
 //! Safe Markdown pieces and number formats shared by every rendering.
 //!
 //! Anything interpolated into a comment or body comes from outside (config
-//! keys, tags, labels, reasons). It goes through [`text`] or [`code`] so it
-//! can never mention a user, open HTML (and so never end one of Klaud's
-//! hidden markers early), break a table or span lines.
+//! keys, tags, labels, reasons). It goes through [`text`] or [`code`], the
+//! one escaping rule every writer on GitHub shares (`klaud_render::escape`),
+//! so it can never mention a user, open HTML (and so never end one of
+//! Klaud's hidden markers early), break a table or span lines.
 
 use chrono::{DateTime, Utc};
+use klaud_render::{Bilingual, bi};
 
 use crate::engine::forge::RunConclusion;
 
-/// Longest interpolated value kept; longer text is cut with `…`.
-pub const MAX_FIELD_CHARS: usize = 300;
-
-/// A word joiner after `@` stops GitHub from reading a mention while the
-/// text still looks the same.
-const MENTION_BREAK: &str = "@\u{2060}";
-
-fn one_line(s: &str) -> String {
-    let mut out = String::with_capacity(s.len().min(MAX_FIELD_CHARS * 4));
-    for (count, c) in s.chars().enumerate() {
-        if count == MAX_FIELD_CHARS {
-            out.push('…');
-            break;
-        }
-        out.push(if c.is_control() { ' ' } else { c });
-    }
-    out
-}
-
-/// Plain Markdown text: escapes emphasis, links, HTML, table pipes and
-/// mentions.
-pub fn text(s: &str) -> String {
-    let mut out = String::new();
-    for c in one_line(s).chars() {
-        match c {
-            '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '#' | '~' | '!' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '@' => out.push_str(MENTION_BREAK),
-            _ => out.push(c),
-        }
-    }
-    out
-}
+pub use klaud_render::escape::{MAX_FIELD_CHARS, code, is_loopback_http, link, text};
 
 /// Text for a title (no Markdown is rendered there): one line, no mentions.
 pub fn title_text(s: &str) -> String {
-    one_line(s).replace('@', MENTION_BREAK)
-}
-
-/// A code span. GitHub never reads mentions inside code, so `@` stays
-/// copyable (`repo:tag@sha256:…`); angle brackets become look-alikes because
-/// code spans cannot escape them and a literal `-->` would end a marker.
-pub fn code(s: &str) -> String {
-    let body: String = one_line(s)
-        .chars()
-        .map(|c| match c {
-            '<' => '‹',
-            '>' => '›',
-            // A pipe splits GFM table cells even inside code.
-            '|' => '¦',
-            _ => c,
-        })
-        .collect();
-    let longest_run = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = "`".repeat(longest_run + 1);
-    let pad = if body.starts_with('`') || body.ends_with('`') || body.is_empty() {
-        " "
-    } else {
-        ""
-    };
-    format!("{fence}{pad}{body}{pad}{fence}")
-}
-
-/// A Markdown link whose URL must be `https://` (or `http://` to a loopback
-/// host: the sandbox and local test servers); anything else renders as
-/// plain text so a hostile URL cannot inject Markdown or script.
-pub fn link(label: &str, url: &str) -> String {
-    let safe = (url.starts_with("https://") || is_loopback_http(url))
-        && url.len() <= 2048
-        && !url.chars().any(|c| {
-            c.is_whitespace() || c.is_control() || matches!(c, '(' | ')' | '<' | '>' | '"' | '\'')
-        });
-    if safe {
-        format!("[{}]({url})", text(label))
-    } else {
-        text(label)
-    }
-}
-
-/// `http://` to 127.0.0.0/8, `[::1]` or `localhost`: plain HTTP there never
-/// leaves the machine.
-pub fn is_loopback_http(url: &str) -> bool {
-    let Some(rest) = url.strip_prefix("http://") else {
-        return false;
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if authority.contains('@') {
-        return false;
-    }
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => match v6.split_once(']') {
-            Some((h, port)) if port.is_empty() || port.starts_with(':') => h,
-            _ => return false,
-        },
-        None => authority.split(':').next().unwrap_or(""),
-    };
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    klaud_render::escape::title(s)
 }
 
 /// Decimals of throughput columns (tok/s/GPU): one precision per metric,
@@ -198,11 +100,38 @@ pub fn timestamp(at: &DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
-/// The Chinese text of a reason Klaud itself writes (N/A reasons of the
-/// baseline and the reports). A reason from outside (an error message of a
-/// server or a file) has no translation; it is quoted as it was, marked as
-/// the original text, rather than dropped.
-pub fn reason_zh(reason: &str) -> String {
+/// A reason Klaud itself writes (N/A reasons of the baseline and the
+/// reports) in both languages. The reasons are kept in records in English;
+/// a reason from outside (an error message of a server or a file) has no
+/// translation, so its Chinese quotes it as it was, marked as the original
+/// text, rather than dropping it.
+pub fn reason_words(reason: &str) -> Bilingual {
+    Bilingual::owned(reason, chinese_reason(reason))
+}
+
+/// The known reasons, each in both languages.
+const KNOWN_REASONS: &[Bilingual] = &[
+    bi!("not a point of the frozen baseline", "不是冻结基线中的点位"),
+    bi!("no result in this run", "本次运行没有该点位的结果"),
+    bi!("its job has not finished yet", "该点位的作业尚未完成"),
+    bi!("no result artifact for this point", "没有该点位的结果产物"),
+    bi!("no score in this run", "本次运行没有该评估的分数"),
+    bi!("sample counts missing or different", "样本数缺失或不同"),
+    bi!(
+        "the published baseline does not name its AgentX dataset, so the replay is not comparable",
+        "公开的基线未注明其 AgentX 数据集，回放结果无法比较"
+    ),
+    bi!(
+        "no eval result published by the runs the baseline points come from",
+        "基线点位所来自的运行没有公开的评估结果"
+    ),
+    bi!(
+        "the frozen baseline holds no score for this eval",
+        "冻结基线中没有该评估的分数"
+    ),
+];
+
+fn chinese_reason(reason: &str) -> String {
     const PREFIXES: &[(&str, &str, &str)] = &[
         ("no baseline: ", "无基线：", ""),
         ("not published as of ", "截至 ", " 未公开"),
@@ -219,31 +148,11 @@ pub fn reason_zh(reason: &str) -> String {
             "",
         ),
     ];
-    let exact = [
-        ("not a point of the frozen baseline", "不是冻结基线中的点位"),
-        ("no result in this run", "本次运行没有该点位的结果"),
-        ("its job has not finished yet", "该点位的作业尚未完成"),
-        ("no result artifact for this point", "没有该点位的结果产物"),
-        ("no score in this run", "本次运行没有该评估的分数"),
-        ("sample counts missing or different", "样本数缺失或不同"),
-        (
-            "the published baseline does not name its AgentX dataset, so the replay is not comparable",
-            "公开的基线未注明其 AgentX 数据集，回放结果无法比较",
-        ),
-        (
-            "no eval result published by the runs the baseline points come from",
-            "基线点位所来自的运行没有公开的评估结果",
-        ),
-        (
-            "the frozen baseline holds no score for this eval",
-            "冻结基线中没有该评估的分数",
-        ),
-    ];
-    if let Some((_, zh)) = exact.iter().find(|(en, _)| *en == reason) {
-        return (*zh).to_owned();
+    if let Some(known) = Bilingual::find(KNOWN_REASONS, reason) {
+        return known.zh.to_string();
     }
-    if let Some(zh) = crate::dataset::reason_zh(reason) {
-        return zh;
+    if let Some(words) = crate::dataset::reason_words(reason) {
+        return words.zh.into_owned();
     }
     if let Some((prefix, _)) = reason
         .strip_prefix("the results API knows no display name for model-prefix ")
@@ -267,7 +176,7 @@ pub fn reason_zh(reason: &str) -> String {
     for (en, before, after) in PREFIXES {
         if let Some(rest) = reason.strip_prefix(en) {
             let rest = if *en == "no baseline: " {
-                reason_zh(rest)
+                chinese_reason(rest)
             } else if let Some((run, day)) =
                 rest.strip_prefix("run ").and_then(|r| r.split_once(" on "))
             {
@@ -288,34 +197,38 @@ pub fn reason_zh(reason: &str) -> String {
 pub const STOPPED_DETAIL: &str =
     "the candidate ended and Klaud cancelled this run; the receipt says why";
 
-/// The Chinese text of the words after an attempt's status (its `detail`:
-/// `smoke`, `full sweep`, `frozen <date>`, ...); an unknown one is quoted
-/// as the original, like [`reason_zh`].
-pub fn detail_zh(detail: &str) -> String {
-    let exact = [
-        ("smoke", "冒烟测试"),
-        ("full sweep", "完整 sweep"),
-        ("smoke, infrastructure failure", "冒烟测试，基础设施故障"),
-        (
+/// The words after an attempt's status (its `detail`: `smoke`, `full
+/// sweep`, `frozen <date>`, ...) in both languages; an unknown one is
+/// quoted as the original in Chinese, like [`reason_words`].
+pub fn detail_words(detail: &str) -> Bilingual {
+    const KNOWN: &[Bilingual] = &[
+        bi!("smoke", "冒烟测试"),
+        bi!("full sweep", "完整 sweep"),
+        bi!("smoke, infrastructure failure", "冒烟测试，基础设施故障"),
+        bi!(
             "full sweep, infrastructure failure",
-            "完整 sweep，基础设施故障",
+            "完整 sweep，基础设施故障"
         ),
-        (STOPPED_DETAIL, "候选已结束，Klaud 取消了此运行；原因见回执"),
+        bi!(STOPPED_DETAIL, "候选已结束，Klaud 取消了此运行；原因见回执"),
     ];
-    if let Some((_, zh)) = exact.iter().find(|(en, _)| *en == detail) {
-        return (*zh).to_owned();
+    if let Some(known) = Bilingual::find(KNOWN, detail) {
+        return known.clone();
     }
     if let Some(date) = detail.strip_prefix("frozen ") {
-        return format!("冻结于 {date}");
+        return Bilingual::owned(detail, format!("冻结于 {date}"));
     }
-    format!("原文：{detail}")
+    Bilingual::owned(detail, format!("原文：{detail}"))
 }
 
-/// The Chinese text of a report note Klaud writes; like [`reason_zh`], a
-/// note it does not know is quoted as the original.
-pub fn note_zh(note: &str) -> String {
-    if let Some(zh) = crate::measured::note_zh(note) {
-        return zh;
+/// A report note Klaud writes, in both languages; like [`reason_words`],
+/// a note it does not know is quoted as the original in Chinese.
+pub fn note_words(note: &str) -> Bilingual {
+    Bilingual::owned(note, chinese_note(note))
+}
+
+fn chinese_note(note: &str) -> String {
+    if let Some(words) = crate::measured::note_words(note) {
+        return words.zh.into_owned();
     }
     if let Some(c) = note
         .strip_prefix("Run conclusion: ")
@@ -354,31 +267,27 @@ pub fn note_zh(note: &str) -> String {
 }
 
 /// The words for the clock that ordered the tags (the planner's `Clock`,
-/// kebab-case in the typed record), in English or Chinese; an unknown name
-/// is shown as the original.
-pub fn clock_words(clock: &str, zh: bool) -> String {
-    let known = [
-        ("tag-text", "the tag text", "标签文本"),
+/// kebab-case in the typed record), in both languages; an unknown name is
+/// shown as the original.
+pub fn clock_words(clock: &str) -> Bilingual {
+    const KNOWN: &[(&str, Bilingual)] = &[
+        ("tag-text", bi!("the tag text", "标签文本")),
         (
             "registry-push-time",
-            "the registry's push time",
-            "镜像仓库的推送时间",
+            bi!("the registry's push time", "镜像仓库的推送时间"),
         ),
         (
             "created-label",
-            "the image's created label",
-            "镜像的 created 标签",
+            bi!("the image's created label", "镜像的 created 标签"),
         ),
         (
             "config-created",
-            "the image config's creation time",
-            "镜像配置中的创建时间",
+            bi!("the image config's creation time", "镜像配置中的创建时间"),
         ),
     ];
-    match known.iter().find(|(name, _, _)| *name == clock) {
-        Some((_, en, cn)) => (if zh { *cn } else { *en }).to_owned(),
-        None if zh => format!("原文：{clock}"),
-        None => clock.to_owned(),
+    match KNOWN.iter().find(|(name, _)| *name == clock) {
+        Some((_, words)) => words.clone(),
+        None => Bilingual::owned(clock, format!("原文：{clock}")),
     }
 }
 
@@ -389,47 +298,48 @@ mod tests {
     #[test]
     fn reasons_klaud_writes_read_in_chinese() {
         assert_eq!(
-            reason_zh("no baseline: not benchmarked on 2026-09-09"),
+            reason_words("no baseline: not benchmarked on 2026-09-09").zh,
             "无基线：2026-09-09 未做此项基准测试"
         );
         assert_eq!(
-            reason_zh("not published as of 2026-09-21"),
+            reason_words("not published as of 2026-09-21").zh,
             "截至 2026-09-21 未公开"
         );
         assert_eq!(
-            reason_zh(
+            reason_words(
                 "not published as of 2026-09-21 (its line's newest row: run 7 on 2026-09-15)"
-            ),
+            )
+            .zh,
             "截至 2026-09-21 未公开（所在系列最新的公开结果：运行 7（2026-09-15））"
         );
         assert_eq!(
-            reason_zh("published result ran another image (x:1)"),
+            reason_words("published result ran another image (x:1)").zh,
             "公开结果使用的是另一个镜像（x:1）"
         );
         assert_eq!(
-            reason_zh("published result lacks mean_tpot"),
+            reason_words("published result lacks mean_tpot").zh,
             "公开结果缺少 mean_tpot"
         );
-        assert_eq!(reason_zh("HTTP 502"), "原文：HTTP 502");
+        assert_eq!(reason_words("HTTP 502").zh, "原文：HTTP 502");
         assert_eq!(
-            reason_zh(
+            reason_words(
                 "no baseline: the results API knows no display name for model-prefix \"demo\" (none of the names its OpenAPI description lists answers with rows of it); set [lifecycle.model_names] \"demo\" = \"<display name>\""
-            ),
+            ).zh,
             "无基线：结果 API 不知道模型前缀 \"demo\" 的显示名称（其 OpenAPI 描述列出的名称都不返回该前缀的行）；请设置 [lifecycle.model_names] \"demo\" = \"<显示名称>\""
         );
+        assert_eq!(clock_words("registry-push-time").zh, "镜像仓库的推送时间");
+        assert_eq!(clock_words("tag-text").en, "the tag text");
+        assert_eq!(clock_words("sundial").zh, "原文：sundial");
         assert_eq!(
-            clock_words("registry-push-time", true),
-            "镜像仓库的推送时间"
-        );
-        assert_eq!(clock_words("tag-text", false), "the tag text");
-        assert_eq!(clock_words("sundial", true), "原文：sundial");
-        assert_eq!(
-            note_zh("Run conclusion: failure."),
+            note_words("Run conclusion: failure.").zh,
             "运行结论：失败（failure）。"
         );
-        assert_eq!(note_zh("Artifact bmk_1 expired."), "产物 bmk_1 已过期。");
-        assert_eq!(detail_zh("full sweep"), "完整 sweep");
-        assert_eq!(detail_zh("frozen 2026-09-09"), "冻结于 2026-09-09");
+        assert_eq!(
+            note_words("Artifact bmk_1 expired.").zh,
+            "产物 bmk_1 已过期。"
+        );
+        assert_eq!(detail_words("full sweep").zh, "完整 sweep");
+        assert_eq!(detail_words("frozen 2026-09-09").zh, "冻结于 2026-09-09");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! c<conc>[ | eval-only| | eval]`. Everything else (`get-jobs`, `setup`,
 //! `collect-results`, `calc-success-rate`, ...) is bookkeeping.
 
+use klaud_render::{Bilingual, bi};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::forge::{Job, RunConclusion, RunStatus};
@@ -79,15 +80,15 @@ pub struct GroupState {
 }
 
 impl GroupState {
-    fn word(&self) -> (&'static str, &'static str) {
+    fn word(&self) -> Bilingual {
         if self.failed > 0 {
-            ("failed", "失败")
+            bi!("failed", "失败")
         } else if self.done == self.total {
-            ("passed", "通过")
+            bi!("passed", "通过")
         } else if self.started == 0 && self.done == 0 {
-            ("queued", "排队中")
+            bi!("queued", "排队中")
         } else {
-            ("running", "运行中")
+            bi!("running", "运行中")
         }
     }
 }
@@ -144,40 +145,24 @@ impl LiveJobs {
         self.groups.iter().find(|s| s.group == g)
     }
 
-    /// `evals passed, throughput running`; before the matrix exists (only
-    /// bookkeeping jobs), `setting up`.
-    pub fn status_line(&self) -> String {
-        let mut parts = Vec::new();
+    /// `evals passed, throughput running` / `评估通过，吞吐量测试运行中`;
+    /// before the matrix exists (only bookkeeping jobs), `setting up`.
+    pub fn status_line(&self) -> Bilingual {
+        let (mut en, mut zh) = (Vec::new(), Vec::new());
         for (g, name) in [
-            (JobGroup::Evals, "evals"),
-            (JobGroup::Throughput, "throughput"),
+            (JobGroup::Evals, bi!("evals", "评估")),
+            (JobGroup::Throughput, bi!("throughput", "吞吐量测试")),
         ] {
             if let Some(s) = self.group(g) {
-                parts.push(format!("{name} {}", s.word().0));
+                let word = s.word();
+                en.push(format!("{} {}", name.en, word.en));
+                zh.push(format!("{}{}", name.zh, word.zh));
             }
         }
-        if parts.is_empty() {
-            "setting up".to_owned()
+        if en.is_empty() {
+            bi!("setting up", "准备中")
         } else {
-            parts.join(", ")
-        }
-    }
-
-    /// The Chinese status line.
-    pub fn status_line_zh(&self) -> String {
-        let mut parts = Vec::new();
-        for (g, name) in [
-            (JobGroup::Evals, "评估"),
-            (JobGroup::Throughput, "吞吐量测试"),
-        ] {
-            if let Some(s) = self.group(g) {
-                parts.push(format!("{name}{}", s.word().1));
-            }
-        }
-        if parts.is_empty() {
-            "准备中".to_owned()
-        } else {
-            parts.join("，")
+            Bilingual::owned(en.join(", "), zh.join("，"))
         }
     }
 
@@ -275,8 +260,8 @@ mod tests {
             job(TPUT_OLD, Some("success")),
             job(TPUT_MULTI, None),
         ]);
-        assert_eq!(live.status_line(), "evals passed, throughput running");
-        assert_eq!(live.status_line_zh(), "评估通过，吞吐量测试运行中");
+        assert_eq!(live.status_line().en, "evals passed, throughput running");
+        assert_eq!(live.status_line().zh, "评估通过，吞吐量测试运行中");
         assert_eq!(
             live.progress(false),
             "Jobs: 3 of 4 done (throughput 1 of 2, evals 1 of 1)."
@@ -284,11 +269,11 @@ mod tests {
         let mut waiting = job(EVAL_OLD, None);
         waiting.status = Some("queued".into());
         let failed = LiveJobs::of(&[job(TPUT_OLD, Some("failure")), waiting]);
-        assert_eq!(failed.status_line(), "evals queued, throughput failed");
+        assert_eq!(failed.status_line().en, "evals queued, throughput failed");
         assert_eq!(
-            LiveJobs::of(&[job("get-jobs", None)]).status_line(),
+            LiveJobs::of(&[job("get-jobs", None)]).status_line().en,
             "setting up"
         );
-        assert_eq!(LiveJobs::of(&[]).status_line(), "setting up");
+        assert_eq!(LiveJobs::of(&[]).status_line().en, "setting up");
     }
 }

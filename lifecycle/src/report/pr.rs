@@ -8,11 +8,12 @@
 //! English and Chinese. Text outside the markers belongs to others (bots
 //! that append to PR bodies) and is kept byte for byte.
 
+use klaud_render::{Bilingual, bi};
 use serde::{Deserialize, Serialize};
 
 use super::format::{
     THROUGHPUT_DECIMALS, TPOT_MS_DECIMALS, TTFT_MS_DECIMALS, clock_words, code, link, ms, number,
-    reason_zh, score, text, title_text,
+    reason_words, score, text, title_text,
 };
 use super::markers::hidden_json;
 use crate::baseline::{Baseline, BaselineValue};
@@ -133,28 +134,28 @@ pub fn audit_line(u: &UpstreamRange, zh: bool) -> Option<String> {
                         (false, Some(by)) => format!(
                             "{} ({}, set in {}, removed from {} by {by})",
                             code(&i.name),
-                            i.kind.noun(),
+                            kind_words(i.kind).en,
                             code(&i.source),
                             code(&i.file)
                         ),
                         (false, None) => format!(
                             "{} ({}, set in {}, removed from {} in this range)",
                             code(&i.name),
-                            i.kind.noun(),
+                            kind_words(i.kind).en,
                             code(&i.source),
                             code(&i.file)
                         ),
                         (true, Some(by)) => format!(
                             "{}（{}，设置于 {}，由 {by} 从 {} 中删除）",
                             code(&i.name),
-                            kind_zh(i.kind),
+                            kind_words(i.kind).zh,
                             code(&i.source),
                             code(&i.file)
                         ),
                         (true, None) => format!(
                             "{}（{}，设置于 {}，在此范围内从 {} 中删除）",
                             code(&i.name),
-                            kind_zh(i.kind),
+                            kind_words(i.kind).zh,
                             code(&i.source),
                             code(&i.file)
                         ),
@@ -189,26 +190,44 @@ pub fn audit_line(u: &UpstreamRange, zh: bool) -> Option<String> {
             true,
         ) => format!(
             "**参数与环境变量**：未检查：{}；这不会阻止该候选（已收集 {flags} 个参数和 {env} 个环境变量）。",
-            cause_zh(*cause)
+            cause_words(*cause).zh
         ),
     };
     Some(format!("{line}  \n"))
 }
 
-fn kind_zh(kind: ItemKind) -> &'static str {
+/// A flag or an environment variable, in both languages.
+fn kind_words(kind: ItemKind) -> Bilingual {
     match kind {
-        ItemKind::Flag => "参数",
-        ItemKind::Env => "环境变量",
+        ItemKind::Flag => bi!("flag", "参数"),
+        ItemKind::Env => bi!("environment variable", "环境变量"),
     }
 }
 
-fn cause_zh(cause: UncheckedCause) -> &'static str {
+/// Why the audit did not check, in both languages (the English line shows
+/// the audit's own reason, which names the specifics).
+fn cause_words(cause: UncheckedCause) -> Bilingual {
     match cause {
-        UncheckedCause::TooLarge => "上游比较过大，无法完整读取",
-        UncheckedCause::Unavailable => "无法获取上游比较",
-        UncheckedCause::NotLinear => "新提交并非旧提交的后继",
-        UncheckedCause::NotConfigured => "未为该上游仓库配置参数和环境变量定义",
-        UncheckedCause::Unreadable => "基准测试仓库中的文件无法读取",
+        UncheckedCause::TooLarge => bi!(
+            "the upstream comparison is too large to read whole",
+            "上游比较过大，无法完整读取"
+        ),
+        UncheckedCause::Unavailable => bi!(
+            "the upstream comparison is not available",
+            "无法获取上游比较"
+        ),
+        UncheckedCause::NotLinear => bi!(
+            "the new commit does not descend from the old one",
+            "新提交并非旧提交的后继"
+        ),
+        UncheckedCause::NotConfigured => bi!(
+            "no flag and environment definitions are configured for this upstream repository",
+            "未为该上游仓库配置参数和环境变量定义"
+        ),
+        UncheckedCause::Unreadable => bi!(
+            "a file of the benchmark repository could not be read",
+            "基准测试仓库中的文件无法读取"
+        ),
     }
 }
 
@@ -224,13 +243,13 @@ pub fn audit_note(u: &UpstreamRange) -> Option<(String, String)> {
         .map(|i| match &i.commit {
             Some(c) => format!(
                 "{} {} (removed by {}@{c})",
-                i.kind.noun(),
+                kind_words(i.kind).en,
                 i.name,
                 u.repository
             ),
             None => format!(
                 "{} {} (removed from {} between {} and {})",
-                i.kind.noun(),
+                kind_words(i.kind).en,
                 i.name,
                 i.file,
                 u.from,
@@ -243,13 +262,13 @@ pub fn audit_note(u: &UpstreamRange) -> Option<(String, String)> {
         .map(|i| match &i.commit {
             Some(c) => format!(
                 "{} {}（由 {}@{c} 删除）",
-                kind_zh(i.kind),
+                kind_words(i.kind).zh,
                 i.name,
                 u.repository
             ),
             None => format!(
                 "{} {}（在 {} 与 {} 之间从 {} 中删除）",
-                kind_zh(i.kind),
+                kind_words(i.kind).zh,
                 i.name,
                 u.from,
                 u.to,
@@ -474,7 +493,10 @@ fn eval_lines(b: &Baseline, zh: bool) -> String {
             (None, false) => format!("\n**Eval:** N/A ({EVAL_NA})\n"),
             (None, true) => format!("\n**评估**：N/A（{EVAL_NA_ZH}）\n"),
             (Some(why), false) => format!("\n**Eval:** N/A (no baseline: {})\n", text(why)),
-            (Some(why), true) => format!("\n**评估**：N/A（无基线：{}）\n", text(&reason_zh(why))),
+            (Some(why), true) => format!(
+                "\n**评估**：N/A（无基线：{}）\n",
+                text(&reason_words(why).zh)
+            ),
         };
     }
     let topologies: std::collections::BTreeSet<(u64, u64, bool)> = b
@@ -653,10 +675,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
         out.push_str(&format!(" · revision {}", code(rev)));
     }
     if let Some(clock) = &p.clock {
-        out.push_str(&format!(
-            " · ordered by {}",
-            text(&clock_words(clock, false))
-        ));
+        out.push_str(&format!(" · ordered by {}", text(&clock_words(clock).en)));
     }
     // A newer build on another ROCm or CUDA changes more than the engine.
     let base_moves = p
@@ -738,7 +757,7 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
         out.push_str(&format!(" · 修订 {}", code(rev)));
     }
     if let Some(clock) = &p.clock {
-        out.push_str(&format!(" · 排序依据：{}", text(&clock_words(clock, true))));
+        out.push_str(&format!(" · 排序依据：{}", text(&clock_words(clock).zh)));
     }
     if !base_moves.is_empty() {
         out.push_str(&format!(" · 同时更换基础环境：{}", text(&base_moves)));
@@ -786,7 +805,11 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
             .iter()
             .map(|(reason, labels)| {
                 let labels: Vec<String> = labels.iter().map(|l| text(l)).collect();
-                format!("{}：{}。", labels.join("、"), text(&reason_zh(reason)))
+                format!(
+                    "{}：{}。",
+                    labels.join("、"),
+                    text(&reason_words(reason).zh)
+                )
             })
             .collect();
         out.push_str(&format!("\n**说明**：{}\n", parts.join(" ")));

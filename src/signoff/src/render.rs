@@ -33,31 +33,11 @@ pub fn marker(version: ContractVersion, head_sha: &str, kind: SignoffKind, id: u
     }
 }
 
-/// Escapes text for a single Markdown line: mentions broken with a word
-/// joiner, emphasis, code, links, tables and HTML escaped, line breaks
-/// flattened, length bounded.
+/// Escapes text for a single Markdown line by the rule every text Klaud
+/// writes on GitHub follows (`klaud_render::escape::text`), with the
+/// longer bound a check's reason needs.
 pub fn escape_inline(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for (count, c) in text.chars().enumerate() {
-        if count >= MAX_REASON_CHARS {
-            out.push('…');
-            break;
-        }
-        match c {
-            '@' => out.push_str("@\u{2060}"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            '*' | '`' | '[' | ']' | '|' | '~' | '\\' | '!' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '\r' | '\n' | '\t' => out.push(' '),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out
+    klaud_render::escape::text_within(text, MAX_REASON_CHARS)
 }
 
 fn row(check: &crate::CheckResult) -> String {
@@ -156,8 +136,8 @@ pub fn comment(version: ContractVersion, verdict: &Verdict, kind: SignoffKind, i
         }
         body.push_str(&evidence_block(verdict));
         body.push_str(&format!(
-            "\n\nAssessed commit: `{}`.\n",
-            verdict.assessed_commit
+            "\n\nAssessed commit: {}.\n",
+            klaud_render::escape::code(&verdict.assessed_commit)
         ));
     } else {
         body.push('\n');

@@ -7,6 +7,8 @@
 //! - Tests: below; `tests/maintainer_commands.rs`:
 //!   `status_on_a_pr_finished_before_the_cooldown_says_how_it_ended_and_what_next`.
 
+use klaud_render::escape::{code, link, text};
+
 use super::{CommandHelp, Needs};
 use crate::commands::Command;
 use crate::engine::{CandidateRecord, Step};
@@ -24,7 +26,7 @@ pub(super) const HELP: CommandHelp = CommandHelp {
 /// The text of a `/klaud status` answer.
 pub fn status_text(rec: &CandidateRecord) -> String {
     let state = match (&rec.ending, rec.step) {
-        (Some(e), Step::Done) => format!("finished: **{}** ({})", e.outcome, e.message),
+        (Some(e), Step::Done) => format!("finished: **{}** ({})", e.outcome, text(&e.message)),
         (Some(e), step) => format!("ending as {} (step {})", e.outcome, step.as_str()),
         (None, step) => format!("in progress (step {})", step.as_str()),
     };
@@ -35,13 +37,13 @@ pub fn status_text(rec: &CandidateRecord) -> String {
     let runs: Vec<String> = rec
         .runs()
         .iter()
-        .map(|r| format!("[{}]({})", r.id, r.url))
+        .map(|r| link(&r.id.to_string(), &r.url))
         .collect();
     let mut text = format!(
-        "Candidate `{}` · family `{}` · image `{}`\n\n- State: {state}\n- Attempt: {attempt}\n- Repairs: {}\n- Runs: {}",
-        rec.candidate,
-        rec.family,
-        rec.image,
+        "Candidate {} · family {} · image {}\n\n- State: {state}\n- Attempt: {attempt}\n- Repairs: {}\n- Runs: {}",
+        code(rec.candidate.as_str()),
+        code(&rec.family),
+        code(&rec.image),
         rec.repairs,
         if runs.is_empty() {
             "none".to_owned()

@@ -12,7 +12,6 @@
 //!   `tests/maintainer_commands.rs`: `try_on_a_pr_finished_before_the_cooldown_is_answered`.
 
 use super::{CommandHelp, Needs};
-use crate::commands::no_mentions;
 use crate::commands::{Command, CommandError, Refusal};
 use crate::engine::{CandidateRecord, Engine, TryRequest};
 
@@ -35,12 +34,7 @@ pub(super) async fn run(
 ) -> Result<String, CommandError> {
     let request = match parse_try(argument) {
         Ok(r) => r,
-        Err(e) => {
-            return Ok(format!(
-                "Not started: {}. Write `/klaud try <name> [from <variant>]: <edit>; <edit>` (see the README).",
-                no_mentions(&e.to_string()).replace('`', "'")
-            ));
-        }
+        Err(e) => return Ok(parse_error_reply(&e)),
     };
     Ok(match engine.add_variant(rec, &request).await? {
         Ok(target) => {
@@ -57,9 +51,18 @@ pub(super) async fn run(
             text
         }
         Err(Refusal(why)) => {
-            format!("Not started: {}", no_mentions(&why).replace('`', "'"))
+            format!("Not started: {}", klaud_render::escape::text(&why))
         }
     })
+}
+
+/// The reply to a `/klaud try` whose argument does not read (the error
+/// quotes the commenter's text).
+pub fn parse_error_reply(e: &TryParseError) -> String {
+    format!(
+        "Not started: {}. Write `/klaud try <name> [from <variant>]: <edit>; <edit>` (see the README).",
+        klaud_render::escape::text(&e.to_string())
+    )
 }
 
 /// Why a `/klaud try` argument does not read; the message is the reply.

@@ -220,7 +220,10 @@ async fn receipt(
                 .and_then(crate::report::audit_note)
                 .filter(|(en, _)| ending.note.as_deref() == Some(en.as_str()))
                 .map(|(_, zh)| zh)
-                .or_else(|| ending.note.as_deref().and_then(crate::measured::note_zh)),
+                .or_else(|| {
+                    let note = ending.note.as_deref()?;
+                    crate::measured::note_words(note).map(|w| w.zh.into_owned())
+                }),
         },
         declined: ending.declined.clone(),
         declined_waits: declined_waits(cx, rec, ending).await?,

@@ -350,9 +350,21 @@ impl Action {
         }
     }
 
-    /// A checkbox line for this action, unticked.
+    /// A checkbox line for this action, unticked; without its box when a
+    /// name in it (from the repository or the issue) could end the hidden
+    /// marker early or would not read back as one word.
     pub fn checkbox(&self, label: &str) -> String {
-        format!("- [ ] {label} {DO_OPEN}{} {COMMENT_CLOSE}", self.code())
+        let code = self.code();
+        let readable = code.len() <= MAX_LINE / 2
+            && !code.contains(['<', '>'])
+            && Action::parse(&code).as_ref() == Some(self);
+        if readable {
+            format!("- [ ] {label} {DO_OPEN}{code} {COMMENT_CLOSE}")
+        } else {
+            format!(
+                "- {label} (no box: a name here cannot be written into its marker / 名称无法写入标记，无复选框)"
+            )
+        }
     }
 
     fn parse(code: &str) -> Option<Self> {

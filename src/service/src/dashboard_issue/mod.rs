@@ -35,8 +35,8 @@ use klaud_lifecycle::BoxFuture;
 use klaud_lifecycle::engine::{CandidateRecord, Journal, Step};
 use klaud_planner::ignore::{IgnoreRule, IgnoreSource, IgnoreTarget};
 
-pub use kept::{Action, Kept, KeptIgnore, KeptRunNow};
-pub use render::{MARKER, PlanView, View};
+pub use kept::{Action, Kept, KeptIgnore, KeptRunNow, ticked};
+pub use render::{MARKER, PlanView, View, body};
 pub use visit::{Visit, around_wave};
 
 /// The label Klaud finds its dashboard issue by.

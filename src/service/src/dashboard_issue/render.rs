@@ -61,46 +61,24 @@ pub struct View<'a> {
     pub sick_nodes: Option<&'a [klaud_lifecycle::playbook::sick::SickNodeRow]>,
 }
 
-/// Markdown inline code that cannot break out of its cell or list item.
-pub(super) fn code(text: &str) -> String {
-    let clean: String = text
-        .chars()
-        .filter(|c| !c.is_control() && *c != '`')
-        .take(300)
-        .collect();
-    format!("`{}`", clean.replace('|', "\\|"))
-}
+pub(super) use klaud_render::escape::{code, link};
 
-/// Plain text for a table cell or list item: one line, no HTML, no `|`.
+/// Longest outside text shown in a table cell or list item.
+const MAX_TEXT: usize = 400;
+
+/// Text for a table cell or list item, by the rule every text Klaud
+/// writes on GitHub follows (`klaud_render::escape`), its runs of white
+/// space squeezed to one space first. Klaud's own sentences here (notes,
+/// reasons, messages) name families and images in code spans and live in
+/// a body people edit, so backtick pairs stay code spans, escaped as such.
 pub(super) fn text(t: &str) -> String {
-    t.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .take(400)
-        .collect::<String>()
-        .replace('|', "\\|")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    let squeezed = t.split_whitespace().collect::<Vec<_>>().join(" ");
+    klaud_render::escape::text_with_code(&squeezed, MAX_TEXT)
 }
 
-/// Text safe inside an HTML attribute or element of a Markdown body: no
-/// character can end the attribute or start Markdown.
+/// Outside text inside an HTML attribute or element of the body.
 fn attr(t: &str) -> String {
-    t.chars()
-        .filter(|c| !c.is_control())
-        .take(400)
-        .collect::<String>()
-        .replace('&', "&amp;")
-        .replace('"', "&quot;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('|', "&#124;")
-        .replace('`', "&#96;")
-        .replace('*', "&#42;")
-        .replace('_', "&#95;")
-        .replace('[', "&#91;")
-        .replace('\\', "&#92;")
+    klaud_render::escape::attribute(t, MAX_TEXT)
 }
 
 /// An image with its digest cut short, the full reference a hover away:
@@ -115,14 +93,6 @@ fn image(full: &str) -> String {
 
 fn time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
-}
-
-/// `[text](url)` with a URL that cannot close the link.
-pub(super) fn link(label: &str, url: &str) -> String {
-    if url.is_empty() || url.contains([' ', ')', '\n']) {
-        return text(label);
-    }
-    format!("[{}]({url})", text(label))
 }
 
 impl View<'_> {
@@ -156,7 +126,7 @@ impl View<'_> {
             .map(|l| format!("#L{l}"))
             .unwrap_or_default();
         let url = format!("{}/blob/{}/{file}{anchor}", self.web, self.base_branch);
-        if file.is_empty() || url.contains([' ', ')', '\n', '<', '>']) {
+        if file.is_empty() || !klaud_render::escape::is_safe_url(&url) {
             return code(family);
         }
         format!("[{}]({url})", code(key))
@@ -477,8 +447,8 @@ fn push_ignores(out: &mut String, kept: &Kept) {
             None => "on this dashboard / 在此看板上".to_owned(),
         };
         out.push_str(&format!(
-            "- {what}: @{} {how}, {}\n  {}\n",
-            text(&ig.by),
+            "- {what}: {} {how}, {}\n  {}\n",
+            text(&format!("@{}", ig.by)),
             time(ig.at),
             Action::Unignore {
                 family: ig.family.clone(),
@@ -820,8 +790,8 @@ fn push_run_now(out: &mut String, kept: &Kept, f: &FamilyPlan) {
     out.push_str("  ");
     match kept.run_now.iter().find(|r| r.family == f.family) {
         Some(r) => out.push_str(&format!(
-            "- run now asked by @{} {}: the next wave plans it first / 已请求立即运行，下一轮优先计划\n",
-            text(&r.by),
+            "- run now asked by {} {}: the next wave plans it first / 已请求立即运行，下一轮优先计划\n",
+            text(&format!("@{}", r.by)),
             time(r.at)
         )),
         None => {
