@@ -25,6 +25,8 @@ use klaud_lifecycle::engine::CandidateRecord;
 use klaud_lifecycle::model::{
     AttemptKind, AttemptStatus, CandidateId, Declined, FinishedResult, Outcome, Phase, RunRef,
 };
+use klaud_lifecycle::playbook::sick::SickNodeRow;
+use klaud_lifecycle::report::LearnedEntry;
 use klaud_lifecycle::report::{
     AttemptReport, FrozenBaseline, Measure, Provenance, Receipt, ReportName, ReportRow,
     ReportSection, UpstreamRange, find_record, initial_body, parse_baseline_block, parse_receipt,
@@ -35,7 +37,7 @@ use klaud_signoff::evidence::SignoffKind;
 use klaud_signoff::{CheckResult, ContractVersion, Verdict, render};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
-use pulldown_cmark::{Event, Options, Parser, Tag};
+use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
 
 const CAND: &str = "d92e15065c55779d-0123456789abcdef";
 
@@ -109,6 +111,8 @@ const MEANT: &[&str] = &[
 /// input could have made live.
 fn assert_inert(what: &str, body: &str) -> Result<(), TestCaseError> {
     let mut in_code = false;
+    // A fenced block's text is shown as written: no mention in it is live.
+    let mut in_fence = false;
     let (mut opened, mut closed) = (0usize, 0usize);
     // A hidden comment spans lines, which the parser hands over one by
     // one: kept here until it ends.
@@ -130,7 +134,9 @@ fn assert_inert(what: &str, body: &str) -> Result<(), TestCaseError> {
             continue;
         }
         match event {
-            Event::Text(t) if !in_code => live_mention(what, &t, body)?,
+            Event::Start(Tag::CodeBlock(_)) => in_fence = true,
+            Event::End(TagEnd::CodeBlock) => in_fence = false,
+            Event::Text(t) if !in_code && !in_fence => live_mention(what, &t, body)?,
             Event::Html(h) | Event::InlineHtml(h) => {
                 let scan = klaud_html(what, &h, body)?;
                 opened += scan.opened;
@@ -398,6 +404,17 @@ fn receipt(h: &[String]) -> Receipt {
         declined_waits: true,
         dashboard: Some((12, h[5].clone())),
         hunt: Default::default(),
+        learned: Some(LearnedEntry {
+            id: "learned-0123abcd".into(),
+            family: h[3].clone(),
+            pull: Some(PullNumber::from(3023)),
+            path: h[6].clone(),
+            yaml: format!(
+                "  - id: learned-0123abcd\n    patterns:\n      - {:?}\n",
+                h[7]
+            ),
+            change: h[8].clone(),
+        }),
     }
 }
 
@@ -512,9 +529,11 @@ proptest! {
         let record = find_record(&rendered.body).expect("marker reads").expect("marker");
         // How the declined rule waits and the dashboard's link are words of
         // the receipt, not part of its record.
+        // A learned entry out of Klaud's bounds is dropped when read back.
         let kept_in_record = Receipt {
             declined_waits: false,
             dashboard: None,
+            learned: receipt.learned.clone().filter(LearnedEntry::is_bounded),
             ..receipt
         };
         prop_assert_eq!(parse_receipt(&record).expect("parses"), kept_in_record);
@@ -531,6 +550,18 @@ proptest! {
         // problem; its state block and boxes read back.
         let kept = kept(&h, &token);
         let records = [rec];
+        let sick = [SickNodeRow {
+            node: h[0].clone(),
+            signature: h[1].clone(),
+            entry: Some(h[2].clone()),
+            class: h[3].clone(),
+            families: vec![h[4].clone(), h[5].clone()],
+            family_count: 2,
+            failures: 3,
+            first_seen: Utc.with_ymd_and_hms(2026, 9, 8, 12, 0, 0).unwrap(),
+            last_seen: Utc.with_ymd_and_hms(2026, 9, 9, 12, 0, 0).unwrap(),
+            line: Some(h[6].clone()),
+        }];
         let view = View {
             web: "https://github.com/o/r".into(),
             base_branch: "main".into(),
@@ -540,6 +571,7 @@ proptest! {
             cooldown: std::time::Duration::from_secs(3600),
             now: Utc.with_ymd_and_hms(2026, 9, 10, 12, 0, 0).unwrap(),
             web_dashboard: None,
+            sick_nodes: Some(&sick),
         };
         let issue = body(&view, &kept, None, Some(&h[7]));
         assert_inert("dashboard issue", &issue)?;
@@ -589,6 +621,7 @@ fn the_dashboard_issue_breaks_the_mention_of_who_closed_a_pr() {
         cooldown: std::time::Duration::from_secs(3600),
         now: Utc.with_ymd_and_hms(2026, 9, 10, 12, 0, 0).unwrap(),
         web_dashboard: None,
+        sick_nodes: None,
     };
     let mut kept = Kept::default();
     kept.absorb_declined(
