@@ -6,14 +6,13 @@
 //! their slot (final sweep, finish, release).
 
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::Forge as _;
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Step, StoredClaim};
 use crate::engine::proof::Scope;
 use crate::engine::repair_hook::RepairContext;
-use crate::engine::steps;
 use crate::engine::write::Writes as _;
 use crate::experiment::{FINAL_FIELD, Proposal, Sibling, VariantInfo, WINNER_FIELD};
 use crate::model::{Outcome, Phase};
@@ -61,7 +60,7 @@ impl Engine<'_> {
         }
         let merged = Self::adopt_listed(rec, &held.record)?;
         if rec.claim.as_ref().is_none_or(|s| s.sha != held.sha) {
-            steps::claim::hold(self, rec, &held);
+            crate::engine::proof::hold(self, rec, &held);
             self.save(rec).await?;
         } else if merged {
             self.save(rec).await?;
@@ -164,7 +163,7 @@ impl Engine<'_> {
                 .map_err(EngineError::ClaimOp)?
             {
                 Renew::Renewed(h) => {
-                    steps::claim::hold(self, rec, &h);
+                    crate::engine::proof::hold(self, rec, &h);
                     self.save(rec).await?;
                     return Ok(true);
                 }
@@ -235,7 +234,7 @@ impl Engine<'_> {
         if let Some(r) = rec {
             return Ok(r.step == Step::Done);
         }
-        let branch = crate::engine::config::branch_name(sibling.candidate.as_str());
+        let branch = crate::engine::target::branch_name(sibling.candidate.as_str());
         let Some(pull) = self.forge.find_pull(&branch).await? else {
             return Ok(self.branch_tip(&branch).await?.is_none());
         };
@@ -365,10 +364,10 @@ impl Engine<'_> {
             Some(url) => url,
             None => self
                 .forge
-                .find_pull(&crate::engine::config::branch_name(winner))
+                .find_pull(&crate::engine::target::branch_name(winner))
                 .await?
                 .map(|p| p.html_url)
-                .unwrap_or_else(|| crate::engine::config::branch_name(winner)),
+                .unwrap_or_else(|| crate::engine::target::branch_name(winner)),
         };
         Ok(format!(
             "Variant {name} of experiment {} validated first: {link}",
@@ -590,7 +589,7 @@ impl Engine<'_> {
         &self,
         rec: &mut CandidateRecord,
         request: &crate::engine::TryRequest,
-    ) -> Result<Result<crate::engine::config::Target, crate::engine::Refusal>, EngineError> {
+    ) -> Result<Result<crate::engine::target::Target, crate::engine::Refusal>, EngineError> {
         Ok(
             match self
                 .add_variants(rec, std::slice::from_ref(request), None)
@@ -618,7 +617,7 @@ impl Engine<'_> {
         proposed: Option<&'f experiment::Proposal>,
     ) -> BoxFuture<
         'f,
-        Result<Result<Vec<crate::engine::config::Target>, crate::engine::Refusal>, EngineError>,
+        Result<Result<Vec<crate::engine::target::Target>, crate::engine::Refusal>, EngineError>,
     > {
         Box::pin(async move {
             if matches!(rec.step, Step::Finish | Step::Done) || rec.ending.is_some() {
@@ -644,7 +643,7 @@ impl Engine<'_> {
                 max_concurrent: experiment::DEFAULT_MAX_CONCURRENT,
                 base_image: rec.image.clone(),
             });
-            let base_target = crate::engine::config::Target {
+            let base_target = crate::engine::target::Target {
                 family: rec.family.clone(),
                 candidate: Self::candidate_id(rec)?,
                 image: info.base_image.clone(),
@@ -694,11 +693,11 @@ impl Engine<'_> {
         &self,
         rec: &CandidateRecord,
         info: &mut VariantInfo,
-        base_target: &crate::engine::config::Target,
+        base_target: &crate::engine::target::Target,
         request: &crate::engine::TryRequest,
         proposed: Option<&experiment::Proposal>,
         many: bool,
-    ) -> Result<Result<crate::engine::config::Target, crate::engine::Refusal>, EngineError> {
+    ) -> Result<Result<crate::engine::target::Target, crate::engine::Refusal>, EngineError> {
         use klaud_planner::variant::ResolvedVariant;
         let refused = |why: String| {
             crate::engine::Refusal(if many {
@@ -718,7 +717,7 @@ impl Engine<'_> {
             return Ok(Err(refused(format!(
                 "the experiment already has a Variant {} ({})",
                 request.name,
-                crate::engine::config::branch_name(existing.candidate.as_str())
+                crate::engine::target::branch_name(existing.candidate.as_str())
             ))));
         }
         // The base's effective edits: its chain of own edits, oldest first.
@@ -764,7 +763,7 @@ impl Engine<'_> {
                 return Ok(Err(refused(format!(
                     "the experiment already has a Variant {} with other edits ({})",
                     request.name,
-                    crate::engine::config::branch_name(e.candidate.as_str())
+                    crate::engine::target::branch_name(e.candidate.as_str())
                 ))));
             }
             None => info.siblings.push(Sibling {
@@ -841,7 +840,7 @@ impl Engine<'_> {
                 .map_err(EngineError::ClaimOp)?
             {
                 Renew::Renewed(h) => {
-                    steps::claim::hold(self, rec, &h);
+                    crate::engine::proof::hold(self, rec, &h);
                     self.save(rec).await?;
                     written = true;
                     break;
@@ -964,7 +963,7 @@ impl Engine<'_> {
                 Some(r) => r.step == Step::Done,
                 None => {
                     self.forge
-                        .find_pull(&crate::engine::config::branch_name(s.candidate.as_str()))
+                        .find_pull(&crate::engine::target::branch_name(s.candidate.as_str()))
                         .await?
                         .is_some()
                         && self.sibling_finished(s, None).await?

@@ -32,7 +32,7 @@
 
 use crate::artifacts::{AGG_BMK_ARTIFACT, Artifact, parse_artifact};
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Forge as _, RunConclusion, RunEvent};
 use crate::engine::intent::Intent;
@@ -40,36 +40,14 @@ use crate::engine::journal::CandidateRecord;
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::hunt::{
-    Hunt, HuntPlan, HuntRangeError, HuntResult, HuntTag, Next, Probe, StepRecord, Trigger, Verdict,
-    measure, render_end, render_plan, render_step,
+    Hunt, HuntPlan, HuntResult, HuntTag, Next, Probe, StepRecord, Trigger, Verdict, measure,
+    render_end, render_plan, render_step,
 };
 use crate::report::{HuntName, MarkerKey, RenderedComment};
 use crate::workflow_contract::{klaud_smoke_inputs, smoke_dispatch};
 use klaud_claims::PullNumber;
 use klaud_planner::image::ImageRef;
 use serde_json::Value;
-
-/// The registry's side of a hunt: the old image's track as the registry
-/// serves it now (the service reads the registry and calls
-/// [`crate::hunt::tags_between`]).
-#[async_trait::async_trait]
-pub trait HuntTags: Send + Sync {
-    /// The tags strictly between `old` and `new` (full image references)
-    /// of `family`'s track, oldest first, with the two ends; `Err` says
-    /// why no plan can be made (no hunt starts then).
-    async fn range(&self, family: &str, old: &str, new: &str) -> Result<HuntRange, HuntRangeError>;
-}
-
-/// What [`HuntTags::range`] answers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HuntRange {
-    /// The old image's tag (last known good).
-    pub old: HuntTag,
-    /// The new image's tag (the candidate).
-    pub new: HuntTag,
-    /// The tags strictly between, oldest first.
-    pub tags: Vec<HuntTag>,
-}
 
 /// What every hunt smoke's test name (and so its run title) carries
 /// before its identity.

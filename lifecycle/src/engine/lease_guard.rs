@@ -10,9 +10,10 @@ use async_trait::async_trait;
 use chrono::TimeDelta;
 use klaud_claims::{Clock, PullNumber, RefStore};
 
-use super::forge::{ArtifactInfo, Comment, Forge, ForgeError, Pull, Run, RunQuery};
-use super::ownership::ProofError;
-use super::write::{LeaseSeen, Permitted, Written};
+use super::forge::{
+    ArtifactInfo, Comment, Forge, ForgeError, LeaseSeen, Permitted, ProofError, Pull, Run,
+    RunQuery, Written,
+};
 
 /// A forge whose writes first check the proof's lease against the clock.
 pub(crate) struct LeaseGuard<'a> {

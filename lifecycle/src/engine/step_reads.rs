@@ -32,8 +32,8 @@ use async_trait::async_trait;
 use klaud_claims::{PullNumber, RefStore, RefStoreError, RefTip};
 
 use super::forge::{ArtifactInfo, Comment, Forge, ForgeError, Job, Pull, Run, RunQuery};
+use super::forge::{Permitted, Write, Written};
 use super::lease_guard::LeaseGuard;
-use super::write::{Permitted, Write, Written};
 
 /// What one step has read so far (and what its own writes made of it).
 #[derive(Debug, Default)]
