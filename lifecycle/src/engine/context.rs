@@ -1,5 +1,5 @@
 //! The step context: [`Engine`] carries what every step works with (the
-//! forge behind the lease guard and the step reads, the journal, the clock,
+//! forge behind the step reads and the lease check, the journal, the clock,
 //! the claimant, the baseline source, the repair hook, the base checkout and
 //! the configuration) and the services every step shares: saving the record
 //! and its intent, ending a candidate, the capacity gate, the claim book and
@@ -30,8 +30,8 @@ use std::sync::{Arc, Mutex};
 
 /// The state machine over a forge, a journal and the base checkout.
 pub struct Engine<'a> {
-    /// The forge behind the lease guard (every write checks the lease),
-    /// with reads kept for the length of one step.
+    /// The forge, with reads kept for the length of one step and every
+    /// write's lease checked before it is sent.
     pub(super) forge: super::step_reads::StepReads<'a>,
     pub(super) journal: &'a dyn Journal,
     pub(super) clock: &'a dyn Clock,
@@ -131,11 +131,10 @@ impl<'a> Engine<'a> {
         let sure = (config.lease - TimeDelta::seconds(1)).max(TimeDelta::zero());
         let window = (config.lease_margin + config.write_timeout).min(sure / 4);
         Self {
-            forge: super::step_reads::StepReads::new(super::lease_guard::LeaseGuard {
-                inner: forge,
-                clock,
-                window,
-            }),
+            forge: super::step_reads::StepReads::new(
+                forge,
+                super::write::LeaseWindow { clock, window },
+            ),
             journal,
             clock,
             claimant,

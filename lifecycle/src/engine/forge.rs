@@ -323,7 +323,7 @@ pub enum Write<'a> {
 }
 
 impl Write<'_> {
-    /// The write in words, for the lease guard's refusals.
+    /// The write in words, for the lease check's refusals.
     pub fn what(&self) -> &'static str {
         match self {
             Write::CommitFiles { .. } => "a commit",

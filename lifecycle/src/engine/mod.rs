@@ -34,7 +34,6 @@ pub mod forge;
 mod hunt;
 pub mod intent;
 pub mod journal;
-mod lease_guard;
 mod live;
 mod measured_image;
 #[cfg(any(test, feature = "testkit"))]

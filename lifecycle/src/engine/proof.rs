@@ -243,7 +243,7 @@ impl Engine<'_> {
                 hold(self, rec, &held);
             }
         }
-        // A write needs lease left (the lease guard): a step that has run
+        // A write needs lease left (the lease check): a step that has run
         // long renews before it proves.
         if let Some(p) = self.renew(rec).await? {
             return Ok(Err(p));

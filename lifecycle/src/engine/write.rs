@@ -9,13 +9,66 @@
 //! overridden by a backend.
 
 use async_trait::async_trait;
-use klaud_claims::{CommitSha, PullNumber};
+use chrono::TimeDelta;
+use klaud_claims::{Clock, CommitSha, PullNumber};
 use serde_json::Value;
 
 use super::forge::{
     Comment, Forge, ForgeError, LeaseSeen, Permitted, ProofError, Pull, Write, Written,
 };
 use super::ownership::{OwnershipProof, ReplyPermit};
+
+/// The lease margin: every write checks, just before it is sent, that the
+/// claim lease its proof saw is still valid for at least the write window
+/// (a margin plus the write's timeout). An instance that stalled between
+/// its ownership check and the write (a long GC pause, a suspended VM, a
+/// slow read) therefore never writes once its lease could have been taken
+/// over: the write is refused with [`ForgeError::Proof`] and nothing is
+/// sent; the next step's renewal then finds the claim lost.
+#[derive(Clone, Copy)]
+pub(crate) struct LeaseWindow<'a> {
+    pub(crate) clock: &'a dyn Clock,
+    /// How much lease must be left when a write is sent.
+    pub(crate) window: TimeDelta,
+}
+
+impl LeaseWindow<'_> {
+    /// `Ok` when `permitted` may be sent now: a reply (it answers a
+    /// maintainer and needs no claim), or a write whose proof's lease has
+    /// the window left.
+    pub(crate) fn check(&self, permitted: &Permitted<'_>) -> Result<(), ForgeError> {
+        let Some(lease) = permitted.lease() else {
+            return Ok(());
+        };
+        let what = permitted.write().what();
+        let now = self.clock.now();
+        let left = lease.until.map(|u| u - now);
+        match left {
+            Some(left) if left >= self.window => Ok(()),
+            _ => Err(ForgeError::Proof(ProofError {
+                proved: format!(
+                    "claim {} with lease until {}",
+                    lease.claim_ref,
+                    lease
+                        .until
+                        .map_or_else(|| "(no lease)".into(), |u| u.to_rfc3339())
+                ),
+                asked: format!(
+                    "{what} at {now}: it needs {} of lease left (margin plus write timeout), {}",
+                    secs(self.window),
+                    left.map_or_else(
+                        || "the claim has none".into(),
+                        |l| format!("{} are left", secs(l))
+                    )
+                ),
+            })),
+        }
+    }
+}
+
+fn secs(d: TimeDelta) -> String {
+    format!("{:.1}s", d.num_milliseconds() as f64 / 1000.0)
+}
 
 impl OwnershipProof {
     /// `write` as a permitted write when this proof covers its target: the
