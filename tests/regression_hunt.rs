@@ -556,8 +556,7 @@ pub(crate) mod engine {
         CandidateRecord, Ending, HuntProgress, MemoryJournal, Progress, Step,
     };
     use klaud_lifecycle::hunt::{
-        EndReason, HuntPlan, HuntRange, HuntResult, HuntTag, HuntTags, PLAN_VERSION, Probe,
-        Trigger,
+        EndReason, HuntPlan, HuntRange, HuntResult, HuntTag, HuntTags, PLAN_VERSION, Probe, Trigger,
     };
     use klaud_lifecycle::model::Outcome;
     use klaud_sandbox::ci::RunKind;

@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 
 use klaud_claims::SystemClock;
 use klaud_lifecycle::engine::{
-    CandidateRecord, Engine, MemoryJournal, Progress, RepairHook, Step, Target,
-    is_hunt_news,
+    CandidateRecord, Engine, MemoryJournal, Progress, RepairHook, Step, Target, is_hunt_news,
 };
 use klaud_lifecycle::hunt::HuntTags;
 use klaud_service::GithubLifecycle;

@@ -181,7 +181,7 @@ pub enum HuntRangeError {
     Tags(#[from] HuntError),
 }
 
-/// The registry's side of a hunt ([`crate::engine::HuntTags`]) over a
+/// The registry's side of a hunt ([`HuntTags`]) over a
 /// registry client: the old tag's built-in track (its shape), the tags the
 /// registry lists on it between the two images, each resolved to the
 /// digest it serves now (HEAD: no pull). Tags are placed by what they
