@@ -1194,7 +1194,7 @@ async fn a_proof_for_one_pull_request_writes_nothing_to_another() {
     );
 }
 
-/// The lease guard sends a write only with `lease_margin + write_timeout`
+/// The lease check sends a write only with `lease_margin + write_timeout`
 /// of lease left: the client must give a write up within that timeout end
 /// to end, even when GitHub keeps the connection open without answering.
 #[tokio::test]

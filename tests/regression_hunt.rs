@@ -553,10 +553,10 @@ pub(crate) mod engine {
     use std::time::{Duration, Instant};
 
     use klaud_lifecycle::engine::{
-        CandidateRecord, Ending, HuntProgress, HuntRange, HuntTags, MemoryJournal, Progress, Step,
+        CandidateRecord, Ending, HuntProgress, MemoryJournal, Progress, Step,
     };
     use klaud_lifecycle::hunt::{
-        EndReason, HuntPlan, HuntResult, HuntTag, PLAN_VERSION, Probe, Trigger,
+        EndReason, HuntPlan, HuntRange, HuntResult, HuntTag, HuntTags, PLAN_VERSION, Probe, Trigger,
     };
     use klaud_lifecycle::model::Outcome;
     use klaud_sandbox::ci::RunKind;

@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use klaud_claims::SystemClock;
 use klaud_lifecycle::engine::{
-    CandidateRecord, Engine, HuntTags, MemoryJournal, Progress, RepairHook, Step, Target,
-    is_hunt_news,
+    CandidateRecord, Engine, MemoryJournal, Progress, RepairHook, Step, Target, is_hunt_news,
 };
+use klaud_lifecycle::hunt::HuntTags;
 use klaud_service::GithubLifecycle;
 
 use crate::lifecycle_e2e::{PushingHook, VALIDATED_SCRIPT};

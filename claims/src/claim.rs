@@ -568,7 +568,7 @@ impl<'a> ClaimBook<'a> {
         }
         // Whole seconds, so the record re-reads to the same value; rounded
         // up, so a lease is never shorter than asked (a writer needs its
-        // margin left: see the lifecycle's lease guard).
+        // margin left: see the lifecycle's lease check).
         let now = self.clock.now();
         let start = now
             .timestamp()

@@ -636,7 +636,7 @@ pub struct Baseline {
     /// The AgentX dataset of each producer run the measured AgentX points
     /// come from ([`crate::dataset::attach_datasets`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub agentx_datasets: Vec<crate::dataset::FrozenDataset>,
+    pub agentx_datasets: Vec<crate::dataset::record::FrozenDataset>,
 }
 
 /// One published eval score frozen with the baseline.

@@ -18,7 +18,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use klaud_render::{Bilingual, bi};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::BoxFuture;
@@ -31,24 +30,15 @@ use crate::baseline::{
 use crate::engine::forge::{Forge, ForgeError};
 use crate::engine::journal::Journal;
 
+pub mod record;
+pub use record::{Dataset, DatasetFinding, FrozenDataset, ProducerDatasets, ProducerRow};
+
 /// Longest dataset name kept; a longer one is not a name but a payload.
 pub const MAX_DATASET_CHARS: usize = 200;
 /// Most AgentX artifacts read from one producer run. A full InferenceX
 /// sweep uploads a few hundred benchmark artifacts in all; more AgentX
 /// ones than this is not a sweep Klaud should download whole.
 pub const MAX_AGENTIC_ARTIFACTS: usize = 512;
-
-/// The traces an AgentX benchmark replayed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Dataset {
-    /// `dataset.loader` (`semianalysis_cc_traces_weka_062126`), or the
-    /// Hugging Face name when a row states no loader: what two replays are
-    /// compared by.
-    pub name: String,
-    /// `dataset.hf_dataset_name`, when stated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hf_dataset_name: Option<String>,
-}
 
 /// Why the `dataset` of a row cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,69 +102,6 @@ pub fn row_dataset(row: &AgenticRow) -> Result<Option<Dataset>, DatasetError> {
         name,
         hf_dataset_name: hf,
     }))
-}
-
-/// One AgentX row of a producer run, as kept: the config it measured and
-/// the dataset it names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProducerRow {
-    /// `infmax_model_prefix`.
-    pub model_prefix: Option<String>,
-    /// `hw`, the runner label.
-    pub hw: Option<String>,
-    /// Engine.
-    pub framework: Option<String>,
-    /// Precision.
-    pub precision: Option<String>,
-    /// Concurrency.
-    pub conc: u64,
-    /// Tensor parallelism.
-    pub tp: Option<u64>,
-    /// The dataset, `None` when the row names none (or an unreadable one).
-    pub dataset: Option<Dataset>,
-}
-
-/// What one producer run's `bmk_agentic_*` artifacts say, kept per run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "kebab-case")]
-pub enum ProducerDatasets {
-    /// The AgentX rows read.
-    Read {
-        /// One per result file, in artifact order.
-        rows: Vec<ProducerRow>,
-    },
-    /// They cannot be read, and never will be (the run is gone, its
-    /// artifacts expired, it uploaded none).
-    Unknown {
-        /// Why (a reason of this module).
-        reason: String,
-    },
-}
-
-/// What the frozen baseline knows of one producer run's dataset, for the
-/// family it was frozen for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FrozenDataset {
-    /// The producer run id.
-    pub run_id: u64,
-    /// Its dataset, or why it is unknown.
-    pub finding: DatasetFinding,
-}
-
-/// A dataset, or why it is unknown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", rename_all = "kebab-case")]
-pub enum DatasetFinding {
-    /// The run's rows of the family name this dataset.
-    Named {
-        /// The dataset.
-        dataset: Dataset,
-    },
-    /// Unknown.
-    Unknown {
-        /// Why (a reason of this module).
-        reason: String,
-    },
 }
 
 fn gone(run: u64) -> String {
@@ -475,30 +402,6 @@ pub fn comparable(
             run: new.name,
         })
     }
-}
-
-/// The dataset words of producer run `run` for the PR body's baseline
-/// line (`dataset semianalysis_cc_traces_weka_062126`), or `None` when the
-/// baseline froze nothing for it (a run of fixed-seq-len points only).
-pub fn dataset_words(baseline: &Baseline, run: u64, zh: bool) -> Option<String> {
-    let d = baseline.agentx_datasets.iter().find(|d| d.run_id == run)?;
-    Some(match (&d.finding, zh) {
-        (DatasetFinding::Named { dataset }, false) => {
-            format!("dataset {}", crate::report::format::code(&dataset.name))
-        }
-        (DatasetFinding::Named { dataset }, true) => {
-            format!("数据集 {}", crate::report::format::code(&dataset.name))
-        }
-        (DatasetFinding::Unknown { reason }, false) => {
-            format!("dataset unknown ({})", crate::report::format::text(reason))
-        }
-        (DatasetFinding::Unknown { reason }, true) => format!(
-            "数据集未知（{}）",
-            crate::report::format::text(
-                &reason_words(reason).map_or_else(|| reason.clone(), |w| w.zh.into_owned())
-            )
-        ),
-    })
 }
 
 /// A reason of this module (also as the tail of an N/A reason) in both

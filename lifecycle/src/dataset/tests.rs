@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::artifacts::{PointIdentity, PointMetrics};
 use crate::baseline::{PointSpec, Workers};
+use crate::report::pr::dataset_words;
 
 fn minimal(dataset: Value) -> AgenticRow {
     let mut row = AgenticRow {

@@ -4,10 +4,9 @@
 
 use crate::artifacts::ArtifactLimits;
 use crate::model::DEFAULT_REPAIR_BUDGET;
-use crate::report::UpstreamRange;
 use crate::workflow_contract::DraftPolicy;
 use chrono::TimeDelta;
-use klaud_claims::{CandidateId, PullNumber};
+use klaud_claims::PullNumber;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -175,36 +174,6 @@ impl EngineConfig {
     }
 }
 
-/// A candidate chosen by the planner.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    /// Family string.
-    pub family: String,
-    /// Candidate id.
-    pub candidate: CandidateId,
-    /// The pinned candidate image.
-    pub image: String,
-    /// The image's revision label.
-    pub revision: Option<String>,
-    /// The clock that ordered the tags.
-    pub clock: Option<String>,
-    /// Why a nightly rather than a release, when so.
-    pub not_release_reason: Option<String>,
-    /// Upstream source commits between the old and the new image, when a
-    /// source repository is configured and both commits are known.
-    pub upstream: Option<UpstreamRange>,
-    /// Toolkit and engine versions the old and new image declare, when the
-    /// candidate's config was read by the planner.
-    pub versions: Option<crate::report::VersionsCompared>,
-    /// The experiment variant this candidate is, if it is one.
-    pub variant: Option<crate::experiment::VariantInfo>,
-}
-
-/// `klaud/auto-<candidate>`.
-pub fn branch_name(candidate: &str) -> String {
-    format!("klaud/auto-{candidate}")
-}
-
 /// `klaud-<owner run>-<candidate>`: what identifies a smoke run as this
 /// candidate's, at the end of its `test-name` input (and so of its title).
 /// Runs dispatched before titles named the family carry exactly this.
@@ -271,6 +240,7 @@ pub(super) fn description(key: &str, tag: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::target::branch_name;
 
     #[test]
     fn description_fits_the_changelog_rule() {

@@ -1,5 +1,5 @@
 //! The step context: [`Engine`] carries what every step works with (the
-//! forge behind the lease guard and the step reads, the journal, the clock,
+//! forge behind the step reads and the lease check, the journal, the clock,
 //! the claimant, the baseline source, the repair hook, the base checkout and
 //! the configuration) and the services every step shares: saving the record
 //! and its intent, ending a candidate, the capacity gate, the claim book and
@@ -13,8 +13,6 @@
 
 use crate::baseline::BaselineSource;
 use crate::engine::config::EngineConfig;
-use crate::engine::dispatch::BaseWorkflows;
-use crate::engine::drive::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Forge, ForgeError};
 use crate::engine::intent::Intent;
@@ -22,6 +20,7 @@ use crate::engine::journal::{CandidateRecord, Ending, Journal, Step};
 use crate::engine::repair_hook::RepairHook;
 use crate::model::{Outcome, Phase};
 use crate::report::BumpScope;
+use crate::workflow_contract::Workflow;
 use chrono::TimeDelta;
 use klaud_claims::{CandidateId, ClaimBook, Claimant, Clock, CommitSha};
 use klaud_planner::image::ImageRef;
@@ -31,8 +30,8 @@ use std::sync::{Arc, Mutex};
 
 /// The state machine over a forge, a journal and the base checkout.
 pub struct Engine<'a> {
-    /// The forge behind the lease guard (every write checks the lease),
-    /// with reads kept for the length of one step.
+    /// The forge, with reads kept for the length of one step and every
+    /// write's lease checked before it is sent.
     pub(super) forge: super::step_reads::StepReads<'a>,
     pub(super) journal: &'a dyn Journal,
     pub(super) clock: &'a dyn Clock,
@@ -40,7 +39,7 @@ pub struct Engine<'a> {
     pub(super) baseline: &'a dyn BaselineSource,
     pub(super) repair: Option<&'a dyn RepairHook>,
     /// Where a hunt's plan reads the track's served tags.
-    pub(super) hunt_tags: Option<&'a dyn crate::engine::hunt::HuntTags>,
+    pub(super) hunt_tags: Option<&'a dyn crate::hunt::tags::HuntTags>,
     pub(super) repository: &'a Repository,
     pub(super) repository_sha: CommitSha,
     pub(super) config: &'a EngineConfig,
@@ -55,6 +54,46 @@ pub(super) struct BranchTip {
     pub(super) sha: CommitSha,
     /// The commit's message.
     pub(super) message: String,
+}
+
+/// What one call of [`Engine::step`] achieved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Moved on; call again.
+    Advanced(Step),
+    /// Waiting for GitHub (a run); call again later.
+    Waiting(String),
+    /// Finished with this ending (`None`: found already finished elsewhere).
+    Done(Option<Ending>),
+    /// Not taken up (e.g. the family is claimed by someone else).
+    Skipped(String),
+}
+
+/// The smoke and sweep workflow files at one base commit: `Ok(None)` when
+/// the file is absent, `Err` (the parse error) when it does not parse.
+#[derive(Debug)]
+pub(crate) struct BaseWorkflows {
+    pub(super) smoke: Result<Option<Workflow>, String>,
+    pub(super) sweep: Result<Option<Workflow>, String>,
+}
+
+/// What one upkeep pass over a validated PR did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upkept {
+    /// The PR merges cleanly (or GitHub said nothing else).
+    Current,
+    /// GitHub has not computed mergeability yet; look again next pass.
+    Waiting(String),
+    /// The base was merged in: the new head.
+    Merged(CommitSha),
+    /// Another holder has the family's claim; look again next pass.
+    Busy(String),
+    /// Klaud stopped keeping this PR (merged, closed, handed off, or the
+    /// base changed the bump itself), with why.
+    Settled(String),
+    /// A person pushed on top of the validated commit: Klaud withdrew its
+    /// reuse authorization and watches only for the merge or close.
+    Withdrawn(String),
 }
 
 /// A sha GitHub (or a test forge) answered, checked before it can reach a
@@ -92,11 +131,10 @@ impl<'a> Engine<'a> {
         let sure = (config.lease - TimeDelta::seconds(1)).max(TimeDelta::zero());
         let window = (config.lease_margin + config.write_timeout).min(sure / 4);
         Self {
-            forge: super::step_reads::StepReads::new(super::lease_guard::LeaseGuard {
-                inner: forge,
-                clock,
-                window,
-            }),
+            forge: super::step_reads::StepReads::new(
+                forge,
+                super::write::LeaseWindow { clock, window },
+            ),
             journal,
             clock,
             claimant,
@@ -124,7 +162,7 @@ impl<'a> Engine<'a> {
 
     /// Adds the registry's side of a regression hunt: without it no hunt
     /// starts by itself (there are no tags to search).
-    pub fn with_hunt_tags(mut self, tags: &'a dyn crate::engine::hunt::HuntTags) -> Self {
+    pub fn with_hunt_tags(mut self, tags: &'a dyn crate::hunt::tags::HuntTags) -> Self {
         self.hunt_tags = Some(tags);
         self
     }

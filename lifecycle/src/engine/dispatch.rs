@@ -4,8 +4,8 @@
 //! event, branch and time) or dispatching it once.
 
 use crate::engine::config::{is_smoke_title, smoke_run_label, smoke_test_name};
-use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
+use crate::engine::context::{BaseWorkflows, Engine};
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Forge as _, ForgeError, Run, RunEvent, RunQuery};
 use crate::engine::intent::Intent;
@@ -24,14 +24,6 @@ use std::sync::Arc;
 /// How far GitHub's clock may be behind Klaud's when a run's creation time
 /// is compared with the dispatch time.
 pub(super) const CLOCK_SKEW: TimeDelta = TimeDelta::minutes(5);
-
-/// The smoke and sweep workflow files at one base commit: `Ok(None)` when
-/// the file is absent, `Err` (the parse error) when it does not parse.
-#[derive(Debug)]
-pub(crate) struct BaseWorkflows {
-    pub(super) smoke: Result<Option<Workflow>, String>,
-    pub(super) sweep: Result<Option<Workflow>, String>,
-}
 
 impl Engine<'_> {
     /// The smoke's `test-config` command: every key the bump changes (a

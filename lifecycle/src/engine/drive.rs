@@ -6,24 +6,12 @@
 
 use crate::BoxFuture;
 use crate::engine::context::Engine;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Forge as _, ForgeError};
-use crate::engine::journal::{CandidateRecord, Ending, Step};
+use crate::engine::journal::{CandidateRecord, Step};
 use crate::engine::steps;
 use crate::model::Outcome;
-
-/// What one call of [`Engine::step`] achieved.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Progress {
-    /// Moved on; call again.
-    Advanced(Step),
-    /// Waiting for GitHub (a run); call again later.
-    Waiting(String),
-    /// Finished with this ending (`None`: found already finished elsewhere).
-    Done(Option<Ending>),
-    /// Not taken up (e.g. the family is claimed by someone else).
-    Skipped(String),
-}
 
 /// Reads kept across a run of steps (see [`Engine::keep_reads`]); dropping
 /// it forgets them.

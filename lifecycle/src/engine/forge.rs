@@ -4,14 +4,13 @@
 //! check can make one, and it checks the write's target), so no code path
 //! can change GitHub without having re-read that the work is still Klaud's.
 
-use super::ownership::ProofError;
 pub use super::states::{
     AuthorAssociation, CompareStatus, PullState, RunConclusion, RunEvent, RunStatus,
 };
-use super::write::{Permitted, Written};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use klaud_claims::{CommitSha, PullNumber, RefStore, RefStoreError};
+use serde_json::Value;
 
 /// A pull request as the lifecycle sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -246,6 +245,173 @@ impl ForgeError {
     }
 }
 
+/// A write was asked of a proof that did not check its target.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the ownership proof for {proved} does not cover {asked}")]
+pub struct ProofError {
+    /// What the proof checked, e.g. `claim refs/heads/klaud/claim-…, #12`.
+    pub proved: String,
+    /// The write's target, e.g. `pull request #13`.
+    pub asked: String,
+}
+
+/// One write to GitHub with its target.
+#[derive(Debug, Clone, Copy)]
+pub enum Write<'a> {
+    /// One commit on `parent` that sets `files` (path → bytes); moves no ref.
+    CommitFiles {
+        parent: &'a CommitSha,
+        files: &'a [(String, Vec<u8>)],
+        message: &'a str,
+    },
+    /// A merge commit: first parent `head`, second `base`, `base`'s tree
+    /// plus `files`; moves no ref.
+    CommitMerge {
+        head: &'a CommitSha,
+        base: &'a CommitSha,
+        files: &'a [(String, Vec<u8>)],
+        message: &'a str,
+    },
+    /// Creates `refs/heads/<branch>` at `sha`.
+    CreateBranch { branch: &'a str, sha: &'a CommitSha },
+    /// Moves a branch without force (a compare-and-swap on GitHub's side).
+    FastForwardBranch { branch: &'a str, sha: &'a CommitSha },
+    /// Deletes a branch.
+    DeleteBranch { branch: &'a str },
+    /// Opens a draft pull request from `head`.
+    CreateDraftPull {
+        title: &'a str,
+        head: &'a str,
+        base: &'a str,
+        body: &'a str,
+    },
+    /// Replaces a pull request's body.
+    UpdatePullBody { number: PullNumber, body: &'a str },
+    /// Closes a pull request.
+    ClosePull { number: PullNumber },
+    /// Marks a pull request draft (`true`) or ready for review (`false`).
+    SetDraft { pull: &'a Pull, draft: bool },
+    /// Posts a comment on pull request `number`.
+    CreateComment { number: PullNumber, body: &'a str },
+    /// Replaces the body of one of the bot's comments on pull request
+    /// `number` (live reports are edited in place).
+    UpdateComment {
+        number: PullNumber,
+        comment: u64,
+        body: &'a str,
+    },
+    /// Posts a reply on pull request `number`: what a [`ReplyPermit`]
+    /// allows (a maintainer's command answered, also after a handoff).
+    Reply { number: PullNumber, body: &'a str },
+    /// Adds labels.
+    AddLabels {
+        number: PullNumber,
+        labels: &'a [String],
+    },
+    /// Removes a label (absent counts as removed).
+    RemoveLabel { number: PullNumber, label: &'a str },
+    /// Dispatches `workflow` on `git_ref` with `inputs`.
+    Dispatch {
+        workflow: &'a str,
+        git_ref: &'a str,
+        inputs: &'a Value,
+    },
+    /// Re-runs a completed run (a new attempt of the same run).
+    RerunRun { id: u64 },
+    /// Cancels a run (a completed run counts as done).
+    CancelRun { id: u64 },
+}
+
+impl Write<'_> {
+    /// The write in words, for the lease check's refusals.
+    pub fn what(&self) -> &'static str {
+        match self {
+            Write::CommitFiles { .. } => "a commit",
+            Write::CommitMerge { .. } => "a merge commit",
+            Write::CreateBranch { .. } => "creating a branch",
+            Write::FastForwardBranch { .. } => "a push",
+            Write::DeleteBranch { .. } => "deleting a branch",
+            Write::CreateDraftPull { .. } => "opening a pull request",
+            Write::UpdatePullBody { .. } => "editing a pull request",
+            Write::ClosePull { .. } => "closing a pull request",
+            Write::SetDraft { .. } => "changing draft state",
+            Write::CreateComment { .. } => "a comment",
+            Write::UpdateComment { .. } => "a comment edit",
+            Write::Reply { .. } => "a reply",
+            Write::AddLabels { .. } => "adding a label",
+            Write::RemoveLabel { .. } => "removing a label",
+            Write::Dispatch { .. } => "a workflow dispatch",
+            Write::RerunRun { .. } => "a re-run",
+            Write::CancelRun { .. } => "a cancel",
+        }
+    }
+}
+
+/// What a write answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// The write is done and answered nothing more.
+    Done,
+    /// The new commit's sha.
+    Commit(CommitSha),
+    /// The new pull request.
+    Pull(Pull),
+    /// The posted or edited comment.
+    Comment(Comment),
+    /// The dispatched run and its web page, when the server said.
+    Dispatched(Option<(u64, Option<String>)>),
+}
+
+impl Written {
+    pub(super) fn wrong(self, asked: &str) -> ForgeError {
+        ForgeError::Other(format!("the forge answered {self:?} to {asked}"))
+    }
+
+    pub(super) fn done(self, asked: &str) -> Result<(), ForgeError> {
+        match self {
+            Written::Done => Ok(()),
+            other => Err(other.wrong(asked)),
+        }
+    }
+}
+
+/// The lease a permitted write was proved under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseSeen {
+    /// The claim ref the proof checked.
+    pub claim_ref: String,
+    /// Its lease as the check read it (`None`: a claim without one).
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// A write its proof covers. Made only by [`OwnershipProof::permit`] and
+/// [`ReplyPermit::permit`]; not `Clone`, so one check sends one write.
+#[derive(Debug)]
+pub struct Permitted<'a> {
+    write: Write<'a>,
+    /// `None` for a reply, which answers a maintainer and needs no claim.
+    lease: Option<LeaseSeen>,
+}
+
+impl<'a> Permitted<'a> {
+    /// Called only by the proofs' `permit` (`engine::write`): the type sits
+    /// here, beside the `Forge` trait that takes it, and stays out of reach
+    /// of a backend outside the engine.
+    pub(super) fn new(write: Write<'a>, lease: Option<LeaseSeen>) -> Self {
+        Self { write, lease }
+    }
+
+    /// The write to send.
+    pub fn write(&self) -> &Write<'a> {
+        &self.write
+    }
+
+    /// The claim lease the write was proved under (`None`: it needs none).
+    pub fn lease(&self) -> Option<&LeaseSeen> {
+        self.lease.as_ref()
+    }
+}
+
 /// The GitHub operations of the lifecycle, for one repository.
 #[async_trait]
 pub trait Forge: Send + Sync {
@@ -284,7 +450,7 @@ pub trait Forge: Send + Sync {
     /// The repository role of `login` (`admin`, `maintain`, `write`,
     /// `triage`, `read`, or a custom role name): who may give maintainer
     /// commands. An error (a non-collaborator is a 404) refuses them.
-    async fn permission(&self, login: &str) -> Result<crate::engine::Permission, ForgeError>;
+    async fn permission(&self, login: &str) -> Result<super::asks::Permission, ForgeError>;
     /// Runs of a workflow, newest first.
     async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>, ForgeError>;
     /// One run.

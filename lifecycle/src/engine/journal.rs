@@ -203,7 +203,7 @@ pub struct CandidateRecord {
     pub scope: Option<crate::report::BumpScope>,
     /// The experiment variant this candidate is, if it is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub variant: Option<crate::experiment::VariantInfo>,
+    pub variant: Option<crate::experiment::variant::VariantInfo>,
     /// The owner run (claim `run-id`).
     pub owner_run: u64,
     /// Base branch name.
@@ -387,8 +387,8 @@ impl HuntLines {
 
 impl CandidateRecord {
     /// The target that opens this record again (what the plan proposed).
-    pub fn target(&self) -> super::config::Target {
-        super::config::Target {
+    pub fn target(&self) -> super::target::Target {
+        super::target::Target {
             family: self.family.clone(),
             candidate: self.candidate.clone(),
             image: self.image.clone(),
@@ -498,7 +498,7 @@ pub trait Journal: Send + Sync {
     async fn producer_datasets(
         &self,
         run: u64,
-    ) -> Result<Option<crate::dataset::ProducerDatasets>, JournalError> {
+    ) -> Result<Option<crate::dataset::record::ProducerDatasets>, JournalError> {
         let _ = run;
         Ok(None)
     }
@@ -507,7 +507,7 @@ pub trait Journal: Send + Sync {
     async fn record_producer_datasets(
         &self,
         run: u64,
-        datasets: &crate::dataset::ProducerDatasets,
+        datasets: &crate::dataset::record::ProducerDatasets,
     ) -> Result<(), JournalError> {
         let _ = (run, datasets);
         Ok(())
@@ -553,7 +553,7 @@ pub struct RetryRequest {
 pub struct MemoryJournal {
     records: Mutex<BTreeMap<String, CandidateRecord>>,
     retries: Mutex<BTreeMap<String, RetryRequest>>,
-    producers: Mutex<BTreeMap<u64, crate::dataset::ProducerDatasets>>,
+    producers: Mutex<BTreeMap<u64, crate::dataset::record::ProducerDatasets>>,
     run_failures: Mutex<BTreeMap<(u64, u64), crate::playbook::sick::RunFailures>>,
 }
 
@@ -625,7 +625,7 @@ impl Journal for MemoryJournal {
     async fn producer_datasets(
         &self,
         run: u64,
-    ) -> Result<Option<crate::dataset::ProducerDatasets>, JournalError> {
+    ) -> Result<Option<crate::dataset::record::ProducerDatasets>, JournalError> {
         Ok(self
             .producers
             .lock()
@@ -637,7 +637,7 @@ impl Journal for MemoryJournal {
     async fn record_producer_datasets(
         &self,
         run: u64,
-        datasets: &crate::dataset::ProducerDatasets,
+        datasets: &crate::dataset::record::ProducerDatasets,
     ) -> Result<(), JournalError> {
         self.producers
             .lock()

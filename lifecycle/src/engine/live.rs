@@ -15,7 +15,7 @@
 
 use crate::engine::attempt::{Shown, attempt_report, failed_of};
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Comment, Forge as _, ForgeError, Run, RunStatus};
 use crate::engine::intent::Intent;

@@ -20,7 +20,7 @@ use super::forge::{
     ArtifactInfo, Comment, Forge, ForgeError, Pull, PullState, Run, RunConclusion, RunEvent,
     RunQuery, RunStatus,
 };
-use super::write::{Permitted, Write, Written};
+use super::forge::{Permitted, Write, Written};
 
 /// The title the benchmark repository's smoke workflow gives a dispatched
 /// run (its `run-name`), from the `test-name` input.

@@ -35,7 +35,6 @@ mod hunt;
 pub mod intent;
 pub mod journal;
 mod learn;
-mod lease_guard;
 mod live;
 mod measured_image;
 #[cfg(any(test, feature = "testkit"))]
@@ -52,23 +51,23 @@ mod resweep;
 pub mod states;
 mod step_reads;
 mod steps;
+pub(crate) mod target;
 mod upkeep;
 pub mod write;
 
 pub use asks::{Permission, Refusal, TryRequest};
 pub use config::{
-    EngineConfig, HumanOverlap, Target, branch_name, changelog_entry, is_smoke_title,
-    smoke_run_label, smoke_test_name,
+    EngineConfig, HumanOverlap, changelog_entry, is_smoke_title, smoke_run_label, smoke_test_name,
 };
-pub use context::Engine;
-pub use drive::{KeptReads, Progress};
+pub use context::{Engine, Progress, Upkept};
+pub use drive::KeptReads;
 pub use error::EngineError;
 pub use forge::{
     ArtifactInfo, AuthorAssociation, Comment, CompareStatus, ComparedCommit, Comparison,
-    ErrorSource, Forge, ForgeError, Job, Pull, PullState, Run, RunConclusion, RunEvent, RunQuery,
-    RunStatus,
+    ErrorSource, Forge, ForgeError, Job, LeaseSeen, Permitted, ProofError, Pull, PullState, Run,
+    RunConclusion, RunEvent, RunQuery, RunStatus, Write, Written,
 };
-pub use hunt::{HuntProgress, HuntRange, HuntTags, hunt_test_name, is_hunt_news};
+pub use hunt::{HuntProgress, hunt_test_name, is_hunt_news};
 pub use intent::Intent;
 pub use journal::{
     AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, RetryRequest,
@@ -78,15 +77,15 @@ pub use klaud_claims::ManualClock;
 #[cfg(any(test, feature = "testkit"))]
 pub use memory::MemoryForge;
 pub use ownership::{
-    Expectation, HANDOFF_LABEL, Mismatch, MismatchKind, OwnershipError, OwnershipProof, ProofError,
+    Expectation, HANDOFF_LABEL, Mismatch, MismatchKind, OwnershipError, OwnershipProof,
     ReplyPermit, reply_permit,
 };
 pub use repair_hook::{
     REPAIR_INPUT_VERSION, RepairContext, RepairError, RepairHook, RepairOutcome,
 };
 pub use resweep::sweeps_again;
-pub use upkeep::Upkept;
-pub use write::{LeaseSeen, Permitted, Write, Writes, Written};
+pub use target::{Target, branch_name};
+pub use write::Writes;
 
 #[cfg(test)]
 mod tests;

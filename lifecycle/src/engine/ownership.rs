@@ -10,7 +10,7 @@ use std::fmt;
 use klaud_claims::claim::ownership_mismatch;
 use klaud_claims::{ClaimRecord, HeldClaim, PullNumber};
 
-use super::forge::{Forge, ForgeError};
+use super::forge::{Forge, ForgeError, ProofError};
 
 /// The label with which a maintainer takes a PR over.
 pub const HANDOFF_LABEL: &str = "klaud-handoff";
@@ -29,16 +29,6 @@ pub struct OwnershipProof {
     pull: Option<PullNumber>,
     run: Option<u64>,
     lease_until: Option<chrono::DateTime<chrono::Utc>>,
-}
-
-/// A write was asked of a proof that did not check its target.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the ownership proof for {proved} does not cover {asked}")]
-pub struct ProofError {
-    /// What the proof checked, e.g. `claim refs/heads/klaud/claim-…, #12`.
-    pub proved: String,
-    /// The write's target, e.g. `pull request #13`.
-    pub asked: String,
 }
 
 impl OwnershipProof {

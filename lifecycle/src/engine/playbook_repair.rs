@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use crate::engine::config::TRAILER;
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Forge as _, ForgeError};
 use crate::engine::intent::Intent;

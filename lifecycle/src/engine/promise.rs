@@ -17,12 +17,12 @@
 //! and one note saying the sweep no longer covers the head.
 
 use crate::engine::context::Engine;
+use crate::engine::context::Upkept;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{AuthorAssociation, Comment, Forge as _};
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Withdrawn};
 use crate::engine::proof::Scope;
-use crate::engine::upkeep::Upkept;
 use crate::engine::write::Writes as _;
 use klaud_claims::{CommitSha, PullNumber};
 

@@ -7,15 +7,15 @@
 //! person ends it without touching their work.
 
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::Forge as _;
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Ending, Step};
+use crate::engine::ownership;
 use crate::engine::ownership::{
     Expectation, Mismatch, MismatchKind, OwnershipError, OwnershipProof,
 };
-use crate::engine::{ownership, steps};
 use crate::model::Outcome;
 use chrono::TimeDelta;
 use klaud_claims::{Acquire, HeldClaim, Renew};
@@ -139,7 +139,7 @@ impl Engine<'_> {
                 .end(rec, Outcome::UnexpectedError, phase, message, true)
                 .await;
         };
-        steps::claim::hold(self, rec, &held);
+        hold(self, rec, &held);
         let note = format!(
             "the claim {ref_name} was removed by hand: Klaud takes that as a maintainer's \
              release, stops its runs, closes this pull request and may plan the family again"
@@ -240,10 +240,10 @@ impl Engine<'_> {
                     .candidate_ids()
                     .contains(&rec.candidate.as_str())
             {
-                steps::claim::hold(self, rec, &held);
+                hold(self, rec, &held);
             }
         }
-        // A write needs lease left (the lease guard): a step that has run
+        // A write needs lease left (the lease check): a step that has run
         // long renews before it proves.
         if let Some(p) = self.renew(rec).await? {
             return Ok(Err(p));
@@ -354,4 +354,9 @@ impl Engine<'_> {
             }
         }
     }
+}
+
+pub(in crate::engine) fn hold(_cx: &Engine<'_>, rec: &mut CandidateRecord, held: &HeldClaim) {
+    rec.claim = Some(crate::engine::journal::StoredClaim::of(held));
+    rec.owner_run = held.record.run_id;
 }

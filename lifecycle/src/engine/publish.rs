@@ -5,7 +5,7 @@
 //! candidate.
 
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::Forge as _;
 use crate::engine::intent::Intent;

@@ -6,11 +6,12 @@
 
 use crate::BoxFuture;
 use crate::engine::attempt::{INFRA_DETAIL, SWEEP_INFRA_DETAIL};
-use crate::engine::config::{TRAILER, Target, branch_name, is_smoke_title};
+use crate::engine::config::{TRAILER, is_smoke_title};
 use crate::engine::context::Engine;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Comment, Forge as _, RunQuery};
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Ending, Step};
+use crate::engine::target::{Target, branch_name};
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
 use crate::report::{AttemptReport, MarkerKey, Receipt, ReportName, find_record, parse_report};
 use klaud_claims::{CandidateId, CommitSha, HeldClaim};

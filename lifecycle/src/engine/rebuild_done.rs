@@ -9,11 +9,12 @@
 //! upkeep merges on top of the validated head).
 
 use crate::BoxFuture;
-use crate::engine::config::{TRAILER, branch_name};
+use crate::engine::config::TRAILER;
 use crate::engine::context::Engine;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Forge as _, Pull};
 use crate::engine::journal::{CandidateRecord, Step};
+use crate::engine::target::branch_name;
 use klaud_claims::CandidateId;
 use klaud_planner::image::ImageRef;
 

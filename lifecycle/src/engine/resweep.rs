@@ -17,13 +17,13 @@
 //! module), so one retry comment starts one sweep.
 
 use crate::commands::Refusal;
-use crate::engine::config::Target;
 use crate::engine::context::Engine;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Comment, Forge as _, Pull, RunConclusion};
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Step};
 use crate::engine::proof::Scope;
+use crate::engine::target::Target;
 use crate::engine::write::Writes as _;
 use crate::model::Outcome;
 use crate::report::{MarkerKey, Receipt, find_record, parse_receipt};
@@ -135,7 +135,7 @@ impl Engine<'_> {
                 }
             },
         };
-        crate::engine::steps::claim::hold(self, rec, &held);
+        crate::engine::proof::hold(self, rec, &held);
         let head = pull.head_sha.clone();
         self.restart_at_final(rec, &pull, head.clone());
         self.save(rec).await?;

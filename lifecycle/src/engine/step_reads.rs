@@ -32,8 +32,8 @@ use async_trait::async_trait;
 use klaud_claims::{PullNumber, RefStore, RefStoreError, RefTip};
 
 use super::forge::{ArtifactInfo, Comment, Forge, ForgeError, Job, Pull, Run, RunQuery};
-use super::lease_guard::LeaseGuard;
-use super::write::{Permitted, Write, Written};
+use super::forge::{Permitted, Write, Written};
+use super::write::LeaseWindow;
 
 /// What one step has read so far (and what its own writes made of it).
 #[derive(Debug, Default)]
@@ -48,9 +48,11 @@ struct Seen {
     commits: HashMap<String, (String, String, Vec<String>)>,
 }
 
-/// The engine's forge: the lease guard, with reads kept for one step.
+/// The engine's forge: the backend, with reads kept for one step and
+/// every write's lease checked just before it is sent.
 pub(crate) struct StepReads<'a> {
-    pub(crate) inner: LeaseGuard<'a>,
+    pub(crate) inner: &'a dyn Forge,
+    lease: LeaseWindow<'a>,
     seen: Mutex<Option<Seen>>,
 }
 
@@ -73,9 +75,10 @@ impl Drop for StepScope<'_, '_> {
 }
 
 impl<'a> StepReads<'a> {
-    pub(crate) fn new(inner: LeaseGuard<'a>) -> Self {
+    pub(crate) fn new(inner: &'a dyn Forge, lease: LeaseWindow<'a>) -> Self {
         Self {
             inner,
+            lease,
             seen: Mutex::new(None),
         }
     }
@@ -319,7 +322,10 @@ impl Forge for StepReads<'_> {
         // The permit moves on; what it touches is kept to bring the step's
         // reads in line with the answer.
         let write = *permitted.write();
-        let written = self.inner.write(permitted).await;
+        let written = match self.lease.check(&permitted) {
+            Ok(()) => self.inner.write(permitted).await,
+            Err(refused) => Err(refused),
+        };
         if let Ok(Written::Commit(sha)) = &written {
             match write {
                 Write::CommitFiles {

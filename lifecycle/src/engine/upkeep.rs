@@ -13,7 +13,7 @@
 
 use crate::BoxFuture;
 use crate::engine::config::TRAILER;
-use crate::engine::context::Engine;
+use crate::engine::context::{Engine, Upkept};
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Forge as _, ForgeError};
 use crate::engine::intent::Intent;
@@ -52,25 +52,6 @@ enum UpkeepWrite {
     PostReuseLine,
     /// Merge the base into the branch at this head.
     Merge(CommitSha, MergePlan),
-}
-
-/// What one upkeep pass over a validated PR did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Upkept {
-    /// The PR merges cleanly (or GitHub said nothing else).
-    Current,
-    /// GitHub has not computed mergeability yet; look again next pass.
-    Waiting(String),
-    /// The base was merged in: the new head.
-    Merged(CommitSha),
-    /// Another holder has the family's claim; look again next pass.
-    Busy(String),
-    /// Klaud stopped keeping this PR (merged, closed, handed off, or the
-    /// base changed the bump itself), with why.
-    Settled(String),
-    /// A person pushed on top of the validated commit: Klaud withdrew its
-    /// reuse authorization and watches only for the merge or close.
-    Withdrawn(String),
 }
 
 /// Whether `changelog` holds an entry whose `pr-link` is `link` (quoted
@@ -350,7 +331,7 @@ impl Engine<'_> {
             .await
             .map_err(EngineError::ClaimOp)?
         {
-            klaud_claims::Acquire::Won(held) => steps::claim::hold(self, rec, &held),
+            klaud_claims::Acquire::Won(held) => crate::engine::proof::hold(self, rec, &held),
             klaud_claims::Acquire::Occupied(entry) => {
                 return Ok(Upkept::Busy(format!(
                     "the claim of {} is held by another ({})",

@@ -9,161 +9,65 @@
 //! overridden by a backend.
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
-use klaud_claims::{CommitSha, PullNumber};
+use chrono::TimeDelta;
+use klaud_claims::{Clock, CommitSha, PullNumber};
 use serde_json::Value;
 
-use super::forge::{Comment, Forge, ForgeError, Pull};
-use super::ownership::{OwnershipProof, ProofError, ReplyPermit};
+use super::forge::{
+    Comment, Forge, ForgeError, LeaseSeen, Permitted, ProofError, Pull, Write, Written,
+};
+use super::ownership::{OwnershipProof, ReplyPermit};
 
-/// One write to GitHub with its target.
-#[derive(Debug, Clone, Copy)]
-pub enum Write<'a> {
-    /// One commit on `parent` that sets `files` (path → bytes); moves no ref.
-    CommitFiles {
-        parent: &'a CommitSha,
-        files: &'a [(String, Vec<u8>)],
-        message: &'a str,
-    },
-    /// A merge commit: first parent `head`, second `base`, `base`'s tree
-    /// plus `files`; moves no ref.
-    CommitMerge {
-        head: &'a CommitSha,
-        base: &'a CommitSha,
-        files: &'a [(String, Vec<u8>)],
-        message: &'a str,
-    },
-    /// Creates `refs/heads/<branch>` at `sha`.
-    CreateBranch { branch: &'a str, sha: &'a CommitSha },
-    /// Moves a branch without force (a compare-and-swap on GitHub's side).
-    FastForwardBranch { branch: &'a str, sha: &'a CommitSha },
-    /// Deletes a branch.
-    DeleteBranch { branch: &'a str },
-    /// Opens a draft pull request from `head`.
-    CreateDraftPull {
-        title: &'a str,
-        head: &'a str,
-        base: &'a str,
-        body: &'a str,
-    },
-    /// Replaces a pull request's body.
-    UpdatePullBody { number: PullNumber, body: &'a str },
-    /// Closes a pull request.
-    ClosePull { number: PullNumber },
-    /// Marks a pull request draft (`true`) or ready for review (`false`).
-    SetDraft { pull: &'a Pull, draft: bool },
-    /// Posts a comment on pull request `number`.
-    CreateComment { number: PullNumber, body: &'a str },
-    /// Replaces the body of one of the bot's comments on pull request
-    /// `number` (live reports are edited in place).
-    UpdateComment {
-        number: PullNumber,
-        comment: u64,
-        body: &'a str,
-    },
-    /// Posts a reply on pull request `number`: what a [`ReplyPermit`]
-    /// allows (a maintainer's command answered, also after a handoff).
-    Reply { number: PullNumber, body: &'a str },
-    /// Adds labels.
-    AddLabels {
-        number: PullNumber,
-        labels: &'a [String],
-    },
-    /// Removes a label (absent counts as removed).
-    RemoveLabel { number: PullNumber, label: &'a str },
-    /// Dispatches `workflow` on `git_ref` with `inputs`.
-    Dispatch {
-        workflow: &'a str,
-        git_ref: &'a str,
-        inputs: &'a Value,
-    },
-    /// Re-runs a completed run (a new attempt of the same run).
-    RerunRun { id: u64 },
-    /// Cancels a run (a completed run counts as done).
-    CancelRun { id: u64 },
+/// The lease margin: every write checks, just before it is sent, that the
+/// claim lease its proof saw is still valid for at least the write window
+/// (a margin plus the write's timeout). An instance that stalled between
+/// its ownership check and the write (a long GC pause, a suspended VM, a
+/// slow read) therefore never writes once its lease could have been taken
+/// over: the write is refused with [`ForgeError::Proof`] and nothing is
+/// sent; the next step's renewal then finds the claim lost.
+#[derive(Clone, Copy)]
+pub(crate) struct LeaseWindow<'a> {
+    pub(crate) clock: &'a dyn Clock,
+    /// How much lease must be left when a write is sent.
+    pub(crate) window: TimeDelta,
 }
 
-impl Write<'_> {
-    /// The write in words, for the lease guard's refusals.
-    pub fn what(&self) -> &'static str {
-        match self {
-            Write::CommitFiles { .. } => "a commit",
-            Write::CommitMerge { .. } => "a merge commit",
-            Write::CreateBranch { .. } => "creating a branch",
-            Write::FastForwardBranch { .. } => "a push",
-            Write::DeleteBranch { .. } => "deleting a branch",
-            Write::CreateDraftPull { .. } => "opening a pull request",
-            Write::UpdatePullBody { .. } => "editing a pull request",
-            Write::ClosePull { .. } => "closing a pull request",
-            Write::SetDraft { .. } => "changing draft state",
-            Write::CreateComment { .. } => "a comment",
-            Write::UpdateComment { .. } => "a comment edit",
-            Write::Reply { .. } => "a reply",
-            Write::AddLabels { .. } => "adding a label",
-            Write::RemoveLabel { .. } => "removing a label",
-            Write::Dispatch { .. } => "a workflow dispatch",
-            Write::RerunRun { .. } => "a re-run",
-            Write::CancelRun { .. } => "a cancel",
+impl LeaseWindow<'_> {
+    /// `Ok` when `permitted` may be sent now: a reply (it answers a
+    /// maintainer and needs no claim), or a write whose proof's lease has
+    /// the window left.
+    pub(crate) fn check(&self, permitted: &Permitted<'_>) -> Result<(), ForgeError> {
+        let Some(lease) = permitted.lease() else {
+            return Ok(());
+        };
+        let what = permitted.write().what();
+        let now = self.clock.now();
+        let left = lease.until.map(|u| u - now);
+        match left {
+            Some(left) if left >= self.window => Ok(()),
+            _ => Err(ForgeError::Proof(ProofError {
+                proved: format!(
+                    "claim {} with lease until {}",
+                    lease.claim_ref,
+                    lease
+                        .until
+                        .map_or_else(|| "(no lease)".into(), |u| u.to_rfc3339())
+                ),
+                asked: format!(
+                    "{what} at {now}: it needs {} of lease left (margin plus write timeout), {}",
+                    secs(self.window),
+                    left.map_or_else(
+                        || "the claim has none".into(),
+                        |l| format!("{} are left", secs(l))
+                    )
+                ),
+            })),
         }
     }
 }
 
-/// What a write answered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Written {
-    /// The write is done and answered nothing more.
-    Done,
-    /// The new commit's sha.
-    Commit(CommitSha),
-    /// The new pull request.
-    Pull(Pull),
-    /// The posted or edited comment.
-    Comment(Comment),
-    /// The dispatched run and its web page, when the server said.
-    Dispatched(Option<(u64, Option<String>)>),
-}
-
-impl Written {
-    fn wrong(self, asked: &str) -> ForgeError {
-        ForgeError::Other(format!("the forge answered {self:?} to {asked}"))
-    }
-
-    fn done(self, asked: &str) -> Result<(), ForgeError> {
-        match self {
-            Written::Done => Ok(()),
-            other => Err(other.wrong(asked)),
-        }
-    }
-}
-
-/// The lease a permitted write was proved under.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseSeen {
-    /// The claim ref the proof checked.
-    pub claim_ref: String,
-    /// Its lease as the check read it (`None`: a claim without one).
-    pub until: Option<DateTime<Utc>>,
-}
-
-/// A write its proof covers. Made only by [`OwnershipProof::permit`] and
-/// [`ReplyPermit::permit`]; not `Clone`, so one check sends one write.
-#[derive(Debug)]
-pub struct Permitted<'a> {
-    write: Write<'a>,
-    /// `None` for a reply, which answers a maintainer and needs no claim.
-    lease: Option<LeaseSeen>,
-}
-
-impl<'a> Permitted<'a> {
-    /// The write to send.
-    pub fn write(&self) -> &Write<'a> {
-        &self.write
-    }
-
-    /// The claim lease the write was proved under (`None`: it needs none).
-    pub fn lease(&self) -> Option<&LeaseSeen> {
-        self.lease.as_ref()
-    }
+fn secs(d: TimeDelta) -> String {
+    format!("{:.1}s", d.num_milliseconds() as f64 / 1000.0)
 }
 
 impl OwnershipProof {
@@ -191,26 +95,26 @@ impl OwnershipProof {
             Write::Dispatch { .. } => self.for_dispatch()?,
             Write::RerunRun { id } | Write::CancelRun { id } => self.for_run(*id)?,
         }
-        Ok(Permitted {
+        Ok(Permitted::new(
             write,
-            lease: Some(LeaseSeen {
+            Some(LeaseSeen {
                 claim_ref: self.claim_ref().to_owned(),
                 until: self.lease_until(),
             }),
-        })
+        ))
     }
 }
 
 impl ReplyPermit {
     /// A reply of `body` on this permit's pull request.
     pub fn permit<'a>(&self, body: &'a str) -> Permitted<'a> {
-        Permitted {
-            write: Write::Reply {
+        Permitted::new(
+            Write::Reply {
                 number: self.pull(),
                 body,
             },
-            lease: None,
-        }
+            None,
+        )
     }
 }
 

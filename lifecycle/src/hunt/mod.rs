@@ -32,7 +32,7 @@
 //! records and reports.
 
 mod report;
-mod tags;
+pub(crate) mod tags;
 #[cfg(test)]
 mod tests;
 
@@ -47,7 +47,9 @@ use crate::report::markers::{
 };
 
 pub use report::{StepCommit, engine_commits, render_end, render_plan, render_step, result_lines};
-pub use tags::{HuntRangeError, RegistryHuntTags, ServedTag, hunt_tag, tags_between};
+pub use tags::{
+    HuntRange, HuntRangeError, HuntTags, RegistryHuntTags, ServedTag, hunt_tag, tags_between,
+};
 
 /// Runs a hunt may use unless configured otherwise.
 pub const DEFAULT_BUDGET: u32 = 4;

@@ -13,6 +13,28 @@ use klaud_planner::tracks::{SortKey, Track};
 use super::{HuntError, HuntTag, MAX_TAGS};
 use crate::model::shorten;
 
+/// The registry's side of a hunt: the old image's track as the registry
+/// serves it now (the service reads the registry and calls
+/// [`crate::hunt::tags_between`]).
+#[async_trait::async_trait]
+pub trait HuntTags: Send + Sync {
+    /// The tags strictly between `old` and `new` (full image references)
+    /// of `family`'s track, oldest first, with the two ends; `Err` says
+    /// why no plan can be made (no hunt starts then).
+    async fn range(&self, family: &str, old: &str, new: &str) -> Result<HuntRange, HuntRangeError>;
+}
+
+/// What [`HuntTags::range`] answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HuntRange {
+    /// The old image's tag (last known good).
+    pub old: HuntTag,
+    /// The new image's tag (the candidate).
+    pub new: HuntTag,
+    /// The tags strictly between, oldest first.
+    pub tags: Vec<HuntTag>,
+}
+
 /// A tag as the registry lists it, with what reading it gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServedTag {
@@ -159,7 +181,7 @@ pub enum HuntRangeError {
     Tags(#[from] HuntError),
 }
 
-/// The registry's side of a hunt ([`crate::engine::HuntTags`]) over a
+/// The registry's side of a hunt ([`HuntTags`]) over a
 /// registry client: the old tag's built-in track (its shape), the tags the
 /// registry lists on it between the two images, each resolved to the
 /// digest it serves now (HEAD: no pull). Tags are placed by what they
@@ -174,13 +196,13 @@ pub struct RegistryHuntTags {
 }
 
 #[async_trait::async_trait]
-impl crate::engine::HuntTags for RegistryHuntTags {
+impl HuntTags for RegistryHuntTags {
     async fn range(
         &self,
         _family: &str,
         old: &str,
         new: &str,
-    ) -> Result<crate::engine::HuntRange, HuntRangeError> {
+    ) -> Result<HuntRange, HuntRangeError> {
         use klaud_planner::image::ImageRef;
         let (o, n) = (ImageRef::parse(old)?, ImageRef::parse(new)?);
         if (o.registry(), o.repository()) != (n.registry(), n.repository()) {
@@ -233,7 +255,7 @@ impl crate::engine::HuntTags for RegistryHuntTags {
             digest: d,
             commit: track.matches(t).and_then(|p| p.commit),
         };
-        Ok(crate::engine::HuntRange {
+        Ok(HuntRange {
             old: end(ot, digest(ot).await?),
             new: end(nt, digest(nt).await?),
             tags,

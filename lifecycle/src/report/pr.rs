@@ -608,10 +608,7 @@ fn published_words(baseline: &Baseline, zh: bool) -> String {
             };
             // An AgentX replay is only comparable on its dataset, which
             // the producer run named.
-            let run = match p
-                .run_id
-                .and_then(|id| crate::dataset::dataset_words(baseline, id, zh))
-            {
+            let run = match p.run_id.and_then(|id| dataset_words(baseline, id, zh)) {
                 Some(words) if zh => format!("{run}，{words}"),
                 Some(words) => format!("{run}, {words}"),
                 None => run,
@@ -900,4 +897,29 @@ pub fn parse_baseline_block(body: &str) -> Result<Option<FrozenBaseline>, Frozen
     serde_json::from_str(&record[..json_end])
         .map(Some)
         .map_err(|e| FrozenError::Json(e.to_string()))
+}
+
+/// The dataset words of producer run `run` for the PR body's baseline
+/// line (`dataset semianalysis_cc_traces_weka_062126`), or `None` when the
+/// baseline froze nothing for it (a run of fixed-seq-len points only).
+pub fn dataset_words(baseline: &Baseline, run: u64, zh: bool) -> Option<String> {
+    let d = baseline.agentx_datasets.iter().find(|d| d.run_id == run)?;
+    Some(match (&d.finding, zh) {
+        (crate::dataset::DatasetFinding::Named { dataset }, false) => {
+            format!("dataset {}", crate::report::format::code(&dataset.name))
+        }
+        (crate::dataset::DatasetFinding::Named { dataset }, true) => {
+            format!("数据集 {}", crate::report::format::code(&dataset.name))
+        }
+        (crate::dataset::DatasetFinding::Unknown { reason }, false) => {
+            format!("dataset unknown ({})", crate::report::format::text(reason))
+        }
+        (crate::dataset::DatasetFinding::Unknown { reason }, true) => format!(
+            "数据集未知（{}）",
+            crate::report::format::text(
+                &crate::dataset::reason_words(reason)
+                    .map_or_else(|| reason.clone(), |w| w.zh.into_owned())
+            )
+        ),
+    })
 }

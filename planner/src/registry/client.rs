@@ -27,7 +27,6 @@ use super::model::{
     OCI_MANIFEST, PlatformImage, PlatformRef, RequestCounts, RequestKind, TagList,
     is_index_media_type,
 };
-use super::session::RegistrySession;
 use super::validate;
 
 /// Docker Hub's push time of each tag of a repository.
@@ -164,12 +163,6 @@ impl RegistryClient {
         if let Some(cache) = self.content_cache() {
             cache.put(digest, bytes);
         }
-    }
-
-    /// A per-plan view that lists each repository's tags and resolves each
-    /// tag at most once.
-    pub fn session(&self) -> RegistrySession {
-        RegistrySession::new(self.clone())
     }
 
     /// Requests sent so far by this client and its clones.

@@ -43,6 +43,14 @@ struct Memo {
     platforms: OnceMap<(String, String, PlatformRef), Shared<Arc<PlatformImage>>>,
 }
 
+impl RegistryClient {
+    /// A per-plan view that lists each repository's tags and resolves each
+    /// tag at most once.
+    pub fn session(&self) -> RegistrySession {
+        RegistrySession::new(self.clone())
+    }
+}
+
 impl RegistrySession {
     pub(crate) fn new(client: RegistryClient) -> Self {
         Self {

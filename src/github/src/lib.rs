@@ -234,7 +234,7 @@ impl Github {
 
     /// Bounds every write to `timeout` end to end (default
     /// [`DEFAULT_WRITE_TIMEOUT`]); a write still unanswered then has an
-    /// unknown outcome. The lifecycle's lease guard must know the same figure.
+    /// unknown outcome. The lifecycle's lease check must know the same figure.
     pub fn with_write_timeout(mut self, timeout: Duration) -> Self {
         self.t.set_write_timeout(timeout);
         self

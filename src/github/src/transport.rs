@@ -267,7 +267,7 @@ pub(crate) struct Transport {
     budgets: Mutex<BTreeMap<String, RateBudget>>,
     secondary: Mutex<SecondaryLimit>,
     /// The longest one write may take before its outcome counts as unknown
-    /// (the lease guard sends a write only with this much lease left).
+    /// (the lease check sends a write only with this much lease left).
     write_timeout: Duration,
     /// GitHub's clock minus the local one at the last answer with a `Date`
     /// header, in milliseconds ([`SKEW_UNKNOWN`] before the first).
@@ -1087,7 +1087,7 @@ impl Transport {
             // Nothing was sent yet: giving up here leaves nothing ambiguous.
             self.honour_pause(what, true).await?;
             // The client's own timeouts bound each connect and each read,
-            // not the whole answer: the lease guard needs an end-to-end bound.
+            // not the whole answer: the lease check needs an end-to-end bound.
             let exchanged = tokio::time::timeout(
                 self.write_timeout,
                 self.exchange(method.clone(), path, body, None),

@@ -14,7 +14,7 @@
 use crate::baseline::{Baseline, FamilyKey, attach_evals, baseline_of, readiness_gap};
 use crate::dataset::attach_datasets;
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::Forge as _;
 use crate::engine::intent::Intent;

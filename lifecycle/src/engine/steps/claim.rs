@@ -8,12 +8,13 @@
 //! `prepare`; a claim held by someone else skips the candidate.
 
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::Forge as _;
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Step};
-use klaud_claims::{Acquire, ClaimBook, ClaimCandidate, ClaimEntry, HeldClaim};
+use crate::engine::proof::hold;
+use klaud_claims::{Acquire, ClaimBook, ClaimCandidate, ClaimEntry};
 
 pub(in crate::engine) async fn run(
     cx: &Engine<'_>,
@@ -79,11 +80,6 @@ pub(in crate::engine) async fn run(
         }
         Acquire::Occupied(entry) => adopt_or_skip(cx, rec, &book, &entry).await,
     }
-}
-
-pub(in crate::engine) fn hold(_cx: &Engine<'_>, rec: &mut CandidateRecord, held: &HeldClaim) {
-    rec.claim = Some(crate::engine::journal::StoredClaim::of(held));
-    rec.owner_run = held.record.run_id;
 }
 
 pub(in crate::engine) async fn adopt_or_skip(

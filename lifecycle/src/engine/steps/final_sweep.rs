@@ -11,7 +11,7 @@
 use crate::check_final::{added_entries, swept_points, uncovered_by};
 use crate::engine::config::TRAILER;
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Forge as _, ForgeError};
 use crate::engine::intent::Intent;

@@ -12,7 +12,7 @@
 
 use crate::engine::config::{is_smoke_title, smoke_test_name};
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{AuthorAssociation, Forge as _, ForgeError, RunEvent};
 use crate::engine::intent::Intent;

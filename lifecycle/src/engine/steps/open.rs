@@ -7,7 +7,7 @@
 //! May write: one draft pull request, under a proof.
 
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Forge as _, ForgeError};
 use crate::engine::intent::Intent;

@@ -8,7 +8,7 @@
 
 use crate::engine::config::TRAILER;
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::ForgeError;
 use crate::engine::intent::Intent;

@@ -12,7 +12,7 @@ use crate::engine::attempt::classify;
 use crate::engine::attempt::{InfraRetry, Shown, attempt_report, infra_retry};
 use crate::engine::config::is_smoke_title;
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::Forge as _;
 use crate::engine::forge::Run;

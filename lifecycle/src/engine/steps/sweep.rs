@@ -13,7 +13,7 @@ use crate::artifacts::SweepManifest;
 use crate::engine::attempt::classify;
 use crate::engine::attempt::{InfraRetry, Shown, attempt_report, infra_retry};
 use crate::engine::context::Engine;
-use crate::engine::drive::Progress;
+use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Forge as _, ForgeError, RunConclusion, RunQuery};
 use crate::engine::forge::{Pull, Run};
