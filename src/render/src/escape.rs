@@ -67,7 +67,15 @@ pub fn text(s: &str) -> String {
 /// emphasis, code, links, images, tables, headings, math and issue links
 /// (`#123`) escaped with a backslash, HTML as entities, mentions broken.
 pub fn text_within(s: &str, max: usize) -> String {
-    escape_chars(&one_line(s, max))
+    escape_chars(&one_line(s, max), true)
+}
+
+/// Like [`text_within`], except that `_` stays as written: for reasons
+/// that name repository files (`benchmarks/single_node/dsr1_fp8.sh`),
+/// which InferenceX's sign-off thread shows verbatim. An underscore can
+/// only make emphasis, never a mention, link, tag or code span.
+pub fn names_within(s: &str, max: usize) -> String {
+    escape_chars(&one_line(s, max), false)
 }
 
 /// Like [`text_within`], except that a pair of backticks stays a code span
@@ -82,21 +90,22 @@ pub fn text_with_code(s: &str, max: usize) -> String {
     let mut out = String::with_capacity(line.len() + 8);
     for (i, piece) in pieces.iter().enumerate() {
         if i % 2 == 0 {
-            out.push_str(&escape_chars(piece));
+            out.push_str(&escape_chars(piece, true));
         } else if i + 1 < pieces.len() {
             out.push_str(&code_span(piece));
         } else {
             out.push_str("\\`");
-            out.push_str(&escape_chars(piece));
+            out.push_str(&escape_chars(piece, true));
         }
     }
     out
 }
 
-fn escape_chars(line: &str) -> String {
+fn escape_chars(line: &str, underscore: bool) -> String {
     let mut out = String::with_capacity(line.len() + 8);
     for c in line.chars() {
         match c {
+            '_' if !underscore => out.push(c),
             // `$` opens GitHub's inline math, which would swallow a
             // following code span's backtick.
             '\\' | '`' | '*' | '_' | '[' | ']' | '|' | '#' | '~' | '!' | '$' => {

@@ -34,10 +34,11 @@ pub fn marker(version: ContractVersion, head_sha: &str, kind: SignoffKind, id: u
 }
 
 /// Escapes text for a single Markdown line by the rule every text Klaud
-/// writes on GitHub follows (`klaud_render::escape::text`), with the
-/// longer bound a check's reason needs.
+/// writes on GitHub follows (`klaud_render::escape`), with the longer
+/// bound a check's reason needs; the files a reason names keep their
+/// underscores, as the sign-off thread shows them.
 pub fn escape_inline(text: &str) -> String {
-    klaud_render::escape::text_within(text, MAX_REASON_CHARS)
+    klaud_render::escape::names_within(text, MAX_REASON_CHARS)
 }
 
 fn row(check: &crate::CheckResult) -> String {
