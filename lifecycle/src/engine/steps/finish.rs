@@ -233,8 +233,14 @@ async fn receipt(
             Some((n, format!("{repo}/issues/{n}")))
         }),
         hunt: hunt_lines(cx, rec, number).await?,
+        // A proposal is advice: a read it needs that fails (a commit of
+        // the failed head force-pushed away, an outage) leaves it out
+        // rather than holding the receipt, which ends the lifecycle.
         learned: match ending.outcome {
-            Outcome::Validated => cx.learned_entry(rec).await?,
+            Outcome::Validated => cx.learned_entry(rec).await.unwrap_or_else(|e| {
+                tracing::warn!(candidate = %rec.candidate, error = %e, "no playbook entry proposed: a read it needs failed");
+                None
+            }),
             _ => None,
         },
     };
