@@ -119,12 +119,14 @@ mod tests {
         push(&mut out, Some(&[row("gpu|node`7")]), None);
         let line = out.lines().find(|l| l.contains("gpu")).expect("a row");
         assert_eq!(line.matches(" | ").count(), 6, "{line}");
-        assert!(line.contains("`gpu\\|node7`"), "{line}");
-        assert!(line.contains("`fam-a`, `fam\\|b`, +1"), "{line}");
+        // The shared code-span rule: a pipe cannot end the cell, a
+        // backtick widens the span's fence, angle brackets are look-alikes.
+        assert!(line.contains("``gpu¦node`7``"), "{line}");
+        assert!(line.contains("`fam-a`, `fam¦b`, +1"), "{line}");
         assert!(line.contains("2026-12-01 10:00 UTC"), "{line}");
         assert!(line.contains("2026-12-02 11:00 UTC"), "{line}");
-        // Outside text only inside code spans, which show HTML as text.
-        assert!(line.contains("`srun: error: oops <b>`"), "{line}");
+        assert!(line.contains("``srun: error: `oops` ‹b›``"), "{line}");
+        assert!(!line.contains('<'), "{line}");
     }
 
     #[test]
