@@ -109,30 +109,38 @@ impl Github {
         })
     }
 
+    /// The runs listing's path for `filter` (100 a page); its `created`
+    /// qualifier only when `with_created`.
+    fn runs_path(&self, filter: &RunFilter, with_created: bool) -> String {
+        let mut q: Vec<(&str, &str)> = vec![("per_page", "100")];
+        for (k, v) in [
+            ("event", &filter.event),
+            ("actor", &filter.actor),
+            ("branch", &filter.branch),
+            ("status", &filter.status),
+            ("head_sha", &filter.head_sha),
+            ("created", &filter.created),
+        ] {
+            if let Some(v) = v
+                && (with_created || k != "created")
+            {
+                q.push((k, v));
+            }
+        }
+        let base = match &filter.workflow {
+            Some(w) => format!("actions/workflows/{}/runs", seg(w)),
+            None => "actions/runs".to_string(),
+        };
+        self.path(&format!("{base}?{}", query(&q)))
+    }
+
     /// Workflow runs matching the filter, newest first (all pages).
     pub fn list_runs<'f>(
         &'f self,
         filter: &'f RunFilter,
     ) -> BoxFuture<'f, Result<Vec<RunInfo>, GithubError>> {
         Box::pin(async move {
-            let mut q: Vec<(&str, &str)> = vec![("per_page", "100")];
-            for (k, v) in [
-                ("event", &filter.event),
-                ("actor", &filter.actor),
-                ("branch", &filter.branch),
-                ("status", &filter.status),
-                ("head_sha", &filter.head_sha),
-                ("created", &filter.created),
-            ] {
-                if let Some(v) = v {
-                    q.push((k, v));
-                }
-            }
-            let base = match &filter.workflow {
-                Some(w) => format!("actions/workflows/{}/runs", seg(w)),
-                None => "actions/runs".to_string(),
-            };
-            let p = self.path(&format!("{base}?{}", query(&q)));
+            let p = self.runs_path(filter, true);
             let runs: Vec<RawRun> = self
                 .t
                 .get_all("list workflow runs", &p, Some("workflow_runs"))
@@ -152,23 +160,7 @@ impl Github {
         max_pages: usize,
     ) -> BoxFuture<'f, Result<Vec<RunInfo>, GithubError>> {
         Box::pin(async move {
-            let mut q: Vec<(&str, &str)> = vec![("per_page", "100")];
-            for (k, v) in [
-                ("event", &filter.event),
-                ("actor", &filter.actor),
-                ("branch", &filter.branch),
-                ("status", &filter.status),
-                ("head_sha", &filter.head_sha),
-            ] {
-                if let Some(v) = v {
-                    q.push((k, v));
-                }
-            }
-            let base = match &filter.workflow {
-                Some(w) => format!("actions/workflows/{}/runs", seg(w)),
-                None => "actions/runs".to_string(),
-            };
-            let p = self.path(&format!("{base}?{}", query(&q)));
+            let p = self.runs_path(filter, false);
             let older = |r: &RawRun| {
                 r.created_at
                     .as_deref()
