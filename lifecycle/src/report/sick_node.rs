@@ -144,7 +144,13 @@ mod tests {
         for zh in [false, true] {
             let out = render(Some(&seen), zh);
             assert!(!out.contains("<img"), "{out}");
-            assert!(!out.contains("@team"), "{out}");
+            // The node is a code span, where a mention is inert.
+            assert!(
+                out.contains("``‹img src=x onerror=alert(1)› @team `x` ¦ y``"),
+                "{out}"
+            );
+            // An address that is no safe link is not linked.
+            assert!(!out.contains("]("), "{out}");
             assert!(!out.contains("javascript:"), "{out}");
         }
     }

@@ -272,7 +272,10 @@ mod tests {
             j.store().flush().await.expect("flush");
         }
         let j = StoreJournal::new(Store::open(dir.path()).expect("store"));
-        assert_eq!(j.run_failures(9, 2).await.expect("read"), Some(kept));
+        assert_eq!(
+            j.run_failures(9, 2).await.expect("read"),
+            Some(kept.clone())
+        );
         assert_eq!(j.run_failures(9, 1).await.expect("read"), None);
         assert_eq!(
             j.sick_window().await.expect("read"),
