@@ -1,14 +1,18 @@
 //! Sick nodes across candidates through the sandbox: an infrastructure
 //! failure staged on one node for two families is shown once, with both
 //! families, the times and the playbook entry, on the dashboard issue and
-//! on the web page (its HTML and its JSON, served by the dashboard's
-//! router); a pass with nothing new reads no job list and no log, only one
-//! free conditional list of the runs; a lost store gives the same table.
+//! on the web page (read from the DOM headless Chromium builds, where a
+//! hostile node name stays text, and from its JSON); a pass with nothing
+//! new reads no job list and no log, only one free conditional list of the
+//! runs; a lost store gives the same table. An engine entry scoped to a
+//! framework matches there as in the engine's own triage, and the second
+//! family's attempt report names the sick node and links the dashboard.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use klaud_lifecycle::engine::{Journal, MemoryJournal};
+use klaud_lifecycle::playbook::sick::SickNodeRow;
 use klaud_lifecycle::wave::WaveSummary;
 use klaud_service::dashboard::{RepositoryStatus, StatusSnapshot, router};
 use klaud_service::dashboard_issue::{LABEL, Visit, around_wave};
@@ -38,6 +42,8 @@ async fn visit(env: &Harness, journal: &dyn Journal) -> (String, SickNodes) {
         web_dashboard: None,
         wave: true,
         playbook: klaud_lifecycle::playbook::DEFAULT_PATH.into(),
+        repo: klaud_planner::repo::RepoOptions::default(),
+        cache: None,
     };
     let (result, issue, nodes) = around_wave(&env.forge, journal, env.clock, options, async |_| {
         Ok::<_, std::convert::Infallible>(WaveSummary {
@@ -130,15 +136,19 @@ async fn a_node_failing_for_two_families_is_shown_once_on_the_issue_and_the_page
     assert_eq!(rebuilt, nodes);
     assert_eq!(rebuilt_body, body);
 
-    // The web page and its JSON show the same row.
+    // The web page and its JSON show the same row; beside it, a row whose
+    // node, signature, families and entry are hostile text.
+    let mut rows = nodes.rows.clone();
+    rows.push(hostile_row());
     let snapshot = StatusSnapshot {
         repositories: vec![RepositoryStatus {
             name: REPO.into(),
-            sick_nodes: nodes.rows.clone(),
+            sick_nodes: rows,
             ..RepositoryStatus::default()
         }],
         ..StatusSnapshot::default()
     };
+    browser_shows(snapshot.clone(), row, &families).await;
     let (_sender, receiver) = tokio::sync::watch::channel(Arc::new(snapshot));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -146,23 +156,6 @@ async fn a_node_failing_for_two_families_is_shown_once_on_the_issue_and_the_page
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     tokio::spawn(async move { axum::serve(listener, router(receiver)).await });
     let http = klaud_http::http_client().expect("http client");
-    let page = http
-        .get(&url)
-        .send()
-        .await
-        .expect("page")
-        .text()
-        .await
-        .expect("text");
-    assert!(page.contains("Sick nodes"), "{page}");
-    assert_eq!(
-        page.matches("<tr class=\"sick-node\">").count(),
-        1,
-        "{page}"
-    );
-    for text in [NODE, "node-pyxis-broken", FAMILIES[0], FAMILIES[1]] {
-        assert!(page.contains(text), "{text}: {page}");
-    }
     let json: serde_json::Value = http
         .get(format!("{url}/api/v1/status"))
         .send()
@@ -179,4 +172,168 @@ async fn a_node_failing_for_two_families_is_shown_once_on_the_issue_and_the_page
         Some(2),
         "{json}"
     );
+}
+
+/// A sick-node row made of hostile text: markup with event handlers, a
+/// script, a mention and Markdown in every field the page shows.
+fn hostile_row() -> SickNodeRow {
+    let at = chrono::DateTime::parse_from_rfc3339("2026-12-01T10:00:00Z")
+        .expect("time")
+        .to_utc();
+    SickNodeRow {
+        node: "<img src=x onerror=\"top.__pwned=1\">gpu-node-9".into(),
+        signature: "<script>top.__pwned=1</script>sig-1".into(),
+        entry: None,
+        class: "infrastructure".into(),
+        families: vec![
+            "<a href=\"javascript:top.__pwned=1\">fam</a>".into(),
+            "@team **bold** <svg onload=\"top.__pwned=1\">".into(),
+        ],
+        family_count: 2,
+        failures: 2,
+        first_seen: at,
+        last_seen: at,
+        line: Some("<iframe src=\"javascript:top.__pwned=1\"></iframe>".into()),
+    }
+}
+
+/// The page in headless Chromium: the sandbox's row read from the DOM
+/// cell by cell (node, signature, families, times, entry), and the
+/// hostile row shown as the text it is, with no element made from it and
+/// no payload run.
+async fn browser_shows(snapshot: StatusSnapshot, row: &SickNodeRow, families: &[String]) {
+    let Some(read) = crate::support::dashboard_dom_rows(snapshot, "tr.sick-node").await else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromium is missing (apt-get install -y chromium)"
+        );
+        eprintln!(
+            "SKIP: chromium is not installed; the sick-node table was not opened in a browser"
+        );
+        return;
+    };
+    assert_eq!(read["pwned"], false, "a payload ran: {read:#}");
+    let rows = read["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2, "{read:#}");
+    let when = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
+    let cells = &rows[0]["cells"];
+    assert_eq!(cells["Node"], NODE, "{read:#}");
+    assert_eq!(
+        cells["Signature"], "node-pyxis-broken (infrastructure)",
+        "{read:#}"
+    );
+    assert_eq!(cells["Families"], families.join("\n"), "{read:#}");
+    assert_eq!(cells["Failures"], row.failures.to_string(), "{read:#}");
+    assert_eq!(cells["First seen"], when(row.first_seen), "{read:#}");
+    assert_eq!(cells["Last seen"], when(row.last_seen), "{read:#}");
+    assert_eq!(cells["Playbook entry"], "node-pyxis-broken", "{read:#}");
+
+    let hostile = hostile_row();
+    let cells = &rows[1]["cells"];
+    assert_eq!(rows[1]["foreign"], 0, "an element was injected: {read:#}");
+    assert_eq!(cells["Node"], hostile.node.as_str(), "{read:#}");
+    assert_eq!(
+        cells["Signature"],
+        format!(
+            "{} (infrastructure)\n{}",
+            hostile.signature,
+            hostile.line.as_deref().unwrap_or_default()
+        ),
+        "{read:#}"
+    );
+    assert_eq!(cells["Families"], hostile.families.join("\n"), "{read:#}");
+    assert_eq!(cells["Playbook entry"], "—", "{read:#}");
+}
+
+const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. \
+                   GPU 3 has a total capacity of 178.35 GiB of which 1.12 GiB is free.";
+const OOM_NODE: &str = "b200-dgx-07";
+/// Two vLLM families of the demo: the playbook's OOM entry is scoped to
+/// vLLM, so it matches only when the triage knows the framework.
+const VLLM: [&str; 2] = ["demo-fp4-b200-vllm", "demo-fp4-b300-vllm-agentic"];
+/// The dashboard issue the engine's configuration names.
+const DASHBOARD: u64 = 77;
+
+#[tokio::test]
+async fn a_scoped_engine_entry_on_one_node_for_two_families_shows_its_entry_and_the_second_report_names_the_node()
+ {
+    let mut script =
+        String::from("[families.\"*\"]\nsmoke = [\"success\"]\nsweep = [\"success\"]\n");
+    for key in VLLM {
+        script.push_str(&format!(
+            "[families.{key}]\nsmoke = [{{ outcome = \"failure\", log_lines = [{OOM:?}], node = \"{OOM_NODE}\" }}]\n"
+        ));
+    }
+    let env = Harness::demo()
+        .script(&script)
+        .configure(|c| c.dashboard_issue = Some(DASHBOARD))
+        .start()
+        .await;
+    let journal = MemoryJournal::new();
+
+    // The first family alone: one family on one day makes no node sick.
+    let first = env.finish(&journal, &env.target(VLLM[0]).await).await;
+    let pull = first.pull.expect("a PR");
+    let reports: Vec<String> = env
+        .bodies(pull)
+        .await
+        .into_iter()
+        .filter(|b| b.contains("klaud-report:"))
+        .collect();
+    assert!(!reports.is_empty());
+    assert!(
+        reports.iter().all(|b| !b.contains("**Sick node:**")),
+        "{reports:#?}"
+    );
+    // A pass keeps the runs its table was made from.
+    let (_, none) = visit(&env, &journal).await;
+    assert!(none.rows.is_empty(), "{none:#?}");
+
+    // The second family fails the same way on the same node: its report
+    // says the node is sick, with the row, and links the dashboard.
+    let second = env.finish(&journal, &env.target(VLLM[1]).await).await;
+    let pull = second.pull.expect("a PR");
+    let report = env
+        .bodies(pull)
+        .await
+        .into_iter()
+        .find(|b| b.contains("klaud-report:") && b.contains("**Failed jobs:**"))
+        .expect("a failed attempt's report");
+    let (en, zh) = report
+        .split_once("<summary>中文</summary>")
+        .expect("both languages");
+    let link = format!("/issues/{DASHBOARD})");
+    assert!(en.contains("**Sick node:**"), "{report}");
+    assert!(
+        en.contains("\"Sick nodes / 异常节点\" section]("),
+        "{report}"
+    );
+    assert!(en.contains(&link), "{report}");
+    assert!(
+        en.contains(&format!(
+            "- `{OOM_NODE}`: `vllm-oom-at-load` (engine), families `{}`, `{}`",
+            VLLM[0], VLLM[1]
+        )),
+        "{report}"
+    );
+    assert!(en.contains("playbook entry `vllm-oom-at-load`"), "{report}");
+    assert!(zh.contains("**异常节点**"), "{report}");
+    assert!(zh.contains(&link), "{report}");
+
+    // The table, read from GitHub's runs by a store that kept nothing:
+    // each job triaged with its family's framework, so the entry scoped
+    // to vLLM is the row's, not an unknown signature.
+    let (body, nodes) = visit(&env, &MemoryJournal::new()).await;
+    assert_eq!(nodes.rows.len(), 1, "{nodes:#?}");
+    let row = &nodes.rows[0];
+    assert_eq!(row.node, OOM_NODE);
+    assert_eq!(row.entry.as_deref(), Some("vllm-oom-at-load"), "{row:#?}");
+    assert_eq!(row.signature, "vllm-oom-at-load");
+    assert_eq!(row.class, "engine");
+    assert_eq!(row.families, VLLM.map(str::to_owned).to_vec());
+    let line = body
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{OOM_NODE}`")))
+        .unwrap_or_else(|| panic!("no row for the node: {body}"));
+    assert!(line.ends_with("| `vllm-oom-at-load` |"), "{line}");
 }

@@ -15,6 +15,7 @@ pub mod live;
 pub mod markers;
 pub mod pr;
 pub mod receipt;
+pub mod sick_node;
 
 pub use attempt::{
     AttemptReport, EVAL_SAMPLES_DIFFER, EvalComparison, FailedJob, JobTriage, MAX_COMMENT_CHARS,

@@ -214,6 +214,7 @@ fn attempt_report() -> AttemptReport {
         failed_jobs: Vec::new(),
         live: None,
         repair: None,
+        sick_nodes: None,
     }
 }
 

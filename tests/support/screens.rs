@@ -110,3 +110,107 @@ pub fn screenshot_issue(name: &str, body: &str) {
         height,
     );
 }
+
+/// The page a test opens in Chromium to read the dashboard as the browser
+/// built it: the dashboard in a same-origin frame, and once it loaded,
+/// what the rows matching `SELECTOR` hold, written into `#probe` as JSON.
+/// Per row: each cell's rendered text by its `data-label`, and the
+/// elements inside the row the page's own markup never makes (a script,
+/// an image, a frame, an element with an event handler) — what hostile
+/// text would become if it were not escaped. `pwned` is set when a
+/// payload ran.
+const PROBE_PAGE: &str = r#"<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
+<iframe id="page" src="/" style="width:1280px;height:2400px"></iframe>
+<pre id="probe">not loaded</pre>
+<script>
+const frame = document.getElementById('page');
+frame.addEventListener('load', () => {
+  const doc = frame.contentDocument;
+  const foreign = 'script, img, iframe, object, embed, svg, style, link, a, [onerror], [onload], [onclick], [onmouseover]';
+  const rows = [...doc.querySelectorAll(SELECTOR)].map(tr => {
+    const cells = {};
+    for (const td of tr.querySelectorAll('td')) {
+      cells[td.dataset.label || ''] = td.innerText.trim();
+    }
+    return { cells, foreign: tr.querySelectorAll(foreign).length };
+  });
+  const pwned = !!(window.__pwned || frame.contentWindow.__pwned);
+  document.getElementById('probe').textContent = JSON.stringify({ rows, pwned });
+});
+</script></body></html>"#;
+
+/// Serves `snapshot` on the dashboard's own router (on loopback) and
+/// returns what headless Chromium read from the DOM of its page for the
+/// rows matching the CSS `selector` (see [`PROBE_PAGE`]); `None` without
+/// Chromium.
+pub async fn dashboard_dom_rows(
+    snapshot: klaud_service::dashboard::StatusSnapshot,
+    selector: &str,
+) -> Option<serde_json::Value> {
+    let bin = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())?;
+    let (sender, receiver) = tokio::sync::watch::channel(std::sync::Arc::new(snapshot));
+    let probe = PROBE_PAGE.replace(
+        "SELECTOR",
+        &serde_json::to_string(selector).expect("a JSON string"),
+    );
+    let app = klaud_service::dashboard::router(receiver).route(
+        "/klaud-test-probe",
+        axum::routing::get(move || async move { axum::response::Html(probe) }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!(
+        "http://{}/klaud-test-probe",
+        listener.local_addr().expect("addr")
+    );
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let profile = tempfile::tempdir().expect("profile");
+    let out = tokio::task::spawn_blocking({
+        let profile = profile.path().to_owned();
+        move || {
+            std::process::Command::new(bin)
+                .args([
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--dump-dom",
+                ])
+                .arg(format!("--user-data-dir={}", profile.display()))
+                .arg(url)
+                .output()
+                .expect("run chromium")
+        }
+    })
+    .await
+    .expect("chromium task");
+    server.abort();
+    drop(sender);
+    assert!(
+        out.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let probe = dom
+        .split_once("<pre id=\"probe\">")
+        .and_then(|(_, rest)| rest.split_once("</pre>"))
+        .map(|(text, _)| text)
+        .unwrap_or_else(|| panic!("no probe in the DOM: {dom}"));
+    // The DOM serializer escapes a text node's `&`, `<` and `>` (and a
+    // no-break space); `&amp;` last, so an escaped entity stays as written.
+    let json = probe
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&nbsp;", "\u{a0}")
+        .replace("&amp;", "&");
+    Some(serde_json::from_str(&json).unwrap_or_else(|e| panic!("the probe's JSON ({e}): {json}")))
+}

@@ -122,6 +122,8 @@ pub(super) fn attempt_report(
         failed_jobs: shown.failed_jobs,
         live: shown.live,
         repair: shown.repair,
+        // Set by the step once the run's failures are kept.
+        sick_nodes: None,
     }
 }
 

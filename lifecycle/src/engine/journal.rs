@@ -532,6 +532,21 @@ pub trait Journal: Send + Sync {
         let _ = failures;
         Ok(())
     }
+    /// The failed runs the last pass's sick-nodes table was made from,
+    /// when kept. A journal that keeps none answers `None`: a report
+    /// judges a node by its own run alone until a pass keeps one.
+    async fn sick_window(&self) -> Result<Option<crate::playbook::sick::SickWindow>, JournalError> {
+        Ok(None)
+    }
+    /// Keeps the failed runs a pass's sick-nodes table was made from,
+    /// replacing the last ones. A journal that keeps none forgets them.
+    async fn record_sick_window(
+        &self,
+        window: &crate::playbook::sick::SickWindow,
+    ) -> Result<(), JournalError> {
+        let _ = window;
+        Ok(())
+    }
 }
 
 /// A maintainer's request to plan a family again before its cooldown ends.
@@ -555,6 +570,7 @@ pub struct MemoryJournal {
     retries: Mutex<BTreeMap<String, RetryRequest>>,
     producers: Mutex<BTreeMap<u64, crate::dataset::record::ProducerDatasets>>,
     run_failures: Mutex<BTreeMap<(u64, u64), crate::playbook::sick::RunFailures>>,
+    sick_window: Mutex<Option<crate::playbook::sick::SickWindow>>,
 }
 
 impl MemoryJournal {
@@ -667,6 +683,21 @@ impl Journal for MemoryJournal {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert((failures.run, failures.attempt), failures.clone());
+        Ok(())
+    }
+    async fn sick_window(&self) -> Result<Option<crate::playbook::sick::SickWindow>, JournalError> {
+        Ok(self
+            .sick_window
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone())
+    }
+
+    async fn record_sick_window(
+        &self,
+        window: &crate::playbook::sick::SickWindow,
+    ) -> Result<(), JournalError> {
+        *self.sick_window.lock().unwrap_or_else(|p| p.into_inner()) = Some(window.clone());
         Ok(())
     }
 }

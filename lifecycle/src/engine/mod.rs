@@ -48,6 +48,7 @@ mod rebuild;
 mod rebuild_done;
 mod repair_hook;
 mod resweep;
+mod sick_note;
 pub mod states;
 mod step_reads;
 mod steps;

@@ -15,13 +15,14 @@ use crate::engine::config::TRAILER;
 use crate::engine::context::Engine;
 use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
-use crate::engine::forge::{Forge as _, ForgeError};
+use crate::engine::forge::{Forge as _, ForgeError, Run};
 use crate::engine::intent::Intent;
 use crate::engine::journal::CandidateRecord;
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::job_log::MAX_JOB_LOG_BYTES;
 use crate::model::AttemptStatus;
+use crate::playbook::sick::NodeFailure;
 use crate::playbook::{self, JobContext, JobLogView, Playbook, Triage};
 use crate::report::{FailedJob, JobTriage, PlaybookFixShown, TriageClass};
 use klaud_claims::CommitSha;
@@ -104,42 +105,25 @@ impl Engine<'_> {
         runner_name: Option<&str>,
     ) -> JobContext {
         let family = self.repository.family(&rec.family).ok();
-        let hardware = family.map(|f| {
-            let runner = f
-                .entry
-                .runner
-                .strip_prefix("cluster:")
-                .unwrap_or(&f.entry.runner);
-            runner
-                .split('-')
-                .next()
-                .unwrap_or(runner)
-                .to_ascii_lowercase()
-        });
-        let engine_version = klaud_planner::image::ImageRef::parse(&rec.image)
-            .ok()
-            .and_then(|i| i.tag().map(str::to_owned));
         JobContext {
-            framework: family.map(|f| f.entry.framework.to_ascii_lowercase()),
-            engine_version,
-            hardware,
-            runner_name: runner_name.map(str::to_owned),
             family: Some(rec.family.clone()),
+            ..playbook::family_context(family, Some(&rec.image), runner_name)
         }
     }
 
     /// The failed jobs of a failed run, each with the triage of its log
-    /// when the base carries a playbook (each log read once, bounded).
+    /// when the base carries a playbook (each log read once, bounded);
+    /// what they say of their nodes is kept for the sick-nodes table.
     pub(super) async fn triaged_jobs(
         &self,
         rec: &CandidateRecord,
-        run: u64,
+        run: &Run,
         status: AttemptStatus,
     ) -> Result<Vec<FailedJob>, EngineError> {
         if status != AttemptStatus::Failed {
             return Ok(Vec::new());
         }
-        let jobs = self.forge.list_jobs(run).await?;
+        let jobs = self.forge.list_jobs(run.id).await?;
         let ids: Vec<u64> = jobs
             .iter()
             .filter(|j| j.conclusion.as_ref().is_some_and(|c| c.counts_as_failure()))
@@ -149,6 +133,7 @@ impl Engine<'_> {
         let Some(book) = self.playbook(rec).await? else {
             return Ok(failed);
         };
+        let mut nodes = Vec::new();
         for (job, id) in failed.iter_mut().zip(ids).take(MAX_LOGS_READ) {
             let log = match self.forge.job_log(id, MAX_JOB_LOG_BYTES).await {
                 Ok(l) => l,
@@ -161,12 +146,15 @@ impl Engine<'_> {
             let ctx = self.job_context(rec, job.node.as_deref());
             let t = playbook::triage(&view, &book, &ctx);
             job.triage = Some(job_triage(&t));
+            let node = playbook::log_node(&view).or_else(|| job.node.clone());
+            nodes.extend(NodeFailure::of(&t, node.as_deref()));
             if job.node.is_none()
                 && let Triage::Infrastructure { node: Some(n), .. } = &t
             {
                 job.node = Some(n.chars().take(128).collect());
             }
         }
+        self.keep_run_failures(rec, run, nodes).await;
         Ok(failed)
     }
 

@@ -20,6 +20,7 @@
 //! - [`propose_entry`]: a playbook entry learned from a failure that a
 //!   change fixed, as YAML to paste under `entries:`.
 
+mod context;
 mod fix;
 mod learn;
 mod model;
@@ -29,6 +30,7 @@ pub mod sick;
 mod triage;
 mod version;
 
+pub use context::family_context;
 pub use fix::{Applied, FixError};
 pub use learn::{LearnInput, Proposal, line_pattern, propose_entry};
 pub use model::{

@@ -10,12 +10,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::normalize::cut;
 use super::triage::Triage;
 
+/// How far back failed runs count.
+pub const WINDOW: TimeDelta = TimeDelta::days(14);
 /// A node is sick when one signature failed on it for at least this many
 /// families…
 pub const SICK_FAMILIES: usize = 2;
@@ -91,6 +93,19 @@ pub struct RunFailures {
     pub at: DateTime<Utc>,
     /// Its failed jobs with a known node.
     pub failures: Vec<NodeFailure>,
+    /// Whether its jobs were triaged with their family's scope (framework,
+    /// hardware, engine version); a run kept without it is read again, so
+    /// an entry scoped to its family can match.
+    #[serde(default)]
+    pub scoped: bool,
+}
+
+/// The failed runs the last sick-nodes table was made from: what a report
+/// written between two passes judges a node by.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SickWindow {
+    /// The runs, as kept by run and attempt.
+    pub runs: Vec<RunFailures>,
 }
 
 /// Which candidate's family a run of Klaud's was for, from what GitHub
@@ -104,6 +119,8 @@ pub struct RunFamily {
     pub family: String,
     /// The family key, when the title names it.
     pub key: Option<String>,
+    /// The candidate id (`<family id>-<image identity>`), lowercase.
+    pub candidate: String,
 }
 
 /// The family of a run of Klaud's, or `None` when the run is none of its
@@ -111,8 +128,10 @@ pub struct RunFamily {
 pub fn run_family(title: Option<&str>, head_branch: Option<&str>) -> Option<RunFamily> {
     let family_of = |candidate: &str| {
         let id = candidate.split('-').next().unwrap_or_default();
-        (!id.is_empty() && id.len() <= 64 && id.chars().all(|c| c.is_ascii_alphanumeric()))
-            .then(|| id.to_ascii_lowercase())
+        let plain =
+            |s: &str| s.len() <= 130 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        (!id.is_empty() && id.len() <= 64 && plain(candidate))
+            .then(|| (id.to_ascii_lowercase(), candidate.to_ascii_lowercase()))
     };
     let title = title.unwrap_or_default();
     let from_title = title.split_whitespace().last().and_then(|last| {
@@ -122,7 +141,7 @@ pub fn run_family(title: Option<&str>, head_branch: Option<&str>) -> Option<RunF
             .then_some(candidate)
             .and_then(family_of)
     });
-    if let Some(family) = from_title {
+    if let Some((family, candidate)) = from_title {
         // The repository's `run-name` may put words before the label
         // (InferenceX's is `smoke - <test-name>`).
         let key = title
@@ -130,12 +149,17 @@ pub fn run_family(title: Option<&str>, head_branch: Option<&str>) -> Option<RunF
             .map(|(k, _)| k.rsplit_once(" - ").map_or(k, |(_, k)| k).trim())
             .filter(|k| !k.is_empty())
             .map(clip);
-        return Some(RunFamily { family, key });
+        return Some(RunFamily {
+            family,
+            key,
+            candidate,
+        });
     }
-    let candidate = head_branch?.strip_prefix("klaud/auto-")?;
+    let (family, candidate) = family_of(head_branch?.strip_prefix("klaud/auto-")?)?;
     Some(RunFamily {
-        family: family_of(candidate)?,
+        family,
         key: None,
+        candidate,
     })
 }
 
@@ -283,6 +307,7 @@ mod tests {
             family_key: key.map(str::to_owned),
             at: when,
             failures: f,
+            scoped: true,
         }
     }
 
@@ -402,6 +427,7 @@ mod tests {
         .expect("smoke");
         assert_eq!(smoke.family, "0123456789abcdef");
         assert_eq!(smoke.key.as_deref(), Some("dsr1-fp4-b200-sglang"));
+        assert_eq!(smoke.candidate, "0123456789abcdef-fedcba9876543210");
         let sweep = run_family(
             Some("Sweep - Bump sglang"),
             Some("klaud/auto-0123456789abcdef-fedcba9876543210"),
@@ -409,6 +435,7 @@ mod tests {
         .expect("sweep");
         assert_eq!(sweep.family, "0123456789abcdef");
         assert_eq!(sweep.key, None);
+        assert_eq!(sweep.candidate, "0123456789abcdef-fedcba9876543210");
         assert_eq!(run_family(Some("a person's run"), Some("main")), None);
         assert_eq!(run_family(Some("x klaud-run-abc"), None), None);
         assert_eq!(run_family(None, Some("klaud/auto-")), None);

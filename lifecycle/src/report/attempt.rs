@@ -158,6 +158,9 @@ pub struct AttemptReport {
     /// repair; in the first part of a split one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repair: Option<RepairChanges>,
+    /// The sick nodes its failed jobs ran on, when any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sick_nodes: Option<super::sick_node::SickNodesSeen>,
 }
 
 /// What one repair pushed: from the GitHub compare between the head the
@@ -322,6 +325,7 @@ impl AttemptReport {
             failed_jobs: Vec::new(),
             live: None,
             repair: None,
+            sick_nodes: None,
         }
     }
 
@@ -734,7 +738,7 @@ fn failed_jobs(report: &AttemptReport, zh: bool) -> String {
     } else {
         format!("\n**Failed jobs:** {}\n", jobs.join(", "))
     };
-    listed + &triage(report, zh)
+    listed + &triage(report, zh) + &super::sick_node::render(report.sick_nodes.as_ref(), zh)
 }
 
 /// One line per failed job whose log was read: where it ran, its class,

@@ -373,9 +373,32 @@ fn report(h: &[String]) -> AttemptReport {
         evals: Vec::new(),
         notes: vec![h[9].clone(), h[0].clone()],
         part: None,
-        failed_jobs: Vec::new(),
+        failed_jobs: vec![klaud_lifecycle::report::FailedJob {
+            name: h[1].clone(),
+            conclusion: klaud_lifecycle::engine::RunConclusion::Failure,
+            url: None,
+            node: Some(h[2].clone()),
+            triage: None,
+        }],
         live: None,
         repair: None,
+        // A sick node named by outside text, and a dashboard link that
+        // may be no safe address.
+        sick_nodes: Some(klaud_lifecycle::report::sick_node::SickNodesSeen {
+            rows: vec![SickNodeRow {
+                node: h[2].clone(),
+                signature: h[3].clone(),
+                entry: Some(h[4].clone()),
+                class: h[5].clone(),
+                families: vec![h[6].clone(), h[7].clone()],
+                family_count: 3,
+                failures: 2,
+                first_seen: Utc.with_ymd_and_hms(2026, 9, 8, 12, 0, 0).unwrap(),
+                last_seen: Utc.with_ymd_and_hms(2026, 9, 9, 12, 0, 0).unwrap(),
+                line: Some(h[8].clone()),
+            }],
+            dashboard: Some(h[9].clone()),
+        }),
     }
 }
 

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use klaud_lifecycle::dataset::ProducerDatasets;
 use klaud_lifecycle::engine::{CandidateRecord, Journal, JournalError, RetryRequest};
-use klaud_lifecycle::playbook::sick::RunFailures;
+use klaud_lifecycle::playbook::sick::{RunFailures, SickWindow};
 use serde::{Deserialize, Serialize};
 
 use crate::{Record, Store, trees};
@@ -26,6 +26,15 @@ impl Record for ProducerDatasets {
 impl Record for RunFailures {
     const VERSION: u32 = 1;
 }
+
+impl Record for SickWindow {
+    const VERSION: u32 = 1;
+}
+
+/// Where the runs of the last sick-nodes table are kept (the cache tree:
+/// losing it leaves reports judging a node by their own run until the next
+/// pass).
+const SICK_WINDOW_KEY: &str = "sick-window";
 
 /// Where what a producer run's AgentX artifacts said is kept (the cache
 /// tree: losing it costs one more download of that run's artifacts).
@@ -203,6 +212,17 @@ impl Journal for StoreJournal {
             )
             .map_err(|e| JournalError::new(format!("keep the failed jobs of run {run}"), e))
     }
+    async fn sick_window(&self) -> Result<Option<SickWindow>, JournalError> {
+        self.store
+            .get(trees::CACHE, SICK_WINDOW_KEY)
+            .map_err(|e| JournalError::new("read the runs of the last sick-nodes table", e))
+    }
+
+    async fn record_sick_window(&self, window: &SickWindow) -> Result<(), JournalError> {
+        self.store
+            .put(trees::CACHE, SICK_WINDOW_KEY, window)
+            .map_err(|e| JournalError::new("keep the runs of the sick-nodes table", e))
+    }
 }
 
 #[cfg(test)]
@@ -237,16 +257,30 @@ mod tests {
                 .expect("time")
                 .into(),
             failures: Vec::new(),
+            scoped: true,
         };
         {
             let j = StoreJournal::new(Store::open(dir.path()).expect("store"));
             assert_eq!(j.run_failures(9, 2).await.expect("read"), None);
+            assert_eq!(j.sick_window().await.expect("read"), None);
+            j.record_sick_window(&SickWindow {
+                runs: vec![kept.clone()],
+            })
+            .await
+            .expect("kept");
             j.record_run_failures(&kept).await.expect("kept");
             j.store().flush().await.expect("flush");
         }
         let j = StoreJournal::new(Store::open(dir.path()).expect("store"));
-        assert_eq!(j.run_failures(9, 2).await.expect("read"), Some(kept));
+        assert_eq!(
+            j.run_failures(9, 2).await.expect("read"),
+            Some(kept.clone())
+        );
         assert_eq!(j.run_failures(9, 1).await.expect("read"), None);
+        assert_eq!(
+            j.sick_window().await.expect("read"),
+            Some(SickWindow { runs: vec![kept] })
+        );
     }
 
     #[tokio::test]

@@ -161,7 +161,7 @@ async fn report_run(
     if let Some(c) = &live.conclusion {
         notes.insert(0, format!("Run conclusion: {c}."));
     }
-    let failed_jobs = cx.triaged_jobs(rec, live.id, status).await?;
+    let failed_jobs = cx.triaged_jobs(rec, live, status).await?;
     // A run GitHub calls failed whose jobs' logs name the runner or node
     // is the infrastructure's fault: retried by the one rule. The smoke
     // workflow has no input to choose or avoid a runner, so the retry
@@ -212,7 +212,8 @@ async fn report_run(
         live: None,
         repair,
     };
-    let report = attempt_report(cx, rec, live, &frozen, shown);
+    let mut report = attempt_report(cx, rec, live, &frozen, shown);
+    report.sick_nodes = cx.sick_nodes_seen(rec, live, &report.failed_jobs).await;
     let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
     if let Some(p) = cx
         .publish(rec, &rendered, Scope::Run(live.id, title))

@@ -347,7 +347,7 @@ async fn report_run(
     } else {
         AttemptStatus::Failed
     };
-    let failed_jobs = cx.triaged_jobs(rec, live.id, status).await?;
+    let failed_jobs = cx.triaged_jobs(rec, live, status).await?;
     // check-final also asks what ran: a sweep of another container
     // validates nothing, whatever it concluded, and a re-run or a repair
     // would measure the same container again.
@@ -374,7 +374,8 @@ async fn report_run(
         live: None,
         repair,
     };
-    let report = attempt_report(cx, rec, live, &frozen, shown);
+    let mut report = attempt_report(cx, rec, live, &frozen, shown);
+    report.sick_nodes = cx.sick_nodes_seen(rec, live, &report.failed_jobs).await;
     if let Some(changes) = &report.repair {
         // Counted even when this run only learnt of the repair from
         // GitHub (an empty journal).

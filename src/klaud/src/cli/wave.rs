@@ -178,6 +178,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
             web_dashboard: None,
             wave: true,
             playbook: config.lifecycle.playbook.clone(),
+            repo: config.repo_options(),
+            cache: Some(session.journal.store().clone()),
         };
         let (summary, issue, _) = klaud_service::dashboard_issue::around_wave(
             &session.forge,

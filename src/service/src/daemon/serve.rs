@@ -384,6 +384,8 @@ impl Daemon {
             web_dashboard: None,
             wave: pass == Pass::Wave,
             playbook: self.settings.engine.playbook.clone(),
+            repo: self.settings.engine.repo.clone(),
+            cache: repo.store.clone(),
         };
         let mut full = false;
         let (result, issue, nodes) = crate::dashboard_issue::around_wave(

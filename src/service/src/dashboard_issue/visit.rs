@@ -29,6 +29,10 @@ pub struct Visit {
     /// The playbook's path in the repository (empty: none), which the
     /// sick-nodes section triages failed jobs with.
     pub playbook: String,
+    /// How the base's checkout is read, for the families' scopes there.
+    pub repo: klaud_planner::repo::RepoOptions,
+    /// The store whose blob cache that checkout reads through, if any.
+    pub cache: Option<klaud_store::Store>,
 }
 
 // Generic over the wave, so it cannot be boxed like the other async
@@ -59,14 +63,14 @@ pub async fn around_wave<E>(
         log_error("opening", &e);
     }
     let result = wave(&steering).await;
-    steering.sick_nodes = match crate::sick_nodes::gather(
-        forge,
-        journal,
-        clock.now(),
-        &visit.base_branch,
-        &visit.playbook,
-    )
-    .await
+    let sources = crate::sick_nodes::Sources {
+        base_branch: &visit.base_branch,
+        playbook: &visit.playbook,
+        repo: &visit.repo,
+        cache: visit.cache.as_ref(),
+    };
+    steering.sick_nodes = match crate::sick_nodes::gather(forge, journal, clock.now(), sources)
+        .await
     {
         Ok(nodes) => Some(nodes),
         Err(e) => {

@@ -1,0 +1,157 @@
+//! The attempt report's word on a sick node: when a failed job ran on a
+//! node that the sick-nodes rule names (one signature on it for several
+//! families or on several days), the report says so once per node and
+//! points at the dashboard issue's "Sick nodes / 异常节点" section, where
+//! the node is listed once for every candidate it hit. Written side by
+//! side in both languages, every outside name escaped.
+
+use klaud_render::escape::{code, link, text};
+use serde::{Deserialize, Serialize};
+
+use crate::playbook::sick::SickNodeRow;
+
+/// Most sick-node rows a report names.
+pub const MAX_SHOWN: usize = 4;
+
+/// The sick nodes a failed run's jobs ran on, as the table that judged
+/// them showed them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SickNodesSeen {
+    /// One row per node and signature, at most [`MAX_SHOWN`].
+    pub rows: Vec<SickNodeRow>,
+    /// The dashboard issue's page, when the wave knows the issue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dashboard: Option<String>,
+}
+
+/// The paragraph for one language: empty when no job's node is sick.
+pub fn render(seen: Option<&SickNodesSeen>, zh: bool) -> String {
+    let Some(seen) = seen.filter(|s| !s.rows.is_empty()) else {
+        return String::new();
+    };
+    let section = "Sick nodes / 异常节点";
+    let place = match &seen.dashboard {
+        Some(url) if zh => link(&format!("看板 issue 的“{section}”部分"), url),
+        Some(url) => link(&format!("the dashboard issue's \"{section}\" section"), url),
+        None if zh => format!("看板 issue（标签 `klaud-dashboard`）的“{section}”部分"),
+        None => format!("the dashboard issue's \"{section}\" section (label `klaud-dashboard`)"),
+    };
+    let mut out = if zh {
+        format!("\n**异常节点**：本次运行失败的作业所在节点已被判定为异常节点，详见{place}：\n\n")
+    } else {
+        format!(
+            "\n**Sick node:** a failed job ran on a node that keeps failing the same way across candidates; it is listed once in {place}:\n\n"
+        )
+    };
+    let when = |t: &chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
+    for r in seen.rows.iter().take(MAX_SHOWN) {
+        let families: Vec<String> = r.families.iter().map(|f| code(f)).collect();
+        let more = r.family_count.saturating_sub(r.families.len());
+        let families = match (more, zh) {
+            (0, _) => families.join(if zh { "、" } else { ", " }),
+            (n, true) => format!("{} 等另 {n} 个", families.join("、")),
+            (n, false) => format!("{} and {n} more", families.join(", ")),
+        };
+        let entry = r.entry.as_deref().map(|e| {
+            if zh {
+                format!("，剧本条目 {}", code(e))
+            } else {
+                format!(", playbook entry {}", code(e))
+            }
+        });
+        out.push_str(&if zh {
+            format!(
+                "- {}：{}（{}），系列 {families}，{} 次失败，首次 {}，最近 {}{}\n",
+                code(&r.node),
+                code(&r.signature),
+                text(&r.class),
+                r.failures,
+                when(&r.first_seen),
+                when(&r.last_seen),
+                entry.unwrap_or_default()
+            )
+        } else {
+            format!(
+                "- {}: {} ({}), families {families}, {} failures, first seen {}, last seen {}{}\n",
+                code(&r.node),
+                code(&r.signature),
+                text(&r.class),
+                r.failures,
+                when(&r.first_seen),
+                when(&r.last_seen),
+                entry.unwrap_or_default()
+            )
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn row(node: &str) -> SickNodeRow {
+        let at = chrono::Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).unwrap();
+        SickNodeRow {
+            node: node.into(),
+            signature: "vllm-oom-at-load".into(),
+            entry: Some("vllm-oom-at-load".into()),
+            class: "engine".into(),
+            families: vec![
+                "demo-fp4-b200-vllm".into(),
+                "demo-fp4-b200-vllm-special".into(),
+            ],
+            family_count: 3,
+            failures: 4,
+            first_seen: at,
+            last_seen: at + chrono::TimeDelta::days(1),
+            line: None,
+        }
+    }
+
+    #[test]
+    fn nothing_is_said_without_a_sick_node() {
+        assert_eq!(render(None, false), "");
+        assert_eq!(render(Some(&SickNodesSeen::default()), true), "");
+    }
+
+    #[test]
+    fn a_sick_node_is_named_with_its_row_and_a_link_to_the_dashboard_section() {
+        let seen = SickNodesSeen {
+            rows: vec![row("b200-dgx-07")],
+            dashboard: Some("https://github.com/o/r/issues/9".into()),
+        };
+        let en = render(Some(&seen), false);
+        assert!(en.contains("**Sick node:**"), "{en}");
+        assert!(
+            en.contains("[the dashboard issue's \"Sick nodes / 异常节点\" section](https://github.com/o/r/issues/9)"),
+            "{en}"
+        );
+        assert!(en.contains("- `b200-dgx-07`: `vllm-oom-at-load` (engine), families `demo-fp4-b200-vllm`, `demo-fp4-b200-vllm-special` and 1 more, 4 failures, first seen 2026-12-01 10:00 UTC, last seen 2026-12-02 10:00 UTC, playbook entry `vllm-oom-at-load`"), "{en}");
+        let zh = render(Some(&seen), true);
+        assert!(zh.contains("**异常节点**"), "{zh}");
+        assert!(zh.contains("(https://github.com/o/r/issues/9)"), "{zh}");
+        assert!(zh.contains("首次 2026-12-01 10:00 UTC"), "{zh}");
+    }
+
+    #[test]
+    fn a_hostile_node_name_stays_text() {
+        let seen = SickNodesSeen {
+            rows: vec![row("<img src=x onerror=alert(1)> @team `x` | y")],
+            dashboard: Some("javascript:alert(1)".into()),
+        };
+        for zh in [false, true] {
+            let out = render(Some(&seen), zh);
+            assert!(!out.contains("<img"), "{out}");
+            // The node is a code span, where a mention is inert.
+            assert!(
+                out.contains("``‹img src=x onerror=alert(1)› @team `x` ¦ y``"),
+                "{out}"
+            );
+            // An address that is no safe link is not linked.
+            assert!(!out.contains("]("), "{out}");
+            assert!(!out.contains("javascript:"), "{out}");
+        }
+    }
+}
