@@ -578,13 +578,14 @@ pub fn plan<'f>(
 /// Docker Hub without its tags API: every manifest `GET` is a pull, and a
 /// tag whose text names no date has only its image to tell its age. The
 /// families parked on such a tag (the plan's first pass reads none) are
-/// planned again, a tag at a time in repository order, only while the pulls
+/// planned again, tag by tag in repository order, only while the pulls
 /// the plan made stay within two per proposed image (its index and its
 /// platform's manifest) plus one tag's read that may end refused (a read
 /// that ends in proposals pays for itself, so releases old enough are all
 /// read; a site without the API still moves when nothing else is
-/// proposed), and within the quota Docker Hub last stated. The rest stay deferred, saying so: the next plan
-/// reads them, and what this one read is free there (kept by digest).
+/// proposed), and within the quota Docker Hub last stated. The rest stay
+/// deferred, saying so: the next plan reads them, and what this one read is
+/// free there (kept by digest).
 async fn read_parked(
     all: &[Family],
     planned: &mut [Option<FamilyPlan>],
@@ -633,10 +634,9 @@ async fn read_parked(
             1 + platforms.len() as u64
         };
         let refusable = read_cost(&waiting[0].1);
-        let mut budget = (2 * proposed.len() as u64 + refusable).saturating_sub(spent);
-        if let Some(left) = session.client().pulls_left(DOCKER_HUB) {
-            budget = budget.min(left);
-        }
+        let budget = (2 * proposed.len() as u64 + refusable).saturating_sub(spent);
+        let left = session.client().pulls_left(DOCKER_HUB);
+        let budget = left.map_or(budget, |left| budget.min(left));
         let mut granted = Vec::new();
         let mut cost = 0;
         while let Some((_, members)) = waiting.first() {
@@ -648,6 +648,16 @@ async fn read_parked(
             granted.extend(waiting.remove(0).1);
         }
         if granted.is_empty() {
+            // The quota, not the proposals, held the reads back: say so.
+            if let Some(left) = left.filter(|&left| left < refusable) {
+                for &i in waiting.iter().flat_map(|(_, members)| members) {
+                    if let Some(plan) = planned[i].as_mut() {
+                        plan.reasons.push(format!(
+                            "Docker Hub's quota has {left} pull(s) left in its window; a plan never pulls past it"
+                        ));
+                    }
+                }
+            }
             break;
         }
         let replanned = join_all(
