@@ -22,7 +22,8 @@
 //!   year-less (`MMDD`) track each tag that can be newer than the current
 //!   one, newest first, stopping at the first proof;
 //! - on Docker Hub without its tags API (every manifest `GET` a pull):
-//!   order by the text where it can, defer what it cannot, and read only
+//!   order by the text where it can, defer what it cannot (and a tag whose
+//!   text names no date, whose age only its image tells), and read only
 //!   the tag chosen;
 //! - the chosen tag: its digest (a `HEAD` where the tags API named it, its
 //!   index otherwise) and, per family platform, that platform's manifest
@@ -58,6 +59,11 @@ pub struct TagFacts {
     /// Whether it is a single manifest rather than an index (its tag's
     /// `GET` is then also its platform's manifest).
     pub single: bool,
+    /// Each platform's manifest digest by architecture, when known: content
+    /// is read once per digest, whatever tag or repository names it (one
+    /// build pushed as `vllm/vllm-openai:v0.27.5` and
+    /// `vllm/vllm-openai-rocm:v0.27.5` is one manifest and one config).
+    pub platform_digests: BTreeMap<String, String>,
 }
 
 /// One image repository of the scenario.
@@ -151,7 +157,18 @@ pub fn floor(scenario: &Scenario) -> BTreeMap<String, RequestCounts> {
             ));
         }
     }
-    for (host, repository, tag, _) in &platforms {
+    let mut read_digests = BTreeSet::new();
+    for (host, repository, tag, architecture) in &platforms {
+        let digest = scenario
+            .repositories
+            .get(&(host.clone(), repository.clone()))
+            .and_then(|r| r.facts.get(tag))
+            .and_then(|f| f.platform_digests.get(architecture));
+        if let Some(digest) = digest
+            && !read_digests.insert(digest.clone())
+        {
+            continue;
+        }
         let counts = out.entry(host.clone()).or_default();
         let key = (host.clone(), repository.clone(), tag.clone());
         // A single manifest came with its tag's read; only the config is left.
@@ -413,6 +430,12 @@ fn family_floor(scenario: &Scenario, family: &FloorFamily, needs: &mut Needs) {
         }
         if text_date(t).is_some_and(young) {
             continue;
+        }
+        if scarce && text_date(t).is_none() {
+            // Its age only a pull of its image tells, and a refusal would
+            // pay for no proposal: a plan may defer it, saying so, so the
+            // cheapest correct plan reads nothing for it.
+            return;
         }
         // A tag read for its time has told its age already, and which
         // platforms it has.

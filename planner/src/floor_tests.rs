@@ -51,6 +51,7 @@ fn made(time: &str, architectures: &[&str]) -> TagFacts {
         architectures: Some(architectures.iter().map(|a| (*a).to_owned()).collect()),
         revision: None,
         single: false,
+        platform_digests: BTreeMap::new(),
     }
 }
 
@@ -195,10 +196,13 @@ fn a_month_day_track_without_push_times_reads_only_tags_that_can_be_newer() {
 }
 
 #[test]
-fn docker_hub_without_its_tags_api_reads_only_the_tag_its_text_chose() {
-    // Pulls are scarce: the text orders the versions, the dated nightly
-    // named today is too young by its own date, and the one tag chosen is
-    // read (two pulls and its config), whatever its image turns out to be.
+fn docker_hub_without_its_tags_api_reads_only_a_dated_tag_its_text_chose() {
+    // Pulls are scarce: the text orders the versions, but v0.5.16 names no
+    // date, so only its image tells its age and a plan may defer it rather
+    // than spend two pulls a refusal would not repay: nothing is read for
+    // it. The dated nightly named today is too young by its own date; the
+    // one before it is read (two pulls and its config), whatever its image
+    // turns out to be.
     let versions = listed(
         &["v0.5.12-cu130", "v0.5.14-cu130", "v0.5.16-cu130"],
         false,
@@ -228,7 +232,39 @@ fn docker_hub_without_its_tags_api_reads_only_the_tag_its_text_chose() {
             ("docker.io", "lmsysorg/sglang-nightly", nightly),
         ],
     );
-    assert_eq!(counts(&s), (0, 2 * 2, 2, 2, 0));
+    assert_eq!(counts(&s), (0, 2, 1, 2, 0));
+}
+
+#[test]
+fn one_build_pushed_under_two_repositories_is_read_once() {
+    // vLLM pushes one v0.27.5 build as both vllm/vllm-openai and
+    // vllm/vllm-openai-rocm: the tags API names the same amd64 manifest for
+    // both, and content is read once by digest whatever names it. Each tag
+    // is still HEADed (its digest confirmed) and each repository listed.
+    let mut build = made("2026-08-20T00:00:00Z", &["amd64"]);
+    build
+        .platform_digests
+        .insert("amd64".to_owned(), format!("sha256:{}", "5".repeat(64)));
+    let repo = || listed(&["v0.27.1", "v0.27.5"], true, &[("v0.27.5", build.clone())]);
+    let s = scenario(
+        vec![
+            family("docker.io", "vllm/vllm-openai", "v0.27.1", "amd64"),
+            family("docker.io", "vllm/vllm-openai-rocm", "v0.27.1", "amd64"),
+        ],
+        vec![
+            ("docker.io", "vllm/vllm-openai", repo()),
+            ("docker.io", "vllm/vllm-openai-rocm", repo()),
+        ],
+    );
+    assert_eq!(counts(&s), (2, 1, 1, 2, 2));
+    // Without the digests the floor cannot know it is one build: two reads.
+    let mut apart = s.clone();
+    for facts in apart.repositories.values_mut() {
+        for tag in facts.facts.values_mut() {
+            tag.platform_digests.clear();
+        }
+    }
+    assert_eq!(counts(&apart), (2, 2, 2, 2, 2));
 }
 
 #[test]

@@ -203,6 +203,11 @@ pub struct FamilyPlan {
     /// the whole family): costs no request, so the floor leaves it out.
     #[serde(skip)]
     held_unasked: bool,
+    /// On Docker Hub without its tags API: the newer tag whose age only a
+    /// read of its image tells, left unread for the plan's pull budget
+    /// (see [`read_parked`]).
+    #[serde(skip)]
+    parked: Option<String>,
 }
 
 /// A candidate chosen for this wave.
@@ -488,7 +493,7 @@ pub fn plan<'f>(
                     let line = rule.describe();
                     held_plan(&all[i], BlockKind::Ignored, line.clone(), line)
                 } else {
-                    plan_family(&all[i], session, options).await
+                    plan_family(&all[i], session, options, false).await
                 };
                 let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 if let Some(progress) = options.progress {
@@ -501,6 +506,8 @@ pub fn plan<'f>(
             planned[i] = Some(result);
         }
         drop(results);
+        let pulls_before = before_by_host.get(DOCKER_HUB).map_or(0, |c| c.manifest_get);
+        read_parked(all, &mut planned, session, options, pulls_before).await;
         let mut families: Vec<FamilyPlan> = planned.into_iter().flatten().collect();
         for f in families.iter_mut().filter(|f| f.blocked.is_none()) {
             if let Some(b) = options.blocked.get(&f.id) {
@@ -566,6 +573,103 @@ pub fn plan<'f>(
             elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         }
     })
+}
+
+/// Docker Hub without its tags API: every manifest `GET` is a pull, and a
+/// tag whose text names no date has only its image to tell its age. The
+/// families parked on such a tag (the plan's first pass reads none) are
+/// planned again, tag by tag in repository order, only while the pulls
+/// the plan made stay within two per proposed image (its index and its
+/// platform's manifest) plus one tag's read that may end refused (a read
+/// that ends in proposals pays for itself, so releases old enough are all
+/// read; a site without the API still moves when nothing else is
+/// proposed), and within the quota Docker Hub last stated. The rest stay
+/// deferred, saying so: the next plan reads them, and what this one read is
+/// free there (kept by digest).
+async fn read_parked(
+    all: &[Family],
+    planned: &mut [Option<FamilyPlan>],
+    session: &RegistrySession,
+    options: &PlanOptions<'_>,
+    pulls_before: u64,
+) {
+    // Families waiting on one tag share its read: they are granted together.
+    let mut waiting: Vec<((String, String), Vec<usize>)> = Vec::new();
+    for (i, plan) in planned.iter().enumerate() {
+        let Some(tag) = plan.as_ref().and_then(|p| p.parked.clone()) else {
+            continue;
+        };
+        let key = (all[i].image().repository(), tag);
+        match waiting.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(i),
+            None => waiting.push((key, vec![i])),
+        }
+    }
+    while !waiting.is_empty() {
+        let proposed: BTreeSet<(String, &str)> = planned
+            .iter()
+            .flatten()
+            .filter_map(|p| {
+                let c = p.candidate.as_ref()?;
+                (c.image.registry() == DOCKER_HUB).then(|| {
+                    (
+                        format!("{}:{}", c.image.normalized_repository(), c.tag),
+                        p.architecture,
+                    )
+                })
+            })
+            .collect();
+        let spent = session
+            .client()
+            .counts_by_host()
+            .get(DOCKER_HUB)
+            .map_or(0, |c| c.manifest_get)
+            .saturating_sub(pulls_before);
+        // A read costs the tag's index and one manifest per platform asked.
+        let read_cost = |members: &[usize]| {
+            let platforms: BTreeSet<&str> = members
+                .iter()
+                .map(|&i| all[i].platform.architecture())
+                .collect();
+            1 + platforms.len() as u64
+        };
+        let refusable = read_cost(&waiting[0].1);
+        let budget = (2 * proposed.len() as u64 + refusable).saturating_sub(spent);
+        let left = session.client().pulls_left(DOCKER_HUB);
+        let budget = left.map_or(budget, |left| budget.min(left));
+        let mut granted = Vec::new();
+        let mut cost = 0;
+        while let Some((_, members)) = waiting.first() {
+            let read = read_cost(members);
+            if cost + read > budget {
+                break;
+            }
+            cost += read;
+            granted.extend(waiting.remove(0).1);
+        }
+        if granted.is_empty() {
+            // The quota, not the proposals, held the reads back: say so.
+            if let Some(left) = left.filter(|&left| left < refusable) {
+                for &i in waiting.iter().flat_map(|(_, members)| members) {
+                    if let Some(plan) = planned[i].as_mut() {
+                        plan.reasons.push(format!(
+                            "Docker Hub's quota has {left} pull(s) left in its window; a plan never pulls past it"
+                        ));
+                    }
+                }
+            }
+            break;
+        }
+        let replanned = join_all(
+            granted
+                .iter()
+                .map(|&i| plan_family(&all[i], session, options, true)),
+        )
+        .await;
+        for (i, plan) in granted.into_iter().zip(replanned) {
+            planned[i] = Some(plan);
+        }
+    }
 }
 
 /// One line per registry host whose breaker is open.
@@ -653,6 +757,11 @@ fn floor_scenario(
                             .collect(),
                     );
                 }
+                for p in &info.platforms {
+                    known
+                        .platform_digests
+                        .insert(p.architecture.clone(), p.digest.clone());
+                }
             }
             if let Some(seen) = session.observed(&host, &repo, tag) {
                 known.single = seen.single;
@@ -663,6 +772,9 @@ fn floor_scenario(
                         .collect(),
                 );
                 for platform in &seen.platforms {
+                    known
+                        .platform_digests
+                        .insert(platform.architecture.clone(), platform.digest.clone());
                     let Some(labels) = &platform.labels else {
                         continue;
                     };
@@ -707,6 +819,10 @@ struct FamilyWork<'a> {
     host: String,
     repository: String,
     plan: FamilyPlan,
+    /// Whether a tag whose age only its image tells may be read where
+    /// every manifest `GET` is a pull (Docker Hub without its tags API);
+    /// otherwise the family is parked on it.
+    speculative: bool,
 }
 
 /// The plan of a family held before the registry is asked (retired, or
@@ -732,6 +848,7 @@ fn held_plan(family: &Family, kind: BlockKind, reason: String, line: String) -> 
         current_time: None,
         newer_count: 0,
         held_unasked: true,
+        parked: None,
     }
 }
 
@@ -739,11 +856,13 @@ async fn plan_family(
     family: &Family,
     session: &RegistrySession,
     options: &PlanOptions<'_>,
+    speculative: bool,
 ) -> FamilyPlan {
     let image = family.image();
     let mut work = FamilyWork {
         family,
         image,
+        speculative,
         host: image.registry().to_owned(),
         repository: image.repository(),
         plan: FamilyPlan {
@@ -761,6 +880,7 @@ async fn plan_family(
             current_time: None,
             newer_count: 0,
             held_unasked: false,
+            parked: None,
         },
     };
     if let Err(reason) = examine(&mut work, session, options).await {
@@ -920,7 +1040,7 @@ async fn examine(
             work.plan.reasons.push(note);
         }
     }
-    if chosen.is_none() && !pruned {
+    if chosen.is_none() && !pruned && work.plan.parked.is_none() {
         // Say what was compared: "up to date" without a reason cannot be
         // told apart from a track that was never looked at.
         let clock = clock_name(ordered.clock);

@@ -435,3 +435,145 @@ async fn without_the_tags_api_rebuilds_tied_on_their_text_are_deferred_not_passe
     );
     assert_eq!(pulls(&report), 0, "{:?}", report.requests_by_host);
 }
+
+/// The bench's pessimistic case in small: without the tags API, two dated
+/// tracks are proposed by their text and three version tracks have a
+/// newest release pushed an hour ago, whose age only its image tells. The
+/// plan reads one of those (the one read a plan allows itself beyond two
+/// pulls per proposal), defers the others naming the tag and why, and the
+/// next plan, with what the first one kept, pulls nothing it already read
+/// and spends what its kept proposals no longer cost on the deferred ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_tags_api_young_releases_are_read_within_the_plans_pull_budget() {
+    let test = "without_the_tags_api_young_releases_are_read_within_the_plans_pull_budget";
+    let Some(registry) = LocalRegistry::start_or_skip(test) else {
+        return;
+    };
+    let now = Utc::now();
+    let pusher = Pusher::new(registry.base_url());
+    // Each repository's builds a minute apart from the others': distinct
+    // images (one build under two names would be read once, by digest).
+    let dated = ["klaud/dated-a", "klaud/dated-b"];
+    for (i, repository) in dated.into_iter().enumerate() {
+        for (tag, days) in [("nightly-20260101", 300), ("nightly-20260301", 250)] {
+            let made = now - Duration::days(days) - Duration::minutes(i as i64);
+            push(&pusher, None, repository, tag, made).await;
+        }
+    }
+    let semver = ["klaud/semver-a", "klaud/semver-b", "klaud/semver-c"];
+    for (i, repository) in semver.into_iter().enumerate() {
+        for (tag, hours) in [
+            ("v0.25.0", 900),
+            ("v0.26.0", 200),
+            ("v0.27.0", 100),
+            ("v0.28.0", 1),
+        ] {
+            let made = now - Duration::hours(hours) - Duration::minutes(i as i64);
+            push(&pusher, None, repository, tag, made).await;
+        }
+    }
+    let mut images: Vec<String> = dated
+        .iter()
+        .map(|r| format!("{r}:nightly-20260101"))
+        .collect();
+    images.extend(semver.iter().map(|r| format!("{r}:v0.25.0")));
+    let dir = checkout(&images);
+    let repository = Repository::open(dir.path()).unwrap();
+    let content = Arc::new(MemoryContentCache::default());
+    let options = PlanOptions::new(now);
+    let proposed = |report: &PlanReport| {
+        report
+            .families
+            .iter()
+            .filter(|f| f.candidate.is_some())
+            .count() as u64
+    };
+    let deferred_unread = |f: &FamilyPlan| {
+        f.reasons.iter().any(|r| {
+            r.starts_with(
+                "deferred: v0.28.0 and 2 older newer tag(s) not read: its tag names no date",
+            )
+        })
+    };
+
+    let cold = plan(
+        &repository,
+        &client(&registry, None, Some(&content)).session(),
+        &options,
+    )
+    .await;
+    for image in &images[..2] {
+        let f = family(&cold, image);
+        assert_eq!(
+            f.candidate.as_ref().map(|c| c.tag.as_str()),
+            Some("nightly-20260301"),
+            "{f:#?}"
+        );
+    }
+    // The first version family in repository order gets the one read: too
+    // young, and its older releases wait, saying so.
+    let read = family(&cold, &images[2]);
+    assert!(read.candidate.is_none(), "{read:#?}");
+    assert!(
+        read.reasons
+            .iter()
+            .any(|r| r.starts_with("v0.28.0: only 1h old")),
+        "{:?}",
+        read.reasons
+    );
+    for image in &images[3..] {
+        let f = family(&cold, image);
+        assert!(f.candidate.is_none(), "{f:#?}");
+        assert!(deferred_unread(f), "{:?}", f.reasons);
+        assert!(
+            !f.reasons.iter().any(|r| r.starts_with("up to date")),
+            "{:?}",
+            f.reasons
+        );
+    }
+    assert_eq!(proposed(&cold), 2);
+    // Two pulls per proposal and the one read that ended refused.
+    assert_eq!(
+        pulls(&cold),
+        2 * proposed(&cold) + 2,
+        "{:?}",
+        cold.requests_by_host
+    );
+    // The floor is the proposals' reads alone: the young releases are
+    // deferred at no cost by the cheapest plan.
+    let hub_floor = cold.floor_by_host["docker.io"].manifest_get;
+    assert_eq!(hub_floor, 2 * proposed(&cold));
+
+    // The next plan, with what the first kept: the proposals and the read
+    // release cost nothing, and what they no longer cost reads the two
+    // releases deferred, each refused in turn with its reason.
+    let warm = plan(
+        &repository,
+        &client(&registry, None, Some(&content)).session(),
+        &options,
+    )
+    .await;
+    assert_eq!(proposed(&warm), 2);
+    for image in &images[2..] {
+        let f = family(&warm, image);
+        assert!(!deferred_unread(f), "{:?}", f.reasons);
+        assert!(
+            f.reasons
+                .iter()
+                .any(|r| r.starts_with("v0.28.0: only 1h old")),
+            "{:?}",
+            f.reasons
+        );
+    }
+    assert_eq!(pulls(&warm), 2 * 2, "{:?}", warm.requests_by_host);
+    assert!(pulls(&warm) <= 2 * (proposed(&warm) + 1));
+
+    // A third plan has read everything: not one pull.
+    let third = plan(
+        &repository,
+        &client(&registry, None, Some(&content)).session(),
+        &options,
+    )
+    .await;
+    assert_eq!(pulls(&third), 0, "{:?}", third.requests_by_host);
+}

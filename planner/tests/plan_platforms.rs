@@ -140,9 +140,12 @@ async fn amd64_and_arm64_families_each_read_their_own_platform_once() {
     // One index, then one manifest and one config per platform, however
     // many families share it.
     assert_eq!(gets(&report), (3, 2), "{:?}", report.requests);
+    // Docker Hub without its tags API: a release whose tag names no date
+    // may be deferred (only a pull of its image tells its age), so the
+    // floor counts no read of it and this plan's read is above it.
     assert_eq!(
         (report.floor.manifest_get, report.floor.blob_get),
-        (3, 2),
+        (0, 0),
         "{:?}",
         report.floor
     );
@@ -167,7 +170,9 @@ async fn families_on_one_platform_read_one_platform() {
         assert_eq!(candidate.revision.as_deref(), Some("rev-amd64"));
     }
     assert_eq!(gets(&report), (2, 1), "{:?}", report.requests);
-    assert_eq!((report.floor.manifest_get, report.floor.blob_get), (2, 1));
+    // An undated release on Docker Hub without its tags API may be
+    // deferred: the floor counts no read of it.
+    assert_eq!((report.floor.manifest_get, report.floor.blob_get), (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

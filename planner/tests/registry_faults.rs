@@ -1370,6 +1370,10 @@ async fn the_last_pull_of_the_window_stops_manifest_gets_before_the_registry_ref
         (quota.limit, quota.remaining, quota.window_secs),
         (100, 0, 21600)
     );
+    // What a plan's reads of undated Docker Hub tags are capped by, asked
+    // by the host as image references name it.
+    assert_eq!(c.pulls_left(HOST), Some(0));
+    assert_eq!(c.pulls_left("ghcr.io"), None);
     let err = s.image_platforms(HOST, REPO, &other).await.unwrap_err();
     assert!(
         err.is_unreachable() && err.to_string().contains("out of pull quota"),

@@ -144,8 +144,13 @@ fn labels_for(track: Option<&Track>, tag: &str) -> Vec<(String, String)> {
 type Image = (String, String, Vec<(String, String)>, DateTime<Utc>);
 
 /// Pushes `images`, and records each push in Docker Hub's tags API
-/// simulator (push time = the image's creation time).
-async fn push(pusher: &Pusher, images: Vec<Image>, hub: &HubApi) {
+/// simulator (push time = the image's creation time); returns each
+/// platform's manifest digest by (repository, tag) and architecture.
+async fn push(
+    pusher: &Pusher,
+    images: Vec<Image>,
+    hub: &HubApi,
+) -> BTreeMap<(String, String), BTreeMap<String, String>> {
     use futures::StreamExt as _;
     let mut by_repository: BTreeMap<String, Vec<_>> = BTreeMap::new();
     for (repo, tag, labels, created) in images {
@@ -155,6 +160,7 @@ async fn push(pusher: &Pusher, images: Vec<Image>, hub: &HubApi) {
             .push((tag, labels, created));
     }
     let pushes = by_repository.into_iter().map(|(repo, tags)| async move {
+        let mut digests = Vec::new();
         for (tag, labels, created) in tags {
             let labels: Vec<(&str, &str)> = labels
                 .iter()
@@ -169,10 +175,21 @@ async fn push(pusher: &Pusher, images: Vec<Image>, hub: &HubApi) {
                 .await
                 .unwrap_or_else(|e| panic!("push {repo}:{tag}: {e}"));
             hub.record(&repo, &tag, created, &pushed);
+            let platforms = pushed
+                .platforms
+                .iter()
+                .map(|(arch, manifest, _)| (arch.clone(), manifest.clone()))
+                .collect();
+            digests.push(((repo.clone(), tag), platforms));
         }
+        digests
     });
     let mut results = futures::stream::iter(pushes).buffer_unordered(8);
-    while results.next().await.is_some() {}
+    let mut out = BTreeMap::new();
+    while let Some(digests) = results.next().await {
+        out.extend(digests);
+    }
+    out
 }
 
 /// The held-out-like scenario (see the bench's doc).
@@ -361,13 +378,21 @@ pub fn heldout() {
                 architectures: Some(vec!["amd64".to_owned(), "arm64".to_owned()]),
                 revision,
                 single: false,
+                platform_digests: BTreeMap::new(),
             },
         );
     }
     let started = Instant::now();
     let pushed = images.len();
     let pusher = Pusher::new(registry.base_url());
-    runtime().block_on(push(&pusher, images, &hub_api));
+    let digests = runtime().block_on(push(&pusher, images, &hub_api));
+    // The same build pushed under two names is one content: the client
+    // reads it once by digest, and so does the floor.
+    for ((repo, tag), platforms) in digests {
+        if let Some(facts) = seeded.get_mut(&repo).and_then(|r| r.get_mut(&tag)) {
+            facts.platform_digests = platforms;
+        }
+    }
     let stale_total = tracks.len() + missed_by_design.len();
     println!(
         "seeded {pushed} tags: {} stale tracks ({} with a track, {} without; {retired} retired families left out) in {:.1} s",
@@ -595,7 +620,7 @@ pub fn heldout() {
             println!(
                 "  kept content: {kept} manifests and configs, {hints} tag hints, {content_hits} hits"
             );
-            super::print_hosts(&warm, true);
+            super::print_hosts(&warm, Some(deferred_then_read(&report, &warm)));
         }
     }
     if !summary.is_empty() {
@@ -611,6 +636,37 @@ pub fn heldout() {
             );
         }
     }
+}
+
+/// The pulls a warm plan may make on Docker Hub for tags the cold plan
+/// deferred unread (`deferred: <tag> … not read: its tag names no date`)
+/// and the warm one read: the tag's index and one manifest per platform.
+fn deferred_then_read(
+    cold: &klaud_planner::plan::PlanReport,
+    warm: &klaud_planner::plan::PlanReport,
+) -> u64 {
+    let parked = |report: &klaud_planner::plan::PlanReport, i: usize| {
+        report.families[i].reasons.iter().find_map(|r| {
+            let rest = r.strip_prefix("deferred: ")?;
+            rest.contains("not read: its tag names no date")
+                .then(|| rest.split_whitespace().next().map(str::to_owned))
+                .flatten()
+        })
+    };
+    let mut tags = BTreeSet::new();
+    let mut platforms = BTreeSet::new();
+    for (i, family) in cold.families.iter().enumerate() {
+        let Some(tag) = parked(cold, i) else { continue };
+        if parked(warm, i).as_deref() == Some(tag.as_str()) {
+            continue;
+        }
+        let Some((repository, _)) = family.current.rsplit_once(':') else {
+            continue;
+        };
+        tags.insert((repository.to_owned(), tag.clone()));
+        platforms.insert((repository.to_owned(), tag, family.architecture));
+    }
+    (tags.len() + platforms.len()) as u64
 }
 
 /// The floor of the held-out scenario from everything the bench seeded

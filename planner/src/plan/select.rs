@@ -75,6 +75,22 @@ pub(super) async fn first_qualifying(
                 ));
                 break;
             }
+            // Its age only its image tells: the read may end in a refusal
+            // that pays for no proposal, so the plan grants it from what
+            // its proposals leave (see `read_parked`).
+            if !work.speculative && text_date(track, tag, options.now).is_none() {
+                let rest = newer.len() - examined - 1;
+                work.plan.reasons.push(format!(
+                    "deferred: {tag}{} not read: its tag names no date, so only its image tells its age, Docker Hub's tags API is unavailable, and this plan's pulls went to its proposals (at most 2 each); planned again next run, when what this plan read costs no pull",
+                    if rest > 0 {
+                        format!(" and {rest} older newer tag(s)")
+                    } else {
+                        String::new()
+                    }
+                ));
+                work.plan.parked = Some(tag.clone());
+                break;
+            }
             pulled += 1;
         }
         if let Some(known) = known_time {

@@ -196,6 +196,13 @@ impl RegistryClient {
             .collect()
     }
 
+    /// The pulls `host` (as image references name it: `docker.io`) has
+    /// left by the quota its registry last stated, less those on their
+    /// way; `None` when no quota was stated in a window still current.
+    pub fn pulls_left(&self, host: &str) -> Option<u64> {
+        self.inner.http.pulls_left(host)
+    }
+
     /// Re-opens the breakers of a persisted [`Self::breaker_state`] whose
     /// cooldown has not ended.
     pub fn restore_breaker(&self, state: &super::BreakerState) {
@@ -543,6 +550,7 @@ impl RegistryClient {
                 let data = self.inner.platforms.peek(&p.digest);
                 super::ObservedPlatform {
                     architecture: p.architecture.clone(),
+                    digest: p.digest.clone(),
                     created: data.as_ref().and_then(|d| d.created),
                     labels: data.map(|d| d.labels.clone()),
                 }

@@ -406,6 +406,22 @@ impl Http {
         })
     }
 
+    /// The pulls `host` (as image references name it) has left by the
+    /// quota its registry last stated, less those on their way; `None`
+    /// when it stated none in a window that can still be the current one.
+    pub(crate) fn pulls_left(&self, host: &str) -> Option<u64> {
+        let network_host = authority(&self.config.base_url(host).ok()?);
+        let quota = self.quota(&network_host)?;
+        let in_flight = self
+            .pulls_in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&network_host)
+            .copied()
+            .unwrap_or(0);
+        Some(quota.remaining.saturating_sub(in_flight))
+    }
+
     /// The quota `host` last stated, while its window can still be the
     /// current one: a long-running process must not hold a spent window
     /// against the next.

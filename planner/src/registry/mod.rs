@@ -70,6 +70,8 @@ pub struct ObservedImage {
 pub struct ObservedPlatform {
     /// `amd64`, `arm64`, ...
     pub architecture: String,
+    /// The digest of this platform's manifest.
+    pub digest: String,
     /// The config's `created`, when the platform was read.
     pub created: Option<chrono::DateTime<chrono::Utc>>,
     /// The config's labels, when the platform was read.
