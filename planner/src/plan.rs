@@ -580,12 +580,11 @@ pub fn plan<'f>(
 /// families parked on such a tag (the plan's first pass reads none) are
 /// planned again, tag by tag in repository order, only while the pulls
 /// the plan made stay within two per proposed image (its index and its
-/// platform's manifest) plus one tag's read that may end refused (a read
-/// that ends in proposals pays for itself, so releases old enough are all
-/// read; a site without the API still moves when nothing else is
-/// proposed), and within the quota Docker Hub last stated. The rest stay
+/// platform's manifest), and within the quota Docker Hub last stated; one
+/// tag's read that may end refused is allowed only while nothing is
+/// proposed, so a site without the API still moves. The rest stay
 /// deferred, saying so: the next plan reads them, and what this one read is
-/// free there (kept by digest).
+/// free there (kept by digest), which leaves their pulls to the deferred.
 async fn read_parked(
     all: &[Family],
     planned: &mut [Option<FamilyPlan>],
@@ -633,8 +632,14 @@ async fn read_parked(
                 .collect();
             1 + platforms.len() as u64
         };
+        // A read that may end refused is allowed only while nothing is
+        // proposed: then the plan's pulls stay within two per proposal
+        // whatever the tags turn out to be. Reads are kept by digest, so a
+        // proposal the next plan finds in the store costs no pull and
+        // leaves room for the tags this one deferred.
         let refusable = read_cost(&waiting[0].1);
-        let budget = (2 * proposed.len() as u64 + refusable).saturating_sub(spent);
+        let speculation = if proposed.is_empty() { refusable } else { 0 };
+        let budget = (2 * proposed.len() as u64 + speculation).saturating_sub(spent);
         let left = session.client().pulls_left(DOCKER_HUB);
         let budget = left.map_or(budget, |left| budget.min(left));
         let mut granted = Vec::new();
