@@ -43,14 +43,11 @@ pub(super) async fn run(
     } else {
         crate::model::shorten(argument, 80)
     };
-    Ok(
-        match engine
-            .hunt_on_request(rec, user, &target.replace('`', "'"))
-            .await?
-        {
-            Ok(text) | Err(Refusal(text)) => text,
-        },
-    )
+    // Kept as written: every place that shows the point renders it with
+    // klaud-render's code-span rule, whose fence outgrows any backticks.
+    Ok(match engine.hunt_on_request(rec, user, &target).await? {
+        Ok(text) | Err(Refusal(text)) => text,
+    })
 }
 
 #[cfg(test)]
