@@ -11,18 +11,9 @@
 //!   `tests/maintainer_commands.rs`:
 //!   `hunt_on_a_pr_finished_before_the_cooldown_says_there_is_nothing_to_hunt`.
 
-use super::{CommandHelp, Needs};
-use crate::commands::{Command, CommandError, Refusal};
+use crate::commands::{CommandError, Refusal};
 use crate::engine::{CandidateRecord, Engine, Step};
 
-/// Its line in the table.
-pub(super) const HELP: CommandHelp = CommandHelp {
-    command: Command::Hunt,
-    usage: "/klaud hunt [point]",
-    en: "find the first nightly between the old and the new image whose smoke fails (the point, if given, is named in the hunt's reports)",
-    zh: "在旧镜像与新镜像之间找出第一个冒烟测试失败的 nightly（给出的测试点会写在排查报告中）",
-    needs: Needs::Write,
-};
 
 /// Carries out `/klaud hunt [point]` by `user`; `argument` has its
 /// mentions broken.

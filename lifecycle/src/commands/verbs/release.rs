@@ -11,18 +11,8 @@
 //!   `release_on_a_pr_finished_before_the_cooldown_says_it_already_finished`.
 
 use super::stop::{already_finished, end_by_maintainer};
-use super::{CommandHelp, Needs};
 use crate::commands::{Command, CommandError};
 use crate::engine::{CandidateRecord, Engine, Step};
-
-/// Its line in the table.
-pub(super) const HELP: CommandHelp = CommandHelp {
-    command: Command::Release,
-    usage: "/klaud release",
-    en: "clean up the candidate (its runs cancelled, the PR closed) and release its claim",
-    zh: "清理该候选（取消其运行并关闭 PR），并释放认领",
-    needs: Needs::Write,
-};
 
 /// Carries out `/klaud release` by `user`; `why` is `": <reason>"` or
 /// empty.

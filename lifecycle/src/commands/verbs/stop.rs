@@ -18,19 +18,9 @@
 //!   `tests/regression_hunt.rs`: `a_maintainers_stop_ends_the_hunt_mid_way`,
 //!   `a_stop_whose_permission_lookup_fails_mid_hunt_is_refused_and_the_hunt_goes_on`.
 
-use super::{CommandHelp, Needs};
 use crate::commands::{Command, CommandError};
 use crate::engine::{CandidateRecord, Engine, Step};
 use crate::model::Outcome;
-
-/// Its line in the table.
-pub(super) const HELP: CommandHelp = CommandHelp {
-    command: Command::Stop,
-    usage: "/klaud stop",
-    en: "Klaud stops changing this PR and its branch and releases its claim",
-    zh: "Klaud 不再修改此 PR 及其分支，并释放认领",
-    needs: Needs::Write,
-};
 
 /// Carries out `/klaud stop` by `user`; `why` is `": <reason>"` or empty.
 pub(super) async fn run(
