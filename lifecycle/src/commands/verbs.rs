@@ -6,6 +6,7 @@
 //! (the dashboard issue's retry box and `klaud candidate retry` through
 //! [`request_retry`]).
 
+mod hand_off;
 mod hunt;
 mod release;
 mod retry;
