@@ -29,8 +29,8 @@ use crate::baseline::{
 use crate::engine::forge::{Forge, ForgeError};
 use crate::engine::journal::Journal;
 
-pub mod record;
 mod reasons;
+pub mod record;
 pub use reasons::reason_words;
 use reasons::{DIFFERENT, NEW_UNNAMED, NO_PRODUCER, NOT_FROZEN, UNKNOWN};
 pub use record::{Dataset, DatasetFinding, FrozenDataset, ProducerDatasets, ProducerRow};
@@ -394,7 +394,6 @@ pub fn comparable(
         })
     }
 }
-
 
 #[cfg(test)]
 mod tests;

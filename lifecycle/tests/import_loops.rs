@@ -545,7 +545,10 @@ fn the_checker_follows_a_re_export_to_the_file_that_defines_the_name() {
             "engine/mod.rs",
             "mod journal;\npub use journal::{Record, Step as Stage};\n",
         ),
-        ("engine/journal.rs", "use crate::model::Outcome;\npub struct Record;\n"),
+        (
+            "engine/journal.rs",
+            "use crate::model::Outcome;\npub struct Record;\n",
+        ),
         (
             "model.rs",
             "pub enum Outcome {}\nfn f(r: &crate::engine::Record) {}\n",
@@ -559,20 +562,34 @@ fn the_checker_follows_a_re_export_to_the_file_that_defines_the_name() {
     let circle = graph
         .cycle()
         .expect("model -> engine/journal (through the re-export) -> model");
-    assert!(circle.contains(&"model.rs".to_owned()) && circle.contains(&"engine/journal.rs".to_owned()));
+    assert!(
+        circle.contains(&"model.rs".to_owned()) && circle.contains(&"engine/journal.rs".to_owned())
+    );
 
     let aliased = tree(&[
         ("lib.rs", "mod model;\nmod engine;\n"),
-        ("engine/mod.rs", "mod journal;\npub use journal::Step as Stage;\n"),
-        ("engine/journal.rs", "use crate::model::Outcome;\npub enum Step {}\n"),
-        ("model.rs", "use crate::engine::Stage;\npub enum Outcome {}\n"),
+        (
+            "engine/mod.rs",
+            "mod journal;\npub use journal::Step as Stage;\n",
+        ),
+        (
+            "engine/journal.rs",
+            "use crate::model::Outcome;\npub enum Step {}\n",
+        ),
+        (
+            "model.rs",
+            "use crate::engine::Stage;\npub enum Outcome {}\n",
+        ),
     ]);
     assert!(Graph::of(&aliased).cycle().is_some(), "through an alias");
 
     let broken = tree(&[
         ("lib.rs", "mod model;\nmod engine;\n"),
         ("engine/mod.rs", "mod journal;\npub use journal::Record;\n"),
-        ("engine/journal.rs", "use crate::model::Outcome;\npub struct Record;\n"),
+        (
+            "engine/journal.rs",
+            "use crate::model::Outcome;\npub struct Record;\n",
+        ),
         ("model.rs", "pub enum Outcome {}\n"),
     ]);
     assert_eq!(Graph::of(&broken).cycle(), None);

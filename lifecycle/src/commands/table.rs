@@ -53,46 +53,46 @@ pub struct CommandHelp {
 /// Every command Klaud answers, in the order people are shown them.
 pub const COMMANDS: [CommandHelp; 6] = [
     CommandHelp {
-    command: Command::Retry,
-    usage: "/klaud retry",
-    en: "run the next attempt again now (also lifts the family's cooldown)",
-    zh: "立即重新运行下一次尝试（同时解除该系列的冷却）",
-    needs: Needs::Write,
+        command: Command::Retry,
+        usage: "/klaud retry",
+        en: "run the next attempt again now (also lifts the family's cooldown)",
+        zh: "立即重新运行下一次尝试（同时解除该系列的冷却）",
+        needs: Needs::Write,
     },
     CommandHelp {
-    command: Command::Status,
-    usage: "/klaud status",
-    en: "reply with the candidate's state",
-    zh: "回复候选的当前状态",
-    needs: Needs::Write,
+        command: Command::Status,
+        usage: "/klaud status",
+        en: "reply with the candidate's state",
+        zh: "回复候选的当前状态",
+        needs: Needs::Write,
     },
     CommandHelp {
-    command: Command::Stop,
-    usage: "/klaud stop",
-    en: "Klaud stops changing this PR and its branch and releases its claim",
-    zh: "Klaud 不再修改此 PR 及其分支，并释放认领",
-    needs: Needs::Write,
+        command: Command::Stop,
+        usage: "/klaud stop",
+        en: "Klaud stops changing this PR and its branch and releases its claim",
+        zh: "Klaud 不再修改此 PR 及其分支，并释放认领",
+        needs: Needs::Write,
     },
     CommandHelp {
-    command: Command::Release,
-    usage: "/klaud release",
-    en: "clean up the candidate (its runs cancelled, the PR closed) and release its claim",
-    zh: "清理该候选（取消其运行并关闭 PR），并释放认领",
-    needs: Needs::Write,
+        command: Command::Release,
+        usage: "/klaud release",
+        en: "clean up the candidate (its runs cancelled, the PR closed) and release its claim",
+        zh: "清理该候选（取消其运行并关闭 PR），并释放认领",
+        needs: Needs::Write,
     },
     CommandHelp {
-    command: Command::Try,
-    usage: "/klaud try <name> [from <variant>]: <edits>",
-    en: "start another variant of this candidate that races this one",
-    zh: "为该候选启动另一个变体，与本 PR 并行比较",
-    needs: Needs::Write,
+        command: Command::Try,
+        usage: "/klaud try <name> [from <variant>]: <edits>",
+        en: "start another variant of this candidate that races this one",
+        zh: "为该候选启动另一个变体，与本 PR 并行比较",
+        needs: Needs::Write,
     },
     CommandHelp {
-    command: Command::Hunt,
-    usage: "/klaud hunt [point]",
-    en: "find the first nightly between the old and the new image whose smoke fails (the point, if given, is named in the hunt's reports)",
-    zh: "在旧镜像与新镜像之间找出第一个冒烟测试失败的 nightly（给出的测试点会写在排查报告中）",
-    needs: Needs::Write,
+        command: Command::Hunt,
+        usage: "/klaud hunt [point]",
+        en: "find the first nightly between the old and the new image whose smoke fails (the point, if given, is named in the hunt's reports)",
+        zh: "在旧镜像与新镜像之间找出第一个冒烟测试失败的 nightly（给出的测试点会写在排查报告中）",
+        needs: Needs::Write,
     },
 ];
 
@@ -131,4 +131,3 @@ pub fn docs_table() -> String {
     }
     out
 }
-

@@ -16,11 +16,7 @@ impl Declined {
     /// variant waits while a sibling of the same image still runs, and
     /// lapses when one was validated. A sibling without a record (another
     /// instance's journal) does not hold the decline back.
-    pub fn stands(
-        &self,
-        rec: &CandidateRecord,
-        records: &[CandidateRecord],
-    ) -> bool {
+    pub fn stands(&self, rec: &CandidateRecord, records: &[CandidateRecord]) -> bool {
         let Some(info) = &rec.variant else {
             return true;
         };

@@ -584,7 +584,10 @@ fn render_text(report: &AttemptReport) -> String {
                 ),
                 format!(
                     " · {}",
-                    link(&format!("运行 {}，GitHub 第 {} 次运行", r.id, r.attempt), &url)
+                    link(
+                        &format!("运行 {}，GitHub 第 {} 次运行", r.id, r.attempt),
+                        &url
+                    )
                 ),
             )
         })
@@ -646,7 +649,9 @@ fn repair_changes(report: &AttemptReport) -> Bilingual {
     let (n, from, to) = (r.n, short(&r.from), short(&r.to));
     let (commits, files) = (r.subjects.len(), r.files.len());
     out.push(
-        format!("\n**What repair {n} changed** ({from} → {to}): {commits} commit(s), {files} file(s)\n"),
+        format!(
+            "\n**What repair {n} changed** ({from} → {to}): {commits} commit(s), {files} file(s)\n"
+        ),
         format!("\n**修复 {n} 的改动**（{from} → {to}）：{commits} 个提交，{files} 个文件\n"),
     );
     for s in &r.subjects {
@@ -655,8 +660,14 @@ fn repair_changes(report: &AttemptReport) -> Bilingual {
     for p in &r.playbook {
         let (entry, fix) = (code(&p.entry), p.fix);
         out.push(
-            format!("\nWhy playbook entry {entry} (fix {fix}): {}\n", text(&p.en)),
-            format!("\n剧本条目 {entry}（第 {fix} 个修复）的原因：{}\n", text(&p.zh)),
+            format!(
+                "\nWhy playbook entry {entry} (fix {fix}): {}\n",
+                text(&p.en)
+            ),
+            format!(
+                "\n剧本条目 {entry}（第 {fix} 个修复）的原因：{}\n",
+                text(&p.zh)
+            ),
         );
     }
     if !r.files.is_empty() {

@@ -184,7 +184,14 @@ fn assert_cells(what: &str, body: &str, columns: usize) -> Result<(), TestCaseEr
             Event::Start(Tag::TableHead | Tag::TableRow) => cells = 0,
             Event::Start(Tag::TableCell) => cells += 1,
             Event::End(TagEnd::TableHead | TagEnd::TableRow) => {
-                prop_assert_eq!(cells, columns, "{}: a row of {} cells in\n{}", what, cells, body);
+                prop_assert_eq!(
+                    cells,
+                    columns,
+                    "{}: a row of {} cells in\n{}",
+                    what,
+                    cells,
+                    body
+                );
             }
             _ => {}
         }

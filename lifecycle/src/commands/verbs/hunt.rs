@@ -14,7 +14,6 @@
 use crate::commands::{CommandError, Refusal};
 use crate::engine::{CandidateRecord, Engine, Step};
 
-
 /// Carries out `/klaud hunt [point]` by `user`; `argument` has its
 /// mentions broken.
 pub(super) async fn run(

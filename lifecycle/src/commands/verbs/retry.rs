@@ -23,7 +23,6 @@ use crate::commands::{CommandError, Refusal, Retries};
 use crate::engine::{CandidateRecord, Engine, Journal, JournalError, RetryRequest, Step};
 use crate::model::Outcome;
 
-
 /// Carries out `/klaud retry` by `user`; the reply.
 pub(super) async fn run(
     retries: Option<Retries<'_>>,

@@ -12,7 +12,6 @@ use klaud_render::escape::{code, link, text};
 use crate::engine::{CandidateRecord, Step};
 use crate::model::Outcome;
 
-
 /// The text of a `/klaud status` answer.
 pub fn status_text(rec: &CandidateRecord) -> String {
     let state = match (&rec.ending, rec.step) {

@@ -30,7 +30,11 @@ const STOP: HandOff = HandOff {
     reply: |released| {
         format!(
             "Stopped: Klaud no longer changes this PR or its branch; the claim is {}.",
-            if released { "released" } else { "being released" }
+            if released {
+                "released"
+            } else {
+                "being released"
+            }
         )
     },
 };

@@ -14,7 +14,6 @@
 use crate::commands::{CommandError, Refusal};
 use crate::engine::{CandidateRecord, Engine, TryRequest};
 
-
 /// Carries out `/klaud try <argument>`; the variants it started are added
 /// to `started`.
 pub(super) async fn run(

@@ -77,18 +77,9 @@ impl Github {
         }
         let mut all: Vec<(SignoffKind, RawSignoff)> = Vec::new();
         for (kind, path) in [
-            (
-                SignoffKind::IssueComment,
-                format!("issues/{pull}/comments"),
-            ),
-            (
-                SignoffKind::Review,
-                format!("pulls/{pull}/reviews"),
-            ),
-            (
-                SignoffKind::ReviewComment,
-                format!("pulls/{pull}/comments"),
-            ),
+            (SignoffKind::IssueComment, format!("issues/{pull}/comments")),
+            (SignoffKind::Review, format!("pulls/{pull}/reviews")),
+            (SignoffKind::ReviewComment, format!("pulls/{pull}/comments")),
         ] {
             let items: Vec<RawSignoff> = self
                 .listing(&format!("list sign-offs of #{pull}"), &path, None)
