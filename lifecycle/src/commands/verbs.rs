@@ -56,8 +56,8 @@ pub(super) async fn run(
             retry::resweep(engine, rec, started).await
         }
         Command::Retry => retry::run(retries, rec, user, &argument).await,
-        Command::Stop => stop::run(engine, rec, user, &why).await,
-        Command::Release => release::run(engine, rec, user, &why).await,
+        Command::Stop => hand_off::hand_off(engine, rec, &stop::STOP, user, &why).await,
+        Command::Release => hand_off::hand_off(engine, rec, &release::RELEASE, user, &why).await,
         Command::Try => try_variant::run(engine, rec, &parsed.argument, started).await,
         Command::Hunt => hunt::run(engine, rec, user, &argument).await,
         Command::Unknown(verb) => Ok(unknown_reply(verb)),

@@ -546,9 +546,8 @@ fn cell(new: &Measure, old: &Measure, pick: fn(&PointMetrics) -> f64, decimals: 
     }
 }
 
-/// The report's text: built once over the data, each piece in both
-/// languages, then the Chinese folded under the English.
-fn render_text(report: &AttemptReport) -> String {
+/// The first lines: title, status, run, time, part, image and head.
+fn heading(report: &AttemptReport) -> Bilingual {
     let title = report.title();
     let words = report.status.words();
     let status = match (&report.live, &report.detail) {
@@ -609,6 +608,13 @@ fn render_text(report: &AttemptReport) -> String {
         out.push(" · Head: ", " · 提交：");
         out.push_same(code(head));
     }
+    out
+}
+
+/// The report's text: built once over the data, each piece in both
+/// languages, then the Chinese folded under the English.
+fn render_text(report: &AttemptReport) -> String {
+    let mut out = heading(report);
     out.push(
         format!("  \n{}\n", LEGEND.en),
         format!("  \n{}\n", LEGEND.zh),
@@ -779,37 +785,7 @@ fn tables(report: &AttemptReport) -> Bilingual {
         }
     }
     let mut notes = na_notes(report);
-    if !report.evals.is_empty() {
-        out.push(
-            "\n| Eval | Concurrency | Score |\n| --- | ---: | ---: |\n",
-            "\n| 评估 | 并发 | 分数 |\n| --- | ---: | ---: |\n",
-        );
-        for e in &report.evals {
-            let label = format!("{} ({}) c{}", e.task, e.score_name, e.conc);
-            let shown = match e.new {
-                Some(new) => {
-                    if e.old.is_none() && !is_baseline {
-                        let why = e
-                            .no_delta
-                            .as_deref()
-                            .unwrap_or("the frozen baseline holds no score for this eval");
-                        notes.push((label, false, why.to_owned()));
-                    }
-                    score(new, e.old)
-                }
-                None => {
-                    notes.push((label, true, "no score in this run".to_owned()));
-                    "N/A".to_owned()
-                }
-            };
-            out.push_same(format!(
-                "| {} ({}) | {} | {shown} |\n",
-                text(&e.task),
-                text(&e.score_name),
-                e.conc
-            ));
-        }
-    }
+    out.append(&eval_table(report, is_baseline, &mut notes));
     if !notes.is_empty() {
         out.push("\n**N/A:**\n", "\n**N/A**：\n");
         for (label, side, reason) in &notes {
@@ -828,6 +804,49 @@ fn tables(report: &AttemptReport) -> Bilingual {
                 ),
             );
         }
+    }
+    out
+}
+
+/// The eval table, or nothing; an eval without a delta adds its reason
+/// to `notes`.
+fn eval_table(
+    report: &AttemptReport,
+    is_baseline: bool,
+    notes: &mut Vec<(String, bool, String)>,
+) -> Bilingual {
+    let mut out = Bilingual::default();
+    if report.evals.is_empty() {
+        return out;
+    }
+    out.push(
+        "\n| Eval | Concurrency | Score |\n| --- | ---: | ---: |\n",
+        "\n| 评估 | 并发 | 分数 |\n| --- | ---: | ---: |\n",
+    );
+    for e in &report.evals {
+        let label = format!("{} ({}) c{}", e.task, e.score_name, e.conc);
+        let shown = match e.new {
+            Some(new) => {
+                if e.old.is_none() && !is_baseline {
+                    let why = e
+                        .no_delta
+                        .as_deref()
+                        .unwrap_or("the frozen baseline holds no score for this eval");
+                    notes.push((label, false, why.to_owned()));
+                }
+                score(new, e.old)
+            }
+            None => {
+                notes.push((label, true, "no score in this run".to_owned()));
+                "N/A".to_owned()
+            }
+        };
+        out.push_same(format!(
+            "| {} ({}) | {} | {shown} |\n",
+            text(&e.task),
+            text(&e.score_name),
+            e.conc
+        ));
     }
     out
 }

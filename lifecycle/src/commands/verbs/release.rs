@@ -10,13 +10,12 @@
 //!   `release_cleans_up_and_the_receipt_names_who_and_why`,
 //!   `release_on_a_pr_finished_before_the_cooldown_says_it_already_finished`.
 
-use super::hand_off::{HandOff, hand_off};
-use crate::commands::{Command, CommandError};
-use crate::engine::{CandidateRecord, Engine};
+use super::hand_off::HandOff;
+use crate::commands::Command;
 
 /// How `/klaud release` ends a candidate: the usual cleanup, then the
 /// claim released.
-const RELEASE: HandOff = HandOff {
+pub(super) const RELEASE: HandOff = HandOff {
     command: Command::Release,
     receipt: "released",
     claim_only: false,
@@ -31,14 +30,3 @@ const RELEASE: HandOff = HandOff {
         )
     },
 };
-
-/// Carries out `/klaud release` by `user`; `why` is `": <reason>"` or
-/// empty.
-pub(super) async fn run(
-    engine: &Engine<'_>,
-    rec: &mut CandidateRecord,
-    user: &str,
-    why: &str,
-) -> Result<String, CommandError> {
-    hand_off(engine, rec, &RELEASE, user, why).await
-}

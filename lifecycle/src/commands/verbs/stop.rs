@@ -18,12 +18,11 @@
 //!   `tests/regression_hunt.rs`: `a_maintainers_stop_ends_the_hunt_mid_way`,
 //!   `a_stop_whose_permission_lookup_fails_mid_hunt_is_refused_and_the_hunt_goes_on`.
 
-use super::hand_off::{HandOff, hand_off};
-use crate::commands::{Command, CommandError};
-use crate::engine::{CandidateRecord, Engine};
+use super::hand_off::HandOff;
+use crate::commands::Command;
 
 /// How `/klaud stop` ends a candidate: only its claim is released.
-const STOP: HandOff = HandOff {
+pub(super) const STOP: HandOff = HandOff {
     command: Command::Stop,
     receipt: "stopped",
     claim_only: true,
@@ -38,13 +37,3 @@ const STOP: HandOff = HandOff {
         )
     },
 };
-
-/// Carries out `/klaud stop` by `user`; `why` is `": <reason>"` or empty.
-pub(super) async fn run(
-    engine: &Engine<'_>,
-    rec: &mut CandidateRecord,
-    user: &str,
-    why: &str,
-) -> Result<String, CommandError> {
-    hand_off(engine, rec, &STOP, user, why).await
-}
