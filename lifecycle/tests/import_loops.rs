@@ -4,11 +4,13 @@
 //! The test reads every `.rs` file under `src/`, resolves the crate's own
 //! paths (`crate::…`, `super::…`, `self::…`, a child module's name, and a
 //! name a `use` bound to one of the crate's modules) to the file that holds
-//! the module, and fails naming one loop. It reads arrows as
-//! `farm-studio look` does: a path through a re-export ends at the file
-//! that re-exports, and a module's file holds its child modules (its
+//! the module, and fails naming one loop. A path through a `pub use`
+//! re-export (`crate::engine::CandidateRecord`, re-exported by
+//! `engine/mod.rs` from `engine/journal.rs`) is followed to the file that
+//! defines the name: stopping at the re-exporting file would hide a loop
+//! that runs through it. A module's file holds its child modules (its
 //! declarations, re-exports and calls of them are no imports; a child's
-//! `super::` is). Test modules (`tests.rs` files and inline
+//! `super::` is). Glob re-exports (`pub use x::*`) are not followed. Test modules (`tests.rs` files and inline
 //! `#[cfg(test)] mod … { … }`) are left out: they sit beside the code they
 //! test, and their `use super::*` is no design.
 
@@ -21,6 +23,8 @@ use regex::Regex;
 /// files it imports.
 struct Graph {
     modules: BTreeMap<Vec<String>, String>,
+    /// (module, name it re-exports) → the path the `pub use` names.
+    reexports: HashMap<(Vec<String>, String), Vec<String>>,
     edges: BTreeMap<String, BTreeSet<String>>,
     /// (file, file it imports) → the paths that make the arrow.
     names: BTreeMap<(String, String), BTreeSet<String>>,
@@ -229,6 +233,7 @@ impl Graph {
             files.keys().map(|f| (module_of(f), f.clone())).collect();
         let mut graph = Graph {
             modules,
+            reexports: HashMap::new(),
             edges: BTreeMap::new(),
             names: BTreeMap::new(),
         };
@@ -238,6 +243,24 @@ impl Graph {
             .iter()
             .map(|(f, t)| (f, without_test_modules(&code_only(t))))
             .collect();
+        // Every re-export first: a path may pass through one in a file
+        // read later.
+        for (file, code) in &code {
+            let here = module_of(file);
+            for item in use_item.captures_iter(code) {
+                if item.get(1).is_none() {
+                    continue;
+                }
+                for (segs, name) in expand_use(&item[2]) {
+                    if name == "*" {
+                        continue;
+                    }
+                    if let Some(abs) = graph.absolute(&here, &segs, &HashMap::new()) {
+                        graph.reexports.insert((here.clone(), name), abs);
+                    }
+                }
+            }
+        }
         for (file, code) in &code {
             let here = module_of(file);
             let mut aliases: HashMap<String, Vec<String>> = HashMap::new();
@@ -313,9 +336,26 @@ impl Graph {
         Some(base)
     }
 
-    /// The file of the deepest module on `path` (`None`: a path outside
-    /// the crate's modules).
+    /// The file that defines what `path` names: the deepest module on it,
+    /// or, where that module re-exports the next name, the file the
+    /// re-export leads to (`None`: a path outside the crate's modules).
     fn file_of(&self, path: &[String]) -> Option<String> {
+        let mut path = path.to_vec();
+        // Bounded: re-exports that lead round in a circle end here.
+        for _ in 0..16 {
+            let n = (0..=path.len())
+                .rev()
+                .find(|n| self.modules.contains_key(&path[..*n]))?;
+            let Some(name) = path.get(n) else {
+                break;
+            };
+            let Some(target) = self.reexports.get(&(path[..n].to_vec(), name.clone())) else {
+                break;
+            };
+            let mut next = target.clone();
+            next.extend(path[n + 1..].iter().cloned());
+            path = next;
+        }
         (0..=path.len())
             .rev()
             .find_map(|n| self.modules.get(&path[..n]))
@@ -495,4 +535,62 @@ fn the_checker_counts_a_child_s_super_but_not_its_parent_s_re_export() {
     assert!(graph.edges["report.rs"].is_empty());
     assert!(graph.edges["report/pr.rs"].contains("report.rs"));
     assert_eq!(graph.cycle(), None);
+}
+
+#[test]
+fn the_checker_follows_a_re_export_to_the_file_that_defines_the_name() {
+    let files = tree(&[
+        ("lib.rs", "mod model;\nmod engine;\n"),
+        (
+            "engine/mod.rs",
+            "mod journal;\npub use journal::{Record, Step as Stage};\n",
+        ),
+        (
+            "engine/journal.rs",
+            "use crate::model::Outcome;\npub struct Record;\n",
+        ),
+        (
+            "model.rs",
+            "pub enum Outcome {}\nfn f(r: &crate::engine::Record) {}\n",
+        ),
+    ]);
+    let graph = Graph::of(&files);
+    assert_eq!(
+        graph.edges["model.rs"],
+        BTreeSet::from(["engine/journal.rs".to_owned()])
+    );
+    let circle = graph
+        .cycle()
+        .expect("model -> engine/journal (through the re-export) -> model");
+    assert!(
+        circle.contains(&"model.rs".to_owned()) && circle.contains(&"engine/journal.rs".to_owned())
+    );
+
+    let aliased = tree(&[
+        ("lib.rs", "mod model;\nmod engine;\n"),
+        (
+            "engine/mod.rs",
+            "mod journal;\npub use journal::Step as Stage;\n",
+        ),
+        (
+            "engine/journal.rs",
+            "use crate::model::Outcome;\npub enum Step {}\n",
+        ),
+        (
+            "model.rs",
+            "use crate::engine::Stage;\npub enum Outcome {}\n",
+        ),
+    ]);
+    assert!(Graph::of(&aliased).cycle().is_some(), "through an alias");
+
+    let broken = tree(&[
+        ("lib.rs", "mod model;\nmod engine;\n"),
+        ("engine/mod.rs", "mod journal;\npub use journal::Record;\n"),
+        (
+            "engine/journal.rs",
+            "use crate::model::Outcome;\npub struct Record;\n",
+        ),
+        ("model.rs", "pub enum Outcome {}\n"),
+    ]);
+    assert_eq!(Graph::of(&broken).cycle(), None);
 }

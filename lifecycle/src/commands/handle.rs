@@ -25,18 +25,15 @@ use crate::BoxFuture;
 use crate::engine::write::Writes as _;
 use std::collections::{BTreeMap, BTreeSet};
 
-use klaud_claims::Clock;
 use serde::Serialize;
 
+use super::context::{CommandError, Retries};
 use super::pace::{last_refusals, refusal_due, refusal_marker};
 use super::{
     Authorization, Command, ParsedCommand, RetryRelease, authorize, find_retry_release,
     parse_commands,
 };
-use crate::engine::{
-    CandidateRecord, Comment, Engine, EngineError, Forge, ForgeError, Journal, JournalError,
-    reply_permit,
-};
+use crate::engine::{CandidateRecord, Comment, Engine, Forge, reply_permit};
 
 const REPLY_PREFIX: &str = "<!-- klaud-reply:";
 
@@ -60,20 +57,6 @@ fn answered_ids(body: &str) -> impl Iterator<Item = u64> + '_ {
     })
 }
 
-/// Why commands could not be handled (transient: the next pass retries).
-#[derive(Debug, thiserror::Error)]
-pub enum CommandError {
-    /// GitHub failed (comments, permit, reply).
-    #[error(transparent)]
-    Forge(#[from] ForgeError),
-    /// The engine failed while carrying out a command.
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-    /// The journal failed to keep a retry request.
-    #[error(transparent)]
-    Journal(#[from] JournalError),
-}
-
 /// One answered command comment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Answered {
@@ -88,17 +71,6 @@ pub struct Answered {
     /// Variants a `/klaud try` started: the caller opens and drives them.
     #[serde(skip)]
     pub started: Vec<crate::engine::Target>,
-}
-
-/// Where a maintainer's commands act besides the PR: the journal that
-/// keeps retry requests (`None`: `/klaud retry` is answered that it cannot
-/// be recorded) and the clock that stamps them.
-#[derive(Clone, Copy)]
-pub struct Retries<'a> {
-    /// The journal that keeps them.
-    pub journal: &'a dyn Journal,
-    /// The time a request is stamped with.
-    pub clock: &'a dyn Clock,
 }
 
 /// Handles the unanswered maintainer commands on `rec`'s PR: each command
@@ -306,22 +278,9 @@ fn legacy_retry(
     })
 }
 
-/// Outside text Klaud keeps (a command's reason, who released a claim)
-/// with its mentions broken by the rule every writer shares; where it is
-/// shown it is escaped again as a whole (`klaud_render::escape::text`).
-pub fn no_mentions(text: &str) -> String {
-    klaud_render::escape::break_mentions(text)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reasons_cannot_mention_anyone() {
-        assert_eq!(no_mentions("ask @alice"), "ask @\u{2060}alice");
-        assert_eq!(no_mentions("plain"), "plain");
-    }
 
     #[test]
     fn reply_markers_round_trip_and_junk_is_ignored() {

@@ -17,19 +17,20 @@
 
 use std::fmt;
 
+mod context;
 mod handle;
 pub mod pace;
+mod table;
 mod verbs;
 
 pub use crate::engine::{Permission, Refusal, TryRequest};
 
-pub use handle::{
-    Answered, CommandError, MAX_REPLIES_PER_PASS, Retries, handle_commands, no_mentions,
-    reply_marker,
-};
+pub use context::{CommandError, Retries, no_mentions};
+pub use handle::{Answered, MAX_REPLIES_PER_PASS, handle_commands, reply_marker};
+pub use table::{COMMANDS, CommandHelp, Needs, docs_table, usages};
 pub use verbs::{
-    COMMANDS, CommandHelp, Needs, TryParseError, docs_table, parse_error_reply, parse_try,
-    request_retry, retry_family, retry_lifts, retry_requested, status_text, unknown_reply, usages,
+    TryParseError, parse_error_reply, parse_try, request_retry, retry_family, retry_lifts,
+    retry_requested, status_text, unknown_reply,
 };
 
 /// What a command line asks for.
@@ -179,7 +180,7 @@ fn parse_line(rest: &str, line: usize) -> Option<ParsedCommand> {
         Some((verb, argument)) => (verb, argument.trim()),
         None => (after, ""),
     };
-    let command = verbs::command_of(verb);
+    let command = table::command_of(verb);
     Some(ParsedCommand {
         command,
         argument: argument.chars().take(MAX_ARGUMENT_CHARS).collect(),

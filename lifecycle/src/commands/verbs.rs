@@ -1,11 +1,12 @@
 //! The table of every `/klaud` verb: one file each (below), with its
 //! parsing rule, its permission rule, its effect and its tests. The PR
 //! footer, the reply to an unknown verb and the command table of
-//! `configs/README.md` are made from [`COMMANDS`] (a test keeps the README
+//! `configs/README.md` are made from [`super::COMMANDS`] (a test keeps the README
 //! in step), and every place that acts on a command comes through [`run`]
 //! (the dashboard issue's retry box and `klaud candidate retry` through
 //! [`request_retry`]).
 
+mod hand_off;
 mod hunt;
 mod release;
 mod retry;
@@ -17,93 +18,9 @@ pub use retry::{request_retry, retry_family, retry_lifts, retry_requested};
 pub use status::status_text;
 pub use try_variant::{TryParseError, parse_error_reply, parse_try};
 
-use super::{Command, CommandError, ParsedCommand, Permission, Retries, no_mentions};
+use super::table::usages;
+use super::{Command, CommandError, ParsedCommand, Retries, no_mentions};
 use crate::engine::{CandidateRecord, Engine};
-
-/// Who may give a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Needs {
-    /// A person who may push: `write`, `maintain` or `admin`
-    /// ([`Permission::may_write`]).
-    Write,
-}
-
-impl Needs {
-    /// Whether `role` may give the command.
-    pub fn allows(self, role: &Permission) -> bool {
-        match self {
-            Needs::Write => role.may_write(),
-        }
-    }
-
-    /// The roles, as replies and the docs name them.
-    pub fn roles(self) -> &'static str {
-        match self {
-            Needs::Write => "write, maintain or admin",
-        }
-    }
-}
-
-/// One `/klaud` command as people are told about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CommandHelp {
-    /// The command it is.
-    pub command: Command,
-    /// How it is written.
-    pub usage: &'static str,
-    /// What it does, in English.
-    pub en: &'static str,
-    /// What it does, in Chinese.
-    pub zh: &'static str,
-    /// Who may give it.
-    pub needs: Needs,
-}
-
-/// Every command Klaud answers, in the order people are shown them.
-pub const COMMANDS: [CommandHelp; 6] = [
-    retry::HELP,
-    status::HELP,
-    stop::HELP,
-    release::HELP,
-    try_variant::HELP,
-    hunt::HELP,
-];
-
-/// The command a verb names (any case); an unknown one keeps at most 40
-/// characters of what was written, for the help reply.
-pub(super) fn command_of(verb: &str) -> Command {
-    COMMANDS
-        .into_iter()
-        .map(|c| c.command)
-        .find(|c| c.verb().eq_ignore_ascii_case(verb))
-        .unwrap_or_else(|| Command::Unknown(verb.chars().take(40).collect()))
-}
-
-/// The commands' usages, for one line: `` `/klaud retry`, `/klaud status`, … ``.
-pub fn usages() -> String {
-    COMMANDS
-        .iter()
-        .map(|c| {
-            let verb: Vec<&str> = c.usage.splitn(3, ' ').take(2).collect();
-            format!("`{}`", verb.join(" "))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// The Markdown table of the commands in `configs/README.md`.
-pub fn docs_table() -> String {
-    let mut out = String::from("| command | what it does | who may |\n| --- | --- | --- |\n");
-    for c in COMMANDS {
-        out.push_str(&format!(
-            "| `{}` | {} | {} |\n",
-            c.usage,
-            c.en,
-            c.needs.roles()
-        ));
-    }
-    out
-}
 
 /// The reply to a verb Klaud does not know (the verb is the commenter's
 /// text).
@@ -139,8 +56,8 @@ pub(super) async fn run(
             retry::resweep(engine, rec, started).await
         }
         Command::Retry => retry::run(retries, rec, user, &argument).await,
-        Command::Stop => stop::run(engine, rec, user, &why).await,
-        Command::Release => release::run(engine, rec, user, &why).await,
+        Command::Stop => hand_off::hand_off(engine, rec, &stop::STOP, user, &why).await,
+        Command::Release => hand_off::hand_off(engine, rec, &release::RELEASE, user, &why).await,
         Command::Try => try_variant::run(engine, rec, &parsed.argument, started).await,
         Command::Hunt => hunt::run(engine, rec, user, &argument).await,
         Command::Unknown(verb) => Ok(unknown_reply(verb)),
@@ -149,7 +66,7 @@ pub(super) async fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::commands::table::{COMMANDS, Needs, command_of, docs_table};
 
     #[test]
     fn the_readme_lists_the_commands_of_the_table() {

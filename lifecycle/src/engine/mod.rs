@@ -26,6 +26,7 @@ mod asks;
 mod attempt;
 mod config;
 mod context;
+mod decline;
 mod dispatch;
 mod drive;
 mod error;

@@ -9,7 +9,7 @@
 //! records of all parts back into the whole report.
 
 use chrono::{DateTime, Utc};
-use klaud_render::Bilingual;
+use klaud_render::{Bilingual, bi};
 use serde::{Deserialize, Serialize};
 
 use super::format::{
@@ -230,18 +230,16 @@ pub enum TriageClass {
 }
 
 impl TriageClass {
-    fn words(self, zh: bool) -> &'static str {
-        match (self, zh) {
-            (Self::Infrastructure, false) => "infrastructure failure",
-            (Self::Infrastructure, true) => "基础设施故障",
-            (Self::KnownEngine, false) => "known engine failure",
-            (Self::KnownEngine, true) => "已知引擎故障",
-            (Self::Setup, false) => "known setup failure",
-            (Self::Setup, true) => "已知准备阶段故障",
-            (Self::Teardown, false) => "teardown noise after the window (not a failure)",
-            (Self::Teardown, true) => "窗口结束后的收尾噪声（不算失败）",
-            (Self::Unknown, false) => "unknown failure",
-            (Self::Unknown, true) => "未知故障",
+    fn words(self) -> Bilingual {
+        match self {
+            Self::Infrastructure => bi!("infrastructure failure", "基础设施故障"),
+            Self::KnownEngine => bi!("known engine failure", "已知引擎故障"),
+            Self::Setup => bi!("known setup failure", "已知准备阶段故障"),
+            Self::Teardown => bi!(
+                "teardown noise after the window (not a failure)",
+                "窗口结束后的收尾噪声（不算失败）"
+            ),
+            Self::Unknown => bi!("unknown failure", "未知故障"),
         }
     }
 }
@@ -540,8 +538,10 @@ pub fn compare_evals(new: &[EvalRow], baseline: &Baseline) -> Vec<EvalComparison
 }
 
 /// How to read the tables, said once in each language.
-const LEGEND: &str = "Output tok/s/GPU: higher is better; TTFT and TPOT (ms): lower is better; % in brackets: change against the frozen baseline; pp: the eval score's change in percentage points.";
-const LEGEND_ZH: &str = "输出 tok/s/GPU 越高越好，TTFT 与 TPOT（毫秒）越低越好；括号内的百分比为相对冻结基线的变化；pp 为评估分数变化的百分点。";
+const LEGEND: Bilingual = bi!(
+    "Output tok/s/GPU: higher is better; TTFT and TPOT (ms): lower is better; % in brackets: change against the frozen baseline; pp: the eval score's change in percentage points.",
+    "输出 tok/s/GPU 越高越好，TTFT 与 TPOT（毫秒）越低越好；括号内的百分比为相对冻结基线的变化；pp 为评估分数变化的百分点。",
+);
 
 fn cell(new: &Measure, old: &Measure, pick: fn(&PointMetrics) -> f64, decimals: usize) -> String {
     match new.metrics() {
@@ -550,266 +550,232 @@ fn cell(new: &Measure, old: &Measure, pick: fn(&PointMetrics) -> f64, decimals: 
     }
 }
 
-fn render_text(report: &AttemptReport) -> String {
-    let Bilingual {
-        en: title,
-        zh: title_zh,
-    } = report.title();
+/// The first lines: title, status, run, time, part, image and head.
+fn heading(report: &AttemptReport) -> Bilingual {
+    let title = report.title();
+    let words = report.status.words();
     let status = match (&report.live, &report.detail) {
-        (Some(live), _) => format!("{} ({})", report.status, text(&live.status_line().en)),
-        (None, Some(detail)) => format!("{} ({})", report.status, text(detail)),
-        (None, None) => report.status.to_string(),
+        (Some(live), _) => {
+            let line = live.status_line();
+            Bilingual::owned(
+                format!("{} ({})", report.status, text(&line.en)),
+                format!("{}（{}）", words.zh, text(&line.zh)),
+            )
+        }
+        (None, Some(detail)) => Bilingual::owned(
+            format!("{} ({})", report.status, text(detail)),
+            format!(
+                "{}（{}）",
+                words.zh,
+                text(&super::format::detail_words(detail).zh)
+            ),
+        ),
+        (None, None) => Bilingual::owned(report.status.to_string(), words.zh),
     };
-    let run = report.run.as_ref().map(|r| {
-        format!(
-            " · {}",
-            link(
-                &format!("Run {}, GitHub run attempt {}", r.id, r.attempt),
-                &r.attempt_url()
+    let run = report
+        .run
+        .as_ref()
+        .map(|r| {
+            let url = r.attempt_url();
+            Bilingual::owned(
+                format!(
+                    " · {}",
+                    link(
+                        &format!("Run {}, GitHub run attempt {}", r.id, r.attempt),
+                        &url
+                    )
+                ),
+                format!(
+                    " · {}",
+                    link(
+                        &format!("运行 {}，GitHub 第 {} 次运行", r.id, r.attempt),
+                        &url
+                    )
+                ),
             )
-        )
-    });
-    let run_zh = report.run.as_ref().map(|r| {
-        format!(
-            " · {}",
-            link(
-                &format!("运行 {}，GitHub 第 {} 次运行", r.id, r.attempt),
-                &r.attempt_url()
-            )
-        )
-    });
+        })
+        .unwrap_or_default();
     let at = timestamp(&report.at);
-    let mut out = format!(
-        "**{} · {status}**{} · {at}",
-        text(&title),
-        run.unwrap_or_default()
+    let mut out = Bilingual::owned(
+        format!("**{} · {}**{} · {at}", text(&title.en), status.en, run.en),
+        format!("**{} · {}**{} · {at}", text(&title.zh), status.zh, run.zh),
     );
     if let Some(part) = report.part {
-        out.push_str(&format!("  \nPart {} of {}", part.index, part.count));
+        out.push(
+            format!("  \nPart {} of {}", part.index, part.count),
+            format!("  \n第 {} 部分，共 {} 部分", part.index, part.count),
+        );
     }
-    out.push_str("\n\n");
-    out.push_str(&format!("Image: {}", code(&report.image)));
+    out.push("\n\nImage: ", "\n\n镜像：");
+    out.push_same(code(&report.image));
     if let Some(head) = &report.head {
-        out.push_str(&format!(" · Head: {}", code(head)));
+        out.push(" · Head: ", " · 提交：");
+        out.push_same(code(head));
     }
-    out.push_str(&format!("  \n{LEGEND}\n"));
-    if let Some(live) = &report.live {
-        out.push_str(&format!(
-            "\n{} Rows appear as each benchmark job finishes; this comment is updated in place until the run ends.\n",
-            live.progress(false)
-        ));
-    }
-    out.push_str(&failed_jobs(report, false));
-    out.push_str(&repair_changes(report, false));
-    out.push_str(&tables(report, false));
-    for note in &report.notes {
-        out.push_str(&format!("\n{}\n", text(note)));
-    }
-    out.push_str("\n<details>\n<summary>中文</summary>\n\n");
-    let status_zh = match (&report.live, &report.detail) {
-        (Some(live), _) => format!(
-            "{}（{}）",
-            report.status.words().zh,
-            text(&live.status_line().zh)
-        ),
-        (None, Some(detail)) => format!(
-            "{}（{}）",
-            report.status.words().zh,
-            text(&super::format::detail_words(detail).zh)
-        ),
-        (None, None) => report.status.words().zh.into_owned(),
-    };
-    out.push_str(&format!(
-        "**{} · {status_zh}**{} · {at}",
-        text(&title_zh),
-        run_zh.unwrap_or_default()
-    ));
-    if let Some(part) = report.part {
-        out.push_str(&format!(
-            "  \n第 {} 部分，共 {} 部分",
-            part.index, part.count
-        ));
-    }
-    out.push('\n');
-    out.push_str(&format!("\n镜像：{}", code(&report.image)));
-    if let Some(head) = &report.head {
-        out.push_str(&format!(" · 提交：{}", code(head)));
-    }
-    out.push_str(&format!("  \n{LEGEND_ZH}\n"));
-    if let Some(live) = &report.live {
-        out.push_str(&format!(
-            "\n{}每个基准测试作业完成后即显示其结果行；运行结束前本评论会原地更新。\n",
-            live.progress(true)
-        ));
-    }
-    out.push_str(&failed_jobs(report, true));
-    out.push_str(&repair_changes(report, true));
-    out.push_str(&tables(report, true));
-    for note in &report.notes {
-        out.push_str(&format!(
-            "\n{}\n",
-            text(&super::format::note_words(note).zh)
-        ));
-    }
-    out.push_str("\n</details>\n");
     out
+}
+
+/// The report's text: built once over the data, each piece in both
+/// languages, then the Chinese folded under the English.
+fn render_text(report: &AttemptReport) -> String {
+    let mut out = heading(report);
+    out.push(
+        format!("  \n{}\n", LEGEND.en),
+        format!("  \n{}\n", LEGEND.zh),
+    );
+    if let Some(live) = &report.live {
+        let progress = live.progress();
+        out.push(
+            format!(
+                "\n{} Rows appear as each benchmark job finishes; this comment is updated in place until the run ends.\n",
+                progress.en
+            ),
+            format!(
+                "\n{}每个基准测试作业完成后即显示其结果行；运行结束前本评论会原地更新。\n",
+                progress.zh
+            ),
+        );
+    }
+    out.append(&failed_jobs(report));
+    out.append(&repair_changes(report));
+    out.append(&tables(report));
+    for note in &report.notes {
+        out.push(
+            format!("\n{}\n", text(note)),
+            format!("\n{}\n", text(&super::format::note_words(note).zh)),
+        );
+    }
+    out.folded()
 }
 
 /// What the repair before this attempt changed: its commits' subjects and
 /// the files it touched, or nothing.
-fn repair_changes(report: &AttemptReport, zh: bool) -> String {
+fn repair_changes(report: &AttemptReport) -> Bilingual {
+    let mut out = Bilingual::default();
     let Some(r) = &report.repair else {
-        return String::new();
+        return out;
     };
     let short = |s: &str| code(&s.chars().take(7).collect::<String>());
-    let mut out = if zh {
+    let (n, from, to) = (r.n, short(&r.from), short(&r.to));
+    let (commits, files) = (r.subjects.len(), r.files.len());
+    out.push(
         format!(
-            "\n**修复 {} 的改动**（{} → {}）：{} 个提交，{} 个文件\n",
-            r.n,
-            short(&r.from),
-            short(&r.to),
-            r.subjects.len(),
-            r.files.len()
-        )
-    } else {
-        format!(
-            "\n**What repair {} changed** ({} → {}): {} commit(s), {} file(s)\n",
-            r.n,
-            short(&r.from),
-            short(&r.to),
-            r.subjects.len(),
-            r.files.len()
-        )
-    };
+            "\n**What repair {n} changed** ({from} → {to}): {commits} commit(s), {files} file(s)\n"
+        ),
+        format!("\n**修复 {n} 的改动**（{from} → {to}）：{commits} 个提交，{files} 个文件\n"),
+    );
     for s in &r.subjects {
-        out.push_str(&format!("- {}\n", text(s)));
+        out.push_same(format!("- {}\n", text(s)));
     }
     for p in &r.playbook {
-        let why = if zh { &p.zh } else { &p.en };
-        out.push_str(&if zh {
+        let (entry, fix) = (code(&p.entry), p.fix);
+        out.push(
             format!(
-                "\n剧本条目 {}（第 {} 个修复）的原因：{}\n",
-                code(&p.entry),
-                p.fix,
-                text(why)
-            )
-        } else {
+                "\nWhy playbook entry {entry} (fix {fix}): {}\n",
+                text(&p.en)
+            ),
             format!(
-                "\nWhy playbook entry {} (fix {}): {}\n",
-                code(&p.entry),
-                p.fix,
-                text(why)
-            )
-        });
+                "\n剧本条目 {entry}（第 {fix} 个修复）的原因：{}\n",
+                text(&p.zh)
+            ),
+        );
     }
     if !r.files.is_empty() {
         let files: Vec<String> = r.files.iter().map(|f| code(f)).collect();
-        out.push_str(&if zh {
-            format!("\n涉及的文件：{}\n", files.join("、"))
-        } else {
-            format!("\nFiles touched: {}\n", files.join(", "))
-        });
+        out.push(
+            format!("\nFiles touched: {}\n", files.join(", ")),
+            format!("\n涉及的文件：{}\n", files.join("、")),
+        );
     }
     out
 }
 
 /// `**Failed jobs:** [name](log) (conclusion), ...`, or nothing.
-fn failed_jobs(report: &AttemptReport, zh: bool) -> String {
+fn failed_jobs(report: &AttemptReport) -> Bilingual {
     if report.failed_jobs.is_empty() {
-        return String::new();
+        return Bilingual::default();
     }
-    let jobs: Vec<String> = report
-        .failed_jobs
-        .iter()
-        .map(|j| {
-            let name = match &j.url {
-                Some(url) => link(&j.name, url),
-                None => text(&j.name),
-            };
-            if zh {
-                format!("{name}（{}）", text(j.conclusion.as_str()))
-            } else {
-                format!("{name} ({})", text(j.conclusion.as_str()))
-            }
-        })
-        .collect();
-    let listed = if zh {
-        format!("\n**失败的作业**：{}\n", jobs.join("、"))
-    } else {
-        format!("\n**Failed jobs:** {}\n", jobs.join(", "))
-    };
-    listed + &triage(report, zh) + &super::sick_node::render(report.sick_nodes.as_ref(), zh)
+    let (mut en, mut zh) = (Vec::new(), Vec::new());
+    for j in &report.failed_jobs {
+        let name = match &j.url {
+            Some(url) => link(&j.name, url),
+            None => text(&j.name),
+        };
+        let conclusion = text(j.conclusion.as_str());
+        en.push(format!("{name} ({conclusion})"));
+        zh.push(format!("{name}（{conclusion}）"));
+    }
+    let mut out = Bilingual::owned(
+        format!("\n**Failed jobs:** {}\n", en.join(", ")),
+        format!("\n**失败的作业**：{}\n", zh.join("、")),
+    );
+    out.append(&triage(report));
+    out.append(&super::sick_node::render(report.sick_nodes.as_ref()));
+    out
 }
 
 /// One line per failed job whose log was read: where it ran, its class,
 /// the playbook entry, and the matching lines quoted.
-fn triage(report: &AttemptReport, zh: bool) -> String {
-    let mut out = String::new();
+fn triage(report: &AttemptReport) -> Bilingual {
+    let mut out = Bilingual::default();
     for j in &report.failed_jobs {
         let Some(t) = &j.triage else {
             continue;
         };
-        let node = j.node.as_deref().map(|n| {
-            if zh {
-                format!("（节点 {}）", code(n))
-            } else {
-                format!(" on node {}", code(n))
-            }
-        });
-        let entry = (!t.entries.is_empty()).then(|| {
-            let ids: Vec<String> = t.entries.iter().map(|e| code(e)).collect();
-            if zh {
-                format!("，剧本条目 {}", ids.join("、"))
-            } else {
-                format!(", playbook entry {}", ids.join(", then "))
-            }
-        });
-        out.push_str(&format!(
-            "- {}{}{}{}{}\n",
-            text(&j.name),
-            node.unwrap_or_default(),
-            if zh { "：" } else { ": " },
-            t.class.words(zh),
-            entry.unwrap_or_default(),
-        ));
+        let name = text(&j.name);
+        let (node_en, node_zh) = match j.node.as_deref().map(code) {
+            Some(node) => (format!(" on node {node}"), format!("（节点 {node}）")),
+            None => (String::new(), String::new()),
+        };
+        let ids: Vec<String> = t.entries.iter().map(|e| code(e)).collect();
+        let (entry_en, entry_zh) = if ids.is_empty() {
+            (String::new(), String::new())
+        } else {
+            (
+                format!(", playbook entry {}", ids.join(", then ")),
+                format!("，剧本条目 {}", ids.join("、")),
+            )
+        };
+        let class = t.class.words();
+        out.push(
+            format!("- {name}{node_en}: {}{entry_en}\n", class.en),
+            format!("- {name}{node_zh}：{}{entry_zh}\n", class.zh),
+        );
         for l in &t.lines {
-            out.push_str(&format!("  - {}\n", code(l)));
+            out.push_same(format!("  - {}\n", code(l)));
         }
     }
     if out.is_empty() {
         return out;
     }
-    let title = if zh { "**分诊**：" } else { "**Triage:**" };
-    format!("\n{title}\n\n{out}")
+    let mut titled = Bilingual::new("\n**Triage:**\n\n", "\n**分诊**：\n\n");
+    titled.append(&out);
+    titled
 }
 
-/// The result tables, eval table and N/A notes in one language: the
+/// The result tables, eval table and N/A notes in both languages: the
 /// Chinese block repeats them in full rather than pointing "above".
-fn tables(report: &AttemptReport, zh: bool) -> String {
+fn tables(report: &AttemptReport) -> Bilingual {
     let is_baseline = report.name == ReportName::Baseline;
     let no_delta = Measure::Missing {
         reason: String::new(),
     };
-    let mut out = String::new();
+    let mut out = Bilingual::default();
     for section in &report.sections {
-        out.push_str(&if zh {
+        let (scenario, topology) = (text(&section.scenario), text(&section.topology));
+        out.push(
             format!(
-                "\n场景：{} · 拓扑：{}\n\n| 并发 | 输出 tok/s/GPU ↑ | TTFT 毫秒 ↓ | TPOT 毫秒 ↓ |\n",
-                text(&section.scenario),
-                text(&section.topology)
-            )
-        } else {
+                "\nScenario: {scenario} · Topology: {topology}\n\n| Concurrency | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |\n"
+            ),
             format!(
-                "\nScenario: {} · Topology: {}\n\n| Concurrency | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |\n",
-                text(&section.scenario),
-                text(&section.topology)
-            )
-        });
-        out.push_str("| ---: | ---: | ---: | ---: |\n");
+                "\n场景：{scenario} · 拓扑：{topology}\n\n| 并发 | 输出 tok/s/GPU ↑ | TTFT 毫秒 ↓ | TPOT 毫秒 ↓ |\n"
+            ),
+        );
+        out.push_same("| ---: | ---: | ---: | ---: |\n");
         for row in &section.rows {
             // The baseline report shows the frozen numbers themselves.
             let old = if is_baseline { &no_delta } else { &row.old };
-            out.push_str(&format!(
+            out.push_same(format!(
                 "| {} | {} | {} | {} |\n",
                 row.conc,
                 cell(
@@ -824,51 +790,68 @@ fn tables(report: &AttemptReport, zh: bool) -> String {
         }
     }
     let mut notes = na_notes(report);
-    if !report.evals.is_empty() {
-        out.push_str(if zh {
-            "\n| 评估 | 并发 | 分数 |\n| --- | ---: | ---: |\n"
-        } else {
-            "\n| Eval | Concurrency | Score |\n| --- | ---: | ---: |\n"
-        });
-        for e in &report.evals {
-            let label = format!("{} ({}) c{}", e.task, e.score_name, e.conc);
-            let shown = match e.new {
-                Some(new) => {
-                    if e.old.is_none() && !is_baseline {
-                        let why = e
-                            .no_delta
-                            .as_deref()
-                            .unwrap_or("the frozen baseline holds no score for this eval");
-                        notes.push((label, false, why.to_owned()));
-                    }
-                    score(new, e.old)
-                }
-                None => {
-                    notes.push((label, true, "no score in this run".to_owned()));
-                    "N/A".to_owned()
-                }
+    out.append(&eval_table(report, is_baseline, &mut notes));
+    if !notes.is_empty() {
+        out.push("\n**N/A:**\n", "\n**N/A**：\n");
+        for (label, side, reason) in &notes {
+            let label = text(label);
+            let side = if *side && !is_baseline {
+                bi!("result", "结果")
+            } else {
+                bi!("baseline", "基线")
             };
-            out.push_str(&format!(
-                "| {} ({}) | {} | {shown} |\n",
-                text(&e.task),
-                text(&e.score_name),
-                e.conc
-            ));
+            out.push(
+                format!("- {label}: {}: {}\n", side.en, text(reason)),
+                format!(
+                    "- {label}：{}：{}\n",
+                    side.zh,
+                    text(&super::format::reason_words(reason).zh)
+                ),
+            );
         }
     }
-    if !notes.is_empty() {
-        out.push_str(if zh { "\n**N/A**：\n" } else { "\n**N/A:**\n" });
-        for (label, side, reason) in &notes {
-            let result_side = *side && !is_baseline;
-            if zh {
-                let side = if result_side { "结果" } else { "基线" };
-                let reason = super::format::reason_words(reason).zh;
-                out.push_str(&format!("- {}：{side}：{}\n", text(label), text(&reason)));
-            } else {
-                let side = if result_side { "result" } else { "baseline" };
-                out.push_str(&format!("- {}: {side}: {}\n", text(label), text(reason)));
+    out
+}
+
+/// The eval table, or nothing; an eval without a delta adds its reason
+/// to `notes`.
+fn eval_table(
+    report: &AttemptReport,
+    is_baseline: bool,
+    notes: &mut Vec<(String, bool, String)>,
+) -> Bilingual {
+    let mut out = Bilingual::default();
+    if report.evals.is_empty() {
+        return out;
+    }
+    out.push(
+        "\n| Eval | Concurrency | Score |\n| --- | ---: | ---: |\n",
+        "\n| 评估 | 并发 | 分数 |\n| --- | ---: | ---: |\n",
+    );
+    for e in &report.evals {
+        let label = format!("{} ({}) c{}", e.task, e.score_name, e.conc);
+        let shown = match e.new {
+            Some(new) => {
+                if e.old.is_none() && !is_baseline {
+                    let why = e
+                        .no_delta
+                        .as_deref()
+                        .unwrap_or("the frozen baseline holds no score for this eval");
+                    notes.push((label, false, why.to_owned()));
+                }
+                score(new, e.old)
             }
-        }
+            None => {
+                notes.push((label, true, "no score in this run".to_owned()));
+                "N/A".to_owned()
+            }
+        };
+        out.push_same(format!(
+            "| {} ({}) | {} | {shown} |\n",
+            text(&e.task),
+            text(&e.score_name),
+            e.conc
+        ));
     }
     out
 }

@@ -1,5 +1,5 @@
 //! The collapsed footer every Klaud PR body ends with: the `/klaud`
-//! commands (listed from [`crate::commands::COMMANDS`]), what closing the
+//! commands (listed from [`crate::commands::COMMANDS`], a leaf table), what closing the
 //! PR without merging means, and where the dashboard issue is.
 //!
 //! It sits between its own markers, so a later edit of the body (the

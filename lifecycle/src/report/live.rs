@@ -167,27 +167,29 @@ impl LiveJobs {
     }
 
     /// `Jobs: 5 of 12 done (throughput 3 of 8, evals 2 of 2).`
-    pub fn progress(&self, zh: bool) -> String {
+    pub fn progress(&self) -> Bilingual {
         let total: u32 = self.groups.iter().map(|g| g.total).sum();
         let done: u32 = self.groups.iter().map(|g| g.done).sum();
-        let mut detail = Vec::new();
-        for (g, en, cn) in [
-            (JobGroup::Throughput, "throughput", "吞吐量测试"),
-            (JobGroup::Evals, "evals", "评估"),
+        let (mut en, mut zh) = (Vec::new(), Vec::new());
+        for (g, name) in [
+            (JobGroup::Throughput, bi!("throughput", "吞吐量测试")),
+            (JobGroup::Evals, bi!("evals", "评估")),
         ] {
             if let Some(s) = self.group(g) {
-                detail.push(if zh {
-                    format!("{cn} {}/{}", s.done, s.total)
-                } else {
-                    format!("{en} {} of {}", s.done, s.total)
-                });
+                en.push(format!("{} {} of {}", name.en, s.done, s.total));
+                zh.push(format!("{} {}/{}", name.zh, s.done, s.total));
             }
         }
-        match (zh, detail.is_empty()) {
-            (false, true) => format!("Jobs: {done} of {total} done."),
-            (false, false) => format!("Jobs: {done} of {total} done ({}).", detail.join(", ")),
-            (true, true) => format!("作业：已完成 {done}/{total}。"),
-            (true, false) => format!("作业：已完成 {done}/{total}（{}）。", detail.join("，")),
+        if en.is_empty() {
+            Bilingual::owned(
+                format!("Jobs: {done} of {total} done."),
+                format!("作业：已完成 {done}/{total}。"),
+            )
+        } else {
+            Bilingual::owned(
+                format!("Jobs: {done} of {total} done ({}).", en.join(", ")),
+                format!("作业：已完成 {done}/{total}（{}）。", zh.join("，")),
+            )
         }
     }
 }
@@ -263,7 +265,7 @@ mod tests {
         assert_eq!(live.status_line().en, "evals passed, throughput running");
         assert_eq!(live.status_line().zh, "评估通过，吞吐量测试运行中");
         assert_eq!(
-            live.progress(false),
+            live.progress().en,
             "Jobs: 3 of 4 done (throughput 1 of 2, evals 1 of 1)."
         );
         let mut waiting = job(EVAL_OLD, None);

@@ -5,6 +5,7 @@
 //! the node is listed once for every candidate it hit. Written side by
 //! side in both languages, every outside name escaped.
 
+use klaud_render::Bilingual;
 use klaud_render::escape::{code, link, text};
 use serde::{Deserialize, Serialize};
 
@@ -24,64 +25,58 @@ pub struct SickNodesSeen {
     pub dashboard: Option<String>,
 }
 
-/// The paragraph for one language: empty when no job's node is sick.
-pub fn render(seen: Option<&SickNodesSeen>, zh: bool) -> String {
+/// The paragraph, in both languages: empty when no job's node is sick.
+pub fn render(seen: Option<&SickNodesSeen>) -> Bilingual {
     let Some(seen) = seen.filter(|s| !s.rows.is_empty()) else {
-        return String::new();
+        return Bilingual::default();
     };
     let section = "Sick nodes / 异常节点";
     let place = match &seen.dashboard {
-        Some(url) if zh => link(&format!("看板 issue 的“{section}”部分"), url),
-        Some(url) => link(&format!("the dashboard issue's \"{section}\" section"), url),
-        None if zh => format!("看板 issue（标签 `klaud-dashboard`）的“{section}”部分"),
-        None => format!("the dashboard issue's \"{section}\" section (label `klaud-dashboard`)"),
+        Some(url) => Bilingual::owned(
+            link(&format!("the dashboard issue's \"{section}\" section"), url),
+            link(&format!("看板 issue 的“{section}”部分"), url),
+        ),
+        None => Bilingual::owned(
+            format!("the dashboard issue's \"{section}\" section (label `klaud-dashboard`)"),
+            format!("看板 issue（标签 `klaud-dashboard`）的“{section}”部分"),
+        ),
     };
-    let mut out = if zh {
-        format!("\n**异常节点**：本次运行失败的作业所在节点已被判定为异常节点，详见{place}：\n\n")
-    } else {
+    let mut out = Bilingual::owned(
         format!(
-            "\n**Sick node:** a failed job ran on a node that keeps failing the same way across candidates; it is listed once in {place}:\n\n"
-        )
-    };
+            "\n**Sick node:** a failed job ran on a node that keeps failing the same way across candidates; it is listed once in {}:\n\n",
+            place.en
+        ),
+        format!(
+            "\n**异常节点**：本次运行失败的作业所在节点已被判定为异常节点，详见{}：\n\n",
+            place.zh
+        ),
+    );
     let when = |t: &chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M UTC").to_string();
     for r in seen.rows.iter().take(MAX_SHOWN) {
         let families: Vec<String> = r.families.iter().map(|f| code(f)).collect();
-        let more = r.family_count.saturating_sub(r.families.len());
-        let families = match (more, zh) {
-            (0, _) => families.join(if zh { "、" } else { ", " }),
-            (n, true) => format!("{} 等另 {n} 个", families.join("、")),
-            (n, false) => format!("{} and {n} more", families.join(", ")),
+        let families = match r.family_count.saturating_sub(r.families.len()) {
+            0 => Bilingual::owned(families.join(", "), families.join("、")),
+            n => Bilingual::owned(
+                format!("{} and {n} more", families.join(", ")),
+                format!("{} 等另 {n} 个", families.join("、")),
+            ),
         };
-        let entry = r.entry.as_deref().map(|e| {
-            if zh {
-                format!("，剧本条目 {}", code(e))
-            } else {
-                format!(", playbook entry {}", code(e))
-            }
-        });
-        out.push_str(&if zh {
+        let entry = match r.entry.as_deref().map(code) {
+            Some(e) => Bilingual::owned(format!(", playbook entry {e}"), format!("，剧本条目 {e}")),
+            None => Bilingual::default(),
+        };
+        let (node, signature, class) = (code(&r.node), code(&r.signature), text(&r.class));
+        let (failures, first, last) = (r.failures, when(&r.first_seen), when(&r.last_seen));
+        out.push(
             format!(
-                "- {}：{}（{}），系列 {families}，{} 次失败，首次 {}，最近 {}{}\n",
-                code(&r.node),
-                code(&r.signature),
-                text(&r.class),
-                r.failures,
-                when(&r.first_seen),
-                when(&r.last_seen),
-                entry.unwrap_or_default()
-            )
-        } else {
+                "- {node}: {signature} ({class}), families {}, {failures} failures, first seen {first}, last seen {last}{}\n",
+                families.en, entry.en
+            ),
             format!(
-                "- {}: {} ({}), families {families}, {} failures, first seen {}, last seen {}{}\n",
-                code(&r.node),
-                code(&r.signature),
-                text(&r.class),
-                r.failures,
-                when(&r.first_seen),
-                when(&r.last_seen),
-                entry.unwrap_or_default()
-            )
-        });
+                "- {node}：{signature}（{class}），系列 {}，{failures} 次失败，首次 {first}，最近 {last}{}\n",
+                families.zh, entry.zh
+            ),
+        );
     }
     out
 }
@@ -112,8 +107,8 @@ mod tests {
 
     #[test]
     fn nothing_is_said_without_a_sick_node() {
-        assert_eq!(render(None, false), "");
-        assert_eq!(render(Some(&SickNodesSeen::default()), true), "");
+        assert!(render(None).is_empty());
+        assert!(render(Some(&SickNodesSeen::default())).is_empty());
     }
 
     #[test]
@@ -122,14 +117,14 @@ mod tests {
             rows: vec![row("b200-dgx-07")],
             dashboard: Some("https://github.com/o/r/issues/9".into()),
         };
-        let en = render(Some(&seen), false);
+        let en = render(Some(&seen)).en;
         assert!(en.contains("**Sick node:**"), "{en}");
         assert!(
             en.contains("[the dashboard issue's \"Sick nodes / 异常节点\" section](https://github.com/o/r/issues/9)"),
             "{en}"
         );
         assert!(en.contains("- `b200-dgx-07`: `vllm-oom-at-load` (engine), families `demo-fp4-b200-vllm`, `demo-fp4-b200-vllm-special` and 1 more, 4 failures, first seen 2026-12-01 10:00 UTC, last seen 2026-12-02 10:00 UTC, playbook entry `vllm-oom-at-load`"), "{en}");
-        let zh = render(Some(&seen), true);
+        let zh = render(Some(&seen)).zh;
         assert!(zh.contains("**异常节点**"), "{zh}");
         assert!(zh.contains("(https://github.com/o/r/issues/9)"), "{zh}");
         assert!(zh.contains("首次 2026-12-01 10:00 UTC"), "{zh}");
@@ -141,8 +136,8 @@ mod tests {
             rows: vec![row("<img src=x onerror=alert(1)> @team `x` | y")],
             dashboard: Some("javascript:alert(1)".into()),
         };
-        for zh in [false, true] {
-            let out = render(Some(&seen), zh);
+        let both = render(Some(&seen));
+        for out in [&both.en, &both.zh] {
             assert!(!out.contains("<img"), "{out}");
             // The node is a code span, where a mention is inert.
             assert!(

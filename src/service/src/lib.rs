@@ -28,6 +28,7 @@ pub mod results_client;
 pub mod sick_nodes;
 pub mod signoff;
 pub mod status;
+pub mod step_summary;
 pub mod story;
 pub mod wave_adapters;
 

@@ -1,7 +1,7 @@
 //! Fuzzing on stable: every text Klaud writes on GitHub that carries
 //! outside input (the PR title and the baseline block of its body, attempt
 //! reports, receipts, command replies, the dashboard issue, the sign-off
-//! verdict) is rendered with hostile strings in every outside field:
+//! verdict, the wave's Actions step summary) is rendered with hostile strings in every outside field:
 //! mentions, `<script>`, `</details>`, `<!--` and `-->`, backticks, pipes,
 //! line breaks, bidi controls and arbitrary unicode. Each body is read back
 //! by a CommonMark parser, as GitHub would, and must hold no live mention,
@@ -33,6 +33,7 @@ use klaud_lifecycle::report::{
     parse_report, pr_title, render_baseline_block, render_receipt, render_report, splice_baseline,
 };
 use klaud_service::dashboard_issue::{Kept, KeptIgnore, KeptRunNow, View, body};
+use klaud_service::{CandidateSummary, WaveSummary};
 use klaud_signoff::evidence::SignoffKind;
 use klaud_signoff::{CheckResult, ContractVersion, Verdict, render};
 use proptest::prelude::*;
@@ -170,6 +171,64 @@ fn assert_inert(what: &str, body: &str) -> Result<(), TestCaseError> {
         body
     );
     Ok(())
+}
+
+/// Every row of every table in `body` has `columns` cells: no outside text
+/// split a cell or ended a row.
+fn assert_cells(what: &str, body: &str, columns: usize) -> Result<(), TestCaseError> {
+    let mut cells = 0usize;
+    let mut tables = 0usize;
+    for event in Parser::new_ext(body, Options::all()) {
+        match event {
+            Event::Start(Tag::Table(_)) => tables += 1,
+            Event::Start(Tag::TableHead | Tag::TableRow) => cells = 0,
+            Event::Start(Tag::TableCell) => cells += 1,
+            Event::End(TagEnd::TableHead | TagEnd::TableRow) => {
+                prop_assert_eq!(
+                    cells,
+                    columns,
+                    "{}: a row of {} cells in\n{}",
+                    what,
+                    cells,
+                    body
+                );
+            }
+            _ => {}
+        }
+    }
+    prop_assert!(tables > 0, "{what}: no table in\n{body}");
+    Ok(())
+}
+
+/// A wave whose one candidate carries hostile text in every field the
+/// step summary shows.
+fn wave_summary(h: &[String]) -> WaveSummary {
+    WaveSummary {
+        base: h[0].clone(),
+        candidates: vec![CandidateSummary {
+            candidate: cand(),
+            family: h[1].clone(),
+            image: h[2].clone(),
+            outcome: Some(h[3].clone()),
+            phase: h[4].clone(),
+            pull_request: Some(format!("https://github.com/o/r/pull/{}", h[5])),
+            runs: vec![RunRef {
+                id: 7,
+                attempt: 1,
+                url: h[6].clone(),
+            }],
+            repairs: 0,
+            status: None,
+            message: Some(h[7].clone()),
+            merge: None,
+        }],
+        skipped: vec![(h[8].clone(), h[9].clone())],
+        answered: vec![],
+        families: vec![],
+        unreadable: vec![],
+        stopped_by: None,
+        blocked: vec![],
+    }
 }
 
 /// What one piece of HTML holds.
@@ -606,6 +665,12 @@ proptest! {
         if !token.contains(['<', '>']) {
             prop_assert!(!ticked.is_empty(), "the undo boxes read back:\n{}", issue);
         }
+
+        // The wave's Actions step summary: its table keeps six cells a row.
+        let brief = [h[0].clone(), format!("  {}", h[1])];
+        let summary = klaud_service::step_summary::render(&wave_summary(&h), &brief);
+        assert_inert("step summary", &summary)?;
+        assert_cells("step summary", &summary, 6)?;
 
         // The sign-off verdict, in every contract version.
         let verdict = verdict(&h);

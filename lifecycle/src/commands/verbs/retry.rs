@@ -18,20 +18,10 @@
 
 use klaud_claims::{CandidateId, Clock};
 
-use super::{CommandHelp, Needs};
 use crate::BoxFuture;
-use crate::commands::{Command, CommandError, Refusal, Retries};
+use crate::commands::{CommandError, Refusal, Retries};
 use crate::engine::{CandidateRecord, Engine, Journal, JournalError, RetryRequest, Step};
 use crate::model::Outcome;
-
-/// Its line in the table.
-pub(super) const HELP: CommandHelp = CommandHelp {
-    command: Command::Retry,
-    usage: "/klaud retry",
-    en: "run the next attempt again now (also lifts the family's cooldown)",
-    zh: "立即重新运行下一次尝试（同时解除该系列的冷却）",
-    needs: Needs::Write,
-};
 
 /// Carries out `/klaud retry` by `user`; the reply.
 pub(super) async fn run(

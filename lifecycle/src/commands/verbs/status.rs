@@ -9,19 +9,8 @@
 
 use klaud_render::escape::{code, link, text};
 
-use super::{CommandHelp, Needs};
-use crate::commands::Command;
 use crate::engine::{CandidateRecord, Step};
 use crate::model::Outcome;
-
-/// Its line in the table.
-pub(super) const HELP: CommandHelp = CommandHelp {
-    command: Command::Status,
-    usage: "/klaud status",
-    en: "reply with the candidate's state",
-    zh: "回复候选的当前状态",
-    needs: Needs::Write,
-};
 
 /// The text of a `/klaud status` answer.
 pub fn status_text(rec: &CandidateRecord) -> String {

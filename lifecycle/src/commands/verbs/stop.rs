@@ -9,7 +9,7 @@
 //!   with the narrowest range), and a failed permission lookup is refused
 //!   with a reply, never read as a vanished PR.
 //! - Effect: the candidate ends as `handoff` with only its claim released
-//!   ([`end_by_maintainer`], shared with `/klaud release`).
+//!   ([`super::hand_off`], shared with `/klaud release`).
 //! - Tests: `tests/maintainer_commands.rs`:
 //!   `maintainer_stop_ends_the_candidate_as_handoff_with_one_reply`,
 //!   `failed_permission_lookup_refuses`,
@@ -18,71 +18,22 @@
 //!   `tests/regression_hunt.rs`: `a_maintainers_stop_ends_the_hunt_mid_way`,
 //!   `a_stop_whose_permission_lookup_fails_mid_hunt_is_refused_and_the_hunt_goes_on`.
 
-use super::{CommandHelp, Needs};
-use crate::commands::{Command, CommandError};
-use crate::engine::{CandidateRecord, Engine, Step};
-use crate::model::Outcome;
+use super::hand_off::HandOff;
+use crate::commands::Command;
 
-/// Its line in the table.
-pub(super) const HELP: CommandHelp = CommandHelp {
+/// How `/klaud stop` ends a candidate: only its claim is released.
+pub(super) const STOP: HandOff = HandOff {
     command: Command::Stop,
-    usage: "/klaud stop",
-    en: "Klaud stops changing this PR and its branch and releases its claim",
-    zh: "Klaud 不再修改此 PR 及其分支，并释放认领",
-    needs: Needs::Write,
+    receipt: "stopped",
+    claim_only: true,
+    reply: |released| {
+        format!(
+            "Stopped: Klaud no longer changes this PR or its branch; the claim is {}.",
+            if released {
+                "released"
+            } else {
+                "being released"
+            }
+        )
+    },
 };
-
-/// Carries out `/klaud stop` by `user`; `why` is `": <reason>"` or empty.
-pub(super) async fn run(
-    engine: &Engine<'_>,
-    rec: &mut CandidateRecord,
-    user: &str,
-    why: &str,
-) -> Result<String, CommandError> {
-    if let Some(done) = already_finished(rec, &Command::Stop) {
-        return Ok(done);
-    }
-    let message = format!("stopped by maintainer {user} (/klaud stop){why}");
-    end_by_maintainer(engine, rec, message, true).await?;
-    Ok(format!(
-        "Stopped: Klaud no longer changes this PR or its branch; the claim is {}.",
-        if rec.step == Step::Done {
-            "released"
-        } else {
-            "being released"
-        }
-    ))
-}
-
-/// The reply to `command` on a candidate that already finished; `None`
-/// while it runs.
-pub(super) fn already_finished(rec: &CandidateRecord, command: &Command) -> Option<String> {
-    if rec.step != Step::Done {
-        return None;
-    }
-    let outcome = rec
-        .ending
-        .as_ref()
-        .map_or_else(|| "done".to_owned(), |e| e.outcome.to_string());
-    Some(format!(
-        "Nothing to {}: candidate {} already finished ({outcome}).",
-        command.verb(),
-        rec.candidate
-    ))
-}
-
-/// Ends `rec` as a maintainer's hand-off with `message` in its receipt and
-/// drives it to its end: `claim_only` (stop) releases only the claim; else
-/// (release) the usual cleanup runs.
-pub(super) async fn end_by_maintainer(
-    engine: &Engine<'_>,
-    rec: &mut CandidateRecord,
-    message: String,
-    claim_only: bool,
-) -> Result<(), CommandError> {
-    engine
-        .end_now(rec, Outcome::Handoff, message, claim_only)
-        .await?;
-    engine.drive(rec, 64).await?;
-    Ok(())
-}

@@ -11,18 +11,8 @@
 //! - Tests: below; `tests/experiments.rs`, and
 //!   `tests/maintainer_commands.rs`: `try_on_a_pr_finished_before_the_cooldown_is_answered`.
 
-use super::{CommandHelp, Needs};
-use crate::commands::{Command, CommandError, Refusal};
+use crate::commands::{CommandError, Refusal};
 use crate::engine::{CandidateRecord, Engine, TryRequest};
-
-/// Its line in the table.
-pub(super) const HELP: CommandHelp = CommandHelp {
-    command: Command::Try,
-    usage: "/klaud try <name> [from <variant>]: <edits>",
-    en: "start another variant of this candidate that races this one",
-    zh: "为该候选启动另一个变体，与本 PR 并行比较",
-    needs: Needs::Write,
-};
 
 /// Carries out `/klaud try <argument>`; the variants it started are added
 /// to `started`.
@@ -116,7 +106,7 @@ pub fn parse_try(argument: &str) -> Result<TryRequest, TryParseError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::parse_commands;
+    use crate::commands::{Command, parse_commands};
 
     #[test]
     fn try_takes_a_name_an_optional_base_and_edits() {

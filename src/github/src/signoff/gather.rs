@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use klaud_lifecycle::BoxFuture;
+use klaud_lifecycle::artifacts::{AGG_EVAL_FILE, ArtifactFiles, ArtifactLimits, unzip};
 use klaud_signoff::checks::run_id_of;
 use klaud_signoff::evidence::{
     ChangedFile, CheckRunFact, CommentFact, DefaultBranchFiles, EvalFact, Evidence, PullFacts,
@@ -76,26 +77,12 @@ impl Github {
         }
         let mut all: Vec<(SignoffKind, RawSignoff)> = Vec::new();
         for (kind, path) in [
-            (
-                SignoffKind::IssueComment,
-                format!("issues/{pull}/comments?per_page=100"),
-            ),
-            (
-                SignoffKind::Review,
-                format!("pulls/{pull}/reviews?per_page=100"),
-            ),
-            (
-                SignoffKind::ReviewComment,
-                format!("pulls/{pull}/comments?per_page=100"),
-            ),
+            (SignoffKind::IssueComment, format!("issues/{pull}/comments")),
+            (SignoffKind::Review, format!("pulls/{pull}/reviews")),
+            (SignoffKind::ReviewComment, format!("pulls/{pull}/comments")),
         ] {
             let items: Vec<RawSignoff> = self
-                .t
-                .get_all(
-                    &format!("list sign-offs of #{pull}"),
-                    &self.path(&path),
-                    None,
-                )
+                .listing(&format!("list sign-offs of #{pull}"), &path, None)
                 .await?;
             all.extend(items.into_iter().map(|i| (kind, i)));
         }
@@ -311,10 +298,9 @@ impl Github {
         head_sha: &str,
     ) -> Result<Vec<ChangedFile>, GithubError> {
         let raw_files: Vec<RawFile> = self
-            .t
-            .get_all(
+            .listing(
                 &format!("list files of #{pull}"),
-                &self.path(&format!("pulls/{pull}/files?per_page=100")),
+                &format!("pulls/{pull}/files"),
                 None,
             )
             .await?;
@@ -374,10 +360,9 @@ impl Github {
     /// [`MAX_COMMITS_CHECKED`].
     async fn check_runs(&self, pull: u64) -> Result<(Vec<String>, Vec<CheckRunFact>), GithubError> {
         let commits: Vec<ShaOnly> = self
-            .t
-            .get_all(
+            .listing(
                 &format!("list commits of #{pull}"),
-                &self.path(&format!("pulls/{pull}/commits?per_page=100")),
+                &format!("pulls/{pull}/commits"),
                 None,
             )
             .await?;
@@ -385,10 +370,9 @@ impl Github {
         let mut check_runs = Vec::new();
         for sha in pr_commits.iter().rev().take(MAX_COMMITS_CHECKED) {
             let runs: Vec<RawCheckRun> = self
-                .t
-                .get_all(
+                .listing(
                     &format!("list check runs of {sha}"),
-                    &self.path(&format!("commits/{sha}/check-runs?per_page=100")),
+                    &format!("commits/{sha}/check-runs"),
                     Some("check_runs"),
                 )
                 .await?;
@@ -644,6 +628,42 @@ impl Github {
         Ok(Some(v["state"] == "active"))
     }
 
+    /// Every page of the repository's listing at `path` (below
+    /// `repos/{owner}/{name}/`, 100 a page): the one shape of the sign-off's
+    /// paged reads. `key` names the array when the answer is an object.
+    async fn listing<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &str,
+        path: &str,
+        key: Option<&str>,
+    ) -> Result<Vec<T>, GithubError> {
+        self.t
+            .get_all(what, &self.path(&format!("{path}?per_page=100")), key)
+            .await
+    }
+
+    /// The files of run `run_id`'s first unexpired artifact that `wanted`
+    /// picks (or why there are none: `described` names the artifact).
+    async fn run_artifact(
+        &self,
+        run_id: u64,
+        described: &str,
+        wanted: impl Fn(&RawArtifact) -> bool,
+    ) -> Result<Result<ArtifactFiles, String>, GithubError> {
+        let artifacts: Vec<RawArtifact> = self
+            .listing(
+                &format!("list artifacts of run {run_id}"),
+                &format!("actions/runs/{run_id}/artifacts"),
+                Some("artifacts"),
+            )
+            .await?;
+        let Some(found) = artifacts.iter().find(|a| !a.expired && wanted(a)) else {
+            return Ok(Err(format!("run {run_id} has no {described} artifact")));
+        };
+        let zip = self.download_artifact(found.id).await?;
+        Ok(unzip(&found.name, &zip, &ArtifactLimits::default()).map_err(|e| e.to_string()))
+    }
+
     /// File `file` of run `run_id`'s artifact named `artifact` (or why it
     /// is not there).
     async fn run_file(
@@ -652,65 +672,24 @@ impl Github {
         artifact: &str,
         file: &str,
     ) -> Result<Result<Vec<u8>, String>, GithubError> {
-        let artifacts: Vec<RawArtifact> = self
-            .t
-            .get_all(
-                &format!("list artifacts of run {run_id}"),
-                &self.path(&format!("actions/runs/{run_id}/artifacts?per_page=100")),
-                Some("artifacts"),
-            )
+        let files = self
+            .run_artifact(run_id, artifact, |a| a.name == artifact)
             .await?;
-        let Some(found) = artifacts.iter().find(|a| !a.expired && a.name == artifact) else {
-            return Ok(Err(format!("run {run_id} has no {artifact} artifact")));
-        };
-        let zip = self.download_artifact(found.id).await?;
-        let files = match klaud_lifecycle::artifacts::unzip(
-            &found.name,
-            &zip,
-            &klaud_lifecycle::artifacts::ArtifactLimits::default(),
-        ) {
-            Ok(files) => files,
-            Err(e) => return Ok(Err(e.to_string())),
-        };
-        Ok(files
-            .file(file)
-            .map(<[u8]>::to_vec)
-            .map_err(|e| e.to_string()))
+        Ok(files.and_then(|f| f.file(file).map(<[u8]>::to_vec).map_err(|e| e.to_string())))
     }
 
     async fn eval_results(
         &self,
         run_id: u64,
     ) -> Result<Result<Vec<EvalFact>, String>, GithubError> {
-        let artifacts: Vec<RawArtifact> = self
-            .t
-            .get_all(
-                &format!("list artifacts of run {run_id}"),
-                &self.path(&format!("actions/runs/{run_id}/artifacts?per_page=100")),
-                Some("artifacts"),
-            )
+        let files = self
+            .run_artifact(run_id, "eval_results_*", |a| {
+                a.name.starts_with("eval_results_")
+            })
             .await?;
-        let Some(artifact) = artifacts
-            .iter()
-            .filter(|a| !a.expired)
-            .find(|a| a.name.starts_with("eval_results_"))
-        else {
-            return Ok(Err(format!("run {run_id} has no eval_results_* artifact")));
-        };
-        let zip = self.download_artifact(artifact.id).await?;
-        let files = match klaud_lifecycle::artifacts::unzip(
-            &artifact.name,
-            &zip,
-            &klaud_lifecycle::artifacts::ArtifactLimits::default(),
-        ) {
-            Ok(files) => files,
-            Err(e) => return Ok(Err(e.to_string())),
-        };
-        Ok(
-            match files.file(klaud_lifecycle::artifacts::AGG_EVAL_FILE) {
-                Ok(bytes) => parse_agg_eval(bytes).map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            },
-        )
+        Ok(files.and_then(|f| {
+            let bytes = f.file(AGG_EVAL_FILE).map_err(|e| e.to_string())?;
+            parse_agg_eval(bytes).map_err(|e| e.to_string())
+        }))
     }
 }

@@ -48,70 +48,6 @@ pub struct Args {
     checkout: Option<PathBuf>,
 }
 
-/// A table cell: no line breaks, and a `|` does not end the cell.
-fn cell(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace('|', "\\|")
-}
-
-/// The wave as a GitHub step summary: what the pass did in a few lines
-/// (`brief`, from [`super::wave_report::brief`]), then, in the shape the
-/// incumbent workflow wrote, a heading per candidate and the row
-/// `| Outcome / 结果 | Phase / 阶段 | Reason / 原因 | PR | Repairs / 修复 | Runs / 运行 |`.
-pub fn step_summary(summary: &klaud_service::WaveSummary, brief: &[String]) -> String {
-    let mut out = format!(
-        "## Klaud wave at `{}`\n\n",
-        summary.base.get(..12).unwrap_or(&summary.base)
-    );
-    out.push_str(&super::wave_report::brief_markdown(brief));
-    if summary.candidates.is_empty() {
-        out.push_str("No candidates in this wave.\n\n");
-    }
-    for c in &summary.candidates {
-        out.push_str(&format!(
-            "### {} → `{}`\n\n| Outcome / 结果 | Phase / 阶段 | Reason / 原因 | PR | Repairs / 修复 | Runs / 运行 |\n| --- | --- | --- | --- | --- | --- |\n",
-            cell(&c.family),
-            cell(&c.image)
-        ));
-        let outcome = match &c.outcome {
-            Some(o) => format!("**{}**", cell(o)),
-            None => "running".to_owned(),
-        };
-        let reason = c
-            .message
-            .as_deref()
-            .or(c.status.as_deref())
-            .map_or_else(|| "—".to_owned(), cell);
-        let pr = c.pull_request.as_deref().map_or_else(
-            || "—".to_owned(),
-            |url| {
-                let number = url.rsplit('/').next().unwrap_or(url);
-                format!("[#{}]({url})", cell(number))
-            },
-        );
-        let runs = if c.runs.is_empty() {
-            "—".to_owned()
-        } else {
-            c.runs
-                .iter()
-                .map(|r| format!("[{} #{}]({})", r.id, r.attempt, r.url))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        out.push_str(&format!(
-            "| {outcome} | {} | {reason} | {pr} | {} | {runs} |\n\n",
-            cell(&c.phase),
-            c.repairs
-        ));
-    }
-    for (candidate, why) in &summary.skipped {
-        out.push_str(&format!("- skipped `{}`: {}\n", cell(candidate), cell(why)));
-    }
-    out
-}
-
 /// Appends the step summary; a summary that cannot be written is logged,
 /// not a failed wave (the wave's work is done and recorded).
 fn write_step_summary(
@@ -124,7 +60,9 @@ fn write_step_summary(
         .create(true)
         .append(true)
         .open(path)
-        .and_then(|mut f| f.write_all(step_summary(summary, brief).as_bytes()));
+        .and_then(|mut f| {
+            f.write_all(klaud_service::step_summary::render(summary, brief).as_bytes())
+        });
     if let Err(e) = result {
         tracing::warn!(path = %path.display(), error = %e, "step summary not written");
     }
@@ -286,46 +224,6 @@ pub fn run(args: Args) -> Result<(), CliError> {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_step_summary_has_the_incumbents_columns_and_escapes_cells() {
-        let summary = klaud_service::WaveSummary {
-            base: "0123456789abcdef0123".into(),
-            candidates: vec![klaud_service::CandidateSummary {
-                candidate: "d92e15065c55779d-0123456789abcdef".parse().unwrap(),
-                family: "configs/nvidia-master.yaml:k".into(),
-                image: "lmsysorg/sglang:v2".into(),
-                outcome: Some("failed".into()),
-                phase: "targeted".into(),
-                pull_request: Some("https://github.com/o/r/pull/17".into()),
-                runs: vec![klaud_lifecycle::model::RunRef {
-                    id: 99,
-                    attempt: 2,
-                    url: "https://github.com/o/r/actions/runs/99/attempts/2".into(),
-                }],
-                repairs: 1,
-                status: None,
-                message: Some("smoke failed | twice\nat step 3".into()),
-                merge: None,
-            }],
-            skipped: vec![],
-            answered: vec![],
-            families: vec![],
-            unreadable: vec![],
-            stopped_by: None,
-            blocked: vec![],
-        };
-        let text = super::step_summary(&summary, &["held: 1".to_owned()]);
-        assert!(text.contains("`\n\n- held: 1\n\n###"), "{text}");
-        assert!(text.contains(
-            "| Outcome / 结果 | Phase / 阶段 | Reason / 原因 | PR | Repairs / 修复 | Runs / 运行 |"
-        ));
-        assert!(text.contains("`0123456789ab`"), "{text}");
-        assert!(
-            text.contains("| **failed** | targeted | smoke failed \\| twice at step 3 | [#17](https://github.com/o/r/pull/17) | 1 | [99 #2](https://github.com/o/r/actions/runs/99/attempts/2) |"),
-            "{text}"
-        );
-    }
-
     #[derive(clap::Parser)]
     struct Wave {
         #[command(flatten)]

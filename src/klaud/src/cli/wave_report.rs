@@ -182,20 +182,6 @@ pub fn brief(summary: &WaveSummary, requests: &Requests) -> Vec<String> {
     lines
 }
 
-/// The brief as Markdown for the step summary, under the table's heading.
-pub fn brief_markdown(lines: &[String]) -> String {
-    let mut out = String::new();
-    for line in lines {
-        let (indent, text) = match line.strip_prefix("  ") {
-            Some(rest) => ("  ", rest),
-            None => ("", line.as_str()),
-        };
-        out.push_str(&format!("{indent}- {}\n", markdown_text(text)));
-    }
-    out.push('\n');
-    out
-}
-
 /// Families held, with the kind and the reason: the plan's blocks
 /// (retired, duplicate, occupied, ignored, readiness-blocked) and those
 /// the wave added, each family once.
@@ -233,22 +219,6 @@ fn counts(by: &BTreeMap<&str, usize>, prefix: &str) -> String {
 
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Text that Markdown shows as written: no HTML, no links or emphasis
-/// made from a reason that came from outside.
-fn markdown_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(
-            c,
-            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '#' | '|' | '!'
-        ) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -337,14 +307,6 @@ mod tests {
                 "  occupied configs/a-master.yaml:w: Klaud's PR #12 is still open",
                 "GitHub: 37 request(s) charged to the rate limit (4953 of 5000 left)",
             ]
-        );
-    }
-
-    #[test]
-    fn markdown_from_outside_is_shown_as_written() {
-        assert_eq!(
-            brief_markdown(&["held: 1".into(), "  occupied a: <b>[x](y)</b>".into()]),
-            "- held: 1\n  - occupied a: \\<b\\>\\[x\\](y)\\</b\\>\n\n"
         );
     }
 }

@@ -664,139 +664,125 @@ impl GithubState {
         (total - m.log.len() as u64, m.log.clone())
     }
 
-    /// The sha a ref (full name) points at.
-    pub async fn ref_sha(&self, full: &str, name: &str) -> Option<String> {
+    /// `read` over repository `full` (any case) under the lock; a
+    /// repository that does not exist reads as nothing (`T::default()`).
+    async fn read_repo<T: Default>(&self, full: &str, read: impl FnOnce(&Repo) -> T) -> T {
         let m = self.lock().await;
         m.repos
-            .get(&full.to_ascii_lowercase())?
-            .refs
-            .get(name)
-            .cloned()
+            .get(&full.to_ascii_lowercase())
+            .map(read)
+            .unwrap_or_default()
+    }
+
+    /// The sha a ref (full name) points at.
+    pub async fn ref_sha(&self, full: &str, name: &str) -> Option<String> {
+        self.read_repo(full, |r| r.refs.get(name).cloned()).await
     }
 
     /// Numbers of all pull requests whose head is `branch`.
     pub async fn pulls_for_head(&self, full: &str, branch: &str) -> Vec<u64> {
-        let m = self.lock().await;
-        m.repos
-            .get(&full.to_ascii_lowercase())
-            .map(|r| {
-                r.pulls
-                    .values()
-                    .filter(|p| p.head_ref == branch)
-                    .map(|p| p.number)
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.read_repo(full, |r| {
+            r.pulls
+                .values()
+                .filter(|p| p.head_ref == branch)
+                .map(|p| p.number)
+                .collect()
+        })
+        .await
     }
 
     /// Ids of all runs, oldest first.
     pub async fn run_ids(&self, full: &str) -> Vec<u64> {
-        let m = self.lock().await;
-        m.repos
-            .get(&full.to_ascii_lowercase())
-            .map(|r| r.runs.keys().copied().collect())
-            .unwrap_or_default()
+        self.read_repo(full, |r| r.runs.keys().copied().collect())
+            .await
     }
 
     /// Ids of the runs someone dispatched (`workflow_dispatch`): the smokes,
     /// not the published producer runs the results API names.
     pub async fn dispatched_run_ids(&self, full: &str) -> Vec<u64> {
-        let m = self.lock().await;
-        m.repos
-            .get(&full.to_ascii_lowercase())
-            .map(|r| {
-                r.runs
-                    .values()
-                    .filter(|run| run.event == "workflow_dispatch")
-                    .map(|run| run.id)
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.read_repo(full, |r| {
+            r.runs
+                .values()
+                .filter(|run| run.event == "workflow_dispatch")
+                .map(|run| run.id)
+                .collect()
+        })
+        .await
     }
 
     /// Names of the artifacts run `run` uploaded, in id order.
     pub async fn artifact_names(&self, full: &str, run: u64) -> Vec<String> {
-        let m = self.lock().await;
-        m.repos
-            .get(&full.to_ascii_lowercase())
-            .map(|r| {
-                r.artifacts
-                    .values()
-                    .filter(|a| a.run_id == run)
-                    .map(|a| a.name.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.read_repo(full, |r| {
+            r.artifacts
+                .values()
+                .filter(|a| a.run_id == run)
+                .map(|a| a.name.clone())
+                .collect()
+        })
+        .await
     }
 
     /// Bodies of the comments on an issue or PR, oldest first.
     pub async fn comment_bodies(&self, full: &str, number: u64) -> Vec<String> {
-        let m = self.lock().await;
-        m.repos
-            .get(&full.to_ascii_lowercase())
-            .map(|r| {
-                r.comments
-                    .values()
-                    .filter(|c| c.issue == number)
-                    .map(|c| c.body.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.read_repo(full, |r| {
+            r.comments
+                .values()
+                .filter(|c| c.issue == number)
+                .map(|c| c.body.clone())
+                .collect()
+        })
+        .await
     }
 
     /// Every Markdown text on a repository: issue and pull request titles
     /// and bodies and every comment, each with where it is
     /// (`issue #3 body`, `comment 12 on #5`), in that order.
     pub async fn markdown_texts(&self, full: &str) -> Vec<(String, String)> {
-        let m = self.lock().await;
-        let Some(r) = m.repos.get(&full.to_ascii_lowercase()) else {
-            return Vec::new();
-        };
-        let issues = r.issues.values().flat_map(|i| {
-            [
-                (format!("issue #{} title", i.number), i.title.clone()),
-                (
-                    format!("issue #{} body", i.number),
-                    i.body.clone().unwrap_or_default(),
-                ),
-            ]
-        });
-        let pulls = r.pulls.values().flat_map(|p| {
-            [
-                (format!("pull #{} title", p.number), p.title.clone()),
-                (
-                    format!("pull #{} body", p.number),
-                    p.body.clone().unwrap_or_default(),
-                ),
-            ]
-        });
-        let comments = r
-            .comments
-            .iter()
-            .map(|(id, c)| (format!("comment {id} on #{}", c.issue), c.body.clone()));
-        issues.chain(pulls).chain(comments).collect()
+        self.read_repo(full, |r| {
+            let issues = r.issues.values().flat_map(|i| {
+                [
+                    (format!("issue #{} title", i.number), i.title.clone()),
+                    (
+                        format!("issue #{} body", i.number),
+                        i.body.clone().unwrap_or_default(),
+                    ),
+                ]
+            });
+            let pulls = r.pulls.values().flat_map(|p| {
+                [
+                    (format!("pull #{} title", p.number), p.title.clone()),
+                    (
+                        format!("pull #{} body", p.number),
+                        p.body.clone().unwrap_or_default(),
+                    ),
+                ]
+            });
+            let comments = r
+                .comments
+                .iter()
+                .map(|(id, c)| (format!("comment {id} on #{}", c.issue), c.body.clone()));
+            issues.chain(pulls).chain(comments).collect()
+        })
+        .await
     }
 
     /// The plain issues of a repository (number, title, body, open, labels),
     /// by number.
     pub async fn issues(&self, full: &str) -> Vec<IssueView> {
-        let m = self.lock().await;
-        m.repos
-            .get(&full.to_ascii_lowercase())
-            .map(|r| {
-                r.issues
-                    .values()
-                    .map(|i| IssueView {
-                        number: i.number,
-                        title: i.title.clone(),
-                        body: i.body.clone().unwrap_or_default(),
-                        open: i.open,
-                        author: i.user.clone(),
-                        labels: i.labels.clone(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.read_repo(full, |r| {
+            r.issues
+                .values()
+                .map(|i| IssueView {
+                    number: i.number,
+                    title: i.title.clone(),
+                    body: i.body.clone().unwrap_or_default(),
+                    open: i.open,
+                    author: i.user.clone(),
+                    labels: i.labels.clone(),
+                })
+                .collect()
+        })
+        .await
     }
 
     /// Remaining primary budget of a token.
