@@ -1376,7 +1376,10 @@ mod blind_creates {
         let calls = w.forge.git().calls()[before..].to_vec();
         assert!(!calls.contains(&Op::ReadRef), "{calls:?}");
         let branch = format!("refs/heads/{}", rec.branch);
-        assert_eq!(w.forge.git().ref_sha(&branch).as_deref(), rec.head.as_deref());
+        assert_eq!(
+            w.forge.git().ref_sha(&branch).as_deref(),
+            rec.head.as_deref()
+        );
     }
 
     #[tokio::test]
