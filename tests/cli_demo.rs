@@ -4,6 +4,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use klaud::cli::demo::stats::{FAILED_RUN_ALLOWANCE, LIFECYCLE_LIMIT};
 use klaud_sandbox::ci::Script;
 use klaud_sandbox::stack::BOT_TOKEN;
 
@@ -100,8 +101,11 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
     let per = v["requests"]["candidates"]
         .as_array()
         .expect("per candidate");
-    assert_eq!(v["requests"]["limit"], 52, "{v:#}");
-    assert_eq!(v["requests"]["failed_run_allowance"], 28, "{v:#}");
+    assert_eq!(v["requests"]["limit"], LIFECYCLE_LIMIT, "{v:#}");
+    assert_eq!(
+        v["requests"]["failed_run_allowance"], FAILED_RUN_ALLOWANCE,
+        "{v:#}"
+    );
     assert_eq!(v["requests"]["target"], 30, "{v:#}");
     let validated: Vec<_> = per.iter().filter(|c| c["outcome"] == "validated").collect();
     // Four: the playbook repairs the vLLM family's OOM (configs/demo-ci.toml).
@@ -121,10 +125,10 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
         let plain = c["scenario"]["failed"] == 0 && c["scenario"]["commits"].as_u64() <= Some(2);
         if plain {
             assert!((20..=30).contains(&floor), "{c:#}");
-            assert!(charged <= 52, "{c:#}");
+            assert!(charged <= LIFECYCLE_LIMIT as u64, "{c:#}");
         } else {
             assert!(floor > 24, "{c:#}");
-            assert!(charged <= floor + 28, "{c:#}");
+            assert!(charged <= floor + FAILED_RUN_ALLOWANCE as u64, "{c:#}");
         }
         assert!(c["work"]["writes"].as_u64() > Some(0), "{c:#}");
         assert!(c["work"]["charged"].as_u64() <= c["work"]["total"].as_u64());

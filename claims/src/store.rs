@@ -46,6 +46,12 @@ pub enum RefStoreError {
 pub trait RefStore: Send + Sync {
     /// Reads one ref (full name) and its commit; `None` when it does not exist.
     async fn read_ref(&self, name: &str) -> Result<Option<RefTip>, RefStoreError>;
+    /// The sha one ref (full name) points at; `None` when it does not
+    /// exist. For a caller that needs no more than where the ref is (the
+    /// base branch's tip), a store may leave the commit unread.
+    async fn read_ref_sha(&self, name: &str) -> Result<Option<String>, RefStoreError> {
+        Ok(self.read_ref(name).await?.map(|t| t.sha))
+    }
     /// Lists every ref whose full name starts with `prefix`, with commits.
     async fn list_refs(&self, prefix: &str) -> Result<Vec<RefTip>, RefStoreError>;
     /// Creates a commit object and returns its sha.

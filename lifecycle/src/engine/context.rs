@@ -46,6 +46,13 @@ pub struct Engine<'a> {
     /// The smoke and sweep workflows by base commit (they never change for
     /// a commit, so each is read once per engine).
     pub(super) workflows: Mutex<BTreeMap<String, Arc<BaseWorkflows>>>,
+    /// The claim refs the pass's own listing showed, when the caller listed
+    /// them in this pass (see [`Engine::with_listed_claims`]), and those
+    /// this engine created since (an experiment's variants share one).
+    pub(super) listed_claims: Mutex<Option<std::collections::BTreeSet<String>>>,
+    /// Claim refs this engine created (an experiment's siblings adopt one
+    /// whose branches nothing made yet).
+    pub(super) created_claims: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// A branch's tip commit, as the ref store read it.
@@ -145,6 +152,8 @@ impl<'a> Engine<'a> {
             repository_sha,
             config,
             workflows: Mutex::new(BTreeMap::new()),
+            listed_claims: Mutex::new(None),
+            created_claims: Mutex::new(std::collections::BTreeSet::new()),
         }
     }
 
@@ -158,6 +167,42 @@ impl<'a> Engine<'a> {
     pub fn with_repair(mut self, hook: &'a dyn RepairHook) -> Self {
         self.repair = Some(hook);
         self
+    }
+
+    /// The claim refs (full names) a listing made in this pass showed: a
+    /// family not among them is claimed by creating its ref without reading
+    /// it first, as that read finds nothing on almost every claim and a 404
+    /// is charged. A claim made meanwhile answers the create with "already
+    /// exists" and is read then (the create never overwrites), at the price
+    /// of one unused claim commit. Without a listing the ref is read first.
+    pub fn with_listed_claims(mut self, refs: std::collections::BTreeSet<String>) -> Self {
+        self.listed_claims = Mutex::new(Some(refs));
+        self
+    }
+
+    /// Whether the pass's listing showed no claim ref `name` and this
+    /// engine has not created it since.
+    pub(super) fn listed_free(&self, name: &str) -> bool {
+        self.listed_claims
+            .lock()
+            .is_ok_and(|l| l.as_ref().is_some_and(|l| !l.contains(name)))
+    }
+
+    /// Claim ref `name` exists now (`created`: this engine created it).
+    pub(super) fn listed_taken(&self, name: &str, created: bool) {
+        if let Ok(mut l) = self.listed_claims.lock()
+            && let Some(l) = l.as_mut()
+        {
+            l.insert(name.to_owned());
+        }
+        if created && let Ok(mut c) = self.created_claims.lock() {
+            c.insert(name.to_owned());
+        }
+    }
+
+    /// Whether this engine created claim ref `name`.
+    pub(super) fn created_claim(&self, name: &str) -> bool {
+        self.created_claims.lock().is_ok_and(|c| c.contains(name))
     }
 
     /// Adds the registry's side of a regression hunt: without it no hunt
@@ -322,6 +367,20 @@ impl<'a> Engine<'a> {
             sha: forge_sha(&format!("tip of branch {branch}"), &tip.sha)?,
             message: tip.message,
         }))
+    }
+
+    /// Where `branch` is (its commit unread), `None` when it is absent: for
+    /// the base branch, whose tip is only merged in or compared against.
+    pub(super) async fn branch_sha(&self, branch: &str) -> Result<Option<CommitSha>, EngineError> {
+        let sha = self
+            .forge
+            .refs()
+            .read_ref_sha(&format!("refs/heads/{branch}"))
+            .await
+            .map_err(|e| ForgeError::refs(format!("read branch {branch}"), e))?;
+        sha.map(|s| forge_sha(&format!("tip of branch {branch}"), &s))
+            .transpose()
+            .map_err(Into::into)
     }
 
     /// Adopts the branch tip when it is a commit Klaud made but did not get

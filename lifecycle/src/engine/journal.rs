@@ -231,6 +231,17 @@ pub struct CandidateRecord {
     /// on GitHub before dispatching.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pull_opened_here: bool,
+    /// This journal created the family's claim ref (no claim was there; or,
+    /// for an experiment's variant, the same engine had just created the
+    /// claim its siblings share), so the candidate's branch is created
+    /// without reading it first: that read finds nothing on almost every
+    /// lifecycle and a 404 is charged. A branch an earlier lifecycle left
+    /// answers the create with "already exists" and is read then. `false`
+    /// for other adopted claims and records rebuilt from GitHub (a lost
+    /// store), which read the branch first: a create there could only cost
+    /// a commit the branch already has.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub claim_created_here: bool,
     /// Klaud's comments on the PR as its own writes left them, kept only
     /// while `pull_opened_here`: reports are posted and edited against this
     /// copy instead of a listing of the comments (charged every time, as

@@ -43,6 +43,7 @@ impl Engine<'_> {
             pull: None,
             pull_url: None,
             pull_opened_here: false,
+            claim_created_here: false,
             own_comments: None,
             frozen: None,
             attempts: Vec::new(),

@@ -466,6 +466,14 @@ impl RefStore for StepReads<'_> {
         self.with(|s| s.refs.insert(name.to_owned(), tip.clone()));
         Ok(tip)
     }
+    async fn read_ref_sha(&self, name: &str) -> Result<Option<String>, RefStoreError> {
+        if let Some(Some(tip)) = self.with(|s| s.refs.get(name).cloned()) {
+            return Ok(tip.map(|t| t.sha));
+        }
+        // Not kept: a tip without its commit is no answer to a later
+        // `read_ref`.
+        self.inner.refs().read_ref_sha(name).await
+    }
     async fn list_refs(&self, prefix: &str) -> Result<Vec<RefTip>, RefStoreError> {
         self.inner.refs().list_refs(prefix).await
     }

@@ -1343,3 +1343,93 @@ mod hunt {
         assert!(matches!(rebuilt.hunt.next(10, true), Next::Done(_)));
     }
 }
+
+/// A claim the pass's listing showed free, and then its branch, are
+/// created without a read that would find nothing (each a charged 404 on
+/// GitHub).
+mod blind_creates {
+    use super::*;
+    use klaud_claims::memory::Op;
+
+    fn listed_free(w: &World) -> Engine<'_> {
+        w.engine()
+            .with_listed_claims(std::collections::BTreeSet::new())
+    }
+
+    #[tokio::test]
+    async fn a_free_claim_and_its_first_branch_are_created_without_reading_them() {
+        let w = World::new().await;
+        let engine = listed_free(&w);
+        let mut rec = engine.open_record(&w.target).await.expect("record");
+        let before = w.forge.git().calls().len();
+        let kept = engine.keep_reads();
+        assert_eq!(
+            engine.step(&mut rec).await.expect("claim"),
+            Progress::Advanced(Step::Prepare)
+        );
+        assert!(rec.claim_created_here, "{rec:#?}");
+        while rec.step == Step::Prepare {
+            engine.step(&mut rec).await.expect("prepare");
+        }
+        drop(kept);
+        assert_eq!(rec.step, Step::Open);
+        let calls = w.forge.git().calls()[before..].to_vec();
+        assert!(!calls.contains(&Op::ReadRef), "{calls:?}");
+        let branch = format!("refs/heads/{}", rec.branch);
+        assert_eq!(
+            w.forge.git().ref_sha(&branch).as_deref(),
+            rec.head.as_deref()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_claim_made_after_the_listing_is_read_when_the_create_fails_and_kept() {
+        let w = World::new().await;
+        let engine = listed_free(&w);
+        let mut rec = engine.open_record(&w.target).await.expect("record");
+        let family = Engine::candidate_id(&rec).expect("id").family();
+        let name = family.claim_ref();
+        let other = w
+            .forge
+            .git()
+            .plant(&name, "not a claim of this instance", w.base.as_str())
+            .expect("planted");
+        let p = engine.step(&mut rec).await.expect("claim");
+        assert!(matches!(p, Progress::Skipped(_)), "{p:?}");
+        assert_eq!(w.forge.git().ref_sha(&name), Some(other));
+        assert!(!rec.claim_created_here);
+    }
+
+    #[tokio::test]
+    async fn a_branch_an_earlier_lifecycle_left_is_adopted_after_the_create_fails() {
+        let w = World::new().await;
+        let engine = listed_free(&w);
+        let mut rec = engine.open_record(&w.target).await.expect("record");
+        let branch = format!("refs/heads/{}", rec.branch);
+        let message = format!("an earlier bump\n\n{}{}\n", config::TRAILER, rec.candidate);
+        let left = w
+            .forge
+            .git()
+            .plant(&branch, &message, w.base.as_str())
+            .expect("planted");
+        engine.step(&mut rec).await.expect("claim");
+        assert!(rec.claim_created_here);
+        while rec.step == Step::Prepare {
+            engine.step(&mut rec).await.expect("prepare");
+        }
+        assert_eq!(rec.step, Step::Open);
+        // Nothing overwrote it: the branch's own commit is the head.
+        assert_eq!(rec.head.as_deref(), Some(left.as_str()));
+        assert_eq!(w.forge.git().ref_sha(&branch), Some(left));
+    }
+
+    #[tokio::test]
+    async fn without_a_listing_the_claim_and_the_branch_are_read_first() {
+        let w = World::new().await;
+        let mut rec = w.engine().open_record(&w.target).await.expect("record");
+        let before = w.forge.git().calls().len();
+        w.engine().step(&mut rec).await.expect("claim");
+        let calls = w.forge.git().calls()[before..].to_vec();
+        assert_eq!(calls.first(), Some(&Op::ReadRef), "{calls:?}");
+    }
+}

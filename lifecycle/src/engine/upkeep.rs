@@ -290,10 +290,9 @@ impl Engine<'_> {
         }
         let head = rec.head.clone().unwrap_or(head);
         let base_tip = self
-            .branch_tip(&rec.base_branch)
+            .branch_sha(&rec.base_branch)
             .await?
-            .ok_or_else(|| ForgeError::NotFound(format!("base branch {}", rec.base_branch)))?
-            .sha;
+            .ok_or_else(|| ForgeError::NotFound(format!("base branch {}", rec.base_branch)))?;
         let plan = self
             .merge_plan(rec, &head, &base_tip, Some(&self.entry_link(number)))
             .await?;

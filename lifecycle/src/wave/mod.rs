@@ -273,7 +273,8 @@ impl<'a> Wave<'a> {
         // answered from its cache.
         let session = self.ports.registry.session();
         self.plan(&base.repository, &session, &mut pass).await?;
-        let engine = self.new_engine(&base);
+        let listed = pass.claims.iter().map(|c| c.tip.name.clone()).collect();
+        let engine = self.new_engine(&base).with_listed_claims(listed);
         self.check_readiness(&engine, &mut pass).await;
         self.resume(&engine, &base.repository, &mut pass).await;
         self.refill(&engine, &base.repository, &session, &mut pass)

@@ -51,6 +51,12 @@ impl RefStore for Github {
         }
     }
 
+    async fn read_ref_sha(&self, name: &str) -> Result<Option<String>, RefStoreError> {
+        // The ref alone: its commit would be one more charged read the
+        // first time this process sees it.
+        self.get_ref(name).await.map_err(map)
+    }
+
     async fn list_refs(&self, prefix: &str) -> Result<Vec<RefTip>, RefStoreError> {
         let refs = Github::list_refs(self, prefix).await.map_err(map)?;
         let mut out = Vec::with_capacity(refs.len());

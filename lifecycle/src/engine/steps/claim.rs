@@ -2,9 +2,11 @@
 //! claim this candidate already holds.
 //!
 //! Sits first: nothing is written to the repository before the claim is
-//! Klaud's. Reads the claim ref, the candidate's pull request (a candidate
-//! finished meanwhile ends here) and the capacity gate. May write: the
-//! claim ref only (acquire, adopt, or an experiment's shared claim). Next:
+//! Klaud's. Reads the claim ref (not when the pass's listing showed it
+//! absent: the create then answers whether it is there), the candidate's
+//! pull request (a candidate finished meanwhile ends here) and the
+//! capacity gate. May write: the claim ref only (acquire, adopt, or an
+//! experiment's shared claim). Next:
 //! `prepare`; a claim held by someone else skips the candidate.
 
 use crate::engine::context::Engine;
@@ -24,7 +26,10 @@ pub(in crate::engine) async fn run(
     let family_id = cid.family();
     let book = cx.book();
     let claim_err = EngineError::ClaimOp;
-    if let Some(entry) = book.inspect(&family_id).await.map_err(claim_err)? {
+    // A record that never held the claim of a family the pass's listing
+    // showed free creates it straight away (see `with_listed_claims`).
+    let listed_free = rec.claim.is_none() && cx.listed_free(&family_id.claim_ref());
+    if !listed_free && let Some(entry) = book.inspect(&family_id).await.map_err(claim_err)? {
         return adopt_or_skip(cx, rec, &book, &entry).await;
     }
     // Free family: the candidate may have been finished meanwhile (by
@@ -74,11 +79,16 @@ pub(in crate::engine) async fn run(
     {
         Acquire::Won(held) => {
             hold(cx, rec, &held);
+            rec.claim_created_here = true;
+            cx.listed_taken(&family_id.claim_ref(), true);
             rec.step = Step::Prepare;
             cx.save(rec).await?;
             Ok(Progress::Advanced(Step::Prepare))
         }
-        Acquire::Occupied(entry) => adopt_or_skip(cx, rec, &book, &entry).await,
+        Acquire::Occupied(entry) => {
+            cx.listed_taken(&family_id.claim_ref(), false);
+            adopt_or_skip(cx, rec, &book, &entry).await
+        }
     }
 }
 
@@ -95,6 +105,11 @@ pub(in crate::engine) async fn adopt_or_skip(
             .contains(&rec.candidate.as_str())
     {
         hold(cx, rec, &held);
+        // A sibling variant adopting the claim this engine just created:
+        // nothing of its own lifecycle was made under it yet.
+        if rec.variant.is_some() && cx.created_claim(&entry.tip.name) {
+            rec.claim_created_here = true;
+        }
         rec.step = Step::Prepare;
         cx.save(rec).await?;
         return Ok(Progress::Advanced(Step::Prepare));

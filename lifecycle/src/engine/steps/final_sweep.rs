@@ -38,20 +38,20 @@ pub(in crate::engine) async fn run(
     let link = cx.entry_link(number);
     let path = format!("{}{CHANGELOG_PATH}", cx.repository.prefix());
     let base_tip = cx
-        .branch_tip(&rec.base_branch)
+        .branch_sha(&rec.base_branch)
         .await?
         .ok_or_else(|| ForgeError::NotFound(format!("base branch {}", rec.base_branch)))?;
     let head = Engine::head(rec)?;
     let base_bytes = cx
         .forge
-        .read_file(&path, &base_tip.sha)
+        .read_file(&path, &base_tip)
         .await?
         .unwrap_or_default();
     let head_bytes = cx.forge.read_file(&path, &head).await?.unwrap_or_default();
     let log = Changelog {
         path,
         link,
-        base_tip: base_tip.sha,
+        base_tip,
         base_bytes,
         head_bytes,
     };

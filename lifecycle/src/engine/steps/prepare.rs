@@ -3,7 +3,9 @@
 //! experiment variant's own files) and push branch `klaud/auto-<candidate>`.
 //!
 //! After `claim`, before `open`. Reads the branch tip (a commit of Klaud's,
-//! by trailer, is adopted; anything else is a mismatch) and the base files.
+//! by trailer, is adopted; anything else is a mismatch; not read before the
+//! first push of a record that created its own claim, whose create answers
+//! "already exists" when a branch is there) and the base files.
 //! May write: the bump commit and the candidate's branch, under a proof.
 
 use crate::engine::config::TRAILER;
@@ -25,7 +27,14 @@ pub(in crate::engine) async fn run(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
 ) -> Result<Progress, EngineError> {
-    if let Some(tip) = cx.branch_tip(&rec.branch).await? {
+    // Nothing of this lifecycle is on the branch yet when its own claim
+    // was just created and no commit of it was made: create, not read.
+    let first_push = rec.claim_created_here && rec.head.is_none() && rec.pending_commit.is_none();
+    let tip = match first_push {
+        true => None,
+        false => cx.branch_tip(&rec.branch).await?,
+    };
+    if let Some(tip) = tip {
         let trailer = format!("{TRAILER}{}", rec.candidate);
         let ours = rec.head.as_deref() == Some(tip.sha.as_str())
             || rec.pending_commit.as_deref() == Some(tip.sha.as_str())
