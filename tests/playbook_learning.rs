@@ -2,11 +2,14 @@
 //! playbook does not know, a change to the family's script makes it pass,
 //! and Klaud proposes a playbook entry built from the failing lines and
 //! that change, in the receipt (YAML ready to paste, kept in the hidden
-//! record). Both ways a fix lands are covered: the repair hook's commit,
-//! and a person's push to a validated PR whose sweep, run again by
-//! `/klaud retry`, failed and then passed. The dashboard issue lists it with a box; a writer's tick opens
-//! one pull request adding it to the playbook, whatever is repeated; a
-//! reader's tick does nothing. A repair by a known entry proposes nothing.
+//! record). Every way a fix lands is covered: the repair hook's commit, a
+//! person's push to a validated PR whose sweep, run again by `/klaud
+//! retry`, failed and then passed (also with the store lost in between),
+//! and a writer's `/klaud try` variant that passes where the candidate it
+//! was tried from failed. The dashboard issue lists it with a box; a
+//! writer's tick opens one pull request adding it to the playbook,
+//! whatever is repeated; a reader's tick does nothing. A repair by a known
+//! entry proposes nothing.
 
 use std::collections::BTreeMap;
 
@@ -518,4 +521,151 @@ async fn a_persons_push_that_fixes_a_failed_sweep_is_learned() {
         dashboard.contains(&format!("playbook-add {}", learned.id)),
         "{dashboard}"
     );
+}
+
+/// The dynamo family (its recipe lives in the repository, where a
+/// variant's edits go).
+const DYNAMO: &str = "demo-fp4-gb200-dynamo-vllm-disagg";
+const DYNAMO_RECIPE: &str =
+    "benchmarks/multi_node/srt-slurm-recipes/vllm/demo-model/disagg-gb200-1p1d.yaml";
+
+/// Every smoke of the dynamo family fails with [`UNKNOWN`] until its
+/// recipe runs fp8.
+fn dynamo_fails_until_fp8() -> String {
+    format!(
+        r#"
+[families."*"]
+smoke = ["success"]
+sweep = ["success"]
+[families.{DYNAMO}]
+smoke = [{{ outcome = "failure", log_lines = [{UNKNOWN:?}], node = "gb200-nvl-03", passes_when = {{ file = "{DYNAMO_RECIPE}", contains = "precision: fp8" }} }}]
+"#
+    )
+}
+
+/// A writer's `/klaud try` fixes a smoke that failed with lines the
+/// playbook did not know: the variant's receipt proposes the entry (the
+/// parent's failing lines, the change from the parent's failed head to the
+/// variant's), the dashboard issue lists it once however often it runs,
+/// and the same entry comes back from GitHub alone when the store is lost.
+#[tokio::test]
+async fn a_klaud_try_variant_that_fixes_an_unknown_failure_proposes_an_entry() {
+    use klaud_lifecycle::engine::{Progress, Step};
+    let env = Harness::demo()
+        .script(&dynamo_fails_until_fp8())
+        .start()
+        .await;
+    let base = env.target(DYNAMO).await;
+    let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
+    let engine = env.engine(&lifecycle, &env.journal, env.clock);
+    let mut parent = engine.open_record(&base).await.expect("record");
+    let started = std::time::Instant::now();
+    // The parent's smoke fails (reported, triaged unknown) and it waits
+    // for its repair: the try comes in while it is still in flight.
+    while parent.step != Step::Repair {
+        match engine.step(&mut parent).await.expect("step") {
+            Progress::Done(_) | Progress::Skipped(_) => panic!("ended early: {parent:#?}"),
+            Progress::Waiting(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            Progress::Advanced(_) => {}
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{parent:#?}"
+        );
+    }
+    let number = parent.pull.expect("pull");
+    env.person(MAINTAINER_TOKEN)
+        .comment(
+            number,
+            "/klaud try T: set disagg-gb200-1p1d.yaml:model.precision=fp8",
+        )
+        .await;
+    let answered =
+        klaud_service::pr_commands::handle_commands(&env.forge, &engine, &mut parent, None)
+            .await
+            .expect("commands");
+    let tried: Vec<_> = answered.iter().flat_map(|a| a.started.clone()).collect();
+    assert_eq!(tried.len(), 1, "{answered:#?}");
+    let mut variant = engine.open_record(&tried[0]).await.expect("variant");
+    let mut recs = [&mut parent, &mut variant];
+    let started = std::time::Instant::now();
+    while recs.iter().any(|r| r.step != Step::Done) {
+        let mut waiting = true;
+        for rec in recs.iter_mut().filter(|r| r.step != Step::Done) {
+            if matches!(engine.step(rec).await.expect("step"), Progress::Advanced(_)) {
+                waiting = false;
+            }
+        }
+        if waiting {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(90),
+            "{recs:#?}"
+        );
+    }
+    let outcome = |r: &CandidateRecord| r.ending.as_ref().expect("ending").outcome;
+    assert_eq!(outcome(&parent), Outcome::Failed, "{parent:#?}");
+    assert_eq!(outcome(&variant), Outcome::Validated, "{variant:#?}");
+    assert_eq!(parent.learned, None);
+
+    // The variant's receipt holds the entry: the parent's failing line,
+    // the variant's edit as its fix, seen on the parent's PR.
+    let learned = variant.learned.clone().expect("a learned entry");
+    let (body, receipt) = receipt(&env, &variant).await;
+    assert_eq!(receipt.learned.as_ref(), Some(&learned));
+    assert_eq!(learned.pull, variant.pull);
+    assert!(
+        body.contains("Proposed playbook entry / 建议的排障手册条目"),
+        "{body}"
+    );
+    assert!(body.contains("A smoke failed with a signature"), "{body}");
+    assert!(learned.change.contains("precision"), "{learned:?}");
+    let book = Playbook::parse(PLAYBOOK, &demo_playbook_with(&learned.yaml))
+        .expect("the appended playbook reads");
+    let entry = book.entry(&learned.id).expect("the entry");
+    assert!(
+        entry
+            .signature_lines(&JobLogView::new(&format!("{UNKNOWN}\n")))
+            .is_some(),
+        "{entry:?}"
+    );
+    assert!(
+        entry
+            .signature_lines(&JobLogView::new(
+                "torch.OutOfMemoryError: CUDA out of memory.\n"
+            ))
+            .is_none()
+    );
+    assert_eq!(
+        entry.fixes,
+        vec![Fix::SetArg {
+            name: "precision".into(),
+            from: Some("fp4".into()),
+            to: "fp8".into(),
+        }]
+    );
+    assert!(
+        entry
+            .diagnosis
+            .en
+            .contains(&format!("on pull request #{number}")),
+        "{:?}",
+        entry.diagnosis
+    );
+
+    // The dashboard lists it, once, pass after pass.
+    let code = format!("<!-- klaud:do playbook-add {} -->", learned.id);
+    let (_, first) = dashboard_pass(&env).await;
+    assert_eq!(first.matches(&code).count(), 1, "{first}");
+    let (_, second) = dashboard_pass(&env).await;
+    assert_eq!(second.matches(&code).count(), 1, "{second}");
+
+    // With the store lost, the variant's record rebuilt from GitHub reads
+    // the entry back from its receipt, and the dashboard keeps it once.
+    env.journal.clear();
+    let rebuilt = engine.open_record(&tried[0]).await.expect("rebuilt");
+    assert_eq!(rebuilt.learned.as_ref(), Some(&learned));
+    let (_, third) = dashboard_pass(&env).await;
+    assert_eq!(third.matches(&code).count(), 1, "{third}");
 }

@@ -414,6 +414,7 @@ fn receipt(h: &[String]) -> Receipt {
                 h[7]
             ),
             change: h[8].clone(),
+            failed: Default::default(),
         }),
     }
 }
