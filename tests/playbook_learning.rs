@@ -669,3 +669,93 @@ async fn a_klaud_try_variant_that_fixes_an_unknown_failure_proposes_an_entry() {
     let (_, third) = dashboard_pass(&env).await;
     assert_eq!(third.matches(&code).count(), 1, "{third}");
 }
+
+/// A sweep `/klaud retry` ran again fails, and the store is lost: the
+/// record rebuilt from the receipt knows from the retry's hidden marker
+/// that it was a re-sweep, so the next `/klaud retry` after the person's
+/// fix sweeps again (rather than only lifting the cooldown), and the pass
+/// proposes an entry from the failed sweep's published report, naming it
+/// a final sweep.
+#[tokio::test]
+async fn a_failed_resweep_rebuilt_after_a_lost_store_sweeps_again_on_retry() {
+    use klaud_lifecycle::engine::{Journal as _, Upkept};
+    let env = Harness::demo()
+        .script(&sweeps_fail_until_fixed())
+        .start()
+        .await;
+    let mut rec = env.validated(&env.journal, "demo-fp4-b200-vllm").await;
+    let number = rec.pull.expect("pull");
+    maintainers_push(&env, &rec, "NOTES.md", b"a person's change\n".to_vec()).await;
+    let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
+    let engine = env.engine(&lifecycle, &env.journal, env.clock);
+    let started = std::time::Instant::now();
+    loop {
+        match engine.keep_mergeable(&mut rec).await.expect("upkeep") {
+            Upkept::Withdrawn(_) => break,
+            _ if started.elapsed() < std::time::Duration::from_secs(10) => {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            other => panic!("not withdrawn: {other:?}"),
+        }
+    }
+    env.journal.save(&rec).await.expect("save");
+    let maintainer = env.person(MAINTAINER_TOKEN);
+    maintainer.comment(number, "/klaud retry").await;
+    let failed = waves_until(&env, &rec, |r| {
+        r.ending
+            .as_ref()
+            .is_some_and(|e| e.outcome == Outcome::Failed)
+    })
+    .await;
+    assert!(failed.swept_again, "{failed:#?}");
+
+    // The store is lost; the person pushes the fix and asks again.
+    env.journal.clear();
+    let script = env
+        .forge
+        .get_contents(SCRIPT, &rec.branch)
+        .await
+        .expect("read")
+        .expect("present");
+    let fixed = String::from_utf8(script)
+        .expect("utf-8")
+        .replace(FAILING, FIXED);
+    maintainers_push(&env, &rec, SCRIPT, fixed.into_bytes()).await;
+    let asked = maintainer.comment(number, "/klaud retry").await;
+    let passed = waves_until(&env, &rec, |r| {
+        r.ending
+            .as_ref()
+            .is_some_and(|e| e.outcome == Outcome::Validated)
+    })
+    .await;
+    let replies = env.bodies(number).await;
+    let reply = klaud_service::pr_commands::reply_marker(asked);
+    assert!(
+        replies
+            .iter()
+            .any(|b| b.contains(&reply) && b.contains("Sweeping again")),
+        "{replies:#?}"
+    );
+    let learned = passed.learned.clone().expect("a learned entry");
+    assert_eq!(learned.failed, klaud_lifecycle::playbook::FailedRun::Sweep);
+    let (body, _) = receipt(&env, &passed).await;
+    assert!(
+        body.contains("A final sweep failed with a signature"),
+        "{body}"
+    );
+    let book = Playbook::parse(PLAYBOOK, &demo_playbook_with(&learned.yaml)).expect("reads");
+    let entry = book.entry(&learned.id).expect("the entry");
+    assert!(
+        entry
+            .diagnosis
+            .en
+            .contains("a final sweep failed with these lines"),
+        "{:?}",
+        entry.diagnosis
+    );
+    assert!(
+        entry.diagnosis.zh.contains("最终 sweep"),
+        "{:?}",
+        entry.diagnosis
+    );
+}
