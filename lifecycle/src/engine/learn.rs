@@ -43,7 +43,8 @@ struct Failure {
     jobs: Vec<FailedJob>,
     failed: FailedRun,
     head: CommitSha,
-    /// The image it tested, when its report says (the entry's scope).
+    /// The image it tested when it is not the candidate's own (the
+    /// entry's scope).
     image: Option<String>,
     /// The pull request it failed on.
     pull: Option<PullNumber>,
@@ -108,19 +109,15 @@ impl Engine<'_> {
             .get("failed_jobs")
             .and_then(|j| serde_json::from_value(j.clone()).ok())
             .unwrap_or_default();
-        let image = report
-            .get("image")
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned);
         let failure = Failure {
             jobs,
             failed: failed_run(failed.kind),
-            head: from.clone(),
-            image,
+            head: from,
+            // Both attempts ran the candidate's image: its record's scopes it.
+            image: None,
             pull: rec.pull,
         };
-        let change = self.who_changed(rec, &from, &to).await?;
-        self.lesson(rec, &failure, &to, change).await
+        self.lesson(rec, &failure, &to, None).await
     }
 
     /// What a variant's pass teaches about the failure of the candidate it
@@ -170,7 +167,7 @@ impl Engine<'_> {
             "started by `/klaud try`"
         };
         let change = format!("the edits of Variant {} ({how})", me.name);
-        self.lesson(rec, &failure, &to, change).await
+        self.lesson(rec, &failure, &to, Some(change)).await
     }
 
     /// The last failed run (not infrastructure) of `candidate` whose
@@ -218,13 +215,14 @@ impl Engine<'_> {
 
     /// The entry `failure` and the change from its head to `to` make, in
     /// `rec`'s receipt; `change` says what the change was when it is not
-    /// a fix of the safe vocabulary.
+    /// a fix of the safe vocabulary (`None`: whose commits lie between the
+    /// heads, read only once the family's files are known to differ).
     async fn lesson(
         &self,
         rec: &CandidateRecord,
         failure: &Failure,
         to: &CommitSha,
-        change: String,
+        change: Option<String>,
     ) -> Result<Option<LearnedEntry>, EngineError> {
         // A failure the playbook knew teaches nothing new; only a run whose
         // every triaged job was unknown does.
@@ -252,6 +250,10 @@ impl Engine<'_> {
         let signature = LogSignature::of(lines.iter().map(String::as_str));
         let Some((fix, files)) = self.change_between(rec, &failure.head, to).await? else {
             return Ok(None);
+        };
+        let change = match change {
+            Some(c) => c,
+            None => self.who_changed(rec, &failure.head, to).await?,
         };
         let words = match &fix {
             Some(f) => f.describe(),
