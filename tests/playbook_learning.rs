@@ -25,7 +25,7 @@ use klaud_sandbox::github::Permission;
 use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN};
 use klaud_service::dashboard_issue::{LABEL, Publish, publish, steer_or_hold};
 
-use crate::support::{BOT, Harness, REPO};
+use crate::support::{BOT, FailsUntil, Harness, REPO, dashboard_pass, tick, upkeep_pass};
 
 const READER: &str = "sandbox-learn-reader";
 const READER_TOKEN: &str = "ghp_learn_reader";
@@ -43,15 +43,14 @@ pub(crate) const FIXED: &str = "--kv-cache-dtype auto";
 /// A script where the vLLM family's smokes fail with `line` until `fixed`
 /// is in its benchmark script.
 pub(crate) fn failing_until(line: &str, fixed: &str) -> String {
-    format!(
-        r#"
-[families."*"]
-smoke = ["success"]
-sweep = ["success"]
-[families.demo-fp4-b200-vllm]
-smoke = [{{ outcome = "failure", log_lines = [{line:?}], node = "b200-dgx-07", passes_when = {{ file = "{SCRIPT}", contains = "{fixed}" }} }}]
-"#
-    )
+    FailsUntil {
+        family: "demo-fp4-b200-vllm",
+        lines: &[line],
+        node: "b200-dgx-07",
+        file: SCRIPT,
+        contains: fixed,
+    }
+    .smokes()
 }
 
 /// A hook that makes the fix a person would: the one launch argument
@@ -208,50 +207,6 @@ async fn learned_env() -> (Harness, CandidateRecord) {
     (env, rec)
 }
 
-/// One dashboard pass (steer, then publish without a plan); the body.
-async fn dashboard_pass(env: &Harness) -> (u64, String) {
-    let steering = steer_or_hold(&env.forge, &env.journal, env.clock).await;
-    publish(
-        &env.forge,
-        &env.journal,
-        env.clock,
-        &steering,
-        Publish {
-            base_branch: "main".into(),
-            summary: None,
-            cooldown: std::time::Duration::from_secs(3600),
-            web_dashboard: None,
-            may_open: true,
-        },
-    )
-    .await
-    .expect("publish");
-    let issue = env
-        .stack
-        .state()
-        .issues(REPO)
-        .await
-        .into_iter()
-        .find(|i| i.open && i.labels.iter().any(|l| l == LABEL))
-        .expect("the dashboard issue");
-    (issue.number, issue.body)
-}
-
-fn tick(body: &str, code: &str) -> String {
-    let marker = format!("<!-- klaud:do {code} -->");
-    assert!(body.contains(&marker), "no box {marker} in:\n{body}");
-    body.lines()
-        .map(|l| {
-            if l.contains(&marker) {
-                l.replacen("- [ ]", "- [x]", 1)
-            } else {
-                l.to_owned()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[tokio::test]
 async fn the_dashboard_lists_a_learned_entry_and_a_writers_box_opens_one_playbook_pr() {
     let (env, rec) = learned_env().await;
@@ -367,30 +322,19 @@ async fn the_dashboard_lists_a_learned_entry_and_a_writers_box_opens_one_playboo
 /// The vLLM family's first sweep passes; every later one fails with
 /// [`UNKNOWN`] until the script has [`FIXED`].
 fn sweeps_fail_until_fixed() -> String {
-    format!(
-        r#"
-[families."*"]
-smoke = ["success"]
-sweep = ["success"]
-[families.demo-fp4-b200-vllm]
-sweep = ["success", {{ outcome = "failure", log_lines = [{UNKNOWN:?}], node = "b200-dgx-07", passes_when = {{ file = "{SCRIPT}", contains = "{FIXED}" }} }}]
-"#
-    )
+    FailsUntil {
+        family: "demo-fp4-b200-vllm",
+        lines: &[UNKNOWN],
+        node: "b200-dgx-07",
+        file: SCRIPT,
+        contains: FIXED,
+    }
+    .sweeps_after_a_pass()
 }
 
-/// A maintainer's commit of `files` pushed on top of `rec`'s branch.
+/// A maintainer's commit of `path` pushed on top of `rec`'s branch.
 async fn maintainers_push(env: &Harness, rec: &CandidateRecord, path: &str, bytes: Vec<u8>) {
-    env.stack
-        .state()
-        .push_commit(
-            REPO,
-            &rec.branch,
-            MAINTAINER,
-            BTreeMap::from([(path.to_owned(), Some(bytes))]),
-            "A maintainer's change",
-        )
-        .await
-        .expect("push");
+    crate::support::maintainers_push(env, rec, path, bytes, "A maintainer's change").await;
 }
 
 /// Waves that plan nothing new until `rec`'s candidate is done with an
@@ -442,17 +386,9 @@ async fn a_persons_push_that_fixes_a_failed_sweep_is_learned() {
     // reuse line, and a maintainer asks for the sweep again: it fails with
     // lines the playbook does not know, and the PR stays open.
     maintainers_push(&env, &rec, "NOTES.md", b"a person's change\n".to_vec()).await;
-    let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
-    let engine = env.engine(&lifecycle, &env.journal, env.clock);
-    let started = std::time::Instant::now();
-    loop {
-        match engine.keep_mergeable(&mut rec).await.expect("upkeep") {
-            Upkept::Withdrawn(_) => break,
-            _ if started.elapsed() < std::time::Duration::from_secs(10) => {
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-            other => panic!("not withdrawn: {other:?}"),
-        }
+    match upkeep_pass(&env, &mut rec).await {
+        Upkept::Withdrawn(_) => {}
+        other => panic!("not withdrawn: {other:?}"),
     }
     env.journal.save(&rec).await.expect("save");
     let maintainer = env.person(MAINTAINER_TOKEN);
@@ -532,15 +468,14 @@ const DYNAMO_RECIPE: &str =
 /// Every smoke of the dynamo family fails with [`UNKNOWN`] until its
 /// recipe runs fp8.
 fn dynamo_fails_until_fp8() -> String {
-    format!(
-        r#"
-[families."*"]
-smoke = ["success"]
-sweep = ["success"]
-[families.{DYNAMO}]
-smoke = [{{ outcome = "failure", log_lines = [{UNKNOWN:?}], node = "gb200-nvl-03", passes_when = {{ file = "{DYNAMO_RECIPE}", contains = "precision: fp8" }} }}]
-"#
-    )
+    FailsUntil {
+        family: DYNAMO,
+        lines: &[UNKNOWN],
+        node: "gb200-nvl-03",
+        file: DYNAMO_RECIPE,
+        contains: "precision: fp8",
+    }
+    .smokes()
 }
 
 /// A writer's `/klaud try` fixes a smoke that failed with lines the
@@ -686,17 +621,9 @@ async fn a_failed_resweep_rebuilt_after_a_lost_store_sweeps_again_on_retry() {
     let mut rec = env.validated(&env.journal, "demo-fp4-b200-vllm").await;
     let number = rec.pull.expect("pull");
     maintainers_push(&env, &rec, "NOTES.md", b"a person's change\n".to_vec()).await;
-    let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
-    let engine = env.engine(&lifecycle, &env.journal, env.clock);
-    let started = std::time::Instant::now();
-    loop {
-        match engine.keep_mergeable(&mut rec).await.expect("upkeep") {
-            Upkept::Withdrawn(_) => break,
-            _ if started.elapsed() < std::time::Duration::from_secs(10) => {
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-            other => panic!("not withdrawn: {other:?}"),
-        }
+    match upkeep_pass(&env, &mut rec).await {
+        Upkept::Withdrawn(_) => {}
+        other => panic!("not withdrawn: {other:?}"),
     }
     env.journal.save(&rec).await.expect("save");
     let maintainer = env.person(MAINTAINER_TOKEN);
