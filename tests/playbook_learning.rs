@@ -22,8 +22,7 @@ use klaud_lifecycle::playbook::{Fix, JobLogView, Playbook};
 use klaud_lifecycle::report::{MarkerKey, Receipt, find_record, parse_receipt};
 
 use klaud_sandbox::github::Permission;
-use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN};
-use klaud_service::dashboard_issue::{LABEL, Publish, publish, steer_or_hold};
+use klaud_sandbox::stack::MAINTAINER_TOKEN;
 
 use crate::support::{BOT, FailsUntil, Harness, REPO, dashboard_pass, tick, upkeep_pass};
 

@@ -16,7 +16,6 @@ use klaud_planner::changelog::validate_append;
 use klaud_sandbox::ci::reuse::{GateComment, REUSE_COMMAND, find_reuse_authorization};
 use klaud_sandbox::github::Permission;
 use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN};
-use klaud_service::GithubLifecycle;
 
 use crate::lifecycle_e2e::VALIDATED_SCRIPT;
 use crate::support::{Harness, REPO, dashboard_pass, is_bot_write, maintainers_push, upkeep_pass};

@@ -187,13 +187,12 @@ impl Engine<'_> {
                 } if c.as_str() == candidate && part.is_none_or(|p| p == 1))
             })
             .filter_map(|f| parse_report(&f).ok())
-            .filter(|r| {
+            .rfind(|r| {
                 r.kind.is_some()
                     && r.status == AttemptStatus::Failed
                     && !r.is_live()
                     && !matches!(r.detail.as_deref(), Some(INFRA_DETAIL | SWEEP_INFRA_DETAIL))
-            })
-            .next_back();
+            });
         let Some(report) = report else {
             return Ok(None);
         };
