@@ -15,7 +15,7 @@ use klaud_service::dashboard_issue::{
     LABEL, MARKER, Publish, Published, Steering, TITLE, publish, steer, steer_or_hold,
 };
 
-use crate::support::{Harness, REPO, forge_of};
+use crate::support::{Harness, REPO, forge_of, tick};
 
 const KEY: &str = "demo-fp4-b200-sglang";
 const READER: &str = "sandbox-reader";
@@ -104,22 +104,6 @@ async fn the_dashboard(env: &Harness) -> IssueView {
         .collect();
     assert_eq!(open.len(), 1, "{open:#?}");
     open.into_iter().next().expect("one")
-}
-
-/// The line of the box whose marker holds `code`, ticked.
-fn tick(body: &str, code: &str) -> String {
-    let marker = format!("<!-- klaud:do {code} -->");
-    assert!(body.contains(&marker), "no box {marker} in:\n{body}");
-    body.lines()
-        .map(|l| {
-            if l.contains(&marker) {
-                l.replacen("- [ ]", "- [x]", 1)
-            } else {
-                l.to_owned()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn family() -> String {

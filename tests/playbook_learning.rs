@@ -2,11 +2,14 @@
 //! playbook does not know, a change to the family's script makes it pass,
 //! and Klaud proposes a playbook entry built from the failing lines and
 //! that change, in the receipt (YAML ready to paste, kept in the hidden
-//! record). Both ways a fix lands are covered: the repair hook's commit,
-//! and a person's push to a validated PR whose sweep, run again by
-//! `/klaud retry`, failed and then passed. The dashboard issue lists it with a box; a writer's tick opens
-//! one pull request adding it to the playbook, whatever is repeated; a
-//! reader's tick does nothing. A repair by a known entry proposes nothing.
+//! record). Every way a fix lands is covered: the repair hook's commit, a
+//! person's push to a validated PR whose sweep, run again by `/klaud
+//! retry`, failed and then passed (also with the store lost in between),
+//! and a writer's `/klaud try` variant that passes where the candidate it
+//! was tried from failed. The dashboard issue lists it with a box; a
+//! writer's tick opens one pull request adding it to the playbook,
+//! whatever is repeated; a reader's tick does nothing. A repair by a known
+//! entry proposes nothing.
 
 use std::collections::BTreeMap;
 
@@ -19,10 +22,9 @@ use klaud_lifecycle::playbook::{Fix, JobLogView, Playbook};
 use klaud_lifecycle::report::{MarkerKey, Receipt, find_record, parse_receipt};
 
 use klaud_sandbox::github::Permission;
-use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN};
-use klaud_service::dashboard_issue::{LABEL, Publish, publish, steer_or_hold};
+use klaud_sandbox::stack::MAINTAINER_TOKEN;
 
-use crate::support::{BOT, Harness, REPO};
+use crate::support::{BOT, FailsUntil, Harness, REPO, dashboard_pass, tick, upkeep_pass};
 
 const READER: &str = "sandbox-learn-reader";
 const READER_TOKEN: &str = "ghp_learn_reader";
@@ -40,15 +42,14 @@ pub(crate) const FIXED: &str = "--kv-cache-dtype auto";
 /// A script where the vLLM family's smokes fail with `line` until `fixed`
 /// is in its benchmark script.
 pub(crate) fn failing_until(line: &str, fixed: &str) -> String {
-    format!(
-        r#"
-[families."*"]
-smoke = ["success"]
-sweep = ["success"]
-[families.demo-fp4-b200-vllm]
-smoke = [{{ outcome = "failure", log_lines = [{line:?}], node = "b200-dgx-07", passes_when = {{ file = "{SCRIPT}", contains = "{fixed}" }} }}]
-"#
-    )
+    FailsUntil {
+        family: "demo-fp4-b200-vllm",
+        lines: &[line],
+        node: "b200-dgx-07",
+        file: SCRIPT,
+        contains: fixed,
+    }
+    .smokes()
 }
 
 /// A hook that makes the fix a person would: the one launch argument
@@ -205,50 +206,6 @@ async fn learned_env() -> (Harness, CandidateRecord) {
     (env, rec)
 }
 
-/// One dashboard pass (steer, then publish without a plan); the body.
-async fn dashboard_pass(env: &Harness) -> (u64, String) {
-    let steering = steer_or_hold(&env.forge, &env.journal, env.clock).await;
-    publish(
-        &env.forge,
-        &env.journal,
-        env.clock,
-        &steering,
-        Publish {
-            base_branch: "main".into(),
-            summary: None,
-            cooldown: std::time::Duration::from_secs(3600),
-            web_dashboard: None,
-            may_open: true,
-        },
-    )
-    .await
-    .expect("publish");
-    let issue = env
-        .stack
-        .state()
-        .issues(REPO)
-        .await
-        .into_iter()
-        .find(|i| i.open && i.labels.iter().any(|l| l == LABEL))
-        .expect("the dashboard issue");
-    (issue.number, issue.body)
-}
-
-fn tick(body: &str, code: &str) -> String {
-    let marker = format!("<!-- klaud:do {code} -->");
-    assert!(body.contains(&marker), "no box {marker} in:\n{body}");
-    body.lines()
-        .map(|l| {
-            if l.contains(&marker) {
-                l.replacen("- [ ]", "- [x]", 1)
-            } else {
-                l.to_owned()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[tokio::test]
 async fn the_dashboard_lists_a_learned_entry_and_a_writers_box_opens_one_playbook_pr() {
     let (env, rec) = learned_env().await;
@@ -364,30 +321,19 @@ async fn the_dashboard_lists_a_learned_entry_and_a_writers_box_opens_one_playboo
 /// The vLLM family's first sweep passes; every later one fails with
 /// [`UNKNOWN`] until the script has [`FIXED`].
 fn sweeps_fail_until_fixed() -> String {
-    format!(
-        r#"
-[families."*"]
-smoke = ["success"]
-sweep = ["success"]
-[families.demo-fp4-b200-vllm]
-sweep = ["success", {{ outcome = "failure", log_lines = [{UNKNOWN:?}], node = "b200-dgx-07", passes_when = {{ file = "{SCRIPT}", contains = "{FIXED}" }} }}]
-"#
-    )
+    FailsUntil {
+        family: "demo-fp4-b200-vllm",
+        lines: &[UNKNOWN],
+        node: "b200-dgx-07",
+        file: SCRIPT,
+        contains: FIXED,
+    }
+    .sweeps_after_a_pass()
 }
 
-/// A maintainer's commit of `files` pushed on top of `rec`'s branch.
+/// A maintainer's commit of `path` pushed on top of `rec`'s branch.
 async fn maintainers_push(env: &Harness, rec: &CandidateRecord, path: &str, bytes: Vec<u8>) {
-    env.stack
-        .state()
-        .push_commit(
-            REPO,
-            &rec.branch,
-            MAINTAINER,
-            BTreeMap::from([(path.to_owned(), Some(bytes))]),
-            "A maintainer's change",
-        )
-        .await
-        .expect("push");
+    crate::support::maintainers_push(env, rec, path, bytes, "A maintainer's change").await;
 }
 
 /// Waves that plan nothing new until `rec`'s candidate is done with an
@@ -439,17 +385,9 @@ async fn a_persons_push_that_fixes_a_failed_sweep_is_learned() {
     // reuse line, and a maintainer asks for the sweep again: it fails with
     // lines the playbook does not know, and the PR stays open.
     maintainers_push(&env, &rec, "NOTES.md", b"a person's change\n".to_vec()).await;
-    let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
-    let engine = env.engine(&lifecycle, &env.journal, env.clock);
-    let started = std::time::Instant::now();
-    loop {
-        match engine.keep_mergeable(&mut rec).await.expect("upkeep") {
-            Upkept::Withdrawn(_) => break,
-            _ if started.elapsed() < std::time::Duration::from_secs(10) => {
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-            other => panic!("not withdrawn: {other:?}"),
-        }
+    match upkeep_pass(&env, &mut rec).await {
+        Upkept::Withdrawn(_) => {}
+        other => panic!("not withdrawn: {other:?}"),
     }
     env.journal.save(&rec).await.expect("save");
     let maintainer = env.person(MAINTAINER_TOKEN);
@@ -517,5 +455,233 @@ async fn a_persons_push_that_fixes_a_failed_sweep_is_learned() {
     assert!(
         dashboard.contains(&format!("playbook-add {}", learned.id)),
         "{dashboard}"
+    );
+}
+
+/// The dynamo family (its recipe lives in the repository, where a
+/// variant's edits go).
+const DYNAMO: &str = "demo-fp4-gb200-dynamo-vllm-disagg";
+const DYNAMO_RECIPE: &str =
+    "benchmarks/multi_node/srt-slurm-recipes/vllm/demo-model/disagg-gb200-1p1d.yaml";
+
+/// Every smoke of the dynamo family fails with [`UNKNOWN`] until its
+/// recipe runs fp8.
+fn dynamo_fails_until_fp8() -> String {
+    FailsUntil {
+        family: DYNAMO,
+        lines: &[UNKNOWN],
+        node: "gb200-nvl-03",
+        file: DYNAMO_RECIPE,
+        contains: "precision: fp8",
+    }
+    .smokes()
+}
+
+/// A writer's `/klaud try` fixes a smoke that failed with lines the
+/// playbook did not know: the variant's receipt proposes the entry (the
+/// parent's failing lines, the change from the parent's failed head to the
+/// variant's), the dashboard issue lists it once however often it runs,
+/// and the same entry comes back from GitHub alone when the store is lost.
+#[tokio::test]
+async fn a_klaud_try_variant_that_fixes_an_unknown_failure_proposes_an_entry() {
+    use klaud_lifecycle::engine::{Progress, Step};
+    let env = Harness::demo()
+        .script(&dynamo_fails_until_fp8())
+        .start()
+        .await;
+    let base = env.target(DYNAMO).await;
+    let lifecycle = klaud_service::GithubLifecycle::new(&env.forge);
+    let engine = env.engine(&lifecycle, &env.journal, env.clock);
+    let mut parent = engine.open_record(&base).await.expect("record");
+    let started = std::time::Instant::now();
+    // The parent's smoke fails (reported, triaged unknown) and it waits
+    // for its repair: the try comes in while it is still in flight.
+    while parent.step != Step::Repair {
+        match engine.step(&mut parent).await.expect("step") {
+            Progress::Done(_) | Progress::Skipped(_) => panic!("ended early: {parent:#?}"),
+            Progress::Waiting(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+            Progress::Advanced(_) => {}
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{parent:#?}"
+        );
+    }
+    let number = parent.pull.expect("pull");
+    env.person(MAINTAINER_TOKEN)
+        .comment(
+            number,
+            "/klaud try T: set disagg-gb200-1p1d.yaml:model.precision=fp8",
+        )
+        .await;
+    let answered =
+        klaud_service::pr_commands::handle_commands(&env.forge, &engine, &mut parent, None)
+            .await
+            .expect("commands");
+    let tried: Vec<_> = answered.iter().flat_map(|a| a.started.clone()).collect();
+    assert_eq!(tried.len(), 1, "{answered:#?}");
+    let mut variant = engine.open_record(&tried[0]).await.expect("variant");
+    let mut recs = [&mut parent, &mut variant];
+    let started = std::time::Instant::now();
+    while recs.iter().any(|r| r.step != Step::Done) {
+        let mut waiting = true;
+        for rec in recs.iter_mut().filter(|r| r.step != Step::Done) {
+            if matches!(engine.step(rec).await.expect("step"), Progress::Advanced(_)) {
+                waiting = false;
+            }
+        }
+        if waiting {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(90),
+            "{recs:#?}"
+        );
+    }
+    let outcome = |r: &CandidateRecord| r.ending.as_ref().expect("ending").outcome;
+    assert_eq!(outcome(&parent), Outcome::Failed, "{parent:#?}");
+    assert_eq!(outcome(&variant), Outcome::Validated, "{variant:#?}");
+    assert_eq!(parent.learned, None);
+
+    // The variant's receipt holds the entry: the parent's failing line,
+    // the variant's edit as its fix, seen on the parent's PR.
+    let learned = variant.learned.clone().expect("a learned entry");
+    let (body, receipt) = receipt(&env, &variant).await;
+    assert_eq!(receipt.learned.as_ref(), Some(&learned));
+    assert_eq!(learned.pull, variant.pull);
+    assert!(
+        body.contains("Proposed playbook entry / 建议的排障手册条目"),
+        "{body}"
+    );
+    assert!(body.contains("A smoke failed with a signature"), "{body}");
+    assert!(learned.change.contains("precision"), "{learned:?}");
+    let book = Playbook::parse(PLAYBOOK, &demo_playbook_with(&learned.yaml))
+        .expect("the appended playbook reads");
+    let entry = book.entry(&learned.id).expect("the entry");
+    assert!(
+        entry
+            .signature_lines(&JobLogView::new(&format!("{UNKNOWN}\n")))
+            .is_some(),
+        "{entry:?}"
+    );
+    assert!(
+        entry
+            .signature_lines(&JobLogView::new(
+                "torch.OutOfMemoryError: CUDA out of memory.\n"
+            ))
+            .is_none()
+    );
+    assert_eq!(
+        entry.fixes,
+        vec![Fix::SetArg {
+            name: "precision".into(),
+            from: Some("fp4".into()),
+            to: "fp8".into(),
+        }]
+    );
+    assert!(
+        entry
+            .diagnosis
+            .en
+            .contains(&format!("on pull request #{number}")),
+        "{:?}",
+        entry.diagnosis
+    );
+
+    // The dashboard lists it, once, pass after pass.
+    let code = format!("<!-- klaud:do playbook-add {} -->", learned.id);
+    let (_, first) = dashboard_pass(&env).await;
+    assert_eq!(first.matches(&code).count(), 1, "{first}");
+    let (_, second) = dashboard_pass(&env).await;
+    assert_eq!(second.matches(&code).count(), 1, "{second}");
+
+    // With the store lost, the variant's record rebuilt from GitHub reads
+    // the entry back from its receipt, and the dashboard keeps it once.
+    env.journal.clear();
+    let rebuilt = engine.open_record(&tried[0]).await.expect("rebuilt");
+    assert_eq!(rebuilt.learned.as_ref(), Some(&learned));
+    let (_, third) = dashboard_pass(&env).await;
+    assert_eq!(third.matches(&code).count(), 1, "{third}");
+}
+
+/// A sweep `/klaud retry` ran again fails, and the store is lost: the
+/// record rebuilt from the receipt knows from the retry's hidden marker
+/// that it was a re-sweep, so the next `/klaud retry` after the person's
+/// fix sweeps again (rather than only lifting the cooldown), and the pass
+/// proposes an entry from the failed sweep's published report, naming it
+/// a final sweep.
+#[tokio::test]
+async fn a_failed_resweep_rebuilt_after_a_lost_store_sweeps_again_on_retry() {
+    use klaud_lifecycle::engine::{Journal as _, Upkept};
+    let env = Harness::demo()
+        .script(&sweeps_fail_until_fixed())
+        .start()
+        .await;
+    let mut rec = env.validated(&env.journal, "demo-fp4-b200-vllm").await;
+    let number = rec.pull.expect("pull");
+    maintainers_push(&env, &rec, "NOTES.md", b"a person's change\n".to_vec()).await;
+    match upkeep_pass(&env, &mut rec).await {
+        Upkept::Withdrawn(_) => {}
+        other => panic!("not withdrawn: {other:?}"),
+    }
+    env.journal.save(&rec).await.expect("save");
+    let maintainer = env.person(MAINTAINER_TOKEN);
+    maintainer.comment(number, "/klaud retry").await;
+    let failed = waves_until(&env, &rec, |r| {
+        r.ending
+            .as_ref()
+            .is_some_and(|e| e.outcome == Outcome::Failed)
+    })
+    .await;
+    assert!(failed.swept_again, "{failed:#?}");
+
+    // The store is lost; the person pushes the fix and asks again.
+    env.journal.clear();
+    let script = env
+        .forge
+        .get_contents(SCRIPT, &rec.branch)
+        .await
+        .expect("read")
+        .expect("present");
+    let fixed = String::from_utf8(script)
+        .expect("utf-8")
+        .replace(FAILING, FIXED);
+    maintainers_push(&env, &rec, SCRIPT, fixed.into_bytes()).await;
+    let asked = maintainer.comment(number, "/klaud retry").await;
+    let passed = waves_until(&env, &rec, |r| {
+        r.ending
+            .as_ref()
+            .is_some_and(|e| e.outcome == Outcome::Validated)
+    })
+    .await;
+    let replies = env.bodies(number).await;
+    let reply = klaud_service::pr_commands::reply_marker(asked);
+    assert!(
+        replies
+            .iter()
+            .any(|b| b.contains(&reply) && b.contains("Sweeping again")),
+        "{replies:#?}"
+    );
+    let learned = passed.learned.clone().expect("a learned entry");
+    assert_eq!(learned.failed, klaud_lifecycle::playbook::FailedRun::Sweep);
+    let (body, _) = receipt(&env, &passed).await;
+    assert!(
+        body.contains("A final sweep failed with a signature"),
+        "{body}"
+    );
+    let book = Playbook::parse(PLAYBOOK, &demo_playbook_with(&learned.yaml)).expect("reads");
+    let entry = book.entry(&learned.id).expect("the entry");
+    assert!(
+        entry
+            .diagnosis
+            .en
+            .contains("a final sweep failed with these lines"),
+        "{:?}",
+        entry.diagnosis
+    );
+    assert!(
+        entry.diagnosis.zh.contains("最终 sweep"),
+        "{:?}",
+        entry.diagnosis
     );
 }

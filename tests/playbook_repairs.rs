@@ -9,7 +9,7 @@
 use klaud_lifecycle::engine::MemoryJournal;
 use klaud_lifecycle::model::{AttemptKind, Outcome};
 
-use crate::support::Harness;
+use crate::support::{FailsUntil, Harness};
 
 const SCRIPT: &str = "benchmarks/single_node/fixed_seq_len/demo_fp4_b200_vllm.sh";
 const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. \
@@ -18,17 +18,14 @@ const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate
 /// A script where `family`'s smokes fail with `lines` on `node` until
 /// `contains` is in the demo's vLLM benchmark script.
 fn failing_until(family: &str, lines: &[&str], node: &str, contains: &str) -> String {
-    let lines: Vec<String> = lines.iter().map(|l| format!("{l:?}")).collect();
-    format!(
-        r#"
-[families."*"]
-smoke = ["success"]
-sweep = ["success"]
-[families.{family}]
-smoke = [{{ outcome = "failure", log_lines = [{}], node = "{node}", passes_when = {{ file = "{SCRIPT}", contains = "{contains}" }} }}]
-"#,
-        lines.join(", ")
-    )
+    FailsUntil {
+        family,
+        lines,
+        node,
+        file: SCRIPT,
+        contains,
+    }
+    .smokes()
 }
 
 /// The bodies of the bot's report comments on pull request `number`.

@@ -16,10 +16,9 @@ use klaud_planner::changelog::validate_append;
 use klaud_sandbox::ci::reuse::{GateComment, REUSE_COMMAND, find_reuse_authorization};
 use klaud_sandbox::github::Permission;
 use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN};
-use klaud_service::GithubLifecycle;
 
 use crate::lifecycle_e2e::VALIDATED_SCRIPT;
-use crate::support::{Harness, REPO, is_bot_write};
+use crate::support::{Harness, REPO, dashboard_pass, is_bot_write, maintainers_push, upkeep_pass};
 
 const KEY: &str = "demo-fp8-h200-trt";
 const CHANGELOG: &str = "perf-changelog.yaml";
@@ -39,22 +38,6 @@ async fn validated() -> (Harness, CandidateRecord) {
 
 fn run_of(rec: &CandidateRecord) -> u64 {
     rec.sweep.as_ref().expect("a verified sweep").run_id
-}
-
-/// One upkeep pass as the wave makes it (waiting while GitHub computes
-/// mergeability), on the harness's journal.
-async fn pass(env: &Harness, rec: &mut CandidateRecord) -> Upkept {
-    let lifecycle = GithubLifecycle::new(&env.forge);
-    let engine = env.engine(&lifecycle, &env.journal, env.clock);
-    let started = Instant::now();
-    loop {
-        match engine.keep_mergeable(rec).await.expect("upkeep") {
-            Upkept::Waiting(_) if started.elapsed() < Duration::from_secs(10) => {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            other => return other,
-        }
-    }
 }
 
 /// Klaud's writes so far (every request of the bot but reads).
@@ -92,46 +75,19 @@ async fn gate(env: &Harness, number: impl Into<u64>) -> (bool, Option<u64>) {
 
 /// A maintainer's commit pushed on top of `rec`'s branch; its sha.
 async fn persons_push(env: &Harness, rec: &CandidateRecord) -> String {
-    env.stack
-        .state()
-        .push_commit(
-            REPO,
-            &rec.branch,
-            MAINTAINER,
-            BTreeMap::from([("NOTES.md".to_owned(), Some(b"a person's change\n".to_vec()))]),
-            "A person's change",
-        )
-        .await
-        .expect("push")
+    maintainers_push(
+        env,
+        rec,
+        "NOTES.md",
+        b"a person's change\n".to_vec(),
+        "A person's change",
+    )
+    .await
 }
 
 /// The dashboard issue as a pass publishes it from the journal.
 async fn dashboard(env: &Harness) -> String {
-    use klaud_service::dashboard_issue::{LABEL, Publish, publish, steer_or_hold};
-    let steering = steer_or_hold(&env.forge, &env.journal, env.clock).await;
-    publish(
-        &env.forge,
-        &env.journal,
-        env.clock,
-        &steering,
-        Publish {
-            base_branch: "main".into(),
-            summary: None,
-            cooldown: Duration::from_secs(3600),
-            web_dashboard: None,
-            may_open: true,
-        },
-    )
-    .await
-    .expect("publish");
-    env.stack
-        .state()
-        .issues(REPO)
-        .await
-        .into_iter()
-        .find(|i| i.labels.iter().any(|l| l == LABEL))
-        .expect("the dashboard issue")
-        .body
+    dashboard_pass(env).await.1
 }
 
 #[tokio::test]
@@ -142,7 +98,7 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
     assert_eq!(gate(&env, number).await, (true, Some(run)));
     // Nothing changed: a pass re-verifies and writes nothing.
     let writes = bot_writes(&env).await;
-    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(upkeep_pass(&env, &mut rec).await, Upkept::Current);
     assert_eq!(
         bot_writes(&env).await,
         writes,
@@ -154,7 +110,7 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
     let pushed = persons_push(&env, &rec).await;
     assert_eq!(gate(&env, number).await, (true, Some(run)));
 
-    let upkept = pass(&env, &mut rec).await;
+    let upkept = upkeep_pass(&env, &mut rec).await;
     let Upkept::Withdrawn(line) = &upkept else {
         panic!("{upkept:?}")
     };
@@ -201,7 +157,10 @@ async fn a_persons_push_withdraws_klauds_reuse_line_and_the_pr_and_dashboard_say
 
     // The next pass re-verifies and writes nothing.
     let writes = bot_writes(&env).await;
-    assert!(matches!(pass(&env, &mut rec).await, Upkept::Withdrawn(_)));
+    assert!(matches!(
+        upkeep_pass(&env, &mut rec).await,
+        Upkept::Withdrawn(_)
+    ));
     assert_eq!(
         bot_writes(&env).await,
         writes,
@@ -246,7 +205,7 @@ async fn a_bare_line_is_never_relied_on_and_a_deleted_line_is_posted_again() {
     // The stray line is deleted: nothing authorizes reuse any more.
     maintainer.delete_comment(stray).await;
     assert_eq!(gate(&env, number).await, (false, None));
-    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(upkeep_pass(&env, &mut rec).await, Upkept::Current);
     assert_eq!(gate(&env, number).await, (true, Some(run)));
     assert_eq!(env.bot_lines(number, &line).await.len(), 1);
 
@@ -254,11 +213,11 @@ async fn a_bare_line_is_never_relied_on_and_a_deleted_line_is_posted_again() {
     // pinned line is posted again, once.
     outsider.comment(number, REUSE_COMMAND).await;
     assert_eq!(gate(&env, number).await, (true, None));
-    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(upkeep_pass(&env, &mut rec).await, Upkept::Current);
     assert_eq!(gate(&env, number).await, (true, Some(run)));
     assert_eq!(env.bot_lines(number, &line).await.len(), 2);
     let writes = bot_writes(&env).await;
-    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(upkeep_pass(&env, &mut rec).await, Upkept::Current);
     assert_eq!(
         bot_writes(&env).await,
         writes,
@@ -281,7 +240,7 @@ async fn a_maintainers_line_naming_the_same_run_stands_and_klaud_posts_none() {
         .comment(number, &format!("Looks good.\n{line}"))
         .await;
     let writes = bot_writes(&env).await;
-    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(upkeep_pass(&env, &mut rec).await, Upkept::Current);
     assert_eq!(
         bot_writes(&env).await,
         writes,
@@ -294,7 +253,7 @@ async fn a_maintainers_line_naming_the_same_run_stands_and_klaud_posts_none() {
     maintainer
         .comment(number, &format!("/reuse-sweep-run {}", run + 1000))
         .await;
-    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(upkeep_pass(&env, &mut rec).await, Upkept::Current);
     assert_eq!(bot_writes(&env).await, writes);
     assert_eq!(gate(&env, number).await, (true, Some(run + 1000)));
 }
@@ -343,7 +302,7 @@ async fn upkeep_never_appends_an_entry_the_base_already_holds() {
         .await
         .expect("push");
 
-    let upkept = pass(&env, &mut rec).await;
+    let upkept = upkeep_pass(&env, &mut rec).await;
     let Upkept::Merged(new_head) = upkept else {
         panic!("{upkept:?}")
     };
@@ -363,7 +322,7 @@ async fn upkeep_never_appends_an_entry_the_base_already_holds() {
     let run = run_of(&rec);
     assert_eq!(gate(&env, number).await, (true, Some(run)));
     let writes = bot_writes(&env).await;
-    assert_eq!(pass(&env, &mut rec).await, Upkept::Current);
+    assert_eq!(upkeep_pass(&env, &mut rec).await, Upkept::Current);
     assert_eq!(
         bot_writes(&env).await,
         writes,
@@ -381,7 +340,10 @@ async fn after_a_persons_push_a_maintainers_line_still_standing_is_named_not_edi
         .comment(number, &format!("/reuse-sweep-run {run}"))
         .await;
     persons_push(&env, &rec).await;
-    assert!(matches!(pass(&env, &mut rec).await, Upkept::Withdrawn(_)));
+    assert!(matches!(
+        upkeep_pass(&env, &mut rec).await,
+        Upkept::Withdrawn(_)
+    ));
     // Klaud's own line is withdrawn; the maintainer's is theirs to delete,
     // and the note names them.
     assert!(
@@ -435,7 +397,10 @@ async fn a_maintainers_retry_after_a_persons_push_sweeps_the_new_head_once() {
     let number = rec.pull.expect("pull");
     let run = run_of(&rec);
     let pushed = persons_push(&env, &rec).await;
-    assert!(matches!(pass(&env, &mut rec).await, Upkept::Withdrawn(_)));
+    assert!(matches!(
+        upkeep_pass(&env, &mut rec).await,
+        Upkept::Withdrawn(_)
+    ));
     env.journal.save(&rec).await.expect("save");
     let note = env
         .bodies(number)
@@ -527,7 +492,10 @@ async fn a_failed_sweep_after_a_persons_push_leaves_the_pr_and_its_branch() {
     let mut rec = env.validated(&env.journal, KEY).await;
     let number = rec.pull.expect("pull");
     let pushed = persons_push(&env, &rec).await;
-    assert!(matches!(pass(&env, &mut rec).await, Upkept::Withdrawn(_)));
+    assert!(matches!(
+        upkeep_pass(&env, &mut rec).await,
+        Upkept::Withdrawn(_)
+    ));
     env.journal.save(&rec).await.expect("save");
     env.person(MAINTAINER_TOKEN)
         .comment(number, "/klaud retry")

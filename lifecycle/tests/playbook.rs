@@ -511,7 +511,7 @@ fn a_script_change_is_read_back_as_the_fix_it_is() {
 
 #[test]
 fn a_learned_entry_reads_back_matches_its_failure_and_carries_the_fix() {
-    use klaud_lifecycle::playbook::{Class, Fix, LearnInput, propose_entry};
+    use klaud_lifecycle::playbook::{Class, FailedRun, Fix, LearnInput, propose_entry};
     let log = "JOB 7 running on b200-node-4\n(EngineCore_DP0 pid=301) ERROR 05-21 09:11:02 [core.py:708] RuntimeError: NCCL error in: /opt/nccl/src/init.cc:1203, unhandled cuda error 'out of memory' on rank 3\nServer process exited before becoming ready\n";
     let view = JobLogView::new(log);
     let ctx = JobContext {
@@ -535,6 +535,7 @@ fn a_learned_entry_reads_back_matches_its_failure_and_carries_the_fix() {
         fix,
         change: String::new(),
         pull: Some(2001),
+        failed: FailedRun::Smoke,
     })
     .unwrap();
     let text = format!("version: 1\nentries:\n{}", proposal.yaml);
@@ -571,11 +572,36 @@ fn a_learned_entry_reads_back_matches_its_failure_and_carries_the_fix() {
         fix: None,
         change: "a person's push to the pull request".into(),
         pull: None,
+        failed: FailedRun::Smoke,
     })
     .unwrap();
     let p = Playbook::parse("l.yaml", &format!("version: 1\nentries:\n{}", bare.yaml)).unwrap();
     assert!(p.entries[0].fixes.is_empty());
     assert!(p.entries[0].diagnosis.en.contains("a person's push"));
+    assert!(
+        p.entries[0].diagnosis.en.contains("a smoke failed"),
+        "{:?}",
+        p.entries[0].diagnosis
+    );
+    // A final sweep's failure is named as one, in both languages.
+    let swept = propose_entry(&LearnInput {
+        signature: &signature,
+        ctx: &JobContext::default(),
+        class: Class::Engine,
+        fix: None,
+        change: "a person's push to the pull request".into(),
+        pull: None,
+        failed: FailedRun::Sweep,
+    })
+    .unwrap();
+    let p = Playbook::parse("l.yaml", &format!("version: 1\nentries:\n{}", swept.yaml)).unwrap();
+    let d = &p.entries[0].diagnosis;
+    assert!(
+        d.en.contains("a final sweep failed with these lines"),
+        "{d:?}"
+    );
+    assert!(!d.en.contains("smoke"), "{d:?}");
+    assert!(d.zh.contains("一次最终 sweep以这些日志行失败"), "{d:?}");
 }
 
 #[test]

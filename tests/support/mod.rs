@@ -16,6 +16,9 @@ pub use screens::*;
 mod validated;
 pub use validated::*;
 
+mod staged;
+pub use staged::*;
+
 use std::path::{Path, PathBuf};
 
 /// The repository root (the tests are compiled as part of `src/klaud`).

@@ -1,17 +1,22 @@
 //! Learning in the engine: when a candidate's run passes after an earlier
-//! run of it failed with a signature the playbook did not know, and what
-//! changed between the two heads touched the family's scripts or recipes,
-//! the failing lines and that change become a proposed playbook entry
-//! ([`crate::playbook::propose_entry`]), shown in the receipt.
+//! run failed with a signature the playbook did not know, and what changed
+//! between the two heads touched the family's scripts or recipes, the
+//! failing lines and that change become a proposed playbook entry
+//! ([`crate::playbook::propose_entry`]), shown in the receipt. The earlier
+//! run is the candidate's own (fixed by the hook's repair or a person's
+//! push), or, for a variant, the candidate it was tried from (fixed by the
+//! variant's edits: `/klaud try`, or the hook's proposal).
 //!
 //! Everything is read back from GitHub, never remembered: the failed run's
-//! published report (its triage and lines), the commits between the two
-//! heads (whose they are says what the change was) and the changed files at
-//! both heads. So a record rebuilt after a crash proposes the same entry.
+//! published report (its triage and lines, on the candidate's pull request
+//! or the parent's), the commits between the two heads (whose they are
+//! says what the change was) and the changed files at both heads. So a
+//! record rebuilt after a crash or a lost store proposes the same entry.
 //!
-//! Reads the report comments, one compare and the fix targets at two
-//! commits. Writes nothing.
+//! Reads the report comments (the parent's pull request's for a variant),
+//! one compare and the fix targets at two commits. Writes nothing.
 
+use crate::engine::attempt::{INFRA_DETAIL, SWEEP_INFRA_DETAIL};
 use crate::engine::config::TRAILER;
 use crate::engine::context::Engine;
 use crate::engine::error::EngineError;
@@ -19,30 +24,75 @@ use crate::engine::forge::Forge as _;
 use crate::engine::journal::{AttemptRecord, CandidateRecord};
 use crate::engine::playbook_repair::PLAYBOOK_TRAILER;
 use crate::engine::steps::repair::published_report;
-use crate::model::AttemptStatus;
-use crate::playbook::{Class, Fix, LearnInput, LogSignature, propose_entry};
-use crate::report::{FailedJob, LearnedEntry, TriageClass};
-use klaud_claims::CommitSha;
+use crate::engine::target::branch_name;
+use crate::model::{AttemptKind, AttemptStatus};
+use crate::playbook::{Class, FailedRun, Fix, LearnInput, LogSignature, propose_entry};
+use crate::report::{
+    FailedJob, LearnedEntry, MarkerKey, ReportName, TriageClass, find_record, parse_report,
+};
+use klaud_claims::{CommitSha, PullNumber};
 
 /// Largest script or recipe compared, in bytes: the family's files are a
 /// few kilobytes; anything larger is not read as a fix.
 const MAX_SCRIPT_BYTES: usize = 256 * 1024;
 
+/// A failed run a later pass may have taught something: the failed jobs
+/// its published report names, what the run was, the head it tested and
+/// where it was seen.
+struct Failure {
+    jobs: Vec<FailedJob>,
+    failed: FailedRun,
+    head: CommitSha,
+    /// The image it tested when it is not the candidate's own (the
+    /// entry's scope).
+    image: Option<String>,
+    /// The pull request it failed on.
+    pull: Option<PullNumber>,
+}
+
 impl Engine<'_> {
-    /// The playbook entry `rec`'s passing run teaches, if any: its last
-    /// passed attempt, the failed attempt before it (not infrastructure)
-    /// whose jobs' logs matched no entry, and a change between their heads
-    /// in the family's files. `None` when any of those is missing, the
-    /// failure was a known one, or the entry is in the playbook already.
+    /// The playbook entry `rec`'s passing run teaches, if any: a failed
+    /// run (not infrastructure) whose jobs' logs matched no entry, and a
+    /// change in the family's files between its head and the passing
+    /// one. The failed run is `rec`'s own attempt before the pass (the
+    /// hook's repair, a person's push), or, for a variant, the last failed
+    /// run of the candidate it was tried from (`/klaud try`, the hook's
+    /// proposal). `None` when any of those is missing, the failure was a
+    /// known one, or the entry is in the playbook already.
     pub(super) async fn learned_entry(
         &self,
         rec: &CandidateRecord,
     ) -> Result<Option<LearnedEntry>, EngineError> {
-        let path = self.config.playbook.as_str();
-        if path.is_empty() {
+        if self.config.playbook.is_empty() {
             return Ok(None);
         }
-        let Some((failed, passed)) = failed_then_passed(&rec.attempts) else {
+        if let Some(entry) = self.own_lesson(rec).await? {
+            return Ok(Some(entry));
+        }
+        self.variant_lesson(rec).await
+    }
+
+    /// `rec`'s attempts: the journal's, or when some were rebuilt from its
+    /// receipt after a lost store (which names runs, not heads), the ones
+    /// its published reports name.
+    async fn lesson_attempts(
+        &self,
+        rec: &CandidateRecord,
+    ) -> Result<Vec<AttemptRecord>, EngineError> {
+        if !rec.attempts.iter().any(|a| a.head.is_empty()) {
+            return Ok(rec.attempts.clone());
+        }
+        let Some(number) = rec.pull else {
+            return Ok(rec.attempts.clone());
+        };
+        let comments = self.comments_with_reports(rec, number).await?;
+        Ok(self.reported_attempts(rec, &comments, true))
+    }
+
+    /// What `rec`'s own failed attempt and the pass after it teach.
+    async fn own_lesson(&self, rec: &CandidateRecord) -> Result<Option<LearnedEntry>, EngineError> {
+        let attempts = self.lesson_attempts(rec).await?;
+        let Some((failed, passed)) = failed_then_passed(&attempts) else {
             return Ok(None);
         };
         let (Ok(from), Ok(to)) = (
@@ -59,9 +109,123 @@ impl Engine<'_> {
             .get("failed_jobs")
             .and_then(|j| serde_json::from_value(j.clone()).ok())
             .unwrap_or_default();
+        let failure = Failure {
+            jobs,
+            failed: failed_run(failed.kind),
+            head: from,
+            // Both attempts ran the candidate's image: its record's scopes it.
+            image: None,
+            pull: rec.pull,
+        };
+        self.lesson(rec, &failure, &to, None).await
+    }
+
+    /// What a variant's pass teaches about the failure of the candidate it
+    /// was tried from: that candidate's last failed run (read from its
+    /// pull request's reports) and the change from the head it failed at
+    /// to the variant's passing head.
+    async fn variant_lesson(
+        &self,
+        rec: &CandidateRecord,
+    ) -> Result<Option<LearnedEntry>, EngineError> {
+        let Some(info) = rec.variant.as_ref() else {
+            return Ok(None);
+        };
+        let Some(me) = info.siblings.iter().find(|s| s.candidate == rec.candidate) else {
+            return Ok(None);
+        };
+        // The hook's proposal answers its proposer's failed attempt; a
+        // maintainer's try builds on its base variant.
+        let parent = match &me.proposed {
+            Some(p) => info.siblings.iter().find(|s| s.candidate == p.by),
+            None => {
+                let from = info.from.as_deref().unwrap_or("base");
+                info.siblings.iter().find(|s| s.name == from)
+            }
+        };
+        let Some(parent) = parent.filter(|p| p.candidate != rec.candidate) else {
+            return Ok(None);
+        };
+        let attempts = self.lesson_attempts(rec).await?;
+        let Some(to) = attempts
+            .iter()
+            .rev()
+            .find(|a| a.status == AttemptStatus::Passed)
+            .and_then(|a| CommitSha::parse(&a.head).ok())
+        else {
+            return Ok(None);
+        };
+        let Some(failure) = self.last_failure_of(parent.candidate.as_str()).await? else {
+            return Ok(None);
+        };
+        if failure.head == to {
+            return Ok(None);
+        }
+        let how = if me.proposed.is_some() {
+            "proposed by the repair hook"
+        } else {
+            "started by `/klaud try`"
+        };
+        let change = format!("the edits of Variant {} ({how})", me.name);
+        self.lesson(rec, &failure, &to, Some(change)).await
+    }
+
+    /// The last failed run (not infrastructure) of `candidate` whose
+    /// report Klaud published on its pull request, found by its branch.
+    async fn last_failure_of(&self, candidate: &str) -> Result<Option<Failure>, EngineError> {
+        let Some(pull) = self.forge.find_pull(&branch_name(candidate)).await? else {
+            return Ok(None);
+        };
+        let comments = self.forge.list_comments(pull.number).await?;
+        let report = comments
+            .iter()
+            .filter(|c| self.by_bot(c.author.as_deref()))
+            .filter_map(|c| find_record(&c.body).ok().flatten())
+            .filter(|f| {
+                matches!(&f.key, MarkerKey::Report {
+                    candidate: c, name: ReportName::Run { .. }, part, ..
+                } if c.as_str() == candidate && part.is_none_or(|p| p == 1))
+            })
+            .filter_map(|f| parse_report(&f).ok())
+            .rfind(|r| {
+                r.kind.is_some()
+                    && r.status == AttemptStatus::Failed
+                    && !r.is_live()
+                    && !matches!(r.detail.as_deref(), Some(INFRA_DETAIL | SWEEP_INFRA_DETAIL))
+            });
+        let Some(report) = report else {
+            return Ok(None);
+        };
+        let Some(head) = report
+            .head
+            .as_deref()
+            .and_then(|h| CommitSha::parse(h).ok())
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Failure {
+            failed: report.kind.map_or(FailedRun::Smoke, failed_run),
+            jobs: report.failed_jobs,
+            head,
+            image: Some(report.image).filter(|i| !i.is_empty()),
+            pull: Some(pull.number),
+        }))
+    }
+
+    /// The entry `failure` and the change from its head to `to` make, in
+    /// `rec`'s receipt; `change` says what the change was when it is not
+    /// a fix of the safe vocabulary (`None`: whose commits lie between the
+    /// heads, read only once the family's files are known to differ).
+    async fn lesson(
+        &self,
+        rec: &CandidateRecord,
+        failure: &Failure,
+        to: &CommitSha,
+        change: Option<String>,
+    ) -> Result<Option<LearnedEntry>, EngineError> {
         // A failure the playbook knew teaches nothing new; only a run whose
         // every triaged job was unknown does.
-        let triaged: Vec<&FailedJob> = jobs.iter().filter(|j| j.triage.is_some()).collect();
+        let triaged: Vec<&FailedJob> = failure.jobs.iter().filter(|j| j.triage.is_some()).collect();
         if triaged.is_empty()
             || triaged.iter().any(|j| {
                 j.triage
@@ -83,22 +247,33 @@ impl Engine<'_> {
             .map(|t| t.lines.clone())
             .unwrap_or_default();
         let signature = LogSignature::of(lines.iter().map(String::as_str));
-        let Some((fix, files)) = self.change_between(rec, &from, &to).await? else {
+        let Some((fix, files)) = self.change_between(rec, &failure.head, to).await? else {
             return Ok(None);
         };
-        let change = self.who_changed(rec, &from, &to).await?;
+        let change = match change {
+            Some(c) => c,
+            None => self.who_changed(rec, &failure.head, to).await?,
+        };
         let words = match &fix {
             Some(f) => f.describe(),
             None => format!("{change} ({})", files.join(", ")),
         };
-        let ctx = self.job_context(rec, job.node.as_deref());
+        let mut ctx = self.job_context(rec, job.node.as_deref());
+        // Scoped to the engine the failure was seen with (a variant may
+        // run another image).
+        if let Some(image) = &failure.image {
+            ctx.engine_version = klaud_planner::image::ImageRef::parse(image)
+                .ok()
+                .and_then(|i| i.tag().map(str::to_owned));
+        }
         let Some(proposal) = propose_entry(&LearnInput {
             signature: &signature,
             ctx: &ctx,
             class: Class::Engine,
             fix,
-            change: change.clone(),
-            pull: rec.pull.map(|n| n.get()),
+            change,
+            pull: failure.pull.map(|n| n.get()),
+            failed: failure.failed,
         }) else {
             return Ok(None);
         };
@@ -113,9 +288,10 @@ impl Engine<'_> {
             id: proposal.id,
             family: rec.family.clone(),
             pull: rec.pull,
-            path: path.to_owned(),
+            path: self.config.playbook.clone(),
             yaml: proposal.yaml,
             change: words.chars().take(300).collect(),
+            failed: failure.failed,
         };
         Ok(entry.is_bounded().then_some(entry))
     }
@@ -185,6 +361,14 @@ impl Engine<'_> {
         } else {
             "the repair hook's commit".to_owned()
         })
+    }
+}
+
+/// Which run an attempt of `kind` is.
+fn failed_run(kind: AttemptKind) -> FailedRun {
+    match kind {
+        AttemptKind::FinalSweep => FailedRun::Sweep,
+        _ => FailedRun::Smoke,
     }
 }
 

@@ -168,6 +168,7 @@ impl Engine<'_> {
                 return Ok(());
             }
             Self::take_receipt(rec, pull, &receipt);
+            self.rebuild_swept_again(rec, comments, &receipt);
             return Ok(());
         }
         let Some(owner_run) = cleanup else {

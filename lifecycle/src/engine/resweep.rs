@@ -83,7 +83,38 @@ fn receipt_of(c: &Comment, candidate: &str) -> Option<Receipt> {
     }
 }
 
+/// Whether a receipt naming `head` ends a sweep a `/klaud retry` ran
+/// again: the bot's newest resweep marker of `candidate` names that head.
+/// What a record rebuilt from GitHub knows of
+/// [`CandidateRecord::swept_again`].
+fn ends_a_resweep(
+    comments: &[Comment],
+    candidate: &str,
+    head: Option<&CommitSha>,
+    by_bot: impl Fn(&Comment) -> bool,
+) -> bool {
+    head.is_some() && newest_resweep(comments, candidate, &by_bot).as_ref() == head
+}
+
 impl Engine<'_> {
+    /// A record rebuilt from `receipt` on a PR with `comments`: marks it
+    /// swept again when the receipt ends a sweep `/klaud retry` ran again,
+    /// so the next retry after a failed one sweeps again (not only lifts
+    /// the cooldown), as the lost record would have.
+    pub(super) fn rebuild_swept_again(
+        &self,
+        rec: &mut CandidateRecord,
+        comments: &[Comment],
+        receipt: &Receipt,
+    ) {
+        rec.swept_again = ends_a_resweep(
+            comments,
+            rec.candidate.as_str(),
+            receipt.head.as_ref(),
+            |c| self.by_bot(c.author.as_deref()),
+        );
+    }
+
     /// `/klaud retry` on `rec`, a validated PR whose reuse line was
     /// withdrawn: claims the family again and puts the record back at the
     /// final sweep on the PR's head now. `Ok`: the reply (with the marker
@@ -260,7 +291,9 @@ pub fn sweeps_again(rec: &CandidateRecord) -> bool {
             || (rec.swept_again
                 && e.outcome == Outcome::Failed
                 && e.phase == crate::model::Phase::FinalSweep
-                && !e.hands_off)
+                // A person's end (hands off, with their note) leaves the PR
+                // with them; an end read back from the receipt has no note.
+                && !(e.hands_off && e.note.is_some()))
     })
 }
 
@@ -290,5 +323,25 @@ mod tests {
         assert_eq!(pending_head(&started, "other", all), None);
         assert_eq!(pending_head(&started, cand, |_| false), None);
         assert_eq!(pending_head(&[comment(1, "no marker")], cand, all), None);
+    }
+
+    #[test]
+    fn a_receipt_at_the_head_a_resweep_marker_names_ends_a_resweep() {
+        let old = CommitSha::parse(&"a".repeat(40)).expect("sha");
+        let head = CommitSha::parse(&"b".repeat(40)).expect("sha");
+        let cand = "0123456789abcdef-0123456789abcdef";
+        let marked = [comment(
+            2,
+            &format!("{}\nSweeping again", resweep_marker(cand, &head)),
+        )];
+        let all = |_: &Comment| true;
+        assert!(ends_a_resweep(&marked, cand, Some(&head), all));
+        // The first sweep's receipt, another candidate's marker, a marker
+        // a person wrote, or no head: not a resweep's end.
+        assert!(!ends_a_resweep(&marked, cand, Some(&old), all));
+        assert!(!ends_a_resweep(&marked, "other", Some(&head), all));
+        assert!(!ends_a_resweep(&marked, cand, Some(&head), |_| false));
+        assert!(!ends_a_resweep(&marked, cand, None, all));
+        assert!(!ends_a_resweep(&[], cand, Some(&head), all));
     }
 }

@@ -128,6 +128,41 @@ impl Fix {
     }
 }
 
+/// Which run failed with the lines a learned entry is made from: its
+/// diagnosis, the receipt and the playbook pull request say so.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailedRun {
+    /// A smoke (the first attempt or one after a repair).
+    #[default]
+    Smoke,
+    /// The final sweep.
+    Sweep,
+}
+
+impl FailedRun {
+    /// Whether it is [`FailedRun::Smoke`] (the default, left out of records).
+    pub fn is_smoke(&self) -> bool {
+        *self == FailedRun::Smoke
+    }
+
+    /// `a smoke` / `a final sweep`.
+    pub fn en(self) -> &'static str {
+        match self {
+            FailedRun::Smoke => "a smoke",
+            FailedRun::Sweep => "a final sweep",
+        }
+    }
+
+    /// `一次 smoke 测试` / `一次最终 sweep`.
+    pub fn zh(self) -> &'static str {
+        match self {
+            FailedRun::Smoke => "一次 smoke 测试",
+            FailedRun::Sweep => "一次最终 sweep",
+        }
+    }
+}
+
 /// What a learned entry is made from.
 #[derive(Debug, Clone)]
 pub struct LearnInput<'a> {
@@ -145,6 +180,8 @@ pub struct LearnInput<'a> {
     pub change: String,
     /// The pull request it was seen on.
     pub pull: Option<u64>,
+    /// Which run failed with the signature.
+    pub failed: FailedRun,
 }
 
 /// A proposed entry.
@@ -304,14 +341,16 @@ pub fn propose_entry(input: &LearnInput<'_>) -> Option<Proposal> {
         .pull
         .map_or_else(String::new, |n| format!(" on pull request #{n}"));
     let en = format!(
-        "Learned by Klaud: a smoke failed with these lines{on}{pr} and passed after {what}. Check the cause and widen the scope before accepting."
+        "Learned by Klaud: {} failed with these lines{on}{pr} and passed after {what}. Check the cause and widen the scope before accepting.",
+        input.failed.en()
     );
     let on_zh = family.map_or_else(String::new, |f| format!("（{f}）"));
     let pr_zh = input
         .pull
         .map_or_else(String::new, |n| format!("，见 PR #{n}"));
     let zh = format!(
-        "由 Klaud 学习：一次 smoke 测试以这些日志行失败{on_zh}{pr_zh}，在 {what} 之后通过。接受前请核实原因并酌情放宽适用范围。"
+        "由 Klaud 学习：{}以这些日志行失败{on_zh}{pr_zh}，在 {what} 之后通过。接受前请核实原因并酌情放宽适用范围。",
+        input.failed.zh()
     );
     let _ = writeln!(y, "    diagnosis:");
     let _ = writeln!(y, "      en: {}", quoted(&en));

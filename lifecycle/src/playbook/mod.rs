@@ -32,7 +32,7 @@ mod version;
 
 pub use context::family_context;
 pub use fix::{Applied, FixError};
-pub use learn::{LearnInput, Proposal, line_pattern, propose_entry};
+pub use learn::{FailedRun, LearnInput, Proposal, line_pattern, propose_entry};
 pub use model::{
     Class, Diagnosis, Entry, Fix, JobContext, Playbook, Scope, SeenOn, SickNode, Signature,
 };

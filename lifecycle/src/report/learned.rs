@@ -7,6 +7,7 @@ use klaud_claims::PullNumber;
 use serde::{Deserialize, Serialize};
 
 use super::format::{code, text};
+use crate::playbook::FailedRun;
 
 /// Longest proposed entry kept, in bytes: a proposal is a few patterns and
 /// two sentences; a record claiming more is not Klaud's.
@@ -32,6 +33,10 @@ pub struct LearnedEntry {
     /// What the fix was, in words (`--kv-cache-dtype fp8 → auto`, or the
     /// change when it is not a fix of the safe vocabulary).
     pub change: String,
+    /// Which run failed with the lines (records before it was kept were
+    /// all smokes').
+    #[serde(default, skip_serializing_if = "FailedRun::is_smoke")]
+    pub failed: FailedRun,
 }
 
 impl LearnedEntry {
@@ -73,11 +78,15 @@ pub fn fenced(lang: &str, body: &str) -> String {
 /// The receipt's block: what was learned, the file it goes in, the YAML to
 /// paste under `entries:`, in both languages.
 pub fn render_learned(entry: &LearnedEntry) -> String {
+    let (what, what_zh) = match entry.failed {
+        FailedRun::Smoke => ("A smoke", "一次 smoke 测试"),
+        FailedRun::Sweep => ("A final sweep", "一次最终 sweep"),
+    };
     format!(
         "<details>\n<summary>Proposed playbook entry / 建议的排障手册条目: {id}</summary>\n\n\
-         This smoke failed with a signature the playbook did not know and passed after {change}. \
+         {what} failed with a signature the playbook did not know and passed after {change}. \
          To accept the entry, add it under `entries:` in {path} (or tick its box on the dashboard issue, which opens that PR).  \n\
-         此 smoke 测试曾以排障手册未收录的签名失败，在 {change} 之后通过。接受方法：将下面的条目加入 {path} 的 `entries:` 之下（或在看板 issue 上勾选它的复选框，由 Klaud 开 PR）。\n\n{yaml}\n</details>\n",
+         {what_zh}曾以排障手册未收录的签名失败，在 {change} 之后通过。接受方法：将下面的条目加入 {path} 的 `entries:` 之下（或在看板 issue 上勾选它的复选框，由 Klaud 开 PR）。\n\n{yaml}\n</details>\n",
         id = code(&entry.id),
         change = text(&entry.change),
         path = code(&entry.path),
@@ -106,6 +115,7 @@ mod tests {
             path: ".github/klaud-playbook.yaml".into(),
             yaml: "  - id: learned-0123abcd\n".into(),
             change: "a change".into(),
+            failed: FailedRun::Smoke,
         };
         assert!(good.is_bounded());
         let mut bad = good.clone();

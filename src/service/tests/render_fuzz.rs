@@ -496,6 +496,7 @@ fn receipt(h: &[String]) -> Receipt {
                 h[7]
             ),
             change: h[8].clone(),
+            failed: Default::default(),
         }),
     }
 }

@@ -266,8 +266,10 @@ async fn open_pull(forge: &Github, k: &KeptLearned, by: &str) -> Result<PullNumb
     );
     let title = format!("playbook: add {}", k.entry.id);
     let body = format!(
-        "Adds the playbook entry `{id}` that Klaud learned on {family}{source}: a smoke failed with lines the playbook did not know and passed after {change}. Asked for on the dashboard issue by @{by}. Check the cause and widen the scope before merging.\n\n\
-         添加 Klaud 学到的排障手册条目 `{id}`（系列 {family}{source_zh}）：一次 smoke 测试以排障手册未收录的日志行失败，在 {change} 之后通过。由 @{by} 在看板 issue 上请求。合并前请核实原因并酌情放宽适用范围。\n\n{yaml}",
+        "Adds the playbook entry `{id}` that Klaud learned on {family}{source}: {what} failed with lines the playbook did not know and passed after {change}. Asked for on the dashboard issue by @{by}. Check the cause and widen the scope before merging.\n\n\
+         添加 Klaud 学到的排障手册条目 `{id}`（系列 {family}{source_zh}）：{what_zh}以排障手册未收录的日志行失败，在 {change} 之后通过。由 @{by} 在看板 issue 上请求。合并前请核实原因并酌情放宽适用范围。\n\n{yaml}",
+        what = k.entry.failed.en(),
+        what_zh = k.entry.failed.zh(),
         id = k.entry.id,
         family = k.entry.family,
         change = k.entry.change,
@@ -358,6 +360,7 @@ mod tests {
             path: ".github/klaud-playbook.yaml".into(),
             yaml: "  - id: learned-0123456789abcdef\n    class: engine\n    signature:\n      all:\n        - 'fp8 KV cache is not supported'\n    diagnosis:\n      en: 'x'\n      zh: 'y'\n".into(),
             change: "a change".into(),
+            failed: Default::default(),
         }
     }
 
