@@ -266,13 +266,15 @@ async fn open_pull(forge: &Github, k: &KeptLearned, by: &str) -> Result<PullNumb
     );
     let title = format!("playbook: add {}", k.entry.id);
     let body = format!(
-        "Adds the playbook entry `{id}` that Klaud learned on {family}{source}: {what} failed with lines the playbook did not know and passed after {change}. Asked for on the dashboard issue by @{by}. Check the cause and widen the scope before merging.\n\n\
-         添加 Klaud 学到的排障手册条目 `{id}`（系列 {family}{source_zh}）：{what_zh}以排障手册未收录的日志行失败，在 {change} 之后通过。由 @{by} 在看板 issue 上请求。合并前请核实原因并酌情放宽适用范围。\n\n{yaml}",
+        "Adds the playbook entry {id} that Klaud learned on {family}{source}: {what} failed with lines the playbook did not know and passed after {change}. Asked for on the dashboard issue by @{by}. Check the cause and widen the scope before merging.\n\n\
+         添加 Klaud 学到的排障手册条目 {id}（系列 {family}{source_zh}）：{what_zh}以排障手册未收录的日志行失败，在 {change} 之后通过。由 @{by} 在看板 issue 上请求。合并前请核实原因并酌情放宽适用范围。\n\n{yaml}",
         what = k.entry.failed.en(),
         what_zh = k.entry.failed.zh(),
-        id = k.entry.id,
-        family = k.entry.family,
-        change = k.entry.change,
+        // The entry came back from GitHub (a receipt, the issue's kept
+        // block): its words are shown through the one escaping rule.
+        id = code(&k.entry.id),
+        family = code(&k.entry.family),
+        change = text(&k.entry.change),
         source_zh = k
             .entry
             .pull
