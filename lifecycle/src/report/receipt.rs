@@ -18,6 +18,8 @@
 use klaud_claims::{CommitSha, PullNumber};
 use serde::{Deserialize, Serialize};
 
+use klaud_render::Bilingual;
+
 use super::RenderedComment;
 use super::format::{code, link, text};
 use super::learned::{LearnedEntry, render_learned};
@@ -200,7 +202,8 @@ fn run_links(runs: &[RunRef]) -> String {
         .join(", ")
 }
 
-/// Renders the receipt comment.
+/// Renders the receipt comment: each sentence in English and Chinese side
+/// by side, the Chinese folded under the English.
 pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
     let key = receipt.key();
     let outcome = receipt.result.outcome();
@@ -216,96 +219,80 @@ pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
         ),
         _ => sentences(outcome),
     };
-    let mut body = hidden_block(&key, &hidden_json(&receipt.wire()));
-    body.push_str(&format!(
-        "**{outcome}** · Repairs: {repairs} · Runs: {runs}  \n{en}"
-    ));
-    if let Some(note) = &receipt.note {
-        body.push(' ');
-        body.push_str(&text(note));
-    }
+    let mut words = Bilingual::owned(
+        format!("**{outcome}** · Repairs: {repairs} · Runs: {runs}  \n{en}"),
+        format!("**{outcome}** · 修复次数：{repairs} · 运行：{runs}  \n{zh}"),
+    );
+    // A person's note has no translation: the Chinese quotes it as the
+    // original, never as an unmarked English sentence.
+    let note_en = receipt.note.as_ref().map(|note| format!(" {}", text(note)));
+    let note_zh = match (&receipt.note_zh, &receipt.note) {
+        (Some(zh), _) => Some(text(zh)),
+        (None, Some(note)) => Some(text(&format!("原文：{note}"))),
+        (None, None) => None,
+    };
+    words.push(note_en.unwrap_or_default(), note_zh.unwrap_or_default());
     if let Some(d) = &receipt.declined {
-        body.push_str(&format!(
-            "\n\n{}",
-            if receipt.declined_waits {
-                variant_declined_words(d, false)
-            } else {
-                declined_words(d, receipt.dashboard.as_ref(), false)
-            }
-        ));
+        let declined = if receipt.declined_waits {
+            variant_declined_words(d)
+        } else {
+            declined_words(d, receipt.dashboard.as_ref())
+        };
+        words.push(
+            format!("\n\n{}", declined.en),
+            format!("\n\n{}", declined.zh),
+        );
     }
     // The lines are rendered by the hunt (escaped there), as on the PR.
-    if !receipt.hunt.0.is_empty() {
-        body.push_str("\n\n");
-        body.push_str(&receipt.hunt.0.join("  \n"));
-    }
+    let hunt_lines = |lines: &[String]| match lines.is_empty() {
+        true => String::new(),
+        false => format!("\n\n{}", lines.join("  \n")),
+    };
+    words.push(hunt_lines(&receipt.hunt.0), hunt_lines(&receipt.hunt.1));
+    // The learned entry's block carries both languages itself.
     if let Some(entry) = &receipt.learned {
-        body.push_str("\n\n");
-        body.push_str(&render_learned(entry));
+        words.push(format!("\n\n{}", render_learned(entry)), "");
     }
+    let mut body = hidden_block(&key, &hidden_json(&receipt.wire()));
+    body.push_str(&words.en);
     body.push_str("\n\n<details>\n<summary>中文</summary>\n\n");
-    body.push_str(&format!(
-        "**{outcome}** · 修复次数：{repairs} · 运行：{runs}  \n{zh}"
-    ));
-    // A person's note has no translation: it is quoted as the original,
-    // never left as an unmarked English sentence in the Chinese block.
-    match (&receipt.note_zh, &receipt.note) {
-        (Some(zh), _) => body.push_str(&text(zh)),
-        (None, Some(note)) => body.push_str(&text(&format!("原文：{note}"))),
-        (None, None) => {}
-    }
-    if let Some(d) = &receipt.declined {
-        body.push_str(&format!(
-            "\n\n{}",
-            if receipt.declined_waits {
-                variant_declined_words(d, true)
-            } else {
-                declined_words(d, receipt.dashboard.as_ref(), true)
-            }
-        ));
-    }
-    if !receipt.hunt.1.is_empty() {
-        body.push_str("\n\n");
-        body.push_str(&receipt.hunt.1.join("  \n"));
-    }
+    body.push_str(&words.zh);
     body.push_str("\n\n</details>\n");
     RenderedComment { key, body }
 }
 
-/// What closing the PR without merging means, in one paragraph (`zh`: the
-/// Chinese one): the image is not proposed for this family again, a newer
-/// one is, and the dashboard issue's box undoes it.
-pub fn declined_words(d: &Declined, dashboard: Option<&(u64, String)>, zh: bool) -> String {
+/// What closing the PR without merging means, in one paragraph: the image
+/// is not proposed for this family again, a newer one is, and the
+/// dashboard issue's box undoes it.
+pub fn declined_words(d: &Declined, dashboard: Option<&(u64, String)>) -> Bilingual {
     let image = code(&d.image);
     let issue = match dashboard {
         Some((n, url)) => link(&format!("#{n}"), url),
         None => "`klaud-dashboard`".to_owned(),
     };
-    if zh {
-        format!(
-            "**不要这个镜像**：此 PR 未合并即被关闭，Klaud 不会再为该系列提议 {image}；出现更新的镜像时，Klaud 会提议更新的镜像。撤销方法：在看板 issue {issue} 的“已忽略”部分勾选 {image} 旁的撤销框，下一轮即可再次提议它。"
-        )
-    } else {
+    Bilingual::owned(
         format!(
             "**Not this image:** this PR was closed without merging, so Klaud will not propose {image} for this family again; it will propose a newer image when one appears. To undo this, tick the undo box beside {image} in the \"Ignored\" section of the dashboard issue {issue}; the next pass may propose it again."
-        )
-    }
+        ),
+        format!(
+            "**不要这个镜像**：此 PR 未合并即被关闭，Klaud 不会再为该系列提议 {image}；出现更新的镜像时，Klaud 会提议更新的镜像。撤销方法：在看板 issue {issue} 的“已忽略”部分勾选 {image} 旁的撤销框，下一轮即可再次提议它。"
+        ),
+    )
 }
 
 /// What closing one variant's PR means while another variant of the same
 /// image still runs or was validated: this variant ended, the image is not
-/// ruled out (`zh`: the Chinese paragraph).
-pub fn variant_declined_words(d: &Declined, zh: bool) -> String {
+/// ruled out.
+pub fn variant_declined_words(d: &Declined) -> Bilingual {
     let image = code(&d.image);
-    if zh {
-        format!(
-            "**仅结束此变体**：此 PR 未合并即被关闭，只结束了这个变体；该实验中使用 {image} 的其他变体继续运行。只有当其中最后一个 PR 也未合并即被关闭、且没有变体通过验证时，{image} 才会被视为“不要这个镜像”。"
-        )
-    } else {
+    Bilingual::owned(
         format!(
             "**This variant only:** this PR was closed without merging, which ends this variant; the experiment's other variants of {image} go on. {image} becomes \"not this image\" for this family only if the last of their PRs is closed without merging too and none was validated."
-        )
-    }
+        ),
+        format!(
+            "**仅结束此变体**：此 PR 未合并即被关闭，只结束了这个变体；该实验中使用 {image} 的其他变体继续运行。只有当其中最后一个 PR 也未合并即被关闭、且没有变体通过验证时，{image} 才会被视为“不要这个镜像”。"
+        ),
+    )
 }
 
 /// Reads a receipt record, re-checking the outcome rules.
