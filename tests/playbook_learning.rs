@@ -372,8 +372,18 @@ async fn waves_until(
     }
 }
 
-#[tokio::test]
-async fn a_persons_push_that_fixes_a_failed_sweep_is_learned() {
+/// A validated candidate whose sweep a maintainer asked for again with
+/// `/klaud retry`, after a person's change withdrew its reuse line, and
+/// which failed with lines the playbook does not know (the PR stays
+/// open): the sandbox, the record before and after the re-sweep, its pull
+/// request and the maintainer.
+async fn a_failed_resweep() -> (
+    Harness,
+    CandidateRecord,
+    klaud_claims::PullNumber,
+    crate::support::Person,
+    CandidateRecord,
+) {
     use klaud_lifecycle::engine::{Journal as _, Upkept};
     let env = Harness::demo()
         .script(&sweeps_fail_until_fixed())
@@ -381,9 +391,6 @@ async fn a_persons_push_that_fixes_a_failed_sweep_is_learned() {
         .await;
     let mut rec = env.validated(&env.journal, "demo-fp4-b200-vllm").await;
     let number = rec.pull.expect("pull");
-    // A person's change on top of the validated commit; Klaud withdraws its
-    // reuse line, and a maintainer asks for the sweep again: it fails with
-    // lines the playbook does not know, and the PR stays open.
     maintainers_push(&env, &rec, "NOTES.md", b"a person's change\n".to_vec()).await;
     match upkeep_pass(&env, &mut rec).await {
         Upkept::Withdrawn(_) => {}
@@ -398,6 +405,26 @@ async fn a_persons_push_that_fixes_a_failed_sweep_is_learned() {
             .is_some_and(|e| e.outcome == Outcome::Failed)
     })
     .await;
+    (env, rec, number, maintainer, failed)
+}
+
+/// A person's push of the fix to the family's script on the PR's branch.
+async fn push_the_fix(env: &Harness, rec: &CandidateRecord) {
+    let script = env
+        .forge
+        .get_contents(SCRIPT, &rec.branch)
+        .await
+        .expect("read")
+        .expect("present");
+    let fixed = String::from_utf8(script)
+        .expect("utf-8")
+        .replace(FAILING, FIXED);
+    maintainers_push(env, rec, SCRIPT, fixed.into_bytes()).await;
+}
+
+#[tokio::test]
+async fn a_persons_push_that_fixes_a_failed_sweep_is_learned() {
+    let (env, rec, number, maintainer, failed) = a_failed_resweep().await;
     assert_eq!(failed.learned, None);
     assert!(
         env.forge
@@ -410,16 +437,7 @@ async fn a_persons_push_that_fixes_a_failed_sweep_is_learned() {
 
     // The person pushes the fix to the script and asks again: the sweep of
     // the new head passes, and the receipt proposes the entry.
-    let script = env
-        .forge
-        .get_contents(SCRIPT, &rec.branch)
-        .await
-        .expect("read")
-        .expect("present");
-    let fixed = String::from_utf8(script)
-        .expect("utf-8")
-        .replace(FAILING, FIXED);
-    maintainers_push(&env, &rec, SCRIPT, fixed.into_bytes()).await;
+    push_the_fix(&env, &rec).await;
     maintainer.comment(number, "/klaud retry").await;
     let passed = waves_until(&env, &rec, |r| {
         r.ending
@@ -612,41 +630,12 @@ async fn a_klaud_try_variant_that_fixes_an_unknown_failure_proposes_an_entry() {
 /// a final sweep.
 #[tokio::test]
 async fn a_failed_resweep_rebuilt_after_a_lost_store_sweeps_again_on_retry() {
-    use klaud_lifecycle::engine::{Journal as _, Upkept};
-    let env = Harness::demo()
-        .script(&sweeps_fail_until_fixed())
-        .start()
-        .await;
-    let mut rec = env.validated(&env.journal, "demo-fp4-b200-vllm").await;
-    let number = rec.pull.expect("pull");
-    maintainers_push(&env, &rec, "NOTES.md", b"a person's change\n".to_vec()).await;
-    match upkeep_pass(&env, &mut rec).await {
-        Upkept::Withdrawn(_) => {}
-        other => panic!("not withdrawn: {other:?}"),
-    }
-    env.journal.save(&rec).await.expect("save");
-    let maintainer = env.person(MAINTAINER_TOKEN);
-    maintainer.comment(number, "/klaud retry").await;
-    let failed = waves_until(&env, &rec, |r| {
-        r.ending
-            .as_ref()
-            .is_some_and(|e| e.outcome == Outcome::Failed)
-    })
-    .await;
+    let (env, rec, number, maintainer, failed) = a_failed_resweep().await;
     assert!(failed.swept_again, "{failed:#?}");
 
     // The store is lost; the person pushes the fix and asks again.
     env.journal.clear();
-    let script = env
-        .forge
-        .get_contents(SCRIPT, &rec.branch)
-        .await
-        .expect("read")
-        .expect("present");
-    let fixed = String::from_utf8(script)
-        .expect("utf-8")
-        .replace(FAILING, FIXED);
-    maintainers_push(&env, &rec, SCRIPT, fixed.into_bytes()).await;
+    push_the_fix(&env, &rec).await;
     let asked = maintainer.comment(number, "/klaud retry").await;
     let passed = waves_until(&env, &rec, |r| {
         r.ending
