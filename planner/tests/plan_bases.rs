@@ -98,6 +98,25 @@ fn pulls(report: &PlanReport) -> u64 {
         .map_or(0, |c| c.manifest_get)
 }
 
+fn proposed(report: &PlanReport) -> u64 {
+    report
+        .families
+        .iter()
+        .filter(|f| f.candidate.is_some())
+        .count() as u64
+}
+
+/// A plan's Docker Hub pulls stay within two per proposal.
+fn assert_two_pulls_per_proposal(report: &PlanReport) {
+    let proposals = proposed(report);
+    assert!(
+        pulls(report) <= 2 * proposals,
+        "{} pulls for {proposals} proposals: {:?}",
+        pulls(report),
+        report.requests_by_host
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_newest_build_on_another_rocm_is_proposed_and_the_move_is_said() {
     let test = "the_newest_build_on_another_rocm_is_proposed_and_the_move_is_said";
@@ -331,18 +350,8 @@ async fn without_the_tags_api_a_proposal_costs_at_most_two_pulls_and_the_rest_is
         "{:?}",
         commits.reasons
     );
-    let proposals = report
-        .families
-        .iter()
-        .filter(|f| f.candidate.is_some())
-        .count() as u64;
-    assert_eq!(proposals, 1);
-    assert!(
-        pulls(&report) <= 2 * proposals,
-        "{} pulls for {proposals} proposals: {:?}",
-        pulls(&report),
-        report.requests_by_host
-    );
+    assert_eq!(proposed(&report), 1);
+    assert_two_pulls_per_proposal(&report);
 
     // The next plan finds the dated build in the store, without a pull,
     // and reads the release with the pulls that leaves.
@@ -358,18 +367,8 @@ async fn without_the_tags_api_a_proposal_costs_at_most_two_pulls_and_the_rest_is
         Some("v0.28.0"),
         "{semver:#?}"
     );
-    let proposals = next
-        .families
-        .iter()
-        .filter(|f| f.candidate.is_some())
-        .count() as u64;
-    assert_eq!(proposals, 2);
-    assert!(
-        pulls(&next) <= 2 * proposals,
-        "{} pulls for {proposals} proposals: {:?}",
-        pulls(&next),
-        next.requests_by_host
-    );
+    assert_eq!(proposed(&next), 2);
+    assert_two_pulls_per_proposal(&next);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -514,13 +513,6 @@ async fn without_the_tags_api_young_releases_are_read_within_the_plans_pull_budg
     let repository = Repository::open(dir.path()).unwrap();
     let content = Arc::new(MemoryContentCache::default());
     let options = PlanOptions::new(now);
-    let proposed = |report: &PlanReport| {
-        report
-            .families
-            .iter()
-            .filter(|f| f.candidate.is_some())
-            .count() as u64
-    };
     let deferred_unread = |f: &FamilyPlan| {
         f.reasons.iter().any(|r| {
             r.starts_with(
