@@ -149,10 +149,10 @@ async fn hunt_lines(
             hunt,
             ended: Some(result),
             ..
-        })) => (
-            crate::hunt::result_lines(hunt.plan(), &result, false),
-            crate::hunt::result_lines(hunt.plan(), &result, true),
-        ),
+        })) => crate::hunt::result_lines(hunt.plan(), &result)
+            .into_iter()
+            .map(|l| (l.en.into_owned(), l.zh.into_owned()))
+            .unzip(),
         _ => Default::default(),
     })
 }
