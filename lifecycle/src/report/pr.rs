@@ -224,52 +224,35 @@ fn cause_words(cause: UncheckedCause) -> Bilingual {
     }
 }
 
-/// The receipt note of an audit that found deletions (English, Chinese):
-/// the first deleted items and the commits that deleted them.
-pub fn audit_note(u: &UpstreamRange) -> Option<(String, String)> {
+/// The receipt note of an audit that found deletions: the first deleted
+/// items and the commits that deleted them.
+pub fn audit_note(u: &UpstreamRange) -> Option<Bilingual> {
     let items = u.audit.as_ref()?.removed();
     if items.is_empty() {
         return None;
     }
-    let en: Vec<String> = items
-        .iter()
-        .map(|i| match &i.commit {
-            Some(c) => format!(
-                "{} {} (removed by {}@{c})",
-                kind_words(i.kind).en,
-                i.name,
-                u.repository
-            ),
-            None => format!(
-                "{} {} (removed from {} between {} and {})",
-                kind_words(i.kind).en,
-                i.name,
-                i.file,
-                u.from,
-                u.to
-            ),
-        })
-        .collect();
-    let zh: Vec<String> = items
-        .iter()
-        .map(|i| match &i.commit {
-            Some(c) => format!(
-                "{} {}（由 {}@{c} 删除）",
-                kind_words(i.kind).zh,
-                i.name,
-                u.repository
-            ),
-            None => format!(
-                "{} {}（在 {} 与 {} 之间从 {} 中删除）",
-                kind_words(i.kind).zh,
-                i.name,
-                u.from,
-                u.to,
-                i.file
-            ),
-        })
-        .collect();
-    Some((
+    let (mut en, mut zh) = (Vec::new(), Vec::new());
+    for i in items {
+        let (kind, name, repository) = (kind_words(i.kind), &i.name, &u.repository);
+        match &i.commit {
+            Some(c) => {
+                en.push(format!("{} {name} (removed by {repository}@{c})", kind.en));
+                zh.push(format!("{} {name}（由 {repository}@{c} 删除）", kind.zh));
+            }
+            None => {
+                let (file, from, to) = (&i.file, &u.from, &u.to);
+                en.push(format!(
+                    "{} {name} (removed from {file} between {from} and {to})",
+                    kind.en
+                ));
+                zh.push(format!(
+                    "{} {name}（在 {from} 与 {to} 之间从 {file} 中删除）",
+                    kind.zh
+                ));
+            }
+        }
+    }
+    Some(Bilingual::owned(
         format!(
             "the recipes use what the new engine no longer defines: {}; nothing was dispatched",
             en.join("; ")

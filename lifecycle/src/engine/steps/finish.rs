@@ -218,8 +218,8 @@ async fn receipt(
                 .upstream
                 .as_ref()
                 .and_then(crate::report::audit_note)
-                .filter(|(en, _)| ending.note.as_deref() == Some(en.as_str()))
-                .map(|(_, zh)| zh)
+                .filter(|note| ending.note.as_deref() == Some(&*note.en))
+                .map(|note| note.zh.into_owned())
                 .or_else(|| {
                     let note = ending.note.as_deref()?;
                     crate::measured::note_words(note).map(|w| w.zh.into_owned())
