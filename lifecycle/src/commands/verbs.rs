@@ -6,7 +6,6 @@
 //! (the dashboard issue's retry box and `klaud candidate retry` through
 //! [`request_retry`]).
 
-mod hand_off;
 mod hunt;
 mod release;
 mod retry;
@@ -56,8 +55,8 @@ pub(super) async fn run(
             retry::resweep(engine, rec, started).await
         }
         Command::Retry => retry::run(retries, rec, user, &argument).await,
-        Command::Stop => hand_off::hand_off(engine, rec, &stop::STOP, user, &why).await,
-        Command::Release => hand_off::hand_off(engine, rec, &release::RELEASE, user, &why).await,
+        Command::Stop => stop::hand_off(engine, rec, &stop::STOP, user, &why).await,
+        Command::Release => stop::hand_off(engine, rec, &release::RELEASE, user, &why).await,
         Command::Try => try_variant::run(engine, rec, &parsed.argument, started).await,
         Command::Hunt => hunt::run(engine, rec, user, &argument).await,
         Command::Unknown(verb) => Ok(unknown_reply(verb)),

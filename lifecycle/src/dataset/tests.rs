@@ -5,6 +5,7 @@ use super::*;
 use crate::artifacts::{PointIdentity, PointMetrics};
 use crate::baseline::{PointSpec, Workers};
 use crate::report::pr::dataset_words;
+use klaud_render::Bilingual;
 
 fn minimal(dataset: Value) -> AgenticRow {
     let mut row = AgenticRow {
@@ -273,22 +274,17 @@ fn the_pr_body_words_name_the_dataset_or_why_it_is_unknown() {
         },
     ]);
     assert_eq!(
-        dataset_words(&b, 9, false).as_deref(),
-        Some("dataset `traces_a`")
+        dataset_words(&b, 9),
+        Some(Bilingual::new("dataset `traces_a`", "数据集 `traces_a`"))
     );
     assert_eq!(
-        dataset_words(&b, 9, true).as_deref(),
-        Some("数据集 `traces_a`")
+        dataset_words(&b, 10),
+        Some(Bilingual::new(
+            "dataset unknown (producer run 10 is gone)",
+            "数据集未知（生产运行 10 已不存在）"
+        ))
     );
-    assert_eq!(
-        dataset_words(&b, 10, false).as_deref(),
-        Some("dataset unknown (producer run 10 is gone)")
-    );
-    assert_eq!(
-        dataset_words(&b, 10, true).as_deref(),
-        Some("数据集未知（生产运行 10 已不存在）")
-    );
-    assert_eq!(dataset_words(&b, 11, false), None);
+    assert_eq!(dataset_words(&b, 11), None);
 }
 
 #[test]

@@ -331,14 +331,11 @@ pub enum Metric {
 
 impl Metric {
     /// The word reports use.
-    pub fn label(self, zh: bool) -> &'static str {
-        match (self, zh) {
-            (Metric::Throughput, false) => "throughput",
-            (Metric::Throughput, true) => "吞吐量",
-            (Metric::Ttft, false) => "TTFT",
-            (Metric::Ttft, true) => "首个 token 延迟（TTFT）",
-            (Metric::Tpot, false) => "TPOT",
-            (Metric::Tpot, true) => "每个输出 token 延迟（TPOT）",
+    pub fn label(self) -> klaud_render::Bilingual {
+        match self {
+            Metric::Throughput => klaud_render::bi!("throughput", "吞吐量"),
+            Metric::Ttft => klaud_render::bi!("TTFT", "首个 token 延迟（TTFT）"),
+            Metric::Tpot => klaud_render::bi!("TPOT", "每个输出 token 延迟（TPOT）"),
         }
     }
 

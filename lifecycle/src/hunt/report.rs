@@ -6,9 +6,10 @@
 //! `klaud status` and the dashboards ([`result_lines`]).
 
 use klaud_planner::audit::EngineDefinitions;
+use klaud_render::{Bilingual, bi};
 use serde::{Deserialize, Serialize};
 
-use super::{EndReason, HuntPlan, HuntResult, HuntTag, Metric, Probe, StepRecord, Verdict};
+use super::{EndReason, HuntPlan, HuntResult, HuntTag, Probe, StepRecord, Verdict};
 use crate::report::format::{code, link, number, text};
 use crate::report::markers::MarkerKey;
 
@@ -61,83 +62,89 @@ fn compare_url(upstream: &str, from: &str, to: &str) -> String {
     format!("https://github.com/{upstream}/compare/{from}...{to}")
 }
 
-fn tag_words(t: &HuntTag, zh: bool) -> String {
-    match (&t.commit, zh) {
-        (Some(c), false) => format!("{} (upstream {})", code(&t.tag), code(short(c))),
-        (Some(c), true) => format!("{}（上游 {}）", code(&t.tag), code(short(c))),
-        (None, false) => format!("{} (upstream commit unknown)", code(&t.tag)),
-        (None, true) => format!("{}（上游提交未知）", code(&t.tag)),
-    }
-}
-
-fn verdict_words(v: Verdict, zh: bool) -> &'static str {
-    match (v, zh) {
-        (Verdict::Good, false) => "good",
-        (Verdict::Good, true) => "正常",
-        (Verdict::Bad, false) => "bad",
-        (Verdict::Bad, true) => "回归",
-        (Verdict::Infra, false) => "infrastructure failure (no evidence)",
-        (Verdict::Infra, true) => "基础设施故障（不作为证据）",
-        (Verdict::Gone, false) => "no longer served by the registry (skipped, no run used)",
-        (Verdict::Gone, true) => "镜像仓库已不再提供（跳过，未使用运行）",
-    }
-}
-
-fn reason_words(r: EndReason, zh: bool) -> &'static str {
-    match (r, zh) {
-        (EndReason::Found, false) => "first bad tag found",
-        (EndReason::Found, true) => "已找到第一个出问题的标签",
-        (EndReason::Budget, false) => "the hunt's budget of runs is spent; narrowest range so far",
-        (EndReason::Budget, true) => "本次排查的运行预算已用完；以下为目前最窄的范围",
-        (EndReason::WeeklyBudget, false) => {
-            "this week's budget of hunt runs is spent; narrowest range so far"
+fn tag_words(t: &HuntTag) -> Bilingual {
+    let tag = code(&t.tag);
+    match &t.commit {
+        Some(c) => {
+            let c = code(short(c));
+            Bilingual::owned(
+                format!("{tag} (upstream {c})"),
+                format!("{tag}（上游 {c}）"),
+            )
         }
-        (EndReason::WeeklyBudget, true) => "本周的排查运行预算已用完；以下为目前最窄的范围",
-        (EndReason::TagsGone, false) => {
-            "the tags left between are no longer served; narrowest range established"
-        }
-        (EndReason::TagsGone, true) => "范围内剩余的标签已不再提供；以下为已确定的最窄范围",
-        (EndReason::Stopped, false) => "stopped by a maintainer; narrowest range so far",
-        (EndReason::Stopped, true) => "已被维护者停止；以下为目前最窄的范围",
+        None => Bilingual::owned(
+            format!("{tag} (upstream commit unknown)"),
+            format!("{tag}（上游提交未知）"),
+        ),
     }
 }
 
-fn probe_words(p: &Probe, zh: bool) -> String {
-    match (p, zh) {
-        (Probe::Outcome { target }, false) => format!("the outcome of {}", code(target)),
-        (Probe::Outcome { target }, true) => format!("{} 的结果", code(target)),
-        (
-            Probe::Metric {
-                point,
-                metric,
-                baseline,
-                band,
-                ..
-            },
-            false,
-        ) => format!(
-            "{} of {} against the baseline {} (noise band ±{}%)",
-            metric.label(false),
-            code(point),
-            number(*baseline, 2),
-            number(band * 100.0, 1)
+fn verdict_words(v: Verdict) -> Bilingual {
+    match v {
+        Verdict::Good => bi!("good", "正常"),
+        Verdict::Bad => bi!("bad", "回归"),
+        Verdict::Infra => bi!(
+            "infrastructure failure (no evidence)",
+            "基础设施故障（不作为证据）"
         ),
-        (
-            Probe::Metric {
-                point,
-                metric,
-                baseline,
-                band,
-                ..
-            },
-            true,
-        ) => format!(
-            "{} 的{}，对照基线 {}（噪声范围 ±{}%）",
-            code(point),
-            metric.label(true),
-            number(*baseline, 2),
-            number(band * 100.0, 1)
+        Verdict::Gone => bi!(
+            "no longer served by the registry (skipped, no run used)",
+            "镜像仓库已不再提供（跳过，未使用运行）",
         ),
+    }
+}
+
+fn reason_words(r: EndReason) -> Bilingual {
+    match r {
+        EndReason::Found => bi!("first bad tag found", "已找到第一个出问题的标签"),
+        EndReason::Budget => bi!(
+            "the hunt's budget of runs is spent; narrowest range so far",
+            "本次排查的运行预算已用完；以下为目前最窄的范围",
+        ),
+        EndReason::WeeklyBudget => bi!(
+            "this week's budget of hunt runs is spent; narrowest range so far",
+            "本周的排查运行预算已用完；以下为目前最窄的范围",
+        ),
+        EndReason::TagsGone => bi!(
+            "the tags left between are no longer served; narrowest range established",
+            "范围内剩余的标签已不再提供；以下为已确定的最窄范围",
+        ),
+        EndReason::Stopped => bi!(
+            "stopped by a maintainer; narrowest range so far",
+            "已被维护者停止；以下为目前最窄的范围",
+        ),
+    }
+}
+
+fn probe_words(p: &Probe) -> Bilingual {
+    match p {
+        Probe::Outcome { target } => {
+            let target = code(target);
+            Bilingual::owned(
+                format!("the outcome of {target}"),
+                format!("{target} 的结果"),
+            )
+        }
+        Probe::Metric {
+            point,
+            metric,
+            baseline,
+            band,
+            ..
+        } => {
+            let (point, label) = (code(point), metric.label());
+            let (baseline, band) = (number(*baseline, 2), number(band * 100.0, 1));
+            Bilingual::owned(
+                format!(
+                    "{} of {point} against the baseline {baseline} (noise band ±{band}%)",
+                    label.en
+                ),
+                format!(
+                    "{point} 的{}，对照基线 {baseline}（噪声范围 ±{band}%）",
+                    label.zh
+                ),
+            )
+        }
     }
 }
 
@@ -147,27 +154,23 @@ pub fn render_plan(key: &MarkerKey, plan: &HuntPlan) -> String {
     let n = plan.tags.len();
     let served = plan.served();
     let min = super::minimum_runs(served);
-    out.push_str(&format!(
-        "**Regression hunt:** between {} and {}, {n} tags ({served} still served), at most {} runs (a binary search needs {min}). Each step measures {}.\n",
-        code(&plan.old.tag),
-        code(&plan.new.tag),
-        plan.budget,
-        probe_words(&plan.probe, false)
-    ));
-    out.push_str("This hunt does not change what the candidate concluded.\n");
-    out.push_str("\n<details>\n<summary>中文</summary>\n\n");
-    out.push_str(&format!(
-        "**回归排查**：在 {} 与 {} 之间共 {n} 个标签（仍提供 {served} 个），最多 {} 次运行（二分查找需要 {min} 次）。每一步测量{}。\n",
-        code(&plan.old.tag),
-        code(&plan.new.tag),
-        plan.budget,
-        probe_words(&plan.probe, true)
-    ));
-    out.push_str("本次排查不会改变候选版本的结论。\n\n</details>\n");
+    let (old, new, budget) = (code(&plan.old.tag), code(&plan.new.tag), plan.budget);
+    let probe = probe_words(&plan.probe);
+    let text = Bilingual::owned(
+        format!(
+            "**Regression hunt:** between {old} and {new}, {n} tags ({served} still served), at most {budget} runs (a binary search needs {min}). Each step measures {}.\nThis hunt does not change what the candidate concluded.\n",
+            probe.en
+        ),
+        format!(
+            "**回归排查**：在 {old} 与 {new} 之间共 {n} 个标签（仍提供 {served} 个），最多 {budget} 次运行（二分查找需要 {min} 次）。每一步测量{}。\n本次排查不会改变候选版本的结论。\n",
+            probe.zh
+        ),
+    );
+    out.push_str(&text.folded());
     out
 }
 
-fn value_words(plan: &HuntPlan, s: &StepRecord, zh: bool) -> String {
+fn value_words(plan: &HuntPlan, s: &StepRecord) -> Bilingual {
     let (
         Probe::Metric {
             metric, baseline, ..
@@ -175,28 +178,19 @@ fn value_words(plan: &HuntPlan, s: &StepRecord, zh: bool) -> String {
         Some(v),
     ) = (&plan.probe, s.value)
     else {
-        return String::new();
+        return Bilingual::default();
     };
     let delta = crate::report::format::delta_percent(v, *baseline).unwrap_or_default();
-    let m: Metric = *metric;
-    if zh {
-        format!(
-            "，{} {}（基线 {}，{delta}）",
-            m.label(true),
-            number(v, 2),
-            number(*baseline, 2)
-        )
-    } else {
-        format!(
-            ", {} {} (baseline {}, {delta})",
-            m.label(false),
-            number(v, 2),
-            number(*baseline, 2)
-        )
-    }
+    let label = metric.label();
+    let (v, baseline) = (number(v, 2), number(*baseline, 2));
+    Bilingual::owned(
+        format!(", {} {v} (baseline {baseline}, {delta})", label.en),
+        format!("，{} {v}（基线 {baseline}，{delta}）", label.zh),
+    )
 }
 
-/// One step's comment, published as the step ends.
+/// One step's comment, published as the step ends: one line in each
+/// language, the Chinese under the English (short enough not to fold).
 pub fn render_step(key: &MarkerKey, plan: &HuntPlan, s: &StepRecord) -> String {
     let mut out = super::record_block(key, s);
     let tag = plan
@@ -209,84 +203,65 @@ pub fn render_step(key: &MarkerKey, plan: &HuntPlan, s: &StepRecord) -> String {
             digest: None,
             commit: None,
         });
-    let run = s.run.map_or(String::new(), |r| format!(" · run {r}"));
-    out.push_str(&format!(
-        "**Hunt step {}:** {} — {}{}{run}\n",
-        s.step,
-        tag_words(&tag, false),
-        verdict_words(s.verdict, false),
-        value_words(plan, s, false)
-    ));
-    out.push_str(&format!(
-        "\n**排查第 {} 步**：{} — {}{}{}\n",
-        s.step,
-        tag_words(&tag, true),
-        verdict_words(s.verdict, true),
-        value_words(plan, s, true),
-        s.run.map_or(String::new(), |r| format!(" · 运行 {r}"))
-    ));
+    let n = s.step;
+    let mut line = Bilingual::owned(
+        format!("**Hunt step {n}:** "),
+        format!("**排查第 {n} 步**："),
+    );
+    line.append(&tag_words(&tag));
+    line.push_same(" — ");
+    line.append(&verdict_words(s.verdict));
+    line.append(&value_words(plan, s));
+    if let Some(r) = s.run {
+        line.push(format!(" · run {r}"), format!(" · 运行 {r}"));
+    }
+    out.push_str(&format!("{}\n\n{}\n", line.en, line.zh));
     out
 }
 
-/// The result, as lines for the PR, the receipt, `klaud status` and the
-/// dashboards (`zh`: the Chinese ones).
-pub fn result_lines(plan: &HuntPlan, result: &HuntResult, zh: bool) -> Vec<String> {
+/// The result, as lines in both languages for the PR, the receipt,
+/// `klaud status` and the dashboards.
+pub fn result_lines(plan: &HuntPlan, result: &HuntResult) -> Vec<Bilingual> {
     let commits = &result.commits;
     let mut lines = Vec::new();
     let (good, bad) = (&result.last_good, &result.first_bad);
-    lines.push(if zh {
-        format!("**回归排查**：{}。", reason_words(result.reason, true))
-    } else {
-        format!(
-            "**Regression hunt:** {}.",
-            reason_words(result.reason, false)
-        )
-    });
-    lines.push(if zh {
-        format!(
-            "最后一个正常：{} · 第一个出问题：{}",
-            tag_words(good, true),
-            tag_words(bad, true)
-        )
-    } else {
-        format!(
-            "Last good: {} · first bad: {}",
-            tag_words(good, false),
-            tag_words(bad, false)
-        )
-    });
-    if let (Some(from), Some(to)) = (&good.commit, &bad.commit) {
+    let reason = reason_words(result.reason);
+    lines.push(Bilingual::owned(
+        format!("**Regression hunt:** {}.", reason.en),
+        format!("**回归排查**：{}。", reason.zh),
+    ));
+    let (good, bad) = (tag_words(good), tag_words(bad));
+    lines.push(Bilingual::owned(
+        format!("Last good: {} · first bad: {}", good.en, bad.en),
+        format!("最后一个正常：{} · 第一个出问题：{}", good.zh, bad.zh),
+    ));
+    if let (Some(from), Some(to)) = (&result.last_good.commit, &result.first_bad.commit) {
         let range = format!("{}...{}", short(from), short(to));
         // Without a configured source repository the range is still the
         // answer a maintainer takes to `git log`; it is just not a link.
-        lines.push(match (&plan.upstream, zh) {
-            (Some(up), true) => format!(
-                "上游变更：{} {}",
-                text(up),
-                link(&range, &compare_url(up, from, to))
-            ),
-            (Some(up), false) => format!(
-                "Upstream change: {} {}",
-                text(up),
-                link(&range, &compare_url(up, from, to))
-            ),
-            (None, true) => format!("上游变更：{}", code(&range)),
-            (None, false) => format!("Upstream change: {}", code(&range)),
-        });
+        let change = match &plan.upstream {
+            Some(up) => format!("{} {}", text(up), link(&range, &compare_url(up, from, to))),
+            None => code(&range),
+        };
+        lines.push(Bilingual::owned(
+            format!("Upstream change: {change}"),
+            format!("上游变更：{change}"),
+        ));
     }
     if !result.untested.is_empty() {
         let tags: Vec<String> = result.untested.iter().take(20).map(|t| code(t)).collect();
-        let more = result.untested.len().saturating_sub(20);
-        let more = match (more, zh) {
-            (0, _) => String::new(),
-            (n, true) => format!(" 等另 {n} 个"),
-            (n, false) => format!(" and {n} more"),
+        let more = match result.untested.len().saturating_sub(20) {
+            0 => Bilingual::default(),
+            n => Bilingual::owned(format!(" and {n} more"), format!(" 等另 {n} 个")),
         };
-        lines.push(if zh {
-            format!("范围内未确定的标签：{}{more}", tags.join("、"))
-        } else {
-            format!("Tags in between not established: {}{more}", tags.join(", "))
-        });
+        lines.push(Bilingual::owned(
+            format!(
+                "Tags in between not established: {}{}",
+                tags.join(", "),
+                more.en
+            ),
+            format!("范围内未确定的标签：{}{}", tags.join("、"), more.zh),
+        ));
     }
     if !commits.is_empty() {
         let shown: Vec<String> = commits
@@ -302,35 +277,37 @@ pub fn result_lines(plan: &HuntPlan, result: &HuntResult, zh: bool) -> Vec<Strin
                 )
             })
             .collect();
-        lines.push(if zh {
-            format!("此步中涉及引擎参数定义路径的提交：{}", shown.join("；"))
-        } else {
+        lines.push(Bilingual::owned(
             format!(
                 "Commits in this step touching the engine's flag and environment definitions: {}",
                 shown.join("; ")
-            )
-        });
+            ),
+            format!("此步中涉及引擎参数定义路径的提交：{}", shown.join("；")),
+        ));
     }
-    lines.push(if zh {
+    let (runs, minimum) = (result.runs, result.minimum);
+    lines.push(Bilingual::owned(
         format!(
-            "使用 GPU 运行 {} 次（二分查找至少需要 {} 次）。本次排查不会改变候选版本的结论。",
-            result.runs, result.minimum
-        )
-    } else {
+            "GPU runs used: {runs} (a binary search needs {minimum}). The hunt does not change what the candidate concluded."
+        ),
         format!(
-            "GPU runs used: {} (a binary search needs {}). The hunt does not change what the candidate concluded.",
-            result.runs, result.minimum
-        )
-    });
+            "使用 GPU 运行 {runs} 次（二分查找至少需要 {minimum} 次）。本次排查不会改变候选版本的结论。"
+        ),
+    ));
     lines
 }
 
 /// The comment that ends a hunt (its hidden record is the result).
 pub fn render_end(key: &MarkerKey, plan: &HuntPlan, result: &HuntResult) -> String {
     let mut out = super::record_block(key, result);
-    out.push_str(&result_lines(plan, result, false).join("  \n"));
-    out.push_str("\n\n<details>\n<summary>中文</summary>\n\n");
-    out.push_str(&result_lines(plan, result, true).join("  \n"));
-    out.push_str("\n\n</details>\n");
+    let mut body = Bilingual::default();
+    for (i, line) in result_lines(plan, result).iter().enumerate() {
+        if i > 0 {
+            body.push_same("  \n");
+        }
+        body.append(line);
+    }
+    body.push_same("\n");
+    out.push_str(&body.folded());
     out
 }

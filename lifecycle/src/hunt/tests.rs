@@ -889,3 +889,32 @@ mod agentx {
         assert!(!fixed.contains("agentic"), "{fixed}");
     }
 }
+
+/// A hunt's plan, a step and its end comments, byte for byte in both
+/// languages: a metric probe whose range has an upstream link, untested
+/// tags and an engine commit, and a step with a value and a run.
+#[test]
+fn a_hunts_comments_read_the_same_in_both_languages() {
+    let p = plan(7, 4);
+    let (mut r, _) = run(Hunt::new(p.clone()).unwrap(), 4, 100);
+    r.untested = vec!["nightly-05".into()];
+    r.commits = vec![StepCommit {
+        sha: "a".repeat(40),
+        title: "Drop --foo @someone".into(),
+        paths: vec!["vllm/engine/arg_utils.py".into()],
+    }];
+    let step = StepRecord {
+        step: 1,
+        tag: "nightly-03".into(),
+        run: Some(101),
+        verdict: Verdict::Good,
+        value: Some(101.0),
+        note: String::new(),
+    };
+    let comments = [
+        render_plan(&key(HuntName::Plan { hunt: 1 }, 5), &p),
+        render_step(&key(HuntName::Step { hunt: 1, step: 1 }, 5), &p, &step),
+        render_end(&key(HuntName::End { hunt: 1 }, 5), &p, &r),
+    ];
+    insta::assert_snapshot!(comments.join("\n---\n"));
+}

@@ -108,92 +108,85 @@ pub struct UpstreamRange {
     pub audit: Option<AuditResult>,
 }
 
-/// The PR body's audit line (`zh`: the Chinese one): what was checked
-/// against the upstream change and what it found.
-pub fn audit_line(u: &UpstreamRange, zh: bool) -> Option<String> {
+/// The PR body's audit line in both languages: what was checked against
+/// the upstream change and what it found.
+pub fn audit_line(u: &UpstreamRange) -> Option<Bilingual> {
     let a = u.audit.as_ref()?;
-    let line = match (a, zh) {
-        (AuditResult::Present { flags, env }, false) => format!(
-            "**Flags and environment:** every recipe flag and environment variable is still present ({flags} flags and {env} environment variables checked against the upstream change)."
+    let mut line = match a {
+        AuditResult::Present { flags, env } => Bilingual::owned(
+            format!(
+                "**Flags and environment:** every recipe flag and environment variable is still present ({flags} flags and {env} environment variables checked against the upstream change)."
+            ),
+            format!(
+                "**参数与环境变量**：所有配方参数和环境变量仍然存在（已对照上游变更检查 {flags} 个参数和 {env} 个环境变量）。"
+            ),
         ),
-        (AuditResult::Present { flags, env }, true) => format!(
-            "**参数与环境变量**：所有配方参数和环境变量仍然存在（已对照上游变更检查 {flags} 个参数和 {env} 个环境变量）。"
-        ),
-        (AuditResult::Removed { flags, env, items }, _) => {
-            let named: Vec<String> = items
-                .iter()
-                .map(|i| {
-                    let by = i.commit.as_deref().map(|c| {
-                        let short: String = c.chars().take(12).collect();
-                        link(
-                            &short,
-                            &format!("https://github.com/{}/commit/{c}", u.repository),
-                        )
-                    });
-                    match (zh, by) {
-                        (false, Some(by)) => format!(
-                            "{} ({}, set in {}, removed from {} by {by})",
-                            code(&i.name),
-                            kind_words(i.kind).en,
-                            code(&i.source),
-                            code(&i.file)
-                        ),
-                        (false, None) => format!(
-                            "{} ({}, set in {}, removed from {} in this range)",
-                            code(&i.name),
-                            kind_words(i.kind).en,
-                            code(&i.source),
-                            code(&i.file)
-                        ),
-                        (true, Some(by)) => format!(
-                            "{}（{}，设置于 {}，由 {by} 从 {} 中删除）",
-                            code(&i.name),
-                            kind_words(i.kind).zh,
-                            code(&i.source),
-                            code(&i.file)
-                        ),
-                        (true, None) => format!(
-                            "{}（{}，设置于 {}，在此范围内从 {} 中删除）",
-                            code(&i.name),
-                            kind_words(i.kind).zh,
-                            code(&i.source),
-                            code(&i.file)
-                        ),
+        AuditResult::Removed { flags, env, items } => {
+            let (mut en, mut zh) = (Vec::new(), Vec::new());
+            for i in items {
+                let (name, kind) = (code(&i.name), kind_words(i.kind));
+                let (source, file) = (code(&i.source), code(&i.file));
+                let by = i.commit.as_deref().map(|c| {
+                    let short: String = c.chars().take(12).collect();
+                    link(
+                        &short,
+                        &format!("https://github.com/{}/commit/{c}", u.repository),
+                    )
+                });
+                match by {
+                    Some(by) => {
+                        en.push(format!(
+                            "{name} ({}, set in {source}, removed from {file} by {by})",
+                            kind.en
+                        ));
+                        zh.push(format!(
+                            "{name}（{}，设置于 {source}，由 {by} 从 {file} 中删除）",
+                            kind.zh
+                        ));
                     }
-                })
-                .collect();
-            if zh {
-                format!(
-                    "**参数与环境变量**：上游已删除：{}（共检查 {flags} 个参数和 {env} 个环境变量）。",
-                    named.join("；")
-                )
-            } else {
+                    None => {
+                        en.push(format!(
+                            "{name} ({}, set in {source}, removed from {file} in this range)",
+                            kind.en
+                        ));
+                        zh.push(format!(
+                            "{name}（{}，设置于 {source}，在此范围内从 {file} 中删除）",
+                            kind.zh
+                        ));
+                    }
+                }
+            }
+            Bilingual::owned(
                 format!(
                     "**Flags and environment:** removed upstream: {} ({flags} flags and {env} environment variables checked).",
-                    named.join("; ")
-                )
-            }
+                    en.join("; ")
+                ),
+                format!(
+                    "**参数与环境变量**：上游已删除：{}（共检查 {flags} 个参数和 {env} 个环境变量）。",
+                    zh.join("；")
+                ),
+            )
         }
-        (
-            AuditResult::Unchecked {
-                flags, env, reason, ..
-            },
-            false,
-        ) => format!(
-            "**Flags and environment:** not checked: {}; this does not block the candidate ({flags} flags and {env} environment variables collected).",
-            text(reason)
-        ),
-        (
-            AuditResult::Unchecked {
-                flags, env, cause, ..
-            },
-            true,
-        ) => format!(
-            "**参数与环境变量**：未检查：{}；这不会阻止该候选（已收集 {flags} 个参数和 {env} 个环境变量）。",
-            cause_words(*cause).zh
+        // The English shows the audit's own reason, which names the
+        // specifics; the Chinese the translated cause.
+        AuditResult::Unchecked {
+            flags,
+            env,
+            reason,
+            cause,
+        } => Bilingual::owned(
+            format!(
+                "**Flags and environment:** not checked: {}; this does not block the candidate ({flags} flags and {env} environment variables collected).",
+                text(reason)
+            ),
+            format!(
+                "**参数与环境变量**：未检查：{}；这不会阻止该候选（已收集 {flags} 个参数和 {env} 个环境变量）。",
+                cause_words(*cause).zh
+            ),
         ),
     };
-    Some(format!("{line}  \n"))
+    line.push_same("  \n");
+    Some(line)
 }
 
 /// A flag or an environment variable, in both languages.
@@ -231,52 +224,35 @@ fn cause_words(cause: UncheckedCause) -> Bilingual {
     }
 }
 
-/// The receipt note of an audit that found deletions (English, Chinese):
-/// the first deleted items and the commits that deleted them.
-pub fn audit_note(u: &UpstreamRange) -> Option<(String, String)> {
+/// The receipt note of an audit that found deletions: the first deleted
+/// items and the commits that deleted them.
+pub fn audit_note(u: &UpstreamRange) -> Option<Bilingual> {
     let items = u.audit.as_ref()?.removed();
     if items.is_empty() {
         return None;
     }
-    let en: Vec<String> = items
-        .iter()
-        .map(|i| match &i.commit {
-            Some(c) => format!(
-                "{} {} (removed by {}@{c})",
-                kind_words(i.kind).en,
-                i.name,
-                u.repository
-            ),
-            None => format!(
-                "{} {} (removed from {} between {} and {})",
-                kind_words(i.kind).en,
-                i.name,
-                i.file,
-                u.from,
-                u.to
-            ),
-        })
-        .collect();
-    let zh: Vec<String> = items
-        .iter()
-        .map(|i| match &i.commit {
-            Some(c) => format!(
-                "{} {}（由 {}@{c} 删除）",
-                kind_words(i.kind).zh,
-                i.name,
-                u.repository
-            ),
-            None => format!(
-                "{} {}（在 {} 与 {} 之间从 {} 中删除）",
-                kind_words(i.kind).zh,
-                i.name,
-                u.from,
-                u.to,
-                i.file
-            ),
-        })
-        .collect();
-    Some((
+    let (mut en, mut zh) = (Vec::new(), Vec::new());
+    for i in items {
+        let (kind, name, repository) = (kind_words(i.kind), &i.name, &u.repository);
+        match &i.commit {
+            Some(c) => {
+                en.push(format!("{} {name} (removed by {repository}@{c})", kind.en));
+                zh.push(format!("{} {name}（由 {repository}@{c} 删除）", kind.zh));
+            }
+            None => {
+                let (file, from, to) = (&i.file, &u.from, &u.to);
+                en.push(format!(
+                    "{} {name} (removed from {file} between {from} and {to})",
+                    kind.en
+                ));
+                zh.push(format!(
+                    "{} {name}（在 {from} 与 {to} 之间从 {file} 中删除）",
+                    kind.zh
+                ));
+            }
+        }
+    }
+    Some(Bilingual::owned(
         format!(
             "the recipes use what the new engine no longer defines: {}; nothing was dispatched",
             en.join("; ")
@@ -347,53 +323,50 @@ impl VersionsCompared {
     /// The side-by-side table: a row per field either image declares; the
     /// new cell says "unchanged" when equal; a value an image does not
     /// declare is shown as not declared, never guessed.
-    fn table(&self, zh: bool) -> String {
-        let (head, missing, same, unread) = if zh {
-            (
-                "| 组件 | 原镜像 | 新镜像 |\n| --- | --- | --- |\n",
-                "未声明",
-                "未变",
-                "原镜像的配置无法读取（标签已不在镜像仓库中），因此原镜像一列为空。",
-            )
-        } else {
-            (
-                "| Component | Old image | New image |\n| --- | --- | --- |\n",
-                "not declared",
-                "unchanged",
-                "The old image's config could not be read (its tag is no longer in the registry), so its column is empty.",
-            )
-        };
+    fn table(&self) -> Bilingual {
+        const MISSING: Bilingual = bi!("not declared", "未声明");
+        let mut out = bi!(
+            "| Component | Old image | New image |\n| --- | --- | --- |\n",
+            "| 组件 | 原镜像 | 新镜像 |\n| --- | --- | --- |\n",
+        );
         let old = self.old.clone().unwrap_or_default();
-        let mut out = String::from(head);
         for ((name, new), (_, was)) in self.new.rows().into_iter().zip(old.rows()) {
             if new.is_none() && was.is_none() {
                 continue;
             }
-            let name = if zh { zh_field(name) } else { name };
             let was_cell = match (was, self.old.is_some()) {
-                (Some(v), _) => code(v),
-                (None, true) => missing.to_owned(),
-                (None, false) => "—".to_owned(),
+                (Some(v), _) => Bilingual::same(code(v)),
+                (None, true) => MISSING,
+                (None, false) => Bilingual::same("—"),
             };
             let new_cell = match new {
-                Some(v) if was == Some(v) => same.to_owned(),
-                Some(v) => code(v),
-                None => missing.to_owned(),
+                Some(v) if was == Some(v) => bi!("unchanged", "未变"),
+                Some(v) => Bilingual::same(code(v)),
+                None => MISSING,
             };
-            out.push_str(&format!("| {name} | {was_cell} | {new_cell} |\n"));
+            let name = field_words(name);
+            out.push(
+                format!("| {} | {} | {} |\n", name.en, was_cell.en, new_cell.en),
+                format!("| {} | {} | {} |\n", name.zh, was_cell.zh, new_cell.zh),
+            );
         }
         if self.old.is_none() {
-            out.push_str(&format!("\n{unread}\n"));
+            out.push(
+                "\nThe old image's config could not be read (its tag is no longer in the registry), so its column is empty.\n",
+                "\n原镜像的配置无法读取（标签已不在镜像仓库中），因此原镜像一列为空。\n",
+            );
         }
         out
     }
 }
 
-fn zh_field(name: &str) -> &str {
+/// A row name of the versions table; fields without a translation read
+/// the same in both languages.
+fn field_words(name: &str) -> Bilingual {
     match name {
-        "engine version" => "引擎版本",
-        "engine build commit" => "引擎构建提交",
-        other => other,
+        "engine version" => bi!("engine version", "引擎版本"),
+        "engine build commit" => bi!("engine build commit", "引擎构建提交"),
+        other => Bilingual::same(other),
     }
 }
 
@@ -426,38 +399,29 @@ impl BumpScope {
         self.keys.len() > 1 || !self.aligned.is_empty() || !self.left.is_empty()
     }
 
-    fn lines(&self, zh: bool) -> String {
+    fn lines(&self) -> Bilingual {
         let list = |items: &[String]| items.iter().map(|i| code(i)).collect::<Vec<_>>().join(", ");
-        let mut out = String::new();
+        let mut out = Bilingual::default();
         if self.keys.len() > 1 {
-            out.push_str(&if zh {
-                format!("**共享配方，一并更新**：{}  \n", list(&self.keys))
-            } else {
-                format!(
-                    "**Bumped together (shared recipes):** {}  \n",
-                    list(&self.keys)
-                )
-            });
+            let keys = list(&self.keys);
+            out.push(
+                format!("**Bumped together (shared recipes):** {keys}  \n"),
+                format!("**共享配方，一并更新**：{keys}  \n"),
+            );
         }
         if !self.aligned.is_empty() {
-            out.push_str(&if zh {
-                format!("**已对齐到新镜像的配方**：{}  \n", list(&self.aligned))
-            } else {
-                format!(
-                    "**Recipes aligned to the new image:** {}  \n",
-                    list(&self.aligned)
-                )
-            });
+            let aligned = list(&self.aligned);
+            out.push(
+                format!("**Recipes aligned to the new image:** {aligned}  \n"),
+                format!("**已对齐到新镜像的配方**：{aligned}  \n"),
+            );
         }
         if !self.left.is_empty() {
-            out.push_str(&if zh {
-                format!("**保留原镜像的配方**：{}  \n", list(&self.left))
-            } else {
-                format!(
-                    "**Recipes left on their own image:** {}  \n",
-                    list(&self.left)
-                )
-            });
+            let left = list(&self.left);
+            out.push(
+                format!("**Recipes left on their own image:** {left}  \n"),
+                format!("**保留原镜像的配方**：{left}  \n"),
+            );
         }
         out
     }
@@ -480,35 +444,38 @@ pub struct FrozenBaseline {
 
 /// Why the baseline has no eval table when the results source publishes
 /// no evals at all (frozen before evals were, or no `evaluations` route).
-const EVAL_NA: &str = "no baseline: the published benchmarks carry no eval scores";
-const EVAL_NA_ZH: &str = "无基线：公开的基准测试结果不含评估分数";
+const EVAL_NA: Bilingual = bi!(
+    "no baseline: the published benchmarks carry no eval scores",
+    "无基线：公开的基准测试结果不含评估分数",
+);
 
 /// The frozen published evals as the incumbent's body shows them
 /// (`SUITE/METRIC · cN | SCORE% | N`), or the N/A line saying why there
 /// are none. The parallelism is named only when the evals ran with more
 /// than one.
-fn eval_lines(b: &Baseline, zh: bool) -> String {
+fn eval_lines(b: &Baseline) -> Bilingual {
     if b.evals.is_empty() {
-        return match (&b.evals_unavailable, zh) {
-            (None, false) => format!("\n**Eval:** N/A ({EVAL_NA})\n"),
-            (None, true) => format!("\n**评估**：N/A（{EVAL_NA_ZH}）\n"),
-            (Some(why), false) => format!("\n**Eval:** N/A (no baseline: {})\n", text(why)),
-            (Some(why), true) => format!(
-                "\n**评估**：N/A（无基线：{}）\n",
-                text(&reason_words(why).zh)
+        let why = match &b.evals_unavailable {
+            None => EVAL_NA,
+            Some(why) => Bilingual::owned(
+                format!("no baseline: {}", text(why)),
+                format!("无基线：{}", text(&reason_words(why).zh)),
             ),
         };
+        return Bilingual::owned(
+            format!("\n**Eval:** N/A ({})\n", why.en),
+            format!("\n**评估**：N/A（{}）\n", why.zh),
+        );
     }
     let topologies: std::collections::BTreeSet<(u64, u64, bool)> = b
         .evals
         .iter()
         .map(|e| (e.decode.tp, e.decode.ep, e.decode.dp_attn))
         .collect();
-    let mut out = String::from(if zh {
-        "\n| 评估 | 分数 ↑ | 样本数 |\n| --- | ---: | ---: |\n"
-    } else {
-        "\n| Eval | Score ↑ | Samples |\n| --- | ---: | ---: |\n"
-    });
+    let mut out = bi!(
+        "\n| Eval | Score ↑ | Samples |\n| --- | ---: | ---: |\n",
+        "\n| 评估 | 分数 ↑ | 样本数 |\n| --- | ---: | ---: |\n",
+    );
     for e in &b.evals {
         let mut label = format!("{}/{}", e.task, e.score_name);
         if let Some(c) = e.conc {
@@ -523,7 +490,7 @@ fn eval_lines(b: &Baseline, zh: bool) -> String {
         let samples = e
             .samples
             .map_or_else(|| "N/A".to_owned(), |n| number(n as f64, 0));
-        out.push_str(&format!(
+        out.push_same(format!(
             "| {} | {} | {samples} |\n",
             text(&label),
             score(e.score, None)
@@ -532,14 +499,18 @@ fn eval_lines(b: &Baseline, zh: bool) -> String {
     out
 }
 
-const TABLE_HEAD: &str = "| Point | Total tok/s/GPU ↑ | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |\n| --- | ---: | ---: | ---: | ---: |\n";
-const TABLE_HEAD_ZH: &str = "| 点位 | 总 tok/s/GPU ↑ | 输出 tok/s/GPU ↑ | TTFT 毫秒 ↓ | TPOT 毫秒 ↓ |\n| --- | ---: | ---: | ---: | ---: |\n";
+const TABLE_HEAD: Bilingual = bi!(
+    "| Point | Total tok/s/GPU ↑ | Output tok/s/GPU ↑ | TTFT ms ↓ | TPOT ms ↓ |\n| --- | ---: | ---: | ---: | ---: |\n",
+    "| 点位 | 总 tok/s/GPU ↑ | 输出 tok/s/GPU ↑ | TTFT 毫秒 ↓ | TPOT 毫秒 ↓ |\n| --- | ---: | ---: | ---: | ---: |\n",
+);
 
-fn baseline_table(baseline: &Baseline, head: &str) -> String {
-    let mut out = String::from(head);
+/// The points' table: headed in each language, the rows are numbers and
+/// labels, the same in both.
+fn baseline_table(baseline: &Baseline) -> Bilingual {
+    let mut out = TABLE_HEAD;
     for p in &baseline.points {
         match p.metrics() {
-            Some(m) => out.push_str(&format!(
+            Some(m) => out.push_same(format!(
                 "| {} | {} | {} | {} | {} |\n",
                 text(&p.label),
                 number(m.tput_per_gpu, THROUGHPUT_DECIMALS),
@@ -547,7 +518,7 @@ fn baseline_table(baseline: &Baseline, head: &str) -> String {
                 number(ms(m.mean_ttft), TTFT_MS_DECIMALS),
                 number(ms(m.mean_tpot), TPOT_MS_DECIMALS)
             )),
-            None => out.push_str(&format!("| {} | N/A | N/A | N/A | N/A |\n", text(&p.label))),
+            None => out.push_same(format!("| {} | N/A | N/A | N/A | N/A |\n", text(&p.label))),
         }
     }
     out
@@ -580,99 +551,95 @@ fn sources(baseline: &Baseline, word: &str) -> String {
 /// When and by which producer runs the frozen numbers were published:
 /// `published 2026-09-15 by run `34896669482``, one entry per run when
 /// the points come from several, with how many points each gave.
-fn published_words(baseline: &Baseline, zh: bool) -> String {
+fn published_words(baseline: &Baseline) -> Bilingual {
     let publications = baseline.publications();
     if publications.is_empty() {
-        return if zh {
-            format!("截至 {} 无公开结果", baseline.date)
-        } else {
-            format!("nothing published as of {}", baseline.date)
-        };
+        return Bilingual::owned(
+            format!("nothing published as of {}", baseline.date),
+            format!("截至 {} 无公开结果", baseline.date),
+        );
     }
     let several = publications.len() > 1;
-    let parts: Vec<String> = publications
-        .iter()
-        .map(|p| {
-            // The id, not a link: the hidden record keeps each point's
-            // run URL, and the body stays readable where the producer's
-            // Actions pages are not (a mirror, the sandbox).
-            let run = p.run_id.map(|id| code(&id.to_string())).unwrap_or_default();
-            let count = match (several, zh) {
-                (false, _) => String::new(),
-                (true, false) => format!(
+    let (mut en, mut zh) = (Vec::new(), Vec::new());
+    for p in &publications {
+        // The id, not a link: the hidden record keeps each point's run
+        // URL, and the body stays readable where the producer's Actions
+        // pages are not (a mirror, the sandbox).
+        let mut run = Bilingual::same(p.run_id.map(|id| code(&id.to_string())).unwrap_or_default());
+        let count = if several {
+            Bilingual::owned(
+                format!(
                     " ({} point{})",
                     p.points,
                     if p.points == 1 { "" } else { "s" }
                 ),
-                (true, true) => format!("（{} 个点位）", p.points),
-            };
-            // An AgentX replay is only comparable on its dataset, which
-            // the producer run named.
-            let run = match p.run_id.and_then(|id| dataset_words(baseline, id, zh)) {
-                Some(words) if zh => format!("{run}，{words}"),
-                Some(words) => format!("{run}, {words}"),
-                None => run,
-            };
-            match (zh, run.is_empty()) {
-                (false, false) => format!("{} by run {run}{count}", p.date),
-                (false, true) => format!("{}{count}", p.date),
-                (true, false) => format!("{} 发布，运行 {run}{count}", p.date),
-                (true, true) => format!("{} 发布{count}", p.date),
-            }
-        })
-        .collect();
-    if zh {
-        parts.join("；")
-    } else {
-        format!("published {}", parts.join(", "))
+                format!("（{} 个点位）", p.points),
+            )
+        } else {
+            Bilingual::default()
+        };
+        // An AgentX replay is only comparable on its dataset, which the
+        // producer run named.
+        if let Some(words) = p.run_id.and_then(|id| dataset_words(baseline, id)) {
+            run.push(format!(", {}", words.en), format!("，{}", words.zh));
+        }
+        let date = &p.date;
+        if run.en.is_empty() {
+            en.push(format!("{date}{}", count.en));
+            zh.push(format!("{date} 发布{}", count.zh));
+        } else {
+            en.push(format!("{date} by run {}{}", run.en, count.en));
+            zh.push(format!("{date} 发布，运行 {}{}", run.zh, count.zh));
+        }
     }
+    Bilingual::owned(format!("published {}", en.join(", ")), zh.join("；"))
 }
 
 /// The sentence saying the old tag was pruned upstream, when the planner
 /// found it so; empty otherwise.
-fn pruned_line(p: &Provenance, zh: bool) -> String {
+fn pruned_line(p: &Provenance) -> Bilingual {
     if !p.versions.as_ref().is_some_and(|v| v.old_pruned) {
-        return String::new();
+        return Bilingual::default();
     }
     let old = code(p.old_tag.as_deref().unwrap_or(&p.old_image));
-    if zh {
-        format!(
-            "**原镜像已被上游删除**：标签 {old} 已不在镜像仓库中（返回 404），没有缓存的新节点无法拉取当前镜像；合并此 PR 即恢复为可拉取的镜像。  \n"
-        )
-    } else {
+    Bilingual::owned(
         format!(
             "**Old image pruned upstream:** tag {old} is gone from its registry (it returns 404), so fresh nodes without a cached copy cannot pull the current image; merging this PR restores a pullable one.  \n"
-        )
-    }
+        ),
+        format!(
+            "**原镜像已被上游删除**：标签 {old} 已不在镜像仓库中（返回 404），没有缓存的新节点无法拉取当前镜像；合并此 PR 即恢复为可拉取的镜像。  \n"
+        ),
+    )
 }
 
-/// Renders the baseline block that replaces the placeholder.
+/// Renders the baseline block that replaces the placeholder: the hidden
+/// record, then the text built once over the record, each piece in both
+/// languages, the Chinese folded under the English.
 pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
     let p = &frozen.provenance;
     let b = &frozen.baseline;
     let engine = text(&p.engine);
-    let mut out = format!(
-        "{BASELINE_START}\n{RECORD_START}{}\n-->\n",
-        hidden_json(frozen)
+    let (old_image, new_image) = (code(&p.old_image), code(&p.new_image));
+    let mut out = Bilingual::owned(
+        format!("**Goal:** Update {engine} image from {old_image} to {new_image}.  \n"),
+        format!("**目标**：将 {engine} 镜像从 {old_image} 更新为 {new_image}。  \n"),
     );
-
-    // English.
-    out.push_str(&format!(
-        "**Goal:** Update {engine} image from {} to {}.  \n",
-        code(&p.old_image),
-        code(&p.new_image)
-    ));
     let old_tag = p.old_tag.as_deref().map_or("—".to_owned(), code);
-    out.push_str(&format!(
-        "**Provenance:** tag {old_tag} → {} · digest {}",
-        code(&p.new_tag),
-        code(&p.digest)
-    ));
+    let (new_tag, digest) = (code(&p.new_tag), code(&p.digest));
+    out.push(
+        format!("**Provenance:** tag {old_tag} → {new_tag} · digest {digest}"),
+        format!("**来源**：标签 {old_tag} → {new_tag} · 摘要 {digest}"),
+    );
     if let Some(rev) = &p.revision {
-        out.push_str(&format!(" · revision {}", code(rev)));
+        let rev = code(rev);
+        out.push(format!(" · revision {rev}"), format!(" · 修订 {rev}"));
     }
     if let Some(clock) = &p.clock {
-        out.push_str(&format!(" · ordered by {}", text(&clock_words(clock).en)));
+        let clock = clock_words(clock);
+        out.push(
+            format!(" · ordered by {}", text(&clock.en)),
+            format!(" · 排序依据：{}", text(&clock.zh)),
+        );
     }
     // A newer build on another ROCm or CUDA changes more than the engine.
     let base_moves = p
@@ -685,136 +652,84 @@ pub fn render_baseline_block(frozen: &FrozenBaseline) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     if !base_moves.is_empty() {
-        out.push_str(&format!(" · also moves {}", text(&base_moves)));
+        let moves = text(&base_moves);
+        out.push(
+            format!(" · also moves {moves}"),
+            format!(" · 同时更换基础环境：{moves}"),
+        );
     }
-    out.push_str("  \n");
+    out.push_same("  \n");
     if let Some(u) = &p.upstream {
         let range = short_range(u);
         let shown = match &u.compare_url {
             Some(url) => link(&range, url),
             None => code(&range),
         };
-        let count = u
-            .commits
-            .map_or(String::new(), |n| format!(" · {n} commits"));
-        out.push_str(&format!(
-            "**Upstream:** {} {shown}{count}  \n",
-            text(&u.repository)
-        ));
-        out.push_str(&audit_line(u, false).unwrap_or_default());
+        let count = u.commits.map_or_else(Bilingual::default, |n| {
+            Bilingual::owned(format!(" · {n} commits"), format!(" · {n} 个提交"))
+        });
+        let repository = text(&u.repository);
+        out.push(
+            format!("**Upstream:** {repository} {shown}{}  \n", count.en),
+            format!("**上游**：{repository} {shown}{}  \n", count.zh),
+        );
+        out.append(&audit_line(u).unwrap_or_default());
     }
     if let Some(why) = &p.not_release_reason {
-        out.push_str(&format!("**Why not a release:** {}  \n", text(why)));
+        out.push(
+            format!("**Why not a release:** {}  \n", text(why)),
+            format!(
+                "**为何不用正式版本**：{}  \n",
+                text(&format!("原文：{why}"))
+            ),
+        );
     }
-    out.push_str(&pruned_line(p, false));
+    out.append(&pruned_line(p));
     if let Some(scope) = &p.scope {
-        out.push_str(&scope.lines(false));
+        out.append(&scope.lines());
     }
     if let Some(v) = p.versions.as_ref().filter(|v| v.is_notable()) {
-        out.push_str("\n**Image versions** (declared in the image configs):\n\n");
-        out.push_str(&v.table(false));
-        out.push('\n');
+        out.push(
+            "\n**Image versions** (declared in the image configs):\n\n",
+            "\n**镜像版本**（镜像配置中声明的）：\n\n",
+        );
+        out.append(&v.table());
+        out.push_same("\n");
     }
-    out.push_str(&format!(
-        "**Baseline:** {} · {}  \n",
-        published_words(b, false),
-        code(&b.image)
-    ));
-    out.push_str(&format!(
-        "Mean latency · Sources: {}\n\n",
-        sources(b, "API")
-    ));
-    out.push_str(&baseline_table(b, TABLE_HEAD));
+    let (published, image) = (published_words(b), code(&b.image));
+    out.push(
+        format!("**Baseline:** {} · {image}  \n", published.en),
+        format!("**基线**：{} · {image}  \n", published.zh),
+    );
+    let sources = sources(b, "API");
+    out.push(
+        format!("Mean latency · Sources: {sources}\n\n"),
+        format!("平均延迟 · 来源：{sources}\n\n"),
+    );
+    out.append(&baseline_table(b));
     let na = unavailable(b);
     if !na.is_empty() {
-        let parts: Vec<String> = na
-            .iter()
-            .map(|(reason, labels)| {
-                let labels: Vec<String> = labels.iter().map(|l| text(l)).collect();
-                format!("{}: {}.", labels.join(", "), text(reason))
-            })
-            .collect();
-        out.push_str(&format!("\n**Note:** {}\n", parts.join(" ")));
+        let (mut en, mut zh) = (Vec::new(), Vec::new());
+        for (reason, labels) in &na {
+            let labels: Vec<String> = labels.iter().map(|l| text(l)).collect();
+            en.push(format!("{}: {}.", labels.join(", "), text(reason)));
+            zh.push(format!(
+                "{}：{}。",
+                labels.join("、"),
+                text(&reason_words(reason).zh)
+            ));
+        }
+        out.push(
+            format!("\n**Note:** {}\n", en.join(" ")),
+            format!("\n**说明**：{}\n", zh.join(" ")),
+        );
     }
-    out.push_str(&eval_lines(b, false));
-
-    // Chinese.
-    out.push_str("\n<details>\n<summary>中文</summary>\n\n");
-    out.push_str(&format!(
-        "**目标**：将 {engine} 镜像从 {} 更新为 {}。  \n",
-        code(&p.old_image),
-        code(&p.new_image)
-    ));
-    out.push_str(&format!(
-        "**来源**：标签 {old_tag} → {} · 摘要 {}",
-        code(&p.new_tag),
-        code(&p.digest)
-    ));
-    if let Some(rev) = &p.revision {
-        out.push_str(&format!(" · 修订 {}", code(rev)));
-    }
-    if let Some(clock) = &p.clock {
-        out.push_str(&format!(" · 排序依据：{}", text(&clock_words(clock).zh)));
-    }
-    if !base_moves.is_empty() {
-        out.push_str(&format!(" · 同时更换基础环境：{}", text(&base_moves)));
-    }
-    out.push_str("  \n");
-    if let Some(u) = &p.upstream {
-        let range = short_range(u);
-        let shown = match &u.compare_url {
-            Some(url) => link(&range, url),
-            None => code(&range),
-        };
-        let count = u
-            .commits
-            .map_or(String::new(), |n| format!(" · {n} 个提交"));
-        out.push_str(&format!(
-            "**上游**：{} {shown}{count}  \n",
-            text(&u.repository)
-        ));
-        out.push_str(&audit_line(u, true).unwrap_or_default());
-    }
-    if let Some(why) = &p.not_release_reason {
-        out.push_str(&format!(
-            "**为何不用正式版本**：{}  \n",
-            text(&format!("原文：{why}"))
-        ));
-    }
-    out.push_str(&pruned_line(p, true));
-    if let Some(scope) = &p.scope {
-        out.push_str(&scope.lines(true));
-    }
-    if let Some(v) = p.versions.as_ref().filter(|v| v.is_notable()) {
-        out.push_str("\n**镜像版本**（镜像配置中声明的）：\n\n");
-        out.push_str(&v.table(true));
-        out.push('\n');
-    }
-    out.push_str(&format!(
-        "**基线**：{} · {}  \n",
-        published_words(b, true),
-        code(&b.image)
-    ));
-    out.push_str(&format!("平均延迟 · 来源：{}\n\n", sources(b, "API")));
-    out.push_str(&baseline_table(b, TABLE_HEAD_ZH));
-    if !na.is_empty() {
-        let parts: Vec<String> = na
-            .iter()
-            .map(|(reason, labels)| {
-                let labels: Vec<String> = labels.iter().map(|l| text(l)).collect();
-                format!(
-                    "{}：{}。",
-                    labels.join("、"),
-                    text(&reason_words(reason).zh)
-                )
-            })
-            .collect();
-        out.push_str(&format!("\n**说明**：{}\n", parts.join(" ")));
-    }
-    out.push_str(&eval_lines(b, true));
-    out.push_str("\n</details>\n");
-    out.push_str(BASELINE_END);
-    out
+    out.append(&eval_lines(b));
+    format!(
+        "{BASELINE_START}\n{RECORD_START}{}\n-->\n{}{BASELINE_END}",
+        hidden_json(frozen),
+        out.folded()
+    )
 }
 
 /// Why the block could not be placed.
@@ -902,24 +817,21 @@ pub fn parse_baseline_block(body: &str) -> Result<Option<FrozenBaseline>, Frozen
 /// The dataset words of producer run `run` for the PR body's baseline
 /// line (`dataset semianalysis_cc_traces_weka_062126`), or `None` when the
 /// baseline froze nothing for it (a run of fixed-seq-len points only).
-pub fn dataset_words(baseline: &Baseline, run: u64, zh: bool) -> Option<String> {
+pub fn dataset_words(baseline: &Baseline, run: u64) -> Option<Bilingual> {
+    use crate::dataset::DatasetFinding;
     let d = baseline.agentx_datasets.iter().find(|d| d.run_id == run)?;
-    Some(match (&d.finding, zh) {
-        (crate::dataset::DatasetFinding::Named { dataset }, false) => {
-            format!("dataset {}", crate::report::format::code(&dataset.name))
+    Some(match &d.finding {
+        DatasetFinding::Named { dataset } => {
+            let name = code(&dataset.name);
+            Bilingual::owned(format!("dataset {name}"), format!("数据集 {name}"))
         }
-        (crate::dataset::DatasetFinding::Named { dataset }, true) => {
-            format!("数据集 {}", crate::report::format::code(&dataset.name))
-        }
-        (crate::dataset::DatasetFinding::Unknown { reason }, false) => {
-            format!("dataset unknown ({})", crate::report::format::text(reason))
-        }
-        (crate::dataset::DatasetFinding::Unknown { reason }, true) => format!(
-            "数据集未知（{}）",
-            crate::report::format::text(
-                &crate::dataset::reason_words(reason)
-                    .map_or_else(|| reason.clone(), |w| w.zh.into_owned())
+        DatasetFinding::Unknown { reason } => {
+            let zh = crate::dataset::reason_words(reason)
+                .map_or_else(|| reason.clone(), |w| w.zh.into_owned());
+            Bilingual::owned(
+                format!("dataset unknown ({})", text(reason)),
+                format!("数据集未知（{}）", text(&zh)),
             )
-        ),
+        }
     })
 }

@@ -45,12 +45,6 @@ impl Bilingual {
         Bilingual::owned(text.clone(), text)
     }
 
-    /// The Chinese when `zh`, else the English: for renderers that write
-    /// one language per pass.
-    pub fn pick(&self, zh: bool) -> &str {
-        if zh { &self.zh } else { &self.en }
-    }
-
     /// Both languages on one line, English first: `English / 中文`.
     pub fn both(&self) -> String {
         format!("{} / {}", self.en, self.zh)
@@ -103,11 +97,10 @@ mod tests {
 
     #[test]
     fn one_text_two_languages() {
-        assert_eq!(DONE.pick(false), "done");
-        assert_eq!(DONE.pick(true), "完成");
+        assert_eq!((&*DONE.en, &*DONE.zh), ("done", "完成"));
         assert_eq!(DONE.both(), "done / 完成");
         assert_eq!(Bilingual::find(&[DONE], "done"), Some(&DONE));
-        assert_eq!(Bilingual::same("x").pick(true), "x");
+        assert_eq!(Bilingual::same("x"), Bilingual::new("x", "x"));
     }
 
     #[test]

@@ -5,12 +5,12 @@
 //!   receipt (mentions broken).
 //! - Permission: write, maintain or admin, like every verb.
 //! - Effect: the candidate ends as `handoff` with the usual cleanup
-//!   ([`super::hand_off`], shared with `/klaud stop`).
+//!   ([`super::stop::hand_off`], shared with `/klaud stop`).
 //! - Tests: `tests/maintainer_commands.rs`:
 //!   `release_cleans_up_and_the_receipt_names_who_and_why`,
 //!   `release_on_a_pr_finished_before_the_cooldown_says_it_already_finished`.
 
-use super::hand_off::HandOff;
+use super::stop::HandOff;
 use crate::commands::Command;
 
 /// How `/klaud release` ends a candidate: the usual cleanup, then the

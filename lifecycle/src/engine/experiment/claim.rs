@@ -16,8 +16,19 @@ use crate::engine::forge::Forge as _;
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, StoredClaim};
 use crate::experiment;
-use klaud_claims::{HeldClaim, Renew};
+use klaud_claims::{ClaimRecord, HeldClaim, Renew};
 use serde_json::Value;
+
+/// How [`Engine::amend_claim`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::engine) enum Amended {
+    /// The record says what was asked: written now, or already so.
+    Done,
+    /// No claim of ours lists the candidate.
+    NotHeld,
+    /// Siblings moved the tip on every try.
+    KeptMoving,
+}
 
 impl Engine<'_> {
     /// The claim as it is on GitHub now, adopted into `rec` when it is
@@ -125,31 +136,55 @@ impl Engine<'_> {
         field: &str,
         value: Option<&str>,
     ) -> Result<bool, EngineError> {
-        for _ in 0..CAS_ATTEMPTS {
-            let Some(held) = self.refresh_claim(rec).await? else {
-                return Ok(false);
-            };
-            let current = held.record.extra.get(field).and_then(Value::as_str);
-            if current == value {
-                return Ok(true);
-            }
-            let mut record = held.record.clone();
-            match value {
-                Some(v) => {
-                    record.extra.insert(field.to_owned(), Value::from(v));
+        let amended = self
+            .amend_claim(rec, |held| {
+                if held.record.extra.get(field).and_then(Value::as_str) == value {
+                    return None;
                 }
-                None => {
-                    record.extra.remove(field);
+                let mut record = held.record.clone();
+                match value {
+                    Some(v) => {
+                        record.extra.insert(field.to_owned(), Value::from(v));
+                    }
+                    None => {
+                        record.extra.remove(field);
+                    }
                 }
-            }
-            self.intend(
-                rec,
-                Intent::ClaimField {
+                let intent = Intent::ClaimField {
                     field: field.to_owned(),
                     value: value.map(str::to_owned),
-                },
-            )
+                };
+                Some((record, intent))
+            })
             .await?;
+        match amended {
+            Amended::Done => Ok(true),
+            Amended::NotHeld => Ok(false),
+            Amended::KeptMoving => Err(EngineError::Claim(format!(
+                "the claim of {} kept moving while {field} was written",
+                rec.family
+            ))),
+        }
+    }
+
+    /// The one way the shared claim record is amended: from its tip, `edit`
+    /// says what to write (`None`: the tip already says it) and the intent
+    /// recorded before the write; the amended claim is held and saved. A
+    /// sibling's renewal moves the tip under us, so the edit is made again
+    /// on the new tip, at most [`CAS_ATTEMPTS`] times.
+    pub(in crate::engine) async fn amend_claim(
+        &self,
+        rec: &mut CandidateRecord,
+        mut edit: impl FnMut(&HeldClaim) -> Option<(ClaimRecord, Intent)>,
+    ) -> Result<Amended, EngineError> {
+        for _ in 0..CAS_ATTEMPTS {
+            let Some(held) = self.refresh_claim(rec).await? else {
+                return Ok(Amended::NotHeld);
+            };
+            let Some((record, intent)) = edit(&held) else {
+                return Ok(Amended::Done);
+            };
+            self.intend(rec, intent).await?;
             match self
                 .book()
                 .amend(&held, record)
@@ -159,16 +194,12 @@ impl Engine<'_> {
                 Renew::Renewed(h) => {
                     crate::engine::proof::hold(self, rec, &h);
                     self.save(rec).await?;
-                    return Ok(true);
+                    return Ok(Amended::Done);
                 }
-                // Moved under us (a sibling renewed): read it again.
                 Renew::Lost(_) => continue,
             }
         }
-        Err(EngineError::Claim(format!(
-            "the claim of {} kept moving while {field} was written",
-            rec.family
-        )))
+        Ok(Amended::KeptMoving)
     }
 
     /// Adopts the claim's current tip when a sibling moved it (renewal,

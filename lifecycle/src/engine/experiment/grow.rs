@@ -11,13 +11,13 @@
 //! experiment as it now is).
 
 use super::CAS_ATTEMPTS;
+use super::claim::Amended;
 use crate::engine::context::Engine;
 use crate::engine::error::EngineError;
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Step};
 use crate::experiment::{Sibling, VariantInfo};
 use crate::{BoxFuture, experiment};
-use klaud_claims::Renew;
 
 impl Engine<'_> {
     /// A maintainer's `/klaud try` on `rec`'s PR: a new variant of its
@@ -235,68 +235,58 @@ impl Engine<'_> {
         };
         let listed_value = serde_json::to_value(&listed)
             .map_err(|e| EngineError::Claim(format!("{}: {e}", rec.family)))?;
-        let mut written = false;
-        for _ in 0..CAS_ATTEMPTS {
-            let Some(held) = self.refresh_claim(rec).await? else {
+        // The edit reads these while `amend_claim` holds `rec`.
+        let (family, rec_base) = (rec.family.clone(), rec.base_sha.clone());
+        let amended = self
+            .amend_claim(rec, |held| {
+                let ids = held.record.candidate_ids();
+                let listed_now = new_ids.iter().all(|id| ids.contains(&id.as_str()))
+                    && held.record.extra.get(experiment::SIBLINGS_FIELD) == Some(&listed_value);
+                if listed_now {
+                    return None;
+                }
+                let mut record = held.record.clone();
+                let base = held
+                    .record
+                    .candidates
+                    .first()
+                    .map(|c| c.base.clone())
+                    .unwrap_or_else(|| rec_base.clone());
+                for new_id in new_ids {
+                    if ids.contains(&new_id.as_str()) {
+                        continue;
+                    }
+                    for member in self.bumped_together(&family) {
+                        record.candidates.push(klaud_claims::ClaimCandidate::new(
+                            base.clone(),
+                            member,
+                            new_id.clone(),
+                        ));
+                    }
+                }
+                record
+                    .extra
+                    .insert(experiment::SIBLINGS_FIELD.to_owned(), listed_value.clone());
+                let names = requests.iter().map(|r| r.name.clone()).collect();
+                Some((record, Intent::ClaimAddVariants(names)))
+            })
+            .await?;
+        match amended {
+            Amended::Done => {}
+            Amended::NotHeld => {
                 return Ok(Err(crate::engine::Refusal(
                     "this instance does not hold the family's claim".into(),
                 )));
-            };
-            let ids = held.record.candidate_ids();
-            let listed_now = new_ids.iter().all(|id| ids.contains(&id.as_str()))
-                && held.record.extra.get(experiment::SIBLINGS_FIELD) == Some(&listed_value);
-            if listed_now {
-                written = true;
-                break;
             }
-            let mut record = held.record.clone();
-            let base = held
-                .record
-                .candidates
-                .first()
-                .map(|c| c.base.clone())
-                .unwrap_or_else(|| rec.base_sha.clone());
-            for new_id in new_ids {
-                if ids.contains(&new_id.as_str()) {
-                    continue;
-                }
-                for member in self.bumped_together(&rec.family) {
-                    record.candidates.push(klaud_claims::ClaimCandidate::new(
-                        base.clone(),
-                        member,
-                        new_id.clone(),
-                    ));
-                }
-            }
-            record
-                .extra
-                .insert(experiment::SIBLINGS_FIELD.to_owned(), listed_value.clone());
-            let names = requests.iter().map(|r| r.name.clone()).collect();
-            self.intend(rec, Intent::ClaimAddVariants(names)).await?;
-            match self
-                .book()
-                .amend(&held, record)
-                .await
-                .map_err(EngineError::ClaimOp)?
-            {
-                Renew::Renewed(h) => {
-                    crate::engine::proof::hold(self, rec, &h);
-                    self.save(rec).await?;
-                    written = true;
-                    break;
-                }
-                // Moved under us (a sibling renewed): read it again.
-                Renew::Lost(_) => continue,
-            }
-        }
-        if !written {
             // Never go on unlisted: the variant would run outside the
             // claim its siblings release.
-            return Err(EngineError::Claim(format!(
-                "the claim of {} kept moving while variants were added ({CAS_ATTEMPTS} tries); \
+            Amended::KeptMoving => {
+                return Err(EngineError::Claim(format!(
+                    "the claim of {} kept moving while variants were added ({CAS_ATTEMPTS} tries); \
              the next pass tries again",
-                rec.family
-            )));
+                    rec.family
+                )));
+            }
         }
         Ok(Ok(()))
     }

@@ -149,10 +149,10 @@ async fn hunt_lines(
             hunt,
             ended: Some(result),
             ..
-        })) => (
-            crate::hunt::result_lines(hunt.plan(), &result, false),
-            crate::hunt::result_lines(hunt.plan(), &result, true),
-        ),
+        })) => crate::hunt::result_lines(hunt.plan(), &result)
+            .into_iter()
+            .map(|l| (l.en.into_owned(), l.zh.into_owned()))
+            .unzip(),
         _ => Default::default(),
     })
 }
@@ -218,8 +218,8 @@ async fn receipt(
                 .upstream
                 .as_ref()
                 .and_then(crate::report::audit_note)
-                .filter(|(en, _)| ending.note.as_deref() == Some(en.as_str()))
-                .map(|(_, zh)| zh)
+                .filter(|note| ending.note.as_deref() == Some(&*note.en))
+                .map(|note| note.zh.into_owned())
                 .or_else(|| {
                     let note = ending.note.as_deref()?;
                     crate::measured::note_words(note).map(|w| w.zh.into_owned())

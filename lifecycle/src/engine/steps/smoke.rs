@@ -62,8 +62,9 @@ pub(in crate::engine) async fn run(
     // dispatched. Only before the first dispatch: a run already made
     // (an older record) is seen through.
     if rec.attempts.iter().all(|a| a.run.is_none())
-        && let Some((note, _)) = rec.upstream.as_ref().and_then(crate::report::audit_note)
+        && let Some(note) = rec.upstream.as_ref().and_then(crate::report::audit_note)
     {
+        let note = note.en.into_owned();
         rec.ending = Some(crate::engine::journal::Ending {
             outcome: Outcome::Incompatible,
             phase: Phase::Targeted,
