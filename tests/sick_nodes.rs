@@ -6,7 +6,8 @@
 //! new reads no job list and no log, only one free conditional list of the
 //! runs; a lost store gives the same table. An engine entry scoped to a
 //! framework matches there as in the engine's own triage, and the second
-//! family's attempt report names the sick node and links the dashboard.
+//! family's attempt report names the sick node and links the dashboard
+//! section.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -302,7 +303,8 @@ async fn a_scoped_engine_entry_on_one_node_for_two_families_shows_its_entry_and_
     let (en, zh) = report
         .split_once("<summary>中文</summary>")
         .expect("both languages");
-    let link = format!("/issues/{DASHBOARD})");
+    // The link goes to the section's heading, by GitHub's anchor for it.
+    let link = format!("/issues/{DASHBOARD}#sick-nodes--异常节点)");
     assert!(en.contains("**Sick node:**"), "{report}");
     assert!(
         en.contains("\"Sick nodes / 异常节点\" section]("),
