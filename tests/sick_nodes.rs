@@ -9,7 +9,8 @@
 //! family's attempt report names the sick node and links the dashboard
 //! section. An entry scoped to an engine version matches a candidate's run
 //! on an instance that never ran it, as on the one that did: the version
-//! comes from the run's head on GitHub.
+//! comes from a commit of the candidate on GitHub, and a read of it that
+//! fails is made again by the next pass.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -468,4 +469,30 @@ async fn an_entry_scoped_to_the_candidates_engine_version_shows_alike_on_an_inst
         .collect();
     assert_eq!(read.len(), 1, "{read:#?}");
     assert_eq!(read[0].status, 304, "{read:#?}");
+
+    // Instance C cannot read the failed candidate's pull request at first:
+    // that run's version stays unknown, so its failure is no row of A's
+    // (and no error of the pass); the next pass reads the run again and
+    // agrees with A.
+    env.stack
+        .state()
+        .add_fault(klaud_sandbox::github::Fault {
+            method: Some("GET".into()),
+            path: format!("/repos/{REPO}/pulls"),
+            count: 100,
+            action: klaud_sandbox::github::FaultAction::Status {
+                status: 502,
+                retry_after: None,
+                message: None,
+            },
+        })
+        .await;
+    let forge_c = forge_of(&env.stack).await;
+    let journal_c = MemoryJournal::new();
+    let (_, blind) = visit_as(&env, &forge_c, &journal_c).await;
+    assert_ne!(blind.rows, nodes_a.rows, "{blind:#?}");
+    env.stack.state().clear_faults().await;
+    let (body_c, nodes_c) = visit_as(&env, &forge_c, &journal_c).await;
+    assert_eq!(nodes_c, nodes_a);
+    assert_eq!(nodes_section(&body_c), nodes_section(&body_a));
 }
