@@ -303,7 +303,7 @@ async fn candidate_image(
             .and_then(|bytes| master_image(&path, &bytes, &family.family, options))
             .filter(is_candidates))
     };
-    let branch = format!("klaud/auto-{}", run_family.candidate);
+    let branch = klaud_lifecycle::engine::branch_name(&run_family.candidate);
     if run.head_branch.as_deref() == Some(branch.as_str()) {
         // A hostile or odd head would be read at a ref whose answer moves.
         return match CommitSha::parse(&run.head_sha) {
@@ -368,7 +368,7 @@ fn master_image(path: &str, bytes: &[u8], family: &str, options: &RepoOptions) -
         .map_or(Ok(()), std::fs::create_dir_all)
         .and_then(|()| std::fs::write(&target, bytes));
     if let Err(e) = written {
-        tracing::warn!(path, error = %e, "sick nodes: the master file at a run's head could not be written");
+        tracing::warn!(path, error = %e, "sick nodes: a master file could not be written to read it");
         return None;
     }
     let repository = Repository::open_with(dir.path(), options).ok()?;
