@@ -6,7 +6,11 @@
 //! new reads no job list and no log, only one free conditional list of the
 //! runs; a lost store gives the same table. An engine entry scoped to a
 //! framework matches there as in the engine's own triage, and the second
-//! family's attempt report names the sick node and links the dashboard.
+//! family's attempt report names the sick node and links the dashboard
+//! section. An entry scoped to an engine version matches a candidate's run
+//! on an instance that never ran it, as on the one that did: the version
+//! comes from a commit of the candidate on GitHub, and a read of it that
+//! fails is made again by the next pass.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +22,7 @@ use klaud_service::dashboard::{RepositoryStatus, StatusSnapshot, router};
 use klaud_service::dashboard_issue::{LABEL, Visit, around_wave};
 use klaud_service::sick_nodes::SickNodes;
 
-use crate::support::{Harness, REPO};
+use crate::support::{FailsUntil, Harness, REPO, forge_of};
 
 const NODE: &str = "gpu-node-7";
 const FAMILIES: [&str; 2] = ["demo-fp8-h200-trt", "demo-fp4-b200-sglang"];
@@ -36,6 +40,15 @@ fn script() -> String {
 /// One pass's visit of the dashboard issue around a wave that does
 /// nothing: what `klaud serve` and `klaud wave` do after their wave.
 async fn visit(env: &Harness, journal: &dyn Journal) -> (String, SickNodes) {
+    visit_as(env, &env.forge, journal).await
+}
+
+/// [`visit`] by the instance with `forge` and `journal`.
+async fn visit_as(
+    env: &Harness,
+    forge: &klaud_github::Github,
+    journal: &dyn Journal,
+) -> (String, SickNodes) {
     let options = Visit {
         base_branch: "main".into(),
         cooldown: Duration::from_secs(3600),
@@ -45,7 +58,7 @@ async fn visit(env: &Harness, journal: &dyn Journal) -> (String, SickNodes) {
         repo: klaud_planner::repo::RepoOptions::default(),
         cache: None,
     };
-    let (result, issue, nodes) = around_wave(&env.forge, journal, env.clock, options, async |_| {
+    let (result, issue, nodes) = around_wave(forge, journal, env.clock, options, async |_| {
         Ok::<_, std::convert::Infallible>(WaveSummary {
             base: String::new(),
             candidates: Vec::new(),
@@ -302,7 +315,8 @@ async fn a_scoped_engine_entry_on_one_node_for_two_families_shows_its_entry_and_
     let (en, zh) = report
         .split_once("<summary>中文</summary>")
         .expect("both languages");
-    let link = format!("/issues/{DASHBOARD})");
+    // The link goes to the section's heading, by GitHub's anchor for it.
+    let link = format!("/issues/{DASHBOARD}#sick-nodes--异常节点)");
     assert!(en.contains("**Sick node:**"), "{report}");
     assert!(
         en.contains("\"Sick nodes / 异常节点\" section]("),
@@ -336,4 +350,149 @@ async fn a_scoped_engine_entry_on_one_node_for_two_families_shows_its_entry_and_
         .find(|l| l.starts_with(&format!("| `{OOM_NODE}`")))
         .unwrap_or_else(|| panic!("no row for the node: {body}"));
     assert!(line.ends_with("| `vllm-oom-at-load` |"), "{line}");
+}
+
+/// The dashboard issue's sick-node section of `body`.
+fn nodes_section(body: &str) -> &str {
+    let start = body
+        .find("<!-- klaud:nodes-start -->")
+        .unwrap_or_else(|| panic!("no sick-node section: {body}"));
+    let end = body[start..]
+        .find("<!-- klaud:nodes-end -->")
+        .unwrap_or_else(|| panic!("no end of the sick-node section: {body}"))
+        + start;
+    &body[start..end]
+}
+
+/// Two vLLM families whose candidates run v0.26.0 (their base runs
+/// v0.25.0): the dynamo family's framework is `dynamo-vllm`.
+const V026: [&str; 2] = ["demo-fp4-b200-vllm", "demo-fp4-gb200-dynamo-vllm-disagg"];
+
+#[tokio::test]
+async fn an_entry_scoped_to_the_candidates_engine_version_shows_alike_on_an_instance_that_never_ran_it()
+ {
+    // The demo with its OOM entry scoped to the candidates' engine
+    // version: the base's v0.25.0 is outside it, so only a triage that
+    // knows the version a run tested finds the entry.
+    let seed = tempfile::tempdir().expect("tempdir");
+    crate::support::copy_tree(&crate::support::demo_seed(), seed.path());
+    let path = seed.path().join(klaud_lifecycle::playbook::DEFAULT_PATH);
+    let book = std::fs::read_to_string(&path).expect("the demo playbook");
+    let scoped = book.replacen(
+        "      scope:\n        framework: [vllm]\n",
+        "      scope:\n        framework: [vllm, dynamo-vllm]\n        engine_version: '>=0.26, <0.27'\n",
+        1,
+    );
+    assert_ne!(scoped, book, "the demo's OOM entry is scoped to vLLM");
+    std::fs::write(&path, scoped).expect("write the playbook");
+
+    let script = FailsUntil::smokes_of(&[
+        FailsUntil {
+            family: V026[0],
+            lines: &[OOM],
+            node: OOM_NODE,
+            file: "benchmarks/single_node/fixed_seq_len/demo_fp4_b200_vllm.sh",
+            contains: "--gpu-memory-utilization 0.90",
+        },
+        FailsUntil {
+            family: V026[1],
+            lines: &[OOM],
+            node: OOM_NODE,
+            file: "benchmarks/multi_node/srt-slurm-recipes/vllm/demo-model/disagg-gb200-1p1d.yaml",
+            contains: "gpu-memory-utilization: 0.90",
+        },
+    ]);
+    let env = Harness::demo()
+        .seed_dir(seed.path())
+        .script(&script)
+        .start()
+        .await;
+
+    // Instance A runs both candidates; its own triage knows their image.
+    let journal_a = MemoryJournal::new();
+    for key in V026 {
+        let target = env.target(key).await;
+        assert!(
+            target.image.contains(":v0.26.0@"),
+            "{key}: {}",
+            target.image
+        );
+        env.finish(&journal_a, &target).await;
+    }
+    let (body_a, nodes_a) = visit(&env, &journal_a).await;
+    assert_eq!(nodes_a.rows.len(), 1, "{nodes_a:#?}");
+    let row = &nodes_a.rows[0];
+    assert_eq!(row.node, OOM_NODE);
+    assert_eq!(row.entry.as_deref(), Some("vllm-oom-at-load"), "{row:#?}");
+    let mut families = V026.map(str::to_owned).to_vec();
+    families.sort();
+    assert_eq!(row.families, families);
+
+    // Instance B (its own store and GitHub client) never ran them and the
+    // base still names v0.25.0: its table reads each run's candidate, and its
+    // rows and the issue's section are A's, entry included.
+    let forge_b = forge_of(&env.stack).await;
+    let journal_b = MemoryJournal::new();
+    let before = env.stack.state().request_log().await.len();
+    let (body_b, nodes_b) = visit_as(&env, &forge_b, &journal_b).await;
+    assert_eq!(nodes_b, nodes_a);
+    assert_eq!(nodes_section(&body_b), nodes_section(&body_a));
+    let line = body_b
+        .lines()
+        .find(|l| l.starts_with(&format!("| `{OOM_NODE}`")))
+        .unwrap_or_else(|| panic!("no row for the node: {body_b}"));
+    assert!(line.ends_with("| `vllm-oom-at-load` |"), "{line}");
+
+    // Each run's candidate read once: the repaired one at its branch, the
+    // failed one (its branch deleted by the cleanup) at its pull request's
+    // head.
+    let log = env.stack.state().request_log().await;
+    let masters = log[before..]
+        .iter()
+        .filter(|r| r.path.contains("/contents/configs/nvidia-master.yaml") && r.status == 200)
+        .count();
+    assert_eq!(masters, 2, "{:#?}", &log[before..]);
+    let pulls = log[before..]
+        .iter()
+        .filter(|r| r.path.contains("/pulls?head="))
+        .count();
+    assert_eq!(pulls, 1, "{:#?}", &log[before..]);
+
+    // B's next pass reads no candidate again: one free conditional list.
+    let from = env.stack.state().request_log().await.len();
+    let (_, again) = visit_as(&env, &forge_b, &journal_b).await;
+    assert_eq!(again, nodes_b);
+    let log = env.stack.state().request_log().await;
+    let read: Vec<_> = log[from..]
+        .iter()
+        .filter(|r| r.path.contains("/actions/") || r.path.contains("/contents/"))
+        .collect();
+    assert_eq!(read.len(), 1, "{read:#?}");
+    assert_eq!(read[0].status, 304, "{read:#?}");
+
+    // Instance C cannot read the failed candidate's pull request at first:
+    // that run's version stays unknown, so its failure is no row of A's
+    // (and no error of the pass); the next pass reads the run again and
+    // agrees with A.
+    env.stack
+        .state()
+        .add_fault(klaud_sandbox::github::Fault {
+            method: Some("GET".into()),
+            path: format!("/repos/{REPO}/pulls"),
+            count: 100,
+            action: klaud_sandbox::github::FaultAction::Status {
+                status: 502,
+                retry_after: None,
+                message: None,
+            },
+        })
+        .await;
+    let forge_c = forge_of(&env.stack).await;
+    let journal_c = MemoryJournal::new();
+    let (_, blind) = visit_as(&env, &forge_c, &journal_c).await;
+    assert_ne!(blind.rows, nodes_a.rows, "{blind:#?}");
+    env.stack.state().clear_faults().await;
+    let (body_c, nodes_c) = visit_as(&env, &forge_c, &journal_c).await;
+    assert_eq!(nodes_c, nodes_a);
+    assert_eq!(nodes_section(&body_c), nodes_section(&body_a));
 }

@@ -56,6 +56,26 @@ smoke = [{}]
         )
     }
 
+    /// Every smoke of each family of `failures` fails as staged until its
+    /// fix; everything else passes.
+    pub fn smokes_of(failures: &[FailsUntil<'_>]) -> String {
+        let mut out = String::from(
+            r#"
+[families."*"]
+smoke = ["success"]
+sweep = ["success"]
+"#,
+        );
+        for f in failures {
+            out.push_str(&format!(
+                "[families.{}]\nsmoke = [{}]\n",
+                f.family,
+                f.step()
+            ));
+        }
+        out
+    }
+
     /// The family's first sweep passes and every later one fails until
     /// the fix; everything else passes.
     pub fn sweeps_after_a_pass(&self) -> String {

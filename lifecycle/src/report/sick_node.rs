@@ -14,6 +14,39 @@ use crate::playbook::sick::SickNodeRow;
 /// Most sick-node rows a report names.
 pub const MAX_SHOWN: usize = 4;
 
+/// The dashboard issue's heading of the section (one text, so the link's
+/// anchor and the heading cannot drift apart).
+pub const SECTION: &str = "Sick nodes / 异常节点";
+
+/// The anchor GitHub gives a Markdown heading with `text`: lowercased,
+/// every character but letters, digits, `_`, `-` and spaces removed (a
+/// letter of any script is kept), then each space a `-`; so
+/// `Sick nodes / 异常节点` is `sick-nodes--异常节点` (the two spaces around
+/// the removed `/` stay two hyphens). GitHub adds `-1`, `-2` to repeated
+/// headings; the dashboard issue has this one once.
+pub fn heading_anchor(text: &str) -> String {
+    text.trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            '-' | '_' => Some(c),
+            c if c.is_alphanumeric() => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `url` (the dashboard issue's page) pointing at the section's heading;
+/// an address that already names a place is kept as it is.
+fn at_section(url: &str) -> String {
+    if url.contains('#') {
+        url.to_owned()
+    } else {
+        format!("{url}#{}", heading_anchor(SECTION))
+    }
+}
+
 /// The sick nodes a failed run's jobs ran on, as the table that judged
 /// them showed them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,11 +63,14 @@ pub fn render(seen: Option<&SickNodesSeen>) -> Bilingual {
     let Some(seen) = seen.filter(|s| !s.rows.is_empty()) else {
         return Bilingual::default();
     };
-    let section = "Sick nodes / 异常节点";
-    let place = match &seen.dashboard {
+    let section = SECTION;
+    let place = match seen.dashboard.as_deref().map(at_section) {
         Some(url) => Bilingual::owned(
-            link(&format!("the dashboard issue's \"{section}\" section"), url),
-            link(&format!("看板 issue 的“{section}”部分"), url),
+            link(
+                &format!("the dashboard issue's \"{section}\" section"),
+                &url,
+            ),
+            link(&format!("看板 issue 的“{section}”部分"), &url),
         ),
         None => Bilingual::owned(
             format!("the dashboard issue's \"{section}\" section (label `klaud-dashboard`)"),
@@ -120,14 +156,44 @@ mod tests {
         let en = render(Some(&seen)).en;
         assert!(en.contains("**Sick node:**"), "{en}");
         assert!(
-            en.contains("[the dashboard issue's \"Sick nodes / 异常节点\" section](https://github.com/o/r/issues/9)"),
+            en.contains("[the dashboard issue's \"Sick nodes / 异常节点\" section](https://github.com/o/r/issues/9#sick-nodes--异常节点)"),
             "{en}"
         );
         assert!(en.contains("- `b200-dgx-07`: `vllm-oom-at-load` (engine), families `demo-fp4-b200-vllm`, `demo-fp4-b200-vllm-special` and 1 more, 4 failures, first seen 2026-12-01 10:00 UTC, last seen 2026-12-02 10:00 UTC, playbook entry `vllm-oom-at-load`"), "{en}");
         let zh = render(Some(&seen)).zh;
         assert!(zh.contains("**异常节点**"), "{zh}");
-        assert!(zh.contains("(https://github.com/o/r/issues/9)"), "{zh}");
+        assert!(
+            zh.contains("(https://github.com/o/r/issues/9#sick-nodes--异常节点)"),
+            "{zh}"
+        );
         assert!(zh.contains("首次 2026-12-01 10:00 UTC"), "{zh}");
+    }
+
+    /// GitHub's anchors: lowercase, punctuation gone, each space a hyphen,
+    /// letters of every script kept.
+    #[test]
+    fn the_link_names_the_sections_anchor_as_github_makes_it() {
+        assert_eq!(heading_anchor(SECTION), "sick-nodes--异常节点");
+        assert_eq!(heading_anchor("Fee Fie Fo Fum"), "fee-fie-fo-fum");
+        assert_eq!(
+            heading_anchor("What's new? (v0.21.0, B200)"),
+            "whats-new-v0210-b200"
+        );
+        assert_eq!(
+            heading_anchor("snake_case and-hyphen"),
+            "snake_case-and-hyphen"
+        );
+        assert_eq!(heading_anchor("Ünïcödé Straße 节点"), "ünïcödé-straße-节点");
+        assert_eq!(heading_anchor("`code` *em* / 中文"), "code-em--中文");
+        // An address that already names a place keeps it.
+        assert_eq!(
+            at_section("https://github.com/o/r/issues/9#issuecomment-1"),
+            "https://github.com/o/r/issues/9#issuecomment-1"
+        );
+        assert_eq!(
+            at_section("https://github.com/o/r/issues/9"),
+            "https://github.com/o/r/issues/9#sick-nodes--异常节点"
+        );
     }
 
     #[test]

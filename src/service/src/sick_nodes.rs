@@ -12,15 +12,20 @@
 //! force when it was first read.
 //!
 //! Each run is triaged with its family's scope (framework, hardware, the
-//! candidate's engine version), as the engine's own triage is, so an entry
+//! engine version it ran), as the engine's own triage is, so an entry
 //! scoped to vLLM matches a vLLM family's job here too: the family comes
 //! from the run (its title or branch names the candidate), its framework
 //! and runner from the master configs at the base (read only when a run
-//! is new), and its image from this instance's record of the candidate,
-//! else from the base once the candidate merged there. A run whose image
-//! is not known matches no entry scoped to an engine version.
+//! is new), and its image from the family's master file at a commit of
+//! the candidate on GitHub (see `candidate_image`). Every instance reads
+//! the same commit, so a candidate another instance ran gets the same
+//! entry here as there; this instance's record of the candidate only
+//! spares the read when it names the run's head. A read that failed
+//! leaves the run's version unknown (an entry scoped to an engine version
+//! does not match) and the run is read again by a later pass.
 
 use chrono::{DateTime, Utc};
+use klaud_claims::CommitSha;
 use klaud_github::{Github, GithubError, RunFilter, RunInfo};
 use klaud_lifecycle::BoxFuture;
 use klaud_lifecycle::engine::{Journal, RunConclusion};
@@ -32,7 +37,7 @@ use klaud_lifecycle::playbook::sick::{
 use klaud_lifecycle::playbook::{
     JobContext, JobLogView, Playbook, family_context, log_node, triage,
 };
-use klaud_planner::repo::{RepoOptions, Repository};
+use klaud_planner::repo::{Family, RepoOptions, Repository};
 use klaud_store::Store;
 
 pub use klaud_lifecycle::playbook::sick::WINDOW;
@@ -42,6 +47,9 @@ const MAX_PAGES: usize = 3;
 /// read by the next passes, so a first pass over a busy repository does
 /// not spend the budget at once.
 const MAX_NEW_RUNS: usize = 20;
+/// Largest master file read at a run's head (InferenceX's largest is about
+/// 320 KB); a bigger one leaves the run's engine version unknown.
+const MAX_MASTER_BYTES: usize = 4 << 20;
 
 /// Why the table could not be gathered.
 #[derive(Debug, thiserror::Error)]
@@ -145,7 +153,8 @@ pub fn gather<'f>(
             let book = playbook(forge, sources.base_branch, sources.playbook).await;
             let base = base_families(forge, sources).await;
             for (run, at, family) in unread.into_iter().take(MAX_NEW_RUNS) {
-                let scope = scope_of(journal, base.as_ref(), &family).await;
+                let (scope, settled) =
+                    scope_of(forge, journal, base.as_ref(), &family, run, sources.repo).await;
                 let failures = RunFailures {
                     run: run.id,
                     attempt: run.run_attempt,
@@ -153,8 +162,8 @@ pub fn gather<'f>(
                     family_key: family.key,
                     at,
                     failures: failed_jobs(forge, run.id, &book, &scope).await?,
-                    // A base that could not be read is tried again.
-                    scoped: base.is_some(),
+                    // A base or a head that could not be read is tried again.
+                    scoped: base.is_some() && settled,
                 };
                 if let Err(e) = journal.record_run_failures(&failures).await {
                     tracing::warn!(run = run.id, error = %e, "could not keep a run's failures; the next pass reads it again");
@@ -219,22 +228,152 @@ async fn base_families(forge: &Github, sources: Sources<'_>) -> Option<Repositor
 
 /// What the triage of a run of `family`'s candidate knows (the runner is
 /// each job's own): the family's framework and hardware at the base, and
-/// the candidate's engine version when its image is known.
+/// the engine version of the candidate's image, derived as the engine's
+/// own triage derives it. The second value is false when GitHub could not
+/// be read for a reason that may pass (the run is then read again by a
+/// later pass).
 async fn scope_of(
+    forge: &Github,
     journal: &dyn Journal,
     base: Option<&Repository>,
     family: &RunFamily,
-) -> JobContext {
+    run: &RunInfo,
+    options: &RepoOptions,
+) -> (JobContext, bool) {
     let at_base = base.and_then(|r| r.family(&family.family).ok());
-    let image = match journal.load(&family.candidate).await {
-        Ok(Some(rec)) => Some(rec.image),
-        _ => at_base.and_then(|f| {
-            let image = f.image().normalized();
-            (klaud_planner::identity::candidate_id(&f.id, &image) == family.candidate)
-                .then_some(image)
-        }),
+    let recorded = match journal.load(&family.candidate).await {
+        Ok(Some(rec))
+            if rec
+                .head
+                .as_ref()
+                .is_some_and(|h| h.as_str().eq_ignore_ascii_case(&run.head_sha)) =>
+        {
+            Some(rec.image)
+        }
+        _ => None,
     };
-    family_context(at_base, image.as_deref(), None)
+    let (image, settled) = match (recorded, base.zip(at_base)) {
+        (Some(image), _) => (Some(image), true),
+        (None, Some((base, at_base))) => {
+            match candidate_image(forge, base, at_base, family, run, options).await {
+                Ok(image) => (image, true),
+                Err(e) => {
+                    tracing::warn!(family = %family.family, run = run.id, error = %e,
+                        "sick nodes: the candidate's image could not be read; its engine version is unknown until a later pass");
+                    (None, false)
+                }
+            }
+        }
+        (None, None) => (None, true),
+    };
+    (family_context(at_base, image.as_deref(), None), settled)
+}
+
+/// The image of `family`'s candidate that `run` tested, as every instance
+/// reads it from GitHub: the family's master file at a commit of the
+/// candidate, opened as the planner opens a checkout. The commit is the
+/// run's head when the run is on the candidate's branch (a sweep); a smoke
+/// is dispatched on another branch with the candidate's head as an input
+/// GitHub does not list, so its candidate is read at the branch, or at its
+/// pull request's head once the branch is gone. An image is taken only
+/// when it is the candidate's (its id names the family and the image), so
+/// a moved branch or base cannot lend another image; a merged candidate is
+/// the base's image, with no read. `Ok(None)` when no read can tell (the
+/// commit, the file or the family is not there); `Err` for a read that may
+/// succeed later.
+async fn candidate_image(
+    forge: &Github,
+    base: &Repository,
+    family: &Family,
+    run_family: &RunFamily,
+    run: &RunInfo,
+    options: &RepoOptions,
+) -> Result<Option<String>, GithubError> {
+    let is_candidates = |image: &String| {
+        klaud_planner::identity::candidate_id(&family.id, image) == run_family.candidate
+    };
+    let merged = family.image().normalized();
+    if is_candidates(&merged) {
+        return Ok(Some(merged));
+    }
+    let path = format!("{}{}", base.prefix(), family.file);
+    let read = async |at: &str| -> Result<Option<String>, GithubError> {
+        Ok(master_at(forge, &path, at)
+            .await?
+            .and_then(|bytes| master_image(&path, &bytes, &family.family, options))
+            .filter(is_candidates))
+    };
+    let branch = klaud_lifecycle::engine::branch_name(&run_family.candidate);
+    if run.head_branch.as_deref() == Some(branch.as_str()) {
+        // A hostile or odd head would be read at a ref whose answer moves.
+        return match CommitSha::parse(&run.head_sha) {
+            Ok(head) => read(head.as_str()).await,
+            Err(_) => Ok(None),
+        };
+    }
+    if let Some(image) = read(&branch).await? {
+        return Ok(Some(image));
+    }
+    match forge.find_pull_for_head(&branch, "all").await {
+        Ok(Some(pull)) => match CommitSha::parse(&pull.head_sha) {
+            Ok(head) => read(head.as_str()).await,
+            Err(_) => Ok(None),
+        },
+        Ok(None) => Ok(None),
+        Err(e) if settled(&e) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a read's error says what every later read would say.
+fn settled(e: &GithubError) -> bool {
+    matches!(
+        e,
+        GithubError::NotFound { .. } | GithubError::Decode { .. } | GithubError::Rejected { .. }
+    )
+}
+
+/// The master file at `path` at `at` (a commit or the candidate's branch);
+/// `None` when it is not there, or too large to be a master.
+async fn master_at(forge: &Github, path: &str, at: &str) -> Result<Option<Vec<u8>>, GithubError> {
+    let bytes = match forge.get_contents(path, at).await {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
+        Err(e) if settled(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if bytes.len() > MAX_MASTER_BYTES {
+        tracing::warn!(
+            path,
+            at,
+            bytes = bytes.len(),
+            max = MAX_MASTER_BYTES,
+            "sick nodes: a master file is too large to read; the run's engine version is unknown"
+        );
+        return Ok(None);
+    }
+    Ok(Some(bytes))
+}
+
+/// The normalised image of `family` in the master file at `path` with
+/// `bytes`, read by the planner's own rules from a checkout holding only
+/// that file; `None` when the family is not readable there.
+fn master_image(path: &str, bytes: &[u8], family: &str, options: &RepoOptions) -> Option<String> {
+    let dir = tempfile::tempdir()
+        .inspect_err(|e| tracing::warn!(error = %e, "sick nodes: no temporary directory"))
+        .ok()?;
+    let target = dir.path().join(path);
+    let written = target
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&target, bytes));
+    if let Err(e) = written {
+        tracing::warn!(path, error = %e, "sick nodes: a master file could not be written to read it");
+        return None;
+    }
+    let repository = Repository::open_with(dir.path(), options).ok()?;
+    let found = repository.family(family).ok()?;
+    Some(found.image().normalized())
 }
 
 /// The failed jobs of run `run` with a known node, each log read once
@@ -281,76 +420,88 @@ async fn failed_jobs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use klaud_lifecycle::engine::{CandidateRecord, MemoryJournal};
-    use klaud_planner::identity::candidate_id;
 
     const INFERENCEX_PLAYBOOK: &str = include_str!("../../../configs/inferencex-playbook.yaml");
+    const DEMO_MASTER: &str = include_str!("../../../configs/demo/configs/nvidia-master.yaml");
+    const MASTER: &str = "configs/nvidia-master.yaml";
 
     fn demo() -> Repository {
         Repository::open(concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/demo"))
             .expect("the demo repository")
     }
 
-    fn record(candidate: &str, family: &str, image: &str) -> CandidateRecord {
-        serde_json::from_value(serde_json::json!({
-            "candidate": candidate, "family": family, "key": "k",
-            "old_image": "a:1", "image": image, "owner_run": 1, "base_branch": "main",
-            "base_sha": "0000000000000000000000000000000000000000",
-            "branch": format!("klaud/auto-{candidate}"), "step": "smoke", "claim": null,
-            "head": null, "pending_commit": null, "pull": null, "pull_url": null,
-            "frozen": null, "attempts": [], "repairs": 0, "sweep_requested_at": null,
-            "sweep": null, "ending": null, "intent": null,
-            "updated_at": "2026-01-01T00:00:00Z"
-        }))
-        .expect("record")
-    }
-
     /// A run's scope: the family's framework and hardware from the base,
-    /// and the candidate's engine version from this instance's record, or
-    /// from the base once the candidate merged there; otherwise none, and
-    /// an entry scoped to a version range does not match.
-    #[tokio::test]
-    async fn a_runs_scope_is_its_familys_with_the_candidates_engine_version_when_known() {
+    /// and the engine version of the image its master names at the run's
+    /// head, so an entry scoped to a version range matches the candidate's
+    /// run though the base still names the old image.
+    #[test]
+    fn a_runs_engine_version_is_the_one_its_head_names() {
         let repo = demo();
-        let family = repo.family("demo-fp4-b200-vllm").expect("family").clone();
-        let image = "vllm/vllm-openai:v0.21.0";
-        let run = RunFamily {
-            family: family.id.clone(),
-            key: None,
-            candidate: candidate_id(&family.id, image),
-        };
+        let family = repo.family("demo-fp4-b200-vllm").expect("family");
+        assert_eq!(family.image().tag(), Some("v0.25.0"));
         let book = Playbook::parse("inferencex", INFERENCEX_PLAYBOOK).expect("parses");
         let oom = JobLogView::new(
             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
         );
-        let journal = MemoryJournal::new();
 
-        let unknown = scope_of(&journal, Some(&repo), &run).await;
-        assert_eq!(unknown.framework.as_deref(), Some("vllm"));
-        assert_eq!(unknown.hardware.as_deref(), Some("b200"));
-        assert_eq!(unknown.engine_version, None);
-        assert_eq!(triage(&oom, &book, &unknown).entry(), None);
-
-        journal
-            .save(&record(&run.candidate, &family.family, image))
-            .await
-            .expect("saved");
-        let known = scope_of(&journal, Some(&repo), &run).await;
-        assert_eq!(known.engine_version.as_deref(), Some("v0.21.0"));
+        let bumped = DEMO_MASTER.replacen(
+            "demo-fp4-b200-vllm:\n  image: vllm/vllm-openai:v0.25.0",
+            "demo-fp4-b200-vllm:\n  image: vllm/vllm-openai:v0.21.0",
+            1,
+        );
+        assert_ne!(bumped, DEMO_MASTER);
+        let options = RepoOptions::default();
+        let image = master_image(MASTER, bumped.as_bytes(), &family.family, &options);
+        assert_eq!(image.as_deref(), Some("vllm/vllm-openai:v0.21.0"));
+        let scope = family_context(Some(family), image.as_deref(), None);
+        assert_eq!(scope.framework.as_deref(), Some("vllm"));
+        assert_eq!(scope.hardware.as_deref(), Some("b200"));
+        assert_eq!(scope.engine_version.as_deref(), Some("v0.21.0"));
         assert_eq!(
-            triage(&oom, &book, &known).entry(),
+            triage(&oom, &book, &scope).entry(),
             Some("vllm-oom-at-load")
         );
 
-        let merged = RunFamily {
-            candidate: candidate_id(&family.id, &family.image().normalized()),
-            ..run.clone()
-        };
-        let at_base = scope_of(&MemoryJournal::new(), Some(&repo), &merged).await;
-        assert_eq!(at_base.engine_version.as_deref(), Some("v0.25.0"));
+        // The base's own image is outside the entry's range.
+        let at_base = master_image(MASTER, DEMO_MASTER.as_bytes(), &family.id, &options);
+        let scope = family_context(Some(family), at_base.as_deref(), None);
+        assert_eq!(scope.engine_version.as_deref(), Some("v0.25.0"));
+        assert_eq!(triage(&oom, &book, &scope).entry(), None);
 
-        // A base that could not be read: nothing scoped holds.
-        let blind = scope_of(&MemoryJournal::new(), None, &run).await;
-        assert_eq!(blind, JobContext::default());
+        // No version without the image.
+        let unknown = family_context(Some(family), None, None);
+        assert_eq!(unknown.engine_version, None);
+        assert_eq!(triage(&oom, &book, &unknown).entry(), None);
+    }
+
+    /// What a head holds is outside input: a family missing there, a
+    /// broken entry or a file that is no YAML leaves the version unknown,
+    /// and a path from the base with the `inferencex-e2e/` prefix is read
+    /// where the planner reads it.
+    #[test]
+    fn a_head_without_a_readable_family_names_no_image() {
+        let options = RepoOptions::default();
+        let family = "configs/nvidia-master.yaml:demo-fp4-b200-vllm";
+        let gone = DEMO_MASTER.replace("demo-fp4-b200-vllm:", "renamed-b200-vllm:");
+        assert_eq!(
+            master_image(MASTER, gone.as_bytes(), family, &options),
+            None
+        );
+        let broken = DEMO_MASTER.replacen(
+            "image: vllm/vllm-openai:v0.25.0",
+            "image: [not, an, image]",
+            1,
+        );
+        assert_eq!(
+            master_image(MASTER, broken.as_bytes(), family, &options),
+            None
+        );
+        assert_eq!(master_image(MASTER, b"\xff\x00: [", family, &options), None);
+        assert_eq!(master_image(MASTER, b"", family, &options), None);
+        let prefixed = format!("inferencex-e2e/{MASTER}");
+        assert_eq!(
+            master_image(&prefixed, DEMO_MASTER.as_bytes(), family, &options).as_deref(),
+            Some("vllm/vllm-openai:v0.25.0")
+        );
     }
 }

@@ -6,6 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use klaud_lifecycle::playbook::sick::{SICK_DAYS, SICK_FAMILIES, SickNodeRow};
+use klaud_lifecycle::report::sick_node::SECTION;
 
 use super::render::{code, text};
 
@@ -24,7 +25,7 @@ pub(super) fn push(out: &mut String, rows: Option<&[SickNodeRow]>, previous: Opt
             Some(kept) => out.push_str(kept),
             None => {
                 out.push_str(&format!(
-                    "{START}\n### Sick nodes / 异常节点\n\nNot read yet. / 尚未读取。\n{END}\n"
+                    "{START}\n### {SECTION}\n\nNot read yet. / 尚未读取。\n{END}\n"
                 ));
             }
         },
@@ -44,7 +45,7 @@ fn day(t: DateTime<Utc>) -> String {
 }
 
 fn section(rows: &[SickNodeRow]) -> String {
-    let mut out = format!("{START}\n### Sick nodes / 异常节点\n\n");
+    let mut out = format!("{START}\n### {SECTION}\n\n");
     out.push_str(&format!(
         "Nodes where Klaud's runs failed the same way for {SICK_FAMILIES} or more families, or on {SICK_DAYS} or more days, over the last two weeks; each is listed once, whatever the number of candidates it hit.\n\
          过去两周内，Klaud 的运行在同一节点上以相同方式失败（涉及 {SICK_FAMILIES} 个及以上系列，或 {SICK_DAYS} 天及以上）；每个节点只列出一次。\n\n"
