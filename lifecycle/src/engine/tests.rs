@@ -867,7 +867,11 @@ async fn an_experiment_race_is_won_by_the_second_variant_and_the_others_end_dupl
     // edited for its siblings' moves.
     let a_body = w.forge.get_pull(recs[0].pull.unwrap()).await.unwrap().body;
     let a_section = experiments_section(&a_body);
-    assert_eq!(a_section.matches("final sweep / 最终扫描").count(), 2, "{a_section}");
+    assert_eq!(
+        a_section.matches("final sweep / 最终扫描").count(),
+        2,
+        "{a_section}"
+    );
     let c_body = w.forge.get_pull(recs[2].pull.unwrap()).await.unwrap().body;
     assert!(
         c_body.contains("Related experiments / 相关实验"),
