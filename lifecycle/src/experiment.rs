@@ -398,6 +398,13 @@ pub fn render_section(
     out
 }
 
+/// The experiments section of `body`, markers included, if it has one.
+pub fn section_of(body: &str) -> Option<&str> {
+    let start = body.find(SECTION_START)?;
+    let end = body[start..].find(SECTION_END)?;
+    Some(&body[start..start + end + SECTION_END.len()])
+}
+
 /// `body` with its experiments section replaced by (or appended as)
 /// `section`; other text (other bots', the baseline block) is kept.
 pub fn splice_section(body: &str, section: &str) -> String {

@@ -780,6 +780,11 @@ fn smoke_of(w: &World, rec: &CandidateRecord) -> Run {
         .expect("run")
 }
 
+/// The experiments section of a variant's PR body.
+fn experiments_section(body: &str) -> &str {
+    crate::experiment::section_of(body).expect("an experiments section")
+}
+
 #[tokio::test]
 async fn an_experiment_race_is_won_by_the_second_variant_and_the_others_end_duplicate() {
     let (w, targets) = experiment_world(0).await;
@@ -856,7 +861,17 @@ async fn an_experiment_race_is_won_by_the_second_variant_and_the_others_end_dupl
         "{p:?}"
     );
     assert_eq!(recs[0].step, Step::Final);
-    // The body of each variant lists its siblings with their state.
+    // The body of each variant lists its siblings with their state as it
+    // was when the variant's own row last changed: A, now in its final
+    // step, shows itself and B there; C, still in its smoke, was not
+    // edited for its siblings' moves.
+    let a_body = w.forge.get_pull(recs[0].pull.unwrap()).await.unwrap().body;
+    let a_section = experiments_section(&a_body);
+    assert_eq!(
+        a_section.matches("final sweep / 最终扫描").count(),
+        2,
+        "{a_section}"
+    );
     let c_body = w.forge.get_pull(recs[2].pull.unwrap()).await.unwrap().body;
     assert!(
         c_body.contains("Related experiments / 相关实验"),
@@ -866,7 +881,9 @@ async fn an_experiment_race_is_won_by_the_second_variant_and_the_others_end_dupl
         c_body.contains("Variant C = Variant B plus `unset identity.frameworks`"),
         "{c_body}"
     );
-    assert!(c_body.contains("final sweep / 最终扫描"), "{c_body}");
+    let c_section = experiments_section(&c_body);
+    assert!(c_section.contains("smoke, 0 repair(s) used"), "{c_section}");
+    assert!(!c_section.contains("final sweep / 最终扫描"), "{c_section}");
 
     // B's sweep validates: B wins, A and C stop as duplicates.
     let sweep = w

@@ -1,7 +1,8 @@
 //! Step 2 of 6 of an experiment's race, the gate: before each step of a
 //! running variant, stop when a sibling won, wait for a slot under the
 //! concurrency bound (a variant parked for proposed variants takes none),
-//! and keep the siblings section of the body current.
+//! and write the siblings section of the body when the variant's own row
+//! changed (`section`).
 //!
 //! After the claim is adopted, before every step the drive runs for a
 //! variant. Reads the siblings' records, their PRs and receipts, the
@@ -20,8 +21,9 @@ use serde_json::Value;
 
 impl Engine<'_> {
     /// Before each step of a running variant: stop when a sibling won,
-    /// wait for a slot under the concurrency bound, and keep the siblings
-    /// section of the body current. `Some(progress)`: return it.
+    /// wait for a slot under the concurrency bound, and write the siblings
+    /// section of the body when the variant's own row changed.
+    /// `Some(progress)`: return it.
     pub(in crate::engine) async fn experiment_gate(
         &self,
         rec: &mut CandidateRecord,
@@ -84,6 +86,9 @@ impl Engine<'_> {
             )
         {
             let pull = self.forge.get_pull(number).await?;
+            if Self::own_row_current(&info, rec, &pull.body) {
+                return Ok(None);
+            }
             return self
                 .rewrite_experiments_section(rec, &info, siblings, number, &pull.body)
                 .await;

@@ -1,7 +1,11 @@
 //! Step 3 of 6 of an experiment's race, the siblings section of each body:
-//! the "Related experiments" section shows every sibling's record as it
-//! stands, written in the same edit as the baseline freeze when it can be,
-//! and once more as a variant ends so the body it leaves is not stale.
+//! the "Related experiments" section shows every sibling's record, written
+//! in the same edit as the baseline freeze when it can be, again when the
+//! variant's own row changes (its step, its repairs), with the siblings as
+//! they stand then, and once more as a variant ends so the body it leaves
+//! is not stale. A sibling's move alone does not edit the body: every edit
+//! is a charged write and makes the next read of the pull request a
+//! charged one too, and the siblings' own PRs say where they are.
 //!
 //! Beside the gate and the finish. Reads the siblings' records and the
 //! variant's PR body. May write: the PR body's experiments section, after
@@ -54,6 +58,23 @@ impl Engine<'_> {
         Ok(Self::splice_experiment_section(
             info, siblings, &ahead, &body,
         ))
+    }
+
+    /// Whether `current`'s experiments section already shows `rec`'s own
+    /// row in the state it is in now (whatever its siblings' rows say).
+    pub(in crate::engine) fn own_row_current(
+        info: &VariantInfo,
+        rec: &CandidateRecord,
+        current: &str,
+    ) -> bool {
+        let Some(section) = experiment::section_of(current) else {
+            return false;
+        };
+        let state = format!("| {} |", experiment::state_text(Some(rec)));
+        let own = format!("| **{}", info.name);
+        section
+            .lines()
+            .any(|l| l.starts_with(&own) && l.ends_with(&state))
     }
 
     /// Writes the experiments section of `rec`'s PR (body `current`) when
