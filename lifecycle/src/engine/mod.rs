@@ -36,6 +36,7 @@ mod hunt;
 pub mod intent;
 pub mod journal;
 mod learn;
+mod listed;
 mod live;
 mod measured_image;
 #[cfg(any(test, feature = "testkit"))]

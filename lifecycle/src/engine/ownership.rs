@@ -299,9 +299,11 @@ pub async fn check(
 
     if let Some((branch, head)) = expect.branch {
         let name = format!("refs/heads/{branch}");
+        // Where it points is all the check needs (its commit would be one
+        // more read).
         let tip = forge
             .refs()
-            .read_ref(&name)
+            .read_ref_sha(&name)
             .await
             .map_err(|e| ForgeError::refs(format!("read branch {branch}"), e))?;
         match tip {
@@ -315,12 +317,12 @@ pub async fn check(
                     "no branch (deleted)".into(),
                 ));
             }
-            Some(tip) if tip.sha != head => {
+            Some(sha) if sha != head => {
                 return Err(mismatch(
                     MismatchKind::Handoff,
                     format!("head of branch {branch}"),
                     format!("{head} (the last head Klaud wrote)"),
-                    format!("{} (a foreign commit)", tip.sha),
+                    format!("{sha} (a foreign commit)"),
                 ));
             }
             Some(_) => {}

@@ -43,6 +43,9 @@ struct Seen {
     runs: HashMap<u64, Run>,
     /// Full ref name → its tip (`None`: read as absent).
     refs: HashMap<String, Option<RefTip>>,
+    /// Full ref name → where it points (`None`: absent), when only that is
+    /// known: a ref read or moved in this scope, or listed by the pass.
+    shas: HashMap<String, Option<String>>,
     /// Commits the step made through the ref store: sha → (message,
     /// tree, parents), so a compare-and-swap to one of them tells the tip.
     commits: HashMap<String, (String, String, Vec<String>)>,
@@ -130,7 +133,33 @@ impl<'a> StepReads<'a> {
     }
 
     fn forget_ref(&self, name: &str) {
-        self.with(|s| s.refs.remove(name));
+        self.with(|s| {
+            s.refs.remove(name);
+            s.shas.remove(name);
+        });
+    }
+
+    /// Answers the first look at pull request `pull.number` in this scope
+    /// with the pass's own listing of open pull requests, read moments
+    /// before: as if the step had read it then. Outside a scope, or once
+    /// the scope has read it, nothing changes. The listing has no
+    /// `mergeable` (GitHub's list omits it), so `pull.mergeable` is `None`:
+    /// only the run of steps of the wave's drive is seeded, and none of its
+    /// steps asks whether the head merges.
+    pub(crate) fn seed_pull(&self, pull: Pull) {
+        self.with(|s| {
+            s.pulls.entry(pull.number).or_insert(pull);
+        });
+    }
+
+    /// Answers the first look at where ref `name` points in this scope with
+    /// the pass's own listing of refs (see [`StepReads::seed_pull`]).
+    pub(crate) fn seed_ref_sha(&self, name: &str, sha: &str) {
+        self.with(|s| {
+            s.shas
+                .entry(name.to_owned())
+                .or_insert_with(|| Some(sha.to_owned()));
+        });
     }
 
     /// A ref write's outcome: the ref is at `sha` when it succeeded, and
@@ -210,6 +239,7 @@ impl<'a> StepReads<'a> {
     /// After a ref was moved to `sha` by Klaud: the tip, when the step made
     /// that commit; otherwise the ref is read again next time.
     fn moved_ref(&self, name: &str, sha: &str) {
+        self.with(|s| s.shas.insert(name.to_owned(), Some(sha.to_owned())));
         self.with(|s| match s.commits.get(sha).cloned() {
             Some((message, tree, parents)) => {
                 let tip = RefTip {
@@ -463,16 +493,22 @@ impl RefStore for StepReads<'_> {
             return Ok(tip);
         }
         let tip = self.inner.refs().read_ref(name).await?;
-        self.with(|s| s.refs.insert(name.to_owned(), tip.clone()));
+        self.with(|s| {
+            s.shas
+                .insert(name.to_owned(), tip.as_ref().map(|t| t.sha.clone()));
+            s.refs.insert(name.to_owned(), tip.clone())
+        });
         Ok(tip)
     }
     async fn read_ref_sha(&self, name: &str) -> Result<Option<String>, RefStoreError> {
-        if let Some(Some(tip)) = self.with(|s| s.refs.get(name).cloned()) {
-            return Ok(tip.map(|t| t.sha));
+        if let Some(Some(sha)) = self.with(|s| s.shas.get(name).cloned()) {
+            return Ok(sha);
         }
-        // Not kept: a tip without its commit is no answer to a later
-        // `read_ref`.
-        self.inner.refs().read_ref_sha(name).await
+        // Kept apart from `refs`: a tip without its commit is no answer to
+        // a later `read_ref`.
+        let sha = self.inner.refs().read_ref_sha(name).await?;
+        self.with(|s| s.shas.insert(name.to_owned(), sha.clone()));
+        Ok(sha)
     }
     async fn list_refs(&self, prefix: &str) -> Result<Vec<RefTip>, RefStoreError> {
         self.inner.refs().list_refs(prefix).await

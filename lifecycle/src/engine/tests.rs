@@ -1450,3 +1450,130 @@ mod blind_creates {
         assert_eq!(calls.first(), Some(&Op::ReadRef), "{calls:?}");
     }
 }
+
+/// A run of steps whose first look is answered from the pass's listings
+/// (`Engine::seed_listed`): what the listing shows of Klaud's own pull
+/// request and branch is not read again, and a person's change after the
+/// listing is the same as one right after the step's own read.
+mod listed_reads {
+    use super::*;
+    use klaud_claims::memory::Op;
+
+    /// The candidate's pull request and branch head as a listing made now
+    /// shows them.
+    async fn listing(w: &World, rec: &CandidateRecord) -> (Pull, String) {
+        let mut pull = w
+            .forge
+            .get_pull(rec.pull.expect("pull"))
+            .await
+            .expect("pull");
+        // GitHub's list has no `mergeable`.
+        pull.mergeable = None;
+        let branch = format!("refs/heads/{}", rec.branch);
+        (pull, w.forge.git().ref_sha(&branch).expect("branch"))
+    }
+
+    /// One run of steps, as the wave's drive makes it, seeded with `listed`
+    /// when given; the progress and the ref reads it made.
+    async fn run(
+        w: &World,
+        rec: &mut CandidateRecord,
+        listed: Option<&(Pull, String)>,
+    ) -> (Progress, usize) {
+        let engine = w.engine();
+        let before = w.forge.git().calls().len();
+        let kept = engine.keep_reads();
+        if let Some((pull, head)) = listed {
+            engine.seed_listed(rec, Some(pull), Some(head));
+        }
+        let mut p = Progress::Advanced(rec.step);
+        for _ in 0..64 {
+            p = engine.step(rec).await.expect("step");
+            if !matches!(p, Progress::Advanced(_)) {
+                break;
+            }
+        }
+        drop(kept);
+        let reads = w.forge.git().calls()[before..]
+            .iter()
+            .filter(|op| **op == Op::ReadRef)
+            .count();
+        (p, reads)
+    }
+
+    #[tokio::test]
+    async fn a_listed_branch_head_answers_the_ownership_check_without_a_read() {
+        let mut reads = Vec::new();
+        for seeded in [false, true] {
+            let (w, mut rec) = started().await;
+            let listed = listing(&w, &rec).await;
+            let run_id = w.smoke_run(&rec);
+            w.forge
+                .complete_run(run_id, "success", Vec::new())
+                .expect("complete");
+            let (_, n) = run(&w, &mut rec, seeded.then_some(&listed)).await;
+            reads.push((n, rec.step));
+        }
+        let (plain, seeded) = (reads[0], reads[1]);
+        assert_eq!(plain.1, seeded.1, "the same steps either way: {reads:?}");
+        assert!(seeded.0 < plain.0, "{reads:?}");
+    }
+
+    #[tokio::test]
+    async fn a_listing_that_shows_another_head_is_not_used() {
+        let (w, mut rec) = started().await;
+        let (mut pull, _) = listing(&w, &rec).await;
+        let theirs = w
+            .forge
+            .push(&rec.branch, &[("fix.txt", b"mine\n")], "Maintainer fix")
+            .await
+            .expect("push");
+        // The listing saw the person's push: neither is taken as Klaud's.
+        pull.head_sha = theirs.clone();
+        let run_id = w.smoke_run(&rec);
+        w.forge
+            .complete_run(run_id, "success", Vec::new())
+            .expect("complete");
+        let listed = (pull, theirs.to_string());
+        let (p, _) = run(&w, &mut rec, Some(&listed)).await;
+        let Progress::Done(Some(ending)) = p else {
+            panic!("{p:?}")
+        };
+        assert_eq!(ending.outcome, Outcome::Handoff, "{ending:?}");
+    }
+
+    #[tokio::test]
+    async fn a_push_after_the_listing_is_never_overwritten_and_ends_in_a_handoff() {
+        let (w, mut rec) = started().await;
+        let listed = listing(&w, &rec).await;
+        // A person pushes after the pass listed, before the step reads.
+        let theirs = w
+            .forge
+            .push(&rec.branch, &[("fix.txt", b"mine\n")], "Maintainer fix")
+            .await
+            .expect("push");
+        let run_id = w.smoke_run(&rec);
+        w.forge
+            .complete_run(run_id, "success", Vec::new())
+            .expect("complete");
+        let branch = format!("refs/heads/{}", rec.branch);
+        let (mut p, _) = run(&w, &mut rec, Some(&listed)).await;
+        assert_eq!(
+            w.forge.git().ref_sha(&branch).as_deref(),
+            Some(theirs.as_str()),
+            "the person's commit stays the branch head"
+        );
+        // The next run of steps reads GitHub (no listing kept).
+        if !matches!(p, Progress::Done(_)) {
+            p = run(&w, &mut rec, None).await.0;
+        }
+        let Progress::Done(Some(ending)) = p else {
+            panic!("{p:?}")
+        };
+        assert_eq!(ending.outcome, Outcome::Handoff, "{ending:?}");
+        assert_eq!(
+            w.forge.git().ref_sha(&branch).as_deref(),
+            Some(theirs.as_str())
+        );
+    }
+}

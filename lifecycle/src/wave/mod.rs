@@ -40,7 +40,8 @@ use klaud_planner::registry::{RegistryClient, RegistrySession};
 use klaud_planner::repo::Repository;
 
 pub use ports::{
-    BaseCheckout, BaseSource, OpenPulls, PlanMemory, PullSource, UpstreamSource, WaveObserver,
+    BaseCheckout, BaseSource, Listed, OpenPulls, PlanMemory, PullSource, UpstreamSource,
+    WaveObserver,
 };
 pub use summary::{BlockedFamily, CandidateSummary, WaveSummary, render_summary};
 
@@ -826,8 +827,13 @@ impl<'a> Wave<'a> {
         self.end_overlapped(engine, repository, pass).await?;
         let started = self.ports.clock.now();
         let wait = TimeDelta::from_std(self.wait).unwrap_or(TimeDelta::MAX);
+        let mut last_listed = None;
         loop {
             let mut waiting = false;
+            let listed = self.listed(pass, last_listed).await;
+            if let Some((at, _)) = &listed {
+                last_listed = Some(*at);
+            }
             for slot in pass.slots.iter_mut() {
                 if slot.skip || slot.rec.step == Step::Done {
                     continue;
@@ -842,6 +848,9 @@ impl<'a> Wave<'a> {
                 // Kept only while the steps advance: the loop ends at the
                 // first wait, failure or end, and so does the keeping.
                 let kept = engine.keep_reads();
+                if let Some((at, listed)) = &listed {
+                    seed_listed(engine, &slot.rec, *at, listed);
+                }
                 for _ in 0..STEPS_IN_A_ROW {
                     progress = self.step(engine, &mut slot.rec).await;
                     if !matches!(progress, Ok(Progress::Advanced(_))) || self.stopping() {
@@ -873,6 +882,42 @@ impl<'a> Wave<'a> {
             tokio::time::sleep(self.poll).await;
         }
         Ok(())
+    }
+
+    /// Klaud's open pull requests and branches for this round of steps,
+    /// with when they were listed; `None` when it would not pay (below) or
+    /// the listing failed: every step then reads its own.
+    ///
+    /// The first round lists when any candidate with a pull request steps
+    /// (the pull request listing is the plan's, moments before: a free 304
+    /// unless a PR moved since; an idle pass asks nothing). A later round
+    /// of the same pass (a pass that keeps polling) lists only when at
+    /// least two such candidates changed since the last listing: a listing
+    /// after any change is itself charged, and pays off only when it
+    /// answers more than one charged read.
+    async fn listed(
+        &self,
+        pass: &Pass<'_>,
+        last: Option<DateTime<Utc>>,
+    ) -> Option<(DateTime<Utc>, Listed)> {
+        let stepping = pass.slots.iter().filter(|s| {
+            !s.skip && s.rec.step != Step::Done && s.rec.pull.is_some() && s.rec.variant.is_none()
+        });
+        let worth = match last {
+            None => stepping.count() > 0,
+            Some(last) => stepping.filter(|s| s.rec.updated_at >= last).count() > 1,
+        };
+        if !worth || self.stopping() {
+            return None;
+        }
+        let at = self.ports.clock.now();
+        match self.ports.pulls.listed(&self.engine.base_branch).await {
+            Ok(listed) => Some((at, listed)),
+            Err(e) => {
+                tracing::warn!(error = %e, "Klaud's pull requests and branches not listed; each step reads its own");
+                None
+            }
+        }
     }
 
     /// Phase 8: validated PRs awaiting a maintainer's merge stay mergeable.
@@ -1100,3 +1145,18 @@ fn block_unready(gaps: BTreeMap<String, String>, pass: &mut Pass<'_>) {
 
 #[cfg(test)]
 mod tests;
+
+/// Seeds `rec`'s run of steps with this round's listing (see
+/// `Engine::seed_listed`), unless its record changed after the listing
+/// (it has seen more than the listing did) or it is an experiment's
+/// variant (its siblings' steps write to what it reads).
+fn seed_listed(engine: &Engine<'_>, rec: &CandidateRecord, at: DateTime<Utc>, listed: &Listed) {
+    if rec.updated_at >= at || rec.variant.is_some() {
+        return;
+    }
+    let pull = rec
+        .pull
+        .and_then(|n| listed.pulls.iter().find(|p| p.number == n));
+    let branch = listed.branches.get(&rec.branch).map(String::as_str);
+    engine.seed_listed(rec, pull, branch);
+}

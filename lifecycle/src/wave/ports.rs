@@ -13,7 +13,7 @@ use klaud_planner::repo::{Family, RepoOptions, Repository};
 
 use super::WaveFailure;
 use super::summary::WaveSummary;
-use crate::engine::{CandidateRecord, EngineError, Progress};
+use crate::engine::{CandidateRecord, EngineError, Progress, Pull};
 use crate::report::UpstreamRange;
 
 /// The base branch's head, read into a checkout of what the planner reads.
@@ -52,6 +52,18 @@ pub struct OpenPulls {
     pub human: BTreeMap<String, Blocked>,
 }
 
+/// Klaud's own open pull requests and candidate branches, listed once for
+/// a round of steps of every candidate: each candidate's first look at its
+/// pull request and branch in that round (see `Engine::seed_listed`).
+#[derive(Debug, Default, Clone)]
+pub struct Listed {
+    /// Klaud's open pull requests onto the base branch, as GitHub's list
+    /// shows them (no `mergeable`).
+    pub pulls: Vec<Pull>,
+    /// Klaud's candidate branches (name without `refs/heads/`) → head.
+    pub branches: BTreeMap<String, String>,
+}
+
 /// Reads the open pull requests onto the base branch.
 #[async_trait]
 pub trait PullSource: Send + Sync {
@@ -62,6 +74,14 @@ pub trait PullSource: Send + Sync {
         repository: &Repository,
         base_branch: &str,
     ) -> Result<OpenPulls, WaveFailure>;
+
+    /// Klaud's own open pull requests onto `base_branch` and its candidate
+    /// branches (see [`Listed`]), read conditionally so that a round in
+    /// which nothing moved costs nothing. A source that cannot list them
+    /// answers nothing, and every step reads its own.
+    async fn listed(&self, _base_branch: &str) -> Result<Listed, WaveFailure> {
+        Ok(Listed::default())
+    }
 }
 
 /// Knows the upstream source history behind image tags.

@@ -51,6 +51,12 @@ fn sha(what: impl FnOnce() -> String, field: &str, text: &str) -> Result<CommitS
     })
 }
 
+/// A pull request from a listing (no `mergeable`: GitHub's list omits it)
+/// as the lifecycle engine reads it.
+pub fn listed_pull(p: PullInfo) -> Result<Pull, GithubError> {
+    pull(p)
+}
+
 fn pull(p: PullInfo) -> Result<Pull, GithubError> {
     let head_sha = sha(
         || format!("pull request #{}", p.number),

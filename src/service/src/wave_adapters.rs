@@ -22,7 +22,7 @@ use klaud_lifecycle::engine::{
 };
 use klaud_lifecycle::report::UpstreamRange;
 use klaud_lifecycle::wave::{
-    self as lifecycle_wave, BaseCheckout, BaseSource, OpenPulls, PlanMemory, PullSource,
+    self as lifecycle_wave, BaseCheckout, BaseSource, Listed, OpenPulls, PlanMemory, PullSource,
     UpstreamSource, Wave, WaveObserver, WavePorts,
 };
 use klaud_planner::image::ImageRef;
@@ -547,6 +547,38 @@ impl PullSource for GithubSide<'_> {
         crate::overlap::open_pull_blocks(self.forge, repository, base_branch, self.cache)
             .await
             .map_err(port)
+    }
+
+    async fn listed(&self, base_branch: &str) -> Result<Listed, lifecycle_wave::WaveFailure> {
+        let bot = self.forge.bot_login().to_owned();
+        let listing = async {
+            // The same conditional pages the plan reads: a round in which
+            // nothing moved is two free 304s.
+            let pulls = self
+                .forge
+                .list_pulls("open")
+                .await?
+                .into_iter()
+                .filter(|p| p.base_ref == base_branch)
+                .filter(|p| {
+                    p.author
+                        .as_deref()
+                        .is_some_and(|a| a.eq_ignore_ascii_case(&bot))
+                })
+                .filter(|p| crate::overlap::branch_candidate(&p.head_ref).is_some())
+                // Unreadable as a lifecycle pull request (a bad sha): the
+                // step reads it itself and says what is wrong.
+                .filter_map(|p| klaud_github::lifecycle::listed_pull(p).ok())
+                .collect();
+            let prefix = format!("refs/heads/{}", crate::overlap::BRANCH_PREFIXES[0]);
+            let branches = Github::list_refs(self.forge, &prefix)
+                .await?
+                .into_iter()
+                .filter_map(|(name, sha)| Some((name.strip_prefix("refs/heads/")?.to_owned(), sha)))
+                .collect();
+            Ok::<_, GithubError>(Listed { pulls, branches })
+        };
+        listing.await.map_err(|e| port(e.into()))
     }
 }
 

@@ -182,7 +182,7 @@ pub async fn list(
     if q.direction.as_deref() != Some("asc") {
         pulls.reverse();
     }
-    let items: Vec<Value> = pulls.into_iter().map(|p| m.pull_json(r, p)).collect();
+    let items: Vec<Value> = pulls.into_iter().map(|p| m.pull_list_json(r, p)).collect();
     Ok(paginate(items, &m.base_url, &uri, None))
 }
 

@@ -486,6 +486,31 @@ jobs:
     }
 
     #[tokio::test]
+    async fn a_listed_pull_request_has_what_githubs_list_has_and_no_mergeability() {
+        let (st, _) = repo_with_pr(false, &["go"], true).await;
+        let m = st.lock().await;
+        let r = m.repo("o", "r").unwrap();
+        let p = r.pulls.values().next().unwrap();
+        let (full, listed) = (m.pull_json(r, p), m.pull_list_json(r, p));
+        for key in [
+            "mergeable",
+            "mergeable_state",
+            "merged",
+            "comments",
+            "commits",
+        ] {
+            assert!(full.get(key).is_some(), "{key} in the single read");
+            assert!(
+                listed.get(key).is_none(),
+                "{key} in the listing: {listed:#}"
+            );
+        }
+        for key in ["number", "state", "draft", "labels", "head", "user", "body"] {
+            assert_eq!(listed[key], full[key], "{key}");
+        }
+    }
+
+    #[tokio::test]
     async fn seeded_workflow_files_are_the_registered_workflows() {
         let (st, _) = repo_with_pr(false, &[], true).await;
         let m = st.lock().await;

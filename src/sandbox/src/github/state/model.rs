@@ -335,6 +335,32 @@ impl Model {
         v
     }
 
+    /// A pull request as GitHub's lists show it ("pull-request-simple"):
+    /// the full object without what only a read of the one pull request
+    /// computes (mergeability, merge and review counts, diff sizes).
+    pub fn pull_list_json(&self, r: &Repo, p: &Pull) -> Value {
+        let mut v = self.pull_json(r, p);
+        if let Some(o) = v.as_object_mut() {
+            for key in [
+                "merged",
+                "mergeable",
+                "rebaseable",
+                "mergeable_state",
+                "merged_by",
+                "comments",
+                "review_comments",
+                "maintainer_can_modify",
+                "commits",
+                "additions",
+                "deletions",
+                "changed_files",
+            ] {
+                o.remove(key);
+            }
+        }
+        v
+    }
+
     /// Issue JSON of a pull request (octocrab's `Issue`).
     pub fn issue_json(&self, r: &Repo, p: &Pull) -> Value {
         let url = self.repo_url(&r.owner, &r.name);

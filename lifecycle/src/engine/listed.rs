@@ -1,0 +1,50 @@
+//! The first look of a run of steps, answered from the pass's own
+//! listings. A pass lists the open pull requests and Klaud's candidate
+//! branches (conditionally, shared by every candidate) moments before it
+//! drives them; reading each candidate's pull request and branch again at
+//! the first step would be one charged answer each, since Klaud's own last
+//! write changed their `ETag`.
+//!
+//! A listed thing is used only when it shows exactly what Klaud last wrote
+//! (its pull request open, on its branch, at the head Klaud pushed; its
+//! branch at that head): anything else (a person's push, a close, a
+//! listing older than Klaud's own last write) is read from GitHub as
+//! before. A person's change after the listing is then the same as one
+//! right after the step's own read: the claim is still read before every
+//! step, and every branch write is a compare-and-swap that fails on a
+//! foreign head. Seeds live in the run's scope only (never across passes,
+//! never in the journal).
+
+use crate::engine::context::Engine;
+use crate::engine::forge::Pull;
+use crate::engine::journal::CandidateRecord;
+
+impl Engine<'_> {
+    /// Seeds the open run of steps' reads (see [`Engine::keep_reads`]) for
+    /// `rec` with its pull request as the pass's open-PR listing showed it
+    /// (`listed`, found by number) and its branch's head as the pass's
+    /// branch listing showed it (`branch_head`). Without an open scope it
+    /// does nothing.
+    pub fn seed_listed(
+        &self,
+        rec: &CandidateRecord,
+        listed: Option<&Pull>,
+        branch_head: Option<&str>,
+    ) {
+        let Some(head) = rec.head.as_ref() else {
+            return;
+        };
+        if let (Some(number), Some(pull)) = (rec.pull, listed)
+            && pull.number == number
+            && pull.state.is_open()
+            && pull.head_ref == rec.branch
+            && pull.head_sha == *head
+        {
+            self.forge.seed_pull(pull.clone());
+        }
+        if branch_head == Some(head.as_str()) {
+            self.forge
+                .seed_ref_sha(&format!("refs/heads/{}", rec.branch), head.as_str());
+        }
+    }
+}
