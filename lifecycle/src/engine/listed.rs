@@ -14,6 +14,12 @@
 //! step, and every branch write is a compare-and-swap that fails on a
 //! foreign head. Seeds live in the run's scope only (never across passes,
 //! never in the journal).
+//!
+//! The pass's claim listing likewise tells which claims can be created
+//! without reading them first.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 
 use crate::engine::context::Engine;
 use crate::engine::forge::Pull;
@@ -46,5 +52,45 @@ impl Engine<'_> {
             self.forge
                 .seed_ref_sha(&format!("refs/heads/{}", rec.branch), head.as_str());
         }
+    }
+}
+
+/// The claim listing of the pass: which claims can be created without a
+/// read first.
+impl Engine<'_> {
+    /// The claim refs (full names) a listing made in this pass showed: a
+    /// family not among them is claimed by creating its ref without reading
+    /// it first, as that read finds nothing on almost every claim and a 404
+    /// is charged. A claim made meanwhile answers the create with "already
+    /// exists" and is read then (the create never overwrites), at the price
+    /// of one unused claim commit. Without a listing the ref is read first.
+    pub fn with_listed_claims(mut self, refs: BTreeSet<String>) -> Self {
+        self.listed_claims = Mutex::new(Some(refs));
+        self
+    }
+
+    /// Whether the pass's listing showed no claim ref `name` and this
+    /// engine has not created it since.
+    pub(super) fn listed_free(&self, name: &str) -> bool {
+        self.listed_claims
+            .lock()
+            .is_ok_and(|l| l.as_ref().is_some_and(|l| !l.contains(name)))
+    }
+
+    /// Claim ref `name` exists now (`created`: this engine created it).
+    pub(super) fn listed_taken(&self, name: &str, created: bool) {
+        if let Ok(mut l) = self.listed_claims.lock()
+            && let Some(l) = l.as_mut()
+        {
+            l.insert(name.to_owned());
+        }
+        if created && let Ok(mut c) = self.created_claims.lock() {
+            c.insert(name.to_owned());
+        }
+    }
+
+    /// Whether this engine created claim ref `name`.
+    pub(super) fn created_claim(&self, name: &str) -> bool {
+        self.created_claims.lock().is_ok_and(|c| c.contains(name))
     }
 }
