@@ -559,6 +559,67 @@ fn kept(h: &[String], token: &str) -> Kept {
     kept
 }
 
+/// A hunt's three comments with hostile tags, family, point, note, commit
+/// titles and paths (a registry's tags and an upstream's commits are
+/// outside input).
+fn hunt_comments(h: &[String]) -> [String; 3] {
+    use klaud_lifecycle::hunt::{
+        EndReason, HuntPlan, HuntResult, HuntTag, Probe, StepCommit, StepRecord, Trigger,
+        render_end, render_plan, render_step,
+    };
+    use klaud_lifecycle::report::{HuntName, MarkerKey};
+    let tag = |t: &str| HuntTag {
+        tag: t.to_owned(),
+        digest: Some(format!("sha256:{}", "a".repeat(64))),
+        commit: Some(h[9].clone()),
+    };
+    let plan = HuntPlan {
+        version: klaud_lifecycle::hunt::PLAN_VERSION,
+        family: h[0].clone(),
+        image: h[1].clone(),
+        old: tag(&h[2]),
+        new: tag(&h[3]),
+        tags: vec![tag(&h[4]), tag(&h[5])],
+        probe: Probe::Outcome {
+            target: h[6].clone(),
+        },
+        budget: 2,
+        trigger: Trigger::Command { by: h[7].clone() },
+        upstream: Some(h[8].clone()),
+    };
+    let step = StepRecord {
+        step: 1,
+        tag: h[4].clone(),
+        run: Some(7),
+        verdict: klaud_lifecycle::hunt::Verdict::Bad,
+        value: None,
+        note: h[5].clone(),
+    };
+    let result = HuntResult {
+        reason: EndReason::Found,
+        last_good: tag(&h[2]),
+        first_bad: tag(&h[4]),
+        untested: vec![h[5].clone()],
+        runs: 1,
+        minimum: 2,
+        commits: vec![StepCommit {
+            sha: "b".repeat(40),
+            title: h[6].clone(),
+            paths: vec![h[7].clone()],
+        }],
+    };
+    let key = |name| MarkerKey::Hunt {
+        owner_run: 5,
+        candidate: cand(),
+        name,
+    };
+    [
+        render_plan(&key(HuntName::Plan { hunt: 1 }), &plan),
+        render_step(&key(HuntName::Step { hunt: 1, step: 1 }), &plan, &step),
+        render_end(&key(HuntName::End { hunt: 1 }), &plan, &result),
+    ]
+}
+
 fn verdict(h: &[String]) -> Verdict {
     let check = |number, result, reason: &String| CheckResult {
         number,
@@ -672,6 +733,11 @@ proptest! {
         let summary = klaud_service::step_summary::render(&wave_summary(&h), &brief);
         assert_inert("step summary", &summary)?;
         assert_cells("step summary", &summary, 6)?;
+
+        // A regression hunt's plan, step and end comments.
+        for comment in hunt_comments(&h) {
+            assert_inert("hunt comment", &comment)?;
+        }
 
         // The sign-off verdict, in every contract version.
         let verdict = verdict(&h);
