@@ -51,8 +51,10 @@ pub struct Engine<'a> {
     /// this engine created since (an experiment's variants share one).
     pub(super) listed_claims: Mutex<Option<std::collections::BTreeSet<String>>>,
     /// Claim refs this engine created (an experiment's siblings adopt one
-    /// whose branches nothing made yet).
-    pub(super) created_claims: Mutex<std::collections::BTreeSet<String>>,
+    /// whose branches nothing made yet), each with its tip as the creating
+    /// step knew it (see [`Engine::seed_created_claim`]).
+    pub(super) created_claims:
+        Mutex<std::collections::BTreeMap<String, Option<klaud_claims::RefTip>>>,
 }
 
 /// A branch's tip commit, as the ref store read it.
@@ -153,7 +155,7 @@ impl<'a> Engine<'a> {
             config,
             workflows: Mutex::new(BTreeMap::new()),
             listed_claims: Mutex::new(None),
-            created_claims: Mutex::new(std::collections::BTreeSet::new()),
+            created_claims: Mutex::new(std::collections::BTreeMap::new()),
         }
     }
 

@@ -84,13 +84,42 @@ impl Engine<'_> {
         {
             l.insert(name.to_owned());
         }
-        if created && let Ok(mut c) = self.created_claims.lock() {
-            c.insert(name.to_owned());
+        if created {
+            let tip = self.forge.kept_ref(name);
+            if let Ok(mut c) = self.created_claims.lock() {
+                c.insert(name.to_owned(), tip);
+            }
         }
     }
 
     /// Whether this engine created claim ref `name`.
     pub(super) fn created_claim(&self, name: &str) -> bool {
-        self.created_claims.lock().is_ok_and(|c| c.contains(name))
+        self.created_claims
+            .lock()
+            .is_ok_and(|c| c.contains_key(name))
+    }
+
+    /// Seeds the open run of steps' reads with `rec`'s claim as this
+    /// engine created it earlier in the pass, while the record still holds
+    /// that very commit. The claim step's own answer shows the ref; reading
+    /// it back at the next step would be a charged answer that only repeats
+    /// Klaud's own write (its first read has no `ETag` to send), and no
+    /// other holder can take a claim whose lease Klaud set moments ago.
+    /// Every later pass reads it from GitHub (conditionally) as before. An
+    /// experiment's variant is not seeded: its siblings amend the claim
+    /// they share.
+    pub fn seed_created_claim(&self, rec: &CandidateRecord) {
+        let Some(held) = rec.claim.as_ref().filter(|_| rec.variant.is_none()) else {
+            return;
+        };
+        let tip = self.created_claims.lock().ok().and_then(|c| {
+            c.get(&held.ref_name)
+                .cloned()
+                .flatten()
+                .filter(|t| t.sha == held.sha)
+        });
+        if let Some(tip) = tip {
+            self.forge.seed_ref(tip);
+        }
     }
 }

@@ -162,6 +162,25 @@ impl<'a> StepReads<'a> {
         });
     }
 
+    /// Answers the first look at ref `tip.name` in this scope with a tip
+    /// Klaud itself made earlier in the pass (see
+    /// `Engine::seed_created_claim`).
+    pub(crate) fn seed_ref(&self, tip: RefTip) {
+        self.with(|s| {
+            s.shas
+                .entry(tip.name.clone())
+                .or_insert_with(|| Some(tip.sha.clone()));
+            s.refs.entry(tip.name.clone()).or_insert(Some(tip));
+        });
+    }
+
+    /// The tip of ref `name` as this scope knows it (read, or moved by
+    /// Klaud's own write to a commit the scope made); `None` outside a
+    /// scope or when not known.
+    pub(crate) fn kept_ref(&self, name: &str) -> Option<RefTip> {
+        self.with(|s| s.refs.get(name).cloned().flatten()).flatten()
+    }
+
     /// A ref write's outcome: the ref is at `sha` when it succeeded, and
     /// unknown (read again) when it failed.
     fn after_ref_write(

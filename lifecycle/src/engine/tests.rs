@@ -1501,6 +1501,51 @@ mod listed_reads {
         (p, reads)
     }
 
+    /// Ref reads made since call number `from`.
+    fn claim_reads(w: &World, from: usize) -> usize {
+        w.forge.git().calls()[from..]
+            .iter()
+            .filter(|op| **op == Op::ReadRef)
+            .count()
+    }
+
+    /// A claim this engine created earlier in the pass answers the next
+    /// run of steps' ownership check: the same steps, one read fewer. An
+    /// engine of a later pass (or a record whose claim moved since) reads
+    /// it from GitHub as before.
+    #[tokio::test]
+    async fn a_claim_created_in_the_pass_is_not_read_back_at_the_next_run_of_steps() {
+        let mut figures = Vec::new();
+        for seeded in [false, true] {
+            let w = World::new().await;
+            let engine = w.engine();
+            let mut rec = engine.open_record(&w.target).await.expect("record");
+            assert_eq!(rec.step, Step::Claim);
+            let p = engine.step(&mut rec).await.expect("claim");
+            assert_eq!(p, Progress::Advanced(Step::Prepare), "{p:?}");
+            let before = w.forge.git().calls().len();
+            let kept = engine.keep_reads();
+            if seeded {
+                engine.seed_created_claim(&rec);
+            }
+            let p = engine.step(&mut rec).await.expect("prepare");
+            drop(kept);
+            figures.push((claim_reads(&w, before), rec.step, p));
+
+            // The next pass's engine knows nothing of the create.
+            let later = w.engine();
+            let before = w.forge.git().calls().len();
+            let kept = later.keep_reads();
+            later.seed_created_claim(&rec);
+            drop(later.step(&mut rec).await.expect("next step"));
+            drop(kept);
+            assert!(claim_reads(&w, before) > 0, "a later pass reads GitHub");
+        }
+        let (plain, seeded) = (&figures[0], &figures[1]);
+        assert_eq!((plain.1, &plain.2), (seeded.1, &seeded.2), "{figures:?}");
+        assert_eq!(seeded.0 + 1, plain.0, "{figures:?}");
+    }
+
     #[tokio::test]
     async fn a_listed_branch_head_answers_the_ownership_check_without_a_read() {
         let mut reads = Vec::new();

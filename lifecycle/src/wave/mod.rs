@@ -848,6 +848,7 @@ impl<'a> Wave<'a> {
                 // Kept only while the steps advance: the loop ends at the
                 // first wait, failure or end, and so does the keeping.
                 let kept = engine.keep_reads();
+                engine.seed_created_claim(&slot.rec);
                 if let Some((at, listed)) = &listed {
                     seed_listed(engine, &slot.rec, *at, listed);
                 }
