@@ -610,79 +610,91 @@ fn print_stats(f: &Figures) {
         super::plan::render_hosts(&f.registry.warm),
         f.registry.build
     );
-    let limit = stats::LIFECYCLE_LIMIT;
     eprintln!(
         "GitHub requests per candidate, claim to receipt (cut from the simulator's request log at \
          step boundaries; polls = steps that changed nothing and wrote nothing):"
     );
     for c in &f.candidates {
-        let r = &c.requests;
-        let outcome = c.outcome.as_deref().unwrap_or("unfinished");
-        let name = c.family.rsplit(':').next().unwrap_or(&c.family);
-        let variant = c
-            .variant
-            .as_deref()
-            .map(|v| format!(" [Variant {v}]"))
-            .unwrap_or_default();
-        let target = stats::LIFECYCLE_TARGET;
-        let verdict = if outcome != "validated" {
-            "limit applies to validated ones".to_owned()
-        } else if r.scenario.failed > 0 {
-            // A failed run's logs, playbook and extra report are read on
-            // top of its floor: held to the floor plus an allowance.
-            let bound = r.floor + stats::FAILED_RUN_ALLOWANCE;
-            let verdict = if r.work.charged <= bound {
-                "ok".to_owned()
-            } else {
-                format!("over by {}", r.work.charged - bound)
-            };
-            format!(
-                "with a failed run: {} above its floor {}, limit floor + {}: {verdict}",
-                r.work.charged.saturating_sub(r.floor),
-                r.floor,
-                stats::FAILED_RUN_ALLOWANCE
-            )
-        } else {
-            let over = |bound: usize| {
-                if r.work.charged <= bound {
-                    "ok".to_owned()
-                } else {
-                    format!("over by {}", r.work.charged - bound)
-                }
-            };
-            format!(
-                "target {target}: {}, limit {limit}: {}; floor {} from what it left on GitHub",
-                over(target),
-                over(limit),
-                r.floor
-            )
-        };
-        eprintln!(
-            "  {name}{variant} ({outcome}): {} steps; lifecycle (not polls) {} charged ({verdict}), \
-             {} total, {} writes, of which outside steps {} charged / {} total; \
-             polls ({} steps) {} charged (minimum 0), {} total; \
-             live-report refreshes while a run goes on ({} steps) {} charged, {} total \
-             (with them: {} charged)",
-            r.steps,
-            r.work.charged,
-            r.work.total,
-            r.work.writes,
-            r.outside_steps.charged,
-            r.outside_steps.total,
-            r.poll_steps,
-            r.polls.charged,
-            r.polls.total,
-            r.refresh_steps,
-            r.refreshes.charged,
-            r.refreshes.total,
-            r.work.charged + r.refreshes.charged,
-        );
+        print_lifecycle(c);
     }
+    print_passes(&f.passes);
+}
+
+/// How one lifecycle's charged requests stand against its bound: a
+/// validated one without a failed run against the target and the limit,
+/// one with a failed run against its floor plus the allowance.
+fn lifecycle_verdict(outcome: &str, r: &stats::LifecycleRequests) -> String {
+    let over = |bound: usize| {
+        if r.work.charged <= bound {
+            "ok".to_owned()
+        } else {
+            format!("over by {}", r.work.charged - bound)
+        }
+    };
+    if outcome != "validated" {
+        "limit applies to validated ones".to_owned()
+    } else if r.scenario.failed > 0 {
+        // A failed run's logs, playbook and extra report are read on
+        // top of its floor: held to the floor plus an allowance.
+        format!(
+            "with a failed run: {} above its floor {}, limit floor + {}: {}",
+            r.work.charged.saturating_sub(r.floor),
+            r.floor,
+            stats::FAILED_RUN_ALLOWANCE,
+            over(r.floor + stats::FAILED_RUN_ALLOWANCE)
+        )
+    } else {
+        format!(
+            "target {}: {}, limit {}: {}; floor {} from what it left on GitHub",
+            stats::LIFECYCLE_TARGET,
+            over(stats::LIFECYCLE_TARGET),
+            stats::LIFECYCLE_LIMIT,
+            over(stats::LIFECYCLE_LIMIT),
+            r.floor
+        )
+    }
+}
+
+/// One candidate's line of `--stats`.
+fn print_lifecycle(c: &CandidateRequests) {
+    let r = &c.requests;
+    let outcome = c.outcome.as_deref().unwrap_or("unfinished");
+    let name = c.family.rsplit(':').next().unwrap_or(&c.family);
+    let variant = c
+        .variant
+        .as_deref()
+        .map(|v| format!(" [Variant {v}]"))
+        .unwrap_or_default();
+    let verdict = lifecycle_verdict(outcome, r);
+    eprintln!(
+        "  {name}{variant} ({outcome}): {} steps; lifecycle (not polls) {} charged ({verdict}), \
+         {} total, {} writes, of which outside steps {} charged / {} total; \
+         polls ({} steps) {} charged (minimum 0), {} total; \
+         live-report refreshes while a run goes on ({} steps) {} charged, {} total \
+         (with them: {} charged)",
+        r.steps,
+        r.work.charged,
+        r.work.total,
+        r.work.writes,
+        r.outside_steps.charged,
+        r.outside_steps.total,
+        r.poll_steps,
+        r.polls.charged,
+        r.polls.total,
+        r.refresh_steps,
+        r.refreshes.charged,
+        r.refreshes.total,
+        r.work.charged + r.refreshes.charged,
+    );
+}
+
+/// The passes' own requests, outside the candidates' steps.
+fn print_passes(passes: &[stats::PassRequests]) {
     eprintln!(
         "GitHub requests per pass outside the candidates' steps, naming no candidate \
          (charged/total; a pass that claims nothing new: minimum 0 charged):"
     );
-    for p in &f.passes {
+    for p in passes {
         let ct = |x: &RequestFigures| format!("{}/{}", x.charged, x.total);
         eprintln!(
             "  pass {}: {} — plan (base ref, commits, trees, blobs, files) {}, claims {}, \

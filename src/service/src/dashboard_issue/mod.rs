@@ -374,82 +374,95 @@ fn apply<'f>(
         let now = clock.now();
         for action in actions {
             let note = match action {
-                Action::IgnoreFamily { family } | Action::IgnoreImage { family, .. } => {
-                    let image = match action {
-                        Action::IgnoreImage { image, .. } => Some(image.clone()),
-                        _ => None,
-                    };
-                    let exists = kept
-                        .ignores
-                        .iter()
-                        .any(|i| i.family == *family && i.image == image);
-                    if !exists && kept.ignores.len() >= kept::MAX_IGNORES {
-                        format!(
-                            "Not applied: {} — the dashboard keeps at most {} ignores; undo one first. / 未执行：忽略项已满。",
-                            action.code(),
-                            kept::MAX_IGNORES
-                        )
-                    } else {
-                        if !exists {
-                            kept.ignores.push(KeptIgnore {
-                                family: family.clone(),
-                                image: image.clone(),
-                                by: by.clone(),
-                                at: now,
-                                pull: None,
-                            });
-                        }
-                        match image {
-                            Some(i) => format!(
-                                "Applied for @{by}: image `{i}` is not proposed for `{family}` again; a newer one is. / 已执行：不再为该系列提议此镜像。"
-                            ),
-                            None => format!(
-                                "Applied for @{by}: family `{family}` is ignored until the box below undoes it. / 已执行：忽略此系列。"
-                            ),
-                        }
-                    }
+                Action::IgnoreFamily { family } => ignore(kept, action, family, None, &by, now),
+                Action::IgnoreImage { family, image } => {
+                    ignore(kept, action, family, Some(image.clone()), &by, now)
                 }
-                Action::Unignore { family, image } => {
-                    let before = kept.ignores.len();
-                    kept.ignores
-                        .retain(|i| !(i.family == *family && i.image == *image));
-                    if kept.ignores.len() < before {
-                        format!(
-                            "Applied for @{by}: `{}` is no longer ignored. / 已执行：撤销忽略。",
-                            image.as_deref().unwrap_or(family)
-                        )
-                    } else {
-                        format!("Nothing to undo for `{family}`. / 无可撤销项。")
-                    }
-                }
+                Action::Unignore { family, image } => unignore(kept, family, image, &by),
                 Action::Retry { family } => retry(journal, clock, family, &by).await,
                 Action::AddPlaybookEntry { id } => learned::accept(forge, kept, id, &by).await,
-                Action::RunNow { family } => {
-                    if kept.run_now.iter().any(|r| r.family == *family) {
-                        format!(
-                            "`{family}` is already asked to run on the next wave. / 已在下一轮优先运行之列。"
-                        )
-                    } else if kept.run_now.len() >= kept::MAX_RUN_NOW {
-                        format!(
-                            "Not applied: run `{family}` now — at most {} families wait to run now. / 未执行：待运行的系列已满。",
-                            kept::MAX_RUN_NOW
-                        )
-                    } else {
-                        kept.run_now.push(KeptRunNow {
-                            family: kept::clip(family),
-                            by: by.clone(),
-                            at: now,
-                        });
-                        format!(
-                            "Applied for @{by}: the next wave plans `{family}` first, whatever its budget. / 已执行：下一轮将优先计划此系列。"
-                        )
-                    }
-                }
+                Action::RunNow { family } => run_now(kept, family, &by, now),
             };
             kept.note(format!("{} — {note}", now.format("%Y-%m-%d %H:%M UTC")));
         }
         Ok(())
     })
+}
+
+/// Ignores `family` (or only `image` for it) as `by` ticked, within the
+/// dashboard's bound; the note says what was done.
+fn ignore(
+    kept: &mut Kept,
+    action: &Action,
+    family: &str,
+    image: Option<String>,
+    by: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let exists = kept
+        .ignores
+        .iter()
+        .any(|i| i.family == *family && i.image == image);
+    if !exists && kept.ignores.len() >= kept::MAX_IGNORES {
+        return format!(
+            "Not applied: {} — the dashboard keeps at most {} ignores; undo one first. / 未执行：忽略项已满。",
+            action.code(),
+            kept::MAX_IGNORES
+        );
+    }
+    if !exists {
+        kept.ignores.push(KeptIgnore {
+            family: family.to_owned(),
+            image: image.clone(),
+            by: by.to_owned(),
+            at: now,
+            pull: None,
+        });
+    }
+    match image {
+        Some(i) => format!(
+            "Applied for @{by}: image `{i}` is not proposed for `{family}` again; a newer one is. / 已执行：不再为该系列提议此镜像。"
+        ),
+        None => format!(
+            "Applied for @{by}: family `{family}` is ignored until the box below undoes it. / 已执行：忽略此系列。"
+        ),
+    }
+}
+
+/// Undoes an ignore of `family` (or of its `image`).
+fn unignore(kept: &mut Kept, family: &str, image: &Option<String>, by: &str) -> String {
+    let before = kept.ignores.len();
+    kept.ignores
+        .retain(|i| !(i.family == *family && i.image == *image));
+    if kept.ignores.len() < before {
+        format!(
+            "Applied for @{by}: `{}` is no longer ignored. / 已执行：撤销忽略。",
+            image.as_deref().unwrap_or(family)
+        )
+    } else {
+        format!("Nothing to undo for `{family}`. / 无可撤销项。")
+    }
+}
+
+/// Asks the next wave to plan `family` first, within the dashboard's bound.
+fn run_now(kept: &mut Kept, family: &str, by: &str, now: chrono::DateTime<chrono::Utc>) -> String {
+    if kept.run_now.iter().any(|r| r.family == *family) {
+        format!("`{family}` is already asked to run on the next wave. / 已在下一轮优先运行之列。")
+    } else if kept.run_now.len() >= kept::MAX_RUN_NOW {
+        format!(
+            "Not applied: run `{family}` now — at most {} families wait to run now. / 未执行：待运行的系列已满。",
+            kept::MAX_RUN_NOW
+        )
+    } else {
+        kept.run_now.push(KeptRunNow {
+            family: kept::clip(family),
+            by: by.to_owned(),
+            at: now,
+        });
+        format!(
+            "Applied for @{by}: the next wave plans `{family}` first, whatever its budget. / 已执行：下一轮将优先计划此系列。"
+        )
+    }
 }
 
 /// Lifts the cooldown of `family` as `/klaud retry` does.
@@ -534,36 +547,7 @@ pub fn publish<'f>(
             tracing::warn!(error = %e, "journal not readable; the dashboard shows no candidates");
             Vec::new()
         });
-        let repo = forge.repo();
-        let web = web_of(steering.issue.as_ref(), &records)
-            .unwrap_or_else(|| format!("https://github.com/{repo}"));
-        let plan = options
-            .summary
-            .filter(|s| !s.families.is_empty() || !s.unreadable.is_empty())
-            .map(|s| PlanView {
-                families: &s.families,
-                unreadable: &s.unreadable,
-            });
-        let waiting: BTreeMap<String, String> = options
-            .summary
-            .map(|s| {
-                s.candidates
-                    .iter()
-                    .filter_map(|c| Some((c.candidate.to_string(), c.status.clone()?)))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let view = View {
-            web,
-            base_branch: options.base_branch.clone(),
-            records: &records,
-            plan,
-            waiting,
-            cooldown: options.cooldown,
-            now: clock.now(),
-            web_dashboard: options.web_dashboard.clone(),
-            sick_nodes: steering.sick_nodes.as_ref().map(|s| s.rows.as_slice()),
-        };
+        let view = view_of(forge, steering, &options, &records, clock.now());
         let previous = steering.issue.as_ref().map(|i| i.body.as_str());
         // A PR a person closed this pass (or an earlier one whose publish
         // failed) becomes a rule kept in the issue itself.
@@ -585,42 +569,95 @@ pub fn publish<'f>(
                 body.replace_range(at..at + ours.len(), raw);
             }
         }
-        match &steering.issue {
-            // Nothing is known of the issue, or it is left alone this pass
-            // (see `leave_alone`): writing now could lose a decision.
-            None if steering.hold.is_some() => Ok(Published::Absent),
-            Some(issue) if steering.leave_alone => Ok(Published::Unchanged(issue.clone())),
-            Some(issue) if issue.body == body => Ok(Published::Unchanged(issue.clone())),
-            Some(issue) => {
-                // Somebody may have ticked a box since the pass read the
-                // issue: writing over it would lose the tick. Leave it for
-                // the next pass, which applies it.
-                match forge.issue(issue.number).await? {
-                    Some(now) if now.body != issue.body => {
-                        tracing::info!(
-                            issue = issue.number,
-                            "dashboard issue edited meanwhile; the next pass takes it up"
-                        );
-                        Ok(Published::Unchanged(now))
-                    }
-                    _ => Ok(Published::Edited(
-                        forge.edit_own_issue(issue, Some(&body)).await?,
-                    )),
+        write_body(forge, steering, &body, options.may_open).await
+    })
+}
+
+/// What the issue shows of this pass: the records, the wave's plan and
+/// statuses, the sick nodes.
+fn view_of<'v>(
+    forge: &Github,
+    steering: &'v Steering,
+    options: &Publish<'v>,
+    records: &'v [CandidateRecord],
+    now: chrono::DateTime<chrono::Utc>,
+) -> View<'v> {
+    let repo = forge.repo();
+    let web = web_of(steering.issue.as_ref(), records)
+        .unwrap_or_else(|| format!("https://github.com/{repo}"));
+    let plan = options
+        .summary
+        .filter(|s| !s.families.is_empty() || !s.unreadable.is_empty())
+        .map(|s| PlanView {
+            families: &s.families,
+            unreadable: &s.unreadable,
+        });
+    let waiting: BTreeMap<String, String> = options
+        .summary
+        .map(|s| {
+            s.candidates
+                .iter()
+                .filter_map(|c| Some((c.candidate.to_string(), c.status.clone()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    View {
+        web,
+        base_branch: options.base_branch.clone(),
+        records,
+        plan,
+        waiting,
+        cooldown: options.cooldown,
+        now,
+        web_dashboard: options.web_dashboard.clone(),
+        sick_nodes: steering.sick_nodes.as_ref().map(|s| s.rows.as_slice()),
+    }
+}
+
+/// Writes `body` when it changed: edits the issue (unless a person edited
+/// it since the pass read it), or opens one when there is none and this
+/// pass may.
+async fn write_body(
+    forge: &Github,
+    steering: &Steering,
+    body: &str,
+    may_open: bool,
+) -> Result<Published, GithubError> {
+    match &steering.issue {
+        // Nothing is known of the issue, or it is left alone this pass
+        // (see `leave_alone`): writing now could lose a decision.
+        None if steering.hold.is_some() => Ok(Published::Absent),
+        Some(issue) if steering.leave_alone => Ok(Published::Unchanged(issue.clone())),
+        Some(issue) if issue.body == body => Ok(Published::Unchanged(issue.clone())),
+        Some(issue) => {
+            // Somebody may have ticked a box since the pass read the
+            // issue: writing over it would lose the tick. Leave it for
+            // the next pass, which applies it.
+            match forge.issue(issue.number).await? {
+                Some(now) if now.body != issue.body => {
+                    tracing::info!(
+                        issue = issue.number,
+                        "dashboard issue edited meanwhile; the next pass takes it up"
+                    );
+                    Ok(Published::Unchanged(now))
                 }
-            }
-            None if !options.may_open => Ok(Published::Absent),
-            None => {
-                let opened = forge.open_issue(TITLE, &body, LABEL).await?;
-                // Another instance may have opened one at the same time:
-                // everybody keeps the lowest number.
-                let found = dashboards(forge).await?;
-                match converge(forge, found, &mut Vec::new()).await? {
-                    Some(kept) if kept.number != opened.number => Ok(Published::Unchanged(kept)),
-                    _ => Ok(Published::Opened(opened)),
-                }
+                _ => Ok(Published::Edited(
+                    forge.edit_own_issue(issue, Some(body)).await?,
+                )),
             }
         }
-    })
+        None if !may_open => Ok(Published::Absent),
+        None => {
+            let opened = forge.open_issue(TITLE, body, LABEL).await?;
+            // Another instance may have opened one at the same time:
+            // everybody keeps the lowest number.
+            let found = dashboards(forge).await?;
+            match converge(forge, found, &mut Vec::new()).await? {
+                Some(kept) if kept.number != opened.number => Ok(Published::Unchanged(kept)),
+                _ => Ok(Published::Opened(opened)),
+            }
+        }
+    }
 }
 
 /// Opens the dashboard issue before a wave when there is none yet, so the
