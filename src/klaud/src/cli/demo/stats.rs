@@ -341,6 +341,10 @@ fn by_other(e: &LogEntry, klaud: &str) -> bool {
 /// from request number `start` (where the first pass began). Requests
 /// after the last pass are left out (the caller measures its idle passes
 /// itself).
+// Kept whole (about 85 lines): one walk over the marks in log order, where
+// the requests between two marks go to the open step, its candidate or
+// the pass; split, each part would need the walk's position and the open
+// step handed back and forth.
 pub fn cut(
     first: u64,
     start: u64,
