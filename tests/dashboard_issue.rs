@@ -438,16 +438,12 @@ async fn an_issue_listing_that_fails_holds_every_family_and_writes_nothing() {
     let before = the_dashboard(&env).await.body;
     env.stack
         .state()
-        .add_fault(klaud_sandbox::github::Fault {
-            method: Some("GET".into()),
-            path: format!("/repos/{REPO}/issues"),
-            count: 100,
-            action: klaud_sandbox::github::FaultAction::Status {
-                status: 502,
-                retry_after: None,
-                message: None,
-            },
-        })
+        .add_fault(klaud_sandbox::github::Fault::status(
+            "GET",
+            format!("/repos/{REPO}/issues"),
+            100,
+            502,
+        ))
         .await;
     let (steering, summary, published) = pass(&env, &env.forge).await;
     assert!(steering.issue.is_none());

@@ -4,10 +4,11 @@
 //! logs, errors or the page.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::{chromium, chromium_cmd};
 use klaud_claims::{Claimant, PullNumber};
 use klaud_lifecycle::engine::{Journal, MemoryJournal, Step};
 use klaud_sandbox::stack::{BOT_TOKEN, SandboxStack};
@@ -64,29 +65,6 @@ fn http() -> reqwest::Client {
         .no_proxy()
         .build()
         .expect("HTTP client")
-}
-
-fn chromium() -> Option<PathBuf> {
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
-fn chromium_cmd(bin: &Path, profile: &Path) -> std::process::Command {
-    let mut cmd = std::process::Command::new(bin);
-    cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()));
-    cmd
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

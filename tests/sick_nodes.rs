@@ -476,16 +476,12 @@ async fn an_entry_scoped_to_the_candidates_engine_version_shows_alike_on_an_inst
     // agrees with A.
     env.stack
         .state()
-        .add_fault(klaud_sandbox::github::Fault {
-            method: Some("GET".into()),
-            path: format!("/repos/{REPO}/pulls"),
-            count: 100,
-            action: klaud_sandbox::github::FaultAction::Status {
-                status: 502,
-                retry_after: None,
-                message: None,
-            },
-        })
+        .add_fault(klaud_sandbox::github::Fault::status(
+            "GET",
+            format!("/repos/{REPO}/pulls"),
+            100,
+            502,
+        ))
         .await;
     let forge_c = forge_of(&env.stack).await;
     let journal_c = MemoryJournal::new();

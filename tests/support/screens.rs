@@ -53,30 +53,42 @@ pub fn github_issue_html(title: &str, markdown: &str) -> String {
     )
 }
 
-/// Takes a `width` px wide screenshot of `url` into `png`, tall enough for
-/// `height` px; `false` (said loudly) without Chromium.
-pub fn screenshot(url: &str, png: &Path, width: u32, height: u32) -> bool {
-    let Some(bin) = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+/// Chromium, where Debian installs it; `None` when it is not installed.
+pub fn chromium() -> Option<PathBuf> {
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .into_iter()
         .map(PathBuf::from)
         .find(|p| p.exists())
-    else {
+}
+
+/// Headless Chromium with a throwaway `profile` and nothing of its own
+/// on the network: every page test starts from this.
+pub fn chromium_cmd(bin: &Path, profile: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    cmd
+}
+
+/// Takes a `width` px wide screenshot of `url` into `png`, tall enough for
+/// `height` px; `false` (said loudly) without Chromium.
+pub fn screenshot(url: &str, png: &Path, width: u32, height: u32) -> bool {
+    let Some(bin) = chromium() else {
         eprintln!("SKIP: chromium is not installed; no screenshot of {url}");
         return false;
     };
     let profile = tempfile::tempdir().expect("profile");
-    let out = std::process::Command::new(bin)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--hide-scrollbars",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
+    let out = chromium_cmd(&bin, profile.path())
+        .arg("--hide-scrollbars")
         .arg(format!("--window-size={width},{height}"))
         .arg(format!("--screenshot={}", png.display()))
         .arg(url)
@@ -147,10 +159,7 @@ pub async fn dashboard_dom_rows(
     snapshot: klaud_service::dashboard::StatusSnapshot,
     selector: &str,
 ) -> Option<serde_json::Value> {
-    let bin = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())?;
+    let bin = chromium()?;
     let (sender, receiver) = tokio::sync::watch::channel(std::sync::Arc::new(snapshot));
     let probe = PROBE_PAGE.replace(
         "SELECTOR",
@@ -172,19 +181,8 @@ pub async fn dashboard_dom_rows(
     let out = tokio::task::spawn_blocking({
         let profile = profile.path().to_owned();
         move || {
-            std::process::Command::new(bin)
-                .args([
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-quic",
-                    "--no-first-run",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    "--dump-dom",
-                ])
-                .arg(format!("--user-data-dir={}", profile.display()))
+            chromium_cmd(&bin, &profile)
+                .arg("--dump-dom")
                 .arg(url)
                 .output()
                 .expect("run chromium")

@@ -73,6 +73,21 @@ pub struct Fault {
 }
 
 impl Fault {
+    /// `count` `method` requests to `path` answered with `status` and no
+    /// `retry-after` or message: the plain failure most tests stage.
+    pub fn status(method: &str, path: impl Into<String>, count: u32, status: u16) -> Self {
+        Self {
+            method: Some(method.to_owned()),
+            path: path.into(),
+            count,
+            action: FaultAction::Status {
+                status,
+                retry_after: None,
+                message: None,
+            },
+        }
+    }
+
     /// Whether this fault applies to a request.
     pub fn matches(&self, method: &str, path: &str) -> bool {
         self.count > 0
