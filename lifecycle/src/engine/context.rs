@@ -51,10 +51,9 @@ pub struct Engine<'a> {
     /// this engine created since (an experiment's variants share one).
     pub(super) listed_claims: Mutex<Option<std::collections::BTreeSet<String>>>,
     /// Claim refs this engine created (an experiment's siblings adopt one
-    /// whose branches nothing made yet), each with its tip as the creating
-    /// step knew it (see [`Engine::seed_created_claim`]).
-    pub(super) created_claims:
-        Mutex<std::collections::BTreeMap<String, Option<klaud_claims::RefTip>>>,
+    /// whose branches nothing made yet; see also
+    /// [`Engine::seed_created_claim`]).
+    pub(super) created_claims: Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// A branch's tip commit, as the ref store read it.
@@ -155,7 +154,7 @@ impl<'a> Engine<'a> {
             config,
             workflows: Mutex::new(BTreeMap::new()),
             listed_claims: Mutex::new(None),
-            created_claims: Mutex::new(std::collections::BTreeMap::new()),
+            created_claims: Mutex::new(std::collections::BTreeSet::new()),
         }
     }
 

@@ -84,11 +84,8 @@ impl Engine<'_> {
         {
             l.insert(name.to_owned());
         }
-        if created {
-            let tip = self.forge.kept_ref(name);
-            if let Ok(mut c) = self.created_claims.lock() {
-                c.insert(name.to_owned(), tip);
-            }
+        if created && let Ok(mut c) = self.created_claims.lock() {
+            c.insert(name.to_owned());
         }
     }
 
@@ -96,29 +93,45 @@ impl Engine<'_> {
     pub(super) fn created_claim(&self, name: &str) -> bool {
         self.created_claims
             .lock()
-            .is_ok_and(|c| c.contains_key(name))
+            .is_ok_and(|c| c.contains(name))
     }
 
     /// Seeds the open run of steps' reads with `rec`'s claim as this
-    /// engine created it earlier in the pass, while the record still holds
-    /// that very commit. The claim step's own answer shows the ref; reading
-    /// it back at the next step would be a charged answer that only repeats
-    /// Klaud's own write (its first read has no `ETag` to send), and no
-    /// other holder can take a claim whose lease Klaud set moments ago.
-    /// Every later pass reads it from GitHub (conditionally) as before. An
-    /// experiment's variant is not seeded: its siblings amend the claim
-    /// they share.
+    /// engine created it earlier in the pass, or as its own last write to
+    /// it left it (an experiment's siblings amend the claim they share),
+    /// while the record still holds that very commit. The claim step's own
+    /// answer shows the ref; reading it back at the next step would be a
+    /// charged answer that only repeats Klaud's own write (its first read
+    /// has no `ETag` to send), and no other holder can take a claim whose
+    /// lease Klaud set moments ago. Every later pass reads it from GitHub
+    /// (conditionally) as before.
     pub fn seed_created_claim(&self, rec: &CandidateRecord) {
-        let Some(held) = rec.claim.as_ref().filter(|_| rec.variant.is_none()) else {
+        let Some(held) = rec.claim.as_ref() else {
             return;
         };
-        let tip = self.created_claims.lock().ok().and_then(|c| {
-            c.get(&held.ref_name)
-                .cloned()
-                .flatten()
-                .filter(|t| t.sha == held.sha)
-        });
-        if let Some(tip) = tip {
+        if !self.created_claim(&held.ref_name) {
+            return;
+        }
+        if let Some(tip) = self
+            .forge
+            .last_written(&held.ref_name)
+            .filter(|t| t.sha == held.sha)
+        {
+            self.forge.seed_ref(tip);
+        }
+    }
+
+    /// Seeds the open scope with claim ref `name` as this engine's own
+    /// last write left it, when this engine created it in this pass: a
+    /// variant joining the claim its sibling created moments ago adopts
+    /// that tip instead of reading it back (a charged answer, as the read
+    /// has no `ETag` yet). A sibling's later amendment is adopted as usual
+    /// at the next ownership check, which reads GitHub.
+    pub(in crate::engine) fn seed_sibling_claim(&self, name: &str) {
+        if !self.created_claim(name) {
+            return;
+        }
+        if let Some(tip) = self.forge.last_written(name) {
             self.forge.seed_ref(tip);
         }
     }

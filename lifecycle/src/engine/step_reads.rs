@@ -57,6 +57,12 @@ pub(crate) struct StepReads<'a> {
     pub(crate) inner: &'a dyn Forge,
     lease: LeaseWindow<'a>,
     seen: Mutex<Option<Seen>>,
+    /// Full ref name → the tip Klaud's own last write through this forge
+    /// left it at (`None`: deleted, failed, or a commit no scope made), for
+    /// the engine's whole life rather than one scope: the engine seeds a
+    /// claim it created from it (`Engine::seed_created_claim`), and an
+    /// experiment's siblings amend their shared claim in other scopes.
+    written: Mutex<HashMap<String, Option<RefTip>>>,
 }
 
 /// While alive, reads are kept (see the module documentation); dropping
@@ -83,6 +89,7 @@ impl<'a> StepReads<'a> {
             inner,
             lease,
             seen: Mutex::new(None),
+            written: Mutex::new(HashMap::new()),
         }
     }
 
@@ -193,7 +200,31 @@ impl<'a> StepReads<'a> {
             Ok(()) => self.moved_ref(name, sha),
             Err(_) => self.forget_ref(name),
         }
+        let tip = written
+            .as_ref()
+            .ok()
+            .and_then(|()| self.kept_ref(name))
+            .filter(|t| t.sha == sha);
+        self.wrote_ref(name, tip);
         written
+    }
+
+    fn wrote_ref(&self, name: &str, tip: Option<RefTip>) {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_owned(), tip);
+    }
+
+    /// The tip Klaud's own last write through this forge left ref `name`
+    /// at, when this forge wrote it and knows the commit (see `written`).
+    pub(crate) fn last_written(&self, name: &str) -> Option<RefTip> {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+            .flatten()
     }
 
     /// After Klaud's own write to pull request `number` succeeded: applies
@@ -560,6 +591,7 @@ impl RefStore for StepReads<'_> {
     async fn delete_ref(&self, name: &str) -> Result<(), RefStoreError> {
         let r = self.inner.refs().delete_ref(name).await;
         self.forget_ref(name);
+        self.wrote_ref(name, None);
         r
     }
     async fn commit_tree(&self, sha: &str) -> Result<String, RefStoreError> {

@@ -902,7 +902,7 @@ impl<'a> Wave<'a> {
         last: Option<DateTime<Utc>>,
     ) -> Option<(DateTime<Utc>, Listed)> {
         let stepping = pass.slots.iter().filter(|s| {
-            !s.skip && s.rec.step != Step::Done && s.rec.pull.is_some() && s.rec.variant.is_none()
+            !s.skip && s.rec.step != Step::Done && s.rec.pull.is_some()
         });
         let worth = match last {
             None => stepping.count() > 0,
@@ -1149,10 +1149,11 @@ mod tests;
 
 /// Seeds `rec`'s run of steps with this round's listing (see
 /// `Engine::seed_listed`), unless its record changed after the listing
-/// (it has seen more than the listing did) or it is an experiment's
-/// variant (its siblings' steps write to what it reads).
+/// (it has seen more than the listing did). An experiment's variant is
+/// seeded too: its siblings write their own pull requests and branches,
+/// never its, and the claim they share is not seeded from here.
 fn seed_listed(engine: &Engine<'_>, rec: &CandidateRecord, at: DateTime<Utc>, listed: &Listed) {
-    if rec.updated_at >= at || rec.variant.is_some() {
+    if rec.updated_at >= at {
         return;
     }
     let pull = rec

@@ -29,6 +29,9 @@ pub(in crate::engine) async fn run(
     // A record that never held the claim of a family the pass's listing
     // showed free creates it straight away (see `with_listed_claims`).
     let listed_free = rec.claim.is_none() && cx.listed_free(&family_id.claim_ref());
+    if rec.claim.is_none() && rec.variant.is_some() {
+        cx.seed_sibling_claim(&family_id.claim_ref());
+    }
     if !listed_free && let Some(entry) = book.inspect(&family_id).await.map_err(claim_err)? {
         return adopt_or_skip(cx, rec, &book, &entry).await;
     }
