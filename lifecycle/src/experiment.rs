@@ -8,8 +8,10 @@
 //! single-candidate ones. What the siblings share lives in the claim record
 //! they all run under (the claim lists every variant candidate), in two of
 //! Klaud's own fields written by compare-and-swap before acting on them:
-//! `experiment-final` (the variant now in its final sweep: at most one) and
-//! `experiment-winner` (the variant that validated: the others stop).
+//! `experiment-final` (the variant now in its final sweep: at most one; it
+//! keeps the field when it validates, which makes it the winner) and
+//! `experiment-winner` (the variant that validated without the slot naming
+//! it). Either way the others stop.
 
 use klaud_planner::glob::wildcard;
 use klaud_planner::image::ImageRef;

@@ -91,9 +91,7 @@ impl Engine<'_> {
 
     /// Whether this engine created claim ref `name`.
     pub(super) fn created_claim(&self, name: &str) -> bool {
-        self.created_claims
-            .lock()
-            .is_ok_and(|c| c.contains(name))
+        self.created_claims.lock().is_ok_and(|c| c.contains(name))
     }
 
     /// Seeds the open run of steps' reads with `rec`'s claim as this

@@ -901,9 +901,10 @@ impl<'a> Wave<'a> {
         pass: &Pass<'_>,
         last: Option<DateTime<Utc>>,
     ) -> Option<(DateTime<Utc>, Listed)> {
-        let stepping = pass.slots.iter().filter(|s| {
-            !s.skip && s.rec.step != Step::Done && s.rec.pull.is_some()
-        });
+        let stepping = pass
+            .slots
+            .iter()
+            .filter(|s| !s.skip && s.rec.step != Step::Done && s.rec.pull.is_some());
         let worth = match last {
             None => stepping.count() > 0,
             Some(last) => stepping.filter(|s| s.rec.updated_at >= last).count() > 1,

@@ -10,9 +10,12 @@
 use crate::engine::context::Engine;
 use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
+use crate::engine::forge::Forge as _;
 use crate::engine::journal::CandidateRecord;
-use crate::experiment::{FINAL_FIELD, WINNER_FIELD};
+use crate::experiment::{FINAL_FIELD, Sibling, VariantInfo, WINNER_FIELD};
 use crate::model::Outcome;
+use crate::report::{MarkerKey, find_record, parse_receipt};
+use klaud_claims::ClaimRecord;
 use serde_json::Value;
 
 impl Engine<'_> {
@@ -52,8 +55,9 @@ impl Engine<'_> {
     }
 
     /// At a variant's finish, before anything is published: a validated
-    /// variant is recorded as the winner (so the others stop), another end
-    /// gives up the final sweep slot if it held it.
+    /// variant is the winner (so the others stop), recorded in the claim
+    /// unless its final sweep slot says so already; another end gives up
+    /// the final sweep slot if it held it.
     pub(in crate::engine) async fn experiment_finish(
         &self,
         rec: &mut CandidateRecord,
@@ -68,15 +72,75 @@ impl Engine<'_> {
             .ending
             .as_ref()
             .is_some_and(|e| e.outcome == Outcome::Validated);
-        if validated {
+        let holds_final = held.record.extra.get(FINAL_FIELD).and_then(Value::as_str)
+            == Some(rec.candidate.as_str());
+        // The final sweep's slot already names this variant, and with its
+        // own validated end that makes it the winner (`claim_winner`): a
+        // second claim commit would only repeat it.
+        if validated && !holds_final {
             self.mark_claim(rec, WINNER_FIELD, Some(rec.candidate.clone().as_str()))
                 .await?;
-        } else if held.record.extra.get(FINAL_FIELD).and_then(Value::as_str)
-            == Some(rec.candidate.as_str())
-        {
+        } else if !validated && holds_final {
             self.mark_claim(rec, FINAL_FIELD, None).await?;
         }
         Ok(())
+    }
+
+    /// The variant of `info` that won, by the shared claim `record`: the
+    /// one its winner field names, or the one its final sweep slot names
+    /// once that variant ended validated (only the slot's holder can run
+    /// the final sweep that validates, and it keeps the slot when it
+    /// wins). That end is read from the sibling's journal record, or,
+    /// without one (a lost journal), from the receipt on its pull request.
+    pub(in crate::engine) async fn claim_winner(
+        &self,
+        info: &VariantInfo,
+        record: &ClaimRecord,
+        siblings: &[(Sibling, Option<CandidateRecord>)],
+    ) -> Result<Option<String>, EngineError> {
+        if let Some(w) = record.extra.get(WINNER_FIELD).and_then(Value::as_str) {
+            return Ok(Some(w.to_owned()));
+        }
+        let Some(last) = record.extra.get(FINAL_FIELD).and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        let Some(sibling) = info.siblings.iter().find(|s| s.candidate == last) else {
+            return Ok(None);
+        };
+        let known = siblings
+            .iter()
+            .find(|(s, _)| s.candidate == last)
+            .and_then(|(_, r)| r.as_ref());
+        let won = match known {
+            Some(r) => r
+                .ending
+                .as_ref()
+                .is_some_and(|e| e.outcome == Outcome::Validated && !e.hands_off),
+            None => self.receipt_validated(sibling).await?,
+        };
+        Ok(won.then(|| last.to_owned()))
+    }
+
+    /// Whether `sibling`'s pull request carries Klaud's receipt saying it
+    /// validated.
+    async fn receipt_validated(&self, sibling: &Sibling) -> Result<bool, EngineError> {
+        let branch = crate::engine::target::branch_name(sibling.candidate.as_str());
+        let Some(pull) = self.forge.find_pull(&branch).await? else {
+            return Ok(false);
+        };
+        let comments = self.forge.list_comments(pull.number).await?;
+        Ok(comments.iter().any(|c| {
+            self.by_bot(c.author.as_deref())
+                && find_record(&c.body)
+                    .ok()
+                    .flatten()
+                    .filter(|f| {
+                        matches!(&f.key, MarkerKey::Outcome { candidate, .. }
+                            if candidate.as_str() == sibling.candidate)
+                    })
+                    .and_then(|f| parse_receipt(&f).ok())
+                    .is_some_and(|r| r.result.outcome() == Outcome::Validated)
+        }))
     }
 
     /// Whether a finished variant releases the shared claim: only the last

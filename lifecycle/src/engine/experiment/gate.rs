@@ -14,10 +14,9 @@ use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::Forge as _;
 use crate::engine::journal::{CandidateRecord, Step};
-use crate::experiment::{Sibling, VariantInfo, WINNER_FIELD};
+use crate::experiment::{Sibling, VariantInfo};
 use crate::model::Outcome;
 use crate::report::{MarkerKey, find_record};
-use serde_json::Value;
 
 impl Engine<'_> {
     /// Before each step of a running variant: stop when a sibling won,
@@ -36,10 +35,12 @@ impl Engine<'_> {
             return Ok(None);
         };
         let siblings = self.sibling_records(&info).await?;
-        if let Some(winner) = held.record.extra.get(WINNER_FIELD).and_then(Value::as_str)
-            && winner != rec.candidate
+        if let Some(winner) = self
+            .claim_winner(&info, &held.record, &siblings)
+            .await?
+            .filter(|w| *w != rec.candidate)
         {
-            let m = self.winner_message(&info, &siblings, winner).await?;
+            let m = self.winner_message(&info, &siblings, &winner).await?;
             // Rebuilt without a journal, the record may not know its own
             // branch and PR yet: the stop must close what exists.
             if matches!(rec.step, Step::Prepare | Step::Open) {
@@ -197,13 +198,13 @@ impl Engine<'_> {
         let Ok(record) = entry.record else {
             return Ok(None);
         };
-        let Some(winner) = record.extra.get(WINNER_FIELD).and_then(Value::as_str) else {
+        let siblings = self.sibling_records(&info).await?;
+        let Some(winner) = self.claim_winner(&info, &record, &siblings).await? else {
             return Ok(None);
         };
         if winner == rec.candidate || !info.siblings.iter().any(|s| s.candidate == winner) {
             return Ok(None);
         }
-        let siblings = self.sibling_records(&info).await?;
-        Ok(Some(self.winner_message(&info, &siblings, winner).await?))
+        Ok(Some(self.winner_message(&info, &siblings, &winner).await?))
     }
 }
