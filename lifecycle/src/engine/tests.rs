@@ -910,6 +910,28 @@ async fn an_experiment_race_is_won_by_the_second_variant_and_the_others_end_dupl
             .any(|r| r.contains("klaud/claim-")),
         "the winner keeps the claim while its siblings stop"
     );
+    // The final sweep slot already names the winner: its validated end
+    // adds no claim commit of its own.
+    let claim_ref = w
+        .forge
+        .git()
+        .ref_names()
+        .into_iter()
+        .find(|r| r.contains("klaud/claim-"))
+        .expect("the claim");
+    let tip = w.forge.refs().read_ref(&claim_ref).await.unwrap().unwrap();
+    let record = klaud_claims::ClaimRecord::parse(&tip.message).unwrap();
+    let field = |f: &str| {
+        record
+            .extra
+            .get(f)
+            .and_then(|v| v.as_str().map(str::to_owned))
+    };
+    assert_eq!(
+        field(crate::experiment::FINAL_FIELD).as_deref(),
+        Some(recs[1].candidate.as_str())
+    );
+    assert_eq!(field(crate::experiment::WINNER_FIELD), None);
     let b_url = recs[1].pull_url.clone().unwrap();
     for i in [0, 2] {
         let p = w.until_waiting(&mut recs[i]).await;
@@ -1544,6 +1566,54 @@ mod listed_reads {
         let (plain, seeded) = (&figures[0], &figures[1]);
         assert_eq!((plain.1, &plain.2), (seeded.1, &seeded.2), "{figures:?}");
         assert_eq!(seeded.0 + 1, plain.0, "{figures:?}");
+    }
+
+    /// An experiment's variant joining the claim its sibling created
+    /// earlier in the pass adopts the tip that create made instead of
+    /// reading it back, and its next run of steps is seeded like a plain
+    /// candidate's while it holds the tip this engine last wrote. An
+    /// engine of a later pass reads the claim as before.
+    #[tokio::test]
+    async fn a_variant_joining_its_siblings_fresh_claim_does_not_read_it_back() {
+        let mut figures = Vec::new();
+        for same_engine in [false, true] {
+            let (w, targets) = experiment_world(0).await;
+            let engine = w.engine();
+            let mut a = engine.open_record(&targets[0]).await.expect("A");
+            let p = engine.step(&mut a).await.expect("A claims");
+            assert_eq!(p, Progress::Advanced(Step::Prepare), "{p:?}");
+            let other = w.engine();
+            let joining = if same_engine { &engine } else { &other };
+            let mut b = joining.open_record(&targets[1]).await.expect("B");
+            let before = w.forge.git().calls().len();
+            let p = joining.step(&mut b).await.expect("B joins");
+            assert_eq!(p, Progress::Advanced(Step::Prepare), "{p:?}");
+            let joined = claim_reads(&w, before);
+            assert_eq!(
+                b.claim.as_ref().map(|c| &c.sha),
+                a.claim.as_ref().map(|c| &c.sha),
+                "B holds the tip A created"
+            );
+            let before = w.forge.git().calls().len();
+            let kept = joining.keep_reads();
+            joining.seed_created_claim(&b);
+            let p = joining.step(&mut b).await.expect("B prepares");
+            drop(kept);
+            figures.push((joined, claim_reads(&w, before), b.step, p));
+
+            let later = w.engine();
+            let before = w.forge.git().calls().len();
+            let kept = later.keep_reads();
+            later.seed_created_claim(&b);
+            drop(later.step(&mut b).await.expect("next step"));
+            drop(kept);
+            assert!(claim_reads(&w, before) > 0, "a later pass reads GitHub");
+        }
+        let (plain, seeded) = (&figures[0], &figures[1]);
+        assert_eq!((plain.2, &plain.3), (seeded.2, &seeded.3), "{figures:?}");
+        assert!(plain.0 > 0, "another engine reads the claim: {figures:?}");
+        assert_eq!(seeded.0, 0, "{figures:?}");
+        assert!(seeded.1 < plain.1, "{figures:?}");
     }
 
     #[tokio::test]

@@ -112,10 +112,12 @@ impl Engine<'_> {
             .find(|(s, _)| s.candidate == last)
             .and_then(|(_, r)| r.as_ref());
         let won = match known {
+            // A record rebuilt from the receipt is a hands-off end, and
+            // still the winner's.
             Some(r) => r
                 .ending
                 .as_ref()
-                .is_some_and(|e| e.outcome == Outcome::Validated && !e.hands_off),
+                .is_some_and(|e| e.outcome == Outcome::Validated),
             None => self.receipt_validated(sibling).await?,
         };
         Ok(won.then(|| last.to_owned()))
