@@ -29,16 +29,16 @@ use super::RequestFigures;
 
 /// Charged GitHub requests one validated lifecycle should cost, polls
 /// excluded: the goal `--stats` measures each lifecycle against, next to
-/// its floor. Not met yet: 30–38 are measured without a failed run (see
+/// its floor. Not met yet: 29–33 are measured without a failed run (see
 /// configs/README.md).
 pub const LIFECYCLE_TARGET: usize = 30;
 
 /// Charged GitHub requests one validated lifecycle without a failed run
 /// may cost, polls excluded, before a test fails: the measured spread (an
-/// experiment variant's own-row section edits and claim-record edits, a
-/// sweep first seen running) with a little room for timing, none for a
-/// regression.
-pub const LIFECYCLE_LIMIT: usize = 40;
+/// experiment variant's own-row section edits and final-sweep slot, a
+/// sweep first seen running; b200-sglang costs 35 in the integration
+/// harness) with a little room for timing, none for a regression.
+pub const LIFECYCLE_LIMIT: usize = 37;
 
 /// Charged GitHub requests a validated lifecycle with a failed run (a
 /// repair, an infrastructure retry) may cost above its floor, polls
