@@ -76,6 +76,36 @@ impl NodeFailure {
     }
 }
 
+/// The runners of one run whose own node a failed job's log already showed
+/// broken (an infrastructure triage naming the runner itself): the log of
+/// another failed job of that run on the same runner can change nothing.
+/// The run is an infrastructure failure either way (any one job makes it
+/// one), and the table counts that node for the run's family and day
+/// already; only its tally of failed jobs stays lower. A runner that only
+/// dispatches to other nodes (its log names another) is no such runner:
+/// its other jobs may have run anywhere. Every reader of a run's logs (the
+/// engine's triage, the sick-nodes pass) skips by this one rule, in the
+/// jobs' listed order, so both keep the same failures for a run.
+#[derive(Debug, Default, Clone)]
+pub struct BrokenRunners(BTreeSet<String>);
+
+impl BrokenRunners {
+    /// After reading the log of a failed job on `runner`: what its
+    /// `triage` found, as the table counts it.
+    pub fn note(&mut self, runner: Option<&str>, triage: &Triage, failure: Option<&NodeFailure>) {
+        if let (Some(runner), Triage::Infrastructure { .. }, Some(f)) = (runner, triage, failure)
+            && f.node == runner
+        {
+            self.0.insert(runner.to_owned());
+        }
+    }
+
+    /// Whether the log of a failed job on `runner` adds nothing.
+    pub fn skips(&self, runner: Option<&str>) -> bool {
+        runner.is_some_and(|r| self.0.contains(r))
+    }
+}
+
 /// The failed jobs of one completed run attempt: what is kept by run and
 /// attempt, since neither changes once the attempt completed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
