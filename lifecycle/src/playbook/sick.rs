@@ -210,7 +210,7 @@ pub struct SickNodeRow {
     pub families: Vec<String>,
     /// How many families it hit in all.
     pub family_count: usize,
-    /// How many failed jobs.
+    /// How many failed jobs (whose logs were read: see [`BrokenRunners`]).
     pub failures: usize,
     /// The first failure's run's creation time.
     pub first_seen: DateTime<Utc>,
@@ -469,6 +469,46 @@ mod tests {
         assert_eq!(run_family(Some("a person's run"), Some("main")), None);
         assert_eq!(run_family(Some("x klaud-run-abc"), None), None);
         assert_eq!(run_family(None, Some("klaud/auto-")), None);
+    }
+
+    #[test]
+    fn a_runner_whose_own_node_a_log_showed_broken_is_not_read_again() {
+        let infra = |node: &str| Triage::Infrastructure {
+            node: Some(node.into()),
+            entry: Some("node-pyxis-broken".into()),
+            signature: crate::playbook::LogSignature::of(["pyxis is broken"]),
+            lines: Vec::new(),
+        };
+        let unknown = Triage::Unknown {
+            signature: crate::playbook::LogSignature::of(["boom"]),
+            lines: Vec::new(),
+        };
+        let mut broken = BrokenRunners::default();
+        // An unknown failure on a runner says nothing of its other jobs.
+        let t = unknown.clone();
+        broken.note(Some("r1"), &t, NodeFailure::of(&t, Some("r1")).as_ref());
+        assert!(!broken.skips(Some("r1")));
+        // A runner that dispatches elsewhere: its log named another node,
+        // so its other jobs may have run on healthy ones.
+        let t = infra("slurm-node-9");
+        broken.note(
+            Some("login-1"),
+            &t,
+            NodeFailure::of(&t, Some("login-1")).as_ref(),
+        );
+        assert!(!broken.skips(Some("login-1")));
+        assert!(!broken.skips(Some("slurm-node-9")));
+        // The runner itself broken: its other jobs are not read, other
+        // runners' and jobs without a runner are.
+        let t = infra("r2");
+        broken.note(Some("r2"), &t, NodeFailure::of(&t, Some("r2")).as_ref());
+        assert!(broken.skips(Some("r2")));
+        assert!(!broken.skips(Some("r3")));
+        assert!(!broken.skips(None));
+        // Nothing is noted for a job without a runner.
+        let mut none = BrokenRunners::default();
+        none.note(None, &t, NodeFailure::of(&t, None).as_ref());
+        assert!(!none.skips(Some("r2")));
     }
 
     #[test]

@@ -377,8 +377,9 @@ fn master_image(path: &str, bytes: &[u8], family: &str, options: &RepoOptions) -
 }
 
 /// The failed jobs of run `run` with a known node, each log read once
-/// (bounded) and triaged with `scope` and the job's runner. A log GitHub
-/// no longer has leaves its job out.
+/// (bounded) and triaged with `scope` and the job's runner, by the
+/// engine's rule of which logs can tell anything (`BrokenRunners`). A log
+/// GitHub no longer has leaves its job out.
 async fn failed_jobs(
     forge: &Github,
     run: u64,
