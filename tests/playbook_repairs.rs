@@ -97,8 +97,9 @@ async fn a_known_oom_is_repaired_by_the_playbook_without_a_hook() {
     assert!(failed.contains("**分诊**："), "{failed}");
     assert!(failed.contains("已知引擎故障"), "{failed}");
     // Between the failed jobs' logs and the repair's push, the branch is
-    // neither read nor compared: this journal opened the PR and made no
-    // repair yet, so no fix was tried, and the push is Klaud's own.
+    // not compared (this journal opened the PR and made no repair yet, so
+    // no fix was tried) and read once: the ownership proof's look at where
+    // it points, which a wave answers from its listing of Klaud's branches.
     let log = env.stack.state().request_log().await;
     let push = log
         .iter()
@@ -108,14 +109,31 @@ async fn a_known_oom_is_repaired_by_the_playbook_without_a_hook() {
         .iter()
         .rposition(|r| r.path.ends_with("/logs"))
         .expect("the failed jobs' logs");
-    let reads: Vec<_> = log[triaged..push]
+    let between = &log[triaged..push];
+    let compares: Vec<_> = between
         .iter()
-        .filter(|r| {
-            r.path.contains("/compare/")
-                || (r.method == "GET" && r.path.contains("/git/ref/heads/klaud/auto-"))
-        })
+        .filter(|r| r.path.contains("/compare/"))
         .collect();
-    assert!(reads.is_empty(), "{reads:#?}");
+    assert!(compares.is_empty(), "{compares:#?}");
+    let branch_reads = between
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.contains("/git/ref/heads/klaud/auto-"))
+        .count();
+    assert_eq!(branch_reads, 1, "{between:#?}");
+    // What the repair changed is Klaud's own commit on the failed head:
+    // the repaired smoke's report lists it without asking GitHub.
+    let repaired = rec.attempts[1].head.as_str();
+    let compares: Vec<_> = log
+        .iter()
+        .filter(|r| r.path.contains("/compare/") && r.path.contains(repaired))
+        .collect();
+    assert!(compares.is_empty(), "{compares:#?}");
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains("What repair") && b.contains("demo_fp4_b200_vllm.sh")),
+        "{bodies:#?}"
+    );
     // The repaired smoke's report says which entry and fix the repair was.
     assert!(
         bodies.iter().any(|b| b.contains("What repair")
