@@ -96,6 +96,44 @@ async fn a_known_oom_is_repaired_by_the_playbook_without_a_hook() {
     assert!(failed.contains("torch.OutOfMemoryError"), "{failed}");
     assert!(failed.contains("**分诊**："), "{failed}");
     assert!(failed.contains("已知引擎故障"), "{failed}");
+    // Between the failed jobs' logs and the repair's push, the branch is
+    // not compared (this journal opened the PR and made no repair yet, so
+    // no fix was tried) and read once: the ownership proof's look at where
+    // it points, which a wave answers from its listing of Klaud's branches.
+    let log = env.stack.state().request_log().await;
+    let push = log
+        .iter()
+        .position(|r| r.method == "PATCH" && r.path.contains("/git/refs/heads/klaud/auto-"))
+        .expect("the repair's push");
+    let triaged = log[..push]
+        .iter()
+        .rposition(|r| r.path.ends_with("/logs"))
+        .expect("the failed jobs' logs");
+    let between = &log[triaged..push];
+    let compares: Vec<_> = between
+        .iter()
+        .filter(|r| r.path.contains("/compare/"))
+        .collect();
+    assert!(compares.is_empty(), "{compares:#?}");
+    let branch_reads = between
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.contains("/git/ref/heads/klaud/auto-"))
+        .count();
+    assert_eq!(branch_reads, 1, "{between:#?}");
+    // What the repair changed is Klaud's own commit on the failed head:
+    // the repaired smoke's report lists it without asking GitHub.
+    let repaired = rec.attempts[1].head.as_str();
+    let compares: Vec<_> = log
+        .iter()
+        .filter(|r| r.path.contains("/compare/") && r.path.contains(repaired))
+        .collect();
+    assert!(compares.is_empty(), "{compares:#?}");
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains("What repair") && b.contains("demo_fp4_b200_vllm.sh")),
+        "{bodies:#?}"
+    );
     // The repaired smoke's report says which entry and fix the repair was.
     assert!(
         bodies.iter().any(|b| b.contains("What repair")
@@ -196,7 +234,15 @@ smoke = [{ outcome = "failure", log_lines = ["srun: error: pyxis is broken"], no
     for key in ["demo-fp8-h200-trt", "demo-fp4-b200-sglang"] {
         let target = env.target(key).await;
         let journal = MemoryJournal::new();
+        let from = env.stack.state().request_log().await.len();
         let rec = env.finish(&journal, &target).await;
+        // Every failed job ran on the node the first log shows broken:
+        // that log decides, the others are not read.
+        let logs = env.stack.state().request_log().await[from..]
+            .iter()
+            .filter(|r| r.path.ends_with("/logs"))
+            .count();
+        assert_eq!(logs, 1, "{key}");
         let ending = rec.ending.as_ref().expect("ending");
         assert_eq!(ending.outcome, Outcome::Validated, "{key}: {ending:?}");
         assert_eq!(rec.repairs, 0, "{key}");
@@ -215,6 +261,14 @@ smoke = [{ outcome = "failure", log_lines = ["srun: error: pyxis is broken"], no
         assert!(first.contains("on node `mia1-p01-g09`"), "{first}");
         assert!(first.contains("`node-pyxis-broken`"), "{first}");
         assert!(first.contains("基础设施故障"), "{first}");
+        let failed_jobs = first
+            .lines()
+            .find(|l| l.starts_with("**Failed jobs:**"))
+            .expect("the failed jobs");
+        assert!(
+            failed_jobs.matches("(failure)").count() > 1,
+            "{failed_jobs}"
+        );
     }
 }
 

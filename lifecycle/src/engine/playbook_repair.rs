@@ -22,7 +22,7 @@ use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::job_log::MAX_JOB_LOG_BYTES;
 use crate::model::AttemptStatus;
-use crate::playbook::sick::NodeFailure;
+use crate::playbook::sick::{BrokenRunners, NodeFailure};
 use crate::playbook::{self, JobContext, JobLogView, Playbook, Triage};
 use crate::report::{FailedJob, JobTriage, PlaybookFixShown, TriageClass};
 use klaud_claims::CommitSha;
@@ -60,8 +60,9 @@ impl Tried {
 
 /// What the playbook did for a repair.
 pub(crate) enum PlaybookRepair {
-    /// A fix was committed and pushed: the new head is the repair's.
-    Pushed,
+    /// A fix was committed and pushed: the new head is the repair's; the
+    /// commit, when GitHub took the push (its one parent is the old head).
+    Pushed(Option<CommitSha>),
     /// Waiting, or the candidate ended (a proof failed): return this.
     Stop(Progress),
     /// No fix left to apply; these were tried before (oldest first), and
@@ -112,7 +113,8 @@ impl Engine<'_> {
     }
 
     /// The failed jobs of a failed run, each with the triage of its log
-    /// when the base carries a playbook (each log read once, bounded);
+    /// when the base carries a playbook (each log read once, bounded; not
+    /// on a runner an earlier log showed broken, see [`BrokenRunners`]);
     /// what they say of their nodes is kept for the sick-nodes table.
     pub(super) async fn triaged_jobs(
         &self,
@@ -134,7 +136,11 @@ impl Engine<'_> {
             return Ok(failed);
         };
         let mut nodes = Vec::new();
+        let mut broken = BrokenRunners::default();
         for (job, id) in failed.iter_mut().zip(ids).take(MAX_LOGS_READ) {
+            if broken.skips(job.node.as_deref()) {
+                continue;
+            }
             let log = match self.forge.job_log(id, MAX_JOB_LOG_BYTES).await {
                 Ok(l) => l,
                 // A log GitHub no longer has (expired) leaves the job as
@@ -147,7 +153,9 @@ impl Engine<'_> {
             let t = playbook::triage(&view, &book, &ctx);
             job.triage = Some(job_triage(&t));
             let node = playbook::log_node(&view).or_else(|| job.node.clone());
-            nodes.extend(NodeFailure::of(&t, node.as_deref()));
+            let failure = NodeFailure::of(&t, node.as_deref());
+            broken.note(job.node.as_deref(), &t, failure.as_ref());
+            nodes.extend(failure);
             if job.node.is_none()
                 && let Triage::Infrastructure { node: Some(n), .. } = &t
             {
@@ -230,6 +238,9 @@ impl Engine<'_> {
         rec: &CandidateRecord,
         head: &CommitSha,
     ) -> Result<Vec<Tried>, EngineError> {
+        if no_repair_yet(rec) {
+            return Ok(Vec::new());
+        }
         let cmp = self
             .forge
             .compare_commits(rec.base_sha.as_str(), head.as_str())
@@ -355,22 +366,23 @@ impl Engine<'_> {
                     .forge
                     .commit_files(&proof, old_head, &files, &message)
                     .await?;
-                match self
+                let pushed = match self
                     .forge
                     .fast_forward_branch(&proof, &rec.branch, &sha)
                     .await
                 {
                     // Klaud's own push: the step's reads follow it, and
                     // the repair step takes the tip from them.
-                    Ok(()) => {}
+                    Ok(()) => Some(sha),
                     // Re-read by the repair step: the tip tells (a push
                     // by someone else meanwhile is a handoff there).
                     Err(ForgeError::Ambiguous(_)) | Err(ForgeError::NotFastForward(_)) => {
                         self.forge.forget();
+                        None
                     }
                     Err(e) => return Err(e.into()),
-                }
-                return Ok(PlaybookRepair::Pushed);
+                };
+                return Ok(PlaybookRepair::Pushed(pushed));
             }
         }
         nothing(tried, skipped)
@@ -402,6 +414,22 @@ impl Engine<'_> {
         }
         out
     }
+}
+
+/// Whether `rec` knows, without a compare, that its branch holds no
+/// repair commit: this journal opened the pull request, so every step of
+/// the lifecycle ran from this record, and no repair was taken yet. A
+/// playbook repair is only made under `Intent::Repair`, and its push is
+/// either taken (`repairs` counts it, or the resumed repair step finds it
+/// by the moved tip and never asks) or not on the branch at all. A record
+/// rebuilt from GitHub, or adopted, reads the branch as before.
+pub(super) fn no_repair_yet(rec: &CandidateRecord) -> bool {
+    rec.pull_opened_here
+        && rec.repairs == 0
+        && !rec
+            .attempts
+            .iter()
+            .any(|a| matches!(a.kind, crate::model::AttemptKind::Repair { .. }))
 }
 
 /// The fix a commit message line's playbook trailer names.

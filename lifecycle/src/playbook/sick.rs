@@ -76,6 +76,36 @@ impl NodeFailure {
     }
 }
 
+/// The runners of one run whose own node a failed job's log already showed
+/// broken (an infrastructure triage naming the runner itself): the log of
+/// another failed job of that run on the same runner can change nothing.
+/// The run is an infrastructure failure either way (any one job makes it
+/// one), and the table counts that node for the run's family and day
+/// already; only its tally of failed jobs stays lower. A runner that only
+/// dispatches to other nodes (its log names another) is no such runner:
+/// its other jobs may have run anywhere. Every reader of a run's logs (the
+/// engine's triage, the sick-nodes pass) skips by this one rule, in the
+/// jobs' listed order, so both keep the same failures for a run.
+#[derive(Debug, Default, Clone)]
+pub struct BrokenRunners(BTreeSet<String>);
+
+impl BrokenRunners {
+    /// After reading the log of a failed job on `runner`: what its
+    /// `triage` found, as the table counts it.
+    pub fn note(&mut self, runner: Option<&str>, triage: &Triage, failure: Option<&NodeFailure>) {
+        if let (Some(runner), Triage::Infrastructure { .. }, Some(f)) = (runner, triage, failure)
+            && f.node == runner
+        {
+            self.0.insert(runner.to_owned());
+        }
+    }
+
+    /// Whether the log of a failed job on `runner` adds nothing.
+    pub fn skips(&self, runner: Option<&str>) -> bool {
+        runner.is_some_and(|r| self.0.contains(r))
+    }
+}
+
 /// The failed jobs of one completed run attempt: what is kept by run and
 /// attempt, since neither changes once the attempt completed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -180,7 +210,7 @@ pub struct SickNodeRow {
     pub families: Vec<String>,
     /// How many families it hit in all.
     pub family_count: usize,
-    /// How many failed jobs.
+    /// How many failed jobs (whose logs were read: see [`BrokenRunners`]).
     pub failures: usize,
     /// The first failure's run's creation time.
     pub first_seen: DateTime<Utc>,
@@ -439,6 +469,46 @@ mod tests {
         assert_eq!(run_family(Some("a person's run"), Some("main")), None);
         assert_eq!(run_family(Some("x klaud-run-abc"), None), None);
         assert_eq!(run_family(None, Some("klaud/auto-")), None);
+    }
+
+    #[test]
+    fn a_runner_whose_own_node_a_log_showed_broken_is_not_read_again() {
+        let infra = |node: &str| Triage::Infrastructure {
+            node: Some(node.into()),
+            entry: Some("node-pyxis-broken".into()),
+            signature: crate::playbook::LogSignature::of(["pyxis is broken"]),
+            lines: Vec::new(),
+        };
+        let unknown = Triage::Unknown {
+            signature: crate::playbook::LogSignature::of(["boom"]),
+            lines: Vec::new(),
+        };
+        let mut broken = BrokenRunners::default();
+        // An unknown failure on a runner says nothing of its other jobs.
+        let t = unknown.clone();
+        broken.note(Some("r1"), &t, NodeFailure::of(&t, Some("r1")).as_ref());
+        assert!(!broken.skips(Some("r1")));
+        // A runner that dispatches elsewhere: its log named another node,
+        // so its other jobs may have run on healthy ones.
+        let t = infra("slurm-node-9");
+        broken.note(
+            Some("login-1"),
+            &t,
+            NodeFailure::of(&t, Some("login-1")).as_ref(),
+        );
+        assert!(!broken.skips(Some("login-1")));
+        assert!(!broken.skips(Some("slurm-node-9")));
+        // The runner itself broken: its other jobs are not read, other
+        // runners' and jobs without a runner are.
+        let t = infra("r2");
+        broken.note(Some("r2"), &t, NodeFailure::of(&t, Some("r2")).as_ref());
+        assert!(broken.skips(Some("r2")));
+        assert!(!broken.skips(Some("r3")));
+        assert!(!broken.skips(None));
+        // Nothing is noted for a job without a runner.
+        let mut none = BrokenRunners::default();
+        none.note(None, &t, NodeFailure::of(&t, None).as_ref());
+        assert!(!none.skips(Some("r2")));
     }
 
     #[test]

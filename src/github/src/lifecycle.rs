@@ -282,7 +282,10 @@ impl LifecycleForge for GithubLifecycle<'_> {
         base: &str,
         head: &str,
     ) -> Result<klaud_lifecycle::engine::Comparison, ForgeError> {
-        let d = self.forge.compare_detail(base, head).await.map_err(map)?;
+        let d = match self.forge.own_child_compare(base, head) {
+            Some(d) => d,
+            None => self.forge.compare_detail(base, head).await.map_err(map)?,
+        };
         let what = || format!("compare {base}...{head}");
         let commits = d
             .commits

@@ -872,6 +872,16 @@ impl Transport {
         }
     }
 
+    /// The parent a commit Klaud made was made on and the paths it set
+    /// (sorted), when it is known.
+    pub fn own_paths(&self, sha: &str) -> Option<(String, Vec<String>)> {
+        let c = self.commits.lock().ok()?;
+        let own = c.own.get(sha)?;
+        let mut paths: Vec<String> = own.files.keys().cloned().collect();
+        paths.sort();
+        Some((own.parent.clone(), paths))
+    }
+
     /// What commit `sha` holds at `path`, when Klaud made the commit.
     pub fn own_file(&self, sha: &str, path: &str) -> OwnFile {
         let Ok(c) = self.commits.lock() else {

@@ -31,8 +31,8 @@ use klaud_lifecycle::BoxFuture;
 use klaud_lifecycle::engine::{Journal, RunConclusion};
 use klaud_lifecycle::job_log::MAX_JOB_LOG_BYTES;
 use klaud_lifecycle::playbook::sick::{
-    MAX_FAILURES_PER_RUN, NodeFailure, RunFailures, RunFamily, SickNodeRow, SickWindow, run_family,
-    sick_nodes,
+    BrokenRunners, MAX_FAILURES_PER_RUN, NodeFailure, RunFailures, RunFamily, SickNodeRow,
+    SickWindow, run_family, sick_nodes,
 };
 use klaud_lifecycle::playbook::{
     JobContext, JobLogView, Playbook, family_context, log_node, triage,
@@ -377,8 +377,9 @@ fn master_image(path: &str, bytes: &[u8], family: &str, options: &RepoOptions) -
 }
 
 /// The failed jobs of run `run` with a known node, each log read once
-/// (bounded) and triaged with `scope` and the job's runner. A log GitHub
-/// no longer has leaves its job out.
+/// (bounded) and triaged with `scope` and the job's runner, by the
+/// engine's rule of which logs can tell anything (`BrokenRunners`). A log
+/// GitHub no longer has leaves its job out.
 async fn failed_jobs(
     forge: &Github,
     run: u64,
@@ -394,7 +395,12 @@ async fn failed_jobs(
         .iter()
         .filter(|j| j.conclusion.as_ref().is_some_and(|c| c.counts_as_failure()))
         .take(MAX_FAILURES_PER_RUN);
+    let mut broken = BrokenRunners::default();
     for job in failed {
+        let runner = job.runner_name.as_deref();
+        if broken.skips(runner) {
+            continue;
+        }
         let log = match forge.job_log(job.id, MAX_JOB_LOG_BYTES).await {
             Ok(l) => l,
             Err(GithubError::NotFound { .. }) => continue,
@@ -412,7 +418,9 @@ async fn failed_jobs(
         };
         let t = triage(&view, book, &ctx);
         let node = log_node(&view).or_else(|| job.runner_name.clone());
-        out.extend(NodeFailure::of(&t, node.as_deref()));
+        let failure = NodeFailure::of(&t, node.as_deref());
+        broken.note(runner, &t, failure.as_ref());
+        out.extend(failure);
     }
     Ok(out)
 }

@@ -42,10 +42,17 @@ pub(in crate::engine) async fn run(
     let n = rec.repairs + 1;
     let intent = Intent::Repair(n);
     let old_head = Engine::head(rec)?;
-    let tip = cx.branch_tip(&rec.branch).await?;
-    let already =
-        rec.intent.as_ref() == Some(&intent) && tip.as_ref().is_some_and(|t| t.sha != old_head);
+    // Only a repair resumed after its intent was recorded can have pushed
+    // already; otherwise the tip is not read here (a push by someone else
+    // meanwhile refuses Klaud's fast-forward, and the new head is checked
+    // commit by commit below).
+    let already = rec.intent.as_ref() == Some(&intent)
+        && cx
+            .branch_tip(&rec.branch)
+            .await?
+            .is_some_and(|t| t.sha != old_head);
     let mut pushed = false;
+    let mut own = None;
     let mut tried = None;
     if !already {
         // The playbook first: a known failure's fix costs no agent.
@@ -58,7 +65,10 @@ pub(in crate::engine) async fn run(
             .and_then(|j| serde_json::from_value(j.clone()).ok())
             .unwrap_or_default();
         match cx.playbook_repair(rec, &jobs, n, &old_head).await? {
-            PlaybookRepair::Pushed => pushed = true,
+            PlaybookRepair::Pushed(sha) => {
+                pushed = true;
+                own = sha;
+            }
             PlaybookRepair::Stop(p) => return Ok(p),
             PlaybookRepair::Nothing { tried: t, skipped } => {
                 tried = tried_sentence(&t, &skipped);
@@ -66,7 +76,7 @@ pub(in crate::engine) async fn run(
         }
     }
     if pushed || already {
-        return take_new_head(cx, rec, n, phase, &old_head).await;
+        return take_new_head(cx, rec, n, phase, &old_head, own.as_ref()).await;
     }
     let Some(hook) = cx.repair else {
         let m = match tried {
@@ -104,7 +114,7 @@ pub(in crate::engine) async fn run(
             return cx.end(rec, Outcome::Failed, phase, m, false).await;
         }
     }
-    take_new_head(cx, rec, n, phase, &old_head).await
+    take_new_head(cx, rec, n, phase, &old_head, None).await
 }
 
 /// How an ending names the run that failed.
@@ -165,13 +175,15 @@ async fn repair_context(
 
 /// After the hook: the branch's new head, checked to be the hook's own
 /// commits, becomes the next smoke attempt (or, after a failed sweep, the
-/// next final sweep).
+/// next final sweep). `own`: the playbook repair commit Klaud made on
+/// `old_head` and pushed in this step.
 async fn take_new_head(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
     n: u32,
     phase: Phase,
     old_head: &str,
+    own: Option<&CommitSha>,
 ) -> Result<Progress, EngineError> {
     let Some(tip) = cx.branch_tip(&rec.branch).await? else {
         let m = Mismatch {
@@ -188,8 +200,14 @@ async fn take_new_head(
     }
     // Which commits are the hook's is read from GitHub (the compare
     // from the recorded head to the tip), never remembered: after a
-    // crash the same commits give the same answer.
-    if let Some(m) = foreign_repair_commit(cx, rec, old_head, &tip.sha, n).await? {
+    // crash the same commits give the same answer. A tip that is the
+    // commit Klaud just made on the old head has nothing else to check.
+    let foreign = if own.is_some_and(|sha| *sha == tip.sha) {
+        None
+    } else {
+        foreign_repair_commit(cx, rec, old_head, &tip.sha, n).await?
+    };
+    if let Some(m) = foreign {
         let progress = cx.on_mismatch(rec, m).await?;
         // The repair step reads as targeted; a sweep's repair was not.
         if let Some(e) = rec.ending.as_mut()

@@ -336,6 +336,52 @@ impl Github {
         Ok(tree)
     }
 
+    /// The compare `base...head` known without a request: `head` is a
+    /// commit made here whose one parent is `base` (its answer kept when it
+    /// was made, with the paths it set). GitHub would answer the same:
+    /// ahead by that one commit, the bot's, changing those paths (a commit
+    /// made here only sets what it changes). A commit no longer kept, or
+    /// any other, is asked.
+    pub(crate) fn own_child_compare(&self, base: &str, head: &str) -> Option<CompareDetail> {
+        if !is_full_sha(base) || !is_full_sha(head) {
+            return None;
+        }
+        let (parent, paths) = self.t.own_paths(head)?;
+        let answer = self
+            .t
+            .cached_immutable(&self.path(&format!("git/commits/{}", seg(head))))?;
+        let commit: RawGitCommit = crate::transport::decode("own commit", &answer).ok()?;
+        let [only] = commit.parents.as_slice() else {
+            return None;
+        };
+        if only.sha != base || parent != base {
+            return None;
+        }
+        Some(CompareDetail {
+            status: CompareStatus::Ahead,
+            total_commits: 1,
+            commits: vec![ComparedCommitInfo {
+                sha: head.to_owned(),
+                commit: ComparedCommitBody {
+                    message: commit.message,
+                },
+                author: Some(UserLogin {
+                    login: self.bot_login().to_owned(),
+                }),
+                parents: vec![ComparedParent {
+                    sha: base.to_owned(),
+                }],
+            }],
+            files: paths
+                .into_iter()
+                .map(|filename| ComparedFile { filename })
+                .collect(),
+            merge_base_commit: Some(ShaOnlyPub {
+                sha: base.to_owned(),
+            }),
+        })
+    }
+
     /// Remembers what a commit made here with [`Github::create_tree`] on
     /// `parent`'s tree holds: `files` as set, every other path as in
     /// `parent`. A later read of a file at that commit asks nothing.
