@@ -119,14 +119,18 @@ pub(in crate::engine) async fn run(
 /// after its intent is saved, so a crash between the intent and the answer
 /// leaves the copy untrusted and the next look lists the comments: the
 /// receipt is neither posted twice nor lost. A record rebuilt after a lost
-/// store has no copy and lists. A sweep run again by `/klaud retry` is told
-/// by the marker in the command's reply, which the copy does not hold.
+/// store has no copy and lists. Others' comments in Klaud's name are not in
+/// the copy, so these list too: a hands-off end (another instance, or a
+/// forced `klaud claims release`, may have posted the receipt, and the
+/// reply that receipt would be needs no proof that could notice), and a
+/// sweep run again by `/klaud retry` (told by the marker in the command's
+/// reply).
 pub(in crate::engine) async fn own_markers(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
     number: PullNumber,
 ) -> Result<Vec<crate::engine::forge::Comment>, EngineError> {
-    if rec.swept_again {
+    if rec.swept_again || rec.ending.as_ref().is_some_and(|e| e.hands_off) {
         return Ok(cx.forge.list_comments(number).await?);
     }
     cx.report_comments(rec, number).await
