@@ -594,6 +594,53 @@ async fn ref_store_reports_already_exists_and_not_fast_forward() {
     ));
 }
 
+/// The draft mutations address the pull request's GraphQL id, which the
+/// engine's own read (here the creation's answer) already carries: a read of
+/// the pull request only for it would be one more charged answer. A pull
+/// request the engine knows without it is read first, as before.
+#[tokio::test]
+async fn draft_state_needs_no_read_when_the_pull_request_carries_its_node_id() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let k = Klaud::new(&f).await;
+    let head = k
+        .branch("klaud/auto-n", "perf-changelog.yaml", b"x: 1\n")
+        .await;
+    let pr = k.pull("klaud/auto-n", &head, "b").await;
+    assert!(
+        pr.node_id.is_some(),
+        "the creation's answer carries the node id"
+    );
+    let proof = k.on_pull("klaud/auto-n", &head, pr.number).await;
+    let read = format!("/pulls/{}", pr.number);
+
+    let before = sim.state().request_log().await.len();
+    k.forge.set_draft(&proof, &pr, false).await.unwrap();
+    let log = sim.state().request_log().await;
+    assert_eq!(
+        count(&log[before..], "GET", &read),
+        0,
+        "{:?}",
+        &log[before..]
+    );
+    assert_eq!(count(&log[before..], "POST", "/graphql"), 1);
+    assert!(!f.get_pull(pr.number.get()).await.unwrap().draft);
+
+    // Without the id the backend reads it, and skips a mutation that would
+    // change nothing.
+    let unknown = Pull {
+        node_id: None,
+        ..pr.clone()
+    };
+    let before = sim.state().request_log().await.len();
+    k.forge.set_draft(&proof, &unknown, false).await.unwrap();
+    let log = sim.state().request_log().await;
+    assert_eq!(count(&log[before..], "GET", &read), 1);
+    assert_eq!(count(&log[before..], "POST", "/graphql"), 0);
+    k.forge.set_draft(&proof, &unknown, true).await.unwrap();
+    assert!(f.get_pull(pr.number.get()).await.unwrap().draft);
+}
+
 #[tokio::test]
 async fn draft_state_labels_and_final_sweep_trigger() {
     let sim = sim().await;

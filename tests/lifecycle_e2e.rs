@@ -1414,3 +1414,102 @@ async fn a_wave_on_a_full_disk_stops_on_the_store_and_names_it() {
         .collect();
     assert!(writes.is_empty(), "written without a record: {writes:?}");
 }
+
+/// A failed candidate's finish finds its own cleanup marker and receipt in
+/// the record's copy of its comments, and lists none. A kill between a
+/// comment's intent and its answer (the comment landed, the answer was
+/// lost, and the client could not look: `cut` counts the finish's comment
+/// posts before it) leaves the copy untrusted: the restart lists the
+/// comments once, and neither the cleanup marker nor the receipt is posted
+/// twice or lost.
+#[tokio::test]
+async fn the_finish_lists_the_comments_only_after_a_comment_write_was_cut_off() {
+    use klaud_sandbox::github::{Fault, FaultAction};
+    for cut in [None, Some(0), Some(1)] {
+        let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
+        let target = env.target("demo-fp4-b200-vllm").await;
+        let journal = MemoryJournal::new();
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let engine = env.engine(&lifecycle, &journal, env.clock);
+        let mut rec = engine.open_record(&target).await.expect("record");
+        let started = std::time::Instant::now();
+        while rec.step != Step::Finish {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the finish never came: {:?}",
+                rec.step
+            );
+            if let Progress::Waiting(_) = engine.step(&mut rec).await.expect("step") {
+                tokio::time::sleep(Duration::from_millis(15)).await;
+            }
+        }
+        let number = rec.pull.expect("PR");
+        let state = env.stack.state().clone();
+        if let Some(posted) = cut {
+            let comments = "/repos/*/issues/*/comments";
+            if posted > 0 {
+                state
+                    .add_fault(Fault {
+                        method: Some("POST".into()),
+                        path: comments.into(),
+                        count: posted,
+                        action: FaultAction::Delay { millis: 0 },
+                    })
+                    .await;
+            }
+            state
+                .add_fault(Fault {
+                    method: Some("POST".into()),
+                    path: comments.into(),
+                    count: 1,
+                    action: FaultAction::AfterWriteDrop,
+                })
+                .await;
+            // Nor can the client look whether it landed: the step dies with
+            // the comment on the PR and only its intent recorded.
+            state
+                .add_fault(Fault::status("GET", format!("{comments}*"), 10_000, 500))
+                .await;
+            let died = engine.step(&mut rec).await;
+            assert!(died.is_err(), "cut {cut:?}: the step dies: {died:?}");
+            let intent = format!("{:?}", journal.list().await.expect("journal")[0].intent);
+            let cut_off = ["Some(PostCleanupMarker)", "Some(Comment(\"klaud-outcome:"];
+            assert!(
+                intent.starts_with(cut_off[posted as usize]),
+                "cut {cut:?}: died at {intent}"
+            );
+            state.clear_faults().await;
+        }
+        let before = state.request_log().await.len();
+        let rec = env.finish(&journal, &target).await;
+        let log = state.request_log().await;
+        let listing = format!("/issues/{number}/comments");
+        let lists = log[before..]
+            .iter()
+            .filter(|e| {
+                e.method == "GET"
+                    && e.path
+                        .split('?')
+                        .next()
+                        .is_some_and(|p| p.ends_with(&listing))
+            })
+            .count();
+        assert_eq!(
+            lists,
+            usize::from(cut.is_some()),
+            "cut {cut:?}: comment listings in {:#?}",
+            &log[before..]
+        );
+        let m = markers(&env.bodies(number).await);
+        assert_unique(&m);
+        for kind in ["klaud-cleanup:", "klaud-outcome:"] {
+            assert_eq!(
+                m.iter().filter(|k| k.starts_with(kind)).count(),
+                1,
+                "cut {cut:?}: {kind} in {m:?}"
+            );
+        }
+        let ending = rec.ending.expect("ending");
+        assert_eq!(ending.outcome, Outcome::Failed, "cut {cut:?}: {ending:?}");
+    }
+}

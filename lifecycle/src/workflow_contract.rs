@@ -512,6 +512,7 @@ jobs:
             labels: vec![],
             html_url: String::new(),
             mergeable: None,
+            node_id: None,
         }
     }
 

@@ -155,6 +155,7 @@ async fn world() -> (Fake, HeldClaim, String) {
             labels: vec!["full-sweep-fail-fast".into()],
             html_url: String::new(),
             mergeable: None,
+            node_id: None,
         }),
         run: Mutex::new(Run {
             id: 99,

@@ -76,6 +76,7 @@ fn the_sweep_title_and_draft_rule_follow_each_version() {
         labels: vec!["full-sweep-fail-fast".into()],
         html_url: String::new(),
         mergeable: None,
+        node_id: None,
     };
     let label = "full-sweep-fail-fast";
     for (version, on_drafts) in [("843c6254", false), ("newer", true)] {

@@ -42,6 +42,12 @@ pub struct Pull {
     /// has not computed it yet (it does so asynchronously after a change of
     /// either side), `Some(false)` on a conflict.
     pub mergeable: Option<bool>,
+    /// GitHub's GraphQL id, which the draft-state mutations address: every
+    /// read and listing of a pull request carries it, and it never changes,
+    /// so a write answered from what the step already read needs no read
+    /// of its own. `None` when the source did not give it (the backend then
+    /// reads it).
+    pub node_id: Option<String>,
 }
 
 /// An issue comment.

@@ -63,7 +63,12 @@ impl Engine<'_> {
     pub(super) fn trusted_own_comments(rec: &CandidateRecord) -> Option<&[Comment]> {
         let pending_write = matches!(
             rec.intent,
-            Some(Intent::Comment(_) | Intent::CommentLiveReport(_) | Intent::EditLiveReport(_))
+            Some(
+                Intent::Comment(_)
+                    | Intent::CommentLiveReport(_)
+                    | Intent::EditLiveReport(_)
+                    | Intent::PostCleanupMarker
+            )
         );
         rec.own_comments
             .as_ref()

@@ -749,6 +749,7 @@ impl MemoryForge {
             labels: Vec::new(),
             html_url: format!("https://github.com/{}/pull/{number}", self.repo),
             mergeable: None,
+            node_id: None,
         };
         st.pulls.push(pull.clone());
         Ok(pull)

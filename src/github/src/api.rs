@@ -665,23 +665,27 @@ impl Github {
 
     /// Marks a pull request ready for review (`draft = false`) or converts
     /// it back to a draft, through GraphQL (REST has no such call).
-    pub(crate) async fn set_draft(&self, pull: &PullInfo, draft: bool) -> Result<(), GithubError> {
+    pub(crate) async fn set_draft(
+        &self,
+        number: u64,
+        node_id: &str,
+        draft: bool,
+    ) -> Result<(), GithubError> {
         let (what, mutation) = if draft {
             (
-                format!("convert #{} to draft", pull.number),
+                format!("convert #{number} to draft"),
                 "convertPullRequestToDraft",
             )
         } else {
             (
-                format!("mark #{} ready for review", pull.number),
+                format!("mark #{number} ready for review"),
                 "markPullRequestReadyForReview",
             )
         };
         let query = format!(
             "mutation($id: ID!) {{ {mutation}(input: {{pullRequestId: $id}}) {{ pullRequest {{ isDraft }} }} }}"
         );
-        self.graphql(&what, &query, json!({"id": pull.node_id}))
-            .await?;
+        self.graphql(&what, &query, json!({"id": node_id})).await?;
         Ok(())
     }
 

@@ -76,6 +76,7 @@ fn pull(p: PullInfo) -> Result<Pull, GithubError> {
         labels: p.labels,
         html_url: p.html_url,
         mergeable: p.mergeable,
+        node_id: (!p.node_id.is_empty()).then_some(p.node_id),
     })
 }
 
@@ -489,12 +490,25 @@ impl GithubLifecycle<'_> {
     }
 
     async fn apply_set_draft(&self, pull: &Pull, draft: bool) -> Result<(), ForgeError> {
-        // The draft mutations need the node id, which only the full read has.
+        // The mutations address the node id: the engine's own read of the
+        // pull request carries it (the engine asked only because that read
+        // showed the other state; the mutation is a no-op on a pull
+        // request already in `draft`). A pull request without one is read.
+        if let Some(node) = pull.node_id.as_deref() {
+            return self
+                .forge
+                .set_draft(pull.number.get(), node, draft)
+                .await
+                .map_err(map);
+        }
         let info = self.forge.get_pull(pull.number.get()).await.map_err(map)?;
         if info.draft == draft {
             return Ok(());
         }
-        self.forge.set_draft(&info, draft).await.map_err(map)
+        self.forge
+            .set_draft(info.number, &info.node_id, draft)
+            .await
+            .map_err(map)
     }
 
     async fn apply_create_comment(

@@ -271,7 +271,7 @@ impl Engine<'_> {
     /// (any of them means its plan is there).
     pub(super) async fn has_hunt(
         &self,
-        rec: &CandidateRecord,
+        rec: &mut CandidateRecord,
         number: PullNumber,
     ) -> Result<bool, EngineError> {
         let mark = format!(
@@ -279,9 +279,7 @@ impl Engine<'_> {
             rec.owner_run,
             Self::candidate_id(rec)?
         );
-        Ok(self
-            .forge
-            .list_comments(number)
+        Ok(crate::engine::steps::finish::own_markers(self, rec, number)
             .await?
             .iter()
             .any(|c| self.by_bot(c.author.as_deref()) && c.body.contains(&mark)))

@@ -66,7 +66,7 @@ pub(in crate::engine) async fn run(
         && let Some(number) = rec.pull
     {
         let cid = Engine::candidate_id(rec)?;
-        let comments = cx.forge.list_comments(number).await?;
+        let comments = own_markers(cx, rec, number).await?;
         let has = |key: &MarkerKey| {
             comments.iter().any(|c| {
                 cx.by_bot(c.author.as_deref())
@@ -112,6 +112,30 @@ pub(in crate::engine) async fn run(
     done(cx, rec).await
 }
 
+/// The comments the finish finds Klaud's own markers in (its receipt,
+/// cleanup marker and hunt records): the record's copy of its own comments
+/// while that is trusted, else a listing (which the copy is then renewed
+/// from). Every comment carrying those markers is posted through that copy
+/// after its intent is saved, so a crash between the intent and the answer
+/// leaves the copy untrusted and the next look lists the comments: the
+/// receipt is neither posted twice nor lost. A record rebuilt after a lost
+/// store has no copy and lists. Others' comments in Klaud's name are not in
+/// the copy, so these list too: a hands-off end (another instance, or a
+/// forced `klaud claims release`, may have posted the receipt, and the
+/// reply that receipt would be needs no proof that could notice), and a
+/// sweep run again by `/klaud retry` (told by the marker in the command's
+/// reply).
+pub(in crate::engine) async fn own_markers(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    number: PullNumber,
+) -> Result<Vec<crate::engine::forge::Comment>, EngineError> {
+    if rec.swept_again || rec.ending.as_ref().is_some_and(|e| e.hands_off) {
+        return Ok(cx.forge.list_comments(number).await?);
+    }
+    cx.report_comments(rec, number).await
+}
+
 /// The claim released (by the last sibling of an experiment) and the
 /// record done.
 async fn done(cx: &Engine<'_>, rec: &mut CandidateRecord) -> Result<Progress, EngineError> {
@@ -135,11 +159,11 @@ async fn done(cx: &Engine<'_>, rec: &mut CandidateRecord) -> Result<Progress, En
 /// read are left out of the receipt rather than stopping it).
 async fn hunt_lines(
     cx: &Engine<'_>,
-    rec: &CandidateRecord,
+    rec: &mut CandidateRecord,
     number: PullNumber,
 ) -> Result<(Vec<String>, Vec<String>), EngineError> {
     let cid = Engine::candidate_id(rec)?;
-    let comments = cx.forge.list_comments(number).await?;
+    let comments = own_markers(cx, rec, number).await?;
     let ours = comments
         .iter()
         .filter(|c| cx.by_bot(c.author.as_deref()))
@@ -395,9 +419,11 @@ pub(in crate::engine) async fn cleanup(
         let cid = Engine::candidate_id(rec)?;
         let marker = render_cleanup(rec.owner_run, &cid);
         cx.intend(rec, Intent::PostCleanupMarker).await?;
-        cx.forge
+        let written = cx
+            .forge
             .create_comment(&proof, number, &marker.body)
             .await?;
+        Engine::remember_comment(rec, written);
     }
     if let Some(p) = cancel_runs(cx, rec, number).await? {
         return Ok(Some(p));
