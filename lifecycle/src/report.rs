@@ -33,7 +33,9 @@ pub use pr::{
     audit_line, audit_note, engine_display, initial_body, opening_body, parse_baseline_block,
     pr_title, render_baseline_block, splice_baseline,
 };
-pub use receipt::{Receipt, SweepCheck, parse_receipt, render_cleanup, render_receipt};
+pub use receipt::{
+    Receipt, SweepCheck, candidate_receipt, parse_receipt, render_cleanup, render_receipt,
+};
 
 /// A comment ready to publish, with the key that identifies it.
 #[derive(Debug, Clone, PartialEq, Eq)]

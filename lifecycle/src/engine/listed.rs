@@ -104,18 +104,8 @@ impl Engine<'_> {
     /// lease Klaud set moments ago. Every later pass reads it from GitHub
     /// (conditionally) as before.
     pub fn seed_created_claim(&self, rec: &CandidateRecord) {
-        let Some(held) = rec.claim.as_ref() else {
-            return;
-        };
-        if !self.created_claim(&held.ref_name) {
-            return;
-        }
-        if let Some(tip) = self
-            .forge
-            .last_written(&held.ref_name)
-            .filter(|t| t.sha == held.sha)
-        {
-            self.forge.seed_ref(tip);
+        if let Some(held) = rec.claim.as_ref() {
+            self.seed_own_claim(&held.ref_name, Some(&held.sha));
         }
     }
 
@@ -126,10 +116,21 @@ impl Engine<'_> {
     /// has no `ETag` yet). A sibling's later amendment is adopted as usual
     /// at the next ownership check, which reads GitHub.
     pub(in crate::engine) fn seed_sibling_claim(&self, name: &str) {
+        self.seed_own_claim(name, None);
+    }
+
+    /// Seeds the open scope with claim ref `name` at the tip this engine's
+    /// own last write left it, when this engine created it (and, with
+    /// `expected`, only while that tip is still that commit).
+    fn seed_own_claim(&self, name: &str, expected: Option<&str>) {
         if !self.created_claim(name) {
             return;
         }
-        if let Some(tip) = self.forge.last_written(name) {
+        if let Some(tip) = self
+            .forge
+            .last_written(name)
+            .filter(|t| expected.is_none_or(|sha| t.sha == sha))
+        {
             self.forge.seed_ref(tip);
         }
     }

@@ -87,7 +87,7 @@ pub use repair_hook::{
     REPAIR_INPUT_VERSION, RepairContext, RepairError, RepairHook, RepairOutcome,
 };
 pub use resweep::sweeps_again;
-pub use target::{Target, branch_name};
+pub use target::{BRANCH_PREFIX, Target, branch_name};
 pub use write::Writes;
 
 #[cfg(test)]

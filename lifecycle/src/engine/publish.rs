@@ -13,7 +13,7 @@ use crate::engine::journal::CandidateRecord;
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::model::{Outcome, Phase};
-use crate::report::{MarkerKey, RenderedComment, find_record};
+use crate::report::{Receipt, RenderedComment, candidate_receipt, find_record};
 use klaud_claims::PullNumber;
 
 impl Engine<'_> {
@@ -24,17 +24,24 @@ impl Engine<'_> {
         number: PullNumber,
         rec: &CandidateRecord,
     ) -> Result<Option<(Outcome, Phase, Option<String>)>, EngineError> {
+        Ok(self
+            .bot_receipt(number, rec.candidate.as_str())
+            .await?
+            .map(|r| (r.result.outcome(), r.result.phase(), r.note)))
+    }
+
+    /// The bot's receipt of `candidate` on PR `number`, if one was
+    /// published (by any owner run).
+    pub(super) async fn bot_receipt(
+        &self,
+        number: PullNumber,
+        candidate: &str,
+    ) -> Result<Option<Receipt>, EngineError> {
         let comments = self.forge.list_comments(number).await?;
         Ok(comments
             .iter()
             .filter(|c| self.by_bot(c.author.as_deref()))
-            .filter_map(|c| find_record(&c.body).ok().flatten())
-            .filter(|f| {
-                matches!(&f.key, MarkerKey::Outcome { candidate, .. }
-                    if candidate.as_str() == rec.candidate)
-            })
-            .find_map(|f| crate::report::parse_receipt(&f).ok())
-            .map(|r| (r.result.outcome(), r.result.phase(), r.note)))
+            .find_map(|c| candidate_receipt(&c.body, candidate)))
     }
 
     /// Whether `pull` is a closed PR of the bot that an earlier attempt of
@@ -56,11 +63,8 @@ impl Engine<'_> {
         let comments = self.forge.list_comments(pull.number).await?;
         Ok(comments.iter().any(|c| {
             self.by_bot(c.author.as_deref())
-                && find_record(&c.body).ok().flatten().is_some_and(|f| {
-                    matches!(&f.key, MarkerKey::Outcome { candidate, .. } if candidate.as_str() == rec.candidate)
-                        && crate::report::parse_receipt(&f)
-                            .is_ok_and(|r| r.result.outcome() == Outcome::CapacityDeferred)
-                })
+                && candidate_receipt(&c.body, rec.candidate.as_str())
+                    .is_some_and(|r| r.result.outcome() == Outcome::CapacityDeferred)
         }))
     }
 

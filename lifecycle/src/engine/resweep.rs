@@ -26,7 +26,7 @@ use crate::engine::proof::Scope;
 use crate::engine::target::Target;
 use crate::engine::write::Writes as _;
 use crate::model::Outcome;
-use crate::report::{MarkerKey, Receipt, find_record, parse_receipt};
+use crate::report::{MarkerKey, Receipt, candidate_receipt, find_record};
 use klaud_claims::{Acquire, ClaimCandidate, CommitSha};
 
 const RESWEEP_PREFIX: &str = "<!-- klaud-resweep:";
@@ -74,13 +74,7 @@ fn newest_resweep(
 
 /// The receipt of `candidate` a comment carries.
 fn receipt_of(c: &Comment, candidate: &str) -> Option<Receipt> {
-    let found = find_record(&c.body).ok().flatten()?;
-    match &found.key {
-        MarkerKey::Outcome {
-            candidate: cand, ..
-        } if cand.as_str() == candidate => parse_receipt(&found).ok(),
-        _ => None,
-    }
+    candidate_receipt(&c.body, candidate)
 }
 
 /// Whether a receipt naming `head` ends a sweep a `/klaud retry` ran

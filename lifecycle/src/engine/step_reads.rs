@@ -58,11 +58,12 @@ pub(crate) struct StepReads<'a> {
     lease: LeaseWindow<'a>,
     seen: Mutex<Option<Seen>>,
     /// Full ref name → the tip Klaud's own last write through this forge
-    /// left it at (`None`: deleted, failed, or a commit no scope made), for
+    /// left it at (absent: never written, deleted, failed, or a commit no
+    /// scope made), for
     /// the engine's whole life rather than one scope: the engine seeds a
     /// claim it created from it (`Engine::seed_created_claim`), and an
     /// experiment's siblings amend their shared claim in other scopes.
-    written: Mutex<HashMap<String, Option<RefTip>>>,
+    written: Mutex<HashMap<String, RefTip>>,
 }
 
 /// While alive, reads are kept (see the module documentation); dropping
@@ -210,10 +211,11 @@ impl<'a> StepReads<'a> {
     }
 
     fn wrote_ref(&self, name: &str, tip: Option<RefTip>) {
-        self.written
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(name.to_owned(), tip);
+        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        match tip {
+            Some(tip) => written.insert(name.to_owned(), tip),
+            None => written.remove(name),
+        };
     }
 
     /// The tip Klaud's own last write through this forge left ref `name`
@@ -224,7 +226,6 @@ impl<'a> StepReads<'a> {
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
             .cloned()
-            .flatten()
     }
 
     /// After Klaud's own write to pull request `number` succeeded: applies

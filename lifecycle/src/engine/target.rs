@@ -31,7 +31,10 @@ pub struct Target {
     pub variant: Option<crate::experiment::variant::VariantInfo>,
 }
 
+/// What every candidate branch's name starts with.
+pub const BRANCH_PREFIX: &str = "klaud/auto-";
+
 /// `klaud/auto-<candidate>`.
 pub fn branch_name(candidate: &str) -> String {
-    format!("klaud/auto-{candidate}")
+    format!("{BRANCH_PREFIX}{candidate}")
 }

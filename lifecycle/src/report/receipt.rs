@@ -295,6 +295,18 @@ pub fn variant_declined_words(d: &Declined) -> Bilingual {
     )
 }
 
+/// The receipt of `candidate` a comment `body` carries (its record, read
+/// and re-checked), if that is what the comment is.
+pub fn candidate_receipt(body: &str, candidate: &str) -> Option<Receipt> {
+    let found = super::find_record(body).ok().flatten()?;
+    match &found.key {
+        MarkerKey::Outcome {
+            candidate: named, ..
+        } if named.as_str() == candidate => parse_receipt(&found).ok(),
+        _ => None,
+    }
+}
+
 /// Reads a receipt record, re-checking the outcome rules.
 pub fn parse_receipt(record: &HiddenRecord<'_>) -> Result<Receipt, MarkerError> {
     let MarkerKey::Outcome {

@@ -51,13 +51,9 @@ fn sha(what: impl FnOnce() -> String, field: &str, text: &str) -> Result<CommitS
     })
 }
 
-/// A pull request from a listing (no `mergeable`: GitHub's list omits it)
-/// as the lifecycle engine reads it.
-pub fn listed_pull(p: PullInfo) -> Result<Pull, GithubError> {
-    pull(p)
-}
-
-fn pull(p: PullInfo) -> Result<Pull, GithubError> {
+/// A pull request as the lifecycle engine reads it, from a read or a
+/// listing (a listing has no `mergeable`: GitHub's list omits it).
+pub fn engine_pull(p: PullInfo) -> Result<Pull, GithubError> {
     let head_sha = sha(
         || format!("pull request #{}", p.number),
         "head.sha",
@@ -162,7 +158,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
             .find_pull_for_head(branch, "all")
             .await
             .map_err(map)?
-            .map(pull)
+            .map(engine_pull)
             .transpose()
             .map_err(map)?)
     }
@@ -171,7 +167,7 @@ impl LifecycleForge for GithubLifecycle<'_> {
         self.forge
             .get_pull(number.get())
             .await
-            .and_then(pull)
+            .and_then(engine_pull)
             .map_err(map)
     }
 
@@ -465,7 +461,7 @@ impl GithubLifecycle<'_> {
         self.forge
             .create_pull(title, head, base, body, true)
             .await
-            .and_then(pull)
+            .and_then(engine_pull)
             .map_err(map)
     }
 

@@ -21,7 +21,7 @@ use super::wave_adapters::WaveError;
 
 /// Klaud's branch prefix, and the old helper's spelling of it: both mark a
 /// PR as a Klaud PR that occupies its family.
-pub const BRANCH_PREFIXES: [&str; 2] = ["klaud/auto-", "klaude/auto-"];
+pub const BRANCH_PREFIXES: [&str; 2] = [klaud_lifecycle::engine::BRANCH_PREFIX, "klaude/auto-"];
 
 /// The candidate id a Klaud branch names, with either spelling.
 pub fn branch_candidate(head_ref: &str) -> Option<CandidateId> {

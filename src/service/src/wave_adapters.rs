@@ -568,9 +568,9 @@ impl PullSource for GithubSide<'_> {
                 .filter(|p| crate::overlap::branch_candidate(&p.head_ref).is_some())
                 // Unreadable as a lifecycle pull request (a bad sha): the
                 // step reads it itself and says what is wrong.
-                .filter_map(|p| klaud_github::lifecycle::listed_pull(p).ok())
+                .filter_map(|p| klaud_github::lifecycle::engine_pull(p).ok())
                 .collect();
-            let prefix = format!("refs/heads/{}", crate::overlap::BRANCH_PREFIXES[0]);
+            let prefix = format!("refs/heads/{}", klaud_lifecycle::engine::BRANCH_PREFIX);
             let branches = Github::list_refs(self.forge, &prefix)
                 .await?
                 .into_iter()

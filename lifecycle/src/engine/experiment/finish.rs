@@ -14,7 +14,6 @@ use crate::engine::forge::Forge as _;
 use crate::engine::journal::CandidateRecord;
 use crate::experiment::{FINAL_FIELD, Sibling, VariantInfo, WINNER_FIELD};
 use crate::model::Outcome;
-use crate::report::{MarkerKey, find_record, parse_receipt};
 use klaud_claims::ClaimRecord;
 use serde_json::Value;
 
@@ -130,19 +129,10 @@ impl Engine<'_> {
         let Some(pull) = self.forge.find_pull(&branch).await? else {
             return Ok(false);
         };
-        let comments = self.forge.list_comments(pull.number).await?;
-        Ok(comments.iter().any(|c| {
-            self.by_bot(c.author.as_deref())
-                && find_record(&c.body)
-                    .ok()
-                    .flatten()
-                    .filter(|f| {
-                        matches!(&f.key, MarkerKey::Outcome { candidate, .. }
-                            if candidate.as_str() == sibling.candidate)
-                    })
-                    .and_then(|f| parse_receipt(&f).ok())
-                    .is_some_and(|r| r.result.outcome() == Outcome::Validated)
-        }))
+        Ok(self
+            .bot_receipt(pull.number, sibling.candidate.as_str())
+            .await?
+            .is_some_and(|r| r.result.outcome() == Outcome::Validated))
     }
 
     /// Whether a finished variant releases the shared claim: only the last
