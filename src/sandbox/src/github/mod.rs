@@ -8,6 +8,7 @@
 mod actions;
 mod apps;
 mod comments;
+mod commit_on_branch;
 mod contents;
 mod control;
 pub mod faults;
