@@ -1513,3 +1513,73 @@ async fn the_finish_lists_the_comments_only_after_a_comment_write_was_cut_off() 
         assert_eq!(ending.outcome, Outcome::Failed, "cut {cut:?}: {ending:?}");
     }
 }
+
+/// The changelog commit is one GraphQL write whose answer may be lost:
+/// after GitHub made it (the connection dropped) the journal, as a kill
+/// right after sending leaves it, holds only the commit's parent and
+/// message; after a 502 that made nothing, the same. Either way the next
+/// step settles it from the branch tip: the lifecycle ends validated with
+/// exactly one changelog commit, no handoff.
+#[tokio::test]
+async fn a_lost_answer_to_the_changelog_commit_leaves_one_commit_and_no_handoff() {
+    use klaud_lifecycle::engine::Forge as _;
+    use klaud_sandbox::github::{Fault, FaultAction};
+    // A `Status` fault answers without running the handler: GitHub
+    // failing before it acted.
+    let refused = FaultAction::Status {
+        status: 502,
+        retry_after: None,
+        message: None,
+    };
+    for (landed, fault) in [(true, FaultAction::AfterWriteDrop), (false, refused)] {
+        let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
+        let target = env.target("demo-fp4-b200-sglang").await;
+        let journal = MemoryJournal::new();
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let engine = env.engine(&lifecycle, &journal, env.clock);
+        let mut rec = engine.open_record(&target).await.expect("record");
+        let started = std::time::Instant::now();
+        while rec.step != Step::Final {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{:?}",
+                rec.step
+            );
+            if let Progress::Waiting(_) = engine.step(&mut rec).await.expect("step") {
+                tokio::time::sleep(Duration::from_millis(15)).await;
+            }
+        }
+        let head = rec.head.clone().expect("head");
+        let branch = format!("refs/heads/{}", rec.branch);
+        let state = env.stack.state().clone();
+        state
+            .add_fault(Fault {
+                method: Some("POST".into()),
+                path: "/graphql".into(),
+                count: 1,
+                action: fault,
+            })
+            .await;
+        engine.step(&mut rec).await.expect("the final step");
+        let kept = journal.list().await.expect("journal").remove(0);
+        let asked = kept.pending_branch_commit.expect("the intent is kept");
+        assert_eq!(asked.parent, head, "landed {landed}");
+        let tip = state.ref_sha(REPO, &branch).await.expect("branch");
+        assert_eq!(tip != head.as_str(), landed, "landed {landed}");
+        // The journal as a kill after sending leaves it drives on.
+        let rec = env.finish(&journal, &target).await;
+        assert_validated(&env, &target, &rec).await;
+        let done = rec.head.clone().expect("head");
+        let cmp = lifecycle
+            .compare_commits(rec.base_sha.as_str(), done.as_str())
+            .await
+            .expect("compare");
+        let entries = cmp
+            .commits
+            .iter()
+            .filter(|c| c.message.starts_with("Add perf-changelog entry"))
+            .count();
+        assert_eq!(entries, 1, "landed {landed}: {:#?}", cmp.commits);
+        assert_eq!(rec.pending_branch_commit, None);
+    }
+}
