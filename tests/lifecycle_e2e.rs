@@ -1583,3 +1583,62 @@ async fn a_lost_answer_to_the_changelog_commit_leaves_one_commit_and_no_handoff(
         assert_eq!(rec.pending_branch_commit, None);
     }
 }
+
+/// After a lost answer to the changelog commit, a person's commit on the
+/// recorded parent with the very same message is not taken for Klaud's:
+/// its author is not the bot, so the next step hands the PR over and
+/// leaves the person's commit where it is.
+#[tokio::test]
+async fn a_persons_commit_with_klauds_message_after_a_lost_answer_is_a_handoff() {
+    use klaud_sandbox::github::{Fault, FaultAction};
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
+    let target = env.target("demo-fp4-b200-sglang").await;
+    let journal = MemoryJournal::new();
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let engine = env.engine(&lifecycle, &journal, env.clock);
+    let mut rec = engine.open_record(&target).await.expect("record");
+    let started = std::time::Instant::now();
+    while rec.step != Step::Final {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{:?}",
+            rec.step
+        );
+        if let Progress::Waiting(_) = engine.step(&mut rec).await.expect("step") {
+            tokio::time::sleep(Duration::from_millis(15)).await;
+        }
+    }
+    let state = env.stack.state().clone();
+    let refused = FaultAction::Status {
+        status: 502,
+        retry_after: None,
+        message: None,
+    };
+    state
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/graphql".into(),
+            count: 1,
+            action: refused,
+        })
+        .await;
+    engine.step(&mut rec).await.expect("the final step");
+    let asked = rec
+        .pending_branch_commit
+        .clone()
+        .expect("the intent is kept");
+    let files = BTreeMap::from([("perf-changelog.yaml".to_owned(), Some(b"- x\n".to_vec()))]);
+    let theirs = state
+        .push_commit(REPO, &rec.branch, MAINTAINER, files, &asked.message)
+        .await
+        .expect("a person's push");
+    let rec = env.finish(&journal, &target).await;
+    let ending = rec.ending.clone().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Handoff, "{ending:?}");
+    assert_eq!(
+        state
+            .ref_sha(REPO, &format!("refs/heads/{}", rec.branch))
+            .await,
+        Some(theirs)
+    );
+}
