@@ -1092,4 +1092,14 @@ async fn create_commit_on_branch_moves_the_branch_like_a_push() {
         .get(&format!("/repos/sandbox/benchmarks/git/commits/{gql}"))
         .await;
     assert_eq!(c["tree"]["oid"], parent["tree"]["sha"], "{v}");
+    // The commit counts against the content-creation limit, as GitHub
+    // counts what its GraphQL API creates.
+    let tip = c["oid"].as_str().expect("oid").to_owned();
+    t.sim.state().set_content_limits(Some(1), None).await;
+    let (s, v) = t
+        .post("/graphql", commit_on_branch("gql", &tip, "d.txt", b"d\n"))
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    let (_, _, r) = t.get("/repos/sandbox/benchmarks/git/ref/heads/gql").await;
+    assert_eq!(r["object"]["sha"], tip.as_str());
 }
