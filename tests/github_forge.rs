@@ -1320,3 +1320,113 @@ async fn leases_are_kept_on_githubs_clock_so_a_machine_clock_ahead_takes_no_live
         "{taken:?}"
     );
 }
+
+/// A commit onto Klaud's branch is one GraphQL request: the branch moves
+/// to it, and the commit's file and its compare with its parent are then
+/// known without a request. The proof must cover the branch at that head;
+/// a branch that moved meanwhile refuses it untouched (the
+/// compare-and-swap); a lost answer is ambiguous and never sent twice.
+// Kept whole (about 100 lines): the four outcomes of one write.
+#[tokio::test]
+async fn a_commit_on_the_branch_is_one_graphql_request_and_a_compare_and_swap() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let k = Klaud::new(&f).await;
+    let branch = "klaud/auto-g";
+    let head = k
+        .branch(branch, "configs/nvidia-master.yaml", b"a: 2\n")
+        .await;
+    let proof = k.prove(Some((branch, &head)), None, None, None).await;
+    let files = [("perf-changelog.yaml".to_owned(), b"- entry\n".to_vec())];
+    let message = "Add perf-changelog entry for a\n\nklaud-candidate: x\n";
+    let before = sim.state().request_log().await.len();
+    let sha = k
+        .forge
+        .commit_on_branch(&proof, branch, &head, &files, message)
+        .await
+        .expect("commit");
+    let log = sim.state().request_log().await;
+    let sent: Vec<_> = log[before..]
+        .iter()
+        .map(|e| format!("{} {}", e.method, e.path))
+        .collect();
+    assert_eq!(sent, ["POST /graphql"]);
+    assert_eq!(
+        sim.state()
+            .ref_sha(REPO, &format!("refs/heads/{branch}"))
+            .await,
+        Some(sha.to_string())
+    );
+    let read = k
+        .forge
+        .read_file("perf-changelog.yaml", sha.as_str())
+        .await
+        .unwrap();
+    assert_eq!(read.as_deref(), Some(&b"- entry\n"[..]));
+    let cmp = k.forge.compare_commits(&head, &sha).await.unwrap();
+    assert_eq!(cmp.commits.len(), 1);
+    assert_eq!(cmp.commits[0].message, message);
+    assert_eq!(cmp.commits[0].author.as_deref(), Some(BOT));
+    assert_eq!(
+        sim.state().request_log().await.len(),
+        before + 1,
+        "no reads"
+    );
+
+    // The proof saw the old head: it does not cover a commit on another.
+    let refused = k
+        .forge
+        .commit_on_branch(&proof, branch, &sha, &files, message)
+        .await;
+    assert!(matches!(refused, Err(ForgeError::Proof(_))), "{refused:?}");
+
+    // Someone else moved the branch after the proof: refused, untouched.
+    let proof = k.prove(Some((branch, &sha)), None, None, None).await;
+    let theirs = k
+        .forge
+        .commit_files(&proof, &sha, &files, "a person's commit")
+        .await
+        .unwrap();
+    k.forge
+        .fast_forward_branch(&proof, branch, &theirs)
+        .await
+        .unwrap();
+    let stale = k
+        .forge
+        .commit_on_branch(&proof, branch, &sha, &files, message)
+        .await;
+    assert!(
+        matches!(stale, Err(ForgeError::NotFastForward(_))),
+        "{stale:?}"
+    );
+    assert_eq!(
+        sim.state()
+            .ref_sha(REPO, &format!("refs/heads/{branch}"))
+            .await,
+        Some(theirs.to_string())
+    );
+
+    // The answer is lost after GitHub made the commit: ambiguous, once.
+    let proof = k.prove(Some((branch, &theirs)), None, None, None).await;
+    sim.state()
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/graphql".into(),
+            count: 1,
+            action: FaultAction::AfterWriteDrop,
+        })
+        .await;
+    let before = sim.state().request_log().await.len();
+    let lost = k
+        .forge
+        .commit_on_branch(&proof, branch, &theirs, &files, message)
+        .await;
+    assert!(matches!(lost, Err(ForgeError::Ambiguous(_))), "{lost:?}");
+    let log = sim.state().request_log().await;
+    assert_eq!(count(&log[before..], "POST", "/graphql"), 1, "sent once");
+    let moved = sim
+        .state()
+        .ref_sha(REPO, &format!("refs/heads/{branch}"))
+        .await;
+    assert_ne!(moved, Some(theirs.to_string()), "GitHub applied it");
+}

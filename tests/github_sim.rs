@@ -906,3 +906,200 @@ async fn no_user_agent_and_reader_permission_lookups_are_refused() {
         (StatusCode::OK, Some("write"))
     );
 }
+
+/// The mutation's input for `branch` at `expected`, adding `path`.
+fn commit_on_branch(branch: &str, expected: &str, path: &str, content: &[u8]) -> Value {
+    let contents = base64::engine::general_purpose::STANDARD.encode(content);
+    json!({
+        "query": "mutation($input: CreateCommitOnBranchInput!) { createCommitOnBranch(input: $input) { commit { oid message tree { oid } } } }",
+        "variables": {"input": {
+            "branch": {"repositoryNameWithOwner": REPO, "branchName": branch},
+            "expectedHeadOid": expected,
+            "message": {"headline": format!("add {path}"), "body": "why\n"},
+            "fileChanges": {"additions": [{"path": path, "contents": contents}]},
+        }},
+    })
+}
+
+/// GitHub's `createCommitOnBranch`: one commit on the branch's head with
+/// the changes on its tree, the branch moved to it, and the same `push`
+/// and `pull_request: synchronize` runs a REST ref update starts; a stale
+/// `expectedHeadOid` refused with GitHub's `STALE_DATA` error and the
+/// branch untouched; malformed or unknown input refused without a panic.
+// Kept whole (about 120 lines): one repository's story, REST and GraphQL
+// side by side.
+#[tokio::test]
+async fn create_commit_on_branch_moves_the_branch_like_a_push() {
+    let workflow = b"name: ci\non: [push, pull_request]\njobs:\n  t:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo hi\n";
+    let sim = GithubOnly::new(REPO)
+        .user("Klaud-Cold", None, Some(Permission::Write))
+        .user("reader", None, Some(Permission::Read))
+        .token("Klaud-Cold", BOT, None)
+        .token("reader", READER, Some(1000))
+        .files(
+            "Klaud-Cold",
+            "init",
+            &[
+                ("a.txt", b"a\n"),
+                ("gone/x.txt", b"x\n"),
+                (".github/workflows/ci.yml", workflow),
+            ],
+        )
+        .start()
+        .await;
+    let t = T {
+        sim,
+        http: klaud_http::http_client_builder()
+            .user_agent("klaud-test")
+            .build()
+            .unwrap(),
+    };
+    // A pull request needs a commit of its own on its branch.
+    let main = t.commit(&t.main_sha().await, "start.txt", "s\n").await;
+    for b in ["rest", "gql"] {
+        t.post(
+            "/repos/sandbox/benchmarks/git/refs",
+            json!({"ref": format!("refs/heads/{b}"), "sha": main}),
+        )
+        .await;
+        let pr = json!({"title": b, "head": b, "base": "main", "body": "", "draft": true});
+        let (s, v) = t.post("/repos/sandbox/benchmarks/pulls", pr).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    // The REST way: tree, commit, ref update.
+    let rest = t.commit(&main, "b.txt", "b\n").await;
+    let (s, _, v) = t
+        .call(
+            Some(BOT),
+            Method::PATCH,
+            "/repos/sandbox/benchmarks/git/refs/heads/rest",
+            Some(json!({"sha": rest})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    // The GraphQL way, with and without `refs/heads/`, deleting a folder.
+    let mut input = commit_on_branch("refs/heads/gql", &main, "b.txt", b"b\n");
+    input["variables"]["input"]["fileChanges"]["deletions"] = json!([{"path": "gone"}]);
+    let (s, v) = t.post("/graphql", input).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let c = &v["data"]["createCommitOnBranch"]["commit"];
+    let gql = c["oid"].as_str().expect("oid").to_owned();
+    assert_eq!(c["message"], "add b.txt\n\nwhy\n");
+    let (_, _, r) = t.get("/repos/sandbox/benchmarks/git/ref/heads/gql").await;
+    assert_eq!(r["object"]["sha"], gql.as_str());
+    let (_, _, commit) = t
+        .get(&format!("/repos/sandbox/benchmarks/commits/{gql}"))
+        .await;
+    assert_eq!(commit["parents"].as_array().map(Vec::len), Some(1));
+    assert_eq!(commit["parents"][0]["sha"], main.as_str());
+    assert_eq!(commit["author"]["login"], "Klaud-Cold");
+    assert_eq!(commit["commit"]["tree"]["sha"], c["tree"]["oid"]);
+    let (s, _, _) = t
+        .get(&format!(
+            "/repos/sandbox/benchmarks/contents/gone/x.txt?ref={gql}"
+        ))
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "the deletion applies");
+    let (s, _, _) = t
+        .get(&format!(
+            "/repos/sandbox/benchmarks/contents/b.txt?ref={gql}"
+        ))
+        .await;
+    assert_eq!(s, StatusCode::OK, "the addition applies");
+    // The same events start the same workflows as the REST push.
+    let events = |sha: String| {
+        let t = &t;
+        async move {
+            let (_, _, runs) = t
+                .get(&format!(
+                    "/repos/sandbox/benchmarks/actions/runs?head_sha={sha}"
+                ))
+                .await;
+            let mut e: Vec<String> = runs["workflow_runs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r["event"].as_str().map(str::to_owned))
+                .collect();
+            e.sort();
+            e
+        }
+    };
+    let by_rest = events(rest.clone()).await;
+    assert_eq!(by_rest, ["pull_request", "push"]);
+    assert_eq!(events(gql.clone()).await, by_rest);
+
+    // A stale head: GitHub's error, HTTP 200, the branch untouched.
+    let (s, v) = t
+        .post("/graphql", commit_on_branch("gql", &main, "c.txt", b"c\n"))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["data"]["createCommitOnBranch"], Value::Null);
+    assert_eq!(v["errors"][0]["type"], "STALE_DATA");
+    assert_eq!(
+        v["errors"][0]["message"],
+        format!("Expected branch to point to \"{main}\" but it did not.  Pull and try again.")
+    );
+    let (_, _, r) = t.get("/repos/sandbox/benchmarks/git/ref/heads/gql").await;
+    assert_eq!(r["object"]["sha"], gql.as_str());
+
+    // Unknown branch and repository, a reader, malformed input.
+    let (_, v) = t
+        .post("/graphql", commit_on_branch("nope", &gql, "c.txt", b"c\n"))
+        .await;
+    assert_eq!(v["errors"][0]["type"], "NOT_FOUND", "{v}");
+    let mut other = commit_on_branch("gql", &gql, "c.txt", b"c\n");
+    other["variables"]["input"]["branch"]["repositoryNameWithOwner"] = json!("sandbox/none");
+    let (_, v) = t.post("/graphql", other).await;
+    assert_eq!(v["errors"][0]["type"], "NOT_FOUND", "{v}");
+    let (_, _, v) = t
+        .call(
+            Some(READER),
+            Method::POST,
+            "/graphql",
+            Some(commit_on_branch("gql", &gql, "c.txt", b"c\n")),
+        )
+        .await;
+    assert_eq!(v["errors"][0]["type"], "FORBIDDEN", "{v}");
+    let malformed = [
+        json!({"input": null}),
+        json!({"input": {"branch": {"repositoryNameWithOwner": REPO, "branchName": "gql"}}}),
+        json!({"input": {"branch": {"repositoryNameWithOwner": REPO, "branchName": "gql"},
+            "expectedHeadOid": "xyz", "message": {"headline": "h"}}}),
+        json!({"input": {"branch": {"repositoryNameWithOwner": REPO, "branchName": "gql"},
+            "expectedHeadOid": gql, "message": {"headline": "h"},
+            "fileChanges": {"additions": [{"path": "a", "contents": "%%%"}]}}}),
+        json!({"input": {"branch": {"repositoryNameWithOwner": REPO, "branchName": "gql"},
+            "expectedHeadOid": gql, "message": {"headline": "h"},
+            "fileChanges": {"additions": [{"path": "../a", "contents": ""}]}}}),
+    ];
+    let query = "mutation($input: CreateCommitOnBranchInput!) { createCommitOnBranch(input: $input) { commit { oid } } }";
+    for vars in malformed {
+        let (s, v) = t
+            .post("/graphql", json!({"query": query, "variables": vars}))
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert!(v["errors"][0]["message"].is_string(), "{vars}: {v}");
+    }
+    let (_, _, r) = t.get("/repos/sandbox/benchmarks/git/ref/heads/gql").await;
+    assert_eq!(r["object"]["sha"], gql.as_str(), "nothing refused moved it");
+    // An empty change list is an empty commit, as the docs allow.
+    let mut empty = commit_on_branch("gql", &gql, "c.txt", b"c\n");
+    empty["variables"]["input"]["fileChanges"] = json!({});
+    let (_, v) = t.post("/graphql", empty).await;
+    let c = &v["data"]["createCommitOnBranch"]["commit"];
+    let (_, _, parent) = t
+        .get(&format!("/repos/sandbox/benchmarks/git/commits/{gql}"))
+        .await;
+    assert_eq!(c["tree"]["oid"], parent["tree"]["sha"], "{v}");
+    // The commit counts against the content-creation limit, as GitHub
+    // counts what its GraphQL API creates.
+    let tip = c["oid"].as_str().expect("oid").to_owned();
+    t.sim.state().set_content_limits(Some(1), None).await;
+    let (s, v) = t
+        .post("/graphql", commit_on_branch("gql", &tip, "d.txt", b"d\n"))
+        .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{v}");
+    let (_, _, r) = t.get("/repos/sandbox/benchmarks/git/ref/heads/gql").await;
+    assert_eq!(r["object"]["sha"], tip.as_str());
+}

@@ -1513,3 +1513,132 @@ async fn the_finish_lists_the_comments_only_after_a_comment_write_was_cut_off() 
         assert_eq!(ending.outcome, Outcome::Failed, "cut {cut:?}: {ending:?}");
     }
 }
+
+/// The changelog commit is one GraphQL write whose answer may be lost:
+/// after GitHub made it (the connection dropped) the journal, as a kill
+/// right after sending leaves it, holds only the commit's parent and
+/// message; after a 502 that made nothing, the same. Either way the next
+/// step settles it from the branch tip: the lifecycle ends validated with
+/// exactly one changelog commit, no handoff.
+#[tokio::test]
+async fn a_lost_answer_to_the_changelog_commit_leaves_one_commit_and_no_handoff() {
+    use klaud_lifecycle::engine::Forge as _;
+    use klaud_sandbox::github::{Fault, FaultAction};
+    // A `Status` fault answers without running the handler: GitHub
+    // failing before it acted.
+    let refused = FaultAction::Status {
+        status: 502,
+        retry_after: None,
+        message: None,
+    };
+    for (landed, fault) in [(true, FaultAction::AfterWriteDrop), (false, refused)] {
+        let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
+        let target = env.target("demo-fp4-b200-sglang").await;
+        let journal = MemoryJournal::new();
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let engine = env.engine(&lifecycle, &journal, env.clock);
+        let mut rec = engine.open_record(&target).await.expect("record");
+        let started = std::time::Instant::now();
+        while rec.step != Step::Final {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{:?}",
+                rec.step
+            );
+            if let Progress::Waiting(_) = engine.step(&mut rec).await.expect("step") {
+                tokio::time::sleep(Duration::from_millis(15)).await;
+            }
+        }
+        let head = rec.head.clone().expect("head");
+        let branch = format!("refs/heads/{}", rec.branch);
+        let state = env.stack.state().clone();
+        state
+            .add_fault(Fault {
+                method: Some("POST".into()),
+                path: "/graphql".into(),
+                count: 1,
+                action: fault,
+            })
+            .await;
+        engine.step(&mut rec).await.expect("the final step");
+        let kept = journal.list().await.expect("journal").remove(0);
+        let asked = kept.pending_branch_commit.expect("the intent is kept");
+        assert_eq!(asked.parent, head, "landed {landed}");
+        let tip = state.ref_sha(REPO, &branch).await.expect("branch");
+        assert_eq!(tip != head.as_str(), landed, "landed {landed}");
+        // The journal as a kill after sending leaves it drives on.
+        let rec = env.finish(&journal, &target).await;
+        assert_validated(&env, &target, &rec).await;
+        let done = rec.head.clone().expect("head");
+        let cmp = lifecycle
+            .compare_commits(rec.base_sha.as_str(), done.as_str())
+            .await
+            .expect("compare");
+        let entries = cmp
+            .commits
+            .iter()
+            .filter(|c| c.message.starts_with("Add perf-changelog entry"))
+            .count();
+        assert_eq!(entries, 1, "landed {landed}: {:#?}", cmp.commits);
+        assert_eq!(rec.pending_branch_commit, None);
+    }
+}
+
+/// After a lost answer to the changelog commit, a person's commit on the
+/// recorded parent with the very same message is not taken for Klaud's:
+/// its author is not the bot, so the next step hands the PR over and
+/// leaves the person's commit where it is.
+#[tokio::test]
+async fn a_persons_commit_with_klauds_message_after_a_lost_answer_is_a_handoff() {
+    use klaud_sandbox::github::{Fault, FaultAction};
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
+    let target = env.target("demo-fp4-b200-sglang").await;
+    let journal = MemoryJournal::new();
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let engine = env.engine(&lifecycle, &journal, env.clock);
+    let mut rec = engine.open_record(&target).await.expect("record");
+    let started = std::time::Instant::now();
+    while rec.step != Step::Final {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{:?}",
+            rec.step
+        );
+        if let Progress::Waiting(_) = engine.step(&mut rec).await.expect("step") {
+            tokio::time::sleep(Duration::from_millis(15)).await;
+        }
+    }
+    let state = env.stack.state().clone();
+    let refused = FaultAction::Status {
+        status: 502,
+        retry_after: None,
+        message: None,
+    };
+    state
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/graphql".into(),
+            count: 1,
+            action: refused,
+        })
+        .await;
+    engine.step(&mut rec).await.expect("the final step");
+    let asked = rec
+        .pending_branch_commit
+        .clone()
+        .expect("the intent is kept");
+    let files = BTreeMap::from([("perf-changelog.yaml".to_owned(), Some(b"- x\n".to_vec()))]);
+    let theirs = state
+        .push_commit(REPO, &rec.branch, MAINTAINER, files, &asked.message)
+        .await
+        .expect("a person's push");
+    let rec = env.finish(&journal, &target).await;
+    let ending = rec.ending.clone().expect("ending");
+    assert_eq!(ending.outcome, Outcome::Handoff, "{ending:?}");
+    assert_eq!(
+        state
+            .ref_sha(REPO, &format!("refs/heads/{}", rec.branch))
+            .await,
+        Some(theirs)
+    );
+}

@@ -63,12 +63,18 @@ fn real_seed(version: &str) -> Option<tempfile::TempDir> {
 }
 
 /// Request-log positions of the first ready-for-review mutation and of the
-/// first label write.
+/// first label write. The log does not name a GraphQL request's mutation:
+/// the first one is the changelog commit (the one commit onto the branch
+/// of a lifecycle without a repair, made before any draft change), the
+/// next the draft change.
 async fn ready_and_label_order(env: &Harness) -> (Option<usize>, Option<usize>) {
     let log = env.stack.state().request_log().await;
     let ready = log
         .iter()
-        .position(|e| e.method == "POST" && e.path == "/graphql" && e.status < 300);
+        .enumerate()
+        .filter(|(_, e)| e.method == "POST" && e.path == "/graphql" && e.status < 300)
+        .map(|(i, _)| i)
+        .nth(1);
     let label = log
         .iter()
         .position(|e| e.method == "POST" && e.path.contains("/labels") && e.status < 300);

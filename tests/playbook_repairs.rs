@@ -101,10 +101,17 @@ async fn a_known_oom_is_repaired_by_the_playbook_without_a_hook() {
     // no fix was tried) and read once: the ownership proof's look at where
     // it points, which a wave answers from its listing of Klaud's branches.
     let log = env.stack.state().request_log().await;
-    let push = log
+    // The repair's commit and push are one GraphQL request, the first
+    // after the failed jobs' logs were read.
+    let first_log = log
         .iter()
-        .position(|r| r.method == "PATCH" && r.path.contains("/git/refs/heads/klaud/auto-"))
-        .expect("the repair's push");
+        .position(|r| r.path.ends_with("/logs"))
+        .expect("the failed jobs' logs");
+    let push = first_log
+        + log[first_log..]
+            .iter()
+            .position(|r| r.method == "POST" && r.path == "/graphql")
+            .expect("the repair's push");
     let triaged = log[..push]
         .iter()
         .rposition(|r| r.path.ends_with("/logs"))

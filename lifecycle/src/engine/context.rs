@@ -14,9 +14,9 @@
 use crate::baseline::BaselineSource;
 use crate::engine::config::EngineConfig;
 use crate::engine::error::EngineError;
-use crate::engine::forge::{Forge, ForgeError};
+use crate::engine::forge::{CompareStatus, Forge, ForgeError};
 use crate::engine::intent::Intent;
-use crate::engine::journal::{CandidateRecord, Ending, Journal, Step};
+use crate::engine::journal::{CandidateRecord, Ending, Journal, PendingBranchCommit, Step};
 use crate::engine::repair_hook::RepairHook;
 use crate::model::{Outcome, Phase};
 use crate::report::BumpScope;
@@ -354,6 +354,9 @@ impl<'a> Engine<'a> {
         &self,
         rec: &mut CandidateRecord,
     ) -> Result<(), EngineError> {
+        if let Some(asked) = rec.pending_branch_commit.clone() {
+            return self.reconcile_branch_commit(rec, asked).await;
+        }
         let Some(pending) = rec.pending_commit.clone() else {
             return Ok(());
         };
@@ -365,6 +368,41 @@ impl<'a> Engine<'a> {
             self.save(rec).await?;
         }
         Ok(())
+    }
+
+    /// After a commit-and-move whose answer was lost: the tip is adopted
+    /// when it is provably that write, one commit on the recorded parent,
+    /// by the bot, with the recorded message (read only in this case). A
+    /// tip still at the parent means it did not land, and the step makes
+    /// it again; any other tip is left for the ownership check, which
+    /// hands a branch someone else moved over.
+    async fn reconcile_branch_commit(
+        &self,
+        rec: &mut CandidateRecord,
+        asked: PendingBranchCommit,
+    ) -> Result<(), EngineError> {
+        if let Some(tip) = self.branch_tip(&rec.branch).await?
+            && tip.sha != asked.parent
+            && rec.head.as_ref() == Some(&asked.parent)
+        {
+            let cmp = self.forge.compare_commits(&asked.parent, &tip.sha).await?;
+            let ours = match cmp.commits.as_slice() {
+                [only] => {
+                    cmp.status == CompareStatus::Ahead
+                        && cmp.total_commits == 1
+                        && only.sha == tip.sha
+                        && only.parents == [asked.parent.clone()]
+                        && self.by_bot(only.author.as_deref())
+                        && only.message.trim_end() == asked.message.trim_end()
+                }
+                _ => false,
+            };
+            if ours {
+                rec.head = Some(tip.sha);
+            }
+        }
+        rec.pending_branch_commit = None;
+        self.save(rec).await
     }
 
     /// What the candidate's bump covers: as recorded when the commit was

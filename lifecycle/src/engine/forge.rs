@@ -278,6 +278,16 @@ pub enum Write<'a> {
         files: &'a [(String, Vec<u8>)],
         message: &'a str,
     },
+    /// One commit on `branch`, whose only parent is `expected_head`, that
+    /// sets `files`, and the branch moved to it, atomically: refused with
+    /// [`ForgeError::NotFastForward`], and nothing changed, when the branch
+    /// is not at `expected_head` (GitHub's `createCommitOnBranch`).
+    CommitOnBranch {
+        branch: &'a str,
+        expected_head: &'a CommitSha,
+        files: &'a [(String, Vec<u8>)],
+        message: &'a str,
+    },
     /// Creates `refs/heads/<branch>` at `sha`.
     CreateBranch { branch: &'a str, sha: &'a CommitSha },
     /// Moves a branch without force (a compare-and-swap on GitHub's side).
@@ -334,6 +344,7 @@ impl Write<'_> {
         match self {
             Write::CommitFiles { .. } => "a commit",
             Write::CommitMerge { .. } => "a merge commit",
+            Write::CommitOnBranch { .. } => "a commit on a branch",
             Write::CreateBranch { .. } => "creating a branch",
             Write::FastForwardBranch { .. } => "a push",
             Write::DeleteBranch { .. } => "deleting a branch",

@@ -154,6 +154,17 @@ pub struct OwnComments {
     pub settled: Option<Intent>,
 }
 
+/// A commit Klaud asked GitHub to add onto its branch and move the branch
+/// to in one write ([`super::forge::Write::CommitOnBranch`]), not yet
+/// known to have landed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingBranchCommit {
+    /// The head the commit was asked on: its one parent.
+    pub parent: CommitSha,
+    /// The commit's message, exactly as sent.
+    pub message: String,
+}
+
 /// Everything Klaud remembers about one candidate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CandidateRecord {
@@ -220,6 +231,13 @@ pub struct CandidateRecord {
     pub head: Option<CommitSha>,
     /// A commit made but not yet on the branch (intent).
     pub pending_commit: Option<CommitSha>,
+    /// A commit asked of GitHub together with the branch's move (one
+    /// write), recorded before it is sent: its sha is GitHub's answer,
+    /// which a lost answer or a crash never delivers, so the next step
+    /// knows the commit by its parent and message instead. `None` in
+    /// records from before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_branch_commit: Option<PendingBranchCommit>,
     /// Pull request number.
     pub pull: Option<PullNumber>,
     /// Pull request URL.

@@ -613,6 +613,15 @@ impl Forge for MemoryForge {
                 .apply_commit_merge(head, base, files, message)
                 .await
                 .map(Written::Commit),
+            Write::CommitOnBranch {
+                branch,
+                expected_head,
+                files,
+                message,
+            } => self
+                .apply_commit_on_branch(branch, expected_head, files, message)
+                .await
+                .map(Written::Commit),
             Write::CreateBranch { branch, sha } => {
                 self.apply_create_branch(branch, sha).await.map(done)
             }
@@ -695,6 +704,34 @@ impl MemoryForge {
             .commit_with(Some(head), Some(base), files, message)
             .await?;
         forge_sha("new merge commit", &sha)
+    }
+
+    /// The commit and the move as GitHub makes them, in one: a branch
+    /// elsewhere than `expected_head` refuses before any commit is made.
+    async fn apply_commit_on_branch(
+        &self,
+        branch: &str,
+        expected_head: &str,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<CommitSha, ForgeError> {
+        let name = format!("refs/heads/{branch}");
+        match self.store.ref_sha(&name) {
+            None => return Err(ForgeError::NotFound(format!("branch {branch}"))),
+            Some(tip) if tip != expected_head => {
+                return Err(ForgeError::NotFastForward(format!(
+                    "commit on branch {branch}: expected it at {expected_head}, it is at {tip}"
+                )));
+            }
+            Some(_) => {}
+        }
+        self.log(format!("commit on branch {branch} at {expected_head}"));
+        let sha = self.commit(Some(expected_head), files, message).await?;
+        self.store
+            .fast_forward_ref(&name, &sha)
+            .await
+            .map_err(store_err)?;
+        forge_sha("new commit", &sha)
     }
 
     async fn apply_create_branch(&self, branch: &str, sha: &str) -> Result<(), ForgeError> {

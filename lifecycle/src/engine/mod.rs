@@ -73,8 +73,8 @@ pub use forge::{
 pub use hunt::{HuntProgress, hunt_test_name, is_hunt_news};
 pub use intent::Intent;
 pub use journal::{
-    AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal, RetryRequest,
-    ReuseAuthorization, Step, StoredClaim, Upkeep, Withdrawn,
+    AttemptRecord, CandidateRecord, Ending, Journal, JournalError, MemoryJournal,
+    PendingBranchCommit, RetryRequest, ReuseAuthorization, Step, StoredClaim, Upkeep, Withdrawn,
 };
 pub use klaud_claims::ManualClock;
 #[cfg(any(test, feature = "testkit"))]

@@ -86,6 +86,18 @@ impl OwnershipProof {
         }
     }
 
+    /// `Ok` when the proof checked branch `name` at `head`: a commit that
+    /// moves the branch from there needs both, where a commit that moves
+    /// nothing needs only its parent.
+    pub fn for_branch_head(&self, name: &str, head: &str) -> Result<(), ProofError> {
+        self.for_branch(name)?;
+        if self.head.as_deref() == Some(head) {
+            Ok(())
+        } else {
+            Err(self.refuse(format!("branch {name} at {head}")))
+        }
+    }
+
     /// `Ok` when the proof checked a branch head and a pull request, which
     /// is what a run testing that head needs.
     pub fn for_dispatch(&self) -> Result<(), ProofError> {

@@ -362,19 +362,18 @@ impl Engine<'_> {
                     rec.candidate
                 );
                 self.intend(rec, Intent::Repair(n)).await?;
-                let sha = self
-                    .forge
-                    .commit_files(&proof, old_head, &files, &message)
-                    .await?;
+                let branch = rec.branch.clone();
                 let pushed = match self
                     .forge
-                    .fast_forward_branch(&proof, &rec.branch, &sha)
+                    .commit_on_branch(&proof, &branch, old_head, &files, &message)
                     .await
                 {
-                    // Klaud's own push: the step's reads follow it, and
-                    // the repair step takes the tip from them.
-                    Ok(()) => Some(sha),
-                    // Re-read by the repair step: the tip tells (a push
+                    // Klaud's own commit, on the branch: the step's reads
+                    // follow it, and the repair step takes the tip from
+                    // them.
+                    Ok(sha) => Some(sha),
+                    // Re-read by the repair step: the tip tells (this
+                    // commit is the bot's and carries the trailer; a push
                     // by someone else meanwhile is a handoff there).
                     Err(ForgeError::Ambiguous(_)) | Err(ForgeError::NotFastForward(_)) => {
                         self.forge.forget();

@@ -40,6 +40,7 @@ impl Engine<'_> {
             claim: None,
             head: None,
             pending_commit: None,
+            pending_branch_commit: None,
             pull: None,
             pull_url: None,
             pull_opened_here: false,

@@ -217,6 +217,7 @@ impl Engine<'_> {
         rec.pull_url = Some(pull.html_url.clone());
         rec.head = Some(head);
         rec.pending_commit = None;
+        rec.pending_branch_commit = None;
         rec.ending = None;
         rec.sweep = None;
         rec.sweep_requested_at = None;

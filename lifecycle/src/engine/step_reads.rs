@@ -424,6 +424,14 @@ impl Forge for StepReads<'_> {
                     let parents = vec![head.to_string(), base.to_string()];
                     self.made_commit(sha, message, parents).await;
                 }
+                Write::CommitOnBranch {
+                    expected_head,
+                    message,
+                    ..
+                } => {
+                    self.made_commit(sha, message, vec![expected_head.to_string()])
+                        .await
+                }
                 _ => {}
             }
         }
@@ -469,6 +477,23 @@ impl StepReads<'_> {
                         self.forget_ref(&name);
                         self.forget_pulls_of(branch);
                         Err(e)
+                    }
+                }
+            }
+            // The branch is at the commit the answer names (or, after a
+            // refusal or a lost answer, anywhere: read it again).
+            Write::CommitOnBranch { branch, .. } => {
+                let name = format!("refs/heads/{branch}");
+                match written {
+                    Ok(Written::Commit(sha)) => {
+                        self.moved_ref(&name, sha.as_str());
+                        self.pushed(branch, &sha);
+                        Ok(Written::Commit(sha))
+                    }
+                    other => {
+                        self.forget_ref(&name);
+                        self.forget_pulls_of(branch);
+                        other
                     }
                 }
             }

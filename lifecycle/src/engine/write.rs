@@ -80,6 +80,11 @@ impl OwnershipProof {
         match &write {
             Write::CommitFiles { parent, .. } => self.for_commit(parent)?,
             Write::CommitMerge { head, .. } => self.for_commit(head)?,
+            Write::CommitOnBranch {
+                branch,
+                expected_head,
+                ..
+            } => self.for_branch_head(branch, expected_head)?,
             Write::CreateBranch { branch, .. }
             | Write::FastForwardBranch { branch, .. }
             | Write::DeleteBranch { branch } => self.for_branch(branch)?,
@@ -159,6 +164,27 @@ pub trait Writes: Forge {
         match self.write(proof.permit(write)?).await? {
             Written::Commit(sha) => Ok(sha),
             other => Err(other.wrong("a merge commit")),
+        }
+    }
+    /// [`Write::CommitOnBranch`]; the new commit's sha, which `branch`
+    /// now points at.
+    async fn commit_on_branch(
+        &self,
+        proof: &OwnershipProof,
+        branch: &str,
+        expected_head: &CommitSha,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<CommitSha, ForgeError> {
+        let write = Write::CommitOnBranch {
+            branch,
+            expected_head,
+            files,
+            message,
+        };
+        match self.write(proof.permit(write)?).await? {
+            Written::Commit(sha) => Ok(sha),
+            other => Err(other.wrong("a commit on a branch")),
         }
     }
     /// [`Write::CreateBranch`].

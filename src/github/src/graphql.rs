@@ -29,25 +29,82 @@ impl Github {
             .t
             .write_idempotent(what, Method::POST, "/graphql", Some(&body))
             .await?;
-        ok_or_error(what, &raw)?;
-        let answer: Value = raw.json(what)?;
-        if let Some(errors) = answer
-            .get("errors")
-            .and_then(Value::as_array)
-            .filter(|e| !e.is_empty())
-        {
-            let message = errors
-                .iter()
-                .filter_map(|e| e.get("message").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Err(GithubError::Rejected {
-                what: what.to_owned(),
-                status: 200,
-                message: cut_chars(&message, MAX_ERROR_CHARS),
-            });
+        let answer = answer_of(what, &raw)?;
+        match graphql_errors(&answer) {
+            Some(errors) => Err(rejected(what, &errors)),
+            None => Ok(answer),
         }
-        Ok(answer)
+    }
+
+    /// [`Github::graphql`] sent once, answered with its `errors` (each
+    /// one's `type` and `message`) for the caller to tell apart: for a
+    /// mutation that is not repeatable (a commit), where an unknown
+    /// outcome stays [`GithubError::Ambiguous`] for the caller to settle.
+    pub(crate) async fn graphql_once(
+        &self,
+        what: &str,
+        query: &str,
+        variables: Value,
+    ) -> Result<Result<Value, Vec<GraphqlError>>, GithubError> {
+        let body = json!({"query": query, "variables": variables});
+        let raw = self
+            .t
+            .write(what, Method::POST, "/graphql", Some(&body))
+            .await?;
+        let answer = answer_of(what, &raw)?;
+        Ok(match graphql_errors(&answer) {
+            Some(errors) => Err(errors),
+            None => Ok(answer),
+        })
+    }
+}
+
+/// One entry of a GraphQL answer's `errors`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GraphqlError {
+    /// GitHub's error type (`NOT_FOUND`, `STALE_DATA`, …), when given.
+    pub(crate) kind: Option<String>,
+    /// The message, bounded.
+    pub(crate) message: String,
+}
+
+fn answer_of(what: &str, raw: &crate::transport::Raw) -> Result<Value, GithubError> {
+    ok_or_error(what, raw)?;
+    raw.json(what)
+}
+
+/// The answer's `errors`, `None` when it has none.
+fn graphql_errors(answer: &Value) -> Option<Vec<GraphqlError>> {
+    let errors = answer
+        .get("errors")
+        .and_then(Value::as_array)
+        .filter(|e| !e.is_empty())?;
+    Some(
+        errors
+            .iter()
+            .map(|e| GraphqlError {
+                kind: e.get("type").and_then(Value::as_str).map(str::to_owned),
+                message: cut_chars(
+                    e.get("message").and_then(Value::as_str).unwrap_or_default(),
+                    MAX_ERROR_CHARS,
+                ),
+            })
+            .collect(),
+    )
+}
+
+/// GraphQL failures as one [`GithubError::Rejected`], every message joined.
+pub(crate) fn rejected(what: &str, errors: &[GraphqlError]) -> GithubError {
+    let message = errors
+        .iter()
+        .map(|e| e.message.as_str())
+        .filter(|m| !m.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    GithubError::Rejected {
+        what: what.to_owned(),
+        status: 200,
+        message: cut_chars(&message, MAX_ERROR_CHARS),
     }
 }
 

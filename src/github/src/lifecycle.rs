@@ -335,6 +335,15 @@ impl LifecycleForge for GithubLifecycle<'_> {
                 .apply_commit_merge(head, base, files, message)
                 .await
                 .map(Written::Commit),
+            Write::CommitOnBranch {
+                branch,
+                expected_head,
+                files,
+                message,
+            } => self
+                .apply_commit_on_branch(branch, expected_head, files, message)
+                .await
+                .map(Written::Commit),
             Write::CreateBranch { branch, sha } => {
                 self.apply_create_branch(branch, sha).await.map(done)
             }
@@ -428,6 +437,29 @@ impl GithubLifecycle<'_> {
         // (check-final's changelog and master) is answered from memory.
         self.forge.remember_own_commit(&made, base, &changes);
         Ok(made)
+    }
+
+    async fn apply_commit_on_branch(
+        &self,
+        branch: &str,
+        expected_head: &str,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<CommitSha, ForgeError> {
+        let changes: Vec<TreeChange> = files
+            .iter()
+            .map(|(path, bytes)| TreeChange {
+                path: path.clone(),
+                content: Some(bytes.clone()),
+                executable: false,
+            })
+            .collect();
+        let made = self
+            .forge
+            .commit_on_branch(branch, expected_head, &changes, message)
+            .await
+            .map_err(map)?;
+        sha(|| format!("commit on branch {branch}"), "oid", &made).map_err(map)
     }
 
     async fn apply_create_branch(&self, branch: &str, sha: &str) -> Result<(), ForgeError> {

@@ -15,7 +15,8 @@ use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
 use crate::engine::forge::{Forge as _, ForgeError};
 use crate::engine::intent::Intent;
-use crate::engine::journal::{AttemptRecord, CandidateRecord, Step};
+use crate::engine::journal::{AttemptRecord, CandidateRecord, PendingBranchCommit, Step};
+use crate::engine::ownership::OwnershipProof;
 use crate::engine::proof::Scope;
 use crate::engine::upkeep::MergePlan;
 use crate::engine::write::Writes as _;
@@ -120,18 +121,18 @@ async fn append_changelog(
     // the entry (never a rebase): a PR that conflicts with its base
     // gets no `pull_request` run, so the label would start nothing.
     let plan = cx.merge_plan(rec, head, &base_tip, Some(&link)).await?;
-    cx.intend(rec, Intent::CommitChangelog).await?;
     let sha = match plan {
+        // Up to date: the commit and the push are one write.
         MergePlan::UpToDate => {
-            cx.forge
-                .commit_files(&proof, head, &[(path, new)], &message)
-                .await?
+            let files = [(path, new)];
+            return commit_on_branch(cx, rec, &proof, head, &files, &message).await;
         }
         MergePlan::Merge { base_tip, files } => {
             let message = format!(
                 "Add perf-changelog entry for {}, merging {}\n\n{TRAILER}{}\n",
                 rec.key, rec.base_branch, rec.candidate
             );
+            cx.intend(rec, Intent::CommitChangelog).await?;
             cx.forge
                 .commit_merge(&proof, head, &base_tip, &files, &message)
                 .await?
@@ -162,6 +163,47 @@ async fn append_changelog(
         // Re-read next step (reconcile_head or the ownership check
         // tells what happened).
         Err(ForgeError::Ambiguous(_)) | Err(ForgeError::NotFastForward(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(Progress::Advanced(Step::Final))
+}
+
+/// The changelog commit on `head` and the branch moved to it, in one
+/// write. Its parent and message are recorded first: an answer that never
+/// came leaves a commit only they can recognise ([`Engine::reconcile_head`]
+/// next step).
+async fn commit_on_branch(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    proof: &OwnershipProof,
+    head: &CommitSha,
+    files: &[(String, Vec<u8>)],
+    message: &str,
+) -> Result<Progress, EngineError> {
+    rec.pending_branch_commit = Some(PendingBranchCommit {
+        parent: head.clone(),
+        message: message.to_owned(),
+    });
+    cx.intend(rec, Intent::PushChangelog).await?;
+    let branch = rec.branch.clone();
+    match cx
+        .forge
+        .commit_on_branch(proof, &branch, head, files, message)
+        .await
+    {
+        Ok(sha) => {
+            rec.head = Some(sha);
+            rec.pending_branch_commit = None;
+            cx.save(rec).await?;
+        }
+        // Refused before anything was made: the branch moved, which the
+        // next step's ownership check reads as someone else's push.
+        Err(ForgeError::NotFastForward(_)) => {
+            rec.pending_branch_commit = None;
+            cx.save(rec).await?;
+        }
+        // The tip tells next step.
+        Err(ForgeError::Ambiguous(_)) => {}
         Err(e) => return Err(e.into()),
     }
     Ok(Progress::Advanced(Step::Final))

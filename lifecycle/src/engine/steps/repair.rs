@@ -7,8 +7,8 @@
 //! After a failed `smoke` or `sweep`. Reads the failed run's jobs and
 //! report, the playbook at the base, the branch tip (a repair commit that
 //! is not Klaud's or the hook's is a mismatch). May write: a playbook
-//! repair's commit and push, under a proof; the hook pushes to the branch
-//! while the proof holds.
+//! repair's commit onto the branch (the commit and the push in one write),
+//! under a proof; the hook pushes to the branch while the proof holds.
 
 use crate::engine::config::TRAILER;
 use crate::engine::context::Engine;

@@ -324,6 +324,83 @@ impl Github {
         Ok(sha)
     }
 
+    /// One commit of `changes` on `branch` (short name), whose parent is
+    /// `expected_head`, with the branch moved to it: GitHub's GraphQL
+    /// `createCommitOnBranch`, one request where the git data API takes
+    /// three (tree, commit, ref). Its `expectedHeadOid` is the
+    /// compare-and-swap a non-forced ref update is: a branch that moved
+    /// answers [`GithubError::NotFastForward`] and is left as it was.
+    ///
+    /// Sent once: after an answer that was lost the commit may exist and
+    /// the branch may have moved, which only the branch tip can tell
+    /// ([`GithubError::Ambiguous`]; a second send would be refused as
+    /// stale either way, telling nothing). The message's first line is the
+    /// headline and the rest, after the blank line, the body: GitHub joins
+    /// them back with a blank line.
+    pub(crate) async fn commit_on_branch(
+        &self,
+        branch: &str,
+        expected_head: &str,
+        changes: &[TreeChange],
+        message: &str,
+    ) -> Result<String, GithubError> {
+        let what = format!("commit on branch {branch}");
+        let (headline, rest) = message.split_once('\n').unwrap_or((message, ""));
+        let body = rest.strip_prefix('\n').unwrap_or(rest);
+        let mut additions = Vec::new();
+        let mut deletions = Vec::new();
+        for c in changes {
+            match &c.content {
+                Some(bytes) => {
+                    additions.push(json!({"path": c.path, "contents": B64.encode(bytes)}))
+                }
+                None => deletions.push(json!({"path": c.path})),
+            }
+        }
+        let input = json!({
+            "branch": {"repositoryNameWithOwner": self.repo(), "branchName": branch},
+            "expectedHeadOid": expected_head,
+            "message": {"headline": headline, "body": body},
+            "fileChanges": {"additions": additions, "deletions": deletions},
+        });
+        let query = "mutation($input: CreateCommitOnBranchInput!) { createCommitOnBranch(input: $input) { commit { oid message tree { oid } } } }";
+        let answer = match self
+            .graphql_once(&what, query, json!({"input": input}))
+            .await?
+        {
+            Ok(answer) => answer,
+            Err(errors) => return Err(commit_refused(what, &errors)),
+        };
+        let commit = &answer["data"]["createCommitOnBranch"]["commit"];
+        let field = |name: &str| commit[name].as_str().filter(|s| is_full_sha(s));
+        let Some(sha) = field("oid").map(str::to_owned) else {
+            return Err(GithubError::Decode {
+                what,
+                detail: "no commit oid in the answer".into(),
+            });
+        };
+        if let (Some(tree), Some(message)) = (
+            commit["tree"]["oid"].as_str().filter(|s| is_full_sha(s)),
+            commit["message"].as_str(),
+        ) {
+            // A commit never changes, and the mutation's answer holds what
+            // a later `GET git/commits/{sha}` would be read for (message,
+            // tree, the one parent GitHub documents): kept in that shape,
+            // the next step's read of the tip asks nothing.
+            let known = json!({
+                "sha": sha, "message": message,
+                "tree": {"sha": tree}, "parents": [{"sha": expected_head}],
+            });
+            self.t.remember_immutable(
+                &self.path(&format!("git/commits/{}", seg(&sha))),
+                bytes::Bytes::from(known.to_string()),
+            );
+            self.t.remember_tree(&sha, tree);
+            self.remember_own_commit(&sha, expected_head, changes);
+        }
+        Ok(sha)
+    }
+
     /// The tree of commit `sha`: known without a request when the commit
     /// was made here or its tree was read by its sha, else read (and the
     /// commit is kept, like every git object read by sha).
@@ -505,5 +582,19 @@ impl Github {
                 }),
             }
         })
+    }
+}
+
+/// A refused `createCommitOnBranch`: a stale `expectedHeadOid` is the
+/// compare-and-swap's refusal; a missing branch or repository is not
+/// found; anything else is GitHub's message.
+fn commit_refused(what: String, errors: &[crate::graphql::GraphqlError]) -> GithubError {
+    let kind = |k: &str| errors.iter().any(|e| e.kind.as_deref() == Some(k));
+    if kind("STALE_DATA") {
+        GithubError::NotFastForward { what }
+    } else if kind("NOT_FOUND") {
+        GithubError::NotFound { what }
+    } else {
+        crate::graphql::rejected(&what, errors)
     }
 }

@@ -1,5 +1,5 @@
-//! `POST /graphql`: the two mutations that change a pull request's draft
-//! state, addressed by the PR's node id (`node_id` in PR JSON), and one
+//! `POST /graphql`: `createCommitOnBranch` (its own module), the two
+//! mutations that change a pull request's draft state, addressed by the PR's node id (`node_id` in PR JSON), and one
 //! query: who last edited an issue and when (`repository(owner:, name:)
 //! { issue(number:) { editor { login } lastEditedAt } }`, with the three
 //! values as variables `owner`, `name`, `number`), which REST does not tell,
@@ -56,6 +56,9 @@ pub async fn graphql(
     Json(body): Json<GraphqlIn>,
 ) -> Result<Response, ApiError> {
     let login = caller.require()?.to_string();
+    if body.query.contains("createCommitOnBranch") {
+        return super::commit_on_branch::create(&st, &login, &body.variables).await;
+    }
     if body.query.contains("node(") && body.query.contains("editor") {
         return comment_editor(&st, &body.query, &body.variables).await;
     }

@@ -8,6 +8,7 @@
 mod actions;
 mod apps;
 mod comments;
+mod commit_on_branch;
 mod contents;
 mod control;
 pub mod faults;
@@ -307,6 +308,20 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
         .get("x-github-api-version")
         .map(|v| v.to_str().unwrap_or("").to_string());
 
+    // GitHub's content-creation limits count what the GraphQL API creates
+    // too: a commit made by `createCommitOnBranch` is one, where the same
+    // commit through REST is three (tree, commit, ref).
+    let (req, graphql_creates) = if method == Method::POST && path == "/graphql" {
+        let (parts, body) = req.into_parts();
+        let bytes = axum::body::to_bytes(body, MAX_BODY)
+            .await
+            .unwrap_or_default();
+        let creates = String::from_utf8_lossy(&bytes).contains("createCommitOnBranch");
+        (Request::from_parts(parts, Body::from(bytes)), creates)
+    } else {
+        (req, false)
+    };
+    let mut req = req;
     let mut m = st.lock().await;
     let now = Utc::now().timestamp();
     let (bucket, login) = match &token {
@@ -409,9 +424,10 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
     }
 
     // Content-creating: what adds or changes content (a GraphQL query
-    // reads; deleting creates nothing).
-    let creates =
-        matches!(method, Method::POST | Method::PATCH | Method::PUT) && path != "/graphql";
+    // reads; of the GraphQL mutations the simulator answers only the
+    // commit is counted; deleting creates nothing).
+    let creates = matches!(method, Method::POST | Method::PATCH | Method::PUT)
+        && (path != "/graphql" || graphql_creates);
     let limits = (m.content_limit_per_minute, m.content_limit_per_hour);
     if creates && limits != (None, None) {
         let window = m.content_writes.entry(bucket.clone()).or_default();

@@ -84,7 +84,7 @@ pub struct CreateRef {
 /// A branch moved from `before` (`None` when created) to `after`: the
 /// `push` and, for open PRs from that branch, `synchronize` events of the
 /// repository's workflow files.
-fn branch_moved(
+pub(super) fn branch_moved(
     m: &mut Model,
     owner: &str,
     repo: &str,

@@ -55,7 +55,8 @@ pub const FAILED_RUN_ALLOWANCE: usize = 20;
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct Scenario {
     /// Commits Klaud made on the candidate's branch (the bump, the
-    /// changelog entry): the heads its runs tested.
+    /// changelog entry): the heads its runs tested. The first one, the
+    /// bump, is the one that created the branch.
     pub commits: usize,
     /// Runs started by a dispatch (the smokes).
     pub dispatched: usize,
@@ -82,9 +83,11 @@ pub struct Scenario {
 impl Scenario {
     /// The requests a lifecycle that leaves this on GitHub cannot avoid,
     /// every one charged: the claim (its record commit, its ref, its
-    /// deletion; a lifecycle shorter than the lease renews nothing); per
-    /// commit a tree (blobs inline), the commit and the ref created or
-    /// moved; the draft pull request with its body (the baseline is known
+    /// deletion; a lifecycle shorter than the lease renews nothing); the
+    /// commits, each onto an existing branch in one GraphQL
+    /// `createCommitOnBranch` (the commit and the branch's move), the
+    /// first after the ref that creates the branch at the base (2); the
+    /// draft pull request with its body (the baseline is known
     /// before it opens); a dispatch per dispatched run, a re-run per later
     /// attempt; per judged attempt the read that sees it completed (for a
     /// labelled run the listing that finds it), its artifact list and each
@@ -94,7 +97,8 @@ impl Scenario {
     /// line (a command of its own). Checks that GitHub answers 304 while
     /// nothing changed are free and not counted; neither are polls.
     pub fn floor(&self) -> usize {
-        3 + 3 * self.commits
+        3 + self.commits
+            + usize::from(self.commits > 0)
             + 1
             + self.dispatched
             + self.reruns
@@ -588,7 +592,21 @@ mod tests {
             ready: true,
             reuse_line: true,
         };
-        assert_eq!(s.floor(), 3 + 6 + 1 + 1 + 4 + 4 + 1 + 1 + 1 + 1);
+        // The bump 2 (the branch's ref, the commit onto it), the
+        // changelog 1.
+        assert_eq!(s.floor(), 3 + 3 + 1 + 1 + 4 + 4 + 1 + 1 + 1 + 1);
+        // A repair commit onto the existing branch costs one more.
+        let repaired = Scenario {
+            commits: 3,
+            ..s.clone()
+        };
+        assert_eq!(repaired.floor(), s.floor() + 1);
+        // A lifecycle that made no commit pays for no branch.
+        let none = Scenario {
+            commits: 0,
+            ..s.clone()
+        };
+        assert_eq!(none.floor(), s.floor() - 3);
         // An infrastructure failure adds its dispatch, its judgement and
         // its failed jobs.
         let retried = Scenario {
