@@ -1430,3 +1430,95 @@ async fn a_commit_on_the_branch_is_one_graphql_request_and_a_compare_and_swap() 
         .await;
     assert_ne!(moved, Some(theirs.to_string()), "GitHub applied it");
 }
+
+/// GitHub's `createCommitOnBranch` writes every file as 100644: a commit
+/// that edits an executable launcher (a playbook repair) goes through the
+/// tree API instead and keeps the mode a person gave it, as the REST
+/// commit does; a regular file still costs the one mutation.
+#[tokio::test]
+async fn a_commit_on_the_branch_keeps_an_executable_files_mode() {
+    let sim = sim().await;
+    let seed = tempfile::tempdir().unwrap();
+    let launcher = seed.path().join("runners/launch_b200.sh");
+    std::fs::create_dir_all(launcher.parent().unwrap()).unwrap();
+    std::fs::write(&launcher, "#!/bin/bash\necho old\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    sim.state()
+        .seed_from_dir(REPO, seed.path(), Some("maintainer"))
+        .await
+        .unwrap();
+    let f = forge(&sim).await;
+    let k = Klaud::new(&f).await;
+    let branch = "klaud/auto-m";
+    let head = k
+        .branch(branch, "configs/nvidia-master.yaml", b"a: 2\n")
+        .await;
+    let mode_at = |sha: String| {
+        let url = format!("{}/repos/{REPO}/git/trees/{sha}?recursive=1", sim.url());
+        async move {
+            let tree: serde_json::Value = klaud_http::http_client_builder()
+                .user_agent("klaud-test")
+                .build()
+                .unwrap()
+                .get(url)
+                .bearer_auth(BOT_TOKEN)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            tree["tree"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["path"] == "runners/launch_b200.sh")
+                .map(|e| e["mode"].as_str().unwrap().to_owned())
+        }
+    };
+    assert_eq!(mode_at(head.to_string()).await.as_deref(), Some("100755"));
+
+    let proof = k.prove(Some((branch, &head)), None, None, None).await;
+    let files = [(
+        "runners/launch_b200.sh".to_owned(),
+        b"#!/bin/bash\necho new\n".to_vec(),
+    )];
+    let before = sim.state().request_log().await.len();
+    let sha = k
+        .forge
+        .commit_on_branch(&proof, branch, &head, &files, "Repair the launcher\n")
+        .await
+        .expect("commit");
+    let log = sim.state().request_log().await;
+    assert!(
+        !log[before..].iter().any(|e| e.path == "/graphql"),
+        "the mutation would drop the mode"
+    );
+    assert_eq!(mode_at(sha.to_string()).await.as_deref(), Some("100755"));
+    assert_eq!(
+        sim.state()
+            .ref_sha(REPO, &format!("refs/heads/{branch}"))
+            .await,
+        Some(sha.to_string())
+    );
+
+    // A regular file beside it: the one mutation, and the launcher's mode
+    // stays what it was.
+    let proof = k.prove(Some((branch, &sha)), None, None, None).await;
+    let files = [("perf-changelog.yaml".to_owned(), b"- entry\n".to_vec())];
+    let before = sim.state().request_log().await.len();
+    let next = k
+        .forge
+        .commit_on_branch(&proof, branch, &sha, &files, "Add perf-changelog entry\n")
+        .await
+        .expect("commit");
+    let sent: Vec<_> = sim.state().request_log().await[before..]
+        .iter()
+        .map(|e| format!("{} {}", e.method, e.path))
+        .collect();
+    assert_eq!(sent, ["POST /graphql"]);
+    assert_eq!(mode_at(next.to_string()).await.as_deref(), Some("100755"));
+}

@@ -98,8 +98,9 @@ async fn a_known_oom_is_repaired_by_the_playbook_without_a_hook() {
     assert!(failed.contains("已知引擎故障"), "{failed}");
     // Between the failed jobs' logs and the repair's push, the branch is
     // not compared (this journal opened the PR and made no repair yet, so
-    // no fix was tried) and read once: the ownership proof's look at where
-    // it points, which a wave answers from its listing of Klaud's branches.
+    // no fix was tried) and read at most once: the ownership proof's look
+    // at where it points, which a wave answers from its listing of Klaud's
+    // branches when the step runs in the pass that listed them.
     let log = env.stack.state().request_log().await;
     // The repair's commit and push are one GraphQL request, the first
     // after the failed jobs' logs were read.
@@ -126,7 +127,7 @@ async fn a_known_oom_is_repaired_by_the_playbook_without_a_hook() {
         .iter()
         .filter(|r| r.method == "GET" && r.path.contains("/git/ref/heads/klaud/auto-"))
         .count();
-    assert_eq!(branch_reads, 1, "{between:#?}");
+    assert!(branch_reads <= 1, "{between:#?}");
     // What the repair changed is Klaud's own commit on the failed head:
     // the repaired smoke's report lists it without asking GitHub.
     let repaired = rec.attempts[1].head.as_str();

@@ -875,6 +875,9 @@ struct RecursiveTree {
 #[derive(Deserialize)]
 struct TreeEntry {
     path: String,
+    /// `100644`, `100755` (executable), `120000` (symlink), …
+    #[serde(default)]
+    mode: String,
     #[serde(rename = "type")]
     kind: String,
     sha: String,

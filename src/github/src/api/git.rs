@@ -220,16 +220,10 @@ impl Github {
         tree_ish: &'f str,
     ) -> BoxFuture<'f, Result<Vec<(String, String)>, GithubError>> {
         Box::pin(async move {
-            let what = format!("read tree of {tree_ish}");
-            let path = self.path(&format!("git/trees/{}?recursive=1", seg(tree_ish)));
-            let t: RecursiveTree = if is_full_sha(tree_ish) {
-                self.t.get_json_immutable(&what, &path).await?
-            } else {
-                self.t.get_json(&what, &path).await?
-            };
+            let t = self.recursive_tree(tree_ish).await?;
             if t.truncated {
                 return Err(GithubError::Decode {
-                    what,
+                    what: format!("read tree of {tree_ish}"),
                     detail: "GitHub truncated the recursive tree".into(),
                 });
             }
@@ -246,6 +240,54 @@ impl Github {
                 .map(|e| (e.path, e.sha))
                 .collect())
         })
+    }
+
+    /// `GET git/trees/{tree_ish}?recursive=1`, kept when read by sha (a
+    /// commit's tree never changes).
+    async fn recursive_tree(&self, tree_ish: &str) -> Result<RecursiveTree, GithubError> {
+        let what = format!("read tree of {tree_ish}");
+        let path = self.path(&format!("git/trees/{}?recursive=1", seg(tree_ish)));
+        if is_full_sha(tree_ish) {
+            self.t.get_json_immutable(&what, &path).await
+        } else {
+            self.t.get_json(&what, &path).await
+        }
+    }
+
+    /// Which of `paths` are executable files (mode `100755`) at commit
+    /// `sha`, so that a write keeps the mode a person gave them (a tree
+    /// entry must name one, and GitHub's `createCommitOnBranch` writes
+    /// every file as `100644`). A commit Klaud made keeps each path's mode
+    /// from its parent (its writes keep modes, a file it adds is not
+    /// executable), so the answer comes from the first commit down its
+    /// parents that Klaud did not make: usually the base, whose tree
+    /// planning has read already. A truncated tree (a huge repository)
+    /// cannot tell: nothing is taken as executable, with a warning.
+    pub(crate) async fn executable_paths(
+        &self,
+        sha: &str,
+        paths: &[&str],
+    ) -> Result<Vec<String>, GithubError> {
+        let mut at = sha.to_owned();
+        // A branch holds a handful of Klaud's commits; bounded all the same.
+        for _ in 0..64 {
+            match self.t.own_paths(&at) {
+                Some((parent, _)) => at = parent,
+                None => break,
+            }
+        }
+        let tree = self.recursive_tree(&at).await?;
+        if tree.truncated {
+            tracing::warn!(commit = %at, "the recursive tree is truncated: file modes are not kept");
+            return Ok(Vec::new());
+        }
+        Ok(tree
+            .tree
+            .into_iter()
+            .filter(|e| e.kind == "blob" && e.mode == "100755")
+            .filter(|e| paths.contains(&e.path.as_str()))
+            .map(|e| e.path)
+            .collect())
     }
 
     /// `Some(blob sha or None when absent)` for `path` in the recursive tree

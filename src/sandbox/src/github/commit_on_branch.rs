@@ -217,12 +217,11 @@ pub async fn create(st: &GithubState, login: &str, vars: &Value) -> Result<Respo
         files.retain(|p, _| p != path && !p.starts_with(&prefix));
     }
     // Applied after the deletions: a path in both lists is written.
+    // Every addition is a regular file: GitHub's mutation takes no mode
+    // and writes an executable file it replaces as 100644 too.
     for (path, bytes) in input.additions {
-        let mode = files
-            .get(&path)
-            .map_or_else(|| MODE_FILE.to_owned(), |(mode, _)| mode.clone());
         let sha = r.objects.put_blob(bytes);
-        files.insert(path, (mode, sha));
+        files.insert(path, (MODE_FILE.to_owned(), sha));
     }
     let tree = r.objects.build_tree(&files);
     let committer = Signature {
