@@ -177,9 +177,16 @@ impl Engine<'_> {
     /// it, since every proof leaves more than half of the lease and no
     /// other instance takes a claim before its lease ends.
     pub fn seed_listed_claim(&self, rec: &CandidateRecord, listed: &RefTip) {
+        // An experiment's sibling may have amended the shared claim in
+        // this pass, after the listing: this engine's own write wins then.
+        let moved_since = self
+            .forge
+            .last_written(&listed.name)
+            .is_some_and(|t| t.sha != listed.sha);
         if let Some(held) = rec.claim.as_ref()
             && held.ref_name == listed.name
             && held.sha == listed.sha
+            && !moved_since
         {
             self.forge.seed_ref(listed.clone());
         }
