@@ -1175,3 +1175,30 @@ async fn a_pull_request_the_listing_shows_by_someone_else_takes_no_orders() {
     assert_ne!(rec.step, Step::Done);
     assert_eq!(rec.bot_pull, None);
 }
+
+#[tokio::test]
+async fn a_wave_grants_the_reply_permit_from_its_listing_of_open_pull_requests() {
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    // A record that does not know who authored its PR (kept before it was
+    // recorded): the wave's own listing of open PRs names the bot.
+    rec.bot_pull = None;
+    env.journal.save(&rec).await.expect("save");
+    let id = env
+        .comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud status")
+        .await;
+    let store = klaud_store::Store::temporary().expect("store");
+    let before = env.stack.state().request_log().await.len();
+    let summary = command_wave(&env, &store).await;
+    assert_eq!(summary.answered.len(), 1, "{summary:#?}");
+    assert_eq!(env.replies_to(pr, id).await.len(), 1);
+    let log = env.stack.state().request_log().await;
+    let read = format!("/pulls/{pr}");
+    assert!(
+        !log[before..]
+            .iter()
+            .any(|e| e.method == "GET" && e.path.ends_with(&read)),
+        "the PR was read although the wave's listing named its author"
+    );
+}
