@@ -1103,3 +1103,83 @@ async fn create_commit_on_branch_moves_the_branch_like_a_push() {
     let (_, _, r) = t.get("/repos/sandbox/benchmarks/git/ref/heads/gql").await;
     assert_eq!(r["object"]["sha"], tip.as_str());
 }
+
+#[tokio::test]
+async fn repository_issue_comments_filter_by_update_and_sort_as_github_does() {
+    let t = T::new().await;
+    let repo = "/repos/sandbox/benchmarks";
+    let mut ids = Vec::new();
+    let mut last_issue = Value::Null;
+    for (title, comments) in [("one", 3), ("two", 1)] {
+        let (s, issue) = t
+            .post(&format!("{repo}/issues"), json!({"title": title}))
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{issue}");
+        for i in 0..comments {
+            let (s, c) = t
+                .post(
+                    &format!("{repo}/issues/{}/comments", issue["number"]),
+                    json!({"body": format!("{title} {i}")}),
+                )
+                .await;
+            assert_eq!(s, StatusCode::CREATED, "{c}");
+            ids.push(c["id"].as_u64().unwrap());
+        }
+        last_issue = issue["number"].clone();
+    }
+    let listed = |v: &Value| -> Vec<u64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_u64().unwrap())
+            .collect()
+    };
+    // Without `sort`: every issue's comments, ascending by id, and
+    // `direction` ignored.
+    let (s, _, v) = t
+        .get(&format!("{repo}/issues/comments?direction=desc"))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(listed(&v), ids);
+    let on = format!("/issues/{last_issue}");
+    assert!(v[3]["issue_url"].as_str().unwrap().ends_with(&on), "{v}");
+    // `since` is on `updated_at`: an edit brings an old comment back,
+    // and `sort=updated` puts it last going up.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (s, _, edited) = t
+        .call(
+            Some(BOT),
+            Method::PATCH,
+            &format!("{repo}/issues/comments/{}", ids[0]),
+            Some(json!({"body": "/klaud status"})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{edited}");
+    let since = edited["updated_at"].as_str().unwrap();
+    let (_, _, v) = t
+        .get(&format!("{repo}/issues/comments?since={since}"))
+        .await;
+    assert_eq!(listed(&v), [ids[0]]);
+    let (_, _, v) = t
+        .get(&format!(
+            "{repo}/issues/comments?sort=updated&direction=asc"
+        ))
+        .await;
+    assert_eq!(listed(&v).last(), Some(&ids[0]));
+    // `sort` alone goes down.
+    let (_, _, v) = t.get(&format!("{repo}/issues/comments?sort=updated")).await;
+    assert_eq!(listed(&v).first(), Some(&ids[0]));
+    // Pages with `Link`.
+    let (_, h, v) = t
+        .get(&format!(
+            "{repo}/issues/comments?sort=created&direction=asc&per_page=3"
+        ))
+        .await;
+    assert_eq!(listed(&v), ids[..3]);
+    assert!(h["link"].to_str().unwrap().contains("rel=\"next\""));
+    // Bad parameters are refused, not ignored.
+    for bad in ["sort=comments", "direction=up", "since=yesterday"] {
+        let (s, _, v) = t.get(&format!("{repo}/issues/comments?{bad}")).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {v}");
+    }
+}

@@ -1107,3 +1107,98 @@ async fn a_readers_burst_of_commands_gets_one_refusal_an_hour() {
     assert_eq!(env.replies_to(pr, later).await.len(), 1);
     assert_eq!(env.handle(&env.forge, &mut rec).await, 0);
 }
+
+/// One pass of command handling whose engine knows pull request authors
+/// from the pass's listing (`listed`), as the wave builds it; returns the
+/// answers and whether `GET pulls/<pr>` was sent.
+async fn handle_with_listing(
+    env: &Harness,
+    rec: &mut CandidateRecord,
+    listed: std::collections::BTreeMap<klaud_claims::PullNumber, String>,
+) -> (usize, bool) {
+    let pr = rec.pull.expect("pull");
+    let lifecycle = GithubLifecycle::new(&env.forge);
+    let engine = env
+        .engine(&lifecycle, &env.journal, env.clock)
+        .with_listed_authors(listed);
+    let before = env.stack.state().request_log().await.len();
+    let answered = handle_commands(&env.forge, &engine, rec, None)
+        .await
+        .expect("handle commands")
+        .len();
+    let read = env.stack.state().request_log().await[before..]
+        .iter()
+        .any(|e| e.method == "GET" && e.path.ends_with(&format!("/pulls/{pr}")));
+    (answered, read)
+}
+
+#[tokio::test]
+async fn the_reply_permit_reads_the_pull_request_only_when_no_answer_named_its_author() {
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    // The creation's answer named the bot: kept with the record.
+    assert_eq!(rec.bot_pull, Some(pr));
+    let bot = env.forge.bot_login().to_owned();
+    let status = async |rec: &mut CandidateRecord, listed| {
+        env.comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud status")
+            .await;
+        handle_with_listing(&env, rec, listed).await
+    };
+    assert_eq!(status(&mut rec, Default::default()).await, (1, false));
+    // A record that does not know (kept before, rebuilt): the pass's
+    // listing of open pull requests tells.
+    rec.bot_pull = None;
+    let listed = [(pr, bot.clone())].into_iter().collect();
+    assert_eq!(status(&mut rec, listed).await, (1, false));
+    // Neither knows: one read, whose answer the record keeps.
+    rec.bot_pull = None;
+    assert_eq!(status(&mut rec, Default::default()).await, (1, true));
+    assert_eq!(rec.bot_pull, Some(pr));
+}
+
+#[tokio::test]
+async fn a_pull_request_the_listing_shows_by_someone_else_takes_no_orders() {
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    rec.bot_pull = None;
+    let id = env
+        .comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud stop")
+        .await;
+    let listed = [(pr, MAINTAINER.to_owned())].into_iter().collect();
+    assert_eq!(
+        handle_with_listing(&env, &mut rec, listed).await,
+        (0, false)
+    );
+    assert!(env.replies_to(pr, id).await.is_empty());
+    assert_ne!(rec.step, Step::Done);
+    assert_eq!(rec.bot_pull, None);
+}
+
+#[tokio::test]
+async fn a_wave_grants_the_reply_permit_from_its_listing_of_open_pull_requests() {
+    let env = env().await;
+    let mut rec = env.live_candidate().await;
+    let pr = rec.pull.expect("pull");
+    // A record that does not know who authored its PR (kept before it was
+    // recorded): the wave's own listing of open PRs names the bot.
+    rec.bot_pull = None;
+    env.journal.save(&rec).await.expect("save");
+    let id = env
+        .comment_as(MAINTAINER, MAINTAINER_TOKEN, pr, "/klaud status")
+        .await;
+    let store = klaud_store::Store::temporary().expect("store");
+    let before = env.stack.state().request_log().await.len();
+    let summary = command_wave(&env, &store).await;
+    assert_eq!(summary.answered.len(), 1, "{summary:#?}");
+    assert_eq!(env.replies_to(pr, id).await.len(), 1);
+    let log = env.stack.state().request_log().await;
+    let read = format!("/pulls/{pr}");
+    assert!(
+        !log[before..]
+            .iter()
+            .any(|e| e.method == "GET" && e.path.ends_with(&read)),
+        "the PR was read although the wave's listing named its author"
+    );
+}

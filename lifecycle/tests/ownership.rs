@@ -24,6 +24,8 @@ struct Fake {
     refs: MemoryRefStore,
     /// The writes that reached the backend.
     sent: Mutex<Vec<&'static str>>,
+    /// How many times the pull request was read.
+    pull_reads: Mutex<usize>,
     pull: Mutex<Pull>,
     run: Mutex<Run>,
 }
@@ -50,6 +52,7 @@ impl Forge for Fake {
         unused()
     }
     async fn get_pull(&self, _: PullNumber) -> Result<Pull, ForgeError> {
+        *self.pull_reads.lock().expect("reads") += 1;
         Ok(self.pull.lock().expect("pull").clone())
     }
     async fn closed_by(&self, _: PullNumber) -> Result<Option<String>, ForgeError> {
@@ -142,6 +145,7 @@ async fn world() -> (Fake, HeldClaim, String) {
     let fake = Fake {
         refs,
         sent: Mutex::new(Vec::new()),
+        pull_reads: Mutex::new(0),
         pull: Mutex::new(Pull {
             number: PullNumber::from(7),
             state: PullState::Open,
@@ -324,7 +328,7 @@ async fn a_proof_covers_only_what_it_checked() {
 #[tokio::test]
 async fn a_reply_permit_needs_a_pull_request_by_the_bot() {
     let (fake, _, _) = world().await;
-    let permit = reply_permit(&fake, PullNumber::from(7))
+    let permit = reply_permit(&fake, PullNumber::from(7), None)
         .await
         .expect("read")
         .expect("ours");
@@ -336,18 +340,48 @@ async fn a_reply_permit_needs_a_pull_request_by_the_bot() {
         .labels
         .push("klaud-handoff".into());
     assert!(
-        reply_permit(&fake, PullNumber::from(7))
+        reply_permit(&fake, PullNumber::from(7), None)
             .await
             .expect("read")
             .is_some()
     );
     fake.pull.lock().expect("pull").author = Some("someone".into());
     assert!(
-        reply_permit(&fake, PullNumber::from(7))
+        reply_permit(&fake, PullNumber::from(7), None)
             .await
             .expect("read")
             .is_none()
     );
+}
+
+#[tokio::test]
+async fn a_reply_permit_from_a_known_author_reads_no_pull_request() {
+    let (fake, _, _) = world().await;
+    let reads = || *fake.pull_reads.lock().expect("reads");
+    // What GitHub showed earlier stands even where a read would now answer
+    // otherwise: a pull request's author never changes.
+    fake.pull.lock().expect("pull").author = Some("someone".into());
+    let permit = reply_permit(&fake, PullNumber::from(7), Some("klaud-cold"))
+        .await
+        .expect("no read")
+        .expect("the bot's PR, whatever the case of its login");
+    assert_eq!(permit.pull(), PullNumber::from(7));
+    // A known author that is not the bot still gets no permit.
+    assert!(
+        reply_permit(&fake, PullNumber::from(7), Some("someone"))
+            .await
+            .expect("no read")
+            .is_none()
+    );
+    assert_eq!(reads(), 0, "a known author needs no read");
+    // Unknown: read, and the read's author decides.
+    assert!(
+        reply_permit(&fake, PullNumber::from(7), None)
+            .await
+            .expect("read")
+            .is_none()
+    );
+    assert_eq!(reads(), 1);
 }
 
 #[tokio::test]
@@ -393,7 +427,7 @@ async fn a_write_reaches_the_backend_only_when_its_proof_covers_its_target() {
     }
 
     // A reply needs no proof, only the permit for its pull request.
-    let permit = reply_permit(&fake, PullNumber::from(7))
+    let permit = reply_permit(&fake, PullNumber::from(7), None)
         .await
         .expect("read")
         .expect("ours");

@@ -90,10 +90,14 @@ pub fn handle_commands<'f>(
         };
         let bot = forge.bot_login();
         let replies = forge;
-        let Some(permit) = reply_permit(replies, number).await? else {
+        let known = engine.known_author(rec, number);
+        let Some(permit) = reply_permit(replies, number, known.as_deref()).await? else {
             // Not Klaud's PR (a mismatching record): take no orders there.
             return Ok(Vec::new());
         };
+        // Saved with the record's next change: no later pass reads the PR
+        // for its author again.
+        rec.bot_pull = Some(number);
         let comments = forge.list_comments(number).await?;
         let is_bot = |c: &Comment| {
             c.author

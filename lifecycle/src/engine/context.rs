@@ -54,6 +54,9 @@ pub struct Engine<'a> {
     /// whose branches nothing made yet; see also
     /// [`Engine::seed_created_claim`]).
     pub(super) created_claims: Mutex<std::collections::BTreeSet<String>>,
+    /// The authors of the pull requests the pass's listing of open PRs
+    /// showed (see [`Engine::with_listed_authors`]).
+    pub(super) listed_authors: BTreeMap<klaud_claims::PullNumber, String>,
 }
 
 /// A branch's tip commit, as the ref store read it.
@@ -155,6 +158,7 @@ impl<'a> Engine<'a> {
             workflows: Mutex::new(BTreeMap::new()),
             listed_claims: Mutex::new(None),
             created_claims: Mutex::new(std::collections::BTreeSet::new()),
+            listed_authors: BTreeMap::new(),
         }
     }
 

@@ -249,6 +249,14 @@ pub struct CandidateRecord {
     /// on GitHub before dispatching.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub pull_opened_here: bool,
+    /// The pull request a GitHub answer showed authored by the bot (its
+    /// creation's, or a read's). GitHub never changes a pull request's
+    /// author, so the maintainer commands' reply permit for it needs no
+    /// read of it again. Kept as a number, not a flag, so that it can
+    /// never vouch for another PR the record comes to name. `None`: not
+    /// known (records from before it was kept, rebuilt ones): read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bot_pull: Option<PullNumber>,
     /// This journal created the family's claim ref (no claim was there; or,
     /// for an experiment's variant, the same engine had just created the
     /// claim its siblings share), so the candidate's branch is created

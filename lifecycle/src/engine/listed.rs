@@ -16,13 +16,17 @@
 //! never in the journal).
 //!
 //! The pass's claim listing likewise tells which claims can be created
-//! without reading them first.
+//! without reading them first, and which claims still sit where Klaud's
+//! own last write left them; its listing of open pull requests tells who
+//! authored them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
+use klaud_claims::{PullNumber, RefTip};
+
 use crate::engine::context::Engine;
-use crate::engine::forge::Pull;
+use crate::engine::forge::{Forge as _, Pull};
 use crate::engine::journal::CandidateRecord;
 
 impl Engine<'_> {
@@ -132,6 +136,59 @@ impl Engine<'_> {
             .filter(|t| expected.is_none_or(|sha| t.sha == sha))
         {
             self.forge.seed_ref(tip);
+        }
+    }
+}
+
+/// Who authored a pull request, without reading it.
+impl Engine<'_> {
+    /// The authors of the open pull requests the pass listed (its plan
+    /// lists them every pass, conditionally), by number.
+    pub fn with_listed_authors(mut self, authors: BTreeMap<PullNumber, String>) -> Self {
+        self.listed_authors = authors;
+        self
+    }
+
+    /// The author of pull request `number` as a GitHub answer already
+    /// showed it: the bot, when `rec` holds its creation's (or an earlier
+    /// read's) answer; else the pass's listing's. GitHub never changes a
+    /// pull request's author, so neither answer can be stale. `None`: not
+    /// known.
+    pub fn known_author(&self, rec: &CandidateRecord, number: PullNumber) -> Option<String> {
+        if rec.bot_pull == Some(number) {
+            return Some(self.forge.bot_login());
+        }
+        self.listed_authors.get(&number).cloned()
+    }
+}
+
+/// The claim listing of the pass: a claim still where Klaud left it.
+impl Engine<'_> {
+    /// Seeds the open run of steps' reads with `rec`'s claim as the pass's
+    /// claim listing showed it (`listed`), when that is the very commit
+    /// Klaud's own last write to the claim left (the record's): the step's
+    /// ownership check then needs no read of the claim, which is a charged
+    /// answer on the first read of a pass (the claim was written, never
+    /// read, so no `ETag` is held). A claim someone moved or deleted
+    /// before the listing shows another commit or none and is read as
+    /// before. The caller seeds only in the pass's first round of steps:
+    /// a move between the listing and the step is then the same as one
+    /// between a step's read and its write, and only a person can make
+    /// it, since every proof leaves more than half of the lease and no
+    /// other instance takes a claim before its lease ends.
+    pub fn seed_listed_claim(&self, rec: &CandidateRecord, listed: &RefTip) {
+        // An experiment's sibling may have amended the shared claim in
+        // this pass, after the listing: this engine's own write wins then.
+        let moved_since = self
+            .forge
+            .last_written(&listed.name)
+            .is_some_and(|t| t.sha != listed.sha);
+        if let Some(held) = rec.claim.as_ref()
+            && held.ref_name == listed.name
+            && held.sha == listed.sha
+            && !moved_since
+        {
+            self.forge.seed_ref(listed.clone());
         }
     }
 }

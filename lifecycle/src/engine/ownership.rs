@@ -402,11 +402,22 @@ impl ReplyPermit {
 
 /// A permit to reply on pull request `number` when the bot authored it;
 /// `Ok(None)` when it did not (Klaud takes no orders on others' PRs).
+///
+/// `known_author` is the author an earlier GitHub answer about this very
+/// pull request showed (the pass's listing of open PRs, the creation's
+/// answer kept in the journal): GitHub never changes a pull request's
+/// author, so that answer is as good as a read, and reading the pull
+/// request again would be a charged answer after every write of Klaud's
+/// (a label, a report, the draft state changes its `ETag`). `None`: not
+/// known, read it.
 pub async fn reply_permit(
     forge: &dyn Forge,
     number: PullNumber,
+    known_author: Option<&str>,
 ) -> Result<Option<ReplyPermit>, ForgeError> {
-    let pull = forge.get_pull(number).await?;
-    Ok(same_login(pull.author.as_deref(), &forge.bot_login())
-        .then_some(ReplyPermit { pull: number }))
+    let author = match known_author {
+        Some(a) => Some(a.to_owned()),
+        None => forge.get_pull(number).await?.author,
+    };
+    Ok(same_login(author.as_deref(), &forge.bot_login()).then_some(ReplyPermit { pull: number }))
 }

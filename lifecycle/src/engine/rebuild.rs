@@ -44,6 +44,7 @@ impl Engine<'_> {
             pull: None,
             pull_url: None,
             pull_opened_here: false,
+            bot_pull: None,
             claim_created_here: false,
             own_comments: None,
             frozen: None,
@@ -399,6 +400,7 @@ impl Engine<'_> {
                 if self.by_bot(pull.author.as_deref()) {
                     rec.pull = Some(pull.number);
                     rec.pull_url = Some(pull.html_url.clone());
+                    rec.bot_pull = Some(pull.number);
                 }
                 self.rebuild_ending(&mut rec, &pull).await?;
                 if rec.ending.is_some() {

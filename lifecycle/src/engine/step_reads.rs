@@ -128,7 +128,7 @@ impl<'a> StepReads<'a> {
         self.lock().as_mut().map(f)
     }
 
-    fn forget_pull(&self, number: PullNumber) {
+    pub(crate) fn forget_pull(&self, number: PullNumber) {
         self.with(|s| s.pulls.remove(&number));
     }
 

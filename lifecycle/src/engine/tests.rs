@@ -540,7 +540,7 @@ async fn the_memory_forge_refuses_a_proof_for_another_pull_request() {
     w.forge
         .label_as_maintainer(number, HANDOFF_LABEL)
         .expect("label");
-    let permit = reply_permit(&w.forge, number)
+    let permit = reply_permit(&w.forge, number, None)
         .await
         .expect("read")
         .expect("the bot's PR");
@@ -1690,5 +1690,80 @@ mod listed_reads {
             w.forge.git().ref_sha(&branch).as_deref(),
             Some(theirs.as_str())
         );
+    }
+}
+
+/// A later pass's first ownership check answered from the pass's claim
+/// listing (`Engine::seed_listed_claim`) while the claim is still where
+/// Klaud's own last write left it; a claim that moved is read and seen.
+mod listed_claim {
+    use super::*;
+    use crate::engine::proof::Scope;
+    use klaud_claims::RefStore as _;
+    use klaud_claims::memory::Op;
+
+    /// A record holding its claim, as an earlier pass left it, and the
+    /// claim's tip as a listing made now shows it.
+    async fn claimed(w: &World) -> (CandidateRecord, klaud_claims::RefTip) {
+        let engine = w.engine();
+        let mut rec = engine.open_record(&w.target).await.expect("record");
+        engine.step(&mut rec).await.expect("claim");
+        let name = rec.claim.as_ref().expect("claim").ref_name.clone();
+        let tip = w.forge.git().read_ref(&name).await.expect("read");
+        (rec, tip.expect("the claim"))
+    }
+
+    /// A new pass's claim-scope proof, seeded with `listed`; whether it
+    /// proved and how many refs it read.
+    async fn prove(
+        w: &World,
+        rec: &mut CandidateRecord,
+        listed: &klaud_claims::RefTip,
+    ) -> (bool, usize) {
+        let engine = w.engine();
+        let before = w.forge.git().calls().len();
+        let kept = engine.keep_reads();
+        engine.seed_listed_claim(rec, listed);
+        let proved = engine.prove(rec, Scope::Claim).await.expect("prove");
+        drop(kept);
+        let reads = w.forge.git().calls()[before..]
+            .iter()
+            .filter(|op| **op == Op::ReadRef)
+            .count();
+        (proved.is_ok(), reads)
+    }
+
+    #[tokio::test]
+    async fn a_claim_the_listing_shows_as_klaud_left_it_is_not_read_again() {
+        let w = World::new().await;
+        let (mut rec, tip) = claimed(&w).await;
+        assert_eq!(prove(&w, &mut rec, &tip).await, (true, 0));
+    }
+
+    #[tokio::test]
+    async fn a_claim_listed_elsewhere_than_klaud_left_it_is_read_and_its_move_seen() {
+        let w = World::new().await;
+        let (mut rec, _) = claimed(&w).await;
+        let name = rec.claim.as_ref().expect("claim").ref_name.clone();
+        // A person moved the claim before the listing: the listing shows
+        // another commit, so it vouches for nothing.
+        let other = w
+            .forge
+            .git()
+            .plant(&name, "not this instance's claim", w.base.as_str())
+            .expect("planted");
+        let moved = w.forge.git().read_ref(&name).await.expect("read");
+        let moved = moved.expect("the moved claim");
+        assert_eq!(moved.sha, other);
+        assert_eq!(prove(&w, &mut rec, &moved).await, (false, 1));
+    }
+
+    #[tokio::test]
+    async fn without_a_listing_the_claim_is_read() {
+        let w = World::new().await;
+        let (mut rec, mut tip) = claimed(&w).await;
+        // A listing of another ref (or none) seeds nothing.
+        tip.name = "refs/heads/klaud/claim-0000000000000000".into();
+        assert_eq!(prove(&w, &mut rec, &tip).await, (true, 1));
     }
 }

@@ -15,7 +15,7 @@ use crate::BoxFuture;
 use crate::engine::config::TRAILER;
 use crate::engine::context::{Engine, Upkept};
 use crate::engine::error::EngineError;
-use crate::engine::forge::{Forge as _, ForgeError};
+use crate::engine::forge::{Forge as _, ForgeError, Pull};
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Step};
 use crate::engine::ownership::HANDOFF_LABEL;
@@ -217,6 +217,20 @@ impl Engine<'_> {
         })
     }
 
+    /// `pull.mergeable`, asked once more when GitHub answered `null`: it
+    /// computes mergeability in the background after the first read since
+    /// the base or head moved and documents asking again. An unchanged
+    /// `null` is a free 304; a value spares the next pass the charged read
+    /// that would bring it. Taken only for the same head.
+    async fn mergeable_asked_again(&self, pull: &Pull) -> Result<Option<bool>, EngineError> {
+        if pull.mergeable.is_some() {
+            return Ok(pull.mergeable);
+        }
+        self.forge.forget_pull(pull.number);
+        let again = self.forge.get_pull(pull.number).await?;
+        Ok(again.mergeable.filter(|_| again.head_sha == pull.head_sha))
+    }
+
     // Kept whole (about 90 lines): one ordered decision (settled, a
     // person's push, the reuse line, conflict, merge under the claim) over
     // facts it reads once.
@@ -279,7 +293,7 @@ impl Engine<'_> {
                 return Ok(posted);
             }
         }
-        match pull.mergeable {
+        match self.mergeable_asked_again(&pull).await? {
             None => {
                 return Ok(Upkept::Waiting(format!(
                     "GitHub has not computed whether #{number} merges cleanly"

@@ -275,7 +275,10 @@ impl<'a> Wave<'a> {
         let session = self.ports.registry.session();
         self.plan(&base.repository, &session, &mut pass).await?;
         let listed = pass.claims.iter().map(|c| c.tip.name.clone()).collect();
-        let engine = self.new_engine(&base).with_listed_claims(listed);
+        let engine = self
+            .new_engine(&base)
+            .with_listed_claims(listed)
+            .with_listed_authors(pass.open_pulls.authors.clone());
         self.check_readiness(&engine, &mut pass).await;
         self.resume(&engine, &base.repository, &mut pass).await;
         self.refill(&engine, &base.repository, &session, &mut pass)
@@ -828,6 +831,9 @@ impl<'a> Wave<'a> {
         let started = self.ports.clock.now();
         let wait = TimeDelta::from_std(self.wait).unwrap_or(TimeDelta::MAX);
         let mut last_listed = None;
+        // The pass's claim listing is made moments before the first round
+        // only; a later round (after a poll's sleep) reads its claims.
+        let mut first_round = true;
         loop {
             let mut waiting = false;
             let listed = self.listed(pass, last_listed).await;
@@ -851,6 +857,9 @@ impl<'a> Wave<'a> {
                 engine.seed_created_claim(&slot.rec);
                 if let Some((at, listed)) = &listed {
                     seed_listed(engine, &slot.rec, *at, listed);
+                }
+                if first_round {
+                    seed_listed_claim(engine, &slot.rec, &pass.claims);
                 }
                 for _ in 0..STEPS_IN_A_ROW {
                     progress = self.step(engine, &mut slot.rec).await;
@@ -880,6 +889,7 @@ impl<'a> Wave<'a> {
             if !waiting || self.stopping() || self.ports.clock.now() - started >= wait {
                 break;
             }
+            first_round = false;
             tokio::time::sleep(self.poll).await;
         }
         Ok(())
@@ -1147,6 +1157,18 @@ fn block_unready(gaps: BTreeMap<String, String>, pass: &mut Pass<'_>) {
 
 #[cfg(test)]
 mod tests;
+
+/// Seeds `rec`'s run of steps with its claim as the pass's claim listing
+/// showed it, when that is still Klaud's own last write (see
+/// `Engine::seed_listed_claim`).
+fn seed_listed_claim(engine: &Engine<'_>, rec: &CandidateRecord, claims: &[ClaimEntry]) {
+    let Some(held) = rec.claim.as_ref() else {
+        return;
+    };
+    if let Some(entry) = claims.iter().find(|c| c.tip.name == held.ref_name) {
+        engine.seed_listed_claim(rec, &entry.tip);
+    }
+}
 
 /// Seeds `rec`'s run of steps with this round's listing (see
 /// `Engine::seed_listed`), unless its record changed after the listing

@@ -50,6 +50,10 @@ pub struct OpenPulls {
     /// family's entry in its master file or one of its recipe files (also
     /// for families Klaud has a PR for).
     pub human: BTreeMap<String, Blocked>,
+    /// Every listed pull request's author (those onto the base branch with
+    /// one): the maintainer commands' reply permit is granted from it
+    /// without reading each PR again (GitHub never changes an author).
+    pub authors: BTreeMap<klaud_claims::PullNumber, String>,
 }
 
 /// Klaud's own open pull requests and candidate branches, listed once for

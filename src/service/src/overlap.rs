@@ -11,7 +11,7 @@
 use klaud_lifecycle::BoxFuture;
 use std::collections::{BTreeMap, BTreeSet};
 
-use klaud_claims::CandidateId;
+use klaud_claims::{CandidateId, PullNumber};
 use klaud_github::Github;
 use klaud_planner::plan::{BlockKind, Blocked};
 use klaud_planner::repo::Repository;
@@ -111,9 +111,13 @@ pub fn open_pull_blocks<'f>(
         let prefix = repository.prefix().to_owned();
         let mut out: BTreeMap<String, Blocked> = BTreeMap::new();
         let mut human = Vec::new();
+        let mut authors = BTreeMap::new();
         for pull in forge.list_pulls("open").await? {
             if pull.base_ref != base_branch {
                 continue;
+            }
+            if let Some(author) = &pull.author {
+                authors.insert(PullNumber::from(pull.number), author.clone());
             }
             let by_bot = pull
                 .author
@@ -205,6 +209,7 @@ pub fn open_pull_blocks<'f>(
         Ok(OpenPulls {
             blocks: out,
             human: human_of,
+            authors,
         })
     })
 }

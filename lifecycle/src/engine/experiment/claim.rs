@@ -237,6 +237,7 @@ impl Engine<'_> {
         {
             rec.pull = Some(pull.number);
             rec.pull_url = Some(pull.html_url.clone());
+            rec.bot_pull = Some(pull.number);
             rec.attempts = {
                 let comments = self.forge.list_comments(pull.number).await?;
                 self.reported_attempts(rec, &comments, true)

@@ -280,7 +280,8 @@ async fn receipt(
         // handoff label, a foreign commit, its branch deleted),
         // so the receipt is a reply, the one comment Klaud may
         // post on a PR it let go of; none on another's PR.
-        if let Some(permit) = reply_permit(&cx.forge, number).await? {
+        let known = cx.known_author(rec, number);
+        if let Some(permit) = reply_permit(&cx.forge, number, known.as_deref()).await? {
             cx.intend(rec, Intent::Comment(rendered.key.to_string()))
                 .await?;
             cx.forge.reply(&permit, &rendered.body).await?;

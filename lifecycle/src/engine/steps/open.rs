@@ -79,6 +79,7 @@ pub(in crate::engine) async fn run(
         }
         rec.pull = Some(pull.number);
         rec.pull_url = Some(pull.html_url);
+        rec.bot_pull = Some(pull.number);
         rec.step = Step::Baseline;
         cx.save(rec).await?;
         return Ok(Progress::Advanced(Step::Baseline));
@@ -101,6 +102,8 @@ pub(in crate::engine) async fn run(
         .await
     {
         Ok(pull) => {
+            // The creation's answer names the author for good.
+            rec.bot_pull = cx.by_bot(pull.author.as_deref()).then_some(pull.number);
             rec.pull = Some(pull.number);
             rec.pull_url = Some(pull.html_url);
             rec.pull_opened_here = true;

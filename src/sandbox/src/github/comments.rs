@@ -1,4 +1,5 @@
-//! Getting an issue (or a pull request seen as one) and issue comments.
+//! Getting an issue (or a pull request seen as one) and issue comments
+//! (one issue's, or a whole repository's).
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -60,6 +61,68 @@ pub async fn list(
         .filter(|c| since.is_none_or(|s| c.updated_at >= s))
         .map(|c| m.comment_json(r, c))
         .collect();
+    Ok(paginate(items, &m.base_url, &uri, None))
+}
+
+#[derive(Deserialize, Default)]
+pub struct RepoListQuery {
+    #[serde(default)]
+    sort: Option<String>,
+    #[serde(default)]
+    direction: Option<String>,
+    #[serde(default)]
+    since: Option<String>,
+}
+
+/// `GET /repos/{owner}/{repo}/issues/comments`, GitHub's "List issue
+/// comments for a repository": the comments on every issue and pull
+/// request, ascending by id without `sort`; with `sort` (`created` or
+/// `updated`) by that time in `direction` (`asc` or `desc`, default
+/// `desc`; GitHub ignores `direction` without `sort`); `since` keeps the
+/// comments updated at or after it (an edit counts); paginated with
+/// `per_page` (at most 100) and `Link`. A bad `sort`, `direction` or
+/// `since` is a 422, as GitHub's parameter validation answers.
+pub async fn list_for_repo(
+    State(st): State<GithubState>,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(q): Query<RepoListQuery>,
+    FullUri(uri): FullUri,
+) -> Result<Response, ApiError> {
+    let invalid = |field: &str| {
+        ApiError::validation(json!({"resource": "IssueComment", "field": field, "code": "invalid"}))
+    };
+    let sort = q.sort.as_deref();
+    if sort.is_some_and(|s| !["created", "updated"].contains(&s)) {
+        return Err(invalid("sort"));
+    }
+    let ascending = match q.direction.as_deref() {
+        None | Some("desc") => false,
+        Some("asc") => true,
+        Some(_) => return Err(invalid("direction")),
+    };
+    let since = match q.since.as_deref() {
+        Some(s) => Some(DateTime::parse_from_rfc3339(s).map_err(|_| invalid("since"))?),
+        None => None,
+    };
+    let m = st.lock().await;
+    let r = m.repo(&owner, &repo)?;
+    let mut found: Vec<&IssueComment> = r
+        .comments
+        .values()
+        .filter(|c| since.is_none_or(|s| c.updated_at >= s))
+        .collect();
+    found.sort_by_key(|c| c.id);
+    if let Some(sort) = sort {
+        // Stable: comments of the same second stay in id order.
+        found.sort_by_key(|c| match sort {
+            "updated" => c.updated_at,
+            _ => c.created_at,
+        });
+        if !ascending {
+            found.reverse();
+        }
+    }
+    let items: Vec<Value> = found.into_iter().map(|c| m.comment_json(r, c)).collect();
     Ok(paginate(items, &m.base_url, &uri, None))
 }
 

@@ -115,6 +115,7 @@ pub fn router(state: GithubState) -> Router {
             "/issues/{number}/comments",
             get(comments::list).post(comments::create),
         )
+        .route("/issues/comments", get(comments::list_for_repo))
         .route(
             "/issues/comments/{id}",
             get(comments::get_one)
