@@ -26,7 +26,9 @@ pub use attempt::{
 pub use footer::{FOOTER_END, FOOTER_START, insert_before_footer, render_footer, splice_footer};
 pub use learned::{LearnedEntry, render_learned};
 pub use live::{JobGroup, LiveJobs};
-pub use markers::{HiddenRecord, HuntName, MarkerError, MarkerKey, ReportName, find_record};
+pub use markers::{
+    HiddenRecord, HuntName, MarkerError, MarkerKey, ReportName, find_record, find_records,
+};
 pub use pr::{
     BASELINE_END, BASELINE_PLACEHOLDER, BASELINE_START, BumpScope, DEFAULT_DISPLAY_NAME,
     FrozenBaseline, FrozenError, Provenance, SpliceError, UpstreamRange, VersionsCompared,
@@ -34,7 +36,8 @@ pub use pr::{
     pr_title, render_baseline_block, splice_baseline,
 };
 pub use receipt::{
-    Receipt, SweepCheck, candidate_receipt, parse_receipt, render_cleanup, render_receipt,
+    Receipt, SweepCheck, candidate_receipt, fold_receipt, parse_receipt, render_cleanup,
+    render_receipt,
 };
 
 /// A comment ready to publish, with the key that identifies it.

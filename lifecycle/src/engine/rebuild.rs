@@ -13,7 +13,9 @@ use crate::engine::forge::{Comment, Forge as _, RunQuery};
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Ending, Step};
 use crate::engine::target::{Target, branch_name};
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
-use crate::report::{AttemptReport, MarkerKey, Receipt, ReportName, find_record, parse_report};
+use crate::report::{
+    AttemptReport, MarkerKey, Receipt, ReportName, find_record, find_records, parse_report,
+};
 use klaud_claims::{CandidateId, CommitSha, HeldClaim};
 
 impl Engine<'_> {
@@ -456,7 +458,7 @@ impl Engine<'_> {
         comments
             .iter()
             .filter(|c| self.by_bot(c.author.as_deref()))
-            .filter_map(|c| find_record(&c.body).ok().flatten())
+            .flat_map(|c| find_records(&c.body).unwrap_or_default())
             .filter(|f| {
                 matches!(&f.key, MarkerKey::Report {
                     owner_run, candidate, name: ReportName::Run { .. }, part,
@@ -494,13 +496,11 @@ impl Engine<'_> {
         with_sweep: bool,
     ) -> Vec<AttemptRecord> {
         let mut out = Vec::new();
-        for c in comments {
-            if !self.by_bot(c.author.as_deref()) {
-                continue;
-            }
-            let Ok(Some(found)) = find_record(&c.body) else {
-                continue;
-            };
+        let records = comments
+            .iter()
+            .filter(|c| self.by_bot(c.author.as_deref()))
+            .flat_map(|c| find_records(&c.body).unwrap_or_default());
+        for found in records {
             let MarkerKey::Report {
                 owner_run,
                 candidate,
