@@ -263,6 +263,12 @@ pub struct CandidateRecord {
     /// `validated`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub uncovered: Vec<String>,
+    /// The report of the run the candidate ends on, kept to be posted
+    /// in one comment with the receipt (`report::fold_receipt`) rather
+    /// than apart; the finish posts it with the receipt, or alone when
+    /// the end posts no receipt right away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_report: Option<crate::report::AttemptReport>,
     /// Keeping a validated PR mergeable until a maintainer merges it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upkeep: Option<Upkeep>,

@@ -53,6 +53,7 @@ impl Engine<'_> {
             sweep_requested_at: None,
             sweep: None,
             uncovered: Vec::new(),
+            final_report: None,
             upkeep: None,
             ending: None,
             intent: None,
