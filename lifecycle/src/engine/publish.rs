@@ -69,25 +69,12 @@ impl Engine<'_> {
     }
 
     /// Whether `rendered`, the report of the run the candidate ends on, may
-    /// wait for the finish and go out in one comment with the receipt:
-    /// one part, no live report of its run to replace (that comment is
-    /// edited into the report now), and no line the repository's reuse
-    /// gate would read (the receipt comment comes after Klaud's
-    /// `/reuse-sweep-run`, and a comment with such a line is one the
-    /// withdrawal rewrites whole).
-    pub(super) async fn may_fold(
-        &self,
-        rec: &mut CandidateRecord,
-        rendered: &[RenderedComment],
-    ) -> Result<bool, EngineError> {
-        let ([report], Some(number)) = (rendered, rec.pull) else {
-            return Ok(false);
-        };
-        if crate::engine::promise::reuse_line_run(&report.body).is_some() {
-            return Ok(false);
-        }
-        let comments = self.report_comments(rec, number).await?;
-        Ok(self.live_comment(&comments, &report.key).is_none())
+    /// wait for the finish and go out in one comment with the receipt: one
+    /// part, and no line the repository's reuse gate would read (the
+    /// receipt comment comes after Klaud's `/reuse-sweep-run`, and a
+    /// comment with such a line is one the withdrawal rewrites whole).
+    pub(super) fn may_fold(rendered: &[RenderedComment]) -> bool {
+        matches!(rendered, [report] if crate::engine::promise::reuse_line_run(&report.body).is_none())
     }
 
     /// The report kept for the receipt (`CandidateRecord::final_report`),

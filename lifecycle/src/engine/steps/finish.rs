@@ -162,23 +162,58 @@ struct Found<'a> {
 }
 
 /// The receipt comment with the report kept for it
-/// (`CandidateRecord::final_report`) folded in, when that report is not
-/// on the PR yet and the two make one comment with no line the reuse gate
-/// reads; `None` when the receipt goes alone.
+/// (`CandidateRecord::final_report`) folded in, and that report's key,
+/// when the report is not on the PR yet (a live report of its run aside)
+/// and the two make one comment with no line the reuse gate reads; `None`
+/// when the receipt goes alone.
 fn with_final_report(
     rec: &CandidateRecord,
     comments: &[crate::engine::forge::Comment],
     receipt: &RenderedComment,
-) -> Option<RenderedComment> {
+) -> Option<(RenderedComment, MarkerKey)> {
     let parts = render_report(rec.final_report.as_ref()?).ok()?;
     let [rendered] = parts.as_slice() else {
         return None;
     };
     let posted = comments.iter().any(|c| {
-        find_records(&c.body).is_ok_and(|found| found.iter().any(|f| f.key == rendered.key))
+        find_records(&c.body).is_ok_and(|found| {
+            found
+                .iter()
+                .any(|f| f.key == rendered.key && parse_report(f).is_ok_and(|r| !r.is_live()))
+        })
     });
     fold_receipt(receipt, rendered)
         .filter(|folded| !posted && reuse_line_run(&folded.body).is_none())
+        .map(|folded| (folded, rendered.key.clone()))
+}
+
+/// Writes the receipt `rendered` (with the final report folded in) into
+/// comment `id`, the live report of the run the report is of, instead of
+/// a new comment: the live report is replaced by the final one anyway.
+async fn receipt_into_live(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    number: PullNumber,
+    id: u64,
+    rendered: &RenderedComment,
+) -> Result<Option<Progress>, EngineError> {
+    let proof = match cx.prove(rec, Scope::PullOnly).await? {
+        Ok(p) => p,
+        Err(p) => return Ok(Some(p)),
+    };
+    cx.intend(rec, Intent::Comment(rendered.key.to_string()))
+        .await?;
+    if cx
+        .edit_own_comment(rec, &proof, number, id, &rendered.body)
+        .await?
+    {
+        return Ok(None);
+    }
+    // A person deleted the live report: the next look lists the comments
+    // and posts the receipt anew.
+    Ok(Some(Progress::Waiting(
+        "the live report comment is gone; posting the receipt anew".into(),
+    )))
 }
 
 /// The body replacing receipt comment `id`: the new `receipt`, keeping
@@ -387,7 +422,8 @@ async fn post_receipt(
 ) -> Result<Option<Progress>, EngineError> {
     if receipt_only {
         // Only folded in: alone it would need a proof the PR may not pass.
-        let rendered = with_final_report(rec, found.comments, &rendered).unwrap_or(rendered);
+        let rendered = with_final_report(rec, found.comments, &rendered)
+            .map_or(rendered, |(folded, _)| folded);
         // A person's end: the PR may not be Klaud's any more (a
         // handoff label, a foreign commit, its branch deleted),
         // so the receipt is a reply, the one comment Klaud may
@@ -413,7 +449,12 @@ async fn post_receipt(
             .await?;
     } else {
         let rendered = match with_final_report(rec, found.comments, &rendered) {
-            Some(folded) => folded,
+            Some((folded, report)) => match cx.live_comment(found.comments, &report) {
+                Some((live, _)) => {
+                    return receipt_into_live(cx, rec, number, live.id, &folded).await;
+                }
+                None => folded,
+            },
             // A report that cannot go with the receipt goes first, alone,
             // as it did before the receipt existed.
             None => match cx.post_final_report(rec).await? {

@@ -392,7 +392,7 @@ async fn report_run(
         && check.is_some()
         && uncovered.is_empty()
         && measured.is_none();
-    if validates && cx.may_fold(rec, &rendered).await? {
+    if validates && Engine::may_fold(&rendered) {
         rec.final_report = Some(report);
     } else if let Some(p) = cx
         // The run was identified by pull request, head, event and head
