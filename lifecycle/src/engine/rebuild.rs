@@ -489,7 +489,8 @@ impl Engine<'_> {
             .unwrap_or(0)
     }
 
-    /// The attempts whose reports are published, in publishing order.
+    /// The attempts whose reports are published (and the one kept for the
+    /// receipt), in publishing order.
     pub(super) fn reported_attempts(
         &self,
         rec: &CandidateRecord,
@@ -497,29 +498,25 @@ impl Engine<'_> {
         with_sweep: bool,
     ) -> Vec<AttemptRecord> {
         let mut out = Vec::new();
-        let records = comments
+        let published: Vec<AttemptReport> = comments
             .iter()
             .filter(|c| self.by_bot(c.author.as_deref()))
-            .flat_map(|c| find_records(&c.body).unwrap_or_default());
-        for found in records {
-            let MarkerKey::Report {
-                owner_run,
-                candidate,
-                name: ReportName::Run { .. },
-                part,
-            } = &found.key
-            else {
-                continue;
-            };
-            if *owner_run != rec.owner_run
-                || candidate.as_str() != rec.candidate
-                || part.is_some_and(|p| p != 1)
-            {
-                continue;
-            }
-            let Ok(report) = parse_report(&found) else {
-                continue;
-            };
+            .flat_map(|c| find_records(&c.body).unwrap_or_default())
+            .filter(|found| {
+                matches!(&found.key, MarkerKey::Report {
+                    owner_run, candidate, name: ReportName::Run { .. }, part,
+                } if *owner_run == rec.owner_run
+                    && candidate.as_str() == rec.candidate
+                    && part.is_none_or(|p| p == 1))
+            })
+            .filter_map(|found| parse_report(&found).ok())
+            .collect();
+        // The report kept for the receipt is the newest, not on the PR yet.
+        let kept = rec
+            .final_report
+            .iter()
+            .filter(|k| !published.iter().any(|p| p.key() == k.key()));
+        for report in published.iter().chain(kept) {
             let Some(kind) = report.kind else { continue };
             if kind == AttemptKind::FinalSweep && !with_sweep {
                 continue;

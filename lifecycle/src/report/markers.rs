@@ -462,13 +462,15 @@ pub fn find_record(body: &str) -> Result<Option<HiddenRecord<'_>>, MarkerError> 
 /// puts it: its hidden block starting on the line right after the
 /// receipt's `-->`, before any text shown. Both hidden blocks hold escaped
 /// JSON that cannot end early, so a marker-like line anywhere in the shown
-/// text (a quoted job log, a config name) is never read as a record.
+/// text (a quoted job log, a config name) is never read as a record. A
+/// folded block that does not read (a person edited the comment) is left
+/// out, so the receipt before it still counts for every reader.
 pub fn find_records(body: &str) -> Result<Vec<HiddenRecord<'_>>, MarkerError> {
     let Some(first) = find_record(body)? else {
         return Ok(Vec::new());
     };
     let folded = match first.key {
-        MarkerKey::Outcome { .. } => folded_report(first.rest)?,
+        MarkerKey::Outcome { .. } => folded_report(first.rest).ok().flatten(),
         _ => None,
     };
     Ok(std::iter::once(first).chain(folded).collect())
@@ -672,13 +674,13 @@ mod tests {
         }
         assert_eq!(keys(&format!("{receipt}\n{report}")).len(), 1);
         assert_eq!(keys(&format!("{receipt}text\n{report}")).len(), 1);
-        // A folded block that claims to be a record and is not one is an
-        // error for report readers (the receipt still reads alone).
+        // A folded block that claims to be a record and is not one is left
+        // out: the receipt still counts (a publish never posts it again).
         let broken = format!("{receipt}<!-- klaud-report:1:{CAND}:latest\n{{}}\n-->\n");
-        assert!(find_records(&broken).is_err());
-        assert!(find_record(&broken).expect("valid").is_some());
+        assert_eq!(keys(&broken), [format!("klaud-outcome:1:{CAND}")]);
         let unterminated = format!("{receipt}<!-- klaud-report:1:{CAND}:run-5-1\n{{}}");
-        assert!(find_records(&unterminated).is_err());
+        assert_eq!(keys(&unterminated).len(), 1);
+        assert!(find_records(&format!("<!-- klaud-outcome:x:{CAND}\n{{}}\n-->")).is_err());
     }
 
     #[test]
