@@ -1543,7 +1543,9 @@ async fn the_final_report_and_the_receipt_are_one_comment_even_after_a_cut_off_p
         let kept = rec
             .final_report
             .clone()
-            .expect("the sweep's report waits for the receipt");
+            .map(serde_json::from_value::<klaud_lifecycle::report::AttemptReport>)
+            .expect("the sweep's report waits for the receipt")
+            .expect("typed");
         let number = rec.pull.expect("PR");
         let state = env.stack.state().clone();
         if cut {

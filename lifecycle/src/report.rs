@@ -36,8 +36,7 @@ pub use pr::{
     pr_title, render_baseline_block, splice_baseline,
 };
 pub use receipt::{
-    Receipt, SweepCheck, candidate_receipt, fold_receipt, parse_receipt, render_cleanup,
-    render_receipt,
+    Receipt, SweepCheck, candidate_receipt, parse_receipt, render_cleanup, render_receipt,
 };
 
 /// A comment ready to publish, with the key that identifies it.
@@ -47,6 +46,38 @@ pub struct RenderedComment {
     pub key: MarkerKey,
     /// The full body.
     pub body: String,
+}
+
+/// One comment holding `receipt` and the final attempt `report` the
+/// candidate ended on, which saves a write at the end of a lifecycle:
+/// both hidden blocks first (the receipt's, so every reader of receipts
+/// finds it where it always was, then the report's, which
+/// [`markers::find_records`] reads only there), then the receipt's
+/// text and the report's. `None` when the two do not make one comment: a
+/// report in parts, a body past [`MAX_COMMENT_CHARS`], or either
+/// not a record of its kind (they are then posted apart).
+pub fn fold_receipt(
+    receipt: &RenderedComment,
+    report: &RenderedComment,
+) -> Option<RenderedComment> {
+    let (MarkerKey::Outcome { .. }, MarkerKey::Report { part: None, .. }) =
+        (&receipt.key, &report.key)
+    else {
+        return None;
+    };
+    // Klaud's own renderings: each hidden block ends at its first line
+    // "-->" (the JSON is escaped and cannot hold one).
+    let split = |body: &str| {
+        let end = body.find("\n-->\n")? + "\n-->\n".len();
+        Some((body[..end].to_owned(), body[end..].to_owned()))
+    };
+    let (receipt_block, receipt_text) = split(&receipt.body)?;
+    let (report_block, report_text) = split(&report.body)?;
+    let body = format!("{receipt_block}{report_block}{receipt_text}\n{report_text}");
+    (body.chars().count() <= MAX_COMMENT_CHARS).then(|| RenderedComment {
+        key: receipt.key.clone(),
+        body,
+    })
 }
 
 /// Why a report could not be rendered.

@@ -78,6 +78,13 @@ impl Engine<'_> {
     }
 
     /// The report kept for the receipt (`CandidateRecord::final_report`),
+    /// typed; one that does not read back (a journal written by another
+    /// version) is none.
+    pub(super) fn kept_report(rec: &CandidateRecord) -> Option<crate::report::AttemptReport> {
+        serde_json::from_value(rec.final_report.clone()?).ok()
+    }
+
+    /// The report kept for the receipt (`CandidateRecord::final_report`),
     /// posted alone: the end goes on without a receipt comment now (a
     /// regression hunt first, an experiment's section, a receipt edited in
     /// place). Nothing happens when it was already posted.
@@ -85,7 +92,7 @@ impl Engine<'_> {
         &self,
         rec: &mut CandidateRecord,
     ) -> Result<Option<Progress>, EngineError> {
-        let Some(report) = rec.final_report.clone() else {
+        let Some(report) = Self::kept_report(rec) else {
             return Ok(None);
         };
         let rendered = crate::report::render_report(&report)

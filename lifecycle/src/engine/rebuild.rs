@@ -512,11 +512,8 @@ impl Engine<'_> {
             .filter_map(|found| parse_report(&found).ok())
             .collect();
         // The report kept for the receipt is the newest, not on the PR yet.
-        let kept = rec
-            .final_report
-            .iter()
-            .filter(|k| !published.iter().any(|p| p.key() == k.key()));
-        for report in published.iter().chain(kept) {
+        let kept = Self::kept_report(rec).filter(|k| !published.iter().any(|p| p.key() == k.key()));
+        for report in published.iter().chain(kept.as_ref()) {
             let Some(kind) = report.kind else { continue };
             if kind == AttemptKind::FinalSweep && !with_sweep {
                 continue;

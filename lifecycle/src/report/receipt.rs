@@ -261,38 +261,6 @@ pub fn render_receipt(receipt: &Receipt) -> RenderedComment {
     RenderedComment { key, body }
 }
 
-/// One comment holding `receipt` and the final attempt `report` the
-/// candidate ended on, which saves a write at the end of a lifecycle:
-/// both hidden blocks first (the receipt's, so every reader of receipts
-/// finds it where it always was, then the report's, which
-/// [`super::markers::find_records`] reads only there), then the receipt's
-/// text and the report's. `None` when the two do not make one comment: a
-/// report in parts, a body past [`super::MAX_COMMENT_CHARS`], or either
-/// not a record of its kind (they are then posted apart).
-pub fn fold_receipt(
-    receipt: &RenderedComment,
-    report: &RenderedComment,
-) -> Option<RenderedComment> {
-    let (MarkerKey::Outcome { .. }, MarkerKey::Report { part: None, .. }) =
-        (&receipt.key, &report.key)
-    else {
-        return None;
-    };
-    // Klaud's own renderings: each hidden block ends at its first line
-    // "-->" (the JSON is escaped and cannot hold one).
-    let split = |body: &str| {
-        let end = body.find("\n-->\n")? + "\n-->\n".len();
-        Some((body[..end].to_owned(), body[end..].to_owned()))
-    };
-    let (receipt_block, receipt_text) = split(&receipt.body)?;
-    let (report_block, report_text) = split(&report.body)?;
-    let body = format!("{receipt_block}{report_block}{receipt_text}\n{report_text}");
-    (body.chars().count() <= super::MAX_COMMENT_CHARS).then(|| RenderedComment {
-        key: receipt.key.clone(),
-        body,
-    })
-}
-
 /// What closing the PR without merging means, in one paragraph: the image
 /// is not proposed for this family again, a newer one is, and the
 /// dashboard issue's box undoes it.

@@ -171,7 +171,7 @@ fn with_final_report(
     comments: &[crate::engine::forge::Comment],
     receipt: &RenderedComment,
 ) -> Option<(RenderedComment, MarkerKey)> {
-    let parts = render_report(rec.final_report.as_ref()?).ok()?;
+    let parts = render_report(&Engine::kept_report(rec)?).ok()?;
     let [rendered] = parts.as_slice() else {
         return None;
     };

@@ -392,8 +392,13 @@ async fn report_run(
         && check.is_some()
         && uncovered.is_empty()
         && measured.is_none();
-    if validates && Engine::may_fold(&rendered) {
-        rec.final_report = Some(report);
+    let kept = if validates && Engine::may_fold(&rendered) {
+        serde_json::to_value(&report).ok()
+    } else {
+        None
+    };
+    if kept.is_some() {
+        rec.final_report = kept;
     } else if let Some(p) = cx
         // The run was identified by pull request, head, event and head
         // repository; its own title is what the ownership check re-reads
