@@ -1642,3 +1642,115 @@ async fn a_persons_commit_with_klauds_message_after_a_lost_answer_is_a_handoff()
         Some(theirs)
     );
 }
+
+/// A validated candidate's final sweep report goes out in one comment with
+/// its receipt, after Klaud's own reuse line; a POST of that comment cut
+/// off with only its intent recorded is
+/// neither posted twice nor lost, and every reader finds both records.
+#[tokio::test]
+async fn the_final_report_and_the_receipt_are_one_comment_even_after_a_cut_off_post() {
+    use klaud_lifecycle::report::{candidate_receipt, find_records, parse_report};
+    use klaud_sandbox::github::{Fault, FaultAction};
+    for cut in [false, true] {
+        let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
+        let target = env.target("demo-fp4-b200-sglang").await;
+        let journal = MemoryJournal::new();
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let engine = env.engine(&lifecycle, &journal, env.clock);
+        let mut rec = engine.open_record(&target).await.expect("record");
+        let started = std::time::Instant::now();
+        while rec.step != Step::Finish {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{:?}",
+                rec.step
+            );
+            if let Progress::Waiting(_) = engine.step(&mut rec).await.expect("step") {
+                tokio::time::sleep(Duration::from_millis(15)).await;
+            }
+        }
+        let kept = rec
+            .final_report
+            .clone()
+            .map(serde_json::from_value::<klaud_lifecycle::report::AttemptReport>)
+            .expect("the sweep's report waits for the receipt")
+            .expect("typed");
+        let number = rec.pull.expect("PR");
+        let state = env.stack.state().clone();
+        if cut {
+            let comments = "/repos/*/issues/*/comments";
+            // The reuse line goes out first; the receipt's POST is cut off.
+            for (count, action) in [
+                (1, FaultAction::Delay { millis: 0 }),
+                (1, FaultAction::AfterWriteDrop),
+            ] {
+                state
+                    .add_fault(Fault {
+                        method: Some("POST".into()),
+                        path: comments.into(),
+                        count,
+                        action,
+                    })
+                    .await;
+            }
+            // Nor can the client look whether it landed (after the one
+            // listing the reuse line is decided on): the step dies with the
+            // comment on the PR and only its intent recorded.
+            state
+                .add_fault(Fault {
+                    method: Some("GET".into()),
+                    path: format!("{comments}*"),
+                    count: 1,
+                    action: FaultAction::Delay { millis: 0 },
+                })
+                .await;
+            state
+                .add_fault(Fault::status("GET", format!("{comments}*"), 10_000, 500))
+                .await;
+            let died = engine.step(&mut rec).await;
+            assert!(died.is_err(), "the step dies: {died:?}");
+            let intent = format!("{:?}", journal.list().await.expect("journal")[0].intent);
+            assert!(
+                intent.starts_with("Some(Comment(\"klaud-outcome:"),
+                "died at {intent}"
+            );
+            state.clear_faults().await;
+        }
+        let rec = env.finish(&journal, &target).await;
+        assert_validated(&env, &target, &rec).await;
+        assert!(rec.final_report.is_none(), "cut {cut}: posted, not kept");
+        let bodies = env.bodies(number).await;
+        assert_unique(&markers(&bodies));
+        let report_key = format!("{}", kept.key());
+        let holding: Vec<&String> = bodies
+            .iter()
+            .filter(|b| {
+                find_records(b).is_ok_and(|f| f.iter().any(|r| r.key.to_string() == report_key))
+            })
+            .collect();
+        assert_eq!(
+            holding.len(),
+            1,
+            "cut {cut}: the final report once: {bodies:#?}"
+        );
+        let folded = holding[0];
+        let receipt = candidate_receipt(folded, rec.candidate.as_str()).expect("the receipt");
+        assert_eq!(receipt.result.outcome(), Outcome::Validated);
+        let records = find_records(folded).expect("valid");
+        assert_eq!(parse_report(&records[1]).expect("typed"), kept);
+        // The reuse line is its own comment, before the receipt, and the
+        // newest line the repository's gate reads.
+        let run = rec.sweep.as_ref().expect("sweep").run_id;
+        let line = format!("/reuse-sweep-run {run}");
+        let reuse = bodies
+            .iter()
+            .position(|b| b.trim() == line)
+            .expect("reuse line");
+        let receipt_at = bodies.iter().position(|b| b == folded).expect("receipt");
+        assert!(reuse < receipt_at, "{bodies:#?}");
+        let gated = bodies
+            .iter()
+            .rposition(|b| b.lines().any(|l| l.trim().starts_with("/reuse-sweep-run")));
+        assert_eq!(gated, Some(reuse), "cut {cut}: {bodies:#?}");
+    }
+}

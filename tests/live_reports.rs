@@ -398,3 +398,65 @@ async fn chinese_blocks_hold_the_full_text_and_every_na_says_why() {
     assert!(na_seen, "no N/A was rendered at all");
     let _ = REPO;
 }
+
+/// The final sweep of the family runs 3 s, its jobs ending one by one.
+const SLOW_SWEEP: &str = r#"
+[families."*"]
+smoke = ["success"]
+sweep = [{ delay = 3, outcome = "success" }]
+"#;
+
+/// A validated sweep's live report comment is where its receipt goes,
+/// with the final report folded in: an edit, no comment more, and the
+/// report once on the PR.
+#[tokio::test]
+async fn a_live_sweep_report_becomes_the_receipt_with_the_final_report() {
+    use klaud_lifecycle::report::{candidate_receipt, find_records, parse_report};
+    let env = Harness::demo()
+        .script(SLOW_SWEEP)
+        .configure(fast_reports)
+        .start()
+        .await;
+    let target = env.target(KEY).await;
+    let journal = MemoryJournal::new();
+    let mut seen = Vec::new();
+    let rec = drive(&env, &journal, &target, &|_| false, &mut seen).await;
+    assert_eq!(
+        rec.ending.as_ref().map(|e| e.outcome),
+        Some(Outcome::Validated)
+    );
+    let number = rec.pull.expect("pull");
+    let named = format!(":run-{}-", rec.sweep.as_ref().expect("sweep").run_id);
+    let live_id = seen
+        .iter()
+        .find(|(_, b)| {
+            find_record(b).ok().flatten().is_some_and(|f| {
+                f.key.to_string().contains(&named) && parse_report(&f).is_ok_and(|r| r.is_live())
+            })
+        })
+        .expect("a live report of the sweep")
+        .0;
+    let comments = env
+        .forge
+        .list_comments(u64::from(number), None)
+        .await
+        .expect("comments");
+    let holding: Vec<_> = comments
+        .iter()
+        .filter(|c| {
+            find_records(&c.body)
+                .is_ok_and(|f| f.iter().any(|r| r.key.to_string().contains(&named)))
+        })
+        .collect();
+    assert_eq!(holding.len(), 1, "{comments:#?}");
+    assert_eq!(holding[0].id, live_id, "the live comment holds the receipt");
+    assert!(candidate_receipt(&holding[0].body, rec.candidate.as_str()).is_some());
+    let records = find_records(&holding[0].body).expect("valid");
+    let report = parse_report(&records[1]).expect("the report");
+    assert!(!report.is_live(), "the final report, not the live one");
+    let receipts = comments
+        .iter()
+        .filter(|c| candidate_receipt(&c.body, rec.candidate.as_str()).is_some())
+        .count();
+    assert_eq!(receipts, 1);
+}

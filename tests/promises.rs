@@ -458,6 +458,17 @@ async fn a_maintainers_retry_after_a_persons_push_sweeps_the_new_head_once() {
         "{receipts:#?}"
     );
     assert!(env.claims().await.is_empty(), "the claim is released");
+    // Both sweeps' reports stay on the PR, once each: the first in the
+    // comment of the receipt it replaced, the second alone.
+    let m = crate::support::markers(&env.bodies(number).await);
+    for swept in [run, new_run] {
+        let named = format!(":run-{swept}-");
+        assert_eq!(
+            m.iter().filter(|k| k.contains(&named)).count(),
+            1,
+            "{swept}: {m:#?}"
+        );
+    }
 
     // Once: the next waves, with the store kept or lost again, write
     // nothing and keep the new line standing.

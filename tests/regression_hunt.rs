@@ -848,6 +848,24 @@ pub(crate) mod engine {
             .find(|b| b.starts_with("<!-- klaud-outcome:"))
             .expect("a receipt");
         assert!(receipt.contains("**Regression hunt:**"), "{receipt}");
+        // The final sweep's report is on the PR once, posted while the hunt
+        // runs rather than held for the receipt.
+        let sweep = rec.sweep.as_ref().expect("the sweep").run_id;
+        let named = format!(":run-{sweep}-");
+        let holding: Vec<usize> = bodies
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| {
+                klaud_lifecycle::report::find_records(b)
+                    .is_ok_and(|f| f.iter().any(|r| r.key.to_string().contains(&named)))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let second_step = bodies.iter().position(|b| b == hunt[1]).expect("a step");
+        assert!(
+            holding.len() == 1 && holding[0] < second_step,
+            "{holding:?} {bodies:#?}"
+        );
     }
 
     #[tokio::test]

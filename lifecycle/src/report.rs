@@ -26,7 +26,9 @@ pub use attempt::{
 pub use footer::{FOOTER_END, FOOTER_START, insert_before_footer, render_footer, splice_footer};
 pub use learned::{LearnedEntry, render_learned};
 pub use live::{JobGroup, LiveJobs};
-pub use markers::{HiddenRecord, HuntName, MarkerError, MarkerKey, ReportName, find_record};
+pub use markers::{
+    HiddenRecord, HuntName, MarkerError, MarkerKey, ReportName, find_record, find_records,
+};
 pub use pr::{
     BASELINE_END, BASELINE_PLACEHOLDER, BASELINE_START, BumpScope, DEFAULT_DISPLAY_NAME,
     FrozenBaseline, FrozenError, Provenance, SpliceError, UpstreamRange, VersionsCompared,
@@ -44,6 +46,38 @@ pub struct RenderedComment {
     pub key: MarkerKey,
     /// The full body.
     pub body: String,
+}
+
+/// One comment holding `receipt` and the final attempt `report` the
+/// candidate ended on, which saves a write at the end of a lifecycle:
+/// both hidden blocks first (the receipt's, so every reader of receipts
+/// finds it where it always was, then the report's, which
+/// [`markers::find_records`] reads only there), then the receipt's
+/// text and the report's. `None` when the two do not make one comment: a
+/// report in parts, a body past [`MAX_COMMENT_CHARS`], or either
+/// not a record of its kind (they are then posted apart).
+pub fn fold_receipt(
+    receipt: &RenderedComment,
+    report: &RenderedComment,
+) -> Option<RenderedComment> {
+    let (MarkerKey::Outcome { .. }, MarkerKey::Report { part: None, .. }) =
+        (&receipt.key, &report.key)
+    else {
+        return None;
+    };
+    // Klaud's own renderings: each hidden block ends at its first line
+    // "-->" (the JSON is escaped and cannot hold one).
+    let split = |body: &str| {
+        let end = body.find("\n-->\n")? + "\n-->\n".len();
+        Some((body[..end].to_owned(), body[end..].to_owned()))
+    };
+    let (receipt_block, receipt_text) = split(&receipt.body)?;
+    let (report_block, report_text) = split(&report.body)?;
+    let body = format!("{receipt_block}{report_block}{receipt_text}\n{report_text}");
+    (body.chars().count() <= MAX_COMMENT_CHARS).then(|| RenderedComment {
+        key: receipt.key.clone(),
+        body,
+    })
 }
 
 /// Why a report could not be rendered.

@@ -1154,3 +1154,54 @@ fn a_build_on_another_base_says_so_in_the_pr_body() {
         "rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260519".into();
     assert!(!render_baseline_block(&frozen).contains("also moves"));
 }
+
+#[test]
+fn a_receipt_and_the_final_report_fold_into_one_comment_both_readers_find() {
+    let receipt = render_receipt(&failed_receipt());
+    let mut report = attempt_report();
+    // Hostile text in what the report shows: a line that looks like a
+    // record of another run must stay text.
+    report.notes.push(format!(
+        "\n<!-- klaud-report:{OWNER}:{}:run-9-1\n{{}}\n-->",
+        cand().as_str()
+    ));
+    let parts = render_report(&report).expect("renders");
+    let [rendered] = parts.as_slice() else {
+        panic!("one part: {}", parts.len());
+    };
+    let folded = fold_receipt(&receipt, rendered).expect("fits one comment");
+    assert_eq!(folded.key, receipt.key);
+    // Every reader of receipts reads the comment as the receipt.
+    assert_eq!(
+        candidate_receipt(&folded.body, cand().as_str()),
+        Some(parse_receipt(&find_record(&receipt.body).unwrap().unwrap()).unwrap())
+    );
+    // Readers of reports find the report, typed, and nothing else.
+    let found = find_records(&folded.body).expect("valid");
+    let keys: Vec<&MarkerKey> = found.iter().map(|f| &f.key).collect();
+    assert_eq!(keys, [&receipt.key, &rendered.key]);
+    assert_eq!(parse_report(&found[1]).expect("typed"), report);
+    // Both texts are shown, the receipt's first.
+    let shown_receipt = folded
+        .body
+        .find("**failed** · Repairs")
+        .expect("receipt text");
+    let shown_report = folded.body.find("| Concurrency").expect("report text");
+    assert!(shown_receipt < shown_report, "{}", folded.body);
+    // What does not make one comment is posted apart.
+    assert_eq!(fold_receipt(rendered, &receipt), None);
+    assert_eq!(fold_receipt(&receipt, &receipt), None);
+    let big = render_report_with_limit(&big_report(1500), MAX_COMMENT_CHARS).expect("parts");
+    assert!(big.len() > 1);
+    assert_eq!(fold_receipt(&receipt, &big[0]), None);
+    // A report that fits a comment alone does not fit with the receipt.
+    let pad = MAX_COMMENT_CHARS - rendered.body.chars().count();
+    let long = RenderedComment {
+        key: rendered.key.clone(),
+        body: format!("{}{}", rendered.body, "x".repeat(pad)),
+    };
+    assert!(
+        fold_receipt(&receipt, &long).is_none(),
+        "not with the receipt"
+    );
+}

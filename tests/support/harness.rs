@@ -40,7 +40,7 @@ use klaud_lifecycle::engine::{
     CandidateRecord, Engine, EngineConfig, Forge as LifecycleForge, Journal, MemoryJournal,
     Progress, RepairHook, Step, Target,
 };
-use klaud_lifecycle::report::find_record;
+use klaud_lifecycle::report::find_records;
 use klaud_planner::plan::{PlanOptions, plan};
 use klaud_planner::registry::RegistryClient;
 use klaud_planner::repo::Repository;
@@ -546,7 +546,8 @@ impl Harness {
 pub fn markers(bodies: &[String]) -> Vec<String> {
     bodies
         .iter()
-        .filter_map(|b| find_record(b).ok().flatten().map(|r| r.key.to_string()))
+        .flat_map(|b| find_records(b).unwrap_or_default())
+        .map(|r| r.key.to_string())
         .collect()
 }
 

@@ -289,6 +289,14 @@ pub struct CandidateRecord {
     /// `validated`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub uncovered: Vec<String>,
+    /// The report of the run the candidate ends on, kept to be posted
+    /// in one comment with the receipt (`report::fold_receipt`) rather
+    /// than apart; the finish posts it with the receipt, or alone when
+    /// the end posts no receipt right away. Kept as the report's JSON
+    /// (`Engine::kept_report` reads it): the journal does not import the
+    /// report types, which import the journal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_report: Option<serde_json::Value>,
     /// Keeping a validated PR mergeable until a maintainer merges it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upkeep: Option<Upkeep>,

@@ -28,7 +28,7 @@ use crate::engine::target::branch_name;
 use crate::model::{AttemptKind, AttemptStatus};
 use crate::playbook::{Class, FailedRun, Fix, LearnInput, LogSignature, propose_entry};
 use crate::report::{
-    FailedJob, LearnedEntry, MarkerKey, ReportName, TriageClass, find_record, parse_report,
+    FailedJob, LearnedEntry, MarkerKey, ReportName, TriageClass, find_records, parse_report,
 };
 use klaud_claims::{CommitSha, PullNumber};
 
@@ -180,7 +180,7 @@ impl Engine<'_> {
         let report = comments
             .iter()
             .filter(|c| self.by_bot(c.author.as_deref()))
-            .filter_map(|c| find_record(&c.body).ok().flatten())
+            .flat_map(|c| find_records(&c.body).unwrap_or_default())
             .filter(|f| {
                 matches!(&f.key, MarkerKey::Report {
                     candidate: c, name: ReportName::Run { .. }, part, ..

@@ -24,8 +24,8 @@ use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::model::{AttemptStatus, RunRef};
 use crate::report::{
-    AttemptReport, LiveJobs, MarkerKey, RenderedComment, ReportName, find_record, parse_report,
-    render_report,
+    AttemptReport, LiveJobs, MarkerKey, RenderedComment, ReportName, find_record, find_records,
+    parse_report, render_report,
 };
 use klaud_claims::PullNumber;
 
@@ -199,10 +199,10 @@ impl Engine<'_> {
         let existing = self.live_comment(&comments, &key);
         let final_exists = comments.iter().any(|c| {
             self.by_bot(c.author.as_deref())
-                && find_record(&c.body).ok().flatten().is_some_and(|f| {
+                && find_records(&c.body).is_ok_and(|found| found.iter().any(|f| {
                     matches!(&f.key, MarkerKey::Report { owner_run, candidate, name: n, .. }
                         if *owner_run == rec.owner_run && candidate.as_str() == rec.candidate && *n == name)
-                })
+                }))
         }) && existing.is_none();
         if final_exists {
             // The run ended and its report is out; a live one never

@@ -13,7 +13,7 @@ use crate::engine::journal::CandidateRecord;
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::model::{Outcome, Phase};
-use crate::report::{Receipt, RenderedComment, candidate_receipt, find_record};
+use crate::report::{Receipt, RenderedComment, candidate_receipt, find_records};
 use klaud_claims::PullNumber;
 
 impl Engine<'_> {
@@ -68,6 +68,43 @@ impl Engine<'_> {
         }))
     }
 
+    /// Whether `rendered`, the report of the run the candidate ends on, may
+    /// wait for the finish and go out in one comment with the receipt: one
+    /// part, and no line the repository's reuse gate would read (the
+    /// receipt comment comes after Klaud's `/reuse-sweep-run`, and a
+    /// comment with such a line is one the withdrawal rewrites whole).
+    pub(super) fn may_fold(rendered: &[RenderedComment]) -> bool {
+        matches!(rendered, [report] if crate::engine::promise::reuse_line_run(&report.body).is_none())
+    }
+
+    /// The report kept for the receipt (`CandidateRecord::final_report`),
+    /// typed; one that does not read back (a journal written by another
+    /// version) is none.
+    pub(super) fn kept_report(rec: &CandidateRecord) -> Option<crate::report::AttemptReport> {
+        serde_json::from_value(rec.final_report.clone()?).ok()
+    }
+
+    /// The report kept for the receipt (`CandidateRecord::final_report`),
+    /// posted alone: the end goes on without a receipt comment now (a
+    /// regression hunt first, an experiment's section, a receipt edited in
+    /// place). Nothing happens when it was already posted.
+    pub(super) async fn post_final_report(
+        &self,
+        rec: &mut CandidateRecord,
+    ) -> Result<Option<Progress>, EngineError> {
+        let Some(report) = Self::kept_report(rec) else {
+            return Ok(None);
+        };
+        let rendered = crate::report::render_report(&report)
+            .map_err(|e| EngineError::Invalid(e.to_string()))?;
+        if let Some(p) = self.publish(rec, &rendered, Scope::PullOnly).await? {
+            return Ok(Some(p));
+        }
+        rec.final_report = None;
+        self.save(rec).await?;
+        Ok(None)
+    }
+
     /// Publishes every rendered comment whose marker is not on the PR yet.
     pub(super) async fn publish(
         &self,
@@ -92,10 +129,8 @@ impl Engine<'_> {
                     || !comments.iter().any(|c| {
                         self.by_bot(c.author.as_deref())
                             && live.is_none_or(|(id, _)| id != c.id)
-                            && find_record(&c.body)
-                                .ok()
-                                .flatten()
-                                .is_some_and(|f| f.key == r.key)
+                            && find_records(&c.body)
+                                .is_ok_and(|found| found.iter().any(|f| f.key == r.key))
                     })
             })
             .collect();

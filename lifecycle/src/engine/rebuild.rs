@@ -13,7 +13,9 @@ use crate::engine::forge::{Comment, Forge as _, RunQuery};
 use crate::engine::journal::{AttemptRecord, CandidateRecord, Ending, Step};
 use crate::engine::target::{Target, branch_name};
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
-use crate::report::{AttemptReport, MarkerKey, Receipt, ReportName, find_record, parse_report};
+use crate::report::{
+    AttemptReport, MarkerKey, Receipt, ReportName, find_record, find_records, parse_report,
+};
 use klaud_claims::{CandidateId, CommitSha, HeldClaim};
 
 impl Engine<'_> {
@@ -53,6 +55,7 @@ impl Engine<'_> {
             sweep_requested_at: None,
             sweep: None,
             uncovered: Vec::new(),
+            final_report: None,
             upkeep: None,
             ending: None,
             intent: None,
@@ -459,7 +462,7 @@ impl Engine<'_> {
         comments
             .iter()
             .filter(|c| self.by_bot(c.author.as_deref()))
-            .filter_map(|c| find_record(&c.body).ok().flatten())
+            .flat_map(|c| find_records(&c.body).unwrap_or_default())
             .filter(|f| {
                 matches!(&f.key, MarkerKey::Report {
                     owner_run, candidate, name: ReportName::Run { .. }, part,
@@ -489,7 +492,8 @@ impl Engine<'_> {
             .unwrap_or(0)
     }
 
-    /// The attempts whose reports are published, in publishing order.
+    /// The attempts whose reports are published (and the one kept for the
+    /// receipt), in publishing order.
     pub(super) fn reported_attempts(
         &self,
         rec: &CandidateRecord,
@@ -497,31 +501,22 @@ impl Engine<'_> {
         with_sweep: bool,
     ) -> Vec<AttemptRecord> {
         let mut out = Vec::new();
-        for c in comments {
-            if !self.by_bot(c.author.as_deref()) {
-                continue;
-            }
-            let Ok(Some(found)) = find_record(&c.body) else {
-                continue;
-            };
-            let MarkerKey::Report {
-                owner_run,
-                candidate,
-                name: ReportName::Run { .. },
-                part,
-            } = &found.key
-            else {
-                continue;
-            };
-            if *owner_run != rec.owner_run
-                || candidate.as_str() != rec.candidate
-                || part.is_some_and(|p| p != 1)
-            {
-                continue;
-            }
-            let Ok(report) = parse_report(&found) else {
-                continue;
-            };
+        let published: Vec<AttemptReport> = comments
+            .iter()
+            .filter(|c| self.by_bot(c.author.as_deref()))
+            .flat_map(|c| find_records(&c.body).unwrap_or_default())
+            .filter(|found| {
+                matches!(&found.key, MarkerKey::Report {
+                    owner_run, candidate, name: ReportName::Run { .. }, part,
+                } if *owner_run == rec.owner_run
+                    && candidate.as_str() == rec.candidate
+                    && part.is_none_or(|p| p == 1))
+            })
+            .filter_map(|found| parse_report(&found).ok())
+            .collect();
+        // The report kept for the receipt is the newest, not on the PR yet.
+        let kept = Self::kept_report(rec).filter(|k| !published.iter().any(|p| p.key() == k.key()));
+        for report in published.iter().chain(kept.as_ref()) {
             let Some(kind) = report.kind else { continue };
             if kind == AttemptKind::FinalSweep && !with_sweep {
                 continue;

@@ -12,6 +12,9 @@
 //! `klaud-hunt:<owner run>:<candidate>:h<n>-plan|h<n>-step-<k>|h<n>-end` for
 //! the steps of a regression hunt, [`crate::hunt`]), and the cleanup
 //! marker is the single line `<!-- klaud-cleanup:<owner run>:<candidate> -->`.
+//! A receipt may carry the final report's record right after its own
+//! (the report's hidden block on the next line, before any shown text):
+//! [`find_records`] reads both, [`find_record`] the receipt.
 //! The JSON is written with `<`, `>` and `&` as `\u003c`-style escapes, so no
 //! value can end the comment early. Markers are recognised only at the very
 //! start of a body: a person quoting a Klaud comment starts with `>` and is
@@ -452,6 +455,40 @@ pub fn find_record(body: &str) -> Result<Option<HiddenRecord<'_>>, MarkerError> 
     }))
 }
 
+/// The Klaud records a body starts with: the one [`find_record`] finds
+/// and, when that is a receipt, the attempt report folded into the same
+/// comment (the final report the candidate ended on, posted with its
+/// receipt to save a write). The folded record is read only where Klaud
+/// puts it: its hidden block starting on the line right after the
+/// receipt's `-->`, before any text shown. Both hidden blocks hold escaped
+/// JSON that cannot end early, so a marker-like line anywhere in the shown
+/// text (a quoted job log, a config name) is never read as a record. A
+/// folded block that does not read (a person edited the comment) is left
+/// out, so the receipt before it still counts for every reader.
+pub fn find_records(body: &str) -> Result<Vec<HiddenRecord<'_>>, MarkerError> {
+    let Some(first) = find_record(body)? else {
+        return Ok(Vec::new());
+    };
+    let folded = match first.key {
+        MarkerKey::Outcome { .. } => folded_report(first.rest).ok().flatten(),
+        _ => None,
+    };
+    Ok(std::iter::once(first).chain(folded).collect())
+}
+
+/// The report record whose hidden block opens `rest`, the text right
+/// after a receipt's terminator; `None` when the receipt comes alone.
+fn folded_report(rest: &str) -> Result<Option<HiddenRecord<'_>>, MarkerError> {
+    let Some(next) = rest
+        .strip_prefix("\r\n")
+        .or_else(|| rest.strip_prefix('\n'))
+        .filter(|next| next.starts_with("<!-- klaud-report:"))
+    else {
+        return Ok(None);
+    };
+    find_record(next)
+}
+
 /// Index of the `-->` that starts a line.
 fn find_terminator(s: &str) -> Option<usize> {
     if s.starts_with("-->") {
@@ -596,6 +633,54 @@ mod tests {
             let body = format!("<!-- klaud-hunt:7:{CAND}:{bad}\n{{}}\n-->");
             assert!(find_record(&body).is_err(), "{bad} accepted");
         }
+    }
+
+    #[test]
+    fn a_report_is_read_folded_only_right_after_a_receipt() {
+        let receipt = format!("<!-- klaud-outcome:1:{CAND}\n{{}}\n-->\n");
+        let report = format!("<!-- klaud-report:1:{CAND}:run-5-1\n{{}}\n-->\n");
+        let keys = |body: &str| -> Vec<String> {
+            find_records(body)
+                .expect("valid")
+                .iter()
+                .map(|r| r.key.to_string())
+                .collect()
+        };
+        let folded = format!("{receipt}{report}**validated**\n");
+        assert_eq!(
+            keys(&folded),
+            [
+                format!("klaud-outcome:1:{CAND}"),
+                format!("klaud-report:1:{CAND}:run-5-1")
+            ]
+        );
+        assert_eq!(keys(&receipt).len(), 1);
+        assert_eq!(keys(&report).len(), 1, "a report folds nothing in");
+        assert_eq!(keys("LGTM"), Vec::<String>::new());
+        // Marker-like lines in the shown text (a quoted log, a note) are
+        // text: only the block on the line right after the receipt counts.
+        for hostile in [
+            format!("{receipt}\n{report}"),
+            format!("{receipt}text\n{report}"),
+            format!("{receipt} {report}"),
+            format!("{receipt}{report}log:\n<!-- klaud-report:1:{CAND}:run-6-1\n{{}}\n-->\n"),
+            format!("{report}<!-- klaud-outcome:1:{CAND}\n{{}}\n-->\n"),
+        ] {
+            assert!(keys(&hostile).len() <= 2, "{hostile:?}");
+            assert!(
+                !keys(&hostile).iter().any(|k| k.contains("run-6-1")),
+                "{hostile:?}"
+            );
+        }
+        assert_eq!(keys(&format!("{receipt}\n{report}")).len(), 1);
+        assert_eq!(keys(&format!("{receipt}text\n{report}")).len(), 1);
+        // A folded block that claims to be a record and is not one is left
+        // out: the receipt still counts (a publish never posts it again).
+        let broken = format!("{receipt}<!-- klaud-report:1:{CAND}:latest\n{{}}\n-->\n");
+        assert_eq!(keys(&broken), [format!("klaud-outcome:1:{CAND}")]);
+        let unterminated = format!("{receipt}<!-- klaud-report:1:{CAND}:run-5-1\n{{}}");
+        assert_eq!(keys(&unterminated).len(), 1);
+        assert!(find_records(&format!("<!-- klaud-outcome:x:{CAND}\n{{}}\n-->")).is_err());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Step 9 of 9, `Step::Finish`: the end: a validated pull request is made
 //! ready for review (and reuse of the validated run authorised), any other
 //! end is cleaned up (cleanup marker, labels, draft, close, cancelled runs,
-//! the branch if unchanged); then the receipt, and the claim released.
+//! the branch if unchanged); then the receipt (a validated one with the
+//! final sweep's report in the same comment, `report::fold_receipt`), and
+//! the claim released.
 //!
 //! Last; every step that ends the candidate (`Engine::end`) comes here.
 //! A regression hunt that is due runs here first, one step per call,
@@ -18,11 +20,15 @@ use crate::engine::forge::{AuthorAssociation, Forge as _, ForgeError, RunEvent};
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Ending, ReuseAuthorization, Step};
 use crate::engine::ownership::reply_permit;
+use crate::engine::promise::reuse_line_run;
 use crate::engine::promise::{Standing, standing};
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::model::{FinishedResult, Outcome, Phase};
-use crate::report::{MarkerKey, Receipt, find_record, render_cleanup, render_receipt};
+use crate::report::{
+    MarkerKey, Receipt, RenderedComment, find_record, find_records, fold_receipt, parse_report,
+    render_cleanup, render_receipt, render_report,
+};
 use crate::workflow_contract::is_sweep_of;
 use klaud_claims::PullNumber;
 
@@ -51,7 +57,7 @@ pub(in crate::engine) async fn run(
     // is left where it is: it must not turn the candidate's own end into
     // an error. A forge error is retried like any other.
     match cx.hunt_before_finish(rec).await {
-        Ok(Some(p)) => return Ok(p),
+        Ok(Some(p)) => return report_alone_then(cx, rec, &ending, p).await,
         Ok(None) => {}
         Err(EngineError::Invalid(why)) => {
             tracing::warn!(candidate = %rec.candidate, "regression hunt left unfinished: {why}");
@@ -60,7 +66,7 @@ pub(in crate::engine) async fn run(
     }
     cx.experiment_finish(rec).await?;
     if let Some(p) = cx.final_experiment_section(rec).await? {
-        return Ok(p);
+        return report_alone_then(cx, rec, &ending, p).await;
     }
     if (!ending.hands_off || receipt_only)
         && let Some(number) = rec.pull
@@ -106,10 +112,129 @@ pub(in crate::engine) async fn run(
             if let Some(p) = progress {
                 return Ok(p);
             }
-            return receipt(cx, rec, &ending, number, cid, receipt_only, superseded).await;
+            let found = Found {
+                comments: &comments,
+                superseded,
+            };
+            return receipt(cx, rec, &ending, number, cid, receipt_only, found).await;
         }
     }
+    already_received(cx, rec, &ending).await
+}
+
+/// The end when the receipt is on the PR already (the report kept for it
+/// went out in the same comment, found there by its marker, or goes out
+/// alone now) or none is posted (a person's end posts nothing more).
+async fn already_received(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    ending: &Ending,
+) -> Result<Progress, EngineError> {
+    if !ending.hands_off
+        && let Some(p) = cx.post_final_report(rec).await?
+    {
+        return Ok(p);
+    }
     done(cx, rec).await
+}
+
+/// `progress` of a finish that goes on before its receipt (a regression
+/// hunt, an experiment's section), after the report kept for the receipt
+/// is posted alone, so the PR shows the sweep while that runs. A person's
+/// end posts nothing more.
+async fn report_alone_then(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    ending: &Ending,
+    progress: Progress,
+) -> Result<Progress, EngineError> {
+    if ending.hands_off {
+        return Ok(progress);
+    }
+    Ok(cx.post_final_report(rec).await?.unwrap_or(progress))
+}
+
+/// What the finish found on the PR before its receipt: the comments with
+/// Klaud's markers, and the receipt comment a sweep run again replaces.
+struct Found<'a> {
+    comments: &'a [crate::engine::forge::Comment],
+    superseded: Option<u64>,
+}
+
+/// The receipt comment with the report kept for it
+/// (`CandidateRecord::final_report`) folded in, and that report's key,
+/// when the report is not on the PR yet (a live report of its run aside)
+/// and the two make one comment with no line the reuse gate reads; `None`
+/// when the receipt goes alone.
+fn with_final_report(
+    rec: &CandidateRecord,
+    comments: &[crate::engine::forge::Comment],
+    receipt: &RenderedComment,
+) -> Option<(RenderedComment, MarkerKey)> {
+    let parts = render_report(&Engine::kept_report(rec)?).ok()?;
+    let [rendered] = parts.as_slice() else {
+        return None;
+    };
+    let posted = comments.iter().any(|c| {
+        find_records(&c.body).is_ok_and(|found| {
+            found
+                .iter()
+                .any(|f| f.key == rendered.key && parse_report(f).is_ok_and(|r| !r.is_live()))
+        })
+    });
+    fold_receipt(receipt, rendered)
+        .filter(|folded| !posted && reuse_line_run(&folded.body).is_none())
+        .map(|folded| (folded, rendered.key.clone()))
+}
+
+/// Writes the receipt `rendered` (with the final report folded in) into
+/// comment `id`, the live report of the run the report is of, instead of
+/// a new comment: the live report is replaced by the final one anyway.
+async fn receipt_into_live(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    number: PullNumber,
+    id: u64,
+    rendered: &RenderedComment,
+) -> Result<Option<Progress>, EngineError> {
+    let proof = match cx.prove(rec, Scope::PullOnly).await? {
+        Ok(p) => p,
+        Err(p) => return Ok(Some(p)),
+    };
+    cx.intend(rec, Intent::Comment(rendered.key.to_string()))
+        .await?;
+    if cx
+        .edit_own_comment(rec, &proof, number, id, &rendered.body)
+        .await?
+    {
+        return Ok(None);
+    }
+    // A person deleted the live report: the next look lists the comments
+    // and posts the receipt anew.
+    Ok(Some(Progress::Waiting(
+        "the live report comment is gone; posting the receipt anew".into(),
+    )))
+}
+
+/// The body replacing receipt comment `id`: the new `receipt`, keeping
+/// the report folded into the comment it replaces (that sweep's report
+/// stays on the PR; the new sweep's went out alone).
+fn replacing(
+    comments: &[crate::engine::forge::Comment],
+    id: u64,
+    receipt: RenderedComment,
+) -> RenderedComment {
+    let kept = comments
+        .iter()
+        .find(|c| c.id == id)
+        .and_then(|c| find_records(&c.body).ok())
+        .and_then(|found| found.get(1).and_then(|f| parse_report(f).ok()))
+        .and_then(|report| render_report(&report).ok())
+        .and_then(|parts| match parts.as_slice() {
+            [one] => fold_receipt(&receipt, one),
+            _ => None,
+        });
+    kept.unwrap_or(receipt)
 }
 
 /// The comments the finish finds Klaud's own markers in (its receipt,
@@ -148,6 +273,8 @@ async fn done(cx: &Engine<'_>, rec: &mut CandidateRecord) -> Result<Progress, En
     }
     rec.step = Step::Done;
     rec.intent = None;
+    // Posted by now (with the receipt or alone), or not Klaud's to post.
+    rec.final_report = None;
     cx.save(rec).await?;
     Ok(Progress::Done(rec.ending.clone()))
 }
@@ -208,7 +335,7 @@ async fn receipt(
     number: PullNumber,
     cid: klaud_claims::CandidateId,
     receipt_only: bool,
-    superseded: Option<u64>,
+    found: Found<'_>,
 ) -> Result<Progress, EngineError> {
     let runs = rec.runs();
     let result = match FinishedResult::new(
@@ -275,7 +402,28 @@ async fn receipt(
         zh: receipt.hunt.1.clone(),
     };
     let rendered = render_receipt(&receipt);
+    if let Some(p) = post_receipt(cx, rec, number, rendered, receipt_only, found).await? {
+        return Ok(p);
+    }
+    done(cx, rec).await
+}
+
+/// Posts the receipt `rendered`: a reply when a person ended the
+/// candidate (`receipt_only`), an edit of the receipt a sweep run again
+/// replaces, else a comment, with the final report folded in where it can
+/// be. `Some` when the finish waits (or the ownership check refused).
+async fn post_receipt(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    number: PullNumber,
+    rendered: RenderedComment,
+    receipt_only: bool,
+    found: Found<'_>,
+) -> Result<Option<Progress>, EngineError> {
     if receipt_only {
+        // Only folded in: alone it would need a proof the PR may not pass.
+        let rendered = with_final_report(rec, found.comments, &rendered)
+            .map_or(rendered, |(folded, _)| folded);
         // A person's end: the PR may not be Klaud's any more (a
         // handoff label, a foreign commit, its branch deleted),
         // so the receipt is a reply, the one comment Klaud may
@@ -286,23 +434,43 @@ async fn receipt(
                 .await?;
             cx.forge.reply(&permit, &rendered.body).await?;
         }
-    } else if let Some(id) = superseded {
+    } else if let Some(id) = found.superseded {
+        if let Some(p) = cx.post_final_report(rec).await? {
+            return Ok(Some(p));
+        }
+        let rendered = replacing(found.comments, id, rendered);
         let proof = match cx.prove(rec, Scope::PullOnly).await? {
             Ok(p) => p,
-            Err(p) => return Ok(p),
+            Err(p) => return Ok(Some(p)),
         };
         cx.intend(rec, Intent::Comment(rendered.key.to_string()))
             .await?;
         cx.forge
             .update_comment(&proof, number, id, &rendered.body)
             .await?;
-    } else if let Some(p) = cx
-        .publish(rec, std::slice::from_ref(&rendered), Scope::PullOnly)
-        .await?
-    {
-        return Ok(p);
+    } else {
+        let rendered = match with_final_report(rec, found.comments, &rendered) {
+            Some((folded, report)) => match cx.live_comment(found.comments, &report) {
+                Some((live, _)) => {
+                    return receipt_into_live(cx, rec, number, live.id, &folded).await;
+                }
+                None => folded,
+            },
+            // A report that cannot go with the receipt goes first, alone,
+            // as it did before the receipt existed.
+            None => match cx.post_final_report(rec).await? {
+                Some(p) => return Ok(Some(p)),
+                None => rendered,
+            },
+        };
+        if let Some(p) = cx
+            .publish(rec, std::slice::from_ref(&rendered), Scope::PullOnly)
+            .await?
+        {
+            return Ok(Some(p));
+        }
     }
-    done(cx, rec).await
+    Ok(None)
 }
 
 pub(in crate::engine) async fn finish_validated(

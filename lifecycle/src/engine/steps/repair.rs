@@ -22,7 +22,7 @@ use crate::engine::playbook_repair::{PlaybookRepair, tried_sentence};
 use crate::engine::proof::Scope;
 use crate::engine::repair_hook::{RepairContext, RepairOutcome};
 use crate::model::{AttemptKind, AttemptStatus, Outcome, Phase, RunRef};
-use crate::report::{FailedJob, MarkerKey, ReportName, find_record, parse_report};
+use crate::report::{FailedJob, MarkerKey, ReportName, find_records, parse_report};
 use klaud_claims::CommitSha;
 use serde_json::Value;
 
@@ -316,7 +316,7 @@ pub(in crate::engine) async fn published_report(
     let found = comments
         .iter()
         .filter(|c| cx.by_bot(c.author.as_deref()))
-        .filter_map(|c| find_record(&c.body).ok().flatten())
+        .flat_map(|c| find_records(&c.body).unwrap_or_default())
         .filter(|f| {
             matches!(&f.key, MarkerKey::Report {
                 owner_run, candidate, name: ReportName::Run { id, attempt }, part,

@@ -3,7 +3,10 @@
 //! concurrency cancels it, publish its attempt report and check that every
 //! frozen point has a result; re-run an infrastructure failure (the one
 //! rule in `attempt`), send a real failure to `repair`, end the candidate
-//! on a pass.
+//! on a pass. The report of a pass is kept in the record and goes out in
+//! one comment with the receipt (`finish`), a write fewer; every other
+//! report goes out here (a failed one is what a cleanup rebuilt after a
+//! lost store reads its ending from).
 //!
 //! After `final`, before `finish`. Reads the sweep runs, their artifacts
 //! and manifest, the frozen baseline. May write: report comments and a
@@ -382,10 +385,24 @@ async fn report_run(
         rec.repairs = rec.repairs.max(changes.n);
     }
     let rendered = render_report(&report).map_err(|e| EngineError::Invalid(e.to_string()))?;
-    // The run was identified by pull request, head, event and head
-    // repository; its own title is what the ownership check re-reads
-    // (the workflow's run-name, never the PR title alone).
-    if let Some(p) = cx
+    // A sweep that validates the candidate is its last report: it goes
+    // out with the receipt, in one comment, unless it cannot
+    // (`Engine::may_fold`).
+    let validates = status == AttemptStatus::Passed
+        && check.is_some()
+        && uncovered.is_empty()
+        && measured.is_none();
+    let kept = if validates && Engine::may_fold(&rendered) {
+        serde_json::to_value(&report).ok()
+    } else {
+        None
+    };
+    if kept.is_some() {
+        rec.final_report = kept;
+    } else if let Some(p) = cx
+        // The run was identified by pull request, head, event and head
+        // repository; its own title is what the ownership check re-reads
+        // (the workflow's run-name, never the PR title alone).
         .publish(rec, &rendered, Scope::Run(live.id, &live.title))
         .await?
     {
