@@ -1432,17 +1432,7 @@ async fn the_finish_lists_the_comments_only_after_a_comment_write_was_cut_off() 
         let lifecycle = GithubLifecycle::new(&env.forge);
         let engine = env.engine(&lifecycle, &journal, env.clock);
         let mut rec = engine.open_record(&target).await.expect("record");
-        let started = std::time::Instant::now();
-        while rec.step != Step::Finish {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "the finish never came: {:?}",
-                rec.step
-            );
-            if let Progress::Waiting(_) = engine.step(&mut rec).await.expect("step") {
-                tokio::time::sleep(Duration::from_millis(15)).await;
-            }
-        }
+        step_to(&engine, &mut rec, Step::Finish).await;
         let number = rec.pull.expect("PR");
         let state = env.stack.state().clone();
         if let Some(posted) = cut {
@@ -1538,17 +1528,7 @@ async fn a_lost_answer_to_the_changelog_commit_leaves_one_commit_and_no_handoff(
         let lifecycle = GithubLifecycle::new(&env.forge);
         let engine = env.engine(&lifecycle, &journal, env.clock);
         let mut rec = engine.open_record(&target).await.expect("record");
-        let started = std::time::Instant::now();
-        while rec.step != Step::Final {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "{:?}",
-                rec.step
-            );
-            if let Progress::Waiting(_) = engine.step(&mut rec).await.expect("step") {
-                tokio::time::sleep(Duration::from_millis(15)).await;
-            }
-        }
+        step_to(&engine, &mut rec, Step::Final).await;
         let head = rec.head.clone().expect("head");
         let branch = format!("refs/heads/{}", rec.branch);
         let state = env.stack.state().clone();
@@ -1597,17 +1577,7 @@ async fn a_persons_commit_with_klauds_message_after_a_lost_answer_is_a_handoff()
     let lifecycle = GithubLifecycle::new(&env.forge);
     let engine = env.engine(&lifecycle, &journal, env.clock);
     let mut rec = engine.open_record(&target).await.expect("record");
-    let started = std::time::Instant::now();
-    while rec.step != Step::Final {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{:?}",
-            rec.step
-        );
-        if let Progress::Waiting(_) = engine.step(&mut rec).await.expect("step") {
-            tokio::time::sleep(Duration::from_millis(15)).await;
-        }
-    }
+    step_to(&engine, &mut rec, Step::Final).await;
     let state = env.stack.state().clone();
     let refused = FaultAction::Status {
         status: 502,
@@ -1658,17 +1628,7 @@ async fn the_final_report_and_the_receipt_are_one_comment_even_after_a_cut_off_p
         let lifecycle = GithubLifecycle::new(&env.forge);
         let engine = env.engine(&lifecycle, &journal, env.clock);
         let mut rec = engine.open_record(&target).await.expect("record");
-        let started = std::time::Instant::now();
-        while rec.step != Step::Finish {
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "{:?}",
-                rec.step
-            );
-            if let Progress::Waiting(_) = engine.step(&mut rec).await.expect("step") {
-                tokio::time::sleep(Duration::from_millis(15)).await;
-            }
-        }
+        step_to(&engine, &mut rec, Step::Finish).await;
         let kept = rec
             .final_report
             .clone()
@@ -1752,5 +1712,25 @@ async fn the_final_report_and_the_receipt_are_one_comment_even_after_a_cut_off_p
             .iter()
             .rposition(|b| b.lines().any(|l| l.trim().starts_with("/reuse-sweep-run")));
         assert_eq!(gated, Some(reuse), "cut {cut}: {bodies:#?}");
+    }
+}
+
+/// Steps `rec` until it reaches `step`, waiting out the sandbox's runs
+/// (at most a minute).
+async fn step_to(
+    engine: &klaud_lifecycle::engine::Engine<'_>,
+    rec: &mut CandidateRecord,
+    step: Step,
+) {
+    let started = std::time::Instant::now();
+    while rec.step != step {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{step:?} never came: {:?}",
+            rec.step
+        );
+        if let Progress::Waiting(_) = engine.step(rec).await.expect("step") {
+            tokio::time::sleep(Duration::from_millis(15)).await;
+        }
     }
 }

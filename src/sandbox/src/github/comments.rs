@@ -5,11 +5,11 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{ApiError, Caller, FullUri, paginate};
+use super::http::{ApiError, Caller, FullUri, paginate, since_param};
 use super::state::{GithubState, IssueComment};
 
 fn parse_id(n: &str) -> Result<u64, ApiError> {
@@ -41,14 +41,7 @@ pub async fn list(
     FullUri(uri): FullUri,
 ) -> Result<Response, ApiError> {
     let number = parse_id(&number)?;
-    let since = match q.since.as_deref() {
-        Some(s) => Some(DateTime::parse_from_rfc3339(s).map_err(|_| {
-            ApiError::validation(
-                json!({"resource": "IssueComment", "field": "since", "code": "invalid"}),
-            )
-        })?),
-        None => None,
-    };
+    let since = since_param(q.since.as_deref(), || invalid("since"))?;
     let m = st.lock().await;
     let r = m.repo(&owner, &repo)?;
     if !r.has_issue(number) {
@@ -62,6 +55,11 @@ pub async fn list(
         .map(|c| m.comment_json(r, c))
         .collect();
     Ok(paginate(items, &m.base_url, &uri, None))
+}
+
+/// GitHub's 422 for a malformed list parameter of issue comments.
+fn invalid(field: &str) -> ApiError {
+    ApiError::validation(json!({"resource": "IssueComment", "field": field, "code": "invalid"}))
 }
 
 #[derive(Deserialize, Default)]
@@ -88,9 +86,6 @@ pub async fn list_for_repo(
     Query(q): Query<RepoListQuery>,
     FullUri(uri): FullUri,
 ) -> Result<Response, ApiError> {
-    let invalid = |field: &str| {
-        ApiError::validation(json!({"resource": "IssueComment", "field": field, "code": "invalid"}))
-    };
     let sort = q.sort.as_deref();
     if sort.is_some_and(|s| !["created", "updated"].contains(&s)) {
         return Err(invalid("sort"));
@@ -100,10 +95,7 @@ pub async fn list_for_repo(
         Some("asc") => true,
         Some(_) => return Err(invalid("direction")),
     };
-    let since = match q.since.as_deref() {
-        Some(s) => Some(DateTime::parse_from_rfc3339(s).map_err(|_| invalid("since"))?),
-        None => None,
-    };
+    let since = since_param(q.since.as_deref(), || invalid("since"))?;
     let m = st.lock().await;
     let r = m.repo(&owner, &repo)?;
     let mut found: Vec<&IssueComment> = r

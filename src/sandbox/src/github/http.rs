@@ -168,3 +168,14 @@ impl<S: Send + Sync> FromRequestParts<S> for FullUri {
             .unwrap_or_else(|| FullUri(parts.uri.clone())))
     }
 }
+
+/// A list endpoint's `since` (ISO 8601, as GitHub takes it), `None` when
+/// not given; `invalid` is the 422 a malformed one gets.
+pub fn since_param(
+    since: Option<&str>,
+    invalid: impl FnOnce() -> ApiError,
+) -> Result<Option<chrono::DateTime<chrono::FixedOffset>>, ApiError> {
+    since
+        .map(|s| chrono::DateTime::parse_from_rfc3339(s).map_err(|_| invalid()))
+        .transpose()
+}

@@ -173,10 +173,7 @@ pub async fn list(
     if !["created", "updated", "comments"].contains(&sort) {
         return Err(invalid("sort"));
     }
-    let since = match q.since.as_deref() {
-        Some(s) => Some(DateTime::parse_from_rfc3339(s).map_err(|_| invalid("since"))?),
-        None => None,
-    };
+    let since = super::http::since_param(q.since.as_deref(), || invalid("since"))?;
     let wanted: Vec<String> = q
         .labels
         .as_deref()
