@@ -1564,6 +1564,67 @@ async fn a_lost_answer_to_the_changelog_commit_leaves_one_commit_and_no_handoff(
     }
 }
 
+/// The bump is two writes: the branch at the base, then one GraphQL
+/// `createCommitOnBranch` onto it. When that commit's answer is lost
+/// (it landed) or GitHub fails it before acting (the branch stays at the
+/// base), the next step finds out from the tip: the PR still ends
+/// validated with exactly one bump commit, and no handoff.
+#[tokio::test]
+async fn a_lost_answer_to_the_bump_commit_leaves_one_bump_and_no_handoff() {
+    use klaud_lifecycle::engine::Forge as _;
+    use klaud_sandbox::github::{Fault, FaultAction};
+    let refused = FaultAction::Status {
+        status: 502,
+        retry_after: None,
+        message: None,
+    };
+    for (landed, fault) in [(true, FaultAction::AfterWriteDrop), (false, refused)] {
+        let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
+        let target = env.target("demo-fp4-b200-sglang").await;
+        let journal = MemoryJournal::new();
+        let lifecycle = GithubLifecycle::new(&env.forge);
+        let engine = env.engine(&lifecycle, &journal, env.clock);
+        let mut rec = engine.open_record(&target).await.expect("record");
+        step_to(&engine, &mut rec, Step::Prepare).await;
+        let branch = format!("refs/heads/{}", rec.branch);
+        let state = env.stack.state().clone();
+        state
+            .add_fault(Fault {
+                method: Some("POST".into()),
+                path: "/graphql".into(),
+                count: 1,
+                action: fault,
+            })
+            .await;
+        let p = engine.step(&mut rec).await.expect("the prepare step");
+        assert_eq!(p, Progress::Advanced(Step::Prepare), "landed {landed}");
+        let tip = state.ref_sha(REPO, &branch).await.expect("the branch");
+        assert_eq!(
+            tip != rec.base_sha.as_str(),
+            landed,
+            "landed {landed}: the branch is at {tip}"
+        );
+        let rec = env.finish(&journal, &target).await;
+        assert_validated(&env, &target, &rec).await;
+        let done = rec.head.clone().expect("head");
+        let cmp = lifecycle
+            .compare_commits(rec.base_sha.as_str(), done.as_str())
+            .await
+            .expect("compare");
+        let bumps = cmp
+            .commits
+            .iter()
+            .filter(|c| c.message.starts_with("Update "))
+            .count();
+        assert_eq!(bumps, 1, "landed {landed}: {:#?}", cmp.commits);
+        assert_eq!(
+            cmp.commits[0].parents,
+            vec![rec.base_sha.clone()],
+            "landed {landed}"
+        );
+    }
+}
+
 /// After a lost answer to the changelog commit, a person's commit on the
 /// recorded parent with the very same message is not taken for Klaud's:
 /// its author is not the bot, so the next step hands the PR over and

@@ -64,9 +64,9 @@ fn real_seed(version: &str) -> Option<tempfile::TempDir> {
 
 /// Request-log positions of the first ready-for-review mutation and of the
 /// first label write. The log does not name a GraphQL request's mutation:
-/// the first one is the changelog commit (the one commit onto the branch
-/// of a lifecycle without a repair, made before any draft change), the
-/// next the draft change.
+/// the first two are the commits onto the branch of a lifecycle without a
+/// repair (the bump onto the branch created at the base, the changelog
+/// entry), both made before any draft change, the next the draft change.
 async fn ready_and_label_order(env: &Harness) -> (Option<usize>, Option<usize>) {
     let log = env.stack.state().request_log().await;
     let ready = log
@@ -74,7 +74,7 @@ async fn ready_and_label_order(env: &Harness) -> (Option<usize>, Option<usize>) 
         .enumerate()
         .filter(|(_, e)| e.method == "POST" && e.path == "/graphql" && e.status < 300)
         .map(|(i, _)| i)
-        .nth(1);
+        .nth(2);
     let label = log
         .iter()
         .position(|e| e.method == "POST" && e.path.contains("/labels") && e.status < 300);

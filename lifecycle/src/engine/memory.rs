@@ -511,6 +511,21 @@ impl Forge for MemoryForge {
     ) -> Result<super::forge::Comparison, ForgeError> {
         // Commits made here have one parent at most: walk first parents.
         let st = self.lock();
+        // `head` an ancestor of `base`: GitHub says behind, with no commit
+        // of `head`'s that `base` lacks.
+        let mut down = st.commits.get(base).and_then(|c| c.1.first().cloned());
+        while let Some(at) = down {
+            if at == head {
+                return Ok(super::forge::Comparison {
+                    status: "behind".into(),
+                    commits: Vec::new(),
+                    total_commits: 0,
+                    files: Vec::new(),
+                    merge_base: Some(forge_sha("merge base", head)?),
+                });
+            }
+            down = st.commits.get(&at).and_then(|c| c.1.first().cloned());
+        }
         let mut chain = Vec::new();
         let mut at = head.to_owned();
         while at != base {

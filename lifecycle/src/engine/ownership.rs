@@ -88,13 +88,16 @@ impl OwnershipProof {
 
     /// `Ok` when the proof checked branch `name` at `head`: a commit that
     /// moves the branch from there needs both, where a commit that moves
-    /// nothing needs only its parent.
+    /// nothing needs only its parent. A proof for a branch Klaud creates
+    /// (no head checked) also covers the bump commit onto it: the write
+    /// names `head` as the branch's expected head, so GitHub makes it only
+    /// on the branch as created, holding nothing but the base.
     pub fn for_branch_head(&self, name: &str, head: &str) -> Result<(), ProofError> {
         self.for_branch(name)?;
-        if self.head.as_deref() == Some(head) {
-            Ok(())
-        } else {
-            Err(self.refuse(format!("branch {name} at {head}")))
+        match self.head.as_deref() {
+            Some(h) if h == head => Ok(()),
+            None => Ok(()),
+            _ => Err(self.refuse(format!("branch {name} at {head}"))),
         }
     }
 

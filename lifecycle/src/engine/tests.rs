@@ -1462,6 +1462,94 @@ mod blind_creates {
         assert_eq!(w.forge.git().ref_sha(&branch), Some(left));
     }
 
+    /// The bump creates its branch at the base, then commits onto it: a
+    /// branch left at the base between the two (a crash, a lost answer)
+    /// gets the one bump commit, and nobody's work is taken for a
+    /// person's.
+    #[tokio::test]
+    async fn a_branch_left_at_the_base_gets_the_bump_commit() {
+        use crate::engine::forge::Forge as _;
+        let w = World::new().await;
+        let engine = listed_free(&w);
+        let mut rec = engine.open_record(&w.target).await.expect("record");
+        engine.step(&mut rec).await.expect("claim");
+        let branch = format!("refs/heads/{}", rec.branch);
+        assert!(w.forge.git().force_ref(&branch, w.base.as_str()));
+        while rec.step == Step::Prepare {
+            engine.step(&mut rec).await.expect("prepare");
+        }
+        assert_eq!(rec.step, Step::Open, "{rec:#?}");
+        assert!(rec.ending.is_none(), "{:?}", rec.ending);
+        let head = rec.head.clone().expect("head");
+        assert_eq!(w.forge.git().ref_sha(&branch), Some(head.to_string()));
+        let cmp = w
+            .forge
+            .compare_commits(w.base.as_str(), head.as_str())
+            .await
+            .expect("compare");
+        assert_eq!(cmp.commits.len(), 1, "{cmp:#?}");
+        assert!(cmp.commits[0].message.starts_with("Update "), "{cmp:#?}");
+    }
+
+    /// A branch left at an older base (the base moved on before the bump
+    /// was made) is moved up to the base the bump is made on, so the
+    /// commit holds the bump and nothing of the older tree.
+    #[tokio::test]
+    async fn a_branch_left_at_an_older_base_is_moved_up_before_the_bump() {
+        use crate::engine::forge::Forge as _;
+        let mut w = World::new().await;
+        let old = w.base.clone();
+        w.base = w
+            .forge
+            .push("main", &[("README.md", b"moved on\n")], "a later commit")
+            .await
+            .expect("push");
+        let engine = listed_free(&w);
+        let mut rec = engine.open_record(&w.target).await.expect("record");
+        engine.step(&mut rec).await.expect("claim");
+        let branch = format!("refs/heads/{}", rec.branch);
+        assert!(w.forge.git().force_ref(&branch, old.as_str()));
+        while rec.step == Step::Prepare {
+            engine.step(&mut rec).await.expect("prepare");
+        }
+        assert_eq!(rec.step, Step::Open, "{rec:#?}");
+        assert_eq!(rec.base_sha, w.base);
+        let head = rec.head.clone().expect("head");
+        let cmp = w
+            .forge
+            .compare_commits(w.base.as_str(), head.as_str())
+            .await
+            .expect("compare");
+        assert_eq!(cmp.commits.len(), 1, "{cmp:#?}");
+        assert_eq!(cmp.commits[0].parents, vec![w.base.clone()]);
+    }
+
+    /// A branch at a commit beyond the base that is not Klaud's is no
+    /// place for the bump: the candidate is handed off and the commit
+    /// stays.
+    #[tokio::test]
+    async fn a_branch_holding_someone_elses_commit_is_not_built_on() {
+        let w = World::new().await;
+        let engine = listed_free(&w);
+        let mut rec = engine.open_record(&w.target).await.expect("record");
+        let branch = format!("refs/heads/{}", rec.branch);
+        let theirs = w
+            .forge
+            .git()
+            .plant(&branch, "a person's work", w.base.as_str())
+            .expect("planted");
+        engine.step(&mut rec).await.expect("claim");
+        for _ in 0..4 {
+            if rec.step != Step::Prepare {
+                break;
+            }
+            engine.step(&mut rec).await.expect("prepare");
+        }
+        assert!(rec.head.is_none(), "{rec:#?}");
+        assert!(rec.ending.as_ref().is_some_and(|e| e.hands_off), "{rec:#?}");
+        assert_eq!(w.forge.git().ref_sha(&branch), Some(theirs));
+    }
+
     #[tokio::test]
     async fn without_a_listing_the_claim_and_the_branch_are_read_first() {
         let w = World::new().await;

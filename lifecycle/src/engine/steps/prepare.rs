@@ -1,25 +1,29 @@
-//! Step 2 of 9, `Step::Prepare`: make the bump commit (the byte-exact image
-//! change in the master files, for every member of a family group, plus an
-//! experiment variant's own files) and push branch `klaud/auto-<candidate>`.
+//! Step 2 of 9, `Step::Prepare`: create branch `klaud/auto-<candidate>` at
+//! the base, then make the bump commit on it (the byte-exact image change
+//! in the master files, for every member of a family group, plus an
+//! experiment variant's own files).
 //!
 //! After `claim`, before `open`. Reads the branch tip (a commit of Klaud's,
-//! by trailer, is adopted; anything else is a mismatch; not read before the
-//! first push of a record that created its own claim, whose create answers
+//! by trailer, is adopted; a branch holding nothing beyond the base gets
+//! the commit; anything else is a mismatch; not read before the first
+//! write of a record that created its own claim, whose create answers
 //! "already exists" when a branch is there) and the base files.
-//! May write: the bump commit and the candidate's branch, under a proof.
+//! May write: the candidate's branch and the bump commit on it, under a
+//! proof.
 
 use crate::engine::config::TRAILER;
 use crate::engine::context::Engine;
 use crate::engine::context::Progress;
 use crate::engine::error::EngineError;
-use crate::engine::forge::ForgeError;
+use crate::engine::forge::{CompareStatus, Forge as _, ForgeError};
 use crate::engine::intent::Intent;
 use crate::engine::journal::{CandidateRecord, Step};
-use crate::engine::ownership::{Mismatch, MismatchKind};
+use crate::engine::ownership::{Mismatch, MismatchKind, OwnershipProof};
 use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::model::{Outcome, Phase};
 use crate::report::BumpScope;
+use klaud_claims::CommitSha;
 use klaud_planner::image::ImageRef;
 use klaud_planner::retired::Retirements;
 
@@ -28,18 +32,33 @@ pub(in crate::engine) async fn run(
     rec: &mut CandidateRecord,
 ) -> Result<Progress, EngineError> {
     // Nothing of this lifecycle is on the branch yet when its own claim
-    // was just created and no commit of it was made: create, not read.
-    let first_push = rec.claim_created_here && rec.head.is_none() && rec.pending_commit.is_none();
+    // was just created and no write of the bump was tried: create, not
+    // read.
+    let first_push = rec.claim_created_here
+        && rec.head.is_none()
+        && rec.pending_commit.is_none()
+        && !matches!(rec.intent, Some(Intent::CreateBranch | Intent::CommitBump));
     let tip = match first_push {
         true => None,
         false => cx.branch_tip(&rec.branch).await?,
     };
+    // Where the branch stands when it holds nothing beyond the base: the
+    // ref this step creates before its commit, left so by a crash or a
+    // lost answer in between.
+    let mut empty_at = None;
     if let Some(tip) = tip {
         let trailer = format!("{TRAILER}{}", rec.candidate);
         let ours = rec.head.as_deref() == Some(tip.sha.as_str())
             || rec.pending_commit.as_deref() == Some(tip.sha.as_str())
             || (rec.head.is_none() && tip.message.lines().any(|l| l.trim() == trailer));
-        if !ours {
+        if ours {
+            rec.head = Some(tip.sha);
+            rec.pending_commit = None;
+            rec.step = Step::Open;
+            cx.save(rec).await?;
+            return Ok(Progress::Advanced(Step::Open));
+        }
+        if rec.pending_commit.is_some() || !holds_nothing_beyond_base(cx, &tip.sha).await? {
             let m = Mismatch {
                 kind: MismatchKind::Unexpected,
                 what: format!("branch {}", rec.branch),
@@ -48,41 +67,119 @@ pub(in crate::engine) async fn run(
             };
             return cx.on_mismatch(rec, m).await;
         }
-        rec.head = Some(tip.sha);
-        rec.pending_commit = None;
-        rec.step = Step::Open;
-        cx.save(rec).await?;
-        return Ok(Progress::Advanced(Step::Open));
+        empty_at = Some(tip.sha);
     }
     let proof = match cx.prove(rec, Scope::Claim).await? {
         Ok(p) => p,
         Err(p) => return Ok(p),
     };
-    let commit = match rec.pending_commit.clone() {
-        Some(c) => c,
-        None => {
-            let (files, message) = match bump_files(cx, rec)? {
-                Ok(f) => f,
-                Err((outcome, m)) => return cx.end(rec, outcome, Phase::Resolve, m, true).await,
-            };
-            rec.base_sha = cx.repository_sha.clone();
-            cx.intend(rec, Intent::CommitBump).await?;
-            let sha = cx
-                .forge
-                .commit_files(&proof, &rec.base_sha, &files, &message)
-                .await?;
-            rec.pending_commit = Some(sha.clone());
-            cx.save(rec).await?;
-            sha
-        }
-    };
-    cx.intend(rec, Intent::CreateBranch).await?;
-    match cx.forge.create_branch(&proof, &rec.branch, &commit).await {
-        // Re-read next step: ours (a lost response) or foreign.
-        Ok(()) | Err(ForgeError::AlreadyExists(_)) | Err(ForgeError::Ambiguous(_)) => {}
-        Err(e) => return Err(e.into()),
+    // A journal of an earlier version made the commit first and the
+    // branch at it after: that commit is the bump.
+    if let Some(commit) = rec.pending_commit.clone() {
+        create_branch_at(cx, rec, &proof, &commit).await?;
+        return Ok(Progress::Advanced(Step::Prepare));
     }
-    Ok(Progress::Advanced(Step::Prepare))
+    let (files, message) = match bump_files(cx, rec)? {
+        Ok(f) => f,
+        Err((outcome, m)) => return cx.end(rec, outcome, Phase::Resolve, m, true).await,
+    };
+    rec.base_sha = cx.repository_sha.clone();
+    // The branch first, at the base, then the commit onto it: two
+    // requests where a commit made apart and a branch created at it take
+    // three (tree, commit, ref).
+    match empty_at {
+        None => {
+            let base = rec.base_sha.clone();
+            if !create_branch_at(cx, rec, &proof, &base).await? {
+                return Ok(Progress::Advanced(Step::Prepare));
+            }
+        }
+        Some(at) if at != rec.base_sha => {
+            // Left at an older base: moved up to this one, a fast-forward,
+            // since it holds nothing the base lacks.
+            cx.intend(rec, Intent::CreateBranch).await?;
+            let branch = rec.branch.clone();
+            match cx
+                .forge
+                .fast_forward_branch(&proof, &branch, &rec.base_sha)
+                .await
+            {
+                Ok(()) => {}
+                Err(ForgeError::NotFastForward(_)) | Err(ForgeError::Ambiguous(_)) => {
+                    return Ok(Progress::Advanced(Step::Prepare));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Some(_) => {}
+    }
+    commit_bump(cx, rec, &proof, &files, &message).await
+}
+
+/// Creates the candidate's branch at `sha`: `true` when GitHub made it,
+/// `false` when only the next step's read of the tip can tell (it existed
+/// already, or the answer was lost: ours or someone else's).
+async fn create_branch_at(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    proof: &OwnershipProof,
+    sha: &CommitSha,
+) -> Result<bool, EngineError> {
+    cx.intend(rec, Intent::CreateBranch).await?;
+    let branch = rec.branch.clone();
+    match cx.forge.create_branch(proof, &branch, sha).await {
+        Ok(()) => Ok(true),
+        Err(ForgeError::AlreadyExists(_)) | Err(ForgeError::Ambiguous(_)) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The bump commit onto the branch at the base, the branch moved to it in
+/// the same write; a refusal or a lost answer is read from the tip next
+/// step (the commit carries the candidate's trailer).
+async fn commit_bump(
+    cx: &Engine<'_>,
+    rec: &mut CandidateRecord,
+    proof: &OwnershipProof,
+    files: &[(String, Vec<u8>)],
+    message: &str,
+) -> Result<Progress, EngineError> {
+    cx.intend(rec, Intent::CommitBump).await?;
+    let branch = rec.branch.clone();
+    let base = rec.base_sha.clone();
+    match cx
+        .forge
+        .commit_on_branch(proof, &branch, &base, files, message)
+        .await
+    {
+        Ok(sha) => {
+            rec.head = Some(sha);
+            rec.step = Step::Open;
+            cx.save(rec).await?;
+            Ok(Progress::Advanced(Step::Open))
+        }
+        Err(ForgeError::NotFastForward(_)) | Err(ForgeError::Ambiguous(_)) => {
+            Ok(Progress::Advanced(Step::Prepare))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether the commit `tip` holds nothing the base lacks (it is the base
+/// or behind it): a branch there carries no one's work, and the bump may
+/// be made on it.
+async fn holds_nothing_beyond_base(cx: &Engine<'_>, tip: &CommitSha) -> Result<bool, EngineError> {
+    if *tip == cx.repository_sha {
+        return Ok(true);
+    }
+    let cmp = cx
+        .forge
+        .compare_commits(cx.repository_sha.as_str(), tip.as_str())
+        .await?;
+    Ok(matches!(
+        cmp.status,
+        CompareStatus::Behind | CompareStatus::Identical
+    ))
 }
 
 /// The bump commit's files (path, new bytes) and message.
