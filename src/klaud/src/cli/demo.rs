@@ -698,7 +698,8 @@ fn print_passes(passes: &[stats::PassRequests]) {
         let ct = |x: &RequestFigures| format!("{}/{}", x.charged, x.total);
         eprintln!(
             "  pass {}: {} — plan (base ref, commits, trees, blobs, files) {}, claims {}, \
-             overlap (open PRs, files) {}, audit (compare) {}, comments {}, other {}",
+             overlap (open PRs, files) {}, audit (compare) {}, comments {}, other {}, \
+             validated PRs kept mergeable {}",
             p.pass,
             ct(&p.all),
             ct(&p.plan),
@@ -707,6 +708,7 @@ fn print_passes(passes: &[stats::PassRequests]) {
             ct(&p.audit),
             ct(&p.comments),
             ct(&p.other),
+            ct(&p.upkeep),
         );
     }
 }

@@ -14,7 +14,9 @@
 //! `live_report_interval`, not on the lifecycle). Requests outside any step
 //! (maintainer command reads, the overlap check, planning, claim listing)
 //! go to the candidate whose PR, run or branch the path names, else to the
-//! pass they fell in, sorted by what they read.
+//! pass they fell in, sorted by what they read. A step the wave takes for
+//! no lifecycle (keeping a validated PR mergeable after its receipt) is
+//! the pass's too.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -39,18 +41,18 @@ pub const LIFECYCLE_TARGET: usize = 30;
 /// Charged GitHub requests one validated lifecycle without a failed run
 /// may cost, polls excluded, before a test fails: the measured spread (an
 /// experiment variant's own-row section edits and final-sweep slot, a
-/// sweep first seen running; b200-sglang costs 31 in the integration
+/// sweep first seen running; b200-sglang costs 30 in the integration
 /// harness, which drives the engine without a wave's listings) with a
 /// little room for timing, none for a regression.
-pub const LIFECYCLE_LIMIT: usize = 35;
+pub const LIFECYCLE_LIMIT: usize = 32;
 
 /// Charged GitHub requests a validated lifecycle with a failed run (a
 /// repair, an infrastructure retry) may cost above its floor, polls
 /// excluded, before a test fails: the failed jobs' logs, the playbook and
 /// a report per attempt come on top of what the floor counts (measured
-/// 13 with a repair that read six failed jobs' logs, 7 with an
+/// 11–12 with a repair that read six failed jobs' logs, 5–6 with an
 /// infrastructure retry; the goal is 8).
-pub const FAILED_RUN_ALLOWANCE: usize = 18;
+pub const FAILED_RUN_ALLOWANCE: usize = 15;
 
 /// What one lifecycle left on GitHub, read from the simulator when it ended:
 /// the scenario its floor is computed from (see [`Scenario::floor`]), not
@@ -282,8 +284,8 @@ impl LifecycleRequests {
     }
 }
 
-/// Requests of one pass that no candidate's step made and no candidate's
-/// path names, by what they read.
+/// Requests of one pass that no lifecycle's step made and, outside steps,
+/// no candidate's path names, by what they read.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct PassRequests {
     /// Pass number, from 1 (the first is the wave that claims).
@@ -302,6 +304,9 @@ pub struct PassRequests {
     pub comments: RequestFigures,
     /// Anything else.
     pub other: RequestFigures,
+    /// Upkeep of validated pull requests after their receipt (the base
+    /// merged in to keep them mergeable): a step of no lifecycle.
+    pub upkeep: RequestFigures,
 }
 
 impl PassRequests {
@@ -412,7 +417,20 @@ pub fn cut(
                 open = Some((*at, candidate));
             }
             Mark::StepEnded { candidate, changed } => {
-                if let Some((from, c)) = open.take()
+                let started = open.take();
+                if started.is_none() {
+                    // A step the wave took without starting a lifecycle's
+                    // (upkeep after the receipt): the pass's.
+                    for e in slice(loose_from, *at)
+                        .iter()
+                        .filter(|e| !e.path.starts_with("/_sandbox") && !by_other(e, klaud))
+                    {
+                        let f = RequestFigures::of(std::slice::from_ref(e));
+                        pass.all.add(f);
+                        pass.upkeep.add(f);
+                    }
+                }
+                if let Some((from, c)) = started
                     && c == candidate
                 {
                     let klauds: Vec<LogEntry> = slice(from, *at)
@@ -556,6 +574,38 @@ mod tests {
         );
         assert_eq!(cut.passes[1].all.total, 2);
         assert_eq!((cut.others.total, cut.others.charged), (1, 1));
+    }
+
+    #[test]
+    fn an_upkeep_step_after_the_receipt_is_the_passs_not_dropped() {
+        let log = vec![
+            // upkeep of c1's validated PR: no step was started for it
+            e("GET", "/repos/o/r/pulls/7", 200),
+            e("PATCH", "/repos/o/r/git/refs/heads/klaud/auto-c1", 200),
+        ];
+        let marks = vec![
+            (
+                12,
+                Mark::StepEnded {
+                    candidate: c1(),
+                    changed: true,
+                },
+            ),
+            (12, Mark::PassEnded),
+        ];
+        let owners = [CandidatePaths {
+            candidate: c1(),
+            pull: Some(PullNumber::from(7)),
+            branch: "klaud/auto-c1".into(),
+            runs: vec![],
+        }];
+        let cut = cut(10, 10, &log, &marks, &owners, "klaud[bot]");
+        assert!(cut.candidates.is_empty(), "{:?}", cut.candidates);
+        assert_eq!(
+            (cut.passes[0].upkeep.total, cut.passes[0].upkeep.writes),
+            (2, 1)
+        );
+        assert_eq!(cut.passes[0].all.total, 2);
     }
 
     #[test]
