@@ -90,8 +90,9 @@ impl OwnershipProof {
     /// moves the branch from there needs both, where a commit that moves
     /// nothing needs only its parent. A proof for a branch Klaud creates
     /// (no head checked) also covers the bump commit onto it: the write
-    /// names `head` as the branch's expected head, so GitHub makes it only
-    /// on the branch as created, holding nothing but the base.
+    /// names `head` as the branch's expected head, a compare-and-swap
+    /// GitHub refuses unless the branch is still where the step created
+    /// or found it (at the base, holding no one's work).
     pub fn for_branch_head(&self, name: &str, head: &str) -> Result<(), ProofError> {
         self.for_branch(name)?;
         match self.head.as_deref() {
