@@ -35,7 +35,7 @@ use super::RequestFigures;
 /// experiment variant (Variant B 25–26) and one with an infrastructure
 /// retry (h200-trt 30–31, by its sweep's pace), not by the playbook repair
 /// that reads its six failed jobs' logs and reports each attempt
-/// (b200-vllm 37; see configs/README.md).
+/// (b200-vllm 37–38; see configs/README.md).
 pub const LIFECYCLE_TARGET: usize = 30;
 
 /// Charged GitHub requests one validated lifecycle without a failed run
