@@ -1512,16 +1512,7 @@ async fn the_finish_lists_the_comments_only_after_a_comment_write_was_cut_off() 
 /// exactly one changelog commit, no handoff.
 #[tokio::test]
 async fn a_lost_answer_to_the_changelog_commit_leaves_one_commit_and_no_handoff() {
-    use klaud_lifecycle::engine::Forge as _;
-    use klaud_sandbox::github::{Fault, FaultAction};
-    // A `Status` fault answers without running the handler: GitHub
-    // failing before it acted.
-    let refused = FaultAction::Status {
-        status: 502,
-        retry_after: None,
-        message: None,
-    };
-    for (landed, fault) in [(true, FaultAction::AfterWriteDrop), (false, refused)] {
+    for (landed, fault) in lost_or_refused() {
         let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
         let target = env.target("demo-fp4-b200-sglang").await;
         let journal = MemoryJournal::new();
@@ -1532,14 +1523,7 @@ async fn a_lost_answer_to_the_changelog_commit_leaves_one_commit_and_no_handoff(
         let head = rec.head.clone().expect("head");
         let branch = format!("refs/heads/{}", rec.branch);
         let state = env.stack.state().clone();
-        state
-            .add_fault(Fault {
-                method: Some("POST".into()),
-                path: "/graphql".into(),
-                count: 1,
-                action: fault,
-            })
-            .await;
+        fault_next_graphql(&env, fault).await;
         engine.step(&mut rec).await.expect("the final step");
         let kept = journal.list().await.expect("journal").remove(0);
         let asked = kept.pending_branch_commit.expect("the intent is kept");
@@ -1549,17 +1533,12 @@ async fn a_lost_answer_to_the_changelog_commit_leaves_one_commit_and_no_handoff(
         // The journal as a kill after sending leaves it drives on.
         let rec = env.finish(&journal, &target).await;
         assert_validated(&env, &target, &rec).await;
-        let done = rec.head.clone().expect("head");
-        let cmp = lifecycle
-            .compare_commits(rec.base_sha.as_str(), done.as_str())
-            .await
-            .expect("compare");
-        let entries = cmp
-            .commits
+        let commits = commits_beyond_base(&lifecycle, &rec).await;
+        let entries = commits
             .iter()
             .filter(|c| c.message.starts_with("Add perf-changelog entry"))
             .count();
-        assert_eq!(entries, 1, "landed {landed}: {:#?}", cmp.commits);
+        assert_eq!(entries, 1, "landed {landed}: {commits:#?}");
         assert_eq!(rec.pending_branch_commit, None);
     }
 }
@@ -1571,14 +1550,7 @@ async fn a_lost_answer_to_the_changelog_commit_leaves_one_commit_and_no_handoff(
 /// validated with exactly one bump commit, and no handoff.
 #[tokio::test]
 async fn a_lost_answer_to_the_bump_commit_leaves_one_bump_and_no_handoff() {
-    use klaud_lifecycle::engine::Forge as _;
-    use klaud_sandbox::github::{Fault, FaultAction};
-    let refused = FaultAction::Status {
-        status: 502,
-        retry_after: None,
-        message: None,
-    };
-    for (landed, fault) in [(true, FaultAction::AfterWriteDrop), (false, refused)] {
+    for (landed, fault) in lost_or_refused() {
         let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
         let target = env.target("demo-fp4-b200-sglang").await;
         let journal = MemoryJournal::new();
@@ -1588,14 +1560,7 @@ async fn a_lost_answer_to_the_bump_commit_leaves_one_bump_and_no_handoff() {
         step_to(&engine, &mut rec, Step::Prepare).await;
         let branch = format!("refs/heads/{}", rec.branch);
         let state = env.stack.state().clone();
-        state
-            .add_fault(Fault {
-                method: Some("POST".into()),
-                path: "/graphql".into(),
-                count: 1,
-                action: fault,
-            })
-            .await;
+        fault_next_graphql(&env, fault).await;
         let p = engine.step(&mut rec).await.expect("the prepare step");
         assert_eq!(p, Progress::Advanced(Step::Prepare), "landed {landed}");
         let tip = state.ref_sha(REPO, &branch).await.expect("the branch");
@@ -1606,19 +1571,14 @@ async fn a_lost_answer_to_the_bump_commit_leaves_one_bump_and_no_handoff() {
         );
         let rec = env.finish(&journal, &target).await;
         assert_validated(&env, &target, &rec).await;
-        let done = rec.head.clone().expect("head");
-        let cmp = lifecycle
-            .compare_commits(rec.base_sha.as_str(), done.as_str())
-            .await
-            .expect("compare");
-        let bumps = cmp
-            .commits
+        let commits = commits_beyond_base(&lifecycle, &rec).await;
+        let bumps = commits
             .iter()
             .filter(|c| c.message.starts_with("Update "))
             .count();
-        assert_eq!(bumps, 1, "landed {landed}: {:#?}", cmp.commits);
+        assert_eq!(bumps, 1, "landed {landed}: {commits:#?}");
         assert_eq!(
-            cmp.commits[0].parents,
+            commits[0].parents,
             vec![rec.base_sha.clone()],
             "landed {landed}"
         );
@@ -1631,7 +1591,6 @@ async fn a_lost_answer_to_the_bump_commit_leaves_one_bump_and_no_handoff() {
 /// leaves the person's commit where it is.
 #[tokio::test]
 async fn a_persons_commit_with_klauds_message_after_a_lost_answer_is_a_handoff() {
-    use klaud_sandbox::github::{Fault, FaultAction};
     let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
     let target = env.target("demo-fp4-b200-sglang").await;
     let journal = MemoryJournal::new();
@@ -1640,19 +1599,8 @@ async fn a_persons_commit_with_klauds_message_after_a_lost_answer_is_a_handoff()
     let mut rec = engine.open_record(&target).await.expect("record");
     step_to(&engine, &mut rec, Step::Final).await;
     let state = env.stack.state().clone();
-    let refused = FaultAction::Status {
-        status: 502,
-        retry_after: None,
-        message: None,
-    };
-    state
-        .add_fault(Fault {
-            method: Some("POST".into()),
-            path: "/graphql".into(),
-            count: 1,
-            action: refused,
-        })
-        .await;
+    let [_, (_, refused)] = lost_or_refused();
+    fault_next_graphql(&env, refused).await;
     engine.step(&mut rec).await.expect("the final step");
     let asked = rec
         .pending_branch_commit
@@ -1778,6 +1726,48 @@ async fn the_final_report_and_the_receipt_are_one_comment_even_after_a_cut_off_p
 
 /// Steps `rec` until it reaches `step`, waiting out the sandbox's runs
 /// (at most a minute).
+/// The two ways the answer to a write goes missing, each with whether the
+/// write landed: GitHub made it and the connection dropped, or GitHub
+/// failed before it acted (a `Status` fault answers without running the
+/// handler).
+fn lost_or_refused() -> [(bool, klaud_sandbox::github::FaultAction); 2] {
+    use klaud_sandbox::github::FaultAction;
+    let refused = FaultAction::Status {
+        status: 502,
+        retry_after: None,
+        message: None,
+    };
+    [(true, FaultAction::AfterWriteDrop), (false, refused)]
+}
+
+/// The next GraphQL request (Klaud's commits onto a branch) meets `action`.
+async fn fault_next_graphql(env: &Harness, action: klaud_sandbox::github::FaultAction) {
+    env.stack
+        .state()
+        .add_fault(klaud_sandbox::github::Fault {
+            method: Some("POST".into()),
+            path: "/graphql".into(),
+            count: 1,
+            action,
+        })
+        .await;
+}
+
+/// The commits on a finished record's branch beyond its base, oldest
+/// first, as GitHub's compare lists them.
+async fn commits_beyond_base(
+    lifecycle: &GithubLifecycle<'_>,
+    rec: &CandidateRecord,
+) -> Vec<klaud_lifecycle::engine::ComparedCommit> {
+    use klaud_lifecycle::engine::Forge as _;
+    let head = rec.head.clone().expect("head");
+    lifecycle
+        .compare_commits(rec.base_sha.as_str(), head.as_str())
+        .await
+        .expect("compare")
+        .commits
+}
+
 async fn step_to(
     engine: &klaud_lifecycle::engine::Engine<'_>,
     rec: &mut CandidateRecord,

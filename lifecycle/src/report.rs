@@ -65,11 +65,12 @@ pub fn fold_receipt(
     else {
         return None;
     };
-    // Klaud's own renderings: each hidden block ends at its first line
-    // "-->" (the JSON is escaped and cannot hold one).
+    // Each hidden block (through its "-->" line) and the text after it,
+    // as the one parser of records reads them.
     let split = |body: &str| {
-        let end = body.find("\n-->\n")? + "\n-->\n".len();
-        Some((body[..end].to_owned(), body[end..].to_owned()))
+        let text = markers::find_record(body).ok()??.rest.strip_prefix('\n')?;
+        let end = body.len() - text.len();
+        Some((body[..end].to_owned(), text.to_owned()))
     };
     let (receipt_block, receipt_text) = split(&receipt.body)?;
     let (report_block, report_text) = split(&report.body)?;

@@ -1395,6 +1395,17 @@ mod blind_creates {
             .with_listed_claims(std::collections::BTreeSet::new())
     }
 
+    /// Steps `rec` until it leaves `Step::Prepare` (a handful of steps at
+    /// most: a create, a read, a commit).
+    async fn past_prepare(engine: &Engine<'_>, rec: &mut CandidateRecord) {
+        for _ in 0..4 {
+            if rec.step != Step::Prepare {
+                return;
+            }
+            engine.step(rec).await.expect("prepare");
+        }
+    }
+
     #[tokio::test]
     async fn a_free_claim_and_its_first_branch_are_created_without_reading_them() {
         let w = World::new().await;
@@ -1407,9 +1418,7 @@ mod blind_creates {
             Progress::Advanced(Step::Prepare)
         );
         assert!(rec.claim_created_here, "{rec:#?}");
-        while rec.step == Step::Prepare {
-            engine.step(&mut rec).await.expect("prepare");
-        }
+        past_prepare(&engine, &mut rec).await;
         drop(kept);
         assert_eq!(rec.step, Step::Open);
         let calls = w.forge.git().calls()[before..].to_vec();
@@ -1453,9 +1462,7 @@ mod blind_creates {
             .expect("planted");
         engine.step(&mut rec).await.expect("claim");
         assert!(rec.claim_created_here);
-        while rec.step == Step::Prepare {
-            engine.step(&mut rec).await.expect("prepare");
-        }
+        past_prepare(&engine, &mut rec).await;
         assert_eq!(rec.step, Step::Open);
         // Nothing overwrote it: the branch's own commit is the head.
         assert_eq!(rec.head.as_deref(), Some(left.as_str()));
@@ -1475,9 +1482,7 @@ mod blind_creates {
         engine.step(&mut rec).await.expect("claim");
         let branch = format!("refs/heads/{}", rec.branch);
         assert!(w.forge.git().force_ref(&branch, w.base.as_str()));
-        while rec.step == Step::Prepare {
-            engine.step(&mut rec).await.expect("prepare");
-        }
+        past_prepare(&engine, &mut rec).await;
         assert_eq!(rec.step, Step::Open, "{rec:#?}");
         assert!(rec.ending.is_none(), "{:?}", rec.ending);
         let head = rec.head.clone().expect("head");
@@ -1509,9 +1514,7 @@ mod blind_creates {
         engine.step(&mut rec).await.expect("claim");
         let branch = format!("refs/heads/{}", rec.branch);
         assert!(w.forge.git().force_ref(&branch, old.as_str()));
-        while rec.step == Step::Prepare {
-            engine.step(&mut rec).await.expect("prepare");
-        }
+        past_prepare(&engine, &mut rec).await;
         assert_eq!(rec.step, Step::Open, "{rec:#?}");
         assert_eq!(rec.base_sha, w.base);
         let head = rec.head.clone().expect("head");
@@ -1539,12 +1542,7 @@ mod blind_creates {
             .plant(&branch, "a person's work", w.base.as_str())
             .expect("planted");
         engine.step(&mut rec).await.expect("claim");
-        for _ in 0..4 {
-            if rec.step != Step::Prepare {
-                break;
-            }
-            engine.step(&mut rec).await.expect("prepare");
-        }
+        past_prepare(&engine, &mut rec).await;
         assert!(rec.head.is_none(), "{rec:#?}");
         assert!(rec.ending.as_ref().is_some_and(|e| e.hands_off), "{rec:#?}");
         assert_eq!(w.forge.git().ref_sha(&branch), Some(theirs));

@@ -351,6 +351,12 @@ fn by_other(e: &LogEntry, klaud: &str) -> bool {
         .is_some_and(|l| !l.eq_ignore_ascii_case(klaud))
 }
 
+/// Whether `e` is a request of Klaud's to GitHub's API (not the
+/// simulator's own control routes, not another account's).
+fn klauds_own(e: &LogEntry, klaud: &str) -> bool {
+    !e.path.starts_with("/_sandbox") && !by_other(e, klaud)
+}
+
 /// Cuts `log` (whose first entry is request number `first`) at `marks`,
 /// from request number `start` (where the first pass began). Requests
 /// after the last pass are left out (the caller measures its idle passes
@@ -396,7 +402,7 @@ pub fn cut(
                    to: u64| {
         for seq in from..to {
             let Some(e) = entry(seq) else { continue };
-            if e.path.starts_with("/_sandbox") || by_other(e, klaud) {
+            if !klauds_own(e, klaud) {
                 continue;
             }
             match owners.iter().find(|o| o.names(&e.path)) {
@@ -423,7 +429,7 @@ pub fn cut(
                     // (upkeep after the receipt): the pass's.
                     for e in slice(loose_from, *at)
                         .iter()
-                        .filter(|e| !e.path.starts_with("/_sandbox") && !by_other(e, klaud))
+                        .filter(|e| klauds_own(e, klaud))
                     {
                         let f = RequestFigures::of(std::slice::from_ref(e));
                         pass.all.add(f);
