@@ -314,6 +314,20 @@ impl Github {
         }
     }
 
+    /// Keeps blob `sha` (its bytes in base64, as kept elsewhere, e.g. the
+    /// store) as if read here: a later read of a file whose tree entry
+    /// names it asks nothing. A blob is its sha, so nothing can go stale.
+    pub fn remember_blob(&self, sha: &str, base64: &str) {
+        if !is_full_sha(sha) {
+            return;
+        }
+        let body = serde_json::json!({ "sha": sha, "content": base64, "encoding": "base64" });
+        self.t.remember_immutable(
+            &self.path(&format!("git/blobs/{}", seg(sha))),
+            bytes::Bytes::from(body.to_string()),
+        );
+    }
+
     /// A blob's bytes.
     pub fn get_blob<'f>(&'f self, sha: &'f str) -> BoxFuture<'f, Result<Vec<u8>, GithubError>> {
         Box::pin(async move {
