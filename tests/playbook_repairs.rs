@@ -96,12 +96,35 @@ async fn a_known_oom_is_repaired_by_the_playbook_without_a_hook() {
     assert!(failed.contains("torch.OutOfMemoryError"), "{failed}");
     assert!(failed.contains("**分诊**："), "{failed}");
     assert!(failed.contains("已知引擎故障"), "{failed}");
+    // Every one of the run's failed jobs printed the OOM; triage stopped
+    // at the first, whose known failure has a fix to make: one log read,
+    // the rest named in the report as not read.
+    let failed_jobs = failed.matches(r#""conclusion":"failure""#).count();
+    let log = env.stack.state().request_log().await;
+    let first_smoke = rec.attempts[0].run.as_ref().expect("first smoke").id;
+    let listed = log
+        .iter()
+        .position(|r| {
+            r.path
+                .contains(&format!("/actions/runs/{first_smoke}/jobs"))
+        })
+        .expect("the failed smoke's jobs listed");
+    let logs_read = log[listed..]
+        .iter()
+        .take_while(|r| !(r.method == "POST" && r.path.ends_with("/comments")))
+        .filter(|r| r.path.contains("/actions/jobs/") && r.path.ends_with("/logs"))
+        .count();
+    assert_eq!((failed_jobs, logs_read), (6, 1), "{failed}");
+    assert!(
+        failed.contains("The logs of 5 later failed job(s) were not read")
+            && failed.contains("个失败作业的日志未读取"),
+        "{failed}"
+    );
     // Between the failed jobs' logs and the repair's push, the branch is
     // not compared (this journal opened the PR and made no repair yet, so
     // no fix was tried) and read at most once: the ownership proof's look
     // at where it points, which a wave answers from its listing of Klaud's
     // branches when the step runs in the pass that listed them.
-    let log = env.stack.state().request_log().await;
     // The repair's commit and push are one GraphQL request, the first
     // after the failed jobs' logs were read.
     let first_log = log

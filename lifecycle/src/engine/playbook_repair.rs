@@ -1,7 +1,8 @@
-//! The playbook in the engine: each failed job of a finished run is read
-//! once and triaged against the playbook the base commit carries, and a
-//! known engine failure with a fix becomes a repair of Klaud's own, inside
-//! the repair budget, before the repair hook is asked.
+//! The playbook in the engine: the failed jobs of a finished run are read
+//! once each, in order, and triaged against the playbook the base commit
+//! carries, up to the first known engine failure with a fix to make; that
+//! fix becomes a repair of Klaud's own, inside the repair budget, before
+//! any retry and before the repair hook is asked.
 //!
 //! What was tried is read back from GitHub, never remembered: every
 //! playbook repair is a commit by the bot carrying the candidate's trailer
@@ -22,7 +23,7 @@ use crate::engine::proof::Scope;
 use crate::engine::write::Writes as _;
 use crate::job_log::MAX_JOB_LOG_BYTES;
 use crate::model::AttemptStatus;
-use crate::playbook::sick::{BrokenRunners, NodeFailure};
+use crate::playbook::sick::{BrokenRunners, NodeFailure, settles_run};
 use crate::playbook::{self, JobContext, JobLogView, Playbook, Triage};
 use crate::report::{FailedJob, JobTriage, PlaybookFixShown, TriageClass};
 use klaud_claims::CommitSha;
@@ -56,6 +57,47 @@ impl Tried {
             fix: fix.parse().ok().filter(|n| *n > 0)?,
         })
     }
+}
+
+/// A failed run's failed jobs as their logs were triaged
+/// ([`Engine::triaged_jobs`]).
+#[derive(Debug, Default)]
+pub(crate) struct Triaged {
+    /// Every failed job, with its triage where its log was read.
+    pub(crate) jobs: Vec<FailedJob>,
+    /// A known engine failure gives the playbook a fix to make: the repair
+    /// comes first, before any retry a node failure elsewhere would ask
+    /// for (that retry would meet the same engine failure again, on
+    /// shared GPUs; the repaired run lands on nodes anew).
+    pub(crate) repair_first: bool,
+    /// Failed jobs after the deciding one whose logs were not read.
+    pub(crate) unread: usize,
+}
+
+impl Triaged {
+    /// The report's note on logs left unread, if any were (its Chinese
+    /// twin: [`crate::report::format::note_words`]).
+    pub(crate) fn unread_note(&self) -> Option<String> {
+        (self.unread > 0).then(|| crate::report::format::unread_logs_note(self.unread))
+    }
+}
+
+/// The fix [`Engine::choose_fix`] found, and what matched without one.
+#[derive(Default)]
+struct FirstFix {
+    chosen: Option<ChosenFix>,
+    skipped: Vec<String>,
+}
+
+/// One fix of one entry, placed in the family's files.
+struct ChosenFix {
+    tried: Tried,
+    /// The fix in words (its commit's subject).
+    describe: String,
+    /// The entry's diagnosis (its commit's body).
+    diagnosis: String,
+    /// The files it changes, with their new bytes.
+    files: Vec<(String, Vec<u8>)>,
 }
 
 /// What the playbook did for a repair.
@@ -116,14 +158,22 @@ impl Engine<'_> {
     /// when the base carries a playbook (each log read once, bounded; not
     /// on a runner an earlier log showed broken, see [`BrokenRunners`]);
     /// what they say of their nodes is kept for the sick-nodes table.
+    ///
+    /// When `repair_follows` (the run's failure goes to the repair step),
+    /// reading stops at the first job whose known engine failure gives the
+    /// playbook a fix to make: no later log changes that repair (fixes
+    /// are taken in job order, and a known fix comes before any retry, see
+    /// [`Triaged::repair_first`]), and a run where every job failed the
+    /// same way would otherwise be read job by job to say it again.
     pub(super) async fn triaged_jobs(
         &self,
         rec: &CandidateRecord,
         run: &Run,
         status: AttemptStatus,
-    ) -> Result<Vec<FailedJob>, EngineError> {
+        repair_follows: bool,
+    ) -> Result<Triaged, EngineError> {
         if status != AttemptStatus::Failed {
-            return Ok(Vec::new());
+            return Ok(Triaged::default());
         }
         let jobs = self.forge.list_jobs(run.id).await?;
         let ids: Vec<u64> = jobs
@@ -133,11 +183,21 @@ impl Engine<'_> {
             .collect();
         let mut failed = super::attempt::failed_of(jobs);
         let Some(book) = self.playbook(rec).await? else {
-            return Ok(failed);
+            return Ok(Triaged {
+                jobs: failed,
+                ..Triaged::default()
+            });
         };
         let mut nodes = Vec::new();
         let mut broken = BrokenRunners::default();
-        for (job, id) in failed.iter_mut().zip(ids).take(MAX_LOGS_READ) {
+        let mut tried: Option<Vec<Tried>> = None;
+        let mut repair_first = false;
+        let mut settled = false;
+        let mut read = 0;
+        for (i, id) in ids.into_iter().enumerate().take(MAX_LOGS_READ) {
+            let Some(job) = failed.get_mut(i) else {
+                break;
+            };
             if broken.skips(job.node.as_deref()) {
                 continue;
             }
@@ -148,6 +208,7 @@ impl Engine<'_> {
                 Err(ForgeError::NotFound(_)) => continue,
                 Err(e) => return Err(e.into()),
             };
+            read = i + 1;
             let view = JobLogView::new(&String::from_utf8_lossy(&log));
             let ctx = self.job_context(rec, job.node.as_deref());
             let t = playbook::triage(&view, &book, &ctx);
@@ -155,15 +216,48 @@ impl Engine<'_> {
             let node = playbook::log_node(&view).or_else(|| job.node.clone());
             let failure = NodeFailure::of(&t, node.as_deref());
             broken.note(job.node.as_deref(), &t, failure.as_ref());
-            nodes.extend(failure);
+            if !settled {
+                nodes.extend(failure);
+            }
             if job.node.is_none()
                 && let Triage::Infrastructure { node: Some(n), .. } = &t
             {
                 job.node = Some(n.chars().take(128).collect());
             }
+            if !settled && settles_run(&t, &book, &ctx) {
+                // The sick-nodes pass reads no further: neither does
+                // what is kept for its table.
+                settled = true;
+                if !repair_follows {
+                    continue;
+                }
+                let head = Engine::head(rec)?;
+                let tried = match &tried {
+                    Some(t) => t,
+                    None => tried.insert(self.tried(rec, &head).await?),
+                };
+                if self
+                    .choose_fix(rec, &failed[..=i], &head, tried)
+                    .await?
+                    .chosen
+                    .is_some()
+                {
+                    repair_first = true;
+                    break;
+                }
+            }
         }
         self.keep_run_failures(rec, run, nodes).await;
-        Ok(failed)
+        let unread = if repair_first {
+            failed.len().saturating_sub(read)
+        } else {
+            0
+        };
+        Ok(Triaged {
+            jobs: failed,
+            repair_first,
+            unread,
+        })
     }
 
     /// Whether a failed run's jobs failed on infrastructure by their logs:
@@ -274,12 +368,8 @@ impl Engine<'_> {
         })
     }
 
-    /// Repair `n` by the playbook: the first fix, of the entries the
-    /// failed run's jobs matched (in order), that is in scope, not tried
-    /// before and places cleanly in the family's scripts, committed onto
-    /// `old_head` and pushed.
-    // Kept whole (about 100 lines): choosing the fix, its commit and its
-    // push share one proof and one intent.
+    /// Repair `n` by the playbook: the fix [`Engine::choose_fix`] finds,
+    /// committed onto `old_head` and pushed.
     pub(super) async fn playbook_repair(
         &self,
         rec: &mut CandidateRecord,
@@ -288,9 +378,52 @@ impl Engine<'_> {
         old_head: &CommitSha,
     ) -> Result<PlaybookRepair, EngineError> {
         let tried = self.tried(rec, old_head).await?;
-        let nothing = |tried: Vec<Tried>, skipped: Vec<String>| {
-            Ok(PlaybookRepair::Nothing { tried, skipped })
+        let FirstFix { chosen, skipped } =
+            self.choose_fix(rec, failed_jobs, old_head, &tried).await?;
+        let Some(fix) = chosen else {
+            return Ok(PlaybookRepair::Nothing { tried, skipped });
         };
+        let proof = match self.prove(rec, Scope::Pull).await? {
+            Ok(p) => p,
+            Err(p) => return Ok(PlaybookRepair::Stop(p)),
+        };
+        let message = format!(
+            "Playbook repair {n} of {}: {} ({})\n\n{}\n\n{PLAYBOOK_TRAILER}{}\n{TRAILER}{}\n",
+            rec.key, fix.tried.entry, fix.describe, fix.diagnosis, fix.tried, rec.candidate
+        );
+        self.intend(rec, Intent::Repair(n)).await?;
+        let branch = rec.branch.clone();
+        let pushed = match self
+            .forge
+            .commit_on_branch(&proof, &branch, old_head, &fix.files, &message)
+            .await
+        {
+            // Klaud's own commit, on the branch: the step's reads follow
+            // it, and the repair step takes the tip from them.
+            Ok(sha) => Some(sha),
+            // Re-read by the repair step: the tip tells (this commit is
+            // the bot's and carries the trailer; a push by someone else
+            // meanwhile is a handoff there).
+            Err(ForgeError::Ambiguous(_)) | Err(ForgeError::NotFastForward(_)) => {
+                self.forge.forget();
+                None
+            }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(PlaybookRepair::Pushed(pushed))
+    }
+
+    /// The fix a playbook repair onto `head` makes: the first fix, of the
+    /// entries `failed_jobs` matched (in job order), that is in scope, not
+    /// in `tried` and places cleanly in the family's scripts at `head`;
+    /// with the entries that matched but gave nothing to apply.
+    async fn choose_fix(
+        &self,
+        rec: &CandidateRecord,
+        failed_jobs: &[FailedJob],
+        head: &CommitSha,
+        tried: &[Tried],
+    ) -> Result<FirstFix, EngineError> {
         let mut entries: Vec<(String, Option<String>)> = Vec::new();
         for j in failed_jobs {
             let Some(t) = j
@@ -306,14 +439,14 @@ impl Engine<'_> {
                 }
             }
         }
+        let mut out = FirstFix::default();
         if entries.is_empty() {
-            return nothing(tried, Vec::new());
+            return Ok(out);
         }
         let Some(book) = self.playbook(rec).await? else {
-            return nothing(tried, Vec::new());
+            return Ok(out);
         };
         let targets = self.fix_targets(rec);
-        let mut skipped = Vec::new();
         for (id, node) in entries {
             let Some(entry) = book.entry(&id) else {
                 continue;
@@ -322,7 +455,7 @@ impl Engine<'_> {
             // older than the playbook at this base.
             if entry.fixes.is_empty() || !entry.applies_to(&self.job_context(rec, node.as_deref()))
             {
-                skipped.push(id.clone());
+                out.skipped.push(id.clone());
                 continue;
             }
             for (k, fix) in entry.fixes.iter().enumerate() {
@@ -335,7 +468,7 @@ impl Engine<'_> {
                 }
                 let mut files = Vec::new();
                 for path in &targets {
-                    let Some(bytes) = self.forge.read_file(path, old_head.as_str()).await? else {
+                    let Some(bytes) = self.forge.read_file(path, head.as_str()).await? else {
                         continue;
                     };
                     let Ok(text) = String::from_utf8(bytes) else {
@@ -346,45 +479,19 @@ impl Engine<'_> {
                     }
                 }
                 if files.is_empty() {
-                    skipped.push(this.to_string());
+                    out.skipped.push(this.to_string());
                     continue;
                 }
-                let proof = match self.prove(rec, Scope::Pull).await? {
-                    Ok(p) => p,
-                    Err(p) => return Ok(PlaybookRepair::Stop(p)),
-                };
-                let message = format!(
-                    "Playbook repair {n} of {}: {} ({})\n\n{}\n\n{PLAYBOOK_TRAILER}{this}\n{TRAILER}{}\n",
-                    rec.key,
-                    id,
-                    fix.describe(),
-                    entry.diagnosis.en.trim(),
-                    rec.candidate
-                );
-                self.intend(rec, Intent::Repair(n)).await?;
-                let branch = rec.branch.clone();
-                let pushed = match self
-                    .forge
-                    .commit_on_branch(&proof, &branch, old_head, &files, &message)
-                    .await
-                {
-                    // Klaud's own commit, on the branch: the step's reads
-                    // follow it, and the repair step takes the tip from
-                    // them.
-                    Ok(sha) => Some(sha),
-                    // Re-read by the repair step: the tip tells (this
-                    // commit is the bot's and carries the trailer; a push
-                    // by someone else meanwhile is a handoff there).
-                    Err(ForgeError::Ambiguous(_)) | Err(ForgeError::NotFastForward(_)) => {
-                        self.forge.forget();
-                        None
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                return Ok(PlaybookRepair::Pushed(pushed));
+                out.chosen = Some(ChosenFix {
+                    tried: this,
+                    describe: fix.describe(),
+                    diagnosis: entry.diagnosis.en.trim().to_owned(),
+                    files,
+                });
+                return Ok(out);
             }
         }
-        nothing(tried, skipped)
+        Ok(out)
     }
 
     /// The files a fix may edit: the family's benchmark scripts, its

@@ -76,6 +76,22 @@ impl NodeFailure {
     }
 }
 
+/// Whether reading a run's failed-job logs stops after this job's: its
+/// known engine failure's entry is in scope (`ctx`) and has fixes, so a
+/// playbook repair comes before anything the later logs could ask for (a
+/// retry would meet the same failure again). Every reader stops here by
+/// this one rule, in the jobs' listed order, as with [`BrokenRunners`]:
+/// the sick-nodes pass always, the engine's triage when a repair follows
+/// (and the failures it keeps for the table end here in any case), so
+/// every instance's table counts the same jobs of a run.
+pub fn settles_run(t: &Triage, book: &super::Playbook, ctx: &super::JobContext) -> bool {
+    let Triage::KnownEngine { entry, .. } = t else {
+        return false;
+    };
+    book.entry(entry)
+        .is_some_and(|e| !e.fixes.is_empty() && e.applies_to(ctx))
+}
+
 /// The runners of one run whose own node a failed job's log already showed
 /// broken (an infrastructure triage naming the runner itself): the log of
 /// another failed job of that run on the same runner can change nothing.

@@ -222,6 +222,20 @@ pub fn detail_words(detail: &str) -> Bilingual {
 
 /// A report note Klaud writes, in both languages; like [`reason_words`],
 /// a note it does not know is quoted as the original in Chinese.
+/// The note of an attempt report whose triage stopped at a known engine
+/// failure with a playbook fix: around the number of failed jobs whose
+/// logs were not read.
+const UNREAD_LOGS_NOTE: (&str, &str) = (
+    "The logs of ",
+    " later failed job(s) were not read: a known engine failure above has a playbook fix, \
+     which is made before anything else (the repaired run shows what is left).",
+);
+
+/// [`UNREAD_LOGS_NOTE`] for `n` jobs.
+pub fn unread_logs_note(n: usize) -> String {
+    format!("{}{n}{}", UNREAD_LOGS_NOTE.0, UNREAD_LOGS_NOTE.1)
+}
+
 pub fn note_words(note: &str) -> Bilingual {
     Bilingual::owned(note, chinese_note(note))
 }
@@ -259,6 +273,15 @@ fn chinese_note(note: &str) -> String {
         .and_then(|r| r.split_once(" unreadable: "))
     {
         return format!("产物 {name} 无法读取：{err}");
+    }
+    if let Some(n) = note
+        .strip_prefix(UNREAD_LOGS_NOTE.0)
+        .and_then(|r| r.strip_suffix(UNREAD_LOGS_NOTE.1))
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        return format!(
+            "后续 {n} 个失败作业的日志未读取：上面的已知引擎故障有剧本修复，会先于其他一切进行（修复后的运行会显示剩下的问题）。"
+        );
     }
     if let Some(rest) = note.strip_prefix("The sweep manifest does not match: ") {
         return format!("扫描清单不一致：{rest}");
@@ -328,6 +351,11 @@ mod tests {
             "无基线：结果 API 不知道模型前缀 \"demo\" 的显示名称（其 OpenAPI 描述列出的名称都不返回该前缀的行）；请设置 [lifecycle.model_names] \"demo\" = \"<显示名称>\""
         );
         assert_eq!(clock_words("registry-push-time").zh, "镜像仓库的推送时间");
+        assert!(
+            note_words(&unread_logs_note(5))
+                .zh
+                .starts_with("后续 5 个失败作业的日志未读取")
+        );
         assert_eq!(clock_words("tag-text").en, "the tag text");
         assert_eq!(clock_words("sundial").zh, "原文：sundial");
         assert_eq!(

@@ -32,7 +32,7 @@ use klaud_lifecycle::engine::{Journal, RunConclusion};
 use klaud_lifecycle::job_log::MAX_JOB_LOG_BYTES;
 use klaud_lifecycle::playbook::sick::{
     BrokenRunners, MAX_FAILURES_PER_RUN, NodeFailure, RunFailures, RunFamily, SickNodeRow,
-    SickWindow, run_family, sick_nodes,
+    SickWindow, run_family, settles_run, sick_nodes,
 };
 use klaud_lifecycle::playbook::{
     JobContext, JobLogView, Playbook, family_context, log_node, triage,
@@ -421,6 +421,9 @@ async fn failed_jobs(
         let failure = NodeFailure::of(&t, node.as_deref());
         broken.note(runner, &t, failure.as_ref());
         out.extend(failure);
+        if settles_run(&t, book, &ctx) {
+            break;
+        }
     }
     Ok(out)
 }

@@ -162,12 +162,25 @@ async fn report_run(
     if let Some(c) = &live.conclusion {
         notes.insert(0, format!("Run conclusion: {c}."));
     }
-    let failed_jobs = cx.triaged_jobs(rec, live, status).await?;
+    let triaged = cx
+        .triaged_jobs(
+            rec,
+            live,
+            status,
+            !infra && rec.repairs < cx.config.repair_budget,
+        )
+        .await?;
+    notes.extend(triaged.unread_note());
+    let failed_jobs = triaged.jobs;
     // A run GitHub calls failed whose jobs' logs name the runner or node
-    // is the infrastructure's fault: retried by the one rule. The smoke
-    // workflow has no input to choose or avoid a runner, so the retry
-    // lands wherever GitHub puts it.
-    let infra = infra || (status == AttemptStatus::Failed && Engine::infra_by_triage(&failed_jobs));
+    // is the infrastructure's fault: retried by the one rule, unless a
+    // known engine failure has a playbook fix (the retry would fail the
+    // same way). The smoke workflow has no input to choose or avoid a
+    // runner, so the retry lands wherever GitHub puts it.
+    let infra = infra
+        || (status == AttemptStatus::Failed
+            && !triaged.repair_first
+            && Engine::infra_by_triage(&failed_jobs));
     // Noise after the benchmark window is no failure of the measurement;
     // the final sweep's check-final still asks for every point.
     let status = if status == AttemptStatus::Failed && !infra && Engine::teardown_only(&failed_jobs)

@@ -350,7 +350,9 @@ async fn report_run(
     } else {
         AttemptStatus::Failed
     };
-    let failed_jobs = cx.triaged_jobs(rec, live, status).await?;
+    // A failed final sweep's jobs are all read: what follows it (a retry,
+    // the repair hook, the end) is not the playbook's to decide alone.
+    let failed_jobs = cx.triaged_jobs(rec, live, status, false).await?.jobs;
     // check-final also asks what ran: a sweep of another container
     // validates nothing, whatever it concluded, and a re-run or a repair
     // would measure the same container again.
