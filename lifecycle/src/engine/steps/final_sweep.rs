@@ -302,7 +302,18 @@ async fn label_for_sweep(
     });
     rec.step = Step::Sweep;
     cx.save(rec).await?;
-    Ok(Progress::Advanced(Step::Sweep))
+    if !add {
+        // The label was there already (a resumed or rebuilt record): the
+        // sweep started long enough ago to be looked for now.
+        return Ok(Progress::Advanced(Step::Sweep));
+    }
+    // GitHub starts the sweep a moment after the label's event: looked
+    // for now, it is not there yet or still queued, a read that shows
+    // nothing (and the run is read again when it ends). The sweep step
+    // looks from the next round of steps, a poll interval later.
+    Ok(Progress::Waiting(
+        "the final sweep starts on the label's event; looked for from the next round".into(),
+    ))
 }
 
 /// check-final before the label: why the sweep the repository will run

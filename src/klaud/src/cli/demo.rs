@@ -634,10 +634,13 @@ fn lifecycle_verdict(outcome: &str, r: &stats::LifecycleRequests) -> String {
     if outcome != "validated" {
         "limit applies to validated ones".to_owned()
     } else if r.scenario.failed > 0 {
-        // A failed run's logs, playbook and extra report are read on
-        // top of its floor: held to the floor plus an allowance.
+        // A failed run's log and extra report are read and written on
+        // top of its floor: held to the floor plus an allowance, and
+        // shown against the target like every validated lifecycle.
         format!(
-            "with a failed run: {} above its floor {}, limit floor + {}: {}",
+            "target {}: {}; with a failed run: {} above its floor {}, limit floor + {}: {}",
+            stats::LIFECYCLE_TARGET,
+            over(stats::LIFECYCLE_TARGET),
             r.work.charged.saturating_sub(r.floor),
             r.floor,
             stats::FAILED_RUN_ALLOWANCE,
