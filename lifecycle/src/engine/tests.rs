@@ -248,7 +248,12 @@ async fn a_passed_smoke_is_reported_then_changelog_sweep_label_and_a_validated_f
         .complete_run(run, "success", Vec::new())
         .expect("complete");
     let p = w.until_waiting(&mut rec).await;
-    assert!(matches!(p, Progress::Waiting(_)), "{p:?}");
+    // The step that added the label waits: GitHub starts the sweep a
+    // moment after the label's event, so it is looked for next round.
+    assert!(
+        matches!(&p, Progress::Waiting(why) if why.contains("the label's event")),
+        "{p:?}"
+    );
     assert_eq!(rec.step, Step::Sweep);
     let number = rec.pull.expect("pull");
     let pull = w.forge.get_pull(number).await.expect("pull");

@@ -325,6 +325,39 @@ mod tests {
     use super::*;
     use chrono::TimeZone;
 
+    #[test]
+    fn a_run_is_settled_by_a_known_engine_failure_with_a_fix_in_scope_only() {
+        let book = crate::playbook::Playbook::parse(
+            "demo",
+            include_str!("../../../configs/demo/.github/klaud-playbook.yaml"),
+        )
+        .expect("the demo playbook parses");
+        let vllm = crate::playbook::JobContext {
+            framework: Some("vllm".into()),
+            ..Default::default()
+        };
+        let sglang = crate::playbook::JobContext {
+            framework: Some("sglang".into()),
+            ..Default::default()
+        };
+        let triage = |log: &str, ctx: &crate::playbook::JobContext| {
+            crate::playbook::triage(&crate::playbook::JobLogView::new(log), &book, ctx)
+        };
+        let oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n";
+        assert!(settles_run(&triage(oom, &vllm), &book, &vllm));
+        // Out of the entry's scope: nothing is known, nothing settled.
+        assert!(!settles_run(&triage(oom, &sglang), &book, &sglang));
+        // A broken node, teardown noise and the unknown settle nothing:
+        // the logs after them still decide.
+        for log in [
+            "srun: error: pyxis is broken\n",
+            "============ Serving Benchmark Result ============\nSuccessful requests: 64\nEngineDeadError\n",
+            "Traceback (most recent call last):\nRuntimeError: something new\n",
+        ] {
+            assert!(!settles_run(&triage(log, &vllm), &book, &vllm), "{log}");
+        }
+    }
+
     fn at(day: u32, hour: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 12, day, hour, 0, 0).unwrap()
     }

@@ -220,8 +220,6 @@ pub fn detail_words(detail: &str) -> Bilingual {
     Bilingual::owned(detail, format!("原文：{detail}"))
 }
 
-/// A report note Klaud writes, in both languages; like [`reason_words`],
-/// a note it does not know is quoted as the original in Chinese.
 /// The note of an attempt report whose triage stopped at a known engine
 /// failure with a playbook fix: around the number of failed jobs whose
 /// logs were not read.
@@ -231,11 +229,14 @@ const UNREAD_LOGS_NOTE: (&str, &str) = (
      which is made before anything else (the repaired run shows what is left).",
 );
 
-/// [`UNREAD_LOGS_NOTE`] for `n` jobs.
+/// The note of an attempt report whose triage left the logs of `n`
+/// failed jobs unread.
 pub fn unread_logs_note(n: usize) -> String {
     format!("{}{n}{}", UNREAD_LOGS_NOTE.0, UNREAD_LOGS_NOTE.1)
 }
 
+/// A report note Klaud writes, in both languages; like [`reason_words`],
+/// a note it does not know is quoted as the original in Chinese.
 pub fn note_words(note: &str) -> Bilingual {
     Bilingual::owned(note, chinese_note(note))
 }
