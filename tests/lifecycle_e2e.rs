@@ -1426,13 +1426,10 @@ async fn a_wave_on_a_full_disk_stops_on_the_store_and_names_it() {
 async fn the_finish_lists_the_comments_only_after_a_comment_write_was_cut_off() {
     use klaud_sandbox::github::{Fault, FaultAction};
     for cut in [None, Some(0), Some(1)] {
-        let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
-        let target = env.target("demo-fp4-b200-vllm").await;
-        let journal = MemoryJournal::new();
+        let (env, target, journal) = validated("demo-fp4-b200-vllm").await;
         let lifecycle = GithubLifecycle::new(&env.forge);
         let engine = env.engine(&lifecycle, &journal, env.clock);
-        let mut rec = engine.open_record(&target).await.expect("record");
-        step_to(&engine, &mut rec, Step::Finish).await;
+        let mut rec = record_at(&engine, &target, Step::Finish).await;
         let number = rec.pull.expect("PR");
         let state = env.stack.state().clone();
         if let Some(posted) = cut {
@@ -1513,13 +1510,10 @@ async fn the_finish_lists_the_comments_only_after_a_comment_write_was_cut_off() 
 #[tokio::test]
 async fn a_lost_answer_to_the_changelog_commit_leaves_one_commit_and_no_handoff() {
     for (landed, fault) in lost_or_refused() {
-        let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
-        let target = env.target("demo-fp4-b200-sglang").await;
-        let journal = MemoryJournal::new();
+        let (env, target, journal) = validated("demo-fp4-b200-sglang").await;
         let lifecycle = GithubLifecycle::new(&env.forge);
         let engine = env.engine(&lifecycle, &journal, env.clock);
-        let mut rec = engine.open_record(&target).await.expect("record");
-        step_to(&engine, &mut rec, Step::Final).await;
+        let mut rec = record_at(&engine, &target, Step::Final).await;
         let head = rec.head.clone().expect("head");
         let branch = format!("refs/heads/{}", rec.branch);
         let state = env.stack.state().clone();
@@ -1551,13 +1545,10 @@ async fn a_lost_answer_to_the_changelog_commit_leaves_one_commit_and_no_handoff(
 #[tokio::test]
 async fn a_lost_answer_to_the_bump_commit_leaves_one_bump_and_no_handoff() {
     for (landed, fault) in lost_or_refused() {
-        let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
-        let target = env.target("demo-fp4-b200-sglang").await;
-        let journal = MemoryJournal::new();
+        let (env, target, journal) = validated("demo-fp4-b200-sglang").await;
         let lifecycle = GithubLifecycle::new(&env.forge);
         let engine = env.engine(&lifecycle, &journal, env.clock);
-        let mut rec = engine.open_record(&target).await.expect("record");
-        step_to(&engine, &mut rec, Step::Prepare).await;
+        let mut rec = record_at(&engine, &target, Step::Prepare).await;
         let branch = format!("refs/heads/{}", rec.branch);
         let state = env.stack.state().clone();
         fault_next_graphql(&env, fault).await;
@@ -1591,13 +1582,10 @@ async fn a_lost_answer_to_the_bump_commit_leaves_one_bump_and_no_handoff() {
 /// leaves the person's commit where it is.
 #[tokio::test]
 async fn a_persons_commit_with_klauds_message_after_a_lost_answer_is_a_handoff() {
-    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
-    let target = env.target("demo-fp4-b200-sglang").await;
-    let journal = MemoryJournal::new();
+    let (env, target, journal) = validated("demo-fp4-b200-sglang").await;
     let lifecycle = GithubLifecycle::new(&env.forge);
     let engine = env.engine(&lifecycle, &journal, env.clock);
-    let mut rec = engine.open_record(&target).await.expect("record");
-    step_to(&engine, &mut rec, Step::Final).await;
+    let mut rec = record_at(&engine, &target, Step::Final).await;
     let state = env.stack.state().clone();
     let [_, (_, refused)] = lost_or_refused();
     fault_next_graphql(&env, refused).await;
@@ -1631,13 +1619,10 @@ async fn the_final_report_and_the_receipt_are_one_comment_even_after_a_cut_off_p
     use klaud_lifecycle::report::{candidate_receipt, find_records, parse_report};
     use klaud_sandbox::github::{Fault, FaultAction};
     for cut in [false, true] {
-        let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
-        let target = env.target("demo-fp4-b200-sglang").await;
-        let journal = MemoryJournal::new();
+        let (env, target, journal) = validated("demo-fp4-b200-sglang").await;
         let lifecycle = GithubLifecycle::new(&env.forge);
         let engine = env.engine(&lifecycle, &journal, env.clock);
-        let mut rec = engine.open_record(&target).await.expect("record");
-        step_to(&engine, &mut rec, Step::Finish).await;
+        let mut rec = record_at(&engine, &target, Step::Finish).await;
         let kept = rec
             .final_report
             .clone()
@@ -1766,6 +1751,26 @@ async fn commits_beyond_base(
         .await
         .expect("compare")
         .commits
+}
+
+/// The demo with every run passing (`VALIDATED_SCRIPT`), the target of
+/// family `key` and an empty journal.
+async fn validated(key: &str) -> (Harness, Target, MemoryJournal) {
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
+    let target = env.target(key).await;
+    (env, target, MemoryJournal::new())
+}
+
+/// `target`'s record, opened by `engine` and stepped until it reaches
+/// `step`.
+async fn record_at(
+    engine: &klaud_lifecycle::engine::Engine<'_>,
+    target: &Target,
+    step: Step,
+) -> CandidateRecord {
+    let mut rec = engine.open_record(target).await.expect("record");
+    step_to(engine, &mut rec, step).await;
+    rec
 }
 
 async fn step_to(

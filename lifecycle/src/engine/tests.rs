@@ -1480,7 +1480,6 @@ mod blind_creates {
     /// person's.
     #[tokio::test]
     async fn a_branch_left_at_the_base_gets_the_bump_commit() {
-        use crate::engine::forge::Forge as _;
         let w = World::new().await;
         let engine = listed_free(&w);
         let mut rec = engine.open_record(&w.target).await.expect("record");
@@ -1492,13 +1491,23 @@ mod blind_creates {
         assert!(rec.ending.is_none(), "{:?}", rec.ending);
         let head = rec.head.clone().expect("head");
         assert_eq!(w.forge.git().ref_sha(&branch), Some(head.to_string()));
+        let bump = only_commit_beyond_base(&w, &head).await;
+        assert!(bump.message.starts_with("Update "), "{bump:#?}");
+    }
+
+    /// The one commit between `w`'s base and `head` (asserted to be one).
+    async fn only_commit_beyond_base(
+        w: &World,
+        head: &CommitSha,
+    ) -> crate::engine::forge::ComparedCommit {
+        use crate::engine::forge::Forge as _;
         let cmp = w
             .forge
             .compare_commits(w.base.as_str(), head.as_str())
             .await
             .expect("compare");
         assert_eq!(cmp.commits.len(), 1, "{cmp:#?}");
-        assert!(cmp.commits[0].message.starts_with("Update "), "{cmp:#?}");
+        cmp.commits.into_iter().next().expect("one commit")
     }
 
     /// A branch left at an older base (the base moved on before the bump
@@ -1506,7 +1515,6 @@ mod blind_creates {
     /// commit holds the bump and nothing of the older tree.
     #[tokio::test]
     async fn a_branch_left_at_an_older_base_is_moved_up_before_the_bump() {
-        use crate::engine::forge::Forge as _;
         let mut w = World::new().await;
         let old = w.base.clone();
         w.base = w
@@ -1523,13 +1531,8 @@ mod blind_creates {
         assert_eq!(rec.step, Step::Open, "{rec:#?}");
         assert_eq!(rec.base_sha, w.base);
         let head = rec.head.clone().expect("head");
-        let cmp = w
-            .forge
-            .compare_commits(w.base.as_str(), head.as_str())
-            .await
-            .expect("compare");
-        assert_eq!(cmp.commits.len(), 1, "{cmp:#?}");
-        assert_eq!(cmp.commits[0].parents, vec![w.base.clone()]);
+        let bump = only_commit_beyond_base(&w, &head).await;
+        assert_eq!(bump.parents, vec![w.base.clone()]);
     }
 
     /// A branch at a commit beyond the base that is not Klaud's is no
