@@ -217,7 +217,8 @@ pub fn link(label: &str, url: &str) -> String {
 
 /// Whether `url` may be a link's address as it is: `https://` (or
 /// `http://` to a loopback host), bounded, and nothing in it can close the
-/// link or open HTML.
+/// link or open HTML. A backslash is refused too: before the closing
+/// parenthesis it escapes it, and the link never closes.
 pub fn is_safe_url(url: &str) -> bool {
     (url.starts_with("https://") || is_loopback_http(url))
         && url.len() <= 2048
@@ -225,7 +226,7 @@ pub fn is_safe_url(url: &str) -> bool {
             c.is_whitespace()
                 || c.is_control()
                 || is_invisible(c)
-                || matches!(c, '(' | ')' | '<' | '>' | '"' | '\'')
+                || matches!(c, '(' | ')' | '<' | '>' | '"' | '\'' | '\\')
         })
 }
 
@@ -289,6 +290,7 @@ mod tests {
         );
         assert_eq!(link("Run 1", "javascript:alert(1)"), "Run 1");
         assert_eq!(link("x", "https://a/b) [y](https://evil"), "x");
+        assert_eq!(link("x", "https://github.com/o/r/pull/x@victim\\"), "x");
         assert_eq!(
             link("PR 1", "http://127.0.0.1:4000/_html/o/r/pull/1"),
             "[PR 1](http://127.0.0.1:4000/_html/o/r/pull/1)"
