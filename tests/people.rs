@@ -315,6 +315,9 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
         .await;
     let comments_before = env.bodies(number).await.len();
     let log_before = env.stack.state().request_log().await.len();
+    let closed = env.pull(number).await;
+    let family_id = c.candidate.family();
+    let runs_before = crate::support::family_runs(&env, family_id.as_str()).await;
 
     let second = wave_with(&env, 5108, &journal).await;
     let ended = second
@@ -340,25 +343,32 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
         receipt.contains("was closed by") && receipt.contains(MAINTAINER),
         "{receipt}"
     );
-    let log = env.stack.state().request_log().await;
-    let writes: Vec<String> = log[log_before..]
-        .iter()
-        .filter(|e| e.method != "GET" && e.status < 300)
-        .map(|e| format!("{} {}", e.method, e.path))
+    // The wave steps the other candidates too: only the writes naming this
+    // one's things are its own. Besides the claim release, only the
+    // receipt and its smoke's cancel: no label, report, changelog commit or
+    // dispatch.
+    let comment_ids = env.stack.state().comment_ids(REPO, number).await;
+    let run_ids: Vec<u64> = ended.runs.iter().map(|r| r.id).collect();
+    let own = crate::support::Own {
+        pull: number,
+        comments: &comment_ids,
+        runs: &run_ids,
+        family: family_id.as_str(),
+        branch: &closed.head_ref,
+    };
+    let writes: Vec<String> = crate::support::writes_since(&env, log_before)
+        .await
+        .into_iter()
+        .filter(|w| own.named_by(w))
         .collect();
-    let receipt_path = format!("POST /repos/{REPO}/issues/{number}/comments");
-    let (cancels, rest): (Vec<&String>, Vec<&String>) = writes
-        .iter()
-        .partition(|w| w.starts_with("POST ") && w.ends_with("/cancel"));
-    assert_eq!(cancels.len(), 1, "its smoke run is cancelled: {writes:#?}");
-    // Besides the claim release, only the receipt: no label, report,
-    // changelog commit or dispatch.
-    let others: Vec<&&String> = rest
-        .iter()
-        .filter(|w| **w != &receipt_path && !w.contains("/git/refs/heads/klaud/claim-"))
-        .collect();
-    assert!(others.is_empty(), "{writes:#?}");
-    assert_eq!(rest.iter().filter(|w| **w == &receipt_path).count(), 1);
+    let (receipts, cancels) = own.receipt_cancels_and_claim_only(&writes);
+    assert_eq!(receipts, 1, "{writes:#?}");
+    assert_eq!(cancels, 1, "its smoke run is cancelled: {writes:#?}");
+    assert_eq!(
+        crate::support::family_runs(&env, family_id.as_str()).await,
+        runs_before
+    );
+    assert_eq!(env.pull(number).await.head_sha, closed.head_sha);
     // Its smoke run was cancelled and the family's claim released.
     // (GitHub cancels asynchronously: the run ends a moment after the 202.)
     for run in &ended.runs {
@@ -369,7 +379,6 @@ async fn a_maintainer_closing_the_pr_ends_it_handoff_naming_who_without_touching
             "{live:?}"
         );
     }
-    let family_id = c.candidate.family();
     assert!(
         !env.claims()
             .await

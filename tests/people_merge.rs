@@ -14,42 +14,10 @@ use klaud_sandbox::stack::{MAINTAINER, MAINTAINER_TOKEN};
 
 use crate::lifecycle_e2e::VALIDATED_SCRIPT;
 use crate::people::wave_with;
-use crate::support::Person;
-use crate::support::{Harness, REPO};
+use crate::support::{Harness, Own, Person, REPO, family_runs, writes_since};
 
 fn maintainer(env: &Harness) -> Person {
     env.person(MAINTAINER_TOKEN)
-}
-
-/// Klaud's successful writes since `from` in the sandbox's request log,
-/// as `METHOD path`.
-async fn writes_since(env: &Harness, from: usize) -> Vec<String> {
-    env.stack.state().request_log().await[from..]
-        .iter()
-        .filter(|e| e.method != "GET" && e.status < 300)
-        .map(|e| format!("{} {}", e.method, e.path))
-        .collect()
-}
-
-/// Only the receipt comment, run cancels and claim-ref writes.
-fn only_receipt_cancels_and_claim(writes: &[String], number: impl Into<u64>) -> (usize, usize) {
-    let number: u64 = number.into();
-    let receipt = format!("POST /repos/{REPO}/issues/{number}/comments");
-    let mut receipts = 0;
-    let mut cancels = 0;
-    for w in writes {
-        if *w == receipt {
-            receipts += 1;
-        } else if w.starts_with("POST ") && w.ends_with("/cancel") {
-            cancels += 1;
-        } else {
-            assert!(
-                w.contains("/git/refs/heads/klaud/claim-") || w.contains("/git/commits"),
-                "only the receipt, cancels and the claim release: {writes:#?}"
-            );
-        }
-    }
-    (receipts, cancels)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,6 +97,9 @@ async fn a_pr_merged_before_its_sweep_ends_handoff_and_klaud_only_cancels_and_wr
     maintainer(&env).merge_pull(number).await;
     let comments_before = env.bodies(number).await.len();
     let log_before = env.stack.state().request_log().await.len();
+    let merged = env.pull(number).await;
+    let family_id = c.candidate.family();
+    let runs_before = family_runs(&env, family_id.as_str()).await;
 
     let second = wave_with(&env, 5301, &journal).await;
     let ended = second
@@ -152,10 +123,27 @@ async fn a_pr_merged_before_its_sweep_ends_handoff_and_klaud_only_cancels_and_wr
             .expect("receipt")
             .starts_with("<!-- klaud-outcome:")
     );
-    let writes = writes_since(&env, log_before).await;
-    let (receipts, cancels) = only_receipt_cancels_and_claim(&writes, number);
+    // The wave steps the other candidates too: only the writes naming
+    // this one's things are its own, and it dispatched and pushed nothing.
+    let comment_ids = env.stack.state().comment_ids(REPO, number).await;
+    let run_ids: Vec<u64> = ended.runs.iter().map(|r| r.id).collect();
+    let own = Own {
+        pull: number,
+        comments: &comment_ids,
+        runs: &run_ids,
+        family: family_id.as_str(),
+        branch: &merged.head_ref,
+    };
+    let writes: Vec<String> = writes_since(&env, log_before)
+        .await
+        .into_iter()
+        .filter(|w| own.named_by(w))
+        .collect();
+    let (receipts, cancels) = own.receipt_cancels_and_claim_only(&writes);
     assert_eq!(receipts, 1, "{writes:#?}");
     assert_eq!(cancels, 1, "its running smoke is cancelled: {writes:#?}");
+    assert_eq!(family_runs(&env, family_id.as_str()).await, runs_before);
+    assert_eq!(env.pull(number).await.head_sha, merged.head_sha);
     for run in &ended.runs {
         let live = crate::support::run_once_completed(&env.forge, run.id).await;
         assert_eq!(
@@ -164,7 +152,6 @@ async fn a_pr_merged_before_its_sweep_ends_handoff_and_klaud_only_cancels_and_wr
             "{live:?}"
         );
     }
-    let family_id = c.candidate.family();
     assert!(
         !env.claims()
             .await
@@ -205,7 +192,15 @@ async fn a_pr_merged_after_its_sweep_verified_ends_validated() {
     let number = rec.pull.expect("pull");
     maintainer(&env).merge_pull(number).await;
     let log_before = env.stack.state().request_log().await.len();
-    let comments_before = env.bodies(number).await.len();
+    let comments_before = env.bodies(number).await;
+    // Whether the sweep was first seen running (its live report already
+    // posted, to be edited into the receipt) or first seen finished (its
+    // report posted with the receipt) depends on the machine's speed.
+    let sweep_run = rec.sweep.as_ref().expect("verified").run_id;
+    let sweep_marker = format!(":run-{sweep_run}-");
+    let live_sweep_report = comments_before
+        .iter()
+        .position(|b| b.starts_with("<!-- klaud-report:") && b.contains(&sweep_marker));
     loop {
         match engine.step(&mut rec).await.expect("step") {
             Progress::Done(_) => break,
@@ -221,11 +216,33 @@ async fn a_pr_merged_after_its_sweep_verified_ends_validated() {
         "{ending:?}"
     );
     let bodies = env.bodies(number).await;
-    assert_eq!(bodies.len(), comments_before + 1, "{bodies:#?}");
     let receipt = bodies.last().expect("receipt");
     assert!(receipt.contains("\"outcome\":\"validated\""), "{receipt}");
+    assert!(receipt.contains(&sweep_marker), "{receipt}");
+    match live_sweep_report {
+        Some(live) => {
+            assert_eq!(live, comments_before.len() - 1, "{comments_before:#?}");
+            assert_eq!(bodies.len(), comments_before.len(), "{bodies:#?}");
+        }
+        None => assert_eq!(bodies.len(), comments_before.len() + 1, "{bodies:#?}"),
+    }
+    // Every comment before the sweep's own report is left as it was.
+    let kept = comments_before.len() - usize::from(live_sweep_report.is_some());
+    assert_eq!(bodies[..kept], comments_before[..kept]);
+    // One engine steps this one candidate: every write since the merge is
+    // its own.
+    let number: u64 = number.into();
+    let comment_ids = env.stack.state().comment_ids(REPO, number).await;
+    let family = target.candidate.family().to_string();
+    let own = Own {
+        pull: number,
+        comments: &comment_ids,
+        runs: &[],
+        family: &family,
+        branch: &env.pull(number).await.head_ref,
+    };
     let writes = writes_since(&env, log_before).await;
-    let (receipts, cancels) = only_receipt_cancels_and_claim(&writes, number);
+    let (receipts, cancels) = own.receipt_cancels_and_claim_only(&writes);
     assert_eq!((receipts, cancels), (1, 0), "{writes:#?}");
     assert!(env.claims().await.is_empty(), "claim released");
 }
@@ -239,23 +256,7 @@ async fn a_newer_tag_while_a_validated_pr_waits_opens_nothing_and_the_plan_says_
     crate::lifecycle_e2e::assert_validated(&env, &target, &rec).await;
     let number = rec.pull.expect("pull");
     let family = target.candidate.family().to_string();
-    let family_runs = async || {
-        env.forge
-            .list_runs(&klaud_github::RunFilter::default())
-            .await
-            .expect("runs")
-            .into_iter()
-            .filter(|r| {
-                r.display_title
-                    .as_deref()
-                    .is_some_and(|t| t.contains(&family))
-                    || r.head_branch
-                        .as_deref()
-                        .is_some_and(|b| b.contains(&family))
-            })
-            .count()
-    };
-    let runs_before = family_runs().await;
+    let runs_before = family_runs(&env, &family).await;
     assert!(runs_before > 0, "the validated candidate's smoke and sweep");
     // Upstream publishes a newer tag on the same track while the PR waits
     // for its merge.
@@ -290,5 +291,5 @@ async fn a_newer_tag_while_a_validated_pr_waits_opens_nothing_and_the_plan_says_
         .collect();
     assert_eq!(open, vec![number.get()], "no second PR for the family");
     // Nothing was dispatched for it.
-    assert_eq!(family_runs().await, runs_before);
+    assert_eq!(family_runs(&env, &family).await, runs_before);
 }

@@ -19,6 +19,9 @@ pub use validated::*;
 mod staged;
 pub use staged::*;
 
+mod own;
+pub use own::*;
+
 use std::path::{Path, PathBuf};
 
 /// The repository root (the tests are compiled as part of `src/klaud`).

@@ -734,6 +734,18 @@ impl GithubState {
         .await
     }
 
+    /// Ids of the comments on an issue or PR, oldest first.
+    pub async fn comment_ids(&self, full: &str, number: u64) -> Vec<u64> {
+        self.read_repo(full, |r| {
+            r.comments
+                .iter()
+                .filter(|(_, c)| c.issue == number)
+                .map(|(id, _)| *id)
+                .collect()
+        })
+        .await
+    }
+
     /// Every Markdown text on a repository: issue and pull request titles
     /// and bodies and every comment, each with where it is
     /// (`issue #3 body`, `comment 12 on #5`), in that order.
