@@ -55,19 +55,11 @@ async fn frozen_body(env: &Harness, c: &CandidateSummary) -> (String, FrozenBase
 /// Workflow runs on GitHub whose title names `candidate` (the smoke's
 /// `test-name` carries it) or that ran on its branch.
 async fn runs_of(env: &Harness, candidate: &str) -> Vec<u64> {
-    env.forge
-        .list_runs(&klaud_github::RunFilter::default())
-        .await
-        .expect("runs")
-        .into_iter()
-        .filter(|r| {
-            r.display_title
-                .as_deref()
-                .is_some_and(|t| t.contains(candidate))
-                || r.head_branch.as_deref() == Some(&format!("klaud/auto-{candidate}"))
-        })
-        .map(|r| r.id)
-        .collect()
+    let branch_of = format!("klaud/auto-{candidate}");
+    crate::support::run_ids_where(env, |title, branch| {
+        title.contains(candidate) || branch == branch_of
+    })
+    .await
 }
 
 /// The receipt, `klaud status` (the journal's outcome rows, which the

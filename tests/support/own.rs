@@ -74,18 +74,29 @@ impl Own<'_> {
     }
 }
 
-/// Runs whose title or branch names `family`.
-pub async fn family_runs(env: &Harness, family: &str) -> usize {
+/// Ids of the workflow runs on GitHub whose display title and head branch
+/// (`""` where GitHub gives none) `keep` accepts.
+pub async fn run_ids_where(env: &Harness, keep: impl Fn(&str, &str) -> bool) -> Vec<u64> {
     env.forge
         .list_runs(&klaud_github::RunFilter::default())
         .await
         .expect("runs")
         .into_iter()
         .filter(|r| {
-            r.display_title
-                .as_deref()
-                .is_some_and(|t| t.contains(family))
-                || r.head_branch.as_deref().is_some_and(|b| b.contains(family))
+            keep(
+                r.display_title.as_deref().unwrap_or(""),
+                r.head_branch.as_deref().unwrap_or(""),
+            )
         })
-        .count()
+        .map(|r| r.id)
+        .collect()
+}
+
+/// Runs whose title or branch names `family`.
+pub async fn family_runs(env: &Harness, family: &str) -> usize {
+    run_ids_where(env, |title, branch| {
+        title.contains(family) || branch.contains(family)
+    })
+    .await
+    .len()
 }
