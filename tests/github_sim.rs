@@ -1183,3 +1183,127 @@ async fn repository_issue_comments_filter_by_update_and_sort_as_github_does() {
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {v}");
     }
 }
+
+/// A document of two mutations, as GitHub runs one: `createRef` then
+/// `createCommitOnBranch`, each answered under its own key, a refused
+/// field `null` with an error whose `path` names it while the next still
+/// runs; a field or variable that does not fit the schema refuses the
+/// whole document before anything runs.
+// Kept whole (about 110 lines): one branch's story through the outcomes.
+#[tokio::test]
+async fn a_document_of_two_mutations_runs_each_in_turn() {
+    let t = T::new().await;
+    let main = t.main_sha().await;
+    let (_, _, repo) = t.get("/repos/sandbox/benchmarks").await;
+    let repository = repo["node_id"].as_str().expect("node_id").to_owned();
+    let both = |branch: &str, expected: &str, path: &str| {
+        let mut doc = commit_on_branch(branch, expected, path, b"x\n");
+        doc["query"] = json!(
+            "mutation($ref: CreateRefInput!, $input: CreateCommitOnBranchInput!) { made: createRef(input: $ref) { ref { name } } createCommitOnBranch(input: $input) { commit { oid } } }"
+        );
+        doc["variables"]["ref"] = json!({
+            "repositoryId": repository, "name": format!("refs/heads/{branch}"), "oid": main,
+        });
+        doc
+    };
+    let tip = |branch: &'static str| {
+        let t = &t;
+        async move {
+            let (_, _, r) = t
+                .get(&format!("/repos/sandbox/benchmarks/git/ref/heads/{branch}"))
+                .await;
+            r["object"]["sha"].as_str().map(str::to_owned)
+        }
+    };
+
+    // A new branch: both run, the ref under its alias.
+    let (s, v) = t.post("/graphql", both("fresh", &main, "a.txt")).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(v.get("errors").is_none(), "{v}");
+    assert_eq!(v["data"]["made"]["ref"]["name"], "fresh");
+    let first = v["data"]["createCommitOnBranch"]["commit"]["oid"]
+        .as_str()
+        .expect("a commit")
+        .to_owned();
+    assert_eq!(tip("fresh").await, Some(first.clone()));
+
+    // The branch is there at the base: the ref is refused, and the
+    // commit, which runs anyway, lands on it.
+    t.post(
+        "/repos/sandbox/benchmarks/git/refs",
+        json!({"ref": "refs/heads/left", "sha": main}),
+    )
+    .await;
+    let (_, v) = t.post("/graphql", both("left", &main, "a.txt")).await;
+    assert_eq!(v["data"]["made"], Value::Null, "{v}");
+    assert_eq!(v["errors"][0]["path"], json!(["made"]));
+    assert_eq!(
+        v["errors"][0]["message"],
+        "A ref named \"refs/heads/left\" already exists in the repository."
+    );
+    let landed = v["data"]["createCommitOnBranch"]["commit"]["oid"]
+        .as_str()
+        .map(str::to_owned);
+    assert!(landed.is_some(), "{v}");
+    assert_eq!(tip("left").await, landed);
+
+    // The branch is elsewhere: both refused, each with its own error,
+    // and nothing moves.
+    let (_, v) = t.post("/graphql", both("fresh", &main, "b.txt")).await;
+    assert_eq!(v["data"]["made"], Value::Null, "{v}");
+    assert_eq!(v["data"]["createCommitOnBranch"], Value::Null, "{v}");
+    let paths: Vec<&Value> = v["errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| &e["path"])
+        .collect();
+    assert_eq!(paths, [&json!(["made"]), &json!(["createCommitOnBranch"])]);
+    assert_eq!(v["errors"][1]["type"], "STALE_DATA");
+    assert_eq!(tip("fresh").await, Some(first));
+
+    // An unknown field, an undeclared variable, a commit input that does
+    // not fit: refused whole, so the ref before them is not created.
+    let mut unknown = both("never1", &main, "c.txt");
+    unknown["query"] = json!(
+        "mutation($ref: CreateRefInput!) { createRef(input: $ref) { ref { name } } mergeBranch(input: {}) { clientMutationId } }"
+    );
+    let mut undeclared = both("never2", &main, "c.txt");
+    undeclared["query"] = json!(
+        "mutation($ref: CreateRefInput!) { createRef(input: $ref) { ref { name } } createCommitOnBranch(input: $input) { commit { oid } } }"
+    );
+    let mut misfit = both("never3", &main, "c.txt");
+    misfit["variables"]["input"]["expectedHeadOid"] = json!("not-a-sha");
+    for (doc, branch) in [
+        (unknown, "never1"),
+        (undeclared, "never2"),
+        (misfit, "never3"),
+    ] {
+        let (s, v) = t.post("/graphql", doc).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert!(v.get("data").is_none(), "{v}");
+        assert!(v["errors"][0]["message"].is_string(), "{v}");
+        assert_eq!(tip(branch).await, None, "{branch}: {v}");
+    }
+
+    // Not a document, or one too deeply nested: refused, no panic.
+    for query in [
+        "mutation {",
+        "{ a }}}",
+        &format!("{}{}", "{".repeat(40), "}".repeat(40)),
+    ] {
+        let (s, v) = t
+            .post("/graphql", json!({"query": query, "variables": {}}))
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        assert!(v["errors"][0]["message"].is_string(), "{query}: {v}");
+    }
+
+    // A repository id that names nothing: the ref's own error.
+    let mut nowhere = both("never4", &main, "c.txt");
+    nowhere["variables"]["ref"]["repositoryId"] = json!("R_0");
+    let (_, v) = t.post("/graphql", nowhere).await;
+    assert_eq!(v["errors"][0]["type"], "NOT_FOUND", "{v}");
+    assert_eq!(v["errors"][1]["type"], "NOT_FOUND", "{v}");
+    assert_eq!(tip("never4").await, None);
+}

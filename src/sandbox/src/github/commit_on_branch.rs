@@ -4,7 +4,9 @@
 //! with `fileChanges` applied, and the branch moved to it, in one atomic
 //! request. `expectedHeadOid` is a compare-and-swap: a branch that is
 //! elsewhere is left untouched and the answer is a `STALE_DATA` error
-//! (HTTP 200, `data.createCommitOnBranch: null`) with GitHub's words.
+//! (HTTP 200, the field `null`) with GitHub's words. Run as one field of a
+//! mutation document ([`super::mutation`]): after a `createRef` of the
+//! same document it finds the branch that one created.
 //! The author is the credential's owner (the mutation takes no author or
 //! committer); the committer is GitHub's, as for commits made on the web.
 //! The branch is named by `repositoryNameWithOwner` and `branchName`, with
@@ -18,44 +20,34 @@
 
 use std::collections::BTreeMap;
 
-use axum::Json;
-use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
 
 use super::git::{CommitObj, MODE_FILE, Signature, is_sha};
+use super::graphql::{FieldAnswer, Refusal, field_error};
 use super::http::ApiError;
 use super::state::{GithubState, Permission};
 
-/// A GraphQL error answer: HTTP 200, `data` null for the mutation.
-fn refused(message: &str, kind: Option<&str>) -> Value {
-    let mut e = json!({
-        "message": message,
-        "path": ["createCommitOnBranch"],
-        "locations": [],
-    });
-    if let Some(k) = kind {
-        e["type"] = json!(k);
-    }
-    json!({"data": {"createCommitOnBranch": null}, "errors": [e]})
+/// A refusal GitHub gives when the field runs (`data.createCommitOnBranch`
+/// is then `null`).
+fn refused(message: &str, kind: Option<&str>) -> Refusal {
+    Refusal::Field(field_error(message, kind))
 }
 
-fn answer(body: Value) -> Response {
-    Json(body).into_response()
-}
-
-/// GraphQL's words for an input that does not fit the schema.
-fn invalid(field: &str, why: &str) -> Value {
+/// GraphQL's words for an input that does not fit the schema: the whole
+/// document is refused before anything runs.
+fn invalid(field: &str, why: &str) -> Refusal {
     let m = format!(
         "Variable $input of type CreateCommitOnBranchInput! was provided invalid value for {field} ({why})"
     );
-    let e = json!({"message": m, "locations": [], "extensions": {"code": "variableMismatch"}});
-    json!({"errors": [e]})
+    Refusal::Request(
+        json!({"message": m, "locations": [], "extensions": {"code": "variableMismatch"}}),
+    )
 }
 
 /// The input, checked against the schema before anything is looked up.
-struct Input {
+pub(super) struct Input {
     owner: String,
     name: String,
     branch: String,
@@ -77,8 +69,7 @@ fn clean_path(raw: &str) -> Option<String> {
 
 // Kept whole (about 70 lines): one field after the other, each with the
 // error GraphQL gives when it does not fit.
-fn parse_input(vars: &Value) -> Result<Input, Value> {
-    let input = &vars["input"];
+pub(super) fn parse_input(input: &Value) -> Result<Input, Refusal> {
     if !input.is_object() {
         return Err(invalid("input", "Expected value to not be null"));
     }
@@ -169,16 +160,16 @@ fn parse_input(vars: &Value) -> Result<Input, Value> {
 /// Answers the mutation for `login`.
 // Kept whole (about 80 lines): the checks, the commit and the ref move
 // happen under one lock, which is what makes the mutation atomic.
-pub async fn create(st: &GithubState, login: &str, vars: &Value) -> Result<Response, ApiError> {
-    let input = match parse_input(vars) {
-        Ok(i) => i,
-        Err(refusal) => return Ok(answer(refusal)),
-    };
+pub(super) async fn create(
+    st: &GithubState,
+    login: &str,
+    input: Input,
+) -> Result<FieldAnswer, ApiError> {
     let mut m = st.lock().await;
     let author = m.signature_of(Some(login));
     let base = m.repo_url(&input.owner, &input.name);
     let Ok(r) = m.repo_mut(&input.owner, &input.name) else {
-        return Ok(answer(refused(
+        return Ok(Err(field_error(
             &format!(
                 "Could not resolve to a Repository with the name '{}/{}'.",
                 input.owner, input.name
@@ -187,20 +178,20 @@ pub async fn create(st: &GithubState, login: &str, vars: &Value) -> Result<Respo
         )));
     };
     if r.permission_of(login) < Permission::Write {
-        return Ok(answer(refused(
+        return Ok(Err(field_error(
             &format!("{login} does not have permission to push to this repository."),
             Some("FORBIDDEN"),
         )));
     }
     let full = format!("refs/heads/{}", input.branch);
     let Some(head) = r.refs.get(&full).cloned() else {
-        return Ok(answer(refused(
+        return Ok(Err(field_error(
             &format!("A branch named '{}' could not be found.", input.branch),
             Some("NOT_FOUND"),
         )));
     };
     if head != input.expected {
-        return Ok(answer(refused(
+        return Ok(Err(field_error(
             &format!(
                 "Expected branch to point to \"{}\" but it did not.  Pull and try again.",
                 input.expected
@@ -247,7 +238,7 @@ pub async fn create(st: &GithubState, login: &str, vars: &Value) -> Result<Respo
         &sha,
         login,
     )?;
-    let made = json!({"data": {"createCommitOnBranch": {
+    Ok(Ok(json!({
         "commit": {
             "oid": sha,
             "url": format!("{}/commit/{sha}", m.html_base(&base)),
@@ -257,8 +248,7 @@ pub async fn create(st: &GithubState, login: &str, vars: &Value) -> Result<Respo
             "parents": {"nodes": [{"oid": head}], "totalCount": 1},
         },
         "ref": {"name": full, "target": {"oid": sha}},
-    }}});
-    Ok(answer(made))
+    })))
 }
 
 #[cfg(test)]
@@ -280,7 +270,9 @@ mod tests {
             "expectedHeadOid": "a".repeat(40),
             "message": {"headline": "Add", "body": "why\n"},
         }});
-        let input = parse_input(&vars).map_err(|_| "refused").expect("parses");
+        let input = parse_input(&vars["input"])
+            .map_err(|_| "refused")
+            .expect("parses");
         assert_eq!(input.message, "Add\n\nwhy\n");
         assert_eq!(input.branch, "x");
         assert!(input.additions.is_empty() && input.deletions.is_empty());

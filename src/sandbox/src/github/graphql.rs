@@ -1,6 +1,8 @@
-//! `POST /graphql`: `createCommitOnBranch` (its own module), the two
-//! mutations that change a pull request's draft state, addressed by the PR's node id (`node_id` in PR JSON), and one
-//! query: who last edited an issue and when (`repository(owner:, name:)
+//! `POST /graphql`: documents parsed as GitHub parses them. A mutation
+//! runs field by field ([`super::mutation`]): `createRef`,
+//! `createCommitOnBranch` (their own modules) and the two that change a
+//! pull request's draft state, addressed by the PR's node id (`node_id`
+//! in PR JSON). Two queries: who last edited an issue and when (`repository(owner:, name:)
 //! { issue(number:) { editor { login } lastEditedAt } }`, with the three
 //! values as variables `owner`, `name`, `number`), which REST does not tell,
 //! and the same of a comment by its node id (`node(id:) { ... on Comment
@@ -10,6 +12,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
+use graphql_parser::query::{Definition, OperationDefinition};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -21,33 +24,130 @@ pub struct GraphqlIn {
     query: String,
     #[serde(default)]
     variables: Value,
+    #[serde(default, rename = "operationName")]
+    operation_name: Option<String>,
 }
 
-fn find_pr_id(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) if s.starts_with("PR_") => Some(s.clone()),
-        Value::Object(o) => o.values().find_map(find_pr_id),
-        Value::Array(a) => a.iter().find_map(find_pr_id),
-        _ => None,
-    }
-}
-
-fn inline_pr_id(query: &str) -> Option<String> {
-    let rest = &query[query.find("pullRequestId")? + "pullRequestId".len()..];
-    let rest = rest
-        .trim_start()
-        .strip_prefix(':')?
-        .trim_start()
-        .strip_prefix('"')?;
-    Some(rest[..rest.find('"')?].to_string())
-}
-
-fn gql_error(message: &str, kind: Option<&str>) -> Response {
+/// An error object of a GraphQL answer, before a field's `path` is set.
+pub(super) fn field_error(message: &str, kind: Option<&str>) -> Value {
     let mut e = json!({"message": message, "locations": []});
     if let Some(k) = kind {
         e["type"] = json!(k);
     }
-    Json(json!({"errors": [e]})).into_response()
+    e
+}
+
+/// A request-level GraphQL error: HTTP 200, no `data`.
+pub(super) fn request_error(message: &str, kind: Option<&str>) -> Value {
+    json!({"errors": [field_error(message, kind)]})
+}
+
+/// [`request_error`] as the answer.
+pub(super) fn gql_error(message: &str, kind: Option<&str>) -> Response {
+    Json(request_error(message, kind)).into_response()
+}
+
+/// What one mutation field answered: its payload, or the error GitHub
+/// gives for it (the field is then `null` and the next one still runs).
+pub(super) type FieldAnswer = Result<Value, Value>;
+
+/// Why a mutation's input is refused: before anything in the document
+/// runs (the input does not fit the schema), or when the field's turn
+/// comes (what only running it finds).
+pub(super) enum Refusal {
+    Request(Value),
+    Field(Value),
+}
+
+/// Brackets nested deeper than this are refused before parsing: the
+/// parser recurses, and no document Klaud or a person sends comes close.
+const MAX_NESTING: usize = 32;
+
+fn nesting(query: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    for c in query.chars() {
+        match c {
+            '{' | '[' | '(' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            '}' | ']' | ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+fn operation_name<'a>(op: &OperationDefinition<'a, &'a str>) -> Option<&'a str> {
+    match op {
+        OperationDefinition::Query(q) => q.name,
+        OperationDefinition::Mutation(m) => m.name,
+        OperationDefinition::Subscription(s) => s.name,
+        OperationDefinition::SelectionSet(_) => None,
+    }
+}
+
+/// What a document asks, decided before anything runs (the parsed
+/// document borrows the request body and is not kept across an await).
+enum Asked {
+    Mutation(Vec<(String, super::mutation::Planned)>),
+    Query,
+    Refused(Response),
+}
+
+fn asked(body: &GraphqlIn) -> Asked {
+    if nesting(&body.query) > MAX_NESTING {
+        return Asked::Refused(gql_error("Query has too many levels of nesting", None));
+    }
+    let doc = match graphql_parser::parse_query::<&str>(&body.query) {
+        Ok(doc) => doc,
+        Err(e) => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            return Asked::Refused(gql_error(&format!("Parse error: {first}"), None));
+        }
+    };
+    let operations: Vec<&OperationDefinition<'_, &str>> = doc
+        .definitions
+        .iter()
+        .filter_map(|d| match d {
+            Definition::Operation(op) => Some(op),
+            Definition::Fragment(_) => None,
+        })
+        .collect();
+    let operation = match (&body.operation_name, operations.as_slice()) {
+        (None, [only]) => *only,
+        (None, _) => {
+            return Asked::Refused(gql_error(
+                "An operation name is required when the document holds several operations",
+                None,
+            ));
+        }
+        (Some(wanted), ops) => {
+            match ops
+                .iter()
+                .find(|op| operation_name(op) == Some(wanted.as_str()))
+            {
+                Some(op) => *op,
+                None => {
+                    let message = format!("No operation named \"{wanted}\"");
+                    return Asked::Refused(gql_error(&message, None));
+                }
+            }
+        }
+    };
+    match operation {
+        OperationDefinition::Mutation(m) => {
+            match super::mutation::plan_fields(m, &body.variables) {
+                Ok(fields) => Asked::Mutation(fields),
+                Err(refused) => Asked::Refused(Json(refused).into_response()),
+            }
+        }
+        OperationDefinition::Subscription(_) => {
+            Asked::Refused(gql_error("Subscriptions are not supported over HTTP", None))
+        }
+        OperationDefinition::Query(_) | OperationDefinition::SelectionSet(_) => Asked::Query,
+    }
 }
 
 pub async fn graphql(
@@ -56,31 +156,45 @@ pub async fn graphql(
     Json(body): Json<GraphqlIn>,
 ) -> Result<Response, ApiError> {
     let login = caller.require()?.to_string();
-    if body.query.contains("createCommitOnBranch") {
-        return super::commit_on_branch::create(&st, &login, &body.variables).await;
+    {
+        let mut m = st.lock().await;
+        if m.graphql_documents.len() >= super::state::GRAPHQL_DOCUMENTS_KEPT {
+            m.graphql_documents.pop_front();
+        }
+        m.graphql_documents
+            .push_back(super::state::GraphqlDocument {
+                query: body.query.clone(),
+                variables: body.variables.clone(),
+            });
     }
-    if body.query.contains("node(") && body.query.contains("editor") {
-        return comment_editor(&st, &body.query, &body.variables).await;
+    match asked(&body) {
+        Asked::Refused(answer) => Ok(answer),
+        Asked::Mutation(fields) => super::mutation::run(&st, &login, fields).await,
+        Asked::Query => {
+            if body.query.contains("node(") && body.query.contains("editor") {
+                return comment_editor(&st, &body.query, &body.variables).await;
+            }
+            if body.query.contains("lastEditedAt") {
+                return issue_editor(&st, &body.variables).await;
+            }
+            Ok(gql_error(
+                "The simulator answers only the editor queries of issues and comments",
+                None,
+            ))
+        }
     }
-    if body.query.contains("lastEditedAt") {
-        return issue_editor(&st, &body.variables).await;
-    }
-    let (field, draft) = if body.query.contains("markPullRequestReadyForReview") {
-        ("markPullRequestReadyForReview", false)
-    } else if body.query.contains("convertPullRequestToDraft") {
-        ("convertPullRequestToDraft", true)
-    } else {
-        return Ok(gql_error(
-            "The simulator implements only markPullRequestReadyForReview and convertPullRequestToDraft",
-            None,
-        ));
-    };
-    let Some(node) = find_pr_id(&body.variables).or_else(|| inline_pr_id(&body.query)) else {
-        return Ok(gql_error(
-            "Argument 'pullRequestId' on InputObject is required",
-            None,
-        ));
-    };
+}
+
+/// `markPullRequestReadyForReview` (`draft` false) or
+/// `convertPullRequestToDraft` (true) of the pull request with node id
+/// `node`, with its `ready_for_review` or `converted_to_draft` event when
+/// the state changed.
+pub(super) async fn set_draft(
+    st: &GithubState,
+    login: &str,
+    node: &str,
+    draft: bool,
+) -> Result<FieldAnswer, ApiError> {
     let mut m = st.lock().await;
     let target = m.repos.iter_mut().find_map(|(_, r)| {
         let number = r
@@ -91,30 +205,32 @@ pub async fn graphql(
         Some((r, number))
     });
     let Some((r, number)) = target else {
-        return Ok(gql_error(
+        return Ok(Err(field_error(
             &format!("Could not resolve to a node with the global id of '{node}'"),
             Some("NOT_FOUND"),
-        ));
+        )));
     };
-    if r.permission_of(&login) < Permission::Write {
-        return Ok(gql_error(
+    if r.permission_of(login) < Permission::Write {
+        return Ok(Err(field_error(
             &format!("{login} does not have permission to update this pull request."),
             Some("FORBIDDEN"),
-        ));
+        )));
     }
     let Some(p) = r.pulls.get_mut(&number) else {
-        return Ok(gql_error("pull request vanished", Some("NOT_FOUND")));
+        return Ok(Err(field_error("pull request vanished", Some("NOT_FOUND"))));
     };
     if !p.open {
-        return Ok(gql_error("Pull request is closed", Some("UNPROCESSABLE")));
+        return Ok(Err(field_error(
+            "Pull request is closed",
+            Some("UNPROCESSABLE"),
+        )));
     }
     let changed = p.draft != draft;
     p.draft = draft;
     p.updated_at = Utc::now();
-    let answer = Json(json!({"data": {field: {"pullRequest": {
+    let payload = json!({"pullRequest": {
         "id": node, "number": p.number, "isDraft": p.draft,
-    }}}}))
-    .into_response();
+    }});
     if changed {
         let (owner, name) = (r.owner.clone(), r.name.clone());
         let action = if draft {
@@ -123,10 +239,10 @@ pub async fn graphql(
             "ready_for_review"
         };
         super::workflow_events::pull_request_event(
-            &mut m, &owner, &name, number, action, None, &login,
+            &mut m, &owner, &name, number, action, None, login,
         )?;
     }
-    Ok(answer)
+    Ok(Ok(payload))
 }
 
 /// `editor` and `lastEditedAt` of an issue (`null` both before any edit).
@@ -232,15 +348,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pr_id_is_found_in_variables_or_inline() {
-        assert_eq!(
-            find_pr_id(&json!({"input": {"pullRequestId": "PR_12"}})).as_deref(),
-            Some("PR_12")
-        );
-        assert_eq!(
-            inline_pr_id(r#"mutation { convertPullRequestToDraft(input: {pullRequestId: "PR_7"}) { pullRequest { isDraft } } }"#).as_deref(),
-            Some("PR_7")
-        );
-        assert_eq!(inline_pr_id("mutation { x }"), None);
+    fn nesting_counts_the_deepest_bracket() {
+        assert_eq!(nesting("mutation { a(input: {b: [1]}) { c } }"), 4);
+        assert_eq!(nesting("query"), 0);
     }
 }

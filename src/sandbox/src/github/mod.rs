@@ -19,6 +19,7 @@ mod http;
 mod issues;
 mod labels;
 mod merge;
+mod mutation;
 mod pages;
 mod pulls;
 mod refs;
@@ -310,14 +311,16 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
         .map(|v| v.to_str().unwrap_or("").to_string());
 
     // GitHub's content-creation limits count what the GraphQL API creates
-    // too: a commit made by `createCommitOnBranch` is one, where the same
-    // commit through REST is three (tree, commit, ref).
+    // too: a request that makes a commit (`createCommitOnBranch`) or a ref
+    // (`createRef`) is one, where the same through REST is up to three
+    // (tree, commit, ref).
     let (req, graphql_creates) = if method == Method::POST && path == "/graphql" {
         let (parts, body) = req.into_parts();
         let bytes = axum::body::to_bytes(body, MAX_BODY)
             .await
             .unwrap_or_default();
-        let creates = String::from_utf8_lossy(&bytes).contains("createCommitOnBranch");
+        let text = String::from_utf8_lossy(&bytes);
+        let creates = text.contains("createCommitOnBranch") || text.contains("createRef");
         (Request::from_parts(parts, Body::from(bytes)), creates)
     } else {
         (req, false)
@@ -426,7 +429,7 @@ async fn gate(State(st): State<GithubState>, mut req: Request, next: Next) -> Re
 
     // Content-creating: what adds or changes content (a GraphQL query
     // reads; of the GraphQL mutations the simulator answers only the
-    // commit is counted; deleting creates nothing).
+    // commit and the ref are counted; deleting creates nothing).
     let creates = matches!(method, Method::POST | Method::PATCH | Method::PUT)
         && (path != "/graphql" || graphql_creates);
     let limits = (m.content_limit_per_minute, m.content_limit_per_hour);

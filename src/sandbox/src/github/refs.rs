@@ -10,8 +10,9 @@ use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::graphql::{FieldAnswer, Refusal, field_error};
 use super::http::{ApiError, Caller, FullUri, paginate};
-use super::state::{GithubState, Model, Repo};
+use super::state::{GithubState, Model, Permission, Repo};
 
 fn ref_json(m: &Model, r: &Repo, name: &str, sha: &str) -> Value {
     let url = m.repo_url(&r.owner, &r.name);
@@ -124,6 +125,39 @@ pub(super) fn branch_moved(
     Ok(())
 }
 
+/// Why a ref cannot be created.
+enum NotCreated {
+    InvalidName,
+    NoObject,
+    Exists,
+}
+
+/// Creates ref `name` at commit `sha` of `owner/repo`, with the events of
+/// a created branch: the one rule behind REST's `POST git/refs` and
+/// GraphQL's `createRef`.
+fn create_in(
+    m: &mut Model,
+    owner: &str,
+    repo: &str,
+    name: &str,
+    sha: &str,
+    sender: &str,
+) -> Result<Result<(), NotCreated>, ApiError> {
+    let r = m.repo_mut(owner, repo)?;
+    if !valid_ref(name) {
+        return Ok(Err(NotCreated::InvalidName));
+    }
+    if !r.objects.commits.contains_key(sha) {
+        return Ok(Err(NotCreated::NoObject));
+    }
+    if r.refs.contains_key(name) {
+        return Ok(Err(NotCreated::Exists));
+    }
+    r.set_ref(name, sha);
+    branch_moved(m, owner, repo, name, None, sha, sender)?;
+    Ok(Ok(()))
+}
+
 pub async fn create_ref(
     State(st): State<GithubState>,
     caller: Caller,
@@ -131,28 +165,112 @@ pub async fn create_ref(
     Json(body): Json<CreateRef>,
 ) -> Result<Response, ApiError> {
     let mut m = st.lock().await;
-    let r = m.repo_mut(&owner, &repo)?;
-    if !valid_ref(&body.name) {
-        return Err(ApiError::unprocessable(&format!(
-            "{} is not a valid ref name.",
-            body.name
-        )));
-    }
-    if !r.objects.commits.contains_key(&body.sha) {
-        return Err(ApiError::unprocessable("Object does not exist"));
-    }
-    if r.refs.contains_key(&body.name) {
-        return Err(ApiError::unprocessable("Reference already exists"));
-    }
-    r.set_ref(&body.name, &body.sha);
     let sender = caller.login().unwrap_or("web-flow").to_string();
-    branch_moved(&mut m, &owner, &repo, &body.name, None, &body.sha, &sender)?;
+    match create_in(&mut m, &owner, &repo, &body.name, &body.sha, &sender)? {
+        Ok(()) => {}
+        Err(NotCreated::InvalidName) => {
+            return Err(ApiError::unprocessable(&format!(
+                "{} is not a valid ref name.",
+                body.name
+            )));
+        }
+        Err(NotCreated::NoObject) => return Err(ApiError::unprocessable("Object does not exist")),
+        Err(NotCreated::Exists) => {
+            return Err(ApiError::unprocessable("Reference already exists"));
+        }
+    }
     let r = m.repo(&owner, &repo)?;
     Ok((
         StatusCode::CREATED,
         Json(ref_json(&m, r, &body.name, &body.sha)),
     )
         .into_response())
+}
+
+/// GraphQL `createRef`'s input: the repository by node id (`R_<id>` here,
+/// as `node_id` in repository JSON), the fully qualified ref name and the
+/// object it points at.
+pub(super) struct GraphqlRef {
+    repository: String,
+    name: String,
+    oid: String,
+}
+
+/// The input checked against the schema (`CreateRefInput`).
+pub(super) fn graphql_input(input: &Value) -> Result<GraphqlRef, Refusal> {
+    let field = |name: &str| input[name].as_str().map(str::to_owned);
+    match (field("repositoryId"), field("name"), field("oid")) {
+        (Some(repository), Some(name), Some(oid)) => Ok(GraphqlRef {
+            repository,
+            name,
+            oid: oid.to_ascii_lowercase(),
+        }),
+        _ => Err(Refusal::Request(json!({
+            "message": "Variable $input of type CreateRefInput! was provided invalid value \
+                        (repositoryId, name and oid are required)",
+            "locations": [],
+            "extensions": {"code": "variableMismatch"},
+        }))),
+    }
+}
+
+/// GraphQL `createRef`: the same ref REST creates, answered as GitHub's
+/// `CreateRefPayload` (`ref { id name prefix target { oid } }`, `name`
+/// without its prefix).
+pub(super) async fn create_by_graphql(
+    st: &GithubState,
+    login: &str,
+    input: GraphqlRef,
+) -> Result<FieldAnswer, ApiError> {
+    let mut m = st.lock().await;
+    let Some((owner, repo)) = m
+        .repos
+        .values()
+        .find(|r| format!("R_{}", r.id) == input.repository)
+        .map(|r| (r.owner.clone(), r.name.clone()))
+    else {
+        return Ok(Err(field_error(
+            &format!(
+                "Could not resolve to a node with the global id of '{}'",
+                input.repository
+            ),
+            Some("NOT_FOUND"),
+        )));
+    };
+    if m.repo(&owner, &repo)?.permission_of(login) < Permission::Write {
+        return Ok(Err(field_error(
+            &format!("{login} does not have permission to push to this repository."),
+            Some("FORBIDDEN"),
+        )));
+    }
+    let refused = |message: String| Ok(Err(field_error(&message, Some("UNPROCESSABLE"))));
+    match create_in(&mut m, &owner, &repo, &input.name, &input.oid, login)? {
+        Ok(()) => {}
+        Err(NotCreated::InvalidName) => {
+            return refused(format!("Invalid ref name \"{}\".", input.name));
+        }
+        Err(NotCreated::NoObject) => {
+            return refused(format!("Object {} does not exist.", input.oid));
+        }
+        Err(NotCreated::Exists) => {
+            return refused(format!(
+                "A ref named \"{}\" already exists in the repository.",
+                input.name
+            ));
+        }
+    }
+    let (prefix, short) = match input.name.strip_prefix("refs/heads/") {
+        Some(short) => ("refs/heads/", short),
+        None => match input.name.strip_prefix("refs/tags/") {
+            Some(short) => ("refs/tags/", short),
+            None => ("refs/", input.name.trim_start_matches("refs/")),
+        },
+    };
+    Ok(Ok(json!({"ref": {
+        "id": format!("REF_{}", hex::encode(input.name.as_bytes())),
+        "name": short, "prefix": prefix,
+        "target": {"oid": input.oid},
+    }})))
 }
 
 #[derive(Deserialize)]

@@ -587,6 +587,17 @@ pub const CONTENT_LIMIT_PER_MINUTE: u32 = 80;
 /// The same an hour.
 pub const CONTENT_LIMIT_PER_HOUR: u32 = 500;
 
+/// One GraphQL request as it arrived: what a test checks against GitHub's
+/// published schema.
+#[derive(Debug, Clone)]
+pub struct GraphqlDocument {
+    pub query: String,
+    pub variables: serde_json::Value,
+}
+
+/// GraphQL documents kept for [`GithubState::graphql_documents`].
+pub const GRAPHQL_DOCUMENTS_KEPT: usize = 256;
+
 /// The whole simulated GitHub.
 #[derive(Debug)]
 pub struct Model {
@@ -597,6 +608,9 @@ pub struct Model {
     pub next_id: u64,
     pub faults: Vec<Fault>,
     pub log: Vec<LogEntry>,
+    /// The newest GraphQL documents received, with their variables (see
+    /// [`GithubState::graphql_documents`]).
+    pub graphql_documents: std::collections::VecDeque<GraphqlDocument>,
     /// Requests recorded since start, dropped ones included (see
     /// [`GithubState::requests_recorded`]).
     pub recorded: Arc<std::sync::atomic::AtomicU64>,

@@ -18,6 +18,7 @@ impl GithubState {
                 next_id: 10_000,
                 faults: Vec::new(),
                 log: Vec::new(),
+                graphql_documents: std::collections::VecDeque::new(),
                 recorded,
                 apps: HashMap::new(),
                 run_details_supported: true,
@@ -639,6 +640,17 @@ impl GithubState {
     /// Removes every installed fault.
     pub async fn clear_faults(&self) {
         self.lock().await.faults.clear();
+    }
+
+    /// The newest GraphQL documents received (at most
+    /// [`super::GRAPHQL_DOCUMENTS_KEPT`]), oldest first.
+    pub async fn graphql_documents(&self) -> Vec<super::GraphqlDocument> {
+        self.lock()
+            .await
+            .graphql_documents
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// A copy of the request log.
