@@ -127,7 +127,7 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
             assert!((20..=30).contains(&floor), "{c:#}");
             assert!(charged <= LIFECYCLE_LIMIT as u64, "{c:#}");
         } else {
-            assert!(floor > 24, "{c:#}");
+            assert!(floor > 23, "{c:#}");
             assert!(charged <= floor + FAILED_RUN_ALLOWANCE as u64, "{c:#}");
         }
         assert!(c["work"]["writes"].as_u64() > Some(0), "{c:#}");

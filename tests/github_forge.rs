@@ -1522,3 +1522,113 @@ async fn a_commit_on_the_branch_keeps_an_executable_files_mode() {
     assert_eq!(sent, ["POST /graphql"]);
     assert_eq!(mode_at(next.to_string()).await.as_deref(), Some("100755"));
 }
+
+/// The candidate's branch and its first commit are one GraphQL request
+/// (after one read of the repository's node id per client): the branch is
+/// at the commit, whose parent is the base. A branch an earlier try left
+/// at the base takes the commit all the same; one that is elsewhere is
+/// refused untouched; a lost answer is ambiguous and never sent twice.
+// Kept whole (about 90 lines): the outcomes of one write.
+#[tokio::test]
+async fn a_new_branch_and_its_commit_are_one_graphql_request() {
+    let sim = sim().await;
+    let f = forge(&sim).await;
+    let k = Klaud::new(&f).await;
+    let base: CommitSha = f
+        .get_ref("refs/heads/main")
+        .await
+        .unwrap()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let files = [("configs/nvidia-master.yaml".to_owned(), b"a: 2\n".to_vec())];
+    let message = "Bump a\n\nklaud-candidate: x\n";
+    let tip = |branch: &'static str| {
+        let sim = &sim;
+        async move {
+            sim.state()
+                .ref_sha(REPO, &format!("refs/heads/{branch}"))
+                .await
+        }
+    };
+    let sent_since = |before: usize| {
+        let sim = &sim;
+        async move {
+            sim.state().request_log().await[before..]
+                .iter()
+                .map(|e| format!("{} {}", e.method, e.path))
+                .collect::<Vec<_>>()
+        }
+    };
+
+    let before = sim.state().request_log().await.len();
+    let proof = k.prove(None, Some("klaud/auto-one"), None, None).await;
+    let after_proof = sim.state().request_log().await.len();
+    let sha = k
+        .forge
+        .create_branch_with_commit(&proof, "klaud/auto-one", &base, &files, message)
+        .await
+        .expect("made");
+    assert!(after_proof >= before);
+    let sent = sent_since(after_proof).await;
+    let writes: Vec<&String> = sent.iter().filter(|s| !s.starts_with("GET ")).collect();
+    assert_eq!(writes, ["POST /graphql"], "{sent:?}");
+    // Reads once per client: the base's tree (a file's mode decides the
+    // way the commit is made) and the repository's node id.
+    assert!(
+        sent.contains(&"GET /repos/sandbox/benchmarks".to_owned()) && sent.len() <= 3,
+        "{sent:?}"
+    );
+    assert_eq!(tip("klaud/auto-one").await, Some(sha.to_string()));
+    let cmp = k.forge.compare_commits(&base, &sha).await.unwrap();
+    assert_eq!(cmp.commits.len(), 1);
+    assert_eq!(cmp.commits[0].message, message);
+
+    // Left at the base by an earlier try: the ref is refused, the commit
+    // lands, still one request.
+    let proof = k.prove(None, Some("klaud/auto-two"), None, None).await;
+    k.forge
+        .create_branch(&proof, "klaud/auto-two", &base)
+        .await
+        .unwrap();
+    let proof = k.prove(None, Some("klaud/auto-two"), None, None).await;
+    let before = sim.state().request_log().await.len();
+    let two = k
+        .forge
+        .create_branch_with_commit(&proof, "klaud/auto-two", &base, &files, message)
+        .await
+        .expect("the commit lands on the branch left at the base");
+    assert_eq!(sent_since(before).await, ["POST /graphql"]);
+    assert_eq!(tip("klaud/auto-two").await, Some(two.to_string()));
+
+    // Elsewhere (the branch holds a commit): refused, untouched.
+    let proof = k.prove(None, Some("klaud/auto-two"), None, None).await;
+    let stale = k
+        .forge
+        .create_branch_with_commit(&proof, "klaud/auto-two", &base, &files, message)
+        .await;
+    assert!(
+        matches!(stale, Err(ForgeError::NotFastForward(_))),
+        "{stale:?}"
+    );
+    assert_eq!(tip("klaud/auto-two").await, Some(two.to_string()));
+
+    // The answer is lost after GitHub ran both: ambiguous, sent once.
+    sim.state()
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: "/graphql".into(),
+            count: 1,
+            action: FaultAction::AfterWriteDrop,
+        })
+        .await;
+    let proof = k.prove(None, Some("klaud/auto-three"), None, None).await;
+    let before = sim.state().request_log().await.len();
+    let lost = k
+        .forge
+        .create_branch_with_commit(&proof, "klaud/auto-three", &base, &files, message)
+        .await;
+    assert!(matches!(lost, Err(ForgeError::Ambiguous(_))), "{lost:?}");
+    assert_eq!(sent_since(before).await, ["POST /graphql"], "sent once");
+    assert!(tip("klaud/auto-three").await.is_some(), "GitHub applied it");
+}

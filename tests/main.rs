@@ -30,6 +30,7 @@ mod experiments;
 mod first_contact;
 mod gfm_render;
 mod github_forge;
+mod github_graphql_schema;
 mod github_schema;
 mod github_sim;
 mod inferencex_compat;

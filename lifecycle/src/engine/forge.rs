@@ -290,6 +290,19 @@ pub enum Write<'a> {
     },
     /// Creates `refs/heads/<branch>` at `sha`.
     CreateBranch { branch: &'a str, sha: &'a CommitSha },
+    /// Creates `refs/heads/<branch>` at `base` and makes one commit on it
+    /// that sets `files`, the branch moved to it, in one write (GitHub's
+    /// `createRef` and `createCommitOnBranch` in one document): the commit
+    /// is made when the branch is at `base` (created now, or left there
+    /// before), refused with [`ForgeError::NotFastForward`] when it is
+    /// elsewhere; a branch created with its commit refused stays at
+    /// `base`.
+    CreateBranchWithCommit {
+        branch: &'a str,
+        base: &'a CommitSha,
+        files: &'a [(String, Vec<u8>)],
+        message: &'a str,
+    },
     /// Moves a branch without force (a compare-and-swap on GitHub's side).
     FastForwardBranch { branch: &'a str, sha: &'a CommitSha },
     /// Deletes a branch.
@@ -346,6 +359,7 @@ impl Write<'_> {
             Write::CommitMerge { .. } => "a merge commit",
             Write::CommitOnBranch { .. } => "a commit on a branch",
             Write::CreateBranch { .. } => "creating a branch",
+            Write::CreateBranchWithCommit { .. } => "creating a branch with a commit",
             Write::FastForwardBranch { .. } => "a push",
             Write::DeleteBranch { .. } => "deleting a branch",
             Write::CreateDraftPull { .. } => "opening a pull request",

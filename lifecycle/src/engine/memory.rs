@@ -640,6 +640,23 @@ impl Forge for MemoryForge {
             Write::CreateBranch { branch, sha } => {
                 self.apply_create_branch(branch, sha).await.map(done)
             }
+            // Both mutations of the one document, in GitHub's order: the
+            // commit is tried whether the ref was created now or was
+            // already there.
+            Write::CreateBranchWithCommit {
+                branch,
+                base,
+                files,
+                message,
+            } => {
+                match self.apply_create_branch(branch, base).await {
+                    Ok(()) | Err(ForgeError::AlreadyExists(_)) => {}
+                    Err(e) => return Err(e),
+                }
+                self.apply_commit_on_branch(branch, base, files, message)
+                    .await
+                    .map(Written::Commit)
+            }
             Write::FastForwardBranch { branch, sha } => {
                 self.apply_fast_forward_branch(branch, sha).await.map(done)
             }

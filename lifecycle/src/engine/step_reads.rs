@@ -482,7 +482,7 @@ impl StepReads<'_> {
             }
             // The branch is at the commit the answer names (or, after a
             // refusal or a lost answer, anywhere: read it again).
-            Write::CommitOnBranch { branch, .. } => {
+            Write::CommitOnBranch { branch, .. } | Write::CreateBranchWithCommit { branch, .. } => {
                 let name = format!("refs/heads/{branch}");
                 match written {
                     Ok(Written::Commit(sha)) => {

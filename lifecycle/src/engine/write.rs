@@ -86,6 +86,7 @@ impl OwnershipProof {
                 ..
             } => self.for_branch_head(branch, expected_head)?,
             Write::CreateBranch { branch, .. }
+            | Write::CreateBranchWithCommit { branch, .. }
             | Write::FastForwardBranch { branch, .. }
             | Write::DeleteBranch { branch } => self.for_branch(branch)?,
             Write::CreateDraftPull { head, .. } => self.for_branch(head)?,
@@ -198,6 +199,27 @@ pub trait Writes: Forge {
         self.write(proof.permit(write)?)
             .await?
             .done("creating a branch")
+    }
+    /// [`Write::CreateBranchWithCommit`]; the new commit's sha, which
+    /// `branch` now points at.
+    async fn create_branch_with_commit(
+        &self,
+        proof: &OwnershipProof,
+        branch: &str,
+        base: &CommitSha,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<CommitSha, ForgeError> {
+        let write = Write::CreateBranchWithCommit {
+            branch,
+            base,
+            files,
+            message,
+        };
+        match self.write(proof.permit(write)?).await? {
+            Written::Commit(sha) => Ok(sha),
+            other => Err(other.wrong("a branch with a commit")),
+        }
     }
     /// [`Write::FastForwardBranch`].
     async fn fast_forward_branch(

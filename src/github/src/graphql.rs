@@ -46,16 +46,31 @@ impl Github {
         query: &str,
         variables: Value,
     ) -> Result<Result<Value, Vec<GraphqlError>>, GithubError> {
+        let (answer, errors) = self.graphql_once_whole(what, query, variables).await?;
+        Ok(match errors.is_empty() {
+            true => Ok(answer),
+            false => Err(errors),
+        })
+    }
+
+    /// [`Github::graphql_once`] answered whole: `data` and `errors` side
+    /// by side, for a document of several mutations, where GitHub runs
+    /// each field in turn and one refused field (`null`, its error's
+    /// `path` naming it) leaves the others' answers standing.
+    pub(crate) async fn graphql_once_whole(
+        &self,
+        what: &str,
+        query: &str,
+        variables: Value,
+    ) -> Result<(Value, Vec<GraphqlError>), GithubError> {
         let body = json!({"query": query, "variables": variables});
         let raw = self
             .t
             .write(what, Method::POST, "/graphql", Some(&body))
             .await?;
         let answer = answer_of(what, &raw)?;
-        Ok(match graphql_errors(&answer) {
-            Some(errors) => Err(errors),
-            None => Ok(answer),
-        })
+        let errors = graphql_errors(&answer).unwrap_or_default();
+        Ok((answer, errors))
     }
 }
 
@@ -66,6 +81,9 @@ pub(crate) struct GraphqlError {
     pub(crate) kind: Option<String>,
     /// The message, bounded.
     pub(crate) message: String,
+    /// The top-level field it belongs to (the first entry of its `path`),
+    /// when it names one.
+    pub(crate) field: Option<String>,
 }
 
 fn answer_of(what: &str, raw: &crate::transport::Raw) -> Result<Value, GithubError> {
@@ -88,6 +106,10 @@ fn graphql_errors(answer: &Value) -> Option<Vec<GraphqlError>> {
                     e.get("message").and_then(Value::as_str).unwrap_or_default(),
                     MAX_ERROR_CHARS,
                 ),
+                field: e
+                    .pointer("/path/0")
+                    .and_then(Value::as_str)
+                    .map(|f| cut_chars(f, MAX_ERROR_CHARS)),
             })
             .collect(),
     )

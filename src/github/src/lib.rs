@@ -210,6 +210,9 @@ pub struct Github {
     pub(crate) owner: String,
     pub(crate) name: String,
     bot_login: String,
+    /// The repository's GraphQL node id once read: it never changes, and
+    /// a mutation that creates a ref names the repository by it.
+    repository_id: std::sync::Mutex<Option<String>>,
 }
 
 impl fmt::Debug for Github {
@@ -302,6 +305,7 @@ impl Github {
             owner: owner.to_string(),
             name: name.to_string(),
             bot_login: config.bot_login,
+            repository_id: std::sync::Mutex::new(None),
         })
     }
 
@@ -354,6 +358,43 @@ impl Github {
             let what = format!("read repository {}/{}", self.owner, self.name);
             let path = format!("/repos/{}/{}", self.owner, self.name);
             Ok(self.t.read_found(&what, &path).await?.is_some())
+        })
+    }
+
+    /// The repository's GraphQL node id (`node_id` of `GET
+    /// /repos/{owner}/{name}`), read once per client and kept: what
+    /// `createRef` names the repository by. The read is conditional, so a
+    /// process that took up an earlier one's answers is answered 304.
+    pub fn repository_id<'f>(&'f self) -> BoxFuture<'f, Result<String, GithubError>> {
+        Box::pin(async move {
+            if let Some(id) = self.repository_id.lock().ok().and_then(|id| id.clone()) {
+                return Ok(id);
+            }
+            #[derive(serde::Deserialize)]
+            struct Repository {
+                node_id: String,
+            }
+            let what = format!("read repository {}/{}", self.owner, self.name);
+            let path = format!("/repos/{}/{}", self.owner, self.name);
+            let read: Repository = self.t.get_json_cached(&what, &path).await?;
+            // A node id is a short opaque token; anything else is not one,
+            // and is never sent back inside a mutation.
+            let plausible = !read.node_id.is_empty()
+                && read.node_id.len() <= 200
+                && read
+                    .node_id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-=+/".contains(c));
+            if !plausible {
+                return Err(GithubError::Decode {
+                    what,
+                    detail: "node_id is not a GraphQL node id".into(),
+                });
+            }
+            if let Ok(mut kept) = self.repository_id.lock() {
+                *kept = Some(read.node_id.clone());
+            }
+            Ok(read.node_id)
         })
     }
 

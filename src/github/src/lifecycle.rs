@@ -361,6 +361,15 @@ impl LifecycleForge for GithubLifecycle<'_> {
             Write::CreateBranch { branch, sha } => {
                 self.apply_create_branch(branch, sha).await.map(done)
             }
+            Write::CreateBranchWithCommit {
+                branch,
+                base,
+                files,
+                message,
+            } => self
+                .apply_create_branch_with_commit(branch, base, files, message)
+                .await
+                .map(Written::Commit),
             Write::FastForwardBranch { branch, sha } => {
                 self.apply_fast_forward_branch(branch, sha).await.map(done)
             }
@@ -471,20 +480,40 @@ impl GithubLifecycle<'_> {
                 .await?;
             return Ok(made);
         }
-        let changes: Vec<TreeChange> = files
-            .iter()
-            .map(|(path, bytes)| TreeChange {
-                path: path.clone(),
-                content: Some(bytes.clone()),
-                executable: false,
-            })
-            .collect();
         let made = self
             .forge
-            .commit_on_branch(branch, expected_head, &changes, message)
+            .commit_on_branch(branch, expected_head, &regular_files(files), message)
             .await
             .map_err(map)?;
         sha(|| format!("commit on branch {branch}"), "oid", &made).map_err(map)
+    }
+
+    async fn apply_create_branch_with_commit(
+        &self,
+        branch: &str,
+        base: &str,
+        files: &[(String, Vec<u8>)],
+        message: &str,
+    ) -> Result<CommitSha, ForgeError> {
+        // An executable file keeps its mode only through the tree API (see
+        // `apply_commit_on_branch`): the commit made apart, then the
+        // branch created at it.
+        if !self.executable(base, files).await?.is_empty() {
+            let made = self.apply_commit_files(base, files, message).await?;
+            self.apply_create_branch(branch, made.as_str()).await?;
+            return Ok(made);
+        }
+        let made = self
+            .forge
+            .branch_with_commit(branch, base, &regular_files(files), message)
+            .await
+            .map_err(map)?;
+        sha(
+            || format!("create branch {branch} with a commit"),
+            "oid",
+            &made,
+        )
+        .map_err(map)
     }
 
     async fn apply_create_branch(&self, branch: &str, sha: &str) -> Result<(), ForgeError> {
@@ -643,6 +672,19 @@ fn engine_comment(c: crate::CommentInfo) -> Comment {
         author: c.author,
         author_association: c.author_association.map(Into::into),
     }
+}
+
+/// `files` (path, bytes) as regular-file changes: GitHub's GraphQL
+/// commits write every file as 100644.
+fn regular_files(files: &[(String, Vec<u8>)]) -> Vec<TreeChange> {
+    files
+        .iter()
+        .map(|(path, bytes)| TreeChange {
+            path: path.clone(),
+            content: Some(bytes.clone()),
+            executable: false,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -703,6 +703,14 @@ pub fn run_wave_told<'f>(
 ) -> BoxFuture<'f, Result<WaveSummary, WaveError>> {
     Box::pin(async move {
         let plan = &mut options.lifecycle.plan;
+        if plan.max_candidates > 0
+            && let Err(e) = forge.repository_id().await
+        {
+            // Read here, once per process, rather than inside the first
+            // candidate's step that creates a branch (which reads it
+            // again when this failed).
+            tracing::debug!(error = %e, "repository node id not read yet");
+        }
         if plan.creation_times.is_none() {
             plan.creation_times = options.cache.map(|s| s as &dyn CreationTimes);
         }

@@ -1,6 +1,6 @@
 //! Step 2 of 9, `Step::Prepare`: create branch `klaud/auto-<candidate>` at
-//! the base, then make the bump commit on it (the byte-exact image change
-//! in the master files, for every member of a family group, plus an
+//! the base with the bump commit on it, in one write (the byte-exact image
+//! change in the master files, for every member of a family group, plus an
 //! experiment variant's own files).
 //!
 //! After `claim`, before `open`. Reads the branch tip (a commit of Klaud's,
@@ -84,16 +84,10 @@ pub(in crate::engine) async fn run(
         Err((outcome, m)) => return cx.end(rec, outcome, Phase::Resolve, m, true).await,
     };
     rec.base_sha = cx.repository_sha.clone();
-    // The branch first, at the base, then the commit onto it: two
-    // requests where a commit made apart and a branch created at it take
-    // three (tree, commit, ref).
     match empty_at {
-        None => {
-            let base = rec.base_sha.clone();
-            if !create_branch_at(cx, rec, &proof, &base).await? {
-                return Ok(Progress::Advanced(Step::Prepare));
-            }
-        }
+        // No branch yet: created at the base with the bump commit on it,
+        // one write where a ref and a commit apart take two.
+        None => return commit_bump(cx, rec, &proof, &files, &message, Onto::NewBranch).await,
         Some(at) if at != rec.base_sha => {
             // Left at an older base: moved up to this one, a fast-forward,
             // since it holds nothing the base lacks.
@@ -113,7 +107,7 @@ pub(in crate::engine) async fn run(
         }
         Some(_) => {}
     }
-    commit_bump(cx, rec, &proof, &files, &message).await
+    commit_bump(cx, rec, &proof, &files, &message, Onto::Branch).await
 }
 
 /// Creates the candidate's branch at `sha`: `true` when GitHub made it,
@@ -134,33 +128,53 @@ async fn create_branch_at(
     }
 }
 
-/// The bump commit onto the branch at the base, the branch moved to it in
-/// the same write; a refusal or a lost answer is read from the tip next
-/// step (the commit carries the candidate's trailer).
+/// Where the bump commit goes.
+#[derive(Clone, Copy)]
+enum Onto {
+    /// A branch created at the base with the commit on it, in one write;
+    /// a branch already there takes the commit when it is at the base.
+    NewBranch,
+    /// The branch, already at the base, moved to the commit in the same
+    /// write.
+    Branch,
+}
+
+/// The bump commit made on the candidate's branch; a refusal, a branch
+/// already there or a lost answer is read from the tip next step (the
+/// commit carries the candidate's trailer).
 async fn commit_bump(
     cx: &Engine<'_>,
     rec: &mut CandidateRecord,
     proof: &OwnershipProof,
     files: &[(String, Vec<u8>)],
     message: &str,
+    onto: Onto,
 ) -> Result<Progress, EngineError> {
     cx.intend(rec, Intent::CommitBump).await?;
     let branch = rec.branch.clone();
     let base = rec.base_sha.clone();
-    match cx
-        .forge
-        .commit_on_branch(proof, &branch, &base, files, message)
-        .await
-    {
+    let made = match onto {
+        Onto::NewBranch => {
+            cx.forge
+                .create_branch_with_commit(proof, &branch, &base, files, message)
+                .await
+        }
+        Onto::Branch => {
+            cx.forge
+                .commit_on_branch(proof, &branch, &base, files, message)
+                .await
+        }
+    };
+    match made {
         Ok(sha) => {
             rec.head = Some(sha);
             rec.step = Step::Open;
             cx.save(rec).await?;
             Ok(Progress::Advanced(Step::Open))
         }
-        Err(ForgeError::NotFastForward(_)) | Err(ForgeError::Ambiguous(_)) => {
-            Ok(Progress::Advanced(Step::Prepare))
-        }
+        Err(ForgeError::NotFastForward(_))
+        | Err(ForgeError::AlreadyExists(_))
+        | Err(ForgeError::Ambiguous(_)) => Ok(Progress::Advanced(Step::Prepare)),
         Err(e) => Err(e.into()),
     }
 }

@@ -390,9 +390,7 @@ impl Github {
     /// Sent once: after an answer that was lost the commit may exist and
     /// the branch may have moved, which only the branch tip can tell
     /// ([`GithubError::Ambiguous`]; a second send would be refused as
-    /// stale either way, telling nothing). The message's first line is the
-    /// headline and the rest, after the blank line, the body: GitHub joins
-    /// them back with a blank line.
+    /// stale either way, telling nothing).
     pub(crate) async fn commit_on_branch(
         &self,
         branch: &str,
@@ -401,6 +399,106 @@ impl Github {
         message: &str,
     ) -> Result<String, GithubError> {
         let what = format!("commit on branch {branch}");
+        let input = self.commit_input(branch, expected_head, changes, message);
+        let query = "mutation($input: CreateCommitOnBranchInput!) { createCommitOnBranch(input: $input) { commit { oid message tree { oid } } } }";
+        let answer = match self
+            .graphql_once(&what, query, json!({"input": input}))
+            .await?
+        {
+            Ok(answer) => answer,
+            Err(errors) => return Err(commit_refused(what, &errors)),
+        };
+        let commit = &answer["data"]["createCommitOnBranch"]["commit"];
+        self.made_commit(what, commit, expected_head, changes)
+    }
+
+    /// Branch `branch` created at `base` with one commit of `changes` on
+    /// it, in one request where [`Github::create_ref`] and
+    /// [`Github::commit_on_branch`] take two: a document of two mutations,
+    /// `createRef` then `createCommitOnBranch` with `base` as its expected
+    /// head, which GitHub runs in that order, each answered (or refused,
+    /// `null` with its error) on its own.
+    ///
+    /// The commit's answer decides: made, the branch is at it, whoever
+    /// created the ref (a branch an earlier try left at `base` takes the
+    /// commit just as it would alone); refused as stale, the branch was
+    /// elsewhere and nothing changed ([`GithubError::NotFastForward`]);
+    /// with the ref refused as existing and no word of the commit,
+    /// [`GithubError::AlreadyExists`]. A ref created and a commit refused
+    /// leave the branch at `base`, as a crash between the two requests
+    /// would: the caller's next read of the tip settles both. Sent once,
+    /// like the commit alone.
+    pub(crate) async fn branch_with_commit(
+        &self,
+        branch: &str,
+        base: &str,
+        changes: &[TreeChange],
+        message: &str,
+    ) -> Result<String, GithubError> {
+        let what = format!("create branch {branch} with a commit");
+        let repository = self.repository_id().await?;
+        let query = "mutation($branch: CreateRefInput!, $commit: CreateCommitOnBranchInput!) { createRef(input: $branch) { ref { name } } createCommitOnBranch(input: $commit) { commit { oid message tree { oid } } } }";
+        let variables = json!({
+            "branch": {
+                "repositoryId": repository,
+                "name": format!("refs/heads/{branch}"),
+                "oid": base,
+            },
+            "commit": self.commit_input(branch, base, changes, message),
+        });
+        let (answer, errors) = self.graphql_once_whole(&what, query, variables).await?;
+        let commit = &answer["data"]["createCommitOnBranch"]["commit"];
+        if commit.is_object() {
+            return self.made_commit(what, commit, base, changes);
+        }
+        let of = |field: &str| -> Vec<crate::graphql::GraphqlError> {
+            errors
+                .iter()
+                .filter(|e| e.field.as_deref() == Some(field))
+                .cloned()
+                .collect()
+        };
+        let (ref_refused, commit_refusal) = (of("createRef"), of("createCommitOnBranch"));
+        // A commit that found no branch because the ref was refused: the
+        // ref's refusal is the reason.
+        let branch_missing = !ref_refused.is_empty()
+            && commit_refusal
+                .iter()
+                .all(|e| e.kind.as_deref() == Some("NOT_FOUND"));
+        if !commit_refusal.is_empty() && !branch_missing {
+            return Err(commit_refused(what, &commit_refusal));
+        }
+        if commit_refusal.is_empty()
+            && ref_refused
+                .iter()
+                .any(|e| e.message.contains("already exists"))
+        {
+            let message = ref_refused
+                .first()
+                .map(|e| e.message.clone())
+                .unwrap_or_default();
+            return Err(GithubError::AlreadyExists { what, message });
+        }
+        if errors.is_empty() {
+            return Err(GithubError::Decode {
+                what,
+                detail: "neither a commit nor an error in the answer".into(),
+            });
+        }
+        Err(crate::graphql::rejected(&what, &errors))
+    }
+
+    /// `createCommitOnBranch`'s input: `changes` on `branch` over
+    /// `expected_head`. The message's first line is the headline and the
+    /// rest, after the blank line, the body: GitHub joins them back with a
+    /// blank line.
+    fn commit_input(
+        &self,
+        branch: &str,
+        expected_head: &str,
+        changes: &[TreeChange],
+        message: &str,
+    ) -> serde_json::Value {
         let (headline, rest) = message.split_once('\n').unwrap_or((message, ""));
         let body = rest.strip_prefix('\n').unwrap_or(rest);
         let mut additions = Vec::new();
@@ -413,21 +511,24 @@ impl Github {
                 None => deletions.push(json!({"path": c.path})),
             }
         }
-        let input = json!({
+        json!({
             "branch": {"repositoryNameWithOwner": self.repo(), "branchName": branch},
             "expectedHeadOid": expected_head,
             "message": {"headline": headline, "body": body},
             "fileChanges": {"additions": additions, "deletions": deletions},
-        });
-        let query = "mutation($input: CreateCommitOnBranchInput!) { createCommitOnBranch(input: $input) { commit { oid message tree { oid } } } }";
-        let answer = match self
-            .graphql_once(&what, query, json!({"input": input}))
-            .await?
-        {
-            Ok(answer) => answer,
-            Err(errors) => return Err(commit_refused(what, &errors)),
-        };
-        let commit = &answer["data"]["createCommitOnBranch"]["commit"];
+        })
+    }
+
+    /// The sha of the commit a `createCommitOnBranch` answer names
+    /// (`commit`: its `oid`, `message` and `tree { oid }`), made of
+    /// `changes` on `parent`.
+    fn made_commit(
+        &self,
+        what: String,
+        commit: &serde_json::Value,
+        parent: &str,
+        changes: &[TreeChange],
+    ) -> Result<String, GithubError> {
         let field = |name: &str| commit[name].as_str().filter(|s| is_full_sha(s));
         let Some(sha) = field("oid").map(str::to_owned) else {
             return Err(GithubError::Decode {
@@ -445,14 +546,14 @@ impl Github {
             // the next step's read of the tip asks nothing.
             let known = json!({
                 "sha": sha, "message": message,
-                "tree": {"sha": tree}, "parents": [{"sha": expected_head}],
+                "tree": {"sha": tree}, "parents": [{"sha": parent}],
             });
             self.t.remember_immutable(
                 &self.path(&format!("git/commits/{}", seg(&sha))),
                 bytes::Bytes::from(known.to_string()),
             );
             self.t.remember_tree(&sha, tree);
-            self.remember_own_commit(&sha, expected_head, changes);
+            self.remember_own_commit(&sha, parent, changes);
         }
         Ok(sha)
     }
