@@ -48,6 +48,19 @@ async fn sim() -> GithubSim {
         .await
 }
 
+/// GitHub applies the next `POST` to `path` (a fault pattern) and its
+/// answer is lost on the way back.
+async fn lose_the_answer_to_the_next_post(sim: &GithubSim, path: &str) {
+    sim.state()
+        .add_fault(Fault {
+            method: Some("POST".into()),
+            path: path.into(),
+            count: 1,
+            action: FaultAction::AfterWriteDrop,
+        })
+        .await;
+}
+
 fn config(sim: &GithubSim, token: &str) -> ForgeConfig {
     ForgeConfig {
         api_url: sim.url(),
@@ -266,14 +279,7 @@ async fn a_dropped_connection_after_commenting_does_not_post_twice() {
         .await;
     let pr = k.pull("klaud/auto-y", &head, "b").await;
     let proof = k.on_pull("klaud/auto-y", &head, pr.number).await;
-    sim.state()
-        .add_fault(Fault {
-            method: Some("POST".into()),
-            path: "/repos/*/issues/*/comments".into(),
-            count: 1,
-            action: FaultAction::AfterWriteDrop,
-        })
-        .await;
+    lose_the_answer_to_the_next_post(&sim, "/repos/*/issues/*/comments").await;
     let body = "<!-- klaud-report:1:c:baseline\n{}\n-->\nreport";
     let c = k
         .forge
@@ -1408,14 +1414,7 @@ async fn a_commit_on_the_branch_is_one_graphql_request_and_a_compare_and_swap() 
 
     // The answer is lost after GitHub made the commit: ambiguous, once.
     let proof = k.prove(Some((branch, &theirs)), None, None, None).await;
-    sim.state()
-        .add_fault(Fault {
-            method: Some("POST".into()),
-            path: "/graphql".into(),
-            count: 1,
-            action: FaultAction::AfterWriteDrop,
-        })
-        .await;
+    lose_the_answer_to_the_next_post(&sim, "/graphql").await;
     let before = sim.state().request_log().await.len();
     let lost = k
         .forge
@@ -1614,14 +1613,7 @@ async fn a_new_branch_and_its_commit_are_one_graphql_request() {
     assert_eq!(tip("klaud/auto-two").await, Some(two.to_string()));
 
     // The answer is lost after GitHub ran both: ambiguous, sent once.
-    sim.state()
-        .add_fault(Fault {
-            method: Some("POST".into()),
-            path: "/graphql".into(),
-            count: 1,
-            action: FaultAction::AfterWriteDrop,
-        })
-        .await;
+    lose_the_answer_to_the_next_post(&sim, "/graphql").await;
     let proof = k.prove(None, Some("klaud/auto-three"), None, None).await;
     let before = sim.state().request_log().await.len();
     let lost = k

@@ -67,15 +67,17 @@ struct Schema {
     unions: BTreeMap<String, Vec<String>>,
 }
 
-fn named(t: &schema::Type<'static, String>) -> String {
+/// The named type under a type's list and non-null wrappers (`schema` and
+/// `query` share one `Type`).
+fn named(t: &Type<'_, String>) -> String {
     match t {
-        schema::Type::NamedType(n) => n.clone(),
-        schema::Type::ListType(t) | schema::Type::NonNullType(t) => named(t),
+        Type::NamedType(n) => n.clone(),
+        Type::ListType(t) | Type::NonNullType(t) => named(t),
     }
 }
 
-fn required(t: &schema::Type<'static, String>, default: bool) -> bool {
-    matches!(t, schema::Type::NonNullType(_)) && !default
+fn required(t: &Type<'_, String>, default: bool) -> bool {
+    matches!(t, Type::NonNullType(_)) && !default
 }
 
 impl Schema {
@@ -220,7 +222,7 @@ impl Schema {
             };
             if let Literal::Variable(v) = value {
                 match variables.get(v) {
-                    Some(t) if named_query(t) == *of => {}
+                    Some(t) if named(t) == *of => {}
                     Some(t) => found.push(format!(
                         "{on}.{}({name}:) takes {of}, ${v} is declared {t}",
                         f.name
@@ -292,8 +294,7 @@ impl Schema {
                 if *req && v.is_null() {
                     found.push(format!("{at}: {name}.{key} is required"));
                 }
-                let t = query_type(t);
-                self.value_fits(&t, v, &format!("{at}.{key}"), found);
+                self.value_fits(t, v, &format!("{at}.{key}"), found);
             }
             return;
         }
@@ -318,22 +319,6 @@ impl Schema {
         if !fits {
             found.push(format!("{at} is not a {name}: {value}"));
         }
-    }
-}
-
-fn named_query(t: &Type<'_, String>) -> String {
-    match t {
-        Type::NamedType(n) => n.clone(),
-        Type::ListType(t) | Type::NonNullType(t) => named_query(t),
-    }
-}
-
-/// A schema type as a query type (the two crates' modules share one shape).
-fn query_type(t: &schema::Type<'static, String>) -> Type<'static, String> {
-    match t {
-        schema::Type::NamedType(n) => Type::NamedType(n.clone()),
-        schema::Type::ListType(t) => Type::ListType(Box::new(query_type(t))),
-        schema::Type::NonNullType(t) => Type::NonNullType(Box::new(query_type(t))),
     }
 }
 

@@ -212,7 +212,7 @@ pub struct Github {
     bot_login: String,
     /// The repository's GraphQL node id once read: it never changes, and
     /// a mutation that creates a ref names the repository by it.
-    repository_id: std::sync::Mutex<Option<String>>,
+    repository_id: std::sync::OnceLock<String>,
 }
 
 impl fmt::Debug for Github {
@@ -305,7 +305,7 @@ impl Github {
             owner: owner.to_string(),
             name: name.to_string(),
             bot_login: config.bot_login,
-            repository_id: std::sync::Mutex::new(None),
+            repository_id: std::sync::OnceLock::new(),
         })
     }
 
@@ -367,8 +367,8 @@ impl Github {
     /// process that took up an earlier one's answers is answered 304.
     pub fn repository_id<'f>(&'f self) -> BoxFuture<'f, Result<String, GithubError>> {
         Box::pin(async move {
-            if let Some(id) = self.repository_id.lock().ok().and_then(|id| id.clone()) {
-                return Ok(id);
+            if let Some(id) = self.repository_id.get() {
+                return Ok(id.clone());
             }
             #[derive(serde::Deserialize)]
             struct Repository {
@@ -391,10 +391,7 @@ impl Github {
                     detail: "node_id is not a GraphQL node id".into(),
                 });
             }
-            if let Ok(mut kept) = self.repository_id.lock() {
-                *kept = Some(read.node_id.clone());
-            }
-            Ok(read.node_id)
+            Ok(self.repository_id.get_or_init(|| read.node_id).clone())
         })
     }
 

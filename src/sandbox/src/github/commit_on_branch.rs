@@ -25,7 +25,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Value, json};
 
 use super::git::{CommitObj, MODE_FILE, Signature, is_sha};
-use super::graphql::{FieldAnswer, Refusal, field_error};
+use super::graphql::{FieldAnswer, Refusal, field_error, no_push};
 use super::http::ApiError;
 use super::state::{GithubState, Permission};
 
@@ -178,10 +178,7 @@ pub(super) async fn create(
         )));
     };
     if r.permission_of(login) < Permission::Write {
-        return Ok(Err(field_error(
-            &format!("{login} does not have permission to push to this repository."),
-            Some("FORBIDDEN"),
-        )));
+        return Ok(Err(no_push(login)));
     }
     let full = format!("refs/heads/{}", input.branch);
     let Some(head) = r.refs.get(&full).cloned() else {

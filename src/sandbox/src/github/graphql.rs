@@ -37,6 +37,15 @@ pub(super) fn field_error(message: &str, kind: Option<&str>) -> Value {
     e
 }
 
+/// GitHub's refusal of a mutation that writes to a repository `login`
+/// cannot push to.
+pub(super) fn no_push(login: &str) -> Value {
+    field_error(
+        &format!("{login} does not have permission to push to this repository."),
+        Some("FORBIDDEN"),
+    )
+}
+
 /// A request-level GraphQL error: HTTP 200, no `data`.
 pub(super) fn request_error(message: &str, kind: Option<&str>) -> Value {
     json!({"errors": [field_error(message, kind)]})

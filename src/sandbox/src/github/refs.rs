@@ -10,7 +10,7 @@ use chrono::Utc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::graphql::{FieldAnswer, Refusal, field_error};
+use super::graphql::{FieldAnswer, Refusal, field_error, no_push};
 use super::http::{ApiError, Caller, FullUri, paginate};
 use super::state::{GithubState, Model, Permission, Repo};
 
@@ -226,7 +226,7 @@ pub(super) async fn create_by_graphql(
     let Some((owner, repo)) = m
         .repos
         .values()
-        .find(|r| format!("R_{}", r.id) == input.repository)
+        .find(|r| r.node_id() == input.repository)
         .map(|r| (r.owner.clone(), r.name.clone()))
     else {
         return Ok(Err(field_error(
@@ -238,10 +238,7 @@ pub(super) async fn create_by_graphql(
         )));
     };
     if m.repo(&owner, &repo)?.permission_of(login) < Permission::Write {
-        return Ok(Err(field_error(
-            &format!("{login} does not have permission to push to this repository."),
-            Some("FORBIDDEN"),
-        )));
+        return Ok(Err(no_push(login)));
     }
     let refused = |message: String| Ok(Err(field_error(&message, Some("UNPROCESSABLE"))));
     match create_in(&mut m, &owner, &repo, &input.name, &input.oid, login)? {

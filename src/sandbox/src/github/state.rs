@@ -567,6 +567,12 @@ impl Repo {
     pub fn full_name(&self) -> String {
         format!("{}/{}", self.owner, self.name)
     }
+
+    /// Its GraphQL node id (`node_id` in its JSON; what `createRef` names
+    /// it by).
+    pub fn node_id(&self) -> String {
+        format!("R_{}", self.id)
+    }
 }
 
 /// A request as the request log records it (never the token).

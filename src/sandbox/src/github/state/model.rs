@@ -143,7 +143,7 @@ impl Model {
         let u = |suffix: &str| format!("{url}/{suffix}");
         let open_issues = r.pulls.values().filter(|p| p.open).count();
         let mut v = json!({
-            "id": r.id, "node_id": format!("R_{}", r.id), "name": r.name,
+            "id": r.id, "node_id": r.node_id(), "name": r.name,
             "full_name": r.full_name(), "private": false, "fork": false,
             "owner": self.login_json(&r.owner),
             "html_url": html, "description": null, "homepage": null, "language": null,
