@@ -24,7 +24,9 @@
 //! `KLAUD_BENCH_DELAY_MS=0,50` runs `heldout` once per delay, each
 //! registry and tags API request held that long by a loopback proxy
 //! (`registry::testkit::DelayProxy`), Renovate's too, as a registry across
-//! the internet answers.
+//! the internet answers, and prints next to each plan's wall time the
+//! least any client could take at that delay (`scenarios::wall_floor`,
+//! from the scenario floor and the protocol's chains of reads).
 //!
 //! `KLAUD_BENCH_RENOVATE=<renovate binary>` adds Renovate's wall time on
 //! the `heldout` scenario, at each delay (see `plan/renovate.rs`); `KLAUD_BENCH_PERF=<file>`

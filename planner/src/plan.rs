@@ -933,6 +933,11 @@ async fn examine(
         }
         None => None,
     };
+    // A tag pinned by digest and still listed is asked for only to say
+    // whether it moved, which changes nothing else the plan reads: that
+    // answer is awaited beside the track's own reads, not before them.
+    let moved_only =
+        work.image.digest().is_some() && tags.as_ref().is_some_and(|t| t.contains(&tag));
     let mut pruned = false;
     // A registry that lists no tags at all (`{"tags": null}` or `[]`) says
     // nothing about the current one: its own HEAD decides whether it is gone.
@@ -946,6 +951,7 @@ async fn examine(
                 ));
             }
         }
+        _ if moved_only => {}
         _ => match session
             .head_manifest(&work.host, &work.repository, &tag)
             .await
@@ -954,10 +960,9 @@ async fn examine(
                 if let Some(pinned) = work.image.digest()
                     && pinned != head.digest
                 {
-                    work.plan.reasons.push(format!(
-                        "tag {tag} moved: pinned {pinned}, the registry now serves {}; not bumped for that alone",
-                        head.digest
-                    ));
+                    work.plan
+                        .reasons
+                        .push(moved_reason(&tag, pinned, &head.digest));
                 }
             }
             Err(err) if err.is_not_found() => {
@@ -984,8 +989,62 @@ async fn examine(
         ));
         return Ok(());
     };
+    if !moved_only {
+        return examine_track(work, session, options, &track, &tags, &tag, pruned).await;
+    }
+    let image = work.image;
+    let (host, repository) = (work.host.clone(), work.repository.clone());
+    let before = work.plan.clone();
+    let (head, examined) = futures::join!(
+        session.head_manifest(&host, &repository, &tag),
+        examine_track(work, session, options, &track, &tags, &tag, false)
+    );
+    match head {
+        Ok(head) => {
+            if let Some(pinned) = image.digest()
+                && pinned != head.digest
+            {
+                work.plan
+                    .reasons
+                    .insert(0, moved_reason(&tag, pinned, &head.digest));
+            }
+            examined
+        }
+        // Listed, yet gone when asked: pruned after all, and planned so.
+        Err(err) if err.is_not_found() => {
+            work.plan = before;
+            work.plan.reasons.push(format!(
+                "current tag {tag} is gone from the registry (pruned)"
+            ));
+            examine_track(work, session, options, &track, &tags, &tag, true).await
+        }
+        Err(err) => {
+            work.plan = before;
+            Err(short(&err))
+        }
+    }
+}
+
+fn moved_reason(tag: &str, pinned: &str, served: &str) -> String {
+    format!(
+        "tag {tag} moved: pinned {pinned}, the registry now serves {served}; not bumped for that alone"
+    )
+}
+
+/// The rest of [`examine`] once the current tag's fate is known: the track
+/// ordered, a candidate chosen, and the family's status and reasons set.
+#[allow(clippy::too_many_arguments)]
+async fn examine_track(
+    work: &mut FamilyWork<'_>,
+    session: &RegistrySession,
+    options: &PlanOptions<'_>,
+    track: &Track,
+    tags: &[String],
+    tag: &str,
+    pruned: bool,
+) -> Result<(), String> {
     work.plan.track = Some(track.name().to_owned());
-    let Some(current_position) = track.matches(&tag) else {
+    let Some(current_position) = track.matches(tag) else {
         return Err(format!(
             "tag {tag} does not match its own track {}",
             track.name()
@@ -996,11 +1055,11 @@ async fn examine(
         work,
         session,
         options,
-        &track,
-        &tag,
+        track,
+        tag,
         &current_position,
         pruned,
-        &tags,
+        tags,
     )
     .await?;
     if let Some(note) = &ordered.deferred {
@@ -1013,16 +1072,16 @@ async fn examine(
     // A nightly family may move to a release that provably contains its commit.
     let mut release = None;
     if let Some(commit) = &current_position.commit {
-        release = release_candidate(work, session, options, commit, &tags).await?;
+        release = release_candidate(work, session, options, commit, tags).await?;
     }
     let chosen = match release {
         Some(candidate) => Some(candidate),
-        None => first_qualifying(work, session, options, &track, &ordered.newer, false).await?,
+        None => first_qualifying(work, session, options, track, &ordered.newer, false).await?,
     };
     if let Some(candidate) = &chosen {
         // A move to another ROCm or CUDA is a change of its own that the
         // maintainer must see, not only a newer build.
-        if let Some(sentence) = base_change_sentence(&tag, &candidate.tag) {
+        if let Some(sentence) = base_change_sentence(tag, &candidate.tag) {
             work.plan
                 .reasons
                 .push(format!("{}: {sentence}", candidate.tag));
@@ -1040,8 +1099,8 @@ async fn examine(
         }
     }
     if track.source() == TrackSource::Configured {
-        let reference = chosen.as_ref().map_or(tag.as_str(), |c| c.tag.as_str());
-        if let Some(note) = pinned_base_note(&track, reference, &tags) {
+        let reference = chosen.as_ref().map_or(tag, |c| c.tag.as_str());
+        if let Some(note) = pinned_base_note(track, reference, tags) {
             work.plan.reasons.push(note);
         }
     }

@@ -11,7 +11,7 @@ use klaud_planner::plan::{MemoryCreationTimes, PlanOptions, plan};
 use klaud_planner::registry::testkit::{
     DelayProxy, HubApi, LocalRegistry, PlatformSpec, Pusher, next_tag_on,
 };
-use klaud_planner::registry::{MemoryContentCache, RegistryClient, RegistryConfig};
+use klaud_planner::registry::{MemoryContentCache, RegistryClient, RegistryConfig, RequestCounts};
 use klaud_planner::repo::Repository;
 use klaud_planner::retired::Retirements;
 use klaud_planner::tracks::{Track, TrackOrdering, infer_track, track_for};
@@ -482,20 +482,25 @@ pub fn heldout() {
             let wall = started.elapsed();
             drop(profile);
             println!("\n-- {variant}");
-            let whole = scenario_floor(
-                &repository,
-                &retirements,
-                &seeded,
-                hub.is_some() && compared,
-                now,
-            );
-            print_against("cold plan", &report, 16, Some(&whole));
+            let push_times = hub.is_some() && compared;
+            let by_host = scenario_floor(&repository, &retirements, &seeded, push_times, now);
+            let whole = klaud_planner::floor::total(&by_host);
+            let limit = RegistryConfig::default().concurrency;
+            print_against("cold plan", &report, limit, Some(&whole));
             println!(
                 "  wall {:.2} s, peak memory {:.1} MiB, load average {}",
                 wall.as_secs_f64(),
                 peak_mib(),
                 load_average()
             );
+            let least = (delay > 0).then(|| wall_floor(&by_host, push_times, delay, limit));
+            if let Some((least, why)) = &least {
+                println!(
+                    "  wall floor at {delay} ms: {least} ms, {why}; Klaud took {:.0} ms ({:.2}× it)",
+                    wall.as_secs_f64() * 1000.0,
+                    wall.as_secs_f64() * 1000.0 / (*least).max(1) as f64
+                );
+            }
             if let ((Some(own0), Some(reg0)), Some(own1), Some(reg1)) = (
                 cpu_before,
                 cpu_seconds(None),
@@ -514,6 +519,12 @@ pub fn heldout() {
                     wall.as_secs_f64(),
                     run.wall.as_secs_f64(),
                 );
+                if let Some((least, _)) = least {
+                    println!(
+                        "  the wall floor is {:.3} of Renovate's wall time: no client within {limit} requests in flight per host does better",
+                        least as f64 / 1000.0 / run.wall.as_secs_f64()
+                    );
+                }
                 summary.push((delay, variant, wall, run.wall, ratio));
             }
             for note in &report.notes {
@@ -678,7 +689,7 @@ fn scenario_floor(
     seeded: &BTreeMap<String, BTreeMap<String, TagFacts>>,
     push_times: bool,
     now: DateTime<Utc>,
-) -> klaud_planner::registry::RequestCounts {
+) -> BTreeMap<String, RequestCounts> {
     let mut families = Vec::new();
     let mut repositories = BTreeMap::new();
     for family in repository.families() {
@@ -704,13 +715,53 @@ fn scenario_floor(
             architecture: family.platform.architecture().to_owned(),
         });
     }
-    klaud_planner::floor::total(&klaud_planner::floor::floor(&Scenario {
+    klaud_planner::floor::floor(&Scenario {
         now,
         min_age: chrono::Duration::hours(24),
         rules: Vec::new(),
         families,
         repositories,
-    }))
+    })
+}
+
+/// The least wall time in which any client can make the scenario's
+/// necessary requests (`by_host`, its floor) when each takes `delay_ms`
+/// and a host answers at most `limit` at once (Klaud's default and
+/// Renovate's): per host, the longer of its requests in rounds of `limit`
+/// and its longest chain of reads that each need the one before — the tag
+/// list; the index, then the platform's manifest (one read where Docker
+/// Hub's tags API names the platform's digest); then the config. CPU is
+/// left out: this is what the round trips alone cost. Returns it with the
+/// host that sets it and why.
+fn wall_floor(
+    by_host: &BTreeMap<String, RequestCounts>,
+    push_times: bool,
+    delay_ms: u64,
+    limit: usize,
+) -> (u64, String) {
+    let limit = limit.max(1) as u64;
+    by_host
+        .iter()
+        .map(|(host, needed)| {
+            let rounds = needed.total().div_ceil(limit);
+            let manifests = match needed.manifest_get {
+                0 => u64::from(needed.manifest_head > 0),
+                _ if push_times && host == "docker.io" => 1,
+                _ => 2,
+            };
+            let chain = 1 + manifests + u64::from(needed.blob_get > 0);
+            let why = if rounds >= chain {
+                format!(
+                    "{host}'s {} necessary requests at {limit} in flight take {rounds} round trips",
+                    needed.total()
+                )
+            } else {
+                format!("{host}'s longest chain of dependent reads is {chain} round trips")
+            };
+            (rounds.max(chain) * delay_ms, why)
+        })
+        .max_by_key(|(ms, _)| *ms)
+        .unwrap_or((0, "nothing to read".to_owned()))
 }
 
 /// The last cold `cargo build --release` of the `klaud` binary (the

@@ -35,6 +35,22 @@ pub(super) async fn first_qualifying(
     // (its index and its platform's manifest): one tag per family keeps a
     // proposal at two, and what the text says is too young costs none.
     let scarce = hub.is_none() && work.host == DOCKER_HUB;
+    // Where no pull is counted, the image of the next tag the walk would
+    // read is read beside the first one whose age only its image tells:
+    // should that one be too young, as the newest build often is, the next
+    // verdict costs no further round trips of index, manifest and config.
+    // Should it qualify, the extra reads (at most one image) are spent for
+    // nothing; on Docker Hub, whose manifest `GET`s are pulls, never.
+    if hub.is_none()
+        && work.host != DOCKER_HUB
+        && let Some([first, next]) = read_ahead_pair(track, newer, options.now, min_age)
+    {
+        let (host, repository) = (work.host.as_str(), work.repository.as_str());
+        futures::join!(
+            read_tag_image(session, host, repository, first, architecture),
+            read_tag_image(session, host, repository, next, architecture)
+        );
+    }
     let mut pulled = 0;
     for (examined, newer_tag) in newer.iter().enumerate() {
         let NewerTag { tag, time, clock } = newer_tag;
@@ -301,6 +317,53 @@ pub(super) async fn first_qualifying(
         }));
     }
     Ok(None)
+}
+
+/// The first two tags of `newer` whose image [`first_qualifying`] would
+/// read (without Docker Hub's tags API), when the first one's age only its
+/// image tells; `None` when a known time decides the first read, or fewer
+/// than two would be read. Follows the walk's own skips: a tag whose known
+/// time or text date is too young is passed over without a read.
+pub(super) fn read_ahead_pair<'t>(
+    track: &Track,
+    newer: &'t [NewerTag],
+    now: DateTime<Utc>,
+    min_age: chrono::Duration,
+) -> Option<[&'t str; 2]> {
+    let too_young = |at: DateTime<Utc>| now.signed_duration_since(at) < min_age;
+    let mut read = newer.iter().take(MAX_EXAMINED).filter(|n| match n.time {
+        Some(time) => !too_young(time),
+        None => text_date(track, &n.tag, now).is_none_or(|dated| !too_young(dated)),
+    });
+    let first = read.next()?;
+    if first.time.is_some() {
+        return None;
+    }
+    Some([first.tag.as_str(), read.next()?.tag.as_str()])
+}
+
+/// Reads what [`first_qualifying`] reads of a tag without Docker Hub's tags
+/// API (its index and the family's platform), into the session's memo;
+/// failures are kept there too, for the walk to meet and report.
+async fn read_tag_image(
+    session: &RegistrySession,
+    host: &str,
+    repository: &str,
+    tag: &str,
+    architecture: &str,
+) {
+    let Ok(head) = session.resolve_for_read(host, repository, tag).await else {
+        return;
+    };
+    let Ok(image) = session
+        .image_platforms(host, repository, &head.digest)
+        .await
+    else {
+        return;
+    };
+    if let Some(platform) = image.platform("linux", architecture) {
+        let _ = session.platform_image(host, repository, platform).await;
+    }
 }
 
 /// Tags whose image is read per family while Docker Hub's pulls are spent

@@ -21,7 +21,17 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 pub struct DelayProxy {
     addr: SocketAddr,
     requests: Arc<AtomicU64>,
+    log: Arc<std::sync::Mutex<Log>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// Each request's path, with the step at which it arrived and the step
+/// at which its answer was ready (one counter for both): what a client
+/// could have known when it asked.
+#[derive(Default)]
+struct Log {
+    step: u64,
+    requests: Vec<(String, u64, Option<u64>)>,
 }
 
 impl DelayProxy {
@@ -42,6 +52,8 @@ impl DelayProxy {
             .map_err(|e| TestkitError::Start(format!("delay proxy client: {e}")))?;
         let requests = Arc::new(AtomicU64::new(0));
         let counter = Arc::clone(&requests);
+        let log = Arc::new(std::sync::Mutex::new(Log::default()));
+        let recorder = Arc::clone(&log);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         std::thread::spawn(move || {
             let Ok(runtime) = tokio::runtime::Builder::new_multi_thread()
@@ -56,12 +68,31 @@ impl DelayProxy {
                     return;
                 };
                 let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
-                    let (client, upstream, counter) =
-                        (client.clone(), upstream.clone(), Arc::clone(&counter));
+                    let (client, upstream, counter, recorder) = (
+                        client.clone(),
+                        upstream.clone(),
+                        Arc::clone(&counter),
+                        Arc::clone(&recorder),
+                    );
                     async move {
                         counter.fetch_add(1, Ordering::Relaxed);
+                        let index = {
+                            let mut log = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                            log.step += 1;
+                            let step = log.step;
+                            log.requests
+                                .push((request.uri().path().to_owned(), step, None));
+                            log.requests.len() - 1
+                        };
                         tokio::time::sleep(delay).await;
-                        forward(&client, &upstream, request).await
+                        let response = forward(&client, &upstream, request).await;
+                        let mut log = recorder.lock().unwrap_or_else(|p| p.into_inner());
+                        log.step += 1;
+                        let step = log.step;
+                        if let Some(entry) = log.requests.get_mut(index) {
+                            entry.2 = Some(step);
+                        }
+                        response
                     }
                 });
                 let _ = axum::serve(listener, app)
@@ -74,6 +105,7 @@ impl DelayProxy {
         Ok(Self {
             addr,
             requests,
+            log,
             stop: Some(stop),
         })
     }
@@ -86,6 +118,43 @@ impl DelayProxy {
     /// Requests forwarded so far.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
+    }
+
+    /// The paths asked so far, in the order they arrived.
+    pub fn paths(&self) -> Vec<String> {
+        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.requests
+            .iter()
+            .map(|(path, _, _)| path.clone())
+            .collect()
+    }
+
+    /// Round trips the requests so far took one after another: the longest
+    /// chain of requests each asked after the one before it was answered.
+    /// A client that asks what it can at once takes as many as its longest
+    /// chain of reads that need each other; one that waits needlessly
+    /// takes more. Read from the order of events, not the clock: with a
+    /// delay well above the client's own pauses it does not depend on the
+    /// machine's speed.
+    pub fn rounds(&self) -> u64 {
+        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let mut by_arrival: Vec<&(String, u64, Option<u64>)> = log.requests.iter().collect();
+        by_arrival.sort_by_key(|(_, asked, _)| *asked);
+        let mut depth: Vec<(u64, u64)> = Vec::new(); // (answered, rounds up to it)
+        let mut longest = 0;
+        for (_, asked, answered) in by_arrival {
+            let before = depth
+                .iter()
+                .filter(|(done, _)| done < asked)
+                .map(|(_, rounds)| *rounds)
+                .max()
+                .unwrap_or(0);
+            longest = longest.max(before + 1);
+            if let Some(done) = answered {
+                depth.push((*done, before + 1));
+            }
+        }
+        longest
     }
 }
 
