@@ -110,8 +110,20 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
     let validated: Vec<_> = per.iter().filter(|c| c["outcome"] == "validated").collect();
     // Four: the playbook repairs the vLLM family's OOM (configs/demo-ci.toml).
     assert_eq!(validated.len(), 4, "{v:#}");
-    for c in &validated {
-        assert!(c["steps"].as_u64() > Some(0), "{c:#}");
+    for figures in &validated {
+        // Should a figure be out of range, what the story said of this
+        // candidate (its reuse line posted or withdrawn, the base merged
+        // in) tells why.
+        let name = figures["family"]
+            .as_str()
+            .and_then(|f| f.rsplit(':').next())
+            .unwrap_or_default();
+        let told: Vec<&str> = story
+            .lines()
+            .filter(|l| l.contains(&format!("{name} ")))
+            .collect();
+        let c = serde_json::json!({"figures": figures, "story": told});
+        assert!(figures["steps"].as_u64() > Some(0), "{c:#}");
         // The floor comes from what the lifecycle left on GitHub: two
         // commits, a smoke and a sweep with their results. One with a
         // failed run (a repair, or an infrastructure failure read from its
@@ -119,10 +131,11 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
         // is higher and its limit is counted above the floor: the failed
         // jobs' logs, the playbook and the repair's compare are read on top
         // of what the floor counts.
-        let floor = c["floor"].as_u64().expect("floor");
-        let charged = c["work"]["charged"].as_u64().expect("charged");
+        let floor = figures["floor"].as_u64().expect("floor");
+        let charged = figures["work"]["charged"].as_u64().expect("charged");
         assert!(charged >= floor, "{c:#}");
-        let plain = c["scenario"]["failed"] == 0 && c["scenario"]["commits"].as_u64() <= Some(2);
+        let plain = figures["scenario"]["failed"] == 0
+            && figures["scenario"]["commits"].as_u64() <= Some(2);
         if plain {
             assert!((20..=30).contains(&floor), "{c:#}");
             assert!(charged <= LIFECYCLE_LIMIT as u64, "{c:#}");
@@ -130,8 +143,8 @@ fn demo_ends_every_candidate_with_the_scripted_outcomes() {
             assert!(floor > 23, "{c:#}");
             assert!(charged <= floor + FAILED_RUN_ALLOWANCE as u64, "{c:#}");
         }
-        assert!(c["work"]["writes"].as_u64() > Some(0), "{c:#}");
-        assert!(c["work"]["charged"].as_u64() <= c["work"]["total"].as_u64());
+        assert!(figures["work"]["writes"].as_u64() > Some(0), "{c:#}");
+        assert!(figures["work"]["charged"].as_u64() <= figures["work"]["total"].as_u64());
     }
     let sum = |rows: &Vec<serde_json::Value>, key: &str| -> u64 {
         rows.iter()

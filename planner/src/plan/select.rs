@@ -324,7 +324,7 @@ pub(super) async fn first_qualifying(
 /// image tells; `None` when a known time decides the first read, or fewer
 /// than two would be read. Follows the walk's own skips: a tag whose known
 /// time or text date is too young is passed over without a read.
-pub(super) fn read_ahead_pair<'t>(
+fn read_ahead_pair<'t>(
     track: &Track,
     newer: &'t [NewerTag],
     now: DateTime<Utc>,

@@ -25,13 +25,13 @@ pub struct DelayProxy {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
-/// Each request's path, with the step at which it arrived and the step
-/// at which its answer was ready (one counter for both): what a client
-/// could have known when it asked.
+/// Per request, the step at which it arrived and the step at which its
+/// answer was ready (one counter for both): what a client could have known
+/// when it asked.
 #[derive(Default)]
 struct Log {
     step: u64,
-    requests: Vec<(String, u64, Option<u64>)>,
+    requests: Vec<(u64, Option<u64>)>,
 }
 
 impl DelayProxy {
@@ -80,8 +80,7 @@ impl DelayProxy {
                             let mut log = recorder.lock().unwrap_or_else(|p| p.into_inner());
                             log.step += 1;
                             let step = log.step;
-                            log.requests
-                                .push((request.uri().path().to_owned(), step, None));
+                            log.requests.push((step, None));
                             log.requests.len() - 1
                         };
                         tokio::time::sleep(delay).await;
@@ -90,7 +89,7 @@ impl DelayProxy {
                         log.step += 1;
                         let step = log.step;
                         if let Some(entry) = log.requests.get_mut(index) {
-                            entry.2 = Some(step);
+                            entry.1 = Some(step);
                         }
                         response
                     }
@@ -120,15 +119,6 @@ impl DelayProxy {
         self.requests.load(Ordering::Relaxed)
     }
 
-    /// The paths asked so far, in the order they arrived.
-    pub fn paths(&self) -> Vec<String> {
-        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-        log.requests
-            .iter()
-            .map(|(path, _, _)| path.clone())
-            .collect()
-    }
-
     /// Round trips the requests so far took one after another: the longest
     /// chain of requests each asked after the one before it was answered.
     /// A client that asks what it can at once takes as many as its longest
@@ -138,11 +128,11 @@ impl DelayProxy {
     /// machine's speed.
     pub fn rounds(&self) -> u64 {
         let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-        let mut by_arrival: Vec<&(String, u64, Option<u64>)> = log.requests.iter().collect();
-        by_arrival.sort_by_key(|(_, asked, _)| *asked);
-        let mut depth: Vec<(u64, u64)> = Vec::new(); // (answered, rounds up to it)
+        // (step answered, round trips up to and including it)
+        let mut depth: Vec<(u64, u64)> = Vec::new();
         let mut longest = 0;
-        for (_, asked, answered) in by_arrival {
+        // In the order they arrived: each was logged under the lock as it came.
+        for (asked, answered) in &log.requests {
             let before = depth
                 .iter()
                 .filter(|(done, _)| done < asked)
