@@ -946,9 +946,7 @@ async fn examine(
         Some(tags) if work.image.digest().is_none() && !tags.is_empty() => {
             if !tags.contains(&tag) {
                 pruned = true;
-                work.plan.reasons.push(format!(
-                    "current tag {tag} is gone from the registry (pruned)"
-                ));
+                work.plan.reasons.push(pruned_reason(&tag));
             }
         }
         _ if moved_only => {}
@@ -967,9 +965,7 @@ async fn examine(
             }
             Err(err) if err.is_not_found() => {
                 pruned = true;
-                work.plan.reasons.push(format!(
-                    "current tag {tag} is gone from the registry (pruned)"
-                ));
+                work.plan.reasons.push(pruned_reason(&tag));
             }
             Err(err) => return Err(short(&err)),
         },
@@ -1013,9 +1009,7 @@ async fn examine(
         // Listed, yet gone when asked: pruned after all, and planned so.
         Err(err) if err.is_not_found() => {
             work.plan = before;
-            work.plan.reasons.push(format!(
-                "current tag {tag} is gone from the registry (pruned)"
-            ));
+            work.plan.reasons.push(pruned_reason(&tag));
             examine_track(work, session, options, &track, &tags, &tag, true).await
         }
         Err(err) => {
@@ -1023,6 +1017,10 @@ async fn examine(
             Err(short(&err))
         }
     }
+}
+
+fn pruned_reason(tag: &str) -> String {
+    format!("current tag {tag} is gone from the registry (pruned)")
 }
 
 fn moved_reason(tag: &str, pinned: &str, served: &str) -> String {

@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use url::Url;
@@ -20,7 +19,6 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 /// and stops on drop.
 pub struct DelayProxy {
     addr: SocketAddr,
-    requests: Arc<AtomicU64>,
     log: Arc<std::sync::Mutex<Log>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
@@ -50,8 +48,6 @@ impl DelayProxy {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| TestkitError::Start(format!("delay proxy client: {e}")))?;
-        let requests = Arc::new(AtomicU64::new(0));
-        let counter = Arc::clone(&requests);
         let log = Arc::new(std::sync::Mutex::new(Log::default()));
         let recorder = Arc::clone(&log);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -68,14 +64,9 @@ impl DelayProxy {
                     return;
                 };
                 let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
-                    let (client, upstream, counter, recorder) = (
-                        client.clone(),
-                        upstream.clone(),
-                        Arc::clone(&counter),
-                        Arc::clone(&recorder),
-                    );
+                    let (client, upstream, recorder) =
+                        (client.clone(), upstream.clone(), Arc::clone(&recorder));
                     async move {
-                        counter.fetch_add(1, Ordering::Relaxed);
                         let index = {
                             let mut log = recorder.lock().unwrap_or_else(|p| p.into_inner());
                             log.step += 1;
@@ -103,7 +94,6 @@ impl DelayProxy {
         });
         Ok(Self {
             addr,
-            requests,
             log,
             stop: Some(stop),
         })
@@ -116,7 +106,8 @@ impl DelayProxy {
 
     /// Requests forwarded so far.
     pub fn requests(&self) -> u64 {
-        self.requests.load(Ordering::Relaxed)
+        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.requests.len() as u64
     }
 
     /// Round trips the requests so far took one after another: the longest
