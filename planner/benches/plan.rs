@@ -5,7 +5,9 @@
 //!
 //! `cargo bench -p klaud-planner --bench plan` (needs `docker-registry`, e.g.
 //! `apt-get install -y docker-registry`, and the shared fixtures beside the
-//! checkout). Set `KLAUD_BENCH_CONCURRENCY` to change the request bound.
+//! checkout). Set `KLAUD_BENCH_CONCURRENCY` to change the requests in flight
+//! per registry host (16 by default, Klaud's and Renovate's), for every
+//! scenario but `scale`, which runs at 16 and 64.
 //!
 //! Scenarios (all by default; name some to run only those, e.g.
 //! `cargo bench -p klaud-planner --bench plan -- heldout scale`):
@@ -47,6 +49,16 @@ mod renovate;
 #[path = "plan/scenarios.rs"]
 mod scenarios;
 
+/// The requests in flight per registry host: `KLAUD_BENCH_CONCURRENCY`, or
+/// the client's default.
+fn concurrency() -> usize {
+    std::env::var("KLAUD_BENCH_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| RegistryConfig::default().concurrency)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -83,10 +95,7 @@ fn fixtures() {
             std::process::exit(2);
         }
     };
-    let concurrency = std::env::var("KLAUD_BENCH_CONCURRENCY")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(16);
+    let concurrency = concurrency();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -456,7 +456,10 @@ pub fn heldout() {
                 false,
             ),
         ] {
-            let mut config = RegistryConfig::default();
+            let mut config = RegistryConfig {
+                concurrency: super::concurrency(),
+                ..RegistryConfig::default()
+            };
             for host in ["docker.io", "nvcr.io", "ghcr.io", "quay.io"] {
                 config.mirrors.insert(host.to_owned(), registry_url.clone());
             }
@@ -485,7 +488,7 @@ pub fn heldout() {
             let push_times = hub.is_some() && compared;
             let by_host = scenario_floor(&repository, &retirements, &seeded, push_times, now);
             let whole = klaud_planner::floor::total(&by_host);
-            let limit = RegistryConfig::default().concurrency;
+            let limit = client.config().concurrency;
             print_against("cold plan", &report, limit, Some(&whole));
             println!(
                 "  wall {:.2} s, peak memory {:.1} MiB, load average {}",
