@@ -495,14 +495,13 @@ async fn a_maintainers_klaud_try_starts_a_variant_that_races_the_candidate() {
     assert!(again.is_empty());
 }
 
-/// One wave (`run_wave`, as the daemon runs it) that may pick only the
-/// family [`KEY`], with `experiments` configured.
-async fn one_wave(
-    env: &Harness,
-    journal: &dyn Journal,
+/// The options of wave number `wave` that may pick only the family
+/// [`KEY`], with `experiments` configured.
+fn key_wave_options<'a>(
+    env: &'a Harness,
     wave: u64,
     experiments: Vec<klaud_lifecycle::experiment::ExperimentSpec>,
-) -> klaud_service::wave_adapters::WaveSummary {
+) -> klaud_service::wave_adapters::WaveOptions<'a> {
     let mut engine = crate::support::engine_config(7_000 + wave);
     engine.experiments = experiments;
     let mut options = env.wave_options(instance(1), engine);
@@ -514,7 +513,19 @@ async fn one_wave(
         .filter(|f| !f.family.ends_with(&format!(":{KEY}")))
         .map(|f| f.id.clone())
         .collect();
-    env.wave(journal, options).await
+    options
+}
+
+/// One wave (`run_wave`, as the daemon runs it) that may pick only the
+/// family [`KEY`], with `experiments` configured.
+async fn one_wave(
+    env: &Harness,
+    journal: &dyn Journal,
+    wave: u64,
+    experiments: Vec<klaud_lifecycle::experiment::ExperimentSpec>,
+) -> klaud_service::wave_adapters::WaveSummary {
+    env.wave(journal, key_wave_options(env, wave, experiments))
+        .await
 }
 
 type Summaries = std::collections::BTreeMap<String, klaud_service::wave_adapters::CandidateSummary>;
@@ -918,4 +929,120 @@ async fn a_kill_inside_any_write_of_a_race_then_a_restart_converges() {
         }
     }
     panic!("the interrupted race never finished");
+}
+
+/// The winner is validated while its siblings still run, and main takes
+/// another changelog entry before they stop. With no cooldown (the demo's,
+/// or `planner.cooldown = 0`) each wave plans the family again while its
+/// siblings are in flight, and the plan names the winner's candidate too:
+/// its finished record must stay the pass's only copy. The wave in which
+/// the siblings stop and free the claim merges the base into the winner
+/// once, and a second, stale copy must not take that merge for a person's
+/// push and withdraw the reuse line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_winner_kept_mergeable_in_the_wave_its_siblings_stop_keeps_its_reuse_line() {
+    use klaud_lifecycle::engine::branch_name;
+    let env = Harness::demo().script(WAVE_RACE).start().await;
+    let targets = variants(&env).await;
+    let winner = targets[1].candidate.as_str();
+    let spec = klaud_lifecycle::experiment::ExperimentSpec {
+        name: "race".into(),
+        families: vec![KEY.into()],
+        max_concurrent: 0,
+        variants: resolved(),
+    };
+    let journal = MemoryJournal::new();
+    let wave_without_cooldown = |wave: u64| {
+        let mut options = key_wave_options(&env, wave, vec![spec.clone()]);
+        options.lifecycle.cooldown = Duration::ZERO;
+        options
+    };
+    let validated = |rec: &Option<CandidateRecord>| {
+        rec.as_ref().is_some_and(|r| {
+            r.step == Step::Done && r.ending.as_ref().map(|e| e.outcome) == Some(Outcome::Validated)
+        })
+    };
+    let mut wave = 0;
+    while !validated(&journal.load(winner).await.expect("load")) {
+        assert!(wave < 200, "Variant B never validated");
+        env.wave(&journal, wave_without_cooldown(wave)).await;
+        wave += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let unfinished = [&targets[0], &targets[2]].map(|t| t.candidate.as_str());
+    for id in unfinished {
+        let rec = journal.load(id).await.expect("load").expect("sibling");
+        assert_ne!(
+            rec.step,
+            Step::Done,
+            "{id} ended before the test could move main"
+        );
+    }
+
+    // Another PR's changelog entry lands on main: B's tail entry conflicts.
+    let changelog = std::fs::read_to_string(
+        std::path::Path::new(crate::support::REPO_ROOT).join("configs/demo/perf-changelog.yaml"),
+    )
+    .expect("changelog");
+    let entry = "\n- config-keys:\n    - demo-fp4-b200-sglang\n  description:\n    - \"Another PR's entry.\"\n  pr-link: https://github.com/sandbox/benchmarks/pull/99\n";
+    env.stack
+        .state()
+        .push_commit(
+            crate::support::REPO,
+            "main",
+            klaud_sandbox::stack::MAINTAINER,
+            std::collections::BTreeMap::from([(
+                "perf-changelog.yaml".to_owned(),
+                Some(format!("{}{entry}", changelog.trim_end()).into_bytes()),
+            )]),
+            "Another PR's changelog entry",
+        )
+        .await
+        .expect("push to main");
+
+    // Waves until the siblings have stopped and freed the claim, and one
+    // more for the upkeep the free claim allows.
+    let mut freed = false;
+    for _ in 0..200 {
+        env.wave(&journal, wave_without_cooldown(wave)).await;
+        wave += 1;
+        if freed {
+            break;
+        }
+        freed = env.claims().await.is_empty();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(freed, "the siblings never stopped");
+    let rec = journal.load(winner).await.expect("load").expect("winner");
+    let number = env.pulls(&branch_name(winner)).await[0];
+    let pull = env.pull(number).await;
+    assert!(pull.state.is_open(), "{rec:#?}");
+    assert_eq!(
+        rec.head.as_deref(),
+        Some(pull.head_sha.as_str()),
+        "the record knows the head Klaud merged: {rec:#?}"
+    );
+    let upkeep = rec.upkeep.clone().unwrap_or_default();
+    assert_eq!(
+        upkeep.merged_bases.len(),
+        1,
+        "the base merged in once: {upkeep:?}"
+    );
+    assert!(upkeep.withdrawn.is_none(), "{upkeep:?}");
+    let run = rec.sweep.as_ref().expect("sweep").run_id;
+    let bodies = env.bodies(number).await;
+    assert_eq!(
+        bodies
+            .iter()
+            .filter(|b| b.trim() == format!("/reuse-sweep-run {run}"))
+            .count(),
+        1,
+        "the reuse line stands: {bodies:#?}"
+    );
+    assert!(
+        !bodies
+            .iter()
+            .any(|b| b.contains("klaud-reuse-withdrawn") || b.contains("klaud-sweep-uncovered")),
+        "nothing withdrawn: {bodies:#?}"
+    );
 }

@@ -209,6 +209,17 @@ pub struct Pass<'p> {
 }
 
 impl Pass<'_> {
+    /// `rec` is worked on in a slot this wave, and leaves `done` if it was
+    /// there: a finished candidate the plan names again (an experiment's
+    /// winner while its siblings are in flight and no cooldown holds the
+    /// family) must have one copy in the pass, or the save of one copy
+    /// undoes the other's and the upkeep takes its own base merge for a
+    /// person's push.
+    fn open_slot(&mut self, rec: CandidateRecord) {
+        self.done.retain(|r| r.candidate != rec.candidate);
+        self.slots.push(Slot::new(rec));
+    }
+
     /// `target`'s record could not be opened: it is skipped this wave.
     fn open_failed(&mut self, target: &Target, e: &crate::engine::EngineError) {
         self.skipped
@@ -636,11 +647,14 @@ impl<'a> Wave<'a> {
             .into_iter()
             .map(|(id, why)| (id.to_string(), why))
             .collect();
-        pass.slots = recovered.into_iter().chain(lost).map(Slot::new).collect();
+        pass.slots.clear();
+        for rec in recovered.into_iter().chain(lost) {
+            pass.open_slot(rec);
+        }
         let targets = std::mem::take(&mut pass.targets);
         for t in &targets {
             match engine.open_record(t).await {
-                Ok(rec) => pass.slots.push(Slot::new(rec)),
+                Ok(rec) => pass.open_slot(rec),
                 Err(e) => pass.open_failed(t, &e),
             }
         }
@@ -721,7 +735,7 @@ impl<'a> Wave<'a> {
                 match engine.open_record(t).await {
                     Ok(rec) => {
                         pass.new_picks.insert(rec.candidate.to_string());
-                        pass.slots.push(Slot::new(rec));
+                        pass.open_slot(rec);
                     }
                     Err(e) => pass.open_failed(t, &e),
                 }
@@ -779,7 +793,7 @@ impl<'a> Wave<'a> {
             pass.done.retain(|r| r.candidate != t.candidate);
             pass.seen.insert(t.candidate.as_str().to_owned());
             match engine.open_record(t).await {
-                Ok(rec) => pass.slots.push(Slot::new(rec)),
+                Ok(rec) => pass.open_slot(rec),
                 Err(e) => pass.open_failed(t, &e),
             }
         }
@@ -788,7 +802,7 @@ impl<'a> Wave<'a> {
                 continue;
             }
             match engine.open_record(t).await {
-                Ok(rec) => pass.slots.push(Slot::new(rec)),
+                Ok(rec) => pass.open_slot(rec),
                 Err(e) => pass.open_failed(t, &e),
             }
         }
