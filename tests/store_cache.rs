@@ -6,7 +6,8 @@
 //! `/klaud status`, posts Klaud's deleted reuse line again, and a second
 //! pass writes nothing. Once a lost record shows the store was lost, the
 //! recently active finished PRs are rebuilt too: a command on a closed one
-//! is answered.
+//! is answered. A person's commit that copies Klaud's trailer is not taken
+//! for Klaud's own base merge.
 
 use std::time::{Duration, Instant};
 
@@ -186,4 +187,46 @@ async fn validated_prs_are_kept_and_answered_after_the_store_is_lost() {
     }
     assert_eq!(env.dispatches().await, dispatches);
     assert!(env.claims().await.is_empty(), "every claim released");
+}
+
+/// With the store lost, a head whose message carries Klaud's trailer is
+/// taken for Klaud's own only when it is Klaud's base merge on top of the
+/// validated commit. A person's commit that copies the trailer (a
+/// cherry-pick, an amended message) is a person's push: the rebuilt record
+/// keeps the validated head, and the upkeep withdraws the reuse line.
+#[tokio::test]
+async fn a_persons_commit_copying_klauds_trailer_is_not_taken_for_klauds_after_the_store_is_lost() {
+    let env = Harness::demo().script(VALIDATED_SCRIPT).start().await;
+    let journal = MemoryJournal::new();
+    let rec = env.validated(&journal, "demo-fp4-b200-sglang").await;
+    let number = rec.pull.expect("pull").get();
+    let run = rec.sweep.as_ref().expect("sweep").run_id;
+    let line = format!("/reuse-sweep-run {run}");
+    assert_eq!(env.bot_lines(number, &line).await.len(), 1);
+    let message = format!("Tune the recipe\n\nKlaud-Candidate: {}\n", rec.candidate);
+    let pushed = crate::support::maintainers_push(
+        &env,
+        &rec,
+        "NOTES.md",
+        b"a person's change\n".to_vec(),
+        &message,
+    )
+    .await;
+
+    let empty = MemoryJournal::new();
+    upkeep_wave(&env, &empty).await;
+    let rebuilt = record(&empty, &rec).await;
+    assert_eq!(rebuilt.head, rec.head, "the validated head: {rebuilt:#?}");
+    let withdrawn = rebuilt
+        .upkeep
+        .as_ref()
+        .and_then(|u| u.withdrawn.clone())
+        .unwrap_or_else(|| panic!("not withdrawn: {rebuilt:#?}"));
+    assert_eq!(withdrawn.head.as_str(), pushed);
+    assert!(env.bot_lines(number, &line).await.is_empty());
+    let bodies = env.bodies(number).await;
+    assert!(
+        bodies.iter().any(|b| b.contains("klaud-sweep-uncovered")),
+        "{bodies:#?}"
+    );
 }

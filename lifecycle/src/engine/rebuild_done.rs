@@ -12,10 +12,10 @@ use crate::BoxFuture;
 use crate::engine::config::TRAILER;
 use crate::engine::context::Engine;
 use crate::engine::error::EngineError;
-use crate::engine::forge::{Forge as _, Pull};
+use crate::engine::forge::{CompareStatus, Forge as _, Pull};
 use crate::engine::journal::{CandidateRecord, Step};
 use crate::engine::target::branch_name;
-use klaud_claims::CandidateId;
+use klaud_claims::{CandidateId, CommitSha};
 use klaud_planner::image::ImageRef;
 
 impl Engine<'_> {
@@ -84,10 +84,14 @@ impl Engine<'_> {
         // validated commit carry its trailer: the tip is then Klaud's
         // head, not a person's push that withdraws the reuse line.
         let trailer = format!("{TRAILER}{}", rec.candidate);
-        if rec.head.as_ref() != Some(&pull.head_sha)
+        if let Some(validated) = rec.head.clone()
+            && validated != pull.head_sha
             && let Some(tip) = self.branch_tip(&rec.branch).await?
             && tip.sha == pull.head_sha
             && tip.message.lines().any(|l| l.trim() == trailer)
+            && self
+                .only_own_merges_between(&validated, &tip.sha, &trailer)
+                .await?
         {
             rec.head = Some(tip.sha);
         }
@@ -100,6 +104,47 @@ impl Engine<'_> {
             rec.base_sha = cmp.merge_base.unwrap_or(head);
         }
         Ok(())
+    }
+
+    /// Whether each commit on the first-parent path from `tip` back to
+    /// the `validated` commit is one of Klaud's own base merges (two
+    /// parents, the bot's, with this candidate's `trailer`). A trailer
+    /// alone is not enough: a person's rebase or cherry-pick keeps it, and
+    /// adopting such a head would keep the reuse line on commits the sweep
+    /// never ran. Anything else leaves the validated head, and the upkeep
+    /// withdraws the line.
+    async fn only_own_merges_between(
+        &self,
+        validated: &CommitSha,
+        tip: &CommitSha,
+        trailer: &str,
+    ) -> Result<bool, EngineError> {
+        let cmp = self
+            .forge
+            .compare_commits(validated.as_str(), tip.as_str())
+            .await?;
+        // A cut list cannot show the whole path.
+        if cmp.status != CompareStatus::Ahead || cmp.total_commits > cmp.commits.len() as u64 {
+            return Ok(false);
+        }
+        let mut at = tip;
+        // Each step leaves a commit of the list: at most that many.
+        for _ in 0..=cmp.commits.len() {
+            if at == validated {
+                return Ok(true);
+            }
+            let Some(commit) = cmp.commits.iter().find(|c| &c.sha == at) else {
+                return Ok(false);
+            };
+            let own = commit.parents.len() == 2
+                && self.by_bot(commit.author.as_deref())
+                && commit.message.lines().any(|l| l.trim() == trailer);
+            if !own {
+                return Ok(false);
+            }
+            at = &commit.parents[0];
+        }
+        Ok(false)
     }
 
     /// The image `family`'s entry runs at `git_ref` (the PR's head, whose
