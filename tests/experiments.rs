@@ -557,15 +557,19 @@ async fn waves_until_free(
     panic!("the experiment did not end within 200 waves: {last:#?}");
 }
 
-/// [`waves_until_free`] from the start with the race `A`, `B`, `C`
-/// configured on [`KEY`].
-async fn waves(env: &Harness, keep_journal: bool) -> Summaries {
-    let spec = klaud_lifecycle::experiment::ExperimentSpec {
+/// The race `A`, `B`, `C` configured on [`KEY`].
+fn race_spec() -> klaud_lifecycle::experiment::ExperimentSpec {
+    klaud_lifecycle::experiment::ExperimentSpec {
         name: "race".into(),
         families: vec![KEY.into()],
         max_concurrent: 0,
         variants: resolved(),
-    };
+    }
+}
+
+/// [`waves_until_free`] from the start with [`race_spec`].
+async fn waves(env: &Harness, keep_journal: bool) -> Summaries {
+    let spec = race_spec();
     let mut last = Summaries::new();
     let keep = MemoryJournal::new();
     waves_until_free(env, 0, &keep, keep_journal, &[spec], &mut last).await;
@@ -945,12 +949,7 @@ async fn a_winner_kept_mergeable_in_the_wave_its_siblings_stop_keeps_its_reuse_l
     let env = Harness::demo().script(WAVE_RACE).start().await;
     let targets = variants(&env).await;
     let winner = targets[1].candidate.as_str();
-    let spec = klaud_lifecycle::experiment::ExperimentSpec {
-        name: "race".into(),
-        families: vec![KEY.into()],
-        max_concurrent: 0,
-        variants: resolved(),
-    };
+    let spec = race_spec();
     let journal = MemoryJournal::new();
     let wave_without_cooldown = |wave: u64| {
         let mut options = key_wave_options(&env, wave, vec![spec.clone()]);
