@@ -769,15 +769,14 @@ impl<'a> Wave<'a> {
             }
         }
         let active = self.finished_pulls_to_read(pass).await;
-        for rec in pass.done.iter().filter(|r| {
+        let (now, cooldown) = (pass.now, pass.cooldown);
+        // The pass's own copy (a finished candidate with a slot is not in
+        // `done`): what a command changes is what the upkeep saves later.
+        for rec in pass.done.iter_mut().filter(|r| {
             r.pull
-                .is_some_and(|n| pass.now - r.updated_at < pass.cooldown || active.contains(&n))
+                .is_some_and(|n| now - r.updated_at < cooldown || active.contains(&n))
         }) {
-            if pass.slots.iter().any(|s| s.rec.candidate == rec.candidate) {
-                continue;
-            }
-            let mut rec = rec.clone();
-            match handle_commands(self.ports.forge, engine, &mut rec, self.ports.retries).await {
+            match handle_commands(self.ports.forge, engine, rec, self.ports.retries).await {
                 Ok(a) => {
                     // A finished candidate started again (its sweep after a
                     // person's push): its journal record moved on.

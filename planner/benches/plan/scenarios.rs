@@ -733,9 +733,10 @@ fn scenario_floor(
 /// Renovate's): per host, the longer of its requests in rounds of `limit`
 /// and its longest chain of reads that each need the one before — the tag
 /// list; the index, then the platform's manifest (one read where Docker
-/// Hub's tags API names the platform's digest); then the config. CPU is
-/// left out: this is what the round trips alone cost. Returns it with the
-/// host that sets it and why.
+/// Hub's tags API names the platform's digest); then the config. The tags
+/// API is a host of its own (`hub.docker.com`), so its pages do not count
+/// among Docker Hub's registry requests. CPU is left out: this is what the
+/// round trips alone cost. Returns it with the host that sets it and why.
 fn wall_floor(
     by_host: &BTreeMap<String, RequestCounts>,
     push_times: bool,
@@ -746,7 +747,9 @@ fn wall_floor(
     by_host
         .iter()
         .map(|(host, needed)| {
-            let rounds = needed.total().div_ceil(limit);
+            let rounds = (needed.total() - needed.hub_api)
+                .div_ceil(limit)
+                .max(needed.hub_api.div_ceil(limit));
             let manifests = match needed.manifest_get {
                 0 => u64::from(needed.manifest_head > 0),
                 _ if push_times && host == "docker.io" => 1,
@@ -755,8 +758,8 @@ fn wall_floor(
             let chain = 1 + manifests + u64::from(needed.blob_get > 0);
             let why = if rounds >= chain {
                 format!(
-                    "{host}'s {} necessary requests at {limit} in flight take {rounds} round trips",
-                    needed.total()
+                    "{host}'s {} necessary registry requests at {limit} in flight take {rounds} round trips",
+                    needed.total() - needed.hub_api
                 )
             } else {
                 format!("{host}'s longest chain of dependent reads is {chain} round trips")
