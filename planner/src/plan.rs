@@ -22,6 +22,7 @@ use crate::identity::candidate_id;
 use crate::image::ImageRef;
 use crate::registry::{PlatformImage, RegistryError, RegistrySession, RequestCounts};
 use crate::repo::{Family, Repository};
+use crate::retired::{Archived, Retirements};
 use crate::tracks::{
     Track, TrackOrdering, TrackRule, TrackSource, base_change_sentence, commit_matches, track_for,
 };
@@ -474,38 +475,46 @@ pub fn plan<'f>(
         let before_by_host = session.client().counts_by_host();
         let all = repository.families();
         let total = all.len();
-        let retirements = crate::retired::Retirements::read(repository);
-        let retirements = &retirements;
-        let mut order: Vec<usize> = (0..total).collect();
-        order.sort_by_cached_key(|&i| {
-            let image = all[i].image();
-            (image.registry().to_owned(), image.repository())
-        });
-        let done = std::sync::atomic::AtomicUsize::new(0);
-        let done = &done;
-        let mut planned: Vec<Option<FamilyPlan>> = (0..total).map(|_| None).collect();
-        let mut results = futures::stream::iter(order)
-            .map(|i| async move {
-                let result = if let Some(reason) = retirements.reason(&all[i]) {
-                    let line = format!("retired: {reason}");
-                    held_plan(&all[i], BlockKind::Retired, reason, line)
-                } else if let Some(rule) = options.ignore.family(&all[i]) {
-                    let line = rule.describe();
-                    held_plan(&all[i], BlockKind::Ignored, line.clone(), line)
-                } else {
-                    plan_family(&all[i], session, options, false).await
-                };
-                let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                if let Some(progress) = options.progress {
-                    progress(finished, total);
-                }
-                (i, result)
-            })
-            .buffer_unordered(FAMILIES_IN_FLIGHT);
-        while let Some((i, result)) = results.next().await {
-            planned[i] = Some(result);
-        }
-        drop(results);
+        let base = Retirements::base(repository);
+        let models = Retirements::models_md(&base);
+        let archived = Retirements::archive_key_lines(&base);
+        let first = first_read_repositories(all, &models, &archived, options);
+        let planning = async {
+            let retirements = &models.with_archive(read_archive(base).await);
+            let mut order: Vec<usize> = (0..total).collect();
+            order.sort_by_cached_key(|&i| {
+                let image = all[i].image();
+                (image.registry().to_owned(), image.repository())
+            });
+            let done = std::sync::atomic::AtomicUsize::new(0);
+            let done = &done;
+            let mut planned: Vec<Option<FamilyPlan>> = (0..total).map(|_| None).collect();
+            let mut results = futures::stream::iter(order)
+                .map(|i| async move {
+                    let result = if let Some(reason) = retirements.reason(&all[i]) {
+                        let line = format!("retired: {reason}");
+                        held_plan(&all[i], BlockKind::Retired, reason, line)
+                    } else if let Some(rule) = options.ignore.family(&all[i]) {
+                        let line = rule.describe();
+                        held_plan(&all[i], BlockKind::Ignored, line.clone(), line)
+                    } else {
+                        plan_family(&all[i], session, options, false).await
+                    };
+                    let finished = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    if let Some(progress) = options.progress {
+                        progress(finished, total);
+                    }
+                    (i, result)
+                })
+                .buffer_unordered(FAMILIES_IN_FLIGHT);
+            while let Some((i, result)) = results.next().await {
+                planned[i] = Some(result);
+            }
+            planned
+        };
+        // The archive of retired keys is parsed while the reads every plan
+        // starts with are in flight, not before them.
+        let ((), mut planned) = futures::join!(first_reads(first, session), planning);
         let pulls_before = before_by_host.get(DOCKER_HUB).map_or(0, |c| c.manifest_get);
         read_parked(all, &mut planned, session, options, pulls_before).await;
         let mut families: Vec<FamilyPlan> = planned.into_iter().flatten().collect();
@@ -857,6 +866,80 @@ fn held_plan(family: &Family, kind: BlockKind, reason: String, line: String) -> 
     }
 }
 
+/// The keys archived under `configs/deprecated/` (see
+/// [`Retirements::archive`]), parsed on a blocking thread: on InferenceX
+/// about half a megabyte of YAML, 20-35 ms of CPU that would otherwise
+/// hold back every request of the plan.
+async fn read_archive(base: std::path::PathBuf) -> Archived {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let on_thread = base.clone();
+        if let Ok(archive) = runtime
+            .spawn_blocking(move || Retirements::archive(&on_thread))
+            .await
+        {
+            return archive;
+        }
+    }
+    // No runtime with a blocking pool, or its task died: read it here.
+    Retirements::archive(&base)
+}
+
+/// The image repositories whose first reads (tag list, Docker Hub's push
+/// times) are asked while the archive is parsed: those of families on a
+/// track that MODELS.md does not retire, no ignore rule holds, and whose
+/// key opens no line of the archive (`archived`, a superset of the keys
+/// it can retire, but for keys written in a form InferenceX never uses).
+fn first_read_repositories(
+    all: &[Family],
+    models: &Retirements,
+    archived: &BTreeSet<String>,
+    options: &PlanOptions<'_>,
+) -> BTreeSet<(String, String)> {
+    all.iter()
+        .filter(|f| !archived.contains(&f.key))
+        .filter(|f| models.reason(f).is_none() && options.ignore.family(f).is_none())
+        .filter_map(|f| {
+            let image = f.image();
+            let tag = image.tag()?;
+            track_for(&image.normalized_repository(), tag, &options.rules)
+                .ok()
+                .flatten()?;
+            Some((image.registry().to_owned(), image.repository()))
+        })
+        .collect()
+}
+
+/// Asks what [`examine`] asks first for each of `repositories`; the
+/// session keeps the answers (failures included) for it.
+async fn first_reads(repositories: BTreeSet<(String, String)>, session: &RegistrySession) {
+    use futures::StreamExt as _;
+    futures::stream::iter(repositories)
+        .for_each_concurrent(None, |(host, repository)| async move {
+            let _ = list_with_push_times(session, &host, &repository).await;
+        })
+        .await;
+}
+
+/// The repository's tag list, with Docker Hub's push times asked beside
+/// it rather than after it where its tags API may answer: a family on
+/// Docker Hub needs them whenever anything is newer, and a registry
+/// across the internet makes every request that waits on another cost a
+/// round trip. The push times' answer is kept in the session; a failure
+/// is handled where they are used.
+async fn list_with_push_times(
+    session: &RegistrySession,
+    host: &str,
+    repository: &str,
+) -> Result<std::sync::Arc<Vec<String>>, RegistryError> {
+    let hub = async {
+        if session.client().config().hub_api_for(host).is_some() {
+            let _ = session.hub_push_times(host, repository).await;
+        }
+    };
+    let (listed, ()) = futures::join!(session.list_tags(host, repository), hub);
+    listed
+}
+
 async fn plan_family(
     family: &Family,
     session: &RegistrySession,
@@ -915,22 +998,12 @@ async fn examine(
     // The current tag. On a track its repository is listed anyway, and the
     // listing says whether the tag still exists: a HEAD is needed only to
     // see whether a pinned tag moved, or when nothing is listed.
-    // Where Docker Hub's tags API may answer, it is asked beside the tag
-    // list rather than after it: a family on Docker Hub needs its push
-    // times whenever anything is newer, and a registry across the internet
-    // makes every request that waits on another cost a round trip.
     let tags = match &track {
-        Some(_) => {
-            let hub = async {
-                if session.client().config().hub_api_for(&work.host).is_some() {
-                    // Its answer is kept in the session; a failure is
-                    // handled where the push times are used.
-                    let _ = session.hub_push_times(&work.host, &work.repository).await;
-                }
-            };
-            let (listed, ()) = futures::join!(session.list_tags(&work.host, &work.repository), hub);
-            Some(listed.map_err(|e| short(&e))?)
-        }
+        Some(_) => Some(
+            list_with_push_times(session, &work.host, &work.repository)
+                .await
+                .map_err(|e| short(&e))?,
+        ),
         None => None,
     };
     // A tag pinned by digest and still listed is asked for only to say

@@ -19,6 +19,7 @@
 //! the archived entry covers every scenario the active one runs.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -48,8 +49,12 @@ pub struct Retirements {
     pub scenarios: BTreeMap<(u64, u64), RetiredReason>,
     /// Config key archived under `configs/deprecated/` → the archive file
     /// and the scenarios the archived entry ran.
-    pub archived: BTreeMap<String, (String, Scenarios)>,
+    pub archived: Archived,
 }
+
+/// Config key archived under `configs/deprecated/` → the archive file and
+/// the scenarios the archived entry ran.
+pub type Archived = BTreeMap<String, (String, Scenarios)>;
 
 /// The scenarios of a master entry: fixed-sequence `(isl, osl)` pairs, and
 /// the other scenario kinds it runs (`agentic-coding`, …) by name.
@@ -130,32 +135,99 @@ pub fn parse_models_md(text: &str) -> Retirements {
     out
 }
 
+/// The YAML files under `base`'s `configs/deprecated/`, by name
+/// (`configs/deprecated/<file>`) and path, in name order.
+fn archive_paths(base: &Path) -> Vec<(String, std::path::PathBuf)> {
+    let mut paths: Vec<_> = std::fs::read_dir(base.join("configs/deprecated"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let name = format!(
+                "configs/deprecated/{}",
+                path.file_name().unwrap_or_default().to_string_lossy()
+            );
+            (name, path)
+        })
+        .collect()
+}
+
+/// One archive file's text; one past the YAML parser's size limit is
+/// refused without being read whole.
+fn read_archive_file(path: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let limit = crate::limits::MAX_DOCUMENT_BYTES;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(limit as u64 + 1).read_to_string(&mut text))
+        .map_err(|e| e.to_string())?;
+    if text.len() > limit {
+        return Err(format!(
+            "larger than {} MiB; split it",
+            limit / (1024 * 1024)
+        ));
+    }
+    Ok(text)
+}
+
+/// The keys that open a line of `text` (see
+/// [`Retirements::archive_key_lines`]).
+fn key_lines(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.lines()
+        .filter(|line| !line.starts_with([' ', '\t', '#', '-', '%', '?', '{', '[']))
+        .filter_map(|line| {
+            let (key, _) = line.split_once(':')?;
+            let key = key.trim_end();
+            let unquoted = key
+                .strip_prefix('"')
+                .and_then(|k| k.strip_suffix('"'))
+                .or_else(|| key.strip_prefix('\'').and_then(|k| k.strip_suffix('\'')))
+                .unwrap_or(key);
+            Some(unquoted.to_owned())
+        })
+}
+
 impl Retirements {
     /// Reads `MODELS.md` and `configs/deprecated/*.yaml` of the checkout.
     /// Missing files retire nothing; an unreadable archive file is skipped
     /// with a warning (it cannot make a family bumpable that is retired by
     /// another rule).
     pub fn read(repository: &Repository) -> Self {
-        let base = repository.root().join(repository.prefix());
-        let mut out = std::fs::read_to_string(base.join("MODELS.md"))
+        let base = Self::base(repository);
+        Self::models_md(&base).with_archive(Self::archive(&base))
+    }
+
+    /// The checkout folder both sources are read from.
+    pub fn base(repository: &Repository) -> std::path::PathBuf {
+        repository.root().join(repository.prefix())
+    }
+
+    /// What `MODELS.md` under `base` retires (a small file: cheap to read).
+    pub fn models_md(base: &Path) -> Self {
+        std::fs::read_to_string(base.join("MODELS.md"))
             .map(|t| parse_models_md(&t))
-            .unwrap_or_default();
-        let dir = base.join("configs/deprecated");
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-            .collect();
-        files.sort();
-        for path in files {
-            let name = format!(
-                "configs/deprecated/{}",
-                path.file_name().unwrap_or_default().to_string_lossy()
-            );
-            let parsed = std::fs::read_to_string(&path)
-                .map_err(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
+    /// `self` with the keys archived under `configs/deprecated/` too.
+    pub fn with_archive(mut self, archived: Archived) -> Self {
+        self.archived = archived;
+        self
+    }
+
+    /// The keys archived under `base`'s `configs/deprecated/`, with their
+    /// file and scenarios. On InferenceX this is about half a megabyte of
+    /// YAML, most of what a plan parses after the masters.
+    pub fn archive(base: &Path) -> Archived {
+        let mut out = Archived::new();
+        for (name, path) in archive_paths(base) {
+            let parsed = read_archive_file(&path)
                 .and_then(|t| crate::yaml::parse(&t).map_err(|e| e.to_string()));
             match parsed {
                 Ok(Some(doc)) => {
@@ -169,7 +241,6 @@ impl Retirements {
                                     .flatten(),
                             );
                             let (_, known) = out
-                                .archived
                                 .entry(key.to_owned())
                                 .or_insert_with(|| (name.clone(), Scenarios::default()));
                             known.fixed.extend(scenarios.fixed);
@@ -182,6 +253,22 @@ impl Retirements {
             }
         }
         out
+    }
+
+    /// The keys that open a line of the archive's files (`key:` at the
+    /// start of a line, plain or quoted), found without parsing them: a
+    /// small fraction of the parse's time. Every top-level key InferenceX
+    /// writes has that form; one written otherwise (in a flow mapping, as
+    /// a complex key) is missed, which costs a plan at most the tag list
+    /// of a family it then retires (see `plan`'s first reads).
+    pub fn archive_key_lines(base: &Path) -> BTreeSet<String> {
+        let mut keys = BTreeSet::new();
+        for (_, path) in archive_paths(base) {
+            if let Ok(text) = read_archive_file(&path) {
+                keys.extend(key_lines(&text));
+            }
+        }
+        keys
     }
 
     /// Why `family` is retired, if it is.
@@ -218,6 +305,51 @@ mod tests {
         env!("CARGO_MANIFEST_DIR"),
         "/../../shared/fixtures/inferencex/full"
     );
+
+    #[test]
+    fn key_lines_are_the_keys_that_open_a_line_plain_or_quoted() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("configs/deprecated");
+        std::fs::create_dir_all(&archive).unwrap();
+        std::fs::write(
+            archive.join("a.yaml"),
+            "# Archived.\n---\nplain-key:\n  image: x:1\n  scenarios:\n    fixed-seq-len:\n    - isl: 1\n      osl: 1\n\"double-quoted\": {}\n'single-quoted' :\n  model: m\n",
+        )
+        .unwrap();
+        let keys = Retirements::archive_key_lines(dir.path());
+        let parsed: BTreeSet<String> = Retirements::archive(dir.path()).into_keys().collect();
+        assert_eq!(parsed, keys);
+        assert_eq!(
+            keys.into_iter().collect::<Vec<_>>(),
+            ["double-quoted", "plain-key", "single-quoted"]
+        );
+        // Sequence items, flow mappings and complex keys open no key line.
+        let odd = "- not: a key\n{flow: mapping}\n? complex\n";
+        assert_eq!(key_lines(odd).count(), 0);
+        // A file past the parser's limit is refused unread, for both.
+        let huge = " ".repeat(crate::limits::MAX_DOCUMENT_BYTES) + "\nhuge-key: 1\n";
+        std::fs::write(archive.join("b.yaml"), huge).unwrap();
+        assert!(!Retirements::archive_key_lines(dir.path()).contains("huge-key"));
+        assert!(!Retirements::archive(dir.path()).contains_key("huge-key"));
+    }
+
+    #[test]
+    fn the_real_archive_keys_are_all_found_without_parsing() {
+        let base = std::path::Path::new(FULL);
+        let parsed = Retirements::archive(base);
+        if parsed.is_empty() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "fixtures missing under CI"
+            );
+            eprintln!("SKIPPED: {FULL}/configs/deprecated is missing");
+            return;
+        }
+        let lines = Retirements::archive_key_lines(base);
+        assert!(parsed.len() > 100, "{}", parsed.len());
+        let missed: Vec<&String> = parsed.keys().filter(|k| !lines.contains(*k)).collect();
+        assert!(missed.is_empty(), "{missed:?}");
+    }
 
     #[test]
     fn the_real_models_md_retires_models_and_scenarios() {
