@@ -1324,40 +1324,26 @@ mod first_read_tests {
     #[test]
     fn first_reads_fill_one_round_of_each_host_in_planning_order() {
         let options = PlanOptions::new(Utc::now());
-        let none = BTreeSet::new();
         let registry = RegistryConfig::default();
+        let first = |families: &[Family], archived: &[&str]| {
+            let archived = archived.iter().map(|k| (*k).to_owned()).collect();
+            let models = Retirements::default();
+            first_read_repositories(families, &models, &archived, &options, &registry)
+                .into_iter()
+                .map(|(_, repository)| repository)
+                .collect::<Vec<_>>()
+        };
         // Docker Hub: a tag list and a tags API page per repository.
         let (_dir, repository) = checkout("docker.io", 20);
-        let first = first_read_repositories(
-            repository.families(),
-            &Retirements::default(),
-            &none,
-            &options,
-            &registry,
-        );
-        let names: Vec<&str> = first.iter().map(|(_, r)| r.as_str()).collect();
+        let names = first(repository.families(), &[]);
         assert_eq!(names.len(), registry.concurrency / 2, "{names:?}");
-        assert_eq!(names.first(), Some(&"klaud/r00"));
+        assert_eq!(names.first().map(String::as_str), Some("klaud/r00"));
         // Elsewhere a tag list alone.
         let (_dir, repository) = checkout("ghcr.io", 20);
-        let first = first_read_repositories(
-            repository.families(),
-            &Retirements::default(),
-            &none,
-            &options,
-            &registry,
-        );
-        assert_eq!(first.len(), registry.concurrency, "{first:?}");
+        let names = first(repository.families(), &[]);
+        assert_eq!(names.len(), registry.concurrency, "{names:?}");
         // A key that opens a line of the archive waits for its parse.
-        let archived = BTreeSet::from(["f00-fp8-b200-vllm".to_owned()]);
-        let first = first_read_repositories(
-            &repository.families()[..2],
-            &Retirements::default(),
-            &archived,
-            &options,
-            &registry,
-        );
-        let names: Vec<&str> = first.iter().map(|(_, r)| r.as_str()).collect();
+        let names = first(&repository.families()[..2], &["f00-fp8-b200-vllm"]);
         assert_eq!(names, ["klaud/r01"]);
     }
 }
