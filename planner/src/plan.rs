@@ -477,6 +477,8 @@ pub fn plan<'f>(
         let total = all.len();
         let base = Retirements::base(repository);
         let models = Retirements::models_md(&base);
+        // The archive is read twice (its keys now, its YAML on a blocking
+        // thread): a file at a time, rather than held whole until parsed.
         let archived = Retirements::archive_key_lines(&base);
         let registry = session.client().config();
         let first = first_read_repositories(all, &models, &archived, options, registry);

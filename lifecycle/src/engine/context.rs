@@ -262,6 +262,16 @@ impl<'a> Engine<'a> {
         login.is_some_and(|l| l.eq_ignore_ascii_case(&bot))
     }
 
+    /// Whether `commit` is Klaud's own for a candidate: the bot's, with the
+    /// candidate's `trailer` line (`Klaud-Candidate: <id>`).
+    pub(super) fn by_klaud(
+        &self,
+        commit: &crate::engine::forge::ComparedCommit,
+        trailer: &str,
+    ) -> bool {
+        self.by_bot(commit.author.as_deref()) && commit.message.lines().any(|l| l.trim() == trailer)
+    }
+
     /// The record's id (checked when the record was made or loaded); a
     /// `Result` so that callers keep one error path.
     pub(super) fn candidate_id(rec: &CandidateRecord) -> Result<CandidateId, EngineError> {

@@ -347,9 +347,7 @@ impl Engine<'_> {
             .compare_commits(from.as_str(), to.as_str())
             .await?;
         let trailer = format!("{TRAILER}{}", rec.candidate);
-        let ours = |c: &crate::engine::forge::ComparedCommit| {
-            self.by_bot(c.author.as_deref()) && c.message.lines().any(|l| l.trim() == trailer)
-        };
+        let ours = |c: &crate::engine::forge::ComparedCommit| self.by_klaud(c, &trailer);
         Ok(if cmp.commits.is_empty() || !cmp.commits.iter().all(ours) {
             "a person's push to the pull request".to_owned()
         } else if cmp.commits.iter().any(|c| {

@@ -281,9 +281,7 @@ impl Engine<'_> {
         let trailer = format!("{TRAILER}{}", rec.candidate);
         let applied: Vec<Tried> = commits
             .iter()
-            .filter(|c| {
-                self.by_bot(c.author.as_deref()) && c.message.lines().any(|l| l.trim() == trailer)
-            })
+            .filter(|c| self.by_klaud(c, &trailer))
             .flat_map(|c| {
                 c.message
                     .lines()
@@ -342,8 +340,7 @@ impl Engine<'_> {
         let trailer = format!("{TRAILER}{}", rec.candidate);
         let mut out = Vec::new();
         for c in &cmp.commits {
-            if !self.by_bot(c.author.as_deref()) || !c.message.lines().any(|l| l.trim() == trailer)
-            {
+            if !self.by_klaud(c, &trailer) {
                 continue;
             }
             out.extend(c.message.lines().filter_map(playbook_line));

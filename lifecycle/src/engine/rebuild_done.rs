@@ -136,10 +136,7 @@ impl Engine<'_> {
             let Some(commit) = cmp.commits.iter().find(|c| &c.sha == at) else {
                 return Ok(false);
             };
-            let own = commit.parents.len() == 2
-                && self.by_bot(commit.author.as_deref())
-                && commit.message.lines().any(|l| l.trim() == trailer);
-            if !own {
+            if commit.parents.len() != 2 || !self.by_klaud(commit, trailer) {
                 return Ok(false);
             }
             at = &commit.parents[0];
