@@ -22,7 +22,7 @@ use crate::identity::candidate_id;
 use crate::image::ImageRef;
 use crate::registry::{PlatformImage, RegistryError, RegistrySession, RequestCounts};
 use crate::repo::{Family, Repository};
-use crate::retired::{Archived, Retirements};
+use crate::retired::{ArchiveText, Archived, Retirements};
 use crate::tracks::{
     Track, TrackOrdering, TrackRule, TrackSource, base_change_sentence, commit_matches, track_for,
 };
@@ -477,13 +477,14 @@ pub fn plan<'f>(
         let total = all.len();
         let base = Retirements::base(repository);
         let models = Retirements::models_md(&base);
-        // The archive is read twice (its keys now, its YAML on a blocking
-        // thread): a file at a time, rather than held whole until parsed.
-        let archived = Retirements::archive_key_lines(&base);
+        // The archive's files are read now, and the few entries that decide
+        // whether a repository is read first parsed alone; the whole parse
+        // runs on a blocking thread while those reads are in flight.
+        let archive = std::sync::Arc::new(ArchiveText::read(&base));
         let registry = session.client().config();
-        let first = first_read_repositories(all, &models, &archived, options, registry);
+        let first = first_read_repositories(all, &models, &archive, options, registry);
         let planning = async {
-            let retirements = &models.with_archive(read_archive(base).await);
+            let retirements = &models.with_archive(read_archive(archive).await);
             let mut order: Vec<usize> = (0..total).collect();
             order.sort_by_cached_key(|&i| {
                 let image = all[i].image();
@@ -870,28 +871,27 @@ fn held_plan(family: &Family, kind: BlockKind, reason: String, line: String) -> 
 }
 
 /// The keys archived under `configs/deprecated/` (see
-/// [`Retirements::archive`]), parsed on a blocking thread: on InferenceX
+/// [`ArchiveText::parse`]), parsed on a blocking thread: on InferenceX
 /// about half a megabyte of YAML, 20-35 ms of CPU that would otherwise
 /// hold back every request of the plan.
-async fn read_archive(base: std::path::PathBuf) -> Archived {
+async fn read_archive(archive: std::sync::Arc<ArchiveText>) -> Archived {
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        let on_thread = base.clone();
-        if let Ok(archive) = runtime
-            .spawn_blocking(move || Retirements::archive(&on_thread))
-            .await
-        {
-            return archive;
+        let on_thread = std::sync::Arc::clone(&archive);
+        if let Ok(parsed) = runtime.spawn_blocking(move || on_thread.parse()).await {
+            return parsed;
         }
     }
-    // No runtime with a blocking pool, or its task died: read it here.
-    Retirements::archive(&base)
+    // No runtime with a blocking pool, or its task died: parse it here.
+    archive.parse()
 }
 
 /// The image repositories whose first reads (tag list, Docker Hub's push
 /// times) are asked while the archive is parsed: those of families on a
-/// track that MODELS.md does not retire, no ignore rule holds, and whose
-/// key opens no line of the archive (`archived`, a superset of the keys
-/// it can retire, but for keys written in a form InferenceX never uses).
+/// track that MODELS.md does not retire and no ignore rule holds, and
+/// that the archive does not retire. A family whose key opens a line of
+/// the archive is judged by its key's entries parsed alone, and only when
+/// no other family already brings its repository in: on InferenceX a
+/// third of the live keys are archived for a scenario they no longer run.
 /// Only as many per registry host as it answers at once (its tags API
 /// pages count there too), the first in the order families are planned
 /// in: more would queue ahead of the first families' next reads (with 500
@@ -899,13 +899,12 @@ async fn read_archive(base: std::path::PathBuf) -> Archived {
 fn first_read_repositories(
     all: &[Family],
     models: &Retirements,
-    archived: &BTreeSet<String>,
+    archive: &ArchiveText,
     options: &PlanOptions<'_>,
     registry: &crate::registry::RegistryConfig,
 ) -> BTreeSet<(String, String)> {
-    let repositories: BTreeSet<(String, String)> = all
+    let on_track = all
         .iter()
-        .filter(|f| !archived.contains(&f.key))
         .filter(|f| models.reason(f).is_none() && options.ignore.family(f).is_none())
         .filter_map(|f| {
             let image = f.image();
@@ -913,9 +912,17 @@ fn first_read_repositories(
             track_for(&image.normalized_repository(), tag, &options.rules)
                 .ok()
                 .flatten()?;
-            Some((image.registry().to_owned(), image.repository()))
-        })
-        .collect();
+            Some((f, (image.registry().to_owned(), image.repository())))
+        });
+    let (archived, unarchived): (Vec<_>, Vec<_>) =
+        on_track.partition(|(f, _)| archive.contains(&f.key));
+    let mut repositories: BTreeSet<(String, String)> =
+        unarchived.into_iter().map(|(_, key)| key).collect();
+    for (family, key) in archived {
+        if !repositories.contains(&key) && archive.retires(family) != Some(true) {
+            repositories.insert(key);
+        }
+    }
     let mut in_flight: BTreeMap<&str, usize> = BTreeMap::new();
     repositories
         .iter()
@@ -1327,25 +1334,47 @@ mod first_read_tests {
     fn first_reads_fill_one_round_of_each_host_in_planning_order() {
         let options = PlanOptions::new(Utc::now());
         let registry = RegistryConfig::default();
-        let first = |families: &[Family], archived: &[&str]| {
-            let archived = archived.iter().map(|k| (*k).to_owned()).collect();
+        let first = |families: &[Family], archive: &ArchiveText| {
             let models = Retirements::default();
-            first_read_repositories(families, &models, &archived, &options, &registry)
+            first_read_repositories(families, &models, archive, &options, &registry)
                 .into_iter()
                 .map(|(_, repository)| repository)
                 .collect::<Vec<_>>()
         };
+        let none = ArchiveText::default();
         // Docker Hub: a tag list and a tags API page per repository.
         let (_dir, repository) = checkout("docker.io", 20);
-        let names = first(repository.families(), &[]);
+        let names = first(repository.families(), &none);
         assert_eq!(names.len(), registry.concurrency / 2, "{names:?}");
         assert_eq!(names.first().map(String::as_str), Some("klaud/r00"));
         // Elsewhere a tag list alone.
-        let (_dir, repository) = checkout("ghcr.io", 20);
-        let names = first(repository.families(), &[]);
+        let (dir, repository) = checkout("ghcr.io", 20);
+        let names = first(repository.families(), &none);
         assert_eq!(names.len(), registry.concurrency, "{names:?}");
-        // A key that opens a line of the archive waits for its parse.
-        let names = first(&repository.families()[..2], &["f00-fp8-b200-vllm"]);
-        assert_eq!(names, ["klaud/r01"]);
+        // Archived keys, each entry judged alone: with every scenario the
+        // family runs (retired: not read first), for another scenario
+        // only (live), and by an alias to an anchor of another entry (only
+        // the whole parse can tell: read first).
+        let deprecated = dir.path().join("configs/deprecated");
+        std::fs::create_dir_all(&deprecated).unwrap();
+        let entry = |key: &str, isl: u32| {
+            format!("{key}:\n  scenarios:\n    fixed-seq-len:\n    - isl: {isl}\n      osl: 1024\n")
+        };
+        let archive = format!(
+            "{}{}anchor-holder:\n  scenarios: &runs\n    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\nf02-fp8-b200-vllm:\n  scenarios: *runs\n",
+            entry("f00-fp8-b200-vllm", 1024),
+            entry("f01-fp8-b200-vllm", 8192),
+        );
+        std::fs::write(deprecated.join("x.yaml"), archive).unwrap();
+        let archive = ArchiveText::read(dir.path());
+        let names = first(&repository.families()[..4], &archive);
+        assert_eq!(names, ["klaud/r01", "klaud/r02", "klaud/r03"]);
+        // The whole parse agrees on the first two and retires the third.
+        let parsed = Retirements::default().with_archive(archive.parse());
+        let retired: Vec<bool> = repository.families()[..3]
+            .iter()
+            .map(|f| parsed.reason(f).is_some())
+            .collect();
+        assert_eq!(retired, [true, false, true]);
     }
 }

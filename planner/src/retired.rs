@@ -176,21 +176,142 @@ fn read_archive_file(path: &Path) -> Result<String, String> {
     Ok(text)
 }
 
-/// The keys that open a line of `text` (see
-/// [`Retirements::archive_key_lines`]).
-fn key_lines(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.lines()
-        .filter(|line| !line.starts_with([' ', '\t', '#', '-', '%', '?', '{', '[']))
-        .filter_map(|line| {
-            let (key, _) = line.split_once(':')?;
-            let key = key.trim_end();
-            let unquoted = key
-                .strip_prefix('"')
-                .and_then(|k| k.strip_suffix('"'))
-                .or_else(|| key.strip_prefix('\'').and_then(|k| k.strip_suffix('\'')))
-                .unwrap_or(key);
-            Some(unquoted.to_owned())
-        })
+/// The byte offset and key of each line of `text` that opens a key: the
+/// key unquoted, at the start of a line (see [`ArchiveText`]).
+fn key_lines(text: &str) -> impl Iterator<Item = (usize, String)> + '_ {
+    let mut offset = 0;
+    text.split_inclusive('\n').filter_map(move |line| {
+        let at = offset;
+        offset += line.len();
+        if line.starts_with([' ', '\t', '#', '-', '%', '?', '{', '[']) {
+            return None;
+        }
+        let (key, _) = line.split_once(':')?;
+        let key = key.trim_end();
+        let unquoted = key
+            .strip_prefix('"')
+            .and_then(|k| k.strip_suffix('"'))
+            .or_else(|| key.strip_prefix('\'').and_then(|k| k.strip_suffix('\'')))
+            .unwrap_or(key);
+        Some((at, unquoted.to_owned()))
+    })
+}
+
+/// The scenarios of one archived entry.
+fn entry_scenarios(entry: &crate::yaml::Node) -> Scenarios {
+    let json = entry.to_json();
+    Scenarios::of(
+        json.get("scenarios")
+            .and_then(serde_json::Value::as_object)
+            .into_iter()
+            .flatten(),
+    )
+}
+
+/// The files of `configs/deprecated/`, read once, and where each key's
+/// entries lie in them, found by the lines that open a key without a
+/// parse (a small fraction of its time). A plan asks it whether a few
+/// families are retired, parsing their entries alone, before its first
+/// requests; the whole parse ([`ArchiveText::parse`]) then reuses the
+/// texts. Every top-level key InferenceX writes opens a line (`key:`,
+/// plain or quoted); one written otherwise (in a flow mapping, as a
+/// complex key) is found by the whole parse only.
+#[derive(Debug, Default)]
+pub struct ArchiveText {
+    /// `(configs/deprecated/<file>, text)`, in name order.
+    files: Vec<(String, String)>,
+    /// Key → (index in `files`, byte range from its key line to the next).
+    entries: BTreeMap<String, Vec<(usize, std::ops::Range<usize>)>>,
+}
+
+impl ArchiveText {
+    /// Reads the archive under `base`; a file that cannot be read, or is
+    /// past the YAML parser's limit (refused without being read whole), is
+    /// left out with a warning.
+    pub fn read(base: &Path) -> Self {
+        let mut out = Self::default();
+        for (name, path) in archive_paths(base) {
+            let text = match read_archive_file(&path) {
+                Ok(text) => text,
+                Err(e) => {
+                    tracing::warn!(file = name, error = %e, "archived configs unreadable");
+                    continue;
+                }
+            };
+            let index = out.files.len();
+            let starts: Vec<(usize, String)> = key_lines(&text).collect();
+            for (i, (start, key)) in starts.iter().enumerate() {
+                let end = starts.get(i + 1).map_or(text.len(), |(next, _)| *next);
+                out.entries
+                    .entry(key.clone())
+                    .or_default()
+                    .push((index, *start..end));
+            }
+            out.files.push((name, text));
+        }
+        out
+    }
+
+    /// Whether `key` opens a line of some archive file.
+    pub fn contains(&self, key: &str) -> bool {
+        self.entries.contains_key(key)
+    }
+
+    /// The keys that open a line of the archive's files.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+
+    /// Whether the archive retires `family` (see [`Retirements::reason`]),
+    /// judged from its key's entries alone, each parsed by itself. `None`
+    /// when one does not parse alone (an alias to an anchor elsewhere,
+    /// say): only the whole parse can tell. The whole parse skips a file
+    /// it cannot read whole, so the two can differ there; the plan decides
+    /// with the whole parse and uses this only to start its reads early.
+    pub fn retires(&self, family: &Family) -> Option<bool> {
+        let Some(spans) = self.entries.get(&family.key) else {
+            return Some(false);
+        };
+        let mut archived = Scenarios::default();
+        for (file, range) in spans {
+            let text = self.files.get(*file)?.1.get(range.clone())?;
+            let doc = crate::yaml::parse(text).ok()??;
+            for (k, entry) in doc.as_mapping()? {
+                if k.as_scalar() == Some(family.key.as_str()) {
+                    let scenarios = entry_scenarios(entry);
+                    archived.fixed.extend(scenarios.fixed);
+                    archived.other.extend(scenarios.other);
+                }
+            }
+        }
+        Some(Scenarios::of(&family.entry.scenarios).covered_by(&archived))
+    }
+
+    /// Every archived key with its file and scenarios, each file parsed
+    /// whole; a file that does not parse is skipped with a warning (it
+    /// cannot make a family bumpable that another rule retires).
+    pub fn parse(&self) -> Archived {
+        let mut out = Archived::new();
+        for (name, text) in &self.files {
+            match crate::yaml::parse(text) {
+                Ok(Some(doc)) => {
+                    for (k, entry) in doc.as_mapping().unwrap_or_default() {
+                        if let Some(key) = k.as_scalar() {
+                            let scenarios = entry_scenarios(entry);
+                            let (_, known) = out
+                                .entry(key.to_owned())
+                                .or_insert_with(|| (name.clone(), Scenarios::default()));
+                            known.fixed.extend(scenarios.fixed);
+                            known.other.extend(scenarios.other);
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(file = name, error = %e, "archived configs unreadable"),
+            }
+        }
+        out
+    }
 }
 
 impl Retirements {
@@ -225,50 +346,7 @@ impl Retirements {
     /// file and scenarios. On InferenceX this is about half a megabyte of
     /// YAML, most of what a plan parses after the masters.
     pub fn archive(base: &Path) -> Archived {
-        let mut out = Archived::new();
-        for (name, path) in archive_paths(base) {
-            let parsed = read_archive_file(&path)
-                .and_then(|t| crate::yaml::parse(&t).map_err(|e| e.to_string()));
-            match parsed {
-                Ok(Some(doc)) => {
-                    for (k, entry) in doc.as_mapping().unwrap_or_default() {
-                        if let Some(key) = k.as_scalar() {
-                            let json = entry.to_json();
-                            let scenarios = Scenarios::of(
-                                json.get("scenarios")
-                                    .and_then(serde_json::Value::as_object)
-                                    .into_iter()
-                                    .flatten(),
-                            );
-                            let (_, known) = out
-                                .entry(key.to_owned())
-                                .or_insert_with(|| (name.clone(), Scenarios::default()));
-                            known.fixed.extend(scenarios.fixed);
-                            known.other.extend(scenarios.other);
-                        }
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(file = name, error = %e, "archived configs unreadable"),
-            }
-        }
-        out
-    }
-
-    /// The keys that open a line of the archive's files (`key:` at the
-    /// start of a line, plain or quoted), found without parsing them: a
-    /// small fraction of the parse's time. Every top-level key InferenceX
-    /// writes has that form; one written otherwise (in a flow mapping, as
-    /// a complex key) is missed, which costs a plan at most the tag list
-    /// of a family it then retires (see `plan`'s first reads).
-    pub fn archive_key_lines(base: &Path) -> BTreeSet<String> {
-        let mut keys = BTreeSet::new();
-        for (_, path) in archive_paths(base) {
-            if let Ok(text) = read_archive_file(&path) {
-                keys.extend(key_lines(&text));
-            }
-        }
-        keys
+        ArchiveText::read(base).parse()
     }
 
     /// Why `family` is retired, if it is.
@@ -316,8 +394,9 @@ mod tests {
             "# Archived.\n---\nplain-key:\n  image: x:1\n  scenarios:\n    fixed-seq-len:\n    - isl: 1\n      osl: 1\n\"double-quoted\": {}\n'single-quoted' :\n  model: m\n",
         )
         .unwrap();
-        let keys = Retirements::archive_key_lines(dir.path());
-        let parsed: BTreeSet<String> = Retirements::archive(dir.path()).into_keys().collect();
+        let text = ArchiveText::read(dir.path());
+        let keys: BTreeSet<String> = text.keys().map(str::to_owned).collect();
+        let parsed: BTreeSet<String> = text.parse().into_keys().collect();
         assert_eq!(parsed, keys);
         assert_eq!(
             keys.into_iter().collect::<Vec<_>>(),
@@ -329,12 +408,12 @@ mod tests {
         // A file past the parser's limit is refused unread, for both.
         let huge = " ".repeat(crate::limits::MAX_DOCUMENT_BYTES) + "\nhuge-key: 1\n";
         std::fs::write(archive.join("b.yaml"), huge).unwrap();
-        assert!(!Retirements::archive_key_lines(dir.path()).contains("huge-key"));
+        assert!(!ArchiveText::read(dir.path()).contains("huge-key"));
         assert!(!Retirements::archive(dir.path()).contains_key("huge-key"));
     }
 
     #[test]
-    fn the_real_archive_keys_are_all_found_without_parsing() {
+    fn the_real_archive_keys_are_found_and_judged_without_the_whole_parse() {
         let base = std::path::Path::new(FULL);
         let parsed = Retirements::archive(base);
         if parsed.is_empty() {
@@ -345,10 +424,25 @@ mod tests {
             eprintln!("SKIPPED: {FULL}/configs/deprecated is missing");
             return;
         }
-        let lines = Retirements::archive_key_lines(base);
+        let text = ArchiveText::read(base);
         assert!(parsed.len() > 100, "{}", parsed.len());
-        let missed: Vec<&String> = parsed.keys().filter(|k| !lines.contains(*k)).collect();
+        let missed: Vec<&String> = parsed.keys().filter(|k| !text.contains(k)).collect();
         assert!(missed.is_empty(), "{missed:?}");
+        // Each live family's entries parsed alone say what the whole parse
+        // says of it.
+        let repository = Repository::open(FULL).expect("the real checkout");
+        let whole = Retirements::default().with_archive(parsed);
+        let mut archived = 0;
+        for family in repository.families() {
+            archived += usize::from(text.contains(&family.key));
+            assert_eq!(
+                text.retires(family),
+                Some(whole.reason(family).is_some()),
+                "{}",
+                family.key
+            );
+        }
+        assert!(archived > 50, "{archived}");
     }
 
     #[test]
