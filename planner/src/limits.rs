@@ -81,6 +81,12 @@ pub fn node_budget(input_bytes: usize) -> usize {
         .min(MAX_NODES)
 }
 
+/// Most archive text (`configs/deprecated/`) a plan holds at once to judge
+/// a few archived keys before its first requests: the real archive is
+/// about 500 KB. Files past it are not held (their keys are judged by the
+/// whole parse alone), and that parse reads them one at a time.
+pub const MAX_HELD_ARCHIVE_BYTES: usize = 16 * 1024 * 1024;
+
 /// Largest launcher (`runners/launch_*.sh`) the launcher analysis reads.
 /// The real ones are at most about 40 KB.
 pub const MAX_LAUNCHER_BYTES: usize = 1024 * 1024;

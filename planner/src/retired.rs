@@ -218,10 +218,18 @@ fn entry_scenarios(entry: &crate::yaml::Node) -> Scenarios {
 /// complex key) is found by the whole parse only.
 #[derive(Debug, Default)]
 pub struct ArchiveText {
-    /// `(configs/deprecated/<file>, text)`, in name order.
-    files: Vec<(String, String)>,
-    /// Key → (index in `files`, byte range from its key line to the next).
+    /// `(configs/deprecated/<file>, its text)`, in name order; a file past
+    /// [`crate::limits::MAX_HELD_ARCHIVE_BYTES`] in all is left on disk.
+    files: Vec<(String, ArchiveFile)>,
+    /// Key → (index in `files`, byte range from its key line to the next),
+    /// for the files held.
     entries: BTreeMap<String, Vec<(usize, std::ops::Range<usize>)>>,
+}
+
+#[derive(Debug)]
+enum ArchiveFile {
+    Held(String),
+    OnDisk(std::path::PathBuf),
 }
 
 impl ArchiveText {
@@ -230,6 +238,7 @@ impl ArchiveText {
     /// left out with a warning.
     pub fn read(base: &Path) -> Self {
         let mut out = Self::default();
+        let mut held = 0;
         for (name, path) in archive_paths(base) {
             let text = match read_archive_file(&path) {
                 Ok(text) => text,
@@ -238,6 +247,11 @@ impl ArchiveText {
                     continue;
                 }
             };
+            held += text.len();
+            if held > crate::limits::MAX_HELD_ARCHIVE_BYTES {
+                out.files.push((name, ArchiveFile::OnDisk(path)));
+                continue;
+            }
             let index = out.files.len();
             let starts: Vec<(usize, String)> = key_lines(&text).collect();
             for (i, (start, key)) in starts.iter().enumerate() {
@@ -247,17 +261,17 @@ impl ArchiveText {
                     .or_default()
                     .push((index, *start..end));
             }
-            out.files.push((name, text));
+            out.files.push((name, ArchiveFile::Held(text)));
         }
         out
     }
 
-    /// Whether `key` opens a line of some archive file.
+    /// Whether `key` opens a line of an archive file held.
     pub fn contains(&self, key: &str) -> bool {
         self.entries.contains_key(key)
     }
 
-    /// The keys that open a line of the archive's files.
+    /// The keys that open a line of the archive's files held.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.entries.keys().map(String::as_str)
     }
@@ -274,7 +288,10 @@ impl ArchiveText {
         };
         let mut archived = Scenarios::default();
         for (file, range) in spans {
-            let text = self.files.get(*file)?.1.get(range.clone())?;
+            let ArchiveFile::Held(text) = &self.files.get(*file)?.1 else {
+                return None;
+            };
+            let text = text.get(range.clone())?;
             let doc = crate::yaml::parse(text).ok()??;
             for (k, entry) in doc.as_mapping()? {
                 if k.as_scalar() == Some(family.key.as_str()) {
@@ -292,7 +309,21 @@ impl ArchiveText {
     /// cannot make a family bumpable that another rule retires).
     pub fn parse(&self) -> Archived {
         let mut out = Archived::new();
-        for (name, text) in &self.files {
+        for (name, file) in &self.files {
+            let read;
+            let text = match file {
+                ArchiveFile::Held(text) => text,
+                ArchiveFile::OnDisk(path) => match read_archive_file(path) {
+                    Ok(text) => {
+                        read = text;
+                        &read
+                    }
+                    Err(e) => {
+                        tracing::warn!(file = name, error = %e, "archived configs unreadable");
+                        continue;
+                    }
+                },
+            };
             match crate::yaml::parse(text) {
                 Ok(Some(doc)) => {
                     for (k, entry) in doc.as_mapping().unwrap_or_default() {
@@ -410,6 +441,29 @@ mod tests {
         std::fs::write(archive.join("b.yaml"), huge).unwrap();
         assert!(!ArchiveText::read(dir.path()).contains("huge-key"));
         assert!(!Retirements::archive(dir.path()).contains_key("huge-key"));
+    }
+
+    #[test]
+    fn an_archive_past_the_held_bound_is_parsed_from_disk_a_file_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("configs/deprecated");
+        std::fs::create_dir_all(&archive).unwrap();
+        // Files just under the parser's limit: comment lines, then a key.
+        let filler = "#".repeat(1023) + "\n";
+        let lines = crate::limits::MAX_DOCUMENT_BYTES / filler.len() - 1;
+        let files = crate::limits::MAX_HELD_ARCHIVE_BYTES / (lines * filler.len()) + 1;
+        for i in 0..files {
+            let text = filler.repeat(lines) + &format!("key-{i}:\n  scenarios: {{}}\n");
+            std::fs::write(archive.join(format!("f{i}.yaml")), text).unwrap();
+        }
+        let text = ArchiveText::read(dir.path());
+        let held: Vec<&str> = text.keys().collect();
+        let last = format!("key-{}", files - 1);
+        assert_eq!(held.len(), files - 1, "{held:?}");
+        assert!(!text.contains(&last));
+        let parsed = text.parse();
+        assert_eq!(parsed.len(), files);
+        assert!(parsed.contains_key(&last));
     }
 
     #[test]
