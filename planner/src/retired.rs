@@ -91,6 +91,13 @@ impl Scenarios {
         out
     }
 
+    /// `self` with `other`'s scenarios too (a key archived in several
+    /// entries retires what they run together).
+    fn absorb(&mut self, other: Scenarios) {
+        self.fixed.extend(other.fixed);
+        self.other.extend(other.other);
+    }
+
     /// Whether every scenario of `self` is also in `archived`.
     fn covered_by(&self, archived: &Scenarios) -> bool {
         self.fixed.is_subset(&archived.fixed) && self.other.is_subset(&archived.other)
@@ -238,8 +245,15 @@ impl ArchiveText {
     /// left out with a warning.
     pub fn read(base: &Path) -> Self {
         let mut out = Self::default();
-        let mut held = 0;
+        let mut held: u64 = 0;
         for (name, path) in archive_paths(base) {
+            // A file that would cross the bound is not read here at all: the
+            // whole parse reads it (and says why when it cannot).
+            let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+            if held + size > crate::limits::MAX_HELD_ARCHIVE_BYTES as u64 {
+                out.files.push((name, ArchiveFile::OnDisk(path)));
+                continue;
+            }
             let text = match read_archive_file(&path) {
                 Ok(text) => text,
                 Err(e) => {
@@ -247,11 +261,7 @@ impl ArchiveText {
                     continue;
                 }
             };
-            held += text.len();
-            if held > crate::limits::MAX_HELD_ARCHIVE_BYTES {
-                out.files.push((name, ArchiveFile::OnDisk(path)));
-                continue;
-            }
+            held += text.len() as u64;
             let index = out.files.len();
             let starts: Vec<(usize, String)> = key_lines(&text).collect();
             for (i, (start, key)) in starts.iter().enumerate() {
@@ -295,9 +305,7 @@ impl ArchiveText {
             let doc = crate::yaml::parse(text).ok()??;
             for (k, entry) in doc.as_mapping()? {
                 if k.as_scalar() == Some(family.key.as_str()) {
-                    let scenarios = entry_scenarios(entry);
-                    archived.fixed.extend(scenarios.fixed);
-                    archived.other.extend(scenarios.other);
+                    archived.absorb(entry_scenarios(entry));
                 }
             }
         }
@@ -328,12 +336,10 @@ impl ArchiveText {
                 Ok(Some(doc)) => {
                     for (k, entry) in doc.as_mapping().unwrap_or_default() {
                         if let Some(key) = k.as_scalar() {
-                            let scenarios = entry_scenarios(entry);
                             let (_, known) = out
                                 .entry(key.to_owned())
                                 .or_insert_with(|| (name.clone(), Scenarios::default()));
-                            known.fixed.extend(scenarios.fixed);
-                            known.other.extend(scenarios.other);
+                            known.absorb(entry_scenarios(entry));
                         }
                     }
                 }

@@ -70,8 +70,9 @@ async fn plan_staged(test: &str) -> Option<PlanReport> {
     let client = RegistryClient::new(config).unwrap();
     let report = plan(&repository, &client.session(), &PlanOptions::new(now)).await;
     let by_host = client.counts_by_host();
-    // MODELS.md is read before any request, and the archive's keys are
-    // known before its YAML is parsed: neither family costs a request.
+    // MODELS.md is read before any request, and an archived key's own
+    // entries are judged before the whole archive is parsed: neither
+    // family costs a request.
     assert!(!by_host.contains_key("quay.io"), "{by_host:?}");
     assert!(!by_host.contains_key("ghcr.io"), "{by_host:?}");
     assert!(by_host.contains_key("docker.io"), "{by_host:?}");
