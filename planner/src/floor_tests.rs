@@ -115,8 +115,8 @@ fn an_up_to_date_version_track_costs_its_tag_list_alone() {
 #[test]
 fn push_times_pass_over_young_tags_and_missing_platforms_without_a_read() {
     // Docker Hub with its tags API: v0.28.0 too young, v0.27.0 arm64 only,
-    // v0.26.0 chosen: one API page, a HEAD to confirm the digest the API
-    // names, and the amd64 manifest and config.
+    // v0.26.0 chosen: one API page and a HEAD to confirm the digest the API
+    // names. Its age and platform the API told: no pull.
     let repo = listed(
         &["v0.25.0", "v0.26.0", "v0.27.0", "v0.28.0"],
         true,
@@ -130,7 +130,43 @@ fn push_times_pass_over_young_tags_and_missing_platforms_without_a_read() {
         vec![family("docker.io", "klaud/pulls", "v0.25.0", "amd64")],
         vec![("docker.io", "klaud/pulls", repo)],
     );
-    assert_eq!(counts(&s), (1, 1, 1, 1, 1));
+    assert_eq!(counts(&s), (1, 0, 0, 1, 1));
+}
+
+/// Three nightlies named by date and commit, the current one oldest; the
+/// newest's revision label names another commit than its tag.
+fn nightlies_newest_mislabelled(push_times: bool) -> (String, RepositoryFacts) {
+    let tag = |d: &str, c: &str| format!("nightly-dev-{d}-{c}");
+    let (old, mid, new) = (
+        tag("20260801", "a1b2c3d4"),
+        tag("20260810", "b1b2c3d4"),
+        tag("20260820", "c1b2c3d4"),
+    );
+    let mut bad = made("2026-08-21T00:00:00Z", &["amd64"]);
+    bad.revision = Some("d".repeat(40));
+    let repo = listed(
+        &[&old, &mid, &new],
+        push_times,
+        &[
+            (&new, bad),
+            (&mid, made("2026-08-11T00:00:00Z", &["amd64"])),
+        ],
+    );
+    (old, repo)
+}
+
+#[test]
+fn push_times_leave_a_commit_named_tag_to_its_image_to_prove_the_commit() {
+    // The tags API tells the nightly's age and platforms, not the commit
+    // inside: the chosen tag's amd64 manifest and config are read for the
+    // revision label, beside the HEAD. The newest, whose label names
+    // another commit, is passed over after its read.
+    let (current, repo) = nightlies_newest_mislabelled(true);
+    let s = scenario(
+        vec![family("docker.io", "org/n", &current, "amd64")],
+        vec![("docker.io", "org/n", repo)],
+    );
+    assert_eq!(counts(&s), (2, 2, 2, 1, 1));
 }
 
 #[test]
@@ -241,7 +277,9 @@ fn one_build_pushed_under_two_repositories_is_read_once() {
     // vllm/vllm-openai-rocm: the tags API names the same amd64 manifest for
     // both, and content is read once by digest whatever names it. Each tag
     // is still HEADed (its digest confirmed) and each repository listed.
+    // The API gives no push time here, so only the image tells its age.
     let mut build = made("2026-08-20T00:00:00Z", &["amd64"]);
+    build.time = None;
     build
         .platform_digests
         .insert("amd64".to_owned(), format!("sha256:{}", "5".repeat(64)));
@@ -305,24 +343,9 @@ fn a_pinned_tag_on_a_track_is_also_headed_and_a_pruned_one_is_replaced() {
 
 #[test]
 fn a_commit_tag_whose_label_names_another_commit_is_passed_over_after_its_read() {
-    let tag = |d: &str, c: &str| format!("nightly-dev-{d}-{c}");
-    let (old, mid, new) = (
-        tag("20260801", "a1b2c3d4"),
-        tag("20260810", "b1b2c3d4"),
-        tag("20260820", "c1b2c3d4"),
-    );
-    let mut bad = made("2026-08-21T00:00:00Z", &["amd64"]);
-    bad.revision = Some("d".repeat(40));
-    let repo = listed(
-        &[&old, &mid, &new],
-        false,
-        &[
-            (&new, bad),
-            (&mid, made("2026-08-11T00:00:00Z", &["amd64"])),
-        ],
-    );
+    let (current, repo) = nightlies_newest_mislabelled(false);
     let s = scenario(
-        vec![family("ghcr.io", "org/n", &old, "amd64")],
+        vec![family("ghcr.io", "org/n", &current, "amd64")],
         vec![("ghcr.io", "org/n", repo)],
     );
     assert_eq!(counts(&s), (0, 4, 2, 1, 0));

@@ -7,7 +7,9 @@
 //! digest-pinned or track-less one is `HEAD`ed), and manifests and configs
 //! are fetched only for candidate tags — newest first, stopping at the first
 //! that qualifies — and for tags whose order needs their creation time
-//! (read concurrently, cached by digest).
+//! (read concurrently, cached by digest). Where Docker Hub's tags API tells
+//! a candidate's digest, push time and platforms, its image is read only
+//! when its tag names a commit to prove ([`Candidate::image_read`]).
 
 use futures::future::BoxFuture;
 use std::cmp::Ordering;
@@ -31,6 +33,7 @@ mod select;
 use select::*;
 
 mod order;
+pub(crate) use order::revision;
 use order::*;
 
 /// How a clock is named in reasons.
@@ -108,6 +111,18 @@ pub struct Candidate {
     /// Toolkit and engine versions the candidate's config declares.
     #[serde(skip_serializing_if = "crate::provenance::ImageVersions::is_empty")]
     pub versions: crate::provenance::ImageVersions,
+    /// Whether the plan read the image itself. Where Docker Hub's tags API
+    /// names the tag's digest, push time and platforms, nothing else the
+    /// plan decides needs a pull: such a candidate's `versions` and
+    /// `revision` are left unread, and a wave reads them for the picks it
+    /// works on ([`crate::provenance::declared`]), as it reads the old
+    /// image's.
+    #[serde(skip_serializing_if = "is_true")]
+    pub image_read: bool,
+}
+
+fn is_true(value: &bool) -> bool {
+    *value
 }
 
 /// Why a family is not bumped whatever its registry says.

@@ -114,6 +114,29 @@ pub fn image_versions<'f>(
     architecture: &'f str,
 ) -> BoxFuture<'f, Result<Option<ImageVersions>, RegistryError>> {
     Box::pin(async move {
+        Ok(declared(client, image, architecture)
+            .await?
+            .map(|d| d.versions))
+    })
+}
+
+/// What an image's config declares: its versions and the upstream revision
+/// its labels name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Declared {
+    pub versions: ImageVersions,
+    pub revision: Option<String>,
+}
+
+/// [`image_versions`] with the revision label: what a wave reads of a
+/// candidate the plan decided from Docker Hub's tags API alone
+/// ([`crate::plan::Candidate::image_read`]).
+pub fn declared<'f>(
+    client: &'f RegistryClient,
+    image: &'f ImageRef,
+    architecture: &'f str,
+) -> BoxFuture<'f, Result<Option<Declared>, RegistryError>> {
+    Box::pin(async move {
         let host = image.registry();
         let repository = image.repository();
         let reference = match (image.digest(), image.tag()) {
@@ -133,7 +156,10 @@ pub fn image_versions<'f>(
             return Ok(None);
         };
         let platform = client.platform_image(host, &repository, platform).await?;
-        Ok(Some(ImageVersions::of(&platform)))
+        Ok(Some(Declared {
+            versions: ImageVersions::of(&platform),
+            revision: crate::plan::revision(&platform).map(str::to_owned),
+        }))
     })
 }
 

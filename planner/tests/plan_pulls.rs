@@ -1,8 +1,9 @@
 //! Docker Hub pulls: a manifest GET is a pull against a small hourly
-//! quota, so a plan orders and screens tags with what is free (the tag
-//! listing, Docker Hub's tags API) and pulls only for the candidate it
-//! proposes — and, with the manifests kept ([`MemoryContentCache`], what the
-//! daemon's store keeps between runs), never twice for one digest. Against
+//! quota, so a plan orders, screens and proposes tags with what is free
+//! (the tag listing, Docker Hub's tags API, a `HEAD`); a wave pulls only
+//! the image of a candidate it picks — and, with the manifests kept
+//! ([`MemoryContentCache`], what the daemon's store keeps between runs),
+//! never twice for one digest. Against
 //! a real `docker-registry` on loopback and the testkit's Docker Hub tags
 //! API.
 
@@ -31,9 +32,11 @@ async fn push(
     architectures: &[&str],
     pushed: DateTime<Utc>,
 ) {
+    let revision = format!("{tag}-source");
+    let labels = [("org.opencontainers.image.revision", revision.as_str())];
     let platforms: Vec<PlatformSpec> = architectures
         .iter()
-        .map(|a| PlatformSpec::linux(a, &[], Some(pushed)))
+        .map(|a| PlatformSpec::linux(a, &labels, Some(pushed)))
         .collect();
     let image = pusher
         .push_image("klaud/pulls", tag, &platforms)
@@ -128,13 +131,23 @@ async fn only_the_proposed_candidate_is_pulled_and_never_again() {
         reasons.contains("v0.27.0: no linux/amd64 image (Docker Hub lists linux/arm64)"),
         "{reasons}"
     );
-    // A free HEAD confirms the digest the tags API names, and the amd64
-    // manifest it lists is the one pull; nothing for the tags passed over.
-    assert_eq!(pulls(&cold), 1, "{:?}", cold.requests_by_host);
-    assert_eq!(cold.requests.manifest_get, 1);
+    // A free HEAD confirms the digest the tags API names; its age and
+    // platforms the API told, so nothing is pulled, for the tags passed
+    // over or for the one proposed.
+    assert_eq!(pulls(&cold), 0, "{:?}", cold.requests_by_host);
     assert_eq!(cold.requests.manifest_head, 1);
-    // The floor of this scenario (the API's page, the tag list, the HEAD,
-    // the amd64 manifest and config) is exactly what was made.
+    assert_eq!(cold.requests.blob_get, 0);
+    let candidate = family.candidate.as_ref().unwrap();
+    assert!(!candidate.image_read);
+    assert_eq!(candidate.revision, None);
+    assert!(candidate.versions.is_empty());
+    assert!(
+        candidate.image.to_string().ends_with(&candidate.digest),
+        "{}",
+        candidate.image
+    );
+    // The floor of this scenario (the API's page, the tag list, the HEAD)
+    // is exactly what was made.
     assert_eq!(
         cold.requests.total(),
         cold.floor.total(),
@@ -143,7 +156,7 @@ async fn only_the_proposed_candidate_is_pulled_and_never_again() {
         cold.floor
     );
 
-    // A restarted Klaud with the kept content pulls nothing.
+    // A restarted Klaud plans the same without a pull.
     let warm = plan(
         &repository,
         &client(&registry, &hub, &content).session(),
@@ -152,15 +165,21 @@ async fn only_the_proposed_candidate_is_pulled_and_never_again() {
     .await;
     assert_eq!(warm.families[0].candidate.as_ref().unwrap().tag, "v0.26.0");
     assert_eq!(pulls(&warm), 0, "{:?}", warm.requests_by_host);
-    assert_eq!(warm.requests.blob_get, 0);
 
-    // Without the kept content, the same restart pulls again.
-    let fresh = Arc::new(MemoryContentCache::default());
-    let again = plan(
-        &repository,
-        &client(&registry, &hub, &fresh).session(),
-        &PlanOptions::new(now),
-    )
-    .await;
-    assert_eq!(pulls(&again), 1);
+    // A wave reads the image of the candidate it picks (its versions and
+    // revision): its index and amd64 manifest, two pulls, once; with the
+    // content kept, a restarted Klaud reads it again without a pull.
+    let reader = client(&registry, &hub, &content);
+    let declared = klaud_planner::provenance::declared(&reader, &candidate.image, "amd64")
+        .await
+        .unwrap()
+        .expect("the candidate's image is there");
+    assert_eq!(declared.revision.as_deref(), Some("v0.26.0-source"));
+    assert_eq!(reader.counts().manifest_get, 2);
+    let again = client(&registry, &hub, &content);
+    klaud_planner::provenance::declared(&again, &candidate.image, "amd64")
+        .await
+        .unwrap()
+        .expect("read again");
+    assert_eq!(again.counts().manifest_get, 0);
 }

@@ -16,8 +16,13 @@ use super::ports::{BaseSource, UpstreamSource};
 use crate::engine::Target;
 
 /// Targets for the plan's selected candidates plus `wanted` (claims this
-/// instance holds), looked up among every family's candidate.
-pub(super) fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) -> Vec<Target> {
+/// instance holds), looked up among every family's candidate, each with
+/// whether the plan left its image unread
+/// ([`klaud_planner::plan::Candidate::image_read`]).
+pub(super) fn targets_from_plan(
+    report: &PlanReport,
+    wanted: &BTreeSet<String>,
+) -> Vec<(Target, bool)> {
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
     let selected = report.candidates.iter().map(|s| s.id.clone());
@@ -33,7 +38,7 @@ pub(super) fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) 
         let (Some((fp, c)), Ok(candidate)) = (found, CandidateId::new(&id)) else {
             continue;
         };
-        out.push(Target {
+        let target = Target {
             family: fp.family.clone(),
             candidate,
             image: c.image.to_string(),
@@ -49,7 +54,8 @@ pub(super) fn targets_from_plan(report: &PlanReport, wanted: &BTreeSet<String>) 
                 old_pruned: fp.status == klaud_planner::plan::Status::StalePruned,
             }),
             variant: None,
-        });
+        };
+        out.push((target, !c.image_read));
     }
     out
 }
@@ -220,33 +226,59 @@ pub(super) async fn plan_targets(
     registry: &RegistryClient,
 ) -> Vec<Target> {
     let mut out = Vec::new();
-    for mut t in targets_from_plan(report, ours) {
+    for (mut t, unread) in targets_from_plan(report, ours) {
         if !seen.insert(t.candidate.as_str().to_owned()) {
             continue;
         }
-        if let (Some(up), Ok(family)) = (upstream, repository.family(&t.family)) {
+        let Ok(family) = repository.family(&t.family) else {
+            out.push(t);
+            continue;
+        };
+        // Only the picks' images are read (not every family's), so the
+        // plan keeps its request discipline: the old one always, the new
+        // one where the plan decided it from Docker Hub's tags API alone.
+        // An unreadable one (pruned tag, registry down) leaves its column
+        // empty.
+        let architecture = family.platform.architecture();
+        let new_image = ImageRef::parse(&t.image).ok();
+        let (old, new) = futures::join!(
+            klaud_planner::provenance::image_versions(registry, family.image(), architecture),
+            async {
+                match &new_image {
+                    Some(image) if unread => Some(
+                        klaud_planner::provenance::declared(registry, image, architecture).await,
+                    ),
+                    _ => None,
+                }
+            }
+        );
+        if let Some(v) = t.versions.as_mut() {
+            v.old = old.unwrap_or_else(|e| {
+                tracing::warn!(image = %family.image(), error = %e, "old image versions unknown");
+                None
+            });
+        }
+        match new {
+            Some(Ok(Some(declared))) => {
+                t.revision = declared.revision;
+                if let Some(v) = t.versions.as_mut() {
+                    v.new = declared.versions;
+                }
+            }
+            Some(Ok(None)) => {
+                tracing::warn!(image = %t.image, "new image not found for its versions");
+            }
+            Some(Err(e)) => {
+                tracing::warn!(image = %t.image, error = %e, "new image versions unknown");
+            }
+            None => {}
+        }
+        // The upstream range starts from the new image's revision, read
+        // above where the plan did not.
+        if let Some(up) = upstream {
             t.upstream = up
                 .range(repository, family, &t.image, t.revision.as_deref())
                 .await;
-        }
-        if let (Some(v), Ok(family)) = (t.versions.as_mut(), repository.family(&t.family)) {
-            // Only the picks' old images are read (not every family's), so
-            // the plan keeps its request discipline; an unreadable one
-            // (pruned tag, registry down) leaves the old column empty.
-            let architecture = family.platform.architecture();
-            v.old = match klaud_planner::provenance::image_versions(
-                registry,
-                family.image(),
-                architecture,
-            )
-            .await
-            {
-                Ok(old) => old,
-                Err(e) => {
-                    tracing::warn!(image = %family.image(), error = %e, "old image versions unknown");
-                    None
-                }
-            };
         }
         out.push(t);
     }

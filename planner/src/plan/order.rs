@@ -480,7 +480,8 @@ pub(super) fn platform_time(platform: &PlatformImage) -> Option<(DateTime<Utc>, 
     platform.created.map(|time| (time, Clock::ConfigCreated))
 }
 
-pub(super) fn revision(platform: &PlatformImage) -> Option<&str> {
+/// The upstream revision an image's labels name.
+pub(crate) fn revision(platform: &PlatformImage) -> Option<&str> {
     REVISION_LABELS
         .iter()
         .find_map(|label| platform.labels.get(*label))

@@ -134,10 +134,14 @@ pub(super) async fn first_qualifying(
             ));
             continue;
         }
+        let tag_commit = track.matches(tag).and_then(|p| p.commit);
         // Docker Hub: a free `HEAD` confirms that the tag points where the
-        // tags API says, and the API names the family's platform manifest,
-        // so that manifest is the only pull. Should the two disagree, the
-        // registry's answer is read as without the API.
+        // tags API says. The API has told its age and its platforms; only
+        // a tag that names a commit needs its image (the revision label
+        // that proves the commit), and one without a push time its age, so
+        // that platform's manifest, which the API names, is the only pull.
+        // Should the two disagree, the registry's answer is read as
+        // without the API.
         let mut from_hub = None;
         let mut registry_digest = None;
         if let Some(info) = hub_tag
@@ -147,15 +151,39 @@ pub(super) async fn first_qualifying(
                 .iter()
                 .find(|p| p.os == "linux" && p.architecture == architecture)
         {
+            let image_needed = tag_commit.is_some() || known_time.is_none();
             // The platform manifest the API names is read while the HEAD
             // confirms the digest, not after: the session keeps the answer
             // for the read below, and should the two disagree it is the one
             // read the registry's own answer makes unnecessary.
             let (head, _) = futures::join!(
                 session.head_manifest(&work.host, &work.repository, tag),
-                session.platform_image(&work.host, &work.repository, platform)
+                async {
+                    if image_needed {
+                        let _ = session
+                            .platform_image(&work.host, &work.repository, platform)
+                            .await;
+                    }
+                }
             );
             match head {
+                Ok(head) if head.digest == *hub_digest && !image_needed => {
+                    let image = work
+                        .image
+                        .with_reference(Some(tag), Some(&head.digest))
+                        .map_err(|e| format!("{tag}: {e}"))?;
+                    return Ok(Some(Candidate {
+                        image,
+                        tag: tag.clone(),
+                        digest: head.digest,
+                        revision: None,
+                        time: known_time,
+                        clock,
+                        nightly_to_release,
+                        versions: crate::provenance::ImageVersions::default(),
+                        image_read: false,
+                    }));
+                }
                 Ok(head) if head.digest == *hub_digest => {
                     from_hub = Some((head.digest, platform.clone()));
                 }
@@ -282,7 +310,6 @@ pub(super) async fn first_qualifying(
             ));
             continue;
         }
-        let tag_commit = track.matches(tag).and_then(|p| p.commit);
         let label = revision(&platform).map(str::to_owned);
         if let Some(commit) = &tag_commit {
             match &label {
@@ -314,6 +341,7 @@ pub(super) async fn first_qualifying(
             clock: used_clock,
             nightly_to_release,
             versions: crate::provenance::ImageVersions::of(&platform),
+            image_read: true,
         }));
     }
     Ok(None)
