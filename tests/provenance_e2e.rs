@@ -1,7 +1,8 @@
 //! Image provenance end to end: the registry simulator serves image configs
 //! whose environment and labels declare CUDA, torch and the engine build;
-//! a wave plans the bump, reads the old image's config too, and the frozen
-//! PR body and its hidden record show both side by side.
+//! a wave plans the bump (proposed from Docker Hub's tags API without a
+//! read of the new image), reads both images' configs, and the frozen PR
+//! body and its hidden record show both side by side.
 
 use klaud_claims::Claimant;
 use klaud_lifecycle::engine::MemoryJournal;

@@ -124,7 +124,9 @@ pub fn image_versions<'f>(
 /// its labels name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Declared {
+    /// The toolkit and engine versions.
     pub versions: ImageVersions,
+    /// The upstream revision label, when the image has one.
     pub revision: Option<String>,
 }
 
