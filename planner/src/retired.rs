@@ -282,7 +282,8 @@ impl ArchiveText {
     }
 
     /// The keys that open a line of the archive's files held.
-    pub fn keys(&self) -> impl Iterator<Item = &str> {
+    #[cfg(test)]
+    fn keys(&self) -> impl Iterator<Item = &str> {
         self.entries.keys().map(String::as_str)
     }
 

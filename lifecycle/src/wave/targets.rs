@@ -17,12 +17,12 @@ use crate::engine::Target;
 
 /// Targets for the plan's selected candidates plus `wanted` (claims this
 /// instance holds), looked up among every family's candidate, each with
-/// whether the plan left its image unread
+/// its image when the plan left it unread
 /// ([`klaud_planner::plan::Candidate::image_read`]).
 pub(super) fn targets_from_plan(
     report: &PlanReport,
     wanted: &BTreeSet<String>,
-) -> Vec<(Target, bool)> {
+) -> Vec<(Target, Option<ImageRef>)> {
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
     let selected = report.candidates.iter().map(|s| s.id.clone());
@@ -55,7 +55,7 @@ pub(super) fn targets_from_plan(
             }),
             variant: None,
         };
-        out.push((target, !c.image_read));
+        out.push((target, (!c.image_read).then(|| c.image.clone())));
     }
     out
 }
@@ -240,17 +240,11 @@ pub(super) async fn plan_targets(
         // An unreadable one (pruned tag, registry down) leaves its column
         // empty.
         let architecture = family.platform.architecture();
-        let new_image = ImageRef::parse(&t.image).ok();
         let (old, new) = futures::join!(
             klaud_planner::provenance::image_versions(registry, family.image(), architecture),
-            async {
-                match &new_image {
-                    Some(image) if unread => Some(
-                        klaud_planner::provenance::declared(registry, image, architecture).await,
-                    ),
-                    _ => None,
-                }
-            }
+            futures::future::OptionFuture::from(unread.as_ref().map(|image| {
+                klaud_planner::provenance::declared(registry, image, architecture)
+            }))
         );
         if let Some(v) = t.versions.as_mut() {
             v.old = old.unwrap_or_else(|e| {

@@ -168,21 +168,9 @@ pub(super) async fn first_qualifying(
             );
             match head {
                 Ok(head) if head.digest == *hub_digest && !image_needed => {
-                    let image = work
-                        .image
-                        .with_reference(Some(tag), Some(&head.digest))
-                        .map_err(|e| format!("{tag}: {e}"))?;
-                    return Ok(Some(Candidate {
-                        image,
-                        tag: tag.clone(),
-                        digest: head.digest,
-                        revision: None,
-                        time: known_time,
-                        clock,
-                        nightly_to_release,
-                        versions: crate::provenance::ImageVersions::default(),
-                        image_read: false,
-                    }));
+                    let time = (known_time, clock);
+                    return candidate(work, tag, head.digest, time, nightly_to_release, None)
+                        .map(Some);
                 }
                 Ok(head) if head.digest == *hub_digest => {
                     from_hub = Some((head.digest, platform.clone()));
@@ -328,23 +316,39 @@ pub(super) async fn first_qualifying(
                 _ => {}
             }
         }
-        let image = work
-            .image
-            .with_reference(Some(tag), Some(&digest))
-            .map_err(|e| format!("{tag}: {e}"))?;
-        return Ok(Some(Candidate {
-            image,
-            tag: tag.clone(),
-            digest,
-            revision: label,
-            time: Some(time),
-            clock: used_clock,
-            nightly_to_release,
-            versions: crate::provenance::ImageVersions::of(&platform),
-            image_read: true,
-        }));
+        let time = (Some(time), used_clock);
+        return candidate(work, tag, digest, time, nightly_to_release, Some(&platform)).map(Some);
     }
     Ok(None)
+}
+
+/// The candidate `tag` at `digest`, with what `platform` (its image, when
+/// the plan read it) declares.
+fn candidate(
+    work: &FamilyWork<'_>,
+    tag: &str,
+    digest: String,
+    (time, clock): (Option<DateTime<Utc>>, Clock),
+    nightly_to_release: bool,
+    platform: Option<&PlatformImage>,
+) -> Result<Candidate, String> {
+    let image = work
+        .image
+        .with_reference(Some(tag), Some(&digest))
+        .map_err(|e| format!("{tag}: {e}"))?;
+    Ok(Candidate {
+        image,
+        tag: tag.to_owned(),
+        digest,
+        revision: platform.and_then(revision).map(str::to_owned),
+        time,
+        clock,
+        nightly_to_release,
+        versions: platform
+            .map(crate::provenance::ImageVersions::of)
+            .unwrap_or_default(),
+        image_read: platform.is_some(),
+    })
 }
 
 /// The first two tags of `newer` whose image [`first_qualifying`] would
