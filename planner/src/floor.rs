@@ -26,11 +26,11 @@
 //!   text names no date, whose age only its image tells), and read only
 //!   the tag chosen;
 //! - the chosen tag: where the tags API named its digest, push time and
-//!   platforms, a `HEAD` that confirms the digest, and its platform's
-//!   manifest and config only when its tag names a commit to prove (or
-//!   the API gave no push time); otherwise its index and, per family
-//!   platform, that platform's manifest and config. A newer tag passed
-//!   over costs what it took to see why.
+//!   platforms, nothing, unless its tag names a commit to prove (or the
+//!   API gave no push time): then its platform's manifest and config, and
+//!   a `HEAD` that confirms the digest; otherwise its index and, per
+//!   family platform, that platform's manifest and config. A newer tag
+//!   passed over costs what it took to see why.
 //!
 //! Facts the scenario does not hold (an image never read, no tags API) are
 //! taken at their cheapest: a floor may only be too low, never too high.
@@ -425,12 +425,12 @@ fn family_floor(scenario: &Scenario, family: &FloorFamily, needs: &mut Needs) {
             {
                 continue;
             }
-            // The API named its digest (a `HEAD` confirms it) and told its
-            // age and platforms: its image is read only to prove the commit
-            // a tag names, or for an age the API did not give.
+            // The API named its digest and told its age and platforms: its
+            // image is read only to prove the commit a tag names, or for an
+            // age the API did not give (a `HEAD` beside that read confirms
+            // the digest); otherwise nothing is.
             let commit_named = track.matches(t).is_some_and(|p| p.commit.is_some());
             if !commit_named && facts.time.is_some() {
-                needs.heads.insert(reader.key(t));
                 return;
             }
             reader.platform(needs, t, true);

@@ -8,8 +8,8 @@
 //! are fetched only for candidate tags — newest first, stopping at the first
 //! that qualifies — and for tags whose order needs their creation time
 //! (read concurrently, cached by digest). Where Docker Hub's tags API tells
-//! a candidate's digest, push time and platforms, its image is read only
-//! when its tag names a commit to prove ([`Candidate::image_read`]).
+//! a candidate's digest, push time and platforms, nothing of it is read
+//! unless its tag names a commit to prove ([`Candidate::image_read`]).
 
 use futures::future::BoxFuture;
 use std::cmp::Ordering;
@@ -98,7 +98,9 @@ pub struct Candidate {
     pub image: ImageRef,
     /// The tag.
     pub tag: String,
-    /// The index digest that was checked and is pinned.
+    /// The index digest that is pinned: the registry's answer, or where
+    /// the image was not read ([`Candidate::image_read`]) the one Docker
+    /// Hub's tags API names.
     pub digest: String,
     /// The upstream revision label, when the image has one.
     pub revision: Option<String>,
@@ -113,10 +115,11 @@ pub struct Candidate {
     pub versions: crate::provenance::ImageVersions,
     /// Whether the plan read the image itself. Where Docker Hub's tags API
     /// names the tag's digest, push time and platforms, nothing else the
-    /// plan decides needs a pull: such a candidate's `versions` and
+    /// plan decides needs a read: such a candidate's `versions` and
     /// `revision` are left unread, and a wave reads them for the picks it
     /// works on ([`crate::provenance::declared`]), as it reads the old
-    /// image's.
+    /// image's, and checks that the registry serves the pinned digest
+    /// ([`crate::provenance::tag_digest`]) before it acts on one.
     #[serde(skip_serializing_if = "is_true")]
     pub image_read: bool,
 }

@@ -165,6 +165,27 @@ pub fn declared<'f>(
     })
 }
 
+/// The digest `image`'s tag points at now (`None`: the registry has no
+/// such tag). A candidate the plan took from Docker Hub's tags API pins
+/// the digest the API named ([`crate::plan::Candidate::image_read`]); a
+/// wave compares the two before it acts on it.
+pub fn tag_digest<'f>(
+    client: &'f RegistryClient,
+    image: &'f ImageRef,
+) -> BoxFuture<'f, Result<Option<String>, RegistryError>> {
+    Box::pin(async move {
+        let tag = image.tag().unwrap_or("latest");
+        match client
+            .head_manifest(image.registry(), &image.repository(), tag)
+            .await
+        {
+            Ok(head) => Ok(Some(head.digest)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

@@ -238,14 +238,44 @@ pub(super) async fn plan_targets(
         // plan keeps its request discipline: the old one always, the new
         // one where the plan decided it from Docker Hub's tags API alone.
         // An unreadable one (pruned tag, registry down) leaves its column
-        // empty.
+        // empty. Such a candidate pins the digest the API named, which no
+        // registry answer has confirmed yet: its tag is `HEAD`ed beside
+        // the reads, and a pick the registry does not confirm is not
+        // worked (a claim already held was confirmed when it was taken).
         let architecture = family.platform.architecture();
-        let (old, new) = futures::join!(
+        let unconfirmed = unread
+            .as_ref()
+            .filter(|_| !ours.contains(t.candidate.as_str()));
+        let (old, new, served) = futures::join!(
             klaud_planner::provenance::image_versions(registry, family.image(), architecture),
             futures::future::OptionFuture::from(unread.as_ref().map(|image| {
                 klaud_planner::provenance::declared(registry, image, architecture)
-            }))
+            })),
+            futures::future::OptionFuture::from(
+                unconfirmed.map(|image| klaud_planner::provenance::tag_digest(registry, image))
+            )
         );
+        if let (Some(image), Some(served)) = (unconfirmed, served) {
+            match served {
+                Ok(Some(digest)) if Some(digest.as_str()) == image.digest() => {}
+                Ok(served) => {
+                    tracing::warn!(
+                        image = %t.image,
+                        registry_serves = served.as_deref().unwrap_or("no such tag"),
+                        "the registry does not confirm the digest Docker Hub's tags API named; not worked this pass"
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        image = %t.image,
+                        error = %e,
+                        "the digest Docker Hub's tags API named could not be confirmed; not worked this pass"
+                    );
+                    continue;
+                }
+            }
+        }
         if let Some(v) = t.versions.as_mut() {
             v.old = old.unwrap_or_else(|e| {
                 tracing::warn!(image = %family.image(), error = %e, "old image versions unknown");
@@ -278,3 +308,7 @@ pub(super) async fn plan_targets(
     }
     out
 }
+
+#[cfg(test)]
+#[path = "targets_tests.rs"]
+mod tests;

@@ -20,8 +20,9 @@ pub(super) async fn first_qualifying(
     // Docker Hub's tags API says, without a pull, when each tag was pushed,
     // what it points at and for which platforms: a tag too young or without
     // the family's platform is passed over before its manifest is pulled,
-    // and the one that qualifies is read by the digest it names. Unavailable
-    // (no such API, unreachable, refused): the registry is asked as before.
+    // and the one that qualifies is pinned at the digest it names (and read
+    // by it where a commit is to be proven). Unavailable (no such API,
+    // unreachable, refused): the registry is asked as before.
     let hub = if newer.is_empty() {
         None
     } else {
@@ -135,13 +136,18 @@ pub(super) async fn first_qualifying(
             continue;
         }
         let tag_commit = track.matches(tag).and_then(|p| p.commit);
-        // Docker Hub: a free `HEAD` confirms that the tag points where the
-        // tags API says. The API has told its age and its platforms; only
-        // a tag that names a commit needs its image (the revision label
-        // that proves the commit), and one without a push time its age, so
-        // that platform's manifest, which the API names, is the only pull.
-        // Should the two disagree, the registry's answer is read as
-        // without the API.
+        // Docker Hub: the tags API has told the tag's digest, age and
+        // platforms. Only a tag that names a commit needs its image (the
+        // revision label that proves the commit), and one without a push
+        // time its age; that platform's manifest, which the API names, is
+        // the only pull, and a free `HEAD` beside it confirms that the tag
+        // points where the API says (should the two disagree, the
+        // registry's answer is read as without the API). Any other tag is
+        // proposed at the API's digest, as Renovate trusts it
+        // (`DockerHubCache`): a `HEAD` here would decide nothing, and
+        // spent on every proposal it holds up the reads that do decide
+        // one. A wave confirms the digest of each it picks before acting
+        // on it (`Candidate::image_read`).
         let mut from_hub = None;
         let mut registry_digest = None;
         if let Some(info) = hub_tag
@@ -151,27 +157,27 @@ pub(super) async fn first_qualifying(
                 .iter()
                 .find(|p| p.os == "linux" && p.architecture == architecture)
         {
-            let image_needed = tag_commit.is_some() || known_time.is_none();
+            if tag_commit.is_none() && known_time.is_some() {
+                let time = (known_time, clock);
+                return candidate(
+                    work,
+                    tag,
+                    hub_digest.clone(),
+                    time,
+                    nightly_to_release,
+                    None,
+                )
+                .map(Some);
+            }
             // The platform manifest the API names is read while the HEAD
             // confirms the digest, not after: the session keeps the answer
             // for the read below, and should the two disagree it is the one
             // read the registry's own answer makes unnecessary.
             let (head, _) = futures::join!(
                 session.head_manifest(&work.host, &work.repository, tag),
-                async {
-                    if image_needed {
-                        let _ = session
-                            .platform_image(&work.host, &work.repository, platform)
-                            .await;
-                    }
-                }
+                session.platform_image(&work.host, &work.repository, platform)
             );
             match head {
-                Ok(head) if head.digest == *hub_digest && !image_needed => {
-                    let time = (known_time, clock);
-                    return candidate(work, tag, head.digest, time, nightly_to_release, None)
-                        .map(Some);
-                }
                 Ok(head) if head.digest == *hub_digest => {
                     from_hub = Some((head.digest, platform.clone()));
                 }
