@@ -141,19 +141,21 @@ pub fn declared<'f>(
     Box::pin(async move {
         let host = image.registry();
         let repository = image.repository();
-        let reference = match (image.digest(), image.tag()) {
-            (Some(d), _) => d.to_owned(),
-            (None, Some(t)) => t.to_owned(),
-            (None, None) => "latest".to_owned(),
+        // A pinned digest is read as it is: the read itself says whether
+        // the registry has it (a `HEAD` first would only add a round trip,
+        // and where its tag is to be checked, `tag_digest` does that).
+        let digest = match image.digest() {
+            Some(digest) => digest.to_owned(),
+            None => match tag_digest(client, image).await? {
+                Some(digest) => digest,
+                None => return Ok(None),
+            },
         };
-        let head = match client.head_manifest(host, &repository, &reference).await {
-            Ok(head) => head,
+        let index = match client.image_platforms(host, &repository, &digest).await {
+            Ok(index) => index,
             Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(e),
         };
-        let index = client
-            .image_platforms(host, &repository, &head.digest)
-            .await?;
         let Some(platform) = index.platform("linux", architecture) else {
             return Ok(None);
         };

@@ -15,8 +15,10 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use klaud_planner::plan::{FamilyPlan, PlanOptions, PlanReport, Status, plan};
-use klaud_planner::registry::testkit::{HubApi, LocalRegistry, PlatformSpec, Pusher};
-use klaud_planner::registry::{HUB_API_HOST, MemoryContentCache, RegistryClient, RegistryConfig};
+use klaud_planner::registry::testkit::{
+    HubApi, LocalRegistry, PlatformSpec, Pusher, docker_hub_mirrors,
+};
+use klaud_planner::registry::{MemoryContentCache, RegistryClient};
 use klaud_planner::repo::Repository;
 use klaud_planner::tracks::{TrackOrdering, TrackRule};
 
@@ -65,18 +67,7 @@ fn client(
     hub: Option<&HubApi>,
     content: Option<&Arc<MemoryContentCache>>,
 ) -> RegistryClient {
-    let mut config = RegistryConfig::default();
-    config
-        .mirrors
-        .insert("docker.io".to_owned(), registry.base_url());
-    // Without a mirror of hub.docker.com a mirrored docker.io has no tags
-    // API: the site a mirror-only deployment is.
-    if let Some(hub) = hub {
-        config
-            .mirrors
-            .insert(HUB_API_HOST.to_owned(), hub.base_url());
-    }
-    let client = RegistryClient::new(config).unwrap();
+    let client = RegistryClient::new(docker_hub_mirrors(registry, hub)).unwrap();
     if let Some(content) = content {
         client.set_content_cache(content.clone());
     }

@@ -5,8 +5,10 @@
 use chrono::{DateTime, Duration, Utc};
 use klaud_planner::ignore::{IgnoreRule, IgnoreRules, IgnoreSource, IgnoreTarget};
 use klaud_planner::plan::{BlockKind, PlanOptions, PlanReport, plan};
-use klaud_planner::registry::testkit::{HubApi, LocalRegistry, PlatformSpec, Pusher};
-use klaud_planner::registry::{HUB_API_HOST, RegistryClient, RegistryConfig};
+use klaud_planner::registry::RegistryClient;
+use klaud_planner::registry::testkit::{
+    HubApi, LocalRegistry, PlatformSpec, Pusher, docker_hub_mirrors,
+};
 use klaud_planner::repo::Repository;
 
 fn checkout() -> tempfile::TempDir {
@@ -63,14 +65,7 @@ async fn plan_with(
     now: DateTime<Utc>,
     rules: Vec<IgnoreRule>,
 ) -> PlanReport {
-    let mut config = RegistryConfig::default();
-    config
-        .mirrors
-        .insert("docker.io".to_owned(), registry.base_url());
-    config
-        .mirrors
-        .insert(HUB_API_HOST.to_owned(), hub.base_url());
-    let client = RegistryClient::new(config).unwrap();
+    let client = RegistryClient::new(docker_hub_mirrors(registry, Some(hub))).unwrap();
     let mut options = PlanOptions::new(now);
     options.ignore = IgnoreRules::new(rules);
     plan(repository, &client.session(), &options).await

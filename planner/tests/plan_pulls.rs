@@ -11,19 +11,11 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use klaud_planner::plan::{PlanOptions, PlanReport, Status, plan};
-use klaud_planner::registry::testkit::{HubApi, LocalRegistry, PlatformSpec, Pusher};
-use klaud_planner::registry::{HUB_API_HOST, MemoryContentCache, RegistryClient, RegistryConfig};
+use klaud_planner::registry::testkit::{
+    HubApi, LocalRegistry, PlatformSpec, Pusher, docker_hub_mirrors, one_family_checkout,
+};
+use klaud_planner::registry::{MemoryContentCache, RegistryClient};
 use klaud_planner::repo::Repository;
-
-fn checkout(image: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let master = format!(
-        "a-fp8-b200-vllm:\n  image: {image}\n  model: demo/Demo\n  model-prefix: demo\n  runner: b200\n  precision: fp8\n  framework: vllm\n  multinode: false\n  scenarios:\n    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n      search-space:\n      - {{ tp: 8, conc-start: 4, conc-end: 64 }}\n"
-    );
-    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
-    std::fs::write(dir.path().join("configs/nvidia-master.yaml"), master).unwrap();
-    dir
-}
 
 async fn push(
     pusher: &Pusher,
@@ -50,14 +42,7 @@ fn client(
     hub: &HubApi,
     content: &Arc<MemoryContentCache>,
 ) -> RegistryClient {
-    let mut config = RegistryConfig::default();
-    config
-        .mirrors
-        .insert("docker.io".to_owned(), registry.base_url());
-    config
-        .mirrors
-        .insert(HUB_API_HOST.to_owned(), hub.base_url());
-    let client = RegistryClient::new(config).unwrap();
+    let client = RegistryClient::new(docker_hub_mirrors(registry, Some(hub))).unwrap();
     client.set_content_cache(content.clone());
     client
 }
@@ -112,7 +97,7 @@ async fn only_the_proposed_candidate_is_pulled_and_never_again() {
         now - Duration::hours(1),
     )
     .await;
-    let dir = checkout("klaud/pulls:v0.25.0");
+    let dir = one_family_checkout("klaud/pulls:v0.25.0").unwrap();
     let repository = Repository::open(dir.path()).unwrap();
     let content = Arc::new(MemoryContentCache::default());
 

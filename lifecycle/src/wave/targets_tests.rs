@@ -5,23 +5,15 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Duration, Utc};
 use klaud_planner::plan::{PlanOptions, PlanReport, plan};
-use klaud_planner::registry::testkit::{HubApi, LocalRegistry, PlatformSpec, Pusher};
-use klaud_planner::registry::{HUB_API_HOST, RegistryClient, RegistryConfig};
+use klaud_planner::registry::testkit::{
+    HubApi, LocalRegistry, PlatformSpec, Pusher, docker_hub_mirrors, one_family_checkout,
+};
+use klaud_planner::registry::{RegistryClient, RegistryConfig};
 use klaud_planner::repo::Repository;
 
 use super::plan_targets;
 
 const REPOSITORY: &str = "klaud/confirm";
-
-fn checkout(image: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let master = format!(
-        "a-fp8-b200-vllm:\n  image: {image}\n  model: demo/Demo\n  model-prefix: demo\n  runner: b200\n  precision: fp8\n  framework: vllm\n  multinode: false\n  scenarios:\n    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n      search-space:\n      - {{ tp: 8, conc-start: 4, conc-end: 64 }}\n"
-    );
-    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
-    std::fs::write(dir.path().join("configs/nvidia-master.yaml"), master).unwrap();
-    dir
-}
 
 /// Pushes `tag` for amd64 with `revision` as its revision label; the tags
 /// API is told of it only when `hub` is given.
@@ -44,14 +36,7 @@ async fn push(
 }
 
 fn client(registry: &LocalRegistry, hub: &HubApi) -> RegistryClient {
-    let mut config = RegistryConfig::default();
-    config
-        .mirrors
-        .insert("docker.io".to_owned(), registry.base_url());
-    config
-        .mirrors
-        .insert(HUB_API_HOST.to_owned(), hub.base_url());
-    RegistryClient::new(config).unwrap()
+    RegistryClient::new(docker_hub_mirrors(registry, Some(hub))).unwrap()
 }
 
 async fn targets(
@@ -83,7 +68,7 @@ async fn a_pick_pinned_at_the_tags_apis_digest_is_worked_only_where_the_registry
     )
     .await;
     push(&pusher, Some(&hub), "v0.26.0", "new-source", five_days_ago).await;
-    let dir = checkout(&format!("{REPOSITORY}:v0.25.0"));
+    let dir = one_family_checkout(&format!("{REPOSITORY}:v0.25.0")).unwrap();
     let repository = Repository::open(dir.path()).unwrap();
     let reader = client(&registry, &hub);
 

@@ -904,6 +904,38 @@ struct HubRecord {
 
 type HubState = Arc<Mutex<BTreeMap<String, BTreeMap<String, HubRecord>>>>;
 
+/// A client configuration whose Docker Hub is `registry`, with `hub` as its
+/// tags API where given; without one, a mirrored `docker.io` has no tags
+/// API, as on a mirror-only site.
+pub fn docker_hub_mirrors(
+    registry: &LocalRegistry,
+    hub: Option<&HubApi>,
+) -> crate::registry::RegistryConfig {
+    let mut config = crate::registry::RegistryConfig::default();
+    config
+        .mirrors
+        .insert("docker.io".to_owned(), registry.base_url());
+    if let Some(hub) = hub {
+        config
+            .mirrors
+            .insert(crate::registry::HUB_API_HOST.to_owned(), hub.base_url());
+    }
+    config
+}
+
+/// A checkout whose NVIDIA master has one family, `a-fp8-b200-vllm`, on
+/// `image`: the smallest repository a plan of one image reads.
+pub fn one_family_checkout(image: &str) -> Result<tempfile::TempDir, TestkitError> {
+    let fail = |e: std::io::Error| TestkitError::Start(format!("one-family checkout: {e}"));
+    let dir = tempfile::tempdir().map_err(fail)?;
+    let master = format!(
+        "a-fp8-b200-vllm:\n  image: {image}\n  model: demo/Demo\n  model-prefix: demo\n  runner: b200\n  precision: fp8\n  framework: vllm\n  multinode: false\n  scenarios:\n    fixed-seq-len:\n    - isl: 1024\n      osl: 1024\n      search-space:\n      - {{ tp: 8, conc-start: 4, conc-end: 64 }}\n"
+    );
+    std::fs::create_dir_all(dir.path().join("configs")).map_err(fail)?;
+    std::fs::write(dir.path().join("configs/nvidia-master.yaml"), master).map_err(fail)?;
+    Ok(dir)
+}
+
 /// Docker Hub's tags REST API (`GET /v2/namespaces/{ns}/repositories/{repo}/tags`,
 /// `page`/`page_size`, newest push first, an absolute `next`) on 127.0.0.1,
 /// answering from what a test records it pushed ([`HubApi::record`]): the
